@@ -1,0 +1,47 @@
+"""lossdoctor: why does my training loss not go down, or go NaN?
+
+    import lossdoctor
+    mon = lossdoctor.watch(model, optimizer)      # live (needs torch)
+    ...; mon.step(loss, batch=batch)
+    report = lossdoctor.diagnose("run_dir_or_log") # offline (no torch)
+
+Importing the package is light: torch is imported only when a live entry point is used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .findings import Report
+    from .monitor import Monitor, watch
+
+
+def diagnose(path: str) -> Report:
+    """Diagnose a run directory or a supported training log (no torch needed)."""
+    from .detectors.engine import diagnose_runs
+    from .sources import load_path
+
+    return diagnose_runs(load_path(path))
+
+
+_LAZY = {
+    "watch": ("monitor", "watch"),
+    "Monitor": ("monitor", "Monitor"),
+    "Finding": ("findings", "Finding"),
+    "Report": ("findings", "Report"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        mod, attr = _LAZY[name]
+        return getattr(importlib.import_module(f".{mod}", __name__), attr)
+    raise AttributeError(f"module 'lossdoctor' has no attribute {name!r}")
+
+
+__all__ = ["watch", "Monitor", "diagnose", "Finding", "Report", "__version__"]

@@ -1,0 +1,1 @@
+"""Command line: `lossdoctor diagnose PATH` and `lossdoctor demo`."""

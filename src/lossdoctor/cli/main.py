@@ -1,0 +1,109 @@
+"""`lossdoctor` command line.
+
+Exit codes (the contract): 0 the analysis ran, whatever it found; 1 only with --fail-on and a
+finding at or above that severity; 2 bad input or usage, with one line on stderr and no traceback.
+
+The offline path (`diagnose`) never imports torch, so it starts fast; `demo` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+EXIT_OK, EXIT_FAIL_ON, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default is 2 lines)
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+    from ..report import FORMATS
+
+    p = _Parser(prog="lossdoctor",
+                description="Why does my training loss not go down, or go NaN?")
+    p.add_argument("--version", action="version", version=f"lossdoctor {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    d = sub.add_parser("diagnose", help="diagnose a run directory or a training log")
+    d.add_argument("path", metavar="PATH", help="run directory written by watch, or a supported log")
+    d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
+    d.add_argument("--fail-on", choices=("warning", "critical"),
+                   help="exit 1 when a finding has this severity or worse")
+
+    m = sub.add_parser("demo", help="train a small model with a realistic fault and diagnose it")
+    m.add_argument("--fault", default=None, metavar="NAME", help="fault to inject; 'list' lists them")
+    m.add_argument("--log-dir", metavar="DIR", help="where to leave the run directory")
+    m.add_argument("--format", choices=FORMATS, default="text")
+    m.add_argument("--seed", type=int, default=0)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command == "diagnose":
+            return cmd_diagnose(args)
+        if args.command == "demo":
+            from .demo import cmd_demo
+
+            return cmd_demo(args)
+        parser.print_help()
+        return EXIT_BAD_INPUT
+    except UsageError as e:
+        print(f"lossdoctor: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("lossdoctor: interrupted", file=sys.stderr)
+        return 130
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from ..detectors.engine import diagnose_runs
+    from ..report import render
+    from ..sources import SourceError, load_path
+    from ..vocabulary import SEVERITY_RANK
+
+    try:
+        runs = load_path(args.path)
+        report = diagnose_runs(runs)
+    except SourceError as e:
+        print(f"lossdoctor: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:
+        print(f"lossdoctor: {args.path}: cannot read ({type(e).__name__}: {e})".splitlines()[0],
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    write_report(report, args)
+    if args.fail_on:
+        worst = max((f.severity_rank for f in report.findings), default=-1)
+        if worst >= SEVERITY_RANK[args.fail_on]:
+            return EXIT_FAIL_ON
+    return EXIT_OK
+
+
+def write_report(report, args: argparse.Namespace) -> None:
+    from ..report import render
+
+    out = getattr(args, "output", None)
+    color = out is None and sys.stdout.isatty() and args.format == "text"
+    text = render(report, args.format, color=color)
+    if out:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""The detector interface: a pure function from a `Run` (and its shared quantities) to findings.
+
+Detectors register themselves with `@detector(...)`, declaring which signals they need. The engine
+skips a detector whose signals the run lacks and reports that as a note ("log X to enable"), so a
+foreign log with only a loss column still gets every check that a loss column allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..findings import Finding
+from ..records import Run
+from .quantities import Quantities
+
+DetectorFn = Callable[[Run, Quantities], list[Finding]]
+
+
+@dataclass(frozen=True)
+class Detector:
+    name: str
+    fn: DetectorFn
+    #: every one of these signals must be logged (a column or an event name)
+    needs: tuple[str, ...] = ()
+    #: at least one of these must be logged (empty: no such requirement)
+    needs_any: tuple[str, ...] = ()
+    #: what to log to enable the check, said when it is skipped
+    hint: str = ""
+
+    def can_run(self, run: Run) -> bool:
+        if not all(run.has(s) for s in self.needs):
+            return False
+        return not self.needs_any or any(run.has(s) for s in self.needs_any)
+
+
+REGISTRY: list[Detector] = []
+
+
+def detector(name: str, *, needs: tuple[str, ...] = (), needs_any: tuple[str, ...] = (),
+             hint: str = "") -> Callable[[DetectorFn], DetectorFn]:
+    def register(fn: DetectorFn) -> DetectorFn:
+        REGISTRY.append(Detector(name=name, fn=fn, needs=needs, needs_any=needs_any, hint=hint))
+        return fn
+
+    return register
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """Numbers in evidence sentences: short, and exact enough to act on."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    ax = abs(x)
+    if ax != 0 and (ax >= 1e4 or ax < 1e-3):
+        return f"{x:.{max(digits - 1, 1)}e}"
+    return f"{x:.{digits}g}"
+
+
+def round_sig(x: float, sig: int = 2) -> float:
+    """Round to `sig` significant digits: a fix says max_norm=2.3, not 2.2871."""
+    if x == 0 or x != x:
+        return x
+    from math import floor, log10
+
+    return round(x, -int(floor(log10(abs(x)))) + sig - 1)

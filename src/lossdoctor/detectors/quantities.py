@@ -1,0 +1,136 @@
+"""Quantities computed once per run and shared by all detectors (the Cockpit idea: compute the
+numbers once, let each instrument reason over them).
+
+Everything here is vectorised numpy so a million-step log is diagnosed in seconds.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+from ..records import Run
+
+
+class Quantities:
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.n = len(run)
+        self.steps = run.steps
+
+    # --- raw signals ------------------------------------------------------------------------
+    @cached_property
+    def loss(self) -> np.ndarray:
+        return self.run.col("loss")
+
+    @cached_property
+    def loss_logged(self) -> np.ndarray:
+        return self.run.logged("loss")
+
+    @cached_property
+    def grad_norm(self) -> np.ndarray:
+        return self.run.col("grad_norm")
+
+    @cached_property
+    def skipped(self) -> np.ndarray:
+        """Steps whose optimizer update was skipped (GradScaler overflow). From the `skipped` column,
+        else inferred from a falling loss scale (a back-off happens exactly on overflow)."""
+        if self.run.has("skipped"):
+            return np.nan_to_num(self.run.col("skipped"), nan=0.0) > 0.5
+        if self.run.has("scale"):
+            s = self.run.col("scale")
+            prev = np.concatenate([[np.nan], s[:-1]])
+            return np.nan_to_num(s < prev, nan=False).astype(bool)
+        return np.zeros(self.n, dtype=bool)
+
+    @cached_property
+    def optimizer(self) -> str:
+        opt = self.run.meta.get("optimizer") or {}
+        return str(opt.get("class", "")).lower() if isinstance(opt, dict) else str(opt).lower()
+
+    @property
+    def adam_like(self) -> bool:
+        return any(k in self.optimizer for k in ("adam", "lamb", "lion", "adafactor"))
+
+    # --- the first bad step -----------------------------------------------------------------
+    @cached_property
+    def bad(self) -> np.ndarray:
+        """Rows where training went non-finite: a logged non-finite loss, or a non-finite gradient
+        norm on a step that was not skipped (a skipped overflow step is GradScaler doing its job)."""
+        loss_bad = self.loss_logged & ~np.isfinite(self.loss)
+        gn_logged = self.run.logged("grad_norm")
+        gn_bad = gn_logged & ~np.isfinite(self.grad_norm) & ~self.skipped
+        if self.run.has("grad_nonfinite"):
+            gn_bad |= (np.nan_to_num(self.run.col("grad_nonfinite")) > 0) & ~self.skipped
+        # a scaler run whose loss is non-finite on a skipped step is the scaler's business too
+        if self.run.has("scale"):
+            loss_bad &= ~self.skipped
+        return loss_bad | gn_bad
+
+    @cached_property
+    def first_bad(self) -> int | None:
+        idx = np.flatnonzero(self.bad)
+        return int(idx[0]) if idx.size else None
+
+    @property
+    def first_bad_step(self) -> int | None:
+        return None if self.first_bad is None else int(self.steps[self.first_bad])
+
+    @cached_property
+    def healthy_end(self) -> int:
+        """Rows [0, healthy_end) precede the first non-finite step."""
+        return self.n if self.first_bad is None else self.first_bad
+
+    # --- loss shape -------------------------------------------------------------------------
+    @cached_property
+    def finite_loss(self) -> np.ndarray:
+        """Row indices of logged, finite losses on steps that were not skipped."""
+        return np.flatnonzero(self.loss_logged & np.isfinite(self.loss) & ~self.skipped)
+
+    @cached_property
+    def loss_start(self) -> float:
+        """Typical loss over the first few logged steps (median of up to 5)."""
+        idx = self.finite_loss[:5]
+        return float(np.median(self.loss[idx])) if idx.size else float("nan")
+
+    def window(self, a: int, b: int, name: str = "loss") -> np.ndarray:
+        """Finite values of column `name` in rows [a, b)."""
+        x = self.run.col(name)[a:b]
+        return x[np.isfinite(x)]
+
+    @cached_property
+    def lr(self) -> np.ndarray:
+        return self.run.col("lr")
+
+
+def trailing_baseline(x: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row median and MAD of the previous complete block of `w` finite values.
+
+    Non-overlapping blocks keep this O(n) for a million steps; each row is compared with a block
+    that ended before it, so a spike never hides in its own baseline.
+    """
+    n = len(x)
+    med = np.full(n, np.nan)
+    mad = np.full(n, np.nan)
+    if n < 2 * w:
+        return med, mad
+    nb = n // w
+    blocks = x[: nb * w].reshape(nb, w)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            bmed = np.nanmedian(blocks, axis=1)
+            bmad = np.nanmedian(np.abs(blocks - bmed[:, None]), axis=1)
+    for b in range(1, nb + 1):
+        lo, hi = b * w, min((b + 1) * w, n)
+        med[lo:hi] = bmed[b - 1]
+        mad[lo:hi] = bmad[b - 1]
+    return med, mad
+
+
+def percentile(x: np.ndarray, q: float) -> float:
+    x = x[np.isfinite(x)]
+    return float(np.percentile(x, q)) if x.size else float("nan")

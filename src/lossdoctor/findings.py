@@ -1,0 +1,109 @@
+"""Findings and reports: what every detector produces and every report format renders.
+
+A `Finding` is one diagnosis (a cause, the symptom it explains, where it began, the evidence with
+numbers, and fixes with numbers). A `Report` is the ordered list of findings for a run plus notes on
+what could not be checked. `Report.to_dict()` is the public JSON contract `lossdoctor.report/1`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .vocabulary import CAUSES, SCHEMA, SEVERITY_RANK, SYMPTOMS
+
+
+@dataclass
+class Finding:
+    cause: str
+    symptom: str
+    severity: str
+    confidence: float
+    step: int | None = None
+    layer: str | None = None
+    op: str | None = None
+    batch: int | None = None
+    samples: list[int] | None = None
+    rank: int | None = None
+    evidence: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.cause not in CAUSES:
+            raise ValueError(f"unknown cause {self.cause!r}")
+        if self.symptom not in SYMPTOMS:
+            raise ValueError(f"unknown symptom {self.symptom!r}")
+        if self.severity not in SEVERITY_RANK:
+            raise ValueError(f"unknown severity {self.severity!r}")
+        self.confidence = float(min(1.0, max(0.0, self.confidence)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause,
+            "symptom": self.symptom,
+            "severity": self.severity,
+            "confidence": round(self.confidence, 3),
+            "step": None if self.step is None else int(self.step),
+            "layer": self.layer,
+            "op": self.op,
+            "batch": None if self.batch is None else int(self.batch),
+            "samples": None if self.samples is None else [int(s) for s in self.samples],
+            "rank": None if self.rank is None else int(self.rank),
+            "evidence": list(self.evidence),
+            "fixes": list(self.fixes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Finding:
+        keys = cls.__dataclass_fields__.keys()
+        return cls(**{k: d[k] for k in keys if k in d})
+
+    @property
+    def severity_rank(self) -> int:
+        return SEVERITY_RANK[self.severity]
+
+
+def importance_key(f: Finding) -> tuple:
+    """Most important first: severity, then confidence, then the earliest step."""
+    step = f.step if f.step is not None else float("inf")
+    return (-f.severity_rank, -round(f.confidence, 2), step)
+
+
+@dataclass
+class Report:
+    findings: list[Finding]
+    steps: int
+    notes: list[str] = field(default_factory=list)
+    source: str | None = None
+
+    @property
+    def status(self) -> str:
+        worst = max((f.severity_rank for f in self.findings), default=0)
+        if worst >= SEVERITY_RANK["critical"]:
+            return "critical"
+        if worst >= SEVERITY_RANK["warning"]:
+            return "warning"
+        return "healthy"
+
+    @property
+    def primary(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "status": self.status,
+            "steps": int(self.steps),
+            "findings": [f.to_dict() for f in self.findings],
+            "notes": list(self.notes),
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Report:
+        return cls(
+            findings=[Finding.from_dict(f) for f in d.get("findings", [])],
+            steps=int(d.get("steps", 0)),
+            notes=list(d.get("notes", [])),
+            source=d.get("source"),
+        )

@@ -1,0 +1,143 @@
+"""Live diagnosis: the same engine as `lossdoctor diagnose`, run on the history so far.
+
+The history is kept as typed columns (8 bytes a value) rather than dicts, so a long run costs
+little memory. The engine runs on a schedule that thins out as the run gets longer (every 10 steps
+early, every ~2% of the run later: linear total cost) and immediately when something new goes
+wrong (a non-finite value, a skipped step, bad data), at most once every few steps.
+
+Alerts go to stderr once per incident: a finding is announced when its (cause, layer) has not been
+announced yet, or when it begins again more than `rearm_after` steps after the last announcement.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+from array import array
+from typing import Any, Callable
+
+from .findings import Finding, Report
+from .records import COLUMNS, EVENTS, Run
+
+log = logging.getLogger("lossdoctor")
+
+TRIGGERS = ("batch_nonfinite_detail", "fwd_first_nonfinite", "bwd_first_nonfinite", "nonfinite_params",
+            "label_empty_sample_ids")
+
+
+class History:
+    """Append-only columnar copy of the step records."""
+
+    def __init__(self) -> None:
+        self.steps = array("q")
+        self.cols: dict[str, array] = {}
+        self.logged: dict[str, bytearray] = {}  # a logged NaN loss is the failure, not a gap
+        self.events: dict[str, dict[int, Any]] = {}
+
+    def append(self, rec: dict[str, Any]) -> None:
+        n = len(self.steps)
+        self.steps.append(int(rec["step"]))
+        for k, v in rec.items():
+            if k in COLUMNS:
+                col = self.cols.get(k)
+                if col is None:
+                    col = self.cols[k] = array("d", [math.nan]) * n
+                    self.logged[k] = bytearray(n)
+                col.append(_num(v))
+                self.logged[k].append(v is not None)
+            elif k in EVENTS and v is not None:
+                self.events.setdefault(k, {})[int(rec["step"])] = v
+        for k, col in self.cols.items():
+            if len(col) == n:  # not in this record
+                col.append(math.nan)
+                self.logged[k].append(0)
+
+    def run(self, meta: dict[str, Any], rank: int | None) -> Run:
+        import numpy as np
+
+        steps = np.frombuffer(self.steps, dtype=np.int64).copy()
+        cols = {k: np.frombuffer(c, dtype=np.float64).copy() for k, c in self.cols.items()}
+        logged = {k: np.frombuffer(m, dtype=np.uint8).astype(bool) for k, m in self.logged.items()}
+        events = {k: dict(v) for k, v in self.events.items()}
+        return Run(steps=steps, cols=cols, events=events, meta=meta, logged_mask=logged, rank=rank)
+
+
+def _num(v: Any) -> float:
+    if v is None:
+        return math.nan
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+class LiveDiagnoser:
+    def __init__(self, meta: dict[str, Any], *, rank: int | None = None, alerts: bool = True,
+                 rearm_after: int = 100, on_finding: Callable[[Finding], None] | None = None) -> None:
+        self.meta = meta
+        self.rank = rank
+        self.alerts = alerts
+        self.rearm_after = rearm_after
+        self.on_finding = on_finding
+        self.history = History()
+        self.report: Report | None = None
+        self._next_check = 0
+        self._last_trigger = -(10**9)
+        self._announced: dict[tuple[str, str | None], int] = {}
+
+    def observe(self, rec: dict[str, Any]) -> None:
+        self.history.append(rec)
+        step = int(rec["step"])
+        triggered = any(rec.get(k) for k in TRIGGERS) or bool(rec.get("skipped")) or _nonfinite(rec.get("loss"))
+        if step >= self._next_check or (triggered and step - self._last_trigger >= 5):
+            if triggered:
+                self._last_trigger = step
+            self._next_check = step + max(10, step // 50)
+            self.evaluate()
+
+    def evaluate(self) -> Report:
+        from .detectors.engine import diagnose_runs
+
+        self.report = diagnose_runs([self.history.run(self.meta, self.rank)])
+        for f in self.report.findings:
+            self._maybe_announce(f)
+        return self.report
+
+    def _maybe_announce(self, f: Finding) -> None:
+        if f.severity == "info":
+            return
+        key = (f.cause, f.layer)
+        last = self._announced.get(key)
+        step = f.step if f.step is not None else -1
+        if last is not None and (step <= last + self.rearm_after):
+            return
+        self._announced[key] = step
+        if self.on_finding is not None:
+            self.on_finding(f)
+        if self.alerts:
+            print(alert_line(f), file=sys.stderr, flush=True)
+
+
+def _nonfinite(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+def alert_line(f: Finding) -> str:
+    where = []
+    if f.step is not None:
+        where.append(f"step {f.step}")
+    if f.layer:
+        where.append(f.layer)
+    if f.op:
+        where.append(f.op)
+    if f.samples:
+        where.append(f"samples {f.samples[:8]}")
+    if f.rank is not None:
+        where.append(f"rank {f.rank}")
+    head = f"lossdoctor: {f.severity.upper()} {f.cause} ({f.symptom}) at {', '.join(where) or 'run'}"
+    body = f.evidence[0] if f.evidence else ""
+    fix = f" -> fix: {f.fixes[0]}" if f.fixes else ""
+    return f"{head}: {body}{fix}"

@@ -1,0 +1,286 @@
+"""`lossdoctor.watch`: the live monitor.
+
+Signals (on the device) -> one packed copy per step -> a step record -> the run log and the live
+engine. The training loop calls `mon.step(loss, batch=batch)` once per optimizer iteration, after
+the optimizer step; everything else happens in hooks the monitor installs and removes.
+
+Rules it keeps: no `.item()` or host sync per module or parameter; the user's model, optimizer,
+RNG and gradients are never modified; an internal error disables the part that failed, is logged
+once, and never reaches the training loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from .findings import Finding, Report
+from .live import LiveDiagnoser
+from .runlog import RunLogWriter
+from .signals import batch as batch_signals
+from .signals import tracer as tracer_signals
+from .signals.batch import BatchProbe
+from .signals.describe import describe_run
+from .signals.gradients import GradProbe
+from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
+from .signals.readout import Packer, Readout
+from .signals.tracer import ModuleTracer, parent_index
+
+log = logging.getLogger("lossdoctor")
+
+#: per-module statistics written to layers.f32 at sampled steps, in this order
+LAYER_STATS = ("act_absmax", "act_rms", "grad_absmax", "param_grad_norm", "param_norm")
+
+
+def default_log_dir() -> Path:
+    return Path("lossdoctor_runs") / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+
+
+def _dist_rank() -> tuple[int | None, int]:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_rank(), dist.get_world_size()
+    except Exception:
+        pass
+    return None, 1
+
+
+class Monitor:
+    """Watches one model + optimizer. Create it with `lossdoctor.watch(...)`."""
+
+    def __init__(self, model: nn.Module, optimizer: Any, scaler: Any = None, scheduler: Any = None,
+                 log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
+                 replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, *,
+                 layer_every: int = 10, check_inputs: bool = True, alerts: bool = True,
+                 update_budget: int = 1 << 25) -> None:
+        self.model = model
+        self.optimizer = unwrap_optimizer(optimizer)
+        self.scaler = scaler
+        self.scheduler = scheduler
+        self.task = task
+        self.replay_fn = replay_fn
+        self.layer_every = max(1, int(layer_every))
+        self.rank, self.world_size = _dist_rank()
+        root = Path(log_dir) if log_dir is not None else default_log_dir()
+        self.log_dir = root
+        self.run_dir = root / f"rank-{self.rank}" if self.world_size > 1 else root
+        self.step_idx = 0
+        self.closed = False
+        self._t0 = time.perf_counter()
+        self._warned: set[str] = set()
+
+        self.writer = RunLogWriter(self.run_dir)
+        self.tracer = ModuleTracer(model, check_inputs=check_inputs)
+        self.parents = parent_index(self.tracer.names)
+        self.grads = GradProbe(model, self.tracer.names, lambda: scaler_scale(self.scaler))
+        self.opt_probe = OptimizerProbe(self.optimizer, budget=update_budget)
+        self.batch_probe = BatchProbe()
+        self.readout = Readout()
+        self.meta = describe_run(model, self.optimizer, scaler, scheduler, task,
+                                 {"rank": self.rank, "world_size": self.world_size,
+                                  "layer_every": self.layer_every, "started": time.time(),
+                                  "replay": replay_fn is not None})
+        self.writer.write_meta(self.meta)
+        self.writer.start_layers(self.tracer.names, list(LAYER_STATS))
+        self.live = LiveDiagnoser(self.meta, rank=self.rank, alerts=alerts,
+                                  on_finding=self._record_finding)
+        self._set_sampled(self._is_sampled(0))
+
+    # --- public API ---------------------------------------------------------------------------
+    def step(self, loss: Any = None, batch: Any = None) -> None:
+        """Record one optimizer iteration. Call after `optimizer.step()` / `scaler.update()`."""
+        if self.closed or "step" in self._warned:
+            self.step_idx += 1
+            return
+        try:
+            self._collect(loss, batch)
+            self._drain(wait=False)
+        except Exception as e:  # the training loop never sees the monitor's failure
+            self._disable("step", e)
+        self.step_idx += 1
+        self._set_sampled(self._is_sampled(self.step_idx))
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        try:
+            self._drain(wait=True)
+            self.live.evaluate()
+            self.meta.update({"closed": True, "steps": self.step_idx, "finished": time.time()})
+            self.writer.write_meta(self.meta)
+        except Exception as e:
+            self._disable("close", e)
+        finally:
+            self.tracer.remove()
+            self.grads.remove()
+            self.opt_probe.remove()
+            self.writer.close()
+            self.closed = True
+
+    def diagnose(self) -> Report:
+        """The diagnosis of the run so far: the same as `lossdoctor diagnose <log_dir>`."""
+        if not self.closed:
+            self._drain(wait=True)
+        from .sources import load_path
+        from .detectors.engine import diagnose_runs
+
+        return diagnose_runs(load_path(self.log_dir))
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Findings of the live engine's latest evaluation."""
+        return list(self.live.report.findings) if self.live.report else []
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --- collection -----------------------------------------------------------------------------
+    def _is_sampled(self, step: int) -> bool:
+        return step < 5 or step % self.layer_every == 0
+
+    def _set_sampled(self, on: bool) -> None:
+        self._sampled = on
+        self.tracer.sampled = on
+        self.opt_probe.sampled = on
+
+    def _collect(self, loss: Any, batch: Any) -> None:
+        packer = Packer()
+        ctx: dict[str, Any] = {"step": self.step_idx, "time": time.perf_counter() - self._t0,
+                               "sampled": self._sampled}
+        if isinstance(loss, torch.Tensor):
+            packer.add("loss", loss.detach().float().mean().reshape(1))
+        elif loss is not None:
+            ctx["loss"] = float(loss)
+        scale = scaler_scale(self.scaler)
+        if scale is not None:
+            packer.add("scale", scale)
+        ctx["tracer"] = self.tracer.flush(packer)
+        ctx["grads"] = self.grads.flush(packer)
+        ctx["opt"] = self.opt_probe.flush(packer)
+        ctx["batch"] = self.batch_probe.flush(batch, packer) if self.batch_probe.enabled else {}
+        if self._sampled:
+            params = [p for p in self.grads.params]
+            if params:
+                packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
+        for part in (self.tracer, self.grads, self.opt_probe):
+            if getattr(part, "error", None) is not None and type(part).__name__ not in self._warned:
+                self._disable(type(part).__name__, part.error)
+        self.readout.submit(packer, ctx)
+
+    def _drain(self, wait: bool) -> None:
+        for values, ctx in self.readout.ready(wait=wait):
+            rec, per_module = self._interpret(values, ctx)
+            self.writer.append_step(rec)
+            if ctx["sampled"] or _incident(rec):
+                self._write_layers(rec["step"], per_module)
+            self.live.observe(rec)
+
+    def _interpret(self, values: dict[str, np.ndarray], ctx: dict[str, Any]) -> tuple[dict, dict]:
+        rec: dict[str, Any] = {"step": ctx["step"], "time": round(ctx["time"], 4)}
+        if "loss" in values:
+            rec["loss"] = float(values["loss"][0])
+        elif "loss" in ctx:
+            rec["loss"] = ctx["loss"]
+        if "scale" in values:
+            rec["scale"] = float(values["scale"][0])
+        opt = ctx["opt"]
+        rec["skipped"] = 0 if opt["stepped"] else 1
+        lrs = [x for x in opt["lrs"]]
+        rec["lr"] = lrs[0] if lrs else None
+        rec["wd"] = opt["wds"][0] if opt["wds"] else None
+        if len(set(lrs)) > 1:
+            rec["lr_groups"] = lrs
+        if "delta_sq" in values and "param_sq" in values:
+            d, p = float(values["delta_sq"][0]), float(values["param_sq"][0])
+            rec["update_ratio"] = math.sqrt(d / p) if p > 0 and math.isfinite(d) else None
+        if "lowp_frozen" in values and "lowp_moving" in values:
+            moving = float(values["lowp_moving"][0])
+            rec["frozen_frac"] = float(values["lowp_frozen"][0]) / moving if moving > 0 else None
+        if "eps_dominated_n" in values:
+            rec["eps_dominated"] = float(values["eps_dominated_n"][0] / values["eps_total"][0])
+
+        per: dict[str, np.ndarray] = {}
+        g = ctx["grads"]
+        if g.get("grad_idx") is not None and "param_grad_norm" in values:
+            norms = values["param_grad_norm"].astype(np.float64)
+            if "grad_scale" in values:
+                norms = norms / float(values["grad_scale"][0])
+            idx = np.asarray(g["grad_idx"])
+            with np.errstate(over="ignore", invalid="ignore"):
+                rec["grad_norm"] = float(np.sqrt(np.sum(norms * norms)))
+            bad = ~np.isfinite(norms)
+            rec["grad_nonfinite"] = int(bad.sum())
+            if bad.any():
+                rec["nonfinite_params"] = [self.grads.names[i] for i in idx[bad][:8]]
+            owners = np.asarray(self.grads.owner)[idx]
+            sq = np.zeros(len(self.tracer.names))
+            with np.errstate(over="ignore", invalid="ignore"):
+                np.add.at(sq, owners, norms * norms)
+            has = np.zeros(len(self.tracer.names), dtype=bool)
+            has[owners] = True
+            per["param_grad_norm"] = np.where(has, np.sqrt(sq), np.nan)
+        if "param_norm_pp" in values:
+            pn = values["param_norm_pp"].astype(np.float64)
+            rec["param_norm"] = float(np.sqrt(np.sum(pn * pn)))
+            sq = np.zeros(len(self.tracer.names))
+            np.add.at(sq, np.asarray(self.grads.owner), pn * pn)
+            has = np.zeros(len(self.tracer.names), dtype=bool)
+            has[np.asarray(self.grads.owner)] = True
+            per["param_norm"] = np.where(has, np.sqrt(sq), np.nan)
+
+        trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"])
+        rec.update(trec)
+        per.update(tper)
+        rec.update(batch_signals.interpret(values, ctx["batch"]))
+        return {k: v for k, v in rec.items() if v is not None}, per
+
+    def _write_layers(self, step: int, per: dict[str, np.ndarray]) -> None:
+        n = len(self.tracer.names)
+        mat = np.full((len(LAYER_STATS), n), np.nan, dtype=np.float32)
+        for i, name in enumerate(LAYER_STATS):
+            if name in per:
+                mat[i] = per[name]
+        self.writer.append_layers(step, mat)
+
+    def _record_finding(self, f: Finding) -> None:
+        self.writer.append_finding(f.to_dict())
+
+    def _disable(self, part: str, e: BaseException) -> None:
+        """Log once and switch the failing part off; training goes on untouched."""
+        if part in self._warned:
+            return
+        self._warned.add(part)
+        log.warning("lossdoctor: %s disabled after an internal error: %s: %s", part, type(e).__name__, e)
+        if part == "step":
+            self.tracer.enabled = False
+            self.grads.enabled = False
+            self.opt_probe.enabled = False
+            self.batch_probe.enabled = False
+
+
+def _incident(rec: dict[str, Any]) -> bool:
+    loss = rec.get("loss")
+    return (isinstance(loss, float) and not math.isfinite(loss)) or bool(
+        rec.get("fwd_first_nonfinite") or rec.get("bwd_first_nonfinite") or rec.get("grad_nonfinite"))
+
+
+def watch(model: nn.Module, optimizer: Any, scaler: Any = None, scheduler: Any = None,
+          log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
+          replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, **options: Any) -> Monitor:
+    """Start watching a training run. See `Monitor` for the options."""
+    return Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
+                   replay_fn=replay_fn, **options)

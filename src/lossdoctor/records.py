@@ -1,0 +1,196 @@
+"""Step records: the one shape every signal source and every log reader produces.
+
+A `Run` holds one training run (one rank) as aligned columns: `steps[i]` is the optimizer
+iteration of row i and `cols[name][i]` its value, NaN where that signal was not logged at that
+step. Sparse, non-numeric facts (which module went NaN first, which sample of the batch held an
+Inf) live in `events[name][step]`. Detectors read only this, so the live monitor and a
+TensorBoard file are diagnosed by exactly the same code.
+
+This module is deliberately torch-free: the offline CLI imports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: Numeric per-step columns. Names are shared by the live run log and all readers.
+COLUMNS: dict[str, str] = {
+    "loss": "training loss of the optimizer step (mean over micro-batches)",
+    "grad_norm": "total L2 norm of the gradients before clipping, unscaled",
+    "lr": "learning rate of parameter group 0 after the step",
+    "wd": "weight decay of parameter group 0",
+    "scale": "GradScaler / loss scale after the step",
+    "skipped": "1 if the optimizer step was skipped (overflow), else 0",
+    "update_ratio": "||dW|| / ||W|| over all parameters for this step (sampled)",
+    "frozen_frac": "fraction of bf16/fp16 parameter entries with a non-zero gradient that did not change (sampled)",
+    "eps_dominated": "fraction of Adam second-moment entries with sqrt(v_hat) < 10*eps (sampled)",
+    "act_absmax": "largest |activation| of any module output in the forward pass",
+    "act_range_frac": "largest |activation| / largest finite value of its dtype (>= 1 is overflow)",
+    "grad_nonfinite": "number of parameters whose gradient holds NaN/Inf",
+    "input_absmax": "largest |value| of any floating tensor in the batch",
+    "batch_nonfinite": "number of samples of the batch that hold NaN/Inf",
+    "label_ignored_frac": "fraction of label positions equal to the ignore index (-100)",
+    "label_empty_samples": "number of samples in the batch with every label ignored",
+    "label_tokens": "number of supervised label positions in the batch",
+    "batch_size": "size of the batch's first dimension",
+    "param_norm": "total L2 norm of the parameters (sampled)",
+    "time": "wall-clock seconds since the monitor started",
+}
+
+#: Sparse per-step facts: events[name][step] = value.
+EVENTS: dict[str, str] = {
+    "batch_nonfinite_detail": "{batch key: [sample indices]} of non-finite values in the batch",
+    "fwd_first_nonfinite": "{'layer', 'where': 'output'|'input', 'index'} first non-finite forward value",
+    "bwd_first_nonfinite": "{'layer'} first module whose output gradient was non-finite (backward order)",
+    "nonfinite_params": "names of (up to 8) parameters whose gradient was non-finite",
+    "act_absmax_layer": "module whose output held the step's largest |activation|",
+    "lr_groups": "learning rate of every parameter group, when there is more than one",
+    "label_empty_sample_ids": "indices of samples whose labels are all ignored",
+    "mask_empty_sample_ids": "indices of samples whose attention_mask is all zeros (all padding)",
+}
+
+
+@dataclass
+class LayerStats:
+    """Per-module statistics at sampled steps: `stats[name]` has shape (len(steps), len(modules))."""
+
+    steps: np.ndarray
+    modules: list[str]
+    stats: dict[str, np.ndarray]
+
+
+@dataclass
+class Run:
+    """One rank of one training run as aligned columns (see module docstring)."""
+
+    steps: np.ndarray
+    cols: dict[str, np.ndarray] = field(default_factory=dict)
+    events: dict[str, dict[int, Any]] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    #: rows where a column was logged; absent means "logged wherever the value is not NaN".
+    #: Needed because a logged NaN loss (the failure) and an unlogged step look alike otherwise.
+    logged_mask: dict[str, np.ndarray] = field(default_factory=dict)
+    layers: LayerStats | None = None
+    live_findings: list[dict[str, Any]] = field(default_factory=list)
+    source: str = "lossdoctor"
+    notes: list[str] = field(default_factory=list)
+    rank: int | None = None
+
+    def __len__(self) -> int:
+        return int(self.steps.shape[0])
+
+    def col(self, name: str) -> np.ndarray:
+        """The column, or an all-NaN column when the source did not log it."""
+        c = self.cols.get(name)
+        if c is None:
+            return np.full(len(self), np.nan)
+        return c
+
+    def has(self, name: str) -> bool:
+        """True when the column was logged at least once (NaN from a NaN loss counts as logged)."""
+        if name in self.events:
+            return True
+        c = self.cols.get(name)
+        return c is not None and bool(self.logged(name).any())
+
+    def logged(self, name: str) -> np.ndarray:
+        """Mask of rows where `name` was logged (a logged NaN counts)."""
+        mask = self.logged_mask.get(name)
+        if mask is not None:
+            return mask
+        c = self.cols.get(name)
+        if c is None:
+            return np.zeros(len(self), dtype=bool)
+        return ~np.isnan(c)
+
+    def event(self, name: str) -> dict[int, Any]:
+        return self.events.get(name, {})
+
+
+def make_run(rows: list[dict[str, Any]], *, meta: dict[str, Any] | None = None,
+             source: str = "lossdoctor", rank: int | None = None) -> Run:
+    """Build a Run from per-step dicts (`{"step": 3, "loss": 2.1, ...}`), the readers' common path.
+
+    Values under a COLUMNS name become numeric columns; values under an EVENTS name become sparse
+    events; other keys are ignored. Rows without a step are dropped.
+    """
+    rows = [r for r in rows if r.get("step") is not None]
+    steps = [r["step"] for r in rows]
+    keys = {k for r in rows for k in r}
+    cols = {k: [r.get(k) for r in rows] for k in keys if k in COLUMNS}
+    events: dict[str, dict[int, Any]] = {}
+    for k in keys & EVENTS.keys():
+        events[k] = {int(r["step"]): r[k] for r in rows if r.get(k) is not None}
+    return from_columns(steps, cols, events=events, meta=meta, source=source, rank=rank)
+
+
+def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int, Any]] | None = None,
+                 meta: dict[str, Any] | None = None, source: str = "lossdoctor",
+                 rank: int | None = None) -> Run:
+    """Build a Run from column arrays aligned with `steps` (None/NaN where not logged).
+
+    Rows are sorted by step; when a step repeats (a log that restarted, or one row per metric as in
+    Lightning's CSV), each column keeps its last logged value at that step. Vectorised so a
+    million-step log loads in well under a second.
+    """
+    steps_arr = np.asarray([to_float(s) for s in steps] if not isinstance(steps, np.ndarray) else steps,
+                           dtype=np.float64)
+    keep = np.isfinite(steps_arr)
+    steps_i = steps_arr[keep].astype(np.int64)
+    uniq, inverse = np.unique(steps_i, return_inverse=True)
+    n = len(uniq)
+    out_cols: dict[str, np.ndarray] = {}
+    logged: dict[str, np.ndarray] = {}
+    for k, values in cols.items():
+        vals, mask = _as_float_column(values)
+        vals, mask = vals[keep], mask[keep]
+        col = np.full(n, np.nan)
+        lg = np.zeros(n, dtype=bool)
+        idx = np.nonzero(mask)[0]
+        col[inverse[idx]] = vals[idx]  # later rows overwrite earlier ones: the last value wins
+        lg[inverse[idx]] = True
+        out_cols[k] = col
+        logged[k] = lg
+    return Run(steps=uniq, cols=out_cols, events=dict(events or {}), meta=dict(meta or {}),
+               logged_mask=logged, source=source, rank=rank)
+
+
+def _as_float_column(values: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(float values, logged mask). None and unparsable strings are "not logged"; 'nan' is logged."""
+    if isinstance(values, np.ndarray) and values.dtype.kind in "fiub":
+        v = values.astype(np.float64)
+        return v, ~np.isnan(v) if values.dtype.kind == "f" else np.ones(len(v), dtype=bool)
+    try:
+        v = np.array(values, dtype=np.float64)
+        mask = np.array([x is not None for x in values], dtype=bool)
+        return v, mask
+    except (TypeError, ValueError):
+        v = np.array([to_float(x) for x in values], dtype=np.float64)
+        mask = np.array([x is not None and (not np.isnan(f) or _says_nan(x)) for x, f in zip(values, v)],
+                        dtype=bool)
+        return v, mask
+
+
+def _says_nan(x: Any) -> bool:
+    return isinstance(x, str) and x.strip().lower() in ("nan", "-nan", "+nan")
+
+
+def to_float(v: Any) -> float:
+    """Lenient number parsing for logs: bools, numbers, numeric strings, 'nan'/'inf'; else NaN."""
+    if v is None:
+        return np.nan
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float, np.floating, np.integer)):
+        return float(v)
+    if isinstance(v, (list, tuple)) and v:
+        return to_float(v[0])
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            return np.nan
+    return np.nan

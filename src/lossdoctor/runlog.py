@@ -1,0 +1,204 @@
+"""The run directory that `watch` writes and `lossdoctor diagnose` reads.
+
+Layout (one directory per run; under torch.distributed one `rank-N/` sub-directory per rank)::
+
+    meta.json        run metadata: model summary, optimizer/scaler/scheduler config, dtypes,
+                     versions, task; rewritten at close with "closed": true
+    steps.jsonl      one JSON object per optimizer step (records.COLUMNS / records.EVENTS keys),
+                     flushed every step, so a kill -9 loses at most the step being written
+    layers.json      schema of layers.f32: module names and stat names
+    layers.f32       per-module stats at sampled steps, little-endian float32 rows of
+                     [step, stat_0[module_0..module_M-1], stat_1[...], ...]
+    findings.jsonl   findings raised live, in the order they were raised
+    incidents/       triage records of incidents (replay, localisation)
+
+Why float32 rows for the per-layer data: it is a dense (sampled step x module x stat) matrix, and a
+raw append-only matrix is the most compact form (4 bytes a value, no per-row keys), is append-safe
+(a torn last row is simply dropped on read), needs only numpy to read (`np.fromfile`, then slice a
+column per module), and loads a million values in milliseconds. Parquet would need pyarrow (100+ MB)
+and writes its footer at close, so a killed run would leave an unreadable file; JSON would be
+5-10x larger and slow to parse.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from .records import LayerStats, Run, make_run
+
+META = "meta.json"
+STEPS = "steps.jsonl"
+LAYERS_SCHEMA = "layers.json"
+LAYERS = "layers.f32"
+FINDINGS = "findings.jsonl"
+INCIDENTS = "incidents"
+
+_DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def _dumps(obj: Any) -> bytes:
+    """orjson writes NaN/Inf as null; we keep them as the strings 'nan'/'inf' so a NaN loss stays
+    a NaN loss (records.to_float parses them back)."""
+    return orjson.dumps(_encode_nonfinite(obj), option=_DUMP_OPTS)
+
+
+def _encode_nonfinite(obj: Any) -> Any:
+    if isinstance(obj, float):
+        if obj != obj:
+            return "nan"
+        if obj in (float("inf"), float("-inf")):
+            return "inf" if obj > 0 else "-inf"
+        return obj
+    if isinstance(obj, dict):
+        return {k: _encode_nonfinite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_encode_nonfinite(v) for v in obj]
+    return obj
+
+
+class RunLogWriter:
+    """Appends one run's records to its directory. Every write is flushed: the log is the evidence
+    of a crash, so it must survive the crash."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._steps = open(self.path / STEPS, "ab")
+        self._findings = open(self.path / FINDINGS, "ab")
+        self._layers: io.BufferedWriter | None = None
+        self._layer_width = 0
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        tmp = self.path / (META + ".tmp")
+        tmp.write_bytes(orjson.dumps(_encode_nonfinite(meta), option=_DUMP_OPTS | orjson.OPT_INDENT_2))
+        os.replace(tmp, self.path / META)
+
+    def append_step(self, record: dict[str, Any]) -> None:
+        self._steps.write(_dumps(record) + b"\n")
+        self._steps.flush()
+
+    def start_layers(self, modules: list[str], stats: list[str]) -> None:
+        schema = {"modules": modules, "stats": stats, "row": ["step"] + [f"{s}[module]" for s in stats]}
+        (self.path / LAYERS_SCHEMA).write_bytes(orjson.dumps(schema))
+        self._layers = open(self.path / LAYERS, "ab")
+        self._layer_width = 1 + len(stats) * len(modules)
+
+    def append_layers(self, step: int, values: np.ndarray) -> None:
+        """`values` has shape (n_stats, n_modules)."""
+        if self._layers is None:
+            return
+        row = np.empty(self._layer_width, dtype="<f4")
+        row[0] = step
+        row[1:] = np.asarray(values, dtype=np.float32).ravel()
+        self._layers.write(row.tobytes())
+        self._layers.flush()
+
+    def append_finding(self, finding: dict[str, Any]) -> None:
+        self._findings.write(_dumps(finding) + b"\n")
+        self._findings.flush()
+
+    def close(self) -> None:
+        for f in (self._steps, self._findings, self._layers):
+            if f is not None and not f.closed:
+                f.close()
+
+
+def is_run_dir(path: Path) -> bool:
+    """A lossdoctor run directory: meta.json or steps.jsonl here, or in rank-N sub-directories."""
+    if not path.is_dir():
+        return False
+    if (path / META).exists() or (path / STEPS).exists():
+        return True
+    return any((d / STEPS).exists() for d in path.glob("rank-*"))
+
+
+def rank_dirs(path: Path) -> list[Path]:
+    ranks = sorted((d for d in path.glob("rank-*") if (d / STEPS).exists()),
+                   key=lambda d: int(d.name.split("-", 1)[1]) if d.name.split("-", 1)[1].isdigit() else 0)
+    return ranks or [path]
+
+
+def read_run_dir(path: str | os.PathLike[str]) -> list[Run]:
+    """Read every rank of a run directory. A torn last line or row (the writer was killed) is
+    dropped with a note, never an error."""
+    root = Path(path)
+    return [_read_one(d) for d in rank_dirs(root)]
+
+
+def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    out = []
+    bad = 0
+    with open(path, "rb") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(obj, dict):
+                out.append(obj)
+    if bad:
+        notes.append(f"{path.name}: skipped {bad} unreadable line(s) (a run killed mid-write leaves one)")
+    return out
+
+
+def _read_one(d: Path) -> Run:
+    notes: list[str] = []
+    meta: dict[str, Any] = {}
+    if (d / META).exists():
+        try:
+            meta = orjson.loads((d / META).read_bytes())
+        except orjson.JSONDecodeError:
+            notes.append(f"{d.name}/{META} is unreadable; run metadata ignored")
+    rows = _read_jsonl(d / STEPS, notes)
+    rank = meta.get("rank")
+    run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
+    run.notes.extend(notes)
+    run.live_findings = _read_jsonl(d / FINDINGS, notes)
+    run.layers = _read_layers(d, run.notes)
+    return run
+
+
+def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
+    if not (d / LAYERS_SCHEMA).exists() or not (d / LAYERS).exists():
+        return None
+    try:
+        schema = orjson.loads((d / LAYERS_SCHEMA).read_bytes())
+        modules, stats = list(schema["modules"]), list(schema["stats"])
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        notes.append(f"{LAYERS_SCHEMA} is unreadable; per-layer statistics ignored")
+        return None
+    width = 1 + len(stats) * len(modules)
+    raw = np.fromfile(d / LAYERS, dtype="<f4")
+    n = raw.size // width
+    if raw.size % width:
+        notes.append(f"{LAYERS}: dropped a torn last row")
+    m = raw[: n * width].reshape(n, width)
+    values = m[:, 1:].reshape(n, len(stats), len(modules))
+    return LayerStats(steps=m[:, 0].astype(np.int64), modules=modules,
+                      stats={s: values[:, i, :] for i, s in enumerate(stats)})
+
+
+def load_incidents(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Incident records written by triage, oldest first."""
+    d = Path(path) / INCIDENTS
+    if not d.is_dir():
+        return []
+    out = []
+    for f in sorted(d.glob("*.json")):
+        try:
+            out.append(orjson.loads(f.read_bytes()))
+        except orjson.JSONDecodeError:
+            continue
+    return out

@@ -1,0 +1,109 @@
+"""What was in the batch: non-finite values per sample, input magnitude, label masking.
+
+For each floating tensor of the batch one `aminmax` along all but the first dimension gives every
+sample's min and max, hence both "sample 3 holds a NaN" and the input magnitude. Integer `labels`
+give the fraction of ignored positions (-100) and the samples with no supervised position; an
+`attention_mask` gives the samples that are all padding (the classic softmax-of-all-masked NaN).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+
+IGNORE_INDEX = -100
+LABEL_KEYS = ("labels", "label", "label_ids", "targets", "target", "y")
+
+
+def iter_tensors(batch: Any, prefix: str = "", depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:
+    """(key, tensor) pairs of a batch: a tensor, a dict / BatchEncoding, a tuple/list, a dataclass."""
+    if isinstance(batch, torch.Tensor):
+        yield (prefix or "batch"), batch
+        return
+    if depth > 3 or batch is None:
+        return
+    if hasattr(batch, "items") and callable(batch.items):
+        items = list(batch.items())
+    elif isinstance(batch, (tuple, list)):
+        items = [(str(i), x) for i, x in enumerate(batch)]
+    elif hasattr(batch, "__dataclass_fields__"):
+        items = [(k, getattr(batch, k)) for k in batch.__dataclass_fields__]
+    else:
+        return
+    for k, v in items:
+        yield from iter_tensors(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)
+
+
+class BatchProbe:
+    def __init__(self) -> None:
+        self.enabled = True
+
+    def flush(self, batch: Any, packer: Any) -> dict[str, Any]:
+        ctx: dict[str, Any] = {"float_keys": [], "label_key": None, "mask_key": None, "size": None}
+        if batch is None or not self.enabled:
+            return ctx
+        with torch.no_grad():
+            for key, t in iter_tensors(batch):
+                if t.dim() == 0 or t.numel() == 0:
+                    continue
+                if ctx["size"] is None:
+                    ctx["size"] = int(t.shape[0])
+                last = key.rsplit(".", 1)[-1]
+                if t.is_floating_point():
+                    mn, mx = torch.aminmax(t.detach().reshape(t.shape[0], -1), dim=1)
+                    packer.add(f"batch_min:{key}", mn)
+                    packer.add(f"batch_max:{key}", mx)
+                    ctx["float_keys"].append(key)
+                elif last in LABEL_KEYS and ctx["label_key"] is None and t.dim() >= 2:
+                    ign = (t.detach() == IGNORE_INDEX).reshape(t.shape[0], -1)
+                    packer.add("label_ignored_per_sample", ign.sum(dim=1))
+                    ctx["label_key"] = key
+                    ctx["label_positions"] = int(ign.shape[1])
+                elif last == "attention_mask" and ctx["mask_key"] is None:
+                    packer.add("mask_tokens_per_sample", t.detach().reshape(t.shape[0], -1).sum(dim=1))
+                    ctx["mask_key"] = key
+        return ctx
+
+
+def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    import numpy as np
+
+    rec: dict[str, Any] = {}
+    if ctx.get("size") is not None:
+        rec["batch_size"] = ctx["size"]
+    detail: dict[str, list[int]] = {}
+    absmax = None
+    for key in ctx.get("float_keys", []):
+        mn = values[f"batch_min:{key}"].astype(np.float64)
+        mx = values[f"batch_max:{key}"].astype(np.float64)
+        bad = ~(np.isfinite(mn) & np.isfinite(mx))
+        if bad.any():
+            detail[key] = [int(i) for i in np.flatnonzero(bad)[:32]]
+        good = ~bad
+        if good.any():
+            a = float(np.max(np.maximum(-mn[good], mx[good])))
+            absmax = a if absmax is None else max(absmax, a)
+    if ctx.get("float_keys"):
+        rec["input_absmax"] = absmax
+        nbad = set()
+        for v in detail.values():
+            nbad.update(v)
+        rec["batch_nonfinite"] = len(nbad)
+        if detail:
+            rec["batch_nonfinite_detail"] = detail
+    if ctx.get("label_key"):
+        ign = values["label_ignored_per_sample"].astype(np.int64)
+        pos = ctx["label_positions"]
+        rec["label_ignored_frac"] = float(ign.sum() / max(1, ign.size * pos))
+        rec["label_tokens"] = int(ign.size * pos - ign.sum())
+        empty = np.flatnonzero(ign >= pos)
+        rec["label_empty_samples"] = int(empty.size)
+        if empty.size:
+            rec["label_empty_sample_ids"] = [int(i) for i in empty[:32]]
+    if ctx.get("mask_key"):
+        tok = values["mask_tokens_per_sample"]
+        empty = np.flatnonzero(tok <= 0)
+        if empty.size:
+            rec["mask_empty_sample_ids"] = [int(i) for i in empty[:32]]
+    return rec

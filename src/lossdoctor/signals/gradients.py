@@ -1,0 +1,99 @@
+"""Per-parameter gradient norms, captured when backward ends: before clipping, before the
+optimizer consumes them, whatever the loop does with `zero_grad` afterwards.
+
+A post-accumulate-grad hook on every parameter queues one callback on the autograd engine; the
+callback runs once when the backward pass finishes and takes all per-parameter L2 norms with a
+single `torch._foreach_norm` (one pass over the gradients, in fp32 so fp16 gradients do not
+overflow the norm). Under a GradScaler the gradients are still scaled at that point, so the scale
+in effect is captured with them and divided out on the host. With gradient accumulation the last
+backward of the step wins: its gradients are the accumulated ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+
+def _foreach_norm(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    try:
+        return list(torch._foreach_norm(grads, 2, dtype=torch.float32))
+    except (TypeError, RuntimeError):  # older torch: no dtype argument
+        return [torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]
+
+
+class GradProbe:
+    def __init__(self, model: nn.Module, module_names: list[str],
+                 scale_fn: Callable[[], torch.Tensor | None]) -> None:
+        module_pos = {n: i for i, n in enumerate(module_names)}
+        self.names: list[str] = []
+        self.params: list[nn.Parameter] = []
+        self.owner: list[int] = []  # index of the module that owns each parameter
+        for name, p in model.named_parameters():
+            if not p.requires_grad:
+                continue
+            self.names.append(name)
+            self.params.append(p)
+            mod = name.rsplit(".", 1)[0] if "." in name else "<model>"
+            self.owner.append(module_pos.get(mod, module_pos.get("<model>", 0)))
+        self._scale_fn = scale_fn
+        self._queued = False
+        self.enabled = True
+        self.error: BaseException | None = None
+        self._captured: tuple[list[int], list[torch.Tensor], torch.Tensor | None] | None = None
+        self.fresh = False  # a capture happened since the last flush
+        self._handles = []
+        if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+            for p in self.params:
+                self._handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
+
+    def _on_grad(self, p: torch.Tensor) -> None:
+        if self._queued or not self.enabled:
+            return
+        self._queued = True
+        torch.autograd.Variable._execution_engine.queue_callback(self._capture)
+
+    def _capture(self) -> None:
+        self._queued = False
+        if not self.enabled:
+            return
+        try:
+            self.capture()
+        except Exception as e:  # never break the user's backward
+            self.enabled = False
+            self.error = e
+
+    def capture(self) -> None:
+        """Take per-parameter norms of the gradients as they are now."""
+        idx, grads = [], []
+        for i, p in enumerate(self.params):
+            g = p.grad
+            if g is not None and not g.is_sparse:
+                idx.append(i)
+                grads.append(g.detach())
+        if not grads:
+            return
+        scale = self._scale_fn()
+        self._captured = (idx, _foreach_norm(grads), None if scale is None else scale.detach().clone())
+        self.fresh = True
+
+    def flush(self, packer: Any) -> dict[str, Any]:
+        if not self.fresh and self.enabled:
+            self.capture()  # no hook fired (grads from autograd.grad, replaced params...)
+        ctx: dict[str, Any] = {"grad_idx": None}
+        if self.fresh and self._captured is not None:
+            idx, norms, scale = self._captured
+            packer.add("param_grad_norm", norms)
+            if scale is not None:
+                packer.add("grad_scale", scale)
+            ctx["grad_idx"] = idx
+        self.fresh = False
+        self._captured = None
+        return ctx
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()

@@ -1,0 +1,155 @@
+"""Optimizer, scheduler and GradScaler signals.
+
+Every step: the LR and weight decay of each parameter group (host floats, free), whether the
+optimizer actually stepped (a step pre-hook; GradScaler skips `optimizer.step()` on overflow), and
+the loss scale (the scaler's scale tensor, read with the step's one copy, never `.item()`).
+
+On sampled steps only, because they cost a copy of the parameters: the update/parameter ratio
+||dW||/||W|| (DeepDiagnosis: healthy ~1e-3, outside [1e-5, 0.1] is a problem), the fraction of
+low-precision parameters that did not change although their gradient was non-zero (updates below
+bf16/fp16 resolution), and for Adam-family optimizers the fraction of second-moment entries with
+sqrt(v_hat) < 10*eps, where the update is eps-dominated. The parameters copied are bounded by
+`budget` elements, spread over the model.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+
+def unwrap_optimizer(opt: Any) -> torch.optim.Optimizer:
+    """The torch optimizer inside Accelerate / Lightning / DeepSpeed-style wrappers."""
+    seen = 0
+    while not isinstance(opt, torch.optim.Optimizer) and hasattr(opt, "optimizer") and seen < 5:
+        opt = opt.optimizer
+        seen += 1
+    return opt
+
+
+def scaler_scale(scaler: Any) -> torch.Tensor | None:
+    if scaler is None or not getattr(scaler, "is_enabled", lambda: True)():
+        return None
+    s = getattr(scaler, "_scale", None)
+    return s if isinstance(s, torch.Tensor) else None
+
+
+class OptimizerProbe:
+    def __init__(self, optimizer: Any, budget: int = 1 << 25) -> None:
+        self.opt = unwrap_optimizer(optimizer)
+        self.budget = budget
+        self.sampled = False
+        self.enabled = True
+        self.error: BaseException | None = None
+        self.stepped = False
+        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._stats: dict[str, list[torch.Tensor]] = {}
+        self._subset = self._choose_subset()
+        self._handles = [self.opt.register_step_pre_hook(self._pre),
+                         self.opt.register_step_post_hook(self._post)]
+
+    def _choose_subset(self) -> list[torch.Tensor]:
+        params = [p for g in self.opt.param_groups for p in g["params"] if p.requires_grad]
+        total = sum(p.numel() for p in params)
+        if total <= self.budget:
+            return params
+        stride = math.ceil(total / self.budget)
+        return params[::stride] or params[:1]
+
+    def _pre(self, opt: Any, args: Any, kwargs: Any) -> None:
+        self.stepped = True
+        if not (self.sampled and self.enabled):
+            return
+        try:
+            self._take_snapshot()
+        except Exception as e:  # never break the user's optimizer step
+            self.enabled, self.error = False, e
+
+    def _post(self, opt: Any, args: Any, kwargs: Any) -> None:
+        if self._snapshot is None or not self.enabled:
+            return
+        try:
+            self._measure_update()
+        except Exception as e:
+            self.enabled, self.error = False, e
+            self._snapshot = None
+
+    def _take_snapshot(self) -> None:
+        params = [p for p in self._subset if p.grad is not None]
+        if params:
+            self._snapshot = (params, torch._foreach_mul(params, 1.0))  # one fused copy
+
+    def _measure_update(self) -> None:
+        params, before = self._snapshot
+        self._snapshot = None
+        with torch.no_grad():
+            delta = torch._foreach_sub(params, before)
+            dn = torch._foreach_norm(delta, 2, dtype=torch.float32)
+            pn = torch._foreach_norm(params, 2, dtype=torch.float32)
+            self._stats["delta_sq"] = [torch.stack([d * d for d in dn]).sum()]
+            self._stats["param_sq"] = [torch.stack([p * p for p in pn]).sum()]
+            low = [(p, d) for p, d in zip(params, delta) if p.dtype in (torch.bfloat16, torch.float16)]
+            if low:
+                frozen = [((d == 0) & (p.grad != 0)).sum() for p, d in low]
+                moved = [(p.grad != 0).sum() for p, _ in low]
+                self._stats["lowp_frozen"] = [torch.stack(frozen).sum()]
+                self._stats["lowp_moving"] = [torch.stack(moved).sum()]
+            self._eps_stats()
+
+    def _eps_stats(self) -> None:
+        counts, totals = [], 0
+        for group in self.opt.param_groups:
+            eps = group.get("eps")
+            betas = group.get("betas")
+            if not isinstance(eps, (int, float)) or not betas:
+                continue
+            for p in group["params"]:
+                st = self.opt.state.get(p, {})
+                v = st.get("exp_avg_sq")
+                step = st.get("step")
+                if v is None or step is None:
+                    continue
+                on_host = not isinstance(step, torch.Tensor) or step.device.type == "cpu"
+                t = float(step) if on_host else None
+                if t is None:
+                    # a tensor step lives on the device; the bias correction is a device op then
+                    bc2 = 1 - torch.pow(torch.as_tensor(betas[1], device=step.device), step.float())
+                else:
+                    bc2 = 1 - betas[1] ** t
+                thresh = (10.0 * eps) ** 2 * bc2
+                counts.append((v < thresh).sum().to(v.device))
+                totals += v.numel()
+        if counts and totals:
+            dev = counts[0].device
+            self._stats["eps_dominated_n"] = [torch.stack([c.to(dev) for c in counts]).sum()]
+            self._stats["eps_total"] = [torch.tensor(float(totals), device=dev)]
+
+    def flush(self, packer: Any) -> dict[str, Any]:
+        groups = self.opt.param_groups
+        lrs = [_host_float(g.get("lr")) for g in groups]
+        wds = [_host_float(g.get("weight_decay", 0.0)) for g in groups]
+        for k, v in self._stats.items():
+            packer.add(k, v)
+        ctx = {"lrs": lrs, "wds": wds, "stepped": self.stepped, "opt_stats": list(self._stats)}
+        self._stats = {}
+        self.stepped = False
+        return ctx
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+def _host_float(v: Any) -> float | None:
+    if v is None:
+        return None
+    if isinstance(v, torch.Tensor):
+        # a tensor LR (capturable optimizers) is usually a CPU scalar; a device one would sync
+        return float(v.item()) if v.device.type == "cpu" else None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,239 @@
+"""Forward and backward statistics of every module, in execution order, every step.
+
+For each module call the forward hook computes `aminmax` of the output (one pass, no temporary:
+NaN propagates into min/max and Inf shows as +-inf, so the same two numbers give the non-finite
+flag and max |x|) and hangs a tensor hook on the output that does the same for its gradient in
+backward. Leaf modules whose input was not the previous module's output (say `c_proj` after a
+functional softmax) also get their input checked, so a NaN made by code between modules is
+attributed to the module whose forward made it. On sampled steps the RMS of each output is added.
+
+The results stay on the device as 0-d tensors; `flush` hands them to the Packer, once per step.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+OUTPUT, INPUT = 0, 1
+
+
+def first_float_tensor(obj: Any, depth: int = 0) -> torch.Tensor | None:
+    """The main tensor of a module's output: itself, or the first floating tensor in a tuple, list
+    or dict (HF returns tuples and ModelOutput dicts)."""
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.is_floating_point() and obj.numel() > 0 else None
+    if depth > 2:
+        return None
+    if isinstance(obj, (tuple, list)):
+        items = obj
+    elif isinstance(obj, dict):
+        items = obj.values()
+    else:
+        return None
+    for x in items:
+        t = first_float_tensor(x, depth + 1)
+        if t is not None:
+            return t
+    return None
+
+
+_DTYPE_MAX: dict[torch.dtype, float] = {}
+
+
+def dtype_max(dtype: torch.dtype) -> float:
+    v = _DTYPE_MAX.get(dtype)
+    if v is None:
+        v = _DTYPE_MAX[dtype] = float(torch.finfo(dtype).max) if dtype.is_floating_point else math.inf
+    return v
+
+
+class ModuleTracer:
+    def __init__(self, model: nn.Module, *, check_inputs: bool = True) -> None:
+        self.names: list[str] = []
+        self.modules: list[nn.Module] = []
+        for name, m in model.named_modules():
+            self.names.append(name or "<model>")
+            self.modules.append(m)
+        self.is_leaf = [len(m._modules) == 0 for m in self.modules]
+        self.check_inputs = check_inputs
+        self.sampled = False  # set by the monitor: also compute RMS this step
+        self.enabled = True
+        self.error: BaseException | None = None  # first internal error; the part is disabled then
+        self._handles: list[Any] = []
+        self.reset()
+        for i, m in enumerate(self.modules):
+            self._handles.append(m.register_forward_hook(self._make_fwd(i)))
+            if check_inputs and self.is_leaf[i]:
+                self._handles.append(m.register_forward_pre_hook(self._make_pre(i)))
+
+    def reset(self) -> None:
+        #: forward events in order: module index, kind (OUTPUT/INPUT), dtype max
+        self.ev_module: list[int] = []
+        self.ev_kind: list[int] = []
+        self.ev_dtype_max: list[float] = []
+        self.ev_min: list[torch.Tensor] = []
+        self.ev_max: list[torch.Tensor] = []
+        self.ev_rms: list[torch.Tensor] = []
+        #: backward events in the order gradients arrived
+        self.bw_module: list[int] = []
+        self.bw_max: list[torch.Tensor] = []
+        self._last_out: torch.Tensor | None = None
+
+    # --- hooks (hot path: no host sync, no allocation beyond two 0-d tensors) ----------------
+    def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
+        d = t.detach()
+        mn, mx = torch.aminmax(d)
+        self.ev_module.append(i)
+        self.ev_kind.append(kind)
+        self.ev_dtype_max.append(dtype_max(d.dtype))
+        self.ev_min.append(mn)
+        self.ev_max.append(mx)
+        if self.sampled and kind == OUTPUT:
+            self.ev_rms.append(torch.linalg.vector_norm(d, dtype=torch.float32) / math.sqrt(d.numel()))
+
+    def _fail(self, e: BaseException) -> None:
+        """Never let the monitor break the user's forward/backward: disable and remember."""
+        self.enabled = False
+        self.error = e
+
+    def _make_pre(self, i: int):
+        def pre(module: nn.Module, args: tuple) -> None:
+            if not self.enabled or not args:
+                return
+            try:
+                t = first_float_tensor(args[0])
+                if t is not None and t is not self._last_out:
+                    self._record(i, INPUT, t)
+            except Exception as e:
+                self._fail(e)
+
+        return pre
+
+    def _make_fwd(self, i: int):
+        def fwd(module: nn.Module, args: tuple, out: Any) -> None:
+            if not self.enabled:
+                return
+            try:
+                t = first_float_tensor(out)
+                if t is None:
+                    return
+                self._record(i, OUTPUT, t)
+                self._last_out = t
+                if t.requires_grad and torch.is_grad_enabled():
+                    t.register_hook(self._make_bwd(i))
+            except Exception as e:
+                self._fail(e)
+
+        return fwd
+
+    def _make_bwd(self, i: int):
+        def bwd(grad: torch.Tensor) -> None:
+            if not self.enabled or grad is None:
+                return
+            try:
+                mn, mx = torch.aminmax(grad.detach())
+                self.bw_module.append(i)
+                self.bw_max.append(torch.maximum(mx, -mn))  # NaN propagates
+            except Exception as e:
+                self._fail(e)
+
+        return bwd
+
+    # --- per step -----------------------------------------------------------------------------
+    def flush(self, packer: Any) -> dict[str, Any]:
+        """Hand this step's tensors to the packer; return the host-side layout for `interpret`."""
+        ctx = {
+            "ev_module": self.ev_module, "ev_kind": self.ev_kind, "ev_dtype_max": self.ev_dtype_max,
+            "bw_module": self.bw_module, "rms": bool(self.ev_rms),
+        }
+        if self.ev_min:
+            packer.add("fwd_min", self.ev_min)
+            packer.add("fwd_max", self.ev_max)
+        if self.ev_rms:
+            packer.add("fwd_rms", self.ev_rms)
+        if self.bw_max:
+            packer.add("bwd_absmax", self.bw_max)
+        self.reset()
+        return ctx
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self.reset()
+
+
+def parent_index(names: list[str]) -> list[int]:
+    """Index of each module's parent in `names` (-1 for the root)."""
+    pos = {n: i for i, n in enumerate(names)}
+    out = []
+    for n in names:
+        p = n.rsplit(".", 1)[0] if "." in n else "<model>"
+        out.append(pos.get(p, -1) if n != "<model>" else -1)
+    return out
+
+
+def interpret(names: list[str], parents: list[int], values: dict[str, Any],
+              ctx: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Host side of one step: record fields and per-module arrays (max over repeated calls).
+
+    The first non-finite forward value is attributed to the module whose own code produced it: a
+    leaf whose output went bad from a good input, a container whose children all stayed finite, or,
+    when a leaf's *input* is already bad, the parent that computed that input between modules.
+    """
+    import numpy as np
+
+    n_mod = len(names)
+    rec: dict[str, Any] = {}
+    per: dict[str, Any] = {}
+    ev_module = np.asarray(ctx["ev_module"], dtype=np.int64)
+    if ev_module.size and "fwd_min" in values:
+        fmin, fmax = values["fwd_min"].astype(np.float64), values["fwd_max"].astype(np.float64)
+        kind = np.asarray(ctx["ev_kind"])
+        with np.errstate(invalid="ignore"):
+            absmax = np.maximum(-fmin, fmax)
+        bad = ~(np.isfinite(fmin) & np.isfinite(fmax))
+        out_ev = kind == OUTPUT
+        finite_abs = np.where(bad, -np.inf, absmax)
+        if out_ev.any():
+            k = int(np.argmax(np.where(out_ev, finite_abs, -np.inf)))
+            rec["act_absmax"] = float(finite_abs[k]) if np.isfinite(finite_abs[k]) else None
+            rec["act_absmax_layer"] = names[ev_module[k]]
+            frac = np.where(out_ev, absmax / np.asarray(ctx["ev_dtype_max"]), 0.0)
+            rec["act_range_frac"] = float(np.nanmax(frac)) if np.isfinite(frac).any() else float("inf")
+        if bad.any():
+            j = int(np.argmax(bad))
+            m = int(ev_module[j])
+            where = "input" if kind[j] == INPUT else "output"
+            layer = names[parents[m]] if where == "input" and parents[m] >= 0 else names[m]
+            value = "nan" if (np.isnan(fmin[j]) or np.isnan(fmax[j])) else "inf"
+            rec["fwd_first_nonfinite"] = {"layer": layer, "module": names[m], "where": where,
+                                          "value": value, "index": j, "of": int(ev_module.size)}
+        # per module: inf marks a non-finite output, NaN a module that did not run
+        per["act_absmax"] = _per_module_max(n_mod, ev_module[out_ev], np.where(bad, np.inf, absmax)[out_ev])
+        if ctx.get("rms") and "fwd_rms" in values:
+            rms = values["fwd_rms"].astype(np.float64)
+            per["act_rms"] = _per_module_max(n_mod, ev_module[out_ev], np.where(np.isfinite(rms), rms, np.inf))
+    bw_module = np.asarray(ctx["bw_module"], dtype=np.int64)
+    if bw_module.size and "bwd_absmax" in values:
+        bmax = values["bwd_absmax"].astype(np.float64)
+        bad = ~np.isfinite(bmax)
+        if bad.any():
+            j = int(np.argmax(bad))
+            rec["bwd_first_nonfinite"] = {"layer": names[bw_module[j]], "index": j,
+                                          "of": int(bw_module.size)}
+        per["grad_absmax"] = _per_module_max(n_mod, bw_module, np.where(bad, np.inf, bmax))
+    return rec, per
+
+
+def _per_module_max(n_mod: int, modules: Any, values: Any) -> Any:
+    import numpy as np
+
+    out = np.full(n_mod, -np.inf)
+    np.maximum.at(out, modules, values)
+    out[out == -np.inf] = np.nan
+    return out

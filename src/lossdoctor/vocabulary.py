@@ -1,0 +1,44 @@
+"""The public vocabulary: causes, symptoms and severities.
+
+These names are part of the contract (see the JSON schema `lossdoctor.report/1`): users grep for
+them and CI gates on them, so they never change; new ones may be added. Each cause carries a
+one-line explanation that the human report formats and the README's cause table use.
+"""
+
+from __future__ import annotations
+
+SCHEMA = "lossdoctor.report/1"
+
+SEVERITIES = ("info", "warning", "critical")
+SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
+
+CAUSES: dict[str, str] = {
+    "nonfinite_data": "NaN/Inf or absurd values in the batch (inputs or targets)",
+    "grad_explosion": "gradient norm grows without bound, then overflows",
+    "loss_scale_collapse": "fp16 loss scale keeps falling and steps keep being skipped",
+    "attention_overflow": "attention logits overflow or a fully masked row makes softmax NaN",
+    "bad_init": "initial weights give extreme activations or a loss far from chance",
+    "lr_too_high": "learning rate too high: loss jumps, oscillates or diverges",
+    "lr_too_low": "learning rate too low: updates are tiny and the loss crawls",
+    "lr_schedule_error": "the LR schedule is not what was intended (warm-up, period, stepping)",
+    "label_mask_empty": "every label is masked: loss is 0 or NaN and gradients are zero",
+    "label_mask_leak": "prompt or padding tokens are supervised: the model learns to copy",
+    "vanishing_gradient": "early layers receive almost no gradient",
+    "noisy_data": "noisy or mismatched labels: the loss stalls high",
+    "loss_spike": "the loss suddenly rises after training well, without going NaN",
+    "precision_stall": "updates are below the resolution of the weights' or loss's dtype",
+    "nondeterministic_fault": "the failure does not reproduce on replay: hardware or a race",
+    "activation_overflow": "forward activations beyond the dtype's range (fp16 max 65504)",
+}
+
+SYMPTOMS: dict[str, str] = {
+    "nonfinite": "loss or gradients became NaN/Inf",
+    "divergence": "loss rose and kept rising",
+    "oscillation": "loss swings up and down instead of falling",
+    "plateau": "loss stopped improving",
+    "slow_convergence": "loss falls, but far too slowly",
+    "spike": "loss jumped far above its recent level",
+    "zero_loss": "loss is (almost) exactly zero",
+    "stall": "weights or loss do not change",
+    "skipped_steps": "optimizer steps are being skipped",
+}
