@@ -1,0 +1,44 @@
+"""Shared test fixtures.
+
+Tests are real: real torch models and optimizers, real trainers, real files. `run_cli` runs the
+CLI as a user would, in a subprocess, against this checkout's sources.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(SRC) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
+def run_cli(*args: str, timeout: float = 120, cwd: str | os.PathLike[str] | None = None
+            ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lossdoctor", *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, env=cli_env(), cwd=cwd)
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads():
+    """Two cores are shared by everything on CI: keep torch to one thread per test process."""
+    try:
+        import torch
+    except ImportError:
+        yield
+        return
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
