@@ -1,0 +1,87 @@
+"""docs/benchmarks.md is assembled from sections, each rewritten only by the command that measures
+it (`<!-- BEGIN name -->` ... `<!-- END name -->`), so rerunning one benchmark never erases the
+numbers of another."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "benchmarks.md"
+ORDER = ("intro", "zoo", "peers", "overhead")
+
+INTRO = """# Benchmarks
+
+Every number on this page was printed by a command in `benchmarks/`; each section says which
+command produced it, when, on what machine, and at which commit. Rerun a command and it rewrites
+its own section.
+
+| section | command |
+|---|---|
+| [Fault zoo](#fault-zoo) | `python -m benchmarks.zoo` (add `--seeds 1` for a quick pass, `--only NAME` for one scenario) |
+| [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
+| [Overhead](#overhead) | `python benchmarks/overhead.py` |
+"""
+
+
+def provenance(command: str) -> str:
+    """One paragraph: command, time, machine, load, versions, commit."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = (commit + (" (with uncommitted changes)" if dirty else "")) or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    try:
+        import torch
+
+        tv = torch.__version__
+    except ImportError:
+        tv = "not installed"
+    try:
+        load = "load average %.2f / %.2f / %.2f" % os.getloadavg()
+    except OSError:
+        load = "load unknown"
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"Command: `{command}` — run {when} on {platform.machine()} with {os.cpu_count()} CPUs "
+            f"({load} at the end), Python {platform.python_version()}, torch {tv}, commit {commit}.")
+
+
+def write_section(name: str, body: str, path: Path = DOC) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = path.read_text() if path.exists() else ""
+    sections = {k: _extract(text, k) for k in ORDER}
+    sections["intro"] = INTRO.strip()
+    sections[name] = body.strip()
+    out = []
+    for k in ORDER:
+        if sections.get(k):
+            out.append(f"<!-- BEGIN {k} -->\n{sections[k]}\n<!-- END {k} -->")
+    path.write_text("\n\n".join(out) + "\n")
+    return path
+
+
+def _extract(text: str, name: str) -> str | None:
+    a, b = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
+    if a in text and b in text:
+        return text.split(a, 1)[1].split(b, 1)[0].strip()
+    return None
+
+
+def command_line() -> str:
+    prog = sys.argv[0]
+    if prog.endswith("__main__.py"):
+        prog = "-m " + ".".join(Path(prog).resolve().relative_to(ROOT).parent.parts)
+    else:
+        try:
+            prog = str(Path(prog).resolve().relative_to(ROOT))
+        except ValueError:
+            pass
+    return " ".join(["python", prog, *sys.argv[1:]])

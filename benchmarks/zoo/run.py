@@ -1,0 +1,181 @@
+"""`python -m benchmarks.zoo`: train every scenario under `watch`, diagnose, score, print, publish.
+
+    python -m benchmarks.zoo                      # the whole zoo, 3 seeds, writes docs/benchmarks.md
+    python -m benchmarks.zoo --seeds 1            # one seed (what the test suite runs)
+    python -m benchmarks.zoo --only attn_,mlp_nan # scenarios whose name starts with these
+    python -m benchmarks.zoo --rescore            # re-diagnose the existing run dirs (after a detector change)
+    python -m benchmarks.zoo --misses             # also print the step-record evidence of every miss
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from .. import docs
+from . import report
+from .harness import SCENARIOS, Scenario, train
+from .score import RunScore, evidence, score_run
+
+DEFAULT_OUT = docs.ROOT / "out" / "zoo"
+
+
+def load_scenarios() -> dict[str, Scenario]:
+    from . import scenarios  # noqa: F401  (registers them)
+
+    return SCENARIOS
+
+
+def select(names: str | None, ci: bool) -> list[Scenario]:
+    scns = list(load_scenarios().values())
+    if ci:
+        scns = [s for s in scns if s.ci]
+    if names:
+        wanted = [n.strip() for n in names.split(",") if n.strip()]
+        scns = [s for s in scns if any(s.name == w or s.name.startswith(w) for w in wanted)]
+    return scns
+
+
+def run_dir(out: Path, name: str, seed: int) -> Path:
+    return out / name / f"seed-{seed}"
+
+
+def run_one(name: str, seed: int, out: Path, train_it: bool = True) -> RunScore:
+    """Train (unless rescoring) and score one (scenario, seed). Runs in a worker process."""
+    import torch
+
+    torch.set_num_threads(1)
+    d = run_dir(out, name, seed)
+    if train_it:
+        shutil.rmtree(d, ignore_errors=True)
+        train(load_scenarios()[name], seed, d)
+    return score_run(d)
+
+
+def run_all(scns: list[Scenario], seeds: int, out: Path, *, jobs: int = 1, rescore: bool = False,
+            progress: bool = True) -> list[RunScore]:
+    work = [(s.name, k) for s in scns for k in range(seeds)]
+    if rescore:
+        work = [(n, k) for n, k in work if (run_dir(out, n, k) / "zoo.json").exists()]
+    results: list[RunScore] = []
+
+    def note(rs: RunScore) -> None:
+        if progress:
+            verdict = ("alarm!" if rs.full.false_alarm else "quiet") if rs.healthy else \
+                ("top-1" if rs.full.top1 else "top-3" if rs.full.top3 else "miss")
+            print(f"  {rs.scenario} seed {rs.seed}: {rs.full.got} [{verdict}] {rs.wall_s:.1f}s",
+                  file=sys.stderr, flush=True)
+
+    if jobs <= 1:
+        for n, k in work:
+            rs = run_one(n, k, out, not rescore)
+            note(rs)
+            results.append(rs)
+    else:
+        import multiprocessing as mp
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as ex:
+            futs = [ex.submit(run_one, n, k, out, not rescore) for n, k in work]
+            for f in futs:
+                rs = f.result()
+                note(rs)
+                results.append(rs)
+    return results
+
+
+def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wall: float, command: str,
+           include_catalogue: bool = True) -> str:
+    from lossdoctor.vocabulary import CAUSES
+
+    faulty = sorted({s.scenario for s in scores if not s.healthy})
+    healthy = sorted({s.scenario for s in scores if s.healthy})
+    parts = [
+        "## Fault zoo",
+        docs.provenance(command) + f" Training, diagnosis and scoring took {wall:.0f} s in all.",
+        f"{len(faulty)} faulty scenarios and {len(healthy)} healthy controls, {seeds} seed(s) each "
+        f"({len(scores)} runs). Each run is a real training loop watched by `lossdoctor.watch`; the "
+        "*full log* column is `lossdoctor diagnose RUN_DIR` on the run directory it wrote, the "
+        "*scalars only* column is `lossdoctor diagnose` on a CSV of the same run's step, loss, "
+        "grad_norm, lr (and loss scale under fp16) — what a user's own logger keeps.",
+        "Scoring (see `benchmarks/zoo/score.py`): a scenario accepts a *set* of causes; an alarm is a "
+        "warning or critical finding; top-1 = the first alarm's cause is acceptable, top-3 = one of the "
+        "first three is; onset, layer, op and samples are read from the highest-ranked acceptable alarm "
+        "(onset within ±2 steps; a layer inside the faulty module counts); a false alarm is any alarm "
+        "on a healthy control; live delay = the step at which `watch` raised the first acceptable "
+        "alarm minus the onset.",
+        "### Summary", report.summary(scores),
+        "### Per cause", report.per_cause(scores, CAUSES),
+        "### Per scenario", report.per_scenario(scores, scns),
+    ]
+    vias = {s.scalars.via.split(" (")[0] for s in scores if s.scalars.via}
+    if "make_run" in vias:
+        parts.append("Note: this checkout has no reader for a generic CSV log yet, so the scalars-only "
+                     "column was diagnosed by building the same step records from the CSV with "
+                     "`lossdoctor.records.make_run` (the engine and detectors are the real ones).")
+    if include_catalogue:
+        rows = [[s.name, "healthy" if s.healthy else ", ".join(sorted(s.causes)),
+                 str(s.onset if s.onset is not None else "–"),
+                 ", ".join(filter(None, [" ".join(s.layers), " ".join(s.ops),
+                                         ("samples " + " ".join(map(str, s.samples))) if s.samples else ""]))
+                 or "–", s.fault] for s in scns.values() if s.name in set(faulty) | set(healthy)]
+        parts += ["### Scenarios", report.table(["scenario", "acceptable causes", "onset", "where",
+                                                  "fault as injected"], rows)]
+    return "\n\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.zoo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=3, help="seeds per scenario (default 3)")
+    ap.add_argument("--only", metavar="NAMES", help="comma-separated scenario names or name prefixes")
+    ap.add_argument("--ci", action="store_true", help="only the scenarios marked for the test suite")
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"run directories (default {DEFAULT_OUT})")
+    ap.add_argument("--jobs", type=int, default=1, help="training processes in parallel (default 1)")
+    ap.add_argument("--rescore", action="store_true", help="diagnose existing run dirs again, no training")
+    ap.add_argument("--docs", type=Path, default=None,
+                    help="write the zoo section of this markdown file (default: docs/benchmarks.md "
+                         "when the whole zoo ran with 3 seeds)")
+    ap.add_argument("--no-docs", action="store_true", help="never write the docs")
+    ap.add_argument("--misses", action="store_true", help="print the step-record evidence of each miss")
+    ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = ap.parse_args(argv)
+
+    scns = select(args.only, args.ci)
+    if args.list:
+        for s in scns:
+            print(f"{s.name:40s} {'healthy' if s.healthy else ', '.join(sorted(s.causes))}")
+        return 0
+    if not scns:
+        print("no scenario matches", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    scores = run_all(scns, args.seeds, args.out, jobs=args.jobs, rescore=args.rescore)
+    wall = time.perf_counter() - t0
+    all_scns = load_scenarios()
+    command = docs.command_line()
+    text = render(scores, all_scns, seeds=args.seeds, wall=wall, command=command)
+    print(text)
+    miss = report.misses(scores, lambda s: evidence(Path(s.run_dir)))
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps([s.to_dict() for s in scores], indent=1, default=str))
+    (args.out / "misses.md").write_text(miss + "\n")
+    if args.misses:
+        print("\n## Misses and false alarms\n\n" + miss)
+    else:
+        print(f"\n(evidence of misses: {args.out / 'misses.md'})")
+    whole = not args.only and not args.ci and args.seeds >= 3 and not args.rescore
+    target = args.docs if args.docs is not None else (docs.DOC if whole else None)
+    if target is not None and not args.no_docs:
+        docs.write_section("zoo", text, Path(target))
+        print(f"wrote {target}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
