@@ -52,7 +52,19 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     hits = np.flatnonzero(cond)
     if hits.size == 0:
         return []
-    j = int(hits[0])
+    # one finding per incident: a new incident starts w clean steps after the last spike
+    groups: list[list[int]] = []
+    for h in hits:
+        if groups and h - groups[-1][-1] <= w:
+            groups[-1].append(int(h))
+        else:
+            groups.append([int(h)])
+    return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[:5]]
+
+
+def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: np.ndarray,
+                   z: np.ndarray, w: int, group: list[int], n_incidents: int) -> Finding:
+    j = group[0]
     i = int(lf[j])
     s = int(q.steps[i])
     base = float(np.exp(med[j]))
@@ -62,8 +74,10 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     ev = [f"the loss jumped to {fmt(peak)} at step {s}, {fmt(peak / base)}x the median {fmt(base)} of the "
           f"{w} steps before it ({fmt(float(z[j]))} robust sigmas)"]
     ev.append("it came back within 50 steps" if recovered else "it has not come back")
-    if hits.size > 1:
-        ev.append(f"{hits.size} spiking steps in all")
+    if len(group) > 1:
+        ev.append(f"{len(group)} spiking steps in this incident")
+    if n_incidents > 1:
+        ev.append(f"{n_incidents} separate spike incidents in the run")
     fixes = []
     ia = run.col("input_absmax")
     if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= 3:
@@ -85,9 +99,9 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
         if c:
             fixes.append(c)
     fixes.append("if spikes recur: lower the peak LR, and for transformers add QK-layernorm or a z-loss of 1e-4")
-    return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
-                    severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
-                    evidence=ev, fixes=fixes)]
+    return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
+                   severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
+                   evidence=ev, fixes=fixes)
 
 
 @detector("noisy_data", needs=("loss", "grad_norm"))
