@@ -117,8 +117,11 @@ def _(seed: int) -> Setup:
     return Setup(model, sgd(model, 1.0, momentum=0.9), micro, xent, steps=100, accum=8)
 
 
+# vanishing_gradient is acceptable here: the first layers of a post-LN stack get ~1e-3 of the last
+# layers' gradient (Xiong et al. 2020), and its fix, pre-LN, trains this model at this LR without
+# warm-up (checked: loss 4.4 -> 2.0 in 150 steps, seeds 0 and 1).
 @scenario("attn_postln_no_warmup", family="attention", optimizer="Adam", precision="fp32", task="pretrain",
-          causes={"lr_schedule_error", "lr_too_high"},
+          causes={"lr_schedule_error", "lr_too_high", "vanishing_gradient"},
           fault="6-layer post-LN transformer at its peak LR 3e-2 from step 0: the 30-step warm-up was left out, it sticks near chance")
 def _(seed: int) -> Setup:
     data = MarkovLM(seed)
@@ -149,7 +152,7 @@ def _(seed: int) -> Setup:
 
 
 @scenario("mlp_cosine_tmax_too_short", family="mlp", optimizer="AdamW", precision="fp32",
-          task="classification", causes={"lr_schedule_error"}, onset=30,
+          task="classification", causes={"lr_schedule_error"},
           fault="CosineAnnealingLR(T_max=30) on a 240-step run: LR hits 0 at step 30, then climbs back")
 def _(seed: int) -> Setup:
     data = Blobs(seed)
@@ -214,8 +217,8 @@ def _(seed: int) -> Setup:
 
 
 @scenario("cnn_nan_image", family="cnn", optimizer="SGD", precision="fp32", task="classification",
-          causes={"nonfinite_data"}, onset=50, samples=(2,), layers=("conv1",),
-          fault="a corrupt image decodes to NaN pixels: batch 50, sample 2", )
+          causes={"nonfinite_data"}, onset=50, samples=(2,),
+          fault="a corrupt image decodes to NaN pixels: batch 50, sample 2")
 def _(seed: int) -> Setup:
     data = Squares(seed)
     model = CNN()
