@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "peers", "overhead")
+ORDER = ("intro", "zoo", "peers", "overhead", "overhead-gpu")
 
 INTRO = """# Benchmarks
 

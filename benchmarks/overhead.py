@@ -1,0 +1,466 @@
+"""What watching a training step costs: default `lossdoctor.watch` against the plain loop and the
+tools people use today, on transformers GPT-2 models built from configs.
+
+    python benchmarks/overhead.py                  # CPU, 2 threads, ~1M and ~10M params; writes docs
+    python benchmarks/overhead.py --sizes 1m --rounds 3 --no-docs   # quick look
+    python benchmarks/overhead.py --profile        # where watch's time goes (torch profiler)
+
+Method: one process, one model and optimizer per size; the variants run in interleaved chunks
+(round r runs every variant once, in an order rotated each round, so drift and the neighbours'
+load hit every variant alike). A chunk installs the variant's instrumentation, runs a few untimed
+warm-up steps, times `--steps` training steps (zero_grad, forward, backward, optimizer step, and the
+variant's per-step call), then removes it. Reported: the median over rounds of the chunk's mean
+step time, its ratio to the plain loop's median, and the min–max of the per-round ratios (each
+round's chunk against the same round's plain chunk). Peak memory is measured separately, one fresh
+process per variant (RSS sampled every ms on CPU, `max_memory_allocated` on CUDA), above what the
+process held before its first training step.
+
+A new `watch` is created per chunk, so its timed steps are those of a young run: the live engine
+runs every 10 steps then (every ~2% of the run later on) — this overstates its steady-state cost.
+
+Variants:
+  plain           the loop alone
+  watch           `lossdoctor.watch(model, optimizer)` with its defaults, `mon.step(loss, batch=...)`
+  anomaly         `torch.autograd.detect_anomaly(check_nan=True)` around forward and backward
+  hf-debug        `transformers.debug_utils.DebugUnderflowOverflow(model)` (forward hooks)
+  naive-hooks     a forward hook per module taking 5 stats of the output with `.item()` each,
+                  and a tensor hook on each output taking 2 stats of its gradient the same way
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchmarks  # noqa: E402,F401  (puts this checkout's src/ first)
+from benchmarks import docs  # noqa: E402
+
+SIZES: dict[str, dict[str, int]] = {
+    # ~0.9M and ~9.8M parameters; 10m is issue 2's reference (6 layers, n_embd 256)
+    "1m": {"n_layer": 2, "n_embd": 128, "n_head": 4, "vocab_size": 4096},
+    "10m": {"n_layer": 6, "n_embd": 256, "n_head": 8, "vocab_size": 20000},
+    "124m": {"n_layer": 12, "n_embd": 768, "n_head": 12, "vocab_size": 50257},  # GPU only
+}
+BATCH, SEQ = 8, 128
+VARIANTS = ("plain", "watch", "anomaly", "hf-debug", "naive-hooks")
+
+
+def build(size: str, device: str):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_positions=SEQ, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **SIZES[size])
+    cfg._attn_implementation = "eager"
+    model = GPT2LMHeadModel(cfg).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(0, cfg.vocab_size, (BATCH, SEQ), generator=g).to(device)
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids}
+    return model, opt, batch
+
+
+# --- variants: install() -> (per-step context, per-step call, remove) ----------------------------
+
+class Variant:
+    def __init__(self, model: Any, opt: Any, workdir: Path) -> None:
+        self.model, self.opt, self.workdir = model, opt, workdir
+
+    def install(self) -> None: ...
+    def context(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+    def after_step(self, loss: Any, batch: Any) -> None: ...
+    def remove(self) -> None: ...
+
+
+class Plain(Variant):
+    pass
+
+
+class Watch(Variant):
+    def install(self) -> None:
+        import lossdoctor
+
+        self.mon = lossdoctor.watch(self.model, self.opt, log_dir=tempfile.mkdtemp(dir=self.workdir),
+                                    alerts=False)
+
+    def after_step(self, loss: Any, batch: Any) -> None:
+        self.mon.step(loss, batch=batch)
+
+    def remove(self) -> None:
+        self.mon.close()
+
+
+class Anomaly(Variant):
+    def context(self) -> contextlib.AbstractContextManager:
+        import torch
+
+        return torch.autograd.detect_anomaly(check_nan=True)
+
+
+class HFDebug(Variant):
+    def install(self) -> None:
+        from transformers.debug_utils import DebugUnderflowOverflow
+
+        self.dbg = DebugUnderflowOverflow(self.model)
+
+    def remove(self) -> None:
+        # DebugUnderflowOverflow keeps no hook handles: clear the forward hooks it added (the model
+        # has no others in this benchmark)
+        for m in self.model.modules():
+            m._forward_hooks.clear()
+
+
+class NaiveHooks(Variant):
+    """What people write by hand: a hook per module, a Python float per statistic."""
+
+    def install(self) -> None:
+        import torch
+
+        self.stats: list[tuple[float, ...]] = []
+        self.handles = []
+
+        def on_grad(g: torch.Tensor) -> None:
+            self.stats.append((g.abs().max().item(), torch.isnan(g).any().item()))
+
+        def fwd(module: Any, args: Any, out: Any) -> None:
+            t = out[0] if isinstance(out, (tuple, list)) else getattr(out, "logits", out)
+            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+                return
+            d = t.detach()
+            self.stats.append((d.min().item(), d.max().item(), d.float().mean().item(),
+                               d.float().std().item(), torch.isnan(d).any().item()))
+            if t.requires_grad:
+                t.register_hook(on_grad)
+
+        for m in self.model.modules():
+            self.handles.append(m.register_forward_hook(fwd))
+
+    def after_step(self, loss: Any, batch: Any) -> None:
+        self.stats.clear()
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+
+
+CLASSES: dict[str, type[Variant]] = {"plain": Plain, "watch": Watch, "anomaly": Anomaly,
+                                     "hf-debug": HFDebug, "naive-hooks": NaiveHooks}
+
+
+def train_step(model: Any, opt: Any, batch: Any, v: Variant) -> Any:
+    opt.zero_grad(set_to_none=True)
+    with v.context():
+        loss = model(**batch).loss
+        loss.backward()
+    opt.step()
+    v.after_step(loss, batch)
+    return loss
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def chunk(model: Any, opt: Any, batch: Any, v: Variant, steps: int, warmup: int, device: str) -> float:
+    """Mean seconds per timed step of one chunk."""
+    v.install()
+    try:
+        for _ in range(warmup):
+            train_step(model, opt, batch, v)
+        sync(device)
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            train_step(model, opt, batch, v)
+        sync(device)
+        return (time.perf_counter() - t0) / steps
+    finally:
+        v.remove()
+
+
+def measure(size: str, variants: list[str], rounds: int, steps: int, warmup: int, device: str,
+            log: Callable[[str], None]) -> dict[str, Any]:
+    model, opt, batch = build(size, device)
+    n_params = sum(p.numel() for p in model.parameters())
+    times: dict[str, list[float]] = {v: [] for v in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        objs = {v: CLASSES[v](model, opt, Path(tmp)) for v in variants}
+        chunk(model, opt, batch, objs["plain"], 2, 1, device)  # allocator and kernels warm
+        for r in range(rounds):
+            order = variants[r % len(variants):] + variants[: r % len(variants)]
+            for v in order:
+                times[v].append(chunk(model, opt, batch, objs[v], steps, warmup, device))
+            log(f"  {size} round {r + 1}/{rounds}: " + ", ".join(f"{v} {times[v][-1] * 1e3:.0f} ms"
+                                                               for v in variants))
+    base = statistics.median(times["plain"])
+    out: dict[str, Any] = {"params": n_params, "variants": {}}
+    for v in variants:
+        per_round = [t / p for t, p in zip(times[v], times["plain"])]
+        out["variants"][v] = {"median_ms": statistics.median(times[v]) * 1e3,
+                              "ratio": statistics.median(times[v]) / base,
+                              "ratio_min": min(per_round), "ratio_max": max(per_round)}
+    return out
+
+
+# --- peak memory: one fresh process per variant --------------------------------------------------
+
+class RSSSampler:
+    """Peak resident set size while a block runs, sampled every millisecond from /proc (the CPU
+    allocator has no peak counter; ru_maxrss would be the import spike of transformers)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.peak = self.rss()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def rss(self) -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * self.page
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.rss())
+            time.sleep(0.001)
+
+    def __enter__(self) -> RSSSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self.rss())
+
+
+def peak_memory_child(size: str, variant: str, steps: int, device: str) -> None:
+    """Entry point of the child process: run `steps` steps, print the peak memory above the
+    memory held before training (model, batch, imports) as JSON."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OVERHEAD_THREADS", "2")))
+    model, opt, batch = build(size, device)
+    with tempfile.TemporaryDirectory() as tmp:
+        v = CLASSES[variant](model, opt, Path(tmp))
+        if device == "cuda":
+            torch.cuda.synchronize()
+            base = torch.cuda.memory_allocated()
+            torch.cuda.reset_peak_memory_stats()
+            v.install()
+            for _ in range(steps):
+                train_step(model, opt, batch, v)
+            sync(device)
+            peak = torch.cuda.max_memory_allocated() - base
+        else:
+            with RSSSampler() as rs:
+                base = rs.peak
+                v.install()
+                for _ in range(steps):
+                    train_step(model, opt, batch, v)
+            peak = rs.peak - base
+        v.remove()
+    print(json.dumps({"peak_mb": peak / 2**20}))
+
+
+def peak_memory(size: str, variant: str, steps: int, device: str, threads: int) -> float | None:
+    env = dict(os.environ, OVERHEAD_THREADS=str(threads))
+    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_memory-child", size, variant,
+                        str(steps), device], capture_output=True, text=True, env=env, timeout=900)
+    for line in r.stdout.splitlines()[::-1]:
+        try:
+            return float(json.loads(line)["peak_mb"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    print(f"  memory of {variant} on {size} failed: {r.stderr.strip()[-300:]}", file=sys.stderr)
+    return None
+
+
+# --- CUDA: count host synchronisations --------------------------------------------------------------
+
+def count_syncs(size: str, variant: str, steps: int) -> float:
+    """Synchronising CUDA calls per step, counted with torch.cuda.set_sync_debug_mode('warn')."""
+    import warnings
+
+    import torch
+
+    model, opt, batch = build(size, "cuda")
+    with tempfile.TemporaryDirectory() as tmp:
+        v = CLASSES[variant](model, opt, Path(tmp))
+        v.install()
+        for _ in range(2):
+            train_step(model, opt, batch, v)
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                for _ in range(steps):
+                    train_step(model, opt, batch, v)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        v.remove()
+    return sum(1 for w in caught if "synchroniz" in str(w.message).lower()) / steps
+
+
+# --- CLI start-up ----------------------------------------------------------------------------------
+
+def cli_startup(repeats: int = 5) -> dict[str, Any]:
+    """`lossdoctor diagnose --help` wall time (the offline path must not import torch)."""
+    env = dict(os.environ, PYTHONPATH=str(docs.ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", "--help"], capture_output=True,
+                       env=env, timeout=60)
+        ts.append(time.perf_counter() - t0)
+    probe = ("import sys, lossdoctor.cli.main as m\n"
+             "try:\n    m.main(['diagnose', '--help'])\nexcept SystemExit:\n    pass\n"
+             "print('torch' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
+    imports_torch = r.stdout.strip().splitlines()[-1:] == ["True"]
+    return {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts),
+            "imports_torch": imports_torch}
+
+
+# --- profile -----------------------------------------------------------------------------------------
+
+def profile_watch(size: str, steps: int) -> str:
+    """Where watch's extra time goes: torch profiler table of a watched chunk (CPU)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    model, opt, batch = build(size, "cpu")
+    with tempfile.TemporaryDirectory() as tmp:
+        v = Watch(model, opt, Path(tmp))
+        v.install()
+        for _ in range(6):
+            train_step(model, opt, batch, v)
+        with profile(activities=[ProfilerActivity.CPU], with_stack=False) as prof:
+            for _ in range(steps):
+                train_step(model, opt, batch, v)
+        v.remove()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+
+
+# --- report ------------------------------------------------------------------------------------------
+
+def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_before: str) -> str:
+    from benchmarks.zoo.report import table
+
+    dev = results["device"]
+    parts = ["## Overhead", docs.provenance(docs.command_line()) +
+             f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+             f"transformers GPT-2 built from configs, batch {BATCH}×{SEQ} tokens, AdamW, "
+             f"{'CPU with ' + str(args.threads) + ' threads' if dev == 'cpu' else 'CUDA'}; {args.rounds} "
+             f"interleaved rounds of {args.steps} timed steps per variant (after {args.warmup} untimed). "
+             "Ratio = median step time / the plain loop's median; the range is the min–max of the "
+             "per-round ratios. Peak memory: one fresh process per variant running "
+             f"{args.mem_steps} steps; the peak above what the process held before the first step "
+             f"({'resident set size sampled every ms' if dev == 'cpu' else 'torch.cuda.max_memory_allocated'}),"
+             " i.e. activations, gradients, optimizer state and the instrumentation's own buffers."]
+    for size, res in results["sizes"].items():
+        rows = []
+        for v, r in res["variants"].items():
+            mem = res.get("memory", {}).get(v)
+            base_mem = res.get("memory", {}).get("plain")
+            rows.append([v, f"{r['median_ms']:.1f}", f"{r['ratio']:.2f}×",
+                         f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}",
+                         "–" if mem is None else f"{mem:.0f}",
+                         "–" if mem is None or base_mem is None else f"{mem - base_mem:+.0f}"]
+                        + ([f"{res['syncs'][v]:.1f}"] if "syncs" in res else []))
+        head = ["variant", "ms/step (median)", "ratio", "per-round range", "peak training MB", "Δ vs plain MB"] \
+            + (["syncs/step"] if "syncs" in res else [])
+        parts += [f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {dev})", table(head, rows)]
+    if "cli" in results:
+        c = results["cli"]
+        parts += ["### CLI start-up",
+                  f"`lossdoctor diagnose --help`: median {c['median_s']:.2f} s (min {c['min_s']:.2f}, "
+                  f"max {c['max_s']:.2f}) over 5 runs; imports torch: {'yes' if c['imports_torch'] else 'no'}."]
+    target = "≤ 1.05× on CPU" if dev == "cpu" else "≤ 1.03× and no per-module synchronisation on CUDA"
+    parts.append(f"Target for the default `watch`: {target}.")
+    return "\n\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--_memory-child":
+        peak_memory_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+        return 0
+    ap = argparse.ArgumentParser(prog="python benchmarks/overhead.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default=None, help="comma list of 1m,10m,124m (default: 1m,10m on CPU, "
+                                                  "plus 124m on CUDA)")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per chunk")
+    ap.add_argument("--warmup", type=int, default=2, help="untimed steps per chunk")
+    ap.add_argument("--mem-steps", type=int, default=12)
+    ap.add_argument("--no-memory", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="print a profile of watch and exit")
+    ap.add_argument("--docs", type=Path, default=None, help="markdown file to write (default docs/benchmarks.md)")
+    ap.add_argument("--no-docs", action="store_true")
+    ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(args.threads)
+    device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
+    sizes = args.sizes.split(",") if args.sizes else (["1m", "10m"] + (["124m"] if device == "cuda" else []))
+    variants = [v for v in args.variants.split(",") if v in CLASSES]
+    if "plain" not in variants:
+        variants.insert(0, "plain")
+    if args.profile:
+        for s in sizes:
+            print(f"== watch on {s}\n{profile_watch(s, args.steps)}")
+        return 0
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    load_before = "%.2f / %.2f / %.2f" % os.getloadavg()
+    t0 = time.perf_counter()
+    results: dict[str, Any] = {"device": device, "sizes": {}}
+    for s in sizes:
+        res = measure(s, variants, args.rounds, args.steps, args.warmup, device, log)
+        if not args.no_memory:
+            res["memory"] = {v: peak_memory(s, v, args.mem_steps, device, args.threads) for v in variants}
+        if device == "cuda":
+            res["syncs"] = {v: count_syncs(s, v, args.steps) for v in variants}
+        results["sizes"][s] = res
+    if device == "cpu":
+        results["cli"] = cli_startup()
+    wall = time.perf_counter() - t0
+    text = render(results, args, wall, load_before)
+    print(text)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    if not args.no_docs:
+        target = args.docs or docs.DOC
+        docs.write_section("overhead" if device == "cpu" else "overhead-gpu", text, target)
+        log(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
