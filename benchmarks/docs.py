@@ -76,10 +76,13 @@ def _extract(text: str, name: str) -> str | None:
 
 
 def command_line() -> str:
-    prog = sys.argv[0]
-    if prog.endswith("__main__.py"):
-        prog = "-m " + ".".join(Path(prog).resolve().relative_to(ROOT).parent.parts)
+    """The command as the user typed it: `python -m pkg.mod ...` or `python path/to/script.py ...`."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name:
+        name = spec.name[: -len(".__main__")] if spec.name.endswith(".__main__") else spec.name
+        prog = f"-m {name}"
     else:
+        prog = sys.argv[0]
         try:
             prog = str(Path(prog).resolve().relative_to(ROOT))
         except ValueError:
