@@ -341,24 +341,69 @@ def cli_startup(repeats: int = 5) -> dict[str, Any]:
             "imports_torch": imports_torch}
 
 
-# --- profile -----------------------------------------------------------------------------------------
+# --- profile: where watch's time goes ----------------------------------------------------------------
+
+class WatchWithout(Watch):
+    """`watch` with one part switched off, to attribute its cost (ablation)."""
+
+    part = ""
+
+    def install(self) -> None:
+        super().install()
+        m = self.mon
+        if self.part == "tracer":
+            m.tracer.enabled = False
+        elif self.part == "grads":
+            m.grads.enabled = False
+        elif self.part == "optimizer":
+            m.opt_probe.enabled = False
+        elif self.part == "batch":
+            m.batch_probe.enabled = False
+        elif self.part == "live":
+            m.live.evaluate = lambda: m.live.report  # the engine never runs
+
+    def after_step(self, loss: Any, batch: Any) -> None:
+        self.mon.step(loss, batch=None if self.part == "batch" else batch)
+
+
+ABLATIONS = ("tracer", "grads", "optimizer", "batch", "live")
+for _part in ABLATIONS:
+    CLASSES[f"watch-no-{_part}"] = type(f"WatchNo{_part.title()}", (WatchWithout,), {"part": _part})
+
 
 def profile_watch(size: str, steps: int) -> str:
-    """Where watch's extra time goes: torch profiler table of a watched chunk (CPU)."""
-    import torch
+    """Python-level (cProfile, lossdoctor's own functions) and operator-level (torch profiler)
+    breakdown of watched steps, after the same warm-up as a timed chunk."""
+    import cProfile
+    import io
+    import pstats
+
     from torch.profiler import ProfilerActivity, profile
 
     model, opt, batch = build(size, "cpu")
+    out = []
     with tempfile.TemporaryDirectory() as tmp:
         v = Watch(model, opt, Path(tmp))
         v.install()
         for _ in range(6):
             train_step(model, opt, batch, v)
-        with profile(activities=[ProfilerActivity.CPU], with_stack=False) as prof:
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(steps):
+            train_step(model, opt, batch, v)
+        pr.disable()
+        buf = io.StringIO()
+        st = pstats.Stats(pr, stream=buf)
+        st.sort_stats("cumulative").print_stats("lossdoctor", 30)
+        out.append(f"cProfile of {steps} watched steps, lossdoctor functions by cumulative time:\n"
+                   + buf.getvalue())
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(steps):
                 train_step(model, opt, batch, v)
         v.remove()
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25)
+    out.append("torch profiler, operators by self CPU time (watched steps):\n"
+               + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
+    return "\n".join(out)
 
 
 # --- report ------------------------------------------------------------------------------------------
@@ -417,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mem-steps", type=int, default=12)
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--profile", action="store_true", help="print a profile of watch and exit")
+    ap.add_argument("--ablate", action="store_true",
+                    help="time watch with each of its parts switched off (tracer, grads, optimizer, "
+                         "batch, live) instead of the peers")
     ap.add_argument("--docs", type=Path, default=None, help="markdown file to write (default docs/benchmarks.md)")
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")
@@ -428,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     sizes = args.sizes.split(",") if args.sizes else (["1m", "10m"] + (["124m"] if device == "cuda" else []))
     variants = [v for v in args.variants.split(",") if v in CLASSES]
+    if args.ablate:  # a diagnosis of watch's cost, not a published comparison
+        variants = ["plain", "watch"] + [f"watch-no-{p}" for p in ABLATIONS]
+        args.no_docs = args.no_memory = True
     if "plain" not in variants:
         variants.insert(0, "plain")
     if args.profile:

@@ -98,10 +98,11 @@ def summary(scores: list[RunScore]) -> str:
             pct(p.sample_hit for p in ps) if path == "full" else "–",
             pct(h.false_alarm for h in hs),
             (f"{statistics.median(delays):.0f} (max {max(delays)})" if delays else "–"),
-            str(sum(1 for p in ps + hs if p.error)),
+            str(sum(1 for p in ps + hs if p.error or p.detector_errors)),
         ])
     return table(["path", "top-1", "top-3", "onset ±2", "layer", "op", "samples",
-                  "false alarms (healthy)", "live delay, steps (median)", "engine errors"], rows)
+                  "false alarms (healthy)", "live delay, steps (median)",
+                  "runs where a detector crashed"], rows)
 
 
 def per_cause(scores: list[RunScore], causes: Iterable[str]) -> str:
@@ -118,13 +119,14 @@ def per_cause(scores: list[RunScore], causes: Iterable[str]) -> str:
 
 
 def misses(scores: list[RunScore], evidence_of: Any) -> str:
-    """For every faulty run not diagnosed top-1 and every false alarm: what the engine said and the
-    step records' numbers, for whoever tunes the detectors."""
+    """For every faulty run not diagnosed top-1, every false alarm and every run on which a detector
+    crashed: what the engine said and the step records' numbers, for whoever tunes the detectors."""
     out = []
     for s in scores:
-        if s.healthy and not s.full.false_alarm:
+        crashed = bool(s.full.detector_errors or s.scalars.detector_errors)
+        if s.healthy and not s.full.false_alarm and not crashed:
             continue
-        if not s.healthy and s.full.top1:
+        if not s.healthy and s.full.top1 and not crashed:
             continue
         head = f"### {s.scenario} (seed {s.seed})"
         want = "healthy" if s.healthy else " | ".join(s.causes)
@@ -132,6 +134,8 @@ def misses(scores: list[RunScore], evidence_of: Any) -> str:
                         for f in s.full.findings[:3]) or "no alarm"
         lines = [head, f"- expected: {want}" + (f", onset {s.onset}" if s.onset is not None else ""),
                  f"- got: {got}" + (f" [engine error: {s.full.error}]" if s.full.error else "")]
+        lines += [f"- detector crashed: {n}" for n in s.full.detector_errors]
+        lines += [f"- detector crashed (scalars only): {n}" for n in s.scalars.detector_errors]
         try:
             ev = evidence_of(s)
         except Exception as e:  # the evidence is a help, never a reason to lose the report

@@ -43,6 +43,8 @@ class PathScore:
     false_alarm: bool | None = None
     via: str = ""
     error: str | None = None
+    #: detectors that crashed on this run (the engine notes them and carries on)
+    detector_errors: list[str] = field(default_factory=list)
 
     @property
     def got(self) -> str:
@@ -90,7 +92,8 @@ def compact(f: dict[str, Any]) -> dict[str, Any]:
 def judge(report: dict[str, Any], truth: dict[str, Any], onset: int | None, *, localise: bool) -> PathScore:
     """Compare one report (the JSON contract) with the ground truth."""
     alarms = [compact(f) for f in report.get("findings", []) if f.get("severity") in ALARM]
-    ps = PathScore(status=report.get("status", "?"), findings=alarms)
+    ps = PathScore(status=report.get("status", "?"), findings=alarms,
+                   detector_errors=[n for n in report.get("notes", []) if "internal error" in n])
     ok = set(truth["causes"])
     if not ok:  # healthy control
         ps.false_alarm = bool(alarms)
