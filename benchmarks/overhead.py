@@ -179,18 +179,20 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def chunk(model: Any, opt: Any, batch: Any, v: Variant, steps: int, warmup: int, device: str) -> float:
-    """Mean seconds per timed step of one chunk."""
+def chunk(model: Any, opt: Any, batch: Any, v: Variant, steps: int, warmup: int,
+          device: str) -> tuple[float, float]:
+    """Mean wall-clock and process-CPU seconds per timed step of one chunk. CPU time is the less
+    noisy of the two on a shared machine (time spent waiting for a core is not in it)."""
     v.install()
     try:
         for _ in range(warmup):
             train_step(model, opt, batch, v)
         sync(device)
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             train_step(model, opt, batch, v)
         sync(device)
-        return (time.perf_counter() - t0) / steps
+        return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
     finally:
         v.remove()
 
@@ -200,22 +202,28 @@ def measure(size: str, variants: list[str], rounds: int, steps: int, warmup: int
     model, opt, batch = build(size, device)
     n_params = sum(p.numel() for p in model.parameters())
     times: dict[str, list[float]] = {v: [] for v in variants}
+    cpu: dict[str, list[float]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         objs = {v: CLASSES[v](model, opt, Path(tmp)) for v in variants}
         chunk(model, opt, batch, objs["plain"], 2, 1, device)  # allocator and kernels warm
         for r in range(rounds):
             order = variants[r % len(variants):] + variants[: r % len(variants)]
             for v in order:
-                times[v].append(chunk(model, opt, batch, objs[v], steps, warmup, device))
+                wall, proc = chunk(model, opt, batch, objs[v], steps, warmup, device)
+                times[v].append(wall)
+                cpu[v].append(proc)
             log(f"  {size} round {r + 1}/{rounds}: " + ", ".join(f"{v} {times[v][-1] * 1e3:.0f} ms"
                                                                for v in variants))
     base = statistics.median(times["plain"])
+    base_cpu = statistics.median(cpu["plain"])
     out: dict[str, Any] = {"params": n_params, "variants": {}}
     for v in variants:
         per_round = [t / p for t, p in zip(times[v], times["plain"])]
         out["variants"][v] = {"median_ms": statistics.median(times[v]) * 1e3,
                               "ratio": statistics.median(times[v]) / base,
-                              "ratio_min": min(per_round), "ratio_max": max(per_round)}
+                              "ratio_min": min(per_round), "ratio_max": max(per_round),
+                              "cpu_ratio": statistics.median(cpu[v]) / base_cpu if base_cpu > 0 else math.nan,
+                              "wall_ms": [t * 1e3 for t in times[v]], "cpu_ms": [t * 1e3 for t in cpu[v]]}
     return out
 
 
@@ -418,7 +426,8 @@ def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_
              f"{'CPU with ' + str(args.threads) + ' threads' if dev == 'cpu' else 'CUDA'}; {args.rounds} "
              f"interleaved rounds of {args.steps} timed steps per variant (after {args.warmup} untimed). "
              "Ratio = median step time / the plain loop's median; the range is the min–max of the "
-             "per-round ratios. Peak memory: one fresh process per variant running "
+             "per-round ratios; the CPU-time ratio is the same with the process's CPU time instead of "
+             "wall time (less sensitive to other processes on a shared machine). Peak memory: one fresh process per variant running "
              f"{args.mem_steps} steps; the peak above what the process held before the first step "
              f"({'resident set size sampled every ms' if dev == 'cpu' else 'torch.cuda.max_memory_allocated'}),"
              " i.e. activations, gradients, optimizer state and the instrumentation's own buffers."]
@@ -428,11 +437,12 @@ def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_
             mem = res.get("memory", {}).get(v)
             base_mem = res.get("memory", {}).get("plain")
             rows.append([v, f"{r['median_ms']:.1f}", f"{r['ratio']:.2f}×",
-                         f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}",
+                         f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}", f"{r['cpu_ratio']:.2f}×",
                          "–" if mem is None else f"{mem:.0f}",
                          "–" if mem is None or base_mem is None else f"{mem - base_mem:+.0f}"]
                         + ([f"{res['syncs'][v]:.1f}"] if "syncs" in res else []))
-        head = ["variant", "ms/step (median)", "ratio", "per-round range", "peak training MB", "Δ vs plain MB"] \
+        head = ["variant", "ms/step (median)", "ratio", "per-round range", "CPU-time ratio",
+                "peak training MB", "Δ vs plain MB"] \
             + (["syncs/step"] if "syncs" in res else [])
         parts += [f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {dev})", table(head, rows)]
     if "cli" in results:
