@@ -120,7 +120,8 @@ class Monitor:
             return
         try:
             self._drain(wait=True)
-            self.live.evaluate()
+            if "live diagnosis" not in self._warned:
+                self.live.evaluate()
             self.meta.update({"closed": True, "steps": self.step_idx, "finished": time.time()})
             self.writer.write_meta(self.meta)
         except Exception as e:
@@ -191,7 +192,11 @@ class Monitor:
             self.writer.append_step(rec)
             if ctx["sampled"] or _incident(rec):
                 self._write_layers(rec["step"], per_module)
-            self.live.observe(rec)
+            if "live diagnosis" not in self._warned:
+                try:
+                    self.live.observe(rec)
+                except Exception as e:  # the log keeps being written; offline diagnose still works
+                    self._disable("live diagnosis", e)
 
     def _interpret(self, values: dict[str, np.ndarray], ctx: dict[str, Any]) -> tuple[dict, dict]:
         rec: dict[str, Any] = {"step": ctx["step"], "time": round(ctx["time"], 4)}
