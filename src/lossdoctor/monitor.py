@@ -219,8 +219,8 @@ class Monitor:
         if "lowp_frozen" in values and "lowp_moving" in values:
             moving = float(values["lowp_moving"][0])
             rec["frozen_frac"] = float(values["lowp_frozen"][0]) / moving if moving > 0 else None
-        if "eps_dominated_n" in values:
-            rec["eps_dominated"] = float(values["eps_dominated_n"][0] / values["eps_total"][0])
+        if "eps_dominated_n" in values and opt.get("eps_total"):
+            rec["eps_dominated"] = float(values["eps_dominated_n"][0]) / opt["eps_total"]
 
         per: dict[str, np.ndarray] = {}
         g = ctx["grads"]
@@ -251,7 +251,8 @@ class Monitor:
             has[np.asarray(self.grads.owner)] = True
             per["param_norm"] = np.where(has, np.sqrt(sq), np.nan)
 
-        trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"])
+        trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"],
+                                              self.tracer.passthrough)
         rec.update(trec)
         per.update(tper)
         rec.update(batch_signals.interpret(values, ctx["batch"]))
