@@ -329,26 +329,6 @@ def count_syncs(size: str, variant: str, steps: int) -> float:
     return sum(1 for w in caught if "synchroniz" in str(w.message).lower()) / steps
 
 
-# --- CLI start-up ----------------------------------------------------------------------------------
-
-def cli_startup(repeats: int = 5) -> dict[str, Any]:
-    """`lossdoctor diagnose --help` wall time (the offline path must not import torch)."""
-    env = dict(os.environ, PYTHONPATH=str(docs.ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", "--help"], capture_output=True,
-                       env=env, timeout=60)
-        ts.append(time.perf_counter() - t0)
-    probe = ("import sys, lossdoctor.cli.main as m\n"
-             "try:\n    m.main(['diagnose', '--help'])\nexcept SystemExit:\n    pass\n"
-             "print('torch' in sys.modules)")
-    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60)
-    imports_torch = r.stdout.strip().splitlines()[-1:] == ["True"]
-    return {"median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts),
-            "imports_torch": imports_torch}
-
-
 # --- profile: where watch's time goes ----------------------------------------------------------------
 
 class WatchWithout(Watch):
@@ -445,11 +425,6 @@ def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_
                 "peak training MB", "Δ vs plain MB"] \
             + (["syncs/step"] if "syncs" in res else [])
         parts += [f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {dev})", table(head, rows)]
-    if "cli" in results:
-        c = results["cli"]
-        parts += ["### CLI start-up",
-                  f"`lossdoctor diagnose --help`: median {c['median_s']:.2f} s (min {c['min_s']:.2f}, "
-                  f"max {c['max_s']:.2f}) over 5 runs; imports torch: {'yes' if c['imports_torch'] else 'no'}."]
     target = "≤ 1.05× on CPU" if dev == "cpu" else "≤ 1.03× and no per-module synchronisation on CUDA"
     parts.append(f"Target for the default `watch`: {target}.")
     return "\n\n".join(parts)
@@ -509,8 +484,6 @@ def main(argv: list[str] | None = None) -> int:
         if device == "cuda":
             res["syncs"] = {v: count_syncs(s, v, args.steps) for v in variants}
         results["sizes"][s] = res
-    if device == "cpu":
-        results["cli"] = cli_startup()
     wall = time.perf_counter() - t0
     text = render(results, args, wall, load_before)
     print(text)
