@@ -223,6 +223,7 @@ def measure(size: str, variants: list[str], rounds: int, steps: int, warmup: int
                               "ratio": statistics.median(times[v]) / base,
                               "ratio_min": min(per_round), "ratio_max": max(per_round),
                               "cpu_ratio": statistics.median(cpu[v]) / base_cpu if base_cpu > 0 else math.nan,
+                              "best_ratio": min(times[v]) / min(times["plain"]),
                               "wall_ms": [t * 1e3 for t in times[v]], "cpu_ms": [t * 1e3 for t in cpu[v]]}
     return out
 
@@ -359,14 +360,30 @@ for _part in ABLATIONS:
     CLASSES[f"watch-no-{_part}"] = type(f"WatchNo{_part.title()}", (WatchWithout,), {"part": _part})
 
 
+def _op_profile(model: Any, opt: Any, batch: Any, v: Variant, steps: int) -> dict[str, tuple[float, int]]:
+    """Self CPU seconds and call count per operator over `steps` steps of variant `v`."""
+    from torch.profiler import ProfilerActivity, profile
+
+    v.install()
+    try:
+        for _ in range(6):  # past watch's always-sampled first steps, as in a timed chunk
+            train_step(model, opt, batch, v)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(steps):
+                train_step(model, opt, batch, v)
+    finally:
+        v.remove()
+    return {e.key: (e.self_cpu_time_total / 1e6, e.count) for e in prof.key_averages()}
+
+
 def profile_watch(size: str, steps: int) -> str:
-    """Python-level (cProfile, lossdoctor's own functions) and operator-level (torch profiler)
-    breakdown of watched steps, after the same warm-up as a timed chunk."""
+    """Where watch's time goes. Python level: cProfile (CPU time) of lossdoctor's own functions
+    over watched steps. Operator level: torch profiler self-CPU time per operator, watched steps
+    minus the same number of plain steps (what watch adds, operator by operator), and the largest
+    tensors the tracer reads (its cost is a pass over every module output and output gradient)."""
     import cProfile
     import io
     import pstats
-
-    from torch.profiler import ProfilerActivity, profile
 
     model, opt, batch = build(size, "cpu")
     out = []
@@ -375,23 +392,61 @@ def profile_watch(size: str, steps: int) -> str:
         v.install()
         for _ in range(6):
             train_step(model, opt, batch, v)
-        pr = cProfile.Profile()
+        pr = cProfile.Profile(time.process_time)  # CPU time: robust to a busy machine
         pr.enable()
         for _ in range(steps):
             train_step(model, opt, batch, v)
         pr.disable()
-        buf = io.StringIO()
-        st = pstats.Stats(pr, stream=buf)
-        st.sort_stats("cumulative").print_stats("lossdoctor", 30)
-        out.append(f"cProfile of {steps} watched steps, lossdoctor functions by cumulative time:\n"
-                   + buf.getvalue())
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(steps):
-                train_step(model, opt, batch, v)
         v.remove()
-    out.append("torch profiler, operators by self CPU time (watched steps):\n"
-               + prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
-    return "\n".join(out)
+        buf = io.StringIO()
+        pstats.Stats(pr, stream=buf).sort_stats("cumulative").print_stats("lossdoctor", 25)
+        out.append(f"cProfile (CPU time) of {steps} watched steps, lossdoctor functions:\n" + buf.getvalue())
+
+        plain = _op_profile(model, opt, batch, Plain(model, opt, Path(tmp)), steps)
+        watched = _op_profile(model, opt, batch, Watch(model, opt, Path(tmp)), steps)
+    total_plain = sum(t for t, _ in plain.values())
+    rows = []
+    for op in set(plain) | set(watched):
+        tp, cp = plain.get(op, (0.0, 0))
+        tw, cw = watched.get(op, (0.0, 0))
+        rows.append((tw - tp, op, tp, tw, cp, cw))
+    rows.sort(reverse=True)
+    lines = [f"torch profiler, self CPU per operator over {steps} steps: watched minus plain "
+             f"(plain total {total_plain:.2f} s, watched total {sum(t for t, _ in watched.values()):.2f} s)",
+             f"{'operator':40s} {'+s':>8s} {'% of plain':>10s} {'plain s':>8s} {'watch s':>8s} {'calls':>12s}"]
+    for d, op, tp, tw, cp, cw in rows[:15]:
+        lines.append(f"{op:40s} {d:8.3f} {100 * d / total_plain:9.1f}% {tp:8.3f} {tw:8.3f} {cp:>5d}->{cw:<6d}")
+    out.append("\n".join(lines))
+
+    import torch
+
+    from lossdoctor.signals.tracer import first_float_tensor
+
+    outs: list[tuple[str, torch.Tensor]] = []
+    hooks = [m.register_forward_hook(lambda m, a, o, n=n: outs.append((n or "<model>", first_float_tensor(o))))
+             for n, m in model.named_modules()]
+    with torch.no_grad():
+        model(**batch)
+    for h in hooks:
+        h.remove()
+    cost = []
+    for name, t in outs:
+        if t is None:
+            continue
+        ts = []
+        torch.aminmax(t)
+        for _ in range(7):
+            c0 = time.perf_counter()
+            torch.aminmax(t)
+            ts.append(time.perf_counter() - c0)
+        cost.append((min(ts), t.numel(), name))  # the minimum: the uncontended time
+    total = sum(c for c, _, _ in cost)
+    cost.sort(reverse=True)
+    out.append(f"aminmax of each module's forward output, alone (min of 7 timings; the backward "
+               f"hook does the same on its gradient): all {len(cost)} outputs {total * 1e3:.1f} ms per "
+               f"forward; largest: " + ", ".join(f"{n} {k / 1e6:.2f}M el. {c * 1e3:.1f} ms ({100 * c / total:.0f}%)"
+                                                 for c, k, n in cost[:6]))
+    return "\n\n".join(out)
 
 
 # --- report ------------------------------------------------------------------------------------------
@@ -406,8 +461,9 @@ def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_
              f"{'CPU with ' + str(args.threads) + ' threads' if dev == 'cpu' else 'CUDA'}; {args.rounds} "
              f"interleaved rounds of {args.steps} timed steps per variant (after {args.warmup} untimed). "
              "Ratio = median step time / the plain loop's median; the range is the min–max of the "
-             "per-round ratios; the CPU-time ratio is the same with the process's CPU time instead of "
-             "wall time (less sensitive to other processes on a shared machine). Peak memory: one fresh process per variant running "
+             "per-round ratios; best-chunk ratio = the variant's fastest chunk / the plain loop's fastest "
+             "(the least disturbed by other processes); the CPU-time ratio is the median ratio with the "
+             "process's CPU time instead of wall time. Peak memory: one fresh process per variant running "
              f"{args.mem_steps} steps; the peak above what the process held before the first step "
              f"({'resident set size sampled every ms' if dev == 'cpu' else 'torch.cuda.max_memory_allocated'}),"
              " i.e. activations, gradients, optimizer state and the instrumentation's own buffers."]
@@ -417,11 +473,12 @@ def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_
             mem = res.get("memory", {}).get(v)
             base_mem = res.get("memory", {}).get("plain")
             rows.append([v, f"{r['median_ms']:.1f}", f"{r['ratio']:.2f}×",
-                         f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}", f"{r['cpu_ratio']:.2f}×",
+                         f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}", f"{r['best_ratio']:.2f}×",
+                         f"{r['cpu_ratio']:.2f}×",
                          "–" if mem is None else f"{mem:.0f}",
                          "–" if mem is None or base_mem is None else f"{mem - base_mem:+.0f}"]
                         + ([f"{res['syncs'][v]:.1f}"] if "syncs" in res else []))
-        head = ["variant", "ms/step (median)", "ratio", "per-round range", "CPU-time ratio",
+        head = ["variant", "ms/step (median)", "ratio", "per-round range", "best-chunk ratio", "CPU-time ratio",
                 "peak training MB", "Δ vs plain MB"] \
             + (["syncs/step"] if "syncs" in res else [])
         parts += [f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {dev})", table(head, rows)]
