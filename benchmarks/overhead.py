@@ -7,11 +7,12 @@ tools people use today, on transformers GPT-2 models built from configs.
 
 Method: one process, one model and optimizer per size; the variants run in interleaved chunks
 (round r runs every variant once, in an order rotated each round, so drift and the neighbours'
-load hit every variant alike). A chunk installs the variant's instrumentation, runs a few untimed
-warm-up steps, times `--steps` training steps (zero_grad, forward, backward, optimizer step, and the
-variant's per-step call), then removes it. Reported: the median over rounds of the chunk's mean
-step time, its ratio to the plain loop's median, and the min–max of the per-round ratios (each
-round's chunk against the same round's plain chunk). Peak memory is measured separately, one fresh
+load hit every variant alike). A chunk installs the variant's instrumentation, runs 5 untimed
+warm-up steps, times 10 training steps (zero_grad, forward, backward, optimizer step, and the
+variant's per-step call; watch samples per-layer detail on 1 step in 10, so a chunk holds one
+such step), then removes it. Reported: the median chunk step time, the ratio = median over rounds
+of the paired ratio (the variant's chunk / the plain chunk of the same round), the min–max of
+those ratios, the ratio of the fastest chunks, and the ratio of process CPU time. Peak memory is measured separately, one fresh
 process per variant (RSS sampled every ms on CPU, `max_memory_allocated` on CUDA), above what the
 process held before its first training step.
 
@@ -220,7 +221,8 @@ def measure(size: str, variants: list[str], rounds: int, steps: int, warmup: int
     for v in variants:
         per_round = [t / p for t, p in zip(times[v], times["plain"])]
         out["variants"][v] = {"median_ms": statistics.median(times[v]) * 1e3,
-                              "ratio": statistics.median(times[v]) / base,
+                              "ratio": statistics.median(per_round),
+                              "ratio_of_medians": statistics.median(times[v]) / base,
                               "ratio_min": min(per_round), "ratio_max": max(per_round),
                               "cpu_ratio": statistics.median(cpu[v]) / base_cpu if base_cpu > 0 else math.nan,
                               "best_ratio": min(times[v]) / min(times["plain"]),
@@ -460,8 +462,8 @@ def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_
              f"transformers GPT-2 built from configs, batch {BATCH}×{SEQ} tokens, AdamW, "
              f"{'CPU with ' + str(args.threads) + ' threads' if dev == 'cpu' else 'CUDA'}; {args.rounds} "
              f"interleaved rounds of {args.steps} timed steps per variant (after {args.warmup} untimed). "
-             "Ratio = median step time / the plain loop's median; the range is the min–max of the "
-             "per-round ratios; best-chunk ratio = the variant's fastest chunk / the plain loop's fastest "
+             "Ratio = the median over rounds of (variant's chunk / plain's chunk in the same round), "
+             "paired so that both saw the same load; the range is the min–max of those per-round ratios; best-chunk ratio = the variant's fastest chunk / the plain loop's fastest "
              "(the least disturbed by other processes); the CPU-time ratio is the median ratio with the "
              "process's CPU time instead of wall time. Peak memory: one fresh process per variant running "
              f"{args.mem_steps} steps; the peak above what the process held before the first step "
@@ -499,8 +501,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=5, help="timed steps per chunk")
-    ap.add_argument("--warmup", type=int, default=2, help="untimed steps per chunk")
+    ap.add_argument("--steps", type=int, default=10,
+                    help="timed steps per chunk (10: one of them is one of watch's sampled steps)")
+    ap.add_argument("--warmup", type=int, default=5,
+                    help="untimed steps per chunk (5: past watch's always-sampled first steps)")
     ap.add_argument("--mem-steps", type=int, default=12)
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--profile", action="store_true", help="print a profile of watch and exit")
