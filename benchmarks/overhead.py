@@ -484,6 +484,10 @@ def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_
                 "peak training MB", "Δ vs plain MB"] \
             + (["syncs/step"] if "syncs" in res else [])
         parts += [f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {dev})", table(head, rows)]
+        again, first = res.get("memory_plain_again"), res.get("memory", {}).get("plain")
+        if again is not None and first is not None:
+            parts.append(f"Memory noise floor: the plain run measured twice in two fresh processes gave "
+                         f"{first:.0f} and {again:.0f} MB.")
     target = "≤ 1.05× on CPU" if dev == "cpu" else "≤ 1.03× and no per-module synchronisation on CUDA"
     parts.append(f"Target for the default `watch`: {target}.")
     return "\n\n".join(parts)
@@ -542,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
         res = measure(s, variants, args.rounds, args.steps, args.warmup, device, log)
         if not args.no_memory:
             res["memory"] = {v: peak_memory(s, v, args.mem_steps, device, args.threads) for v in variants}
+            # the same plain run again: how far two identical processes differ (the noise floor)
+            res["memory_plain_again"] = peak_memory(s, "plain", args.mem_steps, device, args.threads)
         if device == "cuda":
             res["syncs"] = {v: count_syncs(s, v, args.steps) for v in variants}
         results["sizes"][s] = res
