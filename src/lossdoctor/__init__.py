@@ -17,6 +17,8 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .findings import Report
     from .monitor import Monitor, watch
+    from .triage.incident import TrainingIncident
+    from .triage.localize import Localization, localize
 
 
 def diagnose(path: str) -> Report:
@@ -32,6 +34,9 @@ _LAZY = {
     "Monitor": ("monitor", "Monitor"),
     "Finding": ("findings", "Finding"),
     "Report": ("findings", "Report"),
+    "localize": ("triage.localize", "localize"),
+    "Localization": ("triage.localize", "Localization"),
+    "TrainingIncident": ("triage.incident", "TrainingIncident"),
 }
 
 
@@ -44,4 +49,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lossdoctor' has no attribute {name!r}")
 
 
-__all__ = ["watch", "Monitor", "diagnose", "Finding", "Report", "__version__"]
+__all__ = ["watch", "Monitor", "diagnose", "localize", "Localization", "TrainingIncident", "Finding", "Report",
+           "__version__"]

@@ -12,6 +12,7 @@ from typing import Iterable
 from ..findings import Finding, Report, importance_key
 from ..records import Run
 from . import REGISTRY, load_all
+from .incidents import merge_incidents
 from .quantities import Quantities
 
 log = logging.getLogger("lossdoctor")
@@ -58,6 +59,7 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
             if f.rank is None:
                 f.rank = run.rank
         findings.extend(found)
+    findings = merge_incidents(findings, run)
     return arbitrate(findings), notes
 
 

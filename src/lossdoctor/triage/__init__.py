@@ -1,0 +1,1 @@
+"""Incident triage: snapshots, replay, op-level localisation (filled in below)."""

@@ -1,0 +1,617 @@
+"""The incident flow: what the monitor does when training first goes non-finite (or spikes).
+
+1. confirm: the step record says the loss or a gradient went non-finite (a GradScaler's own
+   overflow skips are not incidents), or the loss spiked far above its recent level;
+2. rewind: restore the last snapshot before that step on a scratch copy of the model, and replay
+   the recorded batches up to it; the replayed losses are checked against the logged ones;
+3. reproduce: does the failing step fail again? If the replay was faithful and it does not, the
+   fault is not in the data or the numerics (`nondeterministic_fault`);
+4. narrow: the failing step again under the op tracer: the first op (forward, then backward) whose
+   output went non-finite, its module and what went in and out;
+5. isolate: bisect the batch for the sample(s) that break the step;
+6. batch vs state: does this batch break an earlier healthy state? does the state before the
+   failing step break on other recent batches?
+7. write `incidents/step-N.json` with the evidence and the finding(s); the engine merges them into
+   the diagnosis. Then the policy: report (nothing else), raise, or skip (roll the user's model
+   back to the state before the bad batch when its update already damaged it).
+
+Without `replay_fn` (or without a snapshot before the step) the record carries the layer-level
+answer the live flags give, and says what replay would add.
+
+Everything runs on copies; the user's model, optimizer, gradients and RNG are left bit-identical
+(the `report` and `raise` policies never change them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..findings import Finding
+from . import batches as B
+from .localize import Localization, _Preserve, localize_on
+from .replay import Probe, ReplayResult, probe, replay
+from .ring import SnapshotRing, StepEntry
+from .samples import SampleSearch, per_sample_outliers
+from .state import (InplaceGuard, RngState, Snapshot, SnapshotTaker, load_model_state, scratch_workspace,
+                    unwrap_model)
+
+log = logging.getLogger("lossdoctor")
+
+POLICIES = ("report", "raise", "skip")
+LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_first_nonfinite",
+             "bwd_first_nonfinite", "nonfinite_params", "batch_nonfinite_detail", "mask_empty_sample_ids",
+             "label_empty_sample_ids", "label_tokens", "act_absmax", "act_absmax_layer", "act_range_frac")
+FORMAT = "lossdoctor.incident/1"
+REPLAY_HINT = ("pass replay_fn=lambda model, batch: <the step's loss> to lossdoctor.watch to replay this step "
+               "from the last snapshot, check that it reproduces, and name the operation and the sample(s)")
+
+
+class TrainingIncident(RuntimeError):
+    """Raised by `mon.step` under `on_incident="raise"`, after the incident has been triaged and
+    recorded. `.record` is the incident record; `.findings` its findings."""
+
+    def __init__(self, message: str, record: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.record = record
+        self.findings = [Finding.from_dict(f) for f in record.get("findings", [])]
+
+
+class SpikeWatch:
+    """Streaming version of the loss-spike rule of `detectors.loss_shape` (log-space robust z > 8,
+    at least 2x the recent median, after the run has trained, and twice any earlier excursion)."""
+
+    def __init__(self, window: int = 100, min_history: int = 40) -> None:
+        self.window = deque(maxlen=window)
+        self.min_history = min_history
+        self.start: list[float] = []
+        self.max_excursion = 1.0
+
+    def check(self, loss: float) -> dict[str, float] | None:
+        if not (math.isfinite(loss) and loss > 0) or len(self.window) < self.min_history:
+            return None
+        lx = np.log(np.asarray(self.window))
+        med = float(np.median(lx))
+        sigma = 1.4826 * float(np.median(np.abs(lx - med))) + 1e-3
+        base = math.exp(med)
+        start = float(np.median(self.start))
+        z = (math.log(loss) - med) / sigma
+        ratio = loss / base
+        trained = base < 0.9 * start
+        material = (loss - base) >= 0.2 * (start - base)
+        if z > 8 and ratio >= 2 and trained and material and ratio > 2 * self.max_excursion:
+            return {"median": base, "z": z, "ratio": ratio, "threshold": base + 0.5 * (loss - base)}
+        return None
+
+    def add(self, loss: float) -> None:
+        if not (math.isfinite(loss) and loss > 0):
+            return
+        if len(self.start) < 5:
+            self.start.append(loss)
+        if len(self.window) >= self.min_history:
+            self.max_excursion = max(self.max_excursion, loss / math.exp(float(np.median(np.log(self.window)))))
+        self.window.append(loss)
+
+
+def _nonfinite(x: Any) -> bool:
+    return isinstance(x, float) and not math.isfinite(x)
+
+
+class Triage:
+    """Owned by the Monitor: the ring, the skip guard, and the incident flow."""
+
+    def __init__(self, mon: Any, replay_fn: Callable | None, *, on_incident: str = "report",
+                 snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
+                 inplace: bool = False, max_incidents: int = 3) -> None:
+        if on_incident not in POLICIES:
+            raise ValueError(f"on_incident must be one of {POLICIES}, not {on_incident!r}")
+        self.mon = mon
+        self.replay_fn = replay_fn
+        self.policy = on_incident
+        self.inplace = inplace
+        self.max_incidents = max_incidents
+        self.model = unwrap_model(mon.model)
+        self.optimizer = mon.optimizer
+        self.scaler = mon.scaler
+        self.records: list[dict[str, Any]] = []
+        self.episode = False
+        self.spikes = SpikeWatch()
+        self.skipped_steps: set[int] = set()
+        self.enabled = True
+        self._pending: TrainingIncident | None = None
+        self.ring: SnapshotRing | None = None
+        if replay_fn is not None and snapshot != "off":
+            self.ring = SnapshotRing(self.model, self.optimizer, mon.scaler, mon.scheduler, every=snapshot_every,
+                                     mode=snapshot, budget=snapshot_budget,
+                                     directory=Path(mon.run_dir) / "snapshots")
+            self.ring.snapshot(0)
+        self.guard = None
+        if on_incident == "skip":
+            from .policy import SkipGuard
+
+            self.guard = SkipGuard(self.optimizer, self._on_skip, self._after_skip)
+        mon.meta.setdefault("incidents", [])
+        mon.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
+                              "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
+                              "budget": self.ring.budget if self.ring else None}
+
+    # --- called by the monitor ------------------------------------------------------------------
+    def begin_step(self, step: int, batch: Any) -> None:
+        if self.ring is not None and self.enabled:
+            self.ring.record(step, batch)
+
+    def observe(self, rec: dict[str, Any]) -> None:
+        """Every step record, in order, before the live engine sees it."""
+        if not self.enabled:
+            return
+        try:
+            self._observe(rec)
+        except Exception as e:
+            self._disable(e)
+
+    def end_step(self, step: int) -> None:
+        if self.ring is not None and self.enabled:
+            self.ring.maybe_snapshot(step + 1, healthy=not self.episode)
+
+    def take_pending(self) -> TrainingIncident | None:
+        p, self._pending = self._pending, None
+        return p
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self.ring.remove()
+            self.ring.drop()
+        if self.guard is not None:
+            self.guard.remove()
+
+    # --- skip policy --------------------------------------------------------------------------
+    def _on_skip(self) -> None:
+        self.skipped_steps.add(self.mon.step_idx)
+        if self.ring is not None:
+            self.ring.mark_skipped()
+
+    def _after_skip(self) -> None:
+        self.mon.opt_probe.stepped = False  # the step record says "skipped", as for a GradScaler skip
+
+    # --- trigger ----------------------------------------------------------------------------------
+    def _trigger(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+        step = int(rec["step"])
+        loss = rec.get("loss")
+        skipped = bool(rec.get("skipped")) and step not in self.skipped_steps
+        if _nonfinite(loss):
+            return {"kind": "nonfinite_loss"}
+        if (rec.get("grad_nonfinite") or rec.get("nonfinite_params")) and not skipped:
+            return {"kind": "nonfinite_grad"}
+        if isinstance(loss, float) and not skipped:
+            spike = self.spikes.check(loss)
+            if spike is not None:
+                return {"kind": "loss_spike", **spike}
+        return None
+
+    def _observe(self, rec: dict[str, Any]) -> None:
+        step = int(rec["step"])
+        if self.ring is not None:
+            self.ring.observe_loss(step, rec.get("loss"))
+        trig = self._trigger(rec)
+        if trig is None:
+            self.episode = False
+            loss = rec.get("loss")
+            if isinstance(loss, float) and not rec.get("skipped"):
+                self.spikes.add(loss)
+            return
+        if self.episode or len(self.records) >= self.max_incidents:
+            return
+        self.episode = True
+        record = self.run(step, trig, rec)
+        self.records.append(record)
+        self.mon.meta["incidents"].append(record)
+        self.mon.writer.write_incident(f"step-{step:08d}", record)
+        if self.policy == "raise":
+            f = record["findings"][0] if record.get("findings") else None
+            what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
+                + (f", {f['op']}" if f.get("op") else "") if f else f"incident at step {step}"
+            self._pending = TrainingIncident(f"lossdoctor: training incident: {what} "
+                                             f"(record: incidents/step-{step:08d}.json)", record)
+
+    # --- the flow -------------------------------------------------------------------------------
+    def run(self, step: int, trig: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        record: dict[str, Any] = {
+            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.mon.rank,
+            "policy": self.policy, "level": "live", "live": {k: rec[k] for k in LIVE_KEYS if k in rec},
+            "notes": [], "action": "none"}
+        if trig["kind"] == "loss_spike":
+            record["spike"] = {k: v for k, v in trig.items() if k != "kind"}
+        rng = RngState.capture()
+        findings: list[Finding] = []
+        try:
+            if self.replay_fn is None:
+                record["notes"].append("replay not run: no replay_fn was given")
+            elif self.ring is None:
+                record["notes"].append("replay not run: snapshots are off")
+            else:
+                if self.ring.notes:
+                    record["notes"].extend(self.ring.notes)
+                findings = self._replay_flow(step, trig, rec, record)
+        except Exception as e:  # triage must never take the training down
+            log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
+            record["error"] = f"{type(e).__name__}: {e}"
+            findings = []
+        finally:
+            rng.restore()
+            if self.ring is not None:
+                self.ring.paused = False
+        if not findings:
+            findings = live_findings(step, trig, rec, record)
+        else:
+            record["level"] = "replay"
+        record["findings"] = [f.to_dict() for f in findings]
+        record["seconds"] = round(time.perf_counter() - t0, 4)
+        return record
+
+    def _workspace(self):
+        mon = self.mon
+        if self.inplace:
+            return _PausedInplace(self, InplaceGuard(self.model, self.optimizer, self.scaler))
+        ids = {h.id for part in (mon.tracer, mon.grads) for h in getattr(part, "_handles", [])
+               if hasattr(h, "id")}
+        if self.ring is not None:
+            ids |= {h.id for h in self.ring._handles if hasattr(h, "id")}
+        return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids))
+
+    def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
+                     record: dict[str, Any]) -> list[Finding]:
+        assert self.ring is not None and self.replay_fn is not None
+        fn = self.replay_fn
+        snap = self.ring.snapshot_for(step)
+        if snap is None:
+            record["notes"].append(f"replay not run: no snapshot at or before step {step} "
+                                   f"(snapshots every {self.ring.every} steps)")
+            return []
+        entries = [self.ring.entries.get(s) for s in range(snap.step, step + 1)]
+        target = entries[-1]
+        spike = trig["kind"] == "loss_spike"
+
+        def bad(p: Probe) -> bool:
+            return p.loss >= trig["threshold"] if spike else p.nonfinite
+
+        self.ring.paused = True
+        saved_state: Snapshot | None = None
+        with self._workspace() as ws:
+            t = time.perf_counter()
+            rep = replay(ws, snap, entries, fn, step)
+            record["replay"] = rep.to_dict()
+            record["timing"] = {"replay_s": round(time.perf_counter() - t, 4)}
+            exact = rep.reached
+            if rep.reached:
+                reproduced = bad(rep.target_probe) if rep.target_probe else None
+            elif target is not None and target.kept:
+                # some batch before the target was not kept: try the failing batch on the state
+                # the replay got to (an approximation of the state before the failing step)
+                p = probe(ws, target.device_batch(), fn, rng=target.rng)
+                reproduced = True if bad(p) else None
+                record["notes"].append(
+                    f"batches from step {rep.stopped_at} on were not kept (budget), so the state before "
+                    f"step {step} is approximated by the state of step {rep.stopped_at}")
+            else:
+                reproduced = None
+                record["notes"].append(f"the batch of step {step} was not kept (budget); "
+                                       f"fingerprint {target.fingerprint if target else '?'}")
+            record["reproducible"] = reproduced
+            if reproduced is False:
+                if rep.faithful:
+                    return [nondeterministic_finding(step, trig, rep, rec)]
+                record["notes"].append(
+                    f"the replay diverged from the logged run at step {rep.diverged_at}, and the failing "
+                    "step did not fail again: inconclusive (replay_fn does not redo the training step "
+                    "exactly: gradient accumulation, clipping by value, a custom update?)")
+                return []
+            if reproduced is None:
+                return []
+            batch_t = target.device_batch()
+            n = B.batch_size(batch_t)
+            t = time.perf_counter()
+            with _Preserve(ws.model) as keep:
+                if spike:
+                    loc = None
+                    search = per_sample_outliers(
+                        batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
+                    record["samples"] = search.to_dict() if search else None
+                else:
+                    loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
+                    record["localization"] = loc.to_dict()
+            record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
+            if self.policy == "skip" and exact and rep.faithful:
+                saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
+            t = time.perf_counter()
+            bvs = self._batch_vs_state(ws, snap, step, entries, bad, exact)
+            record["batch_vs_state"] = bvs
+            record["timing"]["batch_vs_state_s"] = round(time.perf_counter() - t, 4)
+        if spike:
+            findings = [spike_finding(step, trig, rep, search, bvs, rec)]
+        else:
+            assert loc is not None
+            findings = [replay_finding(step, trig, rep, loc, bvs, exact)]
+        if self.policy == "skip":
+            record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
+        return findings
+
+    def _batch_vs_state(self, ws: Any, snap: Snapshot, step: int, entries: list[StepEntry | None],
+                        bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
+        fn = self.replay_fn
+        target = entries[-1]
+        assert target is not None and fn is not None
+        out: dict[str, Any] = {"state_step": step if exact else None}
+        others = [e for e in reversed(entries[:-1]) if e is not None and e.kept][:3]
+        res = []
+        for e in others:
+            p = probe(ws, e.device_batch(), fn, rng=e.rng)
+            res.append({"step": e.step, "loss": p.loss, "bad": bad(p)})
+        out["other_batches"] = res
+        state_breaks = any(r["bad"] for r in res) if res else None
+        healthy = snap if snap.step < step else self.ring.snapshot_for(step, before=True)
+        batch_breaks = None
+        if healthy is not None:
+            ws.load(healthy)
+            p = probe(ws, target.device_batch(), fn, rng=target.rng)
+            batch_breaks = bad(p)
+            out["healthy_state_step"] = healthy.step
+            out["batch_on_healthy_state"] = {"loss": p.loss, "bad": batch_breaks}
+        out["state_breaks_other_batches"] = state_breaks
+        out["batch_breaks_healthy_state"] = batch_breaks
+        out["verdict"] = verdict(batch_breaks, state_breaks)
+        return out
+
+    def _maybe_rollback(self, step: int, trig: dict[str, Any], bvs: dict[str, Any],
+                        saved: Snapshot | None, record: dict[str, Any]) -> str:
+        """Skip policy: if the failing step's update already reached the user's weights, put the
+        state before that step back (the bad batch is skipped)."""
+        params = [p.detach() for p in self.model.parameters()]
+        damaged = bool(params) and not bool(torch.isfinite(torch.stack(
+            [n.float() for n in torch._foreach_norm(params, 2, dtype=torch.float64)])).all())
+        if trig["kind"] == "loss_spike" and bvs.get("verdict") in ("batch", "combination"):
+            damaged = True
+        if not damaged:
+            return "skipped" if step in self.skipped_steps else "none"
+        if saved is None:
+            record["notes"].append("rollback not possible: the replay did not reach the failing step exactly")
+            return "none"
+        load_model_state(self.model, saved.model_state())
+        self.optimizer.load_state_dict(saved.optimizer_state())
+        if self.scaler is not None and saved.scaler:
+            for k, v in saved.scaler.items():
+                getattr(self.scaler, k).copy_(v)
+        if self.ring is not None and step in self.ring.entries:
+            e = self.ring.entries[step]
+            e.stepped, e.skipped_by_policy = False, True
+        later = self.mon.step_idx - step
+        record["notes"].append(
+            f"rolled the model and optimizer back to the state before step {step} (its batch is skipped)"
+            + (f"; the {later} step(s) after it were dropped too" if later > 0 else ""))
+        log.warning("lossdoctor: on_incident='skip': rolled back to the state before step %d and skipped its batch",
+                    step)
+        return "rolled_back"
+
+    def _disable(self, e: BaseException) -> None:
+        self.enabled = False
+        log.warning("lossdoctor: incident triage disabled after an internal error: %s: %s", type(e).__name__, e)
+
+
+class _PausedInplace:
+    """In-place triage: the monitor's own hooks on the user's model must not record the replay."""
+
+    def __init__(self, triage: Triage, guard: InplaceGuard) -> None:
+        self.t, self.guard = triage, guard
+
+    def __enter__(self) -> Any:
+        mon = self.t.mon
+        self.state = (mon.tracer.enabled, mon.grads.enabled)
+        mon.tracer.enabled = mon.grads.enabled = False
+        return self.guard.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.guard.__exit__(*exc)
+        finally:
+            mon = self.t.mon
+            mon.tracer.enabled, mon.grads.enabled = self.state
+            mon.tracer.reset()
+
+
+def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: _Preserve) -> float:
+    try:
+        if entry.rng is not None:
+            entry.rng.apply()
+        with torch.no_grad():
+            loss = fn(ws.model, sub)
+        return float(loss.detach().float().mean())
+    finally:
+        keep.reset()
+
+
+def verdict(batch_breaks: bool | None, state_breaks: bool | None) -> str | None:
+    if batch_breaks is None and state_breaks is None:
+        return None
+    if batch_breaks and not state_breaks:
+        return "batch"
+    if state_breaks and not batch_breaks:
+        return "state" if batch_breaks is not None else "state"
+    if batch_breaks and state_breaks:
+        return "both"
+    if batch_breaks is False and state_breaks is False:
+        return "combination"
+    return None
+
+
+def _verdict_sentence(step: int, bvs: dict[str, Any]) -> str | None:
+    v = bvs.get("verdict")
+    h = bvs.get("healthy_state_step")
+    others = [o["step"] for o in bvs.get("other_batches", [])]
+    if v == "batch":
+        return (f"batch vs state: the batch of step {step} also breaks the earlier healthy state of step {h}, "
+                f"while the state before step {step} handles the other recent batches {others}: "
+                "the batch is the trigger")
+    if v == "state":
+        return (f"batch vs state: the state before step {step} breaks on other batches too {others}"
+                + (f", while this batch is fine on the state of step {h}" if h is not None else "")
+                + ": the model state went bad, not the data (look at the LR, clipping, loss scale)")
+    if v == "both":
+        return (f"batch vs state: the batch breaks even the healthy state of step {h}, and the state before "
+                f"step {step} breaks on other batches {others} as well")
+    if v == "combination":
+        return (f"batch vs state: neither this batch on the healthy state of step {h} nor this state on the "
+                f"other batches {others} fails: only this batch on this state does (skip the batch and go on)")
+    return None
+
+
+def _closeness(rep: ReplayResult) -> str:
+    d = rep.max_rel_dev()
+    return "exactly" if d == 0 else f"to a relative {d:.1e}"
+
+
+def _replay_sentence(step: int, rep: ReplayResult, reproduced: bool = True) -> str:
+    n = len([s for s in rep.steps if s.step < step])
+    if rep.reached and rep.start == step:
+        base = f"replaying step {step} from the snapshot taken right before it"
+    elif rep.reached:
+        base = (f"replaying steps {rep.start}-{step} from the snapshot of step {rep.start} with the recorded "
+                f"batches and RNG ({n} earlier losses matched the log " + _closeness(rep) + ")")
+    else:
+        base = f"running the batch of step {step} on an approximate state (step {rep.stopped_at})"
+    return base + (" reproduces the failure: it is deterministic (data or numerics), not a hardware fault"
+                   if reproduced else "")
+
+
+def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Localization,
+                   bvs: dict[str, Any], exact: bool) -> Finding:
+    cause = loc.cause
+    evidence = list(loc.evidence)
+    evidence.insert(min(2, len(evidence)), _replay_sentence(step, rep))
+    vs = _verdict_sentence(step, bvs)
+    if vs:
+        evidence.append(vs)
+    fixes = list(loc.fixes)
+    if cause is None:
+        cause = "grad_explosion" if trig["kind"] == "nonfinite_grad" else "activation_overflow"
+        evidence.append("the op tracer found no op that made the value non-finite")
+    conf = loc.confidence if loc.confidence else 0.6
+    if not exact:
+        conf *= 0.9
+    return Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
+                   layer=loc.layer, op=loc.op, samples=loc.samples, evidence=evidence, fixes=fixes)
+
+
+def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
+    p = rep.target_probe
+    what = "loss" if trig["kind"] == "nonfinite_loss" else "gradients"
+    n = len([s for s in rep.steps if s.step < step])
+    ev = [f"at step {step} the logged {what} went non-finite (loss {rec.get('loss')}), but replaying "
+          + (f"steps {rep.start}-{step} from the snapshot of step {rep.start} with the same batches and RNG "
+             f"({n} earlier losses matched the log {_closeness(rep)})" if n else
+             f"step {step} from the snapshot taken right before it with the same batch and RNG")
+          + f" gives a finite loss ({p.loss:.6g}) and finite gradients" if p else "",
+          "the same computation on the same inputs did not fail again: the fault is not in the data or the "
+          "numerics, but in the hardware (a bit flip, a failing GPU), a race, or a non-deterministic kernel"]
+    fwd = rec.get("fwd_first_nonfinite")
+    layer = fwd.get("layer") if isinstance(fwd, dict) else None
+    if layer:
+        ev.append(f"in training the first non-finite forward output was in {layer}")
+    return Finding(cause="nondeterministic_fault", symptom="nonfinite", severity="critical", confidence=0.85,
+                   step=step, batch=step, layer=layer, evidence=ev,
+                   fixes=["resume from the last checkpoint: the same data will very likely train through",
+                          "if it recurs: run with torch.use_deterministic_algorithms(True) to rule out "
+                          "non-deterministic kernels, and check the GPU's health (ECC errors in "
+                          "nvidia-smi -q -d ECC, dcgmi diag)"])
+
+
+def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: SampleSearch | None,
+                  bvs: dict[str, Any], rec: dict[str, Any]) -> Finding:
+    from ..detectors.base import fmt
+
+    ev = [f"the loss jumped to {fmt(rec.get('loss', math.nan))} at step {step}, {fmt(trig['ratio'])}x the recent "
+          f"median {fmt(trig['median'])} ({fmt(trig['z'])} robust sigmas)",
+          _replay_sentence(step, rep, reproduced=True)]
+    samples = None
+    if search is not None:
+        if search.samples:
+            samples = search.samples
+            top = ", ".join(f"sample {i}: {fmt(search.losses[i])}" for i in samples[:4] if i in search.losses)
+            ev.append(f"per-sample losses: {top} vs a median of {fmt(search.median or math.nan)}")
+        elif search.note:
+            ev.append(search.note)
+    vs = _verdict_sentence(step, bvs)
+    if vs:
+        ev.append(vs)
+    fixes = []
+    if samples:
+        fixes.append(f"inspect samples {samples[:8]} of the batch of step {step} (mislabelled, corrupt or "
+                     "out-of-distribution?) and filter them")
+    if bvs.get("verdict") in ("state", "both"):
+        fixes.append("lower the peak LR or clip gradients (clip_grad_norm_ 1.0); for transformers add "
+                     "QK-layernorm or a z-loss of 1e-4")
+    else:
+        fixes.append("skip that batch (on_incident='skip' rolls back and skips it), as PaLM did for its spikes")
+    return Finding(cause="loss_spike", symptom="spike", severity="critical", confidence=0.85, step=step,
+                   batch=step, samples=samples, evidence=ev, fixes=fixes)
+
+
+def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: dict[str, Any]) -> list[Finding]:
+    """The layer-level answer from the live flags, and what replay would add."""
+    from ..detectors.nonfinite import ATTENTION
+
+    notes = record.get("notes", [])
+    why = notes[0] if notes else ""
+    add = REPLAY_HINT if "no replay_fn" in why else (why + "; " if why else "") + \
+        "replay would confirm the failure reproduces and name the operation and the sample(s)"
+    if trig["kind"] == "loss_spike":
+        from ..detectors.base import fmt
+
+        return [Finding(cause="loss_spike", symptom="spike", severity="critical", confidence=0.6, step=step,
+                        batch=step, evidence=[f"the loss jumped to {fmt(rec.get('loss', math.nan))} at step {step}, "
+                                              f"{fmt(trig['ratio'])}x the recent median {fmt(trig['median'])}", add],
+                        fixes=["inspect the batch of this step; lower the LR or clip gradients if spikes recur"])]
+    detail = rec.get("batch_nonfinite_detail")
+    fwd = rec.get("fwd_first_nonfinite") if isinstance(rec.get("fwd_first_nonfinite"), dict) else None
+    bwd = rec.get("bwd_first_nonfinite") if isinstance(rec.get("bwd_first_nonfinite"), dict) else None
+    empty = rec.get("mask_empty_sample_ids")
+    layer = fwd.get("layer") if fwd else (bwd.get("layer") if bwd else None)
+    samples = None
+    ev = []
+    if isinstance(detail, dict) and detail:
+        cause = "nonfinite_data"
+        samples = sorted({int(i) for v in detail.values() for i in v})
+        ev.append(f"the batch holds NaN/Inf in {', '.join(map(repr, detail))}: sample(s) {samples[:16]}")
+    elif fwd and (ATTENTION.search(layer or "") or empty):
+        cause = "attention_overflow"
+        samples = [int(i) for i in empty] if empty else None
+        ev.append(f"the first non-finite forward output ({fwd.get('value')}) came from {layer}"
+                  + (f"; sample(s) {samples} are all padding" if samples else ""))
+    elif fwd:
+        cause = "activation_overflow"
+        ev.append(f"the first non-finite forward output ({fwd.get('value')}) came from {layer}")
+    elif rec.get("label_tokens") == 0:
+        cause = "label_mask_empty"
+        ev.append("every label of the batch is the ignore index")
+    elif bwd:
+        cause = "grad_explosion"
+        ev.append(f"forward stayed finite; the first non-finite gradient in backward order was at {layer}")
+    elif trig["kind"] == "nonfinite_loss":
+        cause = "activation_overflow"
+        ev.append("every module output was finite but the loss is not: the loss computation made it non-finite")
+    else:
+        cause = "grad_explosion"
+        params = rec.get("nonfinite_params") or []
+        ev.append(f"gradients went non-finite ({', '.join(params[:4])})")
+    ev.append(add)
+    return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
+                    layer=layer, samples=samples, evidence=ev,
+                    fixes=["lossdoctor.localize(model, batch, loss_fn) on this step's batch names the op and "
+                           "sample; " + REPLAY_HINT.split(" to lossdoctor.watch")[0] + " to automate it"])]
