@@ -79,6 +79,9 @@ class Monitor:
                  update_budget: int = 1 << 25, on_incident: str = "report", snapshot_every: int = 50,
                  snapshot: str = "memory", snapshot_budget: int | None = None, triage_inplace: bool = False,
                  max_incidents: int = 3) -> None:
+        from .triage.incident import check_options
+
+        check_options(on_incident, snapshot, snapshot_every)
         self.model = model
         self.optimizer = unwrap_optimizer(optimizer)
         self.scaler = scaler

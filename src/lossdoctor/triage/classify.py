@@ -98,7 +98,8 @@ def classify(fwd: OpEvent | None, bwd: OpEvent | None, near: OpEvent | None, bad
                               "overflowed (exploding gradients or a too-high learning rate)")
             v.fixes.append("clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)) and lower the "
                            "learning rate; restart from the last checkpoint before the weights went bad")
-        elif name in SOFTMAX_OPS or (is_attention(fwd) and (name in MATMUL_OPS or name == "exp")):
+        elif name in SOFTMAX_OPS or (is_attention(fwd) and (name in MATMUL_OPS or name == "exp"
+                                                            or fwd.kind in ("nan", "domain"))):
             v.cause, v.confidence = "attention_overflow", 0.95
             masked_rows = any(s.inf for s in fwd.inputs) and fwd.kind == "nan"
             empty = live.get("mask_empty_sample_ids")
@@ -115,6 +116,14 @@ def classify(fwd: OpEvent | None, bwd: OpEvent | None, near: OpEvent | None, bad
                                   f"(exp(x) > {fmt(DTYPE_MAX.get(out_dtype, 3.4e38))} for x > "
                                   f"{fmt(math.log(DTYPE_MAX.get(out_dtype, 3.4e38)))}): the softmax is computed "
                                   "without subtracting the row maximum")
+                v.fixes.append("use torch.softmax(scores, dim=-1) (it subtracts the row max), or "
+                               "exp(scores - scores.amax(-1, keepdim=True)) in the hand-written softmax")
+            elif name not in MATMUL_OPS and name not in SOFTMAX_OPS:
+                zero_in = any(s.min == 0 or (s.absmax is not None and s.absmax == 0) for s in fwd.inputs)
+                v.evidence.append(f"{fwd.op} in attention module {fwd.module} made NaN/Inf"
+                                  + (" from a zero input: a hand-written softmax whose exp underflowed to 0 for "
+                                     "a whole row (logits far below 0) divides 0 by 0" if zero_in and name == "div"
+                                     else ""))
                 v.fixes.append("use torch.softmax(scores, dim=-1) (it subtracts the row max), or "
                                "exp(scores - scores.amax(-1, keepdim=True)) in the hand-written softmax")
             else:

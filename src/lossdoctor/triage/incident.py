@@ -66,21 +66,28 @@ class TrainingIncident(RuntimeError):
 
 
 class SpikeWatch:
-    """Streaming version of the loss-spike rule of `detectors.loss_shape` (log-space robust z > 8,
-    at least 2x the recent median, after the run has trained, and twice any earlier excursion)."""
+    """Streaming version of the loss-spike rule of `detectors.loss_shape`: against the median of
+    the last w losses (w = n/20 clamped to [10, 100], as there), a log-space robust z > 8, at least
+    2x that median, after the run has trained (median below 0.9x the starting loss), giving back at
+    least a fifth of the progress, and more than twice any earlier excursion."""
 
     def __init__(self, window: int = 100, min_history: int = 40) -> None:
-        self.window = deque(maxlen=window)
+        self.hist: deque[float] = deque(maxlen=window)
+        self.n = 0
         self.min_history = min_history
         self.start: list[float] = []
         self.max_excursion = 1.0
 
-    def check(self, loss: float) -> dict[str, float] | None:
-        if not (math.isfinite(loss) and loss > 0) or len(self.window) < self.min_history:
-            return None
-        lx = np.log(np.asarray(self.window))
+    def _baseline(self) -> tuple[float, float]:
+        w = int(min(100, max(10, self.n // 20)))
+        lx = np.log(np.asarray(list(self.hist)[-w:]))
         med = float(np.median(lx))
-        sigma = 1.4826 * float(np.median(np.abs(lx - med))) + 1e-3
+        return med, 1.4826 * float(np.median(np.abs(lx - med))) + 1e-3
+
+    def check(self, loss: float) -> dict[str, float] | None:
+        if not (math.isfinite(loss) and loss > 0) or self.n < self.min_history:
+            return None
+        med, sigma = self._baseline()
         base = math.exp(med)
         start = float(np.median(self.start))
         z = (math.log(loss) - med) / sigma
@@ -96,13 +103,24 @@ class SpikeWatch:
             return
         if len(self.start) < 5:
             self.start.append(loss)
-        if len(self.window) >= self.min_history:
-            self.max_excursion = max(self.max_excursion, loss / math.exp(float(np.median(np.log(self.window)))))
-        self.window.append(loss)
+        if self.n >= self.min_history:
+            self.max_excursion = max(self.max_excursion, loss / math.exp(self._baseline()[0]))
+        self.hist.append(loss)
+        self.n += 1
 
 
 def _nonfinite(x: Any) -> bool:
     return isinstance(x, float) and not math.isfinite(x)
+
+
+def check_options(on_incident: str, snapshot: str, snapshot_every: int) -> None:
+    """Reject bad triage options before the monitor installs anything."""
+    if on_incident not in POLICIES:
+        raise ValueError(f"on_incident must be one of {POLICIES}, not {on_incident!r}")
+    if snapshot not in ("memory", "disk", "off"):
+        raise ValueError(f"snapshot must be 'memory', 'disk' or 'off', not {snapshot!r}")
+    if int(snapshot_every) < 1:
+        raise ValueError(f"snapshot_every must be >= 1, not {snapshot_every!r}")
 
 
 class Triage:
@@ -111,8 +129,7 @@ class Triage:
     def __init__(self, mon: Any, replay_fn: Callable | None, *, on_incident: str = "report",
                  snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
                  inplace: bool = False, max_incidents: int = 3) -> None:
-        if on_incident not in POLICIES:
-            raise ValueError(f"on_incident must be one of {POLICIES}, not {on_incident!r}")
+        check_options(on_incident, snapshot, snapshot_every)
         self.mon = mon
         self.replay_fn = replay_fn
         self.policy = on_incident
@@ -146,7 +163,10 @@ class Triage:
     # --- called by the monitor ------------------------------------------------------------------
     def begin_step(self, step: int, batch: Any) -> None:
         if self.ring is not None and self.enabled:
-            self.ring.record(step, batch)
+            try:
+                self.ring.record(step, batch)
+            except Exception as e:
+                self._disable(e)
 
     def observe(self, rec: dict[str, Any]) -> None:
         """Every step record, in order, before the live engine sees it."""
@@ -159,7 +179,10 @@ class Triage:
 
     def end_step(self, step: int) -> None:
         if self.ring is not None and self.enabled:
-            self.ring.maybe_snapshot(step + 1, healthy=not self.episode)
+            try:
+                self.ring.maybe_snapshot(step + 1, healthy=not self.episode)
+            except Exception as e:
+                self._disable(e)
 
     def take_pending(self) -> TrainingIncident | None:
         p, self._pending = self._pending, None
@@ -244,6 +267,8 @@ class Triage:
         except Exception as e:  # triage must never take the training down
             log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
             record["error"] = f"{type(e).__name__}: {e}"
+            if "out of memory" in str(e).lower() and not self.inplace:
+                record["notes"].append("the scratch copy of the model did not fit: pass triage_inplace=True")
             findings = []
         finally:
             rng.restore()
@@ -265,7 +290,9 @@ class Triage:
                if hasattr(h, "id")}
         if self.ring is not None:
             ids |= {h.id for h in self.ring._handles if hasattr(h, "id")}
-        return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids))
+        keep = (mon, self, self.ring, self.guard, mon.tracer, mon.grads, mon.opt_probe, mon.writer, mon.live)
+        return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids,
+                                             tuple(k for k in keep if k is not None)))
 
     def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
                      record: dict[str, Any]) -> list[Finding]:
@@ -388,7 +415,7 @@ class Triage:
         self.optimizer.load_state_dict(saved.optimizer_state())
         if self.scaler is not None and saved.scaler:
             for k, v in saved.scaler.items():
-                getattr(self.scaler, k).copy_(v)
+                setattr(self.scaler, k, v.detach().clone())
         if self.ring is not None and step in self.ring.entries:
             e = self.ring.entries[step]
             e.stepped, e.skipped_by_policy = False, True

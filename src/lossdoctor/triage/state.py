@@ -330,9 +330,13 @@ class Workspace:
         snap = load_snapshot(snap)
         load_model_state(self.model, snap.model_state())
         self.optimizer.load_state_dict(snap.optimizer_state())
-        if self.scaler is not None and snap.scaler:
-            for k, v in snap.scaler.items():
-                setattr(self.scaler, k, v.to(getattr(self.scaler, k).device).clone())
+        if self.scaler is not None:
+            if snap.scaler:
+                for k, v in snap.scaler.items():
+                    setattr(self.scaler, k, v.detach().clone())
+            elif hasattr(self.scaler, "_scale"):  # not initialised yet at the snapshot: lazily again
+                self.scaler._scale = None
+                self.scaler._growth_tracker = None
         self.zero_grad()
 
     def zero_grad(self) -> None:
@@ -344,13 +348,19 @@ class Workspace:
 
 
 def scratch_workspace(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: Any,
-                      hook_ids: set[int]) -> Workspace:
-    """A deep copy of the model (without the monitor's hooks), with its own optimizer and scaler."""
+                      hook_ids: set[int], keep: tuple[Any, ...] = ()) -> Workspace:
+    """A deep copy of the model (without the monitor's hooks), with its own optimizer and scaler.
+
+    `keep` are objects the copy must not duplicate (the monitor's parts, reachable through the
+    bound methods its hooks are): deepcopy's memo maps them to themselves, and their hooks are then
+    removed from the copy by handle id."""
     grads = [(p, p.grad) for p in model.parameters()]
     for p, _ in grads:  # grads are not part of a copy's state (and may be large)
         p.grad = None
+    memo: dict[int, Any] = {id(o): o for o in keep}
+    memo[id(optimizer)] = optimizer
     try:
-        scratch = copy.deepcopy(model)
+        scratch = copy.deepcopy(model, memo)
     finally:
         for p, g in grads:
             p.grad = g
