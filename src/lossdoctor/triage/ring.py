@@ -64,13 +64,20 @@ class StepEntry:
     stepped: bool = False
     skipped_by_policy: bool = False
     loss: float | None = None          # the logged loss, filled in when the record is read back
+    event: Any = None                  # CUDA event of the asynchronous copy of the batch
 
     @property
     def kept(self) -> bool:
         return self.batch is not None
 
+    def ready(self) -> None:
+        """Wait for the batch's device-to-host copy (only before reading it on the host)."""
+        if self.event is not None:
+            self.event.synchronize()
+            self.event = None
+
     def device_batch(self) -> Any:
-        return B.to_devices(self.batch, self.devices or [])
+        return B.to_devices(self.batch, self.devices or [])  # stream-ordered after the copy
 
 
 class SnapshotRing:
@@ -153,6 +160,9 @@ class SnapshotRing:
                 self._make_room(room - size)
                 e.batch = B.to_host(batch)
                 e.devices = B.devices(batch)
+                if any(d.type == "cuda" for d in e.devices):
+                    e.event = torch.cuda.Event()
+                    e.event.record()
                 e.nbytes = size
                 self._batch_bytes += size
         self.entries[step] = e
@@ -164,6 +174,7 @@ class SnapshotRing:
                 return
             e = self.entries[s]
             if e.batch is not None:
+                e.ready()
                 e.fingerprint = B.fingerprint(e.batch)
                 e.batch = None
                 self._batch_bytes -= e.nbytes

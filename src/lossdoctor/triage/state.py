@@ -383,7 +383,7 @@ class InplaceGuard:
 
     def __enter__(self) -> Workspace:
         _, ts = model_tensors(self.model)
-        self._values = [t.detach().clone() for t in ts]
+        self._values = [t.detach().to("cpu", copy=True) for t in ts]  # host: the model is too big to copy
         self._grads = [(p, p.grad) for p in self.model.parameters()]
         for p, _ in self._grads:
             p.grad = None
