@@ -193,7 +193,7 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
     width = 1 + len(stats) * len(modules)
     raw = np.fromfile(d / LAYERS, dtype="<f4")
     n = raw.size // width
-    if raw.size % width:
+    if (d / LAYERS).stat().st_size % (4 * width):
         notes.append(f"{LAYERS}: dropped a torn last row")
     m = raw[: n * width].reshape(n, width)
     values = m[:, 1:].reshape(n, len(stats), len(modules))

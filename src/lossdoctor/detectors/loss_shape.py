@@ -35,13 +35,16 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     sigma = 1.4826 * mad + 1e-3
     z = (lx - med) / sigma
     ratio = np.exp(lx - med)
-    # the largest excursion so far (previous blocks), in ratio terms
-    prior_max = np.full(lx.size, np.nan)
+    # the largest excursion so far (in the blocks before this one, skipping the first), as a ratio
     ex = np.exp(lx - np.where(np.isfinite(med), med, lx))
     nb = lx.size // w
-    for b in range(1, nb + 1):
+    block_max = np.array([np.nanmax(ex[b * w:(b + 1) * w]) for b in range(nb)] + [np.nan])
+    block_max[0] = np.nan
+    upto = np.fmax.accumulate(np.nan_to_num(block_max, nan=-np.inf))  # max over blocks 0..b
+    prior_max = np.full(lx.size, np.nan)
+    for b in range(2, nb + 1):
         lo, hi = b * w, min((b + 1) * w, lx.size)
-        prior_max[lo:hi] = float(np.nanmax(ex[w: lo])) if lo > w else np.nan
+        prior_max[lo:hi] = upto[b - 1] if np.isfinite(upto[b - 1]) else np.nan
     base_l = np.exp(med)
     trained = base_l < 0.9 * q.loss_start
     # a spike gives back a real share of the progress made: heavy-tailed noise around a loss of
@@ -52,7 +55,19 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     hits = np.flatnonzero(cond)
     if hits.size == 0:
         return []
-    j = int(hits[0])
+    # one finding per incident: a new incident starts w clean steps after the last spike
+    groups: list[list[int]] = []
+    for h in hits:
+        if groups and h - groups[-1][-1] <= w:
+            groups[-1].append(int(h))
+        else:
+            groups.append([int(h)])
+    return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[:5]]
+
+
+def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: np.ndarray,
+                   z: np.ndarray, w: int, group: list[int], n_incidents: int) -> Finding:
+    j = group[0]
     i = int(lf[j])
     s = int(q.steps[i])
     base = float(np.exp(med[j]))
@@ -62,8 +77,10 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     ev = [f"the loss jumped to {fmt(peak)} at step {s}, {fmt(peak / base)}x the median {fmt(base)} of the "
           f"{w} steps before it ({fmt(float(z[j]))} robust sigmas)"]
     ev.append("it came back within 50 steps" if recovered else "it has not come back")
-    if hits.size > 1:
-        ev.append(f"{hits.size} spiking steps in all")
+    if len(group) > 1:
+        ev.append(f"{len(group)} spiking steps in this incident")
+    if n_incidents > 1:
+        ev.append(f"{n_incidents} separate spike incidents in the run")
     fixes = []
     ia = run.col("input_absmax")
     if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= 3:
@@ -85,9 +102,9 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
         if c:
             fixes.append(c)
     fixes.append("if spikes recur: lower the peak LR, and for transformers add QK-layernorm or a z-loss of 1e-4")
-    return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
-                    severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
-                    evidence=ev, fixes=fixes)]
+    return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
+                   severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
+                   evidence=ev, fixes=fixes)
 
 
 @detector("noisy_data", needs=("loss", "grad_norm"))
@@ -105,7 +122,7 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     x = q.loss[lf]
     h = x.size // 2
     k = max(5, x.size // 10)
-    start = float(np.median(x[:k]))
+    start = q.loss_start
     mid = float(np.median(x[h - k // 2: h + k // 2]))
     end = float(np.median(x[-k:]))
     if start <= 0 or end < 0.75 * start or end < 0.97 * mid:

@@ -48,28 +48,8 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
     out: list[Finding] = []
     detail: dict[int, Any] = run.event("batch_nonfinite_detail")
     if detail:
-        steps = sorted(detail)
-        s = steps[0]
-        d = detail[s]
-        samples = sorted({int(i) for v in d.values() for i in v}) if isinstance(d, dict) else None
-        keys = ", ".join(f"'{k}'" for k in d) if isinstance(d, dict) else "the batch"
-        broke = q.first_bad_step is not None and q.first_bad_step >= s and q.first_bad_step - s <= 2
-        loss_at = q.loss[_row(q, s)] if _row(q, s) < q.n else np.nan
-        critical = broke or not np.isfinite(loss_at)
-        ev = [f"the batch of step {s} holds NaN/Inf in {keys}, sample(s) {samples[:16] if samples else '?'}"]
-        if len(steps) > 1:
-            ev.append(f"{len(steps)} of {q.n} batches held non-finite values (steps {steps[:8]}"
-                      f"{'...' if len(steps) > 8 else ''})")
-        if critical:
-            ev.append(f"training went non-finite at step {q.first_bad_step if broke else s}, "
-                      "right when that batch was used")
-        else:
-            ev.append("the loss stayed finite: the value was masked or unused, but it is still bad data")
-        out.append(Finding(
-            cause="nonfinite_data", symptom="nonfinite", severity="critical" if critical else "warning",
-            confidence=0.95 if critical else 0.7, step=s, batch=s, samples=samples, evidence=ev,
-            fixes=[f"drop or repair those samples: filter with torch.isfinite(x).flatten(1).all(1) in the "
-                   f"collate function, and fix the decoding/normalisation that produced them ({keys})"]))
+        for incident in _incidents(sorted(detail), gap=50)[:5]:
+            out.append(_bad_batch_finding(run, q, detail, incident))
         return out
     # an absurd-magnitude batch at the step where training broke
     if q.first_bad is None or not run.has("input_absmax"):
@@ -90,6 +70,42 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
                 fixes=["inspect that batch; clip or standardise features (e.g. (x - mean) / std per "
                        "feature) and reject outliers in the data pipeline"]))
     return out
+
+
+def _incidents(steps: list[int], gap: int) -> list[list[int]]:
+    """Group steps into incidents: a new incident starts after `gap` clean steps (re-arming)."""
+    groups: list[list[int]] = []
+    for s in steps:
+        if groups and s - groups[-1][-1] <= gap:
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    return groups
+
+
+def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: list[int]) -> Finding:
+    s = steps[0]
+    d = detail[s]
+    samples = sorted({int(i) for v in d.values() for i in v}) if isinstance(d, dict) else None
+    keys = ", ".join(f"'{k}'" for k in d) if isinstance(d, dict) else "the batch"
+    broke = q.first_bad_step is not None and s <= q.first_bad_step <= s + 2
+    i = _row(q, s)
+    loss_at = q.loss[i] if i < q.n else np.nan
+    critical = broke or (i < q.n and run.logged("loss")[i] and not np.isfinite(loss_at))
+    ev = [f"the batch of step {s} holds NaN/Inf in {keys}, sample(s) {samples[:16] if samples else '?'}"]
+    if len(steps) > 1:
+        ev.append(f"{len(steps)} batches in this incident held non-finite values (steps {steps[:8]}"
+                  f"{'...' if len(steps) > 8 else ''})")
+    if critical:
+        ev.append(f"training went non-finite at step {q.first_bad_step if broke else s}, "
+                  "right when that batch was used")
+    else:
+        ev.append("the loss stayed finite: the value was masked or unused, but it is still bad data")
+    return Finding(
+        cause="nonfinite_data", symptom="nonfinite", severity="critical" if critical else "warning",
+        confidence=0.95 if critical else 0.7, step=s, batch=s, samples=samples, evidence=ev,
+        fixes=[f"drop or repair those samples: filter with torch.isfinite(x).flatten(1).all(1) in the "
+               f"collate function, and fix the decoding/normalisation that produced them ({keys})"])
 
 
 def _first_forward_fault(run: Run, q: Quantities) -> tuple[int, dict[str, Any]] | None:
