@@ -3,9 +3,13 @@ merged with what the detectors found from the step records.
 
 A record whose level is "replay" answered from a replay of the failing step (op, samples,
 reproducibility): its finding replaces the detectors' findings about the same step and symptom,
-whose evidence it keeps as context. A "live" record only re-reads the live flags the detectors
-also read: it adds the sentence about what replay would add to the detectors' finding of that step,
-and stands on its own only when no detector spoke about that step.
+whose evidence it keeps as context. A "replay-state" record found that the state before the
+failing step breaks on other batches too: the op it names is where a state that had already gone
+bad (exploding weights) overflowed, and the detectors' trend (gradient explosion, LR) is the
+better cause, so it is merged like a "live" one, lending its op and evidence. A "live" record only
+re-reads the live flags the detectors
+also read: it adds the sentence about what replay would add to the detectors' finding of that step
+(or of that symptom), and stands on its own only when no detector found anything of that symptom.
 
 Torch-free: the offline CLI reads incident records too.
 """
@@ -14,10 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import Finding
+from ..findings import Finding, importance_key
 from ..records import Run
 
 MAX_CONTEXT = 2
+MAX_STATE_LINES = 3
 
 
 def incident_findings(run: Run) -> list[tuple[Finding, str]]:
@@ -53,13 +58,18 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
                 context.extend(f"live monitor: {e}" for e in f.evidence)
             inc.evidence.extend([e for e in dict.fromkeys(context) if e not in inc.evidence][:MAX_CONTEXT])
             keep.append(inc)
-        elif same:
-            target = same[0]
-            for attr in ("layer", "op", "samples", "batch"):
-                if getattr(target, attr) is None and getattr(inc, attr) is not None:
-                    setattr(target, attr, getattr(inc, attr))
-            extra = [e for e in inc.evidence if e not in target.evidence][-1:]
-            target.evidence.extend(extra)
         else:
-            keep.append(inc)
+            # the live flags are the detectors' own input: enrich their finding of this step (or,
+            # failing that, their finding of this symptom); stand alone only if they found none
+            same = same or [f for f in keep if f.symptom == inc.symptom and f.severity == inc.severity]
+            if not same:
+                keep.append(inc)
+                continue
+            target = min(same, key=importance_key)
+            if target.step == inc.step:
+                for attr in ("layer", "op", "samples", "batch"):
+                    if getattr(target, attr) is None and getattr(inc, attr) is not None:
+                        setattr(target, attr, getattr(inc, attr))
+            new = [e for e in inc.evidence if e not in target.evidence]
+            target.evidence.extend(new[-1:] if level == "live" else new[:MAX_STATE_LINES])
     return keep

@@ -44,15 +44,24 @@ def _samples(search: Any, ev: OpEvent | None, bad_batch: dict[str, list[int]]) -
         if s:
             return s
     if search is not None and search.samples is not None:
-        return list(search.samples)
+        return None if _everyone(search, getattr(search, "size", None)) else list(search.samples)
     if ev is not None and ev.samples:
         return list(ev.samples)
     return None
 
 
+def _everyone(search: Any, size: int | None) -> bool:
+    """Most of the batch fails on its own: not a question of particular samples."""
+    return (search is not None and search.samples is not None and size is not None and size > 2
+            and len(search.samples) > size // 2)
+
+
 def _sample_sentence(search: Any, samples: list[int] | None) -> str | None:
     if search is None or search.samples is None:
         return None
+    if getattr(search, "size", None) and _everyone(search, search.size):
+        return (f"{len(search.samples)} of the {search.size} samples break the step each on their own: "
+                "it is not a matter of particular samples")
     if search.together:
         return f"sample(s) {search.samples[:16]} make the step non-finite only together ({search.probes} probes)"
     return (f"bisecting the batch ({search.probes} forward+backward probes) isolates sample(s) "
@@ -159,9 +168,15 @@ def classify(fwd: OpEvent | None, bwd: OpEvent | None, near: OpEvent | None, bad
         v.evidence.append(fwd.describe())
     else:
         assert bwd is not None
-        v.cause, v.confidence = "grad_explosion", 0.75
-        v.evidence.append("the forward pass stayed finite; the first non-finite value appeared in backward")
+        out_dtype = bwd.outputs[0].dtype if bwd.outputs else "float32"
+        half = out_dtype in ("float16", "bfloat16") and bwd.kind == "overflow"
+        v.cause, v.confidence = ("activation_overflow", 0.85) if half else ("grad_explosion", 0.75)
+        v.evidence.append("the forward pass stayed finite; the first non-finite value appeared in backward"
+                          + (f": a gradient beyond {out_dtype}'s range" if half else ""))
         v.evidence.append(bwd.describe())
+        if half:
+            v.fixes.append("train fp16 with a GradScaler (torch.amp.GradScaler scales the loss so gradients fit "
+                           "fp16, and skips the steps that still overflow), or use bf16 autocast")
         if bwd.forward_op:
             v.evidence.append(f"it is the backward of {bwd.forward_op}"
                               + (f" in {bwd.module}" if bwd.module else ""))

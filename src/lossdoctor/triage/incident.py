@@ -275,8 +275,9 @@ class Triage:
             if self.ring is not None:
                 self.ring.paused = False
         if not findings:
+            record["level"] = "live"
             findings = live_findings(step, trig, rec, record)
-        else:
+        elif record["level"] == "live":
             record["level"] = "replay"
         record["findings"] = [f.to_dict() for f in findings]
         record["seconds"] = round(time.perf_counter() - t0, 4)
@@ -367,6 +368,16 @@ class Triage:
         else:
             assert loc is not None
             findings = [replay_finding(step, trig, rep, loc, bvs, exact)]
+        record["level"] = "replay"
+        if bvs.get("verdict") == "state":
+            # the state was already bad: the op is where it overflowed, the samples are all of them
+            record["level"] = "replay-state"
+            for f in findings:
+                f.samples = None
+                vs = _verdict_sentence(step, bvs)
+                if vs in f.evidence:
+                    f.evidence.remove(vs)
+                    f.evidence.insert(0, vs)
         if self.policy == "skip":
             record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings

@@ -30,6 +30,7 @@ class SampleSearch:
     together: bool = False         # the samples fail only as a group
     losses: dict[int, float] = field(default_factory=dict)  # spike: per-sample loss of the top ones
     median: float | None = None    # spike: median per-sample loss
+    size: int | None = None        # samples in the batch
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -46,7 +47,7 @@ class SampleSearch:
 
 def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = MAX_PROBES) -> SampleSearch:
     """Smallest sets of samples that are bad on their own (`bad(sub_batch)`), by halving."""
-    res = SampleSearch(samples=None, method="bisection")
+    res = SampleSearch(samples=None, method="bisection", size=size)
     found: list[int] = []
     together = False
 
@@ -82,7 +83,7 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
 
 def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) -> SampleSearch:
     """Loss of each sample alone; the outliers are the samples far above the others' median."""
-    res = SampleSearch(samples=None, method="per-sample loss")
+    res = SampleSearch(samples=None, method="per-sample loss", size=size)
     if size > MAX_PER_SAMPLE:
         res.note = f"batch of {size} samples: per-sample losses not computed (limit {MAX_PER_SAMPLE})"
         return res
