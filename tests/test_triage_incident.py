@@ -273,3 +273,27 @@ def test_loss_spike_is_replayed_to_its_sample_and_skip_rolls_it_back(tmp_path):
     assert state_bytes(model, opt) == state_bytes(ref_model, ref_opt)
     top = [f for f in mon.diagnose().findings if f.cause == "loss_spike"][0]
     assert top.samples == [3] and top.step == 50
+
+
+@pytest.mark.parametrize("name", ["grad-explosion", "labels-all-masked"])
+def test_replay_keeps_the_demo_fault_diagnosis(tmp_path, monkeypatch, name):
+    """With replay_fn, the demo's fault runs keep an acceptable primary cause: an exploded state
+    lends its op to the gradient-explosion finding instead of replacing it."""
+    import lossdoctor.demo.scenarios as S
+
+    loop = S._loop
+
+    def with_replay(model, opt, steps, batch_fn, loss_fn, log_dir, alerts, **kw):
+        kw.setdefault("replay_fn", loss_fn)
+        return loop(model, opt, steps, batch_fn, loss_fn, log_dir, alerts, **kw)
+
+    monkeypatch.setattr(S, "_loop", with_replay)
+    S.run_scenario(name, tmp_path)
+    [rec] = _incidents(tmp_path)
+    report = lossdoctor.diagnose(str(tmp_path))
+    top = report.findings[0]
+    assert top.cause in S.SCENARIOS[name].expect
+    assert top.op is not None and top.samples is None
+    if name == "grad-explosion":
+        assert rec["level"] == "replay-state" and rec["batch_vs_state"]["verdict"] == "state"
+        assert any("the model state went bad" in e for e in top.evidence)
