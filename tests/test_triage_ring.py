@@ -91,3 +91,24 @@ def test_snapshot_off_keeps_the_live_answer(tmp_path):
     rec = _record(tmp_path)
     assert rec["level"] == "live" and "snapshots are off" in rec["notes"][0]
     assert rec["findings"][0]["layer"] == "attn"
+
+
+def test_replay_leaves_the_snapshot_it_started_from_intact(tmp_path):
+    model = TinyLM()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    batches = lm_batches(10)
+    batches[6]["attention_mask"][1] = 0
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=lm_loss, snapshot_every=4)
+    seen = {}
+
+    def keep_copy(i: int) -> None:
+        if i == 6:  # the snapshot of step 4, before the incident replays from it
+            snap = mon.triage.ring.snapshot_for(6)
+            seen["step"] = snap.step
+            seen["bytes"] = [t.clone() for t in snap.tensors]
+
+    train(model, opt, batches, lm_loss, mon, before_step=keep_copy)
+    snap = mon.triage.ring.snapshot_for(6)
+    assert snap.step == seen["step"] == 4 and len(_record(tmp_path)["replay"]["losses"]) == 3
+    assert all(torch.equal(a, b) for a, b in zip(snap.tensors, seen["bytes"]))
+    mon.close()

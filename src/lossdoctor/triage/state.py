@@ -146,8 +146,11 @@ class Snapshot:
         return dict(zip(self.names, self.tensors[: self.n_model]))
 
     def optimizer_state(self) -> dict[str, Any]:
+        """A fresh copy: `Optimizer.load_state_dict` keeps tensors that are already on the right
+        device and dtype as they are (and steps them in place later), so the snapshot's own buffers
+        must never be handed to it."""
         self.ready()
-        return _unflatten(self.opt_struct, self.tensors[self.n_model:])
+        return _unflatten(self.opt_struct, [t.clone() for t in self.tensors[self.n_model:]])
 
 
 def model_tensors(model: nn.Module) -> tuple[list[str], list[torch.Tensor]]:
