@@ -326,9 +326,9 @@ class Triage:
                 # the replay got to (an approximation of the state before the failing step)
                 p = probe(ws, target.device_batch(), fn, rng=target.rng)
                 reproduced = True if bad(p) else None
-                record["notes"].append(
-                    f"batches from step {rep.stopped_at} on were not kept (budget), so the state before "
-                    f"step {step} is approximated by the state of step {rep.stopped_at}")
+                why = rep.error or f"batches from step {rep.stopped_at} on were not kept (budget)"
+                record["notes"].append(f"{why}, so the state before step {step} is approximated by the "
+                                       f"state of step {rep.stopped_at}")
             else:
                 reproduced = None
                 record["notes"].append(f"the batch of step {step} was not kept (budget); "
@@ -481,7 +481,7 @@ def verdict(batch_breaks: bool | None, state_breaks: bool | None) -> str | None:
     if batch_breaks and not state_breaks:
         return "batch"
     if state_breaks and not batch_breaks:
-        return "state" if batch_breaks is not None else "state"
+        return "state"
     if batch_breaks and state_breaks:
         return "both"
     if batch_breaks is False and state_breaks is False:
@@ -551,11 +551,11 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
     p = rep.target_probe
     what = "loss" if trig["kind"] == "nonfinite_loss" else "gradients"
     n = len([s for s in rep.steps if s.step < step])
-    ev = [f"at step {step} the logged {what} went non-finite (loss {rec.get('loss')}), but replaying "
-          + (f"steps {rep.start}-{step} from the snapshot of step {rep.start} with the same batches and RNG "
-             f"({n} earlier losses matched the log {_closeness(rep)})" if n else
-             f"step {step} from the snapshot taken right before it with the same batch and RNG")
-          + f" gives a finite loss ({p.loss:.6g}) and finite gradients" if p else "",
+    how = (f"steps {rep.start}-{step} from the snapshot of step {rep.start} with the same batches and RNG "
+           f"({n} earlier losses matched the log {_closeness(rep)})" if n else
+           f"step {step} from the snapshot taken right before it with the same batch and RNG")
+    got = f" gives a finite loss ({p.loss:.6g}) and finite gradients" if p is not None else " does not fail"
+    ev = [f"at step {step} the logged {what} went non-finite (loss {rec.get('loss')}), but replaying {how}{got}",
           "the same computation on the same inputs did not fail again: the fault is not in the data or the "
           "numerics, but in the hardware (a bit flip, a failing GPU), a race, or a non-deterministic kernel"]
     fwd = rec.get("fwd_first_nonfinite")
@@ -651,5 +651,5 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
     ev.append(add)
     return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
                     layer=layer, samples=samples, evidence=ev,
-                    fixes=["lossdoctor.localize(model, batch, loss_fn) on this step's batch names the op and "
-                           "sample; " + REPLAY_HINT.split(" to lossdoctor.watch")[0] + " to automate it"])]
+                    fixes=["run lossdoctor.localize(model, batch, loss_fn) on this step's batch for the op and "
+                           "the sample(s), or pass replay_fn= to lossdoctor.watch to have it done automatically"])]

@@ -195,6 +195,10 @@ def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: R
             e.rng.apply()
         loss = _scalar_loss(fn(ws.model, batch))
         value = float(loss.detach().float())
+        if not loss.requires_grad:
+            res.error = f"replay_fn's loss at step {step} does not require grad: nothing to replay"
+            res.stopped_at = step
+            return res
         if ws.scaler is not None:
             ws.scaler.scale(loss).backward()
             if e.hparams:
