@@ -104,6 +104,7 @@ class SnapshotRing:
         self._params = [p for g in optimizer.param_groups for p in g["params"]]
         self._device = next((p.device for p in self._params), None)
         self._batch_bytes = 0
+        self._probe_idx: list[int] | None = None
         self._handles = []
         if self.enabled:
             self._handles.append(optimizer.register_step_pre_hook(self._on_optimizer_step))
@@ -126,15 +127,23 @@ class SnapshotRing:
             e.stepped = True
             e.hparams = [{k: g[k] for k in HPARAMS if k in g and not isinstance(g[k], torch.Tensor)}
                          for g in opt.param_groups]
-            idx = [i for i, p in enumerate(self._params) if p.grad is not None and not p.grad.is_sparse]
-            if idx:
-                pick = [idx[int(j * (len(idx) - 1) / max(1, N_PROBE - 1))] for j in range(min(N_PROBE, len(idx)))]
-                pick = sorted(set(pick))
+            pick = self._probe_idx
+            if pick is None or any(self._params[i].grad is None for i in pick):
+                pick = self._probe_idx = self._choose_probe()
+            if pick:
                 norms = torch._foreach_norm([self._params[i].grad.detach() for i in pick], 2)
                 e.probe = torch.stack([n.float() for n in norms])
                 e.probe_idx = pick
         except Exception as ex:
             self._fail(ex)
+
+    def _choose_probe(self) -> list[int]:
+        """Up to N_PROBE parameters with dense gradients, spread over the model (chosen once: the
+        per-step hook then looks at these few, not at every parameter)."""
+        idx = [i for i, p in enumerate(self._params) if p.grad is not None and not p.grad.is_sparse]
+        if not idx:
+            return []
+        return sorted({idx[int(j * (len(idx) - 1) / max(1, N_PROBE - 1))] for j in range(min(N_PROBE, len(idx)))})
 
     def mark_skipped(self) -> None:
         """The skip policy kept the optimizer from stepping this step."""
