@@ -2,15 +2,16 @@
 
 1. Ring overhead at the default K (target <= 2%): three copies of the same GPT-2 (built from a
    config) train side by side in one process: plain, `watch` without replay_fn (no ring), and
-   `watch(replay_fn=...)` (ring: a snapshot every K steps, batches and RNG kept every step). Blocks
-   of K steps (so each block holds exactly one snapshot) run interleaved, round-robin; the ratio of
-   median block times is printed.
+   `watch(replay_fn=...)` (ring: batches, RNG and the clipping probe kept every step). Steps run
+   interleaved (the order rotates every step); the ratio of median step times is the ring's
+   per-step cost. The snapshot (every K steps) is timed directly and amortised over K; the sum is
+   the ring's overhead.
 2. Incident flow: NaN in one sample's input embeddings halfway between two snapshots; the flow's
    time split (replay, localisation = op tracing + bisection, batch-vs-state), the steps replayed,
    the peak memory it added (VmHWM after resetting it), and the ring's memory.
 3. Op tracing: a traced forward+backward vs a plain one on the same batch (interleaved medians).
 
-    python benchmarks/triage.py [--rounds 5] [--layers 2] [--embd 64]
+    python benchmarks/triage.py [--steps 300] [--rounds 5] [--layers 2] [--embd 64] [--vocab 10000]
 """
 
 from __future__ import annotations
@@ -78,6 +79,9 @@ def reset_peak() -> bool:
 
 
 def ring_overhead(args, base, batches, K: int) -> dict:
+    """Per-step cost of the ring (batch copy, RNG state, clipping probe), measured step by step
+    interleaved across the variants (robust to a machine whose load changes), plus the snapshot
+    itself timed directly and amortised over K steps."""
     import lossdoctor
 
     tmp = Path(tempfile.mkdtemp(prefix="ld-bench-"))
@@ -90,26 +94,34 @@ def ring_overhead(args, base, batches, K: int) -> dict:
             mon = lossdoctor.watch(m, o, log_dir=tmp / name, alerts=False, snapshot_every=K,
                                    replay_fn=loss_fn if name == "watch+ring" else None)
         variants[name] = (m, o, mon)
-    for name, (m, o, mon) in variants.items():  # warm-up: first snapshot, optimizer state, caches
+    for name, (m, o, mon) in variants.items():  # warm-up: optimizer state, caches
         for b in batches[:3]:
             train_step(m, o, b, mon)
     times: dict[str, list[float]] = {k: [] for k in variants}
-    step = 0
-    for r in range(args.rounds):
-        order = list(variants) if r % 2 == 0 else list(reversed(variants))
-        for name in order:
+    names = list(variants)
+    for i in range(args.steps):
+        for name in names[i % 3:] + names[:i % 3]:  # rotate the order every step
             m, o, mon = variants[name]
             t0 = time.perf_counter()
-            for i in range(K):
-                train_step(m, o, batches[(step + i) % len(batches)], mon)
+            train_step(m, o, batches[i % len(batches)], mon)
             times[name].append(time.perf_counter() - t0)
-        step += K
     ring = variants["watch+ring"][2].triage.ring
+    snap_times = []
+    for r in range(7):
+        t0 = time.perf_counter()
+        ring.snapshot(10**6 + r)
+        snap_times.append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    per_step = med["watch+ring"] / med["watch"] - 1
+    amortised = statistics.median(snap_times) / K / med["watch"]
     res = {
-        "K": K, "rounds": args.rounds,
-        "median_block_s": {k: round(statistics.median(v), 4) for k, v in times.items()},
-        "ring_vs_watch": statistics.median(times["watch+ring"]) / statistics.median(times["watch"]),
-        "watch_vs_plain": statistics.median(times["watch"]) / statistics.median(times["plain"]),
+        "K": K, "steps_per_variant": args.steps,
+        "median_step_s": {k: round(v, 5) for k, v in med.items()},
+        "per_step_cost": round(per_step, 4),
+        "snapshot_s": round(statistics.median(snap_times), 5),
+        "snapshot_amortised": round(amortised, 4),
+        "ring_total_overhead": round(per_step + amortised, 4),
+        "watch_vs_plain": round(med["watch"] / med["plain"], 3),
         "ring_bytes": {"snapshots": ring.snapshot_bytes(), "batches": ring.batch_bytes(),
                        "snapshots_held": len(ring.snapshots)},
     }
@@ -177,7 +189,8 @@ def main() -> None:
     from lossdoctor.triage.incident import Triage  # noqa: F401  (import cost outside the timings)
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5, help="tracing: interleaved repetitions")
+    ap.add_argument("--steps", type=int, default=300, help="ring: steps per variant, interleaved")
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--embd", type=int, default=64)
     ap.add_argument("--seq", type=int, default=128)
