@@ -223,5 +223,9 @@ def localize(model: nn.Module, batch: Any, loss_fn: LossFn, *, find_samples: boo
     first, then backward), its layer (`model.named_modules()` name) and the samples of the batch
     that cause it. The model's parameters, gradients, buffers and the RNG are left as they were.
     """
+    from .state import StepRng
+
     with _Preserve(model) as keep:
-        return localize_on(model, batch, loss_fn, find_samples=find_samples, preserve=keep)
+        dev = next((p.device for p in model.parameters()), None)
+        rng = StepRng.capture(dev)  # every probe draws the same dropout masks as the traced run
+        return localize_on(model, batch, loss_fn, rng=rng, find_samples=find_samples, preserve=keep)

@@ -276,6 +276,10 @@ def clone_optimizer(opt: torch.optim.Optimizer, param_map: dict[int, torch.Tenso
             new.__dict__[k] = OrderedDict()
     new.__dict__.pop("step", None)
     new.__dict__.pop("zero_grad", None)
+    missing = [p for g in opt.param_groups for p in g["params"] if id(p) not in param_map]
+    if missing:
+        raise ValueError(f"the optimizer holds {len(missing)} tensor(s) that are not parameters of the watched "
+                         "model: triage cannot replay its steps")
     new.param_groups = [{**g, "params": [param_map[id(p)] for p in g["params"]]} for g in opt.param_groups]
     new.state = defaultdict(dict)
     new.defaults = dict(opt.defaults)
