@@ -106,6 +106,8 @@ def ring_overhead(args, base, batches, K: int) -> dict:
             train_step(m, o, batches[i % len(batches)], mon)
             times[name].append(time.perf_counter() - t0)
     ring = variants["watch+ring"][2].triage.ring
+    held = {"snapshots": ring.snapshot_bytes(), "batches": ring.batch_bytes(), "snapshots_held": len(ring.snapshots),
+            "batches_held": sum(1 for e in ring.entries.values() if e.kept)}
     snap_times = []
     for r in range(7):
         t0 = time.perf_counter()
@@ -122,8 +124,7 @@ def ring_overhead(args, base, batches, K: int) -> dict:
         "snapshot_amortised": round(amortised, 4),
         "ring_total_overhead": round(per_step + amortised, 4),
         "watch_vs_plain": round(med["watch"] / med["plain"], 3),
-        "ring_bytes": {"snapshots": ring.snapshot_bytes(), "batches": ring.batch_bytes(),
-                       "snapshots_held": len(ring.snapshots)},
+        "ring_bytes": held,
     }
     for _, _, mon in variants.values():
         if mon is not None:
