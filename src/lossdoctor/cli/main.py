@@ -26,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from ..report import FORMATS
+    from ..report import FORMATS, LANGS
 
     p = _Parser(prog="lossdoctor",
                 description="Why does my training loss not go down, or go NaN?")
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("path", metavar="PATH", help="run directory written by watch, or a supported log")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
+    d.add_argument("--lang", choices=LANGS, default="en",
+                   help="language of the text, md and html reports (default: en; JSON is always English)")
     d.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when a finding has this severity or worse")
 
@@ -77,6 +79,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         runs = load_path(args.path)
         report = diagnose_runs(runs)
+        warn_partial(runs)
     except SourceError as e:
         print(f"lossdoctor: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -84,7 +87,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         print(f"lossdoctor: {args.path}: cannot read ({type(e).__name__}: {e})".splitlines()[0],
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    write_report(report, args)
+    try:
+        write_report(report, args, runs)
+    except OSError as e:
+        print(f"lossdoctor: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
         if worst >= SEVERITY_RANK[args.fail_on]:
@@ -92,12 +99,25 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def write_report(report, args: argparse.Namespace) -> None:
+#: words in a reader's note that mean part of the input could not be read
+_PARTIAL = ("truncated", "skipped", "stopped at", "ignored", "padded or cut", "damaged")
+
+
+def warn_partial(runs) -> None:
+    """One stderr line per partial read, so a truncated log is never silently half-diagnosed."""
+    for run in runs:
+        for note in run.notes:
+            if any(w in note for w in _PARTIAL) and "skipped steps" not in note \
+                    and "skipped optimizer" not in note:
+                print(f"lossdoctor: warning: {note}", file=sys.stderr)
+
+
+def write_report(report, args: argparse.Namespace, runs=None) -> None:
     from ..report import render
 
     out = getattr(args, "output", None)
     color = out is None and sys.stdout.isatty() and args.format == "text"
-    text = render(report, args.format, color=color)
+    text = render(report, args.format, color=color, runs=runs, lang=getattr(args, "lang", "en"))
     if out:
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)

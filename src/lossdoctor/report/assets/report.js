@@ -1,0 +1,319 @@
+/* lossdoctor HTML report: draws the charts from the JSON block #ld-data with uPlot.
+ * Every string from a log reaches the page through textContent (never innerHTML). */
+(function () {
+  "use strict";
+  var state = { charts: 0, heatmaps: 0, errors: [] };
+  window.__lossdoctor = state;
+  window.addEventListener("error", function (e) { state.errors.push(String(e.message)); });
+
+  var data = JSON.parse(document.getElementById("ld-data").textContent);
+  var L = data.labels;
+  var SEV = { critical: "#d62728", warning: "#e08600", info: "#1f77b4" };
+  var RANK_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  var plots = [];
+  var syncKey = uPlot.sync("ld").key;
+  var zooming = false;
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text != null) e.textContent = text;
+    return e;
+  }
+
+  /* union of the ranks' x values, each rank's y aligned to it (null where not logged) */
+  function align(series) {
+    var xs = [];
+    var seen = new Set();
+    series.forEach(function (s) { s.x.forEach(function (x) { if (!seen.has(x)) { seen.add(x); xs.push(x); } }); });
+    xs.sort(function (a, b) { return a - b; });
+    var pos = new Map();
+    xs.forEach(function (x, i) { pos.set(x, i); });
+    var ys = series.map(function (s) {
+      var y = new Array(xs.length).fill(null);
+      s.x.forEach(function (x, i) { y[pos.get(x)] = s.y[i]; });
+      return y;
+    });
+    return [xs, ys];
+  }
+
+  /* TensorBoard-style debiased exponential moving average */
+  function ema(ys, w) {
+    var out = new Array(ys.length).fill(null);
+    var last = 0, n = 0;
+    for (var i = 0; i < ys.length; i++) {
+      var v = ys[i];
+      if (v == null || !isFinite(v)) continue;
+      last = last * w + (1 - w) * v;
+      n++;
+      out[i] = w === 0 ? v : last / (1 - Math.pow(w, n));
+    }
+    return out;
+  }
+
+  function pinsPlugin() {
+    return { hooks: { draw: function (u) {
+      var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height, dpr = devicePixelRatio || 1;
+      ctx.save();
+      data.findings.forEach(function (f) {
+        if (f.step == null || f.step < u.scales.x.min || f.step > u.scales.x.max) return;
+        var x = Math.round(u.valToPos(f.step, "x", true));
+        var c = SEV[f.severity] || SEV.info;
+        ctx.strokeStyle = c; ctx.lineWidth = 1.5 * dpr; ctx.setLineDash([5 * dpr, 4 * dpr]);
+        ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
+        ctx.setLineDash([]); ctx.fillStyle = c;
+        ctx.beginPath(); ctx.arc(x, top + 9 * dpr, 8 * dpr, 0, 2 * Math.PI); ctx.fill();
+        ctx.fillStyle = "#fff"; ctx.font = "bold " + (11 * dpr) + "px sans-serif";
+        ctx.textAlign = "center"; ctx.textBaseline = "middle";
+        ctx.fillText(String(f.i), x, top + 9.5 * dpr);
+      });
+      ctx.restore();
+    } } };
+  }
+
+  /* markers: non-finite values (red triangles at the top), skipped steps (ticks at the bottom) */
+  function marksPlugin(nonfinite, skipped) {
+    return { hooks: { draw: function (u) {
+      var ctx = u.ctx, dpr = devicePixelRatio || 1, top = u.bbox.top, bot = u.bbox.top + u.bbox.height;
+      ctx.save();
+      ctx.fillStyle = "#d62728";
+      nonfinite.forEach(function (s) {
+        if (s < u.scales.x.min || s > u.scales.x.max) return;
+        var x = u.valToPos(s, "x", true);
+        ctx.beginPath(); ctx.moveTo(x - 4 * dpr, top + 20 * dpr); ctx.lineTo(x + 4 * dpr, top + 20 * dpr);
+        ctx.lineTo(x, top + 27 * dpr); ctx.closePath(); ctx.fill();
+      });
+      ctx.strokeStyle = "rgba(214,39,40,0.8)"; ctx.lineWidth = 1.5 * dpr;
+      (skipped || []).forEach(function (s) {
+        if (s < u.scales.x.min || s > u.scales.x.max) return;
+        var x = u.valToPos(s, "x", true);
+        ctx.beginPath(); ctx.moveTo(x, bot); ctx.lineTo(x, bot - 10 * dpr); ctx.stroke();
+      });
+      ctx.restore();
+    } } };
+  }
+
+  function hlinePlugin(value, label) {
+    return { hooks: { draw: function (u) {
+      if (value == null || value < u.scales.y.min || value > u.scales.y.max) return;
+      var ctx = u.ctx, dpr = devicePixelRatio || 1, y = u.valToPos(value, "y", true);
+      ctx.save();
+      ctx.strokeStyle = "#2e9d4c"; ctx.lineWidth = 1.5 * dpr; ctx.setLineDash([8 * dpr, 4 * dpr]);
+      ctx.beginPath(); ctx.moveTo(u.bbox.left, y); ctx.lineTo(u.bbox.left + u.bbox.width, y); ctx.stroke();
+      ctx.fillStyle = "#2e9d4c"; ctx.font = (11 * dpr) + "px sans-serif"; ctx.textAlign = "right";
+      ctx.fillText(label + " " + value, u.bbox.left + u.bbox.width - 4 * dpr, y - 4 * dpr);
+      ctx.restore();
+    } } };
+  }
+
+  function syncZoom(u) {
+    if (zooming) return;
+    zooming = true;
+    var min = u.scales.x.min, max = u.scales.x.max;
+    plots.forEach(function (p) { if (p !== u) p.setScale("x", { min: min, max: max }); });
+    zooming = false;
+  }
+
+  function width(div) { return Math.max(300, div.clientWidth || 600); }
+
+  function makeChart(c, parent) {
+    var box = el("div", "chart");
+    box.dataset.signal = c.name;
+    var h = el("h3");
+    h.appendChild(el("span", null, c.label));
+    box.appendChild(h);
+    var plotDiv = el("div", "plot");
+    box.appendChild(plotDiv);
+    parent.appendChild(box);
+
+    var al = align(c.series);
+    var xs = al[0], ys = al[1];
+    var nonfinite = [];
+    c.series.forEach(function (s) { nonfinite = nonfinite.concat(s.nonfinite); });
+    var skipped = [];
+    (c.skipped || []).forEach(function (s) { skipped = skipped.concat(s); });
+    if (xs.length === 0) {  // only non-finite values: keep an axis so the markers show
+      xs = nonfinite.slice().sort(function (a, b) { return a - b; });
+      ys = c.series.map(function () { return new Array(xs.length).fill(null); });
+    }
+    var multi = c.series.length > 1;
+    var series = [{ label: L.step }];
+    var arrays = [xs];
+    c.series.forEach(function (s, i) {
+      var color = RANK_COLORS[i % RANK_COLORS.length];
+      var label = multi ? L.rank_series + " " + (s.rank == null ? i : s.rank) : c.label;
+      var isLoss = c.name === "loss";
+      series.push({ label: isLoss && !multi ? L.raw : label, stroke: isLoss && !multi ? "rgba(31,119,180,0.35)" : color,
+                    width: 1, spanGaps: true, points: { show: xs.length < 60 } });
+      arrays.push(ys[i]);
+    });
+    var smoothIdx = -1, smoothing = xs.length > 50 ? 0.6 : 0;
+    if (c.name === "loss" && !multi) {
+      smoothIdx = arrays.length;
+      series.push({ label: L.smoothed, stroke: "#1f77b4", width: 2, spanGaps: true, points: { show: false } });
+      arrays.push(ema(ys[0], smoothing));
+      var ctl = el("label", "ctl");
+      ctl.appendChild(el("span", null, L.smoothing));
+      var slider = el("input");
+      slider.type = "range"; slider.min = "0"; slider.max = "0.99"; slider.step = "0.01";
+      slider.value = String(smoothing);
+      var val = el("span", null, String(smoothing));
+      ctl.appendChild(slider); ctl.appendChild(val);
+      h.appendChild(ctl);
+    }
+    var reset = el("button", null, L.reset_zoom);
+    h.appendChild(reset);
+
+    var yScale = c.log
+      ? { distr: 3, log: c.name === "scale" ? 2 : 10,
+          range: function (u, min, max) { return min == null || max == null ? [0.1, 10] : uPlot.rangeLog(min, max, c.name === "scale" ? 2 : 10, true); } }
+      : { range: function (u, min, max) { return min == null || max == null ? [0, 1] : uPlot.rangeNum(min, max, 0.1, true); } };
+    var plugins = [pinsPlugin(), marksPlugin(nonfinite, skipped)];
+    if (c.name === "grad_norm" && data.clip != null) plugins.push(hlinePlugin(data.clip, L.clip));
+    var opts = {
+      width: width(plotDiv), height: c.main ? 220 : 150,
+      scales: { x: { time: false }, y: yScale },
+      series: series,
+      axes: [{ space: 60 }, { size: 64, space: 28, values: function (u, vals) { return vals.map(fmt); } }],
+      cursor: { sync: { key: syncKey }, drag: { x: true, y: false } },
+      legend: { live: true },
+      plugins: plugins,
+      hooks: { setScale: [function (u, key) { if (key === "x") syncZoom(u); }] }
+    };
+    var u = new uPlot(opts, arrays, plotDiv);
+    plots.push(u);
+    if (smoothIdx > 0) {
+      slider.addEventListener("input", function () {
+        var w = parseFloat(slider.value);
+        val.textContent = slider.value;
+        arrays[smoothIdx] = ema(ys[0], w);
+        u.setData(arrays, false);
+      });
+    }
+    reset.addEventListener("click", function () { zoomAll(null); });
+    return u;
+  }
+
+  function fmt(v) {
+    if (v == null) return "";
+    var a = Math.abs(v);
+    if (a !== 0 && (a >= 1e4 || a < 1e-3)) return v.toExponential(1);
+    return String(+v.toPrecision(4));
+  }
+
+  function zoomAll(step) {
+    zooming = true;
+    plots.forEach(function (u) {
+      var xs = u.data[0];
+      if (!xs.length) return;
+      var lo = xs[0], hi = xs[xs.length - 1];
+      if (step == null) { u.setScale("x", { min: lo, max: hi }); return; }
+      var span = Math.max(10, (hi - lo) * 0.05);
+      u.setScale("x", { min: Math.max(lo, step - span), max: Math.min(hi, step + span) });
+    });
+    zooming = false;
+  }
+
+  /* per-layer heatmap: rows are modules, columns sampled steps, colour log10(value) */
+  var STOPS = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
+  function colour(t) {
+    t = Math.max(0, Math.min(1, t)) * (STOPS.length - 1);
+    var i = Math.min(STOPS.length - 2, Math.floor(t)), f = t - i, a = STOPS[i], b = STOPS[i + 1];
+    return [a[0] + (b[0] - a[0]) * f, a[1] + (b[1] - a[1]) * f, a[2] + (b[2] - a[2]) * f];
+  }
+
+  function makeHeatmap(hm, parent, tip) {
+    var box = el("div", "chart heat");
+    box.dataset.signal = "layers:" + hm.stat;
+    box.appendChild(el("h3", null, hm.stat));
+    var nCols = hm.steps.length, nRows = hm.modules.length;
+    var canvas = el("canvas");
+    canvas.width = nCols; canvas.height = nRows;
+    var cssH = Math.min(420, Math.max(60, nRows * 14));
+    canvas.style.height = cssH + "px";
+    var row = el("div", "heatrow");
+    if (nRows <= 40) {  // module names beside the rows when they fit
+      var names = el("div", "heatnames");
+      names.style.height = cssH + "px";
+      hm.modules.forEach(function (m) {
+        var n = el("div", null, m);
+        n.style.height = (cssH / nRows) + "px"; n.style.lineHeight = (cssH / nRows) + "px";
+        n.title = m;
+        names.appendChild(n);
+      });
+      row.appendChild(names);
+    }
+    row.appendChild(canvas);
+    box.appendChild(row);
+    box.appendChild(el("div", "heataxis", L.step + " " + hm.steps[0] + " … " + hm.steps[nCols - 1]));
+    parent.appendChild(box);
+    var lo = Infinity, hi = -Infinity;
+    hm.log10.forEach(function (row) { row.forEach(function (v) { if (v != null) { lo = Math.min(lo, v); hi = Math.max(hi, v); } }); });
+    if (!isFinite(lo)) { lo = 0; hi = 1; }
+    var ctx = canvas.getContext("2d");
+    var img = ctx.createImageData(nCols, nRows);
+    for (var r = 0; r < nRows; r++) {
+      var bad = new Set(hm.nonfinite[r] || []);
+      for (var c = 0; c < nCols; c++) {
+        var v = hm.log10[r][c], k = (r * nCols + c) * 4, rgb;
+        if (bad.has(c)) rgb = [214, 39, 40];
+        else if (v == null) rgb = [230, 230, 230];
+        else rgb = colour(hi > lo ? (v - lo) / (hi - lo) : 0.5);
+        img.data[k] = rgb[0]; img.data[k + 1] = rgb[1]; img.data[k + 2] = rgb[2]; img.data[k + 3] = 255;
+      }
+    }
+    ctx.putImageData(img, 0, 0);
+    canvas.addEventListener("mousemove", function (e) {
+      var rect = canvas.getBoundingClientRect();
+      var c = Math.floor((e.clientX - rect.left) / rect.width * nCols);
+      var r = Math.floor((e.clientY - rect.top) / rect.height * nRows);
+      if (c < 0 || r < 0 || c >= nCols || r >= nRows) { tip.style.display = "none"; return; }
+      var v = hm.log10[r][c];
+      var bad = (hm.nonfinite[r] || []).indexOf(c) >= 0;
+      tip.textContent = hm.modules[r] + " · " + L.step + " " + hm.steps[c] + " · " + hm.stat + " = " +
+        (bad ? L.nonfinite : v == null ? "-" : fmt(Math.pow(10, v)));
+      tip.style.left = (e.clientX + 12) + "px"; tip.style.top = (e.clientY + 12) + "px";
+      tip.style.display = "block";
+    });
+    canvas.addEventListener("mouseleave", function () { tip.style.display = "none"; });
+  }
+
+  var main = document.getElementById("ld-charts");
+  var tip = el("div", "tip");
+  document.body.appendChild(tip);
+  if (!data.charts.length) main.appendChild(el("div", "empty", L.no_chart));
+  var other = null;
+  data.charts.forEach(function (c) {
+    if (!c.main && !other) {
+      other = el("div");
+      other.appendChild(el("h2", null, L.other));
+      main.appendChild(other);
+    }
+    makeChart(c, c.main ? main : other);
+  });
+  if (data.heatmaps.length) {
+    var hs = el("div");
+    hs.appendChild(el("h2", null, L.layers));
+    hs.appendChild(el("p", "hint", L.layers_hint));
+    main.appendChild(hs);
+    data.heatmaps.forEach(function (hm) { makeHeatmap(hm, hs, tip); state.heatmaps++; });
+  }
+  state.charts = plots.length;
+
+  document.querySelectorAll(".finding[data-step]").forEach(function (card) {
+    card.addEventListener("click", function () {
+      document.querySelectorAll(".finding.active").forEach(function (c) { c.classList.remove("active"); });
+      card.classList.add("active");
+      zoomAll(parseInt(card.dataset.step, 10));
+    });
+  });
+
+  var resizeTimer = null;
+  window.addEventListener("resize", function () {
+    clearTimeout(resizeTimer);
+    resizeTimer = setTimeout(function () {
+      plots.forEach(function (u) { u.setSize({ width: width(u.root.parentNode), height: u.height }); });
+    }, 100);
+  });
+  document.documentElement.dataset.ldReady = "1";
+})();
