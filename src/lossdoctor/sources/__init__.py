@@ -25,13 +25,18 @@ class SourceError(Exception):
     """Bad or unsupported input: the message is one line meant for the user."""
 
 
-#: (name, sniff(path) -> bool, read(path) -> list[Run]); tried in registration order.
+#: (name, sniff(path) -> bool, read(path) -> list[Run]); tried in order of priority.
 READERS: list[tuple[str, Callable[[Path], bool], Callable[[Path], list[Run]]]] = []
+_PRIORITY: dict[str, int] = {}
 
 
-def reader(name: str, sniff: Callable[[Path], bool]) -> Callable:
+def reader(name: str, sniff: Callable[[Path], bool], *, priority: int = 50) -> Callable:
+    """Register a reader. Lower `priority` is tried first: specific formats (a file name or a magic
+    header) before generic ones (any CSV, any JSON lines), which register with 90."""
     def register(fn: Callable[[Path], list[Run]]) -> Callable[[Path], list[Run]]:
         READERS.append((name, sniff, fn))
+        _PRIORITY[name] = priority
+        READERS.sort(key=lambda r: _PRIORITY.get(r[0], 50))
         return fn
 
     return register
@@ -41,8 +46,8 @@ _loaded = False
 
 
 def _load_readers() -> None:
-    """Import the readers (they register themselves). The order is the detection priority: the
-    most specific formats first, the generic CSV/JSONL last."""
+    """Import the readers (they register themselves with a priority: the most specific formats
+    first, the generic CSV/JSONL last)."""
     global _loaded
     if _loaded:
         return

@@ -161,7 +161,7 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
     return run
 
 
-@reader("Hugging Face trainer_state.json", _sniff)
+@reader("Hugging Face trainer_state.json", _sniff, priority=10)
 def read(path: Path) -> list[Run]:
     state_path, notes = find_state(path)
     state, more = load_state(state_path)

@@ -29,7 +29,7 @@ def _sniff(p: Path) -> bool:
     return bool(_candidates(p))
 
 
-@reader("Lightning metrics.csv", _sniff)
+@reader("Lightning metrics.csv", _sniff, priority=20)
 def read(path: Path) -> list[Run]:
     notes: list[str] = []
     if path.is_dir():

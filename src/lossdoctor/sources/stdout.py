@@ -146,7 +146,7 @@ def rows_to_run(rows: list[dict[str, Any]], args: dict[str, Any], counts: dict[s
     return run
 
 
-@reader("Megatron/DeepSpeed log", _sniff)
+@reader("Megatron/DeepSpeed log", _sniff, priority=80)
 def read(path: Path) -> list[Run]:
     notes: list[str] = []
     with open(path, encoding="utf-8", errors="replace") as f:

@@ -237,7 +237,7 @@ def _sniff_csv(p: Path) -> bool:
         map_names([c.strip() for c in re.split(r"[,\t]", line)]).used.values())
 
 
-@reader("CSV log", _sniff_csv)
+@reader("CSV log", _sniff_csv, priority=90)
 def read_csv_reader(path: Path) -> list[Run]:
     return read_csv(path)
 
@@ -346,6 +346,6 @@ def _sniff_jsonl(p: Path) -> bool:
     return s.startswith(b"{") and b"\n" in s.rstrip()
 
 
-@reader("JSON-lines log", _sniff_jsonl)
+@reader("JSON-lines log", _sniff_jsonl, priority=91)
 def read_jsonl_reader(path: Path) -> list[Run]:
     return read_jsonl(path)

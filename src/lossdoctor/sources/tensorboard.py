@@ -145,7 +145,7 @@ def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: s
     return run
 
 
-@reader("TensorBoard event file", _sniff)
+@reader("TensorBoard event file", _sniff, priority=30)
 def read(path: Path) -> list[Run]:
     files, notes = _event_files(path)
     if not files:

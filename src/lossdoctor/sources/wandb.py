@@ -121,8 +121,9 @@ def read_wandb_file(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any], l
             if "_step" not in row and rec.history.HasField("step"):
                 row["_step"] = rec.history.step.num
             rows.append(row)
-        elif kind == "config":
-            for item in rec.config.update:
+        elif kind in ("config", "run"):  # the initial config travels in the run record
+            updates = rec.config.update if kind == "config" else rec.run.config.update
+            for item in updates:
                 key = "/".join(item.nested_key) if item.nested_key else item.key
                 v = _json_value(item.value_json)
                 if isinstance(v, dict) and "value" in v:  # config values are stored as {"value": x}
@@ -152,7 +153,7 @@ _CONFIG_META = {"max_grad_norm": "max_grad_norm", "gradient_clip_val": "max_grad
                 "learning_rate": "config_lr", "fp16": "fp16", "bf16": "bf16"}
 
 
-@reader("W&B run", _sniff)
+@reader("W&B run", _sniff, priority=40)
 def read(path: Path) -> list[Run]:
     f, notes = _pick_run(path)
     if f.name == HISTORY_JSONL:
