@@ -142,7 +142,7 @@ def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int
     """
     steps_arr = np.asarray([to_float(s) for s in steps] if not isinstance(steps, np.ndarray) else steps,
                            dtype=np.float64)
-    keep = np.isfinite(steps_arr)
+    keep = np.isfinite(steps_arr) & (np.abs(steps_arr) < 2.0 ** 62)  # a step that is no integer is dropped
     steps_i = steps_arr[keep].astype(np.int64)
     uniq, inverse = np.unique(steps_i, return_inverse=True)
     n = len(uniq)

@@ -91,7 +91,12 @@ def load_path(path: str | os.PathLike[str]) -> list[Run]:
         raise SourceError(f"{p}: no known training log in this directory (looked for a lossdoctor run "
                           "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
                           "Megatron/DeepSpeed logs, CSV or JSONL)")
-    raise SourceError(f"{p}: not a log format lossdoctor knows")
+    from .files import head, looks_binary
+
+    kind = "binary data, " if looks_binary(head(p, 65536)) else ""
+    raise SourceError(f"{p}: {kind}not a log format lossdoctor knows (supported: trainer_state.json, "
+                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, Megatron/DeepSpeed "
+                      "logs, CSV, JSONL)")
 
 
 #: sampling coarser than this many steps per logged loss point gets a note

@@ -126,7 +126,10 @@ def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.
     delim = max(",\t;", key=header_line.count)
     if header_line.count(delim) == 0 and first_nl < 0:
         raise SourceError(f"{path}: not a CSV table (one line, no delimiter)")
-    names = next(csv.reader([header_line], delimiter=delim))
+    try:
+        names = next(csv.reader([header_line.rstrip("\r")], delimiter=delim))
+    except (csv.Error, StopIteration) as e:
+        raise SourceError(f"{path}: malformed CSV header") from e
     names = [n.strip() for n in names]
     if len(set(names)) != len(names):
         names = _dedupe_names(names)
@@ -138,7 +141,10 @@ def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.
         # dense: every cell was written, so a NaN here is a logged NaN (the failure), not a gap
         logged = {n: np.ones(fast.shape[0], dtype=bool) for n in names}
         return names, cols, logged, notes, fast.shape[0]
-    rows = list(csv.reader(io.StringIO(body), delimiter=delim))
+    try:
+        rows = list(csv.reader(io.StringIO(body, newline=""), delimiter=delim))
+    except csv.Error as e:
+        raise SourceError(f"{path}: malformed CSV ({e})") from e
     rows = [r for r in rows if r]
     width = len(names)
     ragged = sum(1 for r in rows if len(r) != width)
@@ -225,12 +231,12 @@ def read_csv(path: Path, *, source: str = "csv", what: str | None = None,
 def _sniff_csv(p: Path) -> bool:
     if not p.is_file():
         return False
+    if p.suffix.lower() in (".csv", ".tsv"):
+        return True  # even binary: read_csv then says what is wrong with it
     t = text_head(p, 8192)
     if t is None:
         return False
     line = t.lstrip("\ufeff").split("\n", 1)[0]
-    if p.suffix.lower() in (".csv", ".tsv"):
-        return True
     if line.lstrip().startswith(("{", "[")):
         return False
     return any(line.count(d) >= 1 for d in ",\t") and any(
