@@ -138,6 +138,52 @@ SENTENCES: list[tuple[str, str]] = [
     # engine
     ("{name}: not checked ({hint})", "{name}：未检查（{hint}）"),
     ("{name}: internal error ({error})", "{name}：内部错误（{error}）"),
+    # engine hints (shown as "{name}: not checked ({hint})")
+    ("log the gradient norm (grad_norm) to check it", "记录梯度范数（grad_norm）以检查此项"),
+    ("needs per-layer gradient norms, which lossdoctor.watch records",
+     "需要逐层梯度范数（lossdoctor.watch 会记录）"),
+    ("log the loss scale (GradScaler.get_scale()) to check fp16 loss scaling",
+     "记录损失缩放因子（GradScaler.get_scale()）以检查 fp16 损失缩放"),
+    ("the update/param ratio (recorded by watch) is needed to tell a too-low LR",
+     "判断学习率是否过低需要更新量/参数比（watch 会记录）"),
+    ("log the learning rate to check the schedule", "记录学习率以检查调度"),
+    ("pass batch= to mon.step to check the data", "向 mon.step 传入 batch= 以检查数据"),
+    # detectors: gradients
+    ("grad norm rose from {a} (early median) to {b} over steps {s0}-{s1}, then became non-finite at step {s}",
+     "梯度范数从 {a}（早期中位数）在第 {s0}-{s1} 步升至 {b}，随后在第 {s} 步变为非有限值"),
+    ("first non-finite gradients: {names}", "最先出现非有限梯度的参数：{names}"),
+    ("clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={m}) (p95 of the "
+     "gradient norm over steps {a}-{b})",
+     "裁剪梯度：torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={m})（第 {a}-{b} 步梯度范数的 "
+     "95 分位数）"),
+    ("lower the learning rate (now {lr}), e.g. to {to}", "降低学习率（当前 {lr}），例如降到 {to}"),
+    ("grad norm median rose from {a} early to {b} from step {s} on ({x}x) while the loss did not improve",
+     "从第 {s} 步起梯度范数中位数从早期的 {a} 升至 {b}（{x} 倍），而损失没有改善"),
+    # detectors: learning rate
+    ("the loss jumped from {a} to {b} at step {s}", "第 {s} 步损失从 {a} 跳升到 {b}"),
+    ("and stayed high (median {m} over the next {n} steps)", "且一直居高不下（之后 {n} 步的中位数为 {m}）"),
+    ("set the learning rate to about {lr} (now {now})", "把学习率设为约 {lr}（当前 {now}）"),
+    ("the LR starts at its peak: add a linear warm-up over the first ~2-5% of steps",
+     "学习率一开始就是峰值：在前约 2-5% 的步中加入线性预热"),
+    ("the loss never improved (best {a} vs start {b}) and went non-finite at step {s}",
+     "损失从未改善（最佳 {a}，起始 {b}），并在第 {s} 步变为非有限值"),
+    ("grad norm grew from {a} to {b} in {n} steps", "梯度范数在 {n} 步内从 {a} 增长到 {b}"),
+    ("update/param ratio {r} per step (healthy ~1e-3)", "每步更新量/参数比 {r}（健康值约 1e-3）"),
+    ("the loss fell to {a} then rose to {b} ({x}x) from step {s} on",
+     "损失先降到 {a}，从第 {s} 步起又升到 {b}（{x} 倍）"),
+    # detectors: precision
+    ("loss scale fell from {a} to {b}", "损失缩放因子从 {a} 降到 {b}"),
+    ("{k} of {n} optimizer steps were skipped; longest streak {m} steps (steps {a}-{b})",
+     "{n} 个优化器步中有 {k} 个被跳过；最长连续 {m} 步（第 {a}-{b} 步）"),
+    ("the gradients themselves overflow fp16: lower the learning rate or clip gradients after "
+     "scaler.unscale_(optimizer), or train with bf16 autocast",
+     "梯度本身超出 fp16 范围：降低学习率，或在 scaler.unscale_(optimizer) 之后裁剪梯度，或改用 bf16 autocast 训练"),
+    ("normalise the input features (e.g. (x - mean) / std) before the model",
+     "在输入模型之前对特征做归一化（例如 (x - mean) / std）"),
+    ("compute logits and loss in fp32: loss = F.cross_entropy(logits.float(), labels)",
+     "用 fp32 计算 logits 和损失：loss = F.cross_entropy(logits.float(), labels)"),
+    ("the loss is not improving", "损失没有改善"),
+    ("it has not come back", "且没有回落"),
     # readers
     ("{what}: read {columns}", "{what}：已读取 {columns}"),
     ("{what}: read TensorBoard tags {tags}", "{what}：已读取 TensorBoard 标签 {tags}"),

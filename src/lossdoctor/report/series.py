@@ -24,8 +24,7 @@ MAX_HEAT_ROWS = 400
 
 #: charts in display order; the other COLUMNS present get small charts under "other signals"
 MAIN = ("loss", "grad_norm", "lr", "scale", "update_ratio")
-LOG_SCALE = {"grad_norm", "scale", "update_ratio", "act_absmax", "input_absmax", "param_norm",
-             "act_range_frac"}
+LOG_SCALE = {"grad_norm", "scale", "update_ratio", "act_absmax", "input_absmax", "param_norm"}
 _SKIP_OTHER = {"skipped", "time"}
 
 
@@ -62,7 +61,10 @@ def series(run: Run, name: str) -> dict[str, Any] | None:
     marks = x[bad][:MAX_MARKS]
     dx, dy = decimate(x, y)
     if name in LOG_SCALE:
-        keep = dy > 0
+        # a log axis shows positive values, and at most 15 decades below the largest (uPlot's
+        # log splits over 40 decades of float32 denormals break it; nobody reads them anyway)
+        top = float(dy.max()) if dy.size else 0.0
+        keep = (dy > 0) & (dy >= top * 1e-15)
         dx, dy = dx[keep], dy[keep]
     # non-finite steps stay on the x axis (as gaps) so the onset and its pins are in view
     xs = np.concatenate([dx, marks])

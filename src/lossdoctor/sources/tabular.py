@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 from pathlib import Path
@@ -84,7 +85,10 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
                 isinstance(sv, np.ndarray) and sv.dtype.kind == "U"):
             steps = parse_str_column(sv)[0]
         else:
-            steps = np.array([to_float(x) for x in sv], dtype=np.float64)
+            try:
+                steps = np.array(sv, dtype=np.float64)  # plain numbers (None -> NaN)
+            except (TypeError, ValueError):
+                steps = np.array([to_float(x) for x in sv], dtype=np.float64)
         missing = int(np.isnan(steps).sum())
         if missing == len(steps):
             notes.append(f"column {mapping.step!r} holds no step numbers; rows numbered from 0")
@@ -252,13 +256,25 @@ def read_csv_reader(path: Path) -> list[Run]:
 
 def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows of a JSON-lines file; unreadable lines are skipped with a note."""
-    lines = [ln for ln in raw.splitlines() if ln.strip()]
     notes: list[str] = []
+    # fast path: the whole file as one JSON array, parsed by one orjson call
+    joined = b"[" + raw.strip().replace(b"\n", b",") + b"]"
+    if b"NaN" in joined or b"Infinity" in joined:
+        # Python's json writes NaN/Infinity literals, which orjson rejects: quote them ("NaN" reads
+        # back as a logged NaN). A literal inside a string breaks its line; the per-line path
+        # below then reads the file.
+        if b"-Infinity" in joined:
+            joined = joined.replace(b"-Infinity", b'"-inf"')
+        if b"Infinity" in joined:
+            joined = joined.replace(b"Infinity", b'"inf"')
+        if b"NaN" in joined:
+            joined = joined.replace(b"NaN", b'"NaN"')
     try:
-        rows = orjson.loads(b"[" + b",".join(lines) + b"]")
+        rows = orjson.loads(joined)
         return [r for r in rows if isinstance(r, dict)], notes
     except orjson.JSONDecodeError:
         pass
+    lines = [ln for ln in raw.splitlines() if ln.strip()]
     rows = []
     bad = 0
     for ln in lines:
@@ -298,22 +314,23 @@ def flatten(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _column(rows: list[dict[str, Any]], key: str) -> list[Any]:
+    try:
+        return [r[key] for r in rows]  # the common case: every row has the key
+    except KeyError:
+        return [r.get(key) for r in rows]
+
+
 def rows_run(rows: list[dict[str, Any]], *, source: str, what: str, meta: dict[str, Any] | None = None,
              notes: list[str] | None = None) -> Run:
     """Rows of dicts (JSONL, W&B history) -> Run, vectorised per chosen column."""
     if rows and any(isinstance(v, dict) for v in rows[0].values()):
         rows = [flatten(r) for r in rows]
-    names: dict[str, None] = {}
-    for r in rows[:1000]:
-        names.update(dict.fromkeys(r))
-    if len(rows) > 1000:
-        for r in rows[1000:]:
-            if len(r) > len(names) or not names.keys() >= r.keys():
-                names.update(dict.fromkeys(r))
+    names = dict.fromkeys(itertools.chain.from_iterable(rows))  # every key, first-seen order, in C
     name_list = [str(n) for n in names]
     mapping = map_names(name_list)
     wanted = set(mapping.used.values()) | ({mapping.step} if mapping.step else set())
-    cols = {n: [r.get(n) for r in rows] for n in name_list if n in wanted}
+    cols = {n: _column(rows, n) for n in name_list if n in wanted}
     if not cols:
         cols = {name_list[0]: []} if name_list else {"": []}
     return table_run(name_list, cols, source=source, what=what, meta=meta, notes=notes,

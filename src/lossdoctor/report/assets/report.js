@@ -174,7 +174,9 @@
       width: width(plotDiv), height: c.main ? 220 : 150,
       scales: { x: { time: false }, y: yScale },
       series: series,
-      axes: [{ space: 60 }, { size: 64, space: 28, values: function (u, vals) { return vals.map(fmt); } }],
+      axes: [{ space: 60, incrs: STEP_INCRS },
+             { size: 64, space: 28,
+               values: function (u, vals) { return (c.log ? thin(vals) : vals).map(fmt); } }],
       cursor: { sync: { key: syncKey }, drag: { x: true, y: false } },
       legend: { live: true },
       plugins: plugins,
@@ -192,6 +194,22 @@
     }
     reset.addEventListener("click", function () { zoomAll(null); });
     return u;
+  }
+
+  /* steps are integers: tick increments 1, 2, 5, 10, 20, 50... */
+  var STEP_INCRS = [];
+  for (var m = 1; m <= 1e12; m *= 10) STEP_INCRS.push(m, 2 * m, 5 * m);
+
+  /* log axes: label decades only, and past 6 decades every k-th one, so labels never overlap */
+  function thin(vals) {
+    var exps = vals.map(function (v) {
+      if (v == null || v <= 0) return null;
+      var e = Math.log10(v);
+      return Math.abs(e - Math.round(e)) < 1e-6 ? Math.round(e) : null;
+    });
+    var n = exps.filter(function (e) { return e !== null; }).length;
+    var k = Math.max(1, Math.ceil(n / 6));
+    return vals.map(function (v, i) { return exps[i] !== null && exps[i] % k === 0 ? v : null; });
   }
 
   function fmt(v) {
@@ -289,7 +307,12 @@
       other.appendChild(el("h2", null, L.other));
       main.appendChild(other);
     }
-    makeChart(c, c.main ? main : other);
+    try {
+      makeChart(c, c.main ? main : other);
+    } catch (e) {  // one chart that cannot draw must not take the others with it
+      state.errors.push(c.name + ": " + e);
+      if (window.console) console.error("lossdoctor chart " + c.name + ": " + e);
+    }
   });
   if (data.heatmaps.length) {
     var hs = el("div");
