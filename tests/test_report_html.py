@@ -42,9 +42,9 @@ def watched_run(tmp_path_factory):
                                 torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with lossdoctor.watch(model, opt, log_dir=d, alerts=False) as mon:
-        for i in range(120):
+        for i in range(60):
             for g in opt.param_groups:
-                g["lr"] = 0.01 * 1.06 ** i
+                g["lr"] = 0.01 * 1.13 ** i
             x = torch.randn(16, 8)
             loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
             opt.zero_grad()

@@ -14,7 +14,7 @@ from lossdoctor.sources import load_path
 
 
 def _train(out, *, lr: float, optim: str, max_grad_norm: float, logging_steps: int = 1,
-           max_steps: int = 30) -> None:
+           max_steps: int = 30, report_to: tuple[str, ...] = ()) -> None:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
@@ -35,7 +35,7 @@ def _train(out, *, lr: float, optim: str, max_grad_norm: float, logging_steps: i
     args = TrainingArguments(output_dir=str(out), max_steps=max_steps, per_device_train_batch_size=8,
                              learning_rate=lr, optim=optim, max_grad_norm=max_grad_norm,
                              lr_scheduler_type="constant", logging_steps=logging_steps,
-                             save_strategy="steps", save_steps=max_steps, report_to=[], use_cpu=True,
+                             save_strategy="steps", save_steps=max_steps, report_to=list(report_to), use_cpu=True,
                              disable_tqdm=True)
     Trainer(model=model, args=args, train_dataset=Data()).train()
 
@@ -46,7 +46,8 @@ def hf_runs(tmp_path_factory):
     # healthy: AdamW at 1e-3 with the default clipping
     _train(root / "healthy", lr=1e-3, optim="adamw_torch", max_grad_norm=1.0)
     # faulty: plain SGD at lr=2 without clipping: the gradient norm grows ~2 -> 1e7, then NaN
-    _train(root / "explode", lr=2.0, optim="sgd", max_grad_norm=0.0)
+    # (also logged by the Trainer's own TensorBoard callback)
+    _train(root / "explode", lr=2.0, optim="sgd", max_grad_norm=0.0, report_to=("tensorboard",))
     return root
 
 
@@ -118,3 +119,13 @@ def test_truncated_trainer_state_is_a_partial_read(hf_runs, tmp_path):
     proc = run_cli("diagnose", p)
     assert proc.returncode == 0 and "warning" in proc.stderr and "truncated" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_trainer_tensorboard_callback_log(hf_runs):
+    """The same exploding run as written by the Trainer's TensorBoard callback."""
+    events = list((hf_runs / "explode").rglob("events.out.tfevents.*"))
+    assert events, "the Trainer wrote no TensorBoard events"
+    runs = load_path(events[0].parent)
+    assert runs[0].source == "tensorboard" and runs[0].meta["tags"]["grad_norm"] == "train/grad_norm"
+    report = diagnose_runs(runs)
+    assert report.primary is not None and report.primary.cause == "grad_explosion"

@@ -46,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--fault", default=None, metavar="NAME", help="fault to inject; 'list' lists them")
     m.add_argument("--log-dir", metavar="DIR", help="where to leave the run directory")
     m.add_argument("--format", choices=FORMATS, default="text")
+    m.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
+    m.add_argument("--lang", choices=LANGS, default="en")
     m.add_argument("--seed", type=int, default=0)
     return p
 
@@ -99,16 +101,16 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: words in a reader's note that mean part of the input could not be read
-_PARTIAL = ("truncated", "skipped", "stopped at", "ignored", "padded or cut", "damaged")
+#: phrases of the readers' notes that say part of the input could not be read
+_PARTIAL = ("is truncated", "could not be read", "unreadable", "stopped at", "stopped reading",
+            "that are not numbers", "padded or cut", "torn")
 
 
 def warn_partial(runs) -> None:
     """One stderr line per partial read, so a truncated log is never silently half-diagnosed."""
     for run in runs:
         for note in run.notes:
-            if any(w in note for w in _PARTIAL) and "skipped steps" not in note \
-                    and "skipped optimizer" not in note:
+            if any(w in note for w in _PARTIAL):
                 print(f"lossdoctor: warning: {note}", file=sys.stderr)
 
 
