@@ -33,6 +33,9 @@ def _sniff(p: Path) -> bool:
     data = head(p, _SNIFF_BYTES)
     if looks_binary(data[:65536]):
         return False
+    # literal pre-check (a fast byte scan) before the regular expression over 8 MB
+    if not any(m in data for m in (b"iteration", b"step=", b"Attempted loss scale", b"Grad overflow")):
+        return False
     return _ANY.search(data) is not None
 
 

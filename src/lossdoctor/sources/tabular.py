@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import operator
 import json
 import re
 from pathlib import Path
@@ -74,6 +75,12 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
             if bad:
                 notes.append(f"{name!r}: ignored {bad} value(s) that are not numbers")
             cols[col], masks[col] = vals, mask
+        elif isinstance(v, list):
+            fast = _json_column(v)
+            if fast is None:
+                cols[col] = v  # mixed types: records.from_columns parses value by value
+            else:
+                cols[col], masks[col] = fast
         else:
             cols[col] = v
     n = nrows if nrows is not None else len(next(iter(columns.values())))
@@ -108,6 +115,19 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
     run.meta.setdefault("columns", dict(mapping.used))
     run.notes.extend(notes)
     return run
+
+
+def _json_column(v: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(floats, logged mask) of a column of JSON values in C loops, or None for mixed types.
+    None is "not logged"; numbers, bools and "NaN"/"inf" strings convert directly."""
+    try:
+        vals = np.array(v, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if vals.shape != (len(v),):
+        return None
+    mask = np.fromiter(map(operator.is_not, v, itertools.repeat(None)), dtype=bool, count=len(v))
+    return vals, mask
 
 
 def _fill_forward(steps: np.ndarray) -> np.ndarray:
@@ -257,8 +277,18 @@ def read_csv_reader(path: Path) -> list[Run]:
 def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows of a JSON-lines file; unreadable lines are skipped with a note."""
     notes: list[str] = []
-    # fast path: the whole file as one JSON array, parsed by one orjson call
-    joined = b"[" + raw.strip().replace(b"\n", b",") + b"]"
+    # fast path: the whole file as one JSON array, parsed by one orjson call (one copy of the
+    # file: the newline -> comma replace; the brackets go in place)
+    head4k = raw[:4096]
+    start = len(head4k) - len(head4k.lstrip())
+    joined = bytearray(b"[")
+    joined += raw[start:] if start else raw
+    end = len(joined)
+    while end > 1 and joined[end - 1] in b" \t\r\n":
+        end -= 1
+    del joined[end:]
+    joined += b"]"
+    joined = joined.replace(b"\n", b",")
     if b"NaN" in joined or b"Infinity" in joined:
         # Python's json writes NaN/Infinity literals, which orjson rejects: quote them ("NaN" reads
         # back as a logged NaN). A literal inside a string breaks its line; the per-line path
@@ -341,8 +371,7 @@ def read_jsonl(path: Path, *, source: str = "jsonl") -> list[Run]:
     raw = path.read_bytes()
     if looks_binary(raw[:65536]):
         raise SourceError(f"{path}: binary data, not a JSON-lines file")
-    stripped = raw.lstrip()
-    if stripped.startswith(b"["):
+    if raw[:4096].lstrip().startswith(b"["):
         try:
             rows = [r for r in json.loads(raw) if isinstance(r, dict)]
             notes: list[str] = []
