@@ -55,33 +55,64 @@
     return { hooks: { draw: function (u) {
       var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height, dpr = devicePixelRatio || 1;
       ctx.save();
+      var placed = [];  // pins closer than a pin's width stack downwards instead of overlapping
       data.findings.forEach(function (f) {
         if (f.step == null || f.step < u.scales.x.min || f.step > u.scales.x.max) return;
         var x = Math.round(u.valToPos(f.step, "x", true));
+        var row = 0;
+        while (placed.some(function (p) { return p[1] === row && Math.abs(p[0] - x) < 18 * dpr; })) row++;
+        placed.push([x, row]);
+        var cy = top + (9 + 18 * row) * dpr;
         var c = SEV[f.severity] || SEV.info;
         ctx.strokeStyle = c; ctx.lineWidth = 1.5 * dpr; ctx.setLineDash([5 * dpr, 4 * dpr]);
         ctx.beginPath(); ctx.moveTo(x, top); ctx.lineTo(x, top + h); ctx.stroke();
         ctx.setLineDash([]); ctx.fillStyle = c;
-        ctx.beginPath(); ctx.arc(x, top + 9 * dpr, 8 * dpr, 0, 2 * Math.PI); ctx.fill();
+        ctx.beginPath(); ctx.arc(x, cy, 8 * dpr, 0, 2 * Math.PI); ctx.fill();
         ctx.fillStyle = "#fff"; ctx.font = "bold " + (11 * dpr) + "px sans-serif";
         ctx.textAlign = "center"; ctx.textBaseline = "middle";
-        ctx.fillText(String(f.i), x, top + 9.5 * dpr);
+        ctx.fillText(String(f.i), x, cy + 0.5 * dpr);
       });
       ctx.restore();
     } } };
   }
 
-  /* markers: non-finite values (red triangles at the top), skipped steps (ticks at the bottom) */
-  function marksPlugin(nonfinite, skipped) {
+  /* runs of consecutive steps: [[first, last], ...], steps closer than `gap` join one run */
+  function runsOf(steps, gap) {
+    var sorted = steps.slice().sort(function (a, b) { return a - b; });
+    var out = [];
+    sorted.forEach(function (s) {
+      var last = out[out.length - 1];
+      if (last && s - last[1] <= gap) last[1] = s; else out.push([s, s]);
+    });
+    return out;
+  }
+
+  function typicalGap(xs) {
+    if (xs.length < 2) return 1;
+    var d = [];
+    for (var i = 1; i < xs.length && d.length < 2000; i++) d.push(xs[i] - xs[i - 1]);
+    d.sort(function (a, b) { return a - b; });
+    return Math.max(1, d[Math.floor(d.length / 2)]) * 1.5;
+  }
+
+  /* markers: non-finite values (a red band over each run, a triangle at its start) and skipped
+     steps (ticks at the bottom) */
+  function marksPlugin(nonfinite, skipped, gap) {
+    var runs = runsOf(nonfinite, gap);
     return { hooks: { draw: function (u) {
       var ctx = u.ctx, dpr = devicePixelRatio || 1, top = u.bbox.top, bot = u.bbox.top + u.bbox.height;
       ctx.save();
-      ctx.fillStyle = "#d62728";
-      nonfinite.forEach(function (s) {
-        if (s < u.scales.x.min || s > u.scales.x.max) return;
-        var x = u.valToPos(s, "x", true);
-        ctx.beginPath(); ctx.moveTo(x - 4 * dpr, top + 20 * dpr); ctx.lineTo(x + 4 * dpr, top + 20 * dpr);
-        ctx.lineTo(x, top + 27 * dpr); ctx.closePath(); ctx.fill();
+      runs.forEach(function (r) {
+        if (r[1] < u.scales.x.min || r[0] > u.scales.x.max) return;
+        var x0 = u.valToPos(Math.max(r[0], u.scales.x.min), "x", true);
+        var x1 = u.valToPos(Math.min(r[1], u.scales.x.max), "x", true);
+        ctx.fillStyle = "rgba(214,39,40,0.10)";
+        ctx.fillRect(x0 - 2 * dpr, top, Math.max(4 * dpr, x1 - x0 + 4 * dpr), u.bbox.height);
+        if (r[0] >= u.scales.x.min) {
+          ctx.fillStyle = "#d62728";
+          ctx.beginPath(); ctx.moveTo(x0 - 5 * dpr, top + 20 * dpr); ctx.lineTo(x0 + 5 * dpr, top + 20 * dpr);
+          ctx.lineTo(x0, top + 28 * dpr); ctx.closePath(); ctx.fill();
+        }
       });
       ctx.strokeStyle = "rgba(214,39,40,0.8)"; ctx.lineWidth = 1.5 * dpr;
       (skipped || []).forEach(function (s) {
@@ -93,14 +124,15 @@
     } } };
   }
 
-  function hlinePlugin(value, label) {
+  function hlinePlugin(value, label, color) {
+    color = color || "#2e9d4c";
     return { hooks: { draw: function (u) {
       if (value == null || value < u.scales.y.min || value > u.scales.y.max) return;
       var ctx = u.ctx, dpr = devicePixelRatio || 1, y = u.valToPos(value, "y", true);
       ctx.save();
-      ctx.strokeStyle = "#2e9d4c"; ctx.lineWidth = 1.5 * dpr; ctx.setLineDash([8 * dpr, 4 * dpr]);
+      ctx.strokeStyle = color; ctx.lineWidth = 1.5 * dpr; ctx.setLineDash([8 * dpr, 4 * dpr]);
       ctx.beginPath(); ctx.moveTo(u.bbox.left, y); ctx.lineTo(u.bbox.left + u.bbox.width, y); ctx.stroke();
-      ctx.fillStyle = "#2e9d4c"; ctx.font = (11 * dpr) + "px sans-serif"; ctx.textAlign = "right";
+      ctx.fillStyle = color; ctx.font = (11 * dpr) + "px sans-serif"; ctx.textAlign = "right";
       ctx.fillText(label + " " + value, u.bbox.left + u.bbox.width - 4 * dpr, y - 4 * dpr);
       ctx.restore();
     } } };
@@ -168,8 +200,11 @@
       ? { distr: 3, log: c.name === "scale" ? 2 : 10,
           range: function (u, min, max) { return min == null || max == null ? [0.1, 10] : uPlot.rangeLog(min, max, c.name === "scale" ? 2 : 10, true); } }
       : { range: function (u, min, max) { return min == null || max == null ? [0, 1] : uPlot.rangeNum(min, max, 0.1, true); } };
-    var plugins = [pinsPlugin(), marksPlugin(nonfinite, skipped)];
+    var plugins = [pinsPlugin(), marksPlugin(nonfinite, skipped, typicalGap(xs))];
     if (c.name === "grad_norm" && data.clip != null) plugins.push(hlinePlugin(data.clip, L.clip));
+    if (c.name === "grad_norm" && data.suggested_clip != null && data.suggested_clip !== data.clip)
+      plugins.push(hlinePlugin(data.suggested_clip, L.suggested_clip, "#8a5cf6"));
+    if (c.name === "update_ratio") plugins.push(hlinePlugin(1e-3, L.healthy_ratio, "#7f8c8d"));
     var opts = {
       width: width(plotDiv), height: c.main ? 220 : 150,
       scales: { x: { time: false }, y: yScale },
