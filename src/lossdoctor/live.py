@@ -83,6 +83,7 @@ class LiveDiagnoser:
         self.rearm_after = rearm_after
         self.on_finding = on_finding
         self.history = History()
+        self.preflight: list[dict[str, Any]] = []  # appended by the monitor's preflight checks
         self.report: Report | None = None
         self._next_check = 0
         self._last_trigger = -(10**9)
@@ -101,7 +102,9 @@ class LiveDiagnoser:
     def evaluate(self) -> Report:
         from .detectors.engine import diagnose_runs
 
-        self.report = diagnose_runs([self.history.run(self.meta, self.rank)])
+        run = self.history.run(self.meta, self.rank)
+        run.preflight = list(self.preflight)
+        self.report = diagnose_runs([run])
         for f in self.report.findings:
             self._maybe_announce(f)
         return self.report

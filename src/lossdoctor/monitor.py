@@ -25,6 +25,7 @@ from torch import nn
 
 from .findings import Finding, Report
 from .live import LiveDiagnoser
+from .preflight.watch import start_preflight
 from .runlog import RunLogWriter
 from .signals import batch as batch_signals
 from .signals import tracer as tracer_signals
@@ -96,6 +97,7 @@ class Monitor:
         self.live = LiveDiagnoser(self.meta, rank=self.rank, alerts=alerts,
                                   on_finding=self._record_finding)
         self._set_sampled(self._is_sampled(0))
+        self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
@@ -103,6 +105,8 @@ class Monitor:
         if self.closed or "step" in self._warned:
             self.step_idx += 1
             return
+        if self.preflight is not None:
+            self.preflight.observe(self.step_idx, loss, batch)
         try:
             self._collect(loss, batch)
             self._drain(wait=False)
@@ -115,6 +119,8 @@ class Monitor:
         if self.closed:
             return
         try:
+            if self.preflight is not None:
+                self.preflight.close()
             self._drain(wait=True)
             self.live.evaluate()
             self.meta.update({"closed": True, "steps": self.step_idx, "finished": time.time()})
