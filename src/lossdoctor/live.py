@@ -76,8 +76,10 @@ def _num(v: Any) -> float:
 
 class LiveDiagnoser:
     def __init__(self, meta: dict[str, Any], *, rank: int | None = None, alerts: bool = True,
-                 rearm_after: int = 100, on_finding: Callable[[Finding], None] | None = None) -> None:
+                 rearm_after: int = 100, on_finding: Callable[[Finding], None] | None = None,
+                 layers_fn: Callable[[], Any] | None = None) -> None:
         self.meta = meta
+        self.layers_fn = layers_fn
         self.rank = rank
         self.alerts = alerts
         self.rearm_after = rearm_after
@@ -104,6 +106,8 @@ class LiveDiagnoser:
 
         run = self.history.run(self.meta, self.rank)
         run.preflight = list(self.preflight)
+        if self.layers_fn is not None:
+            run.layers = self.layers_fn()
         self.report = diagnose_runs([run])
         for f in self.report.findings:
             self._maybe_announce(f)

@@ -3,9 +3,8 @@
 A preflight finding (seen in the objects before or at the start of training) and a detector's
 finding (seen in the step records) often describe the same problem: the GradScaler configured at
 2^60 and the skipped steps it then caused, the prompt that is not masked and the label statistics.
-When a finding of the same cause already exists, the preflight evidence and fixes are added to it;
-two preflight findings are joined when they also share the symptom. Torch-free: the offline
-engine imports it.
+When a finding of the same cause already exists, the preflight evidence and fixes are added to it
+(the engine keeps one finding per cause and step anyway). Torch-free: the offline engine imports it.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ def merge_findings(base: list[Finding], extra: Iterable[Finding | dict[str, Any]
     """`base` (the detectors' findings) with `extra` (preflight findings, as objects or contract
     dicts read back from a run directory) folded in. Unreadable dicts become a note."""
     out = list(base)
-    n_base = len(out)
     for item in extra:
         try:
             p = item if isinstance(item, Finding) else Finding.from_dict(item)
@@ -31,8 +29,7 @@ def merge_findings(base: list[Finding], extra: Iterable[Finding | dict[str, Any]
             continue
         if p.rank is None:
             p.rank = rank
-        target = next((f for i, f in enumerate(out)
-                       if f.cause == p.cause and (i < n_base or f.symptom == p.symptom)), None)
+        target = next((f for f in out if f.cause == p.cause), None)
         if target is None:
             out.append(p)
         else:
@@ -41,14 +38,14 @@ def merge_findings(base: list[Finding], extra: Iterable[Finding | dict[str, Any]
 
 
 def _fold(f: Finding, p: Finding) -> None:
-    for e in p.evidence:
-        if e not in f.evidence:
-            f.evidence.append(e)
-    for x in p.fixes:
-        if x not in f.fixes:
-            f.fixes.append(x)
-    if SEVERITY_RANK[p.severity] > SEVERITY_RANK[f.severity]:
-        f.severity = p.severity
+    """Add `p` to `f`; the more severe of the two leads (its symptom, its evidence first)."""
+    lead = SEVERITY_RANK[p.severity] > SEVERITY_RANK[f.severity]
+    new_ev = [e for e in p.evidence if e not in f.evidence]
+    new_fix = [x for x in p.fixes if x not in f.fixes]
+    f.evidence = new_ev + f.evidence if lead else f.evidence + new_ev
+    f.fixes = new_fix + f.fixes if lead else f.fixes + new_fix
+    if lead:
+        f.severity, f.symptom = p.severity, p.symptom
     f.confidence = max(f.confidence, p.confidence)
     if f.layer is None:
         f.layer = p.layer

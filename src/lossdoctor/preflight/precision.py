@@ -128,7 +128,7 @@ def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
     if g > 1 and interval >= 1:
         per = math.log(g) / math.log(1 / b)  # overflow steps needed to undo one growth
         rate = per / (interval + per)
-        if rate >= 0.01:
+        if rate >= 0.1:  # a few % is the price of probing for a larger scale; 10% is waste
             out.append(make_finding(
                 "loss_scale_collapse", "skipped_steps", "warning", 0.8,
                 [f"GradScaler grows x{g} every {interval} good steps and backs off x{b} per overflow: in steady "
