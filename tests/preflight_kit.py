@@ -107,3 +107,20 @@ def train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: lis
         if mon is not None:
             mon.step(loss, batch=batch)
     return losses
+
+
+def regression_problem(seed: int = 0, n_batches: int = 4) -> tuple[torch.nn.Module, list[Any], Callable]:
+    """A small MLP regression with fixed batches: cheap enough to run hundreds of steps."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(8, 1, generator=g)
+    batches = []
+    for _ in range(n_batches):
+        x = torch.randn(16, 8, generator=g)
+        batches.append((x, x @ w + 0.1 * torch.randn(16, 1, generator=g)))
+    torch.manual_seed(seed)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+
+    def loss_fn(m: torch.nn.Module, b: Any) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(m(b[0]), b[1])
+
+    return model, batches, loss_fn

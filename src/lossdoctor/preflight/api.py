@@ -213,7 +213,7 @@ def call_model(model: nn.Module, batch: Any) -> Any:
     """Call the model the way a training loop most likely does: `model(**batch)` for a dict (keys
     its forward accepts), `model(x)` for an `(x, y)` tuple, `model(t)` for a tensor."""
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    batch = _to(batch, device)
+    batch = _to(batch, device, _float_dtype(model))
     if isinstance(batch, Mapping):
         accepted = _accepted(model)
         kwargs = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)
@@ -235,13 +235,26 @@ def _accepted(model: nn.Module) -> set[str] | None:
     return {p.name for p in params}
 
 
-def _to(batch: Any, device: torch.device) -> Any:
+def _float_dtype(model: nn.Module) -> torch.dtype | None:
+    """bf16/fp16 when every floating parameter is: a pure low-precision model is fed inputs of its
+    dtype (the loop casts them; outside autocast an fp32 input would not even multiply)."""
+    dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    if len(dtypes) == 1 and next(iter(dtypes)) in LOW and not torch.is_autocast_enabled(
+            next(model.parameters()).device.type):
+        return next(iter(dtypes))
+    return None
+
+
+def _to(batch: Any, device: torch.device, dtype: torch.dtype | None = None) -> Any:
     if isinstance(batch, torch.Tensor):
+        if dtype is not None and batch.is_floating_point():
+            return batch.to(device, dtype)
         return batch.to(device)
     if isinstance(batch, Mapping):
-        return {k: _to(v, device) for k, v in batch.items()}
+        return {k: _to(v, device, dtype) for k, v in batch.items()}
     if isinstance(batch, (tuple, list)):
-        return type(batch)(_to(v, device) for v in batch) if isinstance(batch, tuple) else [_to(v, device) for v in batch]
+        items = [_to(v, device, dtype) for v in batch]
+        return tuple(items) if isinstance(batch, tuple) else items
     return batch
 
 

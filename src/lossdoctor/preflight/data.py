@@ -79,12 +79,7 @@ class DataCheck:
         self.vocab = _vocab_size(ctx)
         self.pad_id = getattr(self.tok, "pad_token_id", None) if self.tok is not None else None
         self._reported: set[str] = set()
-        try:
-            from ftfy import badness  # noqa: F401
-
-            self._ftfy = True
-        except ImportError:
-            self._ftfy = False
+        self._ftfy: bool | None = None  # imported on the first text (0.2 s)
 
     # --- per batch ----------------------------------------------------------------------------
     def add(self, view: BatchView) -> list[Finding]:
@@ -202,6 +197,13 @@ class DataCheck:
         if "\ufffd" in core and len(s.fffd) < 64:
             i = core.index("\ufffd")
             s.fffd.append((batch, sample, core[max(0, i - 30): i + 30]))
+        if self._ftfy is None:
+            try:
+                import ftfy  # noqa: F401
+
+                self._ftfy = True
+            except ImportError:
+                self._ftfy = False
         if self._ftfy and len(s.mojibake) < 64:
             import ftfy
             from ftfy import badness

@@ -205,12 +205,22 @@ class ActivationProbe:
         if not (rin > 0 and math.isfinite(rin)):
             return None
         n = len(order)
-        growth = outs[-1] / rin if math.isfinite(outs[-1]) else math.inf
+        outs = [x if math.isfinite(x) else math.inf for x in outs]
+        # the extremes through depth (the last layer alone can hide them: a head's bias, a final norm)
+        hi = max(range(n), key=lambda k: outs[k])
+        lo = min(range(n), key=lambda k: outs[k])
         prev = [rin] + outs[:-1]
         jump = next((k for k in range(n) if prev[k] > 0 and outs[k] / prev[k] >= PER_BLOCK), 0)
-        return {"n": n, "rms_in": rin, "rms_out": outs, "growth": growth,
-                "per_block": growth ** (1 / n) if growth > 0 and math.isfinite(growth) else math.inf,
-                "first": self.names[first], "last": self.names[last], "jump": self.names[order[jump]]}
+        return {"n": n, "rms_in": rin, "first": self.names[first], "last": self.names[last],
+                "jump": self.names[order[jump]],
+                "up": _span(rin, outs[hi], hi + 1, self.names[order[hi]]),
+                "down": _span(rin, outs[lo], lo + 1, self.names[order[lo]])}
+
+
+def _span(rms_in: float, rms: float, layers: int, name: str) -> dict[str, Any]:
+    ratio = rms / rms_in
+    per = ratio ** (1 / layers) if 0 < ratio < math.inf else (math.inf if ratio == math.inf else 0.0)
+    return {"rms": rms, "ratio": ratio, "per_layer": per, "layers": layers, "name": name}
 
 
 def _rms(t: torch.Tensor) -> torch.Tensor:
@@ -294,22 +304,23 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
         fixes.append(f"scale the residual output projections' init std by {fmt(round_sig(res['expected']))} "
                      f"(1/√(2·n_layer))")
     if growth is not None and growth["n"] >= 2:
-        g, pb = growth["growth"], growth["per_block"]
-        if (g >= GROWTH_LIMIT and pb >= PER_BLOCK) or not math.isfinite(g):
+        up, down = growth["up"], growth["down"]
+        g = up["ratio"]
+        if (g >= GROWTH_LIMIT and up["per_layer"] >= PER_BLOCK) or not math.isfinite(g):
             votes += 1
-            severity = "critical" if (g >= 1e3 or not math.isfinite(g) or growth["rms_out"][-1] >= 1e4) else \
+            severity = "critical" if (g >= 1e3 or not math.isfinite(g) or up["rms"] >= 1e4) else \
                 _max_sev(severity, "warning")
             layer = layer or growth["jump"]
             ev.append(f"on the first batch the activation RMS grows from {fmt(growth['rms_in'])} (input of "
-                      f"{growth['first']}) to {fmt(growth['rms_out'][-1])} (output of {growth['last']}): "
-                      f"x{fmt(g)} over {growth['n']} layers, x{fmt(pb)} per layer")
-        elif g <= 1 / (GROWTH_LIMIT * GROWTH_LIMIT) and pb <= 1 / PER_BLOCK:
+                      f"{growth['first']}) to {fmt(up['rms'])} (output of {up['name']}): x{fmt(g)} over "
+                      f"{up['layers']} layers, x{fmt(up['per_layer'])} per layer")
+        elif down["ratio"] <= 1 / (GROWTH_LIMIT * GROWTH_LIMIT) and down["per_layer"] <= 1 / PER_BLOCK:
             votes += 1
             severity = _max_sev(severity, "warning")
             layer = layer or growth["first"]
             ev.append(f"on the first batch the activation RMS shrinks from {fmt(growth['rms_in'])} (input of "
-                      f"{growth['first']}) to {fmt(growth['rms_out'][-1])} (output of {growth['last']}): "
-                      f"x{fmt(g)} over {growth['n']} layers; gradients will vanish the same way")
+                      f"{growth['first']}) to {fmt(down['rms'])} (output of {down['name']}): x{fmt(down['ratio'])} "
+                      f"over {down['layers']} layers; gradients will vanish the same way")
             fixes.append("use He init for ReLU layers (nn.init.kaiming_normal_(w, nonlinearity='relu')) or add "
                          "normalisation/residual connections")
     if loss is not None and chance_loss is not None and math.isfinite(loss):
