@@ -174,11 +174,14 @@ def _adam_eps(ctx: Context, opt: torch.optim.Optimizer) -> list[Finding]:
 
 def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tensor, torch.Tensor] | None,
                 peak_lr: float | None) -> Finding | None:
-    """Share of low-precision weight entries that the first update cannot move."""
+    """Share of low-precision weight entries that the first update cannot move. Runs once; the
+    per-parameter results stay on the device until one copy at the end."""
     adam = "eps" in opt.defaults and "betas" in opt.defaults
-    frozen = total = 0.0
+    total = 0.0
     lr_used = None
-    need: list[float] = []
+    stuck_share: list[torch.Tensor] = []  # per parameter: share of its entries that cannot move
+    sizes: list[int] = []
+    need: list[torch.Tensor] = []  # per parameter: the median half-ulp, the smallest update that counts
     with torch.no_grad():
         for group in opt.param_groups:
             lr = group.get("initial_lr", group.get("lr"))
@@ -200,20 +203,25 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
                     continue
                 half_ulp = torch.ldexp(torch.ones_like(w, dtype=torch.float32),
                                        torch.frexp(w.float()).exponent - MANTISSA[p.dtype] - 2)
-                stuck = (step < half_ulp) & (w != 0)
-                n = w.numel()
-                frozen += float(stuck.sum()) * p.numel() / n
+                nonzero = w != 0
+                stuck_share.append(((step < half_ulp) & nonzero).float().mean())
+                need.append(torch.where(nonzero, half_ulp, torch.nan).nanmedian())
+                sizes.append(p.numel())
                 total += p.numel()
                 lr_used = lr
-                need.append(float(half_ulp[w != 0].median()) if (w != 0).any() else 0.0)
-    if not total or frozen < 0.1 * total:
+    if not total:
+        return None
+    shares = torch.stack([s.to("cpu") for s in stuck_share]).tolist()
+    needs = [x for x in torch.stack([n.to("cpu") for n in need]).tolist() if x == x]
+    frozen = sum(s * n for s, n in zip(shares, sizes))
+    if frozen < 0.1 * total:
         return None
     share = frozen / total
     dtype = next((p.dtype for g in opt.param_groups for p in g["params"] if p.dtype in LOW), torch.bfloat16)
     name = str(dtype).replace("torch.", "")
     bits = MANTISSA[dtype] + 1
     how = "Adam's first update is ~lr per entry" if adam else "the first update is lr·|grad|"
-    need_lr = sorted(need)[len(need) // 2] if need else float("nan")
+    need_lr = sorted(needs)[len(needs) // 2] if needs else float("nan")
     return make_finding(
         "precision_stall", "stall", "warning" if share >= 0.5 else "info", 0.85 if share >= 0.5 else 0.6,
         [f"with lr={fmt(lr_used)} ({how}), {pct(frozen, total)} of the {int(total)} {name} weight entries "
