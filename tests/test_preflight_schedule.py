@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 
-import pytest
 import torch
 from torch.optim.lr_scheduler import CosineAnnealingLR, LambdaLR
 from transformers import get_cosine_schedule_with_warmup, get_linear_schedule_with_warmup
