@@ -313,3 +313,44 @@ def test_alert_rearms_for_a_new_incident(tmp_path, capfd):
     alerts = [line for line in err.splitlines() if "nonfinite_data" in line]
     assert len(alerts) == 2, err
     assert "step 20" in alerts[0] and "step 200" in alerts[1] and "WARNING" in alerts[0]
+
+
+def test_evaluation_passes_between_steps_are_not_recorded(tmp_path):
+    """A validation forward under no_grad that goes NaN must not be blamed on training."""
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+        for i in range(3):
+            x, y = _batch(i)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                model(torch.full((2, 8), float("nan")))
+            mon.step(loss, batch=(x, y))
+    recs = _steps(tmp_path)
+    assert not any("fwd_first_nonfinite" in r for r in recs)
+
+
+def test_live_engine_failure_keeps_the_log(tmp_path, caplog, monkeypatch):
+    from lossdoctor import live
+
+    def broken(self):
+        raise ValueError("engine bug")
+
+    monkeypatch.setattr(live.LiveDiagnoser, "evaluate", broken)
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+            for i in range(15):
+                x, y = _batch(i)
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                mon.step(loss, batch=(x, y))
+    assert sum("engine bug" in r.getMessage() for r in caplog.records) == 1
+    recs = _steps(tmp_path)
+    assert len(recs) == 15 and all("grad_norm" in r and "act_absmax" in r for r in recs)

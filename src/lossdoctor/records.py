@@ -76,6 +76,8 @@ class Run:
     logged_mask: dict[str, np.ndarray] = field(default_factory=dict)
     layers: LayerStats | None = None
     live_findings: list[dict[str, Any]] = field(default_factory=list)
+    #: findings of the preflight checks (contract dicts), joined with the detectors' by the engine
+    preflight: list[dict[str, Any]] = field(default_factory=list)
     source: str = "lossdoctor"
     notes: list[str] = field(default_factory=list)
     rank: int | None = None

@@ -3,7 +3,7 @@
 Exit codes (the contract): 0 the analysis ran, whatever it found; 1 only with --fail-on and a
 finding at or above that severity; 2 bad input or usage, with one line on stderr and no traceback.
 
-The offline path (`diagnose`) never imports torch, so it starts fast; `demo` does.
+The offline path (`diagnose`) never imports torch, so it starts fast; `demo` and `check` do.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
     m.add_argument("--lang", choices=LANGS, default="en")
     m.add_argument("--seed", type=int, default=0)
+
+    from .check import add_parser as add_check_parser
+
+    add_check_parser(sub, FORMATS)
     return p
 
 
@@ -62,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import cmd_demo
 
             return cmd_demo(args)
+        if args.command == "check":
+            from .check import cmd_check
+
+            return cmd_check(args)
         parser.print_help()
         return EXIT_BAD_INPUT
     except UsageError as e:

@@ -58,6 +58,10 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
             if f.rank is None:
                 f.rank = run.rank
         findings.extend(found)
+    if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
+        from ..preflight.merge import merge_findings
+
+        findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
     return arbitrate(findings), notes
 
 
