@@ -44,6 +44,8 @@ def test_markdown_escapes_log_text():
 def test_text_plain_when_piped_and_colour_in_terminal(explosion_log):
     p = run_cli("diagnose", explosion_log)
     assert p.returncode == 0 and "\x1b[" not in p.stdout and "grad_explosion" in p.stdout
+    spark = p.stdout.splitlines()[1]  # the loss at a glance: falling blocks, then x for NaN
+    assert spark.startswith("loss 0 ") and spark.endswith(" 299") and "█" in spark and spark.count("x") >= 10
     runs_report = diagnose_runs(__import__("lossdoctor.sources", fromlist=["load_path"]).load_path(explosion_log))
     coloured = render(runs_report, "text", color=True)
     assert "\x1b[" in coloured

@@ -31,6 +31,45 @@ def where(f: Finding, lang: str = "en") -> str:
     return ", ".join(parts)
 
 
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(run: Run, name: str = "loss", width: int = 48) -> str | None:
+    """The series as one line of block characters (bucket means, log-scaled when it spans decades);
+    `x` marks a bucket holding a non-finite value. None when the run did not log it."""
+    import numpy as np
+
+    if not run.has(name) or name not in run.cols:
+        return None
+    y = run.cols[name][run.logged(name)]
+    if y.size < 2:
+        return None
+    edges = np.linspace(0, y.size, min(width, y.size) + 1).astype(int)
+    out = []
+    means = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        seg = y[a:b]
+        fin = seg[np.isfinite(seg)]
+        means.append(float(fin.mean()) if fin.size == seg.size and fin.size else None)
+    vals = [m for m in means if m is not None]
+    if not vals:
+        return "x" * len(means)
+    lo, hi = min(vals), max(vals)
+    if lo > 0 and hi / lo > 100:
+        tf = np.log10
+        lo, hi = float(tf(lo)), float(tf(hi))
+    else:
+        tf = None
+    for m in means:
+        if m is None:
+            out.append("x")
+            continue
+        v = float(np.log10(m)) if tf is not None else m
+        k = 0 if hi == lo else int(round((v - lo) / (hi - lo) * (len(_BARS) - 1)))
+        out.append(_BARS[k])
+    return "".join(out)
+
+
 def render_text(report: Report, *, color: bool = False, width: int = 100, lang: str = "en",
                 runs: Sequence[Run] | None = None, **_: Any) -> str:
     from rich.console import Console
@@ -44,6 +83,11 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
     con.print(f"[bold]lossdoctor[/] - {report.steps} {t['steps']}"
               + (f" - {t['from']} {escape(report.source)}" if report.source else "")
               + f" - {t['status']}: [{_STYLE[status]}]{t[status].upper() if lang == 'en' else t[status]}[/]")
+    for run in list(runs or [])[:1]:
+        line = sparkline(run)
+        if line:
+            first, last = int(run.steps[0]), int(run.steps[-1])
+            con.print(f"{t['loss']} [dim]{first}[/] {escape(line).replace('x', '[red]x[/]')} [dim]{last}[/]")
     if not report.findings:
         con.print(t["no_findings"])
     for i, f in enumerate(report.findings, 1):
