@@ -86,3 +86,15 @@ def test_event_file_without_training_metrics(tmp_path):
     w.close()
     p = run_cli("diagnose", tmp_path)
     assert p.returncode == 2 and "no training metric" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_torn_event_file_is_a_partial_read(tmp_path):
+    write_tb(tmp_path / "run", logfaults.healthy(), HF_TAGS)
+    f = next((tmp_path / "run").glob("events.out.tfevents.*"))
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2 + 7])  # cut inside a record, as a killed writer leaves it
+    run = load_path(f)[0]
+    assert 50 < len(run) < 300
+    assert any("torn record" in n for n in run.notes)
+    p = run_cli("diagnose", f)
+    assert p.returncode == 0 and "warning" in p.stderr and "Traceback" not in p.stderr
