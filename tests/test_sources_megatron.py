@@ -134,3 +134,35 @@ def test_megatron_deepspeed_mixed(tmp_path):
     run = load_path(p)[0]
     assert run.meta["framework"] == "megatron" and run.has("loss") and run.has("scale")
     logfaults.check(diagnose_runs([run]), "scale_collapse")
+
+
+@pytest.mark.parametrize("line,expected", [
+    ("[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+     "Skipping step. Attempted loss scale: 65536, reducing to 32768", (65536.0, 32768.0)),
+    ("[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: 4294967296, "
+     "reducing to 2147483648", (4294967296.0, 2147483648.0)),
+    ("[INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank 3 Skipping step. Attempted loss "
+     "scale: 1.0, reducing to 1.0", (1.0, 1.0)),
+    ("iteration 10 | loss 2.3", None),
+])
+def test_deepspeed_overflow_line_variants(line, expected):
+    from lossdoctor.sources.deepspeed import parse_overflow
+
+    assert parse_overflow(line) == expected
+
+
+def test_grad_overflow_names_its_step(tmp_path):
+    lines = ["[Rank 0] step=10, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]"]
+    for it, (a, b) in zip((13, 14, 15), ((65536, 32768), (32768, 16384), (16384, 8192))):
+        lines.append(f"Grad overflow on iteration {it}")
+        lines.append(f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {a}, reducing to {b}")
+    lines.append("[Rank 0] step=20, skipped=3, lr=[0.001], mom=[(0.9, 0.999)]")
+    p = tmp_path / "ds.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    steps = list(run.steps)
+    for it, scale in ((13, 32768), (14, 16384), (15, 8192)):
+        i = steps.index(it)
+        assert run.cols["skipped"][i] == 1.0 and run.cols["scale"][i] == scale
+    assert run.cols["skipped_in_interval"][steps.index(20)] == 3
+    assert not any("placed on the steps" in n for n in run.notes)  # the steps were named exactly
