@@ -62,7 +62,9 @@ def series(run: Run, name: str) -> dict[str, Any] | None:
     x = run.steps[lg].astype(np.float64)
     y = run.cols[name][lg]
     bad = ~np.isfinite(y)
-    marks = x[bad][:MAX_MARKS]
+    skipped = _skipped_mask(run)[lg]
+    on_skip = x[bad & skipped][:MAX_MARKS]  # an overflow GradScaler skipped: its job, not a failure
+    marks = x[bad & ~skipped][:MAX_MARKS]
     dx, dy = decimate(x, y)
     if name in LOG_SCALE:
         # a log axis shows positive values, and at most 15 decades below the largest (uPlot's
@@ -71,20 +73,24 @@ def series(run: Run, name: str) -> dict[str, Any] | None:
         keep = (dy > 0) & (dy >= top * 1e-15)
         dx, dy = dx[keep], dy[keep]
     # non-finite steps stay on the x axis (as gaps) so the onset and its pins are in view
-    xs = np.concatenate([dx, marks])
-    ys = np.concatenate([dy, np.full(len(marks), np.nan)])
+    xs = np.concatenate([dx, marks, on_skip])
+    ys = np.concatenate([dy, np.full(len(marks) + len(on_skip), np.nan)])
     order = np.argsort(xs, kind="stable")
     xs, ys = xs[order], ys[order]
     return {"x": [int(v) for v in xs], "y": [_num(v) for v in ys],
-            "nonfinite": [int(v) for v in marks], "n": int(lg.sum()),
+            "nonfinite": [int(v) for v in marks], "nonfinite_skipped": [int(v) for v in on_skip],
+            "n": int(lg.sum()),
             "decimated": len(dx) < int((~bad).sum())}
 
 
-def skipped_steps(run: Run) -> list[int]:
+def _skipped_mask(run: Run) -> np.ndarray:
     if not run.has("skipped"):
-        return []
-    s = np.nan_to_num(run.col("skipped"), nan=0.0) > 0.5
-    return [int(v) for v in run.steps[s][:MAX_MARKS]]
+        return np.zeros(len(run), dtype=bool)
+    return np.nan_to_num(run.col("skipped"), nan=0.0) > 0.5
+
+
+def skipped_steps(run: Run) -> list[int]:
+    return [int(v) for v in run.steps[_skipped_mask(run)][:MAX_MARKS]]
 
 
 def layer_heatmaps(run: Run) -> list[dict[str, Any]]:
@@ -145,7 +151,7 @@ def chart_data(report: Report, runs: Sequence[Run], labels: dict[str, str]) -> d
         charts.append({"name": name, "label": labels.get(name, name),
                        "log": name in LOG_SCALE or (name == "loss" and _wide(per_rank)),
                        "main": name in MAIN, "series": per_rank,
-                       "skipped": [skipped_steps(r) for r in shown] if name == "scale" else None})
+                       "skipped": [skipped_steps(r) for r in shown]})
     clip = None
     for r in shown:
         for key in ("max_grad_norm", "clip_grad", "grad_clip"):

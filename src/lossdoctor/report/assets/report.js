@@ -97,11 +97,19 @@
 
   /* markers: non-finite values (a red band over each run, a triangle at its start) and skipped
      steps (ticks at the bottom) */
-  function marksPlugin(nonfinite, skipped, gap) {
+  function marksPlugin(nonfinite, onSkipped, skipped, gap) {
     var runs = runsOf(nonfinite, gap);
+    var skippedRuns = runsOf(onSkipped, gap);
     return { hooks: { draw: function (u) {
       var ctx = u.ctx, dpr = devicePixelRatio || 1, top = u.bbox.top, bot = u.bbox.top + u.bbox.height;
       ctx.save();
+      ctx.fillStyle = "rgba(127,140,141,0.12)";  // non-finite on steps the scaler skipped: grey
+      skippedRuns.forEach(function (r) {
+        if (r[1] < u.scales.x.min || r[0] > u.scales.x.max) return;
+        var x0 = u.valToPos(Math.max(r[0], u.scales.x.min), "x", true);
+        var x1 = u.valToPos(Math.min(r[1], u.scales.x.max), "x", true);
+        ctx.fillRect(x0 - 2 * dpr, top, Math.max(4 * dpr, x1 - x0 + 4 * dpr), u.bbox.height);
+      });
       runs.forEach(function (r) {
         if (r[1] < u.scales.x.min || r[0] > u.scales.x.max) return;
         var x0 = u.valToPos(Math.max(r[0], u.scales.x.min), "x", true);
@@ -160,12 +168,15 @@
 
     var al = align(c.series);
     var xs = al[0], ys = al[1];
-    var nonfinite = [];
-    c.series.forEach(function (s) { nonfinite = nonfinite.concat(s.nonfinite); });
+    var nonfinite = [], onSkipped = [];
+    c.series.forEach(function (s) {
+      nonfinite = nonfinite.concat(s.nonfinite);
+      onSkipped = onSkipped.concat(s.nonfinite_skipped || []);
+    });
     var skipped = [];
     (c.skipped || []).forEach(function (s) { skipped = skipped.concat(s); });
     if (xs.length === 0) {  // only non-finite values: keep an axis so the markers show
-      xs = nonfinite.slice().sort(function (a, b) { return a - b; });
+      xs = nonfinite.concat(onSkipped).sort(function (a, b) { return a - b; });
       ys = c.series.map(function () { return new Array(xs.length).fill(null); });
     }
     var multi = c.series.length > 1;
@@ -200,7 +211,7 @@
       ? { distr: 3, log: c.name === "scale" ? 2 : 10,
           range: function (u, min, max) { return min == null || max == null ? [0.1, 10] : uPlot.rangeLog(min, max, c.name === "scale" ? 2 : 10, true); } }
       : { range: function (u, min, max) { return min == null || max == null ? [0, 1] : uPlot.rangeNum(min, max, 0.1, true); } };
-    var plugins = [pinsPlugin(), marksPlugin(nonfinite, skipped, typicalGap(xs))];
+    var plugins = [pinsPlugin(), marksPlugin(nonfinite, onSkipped, skipped, typicalGap(xs))];
     if (c.name === "grad_norm" && data.clip != null) plugins.push(hlinePlugin(data.clip, L.clip));
     if (c.name === "grad_norm" && data.suggested_clip != null && data.suggested_clip !== data.clip)
       plugins.push(hlinePlugin(data.suggested_clip, L.suggested_clip, "#8a5cf6"));
@@ -211,7 +222,7 @@
       series: series,
       axes: [{ space: 60, incrs: STEP_INCRS },
              { size: 64, space: 28,
-               values: function (u, vals) { return (c.log ? thin(vals) : vals).map(fmt); } }],
+               values: function (u, vals) { return (c.log ? thin(vals, c.name === "scale" ? 2 : 10) : vals).map(fmt); } }],
       cursor: { sync: { key: syncKey }, drag: { x: true, y: false } },
       legend: { live: true },
       plugins: plugins,
@@ -236,20 +247,23 @@
   for (var m = 1; m <= 1e12; m *= 10) STEP_INCRS.push(m, 2 * m, 5 * m);
 
   /* log axes: label decades only, and past 6 decades every k-th one, so labels never overlap */
-  function thin(vals) {
+  function thin(vals, base) {
+    var lb = Math.log(base || 10);
     var exps = vals.map(function (v) {
       if (v == null || v <= 0) return null;
-      var e = Math.log10(v);
+      var e = Math.log(v) / lb;
       return Math.abs(e - Math.round(e)) < 1e-6 ? Math.round(e) : null;
     });
     var n = exps.filter(function (e) { return e !== null; }).length;
     var k = Math.max(1, Math.ceil(n / 6));
+    if (base === 2 && k > 1) k = Math.pow(2, Math.ceil(Math.log2(k)));  // 2^0, 2^4, 2^8...
     return vals.map(function (v, i) { return exps[i] !== null && exps[i] % k === 0 ? v : null; });
   }
 
   function fmt(v) {
     if (v == null) return "";
     var a = Math.abs(v);
+    if (Number.isInteger(v) && a < 1e6) return String(v);  // 65536, not 6.6e+4
     if (a !== 0 && (a >= 1e4 || a < 1e-3)) return v.toExponential(1);
     return String(+v.toPrecision(4));
   }
