@@ -143,3 +143,13 @@ def test_screenshot_script(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and json.loads(p.stdout.split("screenshot:")[0])["ok"]
+
+
+def test_overflow_on_skipped_steps_is_not_drawn_as_a_failure(tmp_path):
+    p = tmp_path / "log.csv"
+    write_csv(p, logfaults.scale_collapse(), CSV_NAMES)
+    runs = load_path(p)
+    data = _data(render(diagnose_runs(runs), "html", runs=runs))
+    gn = next(c for c in data["charts"] if c["name"] == "grad_norm")
+    assert gn["series"][0]["nonfinite"] == [] and 100 in gn["series"][0]["nonfinite_skipped"]
+    assert 100 in gn["skipped"][0]
