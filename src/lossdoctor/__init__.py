@@ -4,6 +4,7 @@
     mon = lossdoctor.watch(model, optimizer)      # live (needs torch)
     ...; mon.step(loss, batch=batch)
     report = lossdoctor.diagnose("run_dir_or_log") # offline (no torch)
+    report = lossdoctor.check(model, optimizer, scheduler, batches=batches, total_steps=N)  # preflight
 
 Importing the package is light: torch is imported only when a live entry point is used.
 """
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .findings import Report
     from .monitor import Monitor, watch
+    from .preflight.api import check
     from .triage.incident import TrainingIncident
     from .triage.localize import Localization, localize
 
@@ -34,6 +36,7 @@ _LAZY = {
     "Monitor": ("monitor", "Monitor"),
     "Finding": ("findings", "Finding"),
     "Report": ("findings", "Report"),
+    "check": ("preflight.api", "check"),
     "localize": ("triage.localize", "localize"),
     "Localization": ("triage.localize", "Localization"),
     "TrainingIncident": ("triage.incident", "TrainingIncident"),
@@ -49,5 +52,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lossdoctor' has no attribute {name!r}")
 
 
-__all__ = ["watch", "Monitor", "diagnose", "localize", "Localization", "TrainingIncident", "Finding", "Report",
-           "__version__"]
+__all__ = ["watch", "Monitor", "diagnose", "check", "localize", "Localization", "TrainingIncident", "Finding",
+           "Report", "__version__"]

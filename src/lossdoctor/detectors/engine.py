@@ -59,6 +59,10 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
             if f.rank is None:
                 f.rank = run.rank
         findings.extend(found)
+    if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
+        from ..preflight.merge import merge_findings
+
+        findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
     findings = merge_incidents(findings, run)
     return arbitrate(findings), notes
 
@@ -72,7 +76,8 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
        batch beats the gradient explosion it caused.
     3. A cause drops the findings it explains (EXPLAINS), e.g. an all-masked label batch explains
        the "vanishing" zero gradient; a loss spike explains the divergence that follows it.
-    4. `noisy_data` is a diagnosis of last resort: dropped when anything else is wrong.
+    4. `noisy_data` guessed from the curve's shape is a diagnosis of last resort: dropped when
+       anything else is wrong (noisy data seen directly, e.g. by the preflight checks, stays).
     """
     nonfinite = [f for f in findings if f.symptom == "nonfinite" and f.severity == "critical"
                  and f.step is not None]
@@ -93,7 +98,8 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
         keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence"
                                         and f.step is not None and f.step >= min(spikes) - 5)]
     if any(f.cause != "noisy_data" and f.severity != "info" for f in keep):
-        keep = [f for f in keep if f.cause != "noisy_data"]
+        # the curve-shape guess (low confidence) goes; direct observations of bad data stay
+        keep = [f for f in keep if not (f.cause == "noisy_data" and f.confidence < 0.5)]
     keep = _dedupe(keep)
     keep.sort(key=importance_key)
     return keep
