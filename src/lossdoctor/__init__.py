@@ -5,6 +5,7 @@
     ...; mon.step(loss, batch=batch)
     report = lossdoctor.diagnose("run_dir_or_log") # offline (no torch)
     report = lossdoctor.check(model, optimizer, scheduler, batches=batches, total_steps=N)  # preflight
+    where = lossdoctor.localize(model, batch, loss_fn)  # first non-finite layer, op, samples of a batch
 
 Importing the package is light: torch is imported only when a live entry point is used.
 """
