@@ -287,13 +287,14 @@ class Triage:
         mon = self.mon
         if self.inplace:
             return _PausedInplace(self, InplaceGuard(self.model, self.optimizer, self.scaler))
-        ids = {h.id for part in (mon.tracer, mon.grads) for h in getattr(part, "_handles", [])
-               if hasattr(h, "id")}
-        if self.ring is not None:
-            ids |= {h.id for h in self.ring._handles if hasattr(h, "id")}
-        keep = (mon, self, self.ring, self.guard, mon.tracer, mon.grads, mon.opt_probe, mon.writer, mon.live)
-        return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids,
-                                             tuple(k for k in keep if k is not None)))
+        # the monitor's own parts: their hooks are stripped from the copy, and the copy must not
+        # duplicate them (bound-method hooks reach them)
+        pf = getattr(mon, "preflight", None)
+        parts = [mon.tracer, mon.grads, mon.opt_probe, self.ring, self.guard, pf, getattr(pf, "probe", None)]
+        parts = [p for p in parts if p is not None]
+        ids = {h.id for part in parts for h in getattr(part, "_handles", []) if hasattr(h, "id")}
+        keep = tuple(parts) + (mon, self, mon.writer, mon.live)
+        return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids, keep))
 
     def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
                      record: dict[str, Any]) -> list[Finding]:
