@@ -61,14 +61,16 @@ def named_tensors(batch: Any) -> list[tuple[str, torch.Tensor]]:
 
 
 def batch_size(batch: Any) -> int | None:
-    """The size of the first dimension shared by the batch's tensors (the most common one)."""
-    sizes: dict[int, int] = {}
+    """The size of the first dimension shared by the batch's tensors: the most common one, on a tie
+    the first tensor's (the input comes first in almost every batch)."""
+    sizes: dict[int, int] = {}  # insertion order = traversal order
     for t in tensors(batch):
         if t.dim() >= 1:
             sizes[int(t.shape[0])] = sizes.get(int(t.shape[0]), 0) + 1
     if not sizes:
         return None
-    return max(sizes.items(), key=lambda kv: (kv[1], kv[0]))[0]
+    top = max(sizes.values())
+    return next(n for n, c in sizes.items() if c == top)
 
 
 def select_samples(batch: Any, idx: Sequence[int], size: int | None = None) -> Any:
