@@ -327,13 +327,14 @@ class Triage:
                 # the replay got to (an approximation of the state before the failing step)
                 p = probe(ws, target.device_batch(), fn, rng=target.rng)
                 reproduced = True if bad(p) else None
-                why = rep.error or f"batches from step {rep.stopped_at} on were not kept (budget)"
+                gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
+                why = rep.error or f"the batch of step {rep.stopped_at} {_why_missing(gap)}"
                 record["notes"].append(f"{why}, so the state before step {step} is approximated by the "
                                        f"state of step {rep.stopped_at}")
             else:
                 reproduced = None
-                record["notes"].append(f"the batch of step {step} was not kept (budget); "
-                                       f"fingerprint {target.fingerprint if target else '?'}")
+                record["notes"].append(f"the batch of step {step} {_why_missing(target)}: the step cannot be "
+                                       "replayed")
             record["reproducible"] = reproduced
             if reproduced is False:
                 if rep.faithful:
@@ -474,6 +475,14 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: _Preserv
         return float(loss.detach().float().mean())
     finally:
         keep.reset()
+
+
+def _why_missing(e: StepEntry | None) -> str:
+    if e is None:
+        return "is not in the ring"
+    if e.fingerprint:
+        return f"was not kept (triage budget; fingerprint {e.fingerprint})"
+    return "was not passed to mon.step (pass batch=)"
 
 
 def verdict(batch_breaks: bool | None, state_breaks: bool | None) -> str | None:
