@@ -158,8 +158,8 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     for run in runs:
         f, n = detect(run)
         per_rank.append(f)
+        notes.extend(run.notes)  # what was read from where, before what could not be checked
         notes.extend(n)
-        notes.extend(run.notes)
     findings = per_rank[0] if len(per_rank) == 1 else arbitrate(merge_ranks(per_rank))
     steps = max((len(r) for r in runs), default=0)
     notes = list(dict.fromkeys(notes))  # same note from every rank once
