@@ -7,7 +7,10 @@ The same function serves the live monitor (called on the history so far) and `lo
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Iterable
+
+import numpy as np
 
 from ..findings import Finding, Report, importance_key
 from ..records import Run
@@ -50,7 +53,10 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
                 notes.append(f"{d.name}: not checked ({d.hint})")
             continue
         try:
-            found = d.fn(run, q)
+            # NaN/Inf are data here, not accidents: numpy's warnings about them would only be noise
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                found = d.fn(run, q)
         except Exception as e:  # a detector bug must not hide the other findings
             log.debug("detector %s failed", d.name, exc_info=True)
             notes.append(f"{d.name}: internal error ({type(e).__name__}: {e})")
@@ -63,6 +69,15 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
         from ..preflight.merge import merge_findings
 
         findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
+    s = q.first_bad_step
+    if s is not None and not any(f.severity == "critical" and f.step is not None and f.step <= s
+                                 for f in findings):
+        # a run that went non-finite is never "healthy", however little the log says
+        from .gradients import unexplained_nonfinite
+
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            findings.extend(unexplained_nonfinite(run, q))
     findings = merge_incidents(findings, run)
     return arbitrate(findings), notes
 
@@ -145,8 +160,8 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     for run in runs:
         f, n = detect(run)
         per_rank.append(f)
+        notes.extend(run.notes)  # what was read from where, before what could not be checked
         notes.extend(n)
-        notes.extend(run.notes)
     findings = per_rank[0] if len(per_rank) == 1 else arbitrate(merge_ranks(per_rank))
     steps = max((len(r) for r in runs), default=0)
     notes = list(dict.fromkeys(notes))  # same note from every rank once
