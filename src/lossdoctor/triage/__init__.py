@@ -12,6 +12,7 @@
     classify.py   op-level evidence -> cause, evidence sentences, fixes
     localize.py   `lossdoctor.localize(model, batch, loss_fn)`
     incident.py   the flow the monitor runs on an incident, the incident record, on_incident policies
+    explain.py    the findings of an incident record and the sentences of their evidence
     policy.py     the "skip" policy's optimizer hooks
 
 Torch is required here; the offline path reads incident records through `detectors.incidents`.
