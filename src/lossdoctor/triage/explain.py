@@ -37,6 +37,9 @@ def verdict_sentence(step: int, bvs: dict[str, Any]) -> str | None:
     h = bvs.get("healthy_state_step")
     others = [o["step"] for o in bvs.get("other_batches", [])]
     if v == "batch":
+        if not others:
+            return (f"batch vs state: the batch of step {step} also breaks the earlier healthy state of step "
+                    f"{h}: the batch is the trigger (no other recent batch was kept to test the state on)")
         return (f"batch vs state: the batch of step {step} also breaks the earlier healthy state of step {h}, "
                 f"while the state before step {step} handles the other recent batches {others}: "
                 "the batch is the trigger")
