@@ -25,6 +25,7 @@ from torch import nn
 
 from .findings import Finding, Report
 from .live import LiveDiagnoser
+from .preflight.watch import start_preflight
 from .records import LayerStats
 from .runlog import RunLogWriter
 from .signals import batch as batch_signals
@@ -58,13 +59,30 @@ def _dist_rank() -> tuple[int | None, int]:
 
 
 class Monitor:
-    """Watches one model + optimizer. Create it with `lossdoctor.watch(...)`."""
+    """Watches one model + optimizer. Create it with `lossdoctor.watch(...)`.
+
+    Incident triage options (see `lossdoctor.triage`):
+      on_incident     "report" (default: record and alert, training untouched), "raise" (mon.step raises
+                      `lossdoctor.TrainingIncident` after the incident is recorded) or "skip" (optimizer steps
+                      with non-finite gradients are skipped; a damaged state is rolled back, bad batch skipped)
+      snapshot_every  K: a snapshot of model/optimizer/scaler/scheduler/RNG every K steps (with replay_fn)
+      snapshot        "memory" (default), "disk" (under the run directory) or "off"
+      snapshot_budget bytes of host memory for snapshots and recorded batches (default: 1/4 of RAM, at most
+                      8 GiB); beyond it batches are kept as fingerprints only
+      triage_inplace  replay on the user's model (restored bit for bit afterwards) instead of a scratch copy
+      max_incidents   incidents triaged per run (the first step of each non-finite episode)
+    """
 
     def __init__(self, model: nn.Module, optimizer: Any, scaler: Any = None, scheduler: Any = None,
                  log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
                  replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, *,
                  layer_every: int = 10, check_inputs: bool = True, alerts: bool = True,
-                 update_budget: int = 1 << 25) -> None:
+                 update_budget: int = 1 << 25, on_incident: str = "report", snapshot_every: int = 50,
+                 snapshot: str = "memory", snapshot_budget: int | None = None, triage_inplace: bool = False,
+                 max_incidents: int = 3) -> None:
+        from .triage.incident import check_options
+
+        check_options(on_incident, snapshot, snapshot_every)
         self.model = model
         self.optimizer = unwrap_optimizer(optimizer)
         self.scaler = scaler
@@ -100,6 +118,13 @@ class Monitor:
         self.live = LiveDiagnoser(self.meta, rank=self.rank, alerts=alerts,
                                   on_finding=self._record_finding, layers_fn=self._layer_stats)
         self._set_sampled(self._is_sampled(0))
+        self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
+        # incident triage (snapshot ring, replay, op-level localisation, on_incident policy)
+        from .triage.incident import Triage
+
+        self.triage = Triage(self, replay_fn, on_incident=on_incident, snapshot_every=snapshot_every,
+                             snapshot=snapshot, snapshot_budget=snapshot_budget, inplace=triage_inplace,
+                             max_incidents=max_incidents)
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
@@ -107,18 +132,27 @@ class Monitor:
         if self.closed or "step" in self._warned:
             self.step_idx += 1
             return
+        if self.preflight is not None:
+            self.preflight.observe(self.step_idx, loss, batch)
         try:
+            self.triage.begin_step(self.step_idx, batch)
             self._collect(loss, batch)
             self._drain(wait=False)
+            self.triage.end_step(self.step_idx)
         except Exception as e:  # the training loop never sees the monitor's failure
             self._disable("step", e)
         self.step_idx += 1
         self._set_sampled(self._is_sampled(self.step_idx))
+        incident = self.triage.take_pending()  # on_incident="raise"
+        if incident is not None:
+            raise incident
 
     def close(self) -> None:
         if self.closed:
             return
         try:
+            if self.preflight is not None:
+                self.preflight.close()
             self._drain(wait=True)
             if "live diagnosis" not in self._warned:
                 self.live.evaluate()
@@ -130,6 +164,7 @@ class Monitor:
             self.tracer.remove()
             self.grads.remove()
             self.opt_probe.remove()
+            self.triage.close()
             self.writer.close()
             self.closed = True
 
@@ -192,6 +227,7 @@ class Monitor:
             self.writer.append_step(rec)
             if ctx["sampled"] or _incident(rec):
                 self._write_layers(rec["step"], per_module)
+            self.triage.observe(rec)  # before the live engine, so it sees the incident record
             if "live diagnosis" not in self._warned:
                 try:
                     self.live.observe(rec)

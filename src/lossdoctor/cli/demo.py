@@ -37,10 +37,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     sc = SCENARIOS[name]
     print(f"lossdoctor demo: {name} - {sc.description}", file=sys.stderr)
     t0 = time.perf_counter()
-    run_scenario(name, log_dir, seed=args.seed, alerts=True)
+    run_scenario(name, log_dir, seed=args.seed, alerts=True, replay=True)
     print(f"lossdoctor demo: trained in {time.perf_counter() - t0:.1f}s; run directory {log_dir}",
           file=sys.stderr)
-    report = diagnose_runs(load_path(log_dir))
-    write_report(report, args)
+    runs = load_path(log_dir)
+    report = diagnose_runs(runs)
+    write_report(report, args, runs)
     print(f"(the same diagnosis again: lossdoctor diagnose {log_dir})", file=sys.stderr)
     return 0

@@ -39,12 +39,23 @@ def scenario(name: str, description: str, expect: tuple[str, ...] = ()) -> Calla
     return register
 
 
-def run_scenario(name: str, log_dir: str | Path, seed: int = 0, alerts: bool = False) -> Path:
+_OPTIONS: dict[str, Any] = {}  # watch options for the scenario being run (set by run_scenario)
+
+
+def run_scenario(name: str, log_dir: str | Path, seed: int = 0, alerts: bool = False,
+                 replay: bool = False) -> Path:
+    """Train scenario `name` into `log_dir`. With `replay`, the loops hand `watch` a `replay_fn`,
+    so an incident is replayed and localised down to the operation and the sample."""
     if name not in SCENARIOS:
         raise KeyError(name)
     torch.manual_seed(seed)
     log_dir = Path(log_dir)
-    SCENARIOS[name].fn(log_dir, seed, alerts)
+    _OPTIONS.clear()
+    _OPTIONS["replay"] = replay
+    try:
+        SCENARIOS[name].fn(log_dir, seed, alerts)
+    finally:
+        _OPTIONS.clear()
     return log_dir
 
 
@@ -164,6 +175,13 @@ def _loop(model: nn.Module, opt: torch.optim.Optimizer, steps: int, batch_fn: Ca
           scheduler: Any = None, scaler: Any = None, task: str | None = None,
           autocast: torch.dtype | None = None, clip: float | None = None, **watch_opts: Any) -> None:
     """The plain training loop every scenario shares: forward, backward, step, mon.step."""
+
+    def replay_fn(m: nn.Module, b: Any) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+            return loss_fn(m, b)
+
+    if _OPTIONS.get("replay"):
+        watch_opts.setdefault("replay_fn", replay_fn)
     with watch(model, opt, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
                alerts=alerts, **watch_opts) as mon:
         for i in range(steps):
@@ -315,18 +333,26 @@ def fp16_overflow(log_dir: Path, seed: int, alerts: bool) -> None:
           task="classification")
 
 
-@scenario("fp16-no-scaler-overflow", "fp16 autocast without GradScaler, regression on unnormalised "
-          "targets (~2e5): the output layer grows past fp16's 65504", ("activation_overflow",))
+class SquaredReLU(nn.Module):
+    """relu(x)^2 (Primer): squares magnitudes, so fp16's 65504 is reached from activations of 256."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x).square()
+
+
+@scenario("fp16-activation-overflow", "fp16 autocast, MLP with squared-ReLU activations on features of "
+          "scale 8: a hidden layer passes fp16's 65504", ("activation_overflow", "bad_init"))
 def fp16_activation_overflow(log_dir: Path, seed: int, alerts: bool) -> None:
-    data = RegressionData(seed=seed)
-    model = mlp(16, 64, 1)
-    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    data = BlobData(seed=seed)
+    model = nn.Sequential(nn.Linear(16, 64), SquaredReLU(), nn.Linear(64, 64), SquaredReLU(),
+                          nn.Linear(64, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def batch(i: int) -> Any:
         x, y = data.batch(16)
-        return x, y * 1e5 + 2e5
+        return x * 8.0, y
 
-    _loop(model, opt, 80, batch, _mse, log_dir, alerts, autocast=torch.float16, task="regression")
+    _loop(model, opt, 30, batch, _ce, log_dir, alerts, autocast=torch.float16, task="classification")
 
 
 @scenario("bf16-stall", "bf16 parameters with Adam at lr 1e-5: updates round away", ("precision_stall",))
