@@ -12,10 +12,18 @@ import pytest
 
 from benchmarks.zoo.harness import FIRST_NONFINITE
 from benchmarks.zoo.run import load_scenarios, run_all
-from benchmarks.zoo.score import judge, layer_matches, norm_op
+from benchmarks.zoo.score import judge, layer_matches, norm_op, samples_match
 
-TOP1_FLOOR = 0.65   # faulty runs whose primary diagnosis is an acceptable cause (seed 0)
-TOP3_FLOOR = 0.70   # ... whose acceptable cause is among the first three alarms
+# Seed 0 on the detectors of the day this floor was set: top-1 29/35, top-3 31/35. The floors leave
+# one scenario of slack for float differences between machines (a few scenarios are chaotic).
+TOP1_FLOOR = 0.80   # faulty runs whose primary diagnosis is an acceptable cause
+TOP3_FLOOR = 0.85   # ... whose acceptable cause is among the first three alarms
+
+#: Known false alarms, each a bug to fix; strict: the test fails once it is fixed, to be removed here.
+KNOWN_SCALARS_FALSE_ALARMS = {
+    "healthy_mlp_fp16_gradscaler": "scalars-only CSV: the GradScaler's first back-off (grad_norm nan at "
+                                   "step 0, scale already halved) is read as nonfinite_data",
+}
 
 SCENARIOS = load_scenarios()
 HEALTHY = [n for n, s in SCENARIOS.items() if s.healthy]
@@ -48,6 +56,13 @@ def test_healthy_control_raises_no_alarm(zoo, name):
     assert s.harness_error is None, s.harness_error
     assert s.full.error is None and s.scalars.error is None, (s.full.error, s.scalars.error)
     assert not s.full.false_alarm, f"false alarm on {name}: {s.full.findings}"
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_SCALARS_FALSE_ALARMS[n], strict=True))
+    if n in KNOWN_SCALARS_FALSE_ALARMS else n for n in HEALTHY])
+def test_healthy_control_scalars_only_raises_no_alarm(zoo, name):
+    s = zoo[name]
     assert not s.scalars.false_alarm, f"false alarm on {name} (scalars only): {s.scalars.findings}"
 
 
@@ -104,10 +119,17 @@ def test_judge_ignores_info_findings_and_counts_false_alarms():
 
 def test_judge_onset_tolerance_and_wrong_place():
     rep = {"findings": [_finding("attention_overflow", step=33, layer="blocks.1.attn", op="aten.exp",
-                                 samples=[5, 6])]}
+                                 samples=[5, 6, 7])]}
     ps = judge(rep, TRUTH, 30, localise=True)
     assert ps.top1 and not ps.onset_hit
     assert (ps.layer_hit, ps.op_hit, ps.sample_hit) == (False, False, False)
+
+
+def test_samples_need_every_faulty_one_and_mostly_faulty_ones():
+    assert samples_match([1, 4, 6, 9, 12], [1, 4, 9, 12])
+    assert not samples_match([1, 4, 9], [1, 4, 9, 12])
+    assert not samples_match([5, 0, 1, 2], [5])
+    assert not samples_match(None, [5])
 
 
 def test_op_and_layer_normalisation():

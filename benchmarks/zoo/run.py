@@ -106,8 +106,8 @@ def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wal
         "Scoring (see `benchmarks/zoo/score.py`): a scenario accepts a *set* of causes; an alarm is a "
         "warning or critical finding; top-1 = the first alarm's cause is acceptable, top-3 = one of the "
         "first three is; onset, layer, op and samples are read from the highest-ranked acceptable alarm "
-        "(onset within ±2 steps; a layer inside the faulty module counts); a false alarm is any alarm "
-        "on a healthy control; live delay = the step at which `watch` raised the first acceptable "
+        "(onset within ±2 steps; a layer inside the faulty module counts; samples: every faulty sample "
+        "named and at least half of those named faulty); a false alarm is any alarm on a healthy control; live delay = the step at which `watch` raised the first acceptable "
         "alarm minus the onset.",
         "### Summary", report.summary(scores),
         "### Per cause", report.per_cause(scores, CAUSES),

@@ -8,7 +8,8 @@ Definitions (every number in the tables means exactly this):
 - the *matched finding* is the highest-ranked alarm with an acceptable cause; onset, layer, op and
   samples are read from it: onset hit = |step - onset| <= 2; layer hit = its layer is the faulty
   module or inside it; op hit = same operator ignoring the `aten.` namespace, overload and leading
-  underscores; sample hit = exactly the faulty samples;
+  underscores; sample hit = every faulty sample named, and at least half of the named samples
+  faulty (recall 1, precision >= 0.5);
 - false alarm: a healthy control with any alarm;
 - live detection delay: the step at which `watch` wrote the first acceptable alarm to
   findings.jsonl, minus the onset.
@@ -84,6 +85,14 @@ def layer_matches(found: str | None, expected: tuple[str, ...] | list[str]) -> b
     return any(found == e or found.startswith(e + ".") for e in expected)
 
 
+def samples_match(found: list[int] | None, expected: list[int] | tuple[int, ...]) -> bool:
+    """All faulty samples named (recall 1) and at least half of those named are faulty."""
+    if not found:
+        return False
+    f, e = set(found), set(expected)
+    return e <= f and len(f & e) >= 0.5 * len(f)
+
+
 def compact(f: dict[str, Any]) -> dict[str, Any]:
     return {k: f.get(k) for k in ("cause", "symptom", "severity", "confidence", "step", "layer", "op",
                                   "samples")}
@@ -110,8 +119,7 @@ def judge(report: dict[str, Any], truth: dict[str, Any], onset: int | None, *, l
         if truth.get("ops"):
             ps.op_hit = match is not None and norm_op(match["op"]) in {norm_op(o) for o in truth["ops"]}
         if truth.get("samples"):
-            ps.sample_hit = match is not None and match["samples"] is not None and \
-                set(match["samples"]) == set(truth["samples"])
+            ps.sample_hit = match is not None and samples_match(match["samples"], truth["samples"])
     return ps
 
 
