@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from .sharding import local, local_list
+
 
 def unwrap_optimizer(opt: Any) -> torch.optim.Optimizer:
     """The torch optimizer inside Accelerate / Lightning / DeepSpeed-style wrappers."""
@@ -45,6 +47,7 @@ class OptimizerProbe:
         self.error: BaseException | None = None
         self.stepped = False
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._grads: list[torch.Tensor] = []
         self._stats: dict[str, list[torch.Tensor]] = {}
         self._subset = self._choose_subset()
         self._handles = [self.opt.register_step_pre_hook(self._pre),
@@ -79,10 +82,13 @@ class OptimizerProbe:
     def _take_snapshot(self) -> None:
         params = [p for p in self._subset if p.grad is not None]
         if params:
+            self._grads = [local(p.grad) for p in params]
+            params = local_list(params)  # FSDP2: this rank's shard
             self._snapshot = (params, torch._foreach_mul(params, 1.0))  # one fused copy
 
     def _measure_update(self) -> None:
         params, before = self._snapshot
+        grads, self._grads = self._grads, []  # do not keep gradients alive past the step
         self._snapshot = None
         with torch.no_grad():
             delta = torch._foreach_sub(params, before)
@@ -90,10 +96,10 @@ class OptimizerProbe:
             pn = torch._foreach_norm(params, 2, dtype=torch.float32)
             self._stats["delta_sq"] = [torch.stack([d * d for d in dn]).sum()]
             self._stats["param_sq"] = [torch.stack([p * p for p in pn]).sum()]
-            low = [(p, d) for p, d in zip(params, delta) if p.dtype in (torch.bfloat16, torch.float16)]
+            low = [(g, d) for p, d, g in zip(params, delta, grads) if p.dtype in (torch.bfloat16, torch.float16)]
             if low:
-                frozen = [((d == 0) & (p.grad != 0)).sum() for p, d in low]
-                moved = [(p.grad != 0).sum() for p, _ in low]
+                frozen = [((d == 0) & (g != 0)).sum() for g, d in low]
+                moved = [(g != 0).sum() for g, _ in low]
                 self._stats["lowp_frozen"] = [torch.stack(frozen).sum()]
                 self._stats["lowp_moving"] = [torch.stack(moved).sum()]
             self._eps_stats()
@@ -107,7 +113,7 @@ class OptimizerProbe:
                 continue
             for p in group["params"]:
                 st = self.opt.state.get(p, {})
-                v = st.get("exp_avg_sq")
+                v = local(st.get("exp_avg_sq"))
                 step = st.get("step")
                 if v is None or step is None:
                     continue
