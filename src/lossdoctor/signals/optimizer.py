@@ -24,10 +24,14 @@ from .sharding import local, local_list
 
 def unwrap_optimizer(opt: Any) -> torch.optim.Optimizer:
     """The torch optimizer inside Accelerate / Lightning / DeepSpeed-style wrappers."""
-    seen = 0
-    while not isinstance(opt, torch.optim.Optimizer) and hasattr(opt, "optimizer") and seen < 5:
-        opt = opt.optimizer
-        seen += 1
+    # Accelerate's AcceleratedOptimizer subclasses torch.optim.Optimizer but is only a shell: its
+    # hooks never fire, so unwrap as long as there is an `.optimizer` inside
+    for _ in range(5):
+        inner = getattr(opt, "optimizer", None)
+        if inner is None or inner is opt or not (isinstance(inner, torch.optim.Optimizer)
+                                                 or hasattr(inner, "optimizer")):
+            break
+        opt = inner
     return opt
 
 
