@@ -76,8 +76,10 @@ def _num(v: Any) -> float:
 
 class LiveDiagnoser:
     def __init__(self, meta: dict[str, Any], *, rank: int | None = None, alerts: bool = True,
-                 rearm_after: int = 100, on_finding: Callable[[Finding], None] | None = None) -> None:
+                 rearm_after: int = 100, on_finding: Callable[[Finding], None] | None = None,
+                 layers_fn: Callable[[], Any] | None = None) -> None:
         self.meta = meta
+        self.layers_fn = layers_fn
         self.rank = rank
         self.alerts = alerts
         self.rearm_after = rearm_after
@@ -101,7 +103,10 @@ class LiveDiagnoser:
     def evaluate(self) -> Report:
         from .detectors.engine import diagnose_runs
 
-        self.report = diagnose_runs([self.history.run(self.meta, self.rank)])
+        run = self.history.run(self.meta, self.rank)
+        if self.layers_fn is not None:
+            run.layers = self.layers_fn()
+        self.report = diagnose_runs([run])
         for f in self.report.findings:
             self._maybe_announce(f)
         return self.report

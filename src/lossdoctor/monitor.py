@@ -25,6 +25,7 @@ from torch import nn
 
 from .findings import Finding, Report
 from .live import LiveDiagnoser
+from .records import LayerStats
 from .runlog import RunLogWriter
 from .signals import batch as batch_signals
 from .signals import tracer as tracer_signals
@@ -103,9 +104,12 @@ class Monitor:
                                   "layer_every": self.layer_every, "started": time.time(),
                                   "replay": replay_fn is not None})
         self.writer.write_meta(self.meta)
-        self.writer.start_layers(self.tracer.names, list(LAYER_STATS))
+        self.writer.start_layers(self.tracer.names, list(LAYER_STATS),
+                                 [type(m).__name__ for m in self.tracer.modules])
+        self._layer_steps: list[int] = []
+        self._layer_rows: list[np.ndarray] = []
         self.live = LiveDiagnoser(self.meta, rank=self.rank, alerts=alerts,
-                                  on_finding=self._record_finding)
+                                  on_finding=self._record_finding, layers_fn=self._layer_stats)
         self._set_sampled(self._is_sampled(0))
         if self.world_size > 1:
             attach_distributed(self, wrapper)
@@ -296,6 +300,17 @@ class Monitor:
             if name in per:
                 mat[i] = per[name]
         self.writer.append_layers(step, mat)
+        self._layer_steps.append(step)
+        self._layer_rows.append(mat)
+
+    def _layer_stats(self) -> LayerStats | None:
+        """The per-layer rows written so far, for the live engine (same data as layers.f32)."""
+        if not self._layer_rows:
+            return None
+        m = np.stack(self._layer_rows)
+        return LayerStats(steps=np.asarray(self._layer_steps, dtype=np.int64), modules=self.tracer.names,
+                          stats={s: m[:, i, :] for i, s in enumerate(LAYER_STATS)},
+                          types=[type(x).__name__ for x in self.tracer.modules])
 
     def _record_finding(self, f: Finding) -> None:
         self.writer.append_finding(f.to_dict())

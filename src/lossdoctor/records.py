@@ -65,6 +65,7 @@ class LayerStats:
     steps: np.ndarray
     modules: list[str]
     stats: dict[str, np.ndarray]
+    types: list[str] = field(default_factory=list)  # module class names, aligned with `modules`
 
 
 @dataclass

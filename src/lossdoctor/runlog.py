@@ -83,8 +83,9 @@ class RunLogWriter:
         self._steps.write(_dumps(record) + b"\n")
         self._steps.flush()
 
-    def start_layers(self, modules: list[str], stats: list[str]) -> None:
-        schema = {"modules": modules, "stats": stats, "row": ["step"] + [f"{s}[module]" for s in stats]}
+    def start_layers(self, modules: list[str], stats: list[str], types: list[str] | None = None) -> None:
+        schema = {"modules": modules, "types": types or [], "stats": stats,
+                  "row": ["step"] + [f"{s}[module]" for s in stats]}
         (self.path / LAYERS_SCHEMA).write_bytes(orjson.dumps(schema))
         self._layers = open(self.path / LAYERS, "ab")
         self._layer_width = 1 + len(stats) * len(modules)
@@ -182,12 +183,14 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
     width = 1 + len(stats) * len(modules)
     raw = np.fromfile(d / LAYERS, dtype="<f4")
     n = raw.size // width
-    if raw.size % width:
+    if (d / LAYERS).stat().st_size % (4 * width):
         notes.append(f"{LAYERS}: dropped a torn last row")
     m = raw[: n * width].reshape(n, width)
     values = m[:, 1:].reshape(n, len(stats), len(modules))
+    types = schema.get("types") or []
     return LayerStats(steps=m[:, 0].astype(np.int64), modules=modules,
-                      stats={s: values[:, i, :] for i, s in enumerate(stats)})
+                      stats={s: values[:, i, :] for i, s in enumerate(stats)},
+                      types=list(types) if len(types) == len(modules) else [])
 
 
 def load_incidents(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -29,9 +29,16 @@ class Detector:
     hint: str = ""
 
     def can_run(self, run: Run) -> bool:
-        if not all(run.has(s) for s in self.needs):
+        if not all(_has(run, s) for s in self.needs):
             return False
-        return not self.needs_any or any(run.has(s) for s in self.needs_any)
+        return not self.needs_any or any(_has(run, s) for s in self.needs_any)
+
+
+def _has(run: Run, signal: str) -> bool:
+    """A column/event name, or "layers" for the per-layer statistics only `watch` records."""
+    if signal == "layers":
+        return run.layers is not None and len(run.layers.steps) > 0
+    return run.has(signal)
 
 
 REGISTRY: list[Detector] = []

@@ -16,15 +16,25 @@ from .quantities import Quantities
 
 log = logging.getLogger("lossdoctor")
 
-#: Causes that explain a first non-finite step by themselves; when one of them is found at or
-#: before the onset, findings that only describe the blow-up (a NaN gradient, a spike) are
-#: consequences, not causes.
-ROOT_CAUSES_OF_NONFINITE = (
-    "nonfinite_data", "attention_overflow", "activation_overflow", "label_mask_empty",
-    "loss_scale_collapse", "bad_init", "lr_too_high", "nondeterministic_fault",
-)
-#: Findings that are symptoms of a blow-up rather than its explanation.
-CONSEQUENCES = ("grad_explosion", "loss_spike", "activation_overflow", "lr_too_high")
+#: Causes that name a non-finite value's origin directly (an observation, not a trend), most
+#: direct first: when two findings describe the same first non-finite step, the earlier in this
+#: list is the cause and the other its consequence.
+DIRECTNESS = ("nonfinite_data", "label_mask_empty", "attention_overflow", "nondeterministic_fault",
+              "activation_overflow", "loss_scale_collapse", "bad_init", "lr_too_high", "grad_explosion",
+              "loss_spike")
+
+#: A finding of the key's cause (warning or critical) explains findings of these causes: they are
+#: what the key's fault looks like from another angle, so they are dropped.
+EXPLAINS: dict[str, tuple[str, ...]] = {
+    "label_mask_empty": ("vanishing_gradient", "lr_too_low", "precision_stall", "noisy_data", "loss_spike",
+                         "grad_explosion"),
+    "vanishing_gradient": ("lr_too_low", "noisy_data"),
+    "precision_stall": ("lr_too_low", "noisy_data"),
+    "loss_scale_collapse": ("lr_too_low", "noisy_data", "precision_stall"),
+    "lr_too_high": ("noisy_data",),
+    "bad_init": ("noisy_data", "lr_too_high"),
+    "nonfinite_data": ("noisy_data",),
+}
 
 
 def detect(run: Run) -> tuple[list[Finding], list[str]]:
@@ -54,37 +64,41 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
 def arbitrate(findings: list[Finding]) -> list[Finding]:
     """Keep causes, drop consequences, order by importance.
 
-    When several findings describe the first non-finite step, the one whose cause explains it
-    (bad data, an attention row of padding, an overflowing activation...) wins; a gradient
-    explosion or spike reported at or after that step is its consequence and is dropped unless it
-    began earlier (a gradient norm that was already growing is a cause in its own right).
+    1. Once training went non-finite, every later non-finite finding is a consequence of the first
+       one (NaN weights make NaN activations everywhere).
+    2. At the first non-finite step, the most direct explanation wins (DIRECTNESS): NaN in the
+       batch beats the gradient explosion it caused.
+    3. A cause drops the findings it explains (EXPLAINS), e.g. an all-masked label batch explains
+       the "vanishing" zero gradient; a loss spike explains the divergence that follows it.
+    4. `noisy_data` is a diagnosis of last resort: dropped when anything else is wrong.
     """
-    roots = [f for f in findings if f.cause in ROOT_CAUSES_OF_NONFINITE and f.symptom == "nonfinite"
-             and f.severity == "critical" and f.step is not None]
-    keep: list[Finding] = []
-    for f in findings:
-        dominated = False
-        for r in roots:
-            if r is f or f.cause == r.cause or f.cause not in CONSEQUENCES:
-                continue
-            if f.step is not None and f.step >= r.step and _stronger(r, f):
-                dominated = True
-                break
-        if not dominated:
-            keep.append(f)
+    nonfinite = [f for f in findings if f.symptom == "nonfinite" and f.severity == "critical"
+                 and f.step is not None]
+    keep = list(findings)
+    if nonfinite:
+        onset = min(f.step for f in nonfinite)
+        at_onset = [f for f in nonfinite if f.step == onset]
+        winner = min(at_onset, key=lambda f: (_direct_rank(f), -f.confidence))
+        keep = [f for f in keep if not (f.symptom == "nonfinite" and f.step is not None
+                                        and (f.step > onset or (f.step == onset and f is not winner
+                                                                and f.rank == winner.rank)))]
+    present = {f.cause for f in keep if f.severity != "info"}
+    explained = {c for cause in present for c in EXPLAINS.get(cause, ())}
+    spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
+    keep = [f for f in keep if f.cause not in explained
+            or (f.cause == "lr_too_high" and f.symptom == "nonfinite")]
+    if spikes:  # the divergence that follows a spike is the spike's aftermath
+        keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence"
+                                        and f.step is not None and f.step >= min(spikes) - 5)]
+    if any(f.cause != "noisy_data" and f.severity != "info" for f in keep):
+        keep = [f for f in keep if f.cause != "noisy_data"]
     keep = _dedupe(keep)
     keep.sort(key=importance_key)
     return keep
 
 
-def _stronger(root: Finding, other: Finding) -> bool:
-    """A direct observation (data, overflow located in a layer) explains a blow-up better than a
-    trend. lr_too_high only yields to observations, not the other way round."""
-    direct = ("nonfinite_data", "attention_overflow", "activation_overflow", "label_mask_empty",
-              "loss_scale_collapse", "nondeterministic_fault")
-    if root.cause in direct:
-        return True
-    return other.cause in ("grad_explosion", "loss_spike") and root.confidence >= other.confidence
+def _direct_rank(f: Finding) -> int:
+    return DIRECTNESS.index(f.cause) if f.cause in DIRECTNESS else len(DIRECTNESS)
 
 
 def _dedupe(findings: Iterable[Finding]) -> list[Finding]:

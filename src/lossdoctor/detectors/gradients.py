@@ -1,1 +1,162 @@
-"""(detectors)"""
+"""Gradient magnitude: explosion (growth to overflow) and vanishing (early layers starve)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..records import Run
+from .base import detector, fmt, round_sig
+from .quantities import Quantities, percentile
+
+
+def clip_fix(q: Quantities, end: int) -> str | None:
+    """`max_norm` from this run's own healthy history: the 95th percentile of the gradient norm
+    over the steps before things went wrong (skipping the first 5% where norms are transient)."""
+    gn = q.grad_norm[:end]
+    start = min(int(0.05 * end), max(0, end - 10))
+    window = gn[start:end]
+    window = window[np.isfinite(window)]
+    if window.size < 3:
+        return None
+    p95 = round_sig(percentile(window, 95), 2)
+    a, b = int(q.steps[start]), int(q.steps[max(start, end - 1)])
+    return f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={p95:g}) " \
+           f"(p95 of the gradient norm over steps {a}-{b})"
+
+
+@detector("grad_explosion", needs=("grad_norm",), hint="log the gradient norm (grad_norm) to check it")
+def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
+    """The gradient norm grows by orders of magnitude, then overflows (or keeps growing).
+
+    Non-finite case: the norm in the 25 steps before the first non-finite step peaks >= 10x the
+    early median. Finite case (warning): the late median is >= 50x the early median, above 10,
+    and the loss is no better than early on. Suppressed: growth within the first 10 steps of a
+    run whose loss never improved (that is the learning rate, `lr_too_high`), and skipped steps
+    of a GradScaler run (overflow there is the scaler's normal probing).
+    """
+    gn = np.where(q.skipped, np.nan, q.grad_norm)
+    end = q.healthy_end
+    fin = np.flatnonzero(np.isfinite(gn[:end]))
+    if fin.size < 6:
+        return []
+    early = gn[fin[: max(3, min(20, fin.size // 5))]]
+    base = float(np.median(early))
+    if q.first_bad is not None:
+        lo = max(0, end - 25)
+        recent = gn[lo:end]
+        recent = recent[np.isfinite(recent)]
+        if recent.size == 0 or base <= 0:
+            return []
+        peak = float(recent.max())
+        if peak < 10 * base:
+            return []
+        s = q.first_bad_step
+        grew_from = int(q.steps[lo])
+        ev = [f"grad norm rose from {fmt(base)} (early median) to {fmt(peak)} over steps {grew_from}-{s - 1}, "
+              f"then became non-finite at step {s}"]
+        bad_params = run.event("nonfinite_params").get(s)
+        if bad_params:
+            ev.append(f"first non-finite gradients: {', '.join(bad_params[:4])}")
+        fixes = [f for f in [clip_fix(q, max(1, lo))] if f]
+        if q.run.has("lr"):
+            lr = q.lr[end - 1] if np.isfinite(q.lr[end - 1]) else np.nan
+            if np.isfinite(lr):
+                fixes.append(f"lower the learning rate (now {fmt(lr)}), e.g. to {fmt(round_sig(lr / 3, 2))}")
+        layer = None
+        bwd = run.event("bwd_first_nonfinite").get(s)
+        if isinstance(bwd, dict):
+            layer = bwd.get("layer")
+        # a loss that never improved before blowing up early is the learning rate (lr_too_high)
+        pre = q.loss[:end]
+        pre = pre[np.isfinite(pre)]
+        never_improved = pre.size > 0 and float(pre.min()) >= 0.8 * q.loss_start and end <= max(50, q.n // 10)
+        return [Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",
+                        confidence=0.6 if never_improved else 0.85,
+                        step=s, batch=s, layer=layer, evidence=ev, fixes=fixes)]
+    # finite: sustained growth with no progress
+    n = fin.size
+    if n < 40:
+        return []
+    late = gn[fin[-max(5, n // 5):]]
+    late_med = float(np.median(late))
+    if late_med < 50 * base or late_med < 10:
+        return []
+    loss = q.loss
+    lf = q.finite_loss
+    if lf.size >= 10:
+        l_early = float(np.median(loss[lf[: max(3, lf.size // 5)]]))
+        l_late = float(np.median(loss[lf[-max(3, lf.size // 5):]]))
+        if l_late < 0.9 * l_early:
+            return []
+    i0 = fin[-max(5, n // 5)]
+    s = int(q.steps[i0])
+    fixes = [f for f in [clip_fix(q, int(fin[max(5, n // 5)]))] if f]
+    return [Finding(cause="grad_explosion", symptom="divergence", severity="warning", confidence=0.6,
+                    step=s, evidence=[f"grad norm median rose from {fmt(base)} early to {fmt(late_med)} "
+                                      f"from step {s} on ({fmt(late_med / base)}x) while the loss did not improve"],
+                    fixes=fixes)]
+
+
+def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
+    """Indices of modules that own parameters, and their per-step parameter-gradient norms."""
+    L = run.layers
+    if L is None or "param_grad_norm" not in L.stats:
+        return None
+    g = L.stats["param_grad_norm"].astype(np.float64)
+    if g.shape[0] == 0:
+        return None
+    has = np.isfinite(g).any(axis=0)
+    idx = [i for i in np.flatnonzero(has)
+           if not (L.types and ("Norm" in L.types[i] or "Embedding" in L.types[i]))]
+    # skip containers: keep modules that are not a prefix of another parametrised module
+    names = [L.modules[i] for i in idx]
+    leafish = [i for i, n in zip(idx, names)
+               if not any(o.startswith(n + ".") for o in names if o != n) and n != "<model>"]
+    if len(leafish) < 3:
+        return None
+    return leafish, g
+
+
+@detector("vanishing_gradient", needs=("layers",),
+          hint="needs per-layer gradient norms, which lossdoctor.watch records")
+def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
+    """Early layers get ~nothing (AUTOTRAINER: ||g_first|| / ||g_last|| < 1e-3 and ||g_first|| < 1e-4,
+    medians over sampled steps). Needs the per-layer gradient norms only `watch` records.
+    Suppressed when the loss is still improving well (deep nets with small early-layer gradients
+    can be fine), and on non-finite steps."""
+    pm = _param_modules(run)
+    if pm is None:
+        return []
+    idx, g = pm
+    L = run.layers
+    ok_rows = np.all(np.isfinite(g[:, idx]) | np.isnan(g[:, idx]), axis=1) & np.isfinite(g[:, idx]).all(axis=1)
+    if ok_rows.sum() < 3:
+        return []
+    gg = g[ok_rows][:, idx]
+    k = max(1, len(idx) // 5)
+    first = np.median(gg[:, :k], axis=1)
+    last = np.median(gg[:, -k:], axis=1)
+    ratio = float(np.median(first / np.maximum(last, 1e-30)))
+    g_first = float(np.median(first))
+    if not (ratio < 1e-3 and g_first < 1e-4) or float(np.median(last)) < 1e-8:
+        return []  # (all-zero gradients are a different fault: nothing to learn from, see labels)
+    lf = q.finite_loss
+    if lf.size >= 10:
+        l0 = float(np.median(q.loss[lf[:5]]))
+        l1 = float(np.median(q.loss[lf[-5:]]))
+        if l1 < 0.7 * l0:
+            return []
+    first_name = L.modules[idx[0]]
+    last_name = L.modules[idx[-1]]
+    s = int(L.steps[np.flatnonzero(ok_rows)[0]])
+    return [Finding(
+        cause="vanishing_gradient", symptom="plateau", severity="warning", confidence=0.8, step=s,
+        layer=first_name,
+        evidence=[f"gradient norm of the first layers ({first_name}...) is {fmt(g_first)}, "
+                  f"{fmt(ratio)}x that of the last layers ({last_name}) (median over {int(ok_rows.sum())} "
+                  "sampled steps; AUTOTRAINER threshold 1e-3)",
+                  "the loss is not improving"],
+        fixes=["use ReLU/GELU instead of sigmoid/tanh in deep stacks, add residual connections or "
+               "(pre-)LayerNorm, and He/Kaiming (or 1/sqrt(fan_in)) initialisation",
+               "or make the network shallower"])]

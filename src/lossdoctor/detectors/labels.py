@@ -1,1 +1,103 @@
-"""(detectors)"""
+"""Label masking: everything masked (loss 0 or NaN, zero gradient), or nothing masked in SFT."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..records import Run
+from .base import detector, fmt
+from .quantities import Quantities
+
+
+@detector("label_mask_empty", needs_any=("label_ignored_frac", "loss"))
+def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
+    """Every label position is the ignore index (-100): mean over zero tokens is NaN (or 0 with a
+    sum reduction), and the gradient is zero.
+
+    From the batch: batches with 100% ignored labels (critical when they are most batches or
+    the loss broke there; warning for an occasional one) and samples with no supervised position
+    (warning when >= 25% of samples). From the loss alone (foreign logs): the loss is exactly 0.0
+    for >= 3 logged steps from the start with a zero gradient norm.
+    """
+    out: list[Finding] = []
+    fi = run.col("label_ignored_frac")
+    if np.isfinite(fi).any():
+        full = np.isfinite(fi) & (fi >= 1.0)
+        logged = int(np.isfinite(fi).sum())
+        if full.any():
+            i = int(np.flatnonzero(full)[0])
+            s = int(q.steps[i])
+            n_full = int(full.sum())
+            most = n_full >= 0.5 * logged
+            broke = q.first_bad is not None and q.first_bad >= i and q.first_bad - i <= 1
+            ev = [f"{n_full} of {logged} batches have every label position masked (-100), first at step {s}"]
+            loss_i = q.loss[i]
+            if run.logged("loss")[i]:
+                ev.append(f"the loss at step {s} is {fmt(float(loss_i))} (a mean over zero supervised tokens)")
+            gn = q.grad_norm[i]
+            if np.isfinite(gn) and gn == 0:
+                ev.append("the gradient norm is exactly 0")
+            return [Finding(
+                cause="label_mask_empty", symptom="zero_loss" if np.isfinite(loss_i) else "nonfinite",
+                severity="critical" if (most or broke) else "warning", confidence=0.95, step=s, batch=s,
+                samples=_ids(run, s), evidence=ev,
+                fixes=["check the collator's label masking: only prompt and padding tokens should be -100; "
+                       "the response tokens (and EOS) must keep their ids",
+                       "with truncation, make sure the response is not cut off entirely (raise max_length or "
+                       "truncate the prompt from the left)"])]
+        es = run.col("label_empty_samples")
+        bs = run.col("batch_size")
+        ok = np.isfinite(es) & np.isfinite(bs) & (bs > 0)
+        if ok.any():
+            frac = float(es[ok].sum() / bs[ok].sum())
+            if frac >= 0.25:
+                i = int(np.flatnonzero(ok & (es > 0))[0])
+                s = int(q.steps[i])
+                out.append(Finding(
+                    cause="label_mask_empty", symptom="slow_convergence", severity="warning", confidence=0.8,
+                    step=s, batch=s, samples=_ids(run, s),
+                    evidence=[f"{fmt(frac * 100)}% of samples have no supervised label position (all -100)"],
+                    fixes=["drop samples whose response was truncated away or masked entirely"]))
+        return out
+    # loss alone: exact zeros from the start
+    lf = q.finite_loss
+    if lf.size >= 3:
+        head = q.loss[lf[:10]]
+        zeros = head == 0.0
+        if zeros.sum() >= 3 and zeros[:3].all():
+            gn = q.grad_norm[lf[:10]]
+            gz = np.isfinite(gn) & (gn == 0)
+            if not np.isfinite(gn).any() or gz.any():
+                return [Finding(
+                    cause="label_mask_empty", symptom="zero_loss", severity="critical", confidence=0.6,
+                    step=int(q.steps[lf[0]]),
+                    evidence=[f"the loss is exactly 0 at {int(zeros.sum())} of the first {head.size} logged steps"
+                              + (" and the gradient norm is 0" if gz.any() else "")],
+                    fixes=["check that some label positions are not -100 (the loss over zero tokens is 0/NaN)"])]
+    return out
+
+
+def _ids(run: Run, s: int) -> list[int] | None:
+    ids = run.event("label_empty_sample_ids").get(s)
+    return [int(i) for i in ids] if ids else None
+
+
+@detector("label_mask_leak", needs=("label_ignored_frac",))
+def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
+    """SFT run (task="sft") where (almost) no label position is masked: the prompt is supervised
+    and the model learns to copy its input. Needs the task hint: in pre-training nothing is
+    masked on purpose."""
+    if run.meta.get("task") != "sft":
+        return []
+    fi = run.col("label_ignored_frac")
+    v = fi[np.isfinite(fi)]
+    if v.size < 1 or float(np.median(v)) > 0.02:
+        return []
+    i = int(np.flatnonzero(np.isfinite(fi))[0])
+    return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.7,
+                    step=int(q.steps[i]), batch=int(q.steps[i]),
+                    evidence=[f"task='sft' but only {fmt(float(np.median(v)) * 100)}% of label positions are "
+                              "masked (median over batches): prompt tokens are supervised"],
+                    fixes=["set labels of the prompt (and padding) tokens to -100, e.g. with "
+                           "DataCollatorForCompletionOnlyLM / assistant_only_loss=True"])]

@@ -1,1 +1,293 @@
-"""(detectors)"""
+"""Learning rate: too high (jumps, divergence, oscillation), too low (crawl), schedule mistakes.
+
+The update/parameter ratio ||dW||/||W|| (DeepDiagnosis: healthy ~1e-3, outside [1e-5, 0.1] is a
+problem) turns "the loss looks odd" into a number the fix can be computed from:
+lr_new = lr * 1e-3 / ratio.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..records import Run
+from .base import detector, fmt, round_sig
+from .quantities import Quantities
+
+HEALTHY_RATIO = 1e-3
+
+
+def _lr_at(q: Quantities, i: int) -> float | None:
+    lr = q.lr[: i + 1]
+    lr = lr[np.isfinite(lr)]
+    return float(lr[-1]) if lr.size else None
+
+
+def _ratio_median(run: Run, a: int, b: int) -> float | None:
+    r = run.col("update_ratio")[a:b]
+    r = r[np.isfinite(r) & (r > 0)]
+    return float(np.median(r)) if r.size else None
+
+
+def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float) -> str:
+    if lr is None:
+        return f"lower the learning rate by {fmt(1 / fallback_factor)}x"
+    if ratio:
+        new = round_sig(lr * HEALTHY_RATIO / ratio, 1)
+        return f"set the learning rate to about {fmt(new)} (now {fmt(lr)}; that brings the update/param " \
+               f"ratio from {fmt(ratio)} to ~1e-3)"
+    return f"set the learning rate to about {fmt(round_sig(lr * fallback_factor, 1))} (now {fmt(lr)})"
+
+
+@detector("lr_too_high", needs=("loss",))
+def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
+    """Loss jumps or diverges from the start, or oscillates with huge updates.
+
+    (a) early jump: a loss in the first 10 steps >= 3x the starting loss that does not come back
+        (median of the next steps >= 1.5x start) or comes with an update ratio > 0.03;
+    (b) divergence from the start: non-finite within the first 50 steps (or 10% of the run) with
+        the loss never below 0.8x its start;
+    (c) divergence later: the last fifth's median >= 2x the best fifth and >= 1.5x the first;
+    (d) oscillation: median update ratio > 0.1 and no progress.
+    Suppressed: a run whose loss improves overall (noise is not divergence) for (c)/(d).
+    """
+    loss = q.loss
+    lf = q.finite_loss
+    if lf.size < 3:
+        return []
+    start = q.loss_start
+    ratio_early = _ratio_median(run, 0, min(q.n, 20))
+    lr0 = _lr_at(q, min(q.n - 1, 5))
+    # (b) non-finite from the start
+    if q.first_bad is not None and (q.first_bad <= max(50, q.n // 10)):
+        pre = loss[: q.first_bad]
+        pre = pre[np.isfinite(pre)]
+        if pre.size >= 1 and float(pre.min()) >= 0.8 * start and not _explained_nonfinite(run, q):
+            s = q.first_bad_step
+            ev = [f"the loss never improved (best {fmt(float(pre.min()))} vs start {fmt(start)}) and went "
+                  f"non-finite at step {s}"]
+            gn = q.grad_norm[: q.first_bad]
+            gn = gn[np.isfinite(gn)]
+            if gn.size >= 2 and gn[-1] > 10 * gn[0]:
+                ev.append(f"grad norm grew from {fmt(float(gn[0]))} to {fmt(float(gn[-1]))} in {q.first_bad} steps")
+            if ratio_early:
+                ev.append(f"update/param ratio {fmt(ratio_early)} per step (healthy ~1e-3)")
+            return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
+                            step=int(q.steps[0] if s is None else s), evidence=ev,
+                            fixes=[_suggest_lr(lr0, ratio_early, 0.1), _warmup_fix(run, q)])]
+    # (a) early jump
+    head = lf[lf < min(q.n, 11)]
+    ref = float(loss[lf[0]])  # the loss before any update
+    if head.size >= 3 and ref > 0:
+        jump_rows = head[1:][loss[head[1:]] >= 3 * ref]
+        if jump_rows.size:
+            j = int(jump_rows[0])
+            start = ref
+            before = float(np.median(loss[lf[lf < j]]))
+            after = lf[(lf > j) & (lf <= j + 20)]
+            stays = after.size >= 3 and float(np.median(loss[after])) >= 1.5 * max(ref, before)
+            ratio_j = _ratio_median(run, 0, j + 2)
+            if stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20):
+                s = int(q.steps[j])
+                ev = [f"the loss jumped from {fmt(start)} to {fmt(float(loss[j]))} at step {s}"]
+                if stays:
+                    ev.append(f"and stayed high (median {fmt(float(np.median(loss[after])))} over the next "
+                              f"{after.size} steps)")
+                if ratio_j:
+                    ev.append(f"update/param ratio {fmt(ratio_j)} per step (healthy ~1e-3)")
+                return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
+                                confidence=0.8, step=s, evidence=ev,
+                                fixes=[_suggest_lr(lr0, ratio_j, 0.1), _warmup_fix(run, q)])]
+    if lf.size < 20:
+        return []
+    k = max(3, lf.size // 5)
+    first = float(np.median(loss[lf[:k]]))
+    last = float(np.median(loss[lf[-k:]]))
+    fifths = [float(np.median(loss[c])) for c in np.array_split(lf, 5) if c.size]
+    best = min(fifths)
+    # (c) divergence later: judged on block medians so noise around a tiny best loss is not a rise
+    if last >= 2 * best and last >= 1.5 * first and q.first_bad is None:
+        i = _divergence_onset(loss, lf, best)
+        s = int(q.steps[i])
+        ratio = _ratio_median(run, max(0, i - 20), i + 1)
+        return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.65,
+                        step=s, evidence=[f"the loss fell to {fmt(best)} then rose to {fmt(last)} "
+                                          f"({fmt(last / best)}x) from step {s} on"],
+                        fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3)])]
+    # (d) oscillation with huge updates
+    ratio_all = _ratio_median(run, 0, q.n)
+    if ratio_all is not None and ratio_all > 0.1 and last >= 0.9 * first:
+        return [Finding(cause="lr_too_high", symptom="oscillation", severity="warning", confidence=0.6,
+                        step=int(q.steps[lf[0]]),
+                        evidence=[f"median update/param ratio {fmt(ratio_all)} per step (DeepDiagnosis: "
+                                  "above 0.1 is too large; healthy ~1e-3)",
+                                  f"the loss is not improving (first fifth {fmt(first)}, last {fmt(last)})"],
+                        fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1)])]
+    return []
+
+
+def _explained_nonfinite(run: Run, q: Quantities) -> bool:
+    """The first non-finite step has a direct explanation (bad data, an attention row, an
+    overflowing activation, an empty label mask): then it is not the learning rate."""
+    s = q.first_bad_step
+    if s is None:
+        return False
+    if run.event("batch_nonfinite_detail").get(s) is not None:
+        return True
+    if any(st <= s for st in run.event("batch_nonfinite_detail")):
+        return True
+    fi = run.col("label_ignored_frac")
+    if np.isfinite(fi).any() and float(np.nanmax(fi[: q.first_bad + 1])) >= 1.0:
+        return True
+    fwd = run.event("fwd_first_nonfinite").get(s)
+    if fwd and q.first_bad <= 1:
+        return True  # broken on the first step: before any update, so not the LR
+    return False
+
+
+def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
+    """First row of the first block (after the best block) whose median gave back a real share of
+    the progress made (> best + max(0.5*best, 10% of start-best)) and after which no block comes
+    back below half that margin. Relative-only thresholds would fire on noise around a loss of 1e-4."""
+    x = loss[lf]
+    w = max(5, x.size // 20)
+    nb = x.size // w
+    med = np.array([np.median(x[b * w:(b + 1) * w]) for b in range(nb)])
+    b_best = int(np.argmin(med))
+    margin = max(0.5 * med[b_best], 0.1 * (med[0] - med[b_best]))
+    for b in range(b_best + 1, nb):
+        if med[b] > med[b_best] + margin and (med[b:] > med[b_best] + 0.5 * margin).all():
+            return int(lf[b * w])
+    return int(lf[min(x.size - 1, (b_best + 1) * w)])
+
+
+def _warmup_fix(run: Run, q: Quantities) -> str:
+    lr = q.lr[np.isfinite(q.lr)]
+    if lr.size >= 3 and lr[0] >= 0.9 * lr.max():
+        return "the LR starts at its peak: add a linear warm-up over the first ~2-5% of steps"
+    return "add or lengthen the LR warm-up, and clip gradients (max_norm=1.0)"
+
+
+@detector("lr_too_low", needs=("loss", "update_ratio"),
+          hint="the update/param ratio (recorded by watch) is needed to tell a too-low LR")
+def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
+    """Updates are tiny and the loss crawls: median update ratio < 1e-5 (DeepDiagnosis' lower
+    bound) over >= 50 steps with the loss down by less than 30%. Suppressed when low-precision
+    weights are frozen (that is precision_stall: the LR is fine, the dtype eats the update)."""
+    lf = q.finite_loss
+    if lf.size < 50:
+        return []
+    ratio = _ratio_median(run, min(5, q.n - 1), q.n)
+    if ratio is None or ratio >= 1e-5:
+        return []
+    ff = run.col("frozen_frac")
+    if np.isfinite(ff).any() and float(np.nanmedian(ff)) > 0.3:
+        return []
+    k = max(3, lf.size // 5)
+    first = float(np.median(q.loss[lf[:k]]))
+    last = float(np.median(q.loss[lf[-k:]]))
+    if last < 0.7 * first:
+        return []
+    lr = _lr_at(q, q.n - 1)
+    new = _suggest_lr(lr, ratio, 10.0).replace("set the learning rate to about", "raise the learning rate to about")
+    return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.75,
+                    step=int(q.steps[lf[0]]),
+                    evidence=[f"median update/param ratio {fmt(ratio)} per step (DeepDiagnosis: below 1e-5 "
+                              "is too small; healthy ~1e-3)",
+                              f"the loss moved from {fmt(first)} to only {fmt(last)} over {lf.size} steps"],
+                    fixes=[new])]
+
+
+@detector("lr_schedule_error", needs=("lr",), hint="log the learning rate to check the schedule")
+def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
+    """The schedule is not what was meant.
+
+    - warm-up stepped per epoch: the LR rises in >= 3 jumps spaced >= 5 steps apart with flat
+      stretches in between (a per-step warm-up rises every step);
+    - cosine period shorter than the run: after decaying below half its peak the LR climbs back
+      above half the peak (suppressed for schedulers that restart on purpose);
+    - an LR that rises >= 10x in one step after warm-up began (a drop is a normal step decay);
+    - LR stuck at 0 for 10+ steps after the first.
+    """
+    lr = q.lr
+    idx = np.flatnonzero(np.isfinite(lr))
+    if idx.size < 10:
+        return []
+    x = lr[idx]
+    out: list[Finding] = []
+    sched = str(((run.meta.get("scheduler") or {}).get("class") or "")).lower()
+    peak = float(x.max())
+    if peak <= 0:
+        return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
+                        step=int(q.steps[idx[0]]), evidence=["the learning rate is 0 at every logged step"],
+                        fixes=["check the scheduler: a LambdaLR returning 0, or warm-up steps larger than the run"])]
+    running_peak = np.maximum.accumulate(x)
+    # staircase warm-up: within the initial rising phase (up to the first real decrease)
+    dec = np.flatnonzero(x < 0.99 * running_peak)
+    rise = x[: dec[0] if dec.size else x.size]
+    if rise.size >= 10:
+        ch = np.flatnonzero(np.diff(rise) > 1e-12 * peak)
+        if ch.size >= 3:
+            gaps = np.diff(ch)
+            steps_gap = np.diff(q.steps[idx][ch])
+            # flat stretches of >= 3 logged rows between rises (a log every N steps of a per-step
+            # warm-up changes at every logged row, which is not a staircase)
+            if gaps.size >= 2 and np.median(gaps) >= 3 and np.median(steps_gap) >= 5:
+                s = int(q.steps[idx[ch[0] + 1]])
+                k = int(np.median(steps_gap))
+                out.append(Finding(
+                    cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.75,
+                    step=s,
+                    evidence=[f"during warm-up the LR rose in {ch.size} jumps, one every ~{k} steps "
+                              f"(e.g. {fmt(float(rise[ch[0]]))} -> {fmt(float(rise[ch[0] + 1]))} at step {s}), "
+                              "flat in between: the warm-up scheduler is stepped once per epoch / every "
+                              f"{k} steps, not per optimizer step"],
+                    fixes=["call scheduler.step() after every optimizer.step(), or express warm-up in epochs"]))
+    # cosine restarting (period shorter than the run): after falling below half of the peak so far,
+    # the LR climbs back above half of it
+    if not any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle")):
+        dropped = np.flatnonzero(x < 0.5 * running_peak)
+        if dropped.size:
+            d0 = int(dropped[0])
+            tail = x[d0:]
+            run_min = np.minimum.accumulate(tail)
+            climb = np.flatnonzero((tail >= 0.5 * running_peak[d0:]) & (tail > 2 * run_min + 1e-30))
+            if climb.size:
+                j = d0 + int(climb[0])
+                tmin = d0 + int(np.argmin(x[d0: j + 1]))
+                first_peak = int(np.argmax(x[:d0]))
+                s_min, s = int(q.steps[idx[tmin]]), int(q.steps[idx[j]])
+                period = s_min - int(q.steps[idx[first_peak]])
+                total = int(q.steps[idx[-1]]) + 1
+                out.append(Finding(
+                    cause="lr_schedule_error", symptom="divergence", severity="warning", confidence=0.8,
+                    step=s,
+                    evidence=[f"the LR decayed from {fmt(float(running_peak[d0]))} to {fmt(float(x[tmin]))} at step "
+                              f"{s_min}, then climbed back to {fmt(float(x[j]))} by step {s}: the cosine "
+                              f"period (~{period} steps) is shorter than the run ({total} steps)"],
+                    fixes=[f"set CosineAnnealingLR(T_max=total optimizer steps) (here {total} minus warm-up), "
+                           "or use CosineAnnealingWarmRestarts if restarts are intended"]))
+    # x10 rise in one step (after the first step)
+    if x.size >= 3:
+        prev, cur = x[1:-1], x[2:]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.where(prev > 0, cur / prev, 1.0)
+        big = np.flatnonzero(r >= 10)
+        if big.size and not out:
+            j = int(big[0]) + 2
+            s = int(q.steps[idx[j]])
+            out.append(Finding(
+                cause="lr_schedule_error", symptom="spike", severity="warning", confidence=0.7, step=s,
+                evidence=[f"the LR rose {fmt(float(r[big[0]]))}x in one step ({fmt(float(x[j - 1]))} -> "
+                          f"{fmt(float(x[j]))} at step {s})"],
+                fixes=["check the scheduler's milestones/lambda and that it is not re-created or stepped "
+                       "twice; ramp the LR over several steps"]))
+    # stuck at zero after start
+    zero = np.flatnonzero(x[1:] == 0)
+    if zero.size >= 10 and peak > 0 and not out:
+        s = int(q.steps[idx[zero[0] + 1]])
+        out.append(Finding(
+            cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.7, step=s,
+            evidence=[f"the learning rate is exactly 0 at {zero.size} logged steps from step {s} on"],
+            fixes=["check the schedule's length (total steps) and any LambdaLR returning 0"]))
+    return out

@@ -1,1 +1,151 @@
-"""(detectors)"""
+"""The shape of the loss curve: spikes after training well, and a plateau high above where clean
+data would go (noisy labels)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..records import Run
+from .base import detector, fmt, round_sig
+from .gradients import clip_fix
+from .quantities import Quantities, trailing_baseline
+
+
+@detector("loss_spike", needs=("loss",))
+def loss_spike(run: Run, q: Quantities) -> list[Finding]:
+    """The loss suddenly rises far above its recent level after training well, without NaN.
+
+    A spike is a finite loss >= 2x the median of the previous block and > 8 robust standard
+    deviations above it in log space, and more than 2x the largest excursion seen in the blocks
+    before it (so heavy-tailed small-batch noise adapts its own threshold). The run must have
+    trained first (baseline below 0.9x the starting loss). Critical when the loss does not come
+    back below 1.3x the baseline within 50 steps. The evidence says what coincided with it: an
+    outlier batch, an LR change, a grad-norm surge.
+    """
+    lf = q.finite_loss
+    if lf.size < 40:
+        return []
+    x = q.loss[lf]
+    if (x <= 0).any():
+        return []
+    lx = np.log(x)
+    w = int(min(100, max(10, lf.size // 20)))
+    med, mad = trailing_baseline(lx, w)
+    sigma = 1.4826 * mad + 1e-3
+    z = (lx - med) / sigma
+    ratio = np.exp(lx - med)
+    # the largest excursion so far (previous blocks), in ratio terms
+    prior_max = np.full(lx.size, np.nan)
+    ex = np.exp(lx - np.where(np.isfinite(med), med, lx))
+    nb = lx.size // w
+    for b in range(1, nb + 1):
+        lo, hi = b * w, min((b + 1) * w, lx.size)
+        prior_max[lo:hi] = float(np.nanmax(ex[w: lo])) if lo > w else np.nan
+    base_l = np.exp(med)
+    trained = base_l < 0.9 * q.loss_start
+    # a spike gives back a real share of the progress made: heavy-tailed noise around a loss of
+    # 1e-4 (one hard sample in a small batch) is 100x in ratio but nothing in substance
+    material = (x - base_l) >= 0.2 * (q.loss_start - base_l)
+    cond = np.isfinite(z) & (z > 8) & (ratio >= 2) & trained & material
+    cond &= ~(np.isfinite(prior_max) & (ratio <= 2 * np.nan_to_num(prior_max, nan=0.0)))
+    hits = np.flatnonzero(cond)
+    if hits.size == 0:
+        return []
+    # one finding per incident: a new incident starts w clean steps after the last spike
+    groups: list[list[int]] = []
+    for h in hits:
+        if groups and h - groups[-1][-1] <= w:
+            groups[-1].append(int(h))
+        else:
+            groups.append([int(h)])
+    return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[:5]]
+
+
+def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: np.ndarray,
+                   z: np.ndarray, w: int, group: list[int], n_incidents: int) -> Finding:
+    j = group[0]
+    i = int(lf[j])
+    s = int(q.steps[i])
+    base = float(np.exp(med[j]))
+    peak = float(x[j])
+    after = x[j + 1: j + 51]
+    recovered = after.size > 0 and bool((after < 1.3 * base).any())
+    ev = [f"the loss jumped to {fmt(peak)} at step {s}, {fmt(peak / base)}x the median {fmt(base)} of the "
+          f"{w} steps before it ({fmt(float(z[j]))} robust sigmas)"]
+    ev.append("it came back within 50 steps" if recovered else "it has not come back")
+    if len(group) > 1:
+        ev.append(f"{len(group)} spiking steps in this incident")
+    if n_incidents > 1:
+        ev.append(f"{n_incidents} separate spike incidents in the run")
+    fixes = []
+    ia = run.col("input_absmax")
+    if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= 3:
+        m = float(np.nanmedian(ia[max(0, i - w):i]))
+        if ia[i] > 10 * m:
+            ev.append(f"the batch of step {s} is an outlier: max |x| {fmt(float(ia[i]))} vs median {fmt(m)}")
+            fixes.append(f"inspect / skip the batch of step {s}")
+    lr = q.lr
+    if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > 1.5:
+        ev.append(f"the LR changed at that step ({fmt(float(lr[i - 1]))} -> {fmt(float(lr[i]))}): a schedule event")
+    gn = q.grad_norm
+    if np.isfinite(gn[max(0, i - w):i]).sum() >= 5 and np.isfinite(gn[i]):
+        g = gn[max(0, i - w):i]
+        g = g[np.isfinite(g)]
+        gm = float(np.median(g))
+        if gn[i] > 5 * gm:
+            ev.append(f"the grad norm surged to {fmt(float(gn[i]))} ({fmt(float(gn[i]) / gm)}x its median)")
+        c = clip_fix(q, i)
+        if c:
+            fixes.append(c)
+    fixes.append("if spikes recur: lower the peak LR, and for transformers add QK-layernorm or a z-loss of 1e-4")
+    return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
+                   severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
+                   evidence=ev, fixes=fixes)
+
+
+@detector("noisy_data", needs=("loss", "grad_norm"))
+def noisy_data(run: Run, q: Quantities) -> list[Finding]:
+    """The loss stalls high while the optimizer keeps moving: noisy or mismatched labels.
+
+    Fires when, over >= 100 steps, the loss stopped (second half improves < 3%) at >= 75% of its
+    start, while the gradient norm stays >= 0.5x its early level
+    (the model is pushed hard but cannot fit) and updates are healthy (update ratio >= 1e-4 when
+    known). Low confidence by nature: capacity limits look similar.
+    """
+    lf = q.finite_loss
+    if lf.size < 100 or q.first_bad is not None:
+        return []
+    x = q.loss[lf]
+    h = x.size // 2
+    k = max(5, x.size // 10)
+    start = float(np.median(x[:k]))
+    mid = float(np.median(x[h - k // 2: h + k // 2]))
+    end = float(np.median(x[-k:]))
+    if start <= 0 or end < 0.75 * start or end < 0.97 * mid:
+        return []
+    gn = q.grad_norm[lf]
+    g = gn[np.isfinite(gn)]
+    if g.size < 20:
+        return []
+    g0 = float(np.median(g[: max(5, g.size // 10)]))
+    g1 = float(np.median(g[-max(5, g.size // 10):]))
+    if g1 < 0.5 * g0:
+        return []
+    ur = run.col("update_ratio")
+    ur = ur[np.isfinite(ur)]
+    if ur.size and float(np.median(ur)) < 1e-4:
+        return []
+    chance = run.meta.get("chance_loss")
+    gain = (1 - end / mid) * 100
+    ev = [f"the loss plateaued at {fmt(end)} ({fmt(end / start * 100)}% of its start {fmt(start)}) and "
+          + (f"the second half improved it by only {fmt(gain)}%" if gain > 0 else "the second half did not improve it"),
+          f"the gradient norm stays at {fmt(g1)} ({fmt(g1 / g0)}x its early level): the model is pushed "
+          "but cannot fit the labels"]
+    if isinstance(chance, (int, float)):
+        ev.append(f"chance-level loss would be {fmt(float(chance))}")
+    return [Finding(cause="noisy_data", symptom="plateau", severity="warning", confidence=0.45,
+                    step=int(q.steps[lf[h]]), evidence=ev,
+                    fixes=["audit a sample of labels (are they shuffled or misaligned with inputs?); "
+                           "train on a small clean subset to see whether the loss can go lower",
+                           "use label smoothing (0.1) or a noise-robust loss if noise is expected"])]

@@ -84,7 +84,8 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         if good.any():
             a = float(np.max(np.maximum(-mn[good], mx[good])))
             absmax = a if absmax is None else max(absmax, a)
-    if ctx.get("float_keys"):
+    if ctx.get("size") is not None:
+        # a batch was seen: with no floating tensor it cannot hold NaN, which is a "checked: 0"
         rec["input_absmax"] = absmax
         nbad = set()
         for v in detail.values():
