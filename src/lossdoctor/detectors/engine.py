@@ -139,6 +139,10 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
         per_rank.append(f)
         notes.extend(n)
         notes.extend(run.notes)
+    if runs:
+        from .ranks import drop_echoes
+
+        per_rank = drop_echoes(runs, per_rank, notes)
     findings = per_rank[0] if len(per_rank) == 1 else arbitrate(merge_ranks(per_rank))
     steps = max((len(r) for r in runs), default=0)
     notes = list(dict.fromkeys(notes))  # same note from every rank once
