@@ -34,6 +34,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "lr_too_high": ("noisy_data",),
     "bad_init": ("noisy_data", "lr_too_high"),
     "nonfinite_data": ("noisy_data",),
+    "grad_accum_normalization": ("bad_init",),  # a loss k x chance is a sum, not confident logits
 }
 
 
