@@ -313,3 +313,21 @@ def test_alert_rearms_for_a_new_incident(tmp_path, capfd):
     alerts = [line for line in err.splitlines() if "nonfinite_data" in line]
     assert len(alerts) == 2, err
     assert "step 20" in alerts[0] and "step 200" in alerts[1] and "WARNING" in alerts[0]
+
+
+def test_evaluation_passes_between_steps_are_not_recorded(tmp_path):
+    """A validation forward under no_grad that goes NaN must not be blamed on training."""
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+        for i in range(3):
+            x, y = _batch(i)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            with torch.no_grad():
+                model(torch.full((2, 8), float("nan")))
+            mon.step(loss, batch=(x, y))
+    recs = _steps(tmp_path)
+    assert not any("fwd_first_nonfinite" in r for r in recs)

@@ -35,13 +35,16 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     sigma = 1.4826 * mad + 1e-3
     z = (lx - med) / sigma
     ratio = np.exp(lx - med)
-    # the largest excursion so far (previous blocks), in ratio terms
-    prior_max = np.full(lx.size, np.nan)
+    # the largest excursion so far (in the blocks before this one, skipping the first), as a ratio
     ex = np.exp(lx - np.where(np.isfinite(med), med, lx))
     nb = lx.size // w
-    for b in range(1, nb + 1):
+    block_max = np.array([np.nanmax(ex[b * w:(b + 1) * w]) for b in range(nb)] + [np.nan])
+    block_max[0] = np.nan
+    upto = np.fmax.accumulate(np.nan_to_num(block_max, nan=-np.inf))  # max over blocks 0..b
+    prior_max = np.full(lx.size, np.nan)
+    for b in range(2, nb + 1):
         lo, hi = b * w, min((b + 1) * w, lx.size)
-        prior_max[lo:hi] = float(np.nanmax(ex[w: lo])) if lo > w else np.nan
+        prior_max[lo:hi] = upto[b - 1] if np.isfinite(upto[b - 1]) else np.nan
     base_l = np.exp(med)
     trained = base_l < 0.9 * q.loss_start
     # a spike gives back a real share of the progress made: heavy-tailed noise around a loss of
@@ -119,7 +122,7 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     x = q.loss[lf]
     h = x.size // 2
     k = max(5, x.size // 10)
-    start = float(np.median(x[:k]))
+    start = q.loss_start
     mid = float(np.median(x[h - k // 2: h + k // 2]))
     end = float(np.median(x[-k:]))
     if start <= 0 or end < 0.75 * start or end < 0.97 * mid:

@@ -82,6 +82,7 @@ class ModuleTracer:
         self.bw_module: list[int] = []
         self.bw_max: list[torch.Tensor] = []
         self._last_out: torch.Tensor | None = None
+        self._last_out_ev = (-1, -1)  # (event index, rms index) of the last recorded output
 
     # --- hooks (hot path: no host sync, no allocation beyond two 0-d tensors) ----------------
     def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
@@ -95,6 +96,16 @@ class ModuleTracer:
         if self.sampled and kind == OUTPUT:
             self.ev_rms.append(torch.linalg.vector_norm(d, dtype=torch.float32) / math.sqrt(d.numel()))
 
+    def _alias(self, i: int) -> None:
+        k, r = self._last_out_ev
+        self.ev_module.append(i)
+        self.ev_kind.append(OUTPUT)
+        self.ev_dtype_max.append(self.ev_dtype_max[k])
+        self.ev_min.append(self.ev_min[k])
+        self.ev_max.append(self.ev_max[k])
+        if self.sampled and r >= 0:
+            self.ev_rms.append(self.ev_rms[r])
+
     def _fail(self, e: BaseException) -> None:
         """Never let the monitor break the user's forward/backward: disable and remember."""
         self.enabled = False
@@ -102,7 +113,7 @@ class ModuleTracer:
 
     def _make_pre(self, i: int):
         def pre(module: nn.Module, args: tuple) -> None:
-            if not self.enabled or not args:
+            if not self.enabled or not args or not torch.is_grad_enabled():
                 return
             try:
                 t = first_float_tensor(args[0])
@@ -115,15 +126,23 @@ class ModuleTracer:
 
     def _make_fwd(self, i: int):
         def fwd(module: nn.Module, args: tuple, out: Any) -> None:
-            if not self.enabled:
+            # evaluation passes (no_grad) between training steps are not part of the step
+            if not self.enabled or not torch.is_grad_enabled():
                 return
             try:
                 t = first_float_tensor(out)
                 if t is None:
                     return
+                if t is self._last_out:
+                    # a container returning its last child's tensor (Sequential, an MLP block):
+                    # same values, so reuse the child's stats instead of another pass, and let
+                    # the child's gradient hook speak for both
+                    self._alias(i)
+                    return
                 self._record(i, OUTPUT, t)
                 self._last_out = t
-                if t.requires_grad and torch.is_grad_enabled():
+                self._last_out_ev = (len(self.ev_min) - 1, len(self.ev_rms) - 1)
+                if t.requires_grad:
                     t.register_hook(self._make_bwd(i))
             except Exception as e:
                 self._fail(e)
