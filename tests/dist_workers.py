@@ -67,8 +67,20 @@ def ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_st
     dist.destroy_process_group()
 
 
+class BrokenBatch:
+    """A batch the monitor cannot read (its `items` raises): the monitor disables itself on that
+    rank, and must not leave the other ranks waiting in its per-step all-reduce."""
+
+    def items(self):
+        raise RuntimeError("unreadable batch")
+
+
+FAIL_STEP = 4
+
+
 def fsdp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_step: int) -> None:
-    """FSDP2 (`fully_shard`) over gloo: each rank holds half of every gradient."""
+    """FSDP2 (`fully_shard`) over gloo: each rank holds half of every gradient. Rank `nan_rank`
+    gets a NaN sample at `nan_step`, and its monitor fails at FAIL_STEP."""
     _setup(rank, world, port)
     import lossdoctor
     from torch.distributed.fsdp import fully_shard
@@ -89,7 +101,40 @@ def fsdp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_s
         ref.append(float(total.full_tensor() if hasattr(total, "full_tensor") else total))
         opt.step()
         opt.zero_grad()
-        mon.step(loss, batch=b)
+        mon.step(loss, batch=BrokenBatch() if (rank == nan_rank and step == FAIL_STEP) else b)
     mon.close()
     Path(out, f"rank{rank}.json").write_text(json.dumps({"ref": ref}))
     dist.destroy_process_group()
+
+
+def hf_ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_step: int) -> None:
+    """HF Trainer under DDP (Accelerate's multi-CPU mode, gloo), the callback on every rank."""
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)})
+    torch.set_num_threads(1)
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                                       bos_token_id=0, eos_token_id=0))
+    cb = LossDoctorCallback(log_dir=Path(out) / "ld", alerts=False)
+    args = TrainingArguments(output_dir=str(Path(out) / "out"), per_device_train_batch_size=4, max_steps=4,
+                             logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+                             ddp_backend="gloo", disable_tqdm=True)
+    trainer = Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[cb])
+    trainer.train()
+    logged = [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h]
+    Path(out, f"rank{rank}.json").write_text(json.dumps(
+        {"ref": logged, "wrapped": type(trainer.model_wrapped).__name__}))
+    if dist.is_initialized():
+        dist.destroy_process_group()

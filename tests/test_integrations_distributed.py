@@ -77,6 +77,7 @@ def test_ddp_nan_on_rank_1_is_nonfinite_data_rank_1(ddp_run):
     assert any("through the gradient all-reduce" in e for e in f.evidence)
 
 
+@pytest.mark.timeout(300)
 def test_fsdp2_shard_norms_combine_into_the_total(tmp_path):
     ref = spawn(dist_workers.fsdp_worker, tmp_path)
     runs = read_run_dir(tmp_path / "ld")
@@ -91,6 +92,11 @@ def test_fsdp2_shard_norms_combine_into_the_total(tmp_path):
     report = diagnose(tmp_path / "ld")
     f = report.primary
     assert (f.cause, f.rank, f.step) == ("nonfinite_data", 1, NAN_STEP)
+    # rank 1's monitor failed at FAIL_STEP; both ranks finished (no one left in the all-reduce),
+    # and rank 0 knows the total of the next step is incomplete rather than reporting half of it
+    fail = dist_workers.FAIL_STEP
+    assert len(runs[0]) == dist_workers.STEPS and len(runs[1]) == fail
+    assert runs[0].logged("grad_norm_local")[fail + 1] and not runs[0].logged("grad_norm")[fail + 1]
 
 
 def test_shared_run_name_comes_from_the_launch():
@@ -112,3 +118,19 @@ def test_process_start_time_is_when_the_process_began():
     if t is None:
         pytest.skip("no /proc on this platform")
     assert time.time() - 3600 < t <= time.time() + 1
+
+
+def test_hf_trainer_under_ddp_measures_the_all_reduced_gradient(tmp_path):
+    pytest.importorskip("transformers")
+    ref = spawn(dist_workers.hf_ddp_worker, tmp_path)
+    assert ref[0]["wrapped"] == "DistributedDataParallel"
+    runs = read_run_dir(tmp_path / "ld")
+    assert [r.rank for r in runs] == [0, 1]
+    for rank, run in enumerate(runs):
+        assert run.meta["distributed"] == {"kind": "ddp", "comm_hook": True, "grad_norm": "all-reduced"}
+        # the Trainer logs the averaged, pre-clip norm: the callback reached DDP and measured the same
+        assert run.col("grad_norm").tolist() == pytest.approx(ref[rank]["ref"], rel=1e-4)
+        # tokens are averaged across ranks (num_items_in_batch is global, the loss x world size):
+        # still one per-token mean per step
+        assert run.col("loss_weight").tolist() == pytest.approx([1.0] * len(run), abs=0.05)
+    assert not math.isclose(runs[0].col("grad_norm_local")[0], runs[1].col("grad_norm_local")[0], rel_tol=1e-3)

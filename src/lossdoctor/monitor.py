@@ -93,6 +93,7 @@ class Monitor:
         from .integrations.distributed import attach_distributed, unwrap_data_parallel
 
         wrapper, model = model, unwrap_data_parallel(model)  # names as the user's model has them
+        self.model = model  # replay runs the bare model: a DDP forward without backward would stall DDP
         self.tracer = ModuleTracer(model, check_inputs=check_inputs)
         self.parents = parent_index(self.tracer.names)
         self.grads = GradProbe(model, self.tracer.names, lambda: scaler_scale(self.scaler))
