@@ -75,6 +75,10 @@ def test_ddp_nan_on_rank_1_is_nonfinite_data_rank_1(ddp_run):
     # rank 0 only received the NaN through the all-reduce: no finding of its own at that step
     assert not [g for g in report.findings if g.rank == 0 and g.symptom == "nonfinite"]
     assert any("through the gradient all-reduce" in e for e in f.evidence)
+    # live, rank 0 saw only itself: its alert for the step says the NaN came from elsewhere
+    (run0, _) = read_run_dir(ddp_run[0]["log_dir"])
+    live0 = [g for g in run0.live_findings if g["step"] == NAN_STEP]
+    assert live0 and all("came from another rank" in g["evidence"][0] for g in live0)
 
 
 @pytest.mark.timeout(300)

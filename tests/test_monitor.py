@@ -331,3 +331,26 @@ def test_evaluation_passes_between_steps_are_not_recorded(tmp_path):
             mon.step(loss, batch=(x, y))
     recs = _steps(tmp_path)
     assert not any("fwd_first_nonfinite" in r for r in recs)
+
+
+def test_live_engine_failure_keeps_the_log(tmp_path, caplog, monkeypatch):
+    from lossdoctor import live
+
+    def broken(self):
+        raise ValueError("engine bug")
+
+    monkeypatch.setattr(live.LiveDiagnoser, "evaluate", broken)
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+            for i in range(15):
+                x, y = _batch(i)
+                opt.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                opt.step()
+                mon.step(loss, batch=(x, y))
+    assert sum("engine bug" in r.getMessage() for r in caplog.records) == 1
+    recs = _steps(tmp_path)
+    assert len(recs) == 15 and all("grad_norm" in r and "act_absmax" in r for r in recs)

@@ -4,6 +4,7 @@
     mon = lossdoctor.watch(model, optimizer)      # live (needs torch)
     ...; mon.step(loss, batch=batch)
     report = lossdoctor.diagnose("run_dir_or_log") # offline (no torch)
+    report = lossdoctor.check(model, optimizer, scheduler, batches=batches, total_steps=N)  # preflight
 
 Importing the package is light: torch is imported only when a live entry point is used.
 """
@@ -17,6 +18,7 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from .findings import Report
     from .monitor import Monitor, watch
+    from .preflight.api import check
 
 
 def diagnose(path: str) -> Report:
@@ -32,6 +34,7 @@ _LAZY = {
     "Monitor": ("monitor", "Monitor"),
     "Finding": ("findings", "Finding"),
     "Report": ("findings", "Report"),
+    "check": ("preflight.api", "check"),
 }
 
 
@@ -44,4 +47,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lossdoctor' has no attribute {name!r}")
 
 
-__all__ = ["watch", "Monitor", "diagnose", "Finding", "Report", "__version__"]
+__all__ = ["watch", "Monitor", "diagnose", "check", "Finding", "Report", "__version__"]

@@ -85,6 +85,7 @@ class LiveDiagnoser:
         self.rearm_after = rearm_after
         self.on_finding = on_finding
         self.history = History()
+        self.preflight: list[dict[str, Any]] = []  # appended by the monitor's preflight checks
         self.report: Report | None = None
         self._next_check = 0
         self._last_trigger = -(10**9)
@@ -104,6 +105,7 @@ class LiveDiagnoser:
         from .detectors.engine import diagnose_runs
 
         run = self.history.run(self.meta, self.rank)
+        run.preflight = list(self.preflight)
         if self.layers_fn is not None:
             run.layers = self.layers_fn()
         self.report = diagnose_runs([run])

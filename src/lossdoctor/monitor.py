@@ -25,6 +25,7 @@ from torch import nn
 
 from .findings import Finding, Report
 from .live import LiveDiagnoser
+from .preflight.watch import start_preflight
 from .records import LayerStats
 from .runlog import RunLogWriter
 from .signals import batch as batch_signals
@@ -114,6 +115,7 @@ class Monitor:
         self._set_sampled(self._is_sampled(0))
         if self.world_size > 1:
             attach_distributed(self, wrapper)
+        self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
@@ -126,6 +128,8 @@ class Monitor:
         if self.closed or "step" in self._warned:
             self.step_idx += 1
             return
+        if self.preflight is not None:
+            self.preflight.observe(self.step_idx, loss, batch)
         try:
             self._collect(loss, batch)
             self._drain(wait=False)
@@ -145,8 +149,11 @@ class Monitor:
         if self.closed:
             return
         try:
+            if self.preflight is not None:
+                self.preflight.close()
             self._drain(wait=True)
-            self.live.evaluate()
+            if "live diagnosis" not in self._warned:
+                self.live.evaluate()
             self.meta.update({"closed": True, "steps": self.step_idx, "finished": time.time()})
             self.writer.write_meta(self.meta)
         except Exception as e:
@@ -226,7 +233,11 @@ class Monitor:
             self.writer.append_step(rec)
             if ctx["sampled"] or _incident(rec):
                 self._write_layers(rec["step"], per_module)
-            self.live.observe(rec)
+            if "live diagnosis" not in self._warned:
+                try:
+                    self.live.observe(rec)
+                except Exception as e:  # the log keeps being written; offline diagnose still works
+                    self._disable("live diagnosis", e)
 
     def _interpret(self, values: dict[str, np.ndarray], ctx: dict[str, Any]) -> tuple[dict, dict]:
         rec: dict[str, Any] = {"step": ctx["step"], "time": round(ctx["time"], 4)}
@@ -249,8 +260,8 @@ class Monitor:
         if "lowp_frozen" in values and "lowp_moving" in values:
             moving = float(values["lowp_moving"][0])
             rec["frozen_frac"] = float(values["lowp_frozen"][0]) / moving if moving > 0 else None
-        if "eps_dominated_n" in values:
-            rec["eps_dominated"] = float(values["eps_dominated_n"][0] / values["eps_total"][0])
+        if "eps_dominated_n" in values and opt.get("eps_total"):
+            rec["eps_dominated"] = float(values["eps_dominated_n"][0]) / opt["eps_total"]
 
         per: dict[str, np.ndarray] = {}
         g = ctx["grads"]
@@ -281,7 +292,8 @@ class Monitor:
             has[np.asarray(self.grads.owner)] = True
             per["param_norm"] = np.where(has, np.sqrt(sq), np.nan)
 
-        trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"])
+        trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"],
+                                              self.tracer.passthrough)
         rec.update(trec)
         per.update(tper)
         rec.update(batch_signals.interpret(values, ctx["batch"]))

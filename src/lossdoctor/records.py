@@ -81,6 +81,8 @@ class Run:
     logged_mask: dict[str, np.ndarray] = field(default_factory=dict)
     layers: LayerStats | None = None
     live_findings: list[dict[str, Any]] = field(default_factory=list)
+    #: findings of the preflight checks (contract dicts), joined with the detectors' by the engine
+    preflight: list[dict[str, Any]] = field(default_factory=list)
     source: str = "lossdoctor"
     notes: list[str] = field(default_factory=list)
     rank: int | None = None
@@ -135,8 +137,11 @@ def make_run(rows: list[dict[str, Any]], *, meta: dict[str, Any] | None = None,
 
 def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int, Any]] | None = None,
                  meta: dict[str, Any] | None = None, source: str = "lossdoctor",
-                 rank: int | None = None) -> Run:
+                 rank: int | None = None, logged: dict[str, np.ndarray] | None = None) -> Run:
     """Build a Run from column arrays aligned with `steps` (None/NaN where not logged).
+
+    `logged[name]`, when given, is the mask of rows where column `name` was logged; it lets a
+    reader that parsed a float array pass a logged NaN (the failure) apart from an empty cell.
 
     Rows are sorted by step; when a step repeats (a log that restarted, or one row per metric as in
     Lightning's CSV), each column keeps its last logged value at that step. Vectorised so a
@@ -144,14 +149,16 @@ def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int
     """
     steps_arr = np.asarray([to_float(s) for s in steps] if not isinstance(steps, np.ndarray) else steps,
                            dtype=np.float64)
-    keep = np.isfinite(steps_arr)
+    keep = np.isfinite(steps_arr) & (np.abs(steps_arr) < 2.0 ** 62)  # a step that is no integer is dropped
     steps_i = steps_arr[keep].astype(np.int64)
     uniq, inverse = np.unique(steps_i, return_inverse=True)
     n = len(uniq)
     out_cols: dict[str, np.ndarray] = {}
-    logged: dict[str, np.ndarray] = {}
+    logged_out: dict[str, np.ndarray] = {}
     for k, values in cols.items():
         vals, mask = _as_float_column(values)
+        if logged is not None and k in logged:
+            mask = np.asarray(logged[k], dtype=bool)
         vals, mask = vals[keep], mask[keep]
         col = np.full(n, np.nan)
         lg = np.zeros(n, dtype=bool)
@@ -159,9 +166,9 @@ def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int
         col[inverse[idx]] = vals[idx]  # later rows overwrite earlier ones: the last value wins
         lg[inverse[idx]] = True
         out_cols[k] = col
-        logged[k] = lg
+        logged_out[k] = lg
     return Run(steps=uniq, cols=out_cols, events=dict(events or {}), meta=dict(meta or {}),
-               logged_mask=logged, source=source, rank=rank)
+               logged_mask=logged_out, source=source, rank=rank)
 
 
 def _as_float_column(values: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -10,6 +10,7 @@ Layout (one directory per run; under torch.distributed one `rank-N/` sub-directo
     layers.f32       per-module stats at sampled steps, little-endian float32 rows of
                      [step, stat_0[module_0..module_M-1], stat_1[...], ...]
     findings.jsonl   findings raised live, in the order they were raised
+    preflight.jsonl  findings of the preflight checks run inside watch (configuration, first batches)
     incidents/       triage records of incidents (replay, localisation)
 
 Why float32 rows for the per-layer data: it is a dense (sampled step x module x stat) matrix, and a
@@ -37,6 +38,7 @@ STEPS = "steps.jsonl"
 LAYERS_SCHEMA = "layers.json"
 LAYERS = "layers.f32"
 FINDINGS = "findings.jsonl"
+PREFLIGHT = "preflight.jsonl"
 INCIDENTS = "incidents"
 
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -72,6 +74,7 @@ class RunLogWriter:
         self._steps = open(self.path / STEPS, "ab")
         self._findings = open(self.path / FINDINGS, "ab")
         self._layers: io.BufferedWriter | None = None
+        self._preflight: io.BufferedWriter | None = None
         self._layer_width = 0
 
     def write_meta(self, meta: dict[str, Any]) -> None:
@@ -104,8 +107,14 @@ class RunLogWriter:
         self._findings.write(_dumps(finding) + b"\n")
         self._findings.flush()
 
+    def append_preflight(self, finding: dict[str, Any]) -> None:
+        if self._preflight is None:
+            self._preflight = open(self.path / PREFLIGHT, "ab")
+        self._preflight.write(_dumps(finding) + b"\n")
+        self._preflight.flush()
+
     def close(self) -> None:
-        for f in (self._steps, self._findings, self._layers):
+        for f in (self._steps, self._findings, self._layers, self._preflight):
             if f is not None and not f.closed:
                 f.close()
 
@@ -167,8 +176,14 @@ def _read_one(d: Path) -> Run:
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
     run.notes.extend(notes)
     run.live_findings = _read_jsonl(d / FINDINGS, notes)
+    run.preflight = read_preflight(d, run.notes)
     run.layers = _read_layers(d, run.notes)
     return run
+
+
+def read_preflight(d: Path, notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """The preflight findings of one rank's directory (contract dicts), oldest first."""
+    return _read_jsonl(d / PREFLIGHT, notes if notes is not None else [])
 
 
 def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:

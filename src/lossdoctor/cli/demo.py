@@ -40,7 +40,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     run_scenario(name, log_dir, seed=args.seed, alerts=True)
     print(f"lossdoctor demo: trained in {time.perf_counter() - t0:.1f}s; run directory {log_dir}",
           file=sys.stderr)
-    report = diagnose_runs(load_path(log_dir))
-    write_report(report, args)
+    runs = load_path(log_dir)
+    report = diagnose_runs(runs)
+    write_report(report, args, runs)
     print(f"(the same diagnosis again: lossdoctor diagnose {log_dir})", file=sys.stderr)
     return 0

@@ -3,7 +3,7 @@
 Exit codes (the contract): 0 the analysis ran, whatever it found; 1 only with --fail-on and a
 finding at or above that severity; 2 bad input or usage, with one line on stderr and no traceback.
 
-The offline path (`diagnose`) never imports torch, so it starts fast; `demo` does.
+The offline path (`diagnose`) never imports torch, so it starts fast; `demo` and `check` do.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
-    from ..report import FORMATS
+    from ..report import FORMATS, LANGS
 
     p = _Parser(prog="lossdoctor",
                 description="Why does my training loss not go down, or go NaN?")
@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("path", metavar="PATH", help="run directory written by watch, or a supported log")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
+    d.add_argument("--lang", choices=LANGS, default="en",
+                   help="language of the text, md and html reports (default: en; JSON is always English)")
     d.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when a finding has this severity or worse")
 
@@ -44,7 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--fault", default=None, metavar="NAME", help="fault to inject; 'list' lists them")
     m.add_argument("--log-dir", metavar="DIR", help="where to leave the run directory")
     m.add_argument("--format", choices=FORMATS, default="text")
+    m.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
+    m.add_argument("--lang", choices=LANGS, default="en")
     m.add_argument("--seed", type=int, default=0)
+
+    from .check import add_parser as add_check_parser
+
+    add_check_parser(sub, FORMATS)
     return p
 
 
@@ -58,6 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import cmd_demo
 
             return cmd_demo(args)
+        if args.command == "check":
+            from .check import cmd_check
+
+            return cmd_check(args)
         parser.print_help()
         return EXIT_BAD_INPUT
     except UsageError as e:
@@ -77,6 +89,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         runs = load_path(args.path)
         report = diagnose_runs(runs)
+        warn_partial(runs)
     except SourceError as e:
         print(f"lossdoctor: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -84,7 +97,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         print(f"lossdoctor: {args.path}: cannot read ({type(e).__name__}: {e})".splitlines()[0],
               file=sys.stderr)
         return EXIT_BAD_INPUT
-    write_report(report, args)
+    try:
+        write_report(report, args, runs)
+    except OSError as e:
+        print(f"lossdoctor: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
         if worst >= SEVERITY_RANK[args.fail_on]:
@@ -92,12 +109,25 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def write_report(report, args: argparse.Namespace) -> None:
+#: phrases of the readers' notes that say part of the input could not be read
+_PARTIAL = ("is truncated", "could not be read", "unreadable", "stopped at", "stopped reading",
+            "that are not numbers", "padded or cut", "torn")
+
+
+def warn_partial(runs) -> None:
+    """One stderr line per partial read, so a truncated log is never silently half-diagnosed."""
+    for run in runs:
+        for note in run.notes:
+            if any(w in note for w in _PARTIAL):
+                print(f"lossdoctor: warning: {note}", file=sys.stderr)
+
+
+def write_report(report, args: argparse.Namespace, runs=None) -> None:
     from ..report import render
 
     out = getattr(args, "output", None)
     color = out is None and sys.stdout.isatty() and args.format == "text"
-    text = render(report, args.format, color=color)
+    text = render(report, args.format, color=color, runs=runs, lang=getattr(args, "lang", "en"))
     if out:
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)

@@ -315,18 +315,26 @@ def fp16_overflow(log_dir: Path, seed: int, alerts: bool) -> None:
           task="classification")
 
 
-@scenario("fp16-no-scaler-overflow", "fp16 autocast without GradScaler, regression on unnormalised "
-          "targets (~2e5): the output layer grows past fp16's 65504", ("activation_overflow",))
+class SquaredReLU(nn.Module):
+    """relu(x)^2 (Primer): squares magnitudes, so fp16's 65504 is reached from activations of 256."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.relu(x).square()
+
+
+@scenario("fp16-activation-overflow", "fp16 autocast, MLP with squared-ReLU activations on features of "
+          "scale 8: a hidden layer passes fp16's 65504", ("activation_overflow", "bad_init"))
 def fp16_activation_overflow(log_dir: Path, seed: int, alerts: bool) -> None:
-    data = RegressionData(seed=seed)
-    model = mlp(16, 64, 1)
-    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    data = BlobData(seed=seed)
+    model = nn.Sequential(nn.Linear(16, 64), SquaredReLU(), nn.Linear(64, 64), SquaredReLU(),
+                          nn.Linear(64, 4))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def batch(i: int) -> Any:
         x, y = data.batch(16)
-        return x, y * 1e5 + 2e5
+        return x * 8.0, y
 
-    _loop(model, opt, 80, batch, _mse, log_dir, alerts, autocast=torch.float16, task="regression")
+    _loop(model, opt, 30, batch, _ce, log_dir, alerts, autocast=torch.float16, task="classification")
 
 
 @scenario("bf16-stall", "bf16 parameters with Adam at lr 1e-5: updates round away", ("precision_stall",))

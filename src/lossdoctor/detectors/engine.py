@@ -7,7 +7,10 @@ The same function serves the live monitor (called on the history so far) and `lo
 from __future__ import annotations
 
 import logging
+import warnings
 from typing import Iterable
+
+import numpy as np
 
 from ..findings import Finding, Report, importance_key
 from ..records import Run
@@ -50,7 +53,10 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
                 notes.append(f"{d.name}: not checked ({d.hint})")
             continue
         try:
-            found = d.fn(run, q)
+            # NaN/Inf are data here, not accidents: numpy's warnings about them would only be noise
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                found = d.fn(run, q)
         except Exception as e:  # a detector bug must not hide the other findings
             log.debug("detector %s failed", d.name, exc_info=True)
             notes.append(f"{d.name}: internal error ({type(e).__name__}: {e})")
@@ -59,6 +65,19 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
             if f.rank is None:
                 f.rank = run.rank
         findings.extend(found)
+    if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
+        from ..preflight.merge import merge_findings
+
+        findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
+    s = q.first_bad_step
+    if s is not None and not any(f.severity == "critical" and f.step is not None and f.step <= s
+                                 for f in findings):
+        # a run that went non-finite is never "healthy", however little the log says
+        from .gradients import unexplained_nonfinite
+
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            findings.extend(unexplained_nonfinite(run, q))
     return arbitrate(findings), notes
 
 
@@ -71,7 +90,8 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
        batch beats the gradient explosion it caused.
     3. A cause drops the findings it explains (EXPLAINS), e.g. an all-masked label batch explains
        the "vanishing" zero gradient; a loss spike explains the divergence that follows it.
-    4. `noisy_data` is a diagnosis of last resort: dropped when anything else is wrong.
+    4. `noisy_data` guessed from the curve's shape is a diagnosis of last resort: dropped when
+       anything else is wrong (noisy data seen directly, e.g. by the preflight checks, stays).
     """
     nonfinite = [f for f in findings if f.symptom == "nonfinite" and f.severity == "critical"
                  and f.step is not None]
@@ -92,7 +112,8 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
         keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence"
                                         and f.step is not None and f.step >= min(spikes) - 5)]
     if any(f.cause != "noisy_data" and f.severity != "info" for f in keep):
-        keep = [f for f in keep if f.cause != "noisy_data"]
+        # the curve-shape guess (low confidence) goes; direct observations of bad data stay
+        keep = [f for f in keep if not (f.cause == "noisy_data" and f.confidence < 0.5)]
     keep = _dedupe(keep)
     keep.sort(key=importance_key)
     return keep
@@ -138,8 +159,8 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     for run in runs:
         f, n = detect(run)
         per_rank.append(f)
+        notes.extend(run.notes)  # what was read from where, before what could not be checked
         notes.extend(n)
-        notes.extend(run.notes)
     if runs:
         from .ranks import drop_echoes
 

@@ -19,7 +19,11 @@ def clip_fix(q: Quantities, end: int) -> str | None:
     window = window[np.isfinite(window)]
     if window.size < 3:
         return None
-    p95 = round_sig(percentile(window, 95), 2)
+    # the healthy distribution only: a growth phase inside the window would lift the p95 to the
+    # very values that blew up
+    med = float(np.median(window))
+    healthy = window[window <= 5 * med] if med > 0 else window
+    p95 = round_sig(percentile(healthy if healthy.size >= 3 else window, 95), 2)
     a, b = int(q.steps[start]), int(q.steps[max(start, end - 1)])
     return f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={p95:g}) " \
            f"(p95 of the gradient norm over steps {a}-{b})"
@@ -80,7 +84,7 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
         return []
     late = gn[fin[-max(5, n // 5):]]
     late_med = float(np.median(late))
-    if late_med < 50 * base or late_med < 10:
+    if base <= 0 or late_med < 50 * base or late_med < 10:
         return []
     loss = q.loss
     lf = q.finite_loss
@@ -160,3 +164,51 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
         fixes=["use ReLU/GELU instead of sigmoid/tanh in deep stacks, add residual connections or "
                "(pre-)LayerNorm, and He/Kaiming (or 1/sqrt(fan_in)) initialisation",
                "or make the network shallower"])]
+
+
+def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
+    """Safety net: a run whose loss or gradients went non-finite is never reported healthy.
+
+    When the log is too sparse or too poor for the specific detectors (a loss column only, one
+    point every 50 steps), this names the most likely cause from what the curve shows, with low
+    confidence, and says what to log to know. The engine calls it only when no detector explained
+    the first non-finite step with a critical finding.
+    """
+    if q.first_bad is None:
+        return []
+    i = q.first_bad
+    s = q.first_bad_step
+    ev = [f"training went non-finite at step {s}"]
+    pre = q.loss[:i]
+    fin = np.flatnonzero(np.isfinite(pre))
+    gn = q.grad_norm[:i]
+    gfin = gn[np.isfinite(gn)]
+    if i == 0 or fin.size == 0:
+        cause, conf = "nonfinite_data", 0.3
+        ev.append("before any update: the batch, the loss function (a mean over zero supervised tokens "
+                  "is NaN) or the initial weights")
+    elif gfin.size >= 2 and gfin[-1] >= 10 * float(np.median(gfin)):
+        cause, conf = "grad_explosion", 0.5
+        ev.append(f"the gradient norm rose to {fmt(float(gfin[-1]))} ({fmt(float(gfin[-1] / np.median(gfin)))}x "
+                  "its median) just before")
+    else:
+        tail = pre[fin[-max(2, min(10, fin.size // 4)):]]
+        base = float(np.median(pre[fin]))
+        if tail.size and base > 0 and float(tail.max()) >= 1.5 * base:
+            cause, conf = "lr_too_high", 0.4
+            ev.append(f"the loss rose to {fmt(float(tail.max()))} ({fmt(float(tail.max()) / base)}x its median "
+                      "{}) just before: divergence".format(fmt(base)))
+        else:
+            cause, conf = "grad_explosion", 0.3
+            ev.append("the curve was healthy until then: a sudden blow-up (a bad batch, an overflow or an "
+                      "exploding gradient)")
+    interval = run.meta.get("log_interval")
+    if isinstance(interval, (int, float)) and interval > 1:
+        ev.append(f"the log has one point every {int(interval)} steps, too coarse to see how it began")
+    fixes = ["log the gradient norm every step and pass batch= to lossdoctor.watch's mon.step to tell a "
+             "bad batch from an explosion; lossdoctor.watch also names the first layer that went bad"]
+    c = clip_fix(q, i)
+    if c:
+        fixes.insert(0, c)
+    return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=s,
+                    batch=s, evidence=ev, fixes=fixes)]

@@ -106,7 +106,7 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     fifths = [float(np.median(loss[c])) for c in np.array_split(lf, 5) if c.size]
     best = min(fifths)
     # (c) divergence later: judged on block medians so noise around a tiny best loss is not a rise
-    if last >= 2 * best and last >= 1.5 * first and q.first_bad is None:
+    if best > 0 and last >= 2 * best and last >= 1.5 * first and q.first_bad is None:
         i = _divergence_onset(loss, lf, best)
         s = int(q.steps[i])
         ratio = _ratio_median(run, max(0, i - 20), i + 1)
@@ -255,7 +255,7 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
             if climb.size:
                 j = d0 + int(climb[0])
                 tmin = d0 + int(np.argmin(x[d0: j + 1]))
-                first_peak = int(np.argmax(x[:d0]))
+                first_peak = int(np.argmax(x[:d0])) if d0 > 0 else 0
                 s_min, s = int(q.steps[idx[tmin]]), int(q.steps[idx[j]])
                 period = s_min - int(q.steps[idx[first_peak]])
                 total = int(q.steps[idx[-1]]) + 1

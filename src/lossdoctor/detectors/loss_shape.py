@@ -62,6 +62,10 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
             groups[-1].append(int(h))
         else:
             groups.append([int(h)])
+    # a "spike" that runs into the first non-finite step is the beginning of that blow-up, which
+    # the non-finite detectors report (with this rise as their evidence)
+    if q.first_bad is not None:
+        groups = [g for g in groups if not (0 <= q.first_bad - int(lf[g[0]]) <= w)]
     return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[:5]]
 
 

@@ -71,7 +71,8 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     fixes = []
     fwd = run.event("fwd_first_nonfinite")
     bwd = run.event("bwd_first_nonfinite")
-    fwd_in = [st for st in fwd if st >= s]
+    streak_end = int(q.steps[min(q.n - 1, longest[1] if not ongoing else q.n - 1)])
+    fwd_in = [st for st in fwd if s <= st <= streak_end]
     layer = None
     if fwd_in:
         e = fwd[min(fwd_in)]
@@ -81,7 +82,7 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
         fixes.append(f"keep {layer} out of fp16 (torch.autocast(..., enabled=False) around it, inputs "
                      ".float()), or switch autocast to bf16")
     else:
-        bwd_in = [st for st in bwd if st >= s]
+        bwd_in = [st for st in bwd if s <= st <= streak_end]
         if bwd_in:
             layer = bwd[min(bwd_in)].get("layer")
             ev.append(f"gradients overflow in backward first at {layer} even at small scales")
@@ -93,10 +94,14 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
                   "unnormalised features overflow fp16 in the first layer")
         fixes.insert(0, "normalise the input features (e.g. (x - mean) / std) before the model")
     if not ongoing and not below_one:
-        init = run.meta.get("scaler", {}) or {}
-        ev.append("the streak ended: GradScaler spent those steps backing off from its initial scale")
-        fixes = [f"start GradScaler at a sane scale: GradScaler(init_scale=2**16) "
-                 f"(configured: {fmt(float(init.get('init_scale', float('nan'))))})"] + fixes
+        init = float((run.meta.get("scaler", {}) or {}).get("init_scale", float("nan")))
+        s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
+        if (init > 2.0**24 or s0 > 2.0**24) and longest[0] <= 1:
+            ev.append("the streak ended: GradScaler spent those steps backing off from its initial scale")
+            fixes = [f"start GradScaler at a sane scale: GradScaler(init_scale=2**16) "
+                     f"(configured: {fmt(init if init == init else s0)})"] + fixes
+        else:
+            ev.append("the streak ended, but every skipped step is a lost update")
         return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning",
                         confidence=0.7, step=s, layer=layer, evidence=ev, fixes=fixes)]
     return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",

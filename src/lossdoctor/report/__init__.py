@@ -1,19 +1,28 @@
 """Report formats: the same Report rendered as JSON (the contract), text, Markdown or HTML.
 
-`render(report, fmt)` returns a string. Formats are imported lazily so `lossdoctor diagnose
---format json` does not pay for the HTML renderer.
+`render(report, fmt, runs=..., lang=...)` returns a string. The HTML report draws the run's series,
+so it needs the `Run`s the report was made from (`runs`); the other formats ignore them. `lang`
+("en" or "zh") applies to the human formats; JSON always speaks the contract's English names.
+Formats are imported lazily so `--format json` does not pay for the HTML renderer.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..findings import Report
 
-FORMATS = ("text", "json")
+if TYPE_CHECKING:
+    from ..records import Run
+
+FORMATS = ("text", "json", "md", "html")
+LANGS = ("en", "zh")
 
 
-def render(report: Report, fmt: str = "text", *, color: bool = False, **options: Any) -> str:
+def render(report: Report, fmt: str = "text", *, runs: Sequence["Run"] | None = None, lang: str = "en",
+           color: bool = False, **options: Any) -> str:
+    if lang not in LANGS:
+        raise ValueError(f"unknown language {lang!r}; choose from {', '.join(LANGS)}")
     if fmt == "json":
         from .json_report import render_json
 
@@ -21,5 +30,13 @@ def render(report: Report, fmt: str = "text", *, color: bool = False, **options:
     if fmt == "text":
         from .text import render_text
 
-        return render_text(report, color=color, **options)
+        return render_text(report, color=color, lang=lang, runs=runs, **options)
+    if fmt == "md":
+        from .markdown import render_md
+
+        return render_md(report, lang=lang, runs=runs, **options)
+    if fmt == "html":
+        from .html import render_html
+
+        return render_html(report, runs=runs, lang=lang, **options)
     raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMATS)}")

@@ -1,61 +1,112 @@
-"""Terminal report: colours in a terminal, plain text when piped (rich decides)."""
+"""Terminal report: colours in a terminal, plain text when piped (the CLI decides `color`; rich
+renders). Everything that came from a log or a detector is escaped, so a tag like `[bold]` in a
+metric name prints as itself."""
 
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Sequence
 
 from ..findings import Finding, Report
-from ..vocabulary import CAUSES
+from ..records import Run
+from .i18n import cause_text, translate, ui
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green"}
 
 
-def _where(f: Finding) -> str:
+def where(f: Finding, lang: str = "en") -> str:
+    t = ui(lang)
     parts = []
     if f.step is not None:
-        parts.append(f"step {f.step}")
+        parts.append(f"{t['step']} {f.step}")
     if f.layer:
-        parts.append(f"layer {f.layer}")
+        parts.append(f"{t['layer']} {f.layer}")
     if f.op:
-        parts.append(f"op {f.op}")
+        parts.append(f"{t['op']} {f.op}")
     if f.samples:
         more = "..." if len(f.samples) > 8 else ""
-        parts.append(f"samples {', '.join(map(str, f.samples[:8]))}{more}")
+        parts.append(f"{t['samples']} {', '.join(map(str, f.samples[:8]))}{more}")
     if f.rank is not None:
-        parts.append(f"rank {f.rank}")
+        parts.append(f"{t['rank']} {f.rank}")
     return ", ".join(parts)
 
 
-def render_text(report: Report, *, color: bool = False, width: int = 100, **_: Any) -> str:
+_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(run: Run, name: str = "loss", width: int = 48) -> str | None:
+    """The series as one line of block characters (bucket means, log-scaled when it spans decades);
+    `x` marks a bucket holding a non-finite value. None when the run did not log it."""
+    import numpy as np
+
+    if not run.has(name) or name not in run.cols:
+        return None
+    y = run.cols[name][run.logged(name)]
+    if y.size < 2:
+        return None
+    edges = np.linspace(0, y.size, min(width, y.size) + 1).astype(int)
+    out = []
+    means = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        seg = y[a:b]
+        fin = seg[np.isfinite(seg)]
+        means.append(float(fin.mean()) if fin.size == seg.size and fin.size else None)
+    vals = [m for m in means if m is not None]
+    if not vals:
+        return "x" * len(means)
+    lo, hi = min(vals), max(vals)
+    if lo > 0 and hi / lo > 100:
+        tf = np.log10
+        lo, hi = float(tf(lo)), float(tf(hi))
+    else:
+        tf = None
+    for m in means:
+        if m is None:
+            out.append("x")
+            continue
+        v = float(np.log10(m)) if tf is not None else m
+        k = 0 if hi == lo else int(round((v - lo) / (hi - lo) * (len(_BARS) - 1)))
+        out.append(_BARS[k])
+    return "".join(out)
+
+
+def render_text(report: Report, *, color: bool = False, width: int = 100, lang: str = "en",
+                runs: Sequence[Run] | None = None, **_: Any) -> str:
     from rich.console import Console
     from rich.markup import escape
 
+    t = ui(lang)
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,
-                  soft_wrap=False)
+                  soft_wrap=False, emoji=False)
     status = report.status
-    con.print(f"[bold]lossdoctor[/] - {report.steps} steps"
-              + (f" from {escape(report.source)}" if report.source else "")
-              + f" - status: [{_STYLE[status]}]{status.upper()}[/]")
+    con.print(f"[bold]lossdoctor[/] - {report.steps} {t['steps']}"
+              + (f" - {t['from']} {escape(report.source)}" if report.source else "")
+              + f" - {t['status']}: [{_STYLE[status]}]{t[status].upper() if lang == 'en' else t[status]}[/]")
+    for run in list(runs or [])[:1]:
+        line = sparkline(run)
+        if line:
+            first, last = int(run.steps[0]), int(run.steps[-1])
+            con.print(f"{t['loss']} [dim]{first}[/] {escape(line).replace('x', '[red]x[/]')} [dim]{last}[/]")
     if not report.findings:
-        con.print("No problems found.")
+        con.print(t["no_findings"])
     for i, f in enumerate(report.findings, 1):
         con.print()
-        label = "primary diagnosis" if i == 1 else f"finding {i}"
-        con.print(f"[{_STYLE[f.severity]}]{f.severity.upper()}[/] {label}: [bold]{f.cause}[/] "
-                  f"({f.symptom}, confidence {f.confidence:.2f})")
-        con.print(f"  {escape(CAUSES.get(f.cause, ''))}")
-        where = _where(f)
-        if where:
-            con.print(f"  where: {escape(where)}")
+        label = t["primary"] if i == 1 else f"{t['finding']} {i}"
+        sev = f.severity.upper() if lang == "en" else t[f.severity]
+        con.print(f"[{_STYLE[f.severity]}]{sev}[/] {label}: [bold]{escape(f.cause)}[/] "
+                  f"({escape(f.symptom)}, {t['confidence']} {f.confidence:.2f})")
+        con.print(f"  {escape(cause_text(f.cause, lang))}")
+        w = where(f, lang)
+        if w:
+            con.print(f"  {t['where']}: {escape(w)}")
         for e in f.evidence:
-            con.print(f"  - {escape(e)}")
+            con.print(f"  - {escape(translate(e, lang))}")
         for fix in f.fixes:
-            con.print(f"  [green]fix:[/] {escape(fix)}")
+            con.print(f"  [green]{t['fix']}:[/] {escape(translate(fix, lang))}")
     if report.notes:
         con.print()
-        con.print("[dim]notes:[/]")
+        con.print(f"[dim]{t['notes']}:[/]")
         for n in report.notes:
-            con.print(f"[dim]  - {escape(n)}[/]")
+            con.print(f"[dim]  - {escape(translate(n, lang))}[/]")
     return buf.getvalue()

@@ -53,6 +53,7 @@ class OptimizerProbe:
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
         self._grads: list[torch.Tensor] = []
         self._stats: dict[str, list[torch.Tensor]] = {}
+        self._eps_total = 0
         self._subset = self._choose_subset()
         self._handles = [self.opt.register_step_pre_hook(self._pre),
                          self.opt.register_step_post_hook(self._post)]
@@ -134,7 +135,7 @@ class OptimizerProbe:
         if counts and totals:
             dev = counts[0].device
             self._stats["eps_dominated_n"] = [torch.stack([c.to(dev) for c in counts]).sum()]
-            self._stats["eps_total"] = [torch.tensor(float(totals), device=dev)]
+            self._eps_total = totals  # a host number: no host-to-device copy needed
 
     def flush(self, packer: Any) -> dict[str, Any]:
         groups = self.opt.param_groups
@@ -142,8 +143,10 @@ class OptimizerProbe:
         wds = [_host_float(g.get("weight_decay", 0.0)) for g in groups]
         for k, v in self._stats.items():
             packer.add(k, v)
-        ctx = {"lrs": lrs, "wds": wds, "stepped": self.stepped, "opt_stats": list(self._stats)}
+        ctx = {"lrs": lrs, "wds": wds, "stepped": self.stepped, "opt_stats": list(self._stats),
+               "eps_total": self._eps_total}
         self._stats = {}
+        self._eps_total = 0
         self.stepped = False
         return ctx
 

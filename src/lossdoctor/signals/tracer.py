@@ -20,6 +20,21 @@ from torch import nn
 
 OUTPUT, INPUT = 0, 1
 
+#: Element-wise modules that cannot turn finite values into NaN/Inf (nor finite gradients into
+#: non-finite ones). Between sampled steps their outputs are not scanned: when their input is the
+#: output just checked, their output is vouched for by it. This saves a pass over the largest
+#: activations (the MLP's 4x-wide hidden layer) at no loss of attribution.
+PASSTHROUGH = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.Identity,
+               nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Hardtanh,
+               nn.Softsign, nn.ELU, nn.Mish)
+
+
+def is_passthrough(m: nn.Module) -> bool:
+    if isinstance(m, PASSTHROUGH):
+        return True
+    name = type(m).__name__  # transformers' activation classes (NewGELUActivation, ...)
+    return len(m._modules) == 0 and (name.endswith("Activation") or name in ("GELUTanh", "QuickGELU"))
+
 
 def first_float_tensor(obj: Any, depth: int = 0) -> torch.Tensor | None:
     """The main tensor of a module's output: itself, or the first floating tensor in a tuple, list
@@ -59,6 +74,7 @@ class ModuleTracer:
             self.names.append(name or "<model>")
             self.modules.append(m)
         self.is_leaf = [len(m._modules) == 0 for m in self.modules]
+        self.passthrough = [is_passthrough(m) for m in self.modules]
         self.check_inputs = check_inputs
         self.sampled = False  # set by the monitor: also compute RMS this step
         self.enabled = True
@@ -67,7 +83,7 @@ class ModuleTracer:
         self.reset()
         for i, m in enumerate(self.modules):
             self._handles.append(m.register_forward_hook(self._make_fwd(i)))
-            if check_inputs and self.is_leaf[i]:
+            if check_inputs and self.is_leaf[i] and not self.passthrough[i]:
                 self._handles.append(m.register_forward_pre_hook(self._make_pre(i)))
 
     def reset(self) -> None:
@@ -133,6 +149,10 @@ class ModuleTracer:
                 t = first_float_tensor(out)
                 if t is None:
                     return
+                if self.passthrough[i] and not self.sampled and args \
+                        and first_float_tensor(args[0]) is self._last_out:
+                    self._last_out = t  # vouched for by its checked input
+                    return
                 if t is self._last_out:
                     # a container returning its last child's tensor (Sequential, an MLP block):
                     # same values, so reuse the child's stats instead of another pass, and let
@@ -197,7 +217,8 @@ def parent_index(names: list[str]) -> list[int]:
 
 
 def interpret(names: list[str], parents: list[int], values: dict[str, Any],
-              ctx: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+              ctx: dict[str, Any], passthrough: list[bool] | None = None
+              ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Host side of one step: record fields and per-module arrays (max over repeated calls).
 
     The first non-finite forward value is attributed to the module whose own code produced it: a
@@ -228,7 +249,10 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
             j = int(np.argmax(bad))
             m = int(ev_module[j])
             where = "input" if kind[j] == INPUT else "output"
-            layer = names[parents[m]] if where == "input" and parents[m] >= 0 else names[m]
+            # a bad input, or a bad output of a module that cannot make one (dropout, ReLU...),
+            # was made by the code around it: its parent's forward
+            made_outside = where == "input" or bool(passthrough and passthrough[m])
+            layer = names[parents[m]] if made_outside and parents[m] >= 0 else names[m]
             value = "nan" if (np.isnan(fmin[j]) or np.isnan(fmax[j])) else "inf"
             rec["fwd_first_nonfinite"] = {"layer": layer, "module": names[m], "where": where,
                                           "value": value, "index": j, "of": int(ev_module.size)}

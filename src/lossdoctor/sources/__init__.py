@@ -2,7 +2,12 @@
 
 `load_path(path)` auto-detects the format. Every reader returns a list of `Run` (one per rank) and
 raises `SourceError` with one clear sentence for input it cannot use; the CLI turns that into
-exit code 2.
+exit code 2. A reader that could read only part of a file (a truncated JSON, a torn last line)
+returns what it read and says so in `run.notes`.
+
+After a reader returns, `load_path` adds what every format shares: `meta["format"]`,
+`meta["path"]`, `meta["log_interval"]` (the typical gap between logged loss points) and a note when
+the log is too sparse to localise a fault to a step.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import os
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
+
 from ..records import Run
 
 
@@ -18,37 +25,107 @@ class SourceError(Exception):
     """Bad or unsupported input: the message is one line meant for the user."""
 
 
-#: (name, sniff(path) -> bool, read(path) -> list[Run]); tried in order.
+#: (name, sniff(path) -> bool, read(path) -> list[Run]); tried in order of priority.
 READERS: list[tuple[str, Callable[[Path], bool], Callable[[Path], list[Run]]]] = []
+_PRIORITY: dict[str, int] = {}
 
 
-def reader(name: str, sniff: Callable[[Path], bool]) -> Callable:
+def reader(name: str, sniff: Callable[[Path], bool], *, priority: int = 50) -> Callable:
+    """Register a reader. Lower `priority` is tried first: specific formats (a file name or a magic
+    header) before generic ones (any CSV, any JSON lines), which register with 90."""
     def register(fn: Callable[[Path], list[Run]]) -> Callable[[Path], list[Run]]:
         READERS.append((name, sniff, fn))
+        _PRIORITY[name] = priority
+        READERS.sort(key=lambda r: _PRIORITY.get(r[0], 50))
         return fn
 
     return register
 
 
+_loaded = False
+
+
 def _load_readers() -> None:
-    from . import rundir  # noqa: F401  (registers itself)
+    """Import the readers (they register themselves with a priority: the most specific formats
+    first, the generic CSV/JSONL last)."""
+    global _loaded
+    if _loaded:
+        return
+    from . import rundir  # noqa: F401
+    from . import hf_trainer  # noqa: F401
+    from . import lightning  # noqa: F401
+    from . import tensorboard  # noqa: F401
+    from . import wandb  # noqa: F401
+    from . import stdout  # noqa: F401
+    from . import tabular  # noqa: F401
+
+    _loaded = True
 
 
 def load_path(path: str | os.PathLike[str]) -> list[Run]:
     p = Path(path)
     if not p.exists():
         raise SourceError(f"{p}: no such file or directory")
+    if p.is_file() and p.stat().st_size == 0:
+        raise SourceError(f"{p}: the file is empty")
     _load_readers()
     for name, sniff, read in READERS:
         try:
             ok = sniff(p)
-        except OSError:
+        except (OSError, ValueError, UnicodeDecodeError):
             ok = False
         if ok:
-            runs = read(p)
+            try:
+                runs = read(p)
+            except SourceError:
+                raise
+            except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError) as e:
+                raise SourceError(f"{p}: cannot read this {name} ({type(e).__name__}: {e})"
+                                  .splitlines()[0]) from e
             if not runs or all(len(r) == 0 for r in runs):
-                raise SourceError(f"{p}: the {name} log holds no training steps")
+                raise SourceError(f"{p}: the {name} holds no training steps")
+            for run in runs:
+                finish(run, name, p)
             return runs
     if p.is_dir():
-        raise SourceError(f"{p}: no known training log in this directory")
-    raise SourceError(f"{p}: not a log format lossdoctor knows")
+        raise SourceError(f"{p}: no known training log in this directory (looked for a lossdoctor run "
+                          "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
+                          "Megatron/DeepSpeed logs, CSV or JSONL)")
+    from .files import head, looks_binary
+
+    kind = "binary data, " if looks_binary(head(p, 65536)) else ""
+    raise SourceError(f"{p}: {kind}not a log format lossdoctor knows (supported: trainer_state.json, "
+                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, Megatron/DeepSpeed "
+                      "logs, CSV, JSONL)")
+
+
+#: sampling coarser than this many steps per logged loss point gets a note
+COARSE_INTERVAL = 10
+
+
+def finish(run: Run, name: str, path: Path) -> None:
+    """Facts every format shares, computed once here rather than in each reader."""
+    run.meta.setdefault("format", name)
+    run.meta.setdefault("path", str(path))
+    interval = log_interval(run)
+    if interval is not None:
+        run.meta.setdefault("log_interval", interval)
+    iv = run.meta.get("log_interval")
+    if isinstance(iv, (int, float)) and iv >= COARSE_INTERVAL:
+        averaged = run.meta.get("loss_is_interval_mean")
+        what = "an average over" if averaged else "one point every"
+        run.notes.append(
+            f"the log holds {what} {int(iv)} steps: a spike or blow-up inside an interval is "
+            f"{'smoothed out' if averaged else 'not seen'}, and a finding's step is only known to "
+            f"within {int(iv)} steps; log every step to localise it")
+
+
+def log_interval(run: Run) -> int | None:
+    """The typical gap between logged loss points (median), or None when fewer than 3 points."""
+    name = "loss" if run.has("loss") else next((c for c in run.cols if run.has(c)), None)
+    if name is None:
+        return None
+    steps = run.steps[run.logged(name)]
+    if steps.size < 3:
+        return None
+    return int(max(1, np.median(np.diff(steps))))

@@ -9,6 +9,6 @@ from ..runlog import is_run_dir, read_run_dir
 from . import reader
 
 
-@reader("lossdoctor run directory", lambda p: is_run_dir(p))
+@reader("lossdoctor run directory", lambda p: is_run_dir(p), priority=0)
 def read(path: Path) -> list[Run]:
     return read_run_dir(path)

@@ -1,0 +1,388 @@
+"""The data itself: values a model cannot learn from, before they reach it.
+
+Per batch, at once: NaN/Inf in floating inputs or targets (which samples), token ids outside the
+embedding. Over the batches seen: feature scales (raw pixels 0..255, a feature in the 1e5 range
+next to one in the 1e-1 range), text that was decoded with the wrong codec (U+FFFD replacement
+characters, UTF-8 read as cp1252: "cafÃ©"), empty samples, samples far longer than the rest, and
+exact duplicates. Only reductions leave the device; the batch is never copied whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..findings import Finding
+from .chat import decode
+from .common import BatchView, Context, fmt, make_finding, pct, quote, unwrap_model
+
+#: a feature whose RMS exceeds this is not standardised (standardised data has RMS ~1)
+SCALE_LIMIT = 20.0
+#: features of one input spread over this many orders of magnitude... (ratio of RMS)
+SPREAD_LIMIT = 1e4
+TARGET_SCALE_LIMIT = 100.0
+LONG_FACTOR = 8.0
+
+
+@dataclass
+class _Moments:
+    """Per-feature count/mean/M2 combined across batches (Chan et al.'s parallel update)."""
+
+    n: np.ndarray | None = None
+    mean: np.ndarray | None = None
+    m2: np.ndarray | None = None
+    lo: float = math.inf
+    hi: float = -math.inf
+    layout: str = ""
+
+    def add(self, n: np.ndarray, mean: np.ndarray, var: np.ndarray) -> None:
+        m2 = var * n
+        if self.n is None or self.n.shape != n.shape:
+            self.n, self.mean, self.m2 = n, mean, m2
+            return
+        tot = self.n + n
+        with np.errstate(invalid="ignore", divide="ignore"):
+            delta = mean - self.mean
+            self.mean = np.where(tot > 0, self.mean + delta * n / np.maximum(tot, 1), 0.0)
+            self.m2 = self.m2 + m2 + delta * delta * self.n * n / np.maximum(tot, 1)
+        self.n = tot
+
+    def rms(self) -> np.ndarray:
+        var = self.m2 / np.maximum(self.n, 1)
+        return np.sqrt(self.mean * self.mean + var)
+
+
+@dataclass
+class _Seen:
+    samples: int = 0
+    hashes: dict[bytes, tuple[int, int]] = field(default_factory=dict)
+    duplicates: list[tuple[tuple[int, int], tuple[int, int]]] = field(default_factory=list)
+    lengths: list[tuple[int, int, int]] = field(default_factory=list)  # (length, batch, sample)
+    empty: list[tuple[int, int]] = field(default_factory=list)
+    fffd: list[tuple[int, int, str]] = field(default_factory=list)
+    mojibake: list[tuple[int, int, str, str]] = field(default_factory=list)
+    texts: int = 0
+
+
+class DataCheck:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.tok = ctx.tokenizer
+        self.moments: dict[str, _Moments] = {}
+        self.target_moments: dict[str, _Moments] = {}
+        self.seen = _Seen()
+        self.vocab = _vocab_size(ctx)
+        self.pad_id = getattr(self.tok, "pad_token_id", None) if self.tok is not None else None
+        self._reported: set[str] = set()
+        self._ftfy: bool | None = None  # imported on the first text (0.2 s)
+
+    # --- per batch ----------------------------------------------------------------------------
+    def add(self, view: BatchView) -> list[Finding]:
+        now: list[Finding] = []
+        with torch.no_grad():
+            for key, t in list(view.floats.items()) + list(view.float_targets.items()):
+                f = self._nonfinite(view, key, t)
+                if f is not None:
+                    now.append(f)
+            for key, t in view.floats.items():
+                if "mask" not in key.rsplit(".", 1)[-1]:
+                    _accumulate(self.moments.setdefault(key, _Moments()), t)
+            for key, t in view.float_targets.items():
+                _accumulate(self.target_moments.setdefault(key, _Moments()), t)
+            f = self._id_range(view)
+            if f is not None:
+                now.append(f)
+        self._samples(view)
+        return now
+
+    def _nonfinite(self, view: BatchView, key: str, t: torch.Tensor) -> Finding | None:
+        flat = t.detach().reshape(t.shape[0], -1)
+        bad_per = (~torch.isfinite(flat)).sum(dim=1).to("cpu").numpy()
+        if not bad_per.any():
+            return None
+        samples = [int(i) for i in np.flatnonzero(bad_per)]
+        nan = int(torch.isnan(flat).sum())
+        inf = int(bad_per.sum()) - nan
+        what = ", ".join(x for x in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if x)
+        return make_finding(
+            "nonfinite_data", "nonfinite", "critical", 0.95,
+            [f"batch {view.index} {key!r}: {len(samples)} of {flat.shape[0]} samples hold non-finite values "
+             f"({what}; samples {samples[:8]}): the first forward pass that sees them returns NaN"],
+            ["drop or repair these samples where the data is loaded (torch.isfinite(x).all(dim=1) as a "
+             "filter), and find the step that produced them (a division by 0, a log of 0, a bad decode)"],
+            ctx=self.ctx, batch=view.index, samples=samples[:32])
+
+    def _id_range(self, view: BatchView) -> Finding | None:
+        if view.input_ids is None or self.vocab is None or "ids" in self._reported:
+            return None
+        ids = view.input_ids.detach()
+        lo, hi = (int(x) for x in torch.aminmax(ids))
+        if lo >= 0 and hi < self.vocab:
+            return None
+        self._reported.add("ids")
+        bad = ((ids < 0) | (ids >= self.vocab)).reshape(ids.shape[0], -1).any(dim=1)
+        samples = [int(i) for i in torch.nonzero(bad).flatten().tolist()]
+        return make_finding(
+            "nonfinite_data", "nonfinite", "critical", 0.95,
+            [f"batch {view.index}: token ids range over {lo}..{hi}, but the embedding has {self.vocab} rows "
+             f"(samples {samples[:8]}): an index error on CPU, a device-side assert or garbage on GPU"],
+            [f"tokenize with the model's own tokenizer, or resize the embedding: "
+             f"model.resize_token_embeddings({max(hi + 1, self.vocab)})"],
+            ctx=self.ctx, batch=view.index, samples=samples[:32])
+
+    def _samples(self, view: BatchView) -> None:
+        """Per-sample facts kept on the host: length, emptiness, hash, and the text."""
+        s = self.seen
+        lengths, hashes, texts = self._sample_parts(view)
+        if lengths is None and not texts:
+            return
+        n = len(lengths) if lengths is not None else len(texts)
+        s.samples += n
+        if self.ctx.live:
+            # a training loop revisits samples every epoch: inside watch only a batch's own repeats count
+            s.hashes = {}
+        for j in range(n):
+            if lengths is not None:
+                s.lengths.append((int(lengths[j]), view.index, j))
+                if lengths[j] == 0:
+                    s.empty.append((view.index, j))
+            if hashes is not None:
+                h = hashes[j]
+                first = s.hashes.get(h)
+                if first is None:
+                    s.hashes[h] = (view.index, j)
+                else:
+                    s.duplicates.append((first, (view.index, j)))
+        for j, text in enumerate(texts[:n] if texts else []):
+            self._text(view.index, j, text)
+
+    def _sample_parts(self, view: BatchView) -> tuple[np.ndarray | None, list[bytes] | None, list[str]]:
+        texts: list[str] = []
+        if view.input_ids is not None and view.input_ids.dim() == 2:
+            ids = view.input_ids.detach().to("cpu").long().numpy()
+            if view.attention_mask is not None and tuple(view.attention_mask.shape) == ids.shape:
+                real = view.attention_mask.detach().to("cpu").numpy() > 0
+            elif self.pad_id is not None:
+                real = ids != self.pad_id
+            else:
+                real = np.ones(ids.shape, dtype=bool)
+            lengths = real.sum(axis=1)
+            hashes = [_digest(ids[j][real[j]].tobytes()) for j in range(ids.shape[0])]
+            if self.tok is not None:
+                texts = [decode_plain(self.tok, ids[j][real[j]]) for j in range(ids.shape[0])]
+            return lengths, hashes, texts
+        if view.texts:
+            key, strings = next(iter(view.texts.items()))
+            lengths = np.asarray([len(x.strip()) for x in strings])
+            hashes = [_digest(x.encode("utf-8", "surrogatepass")) for x in strings]
+            return lengths, hashes, strings
+        rows = [t for t in view.floats.values() if t.dim() >= 2 and t[0].numel() >= 4]
+        if rows:
+            t = rows[0].detach().to("cpu")
+            flat = t.reshape(t.shape[0], -1).contiguous()
+            if flat.shape[1] <= 1 << 16:
+                raw = flat.view(torch.uint8).numpy()  # bytes of any dtype, bf16 included
+                return None, [_digest(raw[j].tobytes()) for j in range(raw.shape[0])], []
+        return None, None, []
+
+    def _text(self, batch: int, sample: int, text: str) -> None:
+        s = self.seen
+        s.texts += 1
+        core = text.strip().strip("\ufffd")  # a truncated multi-byte character at either end is not bad data
+        if "\ufffd" in core and len(s.fffd) < 64:
+            i = core.index("\ufffd")
+            s.fffd.append((batch, sample, core[max(0, i - 30): i + 30]))
+        if self._ftfy is None:
+            try:
+                import ftfy  # noqa: F401
+
+                self._ftfy = True
+            except ImportError:
+                self._ftfy = False
+        if self._ftfy and len(s.mojibake) < 64:
+            import ftfy
+            from ftfy import badness
+
+            if badness.is_bad(core):
+                fixed = ftfy.fix_encoding(core)
+                if fixed != core:
+                    s.mojibake.append((batch, sample, core, fixed))
+
+    # --- over all batches -----------------------------------------------------------------------
+    def finish(self) -> list[Finding]:
+        out: list[Finding] = []
+        for key, m in self.moments.items():
+            f = self._scale(key, m, target=False)
+            if f is not None:
+                out.append(f)
+        for key, m in self.target_moments.items():
+            f = self._scale(key, m, target=True)
+            if f is not None:
+                out.append(f)
+        out += self._text_findings()
+        out += self._shape_findings()
+        if self.seen.texts and not self._ftfy:
+            self.ctx.note("mojibake check skipped: install ftfy (U+FFFD characters were still checked)")
+        return out
+
+    def _scale(self, key: str, m: _Moments, *, target: bool) -> Finding | None:
+        if m.n is None or not (m.n > 0).any():
+            return None
+        rms = m.rms()
+        used = (m.n > 0) & np.isfinite(rms)
+        if not used.any():
+            return None
+        hi_i = int(np.argmax(np.where(used, rms, -1)))
+        hi = float(rms[hi_i])
+        pos = used & (rms > 0)
+        lo = float(rms[pos].min()) if pos.any() else 0.0
+        limit = TARGET_SCALE_LIMIT if target else SCALE_LIMIT
+        spread = hi / lo if lo > 0 else 0.0
+        if hi < limit and not (not target and spread >= SPREAD_LIMIT and hi >= 1.0):
+            return None
+        std = float(np.sqrt(m.m2[hi_i] / max(1, m.n[hi_i])))
+        where = f"feature {hi_i}" if len(rms) > 1 else "it"
+        n = int(m.n.max())
+        if target:
+            ev = [f"targets {key!r} have RMS {fmt(hi)} (mean {fmt(float(m.mean[hi_i]))}, std {fmt(std)}) over "
+                  f"{n} values: a squared error starts near {fmt(hi * hi)} and its gradients are as large"]
+            fix = [f"standardise the targets: y = (y - {fmt(float(m.mean[hi_i]))}) / {fmt(max(std, 1e-12))}, "
+                   f"and invert that on the predictions"]
+        else:
+            ev = [f"input {key!r}: per-feature RMS ranges from {fmt(lo)} to {fmt(hi)} over {n} values "
+                  f"({where}: mean {fmt(float(m.mean[hi_i]))}, std {fmt(std)}); standardised inputs have RMS ~1"]
+            if m.layout == "channels" and 0 <= m.lo and m.hi <= 255 and m.hi > 1:
+                fix = ["scale pixels to 0..1 (x / 255), then normalise per channel: (x - mean) / std "
+                       "(torchvision.transforms.Normalize)"]
+            else:
+                fix = [f"standardise each feature with the training set's statistics: x = (x - mean) / std "
+                       f"(here the largest mean is {fmt(float(np.abs(m.mean[used]).max()))} and the largest "
+                       f"std {fmt(float(np.sqrt(m.m2[used] / np.maximum(1, m.n[used])).max()))})"]
+            if spread >= SPREAD_LIMIT:
+                ev.append(f"the feature scales span a factor of {fmt(spread)}: one learning rate cannot suit them all")
+        return make_finding("nonfinite_data", "divergence", "warning", 0.8, ev, fix, ctx=self.ctx, batch=0)
+
+    def _text_findings(self) -> list[Finding]:
+        s = self.seen
+        out = []
+        bad = len({(b, j) for b, j, _ in s.fffd} | {(b, j) for b, j, _, _ in s.mojibake})
+        if not bad or not s.texts:
+            return out
+        sev = "warning" if bad >= max(2, 0.02 * s.texts) else "info"
+        ev = [f"{bad} of {s.texts} samples hold text decoding errors: the model learns the garbage"]
+        if s.fffd:
+            b, j, snip = s.fffd[0]
+            ev.append(f"{len(s.fffd)} samples contain U+FFFD replacement characters, e.g. batch {b} sample {j}: "
+                      f"{quote(snip)}")
+        if s.mojibake:
+            b, j, text, fixed = s.mojibake[0]
+            ev.append(f"{len(s.mojibake)} samples contain mojibake (UTF-8 read as cp1252/latin-1), e.g. batch {b} "
+                      f"sample {j}: {quote(text, 60)} should read {quote(fixed, 60)}")
+        fixes = ["decode the source files as UTF-8 (open(path, encoding='utf-8')); repair text that was "
+                 "already mis-decoded with ftfy.fix_encoding, and drop samples that still contain U+FFFD"]
+        samples = [j for b, j, *_ in (s.fffd + s.mojibake) if b == (s.fffd + s.mojibake)[0][0]]
+        out.append(make_finding("noisy_data", "plateau", sev, 0.8, ev, fixes, ctx=self.ctx,
+                                batch=(s.fffd + s.mojibake)[0][0], samples=sorted(set(samples))[:32]))
+        return out
+
+    def _shape_findings(self) -> list[Finding]:
+        s = self.seen
+        out = []
+        if s.empty:
+            b0 = s.empty[0][0]
+            samples = [j for b, j in s.empty if b == b0]
+            out.append(make_finding(
+                "noisy_data", "plateau", "warning", 0.85,
+                [f"{len(s.empty)} of {s.samples} samples are empty (no real token; batch {b0}: samples "
+                 f"{samples[:8]}): they teach nothing, and an all-padding row can make attention's softmax "
+                 f"NaN in implementations that mask with -inf"],
+                ["filter empty samples out before batching (e.g. dataset.filter(lambda x: len(x['text'].strip()) > 0))"],
+                ctx=self.ctx, batch=b0, samples=samples[:32]))
+        lengths = np.asarray([x[0] for x in s.lengths if x[0] > 0])
+        if lengths.size >= 4:
+            med = float(np.median(lengths))
+            top = max(s.lengths)
+            if med >= 2 and top[0] >= LONG_FACTOR * med:
+                long = [x for x in s.lengths if x[0] >= LONG_FACTOR * med]
+                out.append(make_finding(
+                    "noisy_data", "spike", "info", 0.6,
+                    [f"{len(long)} of {s.samples} samples are at least {LONG_FACTOR:g}x the median length "
+                     f"{med:g}; the longest (batch {top[1]} sample {top[2]}) has {top[0]}: it dominates the "
+                     f"token-averaged loss and the memory of its batch"],
+                    [f"cap the length (max_length around {int(np.percentile(lengths, 99))}, the 99th percentile) "
+                     f"or bucket samples by length"],
+                    ctx=self.ctx, batch=top[1], samples=[top[2]]))
+        if s.samples >= 8 and s.duplicates:
+            frac = len(s.duplicates) / s.samples
+            if frac >= 0.05:
+                (b0, j0), (b1, j1) = s.duplicates[0]
+                out.append(make_finding(
+                    "noisy_data", "plateau", "warning" if frac >= 0.2 else "info", 0.7,
+                    [f"{len(s.duplicates)} of {s.samples} samples ({pct(len(s.duplicates), s.samples)}) are exact "
+                     f"duplicates of an earlier one (e.g. batch {b1} sample {j1} = batch {b0} sample {j0}): "
+                     f"the model memorises them and the loss over-states progress"],
+                    ["deduplicate the dataset (exact hash, then near-duplicates with MinHash) and check that "
+                     "the sampler does not repeat samples within an epoch"],
+                    ctx=self.ctx, batch=b1, samples=[j1]))
+        return out
+
+
+def _accumulate(m: _Moments, t: torch.Tensor) -> None:
+    """Per-feature finite count/mean/variance of one batch (on its device), merged on the host."""
+    x = t.detach()
+    if x.dim() == 1:
+        x = x.reshape(-1, 1)
+    elif x.dim() == 3:
+        x = x.reshape(-1, x.shape[-1])
+        m.layout = "sequence"
+    elif x.dim() >= 4:
+        x = x.movedim(1, -1).reshape(-1, x.shape[1])
+        m.layout = "channels"
+    x = x.float()
+    ok = torch.isfinite(x)
+    n = ok.sum(dim=0)
+    z = torch.where(ok, x, torch.zeros((), dtype=x.dtype, device=x.device))
+    mean = z.sum(dim=0) / n.clamp(min=1)
+    var = (torch.where(ok, x - mean, torch.zeros((), dtype=x.dtype, device=x.device)) ** 2).sum(dim=0) / n.clamp(min=1)
+    big = torch.finfo(torch.float32).max
+    lo = torch.where(ok, x, torch.full((), big, device=x.device)).min()
+    hi = torch.where(ok, x, torch.full((), -big, device=x.device)).max()
+    packed = torch.cat([n.float(), mean, var, lo.reshape(1), hi.reshape(1)]).to("cpu").double().numpy()
+    f = x.shape[1]
+    m.add(packed[:f], packed[f:2 * f], packed[2 * f:3 * f])
+    m.lo, m.hi = min(m.lo, float(packed[-2])), max(m.hi, float(packed[-1]))
+
+
+def _digest(b: bytes) -> bytes:
+    return hashlib.blake2b(b, digest_size=16).digest()
+
+
+def decode_plain(tok: Any, ids: np.ndarray) -> str:
+    """Text of a sample without special tokens, for the text checks."""
+    try:
+        return tok.decode([int(x) for x in ids], skip_special_tokens=True)
+    except Exception:
+        return decode(tok, [int(x) for x in ids]) or ""
+
+
+def _vocab_size(ctx: Context) -> int | None:
+    """Rows of the model's input embedding (the hard limit on token ids), else the tokenizer's size."""
+    model = unwrap_model(ctx.model)
+    if model is not None and hasattr(model, "get_input_embeddings"):
+        try:
+            emb = model.get_input_embeddings()
+            if isinstance(emb, torch.nn.Embedding):
+                return int(emb.num_embeddings)
+        except Exception:
+            pass
+    if ctx.tokenizer is not None:
+        try:
+            return int(len(ctx.tokenizer))
+        except Exception:
+            return None
+    return None

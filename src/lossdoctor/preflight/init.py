@@ -1,0 +1,351 @@
+"""Initialisation: does the model start where training can go from?
+
+Four measurements, combined into one `bad_init` finding because they are one story:
+
+- weight scale per layer against its fan-in: std·√fan_in is the layer's forward gain on unit-RMS
+  inputs; LeCun is 1, He √2, PyTorch's default Linear 0.58, GPT-2's 0.02 at width 768 is 0.55. A gain
+  of 3 or more multiplies activations at every layer;
+- residual projections scaled by 1/√(2·layers) (GPT-2, Megatron): without it the residual stream
+  of a deep transformer grows with depth;
+- activation RMS through depth on a real batch (forward hooks on the block stack, first call only):
+  the measured consequence of the two above;
+- the initial loss against chance: a classifier that knows nothing should score ln(classes), a
+  language model ln(vocab); far above that, the logits are already huge and confidently wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..findings import Finding
+from ..signals.tracer import first_float_tensor
+from .common import Context, fmt, make_finding, round_sig, unwrap_model
+
+#: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)
+GAIN_LIMIT = 3.0
+#: activation RMS growth through the stack that is flagged, with a per-block factor above PER_BLOCK
+GROWTH_LIMIT = 10.0
+PER_BLOCK = 1.5
+#: residual projection names (GPT-2, Llama, BERT/T5/Megatron spellings)
+RESIDUAL_NAMES = ("c_proj", "o_proj", "out_proj", "down_proj", "fc2", "dense_4h_to_h", "wo", "w2")
+_INDEXED = re.compile(r"^(.*?)\.(\d+)\.(.+)$")
+
+
+def fan_in(module: nn.Module, weight: torch.Tensor) -> int | None:
+    """Inputs feeding one output unit: Linear (out, in), ConvNd (out, in/groups, *k), and
+    transformers' Conv1D (in, out)."""
+    if type(module).__name__ == "Conv1D" and weight.dim() == 2:
+        return int(weight.shape[0])
+    if isinstance(module, nn.Linear):
+        return int(weight.shape[1])
+    if isinstance(module, nn.modules.conv._ConvNd):
+        return int(weight.shape[1] * math.prod(weight.shape[2:]))
+    return None
+
+
+def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, int]]:
+    """(name, module, weight, fan_in) of the matrix layers; a head tied to an embedding is skipped
+    (its scale is the embedding's convention, not a fan-in rule)."""
+    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    out = []
+    for name, m in model.named_modules():
+        w = getattr(m, "weight", None)
+        if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.dim() < 2 or id(w) in embedded:
+            continue
+        if w.device.type == "meta":
+            continue
+        fi = fan_in(m, w)
+        if fi:
+            out.append((name, m, w, fi))
+    return out
+
+
+def weight_stats(model: nn.Module) -> list[dict[str, Any]]:
+    """RMS and gain of each matrix layer, with one fused norm over all weights."""
+    layers = weight_layers(model)
+    if not layers:
+        return []
+    with torch.no_grad():
+        ws = [w.detach() for _, _, w, _ in layers]
+        try:
+            norms = torch._foreach_norm(ws, 2, dtype=torch.float32)
+        except (TypeError, RuntimeError):
+            norms = [torch.linalg.vector_norm(w, dtype=torch.float32) for w in ws]
+        host = torch.stack([n.to("cpu") for n in norms]).tolist()
+    out = []
+    for (name, _, w, fi), norm in zip(layers, host):
+        rms = norm / math.sqrt(w.numel())
+        out.append({"layer": name, "rms": rms, "fan_in": fi, "gain": rms * math.sqrt(fi)})
+    return out
+
+
+def residual_scaling(stats: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Residual projections' std relative to the other matrices of the repeated blocks.
+
+    GPT-2 and Megatron initialise them with std/√(2·layers); a ratio near 1 in a deep stack means
+    the scaling is missing."""
+    blocks: dict[str, set[str]] = {}
+    for s in stats:
+        m = _INDEXED.match(s["layer"])
+        if m:
+            blocks.setdefault(m.group(1), set()).add(m.group(2))
+    if not blocks:
+        return None
+    prefix, idx = max(blocks.items(), key=lambda kv: len(kv[1]))
+    n_layers = len(idx)
+    proj, other = [], []
+    for s in stats:
+        m = _INDEXED.match(s["layer"])
+        if not m or m.group(1) != prefix:
+            continue
+        (proj if s["layer"].rsplit(".", 1)[-1] in RESIDUAL_NAMES else other).append(s["rms"])
+    if not proj or not other:
+        return None
+    ratio = _median(proj) / max(_median(other), 1e-30)
+    return {"layers": n_layers, "ratio": ratio, "expected": 1 / math.sqrt(2 * n_layers), "prefix": prefix}
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2])
+
+
+class ActivationProbe:
+    """RMS of the input and output of each depth element on the first forward pass only.
+
+    Depth elements are the children of the largest `ModuleList`/`Sequential` of blocks (a
+    transformer's layers), else the matrix layers in execution order (an MLP). The hooks remove
+    themselves after the first call of the root module, so the probe costs one forward's worth of
+    reductions, once. Also notes the autocast state and the output dtype of that forward."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.names, self.modules = _depth_elements(model)
+        self.rms_in: dict[int, torch.Tensor] = {}
+        self.rms_out: dict[int, torch.Tensor] = {}
+        self.order: list[int] = []
+        self.autocast: torch.dtype | None = None
+        self.out_dtype: torch.dtype | None = None
+        self.loss_dtype: torch.dtype | None = None
+        self.done = False
+        self.error: BaseException | None = None
+        self._handles: list[Any] = []
+        for i, m in enumerate(self.modules):
+            self._handles.append(m.register_forward_hook(self._make_hook(i), with_kwargs=False))
+        self._handles.append(model.register_forward_pre_hook(self._root_pre))
+        self._handles.append(model.register_forward_hook(self._root_post))
+
+    def _make_hook(self, i: int):
+        def hook(module: nn.Module, args: tuple, out: Any) -> None:
+            if self.done or i in self.rms_out:
+                return
+            try:
+                with torch.no_grad():
+                    x = first_float_tensor(args) if args else None
+                    y = first_float_tensor(out)
+                    if y is None:
+                        return
+                    if x is not None:
+                        self.rms_in[i] = _rms(x)
+                    self.rms_out[i] = _rms(y)
+                    self.order.append(i)
+            except Exception as e:  # never break the user's forward
+                self.error = e
+                self.remove()
+
+        return hook
+
+    def _root_pre(self, module: nn.Module, args: tuple) -> None:
+        try:
+            dev = _device_type(module)
+            if torch.is_autocast_enabled(dev):
+                self.autocast = torch.get_autocast_dtype(dev)
+        except Exception:
+            pass
+
+    def _root_post(self, module: nn.Module, args: tuple, out: Any) -> None:
+        if self.done:
+            return
+        try:
+            logits = getattr(out, "logits", None)
+            if not isinstance(logits, torch.Tensor):
+                logits = _main_output(out)
+            if isinstance(logits, torch.Tensor):
+                self.out_dtype = logits.dtype
+            loss = getattr(out, "loss", None)
+            if isinstance(loss, torch.Tensor):
+                self.loss_dtype = loss.dtype
+        except Exception:
+            pass
+        self.done = True
+        self.remove()
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+    def growth(self) -> dict[str, Any] | None:
+        """Measured RMS through depth, once the first forward ran."""
+        if not self.order:
+            return None
+        order = list(self.order)
+        first, last = order[0], order[-1]
+        if first not in self.rms_in:
+            return None
+        vals = torch.stack([self.rms_in[first].float().to("cpu")]
+                           + [self.rms_out[i].float().to("cpu") for i in order]).tolist()
+        rin, outs = vals[0], vals[1:]
+        if not (rin > 0 and math.isfinite(rin)):
+            return None
+        n = len(order)
+        outs = [x if math.isfinite(x) else math.inf for x in outs]
+        # the extremes through depth (the last layer alone can hide them: a head's bias, a final norm)
+        hi = max(range(n), key=lambda k: outs[k])
+        lo = min(range(n), key=lambda k: outs[k])
+        prev = [rin] + outs[:-1]
+        jump = next((k for k in range(n) if prev[k] > 0 and outs[k] / prev[k] >= PER_BLOCK), 0)
+        return {"n": n, "rms_in": rin, "first": self.names[first], "last": self.names[last],
+                "jump": self.names[order[jump]],
+                "up": _span(rin, outs[hi], hi + 1, self.names[order[hi]]),
+                "down": _span(rin, outs[lo], lo + 1, self.names[order[lo]])}
+
+
+def _span(rms_in: float, rms: float, layers: int, name: str) -> dict[str, Any]:
+    ratio = rms / rms_in
+    per = ratio ** (1 / layers) if 0 < ratio < math.inf else (math.inf if ratio == math.inf else 0.0)
+    return {"rms": rms, "ratio": ratio, "per_layer": per, "layers": layers, "name": name}
+
+
+def _rms(t: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(t.detach(), dtype=torch.float32) / math.sqrt(max(1, t.numel()))
+
+
+def _device_type(model: nn.Module) -> str:
+    for p in model.parameters():
+        return p.device.type
+    return "cpu"
+
+
+def _main_output(out: Any) -> torch.Tensor | None:
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)):
+        for x in out:
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dim() >= 2:
+                return x
+    return first_float_tensor(out)
+
+
+def _depth_elements(model: nn.Module) -> tuple[list[str], list[nn.Module]]:
+    best: tuple[str, nn.Module] | None = None
+    for name, m in model.named_modules():
+        if isinstance(m, (nn.ModuleList, nn.Sequential)) and len(m) >= 2:
+            kinds = [type(c) for c in m]
+            common = max(set(kinds), key=kinds.count)
+            if kinds.count(common) >= 2 and any(True for _ in m[kinds.index(common)].parameters()):
+                if best is None or len(m) > len(best[1]):
+                    best = (name, m)
+    if best is not None and not _is_flat_mlp(best[1]):
+        name, stack = best
+        return [f"{name}.{i}" if name else str(i) for i in range(len(stack))], list(stack)
+    layers = [(n, m) for n, m, _, _ in weight_layers(model)]
+    return [n for n, _ in layers], [m for _, m in layers]
+
+
+def _is_flat_mlp(stack: nn.Module) -> bool:
+    """A Sequential of Linear/activation leaves is measured layer by layer, not child by child."""
+    return isinstance(stack, nn.Sequential) and all(len(c._modules) == 0 for c in stack)
+
+
+def chance(logits_dim: int | None, task: str | None) -> float | None:
+    """Cross-entropy of a uniform guess over `logits_dim` outcomes."""
+    if task == "regression" or not logits_dim or logits_dim < 2:
+        return None
+    return math.log(logits_dim)
+
+
+def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, Any] | None,
+                  loss: float | None, chance_loss: float | None) -> list[Finding]:
+    """One bad_init finding from the weight, activation and initial-loss evidence, or none."""
+    ev: list[str] = []
+    fixes: list[str] = []
+    severity = "info"
+    votes = 0
+    layer = None
+    model = unwrap_model(ctx.model)
+    hot = [s for s in stats if s["gain"] >= GAIN_LIMIT]
+    if hot:
+        votes += 1
+        severity = "warning"
+        worst = max(hot, key=lambda s: s["gain"])
+        first = hot[0]
+        layer = first["layer"]
+        ev.append(f"{len(hot)} of {len(stats)} weight matrices have std·√fan_in >= {GAIN_LIMIT:g} (He init is 1.41): "
+                  f"{first['layer']} std {fmt(first['rms'])} with fan_in {first['fan_in']} (gain {fmt(first['gain'])}), "
+                  f"worst {worst['layer']} (gain {fmt(worst['gain'])})")
+        fixes.append(f"initialise with std = 1/√fan_in (= {fmt(round_sig(1 / math.sqrt(first['fan_in'])))} for "
+                     f"{first['layer']}) or the architecture's default"
+                     + (" (config.initializer_range=0.02, then model.init_weights())"
+                        if _is_hf(model) else " (nn.init.kaiming_uniform_/xavier_uniform_)"))
+    res = residual_scaling(stats)
+    res_missing = res is not None and res["layers"] >= 4 and res["ratio"] >= 2 * res["expected"] and res["ratio"] >= 0.7
+    if res_missing:
+        ev.append(f"residual projections ({', '.join(RESIDUAL_NAMES[:3])}...) of the {res['layers']} blocks in "
+                  f"{res['prefix']} have {fmt(res['ratio'])}x the std of the other matrices; GPT-2/Megatron scale "
+                  f"them by 1/√(2·{res['layers']}) = {fmt(res['expected'])} so the residual stream does not grow "
+                  f"with depth")
+        fixes.append(f"scale the residual output projections' init std by {fmt(round_sig(res['expected']))} "
+                     f"(1/√(2·n_layer))")
+    if growth is not None and growth["n"] >= 2:
+        up, down = growth["up"], growth["down"]
+        g = up["ratio"]
+        if (g >= GROWTH_LIMIT and up["per_layer"] >= PER_BLOCK) or not math.isfinite(g):
+            votes += 1
+            severity = "critical" if (g >= 1e3 or not math.isfinite(g) or up["rms"] >= 1e4) else \
+                _max_sev(severity, "warning")
+            layer = layer or growth["jump"]
+            ev.append(f"on the first batch the activation RMS grows from {fmt(growth['rms_in'])} (input of "
+                      f"{growth['first']}) to {fmt(up['rms'])} (output of {up['name']}): x{fmt(g)} over "
+                      f"{up['layers']} layers, x{fmt(up['per_layer'])} per layer")
+        elif down["ratio"] <= 1 / (GROWTH_LIMIT * GROWTH_LIMIT) and down["per_layer"] <= 1 / PER_BLOCK:
+            votes += 1
+            severity = _max_sev(severity, "warning")
+            layer = layer or growth["first"]
+            ev.append(f"on the first batch the activation RMS shrinks from {fmt(growth['rms_in'])} (input of "
+                      f"{growth['first']}) to {fmt(down['rms'])} (output of {down['name']}): x{fmt(down['ratio'])} "
+                      f"over {down['layers']} layers; gradients will vanish the same way")
+            fixes.append("use He init for ReLU layers (nn.init.kaiming_normal_(w, nonlinearity='relu')) or add "
+                         "normalisation/residual connections")
+    if loss is not None and chance_loss is not None and math.isfinite(loss):
+        excess = loss - chance_loss
+        if excess > max(1.0, 0.2 * chance_loss):
+            votes += 1
+            severity = "critical" if loss >= 3 * chance_loss else _max_sev(severity, "warning")
+            ev.append(f"the initial loss is {fmt(loss)}, {fmt(loss / chance_loss)}x chance (ln {round(math.exp(chance_loss))} "
+                      f"= {fmt(chance_loss)}): the untrained model is confidently wrong, its logits are already large")
+            if not fixes:
+                fixes.append("initialise the output layer small (std 0.02, or zero the classifier's weight) so the "
+                             f"first loss is near ln(classes) = {fmt(chance_loss)}")
+    if votes == 0:
+        if res_missing and res["layers"] >= 8:
+            return [make_finding("bad_init", "slow_convergence", "info", 0.5, ev, fixes, ctx=ctx)]
+        return []
+    conf = min(0.95, 0.6 + 0.15 * votes)
+    return [make_finding("bad_init", "slow_convergence" if severity != "critical" else "divergence", severity,
+                         conf, ev, fixes, ctx=ctx, layer=layer)]
+
+
+def _max_sev(a: str, b: str) -> str:
+    order = ("info", "warning", "critical")
+    return a if order.index(a) >= order.index(b) else b
+
+
+def _is_hf(model: Any) -> bool:
+    return model is not None and hasattr(model, "config") and hasattr(model, "init_weights")

@@ -1,0 +1,362 @@
+"""The SFT label mask: is the model trained on what it should produce, and only on that?
+
+For a causal LM the labels of a sample are its token ids with -100 wherever no loss should be
+taken. Four ways this goes wrong, each silent in the loss curve:
+
+- the prompt (or the padding) keeps its labels: the model learns to reproduce the user's turn and
+  the padding; the loss falls nicely and the model is bad (`label_mask_leak`);
+- everything is -100: the mean cross-entropy over zero tokens is NaN (or 0 with a sum), no
+  gradient flows (`label_mask_empty`); the same per sample, usually a prompt that filled
+  `max_length` and truncation cut the whole response;
+- the collator shifted the labels and the model shifts them again: it learns the token after next;
+- the end-of-turn / EOS token is never supervised: the model never learns to stop.
+
+The prompt/response boundary comes from the tokenizer's chat template (`chat.ChatSpans`); without
+one, an SFT batch whose every real token is supervised is the tell-tale `labels = input_ids`.
+Which way the labels are aligned (`labels[i] == input_ids[i]`, shifted by the model, or already
+shifted `labels[i] == input_ids[i+1]`) is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..findings import Finding
+from .chat import ChatSpans, decode
+from .common import IGNORE_INDEX, BatchView, Context, make_finding, pct, quote, unwrap_model
+
+#: batches whose every label position is ignored are reported at once (the loss is NaN right now)
+MIN_POSITIONS = 16
+
+
+@dataclass
+class _Counts:
+    batches: int = 0
+    positions: int = 0
+    supervised: int = 0
+    samples: int = 0
+    empty: list[tuple[int, int]] = field(default_factory=list)  # (batch, sample)
+    empty_at_max_len: int = 0
+    aligned_agree: int = 0
+    shifted_agree: int = 0
+    compared: int = 0
+    pad_supervised: int = 0
+    prompt: int = 0
+    prompt_supervised: int = 0
+    response: int = 0
+    response_supervised: int = 0
+    header_found: bool = False
+    all_real_supervised: int = 0  # samples whose every real token (but the first) is supervised
+    real_samples: int = 0
+    eos_supervised: int = 0
+    eos_in_response: int = 0
+    examples: list[tuple[int, int, str]] = field(default_factory=list)  # leak examples (batch, sample, text)
+    empty_examples: list[tuple[int, int, str]] = field(default_factory=list)
+    all_empty_batches: list[int] = field(default_factory=list)
+
+
+class LabelCheck:
+    """Accumulates label statistics batch by batch; `finish` turns them into findings."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.tok = ctx.tokenizer
+        self.chat = ChatSpans.from_tokenizer(self.tok)
+        self.sft = ctx.task == "sft" or (self.chat is not None and ctx.task in (None, "sft"))
+        self.c = _Counts()
+        self.pad_id = _token_id(self.tok, "pad_token_id")
+        self.eos_ids = self._eos_ids()
+        self.shifts = model_shifts_labels(ctx.model)
+
+    def _eos_ids(self) -> set[int]:
+        ids = set()
+        for v in (_token_id(self.tok, "eos_token_id"), _config_eos(self.ctx.model)):
+            if v is not None:
+                ids.add(v)
+        if self.chat is not None and self.chat.end:
+            ids.add(self.chat.end[0])
+        return ids
+
+    # --- per batch ----------------------------------------------------------------------------
+    def add(self, view: BatchView) -> list[Finding]:
+        """Account for one batch; returns the findings that cannot wait (an all-masked batch)."""
+        if view.labels is None or view.labels.is_floating_point():
+            return []
+        labels = view.labels.detach().to("cpu").long().numpy()
+        c = self.c
+        c.batches += 1
+        ignored = labels == IGNORE_INDEX
+        c.positions += labels.size
+        c.supervised += int((~ignored).sum())
+        now: list[Finding] = []
+        if ignored.all() and labels.size >= MIN_POSITIONS and view.token_labels():
+            c.all_empty_batches.append(view.index)
+            if len(c.all_empty_batches) == 1:
+                now.append(self._all_masked(view, labels))
+        if not view.token_labels():
+            return now
+        ids = view.input_ids.detach().to("cpu").long().numpy()
+        real = self._real(view, ids)
+        self._per_sample(view, ids, labels, real)
+        offset = self._alignment(ids, labels)
+        if offset is None:
+            return now
+        target = _targets(labels, offset)  # target[i, j]: position j's token is supervised
+        c.pad_supervised += int((target & ~real).sum())
+        self._prompt_response(view, ids, target, real)
+        if self.eos_ids:
+            eos = np.isin(ids, list(self.eos_ids))
+            c.eos_supervised += int((eos & target).sum())
+            c.eos_in_response += int((eos & real).sum())
+        return now
+
+    def _real(self, view: BatchView, ids: np.ndarray) -> np.ndarray:
+        """Non-padding positions: the attention mask, else ids != pad (when pad is not also EOS)."""
+        if view.attention_mask is not None and tuple(view.attention_mask.shape) == ids.shape:
+            return view.attention_mask.detach().to("cpu").numpy() > 0
+        if self.pad_id is not None and self.pad_id not in self.eos_ids:
+            return ids != self.pad_id
+        return np.ones(ids.shape, dtype=bool)
+
+    def _per_sample(self, view: BatchView, ids: np.ndarray, labels: np.ndarray, real: np.ndarray) -> None:
+        c = self.c
+        sup = labels != IGNORE_INDEX
+        per = sup.sum(axis=1)
+        lengths = real.sum(axis=1)
+        c.samples += len(per)
+        if not (~sup).all():  # a fully masked batch is reported on its own
+            for s in np.flatnonzero(per == 0):
+                c.empty.append((view.index, int(s)))
+                if lengths[s] >= lengths.max() and lengths.max() > 0:
+                    c.empty_at_max_len += 1
+                if len(c.empty_examples) < 2:
+                    text = decode(self.tok, [int(x) for x in ids[s][real[s]][-40:]])
+                    if text is not None:
+                        c.empty_examples.append((view.index, int(s), text))
+        has_real = lengths > 1
+        c.real_samples += int(has_real.sum())
+        # every real token but the first (which no label can predict) supervised
+        real_after_first = real.copy()
+        first = real.argmax(axis=1)
+        real_after_first[np.arange(len(first)), first] = False
+        all_sup = ((sup | ~real_after_first).all(axis=1)) & has_real
+        c.all_real_supervised += int(all_sup.sum())
+
+    def _alignment(self, ids: np.ndarray, labels: np.ndarray) -> int | None:
+        """0 when labels[i] == input_ids[i] (the model shifts), 1 when labels[i] == input_ids[i+1]
+        (already shifted); None when the labels are neither (not token labels of these ids)."""
+        sup = labels != IGNORE_INDEX
+        n = int(sup.sum())
+        if n == 0:
+            return None
+        a0 = int(((labels == ids) & sup).sum())
+        a1 = int(((labels[:, :-1] == ids[:, 1:]) & sup[:, :-1]).sum())
+        n1 = int(sup[:, :-1].sum())
+        c = self.c
+        c.compared += n
+        c.aligned_agree += a0
+        c.shifted_agree += a1
+        if a0 >= 0.9 * n:
+            return 0
+        if n1 and a1 >= 0.9 * n1:
+            return 1
+        return None
+
+    def _prompt_response(self, view: BatchView, ids: np.ndarray, target: np.ndarray, real: np.ndarray) -> None:
+        if self.chat is None:
+            return
+        response, neutral, found = self.chat.response_mask(ids, real)
+        c = self.c
+        c.header_found |= found
+        if not found:
+            return
+        prompt = real & ~response & ~neutral
+        c.prompt += int(prompt.sum())
+        c.response += int(response.sum())
+        leaked = target & prompt
+        c.prompt_supervised += int(leaked.sum())
+        c.response_supervised += int((target & response).sum())
+        for s in np.flatnonzero(leaked.any(axis=1)):
+            if len(c.examples) >= 2:
+                break
+            text = decode(self.tok, [int(x) for x in ids[s][target[s]]])
+            if text is not None:
+                c.examples.append((view.index, int(s), text))
+
+    # --- findings -----------------------------------------------------------------------------
+    def _all_masked(self, view: BatchView, labels: np.ndarray) -> Finding:
+        ev = [f"all {labels.size} label positions of batch {view.index} are {IGNORE_INDEX}: the mean "
+              f"cross-entropy over 0 tokens is NaN (0 with a sum), and no gradient flows"]
+        if view.input_ids is not None and self.tok is not None:
+            ids = view.input_ids.detach().to("cpu").long().numpy()
+            real = self._real(view, ids)
+            text = decode(self.tok, [int(x) for x in ids[0][real[0]][-40:]])
+            if text is not None:
+                ev.append(f"sample 0 ends with {quote(text)} and none of it is supervised")
+        return make_finding(
+            "label_mask_empty", "nonfinite", "critical", 0.95, ev,
+            ["keep the labels of the response: labels = input_ids where the answer is, -100 only on "
+             "the prompt and padding",
+             "if the prompt fills max_length, truncate the prompt, not the response"],
+            ctx=self.ctx, batch=view.index, samples=list(range(labels.shape[0]))[:32])
+
+    def finish(self) -> list[Finding]:
+        c = self.c
+        out: list[Finding] = []
+        if c.batches == 0:
+            return out
+        if len(c.all_empty_batches) > 1 and not self.ctx.live:  # live, the label detector counts them
+            out.append(make_finding(
+                "label_mask_empty", "nonfinite", "critical", 0.95,
+                [f"{len(c.all_empty_batches)} of {c.batches} batches have every label masked "
+                 f"(batches {c.all_empty_batches[:8]})"], [], ctx=self.ctx, batch=c.all_empty_batches[0]))
+        if c.compared and c.supervised and not c.all_empty_batches:
+            if c.aligned_agree < 0.5 * c.compared and c.shifted_agree >= 0.9 * c.compared:
+                if self.shifts:
+                    out.append(self._shifted_twice())
+                else:
+                    self.ctx.note("labels are already shifted (labels[i] == input_ids[i+1]); that is right "
+                                  "only if the loss does not shift them again (HF *ForCausalLM models do)")
+        out += self._leaks()
+        out += self._empty_samples()
+        eos = self._eos()
+        if eos is not None:
+            out.append(eos)
+        return out
+
+    def _shifted_twice(self) -> Finding:
+        c = self.c
+        name = type(unwrap_model(self.ctx.model)).__name__
+        return make_finding(
+            "noisy_data", "plateau", "warning", 0.9,
+            [f"labels[i] == input_ids[i+1] at {pct(c.shifted_agree, c.compared)} of {c.compared} supervised "
+             f"positions (labels[i] == input_ids[i] at {pct(c.aligned_agree, c.compared)}): the collator "
+             f"already shifted the labels",
+             f"{name} shifts the labels again inside forward, so it is trained to predict the token after "
+             f"next and the loss stalls high"],
+            ["do not shift in the collator: labels = input_ids.clone() (then -100 on prompt and padding); "
+             f"{name} shifts them itself"],
+            ctx=self.ctx)
+
+    def _leaks(self) -> list[Finding]:
+        c = self.c
+        out = []
+        if c.pad_supervised:
+            total = max(1, c.supervised)
+            out.append(make_finding(
+                "label_mask_leak", "plateau", "warning", 0.9,
+                [f"{c.pad_supervised} supervised label positions are padding (attention_mask 0): "
+                 f"{pct(c.pad_supervised, total)} of the {total} supervised tokens teach the model to "
+                 f"predict padding, and they dilute the loss of the real tokens"],
+                [f"set labels to {IGNORE_INDEX} where attention_mask == 0 (DataCollatorForSeq2Seq pads labels "
+                 f"with label_pad_token_id={IGNORE_INDEX})"],
+                ctx=self.ctx))
+        if not self.sft:
+            return out
+        ev: list[str] = []
+        conf = 0.0
+        if c.header_found and c.prompt and c.prompt_supervised >= max(4, 0.2 * c.prompt):
+            conf = 0.95
+            ev.append(f"{c.prompt_supervised} of {c.prompt} prompt tokens ({pct(c.prompt_supervised, c.prompt)}) "
+                      f"in {c.batches} batch(es) are supervised, next to {c.response_supervised} of "
+                      f"{c.response} response tokens: the model is trained to write the user's turn too")
+        elif not c.header_found and c.real_samples and c.all_real_supervised >= max(1, 0.9 * c.real_samples):
+            conf = 0.75
+            ev.append(f"every real token of {c.all_real_supervised} of {c.real_samples} samples is supervised "
+                      f"(no label is {IGNORE_INDEX} except padding): for SFT the prompt should be masked")
+            if self.chat is not None:
+                ev.append(f"the chat template's assistant header {quote(self.chat.header_text)} was not found "
+                          f"in input_ids, so the prompt boundary is inferred")
+        if not conf:
+            return out
+        for b, s, text in c.examples:
+            ev.append(f"batch {b} sample {s} supervised text: {quote(text)}")
+        header = quote(self.chat.header_text) if self.chat is not None else "the assistant header"
+        out.append(make_finding(
+            "label_mask_leak", "plateau", "warning", conf, ev,
+            [f"set labels to {IGNORE_INDEX} on every prompt token (up to and including {header}), keep them on "
+             f"the answer and its end-of-turn token (TRL: assistant_only_loss=True / completion_only_loss=True)"],
+            ctx=self.ctx))
+        return out
+
+    def _empty_samples(self) -> list[Finding]:
+        c = self.c
+        if not c.empty:
+            return []
+        n = len(c.empty)
+        sev = "warning" if n >= 0.05 * c.samples else "info"
+        first_batch = c.empty[0][0]
+        samples = [s for b, s in c.empty if b == first_batch][:32]
+        ev = [f"{n} of {c.samples} samples have no supervised token (batch {first_batch}: samples {samples[:8]}): "
+              f"they cost compute and teach nothing"]
+        if c.empty_at_max_len:
+            ev.append(f"{c.empty_at_max_len} of them are as long as the longest sample of their batch: "
+                      f"truncation probably cut the whole response")
+        for b, s, text in c.empty_examples:
+            ev.append(f"batch {b} sample {s} ends with {quote(text)}")
+        return [make_finding(
+            "label_mask_empty", "slow_convergence", sev, 0.85, ev,
+            ["truncate the prompt, not the response (or raise max_length), and drop samples whose "
+             "labels are all -100 before batching"],
+            ctx=self.ctx, batch=first_batch, samples=samples)]
+
+    def _eos(self) -> Finding | None:
+        c = self.c
+        if not (self.sft and self.eos_ids and c.supervised and not c.all_empty_batches) or c.eos_supervised:
+            return None
+        if c.response_supervised == 0 and c.header_found:
+            return None  # nothing of the response is supervised: the leak/empty findings say it
+        names = ", ".join(f"{_token_text(self.tok, i)} (id {i})" for i in sorted(self.eos_ids))
+        if c.eos_in_response:
+            ev = [f"{names} occurs {c.eos_in_response} times in input_ids but none of the {c.supervised} "
+                  f"supervised tokens is it: the model never learns to end its answer"]
+        else:
+            ev = [f"no sample contains {names}, so none of the {c.supervised} supervised tokens is an "
+                  f"end-of-turn: the model never learns to end its answer"]
+        return make_finding(
+            "label_mask_empty", "plateau", "warning", 0.8, ev,
+            ["append the end-of-turn token to each answer and keep its label (a collator that sets "
+             "labels to -100 wherever input_ids == pad_token_id also masks EOS when pad == EOS: "
+             "use a distinct pad token or mask by attention_mask)"],
+            ctx=self.ctx)
+
+
+def _targets(labels: np.ndarray, offset: int) -> np.ndarray:
+    """Mask of positions whose token is a supervised target, given the label alignment."""
+    sup = labels != IGNORE_INDEX
+    if offset == 0:
+        return sup
+    out = np.zeros_like(sup)
+    out[:, 1:] = sup[:, :-1]
+    return out
+
+
+def model_shifts_labels(model: Any) -> bool:
+    """HF causal LMs shift labels inside forward (`*ForCausalLM`, GPT-2's `*LMHeadModel`)."""
+    if model is None:
+        return False
+    name = type(unwrap_model(model)).__name__
+    return name.endswith(("ForCausalLM", "LMHeadModel"))
+
+
+def _token_id(tok: Any, attr: str) -> int | None:
+    v = getattr(tok, attr, None) if tok is not None else None
+    return int(v) if isinstance(v, int) else None
+
+
+def _config_eos(model: Any) -> int | None:
+    cfg = getattr(unwrap_model(model), "config", None) if model is not None else None
+    v = getattr(cfg, "eos_token_id", None)
+    vocab = getattr(cfg, "vocab_size", None)
+    if isinstance(v, int) and (not isinstance(vocab, int) or v < vocab):
+        return v
+    return None
+
+
+def _token_text(tok: Any, i: int) -> str:
+    text = decode(tok, [i])
+    return quote(text) if text else "EOS"
+

@@ -1,0 +1,258 @@
+"""Mixed precision: settings under which the numbers cannot work, found before they fail.
+
+- fp16 (weights or autocast) without a GradScaler: gradients below 6.0e-8 flush to 0, above 65504
+  become inf;
+- GradScaler settings that start or stay absurd: init_scale 2^60 skips ~44 steps before the first
+  update (and the scheduler still advances through them), a growth interval of a few steps keeps
+  overflowing, a backoff factor >= 1 never recovers;
+- Adam's eps in the optimizer state's dtype: 1e-8 is 0 in fp16, so where the second moment
+  underflows the update is 0/0 = NaN (shown here on CPU: fp16 Adam, eps 1e-8, tiny gradients);
+- bf16/fp16 weights whose updates are below their resolution: bf16 keeps 8 significant bits, so an
+  update smaller than |w|·2^-9 rounds away. Adam's first update is ~lr per entry (m/√v = ±1), so
+  the share of weights that cannot move at all is known before the first step;
+- the loss computed in bf16/fp16: a bf16 loss of 5.6 can only take values 2^-5 apart.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..findings import Finding
+from ..signals.optimizer import unwrap_optimizer
+from .common import Context, fmt, make_finding, pct, round_sig, unwrap_model
+
+FP16_TINY = 2.0 ** -24  # smallest fp16 subnormal
+LOW = (torch.bfloat16, torch.float16)
+#: explicit mantissa bits
+MANTISSA = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
+#: weight entries sampled per parameter when measuring resolution (a strided sample)
+SAMPLE = 1 << 20
+
+
+def scaler_config(scaler: Any) -> dict[str, Any] | None:
+    """Settings of a torch GradScaler (None when absent or disabled)."""
+    if scaler is None:
+        return None
+    enabled = getattr(scaler, "_enabled", None)
+    if enabled is None and hasattr(scaler, "is_enabled"):
+        enabled = scaler.is_enabled()
+    if enabled is False:
+        return None
+    cfg = {k: getattr(scaler, "_" + k, None) for k in ("init_scale", "growth_factor", "backoff_factor",
+                                                        "growth_interval")}
+    cur = getattr(scaler, "_scale", None)
+    cfg["scale"] = float(cur.item()) if isinstance(cur, torch.Tensor) and cur.device.type == "cpu" else None
+    return cfg
+
+
+def param_dtypes(model: Any) -> dict[torch.dtype, int]:
+    out: dict[torch.dtype, int] = {}
+    if model is None:
+        return out
+    for p in unwrap_model(model).parameters():
+        if p.requires_grad and p.is_floating_point():
+            out[p.dtype] = out.get(p.dtype, 0) + p.numel()
+    return out
+
+
+def config_findings(ctx: Context, *, autocast: torch.dtype | None = None,
+                    grads: dict[torch.Tensor, torch.Tensor] | None = None,
+                    peak_lr: float | None = None) -> list[Finding]:
+    """Findings from the model/optimizer/scaler configuration (and, when known, the autocast dtype
+    of the forward and one batch's gradients)."""
+    out: list[Finding] = []
+    dtypes = param_dtypes(ctx.model)
+    scaler = scaler_config(ctx.scaler)
+    fp16 = dtypes.get(torch.float16, 0) > 0 or autocast == torch.float16
+    if fp16 and scaler is None:
+        out.append(fp16_without_scaler(ctx, autocast))
+    if scaler is not None:
+        out += _scaler(ctx, scaler)
+    opt = unwrap_optimizer(ctx.optimizer) if ctx.optimizer is not None else None
+    if isinstance(opt, torch.optim.Optimizer):
+        out += _adam_eps(ctx, opt)
+        f = _resolution(ctx, opt, grads, peak_lr)
+        if f is not None:
+            out.append(f)
+    return out
+
+
+def fp16_without_scaler(ctx: Context, autocast: torch.dtype | None) -> Finding:
+    dtypes = param_dtypes(ctx.model)
+    where = (f"{dtypes[torch.float16]} parameters are float16" if dtypes.get(torch.float16)
+             else "the forward runs under torch.autocast(dtype=torch.float16)")
+    disabled = ctx.scaler is not None
+    return make_finding(
+        "precision_stall", "stall", "warning", 0.85,
+        [f"{where} and {'the GradScaler is disabled' if disabled else 'no GradScaler is used'}: gradients "
+         f"below {fmt(FP16_TINY)} (fp16's smallest subnormal) flush to 0 and above 65504 become inf"],
+        ["use torch.amp.GradScaler() with fp16 (scaler.scale(loss).backward(); scaler.step(opt); "
+         "scaler.update()), or train in bf16, which has fp32's range"],
+        ctx=ctx)
+
+
+def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
+    out = []
+    init, g, b, interval = cfg["init_scale"], cfg["growth_factor"], cfg["backoff_factor"], cfg["growth_interval"]
+    start = cfg["scale"] if cfg["scale"] is not None else init
+    if not all(isinstance(x, (int, float)) for x in (start, g, b, interval)):
+        return out
+    fix_default = "torch.amp.GradScaler() with its defaults (init_scale=65536, growth_factor=2, " \
+                  "backoff_factor=0.5, growth_interval=2000)"
+    if b >= 1 or b <= 0 or start <= 0:
+        what = (f"backoff_factor={b}: after an overflow the scale never comes down, so every later step "
+                f"overflows and is skipped") if b >= 1 else (
+            f"backoff_factor={b}: one overflow sets the scale to 0 and every later gradient to 0") if b <= 0 else (
+            f"the scale is {fmt(start)}: every gradient is multiplied by it")
+        out.append(make_finding("loss_scale_collapse", "skipped_steps", "critical", 0.9,
+                                [f"GradScaler {what}"], [fix_default], ctx=ctx))
+        return out
+    if start > 2.0 ** 24:
+        skipped = math.ceil(math.log(start / 2.0 ** 16) / math.log(1 / b))
+        ev = [f"GradScaler starts at {_pow2(start)}: fp16 gradients overflow until it has backed off to "
+              f"about 2^16, i.e. ~{skipped} skipped steps (x{b} per overflow) before the first update"]
+        if ctx.scheduler is not None:
+            ev.append(f"the LR scheduler still advances on skipped steps: the first ~{skipped} steps of the "
+                      f"schedule (its warm-up) are spent without training")
+        out.append(make_finding("loss_scale_collapse", "skipped_steps", "warning", 0.85, ev,
+                                [f"init_scale=2**16 (65536, the default); {fix_default}"], ctx=ctx))
+    elif start < 1:
+        out.append(make_finding(
+            "loss_scale_collapse", "skipped_steps", "warning", 0.8,
+            [f"GradScaler starts at {fmt(start)} < 1: it shrinks the loss instead of lifting small "
+             f"gradients above fp16's {fmt(FP16_TINY)}, so more of them flush to 0"],
+            [f"init_scale=2**16; {fix_default}"], ctx=ctx))
+    if g > 1 and interval >= 1:
+        per = math.log(g) / math.log(1 / b)  # overflow steps needed to undo one growth
+        rate = per / (interval + per)
+        if rate >= 0.1:  # a few % is the price of probing for a larger scale; 10% is waste
+            out.append(make_finding(
+                "loss_scale_collapse", "skipped_steps", "warning", 0.8,
+                [f"GradScaler grows x{g} every {interval} good steps and backs off x{b} per overflow: in steady "
+                 f"state about {pct(rate, 1)} of all steps overflow and are skipped"],
+                [f"growth_interval=2000 (the default) so fewer than 0.1% of steps are skipped"], ctx=ctx))
+    elif g < 1:
+        out.append(make_finding(
+            "loss_scale_collapse", "skipped_steps", "warning", 0.8,
+            [f"GradScaler growth_factor={g} < 1: the scale shrinks on every growth interval of {interval} steps "
+             f"and ends below 1, where gradients underflow"],
+            [f"growth_factor=2.0; {fix_default}"], ctx=ctx))
+    return out
+
+
+def _pow2(x: float) -> str:
+    e = math.log2(x)
+    return f"2^{int(e)}" if e == int(e) else fmt(x)
+
+
+def _adam_eps(ctx: Context, opt: torch.optim.Optimizer) -> list[Finding]:
+    """eps that is 0 in the dtype of the second moment (the state follows the parameter's dtype)."""
+    for gi, group in enumerate(opt.param_groups):
+        eps = group.get("eps")
+        if not isinstance(eps, (int, float)) or not group.get("betas") or eps <= 0:
+            continue
+        for p in group["params"]:
+            v = opt.state.get(p, {}).get("exp_avg_sq")
+            dtype = v.dtype if isinstance(v, torch.Tensor) else p.dtype
+            if dtype not in LOW:
+                continue
+            as_dtype = float(torch.tensor(eps, dtype=dtype))
+            if as_dtype == 0:
+                name = str(dtype).replace("torch.", "")
+                return [make_finding(
+                    "precision_stall", "nonfinite", "critical", 0.9,
+                    [f"{type(opt).__name__} eps={eps:g} is 0 in {name}, the dtype of its second-moment state "
+                     f"(param group {gi}): wherever a gradient is below ~{fmt(math.sqrt(FP16_TINY))}, v "
+                     f"underflows to 0 and the update is 0/0 = NaN"],
+                    [f"keep fp32 weights and optimizer state (model.float() + torch.autocast(dtype=torch.{name}) "
+                     f"+ GradScaler), or eps=1e-6 if the state must stay in {name}"], ctx=ctx)]
+    return []
+
+
+def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tensor, torch.Tensor] | None,
+                peak_lr: float | None) -> Finding | None:
+    """Share of low-precision weight entries that the first update cannot move. Runs once; the
+    per-parameter results stay on the device until one copy at the end."""
+    adam = "eps" in opt.defaults and "betas" in opt.defaults
+    total = 0.0
+    lr_used = None
+    stuck_share: list[torch.Tensor] = []  # per parameter: share of its entries that cannot move
+    sizes: list[int] = []
+    need: list[torch.Tensor] = []  # per parameter: the median half-ulp, the smallest update that counts
+    with torch.no_grad():
+        for group in opt.param_groups:
+            lr = group.get("initial_lr", group.get("lr"))
+            if isinstance(lr, torch.Tensor):
+                lr = float(lr)
+            if peak_lr is not None:
+                lr = max(float(lr or 0), peak_lr)
+            if not isinstance(lr, (int, float)) or lr <= 0:
+                continue
+            for p in group["params"]:
+                if p.dtype not in LOW or not p.requires_grad:
+                    continue
+                w = _sample(p.detach())
+                if adam:
+                    step = torch.full_like(w, float(lr), dtype=torch.float32)
+                elif grads is not None and p in grads:
+                    step = float(lr) * _sample(grads[p]).float().abs()
+                else:
+                    continue
+                half_ulp = torch.ldexp(torch.ones_like(w, dtype=torch.float32),
+                                       torch.frexp(w.float()).exponent - MANTISSA[p.dtype] - 2)
+                nonzero = w != 0
+                stuck_share.append(((step < half_ulp) & nonzero).float().mean())
+                need.append(torch.where(nonzero, half_ulp, torch.nan).nanmedian())
+                sizes.append(p.numel())
+                total += p.numel()
+                lr_used = lr
+    if not total:
+        return None
+    shares = torch.stack([s.to("cpu") for s in stuck_share]).tolist()
+    needs = [x for x in torch.stack([n.to("cpu") for n in need]).tolist() if x == x]
+    frozen = sum(s * n for s, n in zip(shares, sizes))
+    if frozen < 0.1 * total:
+        return None
+    share = frozen / total
+    dtype = next((p.dtype for g in opt.param_groups for p in g["params"] if p.dtype in LOW), torch.bfloat16)
+    name = str(dtype).replace("torch.", "")
+    bits = MANTISSA[dtype] + 1
+    how = "Adam's first update is ~lr per entry" if adam else "the first update is lr·|grad|"
+    need_lr = sorted(needs)[len(needs) // 2] if needs else float("nan")
+    return make_finding(
+        "precision_stall", "stall", "warning" if share >= 0.5 else "info", 0.85 if share >= 0.5 else 0.6,
+        [f"with lr={fmt(lr_used)} ({how}), {pct(frozen, total)} of the {int(total)} {name} weight entries "
+         f"would not change: {name} keeps {bits} significant bits, so an update below |w|·2^-{bits + 1} rounds "
+         f"away (the median weight needs an update of at least {fmt(need_lr)})"],
+        [f"keep fp32 master weights: model.float() and run the forward under torch.autocast(dtype=torch.{name}); "
+         f"or an optimizer with stochastic rounding / Kahan summation for {name} weights; raising lr to "
+         f">= {fmt(round_sig(need_lr * 2))} only helps the median weight"],
+        ctx=ctx)
+
+
+def _sample(t: torch.Tensor) -> torch.Tensor:
+    flat = t.reshape(-1)
+    if flat.numel() <= SAMPLE:
+        return flat
+    return flat[:: math.ceil(flat.numel() / SAMPLE)]
+
+
+def loss_dtype_finding(ctx: Context, dtype: torch.dtype | None, value: float | None,
+                       batch: int | None = None) -> Finding | None:
+    """The loss itself computed in bf16/fp16: it lives on a grid of 2^(floor(log2 L) - mantissa)."""
+    if dtype not in LOW:
+        return None
+    name = str(dtype).replace("torch.", "")
+    ev = f"the loss is computed in {name}"
+    if value is not None and math.isfinite(value) and value > 0:
+        grid = 2.0 ** (math.floor(math.log2(value)) - MANTISSA[dtype])
+        ev += (f": at {fmt(value)} it can only take values {fmt(grid)} apart, so improvements smaller than "
+               f"that are invisible, and the log-softmax inside it loses precision")
+    return make_finding(
+        "precision_stall", "stall", "warning", 0.8, [ev],
+        ["compute the loss in fp32: F.cross_entropy(logits.float(), labels) (HF models upcast logits "
+         "for the loss; a custom head under a pure-bf16 model does not)"],
+        ctx=ctx, batch=batch)

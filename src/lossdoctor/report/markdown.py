@@ -1,0 +1,79 @@
+"""Markdown report, for pasting into an issue or a pull request (GitHub-flavoured).
+
+Text from logs and detectors is escaped: Markdown punctuation gets a backslash and `<`, `>`, `&`
+become entities, so a metric named `<img src=x>` or `**x**` shows as typed and never as markup.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from ..findings import Report
+from ..records import Run
+from .i18n import cause_text, symptom_text, translate, ui
+from .text import where
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵", "healthy": "🟢"}
+
+
+def md_escape(s: str) -> str:
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(r"\\\1", s)
+    return s.replace("\r", " ").replace("\n", " ")
+
+
+def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = None, **_: Any) -> str:
+    t = ui(lang)
+    status = report.status
+    out: list[str] = []
+    head = f"## {_ICON[status]} lossdoctor: {t[status]}"
+    if report.primary is not None:
+        p = report.primary
+        head += f" — `{p.cause}`" + (f" ({t['step']} {p.step})" if p.step is not None else "")
+    out.append(head)
+    out.append("")
+    src = f"{report.steps} {t['steps']}"
+    if report.source:
+        src += f" · {t['from']} {md_escape(report.source)}"
+    out.append(src)
+    out.append("")
+    if not report.findings:
+        out.append(t["no_findings"])
+        out.append("")
+    else:
+        out.append(f"| # | {t['severity']} | {t['cause']} | {t['symptom']} | {t['where']} | {t['confidence']} |")
+        out.append("|---|---|---|---|---|---|")
+        for i, f in enumerate(report.findings, 1):
+            sev = f"{_ICON[f.severity]} {t[f.severity]}"
+            out.append(f"| {i} | {sev} | `{f.cause}` | {f.symptom} | {md_escape(where(f, lang)) or '—'} | "
+                       f"{f.confidence:.2f} |")
+        out.append("")
+        for i, f in enumerate(report.findings, 1):
+            label = t["primary"] if i == 1 else f"{t['finding']} {i}"
+            out.append(f"### {i}. `{f.cause}` — {label}")
+            out.append("")
+            out.append(f"{md_escape(cause_text(f.cause, lang))} ({md_escape(symptom_text(f.symptom, lang))})")
+            out.append("")
+            w = where(f, lang)
+            if w:
+                out.append(f"**{t['where']}:** {md_escape(w)}")
+                out.append("")
+            if f.evidence:
+                out.append(f"**{t['evidence']}:**")
+                out.extend(f"- {md_escape(translate(e, lang))}" for e in f.evidence)
+                out.append("")
+            if f.fixes:
+                out.append(f"**{t['fixes']}:**")
+                out.extend(f"- {md_escape(translate(x, lang))}" for x in f.fixes)
+                out.append("")
+    if report.notes:
+        out.append(f"<details><summary>{t['notes']} ({len(report.notes)})</summary>")
+        out.append("")
+        out.extend(f"- {md_escape(translate(n, lang))}" for n in report.notes)
+        out.append("")
+        out.append("</details>")
+        out.append("")
+    out.append(f"<sub>{t['generated']}</sub>")
+    return "\n".join(out) + "\n"

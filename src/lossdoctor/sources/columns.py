@@ -1,0 +1,157 @@
+"""Map the metric names people log to lossdoctor's step-record columns (`records.COLUMNS`).
+
+Every tabular or tagged log (CSV, JSONL, TensorBoard tags, W&B history, Lightning's metrics.csv)
+names the same few signals differently: `loss`, `train/loss`, `train_loss_step`, `lm loss`;
+`learning_rate`, `lr-AdamW`; `loss_scale`, `loss-scale`. One table here, used by all readers, so a
+name learned for one format works for all of them.
+
+A name is normalised (lower case, separators unified, a leading `train/`-like prefix and a trailing
+`_step` removed), then looked up. Names of evaluation metrics (`eval/loss`, `val_loss`) are never
+taken for the training loss. When several names map to the same column, the one with the best
+(lowest) rank wins: an exact `loss` beats `train_loss_epoch`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: canonical spelling (after `normalise`) -> (column, rank); lower rank wins.
+_ALIASES: dict[str, tuple[str, int]] = {}
+
+
+def _add(column: str, rank: int, *names: str) -> None:
+    for n in names:
+        _ALIASES[normalise(n)] = (column, rank)
+
+
+#: step-axis names, best first (an explicit global step beats a logger's own row counter)
+STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "step", "iteration",
+              "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step")
+
+#: words that mark a metric as evaluation, not training
+_EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|valid|validation|test|dev)([/_ .-]|$)")
+_PREFIXES = ("train/", "training/", "trainer/", "train_", "train-", "train ", "train.",
+             "optim/", "optimizer/", "samples/", "metrics/")
+_SUFFIXES = ("_step", "/step", "-step")
+
+
+def normalise(name: str) -> str:
+    n = name.strip().lower().replace("-", "_").replace(" ", "_")
+    n = re.sub(r"_+", "_", n)
+    return n
+
+
+def _strip(n: str) -> tuple[str, int]:
+    """Remove train-like prefixes and a `_step` suffix; the count of removals raises the rank."""
+    penalty = 0
+    changed = True
+    while changed:
+        changed = False
+        for p in _PREFIXES:
+            p = normalise(p)
+            if n.startswith(p) and len(n) > len(p):
+                n = n[len(p):]
+                penalty += 1
+                changed = True
+    for s in _SUFFIXES:
+        s = normalise(s)
+        if n.endswith(s) and len(n) > len(s):
+            n = n[: -len(s)]
+            penalty += 1
+    return n, penalty
+
+
+_add("loss", 0, "loss")
+_add("loss", 1, "lm loss", "lm_loss", "total_loss", "loss_value", "train_loss", "objective",
+     "nll", "nll_loss", "ce_loss", "cross_entropy", "mlm_loss")
+_add("grad_norm", 0, "grad_norm", "grad norm", "gradient_norm", "grad_2.0_norm_total",
+     "global_grad_norm", "total_grad_norm", "grad_norm_total", "gnorm", "grad_l2_norm",
+     "grad_norm/total", "gradient_norm/total", "total_norm", "grads_norm")
+_add("lr", 0, "lr", "learning_rate", "learning rate", "learningrate", "lr_group_0", "lr/pg0",
+     "lr_0", "learning_rate_0", "current_lr")
+_add("scale", 0, "loss_scale", "loss scale", "scale", "grad_scale", "grad_scaler_scale",
+     "amp_scale", "scaler_scale", "scaler/scale", "loss_scaler", "lossscale")
+_add("skipped", 0, "skipped", "skipped_step", "skip", "overflow", "is_skipped", "skipped_iterations",
+     "skipped_train_iterations", "number of skipped iterations", "step_skipped")
+_add("wd", 0, "weight_decay", "wd")
+_add("update_ratio", 0, "update_ratio", "update_to_param_ratio", "update/param", "update_param_ratio",
+     "update_norm_ratio")
+_add("param_norm", 0, "param_norm", "params norm", "params_norm", "parameter_norm", "weight_norm",
+     "param_norm/total")
+_add("batch_size", 1, "batch_size", "global_batch_size", "global batch size")
+
+
+def column_for(name: str) -> tuple[str, int] | None:
+    """(records column, rank) for a logged metric name, or None when it is not one we use."""
+    n = normalise(name)
+    if n.endswith(("__min", "__max")) or "vs_samples" in n or "vs_tokens" in n:
+        return None  # W&B export envelopes; Megatron's alternative x-axes
+    if _EVAL.search(n):
+        return None
+    epoch_penalty = 0
+    if n.endswith("_epoch"):  # Lightning's per-epoch aggregate: use only when nothing else exists
+        n = n[: -len("_epoch")]
+        epoch_penalty = 10
+    if n in _ALIASES:
+        col, rank = _ALIASES[n]
+        return col, rank + epoch_penalty
+    base, penalty = _strip(n)
+    if base in _ALIASES:
+        col, rank = _ALIASES[base]
+        return col, rank + penalty + epoch_penalty
+    # Lightning's LearningRateMonitor: `lr-<Optimizer>`, `lr-<Optimizer>/pg1`, `lr-<Optimizer>-momentum`
+    m = re.fullmatch(r"lr_[a-z0-9_.]+?(/pg(\d+))?", n)
+    if m and "momentum" not in n and "beta" not in n:
+        group = int(m.group(2) or 0)
+        return "lr", 2 + group * 3
+    return None
+
+
+def step_rank(name: str) -> int | None:
+    """Rank of a step-axis name (lower is better), or None."""
+    n = normalise(name)
+    for i, s in enumerate(STEP_NAMES):
+        if n == normalise(s):
+            return i
+    return None
+
+
+@dataclass
+class Mapping:
+    """Which logged name feeds which column (`used[column] = name`)."""
+
+    step: str | None
+    used: dict[str, str]
+
+    def describe(self) -> str:
+        parts = [f"{col} <- {name!r}" for col, name in sorted(self.used.items())]
+        if self.step:
+            parts.insert(0, f"step <- {self.step!r}")
+        return ", ".join(parts)
+
+
+def map_names(names: list[str]) -> Mapping:
+    """Choose, for every records column, the best-ranked logged name; and the step axis."""
+    best: dict[str, tuple[int, int, str]] = {}
+    for order, name in enumerate(names):
+        hit = column_for(name)
+        if hit is None:
+            continue
+        col, rank = hit
+        key = (rank, order, name)
+        if col not in best or key < best[col]:
+            best[col] = key
+    steps = [(r, i, n) for i, n in enumerate(names) if (r := step_rank(n)) is not None]
+    step = min(steps)[2] if steps else None
+    return Mapping(step=step, used={col: k[2] for col, k in best.items()})
+
+
+#: what a user should log to let lossdoctor see a signal, used in "not in this log" notes
+SIGNAL_NAMES = {
+    "loss": "the training loss",
+    "grad_norm": "the gradient norm before clipping",
+    "lr": "the learning rate",
+    "scale": "the fp16 loss scale",
+    "skipped": "skipped optimizer steps",
+}

@@ -1,0 +1,168 @@
+"""Hugging Face `Trainer`: `trainer_state.json` (its `log_history`), or an output / checkpoint
+directory holding one.
+
+What the Trainer logs, and what that means for a diagnosis:
+- every `logging_steps` (500 by default) one entry with `loss` (the mean over the interval),
+  `grad_norm` (of the last step, before clipping) and `learning_rate`;
+- with `logging_nan_inf_filter=True` (the default) a non-finite loss is left out of the interval
+  mean, so an interval whose every loss was NaN is logged as `loss: 0.0`. When the gradient norm
+  of such an entry is non-finite, the 0.0 is that artefact, not a real zero loss, and is read back
+  as NaN (said in the notes);
+- evaluation entries (`eval_loss`) and the final summary (`train_loss`, `train_runtime`) are not
+  training steps and are skipped.
+
+The file is JSON written by Python's `json` (NaN/Infinity literals), so it is parsed with the
+standard library, which accepts them. A truncated file (the run was killed while saving) is read
+entry by entry up to the cut, with a note.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..records import Run, from_columns, to_float
+from . import SourceError, reader
+from .files import head, numbered, walk
+
+STATE = "trainer_state.json"
+
+#: log_history key -> records column
+_KEYS = {"loss": "loss", "grad_norm": "grad_norm", "learning_rate": "lr"}
+
+
+def _sniff(p: Path) -> bool:
+    if p.is_dir():
+        return (p / STATE).is_file() or bool(_checkpoint_states(p))
+    if p.name == STATE:
+        return True
+    if p.suffix.lower() == ".json":
+        return b'"log_history"' in head(p, 1 << 20)
+    return False
+
+
+def _checkpoint_states(d: Path) -> list[Path]:
+    return walk(d, lambda n: n == STATE, max_depth=2)
+
+
+def find_state(path: Path) -> tuple[Path, list[str]]:
+    """The trainer_state.json to read for a file or directory: the output dir's own one, else the
+    latest checkpoint's (it holds the whole log_history up to that checkpoint)."""
+    if path.is_file():
+        return path, []
+    candidates = _checkpoint_states(path)
+    if not candidates:
+        raise SourceError(f"{path}: no {STATE} in this directory")
+    own = path / STATE
+    latest = max(candidates, key=lambda c: (numbered(c.parent, r"checkpoint-(\d+)"), c.stat().st_mtime))
+    notes = []
+    chosen = own if own.is_file() else latest
+    if own.is_file() and latest != own and _global_step(latest) > _global_step(own):
+        chosen = latest
+    if len(candidates) > 1:
+        notes.append(f"read {chosen.relative_to(path)} (the most complete of {len(candidates)} "
+                     f"{STATE} files)")
+    return chosen, notes
+
+
+def _global_step(p: Path) -> int:
+    m = re.search(rb'"global_step"\s*:\s*(\d+)', head(p, 1 << 16)) or re.search(
+        rb'"global_step"\s*:\s*(\d+)', p.read_bytes()[-4096:])
+    return int(m.group(1)) if m else -1
+
+
+def load_state(p: Path) -> tuple[dict[str, Any], list[str]]:
+    """The parsed state, recovering the log entries of a truncated file."""
+    text = p.read_bytes().decode("utf-8", errors="replace")
+    if not text.strip():
+        raise SourceError(f"{p}: the file is empty")
+    try:
+        state = json.loads(text)
+    except ValueError:
+        return _recover(text, p)
+    if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
+        raise SourceError(f"{p}: not a Trainer state (no log_history list)")
+    return state, []
+
+
+def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
+    """Read log_history entries one by one up to where the file was cut."""
+    i = text.find('"log_history"')
+    if i < 0:
+        raise SourceError(f"{p}: not valid JSON and no log_history to recover")
+    j = text.find("[", i)
+    dec = json.JSONDecoder()
+    entries: list[dict[str, Any]] = []
+    pos = j + 1
+    while pos > 0:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            break
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except ValueError:
+            break
+        if isinstance(obj, dict):
+            entries.append(obj)
+    if not entries:
+        raise SourceError(f"{p}: truncated JSON with no complete log entry")
+    state: dict[str, Any] = {"log_history": entries}
+    for key in ("logging_steps", "max_steps", "train_batch_size", "global_step"):
+        m = re.search(rf'"{key}"\s*:\s*(\d+)', text)
+        if m:
+            state[key] = int(m.group(1))
+    last = entries[-1].get("step", "?")
+    return state, [f"{p.name} is truncated (the run stopped while saving?): read {len(entries)} log "
+                   f"entries up to step {last}"]
+
+
+def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
+    entries = [e for e in state["log_history"] if isinstance(e, dict) and "step" in e
+               and any(k in e for k in _KEYS) and "train_runtime" not in e]
+    if not entries:
+        raise SourceError(f"{what}: log_history holds no training loss entries (logging_steps "
+                          "larger than the run?)")
+    steps = np.array([to_float(e.get("step")) for e in entries])
+    cols: dict[str, np.ndarray] = {}
+    logged: dict[str, np.ndarray] = {}
+    for key, col in _KEYS.items():
+        present = np.array([key in e and e[key] is not None for e in entries])
+        if present.any():
+            cols[col] = np.array([to_float(e.get(key)) for e in entries])
+            logged[col] = present
+    if "loss" in cols and "grad_norm" in cols:
+        artefact = logged["loss"] & (cols["loss"] == 0.0) & logged["grad_norm"] & ~np.isfinite(cols["grad_norm"])
+        if artefact.any():
+            cols["loss"] = np.where(artefact, np.nan, cols["loss"])
+            first = int(steps[np.flatnonzero(artefact)[0]])
+            notes.append(f"loss logged as 0.0 with a non-finite grad norm from step {first} on: read as "
+                         "NaN (the Trainer's logging_nan_inf_filter, on by default, logs an interval of "
+                         "NaN losses as 0)")
+    meta: dict[str, Any] = {"loss_is_interval_mean": True, "framework": "transformers"}
+    for key in ("logging_steps", "max_steps", "train_batch_size", "global_step", "num_train_epochs"):
+        if isinstance(state.get(key), (int, float)):
+            meta[key] = state[key]
+    if isinstance(state.get("logging_steps"), int) and state["logging_steps"] > 0:
+        meta["log_interval"] = state["logging_steps"]
+    absent = [n for k, n in (("grad_norm", "grad_norm (transformers >= 4.38 logs it)"),
+                             ("loss", "loss")) if k not in cols]
+    notes.insert(0, f"{what}: read {len(entries)} log entries (loss, grad_norm, learning_rate)")
+    if absent:
+        notes.append(f"not in this log: {', '.join(absent)}")
+    notes.append("not in a Trainer log: the fp16 loss scale and skipped steps (add "
+                 "lossdoctor.integrations.transformers.LossDoctorCallback to record them)")
+    run = from_columns(steps, cols, meta=meta, source="hf_trainer", logged=logged)
+    run.notes.extend(notes)
+    return run
+
+
+@reader("Hugging Face trainer_state.json", _sniff, priority=10)
+def read(path: Path) -> list[Run]:
+    state_path, notes = find_state(path)
+    state, more = load_state(state_path)
+    return [state_to_run(state, what=state_path.name, notes=notes + more)]

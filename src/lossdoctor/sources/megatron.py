@@ -1,0 +1,96 @@
+"""Megatron-LM, GPT-NeoX and Megatron-DeepSpeed training stdout: line parsers.
+
+The iteration line (Megatron-LM `training_log`, printed every `--log-interval` iterations, default
+100)::
+
+    [2024-05-01 10:00:00] iteration      200/  500000 | consumed samples: 102400 | elapsed time per
+    iteration (ms): 1234.5 | learning rate: 1.500000E-04 | global batch size: 512 | lm loss:
+    7.123456E+00 | loss scale: 65536.0 | grad norm: 1.234 | num zeros: 0.0 | params norm: 234.5 |
+    number of skipped iterations: 0 | number of nan iterations: 0 |
+
+GPT-NeoX writes `lm_loss`, Megatron-DeepSpeed adds `actual seqlen`, `samples per second`; all are
+`key: value` fields between `|`. The loss is the mean over the interval (skipped iterations
+excluded); learning rate, loss scale and grad norm are those of the interval's last iteration;
+`number of skipped iterations` / `number of nan iterations` are counts within the interval.
+
+The arguments block Megatron prints at start (`clip_grad ........ 1.0`) gives the clip threshold,
+log interval, precision and schedule, kept in `meta["args"]` and the facts detectors use.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..records import to_float
+
+ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
+_FIELD = re.compile(r"\s*([A-Za-z][A-Za-z0-9 _()/.\-]*?)\s*:\s*([^|]*?)\s*(?=\||$)")
+ARG_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s\.{3,}\s(.*?)(?:\.{3,}\s*(?:updated|default))?\s*$")
+ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}|NeoXArgs\.|^\s*arguments:\s*$")
+ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
+
+#: Megatron field name -> records column (or an interval count kept as its own column)
+FIELDS = {
+    "lm loss": "loss", "lm_loss": "loss", "loss": "loss", "lm-loss": "loss",
+    "learning rate": "lr", "lr": "lr",
+    "loss scale": "scale",
+    "grad norm": "grad_norm", "grad_norm": "grad_norm",
+    "params norm": "param_norm",
+    "number of skipped iterations": "skipped_in_interval",
+    "number of nan iterations": "nan_in_interval",
+    "global batch size": "batch_size",
+}
+
+#: arguments that detectors can use, under the names they look for in meta
+ARG_META = {"clip_grad": "max_grad_norm", "log_interval": "log_interval", "fp16": "fp16", "bf16": "bf16",
+            "lr": "config_lr", "min_lr": "min_lr", "lr_warmup_iters": "warmup_steps",
+            "lr_decay_style": "lr_decay_style", "lr_decay_iters": "lr_decay_iters",
+            "train_iters": "max_steps", "initial_loss_scale": "initial_loss_scale",
+            "loss_scale": "static_loss_scale", "global_batch_size": "global_batch_size",
+            "micro_batch_size": "micro_batch_size", "seq_length": "seq_length"}
+
+
+def parse_iteration(line: str) -> dict[str, Any] | None:
+    """{'step': N, 'loss': ..., ...} for an iteration line, else None."""
+    m = ITERATION.search(line)
+    if m is None:
+        return None
+    row: dict[str, Any] = {"step": int(m.group(1)), "_total": int(m.group(2))}
+    for key, value in _FIELD.findall(line[m.end():]):
+        col = FIELDS.get(key.strip().lower())
+        if col is not None:
+            row[col] = to_float(value.split()[0] if value.split() else value)
+    return row
+
+
+def parse_arg(line: str) -> tuple[str, Any] | None:
+    m = ARG_LINE.match(line)
+    if m is None:
+        return None
+    raw = m.group(2).strip().rstrip(".").strip()
+    return m.group(1), _arg_value(raw)
+
+
+def _arg_value(raw: str) -> Any:
+    if raw in ("True", "False"):
+        return raw == "True"
+    if raw == "None":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        return float(raw)
+    except ValueError:
+        return raw
+
+
+def args_meta(args: dict[str, Any]) -> dict[str, Any]:
+    meta: dict[str, Any] = {}
+    for k, name in ARG_META.items():
+        v = args.get(k)
+        if v is not None and not isinstance(v, str):
+            meta[name] = v
+    return meta

@@ -1,0 +1,78 @@
+"""Lightning CSVLogger + LearningRateMonitor: metrics.csv written by a real Lightning Trainer
+(sparse rows: the LR monitor and self.log write separate rows), read and diagnosed."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+from lossdoctor.detectors.engine import diagnose_runs
+from lossdoctor.sources import load_path
+
+
+def _fit(root, lr: float, steps: int = 40) -> None:
+    import lightning as L
+    import torch
+    from lightning.pytorch.callbacks import LearningRateMonitor
+    from lightning.pytorch.loggers import CSVLogger
+
+    torch.manual_seed(0)
+
+    class Regressor(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+
+        def training_step(self, batch, i):
+            x, y = batch
+            loss = torch.nn.functional.mse_loss(self.net(x), y)
+            self.log("train_loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=lr)
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(256, 8, generator=g)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
+    trainer = L.Trainer(max_steps=steps, logger=CSVLogger(str(root)), callbacks=[LearningRateMonitor("step")],
+                        log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu")
+    trainer.fit(Regressor(), data)
+
+
+@pytest.fixture(scope="module")
+def pl_runs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pl")
+    _fit(root / "healthy", lr=0.01)
+    _fit(root / "too_high", lr=1.0)  # the loss jumps at step 2 and diverges
+    return root
+
+
+def test_sparse_rows_merged(pl_runs):
+    csv = pl_runs / "healthy" / "lightning_logs" / "version_0" / "metrics.csv"
+    header = csv.read_text().splitlines()[0].split(",")
+    assert "lr-SGD" in header and "train_loss" in header
+    run = load_path(csv)[0]
+    assert run.source == "lightning_csv" and len(run) == 40
+    assert run.logged("loss").all() and run.logged("lr").all()  # two rows per step, one record
+    assert np.allclose(run.cols["lr"], 0.01)
+    assert run.meta["columns"] == {"loss": "train_loss", "lr": "lr-SGD"}
+
+
+def test_healthy_lightning(pl_runs):
+    runs = load_path(pl_runs / "healthy")  # the Trainer's root dir
+    report = diagnose_runs(runs)
+    assert report.status == "healthy", [(f.cause, f.evidence) for f in report.findings]
+    assert any("grad_norm" in n for n in runs[0].notes)  # says how to log the gradient norm
+
+
+def test_lr_too_high_lightning(pl_runs):
+    p = run_cli("diagnose", pl_runs / "too_high" / "lightning_logs", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["findings"] and doc["findings"][0]["cause"] == "lr_too_high", doc["findings"]
+    assert doc["findings"][0]["step"] == 2

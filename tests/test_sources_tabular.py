@@ -1,0 +1,125 @@
+"""Generic CSV and JSONL logs with common column names."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import numpy as np
+import pytest
+
+import logfaults
+from conftest import run_cli
+from lossdoctor.detectors.engine import diagnose_runs
+from lossdoctor.sources import load_path
+from lossdoctor.sources.columns import column_for, map_names
+
+
+def write_csv(path, curve: dict, names: dict[str, str]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        keys = [k for k in names if k in curve]
+        w.writerow([names[k] for k in keys])
+        for i in range(len(curve["step"])):
+            w.writerow([int(curve[k][i]) if k == "step" else repr(float(curve[k][i])) for k in keys])
+
+
+def write_jsonl(path, curve: dict, names: dict[str, str]) -> None:
+    with open(path, "w") as f:
+        for i in range(len(curve["step"])):
+            # Python's json writes NaN/Infinity literals, as most training scripts' loggers do
+            f.write(json.dumps({names[k]: (int(v[i]) if k == "step" else float(v[i]))
+                                for k, v in curve.items() if k in names}) + "\n")
+
+
+CSV_NAMES = {"step": "iteration", "loss": "train_loss", "grad_norm": "grad_norm", "lr": "learning_rate",
+             "scale": "loss_scale", "skipped": "skipped"}
+JSONL_NAMES = {"step": "global_step", "loss": "loss", "grad_norm": "gradient_norm", "lr": "lr",
+               "scale": "scale", "skipped": "overflow"}
+
+
+@pytest.mark.parametrize("name", list(logfaults.CURVES))
+def test_csv_curves(tmp_path, name):
+    curve = logfaults.CURVES[name]()
+    p = tmp_path / "log.csv"
+    write_csv(p, curve, CSV_NAMES)
+    runs = load_path(p)
+    assert runs[0].source == "csv" and len(runs[0]) == len(curve["step"])
+    logfaults.check(diagnose_runs(runs), name)
+
+
+@pytest.mark.parametrize("name", list(logfaults.CURVES))
+def test_jsonl_curves(tmp_path, name):
+    curve = logfaults.CURVES[name]()
+    p = tmp_path / "metrics.jsonl"
+    write_jsonl(p, curve, JSONL_NAMES)
+    runs = load_path(p)
+    assert runs[0].source == "jsonl"
+    np.testing.assert_allclose(runs[0].cols["loss"], curve["loss"], equal_nan=True)
+    logfaults.check(diagnose_runs(runs), name)
+
+
+def test_column_names():
+    assert column_for("train/loss") == ("loss", 1)
+    assert column_for("loss")[0] == "loss" and column_for("lm loss")[0] == "loss"
+    assert column_for("eval/loss") is None and column_for("val_loss") is None
+    assert column_for("lr-AdamW")[0] == "lr" and column_for("lr-AdamW-momentum") is None
+    assert column_for("grad_2.0_norm_total")[0] == "grad_norm"
+    assert column_for("train/loss__MAX") is None and column_for("lm loss vs samples") is None
+    m = map_names(["epoch", "train_loss_epoch", "train_loss_step", "_step", "global_step"])
+    assert m.used["loss"] == "train_loss_step" and m.step == "global_step"
+
+
+def test_nan_strings_and_mixed_types_are_a_partial_read(tmp_path):
+    p = tmp_path / "log.csv"
+    rows = ["step,loss,lr"] + [f"{i},{2.0 - 0.01 * i},0.001" for i in range(40)]
+    rows[11] = "10,oops,0.001"          # text in a numeric column: ignored, with a note
+    rows[21] = "20,NaN,0.001"           # a logged NaN: kept as the failure it is
+    rows.append("40,1.5")               # a short row
+    p.write_text("\n".join(rows) + "\n")
+    run = load_path(p)[0]
+    i10, i20 = list(run.steps).index(10), list(run.steps).index(20)
+    assert not run.logged("loss")[i10] and run.logged("loss")[i20] and math.isnan(run.cols["loss"][i20])
+    assert any("not numbers" in n for n in run.notes)
+    proc = run_cli("diagnose", p)
+    assert proc.returncode == 0 and "warning" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_jsonl_torn_last_line_and_nested(tmp_path):
+    p = tmp_path / "log.jsonl"
+    lines = [json.dumps({"step": i, "train": {"loss": 2.0 - 0.01 * i}}) for i in range(30)]
+    p.write_text("\n".join(lines) + '\n{"step": 30, "train": {"lo')
+    run = load_path(p)[0]
+    assert len(run) == 30 and run.meta["columns"]["loss"] == "train/loss"
+    assert any("the last line" in n for n in run.notes)
+
+
+def test_no_step_column(tmp_path):
+    p = tmp_path / "loss.csv"
+    p.write_text("loss\n" + "\n".join(str(3 - 0.01 * i) for i in range(50)) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps[:3]) == [0, 1, 2]
+    assert any("no step column" in n for n in run.notes)
+
+
+def test_every_10_steps_still_diagnosed(tmp_path):
+    curve = logfaults.grad_explosion()
+    sub = {k: v[::10] for k, v in curve.items()}
+    p = tmp_path / "every10.csv"
+    write_csv(p, sub, CSV_NAMES)
+    runs = load_path(p)
+    assert runs[0].meta["log_interval"] == 10
+    assert any("one point every 10 steps" in n for n in runs[0].notes)
+    logfaults.check(diagnose_runs(runs), "grad_explosion")
+
+
+@pytest.mark.parametrize("every,cols", [(50, ("step", "loss", "grad_norm", "lr")), (1, ("step", "loss"))])
+def test_nan_loss_is_never_healthy(tmp_path, every, cols):
+    curve = logfaults.grad_explosion()
+    sub = {k: curve[k][::every] for k in cols}
+    p = tmp_path / "log.csv"
+    write_csv(p, sub, CSV_NAMES)
+    report = diagnose_runs(load_path(p))
+    assert report.status == "critical"
+    assert report.primary.step == (200 if every == 50 else 190)
