@@ -12,6 +12,19 @@ import lossdoctor  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state():
+    """Accelerate keeps process-wide singletons (a Trainer in an earlier test set them up without
+    mixed precision): start and leave each test with a clean slate."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(True)
+    GradientState._reset_state()
+
+
 def run_loop(tmp_path, *, nan_batch: int | None = None):
     from accelerate import Accelerator
 

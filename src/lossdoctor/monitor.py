@@ -98,6 +98,9 @@ class Monitor:
         self.tracer = ModuleTracer(model, check_inputs=check_inputs)
         self.parents = parent_index(self.tracer.names)
         self.grads = GradProbe(model, self.tracer.names, lambda: scaler_scale(self.scaler))
+        from .integrations.accelerate import sync_gradients_flag
+
+        self.grads.should_capture = sync_gradients_flag(optimizer)  # skip non-final micro-batches
         self.opt_probe = OptimizerProbe(self.optimizer, budget=update_budget)
         self.batch_probe = BatchProbe()
         self.readout = Readout()

@@ -88,7 +88,7 @@ class LossDoctorCallback(Callback):
             except Exception as e:
                 step_batch = None
                 self.monitor._disable("micro-batches", e)
-            self.monitor.step(None, batch=step_batch)
+            self.monitor.step(self.probe.last_loss(), batch=step_batch)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self._finish()
@@ -132,6 +132,25 @@ class LossDoctorCallback(Callback):
         mon.add_probe(self.probe)
         self._last_global_step = trainer.global_step
         self._step_open = False
+        self._plan(trainer, configs)
+
+    def _plan(self, trainer: Any, configs: list) -> None:
+        """Tell preflight how long the run is, so it can simulate the LR schedule over it."""
+        pre = getattr(self.monitor, "preflight", None)
+        if pre is None or not configs:
+            return
+        try:
+            total = int(trainer.estimated_stepping_batches)
+        except Exception:
+            return
+        if total <= 0 or total > 10**9:  # unbounded (max_steps=-1 with an iterable dataset)
+            return
+        interval = getattr(configs[0], "interval", "step")
+        per_epoch = None
+        batches = getattr(trainer, "num_training_batches", None)
+        if isinstance(batches, int) and batches > 0:
+            per_epoch = -(-batches // max(1, trainer.accumulate_grad_batches))
+        pre.set_total_steps(total, interval=interval, steps_per_epoch=per_epoch)
 
     def _finish(self) -> None:
         if self.monitor is not None and not self.monitor.closed:

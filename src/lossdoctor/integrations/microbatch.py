@@ -115,6 +115,14 @@ class MicroBatchProbe:
         self.items = []
 
     # --- per step -------------------------------------------------------------------------------
+    def last_loss(self) -> torch.Tensor | None:
+        """The latest micro-batch loss (detached): handed to `mon.step` so the monitor's checks of
+        the loss tensor itself (its dtype) see it; the record's loss is the step's mean."""
+        for m in reversed(self.items):
+            if m.loss is not None:
+                return m.loss
+        return None
+
     def step_batch(self) -> Any:
         """The step's batch: the only micro-batch, or all of them joined along dim 0."""
         batches = [m.batch for m in self.items if m.batch is not None]

@@ -9,7 +9,8 @@ The callback watches the same signals as `lossdoctor.watch`, one record per opti
   GradScaler (`optimizer.scaler`) come from `on_train_begin`;
 - gradients: the monitor's hooks take per-parameter norms when the last micro-batch's backward
   ends, i.e. before the Trainer clips them; with gradient accumulation the other micro-batches'
-  norms are skipped (Accelerate's `sync_gradients` says which backward is the last);
+  norms are skipped (the Trainer's optimizer is Accelerate's, whose `sync_gradients` says which
+  backward is the last);
 - loss and batch: Trainer callbacks are not handed the inputs or the loss, so a forward hook on
   the model records, for every training forward (grad enabled, `model.training`), the keyword
   arguments the model received (`input_ids`, `attention_mask`, `labels`...: exactly what the
@@ -68,7 +69,7 @@ class LossDoctorCallback(TrainerCallback):
             log.warning("lossdoctor: the Trainer passed no model/optimizer; not watching this run")
             return
         try:
-            self._start(args, model, optimizer, lr_scheduler)
+            self._start(args, state, model, optimizer, lr_scheduler)
         except Exception as e:  # never stop the user's training
             log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
             self._finish()
@@ -86,7 +87,7 @@ class LossDoctorCallback(TrainerCallback):
         except Exception as e:
             batch = None
             self.monitor._disable("micro-batches", e)
-        self.monitor.step(None, batch=batch)
+        self.monitor.step(self.probe.last_loss(), batch=batch)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._finish()
@@ -99,7 +100,7 @@ class LossDoctorCallback(TrainerCallback):
         return self.monitor.diagnose()
 
     # --- internals ----------------------------------------------------------------------------------
-    def _start(self, args: Any, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any) -> None:
+    def _start(self, args: Any, state: Any, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any) -> None:
         from ..monitor import watch
 
         trainer = _calling_trainer()
@@ -122,8 +123,9 @@ class LossDoctorCallback(TrainerCallback):
         self.probe = MicroBatchProbe(mon, shift_labels=_shifts_labels(model))
         mon.add_probe(self.probe)
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
-        if getattr(args, "gradient_accumulation_steps", 1) > 1:
-            mon.grads.should_capture = _sync_gradients_flag()
+        planned = getattr(state, "max_steps", 0) or 0
+        if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
+            mon.preflight.set_total_steps(int(planned) - int(getattr(state, "global_step", 0) or 0))
 
     def _on_forward(self, module: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
         if self.probe is None or not (torch.is_grad_enabled() and module.training):
@@ -161,18 +163,6 @@ def _calling_trainer() -> Any:
     except Exception:
         return None
     return None
-
-
-def _sync_gradients_flag() -> Callable[[], bool] | None:
-    """True on the micro-batch whose backward completes the step (the Trainer sets it on
-    Accelerate's shared gradient state before every micro-batch)."""
-    try:
-        from accelerate.state import GradientState
-
-        state = GradientState()
-        return lambda: bool(state.sync_gradients)
-    except Exception:
-        return None
 
 
 def _shifts_labels(model: torch.nn.Module) -> bool:
