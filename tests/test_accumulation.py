@@ -47,6 +47,13 @@ def test_summed_micro_batch_losses_are_found(tmp_path):
     assert "4 micro-batches per step" in f.evidence[0]
     # a start at 4x the chance level is the sum, not over-confident initial logits
     assert "bad_init" not in {g.cause for g in report.findings}
+    # the new cause and symptom are part of the published JSON contract
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+    import json
+
+    schema = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
+    jsonschema.validate(report.to_dict(), schema)
 
 
 def test_averaged_micro_batch_losses_are_quiet(tmp_path):
