@@ -17,6 +17,7 @@ if not dist.is_available() or not dist.is_gloo_available():
 import torch.multiprocessing as mp  # noqa: E402
 
 import dist_workers  # noqa: E402
+from conftest import run_cli  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
 from lossdoctor.integrations.launch import process_start_time, shared_run_name  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
@@ -75,6 +76,11 @@ def test_ddp_nan_on_rank_1_is_nonfinite_data_rank_1(ddp_run):
     # rank 0 only received the NaN through the all-reduce: no finding of its own at that step
     assert not [g for g in report.findings if g.rank == 0 and g.symptom == "nonfinite"]
     assert any("through the gradient all-reduce" in e for e in f.evidence)
+    # the CLI reads the same directory, all ranks
+    cli = run_cli("diagnose", ddp_run[0]["log_dir"], "--format", "json")
+    assert cli.returncode == 0, cli.stderr
+    first = json.loads(cli.stdout)["findings"][0]
+    assert (first["cause"], first["rank"], first["step"]) == ("nonfinite_data", 1, NAN_STEP)
     # live, rank 0 saw only itself: its alert for the step says the NaN came from elsewhere
     (run0, _) = read_run_dir(ddp_run[0]["log_dir"])
     live0 = [g for g in run0.live_findings if g["step"] == NAN_STEP]
