@@ -6,9 +6,11 @@ callbacks' micro-batch path is exercised), on CPU. The two variants run in alter
 in one process (interleaved, so machine load hits both alike); a step's time is the interval
 between consecutive `on_*_batch_end`/`on_step_end` calls of a timing callback registered last
 (so it includes the lossdoctor callback's own work); the first steps of each chunk are warm-up
-and dropped. Prints the median step time of each variant and their ratio.
+and dropped. Prints the median step time of each variant and their ratio. For reference, "watch
+loop" runs the same steps in a hand-written loop with and without `lossdoctor.watch`: the core
+monitor's cost, which the callbacks carry too.
 
-    python benchmarks/callbacks.py [--framework hf|lightning|both] [--chunks 6] [--steps 12]
+    python benchmarks/callbacks.py [--framework hf|lightning|loop|both|all] [--chunks 6] [--steps 12]
                                    [--threads 2] [--layers 6] [--embd 256]
 """
 
@@ -117,6 +119,37 @@ def lightning_chunk(model, steps: int, watched: bool, tmp: str) -> list[float]:
     return times[WARMUP:]
 
 
+# --- the core monitor in a plain loop, for reference ------------------------------------------------
+def loop_chunk(model, steps: int, watched: bool, tmp: str) -> list[float]:
+    """The same steps written by hand, `lossdoctor.watch` or not: what the core monitor costs, so
+    the callbacks' own share can be read off."""
+    import lossdoctor
+
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    data = Tokens()
+    mon = lossdoctor.watch(model, opt, log_dir=Path(tmp) / f"loop-{time.time_ns()}", alerts=False) if watched else None
+    times: list[float] = []
+    last = None
+    for step in range(steps):
+        for m in range(ACCUM):
+            rows = [data[(step * ACCUM + m) * MICRO + i] for i in range(MICRO)]
+            batch = {k: torch.stack([r[k] for r in rows]) for k in rows[0]}
+            loss = model(**batch).loss / ACCUM
+            loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad()
+        if mon is not None:
+            mon.step(loss, batch=batch)
+        now = time.perf_counter()
+        if last is not None:
+            times.append(now - last)
+        last = now
+    if mon is not None:
+        mon.close()
+    return times[WARMUP:]
+
+
 def measure(name: str, chunk, chunks: int, steps: int) -> tuple[float, float, float]:
     """Chunks alternate plain/watched (ABBA...); each adjacent pair gives a ratio of medians, so
     slow drifts in machine load cancel; the median of the pair ratios is the figure."""
@@ -134,7 +167,7 @@ def measure(name: str, chunk, chunks: int, steps: int) -> tuple[float, float, fl
             pairs.append(statistics.median(got[True]) / statistics.median(got[False]))
     p, w = statistics.median(plain), statistics.median(watched)
     r = statistics.median(pairs)
-    print(f"{name:10s} plain {p * 1e3:8.1f} ms/step   with callback {w * 1e3:8.1f} ms/step   "
+    print(f"{name:10s} plain {p * 1e3:8.1f} ms/step   watched {w * 1e3:8.1f} ms/step   "
           f"ratio of medians {w / p:.3f}   median of {len(pairs)} paired-chunk ratios {r:.3f} "
           f"(range {min(pairs):.3f}-{max(pairs):.3f}; {len(plain)} + {len(watched)} steps)", flush=True)
     return p, w, r
@@ -143,7 +176,7 @@ def measure(name: str, chunk, chunks: int, steps: int) -> tuple[float, float, fl
 def main() -> None:
     global LAYERS, EMBD
     ap = argparse.ArgumentParser()
-    ap.add_argument("--framework", choices=("hf", "lightning", "both"), default="both")
+    ap.add_argument("--framework", choices=("hf", "lightning", "loop", "both", "all"), default="all")
     ap.add_argument("--chunks", type=int, default=6)
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--threads", type=int, default=2)
@@ -160,9 +193,11 @@ def main() -> None:
     transformers.logging.set_verbosity_error()
     print(f"GPT-2 {LAYERS}x{EMBD}, vocab {VOCAB}, {ACCUM} micro-batches of {MICRO}x{SEQ} tokens per step, "
           f"CPU, {a.threads} threads, {a.chunks} interleaved chunks of {a.steps} steps")
-    if a.framework in ("hf", "both"):
+    if a.framework in ("loop", "all"):
+        measure("watch loop", loop_chunk, a.chunks, a.steps)
+    if a.framework in ("hf", "both", "all"):
         measure("HF Trainer", hf_chunk, a.chunks, a.steps)
-    if a.framework in ("lightning", "both"):
+    if a.framework in ("lightning", "both", "all"):
         measure("Lightning", lightning_chunk, a.chunks, a.steps)
 
 
