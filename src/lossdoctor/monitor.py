@@ -215,7 +215,8 @@ class Monitor:
         if self._sampled:
             params = [p for p in self.grads.params]
             if params:
-                packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
+                with torch.no_grad():
+                    packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
         for part in (self.tracer, self.grads, self.opt_probe):
             if getattr(part, "error", None) is not None and type(part).__name__ not in self._warned:
                 self._disable(type(part).__name__, part.error)
