@@ -5,6 +5,7 @@
     ...; mon.step(loss, batch=batch)
     report = lossdoctor.diagnose("run_dir_or_log") # offline (no torch)
     report = lossdoctor.check(model, optimizer, scheduler, batches=batches, total_steps=N)  # preflight
+    where = lossdoctor.localize(model, batch, loss_fn)  # first non-finite layer, op, samples of a batch
 
 Importing the package is light: torch is imported only when a live entry point is used.
 """
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from .findings import Report
     from .monitor import Monitor, watch
     from .preflight.api import check
+    from .triage.incident import TrainingIncident
+    from .triage.localize import Localization, localize
 
 
 def diagnose(path: str) -> Report:
@@ -35,6 +38,9 @@ _LAZY = {
     "Finding": ("findings", "Finding"),
     "Report": ("findings", "Report"),
     "check": ("preflight.api", "check"),
+    "localize": ("triage.localize", "localize"),
+    "Localization": ("triage.localize", "Localization"),
+    "TrainingIncident": ("triage.incident", "TrainingIncident"),
 }
 
 
@@ -47,4 +53,5 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lossdoctor' has no attribute {name!r}")
 
 
-__all__ = ["watch", "Monitor", "diagnose", "check", "Finding", "Report", "__version__"]
+__all__ = ["watch", "Monitor", "diagnose", "check", "localize", "Localization", "TrainingIncident", "Finding",
+           "Report", "__version__"]

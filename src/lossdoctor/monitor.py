@@ -65,13 +65,30 @@ def _dist_rank() -> tuple[int | None, int]:
 
 
 class Monitor:
-    """Watches one model + optimizer. Create it with `lossdoctor.watch(...)`."""
+    """Watches one model + optimizer. Create it with `lossdoctor.watch(...)`.
+
+    Incident triage options (see `lossdoctor.triage`):
+      on_incident     "report" (default: record and alert, training untouched), "raise" (mon.step raises
+                      `lossdoctor.TrainingIncident` after the incident is recorded) or "skip" (optimizer steps
+                      with non-finite gradients are skipped; a damaged state is rolled back, bad batch skipped)
+      snapshot_every  K: a snapshot of model/optimizer/scaler/scheduler/RNG every K steps (with replay_fn)
+      snapshot        "memory" (default), "disk" (under the run directory) or "off"
+      snapshot_budget bytes of host memory for snapshots and recorded batches (default: 1/4 of RAM, at most
+                      8 GiB); beyond it batches are kept as fingerprints only
+      triage_inplace  replay on the user's model (restored bit for bit afterwards) instead of a scratch copy
+      max_incidents   incidents triaged per run (the first step of each non-finite episode)
+    """
 
     def __init__(self, model: nn.Module, optimizer: Any, scaler: Any = None, scheduler: Any = None,
                  log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
                  replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, *,
                  layer_every: int = 10, check_inputs: bool = True, alerts: bool = True,
-                 update_budget: int = 1 << 25) -> None:
+                 update_budget: int = 1 << 25, on_incident: str = "report", snapshot_every: int = 50,
+                 snapshot: str = "memory", snapshot_budget: int | None = None, triage_inplace: bool = False,
+                 max_incidents: int = 3) -> None:
+        from .triage.incident import check_options
+
+        check_options(on_incident, snapshot, snapshot_every)
         self.model = model
         self.optimizer = unwrap_optimizer(optimizer)
         self.scaler = scaler
@@ -119,6 +136,12 @@ class Monitor:
         if self.world_size > 1:
             attach_distributed(self, wrapper)
         self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
+        # incident triage (snapshot ring, replay, op-level localisation, on_incident policy)
+        from .triage.incident import Triage
+
+        self.triage = Triage(self, replay_fn, on_incident=on_incident, snapshot_every=snapshot_every,
+                             snapshot=snapshot, snapshot_budget=snapshot_budget, inplace=triage_inplace,
+                             max_incidents=max_incidents)
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
@@ -134,12 +157,17 @@ class Monitor:
         if self.preflight is not None:
             self.preflight.observe(self.step_idx, loss, batch)
         try:
+            self.triage.begin_step(self.step_idx, batch)
             self._collect(loss, batch)
             self._drain(wait=False)
+            self.triage.end_step(self.step_idx)
         except Exception as e:  # the training loop never sees the monitor's failure
             self._disable("step", e)
         self.step_idx += 1
         self._set_sampled(self._is_sampled(self.step_idx))
+        incident = self.triage.take_pending()  # on_incident="raise"
+        if incident is not None:
+            raise incident
 
     def add_probe(self, probe: Any) -> None:
         """Add a probe run at every step after the built-in ones. A probe has `enabled`,
@@ -167,6 +195,7 @@ class Monitor:
             self.opt_probe.remove()
             for probe in self.probes:
                 probe.remove()
+            self.triage.close()
             self.writer.close()
             self.closed = True
 
@@ -217,7 +246,8 @@ class Monitor:
         if self._sampled:
             params = local_list(self.grads.params)
             if params:
-                packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
+                with torch.no_grad():
+                    packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
         ctx["probes"] = []
         for probe in self.probes:
             if probe.enabled:
@@ -236,6 +266,7 @@ class Monitor:
             self.writer.append_step(rec)
             if ctx["sampled"] or _incident(rec):
                 self._write_layers(rec["step"], per_module)
+            self.triage.observe(rec)  # before the live engine, so it sees the incident record
             if "live diagnosis" not in self._warned:
                 try:
                     self.live.observe(rec)

@@ -78,9 +78,18 @@ class RunLogWriter:
         self._layer_width = 0
 
     def write_meta(self, meta: dict[str, Any]) -> None:
+        meta = {k: v for k, v in meta.items() if k != "incidents"}  # they have their own files
         tmp = self.path / (META + ".tmp")
         tmp.write_bytes(orjson.dumps(_encode_nonfinite(meta), option=_DUMP_OPTS | orjson.OPT_INDENT_2))
         os.replace(tmp, self.path / META)
+
+    def write_incident(self, name: str, record: dict[str, Any]) -> None:
+        """One triage record, `incidents/<name>.json`, written atomically."""
+        d = self.path / INCIDENTS
+        d.mkdir(exist_ok=True)
+        tmp = d / (name + ".json.tmp")
+        tmp.write_bytes(orjson.dumps(_encode_nonfinite(record), option=_DUMP_OPTS | orjson.OPT_INDENT_2))
+        os.replace(tmp, d / (name + ".json"))
 
     def append_step(self, record: dict[str, Any]) -> None:
         self._steps.write(_dumps(record) + b"\n")
@@ -173,6 +182,7 @@ def _read_one(d: Path) -> Run:
             notes.append(f"{d.name}/{META} is unreadable; run metadata ignored")
     rows = _read_jsonl(d / STEPS, notes)
     rank = meta.get("rank")
+    meta["incidents"] = load_incidents(d)
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
     run.notes.extend(notes)
     run.live_findings = _read_jsonl(d / FINDINGS, notes)

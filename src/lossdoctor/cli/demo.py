@@ -37,7 +37,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     sc = SCENARIOS[name]
     print(f"lossdoctor demo: {name} - {sc.description}", file=sys.stderr)
     t0 = time.perf_counter()
-    run_scenario(name, log_dir, seed=args.seed, alerts=True)
+    run_scenario(name, log_dir, seed=args.seed, alerts=True, replay=True)
     print(f"lossdoctor demo: trained in {time.perf_counter() - t0:.1f}s; run directory {log_dir}",
           file=sys.stderr)
     runs = load_path(log_dir)

@@ -39,12 +39,23 @@ def scenario(name: str, description: str, expect: tuple[str, ...] = ()) -> Calla
     return register
 
 
-def run_scenario(name: str, log_dir: str | Path, seed: int = 0, alerts: bool = False) -> Path:
+_OPTIONS: dict[str, Any] = {}  # watch options for the scenario being run (set by run_scenario)
+
+
+def run_scenario(name: str, log_dir: str | Path, seed: int = 0, alerts: bool = False,
+                 replay: bool = False) -> Path:
+    """Train scenario `name` into `log_dir`. With `replay`, the loops hand `watch` a `replay_fn`,
+    so an incident is replayed and localised down to the operation and the sample."""
     if name not in SCENARIOS:
         raise KeyError(name)
     torch.manual_seed(seed)
     log_dir = Path(log_dir)
-    SCENARIOS[name].fn(log_dir, seed, alerts)
+    _OPTIONS.clear()
+    _OPTIONS["replay"] = replay
+    try:
+        SCENARIOS[name].fn(log_dir, seed, alerts)
+    finally:
+        _OPTIONS.clear()
     return log_dir
 
 
@@ -164,6 +175,13 @@ def _loop(model: nn.Module, opt: torch.optim.Optimizer, steps: int, batch_fn: Ca
           scheduler: Any = None, scaler: Any = None, task: str | None = None,
           autocast: torch.dtype | None = None, clip: float | None = None, **watch_opts: Any) -> None:
     """The plain training loop every scenario shares: forward, backward, step, mon.step."""
+
+    def replay_fn(m: nn.Module, b: Any) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=autocast, enabled=autocast is not None):
+            return loss_fn(m, b)
+
+    if _OPTIONS.get("replay"):
+        watch_opts.setdefault("replay_fn", replay_fn)
     with watch(model, opt, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
                alerts=alerts, **watch_opts) as mon:
         for i in range(steps):

@@ -15,6 +15,7 @@ import numpy as np
 from ..findings import Finding, Report, importance_key
 from ..records import Run
 from . import REGISTRY, load_all
+from .incidents import merge_incidents
 from .quantities import Quantities
 
 log = logging.getLogger("lossdoctor")
@@ -78,6 +79,7 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             findings.extend(unexplained_nonfinite(run, q))
+    findings = merge_incidents(findings, run)
     return arbitrate(findings), notes
 
 

@@ -1,0 +1,19 @@
+"""Incident triage: rewind, replay, reproduce, isolate the batch and sample, find the first layer and op.
+
+    ring.py       SnapshotRing: every K steps a snapshot of model/optimizer/scaler/scheduler/RNG,
+                  every step the batch (host copy, or a fingerprint past the memory budget), the
+                  forward's RNG state, the optimizer's hyper-parameters and clipping factor
+    state.py      snapshots, RNG, scratch workspace (deep copy without the monitor's hooks) or
+                  in-place workspace restored bit for bit
+    replay.py     replay recorded steps, compare with the logged losses, probe a state with a batch
+    optrace.py    OpTracer (TorchDispatchMode): first op whose output went non-finite, forward and
+                  backward, with its module and input/output statistics
+    samples.py    bisection of a batch for the samples that break a step; per-sample spike losses
+    classify.py   op-level evidence -> cause, evidence sentences, fixes
+    localize.py   `lossdoctor.localize(model, batch, loss_fn)`
+    incident.py   the flow the monitor runs on an incident, the incident record, on_incident policies
+    explain.py    the findings of an incident record and the sentences of their evidence
+    policy.py     the "skip" policy's optimizer hooks
+
+Torch is required here; the offline path reads incident records through `detectors.incidents`.
+"""

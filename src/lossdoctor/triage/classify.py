@@ -1,0 +1,192 @@
+"""From what the op tracer, the batch scan and the sample search saw, to a cause with evidence and
+fixes. Pure reasoning over small records; no torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..detectors.base import fmt
+from ..detectors.nonfinite import ATTENTION
+from .optrace import LOSS_OPS, SOFTMAX_OPS, OpEvent, base_name
+
+MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "matmul", "addbmm", "linear", "einsum", "_scaled_mm"})
+DTYPE_MAX = {"float16": 65504.0, "bfloat16": 3.39e38, "float32": 3.40e38, "float64": 1.80e308}
+
+
+@dataclass
+class Verdict:
+    cause: str | None = None
+    layer: str | None = None
+    op: str | None = None
+    phase: str | None = None
+    samples: list[int] | None = None
+    confidence: float = 0.0
+    evidence: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+
+def is_attention(ev: OpEvent | None) -> bool:
+    if ev is None:
+        return False
+    return bool((ev.module and ATTENTION.search(ev.module)) or (ev.module_type and ATTENTION.search(ev.module_type)))
+
+
+def _where(ev: OpEvent) -> str:
+    return ev.module if ev.module else "the loss code (outside the model)"
+
+
+def _samples(search: Any, ev: OpEvent | None, bad_batch: dict[str, list[int]]) -> list[int] | None:
+    if bad_batch:
+        s = sorted({i for v in bad_batch.values() for i in v if i >= 0})
+        if s:
+            return s
+    if search is not None and search.samples is not None:
+        return None if _everyone(search, getattr(search, "size", None)) else list(search.samples)
+    if ev is not None and ev.samples:
+        return list(ev.samples)
+    return None
+
+
+def _everyone(search: Any, size: int | None) -> bool:
+    """Most of the batch fails on its own: not a question of particular samples."""
+    return (search is not None and search.samples is not None and size is not None and size > 2
+            and len(search.samples) > size // 2)
+
+
+def _sample_sentence(search: Any, samples: list[int] | None) -> str | None:
+    if search is None or search.samples is None:
+        return None
+    if getattr(search, "size", None) and _everyone(search, search.size):
+        return (f"{len(search.samples)} of the {search.size} samples break the step each on their own: "
+                "it is not a matter of particular samples")
+    if search.together:
+        return f"sample(s) {search.samples[:16]} make the step non-finite only together ({search.probes} probes)"
+    return (f"bisecting the batch ({search.probes} forward+backward probes) isolates sample(s) "
+            f"{search.samples[:16]}: each breaks the step on its own, the rest of the batch does not")
+
+
+def classify(fwd: OpEvent | None, bwd: OpEvent | None, near: OpEvent | None, bad_batch: dict[str, list[int]],
+             search: Any, live: dict[str, Any], *, loss: float, grads_ok: bool) -> Verdict:
+    v = Verdict()
+    origin = fwd or bwd
+    v.samples = _samples(search, origin, bad_batch)
+    if origin is not None:
+        v.layer, v.op, v.phase = origin.module, origin.op, origin.phase
+    sample_line = _sample_sentence(search, v.samples)
+
+    if bad_batch:
+        keys = ", ".join(f"'{k}'" for k in bad_batch)
+        v.cause, v.confidence = "nonfinite_data", 0.97
+        v.evidence.append(f"the batch holds NaN/Inf in {keys}: sample(s) {v.samples[:16] if v.samples else '?'}")
+        if fwd is not None:
+            v.evidence.append(fwd.describe())
+        if sample_line:
+            v.evidence.append(sample_line)
+        v.fixes.append(f"drop or repair those samples: filter with torch.isfinite(x).flatten(1).all(1) in the "
+                       f"collate function, and fix the decoding/normalisation that produced {keys}")
+        return v
+
+    if fwd is None and bwd is None:
+        if not math.isfinite(loss) or not grads_ok:
+            v.evidence.append("the loss or a gradient is non-finite, but no traced op made it so "
+                              "(a custom autograd function or a kernel the dispatcher does not see?)")
+        if near is not None:
+            v.evidence.append(near.describe())
+        return v
+
+    if fwd is not None:
+        name = base_name(fwd.op)
+        out_dtype = fwd.outputs[0].dtype if fwd.outputs else "float32"
+        in_max = max((s.absmax for s in fwd.inputs if s.absmax is not None), default=None)
+        if fwd.kind == "param":
+            v.cause, v.confidence = "grad_explosion", 0.6
+            v.evidence.append("a parameter was already non-finite before this step: an earlier update "
+                              "overflowed (exploding gradients or a too-high learning rate)")
+            v.fixes.append("clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)) and lower the "
+                           "learning rate; restart from the last checkpoint before the weights went bad")
+        elif name in SOFTMAX_OPS or (is_attention(fwd) and (name in MATMUL_OPS or name == "exp"
+                                                            or fwd.kind in ("nan", "domain"))):
+            v.cause, v.confidence = "attention_overflow", 0.95
+            masked_rows = any(s.inf for s in fwd.inputs) and fwd.kind == "nan"
+            empty = live.get("mask_empty_sample_ids")
+            if name in SOFTMAX_OPS and masked_rows:
+                who = f"sample(s) {v.samples[:16]}" if v.samples else "some rows"
+                v.evidence.append(f"{who}: every key of a softmax row is masked with -inf (a sequence that is "
+                                  "all padding), and softmax(-inf, ..., -inf) = 0/0 = NaN"
+                                  + (f"; attention_mask is all zeros for sample(s) {list(empty)[:16]}" if empty else ""))
+                v.fixes.append("drop empty (all-padding) sequences from the data, and mask with "
+                               "torch.finfo(scores.dtype).min instead of -inf (or use "
+                               "F.scaled_dot_product_attention, which returns 0 for fully masked rows)")
+            elif name == "exp":
+                v.evidence.append(f"exp of attention logits up to {fmt(in_max or math.inf)} overflows {out_dtype} "
+                                  f"(exp(x) > {fmt(DTYPE_MAX.get(out_dtype, 3.4e38))} for x > "
+                                  f"{fmt(math.log(DTYPE_MAX.get(out_dtype, 3.4e38)))}): the softmax is computed "
+                                  "without subtracting the row maximum")
+                v.fixes.append("use torch.softmax(scores, dim=-1) (it subtracts the row max), or "
+                               "exp(scores - scores.amax(-1, keepdim=True)) in the hand-written softmax")
+            elif name not in MATMUL_OPS and name not in SOFTMAX_OPS:
+                zero_in = any(s.min == 0 or (s.absmax is not None and s.absmax == 0) for s in fwd.inputs)
+                v.evidence.append(f"{fwd.op} in attention module {fwd.module} made NaN/Inf"
+                                  + (" from a zero input: a hand-written softmax whose exp underflowed to 0 for "
+                                     "a whole row (logits far below 0) divides 0 by 0" if zero_in and name == "div"
+                                     else ""))
+                v.fixes.append("use torch.softmax(scores, dim=-1) (it subtracts the row max), or "
+                               "exp(scores - scores.amax(-1, keepdim=True)) in the hand-written softmax")
+            else:
+                v.evidence.append(f"attention logits reached {fmt(in_max or math.inf)} and overflowed {out_dtype}")
+                v.fixes.append("scale QK^T by 1/sqrt(head_dim) and compute attention scores in fp32; "
+                               "QK-layernorm or a z-loss of 1e-4 keeps logits bounded (Wortsman et al. 2023)")
+        elif name in LOSS_OPS and live.get("label_tokens") == 0:
+            v.cause, v.confidence = "label_mask_empty", 0.9
+            v.evidence.append("every label of the batch is the ignore index: the mean over zero tokens is 0/0")
+            v.fixes.append("skip batches without supervised tokens, or normalise by max(1, n_tokens)")
+        else:
+            v.cause = "activation_overflow"
+            v.confidence = 0.9 if fwd.kind in ("overflow", "domain") else 0.8
+            if fwd.kind == "overflow" and name == "exp":
+                v.evidence.append(f"exp of values up to {fmt(in_max or math.inf)} overflows {out_dtype}")
+                v.fixes.append("use the stable form: logsumexp / log_softmax / softplus instead of "
+                               "log(sum(exp(x))), or subtract the maximum before exp")
+            elif fwd.kind == "overflow":
+                v.evidence.append(f"{fwd.op} in {_where(fwd)} produced values beyond {out_dtype}'s range "
+                                  f"(max {fmt(DTYPE_MAX.get(out_dtype, math.inf))}) from inputs up to "
+                                  f"{fmt(in_max) if in_max is not None else '?'}")
+                if out_dtype in ("float16", "bfloat16"):
+                    v.fixes.append(f"keep {_where(fwd)} out of {out_dtype}: run it under "
+                                   "torch.autocast(device_type, enabled=False) on .float() inputs, or use bf16")
+                v.fixes.append(f"normalise the input of {_where(fwd)} (LayerNorm) or scale its weights down; "
+                               "check the initialisation")
+            else:
+                v.evidence.append(f"{fwd.op} got inputs outside its domain (log of 0 or a negative, 0/0, sqrt "
+                                  "of a negative): it made NaN/Inf from finite values")
+                v.fixes.append(f"guard {fwd.op} in {_where(fwd)}: add an epsilon or clamp(min=eps) to its input, "
+                               "or use the fused stable op (F.cross_entropy, F.binary_cross_entropy_with_logits, "
+                               "log_softmax)")
+        v.evidence.append(fwd.describe())
+    else:
+        assert bwd is not None
+        out_dtype = bwd.outputs[0].dtype if bwd.outputs else "float32"
+        half = out_dtype in ("float16", "bfloat16") and bwd.kind == "overflow"
+        v.cause, v.confidence = ("activation_overflow", 0.85) if half else ("grad_explosion", 0.75)
+        v.evidence.append("the forward pass stayed finite; the first non-finite value appeared in backward"
+                          + (f": a gradient beyond {out_dtype}'s range" if half else ""))
+        v.evidence.append(bwd.describe())
+        if half:
+            v.fixes.append("train fp16 with a GradScaler (torch.amp.GradScaler scales the loss so gradients fit "
+                           "fp16, and skips the steps that still overflow), or use bf16 autocast")
+        if bwd.forward_op:
+            v.evidence.append(f"it is the backward of {bwd.forward_op}"
+                              + (f" in {bwd.module}" if bwd.module else ""))
+        if bwd.kind == "domain":
+            v.fixes.append(f"the derivative of {bwd.forward_op or bwd.op} is infinite at its input (sqrt or "
+                           "norm at 0, log at 0): add an epsilon inside it")
+        v.fixes.append("clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)); with fp16, use a "
+                       "GradScaler")
+    if sample_line:
+        v.evidence.append(sample_line)
+    if near is not None and near is not fwd:
+        v.evidence.append("earlier: " + near.describe())
+    return v

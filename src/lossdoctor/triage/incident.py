@@ -1,0 +1,485 @@
+"""The incident flow: what the monitor does when training first goes non-finite (or spikes).
+
+1. confirm: the step record says the loss or a gradient went non-finite (a GradScaler's own
+   overflow skips are not incidents), or the loss spiked far above its recent level;
+2. rewind: restore the last snapshot before that step on a scratch copy of the model, and replay
+   the recorded batches up to it; the replayed losses are checked against the logged ones;
+3. reproduce: does the failing step fail again? If the replay was faithful and it does not, the
+   fault is not in the data or the numerics (`nondeterministic_fault`);
+4. narrow: the failing step again under the op tracer: the first op (forward, then backward) whose
+   output went non-finite, its module and what went in and out;
+5. isolate: bisect the batch for the sample(s) that break the step;
+6. batch vs state: does this batch break an earlier healthy state? does the state before the
+   failing step break on other recent batches?
+7. write `incidents/step-N.json` with the evidence and the finding(s); the engine merges them into
+   the diagnosis. Then the policy: report (nothing else), raise, or skip (roll the user's model
+   back to the state before the bad batch when its update already damaged it).
+
+Without `replay_fn` (or without a snapshot before the step) the record carries the layer-level
+answer the live flags give, and says what replay would add.
+
+Everything runs on copies; the user's model, optimizer, gradients and RNG are left bit-identical
+(the `report` and `raise` policies never change them).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from ..findings import Finding
+from . import batches as B
+from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
+                      verdict_sentence)
+from .localize import _Preserve, localize_on
+from .replay import Probe, probe, replay
+from .ring import SnapshotRing, StepEntry
+from .samples import per_sample_outliers
+from .state import (InplaceGuard, RngState, Snapshot, SnapshotTaker, load_model_state, scratch_workspace,
+                    unwrap_model)
+
+log = logging.getLogger("lossdoctor")
+
+POLICIES = ("report", "raise", "skip")
+LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_first_nonfinite",
+             "bwd_first_nonfinite", "nonfinite_params", "batch_nonfinite_detail", "mask_empty_sample_ids",
+             "label_empty_sample_ids", "label_tokens", "act_absmax", "act_absmax_layer", "act_range_frac")
+FORMAT = "lossdoctor.incident/1"
+
+
+class TrainingIncident(RuntimeError):
+    """Raised by `mon.step` under `on_incident="raise"`, after the incident has been triaged and
+    recorded. `.record` is the incident record; `.findings` its findings."""
+
+    def __init__(self, message: str, record: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.record = record
+        self.findings = [Finding.from_dict(f) for f in record.get("findings", [])]
+
+
+class SpikeWatch:
+    """Streaming version of the loss-spike rule of `detectors.loss_shape`: against the median of
+    the last w losses (w = n/20 clamped to [10, 100], as there), a log-space robust z > 8, at least
+    2x that median, after the run has trained (median below 0.9x the starting loss), giving back at
+    least a fifth of the progress, and more than twice any earlier excursion."""
+
+    def __init__(self, window: int = 100, min_history: int = 40) -> None:
+        self.hist: deque[float] = deque(maxlen=window)
+        self.n = 0
+        self.min_history = min_history
+        self.start: list[float] = []
+        self.max_excursion = 1.0
+
+    def _baseline(self) -> tuple[float, float]:
+        w = int(min(100, max(10, self.n // 20)))
+        lx = np.log(np.asarray(list(self.hist)[-w:]))
+        med = float(np.median(lx))
+        return med, 1.4826 * float(np.median(np.abs(lx - med))) + 1e-3
+
+    def check(self, loss: float) -> dict[str, float] | None:
+        if not (math.isfinite(loss) and loss > 0) or self.n < self.min_history:
+            return None
+        med, sigma = self._baseline()
+        base = math.exp(med)
+        start = float(np.median(self.start))
+        z = (math.log(loss) - med) / sigma
+        ratio = loss / base
+        trained = base < 0.9 * start
+        material = (loss - base) >= 0.2 * (start - base)
+        if z > 8 and ratio >= 2 and trained and material and ratio > 2 * self.max_excursion:
+            return {"median": base, "z": z, "ratio": ratio, "threshold": base + 0.5 * (loss - base)}
+        return None
+
+    def add(self, loss: float) -> None:
+        if not (math.isfinite(loss) and loss > 0):
+            return
+        if len(self.start) < 5:
+            self.start.append(loss)
+        if self.n >= self.min_history:
+            self.max_excursion = max(self.max_excursion, loss / math.exp(self._baseline()[0]))
+        self.hist.append(loss)
+        self.n += 1
+
+
+def _nonfinite(x: Any) -> bool:
+    return isinstance(x, float) and not math.isfinite(x)
+
+
+def check_options(on_incident: str, snapshot: str, snapshot_every: int) -> None:
+    """Reject bad triage options before the monitor installs anything."""
+    if on_incident not in POLICIES:
+        raise ValueError(f"on_incident must be one of {POLICIES}, not {on_incident!r}")
+    if snapshot not in ("memory", "disk", "off"):
+        raise ValueError(f"snapshot must be 'memory', 'disk' or 'off', not {snapshot!r}")
+    if int(snapshot_every) < 1:
+        raise ValueError(f"snapshot_every must be >= 1, not {snapshot_every!r}")
+
+
+class Triage:
+    """Owned by the Monitor: the ring, the skip guard, and the incident flow."""
+
+    def __init__(self, mon: Any, replay_fn: Callable | None, *, on_incident: str = "report",
+                 snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
+                 inplace: bool = False, max_incidents: int = 3) -> None:
+        check_options(on_incident, snapshot, snapshot_every)
+        self.mon = mon
+        self.replay_fn = replay_fn
+        self.policy = on_incident
+        self.inplace = inplace
+        self.max_incidents = max_incidents
+        self.model = unwrap_model(mon.model)
+        self.optimizer = mon.optimizer
+        self.scaler = mon.scaler
+        self.records: list[dict[str, Any]] = []
+        self.episode = False
+        self.spikes = SpikeWatch()
+        self.skipped_steps: set[int] = set()
+        self.enabled = True
+        self._pending: TrainingIncident | None = None
+        self.ring: SnapshotRing | None = None
+        if replay_fn is not None and snapshot != "off":
+            self.ring = SnapshotRing(self.model, self.optimizer, mon.scaler, mon.scheduler, every=snapshot_every,
+                                     mode=snapshot, budget=snapshot_budget,
+                                     directory=Path(mon.run_dir) / "snapshots")
+            self.ring.snapshot(0)
+        self.guard = None
+        if on_incident == "skip":
+            from .policy import SkipGuard
+
+            self.guard = SkipGuard(self.optimizer, self._on_skip, self._after_skip)
+        mon.meta.setdefault("incidents", [])
+        mon.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
+                              "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
+                              "budget": self.ring.budget if self.ring else None}
+
+    # --- called by the monitor ------------------------------------------------------------------
+    def begin_step(self, step: int, batch: Any) -> None:
+        if self.ring is not None and self.enabled:
+            try:
+                self.ring.record(step, batch)
+            except Exception as e:
+                self._disable(e)
+
+    def observe(self, rec: dict[str, Any]) -> None:
+        """Every step record, in order, before the live engine sees it."""
+        if not self.enabled:
+            return
+        try:
+            self._observe(rec)
+        except Exception as e:
+            self._disable(e)
+
+    def end_step(self, step: int) -> None:
+        if self.ring is not None and self.enabled:
+            try:
+                self.ring.maybe_snapshot(step + 1, healthy=not self.episode)
+            except Exception as e:
+                self._disable(e)
+
+    def take_pending(self) -> TrainingIncident | None:
+        p, self._pending = self._pending, None
+        return p
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self.ring.remove()
+            self.ring.drop()
+        if self.guard is not None:
+            self.guard.remove()
+
+    # --- skip policy --------------------------------------------------------------------------
+    def _on_skip(self) -> None:
+        self.skipped_steps.add(self.mon.step_idx)
+        if self.ring is not None:
+            self.ring.mark_skipped()
+
+    def _after_skip(self) -> None:
+        self.mon.opt_probe.stepped = False  # the step record says "skipped", as for a GradScaler skip
+
+    # --- trigger ----------------------------------------------------------------------------------
+    def _trigger(self, rec: dict[str, Any]) -> dict[str, Any] | None:
+        step = int(rec["step"])
+        loss = rec.get("loss")
+        skipped = bool(rec.get("skipped")) and step not in self.skipped_steps
+        if _nonfinite(loss):
+            return {"kind": "nonfinite_loss"}
+        if (rec.get("grad_nonfinite") or rec.get("nonfinite_params")) and not skipped:
+            return {"kind": "nonfinite_grad"}
+        if isinstance(loss, float) and not skipped:
+            spike = self.spikes.check(loss)
+            if spike is not None:
+                return {"kind": "loss_spike", **spike}
+        return None
+
+    def _observe(self, rec: dict[str, Any]) -> None:
+        step = int(rec["step"])
+        if self.ring is not None:
+            self.ring.observe_loss(step, rec.get("loss"))
+        trig = self._trigger(rec)
+        if trig is None:
+            self.episode = False
+            loss = rec.get("loss")
+            if isinstance(loss, float) and not rec.get("skipped"):
+                self.spikes.add(loss)
+            return
+        if self.episode or len(self.records) >= self.max_incidents:
+            return
+        self.episode = True
+        record = self.run(step, trig, rec)
+        self.records.append(record)
+        self.mon.meta["incidents"].append(record)
+        self.mon.writer.write_incident(f"step-{step:08d}", record)
+        if self.policy == "raise":
+            f = record["findings"][0] if record.get("findings") else None
+            what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
+                + (f", {f['op']}" if f.get("op") else "") if f else f"incident at step {step}"
+            self._pending = TrainingIncident(f"lossdoctor: training incident: {what} "
+                                             f"(record: incidents/step-{step:08d}.json)", record)
+
+    # --- the flow -------------------------------------------------------------------------------
+    def run(self, step: int, trig: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        record: dict[str, Any] = {
+            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.mon.rank,
+            "policy": self.policy, "level": "live", "live": {k: rec[k] for k in LIVE_KEYS if k in rec},
+            "notes": [], "action": "none"}
+        if trig["kind"] == "loss_spike":
+            record["spike"] = {k: v for k, v in trig.items() if k != "kind"}
+        rng = RngState.capture()
+        findings: list[Finding] = []
+        try:
+            if self.replay_fn is None:
+                record["notes"].append("replay not run: no replay_fn was given")
+            elif self.ring is None:
+                record["notes"].append("replay not run: snapshots are off")
+            else:
+                if self.ring.notes:
+                    record["notes"].extend(self.ring.notes)
+                findings = self._replay_flow(step, trig, rec, record)
+        except Exception as e:  # triage must never take the training down
+            log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
+            record["error"] = f"{type(e).__name__}: {e}"
+            if "out of memory" in str(e).lower() and not self.inplace:
+                record["notes"].append("the scratch copy of the model did not fit: pass triage_inplace=True")
+            findings = []
+        finally:
+            rng.restore()
+            if self.ring is not None:
+                self.ring.paused = False
+        if not findings:
+            record["level"] = "live"
+            findings = live_findings(step, trig, rec, record)
+        elif record["level"] == "live":
+            record["level"] = "replay"
+        record["findings"] = [f.to_dict() for f in findings]
+        record["seconds"] = round(time.perf_counter() - t0, 4)
+        return record
+
+    def _workspace(self):
+        mon = self.mon
+        if self.inplace:
+            return _PausedInplace(self, InplaceGuard(self.model, self.optimizer, self.scaler))
+        # the monitor's own parts: their hooks are stripped from the copy, and the copy must not
+        # duplicate them (bound-method hooks reach them)
+        pf = getattr(mon, "preflight", None)
+        parts = [mon.tracer, mon.grads, mon.opt_probe, self.ring, self.guard, pf, getattr(pf, "probe", None)]
+        parts = [p for p in parts if p is not None]
+        ids = {h.id for part in parts for h in getattr(part, "_handles", []) if hasattr(h, "id")}
+        keep = tuple(parts) + (mon, self, mon.writer, mon.live)
+        return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids, keep))
+
+    def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
+                     record: dict[str, Any]) -> list[Finding]:
+        assert self.ring is not None and self.replay_fn is not None
+        fn = self.replay_fn
+        snap = self.ring.snapshot_for(step)
+        if snap is None:
+            record["notes"].append(f"replay not run: no snapshot at or before step {step} "
+                                   f"(snapshots every {self.ring.every} steps)")
+            return []
+        entries = [self.ring.entries.get(s) for s in range(snap.step, step + 1)]
+        target = entries[-1]
+        spike = trig["kind"] == "loss_spike"
+
+        def bad(p: Probe) -> bool:
+            return p.loss >= trig["threshold"] if spike else p.nonfinite
+
+        self.ring.paused = True
+        saved_state: Snapshot | None = None
+        with self._workspace() as ws:
+            t = time.perf_counter()
+            rep = replay(ws, snap, entries, fn, step)
+            record["replay"] = rep.to_dict()
+            record["timing"] = {"replay_s": round(time.perf_counter() - t, 4)}
+            exact = rep.reached
+            if rep.reached:
+                reproduced = bad(rep.target_probe) if rep.target_probe else None
+            elif target is not None and target.kept:
+                # some batch before the target was not kept: try the failing batch on the state
+                # the replay got to (an approximation of the state before the failing step)
+                p = probe(ws, target.device_batch(), fn, rng=target.rng)
+                reproduced = True if bad(p) else None
+                gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
+                why = rep.error or f"the batch of step {rep.stopped_at} {_why_missing(gap)}"
+                record["notes"].append(f"{why}, so the state before step {step} is approximated by the "
+                                       f"state of step {rep.stopped_at}")
+            else:
+                reproduced = None
+                record["notes"].append(f"the batch of step {step} {_why_missing(target)}: the step cannot be "
+                                       "replayed")
+            record["reproducible"] = reproduced
+            if reproduced is False:
+                if rep.faithful:
+                    return [nondeterministic_finding(step, trig, rep, rec)]
+                record["notes"].append(
+                    f"the replay diverged from the logged run at step {rep.diverged_at}, and the failing "
+                    "step did not fail again: inconclusive (replay_fn does not redo the training step "
+                    "exactly: gradient accumulation, clipping by value, a custom update?)")
+                return []
+            if reproduced is None:
+                return []
+            batch_t = target.device_batch()
+            n = B.batch_size(batch_t)
+            t = time.perf_counter()
+            with _Preserve(ws.model) as keep:
+                if spike:
+                    loc = None
+                    search = per_sample_outliers(
+                        batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
+                    record["samples"] = search.to_dict() if search else None
+                else:
+                    loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
+                    record["localization"] = loc.to_dict()
+            record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
+            if self.policy == "skip" and exact and rep.faithful:
+                saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
+            t = time.perf_counter()
+            bvs = self._batch_vs_state(ws, snap, step, entries, bad, exact)
+            record["batch_vs_state"] = bvs
+            record["timing"]["batch_vs_state_s"] = round(time.perf_counter() - t, 4)
+        if spike:
+            findings = [spike_finding(step, trig, rep, search, bvs, rec)]
+        else:
+            assert loc is not None
+            findings = [replay_finding(step, trig, rep, loc, bvs, exact)]
+        record["level"] = "replay"
+        if bvs.get("verdict") == "state":
+            # the state was already bad: the op is where it overflowed, the samples are all of them
+            record["level"] = "replay-state"
+            for f in findings:
+                f.samples = None
+                vs = verdict_sentence(step, bvs)
+                if vs in f.evidence:
+                    f.evidence.remove(vs)
+                    f.evidence.insert(0, vs)
+        if self.policy == "skip":
+            record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
+        return findings
+
+    def _batch_vs_state(self, ws: Any, snap: Snapshot, step: int, entries: list[StepEntry | None],
+                        bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
+        fn = self.replay_fn
+        target = entries[-1]
+        assert target is not None and fn is not None
+        out: dict[str, Any] = {"state_step": step if exact else None}
+        others = [e for e in reversed(entries[:-1]) if e is not None and e.kept][:3]
+        res = []
+        for e in others:
+            p = probe(ws, e.device_batch(), fn, rng=e.rng)
+            res.append({"step": e.step, "loss": p.loss, "bad": bad(p)})
+        out["other_batches"] = res
+        state_breaks = any(r["bad"] for r in res) if res else None
+        healthy = snap if snap.step < step else self.ring.snapshot_for(step, before=True)
+        batch_breaks = None
+        if healthy is not None:
+            ws.load(healthy)
+            p = probe(ws, target.device_batch(), fn, rng=target.rng)
+            batch_breaks = bad(p)
+            out["healthy_state_step"] = healthy.step
+            out["batch_on_healthy_state"] = {"loss": p.loss, "bad": batch_breaks}
+        out["state_breaks_other_batches"] = state_breaks
+        out["batch_breaks_healthy_state"] = batch_breaks
+        out["verdict"] = verdict(batch_breaks, state_breaks)
+        return out
+
+    def _maybe_rollback(self, step: int, trig: dict[str, Any], bvs: dict[str, Any],
+                        saved: Snapshot | None, record: dict[str, Any]) -> str:
+        """Skip policy: if the failing step's update already reached the user's weights, put the
+        state before that step back (the bad batch is skipped)."""
+        params = [p.detach() for p in self.model.parameters()]
+        damaged = bool(params) and not bool(torch.isfinite(torch.stack(
+            [n.float() for n in torch._foreach_norm(params, 2, dtype=torch.float64)])).all())
+        if trig["kind"] == "loss_spike" and bvs.get("verdict") in ("batch", "combination"):
+            damaged = True
+        if not damaged:
+            return "skipped" if step in self.skipped_steps else "none"
+        if saved is None:
+            record["notes"].append("rollback not possible: the replay did not reach the failing step exactly")
+            return "none"
+        load_model_state(self.model, saved.model_state())
+        self.optimizer.load_state_dict(saved.optimizer_state())
+        if self.scaler is not None and saved.scaler:
+            for k, v in saved.scaler.items():
+                setattr(self.scaler, k, v.detach().clone())
+        if self.ring is not None and step in self.ring.entries:
+            e = self.ring.entries[step]
+            e.stepped, e.skipped_by_policy = False, True
+        later = self.mon.step_idx - step
+        record["notes"].append(
+            f"rolled the model and optimizer back to the state before step {step} (its batch is skipped)"
+            + (f"; the {later} step(s) after it were dropped too" if later > 0 else ""))
+        log.warning("lossdoctor: on_incident='skip': rolled back to the state before step %d and skipped its batch",
+                    step)
+        return "rolled_back"
+
+    def _disable(self, e: BaseException) -> None:
+        self.enabled = False
+        log.warning("lossdoctor: incident triage disabled after an internal error: %s: %s", type(e).__name__, e)
+
+
+class _PausedInplace:
+    """In-place triage: the monitor's own hooks on the user's model must not record the replay."""
+
+    def __init__(self, triage: Triage, guard: InplaceGuard) -> None:
+        self.t, self.guard = triage, guard
+
+    def __enter__(self) -> Any:
+        mon = self.t.mon
+        self.state = (mon.tracer.enabled, mon.grads.enabled)
+        mon.tracer.enabled = mon.grads.enabled = False
+        return self.guard.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.guard.__exit__(*exc)
+        finally:
+            mon = self.t.mon
+            mon.tracer.enabled, mon.grads.enabled = self.state
+            mon.tracer.reset()
+
+
+def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: _Preserve) -> float:
+    try:
+        if entry.rng is not None:
+            entry.rng.apply()
+        with torch.no_grad():
+            loss = fn(ws.model, sub)
+        return float(loss.detach().float().mean())
+    finally:
+        keep.reset()
+
+
+def _why_missing(e: StepEntry | None) -> str:
+    if e is None:
+        return "is not in the ring"
+    if e.fingerprint:
+        return f"was not kept (triage budget; fingerprint {e.fingerprint})"
+    return "was not passed to mon.step (pass batch=)"
