@@ -43,5 +43,4 @@ SYMPTOMS: dict[str, str] = {
     "zero_loss": "loss is (almost) exactly zero",
     "stall": "weights or loss do not change",
     "skipped_steps": "optimizer steps are being skipped",
-    "scaled_loss": "the loss and its gradient are a constant multiple of what they should be",
 }

@@ -71,7 +71,7 @@ def _from_weights(run: Run) -> list[Finding]:
         elif abs(med * k - 1) < 0.2:
             evidence.append(f"{k} micro-batches per step: the loss is divided by {k} twice")
     fixes = _fixes(med, k)
-    return [Finding(cause="grad_accum_normalization", symptom="scaled_loss", severity="warning",
+    return [Finding(cause="grad_accum_normalization", symptom=_symptom(med), severity="warning",
                     confidence=0.85 if frac > 0.8 else 0.6, step=int(run.steps[first]),
                     evidence=evidence, fixes=fixes)]
 
@@ -89,9 +89,15 @@ def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
     evidence = [f"the run starts at loss {fmt(start)} = {fmt(ratio)}x the chance level "
                 f"{fmt(float(chance))}, with {k} micro-batches per step: the logged loss is the sum of "
                 f"{k} micro-batch means"]
-    return [Finding(cause="grad_accum_normalization", symptom="scaled_loss", severity="warning",
+    return [Finding(cause="grad_accum_normalization", symptom=_symptom(float(k)), severity="warning",
                     confidence=0.55, step=int(run.steps[first]), evidence=evidence,
                     fixes=_fixes(float(k), k))]
+
+
+def _symptom(weight: float) -> str:
+    """What a mis-scaled objective does to training: a k-times loss is a k-times step size (the
+    loss swings), a loss divided twice a k-times smaller one (the loss crawls)."""
+    return "oscillation" if weight > 1 else "slow_convergence"
 
 
 def _fixes(weight: float, k: int | None) -> list[str]:
