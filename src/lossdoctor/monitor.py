@@ -294,8 +294,8 @@ class Monitor:
         if "lowp_frozen" in values and "lowp_moving" in values:
             moving = float(values["lowp_moving"][0])
             rec["frozen_frac"] = float(values["lowp_frozen"][0]) / moving if moving > 0 else None
-        if "eps_dominated_n" in values and opt.get("eps_total"):
-            rec["eps_dominated"] = float(values["eps_dominated_n"][0]) / opt["eps_total"]
+        if "eps_above_n" in values and opt.get("eps_total"):
+            rec["eps_dominated"] = 1.0 - float(values["eps_above_n"][0]) / opt["eps_total"]
 
         per: dict[str, np.ndarray] = {}
         g = ctx["grads"]

@@ -110,31 +110,42 @@ class OptimizerProbe:
             self._eps_stats()
 
     def _eps_stats(self) -> None:
-        counts, totals = [], 0
+        """Fraction of Adam's second-moment entries with sqrt(v_hat) < 10*eps, over the sampled
+        parameter subset. Entries sharing a threshold (same step, eps, beta2) are concatenated and
+        counted with one comparison: two kernels per bucket instead of a pair per parameter."""
+        subset = {id(p) for p in self._subset}
+        buckets: dict[float, list[torch.Tensor]] = {}
+        device_steps: list[tuple[torch.Tensor, torch.Tensor, float, float]] = []
+        totals = 0
         for group in self.opt.param_groups:
             eps = group.get("eps")
             betas = group.get("betas")
             if not isinstance(eps, (int, float)) or not betas:
                 continue
             for p in group["params"]:
+                if id(p) not in subset:
+                    continue
                 st = self.opt.state.get(p, {})
                 v = local(st.get("exp_avg_sq"))
                 step = st.get("step")
-                if v is None or step is None:
+                if v is None or step is None or v.numel() == 0:
                     continue
-                on_host = not isinstance(step, torch.Tensor) or step.device.type == "cpu"
-                t = float(step) if on_host else None
-                if t is None:
-                    # a tensor step lives on the device; the bias correction is a device op then
-                    bc2 = 1 - torch.pow(torch.as_tensor(betas[1], device=step.device), step.float())
-                else:
-                    bc2 = 1 - betas[1] ** t
-                thresh = (10.0 * eps) ** 2 * bc2
-                counts.append((v < thresh).sum().to(v.device))
                 totals += v.numel()
-        if counts and totals:
-            dev = counts[0].device
-            self._stats["eps_dominated_n"] = [torch.stack([c.to(dev) for c in counts]).sum()]
+                if isinstance(step, torch.Tensor) and step.device.type != "cpu":
+                    device_steps.append((v, step, float(eps), float(betas[1])))  # capturable Adam
+                    continue
+                thresh = (10.0 * eps) ** 2 * (1 - betas[1] ** float(step))
+                buckets.setdefault(thresh, []).append(v)
+        above: list[torch.Tensor] = []
+        for thresh, vs in buckets.items():
+            flat = torch.cat([v.reshape(-1) for v in vs]) if len(vs) > 1 else vs[0].reshape(-1)
+            above.append(torch.count_nonzero(flat > thresh))
+        for v, step, eps, beta2 in device_steps:  # the step lives on the device: no host read
+            thresh = (10.0 * eps) ** 2 * (1 - torch.pow(torch.as_tensor(beta2, device=step.device), step.float()))
+            above.append((v > thresh).sum().float())
+        if above and totals:
+            dev = above[0].device
+            self._stats["eps_above_n"] = [torch.stack([a.to(dev).float() for a in above]).sum()]
             self._eps_total = totals  # a host number: no host-to-device copy needed
 
     def flush(self, packer: Any) -> dict[str, Any]:
