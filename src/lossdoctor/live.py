@@ -1,7 +1,7 @@
 """Live diagnosis: the same engine as `lossdoctor diagnose`, run on the history so far.
 
 The history is kept as typed columns (8 bytes a value) rather than dicts, so a long run costs
-little memory. The engine runs on a schedule that thins out as the run gets longer (every 10 steps
+little memory. The engine runs on a schedule that thins out as the run gets longer (every 25 steps
 early, every ~2% of the run later: linear total cost) and immediately when something new goes
 wrong (a non-finite value, a skipped step, bad data), at most once every few steps.
 
@@ -98,7 +98,7 @@ class LiveDiagnoser:
         if step >= self._next_check or (triggered and step - self._last_trigger >= 5):
             if triggered:
                 self._last_trigger = step
-            self._next_check = step + max(10, step // 50)
+            self._next_check = step + max(25, step // 50)
             self.evaluate()
 
     def evaluate(self) -> Report:

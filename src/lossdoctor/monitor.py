@@ -35,6 +35,7 @@ from .signals.describe import describe_run
 from .signals.gradients import GradProbe
 from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
 from .signals.readout import Packer, Readout
+from .signals.sharding import local_list
 from .signals.tracer import ModuleTracer, parent_index
 
 log = logging.getLogger("lossdoctor")
@@ -43,8 +44,13 @@ log = logging.getLogger("lossdoctor")
 LAYER_STATS = ("act_absmax", "act_rms", "grad_absmax", "param_grad_norm", "param_norm")
 
 
-def default_log_dir() -> Path:
-    return Path("lossdoctor_runs") / datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+def default_log_dir(world_size: int = 1) -> Path:
+    """A new directory per run; with several ranks the same one on every rank (derived from the
+    launcher's environment, so the ranks agree without a collective)."""
+    from .integrations.launch import shared_run_name
+
+    name = shared_run_name() if world_size > 1 else None
+    return Path("lossdoctor_runs") / (name or datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
 
 
 def _dist_rank() -> tuple[int | None, int]:
@@ -91,18 +97,27 @@ class Monitor:
         self.replay_fn = replay_fn
         self.layer_every = max(1, int(layer_every))
         self.rank, self.world_size = _dist_rank()
-        root = Path(log_dir) if log_dir is not None else default_log_dir()
+        root = Path(log_dir) if log_dir is not None else default_log_dir(self.world_size)
         self.log_dir = root
         self.run_dir = root / f"rank-{self.rank}" if self.world_size > 1 else root
         self.step_idx = 0
         self.closed = False
+        #: extra probes added by integrations (`add_probe`), run after the built-in ones
+        self.probes: list[Any] = []
         self._t0 = time.perf_counter()
         self._warned: set[str] = set()
 
         self.writer = RunLogWriter(self.run_dir)
+        from .integrations.distributed import attach_distributed, unwrap_data_parallel
+
+        wrapper, model = model, unwrap_data_parallel(model)  # names as the user's model has them
+        self.model = model  # replay runs the bare model: a DDP forward without backward would stall DDP
         self.tracer = ModuleTracer(model, check_inputs=check_inputs)
         self.parents = parent_index(self.tracer.names)
         self.grads = GradProbe(model, self.tracer.names, lambda: scaler_scale(self.scaler))
+        from .integrations.accelerate import sync_gradients_flag
+
+        self.grads.should_capture = sync_gradients_flag(optimizer)  # skip non-final micro-batches
         self.opt_probe = OptimizerProbe(self.optimizer, budget=update_budget)
         self.batch_probe = BatchProbe()
         self.readout = Readout()
@@ -118,6 +133,8 @@ class Monitor:
         self.live = LiveDiagnoser(self.meta, rank=self.rank, alerts=alerts,
                                   on_finding=self._record_finding, layers_fn=self._layer_stats)
         self._set_sampled(self._is_sampled(0))
+        if self.world_size > 1:
+            attach_distributed(self, wrapper)
         self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
         # incident triage (snapshot ring, replay, op-level localisation, on_incident policy)
         from .triage.incident import Triage
@@ -129,6 +146,11 @@ class Monitor:
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
         """Record one optimizer iteration. Call after `optimizer.step()` / `scaler.update()`."""
+        if not self.closed:
+            for probe in self.probes:  # collectives: on every rank at every step, even a disabled one
+                presync = getattr(probe, "presync", None)
+                if presync is not None:
+                    presync()
         if self.closed or "step" in self._warned:
             self.step_idx += 1
             return
@@ -147,6 +169,13 @@ class Monitor:
         if incident is not None:
             raise incident
 
+    def add_probe(self, probe: Any) -> None:
+        """Add a probe run at every step after the built-in ones. A probe has `enabled`,
+        `flush(packer) -> ctx` (hand device tensors to the packer), `interpret(values, ctx, rec)`
+        (host side: add fields to the step record) and `remove()`. Integrations use it for signals
+        only they can see (micro-batch losses, the data-parallel reduction)."""
+        self.probes.append(probe)
+
     def close(self) -> None:
         if self.closed:
             return
@@ -164,6 +193,8 @@ class Monitor:
             self.tracer.remove()
             self.grads.remove()
             self.opt_probe.remove()
+            for probe in self.probes:
+                probe.remove()
             self.triage.close()
             self.writer.close()
             self.closed = True
@@ -213,9 +244,17 @@ class Monitor:
         ctx["opt"] = self.opt_probe.flush(packer)
         ctx["batch"] = self.batch_probe.flush(batch, packer) if self.batch_probe.enabled else {}
         if self._sampled:
-            params = [p for p in self.grads.params]
+            params = local_list(self.grads.params)
             if params:
-                packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
+                with torch.no_grad():
+                    packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
+        ctx["probes"] = []
+        for probe in self.probes:
+            if probe.enabled:
+                try:
+                    ctx["probes"].append((probe, probe.flush(packer)))
+                except Exception as e:
+                    self._disable_probe(probe, e)
         for part in (self.tracer, self.grads, self.opt_probe):
             if getattr(part, "error", None) is not None and type(part).__name__ not in self._warned:
                 self._disable(type(part).__name__, part.error)
@@ -255,8 +294,8 @@ class Monitor:
         if "lowp_frozen" in values and "lowp_moving" in values:
             moving = float(values["lowp_moving"][0])
             rec["frozen_frac"] = float(values["lowp_frozen"][0]) / moving if moving > 0 else None
-        if "eps_dominated_n" in values and opt.get("eps_total"):
-            rec["eps_dominated"] = float(values["eps_dominated_n"][0]) / opt["eps_total"]
+        if "eps_above_n" in values and opt.get("eps_total"):
+            rec["eps_dominated"] = 1.0 - float(values["eps_above_n"][0]) / opt["eps_total"]
 
         per: dict[str, np.ndarray] = {}
         g = ctx["grads"]
@@ -292,6 +331,13 @@ class Monitor:
         rec.update(trec)
         per.update(tper)
         rec.update(batch_signals.interpret(values, ctx["batch"]))
+        if g.get("backwards"):
+            rec["accum_steps"] = g["backwards"]
+        for probe, pctx in ctx.get("probes", ()):
+            try:
+                probe.interpret(values, pctx, rec)
+            except Exception as e:
+                self._disable_probe(probe, e)
         return {k: v for k, v in rec.items() if v is not None}, per
 
     def _write_layers(self, step: int, per: dict[str, np.ndarray]) -> None:
@@ -316,6 +362,10 @@ class Monitor:
     def _record_finding(self, f: Finding) -> None:
         self.writer.append_finding(f.to_dict())
 
+    def _disable_probe(self, probe: Any, e: BaseException) -> None:
+        probe.enabled = False
+        self._disable(type(probe).__name__, e)
+
     def _disable(self, part: str, e: BaseException) -> None:
         """Log once and switch the failing part off; training goes on untouched."""
         if part in self._warned:
@@ -327,6 +377,8 @@ class Monitor:
             self.grads.enabled = False
             self.opt_probe.enabled = False
             self.batch_probe.enabled = False
+            for probe in self.probes:
+                probe.enabled = False
 
 
 def _incident(rec: dict[str, Any]) -> bool:

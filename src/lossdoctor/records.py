@@ -38,6 +38,11 @@ COLUMNS: dict[str, str] = {
     "batch_size": "size of the batch's first dimension",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",
+    "accum_steps": "backward passes (micro-batches) accumulated into this optimizer step",
+    "loss_weight": "sum over micro-batches of the weight each one's loss got in the backward, as a "
+                   "share of the step (1 = the step optimises the mean; k = the sum of k micro-batches)",
+    "grad_norm_local": "this rank's gradient norm before the data-parallel reduction (DDP) or of its "
+                       "shard (FSDP); grad_norm is then the reduced/total one",
 }
 
 #: Sparse per-step facts: events[name][step] = value.

@@ -29,6 +29,8 @@ CAUSES: dict[str, str] = {
     "precision_stall": "updates are below the resolution of the weights' or loss's dtype",
     "nondeterministic_fault": "the failure does not reproduce on replay: hardware or a race",
     "activation_overflow": "forward activations beyond the dtype's range (fp16 max 65504)",
+    "grad_accum_normalization": "gradient accumulation scales the loss wrong: each step optimises k "
+                                "times (or 1/k of) the mean loss of its micro-batches",
 }
 
 SYMPTOMS: dict[str, str] = {

@@ -18,6 +18,7 @@ FAMILIES = (
     "labels",
     "loss_shape",
     "init",
+    "accumulation",
 )
 
 _loaded = False

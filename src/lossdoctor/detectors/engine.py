@@ -38,6 +38,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "lr_too_high": ("noisy_data",),
     "bad_init": ("noisy_data", "lr_too_high"),
     "nonfinite_data": ("noisy_data",),
+    "grad_accum_normalization": ("bad_init",),  # a loss k x chance is a sum, not confident logits
 }
 
 
@@ -162,6 +163,10 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
         per_rank.append(f)
         notes.extend(run.notes)  # what was read from where, before what could not be checked
         notes.extend(n)
+    if runs:
+        from .ranks import drop_echoes
+
+        per_rank = drop_echoes(runs, per_rank, notes)
     findings = per_rank[0] if len(per_rank) == 1 else arbitrate(merge_ranks(per_rank))
     steps = max((len(r) for r in runs), default=0)
     notes = list(dict.fromkeys(notes))  # same note from every rank once

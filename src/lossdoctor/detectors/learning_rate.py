@@ -48,7 +48,8 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     (b) divergence from the start: non-finite within the first 50 steps (or 10% of the run) with
         the loss never below 0.8x its start;
     (c) divergence later: the last fifth's median >= 2x the best fifth and >= 1.5x the first;
-    (d) oscillation: median update ratio > 0.1 and no progress.
+    (d) oscillation: median update ratio > 0.1 and no progress;
+    (e) an update as large as the weights (ratio >= 1) in the first steps, and no progress since.
     Suppressed: a run whose loss improves overall (noise is not divergence) for (c)/(d).
     """
     loss = q.loss
@@ -114,6 +115,26 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
                         step=s, evidence=[f"the loss fell to {fmt(best)} then rose to {fmt(last)} "
                                           f"({fmt(last / best)}x) from step {s} on"],
                         fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3)])]
+    # (e) the first updates replaced the weights: an update as large as the weights themselves
+    #     (||dW|| >= ||W||) never happens in a healthy run, and a model hit that hard sits near
+    #     chance afterwards (saturated activations) without any NaN
+    ur = run.col("update_ratio")[: min(q.n, 25)]
+    ur = ur[np.isfinite(ur)]
+    if ur.size and float(ur.max()) >= 1.0 and last >= 0.8 * start:
+        i = int(np.flatnonzero(np.isfinite(run.col("update_ratio")) & (run.col("update_ratio") >= 1.0))[0])
+        s = int(q.steps[i])
+        ev = [f"the update at step {s} was {fmt(float(ur.max()))}x the size of the weights "
+              "(||dW||/||W||; healthy ~1e-3)",
+              f"the loss has not improved since (start {fmt(start)}, now {fmt(last)})"]
+        chance = run.meta.get("chance_loss")
+        if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
+            ev.append(f"it sits at the chance level {fmt(float(chance))}: the first steps saturated the model")
+        act = run.col("act_absmax")
+        if np.isfinite(act[:1]).any() and np.isfinite(act).any() and float(np.nanmax(act)) > 100 * float(act[0]):
+            ev.append(f"activations grew from {fmt(float(act[0]))} to {fmt(float(np.nanmax(act)))}")
+        return [Finding(cause="lr_too_high", symptom="plateau", severity="critical", confidence=0.8,
+                        step=s, evidence=ev, fixes=[_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01),
+                                                     _warmup_fix(run, q)])]
     # (d) oscillation with huge updates
     ratio_all = _ratio_median(run, 0, q.n)
     if ratio_all is not None and ratio_all > 0.1 and last >= 0.9 * first:

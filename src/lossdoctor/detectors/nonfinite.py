@@ -135,6 +135,10 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     overflow = e.get("value") == "inf"
     if _grew_before(q, i):
         return []  # weights grew with exploding gradients: that is grad_explosion's story
+    if overflow and i >= 1 and _wide_dtype(frac[:i]) and _blew_up_before(run, q, i):
+        # an fp32/bf16 activation past 3e38 after updates that blew the weights up is the
+        # learning rate's doing (lr_too_high / grad_explosion), not a range problem of the dtype
+        return []
     ev = [f"at step {s} the forward output of {layer} became {e.get('value', 'non-finite')} "
           f"(event {e.get('index', 0) + 1} of {e.get('of', '?')} in forward order; every earlier "
           "module output was finite)"]
@@ -160,6 +164,20 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="activation_overflow", symptom="nonfinite", severity="critical",
                     confidence=0.85 if overflow else 0.6, step=s, batch=s, layer=layer, evidence=ev,
                     fixes=fixes)]
+
+
+def _wide_dtype(frac: np.ndarray) -> bool:
+    """Activations so far used a vanishing share of their dtype's range: fp32/bf16, not fp16."""
+    f = frac[np.isfinite(frac)]
+    return f.size > 0 and float(f.max()) < 1e-20
+
+
+def _blew_up_before(run: Run, q: Quantities, i: int) -> bool:
+    ur = run.col("update_ratio")[:i]
+    ur = ur[np.isfinite(ur)]
+    lf = q.finite_loss[q.finite_loss < i]
+    rose = lf.size >= 2 and float(q.loss[lf[-1]]) > 10 * float(q.loss[lf[0]])
+    return rose or (ur.size > 0 and float(ur.max()) >= 0.1)
 
 
 def _grew_before(q: Quantities, i: int) -> bool:

@@ -6,7 +6,11 @@ callback runs once when the backward pass finishes and takes all per-parameter L
 single `torch._foreach_norm` (one pass over the gradients, in fp32 so fp16 gradients do not
 overflow the norm). Under a GradScaler the gradients are still scaled at that point, so the scale
 in effect is captured with them and divided out on the host. With gradient accumulation the last
-backward of the step wins: its gradients are the accumulated ones.
+backward of the step wins: its gradients are the accumulated ones; `backwards` counts the backward
+passes of the step (the number of micro-batches), and `should_capture` (set by integrations that
+know which micro-batch is the last, e.g. Accelerate's `sync_gradients`) skips the norms of the
+others. Sharded gradients (FSDP2 DTensors) are measured on this rank's shard; `listeners` get the
+norms of every capture (the distributed probe combines the shards).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Any, Callable
 
 import torch
 from torch import nn
+
+from .sharding import local
 
 
 def _foreach_norm(grads: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -44,12 +50,17 @@ class GradProbe:
         self.error: BaseException | None = None
         self._captured: tuple[list[int], list[torch.Tensor], torch.Tensor | None] | None = None
         self.fresh = False  # a capture happened since the last flush
+        self.backwards = 0  # backward passes since the last flush (micro-batches of the step)
+        self.should_capture: Callable[[], bool] | None = None
+        self.listeners: list[Callable[[list[torch.Tensor]], None]] = []
         self._handles = []
         if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
             for p in self.params:
                 self._handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
 
-    def _on_grad(self, p: torch.Tensor) -> None:
+    def _on_grad(self, p: torch.Tensor | None) -> None:
+        """Queue one capture at the end of the running backward (also called by probes whose
+        gradients do not pass through autograd accumulation, e.g. FSDP2's sharded parameters)."""
         if self._queued or not self.enabled:
             return
         self._queued = True
@@ -59,8 +70,10 @@ class GradProbe:
         self._queued = False
         if not self.enabled:
             return
+        self.backwards += 1
         try:
-            self.capture()
+            if self.should_capture is None or self.should_capture():
+                self.capture()
         except Exception as e:  # never break the user's backward
             self.enabled = False
             self.error = e
@@ -72,17 +85,21 @@ class GradProbe:
             g = p.grad
             if g is not None and not g.is_sparse:
                 idx.append(i)
-                grads.append(g.detach())
+                grads.append(local(g.detach()))
         if not grads:
             return
         scale = self._scale_fn()
-        self._captured = (idx, _foreach_norm(grads), None if scale is None else scale.detach().clone())
+        norms = _foreach_norm(grads)
+        self._captured = (idx, norms, None if scale is None else scale.detach().clone())
         self.fresh = True
+        for listener in self.listeners:
+            listener(norms)
 
     def flush(self, packer: Any) -> dict[str, Any]:
         if not self.fresh and self.enabled:
             self.capture()  # no hook fired (grads from autograd.grad, replaced params...)
-        ctx: dict[str, Any] = {"grad_idx": None}
+        ctx: dict[str, Any] = {"grad_idx": None, "backwards": self.backwards}
+        self.backwards = 0
         if self.fresh and self._captured is not None:
             idx, norms, scale = self._captured
             packer.add("param_grad_norm", norms)

@@ -19,13 +19,19 @@ from typing import Any
 
 import torch
 
+from .sharding import local, local_list
+
 
 def unwrap_optimizer(opt: Any) -> torch.optim.Optimizer:
     """The torch optimizer inside Accelerate / Lightning / DeepSpeed-style wrappers."""
-    seen = 0
-    while not isinstance(opt, torch.optim.Optimizer) and hasattr(opt, "optimizer") and seen < 5:
-        opt = opt.optimizer
-        seen += 1
+    # Accelerate's AcceleratedOptimizer subclasses torch.optim.Optimizer but is only a shell: its
+    # hooks never fire, so unwrap as long as there is an `.optimizer` inside
+    for _ in range(5):
+        inner = getattr(opt, "optimizer", None)
+        if inner is None or inner is opt or not (isinstance(inner, torch.optim.Optimizer)
+                                                 or hasattr(inner, "optimizer")):
+            break
+        opt = inner
     return opt
 
 
@@ -45,6 +51,7 @@ class OptimizerProbe:
         self.error: BaseException | None = None
         self.stepped = False
         self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._grads: list[torch.Tensor] = []
         self._stats: dict[str, list[torch.Tensor]] = {}
         self._eps_total = 0
         self._subset = self._choose_subset()
@@ -80,10 +87,13 @@ class OptimizerProbe:
     def _take_snapshot(self) -> None:
         params = [p for p in self._subset if p.grad is not None]
         if params:
+            self._grads = [local(p.grad) for p in params]
+            params = local_list(params)  # FSDP2: this rank's shard
             self._snapshot = (params, torch._foreach_mul(params, 1.0))  # one fused copy
 
     def _measure_update(self) -> None:
         params, before = self._snapshot
+        grads, self._grads = self._grads, []  # do not keep gradients alive past the step
         self._snapshot = None
         with torch.no_grad():
             delta = torch._foreach_sub(params, before)
@@ -91,40 +101,51 @@ class OptimizerProbe:
             pn = torch._foreach_norm(params, 2, dtype=torch.float32)
             self._stats["delta_sq"] = [torch.stack([d * d for d in dn]).sum()]
             self._stats["param_sq"] = [torch.stack([p * p for p in pn]).sum()]
-            low = [(p, d) for p, d in zip(params, delta) if p.dtype in (torch.bfloat16, torch.float16)]
+            low = [(g, d) for p, d, g in zip(params, delta, grads) if p.dtype in (torch.bfloat16, torch.float16)]
             if low:
-                frozen = [((d == 0) & (p.grad != 0)).sum() for p, d in low]
-                moved = [(p.grad != 0).sum() for p, _ in low]
+                frozen = [((d == 0) & (g != 0)).sum() for g, d in low]
+                moved = [(g != 0).sum() for g, _ in low]
                 self._stats["lowp_frozen"] = [torch.stack(frozen).sum()]
                 self._stats["lowp_moving"] = [torch.stack(moved).sum()]
             self._eps_stats()
 
     def _eps_stats(self) -> None:
-        counts, totals = [], 0
+        """Fraction of Adam's second-moment entries with sqrt(v_hat) < 10*eps, over the sampled
+        parameter subset. Entries sharing a threshold (same step, eps, beta2) are concatenated and
+        counted with one comparison: two kernels per bucket instead of a pair per parameter."""
+        subset = {id(p) for p in self._subset}
+        buckets: dict[float, list[torch.Tensor]] = {}
+        device_steps: list[tuple[torch.Tensor, torch.Tensor, float, float]] = []
+        totals = 0
         for group in self.opt.param_groups:
             eps = group.get("eps")
             betas = group.get("betas")
             if not isinstance(eps, (int, float)) or not betas:
                 continue
             for p in group["params"]:
-                st = self.opt.state.get(p, {})
-                v = st.get("exp_avg_sq")
-                step = st.get("step")
-                if v is None or step is None:
+                if id(p) not in subset:
                     continue
-                on_host = not isinstance(step, torch.Tensor) or step.device.type == "cpu"
-                t = float(step) if on_host else None
-                if t is None:
-                    # a tensor step lives on the device; the bias correction is a device op then
-                    bc2 = 1 - torch.pow(torch.as_tensor(betas[1], device=step.device), step.float())
-                else:
-                    bc2 = 1 - betas[1] ** t
-                thresh = (10.0 * eps) ** 2 * bc2
-                counts.append((v < thresh).sum().to(v.device))
+                st = self.opt.state.get(p, {})
+                v = local(st.get("exp_avg_sq"))
+                step = st.get("step")
+                if v is None or step is None or v.numel() == 0:
+                    continue
                 totals += v.numel()
-        if counts and totals:
-            dev = counts[0].device
-            self._stats["eps_dominated_n"] = [torch.stack([c.to(dev) for c in counts]).sum()]
+                if isinstance(step, torch.Tensor) and step.device.type != "cpu":
+                    device_steps.append((v, step, float(eps), float(betas[1])))  # capturable Adam
+                    continue
+                thresh = (10.0 * eps) ** 2 * (1 - betas[1] ** float(step))
+                buckets.setdefault(thresh, []).append(v)
+        above: list[torch.Tensor] = []
+        for thresh, vs in buckets.items():
+            flat = torch.cat([v.reshape(-1) for v in vs]) if len(vs) > 1 else vs[0].reshape(-1)
+            above.append(torch.count_nonzero(flat > thresh))
+        for v, step, eps, beta2 in device_steps:  # the step lives on the device: no host read
+            thresh = (10.0 * eps) ** 2 * (1 - torch.pow(torch.as_tensor(beta2, device=step.device), step.float()))
+            above.append((v > thresh).sum().float())
+        if above and totals:
+            dev = above[0].device
+            self._stats["eps_above_n"] = [torch.stack([a.to(dev).float() for a in above]).sum()]
             self._eps_total = totals  # a host number: no host-to-device copy needed
 
     def flush(self, packer: Any) -> dict[str, Any]:

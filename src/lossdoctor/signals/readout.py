@@ -34,6 +34,11 @@ class Packer:
             return
         if not t:
             return
+        first = t[0]
+        if all(x.dtype == first.dtype and x.device == first.device for x in t):
+            # the common case: one stack of the 0-d statistics, no per-element work
+            self._segment(name, (torch.stack(t) if len(t) > 1 else first.reshape(1)).detach(), None)
+            return
         groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
         for i, x in enumerate(t):
             groups.setdefault((x.dtype, x.device), []).append(i)

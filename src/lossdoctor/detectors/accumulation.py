@@ -1,0 +1,112 @@
+"""Gradient accumulation normalisation (transformers PR #34191 and its follow-ups).
+
+With k micro-batches per optimizer step the step should optimise the mean loss over all of its
+items. Two classic bugs break that: the micro-batch means are summed without dividing by k (the
+loss and the gradient grow k-fold with the number of micro-batches: what a custom `compute_loss`
+that ignores `num_items_in_batch` does under a Trainer that then skips its own division), or the
+loss is divided twice (1/k). With Adam the update barely changes, but clipping, weight decay and
+the logged loss do; with SGD the step size is off by k.
+
+Signals:
+- `loss_weight` (written by the framework callbacks): the objective actually differentiated
+  divided by the per-item mean loss, measured from the gradient each micro-batch's loss received.
+  Healthy runs sit at 1 (per-rank token imbalance under DDP moves single steps by ~20%; the
+  median over steps is used).
+- without it: the first losses of a run from scratch against the chance level ln(V) (meta
+  `chance_loss`): a start near k x chance with k = `accum_steps` says the logged loss is a sum of
+  k micro-batch means.
+
+Suppressions: fewer than 3 measured steps; a median weight within [0.67, 1.5]; the chance-level
+check only with k >= 2, a first loss at k x chance within 25%, and a run whose meta names a chance
+level. A bad_init finding on the same run is this one seen from the other side (the engine's
+EXPLAINS drops it): the logits are not too confident, the loss is a sum.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..records import Run
+from .base import detector, fmt
+from .quantities import Quantities
+
+LOW, HIGH = 1 / 1.5, 1.5
+
+
+@detector("accumulation_normalization", needs_any=("loss_weight", "accum_steps"),
+          hint="log accum_steps (watch does) or loss_weight (the framework callbacks do)")
+def accumulation_normalization(run: Run, q: Quantities) -> list[Finding]:
+    if run.has("loss_weight"):
+        return _from_weights(run)
+    return _from_chance_level(run, q)
+
+
+def _modal_k(run: Run) -> int | None:
+    k = run.col("accum_steps")
+    k = k[np.isfinite(k) & (k > 0)]
+    if not k.size:
+        return None
+    vals, counts = np.unique(k.astype(np.int64), return_counts=True)
+    return int(vals[np.argmax(counts)])
+
+
+def _from_weights(run: Run) -> list[Finding]:
+    w = run.col("loss_weight")
+    ok = np.isfinite(w) & (w > 0)
+    if ok.sum() < 3:
+        return []
+    med = float(np.median(w[ok]))
+    if LOW <= med <= HIGH:
+        return []
+    off = ok & ((w < LOW) | (w > HIGH))
+    first = int(np.flatnonzero(off)[0])
+    k = _modal_k(run)
+    frac = float(off.sum() / ok.sum())
+    evidence = [f"the loss each step differentiates is {fmt(med)}x the mean loss of its items "
+                f"(median over {int(ok.sum())} steps; {frac:.0%} of them off by more than 1.5x)"]
+    if k and k > 1:
+        if abs(med / k - 1) < 0.2:
+            evidence.append(f"{k} micro-batches per step: their losses are summed, not averaged")
+        elif abs(med * k - 1) < 0.2:
+            evidence.append(f"{k} micro-batches per step: the loss is divided by {k} twice")
+    fixes = _fixes(med, k)
+    return [Finding(cause="grad_accum_normalization", symptom=_symptom(med), severity="warning",
+                    confidence=0.85 if frac > 0.8 else 0.6, step=int(run.steps[first]),
+                    evidence=evidence, fixes=fixes)]
+
+
+def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
+    chance = run.meta.get("chance_loss")
+    k = _modal_k(run)
+    if not chance or not k or k < 2 or not q.finite_loss.size:
+        return []
+    first = int(q.finite_loss[0])
+    start = float(q.loss[first])  # the first step is taken at the initial weights: chance level
+    ratio = start / float(chance)
+    if ratio < 1.5 or abs(ratio / k - 1) > 0.25:
+        return []
+    evidence = [f"the run starts at loss {fmt(start)} = {fmt(ratio)}x the chance level "
+                f"{fmt(float(chance))}, with {k} micro-batches per step: the logged loss is the sum of "
+                f"{k} micro-batch means"]
+    return [Finding(cause="grad_accum_normalization", symptom=_symptom(float(k)), severity="warning",
+                    confidence=0.55, step=int(run.steps[first]), evidence=evidence,
+                    fixes=_fixes(float(k), k))]
+
+
+def _symptom(weight: float) -> str:
+    """What a mis-scaled objective does to training: a k-times loss is a k-times step size (the
+    loss swings), a loss divided twice a k-times smaller one (the loss crawls)."""
+    return "oscillation" if weight > 1 else "slow_convergence"
+
+
+def _fixes(weight: float, k: int | None) -> list[str]:
+    kk = k if k and k > 1 else "k"
+    if weight > 1:
+        return [f"divide each micro-batch's loss by the number of micro-batches ({kk}) before backward, "
+                f"or sum the per-token losses and divide by the step's token count",
+                "HF Trainer with a custom compute_loss: divide the summed loss by num_items_in_batch, "
+                "or set model_accepts_loss_kwargs = False on the trainer so it divides by "
+                "gradient_accumulation_steps itself"]
+    return [f"the loss is divided by the number of micro-batches ({kk}) twice: keep one division "
+            "(HF Trainer: a loss already divided by num_items_in_batch must not be divided again)"]

@@ -1,0 +1,111 @@
+"""Which rank a non-finite value began on.
+
+Data-parallel training mixes the ranks' gradients: DDP averages them, so one rank's NaN sample
+makes every rank's gradient NaN in the same step, and every rank's weights NaN after it. Each
+rank's detectors see "training went non-finite at step s" and explain it as best they can from
+their own run (a rank without the bad sample might call it lr_too_high). Those are echoes.
+
+What separates the origin from an echo is *local* evidence: signals measured on a rank before the
+ranks' numbers were combined. The loss, the batch check, the forward activations and the
+backward activation gradients are always local; under DDP so are the per-parameter gradient
+flags and `grad_norm_local` (taken before the all-reduce). A rank whose first local non-finite
+signal comes after step s, while another rank's came at or before s, received its step-s blow-up
+from that rank: its non-finite findings at s are dropped and the origin's finding says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..records import Run
+
+
+def local_onset(run: Run) -> int | None:
+    """First step whose signals, measured on this rank alone, went non-finite."""
+    bad = np.zeros(len(run), dtype=bool)
+    loss = run.col("loss")
+    bad |= run.logged("loss") & ~np.isfinite(loss)
+    if run.has("batch_nonfinite"):
+        bad |= np.nan_to_num(run.col("batch_nonfinite")) > 0
+    if _pre_reduction_grads(run):  # DDP: the rank's own gradient, before the all-reduce
+        if run.has("grad_norm_local"):
+            bad |= run.logged("grad_norm_local") & ~np.isfinite(run.col("grad_norm_local"))
+        elif run.has("grad_nonfinite"):  # (with bucket views these may already be partly reduced)
+            bad |= np.nan_to_num(run.col("grad_nonfinite")) > 0
+    steps = [int(s) for s in np.asarray(run.steps)[bad]]
+    for name in ("batch_nonfinite_detail", "fwd_first_nonfinite", "bwd_first_nonfinite"):
+        steps.extend(int(s) for s in run.event(name))
+    return min(steps) if steps else None
+
+
+def _pre_reduction_grads(run: Run) -> bool:
+    """Whether the run's gradient flags were measured before the ranks' gradients were combined:
+    true under DDP (FSDP's shards are measured after the reduce-scatter)."""
+    dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
+    return isinstance(dist, dict) and dist.get("kind") == "ddp"
+
+
+def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
+                notes: list[str] | None = None) -> list[list[Finding]]:
+    """Per-rank findings without the non-finite findings a rank only received from another.
+
+    With one rank of a multi-rank run (the live monitor sees only its own) the findings stay (the
+    rank did break) but say so, at half confidence, when the rank's own gradient was measured
+    finite before the all-reduce."""
+    if len(runs) == 1:
+        return [_drop_single(runs[0], per_rank[0], notes)]
+    onsets = [local_onset(r) for r in runs]
+    known = [o for o in onsets if o is not None]
+    if not known:
+        return per_rank
+    origin_step = min(known)
+    origins = [i for i, o in enumerate(onsets) if o == origin_step]
+    out: list[list[Finding]] = []
+    echoed: list[int] = []
+    for i, (run, fs) in enumerate(zip(runs, per_rank)):
+        if i in origins:
+            out.append(fs)
+            continue
+        keep = [f for f in fs if not _echo(f, onsets[i], origin_step)]
+        if len(keep) < len(fs) and run.rank is not None:
+            echoed.append(run.rank)
+        out.append(keep)
+    if echoed:
+        for i in origins:
+            for f in out[i]:
+                if f.symptom == "nonfinite" and f.step == origin_step:
+                    f.evidence.append(f"rank(s) {sorted(echoed)} went non-finite at step {origin_step} "
+                                      f"only through the gradient all-reduce; it began on rank {runs[i].rank}")
+    return out
+
+
+def _echo(f: Finding, own_onset: int | None, origin_step: int) -> bool:
+    if f.symptom != "nonfinite" or f.step is None or f.step < origin_step:
+        return False
+    return own_onset is None or own_onset > f.step
+
+
+def _drop_single(run: Run, findings: list[Finding], notes: list[str] | None) -> list[Finding]:
+    if int(run.meta.get("world_size") or 1) <= 1 or not run.has("grad_norm_local") \
+            or not _pre_reduction_grads(run):
+        return findings
+    own = local_onset(run)
+    gn = run.col("grad_norm_local")
+    logged = run.logged("grad_norm_local")
+    row = {int(s): i for i, s in enumerate(np.asarray(run.steps))}
+
+    def echo(f: Finding) -> bool:
+        i = row.get(int(f.step)) if f.step is not None else None
+        return (f.symptom == "nonfinite" and i is not None and bool(logged[i]) and np.isfinite(gn[i])
+                and (own is None or own > f.step))
+
+    echoes = [f for f in findings if echo(f)]
+    for f in echoes:  # the run did break; only the explanation belongs to another rank
+        f.confidence *= 0.5
+        f.evidence.insert(0, f"this rank's own gradient was finite before the all-reduce at step {f.step}: "
+                             f"the non-finite values came from another rank (diagnose the whole run "
+                             f"directory to see where it began)")
+    if echoes and notes is not None:
+        notes.append(f"step {echoes[0].step}: non-finite gradients arrived through the all-reduce from another rank")
+    return findings

@@ -1,0 +1,171 @@
+"""Lightning `Trainer` callback.
+
+    from lossdoctor.integrations.lightning import LossDoctorCallback
+    trainer = lightning.Trainer(..., callbacks=[LossDoctorCallback(log_dir="runs/ld")])
+
+One record per optimizer step (`trainer.global_step` advancing), with the signals of
+`lossdoctor.watch`:
+
+- the LightningModule (or the DDP wrapper the strategy put around it, so gradients are measured
+  before and after the all-reduce), the first optimizer, its first LR scheduler and the precision
+  plugin's GradScaler (`16-mixed`) come from the trainer at `on_train_start`, after the strategy
+  has set everything up (and after the sanity-check validation, which is not recorded);
+- gradients: per-parameter norms when backward ends, before Lightning's gradient clipping;
+- the batch: Lightning hands it to `on_train_batch_start`; with `accumulate_grad_batches` the
+  step's micro-batches are joined along the first dimension;
+- the loss: `training_step`'s loss as Lightning returns it to `on_train_batch_end`; Lightning
+  divides it by `accumulate_grad_batches` before backward, so it is multiplied back and the step's
+  loss is the mean over its micro-batches (per label position when the batch holds `labels`).
+
+Validation forwards between steps are dropped from the per-step module trace.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from lightning.pytorch import Callback
+
+from .microbatch import MicroBatchProbe
+
+log = logging.getLogger("lossdoctor")
+
+
+class LossDoctorCallback(Callback):
+    """Watch a `lightning.Trainer` run with lossdoctor.
+
+    `log_dir`, `task`, `replay_fn` and any other keyword are passed to `lossdoctor.watch`. After
+    `fit`, `callback.monitor` is the closed monitor and `callback.diagnose()` its diagnosis.
+    """
+
+    def __init__(self, log_dir: str | Path | None = None, task: str | None = None,
+                 replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+                 **watch_options: Any) -> None:
+        super().__init__()
+        self.log_dir = log_dir
+        self.task = task
+        self.replay_fn = replay_fn
+        self.watch_options = watch_options
+        self.monitor: Any = None
+        self.probe: MicroBatchProbe | None = None
+        self._last_global_step = 0
+        self._step_open = False
+        self._runs = 0
+
+    # --- Lightning hooks --------------------------------------------------------------------------
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        self._finish()
+        try:
+            self._start(trainer, pl_module)
+        except Exception as e:  # never stop the user's training
+            log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
+            self._finish()
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
+        if self.monitor is None or self.probe is None:
+            return
+        if not self._step_open:  # first micro-batch of an optimizer step
+            self.monitor.tracer.reset()  # forwards since the last step were validation
+            self.probe.reset()
+            self._step_open = True
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self.monitor is None or self.probe is None:
+            return
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if isinstance(loss, torch.Tensor) and pl_module.automatic_optimization:
+            loss = loss * trainer.accumulate_grad_batches  # undo Lightning's division
+        self.probe.observe(batch, loss if isinstance(loss, torch.Tensor) else None)
+        if trainer.global_step != self._last_global_step:  # the optimizer stepped (or was skipped)
+            self._last_global_step = trainer.global_step
+            self._step_open = False
+            try:
+                step_batch = self.probe.step_batch()
+            except Exception as e:
+                step_batch = None
+                self.monitor._disable("micro-batches", e)
+            self.monitor.step(self.probe.last_loss(), batch=step_batch)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        self._finish()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self._finish()
+
+    # --- results ------------------------------------------------------------------------------------
+    def diagnose(self) -> Any:
+        """The diagnosis of the last (or current) fit."""
+        if self.monitor is None:
+            raise RuntimeError("LossDoctorCallback has not watched a run yet")
+        return self.monitor.diagnose()
+
+    # --- internals ----------------------------------------------------------------------------------
+    def _start(self, trainer: Any, pl_module: Any) -> None:
+        from ..monitor import watch
+
+        if not trainer.optimizers:
+            log.warning("lossdoctor: the trainer has no optimizer; not watching this run")
+            return
+        if len(trainer.optimizers) > 1:
+            log.info("lossdoctor: watching the first of %d optimizers", len(trainer.optimizers))
+        target = pl_module
+        wrapped = getattr(trainer.strategy, "model", None)
+        if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
+            target = wrapped
+        scaler = getattr(trainer.precision_plugin, "scaler", None)
+        configs = getattr(trainer, "lr_scheduler_configs", None) or []
+        scheduler = configs[0].scheduler if configs else None
+        log_dir = self.log_dir
+        self._runs += 1
+        if log_dir is not None and self._runs > 1:
+            log_dir = f"{log_dir}-{self._runs}"
+        mon = watch(target, trainer.optimizers[0], scaler=scaler, scheduler=scheduler, log_dir=log_dir,
+                    task=self.task, replay_fn=self.replay_fn, **self.watch_options)
+        self.monitor = mon
+        mon.meta["framework"] = _describe(trainer)
+        mon.writer.write_meta(mon.meta)
+        self.probe = MicroBatchProbe(mon)
+        mon.add_probe(self.probe)
+        self._last_global_step = trainer.global_step
+        self._step_open = False
+        self._plan(trainer, configs)
+
+    def _plan(self, trainer: Any, configs: list) -> None:
+        """Tell preflight how long the run is, so it can simulate the LR schedule over it."""
+        pre = getattr(self.monitor, "preflight", None)
+        if pre is None or not configs:
+            return
+        try:
+            total = int(trainer.estimated_stepping_batches)
+        except Exception:
+            return
+        if total <= 0 or total > 10**9:  # unbounded (max_steps=-1 with an iterable dataset)
+            return
+        interval = getattr(configs[0], "interval", "step")
+        per_epoch = None
+        batches = getattr(trainer, "num_training_batches", None)
+        if isinstance(batches, int) and batches > 0:
+            per_epoch = -(-batches // max(1, trainer.accumulate_grad_batches))
+        pre.set_total_steps(total, interval=interval, steps_per_epoch=per_epoch)
+
+    def _finish(self) -> None:
+        if self.monitor is not None and not self.monitor.closed:
+            self.monitor.close()
+        self.probe = None
+
+
+def _describe(trainer: Any) -> dict[str, Any]:
+    import lightning
+
+    info: dict[str, Any] = {"name": "lightning", "version": lightning.__version__,
+                            "accumulate_grad_batches": trainer.accumulate_grad_batches,
+                            "precision": str(getattr(trainer.precision_plugin, "precision", "")),
+                            "strategy": type(trainer.strategy).__name__}
+    clip = getattr(trainer, "gradient_clip_val", None)
+    if isinstance(clip, (int, float)):
+        info["gradient_clip_val"] = clip
+    return info

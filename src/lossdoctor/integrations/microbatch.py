@@ -1,0 +1,221 @@
+"""The micro-batches of one optimizer step, as a framework's training loop fed them to the model.
+
+Framework callbacks are called per step, not per forward, and are not always handed the inputs;
+gradient accumulation runs several forwards per step. This probe collects, for each training
+forward (grad enabled), the batch and the loss the model returned, plus the weight that loss got
+in backward (a hook on the loss tensor receives d(objective)/d(loss); divided by the loss scale
+when a GradScaler is in effect). At the step's end it gives the monitor
+
+- `loss`: the per-item mean loss of the step, reconstructed from the micro-batch losses whatever
+  their normalisation (per micro-batch mean, or summed and divided by the step's item count
+  `num_items_in_batch` as the HF Trainer does), weighted by each micro-batch's label count;
+- `loss_weight`: (objective actually differentiated) / (that per-item mean). 1 when the step
+  optimises the mean over its items; k when k micro-batch means were summed without dividing by k
+  (the gradient-accumulation normalisation bug, transformers PR #34191); 1/k when divided twice;
+- the step's batch: the micro-batches joined along the first dimension (padded like a collator
+  would: labels with -100, everything else with 0), so sample indices count across the step.
+
+All of it stays on the device until the monitor's one copy per step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..signals.batch import IGNORE_INDEX, LABEL_KEYS
+from ..signals.optimizer import scaler_scale
+
+_SKIP_KEYS = ("num_items_in_batch",)
+
+
+@dataclass
+class MicroBatch:
+    batch: Any
+    loss: torch.Tensor | None  # detached
+    weight: list = field(default_factory=lambda: [None])  # filled by the loss's backward hook
+    n_items: torch.Tensor | None = None  # supervised label positions of this micro-batch
+    num_items: Any = None  # the step's item count the model was told to divide by, if any
+
+
+def find_labels(batch: Any, shift: bool = False) -> torch.Tensor | None:
+    """The label positions a loss is computed over (what `num_items_in_batch` counts)."""
+    if isinstance(batch, dict):
+        pre = batch.get("shift_labels")
+        if isinstance(pre, torch.Tensor):
+            return pre
+        for k in LABEL_KEYS:
+            v = batch.get(k)
+            if isinstance(v, torch.Tensor) and not v.is_floating_point():
+                return v[..., 1:] if shift and v.dim() >= 2 else v
+    return None
+
+
+def model_loss(out: Any) -> torch.Tensor | None:
+    """The loss a model returned: `outputs.loss` (HF ModelOutput / dict), or a scalar tensor."""
+    if isinstance(out, torch.Tensor):
+        return out if out.is_floating_point() and out.dim() == 0 else None
+    loss = None
+    if isinstance(out, dict) or hasattr(out, "keys"):
+        try:
+            loss = out.get("loss") if hasattr(out, "get") else None
+        except Exception:
+            loss = None
+    elif isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor) and out[0].dim() == 0:
+        loss = out[0]
+    return loss if isinstance(loss, torch.Tensor) and loss.is_floating_point() else None
+
+
+class MicroBatchProbe:
+    """A monitor probe (see `Monitor.add_probe`) fed by `observe` once per training forward."""
+
+    def __init__(self, monitor: Any, *, shift_labels: bool = False) -> None:
+        self.monitor = monitor
+        #: a causal LM predicts label[i+1] at position i: position 0 of each row is never counted
+        self.shift_labels = shift_labels
+        self.enabled = True
+        self.items: list[MicroBatch] = []
+
+    # --- per forward ----------------------------------------------------------------------------
+    def observe(self, batch: Any, loss: torch.Tensor | None, num_items: Any = None) -> None:
+        if not self.enabled:
+            return
+        try:
+            item = MicroBatch(batch=batch, loss=None, num_items=num_items)
+            if loss is not None:
+                item.loss = loss.detach()
+                if loss.requires_grad:
+                    loss.register_hook(self._weight_hook(item.weight))
+            labels = find_labels(batch, self.shift_labels)
+            if labels is not None:
+                item.n_items = (labels.detach() != IGNORE_INDEX).sum()
+            self.items.append(item)
+        except Exception as e:
+            self._fail(e)
+
+    def _weight_hook(self, slot: list):
+        def hook(grad: torch.Tensor) -> None:
+            try:
+                w = grad.detach().float()
+                s = scaler_scale(self.monitor.scaler)
+                slot[0] = w / s.float() if s is not None else w
+            except Exception as e:
+                self._fail(e)
+
+        return hook
+
+    def _fail(self, e: BaseException) -> None:
+        self.enabled = False
+        self.items = []
+        self.monitor._disable("micro-batches", e)
+
+    def reset(self) -> None:
+        self.items = []
+
+    # --- per step -------------------------------------------------------------------------------
+    def last_loss(self) -> torch.Tensor | None:
+        """The latest micro-batch loss (detached): handed to `mon.step` so the monitor's checks of
+        the loss tensor itself (its dtype) see it; the record's loss is the step's mean."""
+        for m in reversed(self.items):
+            if m.loss is not None:
+                return m.loss
+        return None
+
+    def step_batch(self) -> Any:
+        """The step's batch: the only micro-batch, or all of them joined along dim 0."""
+        batches = [m.batch for m in self.items if m.batch is not None]
+        if not batches:
+            return None
+        if len(batches) == 1:
+            return batches[0]
+        try:
+            return join_batches(batches)
+        except Exception:
+            return batches[-1]
+
+    def flush(self, packer: Any) -> dict[str, Any]:
+        items, self.items = self.items, []
+        losses = [m for m in items if m.loss is not None]
+        ctx: dict[str, Any] = {"k": len(losses), "weights": False, "n_items": False, "num_items": False}
+        if not losses:
+            return ctx
+        with torch.no_grad():
+            packer.add("mb_loss", torch.stack([m.loss.float().mean() for m in losses]))
+            if all(m.weight[0] is not None for m in losses):
+                packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses]))
+                ctx["weights"] = True
+            if all(m.n_items is not None for m in losses):
+                packer.add("mb_items", torch.stack([m.n_items.float() for m in losses]))
+                ctx["n_items"] = True
+            if all(m.num_items is not None for m in losses):
+                packer.add("mb_num_items", [torch.as_tensor(m.num_items, dtype=torch.float32,
+                                                            device=m.loss.device).reshape(-1)[0]
+                                            for m in losses])
+                ctx["num_items"] = True
+        return ctx
+
+    def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
+        import numpy as np
+
+        if not ctx.get("k"):
+            return
+        loss = values["mb_loss"].astype(np.float64)
+        with np.errstate(all="ignore"):
+            if ctx["n_items"] and ctx["num_items"]:
+                # each loss is sum/N with N the step's item count: per-item mean = sum / own items
+                n = values["mb_items"].astype(np.float64)
+                mean = float(np.sum(loss * values["mb_num_items"]) / np.sum(n))
+            elif ctx["n_items"] and not ctx["num_items"]:
+                n = values["mb_items"].astype(np.float64)
+                mean = float(np.sum(loss * n) / np.sum(n)) if np.sum(n) > 0 else float(np.mean(loss))
+            else:
+                mean = float(np.mean(loss))
+            rec["loss"] = mean
+            if ctx["weights"] and np.isfinite(mean) and mean != 0:
+                w = float(np.sum(values["mb_wloss"]) / mean)
+                if np.isfinite(w):
+                    rec["loss_weight"] = round(w, 4)
+
+    def remove(self) -> None:
+        self.enabled = False
+        self.items = []
+
+
+def join_batches(batches: list[Any]) -> Any:
+    """Micro-batches (dicts of tensors, or tensors, or tuples of them) joined along dim 0; trailing
+    dims padded to the longest like a padding collator (labels -100, anything else 0)."""
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        return _cat([b for b in batches], pad=0)
+    if isinstance(first, dict):
+        out = {}
+        for k, v in first.items():
+            vals = [b.get(k) for b in batches]
+            if isinstance(v, torch.Tensor) and all(isinstance(x, torch.Tensor) for x in vals) and v.dim() > 0:
+                out[k] = _cat(vals, pad=IGNORE_INDEX if k in LABEL_KEYS and not v.is_floating_point() else 0)
+        return out
+    if isinstance(first, (tuple, list)):
+        cols = list(zip(*batches))
+        return [_cat(list(c), pad=0) if isinstance(c[0], torch.Tensor) and c[0].dim() > 0 else c[-1]
+                for c in cols]
+    raise TypeError(f"cannot join batches of type {type(first).__name__}")
+
+
+def _cat(ts: list[torch.Tensor], pad: int | float) -> torch.Tensor:
+    ts = [t.detach() for t in ts]
+    if all(t.shape[1:] == ts[0].shape[1:] for t in ts):
+        return torch.cat(ts)
+    nd = ts[0].dim()
+    if any(t.dim() != nd for t in ts):
+        raise ValueError("micro-batches differ in rank")
+    size = [max(t.shape[d] for t in ts) for d in range(1, nd)]
+    padded = []
+    for t in ts:
+        if list(t.shape[1:]) != size:
+            p = t.new_full((t.shape[0], *size), pad)
+            p[(slice(None),) + tuple(slice(0, s) for s in t.shape[1:])] = t
+            t = p
+        padded.append(t)
+    return torch.cat(padded)

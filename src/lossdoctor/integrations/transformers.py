@@ -1,0 +1,190 @@
+"""Hugging Face `Trainer` callback (and the TRL trainers built on it).
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+    trainer = Trainer(..., callbacks=[LossDoctorCallback(log_dir="runs/ld")])
+
+The callback watches the same signals as `lossdoctor.watch`, one record per optimizer step:
+
+- model, optimizer (Accelerate's wrapper is unwrapped), LR scheduler and the mixed-precision
+  GradScaler (`optimizer.scaler`) come from `on_train_begin`;
+- gradients: the monitor's hooks take per-parameter norms when the last micro-batch's backward
+  ends, i.e. before the Trainer clips them; with gradient accumulation the other micro-batches'
+  norms are skipped (the Trainer's optimizer is Accelerate's, whose `sync_gradients` says which
+  backward is the last);
+- loss and batch: Trainer callbacks are not handed the inputs or the loss, so a forward hook on
+  the model records, for every training forward (grad enabled, `model.training`), the keyword
+  arguments the model received (`input_ids`, `attention_mask`, `labels`...: exactly what the
+  loss was computed from, after the collator and device placement) and the loss it returned.
+  Why a model hook rather than wrapping `Trainer.compute_loss`: callbacks are given the model but
+  not the Trainer; the hook also works for every trainer subclass that calls the model (TRL's SFT
+  trainer, a custom `compute_loss`); and it sees what the *model* was told (`num_items_in_batch`
+  or not) and what it returned, which is what the accumulation-normalisation check needs (see
+  `microbatch`). A trainer whose loss is computed outside the model (DPO, GRPO) gets every other
+  signal but no loss column.
+- the Trainer hides a NaN loss from its own logs (`logging_nan_inf_filter`); this one does not.
+
+Evaluation forwards run under `no_grad` and are not recorded; the monitor's per-step module trace
+is restarted at `on_step_begin`, so evaluation between steps does not leak into the next step.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from transformers import TrainerCallback
+
+from .microbatch import MicroBatchProbe, model_loss
+
+log = logging.getLogger("lossdoctor")
+
+
+class LossDoctorCallback(TrainerCallback):
+    """Watch a `transformers.Trainer` run with lossdoctor.
+
+    `log_dir`, `task`, `replay_fn` and any other keyword are passed to `lossdoctor.watch`. After
+    training, `callback.monitor` is the closed monitor and `callback.diagnose()` its diagnosis.
+    """
+
+    def __init__(self, log_dir: str | Path | None = None, task: str | None = None,
+                 replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+                 **watch_options: Any) -> None:
+        self.log_dir = log_dir
+        self.task = task
+        self.replay_fn = replay_fn
+        self.watch_options = watch_options
+        self.monitor: Any = None
+        self.probe: MicroBatchProbe | None = None
+        self._handles: list[Any] = []
+        self._runs = 0
+
+    # --- Trainer events ---------------------------------------------------------------------------
+    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
+                       lr_scheduler: Any = None, **kwargs: Any) -> None:
+        self._finish()
+        if model is None or optimizer is None:
+            log.warning("lossdoctor: the Trainer passed no model/optimizer; not watching this run")
+            return
+        try:
+            self._start(args, state, model, optimizer, lr_scheduler)
+        except Exception as e:  # never stop the user's training
+            log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
+            self._finish()
+
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is not None and self.probe is not None:
+            self.monitor.tracer.reset()  # drop forwards that ran between steps (evaluation)
+            self.probe.reset()
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.monitor is None or self.probe is None:
+            return
+        try:
+            batch = self.probe.step_batch()
+        except Exception as e:
+            batch = None
+            self.monitor._disable("micro-batches", e)
+        self.monitor.step(self.probe.last_loss(), batch=batch)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._finish()
+
+    # --- results ------------------------------------------------------------------------------------
+    def diagnose(self) -> Any:
+        """The diagnosis of the last (or current) training run."""
+        if self.monitor is None:
+            raise RuntimeError("LossDoctorCallback has not watched a run yet")
+        return self.monitor.diagnose()
+
+    # --- internals ----------------------------------------------------------------------------------
+    def _start(self, args: Any, state: Any, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any) -> None:
+        from ..monitor import watch
+
+        trainer = _calling_trainer()
+        target = model
+        wrapped = getattr(trainer, "model_wrapped", None)
+        if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
+            target = wrapped  # the monitor measures gradients before and after DDP's all-reduce
+        scaler = getattr(optimizer, "scaler", None)
+        if scaler is None and trainer is not None:
+            scaler = getattr(getattr(trainer, "accelerator", None), "scaler", None)
+        log_dir = self.log_dir
+        self._runs += 1
+        if log_dir is not None and self._runs > 1:  # train() called again: a run directory each
+            log_dir = f"{log_dir}-{self._runs}"
+        mon = watch(target, optimizer, scaler=scaler, scheduler=lr_scheduler, log_dir=log_dir,
+                    task=self.task, replay_fn=self.replay_fn, **self.watch_options)
+        self.monitor = mon
+        mon.meta["framework"] = _describe(args)
+        mon.writer.write_meta(mon.meta)
+        self.probe = MicroBatchProbe(mon, shift_labels=_shifts_labels(model))
+        mon.add_probe(self.probe)
+        self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
+        planned = getattr(state, "max_steps", 0) or 0
+        if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
+            mon.preflight.set_total_steps(int(planned) - int(getattr(state, "global_step", 0) or 0))
+
+    def _on_forward(self, module: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+        if self.probe is None or not (torch.is_grad_enabled() and module.training):
+            return
+        if kwargs:
+            batch: Any = {k: v for k, v in kwargs.items()
+                          if isinstance(v, torch.Tensor) and k != "num_items_in_batch"}
+        else:
+            batch = args[0] if len(args) == 1 else (list(args) or None)
+        self.probe.observe(batch, model_loss(out), kwargs.get("num_items_in_batch"))
+
+    def _finish(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        if self.monitor is not None and not self.monitor.closed:
+            self.monitor.close()
+        self.probe = None
+
+
+def _calling_trainer() -> Any:
+    """The `Trainer` whose training loop is calling this callback: callbacks are not handed it, and
+    it is needed only to reach the DDP wrapper around the model (`trainer.model_wrapped`)."""
+    try:
+        from transformers import Trainer
+
+        frame = sys._getframe(2)
+        for _ in range(12):
+            if frame is None:
+                return None
+            obj = frame.f_locals.get("self")
+            if isinstance(obj, Trainer):
+                return obj
+            frame = frame.f_back
+    except Exception:
+        return None
+    return None
+
+
+def _shifts_labels(model: torch.nn.Module) -> bool:
+    """Whether the Trainer counts `num_items_in_batch` over `labels[..., 1:]` (its own rule)."""
+    try:
+        from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
+
+        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+        enc_dec = bool(getattr(getattr(inner, "config", None), "is_encoder_decoder", False))
+        return LOSS_MAPPING.get(getattr(inner, "loss_type", None)) is ForCausalLMLoss and not enc_dec
+    except Exception:
+        return False
+
+
+def _describe(args: Any) -> dict[str, Any]:
+    import transformers
+
+    info: dict[str, Any] = {"name": "transformers", "version": transformers.__version__}
+    for key in ("gradient_accumulation_steps", "max_grad_norm", "per_device_train_batch_size",
+                "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay",
+                "fp16", "bf16", "average_tokens_across_devices", "world_size"):
+        v = getattr(args, key, None)
+        if isinstance(v, (int, float, str, bool)):
+            info[key] = v
+    return info
