@@ -105,8 +105,8 @@ def _(seed: int) -> Setup:
 
 
 @scenario("mlp_grad_accum_unnormalised", family="mlp", optimizer="SGD", precision="fp32",
-          task="classification", causes={"lr_too_high", "grad_explosion"}, onset=1,
-          fault="8 micro-batches accumulated without dividing the loss by 8 (LR tuned for the mean)")
+          task="classification", causes={"grad_accum_normalization", "lr_too_high", "grad_explosion"},
+          onset=1, fault="8 micro-batches accumulated without dividing the loss by 8 (LR tuned for the mean)")
 def _(seed: int) -> Setup:
     data = Blobs(seed, spread=3.0)
     model = MLP(32, 10, hidden=64)
