@@ -81,12 +81,15 @@ def test_lr_too_high_at_step_one_without_nan(diagnosed):
     assert any("learning rate" in x for x in f.fixes)
 
 
-def test_loss_scale_collapse_explains_the_overflow(diagnosed):
+def test_forward_overflow_explains_the_scale_collapse(diagnosed):
+    """Inputs beyond fp16's range overflow the first layer on every step: the scaler backs off
+    forever, but the cause is the forward overflow, and the finding says what the scale did."""
     _, r = diagnosed("fp16-overflow")
     f = r.findings[0]
-    assert f.cause == "loss_scale_collapse" and f.severity == "critical" and f.symptom == "skipped_steps"
-    assert f.layer == "0"
+    assert f.cause == "activation_overflow" and f.severity == "critical" and f.symptom == "nonfinite"
+    assert f.layer == "0" and f.step == 0
     assert any("scale fell from" in e for e in f.evidence)
+    assert not any(g.cause == "loss_scale_collapse" for g in r.findings)
 
 
 def test_fp16_activation_overflow_names_the_layer(diagnosed):

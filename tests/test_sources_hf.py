@@ -92,7 +92,10 @@ def test_every_n_steps_log_still_diagnosed(hf_runs):
     runs = load_path(p)
     assert runs[0].meta["log_interval"] == 3
     report = diagnose_runs(runs)
-    assert report.primary is not None and report.primary.cause == "grad_explosion"
+    # SGD at lr 2.0 without clipping: every third point shows a loss that never improved and rose
+    # from the first logged steps (the LR), the full log shows the gradient norm's growth too
+    assert report.primary is not None and report.primary.cause in ("grad_explosion", "lr_too_high")
+    assert report.primary.severity == "critical"
 
 
 def test_coarse_log_says_so(hf_runs):
@@ -128,4 +131,7 @@ def test_trainer_tensorboard_callback_log(hf_runs):
     runs = load_path(events[0].parent)
     assert runs[0].source == "tensorboard" and runs[0].meta["tags"]["grad_norm"] == "train/grad_norm"
     report = diagnose_runs(runs)
-    assert report.primary is not None and report.primary.cause == "grad_explosion"
+    # SGD at lr 2.0 without clipping: every third point shows a loss that never improved and rose
+    # from the first logged steps (the LR), the full log shows the gradient norm's growth too
+    assert report.primary is not None and report.primary.cause in ("grad_explosion", "lr_too_high")
+    assert report.primary.severity == "critical"

@@ -39,6 +39,10 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "bad_init": ("noisy_data", "lr_too_high"),
     "nonfinite_data": ("noisy_data",),
     "grad_accum_normalization": ("bad_init",),  # a loss k x chance is a sum, not confident logits
+    # a forward pass that overflows makes every step's gradients inf: the scaler backs off forever,
+    # and no scale can fix it (the loss_scale_collapse finding says so, the overflow is the cause)
+    "activation_overflow": ("loss_scale_collapse",),
+    "attention_overflow": ("loss_scale_collapse",),
 }
 
 
@@ -105,7 +109,9 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
         keep = [f for f in keep if not (f.symptom == "nonfinite" and f.step is not None
                                         and (f.step > onset or (f.step == onset and f is not winner
                                                                 and f.rank == winner.rank)))]
-    present = {f.cause for f in keep if f.severity != "info"}
+    # an overflow explains only once it happened (a near-overflow warning explains nothing yet)
+    present = {f.cause for f in keep if f.severity != "info"
+               and not (f.cause in ("activation_overflow", "attention_overflow") and f.symptom != "nonfinite")}
     explained = {c for cause in present for c in EXPLAINS.get(cause, ())}
     spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
     keep = [f for f in keep if f.cause not in explained

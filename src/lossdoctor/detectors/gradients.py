@@ -198,6 +198,13 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
             cause, conf = "lr_too_high", 0.4
             ev.append(f"the loss rose to {fmt(float(tail.max()))} ({fmt(float(tail.max()) / base)}x its median "
                       "{}) just before: divergence".format(fmt(base)))
+        elif not np.isfinite(q.loss[i]) and q.loss_logged[i]:
+            # the step's own forward pass broke on weights that a healthy update had just produced:
+            # explosions build up over steps, a bad batch breaks the very step that uses it
+            cause, conf = "nonfinite_data", 0.3
+            ev.append("the curve and the gradient norm were healthy until then, and the loss of that very "
+                      "step is non-finite: its forward pass broke on this batch (bad values in the batch "
+                      "most often; else an overflowing op or a fully masked attention row)")
         else:
             cause, conf = "grad_explosion", 0.3
             ev.append("the curve was healthy until then: a sudden blow-up (a bad batch, an overflow or an "

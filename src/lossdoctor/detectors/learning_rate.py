@@ -15,6 +15,8 @@ from .base import detector, fmt, round_sig
 from .quantities import Quantities
 
 HEALTHY_RATIO = 1e-3
+#: ||dW||/||W|| of one step that only a far too large LR produces (healthy first steps: < 0.1)
+BLOWN_RATIO = 0.5
 
 
 def _lr_at(q: Quantities, i: int) -> float | None:
@@ -49,7 +51,11 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
         the loss never below 0.8x its start;
     (c) divergence later: the last fifth's median >= 2x the best fifth and >= 1.5x the first;
     (d) oscillation: median update ratio > 0.1 and no progress;
-    (e) an update as large as the weights (ratio >= 1) in the first steps, and no progress since.
+    (e) an update half as large as the weights (ratio >= 0.5; healthy first steps stay below 0.1)
+        in the first steps, and no progress since.
+    Suppressed: (b) when the update ratio was recorded and stayed small (< 0.05) up to the blow-up:
+    weights that did not move much did not diverge because of the LR (that is grad_explosion's
+    or the architecture's story, e.g. an unstable recurrence).
     Suppressed: a run whose loss improves overall (noise is not divergence) for (c)/(d).
     """
     loss = q.loss
@@ -63,10 +69,24 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     if q.first_bad is not None and (q.first_bad <= max(50, q.n // 10)):
         pre = loss[: q.first_bad]
         pre = pre[np.isfinite(pre)]
-        if pre.size >= 1 and float(pre.min()) >= 0.8 * start and not _explained_nonfinite(run, q):
+        ur_pre = run.col("update_ratio")[: q.first_bad]
+        ur_pre = ur_pre[np.isfinite(ur_pre)]
+        small_updates = ur_pre.size >= 3 and float(ur_pre.max()) < 0.05
+        ref0 = min(start, float(loss[lf[0]]))  # the early median may already hold the blow-up
+        if pre.size >= 1 and float(pre.min()) >= 0.8 * ref0 and not small_updates \
+                and not _explained_nonfinite(run, q):
             s = q.first_bad_step
-            ev = [f"the loss never improved (best {fmt(float(pre.min()))} vs start {fmt(start)}) and went "
+            ev = [f"the loss never improved (best {fmt(float(pre.min()))} vs start {fmt(ref0)}) and went "
                   f"non-finite at step {s}"]
+            # the onset is where the divergence began (the loss rising from the first updates on),
+            # not where it finally overflowed
+            rising = lf[(lf >= 1) & (lf < q.first_bad)]
+            rising = rising[loss[rising] >= 1.5 * ref0]
+            if rising.size and ref0 > 0:
+                r0 = int(rising[0])
+                ev.append(f"it was already rising at step {int(q.steps[r0])} ({fmt(float(loss[r0]))}, "
+                          f"{fmt(float(loss[r0]) / ref0)}x the start)")
+                s = int(q.steps[r0])
             gn = q.grad_norm[: q.first_bad]
             gn = gn[np.isfinite(gn)]
             if gn.size >= 2 and gn[-1] > 10 * gn[0]:
@@ -115,17 +135,19 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
                         step=s, evidence=[f"the loss fell to {fmt(best)} then rose to {fmt(last)} "
                                           f"({fmt(last / best)}x) from step {s} on"],
                         fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3)])]
-    # (e) the first updates replaced the weights: an update as large as the weights themselves
-    #     (||dW|| >= ||W||) never happens in a healthy run, and a model hit that hard sits near
-    #     chance afterwards (saturated activations) without any NaN
+    # (e) the first updates replaced the weights: an update half as large as the weights
+    #     themselves (||dW|| >= 0.5 ||W||) does not happen in a healthy run (its first steps stay
+    #     below 0.1), and a model hit that hard sits near chance afterwards (saturated
+    #     activations) without any NaN
     ur = run.col("update_ratio")[: min(q.n, 25)]
     ur = ur[np.isfinite(ur)]
-    if ur.size and float(ur.max()) >= 1.0 and last >= 0.8 * start:
-        i = int(np.flatnonzero(np.isfinite(run.col("update_ratio")) & (run.col("update_ratio") >= 1.0))[0])
+    first_loss = float(loss[lf[0]])  # before any update (the early median already holds the damage)
+    if ur.size and float(ur.max()) >= BLOWN_RATIO and last >= 0.8 * min(start, first_loss):
+        i = int(np.flatnonzero(np.isfinite(run.col("update_ratio")) & (run.col("update_ratio") >= BLOWN_RATIO))[0])
         s = int(q.steps[i])
         ev = [f"the update at step {s} was {fmt(float(ur.max()))}x the size of the weights "
               "(||dW||/||W||; healthy ~1e-3)",
-              f"the loss has not improved since (start {fmt(start)}, now {fmt(last)})"]
+              f"the loss has not improved since (start {fmt(first_loss)}, now {fmt(last)})"]
         chance = run.meta.get("chance_loss")
         if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
             ev.append(f"it sits at the chance level {fmt(float(chance))}: the first steps saturated the model")
@@ -194,7 +216,8 @@ def _warmup_fix(run: Run, q: Quantities) -> str:
 def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     """Updates are tiny and the loss crawls: median update ratio < 1e-5 (DeepDiagnosis' lower
     bound) over >= 50 steps with the loss down by less than 30%. Suppressed when low-precision
-    weights are frozen (that is precision_stall: the LR is fine, the dtype eats the update)."""
+    weights are frozen (that is precision_stall: the LR is fine, the dtype eats the update), and
+    when the loss already fell to <= 5% of its start (a converged model's updates are tiny)."""
     lf = q.finite_loss
     if lf.size < 50:
         return []
@@ -207,7 +230,7 @@ def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     k = max(3, lf.size // 5)
     first = float(np.median(q.loss[lf[:k]]))
     last = float(np.median(q.loss[lf[-k:]]))
-    if last < 0.7 * first:
+    if last < 0.7 * first or (q.loss_start > 0 and last <= 0.05 * q.loss_start):
         return []
     lr = _lr_at(q, q.n - 1)
     new = _suggest_lr(lr, ratio, 10.0).replace("set the learning rate to about", "raise the learning rate to about")

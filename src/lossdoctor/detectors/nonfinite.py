@@ -143,8 +143,10 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
           f"(event {e.get('index', 0) + 1} of {e.get('of', '?')} in forward order; every earlier "
           "module output was finite)"]
     ia = run.col("input_absmax")
-    if i < q.n and np.isfinite(ia[i]) and ia[i] > FP16_MAX and np.isfinite(frac[: i + 1]).any() \
-            and float(np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > 1e-20:
+    # fp16 activations: a share of the range no fp32/bf16 model reaches, or a GradScaler (fp16's tool)
+    fp16 = bool(run.meta.get("scaler")) or (np.isfinite(frac[: i + 1]).any() and float(
+        np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > 1e-20)
+    if i < q.n and np.isfinite(ia[i]) and ia[i] > FP16_MAX and fp16:
         ev.append(f"the batch holds values up to {fmt(float(ia[i]))}, beyond fp16's 65504: autocast turns "
                   "them into inf when it casts the input to fp16")
         overflow = True
@@ -152,6 +154,15 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     prior = prior[np.isfinite(prior)]
     if prior.size:
         ev.append(f"largest activation before that used {fmt(float(prior.max()) * 100)}% of its dtype's range")
+    if q.skipped[i:].any() and run.has("scale"):
+        # what the GradScaler made of it: the scale collapse is this overflow's consequence
+        sc = run.col("scale")[i:]
+        sc = sc[np.isfinite(sc)]
+        n_skip = int(q.skipped[i:].sum())
+        if sc.size:
+            ev.append(f"the GradScaler skipped {n_skip} of {q.n - i} steps from then on and its scale fell from "
+                      f"{fmt(float(sc[0]))} to {fmt(float(sc.min()))}: no loss scale helps when the forward "
+                      "pass itself overflows")
     fixes = []
     if overflow:
         fixes.append(f"keep {layer} out of fp16: wrap it in torch.autocast(device_type, enabled=False) and "
@@ -167,8 +178,9 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
 
 
 def _wide_dtype(frac: np.ndarray) -> bool:
-    """Activations so far used a vanishing share of their dtype's range: fp32/bf16, not fp16."""
-    f = frac[np.isfinite(frac)]
+    """The first activations used a vanishing share of their dtype's range: fp32/bf16, not fp16.
+    Judged on the first recorded steps, before a blow-up pushed them towards the range."""
+    f = frac[np.isfinite(frac)][:3]
     return f.size > 0 and float(f.max()) < 1e-20
 
 

@@ -35,13 +35,21 @@ class Quantities:
     @cached_property
     def skipped(self) -> np.ndarray:
         """Steps whose optimizer update was skipped (GradScaler overflow). From the `skipped` column,
-        else inferred from a falling loss scale (a back-off happens exactly on overflow)."""
+        else inferred from a falling loss scale (a back-off happens exactly on overflow).
+
+        Logs differ on whether a row holds the scale before or after that step's `update()`: the
+        back-off of a step shows in its own row (after) or in the next one (before). A row whose
+        gradient norm is non-finite is taken as skipped when the scale falls at either; that also
+        covers the first row, which has no previous scale to compare with."""
         if self.run.has("skipped"):
             return np.nan_to_num(self.run.col("skipped"), nan=0.0) > 0.5
         if self.run.has("scale"):
             s = self.run.col("scale")
             prev = np.concatenate([[np.nan], s[:-1]])
-            return np.nan_to_num(s < prev, nan=False).astype(bool)
+            nxt = np.concatenate([s[1:], [np.nan]])
+            fell = np.nan_to_num(s < prev, nan=False).astype(bool)
+            fell_next = np.nan_to_num(nxt < s, nan=False).astype(bool) & ~np.isfinite(self.grad_norm)
+            return fell | fell_next
         return np.zeros(self.n, dtype=bool)
 
     @cached_property

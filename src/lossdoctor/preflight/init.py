@@ -306,7 +306,10 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
     if growth is not None and growth["n"] >= 2:
         up, down = growth["up"], growth["down"]
         g = up["ratio"]
-        if (g >= GROWTH_LIMIT and up["per_layer"] >= PER_BLOCK) or not math.isfinite(g):
+        # an output that overflowed (inf) under fp16 autocast is a range problem the live
+        # activation_overflow check names with its op; it is init only when the weights are hot
+        overflowed = not math.isfinite(up["rms"]) and not hot
+        if not overflowed and ((g >= GROWTH_LIMIT and up["per_layer"] >= PER_BLOCK) or not math.isfinite(g)):
             votes += 1
             severity = "critical" if (g >= 1e3 or not math.isfinite(g) or up["rms"] >= 1e4) else \
                 _max_sev(severity, "warning")
