@@ -109,6 +109,10 @@ def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wal
         "(onset within ±2 steps; a layer inside the faulty module counts; samples: every faulty sample "
         "named and at least half of those named faulty); a false alarm is any alarm on a healthy control; live delay = the step at which `watch` raised the first acceptable "
         "alarm minus the onset.",
+        "Read these numbers as in-sample: the detectors' thresholds were tuned while looking at this "
+        "zoo's misses (each rule's docstring says what it keys on), so the zoo shows that the rules do "
+        "what they claim on real training runs and that the healthy controls stay quiet; it is not a "
+        "held-out estimate of accuracy on the faults of the world.",
         "### Summary", report.summary(scores),
         "### Per cause", report.per_cause(scores, CAUSES),
         "### Per scenario", report.per_scenario(scores, scns),
