@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "peers", "overhead", "overhead-gpu")
+ORDER = ("intro", "zoo", "peers", "overhead", "overhead-ablation", "overhead-gpu")
 
 INTRO = """# Benchmarks
 
@@ -26,6 +26,7 @@ its own section.
 | [Fault zoo](#fault-zoo) | `python -m benchmarks.zoo` (add `--seeds 1` for a quick pass, `--only NAME` for one scenario) |
 | [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
+| [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
 """
 
 
