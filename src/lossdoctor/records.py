@@ -49,7 +49,8 @@ COLUMNS: dict[str, str] = {
 EVENTS: dict[str, str] = {
     "batch_nonfinite_detail": "{batch key: [sample indices]} of non-finite values in the batch",
     "fwd_first_nonfinite": "{'layer', 'where': 'output'|'input', 'index'} first non-finite forward value",
-    "bwd_first_nonfinite": "{'layer'} first module whose output gradient was non-finite (backward order)",
+    "bwd_first_nonfinite": "{'layer', 'after'} first module whose output gradient was non-finite (backward "
+                           "order), and the module before it whose output gradient was still finite",
     "nonfinite_params": "names of (up to 8) parameters whose gradient was non-finite",
     "act_absmax_layer": "module whose output held the step's largest |activation|",
     "lr_groups": "learning rate of every parameter group, when there is more than one",

@@ -74,17 +74,20 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
         from ..preflight.merge import merge_findings
 
         findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
+    findings = merge_incidents(findings, run)
+    kept = arbitrate(findings)
     s = q.first_bad_step
     if s is not None and not any(f.severity == "critical" and f.step is not None and f.step <= s
-                                 for f in findings):
-        # a run that went non-finite is never "healthy", however little the log says
+                                 for f in kept):
+        # a run that went non-finite is never "healthy" nor a mere warning, however little the log
+        # says; judged after arbitration, so that a cause which explained away the only critical
+        # finding (bad_init dropping an early lr_too_high jump) cannot leave the NaN unexplained
         from .gradients import unexplained_nonfinite
 
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            findings.extend(unexplained_nonfinite(run, q))
-    findings = merge_incidents(findings, run)
-    return arbitrate(findings), notes
+            kept = sorted(kept + unexplained_nonfinite(run, q), key=importance_key)
+    return kept, notes
 
 
 def arbitrate(findings: list[Finding]) -> list[Finding]:

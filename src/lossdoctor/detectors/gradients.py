@@ -187,7 +187,7 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
         cause, conf = "nonfinite_data", 0.3
         ev.append("before any update: the batch, the loss function (a mean over zero supervised tokens "
                   "is NaN) or the initial weights")
-    elif gfin.size >= 2 and gfin[-1] >= 10 * float(np.median(gfin)):
+    elif gfin.size >= 2 and float(np.median(gfin)) > 0 and gfin[-1] >= 10 * float(np.median(gfin)):
         cause, conf = "grad_explosion", 0.5
         ev.append(f"the gradient norm rose to {fmt(float(gfin[-1]))} ({fmt(float(gfin[-1] / np.median(gfin)))}x "
                   "its median) just before")

@@ -145,8 +145,8 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
         return []
     g0 = float(np.median(g[: max(5, g.size // 10)]))
     g1 = float(np.median(g[-max(5, g.size // 10):]))
-    if g1 < 0.5 * g0 and not at_chance:
-        return []
+    if g0 <= 0 or mid <= 0 or (g1 < 0.5 * g0 and not at_chance):
+        return []  # no gradient at all is not a data problem (masked labels, a frozen model)
     ur = run.col("update_ratio")
     ur = ur[np.isfinite(ur)]
     if ur.size and float(np.median(ur)) < 1e-4:

@@ -84,8 +84,19 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     else:
         bwd_in = [st for st in bwd if s <= st <= streak_end]
         if bwd_in:
-            layer = bwd[min(bwd_in)].get("layer")
-            ev.append(f"gradients overflow in backward first at {layer} even at small scales")
+            e = bwd[min(bwd_in)]
+            layer, after = e.get("layer"), e.get("after")
+            if after:
+                ev.append(f"in backward the gradient is still finite at the output of {after} and non-finite "
+                          f"at the output of {layer}: it goes bad inside {after}'s backward, even at small "
+                          "scales (an op whose derivative is infinite there, e.g. sqrt or a norm at 0, or a "
+                          "product beyond fp16's range)")
+                fixes.append(f"guard the op in {after} whose derivative blows up (torch.sqrt(x + 1e-12) instead "
+                             "of torch.sqrt(x), clamp(min=eps) before a norm or a division); "
+                             f"lossdoctor.localize(model, batch, loss_fn) names the backward op")
+                layer = after
+            else:
+                ev.append(f"gradients overflow in backward first at {layer} even at small scales")
         fixes.append("the gradients themselves overflow fp16: lower the learning rate or clip "
                      "gradients after scaler.unscale_(optimizer), or train with bf16 autocast")
     ia = run.col("input_absmax")

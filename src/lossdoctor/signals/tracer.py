@@ -269,6 +269,10 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
             j = int(np.argmax(bad))
             rec["bwd_first_nonfinite"] = {"layer": names[bw_module[j]], "index": j,
                                           "of": int(bw_module.size)}
+            if j > 0:
+                # the gradient was still finite at the output of the module before it in backward
+                # order: it went bad in that module's backward (the consumer of `layer`'s output)
+                rec["bwd_first_nonfinite"]["after"] = names[bw_module[j - 1]]
         per["grad_absmax"] = _per_module_max(n_mod, bw_module, np.where(bad, np.inf, bmax))
     return rec, per
 

@@ -101,6 +101,35 @@ def tensor_stats(t: torch.Tensor, source: str | None = None) -> TensorStats:
                        absmax=amax, nan=nan, inf=inf, source=source)
 
 
+def _fresh_nonfinite(args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> bool:
+    """Some output element is non-finite where every input element it comes from is finite.
+
+    Position by position, for inputs that broadcast to the output's shape (element-wise ops): the
+    -inf a causal mask put into attention scores does not hide the +inf that `exp` makes of a
+    large finite score beside it. No verdict (False) when a scalar argument is itself non-finite
+    (a mask fill) or no input lines up with the output (reductions, matmuls)."""
+    flat, _ = tree_flatten((args, kwargs))
+    if any(isinstance(x, float) and not math.isfinite(x) for x in flat):
+        return False
+    ins = [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    with torch.no_grad():
+        for o in outs:
+            lined = []
+            for t in ins:
+                try:
+                    lined.append(torch.broadcast_to(t.detach(), o.shape))
+                except RuntimeError:
+                    continue
+            if not lined:
+                continue
+            fresh = ~torch.isfinite(o.detach())
+            for t in lined:
+                fresh &= torch.isfinite(t)
+            if bool(fresh.any()):
+                return True
+    return False
+
+
 def _storage_key(t: torch.Tensor) -> int | None:
     try:
         return t.untyped_storage().data_ptr()
@@ -139,7 +168,7 @@ class OpEvent:
         outs = "; ".join(_fmt_stats(s) for s in self.outputs[:2])
         ins = "; ".join(_fmt_stats(s) for s in self.inputs[:3])
         what = {"nan": "made NaN from inputs without NaN",
-                "overflow": "overflowed: non-finite output from finite inputs",
+                "overflow": "overflowed: non-finite values where its inputs were finite",
                 "domain": "produced NaN/Inf from finite inputs (outside its domain)",
                 "data": "was the first to read a non-finite batch tensor",
                 "param": "was the first to read a non-finite parameter",
@@ -316,6 +345,8 @@ class OpTracer(TorchDispatchMode):
             kind = "nan"
         elif not out_nan and not in_nonfinite:
             kind = "overflow"
+        elif not out_nan and _fresh_nonfinite(args, kwargs, outs):
+            kind = "overflow"  # e.g. exp overflowing to +inf next to the -inf of a causal mask
         if kind in ("nan", "overflow") and base_name(name) in DOMAIN_OPS:
             kind = "domain"
         if kind is not None:
