@@ -44,3 +44,14 @@ def test_detectors_never_crash(run):
     if run.has("loss") and not np.isfinite(loss[run.logged("loss")]).all() and not run.has("scale") \
             and not run.has("skipped"):
         assert report.status == "critical"
+
+
+def test_a_run_that_went_nonfinite_stays_critical_when_its_only_alarm_is_explained_away():
+    """Found by the fuzzer: an early 4x loss jump (lr_too_high) is explained away by a bad_init
+    warning; the NaN two steps later must still be a critical finding."""
+    run = from_columns(np.arange(4), {"loss": np.array([0.25, 0.0, 1.0, np.inf]),
+                                      "act_absmax": np.array([10001.0, 0, 0, 0]),
+                                      "update_ratio": np.zeros(4)})
+    report = diagnose_runs([run])
+    assert report.status == "critical"
+    assert any(f.severity == "critical" and f.step == 3 for f in report.findings)

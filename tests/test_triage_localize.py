@@ -148,3 +148,33 @@ def test_a_healthy_batch_finds_nothing():
     assert not loc.found and loc.cause is None and loc.op is None
     assert loc.trace.ops["forward"] > 10 and loc.trace.ops["backward"] > 10
     assert "stayed finite" in str(loc)
+
+
+class CausalExpSoftmax(nn.Module):
+    """Attention weights as exp(s)/sum(exp(s)) after a causal mask of -inf: the mask's -inf is
+    in every input of exp, so only a position-by-position check sees exp make +inf of a finite
+    score."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = self.q(x) @ x.transpose(1, 2)
+        t = s.shape[-1]
+        s = s.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf"))
+        e = torch.exp(s)
+        return (e / e.sum(-1, keepdim=True)) @ x
+
+
+def test_exp_overflow_beside_a_causal_mask_is_the_origin_not_the_division():
+    torch.manual_seed(0)
+    model = CausalExpSoftmax()
+    x = torch.randn(4, 6, 8)
+    x[1] *= 40.0  # sample 1's scores reach thousands: exp overflows fp32
+
+    loc = lossdoctor.localize(model, x, lambda m, b: m(b).pow(2).mean())
+
+    assert loc.op == "aten.exp"
+    assert loc.trace.forward.kind == "overflow"
+    assert loc.samples == [1]

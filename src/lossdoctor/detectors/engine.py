@@ -86,7 +86,12 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
 
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            kept = sorted(kept + unexplained_nonfinite(run, q), key=importance_key)
+            net = unexplained_nonfinite(run, q)
+        # arbitrated with the rest (later non-finite findings are its consequences), and kept even
+        # if another cause would explain it away
+        kept = arbitrate(findings + net)
+        if not any(f.severity == "critical" and f.step is not None and f.step <= s for f in kept):
+            kept = sorted(kept + net, key=importance_key)
     return kept, notes
 
 
