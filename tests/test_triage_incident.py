@@ -298,3 +298,52 @@ def test_replay_keeps_the_demo_fault_diagnosis(tmp_path, monkeypatch, name):
     if name == "grad-explosion":
         assert rec["level"] == "replay-state" and rec["batch_vs_state"]["verdict"] == "state"
         assert any("the model state went bad" in e for e in top.evidence)
+
+
+class _PairDistance(torch.nn.Module):
+    """Euclidean distances between every pair of embeddings via sqrt of squared distances: the
+    diagonal is sqrt(0), whose derivative is infinite. The forward pass is finite, the gradient
+    is NaN at any loss scale: the GradScaler skips every step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Linear(6, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.embed(x)
+        return ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1).sqrt()
+
+
+def _contrastive(m, b):
+    x, y = b
+    d = m(x).float()
+    same = (y[:, None] == y[None, :]).float()
+    return (same * d ** 2 + (1 - same) * torch.relu(1.0 - d) ** 2).mean()
+
+
+@pytest.mark.parametrize("fault", [True, False])
+def test_a_scaler_that_skips_every_step_is_traced_to_the_backward_op(tmp_path, fault):
+    model = _PairDistance()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    loss_fn = _contrastive if fault else ce_loss
+    if not fault:
+        model = MLP()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def replay(m, b):
+        with torch.autocast("cpu", dtype=torch.float16):
+            return loss_fn(m, b)
+
+    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=replay)
+    train(model, opt, classification_batches(20), loss_fn, mon, scaler=scaler, autocast=torch.float16)
+    mon.close()
+    report = mon.diagnose()
+    if not fault:  # a healthy fp16 run: the scaler's start-up back-offs are not an incident
+        assert _incidents(tmp_path) == [] and report.status == "healthy", report.findings
+        return
+    [rec] = _incidents(tmp_path)
+    assert rec["trigger"] == "scale_collapse" and rec["step"] == 11
+    f = report.findings[0]
+    assert (f.cause, f.layer, f.op) == ("loss_scale_collapse", "<model>", "aten.sqrt")
+    assert any("SqrtBackward0" in e for e in f.evidence)

@@ -155,6 +155,8 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
     why = notes[0] if notes else ""
     add = REPLAY_HINT if "no replay_fn" in why else (why + "; " if why else "") + \
         "replay would confirm the failure reproduces and name the operation and the sample(s)"
+    if trig["kind"] == "scale_collapse":
+        return []  # the detectors read the scale's curve; without a trace there is nothing to add
     if trig["kind"] == "loss_spike":
         from ..detectors.base import fmt
 

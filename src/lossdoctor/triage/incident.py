@@ -55,6 +55,11 @@ LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_fir
 FORMAT = "lossdoctor.incident/1"
 
 
+#: consecutive GradScaler skips that start an incident: more than a healthy start-up back-off
+#: (init_scale 2**16: a few steps; 2**24: ~8)
+SCALE_STREAK = 12
+
+
 class TrainingIncident(RuntimeError):
     """Raised by `mon.step` under `on_incident="raise"`, after the incident has been triaged and
     recorded. `.record` is the incident record; `.findings` its findings."""
@@ -142,6 +147,7 @@ class Triage:
         self.episode = False
         self.spikes = SpikeWatch()
         self.skipped_steps: set[int] = set()
+        self._scaler_streak = 0  # consecutive steps the GradScaler skipped
         self.enabled = True
         self._pending: TrainingIncident | None = None
         self.ring: SnapshotRing | None = None
@@ -209,10 +215,15 @@ class Triage:
         step = int(rec["step"])
         loss = rec.get("loss")
         skipped = bool(rec.get("skipped")) and step not in self.skipped_steps
+        self._scaler_streak = self._scaler_streak + 1 if skipped and self.scaler is not None else 0
         if _nonfinite(loss):
             return {"kind": "nonfinite_loss"}
         if (rec.get("grad_nonfinite") or rec.get("nonfinite_params")) and not skipped:
             return {"kind": "nonfinite_grad"}
+        if self._scaler_streak == SCALE_STREAK and not self.records and not rec.get("fwd_first_nonfinite"):
+            # the scaler has backed off SCALE_STREAK times in a row on a finite forward pass: more
+            # than its start-up back-off, so look for the op that makes the gradients non-finite
+            return {"kind": "scale_collapse", "streak": SCALE_STREAK, "first": step - SCALE_STREAK + 1}
         if isinstance(loss, float) and not skipped:
             spike = self.spikes.check(loss)
             if spike is not None:
@@ -263,7 +274,10 @@ class Triage:
             else:
                 if self.ring.notes:
                     record["notes"].extend(self.ring.notes)
-                findings = self._replay_flow(step, trig, rec, record)
+                if trig["kind"] == "scale_collapse":
+                    findings = self._scale_flow(step, trig, rec, record)
+                else:
+                    findings = self._replay_flow(step, trig, rec, record)
         except Exception as e:  # triage must never take the training down
             log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
             record["error"] = f"{type(e).__name__}: {e}"
@@ -383,6 +397,39 @@ class Triage:
         if self.policy == "skip":
             record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
+
+    def _scale_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
+                    record: dict[str, Any]) -> list[Finding]:
+        """A GradScaler that skips step after step: trace this step's forward and backward without
+        the loss scale. Skipped steps leave the weights as they were, so the current state is the
+        state of the step; no replay is needed. If the unscaled gradients are non-finite too, the
+        op that makes them so is the cause no scale can fix; if they are finite, the scale itself
+        overflows them (the detectors say that from the scale's curve)."""
+        assert self.ring is not None and self.replay_fn is not None
+        entry = self.ring.entries.get(step)
+        if entry is None or not entry.kept:
+            record["notes"].append(f"the batch of step {step} {_why_missing(entry)}: no op-level answer")
+            return []
+        self.ring.paused = True
+        t = time.perf_counter()
+        with self._workspace() as ws, _Preserve(ws.model) as keep:
+            loc = localize_on(ws.model, entry.device_batch(), self.replay_fn, rng=entry.rng, live=rec,
+                              find_samples=False, preserve=keep)
+        record["localization"] = loc.to_dict()
+        record["timing"] = {"localize_s": round(time.perf_counter() - t, 4)}
+        first, n = int(trig["first"]), int(trig["streak"])
+        if not loc.found:
+            record["notes"].append(f"without the loss scale, step {step}'s forward and backward are finite: "
+                                   "the scale itself overflows the fp16 gradients")
+            return []
+        back = loc.trace.backward if loc.phase == "backward" else None
+        op = back.forward_op if back is not None and back.forward_op else loc.op
+        ev = [f"the GradScaler skipped {n} steps in a row from step {first}; step {step} traced op by op "
+              f"without the loss scale: its gradients are non-finite at any scale", *loc.evidence]
+        record["level"] = "replay"
+        return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.9,
+                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev,
+                        fixes=[f for f in loc.fixes if "GradScaler" not in f])]  # it has one
 
     def _batch_vs_state(self, ws: Any, snap: Snapshot, step: int, entries: list[StepEntry | None],
                         bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
