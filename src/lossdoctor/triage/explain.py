@@ -75,8 +75,13 @@ def _replay_sentence(step: int, rep: ReplayResult, reproduced: bool = True) -> s
 
 
 def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Localization,
-                   bvs: dict[str, Any], exact: bool) -> Finding:
+                   bvs: dict[str, Any], exact: bool, live: dict[str, Any] | None = None) -> Finding:
     cause = loc.cause
+    samples = loc.samples
+    if cause == "label_mask_empty" and not samples and live and live.get("label_empty_sample_ids"):
+        # every sample breaks the step on its own, so bisection names none; the batch probe knows
+        # exactly which samples have no supervised token
+        samples = [int(i) for i in live["label_empty_sample_ids"]]
     evidence = list(loc.evidence)
     evidence.insert(min(2, len(evidence)), _replay_sentence(step, rep))
     vs = verdict_sentence(step, bvs)
@@ -90,7 +95,7 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
     if not exact:
         conf *= 0.9
     return Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
-                   layer=loc.layer, op=loc.op, samples=loc.samples, evidence=evidence, fixes=fixes)
+                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes)
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:

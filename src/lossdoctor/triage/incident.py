@@ -383,7 +383,7 @@ class Triage:
             findings = [spike_finding(step, trig, rep, search, bvs, rec)]
         else:
             assert loc is not None
-            findings = [replay_finding(step, trig, rep, loc, bvs, exact)]
+            findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
         record["level"] = "replay"
         if bvs.get("verdict") == "state":
             # the state was already bad: the op is where it overflowed, the samples are all of them
