@@ -74,6 +74,10 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
         from ..preflight.merge import merge_findings
 
         findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
+        if q.first_bad_step is not None:
+            for f in findings:
+                if f.step is None and f.symptom == "nonfinite" and f.severity == "critical":
+                    f.step = q.first_bad_step  # a configuration that predicted the NaN, dated by it
     findings = merge_incidents(findings, run)
     kept = arbitrate(findings)
     s = q.first_bad_step

@@ -120,7 +120,9 @@ def _first_forward_fault(run: Run, q: Quantities) -> tuple[int, dict[str, Any]] 
 @detector("activation_overflow", needs=("fwd_first_nonfinite",))
 def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     """A module's forward output became Inf (beyond its dtype's range) or NaN from a finite input,
-    outside attention. Suppressed when the batch itself held non-finite values (that is data)."""
+    outside attention. Suppressed when the batch itself held non-finite values (that is data), and
+    when the weights were already non-finite before that step (an update broke them: the
+    optimizer's or the LR's story, not the activations')."""
     found = _first_forward_fault(run, q)
     if found is None:
         return []
@@ -135,6 +137,9 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     overflow = e.get("value") == "inf"
     if _grew_before(q, i):
         return []  # weights grew with exploding gradients: that is grad_explosion's story
+    pn = run.col("param_norm")[:i]
+    if run.logged("param_norm")[:i].any() and not np.isfinite(pn[run.logged("param_norm")[:i]]).all():
+        return []  # the weights were already non-finite: a module fed NaN weights did not overflow
     if overflow and i >= 1 and _wide_dtype(frac[:i]) and _blew_up_before(run, q, i):
         # an fp32/bf16 activation past 3e38 after updates that blew the weights up is the
         # learning rate's doing (lr_too_high / grad_explosion), not a range problem of the dtype
