@@ -17,8 +17,9 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
 
     From the batch: batches with 100% ignored labels (critical when they are most batches or
     the loss broke there; warning for an occasional one) and samples with no supervised position
-    (warning when >= 25% of samples). From the loss alone (foreign logs): the loss is exactly 0.0
-    for >= 3 logged steps from the start with a zero gradient norm.
+    (warning when >= 25% of samples). From the loss alone (foreign logs): a non-finite loss with a
+    gradient norm of exactly 0 (only an empty mean does that), or a loss of exactly 0.0 for >= 3
+    logged steps from the start with a zero gradient norm.
     """
     out: list[Finding] = []
     fi = run.col("label_ignored_frac")
@@ -60,6 +61,26 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
                     evidence=[f"{fmt(frac * 100)}% of samples have no supervised label position (all -100)"],
                     fixes=["drop samples whose response was truncated away or masked entirely"]))
         return out
+    # loss and gradient norm alone: a non-finite loss whose gradient norm is exactly 0. A mean over
+    # zero supervised tokens is 0/0 = NaN while nothing contributes a gradient; any other NaN in
+    # the forward pass makes NaN gradients, not zero ones
+    empty = q.loss_logged & ~np.isfinite(q.loss) & run.logged("grad_norm") & (q.grad_norm == 0)
+    if empty.any():
+        i = int(np.flatnonzero(empty)[0])
+        s = int(q.steps[i])
+        n = int(empty.sum())
+        logged = int(q.loss_logged.sum())
+        ev = [f"the loss is {fmt(float(q.loss[i]))} at step {s} with a gradient norm of exactly 0"
+              + (f" ({n} of {logged} logged steps look like that)" if n > 1 else "")
+              + ": a mean over zero supervised tokens (every label -100), which no other NaN produces "
+              "(a NaN in the forward pass makes NaN gradients, not zero ones)"]
+        return [Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.8,
+                        step=s, batch=s, evidence=ev,
+                        fixes=["check the collator's label masking and truncation: a batch whose responses "
+                               "were all cut off or masked has no supervised token; skip such batches or "
+                               "normalise by max(1, n_tokens)",
+                               "log label statistics (lossdoctor.watch does: pass batch= to mon.step) to see "
+                               "which samples have no supervised token"])]
     # loss alone: exact zeros from the start
     lf = q.finite_loss
     if lf.size >= 3:
