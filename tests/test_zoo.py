@@ -15,11 +15,11 @@ from benchmarks.zoo.run import load_scenarios, run_all
 from benchmarks.zoo.score import judge, layer_matches, norm_op, samples_match
 
 # Seed 0 on the detectors of the day this floor was set: top-1 35/35, top-3 35/35 (full log),
-# top-1 14/35 from the scalars alone. The floors leave two scenarios of slack for float differences
+# top-1 16/35 from the scalars alone. The floors leave two scenarios of slack for float differences
 # between machines (a few scenarios are chaotic).
 TOP1_FLOOR = 0.94   # faulty runs whose primary diagnosis is an acceptable cause
 TOP3_FLOOR = 0.94   # ... whose acceptable cause is among the first three alarms
-SCALARS_TOP1_FLOOR = 0.34  # the same runs through their scalars.csv (loss, grad_norm, lr, scale)
+SCALARS_TOP1_FLOOR = 0.4  # the same runs through their scalars.csv (loss, grad_norm, lr, scale)
 
 #: Known false alarms, each a bug to fix; strict: the test fails once it is fixed, to be removed here.
 KNOWN_SCALARS_FALSE_ALARMS: dict[str, str] = {}
