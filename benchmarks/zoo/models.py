@@ -14,6 +14,8 @@ import math
 import torch
 from torch import nn
 
+from lossdoctor.demo.scenarios import mlp
+
 
 class MLP(nn.Module):
     """Plain feed-forward net: `net.0` is the first Linear, activations in between."""
@@ -21,13 +23,7 @@ class MLP(nn.Module):
     def __init__(self, d_in: int, d_out: int, hidden: int = 64, depth: int = 2,
                  act: type[nn.Module] = nn.ReLU) -> None:
         super().__init__()
-        layers: list[nn.Module] = []
-        d = d_in
-        for _ in range(depth):
-            layers += [nn.Linear(d, hidden), act()]
-            d = hidden
-        layers.append(nn.Linear(d, d_out))
-        self.net = nn.Sequential(*layers)
+        self.net = mlp(d_in, hidden, d_out, depth, act)  # the demo's builder: same layer names
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

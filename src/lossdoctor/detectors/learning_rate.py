@@ -63,6 +63,8 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     if lf.size < 3:
         return []
     start = q.loss_start
+    first_loss = float(loss[lf[0]])  # before any update
+    ref0 = min(start, first_loss)  # the early median may already hold the blow-up
     ratio_early = _ratio_median(run, 0, min(q.n, 20))
     lr0 = _lr_at(q, min(q.n - 1, 5))
     # (b) non-finite from the start
@@ -72,7 +74,6 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
         ur_pre = run.col("update_ratio")[: q.first_bad]
         ur_pre = ur_pre[np.isfinite(ur_pre)]
         small_updates = ur_pre.size >= 3 and float(ur_pre.max()) < 0.05
-        ref0 = min(start, float(loss[lf[0]]))  # the early median may already hold the blow-up
         if pre.size >= 1 and float(pre.min()) >= 0.8 * ref0 and not small_updates \
                 and not _explained_nonfinite(run, q):
             s = q.first_bad_step
@@ -98,7 +99,7 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
                             fixes=[_suggest_lr(lr0, ratio_early, 0.1), _warmup_fix(run, q)])]
     # (a) early jump
     head = lf[lf < min(q.n, 11)]
-    ref = float(loss[lf[0]])  # the loss before any update
+    ref = first_loss
     if head.size >= 3 and ref > 0:
         jump_rows = head[1:][loss[head[1:]] >= 3 * ref]
         if jump_rows.size:
@@ -141,8 +142,7 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     #     activations) without any NaN
     ur = run.col("update_ratio")[: min(q.n, 25)]
     ur = ur[np.isfinite(ur)]
-    first_loss = float(loss[lf[0]])  # before any update (the early median already holds the damage)
-    if ur.size and float(ur.max()) >= BLOWN_RATIO and last >= 0.8 * min(start, first_loss):
+    if ur.size and float(ur.max()) >= BLOWN_RATIO and last >= 0.8 * ref0:
         i = int(np.flatnonzero(np.isfinite(run.col("update_ratio")) & (run.col("update_ratio") >= BLOWN_RATIO))[0])
         s = int(q.steps[i])
         ev = [f"the update at step {s} was {fmt(float(ur.max()))}x the size of the weights "
