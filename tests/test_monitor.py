@@ -37,6 +37,19 @@ def _steps(d):
     return [json.loads(x) for x in (d / "steps.jsonl").read_text().splitlines()]
 
 
+def _train_watched(model, opt, log_dir, steps):
+    """The plain loop under `watch`: zero_grad, forward, backward, step, mon.step."""
+    with lossdoctor.watch(model, opt, log_dir=log_dir, alerts=False) as mon:
+        for i in range(steps):
+            x, y = _batch(i)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            mon.step(loss, batch=(x, y))
+    return mon
+
+
 def test_grad_norm_is_before_clipping_and_zero_grad_anywhere(tmp_path):
     """Grad stats come from the end of backward: before clip_grad_norm_, and whether the loop
     zeroes gradients before backward or right after the step."""
@@ -191,14 +204,7 @@ def test_internal_failure_is_logged_once_and_training_goes_on(tmp_path, caplog, 
     model = _mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     with caplog.at_level(logging.WARNING, logger="lossdoctor"):
-        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
-            for i in range(5):
-                x, y = _batch(i)
-                opt.zero_grad()
-                loss = F.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-                mon.step(loss, batch=(x, y))
+        _train_watched(model, opt, tmp_path, 5)
     msgs = [r.getMessage() for r in caplog.records if "disabled" in r.getMessage()]
     assert len(msgs) == 1 and "simulated monitor bug" in msgs[0]
     recs = _steps(tmp_path)
@@ -343,14 +349,7 @@ def test_live_engine_failure_keeps_the_log(tmp_path, caplog, monkeypatch):
     model = _mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     with caplog.at_level(logging.WARNING, logger="lossdoctor"):
-        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
-            for i in range(15):
-                x, y = _batch(i)
-                opt.zero_grad()
-                loss = F.cross_entropy(model(x), y)
-                loss.backward()
-                opt.step()
-                mon.step(loss, batch=(x, y))
+        _train_watched(model, opt, tmp_path, 15)
     assert sum("engine bug" in r.getMessage() for r in caplog.records) == 1
     recs = _steps(tmp_path)
     assert len(recs) == 15 and all("grad_norm" in r and "act_absmax" in r for r in recs)
