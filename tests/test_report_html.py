@@ -109,6 +109,14 @@ def test_layer_heatmaps_from_run_dir(watched_run):
     assert data["heatmaps"] and {"param_grad_norm", "act_absmax"} <= {h["stat"] for h in data["heatmaps"]}
     h = data["heatmaps"][0]
     assert len(h["log10"]) == len(h["modules"]) and len(h["log10"][0]) == len(h["steps"])
+    # a value not measured at a step (act_rms between sampled steps on the rows an incident adds)
+    # is blank, never red: red only once the run broke
+    from lossdoctor.detectors.quantities import Quantities
+
+    first_bad = Quantities(runs[0]).first_bad_step
+    assert first_bad is not None and first_bad > 10
+    for hm in data["heatmaps"]:
+        assert all(hm["steps"][c] >= first_bad for bad in hm["nonfinite"] for c in bad), hm["stat"]
 
 
 needs_browser = pytest.mark.skipif(find_browser() is None, reason="chromium + chromedriver not installed")
@@ -153,3 +161,44 @@ def test_overflow_on_skipped_steps_is_not_drawn_as_a_failure(tmp_path):
     gn = next(c for c in data["charts"] if c["name"] == "grad_norm")
     assert gn["series"][0]["nonfinite"] == [] and 100 in gn["series"][0]["nonfinite_skipped"]
     assert 100 in gn["skipped"][0]
+
+
+def test_heatmap_blank_is_not_measured_and_red_is_nonfinite(tmp_path):
+    """fp16 with a GradScaler that skips every step (sqrt at 0 in backward): every step writes a
+    per-layer row, the forward stays finite. Activation RMS, measured on sampled steps only, is
+    blank on the others, not red; the NaN gradients are red."""
+    import torch
+
+    import lossdoctor
+
+    torch.manual_seed(0)
+    embed = torch.nn.Linear(6, 8)
+
+    class PairDistance(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = embed
+
+        def forward(self, x):
+            e = self.embed(x)
+            return ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1).sqrt()
+
+    model = PairDistance()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.amp.GradScaler("cpu")
+    with lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False) as mon:
+        for _ in range(25):
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = model(torch.randn(8, 6)).float().mean()
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+            mon.step(loss)
+    runs = load_path(tmp_path)
+    data = _data(render(diagnose_runs(runs), "html", runs=runs))
+    maps = {h["stat"]: h for h in data["heatmaps"]}
+    rms = maps["act_rms"]
+    assert len(rms["steps"]) == 25 and all(bad == [] for bad in rms["nonfinite"])
+    assert any(v is None for row in rms["log10"] for v in row)  # the unsampled steps: blank
+    assert any(maps["param_grad_norm"]["nonfinite"])  # the NaN gradients: red

@@ -316,7 +316,8 @@ class Monitor:
                 np.add.at(sq, owners, norms * norms)
             has = np.zeros(len(self.tracer.names), dtype=bool)
             has[owners] = True
-            per["param_grad_norm"] = np.where(has, np.sqrt(sq), np.nan)
+            # per-layer convention (as the tracer's): inf marks a non-finite value, NaN "not measured"
+            per["param_grad_norm"] = np.where(has, _inf_if_nonfinite(np.sqrt(sq)), np.nan)
         if "param_norm_pp" in values:
             pn = values["param_norm_pp"].astype(np.float64)
             rec["param_norm"] = float(np.sqrt(np.sum(pn * pn)))
@@ -324,7 +325,7 @@ class Monitor:
             np.add.at(sq, np.asarray(self.grads.owner), pn * pn)
             has = np.zeros(len(self.tracer.names), dtype=bool)
             has[np.asarray(self.grads.owner)] = True
-            per["param_norm"] = np.where(has, np.sqrt(sq), np.nan)
+            per["param_norm"] = np.where(has, _inf_if_nonfinite(np.sqrt(sq)), np.nan)
 
         trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"],
                                               self.tracer.passthrough)
@@ -379,6 +380,10 @@ class Monitor:
             self.batch_probe.enabled = False
             for probe in self.probes:
                 probe.enabled = False
+
+
+def _inf_if_nonfinite(x: np.ndarray) -> np.ndarray:
+    return np.where(np.isfinite(x), x, np.inf)
 
 
 def _incident(rec: dict[str, Any]) -> bool:

@@ -105,8 +105,9 @@ def layer_heatmaps(run: Run) -> list[dict[str, Any]]:
         if m.ndim != 2 or m.shape[0] == 0:
             continue
         steps = np.asarray(ls.steps)
-        # a module with no value at all for this stat (a ReLU has no parameters) is not drawn;
-        # inside a module that has values, a NaN or Inf is a non-finite value and drawn red
+        # the run log's convention: Inf marks a non-finite value (drawn red), NaN a value not
+        # measured at that step (a step between sampled ones, a module that did not run: blank);
+        # a module with no value at all for this stat (a ReLU has no parameters) is not drawn
         applicable = np.flatnonzero(np.isfinite(m).any(axis=0) | np.isinf(m).any(axis=0))[:MAX_HEAT_ROWS]
         if applicable.size == 0:
             continue
@@ -116,14 +117,14 @@ def layer_heatmaps(run: Run) -> list[dict[str, Any]]:
         if t > MAX_HEAT_COLS:
             k = math.ceil(t / MAX_HEAT_COLS)
             starts = np.arange(0, t, k)
-            nonfin = np.logical_or.reduceat(~np.isfinite(m), starts, axis=0)
+            nonfin = np.logical_or.reduceat(np.isinf(m), starts, axis=0)
             m = np.fmax.reduceat(np.where(np.isfinite(m), m, np.nan), starts, axis=0)
             m = np.where(nonfin, np.inf, m)
             steps = steps[starts]
         with np.errstate(divide="ignore", invalid="ignore"):
             lg = np.where(np.isfinite(m) & (m > 0), np.log10(np.where(m > 0, m, 1)), np.nan)
         cells = [[None if not np.isfinite(v) else round(float(v), 3) for v in col] for col in lg.T]
-        bad = [[int(i) for i in np.flatnonzero(~np.isfinite(col))] for col in m.T]
+        bad = [[int(i) for i in np.flatnonzero(np.isinf(col))] for col in m.T]
         out.append({"stat": stat, "modules": rows, "steps": [int(s) for s in steps],
                     "log10": cells, "nonfinite": bad})
     return out
