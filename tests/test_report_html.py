@@ -168,21 +168,11 @@ def test_heatmap_blank_is_not_measured_and_red_is_nonfinite(tmp_path):
     per-layer row, the forward stays finite. Activation RMS, measured on sampled steps only, is
     blank on the others, not red; the NaN gradients are red."""
     import torch
+    from triage_models import PairDistance
 
     import lossdoctor
 
     torch.manual_seed(0)
-    embed = torch.nn.Linear(6, 8)
-
-    class PairDistance(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embed = embed
-
-        def forward(self, x):
-            e = self.embed(x)
-            return ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1).sqrt()
-
     model = PairDistance()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cpu")

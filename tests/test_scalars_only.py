@@ -60,3 +60,9 @@ def test_nan_loss_with_nan_gradient_is_not_an_empty_label_mask(tmp_path):
     assert doc["status"] == "critical"
     assert not any(f["cause"] == "label_mask_empty" for f in doc["findings"]), doc["findings"]
     assert doc["findings"][0]["step"] == 5
+
+
+def test_the_same_loop_without_a_fault_is_healthy(tmp_path):
+    _train_to_csv(tmp_path / "log.csv", "none")
+    doc = _diagnose(tmp_path / "log.csv")
+    assert doc["status"] == "healthy" and doc["findings"] == [], doc["findings"]

@@ -12,7 +12,7 @@ import torch
 
 import lossdoctor
 from conftest import run_cli
-from triage_models import MLP, TinyLM, ce_loss, classification_batches, lm_batches, lm_loss, mse_loss, \
+from triage_models import MLP, PairDistance, TinyLM, ce_loss, classification_batches, lm_batches, lm_loss, mse_loss, \
     regression_batches, train
 
 
@@ -201,6 +201,27 @@ def test_raise_policy_raises_after_recording(tmp_path):
     mon.close()
 
 
+def _skip_run(log_dir, batches, make_opt, loss_fn, *, bad: int, snapshot_every: int, watch: bool):
+    """The MLP trained on `batches`: under watch(on_incident="skip"), or unwatched with the
+    optimizer step of batch `bad` left out by hand (the reference the skip policy must equal)."""
+    torch.manual_seed(0)
+    model = MLP()
+    opt = make_opt(model)
+    mon = lossdoctor.watch(model, opt, log_dir=log_dir, alerts=False, replay_fn=loss_fn,
+                           snapshot_every=snapshot_every, on_incident="skip") if watch else None
+    for i, b in enumerate(batches):
+        opt.zero_grad()
+        loss = loss_fn(model, b)
+        loss.backward()
+        if watch or i != bad:
+            opt.step()
+        if mon is not None:
+            mon.step(loss, batch=b)
+    if mon is not None:
+        mon.close()
+    return model, opt, mon
+
+
 def test_skip_policy_skips_the_nonfinite_step_exactly(tmp_path):
     """With on_incident='skip' the run equals one whose loop never stepped on the bad batch."""
     from triage_models import state_bytes
@@ -209,22 +230,8 @@ def test_skip_policy_skips_the_nonfinite_step_exactly(tmp_path):
     batches[5][0][3, 0] = float("nan")
 
     def run(watch: bool):
-        torch.manual_seed(0)
-        model = MLP()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        mon = lossdoctor.watch(model, opt, log_dir=tmp_path / str(watch), alerts=False, replay_fn=ce_loss,
-                               snapshot_every=4, on_incident="skip") if watch else None
-        for i, b in enumerate(batches):
-            opt.zero_grad()
-            loss = ce_loss(model, b)
-            loss.backward()
-            if watch or i != 5:
-                opt.step()
-            if mon is not None:
-                mon.step(loss, batch=b)
-        if mon is not None:
-            mon.close()
-        return model, opt
+        return _skip_run(tmp_path / str(watch), batches, lambda m: torch.optim.AdamW(m.parameters(), lr=1e-2),
+                         ce_loss, bad=5, snapshot_every=4, watch=watch)[:2]
 
     model, opt = run(True)
     ref_model, ref_opt = run(False)
@@ -246,22 +253,8 @@ def test_loss_spike_is_replayed_to_its_sample_and_skip_rolls_it_back(tmp_path):
     batches[50][1][3] = 300.0
 
     def run(watch: bool):
-        torch.manual_seed(0)
-        model = MLP()
-        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-        mon = lossdoctor.watch(model, opt, log_dir=tmp_path / str(watch), alerts=False, replay_fn=mse_loss,
-                               snapshot_every=8, on_incident="skip") if watch else None
-        for i, b in enumerate(batches):
-            opt.zero_grad()
-            loss = mse_loss(model, b)
-            loss.backward()
-            if watch or i != 50:
-                opt.step()
-            if mon is not None:
-                mon.step(loss, batch=b)
-        if mon is not None:
-            mon.close()
-        return model, opt, mon
+        return _skip_run(tmp_path / str(watch), batches, lambda m: torch.optim.Adam(m.parameters(), lr=3e-3),
+                         mse_loss, bad=50, snapshot_every=8, watch=watch)
 
     model, opt, mon = run(True)
     [rec] = _incidents(tmp_path / "True")
@@ -303,20 +296,6 @@ def test_replay_keeps_the_demo_fault_diagnosis(tmp_path, monkeypatch, name):
         assert any("the model state went bad" in e for e in top.evidence)
 
 
-class _PairDistance(torch.nn.Module):
-    """Euclidean distances between every pair of embeddings via sqrt of squared distances: the
-    diagonal is sqrt(0), whose derivative is infinite. The forward pass is finite, the gradient
-    is NaN at any loss scale: the GradScaler skips every step."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = torch.nn.Linear(6, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        e = self.embed(x)
-        return ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1).sqrt()
-
-
 def _contrastive(m, b):
     x, y = b
     d = m(x).float()
@@ -326,7 +305,7 @@ def _contrastive(m, b):
 
 @pytest.mark.parametrize("fault", [True, False])
 def test_a_scaler_that_skips_every_step_is_traced_to_the_backward_op(tmp_path, fault):
-    model = _PairDistance()
+    model = PairDistance()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cpu")
     loss_fn = _contrastive if fault else ce_loss

@@ -178,3 +178,17 @@ def state_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> list[bytes]:
             else:
                 out.append(repr(v).encode())
     return out
+
+
+class PairDistance(nn.Module):
+    """Euclidean distances between every pair of embeddings via sqrt of squared distances: the
+    diagonal is sqrt(0), whose derivative is infinite. The forward pass is finite, the gradient
+    is NaN at any loss scale: a GradScaler skips every step."""
+
+    def __init__(self, d_in: int = 6, d: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Linear(d_in, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        e = self.embed(x)
+        return ((e[:, None, :] - e[None, :, :]) ** 2).sum(-1).sqrt()

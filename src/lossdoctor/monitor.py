@@ -310,22 +310,12 @@ class Monitor:
             rec["grad_nonfinite"] = int(bad.sum())
             if bad.any():
                 rec["nonfinite_params"] = [self.grads.names[i] for i in idx[bad][:8]]
-            owners = np.asarray(self.grads.owner)[idx]
-            sq = np.zeros(len(self.tracer.names))
-            with np.errstate(over="ignore", invalid="ignore"):
-                np.add.at(sq, owners, norms * norms)
-            has = np.zeros(len(self.tracer.names), dtype=bool)
-            has[owners] = True
-            # per-layer convention (as the tracer's): inf marks a non-finite value, NaN "not measured"
-            per["param_grad_norm"] = np.where(has, _inf_if_nonfinite(np.sqrt(sq)), np.nan)
+            per["param_grad_norm"] = _per_module_norm(len(self.tracer.names),
+                                                      np.asarray(self.grads.owner)[idx], norms)
         if "param_norm_pp" in values:
             pn = values["param_norm_pp"].astype(np.float64)
             rec["param_norm"] = float(np.sqrt(np.sum(pn * pn)))
-            sq = np.zeros(len(self.tracer.names))
-            np.add.at(sq, np.asarray(self.grads.owner), pn * pn)
-            has = np.zeros(len(self.tracer.names), dtype=bool)
-            has[np.asarray(self.grads.owner)] = True
-            per["param_norm"] = np.where(has, _inf_if_nonfinite(np.sqrt(sq)), np.nan)
+            per["param_norm"] = _per_module_norm(len(self.tracer.names), np.asarray(self.grads.owner), pn)
 
         trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"],
                                               self.tracer.passthrough)
@@ -382,8 +372,16 @@ class Monitor:
                 probe.enabled = False
 
 
-def _inf_if_nonfinite(x: np.ndarray) -> np.ndarray:
-    return np.where(np.isfinite(x), x, np.inf)
+def _per_module_norm(n_modules: int, owners: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """L2 norm per owning module of per-parameter norms, in the per-layer convention (the
+    tracer's): inf marks a non-finite value, NaN a module without parameters (not measured)."""
+    sq = np.zeros(n_modules)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.add.at(sq, owners, norms * norms)
+        out = np.sqrt(sq)
+    has = np.zeros(n_modules, dtype=bool)
+    has[owners] = True
+    return np.where(has, np.where(np.isfinite(out), out, np.inf), np.nan)
 
 
 def _incident(rec: dict[str, Any]) -> bool:

@@ -197,7 +197,7 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
         if tail.size and base > 0 and float(tail.max()) >= 1.5 * base:
             cause, conf = "lr_too_high", 0.4
             ev.append(f"the loss rose to {fmt(float(tail.max()))} ({fmt(float(tail.max()) / base)}x its median "
-                      "{}) just before: divergence".format(fmt(base)))
+                      f"{fmt(base)}) just before: divergence")
         elif not np.isfinite(q.loss[i]) and q.loss_logged[i]:
             # the step's own forward pass broke on weights that a healthy update had just produced:
             # explosions build up over steps, a bad batch breaks the very step that uses it

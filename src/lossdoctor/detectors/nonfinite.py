@@ -137,8 +137,8 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     overflow = e.get("value") == "inf"
     if _grew_before(q, i):
         return []  # weights grew with exploding gradients: that is grad_explosion's story
-    pn = run.col("param_norm")[:i]
-    if run.logged("param_norm")[:i].any() and not np.isfinite(pn[run.logged("param_norm")[:i]]).all():
+    pn = run.col("param_norm")[:i][run.logged("param_norm")[:i]]
+    if not np.isfinite(pn).all():
         return []  # the weights were already non-finite: a module fed NaN weights did not overflow
     if overflow and i >= 1 and _wide_dtype(frac[:i]) and _blew_up_before(run, q, i):
         # an fp32/bf16 activation past 3e38 after updates that blew the weights up is the

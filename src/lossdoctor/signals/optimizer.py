@@ -99,8 +99,8 @@ class OptimizerProbe:
             delta = torch._foreach_sub(params, before)
             dn = torch._foreach_norm(delta, 2, dtype=torch.float32)
             pn = torch._foreach_norm(params, 2, dtype=torch.float32)
-            self._stats["delta_sq"] = [torch.stack([d * d for d in dn]).sum()]
-            self._stats["param_sq"] = [torch.stack([p * p for p in pn]).sum()]
+            self._stats["delta_sq"] = [torch.stack(list(dn)).square().sum()]
+            self._stats["param_sq"] = [torch.stack(list(pn)).square().sum()]
             low = [(g, d) for p, d, g in zip(params, delta, grads) if p.dtype in (torch.bfloat16, torch.float16)]
             if low:
                 frozen = [((d == 0) & (g != 0)).sum() for g, d in low]
