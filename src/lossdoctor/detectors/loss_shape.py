@@ -3,6 +3,8 @@ data would go (noisy labels)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..findings import Finding
@@ -10,6 +12,24 @@ from ..records import Run
 from .base import detector, fmt, round_sig
 from .gradients import clip_fix
 from .quantities import Quantities, trailing_baseline
+
+
+def spike_window(n: int) -> int:
+    """Steps in the trailing baseline of the spike rule: ~5% of the run, within [10, 100]."""
+    return int(min(100, max(10, n // 20)))
+
+
+def robust_sigma(mad: Any) -> Any:
+    """Standard deviation from the median absolute deviation of log-losses (+1e-3 floor)."""
+    return 1.4826 * mad + 1e-3
+
+
+def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
+    """The spike rule, shared with the streaming version the incident flow runs (floats or arrays):
+    a robust z > 8 in log space and >= 2x the trailing median, in a run that has trained (median
+    below 0.9x its start), giving back >= 20% of the progress made: heavy-tailed noise around a
+    loss of 1e-4 (one hard sample in a small batch) is 100x in ratio but nothing in substance."""
+    return (z > 8) & (ratio >= 2) & (base < 0.9 * start) & ((loss - base) >= 0.2 * (start - base))
 
 
 @detector("loss_spike", needs=("loss",))
@@ -30,9 +50,9 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     if (x <= 0).any():
         return []
     lx = np.log(x)
-    w = int(min(100, max(10, lf.size // 20)))
+    w = spike_window(lf.size)
     med, mad = trailing_baseline(lx, w)
-    sigma = 1.4826 * mad + 1e-3
+    sigma = robust_sigma(mad)
     z = (lx - med) / sigma
     ratio = np.exp(lx - med)
     # the largest excursion so far (in the blocks before this one, skipping the first), as a ratio
@@ -45,12 +65,7 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     for b in range(2, nb + 1):
         lo, hi = b * w, min((b + 1) * w, lx.size)
         prior_max[lo:hi] = upto[b - 1] if np.isfinite(upto[b - 1]) else np.nan
-    base_l = np.exp(med)
-    trained = base_l < 0.9 * q.loss_start
-    # a spike gives back a real share of the progress made: heavy-tailed noise around a loss of
-    # 1e-4 (one hard sample in a small batch) is 100x in ratio but nothing in substance
-    material = (x - base_l) >= 0.2 * (q.loss_start - base_l)
-    cond = np.isfinite(z) & (z > 8) & (ratio >= 2) & trained & material
+    cond = np.isfinite(z) & is_spike(z, ratio, np.exp(med), x, q.loss_start)
     cond &= ~(np.isfinite(prior_max) & (ratio <= 2 * np.nan_to_num(prior_max, nan=0.0)))
     hits = np.flatnonzero(cond)
     if hits.size == 0:

@@ -28,7 +28,8 @@ import torch
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS
 from ..signals.optimizer import scaler_scale
 
-_SKIP_KEYS = ("num_items_in_batch",)
+#: keyword arguments of a forward call that are loss bookkeeping (HF), not batch data
+LOSS_KWARGS = ("num_items_in_batch",)
 
 
 @dataclass
@@ -150,9 +151,12 @@ class MicroBatchProbe:
                 packer.add("mb_items", torch.stack([m.n_items.float() for m in losses]))
                 ctx["n_items"] = True
             if all(m.num_items is not None for m in losses):
-                packer.add("mb_num_items", [torch.as_tensor(m.num_items, dtype=torch.float32,
-                                                            device=m.loss.device).reshape(-1)[0]
-                                            for m in losses])
+                if any(isinstance(m.num_items, torch.Tensor) for m in losses):
+                    packer.add("mb_num_items", [torch.as_tensor(m.num_items, dtype=torch.float32,
+                                                                device=m.loss.device).reshape(-1)[0]
+                                                for m in losses])
+                else:  # host numbers stay on the host: no copy to the device and back
+                    ctx["num_items_host"] = [float(m.num_items) for m in losses]
                 ctx["num_items"] = True
         return ctx
 
@@ -166,7 +170,8 @@ class MicroBatchProbe:
             if ctx["n_items"] and ctx["num_items"]:
                 # each loss is sum/N with N the step's item count: per-item mean = sum / own items
                 n = values["mb_items"].astype(np.float64)
-                mean = float(np.sum(loss * values["mb_num_items"]) / np.sum(n))
+                num = np.asarray(ctx["num_items_host"]) if "num_items_host" in ctx else values["mb_num_items"]
+                mean = float(np.sum(loss * num) / np.sum(n))
             elif ctx["n_items"] and not ctx["num_items"]:
                 n = values["mb_items"].astype(np.float64)
                 mean = float(np.sum(loss * n) / np.sum(n)) if np.sum(n) > 0 else float(np.mean(loss))

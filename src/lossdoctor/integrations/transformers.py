@@ -37,7 +37,7 @@ from typing import Any, Callable
 import torch
 from transformers import TrainerCallback
 
-from .microbatch import MicroBatchProbe, model_loss
+from .microbatch import LOSS_KWARGS, MicroBatchProbe, model_loss
 
 log = logging.getLogger("lossdoctor")
 
@@ -132,7 +132,7 @@ class LossDoctorCallback(TrainerCallback):
             return
         if kwargs:
             batch: Any = {k: v for k, v in kwargs.items()
-                          if isinstance(v, torch.Tensor) and k != "num_items_in_batch"}
+                          if isinstance(v, torch.Tensor) and k not in LOSS_KWARGS}
         else:
             batch = args[0] if len(args) == 1 else (list(args) or None)
         self.probe.observe(batch, model_loss(out), kwargs.get("num_items_in_batch"))

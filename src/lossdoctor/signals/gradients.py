@@ -23,7 +23,8 @@ from torch import nn
 from .sharding import local
 
 
-def _foreach_norm(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+def foreach_norm_fp32(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Per-tensor L2 norms in fp32 with one fused call (fp16 norms overflow, bf16 ones are coarse)."""
     try:
         return list(torch._foreach_norm(grads, 2, dtype=torch.float32))
     except (TypeError, RuntimeError):  # older torch: no dtype argument
@@ -89,7 +90,7 @@ class GradProbe:
         if not grads:
             return
         scale = self._scale_fn()
-        norms = _foreach_norm(grads)
+        norms = foreach_norm_fp32(grads)
         self._captured = (idx, norms, None if scale is None else scale.detach().clone())
         self.fresh = True
         for listener in self.listeners:

@@ -35,16 +35,17 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
 from ..findings import Finding
 from . import batches as B
 from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
                       verdict_sentence)
 from .localize import _Preserve, localize_on
-from .replay import Probe, probe, replay
+from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
-from .state import (InplaceGuard, RngState, Snapshot, SnapshotTaker, load_model_state, scratch_workspace,
-                    unwrap_model)
+from .state import (InplaceGuard, RngState, Snapshot, SnapshotTaker, load_model_state, restore_scaler,
+                    scratch_workspace)
 
 log = logging.getLogger("lossdoctor")
 
@@ -84,10 +85,9 @@ class SpikeWatch:
         self.max_excursion = 1.0
 
     def _baseline(self) -> tuple[float, float]:
-        w = int(min(100, max(10, self.n // 20)))
-        lx = np.log(np.asarray(list(self.hist)[-w:]))
+        lx = np.log(np.asarray(list(self.hist)[-spike_window(self.n):]))
         med = float(np.median(lx))
-        return med, 1.4826 * float(np.median(np.abs(lx - med))) + 1e-3
+        return med, robust_sigma(float(np.median(np.abs(lx - med))))
 
     def check(self, loss: float) -> dict[str, float] | None:
         if not (math.isfinite(loss) and loss > 0) or self.n < self.min_history:
@@ -97,9 +97,7 @@ class SpikeWatch:
         start = float(np.median(self.start))
         z = (math.log(loss) - med) / sigma
         ratio = loss / base
-        trained = base < 0.9 * start
-        material = (loss - base) >= 0.2 * (start - base)
-        if z > 8 and ratio >= 2 and trained and material and ratio > 2 * self.max_excursion:
+        if is_spike(z, ratio, base, loss, start) and ratio > 2 * self.max_excursion:
             return {"median": base, "z": z, "ratio": ratio, "threshold": base + 0.5 * (loss - base)}
         return None
 
@@ -134,13 +132,12 @@ class Triage:
     def __init__(self, mon: Any, replay_fn: Callable | None, *, on_incident: str = "report",
                  snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
                  inplace: bool = False, max_incidents: int = 3) -> None:
-        check_options(on_incident, snapshot, snapshot_every)
         self.mon = mon
         self.replay_fn = replay_fn
         self.policy = on_incident
         self.inplace = inplace
         self.max_incidents = max_incidents
-        self.model = unwrap_model(mon.model)
+        self.model = mon.model  # the monitor already unwrapped DDP
         self.optimizer = mon.optimizer
         self.scaler = mon.scaler
         self.records: list[dict[str, Any]] = []
@@ -462,8 +459,9 @@ class Triage:
         """Skip policy: if the failing step's update already reached the user's weights, put the
         state before that step back (the bad batch is skipped)."""
         params = [p.detach() for p in self.model.parameters()]
+        # float64: a norm past fp32's range is still a finite state, not a damaged one
         damaged = bool(params) and not bool(torch.isfinite(torch.stack(
-            [n.float() for n in torch._foreach_norm(params, 2, dtype=torch.float64)])).all())
+            list(torch._foreach_norm(params, 2, dtype=torch.float64)))).all())
         if trig["kind"] == "loss_spike" and bvs.get("verdict") in ("batch", "combination"):
             damaged = True
         if not damaged:
@@ -473,9 +471,8 @@ class Triage:
             return "none"
         load_model_state(self.model, saved.model_state())
         self.optimizer.load_state_dict(saved.optimizer_state())
-        if self.scaler is not None and saved.scaler:
-            for k, v in saved.scaler.items():
-                setattr(self.scaler, k, v.detach().clone())
+        if saved.scaler:
+            restore_scaler(self.scaler, saved.scaler)
         if self.ring is not None and step in self.ring.entries:
             e = self.ring.entries[step]
             e.stepped, e.skipped_by_policy = False, True
@@ -518,8 +515,8 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: _Preserv
         if entry.rng is not None:
             entry.rng.apply()
         with torch.no_grad():
-            loss = fn(ws.model, sub)
-        return float(loss.detach().float().mean())
+            loss = scalar_loss(fn(ws.model, sub))
+        return float(loss.detach().float())
     finally:
         keep.reset()
 

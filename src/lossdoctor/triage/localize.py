@@ -21,6 +21,7 @@ from ..findings import Finding
 from .batches import batch_size, named_tensors
 from .classify import Verdict, classify
 from .optrace import OpEvent, OpTracer, leaf_names
+from .replay import grads_finite, scalar_loss
 from .samples import SampleSearch, bisect
 from .state import RngState
 
@@ -100,23 +101,15 @@ class _Preserve:
         self.rng.restore()
 
 
-def _loss_value(loss: Any) -> torch.Tensor:
-    if not isinstance(loss, torch.Tensor):
-        raise TypeError(f"the loss function must return the loss tensor, got {type(loss).__name__}")
-    return loss if loss.dim() == 0 else loss.float().mean()
-
-
 def trace_once(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = None) -> Trace:
     """Forward+backward of `batch` under the op tracer. Leaves gradients on the model (the caller
     clears them)."""
-    from .replay import grads_finite
-
     t0 = time.perf_counter()
     if rng is not None:
         rng.apply()
     tracer = OpTracer(model, leaves=leaf_names(model, batch), batch_size=batch_size(batch))
     with tracer:
-        loss = _loss_value(loss_fn(model, batch))
+        loss = scalar_loss(loss_fn(model, batch), "the loss function")
         if loss.requires_grad:
             loss.backward()
     value = float(loss.detach().float())
@@ -130,10 +123,8 @@ def trace_once(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = None
 
 def probe_nonfinite(model: nn.Module, sub: Any, loss_fn: LossFn, reset: Callable[[], None]) -> bool:
     """Does this (sub-)batch make the loss or a gradient non-finite on the model's state?"""
-    from .replay import grads_finite
-
     try:
-        loss = _loss_value(loss_fn(model, sub))
+        loss = scalar_loss(loss_fn(model, sub), "the loss function")
         if not math.isfinite(float(loss.detach().float())):
             return True
         if loss.requires_grad:

@@ -35,6 +35,8 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..signals.tracer import dtype_max
+
 #: operations whose non-finite output from finite inputs is a domain error, not an overflow
 DOMAIN_OPS = frozenset({
     "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "div", "pow", "acos", "asin",
@@ -128,6 +130,11 @@ def _fresh_nonfinite(args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> boo
             if bool(fresh.any()):
                 return True
     return False
+
+
+def _minmax(ts: list[torch.Tensor]) -> list[list[float]]:
+    """[min, max] of each tensor, read to the host at once (NaN propagates, Inf shows)."""
+    return torch.stack([torch.stack(torch.aminmax(t.detach())).float() for t in ts]).tolist()
 
 
 def _storage_key(t: torch.Tensor) -> int | None:
@@ -307,7 +314,7 @@ class OpTracer(TorchDispatchMode):
         has_nan = has_nonfinite = False
         bad_leaves: list[str] = []
         if ts:
-            mm = torch.stack([torch.stack(torch.aminmax(t.detach())).float() for t in ts]).tolist()
+            mm = _minmax(ts)
             for t, (mn, mx) in zip(ts, mm):
                 if math.isnan(mn) or math.isnan(mx):
                     has_nan = True
@@ -327,13 +334,13 @@ class OpTracer(TorchDispatchMode):
         if not outs:
             return
         self.checked[phase] += 1
-        mm = torch.stack([torch.stack(torch.aminmax(t.detach())).float() for t in outs]).tolist()
+        mm = _minmax(outs)
         out_nan = any(math.isnan(a) or math.isnan(b) for a, b in mm)
         out_bad = out_nan or any(not (math.isfinite(a) and math.isfinite(b)) for a, b in mm)
         if not out_bad:
             if self.near[phase] is None:
                 for t, (a, b) in zip(outs, mm):
-                    if t.dtype in (torch.float16, torch.bfloat16) and max(abs(a), abs(b)) >= 0.5 * torch.finfo(t.dtype).max:
+                    if t.dtype in (torch.float16, torch.bfloat16) and max(abs(a), abs(b)) >= 0.5 * dtype_max(t.dtype):
                         self.near[phase] = self._event(phase, "near_overflow", name, args, kwargs, outs)
                         break
             return

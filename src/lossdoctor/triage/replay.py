@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..signals.gradients import foreach_norm_fp32
 from .ring import StepEntry
 from .state import Snapshot, Workspace
 
@@ -45,16 +46,17 @@ class Probe:
 
     loss: float
     grads_finite: bool
-    backward_ran: bool = True
 
     @property
     def nonfinite(self) -> bool:
         return not math.isfinite(self.loss) or not self.grads_finite
 
 
-def _scalar_loss(loss: Any) -> torch.Tensor:
+def scalar_loss(loss: Any, who: str = "replay_fn") -> torch.Tensor:
+    """The loss tensor a replay or loss function returned, as a scalar (a per-sample loss is
+    averaged); anything else is the caller's mistake, said in one line."""
     if not isinstance(loss, torch.Tensor):
-        raise TypeError(f"replay_fn must return the loss tensor, got {type(loss).__name__}")
+        raise TypeError(f"{who} must return the loss tensor, got {type(loss).__name__}")
     return loss if loss.dim() == 0 else loss.float().mean()
 
 
@@ -64,30 +66,28 @@ def grads_finite(params: list[torch.Tensor]) -> bool:
     gs = [p.grad.detach() for p in params if p.grad is not None and not p.grad.is_sparse]
     if not gs:
         return True
-    norms = torch.stack([n.float() for n in torch._foreach_norm(gs, 2)])
+    norms = torch.stack(foreach_norm_fp32(gs))
     if bool(torch.isfinite(norms).all()):
         return True
     bad = (~torch.isfinite(norms)).nonzero().flatten().tolist()
     return all(bool(torch.isfinite(gs[i]).all()) for i in bad)
 
 
-def probe(ws: Workspace, batch: Any, fn: ReplayFn, *, rng: Any = None, backward: bool = True) -> Probe:
-    """Forward (+ backward) of `batch` on the workspace's state; the state is left as it was."""
+def probe(ws: Workspace, batch: Any, fn: ReplayFn, *, rng: Any = None) -> Probe:
+    """Forward + backward of `batch` on the workspace's state; the state is left as it was."""
     model = ws.model
     bufs = [b.detach().clone() for b in model.buffers()]
     ws.zero_grad()
     try:
         if rng is not None:
             rng.apply()
-        loss = _scalar_loss(fn(model, batch))
+        loss = scalar_loss(fn(model, batch))
         value = float(loss.detach().float())
         ok = True
-        ran = False
-        if backward and loss.requires_grad:
+        if loss.requires_grad:
             loss.backward()
-            ran = True
             ok = grads_finite(list(ws.params()))
-        return Probe(value, ok, ran)
+        return Probe(value, ok)
     finally:
         ws.zero_grad()
         with torch.no_grad():
@@ -157,7 +157,7 @@ def _emulate_clipping(entry: StepEntry, params: list[torch.Tensor]) -> float | N
     gs = [params[i].grad for i in entry.probe_idx if i < len(params)]
     if len(gs) != len(entry.probe_idx) or any(g is None for g in gs):
         return None
-    now = torch.stack([n.float() for n in torch._foreach_norm([g.detach() for g in gs], 2)]).tolist()
+    now = torch.stack(foreach_norm_fp32([g.detach() for g in gs])).tolist()
     rec = entry.probe.detach().float().cpu().tolist()
     ratios = [r / n for r, n in zip(rec, now) if n > 0 and math.isfinite(n) and math.isfinite(r)]
     if not ratios:
@@ -193,30 +193,30 @@ def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: R
         ws.zero_grad()
         if e.rng is not None:
             e.rng.apply()
-        loss = _scalar_loss(fn(ws.model, batch))
+        loss = scalar_loss(fn(ws.model, batch))
         value = float(loss.detach().float())
         if not loss.requires_grad:
             res.error = f"replay_fn's loss at step {step} does not require grad: nothing to replay"
             res.stopped_at = step
             return res
-        if ws.scaler is not None:
-            ws.scaler.scale(loss).backward()
+        scaler = ws.scaler
+        (scaler.scale(loss) if scaler is not None else loss).backward()
+        clip = None
+        # a GradScaler decides itself whether to step (and must update its scale either way); a
+        # plain optimizer steps where the logged run did
+        if e.stepped or scaler is not None:
             if e.hparams:
                 for g, hp in zip(ws.optimizer.param_groups, e.hparams):
                     g.update(hp)
-            ws.scaler.unscale_(ws.optimizer)
+            if scaler is not None:
+                scaler.unscale_(ws.optimizer)
             clip = _emulate_clipping(e, params)
-            ws.scaler.step(ws.optimizer)
-            ws.scaler.update()
-        else:
-            loss.backward()
-            clip = None
-            if e.stepped:
-                if e.hparams:
-                    for g, hp in zip(ws.optimizer.param_groups, e.hparams):
-                        g.update(hp)
-                clip = _emulate_clipping(e, params)
+            if scaler is None:
                 ws.optimizer.step()
+            else:
+                if not e.skipped_by_policy:  # the skip policy kept this update out of training
+                    scaler.step(ws.optimizer)
+                scaler.update()
         ws.zero_grad()
         res.steps.append(StepReplay(step, e.loss, value, losses_agree(e.loss, value, rtol), clip))
     return res

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..signals.gradients import foreach_norm_fp32
 from . import batches as B
 from .state import Snapshot, SnapshotTaker, StepRng, load_snapshot, save_snapshot, state_nbytes
 
@@ -131,8 +132,7 @@ class SnapshotRing:
             if pick is None or any(self._params[i].grad is None for i in pick):
                 pick = self._probe_idx = self._choose_probe()
             if pick:
-                norms = torch._foreach_norm([self._params[i].grad.detach() for i in pick], 2)
-                e.probe = torch.stack([n.float() for n in norms])
+                e.probe = torch.stack(foreach_norm_fp32([self._params[i].grad.detach() for i in pick]))
                 e.probe_idx = pick
         except Exception as ex:
             self._fail(ex)
@@ -249,9 +249,6 @@ class SnapshotRing:
         """The latest snapshot taken at or before `step` (strictly before with `before`)."""
         ok = [s for s in self.snapshots if (s.step < step if before else s.step <= step)]
         return ok[-1] if ok else None
-
-    def load(self, snap: Snapshot) -> Snapshot:
-        return load_snapshot(snap)
 
     def _note(self, msg: str) -> None:
         if msg not in self.notes:

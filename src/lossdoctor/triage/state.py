@@ -33,14 +33,6 @@ _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_back
                "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
 
 
-def unwrap_model(model: nn.Module) -> nn.Module:
-    """The module inside DistributedDataParallel / DataParallel: replay runs on one rank's copy."""
-    inner = getattr(model, "module", None)
-    if isinstance(inner, nn.Module) and type(model).__name__ in ("DistributedDataParallel", "DataParallel"):
-        return inner
-    return model
-
-
 # --- RNG ---------------------------------------------------------------------------------------
 
 @dataclass
@@ -84,9 +76,6 @@ class StepRng:
         torch.set_rng_state(self.cpu)
         if self.cuda is not None:
             torch.cuda.set_rng_state(self.cuda, self.cuda_index)
-
-    def nbytes(self) -> int:
-        return self.cpu.numel() + (self.cuda.numel() if self.cuda is not None else 0)
 
 
 # --- snapshots ---------------------------------------------------------------------------------
@@ -132,6 +121,7 @@ class Snapshot:
     rng: RngState
     event: Any = None                # CUDA event of the asynchronous copy
     path: str | None = None          # on disk instead of in memory
+    _nbytes: int | None = field(default=None, repr=False, compare=False)
 
     def ready(self) -> None:
         if self.event is not None:
@@ -139,7 +129,10 @@ class Snapshot:
             self.event = None
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.tensors)
+        """Host bytes held. Fixed once taken, and the ring reads it at every step: summed once."""
+        if self._nbytes is None:
+            self._nbytes = sum(t.numel() * t.element_size() for t in self.tensors)
+        return self._nbytes
 
     def model_state(self) -> dict[str, torch.Tensor]:
         self.ready()
@@ -197,12 +190,7 @@ class SnapshotTaker:
         if any(t.device.type == "cuda" for t in src):
             event = torch.cuda.Event()
             event.record()
-        scaler = None
-        if self.scaler is not None and getattr(self.scaler, "_scale", None) is not None:
-            scaler = {"_scale": self.scaler._scale.detach().clone()}
-            gt = getattr(self.scaler, "_growth_tracker", None)
-            if isinstance(gt, torch.Tensor):
-                scaler["_growth_tracker"] = gt.detach().clone()
+        scaler = scaler_state(self.scaler)
         sched = None
         if self.scheduler is not None:
             try:
@@ -286,6 +274,30 @@ def clone_optimizer(opt: torch.optim.Optimizer, param_map: dict[int, torch.Tenso
     return new
 
 
+def scaler_state(scaler: Any) -> dict[str, torch.Tensor] | None:
+    """A GradScaler's running state (scale and growth tracker) as device copies, no host sync;
+    None before the scaler initialised itself lazily."""
+    if scaler is None or getattr(scaler, "_scale", None) is None:
+        return None
+    state = {"_scale": scaler._scale.detach().clone()}
+    gt = getattr(scaler, "_growth_tracker", None)
+    if isinstance(gt, torch.Tensor):
+        state["_growth_tracker"] = gt.detach().clone()
+    return state
+
+
+def restore_scaler(scaler: Any, state: dict[str, torch.Tensor] | None) -> None:
+    """Put a `scaler_state` back; an empty one means "not initialised yet": lazily again."""
+    if scaler is None:
+        return
+    if state:
+        for k, v in state.items():
+            setattr(scaler, k, v.detach().clone())
+    elif hasattr(scaler, "_scale"):
+        scaler._scale = None
+        scaler._growth_tracker = None
+
+
 def clone_scaler(scaler: Any, state: dict[str, torch.Tensor] | None) -> Any:
     """A GradScaler with the same settings and the snapshot's scale (no host sync)."""
     if scaler is None:
@@ -294,19 +306,13 @@ def clone_scaler(scaler: Any, state: dict[str, torch.Tensor] | None) -> Any:
     new.__dict__.update(scaler.__dict__)
     try:
         from torch.amp.grad_scaler import _refresh_per_optimizer_state
-
-        new._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
     except ImportError:  # older torch
         from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state
-
-        new._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
-    if state:
-        for k, v in state.items():
+    new._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+    current = state or scaler_state(scaler)
+    if current:
+        for k, v in current.items():
             setattr(new, k, v.detach().clone())
-    elif getattr(scaler, "_scale", None) is not None:
-        new._scale = scaler._scale.detach().clone()
-        if isinstance(getattr(scaler, "_growth_tracker", None), torch.Tensor):
-            new._growth_tracker = scaler._growth_tracker.detach().clone()
     return new
 
 
@@ -330,20 +336,13 @@ class Workspace:
     model: nn.Module
     optimizer: torch.optim.Optimizer
     scaler: Any
-    inplace: bool
     _restore: list[Any] = field(default_factory=list)
 
     def load(self, snap: Snapshot) -> None:
         snap = load_snapshot(snap)
         load_model_state(self.model, snap.model_state())
         self.optimizer.load_state_dict(snap.optimizer_state())
-        if self.scaler is not None:
-            if snap.scaler:
-                for k, v in snap.scaler.items():
-                    setattr(self.scaler, k, v.detach().clone())
-            elif hasattr(self.scaler, "_scale"):  # not initialised yet at the snapshot: lazily again
-                self.scaler._scale = None
-                self.scaler._growth_tracker = None
+        restore_scaler(self.scaler, snap.scaler)
         self.zero_grad()
 
     def zero_grad(self) -> None:
@@ -377,7 +376,7 @@ def scratch_workspace(model: nn.Module, optimizer: torch.optim.Optimizer, scaler
                               scratch.named_parameters(remove_duplicate=False)):
         pmap[id(p)] = q
     opt = clone_optimizer(optimizer, pmap)
-    return Workspace(scratch, opt, clone_scaler(scaler, None), inplace=False)
+    return Workspace(scratch, opt, clone_scaler(scaler, None))
 
 
 class InplaceGuard:
@@ -396,7 +395,7 @@ class InplaceGuard:
             p.grad = None
         pmap = {id(p): p for p in self.model.parameters()}
         opt = clone_optimizer(self.optimizer, pmap)
-        return Workspace(self.model, opt, clone_scaler(self.scaler, None), inplace=True)
+        return Workspace(self.model, opt, clone_scaler(self.scaler, None))
 
     def __exit__(self, *exc: Any) -> None:
         _, ts = model_tensors(self.model)
