@@ -29,12 +29,12 @@ from typing import Any, Callable
 import torch
 from lightning.pytorch import Callback
 
-from .microbatch import MicroBatchProbe
+from .callback import WatchingCallback
 
 log = logging.getLogger("lossdoctor")
 
 
-class LossDoctorCallback(Callback):
+class LossDoctorCallback(WatchingCallback, Callback):
     """Watch a `lightning.Trainer` run with lossdoctor.
 
     `log_dir`, `task`, `replay_fn` and any other keyword are passed to `lossdoctor.watch`. After
@@ -45,31 +45,19 @@ class LossDoctorCallback(Callback):
                  replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
                  **watch_options: Any) -> None:
         super().__init__()
-        self.log_dir = log_dir
-        self.task = task
-        self.replay_fn = replay_fn
-        self.watch_options = watch_options
-        self.monitor: Any = None
-        self.probe: MicroBatchProbe | None = None
+        self._init_watching(log_dir, task, replay_fn, watch_options)
         self._last_global_step = 0
         self._step_open = False
-        self._runs = 0
 
     # --- Lightning hooks --------------------------------------------------------------------------
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
-        self._finish()
-        try:
-            self._start(trainer, pl_module)
-        except Exception as e:  # never stop the user's training
-            log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
-            self._finish()
+        self._start_guarded(self._start, trainer, pl_module)
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
         if self.monitor is None or self.probe is None:
             return
         if not self._step_open:  # first micro-batch of an optimizer step
-            self.monitor.tracer.reset()  # forwards since the last step were validation
-            self.probe.reset()
+            self._begin_step()
             self._step_open = True
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
@@ -83,12 +71,7 @@ class LossDoctorCallback(Callback):
         if trainer.global_step != self._last_global_step:  # the optimizer stepped (or was skipped)
             self._last_global_step = trainer.global_step
             self._step_open = False
-            try:
-                step_batch = self.probe.step_batch()
-            except Exception as e:
-                step_batch = None
-                self.monitor._disable("micro-batches", e)
-            self.monitor.step(self.probe.last_loss(), batch=step_batch)
+            self._end_step()
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
         self._finish()
@@ -96,40 +79,18 @@ class LossDoctorCallback(Callback):
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         self._finish()
 
-    # --- results ------------------------------------------------------------------------------------
-    def diagnose(self) -> Any:
-        """The diagnosis of the last (or current) fit."""
-        if self.monitor is None:
-            raise RuntimeError("LossDoctorCallback has not watched a run yet")
-        return self.monitor.diagnose()
-
     # --- internals ----------------------------------------------------------------------------------
     def _start(self, trainer: Any, pl_module: Any) -> None:
-        from ..monitor import watch
-
         if not trainer.optimizers:
             log.warning("lossdoctor: the trainer has no optimizer; not watching this run")
             return
         if len(trainer.optimizers) > 1:
             log.info("lossdoctor: watching the first of %d optimizers", len(trainer.optimizers))
-        target = pl_module
-        wrapped = getattr(trainer.strategy, "model", None)
-        if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
-            target = wrapped
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         configs = getattr(trainer, "lr_scheduler_configs", None) or []
         scheduler = configs[0].scheduler if configs else None
-        log_dir = self.log_dir
-        self._runs += 1
-        if log_dir is not None and self._runs > 1:
-            log_dir = f"{log_dir}-{self._runs}"
-        mon = watch(target, trainer.optimizers[0], scaler=scaler, scheduler=scheduler, log_dir=log_dir,
-                    task=self.task, replay_fn=self.replay_fn, **self.watch_options)
-        self.monitor = mon
-        mon.meta["framework"] = _describe(trainer)
-        mon.writer.write_meta(mon.meta)
-        self.probe = MicroBatchProbe(mon)
-        mon.add_probe(self.probe)
+        self._open(pl_module, getattr(trainer.strategy, "model", None), trainer.optimizers[0], scaler,
+                   scheduler, _describe(trainer))
         self._last_global_step = trainer.global_step
         self._step_open = False
         self._plan(trainer, configs)
@@ -151,11 +112,6 @@ class LossDoctorCallback(Callback):
         if isinstance(batches, int) and batches > 0:
             per_epoch = -(-batches // max(1, trainer.accumulate_grad_batches))
         pre.set_total_steps(total, interval=interval, steps_per_epoch=per_epoch)
-
-    def _finish(self) -> None:
-        if self.monitor is not None and not self.monitor.closed:
-            self.monitor.close()
-        self.probe = None
 
 
 def _describe(trainer: Any) -> dict[str, Any]:

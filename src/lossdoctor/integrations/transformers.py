@@ -37,12 +37,13 @@ from typing import Any, Callable
 import torch
 from transformers import TrainerCallback
 
-from .microbatch import LOSS_KWARGS, MicroBatchProbe, model_loss
+from .callback import WatchingCallback
+from .microbatch import LOSS_KWARGS, model_loss
 
 log = logging.getLogger("lossdoctor")
 
 
-class LossDoctorCallback(TrainerCallback):
+class LossDoctorCallback(WatchingCallback, TrainerCallback):
     """Watch a `transformers.Trainer` run with lossdoctor.
 
     `log_dir`, `task`, `replay_fn` and any other keyword are passed to `lossdoctor.watch`. After
@@ -52,14 +53,8 @@ class LossDoctorCallback(TrainerCallback):
     def __init__(self, log_dir: str | Path | None = None, task: str | None = None,
                  replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
                  **watch_options: Any) -> None:
-        self.log_dir = log_dir
-        self.task = task
-        self.replay_fn = replay_fn
-        self.watch_options = watch_options
-        self.monitor: Any = None
-        self.probe: MicroBatchProbe | None = None
+        self._init_watching(log_dir, task, replay_fn, watch_options)
         self._handles: list[Any] = []
-        self._runs = 0
 
     # --- Trainer events ---------------------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
@@ -68,60 +63,25 @@ class LossDoctorCallback(TrainerCallback):
         if model is None or optimizer is None:
             log.warning("lossdoctor: the Trainer passed no model/optimizer; not watching this run")
             return
-        try:
-            self._start(args, state, model, optimizer, lr_scheduler)
-        except Exception as e:  # never stop the user's training
-            log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
-            self._finish()
+        self._start_guarded(self._start, args, state, model, optimizer, lr_scheduler)
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.monitor is not None and self.probe is not None:
-            self.monitor.tracer.reset()  # drop forwards that ran between steps (evaluation)
-            self.probe.reset()
+        self._begin_step()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if self.monitor is None or self.probe is None:
-            return
-        try:
-            batch = self.probe.step_batch()
-        except Exception as e:
-            batch = None
-            self.monitor._disable("micro-batches", e)
-        self.monitor.step(self.probe.last_loss(), batch=batch)
+        self._end_step()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._finish()
 
-    # --- results ------------------------------------------------------------------------------------
-    def diagnose(self) -> Any:
-        """The diagnosis of the last (or current) training run."""
-        if self.monitor is None:
-            raise RuntimeError("LossDoctorCallback has not watched a run yet")
-        return self.monitor.diagnose()
-
     # --- internals ----------------------------------------------------------------------------------
     def _start(self, args: Any, state: Any, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any) -> None:
-        from ..monitor import watch
-
         trainer = _calling_trainer()
-        target = model
-        wrapped = getattr(trainer, "model_wrapped", None)
-        if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel):
-            target = wrapped  # the monitor measures gradients before and after DDP's all-reduce
         scaler = getattr(optimizer, "scaler", None)
         if scaler is None and trainer is not None:
             scaler = getattr(getattr(trainer, "accelerator", None), "scaler", None)
-        log_dir = self.log_dir
-        self._runs += 1
-        if log_dir is not None and self._runs > 1:  # train() called again: a run directory each
-            log_dir = f"{log_dir}-{self._runs}"
-        mon = watch(target, optimizer, scaler=scaler, scheduler=lr_scheduler, log_dir=log_dir,
-                    task=self.task, replay_fn=self.replay_fn, **self.watch_options)
-        self.monitor = mon
-        mon.meta["framework"] = _describe(args)
-        mon.writer.write_meta(mon.meta)
-        self.probe = MicroBatchProbe(mon, shift_labels=_shifts_labels(model))
-        mon.add_probe(self.probe)
+        mon = self._open(model, getattr(trainer, "model_wrapped", None), optimizer, scaler, lr_scheduler,
+                         _describe(args), shift_labels=_shifts_labels(model))
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
         planned = getattr(state, "max_steps", 0) or 0
         if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
@@ -141,9 +101,7 @@ class LossDoctorCallback(TrainerCallback):
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        if self.monitor is not None and not self.monitor.closed:
-            self.monitor.close()
-        self.probe = None
+        super()._finish()
 
 
 def _calling_trainer() -> Any:

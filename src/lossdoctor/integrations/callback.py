@@ -1,0 +1,92 @@
+"""What the framework callbacks (HF `Trainer`, Lightning) share: opening a monitor on what the
+trainer set up, closing one optimizer step, the diagnosis, and never letting lossdoctor stop the
+user's training. Framework-free: each callback subclasses its framework's base class and this
+mixin (which has no `__init__`, so the framework's own initialisation is untouched).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from .microbatch import MicroBatchProbe
+
+log = logging.getLogger("lossdoctor")
+
+
+class WatchingCallback:
+    """Mixin: `_init_watching` in the callback's `__init__`, `_start_guarded` when training starts,
+    `_end_step` after every optimizer step, `_finish` when it ends."""
+
+    monitor: Any
+    probe: MicroBatchProbe | None
+
+    def _init_watching(self, log_dir: str | Path | None, task: str | None,
+                       replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None,
+                       watch_options: dict[str, Any]) -> None:
+        self.log_dir = log_dir
+        self.task = task
+        self.replay_fn = replay_fn
+        self.watch_options = watch_options
+        self.monitor = None
+        self.probe = None
+        self._runs = 0
+
+    def _start_guarded(self, start: Callable[..., None], *args: Any) -> None:
+        self._finish()
+        try:
+            start(*args)
+        except Exception as e:  # never stop the user's training
+            log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
+            self._finish()
+
+    def _open(self, model: torch.nn.Module, wrapped: Any, optimizer: Any, scaler: Any, scheduler: Any,
+              framework: dict[str, Any], **probe_options: Any) -> Any:
+        """Watch the run (the DDP wrapper when there is one, so gradients are measured before and
+        after the all-reduce), a run directory per training run, the micro-batch probe added."""
+        from ..monitor import watch
+
+        target = wrapped if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) else model
+        log_dir = self.log_dir
+        self._runs += 1
+        if log_dir is not None and self._runs > 1:  # training started again: a run directory each
+            log_dir = f"{log_dir}-{self._runs}"
+        mon = watch(target, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir,
+                    task=self.task, replay_fn=self.replay_fn, **self.watch_options)
+        self.monitor = mon
+        mon.meta["framework"] = framework
+        mon.writer.write_meta(mon.meta)
+        self.probe = MicroBatchProbe(mon, **probe_options)
+        mon.add_probe(self.probe)
+        return mon
+
+    def _begin_step(self) -> None:
+        """Drop the forwards that ran since the last step (evaluation) from the module trace."""
+        if self.monitor is not None and self.probe is not None:
+            self.monitor.tracer.reset()
+            self.probe.reset()
+
+    def _end_step(self) -> None:
+        """One optimizer step done: its micro-batches joined into the step's batch, recorded."""
+        if self.monitor is None or self.probe is None:
+            return
+        try:
+            batch = self.probe.step_batch()
+        except Exception as e:
+            batch = None
+            self.monitor._disable("micro-batches", e)
+        self.monitor.step(self.probe.last_loss(), batch=batch)
+
+    def diagnose(self) -> Any:
+        """The diagnosis of the last (or current) training run."""
+        if self.monitor is None:
+            raise RuntimeError("LossDoctorCallback has not watched a run yet")
+        return self.monitor.diagnose()
+
+    def _finish(self) -> None:
+        if self.monitor is not None and not self.monitor.closed:
+            self.monitor.close()
+        self.probe = None
