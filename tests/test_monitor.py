@@ -146,6 +146,37 @@ def test_update_ratio_matches_a_manual_measurement(tmp_path):
     assert all(0 <= r["eps_dominated"] <= 1 for r in recs)
 
 
+def test_update_ratio_and_eps_fraction_from_a_sample_of_a_model_over_budget(tmp_path):
+    """Past `update_budget` entries the ratios come from every k-th entry of every tensor; they
+    must still match the whole-model measurement (a few percent for a ~20x smaller sample)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 3))
+    n_params = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-4)
+    manual, eps_manual = [], []
+    with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, layer_every=1,
+                          update_budget=n_params // 20) as mon:
+        assert mon.opt_probe.stride >= 21 and mon.opt_probe.stride % 2 == 1
+        for i in range(4):
+            g = torch.Generator().manual_seed(i)
+            x, y = torch.randn(32, 64, generator=g), torch.randint(0, 3, (32,), generator=g)
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            before = [p.detach().clone() for p in model.parameters()]
+            opt.step()
+            d = math.sqrt(sum(float((p.detach() - b).norm()) ** 2 for p, b in zip(model.parameters(), before)))
+            w = math.sqrt(sum(float(p.detach().norm()) ** 2 for p in model.parameters()))
+            manual.append(d / w)
+            v = torch.cat([opt.state[p]["exp_avg_sq"].reshape(-1) for p in model.parameters()])
+            thresh = (10 * 1e-4) ** 2 * (1 - 0.999 ** (i + 1))
+            eps_manual.append(float((v <= thresh).float().mean()))
+            mon.step()
+    recs = _steps(tmp_path)
+    assert [r["update_ratio"] for r in recs] == pytest.approx(manual, rel=0.05)
+    assert [r["eps_dominated"] for r in recs] == pytest.approx(eps_manual, abs=0.03)
+    assert 0.2 < min(eps_manual) and max(eps_manual) < 0.8  # neither all nor none: the sample estimates
+
+
 def test_first_nonfinite_module_in_forward_and_backward(tmp_path):
     class Blow(nn.Module):
         def forward(self, x):

@@ -83,7 +83,7 @@ class Monitor:
                  log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
                  replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, *,
                  layer_every: int = 10, check_inputs: bool = True, alerts: bool = True,
-                 update_budget: int = 1 << 25, on_incident: str = "report", snapshot_every: int = 50,
+                 update_budget: int = 1 << 20, on_incident: str = "report", snapshot_every: int = 50,
                  snapshot: str = "memory", snapshot_budget: int | None = None, triage_inplace: bool = False,
                  max_incidents: int = 3) -> None:
         from .triage.incident import check_options

@@ -81,6 +81,8 @@ class ModuleTracer:
         self.error: BaseException | None = None  # first internal error; the part is disabled then
         self._handles: list[Any] = []
         self.reset()
+        #: one gradient hook per module, made once: a forward call only attaches it to its output
+        self._bwd_hooks = [self._make_bwd(i) for i in range(len(self.modules))]
         for i, m in enumerate(self.modules):
             self._handles.append(m.register_forward_hook(self._make_fwd(i)))
             if check_inputs and self.is_leaf[i] and not self.passthrough[i]:
@@ -96,6 +98,7 @@ class ModuleTracer:
         self.ev_rms: list[torch.Tensor] = []
         #: backward events in the order gradients arrived
         self.bw_module: list[int] = []
+        self.bw_min: list[torch.Tensor] = []
         self.bw_max: list[torch.Tensor] = []
         self._last_out: torch.Tensor | None = None
         self._last_out_ev = (-1, -1)  # (event index, rms index) of the last recorded output
@@ -163,7 +166,7 @@ class ModuleTracer:
                 self._last_out = t
                 self._last_out_ev = (len(self.ev_min) - 1, len(self.ev_rms) - 1)
                 if t.requires_grad:
-                    t.register_hook(self._make_bwd(i))
+                    t.register_hook(self._bwd_hooks[i])
             except Exception as e:
                 self._fail(e)
 
@@ -174,9 +177,10 @@ class ModuleTracer:
             if not self.enabled or grad is None:
                 return
             try:
-                mn, mx = torch.aminmax(grad.detach())
+                mn, mx = torch.aminmax(grad.detach())  # max |g| is taken on the host
                 self.bw_module.append(i)
-                self.bw_max.append(torch.maximum(mx, -mn))  # NaN propagates
+                self.bw_min.append(mn)
+                self.bw_max.append(mx)
             except Exception as e:
                 self._fail(e)
 
@@ -195,7 +199,8 @@ class ModuleTracer:
         if self.ev_rms:
             packer.add("fwd_rms", self.ev_rms)
         if self.bw_max:
-            packer.add("bwd_absmax", self.bw_max)
+            packer.add("bwd_min", self.bw_min)
+            packer.add("bwd_max", self.bw_max)
         self.reset()
         return ctx
 
@@ -262,8 +267,9 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
             rms = values["fwd_rms"].astype(np.float64)
             per["act_rms"] = _per_module_max(n_mod, ev_module[out_ev], np.where(np.isfinite(rms), rms, np.inf))
     bw_module = np.asarray(ctx["bw_module"], dtype=np.int64)
-    if bw_module.size and "bwd_absmax" in values:
-        bmax = values["bwd_absmax"].astype(np.float64)
+    if bw_module.size and "bwd_max" in values:
+        with np.errstate(invalid="ignore"):  # NaN propagates
+            bmax = np.maximum(-values["bwd_min"].astype(np.float64), values["bwd_max"].astype(np.float64))
         bad = ~np.isfinite(bmax)
         if bad.any():
             j = int(np.argmax(bad))
