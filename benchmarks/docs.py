@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "peers", "overhead", "overhead-ablation", "overhead-gpu")
+ORDER = ("intro", "zoo", "peers", "overhead", "overhead-spread", "overhead-ablation", "overhead-gpu")
 
 INTRO = """# Benchmarks
 

@@ -16,6 +16,13 @@ those ratios, the ratio of the fastest chunks, and the ratio of process CPU time
 process per variant (RSS sampled every ms on CPU, `max_memory_allocated` on CUDA), above what the
 process held before its first training step.
 
+Between processes the ratio moves more than within one (a process keeps the heap layout it
+started with, and on CPU the plain loop spends ~15% of its step in page faults: glibc returns the
+82 MB logits-sized buffers to the kernel and faults them in again at every step, a cost that moves
+with every other allocation). `--spread N` measures plain against watch in N fresh processes, with
+glibc's default allocator and with one that keeps its memory (MALLOC_MMAP_MAX_=0, a trim threshold
+of 1 TiB: no page faults after warm-up), which leaves the monitor's own compute.
+
 A new `watch` is created per chunk, so its timed steps are those of a young run: the live engine
 runs every 10 steps then (every ~2% of the run later on) — this overstates its steady-state cost.
 
@@ -451,6 +458,75 @@ def profile_watch(size: str, steps: int) -> str:
     return "\n\n".join(out)
 
 
+# --- spread: the plain/watch ratio in fresh processes --------------------------------------------------
+
+#: glibc keeps every freed block (no mmap, no trimming): no page faults once the heap has grown
+STEADY_ALLOCATOR = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40)}
+
+
+def ratio_child(size: str, rounds: int, steps: int, warmup: int) -> None:
+    """Entry point of a spread child: one interleaved plain/watch measurement, printed as JSON."""
+    import torch
+
+    torch.set_num_threads(int(os.environ.get("OVERHEAD_THREADS", "2")))
+    res = measure(size, ["plain", "watch"], rounds, steps, warmup, "cpu", lambda msg: None)
+    w = res["variants"]["watch"]
+    print(json.dumps({"ratio": w["ratio"], "min": w["ratio_min"], "max": w["ratio_max"],
+                      "plain_ms": res["variants"]["plain"]["median_ms"], "watch_ms": w["median_ms"]}))
+
+
+def spread(size: str, processes: int, args: argparse.Namespace,
+           log: Callable[[str], None]) -> dict[str, list[dict[str, float]]]:
+    """`processes` fresh processes per allocator, the two allocators alternating so that both see
+    the same drift of the machine."""
+    out: dict[str, list[dict[str, float]]] = {"default": [], "steady": []}
+    for i in range(processes):
+        for name in ("default", "steady"):
+            env = dict(os.environ, OVERHEAD_THREADS=str(args.threads))
+            if name == "steady":
+                env.update(STEADY_ALLOCATOR)
+            r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_ratio-child", size,
+                                str(args.rounds), str(args.steps), str(args.warmup)],
+                               capture_output=True, text=True, env=env, timeout=3600)
+            try:
+                res = json.loads(r.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                log(f"  spread process failed: {r.stderr.strip()[-300:]}")
+                continue
+            out[name].append(res)
+            log(f"  {size} process {i + 1}/{processes}, {name} allocator: watch/plain {res['ratio']:.3f}")
+    return out
+
+
+def render_spread(size: str, res: dict[str, list[dict[str, float]]], args: argparse.Namespace,
+                  wall: float, load_before: str) -> str:
+    from benchmarks.zoo.report import table
+
+    rows = []
+    for name, runs in res.items():
+        for i, r in enumerate(runs):
+            rows.append([name, str(i + 1), f"{r['plain_ms']:.1f}", f"{r['watch_ms']:.1f}", f"{r['ratio']:.3f}×",
+                         f"{r['min']:.3f}–{r['max']:.3f}"])
+    summary = []
+    for name, runs in res.items():
+        if runs:
+            ratios = sorted(r["ratio"] for r in runs)
+            summary.append(f"{name} allocator: median {statistics.median(ratios):.3f}× over {len(runs)} "
+                           f"processes ({ratios[0]:.3f}–{ratios[-1]:.3f})")
+    return "\n\n".join([
+        "## Overhead across processes",
+        docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+        f"`watch` against the plain loop on the {size} GPT-2 (batch {BATCH}×{SEQ}, CPU, {args.threads} threads), "
+        f"measured as in the table above ({args.rounds} interleaved rounds of {args.steps} timed steps in one "
+        "process), repeated in fresh processes. *default*: glibc as it comes. *steady*: glibc told to keep "
+        "the memory it frees (`MALLOC_MMAP_MAX_=0`, `MALLOC_TRIM_THRESHOLD_=2^40`), so that no step pays "
+        "page faults: the plain loop gets faster, and what remains of the ratio is the monitor's own work.",
+        table(["allocator", "process", "plain ms/step", "watch ms/step", "ratio (median of rounds)",
+               "per-round range"], rows),
+        "; ".join(summary) + ".",
+    ])
+
+
 # --- report ------------------------------------------------------------------------------------------
 
 def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_before: str) -> str:
@@ -504,6 +580,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--_memory-child":
         peak_memory_child(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
         return 0
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--_ratio-child":
+        ratio_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
+        return 0
     ap = argparse.ArgumentParser(prog="python benchmarks/overhead.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default=None, help="comma list of 1m,10m,124m (default: 1m,10m on CPU, "
@@ -522,6 +601,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ablate", action="store_true",
                     help="time watch with each of its parts switched off (tracer, grads, optimizer, "
                          "batch, live) instead of the peers")
+    ap.add_argument("--spread", type=int, default=0, metavar="N",
+                    help="plain vs watch on the first size in N fresh processes per allocator (glibc as it "
+                         "comes, and one that keeps freed memory) instead of the peers")
     ap.add_argument("--docs", type=Path, default=None, help="markdown file to write (default docs/benchmarks.md)")
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")
@@ -548,6 +630,18 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = "%.2f / %.2f / %.2f" % os.getloadavg()
     t0 = time.perf_counter()
+    if args.spread:
+        if device != "cpu":
+            log("--spread measures the CPU allocator; run it with --device cpu")
+            return 2
+        res = spread(sizes[0], args.spread, args, log)
+        text = render_spread(sizes[0], res, args, time.perf_counter() - t0, load_before)
+        print(text)
+        if args.json:
+            args.json.write_text(json.dumps(res, indent=1))
+        if not args.no_docs:
+            docs.write_section("overhead-spread", text, args.docs or docs.DOC)
+        return 0
     results: dict[str, Any] = {"device": device, "sizes": {}}
     for s in sizes:
         res = measure(s, variants, args.rounds, args.steps, args.warmup, device, log)
