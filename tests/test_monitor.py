@@ -150,7 +150,9 @@ def test_update_ratio_and_eps_fraction_from_a_sample_of_a_model_over_budget(tmp_
     """Past `update_budget` entries the ratios come from every k-th entry of every tensor; they
     must still match the whole-model measurement (a few percent for a ~20x smaller sample)."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 3))
+    # a LayerNorm (weights of 1.0 in a short tensor) skews the ratio if short tensors are over-sampled
+    model = nn.Sequential(nn.Linear(64, 256), nn.LayerNorm(256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
+                          nn.Linear(64, 3))
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-4)
     manual, eps_manual = [], []
@@ -174,7 +176,7 @@ def test_update_ratio_and_eps_fraction_from_a_sample_of_a_model_over_budget(tmp_
     recs = _steps(tmp_path)
     assert [r["update_ratio"] for r in recs] == pytest.approx(manual, rel=0.05)
     assert [r["eps_dominated"] for r in recs] == pytest.approx(eps_manual, abs=0.03)
-    assert 0.2 < min(eps_manual) and max(eps_manual) < 0.8  # neither all nor none: the sample estimates
+    assert 0.05 < min(eps_manual) and max(eps_manual) < 0.8  # neither all nor none: the sample estimates
 
 
 def test_first_nonfinite_module_in_forward_and_backward(tmp_path):
