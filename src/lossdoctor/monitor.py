@@ -115,6 +115,7 @@ class Monitor:
         self.tracer = ModuleTracer(model, check_inputs=check_inputs)
         self.parents = parent_index(self.tracer.names)
         self.grads = GradProbe(model, self.tracer.names, lambda: scaler_scale(self.scaler))
+        self._owners = np.asarray(self.grads.owner, dtype=np.int64)  # module of each parameter, for the host side
         from .integrations.accelerate import sync_gradients_flag
 
         self.grads.should_capture = sync_gradients_flag(optimizer)  # skip non-final micro-batches
@@ -310,12 +311,11 @@ class Monitor:
             rec["grad_nonfinite"] = int(bad.sum())
             if bad.any():
                 rec["nonfinite_params"] = [self.grads.names[i] for i in idx[bad][:8]]
-            per["param_grad_norm"] = _per_module_norm(len(self.tracer.names),
-                                                      np.asarray(self.grads.owner)[idx], norms)
+            per["param_grad_norm"] = _per_module_norm(len(self.tracer.names), self._owners[idx], norms)
         if "param_norm_pp" in values:
             pn = values["param_norm_pp"].astype(np.float64)
             rec["param_norm"] = float(np.sqrt(np.sum(pn * pn)))
-            per["param_norm"] = _per_module_norm(len(self.tracer.names), np.asarray(self.grads.owner), pn)
+            per["param_norm"] = _per_module_norm(len(self.tracer.names), self._owners, pn)
 
         trec, tper = tracer_signals.interpret(self.tracer.names, self.parents, values, ctx["tracer"],
                                               self.tracer.passthrough)

@@ -81,8 +81,11 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
     findings = merge_incidents(findings, run)
     kept = arbitrate(findings)
     s = q.first_bad_step
-    if s is not None and not any(f.severity == "critical" and f.step is not None and f.step <= s
-                                 for f in kept):
+
+    def explained(fs: list[Finding]) -> bool:  # a critical finding dated at or before the first NaN
+        return any(f.severity == "critical" and f.step is not None and f.step <= s for f in fs)
+
+    if s is not None and not explained(kept):
         # a run that went non-finite is never "healthy" nor a mere warning, however little the log
         # says; judged after arbitration, so that a cause which explained away the only critical
         # finding (bad_init dropping an early lr_too_high jump) cannot leave the NaN unexplained
@@ -94,7 +97,7 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
         # arbitrated with the rest (later non-finite findings are its consequences), and kept even
         # if another cause would explain it away
         kept = arbitrate(findings + net)
-        if not any(f.severity == "critical" and f.step is not None and f.step <= s for f in kept):
+        if not explained(kept):
             kept = sorted(kept + net, key=importance_key)
     return kept, notes
 

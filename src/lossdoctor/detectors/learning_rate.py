@@ -99,19 +99,17 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
                             fixes=[_suggest_lr(lr0, ratio_early, 0.1), _warmup_fix(run, q)])]
     # (a) early jump
     head = lf[lf < min(q.n, 11)]
-    ref = first_loss
-    if head.size >= 3 and ref > 0:
-        jump_rows = head[1:][loss[head[1:]] >= 3 * ref]
+    if head.size >= 3 and first_loss > 0:
+        jump_rows = head[1:][loss[head[1:]] >= 3 * first_loss]
         if jump_rows.size:
             j = int(jump_rows[0])
-            start = ref
             before = float(np.median(loss[lf[lf < j]]))
             after = lf[(lf > j) & (lf <= j + 20)]
-            stays = after.size >= 3 and float(np.median(loss[after])) >= 1.5 * max(ref, before)
+            stays = after.size >= 3 and float(np.median(loss[after])) >= 1.5 * max(first_loss, before)
             ratio_j = _ratio_median(run, 0, j + 2)
             if stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20):
                 s = int(q.steps[j])
-                ev = [f"the loss jumped from {fmt(start)} to {fmt(float(loss[j]))} at step {s}"]
+                ev = [f"the loss jumped from {fmt(first_loss)} to {fmt(float(loss[j]))} at step {s}"]
                 if stays:
                     ev.append(f"and stayed high (median {fmt(float(np.median(loss[after])))} over the next "
                               f"{after.size} steps)")

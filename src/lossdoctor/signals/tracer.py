@@ -239,8 +239,7 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
     if ev_module.size and "fwd_min" in values:
         fmin, fmax = values["fwd_min"].astype(np.float64), values["fwd_max"].astype(np.float64)
         kind = np.asarray(ctx["ev_kind"])
-        with np.errstate(invalid="ignore"):
-            absmax = np.maximum(-fmin, fmax)
+        absmax = _absmax(fmin, fmax)
         bad = ~(np.isfinite(fmin) & np.isfinite(fmax))
         out_ev = kind == OUTPUT
         finite_abs = np.where(bad, -np.inf, absmax)
@@ -268,8 +267,7 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
             per["act_rms"] = _per_module_max(n_mod, ev_module[out_ev], np.where(np.isfinite(rms), rms, np.inf))
     bw_module = np.asarray(ctx["bw_module"], dtype=np.int64)
     if bw_module.size and "bwd_max" in values:
-        with np.errstate(invalid="ignore"):  # NaN propagates
-            bmax = np.maximum(-values["bwd_min"].astype(np.float64), values["bwd_max"].astype(np.float64))
+        bmax = _absmax(values["bwd_min"].astype(np.float64), values["bwd_max"].astype(np.float64))
         bad = ~np.isfinite(bmax)
         if bad.any():
             j = int(np.argmax(bad))
@@ -281,6 +279,14 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
                 rec["bwd_first_nonfinite"]["after"] = names[bw_module[j - 1]]
         per["grad_absmax"] = _per_module_max(n_mod, bw_module, np.where(bad, np.inf, bmax))
     return rec, per
+
+
+def _absmax(mn: Any, mx: Any) -> Any:
+    """max |x| from aminmax's two numbers; NaN propagates, an Inf stays Inf."""
+    import numpy as np
+
+    with np.errstate(invalid="ignore"):
+        return np.maximum(-mn, mx)
 
 
 def _per_module_max(n_mod: int, modules: Any, values: Any) -> Any:

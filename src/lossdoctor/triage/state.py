@@ -309,10 +309,7 @@ def clone_scaler(scaler: Any, state: dict[str, torch.Tensor] | None) -> Any:
     except ImportError:  # older torch
         from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state
     new._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
-    current = state or scaler_state(scaler)
-    if current:
-        for k, v in current.items():
-            setattr(new, k, v.detach().clone())
+    restore_scaler(new, state or scaler_state(scaler))
     return new
 
 
