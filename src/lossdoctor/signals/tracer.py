@@ -7,6 +7,16 @@ backward. Leaf modules whose input was not the previous module's output (say `c_
 functional softmax) also get their input checked, so a NaN made by code between modules is
 attributed to the module whose forward made it. On sampled steps the RMS of each output is added.
 
+Wide linear layers on CPU (an LM head: 20,000 logits per token from 256 inputs) are not scanned
+between sampled steps; their outputs are vouched for instead. Forward: y = x W^T + b is finite when
+x, W and b are, and |y| <= max|x| * in_features * max|W| + max|b| stays below a quarter of y's
+dtype range -- three small reductions (the weight's once per optimizer step) instead of a pass over
+the logits; when the bound does not hold, the output is scanned as any other. Backward: a
+non-finite gradient at the output makes the input's gradient (grad_y W) non-finite, whatever W
+holds, so the output gradient is scanned only when the input's gradient turns out non-finite (then
+the two tell whether it went bad at the output or in the layer's backward). Each decision reads a
+number on the host, which on CPU is no device synchronisation; on GPU these layers are scanned.
+
 The results stay on the device as 0-d tensors; `flush` hands them to the Packer, once per step.
 """
 
@@ -18,7 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-OUTPUT, INPUT = 0, 1
+OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
 
 #: Element-wise modules that cannot turn finite values into NaN/Inf (nor finite gradients into
 #: non-finite ones). Between sampled steps their outputs are not scanned: when their input is the
@@ -56,6 +66,15 @@ def first_float_tensor(obj: Any, depth: int = 0) -> torch.Tensor | None:
     return None
 
 
+def linear_layer(m: nn.Module) -> bool:
+    """Exactly `nn.Linear` or transformers' `Conv1D` (y = x W + b): modules whose output can be
+    bounded from their input and weight. Subclasses are left out: quantised and adapter layers
+    (bitsandbytes, LoRA) compute with something other than their `weight`."""
+    if type(m) is nn.Linear:
+        return True
+    return type(m).__name__ == "Conv1D" and type(m).__module__.startswith("transformers")
+
+
 _DTYPE_MAX: dict[torch.dtype, float] = {}
 
 
@@ -75,11 +94,15 @@ class ModuleTracer:
             self.modules.append(m)
         self.is_leaf = [len(m._modules) == 0 for m in self.modules]
         self.passthrough = [is_passthrough(m) for m in self.modules]
+        self.linear = [linear_layer(m) for m in self.modules]
         self.check_inputs = check_inputs
         self.sampled = False  # set by the monitor: also compute RMS this step
         self.enabled = True
         self.error: BaseException | None = None  # first internal error; the part is disabled then
         self._handles: list[Any] = []
+        #: max |W| of each linear layer's weight, computed once per weight version (optimizer step)
+        self._weight_absmax: dict[int, tuple[tuple[int, int], float]] = {}
+        self._zero = torch.zeros(())  # stats of a vouched-for event: finite, not measured
         self.reset()
         #: one gradient hook per module, made once: a forward call only attaches it to its output
         self._bwd_hooks = [self._make_bwd(i) for i in range(len(self.modules))]
@@ -98,8 +121,12 @@ class ModuleTracer:
         self.ev_rms: list[torch.Tensor] = []
         #: backward events in the order gradients arrived
         self.bw_module: list[int] = []
+        self.bw_kind: list[int] = []
         self.bw_min: list[torch.Tensor] = []
         self.bw_max: list[torch.Tensor] = []
+        #: output gradients of vouched-for linear layers awaiting their input's gradient:
+        #: [gradient or None, its backward event index]
+        self._deferred: list[list[Any]] = []
         self._last_out: torch.Tensor | None = None
         self._last_out_ev = (-1, -1)  # (event index, rms index) of the last recorded output
 
@@ -118,7 +145,7 @@ class ModuleTracer:
     def _alias(self, i: int) -> None:
         k, r = self._last_out_ev
         self.ev_module.append(i)
-        self.ev_kind.append(OUTPUT)
+        self.ev_kind.append(self.ev_kind[k])
         self.ev_dtype_max.append(self.ev_dtype_max[k])
         self.ev_min.append(self.ev_min[k])
         self.ev_max.append(self.ev_max[k])
@@ -162,6 +189,14 @@ class ModuleTracer:
                     # the child's gradient hook speak for both
                     self._alias(i)
                     return
+                x = first_float_tensor(args[0]) if args and self.linear[i] and not self.sampled else None
+                if x is not None and self._vouch_linear(module, x, t):
+                    self._record_vouched(i, t)
+                    if t.requires_grad and x.requires_grad and x.grad_fn is not None:
+                        self._defer_bwd(i, t, x)  # (a leaf x would collect a hook per step)
+                    elif t.requires_grad:
+                        t.register_hook(self._bwd_hooks[i])
+                    return
                 self._record(i, OUTPUT, t)
                 self._last_out = t
                 self._last_out_ev = (len(self.ev_min) - 1, len(self.ev_rms) - 1)
@@ -179,6 +214,7 @@ class ModuleTracer:
             try:
                 mn, mx = torch.aminmax(grad.detach())  # max |g| is taken on the host
                 self.bw_module.append(i)
+                self.bw_kind.append(OUTPUT)
                 self.bw_min.append(mn)
                 self.bw_max.append(mx)
             except Exception as e:
@@ -186,12 +222,83 @@ class ModuleTracer:
 
         return bwd
 
+    # --- wide linear layers on CPU: vouched for by a bound instead of a pass over the output -----
+    def _vouch_linear(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> bool:
+        """True when y = linear(x) is provably finite and well inside its dtype's range, and proving
+        it reads at most half the bytes a scan of y would."""
+        w = module.weight
+        b = module.bias
+        if y.device.type != "cpu" or x.device.type != "cpu" or type(w) not in (nn.Parameter, torch.Tensor) \
+                or w.dim() != 2 or not w.is_floating_point() or y.numel() < 2 * (w.numel() + x.numel()):
+            return False
+        limit = dtype_max(y.dtype) / 4
+        key = (w._version, w.data_ptr())
+        cached = self._weight_absmax.get(id(module))
+        if cached is None or cached[0] != key:
+            cached = self._weight_absmax[id(module)] = (key, _host_absmax(w))
+        w_max = cached[1]
+        x_max = _host_absmax(x)
+        b_max = _host_absmax(b) if isinstance(b, torch.Tensor) and b.numel() else 0.0
+        # every factor finite (NaN fails the comparisons) and representable in y's dtype (autocast
+        # casts x, W and b to it), and the bound on |y| well inside the range
+        bound = x_max * x.shape[-1] * w_max + b_max
+        return max(w_max, x_max, b_max) <= limit and bound <= limit
+
+    def _record_vouched(self, i: int, t: torch.Tensor) -> None:
+        self.ev_module.append(i)
+        self.ev_kind.append(VOUCHED)
+        self.ev_dtype_max.append(dtype_max(t.dtype))
+        self.ev_min.append(self._zero)
+        self.ev_max.append(self._zero)
+        self._last_out = t
+        self._last_out_ev = (len(self.ev_min) - 1, -1)
+
+    def _defer_bwd(self, i: int, y: torch.Tensor, x: torch.Tensor) -> None:
+        """Check y's gradient only if x's gradient (computed from it) comes out non-finite."""
+        cell: list[Any] = [None, -1]
+        self._deferred.append(cell)
+
+        def at_output(grad: torch.Tensor) -> None:
+            if not self.enabled or grad is None:
+                return
+            try:
+                self.bw_module.append(i)
+                self.bw_kind.append(VOUCHED)
+                self.bw_min.append(self._zero)
+                self.bw_max.append(self._zero)
+                cell[0], cell[1] = grad.detach(), len(self.bw_min) - 1
+            except Exception as e:
+                self._fail(e)
+
+        def at_input(grad: torch.Tensor) -> None:
+            if not self.enabled or cell[0] is None:
+                return
+            try:
+                if grad is None or not math.isfinite(_host_absmax(grad)):
+                    self._scan_deferred(cell)
+                cell[0] = None  # vouched for: non-finite values at y would have reached x's gradient
+            except Exception as e:
+                self._fail(e)
+
+        y.register_hook(at_output)
+        x.register_hook(at_input)
+
+    def _scan_deferred(self, cell: list[Any]) -> None:
+        g, k = cell
+        if g is None:
+            return
+        self.bw_min[k], self.bw_max[k] = torch.aminmax(g)
+        self.bw_kind[k] = OUTPUT
+        cell[0] = None
+
     # --- per step -----------------------------------------------------------------------------
     def flush(self, packer: Any) -> dict[str, Any]:
         """Hand this step's tensors to the packer; return the host-side layout for `interpret`."""
+        for cell in self._deferred:  # an input whose gradient never came: scan the output's now
+            self._scan_deferred(cell)
         ctx = {
             "ev_module": self.ev_module, "ev_kind": self.ev_kind, "ev_dtype_max": self.ev_dtype_max,
-            "bw_module": self.bw_module, "rms": bool(self.ev_rms),
+            "bw_module": self.bw_module, "bw_kind": self.bw_kind, "rms": bool(self.ev_rms),
         }
         if self.ev_min:
             packer.add("fwd_min", self.ev_min)
@@ -260,7 +367,8 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
             value = "nan" if (np.isnan(fmin[j]) or np.isnan(fmax[j])) else "inf"
             rec["fwd_first_nonfinite"] = {"layer": layer, "module": names[m], "where": where,
                                           "value": value, "index": j, "of": int(ev_module.size)}
-        # per module: inf marks a non-finite output, NaN a module that did not run
+        # per module: inf marks a non-finite output, NaN a module that did not run or was vouched
+        # for (finite, not measured)
         per["act_absmax"] = _per_module_max(n_mod, ev_module[out_ev], np.where(bad, np.inf, absmax)[out_ev])
         if ctx.get("rms") and "fwd_rms" in values:
             rms = values["fwd_rms"].astype(np.float64)
@@ -277,8 +385,16 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
                 # the gradient was still finite at the output of the module before it in backward
                 # order: it went bad in that module's backward (the consumer of `layer`'s output)
                 rec["bwd_first_nonfinite"]["after"] = names[bw_module[j - 1]]
-        per["grad_absmax"] = _per_module_max(n_mod, bw_module, np.where(bad, np.inf, bmax))
+        measured = np.asarray(ctx.get("bw_kind") or [OUTPUT] * bw_module.size) == OUTPUT
+        per["grad_absmax"] = _per_module_max(n_mod, bw_module[measured], np.where(bad, np.inf, bmax)[measured])
     return rec, per
+
+
+def _host_absmax(t: torch.Tensor) -> float:
+    """max |t| as a Python float (NaN if any NaN, inf if any inf); CPU tensors only."""
+    mn, mx = torch.aminmax(t.detach())
+    lo, hi = float(mn), float(mx)
+    return max(-lo, hi) if not (math.isnan(lo) or math.isnan(hi)) else math.nan
 
 
 def _absmax(mn: Any, mx: Any) -> Any:
