@@ -49,7 +49,7 @@ class GradProbe:
         self._queued = False
         self.enabled = True
         self.error: BaseException | None = None
-        self._captured: tuple[list[int], list[torch.Tensor], torch.Tensor | None] | None = None
+        self._captured: tuple[list[int], Any, torch.Tensor | None] | None = None
         self.fresh = False  # a capture happened since the last flush
         self.backwards = 0  # backward passes since the last flush (micro-batches of the step)
         self.should_capture: Callable[[], bool] | None = None
@@ -91,10 +91,14 @@ class GradProbe:
             return
         scale = self._scale_fn()
         norms = foreach_norm_fp32(grads)
-        self._captured = (idx, norms, None if scale is None else scale.detach().clone())
-        self.fresh = True
         for listener in self.listeners:
             listener(norms)
+        # one tensor kept until the step is collected, not one per parameter (see the tracer's
+        # slots: small tensors alive across the optimizer step fragment the heap); a model spread
+        # over several devices keeps its list
+        kept = torch.stack(norms) if len({n.device for n in norms}) == 1 else norms
+        self._captured = (idx, kept, None if scale is None else scale.detach().clone())
+        self.fresh = True
 
     def flush(self, packer: Any) -> dict[str, Any]:
         if not self.fresh and self.enabled:

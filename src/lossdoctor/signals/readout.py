@@ -36,15 +36,15 @@ class Packer:
             return
         first = t[0]
         if all(x.dtype == first.dtype and x.device == first.device for x in t):
-            # the common case: one stack of the 0-d statistics, no per-element work
-            self._segment(name, (torch.stack(t) if len(t) > 1 else first.reshape(1)).detach(), None)
+            # the common case: one stack of the 0-d statistics, no per-element work; a copy even of
+            # one (the tracer's statistics are views of slots it reuses at the next step)
+            self._segment(name, torch.stack(t).detach(), None)
             return
         groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
         for i, x in enumerate(t):
             groups.setdefault((x.dtype, x.device), []).append(i)
         for idx in groups.values():
-            seg = torch.stack([t[i].detach().reshape(()) for i in idx]) if len(idx) > 1 \
-                else t[idx[0]].detach().reshape(1)
+            seg = torch.stack([t[i].detach().reshape(()) for i in idx])
             self._segment(name, seg, None if len(groups) == 1 else np.asarray(idx))
 
     def _segment(self, name: str, t: torch.Tensor, positions: np.ndarray | None) -> None:

@@ -17,7 +17,10 @@ holds, so the output gradient is scanned only when the input's gradient turns ou
 the two tell whether it went bad at the output or in the layer's backward). Each decision reads a
 number on the host, which on CPU is no device synchronisation; on GPU these layers are scanned.
 
-The results stay on the device as 0-d tensors; `flush` hands them to the Packer, once per step.
+The results are written into preallocated slots (views of one buffer per device and dtype, made
+once and reused every step), so a step allocates nothing per module: small tensors kept alive from
+the forward pass to the end of the step would otherwise be scattered between the activations and
+fragment the heap the large buffers come from. `flush` hands them to the Packer, once per step.
 """
 
 from __future__ import annotations
@@ -103,6 +106,8 @@ class ModuleTracer:
         #: max |W| of each linear layer's weight, computed once per weight version (optimizer step)
         self._weight_absmax: dict[int, tuple[tuple[int, int], float]] = {}
         self._zero = torch.zeros(())  # stats of a vouched-for event: finite, not measured
+        #: (device, dtype) -> [(min, max) slot views of one buffer, slots used this step]
+        self._slots: dict[tuple[torch.device, torch.dtype], list[Any]] = {}
         self.reset()
         #: one gradient hook per module, made once: a forward call only attaches it to its output
         self._bwd_hooks = [self._make_bwd(i) for i in range(len(self.modules))]
@@ -131,9 +136,25 @@ class ModuleTracer:
         self._last_out_ev = (-1, -1)  # (event index, rms index) of the last recorded output
 
     # --- hooks (hot path: no host sync, no allocation beyond two 0-d tensors) ----------------
+    def _aminmax(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """aminmax of `d` written into the next free preallocated slot of its device and dtype."""
+        if type(d) is not torch.Tensor:  # a tensor subclass (DTensor...): its own result type
+            return torch.aminmax(d)
+        key = (d.device, d.dtype)
+        pool = self._slots.get(key)
+        if pool is None or pool[1] == len(pool[0]):
+            # (re)made twice as large; slots already used this step keep their old buffer alive
+            # until the packer has copied them
+            cap = 2 * len(pool[0]) if pool else 256
+            buf = torch.empty(2, cap, dtype=d.dtype, device=d.device)
+            pool = self._slots[key] = [[(buf[0, k], buf[1, k]) for k in range(cap)], 0]
+        slot = pool[0][pool[1]]
+        pool[1] += 1
+        return torch.aminmax(d, out=slot)
+
     def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
         d = t.detach()
-        mn, mx = torch.aminmax(d)
+        mn, mx = self._aminmax(d)
         self.ev_module.append(i)
         self.ev_kind.append(kind)
         self.ev_dtype_max.append(dtype_max(d.dtype))
@@ -212,7 +233,7 @@ class ModuleTracer:
             if not self.enabled or grad is None:
                 return
             try:
-                mn, mx = torch.aminmax(grad.detach())  # max |g| is taken on the host
+                mn, mx = self._aminmax(grad.detach())  # max |g| is taken on the host
                 self.bw_module.append(i)
                 self.bw_kind.append(OUTPUT)
                 self.bw_min.append(mn)
@@ -287,7 +308,7 @@ class ModuleTracer:
         g, k = cell
         if g is None:
             return
-        self.bw_min[k], self.bw_max[k] = torch.aminmax(g)
+        self.bw_min[k], self.bw_max[k] = self._aminmax(g)
         self.bw_kind[k] = OUTPUT
         cell[0] = None
 
@@ -308,6 +329,8 @@ class ModuleTracer:
         if self.bw_max:
             packer.add("bwd_min", self.bw_min)
             packer.add("bwd_max", self.bw_max)
+        for pool in self._slots.values():  # the packer has copied the slots: free for the next step
+            pool[1] = 0
         self.reset()
         return ctx
 
