@@ -27,8 +27,10 @@ COLUMNS: dict[str, str] = {
     "update_ratio": "||dW|| / ||W|| over all parameters for this step (sampled)",
     "frozen_frac": "fraction of bf16/fp16 parameter entries with a non-zero gradient that did not change (sampled)",
     "eps_dominated": "fraction of Adam second-moment entries with sqrt(v_hat) < 10*eps (sampled)",
-    "act_absmax": "largest |activation| of any module output in the forward pass",
-    "act_range_frac": "largest |activation| / largest finite value of its dtype (>= 1 is overflow)",
+    "act_absmax": "largest |activation| of any module output measured in the forward pass (between "
+                  "sampled steps a wide linear layer on CPU is vouched for by a bound, not measured: "
+                  "its outputs are then below a quarter of their dtype's range)",
+    "act_range_frac": "largest measured |activation| / largest finite value of its dtype (>= 1 is overflow)",
     "grad_nonfinite": "number of parameters whose gradient holds NaN/Inf",
     "input_absmax": "largest |value| of any floating tensor in the batch",
     "batch_nonfinite": "number of samples of the batch that hold NaN/Inf",
