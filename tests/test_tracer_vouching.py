@@ -195,3 +195,71 @@ def test_a_leaf_input_collects_no_hooks(tmp_path):
             mon.step(loss, batch=ids)
     assert not model.q._backward_hooks
     assert all("bwd_first_nonfinite" not in r for r in _steps(tmp_path))
+
+
+def test_a_gradient_scanned_just_before_does_not_vouch_for_another(tmp_path):
+    """The deferred check reuses the stats of the gradient scanned just before only when it is the
+    same tensor: here a side branch's (finite) gradient is scanned between the head's output
+    gradient (infinite, from sqrt at 0) and its input's, which is a functional op's output."""
+    class Branched(TinyLM):
+        def __init__(self):
+            super().__init__()
+            self.side = nn.Linear(DIM, 1)
+
+        def forward(self, ids):
+            h = self.ln(self.mix(self.emb(ids)))
+            logits = self.head(h * 1.0)
+            return self.side(h), logits  # the model's output event aliases side's, not the head's
+
+    model = Branched()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+        for i in range(7):
+            ids = _ids(i)
+            opt.zero_grad()
+            side, logits = model(ids)
+            loss = F.cross_entropy(logits.reshape(-1, VOCAB), ids.reshape(-1)) + side.mean()
+            if i == 6:
+                loss = loss + torch.sqrt(logits - logits.detach()).sum()
+            loss.backward()
+            opt.step()
+            if i == 6:  # side's gradient was scanned last before the head's deferred check
+                assert [mon.tracer.names[m] for m in mon.tracer.bw_module][:2] == ["side", "head"]
+            mon.step(loss, batch=ids)
+    steps = _steps(tmp_path)
+    assert steps[6]["bwd_first_nonfinite"]["layer"] == "head"
+    assert "bwd_first_nonfinite" not in steps[5]
+
+
+def test_the_bound_uses_the_head_input_not_the_tensor_scanned_before_it(tmp_path):
+    """An element-wise module vouched for between sampled steps (here one that scales by 1000)
+    hands the head an input 1000x larger than the LayerNorm output scanned before it: the bound
+    must be taken on the head's own input, which puts it past the range, so the logits (which do
+    overflow) are scanned and flagged at every step."""
+    class ScaleActivation(nn.Module):  # an "...Activation" leaf: treated as element-wise
+        def forward(self, x):
+            return x * 1000.0
+
+    class Scaled(TinyLM):
+        def __init__(self):
+            super().__init__()
+            self.act = ScaleActivation()
+            with torch.no_grad():
+                self.head.weight.copy_(torch.sign(torch.randn(VOCAB, DIM)) * 1e36)
+
+        def forward(self, ids):
+            return self.head(self.act(self.ln(self.mix(self.emb(ids)))))
+
+    model = Scaled()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+        for i in range(7):
+            ids = _ids(i)
+            opt.zero_grad()
+            loss = F.cross_entropy(model(ids).reshape(-1, VOCAB), ids.reshape(-1))
+            loss.backward()
+            opt.zero_grad()  # the gradients are NaN: keep the weights as they are (0 * NaN = NaN)
+            opt.step()
+            mon.step(loss, batch=ids)
+    steps = _steps(tmp_path)
+    assert [r["fwd_first_nonfinite"]["layer"] for r in steps] == ["head"] * 7

@@ -96,7 +96,10 @@ class GradProbe:
         # one tensor kept until the step is collected, not one per parameter (see the tracer's
         # slots: small tensors alive across the optimizer step fragment the heap); a model spread
         # over several devices keeps its list
-        kept = torch.stack(norms) if len({n.device for n in norms}) == 1 else norms
+        try:
+            kept: Any = torch.stack(norms)
+        except RuntimeError:
+            kept = norms
         self._captured = (idx, kept, None if scale is None else scale.detach().clone())
         self.fresh = True
 

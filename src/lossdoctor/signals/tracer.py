@@ -26,6 +26,7 @@ fragment the heap the large buffers come from. `flush` hands them to the Packer,
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any
 
 import torch
@@ -103,8 +104,8 @@ class ModuleTracer:
         self.enabled = True
         self.error: BaseException | None = None  # first internal error; the part is disabled then
         self._handles: list[Any] = []
-        #: max |W| of each linear layer's weight, computed once per weight version (optimizer step)
-        self._weight_absmax: dict[int, tuple[tuple[int, int], float]] = {}
+        #: per module: ((version, data_ptr) of its weight, max |W|): once per optimizer step
+        self._weight_absmax: list[tuple[tuple[int, int], float] | None] = [None] * len(self.modules)
         self._zero = torch.zeros(())  # stats of a vouched-for event: finite, not measured
         #: (device, dtype) -> [(min, max) slot views of one buffer, slots used this step]
         self._slots: dict[tuple[torch.device, torch.dtype], list[Any]] = {}
@@ -134,8 +135,13 @@ class ModuleTracer:
         self._deferred: list[list[Any]] = []
         self._last_out: torch.Tensor | None = None
         self._last_out_ev = (-1, -1)  # (event index, rms index) of the last recorded output
+        #: the last scanned tensor and gradient with their slots, so that the bound and the deferred
+        #: check read a tensor another event has just scanned instead of scanning it again (the
+        #: gradient weakly: it must not outlive its use in backward)
+        self._last_rec: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._last_grad: tuple[Any, torch.Tensor, torch.Tensor] | None = None
 
-    # --- hooks (hot path: no host sync, no allocation beyond two 0-d tensors) ----------------
+    # --- hooks (hot path: no host sync and no allocation; the CPU-only bound reads host numbers) --
     def _aminmax(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """aminmax of `d` written into the next free preallocated slot of its device and dtype."""
         if type(d) is not torch.Tensor:  # a tensor subclass (DTensor...): its own result type
@@ -152,24 +158,31 @@ class ModuleTracer:
         pool[1] += 1
         return torch.aminmax(d, out=slot)
 
+    def _event(self, i: int, kind: int, dmax: float, mn: torch.Tensor, mx: torch.Tensor) -> None:
+        self.ev_module.append(i)
+        self.ev_kind.append(kind)
+        self.ev_dtype_max.append(dmax)
+        self.ev_min.append(mn)
+        self.ev_max.append(mx)
+
+    def _bw_event(self, i: int, kind: int, mn: torch.Tensor, mx: torch.Tensor) -> int:
+        self.bw_module.append(i)
+        self.bw_kind.append(kind)
+        self.bw_min.append(mn)
+        self.bw_max.append(mx)
+        return len(self.bw_min) - 1
+
     def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
         d = t.detach()
         mn, mx = self._aminmax(d)
-        self.ev_module.append(i)
-        self.ev_kind.append(kind)
-        self.ev_dtype_max.append(dtype_max(d.dtype))
-        self.ev_min.append(mn)
-        self.ev_max.append(mx)
+        self._event(i, kind, dtype_max(d.dtype), mn, mx)
+        self._last_rec = (t, mn, mx)
         if self.sampled and kind == OUTPUT:
             self.ev_rms.append(torch.linalg.vector_norm(d, dtype=torch.float32) / math.sqrt(d.numel()))
 
     def _alias(self, i: int) -> None:
         k, r = self._last_out_ev
-        self.ev_module.append(i)
-        self.ev_kind.append(self.ev_kind[k])
-        self.ev_dtype_max.append(self.ev_dtype_max[k])
-        self.ev_min.append(self.ev_min[k])
-        self.ev_max.append(self.ev_max[k])
+        self._event(i, self.ev_kind[k], self.ev_dtype_max[k], self.ev_min[k], self.ev_max[k])
         if self.sampled and r >= 0:
             self.ev_rms.append(self.ev_rms[r])
 
@@ -211,7 +224,7 @@ class ModuleTracer:
                     self._alias(i)
                     return
                 x = first_float_tensor(args[0]) if args and self.linear[i] and not self.sampled else None
-                if x is not None and self._vouch_linear(module, x, t):
+                if x is not None and self._vouch_linear(i, module, x, t):
                     self._record_vouched(i, t)
                     if t.requires_grad and x.requires_grad and x.grad_fn is not None:
                         self._defer_bwd(i, t, x)  # (a leaf x would collect a hook per step)
@@ -234,17 +247,15 @@ class ModuleTracer:
                 return
             try:
                 mn, mx = self._aminmax(grad.detach())  # max |g| is taken on the host
-                self.bw_module.append(i)
-                self.bw_kind.append(OUTPUT)
-                self.bw_min.append(mn)
-                self.bw_max.append(mx)
+                self._bw_event(i, OUTPUT, mn, mx)
+                self._last_grad = (weakref.ref(grad), mn, mx)
             except Exception as e:
                 self._fail(e)
 
         return bwd
 
     # --- wide linear layers on CPU: vouched for by a bound instead of a pass over the output -----
-    def _vouch_linear(self, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> bool:
+    def _vouch_linear(self, i: int, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> bool:
         """True when y = linear(x) is provably finite and well inside its dtype's range, and proving
         it reads at most half the bytes a scan of y would."""
         w = module.weight
@@ -254,11 +265,12 @@ class ModuleTracer:
             return False
         limit = dtype_max(y.dtype) / 4
         key = (w._version, w.data_ptr())
-        cached = self._weight_absmax.get(id(module))
+        cached = self._weight_absmax[i]
         if cached is None or cached[0] != key:
-            cached = self._weight_absmax[id(module)] = (key, _host_absmax(w))
+            cached = self._weight_absmax[i] = (key, _host_absmax(w))
         w_max = cached[1]
-        x_max = _host_absmax(x)
+        last = self._last_rec  # x is usually the tensor scanned just before (its producer's output)
+        x_max = _host_absmax(x, (last[1], last[2]) if last is not None and last[0] is x else None)
         b_max = _host_absmax(b) if isinstance(b, torch.Tensor) and b.numel() else 0.0
         # every factor finite (NaN fails the comparisons) and representable in y's dtype (autocast
         # casts x, W and b to it), and the bound on |y| well inside the range
@@ -266,11 +278,7 @@ class ModuleTracer:
         return max(w_max, x_max, b_max) <= limit and bound <= limit
 
     def _record_vouched(self, i: int, t: torch.Tensor) -> None:
-        self.ev_module.append(i)
-        self.ev_kind.append(VOUCHED)
-        self.ev_dtype_max.append(dtype_max(t.dtype))
-        self.ev_min.append(self._zero)
-        self.ev_max.append(self._zero)
+        self._event(i, VOUCHED, dtype_max(t.dtype), self._zero, self._zero)
         self._last_out = t
         self._last_out_ev = (len(self.ev_min) - 1, -1)
 
@@ -283,11 +291,7 @@ class ModuleTracer:
             if not self.enabled or grad is None:
                 return
             try:
-                self.bw_module.append(i)
-                self.bw_kind.append(VOUCHED)
-                self.bw_min.append(self._zero)
-                self.bw_max.append(self._zero)
-                cell[0], cell[1] = grad.detach(), len(self.bw_min) - 1
+                cell[0], cell[1] = grad.detach(), self._bw_event(i, VOUCHED, self._zero, self._zero)
             except Exception as e:
                 self._fail(e)
 
@@ -295,7 +299,9 @@ class ModuleTracer:
             if not self.enabled or cell[0] is None:
                 return
             try:
-                if grad is None or not math.isfinite(_host_absmax(grad)):
+                last = self._last_grad  # usually just scanned by the hook of x's producer
+                known = (last[1], last[2]) if last is not None and last[0]() is grad else None
+                if grad is None or not math.isfinite(_host_absmax(grad, known)):
                     self._scan_deferred(cell)
                 cell[0] = None  # vouched for: non-finite values at y would have reached x's gradient
             except Exception as e:
@@ -408,16 +414,16 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
                 # the gradient was still finite at the output of the module before it in backward
                 # order: it went bad in that module's backward (the consumer of `layer`'s output)
                 rec["bwd_first_nonfinite"]["after"] = names[bw_module[j - 1]]
-        measured = np.asarray(ctx.get("bw_kind") or [OUTPUT] * bw_module.size) == OUTPUT
+        measured = np.asarray(ctx["bw_kind"]) == OUTPUT
         per["grad_absmax"] = _per_module_max(n_mod, bw_module[measured], np.where(bad, np.inf, bmax)[measured])
     return rec, per
 
 
-def _host_absmax(t: torch.Tensor) -> float:
-    """max |t| as a Python float (NaN if any NaN, inf if any inf); CPU tensors only."""
-    mn, mx = torch.aminmax(t.detach())
-    lo, hi = float(mn), float(mx)
-    return max(-lo, hi) if not (math.isnan(lo) or math.isnan(hi)) else math.nan
+def _host_absmax(t: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | None = None) -> float:
+    """max |t| as a Python float (NaN if any NaN, inf if any inf), from its aminmax when `known`,
+    else from a scan; CPU tensors only."""
+    mn, mx = known if known is not None else torch.aminmax(t.detach())
+    return float(_absmax(float(mn), float(mx)))
 
 
 def _absmax(mn: Any, mx: Any) -> Any:
