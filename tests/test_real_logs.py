@@ -1,0 +1,98 @@
+"""The corpus of real training logs (benchmarks/real_logs): every excerpt, written by other people
+and pasted into public threads, must be read without error, with the steps and values the source
+shows.
+
+The facts checked for each file live in the corpus manifest (`expect`), copied by hand from the
+source text:
+- `n_steps_at_least`: the reader found at least this many steps;
+- `points`: `[step, column, value]` where the log prints its own step counter;
+- `rows`: `[k, column, value]`: the k-th logged value of that column in step order (negative k counts
+  from the end), for logs whose lines carry no unambiguous step (HF Trainer dicts, fairseq, a tqdm
+  bar next to a dict);
+- `first_nonfinite_step`: the first step whose loss or grad norm is NaN/Inf, or that was skipped
+  (null: none in the excerpt; absent: not checked);
+- `n_skipped_at_least`: how many steps at least were marked skipped (DeepSpeed OVERFLOW lines).
+A value "nan" must come back as a logged NaN; any other value within 1e-6 relative.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lossdoctor.records import Run
+from lossdoctor.sources import load_path
+from lossdoctor.vocabulary import CAUSES
+
+CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "real_logs"
+ENTRIES: list[dict] = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))
+OUTCOMES = {"nan", "divergence", "spike", "plateau", "healthy", "other"}
+
+
+def _main_run(runs: list[Run]) -> Run:
+    """The run with the most steps (a log printed by several ranks may come back as several runs)."""
+    return max(runs, key=len)
+
+
+def _assert_value(got: float, want, where: str) -> None:
+    if want == "nan":
+        assert math.isnan(got), f"{where}: expected NaN, got {got}"
+    else:
+        assert math.isclose(got, float(want), rel_tol=1e-6, abs_tol=1e-12), f"{where}: expected {want}, got {got}"
+
+
+def _first_nonfinite_step(run: Run) -> int | None:
+    bad = np.zeros(len(run), dtype=bool)
+    for name in ("loss", "grad_norm"):
+        col = run.col(name)
+        bad |= run.logged(name) & ~np.isfinite(col)
+    if "skipped" in run.cols:
+        bad |= run.col("skipped") == 1
+    order = np.argsort(run.steps, kind="stable")
+    hits = [int(run.steps[i]) for i in order if bad[i]]
+    return hits[0] if hits else None
+
+
+def test_manifest_is_complete_and_uses_the_contract_vocabulary():
+    files = sorted(p.name for p in CORPUS.iterdir()
+                   if p.is_file() and p.name not in ("manifest.json", "README.md"))
+    assert sorted(e["file"] for e in ENTRIES) == files, "every corpus file has one manifest entry"
+    assert len(ENTRIES) >= 25
+    for e in ENTRIES:
+        assert set(e) >= {"file", "source", "format", "outcome", "diagnosis_given_there", "expected_cause", "expect"}
+        assert e["source"].startswith("https://github.com/"), e["file"]
+        assert e["outcome"] in OUTCOMES, e["file"]
+        assert e["expected_cause"] is None or e["expected_cause"] in CAUSES, e["file"]
+        exp = e["expect"]
+        assert exp["n_steps_at_least"] >= 1
+        assert exp.get("points") or exp.get("rows"), f"{e['file']}: no value to check"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+def test_real_log_is_read_with_the_values_of_its_source(entry):
+    exp = entry["expect"]
+    run = _main_run(load_path(CORPUS / entry["file"]))
+    assert len(run) >= exp["n_steps_at_least"], f"read {len(run)} steps"
+
+    steps = [int(s) for s in run.steps]
+    for step, name, want in exp.get("points", []):
+        assert step in steps, f"step {step} missing (read steps {steps[:5]}...{steps[-5:]})"
+        i = steps.index(step)
+        assert run.logged(name)[i], f"{name} not logged at step {step}"
+        _assert_value(float(run.col(name)[i]), want, f"{name} at step {step}")
+
+    order = np.argsort(run.steps, kind="stable")
+    for k, name, want in exp.get("rows", []):
+        logged = run.logged(name)[order]
+        values = run.col(name)[order][logged]
+        assert -len(values) <= k < len(values), f"{name}: only {len(values)} values logged, wanted row {k}"
+        _assert_value(float(values[k]), want, f"{name} row {k}")
+
+    if "first_nonfinite_step" in exp:
+        assert _first_nonfinite_step(run) == exp["first_nonfinite_step"]
+    if "n_skipped_at_least" in exp:
+        assert int((run.col("skipped") == 1).sum()) >= exp["n_skipped_at_least"]
