@@ -21,6 +21,8 @@ import io
 import json
 import random
 import re
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import logfaults
-from conftest import run_cli
+from conftest import cli_env, run_cli
 from lossdoctor.cli.main import INTERNAL_ERROR, main
 from test_sources_megatron import deepspeed_log, megatron_log
 
@@ -209,3 +211,52 @@ def test_fuzz_through_the_real_entry_point(seeds, tmp_path, kind):
         (target / name).write_bytes(variant)
         p = run_cli("diagnose", target if kind == "run_dir" else target / name, "--format", "json", timeout=120)
         check_contract(p.returncode, p.stdout, p.stderr, "json")
+
+
+#: audit events the offline path must never raise: network, unpickling, starting programs
+_FORBIDDEN = ("socket.", "pickle.find_class", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
+              "os.spawn", "os.fork", "urllib.Request", "webbrowser.open")
+
+_AUDITED = """
+import os, sys
+seen = []
+WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+def hook(event, args):
+    if event.startswith(FORBIDDEN):
+        seen.append(event)
+    elif event == "open":
+        path, mode, flags = args
+        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (mode is None and flags & WRITE):
+            seen.append(f"open for writing: {path}")
+
+FORBIDDEN = tuple(sys.argv[1].split(","))
+sys.addaudithook(hook)
+from lossdoctor.cli.main import main
+codes = [main(["diagnose", p, "--format", "html"]) for p in sys.argv[2:]]
+sys.stdout.flush()
+print("AUDIT", codes, sorted(set(seen)), file=sys.stderr)
+"""
+
+
+@pytest.mark.timeout(300)
+def test_diagnose_opens_no_socket_runs_nothing_writes_nothing(seeds, tmp_path):
+    """Diagnosing every seed, cut and uncut, under an audit hook: no socket, no unpickling, no
+    program started, no file opened for writing (the report goes to stdout)."""
+    paths = []
+    for kind, (name, data) in seeds.items():
+        for i, variant in enumerate((data, data[: len(data) // 3])):
+            d = tmp_path / f"{kind}-{i}"
+            target = d / "run" if kind == "run_dir" else d
+            target.mkdir(parents=True)
+            (target / name).write_bytes(variant)
+            paths.append(str(target if kind == "run_dir" else target / name))
+    env = cli_env()
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    p = subprocess.run([sys.executable, "-c", _AUDITED, ",".join(_FORBIDDEN), *paths], capture_output=True,
+                       text=True, env=env, timeout=240)
+    line = next((x for x in p.stderr.splitlines() if x.startswith("AUDIT")), None)
+    assert p.returncode == 0 and line is not None, p.stderr[-3000:]
+    codes, seen = line.split(" ", 1)[1].rsplit("] ", 1)
+    assert "[]" == seen.strip(), seen
+    assert set(json.loads(codes + "]")) <= {0, 2} and json.loads(codes + "]").count(0) >= len(seeds)
