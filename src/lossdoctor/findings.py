@@ -7,6 +7,8 @@ what could not be checked. `Report.to_dict()` is the public JSON contract `lossd
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,7 +37,23 @@ class Finding:
             raise ValueError(f"unknown symptom {self.symptom!r}")
         if self.severity not in SEVERITY_RANK:
             raise ValueError(f"unknown severity {self.severity!r}")
-        self.confidence = float(min(1.0, max(0.0, self.confidence)))
+        if isinstance(self.confidence, bool) or not isinstance(self.confidence, numbers.Real):
+            raise ValueError(f"confidence must be a number, not {type(self.confidence).__name__}")
+        self.confidence = 0.0 if self.confidence != self.confidence else float(
+            min(1.0, max(0.0, self.confidence)))
+        # findings are also read back from files (preflight.jsonl, incidents/): every field gets
+        # its type checked here, so no report format ever receives a string as a step
+        self.step = _int_or_none("step", self.step)
+        self.batch = _int_or_none("batch", self.batch)
+        self.rank = _int_or_none("rank", self.rank)
+        self.layer = _str_or_none("layer", self.layer)
+        self.op = _str_or_none("op", self.op)
+        if self.samples is not None:
+            if not isinstance(self.samples, (list, tuple)):
+                raise ValueError("samples must be a list of integers")
+            self.samples = [_int_or_none("sample", s) for s in self.samples if s is not None]
+        self.evidence = _str_list("evidence", self.evidence)
+        self.fixes = _str_list("fixes", self.fixes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +79,40 @@ class Finding:
     @property
     def severity_rank(self) -> int:
         return SEVERITY_RANK[self.severity]
+
+
+#: steps, batches, ranks and sample indices beyond this are not ones a run has (and would not fit
+#: the JSON report's integers)
+_MAX_INDEX = 1 << 62
+
+
+def _int_or_none(name: str, v: Any) -> int | None:
+    """An index field: None, or an integer (numpy integers and integral floats accepted)."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        raise ValueError(f"{name} must be an integer, not a bool")
+    if isinstance(v, numbers.Integral):
+        v = int(v)
+    elif isinstance(v, numbers.Real) and math.isfinite(v) and float(v).is_integer():
+        v = int(v)
+    else:
+        raise ValueError(f"{name} must be an integer or null, not {type(v).__name__}")
+    if abs(v) >= _MAX_INDEX:
+        raise ValueError(f"{name} out of range")
+    return v
+
+
+def _str_or_none(name: str, v: Any) -> str | None:
+    if v is None or isinstance(v, str):
+        return v
+    raise ValueError(f"{name} must be a string or null, not {type(v).__name__}")
+
+
+def _str_list(name: str, v: Any) -> list[str]:
+    if not isinstance(v, (list, tuple)) or not all(isinstance(x, str) for x in v):
+        raise ValueError(f"{name} must be a list of strings")
+    return list(v)
 
 
 def importance_key(f: Finding) -> tuple:

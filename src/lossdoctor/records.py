@@ -128,14 +128,20 @@ def make_run(rows: list[dict[str, Any]], *, meta: dict[str, Any] | None = None,
     Values under a COLUMNS name become numeric columns; values under an EVENTS name become sparse
     events; other keys are ignored. Rows without a step are dropped.
     """
-    rows = [r for r in rows if r.get("step") is not None]
+    rows = [r for r in rows if _is_step(r.get("step"))]
     steps = [r["step"] for r in rows]
     keys = {k for r in rows for k in r}
     cols = {k: [r.get(k) for r in rows] for k in keys if k in COLUMNS}
     events: dict[str, dict[int, Any]] = {}
     for k in keys & EVENTS.keys():
-        events[k] = {int(r["step"]): r[k] for r in rows if r.get(k) is not None}
+        events[k] = {int(to_float(r["step"])): r[k] for r in rows if r.get(k) is not None}
     return from_columns(steps, cols, events=events, meta=meta, source=source, rank=rank)
+
+
+def _is_step(v: Any) -> bool:
+    """A step number a record can be filed under (finite, within int64); else the row is dropped."""
+    f = to_float(v)
+    return bool(np.isfinite(f)) and abs(f) < 2.0 ** 62
 
 
 def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int, Any]] | None = None,
@@ -182,8 +188,10 @@ def _as_float_column(values: Any) -> tuple[np.ndarray, np.ndarray]:
     try:
         v = np.array(values, dtype=np.float64)
         mask = np.array([x is not None for x in values], dtype=bool)
+        if v.shape != (len(values),):
+            raise ValueError("not one number per row")
         return v, mask
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         v = np.array([to_float(x) for x in values], dtype=np.float64)
         mask = np.array([x is not None and (not np.isnan(f) or _says_nan(x)) for x, f in zip(values, v)],
                         dtype=bool)
@@ -195,15 +203,21 @@ def _says_nan(x: Any) -> bool:
 
 
 def to_float(v: Any) -> float:
-    """Lenient number parsing for logs: bools, numbers, numeric strings, 'nan'/'inf'; else NaN."""
+    """Lenient number parsing for logs: bools, numbers, numeric strings, 'nan'/'inf'; else NaN.
+    A list ([lr] per param group) gives its first number, looked for at most 4 levels deep."""
+    for _ in range(4):
+        if not (isinstance(v, (list, tuple)) and v):
+            break
+        v = v[0]
     if v is None:
         return np.nan
     if isinstance(v, bool):
         return 1.0 if v else 0.0
     if isinstance(v, (int, float, np.floating, np.integer)):
-        return float(v)
-    if isinstance(v, (list, tuple)) and v:
-        return to_float(v[0])
+        try:
+            return float(v)
+        except OverflowError:  # an integer beyond float range (a 400-digit number): as 1e400 reads
+            return np.inf if v > 0 else -np.inf
     if isinstance(v, str):
         try:
             return float(v.strip())

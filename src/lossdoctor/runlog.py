@@ -32,6 +32,7 @@ import numpy as np
 import orjson
 
 from .records import LayerStats, Run, make_run
+from .sources.files import open_regular, read_bytes
 
 META = "meta.json"
 STEPS = "steps.jsonl"
@@ -155,7 +156,7 @@ def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
         return []
     out = []
     bad = 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # a FIFO named steps.jsonl is refused, not waited on
         for line in f:
             line = line.strip()
             if not line:
@@ -177,11 +178,16 @@ def _read_one(d: Path) -> Run:
     meta: dict[str, Any] = {}
     if (d / META).exists():
         try:
-            meta = orjson.loads((d / META).read_bytes())
+            meta = orjson.loads(read_bytes(d / META))
         except orjson.JSONDecodeError:
             notes.append(f"{d.name}/{META} is unreadable; run metadata ignored")
+        if not isinstance(meta, dict):
+            notes.append(f"{d.name}/{META} holds no JSON object; run metadata ignored")
+            meta = {}
     rows = _read_jsonl(d / STEPS, notes)
     rank = meta.get("rank")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 1 << 31:
+        rank = None
     meta["incidents"] = load_incidents(d)
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
     run.notes.extend(notes)
@@ -200,20 +206,30 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
     if not (d / LAYERS_SCHEMA).exists() or not (d / LAYERS).exists():
         return None
     try:
-        schema = orjson.loads((d / LAYERS_SCHEMA).read_bytes())
+        schema = orjson.loads(read_bytes(d / LAYERS_SCHEMA))
         modules, stats = list(schema["modules"]), list(schema["stats"])
+        if not all(isinstance(x, str) for x in modules + stats) or not modules or not stats:
+            raise TypeError("module and stat names must be strings")
     except (orjson.JSONDecodeError, KeyError, TypeError):
         notes.append(f"{LAYERS_SCHEMA} is unreadable; per-layer statistics ignored")
         return None
     width = 1 + len(stats) * len(modules)
-    raw = np.fromfile(d / LAYERS, dtype="<f4")
+    data = read_bytes(d / LAYERS)
+    raw = np.frombuffer(data[: len(data) // 4 * 4], dtype="<f4")
     n = raw.size // width
-    if (d / LAYERS).stat().st_size % (4 * width):
+    if len(data) % (4 * width):
         notes.append(f"{LAYERS}: dropped a torn last row")
     m = raw[: n * width].reshape(n, width)
     values = m[:, 1:].reshape(n, len(stats), len(modules))
     types = schema.get("types") or []
-    return LayerStats(steps=m[:, 0].astype(np.int64), modules=modules,
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        types = []
+    steps = m[:, 0]
+    if not np.isfinite(steps).all() or (np.abs(steps) >= 2.0 ** 31).any():
+        notes.append(f"{LAYERS}: rows with a step that is not a number dropped")
+        ok = np.isfinite(steps) & (np.abs(steps) < 2.0 ** 31)
+        m, values, steps = m[ok], values[ok], steps[ok]
+    return LayerStats(steps=steps.astype(np.int64), modules=modules,
                       stats={s: values[:, i, :] for i, s in enumerate(stats)},
                       types=list(types) if len(types) == len(modules) else [])
 
@@ -226,7 +242,9 @@ def load_incidents(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     out = []
     for f in sorted(d.glob("*.json")):
         try:
-            out.append(orjson.loads(f.read_bytes()))
+            rec = orjson.loads(read_bytes(f))
         except orjson.JSONDecodeError:
             continue
+        if isinstance(rec, dict):  # a record is an object; its findings a list (checked on use)
+            out.append(rec)
     return out

@@ -2,6 +2,8 @@
 
 Exit codes (the contract): 0 the analysis ran, whatever it found; 1 only with --fail-on and a
 finding at or above that severity; 2 bad input or usage, with one line on stderr and no traceback.
+`main` is the last line of defence: an error no reader foresaw still ends as one line and exit 2
+(`LOSSDOCTOR_DEBUG=1` prints its traceback), so no input ever shows a user a traceback.
 
 The offline path (`diagnose`) never imports torch, so it starts fast; `demo` and `check` do.
 """
@@ -9,6 +11,7 @@ The offline path (`diagnose`) never imports torch, so it starts fast; `demo` and
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
@@ -17,6 +20,10 @@ EXIT_OK, EXIT_FAIL_ON, EXIT_BAD_INPUT = 0, 1, 2
 
 class UsageError(Exception):
     pass
+
+
+class WriteError(Exception):
+    """The report could not be written (full disk, closed pipe, missing folder): one line."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,14 +77,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .check import cmd_check
 
             return cmd_check(args)
-        parser.print_help()
-        return EXIT_BAD_INPUT
+        raise UsageError("no command given: lossdoctor diagnose PATH (or demo, check; "
+                         "lossdoctor --help lists them)")
     except UsageError as e:
         print(f"lossdoctor: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except WriteError as e:
+        print(f"lossdoctor: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("lossdoctor: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # the last line of defence: see the module docstring
+        return internal_error(e)
+
+
+#: the start of the one line an unforeseen error prints (the fuzz tests look for it: a reader that
+#: lets an error reach this far has a check missing)
+INTERNAL_ERROR = "lossdoctor: internal error"
+
+
+def internal_error(e: BaseException) -> int:
+    if os.environ.get("LOSSDOCTOR_DEBUG"):
+        import traceback
+
+        traceback.print_exception(e)
+    what = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
+    print(f"{INTERNAL_ERROR} ({what}); set LOSSDOCTOR_DEBUG=1 for the traceback, and please "
+          "report it", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -91,7 +119,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         report = diagnose_runs(runs)
         warn_partial(runs)
     except SourceError as e:
-        print(f"lossdoctor: {e}", file=sys.stderr)
+        print(f"lossdoctor: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever the path
         return EXIT_BAD_INPUT
     except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:
         print(f"lossdoctor: {args.path}: cannot read ({type(e).__name__}: {e})".splitlines()[0],
@@ -99,8 +127,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     try:
         write_report(report, args, runs)
-    except OSError as e:
-        print(f"lossdoctor: cannot write {args.output}: {e.strerror or e}", file=sys.stderr)
+    except WriteError as e:
+        print(f"lossdoctor: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
@@ -128,11 +156,36 @@ def write_report(report, args: argparse.Namespace, runs=None) -> None:
     out = getattr(args, "output", None)
     color = out is None and sys.stdout.isatty() and args.format == "text"
     text = render(report, args.format, color=color, runs=runs, lang=getattr(args, "lang", "en"))
-    if out:
-        with open(out, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    try:
+        if out:
+            with open(out, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
+    except OSError as e:
+        if not out:
+            _silence_stdout()
+        raise WriteError(write_error(e, out)) from e
+
+
+def _silence_stdout() -> None:
+    """After a failed write to stdout, point it at /dev/null: Python's final flush at exit would
+    otherwise fail again and print its own 'Exception ignored' message."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def write_error(e: OSError, out: str | None) -> str:
+    """One line for a report that could not be written (to a file, or to standard output)."""
+    where = out or "the report to standard output"
+    if isinstance(e, BrokenPipeError):
+        return f"cannot write {where}: the reading end of the pipe was closed"
+    return f"cannot write {where}: {e.strerror or e}"
 
 
 if __name__ == "__main__":

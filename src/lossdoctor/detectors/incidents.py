@@ -32,7 +32,10 @@ def incident_findings(run: Run) -> list[tuple[Finding, str]]:
         if not isinstance(rec, dict):
             continue
         level = rec.get("level", "live")
-        for d in rec.get("findings") or []:
+        found = rec.get("findings")
+        if not isinstance(found, list) or not isinstance(level, str):
+            continue  # a damaged or hand-edited record: nothing to merge
+        for d in found:
             try:
                 f = Finding.from_dict(d)
             except (TypeError, ValueError):

@@ -2,6 +2,9 @@
 
 Text from logs and detectors is escaped: Markdown punctuation gets a backslash and `<`, `>`, `&`
 become entities, so a metric named `<img src=x>` or `**x**` shows as typed and never as markup.
+GitHub's references are neutralised too: a zero-width joiner goes after the `@` of `@name` and the
+`#` of `#123`, so a run or layer name pasted into an issue pings nobody and links no issue, while
+it still reads as typed.
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from .i18n import cause_text, symptom_text, translate, ui
 from .text import where
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+#: `@user`, `@org/team` (mentions) and `#123`, `GH-123`, `owner/repo#123` (issue references)
+_GH_REFERENCE = re.compile(r"(@(?=[A-Za-z0-9])|(?:#|(?i:gh)-)(?=[0-9]))")
+_ZWJ = "\u200d"
 _ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵", "healthy": "🟢"}
 
 
 def md_escape(s: str) -> str:
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _MD_SPECIAL.sub(r"\\\1", s)
+    s = _GH_REFERENCE.sub(lambda m: m.group(1) + _ZWJ, s)
     return s.replace("\r", " ").replace("\n", " ")
 
 
@@ -31,7 +38,7 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
     head = f"## {_ICON[status]} lossdoctor: {t[status]}"
     if report.primary is not None:
         p = report.primary
-        head += f" — `{p.cause}`" + (f" ({t['step']} {p.step})" if p.step is not None else "")
+        head += f" — `{p.cause}`" + (f" ({t['step']} {int(p.step)})" if p.step is not None else "")
     out.append(head)
     out.append("")
     src = f"{report.steps} {t['steps']}"

@@ -66,22 +66,32 @@ def load_path(path: str | os.PathLike[str]) -> list[Run]:
     p = Path(path)
     if not p.exists():
         raise SourceError(f"{p}: no such file or directory")
+    from .files import check_kind
+
+    check_kind(p, p.stat())  # a FIFO, device or socket would block or never end: refused here
     if p.is_file() and p.stat().st_size == 0:
         raise SourceError(f"{p}: the file is empty")
     _load_readers()
     for name, sniff, read in READERS:
         try:
             ok = sniff(p)
-        except (OSError, ValueError, UnicodeDecodeError):
+        except SourceError:
+            raise  # a special file inside a directory: say so rather than try the next format
+        except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             ok = False
         if ok:
             try:
                 runs = read(p)
             except SourceError:
                 raise
-            except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError) as e:
+            except RecursionError as e:
+                raise SourceError(f"{p}: cannot read this {name} (nested too deeply)") from e
+            except MemoryError as e:
+                raise SourceError(f"{p}: cannot read this {name} (out of memory)") from e
+            except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
+                    OverflowError) as e:
                 raise SourceError(f"{p}: cannot read this {name} ({type(e).__name__}: {e})"
-                                  .splitlines()[0]) from e
+                                  .splitlines()[0][:300]) from e
             if not runs or all(len(r) == 0 for r in runs):
                 raise SourceError(f"{p}: the {name} holds no training steps")
             for run in runs:

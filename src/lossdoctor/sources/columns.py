@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 #: canonical spelling (after `normalise`) -> (column, rank); lower rank wins.
 _ALIASES: dict[str, tuple[str, int]] = {}
@@ -36,10 +37,18 @@ _PREFIXES = ("train/", "training/", "trainer/", "train_", "train-", "train ", "t
 _SUFFIXES = ("_step", "/step", "-step")
 
 
+_RUNS_OF_UNDERSCORES = re.compile(r"_+")
+
+
 def normalise(name: str) -> str:
     n = name.strip().lower().replace("-", "_").replace(" ", "_")
-    n = re.sub(r"_+", "_", n)
+    if "__" in n:
+        n = _RUNS_OF_UNDERSCORES.sub("_", n)
     return n
+
+
+_PREFIXES_N = tuple(dict.fromkeys(normalise(p) for p in _PREFIXES))
+_SUFFIXES_N = tuple(dict.fromkeys(normalise(s) for s in _SUFFIXES))
 
 
 def _strip(n: str) -> tuple[str, int]:
@@ -48,14 +57,12 @@ def _strip(n: str) -> tuple[str, int]:
     changed = True
     while changed:
         changed = False
-        for p in _PREFIXES:
-            p = normalise(p)
+        for p in _PREFIXES_N:
             if n.startswith(p) and len(n) > len(p):
                 n = n[len(p):]
                 penalty += 1
                 changed = True
-    for s in _SUFFIXES:
-        s = normalise(s)
+    for s in _SUFFIXES_N:
         if n.endswith(s) and len(n) > len(s):
             n = n[: -len(s)]
             penalty += 1
@@ -82,8 +89,10 @@ _add("param_norm", 0, "param_norm", "params norm", "params_norm", "parameter_nor
 _add("batch_size", 1, "batch_size", "global_batch_size", "global batch size")
 
 
+@lru_cache(maxsize=1 << 14)
 def column_for(name: str) -> tuple[str, int] | None:
-    """(records column, rank) for a logged metric name, or None when it is not one we use."""
+    """(records column, rank) for a logged metric name, or None when it is not one we use.
+    Cached: every reader asks about the same few hundred names (TensorBoard once per event)."""
     n = normalise(name)
     if n.endswith(("__min", "__max")) or "vs_samples" in n or "vs_tokens" in n:
         return None  # W&B export envelopes; Megatron's alternative x-axes
@@ -110,11 +119,12 @@ def column_for(name: str) -> tuple[str, int] | None:
 
 def step_rank(name: str) -> int | None:
     """Rank of a step-axis name (lower is better), or None."""
-    n = normalise(name)
-    for i, s in enumerate(STEP_NAMES):
-        if n == normalise(s):
-            return i
-    return None
+    return _STEP_RANK.get(normalise(name))
+
+
+_STEP_RANK: dict[str, int] = {}
+for _i, _s in enumerate(STEP_NAMES):
+    _STEP_RANK.setdefault(normalise(_s), _i)
 
 
 @dataclass

@@ -1,15 +1,24 @@
-"""File helpers shared by the readers: bounded directory search and cheap content sniffing.
+"""File helpers shared by the readers: bounded directory search, cheap content sniffing, and the
+one place that opens a file for reading.
 
 Sniffing must stay cheap (every reader's sniff runs on every path until one matches), so it reads
 at most the head of a file and walks at most a few levels of a directory.
+
+Every reader opens files through `open_regular` (directly or via `head` / `read_bytes`): it opens
+without blocking and refuses anything that is not a regular file. A FIFO, a character device or a
+socket named like a log (`steps.jsonl` made with mkfifo, `/dev/zero`) would otherwise block the
+open or the read forever, or never end.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
+
+from . import SourceError
 
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages"}
 
@@ -42,8 +51,44 @@ def walk(root: Path, match: Callable[[str], bool], *, max_depth: int = 4,
     return sorted(out)
 
 
+def check_kind(path: Path, st: os.stat_result) -> None:
+    """SourceError unless `st` is a regular file or a directory."""
+    if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
+        return
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
+            "a socket" if stat.S_ISSOCK(st.st_mode) else
+            "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a special file")
+    raise SourceError(f"{path}: {kind}, not a regular file: lossdoctor reads only log files and "
+                      "directories")
+
+
+def open_regular(path: Path) -> IO[bytes]:
+    """Open a file for binary reading; SourceError when it is not a regular file. O_NONBLOCK keeps
+    the open of a FIFO from waiting for a writer; the kind is checked on the opened descriptor, so
+    a file swapped after a check cannot slip through."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            check_kind(path, st)
+            raise SourceError(f"{path}: not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_bytes(path: Path) -> bytes:
+    """The whole content of a regular file (`Path.read_bytes` would hang on a FIFO)."""
+    with open_regular(path) as f:
+        return f.read()
+
+
 def head(path: Path, n: int = 65536) -> bytes:
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return f.read(n)
 
 

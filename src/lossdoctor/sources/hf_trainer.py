@@ -19,6 +19,7 @@ entry by entry up to the cut, with a note.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import numpy as np
 
 from ..records import Run, from_columns, to_float
 from . import SourceError, reader
-from .files import head, numbered, walk
+from .files import head, numbered, read_bytes, walk
 
 STATE = "trainer_state.json"
 
@@ -70,18 +71,20 @@ def find_state(path: Path) -> tuple[Path, list[str]]:
 
 
 def _global_step(p: Path) -> int:
-    m = re.search(rb'"global_step"\s*:\s*(\d+)', head(p, 1 << 16)) or re.search(
-        rb'"global_step"\s*:\s*(\d+)', p.read_bytes()[-4096:])
+    m = re.search(rb'"global_step"\s*:\s*(\d{1,18})\b', head(p, 1 << 16)) or re.search(
+        rb'"global_step"\s*:\s*(\d{1,18})\b', read_bytes(p)[-4096:])
     return int(m.group(1)) if m else -1
 
 
 def load_state(p: Path) -> tuple[dict[str, Any], list[str]]:
     """The parsed state, recovering the log entries of a truncated file."""
-    text = p.read_bytes().decode("utf-8", errors="replace")
+    text = read_bytes(p).decode("utf-8", errors="replace")
     if not text.strip():
         raise SourceError(f"{p}: the file is empty")
     try:
         state = json.loads(text)
+    except RecursionError as e:
+        raise SourceError(f"{p}: JSON nested too deeply to be a Trainer state") from e
     except ValueError:
         return _recover(text, p)
     if not isinstance(state, dict) or not isinstance(state.get("log_history"), list):
@@ -105,7 +108,7 @@ def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
             break
         try:
             obj, pos = dec.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             break
         if isinstance(obj, dict):
             entries.append(obj)
@@ -113,7 +116,7 @@ def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
         raise SourceError(f"{p}: truncated JSON with no complete log entry")
     state: dict[str, Any] = {"log_history": entries}
     for key in ("logging_steps", "max_steps", "train_batch_size", "global_step"):
-        m = re.search(rf'"{key}"\s*:\s*(\d+)', text)
+        m = re.search(rf'"{key}"\s*:\s*(\d{{1,18}})\b', text)
         if m:
             state[key] = int(m.group(1))
     last = entries[-1].get("step", "?")
@@ -122,7 +125,7 @@ def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
-    entries = [e for e in state["log_history"] if isinstance(e, dict) and "step" in e
+    entries = [e for e in state["log_history"] if isinstance(e, dict) and _is_step(e.get("step"))
                and any(k in e for k in _KEYS) and "train_runtime" not in e]
     if not entries:
         raise SourceError(f"{what}: log_history holds no training loss entries (logging_steps "
@@ -145,10 +148,10 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
                          "NaN losses as 0)")
     meta: dict[str, Any] = {"loss_is_interval_mean": True, "framework": "transformers"}
     for key in ("logging_steps", "max_steps", "train_batch_size", "global_step", "num_train_epochs"):
-        if isinstance(state.get(key), (int, float)):
+        if _plain_number(state.get(key)):
             meta[key] = state[key]
-    if isinstance(state.get("logging_steps"), int) and state["logging_steps"] > 0:
-        meta["log_interval"] = state["logging_steps"]
+    if isinstance(meta.get("logging_steps"), int) and meta["logging_steps"] > 0:
+        meta["log_interval"] = meta["logging_steps"]
     absent = [n for k, n in (("grad_norm", "grad_norm (transformers >= 4.38 logs it)"),
                              ("loss", "loss")) if k not in cols]
     notes.insert(0, f"{what}: read {len(entries)} log entries (loss, grad_norm, learning_rate)")
@@ -159,6 +162,21 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
     run = from_columns(steps, cols, meta=meta, source="hf_trainer", logged=logged)
     run.notes.extend(notes)
     return run
+
+
+def _is_step(v: Any) -> bool:
+    """A step number an entry can be filed under: a finite number within int64."""
+    f = to_float(v)
+    return not isinstance(v, bool) and bool(np.isfinite(f)) and abs(f) < 2.0 ** 62
+
+
+def _plain_number(v: Any) -> bool:
+    """A configuration number worth keeping: finite, not a bool, not beyond 2^53."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    if isinstance(v, int):
+        return abs(v) < 1 << 53
+    return math.isfinite(v) and abs(v) < 2.0 ** 53
 
 
 @reader("Hugging Face trainer_state.json", _sniff, priority=10)

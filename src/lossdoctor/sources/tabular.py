@@ -25,8 +25,8 @@ import orjson
 
 from ..records import Run, from_columns, to_float
 from . import SourceError, reader
-from .columns import SIGNAL_NAMES, map_names
-from .files import head, looks_binary, text_head
+from .columns import SIGNAL_NAMES, column_for, map_names, step_rank
+from .files import head, looks_binary, read_bytes, text_head
 
 #: columns whose absence is worth a note (the detectors say more precisely what they skip)
 _KEY_SIGNALS = ("loss", "grad_norm", "lr", "scale")
@@ -94,7 +94,9 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
         else:
             try:
                 steps = np.array(sv, dtype=np.float64)  # plain numbers (None -> NaN)
-            except (TypeError, ValueError):
+                if steps.shape != (len(sv),):
+                    raise ValueError("not one step per row")
+            except (TypeError, ValueError, OverflowError):
                 steps = np.array([to_float(x) for x in sv], dtype=np.float64)
         missing = int(np.isnan(steps).sum())
         if missing == len(steps):
@@ -122,7 +124,7 @@ def _json_column(v: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
     None is "not logged"; numbers, bools and "NaN"/"inf" strings convert directly."""
     try:
         vals = np.array(v, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
         return None
     if vals.shape != (len(v),):
         return None
@@ -139,12 +141,27 @@ def _fill_forward(steps: np.ndarray) -> np.ndarray:
 
 # --- CSV ------------------------------------------------------------------------------------
 
+#: a line longer than this is no training log's header or row: refused before it is split (a
+#: 12.5M-field line would take tens of seconds and gigabytes to split into fields)
+MAX_LINE_BYTES = 4 << 20
+#: columns past this many are ignored, with a note (a wider table is a per-parameter dump; mapping a
+#: million names took most of a minute)
+MAX_COLUMNS = 65_536
+
+
 def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.ndarray], list[str], int]:
-    """(column names, columns, logged masks, notes, rows). Raises SourceError on non-CSV input."""
-    raw = path.read_bytes()
+    """(column names, columns, logged masks, notes, rows). Raises SourceError on non-CSV input.
+    Only the columns that can feed a signal or the step axis are kept (`columns` holds those);
+    `names` lists them all, for the messages."""
+    raw = read_bytes(path)
     if looks_binary(raw[:65536]):
         raise SourceError(f"{path}: binary data, not a CSV file")
+    longest = _longest_line(raw)
+    if longest > MAX_LINE_BYTES:
+        raise SourceError(f"{path}: a line of {longest / (1 << 20):.0f} MB; not a CSV training log "
+                          f"(lines are read up to {MAX_LINE_BYTES >> 20} MB)")
     text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+    del raw
     first_nl = text.find("\n")
     header_line = text if first_nl < 0 else text[:first_nl]
     delim = max(",\t;", key=header_line.count)
@@ -154,46 +171,79 @@ def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.
         names = next(csv.reader([header_line.rstrip("\r")], delimiter=delim))
     except (csv.Error, StopIteration) as e:
         raise SourceError(f"{path}: malformed CSV header") from e
+    notes: list[str] = []
+    fields = len(names)  # a row of a table wider than MAX_COLUMNS still has this many
+    if len(names) > MAX_COLUMNS:
+        notes.append(f"{path.name}: {len(names) - MAX_COLUMNS} columns past the {MAX_COLUMNS}th "
+                     "were ignored")
+        names = names[:MAX_COLUMNS]
     names = [n.strip() for n in names]
     if len(set(names)) != len(names):
         names = _dedupe_names(names)
-    notes: list[str] = []
+    keep = _wanted_columns(names)
     body = text[first_nl + 1:] if first_nl >= 0 else ""
-    fast = _loadtxt(body, delim, len(names))
+    del text
+    fast = _loadtxt(body, delim, fields, keep)
     if fast is not None:
-        cols = {n: fast[:, i] for i, n in enumerate(names)}
+        cols = {names[i]: fast[:, j] for j, i in enumerate(keep)}
         # dense: every cell was written, so a NaN here is a logged NaN (the failure), not a gap
-        logged = {n: np.ones(fast.shape[0], dtype=bool) for n in names}
+        logged = {n: np.ones(fast.shape[0], dtype=bool) for n in cols}
         return names, cols, logged, notes, fast.shape[0]
-    try:
-        rows = list(csv.reader(io.StringIO(body, newline=""), delimiter=delim))
-    except csv.Error as e:
-        raise SourceError(f"{path}: malformed CSV ({e})") from e
-    rows = [r for r in rows if r]
     width = len(names)
-    ragged = sum(1 for r in rows if len(r) != width)
+    kept: list[list[str]] = [[] for _ in keep]
+    nrows = ragged = 0
+    try:
+        for r in csv.reader(io.StringIO(body, newline=""), delimiter=delim):
+            if not r:
+                continue
+            nrows += 1
+            if len(r) != fields:
+                ragged += 1
+            if len(r) < width:
+                r = r + [""] * (width - len(r))
+            for out, i in zip(kept, keep):
+                out.append(r[i])
+    except csv.Error as e:
+        raise SourceError(f"{path}: malformed CSV ({e})".splitlines()[0]) from e
     if ragged:
         notes.append(f"{path.name}: {ragged} row(s) with a wrong number of fields were padded or cut")
-        rows = [r[:width] + [""] * (width - len(r)) if len(r) != width else r for r in rows]
-    if not rows:
-        return names, {n: [] for n in names}, {}, notes, 0
-    transposed = list(zip(*rows))
-    cols = {n: list(transposed[i]) for i, n in enumerate(names)}
-    return names, cols, {}, notes, len(rows)
+    return names, {names[i]: out for out, i in zip(kept, keep)}, {}, notes, nrows
 
 
-def _loadtxt(body: str, delim: str, width: int) -> np.ndarray | None:
-    """The dense numeric fast path, or None when the table is not (empty cells, text)."""
-    if not body.strip():
+def _longest_line(raw: bytes) -> int:
+    """Length in bytes of the longest line, in one vectorised pass."""
+    nl = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
+    return int(np.diff(nl, prepend=-1, append=len(raw)).max()) - 1 if raw else 0
+
+
+def _wanted_columns(names: list[str]) -> list[int]:
+    """Indices of the columns that can feed a signal or the step axis (a W&B export's
+    `<run> - <metric>` columns by their metric), so a wide table's other columns are never kept."""
+    out = []
+    for i, n in enumerate(names):
+        m = _WANDB_RUN_COL.match(n)
+        if column_for(n) or step_rank(n) is not None or (m and column_for(m["metric"])):
+            out.append(i)
+    return out
+
+
+def _loadtxt(body: str, delim: str, width: int, keep: list[int]) -> np.ndarray | None:
+    """The dense numeric fast path (columns `keep` only), or None when the table is not dense and
+    numeric (empty cells, text, rows of another width)."""
+    if not body.strip() or not keep:
         return None
     if (delim + delim in body or "\n" + delim in body or delim + "\n" in body or delim + "\r" in body
             or body.startswith(delim)):
         return None  # empty cells: sparse table, take the general path
+    lines = body.count("\n") + (0 if body.endswith("\n") else 1)
+    if body.count(delim) != lines * (width - 1):
+        return None  # rows of another width, blank lines or quoted delimiters: the general path
     try:
-        a = np.loadtxt(io.StringIO(body), delimiter=delim, dtype=np.float64, ndmin=2, quotechar='"')
+        a = np.loadtxt(io.StringIO(body), delimiter=delim, dtype=np.float64, ndmin=2, quotechar='"',
+                       usecols=keep)
     except ValueError:
         return None
-    if a.shape[1] != width:
+    if a.shape[1] != len(keep):
         return None
     return a
 
@@ -313,7 +363,7 @@ def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]
         except orjson.JSONDecodeError:
             try:
                 obj = json.loads(ln)  # NaN / Infinity literals, as Python's json writes them
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: thousands of nested brackets
                 bad += 1
                 continue
         if isinstance(obj, dict):
@@ -328,7 +378,7 @@ def _unparsable(line: bytes) -> bool:
     try:
         json.loads(line)
         return False
-    except ValueError:
+    except (ValueError, RecursionError):
         return True
 
 
@@ -367,16 +417,50 @@ def rows_run(rows: list[dict[str, Any]], *, source: str, what: str, meta: dict[s
                      nrows=len(rows))
 
 
+def parse_json_array(raw: bytes, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Rows of a file holding one JSON array of objects. A file cut or damaged mid-way is read
+    entry by entry up to the damage, with a note (a run killed while rewriting its log)."""
+    text = raw.decode("utf-8", errors="replace")
+    try:
+        data = json.loads(text)
+    except RecursionError as e:
+        raise SourceError(f"{path}: JSON nested too deeply to be a training log") from e
+    except ValueError:
+        return _json_array_prefix(text, path)
+    if not isinstance(data, list):
+        raise SourceError(f"{path}: not a JSON array or JSON lines")
+    return [r for r in data if isinstance(r, dict)], []
+
+
+def _json_array_prefix(text: str, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    dec = json.JSONDecoder()
+    rows: list[dict[str, Any]] = []
+    pos = text.index("[") + 1
+    entries = 0
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            break
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            break
+        entries += 1
+        if isinstance(obj, dict):
+            rows.append(obj)
+    if not entries:
+        raise SourceError(f"{path}: not valid JSON, and no complete entry before the damage")
+    return rows, [f"{path.name} is truncated or damaged at character {pos}: read the {entries} "
+                  "entries before it"]
+
+
 def read_jsonl(path: Path, *, source: str = "jsonl") -> list[Run]:
-    raw = path.read_bytes()
+    raw = read_bytes(path)
     if looks_binary(raw[:65536]):
         raise SourceError(f"{path}: binary data, not a JSON-lines file")
     if raw[:4096].lstrip().startswith(b"["):
-        try:
-            rows = [r for r in json.loads(raw) if isinstance(r, dict)]
-            notes: list[str] = []
-        except ValueError as e:
-            raise SourceError(f"{path}: not valid JSON ({e})") from e
+        rows, notes = parse_json_array(raw, path)
     else:
         rows, notes = parse_jsonl(raw, path.name)
     if not rows:

@@ -22,6 +22,7 @@ import numpy as np
 from ..records import Run, from_columns
 from . import SourceError, reader
 from .columns import SIGNAL_NAMES, column_for
+from .files import read_bytes
 
 _MARK = "tfevents"
 
@@ -123,7 +124,7 @@ def read_scalars(files: list[Path], notes: list[str]) -> dict[str, tuple[list[in
     wanted: dict[str, bool] = {}
     for f in sorted(files, key=lambda x: (x.stat().st_mtime, x.name)):
         n = 0
-        for payload in iter_records(f.read_bytes(), notes, f.name):
+        for payload in iter_records(read_bytes(f), notes, f.name):
             try:
                 ev = event_pb2.Event.FromString(payload)
             except DecodeError:

@@ -25,7 +25,7 @@ from typing import Any, Iterator
 
 from ..records import Run
 from . import SourceError, reader
-from .files import walk
+from .files import head, read_bytes, walk
 from .tabular import parse_jsonl, rows_run
 
 _IDENT = b":W&B"
@@ -45,8 +45,7 @@ def _sniff(p: Path) -> bool:
         if p.name == HISTORY_JSONL:
             return True
         if p.suffix == ".wandb":
-            with open(p, "rb") as f:
-                return f.read(4) == _IDENT
+            return head(p, 4) == _IDENT
         return False
     return bool(walk(p, _is_wandb_file, max_depth=3))
 
@@ -106,7 +105,7 @@ def read_wandb_file(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any], l
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     config: dict[str, Any] = {}
-    for payload in iter_records(path.read_bytes(), notes, path.name):
+    for payload in iter_records(read_bytes(path), notes, path.name):
         rec = pb.Record()
         try:
             rec.ParseFromString(payload)
@@ -157,7 +156,7 @@ _CONFIG_META = {"max_grad_norm": "max_grad_norm", "gradient_clip_val": "max_grad
 def read(path: Path) -> list[Run]:
     f, notes = _pick_run(path)
     if f.name == HISTORY_JSONL:
-        rows, more = parse_jsonl(f.read_bytes(), f.name)
+        rows, more = parse_jsonl(read_bytes(f), f.name)
         config: dict[str, Any] = {}
     else:
         rows, config, more = read_wandb_file(f)
