@@ -56,6 +56,7 @@ def _load_readers() -> None:
     from . import lightning  # noqa: F401
     from . import tensorboard  # noqa: F401
     from . import wandb  # noqa: F401
+    from . import mlflow_store  # noqa: F401
     from . import stdout  # noqa: F401
     from . import tabular  # noqa: F401
 
@@ -63,7 +64,9 @@ def _load_readers() -> None:
 
 
 def load_path(path: str | os.PathLike[str]) -> list[Run]:
-    p = Path(path)
+    from .mlflow_store import uri_path
+
+    p = Path(uri_path(path))  # MLflow's tracking URIs (sqlite:///mlflow.db, file:./mlruns) as paths
     if not p.exists():
         raise SourceError(f"{p}: no such file or directory")
     if p.is_file() and p.stat().st_size == 0:
