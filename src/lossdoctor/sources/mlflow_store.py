@@ -83,10 +83,7 @@ def _run_dirs(p: Path) -> list[Path]:
 
 def _sniff(p: Path) -> bool:
     if p.is_file():
-        if not _is_sqlite(p):
-            return False
-        tables = _sqlite_tables(p)
-        return {"metrics", "runs"} <= tables
+        return _is_sqlite(p)  # no other reader takes SQLite: claimed, so a wrong one gets a clear error
     if _db_in(p) is not None or bool(_run_dirs(p)):
         return True
     # an mlruns folder without runs: claimed, so the error says so
@@ -253,7 +250,7 @@ def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str,
                            "ORDER BY timestamp", (info["id"], name)).fetchall()
         a = np.array(rows, dtype=np.float64).reshape(-1, 3)
         vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
-        vals = np.where(np.abs(vals) >= _DBL_MAX, np.sign(vals) * np.inf, vals)
+        vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
         steps = a[:, 0].astype(np.int64)
         if steps.size and (steps < 0).all():
             steps = np.arange(steps.size, dtype=np.int64)
@@ -361,6 +358,11 @@ def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, n
         if col not in best or (rank, name) < best[col]:
             best[col] = (rank, name)
     if not best:
+        empty = [n for n, (st, _) in series.items() if st.size == 0]
+        if empty:
+            why = next((n for n in notes if n.startswith(f"metric {empty[0]!r}")), "")
+            raise SourceError(f"{what}: the MLflow metric {empty[0]!r} holds no readable value"
+                              + (f" ({why})" if why else ""))
         raise SourceError(f"{what}: no training metric among the MLflow metrics "
                           f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
                           f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
@@ -400,6 +402,10 @@ def _status_note(info: dict[str, Any]) -> list[str]:
 def read(path: Path) -> list[Run]:
     db = path if path.is_file() else _db_in(path)
     if db is not None:
+        tables = _sqlite_tables(db)
+        if not {"metrics", "runs"} <= tables:
+            what = "damaged or locked" if not tables else "without MLflow's runs and metrics tables"
+            raise SourceError(f"{db}: a SQLite database {what}, not an MLflow tracking store")
         con = _connect(db)
         try:
             info, notes = _choose(_db_runs(con), str(path))
@@ -418,4 +424,20 @@ def read(path: Path) -> list[Run]:
             "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")}}
     run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta,
                      logged_names=info["metrics"])
+    if meta.get("framework") == "transformers":
+        _hf_zero_loss(run)
     return [run]
+
+
+def _hf_zero_loss(run: Run) -> None:
+    """HF Trainer logs an interval whose losses were all NaN/Inf as 0.0 (`logging_nan_inf_filter`,
+    on by default) next to a non-finite grad norm: read such a 0.0 as NaN, as for trainer_state.json."""
+    if not (run.has("loss") and run.has("grad_norm")):
+        return
+    loss, gn = run.cols["loss"], run.cols["grad_norm"]
+    artefact = run.logged("loss") & (loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(gn)
+    if artefact.any():
+        run.cols["loss"] = np.where(artefact, np.nan, loss)
+        run.notes.append(f"loss logged as 0.0 with a non-finite grad norm from step "
+                         f"{int(run.steps[np.flatnonzero(artefact)[0]])} on: read as NaN (the Trainer's "
+                         "logging_nan_inf_filter, on by default, logs an interval of NaN losses as 0)")
