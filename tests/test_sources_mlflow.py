@@ -12,6 +12,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import logfaults
 from conftest import cli_env, run_cli
@@ -304,6 +306,20 @@ def test_malformed_metric_line_reads_up_to_the_damage(tmp_path, tracking):
     f.write_text("not a metric line\n")
     line = one_line_error(run_cli("diagnose", tmp_path / "mlruns"))
     assert "no readable value" in line and "line 1" in line
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(["1700000000000 2.5 3", "1 nan 4", "1 inf 5", "1 -inf 7",
+                                           "1 2.0", "1 1e400 2", "1 2 1e300", "1 2 1.5", "", "x y z"]),
+                          st.text(max_size=30)), max_size=20))
+def test_metric_lines_fuzz(lines):
+    """Whatever the lines, a metric file reads to aligned (steps, values) or stops with a note."""
+    from lossdoctor.sources.mlflow_store import parse_metric_file
+
+    notes: list[str] = []
+    steps, values = parse_metric_file("\n".join(lines).encode("utf-8", "surrogatepass"), "loss", notes)
+    assert steps.shape == values.shape and steps.dtype == np.int64
+    assert len(notes) <= 2
 
 
 def test_reading_imports_neither_mlflow_nor_torch(tmp_path, tracking):

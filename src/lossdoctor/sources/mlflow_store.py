@@ -116,8 +116,9 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
     if tokens and len(tokens) == 3 * lines:  # the common case, vectorised
         try:
             a = np.array(tokens, dtype=np.float64).reshape(-1, 3)
-            if np.isfinite(a[:, 2]).all() and np.isfinite(a[:, 0]).all():
-                return a[:, 2].astype(np.int64), a[:, 1]
+            st = a[:, 2]
+            if np.isfinite(a[:, 0]).all() and (np.abs(st) < 2.0 ** 62).all() and (st == np.round(st)).all():
+                return st.astype(np.int64), a[:, 1]
         except ValueError:
             pass
     steps: list[int] = []
@@ -272,7 +273,10 @@ def _wanted(names: list[str]) -> list[str]:
 def _choose(runs: list[dict[str, Any]], where: str) -> tuple[dict[str, Any], list[str]]:
     live = [r for r in runs if not r["deleted"]]
     if not live:
-        raise SourceError(f"{where}: no MLflow runs here" + (" (only deleted ones)" if runs else ""))
+        hint = (" (only deleted ones)" if runs else
+                "; with the SQLite store the metrics are in mlflow.db, not mlruns/: point at that"
+                if Path(where).name == "mlruns" else "")
+        raise SourceError(f"{where}: no MLflow runs here{hint}")
     with_metrics = [r for r in live if r["metrics"]]
     if not with_metrics:
         raise SourceError(f"{where}: the {len(live)} MLflow run(s) here logged no metrics")
