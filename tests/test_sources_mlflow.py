@@ -335,3 +335,17 @@ def test_reading_imports_neither_mlflow_nor_torch(tmp_path, tracking):
                 "assert 'torch' not in sys.modules and 'mlflow' not in sys.modules, 'imported'; sys.exit(rc)")
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env())
         assert p.returncode == 0, p.stderr
+
+
+def test_logged_model_metrics_are_not_a_run(tmp_path, tracking):
+    """MLflow 3 also files a logged model's metrics under mlruns/<exp>/models/<model_id>/metrics:
+    that folder looks like a run directory, but it is the same numbers again, not another run."""
+    tracking(f"file:{tmp_path}/mlruns")
+    with mlflow.start_run() as active:
+        model = mlflow.initialize_logged_model(name="m")
+        for i in range(12):
+            mlflow.log_metric("loss", 2.0 - 0.1 * i, step=i, model_id=model.model_id)
+    assert list((tmp_path / "mlruns").glob("*/models/*/metrics/loss"))
+    run = load_path(tmp_path / "mlruns")[0]
+    assert run.meta["mlflow"]["id"] == active.info.run_id and len(run) == 12
+    assert not any("MLflow runs here" in n for n in run.notes), run.notes

@@ -93,12 +93,13 @@ def load_path(path: str | os.PathLike[str]) -> list[Run]:
     if p.is_dir():
         raise SourceError(f"{p}: no known training log in this directory (looked for a lossdoctor run "
                           "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
+                          "an MLflow store, "
                           "Megatron/DeepSpeed logs, CSV or JSONL)")
     from .files import head, looks_binary
 
     kind = "binary data, " if looks_binary(head(p, 65536)) else ""
     raise SourceError(f"{p}: {kind}not a log format lossdoctor knows (supported: trainer_state.json, "
-                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, Megatron/DeepSpeed "
+                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, MLflow stores, Megatron/DeepSpeed "
                       "logs, CSV, JSONL)")
 
 

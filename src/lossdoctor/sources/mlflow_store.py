@@ -78,7 +78,8 @@ def _run_dirs(p: Path) -> list[Path]:
     if _is_run_dir(p):
         return [p]
     metas = walk(p, lambda n: n == "meta.yaml", max_depth=3)
-    return [m.parent for m in metas if _is_run_dir(m.parent) and ".trash" not in m.parts]
+    return [m.parent for m in metas if _is_run_dir(m.parent) and ".trash" not in m.parts
+            and m.parent.parent.name not in ("models", "traces")]  # MLflow 3's logged models, traces
 
 
 def _sniff(p: Path) -> bool:
