@@ -335,6 +335,20 @@ def test_metric_lines_fuzz(lines):
     steps, values = parse_metric_file("\n".join(lines).encode("utf-8", "surrogatepass"), "loss", notes)
     assert steps.shape == values.shape and steps.dtype == np.int64
     assert len(notes) <= 2
+    if lines and all(len(x.split()) == 3 and x == " ".join(x.split()) for x in lines):
+        assert steps.size == len(lines) or notes  # every line read, or a note says where it stopped
+
+
+def test_misaligned_lines_are_not_regrouped():
+    """Two bad lines whose token counts add up to two good ones must not be read as two rows."""
+    from lossdoctor.sources.mlflow_store import parse_metric_file
+
+    notes: list[str] = []
+    steps, values = parse_metric_file(b"1 2.5 0\n2 2.0\n3 1.5 1 7\n", "loss", notes)
+    assert list(steps) == [0] and list(values) == [2.5]
+    assert notes and "stopped at line 2" in notes[0]
+    steps, values = parse_metric_file(b"1 2.5\n2 2.0\n", "loss", notes)  # MLflow 0.x: no step
+    assert list(steps) == [0, 1] and list(values) == [2.5, 2.0] and "MLflow 0.x" in notes[-1]
 
 
 def test_reading_imports_neither_mlflow_nor_torch(tmp_path, tracking):

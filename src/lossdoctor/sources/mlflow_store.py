@@ -108,15 +108,17 @@ def _yaml_fields(path: Path) -> dict[str, str]:
     return out
 
 
+#: a metric file as MLflow writes it: `<timestamp> <value> <step>` lines, one space apart
+_WELL_FORMED = re.compile(r"(?:\S+ \S+ \S+\n)*(?:\S+ \S+ \S+\n?)?")
+
+
 def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(steps, values) of one metric file, in file order. A damaged line ends the read there with
     a note (a run killed mid-write tears the last line)."""
     text = data.decode("utf-8", errors="replace")
-    tokens = text.split()
-    lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
-    if tokens and len(tokens) == 3 * lines:  # the common case, vectorised
+    if text and _WELL_FORMED.fullmatch(text):  # the common case, vectorised
         try:
-            a = np.array(tokens, dtype=np.float64).reshape(-1, 3)
+            a = np.array(text.split(), dtype=np.float64).reshape(-1, 3)
             st = a[:, 2]
             if np.isfinite(a[:, 0]).all() and (np.abs(st) < 2.0 ** 62).all() and (st == np.round(st)).all():
                 return st.astype(np.int64), a[:, 1]
@@ -124,30 +126,28 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
             pass
     steps: list[int] = []
     values: list[float] = []
+    width = 0  # fields per line, fixed by the first line: 3, or 2 in MLflow 0.x files (no step)
     for i, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if not parts:
             continue
+        width = width or len(parts)
         try:
-            if len(parts) == 3:
+            if len(parts) == width and width in (2, 3):
                 int(parts[0])
-                steps.append(int(parts[2]))
-                values.append(float(parts[1]))
-                continue
-            if len(parts) == 2:  # MLflow 0.x: no step; numbered by line below
-                int(parts[0])
-                steps.append(-1)
-                values.append(float(parts[1]))
-                continue
+                step = int(parts[2]) if width == 3 else len(steps)
+                if abs(step) < 2 ** 62:
+                    values.append(float(parts[1]))
+                    steps.append(step)
+                    continue
         except ValueError:
             pass
         notes.append(f"metric {name!r}: stopped at line {i}, which is not '<timestamp> <value> <step>' "
                      f"({line.strip()[:60]!r}); read the {len(values)} value(s) before it")
         break
     s = np.asarray(steps, dtype=np.int64)
-    if s.size and (s < 0).all():
+    if width == 2 and s.size:
         notes.append(f"metric {name!r} has no steps (MLflow 0.x); numbered by line")
-        s = np.arange(s.size, dtype=np.int64)
     return s, np.asarray(values, dtype=np.float64)
 
 
