@@ -56,6 +56,7 @@ def _load_readers() -> None:
     from . import lightning  # noqa: F401
     from . import tensorboard  # noqa: F401
     from . import wandb  # noqa: F401
+    from . import mlflow_store  # noqa: F401
     from . import stdout  # noqa: F401
     from . import tabular  # noqa: F401
 
@@ -63,7 +64,9 @@ def _load_readers() -> None:
 
 
 def load_path(path: str | os.PathLike[str]) -> list[Run]:
-    p = Path(path)
+    from .mlflow_store import uri_path
+
+    p = Path(uri_path(path))  # MLflow's tracking URIs (sqlite:///mlflow.db, file:./mlruns) as paths
     if not p.exists():
         raise SourceError(f"{p}: no such file or directory")
     from .files import check_kind
@@ -100,12 +103,13 @@ def load_path(path: str | os.PathLike[str]) -> list[Run]:
     if p.is_dir():
         raise SourceError(f"{p}: no known training log in this directory (looked for a lossdoctor run "
                           "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
+                          "an MLflow store, "
                           "Megatron/DeepSpeed logs, CSV or JSONL)")
     from .files import head, looks_binary
 
     kind = "binary data, " if looks_binary(head(p, 65536)) else ""
     raise SourceError(f"{p}: {kind}not a log format lossdoctor knows (supported: trainer_state.json, "
-                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, Megatron/DeepSpeed "
+                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, MLflow stores, Megatron/DeepSpeed "
                       "logs, CSV, JSONL)")
 
 

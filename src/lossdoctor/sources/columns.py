@@ -32,7 +32,7 @@ STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "step",
 
 #: words that mark a metric as evaluation, not training
 _EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|valid|validation|test|dev)([/_ .-]|$)")
-_PREFIXES = ("train/", "training/", "trainer/", "train_", "train-", "train ", "train.",
+_PREFIXES = ("train/", "training/", "trainer/", "train_", "training_", "train-", "train ", "train.",
              "optim/", "optimizer/", "samples/", "metrics/")
 _SUFFIXES = ("_step", "/step", "-step")
 

@@ -1,0 +1,448 @@
+"""MLflow local tracking stores: the `mlruns/` file store and the SQLite store (`mlflow.db`).
+
+Both are read without the `mlflow` package (it is slow to import, pulls in a web stack, and would
+migrate an older `mlflow.db` in place before reading it):
+
+- File store: `mlruns/<experiment_id>/<run_id>/` with `meta.yaml`, `params/<name>` (the value as
+  text), `tags/<name>` and `metrics/<name>`, one line per logged value: `<timestamp ms> <value>
+  <step>`. A name with `/` (`train/loss`) is a sub-folder. Values are Python float text, so `nan`,
+  `inf` and `-inf` appear as such. The layout is MLflow's FileStore, unchanged since MLflow 1.0
+  (0.x lines had no step). MLflow >= 3.7 writes it only with `MLFLOW_ALLOW_FILE_STORE=true`, but
+  older runs and that opt-out keep it alive.
+- SQLite store: the tables `runs` (run_uuid, name, status, start_time, lifecycle_stage,
+  experiment_id), `metrics` (key, value, timestamp, run_uuid, step, is_nan), `params` (key, value,
+  run_uuid) and `experiments`, stable since MLflow 1.x. It is opened read-only with the standard
+  `sqlite3` module. MLflow's SQL store cannot hold NaN or Inf: a NaN is stored as 0 with
+  `is_nan = 1`, and +/-Inf as +/-1.7976931348623157e308 (the largest double); both are turned back.
+
+lossdoctor's `Run` is one rank of one training, so one MLflow run is read: a run directory when
+given one, else the newest active run (by start time) that logged a training metric; the others
+are named in a note. Params (`learning_rate`, `max_grad_norm`, `optim`/`optimizer`, `fp16`...,
+which HF Trainer's MLflowCallback logs from its TrainingArguments) go into `meta` the way W&B's
+config does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..records import Run, from_columns
+from . import SourceError, reader
+from .columns import SIGNAL_NAMES, column_for
+from .files import head, walk
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DB_NAMES = ("mlflow.db",)
+#: MLflow's SQL store writes +/-Inf as the largest double
+_DBL_MAX = 1.7976931348623157e308
+
+
+def uri_path(arg: str | os.PathLike[str]) -> str | os.PathLike[str]:
+    """A tracking URI as MLflow spells it (`sqlite:///mlflow.db`, `sqlite:////abs/mlflow.db`,
+    `file:///abs/mlruns`, `file:./mlruns`) -> the local path; anything else unchanged."""
+    s = str(arg)
+    if s.startswith("sqlite:///"):
+        return s[len("sqlite:///"):]
+    if s.startswith("file://"):
+        return s[len("file://"):] or "/"
+    if s.startswith("file:"):
+        return s[len("file:"):]
+    return arg
+
+
+# --- finding runs ---------------------------------------------------------------------------
+
+def _is_run_dir(d: Path) -> bool:
+    return (d / "meta.yaml").is_file() and (d / "metrics").is_dir()
+
+
+def _is_sqlite(p: Path) -> bool:
+    return p.is_file() and head(p, 16) == SQLITE_MAGIC
+
+
+def _db_in(d: Path) -> Path | None:
+    for name in DB_NAMES:
+        if _is_sqlite(d / name):
+            return d / name
+    return None
+
+
+def _run_dirs(p: Path) -> list[Path]:
+    """Run directories of the file store at or under `p` (the run, its experiment, `mlruns/` or
+    the folder holding `mlruns/`), deleted runs (`.trash`) left out."""
+    if _is_run_dir(p):
+        return [p]
+    metas = walk(p, lambda n: n == "meta.yaml", max_depth=3)
+    return [m.parent for m in metas if _is_run_dir(m.parent) and ".trash" not in m.parts
+            and m.parent.parent.name not in ("models", "traces")]  # MLflow 3's logged models, traces
+
+
+def _sniff(p: Path) -> bool:
+    if p.is_file():
+        return _is_sqlite(p)  # no other reader takes SQLite: claimed, so a wrong one gets a clear error
+    if _db_in(p) is not None or bool(_run_dirs(p)):
+        return True
+    # an mlruns folder without runs: claimed, so the error says so
+    return p.name == "mlruns" or (p / ".trash").is_dir() or "experiment_id" in _yaml_fields(p / "meta.yaml")
+
+
+# --- the file store -------------------------------------------------------------------------
+
+def _yaml_fields(path: Path) -> dict[str, str]:
+    """The flat `key: value` lines of MLflow's meta.yaml (no YAML library needed: the file is
+    written by MLflow as one scalar per line; quotes around ids are removed)."""
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        m = re.match(r"^([A-Za-z_]+):\s*(.*?)\s*$", line)
+        if m:
+            out[m.group(1)] = m.group(2).strip("'\"")
+    return out
+
+
+#: a metric file as MLflow writes it: `<timestamp> <value> <step>` lines, one space apart
+_WELL_FORMED = re.compile(r"(?:\S+ \S+ \S+\n)*(?:\S+ \S+ \S+\n?)?")
+
+
+def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of one metric file, in file order. A damaged line ends the read there with
+    a note (a run killed mid-write tears the last line)."""
+    text = data.decode("utf-8", errors="replace")
+    if text and _WELL_FORMED.fullmatch(text):  # the common case, vectorised
+        try:
+            a = np.array(text.split(), dtype=np.float64).reshape(-1, 3)
+            st = a[:, 2]
+            if np.isfinite(a[:, 0]).all() and (np.abs(st) < 2.0 ** 62).all() and (st == np.round(st)).all():
+                return st.astype(np.int64), a[:, 1]
+        except ValueError:
+            pass
+    steps: list[int] = []
+    values: list[float] = []
+    width = 0  # fields per line, fixed by the first line: 3, or 2 in MLflow 0.x files (no step)
+    for i, line in enumerate(text.splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        width = width or len(parts)
+        try:
+            if len(parts) == width and width in (2, 3):
+                int(parts[0])
+                step = int(parts[2]) if width == 3 else len(steps)
+                if abs(step) < 2 ** 62:
+                    values.append(float(parts[1]))
+                    steps.append(step)
+                    continue
+        except ValueError:
+            pass
+        notes.append(f"metric {name!r}: stopped at line {i}, which is not '<timestamp> <value> <step>' "
+                     f"({line.strip()[:60]!r}); read the {len(values)} value(s) before it")
+        break
+    s = np.asarray(steps, dtype=np.int64)
+    if width == 2 and s.size:
+        notes.append(f"metric {name!r} has no steps (MLflow 0.x); numbered by line")
+    return s, np.asarray(values, dtype=np.float64)
+
+
+def _metric_names(run_dir: Path) -> list[str]:
+    root = run_dir / "metrics"
+    return sorted(f.relative_to(root).as_posix() for f in walk(root, lambda n: True, max_depth=6))
+
+
+def _read_text_dir(d: Path) -> dict[str, str]:
+    if not d.is_dir():
+        return {}
+    out = {}
+    for f in walk(d, lambda n: True, max_depth=6)[:2000]:
+        try:
+            out[f.relative_to(d).as_posix()] = f.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            continue
+    return out
+
+
+def _file_run_info(run_dir: Path) -> dict[str, Any]:
+    y = _yaml_fields(run_dir / "meta.yaml")
+    tags = _read_text_dir(run_dir / "tags")
+    return {"id": y.get("run_id") or run_dir.name, "name": y.get("run_name") or tags.get("mlflow.runName"),
+            "experiment": y.get("experiment_id") or run_dir.parent.name,
+            "start": _int(y.get("start_time")), "status": _FILE_STATUS.get(y.get("status", ""), None),
+            "deleted": y.get("lifecycle_stage") == "deleted", "metrics": _metric_names(run_dir),
+            "dir": run_dir}
+
+
+#: MLflow's RunStatus enum as the file store writes it in meta.yaml
+_FILE_STATUS = {"1": "RUNNING", "2": "SCHEDULED", "3": "FINISHED", "4": "FAILED", "5": "KILLED"}
+
+
+def _int(s: Any) -> int | None:
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def _read_file_run(info: dict[str, Any], notes: list[str]) -> tuple[dict[str, tuple], dict[str, str]]:
+    root = info["dir"] / "metrics"
+    series = {}
+    for name in _wanted(info["metrics"]):
+        series[name] = parse_metric_file((root / name).read_bytes(), name, notes)
+    return series, _read_text_dir(info["dir"] / "params")
+
+
+# --- the SQLite store -----------------------------------------------------------------------
+
+def _connect(path: Path):
+    try:
+        import sqlite3
+    except ImportError as e:  # a Python built without it
+        raise SourceError(f"{path}: reading an MLflow SQLite store needs Python's sqlite3 module, "
+                          "which this Python was built without") from e
+    try:
+        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise SourceError(f"{path}: cannot open the SQLite database ({e})") from e
+
+
+def _sqlite_tables(path: Path) -> set[str]:
+    import sqlite3
+
+    try:
+        con = _connect(path)
+        try:
+            return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            con.close()
+    except (sqlite3.Error, SourceError):
+        return set()
+
+
+def _columns(con, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f"PRAGMA table_info({table})")}
+
+
+def _db_runs(con) -> list[dict[str, Any]]:
+    have = _columns(con, "runs")
+    pick = [c for c in ("run_uuid", "name", "status", "start_time", "lifecycle_stage", "experiment_id")
+            if c in have]
+    rows = [dict(zip(pick, r)) for r in con.execute(f"SELECT {', '.join(pick)} FROM runs")]
+    keys: dict[str, list[str]] = {}
+    for run_id, key in con.execute("SELECT DISTINCT run_uuid, key FROM metrics"):
+        keys.setdefault(run_id, []).append(key)
+    return [{"id": r["run_uuid"], "name": r.get("name"), "experiment": r.get("experiment_id"),
+             "start": _int(r.get("start_time")), "status": r.get("status"),
+             "deleted": r.get("lifecycle_stage") == "deleted", "metrics": sorted(keys.get(r["run_uuid"], []))}
+            for r in rows]
+
+
+def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str, str]]:
+    names = _wanted(info["metrics"])
+    nan_col = "is_nan" if "is_nan" in _columns(con, "metrics") else "0"
+    step_col = "step" if "step" in _columns(con, "metrics") else "-1"
+    series = {}
+    for name in names:
+        rows = con.execute(f"SELECT {step_col}, value, {nan_col} FROM metrics WHERE run_uuid = ? AND key = ? "
+                           "ORDER BY timestamp", (info["id"], name)).fetchall()
+        a = np.array(rows, dtype=np.float64).reshape(-1, 3)
+        vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
+        vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
+        steps = a[:, 0].astype(np.int64)
+        if steps.size and (steps < 0).all():
+            steps = np.arange(steps.size, dtype=np.int64)
+        series[name] = (steps, vals)
+    params = {}
+    if "params" in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+        params = {k: str(v) for k, v in con.execute("SELECT key, value FROM params WHERE run_uuid = ?",
+                                                    (info["id"],))}
+    return series, params
+
+
+# --- shared: choosing a run, params, building the Run ---------------------------------------
+
+def _wanted(names: list[str]) -> list[str]:
+    """The metric names worth reading: those that map to a records column."""
+    return [n for n in names if column_for(n) is not None]
+
+
+def _choose(runs: list[dict[str, Any]], where: str) -> tuple[dict[str, Any], list[str]]:
+    live = [r for r in runs if not r["deleted"]]
+    if not live:
+        hint = (" (only deleted ones)" if runs else
+                "; with the SQLite store the metrics are in mlflow.db, not mlruns/: point at that"
+                if Path(where).name == "mlruns" else "")
+        raise SourceError(f"{where}: no MLflow runs here{hint}")
+    with_metrics = [r for r in live if r["metrics"]]
+    if not with_metrics:
+        raise SourceError(f"{where}: the {len(live)} MLflow run(s) here logged no metrics")
+    training = [r for r in with_metrics if _wanted(r["metrics"])] or with_metrics
+    chosen = max(training, key=lambda r: (r["start"] or 0, str(r["id"])))
+    notes = []
+    if len(live) > 1:
+        others = [_label(r) for r in sorted(live, key=lambda r: -(r["start"] or 0)) if r is not chosen]
+        shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
+        hint = ("point at a run directory to diagnose another" if "dir" in chosen
+                else "this reads one run per store")
+        notes.append(f"{len(live)} MLflow runs here; read the newest that logged a training metric, "
+                     f"{_label(chosen)} (others: {shown}; {hint})")
+    return chosen, notes
+
+
+def _label(r: dict[str, Any]) -> str:
+    name = f" '{r['name']}'" if r.get("name") else ""
+    return f"{r['experiment']}/{r['id']}{name}"
+
+
+def _param_value(s: str) -> Any:
+    t = s.strip()
+    if t in ("True", "true"):
+        return True
+    if t in ("False", "false"):
+        return False
+    try:
+        return int(t)
+    except ValueError:
+        pass
+    try:
+        return float(t)
+    except ValueError:
+        return t
+
+
+#: params (HF TrainingArguments, Lightning hparams, common scripts) the detectors and report use
+_PARAM_META = {"max_grad_norm": "max_grad_norm", "gradient_clip_val": "max_grad_norm",
+               "clip_grad": "max_grad_norm", "grad_clip": "max_grad_norm", "logging_steps": "log_interval",
+               "learning_rate": "config_lr", "lr": "config_lr", "fp16": "fp16", "bf16": "bf16"}
+_OPTIMIZER_KEYS = ("optimizer", "optim", "optimizer_name", "optimizer_type", "optimizer_class")
+_GROUP_KEYS = {"lr": ("learning_rate", "lr"), "eps": ("adam_epsilon", "eps", "adam_eps", "epsilon"),
+               "weight_decay": ("weight_decay", "wd")}
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def params_meta(raw: dict[str, str]) -> dict[str, Any]:
+    params = {k: _param_value(v) for k, v in list(raw.items())[:2000]}
+    meta: dict[str, Any] = {}
+    for k, m in _PARAM_META.items():
+        v = params.get(k)
+        if _number(v) if m not in ("fp16", "bf16") else isinstance(v, bool):
+            meta.setdefault(m, v)
+    opt = next((params[k] for k in _OPTIMIZER_KEYS if isinstance(params.get(k), str)), None)
+    if opt:
+        group = {}
+        for g, keys in _GROUP_KEYS.items():
+            v = next((params[k] for k in keys if _number(params.get(k))), None)
+            if v is not None:
+                group[g] = v
+        meta["optimizer"] = {"class": opt, "groups": [group], "from": "mlflow params"}
+    if {"logging_steps", "optim", "logging_nan_inf_filter"} <= params.keys():
+        meta["framework"] = "transformers"  # HF Trainer's MLflowCallback logs TrainingArguments
+        meta["loss_is_interval_mean"] = True
+    if params:
+        meta["config"] = dict(list(params.items())[:200])
+    return meta
+
+
+def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, notes: list[str],
+               meta: dict[str, Any], logged_names: list[str]) -> Run:
+    """metric name -> (steps, values) -> a Run, the best-ranked name per column (as TensorBoard tags)."""
+    best: dict[str, tuple[int, str]] = {}
+    for name, (s, _) in series.items():
+        hit = column_for(name)
+        if hit is None or s.size == 0:
+            continue
+        col, rank = hit
+        if col not in best or (rank, name) < best[col]:
+            best[col] = (rank, name)
+    if not best:
+        empty = [n for n, (st, _) in series.items() if st.size == 0]
+        if empty:
+            why = next((n for n in notes if n.startswith(f"metric {empty[0]!r}")), "")
+            raise SourceError(f"{what}: the MLflow metric {empty[0]!r} holds no readable value"
+                              + (f" ({why})" if why else ""))
+        raise SourceError(f"{what}: no training metric among the MLflow metrics "
+                          f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
+                          f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
+                          "train_loss, grad_norm, learning_rate or loss_scale")
+    all_steps = np.unique(np.concatenate([series[n][0] for _, n in best.values()]))
+    cols: dict[str, np.ndarray] = {}
+    logged: dict[str, np.ndarray] = {}
+    for col, (_, name) in best.items():
+        s, v = series[name]
+        idx = np.searchsorted(all_steps, s)
+        c = np.full(all_steps.shape, np.nan)
+        c[idx] = v  # a repeated step keeps the value logged last
+        lg = np.zeros(all_steps.shape, dtype=bool)
+        lg[idx] = True
+        cols[col], logged[col] = c, lg
+    used = ", ".join(f"{col} <- {name!r}" for col, (_, name) in sorted(best.items()))
+    notes.insert(0, f"{what}: read MLflow metrics {used}")
+    absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
+    if absent:
+        notes.insert(1, f"not in this log: {', '.join(absent)}")
+    meta = {**meta, "columns": {col: name for col, (_, name) in best.items()}}
+    run = from_columns(all_steps, cols, meta=meta, source="mlflow", logged=logged)
+    run.notes.extend(notes)
+    return run
+
+
+def _status_note(info: dict[str, Any]) -> list[str]:
+    st = info.get("status")
+    if st in ("FAILED", "KILLED"):
+        return [f"MLflow marks this run {st}"]
+    if st == "RUNNING":
+        return ["MLflow marks this run RUNNING: still training, or killed before it could end the run"]
+    return []
+
+
+@reader("MLflow tracking store", _sniff, priority=35)
+def read(path: Path) -> list[Run]:
+    db = path if path.is_file() else _db_in(path)
+    if db is not None:
+        tables = _sqlite_tables(db)
+        if not {"metrics", "runs"} <= tables:
+            what = "damaged or locked" if not tables else "without MLflow's runs and metrics tables"
+            raise SourceError(f"{db}: a SQLite database {what}, not an MLflow tracking store")
+        con = _connect(db)
+        try:
+            info, notes = _choose(_db_runs(con), str(path))
+            series, params = _read_db_run(con, info)
+        except __import__("sqlite3").Error as e:
+            raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
+        finally:
+            con.close()
+        what = f"{db.name} run {info['id']}"
+    else:
+        runs = [_file_run_info(d) for d in _run_dirs(path)]
+        info, notes = _choose(runs, str(path))
+        series, params = _read_file_run(info, notes)
+        what = f"run {info['id']}"
+    meta = {"framework": "mlflow", **params_meta(params),
+            "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")}}
+    run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta,
+                     logged_names=info["metrics"])
+    if meta.get("framework") == "transformers":
+        _hf_zero_loss(run)
+    return [run]
+
+
+def _hf_zero_loss(run: Run) -> None:
+    """HF Trainer logs an interval whose losses were all NaN/Inf as 0.0 (`logging_nan_inf_filter`,
+    on by default) next to a non-finite grad norm: read such a 0.0 as NaN, as for trainer_state.json."""
+    if not (run.has("loss") and run.has("grad_norm")):
+        return
+    loss, gn = run.cols["loss"], run.cols["grad_norm"]
+    artefact = run.logged("loss") & (loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(gn)
+    if artefact.any():
+        run.cols["loss"] = np.where(artefact, np.nan, loss)
+        run.notes.append(f"loss logged as 0.0 with a non-finite grad norm from step "
+                         f"{int(run.steps[np.flatnonzero(artefact)[0]])} on: read as NaN (the Trainer's "
+                         "logging_nan_inf_filter, on by default, logs an interval of NaN losses as 0)")
