@@ -32,6 +32,21 @@ def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
     return (z > 8) & (ratio >= 2) & (base < 0.9 * start) & ((loss - base) >= 0.2 * (start - base))
 
 
+def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[str]:
+    """The fix that fits the spike. A one-off that recovered is a data window the model could not
+    digest: skip it (PaLM and OLMo rewind to a checkpoint before the spike and skip the batches
+    around it); cutting the LR would slow the whole run for one bad window, so it is never advised.
+    Recurring spikes are the optimiser's instability: lower the peak LR, QK-layernorm, z-loss."""
+    skip = (f"skip or rewind past the data window: restart from a checkpoint ~100 steps before step {step} and "
+            f"skip the batches of steps {max(0, step - 20)}-{step} (as PaLM and OLMo do); inspect those batches")
+    if recurring:
+        return ["spikes recur: lower the peak LR (e.g. 2x), add QK-layernorm to attention and a z-loss of 1e-4 "
+                "on the output logits", skip]
+    if recovered:
+        return [skip]
+    return [skip, "if it spikes again after the rewind: lower the peak LR and add QK-layernorm or a z-loss of 1e-4"]
+
+
 @detector("loss_spike", needs=("loss",))
 def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     """The loss suddenly rises far above its recent level after training well, without NaN.
@@ -111,6 +126,7 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
     if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > 1.5:
         ev.append(f"the LR changed at that step ({fmt(float(lr[i - 1]))} -> {fmt(float(lr[i]))}): a schedule event")
     gn = q.grad_norm
+    one_off = recovered and n_incidents == 1
     if np.isfinite(gn[max(0, i - w):i]).sum() >= 5 and np.isfinite(gn[i]):
         g = gn[max(0, i - w):i]
         g = g[np.isfinite(g)]
@@ -118,9 +134,11 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         if gn[i] > 5 * gm:
             ev.append(f"the grad norm surged to {fmt(float(gn[i]))} ({fmt(float(gn[i]) / gm)}x its median)")
         c = clip_fix(q, i)
-        if c:
+        if c and not one_off:
             fixes.append(c)
-    fixes.append("if spikes recur: lower the peak LR, and for transformers add QK-layernorm or a z-loss of 1e-4")
+    fixes += spike_fixes(s, recovered=recovered, recurring=n_incidents > 1)
+    if one_off:
+        ev.append("a one-off that recovered: a data window, not the learning rate (no reason to lower it)")
     return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                    severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
                    evidence=ev, fixes=fixes)

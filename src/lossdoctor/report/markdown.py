@@ -15,7 +15,7 @@ from .i18n import cause_text, symptom_text, translate, ui
 from .text import where
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-_ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵", "healthy": "🟢"}
+_ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵", "healthy": "🟢", "inconclusive": "⚪"}
 
 
 def md_escape(s: str) -> str:
