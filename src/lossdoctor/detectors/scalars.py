@@ -81,8 +81,6 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         return []
     lr, warming = _lr_reached(q, lf)
     tiny_lr = lr is not None and 0 < lr <= TINY_LR
-    if n >= 100 and not tiny_lr:
-        return []
     level = float(np.median(x))
     spread = float(np.max(x) - np.min(x))
     constant = spread <= 1e-4 * max(level, 1e-3)
@@ -90,6 +88,14 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     gn = q.grad_norm[lf]
     gn = gn[np.isfinite(gn)]
     zero_grad = gn.size >= 3 and float(np.max(gn)) <= 1e-8
+    ur = run.col("update_ratio")[lf]
+    ur = ur[np.isfinite(ur)]
+    pn = run.col("param_norm")[lf]
+    pn = pn[np.isfinite(pn)]
+    # watch measured it: the weights never changed (an update ratio of 0, or a parameter norm that
+    # is the same to the last bit at every step)
+    no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (pn.size >= 5 and float(np.ptp(pn)) == 0.0
+                                                                 and float(pn[0]) > 0)
     s0 = int(q.steps[lf[0]])
     ev = [f"the loss did not fall over {n} logged points (steps {s0}-{int(q.steps[lf[-1]])}): median "
           f"{fmt(first)} in the first third, {fmt(last)} in the last"]
@@ -99,6 +105,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     if constant:
         ev.append(f"it is exactly constant across steps (spread {fmt(spread)}) although every step sees another "
                   "batch: the model's outputs do not change")
+    if n >= 100 and not (tiny_lr or no_update):
+        return []
     lr_txt = f"LR {fmt(lr)}" if lr is not None else "the LR (not logged)"
     alts = ["labels unrelated to their inputs (shuffled, misaligned): the model can learn only the label "
             "frequencies",
@@ -114,6 +122,15 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         ev.append("the learning rate is 0 at every logged step: the scheduler never let it rise (warm-up "
                   "longer than the run, a LambdaLR returning 0)")
         fixes = ["check the scheduler: warm-up steps vs total steps, and what its lambda returns at step 0"]
+    elif no_update:
+        cause, conf = "frozen_model", 0.85
+        ev.append(f"the weights did not change at any of {max(ur.size, pn.size)} measured steps (update/param "
+                  "ratio 0, or a parameter norm equal to the last bit) although the gradient norm is {fmt(float(np.median(gn))) if gn.size else 'unknown'}: "
+                  "the optimizer steps other parameters than the model's (built before the model was "
+                  "re-created or reloaded), or they are frozen, or optimizer.step() is never reached")
+        fixes = ["build the optimizer from the model that is trained, after any re-creation or checkpoint "
+                 "load: optimizer = Adam(model.parameters(), ...); check requires_grad and that "
+                 "optimizer.step() runs"]
     elif tiny_lr:
         cause, conf = "lr_too_low", 0.75
         ev.append(f"the LR is at most {fmt(lr)}: an Adam-family step then moves each weight by about {fmt(lr)} "
