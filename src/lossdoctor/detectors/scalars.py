@@ -262,7 +262,8 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
                     step=s_turn, evidence=ev,
-                    fixes=[f"cap the peak LR at or below {fmt(lr_best)} (where the loss was best), and check the "
+                    fixes=[f"cap the peak LR well below {fmt(lr_best)} (where the loss turned), e.g. "
+                           f"{fmt(lr_best / 3)}, and check the "
                            "schedule: warm-up steps shorter than the run, a decay after the peak (the LR here "
                            "never decays)",
                            "if this was an LR range test, pick ~1/10 of the LR where the loss was lowest"])]
