@@ -106,6 +106,15 @@ def test_an_lr_that_rises_then_decays_is_not_a_runaway(tmp_path):
     assert r.status == "healthy", [(x.cause, x.evidence) for x in r.findings]
 
 
+def test_an_lr_decayed_to_nothing_early_is_the_schedule(tmp_path):
+    # StepLR(step_size=10, gamma=0.1) meant per epoch, stepped per batch: 1e-6 of the peak by step 60
+    path = _classifier_loop(tmp_path / "log.csv", steps=150, lr=3e-4, lr_lambda=lambda s: 0.1 ** (s // 10))
+    r = diagnose(path)
+    f = _alarms(r)[0]
+    assert (f.cause, f.symptom) == ("lr_schedule_error", "stall"), [(x.cause, x.evidence) for x in r.findings]
+    assert "the LR fell from its peak" in f.evidence[0] and "scheduler.step()" in f.fixes[0]
+
+
 # --- spikes ----------------------------------------------------------------------------------------
 
 def _assert_one_off_spike(r, step):

@@ -314,6 +314,48 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
                     evidence=ev, fixes=spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1))]
 
 
+@detector("lr_collapse", needs=("loss", "lr"))
+def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
+    """The LR fell to < 1e-4 of its peak in the first 60% of the run (a decay stepped per batch
+    instead of per epoch, a step size counted in the wrong unit) and the loss has not moved since.
+    A schedule meant to end at 0 gets there at the end, and a converged loss (<= 5% of its start)
+    has nothing left to learn."""
+    lf = q.finite_loss
+    lr = q.lr
+    rows = np.flatnonzero(np.isfinite(lr))
+    if lf.size < 20 or rows.size < 20 or q.first_bad is not None:
+        return []
+    x = lr[rows]
+    peak_i = int(np.argmax(x))
+    peak = float(x[peak_i])
+    low = np.flatnonzero((x < 1e-4 * peak) & (np.arange(x.size) > peak_i))
+    if peak <= 0 or not low.size:
+        return []
+    c = int(rows[low[0]])
+    if c > 0.6 * q.n:
+        return []
+    loss = q.loss
+    at = lf[(lf >= c)]
+    if at.size < 10:
+        return []
+    k = max(3, at.size // 3)
+    then, last = float(np.median(loss[at[:k]])), float(np.median(loss[at[-k:]]))
+    if last < 0.97 * then or last <= 0.05 * q.loss_start:
+        return []
+    s = int(q.steps[c])
+    total = int(q.steps[-1]) + 1
+    return [Finding(cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.75, step=s,
+                    evidence=[f"the LR fell from its peak {fmt(peak)} to {fmt(float(lr[c]))} by step {s} "
+                              f"({fmt(float(lr[c]) / peak)}x the peak), {fmt(100 * s / total)}% into a "
+                              f"{total}-step run, and ended at {fmt(float(x[-1]))}",
+                              f"the loss has not improved since (median {fmt(then)} then, {fmt(last)} at the end): "
+                              "the run stopped learning because the LR is gone"],
+                    fixes=["step the scheduler at the cadence its parameters assume: StepLR/MultiStepLR step_size "
+                           "and milestones counted in scheduler.step() calls (per epoch, or per batch with sizes "
+                           "in batches)",
+                           "check the decay: with gamma=0.1 every 10 calls the LR loses 10x every 10 steps"])]
+
+
 RUNAWAY_LR = "the LR rose "
 
 
