@@ -115,6 +115,17 @@ def test_an_lr_decayed_to_nothing_early_is_the_schedule(tmp_path):
     assert "the LR fell from its peak" in f.evidence[0] and "scheduler.step()" in f.fixes[0]
 
 
+def test_first_updates_make_it_worse_and_it_never_recovers_is_lr_too_high(tmp_path):
+    # the shape of AdamW at LR 0.3 on a GPT-2 (the zoo's gpt2_adamw_lr_x100, a real run): 4.17 -> 6.2
+    # after the first update, back to ~4.1 and stuck there
+    rows = [(0, 4.17, 0.96, 0.3), (1, 6.16, 2.9, 0.3), (2, 6.09, 2.4, 0.3), (3, 6.3, 4.1, 0.3)]
+    rows += [(i, 4.15 + 0.05 * math.sin(i), 1.5, 0.3) for i in range(4, 60)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    f = _alarms(r)[0]
+    assert (f.cause, f.step) == ("lr_too_high", 3), [(x.cause, x.evidence) for x in r.findings]
+    assert "far above the usual peak for Adam/AdamW" in " ".join(f.evidence)
+
+
 # --- spikes ----------------------------------------------------------------------------------------
 
 def _assert_one_off_spike(r, step):

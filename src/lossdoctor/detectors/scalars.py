@@ -356,6 +356,39 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
                            "check the decay: with gamma=0.1 every 10 calls the LR loses 10x every 10 steps"])]
 
 
+@detector("jump_then_stuck", needs=("loss",))
+def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
+    """The first updates make the loss worse (>= 1.4x the first loss within 3 steps) and the run
+    never gets below where it started (last third's median >= 0.95x the first loss, >= 20 points):
+    the steps are too large from the start. The LR's size is weighed against what is usual for the
+    optimizer families when the log has it."""
+    lf = q.finite_loss
+    if lf.size < 20 or q.first_bad is not None:
+        return []
+    x = q.loss[lf]
+    x0 = float(x[0])
+    if x0 <= 0:
+        return []
+    head = x[1:4]
+    j = int(np.argmax(head)) + 1
+    k = max(3, x.size // 3)
+    last = float(np.median(x[-k:]))
+    if float(x[j]) < 1.4 * x0 or last < 0.95 * x0:
+        return []
+    s = int(q.steps[lf[j]])
+    ev = [f"the first updates made the loss worse: {fmt(x0)} at step {int(q.steps[lf[0]])}, {fmt(float(x[j]))} at "
+          f"step {s}", f"it never got below its start in {x.size} points (last third's median {fmt(last)})"]
+    lr, _ = _lr_reached(q, lf)
+    fixes = ["lower the learning rate ~10x and add a warm-up (1-5% of the steps)"]
+    if lr is not None and lr > 0:
+        ev.append(f"LR {fmt(lr)}" + (": far above the usual peak for Adam/AdamW (1e-5 to 1e-3)" if lr >= 1e-2 else ""))
+        fixes = [f"lower the learning rate ~10x (now {fmt(lr)}, e.g. {fmt(lr / 10)})"
+                 + (" - if this is Adam/AdamW, 1e-4 to 1e-3 is the usual peak" if lr >= 1e-2 else "")
+                 + ", and add a warm-up over the first 1-5% of the steps"]
+    return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
+                    evidence=ev, fixes=fixes)]
+
+
 RUNAWAY_LR = "the LR rose "
 
 
