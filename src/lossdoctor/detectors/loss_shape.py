@@ -185,7 +185,8 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     if ur.size and float(np.median(ur)) < 1e-4:
         return []
     gain = (1 - end / mid) * 100
-    ev = [f"the loss plateaued at {fmt(end)} ({fmt(end / start * 100)}% of its start {fmt(start)}) and "
+    ev = [f"over {x.size} logged points the loss plateaued at {fmt(end)} ({fmt(end / start * 100)}% of its start "
+          f"{fmt(start)}) and "
           + (f"the second half improved it by only {fmt(gain)}%" if gain > 0 else "the second half did not improve it")]
     if g1 >= 0.5 * g0:
         ev.append(f"the gradient norm stays at {fmt(g1)} ({fmt(g1 / g0)}x its early level): the model is "
@@ -196,6 +197,11 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
         ev.append(f"that is {fmt(end / float(chance) * 100)}% of the chance level {fmt(float(chance))} (ln of the "
                   f"number of classes){moving}: the model predicts no better than the label frequencies, "
                   "as if the labels did not belong to their inputs")
+        if not ur.size:  # without the update size, the chance-level alternatives fit as well
+            ev.append("at the chance level these fit as well, and the log cannot rank them: weights that do not "
+                      "change (frozen, detached, an optimizer holding other parameters), or a learning rate too "
+                      "low; the update/param ratio (lossdoctor.watch records it) tells them apart: 0, < 1e-5, "
+                      "or ~1e-3 with a flat loss for the labels")
     elif isinstance(chance, (int, float)):
         ev.append(f"chance-level loss would be {fmt(float(chance))}")
     return [Finding(cause="noisy_data", symptom="plateau", severity="warning", confidence=0.45,

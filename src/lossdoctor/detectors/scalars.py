@@ -398,6 +398,11 @@ def is_runaway_lr(f: Finding) -> bool:
         and f.evidence[0].startswith(RUNAWAY_LR)
 
 
+def _has_watch_records(run: Run) -> bool:
+    return (run.layers is not None and len(run.layers.steps) > 0) or run.has("update_ratio") \
+        or run.has("param_norm")
+
+
 def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, list[str]]:
     """Whether the log let the checks that matter run (False: the report is `inconclusive` unless
     something was found), and notes that say what was missing and the cheapest way to get it.
@@ -405,7 +410,8 @@ def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, li
     A log with fewer than 3 finite loss points supports no verdict. A short one (< 50) supports
     `healthy` only when the loss clearly fell (>= 3% from the first third to the last): a loss
     that neither fell nor tripped a rule may be learning slowly or not at all, and a few points
-    cannot tell which."""
+    cannot tell which. A run recorded by `watch` (update sizes, per-layer statistics) is judged
+    on those records at any length."""
     if not run.has("loss"):
         return True, []
     n = int(q.finite_loss.size)
@@ -423,17 +429,21 @@ def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, li
     what = f"only {n} finite loss point{'s' if n != 1 else ''}: the {', '.join(skipped)} checks ran in their " \
            "short-log form only" \
            + (f"; the log has no {' or '.join(missing)}" if missing else "")
-    if n < 3:
+    # a run recorded by watch measured what a short curve cannot show (update sizes, per-layer
+    # gradients, the batch itself): its checks ran, whatever the curve's length
+    measured = _has_watch_records(run)
+    if alarms:
+        notes.append(f"short log: {what}. For a fuller check: {CHEAP_WAYS}")
+        return True, notes
+    if n < 3 and not measured:
         notes.append(f"inconclusive: {what}; cheapest way to a verdict: {CHEAP_WAYS}")
         return False, notes
     x = q.loss[q.finite_loss]
     k = max(1, n // 3)
-    fell = float(np.median(x[-k:])) < 0.97 * float(np.median(x[:k]))
-    if alarms:
-        notes.append(f"short log: {what}. For a fuller check: {CHEAP_WAYS}")
-        return True, notes
-    if fell:
-        notes.append(f"short log: {what}; the loss fell over it and no rule that it allows fired. "
+    fell = n >= 3 and float(np.median(x[-k:])) < 0.97 * float(np.median(x[:k]))
+    if fell or measured:
+        notes.append(f"short log: {what}; " + ("the loss fell over it" if fell else "the run's own records "
+                     "(update sizes, per-layer statistics) were checked") + " and no rule that it allows fired. "
                      f"For a fuller check: {CHEAP_WAYS}")
         return True, notes
     notes.append(f"inconclusive: {what}, and the loss did not clearly fall over them (first third "
