@@ -358,7 +358,8 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
 
 @detector("jump_then_stuck", needs=("loss",))
 def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
-    """The first updates make the loss worse (>= 1.4x the first loss within 3 steps) and the run
+    """The first updates make the loss worse (>= 1.4x the first loss within 3 steps, the 3 steps'
+    mean >= 1.3x both the first loss and the later median, above the later p95) and the run
     never gets below where it started (last third's median >= 0.95x the first loss, >= 20 points):
     the steps are too large from the start. The LR's size is weighed against what is usual for the
     optimizer families when the log has it."""
@@ -374,6 +375,11 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     k = max(3, x.size // 3)
     last = float(np.median(x[-k:]))
     if float(x[j]) < 1.4 * x0 or last < 0.95 * x0:
+        return []
+    # the jump stands out of the run's own noise: the first steps as a whole sit well above both the
+    # first loss and the rest of the run (a noisy loss whose first draw was low is not a jump)
+    rest = x[4:]
+    if float(np.mean(head)) < 1.3 * max(x0, float(np.median(rest))) or float(x[j]) < np.percentile(rest, 95):
         return []
     s = int(q.steps[lf[j]])
     ev = [f"the first updates made the loss worse: {fmt(x0)} at step {int(q.steps[lf[0]])}, {fmt(float(x[j]))} at "
