@@ -180,6 +180,18 @@ def _(seed: int) -> Setup:
     return Setup(model, torch.optim.Adafactor(model.parameters(), lr=1e-6), data.batch, hf_loss, steps=150)
 
 
+@scenario("mlp_optimizer_on_stale_model", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"frozen_model"},
+          fault="the model is re-created after the optimizer was built: the optimizer steps the old "
+                "model's parameters, the trained one never changes")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    stale = MLP(32, 10)
+    opt = torch.optim.Adam(stale.parameters(), lr=1e-3)
+    model = MLP(32, 10)  # e.g. reloaded from a checkpoint after the optimizer was made
+    return Setup(model, opt, data.batch, xent, steps=150)
+
+
 # =============================================================================================
 # Data
 # =============================================================================================

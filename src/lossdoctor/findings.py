@@ -127,6 +127,9 @@ class Report:
     steps: int
     notes: list[str] = field(default_factory=list)
     source: str | None = None
+    #: the log was too short or too sparse for the checks that matter (the notes say what is
+    #: missing): status `inconclusive` instead of `healthy` when nothing was found
+    inconclusive: bool = False
 
     @property
     def status(self) -> str:
@@ -135,7 +138,7 @@ class Report:
             return "critical"
         if worst >= SEVERITY_RANK["warning"]:
             return "warning"
-        return "healthy"
+        return "inconclusive" if self.inconclusive else "healthy"
 
     @property
     def primary(self) -> Finding | None:
@@ -158,4 +161,5 @@ class Report:
             steps=int(d.get("steps", 0)),
             notes=list(d.get("notes", [])),
             source=d.get("source"),
+            inconclusive=d.get("status") == "inconclusive",
         )

@@ -31,6 +31,8 @@ CAUSES: dict[str, str] = {
     "activation_overflow": "forward activations beyond the dtype's range (fp16 max 65504)",
     "grad_accum_normalization": "gradient accumulation scales the loss wrong: each step optimises k "
                                 "times (or 1/k of) the mean loss of its micro-batches",
+    "frozen_model": "the weights do not change: parameters frozen or detached from the loss, or an "
+                    "optimizer that never steps",
 }
 
 SYMPTOMS: dict[str, str] = {

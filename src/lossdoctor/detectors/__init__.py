@@ -19,6 +19,7 @@ FAMILIES = (
     "loss_shape",
     "init",
     "accumulation",
+    "scalars",
 )
 
 _loaded = False

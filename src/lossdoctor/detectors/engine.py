@@ -17,6 +17,7 @@ from ..records import Run
 from . import REGISTRY, load_all
 from .incidents import merge_incidents
 from .quantities import Quantities
+from .scalars import is_runaway_lr
 
 log = logging.getLogger("lossdoctor")
 
@@ -131,8 +132,12 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
     keep = [f for f in keep if f.cause not in explained
             or (f.cause == "lr_too_high" and f.symptom == "nonfinite")]
+    runaway = [f.step for f in keep if is_runaway_lr(f) and f.step is not None]
+    if runaway:  # a "spike" while the LR is still climbing is the schedule's divergence, not a spike
+        keep = [f for f in keep if not (f.cause == "loss_spike" and f.step is not None and f.step >= min(runaway))]
+        spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
     if spikes:  # the divergence that follows a spike is the spike's aftermath
-        keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence"
+        keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence" and not is_runaway_lr(f)
                                         and f.step is not None and f.step >= min(spikes) - 5)]
     if any(f.cause != "noisy_data" and f.severity != "info" for f in keep):
         # the curve-shape guess (low confidence) goes; direct observations of bad data stay
@@ -177,12 +182,18 @@ def merge_ranks(per_rank: list[list[Finding]]) -> list[Finding]:
 
 def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     """Diagnose one run (possibly several ranks) into a Report."""
+    from .scalars import coverage
+
     per_rank: list[list[Finding]] = []
     notes: list[str] = []
+    judged: list[bool] = []
     for run in runs:
         f, n = detect(run)
         per_rank.append(f)
         notes.extend(run.notes)  # what was read from where, before what could not be checked
+        ok, cov = coverage(run, Quantities(run), f)
+        judged.append(ok)
+        notes.extend(cov)
         notes.extend(n)
     if runs:
         from .ranks import drop_echoes
@@ -191,5 +202,7 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     findings = per_rank[0] if len(per_rank) == 1 else arbitrate(merge_ranks(per_rank))
     steps = max((len(r) for r in runs), default=0)
     notes = list(dict.fromkeys(notes))  # same note from every rank once
+    # "healthy" means the checks the log allows ran and passed: a log too short to judge says so
     return Report(findings=findings, steps=steps, notes=notes,
-                  source=source or (runs[0].source if runs else None))
+                  source=source or (runs[0].source if runs else None),
+                  inconclusive=bool(runs) and not any(judged))

@@ -81,6 +81,25 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
                                "normalise by max(1, n_tokens)",
                                "log label statistics (lossdoctor.watch does: pass batch= to mon.step) to see "
                                "which samples have no supervised token"])]
+    # a loss of exactly 0.0 with a non-finite gradient norm, in a run whose loss is otherwise well
+    # above 0: a loss normalised by a token count of zero (logged as 0, or sum/0 in backward). A
+    # bad batch makes a NaN or huge loss, never an exact 0
+    zero_nan = q.loss_logged & (q.loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(q.grad_norm)
+    others = q.loss[q.loss_logged & np.isfinite(q.loss) & (q.loss != 0.0)]
+    if zero_nan.any() and others.size >= 2 and float(np.median(others)) > 1e-2:
+        i = int(np.flatnonzero(zero_nan)[0])
+        s = int(q.steps[i])
+        n = int(zero_nan.sum())
+        return [Finding(
+            cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.75, step=s, batch=s,
+            evidence=[f"the loss is exactly 0.0 at step {s} while the gradient norm is {fmt(float(q.grad_norm[i]))}"
+                      + (f" ({n} steps look like that)" if n > 1 else "")
+                      + f"; the other steps' loss is about {fmt(float(np.median(others)))}: a batch with no "
+                      "supervised token (every label -100) gives a loss of 0 over zero tokens and a 0/0 in "
+                      "its gradient; a bad batch makes a NaN or huge loss, not an exact 0"],
+            fixes=["skip batches with no supervised token (count labels != -100 before the forward pass), or "
+                   "normalise the loss by max(1, n_tokens)",
+                   "check the collator's masking and truncation: responses cut off entirely leave only -100"])]
     # loss alone: exact zeros from the start
     lf = q.finite_loss
     if lf.size >= 3:

@@ -32,6 +32,21 @@ def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
     return (z > 8) & (ratio >= 2) & (base < 0.9 * start) & ((loss - base) >= 0.2 * (start - base))
 
 
+def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[str]:
+    """The fix that fits the spike. A one-off that recovered is a data window the model could not
+    digest: skip it (PaLM and OLMo rewind to a checkpoint before the spike and skip the batches
+    around it); cutting the LR would slow the whole run for one bad window, so it is never advised.
+    Recurring spikes are the optimiser's instability: lower the peak LR, QK-layernorm, z-loss."""
+    skip = (f"skip or rewind past the data window: restart from a checkpoint ~100 steps before step {step} and "
+            f"skip the batches of steps {max(0, step - 20)}-{step} (as PaLM and OLMo do); inspect those batches")
+    if recurring:
+        return ["spikes recur: lower the peak LR (e.g. 2x), add QK-layernorm to attention and a z-loss of 1e-4 "
+                "on the output logits", skip]
+    if recovered:
+        return [skip]
+    return [skip, "if it spikes again after the rewind: lower the peak LR and add QK-layernorm or a z-loss of 1e-4"]
+
+
 @detector("loss_spike", needs=("loss",))
 def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     """The loss suddenly rises far above its recent level after training well, without NaN.
@@ -111,6 +126,7 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
     if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > 1.5:
         ev.append(f"the LR changed at that step ({fmt(float(lr[i - 1]))} -> {fmt(float(lr[i]))}): a schedule event")
     gn = q.grad_norm
+    one_off = recovered and n_incidents == 1
     if np.isfinite(gn[max(0, i - w):i]).sum() >= 5 and np.isfinite(gn[i]):
         g = gn[max(0, i - w):i]
         g = g[np.isfinite(g)]
@@ -118,9 +134,11 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         if gn[i] > 5 * gm:
             ev.append(f"the grad norm surged to {fmt(float(gn[i]))} ({fmt(float(gn[i]) / gm)}x its median)")
         c = clip_fix(q, i)
-        if c:
+        if c and not one_off:
             fixes.append(c)
-    fixes.append("if spikes recur: lower the peak LR, and for transformers add QK-layernorm or a z-loss of 1e-4")
+    fixes += spike_fixes(s, recovered=recovered, recurring=n_incidents > 1)
+    if one_off:
+        ev.append("a one-off that recovered: a data window, not the learning rate (no reason to lower it)")
     return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                    severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
                    evidence=ev, fixes=fixes)
@@ -167,7 +185,8 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     if ur.size and float(np.median(ur)) < 1e-4:
         return []
     gain = (1 - end / mid) * 100
-    ev = [f"the loss plateaued at {fmt(end)} ({fmt(end / start * 100)}% of its start {fmt(start)}) and "
+    ev = [f"over {x.size} logged points the loss plateaued at {fmt(end)} ({fmt(end / start * 100)}% of its start "
+          f"{fmt(start)}) and "
           + (f"the second half improved it by only {fmt(gain)}%" if gain > 0 else "the second half did not improve it")]
     if g1 >= 0.5 * g0:
         ev.append(f"the gradient norm stays at {fmt(g1)} ({fmt(g1 / g0)}x its early level): the model is "
@@ -178,6 +197,11 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
         ev.append(f"that is {fmt(end / float(chance) * 100)}% of the chance level {fmt(float(chance))} (ln of the "
                   f"number of classes){moving}: the model predicts no better than the label frequencies, "
                   "as if the labels did not belong to their inputs")
+        if not ur.size:  # without the update size, the chance-level alternatives fit as well
+            ev.append("at the chance level these fit as well, and the log cannot rank them: weights that do not "
+                      "change (frozen, detached, an optimizer holding other parameters), or a learning rate too "
+                      "low; the update/param ratio (lossdoctor.watch records it) tells them apart: 0, < 1e-5, "
+                      "or ~1e-3 with a flat loss for the labels")
     elif isinstance(chance, (int, float)):
         ev.append(f"chance-level loss would be {fmt(float(chance))}")
     return [Finding(cause="noisy_data", symptom="plateau", severity="warning", confidence=0.45,

@@ -21,7 +21,7 @@ _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 #: `@user`, `@org/team` (mentions) and `#123`, `GH-123`, `owner/repo#123` (issue references)
 _GH_REFERENCE = re.compile(r"(@(?=[A-Za-z0-9])|(?:#|(?i:gh)-)(?=[0-9]))")
 _ZWJ = "\u200d"
-_ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵", "healthy": "🟢"}
+_ICON = {"critical": "🔴", "warning": "🟠", "info": "🔵", "healthy": "🟢", "inconclusive": "⚪"}
 
 
 def md_escape(s: str) -> str:

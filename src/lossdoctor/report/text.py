@@ -11,7 +11,8 @@ from ..findings import Finding, Report
 from ..records import Run
 from .i18n import cause_text, translate, ui
 
-_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green"}
+_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green",
+          "inconclusive": "magenta"}
 
 
 def where(f: Finding, lang: str = "en") -> str:

@@ -1,0 +1,458 @@
+"""Evidence from the scalars people already log (loss, grad norm, LR), scaled to how much log there is.
+
+The other detectors need tens to hundreds of points before their statistics mean anything. A user
+who pastes six lines of a log still deserves the answer those six lines support: a gradient norm
+that grew x4000 in five steps while the loss doubled is an explosion at any length, a loss that sits
+at exactly ln(100) at every step learns nothing, a flat loss at LR 1e-6 is the LR. And where the log
+cannot support a verdict, `coverage` says so (status `inconclusive`) instead of `healthy`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..findings import Finding
+from ..records import Run
+from .base import detector, fmt
+from .loss_shape import is_spike, robust_sigma, spike_fixes
+from .quantities import Quantities
+
+#: fewer finite loss points than this: the length-hungry checks (spikes 40, late divergence 20,
+#: plateaus 100) did not run, and the report says so
+SHORT_LOG = 50
+#: class counts whose ln is a common chance level (binary .. LLM vocabularies)
+COMMON_K = (2, 3, 4, 5, 6, 8, 10, 16, 20, 32, 64, 100, 128, 200, 256, 1000, 1024, 10000, 21128, 30522,
+            32000, 32128, 32768, 49152, 50257, 50304, 65536, 100277, 128256, 151936, 152064, 250002,
+            256000)
+#: an LR this small makes an Adam-family step ~1e-6 of a unit weight: nothing moves in a short run
+TINY_LR = 1e-5
+
+CHEAP_WAYS = ("log the gradient norm (grad_norm) and the LR next to the loss; run 50 steps under "
+              "lossdoctor.watch (it records per-layer gradients and update sizes); or run "
+              "`lossdoctor check` before training")
+
+
+def chance_level(run: Run, level: float) -> tuple[float, str] | None:
+    """The chance-level loss `level` sits at: the run's own (`chance_loss` in its meta) or ln K of a
+    common class count K, within 0.2%. None when it matches neither."""
+    chance = run.meta.get("chance_loss")
+    cands: list[tuple[float, str]] = []
+    if isinstance(chance, (int, float)) and chance > 0:
+        cands.append((float(chance), "the run's chance level"))
+    cands += [(math.log(k), f"ln({k})") for k in COMMON_K]
+    for c, name in cands:
+        if abs(level - c) <= 0.002 * c + 1e-4:
+            return c, name
+    return None
+
+
+def _lr_reached(q: Quantities, rows: np.ndarray) -> tuple[float | None, bool]:
+    """The largest LR logged on `rows` (a warm-up's tiny first LRs are not the LR the run uses),
+    and whether it is still climbing (last >= 1.5x first: a warm-up, too early to judge a plateau)."""
+    lr = q.lr[rows]
+    lr = lr[np.isfinite(lr)]
+    if not lr.size:
+        return None, False
+    return float(lr.max()), bool(lr[-1] >= 1.5 * lr[0] and lr[-1] > 0)
+
+
+@detector("flat_loss", needs=("loss",))
+def flat_loss(run: Run, q: Quantities) -> list[Finding]:
+    """The loss does not move from the start, judged on as few as 10 points when the log says why:
+    an LR of 0 (the schedule), a tiny LR (<= 1e-5 at its largest: too low), a gradient norm of
+    exactly 0 or a loss exactly constant across batches (the weights do not change), or a loss at
+    exactly chance for >= 30 points (learns nothing; then a ranked differential, since labels
+    unrelated to their inputs and an update that does not reach the weights fit alike).
+
+    A flat loss with none of these is left to the `inconclusive` verdict on a short log (a few
+    flat points are also how a healthy run starts) and to `noisy_data` on a long one; so are long
+    logs (>= 100 points) unless the LR is tiny, which `noisy_data` would misread as noisy labels.
+    Silent when the loss falls >= 3% from the first third to the last."""
+    lf = q.finite_loss
+    n = lf.size
+    if n < 10 or q.first_bad is not None:
+        return []
+    x = q.loss[lf]
+    k = max(2, n // 3)
+    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
+    if first <= 0 or last < 0.97 * first:
+        return []
+    lr, warming = _lr_reached(q, lf)
+    tiny_lr = lr is not None and 0 < lr <= TINY_LR
+    level = float(np.median(x))
+    spread = float(np.max(x) - np.min(x))
+    constant = spread <= 1e-4 * max(level, 1e-3)
+    chance = chance_level(run, level) if float(np.max(np.abs(x - level))) <= 0.02 * level else None
+    gn = q.grad_norm[lf]
+    gn = gn[np.isfinite(gn)]
+    zero_grad = gn.size >= 3 and float(np.max(gn)) <= 1e-8
+    ur = run.col("update_ratio")[lf]
+    ur = ur[np.isfinite(ur)]
+    pn = run.col("param_norm")[lf]
+    pn = pn[np.isfinite(pn)]
+    # watch measured it: the weights never changed (an update ratio of 0, or a parameter norm that
+    # is the same to the last bit at every step)
+    no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (pn.size >= 5 and float(np.ptp(pn)) == 0.0
+                                                                 and float(pn[0]) > 0)
+    s0 = int(q.steps[lf[0]])
+    ev = [f"the loss did not fall over {n} logged points (steps {s0}-{int(q.steps[lf[-1]])}): median "
+          f"{fmt(first)} in the first third, {fmt(last)} in the last"]
+    if chance:
+        ev.append(f"it sits at {fmt(level, 5)}, the chance level {chance[1]} = {fmt(chance[0], 5)}: the model "
+                  "predicts no better than uniform, it learns nothing")
+    if constant:
+        ev.append(f"it is exactly constant across steps (spread {fmt(spread)}) although every step sees another "
+                  "batch: the model's outputs do not change")
+    if n >= 100 and not (tiny_lr or no_update):
+        return []
+    lr_txt = f"LR {fmt(lr)}" if lr is not None else "the LR (not logged)"
+    alts = ["labels unrelated to their inputs (shuffled, misaligned): the model can learn only the label "
+            "frequencies",
+            "the weights do not change: frozen parameters, a loss detached from the model, or an optimizer "
+            "that never steps (or holds other parameters)",
+            f"a learning rate too low for this model ({lr_txt})"]
+    tell = ("One measurement tells them apart: the update/param ratio ||dW||/||W|| per step (0: nothing "
+            "steps; < 1e-5: LR too low; ~1e-3 with a flat loss: the labels) - lossdoctor.watch records it")
+    overfit = ("train on 1-2 batches only: a model that can learn must overfit them to a loss near 0; if it "
+               "cannot, the weights do not change (check requires_grad, .detach(), optimizer.step())")
+    if lr is not None and lr == 0:
+        cause, conf = "lr_schedule_error", 0.8
+        ev.append("the learning rate is 0 at every logged step: the scheduler never let it rise (warm-up "
+                  "longer than the run, a LambdaLR returning 0)")
+        fixes = ["check the scheduler: warm-up steps vs total steps, and what its lambda returns at step 0"]
+    elif no_update:
+        cause, conf = "frozen_model", 0.85
+        ev.append(f"the weights did not change at any of {max(ur.size, pn.size)} measured steps (update/param "
+                  "ratio 0, or a parameter norm equal to the last bit) although the gradient norm is {fmt(float(np.median(gn))) if gn.size else 'unknown'}: "
+                  "the optimizer steps other parameters than the model's (built before the model was "
+                  "re-created or reloaded), or they are frozen, or optimizer.step() is never reached")
+        fixes = ["build the optimizer from the model that is trained, after any re-creation or checkpoint "
+                 "load: optimizer = Adam(model.parameters(), ...); check requires_grad and that "
+                 "optimizer.step() runs"]
+    elif tiny_lr:
+        cause, conf = "lr_too_low", 0.75
+        ev.append(f"the LR is at most {fmt(lr)}: an Adam-family step then moves each weight by about {fmt(lr)} "
+                  "(usual peak LRs: 1e-5 to 1e-3 for Adam/AdamW, 1e-3 to 1e-1 for SGD), too little to change "
+                  f"the loss in {n} steps")
+        fixes = [f"raise the learning rate to about 1e-4 (now {fmt(lr)}) for Adam/AdamW, or 1e-2 for SGD; "
+                 "an LR range test (a few hundred steps, LR from 1e-7 up) finds the largest stable one"]
+    elif zero_grad:
+        cause, conf = "frozen_model", 0.6
+        ev.append(f"the gradient norm is 0 at every logged step ({gn.size}): no gradient reaches the weights "
+                  "(parameters frozen with requires_grad=False, the loss computed from detached tensors, or "
+                  "every label masked)")
+        fixes = ["check that the parameters given to the optimizer have requires_grad=True and that the loss "
+                 "is computed from the model's output without .detach()/.item()/torch.no_grad()", overfit]
+    elif constant:
+        # unrelated labels still let the model learn their frequencies: the loss would wander
+        # across batches, not repeat to the last digit
+        cause, conf = "frozen_model", 0.5
+        ranked = [alts[1], alts[2], alts[0]]
+        ev.append("the differential, ranked: " + "; ".join(f"({i + 1}) {a}" for i, a in enumerate(ranked))
+                  + ". " + tell)
+        fixes = [overfit, "run 50 steps under lossdoctor.watch to measure the update size per layer"]
+    elif chance and n >= 30 and not warming:
+        cause, conf = "noisy_data", 0.4
+        ev.append("causes that fit this equally well (the log cannot rank them): "
+                  + "; ".join(f"({i + 1}) {a}" for i, a in enumerate(alts)) + ". " + tell)
+        fixes = ["run 50 steps under lossdoctor.watch to measure the update size per layer", overfit,
+                 "audit a sample of labels against their inputs"]
+    else:
+        return []
+    return [Finding(cause=cause, symptom="plateau" if chance or constant else "slow_convergence",
+                    severity="warning", confidence=conf, step=s0, evidence=ev, fixes=fixes)]
+
+
+@detector("grad_surge", needs=("loss", "grad_norm"))
+def grad_surge(run: Run, q: Quantities) -> list[Finding]:
+    """A gradient norm that grows >= 100x within 10 logged points and stays up (median since >= 30x)
+    while the loss rises >= 1.5x its best and back to >= 0.9x its start: an explosion in a 6-line log as in a long one. (The long-log rule of `grad_explosion`
+    needs 40 points and a sustained late median; this one runs below that.) Silent on non-finite runs (the non-finite
+    detectors date those) and when the LR itself jumped or climbed over the window, which
+    `lr_rise_divergence` explains."""
+    if q.first_bad is not None:
+        return []
+    gn = q.grad_norm
+    rows = np.flatnonzero(np.isfinite(gn) & np.isfinite(q.loss) & q.loss_logged)
+    if rows.size < 4 or rows.size >= 40:
+        return []  # from 40 points on, grad_explosion's sustained-growth rule judges
+    g = gn[rows]
+    loss = q.loss[rows]
+    for j in range(1, rows.size):
+        lo = max(0, j - 10)
+        g0 = float(np.min(g[lo:j]))
+        if g0 <= 0 or g[j] < 100 * g0:
+            continue
+        i0 = lo + int(np.argmin(g[lo:j]))
+        best = float(np.min(loss[: j + 1]))
+        tail = loss[j:]
+        # the loss gave back (nearly) all progress, and the norm stayed up: one noisy batch of a
+        # converged model (loss 1e-4 -> 1, norm 1e-3 -> 3 for a step) is neither
+        if best <= 0 or float(np.max(tail)) < max(1.5 * best, 0.9 * q.loss_start):
+            continue
+        if float(np.median(g[j:])) < 30 * g0:
+            continue
+        lr = q.lr[rows]
+        if np.isfinite(lr[i0]) and np.isfinite(lr[j]) and lr[i0] > 0 and lr[j] >= 3 * lr[i0]:
+            return []  # the LR rose with it: the schedule's story
+        s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
+        peak_g = float(np.max(g[j:]))
+        ev = [f"the gradient norm rose from {fmt(float(g[i0]))} at step {s0} to {fmt(float(g[j]))} at step {s1} "
+              f"({fmt(float(g[j] / g[i0]))}x in {s1 - s0} steps)"
+              + (f", up to {fmt(peak_g)} later" if peak_g > 1.5 * float(g[j]) else ""),
+              f"the loss rose with it from {fmt(best)} to {fmt(float(np.max(tail)))}"]
+        if rows.size < SHORT_LOG:
+            ev.append(f"judged on a short log ({rows.size} points): a x100 jump in a few steps is an explosion "
+                      "at any length")
+        healthy = g[:i0 + 1]
+        clip = float(np.max(healthy)) if healthy.size else float(g[i0])
+        fixes = [f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={fmt(max(clip, 1.0))})",
+                 "lower the learning rate about 3x or lengthen the warm-up; for transformers add QK-layernorm"]
+        if np.isfinite(lr[j]):
+            fixes[1] = f"lower the learning rate about 3x (now {fmt(float(lr[j]))}) or lengthen the warm-up"
+        return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
+                        step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
+    return []
+
+
+@detector("lr_rise_divergence", needs=("loss", "lr"))
+def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
+    """The loss diverges while the LR is still climbing: the LR rose >= 10x over the run (a warm-up
+    with no end, a peak LR far too high, a range test left on) and the loss ends >= 1.5x its best
+    (or goes non-finite) after the LR passed the level where it was best. The fix is the schedule
+    or its peak, not clipping a "spike". Named `lr_too_high` (the peak the schedule reached), with
+    the LR's trajectory as the evidence that `is_runaway_lr` recognises."""
+    lf = q.finite_loss
+    if lf.size < 5:
+        return []
+    lr = q.lr
+    rows = np.flatnonzero(np.isfinite(lr) & (lr > 0))
+    if rows.size < 5:
+        return []
+    x = q.loss[lf]
+    b = int(np.argmin(x))
+    best = float(x[b])
+    end = q.first_bad if q.first_bad is not None else int(lf[-1])
+    after = lf[lf > lf[b]]
+    diverged = q.first_bad is not None or (after.size >= 2 and best > 0
+                                           and float(np.median(q.loss[after[-max(2, after.size // 3):]])) >= 1.5 * best)
+    if not diverged:
+        return []
+    lr_rows = rows[rows <= end]
+    if lr_rows.size < 5:
+        return []
+    lr0, lr_end = float(lr[lr_rows[0]]), float(lr[lr_rows[-1]])
+    mono = float(np.mean(np.diff(lr[lr_rows]) >= 0))
+    if lr_end < 10 * lr0 or mono < 0.9:
+        return []
+    # the LR was still rising where the loss turned: not a warm-up that ended long before
+    turn = int(lf[b])
+    tail_lr = lr[rows[(rows >= turn) & (rows <= end)]]
+    if tail_lr.size < 2 or float(tail_lr[-1]) < 1.5 * float(tail_lr[0]):
+        return []
+    lr_best = float(lr[turn]) if np.isfinite(lr[turn]) else lr0
+    s_turn = int(q.steps[turn])
+    ev = [f"{RUNAWAY_LR}{fmt(lr_end / lr0)}x, from {fmt(lr0)} at step {int(q.steps[lr_rows[0]])} to {fmt(lr_end)} "
+          f"at step {int(q.steps[lr_rows[-1]])}, and never came down",
+          f"the loss was best ({fmt(best)}) at step {s_turn}, at LR {fmt(lr_best)}, and "
+          + (f"went non-finite at step {q.first_bad_step}" if q.first_bad is not None
+             else f"rose to {fmt(float(np.max(q.loss[after])))} as the LR kept climbing")]
+    # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
+    return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
+                    step=s_turn, evidence=ev,
+                    fixes=[f"cap the peak LR well below {fmt(lr_best)} (where the loss turned), e.g. "
+                           f"{fmt(lr_best / 3)}, and check the "
+                           "schedule: warm-up steps shorter than the run, a decay after the peak (the LR here "
+                           "never decays)",
+                           "if this was an LR range test, pick ~1/10 of the LR where the loss was lowest"])]
+
+
+@detector("short_spike", needs=("loss",))
+def short_spike(run: Run, q: Quantities) -> list[Finding]:
+    """Spikes in a log too short for `loss_spike` (10-39 points): the same rule (> 8 robust sigmas
+    in log space, >= 2x the baseline, giving back >= 20% of the progress made) against the median
+    of the 5 points before, recovered when a later point comes back below 1.3x that baseline."""
+    lf = q.finite_loss
+    n = lf.size
+    if n < 10 or n >= 40:
+        return []
+    x = q.loss[lf]
+    if (x <= 0).any():
+        return []
+    lx = np.log(x)
+    hits = []
+    for j in range(4, n):
+        prev = lx[max(0, j - 5):j]
+        med = float(np.median(prev))
+        sigma = float(robust_sigma(np.median(np.abs(prev - med))))
+        z = (lx[j] - med) / sigma
+        if bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], q.loss_start)):
+            hits.append((j, math.exp(med)))
+    if not hits:
+        return []
+    # consecutive spiking points are one incident
+    incidents = [hits[0]]
+    for h in hits[1:]:
+        if h[0] - incidents[-1][0] > 3:
+            incidents.append(h)
+    j, base = incidents[0]
+    s = int(q.steps[lf[j]])
+    after = x[j + 1:]
+    recovered = after.size > 0 and bool((after < 1.3 * base).any())
+    ev = [f"the loss jumped to {fmt(float(x[j]))} at step {s}, {fmt(float(x[j]) / base)}x the median {fmt(base)} of "
+          "the 5 points before it",
+          "it came back" if recovered else ("it has not come back" if after.size else "it is the last point")]
+    if len(incidents) > 1:
+        ev.append(f"{len(incidents)} separate spikes in {n} points")
+    elif recovered:
+        ev.append("a one-off that recovered: a data window, not the learning rate (no reason to lower it)")
+    ev.append(f"judged on a short log ({n} points)")
+    return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
+                    severity="warning" if recovered else "critical", confidence=0.6, step=s, batch=s,
+                    evidence=ev, fixes=spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1))]
+
+
+@detector("lr_collapse", needs=("loss", "lr"))
+def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
+    """The LR fell to < 1e-4 of its peak in the first 60% of the run (a decay stepped per batch
+    instead of per epoch, a step size counted in the wrong unit) and the loss has not moved since.
+    A schedule meant to end at 0 gets there at the end, and a converged loss (<= 5% of its start)
+    has nothing left to learn."""
+    lf = q.finite_loss
+    lr = q.lr
+    rows = np.flatnonzero(np.isfinite(lr))
+    if lf.size < 20 or rows.size < 20 or q.first_bad is not None:
+        return []
+    x = lr[rows]
+    peak_i = int(np.argmax(x))
+    peak = float(x[peak_i])
+    low = np.flatnonzero((x < 1e-4 * peak) & (np.arange(x.size) > peak_i))
+    if peak <= 0 or not low.size:
+        return []
+    c = int(rows[low[0]])
+    if c > 0.6 * q.n:
+        return []
+    loss = q.loss
+    at = lf[(lf >= c)]
+    if at.size < 10:
+        return []
+    k = max(3, at.size // 3)
+    then, last = float(np.median(loss[at[:k]])), float(np.median(loss[at[-k:]]))
+    if last < 0.97 * then or last <= 0.05 * q.loss_start:
+        return []
+    s = int(q.steps[c])
+    total = int(q.steps[-1]) + 1
+    return [Finding(cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.75, step=s,
+                    evidence=[f"the LR fell from its peak {fmt(peak)} to {fmt(float(lr[c]))} by step {s} "
+                              f"({fmt(float(lr[c]) / peak)}x the peak), {fmt(100 * s / total)}% into a "
+                              f"{total}-step run, and ended at {fmt(float(x[-1]))}",
+                              f"the loss has not improved since (median {fmt(then)} then, {fmt(last)} at the end): "
+                              "the run stopped learning because the LR is gone"],
+                    fixes=["step the scheduler at the cadence its parameters assume: StepLR/MultiStepLR step_size "
+                           "and milestones counted in scheduler.step() calls (per epoch, or per batch with sizes "
+                           "in batches)",
+                           "check the decay: with gamma=0.1 every 10 calls the LR loses 10x every 10 steps"])]
+
+
+@detector("jump_then_stuck", needs=("loss",))
+def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
+    """The first updates make the loss worse (>= 1.4x the first loss within 3 steps, the 3 steps'
+    mean >= 1.3x both the first loss and the later median, above the later p95) and the run
+    never gets below where it started (last third's median >= 0.95x the first loss, >= 20 points):
+    the steps are too large from the start. The LR's size is weighed against what is usual for the
+    optimizer families when the log has it."""
+    lf = q.finite_loss
+    if lf.size < 20 or q.first_bad is not None:
+        return []
+    x = q.loss[lf]
+    x0 = float(x[0])
+    if x0 <= 0:
+        return []
+    head = x[1:4]
+    j = int(np.argmax(head)) + 1
+    k = max(3, x.size // 3)
+    last = float(np.median(x[-k:]))
+    if float(x[j]) < 1.4 * x0 or last < 0.95 * x0:
+        return []
+    # the jump stands out of the run's own noise: the first steps as a whole sit well above both the
+    # first loss and the rest of the run (a noisy loss whose first draw was low is not a jump)
+    rest = x[4:]
+    if float(np.mean(head)) < 1.3 * max(x0, float(np.median(rest))) or float(x[j]) < np.percentile(rest, 95):
+        return []
+    s = int(q.steps[lf[j]])
+    ev = [f"the first updates made the loss worse: {fmt(x0)} at step {int(q.steps[lf[0]])}, {fmt(float(x[j]))} at "
+          f"step {s}", f"it never got below its start in {x.size} points (last third's median {fmt(last)})"]
+    lr, _ = _lr_reached(q, lf)
+    fixes = ["lower the learning rate ~10x and add a warm-up (1-5% of the steps)"]
+    if lr is not None and lr > 0:
+        ev.append(f"LR {fmt(lr)}" + (": far above the usual peak for Adam/AdamW (1e-5 to 1e-3)" if lr >= 1e-2 else ""))
+        fixes = [f"lower the learning rate ~10x (now {fmt(lr)}, e.g. {fmt(lr / 10)})"
+                 + (" - if this is Adam/AdamW, 1e-4 to 1e-3 is the usual peak" if lr >= 1e-2 else "")
+                 + ", and add a warm-up over the first 1-5% of the steps"]
+    return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
+                    evidence=ev, fixes=fixes)]
+
+
+RUNAWAY_LR = "the LR rose "
+
+
+def is_runaway_lr(f: Finding) -> bool:
+    """A finding of `lr_rise_divergence`: the divergence it dates explains the later "spikes"."""
+    return f.cause == "lr_too_high" and f.symptom == "divergence" and bool(f.evidence) \
+        and f.evidence[0].startswith(RUNAWAY_LR)
+
+
+def _has_watch_records(run: Run) -> bool:
+    return (run.layers is not None and len(run.layers.steps) > 0) or run.has("update_ratio") \
+        or run.has("param_norm")
+
+
+def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, list[str]]:
+    """Whether the log let the checks that matter run (False: the report is `inconclusive` unless
+    something was found), and notes that say what was missing and the cheapest way to get it.
+
+    A log with fewer than 3 finite loss points supports no verdict. A short one (< 50) supports
+    `healthy` only when the loss clearly fell (>= 3% from the first third to the last): a loss
+    that neither fell nor tripped a rule may be learning slowly or not at all, and a few points
+    cannot tell which. A run recorded by `watch` (update sizes, per-layer statistics) is judged
+    on those records at any length."""
+    if not run.has("loss"):
+        return True, []
+    n = int(q.finite_loss.size)
+    alarms = any(f.severity in ("warning", "critical") for f in findings)
+    notes: list[str] = []
+    if n >= SHORT_LOG:
+        return True, notes
+    missing = []
+    if not run.has("grad_norm"):
+        missing.append("grad_norm (explosions)")
+    if not run.has("lr"):
+        missing.append("the LR (a too-low or runaway LR)")
+    skipped = [f"{name} (needs {need})" for name, need in (("late divergence", 20), ("spike", 40),
+                                                            ("plateau", 100)) if n < need]
+    what = f"only {n} finite loss point{'s' if n != 1 else ''}: the {', '.join(skipped)} checks ran in their " \
+           "short-log form only" \
+           + (f"; the log has no {' or '.join(missing)}" if missing else "")
+    # a run recorded by watch measured what a short curve cannot show (update sizes, per-layer
+    # gradients, the batch itself): its checks ran, whatever the curve's length
+    measured = _has_watch_records(run)
+    if alarms:
+        notes.append(f"short log: {what}. For a fuller check: {CHEAP_WAYS}")
+        return True, notes
+    if n < 3 and not measured:
+        notes.append(f"inconclusive: {what}; cheapest way to a verdict: {CHEAP_WAYS}")
+        return False, notes
+    x = q.loss[q.finite_loss]
+    k = max(1, n // 3)
+    fell = n >= 3 and float(np.median(x[-k:])) < 0.97 * float(np.median(x[:k]))
+    if fell or measured:
+        notes.append(f"short log: {what}; " + ("the loss fell over it" if fell else "the run's own records "
+                     "(update sizes, per-layer statistics) were checked") + " and no rule that it allows fired. "
+                     f"For a fuller check: {CHEAP_WAYS}")
+        return True, notes
+    notes.append(f"inconclusive: {what}, and the loss did not clearly fall over them (first third "
+                 f"{fmt(float(np.median(x[:k])))}, last {fmt(float(np.median(x[-k:])))}): learning slowly "
+                 f"and not learning look alike on so few points. Cheapest way to a verdict: {CHEAP_WAYS}")
+    return False, notes

@@ -1,0 +1,287 @@
+"""Scalar-only logs read like an expert would: evidence scaled to the log's length, the LR as
+evidence, spikes by kind, and an explicit `inconclusive` when the log cannot support a verdict.
+
+Two kinds of log: CSVs written by real torch training loops (what a user's own logger keeps), and
+short hand-written logs of the kind pasted into an issue (3-50 lines)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from importlib import resources
+
+import jsonschema
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from conftest import run_cli
+from lossdoctor import diagnose
+from lossdoctor.report import render
+
+SCHEMA = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
+ALARM = ("warning", "critical")
+
+
+def _write(path, rows, cols=("step", "loss", "grad_norm", "lr")):
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(cols)
+        w.writerows(rows)
+    return path
+
+
+def _alarms(report):
+    return [f for f in report.findings if f.severity in ALARM]
+
+
+def _classifier_loop(path, *, steps, lr, make_opt=None, lr_lambda=None, corrupt_at=None, freeze=False, seed=0):
+    """A real classification loop (10 classes, an MLP, AdamW) logging step, loss, grad_norm, lr."""
+    torch.manual_seed(seed)
+    g = torch.Generator().manual_seed(seed)
+    centers = torch.randn(10, 16, generator=g) * 2
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 10))
+    if freeze:  # a zero-initialised head, and every parameter frozen: outputs uniform, nothing learns
+        nn.init.zeros_(model[2].weight)
+        nn.init.zeros_(model[2].bias)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        model[0].weight.requires_grad_(True)  # something for the optimizer to hold; no gradient reaches it
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = (make_opt or (lambda ps: torch.optim.AdamW(ps, lr=lr)))(params)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda) if lr_lambda else None
+    rows = []
+    for step in range(steps):
+        y = torch.randint(0, 10, (32,), generator=g)
+        x = centers[y] + torch.randn(32, 16, generator=g)
+        if step == corrupt_at:  # one corrupted batch: features x50, labels shuffled
+            x = x * 50
+            y = y[torch.randperm(32, generator=g)]
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad()
+        if loss.requires_grad:
+            loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(params, 1e9) if loss.requires_grad else torch.tensor(0.0)
+        opt.step()
+        rows.append((step, loss.item(), gn.item(), opt.param_groups[0]["lr"]))
+        if sched:
+            sched.step()
+    return _write(path, rows)
+
+
+# --- LR as evidence --------------------------------------------------------------------------------
+
+def test_flat_loss_at_a_tiny_lr_is_lr_too_low_not_noisy_data(tmp_path):
+    r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=40, lr=1e-6))
+    f = _alarms(r)[0]
+    assert f.cause == "lr_too_low", [(x.cause, x.evidence) for x in r.findings]
+    assert not any(x.cause == "noisy_data" for x in r.findings)
+    assert "40 logged points" in f.evidence[0]  # says how many points it judged on
+    assert any("raise the learning rate" in x for x in f.fixes)
+
+
+def test_flat_loss_at_a_tiny_lr_in_a_long_log_is_lr_too_low(tmp_path):
+    r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=150, lr=1e-6))
+    assert _alarms(r)[0].cause == "lr_too_low", [(x.cause, x.evidence) for x in r.findings]
+
+
+def test_a_runaway_lr_that_diverges_is_the_lr_not_a_spike(tmp_path):
+    # an LR "warm-up" that never ends: x1.15 per step, 3000x over the run
+    path = _classifier_loop(tmp_path / "log.csv", steps=60, lr=1e-3, lr_lambda=lambda s: 1.145 ** s,
+                            make_opt=lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9))
+    r = diagnose(path)
+    f = _alarms(r)[0]
+    assert f.cause in ("lr_too_high", "lr_schedule_error"), [(x.cause, x.evidence) for x in r.findings]
+    assert any("the LR rose" in e for e in f.evidence), f.evidence
+    assert not any(x.cause == "loss_spike" for x in r.findings), [(x.cause, x.step) for x in r.findings]
+    assert "clip" not in f.fixes[0]
+
+
+def test_an_lr_that_rises_then_decays_is_not_a_runaway(tmp_path):
+    # warm-up then cosine decay, healthy: no LR finding
+    def wc(s):
+        return (s + 1) / 10 if s < 10 else 0.5 * (1 + math.cos(math.pi * (s - 10) / 110))
+    r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=120, lr=3e-3, lr_lambda=wc))
+    assert r.status == "healthy", [(x.cause, x.evidence) for x in r.findings]
+
+
+def test_an_lr_decayed_to_nothing_early_is_the_schedule(tmp_path):
+    # StepLR(step_size=10, gamma=0.1) meant per epoch, stepped per batch: 1e-6 of the peak by step 60
+    path = _classifier_loop(tmp_path / "log.csv", steps=150, lr=3e-4, lr_lambda=lambda s: 0.1 ** (s // 10))
+    r = diagnose(path)
+    f = _alarms(r)[0]
+    assert (f.cause, f.symptom) == ("lr_schedule_error", "stall"), [(x.cause, x.evidence) for x in r.findings]
+    assert "the LR fell from its peak" in f.evidence[0] and "scheduler.step()" in f.fixes[0]
+
+
+def test_first_updates_make_it_worse_and_it_never_recovers_is_lr_too_high(tmp_path):
+    # the shape of AdamW at LR 0.3 on a GPT-2 (the zoo's gpt2_adamw_lr_x100, a real run): 4.17 -> 6.2
+    # after the first update, back to ~4.1 and stuck there
+    rows = [(0, 4.17, 0.96, 0.3), (1, 6.16, 2.9, 0.3), (2, 6.09, 2.4, 0.3), (3, 6.3, 4.1, 0.3)]
+    rows += [(i, 4.15 + 0.05 * math.sin(i), 1.5, 0.3) for i in range(4, 60)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    f = _alarms(r)[0]
+    assert (f.cause, f.step) == ("lr_too_high", 3), [(x.cause, x.evidence) for x in r.findings]
+    assert "far above the usual peak for Adam/AdamW" in " ".join(f.evidence)
+
+
+# --- spikes ----------------------------------------------------------------------------------------
+
+def _assert_one_off_spike(r, step):
+    spikes = [f for f in r.findings if f.cause == "loss_spike"]
+    assert spikes and spikes[0].step == step and spikes[0].severity == "warning", \
+        [(f.cause, f.step, f.evidence) for f in r.findings]
+    assert not any(f.cause == "lr_too_high" for f in r.findings)
+    fixes = " ".join(f for x in r.findings for f in x.fixes).lower()
+    assert "skip or rewind" in fixes and "palm" in fixes
+    # never an LR cut for a one-off spike that recovered
+    assert "learning rate" not in fixes and "lower the peak lr" not in fixes and "lr" not in fixes.split()
+
+
+def test_one_off_recovered_spike_in_a_long_log_gets_skip_or_rewind(tmp_path):
+    r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=200, lr=3e-3, corrupt_at=150))
+    _assert_one_off_spike(r, 150)
+
+
+def test_one_off_recovered_spike_in_a_short_log_gets_skip_or_rewind(tmp_path):
+    r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=30, lr=1e-2, corrupt_at=22))
+    _assert_one_off_spike(r, 22)
+
+
+def test_recurring_spikes_get_lower_peak_lr_and_qk_norm(tmp_path):
+    rows = []
+    for i in range(30):
+        loss = 2.5 * math.exp(-i / 3) + 0.3 + 0.01 * (i % 3)
+        if i in (12, 20, 27):
+            loss = 3.0
+        rows.append((i, loss, 1.0, 1e-3))
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    f = [x for x in r.findings if x.cause == "loss_spike"][0]
+    assert any("3 separate spikes" in e for e in f.evidence), f.evidence
+    assert "lower the peak LR" in f.fixes[0] and "QK-layernorm" in f.fixes[0]
+
+
+# --- short logs ------------------------------------------------------------------------------------
+
+def test_grad_norm_x4000_in_five_steps_is_an_explosion_in_a_six_line_log(tmp_path):
+    rows = [(0, 2.2, 0.24, 1e-3), (1, 2.3, 1.9, 1e-3), (2, 2.6, 15, 1e-3), (3, 3.4, 120, 1e-3),
+            (4, 4.4, 480, 1e-3), (5, 5.1, 960, 1e-3)]
+    doc = json.loads(run_cli("diagnose", _write(tmp_path / "log.csv", rows), "--format", "json").stdout)
+    assert doc["status"] == "critical"
+    f = doc["findings"][0]
+    assert f["cause"] == "grad_explosion" and f["step"] <= 2, doc["findings"]
+    assert "0.24" in f["evidence"][0] and "short log (6 points)" in " ".join(f["evidence"])
+
+
+def test_short_real_loop_with_an_exploding_gradient(tmp_path):
+    # plain SGD far above the stable LR on unnormalised regression features: the gradient norm
+    # and the loss grow geometrically within a few steps, before anything overflows
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x_all = torch.randn(256, 8) * torch.tensor([1, 1, 1, 1, 1, 1, 1, 12.0])
+    y_all = x_all @ torch.randn(8, 1)
+    rows = []
+    for step in range(8):
+        i = torch.randint(0, 256, (32,))
+        loss = F.mse_loss(model(x_all[i]), y_all[i])
+        opt.zero_grad()
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e12)
+        opt.step()
+        rows.append((step, loss.item(), gn.item(), 0.05))
+    assert all(math.isfinite(r[1]) for r in rows) and rows[-1][2] > 100 * rows[0][2]  # the premise
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    assert r.status == "critical" and r.findings[0].cause in ("grad_explosion", "lr_too_high"), \
+        [(f.cause, f.evidence) for f in r.findings]
+
+
+def test_loss_at_exactly_ln_100_for_every_step_learns_nothing(tmp_path):
+    rows = [(i, 4.605, 0.8, 1e-3) for i in range(12)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    f = r.findings[0]
+    assert r.status == "warning" and f.symptom == "plateau"
+    ev = " ".join(f.evidence)
+    assert "ln(100)" in ev and "learns nothing" in ev
+    assert f.cause == "frozen_model" and "ranked" in ev and "labels unrelated" in ev  # the differential
+
+
+def test_real_frozen_model_sits_at_chance(tmp_path):
+    r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=15, lr=1e-3, freeze=True))
+    f = r.findings[0]
+    assert f.cause == "frozen_model", [(x.cause, x.evidence) for x in r.findings]
+    assert "ln(10)" in " ".join(f.evidence)
+
+
+def test_at_chance_with_nothing_to_rank_says_the_causes_fit_equally(tmp_path):
+    # wanders around ln(10) (not constant), LR and gradient ordinary: labels vs no update vs LR
+    rows = [(i, math.log(10) + 0.01 * math.sin(i * 1.7), 0.5 + 0.05 * math.cos(i), 1e-3) for i in range(40)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    f = r.findings[0]
+    assert f.severity == "warning" and f.confidence <= 0.5
+    ev = " ".join(f.evidence)
+    assert "fit this equally well" in ev and "update/param ratio" in ev and "frozen" in ev and "too low" in ev
+
+
+def test_too_few_points_is_inconclusive_not_healthy(tmp_path):
+    p = run_cli("diagnose", _write(tmp_path / "log.csv", [(0, 2.0, 1.0, 1e-3), (1, 1.9, 1.0, 1e-3)]),
+                "--format", "json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["status"] == "inconclusive" and doc["findings"] == []
+    note = [n for n in doc["notes"] if n.startswith("inconclusive")][0]
+    assert "only 2 finite loss points" in note and "lossdoctor.watch" in note and "lossdoctor check" in note
+
+
+def test_short_flat_log_without_evidence_is_inconclusive_and_says_what_to_log(tmp_path):
+    rows = [(i, 2.0 + 0.01 * (-1) ** i) for i in range(10)]
+    r = diagnose(_write(tmp_path / "log.csv", rows, cols=("step", "loss")))
+    assert r.status == "inconclusive", [(f.cause, f.evidence) for f in r.findings]
+    note = [n for n in r.notes if n.startswith("inconclusive")][0]
+    assert "10 finite loss points" in note and "grad_norm" in note and "did not clearly fall" in note
+    for fmt in ("text", "md", "html"):  # every format renders the new status
+        assert render(r, fmt)
+
+
+def test_short_log_that_learns_is_healthy_with_a_word(tmp_path):
+    rows = [(i, 3.0 * math.exp(-i / 5) + 0.3, 1.0, 1e-3) for i in range(12)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    assert r.status == "healthy" and not r.findings
+    assert any(n.startswith("short log: only 12") for n in r.notes), r.notes
+
+
+# --- empty label masks -----------------------------------------------------------------------------
+
+def test_loss_zero_with_nan_grad_norm_is_an_empty_label_mask(tmp_path):
+    """The guarded division `where(n > 0, s / n, 0)` of a batch with no supervised token: the
+    forward pass gives 0.0, the backward pass 0 * (1/0) = NaN (a real torch gotcha)."""
+    torch.manual_seed(0)
+    emb, head = nn.Embedding(50, 16), nn.Linear(16, 50)
+    params = [*emb.parameters(), *head.parameters()]
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    rows = []
+    for step in range(20):
+        ids = torch.randint(0, 50, (4, 8))
+        labels = ids.clone()
+        if step == 12:
+            labels[:] = -100  # every response truncated away
+        mask = (labels != -100).float().view(-1)
+        logp = F.log_softmax(head(emb(ids)).view(-1, 50), dim=-1)
+        per_tok = -logp.gather(1, labels.clamp(min=0).view(-1, 1)).squeeze(1)
+        n = mask.sum()
+        s = (per_tok * mask).sum()
+        loss = torch.where(n > 0, s / n, torch.zeros(()))
+        opt.zero_grad()
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(params, 1e9)
+        if torch.isfinite(gn):
+            opt.step()
+        rows.append((step, loss.item(), gn.item(), 1e-3))
+    assert rows[12][1] == 0.0 and math.isnan(rows[12][2])  # the premise
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    f = r.findings[0]
+    assert (f.cause, f.step, f.severity) == ("label_mask_empty", 12, "critical"), \
+        [(x.cause, x.step, x.evidence) for x in r.findings]
+    assert not any(x.cause in ("nonfinite_data", "lr_too_high") for x in r.findings)
