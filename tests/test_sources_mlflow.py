@@ -168,8 +168,12 @@ def test_fault_curves_through_log_batch(tmp_path, tracking, name):
         client = mlflow.MlflowClient()
         for k in range(0, len(metrics), 1000):  # MLflow's batch limit
             client.log_batch(active.info.run_id, metrics=metrics[k:k + 1000])
+    tracking(f"file:{tmp_path}/mlruns")  # a file store beside it (an older run): named in a note
+    _file_run(tmp_path / "mlruns", "older", [1.0, 0.9, 0.8])
     run = load_path(tmp_path)[0]  # the folder holding mlflow.db
     np.testing.assert_array_equal(run.cols["loss"], curve["loss"])
+    assert any("also holds an MLflow file store" in n for n in run.notes)
+    assert len(load_path(tmp_path / "mlruns")[0]) == 3
     logfaults.check(diagnose_runs([run]), name)
 
 

@@ -420,6 +420,9 @@ def read(path: Path) -> list[Run]:
         finally:
             con.close()
         what = f"{db.name} run {info['id']}"
+        if path.is_dir() and _run_dirs(path):
+            notes.append(f"this folder also holds an MLflow file store (mlruns/); read {db.name}, "
+                         "point at mlruns/ to read that instead")
     else:
         runs = [_file_run_info(d) for d in _run_dirs(path)]
         info, notes = _choose(runs, str(path))
