@@ -425,3 +425,16 @@ def test_lightning_mlflow_logger(tmp_path, tracking):
     np.testing.assert_allclose(run.cols["loss"][run.logged("loss")], seen, rtol=1e-6)
     assert run.meta["config_lr"] == 0.01 and run.meta["max_grad_norm"] == 0.5
     assert diagnose_runs([run]).status == "healthy"
+
+
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_metric_logged_without_step_is_numbered_in_order(tmp_path, tracking, store):
+    tracking(f"file:{tmp_path}/mlruns" if store == "file" else f"sqlite:///{tmp_path}/mlflow.db")
+    losses = [3.0 - 0.1 * i for i in range(20)]
+    with mlflow.start_run():
+        for v in losses:
+            mlflow.log_metric("loss", v)  # no step=: MLflow files each at step 0
+    run = load_path(tmp_path / ("mlruns" if store == "file" else "mlflow.db"))[0]
+    assert list(run.steps) == list(range(20))
+    np.testing.assert_array_equal(run.cols["loss"], losses)
+    assert any("without step=" in n for n in run.notes)
