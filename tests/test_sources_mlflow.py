@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import logfaults
@@ -308,7 +308,7 @@ def test_sqlite_that_is_not_mlflow_exit_2(tmp_path):
     assert "not an MLflow tracking store" in one_line_error(run_cli("diagnose", db))
     damaged = tmp_path / "mlflow.db"
     damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 2000)
-    assert "not an MLflow tracking store" in one_line_error(run_cli("diagnose", damaged))
+    assert "cannot read this SQLite database" in one_line_error(run_cli("diagnose", damaged))
 
 
 def test_malformed_metric_line_reads_up_to_the_damage(tmp_path, tracking):
@@ -438,3 +438,34 @@ def test_metric_logged_without_step_is_numbered_in_order(tmp_path, tracking, sto
     assert list(run.steps) == list(range(20))
     np.testing.assert_array_equal(run.cols["loss"], losses)
     assert any("without step=" in n for n in run.notes)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=3000), st.sampled_from(["mlflow.db", "runs.sqlite"]))
+def test_damaged_sqlite_fuzz(tmp_path, data, name):
+    """Whatever follows SQLite's header, reading ends in runs or one SourceError."""
+    from lossdoctor.sources import SourceError
+
+    p = tmp_path / name
+    p.write_bytes(b"SQLite format 3\x00" + data)
+    try:
+        load_path(p)
+    except SourceError as e:
+        assert "\n" not in str(e)
+
+
+@pytest.mark.parametrize("cut", [0.05, 0.3, 0.6, 0.9, 0.999])
+def test_truncated_real_store(tmp_path, tracking, cut):
+    """A real mlflow.db cut short (a copy interrupted, a full disk): runs or one clear line."""
+    tracking(f"sqlite:///{tmp_path}/mlflow.db")
+    with mlflow.start_run():
+        for i in range(30):
+            mlflow.log_metric("loss", 2.0 - 0.01 * i, step=i)
+    data = (tmp_path / "mlflow.db").read_bytes()
+    cut_db = tmp_path / "cut" / "mlflow.db"
+    cut_db.parent.mkdir()
+    cut_db.write_bytes(data[: int(len(data) * cut)])
+    p = run_cli("diagnose", cut_db)
+    assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stderr
+    if p.returncode == 2:
+        one_line_error(p)

@@ -419,8 +419,10 @@ def read(path: Path) -> list[Run]:
     if db is not None:
         tables = _sqlite_tables(db)
         if not {"metrics", "runs"} <= tables:
-            what = "damaged or locked" if not tables else "without MLflow's runs and metrics tables"
-            raise SourceError(f"{db}: a SQLite database {what}, not an MLflow tracking store")
+            if not tables:
+                raise SourceError(f"{db}: cannot read this SQLite database (damaged, cut short or locked)")
+            raise SourceError(f"{db}: a SQLite database without MLflow's runs and metrics tables, not an "
+                              "MLflow tracking store")
         con = _connect(db)
         try:
             info, notes = _choose(_db_runs(con), str(path))
