@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import logfaults
@@ -168,8 +168,12 @@ def test_fault_curves_through_log_batch(tmp_path, tracking, name):
         client = mlflow.MlflowClient()
         for k in range(0, len(metrics), 1000):  # MLflow's batch limit
             client.log_batch(active.info.run_id, metrics=metrics[k:k + 1000])
+    tracking(f"file:{tmp_path}/mlruns")  # a file store beside it (an older run): named in a note
+    _file_run(tmp_path / "mlruns", "older", [1.0, 0.9, 0.8])
     run = load_path(tmp_path)[0]  # the folder holding mlflow.db
     np.testing.assert_array_equal(run.cols["loss"], curve["loss"])
+    assert any("also holds an MLflow file store" in n for n in run.notes)
+    assert len(load_path(tmp_path / "mlruns")[0]) == 3
     logfaults.check(diagnose_runs([run]), name)
 
 
@@ -304,7 +308,7 @@ def test_sqlite_that_is_not_mlflow_exit_2(tmp_path):
     assert "not an MLflow tracking store" in one_line_error(run_cli("diagnose", db))
     damaged = tmp_path / "mlflow.db"
     damaged.write_bytes(b"SQLite format 3\x00" + b"\xff" * 2000)
-    assert "not an MLflow tracking store" in one_line_error(run_cli("diagnose", damaged))
+    assert "cannot read this SQLite database" in one_line_error(run_cli("diagnose", damaged))
 
 
 def test_malformed_metric_line_reads_up_to_the_damage(tmp_path, tracking):
@@ -369,6 +373,8 @@ def test_reading_imports_neither_mlflow_nor_torch(tmp_path, tracking):
 def test_logged_model_metrics_are_not_a_run(tmp_path, tracking):
     """MLflow 3 also files a logged model's metrics under mlruns/<exp>/models/<model_id>/metrics:
     that folder looks like a run directory, but it is the same numbers again, not another run."""
+    if not hasattr(mlflow, "initialize_logged_model"):
+        pytest.skip("logged models are MLflow 3")
     tracking(f"file:{tmp_path}/mlruns")
     with mlflow.start_run() as active:
         model = mlflow.initialize_logged_model(name="m")
@@ -421,3 +427,47 @@ def test_lightning_mlflow_logger(tmp_path, tracking):
     np.testing.assert_allclose(run.cols["loss"][run.logged("loss")], seen, rtol=1e-6)
     assert run.meta["config_lr"] == 0.01 and run.meta["max_grad_norm"] == 0.5
     assert diagnose_runs([run]).status == "healthy"
+
+
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_metric_logged_without_step_is_numbered_in_order(tmp_path, tracking, store):
+    tracking(f"file:{tmp_path}/mlruns" if store == "file" else f"sqlite:///{tmp_path}/mlflow.db")
+    losses = [3.0 - 0.1 * i for i in range(20)]
+    with mlflow.start_run():
+        for v in losses:
+            mlflow.log_metric("loss", v)  # no step=: MLflow files each at step 0
+    run = load_path(tmp_path / ("mlruns" if store == "file" else "mlflow.db"))[0]
+    assert list(run.steps) == list(range(20))
+    np.testing.assert_array_equal(run.cols["loss"], losses)
+    assert any("without step=" in n for n in run.notes)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.binary(max_size=3000), st.sampled_from(["mlflow.db", "runs.sqlite"]))
+def test_damaged_sqlite_fuzz(tmp_path, data, name):
+    """Whatever follows SQLite's header, reading ends in runs or one SourceError."""
+    from lossdoctor.sources import SourceError
+
+    p = tmp_path / name
+    p.write_bytes(b"SQLite format 3\x00" + data)
+    try:
+        load_path(p)
+    except SourceError as e:
+        assert "\n" not in str(e)
+
+
+@pytest.mark.parametrize("cut", [0.05, 0.3, 0.6, 0.9, 0.999])
+def test_truncated_real_store(tmp_path, tracking, cut):
+    """A real mlflow.db cut short (a copy interrupted, a full disk): runs or one clear line."""
+    tracking(f"sqlite:///{tmp_path}/mlflow.db")
+    with mlflow.start_run():
+        for i in range(30):
+            mlflow.log_metric("loss", 2.0 - 0.01 * i, step=i)
+    data = (tmp_path / "mlflow.db").read_bytes()
+    cut_db = tmp_path / "cut" / "mlflow.db"
+    cut_db.parent.mkdir()
+    cut_db.write_bytes(data[: int(len(data) * cut)])
+    p = run_cli("diagnose", cut_db)
+    assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stderr
+    if p.returncode == 2:
+        one_line_error(p)

@@ -109,8 +109,8 @@ def load_path(path: str | os.PathLike[str]) -> list[Run]:
 
     kind = "binary data, " if looks_binary(head(p, 65536)) else ""
     raise SourceError(f"{p}: {kind}not a log format lossdoctor knows (supported: trainer_state.json, "
-                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, MLflow stores, Megatron/DeepSpeed "
-                      "logs, CSV, JSONL)")
+                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, MLflow stores, "
+                      "Megatron/DeepSpeed logs, CSV, JSONL)")
 
 
 #: sampling coarser than this many steps per logged loss point gets a note

@@ -249,7 +249,7 @@ def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str,
     series = {}
     for name in names:
         rows = con.execute(f"SELECT {step_col}, value, {nan_col} FROM metrics WHERE run_uuid = ? AND key = ? "
-                           "ORDER BY timestamp", (info["id"], name)).fetchall()
+                           "ORDER BY timestamp, rowid", (info["id"], name)).fetchall()
         a = np.array(rows, dtype=np.float64).reshape(-1, 3)
         vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
         vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
@@ -394,6 +394,16 @@ def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, n
     return run
 
 
+def _number_unstepped(series: dict[str, tuple[np.ndarray, np.ndarray]], notes: list[str]) -> None:
+    """`mlflow.log_metric("loss", v)` without `step=` files every value at step 0: such a metric
+    is numbered in logging order instead (what the MLflow UI shows against time)."""
+    for name, (steps, values) in series.items():
+        if steps.size > 1 and (steps == steps[0]).all():
+            series[name] = (np.arange(steps.size, dtype=np.int64), values)
+            notes.append(f"metric {name!r} was logged without step= (all at step {int(steps[0])}): "
+                         "numbered in logging order")
+
+
 def _status_note(info: dict[str, Any]) -> list[str]:
     st = info.get("status")
     if st in ("FAILED", "KILLED"):
@@ -409,8 +419,10 @@ def read(path: Path) -> list[Run]:
     if db is not None:
         tables = _sqlite_tables(db)
         if not {"metrics", "runs"} <= tables:
-            what = "damaged or locked" if not tables else "without MLflow's runs and metrics tables"
-            raise SourceError(f"{db}: a SQLite database {what}, not an MLflow tracking store")
+            if not tables:
+                raise SourceError(f"{db}: cannot read this SQLite database (damaged, cut short or locked)")
+            raise SourceError(f"{db}: a SQLite database without MLflow's runs and metrics tables, not an "
+                              "MLflow tracking store")
         con = _connect(db)
         try:
             info, notes = _choose(_db_runs(con), str(path))
@@ -420,11 +432,15 @@ def read(path: Path) -> list[Run]:
         finally:
             con.close()
         what = f"{db.name} run {info['id']}"
+        if path.is_dir() and _run_dirs(path):
+            notes.append(f"this folder also holds an MLflow file store (mlruns/); read {db.name}, "
+                         "point at mlruns/ to read that instead")
     else:
         runs = [_file_run_info(d) for d in _run_dirs(path)]
         info, notes = _choose(runs, str(path))
         series, params = _read_file_run(info, notes)
         what = f"run {info['id']}"
+    _number_unstepped(series, notes)
     meta = {"framework": "mlflow", **params_meta(params),
             "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")}}
     run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta,
