@@ -47,9 +47,13 @@ class PreflightWatch:
         model = unwrap_model(monitor.model)
         self.stats = weight_stats(model)
         self.probe = ActivationProbe(model)
-        self.labels = LabelCheck(self.ctx)
-        self.data = DataCheck(self.ctx)
-        self._emit(config_findings(self.ctx))
+        try:
+            self.labels = LabelCheck(self.ctx)
+            self.data = DataCheck(self.ctx)
+            self._emit(config_findings(self.ctx))
+        except BaseException:
+            self.probe.remove()  # start_preflight drops this object: leave no hook behind
+            raise
 
     # --- called by the monitor ----------------------------------------------------------------
     def observe(self, step: int, loss: Any, batch: Any) -> None:

@@ -1,0 +1,191 @@
+"""Faults inside the monitor never reach the training loop.
+
+Each test injects an internal error into one part of the monitor (monkeypatching lossdoctor's own
+code to raise, where a real bug would) and checks the user's side: training bit-identical to an
+unwatched run, one warning, a note in the run log, and no hook left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import lossdoctor
+from lossdoctor.signals import gradients as gradients_mod
+from lossdoctor.triage import policy, ring
+from triage_models import MLP, mse_loss, regression_batches, state_bytes
+
+
+def _setup():
+    torch.manual_seed(0)
+    model = MLP()
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+def _train(model, opt, mon, n=8):
+    losses = []
+    for b in regression_batches(n):
+        opt.zero_grad()
+        loss = mse_loss(model, b)
+        loss.backward()
+        opt.step()
+        if mon is not None:
+            mon.step(loss, batch=b)
+        losses.append(loss.detach().clone())
+    return losses
+
+
+def _reference(n=8):
+    model, opt = _setup()
+    losses = _train(model, opt, None, n)
+    return losses, state_bytes(model, opt)
+
+
+def hook_count(model: nn.Module, opt: torch.optim.Optimizer) -> int:
+    """Every hook the monitor could have installed: module forward hooks, parameter gradient
+    hooks, optimizer step hooks."""
+    n = sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    n += sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in model.parameters())
+    n += len(opt._optimizer_step_pre_hooks) + len(opt._optimizer_step_post_hooks)
+    return n
+
+
+def _warnings(caplog, text):
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+
+def _meta(d):
+    return json.loads((d / "meta.json").read_text())
+
+
+def test_failing_queue_callback_in_the_gradient_hook_does_not_break_backward(tmp_path, caplog, monkeypatch):
+    """The post-accumulate-grad hook runs inside loss.backward(): queueing the capture fails."""
+
+    real = torch.autograd.Variable._execution_engine
+
+    class BrokenEngine:  # autograd's engine, except that queueing a callback fails
+        def queue_callback(self, fn):
+            raise RuntimeError("injected: queue_callback failed")
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    ref_losses, ref_state = _reference()
+    model, opt = _setup()
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
+        monkeypatch.setattr(torch.autograd.Variable, "_execution_engine", BrokenEngine())
+        losses = _train(model, opt, mon)
+        monkeypatch.undo()
+        mon.close()
+    assert all(torch.equal(a, b) for a, b in zip(losses, ref_losses))
+    assert state_bytes(model, opt) == ref_state
+    assert len(_warnings(caplog, "queue_callback failed")) == 1
+    assert any("GradProbe" in n and "queue_callback failed" in n for n in _meta(tmp_path)["monitor_notes"])
+    recs = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert len(recs) == 8 and all("loss" in r for r in recs)  # the other parts kept recording
+    assert hook_count(model, opt) == 0
+    rep = lossdoctor.diagnose(str(tmp_path))
+    assert any("GradProbe" in n for n in rep.notes)
+
+
+def test_failing_capture_callback_at_the_end_of_backward(tmp_path, caplog):
+    """The callback queued on the autograd engine runs when backward ends: it fails there."""
+
+    class Exploding:
+        def __iadd__(self, other):
+            raise RuntimeError("injected: capture callback failed")
+
+    ref_losses, ref_state = _reference()
+    model, opt = _setup()
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
+        mon.grads.backwards = Exploding()
+        losses = _train(model, opt, mon)
+        mon.close()
+    assert all(torch.equal(a, b) for a, b in zip(losses, ref_losses))
+    assert state_bytes(model, opt) == ref_state
+    assert len(_warnings(caplog, "capture callback failed")) == 1
+    assert hook_count(model, opt) == 0
+
+
+@pytest.mark.parametrize("what", ["ring.remove", "snapshot unlink", "guard.remove"])
+def test_close_failures_do_not_escape_and_the_log_is_closed(tmp_path, caplog, monkeypatch, what):
+    def boom(*a, **k):
+        raise OSError(f"injected: {what} failed")
+
+    model, opt = _setup()
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot="disk",
+                           snapshot_every=2, on_incident="skip")
+    _train(model, opt, mon, 5)
+    if what == "ring.remove":
+        monkeypatch.setattr(ring.SnapshotRing, "remove", boom)
+    elif what == "snapshot unlink":
+        monkeypatch.setattr(ring, "_unlink", boom)
+    else:
+        monkeypatch.setattr(policy.SkipGuard, "remove", boom)
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        mon.close()  # must not raise
+    monkeypatch.undo()
+    assert mon.closed and mon.writer._steps.closed
+    assert len(_warnings(caplog, f"{what} failed")) == 1
+    assert any(f"{what} failed" in n for n in _meta(tmp_path)["monitor_notes"])
+    # everything else was removed all the same; only the part that failed may keep its hooks
+    left = hook_count(model, opt)
+    assert left == {"ring.remove": 2, "snapshot unlink": 0, "guard.remove": 2}[what]
+    assert len((tmp_path / "steps.jsonl").read_text().splitlines()) == 5
+
+
+def test_a_model_that_cannot_be_described_is_still_watched(tmp_path, caplog, monkeypatch):
+    from lossdoctor import monitor
+
+    def broken(*a, **k):
+        raise AttributeError("injected: describe_run failed")
+
+    monkeypatch.setattr(monitor, "describe_run", broken)
+    ref_losses, ref_state = _reference()
+    model, opt = _setup()
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+            losses = _train(model, opt, mon)
+    assert all(torch.equal(a, b) for a, b in zip(losses, ref_losses))
+    assert state_bytes(model, opt) == ref_state
+    assert len(_warnings(caplog, "describe_run failed")) == 1
+    assert len((tmp_path / "steps.jsonl").read_text().splitlines()) == 8
+    assert "describe_run failed" in " ".join(mon.diagnose().notes)
+
+
+@pytest.mark.parametrize("where", ["skip guard", "live engine", "preflight config"])
+def test_a_watch_that_raises_leaves_no_hook_behind(tmp_path, monkeypatch, where):
+    def broken(*a, **k):
+        raise RuntimeError(f"injected: {where} failed")
+
+    if where == "skip guard":  # after the tracer, gradient, optimizer and snapshot-ring hooks
+        monkeypatch.setattr(policy.SkipGuard, "__init__", broken)
+    elif where == "live engine":
+        from lossdoctor import monitor
+
+        monkeypatch.setattr(monitor, "LiveDiagnoser", broken)
+    else:  # preflight never raises, but its probe's hooks must go with it
+        from lossdoctor.preflight import watch as pw
+
+        monkeypatch.setattr(pw, "config_findings", broken)
+    ref_losses, ref_state = _reference()
+    model, opt = _setup()
+    if where == "preflight config":
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss,
+                               on_incident="skip")
+        assert mon.preflight is None
+        mon.close()
+    else:
+        with pytest.raises(RuntimeError, match="injected"):
+            lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, on_incident="skip")
+    assert hook_count(model, opt) == 0
+    losses = _train(model, opt, None)  # and training afterwards is the unwatched training
+    assert all(torch.equal(a, b) for a, b in zip(losses, ref_losses))
+    assert state_bytes(model, opt) == ref_state
