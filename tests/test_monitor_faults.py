@@ -189,3 +189,30 @@ def test_a_watch_that_raises_leaves_no_hook_behind(tmp_path, monkeypatch, where)
     losses = _train(model, opt, None)  # and training afterwards is the unwatched training
     assert all(torch.equal(a, b) for a, b in zip(losses, ref_losses))
     assert state_bytes(model, opt) == ref_state
+
+
+def test_diagnose_after_the_step_record_failed_at_step_0_reports_what_failed(tmp_path, caplog, monkeypatch):
+    """The README's `print(mon.diagnose())` after training must not crash the script when the
+    monitor wrote no step at all."""
+    from lossdoctor import monitor
+
+    def broken(self, loss, batch):
+        raise RuntimeError("injected: step record failed")
+
+    monkeypatch.setattr(monitor.Monitor, "_collect", broken)
+    ref_losses, ref_state = _reference()
+    model, opt = _setup()
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
+            losses = _train(model, opt, mon)
+            live = mon.diagnose()  # before close, too
+    assert all(torch.equal(a, b) for a, b in zip(losses, ref_losses))
+    assert state_bytes(model, opt) == ref_state
+    rep = mon.diagnose()
+    for r in (live, rep):
+        assert r.findings == [] and r.steps == 8
+        text = " ".join(r.notes)
+        assert "no diagnosis" in text and "step disabled after an internal error" in text
+        assert "injected: step record failed" in text
+    assert "no diagnosis" in str(rep.to_dict()["notes"])
+    assert len(_warnings(caplog, "step record failed")) == 1
