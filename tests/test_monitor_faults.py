@@ -216,3 +216,43 @@ def test_diagnose_after_the_step_record_failed_at_step_0_reports_what_failed(tmp
         assert "injected: step record failed" in text
     assert "no diagnosis" in str(rep.to_dict()["notes"])
     assert len(_warnings(caplog, "step record failed")) == 1
+
+
+class _Planted:
+    """What an attacker would put in a run directory: unpickling it runs `open(marker, "w")`."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("planted", ["pickle", "foreign tensors"])
+def test_a_planted_snapshot_file_is_not_executed_and_triage_says_so(tmp_path, planted):
+    from triage_models import ce_loss, classification_batches
+
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    batches = classification_batches(8)
+    batches[5][0][2, 1] = float("nan")
+    marker = tmp_path / "code-ran"
+    run = tmp_path / "run"
+    mon = lossdoctor.watch(model, opt, log_dir=run, alerts=False, replay_fn=ce_loss, snapshot="disk",
+                           snapshot_every=2)
+    for i, (x, y) in enumerate(batches):
+        if i == 5:  # every snapshot on disk is replaced before the incident is replayed
+            for f in (run / "snapshots").glob("*.pt"):
+                obj = _Planted(str(marker)) if planted == "pickle" else {"step": 0, "tensors": [torch.zeros(3)]}
+                torch.save(obj, f)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    assert not marker.exists()  # the file's code never ran
+    [rec] = [json.loads(f.read_text()) for f in (run / "incidents").glob("*.json")]
+    assert "could not be loaded" in " ".join(rec["notes"]) if planted == "pickle" else \
+        "is not the one lossdoctor wrote" in " ".join(rec["notes"])
+    assert rec["level"] == "live" and rec["findings"]  # the live flags still answer

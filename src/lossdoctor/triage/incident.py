@@ -44,8 +44,8 @@ from .localize import _Preserve, localize_on
 from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
-from .state import (InplaceGuard, RngState, Snapshot, SnapshotTaker, load_model_state, restore_scaler,
-                    scratch_workspace)
+from .state import (InplaceGuard, RngState, Snapshot, SnapshotLoadError, SnapshotTaker, load_model_state,
+                    restore_scaler, scratch_workspace)
 
 log = logging.getLogger("lossdoctor")
 
@@ -290,6 +290,8 @@ class Triage:
         except Exception as e:  # triage must never take the training down
             log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
             record["error"] = f"{type(e).__name__}: {e}"
+            if isinstance(e, SnapshotLoadError):
+                record["notes"].append(str(e))
             if "out of memory" in str(e).lower() and not self.inplace:
                 record["notes"].append("the scratch copy of the model did not fit: pass triage_inplace=True")
             findings = []
