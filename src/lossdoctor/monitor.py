@@ -106,6 +106,7 @@ class Monitor:
         self.probes: list[Any] = []
         self._t0 = time.perf_counter()
         self._warned: set[str] = set()
+        self._last_scale: float | None = None  # the loss scale of the previous step record
 
         #: what the monitor could not do (internal errors): written to meta.json, read back as notes
         self.notes: list[str] = []
@@ -338,6 +339,12 @@ class Monitor:
             rec["scale"] = float(values["scale"][0])
         opt = ctx["opt"]
         rec["skipped"] = 0 if opt["stepped"] else 1
+        if not opt["stepped"] and not self._skip_explained(ctx["step"], rec.get("scale")):
+            rec["skipped"] = 0  # not a skipped step: mon.step was called without one
+            rec["no_optimizer_step"] = 1
+            self._warn_misuse(ctx["step"])
+        if "scale" in rec:
+            self._last_scale = rec["scale"]
         lrs = [x for x in opt["lrs"]]
         rec["lr"] = lrs[0] if lrs else None
         rec["wd"] = opt["wds"][0] if opt["wds"] else None
@@ -384,6 +391,26 @@ class Monitor:
             except Exception as e:
                 self._disable_probe(probe, e)
         return {k: v for k, v in rec.items() if v is not None}, per
+
+    def _skip_explained(self, step: int, scale: float | None) -> bool:
+        """The optimizer did not step since the previous `mon.step`: was it skipped (a GradScaler
+        that found inf gradients, which always backs its scale off; the skip policy), or was
+        `mon.step` called without an optimizer step (twice per step, per micro-batch)?"""
+        if step in self.triage.skipped_steps:
+            return True
+        if scale is None:
+            return False  # no (enabled) GradScaler: nothing skips the optimizer on its own
+        last = self._last_scale
+        return last is None or not (scale >= last)
+
+    def _warn_misuse(self, step: int) -> None:
+        if "misuse" in self._warned:
+            return
+        self._warned.add("misuse")
+        log.warning("lossdoctor: mon.step was called at step %d without an optimizer step since the previous "
+                    "call; call it once per optimizer step, after optimizer.step() (with gradient "
+                    "accumulation: after the last micro-batch). Such calls are recorded as "
+                    "no_optimizer_step, not as skipped steps", step)
 
     def _write_layers(self, step: int, per: dict[str, np.ndarray]) -> None:
         n = len(self.tracer.names)
