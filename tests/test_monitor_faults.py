@@ -256,3 +256,34 @@ def test_a_planted_snapshot_file_is_not_executed_and_triage_says_so(tmp_path, pl
     assert "could not be loaded" in " ".join(rec["notes"]) if planted == "pickle" else \
         "is not the one lossdoctor wrote" in " ".join(rec["notes"])
     assert rec["level"] == "live" and rec["findings"]  # the live flags still answer
+
+
+class _Unreadable:
+    """A batch value whose attribute access raises (a lazy proxy, a closed handle)."""
+
+    def __getattr__(self, name):
+        raise RuntimeError(f"injected: cannot read .{name}")
+
+
+def test_one_unreadable_batch_value_costs_only_its_own_checks(tmp_path, caplog):
+    from triage_models import ce_loss, classification_batches
+
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    batches = [(x, y, _Unreadable()) for x, y in classification_batches(8)]
+    batches[5][0][2, 1] = float("nan")
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, snapshot_every=2,
+                              replay_fn=lambda m, b: ce_loss(m, b[:2])) as mon:
+            for b in batches:
+                opt.zero_grad()
+                loss = F.cross_entropy(model(b[0]), b[1])
+                loss.backward()
+                opt.step()
+                mon.step(loss, batch=b)
+    assert not _warnings(caplog, "disabled")  # no part of the monitor was switched off
+    recs = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert len(recs) == 8 and all(r["batch_size"] == 8 and "grad_norm" in r for r in recs)
+    assert recs[5]["batch_nonfinite_detail"] == {"0": [2]}
+    [rec] = [json.loads(f.read_text()) for f in (tmp_path / "incidents").glob("*.json")]
+    assert rec["findings"][0]["samples"] == [2]  # triage kept and replayed the batch

@@ -298,7 +298,13 @@ class Monitor:
         ctx["tracer"] = self.tracer.flush(packer)
         ctx["grads"] = self.grads.flush(packer)
         ctx["opt"] = self.opt_probe.flush(packer)
-        ctx["batch"] = self.batch_probe.flush(batch, packer) if self.batch_probe.enabled else {}
+        ctx["batch"] = {}
+        if self.batch_probe.enabled:
+            try:
+                ctx["batch"] = self.batch_probe.flush(batch, packer)
+            except Exception as e:  # a batch the checks cannot read costs the batch checks only
+                self.batch_probe.enabled = False
+                self._disable("batch checks", e)
         if self._sampled:
             params = local_list(self.grads.params)
             if params:
