@@ -67,12 +67,15 @@ def ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_st
     dist.destroy_process_group()
 
 
-class BrokenBatch:
-    """A batch the monitor cannot read (its `items` raises): the monitor disables itself on that
-    rank, and must not leave the other ranks waiting in its per-step all-reduce."""
+def break_step_record(mon) -> None:
+    """An internal error in the step record from now on (injected): the monitor disables itself on
+    that rank, and must not leave the other ranks waiting in its per-step all-reduce. (An
+    unreadable batch no longer does this: it costs only the batch checks.)"""
 
-    def items(self):
-        raise RuntimeError("unreadable batch")
+    def broken(loss, batch):
+        raise RuntimeError("injected: step record failed")
+
+    mon._collect = broken
 
 
 FAIL_STEP = 4
@@ -101,7 +104,9 @@ def fsdp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_s
         ref.append(float(total.full_tensor() if hasattr(total, "full_tensor") else total))
         opt.step()
         opt.zero_grad()
-        mon.step(loss, batch=BrokenBatch() if (rank == nan_rank and step == FAIL_STEP) else b)
+        if rank == nan_rank and step == FAIL_STEP:
+            break_step_record(mon)
+        mon.step(loss, batch=b)
     mon.close()
     Path(out, f"rank{rank}.json").write_text(json.dumps({"ref": ref}))
     dist.destroy_process_group()

@@ -106,8 +106,28 @@ class Monitor:
         self.probes: list[Any] = []
         self._t0 = time.perf_counter()
         self._warned: set[str] = set()
+        self._last_scale: float | None = None  # the loss scale of the previous step record
 
+        #: what the monitor could not do (internal errors): written to meta.json, read back as notes
+        self.notes: list[str] = []
         self.writer = RunLogWriter(self.run_dir)
+        try:
+            self._install(model, optimizer, scaler, scheduler, task, replay_fn, check_inputs=check_inputs,
+                          update_budget=update_budget, alerts=alerts, on_incident=on_incident,
+                          snapshot_every=snapshot_every, snapshot=snapshot, snapshot_budget=snapshot_budget,
+                          triage_inplace=triage_inplace, max_incidents=max_incidents)
+        except BaseException:
+            # a watch() that raises must leave nothing behind: no hook on the model or the
+            # optimizer, no tracer collecting every step with nobody to flush it
+            self._teardown()
+            self.closed = True
+            raise
+
+    def _install(self, model: nn.Module, optimizer: Any, scaler: Any, scheduler: Any, task: str | None,
+                 replay_fn: Any, *, check_inputs: bool, update_budget: int, alerts: bool, on_incident: str,
+                 snapshot_every: int, snapshot: str, snapshot_budget: int | None, triage_inplace: bool,
+                 max_incidents: int) -> None:
+        """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""
         from .integrations.distributed import attach_distributed, unwrap_data_parallel
 
         wrapper, model = model, unwrap_data_parallel(model)  # names as the user's model has them
@@ -122,10 +142,10 @@ class Monitor:
         self.opt_probe = OptimizerProbe(self.optimizer, budget=update_budget)
         self.batch_probe = BatchProbe()
         self.readout = Readout()
-        self.meta = describe_run(model, self.optimizer, scaler, scheduler, task,
-                                 {"rank": self.rank, "world_size": self.world_size,
-                                  "layer_every": self.layer_every, "started": time.time(),
-                                  "replay": replay_fn is not None})
+        self.meta = self._describe(model, scaler, scheduler, task,
+                                   {"rank": self.rank, "world_size": self.world_size,
+                                    "layer_every": self.layer_every, "started": time.time(),
+                                    "replay": replay_fn is not None})
         self.writer.write_meta(self.meta)
         self.writer.start_layers(self.tracer.names, list(LAYER_STATS),
                                  [type(m).__name__ for m in self.tracer.modules])
@@ -191,23 +211,58 @@ class Monitor:
         except Exception as e:
             self._disable("close", e)
         finally:
-            self.tracer.remove()
-            self.grads.remove()
-            self.opt_probe.remove()
-            for probe in self.probes:
-                probe.remove()
-            self.triage.close()
-            self.writer.close()
+            self._teardown()
             self.closed = True
 
+    def _teardown(self) -> None:
+        """Remove every hook and close every file, each on its own: one that fails does not keep
+        the others (the run log above all) from being closed. Safe on a half-built monitor."""
+        parts = [getattr(self, name, None) for name in ("tracer", "grads", "opt_probe")]
+        steps: list[tuple[str, Callable[[], None]]] = [
+            (type(p).__name__, p.remove) for p in parts if p is not None]
+        steps += [(type(p).__name__, p.remove) for p in getattr(self, "probes", [])]
+        pf = getattr(self, "preflight", None)
+        if pf is not None:
+            steps.append(("preflight", pf.probe.remove))
+        triage = getattr(self, "triage", None)
+        if triage is not None:
+            steps.append(("triage", triage.close))
+        for part, fn in steps:
+            try:
+                fn()
+            except Exception as e:
+                self._disable(part, e)
+        meta = getattr(self, "meta", None)
+        if meta is not None and self.notes:
+            try:
+                meta["monitor_notes"] = list(self.notes)
+                self.writer.write_meta(meta)
+            except Exception:
+                pass
+        try:
+            self.writer.close()
+        except Exception as e:
+            self._disable("run log", e)
+
     def diagnose(self) -> Report:
-        """The diagnosis of the run so far: the same as `lossdoctor diagnose <log_dir>`."""
-        if not self.closed:
-            self._drain(wait=True)
+        """The diagnosis of the run so far: the same as `lossdoctor diagnose <log_dir>`. Never
+        raises: when the run log cannot be read (say the monitor was disabled before writing a
+        step), the report has no findings and a note that says what failed."""
+        try:
+            if not self.closed:
+                self._drain(wait=True)
+        except Exception as e:
+            self._disable("step", e)
         from .sources import load_path
         from .detectors.engine import diagnose_runs
 
-        return diagnose_runs(load_path(self.log_dir))
+        try:
+            return diagnose_runs(load_path(self.log_dir))
+        except Exception as e:
+            why = [f"the monitor's own parts were disabled: {'; '.join(self.notes)}"] if self.notes else []
+            return Report(findings=[], steps=self.step_idx, source=str(self.log_dir),
+                          notes=[f"no diagnosis: the run log in {self.log_dir} could not be read "
+                                 f"({type(e).__name__}: {e})", *why])
 
     @property
     def findings(self) -> list[Finding]:
@@ -243,7 +298,13 @@ class Monitor:
         ctx["tracer"] = self.tracer.flush(packer)
         ctx["grads"] = self.grads.flush(packer)
         ctx["opt"] = self.opt_probe.flush(packer)
-        ctx["batch"] = self.batch_probe.flush(batch, packer) if self.batch_probe.enabled else {}
+        ctx["batch"] = {}
+        if self.batch_probe.enabled:
+            try:
+                ctx["batch"] = self.batch_probe.flush(batch, packer)
+            except Exception as e:  # a batch the checks cannot read costs the batch checks only
+                self.batch_probe.enabled = False
+                self._disable("batch checks", e)
         if self._sampled:
             params = local_list(self.grads.params)
             if params:
@@ -284,6 +345,12 @@ class Monitor:
             rec["scale"] = float(values["scale"][0])
         opt = ctx["opt"]
         rec["skipped"] = 0 if opt["stepped"] else 1
+        if not opt["stepped"] and not self._skip_explained(ctx["step"], rec.get("scale")):
+            rec["skipped"] = 0  # not a skipped step: mon.step was called without one
+            rec["no_optimizer_step"] = 1
+            self._warn_misuse(ctx["step"])
+        if "scale" in rec:
+            self._last_scale = rec["scale"]
         lrs = [x for x in opt["lrs"]]
         rec["lr"] = lrs[0] if lrs else None
         rec["wd"] = opt["wds"][0] if opt["wds"] else None
@@ -331,6 +398,26 @@ class Monitor:
                 self._disable_probe(probe, e)
         return {k: v for k, v in rec.items() if v is not None}, per
 
+    def _skip_explained(self, step: int, scale: float | None) -> bool:
+        """The optimizer did not step since the previous `mon.step`: was it skipped (a GradScaler
+        that found inf gradients, which always backs its scale off; the skip policy), or was
+        `mon.step` called without an optimizer step (twice per step, per micro-batch)?"""
+        if step in self.triage.skipped_steps:
+            return True
+        if scale is None:
+            return False  # no (enabled) GradScaler: nothing skips the optimizer on its own
+        last = self._last_scale
+        return last is None or not (scale >= last)
+
+    def _warn_misuse(self, step: int) -> None:
+        if "misuse" in self._warned:
+            return
+        self._warned.add("misuse")
+        log.warning("lossdoctor: mon.step was called at step %d without an optimizer step since the previous "
+                    "call; call it once per optimizer step, after optimizer.step() (with gradient "
+                    "accumulation: after the last micro-batch). Such calls are recorded as "
+                    "no_optimizer_step, not as skipped steps", step)
+
     def _write_layers(self, step: int, per: dict[str, np.ndarray]) -> None:
         n = len(self.tracer.names)
         mat = np.full((len(LAYER_STATS), n), np.nan, dtype=np.float32)
@@ -350,6 +437,16 @@ class Monitor:
                           stats={s: m[:, i, :] for i, s in enumerate(LAYER_STATS)},
                           types=[type(x).__name__ for x in self.tracer.modules])
 
+    def _describe(self, model: nn.Module, scaler: Any, scheduler: Any, task: str | None,
+                  extra: dict[str, Any]) -> dict[str, Any]:
+        """The run's metadata; a model or optimizer that cannot be described (a property that
+        raises...) costs the description, not the run."""
+        try:
+            return describe_run(model, self.optimizer, scaler, scheduler, task, extra)
+        except Exception as e:
+            self._disable("run description", e)
+            return {"format": "lossdoctor.run/1", "task": task, **extra}
+
     def _record_finding(self, f: Finding) -> None:
         self.writer.append_finding(f.to_dict())
 
@@ -363,6 +460,8 @@ class Monitor:
             return
         self._warned.add(part)
         log.warning("lossdoctor: %s disabled after an internal error: %s: %s", part, type(e).__name__, e)
+        self.notes.append(f"{part} disabled after an internal error ({type(e).__name__}: {e}); "
+                          "training went on unchanged")
         if part == "step":
             self.tracer.enabled = False
             self.grads.enabled = False

@@ -24,6 +24,8 @@ COLUMNS: dict[str, str] = {
     "wd": "weight decay of parameter group 0",
     "scale": "GradScaler / loss scale after the step",
     "skipped": "1 if the optimizer step was skipped (overflow), else 0",
+    "no_optimizer_step": "1 when mon.step was called without an optimizer step since the previous call "
+                         "and no GradScaler skip explains it (a misuse: twice per step, per micro-batch)",
     "update_ratio": "||dW|| / ||W|| over all parameters for this step (sampled)",
     "frozen_frac": "fraction of bf16/fp16 parameter entries with a non-zero gradient that did not change (sampled)",
     "eps_dominated": "fraction of Adam second-moment entries with sqrt(v_hat) < 10*eps (sampled)",

@@ -191,6 +191,9 @@ def _read_one(d: Path) -> Run:
     meta["incidents"] = load_incidents(d)
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
     run.notes.extend(notes)
+    monitor_notes = meta.get("monitor_notes") if isinstance(meta, dict) else None
+    if isinstance(monitor_notes, list):  # what the live monitor could not record, and why
+        run.notes.extend(f"live monitor: {n}" for n in monitor_notes if isinstance(n, str))
     run.live_findings = _read_jsonl(d / FINDINGS, notes)
     run.preflight = read_preflight(d, run.notes)
     run.layers = _read_layers(d, run.notes)

@@ -47,6 +47,21 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
 }
 
 
+def misuse_note(run: Run) -> str | None:
+    """`mon.step` called without an optimizer step in between: said as a misuse of the monitor
+    (those records are not skipped steps, so no detector reads them as a loss-scale collapse)."""
+    if not run.has("no_optimizer_step"):
+        return None
+    idle = np.nan_to_num(run.col("no_optimizer_step")) > 0
+    if not idle.any():
+        return None
+    steps = run.steps[idle]
+    return (f"mon.step was called without an optimizer step since the previous call at {int(idle.sum())} of "
+            f"{len(run)} steps (first at step {int(steps[0])}): call mon.step once per optimizer step, after "
+            "optimizer.step() (with gradient accumulation: after the last micro-batch); if the loop skips "
+            "steps on purpose, those steps made no update")
+
+
 def detect(run: Run) -> tuple[list[Finding], list[str]]:
     """All findings of one run (one rank), plus notes on checks that could not run."""
     load_all()
@@ -71,6 +86,9 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
             if f.rank is None:
                 f.rank = run.rank
         findings.extend(found)
+    misuse = misuse_note(run)
+    if misuse:
+        notes.append(misuse)
     if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
         from ..preflight.merge import merge_findings
 

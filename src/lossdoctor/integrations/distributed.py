@@ -34,12 +34,15 @@ log = logging.getLogger("lossdoctor")
 
 
 def unwrap_data_parallel(model: nn.Module) -> nn.Module:
-    """The user's model inside DistributedDataParallel / DataParallel, so layer names are the
-    model's own (`h.3.attn`, not `module.h.3.attn`)."""
+    """The user's model inside DistributedDataParallel / DataParallel and torch.compile's wrapper,
+    so layer names are the model's own (`h.3.attn`, not `module.h.3.attn` or
+    `_orig_mod.h.3.attn`) and triage replays the eager model."""
     inner = model
-    for _ in range(3):
+    for _ in range(4):
         if isinstance(inner, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
             inner = inner.module
+        elif type(inner).__name__ == "OptimizedModule" and isinstance(getattr(inner, "_orig_mod", None), nn.Module):
+            inner = inner._orig_mod
         else:
             break
     return inner
@@ -204,11 +207,11 @@ class ShardedGradProbe:
                 "grad_norm_local": "this rank's shard"}
 
     def _on_forward(self, module: nn.Module, args: Any, out: Any) -> None:
-        if not self.enabled or not torch.is_grad_enabled():
+        from ..signals.tracer import compiling, first_float_tensor
+
+        if compiling() or not self.enabled or not torch.is_grad_enabled():
             return
         try:
-            from ..signals.tracer import first_float_tensor
-
             t = first_float_tensor(out)
             if t is not None and t.requires_grad:
                 t.register_hook(self._arm)

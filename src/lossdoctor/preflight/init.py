@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ..findings import Finding
-from ..signals.tracer import first_float_tensor
+from ..signals.tracer import compiling, first_float_tensor
 from .common import Context, fmt, make_finding, round_sig, unwrap_model
 
 #: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)
@@ -143,7 +143,7 @@ class ActivationProbe:
 
     def _make_hook(self, i: int):
         def hook(module: nn.Module, args: tuple, out: Any) -> None:
-            if self.done or i in self.rms_out:
+            if compiling() or self.done or i in self.rms_out:
                 return
             try:
                 with torch.no_grad():
@@ -162,6 +162,8 @@ class ActivationProbe:
         return hook
 
     def _root_pre(self, module: nn.Module, args: tuple) -> None:
+        if compiling():
+            return
         try:
             dev = _device_type(module)
             if torch.is_autocast_enabled(dev):
@@ -170,7 +172,7 @@ class ActivationProbe:
             pass
 
     def _root_post(self, module: nn.Module, args: tuple, out: Any) -> None:
-        if self.done:
+        if compiling() or self.done:
             return
         try:
             logits = getattr(out, "logits", None)

@@ -47,9 +47,13 @@ class PreflightWatch:
         model = unwrap_model(monitor.model)
         self.stats = weight_stats(model)
         self.probe = ActivationProbe(model)
-        self.labels = LabelCheck(self.ctx)
-        self.data = DataCheck(self.ctx)
-        self._emit(config_findings(self.ctx))
+        try:
+            self.labels = LabelCheck(self.ctx)
+            self.data = DataCheck(self.ctx)
+            self._emit(config_findings(self.ctx))
+        except BaseException:
+            self.probe.remove()  # start_preflight drops this object: leave no hook behind
+            raise
 
     # --- called by the monitor ----------------------------------------------------------------
     def observe(self, step: int, loss: Any, batch: Any) -> None:
@@ -96,7 +100,10 @@ class PreflightWatch:
     def _first(self, step: int | None, loss: Any) -> None:
         """The first forward is done: judge the init on it and the precision it ran in."""
         self.first_done = True
-        self.probe.remove()
+        # the probe removed its hooks after the first forward; if it never saw one (a compiled
+        # model: hooks are traced away), its hooks stay as no-ops until close, because removing a
+        # hook from a compiled module makes torch.compile recompile it
+        self.probe.done = True
         self._emit(init_findings(self.ctx, self.stats, self.probe.growth(), None, None))
         autocast = self.probe.autocast
         if autocast == torch.float16 and scaler_config(self.ctx.scaler) is None \

@@ -23,16 +23,25 @@ def iter_tensors(batch: Any, prefix: str = "", depth: int = 0) -> Iterator[tuple
         return
     if depth > 3 or batch is None:
         return
-    if hasattr(batch, "items") and callable(batch.items):
-        items = list(batch.items())
-    elif isinstance(batch, (tuple, list)):
-        items = [(str(i), x) for i, x in enumerate(batch)]
-    elif hasattr(batch, "__dataclass_fields__"):
-        items = [(k, getattr(batch, k)) for k in batch.__dataclass_fields__]
-    else:
+    try:
+        items = _children(batch)
+    except Exception:
+        # a value that cannot be looked into (a property or __getattr__ that raises): only its own
+        # checks are lost, the rest of the batch is checked
         return
     for k, v in items:
         yield from iter_tensors(v, f"{prefix}.{k}" if prefix else str(k), depth + 1)
+
+
+def _children(batch: Any) -> list[tuple[Any, Any]]:
+    """(key, value) pairs of a container; [] for anything else."""
+    if hasattr(batch, "items") and callable(batch.items):
+        return list(batch.items())
+    if isinstance(batch, (tuple, list)):
+        return [(str(i), x) for i, x in enumerate(batch)]
+    if hasattr(batch, "__dataclass_fields__"):
+        return [(k, getattr(batch, k)) for k in batch.__dataclass_fields__]
+    return []
 
 
 class BatchProbe:

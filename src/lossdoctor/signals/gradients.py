@@ -64,19 +64,28 @@ class GradProbe:
         gradients do not pass through autograd accumulation, e.g. FSDP2's sharded parameters)."""
         if self._queued or not self.enabled:
             return
-        self._queued = True
-        torch.autograd.Variable._execution_engine.queue_callback(self._capture)
+        try:  # runs inside the user's loss.backward(): nothing may escape
+            self._queued = True
+            torch.autograd.Variable._execution_engine.queue_callback(self._capture)
+        except Exception as e:
+            self._queued = False
+            self._fail(e)
 
     def _capture(self) -> None:
-        self._queued = False
-        if not self.enabled:
-            return
-        self.backwards += 1
-        try:
+        try:  # runs at the end of the user's loss.backward(): nothing may escape
+            self._queued = False
+            if not self.enabled:
+                return
+            self.backwards += 1
             if self.should_capture is None or self.should_capture():
                 self.capture()
-        except Exception as e:  # never break the user's backward
-            self.enabled = False
+        except Exception as e:
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        """Disable the capture and remember why; the monitor logs it once at the next step."""
+        self.enabled = False
+        if self.error is None:
             self.error = e
 
     def capture(self) -> None:
@@ -105,7 +114,10 @@ class GradProbe:
 
     def flush(self, packer: Any) -> dict[str, Any]:
         if not self.fresh and self.enabled:
-            self.capture()  # no hook fired (grads from autograd.grad, replaced params...)
+            try:
+                self.capture()  # no hook fired (grads from autograd.grad, replaced params...)
+            except Exception as e:
+                self._fail(e)
         ctx: dict[str, Any] = {"grad_idx": None, "backwards": self.backwards}
         self.backwards = 0
         if self.fresh and self._captured is not None:

@@ -43,6 +43,29 @@ PASSTHROUGH = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDro
                nn.Softsign, nn.ELU, nn.Mish)
 
 
+def compiling() -> bool:
+    """True while torch.compile (dynamo) traces the code that calls it.
+
+    Every module and tensor hook of the monitor returns at once when this is true. Hooks on a
+    compiled module run inside dynamo's trace, and a hook that reads or appends to the tracer's
+    per-step lists makes dynamo guard on them (`len(self.ev_max) == 9`, `self.ev_rms[0]`): the
+    lists change every step, so every step recompiles, and the recompile limit is hit within a
+    few steps. Dynamo folds this call to a constant, so the traced hook is empty and guards on
+    nothing of ours: the compiled graph is the one the model compiles to without the monitor.
+    The price: per-module statistics of a compiled module are not recorded (see the README)."""
+    return _is_compiling()
+
+
+def _compile_probe():
+    try:
+        return torch.compiler.is_compiling
+    except AttributeError:  # torch < 2.3
+        return lambda: False
+
+
+_is_compiling = _compile_probe()
+
+
 def is_passthrough(m: nn.Module) -> bool:
     if isinstance(m, PASSTHROUGH):
         return True
@@ -193,7 +216,7 @@ class ModuleTracer:
 
     def _make_pre(self, i: int):
         def pre(module: nn.Module, args: tuple) -> None:
-            if not self.enabled or not args or not torch.is_grad_enabled():
+            if compiling() or not self.enabled or not args or not torch.is_grad_enabled():
                 return
             try:
                 t = first_float_tensor(args[0])
@@ -207,7 +230,7 @@ class ModuleTracer:
     def _make_fwd(self, i: int):
         def fwd(module: nn.Module, args: tuple, out: Any) -> None:
             # evaluation passes (no_grad) between training steps are not part of the step
-            if not self.enabled or not torch.is_grad_enabled():
+            if compiling() or not self.enabled or not torch.is_grad_enabled():
                 return
             try:
                 t = first_float_tensor(out)
@@ -243,7 +266,7 @@ class ModuleTracer:
 
     def _make_bwd(self, i: int):
         def bwd(grad: torch.Tensor) -> None:
-            if not self.enabled or grad is None:
+            if compiling() or not self.enabled or grad is None:
                 return
             try:
                 mn, mx = self._aminmax(grad.detach())  # max |g| is taken on the host

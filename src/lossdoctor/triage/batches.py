@@ -20,31 +20,47 @@ MAX_DEPTH = 6
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], Any], depth: int = 0) -> Any:
-    """The same structure with every tensor leaf replaced by `fn(tensor)`."""
+    """The same structure with every tensor leaf replaced by `fn(tensor)`. A value that cannot be
+    looked into (a property or `__getattr__` that raises) is kept as it is, a leaf: only its own
+    tensors are missed. Errors of `fn` itself are not hidden."""
     if isinstance(batch, torch.Tensor):
         return fn(batch)
     if depth > MAX_DEPTH or batch is None or isinstance(batch, (str, bytes, int, float, bool)):
         return batch
-    if isinstance(batch, dict):
+    kind, items = _container(batch)
+    if kind is None:
+        return batch
+    if kind == "mapping":
         out = copy.copy(batch)  # keeps the mapping type (OrderedDict, BatchEncoding's UserDict...)
-        for k, v in batch.items():
+        for k, v in items:
             out[k] = map_tensors(v, fn, depth + 1)
         return out
-    if hasattr(batch, "items") and hasattr(batch, "__setitem__") and callable(batch.items):
-        out = copy.copy(batch)
-        for k, v in list(batch.items()):
-            out[k] = map_tensors(v, fn, depth + 1)
-        return out
-    if isinstance(batch, tuple):
-        items = [map_tensors(v, fn, depth + 1) for v in batch]
-        return type(batch)(*items) if hasattr(batch, "_fields") else type(batch)(items)
-    if isinstance(batch, list):
-        return [map_tensors(v, fn, depth + 1) for v in batch]
-    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        changes = {f.name: map_tensors(getattr(batch, f.name), fn, depth + 1)
-                   for f in dataclasses.fields(batch) if f.init}
-        return dataclasses.replace(batch, **changes)
-    return batch
+    mapped = [map_tensors(v, fn, depth + 1) for _, v in items]
+    if kind == "namedtuple":
+        return type(batch)(*mapped)
+    if kind == "tuple":
+        return type(batch)(mapped)
+    if kind == "list":
+        return mapped
+    return dataclasses.replace(batch, **{k: v for (k, _), v in zip(items, mapped)})
+
+
+def _container(batch: Any) -> tuple[str | None, list[tuple[Any, Any]]]:
+    """What kind of container `batch` is and its (key, value) items; (None, []) for a leaf or for a
+    value whose attributes raise when looked at."""
+    try:
+        if isinstance(batch, dict) or (hasattr(batch, "items") and hasattr(batch, "__setitem__")
+                                       and callable(batch.items)):
+            return "mapping", list(batch.items())
+        if isinstance(batch, tuple):
+            return ("namedtuple" if hasattr(batch, "_fields") else "tuple"), list(enumerate(batch))
+        if isinstance(batch, list):
+            return "list", list(enumerate(batch))
+        if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+            return "dataclass", [(f.name, getattr(batch, f.name)) for f in dataclasses.fields(batch) if f.init]
+    except Exception:
+        pass
+    return None, []
 
 
 def tensors(batch: Any) -> list[torch.Tensor]:

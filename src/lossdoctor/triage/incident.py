@@ -44,8 +44,8 @@ from .localize import _Preserve, localize_on
 from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
-from .state import (InplaceGuard, RngState, Snapshot, SnapshotTaker, load_model_state, restore_scaler,
-                    scratch_workspace)
+from .state import (InplaceGuard, RngState, Snapshot, SnapshotLoadError, SnapshotTaker, load_model_state,
+                    restore_scaler, scratch_workspace)
 
 log = logging.getLogger("lossdoctor")
 
@@ -148,16 +148,20 @@ class Triage:
         self.enabled = True
         self._pending: TrainingIncident | None = None
         self.ring: SnapshotRing | None = None
-        if replay_fn is not None and snapshot != "off":
-            self.ring = SnapshotRing(self.model, self.optimizer, mon.scaler, mon.scheduler, every=snapshot_every,
-                                     mode=snapshot, budget=snapshot_budget,
-                                     directory=Path(mon.run_dir) / "snapshots")
-            self.ring.snapshot(0)
         self.guard = None
-        if on_incident == "skip":
-            from .policy import SkipGuard
+        try:
+            if replay_fn is not None and snapshot != "off":
+                self.ring = SnapshotRing(self.model, self.optimizer, mon.scaler, mon.scheduler,
+                                         every=snapshot_every, mode=snapshot, budget=snapshot_budget,
+                                         directory=Path(mon.run_dir) / "snapshots")
+                self.ring.snapshot(0)
+            if on_incident == "skip":
+                from .policy import SkipGuard
 
-            self.guard = SkipGuard(self.optimizer, self._on_skip, self._after_skip)
+                self.guard = SkipGuard(self.optimizer, self._on_skip, self._after_skip)
+        except BaseException:
+            self.close()  # the monitor cannot reach a triage it never got: remove its hooks here
+            raise
         mon.meta.setdefault("incidents", [])
         mon.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
                               "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
@@ -192,11 +196,19 @@ class Triage:
         return p
 
     def close(self) -> None:
-        if self.ring is not None:
-            self.ring.remove()
-            self.ring.drop()
+        """Remove the hooks and the snapshots, each on its own; the first failure is raised after
+        all were tried (the monitor logs it and goes on closing)."""
+        steps = [self.ring.remove, self.ring.drop] if self.ring is not None else []
         if self.guard is not None:
-            self.guard.remove()
+            steps.append(self.guard.remove)
+        error: BaseException | None = None
+        for fn in steps:
+            try:
+                fn()
+            except Exception as e:
+                error = error or e
+        if error is not None:
+            raise error
 
     # --- skip policy --------------------------------------------------------------------------
     def _on_skip(self) -> None:
@@ -278,6 +290,8 @@ class Triage:
         except Exception as e:  # triage must never take the training down
             log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
             record["error"] = f"{type(e).__name__}: {e}"
+            if isinstance(e, SnapshotLoadError):
+                record["notes"].append(str(e))
             if "out of memory" in str(e).lower() and not self.inplace:
                 record["notes"].append("the scratch copy of the model did not fit: pass triage_inplace=True")
             findings = []

@@ -179,6 +179,15 @@ class Localization:
         return f"{self.cause} at {where}: " + "; ".join(self.evidence[:2])
 
 
+def min_group(model: nn.Module) -> tuple[int, str]:
+    """Fewest samples a probe of this model needs, and why: a BatchNorm in train mode cannot
+    normalise a single sample (one value per channel)."""
+    for name, m in model.named_modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training:
+            return 2, f"{name or type(m).__name__} is a {type(m).__name__} in train mode"
+    return 1, ""
+
+
 def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = None, live: dict | None = None,
                 find_samples: bool = True, preserve: _Preserve | None = None) -> Localization:
     """Trace, scan and bisect on the model's current state (shared by `localize` and triage).
@@ -196,7 +205,8 @@ def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = Non
                 rng.apply()
             return probe_nonfinite(model, sub, loss_fn, reset)
 
-        search = bisect(batch, n, bad)
+        k, why = min_group(model)
+        search = bisect(batch, n, bad, min_group=k, why=why)
     elif find_samples and trace.nonfinite and n == 1:
         search = SampleSearch(samples=[0], method="single sample")
     v: Verdict = classify(trace.forward, trace.backward, trace.near_overflow, bad_batch, search, live or {},

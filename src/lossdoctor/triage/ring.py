@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from ..signals.gradients import foreach_norm_fp32
+from ..signals.tracer import compiling
 from . import batches as B
 from .state import Snapshot, SnapshotTaker, StepRng, load_snapshot, save_snapshot, state_nbytes
 
@@ -113,7 +114,7 @@ class SnapshotRing:
 
     # --- hooks (every step; cheap: a 5 KB RNG copy, a few host floats, 4 gradient norms) --------
     def _on_forward(self, module: nn.Module, args: Any) -> None:
-        if self.paused or not self.enabled or self._pending.rng is not None:
+        if compiling() or self.paused or not self.enabled or self._pending.rng is not None:
             return
         try:
             self._pending.rng = StepRng.capture(self._device)

@@ -4,6 +4,9 @@ Non-finite incidents: bisection. A predicate says whether a sub-batch still make
 gradient non-finite; the batch is halved, each bad half halved again, down to single samples
 (k bad samples of n cost about 2k·log2(n) probes). When neither half of a bad set is bad on its
 own, the samples only fail together (a batch statistic such as BatchNorm); that set is reported.
+A model that cannot run fewer than `min_group` samples (BatchNorm in train mode refuses one) is
+probed with sub-batches padded by samples already known to be good, so a single candidate is still
+tested, in a batch the model accepts.
 
 Loss spikes: the loss of every sample on its own, and the samples far above the others.
 """
@@ -32,6 +35,7 @@ class SampleSearch:
     median: float | None = None    # spike: median per-sample loss
     size: int | None = None        # samples in the batch
     note: str | None = None
+    min_group: int = 1             # fewest samples per probe (2: padded with known-good samples)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"samples": self.samples, "method": self.method, "probes": self.probes}
@@ -42,18 +46,46 @@ class SampleSearch:
             d["median_loss"] = self.median
         if self.note:
             d["note"] = self.note
+        if self.min_group > 1:
+            d["min_group"] = self.min_group
         return d
 
 
-def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = MAX_PROBES) -> SampleSearch:
-    """Smallest sets of samples that are bad on their own (`bad(sub_batch)`), by halving."""
-    res = SampleSearch(samples=None, method="bisection", size=size)
+PADDED_NOTE = ("the model cannot run a batch of one sample here ({why}): every probe kept at least "
+               "{k} samples, a candidate being tested together with samples known to be good")
+
+
+def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = MAX_PROBES,
+           min_group: int = 1, why: str = "") -> SampleSearch:
+    """Smallest sets of samples that are bad on their own (`bad(sub_batch)`), by halving.
+
+    With `min_group` > 1, or as soon as a probe of fewer samples raises, a sub-batch smaller than
+    `min_group` is padded with samples from halves that tested good (they add nothing bad); a set
+    that cannot be padded yet is reported whole."""
+    res = SampleSearch(samples=None, method="bisection", size=size, min_group=max(1, min_group))
     found: list[int] = []
+    good: list[int] = []
     together = False
 
-    def test(idx: list[int]) -> bool:
+    def run(idx: list[int]) -> bool:
         res.probes += 1
         return bad(select_samples(batch, idx, size))
+
+    def test(idx: list[int]) -> bool | None:
+        """None: this set cannot be probed (too few known-good samples to pad it with)."""
+        if len(idx) < res.min_group:
+            pad = [i for i in good if i not in idx][: res.min_group - len(idx)]
+            if len(idx) + len(pad) < res.min_group:
+                return None
+            return run(idx + pad)
+        try:
+            return run(idx)
+        except Exception as e:
+            if len(idx) >= 2:
+                raise
+            res.min_group, why_now = 2, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            res.note = PADDED_NOTE.format(why=why or why_now, k=2)
+            return test(idx)
 
     stack = [list(range(size))]
     while stack:
@@ -67,7 +99,14 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
             continue
         mid = len(idx) // 2
         halves = [idx[:mid], idx[mid:]]
-        bad_halves = [h for h in halves if test(h)]
+        verdicts = [test(h) for h in halves]
+        if None in verdicts:  # too few known-good samples to test these alone: report them
+            found.extend(idx)
+            continue
+        for h, v in zip(halves, verdicts):
+            if not v:
+                good.extend(h)
+        bad_halves = [h for h, v in zip(halves, verdicts) if v]
         if not bad_halves:
             found.extend(idx)
             together = True
@@ -75,9 +114,12 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
         stack.extend(reversed(bad_halves))
     res.samples = sorted(found)
     res.together = together
+    if res.min_group > 1 and res.note is None:
+        res.note = PADDED_NOTE.format(why=why, k=res.min_group)
     if together:
         res.note = ("these samples make the step non-finite only together (no smaller subset does): "
-                    "a statistic over the batch (BatchNorm, a loss normalised by the batch) is involved")
+                    "a statistic over the batch (BatchNorm, a loss normalised by the batch) is involved"
+                    + (f"; {res.note}" if res.note else ""))
     return res
 
 
@@ -90,7 +132,15 @@ def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) 
     losses = []
     for i in range(size):
         res.probes += 1
-        losses.append(loss_of(select_samples(batch, [i], size)))
+        try:
+            losses.append(loss_of(select_samples(batch, [i], size)))
+        except Exception as e:
+            if i > 0:
+                raise
+            # one sample alone is refused (BatchNorm in train mode): a per-sample loss does not exist
+            res.note = ("per-sample losses not computed: the model cannot run a batch of one sample "
+                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            return res
     x = np.asarray(losses, dtype=np.float64)
     fin = np.isfinite(x)
     if not fin.any():

@@ -223,21 +223,50 @@ def _copy_all(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
             d.copy_(s, non_blocking=True)
 
 
+class SnapshotLoadError(RuntimeError):
+    """A snapshot file that is not the one the ring wrote (replaced, truncated, planted)."""
+
+
 def save_snapshot(snap: Snapshot, path: str) -> Snapshot:
-    """Move a snapshot to disk; the returned one holds only the path (and the RNG, small)."""
+    """Move a snapshot's tensors to disk. The file holds the step and a list of tensors only, so
+    that it loads with `torch.load(weights_only=True)`, which runs no code from the file; the
+    structure (names, optimizer layout, scaler, scheduler, RNG: small) stays in memory."""
     snap.ready()
-    torch.save({"step": snap.step, "names": snap.names, "n_model": snap.n_model, "tensors": snap.tensors,
-                "opt_struct": snap.opt_struct, "scaler": snap.scaler, "scheduler": snap.scheduler}, path)
+    torch.save({"step": snap.step, "tensors": snap.tensors}, path)
     return Snapshot(step=snap.step, names=snap.names, n_model=snap.n_model, tensors=[],
-                    opt_struct=None, scaler=None, scheduler=None, rng=snap.rng, path=path)
+                    opt_struct=snap.opt_struct, scaler=snap.scaler, scheduler=snap.scheduler, rng=snap.rng,
+                    path=path, _nbytes=0)
 
 
 def load_snapshot(snap: Snapshot) -> Snapshot:
+    """The snapshot with its tensors read back from disk. `weights_only=True`: a file planted in
+    the run directory is refused, never executed; so is one whose contents do not match."""
     if snap.path is None:
         return snap
-    d = torch.load(snap.path, map_location="cpu", weights_only=False)
-    return Snapshot(step=d["step"], names=d["names"], n_model=d["n_model"], tensors=d["tensors"],
-                    opt_struct=d["opt_struct"], scaler=d["scaler"], scheduler=d["scheduler"], rng=snap.rng)
+    try:
+        d = torch.load(snap.path, map_location="cpu", weights_only=True)
+    except Exception as e:
+        raise SnapshotLoadError(f"the snapshot {snap.path} could not be loaded ({type(e).__name__}: "
+                                f"{str(e).splitlines()[0] if str(e) else ''}); it was not replayed") from None
+    n_opt = len(_slots(snap.opt_struct))
+    tensors = d.get("tensors") if isinstance(d, dict) else None
+    if not (isinstance(tensors, list) and all(isinstance(t, torch.Tensor) for t in tensors)
+            and len(tensors) == snap.n_model + n_opt and d.get("step") == snap.step):
+        raise SnapshotLoadError(f"the snapshot {snap.path} is not the one lossdoctor wrote for step {snap.step}; "
+                                "it was not replayed")
+    return Snapshot(step=snap.step, names=snap.names, n_model=snap.n_model, tensors=tensors,
+                    opt_struct=snap.opt_struct, scaler=snap.scaler, scheduler=snap.scheduler, rng=snap.rng)
+
+
+def _slots(obj: Any) -> list[_Slot]:
+    """The tensor slots of a flattened structure (how many optimizer tensors a snapshot holds)."""
+    if isinstance(obj, _Slot):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for v in obj.values() for s in _slots(v)]
+    if isinstance(obj, (list, tuple)):
+        return [s for v in obj for s in _slots(v)]
+    return []
 
 
 # --- restoring and copying -------------------------------------------------------------------
