@@ -260,7 +260,7 @@ class Monitor:
             return diagnose_runs(load_path(self.log_dir))
         except Exception as e:
             why = [f"the monitor's own parts were disabled: {'; '.join(self.notes)}"] if self.notes else []
-            return Report(findings=[], steps=self.step_idx, source=str(self.log_dir),
+            return Report(findings=[], steps=self.step_idx, source=str(self.log_dir), inconclusive=True,
                           notes=[f"no diagnosis: the run log in {self.log_dir} could not be read "
                                  f"({type(e).__name__}: {e})", *why])
 
