@@ -115,6 +115,9 @@ COARSE_INTERVAL = 10
 
 def finish(run: Run, name: str, path: Path) -> None:
     """Facts every format shares, computed once here rather than in each reader."""
+    dropped = _drop_huge_ints(run.meta)
+    if dropped:
+        run.notes.append(f"ignored {dropped} setting(s) whose integer value is beyond any float")
     run.meta.setdefault("format", name)
     run.meta.setdefault("path", str(path))
     interval = log_interval(run)
@@ -128,6 +131,19 @@ def finish(run: Run, name: str, path: Path) -> None:
             f"the log holds {what} {int(iv)} steps: a spike or blow-up inside an interval is "
             f"{'smoothed out' if averaged else 'not seen'}, and a finding's step is only known to "
             f"within {int(iv)} steps; log every step to localise it")
+
+
+def _drop_huge_ints(d: dict, depth: int = 0) -> int:
+    """Remove integers beyond 2^63 from the run's settings (a `clip_grad` of 400 digits in a log):
+    every later `float(v)` of them would raise OverflowError. Returns how many were removed."""
+    n = 0
+    for k, v in list(d.items()):
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 1 << 63:
+            del d[k]
+            n += 1
+        elif isinstance(v, dict) and depth < 4:
+            n += _drop_huge_ints(v, depth + 1)
+    return n
 
 
 def log_interval(run: Run) -> int | None:
