@@ -120,6 +120,10 @@ def finish(run: Run, name: str, path: Path) -> None:
         run.notes.append(f"ignored {dropped} setting(s) whose integer value is beyond any float")
     run.meta.setdefault("format", name)
     run.meta.setdefault("path", str(path))
+    iv = run.meta.get("log_interval")
+    if iv is not None and not (isinstance(iv, (int, float)) and not isinstance(iv, bool)
+                               and 1 <= iv < 1 << 31):
+        del run.meta["log_interval"]  # a log's own setting that is no step count (inf, 0, "x")
     interval = log_interval(run)
     if interval is not None:
         run.meta.setdefault("log_interval", interval)
