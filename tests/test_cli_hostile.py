@@ -119,6 +119,26 @@ def test_huge_integer_in_trainer_state(tmp_path):
     assert doc["steps"] == 40
 
 
+@pytest.mark.parametrize("fmt,key,value", [("html", "clip_grad", HUGE), ("json", "clip_grad", HUGE),
+                                           ("json", "log_interval", "1e999")])
+def test_huge_setting_in_a_megatron_log(tmp_path, fmt, key, value):
+    """Found by the fuzz test: a 400-digit `clip_grad` reached the HTML chart's float(), an
+    infinite `log_interval` the note's int()."""
+    import re
+
+    from test_sources_megatron import megatron_log
+
+    text = re.sub(rf"({key} \.+ )\S+", lambda m: m.group(1) + value, megatron_log(logfaults.scale_collapse()))
+    p = tmp_path / "train.log"
+    p.write_text(text)
+    proc = run_cli("diagnose", p, "--format", fmt, "-o", tmp_path / f"r.{fmt}", timeout=HANG)
+    assert proc.returncode == 0 and not proc.stderr.strip(), proc.stderr
+    if fmt == "json":
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["findings"][0]["cause"] == "loss_scale_collapse"
+        assert key == "log_interval" or any("beyond any float" in n for n in doc["notes"])
+
+
 @pytest.mark.parametrize("name", ["log.jsonl", "log.json", "trainer_state.json"])
 def test_deep_nesting_is_refused(tmp_path, name):
     p = tmp_path / name

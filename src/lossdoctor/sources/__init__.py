@@ -119,8 +119,15 @@ COARSE_INTERVAL = 10
 
 def finish(run: Run, name: str, path: Path) -> None:
     """Facts every format shares, computed once here rather than in each reader."""
+    dropped = _drop_huge_ints(run.meta)
+    if dropped:
+        run.notes.append(f"ignored {dropped} setting(s) whose integer value is beyond any float")
     run.meta.setdefault("format", name)
     run.meta.setdefault("path", str(path))
+    iv = run.meta.get("log_interval")
+    if iv is not None and not (isinstance(iv, (int, float)) and not isinstance(iv, bool)
+                               and 1 <= iv < 1 << 31):
+        del run.meta["log_interval"]  # a log's own setting that is no step count (inf, 0, "x")
     interval = log_interval(run)
     if interval is not None:
         run.meta.setdefault("log_interval", interval)
@@ -132,6 +139,19 @@ def finish(run: Run, name: str, path: Path) -> None:
             f"the log holds {what} {int(iv)} steps: a spike or blow-up inside an interval is "
             f"{'smoothed out' if averaged else 'not seen'}, and a finding's step is only known to "
             f"within {int(iv)} steps; log every step to localise it")
+
+
+def _drop_huge_ints(d: dict, depth: int = 0) -> int:
+    """Remove integers beyond 2^63 from the run's settings (a `clip_grad` of 400 digits in a log):
+    every later `float(v)` of them would raise OverflowError. Returns how many were removed."""
+    n = 0
+    for k, v in list(d.items()):
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 1 << 63:
+            del d[k]
+            n += 1
+        elif isinstance(v, dict) and depth < 4:
+            n += _drop_huge_ints(v, depth + 1)
+    return n
 
 
 def log_interval(run: Run) -> int | None:
