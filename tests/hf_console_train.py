@@ -34,7 +34,7 @@ def main(out: str, lr: float, optim: str, max_grad_norm: float, max_steps: int, 
     args = TrainingArguments(output_dir=out, max_steps=max_steps, per_device_train_batch_size=8,
                              learning_rate=lr, optim=optim, max_grad_norm=max_grad_norm,
                              lr_scheduler_type="constant", logging_steps=logging_steps,
-                             save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=False,
+                             save_strategy="steps", save_steps=max_steps, report_to=[], use_cpu=True, disable_tqdm=False,
                              **extra)
     Trainer(model=model, args=args, train_dataset=Data(), eval_dataset=Data() if eval_steps else None).train()
 

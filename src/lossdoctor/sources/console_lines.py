@@ -159,8 +159,10 @@ _POSTFIX = re.compile(r"([A-Za-z_][\w./ -]{0,60}?)\s*=\s*([^,\]=]+)")
 _EPOCH = re.compile(r"\bEpoch\s+(\d+)", re.IGNORECASE)
 
 
-def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any]] | None:
-    """(counter, total or None, metrics of the postfix and description) of a progress bar."""
+def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
+    """(counter, total or None, metrics of the postfix and description, where the bar ends) of a
+    progress bar. Text after the bar is another line glued to it: a log line printed while the bar
+    had no newline yet."""
     m = _BAR.search(text)
     if m is None:
         return None
@@ -187,7 +189,7 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any]] | None:
         e = _EPOCH.search(desc)
         if e and total:
             metrics["_epoch"] = int(e.group(1))
-    return n, total, metrics
+    return n, total, metrics, m.end()
 
 
 # --- which tool printed a key-value line -----------------------------------------------------

@@ -85,6 +85,9 @@ class ConsoleParser:
         self.placed_guess = False
         self.pending: dict[str, Any] | None = None  # a row waiting for the next counter
         self.last_counter: int | None = None
+        self.tqdm_steps: set[int] = set()
+        self.bar_before: dict[str, Any] | None = None  # the bar's row before its last step
+        self.bar_tail: list[dict[str, Any]] = []  # the bar's rows at its last step
         self.last_pending_step: int | None = None
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
@@ -109,6 +112,15 @@ class ConsoleParser:
         elif "argument" in text and mg.ARGS_START.search(text):
             self.in_args = True
             return
+        if "[" in text and ":" in text:
+            bar = cl.tqdm_bar(text)
+            if bar is not None:
+                n, total, metrics, end = bar
+                self._bar(n, total, metrics, nested=CURSOR_UP in raw)
+                rest = text[end:].strip()
+                if len(rest) > 2:
+                    self.feed(rest)  # a log line printed after the bar, before its newline
+                return
         if "iteration" in text:
             if self._megatron(text):
                 return
@@ -134,11 +146,6 @@ class ConsoleParser:
                     self._hf(row)
                 else:
                     self.eval_dicts += 1
-                return
-        if "[" in text and ":" in text:
-            bar = cl.tqdm_bar(text)
-            if bar is not None:
-                self._bar(*bar, nested=CURSOR_UP in raw)
                 return
         if _HINT.search(text):
             row = cl.key_values(text)
@@ -214,9 +221,18 @@ class ConsoleParser:
         self.last_counter = step
         if self.marker is None or step > self.marker:
             self.marker, self.since_marker = step, 0
+        if self.last_counter is not None and step < self.last_counter:
+            self._drop_closing_render()  # a new bar: the old one was closed
         if metrics:
-            self.counts["tqdm"] += 1
-            self.rows.append({"step": step, **metrics})
+            self.tqdm_steps.add(step)
+            self.counts["tqdm"] = len(self.tqdm_steps)  # a bar is drawn several times per step
+            row = {"step": step, **metrics}
+            self.rows.append(row)
+            if self.bar_tail and step == self.bar_tail[-1]["step"]:
+                self.bar_tail.append(row)
+            else:
+                self.bar_before = self.bar_tail[-1] if self.bar_tail else None
+                self.bar_tail = [row]
 
     # --- steps ---------------------------------------------------------------------------
 
@@ -260,7 +276,19 @@ class ConsoleParser:
         self.last_pending_step = row["step"]
         self.rows.append(row)
 
+    def _drop_closing_render(self) -> None:
+        """tqdm draws a bar once more when it closes: the counter one past the last iteration with
+        that iteration's postfix. That is no step of its own."""
+        prev = self.bar_before
+        if prev is not None and self.bar_tail and self.bar_tail[0]["step"] == prev["step"] + 1:
+            shown = repr({k: v for k, v in prev.items() if k != "step"})  # repr: NaN equals itself
+            if all(repr({k: v for k, v in r.items() if k != "step"}) == shown for r in self.bar_tail):
+                for r in self.bar_tail:
+                    r["_drop"] = True
+        self.bar_before, self.bar_tail = None, []
+
     def finish(self) -> None:
+        self._drop_closing_render()
         self._flush_pending()
 
     # --- notes ---------------------------------------------------------------------------
@@ -332,7 +360,7 @@ _COLUMNS = ("loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_
 
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
     # a scale guessed from "Attempted loss scale" must not overwrite a logged one at that step
-    rows = p.rows
+    rows = [r for r in p.rows if not r.get("_drop")]
     logged_scale_steps = {r["step"] for r in rows if "scale" in r and not r.get("_weak")}
     rows = [r for r in rows if not (r.get("_weak") and r["step"] in logged_scale_steps)]
     rows.sort(key=lambda r: r["step"])
