@@ -26,7 +26,8 @@ from .columns import column_for, normalise, step_rank
 #: the columns a console line can fill
 METRICS = ("loss", "grad_norm", "lr", "scale")
 
-_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))(?![\w.])",
+#: a number, possibly with a unit glued to it (`120.50ms`, `2.47GiB`); `nan`/`inf` as whole words
+_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|[-+]?(?:nan|inf)(?![\w.]))",
                      re.IGNORECASE)
 #: up to three words right before a number, with only separators between them and the number
 _KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*[:=]?[\s'\"]*$")
@@ -71,10 +72,42 @@ def classify(key: str) -> tuple[str, int] | None:
 
 
 def key_values(text: str) -> dict[str, Any] | None:
-    """{'step': N or None, 'loss': ..., ...} for a line with at least one training metric, else None.
-    The best-ranked name wins when two fields map to the same column (`step` over `iter`)."""
-    row: dict[str, Any] = {}
-    ranks: dict[str, int] = {}
+    """{'step': N or None, 'loss': ..., '_dialect': ...} for a line with at least one training
+    metric, else None. The best-ranked name wins when two fields map to the same column (`step`
+    over `iter`).
+
+    A log repeats one line shape thousands of times. Lines that differ only in their digits have
+    their numbers at the same places (the number pattern sees a digit only as a digit), so the
+    line with its digits zeroed keys a cached plan: which characters hold which column. Only a new
+    shape is read word by word."""
+    plan = _plans.get(text.translate(_ZERO_DIGITS))
+    if plan is None:
+        plan = _plan(text)
+        if len(_plans) > 4096:
+            _plans.clear()
+        _plans[text.translate(_ZERO_DIGITS)] = plan
+    fields, name = plan
+    if not fields:
+        return None
+    row: dict[str, Any] = {"step": None, "_dialect": name}
+    for col, start, end in fields:
+        value = text[start:end]
+        if col == "step":
+            if _INT.match(value):
+                row["step"] = int(value)
+        else:
+            row[col] = float(value)
+    return row
+
+
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+_plans: dict[str, tuple[tuple[tuple[str, int, int], ...], str]] = {}
+
+
+def _plan(text: str) -> tuple[tuple[tuple[str, int, int], ...], str]:
+    """((column, start, end)...) of the numbers a line's names point at, and its dialect; empty
+    when it names no training metric."""
+    best: dict[str, tuple[int, int, int]] = {}
     prev = 0
     for m in _NUMBER.finditer(text):
         piece = text[prev:m.start()]
@@ -86,19 +119,11 @@ def key_values(text: str) -> dict[str, Any] | None:
         if hit is None:
             continue
         col, rank = hit
-        value = m.group()
-        if col == "step":
-            if not _INT.match(value):
-                continue
-            number: Any = int(value)
-        else:
-            number = float(value)
-        if col not in ranks or rank < ranks[col]:
-            row[col], ranks[col] = number, rank
-    if not any(c in row for c in METRICS):
-        return None
-    row.setdefault("step", None)
-    return row
+        if col not in best or rank < best[col][0]:
+            best[col] = (rank, m.start(), m.end())
+    if not any(c in best for c in METRICS):
+        return (), ""
+    return tuple((col, a, b) for col, (_, a, b) in best.items()), dialect(text)
 
 
 # --- Hugging Face Trainer dicts ---------------------------------------------------------------
@@ -128,27 +153,50 @@ def hf_dict(text: str) -> dict[str, Any] | None:
     row: dict[str, Any] = {}
     ranks: dict[str, int] = {}
     for key, raw in items:
+        hit = _dict_key(key)
+        if hit is None:
+            continue
         value = raw.strip()
         if value[:1] in "'\"":
             value = value[1:-1]
-        r = step_rank(key)
-        if r is not None:
+        col, rank = hit
+        if col == "step":
             v = to_float(value)
             if v == v and v >= 0:
                 row["step"] = int(v)
             continue
-        hit = column_for(key)
-        if hit is None or hit[0] not in METRICS:
-            if normalise(key) == "epoch":
-                row["epoch"] = to_float(value)
+        if col == "epoch":
+            row["epoch"] = to_float(value)
             continue
-        col, rank = hit
         if col not in ranks or rank < ranks[col]:
             row[col], ranks[col] = to_float(value), rank
     if not any(c in row for c in METRICS):
         return {}
     row.setdefault("step", None)
     return row
+
+
+_dict_keys: dict[str, tuple[str, int] | None] = {}
+
+
+def _dict_key(key: str) -> tuple[str, int] | None:
+    """("step" | "epoch" | a metric column, rank) of a dict key, cached (a log repeats its keys)."""
+    if key in _dict_keys:
+        return _dict_keys[key]
+    r = step_rank(key)
+    hit = column_for(key)
+    if r is not None:
+        out: tuple[str, int] | None = ("step", r)
+    elif hit is not None and hit[0] in METRICS:
+        out = hit
+    elif normalise(key) == "epoch":
+        out = ("epoch", 0)
+    else:
+        out = None
+    if len(_dict_keys) > 4096:
+        _dict_keys.clear()
+    _dict_keys[key] = out
+    return out
 
 
 # --- tqdm ----------------------------------------------------------------------------------

@@ -37,6 +37,10 @@ _PREFIX = re.compile(
     )\s*""", re.VERBOSE)
 
 
+#: the characters a prefix can start with (a line starting otherwise has none: skip the pattern)
+_PREFIX_FIRST = set("[0123456789 \t-<>rDIWEC")
+
+
 def segments(f: IO[bytes]) -> Iterator[str]:
     """Every `\\r`/`\\n`-separated segment of a binary stream, decoded leniently, at most
     MAX_SEGMENT characters each (raw: colours and prefixes still there)."""
@@ -67,6 +71,8 @@ def clean(segment: str) -> str:
     """The segment without colours and without the prefixes in front of its content."""
     if "\x1b" in segment:
         segment = _ANSI.sub("", segment)
+    if segment[:1] not in _PREFIX_FIRST:
+        return segment.strip()
     pos = 0
     for _ in range(8):
         m = _PREFIX.match(segment, pos)

@@ -150,7 +150,7 @@ class ConsoleParser:
         if _HINT.search(text):
             row = cl.key_values(text)
             if row is not None and (row["step"] is not None or sum(c in row for c in cl.METRICS) >= 2):
-                self.counts[cl.dialect(text)] += 1
+                self.counts[row.pop("_dialect")] += 1
                 if row["step"] is None:
                     self._wait_for_step(row)
                 else:
