@@ -358,6 +358,21 @@ def test_deepspeed_overflow_on_hf_steps(tmp_path):
     assert "4 HF Trainer dict lines" in notes and "3 DeepSpeed OVERFLOW lines" in notes
 
 
+def test_overflow_printed_by_every_rank_counts_once(tmp_path):
+    lines = ["[Rank 0] step=10, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]"]
+    for a, b in ((65536, 32768), (32768, 16384)):
+        for rank in (1, 0, 3, 2):  # ranks print in any order
+            lines.append(f"[default{rank}]:[deepspeed] OVERFLOW! Rank {rank} Skipping step. Attempted loss scale: "
+                         f"{a}, reducing to {b}")
+    p = tmp_path / "ds.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    steps = list(run.steps)
+    assert [steps[i] for i in np.flatnonzero(run.cols["skipped"] == 1.0)] == [11, 12]
+    assert run.cols["scale"][steps.index(12)] == 16384
+    assert any("printed by each rank" in n for n in run.notes)
+
+
 def test_overflow_after_megatron_iteration_lines(tmp_path):
     lines = [_megatron_line(1, 5, 3.0), _megatron_line(2, 5, 2.9),
              "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4096, reducing to 2048",

@@ -45,10 +45,12 @@ from .console_text import CURSOR_UP, clean, segments
 from .files import head, looks_binary
 
 _SNIFF_BYTES = 8 << 20
+_SNIFF_CONSOLE_BYTES = 4 << 20
 _SNIFF_SEGMENTS = 20_000
 _ANY = re.compile(rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skipped=\d+|"
                   rb"Attempted loss scale:|Grad overflow on iteration")
 #: a segment worth the key-value parser: names a training metric
+_RANK = re.compile(r"\bRank (\d+)")
 _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
 
@@ -94,6 +96,8 @@ class ConsoleParser:
         self.nan_filter_steps: list[int] = []
         self.dropped_loss: Counter[str] = Counter()
         self.prev_iteration: int | None = None
+        self.overflow_rank: str | None = None  # the rank whose OVERFLOW lines are read
+        self.other_rank_overflows = 0
 
     # --- one segment ---------------------------------------------------------------------
 
@@ -137,6 +141,13 @@ class ConsoleParser:
         if "VERFLOW" in text or "verflow" in text:
             ov = ds.parse_overflow(text)
             if ov is not None:
+                rank = _RANK.search(text)
+                if rank is not None:
+                    if self.overflow_rank is None:
+                        self.overflow_rank = rank.group(1)
+                    elif rank.group(1) != self.overflow_rank:
+                        self.other_rank_overflows += 1  # every rank prints the same overflow
+                        return
                 self._overflow(*ov)
                 return
         if "{" in text:
@@ -313,6 +324,9 @@ class ConsoleParser:
             out.append(f"{how['numbered']} logged line(s) carry no step and no progress bar was found: "
                        "numbered 1, 2, 3... in order, so a finding's step is a line number, not the "
                        "trainer's step")
+        if self.other_rank_overflows:
+            out.append(f"{self.other_rank_overflows} OVERFLOW line(s) of ranks other than rank "
+                       f"{self.overflow_rank} were the same overflows printed by each rank: not counted again")
         if self.placed_guess:
             out.append("DeepSpeed prints no step with an OVERFLOW line: overflows were placed on the "
                        "steps right after the last step counter (iteration line, step= line or bar)")
@@ -414,7 +428,7 @@ def _sniff(p: Path) -> bool:
             and _ANY.search(data) is not None:
         return True
     parser = ConsoleParser()
-    for i, seg in enumerate(segments(_Bytes(data[:1 << 20]))):
+    for i, seg in enumerate(segments(_Bytes(data[:_SNIFF_CONSOLE_BYTES]))):
         parser.feed(seg)
         if parser.rows or parser.pending is not None:
             return True
