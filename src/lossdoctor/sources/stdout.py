@@ -93,7 +93,7 @@ class ConsoleParser:
         self.last_pending_step: int | None = None
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
-        self.nan_filter_steps: list[int] = []
+        self.skipped_total = 0  # DeepSpeed's running count of skipped steps
         self.dropped_loss: Counter[str] = Counter()
         self.prev_iteration: int | None = None
         self.overflow_rank: str | None = None  # the rank whose OVERFLOW lines are read
@@ -103,8 +103,22 @@ class ConsoleParser:
 
     def feed(self, raw: str) -> None:
         text = clean(raw)
-        if not text:
-            return
+        nested = CURSOR_UP in raw
+        for _ in range(64):  # bars, and what was printed after them before a newline
+            if not ("[" in text and ":" in text):
+                break
+            bar = cl.tqdm_bar(text)
+            if bar is None:
+                break
+            n, total, metrics, end = bar
+            self._bar(n, total, metrics, nested=nested)
+            text = text[end:].strip()
+            if len(text) <= 2:
+                return
+        if text:
+            self._line(text)
+
+    def _line(self, text: str) -> None:
         if self.in_args:
             if mg.ARGS_END.search(text):
                 self.in_args = False
@@ -113,18 +127,9 @@ class ConsoleParser:
             if kv:
                 self.args.setdefault(kv[0], kv[1])
                 return
-        elif "argument" in text and mg.ARGS_START.search(text):
+        elif ("argument" in text or "NeoXArgs" in text) and mg.ARGS_START.search(text):
             self.in_args = True
             return
-        if "[" in text and ":" in text:
-            bar = cl.tqdm_bar(text)
-            if bar is not None:
-                n, total, metrics, end = bar
-                self._bar(n, total, metrics, nested=CURSOR_UP in raw)
-                rest = text[end:].strip()
-                if len(rest) > 2:
-                    self.feed(rest)  # a log line printed after the bar, before its newline
-                return
         if "iteration" in text:
             if self._megatron(text):
                 return
@@ -189,9 +194,8 @@ class ConsoleParser:
     def _ds_step(self, row: dict[str, Any]) -> None:
         self.counts["ds_step"] += 1
         total = row.pop("skipped_total")
-        prev = getattr(self, "_skipped_total", 0)
-        row["skipped_in_interval"] = max(0, total - prev)
-        self._skipped_total = total
+        row["skipped_in_interval"] = max(0, total - self.skipped_total)
+        self.skipped_total = total
         self._add(row, marker=True)
 
     def _overflow(self, attempted: float, reduced: float) -> None:
