@@ -281,6 +281,36 @@ def test_trainer_print_formats(tmp_path, kind):
         assert report.status == "critical" and report.findings[0].step == first_nan
 
 
+def keras_log(losses: list[float], verbose: int) -> str:
+    """Keras keras/src/utils/progbar.py: `Epoch {epoch}/{epochs}`, then `f"{current}/{target}"`, with
+    verbose=1 a bar `" [" + "=" * prog_width + ...` redrawn with `\r` (`- ETA: ...` while running), the
+    time and `{time_per_unit}/step`, and `info += f" - {k}: {avg:.4f}"` per metric."""
+    out = []
+    for e, loss in enumerate(losses, 1):
+        out.append(f"Epoch {e}/{len(losses)}\n")
+        if verbose == 1:
+            out.append(f"\r 50/100 [==============>...............] - ETA: 1s - loss: {loss + 0.1:.4f} - accuracy: 0.5000")
+            out.append(f"\r100/100 [==============================] - 2s 15ms/step - loss: {loss:.4f} - accuracy: 0.5000 "
+                       f"- val_loss: {loss + 1:.4f} - val_accuracy: 0.4000\n")
+        else:
+            out.append(f"100/100 - 2s - 15ms/step - accuracy: 0.5000 - loss: {loss:.4f} - val_loss: {loss + 1:.4f}\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("verbose", [1, 2])
+def test_keras_progress_lines(tmp_path, verbose):
+    losses = [0.6931, 0.5123, 0.4011, float("nan")]
+    p = tmp_path / "fit.log"
+    p.write_text(keras_log(losses, verbose))
+    run = load_path(p)[0]
+    ends = [100, 200, 300, 400]
+    assert [int(s) for s in run.steps if s in ends] == ends and run.meta["framework"] == "keras"
+    got = [run.cols["loss"][list(run.steps).index(s)] for s in ends]
+    np.testing.assert_allclose(got, losses, equal_nan=True)
+    if verbose == 1:  # the running mean at batch 50 of each epoch
+        assert run.cols["loss"][list(run.steps).index(50)] == pytest.approx(0.7931)
+
+
 def test_eval_losses_are_not_training_losses(tmp_path):
     p = tmp_path / "log.txt"
     p.write_text("step 0: train loss 4.0000, val loss 9.0000\n"

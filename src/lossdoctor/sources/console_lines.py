@@ -240,6 +240,25 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
     return n, total, metrics, m.end()
 
 
+# --- Keras ---------------------------------------------------------------------------------
+
+#: `Epoch 3/10` and its progress line `100/100 [==============================] - 2s 15ms/step - loss: 0.6931`
+#: (verbose=1) or `100/100 - 2s - 15ms/step - loss: 0.6931` (verbose=2)
+KERAS_EPOCH = re.compile(r"Epoch (\d+)/(\d+)\s*$")
+_KERAS_BAR = re.compile(r"(\d+)/(\d+)(?: \[[=>.]*\])? - ")
+
+
+def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
+    """(batch, batches per epoch, metrics) of a Keras progress line; the loss is the epoch's
+    running mean up to that batch."""
+    m = _KERAS_BAR.match(text)
+    if m is None:
+        return None
+    found = key_values(text[m.end():].replace(" - ", " , ")) or {}
+    metrics = {c: found[c] for c in METRICS if c in found}
+    return int(m.group(1)), int(m.group(2)), metrics
+
+
 # --- which tool printed a key-value line -----------------------------------------------------
 
 DIALECTS = (

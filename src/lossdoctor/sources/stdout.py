@@ -66,10 +66,11 @@ KINDS = {
     "litgpt": "litgpt lines",
     "mlx-lm": "mlx-lm lines",
     "torchtitan": "torchtitan lines",
+    "keras": "Keras progress lines",
     "key-value": "lines with a step and named metrics",
 }
 LOOKED_FOR = ("Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSpeed lines, nanoGPT/"
-              "litgpt/mlx-lm/torchtitan lines, or lines with a step counter and a loss, grad norm or lr")
+              "litgpt/mlx-lm/torchtitan/Keras lines, or lines with a step counter and a loss, grad norm or lr")
 
 
 class ConsoleParser:
@@ -94,6 +95,7 @@ class ConsoleParser:
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
         self.skipped_total = 0  # DeepSpeed's running count of skipped steps
+        self.keras_epoch = 0  # the last "Epoch N/M" line
         self.dropped_loss: Counter[str] = Counter()
         self.prev_iteration: int | None = None
         self.overflow_rank: str | None = None  # the rank whose OVERFLOW lines are read
@@ -130,6 +132,16 @@ class ConsoleParser:
         elif ("argument" in text or "NeoXArgs" in text) and mg.ARGS_START.search(text):
             self.in_args = True
             return
+        if text[:1].isdigit() and " - " in text:
+            keras = cl.keras_bar(text)
+            if keras is not None:
+                self._keras(*keras)
+                return
+        if text.startswith("Epoch "):
+            e = cl.KERAS_EPOCH.match(text)
+            if e is not None:
+                self.keras_epoch = int(e.group(1))
+                return
         if "iteration" in text:
             if self._megatron(text):
                 return
@@ -175,6 +187,13 @@ class ConsoleParser:
         self.ignored += 1
 
     # --- kinds of lines ------------------------------------------------------------------
+
+    def _keras(self, batch: int, per_epoch: int, metrics: dict[str, Any]) -> None:
+        """Keras counts batches within an epoch: the step is (epoch - 1) * batches per epoch + batch."""
+        step = (max(self.keras_epoch, 1) - 1) * per_epoch + batch
+        if metrics:
+            self.counts["keras"] += 1
+            self._add({"step": step, **metrics}, marker=True)
 
     def _megatron(self, text: str) -> bool:
         row = mg.parse_iteration(text)
@@ -364,9 +383,9 @@ def _framework(p: ConsoleParser) -> str:
     if c["hf"]:
         return "transformers"
     if c["ds_step"] or c["ds_overflow"] or c["grad_overflow"]:
-        if not any(c[k] for k in ("tqdm", "nanoGPT", "litgpt", "mlx-lm", "torchtitan", "key-value")):
+        if not any(c[k] for k in ("tqdm", "nanoGPT", "litgpt", "mlx-lm", "torchtitan", "keras", "key-value")):
             return "deepspeed"
-    named = [k for k in ("nanoGPT", "litgpt", "mlx-lm", "torchtitan") if c[k]]
+    named = [k for k in ("nanoGPT", "litgpt", "mlx-lm", "torchtitan", "keras") if c[k]]
     if named:
         return max(named, key=lambda k: c[k])
     return "tqdm" if c["tqdm"] else "console"
