@@ -185,6 +185,19 @@ def test_tqdm_lightning_epochs_become_global_steps(tmp_path):
     assert np.all(np.diff(run.cols["loss"]) < 0)
 
 
+def test_nemo_bar_with_its_global_step(tmp_path):
+    """NeMo (Lightning's bar): the postfix carries `reduced_train_loss` and the trainer's own
+    0-based `global_step` as a float, which is the step, not the bar's counter within the epoch."""
+    segs = [f"\rEpoch 1: :  {s}%|#         | {s}/200 [01:40<31:40, reduced_train_loss={3 - s / 100:.3f}, "
+            f"global_step={199 + s}.0, consumed_samples={(200 + s) * 256}.0, train_step_timing in s=1.01]"
+            for s in range(1, 51)]
+    p = tmp_path / "nemo.log"
+    p.write_text("".join(segs) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(200, 250))
+    assert run.cols["loss"][0] == pytest.approx(2.99)
+
+
 # --- trainers that do not run here: their print statements ----------------------------------
 
 def nanogpt_log(curve: dict) -> str:

@@ -35,7 +35,8 @@ _INT = re.compile(r"\+?\d+$")
 _EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
 #: names console prints use that the tabular table does not hold
 _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
-          "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8)}
+          "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
+          "reduced_train_loss": ("loss", 1)}
 _cache: dict[str, tuple[str, int] | None] = {}
 
 
@@ -220,9 +221,13 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
     ranks: dict[str, int] = {}
     for key, value in _POSTFIX.findall(m.group(3)):
         hit = classify(key.strip())
-        if hit is None or hit[0] == "step":
+        if hit is None:
             continue
         v = to_float(value.strip())
+        if hit[0] == "step":  # NeMo's `global_step=99.0`: the trainer's own step beats the bar's counter
+            if v == v and v >= 0 and v == int(v):
+                metrics["_step"] = int(v)
+            continue
         if hit[0] not in ranks or hit[1] < ranks[hit[0]]:
             metrics[hit[0]], ranks[hit[0]] = v, hit[1]
     desc = text[:m.start()]

@@ -246,7 +246,8 @@ class ConsoleParser:
         if nested:
             return  # an evaluation bar drawn under the training one
         epoch = metrics.pop("_epoch", None)
-        step = n + epoch * total if epoch is not None and total else n
+        own = metrics.pop("_step", None)
+        step = own if own is not None else n + epoch * total if epoch is not None and total else n
         if self.pending is not None:
             if self.last_pending_step is None or step > self.last_pending_step:
                 self._place_pending(step)
