@@ -121,6 +121,16 @@ def test_hf_dict_forms_without_a_bar(tmp_path):
     assert any("numbered 1, 2, 3" in n for n in run.notes)
 
 
+def test_hf_dicts_pasted_above_the_last_bar(tmp_path):
+    """Copied from a terminal: the dicts stay in the scrollback, the bar is redrawn below them."""
+    p = tmp_path / "paste.txt"
+    p.write_text("".join(f"{{'loss': {2.0 - s / 100:.4f}, 'learning_rate': 1e-05, 'epoch': {s / 100}}}\n"
+                         for s in (5, 10, 15, 20)) + " 20%|##        | 20/100 [00:10<00:40,  2.00it/s]\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == [5, 10, 15, 20]
+    assert any("placed every logging interval" in n for n in run.notes)
+
+
 def test_llama_factory_trainer_log_jsonl(tmp_path):
     """LLaMA-Factory's LogCallback (src/llamafactory/train/callbacks.py) appends `json.dumps(logs)`
     of dict(current_steps, total_steps, loss, lr, epoch, percentage, elapsed_time, remaining_time)

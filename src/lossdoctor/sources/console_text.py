@@ -10,6 +10,7 @@ and `clean()` strips colours and leading prefixes once, so the line patterns nev
 
 from __future__ import annotations
 
+import codecs
 import re
 from typing import IO, Iterator
 
@@ -46,11 +47,12 @@ def segments(f: IO[bytes]) -> Iterator[str]:
     MAX_SEGMENT characters each (raw: colours and prefixes still there)."""
     carry = ""
     skipping = False  # inside an over-long segment whose head was already yielded
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character cut by a chunk stays whole
     while True:
         chunk = f.read(_CHUNK)
         if not chunk:
             break
-        text = carry + chunk.decode("utf-8", errors="replace")
+        text = carry + decoder.decode(chunk)
         parts = _SPLIT.split(text)
         carry = parts.pop()
         for part in parts:

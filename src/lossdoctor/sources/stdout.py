@@ -301,7 +301,7 @@ class ConsoleParser:
             self._place_pending(self.last_counter)
             return
         row, self.pending = self.pending, None
-        if self.last_pending_step is not None:
+        if self.last_pending_step is not None and self.last_counter is not None:
             row["step"] = self.last_pending_step + self.pending_interval
             row["_how"] = "interval"
         else:
@@ -325,6 +325,26 @@ class ConsoleParser:
     def finish(self) -> None:
         self._drop_closing_render()
         self._flush_pending()
+        self._space_numbered()
+
+    def _space_numbered(self) -> None:
+        """Dicts copied from a terminal's scrollback, with only the last progress bar below them:
+        the first k-1 were numbered 1, 2...; the k-th took the bar's counter S. A Trainer logs every
+        L steps from step L, so when S is a multiple of k they were at L, 2L, ... (L = S / k)."""
+        waiting = [r for r in self.rows if r.get("_how") in ("numbered", "counter", "interval")]
+        numbered = [r for r in waiting if r["_how"] == "numbered"]
+        if not numbered or len(numbered) == len(waiting):
+            return
+        k = len(numbered) + 1
+        first = waiting[len(numbered)]
+        if waiting[:len(numbered)] != numbered or first["_how"] != "counter" or first["step"] % k:
+            return
+        every = first["step"] // k
+        later = [r["step"] for r in waiting[len(numbered):]]
+        if every < 1 or any(b - a != every for a, b in zip(later, later[1:])):
+            return
+        for j, r in enumerate(numbered, 1):
+            r["step"], r["_how"] = j * every, "spaced"
 
     # --- notes ---------------------------------------------------------------------------
 
@@ -351,6 +371,9 @@ class ConsoleParser:
         if self.other_rank_overflows:
             out.append(f"{self.other_rank_overflows} OVERFLOW line(s) of ranks other than rank "
                        f"{self.overflow_rank} were the same overflows printed by each rank: not counted again")
+        if how.get("spaced"):
+            out.append(f"{how['spaced']} logged line(s) above the first progress bar carry no step: placed "
+                       "every logging interval before the first step the bar gave (a guess)")
         if self.placed_guess:
             out.append("DeepSpeed prints no step with an OVERFLOW line: overflows were placed on the "
                        "steps right after the last step counter (iteration line, step= line or bar)")
