@@ -41,7 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     d = sub.add_parser("diagnose", help="diagnose a run directory or a training log")
-    d.add_argument("path", metavar="PATH", help="run directory written by watch, or a supported log")
+    d.add_argument("path", metavar="PATH",
+                   help="run directory written by watch, or a supported log ('-' reads the log from stdin)")
+    d.add_argument("--format-in", metavar="NAME", default=None,
+                   help="read PATH as this format instead of detecting it (console, tensorboard, csv, "
+                        "jsonl, trainer-state...)")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
     d.add_argument("--lang", choices=LANGS, default="en",
@@ -114,17 +118,28 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from ..sources import SourceError, load_path
     from ..vocabulary import SEVERITY_RANK
 
+    stdin_dir = None
     try:
-        runs = load_path(args.path)
+        path = args.path
+        if path == "-":
+            stdin_dir, path = stdin_to_file()
+        runs = load_path(path, getattr(args, "format_in", None))
+        if stdin_dir is not None:
+            for run in runs:
+                run.meta["path"] = "<stdin>"
         report = diagnose_runs(runs)
         warn_partial(runs)
     except SourceError as e:
-        print(f"lossdoctor: {' '.join(str(e).split())}", file=sys.stderr)  # one line, whatever the path
+        msg = str(e) if stdin_dir is None else str(e).replace(str(path), "<stdin>")
+        print(f"lossdoctor: {' '.join(msg.split())}", file=sys.stderr)  # one line, whatever the path
         return EXIT_BAD_INPUT
     except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:
         print(f"lossdoctor: {args.path}: cannot read ({type(e).__name__}: {e})".splitlines()[0],
               file=sys.stderr)
         return EXIT_BAD_INPUT
+    finally:
+        if stdin_dir is not None:
+            stdin_dir.cleanup()
     try:
         write_report(report, args, runs)
     except WriteError as e:
@@ -135,6 +150,20 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if worst >= SEVERITY_RANK[args.fail_on]:
             return EXIT_FAIL_ON
     return EXIT_OK
+
+
+def stdin_to_file():
+    """A pasted log piped in (`diagnose -`): copied in chunks to a temporary file named `stdin`, so
+    every reader (they sniff and seek) takes it like a file. Returns (the directory, the path)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    d = tempfile.TemporaryDirectory(prefix="lossdoctor-")
+    path = Path(d.name) / "stdin"
+    with open(path, "wb") as f:
+        shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
+    return d, path
 
 
 #: phrases of the readers' notes that say part of the input could not be read

@@ -63,7 +63,24 @@ def _load_readers() -> None:
     _loaded = True
 
 
-def load_path(path: str | os.PathLike[str]) -> list[Run]:
+#: short names for `--format-in` -> the registered reader's name
+FORMAT_NAMES = {
+    "console": "console log", "stdout": "console log", "text": "console log", "hf-console": "console log",
+    "tqdm": "console log", "megatron": "console log", "deepspeed": "console log", "nanogpt": "console log",
+    "litgpt": "console log", "mlx-lm": "console log", "torchtitan": "console log",
+    "trainer-state": "Hugging Face trainer_state.json", "tensorboard": "TensorBoard event file",
+    "csv": "CSV log", "jsonl": "JSON-lines log", "lightning": "Lightning metrics.csv", "wandb": "W&B run",
+    "rundir": "lossdoctor run directory",
+}
+
+
+def reader_names() -> list[str]:
+    return sorted(FORMAT_NAMES)
+
+
+def load_path(path: str | os.PathLike[str], fmt: str | None = None) -> list[Run]:
+    """Read `path` with the first reader whose sniff accepts it, or with the reader `fmt` names
+    (a key of FORMAT_NAMES or a registered reader's name), sniff skipped."""
     from .mlflow_store import uri_path
 
     p = Path(uri_path(path))  # MLflow's tracking URIs (sqlite:///mlflow.db, file:./mlruns) as paths
@@ -75,9 +92,16 @@ def load_path(path: str | os.PathLike[str]) -> list[Run]:
     if p.is_file() and p.stat().st_size == 0:
         raise SourceError(f"{p}: the file is empty")
     _load_readers()
+    forced = None
+    if fmt is not None:
+        forced = FORMAT_NAMES.get(fmt.lower(), fmt)
+        if forced not in {n for n, _, _ in READERS}:
+            raise SourceError(f"unknown input format {fmt!r} (known: {', '.join(reader_names())})")
     for name, sniff, read in READERS:
+        if forced is not None and name != forced:
+            continue
         try:
-            ok = sniff(p)
+            ok = forced is not None or sniff(p)
         except SourceError:
             raise  # a special file inside a directory: say so rather than try the next format
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
@@ -103,14 +127,19 @@ def load_path(path: str | os.PathLike[str]) -> list[Run]:
     if p.is_dir():
         raise SourceError(f"{p}: no known training log in this directory (looked for a lossdoctor run "
                           "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
-                          "an MLflow store, "
-                          "Megatron/DeepSpeed logs, CSV or JSONL)")
+                          "an MLflow store, console logs, CSV or JSONL)")
     from .files import head, looks_binary
 
     kind = "binary data, " if looks_binary(head(p, 65536)) else ""
-    raise SourceError(f"{p}: {kind}not a log format lossdoctor knows (supported: trainer_state.json, "
-                      "TensorBoard events, metrics.csv, W&B runs and CSV exports, MLflow stores, "
-                      "Megatron/DeepSpeed logs, CSV, JSONL)")
+    if kind:
+        raise SourceError(f"{p}: binary data, not a log format lossdoctor knows (supported: "
+                          "trainer_state.json, TensorBoard events, metrics.csv, W&B runs and CSV exports, "
+                          "MLflow stores, console logs, CSV, JSONL)")
+    from .stdout import LOOKED_FOR
+
+    raise SourceError(f"{p}: not a log format lossdoctor knows: no training log lines in this text "
+                      f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
+                      "CSV, JSONL)")
 
 
 #: sampling coarser than this many steps per logged loss point gets a note

@@ -27,7 +27,7 @@ def _add(column: str, rank: int, *names: str) -> None:
 
 
 #: step-axis names, best first (an explicit global step beats a logger's own row counter)
-STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "step", "iteration",
+STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "current_steps", "step", "iteration",
               "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step")
 
 #: words that mark a metric as evaluation, not training

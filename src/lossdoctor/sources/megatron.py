@@ -64,6 +64,29 @@ def parse_iteration(line: str) -> dict[str, Any] | None:
     return row
 
 
+#: fields only a training iteration line has (an evaluation line also says "iteration")
+_TRAINING_FIELDS = ("learning rate", "consumed samples", "elapsed time", "global batch size")
+
+
+def fill_dropped_loss(row: dict[str, Any], interval: int, line: str) -> str | None:
+    """Megatron prints `lm loss` only when the interval's mean is > 0 (`training_log`: `if avg >
+    0.0`), so an iteration line *without* it is not a missing step: every iteration of the interval
+    was skipped (fp16 overflow), or the mean was NaN (`nan > 0` is False). Returns what happened
+    ("nan" or "skipped"), with the row completed, or None when the loss is there or the line is
+    not a training iteration line."""
+    if "loss" in row or not any(f in line for f in _TRAINING_FIELDS):
+        return None
+    skipped = row.get("skipped_in_interval", 0.0)
+    nan = row.get("nan_in_interval", 0.0)
+    all_skipped = skipped == skipped and skipped >= max(1, interval)
+    if all_skipped:
+        row["skipped"] = 1.0
+    if nan or not all_skipped:
+        row["loss"] = float("nan")
+        return "nan"
+    return "skipped"
+
+
 def parse_arg(line: str) -> tuple[str, Any] | None:
     m = ARG_LINE.match(line)
     if m is None:

@@ -1,7 +1,26 @@
-"""Training stdout of Megatron-LM / GPT-NeoX / Megatron-DeepSpeed and DeepSpeed, read in one pass.
+"""Training console output of any trainer, read in one pass as one run.
 
-The line formats are in `megatron.py` and `deepspeed.py`. A Megatron-DeepSpeed log holds both
-kinds (Megatron's iteration lines and DeepSpeed's overflow lines), so they are merged by step.
+What a user has after a failed run is what the trainer printed: a terminal scroll, `nohup.out`,
+`slurm-1234.out`, a few lines pasted into an issue. One reader takes it all, line by line
+(`console_text` splits `\\r`-redrawn bars and strips colours, rank prefixes and timestamps once),
+trying a small table of line kinds on each clean segment:
+
+- Megatron-LM / GPT-NeoX / Megatron-DeepSpeed iteration lines and the arguments block (`megatron`);
+- DeepSpeed's `step=N, skipped=K` and `OVERFLOW! ... Attempted loss scale` lines (`deepspeed`);
+- Hugging Face Trainer dicts, tqdm bars (their counter and postfix), and any `name: number` line
+  with a step counter: nanoGPT, litgpt, mlx-lm, torchtitan, fairseq, an unseen trainer
+  (`console_lines`).
+
+A log that mixes them (Megatron-DeepSpeed, or the Trainer over DeepSpeed) is one run, merged by
+step. Where a line carries no step, it gets one from its neighbours, and the notes say how:
+
+- an HF Trainer dict is printed right after the progress bar moved to its step, and tqdm redraws
+  the bar right after the dict (`tqdm.write`), so the dict takes the counter of the bar drawn next
+  (the bar drawn before it can lag by a few steps: tqdm redraws at most every 0.1 s); a bar
+  nested under it (the evaluation bar, drawn after a cursor-up) is not the training counter;
+- DeepSpeed prints no step with an OVERFLOW line: it belongs to the step after the last counter
+  (iteration line, `step=` line or bar), and consecutive overflows to consecutive steps;
+- with no counter at all, rows are numbered 1, 2, 3... and the note says the step is unknown.
 
 Interval counts become per-step-compatible columns: `skipped` is the *fraction* of the interval's
 iterations that were skipped (0/1 on a per-step log, the same meaning), and the raw counts stay in
@@ -11,116 +30,413 @@ iterations that were skipped (0/1 on a per-step log, the same meaning), and the 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
 from ..records import Run, from_columns
 from . import SourceError, reader
+from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
+from .console_text import CURSOR_UP, clean, segments
 from .files import head, looks_binary
 
 _SNIFF_BYTES = 8 << 20
+_SNIFF_CONSOLE_BYTES = 4 << 20
+_SNIFF_SEGMENTS = 20_000
 _ANY = re.compile(rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skipped=\d+|"
                   rb"Attempted loss scale:|Grad overflow on iteration")
+#: a segment worth the key-value parser: names a training metric
+_RANK = re.compile(r"\bRank (\d+)")
+_HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
+_NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
+
+#: what each kind of line is called in the notes, in the order the notes list them
+KINDS = {
+    "megatron": "Megatron iteration lines",
+    "ds_step": "DeepSpeed step= lines",
+    "ds_overflow": "DeepSpeed OVERFLOW lines",
+    "grad_overflow": "Grad overflow lines",
+    "hf": "HF Trainer dict lines",
+    "tqdm": "tqdm bars with metrics",
+    "nanoGPT": "nanoGPT lines",
+    "litgpt": "litgpt lines",
+    "mlx-lm": "mlx-lm lines",
+    "torchtitan": "torchtitan lines",
+    "keras": "Keras progress lines",
+    "key-value": "lines with a step and named metrics",
+}
+LOOKED_FOR = ("Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSpeed lines, nanoGPT/"
+              "litgpt/mlx-lm/torchtitan/Keras lines, or lines with a step counter and a loss, grad norm or lr")
 
 
-def _sniff(p: Path) -> bool:
-    if not p.is_file():
-        return False
-    data = head(p, _SNIFF_BYTES)
-    if looks_binary(data[:65536]):
-        return False
-    # literal pre-check (a fast byte scan) before the regular expression over 8 MB
-    if not any(m in data for m in (b"iteration", b"step=", b"Attempted loss scale", b"Grad overflow")):
-        return False
-    return _ANY.search(data) is not None
+class ConsoleParser:
+    """Feed it raw segments; `rows` gets one dict per logged step (several may share a step)."""
 
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.args: dict[str, Any] = {}
+        self.counts: Counter[str] = Counter()
+        self.ignored = 0  # segments with text that no pattern used
+        self.eval_dicts = 0
+        self.in_args = False
+        self.marker: int | None = None  # the last step a counter said was done
+        self.since_marker = 0  # overflows placed after it
+        self.placed_guess = False
+        self.pending: dict[str, Any] | None = None  # a row waiting for the next counter
+        self.last_counter: int | None = None
+        self.tqdm_steps: set[int] = set()
+        self.bar_before: dict[str, Any] | None = None  # the bar's row before its last step
+        self.bar_tail: list[dict[str, Any]] = []  # the bar's rows at its last step
+        self.last_pending_step: int | None = None
+        self.pending_interval = 1
+        self.numbered = 0  # rows numbered in order, for want of any counter
+        self.skipped_total = 0  # DeepSpeed's running count of skipped steps
+        self.keras_epoch = 0  # the last "Epoch N/M" line
+        self.dropped_loss: Counter[str] = Counter()
+        self.prev_iteration: int | None = None
+        self.overflow_rank: str | None = None  # the rank whose OVERFLOW lines are read
+        self.other_rank_overflows = 0
 
-def parse(lines, notes: list[str]) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int]]:
-    """(rows, Megatron args, counts of each kind of line)."""
-    rows: list[dict[str, Any]] = []
-    args: dict[str, Any] = {}
-    counts = {"megatron": 0, "ds_step": 0, "ds_overflow": 0, "grad_overflow": 0}
-    in_args = False
-    last_marker = -1
-    since_marker = 0
-    prev_skipped_total = 0
-    placed_guess = False
-    for line in lines:
-        if in_args:
-            if mg.ARGS_END.search(line):
-                in_args = False
-                continue
-            kv = mg.parse_arg(line)
+    # --- one segment ---------------------------------------------------------------------
+
+    def feed(self, raw: str) -> None:
+        text = clean(raw)
+        nested = CURSOR_UP in raw
+        for _ in range(64):  # bars, and what was printed after them before a newline
+            if not ("[" in text and ":" in text):
+                break
+            bar = cl.tqdm_bar(text)
+            if bar is None:
+                break
+            n, total, metrics, end = bar
+            self._bar(n, total, metrics, nested=nested)
+            text = text[end:].strip()
+            if len(text) <= 2:
+                return
+        if text:
+            self._line(text)
+
+    def _line(self, text: str) -> None:
+        if self.in_args:
+            if mg.ARGS_END.search(text):
+                self.in_args = False
+                return
+            kv = mg.parse_arg(text)
             if kv:
-                args.setdefault(kv[0], kv[1])
-                continue
-        elif mg.ARGS_START.search(line):
-            in_args = True
-            continue
-        row = mg.parse_iteration(line)
-        if row is not None:
-            counts["megatron"] += 1
-            rows.append(row)
-            last_marker, since_marker = row["step"], 0
-            continue
-        row = ds.parse_step(line)
-        if row is not None:
-            counts["ds_step"] += 1
-            total = row.pop("skipped_total")
-            row["skipped_in_interval"] = max(0, total - prev_skipped_total)
-            prev_skipped_total = total
-            rows.append(row)
-            last_marker, since_marker = row["step"], 0
-            continue
-        it = ds.parse_grad_overflow(line)
-        if it is not None:
-            counts["grad_overflow"] += 1
-            rows.append({"step": it, "skipped": 1.0})
-            last_marker, since_marker = it, 0
-            continue
-        ov = ds.parse_overflow(line)
-        if ov is not None:
-            counts["ds_overflow"] += 1
-            attempted, reduced = ov
-            if rows and rows[-1].get("skipped") == 1.0 and rows[-1]["step"] == last_marker + since_marker \
-                    and "scale" not in rows[-1] and since_marker == 0:
-                rows[-1]["scale"] = reduced  # the "Grad overflow on iteration N" line just before
-                continue
-            since_marker += 1
-            step = last_marker + since_marker
-            placed_guess = True
-            if since_marker == 1 and np.isfinite(attempted):
-                rows.append({"step": step - 1, "scale": attempted, "_weak": True})
-            rows.append({"step": step, "scale": reduced, "skipped": 1.0})
-    if placed_guess:
-        notes.append("DeepSpeed prints no step with an OVERFLOW line: overflows were placed on the "
-                      "steps right after the last step=/iteration line")
-    return rows, args, counts
+                self.args.setdefault(kv[0], kv[1])
+                return
+        elif ("argument" in text or "NeoXArgs" in text) and mg.ARGS_START.search(text):
+            self.in_args = True
+            return
+        if text[:1].isdigit() and " - " in text:
+            keras = cl.keras_bar(text)
+            if keras is not None:
+                self._keras(*keras)
+                return
+        if text.startswith("Epoch "):
+            e = cl.KERAS_EPOCH.match(text)
+            if e is not None:
+                self.keras_epoch = int(e.group(1))
+                return
+        if "iteration" in text:
+            if self._megatron(text):
+                return
+            it = ds.parse_grad_overflow(text)
+            if it is not None:
+                self.counts["grad_overflow"] += 1
+                self._add({"step": it, "skipped": 1.0}, marker=True)
+                return
+        if "step=" in text:
+            row = ds.parse_step(text)
+            if row is not None:
+                self._ds_step(row)
+                return
+        if "VERFLOW" in text or "verflow" in text:
+            ov = ds.parse_overflow(text)
+            if ov is not None:
+                rank = _RANK.search(text)
+                if rank is not None:
+                    if self.overflow_rank is None:
+                        self.overflow_rank = rank.group(1)
+                    elif rank.group(1) != self.overflow_rank:
+                        self.other_rank_overflows += 1  # every rank prints the same overflow
+                        return
+                self._overflow(*ov)
+                return
+        if "{" in text:
+            row = cl.hf_dict(text)
+            if row is not None:
+                if row:
+                    self._hf(row)
+                else:
+                    self.eval_dicts += 1
+                return
+        if _HINT.search(text):
+            row = cl.key_values(text)
+            if row is not None and (row["step"] is not None or sum(c in row for c in cl.METRICS) >= 2):
+                self.counts[row.pop("_dialect")] += 1
+                if row["step"] is None:
+                    self._wait_for_step(row)
+                else:
+                    self._add(row, marker=True)
+                return
+        self.ignored += 1
+
+    # --- kinds of lines ------------------------------------------------------------------
+
+    def _keras(self, batch: int, per_epoch: int, metrics: dict[str, Any]) -> None:
+        """Keras counts batches within an epoch: the step is (epoch - 1) * batches per epoch + batch."""
+        step = (max(self.keras_epoch, 1) - 1) * per_epoch + batch
+        if metrics:
+            self.counts["keras"] += 1
+            self._add({"step": step, **metrics}, marker=True)
+
+    def _megatron(self, text: str) -> bool:
+        row = mg.parse_iteration(text)
+        if row is None:
+            return False
+        self.counts["megatron"] += 1
+        interval = self.args.get("log_interval")
+        if not isinstance(interval, int) or interval < 1:
+            interval = row["step"] - self.prev_iteration if self.prev_iteration is not None else 1
+        self.prev_iteration = row["step"]
+        what = mg.fill_dropped_loss(row, max(1, interval), text)
+        if what:
+            self.dropped_loss[what] += 1
+        self._add(row, marker=True)
+        return True
+
+    def _ds_step(self, row: dict[str, Any]) -> None:
+        self.counts["ds_step"] += 1
+        total = row.pop("skipped_total")
+        row["skipped_in_interval"] = max(0, total - self.skipped_total)
+        self.skipped_total = total
+        self._add(row, marker=True)
+
+    def _overflow(self, attempted: float, reduced: float) -> None:
+        self.counts["ds_overflow"] += 1
+        last = self.rows[-1] if self.rows else None
+        if (last is not None and self.since_marker == 0 and last.get("skipped") == 1.0
+                and last["step"] == self.marker and "scale" not in last):
+            last["scale"] = reduced  # the "Grad overflow on iteration N" line just before names the step
+            return
+        self.since_marker += 1
+        step = (self.marker if self.marker is not None else 0) + self.since_marker
+        self.placed_guess = True
+        if self.since_marker == 1 and np.isfinite(attempted):
+            self.rows.append({"step": step - 1, "scale": attempted, "_weak": True})
+        self.rows.append({"step": step, "scale": reduced, "skipped": 1.0})
+
+    def _hf(self, row: dict[str, Any]) -> None:
+        self.counts["hf"] += 1
+        row.pop("epoch", None)
+        if row.get("loss") == 0.0 and "grad_norm" in row and not np.isfinite(row["grad_norm"]):
+            row["loss"] = float("nan")  # logging_nan_inf_filter logs an all-NaN interval as 0.0
+            row["_nan_filter"] = True
+        if row["step"] is None:
+            self._wait_for_step(row)
+        else:
+            self._add(row, marker=False)
+
+    def _bar(self, n: int, total: int | None, metrics: dict[str, Any], nested: bool) -> None:
+        if nested:
+            return  # an evaluation bar drawn under the training one
+        epoch = metrics.pop("_epoch", None)
+        own = metrics.pop("_step", None)
+        step = own if own is not None else n + epoch * total if epoch is not None and total else n
+        if self.pending is not None:
+            if self.last_pending_step is None or step > self.last_pending_step:
+                self._place_pending(step)
+            else:
+                self._flush_pending()
+        self.last_counter = step
+        if self.marker is None or step > self.marker:
+            self.marker, self.since_marker = step, 0
+        if self.last_counter is not None and step < self.last_counter:
+            self._drop_closing_render()  # a new bar: the old one was closed
+        if metrics:
+            self.tqdm_steps.add(step)
+            self.counts["tqdm"] = len(self.tqdm_steps)  # a bar is drawn several times per step
+            row = {"step": step, **metrics}
+            self.rows.append(row)
+            if self.bar_tail and step == self.bar_tail[-1]["step"]:
+                self.bar_tail.append(row)
+            else:
+                self.bar_before = self.bar_tail[-1] if self.bar_tail else None
+                self.bar_tail = [row]
+
+    # --- steps ---------------------------------------------------------------------------
+
+    def _add(self, row: dict[str, Any], *, marker: bool) -> None:
+        self._flush_pending()
+        self.rows.append(row)
+        if marker:
+            self.marker, self.since_marker = row["step"], 0
+
+    def _wait_for_step(self, row: dict[str, Any]) -> None:
+        self._flush_pending()
+        self.pending = row
+
+    def _place_pending(self, step: int) -> None:
+        row, self.pending = self.pending, None
+        assert row is not None
+        if self.last_pending_step is not None:
+            self.pending_interval = max(1, step - self.last_pending_step)
+        row["step"] = step
+        row["_how"] = "counter"
+        self.last_pending_step = step
+        self.rows.append(row)
+
+    def _flush_pending(self) -> None:
+        """No counter came after the waiting row: the last counter before it if that is newer than
+        the previous such row, else one interval after the previous one, else the next number."""
+        if self.pending is None:
+            return
+        if self.last_counter is not None and (self.last_pending_step is None
+                                              or self.last_counter > self.last_pending_step):
+            self._place_pending(self.last_counter)
+            return
+        row, self.pending = self.pending, None
+        if self.last_pending_step is not None and self.last_counter is not None:
+            row["step"] = self.last_pending_step + self.pending_interval
+            row["_how"] = "interval"
+        else:
+            self.numbered += 1
+            row["step"] = self.numbered
+            row["_how"] = "numbered"
+        self.last_pending_step = row["step"]
+        self.rows.append(row)
+
+    def _drop_closing_render(self) -> None:
+        """tqdm draws a bar once more when it closes: the counter one past the last iteration with
+        that iteration's postfix. That is no step of its own."""
+        prev = self.bar_before
+        if prev is not None and self.bar_tail and self.bar_tail[0]["step"] == prev["step"] + 1:
+            shown = repr({k: v for k, v in prev.items() if k != "step"})  # repr: NaN equals itself
+            if all(repr({k: v for k, v in r.items() if k != "step"}) == shown for r in self.bar_tail):
+                for r in self.bar_tail:
+                    r["_drop"] = True
+        self.bar_before, self.bar_tail = None, []
+
+    def finish(self) -> None:
+        self._drop_closing_render()
+        self._flush_pending()
+        self._space_numbered()
+
+    def _space_numbered(self) -> None:
+        """Dicts copied from a terminal's scrollback, with only the last progress bar below them:
+        the first k-1 were numbered 1, 2...; the k-th took the bar's counter S. A Trainer logs every
+        L steps from step L, so when S is a multiple of k they were at L, 2L, ... (L = S / k)."""
+        waiting = [r for r in self.rows if r.get("_how") in ("numbered", "counter", "interval")]
+        numbered = [r for r in waiting if r["_how"] == "numbered"]
+        if not numbered or len(numbered) == len(waiting):
+            return
+        k = len(numbered) + 1
+        first = waiting[len(numbered)]
+        if waiting[:len(numbered)] != numbered or first["_how"] != "counter" or first["step"] % k:
+            return
+        every = first["step"] // k
+        later = [r["step"] for r in waiting[len(numbered):]]
+        if every < 1 or any(b - a != every for a, b in zip(later, later[1:])):
+            return
+        for j, r in enumerate(numbered, 1):
+            r["step"], r["_how"] = j * every, "spaced"
+
+    # --- notes ---------------------------------------------------------------------------
+
+    def notes(self, what: str) -> list[str]:
+        kinds = [f"{n} {KINDS[k]}" for k in KINDS if (n := self.counts.get(k, 0))]
+        used = ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1] if kinds else "nothing"
+        other = []
+        if self.eval_dicts:
+            other.append(f"{self.eval_dicts} evaluation/summary dicts")
+        if self.ignored:
+            other.append(f"{self.ignored} other lines")
+        out = [f"{what}: read {used}" + (f"; {' and '.join(other)} ignored" if other else "")]
+        how = Counter(r.get("_how") for r in self.rows if r.get("_how"))
+        if how.get("counter"):
+            out.append(f"{how['counter']} logged line(s) without a step took the counter of the progress bar "
+                       "drawn with them")
+        if how.get("interval"):
+            out.append(f"{how['interval']} logged line(s) without a step or a progress bar after them were "
+                       "placed one logging interval after the previous one")
+        if how.get("numbered"):
+            out.append(f"{how['numbered']} logged line(s) carry no step and no progress bar was found: "
+                       "numbered 1, 2, 3... in order, so a finding's step is a line number, not the "
+                       "trainer's step")
+        if self.other_rank_overflows:
+            out.append(f"{self.other_rank_overflows} OVERFLOW line(s) of ranks other than rank "
+                       f"{self.overflow_rank} were the same overflows printed by each rank: not counted again")
+        if how.get("spaced"):
+            out.append(f"{how['spaced']} logged line(s) above the first progress bar carry no step: placed "
+                       "every logging interval before the first step the bar gave (a guess)")
+        if self.placed_guess:
+            out.append("DeepSpeed prints no step with an OVERFLOW line: overflows were placed on the "
+                       "steps right after the last step counter (iteration line, step= line or bar)")
+        if self.dropped_loss.get("nan"):
+            out.append(f"{self.dropped_loss['nan']} Megatron iteration line(s) without `lm loss` read as a "
+                       "non-finite loss (Megatron prints the loss only when the interval's mean is > 0; "
+                       "a NaN mean is not)")
+        if self.dropped_loss.get("skipped"):
+            out.append(f"{self.dropped_loss['skipped']} Megatron iteration line(s) without `lm loss` had "
+                       "every iteration skipped: read as skipped steps")
+        nan_filter = [r["step"] for r in self.rows if r.get("_nan_filter")]
+        if nan_filter:
+            out.append(f"loss logged as 0.0 with a non-finite grad norm from step {min(nan_filter)} on: read "
+                       "as NaN (the Trainer's logging_nan_inf_filter, on by default, logs an interval of "
+                       "NaN losses as 0)")
+        return out
 
 
-def rows_to_run(rows: list[dict[str, Any]], args: dict[str, Any], counts: dict[str, int], what: str,
-                notes: list[str]) -> Run:
+def parse(lines: Iterable[str]) -> ConsoleParser:
+    p = ConsoleParser()
+    for line in lines:
+        p.feed(line)
+    p.finish()
+    return p
+
+
+def _framework(p: ConsoleParser) -> str:
+    c = p.counts
+    if c["megatron"]:
+        return "megatron"
+    if c["hf"]:
+        return "transformers"
+    if c["ds_step"] or c["ds_overflow"] or c["grad_overflow"]:
+        if not any(c[k] for k in ("tqdm", "nanoGPT", "litgpt", "mlx-lm", "torchtitan", "keras", "key-value")):
+            return "deepspeed"
+    named = [k for k in ("nanoGPT", "litgpt", "mlx-lm", "torchtitan", "keras") if c[k]]
+    if named:
+        return max(named, key=lambda k: c[k])
+    return "tqdm" if c["tqdm"] else "console"
+
+
+_COLUMNS = ("loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
+            "skipped_in_interval", "nan_in_interval")
+
+
+def rows_to_run(p: ConsoleParser, what: str) -> Run:
     # a scale guessed from "Attempted loss scale" must not overwrite a logged one at that step
+    rows = [r for r in p.rows if not r.get("_drop")]
     logged_scale_steps = {r["step"] for r in rows if "scale" in r and not r.get("_weak")}
     rows = [r for r in rows if not (r.get("_weak") and r["step"] in logged_scale_steps)]
     rows.sort(key=lambda r: r["step"])
     steps = np.array([r["step"] for r in rows], dtype=np.float64)
-    meta: dict[str, Any] = {"framework": "megatron" if counts["megatron"] else "deepspeed"}
-    meta.update(mg.args_meta(args))
-    if args:
-        meta["args"] = {k: v for k, v in args.items() if isinstance(v, (int, float, str, bool))}
-    if counts["megatron"]:
+    framework = _framework(p)
+    meta: dict[str, Any] = {"framework": framework}
+    meta.update(mg.args_meta(p.args))
+    if p.args:
+        meta["args"] = {k: v for k, v in p.args.items() if isinstance(v, (int, float, str, bool))}
+    if p.counts["megatron"] or p.counts["hf"]:
         meta["loss_is_interval_mean"] = True
-    names = ("loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
-             "skipped_in_interval", "nan_in_interval")
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
-    for name in names:
-        present = np.array([name in r for r in rows])
+    for name in _COLUMNS:
+        present = np.array([name in r for r in rows], dtype=bool)
         if present.any():
             cols[name] = np.array([float(r.get(name, np.nan)) for r in rows])
             logged[name] = present
@@ -132,28 +448,62 @@ def rows_to_run(rows: list[dict[str, Any]], args: dict[str, Any], counts: dict[s
         base = cols.get("skipped", np.full(len(rows), np.nan))
         cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
         logged["skipped"] = logged.get("skipped", np.zeros(len(rows), dtype=bool)) | lg
-    if "loss" not in cols and "scale" not in cols:
-        raise SourceError(f"{what}: found {sum(counts.values())} DeepSpeed/Megatron line(s) but no loss "
-                          "or loss scale in them")
-    kinds = [f"{n} {k}" for k, n in (("Megatron iteration lines", counts["megatron"]),
-                                    ("DeepSpeed step= lines", counts["ds_step"]),
-                                    ("DeepSpeed OVERFLOW lines", counts["ds_overflow"]),
-                                    ("Grad overflow lines", counts["grad_overflow"])) if n]
-    notes.insert(0, f"{what}: read {', '.join(kinds)}")
+    if "loss" not in cols and "scale" not in cols and "grad_norm" not in cols:
+        raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
+                          "norm or loss scale in them")
+    notes = p.notes(what)
     absent = [n for c, n in (("loss", "the training loss"), ("grad_norm", "the gradient norm"),
                              ("scale", "the loss scale")) if c not in cols]
     if absent:
         notes.insert(1, f"not in this log: {', '.join(absent)}")
-    run = from_columns(steps, cols, meta=meta, source=meta["framework"], logged=logged)
+    source = framework if framework in ("megatron", "deepspeed") else "console"
+    run = from_columns(steps, cols, meta=meta, source=source, logged=logged)
     run.notes.extend(notes)
     return run
 
 
-@reader("Megatron/DeepSpeed log", _sniff, priority=80)
+def _sniff(p: Path) -> bool:
+    if not p.is_file() or p.suffix.lower() in _NOT_CONSOLE:
+        return False
+    data = head(p, _SNIFF_BYTES)
+    if looks_binary(data[:65536]):
+        return False
+    start = data[:4096].lstrip()
+    if start.startswith((b'{"', b"[{", b"[\n", b"[]")):
+        return False  # JSON: the JSON readers take it
+    if any(m in data for m in (b"iteration", b"step=", b"Attempted loss scale", b"Grad overflow")) \
+            and _ANY.search(data) is not None:
+        return True
+    parser = ConsoleParser()
+    for i, seg in enumerate(segments(_Bytes(data[:_SNIFF_CONSOLE_BYTES]))):
+        parser.feed(seg)
+        if parser.rows or parser.pending is not None:
+            return True
+        if i > _SNIFF_SEGMENTS:
+            break
+    return False
+
+
+class _Bytes:
+    """A bytes object read like a file (for `segments`)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pos = data, 0
+
+    def read(self, n: int) -> bytes:
+        out = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return out
+
+
+def read_stream(f: Any, what: str) -> Run:
+    p = parse(segments(f))
+    if not p.rows:
+        raise SourceError(f"{what}: no training log lines (looked for {LOOKED_FOR})")
+    return rows_to_run(p, what)
+
+
+@reader("console log", _sniff, priority=80)
 def read(path: Path) -> list[Run]:
-    notes: list[str] = []
-    with open(path, encoding="utf-8", errors="replace") as f:
-        rows, args, counts = parse(f, notes)
-    if not rows:
-        raise SourceError(f"{path}: no Megatron iteration or DeepSpeed step lines")
-    return [rows_to_run(rows, args, counts, path.name, notes)]
+    with open(path, "rb") as f:
+        return [read_stream(f, path.name)]

@@ -1,0 +1,281 @@
+"""Line patterns of training consoles, each a small function over one clean segment.
+
+- `hf_dict`: what the Hugging Face Trainer (and Axolotl, LLaMA-Factory, Unsloth, TRL on top of it)
+  prints every `logging_steps`: a Python dict repr, `{'loss': 2.3456, 'grad_norm': nan,
+  'learning_rate': 5e-05, 'epoch': 0.1}`, or with quoted values in newer versions (`{'loss':
+  '2.346', ...}`). Parsed by a small pattern over `'key': value` items, never evaluated.
+- `tqdm_bar`: a tqdm progress bar, `Epoch 0:  45%|####  | 45/100 [00:10<00:12, 4.5it/s, loss=2.31,
+  lr=1e-4]`: its step counter and the metrics of its postfix (`set_postfix`) and description.
+- `key_values`: any line whose fields are a name and a number with any separator (`key: v`,
+  `key=v`, `key v`, `| key: v |`). Names are read with the same table as every tabular log
+  (`columns.column_for`), so nanoGPT's `iter 100: loss 2.3456`, litgpt's `iter 12 step 3: loss ...`,
+  mlx-lm's `Iter 10: Train loss 2.345, Learning Rate 1.000e-05` and torchtitan's `step: 1  loss:
+  8.1661  grad_norm: 3.6855` all come out of one function, and so does a trainer nobody listed.
+  Evaluation fields (`val loss`) are never taken for the training loss.
+- `dialect`: the name of the tool whose print format a key-value line follows, for the notes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..records import to_float
+from .columns import column_for, normalise, step_rank
+
+#: the columns a console line can fill
+METRICS = ("loss", "grad_norm", "lr", "scale")
+
+#: a number, possibly with a unit glued to it (`120.50ms`, `2.47GiB`); `nan`/`inf` as whole words
+_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|[-+]?(?:nan|inf)(?![\w.]))",
+                     re.IGNORECASE)
+#: up to three words right before a number, with only separators between them and the number
+_KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*[:=]?[\s'\"]*$")
+_INT = re.compile(r"\+?\d+$")
+_EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
+#: names console prints use that the tabular table does not hold
+_EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
+          "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
+          "reduced_train_loss": ("loss", 1)}
+_cache: dict[str, tuple[str, int] | None] = {}
+
+
+def classify(key: str) -> tuple[str, int] | None:
+    """(column or "step", rank) for the words in front of a number; None for anything else,
+    including evaluation metrics. The longest known tail of the words wins (`Train loss` -> loss,
+    `ms lr` -> lr), and an evaluation word in it rejects the number (`val loss`)."""
+    hit = _cache.get(key, False)
+    if hit is not False:
+        return hit  # type: ignore[return-value]
+    words = key.lower().split()
+    hit = None
+    for k in range(len(words), 0, -1):
+        tail = words[-k:]
+        if _EVAL_WORDS.intersection(tail) or any(w.startswith(("val_", "eval_", "val/", "eval/", "test_"))
+                                                 for w in tail):
+            break
+        name = " ".join(tail)
+        if name in _EXTRA:
+            hit = _EXTRA[name]
+            break
+        r = step_rank(name)
+        if r is not None:
+            hit = ("step", r)
+            break
+        col = column_for(name)
+        if col is not None and col[0] in METRICS:
+            hit = col
+            break
+    if len(_cache) > 4096:
+        _cache.clear()
+    _cache[key] = hit
+    return hit
+
+
+def key_values(text: str) -> dict[str, Any] | None:
+    """{'step': N or None, 'loss': ..., '_dialect': ...} for a line with at least one training
+    metric, else None. The best-ranked name wins when two fields map to the same column (`step`
+    over `iter`).
+
+    A log repeats one line shape thousands of times. Lines that differ only in their digits have
+    their numbers at the same places (the number pattern sees a digit only as a digit), so the
+    line with its digits zeroed keys a cached plan: which characters hold which column. Only a new
+    shape is read word by word."""
+    plan = _plans.get(text.translate(_ZERO_DIGITS))
+    if plan is None:
+        plan = _plan(text)
+        if len(_plans) > 4096:
+            _plans.clear()
+        _plans[text.translate(_ZERO_DIGITS)] = plan
+    fields, name = plan
+    if not fields:
+        return None
+    row: dict[str, Any] = {"step": None, "_dialect": name}
+    for col, start, end in fields:
+        value = text[start:end]
+        if col == "step":
+            if _INT.match(value):
+                row["step"] = int(value)
+        else:
+            row[col] = float(value)
+    return row
+
+
+_ZERO_DIGITS = str.maketrans("123456789", "000000000")
+_plans: dict[str, tuple[tuple[tuple[str, int, int], ...], str]] = {}
+
+
+def _plan(text: str) -> tuple[tuple[tuple[str, int, int], ...], str]:
+    """((column, start, end)...) of the numbers a line's names point at, and its dialect; empty
+    when it names no training metric."""
+    best: dict[str, tuple[int, int, int]] = {}
+    prev = 0
+    for m in _NUMBER.finditer(text):
+        piece = text[prev:m.start()]
+        prev = m.end()
+        km = _KEY.search(piece)
+        if km is None:
+            continue
+        hit = classify(km.group(1))
+        if hit is None:
+            continue
+        col, rank = hit
+        if col not in best or rank < best[col][0]:
+            best[col] = (rank, m.start(), m.end())
+    if not any(c in best for c in METRICS):
+        return (), ""
+    return tuple((col, a, b) for col, (_, a, b) in best.items()), dialect(text)
+
+
+# --- Hugging Face Trainer dicts ---------------------------------------------------------------
+
+_HF_ITEM = re.compile(r"'([^'\\]{1,120})'\s*:\s*('(?:[^'\\]|\\.){0,200}'|\"[^\"]{0,200}\"|[^,{}]{1,200})")
+_NOT_TRAINING = ("eval_", "test_", "predict_", "train_runtime")
+
+
+def hf_dict(text: str) -> dict[str, Any] | None:
+    """None when the segment holds no `{'key': ...}` dict; {} for a dict that is not a training
+    step (evaluation, the final `train_runtime` summary); else the row (`step` None unless the dict
+    names one)."""
+    i = text.find("{'")
+    if i < 0:
+        i = text.find("{ '")
+        if i < 0:
+            return None
+    j = text.rfind("}")
+    if j < i:
+        return None
+    items = _HF_ITEM.findall(text, i + 1, j)
+    if not items:
+        return None
+    keys = [k for k, _ in items]
+    if any(k.startswith(_NOT_TRAINING) for k in keys):
+        return {}
+    row: dict[str, Any] = {}
+    ranks: dict[str, int] = {}
+    for key, raw in items:
+        hit = _dict_key(key)
+        if hit is None:
+            continue
+        value = raw.strip()
+        if value[:1] in "'\"":
+            value = value[1:-1]
+        col, rank = hit
+        if col == "step":
+            v = to_float(value)
+            if v == v and v >= 0:
+                row["step"] = int(v)
+            continue
+        if col == "epoch":
+            row["epoch"] = to_float(value)
+            continue
+        if col not in ranks or rank < ranks[col]:
+            row[col], ranks[col] = to_float(value), rank
+    if not any(c in row for c in METRICS):
+        return {}
+    row.setdefault("step", None)
+    return row
+
+
+_dict_keys: dict[str, tuple[str, int] | None] = {}
+
+
+def _dict_key(key: str) -> tuple[str, int] | None:
+    """("step" | "epoch" | a metric column, rank) of a dict key, cached (a log repeats its keys)."""
+    if key in _dict_keys:
+        return _dict_keys[key]
+    r = step_rank(key)
+    hit = column_for(key)
+    if r is not None:
+        out: tuple[str, int] | None = ("step", r)
+    elif hit is not None and hit[0] in METRICS:
+        out = hit
+    elif normalise(key) == "epoch":
+        out = ("epoch", 0)
+    else:
+        out = None
+    if len(_dict_keys) > 4096:
+        _dict_keys.clear()
+    _dict_keys[key] = out
+    return out
+
+
+# --- tqdm ----------------------------------------------------------------------------------
+
+#: `45/100 [00:10<00:12, 4.5it/s, loss=2.31]` or, without a total, `45it [00:10, 4.5it/s, loss=2.31]`
+_BAR = re.compile(r"(?<![\w.])(\d+)(?:/(\d+|\?))?(?:[A-Za-z]{1,12})?\s*\[((?:\d+:)?\d+:\d\d(?:<[^,\]]*)?[^\]]*)\]")
+_POSTFIX = re.compile(r"([A-Za-z_][\w./ -]{0,60}?)\s*=\s*([^,\]=]+)")
+_EPOCH = re.compile(r"\bEpoch\s+(\d+)", re.IGNORECASE)
+
+
+def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
+    """(counter, total or None, metrics of the postfix and description, where the bar ends) of a
+    progress bar. Text after the bar is another line glued to it: a log line printed while the bar
+    had no newline yet."""
+    m = _BAR.search(text)
+    if m is None:
+        return None
+    n = int(m.group(1))
+    total = int(m.group(2)) if m.group(2) and m.group(2) != "?" else None
+    metrics: dict[str, Any] = {}
+    ranks: dict[str, int] = {}
+    for key, value in _POSTFIX.findall(m.group(3)):
+        hit = classify(key.strip())
+        if hit is None:
+            continue
+        v = to_float(value.strip())
+        if hit[0] == "step":  # NeMo's `global_step=99.0`: the trainer's own step beats the bar's counter
+            if v == v and v >= 0 and v == int(v):
+                metrics["_step"] = int(v)
+            continue
+        if hit[0] not in ranks or hit[1] < ranks[hit[0]]:
+            metrics[hit[0]], ranks[hit[0]] = v, hit[1]
+    desc = text[:m.start()]
+    cut = desc.find("%|")
+    if cut >= 0:
+        desc = desc[:cut]
+    if desc:
+        found = key_values(desc) or {}
+        for col in METRICS:
+            if col in found and col not in metrics:
+                metrics[col] = found[col]
+        e = _EPOCH.search(desc)
+        if e and total:
+            metrics["_epoch"] = int(e.group(1))
+    return n, total, metrics, m.end()
+
+
+# --- Keras ---------------------------------------------------------------------------------
+
+#: `Epoch 3/10` and its progress line `100/100 [==============================] - 2s 15ms/step - loss: 0.6931`
+#: (verbose=1) or `100/100 - 2s - 15ms/step - loss: 0.6931` (verbose=2)
+KERAS_EPOCH = re.compile(r"Epoch (\d+)/(\d+)\s*$")
+_KERAS_BAR = re.compile(r"(\d+)/(\d+)(?: \[[=>.]*\])? - ")
+
+
+def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
+    """(batch, batches per epoch, metrics) of a Keras progress line; the loss is the epoch's
+    running mean up to that batch."""
+    m = _KERAS_BAR.match(text)
+    if m is None:
+        return None
+    found = key_values(text[m.end():].replace(" - ", " , ")) or {}
+    metrics = {c: found[c] for c in METRICS if c in found}
+    return int(m.group(1)), int(m.group(2)), metrics
+
+
+# --- which tool printed a key-value line -----------------------------------------------------
+
+DIALECTS = (
+    ("nanoGPT", re.compile(r"(?:iter \d+: loss \S+, time |step \d+: train loss )")),
+    ("litgpt", re.compile(r"(?:Epoch \d+ \| )?iter \d+ step \d+\b")),
+    ("mlx-lm", re.compile(r"Iter \d+: (?:Train|Val) loss ")),
+    ("torchtitan", re.compile(r"step:\s*\d+\s+loss:")),
+)
+
+
+def dialect(text: str) -> str:
+    for name, pattern in DIALECTS:
+        if pattern.match(text):
+            return name
+    return "key-value"

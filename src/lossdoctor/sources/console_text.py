@@ -1,0 +1,84 @@
+"""Console text as a stream of clean segments: what a terminal, `nohup.out` or a paste holds.
+
+A training console is not a file of lines. Progress bars redraw themselves with `\\r` (a whole run
+of tqdm updates can be one "line" of megabytes with no newline), log lines carry colours, rank
+prefixes (`[default7]:`, `[rank0]:`, `0: `), timestamps and logger names, and a paste wraps it all
+in prose and Markdown code fences. `segments()` reads the file in fixed-size chunks, splits on both
+`\\r` and `\\n`, caps each segment's length (the work per segment stays bounded whatever the input),
+and `clean()` strips colours and leading prefixes once, so the line patterns never see them.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import IO, Iterator
+
+#: longest segment kept; the rest of a longer one is dropped (no training line is this long)
+MAX_SEGMENT = 16384
+_CHUNK = 1 << 20
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
+#: `\x1b[A` (cursor up) marks a nested progress bar (an evaluation bar drawn under the training one)
+CURSOR_UP = "\x1b[A"
+_SPLIT = re.compile(r"\r\n|[\r\n]")
+
+#: prefixes that come before a log line's content, stripped from the start (several may stack)
+_PREFIX = re.compile(
+    r"""\s*(?:
+        \[(?:default|rank|Rank\ |RANK\ |node\ ?)?\d+\]:?          # [default7]:  [rank0]:  [Rank 0]
+      | (?:rank)?\d{1,5}:\s(?=\s*[\[{<(]|\s*\d{4}-\d\d-\d\d)      # srun --label "0: " before a tag/time
+      | \[?\d{4}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?  # timestamps
+      | \[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?=\s)                     # time only
+      | \[(?:titan|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|I|W|E|[\w.-]+\.py:\d+(?::\w+)?|[\w.|-]+\.py:\d+)\]
+      | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?::[\w.]+)*:(?=\S)    # INFO:root:
+      | -\ [\w.]+\ -\ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -      # " - root - INFO - "
+      | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -                    # "INFO - "
+      | >(?=\s)                                                     # a Markdown quote
+    )\s*""", re.VERBOSE)
+
+
+#: the characters a prefix can start with (a line starting otherwise has none: skip the pattern)
+_PREFIX_FIRST = set("[0123456789 \t-<>rDIWEC")
+
+
+def segments(f: IO[bytes]) -> Iterator[str]:
+    """Every `\\r`/`\\n`-separated segment of a binary stream, decoded leniently, at most
+    MAX_SEGMENT characters each (raw: colours and prefixes still there)."""
+    carry = ""
+    skipping = False  # inside an over-long segment whose head was already yielded
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character cut by a chunk stays whole
+    while True:
+        chunk = f.read(_CHUNK)
+        if not chunk:
+            break
+        text = carry + decoder.decode(chunk)
+        parts = _SPLIT.split(text)
+        carry = parts.pop()
+        for part in parts:
+            if skipping:
+                skipping = False
+                continue
+            yield part[:MAX_SEGMENT]
+        if len(carry) > MAX_SEGMENT:
+            if not skipping:
+                yield carry[:MAX_SEGMENT]
+            skipping = True
+            carry = ""
+    if carry and not skipping:
+        yield carry[:MAX_SEGMENT]
+
+
+def clean(segment: str) -> str:
+    """The segment without colours and without the prefixes in front of its content."""
+    if "\x1b" in segment:
+        segment = _ANSI.sub("", segment)
+    if segment[:1] not in _PREFIX_FIRST:
+        return segment.strip()
+    pos = 0
+    for _ in range(8):
+        m = _PREFIX.match(segment, pos)
+        if m is None or m.end() == pos:
+            break
+        pos = m.end()
+    return segment[pos:].strip()

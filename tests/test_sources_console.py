@@ -1,0 +1,516 @@
+"""Console output as users have it (a terminal scroll, nohup.out, a paste), read by the console reader.
+
+Where the tool runs here, the text is written by the tool itself: a real Hugging Face Trainer (its
+progress bar on, stdout and stderr captured into one file as a terminal shows them) and real tqdm
+bars. Where it does not (nanoGPT, litgpt, mlx-lm, torchtitan, Megatron, DeepSpeed), the lines are
+written with the print statement of the tool's source, cited at each writer below.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import logfaults
+from conftest import cli_env, run_cli
+from lossdoctor.detectors.engine import diagnose_runs
+from lossdoctor.sources import SourceError, load_path
+
+HERE = Path(__file__).resolve().parent
+
+
+# --- Hugging Face Trainer, the real one -------------------------------------------------------
+
+def _hf_console(out: Path, lr: float, optim: str, clip: float, steps: int, logging_steps: int,
+                eval_steps: int = 0) -> Path:
+    """Train with the console progress bar on; stdout and stderr go to one file, unbuffered, in the
+    order a terminal shows them (`python train.py > train.log 2>&1` with PYTHONUNBUFFERED)."""
+    log = out / "train.log"
+    env = cli_env()
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("TQDM_DISABLE", None)
+    with open(log, "wb") as f:
+        subprocess.run([sys.executable, str(HERE / "hf_console_train.py"), str(out), str(lr), optim, str(clip),
+                        str(steps), str(logging_steps), str(eval_steps)], stdout=f, stderr=subprocess.STDOUT,
+                       env=env, timeout=600, check=True)
+    return log
+
+
+@pytest.fixture(scope="module")
+def hf_logs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hfconsole")
+    (root / "explode").mkdir()
+    (root / "healthy").mkdir()
+    # SGD at lr=2 without clipping: the gradient norm grows to ~1e6, then NaN (the Trainer then
+    # logs the NaN interval's loss as 0); evaluation every 10 steps adds nested eval bars and dicts
+    explode = _hf_console(root / "explode", 2.0, "sgd", 0.0, 30, 2, eval_steps=10)
+    healthy = _hf_console(root / "healthy", 1e-3, "adamw_torch", 1.0, 30, 1)
+    return explode, healthy
+
+
+def _state(log: Path, steps: int = 30) -> list[dict]:
+    state = json.loads((log.parent / f"checkpoint-{steps}" / "trainer_state.json").read_text())
+    return [e for e in state["log_history"] if "loss" in e]
+
+
+def test_hf_trainer_console_steps_match_trainer_state(hf_logs):
+    explode, _ = hf_logs
+    raw = explode.read_bytes()
+    assert b"\r" in raw and b"{'loss'" in raw and b"eval_loss" in raw and b"train_runtime" in raw
+    run = load_path(explode)[0]
+    entries = _state(explode)
+    # every dict is placed on the Trainer's own global_step (which the dict does not print)
+    assert list(run.steps) == [e["step"] for e in entries]
+    state_loss = np.array([e["loss"] for e in entries], dtype=float)
+    state_gn = np.array([e["grad_norm"] for e in entries], dtype=float)
+    finite = np.isfinite(state_gn)
+    np.testing.assert_allclose(run.cols["grad_norm"][finite], state_gn[finite], rtol=2e-3)
+    assert np.isnan(run.cols["grad_norm"][~finite]).all()
+    ok = finite & (state_loss != 0)
+    np.testing.assert_allclose(run.cols["loss"][ok], state_loss[ok], rtol=2e-3)
+    # the all-NaN intervals the Trainer logged as 0.0 are read as NaN, logged
+    artefact = ~finite & (state_loss == 0)
+    assert artefact.any() and np.isnan(run.cols["loss"][artefact]).all() and run.logged("loss")[artefact].all()
+    assert run.meta["framework"] == "transformers" and run.meta["log_interval"] == 2
+    notes = " ".join(run.notes)
+    assert "15 HF Trainer dict lines" in notes and "evaluation/summary dicts" in notes
+    assert "logging_nan_inf_filter" in notes and "counter of the progress bar" in notes
+
+
+def test_hf_trainer_console_diagnosed_like_trainer_state(hf_logs):
+    explode, _ = hf_logs
+    console = json.loads(run_cli("diagnose", explode, "--format", "json").stdout)
+    state = json.loads(run_cli("diagnose", explode.parent / "checkpoint-30" / "trainer_state.json",
+                               "--format", "json").stdout)
+    assert console["status"] == state["status"] == "critical"
+    assert [(f["cause"], f["step"]) for f in console["findings"]] == [(f["cause"], f["step"])
+                                                                      for f in state["findings"]]
+
+
+def test_hf_trainer_console_healthy(hf_logs):
+    _, healthy = hf_logs
+    run = load_path(healthy)[0]
+    assert list(run.steps) == list(range(1, 31))
+    assert run.cols["loss"][-1] < run.cols["loss"][0] and run.has("grad_norm") and run.has("lr")
+    assert diagnose_runs([run]).status == "healthy"
+
+
+def test_hf_dict_forms_without_a_bar(tmp_path):
+    """Older transformers print bare floats and `nan`; newer ones quote the values. Printed without
+    a progress bar (disable_tqdm: the PrinterCallback) the dicts have no step: numbered, with a note."""
+    p = tmp_path / "out.txt"
+    p.write_text("{'loss': 2.3456, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n"
+                 "{'loss': '2.101', 'grad_norm': 'inf', 'learning_rate': '4.5e-05', 'epoch': '0.2'}\n"
+                 "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4e-05, 'epoch': 0.3}\n"
+                 "{'eval_loss': 2.2, 'eval_runtime': 1.0, 'epoch': 0.3}\n"
+                 "{'train_runtime': 10.0, 'train_samples_per_second': 3.2, 'train_loss': 1.5, 'epoch': 0.3}\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == [1, 2, 3]
+    assert run.cols["loss"][0] == 2.3456 and run.cols["loss"][1] == 2.101 and np.isnan(run.cols["loss"][2])
+    assert np.isinf(run.cols["grad_norm"][1]) and run.cols["lr"][1] == 4.5e-05
+    assert any("numbered 1, 2, 3" in n for n in run.notes)
+
+
+def test_hf_dicts_pasted_above_the_last_bar(tmp_path):
+    """Copied from a terminal: the dicts stay in the scrollback, the bar is redrawn below them."""
+    p = tmp_path / "paste.txt"
+    p.write_text("".join(f"{{'loss': {2.0 - s / 100:.4f}, 'learning_rate': 1e-05, 'epoch': {s / 100}}}\n"
+                         for s in (5, 10, 15, 20)) + " 20%|##        | 20/100 [00:10<00:40,  2.00it/s]\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == [5, 10, 15, 20]
+    assert any("placed every logging interval" in n for n in run.notes)
+
+
+def test_llama_factory_trainer_log_jsonl(tmp_path):
+    """LLaMA-Factory's LogCallback (src/llamafactory/train/callbacks.py) appends `json.dumps(logs)`
+    of dict(current_steps, total_steps, loss, lr, epoch, percentage, elapsed_time, remaining_time)
+    with the None values dropped to `trainer_log.jsonl`; evaluation entries carry eval_loss."""
+    lines = []
+    for s in range(5, 105, 5):
+        loss = 2.0 - s / 200 if s < 80 else float("nan")
+        lines.append(json.dumps({"current_steps": s, "total_steps": 100, "loss": loss, "lr": 1e-4,
+                                 "epoch": s / 100, "percentage": float(s), "elapsed_time": "0:00:10",
+                                 "remaining_time": "0:01:00"}))
+        if s % 50 == 0:
+            lines.append(json.dumps({"current_steps": s, "total_steps": 100, "eval_loss": 1.9,
+                                     "epoch": s / 100, "percentage": float(s)}))
+    p = tmp_path / "trainer_log.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(5, 105, 5))
+    assert run.cols["loss"][0] == pytest.approx(1.975) and np.isnan(run.cols["loss"][-1])
+    assert run.logged("loss")[-1] and run.cols["lr"][0] == 1e-4
+
+
+# --- tqdm, the real one -----------------------------------------------------------------------
+
+def test_tqdm_postfix_with_real_tqdm(tmp_path):
+    from tqdm import tqdm
+
+    curve = logfaults.grad_explosion()
+    buf = io.StringIO()
+    bar = tqdm(range(len(curve["step"])), file=buf, mininterval=0, miniters=1, desc="train")
+    for i in bar:
+        bar.set_postfix(loss=float(curve["loss"][i]), grad_norm=float(curve["grad_norm"][i]),
+                        lr=float(curve["lr"][i]))
+    bar.close()
+    text = buf.getvalue()
+    assert "\r" in text and "\n" not in text.rstrip("\n")  # one "line" of \r-redrawn bars
+    p = tmp_path / "tqdm.log"
+    p.write_text(text)
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(300))
+    # tqdm's postfix prints floats with 3 significant digits
+    np.testing.assert_allclose(run.cols["loss"], curve["loss"], rtol=6e-3, equal_nan=True)
+    np.testing.assert_allclose(run.cols["grad_norm"], curve["grad_norm"], rtol=6e-3, equal_nan=True)
+    assert run.meta["framework"] == "tqdm"
+    logfaults.check(diagnose_runs([run]), "grad_explosion")
+
+
+def test_tqdm_lightning_epochs_become_global_steps(tmp_path):
+    """Lightning's bar restarts each epoch (`Epoch 1: 40%|...| 4/10`): step = epoch * total + n."""
+    from tqdm import tqdm
+
+    buf = io.StringIO()
+    for epoch in range(3):
+        bar = tqdm(total=10, file=buf, mininterval=0, miniters=1, desc=f"Epoch {epoch}")
+        for i in range(10):
+            bar.update(1)
+            bar.set_postfix(v_num=0, train_loss=3.0 - 0.05 * (epoch * 10 + i))
+        bar.close()
+    p = tmp_path / "lightning.log"
+    p.write_text(buf.getvalue())
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(1, 31))
+    assert np.all(np.diff(run.cols["loss"]) < 0)
+
+
+def test_nemo_bar_with_its_global_step(tmp_path):
+    """NeMo (Lightning's bar): the postfix carries `reduced_train_loss` and the trainer's own
+    0-based `global_step` as a float, which is the step, not the bar's counter within the epoch."""
+    segs = [f"\rEpoch 1: :  {s}%|#         | {s}/200 [01:40<31:40, reduced_train_loss={3 - s / 100:.3f}, "
+            f"global_step={199 + s}.0, consumed_samples={(200 + s) * 256}.0, train_step_timing in s=1.01]"
+            for s in range(1, 51)]
+    p = tmp_path / "nemo.log"
+    p.write_text("".join(segs) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(200, 250))
+    assert run.cols["loss"][0] == pytest.approx(2.99)
+
+
+# --- trainers that do not run here: their print statements ----------------------------------
+
+def nanogpt_log(curve: dict) -> str:
+    """nanoGPT train.py: `print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss
+    {losses['val']:.4f}")` every eval_interval and `print(f"iter {iter_num}: loss {lossf:.4f}, time
+    {dt*1000:.2f}ms, mfu {running_mfu*100:.2f}%")` every log_interval."""
+    out = ["Initializing a new model from scratch", "number of parameters: 10.65M"]
+    for s, loss in zip(curve["step"], curve["loss"]):
+        if s % 50 == 0:
+            out.append(f"step {s}: train loss {loss:.4f}, val loss {loss + 0.1:.4f}")
+        out.append(f"iter {s}: loss {loss:.4f}, time {120.5:.2f}ms, mfu {12.34 if s >= 5 else -100.0:.2f}%")
+    return "\n".join(out) + "\n"
+
+
+def litgpt_log(curve: dict) -> str:
+    """lit-gpt pretrain/*.py: `fabric.print(f"iter {iter_num} step {step_count}: loss {loss.item():.4f},
+    iter time: {(t1 - iter_t0) * 1000:.2f}ms{' (optimizer.step)' if not is_accumulating else ''}")`,
+    with 4 micro-batches per optimizer step: the step is the optimizer step, not the iteration."""
+    out = []
+    for s, loss in zip(curve["step"], curve["loss"]):
+        for micro in range(4):
+            it = int(s) * 4 + micro
+            tail = " (optimizer.step)" if micro == 3 else ""
+            out.append(f"iter {it} step {int(s) + (micro == 3)}: loss {loss:.4f}, iter time: 95.12ms{tail}")
+    return "\n".join(out) + "\n"
+
+
+def mlx_log(curve: dict) -> str:
+    """mlx-lm mlx_lm/tuner/trainer.py: `print(f"Iter {it}: Train loss {train_loss:.3f}, Learning Rate
+    {learning_rate:.3e}, It/sec {it_sec:.3f}, Tokens/sec {tokens_sec:.3f}, Trained Tokens
+    {trained_tokens}, Peak mem {peak_mem:.3f} GB")` and `Iter {it}: Val loss {val_loss:.3f}, Val took
+    {val_time:.3f}s`."""
+    out = ["Loading pretrained model", "Starting training..., iters: 300"]
+    for s, loss, lr in zip(curve["step"], curve["loss"], curve["lr"]):
+        if s % 100 == 0:
+            out.append(f"Iter {s + 1}: Val loss {loss + 0.2:.3f}, Val took 1.234s")
+        out.append(f"Iter {s + 1}: Train loss {loss:.3f}, Learning Rate {lr:.3e}, It/sec 1.234, "
+                   f"Tokens/sec 456.789, Trained Tokens {(s + 1) * 512}, Peak mem 3.210 GB")
+    return "\n".join(out) + "\n"
+
+
+def torchtitan_log(curve: dict) -> str:
+    """torchtitan train.py: `logger.info(f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
+    {color.orange}grad_norm: {grad_norm:7.4f}  {color.turquoise}memory: {...:5.2f}GiB({...:.2f}%)
+    {color.blue}tps: {round(tps):,}  {color.cyan}tflops: {tflops:,.2f}  {color.magenta}mfu:
+    {mfu:.2f}%{color.reset}")` through its logger (`[titan] <time> - root - INFO - `), under
+    torchrun's `[rank0]:` prefix."""
+    red, green, orange, blue, reset = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[39m"
+    out = []
+    for s, loss, gn in zip(curve["step"], curve["loss"], curve["grad_norm"]):
+        out.append(f"[rank0]:[titan] 2025-10-30 14:32:58,897 - root - INFO - {red}step: {int(s) + 1:2}  "
+                   f"{green}loss: {loss:7.4f}  {orange}grad_norm: {gn:7.4f}  {blue}memory:  2.49GiB(3.14%)  "
+                   f"tps: 177,138  tflops: 96.17  mfu: 9.72%{reset}")
+    return "\n".join(out) + "\n"
+
+
+def generic_logs(curve: dict) -> dict[str, str]:
+    """Trainers nobody listed: the same fields with other separators."""
+    pipes, eq, spaces = [], [], []
+    for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"]):
+        pipes.append(f"| epoch 1 | step: {s} | lm loss: {loss:.5f} | grad norm: {gn:.4g} | lr: {lr:.3e} |")
+        eq.append(f"2024-05-01 10:00:00 INFO global_step={s} train/loss={loss:.5f} gnorm={gn:.4g} lr={lr:.3e}")
+        spaces.append(f"Step {s} Loss {loss:.5f} Grad Norm {gn:.4g} LR {lr:.3e} 0.52s/it")
+    return {"pipes": "\n".join(pipes) + "\n", "eq": "\n".join(eq) + "\n", "spaces": "\n".join(spaces) + "\n"}
+
+
+@pytest.mark.parametrize("kind", ["nanoGPT", "litgpt", "mlx-lm", "torchtitan", "pipes", "eq", "spaces"])
+def test_trainer_print_formats(tmp_path, kind):
+    curve = logfaults.grad_explosion()
+    text = {"nanoGPT": nanogpt_log, "litgpt": litgpt_log, "mlx-lm": mlx_log, "torchtitan": torchtitan_log}.get(
+        kind, lambda c: generic_logs(c)[kind])(curve)
+    p = tmp_path / "train.out"
+    p.write_text(text)
+    run = load_path(p)[0]
+    offset = 1 if kind in ("mlx-lm", "torchtitan") else 0
+    n = len(curve["step"])
+    if kind == "litgpt":  # micro-batch lines: the last line printed for a step is kept
+        assert list(run.steps) == list(range(n + 1))
+        np.testing.assert_allclose(run.cols["loss"][:n], curve["loss"], rtol=2e-3, equal_nan=True)
+        offset = 0
+    else:
+        assert list(run.steps) == list(curve["step"] + offset)
+        np.testing.assert_allclose(run.cols["loss"], curve["loss"], rtol=2e-3, equal_nan=True)
+    if kind in ("torchtitan", "pipes", "eq", "spaces"):
+        np.testing.assert_allclose(run.cols["grad_norm"], curve["grad_norm"], rtol=2e-3, equal_nan=True)
+    if kind in ("nanoGPT", "litgpt", "mlx-lm", "torchtitan"):
+        assert run.meta["framework"] == kind
+        assert any(f"{len(curve['step'])} {kind} lines" in n or f" {kind} lines" in n for n in run.notes)
+    report = diagnose_runs([run])
+    if run.has("grad_norm"):
+        logfaults.check(report, "grad_explosion")
+    else:  # without the gradient norm: the step where the loss went NaN
+        first_nan = int(curve["step"][np.flatnonzero(np.isnan(curve["loss"]))[0]]) + offset
+        assert report.status == "critical" and report.findings[0].step == first_nan
+
+
+def keras_log(losses: list[float], verbose: int) -> str:
+    """Keras keras/src/utils/progbar.py: `Epoch {epoch}/{epochs}`, then `f"{current}/{target}"`, with
+    verbose=1 a bar `" [" + "=" * prog_width + ...` redrawn with `\r` (`- ETA: ...` while running), the
+    time and `{time_per_unit}/step`, and `info += f" - {k}: {avg:.4f}"` per metric."""
+    out = []
+    for e, loss in enumerate(losses, 1):
+        out.append(f"Epoch {e}/{len(losses)}\n")
+        if verbose == 1:
+            out.append(f"\r 50/100 [==============>...............] - ETA: 1s - loss: {loss + 0.1:.4f} - accuracy: 0.5000")
+            out.append(f"\r100/100 [==============================] - 2s 15ms/step - loss: {loss:.4f} - accuracy: 0.5000 "
+                       f"- val_loss: {loss + 1:.4f} - val_accuracy: 0.4000\n")
+        else:
+            out.append(f"100/100 - 2s - 15ms/step - accuracy: 0.5000 - loss: {loss:.4f} - val_loss: {loss + 1:.4f}\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize("verbose", [1, 2])
+def test_keras_progress_lines(tmp_path, verbose):
+    losses = [0.6931, 0.5123, 0.4011, float("nan")]
+    p = tmp_path / "fit.log"
+    p.write_text(keras_log(losses, verbose))
+    run = load_path(p)[0]
+    ends = [100, 200, 300, 400]
+    assert [int(s) for s in run.steps if s in ends] == ends and run.meta["framework"] == "keras"
+    got = [run.cols["loss"][list(run.steps).index(s)] for s in ends]
+    np.testing.assert_allclose(got, losses, equal_nan=True)
+    if verbose == 1:  # the running mean at batch 50 of each epoch
+        assert run.cols["loss"][list(run.steps).index(50)] == pytest.approx(0.7931)
+
+
+def test_eval_losses_are_not_training_losses(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_text("step 0: train loss 4.0000, val loss 9.0000\n"
+                 "Iter 1: Val loss 9.000, Val took 1.0s\n"
+                 "step 5 | val_loss 9.0 | eval/loss 9.0 | loss 3.5\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == [0, 5] and list(run.cols["loss"]) == [4.0, 3.5]
+
+
+# --- Megatron lines without a loss, prefixes, DeepSpeed overflows -----------------------------
+
+def _megatron_line(it: int, total: int, loss: float | None, skipped: int = 0, nan: int = 0, gn: float | None = 1.2,
+                   scale: float = 1.0):
+    """Megatron-LM megatron/training/training.py training_log: `iteration {:8d}/{:8d} |` then
+    `' {}: {:.6E} |'.format(key, avg)` for each loss only `if avg > 0.0`, then `loss scale`,
+    `grad norm` (when not None), `number of skipped iterations: {:3d} |`, `number of nan
+    iterations: {:3d} |`."""
+    s = (f" iteration {it:8d}/{total:8d} | consumed samples: {it * 512:12d} | elapsed time per iteration (ms): "
+         f"1234.5 | learning rate: 3.000000E-04 | global batch size:   512 |")
+    if loss is not None:
+        s += f" lm loss: {loss:.6E} |"
+    s += f" loss scale: {scale:.1f} |"
+    if gn is not None:
+        s += f" grad norm: {gn:.3f} |"
+    s += f" number of skipped iterations: {skipped:3d} | number of nan iterations: {nan:3d} |"
+    return s
+
+
+def test_megatron_iteration_without_lm_loss_is_nonfinite_or_skipped(tmp_path):
+    lines = []
+    for it in range(1, 21):
+        if it == 12:  # fp16 overflow: the iteration was skipped, Megatron prints no loss
+            lines.append(_megatron_line(it, 20, None, skipped=1, gn=None))
+        elif it >= 16:  # the loss went NaN: nan > 0 is False, so no `lm loss` field
+            lines.append(_megatron_line(it, 20, None, nan=1 if it == 16 else 0, gn=None))
+        else:
+            lines.append(_megatron_line(it, 20, 3.0 - it * 0.05))
+    prefixes = ["[default7]:", "[rank0]: ", "0: ", "\x1b[32m[2024-05-01 10:00:00] \x1b[0m"]
+    p = tmp_path / "slurm-1234.out"
+    p.write_text("\n".join(prefixes[i % 4] + ln for i, ln in enumerate(lines)) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(1, 21))
+    i12, i16 = 11, 15
+    assert run.cols["skipped"][i12] == 1.0 and not run.logged("loss")[i12]
+    assert np.isnan(run.cols["loss"][i16:]).all() and run.logged("loss")[i16:].all()
+    assert np.isfinite(run.cols["loss"][:i12]).all()
+    assert any("without `lm loss` read as a non-finite loss" in n for n in run.notes)
+    report = diagnose_runs([run])
+    assert report.status == "critical" and report.findings[0].step == 16
+
+
+def test_deepspeed_overflow_on_hf_steps(tmp_path):
+    """The Trainer over DeepSpeed: the engine's OVERFLOW line is printed inside the step after the
+    bar's last counter (tqdm counts finished steps), then the dict of the logged step and the bar."""
+    out = []
+    scale = 65536.0
+    for step in range(1, 21):
+        if step in (7, 8, 9):  # overflows at steps 7, 8, 9
+            out.append(f"[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! "
+                       f"Rank 0 Skipping step. Attempted loss scale: {scale:g}, reducing to {scale / 2:g}\n")
+            scale /= 2
+        out.append(f"\r {step * 5:3d}%|#         | {step}/20 [00:0{step % 10}<00:10,  1.00it/s]")
+        if step % 5 == 0:
+            out.append("\r                                  \r"
+                       f"{{'loss': {3.0 - step * 0.05:.4f}, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.1}}\n")
+            out.append(f"\r {step * 5:3d}%|#         | {step}/20 [00:0{step % 10}<00:10,  1.00it/s]")
+    p = tmp_path / "nohup.out"
+    p.write_text("".join(out))
+    run = load_path(p)[0]
+    steps = list(run.steps)
+    assert [steps[i] for i in np.flatnonzero(run.cols["skipped"] == 1.0)] == [7, 8, 9]
+    assert run.cols["scale"][steps.index(9)] == 8192
+    assert [s for s in steps if run.logged("loss")[steps.index(s)]] == [5, 10, 15, 20]
+    notes = " ".join(run.notes)
+    assert "4 HF Trainer dict lines" in notes and "3 DeepSpeed OVERFLOW lines" in notes
+
+
+def test_overflow_printed_by_every_rank_counts_once(tmp_path):
+    lines = ["[Rank 0] step=10, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]"]
+    for a, b in ((65536, 32768), (32768, 16384)):
+        for rank in (1, 0, 3, 2):  # ranks print in any order
+            lines.append(f"[default{rank}]:[deepspeed] OVERFLOW! Rank {rank} Skipping step. Attempted loss scale: "
+                         f"{a}, reducing to {b}")
+    p = tmp_path / "ds.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    steps = list(run.steps)
+    assert [steps[i] for i in np.flatnonzero(run.cols["skipped"] == 1.0)] == [11, 12]
+    assert run.cols["scale"][steps.index(12)] == 16384
+    assert any("printed by each rank" in n for n in run.notes)
+
+
+def test_overflow_after_megatron_iteration_lines(tmp_path):
+    lines = [_megatron_line(1, 5, 3.0), _megatron_line(2, 5, 2.9),
+             "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4096, reducing to 2048",
+             _megatron_line(3, 5, None, skipped=1, gn=None, scale=2048), _megatron_line(4, 5, 2.8, scale=2048)]
+    p = tmp_path / "mds.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    i3 = list(run.steps).index(3)
+    assert run.cols["skipped"][i3] == 1.0 and run.cols["scale"][i3] == 2048
+
+
+# --- pastes, mixed logs, unknown text ---------------------------------------------------------
+
+def test_markdown_paste_of_three_lines(tmp_path):
+    p = tmp_path / "issue.md"
+    p.write_text("My loss goes NaN after a few steps, any idea? Log:\n\n```\n"
+                 "iter 0: loss 10.9853, time 5123.42ms, mfu -100.00%\n"
+                 "iter 1: loss 9.7512, time 310.22ms, mfu -100.00%\n"
+                 "iter 2: loss nan, time 309.87ms, mfu -100.00%\n```\n\nThanks! (I use lr 6e-4.)\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == [0, 1, 2] and np.isnan(run.cols["loss"][2]) and run.logged("loss")[2]
+
+
+def test_stdin_paste(tmp_path):
+    text = "".join(f"> step {s}, loss: {2.0 - s * 0.1:.3f}, lr: 1e-3\n" for s in range(5))
+    p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", "-", "--format", "json"], input=text,
+                       capture_output=True, text=True, env=cli_env(), timeout=120)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["steps"] == 5 and any("stdin: read 5 lines with a step" in n for n in doc["notes"])
+
+
+def test_mixed_formats_are_one_run_and_notes_say_which_lines(tmp_path):
+    curve = logfaults.healthy(60)
+    text = nanogpt_log({k: v[:30] for k, v in curve.items()})
+    text += "".join(f"{{'loss': {curve['loss'][s]:.4f}, 'grad_norm': {curve['grad_norm'][s]:.4f}, "
+                    f"'learning_rate': 0.0003, 'step': {s}}}\n" for s in range(30, 60))
+    text += "Traceback (most recent call last):\n  File \"train.py\", line 3\nKeyboardInterrupt\n"
+    p = tmp_path / "mixed.log"
+    p.write_text(text)
+    doc = json.loads(run_cli("diagnose", p, "--format", "json").stdout)
+    assert doc["steps"] == 60
+    first = doc["notes"][0]
+    assert "30 HF Trainer dict lines" in first and "nanoGPT lines" in first and "other lines ignored" in first
+
+
+@pytest.mark.parametrize("content", ["hello world\nthis is not a log\n", "Epoch 1 done. Accuracy 93%\n" * 5,
+                                     "```\nTraceback (most recent call last):\n  File \"x.py\"\n```\n"])
+def test_unknown_text_exits_2_saying_what_was_looked_for(tmp_path, content):
+    p = tmp_path / "notes.txt"
+    p.write_text(content)
+    r = run_cli("diagnose", p)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "looked for" in r.stderr and "Hugging Face Trainer dicts" in r.stderr
+
+
+def test_format_in_override(tmp_path):
+    p = tmp_path / "weird.csv"  # a console log under a name that looks like a table
+    p.write_text("".join(f"iter {s}: loss {3 - s * 0.1:.4f}, time 1.00ms, mfu 1.00%\n" for s in range(5)))
+    assert run_cli("diagnose", p).returncode == 2
+    r = run_cli("diagnose", p, "--format-in", "console", "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["steps"] == 5
+    bad = run_cli("diagnose", p, "--format-in", "nope")
+    assert bad.returncode == 2 and "unknown input format" in bad.stderr
+
+
+def test_long_bar_line_and_huge_segment(tmp_path):
+    """A whole run of bar redraws with no newline, and a 2 MB garbage segment: read, bounded."""
+    seg = "".join(f"\r{s}/5000 [00:01<00:10, 9.50it/s, loss={3 - s / 5000:.4f}]" for s in range(5000))
+    p = tmp_path / "bar.log"
+    half = seg.index("\r", len(seg) // 2)
+    p.write_text(seg[:half] + "\n" + "x" * (2 << 20) + "\n" + seg[half:])
+    run = load_path(p)[0]
+    assert len(run) == 5000 and run.cols["loss"][-1] == pytest.approx(2.0002, abs=1e-4)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(alphabet=st.sampled_from(list("{}[]|:=,'\"\r\n %/.-+eE0123456789 lossnaifterpgd_")),
+                    max_size=300),
+       prefix=st.sampled_from(["", "{'loss': 1.0}\n", " 3/10 [00:01<00:02, loss=2]\r", "iter 1: loss 2.0\n"]))
+def test_fuzz_console(tmp_path_factory, text, prefix):
+    p = tmp_path_factory.mktemp("c") / "console.log"
+    p.write_text(prefix + text, encoding="utf-8")
+    try:
+        runs = load_path(p)
+    except SourceError as e:
+        assert str(e) and "\n" not in str(e)
+        return
+    assert runs and all(len(r) > 0 for r in runs)
