@@ -285,3 +285,32 @@ def test_loss_zero_with_nan_grad_norm_is_an_empty_label_mask(tmp_path):
     assert (f.cause, f.step, f.severity) == ("label_mask_empty", 12, "critical"), \
         [(x.cause, x.step, x.evidence) for x in r.findings]
     assert not any(x.cause in ("nonfinite_data", "lr_too_high") for x in r.findings)
+
+
+def test_a_gradient_explosion_the_run_survived_is_a_warning_with_clipping_not_an_lr_cut(tmp_path):
+    # a real loop with clipping at 1.0: one batch of features 1e4x too large makes the gradient
+    # norm (measured before clipping) jump ~1e4x for one step; the clip saves the run and the loss
+    # goes on falling. Not healthy (the next such batch may not be survived), not critical, and the
+    # advice must not cut the LR of a run that was learning.
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x_all = torch.randn(512, 8)
+    y_all = x_all @ torch.randn(8, 1)
+    rows = []
+    for step in range(12):
+        i = torch.randint(0, 512, (32,))
+        x = x_all[i] * (100.0 if step == 6 else 1.0)
+        loss = F.mse_loss(model(x), y_all[i])
+        opt.zero_grad()
+        loss.backward()
+        gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+        opt.step()
+        rows.append((step, loss.item(), gn, 0.05))
+    assert max(r[2] for r in rows) > 1000 * min(r[2] for r in rows[:6])  # the fault is there
+    doc = json.loads(run_cli("diagnose", _write(tmp_path / "log.csv", rows), "--format", "json").stdout)
+    f = doc["findings"][0]
+    assert doc["status"] == "warning" and f["cause"] == "grad_explosion" and f["symptom"] == "spike", doc
+    assert f["step"] == 6
+    assert "clip_grad_norm_" in f["fixes"][0]
+    assert not any("learning rate" in x for x in f["fixes"])

@@ -180,6 +180,7 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         return []  # from 40 points on, grad_explosion's sustained-growth rule judges
     g = gn[rows]
     loss = q.loss[rows]
+    transient = None
     for j in range(1, rows.size):
         lo = max(0, j - 10)
         g0 = float(np.min(g[lo:j]))
@@ -190,9 +191,10 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         tail = loss[j:]
         # the loss gave back (nearly) all progress, and the norm stayed up: one noisy batch of a
         # converged model (loss 1e-4 -> 1, norm 1e-3 -> 3 for a step) is neither
-        if best <= 0 or float(np.max(tail)) < max(1.5 * best, 0.9 * q.loss_start):
-            continue
-        if float(np.median(g[j:])) < 30 * g0:
+        if best <= 0 or float(np.max(tail)) < max(1.5 * best, 0.9 * q.loss_start) \
+                or float(np.median(g[j:])) < 30 * g0:
+            if transient is None and g[j] >= TRANSIENT_SURGE * g0:
+                transient = (i0, j)
             continue
         lr = q.lr[rows]
         if np.isfinite(lr[i0]) and np.isfinite(lr[j]) and lr[i0] > 0 and lr[j] >= 3 * lr[i0]:
@@ -214,7 +216,32 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
             fixes[1] = f"lower the learning rate about 3x (now {fmt(float(lr[j]))}) or lengthen the warm-up"
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
                         step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
-    return []
+    return _transient_surge(q, rows, g, transient) if transient else []
+
+
+#: a gradient norm this many times its recent minimum is an explosion even when the run recovered
+TRANSIENT_SURGE = 1000.0
+
+
+def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tuple[int, int]) -> list[Finding]:
+    """A gradient norm that jumped >= 1000x and came back while the loss did not diverge: a
+    gradient explosion the run survived (a guard skipped it, or clipping and Adam absorbed it).
+    Not `healthy` -- the next one may not be survived -- but only a warning, and the fix is
+    clipping at the healthy norm, which cannot make a run worse; no LR cut for a survived event."""
+    i0, j = where
+    s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
+    peak = float(np.max(g[j:]))
+    clip = float(np.max(g[:i0 + 1]))
+    ev = [f"the gradient norm jumped from {fmt(float(g[i0]))} at step {s0} to {fmt(float(g[j]))} at step {s1}"
+          + (f" and {fmt(peak)} later" if peak > 1.5 * float(g[j]) else "")
+          + f" ({fmt(peak / float(g[i0]))}x), then came back to {fmt(float(g[-1]))}",
+          "the loss did not diverge: the run survived this explosion, the next one may not be"]
+    fixes = [f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={fmt(max(clip, 1.0))}) "
+             "(the largest norm before the jump)",
+             "find the batch of that step (run under lossdoctor.watch, which records it) and check it for "
+             "extreme values or very long sequences"]
+    return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
+                    step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
 
 
 @detector("lr_rise_divergence", needs=("loss", "lr"))
