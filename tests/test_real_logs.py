@@ -13,6 +13,12 @@ source text:
   (null: none in the excerpt; absent: not checked);
 - `n_skipped_at_least`: how many steps at least were marked skipped (DeepSpeed OVERFLOW lines).
 A value "nan" must come back as a logged NaN; any other value within 1e-6 relative.
+
+A point or row may carry a fourth element where the reader deliberately reads a value other than
+the one printed: `{"logged_value": <what the source prints>, "read_as_nan": <why>}`. The source's
+number stays on record; the expected value is the reader's reading, and the run's notes must say
+so. The one such rule so far: the Hugging Face Trainer's `logging_nan_inf_filter` logs an interval
+whose every step is NaN as `'loss': 0.0` (with `'grad_norm': nan`), which is read as NaN.
 """
 
 from __future__ import annotations
@@ -70,6 +76,25 @@ def test_manifest_is_complete_and_uses_the_contract_vocabulary():
         exp = e["expect"]
         assert exp["n_steps_at_least"] >= 1
         assert exp.get("points") or exp.get("rows"), f"{e['file']}: no value to check"
+        for fact in exp.get("points", []) + exp.get("rows", []):
+            assert len(fact) in (3, 4), e["file"]
+            if len(fact) == 4:
+                _check_reinterpretation(fact, e["file"])
+
+
+def _check_reinterpretation(fact: list, file: str) -> None:
+    """A value the reader reads differently from the print: the printed value and the reason are
+    both recorded, and the reading is NaN."""
+    extra = fact[3]
+    assert set(extra) == {"logged_value", "read_as_nan"}, file
+    assert isinstance(extra["logged_value"], (int, float)) and extra["read_as_nan"].strip(), file
+    assert fact[2] == "nan", f"{file}: a value read as NaN must expect 'nan'"
+
+
+def _facts(exp: dict, kind: str):
+    """(position, column, expected value, reinterpretation or None) of the points or rows."""
+    for fact in exp.get(kind, []):
+        yield fact[0], fact[1], fact[2], (fact[3] if len(fact) == 4 else None)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
@@ -79,18 +104,24 @@ def test_real_log_is_read_with_the_values_of_its_source(entry):
     assert len(run) >= exp["n_steps_at_least"], f"read {len(run)} steps"
 
     steps = [int(s) for s in run.steps]
-    for step, name, want in exp.get("points", []):
+    reinterpreted = False
+    for step, name, want, extra in _facts(exp, "points"):
+        reinterpreted |= extra is not None
         assert step in steps, f"step {step} missing (read steps {steps[:5]}...{steps[-5:]})"
         i = steps.index(step)
         assert run.logged(name)[i], f"{name} not logged at step {step}"
         _assert_value(float(run.col(name)[i]), want, f"{name} at step {step}")
 
     order = np.argsort(run.steps, kind="stable")
-    for k, name, want in exp.get("rows", []):
+    for k, name, want, extra in _facts(exp, "rows"):
+        reinterpreted |= extra is not None
         logged = run.logged(name)[order]
         values = run.col(name)[order][logged]
         assert -len(values) <= k < len(values), f"{name}: only {len(values)} values logged, wanted row {k}"
         _assert_value(float(values[k]), want, f"{name} row {k}")
+
+    if reinterpreted:  # the reader says it read a logged 0.0 as NaN, and why
+        assert any("logging_nan_inf_filter" in note for note in run.notes), run.notes
 
     if "first_nonfinite_step" in exp:
         assert _first_nonfinite_step(run) == exp["first_nonfinite_step"]

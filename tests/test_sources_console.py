@@ -223,7 +223,8 @@ def nanogpt_log(curve: dict) -> str:
 def litgpt_log(curve: dict) -> str:
     """lit-gpt pretrain/*.py: `fabric.print(f"iter {iter_num} step {step_count}: loss {loss.item():.4f},
     iter time: {(t1 - iter_t0) * 1000:.2f}ms{' (optimizer.step)' if not is_accumulating else ''}")`,
-    with 4 micro-batches per optimizer step: the step is the optimizer step, not the iteration."""
+    with 4 micro-batches per optimizer step. Each line is one micro-batch's loss: the reader keeps
+    them all, on the iteration counter (the finer one), not one per optimizer step."""
     out = []
     for s, loss in zip(curve["step"], curve["loss"]):
         for micro in range(4):
@@ -282,10 +283,10 @@ def test_trainer_print_formats(tmp_path, kind):
     run = load_path(p)[0]
     offset = 1 if kind in ("mlx-lm", "torchtitan") else 0
     n = len(curve["step"])
-    if kind == "litgpt":  # micro-batch lines: the last line printed for a step is kept
-        assert list(run.steps) == list(range(n + 1))
-        np.testing.assert_allclose(run.cols["loss"][:n], curve["loss"], rtol=2e-3, equal_nan=True)
-        offset = 0
+    if kind == "litgpt":  # micro-batch lines: every one kept, on the iteration counter
+        assert list(run.steps) == list(range(4 * n))
+        np.testing.assert_allclose(run.cols["loss"][::4], curve["loss"], rtol=2e-3, equal_nan=True)
+        assert any("two step counters" in note for note in run.notes)
     else:
         assert list(run.steps) == list(curve["step"] + offset)
         np.testing.assert_allclose(run.cols["loss"], curve["loss"], rtol=2e-3, equal_nan=True)
@@ -299,6 +300,8 @@ def test_trainer_print_formats(tmp_path, kind):
         logfaults.check(report, "grad_explosion")
     else:  # without the gradient norm: the step where the loss went NaN
         first_nan = int(curve["step"][np.flatnonzero(np.isnan(curve["loss"]))[0]]) + offset
+        if kind == "litgpt":
+            first_nan *= 4  # the iteration of that step's first micro-batch
         assert report.status == "critical" and report.findings[0].step == first_nan
 
 
@@ -514,3 +517,112 @@ def test_fuzz_console(tmp_path_factory, text, prefix):
         assert str(e) and "\n" not in str(e)
         return
     assert runs and all(len(r) > 0 for r in runs)
+
+
+# --- print formats met in real logs (benchmarks/real_logs) ------------------------------------
+
+def test_llmc_step_lines_read_norm_as_the_grad_norm(tmp_path):
+    """llm.c train_gpt2.cu: `printf0("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr
+    %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\\n", ...)`: the bare `norm` is the gradient norm
+    (the `z` fields are its and the loss's z-scores). A `weight norm` is not."""
+    lines = [f"step {s:4d}/74 | loss {loss:7.6f} (+0.12z)| norm {gn:6.4f} (-0.40z)| lr 3.00e-04 | "
+             f"36.58 ms | 9.2% bf16 MFU | 112241 tok/s" for s, loss, gn in [(1, 11.0, 2.5), (2, 10.5, 1.75)]]
+    lines += ["step   3/74 | loss     nan (+nanz)| norm    nan (+nanz)| lr 3.00e-04 | 36.58 ms | 9.2% bf16 MFU"]
+    p = tmp_path / "llmc.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == [1, 2, 3]
+    np.testing.assert_allclose(run.cols["grad_norm"][:2], [2.5, 1.75])
+    assert np.isnan(run.cols["grad_norm"][2]) and run.logged("grad_norm")[2]
+    q = tmp_path / "weights.log"
+    q.write_text("step 1 | loss 2.0 | weight norm 40.0\nstep 2 | loss 1.9 | weight norm 41.0\n")
+    assert not load_path(q)[0].has("grad_norm")
+
+
+def test_litgpt_keeps_every_micro_batch_on_the_iteration_counter(tmp_path):
+    """litgpt finetune (`iter {iter_num} step {step_count}: loss {loss:.4f}, iter time: ...ms
+    (optimizer.step)`), 4 micro-batches per optimizer step, a loss spike on the first micro-batch
+    after an optimizer step: read per optimizer step (one line kept of four) the spike is gone."""
+    losses = [1.70, 1.71, 1.69, 1.72, 11.46, 11.75, 11.50, 10.93, 10.55]
+    lines = [f"iter {100 + i} step {25 + (i + 1) // 4}: loss {x:.4f}, iter time: 95.12ms"
+             + (" (optimizer.step)" if (i + 1) % 4 == 0 else "") for i, x in enumerate(losses)]
+    p = tmp_path / "litgpt.txt"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(100, 109))
+    np.testing.assert_allclose(run.cols["loss"], losses)
+
+
+def test_loguru_lines_with_bracketed_names(tmp_path):
+    """loguru's default format `{time:YYYY-MM-DD HH:mm:ss.SSS} | {level: <8} | {name}:{function}:{line}
+    - {message}`, with a message of `| [Loss] x | [step] n |` fields (nv-tlabs/LION's trainer)."""
+    msg = "[R0] | E{e} iter[ 14/ 15] | [Loss] {loss} | [exp] ./exp/run | [step] {s:5d} | [time] 0.4m (~5h) |"
+    rows = [(5, "0.5213", 89), (6, "nan", 104), (7, "nan", 119)]
+    lines = [f"2023-01-25 00:21:{10 + e}.074 | INFO     | trainers.base_trainer:train_epochs:256 - "
+             + msg.format(e=e, loss=loss, s=s) for e, loss, s in rows]
+    p = tmp_path / "loguru.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == [89, 104, 119]
+    assert run.cols["loss"][0] == pytest.approx(0.5213) and np.isnan(run.cols["loss"][1:]).all()
+
+
+def test_epoch_is_the_step_when_nothing_finer_is_printed(tmp_path):
+    """A plain `print(f"epoch: {epoch} loss: {loss}")` loop (vpetren/gradnorm_tf): one line per
+    epoch, the epoch is the step and a note says so. When an epoch repeats, the lines are finer than
+    epochs and are numbered in order instead."""
+    p = tmp_path / "epochs.txt"
+    p.write_text("".join(f"epoch: {e} loss: {x}\n" for e, x in [(10, 0.21), (11, 0.20), (12, "nan")]))
+    run = load_path(p)[0]
+    assert list(run.steps) == [10, 11, 12] and np.isnan(run.cols["loss"][2])
+    assert any("the epoch is the step" in n for n in run.notes)
+    q = tmp_path / "batches.txt"
+    q.write_text("".join(f"Epoch {e} loss: {x}\n" for e, x in [(1, 0.9), (1, 0.8), (2, 0.7), (2, 0.6)]))
+    run = load_path(q)[0]
+    assert list(run.steps) == [1, 2, 3, 4]
+    np.testing.assert_allclose(run.cols["loss"], [0.9, 0.8, 0.7, 0.6])
+
+
+def test_tqdm_bar_cut_before_its_total_keeps_its_last_step(tmp_path):
+    """A real tqdm bar (Lightning's: `train_loss=` postfix) that the log stops in, far from its
+    total: its last draw is a step of its own, not the extra draw tqdm makes when it closes."""
+    from tqdm import tqdm
+    buf = io.StringIO()
+    bar = tqdm(total=1000, file=buf, mininterval=0, miniters=1, desc="Epoch 0")
+    for _ in range(6):
+        bar.update(1)
+        bar.set_postfix(train_loss=10.9)
+    p = tmp_path / "cut.log"
+    p.write_text(buf.getvalue())  # the run was stopped (or the paste cut) here: no close()
+    run = load_path(p)[0]
+    assert list(run.steps) == [1, 2, 3, 4, 5, 6]
+
+
+def test_fairseq_valid_lines_are_not_training_steps(tmp_path):
+    """fairseq (>= 0.9) logs through Python logging, `%(asctime)s | %(levelname)s | %(name)s |
+    %(message)s`, with the logger named after the tag (fairseq_cli/train.py, progress_bar.py): the
+    `valid` line at the same num_updates as the `train` epoch summary must not replace it."""
+    import logging
+    log = tmp_path / "fairseq.log"
+    handler = logging.FileHandler(log)
+    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s",
+                                           datefmt="%Y-%m-%d %H:%M:%S"))
+    lines = [("train", "epoch 002 | loss 9.803 | nll_loss 8.89 | ppl 474.37 | wps 31194.9 | num_updates 695 | "
+                       "lr 0.00017375 | gnorm 55.005 | loss_scale 0 | train_wall 4512 | wall 9786"),
+             ("valid", "epoch 002 | valid on 'valid' subset | loss 9.393 | nll_loss 8.328 | ppl 321.26 | "
+                       "num_updates 695 | best_loss 9.393"),
+             ("train_inner", "epoch 003:      5 / 356 loss=9.44, nll_loss=8.44, ppl=347.28, wps=30690.8, "
+                             "num_updates=700, lr=0.000175, gnorm=156.036, loss_scale=0, train_wall=1281")]
+    for name, message in lines:
+        logger = logging.getLogger(name)
+        logger.propagate = False
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.info(message)
+        logger.removeHandler(handler)
+    handler.close()
+    run = load_path(log)[0]
+    assert list(run.steps) == [695, 700]
+    np.testing.assert_allclose(run.cols["loss"], [9.803, 9.44])
+    np.testing.assert_allclose(run.cols["grad_norm"], [55.005, 156.036])
+    assert any("1 evaluation lines" in n for n in run.notes)

@@ -30,13 +30,22 @@ METRICS = ("loss", "grad_norm", "lr", "scale")
 _NUMBER = re.compile(r"(?<![\w.])(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|[-+]?(?:nan|inf)(?![\w.]))",
                      re.IGNORECASE)
 #: up to three words right before a number, with only separators between them and the number
-_KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*[:=]?[\s'\"]*$")
+#: (a closing bracket may follow the name: loguru-style `| [Loss] 0.52 | [step] 89 |`)
+_KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*\]?[\s'\"]*[:=]?[\s'\"]*$")
 _INT = re.compile(r"\+?\d+$")
 _EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
 #: names console prints use that the tabular table does not hold
 _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
           "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
           "reduced_train_loss": ("loss", 1)}
+#: names read only when they are the whole name in front of the number: llm.c's `| norm 1.2345 |`
+#: is the gradient norm (`weight norm` is not), and `epoch: 3` is an epoch counter (used as the step
+#: only when a log has nothing finer, see `stdout`)
+_ALONE = {"norm": ("grad_norm", 2), "epoch": ("epoch", 0)}
+#: the plain counters (`step`, `iteration`, `iter`, `it`): when a line prints two of them, the one
+#: with the larger value is the finer one (litgpt's `iter 1152 step 144`: micro-batches and optimizer
+#: steps; each line is one micro-batch's loss)
+_PLAIN_COUNTERS = (step_rank("step"), max(step_rank(n) for n in ("step", "iteration", "iter", "it")))
 _cache: dict[str, tuple[str, int] | None] = {}
 
 
@@ -55,6 +64,9 @@ def classify(key: str) -> tuple[str, int] | None:
                                                  for w in tail):
             break
         name = " ".join(tail)
+        if k == len(words) and name in _ALONE:
+            hit = _ALONE[name]
+            break
         if name in _EXTRA:
             hit = _EXTRA[name]
             break
@@ -91,24 +103,45 @@ def key_values(text: str) -> dict[str, Any] | None:
     if not fields:
         return None
     row: dict[str, Any] = {"step": None, "_dialect": name}
-    for col, start, end in fields:
+    counters: list[tuple[int, int]] = []  # (rank, value) of every step counter on the line
+    for col, start, end, rank in fields:
         value = text[start:end]
-        if col == "step":
+        if col == "step" or col == "epoch":
             if _INT.match(value):
-                row["step"] = int(value)
+                if col == "epoch":
+                    row["_epoch"] = int(value)
+                else:
+                    counters.append((rank, int(value)))
         else:
             row[col] = float(value)
+    if counters:
+        row["step"] = _pick_step(counters)
+        if len(counters) > 1 and row["step"] != min(counters)[1]:
+            row["_finer_counter"] = True
     return row
 
 
+def _pick_step(counters: list[tuple[int, int]]) -> int:
+    """An explicit global step beats everything; between plain counters (`iter N step K`) the
+    larger value is the finer counter; else the best-ranked name."""
+    best = min(counters)
+    lo, hi = _PLAIN_COUNTERS
+    if best[0] < lo:
+        return best[1]
+    plain = [v for r, v in counters if lo <= r <= hi]
+    return max(plain) if plain else best[1]
+
+
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
-_plans: dict[str, tuple[tuple[tuple[str, int, int], ...], str]] = {}
+_plans: dict[str, tuple[tuple[tuple[str, int, int, int], ...], str]] = {}
 
 
-def _plan(text: str) -> tuple[tuple[tuple[str, int, int], ...], str]:
-    """((column, start, end)...) of the numbers a line's names point at, and its dialect; empty
-    when it names no training metric."""
+def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
+    """((column, start, end, rank)...) of the numbers a line's names point at, and its dialect;
+    empty when it names no training metric. Every step counter is kept (`key_values` picks one by
+    value); for any other column the best-ranked name."""
     best: dict[str, tuple[int, int, int]] = {}
+    steps: list[tuple[str, int, int, int]] = []
     prev = 0
     for m in _NUMBER.finditer(text):
         piece = text[prev:m.start()]
@@ -120,11 +153,13 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int], ...], str]:
         if hit is None:
             continue
         col, rank = hit
-        if col not in best or rank < best[col][0]:
+        if col == "step":
+            steps.append(("step", m.start(), m.end(), rank))
+        elif col not in best or rank < best[col][0]:
             best[col] = (rank, m.start(), m.end())
     if not any(c in best for c in METRICS):
         return (), ""
-    return tuple((col, a, b) for col, (_, a, b) in best.items()), dialect(text)
+    return tuple(steps) + tuple((col, a, b, r) for col, (r, a, b) in best.items()), dialect(text)
 
 
 # --- Hugging Face Trainer dicts ---------------------------------------------------------------
@@ -224,6 +259,8 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
         if hit is None:
             continue
         v = to_float(value.strip())
+        if hit[0] == "epoch":
+            continue
         if hit[0] == "step":  # NeMo's `global_step=99.0`: the trainer's own step beats the bar's counter
             if v == v and v >= 0 and v == int(v):
                 metrics["_step"] = int(v)

@@ -34,12 +34,14 @@ _PREFIX = re.compile(
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?::[\w.]+)*:(?=\S)    # INFO:root:
       | -\ [\w.]+\ -\ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -      # " - root - INFO - "
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -                    # "INFO - "
+      | \|\ *(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\ *\|   # loguru: "| INFO     | mod:fn:42 - "
+        (?:\s*[\w.<>-]+:[\w.<>-]+:\d+\ -(?=\s))?
       | >(?=\s)                                                     # a Markdown quote
     )\s*""", re.VERBOSE)
 
 
 #: the characters a prefix can start with (a line starting otherwise has none: skip the pattern)
-_PREFIX_FIRST = set("[0123456789 \t-<>rDIWEC")
+_PREFIX_FIRST = set("[0123456789 \t-<>|rDIWEC")
 
 
 def segments(f: IO[bytes]) -> Iterator[str]:

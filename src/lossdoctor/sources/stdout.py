@@ -52,6 +52,12 @@ _ANY = re.compile(rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skippe
 #: a segment worth the key-value parser: names a training metric
 _RANK = re.compile(r"\bRank (\d+)")
 _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
+#: a line that reports an evaluation, not a training step: it starts with an evaluation word as its own
+#: field (fairseq's `valid | epoch 002 | valid on 'valid' subset | loss 9.393 | ...`, `eval: loss ...`),
+#: or names the subset it was evaluated on (fairseq's `valid on 'valid' subset`). Its `loss` is no
+#: training loss even though the name alone does not say so.
+_EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset",
+                        re.IGNORECASE)
 _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
 
 #: what each kind of line is called in the notes, in the order the notes list them
@@ -82,6 +88,9 @@ class ConsoleParser:
         self.counts: Counter[str] = Counter()
         self.ignored = 0  # segments with text that no pattern used
         self.eval_dicts = 0
+        self.eval_lines = 0
+        self.finer_counter = 0  # lines with two counters whose finer one was taken (litgpt's iter over step)
+        self.bar_done = True  # the last training bar reached its total (or has none)
         self.in_args = False
         self.marker: int | None = None  # the last step a counter said was done
         self.since_marker = 0  # overflows placed after it
@@ -176,10 +185,21 @@ class ConsoleParser:
                     self.eval_dicts += 1
                 return
         if _HINT.search(text):
+            if _EVAL_LINE.match(text):
+                self.eval_lines += 1
+                return
             row = cl.key_values(text)
-            if row is not None and (row["step"] is not None or sum(c in row for c in cl.METRICS) >= 2):
+            if row is not None and (row["step"] is not None or "_epoch" in row
+                                    or sum(c in row for c in cl.METRICS) >= 2):
                 self.counts[row.pop("_dialect")] += 1
-                if row["step"] is None:
+                epoch = row.pop("_epoch", None)
+                if row.pop("_finer_counter", False):
+                    self.finer_counter += 1
+                if row["step"] is None and epoch is not None and self.last_counter is None \
+                        and self.marker is None:
+                    row["step"], row["_how"] = epoch, "epoch"  # nothing finer than the epoch
+                    self._add(row, marker=False)
+                elif row["step"] is None:
                     self._wait_for_step(row)
                 else:
                     self._add(row, marker=True)
@@ -245,6 +265,7 @@ class ConsoleParser:
     def _bar(self, n: int, total: int | None, metrics: dict[str, Any], nested: bool) -> None:
         if nested:
             return  # an evaluation bar drawn under the training one
+        self.bar_done = total is None or n >= total
         epoch = metrics.pop("_epoch", None)
         own = metrics.pop("_step", None)
         step = own if own is not None else n + epoch * total if epoch is not None and total else n
@@ -323,9 +344,22 @@ class ConsoleParser:
         self.bar_before, self.bar_tail = None, []
 
     def finish(self) -> None:
-        self._drop_closing_render()
+        if self.bar_done:  # a bar that stopped short of its total was cut, not closed: its last draw is a step
+            self._drop_closing_render()
         self._flush_pending()
+        self._number_repeated_epochs()
         self._space_numbered()
+
+    def _number_repeated_epochs(self) -> None:
+        """Lines placed at their epoch: if an epoch comes twice, the lines are finer than epochs
+        (`Epoch 1, batch 200, loss ...` with no step): number them in order instead."""
+        by_epoch = [r for r in self.rows if r.get("_how") == "epoch"]
+        epochs = [r["step"] for r in by_epoch]
+        if len(set(epochs)) == len(epochs):
+            return
+        for r in by_epoch:
+            self.numbered += 1
+            r["step"], r["_how"] = self.numbered, "numbered"
 
     def _space_numbered(self) -> None:
         """Dicts copied from a terminal's scrollback, with only the last progress bar below them:
@@ -354,6 +388,8 @@ class ConsoleParser:
         other = []
         if self.eval_dicts:
             other.append(f"{self.eval_dicts} evaluation/summary dicts")
+        if self.eval_lines:
+            other.append(f"{self.eval_lines} evaluation lines")
         if self.ignored:
             other.append(f"{self.ignored} other lines")
         out = [f"{what}: read {used}" + (f"; {' and '.join(other)} ignored" if other else "")]
@@ -364,6 +400,13 @@ class ConsoleParser:
         if how.get("interval"):
             out.append(f"{how['interval']} logged line(s) without a step or a progress bar after them were "
                        "placed one logging interval after the previous one")
+        if self.finer_counter:
+            out.append(f"{self.finer_counter} line(s) print two step counters (litgpt's `iter N step K`: "
+                       "micro-batch iterations and optimizer steps): the finer one is the step, so every "
+                       "micro-batch's loss is kept and a finding's step is an iteration number")
+        if how.get("epoch"):
+            out.append(f"{how['epoch']} logged line(s) carry an epoch and no finer counter: the epoch is the "
+                       "step, so a finding's step is an epoch number")
         if how.get("numbered"):
             out.append(f"{how['numbered']} logged line(s) carry no step and no progress bar was found: "
                        "numbered 1, 2, 3... in order, so a finding's step is a line number, not the "
