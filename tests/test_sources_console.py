@@ -119,6 +119,19 @@ def test_hf_dict_forms_without_a_bar(tmp_path):
     assert any("numbered 1, 2, 3" in n for n in run.notes)
 
 
+def test_invisible_characters_in_a_paste_do_not_split_values(tmp_path):
+    """Pasted through a chat app or a web page, `':` + space can gain an emoji variation selector
+    (U+FE0F) or a zero-width space (seen in a real paste: benchmarks/real_logs/
+    hf_crystal_llm_loss_always_zero.txt): the value after it must still be read."""
+    p = tmp_path / "paste.md"
+    p.write_text("{'loss':\ufe0f 0.0, 'learning_rate': 1e-05, 'epoch': 0.0}\n"
+                 "{'loss': 0.0,\u200b 'learning_rate': 2e-05, 'epoch': 0.0}\n"
+                 "\ufeff{'loss': 1.5, 'learning_rate': 3e-05, 'epoch': 0.0}\n", encoding="utf-8")
+    run = load_path(p)[0]
+    assert list(run.cols["loss"]) == [0.0, 0.0, 1.5]
+    assert list(run.cols["lr"]) == [1e-05, 2e-05, 3e-05]
+
+
 def test_hf_dicts_pasted_above_the_last_bar(tmp_path):
     """Copied from a terminal: the dicts stay in the scrollback, the bar is redrawn below them."""
     p = tmp_path / "paste.txt"

@@ -71,10 +71,17 @@ def segments(f: IO[bytes]) -> Iterator[str]:
         yield carry[:MAX_SEGMENT]
 
 
+#: characters that print as nothing but split a token: zero-width space/joiners, word joiner, BOM,
+#: variation selectors (a chat app turns `':` + space into an emoji presentation, U+FE0F, in pastes)
+_INVISIBLE = dict.fromkeys([0x200B, 0x200C, 0x200D, 0x2060, 0xFEFF, *range(0xFE00, 0xFE10)])
+
+
 def clean(segment: str) -> str:
-    """The segment without colours and without the prefixes in front of its content."""
+    """The segment without colours, invisible characters and the prefixes in front of its content."""
     if "\x1b" in segment:
         segment = _ANSI.sub("", segment)
+    if not segment.isascii():
+        segment = segment.translate(_INVISIBLE)
     if segment[:1] not in _PREFIX_FIRST:
         return segment.strip()
     pos = 0
