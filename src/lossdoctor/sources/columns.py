@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 #: canonical spelling (after `normalise`) -> (column, rank); lower rank wins.
 _ALIASES: dict[str, tuple[str, int]] = {}
 
@@ -165,3 +167,21 @@ SIGNAL_NAMES = {
     "scale": "the fp16 loss scale",
     "skipped": "skipped optimizer steps",
 }
+
+
+def aligned(series: dict[str, tuple[np.ndarray, np.ndarray]]
+            ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Scalar series logged at their own steps (TensorBoard tags, MLflow metrics), put on the union
+    of their steps: (steps, columns with NaN where a series has no point, which points were logged).
+    A step logged twice keeps the value logged last."""
+    steps = np.unique(np.concatenate([np.asarray(s, dtype=np.int64) for s, _ in series.values()]))
+    cols: dict[str, np.ndarray] = {}
+    logged: dict[str, np.ndarray] = {}
+    for col, (s, v) in series.items():
+        idx = np.searchsorted(steps, np.asarray(s, dtype=np.int64))
+        c = np.full(steps.shape, np.nan)
+        c[idx] = np.asarray(v, dtype=np.float64)
+        lg = np.zeros(steps.shape, dtype=bool)
+        lg[idx] = True
+        cols[col], logged[col] = c, lg
+    return steps, cols, logged

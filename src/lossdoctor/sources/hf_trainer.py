@@ -138,14 +138,6 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
         if present.any():
             cols[col] = np.array([to_float(e.get(key)) for e in entries])
             logged[col] = present
-    if "loss" in cols and "grad_norm" in cols:
-        artefact = logged["loss"] & (cols["loss"] == 0.0) & logged["grad_norm"] & ~np.isfinite(cols["grad_norm"])
-        if artefact.any():
-            cols["loss"] = np.where(artefact, np.nan, cols["loss"])
-            first = int(steps[np.flatnonzero(artefact)[0]])
-            notes.append(f"loss logged as 0.0 with a non-finite grad norm from step {first} on: read as "
-                         "NaN (the Trainer's logging_nan_inf_filter, on by default, logs an interval of "
-                         "NaN losses as 0)")
     meta: dict[str, Any] = {"loss_is_interval_mean": True, "framework": "transformers"}
     for key in ("logging_steps", "max_steps", "train_batch_size", "global_step", "num_train_epochs"):
         if _plain_number(state.get(key)):
@@ -161,7 +153,27 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
                  "lossdoctor.integrations.transformers.LossDoctorCallback to record them)")
     run = from_columns(steps, cols, meta=meta, source="hf_trainer", logged=logged)
     run.notes.extend(notes)
+    restore_filtered_nan(run)
     return run
+
+
+def filtered_nan_note(first_step: int) -> str:
+    return (f"loss logged as 0.0 with a non-finite grad norm from step {first_step} on: read as NaN (the "
+            "Trainer's logging_nan_inf_filter, on by default, logs an interval of NaN losses as 0)")
+
+
+def restore_filtered_nan(run: Run) -> None:
+    """The HF Trainer logs an interval whose losses were all NaN/Inf as 0.0 (`logging_nan_inf_filter`
+    adds the mean of the interval's finite losses for a NaN step: none, so 0) next to a non-finite
+    grad norm: read such a 0.0 back as NaN. For logs the Trainer wrote (trainer_state.json, its
+    MLflow metrics); elsewhere loss 0.0 with a NaN grad norm is a batch with no supervised token."""
+    if not (run.has("loss") and run.has("grad_norm")):
+        return
+    loss, gn = run.cols["loss"], run.cols["grad_norm"]
+    artefact = run.logged("loss") & (loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(gn)
+    if artefact.any():
+        run.cols["loss"] = np.where(artefact, np.nan, loss)
+        run.notes.append(filtered_nan_note(int(run.steps[np.flatnonzero(artefact)[0]])))
 
 
 def _is_step(v: Any) -> bool:

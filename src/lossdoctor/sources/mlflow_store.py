@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..records import Run, from_columns
+from .hf_trainer import restore_filtered_nan
 from . import SourceError, reader
-from .columns import SIGNAL_NAMES, column_for
+from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import head, walk
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -372,17 +373,7 @@ def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, n
                           f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
                           f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
                           "train_loss, grad_norm, learning_rate or loss_scale")
-    all_steps = np.unique(np.concatenate([series[n][0] for _, n in best.values()]))
-    cols: dict[str, np.ndarray] = {}
-    logged: dict[str, np.ndarray] = {}
-    for col, (_, name) in best.items():
-        s, v = series[name]
-        idx = np.searchsorted(all_steps, s)
-        c = np.full(all_steps.shape, np.nan)
-        c[idx] = v  # a repeated step keeps the value logged last
-        lg = np.zeros(all_steps.shape, dtype=bool)
-        lg[idx] = True
-        cols[col], logged[col] = c, lg
+    all_steps, cols, logged = aligned({col: series[name] for col, (_, name) in best.items()})
     used = ", ".join(f"{col} <- {name!r}" for col, (_, name) in sorted(best.items()))
     notes.insert(0, f"{what}: read MLflow metrics {used}")
     absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
@@ -446,19 +437,5 @@ def read(path: Path) -> list[Run]:
     run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta,
                      logged_names=info["metrics"])
     if meta.get("framework") == "transformers":
-        _hf_zero_loss(run)
+        restore_filtered_nan(run)
     return [run]
-
-
-def _hf_zero_loss(run: Run) -> None:
-    """HF Trainer logs an interval whose losses were all NaN/Inf as 0.0 (`logging_nan_inf_filter`,
-    on by default) next to a non-finite grad norm: read such a 0.0 as NaN, as for trainer_state.json."""
-    if not (run.has("loss") and run.has("grad_norm")):
-        return
-    loss, gn = run.cols["loss"], run.cols["grad_norm"]
-    artefact = run.logged("loss") & (loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(gn)
-    if artefact.any():
-        run.cols["loss"] = np.where(artefact, np.nan, loss)
-        run.notes.append(f"loss logged as 0.0 with a non-finite grad norm from step "
-                         f"{int(run.steps[np.flatnonzero(artefact)[0]])} on: read as NaN (the Trainer's "
-                         "logging_nan_inf_filter, on by default, logs an interval of NaN losses as 0)")

@@ -43,6 +43,7 @@ from . import deepspeed as ds
 from . import megatron as mg
 from .console_text import CURSOR_UP, clean, segments
 from .files import head, looks_binary
+from .hf_trainer import filtered_nan_note
 
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
@@ -429,9 +430,7 @@ class ConsoleParser:
                        "every iteration skipped: read as skipped steps")
         nan_filter = [r["step"] for r in self.rows if r.get("_nan_filter")]
         if nan_filter:
-            out.append(f"loss logged as 0.0 with a non-finite grad norm from step {min(nan_filter)} on: read "
-                       "as NaN (the Trainer's logging_nan_inf_filter, on by default, logs an interval of "
-                       "NaN losses as 0)")
+            out.append(filtered_nan_note(min(nan_filter)))
         return out
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..records import Run, from_columns
 from . import SourceError, reader
-from .columns import SIGNAL_NAMES, column_for
+from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import read_bytes
 
 _MARK = "tfevents"
@@ -162,19 +162,7 @@ def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: s
     if not best:
         tags = ", ".join(repr(t) for t in list(scalars)[:12]) or "none"
         raise SourceError(f"{what}: no training metric among the TensorBoard scalar tags ({tags})")
-    all_steps = np.unique(np.concatenate([np.asarray(scalars[t][0], dtype=np.int64)
-                                          for _, t in best.values()]))
-    cols: dict[str, np.ndarray] = {}
-    logged: dict[str, np.ndarray] = {}
-    for col, (_, tag) in best.items():
-        s = np.asarray(scalars[tag][0], dtype=np.int64)
-        v = np.asarray(scalars[tag][1], dtype=np.float64)
-        idx = np.searchsorted(all_steps, s)
-        c = np.full(all_steps.shape, np.nan)
-        c[idx] = v  # the later value at a repeated step wins
-        lg = np.zeros(all_steps.shape, dtype=bool)
-        lg[idx] = True
-        cols[col], logged[col] = c, lg
+    all_steps, cols, logged = aligned({col: (scalars[tag][0], scalars[tag][1]) for col, (_, tag) in best.items()})
     used = ", ".join(f"{col} <- {tag!r}" for col, (_, tag) in sorted(best.items()))
     notes.insert(0, f"{what}: read TensorBoard tags {used}")
     absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
