@@ -12,11 +12,12 @@ open or the read forever, or never end.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 from . import SourceError
 
@@ -115,3 +116,26 @@ def numbered(path: Path, pattern: str) -> int:
     picking the latest of several."""
     m = re.search(pattern, path.name)
     return int(m.group(1)) if m else -1
+
+
+def json_array_prefix(text: str, bracket: int) -> tuple[list[dict[str, Any]], int, int]:
+    """The entries of the JSON array whose `[` is at `bracket`, decoded one by one up to where the
+    text is cut or damaged: (the dict entries, how many entries were whole, where decoding stopped).
+    A log cut mid-write (the run was killed while saving) keeps everything before the cut."""
+    dec = json.JSONDecoder()
+    rows: list[dict[str, Any]] = []
+    entries = 0
+    pos = bracket + 1
+    while bracket >= 0:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            break
+        try:
+            obj, pos = dec.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            break
+        entries += 1
+        if isinstance(obj, dict):
+            rows.append(obj)
+    return rows, entries, pos

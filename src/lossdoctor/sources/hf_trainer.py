@@ -28,7 +28,7 @@ import numpy as np
 
 from ..records import Run, from_columns, to_float
 from . import SourceError, reader
-from .files import head, numbered, read_bytes, walk
+from .files import head, json_array_prefix, numbered, read_bytes, walk
 
 STATE = "trainer_state.json"
 
@@ -97,21 +97,7 @@ def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
     i = text.find('"log_history"')
     if i < 0:
         raise SourceError(f"{p}: not valid JSON and no log_history to recover")
-    j = text.find("[", i)
-    dec = json.JSONDecoder()
-    entries: list[dict[str, Any]] = []
-    pos = j + 1
-    while pos > 0:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text) or text[pos] == "]":
-            break
-        try:
-            obj, pos = dec.raw_decode(text, pos)
-        except (ValueError, RecursionError):
-            break
-        if isinstance(obj, dict):
-            entries.append(obj)
+    entries, _, _ = json_array_prefix(text, text.find("[", i))
     if not entries:
         raise SourceError(f"{p}: truncated JSON with no complete log entry")
     state: dict[str, Any] = {"log_history": entries}

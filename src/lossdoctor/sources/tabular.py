@@ -26,7 +26,7 @@ import orjson
 from ..records import Run, from_columns, to_float
 from . import SourceError, reader
 from .columns import SIGNAL_NAMES, column_for, map_names, step_rank
-from .files import head, looks_binary, read_bytes, text_head
+from .files import head, json_array_prefix, looks_binary, read_bytes, text_head
 
 #: columns whose absence is worth a note (the detectors say more precisely what they skip)
 _KEY_SIGNALS = ("loss", "grad_norm", "lr", "scale")
@@ -433,22 +433,7 @@ def parse_json_array(raw: bytes, path: Path) -> tuple[list[dict[str, Any]], list
 
 
 def _json_array_prefix(text: str, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    dec = json.JSONDecoder()
-    rows: list[dict[str, Any]] = []
-    pos = text.index("[") + 1
-    entries = 0
-    while True:
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
-        if pos >= len(text) or text[pos] == "]":
-            break
-        try:
-            obj, pos = dec.raw_decode(text, pos)
-        except (ValueError, RecursionError):
-            break
-        entries += 1
-        if isinstance(obj, dict):
-            rows.append(obj)
+    rows, entries, pos = json_array_prefix(text, text.index("["))
     if not entries:
         raise SourceError(f"{path}: not valid JSON, and no complete entry before the damage")
     return rows, [f"{path.name} is truncated or damaged at character {pos}: read the {entries} "
