@@ -202,7 +202,8 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
             # the step's own forward pass broke on weights that a healthy update had just produced:
             # explosions build up over steps, a bad batch breaks the very step that uses it
             cause, conf = "nonfinite_data", 0.3
-            ev.append("the curve and the gradient norm were healthy until then, and the loss of that very "
+            seen = "the curve and the gradient norm were" if gfin.size else "the curve was"
+            ev.append(f"{seen} healthy until then, and the loss of that very "
                       "step is non-finite: its forward pass broke on this batch (bad values in the batch "
                       "most often; else an overflowing op or a fully masked attention row)")
         else:
