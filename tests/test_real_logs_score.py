@@ -66,7 +66,7 @@ def test_set_the_lr_is_a_cut_only_below_the_current_lr():
 
 def test_inconclusive_on_a_faulty_log_is_honest_not_right():
     verdict, why = score.judge(_entry("plateau"), _report("inconclusive"))
-    assert verdict == score.HONEST and "log grad_norm" in why
+    assert verdict == score.HONEST and why.startswith("cannot tell") and "log grad_norm" in why
     assert score.judge(_entry("plateau"), _report("healthy"))[0] == score.WRONG
     assert score.judge(_entry("healthy"), _report("inconclusive"))[0] == score.OK_HEALTHY
     flagged = _report("warning", ("noisy_data", "plateau", "warning", 4, []))

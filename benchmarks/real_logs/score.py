@@ -188,7 +188,7 @@ def judge(entry: dict[str, Any], report: dict[str, Any], *, first_bad_row: int |
     if outcome == "other":
         return NOT_SCORED, ""
     if status == "inconclusive":
-        return HONEST, "inconclusive: " + _first_missing_note(report)
+        return HONEST, "cannot tell: " + _first_missing_note(report)
     if status == "healthy":
         return WRONG, f"called healthy; the thread shows {outcome}"
     if expected:
@@ -226,7 +226,10 @@ def _first_missing_note(report: dict[str, Any]) -> str:
     notes = [n for n in report.get("notes", []) if n.startswith("inconclusive:")]
     text = (notes or report.get("notes") or ["no note"])[0]
     text = text[len("inconclusive:"):].strip() if text.startswith("inconclusive:") else text
-    return text if len(text) <= 220 else text[:217] + "..."
+    head = text.split(":")[0]  # "only N finite loss points"
+    if "cheapest way to a verdict:" in text:
+        text = head + "; cheapest way to a verdict:" + text.split("cheapest way to a verdict:", 1)[1]
+    return text if len(text) <= 240 else text[:237] + "..."
 
 
 # ---------------------------------------------------------------- the run over the corpus
@@ -304,15 +307,18 @@ def misses(results: list[Judged]) -> list[str]:
     return out
 
 
-IN_SAMPLE = """These logs were **not** used to tune lossdoctor, with two exceptions. The corpus was added
-on the same day as most of the scalar rules (the git history of `benchmarks/real_logs/` starts a few
-minutes before the scalar-reasoning commit, so the two were written in parallel; no threshold was
-changed to fit a corpus file afterwards), except: the rule for a transient gradient-norm surge of
->= 1000x on a short log (a survived `grad_explosion`) was written after looking at
+IN_SAMPLE = """These logs were **not** used to tune lossdoctor, with two exceptions named below, as
+far as the git history shows. The corpus (`benchmarks/real_logs/`) was added on the same day as most
+of the scalar-log rules: its first files were committed at 09:50 UTC, the scalar-reasoning rules
+from 09:54 on, in parallel, and no threshold in `src/lossdoctor/detectors` was changed afterwards to
+fit a corpus file, except: the rule for a gradient norm that jumps >= 1000x and comes back on a
+short log (a survived `grad_explosion`, 10:32) was written after looking at
 `mlx_lm_lora_grad_guard.txt`, and the console reader's removal of invisible characters after
-`hf_crystal_llm_loss_always_zero.txt`. Those two files are in-sample; their verdicts say little
-about logs lossdoctor has not seen. The judging rules are in `benchmarks/real_logs/score.py`
-(`judge`, `harmful_fixes`), fixed before the numbers below were read."""
+`hf_crystal_llm_loss_always_zero.txt`. Those two files are **in-sample**: their verdicts say
+little about logs lossdoctor has not seen. The issue that asked for the scalar rules cites symptoms
+from real public threads too, so the corpus is not a sealed test set either; it is the closest this
+project has to one. The judging rules (`judge`, `harmful_fixes` in `benchmarks/real_logs/score.py`)
+were written before these numbers were read and not changed to move them."""
 
 
 def docs_body(results: list[Judged], t: dict[str, int], command: str) -> str:
