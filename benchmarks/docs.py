@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "peers", "overhead", "overhead-spread", "overhead-ablation", "overhead-gpu")
+ORDER = ("intro", "zoo", "peers", "real-logs", "overhead", "overhead-spread", "overhead-ablation", "overhead-gpu")
 
 INTRO = """# Benchmarks
 
@@ -25,6 +25,7 @@ its own section.
 |---|---|
 | [Fault zoo](#fault-zoo) | `python -m benchmarks.zoo` (add `--seeds 1` for a quick pass, `--only NAME` for one scenario) |
 | [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
+| [Real logs](#real-logs) | `python -m benchmarks.real_logs.score` |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
 """

@@ -1,0 +1,123 @@
+"""The real-log scorer (benchmarks/real_logs/score.py): every corpus file is diagnosed, and the
+judging rules give the verdicts they promise on hand-made reports. No accuracy floor is asserted
+beyond what the scorer measured when it was written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks.real_logs import score
+from lossdoctor.records import make_run
+
+
+def _report(status, *findings):
+    return {"status": status, "findings": [dict(cause=c, symptom=s, severity=sev, step=st, fixes=list(fx))
+                                           for c, s, sev, st, fx in findings],
+            "notes": ["inconclusive: only 3 finite loss points; log grad_norm"]}
+
+
+def _entry(outcome, expected=None):
+    return {"file": "x.log", "outcome": outcome, "expected_cause": expected}
+
+
+@pytest.fixture(scope="module")
+def results():
+    return score.score_corpus()
+
+
+def test_every_corpus_file_is_diagnosed_and_judged(results):
+    entries = json.loads(score.MANIFEST.read_text())
+    assert [r.file for r in results] == [e["file"] for e in entries]
+    valid = {score.RIGHT, score.RIGHT_TOP3, score.HONEST, score.WRONG, score.FALSE_ALARM, score.OK_HEALTHY,
+             score.NOT_SCORED}
+    for r in results:
+        assert r.status in ("healthy", "inconclusive", "warning", "critical"), r.file
+        assert r.verdict in valid, r.file
+        assert (r.verdict == score.NOT_SCORED) == (r.outcome == "other"), r.file
+    t = score.totals(results)
+    assert t["right"] + t["honest"] + t["wrong"] == t["faulty"]
+    # measured when the scorer was written: 25 of 27 faulty logs right or honest, 0 harmful fixes
+    assert t["right"] + t["honest"] >= 20
+    assert t["harmful"] == 0
+
+
+def test_an_lr_cut_on_a_recovered_spike_is_harmful_and_elsewhere_not():
+    rep = _report("critical", ("lr_too_high", "spike", "critical", 30, ["lower the learning rate by 10x"]))
+    assert score.harmful_fixes(rep, "spike", recovered=True)
+    assert score.harmful_fixes(rep, "healthy", recovered=None)
+    assert score.harmful_fixes(rep, "spike", recovered=None)  # the excerpt ends at the spike
+    assert not score.harmful_fixes(rep, "spike", recovered=False)  # a spike that did not recover
+    assert not score.harmful_fixes(rep, "divergence", recovered=None)
+    skip = _report("warning", ("lr_too_high", "spike", "warning", 30,
+                               ["skip the data window of that step, or rewind to the last checkpoint before it"]))
+    assert not score.harmful_fixes(skip, "spike", recovered=True)
+
+
+def test_set_the_lr_is_a_cut_only_below_the_current_lr():
+    assert score.cuts_lr("set the learning rate to about 2.00e-05 (now 1.98e-04)", None)
+    assert not score.cuts_lr("set the learning rate to about 3.00e-04 (now 1.00e-05)", None)
+    assert score.cuts_lr("set the learning rate to about 1e-5", current_lr=1e-4)
+    assert not score.cuts_lr("set the learning rate to about 1e-5", current_lr=None)  # cannot prove a cut
+    assert not score.cuts_lr("add a linear warm-up of the LR over the first 2-5% of steps", None)
+    assert not score.cuts_lr("clip gradients: clip_grad_norm_(model.parameters(), max_norm=1.0)", None)
+
+
+def test_inconclusive_on_a_faulty_log_is_honest_not_right():
+    verdict, why = score.judge(_entry("plateau"), _report("inconclusive"))
+    assert verdict == score.HONEST and why.startswith("cannot tell") and "log grad_norm" in why
+    assert score.judge(_entry("plateau"), _report("healthy"))[0] == score.WRONG
+    assert score.judge(_entry("healthy"), _report("inconclusive"))[0] == score.OK_HEALTHY
+    flagged = _report("warning", ("noisy_data", "plateau", "warning", 4, []))
+    assert score.judge(_entry("healthy"), flagged)[0] == score.FALSE_ALARM
+
+
+def test_cause_top1_top3_and_symptom_families():
+    rep = _report("critical", ("lr_too_high", "divergence", "critical", 9, []),
+                  ("grad_explosion", "spike", "warning", 9, []))
+    assert score.judge(_entry("spike", "lr_too_high"), rep)[0] == score.RIGHT
+    assert score.judge(_entry("spike", "grad_explosion"), rep)[0] == score.RIGHT_TOP3
+    assert score.judge(_entry("spike", "bad_init"), rep)[0] == score.WRONG
+    assert score.judge(_entry("divergence"), rep)[0] == score.RIGHT
+    assert score.judge(_entry("spike"), rep)[0] == score.RIGHT_TOP3
+    assert score.judge(_entry("plateau"), rep)[0] == score.WRONG
+
+
+def test_a_nan_needs_a_critical_nonfinite_finding_near_the_first_bad_row():
+    rows = {s: s - 1 for s in range(1, 11)}  # steps 1..10 in rows 0..9
+    near = _report("critical", ("nonfinite_data", "nonfinite", "critical", 9, []))
+    far = _report("critical", ("lr_too_high", "nonfinite", "critical", 2, []))
+    assert score.judge(_entry("nan"), near, first_bad_row=9, finding_rows=rows)[0] == score.RIGHT
+    assert score.judge(_entry("nan"), far, first_bad_row=9, finding_rows=rows)[0] == score.WRONG
+    warn = _report("warning", ("grad_explosion", "nonfinite", "warning", 10, []))
+    assert score.judge(_entry("nan"), warn, first_bad_row=9, finding_rows=rows)[0] == score.WRONG
+
+
+def test_spike_recovered_reads_the_loss_after_the_largest_grad_norm():
+    steps = list(range(1, 7))
+    back = make_run([{"step": s, "loss": l, "grad_norm": g} for s, l, g in
+                     zip(steps, [1.4, 1.45, 1.4, 1.3, 1.27, 1.18], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])])
+    assert score.spike_recovered(back) is True
+    stuck = make_run([{"step": s, "loss": l, "grad_norm": g} for s, l, g in
+                      zip(steps, [1.4, 1.45, 1.4, 6.0, 6.3, 6.1], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])])
+    assert score.spike_recovered(stuck) is False
+    no_before = make_run([{"step": 1, "loss": 5.0, "grad_norm": 1e6}, {"step": 2, "loss": 1.0, "grad_norm": 1.0}])
+    assert score.spike_recovered(no_before) is None
+
+
+def test_the_harm_rule_recognises_the_lr_cuts_lossdoctor_actually_prints():
+    """Every lr_too_high finding on the corpus carries an LR cut that cuts_lr sees: were the fix
+    wording to change, the harm check would go blind and this test says so."""
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.sources import load_path
+
+    seen = 0
+    for e in json.loads(score.MANIFEST.read_text()):
+        runs = load_path(score.CORPUS / e["file"])
+        run = max(runs, key=len)
+        for f in diagnose_runs(runs).to_dict()["findings"]:
+            if f["cause"] == "lr_too_high":
+                seen += 1
+                assert any(score.cuts_lr(x, score.lr_at(run, f["step"])) for x in f["fixes"]), (e["file"], f["fixes"])
+    assert seen >= 1
