@@ -3,7 +3,7 @@ code; CPU) with its console progress bar on, so a test can capture what a user's
 tqdm bars with `\\r` and the dicts TRL prints, which carry TRL's own keys (`entropy`, `num_tokens`,
 `mean_token_accuracy`) beside the Trainer's.
 
-    python trl_console_train.py OUT_DIR LR OPTIM MAX_STEPS LOGGING_STEPS
+    python trl_console_train.py OUT_DIR LR OPTIM MAX_GRAD_NORM MAX_STEPS LOGGING_STEPS
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _tokenizer(texts: list[str]):
     return PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", eos_token="<eos>")
 
 
-def main(out: str, lr: float, optim: str, max_steps: int, logging_steps: int) -> None:
+def main(out: str, lr: float, optim: str, max_grad_norm: float, max_steps: int, logging_steps: int) -> None:
     import random
 
     import torch
@@ -40,7 +40,7 @@ def main(out: str, lr: float, optim: str, max_steps: int, logging_steps: int) ->
                                        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                                        bos_token_id=tokenizer.eos_token_id))
     args = SFTConfig(output_dir=out, max_steps=max_steps, per_device_train_batch_size=8, learning_rate=lr,
-                     optim=optim, lr_scheduler_type="constant", logging_steps=logging_steps, max_length=32,
+                     optim=optim, max_grad_norm=max_grad_norm, lr_scheduler_type="constant", logging_steps=logging_steps, max_length=32,
                      save_strategy="steps", save_steps=max_steps, report_to=[], use_cpu=True, disable_tqdm=False,
                      dataloader_num_workers=0, seed=0)
     SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict({"text": texts}),
@@ -49,4 +49,4 @@ def main(out: str, lr: float, optim: str, max_steps: int, logging_steps: int) ->
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    main(a[0], float(a[1]), a[2], int(a[3]), int(a[4]))
+    main(a[0], float(a[1]), a[2], float(a[3]), int(a[4]), int(a[5]))
