@@ -29,19 +29,23 @@ HERE = Path(__file__).resolve().parent
 
 # --- Hugging Face Trainer, the real one -------------------------------------------------------
 
-def _hf_console(out: Path, lr: float, optim: str, clip: float, steps: int, logging_steps: int,
-                eval_steps: int = 0) -> Path:
-    """Train with the console progress bar on; stdout and stderr go to one file, unbuffered, in the
-    order a terminal shows them (`python train.py > train.log 2>&1` with PYTHONUNBUFFERED)."""
+def _console_log(script: str, out: Path, *args) -> Path:
+    """Run a training script with its console progress bar on; stdout and stderr go to one file,
+    unbuffered, in the order a terminal shows them (`python train.py > train.log 2>&1` with
+    PYTHONUNBUFFERED)."""
     log = out / "train.log"
     env = cli_env()
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("TQDM_DISABLE", None)
     with open(log, "wb") as f:
-        subprocess.run([sys.executable, str(HERE / "hf_console_train.py"), str(out), str(lr), optim, str(clip),
-                        str(steps), str(logging_steps), str(eval_steps)], stdout=f, stderr=subprocess.STDOUT,
-                       env=env, timeout=600, check=True)
+        subprocess.run([sys.executable, str(HERE / script), str(out), *map(str, args)], stdout=f,
+                       stderr=subprocess.STDOUT, env=env, timeout=600, check=True)
     return log
+
+
+def _hf_console(out: Path, lr: float, optim: str, clip: float, steps: int, logging_steps: int,
+                eval_steps: int = 0) -> Path:
+    return _console_log("hf_console_train.py", out, lr, optim, clip, steps, logging_steps, eval_steps)
 
 
 @pytest.fixture(scope="module")
@@ -101,6 +105,49 @@ def test_hf_trainer_console_healthy(hf_logs):
     assert list(run.steps) == list(range(1, 31))
     assert run.cols["loss"][-1] < run.cols["loss"][0] and run.has("grad_norm") and run.has("lr")
     assert diagnose_runs([run]).status == "healthy"
+
+
+# --- TRL's SFTTrainer, the real one -----------------------------------------------------------
+
+def test_trl_sft_trainer_console_matches_trainer_state(tmp_path):
+    """TRL prints the Trainer's dicts with its own keys added ('entropy', 'num_tokens',
+    'mean_token_accuracy'); they must not break reading, and the steps and losses must be TRL's own."""
+    pytest.importorskip("trl")
+    log = _console_log("trl_console_train.py", tmp_path, 1e-3, "adamw_torch", 1.0, 12, 2)
+    raw = log.read_bytes()
+    assert b"\r" in raw and b"'mean_token_accuracy'" in raw and b"'num_tokens'" in raw and b"'entropy'" in raw
+    run = load_path(log)[0]
+    state = json.loads((tmp_path / "checkpoint-12" / "trainer_state.json").read_text())
+    entries = [e for e in state["log_history"] if "loss" in e]
+    assert [e["step"] for e in entries] == [2, 4, 6, 8, 10, 12]
+    assert list(run.steps) == [e["step"] for e in entries]
+    # TRL 1.x prints values rounded to 4 significant digits
+    np.testing.assert_allclose(run.cols["loss"], [e["loss"] for e in entries], rtol=6e-4)
+    np.testing.assert_allclose(run.cols["grad_norm"], [e["grad_norm"] for e in entries], rtol=6e-4)
+    assert "6 HF Trainer dict lines" in " ".join(run.notes)
+    assert run_cli("diagnose", log).returncode == 0
+
+
+def test_trl_sft_trainer_diverging_console_diagnosed_like_trainer_state(tmp_path):
+    """SGD at lr=5 without clipping: the loss grows to ~5e12, then the gradient norm is NaN and TRL
+    (through the Trainer's logging_nan_inf_filter) logs the loss as 0."""
+    pytest.importorskip("trl")
+    log = _console_log("trl_console_train.py", tmp_path, 5.0, "sgd", 0.0, 12, 1)
+    run = load_path(log)[0]
+    state_path = tmp_path / "checkpoint-12" / "trainer_state.json"
+    entries = [e for e in json.loads(state_path.read_text())["log_history"] if "loss" in e]
+    assert list(run.steps) == [e["step"] for e in entries] == list(range(1, 13))
+    state_loss = np.array([e["loss"] for e in entries], dtype=float)
+    finite = np.isfinite(np.array([e["grad_norm"] for e in entries], dtype=float))
+    assert state_loss[finite].max() > 1e6 and not finite.all()
+    np.testing.assert_allclose(run.cols["loss"][finite], state_loss[finite], rtol=6e-4)
+    assert np.isnan(run.cols["loss"][~finite]).all()
+    console = json.loads(run_cli("diagnose", log, "--format", "json").stdout)
+    state = json.loads(run_cli("diagnose", state_path, "--format", "json").stdout)
+    assert console["status"] == state["status"] == "critical"
+    assert [(f["cause"], f["step"]) for f in console["findings"]] == [(f["cause"], f["step"])
+                                                                      for f in state["findings"]]
+    assert console["findings"][0]["cause"] == "lr_too_high"
 
 
 def test_hf_dict_forms_without_a_bar(tmp_path):
