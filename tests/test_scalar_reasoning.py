@@ -314,3 +314,42 @@ def test_a_gradient_explosion_the_run_survived_is_a_warning_with_clipping_not_an
     assert f["step"] == 6
     assert "clip_grad_norm_" in f["fixes"][0]
     assert not any("learning rate" in x for x in f["fixes"])
+
+
+def _guarded_loop(path, *, guard: bool, steps: int = 60):
+    """A real regression loop where step 5 adds sqrt(0) to the loss (a pairwise distance of a point
+    to itself): the loss stays finite, its gradient is NaN. With `guard`, the loop skips the update
+    when the gradient norm is non-finite (what an fp16 loss scaler or DeepSpeed does); without, the
+    NaN reaches the weights."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x_all = torch.randn(256, 4)
+    y_all = x_all @ torch.randn(4, 1)
+    rows = []
+    for step in range(steps):
+        i = torch.randint(0, 256, (32,))
+        out = model(x_all[i])
+        loss = F.mse_loss(out, y_all[i])
+        if step == 5:
+            loss = loss + torch.sqrt(((out - out.detach()) ** 2).sum())
+        opt.zero_grad()
+        loss.backward()
+        gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+        if not guard or math.isfinite(gn):
+            opt.step()
+        rows.append((step, loss.item(), gn, 0.05))
+    return _write(path, rows)
+
+
+def test_one_nan_gradient_the_loop_skipped_is_not_a_nonfinite_run(tmp_path):
+    # finite losses after a NaN gradient mean the update never reached the weights: the scaler's (or
+    # a guard's) skip, as a maintainer explains for an fp16 run's first logged NaN grad norm
+    doc = json.loads(run_cli("diagnose", _guarded_loop(tmp_path / "log.csv", guard=True), "--format", "json").stdout)
+    assert doc["status"] in ("healthy", "inconclusive"), doc["findings"]
+    assert any("non-finite at step 5 only" in n for n in doc["notes"]), doc["notes"]
+
+
+def test_one_nan_gradient_that_reached_the_weights_is_critical(tmp_path):
+    doc = json.loads(run_cli("diagnose", _guarded_loop(tmp_path / "log.csv", guard=False), "--format", "json").stdout)
+    assert doc["status"] == "critical" and doc["findings"][0]["step"] == 5, doc["findings"]

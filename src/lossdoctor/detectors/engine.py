@@ -89,6 +89,12 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
     misuse = misuse_note(run)
     if misuse:
         notes.append(misuse)
+    survived = q.survived_nonfinite_grad if not (run.has("skipped") or run.has("scale")) else None
+    if survived is not None:
+        notes.append(f"the gradient norm is non-finite at step {int(q.steps[survived])} only, and every loss "
+                     "before and after it is finite: that update was skipped (a NaN gradient in the weights "
+                     "would make every later loss NaN). In fp16 that is the loss scaler's overflow check "
+                     "doing its job, common in the first steps; log the loss scale to see it")
     if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
         from ..preflight.merge import merge_findings
 

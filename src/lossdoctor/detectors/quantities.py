@@ -50,7 +50,32 @@ class Quantities:
             fell = np.nan_to_num(s < prev, nan=False).astype(bool)
             fell_next = np.nan_to_num(nxt < s, nan=False).astype(bool) & ~np.isfinite(self.grad_norm)
             return fell | fell_next
-        return np.zeros(self.n, dtype=bool)
+        skipped = np.zeros(self.n, dtype=bool)
+        if self.survived_nonfinite_grad is not None:
+            skipped[self.survived_nonfinite_grad] = True
+        return skipped
+
+    @cached_property
+    def survived_nonfinite_grad(self) -> int | None:
+        """The one row whose gradient norm is non-finite in a log that says nothing of skipped steps,
+        when every loss logged before and after it is finite. A NaN gradient that reached the weights
+        would make every later loss NaN; finite losses after it mean that update was skipped (an fp16
+        loss scaler's overflow check, DeepSpeed's, or a guard in the loop). One such row is the
+        scaler doing its job (typically at the first steps, where the initial scale overflows);
+        several are not judged here (the non-finite detectors see them)."""
+        if not self.run.has("grad_norm"):
+            return None
+        gn_logged = self.run.logged("grad_norm")
+        bad = np.flatnonzero(gn_logged & ~np.isfinite(self.grad_norm))
+        if bad.size != 1:
+            return None
+        i = int(bad[0])
+        losses = self.loss[self.loss_logged]
+        after = self.loss_logged[i + 1:] & np.isfinite(self.loss[i + 1:])
+        later_gn = gn_logged[i + 1:] & np.isfinite(self.grad_norm[i + 1:])
+        if losses.size == 0 or not np.isfinite(losses).all() or not after.any() or not later_gn.any():
+            return None
+        return i
 
     @cached_property
     def optimizer(self) -> str:
