@@ -353,3 +353,28 @@ def test_one_nan_gradient_the_loop_skipped_is_not_a_nonfinite_run(tmp_path):
 def test_one_nan_gradient_that_reached_the_weights_is_critical(tmp_path):
     doc = json.loads(run_cli("diagnose", _guarded_loop(tmp_path / "log.csv", guard=False), "--format", "json").stdout)
     assert doc["status"] == "critical" and doc["findings"][0]["step"] == 5, doc["findings"]
+
+
+def test_optimizer_holding_another_models_parameters_is_frozen_model_with_the_measured_norm(tmp_path):
+    # a real loop under watch: the optimizer was built on a model that was then re-created, so
+    # the trained model's weights never change (watch's parameter norm is the same to the last bit)
+    import lossdoctor
+
+    torch.manual_seed(0)
+    stale = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.Adam(stale.parameters(), lr=1e-3)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    x_all, y_all = torch.randn(256, 8), torch.randint(0, 4, (256,))
+    with lossdoctor.watch(model, opt, log_dir=tmp_path / "run", alerts=False) as mon:
+        for _ in range(30):
+            i = torch.randint(0, 256, (32,))
+            loss = F.cross_entropy(model(x_all[i]), y_all[i])
+            opt.zero_grad()
+            model.zero_grad()
+            loss.backward()
+            opt.step()
+            mon.step(loss)
+    f = diagnose(tmp_path / "run").findings[0]
+    ev = " ".join(f.evidence)
+    assert f.cause == "frozen_model", [(x.cause, x.evidence) for x in diagnose(tmp_path / "run").findings]
+    assert "although the gradient norm is " in ev and "{" not in ev, ev

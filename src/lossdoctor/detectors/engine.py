@@ -62,10 +62,11 @@ def misuse_note(run: Run) -> str | None:
             "steps on purpose, those steps made no update")
 
 
-def detect(run: Run) -> tuple[list[Finding], list[str]]:
-    """All findings of one run (one rank), plus notes on checks that could not run."""
+def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[str]]:
+    """All findings of one run (one rank), plus notes on checks that could not run. `q`: the run's
+    quantities, when the caller needs them too (computed once)."""
     load_all()
-    q = Quantities(run)
+    q = q if q is not None else Quantities(run)
     findings: list[Finding] = []
     notes: list[str] = []
     for d in REGISTRY:
@@ -89,7 +90,7 @@ def detect(run: Run) -> tuple[list[Finding], list[str]]:
     misuse = misuse_note(run)
     if misuse:
         notes.append(misuse)
-    survived = q.survived_nonfinite_grad if not (run.has("skipped") or run.has("scale")) else None
+    survived = q.survived_nonfinite_grad
     if survived is not None:
         notes.append(f"the gradient norm is non-finite at step {int(q.steps[survived])} only, and every loss "
                      "before and after it is finite: that update was skipped (a NaN gradient in the weights "
@@ -212,10 +213,11 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     notes: list[str] = []
     judged: list[bool] = []
     for run in runs:
-        f, n = detect(run)
+        q = Quantities(run)
+        f, n = detect(run, q)
         per_rank.append(f)
         notes.extend(run.notes)  # what was read from where, before what could not be checked
-        ok, cov = coverage(run, Quantities(run), f)
+        ok, cov = coverage(run, q, f)
         judged.append(ok)
         notes.extend(cov)
         notes.extend(n)

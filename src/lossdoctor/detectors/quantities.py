@@ -62,8 +62,9 @@ class Quantities:
         would make every later loss NaN; finite losses after it mean that update was skipped (an fp16
         loss scaler's overflow check, DeepSpeed's, or a guard in the loop). One such row is the
         scaler doing its job (typically at the first steps, where the initial scale overflows);
-        several are not judged here (the non-finite detectors see them)."""
-        if not self.run.has("grad_norm"):
+        several are not judged here (the non-finite detectors see them). None when the log says
+        which steps were skipped (a `skipped` or loss-scale column): `skipped` reads those."""
+        if not self.run.has("grad_norm") or self.run.has("skipped") or self.run.has("scale"):
             return None
         gn_logged = self.run.logged("grad_norm")
         bad = np.flatnonzero(gn_logged & ~np.isfinite(self.grad_norm))

@@ -125,7 +125,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     elif no_update:
         cause, conf = "frozen_model", 0.85
         ev.append(f"the weights did not change at any of {max(ur.size, pn.size)} measured steps (update/param "
-                  "ratio 0, or a parameter norm equal to the last bit) although the gradient norm is {fmt(float(np.median(gn))) if gn.size else 'unknown'}: "
+                  "ratio 0, or a parameter norm equal to the last bit) although the gradient norm is "
+                  f"{fmt(float(np.median(gn))) if gn.size else 'unknown'}: "
                   "the optimizer steps other parameters than the model's (built before the model was "
                   "re-created or reloaded), or they are frozen, or optimizer.step() is never reached")
         fixes = ["build the optimizer from the model that is trained, after any re-creation or checkpoint "

@@ -43,27 +43,21 @@ PASSTHROUGH = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDro
                nn.Softsign, nn.ELU, nn.Mish)
 
 
-def compiling() -> bool:
-    """True while torch.compile (dynamo) traces the code that calls it.
-
-    Every module and tensor hook of the monitor returns at once when this is true. Hooks on a
-    compiled module run inside dynamo's trace, and a hook that reads or appends to the tracer's
-    per-step lists makes dynamo guard on them (`len(self.ev_max) == 9`, `self.ev_rms[0]`): the
-    lists change every step, so every step recompiles, and the recompile limit is hit within a
-    few steps. Dynamo folds this call to a constant, so the traced hook is empty and guards on
-    nothing of ours: the compiled graph is the one the model compiles to without the monitor.
-    The price: per-module statistics of a compiled module are not recorded (see the README)."""
-    return _is_compiling()
+def _not_compiling() -> bool:  # torch < 2.3 has no torch.compiler.is_compiling
+    return False
 
 
-def _compile_probe():
-    try:
-        return torch.compiler.is_compiling
-    except AttributeError:  # torch < 2.3
-        return lambda: False
-
-
-_is_compiling = _compile_probe()
+#: True while torch.compile (dynamo) traces the code that calls it.
+#:
+#: Every module and tensor hook of the monitor returns at once when this is true. Hooks on a
+#: compiled module run inside dynamo's trace, and a hook that reads or appends to the tracer's
+#: per-step lists makes dynamo guard on them (`len(self.ev_max) == 9`, `self.ev_rms[0]`): the
+#: lists change every step, so every step recompiles, and the recompile limit is hit within a
+#: few steps. Dynamo folds this call to a constant, so the traced hook is empty and guards on
+#: nothing of ours: the compiled graph is the one the model compiles to without the monitor.
+#: The price: per-module statistics of a compiled module are not recorded (see the README).
+#: Bound to torch's own function, not wrapped: it is called by every hook of every module.
+compiling = getattr(getattr(torch, "compiler", None), "is_compiling", _not_compiling)
 
 
 def is_passthrough(m: nn.Module) -> bool:
