@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..findings import Finding
+from ..messages import fmt, round_sig  # noqa: F401  (re-exported: detectors format numbers with them)
 from ..records import Run
 from .quantities import Quantities
 
@@ -51,24 +52,3 @@ def detector(name: str, *, needs: tuple[str, ...] = (), needs_any: tuple[str, ..
         return fn
 
     return register
-
-
-def fmt(x: float, digits: int = 3) -> str:
-    """Numbers in evidence sentences: short, and exact enough to act on."""
-    if x != x:
-        return "NaN"
-    if x in (float("inf"), float("-inf")):
-        return "inf" if x > 0 else "-inf"
-    ax = abs(x)
-    if ax != 0 and (ax >= 1e4 or ax < 1e-3):
-        return f"{x:.{max(digits - 1, 1)}e}"
-    return f"{x:.{digits}g}"
-
-
-def round_sig(x: float, sig: int = 2) -> float:
-    """Round to `sig` significant digits: a fix says max_norm=2.3, not 2.2871."""
-    if x == 0 or x != x:
-        return x
-    from math import floor, log10
-
-    return round(x, -int(floor(log10(abs(x)))) + sig - 1)

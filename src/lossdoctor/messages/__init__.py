@@ -1,0 +1,184 @@
+"""Messages as data: every sentence a user reads is a key and its values, rendered per language.
+
+Detectors, triage, preflight and the live monitor say things with numbers in them ("grad norm rose
+from 1.3 to 4.1e4 over 25 steps before step 431"). Instead of formatting English text where the
+finding is made, they build `Msg("grad.rose", start=1.3, end=4.1e4, n=25, step=431)`. A `Msg` *is*
+the English sentence (a `str`, so everything that stores or prints evidence keeps working and the
+JSON report keeps its English strings), and it remembers its key and values, so a report can
+render it in Chinese, and programs can read the values instead of parsing the text.
+
+Templates live in table modules next to this one (`messages/<area>.py`, each a `TEMPLATES` dict of
+`key: (english, chinese)`); every module in this package is a table, found when first needed, so
+adding an area never edits this file. A key defined twice is an error. The test suite checks that
+every key used in the source exists, and that both languages use the same placeholders.
+
+Values are numbers, strings (identifiers, layer and op names: the same in every language), other
+`Msg`s (rendered in the same language), or lists of those. A float with no format spec is written
+by `fmt` (three significant digits, exponent for the very large and small); `{x:n2}` asks for two
+digits; any other spec is Python's (`{frac:.0%}`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import pkgutil
+import string
+from typing import Any
+
+LANGS = ("en", "zh")
+
+#: key -> {"en": template, "zh": template}; filled from the table modules on first use
+_TEMPLATES: dict[str, dict[str, str]] = {}
+_LOADED = False
+
+
+def fmt(x: float, digits: int = 3) -> str:
+    """Numbers in evidence sentences: short, and exact enough to act on."""
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "inf" if x > 0 else "-inf"
+    ax = abs(x)
+    if ax != 0 and (ax >= 1e4 or ax < 1e-3):
+        return f"{x:.{max(digits - 1, 1)}e}"
+    return f"{x:.{digits}g}"
+
+
+def round_sig(x: float, sig: int = 2) -> float:
+    """Round to `sig` significant digits: a fix says max_norm=2.3, not 2.2871."""
+    if x == 0 or x != x or x in (float("inf"), float("-inf")):
+        return x
+    return round(x, -int(math.floor(math.log10(abs(x)))) + sig - 1)
+
+
+def templates() -> dict[str, dict[str, str]]:
+    """Every template, loaded once from the table modules of this package."""
+    global _LOADED
+    if not _LOADED:
+        table: dict[str, dict[str, str]] = {}
+        for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+            rows = getattr(importlib.import_module(f"{__name__}.{mod}"), "TEMPLATES", {})
+            for key, (en, zh) in rows.items():
+                if key in table:
+                    raise ValueError(f"message key {key!r} is defined twice (again in {mod})")
+                table[key] = {"en": en, "zh": zh}
+        _TEMPLATES.update(table)
+        _LOADED = True
+    return _TEMPLATES
+
+
+class _Formatter(string.Formatter):
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+
+    def format_field(self, value: Any, spec: str) -> str:
+        return render_value(value, self.lang, spec)
+
+
+def render_value(value: Any, lang: str, spec: str = "") -> str:
+    """One value as it appears inside a sentence in `lang`."""
+    if isinstance(value, Msg):
+        return value.render(lang)
+    if isinstance(value, (list, tuple)):
+        sep = "、" if lang == "zh" else ", "
+        return sep.join(render_value(v, lang, spec) for v in value)
+    if value is None:
+        return "?"
+    if isinstance(value, bool) or isinstance(value, str):
+        return str(value)
+    if isinstance(value, int) and not spec:
+        return str(value)
+    if isinstance(value, (int, float)):
+        if not spec or spec == "n":
+            return fmt(float(value))
+        if spec[0] == "n" and spec[1:].isdigit():
+            return fmt(float(value), int(spec[1:]))
+    return format(value, spec)
+
+
+def render(key: str, values: dict[str, Any], lang: str = "en") -> str:
+    """The sentence for `key` in `lang` (English when `lang` has no template; never raises)."""
+    row = templates().get(key)
+    if row is None:
+        # a key the table lacks is a bug the tests catch; the user still gets the numbers
+        inner = ", ".join(f"{k}={render_value(v, 'en')}" for k, v in values.items())
+        return f"{key}: {inner}" if inner else key
+    template = row.get(lang) or row["en"]
+    try:
+        return _Formatter(lang).format(template, **values)
+    except (KeyError, IndexError, ValueError, TypeError):
+        if template is not row["en"]:
+            return render(key, values, "en")
+        inner = ", ".join(f"{k}={render_value(v, 'en')}" for k, v in values.items())
+        return f"{key}: {inner}"
+
+
+class Msg(str):
+    """A sentence as data: the English text (this string), its `key` and its `values`."""
+
+    key: str
+    values: dict[str, Any]
+
+    def __new__(cls, key: str, **values: Any) -> Msg:
+        self = super().__new__(cls, render(key, values, "en"))
+        self.key = key
+        self.values = values
+        return self
+
+    def render(self, lang: str = "en") -> str:
+        return str.__str__(self) if lang == "en" else render(self.key, self.values, lang)
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild, (self.key, self.values))
+
+    def data(self) -> dict[str, Any]:
+        """The JSON form: `{"key": ..., "values": {...}}` (non-finite floats as {"float": "nan"})."""
+        return {"key": self.key, "values": {k: _to_json(v) for k, v in self.values.items()}}
+
+    @classmethod
+    def from_data(cls, d: Any) -> Msg | None:
+        """The inverse of `data`; None when `d` is not a message's JSON form."""
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+            return None
+        values = d.get("values") or {}
+        if not isinstance(values, dict):
+            return None
+        return cls(d["key"], **{str(k): _from_json(v) for k, v in values.items()})
+
+
+def _rebuild(key: str, values: dict[str, Any]) -> Msg:
+    return Msg(key, **values)
+
+
+def _to_json(v: Any) -> Any:
+    if isinstance(v, Msg):
+        return v.data()
+    if isinstance(v, (list, tuple)):
+        return [_to_json(x) for x in v]
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def _from_json(v: Any) -> Any:
+    if isinstance(v, list):
+        return [_from_json(x) for x in v]
+    if isinstance(v, dict):
+        if set(v) == {"float"} and v["float"] in ("nan", "inf", "-inf"):
+            return float(v["float"])
+        return Msg.from_data(v)
+    return v
+
+
+def say(text: str, lang: str) -> str:
+    """Any sentence in `lang`: a `Msg` is rendered, a plain string is shown as it is."""
+    return text.render(lang) if isinstance(text, Msg) else text
+
+
+def placeholders(template: str) -> set[str]:
+    """The value names a template uses (both languages of a key must use the same ones)."""
+    return {name.split(".")[0].split("[")[0]
+            for _, name, _, _ in string.Formatter().parse(template) if name}

@@ -1,0 +1,7 @@
+"""Words and sentence pieces shared by every area (values that are themselves messages)."""
+
+TEMPLATES = {
+    "word.rising": ("rising", "上升"),
+    "word.falling": ("falling", "下降"),
+    "word.flat": ("flat", "持平"),
+}
