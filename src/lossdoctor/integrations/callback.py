@@ -77,7 +77,7 @@ class WatchingCallback:
             batch = self.probe.step_batch()
         except Exception as e:
             batch = None
-            self.monitor._disable("micro-batches", e)
+            self.monitor.disable("micro-batches", e)
         self.monitor.step(self.probe.last_loss(), batch=batch)
 
     def diagnose(self) -> Any:

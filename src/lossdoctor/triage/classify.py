@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..detectors.base import fmt
+from ..messages import fmt
 from ..detectors.nonfinite import ATTENTION
 from .optrace import LOSS_OPS, SOFTMAX_OPS, OpEvent, base_name
 

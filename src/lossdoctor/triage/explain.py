@@ -123,7 +123,7 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
 
 def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: SampleSearch | None,
                   bvs: dict[str, Any], rec: dict[str, Any]) -> Finding:
-    from ..detectors.base import fmt
+    from ..messages import fmt
 
     ev = [f"the loss jumped to {fmt(rec.get('loss', math.nan))} at step {step}, {fmt(trig['ratio'])}x the recent "
           f"median {fmt(trig['median'])} ({fmt(trig['z'])} robust sigmas)",
@@ -163,7 +163,7 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
     if trig["kind"] == "scale_collapse":
         return []  # the detectors read the scale's curve; without a trace there is nothing to add
     if trig["kind"] == "loss_spike":
-        from ..detectors.base import fmt
+        from ..messages import fmt
 
         return [Finding(cause="loss_spike", symptom="spike", severity="critical", confidence=0.6, step=step,
                         batch=step, evidence=[f"the loss jumped to {fmt(rec.get('loss', math.nan))} at step {step}, "

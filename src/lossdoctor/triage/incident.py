@@ -28,9 +28,9 @@ import logging
 import math
 import time
 from collections import deque
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -40,7 +40,8 @@ from ..findings import Finding
 from . import batches as B
 from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
                       verdict_sentence)
-from .localize import _Preserve, localize_on
+from .host import TriageHost
+from .localize import Preserve, localize_on
 from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
@@ -49,7 +50,6 @@ from .state import (InplaceGuard, RngState, Snapshot, SnapshotLoadError, Snapsho
 
 log = logging.getLogger("lossdoctor")
 
-POLICIES = ("report", "raise", "skip")
 LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_first_nonfinite",
              "bwd_first_nonfinite", "nonfinite_params", "batch_nonfinite_detail", "mask_empty_sample_ids",
              "label_empty_sample_ids", "label_tokens", "act_absmax", "act_absmax_layer", "act_range_frac")
@@ -116,30 +116,21 @@ def _nonfinite(x: Any) -> bool:
     return isinstance(x, float) and not math.isfinite(x)
 
 
-def check_options(on_incident: str, snapshot: str, snapshot_every: int) -> None:
-    """Reject bad triage options before the monitor installs anything."""
-    if on_incident not in POLICIES:
-        raise ValueError(f"on_incident must be one of {POLICIES}, not {on_incident!r}")
-    if snapshot not in ("memory", "disk", "off"):
-        raise ValueError(f"snapshot must be 'memory', 'disk' or 'off', not {snapshot!r}")
-    if int(snapshot_every) < 1:
-        raise ValueError(f"snapshot_every must be >= 1, not {snapshot_every!r}")
-
-
 class Triage:
-    """Owned by the Monitor: the ring, the skip guard, and the incident flow."""
+    """Owned by the Monitor: the ring, the skip guard, and the incident flow. It sees the monitor
+    only through a `TriageHost` (the training objects, the run log, the step, three services)."""
 
-    def __init__(self, mon: Any, replay_fn: Callable | None, *, on_incident: str = "report",
+    def __init__(self, host: TriageHost, replay_fn: Callable | None, *, on_incident: str = "report",
                  snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
                  inplace: bool = False, max_incidents: int = 3) -> None:
-        self.mon = mon
+        self.host = host
         self.replay_fn = replay_fn
         self.policy = on_incident
         self.inplace = inplace
         self.max_incidents = max_incidents
-        self.model = mon.model  # the monitor already unwrapped DDP
-        self.optimizer = mon.optimizer
-        self.scaler = mon.scaler
+        self.model = host.model
+        self.optimizer = host.optimizer
+        self.scaler = host.scaler
         self.records: list[dict[str, Any]] = []
         self.episode = False
         self.spikes = SpikeWatch()
@@ -151,9 +142,9 @@ class Triage:
         self.guard = None
         try:
             if replay_fn is not None and snapshot != "off":
-                self.ring = SnapshotRing(self.model, self.optimizer, mon.scaler, mon.scheduler,
+                self.ring = SnapshotRing(self.model, self.optimizer, host.scaler, host.scheduler,
                                          every=snapshot_every, mode=snapshot, budget=snapshot_budget,
-                                         directory=Path(mon.run_dir) / "snapshots")
+                                         directory=Path(host.run_dir) / "snapshots")
                 self.ring.snapshot(0)
             if on_incident == "skip":
                 from .policy import SkipGuard
@@ -162,8 +153,7 @@ class Triage:
         except BaseException:
             self.close()  # the monitor cannot reach a triage it never got: remove its hooks here
             raise
-        mon.meta.setdefault("incidents", [])
-        mon.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
+        host.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
                               "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
                               "budget": self.ring.budget if self.ring else None}
 
@@ -212,12 +202,12 @@ class Triage:
 
     # --- skip policy --------------------------------------------------------------------------
     def _on_skip(self) -> None:
-        self.skipped_steps.add(self.mon.step_idx)
+        self.skipped_steps.add(self.host.step())
         if self.ring is not None:
             self.ring.mark_skipped()
 
     def _after_skip(self) -> None:
-        self.mon.opt_probe.stepped = False  # the step record says "skipped", as for a GradScaler skip
+        self.host.mark_skipped()  # the step record says "skipped", as for a GradScaler skip
 
     # --- trigger ----------------------------------------------------------------------------------
     def _trigger(self, rec: dict[str, Any]) -> dict[str, Any] | None:
@@ -255,8 +245,8 @@ class Triage:
         self.episode = True
         record = self.run(step, trig, rec)
         self.records.append(record)
-        self.mon.meta["incidents"].append(record)
-        self.mon.writer.write_incident(f"step-{step:08d}", record)
+        self.host.incidents.append(record)
+        self.host.writer.write_incident(f"step-{step:08d}", record)
         if self.policy == "raise":
             f = record["findings"][0] if record.get("findings") else None
             what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
@@ -268,7 +258,7 @@ class Triage:
     def run(self, step: int, trig: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         record: dict[str, Any] = {
-            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.mon.rank,
+            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.host.rank,
             "policy": self.policy, "level": "live", "live": {k: rec[k] for k in LIVE_KEYS if k in rec},
             "notes": [], "action": "none"}
         if trig["kind"] == "loss_spike":
@@ -309,17 +299,20 @@ class Triage:
         return record
 
     def _workspace(self):
-        mon = self.mon
         if self.inplace:
-            return _PausedInplace(self, InplaceGuard(self.model, self.optimizer, self.scaler))
-        # the monitor's own parts: their hooks are stripped from the copy, and the copy must not
-        # duplicate them (bound-method hooks reach them)
-        pf = getattr(mon, "preflight", None)
-        parts = [mon.tracer, mon.grads, mon.opt_probe, self.ring, self.guard, pf, getattr(pf, "probe", None)]
-        parts = [p for p in parts if p is not None]
+            return self._inplace_workspace()
+        # the monitor's own parts and triage's: their hooks are stripped from the copy, and the
+        # copy must not duplicate them (bound-method hooks reach them)
+        parts = [p for p in (*self.host.hooked, self.ring, self.guard) if p is not None]
         ids = {h.id for part in parts for h in getattr(part, "_handles", []) if hasattr(h, "id")}
-        keep = tuple(parts) + (mon, self, mon.writer, mon.live)
+        keep = tuple(parts) + (self, *self.host.shared)
         return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids, keep))
+
+    @contextmanager
+    def _inplace_workspace(self) -> Iterator[Any]:
+        """In-place triage: the monitor's own hooks on the user's model must not record the replay."""
+        with self.host.paused(), InplaceGuard(self.model, self.optimizer, self.scaler) as ws:
+            yield ws
 
     def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
                      record: dict[str, Any]) -> list[Finding]:
@@ -374,7 +367,7 @@ class Triage:
             batch_t = target.device_batch()
             n = B.batch_size(batch_t)
             t = time.perf_counter()
-            with _Preserve(ws.model) as keep:
+            with Preserve(ws.model) as keep:
                 if spike:
                     loc = None
                     search = per_sample_outliers(
@@ -423,7 +416,7 @@ class Triage:
             return []
         self.ring.paused = True
         t = time.perf_counter()
-        with self._workspace() as ws, _Preserve(ws.model) as keep:
+        with self._workspace() as ws, Preserve(ws.model) as keep:
             loc = localize_on(ws.model, entry.device_batch(), self.replay_fn, rng=entry.rng, live=rec,
                               find_samples=False, preserve=keep)
         record["localization"] = loc.to_dict()
@@ -490,7 +483,7 @@ class Triage:
         if self.ring is not None and step in self.ring.entries:
             e = self.ring.entries[step]
             e.stepped, e.skipped_by_policy = False, True
-        later = self.mon.step_idx - step
+        later = self.host.step() - step
         record["notes"].append(
             f"rolled the model and optimizer back to the state before step {step} (its batch is skipped)"
             + (f"; the {later} step(s) after it were dropped too" if later > 0 else ""))
@@ -503,28 +496,7 @@ class Triage:
         log.warning("lossdoctor: incident triage disabled after an internal error: %s: %s", type(e).__name__, e)
 
 
-class _PausedInplace:
-    """In-place triage: the monitor's own hooks on the user's model must not record the replay."""
-
-    def __init__(self, triage: Triage, guard: InplaceGuard) -> None:
-        self.t, self.guard = triage, guard
-
-    def __enter__(self) -> Any:
-        mon = self.t.mon
-        self.state = (mon.tracer.enabled, mon.grads.enabled)
-        mon.tracer.enabled = mon.grads.enabled = False
-        return self.guard.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self.guard.__exit__(*exc)
-        finally:
-            mon = self.t.mon
-            mon.tracer.enabled, mon.grads.enabled = self.state
-            mon.tracer.reset()
-
-
-def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: _Preserve) -> float:
+def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve) -> float:
     try:
         if entry.rng is not None:
             entry.rng.apply()

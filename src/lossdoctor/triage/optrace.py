@@ -187,7 +187,7 @@ class OpEvent:
 
 
 def _fmt_stats(s: TensorStats) -> str:
-    from ..detectors.base import fmt
+    from ..messages import fmt
 
     rng = "no finite values" if s.absmax is None else f"range [{fmt(s.min)}, {fmt(s.max)}]"
     bad = []
