@@ -316,6 +316,8 @@ class Triage:
 
     def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
                      record: dict[str, Any]) -> list[Finding]:
+        """Rewind to the snapshot before `step`, replay up to it, and when the failing step fails
+        again: localise it (op and module, or the samples of a spike), then batch vs state."""
         assert self.ring is not None and self.replay_fn is not None
         fn = self.replay_fn
         snap = self.ring.snapshot_for(step)
@@ -338,22 +340,7 @@ class Triage:
             record["replay"] = rep.to_dict()
             record["timing"] = {"replay_s": round(time.perf_counter() - t, 4)}
             exact = rep.reached
-            if rep.reached:
-                reproduced = bad(rep.target_probe) if rep.target_probe else None
-            elif target is not None and target.kept:
-                # some batch before the target was not kept: try the failing batch on the state
-                # the replay got to (an approximation of the state before the failing step)
-                p = probe(ws, target.device_batch(), fn, rng=target.rng)
-                reproduced = True if bad(p) else None
-                gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
-                why = rep.error or f"the batch of step {rep.stopped_at} {_why_missing(gap)}"
-                record["notes"].append(f"{why}, so the state before step {step} is approximated by the "
-                                       f"state of step {rep.stopped_at}")
-            else:
-                reproduced = None
-                record["notes"].append(f"the batch of step {step} {_why_missing(target)}: the step cannot be "
-                                       "replayed")
-            record["reproducible"] = reproduced
+            reproduced = self._reproduce(ws, step, rep, target, bad, record)
             if reproduced is False:
                 if rep.faithful:
                     return [nondeterministic_finding(step, trig, rep, rec)]
@@ -364,19 +351,7 @@ class Triage:
                 return []
             if reproduced is None:
                 return []
-            batch_t = target.device_batch()
-            n = B.batch_size(batch_t)
-            t = time.perf_counter()
-            with Preserve(ws.model) as keep:
-                if spike:
-                    loc = None
-                    search = per_sample_outliers(
-                        batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
-                    record["samples"] = search.to_dict() if search else None
-                else:
-                    loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
-                    record["localization"] = loc.to_dict()
-            record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
+            loc, search = self._localize(ws, target, spike, rec, record)
             if self.policy == "skip" and exact and rep.faithful:
                 saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
             t = time.perf_counter()
@@ -390,17 +365,53 @@ class Triage:
             findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
         record["level"] = "replay"
         if bvs.get("verdict") == "state":
-            # the state was already bad: the op is where it overflowed, the samples are all of them
-            record["level"] = "replay-state"
-            for f in findings:
-                f.samples = None
-                vs = verdict_sentence(step, bvs)
-                if vs in f.evidence:
-                    f.evidence.remove(vs)
-                    f.evidence.insert(0, vs)
+            _lead_with_state(findings, step, bvs, record)
         if self.policy == "skip":
             record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
+
+    def _reproduce(self, ws: Any, step: int, rep: Any, target: StepEntry | None, bad: Callable[[Probe], bool],
+                   record: dict[str, Any]) -> bool | None:
+        """Does the failing step fail again after the replay? True, False, or None (cannot tell)."""
+        assert self.ring is not None and self.replay_fn is not None
+        if rep.reached:
+            reproduced = bad(rep.target_probe) if rep.target_probe else None
+        elif target is not None and target.kept:
+            # some batch before the target was not kept: try the failing batch on the state
+            # the replay got to (an approximation of the state before the failing step)
+            p = probe(ws, target.device_batch(), self.replay_fn, rng=target.rng)
+            reproduced = True if bad(p) else None
+            gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
+            why = rep.error or f"the batch of step {rep.stopped_at} {_why_missing(gap)}"
+            record["notes"].append(f"{why}, so the state before step {step} is approximated by the "
+                                   f"state of step {rep.stopped_at}")
+        else:
+            reproduced = None
+            record["notes"].append(f"the batch of step {step} {_why_missing(target)}: the step cannot be "
+                                   "replayed")
+        record["reproducible"] = reproduced
+        return reproduced
+
+    def _localize(self, ws: Any, target: StepEntry, spike: bool, rec: dict[str, Any],
+                  record: dict[str, Any]) -> tuple[Any, Any]:
+        """The failing step again, traced: the first non-finite op (a NaN/Inf), or the samples
+        that make the loss spike. Returns (localization, sample search), one of them None."""
+        fn = self.replay_fn
+        assert fn is not None
+        batch_t = target.device_batch()
+        n = B.batch_size(batch_t)
+        loc = search = None
+        t = time.perf_counter()
+        with Preserve(ws.model) as keep:
+            if spike:
+                search = per_sample_outliers(
+                    batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
+                record["samples"] = search.to_dict() if search else None
+            else:
+                loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
+                record["localization"] = loc.to_dict()
+        record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
+        return loc, search
 
     def _scale_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
                     record: dict[str, Any]) -> list[Finding]:
@@ -494,6 +505,18 @@ class Triage:
     def _disable(self, e: BaseException) -> None:
         self.enabled = False
         log.warning("lossdoctor: incident triage disabled after an internal error: %s: %s", type(e).__name__, e)
+
+
+def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any]) -> None:
+    """The state was already bad: the op is where it overflowed, the samples are all of them, and
+    the batch-vs-state sentence comes first."""
+    record["level"] = "replay-state"
+    for f in findings:
+        f.samples = None
+        vs = verdict_sentence(step, bvs)
+        if vs in f.evidence:
+            f.evidence.remove(vs)
+            f.evidence.insert(0, vs)
 
 
 def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve) -> float:
