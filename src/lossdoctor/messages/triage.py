@@ -1,0 +1,130 @@
+"""Incident triage: the verdict on a non-finite step (triage/classify.py).
+
+Sample ids are shown as a bracketed list ("[3, 7]"), as in the records."""
+
+TEMPLATES = {
+    # pieces
+    "triage.ids": ("[{ids}]", "[{ids}]"),
+    "triage.loss_code": ("the loss code (outside the model)", "loss 计算代码（模型之外）"),
+    "triage.some_rows": ("some rows", "部分行"),
+    "triage.samples": ("sample(s) {ids}", "样本 {ids}"),
+    "triage.mask_all_zero": ("; attention_mask is all zeros for sample(s) {ids}",
+                             "；样本 {ids} 的 attention_mask 全为 0"),
+    "triage.earlier": ("earlier: {what}", "更早：{what}"),
+    # which samples
+    "triage.samples.everyone": (
+        "{n} of the {size} samples break the step each on their own: it is not a matter of particular samples",
+        "batch 的 {size} 个样本中有 {n} 个单独就会让这一步出错：不是个别样本的问题"),
+    "triage.samples.together": (
+        "sample(s) {ids} make the step non-finite only together ({probes} probes)",
+        "样本 {ids} 只有放在一起时才会让这一步出现 NaN/Inf（共 {probes} 次探测）"),
+    "triage.samples.isolated": (
+        "bisecting the batch ({probes} forward+backward probes) isolates sample(s) {ids}: each breaks the step "
+        "on its own, the rest of the batch does not",
+        "对 batch 做二分（{probes} 次 forward+backward 探测）定位到样本 {ids}：它们各自单独就会让这一步出错，"
+        "batch 中其余样本不会"),
+    # bad data
+    "triage.data.nonfinite": ("the batch holds NaN/Inf in {keys}: sample(s) {samples}",
+                              "batch 的 {keys} 中含有 NaN/Inf：样本 {samples}"),
+    "triage.data.fix": (
+        "drop or repair those samples: filter with torch.isfinite(x).flatten(1).all(1) in the collate function, "
+        "and fix the decoding/normalisation that produced {keys}",
+        "丢弃或修复这些样本：在 collate 函数里用 torch.isfinite(x).flatten(1).all(1) 过滤，"
+        "并修正产生 {keys} 的解码/归一化代码"),
+    "triage.untraced": (
+        "the loss or a gradient is non-finite, but no traced op made it so (a custom autograd function or a "
+        "kernel the dispatcher does not see?)",
+        "loss 或某个梯度出现了 NaN/Inf，但追踪到的 op 都没有产生它（可能是自定义 autograd function，"
+        "或 dispatcher 看不到的 kernel？）"),
+    # backward
+    "triage.backward.first": (
+        "the forward pass stayed finite; the first non-finite value appeared in backward{beyond}",
+        "forward 全程有限；第一个 NaN/Inf 出现在 backward 中{beyond}"),
+    "triage.backward.beyond": (": a gradient beyond {dtype}'s range", "：梯度超出了 {dtype} 的表示范围"),
+    "triage.backward.of": ("it is the backward of {op}{where}", "它是 {op}{where} 的 backward"),
+    "triage.backward.in": (" in {module}", "（位于 {module}）"),
+    "triage.backward.fix_scaler": (
+        "train fp16 with a GradScaler (torch.amp.GradScaler scales the loss so gradients fit fp16, and skips the "
+        "steps that still overflow), or use bf16 autocast",
+        "用 GradScaler 训练 fp16（torch.amp.GradScaler 会缩放 loss 让梯度落在 fp16 范围内，并跳过仍然溢出的 step），"
+        "或改用 bf16 autocast"),
+    "triage.backward.fix_domain": (
+        "the derivative of {op} is infinite at its input (sqrt or norm at 0, log at 0): add an epsilon inside it",
+        "{op} 在其输入处的导数为无穷大（sqrt 或 norm 在 0 处、log 在 0 处）：在里面加一个 epsilon"),
+    "triage.backward.fix_clip": (
+        "clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)); with fp16, use a GradScaler",
+        "做梯度裁剪（torch.nn.utils.clip_grad_norm_(params, 1.0)）；用 fp16 时配合 GradScaler"),
+    # forward op families
+    "triage.param.bad": (
+        "a parameter was already non-finite before this step: an earlier update overflowed (exploding gradients "
+        "or a too-high learning rate)",
+        "这一步之前已有参数变成 NaN/Inf：更早的某次更新溢出了（梯度爆炸或 LR 过高）"),
+    "triage.param.fix": (
+        "clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)) and lower the learning rate; restart from "
+        "the last checkpoint before the weights went bad",
+        "做梯度裁剪（torch.nn.utils.clip_grad_norm_(params, 1.0)）并调低 LR；从权重出问题之前的最后一个 checkpoint "
+        "重新开始"),
+    "triage.attn.masked_rows": (
+        "{who}: every key of a softmax row is masked with -inf (a sequence that is all padding), and "
+        "softmax(-inf, ..., -inf) = 0/0 = NaN{mask}",
+        "{who}：softmax 某一行的所有 key 都被 -inf mask 掉了（整条序列都是 padding），"
+        "softmax(-inf, ..., -inf) = 0/0 = NaN{mask}"),
+    "triage.attn.masked_rows_fix": (
+        "drop empty (all-padding) sequences from the data, and mask with torch.finfo(scores.dtype).min instead "
+        "of -inf (or use F.scaled_dot_product_attention, which returns 0 for fully masked rows)",
+        "从数据中去掉空的（全是 padding 的）序列，并用 torch.finfo(scores.dtype).min 代替 -inf 做 mask"
+        "（或使用 F.scaled_dot_product_attention，它对整行被 mask 的情况返回 0）"),
+    "triage.attn.exp": (
+        "exp of attention logits up to {value} overflows {dtype} (exp(x) > {top} for x > {log_top}): the softmax "
+        "is computed without subtracting the row maximum",
+        "attention logits 最大到 {value}，exp 后溢出 {dtype}（x > {log_top} 时 exp(x) > {top}）："
+        "softmax 计算时没有减去每行的最大值"),
+    "triage.attn.stable_fix": (
+        "use torch.softmax(scores, dim=-1) (it subtracts the row max), or exp(scores - scores.amax(-1, "
+        "keepdim=True)) in the hand-written softmax",
+        "使用 torch.softmax(scores, dim=-1)（它会减去每行最大值），或在手写的 softmax 里用 "
+        "exp(scores - scores.amax(-1, keepdim=True))"),
+    "triage.attn.other": ("{op} in attention module {module} made NaN/Inf{why}",
+                          "attention 模块 {module} 中的 {op} 产生了 NaN/Inf{why}"),
+    "triage.attn.zero_div": (
+        " from a zero input: a hand-written softmax whose exp underflowed to 0 for a whole row (logits far below "
+        "0) divides 0 by 0",
+        "，输入为 0：手写 softmax 中一整行的 exp 都下溢成 0（logits 远小于 0），结果是 0 除以 0"),
+    "triage.attn.logits": ("attention logits reached {value} and overflowed {dtype}",
+                           "attention logits 达到 {value}，溢出了 {dtype}"),
+    "triage.attn.logits_fix": (
+        "scale QK^T by 1/sqrt(head_dim) and compute attention scores in fp32; QK-layernorm or a z-loss of 1e-4 "
+        "keeps logits bounded (Wortsman et al. 2023)",
+        "把 QK^T 乘以 1/sqrt(head_dim)，并在 fp32 中计算 attention scores；QK-layernorm 或 1e-4 的 z-loss "
+        "可以让 logits 保持有界（Wortsman et al. 2023）"),
+    "triage.labels.empty": (
+        "every label of the batch is the ignore index: the mean over zero tokens is 0/0",
+        "batch 中所有 label 都是 ignore index：对 0 个 token 求平均就是 0/0"),
+    "triage.labels.fix": ("skip batches without supervised tokens, or normalise by max(1, n_tokens)",
+                          "跳过没有监督 token 的 batch，或用 max(1, n_tokens) 做归一化"),
+    "triage.exp.overflow": ("exp of values up to {value} overflows {dtype}", "最大到 {value} 的值做 exp 后溢出 {dtype}"),
+    "triage.exp.fix": (
+        "use the stable form: logsumexp / log_softmax / softplus instead of log(sum(exp(x))), or subtract the "
+        "maximum before exp",
+        "使用数值稳定的写法：用 logsumexp / log_softmax / softplus 代替 log(sum(exp(x)))，或在 exp 之前先减去最大值"),
+    "triage.overflow": (
+        "{op} in {where} produced values beyond {dtype}'s range (max {top}) from inputs up to {value}",
+        "{where} 中的 {op} 输出超出了 {dtype} 的范围（最大 {top}），输入最大为 {value}"),
+    "triage.overflow.fix_dtype": (
+        "keep {where} out of {dtype}: run it under torch.autocast(device_type, enabled=False) on .float() "
+        "inputs, or use bf16",
+        "不要让 {where} 在 {dtype} 下计算：在 torch.autocast(device_type, enabled=False) 下对 .float() 输入运行它，"
+        "或改用 bf16"),
+    "triage.overflow.fix_scale": (
+        "normalise the input of {where} (LayerNorm) or scale its weights down; check the initialisation",
+        "对 {where} 的输入做归一化（LayerNorm）或缩小它的权重；检查初始化"),
+    "triage.domain": (
+        "{op} got inputs outside its domain (log of 0 or a negative, 0/0, sqrt of a negative): it made NaN/Inf "
+        "from finite values",
+        "{op} 的输入超出了定义域（对 0 或负数取 log、0/0、对负数开 sqrt）：由有限值产生了 NaN/Inf"),
+    "triage.domain.fix": (
+        "guard {op} in {where}: add an epsilon or clamp(min=eps) to its input, or use the fused stable op "
+        "(F.cross_entropy, F.binary_cross_entropy_with_logits, log_softmax)",
+        "保护 {where} 中的 {op}：给它的输入加 epsilon 或 clamp(min=eps)，或使用融合的稳定 op"
+        "（F.cross_entropy、F.binary_cross_entropy_with_logits、log_softmax）"),
+}
