@@ -127,4 +127,123 @@ TEMPLATES = {
         "(F.cross_entropy, F.binary_cross_entropy_with_logits, log_softmax)",
         "保护 {where} 中的 {op}：给它的输入加 epsilon 或 clamp(min=eps)，或使用融合的稳定 op"
         "（F.cross_entropy、F.binary_cross_entropy_with_logits、log_softmax）"),
+    # the incident's findings (triage/explain.py)
+    "triage.bvs.batch_alone": (
+        "batch vs state: the batch of step {step} also breaks the earlier healthy state of step {healthy}: the "
+        "batch is the trigger (no other recent batch was kept to test the state on)",
+        "batch vs state：第 {step} 步的 batch 在更早的健康状态（第 {healthy} 步）上同样出错：触发因素是这个 batch"
+        "（没有保留其他近期 batch 来测试该状态）"),
+    "triage.bvs.batch": (
+        "batch vs state: the batch of step {step} also breaks the earlier healthy state of step {healthy}, while "
+        "the state before step {step} handles the other recent batches {others}: the batch is the trigger",
+        "batch vs state：第 {step} 步的 batch 在更早的健康状态（第 {healthy} 步）上同样出错，而第 {step} 步之前的"
+        "状态在其他近期 batch {others} 上都正常：触发因素是这个 batch"),
+    "triage.bvs.state": (
+        "batch vs state: the state before step {step} breaks on other batches too {others}{fine}: the model "
+        "state went bad, not the data (look at the LR, clipping, loss scale)",
+        "batch vs state：第 {step} 步之前的状态在其他 batch {others} 上也会出错{fine}：坏的是模型状态，不是数据"
+        "（检查 LR、梯度裁剪、loss scale）"),
+    "triage.bvs.state_fine": (", while this batch is fine on the state of step {healthy}",
+                              "，而这个 batch 在第 {healthy} 步的状态上没有问题"),
+    "triage.bvs.both": (
+        "batch vs state: the batch breaks even the healthy state of step {healthy}, and the state before step "
+        "{step} breaks on other batches {others} as well",
+        "batch vs state：这个 batch 连第 {healthy} 步的健康状态都会弄坏，而第 {step} 步之前的状态在其他 batch "
+        "{others} 上也会出错"),
+    "triage.bvs.combination": (
+        "batch vs state: neither this batch on the healthy state of step {healthy} nor this state on the other "
+        "batches {others} fails: only this batch on this state does (skip the batch and go on)",
+        "batch vs state：这个 batch 放在第 {healthy} 步的健康状态上不会出错，这个状态在其他 batch {others} 上也不会："
+        "只有这个 batch 遇上这个状态才出错（跳过这个 batch 继续训练即可）"),
+    "triage.replay.exactly": ("exactly", "完全一致"),
+    "triage.replay.relative": ("to a relative {dev:.1e}", "相对误差 {dev:.1e}"),
+    "triage.replay.right_before": ("replaying step {step} from the snapshot taken right before it{tail}",
+                                   "从紧挨着它之前的 snapshot 重放第 {step} 步{tail}"),
+    "triage.replay.from": (
+        "replaying steps {start}-{step} from the snapshot of step {start} with the recorded batches and RNG ({n} "
+        "earlier losses matched the log {close}){tail}",
+        "用记录的 batch 和 RNG 从第 {start} 步的 snapshot 重放第 {start}-{step} 步（之前 {n} 个 loss 与日志"
+        "{close}）{tail}"),
+    "triage.replay.approx": ("running the batch of step {step} on an approximate state (step {at}){tail}",
+                             "在近似状态（第 {at} 步）上运行第 {step} 步的 batch{tail}"),
+    "triage.replay.reproduces": (
+        " reproduces the failure: it is deterministic (data or numerics), not a hardware fault",
+        "，复现了这次故障：它是确定性的（数据或数值问题），不是硬件故障"),
+    "triage.replay.no_op": ("the op tracer found no op that made the value non-finite",
+                            "op tracer 没有找到产生 NaN/Inf 的 op"),
+    "triage.what.loss": ("loss", "loss"),
+    "triage.what.gradients": ("gradients", "梯度"),
+    "triage.nondet.how_from": (
+        "steps {start}-{step} from the snapshot of step {start} with the same batches and RNG ({n} earlier losses "
+        "matched the log {close})",
+        "用相同的 batch 和 RNG 从第 {start} 步的 snapshot 重放第 {start}-{step} 步（之前 {n} 个 loss 与日志{close}）"),
+    "triage.nondet.how_right_before": (
+        "step {step} from the snapshot taken right before it with the same batch and RNG",
+        "用相同的 batch 和 RNG 从紧挨着它之前的 snapshot 重放第 {step} 步"),
+    "triage.nondet.finite": (" gives a finite loss ({loss:.6g}) and finite gradients",
+                             "，得到的 loss（{loss:.6g}）和梯度都是有限的"),
+    "triage.nondet.no_fail": (" does not fail", "，没有出错"),
+    "triage.nondet.replayed": (
+        "at step {step} the logged {what} went non-finite (loss {loss}), but replaying {how}{got}",
+        "第 {step} 步日志中的 {what} 变成了 NaN/Inf（loss {loss}），但{how}{got}"),
+    "triage.nondet.not_data": (
+        "the same computation on the same inputs did not fail again: the fault is not in the data or the "
+        "numerics, but in the hardware (a bit flip, a failing GPU), a race, or a non-deterministic kernel",
+        "相同输入上的相同计算没有再次出错：问题不在数据或数值，而在硬件（bit flip、故障 GPU）、竞态条件或非确定性 kernel"),
+    "triage.nondet.layer": ("in training the first non-finite forward output was in {layer}",
+                            "训练中第一个出现 NaN/Inf 的 forward 输出在 {layer}"),
+    "triage.nondet.fix_resume": ("resume from the last checkpoint: the same data will very likely train through",
+                                 "从最后一个 checkpoint 恢复训练：同样的数据很可能可以正常训练过去"),
+    "triage.nondet.fix_recurs": (
+        "if it recurs: run with torch.use_deterministic_algorithms(True) to rule out non-deterministic kernels, "
+        "and check the GPU's health (ECC errors in nvidia-smi -q -d ECC, dcgmi diag)",
+        "如果再次出现：用 torch.use_deterministic_algorithms(True) 运行以排除非确定性 kernel，并检查 GPU 健康状况"
+        "（nvidia-smi -q -d ECC 中的 ECC 错误、dcgmi diag）"),
+    "triage.spike.jumped": (
+        "the loss jumped to {loss} at step {step}, {ratio}x the recent median {median} ({z} robust sigmas)",
+        "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍（{z} 个 robust sigma）"),
+    "triage.spike.jumped_live": ("the loss jumped to {loss} at step {step}, {ratio}x the recent median {median}",
+                                 "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍"),
+    "triage.spike.sample_loss": ("sample {i}: {loss}", "样本 {i}：{loss}"),
+    "triage.spike.per_sample": ("per-sample losses: {top} vs a median of {median}",
+                                "逐样本 loss：{top}，中位数为 {median}"),
+    "triage.spike.fix_inspect": (
+        "inspect samples {ids} of the batch of step {step} (mislabelled, corrupt or out-of-distribution?) and "
+        "filter them",
+        "检查第 {step} 步 batch 中的样本 {ids}（标注错误、数据损坏还是分布外？）并把它们过滤掉"),
+    "triage.spike.fix_state": (
+        "lower the peak LR or clip gradients (clip_grad_norm_ 1.0); for transformers add QK-layernorm or a z-loss "
+        "of 1e-4",
+        "调低峰值 LR 或做梯度裁剪（clip_grad_norm_ 1.0）；transformer 可加 QK-layernorm 或 1e-4 的 z-loss"),
+    "triage.spike.fix_skip": (
+        "skip that batch (on_incident='skip' rolls back and skips it), as PaLM did for its spikes",
+        "跳过这个 batch（on_incident='skip' 会回滚并跳过它），PaLM 就是这样处理 loss 尖峰的"),
+    "triage.spike.fix_live": ("inspect the batch of this step; lower the LR or clip gradients if spikes recur",
+                              "检查这一步的 batch；如果尖峰反复出现，调低 LR 或做梯度裁剪"),
+    "triage.live.hint": (
+        "pass replay_fn=lambda model, batch: <the step's loss> to lossdoctor.watch to replay this step from the "
+        "last snapshot, check that it reproduces, and name the operation and the sample(s)",
+        "给 lossdoctor.watch 传入 replay_fn=lambda model, batch: <这一步的 loss>，即可从最近的 snapshot 重放这一步、"
+        "确认能否复现，并指出具体的 op 和样本"),
+    "triage.live.would": ("replay would confirm the failure reproduces and name the operation and the sample(s)",
+                          "重放可以确认故障能否复现，并指出具体的 op 和样本"),
+    "triage.live.why_would": (
+        "{why}; replay would confirm the failure reproduces and name the operation and the sample(s)",
+        "{why}；重放可以确认故障能否复现，并指出具体的 op 和样本"),
+    "triage.live.data": ("the batch holds NaN/Inf in {keys}: sample(s) {ids}", "batch 的 {keys} 中含有 NaN/Inf：样本 {ids}"),
+    "triage.live.forward": ("the first non-finite forward output ({value}) came from {layer}{padding}",
+                            "第一个出现 NaN/Inf 的 forward 输出（{value}）来自 {layer}{padding}"),
+    "triage.live.padding": ("; sample(s) {ids} are all padding", "；样本 {ids} 全是 padding"),
+    "triage.live.labels": ("every label of the batch is the ignore index", "batch 中所有 label 都是 ignore index"),
+    "triage.live.backward": ("forward stayed finite; the first non-finite gradient in backward order was at {layer}",
+                             "forward 全程有限；按 backward 顺序第一个出现 NaN/Inf 的梯度在 {layer}"),
+    "triage.live.loss_code": (
+        "every module output was finite but the loss is not: the loss computation made it non-finite",
+        "所有模块的输出都是有限的，但 loss 不是：是 loss 的计算产生了 NaN/Inf"),
+    "triage.live.grads": ("gradients went non-finite ({params})", "梯度变成了 NaN/Inf（{params}）"),
+    "triage.live.fix": (
+        "run lossdoctor.localize(model, batch, loss_fn) on this step's batch for the op and the sample(s), or pass "
+        "replay_fn= to lossdoctor.watch to have it done automatically",
+        "对这一步的 batch 运行 lossdoctor.localize(model, batch, loss_fn) 找出具体的 op 和样本，"
+        "或给 lossdoctor.watch 传入 replay_fn= 让它自动完成"),
 }
