@@ -246,4 +246,44 @@ TEMPLATES = {
         "replay_fn= to lossdoctor.watch to have it done automatically",
         "对这一步的 batch 运行 lossdoctor.localize(model, batch, loss_fn) 找出具体的 op 和样本，"
         "或给 lossdoctor.watch 传入 replay_fn= 让它自动完成"),
+    # the incident flow's notes (triage/incident.py)
+    "triage.note.no_replay_fn": ("replay not run: no replay_fn was given", "未重放：没有提供 replay_fn"),
+    "triage.note.snapshots_off": ("replay not run: snapshots are off", "未重放：snapshot 已关闭"),
+    "triage.note.scratch_oom": ("the scratch copy of the model did not fit: pass triage_inplace=True",
+                                "放不下模型的临时副本：请传入 triage_inplace=True"),
+    "triage.note.no_snapshot": ("replay not run: no snapshot at or before step {step} (snapshots every {every} steps)",
+                                "未重放：第 {step} 步及之前没有 snapshot（每 {every} 步一个 snapshot）"),
+    "triage.note.diverged": (
+        "the replay diverged from the logged run at step {step}, and the failing step did not fail again: "
+        "inconclusive (replay_fn does not redo the training step exactly: gradient accumulation, clipping by "
+        "value, a custom update?)",
+        "重放在第 {step} 步与日志中的训练出现偏差，且出错的那一步没有再次出错：无法下结论（replay_fn 没有精确重现"
+        "训练步骤：梯度累积、按值裁剪、自定义更新？）"),
+    "triage.note.batch_of": ("the batch of step {step} {why}", "第 {step} 步的 batch {why}"),
+    "triage.note.approximated": (
+        "{why}, so the state before step {step} is approximated by the state of step {at}",
+        "{why}，因此用第 {at} 步的状态近似第 {step} 步之前的状态"),
+    "triage.note.not_replayable": ("the batch of step {step} {why}: the step cannot be replayed",
+                                   "第 {step} 步的 batch {why}：这一步无法重放"),
+    "triage.note.no_op_answer": ("the batch of step {step} {why}: no op-level answer",
+                                 "第 {step} 步的 batch {why}：无法给出 op 级别的结论"),
+    "triage.note.scale_overflows": (
+        "without the loss scale, step {step}'s forward and backward are finite: the scale itself overflows the "
+        "fp16 gradients",
+        "去掉 loss scale 后，第 {step} 步的 forward 和 backward 都是有限的：是 loss scale 本身让 fp16 梯度溢出"),
+    "triage.note.no_rollback": ("rollback not possible: the replay did not reach the failing step exactly",
+                                "无法回滚：重放没有精确到达出错的那一步"),
+    "triage.note.rolled_back": (
+        "rolled the model and optimizer back to the state before step {step} (its batch is skipped){dropped}",
+        "已把模型和 optimizer 回滚到第 {step} 步之前的状态（跳过了该步的 batch）{dropped}"),
+    "triage.note.dropped_after": ("; the {n} step(s) after it were dropped too", "；其后的 {n} 步也一并丢弃"),
+    "triage.missing.not_in_ring": ("is not in the ring", "不在 ring 中"),
+    "triage.missing.over_budget": ("was not kept (triage budget; fingerprint {fingerprint})",
+                                   "没有保留（超出 triage 内存预算；fingerprint {fingerprint}）"),
+    "triage.missing.not_passed": ("was not passed to mon.step (pass batch=)", "没有传给 mon.step（请传入 batch=）"),
+    "triage.scale.traced": (
+        "the GradScaler skipped {n} steps in a row from step {first}; step {step} traced op by op without the "
+        "loss scale: its gradients are non-finite at any scale",
+        "GradScaler 从第 {first} 步起连续跳过了 {n} 步；去掉 loss scale 逐 op 追踪第 {step} 步：无论 scale 多大，"
+        "它的梯度都是 NaN/Inf"),
 }

@@ -37,6 +37,7 @@ import torch
 
 from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
 from ..findings import Finding
+from ..messages import Msg
 from . import batches as B
 from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
                       verdict_sentence)
@@ -267,9 +268,9 @@ class Triage:
         findings: list[Finding] = []
         try:
             if self.replay_fn is None:
-                record["notes"].append("replay not run: no replay_fn was given")
+                record["notes"].append(Msg("triage.note.no_replay_fn"))
             elif self.ring is None:
-                record["notes"].append("replay not run: snapshots are off")
+                record["notes"].append(Msg("triage.note.snapshots_off"))
             else:
                 if self.ring.notes:
                     record["notes"].extend(self.ring.notes)
@@ -283,7 +284,7 @@ class Triage:
             if isinstance(e, SnapshotLoadError):
                 record["notes"].append(str(e))
             if "out of memory" in str(e).lower() and not self.inplace:
-                record["notes"].append("the scratch copy of the model did not fit: pass triage_inplace=True")
+                record["notes"].append(Msg("triage.note.scratch_oom"))
             findings = []
         finally:
             rng.restore()
@@ -322,8 +323,7 @@ class Triage:
         fn = self.replay_fn
         snap = self.ring.snapshot_for(step)
         if snap is None:
-            record["notes"].append(f"replay not run: no snapshot at or before step {step} "
-                                   f"(snapshots every {self.ring.every} steps)")
+            record["notes"].append(Msg("triage.note.no_snapshot", step=step, every=self.ring.every))
             return []
         entries = [self.ring.entries.get(s) for s in range(snap.step, step + 1)]
         target = entries[-1]
@@ -344,10 +344,7 @@ class Triage:
             if reproduced is False:
                 if rep.faithful:
                     return [nondeterministic_finding(step, trig, rep, rec)]
-                record["notes"].append(
-                    f"the replay diverged from the logged run at step {rep.diverged_at}, and the failing "
-                    "step did not fail again: inconclusive (replay_fn does not redo the training step "
-                    "exactly: gradient accumulation, clipping by value, a custom update?)")
+                record["notes"].append(Msg("triage.note.diverged", step=rep.diverged_at))
                 return []
             if reproduced is None:
                 return []
@@ -382,13 +379,11 @@ class Triage:
             p = probe(ws, target.device_batch(), self.replay_fn, rng=target.rng)
             reproduced = True if bad(p) else None
             gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
-            why = rep.error or f"the batch of step {rep.stopped_at} {_why_missing(gap)}"
-            record["notes"].append(f"{why}, so the state before step {step} is approximated by the "
-                                   f"state of step {rep.stopped_at}")
+            why = rep.error or Msg("triage.note.batch_of", step=rep.stopped_at, why=_why_missing(gap))
+            record["notes"].append(Msg("triage.note.approximated", why=why, step=step, at=rep.stopped_at))
         else:
             reproduced = None
-            record["notes"].append(f"the batch of step {step} {_why_missing(target)}: the step cannot be "
-                                   "replayed")
+            record["notes"].append(Msg("triage.note.not_replayable", step=step, why=_why_missing(target)))
         record["reproducible"] = reproduced
         return reproduced
 
@@ -423,7 +418,7 @@ class Triage:
         assert self.ring is not None and self.replay_fn is not None
         entry = self.ring.entries.get(step)
         if entry is None or not entry.kept:
-            record["notes"].append(f"the batch of step {step} {_why_missing(entry)}: no op-level answer")
+            record["notes"].append(Msg("triage.note.no_op_answer", step=step, why=_why_missing(entry)))
             return []
         self.ring.paused = True
         t = time.perf_counter()
@@ -434,13 +429,11 @@ class Triage:
         record["timing"] = {"localize_s": round(time.perf_counter() - t, 4)}
         first, n = int(trig["first"]), int(trig["streak"])
         if not loc.found:
-            record["notes"].append(f"without the loss scale, step {step}'s forward and backward are finite: "
-                                   "the scale itself overflows the fp16 gradients")
+            record["notes"].append(Msg("triage.note.scale_overflows", step=step))
             return []
         back = loc.trace.backward if loc.phase == "backward" else None
         op = back.forward_op if back is not None and back.forward_op else loc.op
-        ev = [f"the GradScaler skipped {n} steps in a row from step {first}; step {step} traced op by op "
-              f"without the loss scale: its gradients are non-finite at any scale", *loc.evidence]
+        ev = [Msg("triage.scale.traced", n=n, first=first, step=step), *loc.evidence]
         record["level"] = "replay"
         return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.9,
                         step=first, batch=step, layer=loc.layer, op=op, evidence=ev,
@@ -485,7 +478,7 @@ class Triage:
         if not damaged:
             return "skipped" if step in self.skipped_steps else "none"
         if saved is None:
-            record["notes"].append("rollback not possible: the replay did not reach the failing step exactly")
+            record["notes"].append(Msg("triage.note.no_rollback"))
             return "none"
         load_model_state(self.model, saved.model_state())
         self.optimizer.load_state_dict(saved.optimizer_state())
@@ -495,9 +488,8 @@ class Triage:
             e = self.ring.entries[step]
             e.stepped, e.skipped_by_policy = False, True
         later = self.host.step() - step
-        record["notes"].append(
-            f"rolled the model and optimizer back to the state before step {step} (its batch is skipped)"
-            + (f"; the {later} step(s) after it were dropped too" if later > 0 else ""))
+        dropped = Msg("triage.note.dropped_after", n=later) if later > 0 else ""
+        record["notes"].append(Msg("triage.note.rolled_back", step=step, dropped=dropped))
         log.warning("lossdoctor: on_incident='skip': rolled back to the state before step %d and skipped its batch",
                     step)
         return "rolled_back"
@@ -530,9 +522,9 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve
         keep.reset()
 
 
-def _why_missing(e: StepEntry | None) -> str:
+def _why_missing(e: StepEntry | None) -> Msg:
     if e is None:
-        return "is not in the ring"
+        return Msg("triage.missing.not_in_ring")
     if e.fingerprint:
-        return f"was not kept (triage budget; fingerprint {e.fingerprint})"
-    return "was not passed to mon.step (pass batch=)"
+        return Msg("triage.missing.over_budget", fingerprint=str(e.fingerprint))
+    return Msg("triage.missing.not_passed")
