@@ -27,6 +27,7 @@ from torch import nn
 
 from .findings import Finding, Report
 from .live import LiveDiagnoser
+from .messages import Msg
 from .options import WatchOptions
 from .preflight.watch import start_preflight
 from .records import LayerStats
@@ -300,10 +301,10 @@ class Monitor:
         try:
             return diagnose_runs(load_path(self.log_dir))
         except Exception as e:
-            why = [f"the monitor's own parts were disabled: {'; '.join(self.notes)}"] if self.notes else []
+            why = [Msg("monitor.parts_disabled", notes="; ".join(self.notes))] if self.notes else []
             return Report(findings=[], steps=self.step_idx, source=str(self.log_dir), inconclusive=True,
-                          notes=[f"no diagnosis: the run log in {self.log_dir} could not be read "
-                                 f"({type(e).__name__}: {e})", *why])
+                          notes=[Msg("monitor.unreadable", path=str(self.log_dir), error=f"{type(e).__name__}: {e}"),
+                                 *why])
 
     @property
     def findings(self) -> list[Finding]:
@@ -417,10 +418,7 @@ class Monitor:
         if "misuse" in self._warned:
             return
         self._warned.add("misuse")
-        log.warning("lossdoctor: mon.step was called at step %d without an optimizer step since the previous "
-                    "call; call it once per optimizer step, after optimizer.step() (with gradient "
-                    "accumulation: after the last micro-batch). Such calls are recorded as "
-                    "no_optimizer_step, not as skipped steps", step)
+        log.warning("%s", Msg("monitor.misuse", step=int(step)))
 
     def _write_layers(self, step: int, per: dict[str, np.ndarray]) -> None:
         n = len(self.tracer.names)
@@ -465,8 +463,7 @@ class Monitor:
             return
         self._warned.add(part)
         log.warning("lossdoctor: %s disabled after an internal error: %s: %s", part, type(e).__name__, e)
-        self.notes.append(f"{part} disabled after an internal error ({type(e).__name__}: {e}); "
-                          "training went on unchanged")
+        self.notes.append(Msg("monitor.disabled", part=part, error=f"{type(e).__name__}: {e}"))
         if part == "step":
             for probe in self.probes:
                 probe.enabled = False
