@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..messages import Msg
 from .microbatch import MicroBatchProbe
 
 log = logging.getLogger("lossdoctor")
@@ -40,7 +41,7 @@ class WatchingCallback:
         try:
             start(*args)
         except Exception as e:  # never stop the user's training
-            log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
+            log.warning("%s", Msg("integrations.cannot_start", error=f"{type(e).__name__}: {e}"))
             self._finish()
 
     def _open(self, model: torch.nn.Module, wrapped: Any, optimizer: Any, scaler: Any, scheduler: Any,

@@ -30,6 +30,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from ..messages import Msg
+
 log = logging.getLogger("lossdoctor")
 
 
@@ -95,12 +97,12 @@ class DDPProbe:
         self._inner_hook: Any = allreduce_hook
         if getattr(ddp, "_comm_hooks", None):
             # DDP takes one hook and it is taken: fall back to the rank's own gradients only
-            log.info("lossdoctor: DDP already has a communication hook; recording local gradient norms only")
+            log.info("%s", Msg("integrations.ddp.hook_taken"))
             return
         try:
             ddp.register_comm_hook(None, self._hook)
         except Exception as e:  # an old or unusual DDP: keep training, measure less
-            log.info("lossdoctor: could not add a DDP communication hook (%s); local gradient norms only", e)
+            log.info("%s", Msg("integrations.ddp.no_hook", error=str(e)))
             return
         self.hooked = True
         ddp.register_comm_hook = self._chain  # type: ignore[method-assign]
@@ -145,7 +147,7 @@ class DDPProbe:
 
     def _fail(self, e: BaseException) -> None:
         self.enabled = False
-        log.warning("lossdoctor: DDP probe disabled after an internal error: %s: %s", type(e).__name__, e)
+        log.warning("%s", Msg("integrations.ddp.disabled", error=f"{type(e).__name__}: {e}"))
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
         if not self.enabled:
@@ -220,7 +222,7 @@ class ShardedGradProbe:
                 t.register_hook(self._arm)
         except Exception as e:
             self.enabled = False
-            log.warning("lossdoctor: FSDP probe disabled: %s: %s", type(e).__name__, e)
+            log.warning("%s", Msg("integrations.fsdp.disabled", error=f"{type(e).__name__}: {e}"))
 
     def _arm(self, grad: torch.Tensor) -> None:
         self.grads.arm()
@@ -248,7 +250,7 @@ class ShardedGradProbe:
         except Exception as e:
             self.broken = True
             self._pending = None
-            log.warning("lossdoctor: FSDP gradient-norm all-reduce failed; totals off: %s: %s", type(e).__name__, e)
+            log.warning("%s", Msg("integrations.fsdp.allreduce", error=f"{type(e).__name__}: {e}"))
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
         if not self.enabled:
