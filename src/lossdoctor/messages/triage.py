@@ -308,4 +308,39 @@ TEMPLATES = {
     "triage.op.counts": (" ({counts})", "（{counts}）"),
     "triage.op.nan_count": ("{n} NaN", "{n} 个 NaN"),
     "triage.op.inf_count": ("{n} Inf", "{n} 个 Inf"),
+    # the sample search (triage/samples.py) and the snapshot ring (triage/ring.py)
+    "triage.samples.padded": (
+        "the model cannot run a batch of one sample here ({why}): every probe kept at least {k} samples, a "
+        "candidate being tested together with samples known to be good",
+        "这个模型无法运行只有一个样本的 batch（{why}）：每次探测至少保留 {k} 个样本，把待测样本和已知正常的样本放在一起测试"),
+    "triage.samples.stopped": ("stopped after {probes} probes; the remaining candidates are listed",
+                               "探测 {probes} 次后停止；列出的是剩余的候选样本"),
+    "triage.samples.only_together": (
+        "these samples make the step non-finite only together (no smaller subset does): a statistic over the "
+        "batch (BatchNorm, a loss normalised by the batch) is involved{more}",
+        "这些样本只有放在一起才会让这一步出现 NaN/Inf（任何更小的子集都不会）：涉及对整个 batch 的统计量"
+        "（BatchNorm、按 batch 归一化的 loss）{more}"),
+    "triage.samples.and": ("; {note}", "；{note}"),
+    "triage.samples.too_many": ("batch of {size} samples: per-sample losses not computed (limit {limit})",
+                                "batch 有 {size} 个样本：未计算逐样本 loss（上限 {limit}）"),
+    "triage.samples.no_single": (
+        "per-sample losses not computed: the model cannot run a batch of one sample ({error})",
+        "未计算逐样本 loss：这个模型无法运行只有一个样本的 batch（{error}）"),
+    "triage.samples.none_stands_out": (
+        "no sample stands out: the whole batch is harder than usual, or the state is the problem",
+        "没有哪个样本特别突出：要么整个 batch 比平时更难，要么是模型状态的问题"),
+    "triage.ring.batch_too_big": (
+        "a batch of {mib:.1f} MiB does not fit in the triage budget ({budget:.0f} MiB, {snapshots:.0f} MiB of it "
+        "snapshots): batches are kept as fingerprints and cannot be replayed; raise snapshot_budget",
+        "一个 {mib:.1f} MiB 的 batch 放不进 triage 内存预算（{budget:.0f} MiB，其中 snapshot 占 {snapshots:.0f} MiB）："
+        "batch 只保留 fingerprint，无法重放；请调大 snapshot_budget"),
+    "triage.ring.fingerprinted": (
+        "older batches were replaced by fingerprints to stay within the triage budget ({budget:.0f} MiB); steps "
+        "before them cannot be replayed",
+        "为了不超出 triage 内存预算（{budget:.0f} MiB），较早的 batch 已替换为 fingerprint；它们之前的 step 无法重放"),
+    "triage.ring.state_too_big": (
+        "the model and optimizer state ({mib:.0f} MiB) exceeds the triage budget ({budget:.0f} MiB): snapshots "
+        "are off; pass snapshot='disk' or a larger snapshot_budget to replay incidents",
+        "模型和 optimizer 状态（{mib:.0f} MiB）超出了 triage 内存预算（{budget:.0f} MiB）：snapshot 已关闭；"
+        "要重放事故，请传入 snapshot='disk' 或更大的 snapshot_budget"),
 }
