@@ -343,4 +343,23 @@ TEMPLATES = {
         "are off; pass snapshot='disk' or a larger snapshot_budget to replay incidents",
         "模型和 optimizer 状态（{mib:.0f} MiB）超出了 triage 内存预算（{budget:.0f} MiB）：snapshot 已关闭；"
         "要重放事故，请传入 snapshot='disk' 或更大的 snapshot_budget"),
+    # snapshots, replay, and what triage writes to the log
+    "triage.snapshot.unloadable": ("the snapshot {path} could not be loaded ({error}); it was not replayed",
+                                   "snapshot {path} 无法加载（{error}）；未重放"),
+    "triage.snapshot.foreign": ("the snapshot {path} is not the one lossdoctor wrote for step {step}; it was not replayed",
+                                "snapshot {path} 不是 lossdoctor 为第 {step} 步写入的那个；未重放"),
+    "triage.replay.no_grad": ("replay_fn's loss at step {step} does not require grad: nothing to replay",
+                              "replay_fn 在第 {step} 步返回的 loss 不需要梯度：没有可重放的内容"),
+    "triage.log.failed": ("lossdoctor: incident triage at step {step} failed: {error}",
+                          "lossdoctor：第 {step} 步的事故分析失败：{error}"),
+    "triage.log.disabled": ("lossdoctor: incident triage disabled after an internal error: {error}",
+                            "lossdoctor：事故分析因内部错误被停用：{error}"),
+    "triage.log.rolled_back": (
+        "lossdoctor: on_incident='skip': rolled back to the state before step {step} and skipped its batch",
+        "lossdoctor：on_incident='skip'：已回滚到第 {step} 步之前的状态并跳过了它的 batch"),
+    "triage.log.skip_disabled": ("lossdoctor: the skip policy is disabled after an internal error: {error}",
+                                 "lossdoctor：skip 策略因内部错误被停用：{error}"),
+    "triage.log.ring_note": ("lossdoctor: {note}", "lossdoctor：{note}"),
+    "triage.log.ring_disabled": ("lossdoctor: snapshot ring disabled after an internal error: {error}",
+                                 "lossdoctor：snapshot ring 因内部错误被停用：{error}"),
 }

@@ -279,10 +279,10 @@ class Triage:
                 else:
                     findings = self._replay_flow(step, trig, rec, record)
         except Exception as e:  # triage must never take the training down
-            log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
+            log.warning("%s", Msg("triage.log.failed", step=step, error=f"{type(e).__name__}: {e}"))
             record["error"] = f"{type(e).__name__}: {e}"
             if isinstance(e, SnapshotLoadError):
-                record["notes"].append(str(e))
+                record["notes"].append(e.args[0] if e.args and isinstance(e.args[0], Msg) else str(e))
             if "out of memory" in str(e).lower() and not self.inplace:
                 record["notes"].append(Msg("triage.note.scratch_oom"))
             findings = []
@@ -490,13 +490,12 @@ class Triage:
         later = self.host.step() - step
         dropped = Msg("triage.note.dropped_after", n=later) if later > 0 else ""
         record["notes"].append(Msg("triage.note.rolled_back", step=step, dropped=dropped))
-        log.warning("lossdoctor: on_incident='skip': rolled back to the state before step %d and skipped its batch",
-                    step)
+        log.warning("%s", Msg("triage.log.rolled_back", step=step))
         return "rolled_back"
 
     def _disable(self, e: BaseException) -> None:
         self.enabled = False
-        log.warning("lossdoctor: incident triage disabled after an internal error: %s: %s", type(e).__name__, e)
+        log.warning("%s", Msg("triage.log.disabled", error=f"{type(e).__name__}: {e}"))
 
 
 def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any]) -> None:

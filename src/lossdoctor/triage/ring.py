@@ -251,12 +251,12 @@ class SnapshotRing:
     def _note(self, msg: str) -> None:
         if msg not in self.notes:
             self.notes.append(msg)
-            log.warning("lossdoctor: %s", msg)
+            log.warning("%s", Msg("triage.log.ring_note", note=msg))
 
     def _fail(self, e: BaseException) -> None:
         if self.error is None:
             self.error = e
-            log.warning("lossdoctor: snapshot ring disabled after an internal error: %s: %s", type(e).__name__, e)
+            log.warning("%s", Msg("triage.log.ring_disabled", error=f"{type(e).__name__}: {e}"))
         self.enabled = False
 
     def drop(self) -> None:
