@@ -161,6 +161,26 @@ def test_the_checks_can_fail():
     assert layer_of("lossdoctor.cli.main") > layer_of("lossdoctor.monitor") > layer_of("lossdoctor.signals.tracer")
 
 
+#: modules that import by a computed name (invisible to the walk above), and what they load:
+#: the facade its `_LAZY` table (read above), the detectors and messages packages their own modules
+DYNAMIC_IMPORTS = {"lossdoctor": "the _LAZY table", "lossdoctor.detectors": "its detector families",
+                   "lossdoctor.messages": "its template tables"}
+
+
+def test_imports_by_computed_name_are_only_the_known_ones():
+    found = set()
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                f = node.func
+                called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                arg = node.args[0] if node.args else None
+                outside = isinstance(arg, ast.Constant) and not str(arg.value).startswith((PKG, "."))
+                if called in ("import_module", "__import__") and not outside:  # __import__("sqlite3") is fine
+                    found.add(name)
+    assert found == set(DYNAMIC_IMPORTS), f"imports by a computed name: {sorted(found)}"
+
+
 def _functions() -> list[tuple[str, str, int]]:
     out = []
     for name, path in MODULES.items():
