@@ -47,6 +47,8 @@ def add_parser(sub: Any, formats: tuple[str, ...]) -> None:
                    help="task hint (overrides the config)")
     c.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
     c.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
+    c.add_argument("--lang", choices=("en", "zh"), default=None,
+                   help="language of the text, md and html reports (default: the locale's)")
     c.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when a finding has this severity or worse")
 

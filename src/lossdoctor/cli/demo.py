@@ -28,20 +28,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from ..demo.scenarios import run_scenario
     from ..detectors.engine import diagnose_runs
+    from ..live import set_alert_language
+    from ..messages import render
     from ..sources import load_path
-    from .main import write_report
+    from .main import chosen_lang, write_report
+
+    lang = chosen_lang(args)
+    set_alert_language(lang)
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     log_dir = Path(args.log_dir) if args.log_dir else \
         Path("lossdoctor_runs") / f"demo-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     sc = SCENARIOS[name]
-    print(f"lossdoctor demo: {name} - {sc.description}", file=sys.stderr)
+    print(render("cli.demo_start", {"name": name, "description": sc.description}, lang), file=sys.stderr)
     t0 = time.perf_counter()
     run_scenario(name, log_dir, seed=args.seed, alerts=True, replay=True)
-    print(f"lossdoctor demo: trained in {time.perf_counter() - t0:.1f}s; run directory {log_dir}",
+    print(render("cli.demo_trained", {"seconds": time.perf_counter() - t0, "log_dir": str(log_dir)}, lang),
           file=sys.stderr)
     runs = load_path(log_dir)
     report = diagnose_runs(runs)
     write_report(report, args, runs)
-    print(f"(the same diagnosis again: lossdoctor diagnose {log_dir})", file=sys.stderr)
+    print(render("cli.demo_again", {"log_dir": str(log_dir)}, lang), file=sys.stderr)
     return 0

@@ -48,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "jsonl, trainer-state...)")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    d.add_argument("--lang", choices=LANGS, default="en",
-                   help="language of the text, md and html reports (default: en; JSON is always English)")
+    d.add_argument("--lang", choices=LANGS, default=None,
+                   help="language of the text, md and html reports (default: the locale's, zh for "
+                        "LANG=zh_CN.UTF-8, else en; JSON is always English)")
     d.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when a finding has this severity or worse")
 
@@ -58,7 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--log-dir", metavar="DIR", help="where to leave the run directory")
     m.add_argument("--format", choices=FORMATS, default="text")
     m.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    m.add_argument("--lang", choices=LANGS, default="en")
+    m.add_argument("--lang", choices=LANGS, default=None,
+                   help="language of the report and the live alerts (default: the locale's)")
     m.add_argument("--seed", type=int, default=0)
 
     from .check import add_parser as add_check_parser
@@ -179,12 +181,19 @@ def warn_partial(runs) -> None:
                 print(f"lossdoctor: warning: {note}", file=sys.stderr)
 
 
+def chosen_lang(args: argparse.Namespace) -> str:
+    """`--lang` when given, else the user's locale (LANG=zh_CN.UTF-8 -> zh)."""
+    from ..report.i18n import locale_lang
+
+    return getattr(args, "lang", None) or locale_lang()
+
+
 def write_report(report, args: argparse.Namespace, runs=None) -> None:
     from ..report import render
 
     out = getattr(args, "output", None)
     color = out is None and sys.stdout.isatty() and args.format == "text"
-    text = render(report, args.format, color=color, runs=runs, lang=getattr(args, "lang", "en"))
+    text = render(report, args.format, color=color, runs=runs, lang=chosen_lang(args))
     try:
         if out:
             with open(out, "w", encoding="utf-8") as f:

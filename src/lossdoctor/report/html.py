@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from .. import __version__
 from ..findings import Report
 from ..records import Run
-from .i18n import cause_text, symptom_text, translate, ui
+from .i18n import cause_text, say, symptom_text, ui
 from .series import chart_data
 from .text import where
 
@@ -64,10 +64,10 @@ def _finding_cards(report: Report, lang: str) -> str:
             parts.append(f'<div class="where">{_e(t["where"])}: {_e(w)}</div>')
         if f.evidence:
             parts.append(f'<div class="label">{_e(t["evidence"])}</div><ul class="evidence">'
-                         + "".join(f"<li>{_e(translate(e, lang))}</li>" for e in f.evidence) + "</ul>")
+                         + "".join(f"<li>{_e(say(e, lang))}</li>" for e in f.evidence) + "</ul>")
         if f.fixes:
             parts.append(f'<div class="label">{_e(t["fixes"])}</div><ul class="fixes">'
-                         + "".join(f"<li>{_e(translate(x, lang))}</li>" for x in f.fixes) + "</ul>")
+                         + "".join(f"<li>{_e(say(x, lang))}</li>" for x in f.fixes) + "</ul>")
         parts.append("</div>")
         out.append("".join(parts))
     return "\n".join(out)
@@ -81,7 +81,7 @@ def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str 
     status = report.status
     path = next((str(r.meta["path"]) for r in runs if r.meta.get("path")), "")
     title = f"{t['title']} — {path or report.source or ''}"
-    notes = "".join(f"<li>{_e(translate(n, lang))}</li>" for n in report.notes)
+    notes = "".join(f"<li>{_e(say(n, lang))}</li>" for n in report.notes)
     downsampled = ""
     for c in data["charts"]:
         s = c["series"][0]

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ..findings import Report
 from ..records import Run
-from .i18n import cause_text, symptom_text, translate, ui
+from .i18n import cause_text, say, symptom_text, ui
 from .text import where
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -69,16 +69,16 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
                 out.append("")
             if f.evidence:
                 out.append(f"**{t['evidence']}:**")
-                out.extend(f"- {md_escape(translate(e, lang))}" for e in f.evidence)
+                out.extend(f"- {md_escape(say(e, lang))}" for e in f.evidence)
                 out.append("")
             if f.fixes:
                 out.append(f"**{t['fixes']}:**")
-                out.extend(f"- {md_escape(translate(x, lang))}" for x in f.fixes)
+                out.extend(f"- {md_escape(say(x, lang))}" for x in f.fixes)
                 out.append("")
     if report.notes:
         out.append(f"<details><summary>{t['notes']} ({len(report.notes)})</summary>")
         out.append("")
-        out.extend(f"- {md_escape(translate(n, lang))}" for n in report.notes)
+        out.extend(f"- {md_escape(say(n, lang))}" for n in report.notes)
         out.append("")
         out.append("</details>")
         out.append("")

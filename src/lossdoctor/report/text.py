@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from ..findings import Finding, Report
 from ..records import Run
-from .i18n import cause_text, translate, ui
+from .i18n import cause_text, say, ui
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green",
           "inconclusive": "magenta"}
@@ -102,12 +102,12 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
         if w:
             con.print(f"  {t['where']}: {escape(w)}")
         for e in f.evidence:
-            con.print(f"  - {escape(translate(e, lang))}")
+            con.print(f"  - {escape(say(e, lang))}")
         for fix in f.fixes:
-            con.print(f"  [green]{t['fix']}:[/] {escape(translate(fix, lang))}")
+            con.print(f"  [green]{t['fix']}:[/] {escape(say(fix, lang))}")
     if report.notes:
         con.print()
         con.print(f"[dim]{t['notes']}:[/]")
         for n in report.notes:
-            con.print(f"[dim]  - {escape(translate(n, lang))}[/]")
+            con.print(f"[dim]  - {escape(say(n, lang))}[/]")
     return buf.getvalue()
