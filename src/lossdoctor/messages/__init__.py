@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import numbers
 import pkgutil
 import string
 from typing import Any
@@ -87,9 +88,10 @@ def render_value(value: Any, lang: str, spec: str = "") -> str:
         return "?"
     if isinstance(value, bool) or isinstance(value, str):
         return str(value)
-    if isinstance(value, int) and not spec:
-        return str(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Integral) and not spec:
+        return str(int(value))
+    if isinstance(value, numbers.Real):  # numpy's numbers too
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)
         if not spec or spec == "n":
             return fmt(float(value))
         if spec[0] == "n" and spec[1:].isdigit():
@@ -156,9 +158,16 @@ def _to_json(v: Any) -> Any:
         return v.data()
     if isinstance(v, (list, tuple)):
         return [_to_json(x) for x in v]
-    if isinstance(v, float) and not math.isfinite(v):
-        return {"float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
-    if v is None or isinstance(v, (bool, int, float, str)):
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        v = float(v)
+        if not math.isfinite(v):
+            return {"float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
         return v
     return str(v)
 

@@ -4,4 +4,5 @@ TEMPLATES = {
     "word.rising": ("rising", "上升"),
     "word.falling": ("falling", "下降"),
     "word.flat": ("flat", "持平"),
+    "word.nonfinite": ("non-finite", "非有限值"),
 }
