@@ -122,7 +122,7 @@ class Msg(str):
     key: str
     values: dict[str, Any]
 
-    def __new__(cls, key: str, **values: Any) -> Msg:
+    def __new__(cls, key: str, /, **values: Any) -> Msg:
         self = super().__new__(cls, render(key, values, "en"))
         self.key = key
         self.values = values
