@@ -197,4 +197,195 @@ INIT = {
         "把输出层初始化得小一些（std 0.02，或者把分类器的权重置零），让初始 loss 接近 ln(classes) = {chance}"),
 }
 
-TEMPLATES = {**SCHEDULE, **DATA, **INIT}
+LABELS = {
+    "plabels.all_masked": (
+        "all {n} label positions of batch {batch} are {ignore}: the mean cross-entropy over 0 tokens is NaN (0 with "
+        "a sum), and no gradient flows",
+        "batch {batch} 的全部 {n} 个标签位置都是 {ignore}：在 0 个 token 上求平均的交叉熵是 NaN（用 sum 则是 0），"
+        "没有任何梯度"),
+    "plabels.sample0_ends_with": ("sample 0 ends with {text} and none of it is supervised",
+                                  "样本 0 的结尾是 {text}，其中没有任何部分参与监督"),
+    "plabels.fix_keep_response": (
+        "keep the labels of the response: labels = input_ids where the answer is, -100 only on the prompt and padding",
+        "保留 response 的标签：回答部分 labels = input_ids，只有 prompt 和 padding 设为 -100"),
+    "plabels.fix_truncate_prompt": ("if the prompt fills max_length, truncate the prompt, not the response",
+                                    "如果 prompt 占满了 max_length，截断 prompt，而不是 response"),
+    "plabels.batches_all_masked": ("{n} of {total} batches have every label masked (batches {batches})",
+                                   "{total} 个 batch 中有 {n} 个的标签全被 mask（batch {batches}）"),
+    "plabels.already_shifted": (
+        "labels are already shifted (labels[i] == input_ids[i+1]); that is right only if the loss does not shift "
+        "them again (HF *ForCausalLM models do)",
+        "标签已经移过位了（labels[i] == input_ids[i+1]）；只有当 loss 不再移位时才对（HF 的 *ForCausalLM 模型会再移一次）"),
+    "plabels.shifted": (
+        "labels[i] == input_ids[i+1] at {shifted} of {n} supervised positions (labels[i] == input_ids[i] at "
+        "{aligned}): the collator already shifted the labels",
+        "{n} 个有监督位置中 {shifted} 满足 labels[i] == input_ids[i+1]（labels[i] == input_ids[i] 的只有 {aligned}）："
+        "collator 已经把标签移过位了"),
+    "plabels.shifted_again": (
+        "{model} shifts the labels again inside forward, so it is trained to predict the token after next and the "
+        "loss stalls high",
+        "{model} 在 forward 里会再移一次位，于是模型学的是预测下下个 token，loss 会停在高位"),
+    "plabels.fix_do_not_shift": (
+        "do not shift in the collator: labels = input_ids.clone() (then -100 on prompt and padding); {model} shifts "
+        "them itself",
+        "不要在 collator 里移位：labels = input_ids.clone()（再把 prompt 和 padding 设为 -100）；{model} 会自己移位"),
+    "plabels.padding_supervised": (
+        "{n} supervised label positions are padding (attention_mask 0): {pct} of the {total} supervised tokens teach "
+        "the model to predict padding, and they dilute the loss of the real tokens",
+        "{n} 个有监督的标签位置是 padding（attention_mask 为 0）：{total} 个有监督 token 中有 {pct} 在教模型预测 "
+        "padding，还稀释了真实 token 的 loss"),
+    "plabels.fix_mask_padding": (
+        "set labels to {ignore} where attention_mask == 0 (DataCollatorForSeq2Seq pads labels with "
+        "label_pad_token_id={ignore})",
+        "在 attention_mask == 0 的位置把标签设为 {ignore}（DataCollatorForSeq2Seq 用 label_pad_token_id={ignore} "
+        "填充标签）"),
+    "plabels.prompt_supervised": (
+        "{n} of {prompt} prompt tokens ({pct}) in {batches} batch(es) are supervised, next to {response_n} of "
+        "{response} response tokens: the model is trained to write the user's turn too",
+        "{batches} 个 batch 中 {prompt} 个 prompt token 有 {n} 个（{pct}）参与了监督，而 response 的 {response} 个 "
+        "token 中有 {response_n} 个：模型连用户的那一轮也在学着写"),
+    "plabels.all_real_supervised": (
+        "every real token of {n} of {total} samples is supervised (no label is {ignore} except padding): for SFT the "
+        "prompt should be masked",
+        "{total} 个样本中有 {n} 个的所有真实 token 都参与了监督（除 padding 外没有标签是 {ignore}）：SFT 应该把 "
+        "prompt mask 掉"),
+    "plabels.header_not_found": (
+        "the chat template's assistant header {header} was not found in input_ids, so the prompt boundary is inferred",
+        "在 input_ids 中没找到 chat template 的 assistant 开头 {header}，prompt 的边界是推断出来的"),
+    "plabels.supervised_text": ("batch {batch} sample {sample} supervised text: {text}",
+                                "batch {batch} 样本 {sample} 参与监督的文本：{text}"),
+    "plabels.the_assistant_header": ("the assistant header", "assistant 的开头"),
+    "plabels.fix_mask_prompt": (
+        "set labels to {ignore} on every prompt token (up to and including {header}), keep them on the answer and its "
+        "end-of-turn token (TRL: assistant_only_loss=True / completion_only_loss=True)",
+        "把所有 prompt token（直到并包括 {header}）的标签设为 {ignore}，回答及其结束 token 的标签保留"
+        "（TRL：assistant_only_loss=True / completion_only_loss=True）"),
+    "plabels.no_supervised_token": (
+        "{n} of {total} samples have no supervised token (batch {batch}: samples {samples}): they cost compute and "
+        "teach nothing",
+        "{total} 个样本中有 {n} 个没有任何有监督 token（batch {batch}：样本 {samples}）：白白耗费算力，什么也学不到"),
+    "plabels.truncated_response": (
+        "{n} of them are as long as the longest sample of their batch: truncation probably cut the whole response",
+        "其中 {n} 个和所在 batch 中最长的样本一样长：很可能是截断把整个 response 切掉了"),
+    "plabels.sample_ends_with": ("batch {batch} sample {sample} ends with {text}",
+                                 "batch {batch} 样本 {sample} 的结尾是 {text}"),
+    "plabels.fix_truncate_and_drop": (
+        "truncate the prompt, not the response (or raise max_length), and drop samples whose labels are all -100 "
+        "before batching",
+        "截断 prompt 而不是 response（或者调大 max_length），并在组 batch 之前丢弃标签全是 -100 的样本"),
+    "plabels.eos_never_supervised": (
+        "{names} occurs {n} times in input_ids but none of the {supervised} supervised tokens is it: the model never "
+        "learns to end its answer",
+        "{names} 在 input_ids 中出现了 {n} 次，但 {supervised} 个有监督 token 中一个都不是它：模型永远学不会结束回答"),
+    "plabels.eos_absent": (
+        "no sample contains {names}, so none of the {supervised} supervised tokens is an end-of-turn: the model never "
+        "learns to end its answer",
+        "没有样本包含 {names}，所以 {supervised} 个有监督 token 中没有一个是轮次结束符：模型永远学不会结束回答"),
+    "plabels.fix_append_eos": (
+        "append the end-of-turn token to each answer and keep its label (a collator that sets labels to -100 wherever "
+        "input_ids == pad_token_id also masks EOS when pad == EOS: use a distinct pad token or mask by attention_mask)",
+        "在每个回答后面加上轮次结束 token，并保留它的标签（collator 如果在 input_ids == pad_token_id 的地方把标签设为 "
+        "-100，那么 pad == EOS 时 EOS 也会被 mask：换一个单独的 pad token，或者按 attention_mask 做 mask）"),
+}
+
+PRECISION = {
+    "pprec.fp16_params": ("{n} parameters are float16", "{n} 个参数是 float16"),
+    "pprec.fp16_autocast": ("the forward runs under torch.autocast(dtype=torch.float16)",
+                            "前向在 torch.autocast(dtype=torch.float16) 下运行"),
+    "pprec.scaler_disabled": ("the GradScaler is disabled", "GradScaler 被禁用了"),
+    "pprec.scaler_absent": ("no GradScaler is used", "没有使用 GradScaler"),
+    "pprec.no_scaler": (
+        "{where} and {scaler}: gradients below {tiny} (fp16's smallest subnormal) flush to 0 and above 65504 become inf",
+        "{where}，而{scaler}：小于 {tiny}（fp16 最小的次正规数）的梯度会变成 0，大于 65504 的会变成 inf"),
+    "pprec.fix_use_scaler": (
+        "use torch.amp.GradScaler() with fp16 (scaler.scale(loss).backward(); scaler.step(opt); scaler.update()), or "
+        "train in bf16, which has fp32's range",
+        "fp16 要配合 torch.amp.GradScaler() 使用（scaler.scale(loss).backward(); scaler.step(opt); "
+        "scaler.update()），或者改用 bf16 训练，它的范围和 fp32 一样"),
+    "pprec.fix_default_scaler": (
+        "torch.amp.GradScaler() with its defaults (init_scale=65536, growth_factor=2, backoff_factor=0.5, "
+        "growth_interval=2000)",
+        "使用默认参数的 torch.amp.GradScaler()（init_scale=65536, growth_factor=2, backoff_factor=0.5, "
+        "growth_interval=2000）"),
+    "pprec.backoff_ge_1": (
+        "GradScaler backoff_factor={b}: after an overflow the scale never comes down, so every later step overflows "
+        "and is skipped",
+        "GradScaler 的 backoff_factor={b}：溢出之后 scale 不会下降，之后每一步都会溢出并被跳过"),
+    "pprec.backoff_le_0": ("GradScaler backoff_factor={b}: one overflow sets the scale to 0 and every later gradient to 0",
+                           "GradScaler 的 backoff_factor={b}：一次溢出就会把 scale 变成 0，之后所有梯度都是 0"),
+    "pprec.scale_nonpositive": ("GradScaler the scale is {scale}: every gradient is multiplied by it",
+                                "GradScaler 的 scale 为 {scale}：每个梯度都会乘上它"),
+    "pprec.init_scale_huge": (
+        "GradScaler starts at {start}: fp16 gradients overflow until it has backed off to about 2^16, i.e. ~{skipped} "
+        "skipped steps (x{b} per overflow) before the first update",
+        "GradScaler 从 {start} 开始：在它退到 2^16 左右之前 fp16 梯度都会溢出，也就是第一次更新之前要跳过约 {skipped} 步"
+        "（每次溢出乘以 {b}）"),
+    "pprec.scheduler_advances": (
+        "the LR scheduler still advances on skipped steps: the first ~{skipped} steps of the schedule (its warm-up) are "
+        "spent without training",
+        "被跳过的 step 上 LR scheduler 照样前进：调度的前约 {skipped} 步（也就是 warmup）都白白过去了"),
+    "pprec.fix_init_scale_default": ("init_scale=2**16 (65536, the default); {fix}", "init_scale=2**16（65536，默认值）；{fix}"),
+    "pprec.init_scale_below_one": (
+        "GradScaler starts at {start} < 1: it shrinks the loss instead of lifting small gradients above fp16's {tiny}, "
+        "so more of them flush to 0",
+        "GradScaler 从 {start} < 1 开始：它把 loss 缩小了，而不是把小梯度抬到 fp16 的 {tiny} 之上，于是更多梯度变成 0"),
+    "pprec.fix_init_scale": ("init_scale=2**16; {fix}", "init_scale=2**16；{fix}"),
+    "pprec.growth_too_often": (
+        "GradScaler grows x{g} every {interval} good steps and backs off x{b} per overflow: in steady state about {pct} "
+        "of all steps overflow and are skipped",
+        "GradScaler 每 {interval} 个正常步放大 {g} 倍，每次溢出缩小为 {b} 倍：稳定后约有 {pct} 的 step 会溢出并被跳过"),
+    "pprec.fix_growth_interval": ("growth_interval=2000 (the default) so fewer than 0.1% of steps are skipped",
+                                  "growth_interval=2000（默认值），这样被跳过的 step 少于 0.1%"),
+    "pprec.growth_below_one": (
+        "GradScaler growth_factor={g} < 1: the scale shrinks on every growth interval of {interval} steps and ends "
+        "below 1, where gradients underflow",
+        "GradScaler 的 growth_factor={g} < 1：scale 每过 {interval} 步就缩小一次，最终低于 1，梯度会下溢"),
+    "pprec.fix_growth_factor": ("growth_factor=2.0; {fix}", "growth_factor=2.0；{fix}"),
+    "pprec.eps_underflows": (
+        "{opt} eps={eps:g} is 0 in {dtype}, the dtype of its second-moment state (param group {group}): wherever a "
+        "gradient is below ~{tiny}, v underflows to 0 and the update is 0/0 = NaN",
+        "{opt} 的 eps={eps:g} 在 {dtype}（其二阶矩状态的 dtype，param group {group}）中是 0：梯度小于约 {tiny} 的地方 "
+        "v 会下溢为 0，更新量就是 0/0 = NaN"),
+    "pprec.fix_fp32_state": (
+        "keep fp32 weights and optimizer state (model.float() + torch.autocast(dtype=torch.{dtype}) + GradScaler), or "
+        "eps=1e-6 if the state must stay in {dtype}",
+        "权重和优化器状态保持 fp32（model.float() + torch.autocast(dtype=torch.{dtype}) + GradScaler），如果状态必须"
+        "留在 {dtype}，就用 eps=1e-6"),
+    "pprec.how_adam": ("Adam's first update is ~lr per entry", "Adam 的第一次更新每个元素约为 lr"),
+    "pprec.how_sgd": ("the first update is lr·|grad|", "第一次更新为 lr·|grad|"),
+    "pprec.updates_round_away": (
+        "with lr={lr} ({how}), {pct} of the {total} {dtype} weight entries would not change: {dtype} keeps {bits} "
+        "significant bits, so an update below |w|·2^-{exp} rounds away (the median weight needs an update of at least "
+        "{need})",
+        "在 lr={lr} 时（{how}），{total} 个 {dtype} 权重中有 {pct} 不会变化：{dtype} 只有 {bits} 位有效数字，小于 "
+        "|w|·2^-{exp} 的更新会被舍入掉（中位数大小的权重至少需要 {need} 的更新）"),
+    "pprec.fix_master_weights": (
+        "keep fp32 master weights: model.float() and run the forward under torch.autocast(dtype=torch.{dtype}); or an "
+        "optimizer with stochastic rounding / Kahan summation for {dtype} weights; raising lr to >= {lr} only helps "
+        "the median weight",
+        "保留 fp32 的 master weights：model.float()，并在 torch.autocast(dtype=torch.{dtype}) 下跑前向；或者对 {dtype} "
+        "权重使用带 stochastic rounding / Kahan summation 的优化器；把 lr 提到 >= {lr} 只对中位数大小的权重有用"),
+    "pprec.loss_dtype": ("the loss is computed in {dtype}", "loss 是用 {dtype} 计算的"),
+    "pprec.loss_dtype_grid": (
+        "the loss is computed in {dtype}: at {value} it can only take values {grid} apart, so improvements smaller than "
+        "that are invisible, and the log-softmax inside it loses precision",
+        "loss 是用 {dtype} 计算的：在 {value} 附近，它能表示的相邻值相差 {grid}，比这小的改进都看不出来，里面的 "
+        "log-softmax 也会丢失精度"),
+    "pprec.fix_loss_fp32": (
+        "compute the loss in fp32: F.cross_entropy(logits.float(), labels) (HF models upcast logits for the loss; a "
+        "custom head under a pure-bf16 model does not)",
+        "用 fp32 计算 loss：F.cross_entropy(logits.float(), labels)（HF 模型算 loss 时会把 logits 转成 fp32；纯 bf16 "
+        "模型上自定义的 head 不会）"),
+}
+
+CHECK = {
+    "pcheck.no_batches": ("no batches given: label, data, activation and initial-loss checks skipped",
+                          "没有给出 batch：跳过了标签、数据、激活值和初始 loss 的检查"),
+    "pcheck.forward_failed": (
+        "forward pass on the first batch failed ({error}); activation, initial-loss and loss-dtype checks skipped",
+        "在第一个 batch 上的前向失败了（{error}）；跳过了激活值、初始 loss 和 loss dtype 的检查"),
+    "pcheck.unreadable_finding": ("preflight: skipped an unreadable finding ({error})",
+                                  "preflight：跳过了一条无法读取的诊断（{error}）"),
+}
+
+TEMPLATES = {**SCHEDULE, **DATA, **INIT, **LABELS, **PRECISION, **CHECK}
