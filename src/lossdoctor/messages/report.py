@@ -63,6 +63,17 @@ UI = {
     "rank_series": ("rank", "rank"),
     "md_summary": ("Summary", "摘要"),
     "not_checked": ("checks that could not run", "没能运行的检查"),
+    # where a finding is, and the punctuation around labels (Chinese uses full-width marks)
+    "where_step": ("step {step}", "第 {step} 步"),
+    "where_layer": ("layer {layer}", "层 {layer}"),
+    "where_op": ("op {op}", "算子 {op}"),
+    "where_samples": ("samples {samples}", "样本 {samples}"),
+    "where_rank": ("rank {rank}", "rank {rank}"),
+    "finding_n": ("finding {n}", "诊断 {n}"),
+    "comma": (", ", "，"),
+    "colon": (": ", "："),
+    "lparen": (" (", "（"),
+    "rparen": (")", "）"),
 }
 
 CAUSES_ZH = {
