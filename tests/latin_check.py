@@ -37,7 +37,8 @@ gpt-2 megatron deepspeed hf trainer transformers lightning tensorboard mlflow tq
 mlx-lm torchtitan w&b wandb gradscaler autocast collate collator eos sft rms std rank ranks all-reduce ddp fsdp
 stochastic rounding kahan summation wortsman et al palm qk-layernorm z-loss autotrainer deepdiagnosis minhash
 label smoothing head master weights iteration overflow grad-overflow lm dict key value u+fffd mojibake ftfy
-cp1252 latin-1 utf-8 lambdalr reducelronplateau cosine the newest run runs store version lossdoctor demo
+cp1252 latin-1 utf-8 lambdalr reducelronplateau cosine lossdoctor diagnose demo check scaling scheduler id
+device-side assert lambda x chat template pad param group
 """.split())
 
 _RUN = re.compile(r"(?<![\w.\-/'])[A-Za-z][A-Za-z'&+\-]*(?:[ \t]+[A-Za-z][A-Za-z'&+\-]*)+(?![\w.(/=\-])")
@@ -141,3 +142,24 @@ def report_english(report, lang: str = "zh") -> list[tuple[str, str]]:
         if runs:
             out.append((str(s), "; ".join(runs)))
     return out
+
+
+def document_english(doc: str, report, lang: str = "zh", escape=lambda s: s) -> list[str]:
+    """English runs in a rendered report `doc` (text, or Markdown/HTML text with `escape` being the
+    format's own escaping), once the excepted areas' sentences are taken out."""
+    sentences = [s for f in report.findings for s in (*f.evidence, *f.fixes)] + list(report.notes)
+    for s in sentences:
+        parts = _plain_values(s) if isinstance(s, Msg) else [str(s)]
+        for v in parts:
+            if from_excepted_area(v):
+                doc = doc.replace(escape(say(v, lang)), " ")
+    return latin_runs(doc)
+
+
+def html_text(html: str) -> str:
+    """The visible text of an HTML report (no styles, scripts or tags), entities decoded."""
+    import html as html_lib
+
+    html = re.sub(r"<(style|script)\b.*?</\1>", " ", html, flags=re.S)
+    html = re.sub(r"<[^>]+>", "\n", html)
+    return html_lib.unescape(html)
