@@ -57,57 +57,39 @@ def latin_runs(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=None)
-def _excepted_patterns() -> list[tuple[str, str, int, re.Pattern[str]]]:
-    """(leading literal, trailing literal, letters of its literal text, pattern) of every string
-    literal of the excepted areas; an f-string's values match anything."""
-    pats = []
+def _excepted_fragments() -> tuple[str, ...]:
+    """The literal text of every string of the excepted areas (an f-string's literal parts; a
+    module constant used in one is inlined), longest first."""
+    frags: set[str] = set()
     for pattern in EXCEPTED_SOURCES:
         for path in sorted(SRC.glob(pattern)):
             tree = ast.parse(path.read_text(encoding="utf-8"))
-            consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
-                      and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
-                      for t in n.targets if isinstance(t, ast.Name)}
             for node in ast.walk(tree):
-                if isinstance(node, ast.JoinedStr):
-                    parts = [v.value if isinstance(v, ast.Constant) else
-                             consts.get(v.value.id) if isinstance(v, ast.FormattedValue)
-                             and isinstance(v.value, ast.Name) else None for v in node.values]
-                elif isinstance(node, ast.Constant) and isinstance(node.value, str) and " " in node.value:
-                    parts = [node.value]
-                else:
-                    continue
-                if not re.search(r"[A-Za-z]+ [A-Za-z]+", " ".join(x for x in parts if x is not None)):
-                    continue  # no words of its own ("{a}: {b}"): it would match any sentence
-                rx = "".join(re.escape(x) if x is not None else ".*?" for x in parts)
-                head = parts[0] if parts and parts[0] is not None else ""
-                tail = parts[-1] if parts and parts[-1] is not None else ""
-                letters = sum(c.isalpha() for x in parts if x is not None for c in x)
-                pats.append((head, tail, letters, re.compile(rx, re.DOTALL)))
-    return pats
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    frags.add(node.value)
+    return tuple(sorted((f for f in frags if len(f) >= 4 and re.search(r"[A-Za-z]{2}", f)), key=len, reverse=True))
 
 
 @lru_cache(maxsize=4096)
-def from_excepted_area(sentence: str, depth: int = 0) -> bool:
-    """The sentence is made by the excepted areas: one of their literals spans all of it, or it is
-    a concatenation of up to four of them."""
-    rest = sentence.lstrip(" ;:,.")
-    if not rest:
-        return depth > 0
-    if depth >= 4:
-        return False
-    for head, tail, letters, rx in _excepted_patterns():
-        if head and not rest.startswith(head):
-            continue
-        for k in range(len(rest), 0, -1):
-            if tail and not rest[:k].endswith(tail):
-                continue
-            # the literal's own words must make most of the span: "{x} at step {s}" is no author of
-            # a whole sentence
-            if letters < 40 and letters < 0.6 * sum(c.isalpha() for c in rest[:k]):
-                continue
-            if rx.fullmatch(rest[:k]) and (k == len(rest) or from_excepted_area(rest[k:], depth + 1)):
-                return True
-    return False
+def from_excepted_area(sentence: str) -> bool:
+    """The sentence is made by the excepted areas: the literal text of their strings covers (nearly)
+    all of its words. (Their sentences are assembled from pieces: f-strings, concatenations, helper
+    results; the pieces are what can be found.)"""
+    covered = bytearray(len(sentence))
+    for frag in _excepted_fragments():
+        start = sentence.find(frag)
+        while start >= 0:
+            covered[start:start + len(frag)] = b"\x01" * len(frag)
+            start = sentence.find(frag, start + 1)
+    words = [(m.start(), m.end()) for m in re.finditer(r"(?<![\w.])[A-Za-z]+(?![\w.(])", sentence)]
+    total = sum(b - a for a, b in words)
+    own = sum(1 for a, b in words for i in range(a, b) if covered[i])
+    return total > 0 and own >= 0.75 * total
+
+
+def _word_letters(text: str) -> int:
+    """Letters of the words of `text` (identifiers such as aten.sqrt or h.0.attn left out)."""
+    return sum(len(w) for w in re.findall(r"(?<![\w.])[A-Za-z]+(?![\w.(])", text))
 
 
 def english_left(sentence: str, lang: str = "zh") -> list[str]:
