@@ -21,8 +21,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 0
     name = args.fault or DEFAULT_FAULT
     if name not in SCENARIOS:
-        print(f"lossdoctor: unknown fault {name!r}; `lossdoctor demo --fault list` lists them",
-              file=sys.stderr)
+        from ..messages import render
+        from .main import chosen_lang
+
+        print(render("cli.unknown_fault", {"name": repr(name)}, chosen_lang(args)), file=sys.stderr)
         return 2
     import torch
 

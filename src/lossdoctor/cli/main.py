@@ -70,9 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ..messages import Msg
+    from ..report.i18n import locale_lang
+
+    lang = locale_lang()  # the lines below speak the report's language once --lang is known
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        lang = chosen_lang(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         if args.command == "demo":
@@ -83,19 +88,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .check import cmd_check
 
             return cmd_check(args)
-        raise UsageError("no command given: lossdoctor diagnose PATH (or demo, check; "
-                         "lossdoctor --help lists them)")
+        raise UsageError(Msg("cli.no_command"))
     except UsageError as e:
-        print(f"lossdoctor: error: {e}", file=sys.stderr)
+        print(render_line("cli.error", {"error": say_arg(e, lang)}, lang), file=sys.stderr)
         return EXIT_BAD_INPUT
     except WriteError as e:
-        print(f"lossdoctor: {e}", file=sys.stderr)
+        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("lossdoctor: interrupted", file=sys.stderr)
+        print(render_line("cli.interrupted", {}, lang), file=sys.stderr)
         return 130
     except Exception as e:  # the last line of defence: see the module docstring
-        return internal_error(e)
+        return internal_error(e, lang)
+
+
+def render_line(key: str, values: dict, lang: str) -> str:
+    from ..messages import render
+
+    return render(key, values, lang)
+
+
+def say_arg(e: BaseException, lang: str) -> str:
+    """An error's message in `lang` when it was made as a message, else its text."""
+    from ..report.i18n import say
+
+    return say(e.args[0], lang) if e.args and isinstance(e.args[0], str) else str(e)
 
 
 #: the start of the one line an unforeseen error prints (the fuzz tests look for it: a reader that
@@ -103,14 +120,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 INTERNAL_ERROR = "lossdoctor: internal error"
 
 
-def internal_error(e: BaseException) -> int:
+def internal_error(e: BaseException, lang: str = "en") -> int:
     if os.environ.get("LOSSDOCTOR_DEBUG"):
         import traceback
 
         traceback.print_exception(e)
     what = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
-    print(f"{INTERNAL_ERROR} ({what}); set LOSSDOCTOR_DEBUG=1 for the traceback, and please "
-          "report it", file=sys.stderr)
+    # the line starts with INTERNAL_ERROR in every language (scripts and the fuzz tests look for it)
+    print(INTERNAL_ERROR + render_line("cli.internal_error", {"what": what}, lang), file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -130,7 +147,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             for run in runs:
                 run.meta["path"] = "<stdin>"
         report = diagnose_runs(runs)
-        warn_partial(runs)
+        warn_partial(runs, chosen_lang(args))
     except SourceError as e:
         msg = str(e) if stdin_dir is None else str(e).replace(str(path), "<stdin>")
         print(f"lossdoctor: {' '.join(msg.split())}", file=sys.stderr)  # one line, whatever the path
@@ -145,7 +162,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         write_report(report, args, runs)
     except WriteError as e:
-        print(f"lossdoctor: {e}", file=sys.stderr)
+        print(f"lossdoctor: {say_arg(e, chosen_lang(args))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
@@ -173,12 +190,14 @@ _PARTIAL = ("is truncated", "could not be read", "unreadable", "stopped at", "st
             "that are not numbers", "padded or cut", "torn")
 
 
-def warn_partial(runs) -> None:
+def warn_partial(runs, lang: str = "en") -> None:
     """One stderr line per partial read, so a truncated log is never silently half-diagnosed."""
+    from ..report.i18n import say
+
     for run in runs:
         for note in run.notes:
-            if any(w in note for w in _PARTIAL):
-                print(f"lossdoctor: warning: {note}", file=sys.stderr)
+            if any(w in note for w in _PARTIAL):  # (the English text of the note, in any language)
+                print(render_line("cli.warning", {"note": say(note, lang)}, lang), file=sys.stderr)
 
 
 def chosen_lang(args: argparse.Namespace) -> str:
@@ -204,7 +223,7 @@ def write_report(report, args: argparse.Namespace, runs=None) -> None:
     except OSError as e:
         if not out:
             _silence_stdout()
-        raise WriteError(write_error(e, out)) from e
+        raise WriteError(write_error(e, out)) from e  # a message: printed in the report's language
 
 
 def _silence_stdout() -> None:
@@ -220,10 +239,12 @@ def _silence_stdout() -> None:
 
 def write_error(e: OSError, out: str | None) -> str:
     """One line for a report that could not be written (to a file, or to standard output)."""
-    where = out or "the report to standard output"
+    from ..messages import Msg
+
+    where = out or Msg("cli.stdout")
     if isinstance(e, BrokenPipeError):
-        return f"cannot write {where}: the reading end of the pipe was closed"
-    return f"cannot write {where}: {e.strerror or e}"
+        return Msg("cli.pipe_closed", where=where)
+    return Msg("cli.cannot_write", where=where, error=str(e.strerror or e))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,15 @@ SIGNALS = {
 
 SOURCES = {
     "source.not_in_log": ("not in this log: {signals}", "这份日志里没有：{signals}"),
+    "source.hf_truncated": ("{name} is truncated (the run stopped while saving?): read {n} log entries up to step {step}",
+                            "{name} 被截断了（训练在保存时中止了？）：读取了到第 {step} 步为止的 {n} 条日志记录"),
+    "source.json_truncated": ("{name} is truncated or damaged at character {pos}: read the {n} entries before it",
+                              "{name} 在第 {pos} 个字符处被截断或损坏：读取了它之前的 {n} 条记录"),
+    "source.tb_runs": (
+        "{n} TensorBoard runs here; read the newest, {chosen} (others: {others}; point at one to diagnose it)",
+        "这里有 {n} 个 TensorBoard 运行；读取了最新的 {chosen}（其他：{others}；要诊断其他运行请指定它）"),
+    "source.mlflow_db_run": ("{db} run {id}", "{db} 的运行 {id}"),
+    "source.mlflow_run": ("run {id}", "运行 {id}"),
     "source.huge_ints": ("ignored {n} setting(s) whose integer value is beyond any float",
                          "忽略了 {n} 个整数值超出浮点范围的配置项"),
     "source.coarse_averaged": (

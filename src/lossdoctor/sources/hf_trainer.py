@@ -107,8 +107,7 @@ def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
         if m:
             state[key] = int(m.group(1))
     last = entries[-1].get("step", "?")
-    return state, [f"{p.name} is truncated (the run stopped while saving?): read {len(entries)} log "
-                   f"entries up to step {last}"]
+    return state, [Msg("source.hf_truncated", name=p.name, n=len(entries), step=last)]
 
 
 def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:

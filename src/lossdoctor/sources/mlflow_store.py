@@ -420,14 +420,14 @@ def read(path: Path) -> list[Run]:
             raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
         finally:
             con.close()
-        what = f"{db.name} run {info['id']}"
+        what = Msg("source.mlflow_db_run", db=db.name, id=str(info["id"]))
         if path.is_dir() and _run_dirs(path):
             notes.append(Msg("source.mlflow_also_file_store", db=db.name))
     else:
         runs = [_file_run_info(d) for d in _run_dirs(path)]
         info, notes = _choose(runs, str(path))
         series, params = _read_file_run(info, notes)
-        what = f"run {info['id']}"
+        what = Msg("source.mlflow_run", id=str(info["id"]))
     _number_unstepped(series, notes)
     meta = {"framework": "mlflow", **params_meta(params),
             "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")}}

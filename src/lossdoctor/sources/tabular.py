@@ -435,8 +435,7 @@ def _json_array_prefix(text: str, path: Path) -> tuple[list[dict[str, Any]], lis
     rows, entries, pos = json_array_prefix(text, text.index("["))
     if not entries:
         raise SourceError(f"{path}: not valid JSON, and no complete entry before the damage")
-    return rows, [f"{path.name} is truncated or damaged at character {pos}: read the {entries} "
-                  "entries before it"]
+    return rows, [Msg("source.json_truncated", name=path.name, pos=pos, n=entries)]
 
 
 def read_jsonl(path: Path, *, source: str = "jsonl") -> list[Run]:

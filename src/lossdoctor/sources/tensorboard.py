@@ -54,9 +54,8 @@ def _event_files(p: Path) -> tuple[list[Path], list[str]]:
     newest = max(by_dir, key=lambda d: max(f.stat().st_mtime for f in by_dir[d]))
     others = sorted(str(d.relative_to(p)) for d in by_dir if d != newest)
     shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-    return sorted(by_dir[newest]), [f"{len(by_dir)} TensorBoard runs here; read the newest, "
-                                    f"{newest.relative_to(p)} (others: {shown}; point at one to "
-                                    "diagnose it)"]
+    return sorted(by_dir[newest]), [Msg("source.tb_runs", n=len(by_dir), chosen=str(newest.relative_to(p)),
+                                        others=shown)]
 
 
 def iter_records(data: bytes, notes: list[str], name: str) -> Iterator[bytes]:
