@@ -36,7 +36,7 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
     t = ui(lang)
     status = report.status
     out: list[str] = []
-    head = f"## {_ICON[status]} lossdoctor: {t[status]}"
+    head = f"## {_ICON[status]} lossdoctor{t['colon']}{t[status]}"
     if report.primary is not None:
         p = report.primary
         head += f" — `{p.cause}`" + (f"{t['lparen']}{render('ui.where_step', {'step': int(p.step)}, lang)}{t['rparen']}"
