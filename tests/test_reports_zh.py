@@ -76,6 +76,14 @@ def test_offline_log_report_in_chinese_has_no_english_sentence(log_runs, name):
     assert report.notes  # the readers' notes are part of what is checked
 
 
+def test_every_demo_fault_is_described_in_chinese():
+    from lossdoctor.messages.demo import DESCRIPTIONS_ZH
+
+    assert sorted(set(SCENARIOS) - set(DESCRIPTIONS_ZH)) == []
+    p = run_cli("demo", "--fault", "list", "--lang", "zh")
+    assert p.returncode == 0 and "梯度爆炸" in p.stdout and "（默认）" in p.stdout, p.stderr
+
+
 def test_the_checker_finds_english():
     """The check itself fails on an English sentence (and passes the allowed terms)."""
     assert latin_runs("the loss jumped at step 5") == ["the loss jumped at step"]

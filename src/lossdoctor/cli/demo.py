@@ -12,12 +12,24 @@ from pathlib import Path
 def cmd_demo(args: argparse.Namespace) -> int:
     from ..demo.scenarios import DEFAULT_FAULT, SCENARIOS
 
+    from ..messages import render
+    from ..messages.demo import description
+
     if args.fault == "list":
+        from .main import chosen_lang
+
+        lang = chosen_lang(args)
         width = max(len(n) for n in SCENARIOS)
-        for name, sc in SCENARIOS.items():
-            tag = "healthy" if not sc.expect else "fault  "
-            default = "  (default)" if name == DEFAULT_FAULT else ""
-            print(f"{name:<{width}}  {tag}  {sc.description}{default}")
+        try:
+            for name, sc in SCENARIOS.items():
+                tag = render("cli.demo_healthy" if not sc.expect else "cli.demo_fault", {}, lang)
+                default = render("cli.demo_default", {}, lang) if name == DEFAULT_FAULT else ""
+                print(f"{name:<{width}}  {tag}  {description(name, sc.description, lang)}{default}")
+            sys.stdout.flush()
+        except BrokenPipeError:  # `lossdoctor demo --fault list | head`
+            from .main import _silence_stdout
+
+            _silence_stdout()
         return 0
     name = args.fault or DEFAULT_FAULT
     if name not in SCENARIOS:
@@ -31,7 +43,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..demo.scenarios import run_scenario
     from ..detectors.engine import diagnose_runs
     from ..live import set_alert_language
-    from ..messages import render
     from ..sources import load_path
     from .main import chosen_lang, write_report
 
@@ -42,7 +53,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else \
         Path("lossdoctor_runs") / f"demo-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     sc = SCENARIOS[name]
-    print(render("cli.demo_start", {"name": name, "description": sc.description}, lang), file=sys.stderr)
+    print(render("cli.demo_start", {"name": name, "description": description(name, sc.description, lang)}, lang),
+          file=sys.stderr)
     t0 = time.perf_counter()
     run_scenario(name, log_dir, seed=args.seed, alerts=True, replay=True)
     print(render("cli.demo_trained", {"seconds": time.perf_counter() - t0, "log_dir": str(log_dir)}, lang),

@@ -105,7 +105,7 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
         for e in f.evidence:
             con.print(f"  - {escape(say(e, lang))}")
         for fix in f.fixes:
-            con.print(f"  [green]{t['fix']}{t['colon'].rstrip()}[/] {escape(say(fix, lang))}")
+            con.print(f"  [green]{t['fix']}{t['colon']}[/]{escape(say(fix, lang))}")
     if report.notes:
         con.print()
         con.print(f"[dim]{t['notes']}{t['colon'].rstrip()}[/]")
