@@ -79,6 +79,8 @@ def check_report(html_path: str | Path, png_path: str | Path | None = None, *, w
         logs = driver.get_log("browser")
         errors = [e["message"] for e in logs if e.get("level") in ("SEVERE", "ERROR")]
         cards = driver.execute_script("return document.querySelectorAll('.finding').length")
+        text = driver.execute_script("return document.body.innerText")
+        lang = driver.execute_script("return document.documentElement.lang")
         if png_path:
             full = driver.execute_script("return Math.max(document.body.scrollHeight, 600)")
             driver.set_window_size(width, min(int(full) + 40, 6000))
@@ -88,7 +90,7 @@ def check_report(html_path: str | Path, png_path: str | Path | None = None, *, w
         driver.quit()
     blank = [c for c in canvases if c["drawn"] <= 0 and c["width"] > 0]
     return {"ready": bool(ready), "state": state, "canvases": canvases, "blank_canvases": blank,
-            "console_errors": errors, "finding_cards": cards,
+            "console_errors": errors, "finding_cards": cards, "text": text, "lang": lang,
             "ok": bool(ready) and not errors and bool(canvases) and not blank}
 
 

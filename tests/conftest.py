@@ -23,6 +23,12 @@ if os.environ.get("CI"):
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 
+# Reports and live alerts follow the locale when no language is asked for: the suite runs in an
+# English locale whatever the machine's, and the language tests set theirs explicitly.
+for _var in ("LC_ALL", "LC_MESSAGES", "LANGUAGE"):
+    os.environ.pop(_var, None)
+os.environ["LANG"] = "C.UTF-8"
+
 
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
@@ -31,10 +37,12 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, timeout: float = 120, cwd: str | os.PathLike[str] | None = None
-            ) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 120, cwd: str | os.PathLike[str] | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`env`: the environment to run in (the PYTHONPATH of this checkout is added to it)."""
+    full = cli_env() if env is None else {**env, "PYTHONPATH": cli_env()["PYTHONPATH"]}
     return subprocess.run([sys.executable, "-m", "lossdoctor", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=cli_env(), cwd=cwd)
+                          text=True, timeout=timeout, env=full, cwd=cwd)
 
 
 @pytest.fixture(autouse=True)

@@ -43,7 +43,6 @@ LONG_FUNCTIONS: set[tuple[str, str]] = {
     ("detectors/labels.py", "label_mask_empty"),  # its sentences are being converted to messages
     ("detectors/learning_rate.py", "lr_too_high"),
     ("detectors/learning_rate.py", "lr_schedule_error"),
-    ("detectors/precision.py", "loss_scale_collapse"),
     ("detectors/scalars.py", "flat_loss"),
     ("preflight/schedule.py", "analyse"),
 }

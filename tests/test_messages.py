@@ -8,6 +8,10 @@ import json
 import pickle
 from pathlib import Path
 
+import pytest
+
+from latin_check import latin_runs
+from lossdoctor.findings import Finding, Report
 from lossdoctor.messages import LANGS, Msg, fmt, placeholders, render, templates
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "lossdoctor"
@@ -23,25 +27,120 @@ def test_every_key_has_both_languages_with_the_same_placeholders():
 
 
 def _msg_calls():
+    """`Msg("key", name=...)` calls, and `render("key", {"name": ...}, lang)` calls (as (path,
+    key, the value names or None when they are not literal, line))."""
     for path in SRC.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id == "Msg" and node.args
-                    and isinstance(node.args[0], ast.Constant)):
-                yield path, node
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
+                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                continue
+            if node.func.id == "Msg":
+                names = None if any(k.arg is None for k in node.keywords) else {k.arg for k in node.keywords}
+                yield path, node.args[0].value, names, node.lineno
+            elif node.func.id == "render" and len(node.args) >= 2:
+                d = node.args[1]
+                names = {k.value for k in d.keys} if isinstance(d, ast.Dict) and all(
+                    isinstance(k, ast.Constant) for k in d.keys) else None
+                yield path, node.args[0].value, names, node.lineno
 
 
 def test_every_key_used_in_the_source_exists_with_the_values_it_is_given():
     table = templates()
-    for path, node in _msg_calls():
-        key = node.args[0].value
-        where = f"{path.relative_to(SRC)}:{node.lineno}"
+    seen = 0
+    for path, key, given, line in _msg_calls():
+        where = f"{path.relative_to(SRC)}:{line}"
         assert key in table, f"{where}: message key {key!r} has no template"
-        if any(k.arg is None for k in node.keywords):
+        seen += 1
+        if given is None:
             continue  # **values: checked when rendered
-        given = {k.arg for k in node.keywords}
         assert placeholders(table[key]["en"]) == given, f"{where}: {key} given {sorted(given)}"
+    assert seen > 300  # the walk finds the calls (a refactor that hides them would pass vacuously)
+
+
+def test_keys_made_at_run_time_exist():
+    """The keys the source builds from a name (`live.{severity}`, `cause.{cause}`, ...)."""
+    from lossdoctor.vocabulary import CAUSES, SEVERITIES, SYMPTOMS
+
+    table = templates()
+    wanted = ([f"live.{s}" for s in SEVERITIES] + [f"cause.{c}" for c in CAUSES]
+              + [f"symptom.{s}" for s in SYMPTOMS] + [f"ui.{s}" for s in SEVERITIES]
+              + ["ui.healthy", "ui.inconclusive"])
+    assert [k for k in wanted if k not in table] == []
+
+
+def _sample_values(template: str) -> dict:
+    """A number for every placeholder (a number fits every spec the templates use)."""
+    return {name: 12 for name in placeholders(template)}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_template_renders_in_both_languages(lang):
+    for key, row in templates().items():
+        values = _sample_values(row["en"])
+        text = render(key, values, lang)
+        assert not text.startswith(key + ":"), f"{key} does not render in {lang}: {text}"
+        if lang == "zh" and row["zh"] == row["en"] and not placeholders(row["en"]) == set():
+            assert not latin_runs(text), f"{key}: the Chinese template is the English one"
+
+
+def test_chinese_templates_leave_no_english_sentence():
+    """Every Chinese template, filled with numbers, shows no run of English words outside the
+    terms Chinese ML engineers write in English (loss, batch, grad norm, loss scale, warmup...)."""
+    bad = {}
+    for key, row in templates().items():
+        runs = latin_runs(render(key, _sample_values(row["zh"]), "zh"))
+        if runs:
+            bad[key] = runs
+    assert bad == {}
+
+
+def test_findings_carry_their_messages_in_the_json_and_read_back():
+    f = Finding("grad_explosion", "nonfinite", "critical", 0.9, step=431,
+                evidence=[Msg("grad.rose_then_nonfinite", start=1.3, peak=4.1e4, first=406, last=430, step=431),
+                          "a plain sentence"],
+                fixes=[Msg("grad.fix_clip", max_norm=2.0, first=100, last=400)])
+    report = Report([f], steps=500, notes=[Msg("engine.skipped_update", step=7), "plain note"])
+    d = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    fd = d["findings"][0]
+    # the English strings stay the contract, the data sits next to them
+    assert fd["evidence"][0] == "grad norm rose from 1.3 (early median) to 4.10e+04 over steps 406-430, then " \
+                                "became non-finite at step 431"
+    assert fd["evidence_data"][0] == {"key": "grad.rose_then_nonfinite",
+                                      "values": {"start": 1.3, "peak": 41000.0, "first": 406, "last": 430,
+                                                 "step": 431}}
+    assert fd["evidence_data"][1] is None and d["notes_data"][1] is None
+    assert fd["fixes_data"][0]["values"]["max_norm"] == 2.0
+    back = Report.from_dict(d)
+    ev = back.findings[0].evidence
+    assert isinstance(ev[0], Msg) and not isinstance(ev[1], Msg) and ev == f.evidence
+    assert ev[0].render("zh").startswith("grad norm 在第 406-430 步从 1.3")
+    assert back.notes[0].render("zh").startswith("只有第 7 步的 grad norm")
+    import jsonschema
+    from importlib import resources
+
+    schema = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
+    jsonschema.validate(d, schema)
+
+
+def test_message_data_that_does_not_fit_keeps_the_english():
+    d = Finding("loss_spike", "spike", "warning", 0.5, evidence=["the stored sentence"]).to_dict()
+    for data in ([{"key": "no.such.key", "values": {}}], [{"key": "grad.went_nonfinite", "values": {"step": 3}},
+                                                         None], ["junk"], "junk"):
+        d["evidence_data"] = data
+        assert Finding.from_dict(d).evidence == ["the stored sentence"]
+    d["evidence_data"] = [{"key": "grad.went_nonfinite", "values": {"step": 3, "key": 1}}]
+    assert Finding.from_dict(d).evidence[0].key == "grad.went_nonfinite"  # a value may be called key
+
+
+def test_numpy_values_render_and_serialise_as_numbers():
+    import numpy as np
+
+    m = Msg("grad.went_nonfinite", step=np.int64(42))
+    assert m == "training went non-finite at step 42" and m.data()["values"]["step"] == 42
+    m = Msg("precision.scale_fell", start=np.float32(65536.0), end=np.float64(np.nan))
+    assert m == "loss scale fell from 6.55e+04 to NaN"
+    assert json.loads(json.dumps(m.data()))["values"] == {"start": 65536.0, "end": {"float": "nan"}}
 
 
 def test_a_message_is_its_english_text_and_renders_in_chinese():

@@ -123,12 +123,13 @@ needs_browser = pytest.mark.skipif(find_browser() is None, reason="chromium + ch
 
 
 @needs_browser
-def test_renders_in_chromium(watched_run, tmp_path, lang="zh"):
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_renders_in_chromium(watched_run, tmp_path, lang):
     pytest.importorskip("selenium")
     out = tmp_path / "report.html"
     p = run_cli("diagnose", watched_run, "--format", "html", "--lang", lang, "-o", out)
     assert p.returncode == 0, p.stderr
-    png = tmp_path / "report.png"
+    png = tmp_path / f"report-{lang}.png"
     r = check_report(out, png)
     assert r["ready"] and r["console_errors"] == [], r
     assert r["state"]["errors"] == [] and r["state"]["charts"] >= 4 and r["state"]["heatmaps"] >= 2
@@ -137,6 +138,15 @@ def test_renders_in_chromium(watched_run, tmp_path, lang="zh"):
     assert r["blank_canvases"] == []
     assert r["finding_cards"] >= 1
     assert png.stat().st_size > 20_000
+    # what the browser shows is in the chosen language: headings, labels, findings, notes
+    if lang == "zh":
+        from latin_check import document_english
+
+        assert r["lang"] == "zh-CN" and "诊断结果" in r["text"] and "训练信号" in r["text"], r["text"][:500]
+        report = diagnose_runs(load_path(watched_run))
+        assert document_english(r["text"], report) == [], r["text"]
+    else:
+        assert r["lang"] == "en" and "Findings" in r["text"] and "诊断" not in r["text"]
 
 
 @needs_browser

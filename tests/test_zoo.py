@@ -156,3 +156,25 @@ def test_onset_layer_and_op_are_found_above_the_floor(zoo):
     for attr, floor in (("onset_hit", 0.9), ("layer_hit", 0.8), ("op_hit", 0.66), ("sample_hit", 0.8)):
         hit, n = rate(attr)
         assert n and hit / n >= floor, f"{attr}: {hit}/{n} < {floor}"
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_zoo_report_in_chinese_has_no_english_sentence(zoo, name):
+    """Issue 15: every zoo scenario's report in `--lang zh` (the run directory, and its scalars
+    read as a log) shows no English sentence outside the areas latin_check lists as unconverted."""
+    from pathlib import Path
+
+    from latin_check import document_english, report_english
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.report import render
+    from lossdoctor.sources import load_path
+
+    d = Path(zoo[name].run_dir)
+    for path in (d, d / "scalars.csv"):
+        if not path.exists():
+            continue
+        runs = load_path(path)
+        report = diagnose_runs(runs)
+        assert report_english(report) == [], path
+        text = render(report, "text", runs=runs, lang="zh", width=100_000)
+        assert document_english(text, report) == [], text

@@ -3,6 +3,12 @@
 A `Finding` is one diagnosis (a cause, the symptom it explains, where it began, the evidence with
 numbers, and fixes with numbers). A `Report` is the ordered list of findings for a run plus notes on
 what could not be checked. `Report.to_dict()` is the public JSON contract `lossdoctor.report/1`.
+
+Evidence, fixes and notes are sentences as data (`messages.Msg`: the English text, a key and its
+values). The JSON keeps the English strings (the contract) and adds, next to each list, the same
+list as data (`evidence_data`, `fixes_data`, `notes_data`: `{"key", "values"}`, or null for a
+sentence that is plain text), so a program reads the numbers without parsing English and a report
+read back from JSON renders in any language.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
+from .messages import Msg, templates
 from .vocabulary import CAUSES, SCHEMA, SEVERITY_RANK, SYMPTOMS
 
 
@@ -67,14 +74,20 @@ class Finding:
             "batch": None if self.batch is None else int(self.batch),
             "samples": None if self.samples is None else [int(s) for s in self.samples],
             "rank": None if self.rank is None else int(self.rank),
-            "evidence": list(self.evidence),
-            "fixes": list(self.fixes),
+            "evidence": [str.__str__(e) for e in self.evidence],
+            "fixes": [str.__str__(x) for x in self.fixes],
+            "evidence_data": messages_data(self.evidence),
+            "fixes_data": messages_data(self.fixes),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Finding:
         keys = cls.__dataclass_fields__.keys()
-        return cls(**{k: d[k] for k in keys if k in d})
+        values = {k: d[k] for k in keys if k in d}
+        for name in ("evidence", "fixes"):
+            if name in values:
+                values[name] = restore_messages(values[name], d.get(f"{name}_data"))
+        return cls(**values)
 
     @property
     def severity_rank(self) -> int:
@@ -115,6 +128,28 @@ def _str_list(name: str, v: Any) -> list[str]:
     return list(v)
 
 
+def messages_data(sentences: list[str]) -> list[dict[str, Any] | None]:
+    """The JSON form of each sentence: a message's key and values, None for plain text."""
+    return [x.data() if isinstance(x, Msg) else None for x in sentences]
+
+
+def restore_messages(sentences: Any, data: Any) -> Any:
+    """The sentences read back from JSON, as messages where their data says so. The data is used
+    only when it lines up with the strings and its key is one this version knows; otherwise the
+    stored English stays (a record written by another version still reads)."""
+    if not isinstance(sentences, list) or not isinstance(data, list) or len(data) != len(sentences):
+        return sentences
+    known = templates()
+    out = []
+    for text, d in zip(sentences, data):
+        try:
+            m = Msg.from_data(d) if isinstance(text, str) else None
+        except TypeError:  # values that are no keyword names (a hand-edited file)
+            m = None
+        out.append(m if m is not None and m.key in known else text)
+    return out
+
+
 def importance_key(f: Finding) -> tuple:
     """Most important first: severity, then confidence, then the earliest step."""
     step = f.step if f.step is not None else float("inf")
@@ -150,7 +185,8 @@ class Report:
             "status": self.status,
             "steps": int(self.steps),
             "findings": [f.to_dict() for f in self.findings],
-            "notes": list(self.notes),
+            "notes": [str.__str__(n) for n in self.notes],
+            "notes_data": messages_data(self.notes),
             "source": self.source,
         }
 
@@ -159,7 +195,7 @@ class Report:
         return cls(
             findings=[Finding.from_dict(f) for f in d.get("findings", [])],
             steps=int(d.get("steps", 0)),
-            notes=list(d.get("notes", [])),
+            notes=list(restore_messages(list(d.get("notes", [])), d.get("notes_data"))),
             source=d.get("source"),
             inconclusive=d.get("status") == "inconclusive",
         )

@@ -7,6 +7,8 @@ wrong (a non-finite value, a skipped step, bad data), at most once every few ste
 
 Alerts go to stderr once per incident: a finding is announced when its (cause, layer) has not been
 announced yet, or when it begins again more than `rearm_after` steps after the last announcement.
+They speak the user's language: the locale's (LANG=zh_CN.UTF-8 -> Chinese) unless a program sets
+one with `set_alert_language` (`lossdoctor demo --lang` does).
 """
 
 from __future__ import annotations
@@ -21,6 +23,22 @@ from .findings import Finding, Report
 from .records import COLUMNS, EVENTS, Run
 
 log = logging.getLogger("lossdoctor")
+
+#: the language of the alerts; None: the locale's, looked up when an alert is printed
+ALERT_LANG: str | None = None
+
+
+def set_alert_language(lang: str | None) -> None:
+    """Alerts in `lang` ("en", "zh"), or in the locale's language again with None."""
+    global ALERT_LANG
+    ALERT_LANG = lang
+
+
+def alert_language() -> str:
+    from .messages import locale_lang
+
+    return ALERT_LANG or locale_lang()
+
 
 TRIGGERS = ("batch_nonfinite_detail", "fwd_first_nonfinite", "bwd_first_nonfinite", "nonfinite_params",
             "label_empty_sample_ids")
@@ -127,26 +145,31 @@ class LiveDiagnoser:
         if self.on_finding is not None:
             self.on_finding(f)
         if self.alerts:
-            print(alert_line(f), file=sys.stderr, flush=True)
+            print(alert_line(f, alert_language()), file=sys.stderr, flush=True)
 
 
 def _nonfinite(v: Any) -> bool:
     return isinstance(v, float) and not math.isfinite(v)
 
 
-def alert_line(f: Finding) -> str:
-    where = []
+def alert_line(f: Finding, lang: str = "en") -> str:
+    """The one stderr line of a new finding: what, where, its first evidence and its first fix."""
+    from .messages import Msg, render
+    from .messages import say
+
+    where: list[str] = []
     if f.step is not None:
-        where.append(f"step {f.step}")
+        where.append(Msg("live.step", step=f.step))
     if f.layer:
         where.append(f.layer)
     if f.op:
         where.append(f.op)
     if f.samples:
-        where.append(f"samples {f.samples[:8]}")
+        where.append(Msg("live.samples", samples=str(f.samples[:8])))
     if f.rank is not None:
-        where.append(f"rank {f.rank}")
-    head = f"lossdoctor: {f.severity.upper()} {f.cause} ({f.symptom}) at {', '.join(where) or 'run'}"
-    body = f.evidence[0] if f.evidence else ""
-    fix = f" -> fix: {f.fixes[0]}" if f.fixes else ""
-    return f"{head}: {body}{fix}"
+        where.append(Msg("live.rank", rank=f.rank))
+    head = render("live.alert", {"severity": Msg(f"live.{f.severity}"), "cause": f.cause, "symptom": f.symptom,
+                                 "where": where or Msg("live.run")}, lang)
+    body = say(f.evidence[0], lang) if f.evidence else ""
+    fix = render("live.fix", {"fix": say(f.fixes[0], lang)}, lang) if f.fixes else ""
+    return f"{head}{body}{fix}"

@@ -26,6 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..messages import Msg
+
 DEFAULT_FUNCTIONS = ("lossdoctor_setup", "setup")
 ARGUMENTS = ("model", "optimizer", "scheduler", "batches", "total_steps", "task", "tokenizer", "scaler",
              "scheduler_interval", "steps_per_epoch", "max_batches", "forward")
@@ -47,18 +49,23 @@ def add_parser(sub: Any, formats: tuple[str, ...]) -> None:
                    help="task hint (overrides the config)")
     c.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
     c.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
+    c.add_argument("--lang", choices=("en", "zh"), default=None,
+                   help="language of the text, md and html reports (default: the locale's)")
     c.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when a finding has this severity or worse")
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from ..messages import render
     from ..vocabulary import SEVERITY_RANK
-    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, write_report
+    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, say_arg, write_report
+
+    lang = chosen_lang(args)
 
     try:
         import torch  # noqa: F401
     except ImportError:
-        print("lossdoctor: check needs torch (pip install torch)", file=sys.stderr)
+        print(render("cli.check_needs_torch", {}, lang), file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         kwargs = load_setup(args.config)
@@ -71,7 +78,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             report = check(**kwargs)
     except SetupError as e:
-        print(f"lossdoctor: {e}", file=sys.stderr)
+        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except (TypeError, ValueError) as e:
         print(f"lossdoctor: {args.config}: {e}".splitlines()[0], file=sys.stderr)
@@ -97,34 +104,35 @@ def load_setup(spec: str) -> dict[str, Any]:
     """Import the config file, call its setup function, validate what it returns."""
     path, name = split_spec(spec)
     if not path.is_file():
-        raise SetupError(f"{path}: no such file")
+        raise SetupError(Msg("cli.setup_no_file", path=str(path)))
     module = _import(path)
     names = (name,) if name else DEFAULT_FUNCTIONS
     fn = next((getattr(module, n) for n in names if callable(getattr(module, n, None))), None)
     if fn is None:
         want = f"{name}()" if name else " or ".join(f"{n}()" for n in DEFAULT_FUNCTIONS)
-        raise SetupError(f"{path}: defines no function {want} returning the objects to check")
+        raise SetupError(Msg("cli.setup_no_function", path=str(path), want=want))
     try:
         with contextlib.redirect_stdout(sys.stderr):
             result = fn()
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:
-        raise SetupError(_one_line(f"{path}: {fn.__name__}() raised {type(e).__name__}: {e}")) from None
+        raise SetupError(Msg("cli.setup_raised", path=str(path), fn=fn.__name__,
+                             error=_one_line(f"{type(e).__name__}: {e}"))) from None
     if not isinstance(result, dict):
-        raise SetupError(f"{path}: {fn.__name__}() must return a dict of check arguments "
-                         f"({', '.join(ARGUMENTS[:7])}, ...), not {type(result).__name__}")
+        raise SetupError(Msg("cli.setup_not_dict", path=str(path), fn=fn.__name__, args=", ".join(ARGUMENTS[:7]),
+                             type=type(result).__name__))
     unknown = sorted(set(map(str, result)) - set(ARGUMENTS))
     if unknown:
-        raise SetupError(f"{path}: {fn.__name__}() returned unknown argument(s) {', '.join(unknown)}; "
-                         f"known: {', '.join(ARGUMENTS)}")
+        raise SetupError(Msg("cli.setup_unknown_args", path=str(path), fn=fn.__name__, unknown=", ".join(unknown),
+                             known=", ".join(ARGUMENTS)))
     return dict(result)
 
 
 def _import(path: Path) -> Any:
     spec = importlib.util.spec_from_file_location(f"lossdoctor_setup_{abs(hash(str(path)))}", path)
     if spec is None or spec.loader is None:
-        raise SetupError(f"{path}: not a Python file")
+        raise SetupError(Msg("cli.setup_not_python", path=str(path)))
     module = importlib.util.module_from_spec(spec)
     folder = str(path.resolve().parent)
     sys.path.insert(0, folder)  # the config may import its neighbours
@@ -134,7 +142,8 @@ def _import(path: Path) -> Any:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:
-        raise SetupError(_one_line(f"{path}: failed to load ({type(e).__name__}: {e})")) from None
+        raise SetupError(Msg("cli.setup_failed_to_load", path=str(path),
+                             error=_one_line(f"{type(e).__name__}: {e}"))) from None
     return module
 
 

@@ -15,7 +15,8 @@ import os
 import sys
 from typing import Sequence
 
-from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, write_report  # noqa: F401
+from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, say_arg,  # noqa: F401
+                     write_report)
 
 
 class UsageError(Exception):
@@ -44,8 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "jsonl, trainer-state...)")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    d.add_argument("--lang", choices=LANGS, default="en",
-                   help="language of the text, md and html reports (default: en; JSON is always English)")
+    d.add_argument("--lang", choices=LANGS, default=None,
+                   help="language of the text, md and html reports (default: the locale's, zh for "
+                        "LANG=zh_CN.UTF-8, else en; JSON is always English)")
     d.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when a finding has this severity or worse")
 
@@ -54,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--log-dir", metavar="DIR", help="where to leave the run directory")
     m.add_argument("--format", choices=FORMATS, default="text")
     m.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    m.add_argument("--lang", choices=LANGS, default="en")
+    m.add_argument("--lang", choices=LANGS, default=None,
+                   help="language of the report and the live alerts (default: the locale's)")
     m.add_argument("--seed", type=int, default=0)
 
     from .check import add_parser as add_check_parser
@@ -64,9 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ..messages import Msg
+    from ..report.i18n import locale_lang
+
+    lang = locale_lang()  # the lines below speak the report's language once --lang is known
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
+        lang = chosen_lang(args)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         if args.command == "demo":
@@ -77,19 +85,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .check import cmd_check
 
             return cmd_check(args)
-        raise UsageError("no command given: lossdoctor diagnose PATH (or demo, check; "
-                         "lossdoctor --help lists them)")
+        raise UsageError(Msg("cli.no_command"))
     except UsageError as e:
-        print(f"lossdoctor: error: {e}", file=sys.stderr)
+        print(render_line("cli.error", {"error": say_arg(e, lang)}, lang), file=sys.stderr)
         return EXIT_BAD_INPUT
     except WriteError as e:
-        print(f"lossdoctor: {e}", file=sys.stderr)
+        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print("lossdoctor: interrupted", file=sys.stderr)
+        print(render_line("cli.interrupted", {}, lang), file=sys.stderr)
         return 130
     except Exception as e:  # the last line of defence: see the module docstring
-        return internal_error(e)
+        return internal_error(e, lang)
+
+
+def render_line(key: str, values: dict, lang: str) -> str:
+    from ..messages import render
+
+    return render(key, values, lang)
 
 
 #: the start of the one line an unforeseen error prints (the fuzz tests look for it: a reader that
@@ -97,14 +110,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 INTERNAL_ERROR = "lossdoctor: internal error"
 
 
-def internal_error(e: BaseException) -> int:
+def internal_error(e: BaseException, lang: str = "en") -> int:
     if os.environ.get("LOSSDOCTOR_DEBUG"):
         import traceback
 
         traceback.print_exception(e)
     what = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
-    print(f"{INTERNAL_ERROR} ({what}); set LOSSDOCTOR_DEBUG=1 for the traceback, and please "
-          "report it", file=sys.stderr)
+    # the line starts with INTERNAL_ERROR in every language (scripts and the fuzz tests look for it)
+    print(INTERNAL_ERROR + render_line("cli.internal_error", {"what": what}, lang), file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
@@ -124,7 +137,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             for run in runs:
                 run.meta["path"] = "<stdin>"
         report = diagnose_runs(runs)
-        warn_partial(runs)
+        warn_partial(runs, chosen_lang(args))
     except SourceError as e:
         msg = str(e) if stdin_dir is None else str(e).replace(str(path), "<stdin>")
         print(f"lossdoctor: {' '.join(msg.split())}", file=sys.stderr)  # one line, whatever the path
@@ -139,7 +152,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         write_report(report, args, runs)
     except WriteError as e:
-        print(f"lossdoctor: {e}", file=sys.stderr)
+        print(f"lossdoctor: {say_arg(e, chosen_lang(args))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
@@ -167,12 +180,14 @@ _PARTIAL = ("is truncated", "could not be read", "unreadable", "stopped at", "st
             "that are not numbers", "padded or cut", "torn")
 
 
-def warn_partial(runs) -> None:
+def warn_partial(runs, lang: str = "en") -> None:
     """One stderr line per partial read, so a truncated log is never silently half-diagnosed."""
+    from ..report.i18n import say
+
     for run in runs:
         for note in run.notes:
-            if any(w in note for w in _PARTIAL):
-                print(f"lossdoctor: warning: {note}", file=sys.stderr)
+            if any(w in note for w in _PARTIAL):  # (the English text of the note, in any language)
+                print(render_line("cli.warning", {"note": say(note, lang)}, lang), file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def write_report(report, args: argparse.Namespace, runs=None) -> None:
 
     out = getattr(args, "output", None)
     color = out is None and sys.stdout.isatty() and args.format == "text"
-    text = render(report, args.format, color=color, runs=runs, lang=getattr(args, "lang", "en"))
+    text = render(report, args.format, color=color, runs=runs, lang=chosen_lang(args))
     try:
         if out:
             with open(out, "w", encoding="utf-8") as f:
@@ -29,11 +29,11 @@ def write_report(report, args: argparse.Namespace, runs=None) -> None:
             sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
     except OSError as e:
         if not out:
-            _silence_stdout()
-        raise WriteError(write_error(e, out)) from e
+            silence_stdout()
+        raise WriteError(write_error(e, out)) from e  # a message: printed in the report's language
 
 
-def _silence_stdout() -> None:
+def silence_stdout() -> None:
     """After a failed write to stdout, point it at /dev/null: Python's final flush at exit would
     otherwise fail again and print its own 'Exception ignored' message."""
     try:
@@ -46,7 +46,23 @@ def _silence_stdout() -> None:
 
 def write_error(e: OSError, out: str | None) -> str:
     """One line for a report that could not be written (to a file, or to standard output)."""
-    where = out or "the report to standard output"
+    from ..messages import Msg
+
+    where = out or Msg("cli.stdout")
     if isinstance(e, BrokenPipeError):
-        return f"cannot write {where}: the reading end of the pipe was closed"
-    return f"cannot write {where}: {e.strerror or e}"
+        return Msg("cli.pipe_closed", where=where)
+    return Msg("cli.cannot_write", where=where, error=str(e.strerror or e))
+
+
+def chosen_lang(args: argparse.Namespace) -> str:
+    """`--lang` when given, else the user's locale (LANG=zh_CN.UTF-8 -> zh)."""
+    from ..report.i18n import locale_lang
+
+    return getattr(args, "lang", None) or locale_lang()
+
+
+def say_arg(e: BaseException, lang: str) -> str:
+    """An error's message in `lang` when it was made as a message, else its text."""
+    from ..report.i18n import say
+
+    return say(e.args[0], lang) if e.args and isinstance(e.args[0], str) else str(e)

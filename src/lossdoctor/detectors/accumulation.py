@@ -27,15 +27,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt
+from .base import detector
 from .quantities import Quantities
 
 LOW, HIGH = 1 / 1.5, 1.5
 
 
 @detector("accumulation_normalization", needs_any=("loss_weight", "accum_steps"),
-          hint="log accum_steps (watch does) or loss_weight (the framework callbacks do)")
+          hint=Msg("hint.accumulation"))
 def accumulation_normalization(run: Run, q: Quantities) -> list[Finding]:
     if run.has("loss_weight"):
         return _from_weights(run)
@@ -63,13 +64,12 @@ def _from_weights(run: Run) -> list[Finding]:
     first = int(np.flatnonzero(off)[0])
     k = _modal_k(run)
     frac = float(off.sum() / ok.sum())
-    evidence = [f"the loss each step differentiates is {fmt(med)}x the mean loss of its items "
-                f"(median over {int(ok.sum())} steps; {frac:.0%} of them off by more than 1.5x)"]
+    evidence: list[str] = [Msg("accum.weight", weight=med, n=int(ok.sum()), frac=frac)]
     if k and k > 1:
         if abs(med / k - 1) < 0.2:
-            evidence.append(f"{k} micro-batches per step: their losses are summed, not averaged")
+            evidence.append(Msg("accum.summed", k=k))
         elif abs(med * k - 1) < 0.2:
-            evidence.append(f"{k} micro-batches per step: the loss is divided by {k} twice")
+            evidence.append(Msg("accum.divided_twice", k=k))
     fixes = _fixes(med, k)
     return [Finding(cause="grad_accum_normalization", symptom=_symptom(med), severity="warning",
                     confidence=0.85 if frac > 0.8 else 0.6, step=int(run.steps[first]),
@@ -86,9 +86,7 @@ def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
     ratio = start / float(chance)
     if ratio < 1.5 or abs(ratio / k - 1) > 0.25:
         return []
-    evidence = [f"the run starts at loss {fmt(start)} = {fmt(ratio)}x the chance level "
-                f"{fmt(float(chance))}, with {k} micro-batches per step: the logged loss is the sum of "
-                f"{k} micro-batch means"]
+    evidence: list[str] = [Msg("accum.starts_at_k_chance", start=start, ratio=ratio, chance=float(chance), k=k)]
     return [Finding(cause="grad_accum_normalization", symptom=_symptom(float(k)), severity="warning",
                     confidence=0.55, step=int(run.steps[first]), evidence=evidence,
                     fixes=_fixes(float(k), k))]
@@ -103,10 +101,5 @@ def _symptom(weight: float) -> str:
 def _fixes(weight: float, k: int | None) -> list[str]:
     kk = k if k and k > 1 else "k"
     if weight > 1:
-        return [f"divide each micro-batch's loss by the number of micro-batches ({kk}) before backward, "
-                f"or sum the per-token losses and divide by the step's token count",
-                "HF Trainer with a custom compute_loss: divide the summed loss by num_items_in_batch, "
-                "or set model_accepts_loss_kwargs = False on the trainer so it divides by "
-                "gradient_accumulation_steps itself"]
-    return [f"the loss is divided by the number of micro-batches ({kk}) twice: keep one division "
-            "(HF Trainer: a loss already divided by num_items_in_batch must not be divided again)"]
+        return [Msg("accum.fix_divide", k=kk), Msg("accum.fix_hf_trainer")]
+    return [Msg("accum.fix_divide_once", k=kk)]

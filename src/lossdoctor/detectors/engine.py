@@ -13,6 +13,7 @@ from typing import Iterable
 import numpy as np
 
 from ..findings import Finding, Report, importance_key
+from ..messages import Msg
 from ..records import Run
 from . import REGISTRY, load_all
 from .incidents import merge_incidents
@@ -56,10 +57,7 @@ def misuse_note(run: Run) -> str | None:
     if not idle.any():
         return None
     steps = run.steps[idle]
-    return (f"mon.step was called without an optimizer step since the previous call at {int(idle.sum())} of "
-            f"{len(run)} steps (first at step {int(steps[0])}): call mon.step once per optimizer step, after "
-            "optimizer.step() (with gradient accumulation: after the last micro-batch); if the loop skips "
-            "steps on purpose, those steps made no update")
+    return Msg("engine.misuse_no_optimizer_step", idle=int(idle.sum()), n=len(run), step=int(steps[0]))
 
 
 def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[str]]:
@@ -72,7 +70,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
     for d in REGISTRY:
         if not d.can_run(run):
             if d.hint:
-                notes.append(f"{d.name}: not checked ({d.hint})")
+                notes.append(Msg("engine.not_checked", name=d.name, hint=d.hint))
             continue
         try:
             # NaN/Inf are data here, not accidents: numpy's warnings about them would only be noise
@@ -81,7 +79,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
                 found = d.fn(run, q)
         except Exception as e:  # a detector bug must not hide the other findings
             log.debug("detector %s failed", d.name, exc_info=True)
-            notes.append(f"{d.name}: internal error ({type(e).__name__}: {e})")
+            notes.append(Msg("engine.internal_error", name=d.name, error=f"{type(e).__name__}: {e}"))
             continue
         for f in found:
             if f.rank is None:
@@ -92,10 +90,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
         notes.append(misuse)
     survived = q.survived_nonfinite_grad
     if survived is not None:
-        notes.append(f"the gradient norm is non-finite at step {int(q.steps[survived])} only, and every loss "
-                     "before and after it is finite: that update was skipped (a NaN gradient in the weights "
-                     "would make every later loss NaN). In fp16 that is the loss scaler's overflow check "
-                     "doing its job, common in the first steps; log the loss scale to see it")
+        notes.append(Msg("engine.skipped_update", step=int(q.steps[survived])))
     if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
         from .merge import merge_findings
 
@@ -200,7 +195,7 @@ def merge_ranks(per_rank: list[list[Finding]]) -> list[Finding]:
         first = group[0]
         others = sorted({g.rank for g in group[1:] if g.rank is not None and g.rank != first.rank})
         if others:
-            first.evidence.append(f"also seen later or at the same step on rank(s) {others}")
+            first.evidence.append(Msg("engine.also_on_ranks", ranks=str(others)))
         out.append(first)
     return out
 

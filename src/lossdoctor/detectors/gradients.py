@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt, round_sig
+from .base import detector, round_sig
 from .quantities import Quantities, percentile
 
 
-def clip_fix(q: Quantities, end: int) -> str | None:
+def clip_fix(q: Quantities, end: int) -> Msg | None:
     """`max_norm` from this run's own healthy history: the 95th percentile of the gradient norm
     over the steps before things went wrong (skipping the first 5% where norms are transient)."""
     gn = q.grad_norm[:end]
@@ -25,11 +26,10 @@ def clip_fix(q: Quantities, end: int) -> str | None:
     healthy = window[window <= 5 * med] if med > 0 else window
     p95 = round_sig(percentile(healthy if healthy.size >= 3 else window, 95), 2)
     a, b = int(q.steps[start]), int(q.steps[max(start, end - 1)])
-    return f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={p95:g}) " \
-           f"(p95 of the gradient norm over steps {a}-{b})"
+    return Msg("grad.fix_clip", max_norm=p95, first=a, last=b)
 
 
-@detector("grad_explosion", needs=("grad_norm",), hint="log the gradient norm (grad_norm) to check it")
+@detector("grad_explosion", needs=("grad_norm",), hint=Msg("hint.grad_norm"))
 def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
     """The gradient norm grows by orders of magnitude, then overflows (or keeps growing).
 
@@ -57,16 +57,15 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
             return []
         s = q.first_bad_step
         grew_from = int(q.steps[lo])
-        ev = [f"grad norm rose from {fmt(base)} (early median) to {fmt(peak)} over steps {grew_from}-{s - 1}, "
-              f"then became non-finite at step {s}"]
+        ev = [Msg("grad.rose_then_nonfinite", start=base, peak=peak, first=grew_from, last=s - 1, step=s)]
         bad_params = run.event("nonfinite_params").get(s)
         if bad_params:
-            ev.append(f"first non-finite gradients: {', '.join(bad_params[:4])}")
+            ev.append(Msg("grad.first_nonfinite_params", params=[str(n) for n in bad_params[:4]]))
         fixes = [f for f in [clip_fix(q, max(1, lo))] if f]
         if q.run.has("lr"):
             lr = q.lr[end - 1] if np.isfinite(q.lr[end - 1]) else np.nan
             if np.isfinite(lr):
-                fixes.append(f"lower the learning rate (now {fmt(lr)}), e.g. to {fmt(round_sig(lr / 3, 2))}")
+                fixes.append(Msg("grad.fix_lower_lr", lr=float(lr), to=float(round_sig(lr / 3, 2))))
         layer = None
         bwd = run.event("bwd_first_nonfinite").get(s)
         if isinstance(bwd, dict):
@@ -97,8 +96,8 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[i0])
     fixes = [f for f in [clip_fix(q, int(fin[max(5, n // 5)]))] if f]
     return [Finding(cause="grad_explosion", symptom="divergence", severity="warning", confidence=0.6,
-                    step=s, evidence=[f"grad norm median rose from {fmt(base)} early to {fmt(late_med)} "
-                                      f"from step {s} on ({fmt(late_med / base)}x) while the loss did not improve"],
+                    step=s, evidence=[Msg("grad.median_rose", start=base, end=late_med, step=s,
+                                          ratio=late_med / base)],
                     fixes=fixes)]
 
 
@@ -123,7 +122,7 @@ def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
 
 
 @detector("vanishing_gradient", needs=("layers",),
-          hint="needs per-layer gradient norms, which lossdoctor.watch records")
+          hint=Msg("hint.layers"))
 def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
     """Early layers get ~nothing (AUTOTRAINER: ||g_first|| / ||g_last|| < 1e-3 and ||g_first|| < 1e-4,
     medians over sampled steps). Needs the per-layer gradient norms only `watch` records.
@@ -157,13 +156,10 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(
         cause="vanishing_gradient", symptom="plateau", severity="warning", confidence=0.8, step=s,
         layer=first_name,
-        evidence=[f"gradient norm of the first layers ({first_name}...) is {fmt(g_first)}, "
-                  f"{fmt(ratio)}x that of the last layers ({last_name}) (median over {int(ok_rows.sum())} "
-                  "sampled steps; AUTOTRAINER threshold 1e-3)",
-                  "the loss is not improving"],
-        fixes=["use ReLU/GELU instead of sigmoid/tanh in deep stacks, add residual connections or "
-               "(pre-)LayerNorm, and He/Kaiming (or 1/sqrt(fan_in)) initialisation",
-               "or make the network shallower"])]
+        evidence=[Msg("grad.vanishing", first=first_name, grad=g_first, ratio=ratio, last=last_name,
+                      n=int(ok_rows.sum())),
+                  Msg("common.loss_not_improving")],
+        fixes=[Msg("grad.fix_vanishing_architecture"), Msg("grad.fix_shallower")])]
 
 
 def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
@@ -178,43 +174,37 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
         return []
     i = q.first_bad
     s = q.first_bad_step
-    ev = [f"training went non-finite at step {s}"]
+    ev = [Msg("grad.went_nonfinite", step=s)]
     pre = q.loss[:i]
     fin = np.flatnonzero(np.isfinite(pre))
     gn = q.grad_norm[:i]
     gfin = gn[np.isfinite(gn)]
     if i == 0 or fin.size == 0:
         cause, conf = "nonfinite_data", 0.3
-        ev.append("before any update: the batch, the loss function (a mean over zero supervised tokens "
-                  "is NaN) or the initial weights")
+        ev.append(Msg("grad.before_any_update"))
     elif gfin.size >= 2 and float(np.median(gfin)) > 0 and gfin[-1] >= 10 * float(np.median(gfin)):
         cause, conf = "grad_explosion", 0.5
-        ev.append(f"the gradient norm rose to {fmt(float(gfin[-1]))} ({fmt(float(gfin[-1] / np.median(gfin)))}x "
-                  "its median) just before")
+        ev.append(Msg("grad.rose_just_before", grad=float(gfin[-1]), ratio=float(gfin[-1] / np.median(gfin))))
     else:
         tail = pre[fin[-max(2, min(10, fin.size // 4)):]]
         base = float(np.median(pre[fin]))
         if tail.size and base > 0 and float(tail.max()) >= 1.5 * base:
             cause, conf = "lr_too_high", 0.4
-            ev.append(f"the loss rose to {fmt(float(tail.max()))} ({fmt(float(tail.max()) / base)}x its median "
-                      f"{fmt(base)}) just before: divergence")
+            ev.append(Msg("grad.loss_rose_just_before", loss=float(tail.max()), ratio=float(tail.max()) / base,
+                          median=base))
         elif not np.isfinite(q.loss[i]) and q.loss_logged[i]:
             # the step's own forward pass broke on weights that a healthy update had just produced:
             # explosions build up over steps, a bad batch breaks the very step that uses it
             cause, conf = "nonfinite_data", 0.3
-            seen = "the curve and the gradient norm were" if gfin.size else "the curve was"
-            ev.append(f"{seen} healthy until then, and the loss of that very "
-                      "step is non-finite: its forward pass broke on this batch (bad values in the batch "
-                      "most often; else an overflowing op or a fully masked attention row)")
+            seen = Msg("grad.seen_curve_and_grad") if gfin.size else Msg("grad.seen_curve")
+            ev.append(Msg("grad.healthy_then_forward_broke", seen=seen))
         else:
             cause, conf = "grad_explosion", 0.3
-            ev.append("the curve was healthy until then: a sudden blow-up (a bad batch, an overflow or an "
-                      "exploding gradient)")
+            ev.append(Msg("grad.sudden_blow_up"))
     interval = run.meta.get("log_interval")
     if isinstance(interval, (int, float)) and interval > 1:
-        ev.append(f"the log has one point every {int(interval)} steps, too coarse to see how it began")
-    fixes = ["log the gradient norm every step and pass batch= to lossdoctor.watch's mon.step to tell a "
-             "bad batch from an explosion; lossdoctor.watch also names the first layer that went bad"]
+        ev.append(Msg("grad.log_too_coarse", n=int(interval)))
+    fixes: list[str] = [Msg("grad.fix_log_every_step")]
     c = clip_fix(q, i)
     if c:
         fixes.insert(0, c)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..findings import Finding, importance_key
+from ..messages import Msg
 from ..records import Run
 
 MAX_CONTEXT = 2
@@ -59,7 +60,7 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
             context = []
             for f in sorted(same, key=lambda f: f.cause != inc.cause):  # same cause first
                 keep.remove(f)
-                context.extend(f"live monitor: {e}" for e in f.evidence)
+                context.extend(Msg("incident.live_monitor", evidence=e) for e in f.evidence)
             inc.evidence.extend([e for e in dict.fromkeys(context) if e not in inc.evidence][:MAX_CONTEXT])
             keep.append(inc)
         else:

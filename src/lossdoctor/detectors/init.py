@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt
+from .base import detector
 from .quantities import Quantities
 
 
@@ -27,13 +28,11 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
     if lf.size and isinstance(chance, (int, float)) and chance > 0 and int(lf[0]) <= 2:
         l0 = float(q.loss[lf[0]])
         if l0 >= 3 * chance and l0 >= chance + 2:
-            ev = [f"initial loss {fmt(l0)} vs {fmt(float(chance))} for a uniform guess (ln of the number of "
-                  f"classes/tokens): the output logits are {fmt(l0 / chance)}x too confident at init"]
+            ev: list[str] = [Msg("init.loss_above_chance", loss=l0, chance=float(chance), ratio=l0 / chance)]
             init_range = (run.meta.get("model") or {}).get("initializer_range")
-            fixes = ["initialise weights with a small std (GPT-2: 0.02, or 1/sqrt(fan_in)), scale residual "
-                     "output projections by 1/sqrt(2*n_layer), and zero-init or down-scale the output layer"]
+            fixes: list[str] = [Msg("init.fix_small_std")]
             if init_range is not None:
-                ev.append(f"config initializer_range = {init_range}")
+                ev.append(Msg("init.initializer_range", value=str(init_range)))
             out.append(Finding(cause="bad_init", symptom="divergence", severity="critical", confidence=0.85,
                                step=int(q.steps[lf[0]]), evidence=ev, fixes=fixes))
     if run.event("batch_nonfinite_detail").get(int(q.steps[0])) is not None:
@@ -47,17 +46,15 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
             out.append(Finding(
                 cause="bad_init", symptom="divergence", severity="warning", confidence=0.7,
                 step=int(q.steps[0]), layer=layer if isinstance(layer, str) else None,
-                evidence=[f"at step 0 an activation of {layer} reaches {fmt(float(act[0]))} from inputs of max "
-                          f"|x| {fmt(float(src))}: weights are initialised too large"],
-                fixes=["use std = 1/sqrt(fan_in) (Kaiming/Xavier) or the model's default init"]))
+                evidence=[Msg("init.activation_at_step0", layer=str(layer), act=float(act[0]), input=float(src))],
+                fixes=[Msg("init.fix_fan_in")]))
     growth = _residual_growth(run)
     if growth is not None and not out:
         first, last, r, s = growth
         out.append(Finding(
             cause="bad_init", symptom="divergence", severity="warning", confidence=0.6, step=s, layer=last,
-            evidence=[f"at step {s} the activation RMS grows {fmt(r)}x from {first} to {last} through the "
-                      "residual stack"],
-            fixes=["scale each block's output projection init by 1/sqrt(2*n_layer) (GPT-2), or use pre-LN"]))
+            evidence=[Msg("init.residual_growth", step=s, ratio=r, first=first, last=last)],
+            fixes=[Msg("init.fix_residual_scaling")]))
     return out
 
 

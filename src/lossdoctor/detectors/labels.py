@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt
+from .base import detector
 from .quantities import Quantities
 
 
@@ -32,21 +33,18 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
             n_full = int(full.sum())
             most = n_full >= 0.5 * logged
             broke = q.first_bad is not None and q.first_bad >= i and q.first_bad - i <= 1
-            ev = [f"{n_full} of {logged} batches have every label position masked (-100), first at step {s}"]
+            ev = [Msg("labels.batches_all_masked", n_full=n_full, logged=logged, step=s)]
             loss_i = q.loss[i]
             if run.logged("loss")[i]:
-                ev.append(f"the loss at step {s} is {fmt(float(loss_i))} (a mean over zero supervised tokens)")
+                ev.append(Msg("labels.loss_over_zero_tokens", step=s, loss=float(loss_i)))
             gn = q.grad_norm[i]
             if np.isfinite(gn) and gn == 0:
-                ev.append("the gradient norm is exactly 0")
+                ev.append(Msg("labels.grad_exactly_zero"))
             return [Finding(
                 cause="label_mask_empty", symptom="zero_loss" if np.isfinite(loss_i) else "nonfinite",
                 severity="critical" if (most or broke) else "warning", confidence=0.95, step=s, batch=s,
                 samples=_ids(run, s), evidence=ev,
-                fixes=["check the collator's label masking: only prompt and padding tokens should be -100; "
-                       "the response tokens (and EOS) must keep their ids",
-                       "with truncation, make sure the response is not cut off entirely (raise max_length or "
-                       "truncate the prompt from the left)"])]
+                fixes=[Msg("labels.fix_collator_masking"), Msg("labels.fix_truncation")])]
         es = run.col("label_empty_samples")
         bs = run.col("batch_size")
         ok = np.isfinite(es) & np.isfinite(bs) & (bs > 0)
@@ -58,8 +56,8 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
                 out.append(Finding(
                     cause="label_mask_empty", symptom="slow_convergence", severity="warning", confidence=0.8,
                     step=s, batch=s, samples=_ids(run, s),
-                    evidence=[f"{fmt(frac * 100)}% of samples have no supervised label position (all -100)"],
-                    fixes=["drop samples whose response was truncated away or masked entirely"]))
+                    evidence=[Msg("labels.samples_unsupervised", pct=frac * 100)],
+                    fixes=[Msg("labels.fix_drop_unsupervised_samples")]))
         return out
     # loss and gradient norm alone: a non-finite loss whose gradient norm is exactly 0. A mean over
     # zero supervised tokens is 0/0 = NaN while nothing contributes a gradient; any other NaN in
@@ -70,17 +68,11 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
         s = int(q.steps[i])
         n = int(empty.sum())
         logged = int(q.loss_logged.sum())
-        ev = [f"the loss is {fmt(float(q.loss[i]))} at step {s} with a gradient norm of exactly 0"
-              + (f" ({n} of {logged} logged steps look like that)" if n > 1 else "")
-              + ": a mean over zero supervised tokens (every label -100), which no other NaN produces "
-              "(a NaN in the forward pass makes NaN gradients, not zero ones)"]
+        ev = [Msg("labels.nan_loss_zero_grad", loss=float(q.loss[i]), step=s,
+                  more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
         return [Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.8,
                         step=s, batch=s, evidence=ev,
-                        fixes=["check the collator's label masking and truncation: a batch whose responses "
-                               "were all cut off or masked has no supervised token; skip such batches or "
-                               "normalise by max(1, n_tokens)",
-                               "log label statistics (lossdoctor.watch does: pass batch= to mon.step) to see "
-                               "which samples have no supervised token"])]
+                        fixes=[Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")])]
     # a loss of exactly 0.0 with a non-finite gradient norm, in a run whose loss is otherwise well
     # above 0: a loss normalised by a token count of zero (logged as 0, or sum/0 in backward). A
     # bad batch makes a NaN or huge loss, never an exact 0
@@ -92,14 +84,10 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
         n = int(zero_nan.sum())
         return [Finding(
             cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.75, step=s, batch=s,
-            evidence=[f"the loss is exactly 0.0 at step {s} while the gradient norm is {fmt(float(q.grad_norm[i]))}"
-                      + (f" ({n} steps look like that)" if n > 1 else "")
-                      + f"; the other steps' loss is about {fmt(float(np.median(others)))}: a batch with no "
-                      "supervised token (every label -100) gives a loss of 0 over zero tokens and a 0/0 in "
-                      "its gradient; a bad batch makes a NaN or huge loss, not an exact 0"],
-            fixes=["skip batches with no supervised token (count labels != -100 before the forward pass), or "
-                   "normalise the loss by max(1, n_tokens)",
-                   "check the collator's masking and truncation: responses cut off entirely leave only -100"])]
+            evidence=[Msg("labels.zero_loss_nonfinite_grad", step=s, grad=float(q.grad_norm[i]),
+                          more=Msg("labels.n_steps_like_that", n=n) if n > 1 else "",
+                          median=float(np.median(others)))],
+            fixes=[Msg("labels.fix_skip_unsupervised_batches"), Msg("labels.fix_masking_truncation_short")])]
     # loss alone: exact zeros from the start
     lf = q.finite_loss
     if lf.size >= 3:
@@ -112,9 +100,9 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
                 return [Finding(
                     cause="label_mask_empty", symptom="zero_loss", severity="critical", confidence=0.6,
                     step=int(q.steps[lf[0]]),
-                    evidence=[f"the loss is exactly 0 at {int(zeros.sum())} of the first {head.size} logged steps"
-                              + (" and the gradient norm is 0" if gz.any() else "")],
-                    fixes=["check that some label positions are not -100 (the loss over zero tokens is 0/NaN)"])]
+                    evidence=[Msg("labels.zero_from_start", zeros=int(zeros.sum()), n=int(head.size),
+                                  grad=Msg("labels.and_grad_zero") if gz.any() else "")],
+                    fixes=[Msg("labels.fix_some_labels_not_ignored")])]
     return out
 
 
@@ -137,7 +125,5 @@ def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
     i = int(np.flatnonzero(np.isfinite(fi))[0])
     return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.7,
                     step=int(q.steps[i]), batch=int(q.steps[i]),
-                    evidence=[f"task='sft' but only {fmt(float(np.median(v)) * 100)}% of label positions are "
-                              "masked (median over batches): prompt tokens are supervised"],
-                    fixes=["set labels of the prompt (and padding) tokens to -100, e.g. with "
-                           "DataCollatorForCompletionOnlyLM / assistant_only_loss=True"])]
+                    evidence=[Msg("labels.leak", pct=float(np.median(v)) * 100)],
+                    fixes=[Msg("labels.fix_mask_prompt")])]

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..findings import Finding, importance_key
+from ..messages import Msg
 from ..vocabulary import SEVERITY_RANK
 
 
@@ -26,7 +27,7 @@ def merge_findings(base: list[Finding], extra: Iterable[Finding | dict[str, Any]
             p = item if isinstance(item, Finding) else Finding.from_dict(item)
         except (TypeError, ValueError, KeyError) as e:
             if notes is not None:
-                notes.append(f"preflight: skipped an unreadable finding ({e})")
+                notes.append(Msg("pcheck.unreadable_finding", error=str(e)))
             continue
         if p.rank is None:
             p.rank = rank

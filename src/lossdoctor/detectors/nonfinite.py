@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt
+from .base import detector
 from .quantities import Quantities
 
 ATTENTION = re.compile(r"(attn|attention|self_att|cross_att|mha|softmax)", re.IGNORECASE)
@@ -36,7 +37,7 @@ def _row(q: Quantities, step: int) -> int:
 
 
 @detector("nonfinite_data", needs_any=("batch_nonfinite", "input_absmax"),
-          hint="pass batch= to mon.step to check the data")
+          hint=Msg("hint.batch"))
 def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
     """NaN/Inf in a batch (which key, which samples), or a batch with absurd magnitude at the step
     training broke.
@@ -64,12 +65,21 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
             out.append(Finding(
                 cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.8,
                 step=s, batch=s,
-                evidence=[f"the batch of step {s} has max |x| = {fmt(a[i])}, {fmt(a[i] / max(med, 1e-12))}x "
-                          f"the median {fmt(med)} of the earlier batches",
-                          f"training went non-finite at that step"],
-                fixes=["inspect that batch; clip or standardise features (e.g. (x - mean) / std per "
-                       "feature) and reject outliers in the data pipeline"]))
+                evidence=[Msg("nonfinite.batch_absurd", step=s, absmax=float(a[i]),
+                              ratio=float(a[i] / max(med, 1e-12)), median=med),
+                          Msg("nonfinite.broke_at_that_step")],
+                fixes=[Msg("nonfinite.fix_inspect_batch")]))
     return out
+
+
+def _value(e: dict[str, Any]) -> Any:
+    """What a forward value became: "inf"/"nan" as recorded, else the word for non-finite."""
+    v = e.get("value")
+    return v if isinstance(v, str) and v in ("inf", "-inf", "nan") else Msg("word.nonfinite")
+
+
+def _int(v: Any, default: int) -> int:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v else default
 
 
 def _incidents(steps: list[int], gap: int) -> list[list[int]]:
@@ -87,25 +97,23 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
     s = steps[0]
     d = detail[s]
     samples = sorted({int(i) for v in d.values() for i in v}) if isinstance(d, dict) else None
-    keys = ", ".join(f"'{k}'" for k in d) if isinstance(d, dict) else "the batch"
+    keys = [f"'{k}'" for k in d] if isinstance(d, dict) else Msg("nonfinite.the_batch")
     broke = q.first_bad_step is not None and s <= q.first_bad_step <= s + 2
     i = _row(q, s)
     loss_at = q.loss[i] if i < q.n else np.nan
     critical = broke or (i < q.n and run.logged("loss")[i] and not np.isfinite(loss_at))
-    ev = [f"the batch of step {s} holds NaN/Inf in {keys}, sample(s) {samples[:16] if samples else '?'}"]
+    ev = [Msg("nonfinite.batch_holds", step=s, keys=keys, samples=str(samples[:16]) if samples else "?")]
     if len(steps) > 1:
-        ev.append(f"{len(steps)} batches in this incident held non-finite values (steps {steps[:8]}"
-                  f"{'...' if len(steps) > 8 else ''})")
+        ev.append(Msg("nonfinite.batches_in_incident", n=len(steps),
+                      steps=str(steps[:8]) + ("..." if len(steps) > 8 else "")))
     if critical:
-        ev.append(f"training went non-finite at step {q.first_bad_step if broke else s}, "
-                  "right when that batch was used")
+        ev.append(Msg("nonfinite.broke_when_used", step=q.first_bad_step if broke else s))
     else:
-        ev.append("the loss stayed finite: the value was masked or unused, but it is still bad data")
+        ev.append(Msg("nonfinite.loss_stayed_finite"))
     return Finding(
         cause="nonfinite_data", symptom="nonfinite", severity="critical" if critical else "warning",
         confidence=0.95 if critical else 0.7, step=s, batch=s, samples=samples, evidence=ev,
-        fixes=[f"drop or repair those samples: filter with torch.isfinite(x).flatten(1).all(1) in the "
-               f"collate function, and fix the decoding/normalisation that produced them ({keys})"])
+        fixes=[Msg("nonfinite.fix_drop_samples", keys=keys)])
 
 
 def _first_forward_fault(run: Run, q: Quantities) -> tuple[int, dict[str, Any]] | None:
@@ -144,39 +152,33 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         # an fp32/bf16 activation past 3e38 after updates that blew the weights up is the
         # learning rate's doing (lr_too_high / grad_explosion), not a range problem of the dtype
         return []
-    ev = [f"at step {s} the forward output of {layer} became {e.get('value', 'non-finite')} "
-          f"(event {e.get('index', 0) + 1} of {e.get('of', '?')} in forward order; every earlier "
-          "module output was finite)"]
+    ev = [Msg("nonfinite.forward_became", step=s, layer=layer, value=_value(e),
+              index=_int(e.get("index"), 0) + 1, of=e.get("of", "?"))]
     ia = run.col("input_absmax")
     # fp16 activations: a share of the range no fp32/bf16 model reaches, or a GradScaler (fp16's tool)
     fp16 = bool(run.meta.get("scaler")) or (np.isfinite(frac[: i + 1]).any() and float(
         np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > 1e-20)
     if i < q.n and np.isfinite(ia[i]) and ia[i] > FP16_MAX and fp16:
-        ev.append(f"the batch holds values up to {fmt(float(ia[i]))}, beyond fp16's 65504: autocast turns "
-                  "them into inf when it casts the input to fp16")
+        ev.append(Msg("nonfinite.batch_beyond_fp16", absmax=float(ia[i])))
         overflow = True
     prior = frac[max(0, i - 50): i]
     prior = prior[np.isfinite(prior)]
     if prior.size:
-        ev.append(f"largest activation before that used {fmt(float(prior.max()) * 100)}% of its dtype's range")
+        ev.append(Msg("nonfinite.largest_activation", pct=float(prior.max()) * 100))
     if q.skipped[i:].any() and run.has("scale"):
         # what the GradScaler made of it: the scale collapse is this overflow's consequence
         sc = run.col("scale")[i:]
         sc = sc[np.isfinite(sc)]
         n_skip = int(q.skipped[i:].sum())
         if sc.size:
-            ev.append(f"the GradScaler skipped {n_skip} of {q.n - i} steps from then on and its scale fell from "
-                      f"{fmt(float(sc[0]))} to {fmt(float(sc.min()))}: no loss scale helps when the forward "
-                      "pass itself overflows")
+            ev.append(Msg("nonfinite.scaler_after_overflow", skipped=n_skip, n=q.n - i, start=float(sc[0]),
+                          end=float(sc.min())))
     fixes = []
     if overflow:
-        fixes.append(f"keep {layer} out of fp16: wrap it in torch.autocast(device_type, enabled=False) and "
-                     "feed it .float() inputs, or train with bf16 autocast (fp16 overflows at 65504)")
-        fixes.append("scale activations down: add/verify normalisation (LayerNorm) before this layer")
+        fixes.append(Msg("nonfinite.fix_layer_out_of_fp16", layer=layer))
+        fixes.append(Msg("nonfinite.fix_normalise_activations"))
     else:
-        fixes.append(f"find the op in {layer} that makes NaN from finite inputs (0/0, log(0), sqrt(<0), "
-                     "inf-inf); run lossdoctor.localize(model, batch, loss_fn) on the batch of this step "
-                     "or pass replay_fn= to watch for the op-level answer")
+        fixes.append(Msg("nonfinite.fix_find_nan_op", layer=layer))
     return [Finding(cause="activation_overflow", symptom="nonfinite", severity="critical",
                     confidence=0.85 if overflow else 0.6, step=s, batch=s, layer=layer, evidence=ev,
                     fixes=fixes)]
@@ -221,10 +223,9 @@ def activation_near_overflow(run: Run, q: Quantities) -> list[Finding]:
     absmax = run.col("act_absmax")[i]
     return [Finding(cause="activation_overflow", symptom="spike", severity="warning", confidence=0.6,
                     step=s, layer=layer if isinstance(layer, str) else None,
-                    evidence=[f"at step {s} an activation reached {fmt(absmax)}, {fmt(frac[i] * 100)}% of "
-                              "its dtype's largest value (fp16: 65504)"],
-                    fixes=["keep that layer in fp32 under autocast, or use bf16; check normalisation "
-                           "before it"])]
+                    evidence=[Msg("nonfinite.activation_near_max", step=s, absmax=float(absmax),
+                                  pct=float(frac[i]) * 100)],
+                    fixes=[Msg("nonfinite.fix_layer_fp32")])]
 
 
 @detector("attention_overflow", needs=("fwd_first_nonfinite",))
@@ -240,22 +241,17 @@ def attention_overflow(run: Run, q: Quantities) -> list[Finding]:
     if not is_attention(layer, run) or run.event("batch_nonfinite_detail").get(s):
         return []
     empty = run.event("mask_empty_sample_ids").get(s)
-    ev = [f"at step {s} the forward output of attention module {layer} became "
-          f"{e.get('value', 'non-finite')} while every module before it was finite"]
+    ev = [Msg("nonfinite.attention_became", step=s, layer=layer, value=_value(e))]
     fixes = []
     if empty:
-        ev.append(f"sample(s) {list(empty)[:16]} of that batch have an all-zero attention_mask: a fully "
-                  "masked row makes softmax(-inf, ..., -inf) = NaN")
-        fixes.append("drop empty sequences from the data, and mask with torch.finfo(dtype).min instead "
-                     "of -inf (or zero the fully-masked rows after softmax)")
+        ev.append(Msg("nonfinite.empty_attention_mask", samples=str(list(empty)[:16])))
+        fixes.append(Msg("nonfinite.fix_drop_empty_sequences"))
     elif e.get("value") == "inf":
-        ev.append("attention logits (QK^T) overflowed the dtype's range")
-        fixes.append("compute attention scores in fp32 or scale them by 1/sqrt(head_dim); QK-layernorm "
-                     "or a z-loss of 1e-4 keeps logits bounded (Wortsman et al. 2023, PaLM)")
+        ev.append(Msg("nonfinite.attention_logits_overflow"))
+        fixes.append(Msg("nonfinite.fix_attention_fp32"))
     else:
-        fixes.append("look for rows of the attention mask that mask every key (all padding), and use a "
-                     "finite mask value (torch.finfo(dtype).min) instead of -inf")
-    fixes.append("pass replay_fn= to watch (or call lossdoctor.localize) to get the exact op and sample")
+        fixes.append(Msg("nonfinite.fix_fully_masked_rows"))
+    fixes.append(Msg("nonfinite.fix_replay"))
     return [Finding(cause="attention_overflow", symptom="nonfinite", severity="critical",
                     confidence=0.9 if empty else 0.8, step=s, batch=s, layer=layer,
                     samples=[int(x) for x in empty] if empty else None, evidence=ev, fixes=fixes)]

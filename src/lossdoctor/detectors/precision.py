@@ -3,11 +3,14 @@ an eps-dominated Adam, a loss computed in bf16."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt
+from .base import detector
 from .quantities import Quantities
 
 
@@ -20,8 +23,24 @@ def _runs_of_true(mask: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(np.flatnonzero(d == 1), np.flatnonzero(d == -1)))
 
 
-@detector("loss_scale_collapse", needs_any=("scale", "skipped"),
-          hint="log the loss scale (GradScaler.get_scale()) to check fp16 loss scaling")
+@dataclass
+class SkipPattern:
+    """Where and how long the optimizer steps were skipped (row indices into the run)."""
+
+    streaks: list[tuple[int, int]]
+    longest: tuple[int, int]
+    below_one: bool
+    long_streak: bool
+    ongoing: bool
+    #: row where the collapse began
+    start: int
+
+    @property
+    def longest_len(self) -> int:
+        return int(self.longest[1] - self.longest[0])
+
+
+@detector("loss_scale_collapse", needs_any=("scale", "skipped"), hint=Msg("hint.loss_scale"))
 def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     """The fp16 loss scale keeps falling and steps keep being skipped: no progress.
 
@@ -32,24 +51,44 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     """
     if not (run.has("scale") or run.has("skipped")):
         return []
-    if run.has("scale") and not run.has("skipped"):
-        # only a scale column: skips are inferred from back-offs; a scaler that is not enabled
-        # (scale constant 1 or absent) says nothing
-        pass
+    scale = run.col("scale")
+    fin_scale = scale[np.isfinite(scale)]
+    pattern = _skip_pattern(q, fin_scale)
+    if pattern is None:
+        return []
+    s = int(q.steps[pattern.start])
+    ev: list[str] = []
+    if fin_scale.size:
+        ev.append(Msg("precision.scale_fell", start=float(fin_scale[0]), end=float(fin_scale.min())))
+    lo, hi = pattern.longest
+    ev.append(Msg("precision.skipped_steps", skipped=int(q.skipped.sum()), n=q.n, longest=pattern.longest_len,
+                  first=int(q.steps[lo]), last=int(q.steps[hi - 1])))
+    fixes: list[str] = []
+    streak_end = int(q.steps[min(q.n - 1, hi if not pattern.ongoing else q.n - 1)])
+    layer = _overflow_source(run, s, streak_end, ev, fixes)
+    _unnormalised_inputs(run, ev, fixes)
+    if not pattern.ongoing and not pattern.below_one:
+        fixes = _ended_streak(run, pattern, fin_scale, ev) + fixes
+        return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning",
+                        confidence=0.7, step=s, layer=layer, evidence=ev, fixes=fixes)]
+    return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",
+                    confidence=0.9, step=s, layer=layer, evidence=ev, fixes=fixes)]
+
+
+def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:
+    """The skipped steps, when they amount to a collapse (see `loss_scale_collapse`); None when
+    they are GradScaler's normal probing."""
     skipped = q.skipped
     if not skipped.any() or q.n < 5:
-        return []
-    scale = run.col("scale")
+        return None
     streaks = _runs_of_true(skipped)
     longest = max(streaks, key=lambda r: r[1] - r[0])
-    tail_n = max(20, q.n // 10)
-    tail = skipped[-tail_n:]
+    tail = skipped[-max(20, q.n // 10):]
     tail_frac = float(tail.mean()) if q.n >= 20 else 0.0
-    fin_scale = scale[np.isfinite(scale)]
     below_one = fin_scale.size > 0 and float(fin_scale.min()) < 1.0
     long_streak = longest[1] - longest[0] >= 10
     if not (below_one or long_streak or tail_frac >= 0.5):
-        return []
+        return None
     ongoing = tail_frac >= 0.5 or (long_streak and longest[1] == q.n)
     start = longest[0] if long_streak else int(np.flatnonzero(skipped)[0])
     if ongoing:
@@ -60,63 +99,56 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
                 start = a
             else:
                 break
-    s = int(q.steps[start])
-    ev = []
-    if fin_scale.size:
-        s0 = scale[np.isfinite(scale)][0]
-        smin = float(fin_scale.min())
-        ev.append(f"loss scale fell from {fmt(float(s0))} to {fmt(smin)}")
-    ev.append(f"{int(skipped.sum())} of {q.n} optimizer steps were skipped; longest streak "
-              f"{longest[1] - longest[0]} steps (steps {int(q.steps[longest[0]])}-{int(q.steps[longest[1] - 1])})")
-    fixes = []
+    return SkipPattern(streaks=streaks, longest=longest, below_one=below_one, long_streak=long_streak,
+                       ongoing=ongoing, start=int(start))
+
+
+def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: list[str]) -> str | None:
+    """Where the overflow that makes the scaler skip comes from, when the monitor saw it: the
+    forward pass (no scale helps), or an op inside a module's backward. Adds the evidence and the
+    fixes; returns the layer to name."""
     fwd = run.event("fwd_first_nonfinite")
-    bwd = run.event("bwd_first_nonfinite")
-    streak_end = int(q.steps[min(q.n - 1, longest[1] if not ongoing else q.n - 1)])
     fwd_in = [st for st in fwd if s <= st <= streak_end]
-    layer = None
     if fwd_in:
         e = fwd[min(fwd_in)]
         layer = e.get("layer")
-        ev.append(f"the forward pass itself overflows (first non-finite output: {layer}, "
-                  f"{e.get('value')}), so no loss scale can help")
-        fixes.append(f"keep {layer} out of fp16 (torch.autocast(..., enabled=False) around it, inputs "
-                     ".float()), or switch autocast to bf16")
-    else:
-        bwd_in = [st for st in bwd if s <= st <= streak_end]
-        if bwd_in:
-            e = bwd[min(bwd_in)]
-            layer, after = e.get("layer"), e.get("after")
-            if after:
-                ev.append(f"in backward the gradient is still finite at the output of {after} and non-finite "
-                          f"at the output of {layer}: it goes bad inside {after}'s backward, even at small "
-                          "scales (an op whose derivative is infinite there, e.g. sqrt or a norm at 0, or a "
-                          "product beyond fp16's range)")
-                fixes.append(f"guard the op in {after} whose derivative blows up (torch.sqrt(x + 1e-12) instead "
-                             "of torch.sqrt(x), clamp(min=eps) before a norm or a division); "
-                             f"lossdoctor.localize(model, batch, loss_fn) names the backward op")
-                layer = after
-            else:
-                ev.append(f"gradients overflow in backward first at {layer} even at small scales")
-        fixes.append("the gradients themselves overflow fp16: lower the learning rate or clip "
-                     "gradients after scaler.unscale_(optimizer), or train with bf16 autocast")
+        ev.append(Msg("precision.forward_overflows", layer=layer, value=e.get("value")))
+        fixes.append(Msg("precision.fix_layer_out_of_fp16", layer=layer))
+        return layer
+    layer = None
+    bwd = run.event("bwd_first_nonfinite")
+    bwd_in = [st for st in bwd if s <= st <= streak_end]
+    if bwd_in:
+        e = bwd[min(bwd_in)]
+        layer, after = e.get("layer"), e.get("after")
+        if after:
+            ev.append(Msg("precision.backward_goes_bad_inside", after=after, layer=layer))
+            fixes.append(Msg("precision.fix_guard_backward_op", after=after))
+            layer = after
+        else:
+            ev.append(Msg("precision.backward_overflows_at", layer=layer))
+    fixes.append(Msg("precision.fix_gradients_overflow_fp16"))
+    return layer
+
+
+def _unnormalised_inputs(run: Run, ev: list[str], fixes: list[str]) -> None:
+    """Inputs far beyond unit scale overflow fp16 in the first layer: said first among the fixes."""
     ia = run.col("input_absmax")
     if np.isfinite(ia).any() and float(np.nanmedian(ia)) > 1e3:
-        ev.append(f"the inputs reach max |x| = {fmt(float(np.nanmedian(ia)))} (median over batches): "
-                  "unnormalised features overflow fp16 in the first layer")
-        fixes.insert(0, "normalise the input features (e.g. (x - mean) / std) before the model")
-    if not ongoing and not below_one:
-        init = float((run.meta.get("scaler", {}) or {}).get("init_scale", float("nan")))
-        s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
-        if (init > 2.0**24 or s0 > 2.0**24) and longest[0] <= 1:
-            ev.append("the streak ended: GradScaler spent those steps backing off from its initial scale")
-            fixes = [f"start GradScaler at a sane scale: GradScaler(init_scale=2**16) "
-                     f"(configured: {fmt(init if init == init else s0)})"] + fixes
-        else:
-            ev.append("the streak ended, but every skipped step is a lost update")
-        return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning",
-                        confidence=0.7, step=s, layer=layer, evidence=ev, fixes=fixes)]
-    return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",
-                    confidence=0.9, step=s, layer=layer, evidence=ev, fixes=fixes)]
+        ev.append(Msg("precision.inputs_unnormalised", absmax=float(np.nanmedian(ia))))
+        fixes.insert(0, Msg("precision.fix_normalise_inputs"))
+
+
+def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: list[str]) -> list[str]:
+    """A streak that ended (a warning): GradScaler backing off from an absurd initial scale, or
+    lost updates. Adds the evidence; returns the fixes to put first."""
+    init = float((run.meta.get("scaler", {}) or {}).get("init_scale", float("nan")))
+    s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
+    if (init > 2.0**24 or s0 > 2.0**24) and pattern.longest[0] <= 1:
+        ev.append(Msg("precision.streak_ended_backing_off"))
+        return [Msg("precision.fix_init_scale", configured=init if init == init else s0)]
+    ev.append(Msg("precision.streak_ended_lost_updates"))
+    return []
 
 
 @detector("precision_stall", needs_any=("frozen_frac", "eps_dominated", "loss"))
@@ -139,19 +171,15 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             i = int(np.flatnonzero(np.isfinite(ff))[0])
             dtypes = (run.meta.get("model") or {}).get("param_dtypes", {})
             lr = q.lr[np.isfinite(q.lr)]
-            ev = [f"{fmt(med * 100)}% of the low-precision weight entries with a non-zero gradient did "
-                  f"not change in an optimizer step (median over {ffv.size} sampled steps)"]
+            ev = [Msg("precision.frozen_entries", pct=med * 100, n=int(ffv.size))]
             if dtypes:
-                ev.append(f"parameter dtypes: {dtypes}")
+                ev.append(Msg("precision.param_dtypes", dtypes=str(dtypes)))
             if lr.size:
-                ev.append(f"at lr {fmt(float(lr[-1]))} the per-step relative update is below bf16's "
-                          "resolution (~2^-8 = 0.4%), so it rounds away")
+                ev.append(Msg("precision.below_bf16_resolution", lr=float(lr[-1])))
             out.append(Finding(
                 cause="precision_stall", symptom="stall", severity="critical" if med >= 0.9 else "warning",
                 confidence=0.85, step=int(q.steps[i]), evidence=ev,
-                fixes=["keep fp32 master weights: train fp32 parameters under torch.autocast(dtype=torch.bfloat16) "
-                       "instead of model.to(torch.bfloat16)",
-                       "or use an optimizer with stochastic rounding / Kahan summation for bf16 weights"]))
+                fixes=[Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")]))
     ed = run.col("eps_dominated")
     edv = ed[np.isfinite(ed)]
     if edv.size >= 3 and float(np.median(edv)) >= 0.9 and _stalled(q):
@@ -160,20 +188,16 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
         out.append(Finding(
             cause="precision_stall", symptom="stall", severity="warning", confidence=0.6,
             step=int(q.steps[i]),
-            evidence=[f"{fmt(float(np.median(edv)) * 100)}% of Adam's second-moment entries have sqrt(v_hat) "
-                      f"< 10*eps (eps={fmt(eps) if eps else '?'}): the update is eps-dominated and tiny",
-                      "the loss is not improving"],
-            fixes=["gradients are tiny relative to eps: lower eps (e.g. 1e-12 in fp32 state), check the loss "
-                   "is not scaled down, and never keep Adam state in fp16 (eps=1e-8 rounds to 0)"]))
+            evidence=[Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
+                      Msg("common.loss_not_improving")],
+            fixes=[Msg("precision.fix_eps")]))
     grid = _bf16_loss_fraction(q)
     if grid is not None and grid[0] >= 0.9:
         out.append(Finding(
             cause="precision_stall", symptom="plateau", severity="warning", confidence=0.75,
             step=int(q.steps[q.finite_loss[0]]),
-            evidence=[f"{grid[1]} of {grid[2]} losses lie exactly on the bf16 grid 2^(floor(log2 L)-7): the "
-                      "loss is computed in bf16 (8 bits of mantissa), so small improvements are invisible "
-                      "and its gradient is coarse"],
-            fixes=["compute logits and loss in fp32: loss = F.cross_entropy(logits.float(), labels)"]))
+            evidence=[Msg("precision.bf16_loss_grid", on=grid[1], n=grid[2])],
+            fixes=[Msg("precision.fix_loss_in_fp32")]))
     return out
 
 

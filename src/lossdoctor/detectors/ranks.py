@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
 
 
@@ -75,8 +76,8 @@ def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
         for i in origins:
             for f in out[i]:
                 if f.symptom == "nonfinite" and f.step == origin_step:
-                    f.evidence.append(f"rank(s) {sorted(echoed)} went non-finite at step {origin_step} "
-                                      f"only through the gradient all-reduce; it began on rank {runs[i].rank}")
+                    f.evidence.append(Msg("ranks.echoed", ranks=str(sorted(echoed)), step=origin_step,
+                                          origin=runs[i].rank))
     return out
 
 
@@ -103,9 +104,7 @@ def _drop_single(run: Run, findings: list[Finding], notes: list[str] | None) -> 
     echoes = [f for f in findings if echo(f)]
     for f in echoes:  # the run did break; only the explanation belongs to another rank
         f.confidence *= 0.5
-        f.evidence.insert(0, f"this rank's own gradient was finite before the all-reduce at step {f.step}: "
-                             f"the non-finite values came from another rank (diagnose the whole run "
-                             f"directory to see where it began)")
+        f.evidence.insert(0, Msg("ranks.own_gradient_finite", step=f.step))
     if echoes and notes is not None:
-        notes.append(f"step {echoes[0].step}: non-finite gradients arrived through the all-reduce from another rank")
+        notes.append(Msg("ranks.note_from_another_rank", step=echoes[0].step))
     return findings

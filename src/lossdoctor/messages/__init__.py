@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import importlib
 import math
+import os
+import numbers
 import pkgutil
 import string
-from typing import Any
+from typing import Any, Mapping
 
 LANGS = ("en", "zh")
 
@@ -87,9 +89,10 @@ def render_value(value: Any, lang: str, spec: str = "") -> str:
         return "?"
     if isinstance(value, bool) or isinstance(value, str):
         return str(value)
-    if isinstance(value, int) and not spec:
-        return str(value)
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Integral) and not spec:
+        return str(int(value))
+    if isinstance(value, numbers.Real):  # numpy's numbers too
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)
         if not spec or spec == "n":
             return fmt(float(value))
         if spec[0] == "n" and spec[1:].isdigit():
@@ -120,7 +123,7 @@ class Msg(str):
     key: str
     values: dict[str, Any]
 
-    def __new__(cls, key: str, **values: Any) -> Msg:
+    def __new__(cls, key: str, /, **values: Any) -> Msg:
         self = super().__new__(cls, render(key, values, "en"))
         self.key = key
         self.values = values
@@ -156,9 +159,16 @@ def _to_json(v: Any) -> Any:
         return v.data()
     if isinstance(v, (list, tuple)):
         return [_to_json(x) for x in v]
-    if isinstance(v, float) and not math.isfinite(v):
-        return {"float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
-    if v is None or isinstance(v, (bool, int, float, str)):
+    if v is None or isinstance(v, bool):
+        return v
+    if isinstance(v, str):
+        return str(v)
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        v = float(v)
+        if not math.isfinite(v):
+            return {"float": "nan" if v != v else ("inf" if v > 0 else "-inf")}
         return v
     return str(v)
 
@@ -174,8 +184,35 @@ def _from_json(v: Any) -> Any:
 
 
 def say(text: str, lang: str) -> str:
-    """Any sentence in `lang`: a `Msg` is rendered, a plain string is shown as it is."""
-    return text.render(lang) if isinstance(text, Msg) else text
+    """A sentence of a finding or a note in `lang`: a message is rendered; a plain string (an area
+    not converted to messages yet) is shown as it is, or, TEMPORARILY, through the fallback for the
+    few sentences of those areas that were translated before (see `fallback_zh`)."""
+    from . import fallback_zh
+
+    if isinstance(text, Msg):
+        if lang == "zh" and any(type(v) is str for v in text.values.values()):
+            # a hint or a sentence of an unconverted area handed in as a value (TEMPORARY, as below)
+            values = {k: fallback_zh.translate(v) if type(v) is str else v for k, v in text.values.items()}
+            return render(text.key, values, lang)
+        return text.render(lang)
+    if lang == "zh":
+        return fallback_zh.translate(text)
+    return text
+
+
+#: the locale variables, in the order the first one set decides (POSIX: LC_ALL overrides
+#: LC_MESSAGES overrides LANG; GNU's LANGUAGE list last, for a system that sets only it)
+LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE")
+
+
+def locale_lang(environ: Mapping[str, str] | None = None) -> str:
+    """"zh" when the locale is Chinese (`zh_CN.UTF-8`, `zh_TW`, `zh`), else "en"."""
+    env = os.environ if environ is None else environ
+    for var in LOCALE_VARS:
+        value = (env.get(var) or "").strip()
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    return "en"
 
 
 def placeholders(template: str) -> set[str]:

@@ -11,13 +11,13 @@ TEMPLATES = {
     "integrations.cannot_start": ("lossdoctor: could not start watching: {error}", "lossdoctor：无法开始监控：{error}"),
     "integrations.ddp.hook_taken": (
         "lossdoctor: DDP already has a communication hook; recording local gradient norms only",
-        "lossdoctor：DDP 已经注册了 communication hook；只记录本 rank 的梯度范数"),
+        "lossdoctor：DDP 已经注册了 通信 hook；只记录本 rank 的梯度范数"),
     "integrations.ddp.no_hook": (
         "lossdoctor: could not add a DDP communication hook ({error}); local gradient norms only",
-        "lossdoctor：无法添加 DDP communication hook（{error}）；只记录本 rank 的梯度范数"),
+        "lossdoctor：无法添加 DDP 通信 hook（{error}）；只记录本 rank 的梯度范数"),
     "integrations.ddp.disabled": ("lossdoctor: DDP probe disabled after an internal error: {error}",
-                                  "lossdoctor：DDP probe 因内部错误被停用：{error}"),
-    "integrations.fsdp.disabled": ("lossdoctor: FSDP probe disabled: {error}", "lossdoctor：FSDP probe 已停用：{error}"),
+                                  "lossdoctor：DDP 探针 因内部错误被停用：{error}"),
+    "integrations.fsdp.disabled": ("lossdoctor: FSDP 探针 disabled: {error}", "lossdoctor：FSDP 探针 已停用：{error}"),
     "integrations.fsdp.allreduce": (
         "lossdoctor: FSDP gradient-norm all-reduce failed; totals off: {error}",
         "lossdoctor：FSDP 梯度范数的 all-reduce 失败；不再计算跨 rank 总量：{error}"),

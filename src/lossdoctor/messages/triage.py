@@ -34,7 +34,7 @@ TEMPLATES = {
     "triage.untraced": (
         "the loss or a gradient is non-finite, but no traced op made it so (a custom autograd function or a "
         "kernel the dispatcher does not see?)",
-        "loss 或某个梯度出现了 NaN/Inf，但追踪到的 op 都没有产生它（可能是自定义 autograd function，"
+        "loss 或某个梯度出现了 NaN/Inf，但追踪到的 op 都没有产生它（可能是自定义 autograd 函数，"
         "或 dispatcher 看不到的 kernel？）"),
     # backward
     "triage.backward.first": (
@@ -95,11 +95,11 @@ TEMPLATES = {
     "triage.attn.logits_fix": (
         "scale QK^T by 1/sqrt(head_dim) and compute attention scores in fp32; QK-layernorm or a z-loss of 1e-4 "
         "keeps logits bounded (Wortsman et al. 2023)",
-        "把 QK^T 乘以 1/sqrt(head_dim)，并在 fp32 中计算 attention scores；QK-layernorm 或 1e-4 的 z-loss "
+        "把 QK^T 乘以 1/sqrt(head_dim)，并在 fp32 中计算 attention 分数；QK-layernorm 或 1e-4 的 z-loss "
         "可以让 logits 保持有界（Wortsman et al. 2023）"),
     "triage.labels.empty": (
         "every label of the batch is the ignore index: the mean over zero tokens is 0/0",
-        "batch 中所有 label 都是 ignore index：对 0 个 token 求平均就是 0/0"),
+        "batch 中所有 label 都是 ignore_index：对 0 个 token 求平均就是 0/0"),
     "triage.labels.fix": ("skip batches without supervised tokens, or normalise by max(1, n_tokens)",
                           "跳过没有监督 token 的 batch，或用 max(1, n_tokens) 做归一化"),
     "triage.exp.overflow": ("exp of values up to {value} overflows {dtype}", "最大到 {value} 的值做 exp 后溢出 {dtype}"),
@@ -131,29 +131,29 @@ TEMPLATES = {
     "triage.bvs.batch_alone": (
         "batch vs state: the batch of step {step} also breaks the earlier healthy state of step {healthy}: the "
         "batch is the trigger (no other recent batch was kept to test the state on)",
-        "batch vs state：第 {step} 步的 batch 在更早的健康状态（第 {healthy} 步）上同样出错：触发因素是这个 batch"
+        "batch 还是状态：第 {step} 步的 batch 在更早的健康状态（第 {healthy} 步）上同样出错：触发因素是这个 batch"
         "（没有保留其他近期 batch 来测试该状态）"),
     "triage.bvs.batch": (
         "batch vs state: the batch of step {step} also breaks the earlier healthy state of step {healthy}, while "
         "the state before step {step} handles the other recent batches {others}: the batch is the trigger",
-        "batch vs state：第 {step} 步的 batch 在更早的健康状态（第 {healthy} 步）上同样出错，而第 {step} 步之前的"
+        "batch 还是状态：第 {step} 步的 batch 在更早的健康状态（第 {healthy} 步）上同样出错，而第 {step} 步之前的"
         "状态在其他近期 batch {others} 上都正常：触发因素是这个 batch"),
     "triage.bvs.state": (
         "batch vs state: the state before step {step} breaks on other batches too {others}{fine}: the model "
         "state went bad, not the data (look at the LR, clipping, loss scale)",
-        "batch vs state：第 {step} 步之前的状态在其他 batch {others} 上也会出错{fine}：坏的是模型状态，不是数据"
+        "batch 还是状态：第 {step} 步之前的状态在其他 batch {others} 上也会出错{fine}：坏的是模型状态，不是数据"
         "（检查 LR、梯度裁剪、loss scale）"),
     "triage.bvs.state_fine": (", while this batch is fine on the state of step {healthy}",
                               "，而这个 batch 在第 {healthy} 步的状态上没有问题"),
     "triage.bvs.both": (
         "batch vs state: the batch breaks even the healthy state of step {healthy}, and the state before step "
         "{step} breaks on other batches {others} as well",
-        "batch vs state：这个 batch 连第 {healthy} 步的健康状态都会弄坏，而第 {step} 步之前的状态在其他 batch "
+        "batch 还是状态：这个 batch 连第 {healthy} 步的健康状态都会弄坏，而第 {step} 步之前的状态在其他 batch "
         "{others} 上也会出错"),
     "triage.bvs.combination": (
         "batch vs state: neither this batch on the healthy state of step {healthy} nor this state on the other "
         "batches {others} fails: only this batch on this state does (skip the batch and go on)",
-        "batch vs state：这个 batch 放在第 {healthy} 步的健康状态上不会出错，这个状态在其他 batch {others} 上也不会："
+        "batch 还是状态：这个 batch 放在第 {healthy} 步的健康状态上不会出错，这个状态在其他 batch {others} 上也不会："
         "只有这个 batch 遇上这个状态才出错（跳过这个 batch 继续训练即可）"),
     "triage.replay.exactly": ("exactly", "完全一致"),
     "triage.replay.relative": ("to a relative {dev:.1e}", "相对误差 {dev:.1e}"),
@@ -170,7 +170,7 @@ TEMPLATES = {
         " reproduces the failure: it is deterministic (data or numerics), not a hardware fault",
         "，复现了这次故障：它是确定性的（数据或数值问题），不是硬件故障"),
     "triage.replay.no_op": ("the op tracer found no op that made the value non-finite",
-                            "op tracer 没有找到产生 NaN/Inf 的 op"),
+                            "op 追踪器 没有找到产生 NaN/Inf 的 op"),
     "triage.what.loss": ("loss", "loss"),
     "triage.what.gradients": ("gradients", "梯度"),
     "triage.nondet.how_from": (
@@ -189,7 +189,7 @@ TEMPLATES = {
     "triage.nondet.not_data": (
         "the same computation on the same inputs did not fail again: the fault is not in the data or the "
         "numerics, but in the hardware (a bit flip, a failing GPU), a race, or a non-deterministic kernel",
-        "相同输入上的相同计算没有再次出错：问题不在数据或数值，而在硬件（bit flip、故障 GPU）、竞态条件或非确定性 kernel"),
+        "相同输入上的相同计算没有再次出错：问题不在数据或数值，而在硬件（比特翻转、故障 GPU）、竞态条件或非确定性 kernel"),
     "triage.nondet.layer": ("in training the first non-finite forward output was in {layer}",
                             "训练中第一个出现 NaN/Inf 的 forward 输出在 {layer}"),
     "triage.nondet.fix_resume": ("resume from the last checkpoint: the same data will very likely train through",
@@ -198,10 +198,10 @@ TEMPLATES = {
         "if it recurs: run with torch.use_deterministic_algorithms(True) to rule out non-deterministic kernels, "
         "and check the GPU's health (ECC errors in nvidia-smi -q -d ECC, dcgmi diag)",
         "如果再次出现：用 torch.use_deterministic_algorithms(True) 运行以排除非确定性 kernel，并检查 GPU 健康状况"
-        "（nvidia-smi -q -d ECC 中的 ECC 错误、dcgmi diag）"),
+        "（nvidia-smi -q -d ECC 中的 ECC 错误、`dcgmi diag`）"),
     "triage.spike.jumped": (
         "the loss jumped to {loss} at step {step}, {ratio}x the recent median {median} ({z} robust sigmas)",
-        "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍（{z} 个 robust sigma）"),
+        "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍（{z} 个 稳健 sigma）"),
     "triage.spike.jumped_live": ("the loss jumped to {loss} at step {step}, {ratio}x the recent median {median}",
                                  "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍"),
     "triage.spike.sample_loss": ("sample {i}: {loss}", "样本 {i}：{loss}"),
@@ -223,7 +223,7 @@ TEMPLATES = {
     "triage.live.hint": (
         "pass replay_fn=lambda model, batch: <the step's loss> to lossdoctor.watch to replay this step from the "
         "last snapshot, check that it reproduces, and name the operation and the sample(s)",
-        "给 lossdoctor.watch 传入 replay_fn=lambda model, batch: <这一步的 loss>，即可从最近的 snapshot 重放这一步、"
+        "给 lossdoctor.watch 传入 `replay_fn=lambda model, batch: <这一步的 loss>`，即可从最近的 snapshot 重放这一步、"
         "确认能否复现，并指出具体的 op 和样本"),
     "triage.live.would": ("replay would confirm the failure reproduces and name the operation and the sample(s)",
                           "重放可以确认故障能否复现，并指出具体的 op 和样本"),
@@ -234,7 +234,7 @@ TEMPLATES = {
     "triage.live.forward": ("the first non-finite forward output ({value}) came from {layer}{padding}",
                             "第一个出现 NaN/Inf 的 forward 输出（{value}）来自 {layer}{padding}"),
     "triage.live.padding": ("; sample(s) {ids} are all padding", "；样本 {ids} 全是 padding"),
-    "triage.live.labels": ("every label of the batch is the ignore index", "batch 中所有 label 都是 ignore index"),
+    "triage.live.labels": ("every label of the batch is the ignore_index", "batch 中所有 label 都是 ignore_index"),
     "triage.live.backward": ("forward stayed finite; the first non-finite gradient in backward order was at {layer}",
                              "forward 全程有限；按 backward 顺序第一个出现 NaN/Inf 的梯度在 {layer}"),
     "triage.live.loss_code": (
@@ -361,5 +361,5 @@ TEMPLATES = {
                                  "lossdoctor：skip 策略因内部错误被停用：{error}"),
     "triage.log.ring_note": ("lossdoctor: {note}", "lossdoctor：{note}"),
     "triage.log.ring_disabled": ("lossdoctor: snapshot ring disabled after an internal error: {error}",
-                                 "lossdoctor：snapshot ring 因内部错误被停用：{error}"),
+                                 "lossdoctor：snapshot 环形缓冲 因内部错误被停用：{error}"),
 }

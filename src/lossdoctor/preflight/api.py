@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..findings import Finding, Report
+from ..messages import Msg
 from .common import BatchView, Context, unwrap_model
 from .data import DataCheck
 from .init import ActivationProbe, chance, init_findings, weight_stats
@@ -84,7 +85,7 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
         if f is not None:
             found.append(f)
     if not raw and batches is None:
-        ctx.note("no batches given: label, data, activation and initial-loss checks skipped")
+        ctx.note(Msg("pcheck.no_batches"))
     findings = ordered(merge_findings([], found))
     return Report(findings=findings, steps=0, notes=list(ctx.notes), source="preflight")
 
@@ -95,7 +96,7 @@ def guarded(ctx: Context, what: str, fn: Any, *args: Any) -> list[Finding]:
         return list(fn(*args))
     except Exception as e:
         log.debug("preflight %s failed", what, exc_info=True)
-        ctx.note(f"{what}: internal error ({type(e).__name__}: {e})".splitlines()[0])
+        ctx.note(Msg("engine.internal_error", name=what, error=f"{type(e).__name__}: {e}".splitlines()[0]))
         return []
 
 
@@ -186,8 +187,7 @@ def _first_forward(ctx: Context, batch: Any, view: BatchView | None, enabled: bo
         out["autocast"] = out["autocast"] or probe.autocast
         out["growth"] = probe.growth()
     except Exception as e:  # the user's model may need a batch shape we did not guess
-        ctx.note(f"forward pass on the first batch failed ({type(e).__name__}: {e}); activation, initial-loss "
-                 f"and loss-dtype checks skipped".splitlines()[0])
+        ctx.note(Msg("pcheck.forward_failed", error=f"{type(e).__name__}: {e}".splitlines()[0]))
         log.debug("preflight forward failed", exc_info=True)
     finally:
         probe.remove()

@@ -19,7 +19,8 @@ import torch
 
 from ..findings import Finding
 from .chat import decode
-from .common import BatchView, Context, fmt, make_finding, pct, quote, unwrap_model
+from ..messages import Msg
+from .common import BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: a feature whose RMS exceeds this is not standardised (standardised data has RMS ~1)
 SCALE_LIMIT = 20.0
@@ -111,10 +112,9 @@ class DataCheck:
         what = ", ".join(x for x in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if x)
         return make_finding(
             "nonfinite_data", "nonfinite", "critical", 0.95,
-            [f"batch {view.index} {key!r}: {len(samples)} of {flat.shape[0]} samples hold non-finite values "
-             f"({what}; samples {samples[:8]}): the first forward pass that sees them returns NaN"],
-            ["drop or repair these samples where the data is loaded (torch.isfinite(x).all(dim=1) as a "
-             "filter), and find the step that produced them (a division by 0, a log of 0, a bad decode)"],
+            [Msg("data.nonfinite_samples", batch=view.index, key=repr(key), n=len(samples), total=int(flat.shape[0]),
+                 what=what, samples=str(samples[:8]))],
+            [Msg("data.fix_drop_nonfinite")],
             ctx=self.ctx, batch=view.index, samples=samples[:32])
 
     def _id_range(self, view: BatchView) -> Finding | None:
@@ -129,10 +129,8 @@ class DataCheck:
         samples = [int(i) for i in torch.nonzero(bad).flatten().tolist()]
         return make_finding(
             "nonfinite_data", "nonfinite", "critical", 0.95,
-            [f"batch {view.index}: token ids range over {lo}..{hi}, but the embedding has {self.vocab} rows "
-             f"(samples {samples[:8]}): an index error on CPU, a device-side assert or garbage on GPU"],
-            [f"tokenize with the model's own tokenizer, or resize the embedding: "
-             f"model.resize_token_embeddings({max(hi + 1, self.vocab)})"],
+            [Msg("data.ids_out_of_range", batch=view.index, lo=lo, hi=hi, vocab=self.vocab, samples=str(samples[:8]))],
+            [Msg("data.fix_tokenizer", n=max(hi + 1, self.vocab))],
             ctx=self.ctx, batch=view.index, samples=samples[:32])
 
     def _samples(self, view: BatchView) -> None:
@@ -227,7 +225,7 @@ class DataCheck:
         out += self._text_findings()
         out += self._shape_findings()
         if self.seen.texts and not self._ftfy:
-            self.ctx.note("mojibake check skipped: install ftfy (U+FFFD characters were still checked)")
+            self.ctx.note(Msg("data.no_ftfy"))
         return out
 
     def _scale(self, key: str, m: _Moments, *, target: bool) -> Finding | None:
@@ -246,25 +244,21 @@ class DataCheck:
         if hi < limit and not (not target and spread >= SPREAD_LIMIT and hi >= 1.0):
             return None
         std = float(np.sqrt(m.m2[hi_i] / max(1, m.n[hi_i])))
-        where = f"feature {hi_i}" if len(rms) > 1 else "it"
+        where = Msg("data.feature_i", i=hi_i) if len(rms) > 1 else Msg("data.it")
         n = int(m.n.max())
+        mean = float(m.mean[hi_i])
         if target:
-            ev = [f"targets {key!r} have RMS {fmt(hi)} (mean {fmt(float(m.mean[hi_i]))}, std {fmt(std)}) over "
-                  f"{n} values: a squared error starts near {fmt(hi * hi)} and its gradients are as large"]
-            fix = [f"standardise the targets: y = (y - {fmt(float(m.mean[hi_i]))}) / {fmt(max(std, 1e-12))}, "
-                   f"and invert that on the predictions"]
+            ev: list[str] = [Msg("data.targets_scale", key=repr(key), rms=hi, mean=mean, std=std, n=n, sq=hi * hi)]
+            fix: list[str] = [Msg("data.fix_standardise_targets", mean=mean, std=max(std, 1e-12))]
         else:
-            ev = [f"input {key!r}: per-feature RMS ranges from {fmt(lo)} to {fmt(hi)} over {n} values "
-                  f"({where}: mean {fmt(float(m.mean[hi_i]))}, std {fmt(std)}); standardised inputs have RMS ~1"]
+            ev = [Msg("data.input_scale", key=repr(key), lo=lo, hi=hi, n=n, where=where, mean=mean, std=std)]
             if m.layout == "channels" and 0 <= m.lo and m.hi <= 255 and m.hi > 1:
-                fix = ["scale pixels to 0..1 (x / 255), then normalise per channel: (x - mean) / std "
-                       "(torchvision.transforms.Normalize)"]
+                fix = [Msg("data.fix_pixels")]
             else:
-                fix = [f"standardise each feature with the training set's statistics: x = (x - mean) / std "
-                       f"(here the largest mean is {fmt(float(np.abs(m.mean[used]).max()))} and the largest "
-                       f"std {fmt(float(np.sqrt(m.m2[used] / np.maximum(1, m.n[used])).max()))})"]
+                fix = [Msg("data.fix_standardise_inputs", mean=float(np.abs(m.mean[used]).max()),
+                           std=float(np.sqrt(m.m2[used] / np.maximum(1, m.n[used])).max()))]
             if spread >= SPREAD_LIMIT:
-                ev.append(f"the feature scales span a factor of {fmt(spread)}: one learning rate cannot suit them all")
+                ev.append(Msg("data.scale_spread", spread=spread))
         return make_finding("nonfinite_data", "divergence", "warning", 0.8, ev, fix, ctx=self.ctx, batch=0)
 
     def _text_findings(self) -> list[Finding]:
@@ -274,17 +268,15 @@ class DataCheck:
         if not bad or not s.texts:
             return out
         sev = "warning" if bad >= max(2, 0.02 * s.texts) else "info"
-        ev = [f"{bad} of {s.texts} samples hold text decoding errors: the model learns the garbage"]
+        ev: list[str] = [Msg("data.decoding_errors", bad=bad, n=s.texts)]
         if s.fffd:
             b, j, snip = s.fffd[0]
-            ev.append(f"{len(s.fffd)} samples contain U+FFFD replacement characters, e.g. batch {b} sample {j}: "
-                      f"{quote(snip)}")
+            ev.append(Msg("data.fffd", n=len(s.fffd), batch=b, sample=j, text=quote(snip)))
         if s.mojibake:
             b, j, text, fixed = s.mojibake[0]
-            ev.append(f"{len(s.mojibake)} samples contain mojibake (UTF-8 read as cp1252/latin-1), e.g. batch {b} "
-                      f"sample {j}: {quote(text, 60)} should read {quote(fixed, 60)}")
-        fixes = ["decode the source files as UTF-8 (open(path, encoding='utf-8')); repair text that was "
-                 "already mis-decoded with ftfy.fix_encoding, and drop samples that still contain U+FFFD"]
+            ev.append(Msg("data.mojibake", n=len(s.mojibake), batch=b, sample=j, text=quote(text, 60),
+                          fixed=quote(fixed, 60)))
+        fixes: list[str] = [Msg("data.fix_decode_utf8")]
         samples = [j for b, j, *_ in (s.fffd + s.mojibake) if b == (s.fffd + s.mojibake)[0][0]]
         out.append(make_finding("noisy_data", "plateau", sev, 0.8, ev, fixes, ctx=self.ctx,
                                 batch=(s.fffd + s.mojibake)[0][0], samples=sorted(set(samples))[:32]))
@@ -298,10 +290,8 @@ class DataCheck:
             samples = [j for b, j in s.empty if b == b0]
             out.append(make_finding(
                 "noisy_data", "plateau", "warning", 0.85,
-                [f"{len(s.empty)} of {s.samples} samples are empty (no real token; batch {b0}: samples "
-                 f"{samples[:8]}): they teach nothing, and an all-padding row can make attention's softmax "
-                 f"NaN in implementations that mask with -inf"],
-                ["filter empty samples out before batching (e.g. dataset.filter(lambda x: len(x['text'].strip()) > 0))"],
+                [Msg("data.empty_samples", n=len(s.empty), total=s.samples, batch=b0, samples=str(samples[:8]))],
+                [Msg("data.fix_filter_empty")],
                 ctx=self.ctx, batch=b0, samples=samples[:32]))
         lengths = np.asarray([x[0] for x in s.lengths if x[0] > 0])
         if lengths.size >= 4:
@@ -311,11 +301,9 @@ class DataCheck:
                 long = [x for x in s.lengths if x[0] >= LONG_FACTOR * med]
                 out.append(make_finding(
                     "noisy_data", "spike", "info", 0.6,
-                    [f"{len(long)} of {s.samples} samples are at least {LONG_FACTOR:g}x the median length "
-                     f"{med:g}; the longest (batch {top[1]} sample {top[2]}) has {top[0]}: it dominates the "
-                     f"token-averaged loss and the memory of its batch"],
-                    [f"cap the length (max_length around {int(np.percentile(lengths, 99))}, the 99th percentile) "
-                     f"or bucket samples by length"],
+                    [Msg("data.long_samples", n=len(long), total=s.samples, factor=float(LONG_FACTOR), median=med,
+                         batch=top[1], sample=top[2], length=top[0])],
+                    [Msg("data.fix_cap_length", max_length=int(np.percentile(lengths, 99)))],
                     ctx=self.ctx, batch=top[1], samples=[top[2]]))
         if s.samples >= 8 and s.duplicates:
             frac = len(s.duplicates) / s.samples
@@ -323,11 +311,9 @@ class DataCheck:
                 (b0, j0), (b1, j1) = s.duplicates[0]
                 out.append(make_finding(
                     "noisy_data", "plateau", "warning" if frac >= 0.2 else "info", 0.7,
-                    [f"{len(s.duplicates)} of {s.samples} samples ({pct(len(s.duplicates), s.samples)}) are exact "
-                     f"duplicates of an earlier one (e.g. batch {b1} sample {j1} = batch {b0} sample {j0}): "
-                     f"the model memorises them and the loss over-states progress"],
-                    ["deduplicate the dataset (exact hash, then near-duplicates with MinHash) and check that "
-                     "the sampler does not repeat samples within an epoch"],
+                    [Msg("data.duplicates", n=len(s.duplicates), total=s.samples, pct=pct(len(s.duplicates), s.samples),
+                         b1=b1, j1=j1, b0=b0, j0=j0)],
+                    [Msg("data.fix_deduplicate")],
                     ctx=self.ctx, batch=b1, samples=[j1]))
         return out
 

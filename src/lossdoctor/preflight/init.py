@@ -24,7 +24,8 @@ from torch import nn
 
 from ..findings import Finding
 from ..signals.tracer import compiling, first_float_tensor
-from .common import Context, fmt, make_finding, round_sig, unwrap_model
+from ..messages import Msg
+from .common import Context, make_finding, round_sig, unwrap_model
 
 #: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)
 GAIN_LIMIT = 3.0
@@ -289,22 +290,17 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
         worst = max(hot, key=lambda s: s["gain"])
         first = hot[0]
         layer = first["layer"]
-        ev.append(f"{len(hot)} of {len(stats)} weight matrices have std·√fan_in >= {GAIN_LIMIT:g} (He init is 1.41): "
-                  f"{first['layer']} std {fmt(first['rms'])} with fan_in {first['fan_in']} (gain {fmt(first['gain'])}), "
-                  f"worst {worst['layer']} (gain {fmt(worst['gain'])})")
-        fixes.append(f"initialise with std = 1/√fan_in (= {fmt(round_sig(1 / math.sqrt(first['fan_in'])))} for "
-                     f"{first['layer']}) or the architecture's default"
-                     + (" (config.initializer_range=0.02, then model.init_weights())"
-                        if _is_hf(model) else " (nn.init.kaiming_uniform_/xavier_uniform_)"))
+        ev.append(Msg("pinit.hot_weights", n=len(hot), total=len(stats), limit=float(GAIN_LIMIT), layer=first["layer"],
+                      std=float(first["rms"]), fan_in=first["fan_in"], gain=float(first["gain"]), worst=worst["layer"],
+                      worst_gain=float(worst["gain"])))
+        fixes.append(Msg("pinit.fix_std", std=float(round_sig(1 / math.sqrt(first["fan_in"]))), layer=first["layer"],
+                         how=Msg("pinit.how_hf") if _is_hf(model) else Msg("pinit.how_torch")))
     res = residual_scaling(stats)
     res_missing = res is not None and res["layers"] >= 4 and res["ratio"] >= 2 * res["expected"] and res["ratio"] >= 0.7
     if res_missing:
-        ev.append(f"residual projections ({', '.join(RESIDUAL_NAMES[:3])}...) of the {res['layers']} blocks in "
-                  f"{res['prefix']} have {fmt(res['ratio'])}x the std of the other matrices; GPT-2/Megatron scale "
-                  f"them by 1/√(2·{res['layers']}) = {fmt(res['expected'])} so the residual stream does not grow "
-                  f"with depth")
-        fixes.append(f"scale the residual output projections' init std by {fmt(round_sig(res['expected']))} "
-                     f"(1/√(2·n_layer))")
+        ev.append(Msg("pinit.residual_unscaled", names=list(RESIDUAL_NAMES[:3]), layers=res["layers"],
+                      prefix=res["prefix"], ratio=float(res["ratio"]), expected=float(res["expected"])))
+        fixes.append(Msg("pinit.fix_residual", factor=float(round_sig(res["expected"]))))
     if growth is not None and growth["n"] >= 2:
         up, down = growth["up"], growth["down"]
         g = up["ratio"]
@@ -316,28 +312,24 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
             severity = "critical" if (g >= 1e3 or not math.isfinite(g) or up["rms"] >= 1e4) else \
                 _max_sev(severity, "warning")
             layer = layer or growth["jump"]
-            ev.append(f"on the first batch the activation RMS grows from {fmt(growth['rms_in'])} (input of "
-                      f"{growth['first']}) to {fmt(up['rms'])} (output of {up['name']}): x{fmt(g)} over "
-                      f"{up['layers']} layers, x{fmt(up['per_layer'])} per layer")
+            ev.append(Msg("pinit.rms_grows", start=float(growth["rms_in"]), first=growth["first"], end=float(up["rms"]),
+                          last=up["name"], ratio=float(g), layers=up["layers"], per_layer=float(up["per_layer"])))
         elif down["ratio"] <= 1 / (GROWTH_LIMIT * GROWTH_LIMIT) and down["per_layer"] <= 1 / PER_BLOCK:
             votes += 1
             severity = _max_sev(severity, "warning")
             layer = layer or growth["first"]
-            ev.append(f"on the first batch the activation RMS shrinks from {fmt(growth['rms_in'])} (input of "
-                      f"{growth['first']}) to {fmt(down['rms'])} (output of {down['name']}): x{fmt(down['ratio'])} "
-                      f"over {down['layers']} layers; gradients will vanish the same way")
-            fixes.append("use He init for ReLU layers (nn.init.kaiming_normal_(w, nonlinearity='relu')) or add "
-                         "normalisation/residual connections")
+            ev.append(Msg("pinit.rms_shrinks", start=float(growth["rms_in"]), first=growth["first"],
+                          end=float(down["rms"]), last=down["name"], ratio=float(down["ratio"]), layers=down["layers"]))
+            fixes.append(Msg("pinit.fix_he_init"))
     if loss is not None and chance_loss is not None and math.isfinite(loss):
         excess = loss - chance_loss
         if excess > max(1.0, 0.2 * chance_loss):
             votes += 1
             severity = "critical" if loss >= 3 * chance_loss else _max_sev(severity, "warning")
-            ev.append(f"the initial loss is {fmt(loss)}, {fmt(loss / chance_loss)}x chance (ln {round(math.exp(chance_loss))} "
-                      f"= {fmt(chance_loss)}): the untrained model is confidently wrong, its logits are already large")
+            ev.append(Msg("pinit.initial_loss", loss=float(loss), ratio=float(loss / chance_loss),
+                          classes=round(math.exp(chance_loss)), chance=float(chance_loss)))
             if not fixes:
-                fixes.append("initialise the output layer small (std 0.02, or zero the classifier's weight) so the "
-                             f"first loss is near ln(classes) = {fmt(chance_loss)}")
+                fixes.append(Msg("pinit.fix_output_layer", chance=float(chance_loss)))
     if votes == 0:
         if res_missing and res["layers"] >= 8:
             return [make_finding("bad_init", "slow_convergence", "info", 0.5, ev, fixes, ctx=ctx)]

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..findings import Finding
 from .chat import ChatSpans, decode
+from ..messages import Msg
 from .common import IGNORE_INDEX, BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: batches whose every label position is ignored are reported at once (the loss is NaN right now)
@@ -188,19 +189,16 @@ class LabelCheck:
 
     # --- findings -----------------------------------------------------------------------------
     def _all_masked(self, view: BatchView, labels: np.ndarray) -> Finding:
-        ev = [f"all {labels.size} label positions of batch {view.index} are {IGNORE_INDEX}: the mean "
-              f"cross-entropy over 0 tokens is NaN (0 with a sum), and no gradient flows"]
+        ev = [Msg("plabels.all_masked", n=int(labels.size), batch=view.index, ignore=IGNORE_INDEX)]
         if view.input_ids is not None and self.tok is not None:
             ids = view.input_ids.detach().to("cpu").long().numpy()
             real = self._real(view, ids)
             text = decode(self.tok, [int(x) for x in ids[0][real[0]][-40:]])
             if text is not None:
-                ev.append(f"sample 0 ends with {quote(text)} and none of it is supervised")
+                ev.append(Msg("plabels.sample0_ends_with", text=quote(text)))
         return make_finding(
             "label_mask_empty", "nonfinite", "critical", 0.95, ev,
-            ["keep the labels of the response: labels = input_ids where the answer is, -100 only on "
-             "the prompt and padding",
-             "if the prompt fills max_length, truncate the prompt, not the response"],
+            [Msg("plabels.fix_keep_response"), Msg("plabels.fix_truncate_prompt")],
             ctx=self.ctx, batch=view.index, samples=list(range(labels.shape[0]))[:32])
 
     def finish(self) -> list[Finding]:
@@ -211,15 +209,14 @@ class LabelCheck:
         if len(c.all_empty_batches) > 1 and not self.ctx.live:  # live, the label detector counts them
             out.append(make_finding(
                 "label_mask_empty", "nonfinite", "critical", 0.95,
-                [f"{len(c.all_empty_batches)} of {c.batches} batches have every label masked "
-                 f"(batches {c.all_empty_batches[:8]})"], [], ctx=self.ctx, batch=c.all_empty_batches[0]))
+                [Msg("plabels.batches_all_masked", n=len(c.all_empty_batches), total=c.batches,
+                     batches=str(c.all_empty_batches[:8]))], [], ctx=self.ctx, batch=c.all_empty_batches[0]))
         if c.compared and c.supervised and not c.all_empty_batches:
             if c.aligned_agree < 0.5 * c.compared and c.shifted_agree >= 0.9 * c.compared:
                 if self.shifts:
                     out.append(self._shifted_twice())
                 else:
-                    self.ctx.note("labels are already shifted (labels[i] == input_ids[i+1]); that is right "
-                                  "only if the loss does not shift them again (HF *ForCausalLM models do)")
+                    self.ctx.note(Msg("plabels.already_shifted"))
         out += self._leaks()
         out += self._empty_samples()
         eos = self._eos()
@@ -232,13 +229,10 @@ class LabelCheck:
         name = type(unwrap_model(self.ctx.model)).__name__
         return make_finding(
             "noisy_data", "plateau", "warning", 0.9,
-            [f"labels[i] == input_ids[i+1] at {pct(c.shifted_agree, c.compared)} of {c.compared} supervised "
-             f"positions (labels[i] == input_ids[i] at {pct(c.aligned_agree, c.compared)}): the collator "
-             f"already shifted the labels",
-             f"{name} shifts the labels again inside forward, so it is trained to predict the token after "
-             f"next and the loss stalls high"],
-            ["do not shift in the collator: labels = input_ids.clone() (then -100 on prompt and padding); "
-             f"{name} shifts them itself"],
+            [Msg("plabels.shifted", shifted=pct(c.shifted_agree, c.compared), n=c.compared,
+                 aligned=pct(c.aligned_agree, c.compared)),
+             Msg("plabels.shifted_again", model=name)],
+            [Msg("plabels.fix_do_not_shift", model=name)],
             ctx=self.ctx)
 
     def _leaks(self) -> list[Finding]:
@@ -248,11 +242,8 @@ class LabelCheck:
             total = max(1, c.supervised)
             out.append(make_finding(
                 "label_mask_leak", "plateau", "warning", 0.9,
-                [f"{c.pad_supervised} supervised label positions are padding (attention_mask 0): "
-                 f"{pct(c.pad_supervised, total)} of the {total} supervised tokens teach the model to "
-                 f"predict padding, and they dilute the loss of the real tokens"],
-                [f"set labels to {IGNORE_INDEX} where attention_mask == 0 (DataCollatorForSeq2Seq pads labels "
-                 f"with label_pad_token_id={IGNORE_INDEX})"],
+                [Msg("plabels.padding_supervised", n=c.pad_supervised, pct=pct(c.pad_supervised, total), total=total)],
+                [Msg("plabels.fix_mask_padding", ignore=IGNORE_INDEX)],
                 ctx=self.ctx))
         if not self.sft:
             return out
@@ -260,25 +251,23 @@ class LabelCheck:
         conf = 0.0
         if c.header_found and c.prompt and c.prompt_supervised >= max(4, 0.2 * c.prompt):
             conf = 0.95
-            ev.append(f"{c.prompt_supervised} of {c.prompt} prompt tokens ({pct(c.prompt_supervised, c.prompt)}) "
-                      f"in {c.batches} batch(es) are supervised, next to {c.response_supervised} of "
-                      f"{c.response} response tokens: the model is trained to write the user's turn too")
+            ev.append(Msg("plabels.prompt_supervised", n=c.prompt_supervised, prompt=c.prompt,
+                          pct=pct(c.prompt_supervised, c.prompt), batches=c.batches, response_n=c.response_supervised,
+                          response=c.response))
         elif not c.header_found and c.real_samples and c.all_real_supervised >= max(1, 0.9 * c.real_samples):
             conf = 0.75
-            ev.append(f"every real token of {c.all_real_supervised} of {c.real_samples} samples is supervised "
-                      f"(no label is {IGNORE_INDEX} except padding): for SFT the prompt should be masked")
+            ev.append(Msg("plabels.all_real_supervised", n=c.all_real_supervised, total=c.real_samples,
+                          ignore=IGNORE_INDEX))
             if self.chat is not None:
-                ev.append(f"the chat template's assistant header {quote(self.chat.header_text)} was not found "
-                          f"in input_ids, so the prompt boundary is inferred")
+                ev.append(Msg("plabels.header_not_found", header=quote(self.chat.header_text)))
         if not conf:
             return out
         for b, s, text in c.examples:
-            ev.append(f"batch {b} sample {s} supervised text: {quote(text)}")
-        header = quote(self.chat.header_text) if self.chat is not None else "the assistant header"
+            ev.append(Msg("plabels.supervised_text", batch=b, sample=s, text=quote(text)))
+        header = quote(self.chat.header_text) if self.chat is not None else Msg("plabels.the_assistant_header")
         out.append(make_finding(
             "label_mask_leak", "plateau", "warning", conf, ev,
-            [f"set labels to {IGNORE_INDEX} on every prompt token (up to and including {header}), keep them on "
-             f"the answer and its end-of-turn token (TRL: assistant_only_loss=True / completion_only_loss=True)"],
+            [Msg("plabels.fix_mask_prompt", ignore=IGNORE_INDEX, header=header)],
             ctx=self.ctx))
         return out
 
@@ -290,17 +279,14 @@ class LabelCheck:
         sev = "warning" if n >= 0.05 * c.samples else "info"
         first_batch = c.empty[0][0]
         samples = [s for b, s in c.empty if b == first_batch][:32]
-        ev = [f"{n} of {c.samples} samples have no supervised token (batch {first_batch}: samples {samples[:8]}): "
-              f"they cost compute and teach nothing"]
+        ev = [Msg("plabels.no_supervised_token", n=n, total=c.samples, batch=first_batch, samples=str(samples[:8]))]
         if c.empty_at_max_len:
-            ev.append(f"{c.empty_at_max_len} of them are as long as the longest sample of their batch: "
-                      f"truncation probably cut the whole response")
+            ev.append(Msg("plabels.truncated_response", n=c.empty_at_max_len))
         for b, s, text in c.empty_examples:
-            ev.append(f"batch {b} sample {s} ends with {quote(text)}")
+            ev.append(Msg("plabels.sample_ends_with", batch=b, sample=s, text=quote(text)))
         return [make_finding(
             "label_mask_empty", "slow_convergence", sev, 0.85, ev,
-            ["truncate the prompt, not the response (or raise max_length), and drop samples whose "
-             "labels are all -100 before batching"],
+            [Msg("plabels.fix_truncate_and_drop")],
             ctx=self.ctx, batch=first_batch, samples=samples)]
 
     def _eos(self) -> Finding | None:
@@ -311,16 +297,12 @@ class LabelCheck:
             return None  # nothing of the response is supervised: the leak/empty findings say it
         names = ", ".join(f"{_token_text(self.tok, i)} (id {i})" for i in sorted(self.eos_ids))
         if c.eos_in_response:
-            ev = [f"{names} occurs {c.eos_in_response} times in input_ids but none of the {c.supervised} "
-                  f"supervised tokens is it: the model never learns to end its answer"]
+            ev = [Msg("plabels.eos_never_supervised", names=names, n=c.eos_in_response, supervised=c.supervised)]
         else:
-            ev = [f"no sample contains {names}, so none of the {c.supervised} supervised tokens is an "
-                  f"end-of-turn: the model never learns to end its answer"]
+            ev = [Msg("plabels.eos_absent", names=names, supervised=c.supervised)]
         return make_finding(
             "label_mask_empty", "plateau", "warning", 0.8, ev,
-            ["append the end-of-turn token to each answer and keep its label (a collator that sets "
-             "labels to -100 wherever input_ids == pad_token_id also masks EOS when pad == EOS: "
-             "use a distinct pad token or mask by attention_mask)"],
+            [Msg("plabels.fix_append_eos")],
             ctx=self.ctx)
 
 

@@ -22,6 +22,7 @@ import torch
 
 from ..findings import Finding
 from ..signals.optimizer import unwrap_optimizer
+from ..messages import Msg
 from .common import Context, fmt, make_finding, pct, round_sig, unwrap_model
 
 FP16_TINY = 2.0 ** -24  # smallest fp16 subnormal
@@ -82,15 +83,14 @@ def config_findings(ctx: Context, *, autocast: torch.dtype | None = None,
 
 def fp16_without_scaler(ctx: Context, autocast: torch.dtype | None) -> Finding:
     dtypes = param_dtypes(ctx.model)
-    where = (f"{dtypes[torch.float16]} parameters are float16" if dtypes.get(torch.float16)
-             else "the forward runs under torch.autocast(dtype=torch.float16)")
+    where = (Msg("pprec.fp16_params", n=dtypes[torch.float16]) if dtypes.get(torch.float16)
+             else Msg("pprec.fp16_autocast"))
     disabled = ctx.scaler is not None
     return make_finding(
         "precision_stall", "stall", "warning", 0.85,
-        [f"{where} and {'the GradScaler is disabled' if disabled else 'no GradScaler is used'}: gradients "
-         f"below {fmt(FP16_TINY)} (fp16's smallest subnormal) flush to 0 and above 65504 become inf"],
-        ["use torch.amp.GradScaler() with fp16 (scaler.scale(loss).backward(); scaler.step(opt); "
-         "scaler.update()), or train in bf16, which has fp32's range"],
+        [Msg("pprec.no_scaler", where=where,
+             scaler=Msg("pprec.scaler_disabled") if disabled else Msg("pprec.scaler_absent"), tiny=FP16_TINY)],
+        [Msg("pprec.fix_use_scaler")],
         ctx=ctx)
 
 
@@ -100,46 +100,38 @@ def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
     start = cfg["scale"] if cfg["scale"] is not None else init
     if not all(isinstance(x, (int, float)) for x in (start, g, b, interval)):
         return out
-    fix_default = "torch.amp.GradScaler() with its defaults (init_scale=65536, growth_factor=2, " \
-                  "backoff_factor=0.5, growth_interval=2000)"
+    fix_default = Msg("pprec.fix_default_scaler")
     if b >= 1 or b <= 0 or start <= 0:
-        what = (f"backoff_factor={b}: after an overflow the scale never comes down, so every later step "
-                f"overflows and is skipped") if b >= 1 else (
-            f"backoff_factor={b}: one overflow sets the scale to 0 and every later gradient to 0") if b <= 0 else (
-            f"the scale is {fmt(start)}: every gradient is multiplied by it")
+        ev = Msg("pprec.backoff_ge_1", b=str(b)) if b >= 1 else Msg("pprec.backoff_le_0", b=str(b)) if b <= 0 \
+            else Msg("pprec.scale_nonpositive", scale=float(start))
         out.append(make_finding("loss_scale_collapse", "skipped_steps", "critical", 0.9,
-                                [f"GradScaler {what}"], [fix_default], ctx=ctx))
+                                [ev], [fix_default], ctx=ctx))
         return out
     if start > 2.0 ** 24:
         skipped = math.ceil(math.log(start / 2.0 ** 16) / math.log(1 / b))
-        ev = [f"GradScaler starts at {_pow2(start)}: fp16 gradients overflow until it has backed off to "
-              f"about 2^16, i.e. ~{skipped} skipped steps (x{b} per overflow) before the first update"]
+        ev = [Msg("pprec.init_scale_huge", start=_pow2(start), skipped=skipped, b=str(b))]
         if ctx.scheduler is not None:
-            ev.append(f"the LR scheduler still advances on skipped steps: the first ~{skipped} steps of the "
-                      f"schedule (its warm-up) are spent without training")
+            ev.append(Msg("pprec.scheduler_advances", skipped=skipped))
         out.append(make_finding("loss_scale_collapse", "skipped_steps", "warning", 0.85, ev,
-                                [f"init_scale=2**16 (65536, the default); {fix_default}"], ctx=ctx))
+                                [Msg("pprec.fix_init_scale_default", fix=fix_default)], ctx=ctx))
     elif start < 1:
         out.append(make_finding(
             "loss_scale_collapse", "skipped_steps", "warning", 0.8,
-            [f"GradScaler starts at {fmt(start)} < 1: it shrinks the loss instead of lifting small "
-             f"gradients above fp16's {fmt(FP16_TINY)}, so more of them flush to 0"],
-            [f"init_scale=2**16; {fix_default}"], ctx=ctx))
+            [Msg("pprec.init_scale_below_one", start=float(start), tiny=FP16_TINY)],
+            [Msg("pprec.fix_init_scale", fix=fix_default)], ctx=ctx))
     if g > 1 and interval >= 1:
         per = math.log(g) / math.log(1 / b)  # overflow steps needed to undo one growth
         rate = per / (interval + per)
         if rate >= 0.1:  # a few % is the price of probing for a larger scale; 10% is waste
             out.append(make_finding(
                 "loss_scale_collapse", "skipped_steps", "warning", 0.8,
-                [f"GradScaler grows x{g} every {interval} good steps and backs off x{b} per overflow: in steady "
-                 f"state about {pct(rate, 1)} of all steps overflow and are skipped"],
-                [f"growth_interval=2000 (the default) so fewer than 0.1% of steps are skipped"], ctx=ctx))
+                [Msg("pprec.growth_too_often", g=str(g), interval=str(interval), b=str(b), pct=pct(rate, 1))],
+                [Msg("pprec.fix_growth_interval")], ctx=ctx))
     elif g < 1:
         out.append(make_finding(
             "loss_scale_collapse", "skipped_steps", "warning", 0.8,
-            [f"GradScaler growth_factor={g} < 1: the scale shrinks on every growth interval of {interval} steps "
-             f"and ends below 1, where gradients underflow"],
-            [f"growth_factor=2.0; {fix_default}"], ctx=ctx))
+            [Msg("pprec.growth_below_one", g=str(g), interval=str(interval))],
+            [Msg("pprec.fix_growth_factor", fix=fix_default)], ctx=ctx))
     return out
 
 
@@ -164,11 +156,9 @@ def _adam_eps(ctx: Context, opt: torch.optim.Optimizer) -> list[Finding]:
                 name = str(dtype).replace("torch.", "")
                 return [make_finding(
                     "precision_stall", "nonfinite", "critical", 0.9,
-                    [f"{type(opt).__name__} eps={eps:g} is 0 in {name}, the dtype of its second-moment state "
-                     f"(param group {gi}): wherever a gradient is below ~{fmt(math.sqrt(FP16_TINY))}, v "
-                     f"underflows to 0 and the update is 0/0 = NaN"],
-                    [f"keep fp32 weights and optimizer state (model.float() + torch.autocast(dtype=torch.{name}) "
-                     f"+ GradScaler), or eps=1e-6 if the state must stay in {name}"], ctx=ctx)]
+                    [Msg("pprec.eps_underflows", opt=type(opt).__name__, eps=float(eps), dtype=name, group=gi,
+                         tiny=math.sqrt(FP16_TINY))],
+                    [Msg("pprec.fix_fp32_state", dtype=name)], ctx=ctx)]
     return []
 
 
@@ -220,16 +210,13 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
     dtype = next((p.dtype for g in opt.param_groups for p in g["params"] if p.dtype in LOW), torch.bfloat16)
     name = str(dtype).replace("torch.", "")
     bits = MANTISSA[dtype] + 1
-    how = "Adam's first update is ~lr per entry" if adam else "the first update is lr·|grad|"
+    how = Msg("pprec.how_adam") if adam else Msg("pprec.how_sgd")
     need_lr = sorted(needs)[len(needs) // 2] if needs else float("nan")
     return make_finding(
         "precision_stall", "stall", "warning" if share >= 0.5 else "info", 0.85 if share >= 0.5 else 0.6,
-        [f"with lr={fmt(lr_used)} ({how}), {pct(frozen, total)} of the {int(total)} {name} weight entries "
-         f"would not change: {name} keeps {bits} significant bits, so an update below |w|·2^-{bits + 1} rounds "
-         f"away (the median weight needs an update of at least {fmt(need_lr)})"],
-        [f"keep fp32 master weights: model.float() and run the forward under torch.autocast(dtype=torch.{name}); "
-         f"or an optimizer with stochastic rounding / Kahan summation for {name} weights; raising lr to "
-         f">= {fmt(round_sig(need_lr * 2))} only helps the median weight"],
+        [Msg("pprec.updates_round_away", lr=float(lr_used), how=how, pct=pct(frozen, total), total=int(total),
+             dtype=name, bits=bits, exp=bits + 1, need=float(need_lr))],
+        [Msg("pprec.fix_master_weights", dtype=name, lr=float(round_sig(need_lr * 2)))],
         ctx=ctx)
 
 
@@ -246,13 +233,11 @@ def loss_dtype_finding(ctx: Context, dtype: torch.dtype | None, value: float | N
     if dtype not in LOW:
         return None
     name = str(dtype).replace("torch.", "")
-    ev = f"the loss is computed in {name}"
+    ev = Msg("pprec.loss_dtype", dtype=name)
     if value is not None and math.isfinite(value) and value > 0:
         grid = 2.0 ** (math.floor(math.log2(value)) - MANTISSA[dtype])
-        ev += (f": at {fmt(value)} it can only take values {fmt(grid)} apart, so improvements smaller than "
-               f"that are invisible, and the log-softmax inside it loses precision")
+        ev = Msg("pprec.loss_dtype_grid", dtype=name, value=float(value), grid=grid)
     return make_finding(
         "precision_stall", "stall", "warning", 0.8, [ev],
-        ["compute the loss in fp32: F.cross_entropy(logits.float(), labels) (HF models upcast logits "
-         "for the loss; a custom head under a pure-bf16 model does not)"],
+        [Msg("pprec.fix_loss_fp32")],
         ctx=ctx, batch=batch)

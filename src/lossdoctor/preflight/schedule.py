@@ -24,7 +24,8 @@ import numpy as np
 import torch
 
 from ..findings import Finding
-from .common import Context, fmt, make_finding
+from ..messages import Msg
+from .common import Context, make_finding
 
 #: scheduler steps simulated at most (a Python scheduler step costs ~10 us)
 MAX_SIM_STEPS = 200_000
@@ -80,7 +81,7 @@ def simulate(scheduler: Any, total_steps: int, *, interval: str = "step",
         every = max(1, int(steps_per_epoch or 1))
     n_sched = math.ceil(total_steps / every)
     if n_sched > MAX_SIM_STEPS:
-        notes.append(f"schedule simulated for the first {MAX_SIM_STEPS * every} of {total_steps} steps")
+        notes.append(Msg("schedule.simulated_first", n=MAX_SIM_STEPS * every, total=total_steps))
         n_sched = MAX_SIM_STEPS
     values = np.empty(n_sched, dtype=np.float64)
     with warnings.catch_warnings():
@@ -99,19 +100,19 @@ def schedule_findings(ctx: Context) -> list[Finding]:
         return []
     name = type(sched).__name__
     if isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
-        ctx.note("ReduceLROnPlateau follows the metric; its schedule cannot be simulated")
+        ctx.note(Msg("schedule.plateau_not_simulated"))
         return []
     if not ctx.total_steps:
-        ctx.note("LR schedule not simulated: pass total_steps (the planned optimizer steps)")
+        ctx.note(Msg("schedule.needs_total_steps"))
         return []
     if not hasattr(sched, "optimizer") or not hasattr(sched, "step"):
-        ctx.note(f"{name}: not a torch LR scheduler; schedule not simulated")
+        ctx.note(Msg("schedule.not_a_scheduler", name=name))
         return []
     try:
         lrs, notes = simulate(sched, int(ctx.total_steps), interval=ctx.scheduler_interval,
                               steps_per_epoch=ctx.steps_per_epoch)
     except Exception as e:
-        ctx.note(f"LR schedule not simulated ({type(e).__name__}: {e})".splitlines()[0])
+        ctx.note(Msg("schedule.not_simulated", error=f"{type(e).__name__}: {e}".splitlines()[0]))
         return []
     for n in notes:
         ctx.note(n)
@@ -132,16 +133,15 @@ def analyse(lrs: np.ndarray, ctx: Context, *, name: str = "the scheduler", sched
     desc = _describe(name, scheduler) if scheduler is not None else name
     planned = ctx.total_steps or total
     per_epoch = ctx.scheduler_interval == "epoch" and (ctx.steps_per_epoch or 1) > 1
-    stepping = (f"; the scheduler steps once per epoch (every {ctx.steps_per_epoch} optimizer steps)"
-                if per_epoch else "")
-    step_fix = ("step the scheduler after every optimizer step, not every epoch (Lightning: "
-                "lr_scheduler={'scheduler': s, 'interval': 'step'})") if per_epoch else None
+    stepping = Msg("schedule.per_epoch", n=ctx.steps_per_epoch) if per_epoch else ""
+    step_fix = Msg("schedule.fix_step_every_step") if per_epoch else None
     peak = float(np.max(lrs))
     if not (peak > 0) or not np.isfinite(lrs).all():
-        bad = "is 0" if peak == 0 else "is not finite"
+        bad = Msg("schedule.is_zero") if peak == 0 else Msg("schedule.is_not_finite")
         return [make_finding("lr_schedule_error", "stall", "critical", 0.9,
-                             [f"{desc} gives an LR that {bad} at every one of the {planned} planned steps{stepping}"],
-                             ["check the schedule's lambda/factors: the LR must be > 0 after warm-up"], ctx=ctx)]
+                             [Msg("schedule.lr_bad_everywhere", desc=desc, bad=bad, planned=planned,
+                                  stepping=stepping)],
+                             [Msg("schedule.fix_lambda")], ctx=ctx)]
     # the LR the schedule is built around: its base LR, unless the curve itself goes higher (OneCycle)
     base = _base_lr(scheduler)
     ref = max(peak, base) if base is not None else peak
@@ -151,22 +151,21 @@ def analyse(lrs: np.ndarray, ctx: Context, *, name: str = "the scheduler", sched
     # the step the warm-up reaches the peak (or the curve's own maximum when it never gets there)
     k = int(np.argmax(reached)) if reached.any() else int(np.argmax(lrs))
     warm = lrs[0] < 0.999 * ref and k > 0
-    ctx.note(f"LR schedule over {planned} steps: starts at {fmt(lrs[0])}, "
-             + ((f"warms up for {k} steps to " if reached.any() else "rises without reaching ") if warm else "")
-             + f"peak {fmt(ref)}, ends at {fmt(lrs[-1])}{stepping}")
+    how = (Msg("schedule.warms_up_to", k=k) if reached.any() else Msg("schedule.rises_without_reaching")) \
+        if warm else ""
+    ctx.note(Msg("schedule.summary", planned=planned, start=float(lrs[0]), how=how, peak=ref, end=float(lrs[-1]),
+                 stepping=stepping))
     if warm and k >= 0.5 * (total - 1):
         never = not reached.any() or k >= 0.95 * (total - 1)
         if not reached.any():
-            reach = (f"is still rising at the last of the {planned} planned steps: the LR gets to {fmt(lrs[-1])}, "
-                     f"{fmt(lrs[-1] / ref)}x its base LR {fmt(ref)}")
+            reach = Msg("schedule.still_rising", planned=planned, end=float(lrs[-1]), ratio=float(lrs[-1] / ref),
+                        base=ref)
         else:
-            reach = f"reaches its peak {fmt(ref)} only at step {k} of the {planned} planned"
-        ev = [f"the warm-up of {desc} {reach}{stepping}: most of the run trains at a fraction of the intended LR"]
+            reach = Msg("schedule.reaches_peak_late", peak=ref, k=k, planned=planned)
+        ev = [Msg("schedule.warmup_too_long", desc=desc, reach=reach, stepping=stepping)]
         warm_steps = max(1, round(0.03 * planned))
         fixes = [step_fix] if step_fix else []
-        fixes.append(f"warm up for about {warm_steps} steps (3% of {planned}), e.g. "
-                     f"get_cosine_schedule_with_warmup(opt, num_warmup_steps={warm_steps}, "
-                     f"num_training_steps={planned})")
+        fixes.append(Msg("schedule.fix_warmup_3pct", warm=warm_steps, planned=planned))
         out.append(make_finding("lr_schedule_error", "slow_convergence", "warning", 0.85 if never else 0.7,
                                 ev, fixes, ctx=ctx))
         return out
@@ -179,37 +178,33 @@ def analyse(lrs: np.ndarray, ctx: Context, *, name: str = "the scheduler", sched
         t = int(np.argmax(climb))
         trough = int(np.argmin(after[: t + 1]))
         top = t + int(np.argmax(after[t:]))
-        ev = [f"{desc} brings the LR down to {fmt(after[trough])} at step {k + trough} of the {planned} planned, "
-              f"then it climbs again to {fmt(after[top])} by step {k + top}{stepping}: the schedule's period "
-              f"is shorter than the run"]
+        ev = [Msg("schedule.period_too_short", desc=desc, low=float(after[trough]), at=k + trough, planned=planned,
+                  high=float(after[top]), by=k + top, stepping=stepping)]
         length = planned - k
         tmax = getattr(scheduler, "T_max", None)
         fixes = [step_fix] if step_fix else []
         if isinstance(tmax, int):
-            what = "the steps after warm-up" if k else "the run's length"
-            fixes.append(f"T_max={length} ({what}; T_max={tmax} now)")
+            what = Msg("schedule.steps_after_warmup") if k else Msg("schedule.runs_length")
+            fixes.append(Msg("schedule.fix_t_max", length=length, what=what, tmax=tmax))
         else:
-            fixes.append(f"set the decay length to the run: {length} steps after a {k}-step warm-up "
-                         f"(num_training_steps={planned})")
+            fixes.append(Msg("schedule.fix_decay_length", length=length, k=k, planned=planned))
         out.append(make_finding("lr_schedule_error", "oscillation", "warning", 0.85, ev, fixes, ctx=ctx))
     floor = 1e-4 * peak
     if not climbs and after[-1] <= floor:
         above = np.flatnonzero(lrs > floor)
         z = int(above[-1]) + 1 if above.size else 0
         if z <= 0.9 * total:
-            ev = [f"{desc} brings the LR to {fmt(lrs[z])} at step {z} and keeps it there: the last "
-                  f"{total - z} of the {planned} planned steps ({100 * (total - z) / total:.0f}%) do not train"
-                  f"{stepping}"]
+            ev = [Msg("schedule.ends_early", desc=desc, lr=float(lrs[z]), step=z, idle=total - z, planned=planned,
+                      frac=(total - z) / total, stepping=stepping)]
             fixes = [step_fix] if step_fix else []
-            fixes.append(f"make the schedule as long as the run: num_training_steps={planned}"
-                         + (f" (T_max={planned - k})" if hasattr(scheduler, "T_max") else ""))
+            fixes.append(Msg("schedule.fix_as_long_as_run", planned=planned,
+                             tmax=Msg("schedule.t_max_hint", tmax=planned - k) if hasattr(scheduler, "T_max") else ""))
             out.append(make_finding("lr_schedule_error", "plateau", "warning", 0.85, ev, fixes, ctx=ctx))
     if not warm and lrs[-1] < 0.5 * peak and _adam_like(ctx.optimizer) and not out:
         out.append(make_finding(
             "lr_schedule_error", "slow_convergence", "info", 0.5,
-            [f"{desc} starts at its peak LR {fmt(peak)} at step 0: no warm-up; Adam's first steps use "
-             f"second-moment estimates from a handful of batches"],
-            [f"add a linear warm-up of about {max(1, round(0.03 * planned))} steps (3% of {planned})"], ctx=ctx))
+            [Msg("schedule.no_warmup", desc=desc, peak=peak)],
+            [Msg("schedule.fix_add_warmup", warm=max(1, round(0.03 * planned)), planned=planned)], ctx=ctx))
     return out
 
 

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 from .._version import __version__
 from ..findings import Report
 from ..records import Run
-from .i18n import cause_text, symptom_text, translate, ui
+from ..messages import render
+from .i18n import cause_text, say, symptom_text, ui
 from .series import chart_data
 from .text import where
 
@@ -50,24 +51,24 @@ def _finding_cards(report: Report, lang: str) -> str:
     out = []
     for i, f in enumerate(report.findings, 1):
         step_attr = f' data-step="{int(f.step)}"' if f.step is not None else ""
-        label = t["primary"] if i == 1 else f"{t['finding']} {i}"
+        label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
         parts = [f'<div class="finding {_e(f.severity)}"{step_attr} data-cause="{_e(f.cause)}">',
                  '<div class="title">'
                  f'<span class="num">{i}</span><code>{_e(f.cause)}</code>'
                  f'<span class="badge {_e(f.severity)}">{_e(t[f.severity])}</span>'
                  f'<span class="where">{_e(label)} · {_e(f.symptom)} · {_e(t["confidence"])} '
                  f'{f.confidence:.2f}</span></div>',
-                 f'<div class="expl">{_e(cause_text(f.cause, lang))} '
-                 f'({_e(symptom_text(f.symptom, lang))})</div>']
+                 f'<div class="expl">{_e(cause_text(f.cause, lang))}{_e(t["lparen"])}'
+                 f'{_e(symptom_text(f.symptom, lang))}{_e(t["rparen"])}</div>']
         w = where(f, lang)
         if w:
-            parts.append(f'<div class="where">{_e(t["where"])}: {_e(w)}</div>')
+            parts.append(f'<div class="where">{_e(t["where"])}{_e(t["colon"])}{_e(w)}</div>')
         if f.evidence:
             parts.append(f'<div class="label">{_e(t["evidence"])}</div><ul class="evidence">'
-                         + "".join(f"<li>{_e(translate(e, lang))}</li>" for e in f.evidence) + "</ul>")
+                         + "".join(f"<li>{_e(say(e, lang))}</li>" for e in f.evidence) + "</ul>")
         if f.fixes:
             parts.append(f'<div class="label">{_e(t["fixes"])}</div><ul class="fixes">'
-                         + "".join(f"<li>{_e(translate(x, lang))}</li>" for x in f.fixes) + "</ul>")
+                         + "".join(f"<li>{_e(say(x, lang))}</li>" for x in f.fixes) + "</ul>")
         parts.append("</div>")
         out.append("".join(parts))
     return "\n".join(out)
@@ -81,12 +82,12 @@ def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str 
     status = report.status
     path = next((str(r.meta["path"]) for r in runs if r.meta.get("path")), "")
     title = f"{t['title']} — {path or report.source or ''}"
-    notes = "".join(f"<li>{_e(translate(n, lang))}</li>" for n in report.notes)
+    notes = "".join(f"<li>{_e(say(n, lang))}</li>" for n in report.notes)
     downsampled = ""
     for c in data["charts"]:
         s = c["series"][0]
         if s.get("decimated"):
-            downsampled = _e(t["downsampled"].format(n=2000, total=s["n"]))
+            downsampled = _e(render("ui.downsampled", {"n": 2000, "total": s["n"]}, lang))
             break
     source = f' · {_e(t["from"])} {_e(report.source)}' if report.source else ""
     return f"""<!doctype html>
@@ -117,7 +118,7 @@ def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str 
 </aside>
 </div>
 <section class="notes">
-<details{' open' if len(report.notes) <= 6 else ''}><summary>{_e(t['notes'])} ({len(report.notes)})</summary>
+<details{' open' if len(report.notes) <= 6 else ''}><summary>{_e(t['notes'])}{_e(t['lparen'])}{len(report.notes)}{_e(t['rparen'])}</summary>
 <ul>{notes}</ul>
 </details>
 </section>

@@ -14,7 +14,8 @@ from typing import Any, Sequence
 
 from ..findings import Report
 from ..records import Run
-from .i18n import cause_text, symptom_text, translate, ui
+from ..messages import render
+from .i18n import cause_text, say, symptom_text, ui
 from .text import where
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -35,10 +36,11 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
     t = ui(lang)
     status = report.status
     out: list[str] = []
-    head = f"## {_ICON[status]} lossdoctor: {t[status]}"
+    head = f"## {_ICON[status]} lossdoctor{t['colon']}{t[status]}"
     if report.primary is not None:
         p = report.primary
-        head += f" — `{p.cause}`" + (f" ({t['step']} {int(p.step)})" if p.step is not None else "")
+        head += f" — `{p.cause}`" + (f"{t['lparen']}{render('ui.where_step', {'step': int(p.step)}, lang)}{t['rparen']}"
+                                     if p.step is not None else "")
     out.append(head)
     out.append("")
     src = f"{report.steps} {t['steps']}"
@@ -58,27 +60,28 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
                        f"{f.confidence:.2f} |")
         out.append("")
         for i, f in enumerate(report.findings, 1):
-            label = t["primary"] if i == 1 else f"{t['finding']} {i}"
+            label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
             out.append(f"### {i}. `{f.cause}` — {label}")
             out.append("")
-            out.append(f"{md_escape(cause_text(f.cause, lang))} ({md_escape(symptom_text(f.symptom, lang))})")
+            out.append(f"{md_escape(cause_text(f.cause, lang))}{t['lparen']}{md_escape(symptom_text(f.symptom, lang))}"
+                       f"{t['rparen']}")
             out.append("")
             w = where(f, lang)
             if w:
-                out.append(f"**{t['where']}:** {md_escape(w)}")
+                out.append(f"**{t['where']}{t['colon'].rstrip()}** {md_escape(w)}")
                 out.append("")
             if f.evidence:
-                out.append(f"**{t['evidence']}:**")
-                out.extend(f"- {md_escape(translate(e, lang))}" for e in f.evidence)
+                out.append(f"**{t['evidence']}{t['colon'].rstrip()}**")
+                out.extend(f"- {md_escape(say(e, lang))}" for e in f.evidence)
                 out.append("")
             if f.fixes:
-                out.append(f"**{t['fixes']}:**")
-                out.extend(f"- {md_escape(translate(x, lang))}" for x in f.fixes)
+                out.append(f"**{t['fixes']}{t['colon'].rstrip()}**")
+                out.extend(f"- {md_escape(say(x, lang))}" for x in f.fixes)
                 out.append("")
     if report.notes:
-        out.append(f"<details><summary>{t['notes']} ({len(report.notes)})</summary>")
+        out.append(f"<details><summary>{t['notes']}{t['lparen']}{len(report.notes)}{t['rparen']}</summary>")
         out.append("")
-        out.extend(f"- {md_escape(translate(n, lang))}" for n in report.notes)
+        out.extend(f"- {md_escape(say(n, lang))}" for n in report.notes)
         out.append("")
         out.append("</details>")
         out.append("")

@@ -9,27 +9,28 @@ from typing import Any, Sequence
 
 from ..findings import Finding, Report
 from ..records import Run
-from .i18n import cause_text, translate, ui
+from ..messages import render
+from .i18n import cause_text, say, ui
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green",
           "inconclusive": "magenta"}
 
 
 def where(f: Finding, lang: str = "en") -> str:
-    t = ui(lang)
+    """Where a finding is: "step 431, layer h.3.attn" / "第 431 步，层 h.3.attn"."""
     parts = []
     if f.step is not None:
-        parts.append(f"{t['step']} {f.step}")
+        parts.append(render("ui.where_step", {"step": f.step}, lang))
     if f.layer:
-        parts.append(f"{t['layer']} {f.layer}")
+        parts.append(render("ui.where_layer", {"layer": f.layer}, lang))
     if f.op:
-        parts.append(f"{t['op']} {f.op}")
+        parts.append(render("ui.where_op", {"op": f.op}, lang))
     if f.samples:
         more = "..." if len(f.samples) > 8 else ""
-        parts.append(f"{t['samples']} {', '.join(map(str, f.samples[:8]))}{more}")
+        parts.append(render("ui.where_samples", {"samples": ", ".join(map(str, f.samples[:8])) + more}, lang))
     if f.rank is not None:
-        parts.append(f"{t['rank']} {f.rank}")
-    return ", ".join(parts)
+        parts.append(render("ui.where_rank", {"rank": f.rank}, lang))
+    return ui(lang)["comma"].join(parts)
 
 
 _BARS = "▁▂▃▄▅▆▇█"
@@ -83,7 +84,7 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
     status = report.status
     con.print(f"[bold]lossdoctor[/] - {report.steps} {t['steps']}"
               + (f" - {t['from']} {escape(report.source)}" if report.source else "")
-              + f" - {t['status']}: [{_STYLE[status]}]{t[status].upper() if lang == 'en' else t[status]}[/]")
+              + f" - {t['status']}{t['colon']}[{_STYLE[status]}]{t[status].upper() if lang == 'en' else t[status]}[/]")
     for run in list(runs or [])[:1]:
         line = sparkline(run)
         if line:
@@ -93,21 +94,21 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
         con.print(t["no_findings"])
     for i, f in enumerate(report.findings, 1):
         con.print()
-        label = t["primary"] if i == 1 else f"{t['finding']} {i}"
+        label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
         sev = f.severity.upper() if lang == "en" else t[f.severity]
-        con.print(f"[{_STYLE[f.severity]}]{sev}[/] {label}: [bold]{escape(f.cause)}[/] "
-                  f"({escape(f.symptom)}, {t['confidence']} {f.confidence:.2f})")
+        con.print(f"[{_STYLE[f.severity]}]{sev}[/] {label}{t['colon']}[bold]{escape(f.cause)}[/]"
+                  f"{t['lparen']}{escape(f.symptom)}{t['comma']}{t['confidence']} {f.confidence:.2f}{t['rparen']}")
         con.print(f"  {escape(cause_text(f.cause, lang))}")
         w = where(f, lang)
         if w:
-            con.print(f"  {t['where']}: {escape(w)}")
+            con.print(f"  {t['where']}{t['colon']}{escape(w)}")
         for e in f.evidence:
-            con.print(f"  - {escape(translate(e, lang))}")
+            con.print(f"  - {escape(say(e, lang))}")
         for fix in f.fixes:
-            con.print(f"  [green]{t['fix']}:[/] {escape(translate(fix, lang))}")
+            con.print(f"  [green]{t['fix']}{t['colon']}[/]{escape(say(fix, lang))}")
     if report.notes:
         con.print()
-        con.print(f"[dim]{t['notes']}:[/]")
+        con.print(f"[dim]{t['notes']}{t['colon'].rstrip()}[/]")
         for n in report.notes:
-            con.print(f"[dim]  - {escape(translate(n, lang))}[/]")
+            con.print(f"[dim]  - {escape(say(n, lang))}[/]")
     return buf.getvalue()

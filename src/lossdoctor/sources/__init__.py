@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..messages import Msg
 from ..records import Run
 from .registry import READERS, SourceError, reader  # noqa: F401  (the readers' registry, re-exported)
 
@@ -129,7 +130,7 @@ def finish(run: Run, name: str, path: Path) -> None:
     """Facts every format shares, computed once here rather than in each reader."""
     dropped = _drop_huge_ints(run.meta)
     if dropped:
-        run.notes.append(f"ignored {dropped} setting(s) whose integer value is beyond any float")
+        run.notes.append(Msg("source.huge_ints", n=dropped))
     run.meta.setdefault("format", name)
     run.meta.setdefault("path", str(path))
     iv = run.meta.get("log_interval")
@@ -142,11 +143,7 @@ def finish(run: Run, name: str, path: Path) -> None:
     iv = run.meta.get("log_interval")
     if isinstance(iv, (int, float)) and iv >= COARSE_INTERVAL:
         averaged = run.meta.get("loss_is_interval_mean")
-        what = "an average over" if averaged else "one point every"
-        run.notes.append(
-            f"the log holds {what} {int(iv)} steps: a spike or blow-up inside an interval is "
-            f"{'smoothed out' if averaged else 'not seen'}, and a finding's step is only known to "
-            f"within {int(iv)} steps; log every step to localise it")
+        run.notes.append(Msg("source.coarse_averaged" if averaged else "source.coarse_sampled", n=int(iv)))
 
 
 def _drop_huge_ints(d: dict, depth: int = 0) -> int:

@@ -19,6 +19,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from ..messages import Msg
+
 #: canonical spelling (after `normalise`) -> (column, rank); lower rank wins.
 _ALIASES: dict[str, tuple[str, int]] = {}
 
@@ -161,11 +163,11 @@ def map_names(names: list[str]) -> Mapping:
 
 #: what a user should log to let lossdoctor see a signal, used in "not in this log" notes
 SIGNAL_NAMES = {
-    "loss": "the training loss",
-    "grad_norm": "the gradient norm before clipping",
-    "lr": "the learning rate",
-    "scale": "the fp16 loss scale",
-    "skipped": "skipped optimizer steps",
+    "loss": Msg("signal.loss"),
+    "grad_norm": Msg("signal.grad_norm_before_clipping"),
+    "lr": Msg("signal.lr"),
+    "scale": Msg("signal.fp16_scale"),
+    "skipped": Msg("signal.skipped"),
 }
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..messages import Msg
 from ..records import Run, from_columns, to_float
 from .registry import SourceError, reader
 from .files import head, json_array_prefix, numbered, read_bytes, walk
@@ -65,8 +66,8 @@ def find_state(path: Path) -> tuple[Path, list[str]]:
     if own.is_file() and latest != own and _global_step(latest) > _global_step(own):
         chosen = latest
     if len(candidates) > 1:
-        notes.append(f"read {chosen.relative_to(path)} (the most complete of {len(candidates)} "
-                     f"{STATE} files)")
+        notes.append(Msg("source.hf_most_complete", file=str(chosen.relative_to(path)), n=len(candidates),
+                         name=STATE))
     return chosen, notes
 
 
@@ -106,8 +107,7 @@ def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
         if m:
             state[key] = int(m.group(1))
     last = entries[-1].get("step", "?")
-    return state, [f"{p.name} is truncated (the run stopped while saving?): read {len(entries)} log "
-                   f"entries up to step {last}"]
+    return state, [Msg("source.hf_truncated", name=p.name, n=len(entries), step=last)]
 
 
 def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
@@ -130,13 +130,11 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
             meta[key] = state[key]
     if isinstance(meta.get("logging_steps"), int) and meta["logging_steps"] > 0:
         meta["log_interval"] = meta["logging_steps"]
-    absent = [n for k, n in (("grad_norm", "grad_norm (transformers >= 4.38 logs it)"),
-                             ("loss", "loss")) if k not in cols]
-    notes.insert(0, f"{what}: read {len(entries)} log entries (loss, grad_norm, learning_rate)")
+    absent = [n for k, n in (("grad_norm", Msg("signal.hf_grad_norm")), ("loss", "loss")) if k not in cols]
+    notes.insert(0, Msg("source.hf_read", what=what, n=len(entries)))
     if absent:
-        notes.append(f"not in this log: {', '.join(absent)}")
-    notes.append("not in a Trainer log: the fp16 loss scale and skipped steps (add "
-                 "lossdoctor.integrations.transformers.LossDoctorCallback to record them)")
+        notes.append(Msg("source.not_in_log", signals=absent))
+    notes.append(Msg("source.hf_no_scale"))
     run = from_columns(steps, cols, meta=meta, source="hf_trainer", logged=logged)
     run.notes.extend(notes)
     restore_filtered_nan(run)
@@ -144,8 +142,7 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
 
 
 def filtered_nan_note(first_step: int) -> str:
-    return (f"loss logged as 0.0 with a non-finite grad norm from step {first_step} on: read as NaN (the "
-            "Trainer's logging_nan_inf_filter, on by default, logs an interval of NaN losses as 0)")
+    return Msg("source.hf_filtered_nan", step=first_step)
 
 
 def restore_filtered_nan(run: Run) -> None:

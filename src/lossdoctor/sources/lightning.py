@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..messages import Msg
 from ..records import Run
 from .registry import SourceError, reader
 from .files import numbered, walk
@@ -38,8 +39,7 @@ def read(path: Path) -> list[Run]:
             raise SourceError(f"{path}: no {METRICS} here")
         f = max(found, key=lambda c: (numbered(c.parent, r"version_(\d+)"), c.stat().st_mtime))
         if len(found) > 1:
-            notes.append(f"{len(found)} Lightning runs here; read {f.parent.relative_to(path)} "
-                         "(the latest version; point at another version_N to diagnose it)")
+            notes.append(Msg("source.lightning_runs", n=len(found), chosen=str(f.parent.relative_to(path))))
     else:
         f = path
     runs = read_csv(f, source="lightning_csv", what=f"{f.parent.name}/{f.name}",
@@ -47,6 +47,5 @@ def read(path: Path) -> list[Run]:
     for r in runs:
         r.notes.extend(notes)
         if not r.has("grad_norm"):
-            r.notes.append("log the gradient norm to enable the gradient checks: in on_before_optimizer_step, "
-                           "self.log_dict(lightning.pytorch.utilities.grad_norm(self, norm_type=2))")
+            r.notes.append(Msg("source.lightning_log_grad_norm"))
     return runs

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..messages import Msg
 from ..records import Run, from_columns
 from .hf_trainer import restore_filtered_nan
 from .registry import SourceError, reader
@@ -143,12 +144,12 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
                     continue
         except ValueError:
             pass
-        notes.append(f"metric {name!r}: stopped at line {i}, which is not '<timestamp> <value> <step>' "
-                     f"({line.strip()[:60]!r}); read the {len(values)} value(s) before it")
+        notes.append(Msg("source.mlflow_stopped", name=repr(name), line=i, text=repr(line.strip()[:60]),
+                         n=len(values)))
         break
     s = np.asarray(steps, dtype=np.int64)
     if width == 2 and s.size:
-        notes.append(f"metric {name!r} has no steps (MLflow 0.x); numbered by line")
+        notes.append(Msg("source.mlflow_no_steps", name=repr(name)))
     return s, np.asarray(values, dtype=np.float64)
 
 
@@ -288,10 +289,8 @@ def _choose(runs: list[dict[str, Any]], where: str) -> tuple[dict[str, Any], lis
     if len(live) > 1:
         others = [_label(r) for r in sorted(live, key=lambda r: -(r["start"] or 0)) if r is not chosen]
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-        hint = ("point at a run directory to diagnose another" if "dir" in chosen
-                else "this reads one run per store")
-        notes.append(f"{len(live)} MLflow runs here; read the newest that logged a training metric, "
-                     f"{_label(chosen)} (others: {shown}; {hint})")
+        hint = Msg("source.mlflow_hint_dir") if "dir" in chosen else Msg("source.mlflow_hint_store")
+        notes.append(Msg("source.mlflow_runs", n=len(live), chosen=_label(chosen), others=shown, hint=hint))
     return chosen, notes
 
 
@@ -375,10 +374,10 @@ def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, n
                           "train_loss, grad_norm, learning_rate or loss_scale")
     all_steps, cols, logged = aligned({col: series[name] for col, (_, name) in best.items()})
     used = ", ".join(f"{col} <- {name!r}" for col, (_, name) in sorted(best.items()))
-    notes.insert(0, f"{what}: read MLflow metrics {used}")
+    notes.insert(0, Msg("source.mlflow_read", what=what, used=used))
     absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
     if absent:
-        notes.insert(1, f"not in this log: {', '.join(absent)}")
+        notes.insert(1, Msg("source.not_in_log", signals=absent))
     meta = {**meta, "columns": {col: name for col, (_, name) in best.items()}}
     run = from_columns(all_steps, cols, meta=meta, source="mlflow", logged=logged)
     run.notes.extend(notes)
@@ -391,16 +390,15 @@ def _number_unstepped(series: dict[str, tuple[np.ndarray, np.ndarray]], notes: l
     for name, (steps, values) in series.items():
         if steps.size > 1 and (steps == steps[0]).all():
             series[name] = (np.arange(steps.size, dtype=np.int64), values)
-            notes.append(f"metric {name!r} was logged without step= (all at step {int(steps[0])}): "
-                         "numbered in logging order")
+            notes.append(Msg("source.mlflow_unstepped", name=repr(name), step=int(steps[0])))
 
 
 def _status_note(info: dict[str, Any]) -> list[str]:
     st = info.get("status")
     if st in ("FAILED", "KILLED"):
-        return [f"MLflow marks this run {st}"]
+        return [Msg("source.mlflow_status", status=st)]
     if st == "RUNNING":
-        return ["MLflow marks this run RUNNING: still training, or killed before it could end the run"]
+        return [Msg("source.mlflow_running")]
     return []
 
 
@@ -422,15 +420,14 @@ def read(path: Path) -> list[Run]:
             raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
         finally:
             con.close()
-        what = f"{db.name} run {info['id']}"
+        what = Msg("source.mlflow_db_run", db=db.name, id=str(info["id"]))
         if path.is_dir() and _run_dirs(path):
-            notes.append(f"this folder also holds an MLflow file store (mlruns/); read {db.name}, "
-                         "point at mlruns/ to read that instead")
+            notes.append(Msg("source.mlflow_also_file_store", db=db.name))
     else:
         runs = [_file_run_info(d) for d in _run_dirs(path)]
         info, notes = _choose(runs, str(path))
         series, params = _read_file_run(info, notes)
-        what = f"run {info['id']}"
+        what = Msg("source.mlflow_run", id=str(info["id"]))
     _number_unstepped(series, notes)
     meta = {"framework": "mlflow", **params_meta(params),
             "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")}}

@@ -36,6 +36,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..messages import Msg
 from ..records import Run, from_columns
 from .registry import SourceError, reader
 from . import console_lines as cl
@@ -63,18 +64,18 @@ _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wand
 
 #: what each kind of line is called in the notes, in the order the notes list them
 KINDS = {
-    "megatron": "Megatron iteration lines",
-    "ds_step": "DeepSpeed step= lines",
-    "ds_overflow": "DeepSpeed OVERFLOW lines",
-    "grad_overflow": "Grad overflow lines",
-    "hf": "HF Trainer dict lines",
-    "tqdm": "tqdm bars with metrics",
-    "nanoGPT": "nanoGPT lines",
-    "litgpt": "litgpt lines",
-    "mlx-lm": "mlx-lm lines",
-    "torchtitan": "torchtitan lines",
-    "keras": "Keras progress lines",
-    "key-value": "lines with a step and named metrics",
+    "megatron": Msg("console.kind_megatron"),
+    "ds_step": Msg("console.kind_ds_step"),
+    "ds_overflow": Msg("console.kind_ds_overflow"),
+    "grad_overflow": Msg("console.kind_grad_overflow"),
+    "hf": Msg("console.kind_hf"),
+    "tqdm": Msg("console.kind_tqdm"),
+    "nanoGPT": Msg("console.kind_nanogpt"),
+    "litgpt": Msg("console.kind_litgpt"),
+    "mlx-lm": Msg("console.kind_mlx_lm"),
+    "torchtitan": Msg("console.kind_torchtitan"),
+    "keras": Msg("console.kind_keras"),
+    "key-value": Msg("console.kind_key_value"),
 }
 LOOKED_FOR = ("Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSpeed lines, nanoGPT/"
               "litgpt/mlx-lm/torchtitan/Keras lines, or lines with a step counter and a loss, grad norm or lr")
@@ -384,54 +385,51 @@ class ConsoleParser:
     # --- notes ---------------------------------------------------------------------------
 
     def notes(self, what: str) -> list[str]:
-        kinds = [f"{n} {KINDS[k]}" for k in KINDS if (n := self.counts.get(k, 0))]
-        used = ", ".join(kinds[:-1]) + (" and " if len(kinds) > 1 else "") + kinds[-1] if kinds else "nothing"
+        kinds = [Msg("console.n_kind", n=n, kind=KINDS[k]) for k in KINDS if (n := self.counts.get(k, 0))]
+        used = _and(kinds) if kinds else Msg("console.nothing")
         other = []
         if self.eval_dicts:
-            other.append(f"{self.eval_dicts} evaluation/summary dicts")
+            other.append(Msg("console.eval_dicts", n=self.eval_dicts))
         if self.eval_lines:
-            other.append(f"{self.eval_lines} evaluation lines")
+            other.append(Msg("console.eval_lines", n=self.eval_lines))
         if self.ignored:
-            other.append(f"{self.ignored} other lines")
-        out = [f"{what}: read {used}" + (f"; {' and '.join(other)} ignored" if other else "")]
+            other.append(Msg("console.other_lines", n=self.ignored))
+        out = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
+               else Msg("console.read", what=what, used=used)]
         how = Counter(r.get("_how") for r in self.rows if r.get("_how"))
         if how.get("counter"):
-            out.append(f"{how['counter']} logged line(s) without a step took the counter of the progress bar "
-                       "drawn with them")
+            out.append(Msg("console.took_bar_counter", n=how["counter"]))
         if how.get("interval"):
-            out.append(f"{how['interval']} logged line(s) without a step or a progress bar after them were "
-                       "placed one logging interval after the previous one")
+            out.append(Msg("console.placed_one_interval", n=how["interval"]))
         if self.finer_counter:
-            out.append(f"{self.finer_counter} line(s) print two step counters (litgpt's `iter N step K`: "
-                       "micro-batch iterations and optimizer steps): the finer one is the step, so every "
-                       "micro-batch's loss is kept and a finding's step is an iteration number")
+            out.append(Msg("console.two_counters", n=self.finer_counter))
         if how.get("epoch"):
-            out.append(f"{how['epoch']} logged line(s) carry an epoch and no finer counter: the epoch is the "
-                       "step, so a finding's step is an epoch number")
+            out.append(Msg("console.epoch_is_step", n=how["epoch"]))
         if how.get("numbered"):
-            out.append(f"{how['numbered']} logged line(s) carry no step and no progress bar was found: "
-                       "numbered 1, 2, 3... in order, so a finding's step is a line number, not the "
-                       "trainer's step")
+            out.append(Msg("console.numbered", n=how["numbered"]))
         if self.other_rank_overflows:
-            out.append(f"{self.other_rank_overflows} OVERFLOW line(s) of ranks other than rank "
-                       f"{self.overflow_rank} were the same overflows printed by each rank: not counted again")
+            out.append(Msg("console.other_rank_overflows", n=self.other_rank_overflows, rank=self.overflow_rank))
         if how.get("spaced"):
-            out.append(f"{how['spaced']} logged line(s) above the first progress bar carry no step: placed "
-                       "every logging interval before the first step the bar gave (a guess)")
+            out.append(Msg("console.spaced", n=how["spaced"]))
         if self.placed_guess:
-            out.append("DeepSpeed prints no step with an OVERFLOW line: overflows were placed on the "
-                       "steps right after the last step counter (iteration line, step= line or bar)")
+            out.append(Msg("console.deepspeed_overflow_placed"))
         if self.dropped_loss.get("nan"):
-            out.append(f"{self.dropped_loss['nan']} Megatron iteration line(s) without `lm loss` read as a "
-                       "non-finite loss (Megatron prints the loss only when the interval's mean is > 0; "
-                       "a NaN mean is not)")
+            out.append(Msg("console.megatron_nan", n=self.dropped_loss["nan"]))
         if self.dropped_loss.get("skipped"):
-            out.append(f"{self.dropped_loss['skipped']} Megatron iteration line(s) without `lm loss` had "
-                       "every iteration skipped: read as skipped steps")
+            out.append(Msg("console.megatron_skipped", n=self.dropped_loss["skipped"]))
         nan_filter = [r["step"] for r in self.rows if r.get("_nan_filter")]
         if nan_filter:
             out.append(filtered_nan_note(min(nan_filter)))
         return out
+
+
+def _and(items: list[Msg], all_and: bool = False) -> Msg:
+    """"a, b and c" (or "a and b and c") in English, "a、b、c" in Chinese."""
+    if len(items) == 1:
+        return items[0]
+    if all_and:
+        return Msg("word.a_and_b", a=_and(items[:-1], True), b=items[-1])
+    return Msg("word.a_and_b", a=items[:-1], b=items[-1])
 
 
 def parse(lines: Iterable[str]) -> ConsoleParser:
@@ -494,10 +492,10 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
                           "norm or loss scale in them")
     notes = p.notes(what)
-    absent = [n for c, n in (("loss", "the training loss"), ("grad_norm", "the gradient norm"),
-                             ("scale", "the loss scale")) if c not in cols]
+    absent = [n for c, n in (("loss", Msg("signal.loss")), ("grad_norm", Msg("signal.grad_norm")),
+                             ("scale", Msg("signal.scale"))) if c not in cols]
     if absent:
-        notes.insert(1, f"not in this log: {', '.join(absent)}")
+        notes.insert(1, Msg("source.not_in_log", signals=absent))
     source = framework if framework in ("megatron", "deepspeed") else "console"
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged)
     run.notes.extend(notes)

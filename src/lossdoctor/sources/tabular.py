@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ..messages import Msg
 from ..records import Run, from_columns, to_float
 from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, column_for, map_names, step_rank
@@ -73,7 +74,7 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
                                                                     isinstance(v[0], str)):
             vals, mask, bad = parse_str_column(v)
             if bad:
-                notes.append(f"{name!r}: ignored {bad} value(s) that are not numbers")
+                notes.append(Msg("source.not_numbers", name=repr(name), n=bad))
             cols[col], masks[col] = vals, mask
         elif isinstance(v, list):
             fast = _json_column(v)
@@ -100,19 +101,18 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
                 steps = np.array([to_float(x) for x in sv], dtype=np.float64)
         missing = int(np.isnan(steps).sum())
         if missing == len(steps):
-            notes.append(f"column {mapping.step!r} holds no step numbers; rows numbered from 0")
+            notes.append(Msg("source.step_column_empty", column=repr(mapping.step)))
             steps = np.arange(n, dtype=np.float64)
         elif missing:
             # a row without a step number (e.g. a Lightning epoch-end row) belongs to the step before
             steps = _fill_forward(steps)
     else:
         steps = np.arange(n, dtype=np.float64)
-        notes.append("no step column (looked for step, global_step, iteration, _step); rows numbered "
-                     "from 0")
-    notes.insert(0, f"{what}: read {mapping.describe()}")
+        notes.append(Msg("source.no_step_column"))
+    notes.insert(0, Msg("source.read_columns", what=what, columns=mapping.describe()))
     absent = [SIGNAL_NAMES[c] for c in _KEY_SIGNALS if c not in mapping.used]
     if absent:
-        notes.insert(1, f"not in this log: {', '.join(absent)}")
+        notes.insert(1, Msg("source.not_in_log", signals=absent))
     run = from_columns(steps, cols, meta=meta, source=source, logged=masks)
     run.meta.setdefault("columns", dict(mapping.used))
     run.notes.extend(notes)
@@ -174,8 +174,7 @@ def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.
     notes: list[str] = []
     fields = len(names)  # a row of a table wider than MAX_COLUMNS still has this many
     if len(names) > MAX_COLUMNS:
-        notes.append(f"{path.name}: {len(names) - MAX_COLUMNS} columns past the {MAX_COLUMNS}th "
-                     "were ignored")
+        notes.append(Msg("source.too_many_columns", name=path.name, n=len(names) - MAX_COLUMNS, max=MAX_COLUMNS))
         names = names[:MAX_COLUMNS]
     names = [n.strip() for n in names]
     if len(set(names)) != len(names):
@@ -206,7 +205,7 @@ def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.
     except csv.Error as e:
         raise SourceError(f"{path}: malformed CSV ({e})".splitlines()[0]) from e
     if ragged:
-        notes.append(f"{path.name}: {ragged} row(s) with a wrong number of fields were padded or cut")
+        notes.append(Msg("source.ragged_rows", name=path.name, n=ragged))
     return names, {names[i]: out for out, i in zip(kept, keep)}, {}, notes, nrows
 
 
@@ -275,8 +274,7 @@ def wandb_export_names(names: list[str]) -> tuple[list[str], dict[str, str], lis
                 rename[n] = m["metric"]
     notes = []
     if len(runs) > 1:
-        notes.append(f"the export holds {len(runs)} runs; diagnosed {runs[0]!r} (export one run per "
-                     "file to diagnose the others)")
+        notes.append(Msg("source.wandb_export_runs", n=len(runs), name=repr(runs[0])))
     return [rename.get(n, n) for n in names], rename, notes
 
 
@@ -369,8 +367,9 @@ def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]
         if isinstance(obj, dict):
             rows.append(obj)
     if bad:
-        where = "the last line" if bad == 1 and lines and _unparsable(lines[-1]) else f"{bad} line(s)"
-        notes.append(f"{name}: skipped {where} that could not be read (a run killed mid-write leaves one)")
+        where = Msg("source.the_last_line") if bad == 1 and lines and _unparsable(lines[-1]) else \
+            Msg("source.n_lines", n=bad)
+        notes.append(Msg("source.unreadable_lines", name=name, where=where))
     return rows, notes
 
 
@@ -436,8 +435,7 @@ def _json_array_prefix(text: str, path: Path) -> tuple[list[dict[str, Any]], lis
     rows, entries, pos = json_array_prefix(text, text.index("["))
     if not entries:
         raise SourceError(f"{path}: not valid JSON, and no complete entry before the damage")
-    return rows, [f"{path.name} is truncated or damaged at character {pos}: read the {entries} "
-                  "entries before it"]
+    return rows, [Msg("source.json_truncated", name=path.name, pos=pos, n=entries)]
 
 
 def read_jsonl(path: Path, *, source: str = "jsonl") -> list[Run]:

@@ -19,6 +19,7 @@ from typing import Iterator
 
 import numpy as np
 
+from ..messages import Msg
 from ..records import Run, from_columns
 from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
@@ -53,9 +54,8 @@ def _event_files(p: Path) -> tuple[list[Path], list[str]]:
     newest = max(by_dir, key=lambda d: max(f.stat().st_mtime for f in by_dir[d]))
     others = sorted(str(d.relative_to(p)) for d in by_dir if d != newest)
     shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-    return sorted(by_dir[newest]), [f"{len(by_dir)} TensorBoard runs here; read the newest, "
-                                    f"{newest.relative_to(p)} (others: {shown}; point at one to "
-                                    "diagnose it)"]
+    return sorted(by_dir[newest]), [Msg("source.tb_runs", n=len(by_dir), chosen=str(newest.relative_to(p)),
+                                        others=shown)]
 
 
 def iter_records(data: bytes, notes: list[str], name: str) -> Iterator[bytes]:
@@ -71,8 +71,7 @@ def iter_records(data: bytes, notes: list[str], name: str) -> Iterator[bytes]:
         yield data[pos + 12:end]
         pos = end + 4
     if pos != n:
-        notes.append(f"{name}: stopped at a torn record at byte {pos} (the writer was still writing or "
-                     "was killed)")
+        notes.append(Msg("source.tb_torn", name=name, pos=pos))
 
 
 #: TensorFlow DataType enum -> numpy dtype, for scalar tensors stored as raw bytes
@@ -128,7 +127,7 @@ def read_scalars(files: list[Path], notes: list[str]) -> dict[str, tuple[list[in
             try:
                 ev = event_pb2.Event.FromString(payload)
             except DecodeError:
-                notes.append(f"{f.name}: stopped reading at a damaged record after {n} values")
+                notes.append(Msg("source.tb_damaged", name=f.name, n=n))
                 break
             if not ev.HasField("summary"):
                 continue
@@ -164,14 +163,13 @@ def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: s
         raise SourceError(f"{what}: no training metric among the TensorBoard scalar tags ({tags})")
     all_steps, cols, logged = aligned({col: (scalars[tag][0], scalars[tag][1]) for col, (_, tag) in best.items()})
     used = ", ".join(f"{col} <- {tag!r}" for col, (_, tag) in sorted(best.items()))
-    notes.insert(0, f"{what}: read TensorBoard tags {used}")
+    notes.insert(0, Msg("source.tb_read", what=what, tags=used))
     absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
     if absent:
-        notes.insert(1, f"not in this log: {', '.join(absent)}")
+        notes.insert(1, Msg("source.not_in_log", signals=absent))
     meta = {"tags": {col: tag for col, (_, tag) in best.items()}}
     if any(t.lower().startswith("train/samples/") for _, t in best.values()):
-        notes.append("DeepSpeed's monitor logs against samples, not optimizer steps: finding steps "
-                     "are sample counts")
+        notes.append(Msg("source.tb_deepspeed_samples"))
         meta["step_unit"] = "samples"
     run = from_columns(all_steps, cols, meta=meta, source="tensorboard", logged=logged)
     run.notes.extend(notes)

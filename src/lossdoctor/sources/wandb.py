@@ -23,6 +23,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
+from ..messages import Msg
 from ..records import Run
 from .registry import SourceError, reader
 from .files import head, read_bytes, walk
@@ -68,12 +69,11 @@ def iter_records(data: bytes, notes: list[str], name: str) -> Iterator[bytes]:
             continue
         end = pos + _HEADER + length
         if kind not in (_FULL, _FIRST, _MIDDLE, _LAST) or length > room - _HEADER or end > n:
-            notes.append(f"{name}: stopped at a torn record at byte {pos} (the run was still "
-                         "writing or was killed)")
+            notes.append(Msg("source.wandb_torn", name=name, pos=pos))
             return
         payload = data[pos + _HEADER:end]
         if zlib.crc32(payload, _TYPE_CRC[kind]) & 0xFFFFFFFF != crc:
-            notes.append(f"{name}: stopped at a record with a bad checksum at byte {pos}")
+            notes.append(Msg("source.wandb_bad_checksum", name=name, pos=pos))
             return
         pos = end
         if kind == _FULL:
@@ -141,8 +141,7 @@ def _pick_run(p: Path) -> tuple[Path, list[str]]:
     chosen = max(found, key=lambda f: (f.stat().st_mtime, f.name))
     notes = []
     if len(found) > 1:
-        notes.append(f"{len(found)} W&B runs here; read the newest, {chosen.relative_to(p)} "
-                     "(point at a run directory to diagnose another)")
+        notes.append(Msg("source.wandb_runs", n=len(found), chosen=str(chosen.relative_to(p))))
     return chosen, notes
 
 

@@ -174,7 +174,8 @@ class OpEvent:
         where = Msg("triage.op.in", module=self.module, node=node) if self.module else \
             Msg("triage.op.outside", node=node)
         scalars = Msg("triage.op.scalars", args=str(self.scalars)) if self.scalars else ""
-        return Msg("triage.op.describe", phase=self.phase, op=self.op, where=where, what=Msg(f"triage.op.{self.kind}"),
+        phase = Msg(f"word.{self.phase}")  # forward / backward, in the report's language
+        return Msg("triage.op.describe", phase=phase, op=self.op, where=where, what=Msg(f"triage.op.{self.kind}"),
                    ins=_joined([_fmt_stats(s) for s in self.inputs[:3]]),
                    outs=_joined([_fmt_stats(s) for s in self.outputs[:2]]), scalars=scalars)
 
