@@ -17,9 +17,9 @@ from pathlib import Path
 
 from .. import docs
 from . import report
-from .generated import HEALTHY, PER_FAMILY, Variant, variants
+from .generated import HEALTHY, PER_FAMILY, SPIKE_VISIBLE, Variant, fault_visible, variants
 from .harness import train
-from .score import RunScore, score_run
+from .score import RunScore, read_steps, score_run
 
 
 def select(split: str, only: str | None = None) -> list[Variant]:
@@ -95,8 +95,15 @@ def misses(scores: list[RunScore], vs: dict[str, Variant]) -> str:
     return report.table(["variant", "acceptable", "got (scalars only)", "variant as drawn"], rows) if rows else "(none)"
 
 
+def void(scores: list[RunScore], vs: dict[str, Variant]) -> list[str]:
+    """Variants whose fault did not show in the loop's own losses (see `generated.fault_visible`)."""
+    return [s.scenario for s in scores if not fault_visible(vs[s.scenario], read_steps(Path(s.run_dir)))]
+
+
 def render(split: str, scores: list[RunScore], vs: dict[str, Variant], *, wall: float, command: str) -> str:
     fam = {v.id: v.fault_family for v in vs.values()}
+    gone = void(scores, vs)
+    scores = [s for s in scores if s.scenario not in gone]
     n_faulty = sum(1 for s in scores if not s.healthy)
     role = ("**dev**: the split the detectors' thresholds were tuned on (in-sample for the tuning)" if split == "dev"
             else "**test**: run to report, never to tune (no threshold was changed after looking at it)"
@@ -112,7 +119,10 @@ def render(split: str, scores: list[RunScore], vs: dict[str, Variant], *, wall: 
         "(LR, schedule, non-finite data, spikes, explosions, empty label masks, loss-scale collapse, a "
         "frozen model, noisy labels); the in-activation faults are measured by the hand-written zoo. "
         "Scoring as in the zoo: top-1 = the first alarm's cause is in the variant's acceptable set.",
-        f"{n_faulty} faulty variants and {len(scores) - n_faulty} healthy controls in this split.",
+        f"{n_faulty} faulty variants and {len(scores) - n_faulty} healthy controls scored in this split"
+        + (f"; {len(gone)} spike variant(s) not scored because the corrupted batch did not move the loop's "
+           f"own loss (< {SPIKE_VISIBLE}x the median of the 10 losses before it: the model absorbed it, "
+           f"there was no spike to see): {', '.join(gone)}" if gone else "") + ".",
         "### Summary", report.summary(scores),
         "### Per fault family", per_family(scores, fam),
         "### Scalars-only misses and false alarms", misses(scores, vs),

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
 from .base import detector, fmt
 from .loss_shape import is_spike, robust_sigma, spike_fixes
@@ -58,6 +59,32 @@ def _lr_reached(q: Quantities, rows: np.ndarray) -> tuple[float | None, bool]:
     return float(lr.max()), bool(lr[-1] >= 1.5 * lr[0] and lr[-1] > 0)
 
 
+#: LR x gradient norm at or below this is an SGD step that moves the whole model by ~nothing
+TINY_SGD_STEP = 2e-5
+
+
+def _median_se(a: np.ndarray, b: np.ndarray) -> float:
+    """Standard error of the difference of two medians (robust: from the MADs), so that a flat
+    but noisy loss (small batches, regression) is not read as falling."""
+    def one(x: np.ndarray) -> float:
+        mad = float(np.median(np.abs(x - np.median(x))))
+        return 1.2533 * 1.4826 * mad / math.sqrt(max(1, x.size))
+
+    return math.hypot(one(a), one(b))
+
+
+def _tiny_sgd_step(q: Quantities, lf: np.ndarray, lr: float | None, gn: np.ndarray) -> float | None:
+    """LR x median gradient norm when it is at most TINY_SGD_STEP on a log that covers the run's
+    start (>= 10 gradient norms), unless the optimizer is known to be Adam-like (whose step does not
+    scale with the gradient). None otherwise."""
+    if lr is None or lr <= 0 or gn.size < 10 or q.adam_like:
+        return None
+    if int(q.steps[lf[0]]) > 0.05 * max(1, int(q.steps[lf[-1]])):
+        return None  # a log that starts mid-run: its flat stretch may follow a fall it does not show
+    step = lr * float(np.median(gn))
+    return step if step <= TINY_SGD_STEP else None
+
+
 @detector("flat_loss", needs=("loss",))
 def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     """The loss does not move from the start, judged on as few as 10 points when the log says why:
@@ -77,16 +104,18 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     x = q.loss[lf]
     k = max(2, n // 3)
     first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
-    if first <= 0 or last < 0.97 * first:
+    se = _median_se(x[:k], x[-k:]) if n >= 30 else 0.0
+    if first <= 0 or (last < 0.97 * first and first - last > 3 * se):
         return []
     lr, warming = _lr_reached(q, lf)
-    tiny_lr = lr is not None and 0 < lr <= TINY_LR
+    gn = q.grad_norm[lf]
+    gn = gn[np.isfinite(gn)]
+    step = _tiny_sgd_step(q, lf, lr, gn)
+    tiny_lr = (lr is not None and 0 < lr <= TINY_LR) or step is not None
     level = float(np.median(x))
     spread = float(np.max(x) - np.min(x))
     constant = spread <= 1e-4 * max(level, 1e-3)
     chance = chance_level(run, level) if float(np.max(np.abs(x - level))) <= 0.02 * level else None
-    gn = q.grad_norm[lf]
-    gn = gn[np.isfinite(gn)]
     zero_grad = gn.size >= 3 and float(np.max(gn)) <= 1e-8
     ur = run.col("update_ratio")[lf]
     ur = ur[np.isfinite(ur)]
@@ -99,6 +128,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     s0 = int(q.steps[lf[0]])
     ev = [f"the loss did not fall over {n} logged points (steps {s0}-{int(q.steps[lf[-1]])}): median "
           f"{fmt(first)} in the first third, {fmt(last)} in the last"]
+    if last < 0.97 * first:
+        ev.append(Msg("scalars.flat.noise", first=first, last=last, se=se))
     if chance:
         ev.append(f"it sits at {fmt(level, 5)}, the chance level {chance[1]} = {fmt(chance[0], 5)}: the model "
                   "predicts no better than uniform, it learns nothing")
@@ -132,6 +163,10 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         fixes = ["build the optimizer from the model that is trained, after any re-creation or checkpoint "
                  "load: optimizer = Adam(model.parameters(), ...); check requires_grad and that "
                  "optimizer.step() runs"]
+    elif tiny_lr and step is not None and not (lr is not None and lr <= TINY_LR):
+        cause, conf = "lr_too_low", 0.6
+        ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
+        fixes = [Msg("scalars.flat.fix_raise_sgd", lr=lr)]
     elif tiny_lr:
         cause, conf = "lr_too_low", 0.75
         ev.append(f"the LR is at most {fmt(lr)}: an Adam-family step then moves each weight by about {fmt(lr)} "
@@ -164,6 +199,92 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         return []
     return [Finding(cause=cause, symptom="plateau" if chance or constant else "slow_convergence",
                     severity="warning", confidence=conf, step=s0, evidence=ev, fixes=fixes)]
+
+
+#: finite steps a run must have trained before a non-finite step counts as sudden
+SUDDEN_AFTER = 20
+
+
+@detector("sudden_nonfinite", needs=("loss",))
+def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
+    """A run that trained normally goes non-finite from one step to the next with no sign before
+    it: >= 20 finite steps, then a NaN/Inf loss or gradient norm while the last 5 losses before it
+    stayed in their range (giving back < 20% of the progress made, < 1.5x the recent median), the
+    last 3 gradient norms stayed < 5x their recent median or below the largest norm seen before
+    (a converged model's norms jump x10 from one batch to the next near 1e-6), and the LR did not
+    jump. A too-high LR
+    diverges first and an explosion builds up over steps; what breaks one step without warning is
+    most often the batch of that step. Named `nonfinite_data` at a confidence that says it is the
+    likeliest of three (the evidence lists them and the one look that separates them). Silent when
+    the gradient norm is exactly 0 at that step (a mean over zero supervised tokens, which
+    `label_mask_empty` names)."""
+    i = q.first_bad
+    if i is None:
+        return []
+    lf = q.finite_loss[q.finite_loss < i]
+    if lf.size < SUDDEN_AFTER:
+        return []
+    gn = q.grad_norm
+    if run.has("grad_norm") and np.isfinite(gn[i]) and gn[i] == 0:
+        return []
+    x = q.loss[lf]
+    recent, tail = x[-25:-5] if x.size >= 25 else x[:-5], x[-5:]
+    base = float(np.median(recent))
+    start = q.loss_start
+    progress = max(start - base, 0.0)
+    worst = float(np.max(tail))
+    if worst > max(1.5 * base, base + 0.2 * progress, float(np.max(recent))):
+        return []  # the loss was rising: divergence, which the LR and explosion rules date
+    ev = [Msg("scalars.sudden_nan.what", step=int(q.steps[i]), n=int(lf.size)),
+          Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base)]
+    g = gn[:i][np.isfinite(gn[:i])]
+    conf = 0.45
+    if g.size >= 10:
+        g_med, g_last = float(np.median(g[-25:-3])), float(np.max(g[-3:]))
+        if g_med > 0 and g_last >= 5 * g_med and g_last > float(np.max(g[:-3])):
+            return []  # a gradient surge beyond anything seen before: the explosion rules' story
+        ev.insert(1, Msg("scalars.sudden_nan.grad_calm", g=float(g[-1]), med=g_med))
+        conf = 0.5
+    lr = q.lr[:i + 1]
+    lr_rows = np.flatnonzero(np.isfinite(lr))
+    if lr_rows.size >= 2 and lr[lr_rows[-2]] > 0 and lr[lr_rows[-1]] >= 1.5 * lr[lr_rows[-2]]:
+        return []  # the LR jumped at that step: the schedule's story
+    s = int(q.steps[i])
+    ev.append(Msg("scalars.sudden_nan.differential", step=s))
+    return [Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=conf,
+                    step=s, batch=s, evidence=ev,
+                    fixes=[Msg("scalars.sudden_nan.fix_batch", step=s), Msg("scalars.sudden_nan.fix_watch")])]
+
+
+@detector("accumulating_grads", needs=("loss", "grad_norm"))
+def accumulating_grads(run: Run, q: Quantities) -> list[Finding]:
+    """Gradients that add up from step to step while the loss stands still: the gradient norm grows
+    in proportion to the step (correlation >= 0.97, the last sixth's median >= 3x the first's,
+    every sixth above the one before) and the loss's last third is within [0.75, 1.33]x its first
+    third. That is .grad summing because zero_grad clears other parameters than those the loss
+    is computed from (an optimizer holding another copy of the model): nothing is stepped. A
+    healthy run's gradient norm may drift up, but not linearly 3x while the loss stays put."""
+    if q.first_bad is not None:
+        return []
+    rows = np.flatnonzero(np.isfinite(q.grad_norm) & np.isfinite(q.loss) & q.loss_logged)
+    if rows.size < 30:
+        return []
+    g, x = q.grad_norm[rows], q.loss[rows]
+    sixths = [float(np.median(c)) for c in np.array_split(g, 6)]
+    if sixths[0] <= 0 or sixths[-1] < 3 * sixths[0] or any(b <= a for a, b in zip(sixths, sixths[1:])):
+        return []
+    corr = float(np.corrcoef(q.steps[rows].astype(float), g)[0, 1])
+    k = rows.size // 3
+    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
+    if corr < 0.97 or first <= 0 or not 0.75 * first <= last <= 1.33 * first:
+        return []
+    return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.75,
+                    step=int(q.steps[rows[0]]),
+                    evidence=[Msg("scalars.accumulating.what", g0=sixths[0], g1=sixths[-1],
+                                  ratio=sixths[-1] / sixths[0], corr=corr),
+                              Msg("scalars.accumulating.loss", first=first, last=last),
+                              Msg("scalars.accumulating.why")],
+                    fixes=[Msg("scalars.accumulating.fix_optimizer")])]
 
 
 @detector("grad_surge", needs=("loss", "grad_norm"))
@@ -316,7 +437,7 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
         med = float(np.median(prev))
         sigma = float(robust_sigma(np.median(np.abs(prev - med))))
         z = (lx[j] - med) / sigma
-        if bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], q.loss_start)):
+        if bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))):
             hits.append((j, math.exp(med)))
     if not hits:
         return []
@@ -344,10 +465,11 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
 
 @detector("lr_collapse", needs=("loss", "lr"))
 def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
-    """The LR fell to < 1e-4 of its peak in the first 60% of the run (a decay stepped per batch
-    instead of per epoch, a step size counted in the wrong unit) and the loss has not moved since.
-    A schedule meant to end at 0 gets there at the end, and a converged loss (<= 5% of its start)
-    has nothing left to learn."""
+    """The LR fell to < 1e-4 of its peak in the first 90% of the run (a decay stepped per batch
+    instead of per epoch, a step size counted in the wrong unit) and the loss has not moved since
+    (beyond its batch-to-batch noise). A schedule meant to end at 0 gets there at the very end
+    (cosine and linear decays are above 1e-4 of the peak until the last ~1% of steps), and a
+    converged loss (<= 5% of its start) has nothing left to learn."""
     lf = q.finite_loss
     lr = q.lr
     rows = np.flatnonzero(np.isfinite(lr))
@@ -360,7 +482,7 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
     if peak <= 0 or not low.size:
         return []
     c = int(rows[low[0]])
-    if c > 0.6 * q.n:
+    if c > 0.9 * q.n:
         return []
     loss = q.loss
     at = lf[(lf >= c)]
@@ -368,7 +490,8 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
         return []
     k = max(3, at.size // 3)
     then, last = float(np.median(loss[at[:k]])), float(np.median(loss[at[-k:]]))
-    if last < 0.97 * then or last <= 0.05 * q.loss_start:
+    se = _median_se(loss[at[:k]], loss[at[-k:]])
+    if (last < 0.97 * then and then - last > 3 * se) or last <= 0.05 * q.loss_start:
         return []
     s = int(q.steps[c])
     total = int(q.steps[-1]) + 1

@@ -1,0 +1,71 @@
+"""Sentences of the scalar-log reasoning (detectors/scalars.py, loss_shape.py, learning_rate.py)."""
+
+TEMPLATES = {
+    # a run that trained normally and broke from one step to the next
+    "scalars.sudden_nan.what": (
+        "training went non-finite at step {step} after {n} finite steps, with no sign before it",
+        "训练在 {n} 个正常的 step 之后于 step {step} 突然出现 NaN/Inf，之前没有任何征兆"),
+    "scalars.sudden_nan.grad_calm": (
+        "the gradient norm was {g} just before (median {med} over the steps before): no build-up, as an "
+        "exploding gradient would show",
+        "出问题之前 grad norm 为 {g}（此前中位数 {med}）：没有逐步上升，不像梯度爆炸"),
+    "scalars.sudden_nan.loss_calm": (
+        "the loss was {loss} just before, in its usual range (median {med}): no divergence, as a too-high "
+        "LR would show",
+        "出问题之前 loss 为 {loss}，在正常范围内（中位数 {med}）：没有发散，不像 LR 过大"),
+    "scalars.sudden_nan.differential": (
+        "what breaks one step without warning, most likely first: (1) a batch holding NaN/Inf or extreme "
+        "values; (2) an op that fails on a rare input (log(0), the gradient of sqrt at 0, a fully masked "
+        "attention row); (3) a transient hardware or kernel fault. Only the batch of step {step} tells them apart",
+        "毫无征兆地在某一步坏掉，按可能性排序：(1) batch 里有 NaN/Inf 或极端值；(2) 某个算子遇到罕见输入出错"
+        "（log(0)、sqrt 在 0 处的梯度、整行被 mask 的 attention）；(3) 偶发的硬件或 kernel 故障。只有检查 "
+        "step {step} 的 batch 才能区分"),
+    "scalars.sudden_nan.fix_batch": (
+        "check the batch of step {step}: torch.isfinite(x).all() on every tensor; filter non-finite samples "
+        "in the collate function and fix the decoding that made them",
+        "检查 step {step} 的 batch：对每个 tensor 做 torch.isfinite(x).all()；在 collate 函数里过滤掉非有限值"
+        "的样本，并修好产生它们的解码/预处理"),
+    "scalars.sudden_nan.fix_watch": (
+        "run under lossdoctor.watch with mon.step(loss, batch=batch): it names the sample and the first layer "
+        "that went non-finite",
+        "用 lossdoctor.watch 运行并调用 mon.step(loss, batch=batch)：它会指出是哪个样本、哪一层最先出现 NaN/Inf"),
+    # gradients that add up from step to step: the weights do not move
+    "scalars.accumulating.what": (
+        "the gradient norm grows in step with the step count: {g0} in the first sixth of the run, {g1} in "
+        "the last ({ratio}x, correlation with the step {corr:n2})",
+        "grad norm 随 step 线性增长：前六分之一为 {g0}，最后六分之一为 {g1}（{ratio} 倍，与 step 的相关系数 {corr:n2}）"),
+    "scalars.accumulating.loss": (
+        "the loss did not fall meanwhile ({first} in the first third, {last} in the last)",
+        "与此同时 loss 没有下降（前三分之一 {first}，后三分之一 {last}）"),
+    "scalars.accumulating.why": (
+        "gradients that add up from step to step while the loss stands still: zero_grad clears other "
+        "parameters than the ones the loss is computed from (an optimizer built on another copy of the model, "
+        "e.g. before a reload), so nothing is stepped and .grad keeps summing",
+        "梯度逐步累加而 loss 不动：zero_grad 清的不是计算 loss 的那些参数（optimizer 建在模型的另一个副本上，"
+        "比如在重新加载之前建的），所以参数从未被更新，.grad 一直在累加"),
+    "scalars.accumulating.fix_optimizer": (
+        "build the optimizer from the model that is trained, after any re-creation or checkpoint load: "
+        "optimizer = AdamW(model.parameters(), ...); check that optimizer.step() and zero_grad() run every step",
+        "在模型重建或加载 checkpoint 之后，用实际训练的模型构建 optimizer：optimizer = AdamW(model.parameters(), ...)；"
+        "确认每一步都调用了 optimizer.step() 和 zero_grad()"),
+    # flat loss: how flat, and what the LR says
+    "scalars.flat.tiny_step": (
+        "LR x gradient norm is {step} per step (LR {lr}, median grad norm {g}): an SGD step that small moves "
+        "the weights by almost nothing; usual LRs are 1e-3 to 1e-1 for SGD, 1e-5 to 1e-3 for Adam/AdamW",
+        "LR x grad norm 每步只有 {step}（LR {lr}，grad norm 中位数 {g}）：这么小的 SGD 步长几乎不会改变参数；"
+        "SGD 常用 LR 为 1e-3 到 1e-1，Adam/AdamW 为 1e-5 到 1e-3"),
+    "scalars.flat.fix_raise_sgd": (
+        "raise the learning rate: for SGD to about 1e-2 (now {lr}); an LR range test (a few hundred steps, "
+        "LR from 1e-7 up) finds the largest stable one",
+        "调大 LR：SGD 建议 1e-2 左右（现在是 {lr}）；做一次 LR range test（几百步，LR 从 1e-7 开始往上扫）"
+        "可以找到最大的稳定 LR"),
+    "scalars.flat.noise": (
+        "the change from the first third to the last ({first} -> {last}) is within the batch-to-batch noise "
+        "(standard error {se})",
+        "从前三分之一到后三分之一的变化（{first} -> {last}）在 batch 间的噪声范围内（标准误 {se}）"),
+    # LR schedule collapse late in the run
+    "scalars.lr_collapse.converged_early": (
+        "the loss had settled before the LR was gone; the schedule still does not do what it was meant to: "
+        "a decay counted in the wrong unit",
+        "在 LR 衰减到零之前 loss 已经收敛；但调度器的行为仍然不是预期的：衰减的计数单位错了"),
+}
