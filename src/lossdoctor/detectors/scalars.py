@@ -82,7 +82,7 @@ def _tiny_sgd_step(q: Quantities, lf: np.ndarray, lr: float | None, gn: np.ndarr
     if int(q.steps[lf[0]]) > 0.05 * max(1, int(q.steps[lf[-1]])):
         return None  # a log that starts mid-run: its flat stretch may follow a fall it does not show
     step = lr * float(np.median(gn))
-    return step if step <= TINY_SGD_STEP else None
+    return step if 0 < step <= TINY_SGD_STEP else None  # a zero gradient is another story
 
 
 @detector("flat_loss", needs=("loss",))
@@ -105,8 +105,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     k = max(2, n // 3)
     first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
     se = _median_se(x[:k], x[-k:]) if n >= 30 else 0.0
-    if first <= 0 or (last < 0.97 * first and first - last > 3 * se):
-        return []
+    if first <= 0 or (last < 0.97 * first and first - last > 3 * se) or last <= 0.05 * q.loss_start:
+        return []  # it fell, or it converged (to <= 5% of its start) within the first third
     lr, warming = _lr_reached(q, lf)
     gn = q.grad_norm[lf]
     gn = gn[np.isfinite(gn)]
@@ -422,7 +422,8 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
 def short_spike(run: Run, q: Quantities) -> list[Finding]:
     """Spikes in a log too short for `loss_spike` (10-39 points): the same rule (> 8 robust sigmas
     in log space, >= 2x the baseline, giving back >= 20% of the progress made) against the median
-    of the 5 points before, recovered when a later point comes back below 1.3x that baseline."""
+    of the 5 points before, and >= 2x the largest of them (five points estimate the noise poorly);
+    recovered when a later point comes back below 1.3x that baseline."""
     lf = q.finite_loss
     n = lf.size
     if n < 10 or n >= 40:
@@ -437,7 +438,10 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
         med = float(np.median(prev))
         sigma = float(robust_sigma(np.median(np.abs(prev - med))))
         z = (lx[j] - med) / sigma
-        if bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))):
+        # five points say little about the noise: the spike must also clear their range (2x their
+        # largest), or a small batch's heavy-tailed loss (MSE on 16 rows) reads as one
+        if lx[j] - float(np.max(prev)) >= math.log(2) and \
+                bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))):
             hits.append((j, math.exp(med)))
     if not hits:
         return []
