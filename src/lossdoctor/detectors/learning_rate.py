@@ -12,6 +12,7 @@ import numpy as np
 from ..findings import Finding
 from ..records import Run
 from .base import detector, fmt, round_sig
+from .lr_usual import with_lr_evidence
 from .quantities import Quantities
 
 HEALTHY_RATIO = 1e-3
@@ -42,6 +43,7 @@ def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float) -
 
 
 @detector("lr_too_high", needs=("loss",))
+@with_lr_evidence
 def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     """Loss jumps or diverges from the start, or oscillates with huge updates.
 
@@ -249,6 +251,7 @@ def _warmup_fix(run: Run, q: Quantities) -> str:
 
 @detector("lr_too_low", needs=("loss", "update_ratio"),
           hint="the update/param ratio (recorded by watch) is needed to tell a too-low LR")
+@with_lr_evidence
 def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     """Updates are tiny and the loss crawls: median update ratio < 1e-5 (DeepDiagnosis' lower
     bound) over >= 50 steps with the loss down by less than 30%. Suppressed when low-precision

@@ -18,6 +18,7 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector, fmt
 from .loss_shape import is_spike, robust_sigma, spike_fixes
+from .lr_usual import judge_lr, with_lr_evidence
 from .quantities import Quantities
 
 #: fewer finite loss points than this: the length-hungry checks (spikes 40, late divergence 20,
@@ -86,17 +87,22 @@ def _tiny_sgd_step(q: Quantities, lf: np.ndarray, lr: float | None, gn: np.ndarr
 
 
 @detector("flat_loss", needs=("loss",))
+@with_lr_evidence
 def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     """The loss does not move from the start, judged on as few as 10 points when the log says why:
-    an LR of 0 (the schedule), a tiny LR (<= 1e-5 at its largest: too low), a gradient norm of
-    exactly 0 or a loss exactly constant across batches (the weights do not change), or a loss at
-    exactly chance for >= 30 points (learns nothing; then a ranked differential, since labels
-    unrelated to their inputs and an update that does not reach the weights fit alike).
+    an LR of 0 (the schedule), a tiny LR (<= 1e-5 at its largest, an SGD step LR x grad norm
+    <= 2e-5, or an LR far below what is usual for the optimizer the run's configuration names:
+    too low), a gradient norm of exactly 0 or a loss exactly constant across batches (the weights
+    do not change), or a loss at exactly chance for >= 30 points (learns nothing; then a ranked
+    differential, since labels unrelated to their inputs and an update that does not reach the
+    weights fit alike; an LR far above what is usual for the named optimizer ranks first).
 
     A flat loss with none of these is left to the `inconclusive` verdict on a short log (a few
     flat points are also how a healthy run starts) and to `noisy_data` on a long one; so are long
-    logs (>= 100 points) unless the LR is tiny, which `noisy_data` would misread as noisy labels.
-    Silent when the loss falls >= 3% from the first third to the last."""
+    logs (>= 100 points) unless the LR is tiny (or, at chance, far above usual), which `noisy_data`
+    would misread as noisy labels. Silent when the loss falls >= 3% from the first third to the
+    last and by more than 3 standard errors of the medians (batch noise is not a fall), and when
+    it converged to <= 5% of its start."""
     lf = q.finite_loss
     n = lf.size
     if n < 10 or q.first_bad is not None:
@@ -111,7 +117,9 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     gn = q.grad_norm[lf]
     gn = gn[np.isfinite(gn)]
     step = _tiny_sgd_step(q, lf, lr, gn)
-    tiny_lr = (lr is not None and 0 < lr <= TINY_LR) or step is not None
+    judged = judge_lr(run, q, lr)
+    verdict = judged[0] if judged else None
+    tiny_lr = (lr is not None and 0 < lr <= TINY_LR) or step is not None or verdict == "low"
     level = float(np.median(x))
     spread = float(np.max(x) - np.min(x))
     constant = spread <= 1e-4 * max(level, 1e-3)
@@ -136,7 +144,7 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     if constant:
         ev.append(f"it is exactly constant across steps (spread {fmt(spread)}) although every step sees another "
                   "batch: the model's outputs do not change")
-    if n >= 100 and not (tiny_lr or no_update):
+    if n >= 100 and not (tiny_lr or no_update or (chance and verdict == "high")):
         return []
     lr_txt = f"LR {fmt(lr)}" if lr is not None else "the LR (not logged)"
     alts = ["labels unrelated to their inputs (shuffled, misaligned): the model can learn only the label "
@@ -167,6 +175,9 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         cause, conf = "lr_too_low", 0.6
         ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
         fixes = [Msg("scalars.flat.fix_raise_sgd", lr=lr)]
+    elif tiny_lr and verdict == "low" and not (lr is not None and lr <= TINY_LR):
+        cause, conf = "lr_too_low", 0.6  # with_lr_evidence adds the sentence that says so
+        fixes = [Msg("scalars.flat.fix_raise_usual", lr=lr)]
     elif tiny_lr:
         cause, conf = "lr_too_low", 0.75
         ev.append(f"the LR is at most {fmt(lr)}: an Adam-family step then moves each weight by about {fmt(lr)} "
@@ -189,6 +200,12 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         ev.append("the differential, ranked: " + "; ".join(f"({i + 1}) {a}" for i, a in enumerate(ranked))
                   + ". " + tell)
         fixes = [overfit, "run 50 steps under lossdoctor.watch to measure the update size per layer"]
+    elif chance and n >= 30 and not warming and verdict == "high":
+        # the LR is far above what is usual for the run's optimizer: first steps that large
+        # saturate a model at chance (with_lr_evidence adds the sentence that says so)
+        cause, conf = "lr_too_high", 0.5
+        ev.append(Msg("scalars.flat.ranked_lr_high", alts=[alts[0], alts[1]]))
+        fixes = ["lower the learning rate ~10x and add a warm-up over the first 1-5% of the steps", overfit]
     elif chance and n >= 30 and not warming:
         cause, conf = "noisy_data", 0.4
         ev.append("causes that fit this equally well (the log cannot rank them): "
@@ -367,6 +384,7 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
 
 
 @detector("lr_rise_divergence", needs=("loss", "lr"))
+@with_lr_evidence
 def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     """The loss diverges while the LR is still climbing: the LR rose >= 10x over the run (a warm-up
     with no end, a peak LR far too high, a range test left on) and the loss ends >= 1.5x its best
@@ -512,6 +530,7 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
 
 
 @detector("jump_then_stuck", needs=("loss",))
+@with_lr_evidence
 def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     """The first updates make the loss worse (>= 1.4x the first loss within 3 steps, the 3 steps'
     mean >= 1.3x both the first loss and the later median, above the later p95) and the run
@@ -542,9 +561,12 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     lr, _ = _lr_reached(q, lf)
     fixes = ["lower the learning rate ~10x and add a warm-up (1-5% of the steps)"]
     if lr is not None and lr > 0:
-        ev.append(f"LR {fmt(lr)}" + (": far above the usual peak for Adam/AdamW (1e-5 to 1e-3)" if lr >= 1e-2 else ""))
+        # the optimizer unknown: say what an LR this size would mean for the common one (when the
+        # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
+        guess = lr >= 1e-2 and judge_lr(run, q, lr) is None
+        ev.append(f"LR {fmt(lr)}" + (": far above the usual peak for Adam/AdamW (1e-5 to 1e-3)" if guess else ""))
         fixes = [f"lower the learning rate ~10x (now {fmt(lr)}, e.g. {fmt(lr / 10)})"
-                 + (" - if this is Adam/AdamW, 1e-4 to 1e-3 is the usual peak" if lr >= 1e-2 else "")
+                 + (" - if this is Adam/AdamW, 1e-4 to 1e-3 is the usual peak" if guess else "")
                  + ", and add a warm-up over the first 1-5% of the steps"]
     return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
                     evidence=ev, fixes=fixes)]

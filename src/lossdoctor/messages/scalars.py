@@ -59,6 +59,14 @@ TEMPLATES = {
         "LR from 1e-7 up) finds the largest stable one",
         "调大 LR：SGD 建议 1e-2 左右（现在是 {lr}）；做一次 LR range test（几百步，LR 从 1e-7 开始往上扫）"
         "可以找到最大的稳定 LR"),
+    "scalars.flat.ranked_lr_high": (
+        "ranked first because the run's LR is far above what is usual for its optimizer; also fit: {alts}",
+        "排在第一位是因为 LR 远高于该 optimizer 的常用范围；同样符合的还有：{alts}"),
+    "scalars.flat.fix_raise_usual": (
+        "raise the learning rate into the usual range for this optimizer and task (now {lr}); an LR range "
+        "test (a few hundred steps, LR from 1e-7 up) finds the largest stable one",
+        "把 LR 调到该 optimizer 和任务的常用范围（现在是 {lr}）；做一次 LR range test（几百步，LR 从 1e-7 "
+        "开始往上扫）可以找到最大的稳定 LR"),
     "scalars.flat.noise": (
         "the change from the first third to the last ({first} -> {last}) is within the batch-to-batch noise "
         "(standard error {se})",
@@ -68,4 +76,20 @@ TEMPLATES = {
         "the loss had settled before the LR was gone; the schedule still does not do what it was meant to: "
         "a decay counted in the wrong unit",
         "在 LR 衰减到零之前 loss 已经收敛；但调度器的行为仍然不是预期的：衰减的计数单位错了"),
+    # the LR against what is usual for the optimizer and task the run's configuration names
+    "lr_usual.low": (
+        "the LR {lr} is far below what is usual for {what} ({lo} to {hi}; optimizer {opt})",
+        "LR {lr} 远低于{what}的常用范围（{lo} 到 {hi}；optimizer 为 {opt}）"),
+    "lr_usual.usual": (
+        "the LR {lr} is within what is usual for {what} ({lo} to {hi}; optimizer {opt}): the LR's size "
+        "alone does not explain this",
+        "LR {lr} 在{what}的常用范围内（{lo} 到 {hi}；optimizer 为 {opt}）：单凭 LR 的大小解释不了这个现象"),
+    "lr_usual.high": (
+        "the LR {lr} is far above what is usual for {what} ({lo} to {hi}; optimizer {opt})",
+        "LR {lr} 远高于{what}的常用范围（{lo} 到 {hi}；optimizer 为 {opt}）"),
+    "lr_usual.for.adam_pretrain": ("Adam/AdamW LM pre-training", " Adam/AdamW 语言模型预训练"),
+    "lr_usual.for.adam_finetune": ("Adam/AdamW fine-tuning", " Adam/AdamW 微调"),
+    "lr_usual.for.adam": ("Adam/AdamW", " Adam/AdamW "),
+    "lr_usual.for.sgd": ("SGD with momentum", "带 momentum 的 SGD "),
+    "lr_usual.for.lion": ("Lion", " Lion "),
 }
