@@ -241,3 +241,105 @@ def test_no_spike_in_a_run_that_never_trained_below_its_first_loss(tmp_path):
     r = diagnose(_write(tmp_path / "log.csv", rows))
     assert not any(f.cause == "loss_spike" for f in r.findings), _show(r)
     assert _alarms(r)[0].cause == "lr_too_high", _show(r)
+
+
+# --- updates skipped again and again ---------------------------------------------------------------
+
+def _guarded(path, *, bad_steps, guard=True, steps=60):
+    """A real regression loop where the given steps add sqrt(0) to the loss (finite loss, NaN
+    gradient); with `guard` the loop skips the update when the gradient norm is non-finite, as an
+    fp16 loss scaler or DeepSpeed does."""
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x_all = torch.randn(256, 4)
+    y_all = x_all @ torch.randn(4, 1)
+    rows = []
+    for step in range(steps):
+        i = torch.randint(0, 256, (32,))
+        out = model(x_all[i])
+        loss = F.mse_loss(out, y_all[i])
+        if step in bad_steps:
+            loss = loss + torch.sqrt(((out - out.detach()) ** 2).sum())
+        opt.zero_grad()
+        loss.backward()
+        gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+        if not guard or math.isfinite(gn):
+            opt.step()
+        rows.append((step, loss.item(), gn, 0.05))
+    return _write(path, rows)
+
+
+def test_recurring_skipped_updates_are_a_warning_not_a_nonfinite_run(tmp_path):
+    r = diagnose(_guarded(tmp_path / "log.csv", bad_steps=(5, 20, 35, 50)))
+    f = r.findings[0]
+    assert (f.cause, f.symptom, f.severity) == ("loss_scale_collapse", "skipped_steps", "warning"), _show(r)
+    assert r.status == "warning" and f.step == 5
+    assert "non-finite at 4 of 60 logged steps" in f.evidence[0] and "skipped" in f.evidence[1]
+    assert not any(x.severity == "critical" for x in r.findings)
+
+
+def test_recurring_nan_gradients_that_reach_the_weights_are_critical(tmp_path):
+    r = diagnose(_guarded(tmp_path / "log.csv", bad_steps=(5, 20), guard=False))
+    assert r.status == "critical" and r.findings[0].step == 5, _show(r)
+    assert not any(f.cause == "loss_scale_collapse" for f in r.findings)
+
+
+def test_rare_skipped_updates_are_said_without_an_alarm(tmp_path):
+    r = diagnose(_guarded(tmp_path / "log.csv", bad_steps=(5, 70), steps=120))
+    skipped = [f for f in r.findings if f.cause == "loss_scale_collapse"]
+    assert skipped and skipped[0].severity == "info", _show(r)
+    assert r.status == "healthy" and not _alarms(r)
+
+
+def test_short_log_where_every_update_was_skipped_is_a_stall(tmp_path):
+    # six HF-style rows: grad_norm nan at every one, the loss finite and flat
+    rows = [(i + 1, 7.14 + 0.01 * math.sin(i), float("nan"), 2.7e-5) for i in range(6)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    f = r.findings[0]
+    assert (f.cause, f.symptom, f.severity) == ("loss_scale_collapse", "stall", "warning"), _show(r)
+    assert any("100% of the steps made no update" in e for e in f.evidence)
+
+
+def test_nan_gradients_up_to_the_end_of_the_log_stay_a_nonfinite_run(tmp_path):
+    # healthy rows, then the gradient norm NaN at the last two: the log may stop before its loss does
+    rows = [(i, 2.7 - 0.02 * i, 3.0, 2e-4) for i in range(4)] + [(4, 2.51, float("nan"), 2e-4),
+                                                                  (5, 2.46, float("nan"), 2e-4)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    assert r.status == "critical", _show(r)
+    assert not any(f.cause == "loss_scale_collapse" for f in r.findings)
+
+
+# --- learns slowly / converged / learns nothing ----------------------------------------------------
+
+def test_a_loss_that_learns_slowly_at_a_tiny_lr_is_lr_too_low(tmp_path):
+    r = diagnose(_loop(tmp_path / "log.csv", steps=200, lr=1e-5))
+    f = _alarms(r)[0]
+    assert (f.cause, f.symptom) == ("lr_too_low", "slow_convergence"), _show(r)
+    assert "learns slowly" in f.evidence[0] or "fell only" in f.evidence[0], f.evidence
+
+
+def test_progress_kinds_on_real_loops(tmp_path):
+    import numpy as np
+
+    from lossdoctor.detectors.scalars import progress_kind
+
+    def kind(**kw):
+        p = _loop(tmp_path / "k.csv", **kw)
+        with open(p) as fh:
+            return progress_kind(np.array([float(r["loss"]) for r in csv.DictReader(fh)]))[0]
+
+    assert kind(steps=200, lr=3e-3) in ("converged", "learning")  # falls > 30%, then bends flat
+    assert kind(steps=200, lr=1e-5) == "slowly"
+    assert kind(steps=200, lr=1e-8) == "nothing"
+
+
+def test_a_healthy_loop_that_converged_raises_nothing(tmp_path):
+    r = diagnose(_loop(tmp_path / "log.csv", steps=200, lr=3e-3))
+    assert r.status == "healthy", _show(r)
+
+
+def test_slow_learning_needs_fifty_points(tmp_path):
+    rows = [(i, 2.3 - 0.002 * i + 0.003 * math.sin(i * 2.1), 1.0, 5e-6) for i in range(40)]
+    r = diagnose(_write(tmp_path / "log.csv", rows))
+    assert not any("learns slowly" in " ".join(f.evidence) for f in r.findings), _show(r)

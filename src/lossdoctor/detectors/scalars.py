@@ -304,6 +304,94 @@ def accumulating_grads(run: Run, q: Quantities) -> list[Finding]:
                     fixes=[Msg("scalars.accumulating.fix_optimizer")])]
 
 
+def progress_kind(x: np.ndarray) -> tuple[str, float, float]:
+    """How a loss curve is moving: ("nothing" | "slowly" | "converged" | "learning", total fall as a
+    share of the first third's median, the last third's fall as a share of the first third's fall).
+
+    nothing: no fall beyond the batch noise. slowly: it falls beyond the noise, by < 30% in all,
+    and as fast at the end as at the start (the last third's fall >= half the first third's: no
+    bend). stalled: it fell by < 30% and then bent flat. converged: it fell by >= 30% and the last
+    third no longer falls beyond its noise. Judged on thirds' medians, so >= 30 points."""
+    k = x.size // 3
+    a, b, c = x[:k], x[k:2 * k], x[-k:]
+    ma, mb, mc = float(np.median(a)), float(np.median(b)), float(np.median(c))
+    if ma <= 0:
+        return "learning", 0.0, 0.0
+    total = (ma - mc) / ma
+    if ma - mc <= 3 * _median_se(a, c) or mc >= 0.97 * ma:
+        return "nothing", total, 0.0
+    early, late = ma - mb, mb - mc
+    bend = late / early if early > 0 else 1.0
+    if total < 0.3:
+        return ("slowly" if bend >= 0.5 else "stalled"), total, bend
+    if late <= 3 * _median_se(b, c):
+        return "converged", total, bend
+    return "learning", total, bend
+
+
+@detector("slow_learning", needs=("loss", "lr"))
+@with_lr_evidence
+def slow_learning(run: Run, q: Quantities) -> list[Finding]:
+    """The loss learns slowly (see `progress_kind`: falling beyond its noise but < 30% in all, with
+    or without a bend) at an LR that explains it: <= 1e-5, an SGD step LR x grad norm <= 2e-5, or
+    far below what is usual for the optimizer the run's configuration names. A falling loss at an
+    ordinary LR is a run to train longer, not a fault; >= 50 points, no non-finite step."""
+    lf = q.finite_loss
+    if lf.size < 50 or q.first_bad is not None:
+        return []
+    x = q.loss[lf]
+    kind, total, bend = progress_kind(x)
+    if kind not in ("slowly", "stalled"):
+        return []
+    lr, warming = _lr_reached(q, lf)
+    if lr is None or warming:
+        return []
+    gn = q.grad_norm[lf]
+    gn = gn[np.isfinite(gn)]
+    step = _tiny_sgd_step(q, lf, lr, gn)
+    judged = judge_lr(run, q, lr)
+    if not (0 < lr <= TINY_LR or step is not None or (judged and judged[0] == "low")):
+        return []
+    n_steps = int(q.steps[lf[-1]] - q.steps[lf[0]]) or 1
+    ev = [Msg("scalars.slow.what" if kind == "slowly" else "scalars.slow.stalled", total=total, n=int(lf.size),
+              steps=n_steps, bend=bend)]
+    if step is not None:
+        ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
+    elif 0 < lr <= TINY_LR:
+        ev.append(Msg("scalars.slow.tiny_lr", lr=lr))
+    return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.6,
+                    step=int(q.steps[lf[0]]), evidence=ev, fixes=[Msg("scalars.flat.fix_raise_usual", lr=lr)])]
+
+
+@detector("skipped_updates", needs=("loss", "grad_norm"))
+def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
+    """Several non-finite gradient norms while every loss stays finite: those updates were skipped
+    (see `Quantities.survived_nonfinite_grads`), not a run gone non-finite. Recurring skips say the
+    gradients overflow now and then (fp16 loss scaling, or one op that overflows on some batches)
+    and cost those steps. Info when rare (< 5% of the logged steps and fewer than 5), a warning
+    when they recur more, and a stall when most steps were skipped (no update reached the weights,
+    so the loss cannot fall). Named `loss_scale_collapse`, the cause whose steps "keep being
+    skipped", at a confidence that says the log does not show the scale."""
+    rows = q.survived_nonfinite_grads
+    if rows.size < 2:
+        return []
+    logged = int(run.logged("grad_norm").sum())
+    frac = rows.size / max(1, logged)
+    s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
+    ev = [Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
+          Msg("scalars.skipped.why")]
+    fixes = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
+    if frac >= 0.5:
+        ev.append(Msg("scalars.skipped.most", frac=frac))
+        severity, symptom, conf = "warning", "stall", 0.5
+    elif frac >= 0.05 or rows.size >= 5:
+        severity, symptom, conf = "warning", "skipped_steps", 0.45
+    else:
+        severity, symptom, conf = "info", "skipped_steps", 0.4
+    return [Finding(cause="loss_scale_collapse", symptom=symptom, severity=severity, confidence=conf,
+                    step=s0, evidence=ev, fixes=fixes)]
+
+
 @detector("grad_surge", needs=("loss", "grad_norm"))
 def grad_surge(run: Run, q: Quantities) -> list[Finding]:
     """A gradient norm that grows >= 100x within 10 logged points and stays up (median since >= 30x)

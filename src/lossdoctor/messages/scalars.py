@@ -48,6 +48,48 @@ TEMPLATES = {
         "optimizer = AdamW(model.parameters(), ...); check that optimizer.step() and zero_grad() run every step",
         "在模型重建或加载 checkpoint 之后，用实际训练的模型构建 optimizer：optimizer = AdamW(model.parameters(), ...)；"
         "确认每一步都调用了 optimizer.step() 和 zero_grad()"),
+    # learns slowly / converged / learns nothing
+    "scalars.slow.what": (
+        "the loss learns slowly: down {total:.0%} over {n} logged points ({steps} steps), and as fast at the "
+        "end as at the start (last third's fall {bend:n2}x the first's): no sign of converging, just small steps",
+        "loss 下降得很慢：{n} 个记录点（{steps} 步）只降了 {total:.0%}，而且后期和前期降得一样快（后三分之一的"
+        "降幅是前三分之一的 {bend:n2} 倍）：不是快收敛了，只是步子太小"),
+    "scalars.slow.stalled": (
+        "the loss fell only {total:.0%} over {n} logged points ({steps} steps) and then stopped falling "
+        "(last third's fall {bend:n2}x the first's): a plateau this high above where it started, at this LR, "
+        "is the LR rather than the data",
+        "loss 在 {n} 个记录点（{steps} 步）里只降了 {total:.0%} 就不再下降（后三分之一的降幅是前三分之一的 "
+        "{bend:n2} 倍）：在这个 LR 下停在这么高的位置，更可能是 LR 的问题而不是数据"),
+    "scalars.slow.tiny_lr": (
+        "the LR is at most {lr}: an Adam-family step moves each weight by about that much, an SGD step by "
+        "that times the gradient",
+        "LR 最大只有 {lr}：Adam 类优化器每步每个权重大约只动这么多，SGD 则是它乘以梯度"),
+    # updates skipped because their gradient was non-finite, again and again
+    "scalars.skipped.what": (
+        "the gradient norm is non-finite at {k} of {n} logged steps (first at step {first}, last at step "
+        "{last}) while every loss is finite",
+        "{n} 个记录的 step 中有 {k} 个 grad norm 为 NaN/Inf（第一次在 step {first}，最后一次在 step {last}），"
+        "而所有 loss 都是有限值"),
+    "scalars.skipped.why": (
+        "those updates were skipped (a NaN gradient that reached the weights would make every later loss "
+        "NaN): an fp16 loss scaler's overflow check, DeepSpeed's, or a guard in the loop. Now and then at the "
+        "start that is the scaler finding its scale; recurring, the gradients keep overflowing and those "
+        "steps are lost",
+        "这些 step 的更新被跳过了（如果 NaN 梯度真的写进了参数，之后所有 loss 都会是 NaN）：fp16 loss scaler、"
+        "DeepSpeed 的 overflow 检查或者训练循环里的保护逻辑。训练刚开始偶尔出现是 scaler 在找合适的 loss scale；"
+        "反复出现说明梯度一直在溢出，这些 step 都白跑了"),
+    "scalars.skipped.most": (
+        "{frac:.0%} of the steps made no update: the weights hardly change, so the loss cannot fall",
+        "{frac:.0%} 的 step 没有更新参数：权重基本不变，loss 不可能下降"),
+    "scalars.skipped.fix_scale": (
+        "log the loss scale (GradScaler.get_scale(), DeepSpeed's cur_scale) next to the loss: if it keeps "
+        "falling, the gradients overflow at any scale; train in bf16 where the hardware has it",
+        "把 loss scale（GradScaler.get_scale()、DeepSpeed 的 cur_scale）和 loss 一起记下来：如果它一直在降，"
+        "说明梯度在任何 scale 下都会溢出；硬件支持的话改用 bf16 训练"),
+    "scalars.skipped.fix_find": (
+        "find the op that overflows: run a few hundred steps under lossdoctor.watch, which names the first "
+        "layer whose gradient went non-finite",
+        "找出溢出的算子：用 lossdoctor.watch 跑几百步，它会指出梯度最先变成 NaN/Inf 的那一层"),
     # flat loss: how flat, and what the LR says
     "scalars.flat.tiny_step": (
         "LR x gradient norm is {step} per step (LR {lr}, median grad norm {g}): an SGD step that small moves "
