@@ -119,6 +119,22 @@ def test_an_lr_above_usual_for_adam_ranks_lr_too_high_first_at_chance(tmp_path):
     assert any("far above what is usual for Adam/AdamW" in e for e in f.evidence)
 
 
+def _load_when_flushed(path, timeout=20.0):
+    """The W&B service process may still be writing the run file when finish() returns."""
+    import time
+
+    from lossdoctor.sources import SourceError
+
+    t0 = time.monotonic()
+    while True:
+        try:
+            return load_path(path)[0]
+        except SourceError:
+            if time.monotonic() - t0 > timeout:
+                raise
+            time.sleep(0.5)
+
+
 def test_wandb_offline_run_config_names_the_optimizer(tmp_path):
     wandb = pytest.importorskip("wandb")
     run = wandb.init(mode="offline", project="lossdoctor-test", dir=str(tmp_path),
@@ -128,7 +144,7 @@ def test_wandb_offline_run_config_names_the_optimizer(tmp_path):
         run.log({"train/loss": 3.0 * math.exp(-i / 10) + 0.5, "train/grad_norm": 1.0,
                  "train/learning_rate": 3e-4, "train/global_step": i})
     run.finish()
-    r = load_path(tmp_path)[0]
+    r = _load_when_flushed(tmp_path)
     assert r.meta["optimizer"]["class"] == "AdamW" and r.meta["config_lr"] == 3e-4, r.meta
     assert diagnose(tmp_path).status == "healthy"
 

@@ -59,6 +59,7 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     weights that did not move much did not diverge because of the LR (that is grad_explosion's
     or the architecture's story, e.g. an unstable recurrence).
     Suppressed: a run whose loss improves overall (noise is not divergence) for (c)/(d).
+    Suppressed: (b) on a log that does not begin where the run began (`shows_run_start`).
     The rules are tried in this order: (b), (a), then on >= 20 points (c), (e), (d).
     """
     if q.finite_loss.size < 3:
@@ -76,9 +77,23 @@ def _first_loss_ref(q: Quantities) -> tuple[float, float]:
     return first_loss, min(q.loss_start, first_loss)
 
 
+def shows_run_start(run: Run, q: Quantities) -> bool:
+    """Whether the log begins where the run began: rule (b), "never improved from the start", needs
+    it (a jump, rule (a), is one wherever the log begins).
+    An excerpt pasted from mid-run does not: an HF console paste whose first epoch is >= 1, or a
+    first logged step more than 50 steps and two logging intervals after step 0."""
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return False
+    iv = run.meta.get("log_interval")
+    iv = iv if isinstance(iv, (int, float)) and iv >= 1 else 1
+    s0 = float(q.steps[0]) if q.n else 0.0
+    return not (s0 > 50 and s0 > 2 * iv)
+
+
 def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     """(b) non-finite within the first 50 steps (or 10% of the run), never below 0.8x the start."""
-    if q.first_bad is None or q.first_bad > max(50, q.n // 10):
+    if q.first_bad is None or q.first_bad > max(50, q.n // 10) or not shows_run_start(run, q):
         return []
     loss, lf = q.loss, q.finite_loss
     _, ref0 = _first_loss_ref(q)

@@ -4,8 +4,9 @@ An LR of 3e-4 is ordinary for AdamW pre-training and 100x too small for SGD; 1e-
 pre-training peak and high for fine-tuning a pretrained model. The scalars alone cannot say which,
 the configuration next to them can: Lightning's `hparams.yaml` (next to `metrics.csv`),
 LLaMA-Factory's `training_args.yaml` (next to `trainer_log.jsonl` / `trainer_state.json`), W&B's
-`files/config.yaml` (values stored as `{value: x}`), the Megatron arguments block (read by the
-console reader) and MLflow params.
+config (the offline run file's config record, which the W&B reader keeps; or `files/config.yaml`
+of a synced run, values stored as `{value: x}`), the Megatron arguments block (read by the console
+reader) and MLflow params.
 
 Files are parsed with `yaml.safe_load` (never a loader that builds objects), capped at 1 MiB, and
 skipped with a note when unreadable; a missing PyYAML only skips them. What is found goes into
