@@ -105,8 +105,12 @@ def render(split: str, scores: list[RunScore], vs: dict[str, Variant], *, wall: 
     gone = void(scores, vs)
     scores = [s for s in scores if s.scenario not in gone]
     n_faulty = sum(1 for s in scores if not s.healthy)
-    role = ("**dev**: the split the detectors' thresholds were tuned on (in-sample for the tuning)" if split == "dev"
-            else "**test**: run to report, never to tune (no threshold was changed after looking at it)"
+    role = ("**dev**: the split the detectors' thresholds were tuned on, so in-sample for the tuning (the rules "
+            "added while looking at it are tested in `tests/test_scalar_variants.py`; one generator recipe was "
+            "corrected on it too: corrupted rows scaled x20-60 kept their class direction and often did not move "
+            "the loss, so they became rows of garbage, and a corrupted batch the loop's own loss did not show is "
+            "not scored)" if split == "dev"
+            else "**test**: run to report, never to tune: no threshold or recipe was changed after looking at it"
             if split == "test" else "both splits together (dev was tuned on, test was not)")
     parts = [
         f"## Generated variants: {split}",

@@ -114,7 +114,8 @@ def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wal
         "Read these numbers as in-sample: the detectors' thresholds were tuned while looking at this "
         "zoo's misses (each rule's docstring says what it keys on), so the zoo shows that the rules do "
         "what they claim on real training runs and that the healthy controls stay quiet; it is not a "
-        "held-out estimate of accuracy on the faults of the world.",
+        "held-out estimate of accuracy on the faults of the world. The held-out figure is the generated "
+        "variants' test split (its own section below: `python -m benchmarks.zoo --generated --split test`).",
         "### Summary", report.summary(scores),
         "### Per cause", report.per_cause(scores, CAUSES),
         "### Per scenario", report.per_scenario(scores, scns),
