@@ -36,13 +36,13 @@ CHEAP_WAYS = ("log the gradient norm (grad_norm) and the LR next to the loss; ru
               "`lossdoctor check` before training")
 
 
-def chance_level(run: Run, level: float) -> tuple[float, str] | None:
+def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
     """The chance-level loss `level` sits at: the run's own (`chance_loss` in its meta) or ln K of a
     common class count K, within 0.2%. None when it matches neither."""
     chance = run.meta.get("chance_loss")
-    cands: list[tuple[float, str]] = []
+    cands: list[tuple[float, str | Msg]] = []
     if isinstance(chance, (int, float)) and chance > 0:
-        cands.append((float(chance), "the run's chance level"))
+        cands.append((float(chance), Msg("scalars.flat.run_chance")))
     cands += [(math.log(k), f"ln({k})") for k in COMMON_K]
     for c, name in cands:
         if abs(level - c) <= 0.002 * c + 1e-4:
@@ -134,43 +134,30 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (pn.size >= 5 and float(np.ptp(pn)) == 0.0
                                                                  and float(pn[0]) > 0)
     s0 = int(q.steps[lf[0]])
-    ev = [f"the loss did not fall over {n} logged points (steps {s0}-{int(q.steps[lf[-1]])}): median "
-          f"{fmt(first)} in the first third, {fmt(last)} in the last"]
+    ev = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
     if last < 0.97 * first:
         ev.append(Msg("scalars.flat.noise", first=first, last=last, se=se))
     if chance:
-        ev.append(f"it sits at {fmt(level, 5)}, the chance level {chance[1]} = {fmt(chance[0], 5)}: the model "
-                  "predicts no better than uniform, it learns nothing")
+        ev.append(Msg("scalars.flat.chance", level=level, name=chance[1], chance=chance[0]))
     if constant:
-        ev.append(f"it is exactly constant across steps (spread {fmt(spread)}) although every step sees another "
-                  "batch: the model's outputs do not change")
+        ev.append(Msg("scalars.flat.constant", spread=spread))
     if n >= 100 and not (tiny_lr or no_update or (chance and verdict == "high")):
         return []
-    lr_txt = f"LR {fmt(lr)}" if lr is not None else "the LR (not logged)"
-    alts = ["labels unrelated to their inputs (shuffled, misaligned): the model can learn only the label "
-            "frequencies",
-            "the weights do not change: frozen parameters, a loss detached from the model, or an optimizer "
-            "that never steps (or holds other parameters)",
-            f"a learning rate too low for this model ({lr_txt})"]
-    tell = ("One measurement tells them apart: the update/param ratio ||dW||/||W|| per step (0: nothing "
-            "steps; < 1e-5: LR too low; ~1e-3 with a flat loss: the labels) - lossdoctor.watch records it")
-    overfit = ("train on 1-2 batches only: a model that can learn must overfit them to a loss near 0; if it "
-               "cannot, the weights do not change (check requires_grad, .detach(), optimizer.step())")
+    labels, frozen = Msg("scalars.alt.labels"), Msg("scalars.alt.frozen")
+    low = Msg("scalars.alt.lr_low", lr=Msg("scalars.alt.lr_value", lr=lr) if lr is not None
+              else Msg("scalars.alt.lr_unlogged"))
+    tell = Msg("scalars.flat.tell")
+    overfit = Msg("scalars.fix.overfit")
+    watch = Msg("scalars.fix.watch_update_size")
     if lr is not None and lr == 0:
         cause, conf = "lr_schedule_error", 0.8
-        ev.append("the learning rate is 0 at every logged step: the scheduler never let it rise (warm-up "
-                  "longer than the run, a LambdaLR returning 0)")
-        fixes = ["check the scheduler: warm-up steps vs total steps, and what its lambda returns at step 0"]
+        ev.append(Msg("scalars.flat.lr_zero"))
+        fixes = [Msg("scalars.flat.fix_lr_zero")]
     elif no_update:
         cause, conf = "frozen_model", 0.85
-        ev.append(f"the weights did not change at any of {max(ur.size, pn.size)} measured steps (update/param "
-                  "ratio 0, or a parameter norm equal to the last bit) although the gradient norm is "
-                  f"{fmt(float(np.median(gn))) if gn.size else 'unknown'}: "
-                  "the optimizer steps other parameters than the model's (built before the model was "
-                  "re-created or reloaded), or they are frozen, or optimizer.step() is never reached")
-        fixes = ["build the optimizer from the model that is trained, after any re-creation or checkpoint "
-                 "load: optimizer = Adam(model.parameters(), ...); check requires_grad and that "
-                 "optimizer.step() runs"]
+        ev.append(Msg("scalars.flat.no_update", k=int(max(ur.size, pn.size)),
+                      g=float(np.median(gn)) if gn.size else Msg("scalars.word.unknown")))
+        fixes = [Msg("scalars.flat.fix_rebuild_optimizer")]
     elif tiny_lr and step is not None and not (lr is not None and lr <= TINY_LR):
         cause, conf = "lr_too_low", 0.6
         ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
@@ -180,38 +167,28 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         fixes = [Msg("scalars.flat.fix_raise_usual", lr=lr)]
     elif tiny_lr:
         cause, conf = "lr_too_low", 0.75
-        ev.append(f"the LR is at most {fmt(lr)}: an Adam-family step then moves each weight by about {fmt(lr)} "
-                  "(usual peak LRs: 1e-5 to 1e-3 for Adam/AdamW, 1e-3 to 1e-1 for SGD), too little to change "
-                  f"the loss in {n} steps")
-        fixes = [f"raise the learning rate to about 1e-4 (now {fmt(lr)}) for Adam/AdamW, or 1e-2 for SGD; "
-                 "an LR range test (a few hundred steps, LR from 1e-7 up) finds the largest stable one"]
+        ev.append(Msg("scalars.flat.tiny_lr", lr=lr, n=int(n)))
+        fixes = [Msg("scalars.flat.fix_raise", lr=lr)]
     elif zero_grad:
         cause, conf = "frozen_model", 0.6
-        ev.append(f"the gradient norm is 0 at every logged step ({gn.size}): no gradient reaches the weights "
-                  "(parameters frozen with requires_grad=False, the loss computed from detached tensors, or "
-                  "every label masked)")
-        fixes = ["check that the parameters given to the optimizer have requires_grad=True and that the loss "
-                 "is computed from the model's output without .detach()/.item()/torch.no_grad()", overfit]
+        ev.append(Msg("scalars.flat.zero_grad", k=int(gn.size)))
+        fixes = [Msg("scalars.flat.fix_requires_grad"), overfit]
     elif constant:
         # unrelated labels still let the model learn their frequencies: the loss would wander
         # across batches, not repeat to the last digit
         cause, conf = "frozen_model", 0.5
-        ranked = [alts[1], alts[2], alts[0]]
-        ev.append("the differential, ranked: " + "; ".join(f"({i + 1}) {a}" for i, a in enumerate(ranked))
-                  + ". " + tell)
-        fixes = [overfit, "run 50 steps under lossdoctor.watch to measure the update size per layer"]
+        ev.append(Msg("scalars.flat.ranked", a=frozen, b=low, c=labels, tell=tell))
+        fixes = [overfit, watch]
     elif chance and n >= 30 and not warming and verdict == "high":
         # the LR is far above what is usual for the run's optimizer: first steps that large
         # saturate a model at chance (with_lr_evidence adds the sentence that says so)
         cause, conf = "lr_too_high", 0.5
-        ev.append(Msg("scalars.flat.ranked_lr_high", alts=[alts[0], alts[1]]))
-        fixes = ["lower the learning rate ~10x and add a warm-up over the first 1-5% of the steps", overfit]
+        ev.append(Msg("scalars.flat.ranked_lr_high", a=labels, b=frozen))
+        fixes = [Msg("scalars.fix.lower_lr_warmup"), overfit]
     elif chance and n >= 30 and not warming:
         cause, conf = "noisy_data", 0.4
-        ev.append("causes that fit this equally well (the log cannot rank them): "
-                  + "; ".join(f"({i + 1}) {a}" for i, a in enumerate(alts)) + ". " + tell)
-        fixes = ["run 50 steps under lossdoctor.watch to measure the update size per layer", overfit,
-                 "audit a sample of labels against their inputs"]
+        ev.append(Msg("scalars.flat.equal", a=labels, b=frozen, c=low, tell=tell))
+        fixes = [watch, overfit, Msg("scalars.fix.audit_labels")]
     else:
         return []
     return [Finding(cause=cause, symptom="plateau" if chance or constant else "slow_convergence",

@@ -102,8 +102,96 @@ TEMPLATES = {
         "调大 LR：SGD 建议 1e-2 左右（现在是 {lr}）；做一次 LR range test（几百步，LR 从 1e-7 开始往上扫）"
         "可以找到最大的稳定 LR"),
     "scalars.flat.ranked_lr_high": (
-        "ranked first because the run's LR is far above what is usual for its optimizer; also fit: {alts}",
-        "排在第一位是因为 LR 远高于该 optimizer 的常用范围；同样符合的还有：{alts}"),
+        "ranked first because the run's LR is far above what is usual for its optimizer; also fit: {a}; {b}",
+        "排在第一位是因为 LR 远高于该 optimizer 的常用范围；同样符合的还有：{a}；{b}"),
+    "scalars.flat.what": (
+        "the loss did not fall over {n} logged points (steps {s0}-{s1}): median {first} in the first third, "
+        "{last} in the last",
+        "loss 在 {n} 个记录点（step {s0}-{s1}）上没有下降：前三分之一的中位数 {first}，后三分之一 {last}"),
+    "scalars.flat.run_chance": ("the run's chance level", "该任务的随机水平"),
+    "scalars.flat.chance": (
+        "it sits at {level:n5}, the chance level {name} = {chance:n5}: the model predicts no better than "
+        "uniform, it learns nothing",
+        "它停在 {level:n5}，正好是随机水平 {name} = {chance:n5}：模型的预测不比均匀分布好，什么都没学到"),
+    "scalars.flat.constant": (
+        "it is exactly constant across steps (spread {spread}) although every step sees another batch: the "
+        "model's outputs do not change",
+        "每一步的 batch 都不同，loss 却完全不变（波动 {spread}）：模型的输出没有变化"),
+    "scalars.alt.labels": (
+        "labels unrelated to their inputs (shuffled, misaligned): the model can learn only the label frequencies",
+        "标签和输入对不上（被打乱或错位）：模型只能学到标签的频率"),
+    "scalars.alt.frozen": (
+        "the weights do not change: frozen parameters, a loss detached from the model, or an optimizer that "
+        "never steps (or holds other parameters)",
+        "权重没有变化：参数被冻结、loss 和模型断开了（detach），或者 optimizer 从没 step（或者持有的是别的参数）"),
+    "scalars.alt.lr_low": ("a learning rate too low for this model ({lr})", "对这个模型来说 LR 太小（{lr}）"),
+    "scalars.alt.lr_value": ("LR {lr}", "LR {lr}"),
+    "scalars.alt.lr_unlogged": ("the LR (not logged)", "LR 没有记录"),
+    "scalars.word.unknown": ("unknown", "未知"),
+    "scalars.flat.tell": (
+        "One measurement tells them apart: the update/param ratio ||dW||/||W|| per step (0: nothing steps; "
+        "< 1e-5: LR too low; ~1e-3 with a flat loss: the labels) - lossdoctor.watch records it",
+        "有一个量可以区分它们：每步的 update/param ratio ||dW||/||W||（0：参数没有更新；< 1e-5：LR 太小；"
+        "~1e-3 而 loss 不动：标签的问题）- lossdoctor.watch 会记录它"),
+    "scalars.flat.ranked": (
+        "the differential, ranked: (1) {a}; (2) {b}; (3) {c}. {tell}",
+        "鉴别诊断，按可能性排序：(1) {a}；(2) {b}；(3) {c}。{tell}"),
+    "scalars.flat.equal": (
+        "causes that fit this equally well (the log cannot rank them): (1) {a}; (2) {b}; (3) {c}. {tell}",
+        "同样符合的几个原因（仅凭这份日志无法排序）：(1) {a}；(2) {b}；(3) {c}。{tell}"),
+    "scalars.flat.lr_zero": (
+        "the learning rate is 0 at every logged step: the scheduler never let it rise (warm-up longer than the "
+        "run, a LambdaLR returning 0)",
+        "每个记录的 step 上 LR 都是 0：scheduler 从没让它升起来（warmup 比整个训练还长，或 LambdaLR 返回 0）"),
+    "scalars.flat.fix_lr_zero": (
+        "check the scheduler: warm-up steps vs total steps, and what its lambda returns at step 0",
+        "检查 scheduler：warmup 步数和总步数的关系，以及 lambda 在 step 0 返回什么"),
+    "scalars.flat.no_update": (
+        "the weights did not change at any of {k} measured steps (update/param ratio 0, or a parameter norm "
+        "equal to the last bit) although the gradient norm is {g}: the optimizer steps other parameters than "
+        "the model's (built before the model was re-created or reloaded), or they are frozen, or "
+        "optimizer.step() is never reached",
+        "在测量的 {k} 个 step 里权重一次都没变（update/param ratio 为 0，或参数范数每一位都相同），而 grad norm "
+        "是 {g}：optimizer 更新的不是这个模型的参数（在模型重建或重新加载之前就建好了），或者参数被冻结了，或者"
+        "根本没有执行到 optimizer.step()"),
+    "scalars.flat.fix_rebuild_optimizer": (
+        "build the optimizer from the model that is trained, after any re-creation or checkpoint load: "
+        "optimizer = Adam(model.parameters(), ...); check requires_grad and that optimizer.step() runs",
+        "在模型重建或加载 checkpoint 之后，用实际训练的模型构建 optimizer：optimizer = Adam(model.parameters(), ...)；"
+        "检查 requires_grad，并确认 optimizer.step() 确实执行了"),
+    "scalars.flat.tiny_lr": (
+        "the LR is at most {lr}: an Adam-family step then moves each weight by about {lr} (usual peak LRs: 1e-5 "
+        "to 1e-3 for Adam/AdamW, 1e-3 to 1e-1 for SGD), too little to change the loss in {n} steps",
+        "LR 最大只有 {lr}：Adam 类优化器每步每个权重只移动约 {lr}（常用的峰值 LR：Adam/AdamW 为 1e-5 到 1e-3，"
+        "SGD 为 1e-3 到 1e-1），{n} 步之内不足以让 loss 变化"),
+    "scalars.flat.fix_raise": (
+        "raise the learning rate to about 1e-4 (now {lr}) for Adam/AdamW, or 1e-2 for SGD; an LR range test (a "
+        "few hundred steps, LR from 1e-7 up) finds the largest stable one",
+        "把 LR 调大：Adam/AdamW 调到 1e-4 左右（现在是 {lr}），SGD 调到 1e-2 左右；做一次 LR range test（几百步，"
+        "LR 从 1e-7 开始往上扫）可以找到最大的稳定 LR"),
+    "scalars.flat.zero_grad": (
+        "the gradient norm is 0 at every logged step ({k}): no gradient reaches the weights (parameters frozen "
+        "with requires_grad=False, the loss computed from detached tensors, or every label masked)",
+        "每个记录的 step（共 {k} 个）grad norm 都是 0：没有梯度传到权重（参数被 requires_grad=False 冻结、loss "
+        "是从 detach 过的 tensor 算出来的，或者所有标签都被 mask 了）"),
+    "scalars.flat.fix_requires_grad": (
+        "check that the parameters given to the optimizer have requires_grad=True and that the loss is computed "
+        "from the model's output without .detach()/.item()/torch.no_grad()",
+        "确认交给 optimizer 的参数 requires_grad=True，并且 loss 是直接从模型输出算出来的，中间没有 "
+        ".detach()/.item()/torch.no_grad()"),
+    "scalars.fix.overfit": (
+        "train on 1-2 batches only: a model that can learn must overfit them to a loss near 0; if it cannot, the "
+        "weights do not change (check requires_grad, .detach(), optimizer.step())",
+        "只用 1-2 个 batch 训练：能学习的模型一定能把它们过拟合到 loss 接近 0；如果做不到，说明权重没在变"
+        "（检查 requires_grad、.detach()、optimizer.step()）"),
+    "scalars.fix.watch_update_size": (
+        "run 50 steps under lossdoctor.watch to measure the update size per layer",
+        "用 lossdoctor.watch 跑 50 步，测量每一层的更新幅度"),
+    "scalars.fix.lower_lr_warmup": (
+        "lower the learning rate ~10x and add a warm-up over the first 1-5% of the steps",
+        "把 LR 降低约 10 倍，并在前 1-5% 的步数里加 warmup"),
+    "scalars.fix.audit_labels": (
+        "audit a sample of labels against their inputs", "抽查一部分样本，核对标签和输入是否对应"),
     "scalars.flat.fix_raise_usual": (
         "raise the learning rate into the usual range for this optimizer and task (now {lr}); an LR range "
         "test (a few hundred steps, LR from 1e-7 up) finds the largest stable one",
