@@ -21,8 +21,6 @@ from typing import Any
 
 from ..records import Run
 
-#: configuration files written next to a log, in the order they are looked for
-SIDE_FILES = ("hparams.yaml", "training_args.yaml", "config.yaml")
 MAX_BYTES = 1 << 20
 
 _LR_KEYS = ("learning_rate", "lr", "max_lr", "peak_lr", "base_lr", "init_lr")
@@ -106,14 +104,19 @@ def config_meta(cfg: dict[str, Any], source: str) -> dict[str, Any]:
 
 
 def _side_files(path: Path) -> list[Path]:
-    """The configuration files next to a log (its folder, the folder above, W&B's files/)."""
+    """The configuration files next to a log: hparams.yaml / training_args.yaml in its folder or
+    the folder above (a checkpoint-N/ inside the output dir), config.yaml only in a W&B run's
+    files/ (elsewhere a file of that name may configure anything)."""
     d = path if path.is_dir() else path.parent
+    places = [d / "hparams.yaml", d / "training_args.yaml", d / "files" / "config.yaml",
+              d.parent / "hparams.yaml", d.parent / "training_args.yaml"]
     out = []
-    for folder in (d, d / "files", d.parent):
-        for name in SIDE_FILES:
-            f = folder / name
+    for f in places:
+        try:
             if f.is_file() and f not in out:
                 out.append(f)
+        except OSError:
+            continue
     return out
 
 
