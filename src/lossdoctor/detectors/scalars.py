@@ -209,11 +209,12 @@ def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     jump. A too-high LR
     diverges first and an explosion builds up over steps; what breaks one step without warning is
     most often the batch of that step. Named `nonfinite_data` at a confidence that says it is the
-    likeliest of three (the evidence lists them and the one look that separates them). Silent when
-    the gradient norm is exactly 0 at that step (a mean over zero supervised tokens, which
+    likeliest of three (the evidence lists them and the one look that separates them). Silent on a
+    run `watch` recorded (its direct evidence names the cause), and when the gradient norm is
+    exactly 0 at that step (a mean over zero supervised tokens, which
     `label_mask_empty` names)."""
     i = q.first_bad
-    if i is None:
+    if i is None or _has_direct_evidence(run):
         return []
     lf = q.finite_loss[q.finite_loss < i]
     if lf.size < SUDDEN_AFTER:
@@ -248,6 +249,14 @@ def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=conf,
                     step=s, batch=s, evidence=ev,
                     fixes=[Msg("scalars.sudden_nan.fix_batch", step=s), Msg("scalars.sudden_nan.fix_watch")])]
+
+
+def _has_direct_evidence(run: Run) -> bool:
+    """The run holds what `watch` records where a NaN enters (the batch's non-finite samples, the
+    first module whose output went non-finite): the direct detectors name the cause from those,
+    and an inference from the curve's calm must not outrank them."""
+    return bool(run.event("fwd_first_nonfinite") or run.event("batch_nonfinite_detail")
+                or run.event("bwd_first_nonfinite") or _has_watch_records(run))
 
 
 @detector("accumulating_grads", needs=("loss", "grad_norm"))
