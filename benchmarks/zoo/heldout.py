@@ -114,7 +114,9 @@ def render(split: str, scores: list[RunScore], vs: dict[str, Variant], *, wall: 
             if split == "test" else "both splits together (dev was tuned on, test was not)")
     parts = [
         f"## Generated variants: {split}",
-        docs.provenance(command) + f" Training, diagnosis and scoring took {wall:.0f} s in all.",
+        docs.provenance(command) + (f" Diagnosis and scoring of the run directories a training run wrote "
+                                     f"before took {wall:.0f} s in all." if "--rescore" in command else
+                                     f" Training, diagnosis and scoring took {wall:.0f} s in all."),
         f"Split: {role}. The variants (`benchmarks/zoo/generated.py`) are drawn at random per fault "
         f"family ({PER_FAMILY} per family, {HEALTHY} healthy controls) over model size, optimizer, "
         "learning rate, batch size, data task, schedule, where and how hard the fault hits, and seed; a "

@@ -99,7 +99,9 @@ def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wal
     healthy = sorted({s.scenario for s in scores if s.healthy})
     parts = [
         "## Fault zoo",
-        docs.provenance(command) + f" Training, diagnosis and scoring took {wall:.0f} s in all.",
+        docs.provenance(command) + (f" Diagnosis and scoring of the run directories a training run wrote "
+                                     f"before took {wall:.0f} s in all." if "--rescore" in command else
+                                     f" Training, diagnosis and scoring took {wall:.0f} s in all."),
         f"{len(faulty)} faulty scenarios and {len(healthy)} healthy controls, {seeds} seed(s) each "
         f"({len(scores)} runs). Each run is a real training loop watched by `lossdoctor.watch`; the "
         "*full log* column is `lossdoctor diagnose RUN_DIR` on the run directory it wrote, the "
