@@ -414,19 +414,16 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
             return []  # the LR rose with it: the schedule's story
         s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
         peak_g = float(np.max(g[j:]))
-        ev = [f"the gradient norm rose from {fmt(float(g[i0]))} at step {s0} to {fmt(float(g[j]))} at step {s1} "
-              f"({fmt(float(g[j] / g[i0]))}x in {s1 - s0} steps)"
-              + (f", up to {fmt(peak_g)} later" if peak_g > 1.5 * float(g[j]) else ""),
-              f"the loss rose with it from {fmt(best)} to {fmt(float(np.max(tail)))}"]
+        rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
+        ev = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
+              else Msg("scalars.surge.rose", **rose),
+              Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
         if rows.size < SHORT_LOG:
-            ev.append(f"judged on a short log ({rows.size} points): a x100 jump in a few steps is an explosion "
-                      "at any length")
+            ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
         healthy = g[:i0 + 1]
         clip = float(np.max(healthy)) if healthy.size else float(g[i0])
-        fixes = [f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={fmt(max(clip, 1.0))})",
-                 "lower the learning rate about 3x or lengthen the warm-up; for transformers add QK-layernorm"]
-        if np.isfinite(lr[j]):
-            fixes[1] = f"lower the learning rate about 3x (now {fmt(float(lr[j]))}) or lengthen the warm-up"
+        fixes = [Msg("scalars.surge.fix_clip", max_norm=max(clip, 1.0)),
+                 Msg("scalars.surge.fix_lr", lr=float(lr[j])) if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
                         step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
     return _transient_surge(q, rows, g, transient) if transient else []
@@ -445,14 +442,11 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
     peak = float(np.max(g[j:]))
     clip = float(np.max(g[:i0 + 1]))
-    ev = [f"the gradient norm jumped from {fmt(float(g[i0]))} at step {s0} to {fmt(float(g[j]))} at step {s1}"
-          + (f" and {fmt(peak)} later" if peak > 1.5 * float(g[j]) else "")
-          + f" ({fmt(peak / float(g[i0]))}x), then came back to {fmt(float(g[-1]))}",
-          "the loss did not diverge: the run survived this explosion, the next one may not be"]
-    fixes = [f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={fmt(max(clip, 1.0))}) "
-             "(the largest norm before the jump)",
-             "find the batch of that step (run under lossdoctor.watch, which records it) and check it for "
-             "extreme values or very long sequences"]
+    jump = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=peak / float(g[i0]), back=float(g[-1]))
+    ev = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
+          else Msg("scalars.surge.jumped", **jump),
+          Msg("scalars.surge.survived")]
+    fixes = [Msg("scalars.surge.fix_clip_before", max_norm=max(clip, 1.0)), Msg("scalars.surge.fix_find_batch")]
     return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
                     step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
 

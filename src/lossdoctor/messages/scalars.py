@@ -29,6 +29,46 @@ TEMPLATES = {
         "run under lossdoctor.watch with mon.step(loss, batch=batch): it names the sample and the first layer "
         "that went non-finite",
         "用 lossdoctor.watch 运行并调用 mon.step(loss, batch=batch)：它会指出是哪个样本、哪一层最先出现 NaN/Inf"),
+    # a gradient norm x100 within a few points (an explosion at any length), or x1000 and back
+    "scalars.surge.rose": (
+        "the gradient norm rose from {g0} at step {s0} to {g1} at step {s1} ({x}x in {k} steps)",
+        "grad norm 从 step {s0} 的 {g0} 升到 step {s1} 的 {g1}（{k} 步内涨了 {x} 倍）"),
+    "scalars.surge.rose_peak": (
+        "the gradient norm rose from {g0} at step {s0} to {g1} at step {s1} ({x}x in {k} steps), up to {peak} later",
+        "grad norm 从 step {s0} 的 {g0} 升到 step {s1} 的 {g1}（{k} 步内涨了 {x} 倍），之后最高到 {peak}"),
+    "scalars.surge.loss_rose": (
+        "the loss rose with it from {best} to {top}", "loss 也跟着从 {best} 升到 {top}"),
+    "scalars.surge.short_log": (
+        "judged on a short log ({n} points): a x100 jump in a few steps is an explosion at any length",
+        "只根据一段很短的日志（{n} 个点）判断：几步之内涨 100 倍，不管日志多长都是梯度爆炸"),
+    "scalars.surge.fix_clip": (
+        "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={max_norm})",
+        "做梯度裁剪：torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={max_norm})"),
+    "scalars.surge.fix_lr": (
+        "lower the learning rate about 3x (now {lr}) or lengthen the warm-up",
+        "把 LR 降低约 3 倍（现在是 {lr}），或者加长 warmup"),
+    "scalars.surge.fix_lr_qk": (
+        "lower the learning rate about 3x or lengthen the warm-up; for transformers add QK-layernorm",
+        "把 LR 降低约 3 倍或者加长 warmup；transformer 模型可以加 QK-layernorm"),
+    "scalars.surge.jumped": (
+        "the gradient norm jumped from {g0} at step {s0} to {g1} at step {s1} ({x}x), then came back to {back}",
+        "grad norm 从 step {s0} 的 {g0} 跳到 step {s1} 的 {g1}（{x} 倍），之后又回到 {back}"),
+    "scalars.surge.jumped_peak": (
+        "the gradient norm jumped from {g0} at step {s0} to {g1} at step {s1} and {peak} later ({x}x), then came "
+        "back to {back}",
+        "grad norm 从 step {s0} 的 {g0} 跳到 step {s1} 的 {g1}，之后到 {peak}（{x} 倍），然后又回到 {back}"),
+    "scalars.surge.survived": (
+        "the loss did not diverge: the run survived this explosion, the next one may not be",
+        "loss 没有发散：这次梯度爆炸挺过来了，下一次未必"),
+    "scalars.surge.fix_clip_before": (
+        "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={max_norm}) (the largest "
+        "norm before the jump)",
+        "做梯度裁剪：torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={max_norm})（跳变之前的最大 "
+        "grad norm）"),
+    "scalars.surge.fix_find_batch": (
+        "find the batch of that step (run under lossdoctor.watch, which records it) and check it for extreme "
+        "values or very long sequences",
+        "找到那一步的 batch（用 lossdoctor.watch 运行会记录下来），检查有没有极端值或特别长的序列"),
     # gradients that add up from step to step: the weights do not move
     "scalars.accumulating.what": (
         "the gradient norm grows in step with the step count: {g0} in the first sixth of the run, {g1} in "
