@@ -540,14 +540,14 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[lf[j]])
     after = x[j + 1:]
     recovered = after.size > 0 and bool((after < 1.3 * base).any())
-    ev = [f"the loss jumped to {fmt(float(x[j]))} at step {s}, {fmt(float(x[j]) / base)}x the median {fmt(base)} of "
-          "the 5 points before it",
-          "it came back" if recovered else ("it has not come back" if after.size else "it is the last point")]
+    ev = [Msg("scalars.spike.jumped", loss=float(x[j]), s=s, x=float(x[j]) / base, base=base),
+          Msg("scalars.spike.came_back" if recovered else "scalars.spike.not_back" if after.size
+              else "scalars.spike.last_point")]
     if len(incidents) > 1:
-        ev.append(f"{len(incidents)} separate spikes in {n} points")
+        ev.append(Msg("scalars.spike.separate", k=len(incidents), n=int(n)))
     elif recovered:
-        ev.append("a one-off that recovered: a data window, not the learning rate (no reason to lower it)")
-    ev.append(f"judged on a short log ({n} points)")
+        ev.append(Msg("scalars.spike.one_off"))
+    ev.append(Msg("scalars.spike.short_log", n=int(n)))
     return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                     severity="warning" if recovered else "critical", confidence=0.6, step=s, batch=s,
                     evidence=ev, fixes=spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1))]
@@ -624,18 +624,16 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     if float(np.mean(head)) < 1.3 * max(x0, float(np.median(rest))) or float(x[j]) < np.percentile(rest, 95):
         return []
     s = int(q.steps[lf[j]])
-    ev = [f"the first updates made the loss worse: {fmt(x0)} at step {int(q.steps[lf[0]])}, {fmt(float(x[j]))} at "
-          f"step {s}", f"it never got below its start in {x.size} points (last third's median {fmt(last)})"]
+    ev = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
+          Msg("scalars.jump.never_below", n=int(x.size), last=last)]
     lr, _ = _lr_reached(q, lf)
-    fixes = ["lower the learning rate ~10x and add a warm-up (1-5% of the steps)"]
+    fixes = [Msg("scalars.jump.fix")]
     if lr is not None and lr > 0:
         # the optimizer unknown: say what an LR this size would mean for the common one (when the
         # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
         guess = lr >= 1e-2 and judge_lr(run, q, lr) is None
-        ev.append(f"LR {fmt(lr)}" + (": far above the usual peak for Adam/AdamW (1e-5 to 1e-3)" if guess else ""))
-        fixes = [f"lower the learning rate ~10x (now {fmt(lr)}, e.g. {fmt(lr / 10)})"
-                 + (" - if this is Adam/AdamW, 1e-4 to 1e-3 is the usual peak" if guess else "")
-                 + ", and add a warm-up over the first 1-5% of the steps"]
+        ev.append(Msg("scalars.jump.lr_adam_guess" if guess else "scalars.alt.lr_value", lr=lr))
+        fixes = [Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10)]
     return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
                     evidence=ev, fixes=fixes)]
 

@@ -29,6 +29,39 @@ TEMPLATES = {
         "run under lossdoctor.watch with mon.step(loss, batch=batch): it names the sample and the first layer "
         "that went non-finite",
         "用 lossdoctor.watch 运行并调用 mon.step(loss, batch=batch)：它会指出是哪个样本、哪一层最先出现 NaN/Inf"),
+    # a spike in a log too short for the long rule
+    "scalars.spike.jumped": (
+        "the loss jumped to {loss} at step {s}, {x}x the median {base} of the 5 points before it",
+        "loss 在 step {s} 跳到 {loss}，是前 5 个点中位数 {base} 的 {x} 倍"),
+    "scalars.spike.came_back": ("it came back", "之后回落了"),
+    "scalars.spike.not_back": ("it has not come back", "之后没有回落"),
+    "scalars.spike.last_point": ("it is the last point", "这是最后一个点"),
+    "scalars.spike.separate": ("{k} separate spikes in {n} points", "{n} 个点里有 {k} 次独立的尖峰"),
+    "scalars.spike.one_off": (
+        "a one-off that recovered: a data window, not the learning rate (no reason to lower it)",
+        "一次性的尖峰且已恢复：是某段数据的问题，不是 LR 的问题（没有理由调低 LR）"),
+    "scalars.spike.short_log": ("judged on a short log ({n} points)", "只根据一段很短的日志（{n} 个点）判断"),
+    # the first updates made the loss worse and it never recovered
+    "scalars.jump.worse": (
+        "the first updates made the loss worse: {x0} at step {s0}, {xj} at step {s}",
+        "最初几次更新让 loss 变差了：step {s0} 是 {x0}，step {s} 变成 {xj}"),
+    "scalars.jump.never_below": (
+        "it never got below its start in {n} points (last third's median {last})",
+        "之后 {n} 个点里再也没有低于起点（后三分之一的中位数 {last}）"),
+    "scalars.jump.lr_adam_guess": (
+        "LR {lr}: far above the usual peak for Adam/AdamW (1e-5 to 1e-3)",
+        "LR {lr}：远高于 Adam/AdamW 常用的峰值（1e-5 到 1e-3）"),
+    "scalars.jump.fix": (
+        "lower the learning rate ~10x and add a warm-up (1-5% of the steps)",
+        "把 LR 降低约 10 倍，并加 warmup（总步数的 1-5%）"),
+    "scalars.jump.fix_lr": (
+        "lower the learning rate ~10x (now {lr}, e.g. {to}), and add a warm-up over the first 1-5% of the steps",
+        "把 LR 降低约 10 倍（现在是 {lr}，比如改成 {to}），并在前 1-5% 的步数里加 warmup"),
+    "scalars.jump.fix_lr_adam_guess": (
+        "lower the learning rate ~10x (now {lr}, e.g. {to}) - if this is Adam/AdamW, 1e-4 to 1e-3 is the usual "
+        "peak, and add a warm-up over the first 1-5% of the steps",
+        "把 LR 降低约 10 倍（现在是 {lr}，比如改成 {to}）——如果用的是 Adam/AdamW，常用峰值是 1e-4 到 1e-3；"
+        "并在前 1-5% 的步数里加 warmup"),
     # a gradient norm x100 within a few points (an explosion at any length), or x1000 and back
     "scalars.surge.rose": (
         "the gradient norm rose from {g0} at step {s0} to {g1} at step {s1} ({x}x in {k} steps)",
