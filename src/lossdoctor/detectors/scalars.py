@@ -489,19 +489,16 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
         return []
     lr_best = float(lr[turn]) if np.isfinite(lr[turn]) else lr0
     s_turn = int(q.steps[turn])
-    ev = [f"{RUNAWAY_LR}{fmt(lr_end / lr0)}x, from {fmt(lr0)} at step {int(q.steps[lr_rows[0]])} to {fmt(lr_end)} "
-          f"at step {int(q.steps[lr_rows[-1]])}, and never came down",
-          f"the loss was best ({fmt(best)}) at step {s_turn}, at LR {fmt(lr_best)}, and "
-          + (f"went non-finite at step {q.first_bad_step}" if q.first_bad is not None
-             else f"rose to {fmt(float(np.max(q.loss[after])))} as the LR kept climbing")]
+    best_at = dict(best=best, s=s_turn, lr=lr_best)
+    ev = [Msg("scalars.runaway.rose", x=lr_end / lr0, lr0=lr0, s0=int(q.steps[lr_rows[0]]), lr1=lr_end,
+              s1=int(q.steps[lr_rows[-1]])),
+          Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
+          else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
                     step=s_turn, evidence=ev,
-                    fixes=[f"cap the peak LR well below {fmt(lr_best)} (where the loss turned), e.g. "
-                           f"{fmt(lr_best / 3)}, and check the "
-                           "schedule: warm-up steps shorter than the run, a decay after the peak (the LR here "
-                           "never decays)",
-                           "if this was an LR range test, pick ~1/10 of the LR where the loss was lowest"])]
+                    fixes=[Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3),
+                           Msg("scalars.runaway.fix_range_test")])]
 
 
 @detector("short_spike", needs=("loss",))
@@ -586,15 +583,10 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[c])
     total = int(q.steps[-1]) + 1
     return [Finding(cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.75, step=s,
-                    evidence=[f"the LR fell from its peak {fmt(peak)} to {fmt(float(lr[c]))} by step {s} "
-                              f"({fmt(float(lr[c]) / peak)}x the peak), {fmt(100 * s / total)}% into a "
-                              f"{total}-step run, and ended at {fmt(float(x[-1]))}",
-                              f"the loss has not improved since (median {fmt(then)} then, {fmt(last)} at the end): "
-                              "the run stopped learning because the LR is gone"],
-                    fixes=["step the scheduler at the cadence its parameters assume: StepLR/MultiStepLR step_size "
-                           "and milestones counted in scheduler.step() calls (per epoch, or per batch with sizes "
-                           "in batches)",
-                           "check the decay: with gamma=0.1 every 10 calls the LR loses 10x every 10 steps"])]
+                    evidence=[Msg("scalars.lr_collapse.fell", peak=peak, lr=float(lr[c]), s=s,
+                                  x=float(lr[c]) / peak, pct=100 * s / total, total=total, end=float(x[-1])),
+                              Msg("scalars.lr_collapse.since", then=then, last=last)],
+                    fixes=[Msg("scalars.lr_collapse.fix_cadence"), Msg("scalars.lr_collapse.fix_decay")])]
 
 
 @detector("jump_then_stuck", needs=("loss",))

@@ -274,11 +274,41 @@ TEMPLATES = {
         "the change from the first third to the last ({first} -> {last}) is within the batch-to-batch noise "
         "(standard error {se})",
         "从前三分之一到后三分之一的变化（{first} -> {last}）在 batch 间的噪声范围内（标准误 {se}）"),
-    # LR schedule collapse late in the run
-    "scalars.lr_collapse.converged_early": (
-        "the loss had settled before the LR was gone; the schedule still does not do what it was meant to: "
-        "a decay counted in the wrong unit",
-        "在 LR 衰减到零之前 loss 已经收敛；但调度器的行为仍然不是预期的：衰减的计数单位错了"),
+    # an LR schedule that collapsed long before the end
+    "scalars.lr_collapse.fell": (
+        "the LR fell from its peak {peak} to {lr} by step {s} ({x}x the peak), {pct}% into a {total}-step run, "
+        "and ended at {end}",
+        "LR 从峰值 {peak} 降到 step {s} 的 {lr}（峰值的 {x} 倍），这时才到 {total} 步训练的 {pct}%，最后是 {end}"),
+    "scalars.lr_collapse.since": (
+        "the loss has not improved since (median {then} then, {last} at the end): the run stopped learning "
+        "because the LR is gone",
+        "此后 loss 再没有改善（当时中位数 {then}，最后 {last}）：LR 没了，训练也就停了"),
+    "scalars.lr_collapse.fix_cadence": (
+        "step the scheduler at the cadence its parameters assume: StepLR/MultiStepLR step_size and milestones "
+        "counted in scheduler.step() calls (per epoch, or per batch with sizes in batches)",
+        "按 scheduler 参数假设的频率调用 step：StepLR/MultiStepLR 的 step_size 和 milestones 是按 "
+        "scheduler.step() 的调用次数算的（按 epoch 调用，或者按 batch 调用时用 batch 数来设）"),
+    "scalars.lr_collapse.fix_decay": (
+        "check the decay: with gamma=0.1 every 10 calls the LR loses 10x every 10 steps",
+        "检查衰减：gamma=0.1、每 10 次调用衰减一次，意味着 LR 每 10 步缩小 10 倍"),
+    # an LR that kept rising while the loss diverged
+    "scalars.runaway.rose": (
+        "the LR rose {x}x, from {lr0} at step {s0} to {lr1} at step {s1}, and never came down",
+        "LR 涨了 {x} 倍：从 step {s0} 的 {lr0} 一路升到 step {s1} 的 {lr1}，从没降下来"),
+    "scalars.runaway.best_nan": (
+        "the loss was best ({best}) at step {s}, at LR {lr}, and went non-finite at step {bad}",
+        "loss 在 step {s}（LR {lr}）时最低（{best}），之后在 step {bad} 变成 NaN/Inf"),
+    "scalars.runaway.best_rose": (
+        "the loss was best ({best}) at step {s}, at LR {lr}, and rose to {top} as the LR kept climbing",
+        "loss 在 step {s}（LR {lr}）时最低（{best}），之后随着 LR 继续上升涨到了 {top}"),
+    "scalars.runaway.fix_cap": (
+        "cap the peak LR well below {lr} (where the loss turned), e.g. {to}, and check the schedule: warm-up "
+        "steps shorter than the run, a decay after the peak (the LR here never decays)",
+        "把峰值 LR 限制在 {lr}（loss 开始变差的位置）以下，比如 {to}；并检查调度：warmup 步数要比训练短，峰值之后"
+        "要有衰减（这里的 LR 从没衰减）"),
+    "scalars.runaway.fix_range_test": (
+        "if this was an LR range test, pick ~1/10 of the LR where the loss was lowest",
+        "如果这是一次 LR range test，取 loss 最低处 LR 的 1/10 左右"),
     # the LR against what is usual for the optimizer and task the run's configuration names
     "lr_usual.low": (
         "the LR {lr} is far below what is usual for {what} ({lo} to {hi}; optimizer {opt})",
