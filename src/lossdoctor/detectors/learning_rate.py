@@ -12,6 +12,7 @@ import numpy as np
 from ..findings import Finding
 from ..records import Run
 from .base import detector, fmt, round_sig
+from .lr_usual import with_lr_evidence
 from .quantities import Quantities
 
 HEALTHY_RATIO = 1e-3
@@ -42,6 +43,7 @@ def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float) -
 
 
 @detector("lr_too_high", needs=("loss",))
+@with_lr_evidence
 def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     """Loss jumps or diverges from the start, or oscillates with huge updates.
 
@@ -57,114 +59,167 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     weights that did not move much did not diverge because of the LR (that is grad_explosion's
     or the architecture's story, e.g. an unstable recurrence).
     Suppressed: a run whose loss improves overall (noise is not divergence) for (c)/(d).
+    Suppressed: (b) on a log that does not begin where the run began (`shows_run_start`).
+    The rules are tried in this order: (b), (a), then on >= 20 points (c), (e), (d).
     """
-    loss = q.loss
-    lf = q.finite_loss
-    if lf.size < 3:
+    if q.finite_loss.size < 3:
         return []
-    start = q.loss_start
-    first_loss = float(loss[lf[0]])  # before any update
-    ref0 = min(start, first_loss)  # the early median may already hold the blow-up
+    found = _nonfinite_from_start(run, q) or _early_jump(run, q)
+    if found or q.finite_loss.size < 20:
+        return found
+    return _late_divergence(run, q) or _blown_update(run, q) or _oscillation(run, q)
+
+
+def _first_loss_ref(q: Quantities) -> tuple[float, float]:
+    """(the loss before any update, the reference start: the lower of it and the early median,
+    which may already hold the blow-up)."""
+    first_loss = float(q.loss[q.finite_loss[0]])
+    return first_loss, min(q.loss_start, first_loss)
+
+
+def shows_run_start(run: Run, q: Quantities) -> bool:
+    """Whether the log begins where the run began: rule (b), "never improved from the start", needs
+    it (a jump, rule (a), is one wherever the log begins).
+    An excerpt pasted from mid-run does not: an HF console paste whose first epoch is >= 1, or a
+    first logged step more than 50 steps and two logging intervals after step 0."""
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return False
+    iv = run.meta.get("log_interval")
+    iv = iv if isinstance(iv, (int, float)) and iv >= 1 else 1
+    s0 = float(q.steps[0]) if q.n else 0.0
+    return not (s0 > 50 and s0 > 2 * iv)
+
+
+def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
+    """(b) non-finite within the first 50 steps (or 10% of the run), never below 0.8x the start."""
+    if q.first_bad is None or q.first_bad > max(50, q.n // 10) or not shows_run_start(run, q):
+        return []
+    loss, lf = q.loss, q.finite_loss
+    _, ref0 = _first_loss_ref(q)
+    pre = loss[: q.first_bad]
+    pre = pre[np.isfinite(pre)]
+    ur_pre = run.col("update_ratio")[: q.first_bad]
+    ur_pre = ur_pre[np.isfinite(ur_pre)]
+    small_updates = ur_pre.size >= 3 and float(ur_pre.max()) < 0.05
+    if not (pre.size >= 1 and float(pre.min()) >= 0.8 * ref0) or small_updates or _explained_nonfinite(run, q):
+        return []
+    s = q.first_bad_step
+    ev = [f"the loss never improved (best {fmt(float(pre.min()))} vs start {fmt(ref0)}) and went "
+          f"non-finite at step {s}"]
+    # the onset is where the divergence began (the loss rising from the first updates on), not
+    # where it finally overflowed
+    rising = lf[(lf >= 1) & (lf < q.first_bad)]
+    rising = rising[loss[rising] >= 1.5 * ref0]
+    if rising.size and ref0 > 0:
+        r0 = int(rising[0])
+        ev.append(f"it was already rising at step {int(q.steps[r0])} ({fmt(float(loss[r0]))}, "
+                  f"{fmt(float(loss[r0]) / ref0)}x the start)")
+        s = int(q.steps[r0])
+    gn = q.grad_norm[: q.first_bad]
+    gn = gn[np.isfinite(gn)]
+    if gn.size >= 2 and gn[-1] > 10 * gn[0]:
+        ev.append(f"grad norm grew from {fmt(float(gn[0]))} to {fmt(float(gn[-1]))} in {q.first_bad} steps")
     ratio_early = _ratio_median(run, 0, min(q.n, 20))
-    lr0 = _lr_at(q, min(q.n - 1, 5))
-    # (b) non-finite from the start
-    if q.first_bad is not None and (q.first_bad <= max(50, q.n // 10)):
-        pre = loss[: q.first_bad]
-        pre = pre[np.isfinite(pre)]
-        ur_pre = run.col("update_ratio")[: q.first_bad]
-        ur_pre = ur_pre[np.isfinite(ur_pre)]
-        small_updates = ur_pre.size >= 3 and float(ur_pre.max()) < 0.05
-        if pre.size >= 1 and float(pre.min()) >= 0.8 * ref0 and not small_updates \
-                and not _explained_nonfinite(run, q):
-            s = q.first_bad_step
-            ev = [f"the loss never improved (best {fmt(float(pre.min()))} vs start {fmt(ref0)}) and went "
-                  f"non-finite at step {s}"]
-            # the onset is where the divergence began (the loss rising from the first updates on),
-            # not where it finally overflowed
-            rising = lf[(lf >= 1) & (lf < q.first_bad)]
-            rising = rising[loss[rising] >= 1.5 * ref0]
-            if rising.size and ref0 > 0:
-                r0 = int(rising[0])
-                ev.append(f"it was already rising at step {int(q.steps[r0])} ({fmt(float(loss[r0]))}, "
-                          f"{fmt(float(loss[r0]) / ref0)}x the start)")
-                s = int(q.steps[r0])
-            gn = q.grad_norm[: q.first_bad]
-            gn = gn[np.isfinite(gn)]
-            if gn.size >= 2 and gn[-1] > 10 * gn[0]:
-                ev.append(f"grad norm grew from {fmt(float(gn[0]))} to {fmt(float(gn[-1]))} in {q.first_bad} steps")
-            if ratio_early:
-                ev.append(f"update/param ratio {fmt(ratio_early)} per step (healthy ~1e-3)")
-            return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
-                            step=int(q.steps[0] if s is None else s), evidence=ev,
-                            fixes=[_suggest_lr(lr0, ratio_early, 0.1), _warmup_fix(run, q)])]
-    # (a) early jump
+    if ratio_early:
+        ev.append(f"update/param ratio {fmt(ratio_early)} per step (healthy ~1e-3)")
+    return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
+                    step=int(q.steps[0] if s is None else s), evidence=ev,
+                    fixes=[_suggest_lr(_lr_at(q, min(q.n - 1, 5)), ratio_early, 0.1), _warmup_fix(run, q)])]
+
+
+def _early_jump(run: Run, q: Quantities) -> list[Finding]:
+    """(a) a loss in the first 10 steps >= 3x the first that stays up, comes with big updates, or
+    runs into a non-finite step within 20 steps."""
+    loss, lf = q.loss, q.finite_loss
+    first_loss, _ = _first_loss_ref(q)
     head = lf[lf < min(q.n, 11)]
-    if head.size >= 3 and first_loss > 0:
-        jump_rows = head[1:][loss[head[1:]] >= 3 * first_loss]
-        if jump_rows.size:
-            j = int(jump_rows[0])
-            before = float(np.median(loss[lf[lf < j]]))
-            after = lf[(lf > j) & (lf <= j + 20)]
-            stays = after.size >= 3 and float(np.median(loss[after])) >= 1.5 * max(first_loss, before)
-            ratio_j = _ratio_median(run, 0, j + 2)
-            if stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20):
-                s = int(q.steps[j])
-                ev = [f"the loss jumped from {fmt(first_loss)} to {fmt(float(loss[j]))} at step {s}"]
-                if stays:
-                    ev.append(f"and stayed high (median {fmt(float(np.median(loss[after])))} over the next "
-                              f"{after.size} steps)")
-                if ratio_j:
-                    ev.append(f"update/param ratio {fmt(ratio_j)} per step (healthy ~1e-3)")
-                return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
-                                confidence=0.8, step=s, evidence=ev,
-                                fixes=[_suggest_lr(lr0, ratio_j, 0.1), _warmup_fix(run, q)])]
-    if lf.size < 20:
+    if head.size < 3 or first_loss <= 0:
         return []
+    jump_rows = head[1:][loss[head[1:]] >= 3 * first_loss]
+    if not jump_rows.size:
+        return []
+    j = int(jump_rows[0])
+    before = float(np.median(loss[lf[lf < j]]))
+    after = lf[(lf > j) & (lf <= j + 20)]
+    stays = after.size >= 3 and float(np.median(loss[after])) >= 1.5 * max(first_loss, before)
+    ratio_j = _ratio_median(run, 0, j + 2)
+    if not (stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20)):
+        return []
+    s = int(q.steps[j])
+    ev = [f"the loss jumped from {fmt(first_loss)} to {fmt(float(loss[j]))} at step {s}"]
+    if stays:
+        ev.append(f"and stayed high (median {fmt(float(np.median(loss[after])))} over the next "
+                  f"{after.size} steps)")
+    if ratio_j:
+        ev.append(f"update/param ratio {fmt(ratio_j)} per step (healthy ~1e-3)")
+    return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
+                    confidence=0.8, step=s, evidence=ev,
+                    fixes=[_suggest_lr(_lr_at(q, min(q.n - 1, 5)), ratio_j, 0.1), _warmup_fix(run, q)])]
+
+
+def _fifths(q: Quantities) -> tuple[float, float, float]:
+    """(median of the first fifth, of the last fifth, lowest median of the five fifths)."""
+    loss, lf = q.loss, q.finite_loss
     k = max(3, lf.size // 5)
-    first = float(np.median(loss[lf[:k]]))
-    last = float(np.median(loss[lf[-k:]]))
     fifths = [float(np.median(loss[c])) for c in np.array_split(lf, 5) if c.size]
-    best = min(fifths)
-    # (c) divergence later: judged on block medians so noise around a tiny best loss is not a rise
-    if best > 0 and last >= 2 * best and last >= 1.5 * first and q.first_bad is None:
-        i = _divergence_onset(loss, lf, best)
-        s = int(q.steps[i])
-        ratio = _ratio_median(run, max(0, i - 20), i + 1)
-        return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.65,
-                        step=s, evidence=[f"the loss fell to {fmt(best)} then rose to {fmt(last)} "
-                                          f"({fmt(last / best)}x) from step {s} on"],
-                        fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3)])]
-    # (e) the first updates replaced the weights: an update half as large as the weights
-    #     themselves (||dW|| >= 0.5 ||W||) does not happen in a healthy run (its first steps stay
-    #     below 0.1), and a model hit that hard sits near chance afterwards (saturated
-    #     activations) without any NaN
-    ur = run.col("update_ratio")[: min(q.n, 25)]
+    return float(np.median(loss[lf[:k]])), float(np.median(loss[lf[-k:]])), min(fifths)
+
+
+def _late_divergence(run: Run, q: Quantities) -> list[Finding]:
+    """(c) the last fifth's median >= 2x the best fifth's and >= 1.5x the first's, no NaN: judged on
+    block medians so noise around a tiny best loss is not a rise."""
+    first, last, best = _fifths(q)
+    if not (best > 0 and last >= 2 * best and last >= 1.5 * first and q.first_bad is None):
+        return []
+    i = _divergence_onset(q.loss, q.finite_loss, best)
+    s = int(q.steps[i])
+    ratio = _ratio_median(run, max(0, i - 20), i + 1)
+    return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.65,
+                    step=s, evidence=[f"the loss fell to {fmt(best)} then rose to {fmt(last)} "
+                                      f"({fmt(last / best)}x) from step {s} on"],
+                    fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3)])]
+
+
+def _blown_update(run: Run, q: Quantities) -> list[Finding]:
+    """(e) the first updates replaced the weights: an update half as large as the weights themselves
+    (||dW|| >= 0.5 ||W||) does not happen in a healthy run (its first steps stay below 0.1), and a
+    model hit that hard sits near chance afterwards (saturated activations) without any NaN."""
+    first_loss, ref0 = _first_loss_ref(q)
+    _, last, _ = _fifths(q)
+    ur_all = run.col("update_ratio")
+    ur = ur_all[: min(q.n, 25)]
     ur = ur[np.isfinite(ur)]
-    if ur.size and float(ur.max()) >= BLOWN_RATIO and last >= 0.8 * ref0:
-        i = int(np.flatnonzero(np.isfinite(run.col("update_ratio")) & (run.col("update_ratio") >= BLOWN_RATIO))[0])
-        s = int(q.steps[i])
-        ev = [f"the update at step {s} was {fmt(float(ur.max()))}x the size of the weights "
-              "(||dW||/||W||; healthy ~1e-3)",
-              f"the loss has not improved since (start {fmt(first_loss)}, now {fmt(last)})"]
-        chance = run.meta.get("chance_loss")
-        if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
-            ev.append(f"it sits at the chance level {fmt(float(chance))}: the first steps saturated the model")
-        act = run.col("act_absmax")
-        if np.isfinite(act[:1]).any() and np.isfinite(act).any() and float(np.nanmax(act)) > 100 * float(act[0]):
-            ev.append(f"activations grew from {fmt(float(act[0]))} to {fmt(float(np.nanmax(act)))}")
-        return [Finding(cause="lr_too_high", symptom="plateau", severity="critical", confidence=0.8,
-                        step=s, evidence=ev, fixes=[_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01),
-                                                     _warmup_fix(run, q)])]
-    # (d) oscillation with huge updates
+    if not (ur.size and float(ur.max()) >= BLOWN_RATIO and last >= 0.8 * ref0):
+        return []
+    i = int(np.flatnonzero(np.isfinite(ur_all) & (ur_all >= BLOWN_RATIO))[0])
+    s = int(q.steps[i])
+    ev = [f"the update at step {s} was {fmt(float(ur.max()))}x the size of the weights "
+          "(||dW||/||W||; healthy ~1e-3)",
+          f"the loss has not improved since (start {fmt(first_loss)}, now {fmt(last)})"]
+    chance = run.meta.get("chance_loss")
+    if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
+        ev.append(f"it sits at the chance level {fmt(float(chance))}: the first steps saturated the model")
+    act = run.col("act_absmax")
+    if np.isfinite(act[:1]).any() and np.isfinite(act).any() and float(np.nanmax(act)) > 100 * float(act[0]):
+        ev.append(f"activations grew from {fmt(float(act[0]))} to {fmt(float(np.nanmax(act)))}")
+    return [Finding(cause="lr_too_high", symptom="plateau", severity="critical", confidence=0.8,
+                    step=s, evidence=ev, fixes=[_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01),
+                                                 _warmup_fix(run, q)])]
+
+
+def _oscillation(run: Run, q: Quantities) -> list[Finding]:
+    """(d) a median update ratio > 0.1 (DeepDiagnosis' upper bound) and no progress."""
+    first, last, _ = _fifths(q)
     ratio_all = _ratio_median(run, 0, q.n)
-    if ratio_all is not None and ratio_all > 0.1 and last >= 0.9 * first:
-        return [Finding(cause="lr_too_high", symptom="oscillation", severity="warning", confidence=0.6,
-                        step=int(q.steps[lf[0]]),
-                        evidence=[f"median update/param ratio {fmt(ratio_all)} per step (DeepDiagnosis: "
-                                  "above 0.1 is too large; healthy ~1e-3)",
-                                  f"the loss is not improving (first fifth {fmt(first)}, last {fmt(last)})"],
-                        fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1)])]
-    return []
+    if ratio_all is None or ratio_all <= 0.1 or last < 0.9 * first:
+        return []
+    return [Finding(cause="lr_too_high", symptom="oscillation", severity="warning", confidence=0.6,
+                    step=int(q.steps[q.finite_loss[0]]),
+                    evidence=[f"median update/param ratio {fmt(ratio_all)} per step (DeepDiagnosis: "
+                              "above 0.1 is too large; healthy ~1e-3)",
+                              f"the loss is not improving (first fifth {fmt(first)}, last {fmt(last)})"],
+                    fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1)])]
 
 
 def _explained_nonfinite(run: Run, q: Quantities) -> bool:
@@ -211,6 +266,7 @@ def _warmup_fix(run: Run, q: Quantities) -> str:
 
 @detector("lr_too_low", needs=("loss", "update_ratio"),
           hint="the update/param ratio (recorded by watch) is needed to tell a too-low LR")
+@with_lr_evidence
 def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     """Updates are tiny and the loss crawls: median update ratio < 1e-5 (DeepDiagnosis' lower
     bound) over >= 50 steps with the loss down by less than 30%. Suppressed when low-precision
@@ -250,86 +306,105 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
       above half the peak (suppressed for schedulers that restart on purpose);
     - an LR that rises >= 10x in one step after warm-up began (a drop is a normal step decay);
     - LR stuck at 0 for 10+ steps after the first.
+    The last two are reported only when neither of the first two was.
     """
-    lr = q.lr
-    idx = np.flatnonzero(np.isfinite(lr))
+    idx = np.flatnonzero(np.isfinite(q.lr))
     if idx.size < 10:
         return []
-    x = lr[idx]
-    out: list[Finding] = []
-    sched = str(((run.meta.get("scheduler") or {}).get("class") or "")).lower()
-    peak = float(x.max())
-    if peak <= 0:
+    x = q.lr[idx]
+    if float(x.max()) <= 0:
         return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
                         step=int(q.steps[idx[0]]), evidence=["the learning rate is 0 at every logged step"],
                         fixes=["check the scheduler: a LambdaLR returning 0, or warm-up steps larger than the run"])]
-    running_peak = np.maximum.accumulate(x)
-    # staircase warm-up: within the initial rising phase (up to the first real decrease)
-    dec = np.flatnonzero(x < 0.99 * running_peak)
+    out = _staircase_warmup(q, idx, x) + _cosine_restart(run, q, idx, x)
+    return out or _one_step_rise(q, idx, x) or _stuck_at_zero(q, idx, x)
+
+
+def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
+    """Within the initial rising phase (up to the first real decrease), >= 3 rises with flat
+    stretches of >= 3 logged rows and >= 5 steps between them: a warm-up stepped per epoch. (A log
+    every N steps of a per-step warm-up changes at every logged row, which is not a staircase.)"""
+    peak = float(x.max())
+    dec = np.flatnonzero(x < 0.99 * np.maximum.accumulate(x))
     rise = x[: dec[0] if dec.size else x.size]
-    if rise.size >= 10:
-        ch = np.flatnonzero(np.diff(rise) > 1e-12 * peak)
-        if ch.size >= 3:
-            gaps = np.diff(ch)
-            steps_gap = np.diff(q.steps[idx][ch])
-            # flat stretches of >= 3 logged rows between rises (a log every N steps of a per-step
-            # warm-up changes at every logged row, which is not a staircase)
-            if gaps.size >= 2 and np.median(gaps) >= 3 and np.median(steps_gap) >= 5:
-                s = int(q.steps[idx[ch[0] + 1]])
-                k = int(np.median(steps_gap))
-                out.append(Finding(
-                    cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.75,
-                    step=s,
-                    evidence=[f"during warm-up the LR rose in {ch.size} jumps, one every ~{k} steps "
-                              f"(e.g. {fmt(float(rise[ch[0]]))} -> {fmt(float(rise[ch[0] + 1]))} at step {s}), "
-                              "flat in between: the warm-up scheduler is stepped once per epoch / every "
-                              f"{k} steps, not per optimizer step"],
-                    fixes=["call scheduler.step() after every optimizer.step(), or express warm-up in epochs"]))
-    # cosine restarting (period shorter than the run): after falling below half of the peak so far,
-    # the LR climbs back above half of it
-    if not any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle")):
-        dropped = np.flatnonzero(x < 0.5 * running_peak)
-        if dropped.size:
-            d0 = int(dropped[0])
-            tail = x[d0:]
-            run_min = np.minimum.accumulate(tail)
-            climb = np.flatnonzero((tail >= 0.5 * running_peak[d0:]) & (tail > 2 * run_min + 1e-30))
-            if climb.size:
-                j = d0 + int(climb[0])
-                tmin = d0 + int(np.argmin(x[d0: j + 1]))
-                first_peak = int(np.argmax(x[:d0])) if d0 > 0 else 0
-                s_min, s = int(q.steps[idx[tmin]]), int(q.steps[idx[j]])
-                period = s_min - int(q.steps[idx[first_peak]])
-                total = int(q.steps[idx[-1]]) + 1
-                out.append(Finding(
-                    cause="lr_schedule_error", symptom="divergence", severity="warning", confidence=0.8,
-                    step=s,
-                    evidence=[f"the LR decayed from {fmt(float(running_peak[d0]))} to {fmt(float(x[tmin]))} at step "
-                              f"{s_min}, then climbed back to {fmt(float(x[j]))} by step {s}: the cosine "
-                              f"period (~{period} steps) is shorter than the run ({total} steps)"],
-                    fixes=[f"set CosineAnnealingLR(T_max=total optimizer steps) (here {total} minus warm-up), "
-                           "or use CosineAnnealingWarmRestarts if restarts are intended"]))
-    # x10 rise in one step (after the first step)
-    if x.size >= 3:
-        prev, cur = x[1:-1], x[2:]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.where(prev > 0, cur / prev, 1.0)
-        big = np.flatnonzero(r >= 10)
-        if big.size and not out:
-            j = int(big[0]) + 2
-            s = int(q.steps[idx[j]])
-            out.append(Finding(
-                cause="lr_schedule_error", symptom="spike", severity="warning", confidence=0.7, step=s,
-                evidence=[f"the LR rose {fmt(float(r[big[0]]))}x in one step ({fmt(float(x[j - 1]))} -> "
-                          f"{fmt(float(x[j]))} at step {s})"],
-                fixes=["check the scheduler's milestones/lambda and that it is not re-created or stepped "
-                       "twice; ramp the LR over several steps"]))
-    # stuck at zero after start
+    if rise.size < 10:
+        return []
+    ch = np.flatnonzero(np.diff(rise) > 1e-12 * peak)
+    if ch.size < 3:
+        return []
+    gaps = np.diff(ch)
+    steps_gap = np.diff(q.steps[idx][ch])
+    if gaps.size < 2 or np.median(gaps) < 3 or np.median(steps_gap) < 5:
+        return []
+    s = int(q.steps[idx[ch[0] + 1]])
+    k = int(np.median(steps_gap))
+    return [Finding(
+        cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.75, step=s,
+        evidence=[f"during warm-up the LR rose in {ch.size} jumps, one every ~{k} steps "
+                  f"(e.g. {fmt(float(rise[ch[0]]))} -> {fmt(float(rise[ch[0] + 1]))} at step {s}), "
+                  "flat in between: the warm-up scheduler is stepped once per epoch / every "
+                  f"{k} steps, not per optimizer step"],
+        fixes=["call scheduler.step() after every optimizer.step(), or express warm-up in epochs"])]
+
+
+def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
+    """After falling below half of the peak so far, the LR climbs back above half of it: a cosine
+    period shorter than the run (silent for schedulers that restart or cycle on purpose)."""
+    sched = str(((run.meta.get("scheduler") or {}).get("class") or "")).lower()
+    if any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle")):
+        return []
+    running_peak = np.maximum.accumulate(x)
+    dropped = np.flatnonzero(x < 0.5 * running_peak)
+    if not dropped.size:
+        return []
+    d0 = int(dropped[0])
+    tail = x[d0:]
+    run_min = np.minimum.accumulate(tail)
+    climb = np.flatnonzero((tail >= 0.5 * running_peak[d0:]) & (tail > 2 * run_min + 1e-30))
+    if not climb.size:
+        return []
+    j = d0 + int(climb[0])
+    tmin = d0 + int(np.argmin(x[d0: j + 1]))
+    first_peak = int(np.argmax(x[:d0])) if d0 > 0 else 0
+    s_min, s = int(q.steps[idx[tmin]]), int(q.steps[idx[j]])
+    period = s_min - int(q.steps[idx[first_peak]])
+    total = int(q.steps[idx[-1]]) + 1
+    return [Finding(
+        cause="lr_schedule_error", symptom="divergence", severity="warning", confidence=0.8, step=s,
+        evidence=[f"the LR decayed from {fmt(float(running_peak[d0]))} to {fmt(float(x[tmin]))} at step "
+                  f"{s_min}, then climbed back to {fmt(float(x[j]))} by step {s}: the cosine "
+                  f"period (~{period} steps) is shorter than the run ({total} steps)"],
+        fixes=[f"set CosineAnnealingLR(T_max=total optimizer steps) (here {total} minus warm-up), "
+               "or use CosineAnnealingWarmRestarts if restarts are intended"])]
+
+
+def _one_step_rise(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
+    """The LR rose >= 10x in one step, after the first step (a drop is a normal step decay)."""
+    if x.size < 3:
+        return []
+    prev, cur = x[1:-1], x[2:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(prev > 0, cur / prev, 1.0)
+    big = np.flatnonzero(r >= 10)
+    if not big.size:
+        return []
+    j = int(big[0]) + 2
+    s = int(q.steps[idx[j]])
+    return [Finding(
+        cause="lr_schedule_error", symptom="spike", severity="warning", confidence=0.7, step=s,
+        evidence=[f"the LR rose {fmt(float(r[big[0]]))}x in one step ({fmt(float(x[j - 1]))} -> "
+                  f"{fmt(float(x[j]))} at step {s})"],
+        fixes=["check the scheduler's milestones/lambda and that it is not re-created or stepped "
+               "twice; ramp the LR over several steps"])]
+
+
+def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
+    """The LR is exactly 0 at >= 10 logged steps after the first (its peak was above 0)."""
     zero = np.flatnonzero(x[1:] == 0)
-    if zero.size >= 10 and peak > 0 and not out:
-        s = int(q.steps[idx[zero[0] + 1]])
-        out.append(Finding(
-            cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.7, step=s,
-            evidence=[f"the learning rate is exactly 0 at {zero.size} logged steps from step {s} on"],
-            fixes=["check the schedule's length (total steps) and any LambdaLR returning 0"]))
-    return out
+    if zero.size < 10:
+        return []
+    s = int(q.steps[idx[zero[0] + 1]])
+    return [Finding(
+        cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.7, step=s,
+        evidence=[f"the learning rate is exactly 0 at {zero.size} logged steps from step {s} on"],
+        fixes=["check the schedule's length (total steps) and any LambdaLR returning 0"])]

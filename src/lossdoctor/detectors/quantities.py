@@ -51,9 +51,35 @@ class Quantities:
             fell_next = np.nan_to_num(nxt < s, nan=False).astype(bool) & ~np.isfinite(self.grad_norm)
             return fell | fell_next
         skipped = np.zeros(self.n, dtype=bool)
-        if self.survived_nonfinite_grad is not None:
-            skipped[self.survived_nonfinite_grad] = True
+        skipped[self.survived_nonfinite_grads] = True
         return skipped
+
+    @cached_property
+    def survived_nonfinite_grads(self) -> np.ndarray:
+        """Every row whose gradient norm is non-finite, in a log that says nothing of skipped steps,
+        when every logged loss is finite, at least one loss was logged after the first such row,
+        and the gradient norm came back finite after the last one (or was never finite: every step
+        skipped): a NaN gradient that reached the weights would have made the later losses NaN, so
+        those updates were skipped (an fp16 loss scaler, DeepSpeed, a guard in the loop).
+        One such row is `survived_nonfinite_grad`; several recur, which `skipped_updates` reports.
+        Empty when the log has a `skipped` or loss-scale column (`skipped` reads those)."""
+        none = np.zeros(0, dtype=int)
+        if not self.run.has("grad_norm") or self.run.has("skipped") or self.run.has("scale"):
+            return none
+        bad = np.flatnonzero(self.run.logged("grad_norm") & ~np.isfinite(self.grad_norm))
+        if bad.size == 0:
+            return none
+        if bad.size == 1:
+            return none if self.survived_nonfinite_grad is None else bad
+        losses = self.loss[self.loss_logged]
+        if losses.size == 0 or not np.isfinite(losses).all() or not self.loss_logged[bad[0] + 1:].any():
+            return none
+        gn_logged = self.run.logged("grad_norm")
+        every = bad.size == int(gn_logged.sum())  # no update at all: every step was skipped
+        recovered = bool((gn_logged[bad[-1] + 1:] & np.isfinite(self.grad_norm[bad[-1] + 1:])).any())
+        # non-finite norms up to the end of a log that had finite ones may be the start of a run
+        # gone bad (the log stops before its loss does): not judged as skips
+        return bad if every or recovered else none
 
     @cached_property
     def survived_nonfinite_grad(self) -> int | None:

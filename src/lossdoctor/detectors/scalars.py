@@ -14,9 +14,11 @@ import math
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
 from .base import detector, fmt
 from .loss_shape import is_spike, robust_sigma, spike_fixes
+from .lr_usual import judge_lr, with_lr_evidence
 from .quantities import Quantities
 
 #: fewer finite loss points than this: the length-hungry checks (spikes 40, late divergence 20,
@@ -34,13 +36,13 @@ CHEAP_WAYS = ("log the gradient norm (grad_norm) and the LR next to the loss; ru
               "`lossdoctor check` before training")
 
 
-def chance_level(run: Run, level: float) -> tuple[float, str] | None:
+def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
     """The chance-level loss `level` sits at: the run's own (`chance_loss` in its meta) or ln K of a
     common class count K, within 0.2%. None when it matches neither."""
     chance = run.meta.get("chance_loss")
-    cands: list[tuple[float, str]] = []
+    cands: list[tuple[float, str | Msg]] = []
     if isinstance(chance, (int, float)) and chance > 0:
-        cands.append((float(chance), "the run's chance level"))
+        cands.append((float(chance), Msg("scalars.flat.run_chance")))
     cands += [(math.log(k), f"ln({k})") for k in COMMON_K]
     for c, name in cands:
         if abs(level - c) <= 0.002 * c + 1e-4:
@@ -58,18 +60,49 @@ def _lr_reached(q: Quantities, rows: np.ndarray) -> tuple[float | None, bool]:
     return float(lr.max()), bool(lr[-1] >= 1.5 * lr[0] and lr[-1] > 0)
 
 
+#: LR x gradient norm at or below this is an SGD step that moves the whole model by ~nothing
+TINY_SGD_STEP = 2e-5
+
+
+def _median_se(a: np.ndarray, b: np.ndarray) -> float:
+    """Standard error of the difference of two medians (robust: from the MADs), so that a flat
+    but noisy loss (small batches, regression) is not read as falling."""
+    def one(x: np.ndarray) -> float:
+        mad = float(np.median(np.abs(x - np.median(x))))
+        return 1.2533 * 1.4826 * mad / math.sqrt(max(1, x.size))
+
+    return math.hypot(one(a), one(b))
+
+
+def _tiny_sgd_step(q: Quantities, lf: np.ndarray, lr: float | None, gn: np.ndarray) -> float | None:
+    """LR x median gradient norm when it is at most TINY_SGD_STEP on a log that covers the run's
+    start (>= 10 gradient norms), unless the optimizer is known to be Adam-like (whose step does not
+    scale with the gradient). None otherwise."""
+    if lr is None or lr <= 0 or gn.size < 10 or q.adam_like:
+        return None
+    if int(q.steps[lf[0]]) > 0.05 * max(1, int(q.steps[lf[-1]])):
+        return None  # a log that starts mid-run: its flat stretch may follow a fall it does not show
+    step = lr * float(np.median(gn))
+    return step if 0 < step <= TINY_SGD_STEP else None  # a zero gradient is another story
+
+
 @detector("flat_loss", needs=("loss",))
+@with_lr_evidence
 def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     """The loss does not move from the start, judged on as few as 10 points when the log says why:
-    an LR of 0 (the schedule), a tiny LR (<= 1e-5 at its largest: too low), a gradient norm of
-    exactly 0 or a loss exactly constant across batches (the weights do not change), or a loss at
-    exactly chance for >= 30 points (learns nothing; then a ranked differential, since labels
-    unrelated to their inputs and an update that does not reach the weights fit alike).
+    an LR of 0 (the schedule), a tiny LR (<= 1e-5 at its largest, an SGD step LR x grad norm
+    <= 2e-5, or an LR far below what is usual for the optimizer the run's configuration names:
+    too low), a gradient norm of exactly 0 or a loss exactly constant across batches (the weights
+    do not change), or a loss at exactly chance for >= 30 points (learns nothing; then a ranked
+    differential, since labels unrelated to their inputs and an update that does not reach the
+    weights fit alike; an LR far above what is usual for the named optimizer ranks first).
 
     A flat loss with none of these is left to the `inconclusive` verdict on a short log (a few
     flat points are also how a healthy run starts) and to `noisy_data` on a long one; so are long
-    logs (>= 100 points) unless the LR is tiny, which `noisy_data` would misread as noisy labels.
-    Silent when the loss falls >= 3% from the first third to the last."""
+    logs (>= 100 points) unless the LR is tiny (or, at chance, far above usual), which `noisy_data`
+    would misread as noisy labels. Silent when the loss falls >= 3% from the first third to the
+    last and by more than 3 standard errors of the medians (batch noise is not a fall), and when
+    it converged to <= 5% of its start."""
     lf = q.finite_loss
     n = lf.size
     if n < 10 or q.first_bad is not None:
@@ -77,16 +110,20 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     x = q.loss[lf]
     k = max(2, n // 3)
     first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
-    if first <= 0 or last < 0.97 * first:
-        return []
+    se = _median_se(x[:k], x[-k:]) if n >= 30 else 0.0
+    if first <= 0 or (last < 0.97 * first and first - last > 3 * se) or last <= 0.05 * q.loss_start:
+        return []  # it fell, or it converged (to <= 5% of its start) within the first third
     lr, warming = _lr_reached(q, lf)
-    tiny_lr = lr is not None and 0 < lr <= TINY_LR
+    gn = q.grad_norm[lf]
+    gn = gn[np.isfinite(gn)]
+    step = _tiny_sgd_step(q, lf, lr, gn)
+    judged = judge_lr(run, q, lr)
+    verdict = judged[0] if judged else None
+    tiny_lr = (lr is not None and 0 < lr <= TINY_LR) or step is not None or verdict == "low"
     level = float(np.median(x))
     spread = float(np.max(x) - np.min(x))
     constant = spread <= 1e-4 * max(level, 1e-3)
     chance = chance_level(run, level) if float(np.max(np.abs(x - level))) <= 0.02 * level else None
-    gn = q.grad_norm[lf]
-    gn = gn[np.isfinite(gn)]
     zero_grad = gn.size >= 3 and float(np.max(gn)) <= 1e-8
     ur = run.col("update_ratio")[lf]
     ur = ur[np.isfinite(ur)]
@@ -97,73 +134,248 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (pn.size >= 5 and float(np.ptp(pn)) == 0.0
                                                                  and float(pn[0]) > 0)
     s0 = int(q.steps[lf[0]])
-    ev = [f"the loss did not fall over {n} logged points (steps {s0}-{int(q.steps[lf[-1]])}): median "
-          f"{fmt(first)} in the first third, {fmt(last)} in the last"]
+    ev = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
+    if last < 0.97 * first:
+        ev.append(Msg("scalars.flat.noise", first=first, last=last, se=se))
     if chance:
-        ev.append(f"it sits at {fmt(level, 5)}, the chance level {chance[1]} = {fmt(chance[0], 5)}: the model "
-                  "predicts no better than uniform, it learns nothing")
+        ev.append(Msg("scalars.flat.chance", level=level, name=chance[1], chance=chance[0]))
     if constant:
-        ev.append(f"it is exactly constant across steps (spread {fmt(spread)}) although every step sees another "
-                  "batch: the model's outputs do not change")
-    if n >= 100 and not (tiny_lr or no_update):
+        ev.append(Msg("scalars.flat.constant", spread=spread))
+    if n >= 100 and not (tiny_lr or no_update or (chance and verdict == "high")):
         return []
-    lr_txt = f"LR {fmt(lr)}" if lr is not None else "the LR (not logged)"
-    alts = ["labels unrelated to their inputs (shuffled, misaligned): the model can learn only the label "
-            "frequencies",
-            "the weights do not change: frozen parameters, a loss detached from the model, or an optimizer "
-            "that never steps (or holds other parameters)",
-            f"a learning rate too low for this model ({lr_txt})"]
-    tell = ("One measurement tells them apart: the update/param ratio ||dW||/||W|| per step (0: nothing "
-            "steps; < 1e-5: LR too low; ~1e-3 with a flat loss: the labels) - lossdoctor.watch records it")
-    overfit = ("train on 1-2 batches only: a model that can learn must overfit them to a loss near 0; if it "
-               "cannot, the weights do not change (check requires_grad, .detach(), optimizer.step())")
+    labels, frozen = Msg("scalars.alt.labels"), Msg("scalars.alt.frozen")
+    low = Msg("scalars.alt.lr_low", lr=Msg("scalars.alt.lr_value", lr=lr) if lr is not None
+              else Msg("scalars.alt.lr_unlogged"))
+    tell = Msg("scalars.flat.tell")
+    overfit = Msg("scalars.fix.overfit")
+    watch = Msg("scalars.fix.watch_update_size")
     if lr is not None and lr == 0:
         cause, conf = "lr_schedule_error", 0.8
-        ev.append("the learning rate is 0 at every logged step: the scheduler never let it rise (warm-up "
-                  "longer than the run, a LambdaLR returning 0)")
-        fixes = ["check the scheduler: warm-up steps vs total steps, and what its lambda returns at step 0"]
+        ev.append(Msg("scalars.flat.lr_zero"))
+        fixes = [Msg("scalars.flat.fix_lr_zero")]
     elif no_update:
         cause, conf = "frozen_model", 0.85
-        ev.append(f"the weights did not change at any of {max(ur.size, pn.size)} measured steps (update/param "
-                  "ratio 0, or a parameter norm equal to the last bit) although the gradient norm is "
-                  f"{fmt(float(np.median(gn))) if gn.size else 'unknown'}: "
-                  "the optimizer steps other parameters than the model's (built before the model was "
-                  "re-created or reloaded), or they are frozen, or optimizer.step() is never reached")
-        fixes = ["build the optimizer from the model that is trained, after any re-creation or checkpoint "
-                 "load: optimizer = Adam(model.parameters(), ...); check requires_grad and that "
-                 "optimizer.step() runs"]
+        ev.append(Msg("scalars.flat.no_update", k=int(max(ur.size, pn.size)),
+                      g=float(np.median(gn)) if gn.size else Msg("scalars.word.unknown")))
+        fixes = [Msg("scalars.flat.fix_rebuild_optimizer")]
+    elif tiny_lr and step is not None and not (lr is not None and lr <= TINY_LR):
+        cause, conf = "lr_too_low", 0.6
+        ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
+        fixes = [Msg("scalars.flat.fix_raise_sgd", lr=lr)]
+    elif tiny_lr and verdict == "low" and not (lr is not None and lr <= TINY_LR):
+        cause, conf = "lr_too_low", 0.6  # with_lr_evidence adds the sentence that says so
+        fixes = [Msg("scalars.flat.fix_raise_usual", lr=lr)]
     elif tiny_lr:
         cause, conf = "lr_too_low", 0.75
-        ev.append(f"the LR is at most {fmt(lr)}: an Adam-family step then moves each weight by about {fmt(lr)} "
-                  "(usual peak LRs: 1e-5 to 1e-3 for Adam/AdamW, 1e-3 to 1e-1 for SGD), too little to change "
-                  f"the loss in {n} steps")
-        fixes = [f"raise the learning rate to about 1e-4 (now {fmt(lr)}) for Adam/AdamW, or 1e-2 for SGD; "
-                 "an LR range test (a few hundred steps, LR from 1e-7 up) finds the largest stable one"]
+        ev.append(Msg("scalars.flat.tiny_lr", lr=lr, n=int(n)))
+        fixes = [Msg("scalars.flat.fix_raise", lr=lr)]
     elif zero_grad:
         cause, conf = "frozen_model", 0.6
-        ev.append(f"the gradient norm is 0 at every logged step ({gn.size}): no gradient reaches the weights "
-                  "(parameters frozen with requires_grad=False, the loss computed from detached tensors, or "
-                  "every label masked)")
-        fixes = ["check that the parameters given to the optimizer have requires_grad=True and that the loss "
-                 "is computed from the model's output without .detach()/.item()/torch.no_grad()", overfit]
+        ev.append(Msg("scalars.flat.zero_grad", k=int(gn.size)))
+        fixes = [Msg("scalars.flat.fix_requires_grad"), overfit]
     elif constant:
         # unrelated labels still let the model learn their frequencies: the loss would wander
         # across batches, not repeat to the last digit
         cause, conf = "frozen_model", 0.5
-        ranked = [alts[1], alts[2], alts[0]]
-        ev.append("the differential, ranked: " + "; ".join(f"({i + 1}) {a}" for i, a in enumerate(ranked))
-                  + ". " + tell)
-        fixes = [overfit, "run 50 steps under lossdoctor.watch to measure the update size per layer"]
+        ev.append(Msg("scalars.flat.ranked", a=frozen, b=low, c=labels, tell=tell))
+        fixes = [overfit, watch]
+    elif chance and n >= 30 and not warming and verdict == "high":
+        # the LR is far above what is usual for the run's optimizer: first steps that large
+        # saturate a model at chance (with_lr_evidence adds the sentence that says so)
+        cause, conf = "lr_too_high", 0.5
+        ev.append(Msg("scalars.flat.ranked_lr_high", a=labels, b=frozen))
+        fixes = [Msg("scalars.fix.lower_lr_warmup"), overfit]
     elif chance and n >= 30 and not warming:
         cause, conf = "noisy_data", 0.4
-        ev.append("causes that fit this equally well (the log cannot rank them): "
-                  + "; ".join(f"({i + 1}) {a}" for i, a in enumerate(alts)) + ". " + tell)
-        fixes = ["run 50 steps under lossdoctor.watch to measure the update size per layer", overfit,
-                 "audit a sample of labels against their inputs"]
+        ev.append(Msg("scalars.flat.equal", a=labels, b=frozen, c=low, tell=tell))
+        fixes = [watch, overfit, Msg("scalars.fix.audit_labels")]
     else:
         return []
     return [Finding(cause=cause, symptom="plateau" if chance or constant else "slow_convergence",
                     severity="warning", confidence=conf, step=s0, evidence=ev, fixes=fixes)]
+
+
+#: finite steps a run must have trained before a non-finite step counts as sudden
+SUDDEN_AFTER = 20
+
+
+@detector("sudden_nonfinite", needs=("loss",))
+def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
+    """A run that trained normally goes non-finite from one step to the next with no sign before
+    it: >= 20 finite steps, then a NaN/Inf loss or gradient norm while the last 5 losses before it
+    stayed in their range (giving back < 20% of the progress made, < 1.5x the recent median), the
+    last 3 gradient norms stayed < 5x their recent median or below the largest norm seen before
+    (a converged model's norms jump x10 from one batch to the next near 1e-6), and the LR did not
+    jump. A too-high LR
+    diverges first and an explosion builds up over steps; what breaks one step without warning is
+    most often the batch of that step. Named `nonfinite_data` at a confidence that says it is the
+    likeliest of three (the evidence lists them and the one look that separates them). Silent on a
+    run `watch` recorded (its direct evidence names the cause), and when the gradient norm is
+    exactly 0 at that step (a mean over zero supervised tokens, which
+    `label_mask_empty` names)."""
+    i = q.first_bad
+    if i is None or _has_direct_evidence(run):
+        return []
+    lf = q.finite_loss[q.finite_loss < i]
+    if lf.size < SUDDEN_AFTER:
+        return []
+    gn = q.grad_norm
+    if run.has("grad_norm") and np.isfinite(gn[i]) and gn[i] == 0:
+        return []
+    x = q.loss[lf]
+    recent, tail = x[-25:-5] if x.size >= 25 else x[:-5], x[-5:]
+    base = float(np.median(recent))
+    start = q.loss_start
+    progress = max(start - base, 0.0)
+    worst = float(np.max(tail))
+    if worst > max(1.5 * base, base + 0.2 * progress, float(np.max(recent))):
+        return []  # the loss was rising: divergence, which the LR and explosion rules date
+    ev = [Msg("scalars.sudden_nan.what", step=int(q.steps[i]), n=int(lf.size)),
+          Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base)]
+    g = gn[:i][np.isfinite(gn[:i])]
+    conf = 0.45
+    if g.size >= 10:
+        g_med, g_last = float(np.median(g[-25:-3])), float(np.max(g[-3:]))
+        if g_med > 0 and g_last >= 5 * g_med and g_last > float(np.max(g[:-3])):
+            return []  # a gradient surge beyond anything seen before: the explosion rules' story
+        ev.insert(1, Msg("scalars.sudden_nan.grad_calm", g=float(g[-1]), med=g_med))
+        conf = 0.5
+    lr = q.lr[:i + 1]
+    lr_rows = np.flatnonzero(np.isfinite(lr))
+    if lr_rows.size >= 2 and lr[lr_rows[-2]] > 0 and lr[lr_rows[-1]] >= 1.5 * lr[lr_rows[-2]]:
+        return []  # the LR jumped at that step: the schedule's story
+    s = int(q.steps[i])
+    ev.append(Msg("scalars.sudden_nan.differential", step=s))
+    return [Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=conf,
+                    step=s, batch=s, evidence=ev,
+                    fixes=[Msg("scalars.sudden_nan.fix_batch", step=s), Msg("scalars.sudden_nan.fix_watch")])]
+
+
+def _has_direct_evidence(run: Run) -> bool:
+    """The run holds what `watch` records where a NaN enters (the batch's non-finite samples, the
+    first module whose output went non-finite): the direct detectors name the cause from those,
+    and an inference from the curve's calm must not outrank them."""
+    return bool(run.event("fwd_first_nonfinite") or run.event("batch_nonfinite_detail")
+                or run.event("bwd_first_nonfinite") or _has_watch_records(run))
+
+
+@detector("accumulating_grads", needs=("loss", "grad_norm"))
+def accumulating_grads(run: Run, q: Quantities) -> list[Finding]:
+    """Gradients that add up from step to step while the loss stands still: the gradient norm grows
+    in proportion to the step (correlation >= 0.97, the last sixth's median >= 3x the first's,
+    every sixth above the one before) and the loss's last third is within [0.75, 1.33]x its first
+    third. That is .grad summing because zero_grad clears other parameters than those the loss
+    is computed from (an optimizer holding another copy of the model): nothing is stepped. A
+    healthy run's gradient norm may drift up, but not linearly 3x while the loss stays put."""
+    if q.first_bad is not None:
+        return []
+    rows = np.flatnonzero(np.isfinite(q.grad_norm) & np.isfinite(q.loss) & q.loss_logged)
+    if rows.size < 30:
+        return []
+    g, x = q.grad_norm[rows], q.loss[rows]
+    sixths = [float(np.median(c)) for c in np.array_split(g, 6)]
+    if sixths[0] <= 0 or sixths[-1] < 3 * sixths[0] or any(b <= a for a, b in zip(sixths, sixths[1:])):
+        return []
+    corr = float(np.corrcoef(q.steps[rows].astype(float), g)[0, 1])
+    k = rows.size // 3
+    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
+    if corr < 0.97 or first <= 0 or not 0.75 * first <= last <= 1.33 * first:
+        return []
+    return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.75,
+                    step=int(q.steps[rows[0]]),
+                    evidence=[Msg("scalars.accumulating.what", g0=sixths[0], g1=sixths[-1],
+                                  ratio=sixths[-1] / sixths[0], corr=corr),
+                              Msg("scalars.accumulating.loss", first=first, last=last),
+                              Msg("scalars.accumulating.why")],
+                    fixes=[Msg("scalars.accumulating.fix_optimizer")])]
+
+
+def progress_kind(x: np.ndarray) -> tuple[str, float, float]:
+    """How a loss curve is moving: ("nothing" | "slowly" | "converged" | "learning", total fall as a
+    share of the first third's median, the last third's fall as a share of the first third's fall).
+
+    nothing: no fall beyond the batch noise. slowly: it falls beyond the noise, by < 30% in all,
+    and as fast at the end as at the start (the last third's fall >= half the first third's: no
+    bend). stalled: it fell by < 30% and then bent flat. converged: it fell by >= 30% and the last
+    third no longer falls beyond its noise. Judged on thirds' medians, so >= 30 points."""
+    k = x.size // 3
+    a, b, c = x[:k], x[k:2 * k], x[-k:]
+    ma, mb, mc = float(np.median(a)), float(np.median(b)), float(np.median(c))
+    if ma <= 0:
+        return "learning", 0.0, 0.0
+    total = (ma - mc) / ma
+    if ma - mc <= 3 * _median_se(a, c) or mc >= 0.97 * ma:
+        return "nothing", total, 0.0
+    early, late = ma - mb, mb - mc
+    bend = late / early if early > 0 else 1.0
+    if total < 0.3:
+        return ("slowly" if bend >= 0.5 else "stalled"), total, bend
+    if late <= 3 * _median_se(b, c):
+        return "converged", total, bend
+    return "learning", total, bend
+
+
+@detector("slow_learning", needs=("loss", "lr"))
+@with_lr_evidence
+def slow_learning(run: Run, q: Quantities) -> list[Finding]:
+    """The loss learns slowly (see `progress_kind`: falling beyond its noise but < 30% in all, with
+    or without a bend) at an LR that explains it: <= 1e-5, an SGD step LR x grad norm <= 2e-5, or
+    far below what is usual for the optimizer the run's configuration names. A falling loss at an
+    ordinary LR is a run to train longer, not a fault; >= 50 points, no non-finite step."""
+    lf = q.finite_loss
+    if lf.size < 50 or q.first_bad is not None:
+        return []
+    x = q.loss[lf]
+    kind, total, bend = progress_kind(x)
+    if kind not in ("slowly", "stalled"):
+        return []
+    lr, warming = _lr_reached(q, lf)
+    if lr is None or warming:
+        return []
+    gn = q.grad_norm[lf]
+    gn = gn[np.isfinite(gn)]
+    step = _tiny_sgd_step(q, lf, lr, gn)
+    judged = judge_lr(run, q, lr)
+    if not (0 < lr <= TINY_LR or step is not None or (judged and judged[0] == "low")):
+        return []
+    n_steps = int(q.steps[lf[-1]] - q.steps[lf[0]]) or 1
+    ev = [Msg("scalars.slow.what" if kind == "slowly" else "scalars.slow.stalled", total=total, n=int(lf.size),
+              steps=n_steps, bend=bend)]
+    if step is not None:
+        ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
+    elif 0 < lr <= TINY_LR:
+        ev.append(Msg("scalars.slow.tiny_lr", lr=lr))
+    return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.6,
+                    step=int(q.steps[lf[0]]), evidence=ev, fixes=[Msg("scalars.flat.fix_raise_usual", lr=lr)])]
+
+
+@detector("skipped_updates", needs=("loss", "grad_norm"))
+def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
+    """Several non-finite gradient norms while every loss stays finite: those updates were skipped
+    (see `Quantities.survived_nonfinite_grads`), not a run gone non-finite. Recurring skips say the
+    gradients overflow now and then (fp16 loss scaling, or one op that overflows on some batches)
+    and cost those steps. Info when rare (< 5% of the logged steps and fewer than 5), a warning
+    when they recur more, and a stall when most steps were skipped (no update reached the weights,
+    so the loss cannot fall). Named `loss_scale_collapse`, the cause whose steps "keep being
+    skipped", at a confidence that says the log does not show the scale."""
+    rows = q.survived_nonfinite_grads
+    if rows.size < 2:
+        return []
+    logged = int(run.logged("grad_norm").sum())
+    frac = rows.size / max(1, logged)
+    s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
+    ev = [Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
+          Msg("scalars.skipped.why")]
+    fixes = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
+    if frac >= 0.5:
+        ev.append(Msg("scalars.skipped.most", frac=frac))
+        severity, symptom, conf = "warning", "stall", 0.5
+    elif frac >= 0.05 or rows.size >= 5:
+        severity, symptom, conf = "warning", "skipped_steps", 0.45
+    else:
+        severity, symptom, conf = "info", "skipped_steps", 0.4
+    return [Finding(cause="loss_scale_collapse", symptom=symptom, severity=severity, confidence=conf,
+                    step=s0, evidence=ev, fixes=fixes)]
 
 
 @detector("grad_surge", needs=("loss", "grad_norm"))
@@ -202,19 +414,16 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
             return []  # the LR rose with it: the schedule's story
         s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
         peak_g = float(np.max(g[j:]))
-        ev = [f"the gradient norm rose from {fmt(float(g[i0]))} at step {s0} to {fmt(float(g[j]))} at step {s1} "
-              f"({fmt(float(g[j] / g[i0]))}x in {s1 - s0} steps)"
-              + (f", up to {fmt(peak_g)} later" if peak_g > 1.5 * float(g[j]) else ""),
-              f"the loss rose with it from {fmt(best)} to {fmt(float(np.max(tail)))}"]
+        rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
+        ev = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
+              else Msg("scalars.surge.rose", **rose),
+              Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
         if rows.size < SHORT_LOG:
-            ev.append(f"judged on a short log ({rows.size} points): a x100 jump in a few steps is an explosion "
-                      "at any length")
+            ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
         healthy = g[:i0 + 1]
         clip = float(np.max(healthy)) if healthy.size else float(g[i0])
-        fixes = [f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={fmt(max(clip, 1.0))})",
-                 "lower the learning rate about 3x or lengthen the warm-up; for transformers add QK-layernorm"]
-        if np.isfinite(lr[j]):
-            fixes[1] = f"lower the learning rate about 3x (now {fmt(float(lr[j]))}) or lengthen the warm-up"
+        fixes = [Msg("scalars.surge.fix_clip", max_norm=max(clip, 1.0)),
+                 Msg("scalars.surge.fix_lr", lr=float(lr[j])) if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
                         step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
     return _transient_surge(q, rows, g, transient) if transient else []
@@ -233,19 +442,17 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
     peak = float(np.max(g[j:]))
     clip = float(np.max(g[:i0 + 1]))
-    ev = [f"the gradient norm jumped from {fmt(float(g[i0]))} at step {s0} to {fmt(float(g[j]))} at step {s1}"
-          + (f" and {fmt(peak)} later" if peak > 1.5 * float(g[j]) else "")
-          + f" ({fmt(peak / float(g[i0]))}x), then came back to {fmt(float(g[-1]))}",
-          "the loss did not diverge: the run survived this explosion, the next one may not be"]
-    fixes = [f"clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={fmt(max(clip, 1.0))}) "
-             "(the largest norm before the jump)",
-             "find the batch of that step (run under lossdoctor.watch, which records it) and check it for "
-             "extreme values or very long sequences"]
+    jump = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=peak / float(g[i0]), back=float(g[-1]))
+    ev = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
+          else Msg("scalars.surge.jumped", **jump),
+          Msg("scalars.surge.survived")]
+    fixes = [Msg("scalars.surge.fix_clip_before", max_norm=max(clip, 1.0)), Msg("scalars.surge.fix_find_batch")]
     return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
                     step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
 
 
 @detector("lr_rise_divergence", needs=("loss", "lr"))
+@with_lr_evidence
 def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     """The loss diverges while the LR is still climbing: the LR rose >= 10x over the run (a warm-up
     with no end, a peak LR far too high, a range test left on) and the loss ends >= 1.5x its best
@@ -282,26 +489,24 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
         return []
     lr_best = float(lr[turn]) if np.isfinite(lr[turn]) else lr0
     s_turn = int(q.steps[turn])
-    ev = [f"{RUNAWAY_LR}{fmt(lr_end / lr0)}x, from {fmt(lr0)} at step {int(q.steps[lr_rows[0]])} to {fmt(lr_end)} "
-          f"at step {int(q.steps[lr_rows[-1]])}, and never came down",
-          f"the loss was best ({fmt(best)}) at step {s_turn}, at LR {fmt(lr_best)}, and "
-          + (f"went non-finite at step {q.first_bad_step}" if q.first_bad is not None
-             else f"rose to {fmt(float(np.max(q.loss[after])))} as the LR kept climbing")]
+    best_at = dict(best=best, s=s_turn, lr=lr_best)
+    ev = [Msg("scalars.runaway.rose", x=lr_end / lr0, lr0=lr0, s0=int(q.steps[lr_rows[0]]), lr1=lr_end,
+              s1=int(q.steps[lr_rows[-1]])),
+          Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
+          else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
                     step=s_turn, evidence=ev,
-                    fixes=[f"cap the peak LR well below {fmt(lr_best)} (where the loss turned), e.g. "
-                           f"{fmt(lr_best / 3)}, and check the "
-                           "schedule: warm-up steps shorter than the run, a decay after the peak (the LR here "
-                           "never decays)",
-                           "if this was an LR range test, pick ~1/10 of the LR where the loss was lowest"])]
+                    fixes=[Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3),
+                           Msg("scalars.runaway.fix_range_test")])]
 
 
 @detector("short_spike", needs=("loss",))
 def short_spike(run: Run, q: Quantities) -> list[Finding]:
     """Spikes in a log too short for `loss_spike` (10-39 points): the same rule (> 8 robust sigmas
     in log space, >= 2x the baseline, giving back >= 20% of the progress made) against the median
-    of the 5 points before, recovered when a later point comes back below 1.3x that baseline."""
+    of the 5 points before, and >= 2x the largest of them (five points estimate the noise poorly);
+    recovered when a later point comes back below 1.3x that baseline."""
     lf = q.finite_loss
     n = lf.size
     if n < 10 or n >= 40:
@@ -316,7 +521,10 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
         med = float(np.median(prev))
         sigma = float(robust_sigma(np.median(np.abs(prev - med))))
         z = (lx[j] - med) / sigma
-        if bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], q.loss_start)):
+        # five points say little about the noise: the spike must also clear their range (2x their
+        # largest), or a small batch's heavy-tailed loss (MSE on 16 rows) reads as one
+        if lx[j] - float(np.max(prev)) >= math.log(2) and \
+                bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))):
             hits.append((j, math.exp(med)))
     if not hits:
         return []
@@ -329,14 +537,14 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[lf[j]])
     after = x[j + 1:]
     recovered = after.size > 0 and bool((after < 1.3 * base).any())
-    ev = [f"the loss jumped to {fmt(float(x[j]))} at step {s}, {fmt(float(x[j]) / base)}x the median {fmt(base)} of "
-          "the 5 points before it",
-          "it came back" if recovered else ("it has not come back" if after.size else "it is the last point")]
+    ev = [Msg("scalars.spike.jumped", loss=float(x[j]), s=s, x=float(x[j]) / base, base=base),
+          Msg("scalars.spike.came_back" if recovered else "scalars.spike.not_back" if after.size
+              else "scalars.spike.last_point")]
     if len(incidents) > 1:
-        ev.append(f"{len(incidents)} separate spikes in {n} points")
+        ev.append(Msg("scalars.spike.separate", k=len(incidents), n=int(n)))
     elif recovered:
-        ev.append("a one-off that recovered: a data window, not the learning rate (no reason to lower it)")
-    ev.append(f"judged on a short log ({n} points)")
+        ev.append(Msg("scalars.spike.one_off"))
+    ev.append(Msg("scalars.spike.short_log", n=int(n)))
     return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                     severity="warning" if recovered else "critical", confidence=0.6, step=s, batch=s,
                     evidence=ev, fixes=spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1))]
@@ -344,10 +552,11 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
 
 @detector("lr_collapse", needs=("loss", "lr"))
 def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
-    """The LR fell to < 1e-4 of its peak in the first 60% of the run (a decay stepped per batch
-    instead of per epoch, a step size counted in the wrong unit) and the loss has not moved since.
-    A schedule meant to end at 0 gets there at the end, and a converged loss (<= 5% of its start)
-    has nothing left to learn."""
+    """The LR fell to < 1e-4 of its peak in the first 90% of the run (a decay stepped per batch
+    instead of per epoch, a step size counted in the wrong unit) and the loss has not moved since
+    (beyond its batch-to-batch noise). A schedule meant to end at 0 gets there at the very end
+    (cosine and linear decays are above 1e-4 of the peak until the last ~1% of steps), and a
+    converged loss (<= 5% of its start) has nothing left to learn."""
     lf = q.finite_loss
     lr = q.lr
     rows = np.flatnonzero(np.isfinite(lr))
@@ -360,7 +569,7 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
     if peak <= 0 or not low.size:
         return []
     c = int(rows[low[0]])
-    if c > 0.6 * q.n:
+    if c > 0.9 * q.n:
         return []
     loss = q.loss
     at = lf[(lf >= c)]
@@ -368,23 +577,20 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
         return []
     k = max(3, at.size // 3)
     then, last = float(np.median(loss[at[:k]])), float(np.median(loss[at[-k:]]))
-    if last < 0.97 * then or last <= 0.05 * q.loss_start:
+    se = _median_se(loss[at[:k]], loss[at[-k:]])
+    if (last < 0.97 * then and then - last > 3 * se) or last <= 0.05 * q.loss_start:
         return []
     s = int(q.steps[c])
     total = int(q.steps[-1]) + 1
     return [Finding(cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.75, step=s,
-                    evidence=[f"the LR fell from its peak {fmt(peak)} to {fmt(float(lr[c]))} by step {s} "
-                              f"({fmt(float(lr[c]) / peak)}x the peak), {fmt(100 * s / total)}% into a "
-                              f"{total}-step run, and ended at {fmt(float(x[-1]))}",
-                              f"the loss has not improved since (median {fmt(then)} then, {fmt(last)} at the end): "
-                              "the run stopped learning because the LR is gone"],
-                    fixes=["step the scheduler at the cadence its parameters assume: StepLR/MultiStepLR step_size "
-                           "and milestones counted in scheduler.step() calls (per epoch, or per batch with sizes "
-                           "in batches)",
-                           "check the decay: with gamma=0.1 every 10 calls the LR loses 10x every 10 steps"])]
+                    evidence=[Msg("scalars.lr_collapse.fell", peak=peak, lr=float(lr[c]), s=s,
+                                  x=float(lr[c]) / peak, pct=100 * s / total, total=total, end=float(x[-1])),
+                              Msg("scalars.lr_collapse.since", then=then, last=last)],
+                    fixes=[Msg("scalars.lr_collapse.fix_cadence"), Msg("scalars.lr_collapse.fix_decay")])]
 
 
 @detector("jump_then_stuck", needs=("loss",))
+@with_lr_evidence
 def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     """The first updates make the loss worse (>= 1.4x the first loss within 3 steps, the 3 steps'
     mean >= 1.3x both the first loss and the later median, above the later p95) and the run
@@ -410,15 +616,16 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     if float(np.mean(head)) < 1.3 * max(x0, float(np.median(rest))) or float(x[j]) < np.percentile(rest, 95):
         return []
     s = int(q.steps[lf[j]])
-    ev = [f"the first updates made the loss worse: {fmt(x0)} at step {int(q.steps[lf[0]])}, {fmt(float(x[j]))} at "
-          f"step {s}", f"it never got below its start in {x.size} points (last third's median {fmt(last)})"]
+    ev = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
+          Msg("scalars.jump.never_below", n=int(x.size), last=last)]
     lr, _ = _lr_reached(q, lf)
-    fixes = ["lower the learning rate ~10x and add a warm-up (1-5% of the steps)"]
+    fixes = [Msg("scalars.jump.fix")]
     if lr is not None and lr > 0:
-        ev.append(f"LR {fmt(lr)}" + (": far above the usual peak for Adam/AdamW (1e-5 to 1e-3)" if lr >= 1e-2 else ""))
-        fixes = [f"lower the learning rate ~10x (now {fmt(lr)}, e.g. {fmt(lr / 10)})"
-                 + (" - if this is Adam/AdamW, 1e-4 to 1e-3 is the usual peak" if lr >= 1e-2 else "")
-                 + ", and add a warm-up over the first 1-5% of the steps"]
+        # the optimizer unknown: say what an LR this size would mean for the common one (when the
+        # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
+        guess = lr >= 1e-2 and judge_lr(run, q, lr) is None
+        ev.append(Msg("scalars.jump.lr_adam_guess" if guess else "scalars.alt.lr_value", lr=lr))
+        fixes = [Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10)]
     return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
                     evidence=ev, fixes=fixes)]
 

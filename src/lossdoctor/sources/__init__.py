@@ -133,6 +133,8 @@ def finish(run: Run, name: str, path: Path) -> None:
         run.notes.append(Msg("source.huge_ints", n=dropped))
     run.meta.setdefault("format", name)
     run.meta.setdefault("path", str(path))
+    from .metadata import apply as config_from_files  # optimizer, peak LR, task from the run's config
+    config_from_files(run, path)
     iv = run.meta.get("log_interval")
     if iv is not None and not (isinstance(iv, (int, float)) and not isinstance(iv, bool)
                                and 1 <= iv < 1 << 31):

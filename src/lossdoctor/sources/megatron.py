@@ -116,4 +116,8 @@ def args_meta(args: dict[str, Any]) -> dict[str, Any]:
         v = args.get(k)
         if v is not None and not isinstance(v, str):
             meta[name] = v
+    if isinstance(args.get("optimizer"), str):  # `optimizer ...... adam` (Megatron: adam or sgd)
+        meta["optimizer"] = {"class": args["optimizer"], "from": "Megatron arguments"}
+        tuned = args.get("finetune") is True or args.get("pretrained_checkpoint") not in (None, "None", "")
+        meta["task_kind"] = "finetune" if tuned else "pretrain"
     return meta

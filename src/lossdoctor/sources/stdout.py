@@ -107,6 +107,7 @@ class ConsoleParser:
         self.numbered = 0  # rows numbered in order, for want of any counter
         self.skipped_total = 0  # DeepSpeed's running count of skipped steps
         self.keras_epoch = 0  # the last "Epoch N/M" line
+        self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
         self.dropped_loss: Counter[str] = Counter()
         self.prev_iteration: int | None = None
         self.overflow_rank: str | None = None  # the rank whose OVERFLOW lines are read
@@ -255,7 +256,8 @@ class ConsoleParser:
 
     def _hf(self, row: dict[str, Any]) -> None:
         self.counts["hf"] += 1
-        row.pop("epoch", None)
+        epoch = row.pop("epoch", None)
+        self.first_epoch = epoch if self.first_epoch is None and isinstance(epoch, float) else self.first_epoch
         if row.get("loss") == 0.0 and "grad_norm" in row and not np.isfinite(row["grad_norm"]):
             row["loss"] = float("nan")  # logging_nan_inf_filter logs an all-NaN interval as 0.0
             row["_nan_filter"] = True
@@ -469,6 +471,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     framework = _framework(p)
     meta: dict[str, Any] = {"framework": framework}
     meta.update(mg.args_meta(p.args))
+    if p.first_epoch is not None and np.isfinite(p.first_epoch):
+        meta["first_epoch"] = p.first_epoch
     if p.args:
         meta["args"] = {k: v for k, v in p.args.items() if isinstance(v, (int, float, str, bool))}
     if p.counts["megatron"] or p.counts["hf"]:
