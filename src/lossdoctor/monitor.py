@@ -107,6 +107,11 @@ class Monitor:
         self._t0 = time.perf_counter()
         self._warned: set[str] = set()
         self._last_scale: float | None = None  # the loss scale of the previous step record
+        #: set by an integration whose engine runs micro-steps (DeepSpeed): `(loss, batch)` -> None
+        #: for a call that is not an optimizer step, else the step's loss and batch
+        self.step_filter: Callable[[Any, Any], tuple[Any, Any] | None] | None = None
+        #: steps a training engine reported skipped by its own overflow check (DeepSpeed)
+        self.engine_skips: set[int] = set()
 
         #: what the monitor could not do (internal errors): written to meta.json, read back as notes
         self.notes: list[str] = []
@@ -167,6 +172,11 @@ class Monitor:
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
         """Record one optimizer iteration. Call after `optimizer.step()` / `scaler.update()`."""
+        if self.step_filter is not None and not self.closed:
+            kept = self.step_filter(loss, batch)
+            if kept is None:  # a micro-step of the engine's gradient accumulation
+                return
+            loss, batch = kept
         if not self.closed:
             for probe in self.probes:  # collectives: on every rank at every step, even a disabled one
                 presync = getattr(probe, "presync", None)
@@ -402,7 +412,7 @@ class Monitor:
         """The optimizer did not step since the previous `mon.step`: was it skipped (a GradScaler
         that found inf gradients, which always backs its scale off; the skip policy), or was
         `mon.step` called without an optimizer step (twice per step, per micro-batch)?"""
-        if step in self.triage.skipped_steps:
+        if step in self.triage.skipped_steps or step in self.engine_skips:
             return True
         if scale is None:
             return False  # no (enabled) GradScaler: nothing skips the optimizer on its own
@@ -489,9 +499,17 @@ def _incident(rec: dict[str, Any]) -> bool:
         rec.get("fwd_first_nonfinite") or rec.get("bwd_first_nonfinite") or rec.get("grad_nonfinite"))
 
 
-def watch(model: nn.Module, optimizer: Any, scaler: Any = None, scheduler: Any = None,
+def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler: Any = None,
           log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
           replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, **options: Any) -> Monitor:
-    """Start watching a training run. See `Monitor` for the options."""
+    """Start watching a training run. See `Monitor` for the options. `model` may be a DeepSpeed
+    engine (`watch(engine)`): see `lossdoctor.integrations.deepspeed`."""
+    from .integrations.deepspeed import is_deepspeed_engine, watch_engine
+
+    if is_deepspeed_engine(model):
+        return watch_engine(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
+                            replay_fn=replay_fn, **options)
+    if optimizer is None:
+        raise TypeError("watch(model, optimizer): the optimizer is needed (only a DeepSpeed engine brings its own)")
     return Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
                    replay_fn=replay_fn, **options)
