@@ -152,7 +152,7 @@ def zero_worker(rank: int, world: int, port: int, out: str) -> None:
     _setup(rank, world, port)
     root = Path(out)
     res = {"local_ref": local_grad_norm(rank, 0), "avg_ref": averaged_grad_norm(world, 0)}
-    for stage in (2, 3):
+    for stage in (0, 1, 2, 3):
         res[f"zero{stage}"] = _nan_run(rank, stage, root)
     res["healthy"] = _healthy_run(rank, root)
     res["fp16"] = _fp16_run(rank, root)

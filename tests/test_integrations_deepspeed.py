@@ -41,7 +41,7 @@ def zero(tmp_path_factory):
     return out, [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 
 
-@pytest.mark.parametrize("stage", [2, 3])
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
 def test_zero_nan_sample_on_rank_1_is_nonfinite_data_on_rank_1(zero, stage):
     out, res = zero
     d = out / f"zero{stage}"
@@ -57,9 +57,10 @@ def test_zero_nan_sample_on_rank_1_is_nonfinite_data_on_rank_1(zero, stage):
     local0, local1 = runs[0].col("grad_norm_local"), runs[1].col("grad_norm_local")
     assert math.isfinite(local0[W.NAN_STEP]) and not math.isfinite(local1[W.NAN_STEP])
     assert runs[1].col("grad_nonfinite")[W.NAN_STEP] == 6 and runs[0].col("grad_nonfinite")[W.NAN_STEP] == 0
-    # DeepSpeed's overflow check skipped the step on both ranks; the monitor says skipped, not misuse
+    # ZeRO's overflow check skipped the step on both ranks (ZeRO-0 in fp32 has none: the NaN went
+    # into the weights); the monitor says skipped, not a misuse of mon.step
     for r in runs:
-        assert r.col("skipped").tolist() == [1.0 if s == W.NAN_STEP else 0.0 for s in range(W.NAN_STEPS)]
+        assert r.col("skipped").tolist() == [1.0 if s == W.NAN_STEP and stage else 0.0 for s in range(W.NAN_STEPS)]
         assert not r.has("no_optimizer_step")
     cli = run_cli("diagnose", d, "--format", "json")
     assert cli.returncode == 0, cli.stderr
@@ -67,7 +68,7 @@ def test_zero_nan_sample_on_rank_1_is_nonfinite_data_on_rank_1(zero, stage):
     assert (first["cause"], first["rank"], first["step"]) == ("nonfinite_data", 1, W.NAN_STEP)
 
 
-@pytest.mark.parametrize("stage", [2, 3])
+@pytest.mark.parametrize("stage", [1, 2, 3])
 def test_zero_grad_norms_are_deepspeeds_global_and_the_ranks_own(zero, stage):
     out, res = zero
     runs = read_run_dir(out / f"zero{stage}")
@@ -81,6 +82,14 @@ def test_zero_grad_norms_are_deepspeeds_global_and_the_ranks_own(zero, stage):
         # this rank's own gradient before reduction: the same model without DeepSpeed on its batch
         assert run.col("grad_norm_local")[0] == pytest.approx(res[rank]["local_ref"], rel=1e-4)
     assert not math.isclose(res[0]["local_ref"], res[1]["local_ref"], rel_tol=1e-3)
+
+
+def test_zero0_fp32_keeps_no_global_norm_and_records_the_local_one(zero):
+    out, res = zero
+    for rank, run in enumerate(read_run_dir(out / "zero0")):
+        assert res[rank]["zero0"]["ds_norms"] == [None] * W.NAN_STEPS  # DeepSpeed keeps none here
+        assert not run.has("grad_norm")  # not the local one passed off as the global one
+        assert run.col("grad_norm_local")[0] == pytest.approx(res[rank]["local_ref"], rel=1e-4)
 
 
 def test_zero_healthy_run_with_accumulation_stays_clean(zero):

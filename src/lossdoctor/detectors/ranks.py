@@ -41,9 +41,10 @@ def local_onset(run: Run) -> int | None:
 
 def _pre_reduction_grads(run: Run) -> bool:
     """Whether the run's gradient flags were measured before the ranks' gradients were combined:
-    true under DDP (FSDP's shards are measured after the reduce-scatter)."""
+    true under DDP and wherever the probe says so (`local_grads`: DeepSpeed, FSDP1's unsharded
+    gradient hooks); FSDP2's shards are measured after the reduce-scatter."""
     dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
-    return isinstance(dist, dict) and dist.get("kind") == "ddp"
+    return isinstance(dist, dict) and (dist.get("kind") == "ddp" or dist.get("local_grads") is True)
 
 
 def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
