@@ -13,6 +13,7 @@ from typing import Iterable
 import numpy as np
 
 from ..findings import Finding, Report, importance_key
+from ..messages import Msg
 from ..records import Run
 from . import REGISTRY, load_all
 from .incidents import merge_incidents
@@ -120,6 +121,8 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             net = unexplained_nonfinite(run, q)
+        for f in net:  # filed under its rank like every other finding (many ranks: where it began)
+            f.rank = run.rank if f.rank is None else f.rank
         # arbitrated with the rest (later non-finite findings are its consequences), and kept even
         # if another cause would explain it away
         kept = arbitrate(findings + net)
@@ -200,7 +203,9 @@ def merge_ranks(per_rank: list[list[Finding]]) -> list[Finding]:
         first = group[0]
         others = sorted({g.rank for g in group[1:] if g.rank is not None and g.rank != first.rank})
         if others:
-            first.evidence.append(f"also seen later or at the same step on rank(s) {others}")
+            from .ranks import ranges
+
+            first.evidence.append(Msg("distributed.also_on_ranks", ranks=ranges(others)))
         out.append(first)
     return out
 
