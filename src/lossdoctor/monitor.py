@@ -511,5 +511,11 @@ def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler
                             replay_fn=replay_fn, **options)
     if optimizer is None:
         raise TypeError("watch(model, optimizer): the optimizer is needed (only a DeepSpeed engine brings its own)")
-    return Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
-                   replay_fn=replay_fn, **options)
+    from .integrations.fsdp1 import refuse_replay
+
+    replay_fn, why = refuse_replay(model, replay_fn)
+    mon = Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
+                  replay_fn=replay_fn, **options)
+    if why:
+        mon.notes.append(why)
+    return mon

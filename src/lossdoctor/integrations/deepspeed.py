@@ -37,6 +37,7 @@ from typing import Any
 import torch
 
 from ..messages import Msg
+from .local_grads import LocalGradProbe
 
 log = logging.getLogger("lossdoctor")
 
@@ -112,21 +113,12 @@ class DeepSpeedProbe:
         self.monitor = monitor
         self.stage = stage
         self.enabled = True
-        self.names: list[str] = []
-        self._sq: list[torch.Tensor | None] = []
-        self._backwards = 0
-        self._hooked_backward = False
-        self._scale_at_backward: float | None = None
         self._skipped_seen = int(getattr(engine, "skipped_steps", 0) or 0)
         self._global_seen = int(getattr(engine, "global_steps", 0) or 0)
         self._micro_losses: list[Any] = []
         self._micro_batches: list[Any] = []
-        self._handles = []
-        for name, p in engine.module.named_parameters():
-            if p.requires_grad:
-                self._handles.append(p.register_hook(self._grad_hook(len(self.names))))
-                self.names.append(name)
-                self._sq.append(None)
+        self.local = LocalGradProbe([(n, p) for n, p in engine.module.named_parameters() if p.requires_grad],
+                                    scale_fn=lambda: _host_scale(engine), tag="ds_local")
         if stage >= 3:
             # ZeRO-3 keeps only this rank's partition of each parameter between forwards: the
             # monitor's parameter norms would read empty tensors, and the gradients never stay on
@@ -164,38 +156,9 @@ class DeepSpeedProbe:
             self._fail(e)
             return loss, batch
 
-    # --- local gradients -----------------------------------------------------------------------
-    def _grad_hook(self, i: int):
-        def hook(grad: torch.Tensor) -> None:
-            if not self.enabled:
-                return
-            try:  # runs inside the user's backward: nothing may escape
-                if not self._hooked_backward:
-                    self._hooked_backward = True
-                    self._backwards += 1
-                    self._scale_at_backward = _host_scale(self.engine)
-                    torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
-                n = torch.linalg.vector_norm(grad.detach(), dtype=torch.float32).square()
-                prev = self._sq[i]
-                self._sq[i] = n if prev is None else prev + n
-            except Exception as e:
-                self._fail(e)
-
-        return hook
-
-    def _backward_done(self) -> None:
-        self._hooked_backward = False
-
     # --- the monitor's probe interface ---------------------------------------------------------
     def flush(self, packer: Any) -> dict[str, Any]:
-        ctx: dict[str, Any] = {"idx": None, "backwards": self._backwards, "scale": None}
-        idx = [i for i, t in enumerate(self._sq) if t is not None]
-        if idx:
-            packer.add("ds_local_sq", [self._sq[i] for i in idx])
-            ctx["idx"] = idx
-            ctx["local_scale"] = self._scale_at_backward
-        self._sq = [None] * len(self._sq)
-        self._backwards = 0
+        ctx: dict[str, Any] = {"local": self.local.flush(packer)}
         norm = self.engine.get_global_grad_norm()
         if isinstance(norm, torch.Tensor) and norm.numel() == 1:
             packer.add("ds_grad_norm", norm.detach().float().reshape(1))
@@ -211,16 +174,7 @@ class DeepSpeedProbe:
         return ctx
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
-        if ctx["idx"] is not None and "ds_local_sq" in values:
-            sq = values["ds_local_sq"].astype("float64")
-            scale = ctx.get("local_scale") or 1.0
-            bad = ~(sq == sq) | (sq == math.inf)
-            rec["grad_nonfinite"] = int(bad.sum())
-            if bad.any():
-                rec["nonfinite_params"] = [self.names[ctx["idx"][j]] for j in range(len(sq)) if bad[j]][:8]
-            if ctx["backwards"] == 1:  # with several micro-batches their norms do not add up to one
-                total = float(sq.sum())
-                rec["grad_norm_local"] = math.sqrt(total) / scale if total == total else math.nan
+        self.local.interpret(values, ctx["local"], rec)
         rec.pop("grad_norm", None)  # the monitor's own total is local (or empty) under the engine
         if ctx.get("norm") == "packed":
             rec["grad_norm"] = float(values["ds_grad_norm"][0])
@@ -239,9 +193,7 @@ class DeepSpeedProbe:
 
     def remove(self) -> None:
         self.enabled = False
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
+        self.local.remove()
         if getattr(self.monitor, "step_filter", None) == self.step_filter:
             self.monitor.step_filter = None
 

@@ -64,11 +64,24 @@ def attach_distributed(monitor: Any, wrapper: nn.Module) -> Any:
         probe = DDPProbe(wrapper, monitor)
     elif is_fsdp2(wrapper):
         probe = ShardedGradProbe(wrapper, monitor)
+    elif is_fsdp1(wrapper):
+        from .fsdp1 import attach_fsdp1
+
+        return attach_fsdp1(monitor, wrapper)
     if probe is not None:
         monitor.add_probe(probe)
         monitor.meta["distributed"] = probe.describe()
         monitor.writer.write_meta(monitor.meta)
     return probe
+
+
+def is_fsdp1(model: nn.Module) -> bool:
+    """`FullyShardedDataParallel` (FSDP1, flat parameters), the root or any wrapper inside."""
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+    except ImportError:
+        return False
+    return any(isinstance(m, FullyShardedDataParallel) for m in model.modules())
 
 
 def _sum_sq(norms: list[torch.Tensor]) -> torch.Tensor:
@@ -185,8 +198,9 @@ class ShardedGradProbe:
     """FSDP2: every rank holds a shard of each gradient. The monitor measures the local shards; this
     probe sums their squares across ranks (one small all-reduce per step) into the total norm."""
 
-    def __init__(self, model: nn.Module, monitor: Any) -> None:
+    def __init__(self, model: nn.Module, monitor: Any, kind: str = "fsdp2") -> None:
         self.monitor = monitor
+        self.kind = kind
         self.enabled = True
         self.broken = False  # the collective itself failed: stop issuing it
         self._local: torch.Tensor | None = None
@@ -203,7 +217,7 @@ class ShardedGradProbe:
         self._handle = model.register_forward_hook(self._on_forward)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "fsdp2", "grad_norm": "total over ranks (one all-reduce per step)",
+        return {"kind": self.kind, "grad_norm": "total over ranks (one all-reduce per step)",
                 "grad_norm_local": "this rank's shard"}
 
     def _on_forward(self, module: nn.Module, args: Any, out: Any) -> None:

@@ -32,3 +32,12 @@ TEMPLATES.update({
         "also seen later or at the same step on rank(s) [{ranks}]",
         "在 rank [{ranks}] 上也出现了（同一 step 或更晚）"),
 })
+
+TEMPLATES.update({
+    "distributed.replay_skipped_fsdp1": (
+        "replay not run: an FSDP1 model's forward gathers its parameters from every rank, so a replay "
+        "on one rank would wait for peers that are not replaying; the live localisation (batch check, "
+        "first non-finite layer forward and backward) ran on every rank",
+        "未运行 replay：FSDP1 模型的前向会从所有 rank 收集参数，只在一个 rank 上 replay 会一直等待不参与 "
+        "replay 的其他 rank；在线定位（batch 检查、前向和反向中第一个出现非有限值的层）已在每个 rank 上运行"),
+})

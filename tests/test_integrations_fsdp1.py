@@ -1,0 +1,55 @@
+"""FSDP1 (`FullyShardedDataParallel`) over gloo on CPU, two ranks: the total gradient norm over the
+shards, each rank's own gradient before the reduce-scatter, the rank a NaN began on."""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
+
+import torch.multiprocessing as mp  # noqa: E402
+
+import dist_workers  # noqa: E402
+import ds_workers  # noqa: E402  (the same model and batches, measured without any wrapper)
+from lossdoctor import diagnose  # noqa: E402
+from lossdoctor.runlog import read_run_dir  # noqa: E402
+
+NAN_RANK, NAN_STEP = 1, 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.timeout(300)
+def test_fsdp1_nan_on_rank_1_total_and_local_norms(tmp_path):
+    mp.spawn(dist_workers.fsdp1_worker, args=(2, free_port(), str(tmp_path), NAN_RANK, NAN_STEP), nprocs=2,
+             join=True)
+    ref = [json.loads((tmp_path / f"rank{r}.json").read_text())["ref"] for r in (0, 1)]
+    runs = read_run_dir(tmp_path / "ld")
+    assert [r.meta["distributed"]["kind"] for r in runs] == ["fsdp1", "fsdp1"]
+    for rank, run in enumerate(runs):
+        # the total over both ranks' shards: FSDP1's own clip_grad_norm_ total, before clipping
+        assert run.col("grad_norm")[:NAN_STEP].tolist() == pytest.approx(ref[rank][:NAN_STEP], rel=1e-4)
+        assert run.col("grad_norm")[0] == pytest.approx(ds_workers.averaged_grad_norm(2, 0), rel=1e-4)
+        # this rank's own gradient, before the reduce-scatter: the bare model on its batch
+        assert run.col("grad_norm_local")[0] == pytest.approx(ds_workers.local_grad_norm(rank, 0), rel=1e-4)
+        # replay refused (a one-rank replay would wait in FSDP's all-gathers), and said so
+        assert any("replay not run: an FSDP1 model" in n for n in run.notes)
+    local0, local1 = runs[0].col("grad_norm_local"), runs[1].col("grad_norm_local")
+    assert math.isfinite(local0[NAN_STEP]) and not math.isfinite(local1[NAN_STEP])
+    assert runs[0].col("grad_nonfinite")[NAN_STEP] == 0 and runs[1].col("grad_nonfinite")[NAN_STEP] == 3
+    assert not runs[0].event("nonfinite_params").get(NAN_STEP)
+    report = diagnose(str(tmp_path / "ld"))
+    f = report.primary
+    assert (f.cause, f.rank, f.step, f.samples) == ("nonfinite_data", 1, NAN_STEP, [2])
+    assert not [g for g in report.findings if g.rank == 0 and g.symptom == "nonfinite"]
