@@ -77,13 +77,20 @@ def _config(stage: int, **extra) -> dict:
 
 
 def _nan_run(rank: int, stage: int, out: Path) -> dict:
+    """A NaN sample on rank NAN_RANK; a replay_fn passed (refused under ZeRO 1-3, with a note)."""
     import deepspeed
 
     import lossdoctor
 
     model = mlp()
     engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=_config(stage))
-    mon = lossdoctor.watch(engine, log_dir=out / f"zero{stage}", alerts=False)
+    try:
+        lossdoctor.watch(engine, on_incident="skip")
+        refused = None
+    except ValueError as e:
+        refused = str(e)
+    mon = lossdoctor.watch(engine, log_dir=out / f"zero{stage}", alerts=False,
+                           replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"]))
     ds_norms = []
     for step in range(NAN_STEPS):
         b = batch(rank, step)
@@ -94,7 +101,7 @@ def _nan_run(rank: int, stage: int, out: Path) -> dict:
         n = engine.get_global_grad_norm()
         ds_norms.append(float(n) if n is not None else None)
     mon.close()
-    return {"ds_norms": ds_norms, "log_dir": str(out / f"zero{stage}")}
+    return {"ds_norms": ds_norms, "log_dir": str(out / f"zero{stage}"), "skip_refused": refused}
 
 
 def _healthy_run(rank: int, out: Path) -> dict:
@@ -157,3 +164,39 @@ def zero_worker(rank: int, world: int, port: int, out: str) -> None:
     res["healthy"] = _healthy_run(rank, root)
     res["fp16"] = _fp16_run(rank, root)
     (root / f"rank{rank}.json").write_text(json.dumps(res))
+
+
+def hf_worker(rank: int, world: int, port: int, out: str) -> None:
+    """The HF Trainer with a DeepSpeed ZeRO-2 config on CPU (Accelerate's DeepSpeed plugin, gloo),
+    two micro-batches per step, the callback on every rank."""
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
+                       "DS_ACCELERATOR": "cpu"})
+    torch.set_num_threads(1)
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                                       bos_token_id=0, eos_token_id=0))
+    cb = LossDoctorCallback(log_dir=Path(out) / "ld", alerts=False)
+    ds = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+          "train_batch_size": "auto", "gradient_clipping": "auto", "zero_optimization": {"stage": 2},
+          "steps_per_print": 10**6}
+    args = TrainingArguments(output_dir=str(Path(out) / "out"), per_device_train_batch_size=4, max_steps=4,
+                             gradient_accumulation_steps=2, logging_steps=1, save_strategy="no", report_to=[],
+                             use_cpu=True, deepspeed=ds, ddp_backend="gloo", disable_tqdm=True)
+    trainer = Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[cb])
+    trainer.train()
+    logged = [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h]
+    Path(out, f"rank{rank}.json").write_text(json.dumps(
+        {"ref": logged, "wrapped": type(trainer.model_wrapped).__name__}))

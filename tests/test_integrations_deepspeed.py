@@ -62,6 +62,9 @@ def test_zero_nan_sample_on_rank_1_is_nonfinite_data_on_rank_1(zero, stage):
     for r in runs:
         assert r.col("skipped").tolist() == [1.0 if s == W.NAN_STEP and stage else 0.0 for s in range(W.NAN_STEPS)]
         assert not r.has("no_optimizer_step")
+    # replay_fn was given: refused at ZeRO 1-3 (partitioned state), said in the notes; run at ZeRO-0
+    assert all(any("replay not run: under DeepSpeed ZeRO" in n for n in r.notes) == (stage > 0) for r in runs)
+    assert "on_incident='skip' is not supported" in res[0][f"zero{stage}"]["skip_refused"]
     cli = run_cli("diagnose", d, "--format", "json")
     assert cli.returncode == 0, cli.stderr
     first = json.loads(cli.stdout)["findings"][0]
@@ -122,3 +125,19 @@ def test_zero_fp16_overflowing_features_is_loss_scale_collapse(zero):
     f = diagnose(str(out / "fp16")).primary
     assert f.cause == "loss_scale_collapse" and f.severity == "critical"
     assert any("unnormalised features" in e for e in f.evidence)
+
+
+def test_hf_trainer_with_a_deepspeed_config_records_deepspeeds_signals(tmp_path):
+    pytest.importorskip("transformers")
+    mp.spawn(W.hf_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+    ref = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert ref[0]["wrapped"] == "DeepSpeedEngine"
+    runs = read_run_dir(tmp_path / "ld")
+    assert [r.rank for r in runs] == [0, 1]
+    for rank, run in enumerate(runs):
+        assert run.meta["distributed"]["kind"] == "deepspeed" and run.meta["distributed"]["zero_stage"] == 2
+        # the norm the Trainer logs is DeepSpeed's: the callback reached the engine and read the same
+        assert run.col("grad_norm").tolist() == pytest.approx(ref[rank]["ref"], rel=1e-5)
+        assert len(run) == 4 and run.col("accum_steps").tolist() == [2.0] * 4
+        assert run.col("batch_size").tolist() == [8.0] * 4  # both micro-batches of each step
+        assert not run.has("no_optimizer_step") and run.col("skipped").sum() == 0

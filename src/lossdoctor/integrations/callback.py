@@ -49,7 +49,12 @@ class WatchingCallback:
         after the all-reduce), a run directory per training run, the micro-batch probe added."""
         from ..monitor import watch
 
-        target = wrapped if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) else model
+        from .deepspeed import is_deepspeed_engine
+
+        # the DDP wrapper (gradients before and after the all-reduce) or the DeepSpeed engine (its
+        # global norm, loss scale, skipped steps): what the trainer wrapped the model in
+        wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped)
+        target = wrapped if wrapping else model
         log_dir = self.log_dir
         self._runs += 1
         if log_dir is not None and self._runs > 1:  # training started again: a run directory each
