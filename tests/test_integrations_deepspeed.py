@@ -65,6 +65,9 @@ def test_zero_nan_sample_on_rank_1_is_nonfinite_data_on_rank_1(zero, stage):
     # replay_fn was given: refused at ZeRO 1-3 (partitioned state), said in the notes; run at ZeRO-0
     assert all(any("replay not run: under DeepSpeed ZeRO" in n for n in r.notes) == (stage > 0) for r in runs)
     assert "on_incident='skip' is not supported" in res[0][f"zero{stage}"]["skip_refused"]
+    if stage:  # the incident says why replay cannot run here, not "pass replay_fn"
+        assert not any("pass replay_fn" in e for e in f.evidence)
+        assert any(f"replay not run: under DeepSpeed ZeRO-{stage}" in e for e in f.evidence)
     cli = run_cli("diagnose", d, "--format", "json")
     assert cli.returncode == 0, cli.stderr
     first = json.loads(cli.stdout)["findings"][0]

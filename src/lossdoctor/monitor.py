@@ -112,6 +112,8 @@ class Monitor:
         self.step_filter: Callable[[Any, Any], tuple[Any, Any] | None] | None = None
         #: steps a training engine reported skipped by its own overflow check (DeepSpeed)
         self.engine_skips: set[int] = set()
+        #: why replay cannot run on this model (DeepSpeed ZeRO 1-3, FSDP1), said in incident records
+        self.replay_refused: str | None = None
 
         #: what the monitor could not do (internal errors): written to meta.json, read back as notes
         self.notes: list[str] = []
@@ -513,9 +515,12 @@ def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler
         raise TypeError("watch(model, optimizer): the optimizer is needed (only a DeepSpeed engine brings its own)")
     from .integrations.fsdp1 import refuse_replay
 
+    given = replay_fn is not None
     replay_fn, why = refuse_replay(model, replay_fn)
     mon = Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
                   replay_fn=replay_fn, **options)
     if why:
-        mon.notes.append(why)
+        mon.replay_refused = why
+        if given:
+            mon.notes.append(why)
     return mon

@@ -31,7 +31,6 @@ non-finite layer forward and backward, the batch check) is rank-local and works 
 from __future__ import annotations
 
 import logging
-import math
 from typing import Any
 
 import torch
@@ -65,14 +64,16 @@ def watch_engine(engine: Any, optimizer: Any = None, **kwargs: Any) -> Any:
                          "the optimizer itself; use 'report' or 'raise'")
     replay_fn = kwargs.pop("replay_fn", None)
     notes: list[str] = []
-    if replay_fn is not None and stage >= 1:
-        notes.append(Msg("distributed.replay_skipped_zero", stage=stage))
+    refused = Msg("distributed.replay_skipped_zero", stage=stage) if stage >= 1 else None
+    if replay_fn is not None and refused is not None:
+        notes.append(refused)
         replay_fn = None
     opt = optimizer if optimizer is not None else engine.optimizer
     if kwargs.get("scheduler") is None and getattr(engine, "lr_scheduler", None) is not None:
         kwargs["scheduler"] = engine.lr_scheduler
     mon = Monitor(engine.module, opt, replay_fn=replay_fn, **kwargs)
     mon.notes.extend(notes)
+    mon.replay_refused = refused
     try:
         probe = DeepSpeedProbe(engine, mon, stage)
         mon.add_probe(probe)

@@ -59,6 +59,6 @@ def attach_fsdp1(monitor: Any, wrapper: nn.Module) -> Any:
 
 def refuse_replay(model: nn.Module, replay_fn: Any) -> tuple[Any, str | None]:
     """(replay_fn to use, the note saying why replay was refused) for `watch(model, ...)`."""
-    if replay_fn is None or not is_fsdp1(model):
+    if not is_fsdp1(model):
         return replay_fn, None
     return None, Msg("distributed.replay_skipped_fsdp1")

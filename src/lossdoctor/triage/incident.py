@@ -276,8 +276,9 @@ class Triage:
         rng = RngState.capture()
         findings: list[Finding] = []
         try:
-            if self.replay_fn is None:
-                record["notes"].append("replay not run: no replay_fn was given")
+            if self.replay_fn is None:  # (DeepSpeed ZeRO / FSDP1 say why replay cannot run there)
+                record["notes"].append(getattr(self.mon, "replay_refused", None)
+                                       or "replay not run: no replay_fn was given")
             elif self.ring is None:
                 record["notes"].append("replay not run: snapshots are off")
             else:
