@@ -25,7 +25,7 @@ from conftest import run_cli  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 
 
 def free_port() -> int:

@@ -30,6 +30,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_fsdp1_nan_on_rank_1_total_and_local_norms(tmp_path):
     mp.spawn(dist_workers.fsdp1_worker, args=(2, free_port(), str(tmp_path), NAN_RANK, NAN_STEP), nprocs=2,

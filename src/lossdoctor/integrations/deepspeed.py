@@ -118,6 +118,7 @@ class DeepSpeedProbe:
         self._global_seen = int(getattr(engine, "global_steps", 0) or 0)
         self._micro_losses: list[Any] = []
         self._micro_batches: list[Any] = []
+        self._calls = 0  # mon.step calls since the last recorded step
         self.local = LocalGradProbe([(n, p) for n, p in engine.module.named_parameters() if p.requires_grad],
                                     scale_fn=lambda: _host_scale(engine), tag="ds_local")
         if stage >= 3:
@@ -146,16 +147,26 @@ class DeepSpeedProbe:
                 self._micro_losses.append(float(loss))
             if batch is not None:
                 self._micro_batches.append(batch)
+            self._calls += 1
             steps = int(self.engine.global_steps)
-            if steps == self._global_seen:
+            if steps == self._global_seen and self._calls < self._accumulation():
                 return None
+            # a boundary; or more calls than micro-batches per step without one (mon.step called
+            # before engine.step): recorded, so the misuse shows instead of an empty log
             self._global_seen = steps
+            self._calls = 0
             losses, batches = self._micro_losses, self._micro_batches
             self._micro_losses, self._micro_batches = [], []
             return _mean_loss(losses, loss), _joined(batches, batch)
         except Exception as e:
             self._fail(e)
             return loss, batch
+
+    def _accumulation(self) -> int:
+        try:
+            return max(1, int(self.engine.gradient_accumulation_steps()))
+        except Exception:
+            return 1
 
     # --- the monitor's probe interface ---------------------------------------------------------
     def flush(self, packer: Any) -> dict[str, Any]:
