@@ -155,6 +155,28 @@ def _fp16_run(rank: int, out: Path) -> dict:
     return {"scales": scales, "skipped": skipped}
 
 
+def _bf16_run(rank: int, out: Path) -> dict:
+    """bf16 ZeRO-2 (DeepSpeed's bf16 path: no loss scale), healthy."""
+    import deepspeed
+
+    import lossdoctor
+
+    model = mlp()
+    cfg = _config(2, bf16={"enabled": True})
+    engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+    mon = lossdoctor.watch(engine, log_dir=out / "bf16", alerts=False)
+    norms = []
+    for step in range(NAN_STEPS):
+        b = batch(rank, 3000 + step, nan=False)
+        loss = nn.functional.mse_loss(engine(b["x"].bfloat16()).float(), b["y"])
+        engine.backward(loss)
+        engine.step()
+        mon.step(loss, batch=b)
+        norms.append(float(engine.get_global_grad_norm()))
+    mon.close()
+    return {"ds_norms": norms}
+
+
 def zero_worker(rank: int, world: int, port: int, out: str) -> None:
     _setup(rank, world, port)
     root = Path(out)
@@ -162,6 +184,7 @@ def zero_worker(rank: int, world: int, port: int, out: str) -> None:
     for stage in (0, 1, 2, 3):
         res[f"zero{stage}"] = _nan_run(rank, stage, root)
     res["healthy"] = _healthy_run(rank, root)
+    res["bf16"] = _bf16_run(rank, root)
     res["fp16"] = _fp16_run(rank, root)
     (root / f"rank{rank}.json").write_text(json.dumps(res))
 

@@ -115,6 +115,14 @@ def test_zero_healthy_run_with_accumulation_stays_clean(zero):
         assert run.col("accum_steps")[0] == W.HEALTHY_ACCUM
 
 
+def test_zero_bf16_records_deepspeeds_norm_and_no_loss_scale(zero):
+    out, res = zero
+    for rank, run in enumerate(read_run_dir(out / "bf16")):
+        assert run.col("grad_norm").tolist() == pytest.approx(res[rank]["bf16"]["ds_norms"], rel=1e-6)
+        assert not run.has("scale") and run.col("skipped").sum() == 0
+        assert all(math.isfinite(x) for x in run.col("grad_norm_local"))
+
+
 def test_zero_fp16_overflowing_features_is_loss_scale_collapse(zero):
     out, res = zero
     runs = read_run_dir(out / "fp16")
