@@ -103,3 +103,14 @@ def test_ranges():
     assert ranges([5, 0, 1, 2, 7, 8, 2]) == "0-2, 5, 7-8"
     assert ranges([3]) == "3" and ranges([]) == ""
     assert ranges(list(range(512))) == "0-511"
+
+
+
+def test_screen_reads_the_writers_strings_and_spaced_counts():
+    from lossdoctor.runlog import _dumps
+
+    lines = [_dumps({"step": s, "loss": 1.0, "grad_norm": math.nan if s >= 3 else 1.0}) for s in range(5)]
+    lines += [b'{"step": 5, "loss": 1.0, "batch_nonfinite": 2}', _dumps({"step": 6, "loss": -math.inf})]
+    data = b"\n".join(lines) + b"\n"
+    assert rank_screen.screen_onset(data, False) == 5  # grad_norm alone is not local
+    assert rank_screen.screen_onset(data.replace(b'"batch_nonfinite": 2', b'"batch_nonfinite": 0'), False) == 6

@@ -30,8 +30,10 @@ FULL_READ = 16
 #: ranks read in full among those where non-finite values began at the earliest step
 MAX_ORIGINS = 8
 
+# the run log writes NaN/Inf as the strings "nan"/"inf"/"-inf" (a bare NaN literal is no JSON: the
+# reader drops such a line, and so does the screen)
 _LITERALS = (b'"nan"', b'inf"', b'first_nonfinite', b'nonfinite_detail')
-_COUNT = re.compile(rb'nonfinite":[1-9]')
+_COUNT = re.compile(rb'nonfinite":\s*[1-9]')
 _EVENTS = ("batch_nonfinite_detail", "fwd_first_nonfinite", "bwd_first_nonfinite")
 
 
