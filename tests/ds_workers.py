@@ -220,6 +220,7 @@ def hf_worker(rank: int, world: int, port: int, out: str) -> None:
                              use_cpu=True, deepspeed=ds, ddp_backend="gloo", disable_tqdm=True)
     trainer = Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[cb])
     trainer.train()
-    logged = [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h]
+    logged = [h for h in trainer.state.log_history if "grad_norm" in h]
     Path(out, f"rank{rank}.json").write_text(json.dumps(
-        {"ref": logged, "wrapped": type(trainer.model_wrapped).__name__}))
+        {"ref": [h["grad_norm"] for h in logged], "loss": [h["loss"] for h in logged],
+         "wrapped": type(trainer.model_wrapped).__name__}))

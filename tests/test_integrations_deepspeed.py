@@ -152,3 +152,7 @@ def test_hf_trainer_with_a_deepspeed_config_records_deepspeeds_signals(tmp_path)
         assert len(run) == 4 and run.col("accum_steps").tolist() == [2.0] * 4
         assert run.col("batch_size").tolist() == [8.0] * 4  # both micro-batches of each step
         assert not run.has("no_optimizer_step") and run.col("skipped").sum() == 0
+        assert run.col("loss_weight").tolist() == pytest.approx([1.0] * 4, abs=0.05)
+    # each rank's per-token mean loss; the Trainer logs their mean over the ranks
+    mean = (runs[0].col("loss") + runs[1].col("loss")) / 2
+    assert mean.tolist() == pytest.approx(ref[0]["loss"], rel=1e-3)
