@@ -50,10 +50,13 @@ class WatchingCallback:
         from ..monitor import watch
 
         from .deepspeed import is_deepspeed_engine
+        from .distributed import is_fsdp1
 
-        # the DDP wrapper (gradients before and after the all-reduce) or the DeepSpeed engine (its
-        # global norm, loss scale, skipped steps): what the trainer wrapped the model in
-        wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped)
+        # the DDP wrapper (gradients before and after the all-reduce), the DeepSpeed engine (its
+        # global norm, loss scale, skipped steps) or the FSDP1 root (its flat parameters): what the
+        # trainer wrapped the model in
+        wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped) \
+            or (isinstance(wrapped, torch.nn.Module) and is_fsdp1(wrapped))
         target = wrapped if wrapping else model
         log_dir = self.log_dir
         self._runs += 1
