@@ -15,6 +15,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 import torch.multiprocessing as mp  # noqa: E402
+from torch import nn  # noqa: E402
 
 import dist_workers  # noqa: E402
 import ds_workers  # noqa: E402  (the same model and batches, measured without any wrapper)
@@ -54,3 +55,51 @@ def test_fsdp1_nan_on_rank_1_total_and_local_norms(tmp_path):
     f = report.primary
     assert (f.cause, f.rank, f.step, f.samples) == ("nonfinite_data", 1, NAN_STEP, [2])
     assert not [g for g in report.findings if g.rank == 0 and g.symptom == "nonfinite"]
+
+
+def test_watch_dispatches_and_the_monitor_needs_an_optimizer(tmp_path):
+    """`lossdoctor.watch` is the dispatching entry (a DeepSpeed engine, or a model and its optimizer);
+    the monitor's own `watch` takes no engine, so without an optimizer it says what is missing."""
+    import lossdoctor
+    from lossdoctor import monitor
+    from lossdoctor.integrations import entry
+
+    assert lossdoctor.watch is entry.watch
+    model = nn.Linear(4, 2)
+    for watch in (lossdoctor.watch, monitor.watch):
+        with pytest.raises(TypeError, match=r"watch\(model, optimizer\): the optimizer is needed"):
+            watch(model, log_dir=tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+
+
+def test_an_incident_says_why_replay_was_refused(tmp_path):
+    """Triage reads the monitor's refusal through its host: the incident record of a sharded model
+    says why replay could not run, not "no replay_fn was given"."""
+    import lossdoctor
+    from lossdoctor.messages import Msg
+    from triage_models import TinyLM, lm_batches, lm_loss, train
+
+    notes = {}
+    for refused in (False, True):
+        torch.manual_seed(0)
+        model = TinyLM()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        batches = lm_batches(8)
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path / str(refused), alerts=False)
+        if refused:  # what `watch` sets on an FSDP1 model, and the DeepSpeed integration under ZeRO
+            mon.replay_refused = Msg("distributed.replay_skipped_fsdp1")
+        assert mon.triage.host.replay_refused() == mon.replay_refused
+        train(model, opt, batches, lm_loss, mon, before_step=lambda i: _poison(model) if i == 5 else None)
+        mon.close()
+        [record] = mon.incidents[:1]
+        notes[refused] = record["notes"]
+    assert "replay not run: no replay_fn was given" in notes[False]
+    assert not any("FSDP1" in n for n in notes[False])
+    assert any(n.startswith("replay not run: an FSDP1 model") for n in notes[True])
+    assert "replay not run: no replay_fn was given" not in notes[True]
+
+
+def _poison(model: nn.Module) -> None:
+    """A NaN in one weight: every step from here on goes non-finite (an incident)."""
+    with torch.no_grad():
+        next(model.parameters()).view(-1)[0] = float("nan")

@@ -86,6 +86,7 @@ class LiveDiagnoser:
         self.on_finding = on_finding
         self.history = History()
         self.preflight: list[dict[str, Any]] = []  # appended by the monitor's preflight checks
+        self.incidents: list[dict[str, Any]] = []  # incident records (the monitor shares its list)
         self.report: Report | None = None
         self._next_check = 0
         self._last_trigger = -(10**9)
@@ -106,6 +107,7 @@ class LiveDiagnoser:
 
         run = self.history.run(self.meta, self.rank)
         run.preflight = list(self.preflight)
+        run.incidents = list(self.incidents)
         if self.layers_fn is not None:
             run.layers = self.layers_fn()
         self.report = diagnose_runs([run])

@@ -88,6 +88,8 @@ class Run:
     live_findings: list[dict[str, Any]] = field(default_factory=list)
     #: findings of the preflight checks (contract dicts), joined with the detectors' by the engine
     preflight: list[dict[str, Any]] = field(default_factory=list)
+    #: incident triage records (contract dicts, `incidents/*.json`), merged by the engine
+    incidents: list[dict[str, Any]] = field(default_factory=list)
     source: str = "lossdoctor"
     notes: list[str] = field(default_factory=list)
     rank: int | None = None

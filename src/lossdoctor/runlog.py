@@ -199,8 +199,12 @@ def _read_one(d: Path) -> Run:
     rank = meta.get("rank")
     if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < 1 << 31:
         rank = None
-    meta["incidents"] = load_incidents(d)
+    # incident records have their own files; a run directory of an older version may hold them
+    # in meta.json instead
+    old = meta.pop("incidents", None)
+    incidents = load_incidents(d) or [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict)]
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
+    run.incidents = incidents
     run.notes.extend(notes)
     monitor_notes = meta.get("monitor_notes") if isinstance(meta, dict) else None
     if isinstance(monitor_notes, list):  # what the live monitor could not record, and why

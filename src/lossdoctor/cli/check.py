@@ -53,7 +53,7 @@ def add_parser(sub: Any, formats: tuple[str, ...]) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     from ..vocabulary import SEVERITY_RANK
-    from .main import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, write_report
+    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, write_report
 
     try:
         import torch  # noqa: F401

@@ -29,7 +29,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..demo.scenarios import run_scenario
     from ..detectors.engine import diagnose_runs
     from ..sources import load_path
-    from .main import write_report
+    from .output import write_report
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
     log_dir = Path(args.log_dir) if args.log_dir else \

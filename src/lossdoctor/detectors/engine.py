@@ -98,7 +98,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
                      "would make every later loss NaN). In fp16 that is the loss scaler's overflow check "
                      "doing its job, common in the first steps; log the loss scale to see it")
     if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
-        from ..preflight.merge import merge_findings
+        from .merge import merge_findings
 
         findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
         if q.first_bad_step is not None:

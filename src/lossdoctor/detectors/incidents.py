@@ -28,7 +28,8 @@ MAX_STATE_LINES = 3
 def incident_findings(run: Run) -> list[tuple[Finding, str]]:
     """(finding, level) for every finding of every incident record of the run."""
     out: list[tuple[Finding, str]] = []
-    for rec in run.meta.get("incidents") or []:
+    records = run.incidents or run.meta.get("incidents") or []  # in meta: Runs built by older code
+    for rec in records if isinstance(records, list) else []:
         if not isinstance(rec, dict):
             continue
         level = rec.get("level", "live")

@@ -1,20 +1,7 @@
 """Accelerate: nothing to install, `watch` the prepared model and optimizer (see the docs'
-integrations page). One thing the monitor takes from it: with `accelerator.accumulate(...)` the
-shared gradient state says which micro-batch's backward completes the step, so the gradient norms
-of the others (about to be overwritten by accumulation) are not taken.
-"""
+integrations page). The one thing the monitor reads from it, the gradient-sync flag, is in
+`lossdoctor.signals.accelerate` (the monitor sits below the integrations); re-exported here."""
 
-from __future__ import annotations
+from ..signals.accelerate import sync_gradients_flag
 
-from typing import Any, Callable
-
-
-def sync_gradients_flag(optimizer: Any) -> Callable[[], bool] | None:
-    """For an Accelerate-prepared optimizer: a function telling whether the running backward is
-    the step's last (`GradientState.sync_gradients`); None for any other optimizer."""
-    if type(optimizer).__name__ != "AcceleratedOptimizer":
-        return None
-    state = getattr(optimizer, "gradient_state", None)
-    if state is None or not hasattr(state, "sync_gradients"):
-        return None
-    return lambda: bool(state.sync_gradients)
+__all__ = ["sync_gradients_flag"]

@@ -12,6 +12,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..messages import Msg
 from .microbatch import MicroBatchProbe
 
 log = logging.getLogger("lossdoctor")
@@ -40,17 +41,16 @@ class WatchingCallback:
         try:
             start(*args)
         except Exception as e:  # never stop the user's training
-            log.warning("lossdoctor: could not start watching: %s: %s", type(e).__name__, e)
+            log.warning("%s", Msg("integrations.cannot_start", error=f"{type(e).__name__}: {e}"))
             self._finish()
 
     def _open(self, model: torch.nn.Module, wrapped: Any, optimizer: Any, scaler: Any, scheduler: Any,
               framework: dict[str, Any], **probe_options: Any) -> Any:
         """Watch the run (the DDP wrapper when there is one, so gradients are measured before and
         after the all-reduce), a run directory per training run, the micro-batch probe added."""
-        from ..monitor import watch
-
         from .deepspeed import is_deepspeed_engine
         from .distributed import is_fsdp1
+        from .entry import watch
 
         # the DDP wrapper (gradients before and after the all-reduce), the DeepSpeed engine (its
         # global norm, loss scale, skipped steps) or the FSDP1 root (its flat parameters): what the
@@ -85,7 +85,7 @@ class WatchingCallback:
             batch = self.probe.step_batch()
         except Exception as e:
             batch = None
-            self.monitor._disable("micro-batches", e)
+            self.monitor.disable("micro-batches", e)
         self.monitor.step(self.probe.last_loss(), batch=batch)
 
     def diagnose(self) -> Any:

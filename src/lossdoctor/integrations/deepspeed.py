@@ -36,7 +36,8 @@ from typing import Any
 import torch
 
 from ..messages import Msg
-from .local_grads import LocalGradProbe
+from ..signals.local_grads import LocalGradProbe
+from ..signals.probe import StepInputs, StepRecord
 
 log = logging.getLogger("lossdoctor")
 
@@ -83,7 +84,7 @@ def watch_engine(engine: Any, optimizer: Any = None, **kwargs: Any) -> Any:
             mon.meta["monitor_notes"] = list(mon.notes)
         mon.writer.write_meta(mon.meta)
     except Exception as e:  # measure less, never stop the training
-        mon._disable("DeepSpeed probe", e)
+        mon.disable("DeepSpeed probe", e)
     return mon
 
 
@@ -107,7 +108,10 @@ def _host_scale(engine: Any) -> float | None:
 
 
 class DeepSpeedProbe:
-    """The DeepSpeed signals of one step (see the module docstring)."""
+    """The DeepSpeed signals of one step (see the module docstring): a probe of the monitor
+    (`lossdoctor.signals.probe`), plus `step_filter`, which the monitor calls first in `mon.step`."""
+
+    name = "DeepSpeedProbe"
 
     def __init__(self, engine: Any, monitor: Any, stage: int) -> None:
         self.engine = engine
@@ -169,8 +173,10 @@ class DeepSpeedProbe:
             return 1
 
     # --- the monitor's probe interface ---------------------------------------------------------
-    def flush(self, packer: Any) -> dict[str, Any]:
-        ctx: dict[str, Any] = {"local": self.local.flush(packer)}
+    def flush(self, packer: Any, step: StepInputs) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        ctx: dict[str, Any] = {"local": self.local.flush(packer, step)}
         norm = self.engine.get_global_grad_norm()
         if isinstance(norm, torch.Tensor) and norm.numel() == 1:
             packer.add("ds_grad_norm", norm.detach().float().reshape(1))
@@ -182,10 +188,10 @@ class DeepSpeedProbe:
         ctx["skipped"] = skipped > self._skipped_seen
         self._skipped_seen = skipped
         if ctx["skipped"]:  # DeepSpeed's overflow check skipped it: not a misuse of mon.step
-            self.monitor.engine_skips.add(self.monitor.step_idx)
+            self.monitor.engine_skips.add(step.step)
         return ctx
 
-    def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
+    def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: StepRecord) -> None:
         self.local.interpret(values, ctx["local"], rec)
         rec.pop("grad_norm", None)  # the monitor's own total is local (or empty) under the engine
         if ctx.get("norm") == "packed":

@@ -29,6 +29,7 @@ from typing import Any, Callable
 import torch
 from lightning.pytorch import Callback
 
+from ..messages import Msg
 from .callback import WatchingCallback
 
 log = logging.getLogger("lossdoctor")
@@ -82,10 +83,10 @@ class LossDoctorCallback(WatchingCallback, Callback):
     # --- internals ----------------------------------------------------------------------------------
     def _start(self, trainer: Any, pl_module: Any) -> None:
         if not trainer.optimizers:
-            log.warning("lossdoctor: the trainer has no optimizer; not watching this run")
+            log.warning("%s", Msg("integrations.no_optimizer"))
             return
         if len(trainer.optimizers) > 1:
-            log.info("lossdoctor: watching the first of %d optimizers", len(trainer.optimizers))
+            log.info("%s", Msg("integrations.first_optimizer", n=len(trainer.optimizers)))
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         configs = getattr(trainer, "lr_scheduler_configs", None) or []
         scheduler = configs[0].scheduler if configs else None

@@ -111,7 +111,7 @@ class MicroBatchProbe:
     def _fail(self, e: BaseException) -> None:
         self.enabled = False
         self.items = []
-        self.monitor._disable("micro-batches", e)
+        self.monitor.disable("micro-batches", e)
 
     def reset(self) -> None:
         self.items = []
@@ -137,7 +137,9 @@ class MicroBatchProbe:
         except Exception:
             return batches[-1]
 
-    def flush(self, packer: Any) -> dict[str, Any]:
+    def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
         items, self.items = self.items, []
         losses = [m for m in items if m.loss is not None]
         ctx: dict[str, Any] = {"k": len(losses), "weights": False, "n_items": False, "num_items": False}

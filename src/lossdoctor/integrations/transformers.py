@@ -37,6 +37,7 @@ from typing import Any, Callable
 import torch
 from transformers import TrainerCallback
 
+from ..messages import Msg
 from .callback import WatchingCallback
 from .microbatch import LOSS_KWARGS, model_loss
 
@@ -61,7 +62,7 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
                        lr_scheduler: Any = None, **kwargs: Any) -> None:
         self._finish()
         if model is None or optimizer is None:
-            log.warning("lossdoctor: the Trainer passed no model/optimizer; not watching this run")
+            log.warning("%s", Msg("integrations.no_model"))
             return
         self._start_guarded(self._start, args, state, model, optimizer, lr_scheduler)
 

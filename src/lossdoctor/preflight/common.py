@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..detectors.base import fmt, round_sig
+from ..messages import fmt, round_sig
 from ..findings import Finding
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 

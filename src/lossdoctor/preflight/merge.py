@@ -1,59 +1,6 @@
-"""Preflight findings joined with the engine's: one finding per problem, not two.
+"""Preflight findings joined with the engine's: the code lives in `detectors.merge` (the offline
+engine needs it, and the detectors sit below preflight); re-exported here for preflight's callers."""
 
-A preflight finding (seen in the objects before or at the start of training) and a detector's
-finding (seen in the step records) often describe the same problem: the GradScaler configured at
-2^60 and the skipped steps it then caused, the prompt that is not masked and the label statistics.
-When a finding of the same cause already exists, the preflight evidence and fixes are added to it
-(the engine keeps one finding per cause and step anyway). Torch-free: the offline engine imports it.
-"""
+from ..detectors.merge import merge_findings, ordered
 
-from __future__ import annotations
-
-from typing import Any, Iterable
-
-from ..findings import Finding, importance_key
-from ..vocabulary import SEVERITY_RANK
-
-
-def merge_findings(base: list[Finding], extra: Iterable[Finding | dict[str, Any]], *,
-                   rank: int | None = None, notes: list[str] | None = None) -> list[Finding]:
-    """`base` (the detectors' findings) with `extra` (preflight findings, as objects or contract
-    dicts read back from a run directory) folded in. Unreadable dicts become a note."""
-    out = list(base)
-    for item in extra:
-        try:
-            p = item if isinstance(item, Finding) else Finding.from_dict(item)
-        except (TypeError, ValueError, KeyError) as e:
-            if notes is not None:
-                notes.append(f"preflight: skipped an unreadable finding ({e})")
-            continue
-        if p.rank is None:
-            p.rank = rank
-        target = next((f for f in out if f.cause == p.cause), None)
-        if target is None:
-            out.append(p)
-        else:
-            _fold(target, p)
-    return out
-
-
-def _fold(f: Finding, p: Finding) -> None:
-    """Add `p` to `f`; the more severe of the two leads (its symptom, its evidence first)."""
-    lead = SEVERITY_RANK[p.severity] > SEVERITY_RANK[f.severity]
-    new_ev = [e for e in p.evidence if e not in f.evidence]
-    new_fix = [x for x in p.fixes if x not in f.fixes]
-    f.evidence = new_ev + f.evidence if lead else f.evidence + new_ev
-    f.fixes = new_fix + f.fixes if lead else f.fixes + new_fix
-    if lead:
-        f.severity, f.symptom = p.severity, p.symptom
-    f.confidence = max(f.confidence, p.confidence)
-    if f.layer is None:
-        f.layer = p.layer
-    if f.samples is None and p.samples is not None:
-        f.samples, f.batch = p.samples, p.batch if f.batch is None else f.batch
-    if f.step is None:
-        f.step = p.step
-
-
-def ordered(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=importance_key)
+__all__ = ["merge_findings", "ordered"]

@@ -17,7 +17,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..findings import Report
 from ..records import Run
 from .i18n import cause_text, symptom_text, translate, ui

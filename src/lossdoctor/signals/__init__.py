@@ -6,4 +6,8 @@ optimizer   LR / weight decay per group, skipped steps, update/param ratio, Adam
 batch       non-finite samples, input magnitude, label masking, all-padding rows
 readout     one device-to-host copy per step (asynchronous on CUDA)
 describe    run metadata written once
+probe       the interface every probe shares (built-in and add-on), the step's inputs and record
+distributed DDP / FSDP2: gradient norms before and after the ranks combine them
+launch      the run directory every rank agrees on without a collective
+accelerate  Accelerate's gradient-sync flag (which micro-batch's backward completes the step)
 """

@@ -45,10 +45,26 @@ def _children(batch: Any) -> list[tuple[Any, Any]]:
 
 
 class BatchProbe:
+    """The built-in probe of the batch passed to `mon.step` (see `signals.probe`). A batch it
+    cannot read switches it off alone: only the batch checks are lost."""
+
+    name = "batch checks"
+
     def __init__(self) -> None:
         self.enabled = True
 
-    def flush(self, batch: Any, packer: Any) -> dict[str, Any]:
+    def flush(self, packer: Any, step: Any) -> dict[str, Any] | None:
+        if not self.enabled:
+            return None
+        return self.flush_batch(step.batch, packer)
+
+    def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
+        rec.update(interpret(values, ctx))
+
+    def remove(self) -> None:
+        pass  # no hooks
+
+    def flush_batch(self, batch: Any, packer: Any) -> dict[str, Any]:
         ctx: dict[str, Any] = {"float_keys": [], "label_key": None, "mask_key": None, "size": None}
         if batch is None or not self.enabled:
             return ctx

@@ -104,7 +104,7 @@ def chance_loss(model_info: dict[str, Any], task: str | None) -> float | None:
 
 def describe_run(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: Any, scheduler: Any,
                  task: str | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    from .. import __version__
+    from .._version import __version__
 
     mi = describe_model(model)
     meta = {

@@ -10,17 +10,20 @@ backward of the step wins: its gradients are the accumulated ones; `backwards` c
 passes of the step (the number of micro-batches), and `should_capture` (set by integrations that
 know which micro-batch is the last, e.g. Accelerate's `sync_gradients`) skips the norms of the
 others. Sharded gradients (FSDP2 DTensors) are measured on this rank's shard; `listeners` get the
-norms of every capture (the distributed probe combines the shards).
+norms of every capture (the distributed probe combines the shards), and `arm()` queues a capture
+for gradients that never pass through autograd's accumulation (FSDP2 assigns its shards itself).
+On sampled steps the probe also takes every parameter's norm (the per-layer `param_norm` row).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+import numpy as np
 import torch
 from torch import nn
 
-from .sharding import local
+from .sharding import local, local_list
 
 
 def foreach_norm_fp32(grads: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -32,9 +35,14 @@ def foreach_norm_fp32(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 class GradProbe:
+    """The built-in probe of gradient (and, on sampled steps, parameter) norms; see `signals.probe`."""
+
+    name = "GradProbe"
+
     def __init__(self, model: nn.Module, module_names: list[str],
                  scale_fn: Callable[[], torch.Tensor | None]) -> None:
         module_pos = {n: i for i, n in enumerate(module_names)}
+        self.n_modules = len(module_names)
         self.names: list[str] = []
         self.params: list[nn.Parameter] = []
         self.owner: list[int] = []  # index of the module that owns each parameter
@@ -57,11 +65,13 @@ class GradProbe:
         self._handles = []
         if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
             for p in self.params:
-                self._handles.append(p.register_post_accumulate_grad_hook(self._on_grad))
+                self._handles.append(p.register_post_accumulate_grad_hook(self.arm))
+        self._owners = np.asarray(self.owner, dtype=np.int64)  # module of each parameter, for the host side
 
-    def _on_grad(self, p: torch.Tensor | None) -> None:
-        """Queue one capture at the end of the running backward (also called by probes whose
-        gradients do not pass through autograd accumulation, e.g. FSDP2's sharded parameters)."""
+    def arm(self, p: torch.Tensor | None = None) -> None:
+        """Queue one capture at the end of the running backward: the hook on every parameter, and
+        what probes call whose gradients do not pass through autograd's accumulation (FSDP2's
+        sharded parameters). Several calls in one backward queue one capture."""
         if self._queued or not self.enabled:
             return
         try:  # runs inside the user's loss.backward(): nothing may escape
@@ -112,7 +122,12 @@ class GradProbe:
         self._captured = (idx, kept, None if scale is None else scale.detach().clone())
         self.fresh = True
 
-    def flush(self, packer: Any) -> dict[str, Any]:
+    def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
+        if step is not None and step.sampled:
+            params = local_list(self.params)
+            if params:
+                with torch.no_grad():
+                    packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
         if not self.fresh and self.enabled:
             try:
                 self.capture()  # no hook fired (grads from autograd.grad, replaced params...)
@@ -130,7 +145,41 @@ class GradProbe:
         self._captured = None
         return ctx
 
+    def interpret(self, values: dict[str, np.ndarray], ctx: dict[str, Any], rec: Any) -> None:
+        """Host side: the total gradient norm (the loss scale divided out), which parameters went
+        non-finite, the total parameter norm; per module, both norms into `rec.layers`."""
+        if ctx.get("grad_idx") is not None and "param_grad_norm" in values:
+            norms = values["param_grad_norm"].astype(np.float64)
+            if "grad_scale" in values:
+                norms = norms / float(values["grad_scale"][0])
+            idx = np.asarray(ctx["grad_idx"])
+            with np.errstate(over="ignore", invalid="ignore"):
+                rec["grad_norm"] = float(np.sqrt(np.sum(norms * norms)))
+            bad = ~np.isfinite(norms)
+            rec["grad_nonfinite"] = int(bad.sum())
+            if bad.any():
+                rec["nonfinite_params"] = [self.names[i] for i in idx[bad][:8]]
+            rec.layers["param_grad_norm"] = per_module_norm(self.n_modules, self._owners[idx], norms)
+        if "param_norm_pp" in values:
+            pn = values["param_norm_pp"].astype(np.float64)
+            rec["param_norm"] = float(np.sqrt(np.sum(pn * pn)))
+            rec.layers["param_norm"] = per_module_norm(self.n_modules, self._owners, pn)
+        if ctx.get("backwards"):
+            rec["accum_steps"] = ctx["backwards"]
+
     def remove(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+
+
+def per_module_norm(n_modules: int, owners: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """L2 norm per owning module of per-parameter norms, in the per-layer convention (the
+    tracer's): inf marks a non-finite value, NaN a module without parameters (not measured)."""
+    sq = np.zeros(n_modules)
+    with np.errstate(over="ignore", invalid="ignore"):
+        np.add.at(sq, owners, norms * norms)
+        out = np.sqrt(sq)
+    has = np.zeros(n_modules, dtype=bool)
+    has[owners] = True
+    return np.where(has, np.where(np.isfinite(out), out, np.inf), np.nan)

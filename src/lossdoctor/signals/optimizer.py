@@ -49,6 +49,11 @@ def scaler_scale(scaler: Any) -> torch.Tensor | None:
 
 
 class OptimizerProbe:
+    """The built-in probe of the optimizer (see `signals.probe`): LR, weight decay, whether it
+    stepped, and on sampled steps the update ratio, frozen low-precision entries, eps dominance."""
+
+    name = "OptimizerProbe"
+
     def __init__(self, optimizer: Any, budget: int = 1 << 20) -> None:
         self.opt = unwrap_optimizer(optimizer)
         self.budget = budget
@@ -171,7 +176,12 @@ class OptimizerProbe:
             self._stats["eps_above_n"] = [torch.stack([a.to(dev).float() for a in above]).sum()]
             self._eps_total = totals  # a host number: no host-to-device copy needed
 
-    def flush(self, packer: Any) -> dict[str, Any]:
+    def mark_skipped(self) -> None:
+        """The step that just ran is to be recorded as skipped (a skip policy undid it), as a
+        GradScaler's skip is."""
+        self.stepped = False
+
+    def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
         groups = self.opt.param_groups
         lrs = [_host_float(g.get("lr")) for g in groups]
         wds = [_host_float(g.get("weight_decay", 0.0)) for g in groups]
@@ -183,6 +193,24 @@ class OptimizerProbe:
         self._eps_total = 0
         self.stepped = False
         return ctx
+
+    def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
+        """Host side: `skipped` (the optimizer did not step; the monitor tells a skip from a
+        `mon.step` without an optimizer step), LR and weight decay, and the sampled ratios."""
+        rec["skipped"] = 0 if ctx["stepped"] else 1
+        lrs = ctx["lrs"]
+        rec["lr"] = lrs[0] if lrs else None
+        rec["wd"] = ctx["wds"][0] if ctx["wds"] else None
+        if len(set(lrs)) > 1:
+            rec["lr_groups"] = lrs
+        if "delta_sq" in values and "param_sq" in values:
+            d, p = float(values["delta_sq"][0]), float(values["param_sq"][0])
+            rec["update_ratio"] = math.sqrt(d / p) if p > 0 and math.isfinite(d) else None
+        if "lowp_frozen" in values and "lowp_moving" in values:
+            moving = float(values["lowp_moving"][0])
+            rec["frozen_frac"] = float(values["lowp_frozen"][0]) / moving if moving > 0 else None
+        if "eps_above_n" in values and ctx.get("eps_total"):
+            rec["eps_dominated"] = 1.0 - float(values["eps_above_n"][0]) / ctx["eps_total"]
 
     def remove(self) -> None:
         for h in self._handles:

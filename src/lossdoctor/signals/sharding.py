@@ -2,7 +2,7 @@
 
 Under FSDP2 parameters and gradients are DTensors. An operation that mixes a DTensor with a plain
 tensor fails, and one on DTensors alone may issue a collective; the monitor's statistics are
-per-rank quantities combined explicitly (see `lossdoctor.integrations.distributed`), so every
+per-rank quantities combined explicitly (see `lossdoctor.signals.distributed`), so every
 probe measures a DTensor's local shard.
 """
 

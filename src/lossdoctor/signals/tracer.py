@@ -107,12 +107,17 @@ def dtype_max(dtype: torch.dtype) -> float:
 
 
 class ModuleTracer:
+    """The built-in probe of module outputs and output gradients (see `signals.probe`)."""
+
+    name = "ModuleTracer"
+
     def __init__(self, model: nn.Module, *, check_inputs: bool = True) -> None:
         self.names: list[str] = []
         self.modules: list[nn.Module] = []
         for name, m in model.named_modules():
             self.names.append(name or "<model>")
             self.modules.append(m)
+        self.parents = parent_index(self.names)
         self.is_leaf = [len(m._modules) == 0 for m in self.modules]
         self.passthrough = [is_passthrough(m) for m in self.modules]
         self.linear = [linear_layer(m) for m in self.modules]
@@ -336,7 +341,7 @@ class ModuleTracer:
         cell[0] = None
 
     # --- per step -----------------------------------------------------------------------------
-    def flush(self, packer: Any) -> dict[str, Any]:
+    def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
         """Hand this step's tensors to the packer; return the host-side layout for `interpret`."""
         for cell in self._deferred:  # an input whose gradient never came: scan the output's now
             self._scan_deferred(cell)
@@ -356,6 +361,12 @@ class ModuleTracer:
             pool[1] = 0
         self.reset()
         return ctx
+
+    def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: Any) -> None:
+        """Host side: the record's activation fields, the per-module rows into `rec.layers`."""
+        fields, per = interpret(self.names, self.parents, values, ctx, self.passthrough)
+        rec.update(fields)
+        rec.layers.update(per)
 
     def remove(self) -> None:
         for h in self._handles:

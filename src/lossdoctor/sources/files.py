@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import IO, Any, Callable
 
-from . import SourceError
+from .registry import SourceError
 
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages"}
 

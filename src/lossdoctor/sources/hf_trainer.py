@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Run, from_columns, to_float
-from . import SourceError, reader
+from .registry import SourceError, reader
 from .files import head, json_array_prefix, numbered, read_bytes, walk
 
 STATE = "trainer_state.json"

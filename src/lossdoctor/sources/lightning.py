@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..records import Run
-from . import SourceError, reader
+from .registry import SourceError, reader
 from .files import numbered, walk
 from .tabular import read_csv
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..records import Run, from_columns
 from .hf_trainer import restore_filtered_nan
-from . import SourceError, reader
+from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import head, walk
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..records import Run
 from ..runlog import is_run_dir, read_run_dir
-from . import reader
+from .registry import reader
 
 
 @reader("lossdoctor run directory", lambda p: is_run_dir(p), priority=0)

@@ -37,7 +37,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..records import Run, from_columns
-from . import SourceError, reader
+from .registry import SourceError, reader
 from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg

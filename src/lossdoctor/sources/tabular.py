@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 from ..records import Run, from_columns, to_float
-from . import SourceError, reader
+from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, column_for, map_names, step_rank
 from .files import head, json_array_prefix, looks_binary, read_bytes, text_head
 

@@ -20,7 +20,7 @@ from typing import Iterator
 import numpy as np
 
 from ..records import Run, from_columns
-from . import SourceError, reader
+from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import read_bytes
 

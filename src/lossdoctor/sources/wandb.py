@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..records import Run
-from . import SourceError, reader
+from .registry import SourceError, reader
 from .files import head, read_bytes, walk
 from .tabular import parse_jsonl, rows_run
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
-from ..detectors.base import fmt
+from ..messages import Msg
 from ..detectors.nonfinite import ATTENTION
 from .optrace import LOSS_OPS, SOFTMAX_OPS, OpEvent, base_name
 
@@ -35,7 +35,12 @@ def is_attention(ev: OpEvent | None) -> bool:
 
 
 def _where(ev: OpEvent) -> str:
-    return ev.module if ev.module else "the loss code (outside the model)"
+    return ev.module if ev.module else Msg("triage.loss_code")
+
+
+def _ids(ids: list[int]) -> Msg:
+    """Sample ids as the records show them: [3, 7]."""
+    return Msg("triage.ids", ids=list(ids))
 
 
 def _samples(search: Any, ev: OpEvent | None, bad_batch: dict[str, list[int]]) -> list[int] | None:
@@ -60,133 +65,203 @@ def _sample_sentence(search: Any, samples: list[int] | None) -> str | None:
     if search is None or search.samples is None:
         return None
     if getattr(search, "size", None) and _everyone(search, search.size):
-        return (f"{len(search.samples)} of the {search.size} samples break the step each on their own: "
-                "it is not a matter of particular samples")
+        return Msg("triage.samples.everyone", n=len(search.samples), size=search.size)
     if search.together:
-        return f"sample(s) {search.samples[:16]} make the step non-finite only together ({search.probes} probes)"
-    return (f"bisecting the batch ({search.probes} forward+backward probes) isolates sample(s) "
-            f"{search.samples[:16]}: each breaks the step on its own, the rest of the batch does not")
+        return Msg("triage.samples.together", ids=_ids(search.samples[:16]), probes=search.probes)
+    return Msg("triage.samples.isolated", probes=search.probes, ids=_ids(search.samples[:16]))
 
 
 def classify(fwd: OpEvent | None, bwd: OpEvent | None, near: OpEvent | None, bad_batch: dict[str, list[int]],
              search: Any, live: dict[str, Any], *, loss: float, grads_ok: bool) -> Verdict:
+    """The cause of a non-finite step: bad data in the batch first; else the first non-finite
+    forward op, explained by the first op family of `FORWARD_FAMILIES` it belongs to; else the first
+    non-finite backward op. `near` is the last op before it (context)."""
     v = Verdict()
     origin = fwd or bwd
     v.samples = _samples(search, origin, bad_batch)
     if origin is not None:
         v.layer, v.op, v.phase = origin.module, origin.op, origin.phase
     sample_line = _sample_sentence(search, v.samples)
-
     if bad_batch:
-        keys = ", ".join(f"'{k}'" for k in bad_batch)
-        v.cause, v.confidence = "nonfinite_data", 0.97
-        v.evidence.append(f"the batch holds NaN/Inf in {keys}: sample(s) {v.samples[:16] if v.samples else '?'}")
-        if fwd is not None:
-            v.evidence.append(fwd.describe())
-        if sample_line:
-            v.evidence.append(sample_line)
-        v.fixes.append(f"drop or repair those samples: filter with torch.isfinite(x).flatten(1).all(1) in the "
-                       f"collate function, and fix the decoding/normalisation that produced {keys}")
-        return v
-
+        return _bad_data(v, bad_batch, fwd, sample_line)
     if fwd is None and bwd is None:
-        if not math.isfinite(loss) or not grads_ok:
-            v.evidence.append("the loss or a gradient is non-finite, but no traced op made it so "
-                              "(a custom autograd function or a kernel the dispatcher does not see?)")
-        if near is not None:
-            v.evidence.append(near.describe())
-        return v
-
+        return _untraced(v, near, loss=loss, grads_ok=grads_ok)
     if fwd is not None:
-        name = base_name(fwd.op)
-        out_dtype = fwd.outputs[0].dtype if fwd.outputs else "float32"
-        in_max = max((s.absmax for s in fwd.inputs if s.absmax is not None), default=None)
-        if fwd.kind == "param":
-            v.cause, v.confidence = "grad_explosion", 0.6
-            v.evidence.append("a parameter was already non-finite before this step: an earlier update "
-                              "overflowed (exploding gradients or a too-high learning rate)")
-            v.fixes.append("clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)) and lower the "
-                           "learning rate; restart from the last checkpoint before the weights went bad")
-        elif name in SOFTMAX_OPS or (is_attention(fwd) and (name in MATMUL_OPS or name == "exp"
-                                                            or fwd.kind in ("nan", "domain"))):
-            v.cause, v.confidence = "attention_overflow", 0.95
-            masked_rows = any(s.inf for s in fwd.inputs) and fwd.kind == "nan"
-            empty = live.get("mask_empty_sample_ids")
-            if name in SOFTMAX_OPS and masked_rows:
-                who = f"sample(s) {v.samples[:16]}" if v.samples else "some rows"
-                v.evidence.append(f"{who}: every key of a softmax row is masked with -inf (a sequence that is "
-                                  "all padding), and softmax(-inf, ..., -inf) = 0/0 = NaN"
-                                  + (f"; attention_mask is all zeros for sample(s) {list(empty)[:16]}" if empty else ""))
-                v.fixes.append("drop empty (all-padding) sequences from the data, and mask with "
-                               "torch.finfo(scores.dtype).min instead of -inf (or use "
-                               "F.scaled_dot_product_attention, which returns 0 for fully masked rows)")
-            elif name == "exp":
-                v.evidence.append(f"exp of attention logits up to {fmt(in_max or math.inf)} overflows {out_dtype} "
-                                  f"(exp(x) > {fmt(DTYPE_MAX.get(out_dtype, 3.4e38))} for x > "
-                                  f"{fmt(math.log(DTYPE_MAX.get(out_dtype, 3.4e38)))}): the softmax is computed "
-                                  "without subtracting the row maximum")
-                v.fixes.append("use torch.softmax(scores, dim=-1) (it subtracts the row max), or "
-                               "exp(scores - scores.amax(-1, keepdim=True)) in the hand-written softmax")
-            elif name not in MATMUL_OPS and name not in SOFTMAX_OPS:
-                zero_in = any(s.min == 0 or (s.absmax is not None and s.absmax == 0) for s in fwd.inputs)
-                v.evidence.append(f"{fwd.op} in attention module {fwd.module} made NaN/Inf"
-                                  + (" from a zero input: a hand-written softmax whose exp underflowed to 0 for "
-                                     "a whole row (logits far below 0) divides 0 by 0" if zero_in and name == "div"
-                                     else ""))
-                v.fixes.append("use torch.softmax(scores, dim=-1) (it subtracts the row max), or "
-                               "exp(scores - scores.amax(-1, keepdim=True)) in the hand-written softmax")
-            else:
-                v.evidence.append(f"attention logits reached {fmt(in_max or math.inf)} and overflowed {out_dtype}")
-                v.fixes.append("scale QK^T by 1/sqrt(head_dim) and compute attention scores in fp32; "
-                               "QK-layernorm or a z-loss of 1e-4 keeps logits bounded (Wortsman et al. 2023)")
-        elif name in LOSS_OPS and live.get("label_tokens") == 0:
-            v.cause, v.confidence = "label_mask_empty", 0.9
-            v.evidence.append("every label of the batch is the ignore index: the mean over zero tokens is 0/0")
-            v.fixes.append("skip batches without supervised tokens, or normalise by max(1, n_tokens)")
-        else:
-            v.cause = "activation_overflow"
-            v.confidence = 0.9 if fwd.kind in ("overflow", "domain") else 0.8
-            if fwd.kind == "overflow" and name == "exp":
-                v.evidence.append(f"exp of values up to {fmt(in_max or math.inf)} overflows {out_dtype}")
-                v.fixes.append("use the stable form: logsumexp / log_softmax / softplus instead of "
-                               "log(sum(exp(x))), or subtract the maximum before exp")
-            elif fwd.kind == "overflow":
-                v.evidence.append(f"{fwd.op} in {_where(fwd)} produced values beyond {out_dtype}'s range "
-                                  f"(max {fmt(DTYPE_MAX.get(out_dtype, math.inf))}) from inputs up to "
-                                  f"{fmt(in_max) if in_max is not None else '?'}")
-                if out_dtype in ("float16", "bfloat16"):
-                    v.fixes.append(f"keep {_where(fwd)} out of {out_dtype}: run it under "
-                                   "torch.autocast(device_type, enabled=False) on .float() inputs, or use bf16")
-                v.fixes.append(f"normalise the input of {_where(fwd)} (LayerNorm) or scale its weights down; "
-                               "check the initialisation")
-            else:
-                v.evidence.append(f"{fwd.op} got inputs outside its domain (log of 0 or a negative, 0/0, sqrt "
-                                  "of a negative): it made NaN/Inf from finite values")
-                v.fixes.append(f"guard {fwd.op} in {_where(fwd)}: add an epsilon or clamp(min=eps) to its input, "
-                               "or use the fused stable op (F.cross_entropy, F.binary_cross_entropy_with_logits, "
-                               "log_softmax)")
+        op = ForwardOp.of(fwd, live, v.samples)
+        family = next(f for f in FORWARD_FAMILIES if f.matches(op))
+        v.cause = family.cause
+        v.confidence = family.confidence(op) if callable(family.confidence) else family.confidence
+        family.explain(op, v)
         v.evidence.append(fwd.describe())
     else:
         assert bwd is not None
-        out_dtype = bwd.outputs[0].dtype if bwd.outputs else "float32"
-        half = out_dtype in ("float16", "bfloat16") and bwd.kind == "overflow"
-        v.cause, v.confidence = ("activation_overflow", 0.85) if half else ("grad_explosion", 0.75)
-        v.evidence.append("the forward pass stayed finite; the first non-finite value appeared in backward"
-                          + (f": a gradient beyond {out_dtype}'s range" if half else ""))
-        v.evidence.append(bwd.describe())
-        if half:
-            v.fixes.append("train fp16 with a GradScaler (torch.amp.GradScaler scales the loss so gradients fit "
-                           "fp16, and skips the steps that still overflow), or use bf16 autocast")
-        if bwd.forward_op:
-            v.evidence.append(f"it is the backward of {bwd.forward_op}"
-                              + (f" in {bwd.module}" if bwd.module else ""))
-        if bwd.kind == "domain":
-            v.fixes.append(f"the derivative of {bwd.forward_op or bwd.op} is infinite at its input (sqrt or "
-                           "norm at 0, log at 0): add an epsilon inside it")
-        v.fixes.append("clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)); with fp16, use a "
-                       "GradScaler")
+        _explain_backward(v, bwd)
     if sample_line:
         v.evidence.append(sample_line)
     if near is not None and near is not fwd:
-        v.evidence.append("earlier: " + near.describe())
+        v.evidence.append(Msg("triage.earlier", what=near.describe()))
     return v
+
+
+def _bad_data(v: Verdict, bad_batch: dict[str, list[int]], fwd: OpEvent | None, sample_line: str | None) -> Verdict:
+    keys = [f"'{k}'" for k in bad_batch]
+    v.cause, v.confidence = "nonfinite_data", 0.97
+    v.evidence.append(Msg("triage.data.nonfinite", keys=keys, samples=_ids(v.samples[:16]) if v.samples else "?"))
+    if fwd is not None:
+        v.evidence.append(fwd.describe())
+    if sample_line:
+        v.evidence.append(sample_line)
+    v.fixes.append(Msg("triage.data.fix", keys=keys))
+    return v
+
+
+def _untraced(v: Verdict, near: OpEvent | None, *, loss: float, grads_ok: bool) -> Verdict:
+    if not math.isfinite(loss) or not grads_ok:
+        v.evidence.append(Msg("triage.untraced"))
+    if near is not None:
+        v.evidence.append(near.describe())
+    return v
+
+
+def _explain_backward(v: Verdict, bwd: OpEvent) -> None:
+    out_dtype = bwd.outputs[0].dtype if bwd.outputs else "float32"
+    half = out_dtype in ("float16", "bfloat16") and bwd.kind == "overflow"
+    v.cause, v.confidence = ("activation_overflow", 0.85) if half else ("grad_explosion", 0.75)
+    v.evidence.append(Msg("triage.backward.first",
+                          beyond=Msg("triage.backward.beyond", dtype=out_dtype) if half else ""))
+    v.evidence.append(bwd.describe())
+    if half:
+        v.fixes.append(Msg("triage.backward.fix_scaler"))
+    if bwd.forward_op:
+        v.evidence.append(Msg("triage.backward.of", op=bwd.forward_op,
+                              where=Msg("triage.backward.in", module=bwd.module) if bwd.module else ""))
+    if bwd.kind == "domain":
+        v.fixes.append(Msg("triage.backward.fix_domain", op=bwd.forward_op or bwd.op))
+    v.fixes.append(Msg("triage.backward.fix_clip"))
+
+
+# --- forward op families ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ForwardOp:
+    """The first forward op that made a non-finite value, with what the families look at."""
+
+    ev: OpEvent
+    name: str  # the op's base name (`aten.exp.default` -> `exp`)
+    out_dtype: str
+    in_max: float | None  # the largest |input| (None when unknown)
+    live: dict[str, Any]  # the step record's live flags
+    samples: list[int] | None
+
+    @classmethod
+    def of(cls, ev: OpEvent, live: dict[str, Any], samples: list[int] | None) -> ForwardOp:
+        return cls(ev=ev, name=base_name(ev.op), out_dtype=ev.outputs[0].dtype if ev.outputs else "float32",
+                   in_max=max((s.absmax for s in ev.inputs if s.absmax is not None), default=None),
+                   live=live, samples=samples)
+
+    @property
+    def in_attention(self) -> bool:
+        """A softmax anywhere, or in an attention module: a matmul (the logits), exp, or an op that
+        made NaN or left its domain."""
+        return self.name in SOFTMAX_OPS or (is_attention(self.ev) and (
+            self.name in MATMUL_OPS or self.name == "exp" or self.ev.kind in ("nan", "domain")))
+
+
+@dataclass(frozen=True)
+class OpFamily:
+    """A kind of op that makes NaN/Inf, the cause it points to, and how to explain it."""
+
+    name: str
+    cause: str
+    confidence: float | Callable[[ForwardOp], float]
+    matches: Callable[[ForwardOp], bool]
+    explain: Callable[[ForwardOp, Verdict], None]  # adds the evidence and fixes
+
+
+#: tried in order; the first family that matches explains the op (the last one matches any op)
+FORWARD_FAMILIES: list[OpFamily] = []
+
+
+def op_family(name: str, cause: str, confidence: float | Callable[[ForwardOp], float],
+              matches: Callable[[ForwardOp], bool]) -> Callable:
+    """Register the decorated `explain(op, verdict)` as the next family in `FORWARD_FAMILIES`."""
+    def register(explain: Callable[[ForwardOp, Verdict], None]) -> Callable[[ForwardOp, Verdict], None]:
+        FORWARD_FAMILIES.append(OpFamily(name, cause, confidence, matches, explain))
+        return explain
+
+    return register
+
+
+@op_family("a parameter already non-finite", "grad_explosion", 0.6, lambda op: op.ev.kind == "param")
+def _bad_parameter(op: ForwardOp, v: Verdict) -> None:
+    v.evidence.append(Msg("triage.param.bad"))
+    v.fixes.append(Msg("triage.param.fix"))
+
+
+@op_family("softmax over fully masked rows", "attention_overflow", 0.95,
+           lambda op: op.in_attention and op.name in SOFTMAX_OPS
+           and any(s.inf for s in op.ev.inputs) and op.ev.kind == "nan")
+def _masked_rows(op: ForwardOp, v: Verdict) -> None:
+    empty = op.live.get("mask_empty_sample_ids")
+    who = Msg("triage.samples", ids=_ids(op.samples[:16])) if op.samples else Msg("triage.some_rows")
+    mask = Msg("triage.mask_all_zero", ids=_ids(list(empty)[:16])) if empty else ""
+    v.evidence.append(Msg("triage.attn.masked_rows", who=who, mask=mask))
+    v.fixes.append(Msg("triage.attn.masked_rows_fix"))
+
+
+@op_family("exp of attention logits", "attention_overflow", 0.95,
+           lambda op: op.in_attention and op.name == "exp")
+def _attention_exp(op: ForwardOp, v: Verdict) -> None:
+    top = DTYPE_MAX.get(op.out_dtype, 3.4e38)
+    v.evidence.append(Msg("triage.attn.exp", value=float(op.in_max or math.inf), dtype=op.out_dtype,
+                          top=float(top), log_top=math.log(top)))
+    v.fixes.append(Msg("triage.attn.stable_fix"))
+
+
+@op_family("another op of a hand-written attention", "attention_overflow", 0.95,
+           lambda op: op.in_attention and op.name not in MATMUL_OPS and op.name not in SOFTMAX_OPS)
+def _attention_other(op: ForwardOp, v: Verdict) -> None:
+    fwd = op.ev
+    zero_in = any(s.min == 0 or (s.absmax is not None and s.absmax == 0) for s in fwd.inputs)
+    why = Msg("triage.attn.zero_div") if zero_in and op.name == "div" else ""
+    v.evidence.append(Msg("triage.attn.other", op=fwd.op, module=str(fwd.module), why=why))
+    v.fixes.append(Msg("triage.attn.stable_fix"))
+
+
+@op_family("attention logits (QK^T, or the softmax of them)", "attention_overflow", 0.95,
+           lambda op: op.in_attention)
+def _attention_logits(op: ForwardOp, v: Verdict) -> None:
+    v.evidence.append(Msg("triage.attn.logits", value=float(op.in_max or math.inf), dtype=op.out_dtype))
+    v.fixes.append(Msg("triage.attn.logits_fix"))
+
+
+@op_family("a loss over zero supervised tokens", "label_mask_empty", 0.9,
+           lambda op: op.name in LOSS_OPS and op.live.get("label_tokens") == 0)
+def _loss_without_labels(op: ForwardOp, v: Verdict) -> None:
+    v.evidence.append(Msg("triage.labels.empty"))
+    v.fixes.append(Msg("triage.labels.fix"))
+
+
+@op_family("exp overflow", "activation_overflow", 0.9, lambda op: op.ev.kind == "overflow" and op.name == "exp")
+def _exp_overflow(op: ForwardOp, v: Verdict) -> None:
+    v.evidence.append(Msg("triage.exp.overflow", value=float(op.in_max or math.inf), dtype=op.out_dtype))
+    v.fixes.append(Msg("triage.exp.fix"))
+
+
+@op_family("overflow beyond the dtype's range", "activation_overflow", 0.9, lambda op: op.ev.kind == "overflow")
+def _overflow(op: ForwardOp, v: Verdict) -> None:
+    fwd, dtype = op.ev, op.out_dtype
+    v.evidence.append(Msg("triage.overflow", op=fwd.op, where=_where(fwd), dtype=dtype,
+                          top=float(DTYPE_MAX.get(dtype, math.inf)),
+                          value=None if op.in_max is None else float(op.in_max)))
+    if dtype in ("float16", "bfloat16"):
+        v.fixes.append(Msg("triage.overflow.fix_dtype", where=_where(fwd), dtype=dtype))
+    v.fixes.append(Msg("triage.overflow.fix_scale", where=_where(fwd)))
+
+
+@op_family("an input outside the op's domain", "activation_overflow",
+           lambda op: 0.9 if op.ev.kind == "domain" else 0.8, lambda op: True)
+def _out_of_domain(op: ForwardOp, v: Verdict) -> None:
+    fwd = op.ev
+    v.evidence.append(Msg("triage.domain", op=fwd.op))
+    v.fixes.append(Msg("triage.domain.fix", op=fwd.op, where=_where(fwd)))

@@ -28,19 +28,21 @@ import logging
 import math
 import time
 from collections import deque
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
 
 from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
 from ..findings import Finding
+from ..messages import Msg
 from . import batches as B
 from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
                       verdict_sentence)
-from .localize import _Preserve, localize_on
+from .host import TriageHost
+from .localize import Preserve, localize_on
 from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
@@ -49,7 +51,6 @@ from .state import (InplaceGuard, RngState, Snapshot, SnapshotLoadError, Snapsho
 
 log = logging.getLogger("lossdoctor")
 
-POLICIES = ("report", "raise", "skip")
 LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_first_nonfinite",
              "bwd_first_nonfinite", "nonfinite_params", "batch_nonfinite_detail", "mask_empty_sample_ids",
              "label_empty_sample_ids", "label_tokens", "act_absmax", "act_absmax_layer", "act_range_frac")
@@ -116,30 +117,21 @@ def _nonfinite(x: Any) -> bool:
     return isinstance(x, float) and not math.isfinite(x)
 
 
-def check_options(on_incident: str, snapshot: str, snapshot_every: int) -> None:
-    """Reject bad triage options before the monitor installs anything."""
-    if on_incident not in POLICIES:
-        raise ValueError(f"on_incident must be one of {POLICIES}, not {on_incident!r}")
-    if snapshot not in ("memory", "disk", "off"):
-        raise ValueError(f"snapshot must be 'memory', 'disk' or 'off', not {snapshot!r}")
-    if int(snapshot_every) < 1:
-        raise ValueError(f"snapshot_every must be >= 1, not {snapshot_every!r}")
-
-
 class Triage:
-    """Owned by the Monitor: the ring, the skip guard, and the incident flow."""
+    """Owned by the Monitor: the ring, the skip guard, and the incident flow. It sees the monitor
+    only through a `TriageHost` (the training objects, the run log, the step, three services)."""
 
-    def __init__(self, mon: Any, replay_fn: Callable | None, *, on_incident: str = "report",
+    def __init__(self, host: TriageHost, replay_fn: Callable | None, *, on_incident: str = "report",
                  snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
                  inplace: bool = False, max_incidents: int = 3) -> None:
-        self.mon = mon
+        self.host = host
         self.replay_fn = replay_fn
         self.policy = on_incident
         self.inplace = inplace
         self.max_incidents = max_incidents
-        self.model = mon.model  # the monitor already unwrapped DDP
-        self.optimizer = mon.optimizer
-        self.scaler = mon.scaler
+        self.model = host.model
+        self.optimizer = host.optimizer
+        self.scaler = host.scaler
         self.records: list[dict[str, Any]] = []
         self.episode = False
         self.spikes = SpikeWatch()
@@ -151,9 +143,9 @@ class Triage:
         self.guard = None
         try:
             if replay_fn is not None and snapshot != "off":
-                self.ring = SnapshotRing(self.model, self.optimizer, mon.scaler, mon.scheduler,
+                self.ring = SnapshotRing(self.model, self.optimizer, host.scaler, host.scheduler,
                                          every=snapshot_every, mode=snapshot, budget=snapshot_budget,
-                                         directory=Path(mon.run_dir) / "snapshots")
+                                         directory=Path(host.run_dir) / "snapshots")
                 self.ring.snapshot(0)
             if on_incident == "skip":
                 from .policy import SkipGuard
@@ -162,8 +154,7 @@ class Triage:
         except BaseException:
             self.close()  # the monitor cannot reach a triage it never got: remove its hooks here
             raise
-        mon.meta.setdefault("incidents", [])
-        mon.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
+        host.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
                               "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
                               "budget": self.ring.budget if self.ring else None}
 
@@ -212,12 +203,12 @@ class Triage:
 
     # --- skip policy --------------------------------------------------------------------------
     def _on_skip(self) -> None:
-        self.skipped_steps.add(self.mon.step_idx)
+        self.skipped_steps.add(self.host.step())
         if self.ring is not None:
             self.ring.mark_skipped()
 
     def _after_skip(self) -> None:
-        self.mon.opt_probe.stepped = False  # the step record says "skipped", as for a GradScaler skip
+        self.host.mark_skipped()  # the step record says "skipped", as for a GradScaler skip
 
     # --- trigger ----------------------------------------------------------------------------------
     def _trigger(self, rec: dict[str, Any]) -> dict[str, Any] | None:
@@ -255,8 +246,8 @@ class Triage:
         self.episode = True
         record = self.run(step, trig, rec)
         self.records.append(record)
-        self.mon.meta["incidents"].append(record)
-        self.mon.writer.write_incident(f"step-{step:08d}", record)
+        self.host.incidents.append(record)
+        self.host.writer.write_incident(f"step-{step:08d}", record)
         if self.policy == "raise":
             f = record["findings"][0] if record.get("findings") else None
             what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
@@ -268,7 +259,7 @@ class Triage:
     def run(self, step: int, trig: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
         t0 = time.perf_counter()
         record: dict[str, Any] = {
-            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.mon.rank,
+            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.host.rank,
             "policy": self.policy, "level": "live", "live": {k: rec[k] for k in LIVE_KEYS if k in rec},
             "notes": [], "action": "none"}
         if trig["kind"] == "loss_spike":
@@ -277,10 +268,9 @@ class Triage:
         findings: list[Finding] = []
         try:
             if self.replay_fn is None:  # (DeepSpeed ZeRO / FSDP1 say why replay cannot run there)
-                record["notes"].append(getattr(self.mon, "replay_refused", None)
-                                       or "replay not run: no replay_fn was given")
+                record["notes"].append(self.host.replay_refused() or Msg("triage.note.no_replay_fn"))
             elif self.ring is None:
-                record["notes"].append("replay not run: snapshots are off")
+                record["notes"].append(Msg("triage.note.snapshots_off"))
             else:
                 if self.ring.notes:
                     record["notes"].extend(self.ring.notes)
@@ -289,12 +279,12 @@ class Triage:
                 else:
                     findings = self._replay_flow(step, trig, rec, record)
         except Exception as e:  # triage must never take the training down
-            log.warning("lossdoctor: incident triage at step %d failed: %s: %s", step, type(e).__name__, e)
+            log.warning("%s", Msg("triage.log.failed", step=step, error=f"{type(e).__name__}: {e}"))
             record["error"] = f"{type(e).__name__}: {e}"
             if isinstance(e, SnapshotLoadError):
-                record["notes"].append(str(e))
+                record["notes"].append(e.args[0] if e.args and isinstance(e.args[0], Msg) else str(e))
             if "out of memory" in str(e).lower() and not self.inplace:
-                record["notes"].append("the scratch copy of the model did not fit: pass triage_inplace=True")
+                record["notes"].append(Msg("triage.note.scratch_oom"))
             findings = []
         finally:
             rng.restore()
@@ -310,26 +300,30 @@ class Triage:
         return record
 
     def _workspace(self):
-        mon = self.mon
         if self.inplace:
-            return _PausedInplace(self, InplaceGuard(self.model, self.optimizer, self.scaler))
-        # the monitor's own parts: their hooks are stripped from the copy, and the copy must not
-        # duplicate them (bound-method hooks reach them)
-        pf = getattr(mon, "preflight", None)
-        parts = [mon.tracer, mon.grads, mon.opt_probe, self.ring, self.guard, pf, getattr(pf, "probe", None)]
-        parts = [p for p in parts if p is not None]
+            return self._inplace_workspace()
+        # the monitor's own parts and triage's: their hooks are stripped from the copy, and the
+        # copy must not duplicate them (bound-method hooks reach them)
+        parts = [p for p in (*self.host.hooked, self.ring, self.guard) if p is not None]
         ids = {h.id for part in parts for h in getattr(part, "_handles", []) if hasattr(h, "id")}
-        keep = tuple(parts) + (mon, self, mon.writer, mon.live)
+        keep = tuple(parts) + (self, *self.host.shared)
         return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids, keep))
+
+    @contextmanager
+    def _inplace_workspace(self) -> Iterator[Any]:
+        """In-place triage: the monitor's own hooks on the user's model must not record the replay."""
+        with self.host.paused(), InplaceGuard(self.model, self.optimizer, self.scaler) as ws:
+            yield ws
 
     def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
                      record: dict[str, Any]) -> list[Finding]:
+        """Rewind to the snapshot before `step`, replay up to it, and when the failing step fails
+        again: localise it (op and module, or the samples of a spike), then batch vs state."""
         assert self.ring is not None and self.replay_fn is not None
         fn = self.replay_fn
         snap = self.ring.snapshot_for(step)
         if snap is None:
-            record["notes"].append(f"replay not run: no snapshot at or before step {step} "
-                                   f"(snapshots every {self.ring.every} steps)")
+            record["notes"].append(Msg("triage.note.no_snapshot", step=step, every=self.ring.every))
             return []
         entries = [self.ring.entries.get(s) for s in range(snap.step, step + 1)]
         target = entries[-1]
@@ -346,45 +340,15 @@ class Triage:
             record["replay"] = rep.to_dict()
             record["timing"] = {"replay_s": round(time.perf_counter() - t, 4)}
             exact = rep.reached
-            if rep.reached:
-                reproduced = bad(rep.target_probe) if rep.target_probe else None
-            elif target is not None and target.kept:
-                # some batch before the target was not kept: try the failing batch on the state
-                # the replay got to (an approximation of the state before the failing step)
-                p = probe(ws, target.device_batch(), fn, rng=target.rng)
-                reproduced = True if bad(p) else None
-                gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
-                why = rep.error or f"the batch of step {rep.stopped_at} {_why_missing(gap)}"
-                record["notes"].append(f"{why}, so the state before step {step} is approximated by the "
-                                       f"state of step {rep.stopped_at}")
-            else:
-                reproduced = None
-                record["notes"].append(f"the batch of step {step} {_why_missing(target)}: the step cannot be "
-                                       "replayed")
-            record["reproducible"] = reproduced
+            reproduced = self._reproduce(ws, step, rep, target, bad, record)
             if reproduced is False:
                 if rep.faithful:
                     return [nondeterministic_finding(step, trig, rep, rec)]
-                record["notes"].append(
-                    f"the replay diverged from the logged run at step {rep.diverged_at}, and the failing "
-                    "step did not fail again: inconclusive (replay_fn does not redo the training step "
-                    "exactly: gradient accumulation, clipping by value, a custom update?)")
+                record["notes"].append(Msg("triage.note.diverged", step=rep.diverged_at))
                 return []
             if reproduced is None:
                 return []
-            batch_t = target.device_batch()
-            n = B.batch_size(batch_t)
-            t = time.perf_counter()
-            with _Preserve(ws.model) as keep:
-                if spike:
-                    loc = None
-                    search = per_sample_outliers(
-                        batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
-                    record["samples"] = search.to_dict() if search else None
-                else:
-                    loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
-                    record["localization"] = loc.to_dict()
-            record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
+            loc, search = self._localize(ws, target, spike, rec, record)
             if self.policy == "skip" and exact and rep.faithful:
                 saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
             t = time.perf_counter()
@@ -398,17 +362,51 @@ class Triage:
             findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
         record["level"] = "replay"
         if bvs.get("verdict") == "state":
-            # the state was already bad: the op is where it overflowed, the samples are all of them
-            record["level"] = "replay-state"
-            for f in findings:
-                f.samples = None
-                vs = verdict_sentence(step, bvs)
-                if vs in f.evidence:
-                    f.evidence.remove(vs)
-                    f.evidence.insert(0, vs)
+            _lead_with_state(findings, step, bvs, record)
         if self.policy == "skip":
             record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
+
+    def _reproduce(self, ws: Any, step: int, rep: Any, target: StepEntry | None, bad: Callable[[Probe], bool],
+                   record: dict[str, Any]) -> bool | None:
+        """Does the failing step fail again after the replay? True, False, or None (cannot tell)."""
+        assert self.ring is not None and self.replay_fn is not None
+        if rep.reached:
+            reproduced = bad(rep.target_probe) if rep.target_probe else None
+        elif target is not None and target.kept:
+            # some batch before the target was not kept: try the failing batch on the state
+            # the replay got to (an approximation of the state before the failing step)
+            p = probe(ws, target.device_batch(), self.replay_fn, rng=target.rng)
+            reproduced = True if bad(p) else None
+            gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
+            why = rep.error or Msg("triage.note.batch_of", step=rep.stopped_at, why=_why_missing(gap))
+            record["notes"].append(Msg("triage.note.approximated", why=why, step=step, at=rep.stopped_at))
+        else:
+            reproduced = None
+            record["notes"].append(Msg("triage.note.not_replayable", step=step, why=_why_missing(target)))
+        record["reproducible"] = reproduced
+        return reproduced
+
+    def _localize(self, ws: Any, target: StepEntry, spike: bool, rec: dict[str, Any],
+                  record: dict[str, Any]) -> tuple[Any, Any]:
+        """The failing step again, traced: the first non-finite op (a NaN/Inf), or the samples
+        that make the loss spike. Returns (localization, sample search), one of them None."""
+        fn = self.replay_fn
+        assert fn is not None
+        batch_t = target.device_batch()
+        n = B.batch_size(batch_t)
+        loc = search = None
+        t = time.perf_counter()
+        with Preserve(ws.model) as keep:
+            if spike:
+                search = per_sample_outliers(
+                    batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
+                record["samples"] = search.to_dict() if search else None
+            else:
+                loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
+                record["localization"] = loc.to_dict()
+        record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
+        return loc, search
 
     def _scale_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
                     record: dict[str, Any]) -> list[Finding]:
@@ -420,24 +418,22 @@ class Triage:
         assert self.ring is not None and self.replay_fn is not None
         entry = self.ring.entries.get(step)
         if entry is None or not entry.kept:
-            record["notes"].append(f"the batch of step {step} {_why_missing(entry)}: no op-level answer")
+            record["notes"].append(Msg("triage.note.no_op_answer", step=step, why=_why_missing(entry)))
             return []
         self.ring.paused = True
         t = time.perf_counter()
-        with self._workspace() as ws, _Preserve(ws.model) as keep:
+        with self._workspace() as ws, Preserve(ws.model) as keep:
             loc = localize_on(ws.model, entry.device_batch(), self.replay_fn, rng=entry.rng, live=rec,
                               find_samples=False, preserve=keep)
         record["localization"] = loc.to_dict()
         record["timing"] = {"localize_s": round(time.perf_counter() - t, 4)}
         first, n = int(trig["first"]), int(trig["streak"])
         if not loc.found:
-            record["notes"].append(f"without the loss scale, step {step}'s forward and backward are finite: "
-                                   "the scale itself overflows the fp16 gradients")
+            record["notes"].append(Msg("triage.note.scale_overflows", step=step))
             return []
         back = loc.trace.backward if loc.phase == "backward" else None
         op = back.forward_op if back is not None and back.forward_op else loc.op
-        ev = [f"the GradScaler skipped {n} steps in a row from step {first}; step {step} traced op by op "
-              f"without the loss scale: its gradients are non-finite at any scale", *loc.evidence]
+        ev = [Msg("triage.scale.traced", n=n, first=first, step=step), *loc.evidence]
         record["level"] = "replay"
         return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.9,
                         step=first, batch=step, layer=loc.layer, op=op, evidence=ev,
@@ -482,7 +478,7 @@ class Triage:
         if not damaged:
             return "skipped" if step in self.skipped_steps else "none"
         if saved is None:
-            record["notes"].append("rollback not possible: the replay did not reach the failing step exactly")
+            record["notes"].append(Msg("triage.note.no_rollback"))
             return "none"
         load_model_state(self.model, saved.model_state())
         self.optimizer.load_state_dict(saved.optimizer_state())
@@ -491,41 +487,30 @@ class Triage:
         if self.ring is not None and step in self.ring.entries:
             e = self.ring.entries[step]
             e.stepped, e.skipped_by_policy = False, True
-        later = self.mon.step_idx - step
-        record["notes"].append(
-            f"rolled the model and optimizer back to the state before step {step} (its batch is skipped)"
-            + (f"; the {later} step(s) after it were dropped too" if later > 0 else ""))
-        log.warning("lossdoctor: on_incident='skip': rolled back to the state before step %d and skipped its batch",
-                    step)
+        later = self.host.step() - step
+        dropped = Msg("triage.note.dropped_after", n=later) if later > 0 else ""
+        record["notes"].append(Msg("triage.note.rolled_back", step=step, dropped=dropped))
+        log.warning("%s", Msg("triage.log.rolled_back", step=step))
         return "rolled_back"
 
     def _disable(self, e: BaseException) -> None:
         self.enabled = False
-        log.warning("lossdoctor: incident triage disabled after an internal error: %s: %s", type(e).__name__, e)
+        log.warning("%s", Msg("triage.log.disabled", error=f"{type(e).__name__}: {e}"))
 
 
-class _PausedInplace:
-    """In-place triage: the monitor's own hooks on the user's model must not record the replay."""
-
-    def __init__(self, triage: Triage, guard: InplaceGuard) -> None:
-        self.t, self.guard = triage, guard
-
-    def __enter__(self) -> Any:
-        mon = self.t.mon
-        self.state = (mon.tracer.enabled, mon.grads.enabled)
-        mon.tracer.enabled = mon.grads.enabled = False
-        return self.guard.__enter__()
-
-    def __exit__(self, *exc: Any) -> None:
-        try:
-            self.guard.__exit__(*exc)
-        finally:
-            mon = self.t.mon
-            mon.tracer.enabled, mon.grads.enabled = self.state
-            mon.tracer.reset()
+def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any]) -> None:
+    """The state was already bad: the op is where it overflowed, the samples are all of them, and
+    the batch-vs-state sentence comes first."""
+    record["level"] = "replay-state"
+    for f in findings:
+        f.samples = None
+        vs = verdict_sentence(step, bvs)
+        if vs in f.evidence:
+            f.evidence.remove(vs)
+            f.evidence.insert(0, vs)
 
 
-def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: _Preserve) -> float:
+def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve) -> float:
     try:
         if entry.rng is not None:
             entry.rng.apply()
@@ -536,9 +521,9 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: _Preserv
         keep.reset()
 
 
-def _why_missing(e: StepEntry | None) -> str:
+def _why_missing(e: StepEntry | None) -> Msg:
     if e is None:
-        return "is not in the ring"
+        return Msg("triage.missing.not_in_ring")
     if e.fingerprint:
-        return f"was not kept (triage budget; fingerprint {e.fingerprint})"
-    return "was not passed to mon.step (pass batch=)"
+        return Msg("triage.missing.over_budget", fingerprint=str(e.fingerprint))
+    return Msg("triage.missing.not_passed")

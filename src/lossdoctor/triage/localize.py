@@ -72,13 +72,13 @@ def nonfinite_samples(batch: Any) -> dict[str, list[int]]:
     return out
 
 
-class _Preserve:
+class Preserve:
     """Put back the caller's gradients (same tensor objects), buffers and RNG."""
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
 
-    def __enter__(self) -> _Preserve:
+    def __enter__(self) -> Preserve:
         self.grads = [(p, p.grad) for p in self.model.parameters()]
         for p, _ in self.grads:
             p.grad = None
@@ -189,7 +189,7 @@ def min_group(model: nn.Module) -> tuple[int, str]:
 
 
 def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = None, live: dict | None = None,
-                find_samples: bool = True, preserve: _Preserve | None = None) -> Localization:
+                find_samples: bool = True, preserve: Preserve | None = None) -> Localization:
     """Trace, scan and bisect on the model's current state (shared by `localize` and triage).
     `preserve.reset` is called between probes; the caller owns restoring the model."""
     t0 = time.perf_counter()
@@ -226,7 +226,7 @@ def localize(model: nn.Module, batch: Any, loss_fn: LossFn, *, find_samples: boo
     """
     from .state import StepRng
 
-    with _Preserve(model) as keep:
+    with Preserve(model) as keep:
         dev = next((p.device for p in model.parameters()), None)
         rng = StepRng.capture(dev)  # every probe draws the same dropout masks as the traced run
         return localize_on(model, batch, loss_fn, rng=rng, find_samples=find_samples, preserve=keep)

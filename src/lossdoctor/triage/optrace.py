@@ -35,6 +35,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from ..messages import Msg
 from ..signals.tracer import dtype_max
 
 #: operations whose non-finite output from finite inputs is a domain error, not an overflow
@@ -167,36 +168,33 @@ class OpEvent:
         d["outputs"] = [s.to_dict() for s in self.outputs]
         return d
 
-    def describe(self) -> str:
+    def describe(self) -> Msg:
         """One evidence sentence: op, where, what came in, what came out."""
-        where = f" in {self.module}" if self.module else " outside the model (loss code)"
-        if self.phase == "backward" and self.node:
-            where += f" (backward node {self.node})"
-        outs = "; ".join(_fmt_stats(s) for s in self.outputs[:2])
-        ins = "; ".join(_fmt_stats(s) for s in self.inputs[:3])
-        what = {"nan": "made NaN from inputs without NaN",
-                "overflow": "overflowed: non-finite values where its inputs were finite",
-                "domain": "produced NaN/Inf from finite inputs (outside its domain)",
-                "data": "was the first to read a non-finite batch tensor",
-                "param": "was the first to read a non-finite parameter",
-                "near_overflow": "came within a factor 2 of its dtype's largest value"}[self.kind]
-        s = f"{self.phase} op {self.op}{where} {what}: inputs [{ins}] -> outputs [{outs}]"
-        if self.scalars:
-            s += f"; scalar args {self.scalars}"
-        return s
+        node = Msg("triage.op.node", node=self.node) if self.phase == "backward" and self.node else ""
+        where = Msg("triage.op.in", module=self.module, node=node) if self.module else \
+            Msg("triage.op.outside", node=node)
+        scalars = Msg("triage.op.scalars", args=str(self.scalars)) if self.scalars else ""
+        return Msg("triage.op.describe", phase=self.phase, op=self.op, where=where, what=Msg(f"triage.op.{self.kind}"),
+                   ins=_joined([_fmt_stats(s) for s in self.inputs[:3]]),
+                   outs=_joined([_fmt_stats(s) for s in self.outputs[:2]]), scalars=scalars)
 
 
-def _fmt_stats(s: TensorStats) -> str:
-    from ..detectors.base import fmt
+def _joined(parts: list[Msg]) -> Msg | str:
+    """Parts joined with '; ' (a list value would be joined with ', ')."""
+    if not parts:
+        return ""
+    if len(parts) == 1:
+        return parts[0]
+    return Msg("triage.op.then", first=parts[0], rest=_joined(parts[1:]))
 
-    rng = "no finite values" if s.absmax is None else f"range [{fmt(s.min)}, {fmt(s.max)}]"
-    bad = []
-    if s.nan:
-        bad.append(f"{s.nan} NaN")
-    if s.inf:
-        bad.append(f"{s.inf} Inf")
-    src = f" {s.source}" if s.source else ""
-    return f"{s.dtype}{list(s.shape)}{src} {rng}" + (f" ({', '.join(bad)})" if bad else "")
+
+def _fmt_stats(s: TensorStats) -> Msg:
+    rng = Msg("triage.op.no_finite") if s.absmax is None else Msg("triage.op.range", lo=s.min, hi=s.max)
+    counts = ([Msg("triage.op.nan_count", n=s.nan)] if s.nan else []) + \
+        ([Msg("triage.op.inf_count", n=s.inf)] if s.inf else [])
+    return Msg("triage.op.stats", dtype=s.dtype, shape=str(list(s.shape)),  # notation: [4, 8] in any language
+               src=f" {s.source}" if s.source else "", rng=rng,
+               bad=Msg("triage.op.counts", counts=counts) if counts else "")
 
 
 class OpTracer(TorchDispatchMode):

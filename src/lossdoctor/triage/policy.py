@@ -21,6 +21,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..messages import Msg
+
 log = logging.getLogger("lossdoctor")
 
 
@@ -56,8 +58,7 @@ class SkipGuard:
                     p.grad = g
                 self._stash = None
             self.enabled = False
-            log.warning("lossdoctor: the skip policy is disabled after an internal error: %s: %s",
-                        type(e).__name__, e)
+            log.warning("%s", Msg("triage.log.skip_disabled", error=f"{type(e).__name__}: {e}"))
 
     def _post(self, opt: Any, args: Any, kwargs: Any) -> None:
         if self._stash is None:

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..messages import Msg
 from ..signals.gradients import foreach_norm_fp32
 from .ring import StepEntry
 from .state import Snapshot, Workspace
@@ -196,7 +197,7 @@ def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: R
         loss = scalar_loss(fn(ws.model, batch))
         value = float(loss.detach().float())
         if not loss.requires_grad:
-            res.error = f"replay_fn's loss at step {step} does not require grad: nothing to replay"
+            res.error = Msg("triage.replay.no_grad", step=step)
             res.stopped_at = step
             return res
         scaler = ws.scaler

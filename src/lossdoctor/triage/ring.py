@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..messages import Msg
 from ..signals.gradients import foreach_norm_fp32
 from ..signals.tracer import compiling
 from . import batches as B
@@ -163,9 +164,8 @@ class SnapshotRing:
             room = self.budget - self.snapshot_bytes()
             if size > room:
                 e.fingerprint = B.fingerprint(batch)
-                self._note(f"a batch of {size / 2**20:.1f} MiB does not fit in the triage budget "
-                           f"({self.budget / 2**20:.0f} MiB, {self.snapshot_bytes() / 2**20:.0f} MiB of it snapshots): "
-                           "batches are kept as fingerprints and cannot be replayed; raise snapshot_budget")
+                self._note(Msg("triage.ring.batch_too_big", mib=size / 2**20, budget=self.budget / 2**20,
+                               snapshots=self.snapshot_bytes() / 2**20))
             else:
                 self._make_room(room - size)
                 e.batch = B.to_host(batch)
@@ -188,8 +188,7 @@ class SnapshotRing:
                 e.fingerprint = B.fingerprint(e.batch)
                 e.batch = None
                 self._batch_bytes -= e.nbytes
-                self._note("older batches were replaced by fingerprints to stay within the triage budget "
-                           f"({self.budget / 2**20:.0f} MiB); steps before them cannot be replayed")
+                self._note(Msg("triage.ring.fingerprinted", budget=self.budget / 2**20))
 
     def observe_loss(self, step: int, loss: Any) -> None:
         e = self.entries.get(step)
@@ -209,9 +208,7 @@ class SnapshotRing:
                 self.keep = 2 if 2 * need <= self.budget else 1
                 if need > self.budget:
                     self.enabled = False
-                    self._note(f"the model and optimizer state ({need / 2**20:.0f} MiB) exceeds the triage "
-                               f"budget ({self.budget / 2**20:.0f} MiB): snapshots are off; pass snapshot='disk' "
-                               "or a larger snapshot_budget to replay incidents")
+                    self._note(Msg("triage.ring.state_too_big", mib=need / 2**20, budget=self.budget / 2**20))
                     self.drop()
                     return
                 if self.keep == 1 and len(self.snapshots) == 2:
@@ -254,12 +251,12 @@ class SnapshotRing:
     def _note(self, msg: str) -> None:
         if msg not in self.notes:
             self.notes.append(msg)
-            log.warning("lossdoctor: %s", msg)
+            log.warning("%s", Msg("triage.log.ring_note", note=msg))
 
     def _fail(self, e: BaseException) -> None:
         if self.error is None:
             self.error = e
-            log.warning("lossdoctor: snapshot ring disabled after an internal error: %s: %s", type(e).__name__, e)
+            log.warning("%s", Msg("triage.log.ring_disabled", error=f"{type(e).__name__}: {e}"))
         self.enabled = False
 
     def drop(self) -> None:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..messages import Msg
 from .batches import select_samples
 
 MAX_PROBES = 64
@@ -51,8 +52,8 @@ class SampleSearch:
         return d
 
 
-PADDED_NOTE = ("the model cannot run a batch of one sample here ({why}): every probe kept at least "
-               "{k} samples, a candidate being tested together with samples known to be good")
+def padded_note(why: str, k: int) -> Msg:
+    return Msg("triage.samples.padded", why=why, k=k)
 
 
 def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = MAX_PROBES,
@@ -84,7 +85,7 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
             if len(idx) >= 2:
                 raise
             res.min_group, why_now = 2, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            res.note = PADDED_NOTE.format(why=why or why_now, k=2)
+            res.note = padded_note(why or why_now, 2)
             return test(idx)
 
     stack = [list(range(size))]
@@ -95,7 +96,7 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
             continue
         if res.probes + 2 > max_probes:
             found.extend(idx)
-            res.note = f"stopped after {res.probes} probes; the remaining candidates are listed"
+            res.note = Msg("triage.samples.stopped", probes=res.probes)
             continue
         mid = len(idx) // 2
         halves = [idx[:mid], idx[mid:]]
@@ -115,11 +116,10 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
     res.samples = sorted(found)
     res.together = together
     if res.min_group > 1 and res.note is None:
-        res.note = PADDED_NOTE.format(why=why, k=res.min_group)
+        res.note = padded_note(why, res.min_group)
     if together:
-        res.note = ("these samples make the step non-finite only together (no smaller subset does): "
-                    "a statistic over the batch (BatchNorm, a loss normalised by the batch) is involved"
-                    + (f"; {res.note}" if res.note else ""))
+        res.note = Msg("triage.samples.only_together",
+                       more=Msg("triage.samples.and", note=res.note) if res.note else "")
     return res
 
 
@@ -127,7 +127,7 @@ def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) 
     """Loss of each sample alone; the outliers are the samples far above the others' median."""
     res = SampleSearch(samples=None, method="per-sample loss", size=size)
     if size > MAX_PER_SAMPLE:
-        res.note = f"batch of {size} samples: per-sample losses not computed (limit {MAX_PER_SAMPLE})"
+        res.note = Msg("triage.samples.too_many", size=size, limit=MAX_PER_SAMPLE)
         return res
     losses = []
     for i in range(size):
@@ -138,8 +138,8 @@ def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) 
             if i > 0:
                 raise
             # one sample alone is refused (BatchNorm in train mode): a per-sample loss does not exist
-            res.note = ("per-sample losses not computed: the model cannot run a batch of one sample "
-                        f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})")
+            res.note = Msg("triage.samples.no_single",
+                           error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             return res
     x = np.asarray(losses, dtype=np.float64)
     fin = np.isfinite(x)
@@ -155,5 +155,5 @@ def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) 
     res.losses = {i: float(x[i]) for i in order[:8]}
     res.median = med
     if not out:
-        res.note = "no sample stands out: the whole batch is harder than usual, or the state is the problem"
+        res.note = Msg("triage.samples.none_stands_out")
     return res

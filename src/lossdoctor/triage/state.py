@@ -25,6 +25,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..messages import Msg
+
 log = logging.getLogger("lossdoctor")
 
 _HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
@@ -246,14 +248,13 @@ def load_snapshot(snap: Snapshot) -> Snapshot:
     try:
         d = torch.load(snap.path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise SnapshotLoadError(f"the snapshot {snap.path} could not be loaded ({type(e).__name__}: "
-                                f"{str(e).splitlines()[0] if str(e) else ''}); it was not replayed") from None
+        raise SnapshotLoadError(Msg("triage.snapshot.unloadable", path=str(snap.path),
+                                    error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")) from None
     n_opt = len(_slots(snap.opt_struct))
     tensors = d.get("tensors") if isinstance(d, dict) else None
     if not (isinstance(tensors, list) and all(isinstance(t, torch.Tensor) for t in tensors)
             and len(tensors) == snap.n_model + n_opt and d.get("step") == snap.step):
-        raise SnapshotLoadError(f"the snapshot {snap.path} is not the one lossdoctor wrote for step {snap.step}; "
-                                "it was not replayed")
+        raise SnapshotLoadError(Msg("triage.snapshot.foreign", path=str(snap.path), step=snap.step))
     return Snapshot(step=snap.step, names=snap.names, n_model=snap.n_model, tensors=tensors,
                     opt_struct=snap.opt_struct, scaler=snap.scaler, scheduler=snap.scheduler, rng=snap.rng)
 

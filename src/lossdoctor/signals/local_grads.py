@@ -26,8 +26,10 @@ log = logging.getLogger("lossdoctor")
 
 
 class LocalGradProbe:
-    """A monitor probe (`flush`/`interpret`/`remove`) over `(name, tensor)` autograd leaves.
-    `scale_fn` gives the loss scale the gradients carry (host float, None for none)."""
+    """A probe (`lossdoctor.signals.probe`) over `(name, tensor)` autograd leaves. `scale_fn` gives
+    the loss scale the gradients carry (host float, None for none)."""
+
+    name = "LocalGradProbe"
 
     def __init__(self, named: list[tuple[str, torch.Tensor]], scale_fn: Callable[[], float | None] | None = None,
                  tag: str = "local") -> None:
@@ -62,7 +64,11 @@ class LocalGradProbe:
     def _backward_done(self) -> None:
         self._in_backward = False
 
-    def flush(self, packer: Any) -> dict[str, Any]:
+    def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
+        if not self.enabled:  # switched off (its own hook failed, or the monitor's step did)
+            self._sq = [None] * len(self._sq)
+            self._backwards = 0
+            return None
         idx = [i for i, t in enumerate(self._sq) if t is not None]
         ctx: dict[str, Any] = {"idx": idx or None, "backwards": self._backwards, "scale": self._scale}
         if idx:
@@ -71,9 +77,9 @@ class LocalGradProbe:
         self._backwards = 0
         return ctx
 
-    def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
+    def interpret(self, values: dict[str, Any], ctx: dict[str, Any] | None, rec: dict[str, Any]) -> None:
         key = f"{self.tag}_grad_sq"
-        if ctx["idx"] is None or key not in values:
+        if ctx is None or ctx["idx"] is None or key not in values:
             return
         sq = values[key].astype("float64")
         bad = ~(sq < math.inf)  # NaN and inf

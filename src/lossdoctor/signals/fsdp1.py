@@ -17,6 +17,10 @@ from every rank, so a replay on the rank that saw the incident would wait foreve
 are not replaying. Replay is refused (a note says so); the live localisation (batch check, first
 non-finite layer forward and backward) is rank-local and runs.
 
+Both are one probe (`FSDP1Probe`, which `distributed_probe` returns for an FSDP1 model): the
+total's all-reduce runs in its `presync` on every rank at every step, and the local flags are read
+after the total's (they replace the shard's).
+
 Module and parameter names keep FSDP1's `_fsdp_wrapped_module.` prefixes (they are the names the
 wrapped model has); the parameters named in `nonfinite_params` are the flat parameters.
 """
@@ -28,8 +32,16 @@ from typing import Any
 from torch import nn
 
 from ..messages import Msg
-from .distributed import ShardedGradProbe, is_fsdp1
 from .local_grads import LocalGradProbe
+
+
+def is_fsdp1(model: nn.Module) -> bool:
+    """`FullyShardedDataParallel` (FSDP1, flat parameters), the root or any wrapper inside."""
+    try:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+    except ImportError:
+        return False
+    return any(isinstance(m, FullyShardedDataParallel) for m in model.modules())
 
 
 def flat_parameters(model: nn.Module) -> list[tuple[str, Any]]:
@@ -45,16 +57,46 @@ def flat_parameters(model: nn.Module) -> list[tuple[str, Any]]:
     return out
 
 
-def attach_fsdp1(monitor: Any, wrapper: nn.Module) -> Any:
-    total = ShardedGradProbe(wrapper, monitor, kind="fsdp1")
-    monitor.add_probe(total)
-    local = LocalGradProbe(flat_parameters(wrapper), tag="fsdp1_local")
-    monitor.add_probe(local)  # after the total: its local gradient flags replace the shard's
-    monitor.meta["distributed"] = {"kind": "fsdp1", "local_grads": True,
-                                   "grad_norm": "total over ranks (one all-reduce per step)",
-                                   "grad_norm_local": "this rank's own gradient, before the reduce-scatter"}
-    monitor.writer.write_meta(monitor.meta)
-    return total
+class FSDP1Probe:
+    """The total over the ranks' shards (`total`: a `ShardedGradProbe` on the FSDP1 root, built by
+    `distributed_probe`) and this rank's own gradient before the reduce-scatter (`local`), as one
+    probe: the total first, then the local gradient flags, which replace the shard's."""
+
+    name = "FSDP1Probe"
+
+    def __init__(self, total: Any, wrapper: nn.Module) -> None:
+        self.total = total
+        self.local = LocalGradProbe(flat_parameters(wrapper), tag="fsdp1_local")
+
+    @property
+    def enabled(self) -> bool:
+        return self.total.enabled or self.local.enabled
+
+    @enabled.setter
+    def enabled(self, on: bool) -> None:  # the monitor switches a failing probe off as a whole
+        self.total.enabled = self.local.enabled = on
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "fsdp1", "local_grads": True,
+                "grad_norm": "total over ranks (one all-reduce per step)",
+                "grad_norm_local": "this rank's own gradient, before the reduce-scatter"}
+
+    def presync(self) -> None:
+        """Every rank, every step (the total's all-reduce), even when switched off."""
+        self.total.presync()
+
+    def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
+        ctx = {"total": self.total.flush(packer, step), "local": self.local.flush(packer, step)}
+        return ctx if ctx["total"] is not None or ctx["local"] is not None else None
+
+    def interpret(self, values: Any, ctx: dict[str, Any], rec: dict[str, Any]) -> None:
+        if ctx["total"] is not None:
+            self.total.interpret(values, ctx["total"], rec)
+        self.local.interpret(values, ctx["local"], rec)
+
+    def remove(self) -> None:
+        self.total.remove()
+        self.local.remove()
 
 
 def refuse_replay(model: nn.Module, replay_fn: Any) -> tuple[Any, str | None]:

@@ -1,0 +1,17 @@
+"""The live monitor (monitor.py): what it says about its own parts and about misuse."""
+
+TEMPLATES = {
+    "monitor.disabled": (
+        "{part} disabled after an internal error ({error}); training went on unchanged",
+        "{part} 因内部错误被停用（{error}）；训练照常进行，未受影响"),
+    "monitor.misuse": (
+        "lossdoctor: mon.step was called at step {step} without an optimizer step since the previous call; call it "
+        "once per optimizer step, after optimizer.step() (with gradient accumulation: after the last micro-batch). "
+        "Such calls are recorded as no_optimizer_step, not as skipped steps",
+        "lossdoctor：第 {step} 步调用了 mon.step，但自上次调用以来 optimizer 没有 step；请在每个 optimizer step 调用一次，"
+        "放在 optimizer.step() 之后（有梯度累积时：放在最后一个 micro-batch 之后）。这样的调用记为 "
+        "no_optimizer_step，而不是跳过的 step"),
+    "monitor.parts_disabled": ("the monitor's own parts were disabled: {notes}", "monitor 自身的部分组件已被停用：{notes}"),
+    "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
+                           "无法诊断：{path} 中的运行日志无法读取（{error}）"),
+}
