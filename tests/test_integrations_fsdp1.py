@@ -103,3 +103,27 @@ def _poison(model: nn.Module) -> None:
     """A NaN in one weight: every step from here on goes non-finite (an incident)."""
     with torch.no_grad():
         next(model.parameters()).view(-1)[0] = float("nan")
+
+
+def test_a_local_gradient_probe_that_fails_in_backward_leaves_the_training_alone(caplog):
+    """The probe's hook runs inside the user's backward: its failure switches it off with one log
+    line, the gradients are those of the same backward without it, and it flushes nothing after."""
+    from lossdoctor.signals.local_grads import LocalGradProbe
+    from lossdoctor.signals.readout import Packer
+
+    def broken_scale():
+        raise RuntimeError("injected: no loss scale")
+
+    torch.manual_seed(0)
+    model, x = nn.Linear(4, 2), torch.randn(8, 4)
+    model(x).square().mean().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    probe = LocalGradProbe(list(model.named_parameters()), scale_fn=broken_scale)
+    with caplog.at_level("WARNING", logger="lossdoctor"):
+        model(x).square().mean().backward()
+    assert [torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected)] == [True, True]
+    assert not probe.enabled and probe.flush(Packer()) is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "lossdoctor: local gradient probe disabled after an internal error: RuntimeError: injected: no loss scale"]
+    probe.remove()

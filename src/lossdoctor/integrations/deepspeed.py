@@ -207,7 +207,7 @@ class DeepSpeedProbe:
 
     def _fail(self, e: BaseException) -> None:
         self.enabled = False
-        log.warning("lossdoctor: DeepSpeed probe disabled after an internal error: %s: %s", type(e).__name__, e)
+        log.warning("%s", Msg("distributed.deepspeed_disabled", error=f"{type(e).__name__}: {e}"))
 
     def remove(self) -> None:
         self.enabled = False

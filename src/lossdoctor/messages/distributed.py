@@ -41,3 +41,12 @@ TEMPLATES.update({
         "未运行 replay：FSDP1 模型的前向会从所有 rank 收集参数，只在一个 rank 上 replay 会一直等待不参与 "
         "replay 的其他 rank；在线定位（batch 检查、前向和反向中第一个出现非有限值的层）已在每个 rank 上运行"),
 })
+
+TEMPLATES.update({
+    "distributed.deepspeed_disabled": (
+        "lossdoctor: DeepSpeed probe disabled after an internal error: {error}",
+        "lossdoctor：DeepSpeed probe 因内部错误被停用：{error}"),
+    "distributed.local_grads_disabled": (
+        "lossdoctor: local gradient probe disabled after an internal error: {error}",
+        "lossdoctor：本 rank 梯度 probe 因内部错误被停用：{error}"),
+})

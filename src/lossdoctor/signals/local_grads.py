@@ -22,6 +22,8 @@ from typing import Any, Callable
 
 import torch
 
+from ..messages import Msg
+
 log = logging.getLogger("lossdoctor")
 
 
@@ -94,8 +96,7 @@ class LocalGradProbe:
 
     def _fail(self, e: BaseException) -> None:
         self.enabled = False
-        log.warning("lossdoctor: local gradient probe disabled after an internal error: %s: %s",
-                    type(e).__name__, e)
+        log.warning("%s", Msg("distributed.local_grads_disabled", error=f"{type(e).__name__}: {e}"))
 
     def remove(self) -> None:
         self.enabled = False
