@@ -13,7 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "generated-dev", "generated-test", "peers", "real-logs", "overhead", "overhead-spread", "overhead-ablation", "overhead-gpu")
+ORDER = ("intro", "zoo", "generated-dev", "generated-test", "peers", "real-logs", "overhead", "overhead-spread",
+         "overhead-ablation", "overhead-gpu", "many-ranks", "deepspeed-overhead")
 
 INTRO = """# Benchmarks
 
@@ -30,6 +31,8 @@ its own section.
 | [Real logs](#real-logs) | `python -m benchmarks.real_logs.score` |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
+| [Run directories of many ranks](#run-directories-of-many-ranks) | `python benchmarks/many_ranks.py --docs` |
+| [Overhead under DeepSpeed ZeRO-2](#overhead-under-deepspeed-zero-2) | `python benchmarks/deepspeed_overhead.py --docs` |
 """
 
 

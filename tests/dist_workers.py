@@ -143,3 +143,30 @@ def hf_ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan
         {"ref": logged, "wrapped": type(trainer.model_wrapped).__name__}))
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+def fsdp1_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_step: int) -> None:
+    """FSDP1 (`FullyShardedDataParallel`, flat parameters, each Linear wrapped) over gloo on CPU;
+    `watch` with a replay_fn (refused: a one-rank replay would wait in FSDP's all-gathers). Rank
+    `nan_rank` gets a NaN sample at `nan_step`."""
+    _setup(rank, world, port)
+    import lossdoctor
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    model = FSDP(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}), device_id=torch.device("cpu"))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=Path(out) / "ld", alerts=False,
+                           replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"]))
+    ref = []
+    for step in range(STEPS):
+        b = _batch(rank, step, nan_rank, nan_step)
+        loss = nn.functional.mse_loss(model(b["x"]), b["y"])
+        loss.backward()
+        ref.append(float(model.clip_grad_norm_(1e6)))
+        opt.step()
+        opt.zero_grad()
+        mon.step(loss, batch=b)
+    mon.close()
+    Path(out, f"rank{rank}.json").write_text(json.dumps({"ref": ref}))
+    dist.destroy_process_group()

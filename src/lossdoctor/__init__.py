@@ -18,7 +18,8 @@ from ._version import __version__
 
 if TYPE_CHECKING:
     from .findings import Report
-    from .monitor import Monitor, watch
+    from .integrations.entry import watch
+    from .monitor import Monitor
     from .preflight.api import check
     from .triage.incident import TrainingIncident
     from .triage.localize import Localization, localize
@@ -33,7 +34,7 @@ def diagnose(path: str) -> Report:
 
 
 _LAZY = {
-    "watch": ("monitor", "watch"),
+    "watch": ("integrations.entry", "watch"),  # a model and its optimizer, or a DeepSpeed engine
     "Monitor": ("monitor", "Monitor"),
     "Finding": ("findings", "Finding"),
     "Report": ("findings", "Report"),

@@ -36,6 +36,7 @@ from .signals.accelerate import sync_gradients_flag
 from .signals.batch import BatchProbe
 from .signals.describe import describe_run
 from .signals.distributed import distributed_probe, unwrap_data_parallel
+from .signals.fsdp1 import refuse_replay
 from .signals.gradients import GradProbe
 from .signals.launch import shared_run_name
 from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
@@ -128,6 +129,13 @@ class Monitor:
         self._t0 = time.perf_counter()
         self._warned: set[str] = set()
         self._last_scale: float | None = None  # the loss scale of the previous step record
+        #: set by an integration whose engine runs micro-steps (DeepSpeed): `(loss, batch)` -> None
+        #: for a call that is not an optimizer step, else the step's loss and batch
+        self.step_filter: Callable[[Any, Any], tuple[Any, Any] | None] | None = None
+        #: steps a training engine reported skipped by its own overflow check (DeepSpeed)
+        self.engine_skips: set[int] = set()
+        #: why replay cannot run on this model (DeepSpeed ZeRO 1-3, FSDP1), said in incident records
+        self.replay_refused: Msg | None = None
 
         #: what the monitor could not do (internal errors): written to meta.json, read back as notes
         self.notes: list[str] = []
@@ -194,11 +202,16 @@ class Monitor:
                           scheduler=self.scheduler, run_dir=self.run_dir, rank=self.rank, writer=self.writer,
                           meta=self.meta, incidents=self.incidents, step=lambda: self.step_idx,
                           paused=self.paused, mark_skipped=self.opt_probe.mark_skipped, hooked=hooked,
-                          shared=(self, self.writer, self.live))
+                          shared=(self, self.writer, self.live), replay_refused=lambda: self.replay_refused)
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
         """Record one optimizer iteration. Call after `optimizer.step()` / `scaler.update()`."""
+        if self.step_filter is not None and not self.closed:
+            kept = self.step_filter(loss, batch)
+            if kept is None:  # a micro-step of the engine's gradient accumulation
+                return
+            loss, batch = kept
         if not self.closed:
             for probe in self.probes:  # collectives: on every rank at every step, even a disabled one
                 presync = getattr(probe, "presync", None)
@@ -407,7 +420,7 @@ class Monitor:
         """The optimizer did not step since the previous `mon.step`: was it skipped (a GradScaler
         that found inf gradients, which always backs its scale off; the skip policy), or was
         `mon.step` called without an optimizer step (twice per step, per micro-batch)?"""
-        if step in self.triage.skipped_steps:
+        if step in self.triage.skipped_steps or step in self.engine_skips:
             return True
         if scale is None:
             return False  # no (enabled) GradScaler: nothing skips the optimizer on its own
@@ -475,9 +488,19 @@ def _incident(rec: dict[str, Any]) -> bool:
         rec.get("fwd_first_nonfinite") or rec.get("bwd_first_nonfinite") or rec.get("grad_nonfinite"))
 
 
-def watch(model: nn.Module, optimizer: Any, scaler: Any = None, scheduler: Any = None,
+def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler: Any = None,
           log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
           replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, **options: Any) -> Monitor:
-    """Start watching a training run. See `Monitor` for the options."""
-    return Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
-                   replay_fn=replay_fn, **options)
+    """Start watching a training run on a model and its optimizer. See `Monitor` for the options.
+    (`lossdoctor.watch` also takes a DeepSpeed engine: `lossdoctor.integrations.entry.watch`.)"""
+    if optimizer is None:
+        raise TypeError("watch(model, optimizer): the optimizer is needed (only a DeepSpeed engine brings its own)")
+    given = replay_fn is not None
+    replay_fn, why = refuse_replay(model, replay_fn)  # FSDP1: a one-rank replay would hang
+    mon = Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
+                  replay_fn=replay_fn, **options)
+    if why:
+        mon.replay_refused = why
+        if given:
+            mon.notes.append(why)
+    return mon

@@ -45,8 +45,8 @@ COLUMNS: dict[str, str] = {
     "accum_steps": "backward passes (micro-batches) accumulated into this optimizer step",
     "loss_weight": "sum over micro-batches of the weight each one's loss got in the backward, as a "
                    "share of the step (1 = the step optimises the mean; k = the sum of k micro-batches)",
-    "grad_norm_local": "this rank's gradient norm before the data-parallel reduction (DDP) or of its "
-                       "shard (FSDP); grad_norm is then the reduced/total one",
+    "grad_norm_local": "this rank's gradient norm before the data-parallel reduction (DDP, DeepSpeed, "
+                       "FSDP1) or of its shard (FSDP2); grad_norm is then the reduced/total one",
 }
 
 #: Sparse per-step facts: events[name][step] = value.

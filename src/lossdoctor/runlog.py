@@ -146,9 +146,20 @@ def rank_dirs(path: Path) -> list[Path]:
 
 def read_run_dir(path: str | os.PathLike[str]) -> list[Run]:
     """Read every rank of a run directory. A torn last line or row (the writer was killed) is
-    dropped with a note, never an error."""
+    dropped with a note, never an error. Above `rank_screen.FULL_READ` ranks, every rank is
+    screened and only the ranks that tell the story are read in full (see `sources.rank_screen`)."""
     root = Path(path)
-    return [_read_one(d) for d in rank_dirs(root)]
+    dirs = rank_dirs(root)
+    from .sources import rank_screen
+
+    if len(dirs) <= rank_screen.FULL_READ:
+        return [_read_one(d) for d in dirs]
+    # many ranks: a byte screen of every rank, a full read of the few that tell the story
+    chosen, info = rank_screen.choose(rank_screen.screen(dirs))
+    runs = [_read_one(d) for d in chosen]
+    for run in runs:
+        run.meta["rank_screen"] = info
+    return runs
 
 
 def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:

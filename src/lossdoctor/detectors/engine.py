@@ -115,6 +115,8 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             net = unexplained_nonfinite(run, q)
+        for f in net:  # filed under its rank like every other finding (many ranks: where it began)
+            f.rank = run.rank if f.rank is None else f.rank
         # arbitrated with the rest (later non-finite findings are its consequences), and kept even
         # if another cause would explain it away
         kept = arbitrate(findings + net)
@@ -195,7 +197,9 @@ def merge_ranks(per_rank: list[list[Finding]]) -> list[Finding]:
         first = group[0]
         others = sorted({g.rank for g in group[1:] if g.rank is not None and g.rank != first.rank})
         if others:
-            first.evidence.append(Msg("engine.also_on_ranks", ranks=str(others)))
+            from .ranks import ranges
+
+            first.evidence.append(Msg("distributed.also_on_ranks", ranks=ranges(others)))
         out.append(first)
     return out
 

@@ -42,9 +42,10 @@ def local_onset(run: Run) -> int | None:
 
 def _pre_reduction_grads(run: Run) -> bool:
     """Whether the run's gradient flags were measured before the ranks' gradients were combined:
-    true under DDP (FSDP's shards are measured after the reduce-scatter)."""
+    true under DDP and wherever the probe says so (`local_grads`: DeepSpeed, FSDP1's unsharded
+    gradient hooks); FSDP2's shards are measured after the reduce-scatter."""
     dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
-    return isinstance(dist, dict) and dist.get("kind") == "ddp"
+    return isinstance(dist, dict) and (dist.get("kind") == "ddp" or dist.get("local_grads") is True)
 
 
 def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
@@ -56,6 +57,11 @@ def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
     finite before the all-reduce."""
     if len(runs) == 1:
         return [_drop_single(runs[0], per_rank[0], notes)]
+    screened = runs[0].meta.get("rank_screen") if isinstance(runs[0].meta, dict) else None
+    if isinstance(screened, dict) and notes is not None:
+        notes.append(Msg("distributed.screened_note", n=len(screened.get("ranks") or []),
+                         read=ranges(sorted(r.rank for r in runs if r.rank is not None)),
+                         others=len(screened.get("ranks") or []) - len(runs)))
     onsets = [local_onset(r) for r in runs]
     known = [o for o in onsets if o is not None]
     if not known:
@@ -76,9 +82,41 @@ def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
         for i in origins:
             for f in out[i]:
                 if f.symptom == "nonfinite" and f.step == origin_step:
-                    f.evidence.append(Msg("ranks.echoed", ranks=str(sorted(echoed)), step=origin_step,
-                                          origin=runs[i].rank))
+                    f.evidence.append(Msg("distributed.echoed", ranks=ranges(echoed), step=origin_step,
+                                          rank=runs[i].rank))
+    if isinstance(screened, dict):
+        _screened_ranks(runs, out, origins, origin_step, screened)
     return out
+
+
+def _screened_ranks(runs: list[Run], out: list[list[Finding]], origins: list[int], origin_step: int,
+                    screened: dict) -> None:
+    """A run directory of many ranks was screened, not read in full (`sources.rank_screen`): the
+    origin's finding names the ranks that were not read, in ranges."""
+    read = {r.rank for r in runs}
+    onsets = {int(k): v for k, v in (screened.get("onsets") or {}).items()}
+    others = [r for r in screened.get("ranks") or [] if r not in read]
+    later = [r for r in others if onsets.get(r) is None or onsets[r] > origin_step]
+    if later:
+        for i in origins:
+            for f in out[i]:
+                if f.symptom == "nonfinite" and f.step == origin_step:
+                    f.evidence.append(Msg("distributed.screened_later", n=len(later), ranks=ranges(later),
+                                          step=origin_step, rank=runs[i].rank))
+
+
+def ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8": 511 ranks in a few characters, not 511 numbers."""
+    rs = sorted({int(r) for r in ranks if r is not None})
+    parts: list[str] = []
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        parts.append(str(rs[i]) if i == j else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(parts)
 
 
 def _echo(f: Finding, own_onset: int | None, origin_step: int) -> bool:

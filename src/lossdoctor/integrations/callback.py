@@ -48,9 +48,16 @@ class WatchingCallback:
               framework: dict[str, Any], **probe_options: Any) -> Any:
         """Watch the run (the DDP wrapper when there is one, so gradients are measured before and
         after the all-reduce), a run directory per training run, the micro-batch probe added."""
-        from ..monitor import watch
+        from .deepspeed import is_deepspeed_engine
+        from .distributed import is_fsdp1
+        from .entry import watch
 
-        target = wrapped if isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) else model
+        # the DDP wrapper (gradients before and after the all-reduce), the DeepSpeed engine (its
+        # global norm, loss scale, skipped steps) or the FSDP1 root (its flat parameters): what the
+        # trainer wrapped the model in
+        wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped) \
+            or (isinstance(wrapped, torch.nn.Module) and is_fsdp1(wrapped))
+        target = wrapped if wrapping else model
         log_dir = self.log_dir
         self._runs += 1
         if log_dir is not None and self._runs > 1:  # training started again: a run directory each

@@ -86,7 +86,8 @@ class MicroBatchProbe:
         try:
             item = MicroBatch(batch=batch, loss=None, num_items=num_items)
             if loss is not None:
-                item.loss = loss.detach()
+                # a copy: the trainer may scale its loss in place afterwards (HF + DeepSpeed does)
+                item.loss = loss.detach().clone()
                 if loss.requires_grad:
                     loss.register_hook(self._weight_hook(item.weight))
             labels = find_labels(batch, self.shift_labels)

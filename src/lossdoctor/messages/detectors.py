@@ -369,10 +369,6 @@ ACCUMULATION = {
 }
 
 RANKS_ENGINE = {
-    "ranks.echoed": (
-        "rank(s) {ranks} went non-finite at step {step} only through the gradient all-reduce; it began on "
-        "rank {origin}",
-        "rank {ranks} 在第 {step} 步出现非有限值只是因为梯度的 all-reduce；问题始于 rank {origin}"),
     "ranks.own_gradient_finite": (
         "this rank's own gradient was finite before the all-reduce at step {step}: the non-finite values came "
         "from another rank (diagnose the whole run directory to see where it began)",
@@ -399,8 +395,6 @@ RANKS_ENGINE = {
         "只有第 {step} 步的 grad norm 是非有限值，前后的 loss 都是有限的：这次更新被跳过了（NaN 梯度如果进了权重，"
         "之后的 loss 都会是 NaN）。在 fp16 下这是 loss scaler 的溢出检查在正常工作，最初几步很常见；记录 loss "
         "scale 就能看到"),
-    "engine.also_on_ranks": ("also seen later or at the same step on rank(s) {ranks}",
-                             "rank {ranks} 上在同一步或之后也出现了"),
 }
 
 TEMPLATES = {**HINTS, **NONFINITE, **PRECISION, **GRADIENTS, **INIT, **LABELS, **ACCUMULATION, **RANKS_ENGINE}

@@ -25,6 +25,7 @@ from torch import nn
 from ..findings import Finding
 from ..signals.tracer import compiling, first_float_tensor
 from ..messages import Msg
+from ..signals.sharding import holds_data
 from .common import Context, make_finding, round_sig, unwrap_model
 
 #: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)
@@ -58,7 +59,7 @@ def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, 
         w = getattr(m, "weight", None)
         if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.dim() < 2 or id(w) in embedded:
             continue
-        if w.device.type == "meta":
+        if w.device.type == "meta" or not holds_data(w):  # FSDP1 frees its views' storage
             continue
         fi = fan_in(m, w)
         if fi:

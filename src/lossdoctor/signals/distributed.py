@@ -18,7 +18,8 @@ Collectives: DDP needs none (its reduction carries the numbers). FSDP2 (`fully_s
 rank with a shard of every gradient, so the total norm needs the shards' squared norms summed
 across ranks: one all-reduce of three numbers per step, issued in `mon.step` by every rank at every
 step whatever happened on it (a rank whose monitor failed sends zeros), so no rank waits in a
-collective its peers skip.
+collective its peers skip. FSDP1 (`FullyShardedDataParallel`) needs the same all-reduce, plus this
+rank's own gradient before the reduce-scatter (see `signals.fsdp1`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 from torch import nn
 
 from ..messages import Msg
+from .fsdp1 import FSDP1Probe, is_fsdp1
 
 log = logging.getLogger("lossdoctor")
 
@@ -59,7 +61,7 @@ def is_fsdp2(model: nn.Module) -> bool:
 
 
 def distributed_probe(wrapper: nn.Module, grads: Any, scale_fn: Callable[[], torch.Tensor | None],
-                      world_size: int) -> DDPProbe | ShardedGradProbe | None:
+                      world_size: int) -> DDPProbe | ShardedGradProbe | FSDP1Probe | None:
     """The probe that fits how `wrapper` distributes gradients (None when it is not data-parallel).
     It needs only the gradient probe (FSDP2 arms and listens to its capture), the loss scale in
     effect and the number of ranks; the monitor adds it to its probes and records `describe()`."""
@@ -67,6 +69,8 @@ def distributed_probe(wrapper: nn.Module, grads: Any, scale_fn: Callable[[], tor
         return DDPProbe(wrapper, scale_fn)
     if is_fsdp2(wrapper):
         return ShardedGradProbe(wrapper, grads, world_size)
+    if is_fsdp1(wrapper):  # the same total over the shards, and each rank's own gradient
+        return FSDP1Probe(ShardedGradProbe(wrapper, grads, world_size), wrapper)
     return None
 
 

@@ -19,3 +19,18 @@ def local(t: Any) -> Any:
 
 def local_list(ts: list[Any]) -> list[Any]:
     return [local(t) for t in ts]
+
+
+def holds_data(t: Any) -> bool:
+    """Whether a tensor's storage holds its elements. FSDP1 (`FullyShardedDataParallel` with flat
+    parameters) leaves each module's `weight` as a view of the flat parameter whose storage it
+    frees between forwards: the view keeps its shape, and reading it reads freed memory (a
+    segfault, not an exception). Anything that cannot be checked counts as holding its data."""
+    try:
+        t = local(t)
+        if t.numel() == 0:
+            return True
+        extent = sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if n > 0) + 1
+        return t.untyped_storage().nbytes() >= (t.storage_offset() + extent) * t.element_size()
+    except Exception:
+        return True

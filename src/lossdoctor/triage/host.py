@@ -1,10 +1,11 @@
 """What incident triage may use of the monitor that owns it, and nothing more.
 
 Triage needs the training objects (to snapshot, replay and roll back), a place to write its
-records, the step the loop is at, and three services of the monitor: switch its own hooks off
+records, the step the loop is at, and four services of the monitor: switch its own hooks off
 while a replay runs on the user's model, name its objects a scratch copy of the model must not
-duplicate, and record the step a skip policy undid as skipped. The monitor builds one `TriageHost`
-and hands it over; triage never sees the monitor itself, so what it touches is written here.
+duplicate, record the step a skip policy undid as skipped, and say why replay was refused on a
+sharded model (DeepSpeed ZeRO, FSDP1). The monitor builds one `TriageHost` and hands it over;
+triage never sees the monitor itself, so what it touches is written here.
 """
 
 from __future__ import annotations
@@ -14,6 +15,12 @@ from pathlib import Path
 from typing import Any, Callable, ContextManager
 
 from torch import nn
+
+from ..messages import Msg
+
+
+def _no_refusal() -> Msg | None:
+    return None
 
 
 @dataclass
@@ -39,3 +46,6 @@ class TriageHost:
     #: objects a deep copy of the model must share, not duplicate (reachable through the bound
     #: methods and closures the monitor's hooks are)
     shared: tuple[Any, ...] = ()
+    #: why replay cannot run on this model (DeepSpeed ZeRO 1-3, FSDP1: the note an incident record
+    #: gets instead of "no replay_fn was given"), None when nothing refused it
+    replay_refused: Callable[[], Msg | None] = _no_refusal

@@ -267,8 +267,8 @@ class Triage:
         rng = RngState.capture()
         findings: list[Finding] = []
         try:
-            if self.replay_fn is None:
-                record["notes"].append(Msg("triage.note.no_replay_fn"))
+            if self.replay_fn is None:  # (DeepSpeed ZeRO / FSDP1 say why replay cannot run there)
+                record["notes"].append(self.host.replay_refused() or Msg("triage.note.no_replay_fn"))
             elif self.ring is None:
                 record["notes"].append(Msg("triage.note.snapshots_off"))
             else:
