@@ -6,9 +6,9 @@ TEMPLATES = {
         "parameters) is partitioned across ranks, so one rank cannot redo a training step, and a "
         "replay on one rank would start DeepSpeed collectives its peers never join; the live "
         "localisation (batch check, first non-finite layer forward and backward) ran on every rank",
-        "未运行 replay：DeepSpeed ZeRO-{stage} 下 optimizer state（stage 3 时连参数也）被切分到各个 rank 上，"
+        "未运行 replay：DeepSpeed ZeRO-{stage} 下优化器状态（stage 3 时连参数也）被切分到各个 rank 上，"
         "单个 rank 无法重做一个训练 step，而只在一个 rank 上 replay 会发起其他 rank 不会参与的 DeepSpeed "
-        "collective；在线定位（batch 检查、前向和反向中第一个出现非有限值的层）已在每个 rank 上运行"),
+        "集合通信；在线定位（batch 检查、前向和反向中第一个出现非有限值的层）已在每个 rank 上运行"),
 }
 
 TEMPLATES.update({
@@ -45,7 +45,7 @@ TEMPLATES.update({
 TEMPLATES.update({
     "distributed.deepspeed_disabled": (
         "lossdoctor: DeepSpeed probe disabled after an internal error: {error}",
-        "lossdoctor：DeepSpeed probe 因内部错误被停用：{error}"),
+        "lossdoctor：DeepSpeed 探针 因内部错误被停用：{error}"),
     "distributed.local_grads_disabled": (
         "lossdoctor: local gradient probe disabled after an internal error: {error}",
         "lossdoctor：本 rank 梯度 probe 因内部错误被停用：{error}"),

@@ -172,7 +172,7 @@ TEMPLATES = {
     "scalars.flat.fix_raise_sgd": (
         "raise the learning rate: for SGD to about 1e-2 (now {lr}); an LR range test (a few hundred steps, "
         "LR from 1e-7 up) finds the largest stable one",
-        "调大 LR：SGD 建议 1e-2 左右（现在是 {lr}）；做一次 LR range test（几百步，LR 从 1e-7 开始往上扫）"
+        "调大 LR：SGD 建议 1e-2 左右（现在是 {lr}）；做一次 学习率区间测试（LR 区间扫描）（几百步，LR 从 1e-7 开始往上扫）"
         "可以找到最大的稳定 LR"),
     "scalars.flat.ranked_lr_high": (
         "ranked first because the run's LR is far above what is usual for its optimizer; also fit: {a}; {b}",
@@ -240,7 +240,7 @@ TEMPLATES = {
     "scalars.flat.fix_raise": (
         "raise the learning rate to about 1e-4 (now {lr}) for Adam/AdamW, or 1e-2 for SGD; an LR range test (a "
         "few hundred steps, LR from 1e-7 up) finds the largest stable one",
-        "把 LR 调大：Adam/AdamW 调到 1e-4 左右（现在是 {lr}），SGD 调到 1e-2 左右；做一次 LR range test（几百步，"
+        "把 LR 调大：Adam/AdamW 调到 1e-4 左右（现在是 {lr}），SGD 调到 1e-2 左右；做一次 学习率区间测试（LR 区间扫描）（几百步，"
         "LR 从 1e-7 开始往上扫）可以找到最大的稳定 LR"),
     "scalars.flat.zero_grad": (
         "the gradient norm is 0 at every logged step ({k}): no gradient reaches the weights (parameters frozen "
@@ -268,7 +268,7 @@ TEMPLATES = {
     "scalars.flat.fix_raise_usual": (
         "raise the learning rate into the usual range for this optimizer and task (now {lr}); an LR range "
         "test (a few hundred steps, LR from 1e-7 up) finds the largest stable one",
-        "把 LR 调到该 optimizer 和任务的常用范围（现在是 {lr}）；做一次 LR range test（几百步，LR 从 1e-7 "
+        "把 LR 调到该 optimizer 和任务的常用范围（现在是 {lr}）；做一次 学习率区间测试（LR 区间扫描）（几百步，LR 从 1e-7 "
         "开始往上扫）可以找到最大的稳定 LR"),
     "scalars.flat.noise": (
         "the change from the first third to the last ({first} -> {last}) is within the batch-to-batch noise "
@@ -308,7 +308,7 @@ TEMPLATES = {
         "要有衰减（这里的 LR 从没衰减）"),
     "scalars.runaway.fix_range_test": (
         "if this was an LR range test, pick ~1/10 of the LR where the loss was lowest",
-        "如果这是一次 LR range test，取 loss 最低处 LR 的 1/10 左右"),
+        "如果这是一次 学习率区间测试（LR 区间扫描），取 loss 最低处 LR 的 1/10 左右"),
     # the LR against what is usual for the optimizer and task the run's configuration names
     "lr_usual.low": (
         "the LR {lr} is far below what is usual for {what} ({lo} to {hi}; optimizer {opt})",
