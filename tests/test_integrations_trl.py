@@ -1,0 +1,66 @@
+"""TRL's real trainers with the HF callback added exactly as the README shows it
+(`callbacks=[LossDoctorCallback(log_dir=...)]`, no task, no tokenizer): tiny GPT-2 from a config, a
+tokenizer trained here with a chat template, CPU. What the trainer knows (SFT, its tokenizer, its
+label settings, its clipping) must reach the checks."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+import trl_kit  # noqa: E402
+from lossdoctor.integrations.transformers import LossDoctorCallback, trainer_task  # noqa: E402
+from lossdoctor.runlog import read_run_dir  # noqa: E402
+
+
+def _sft(tmp_path, **config):
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld")
+    trainer = trl_kit.sft(tmp_path / "out", callback=cb, **config)
+    (run,) = read_run_dir(tmp_path / "ld")
+    return cb, trainer, run
+
+
+def test_unmasked_prompt_in_sft_trainer_is_a_label_mask_leak(tmp_path):
+    cb, trainer, run = _sft(tmp_path, assistant_only_loss=False)
+    # the callback learned the task and the label settings from the trainer
+    assert run.meta["task"] == "sft"
+    fw = run.meta["framework"]
+    assert fw["trainer"] == "SFTTrainer" and fw["assistant_only_loss"] is False
+    assert fw["max_length"] == 64 and fw["packing"] is False and fw["max_grad_norm"] == 1.0
+    assert fw["trl_version"] == __import__("trl").__version__
+    report = cb.diagnose()
+    (leak,) = [f for f in report.findings if f.cause == "label_mask_leak"]
+    assert leak.severity == "warning" and leak.confidence >= 0.9
+    # the prompt boundary came from the trainer's tokenizer's chat template
+    assert "prompt tokens (100%)" in leak.evidence[0]
+    assert any("<|user|>" in e for e in leak.evidence[1:])
+
+
+def test_sft_trainer_masking_the_prompt_is_clean(tmp_path):
+    cb, trainer, run = _sft(tmp_path, assistant_only_loss=True)
+    assert run.meta["framework"]["assistant_only_loss"] is True
+    report = cb.diagnose()
+    assert not [f for f in report.findings if f.cause.startswith("label_mask")], [f.to_dict() for f in report.findings]
+    assert report.status == "healthy", [f.to_dict() for f in report.findings]
+
+
+def test_trainer_task_from_class_and_config():
+    from transformers import Trainer, TrainingArguments
+    from trl import DPOConfig, DPOTrainer, SFTConfig, SFTTrainer
+
+    class MySFT(SFTTrainer):  # a subclass (LLaMA-Factory style) keeps the task
+        def __init__(self):
+            pass
+
+    class MyDPO(DPOTrainer):
+        def __init__(self):
+            pass
+
+    plain = Trainer.__new__(Trainer)
+    assert trainer_task(MySFT(), None) == "sft"
+    assert trainer_task(MyDPO(), None) == "preference"
+    assert trainer_task(plain, TrainingArguments(output_dir="x", use_cpu=True, report_to=[])) is None
+    assert trainer_task(plain, SFTConfig(output_dir="x", use_cpu=True, report_to=[])) == "sft"
+    assert trainer_task(plain, DPOConfig(output_dir="x", use_cpu=True, report_to=[])) == "preference"
