@@ -36,6 +36,13 @@ def test_unmasked_prompt_in_sft_trainer_is_a_label_mask_leak(tmp_path):
     # the prompt boundary came from the trainer's tokenizer's chat template
     assert "prompt tokens (100%)" in leak.evidence[0]
     assert any("<|user|>" in e for e in leak.evidence[1:])
+    # the fix names the options of the TRL that runs, with what this run set them to
+    fix = " ".join(leak.fixes)
+    assert "DataCollatorForCompletionOnlyLM" not in fix
+    assert f"TRL {fw['trl_version']}: set assistant_only_loss=True in SFTConfig" in fix
+    assert "this run has assistant_only_loss=False, completion_only_loss=None" in fix
+    zh = [x.render("zh") for x in leak.fixes if hasattr(x, "render")]
+    assert any("assistant_only_loss=True" in x and "这次训练" in x for x in zh)
 
 
 def test_sft_trainer_masking_the_prompt_is_clean(tmp_path):
@@ -64,3 +71,14 @@ def test_trainer_task_from_class_and_config():
     assert trainer_task(plain, TrainingArguments(output_dir="x", use_cpu=True, report_to=[])) is None
     assert trainer_task(plain, SFTConfig(output_dir="x", use_cpu=True, report_to=[])) == "sft"
     assert trainer_task(plain, DPOConfig(output_dir="x", use_cpu=True, report_to=[])) == "preference"
+
+
+def test_mask_prompt_fix_names_the_installed_trl_option():
+    from lossdoctor.preflight.labels import mask_prompt_fix
+
+    new = mask_prompt_fix({"trl_version": "1.16.0", "assistant_only_loss": False}, '"<|assistant|>"')
+    assert "assistant_only_loss=True" in new and "DataCollatorForCompletionOnlyLM" not in new
+    old = mask_prompt_fix({"trl_version": "0.19.1"}, '"<|assistant|>"')
+    assert 'DataCollatorForCompletionOnlyLM(response_template="<|assistant|>")' in old
+    plain = mask_prompt_fix({"name": "transformers"}, '"<|assistant|>"')
+    assert plain.key == "plabels.fix_mask_prompt" and "-100" in plain

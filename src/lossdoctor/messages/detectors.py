@@ -330,10 +330,10 @@ LABELS = {
         "supervised",
         "task='sft'，但只有 {pct}% 的标签位置被 mask（各 batch 的中位数）：prompt 的 token 也参与了监督"),
     "labels.fix_mask_prompt": (
-        "set labels of the prompt (and padding) tokens to -100, e.g. with DataCollatorForCompletionOnlyLM / "
-        "assistant_only_loss=True",
-        "把 prompt（以及 padding）token 的标签设为 -100，例如用 DataCollatorForCompletionOnlyLM / "
-        "assistant_only_loss=True"),
+        "set labels of the prompt (and padding) tokens to -100 (TRL's SFTConfig: assistant_only_loss=True for "
+        "conversational data, completion_only_loss=True for prompt-completion data)",
+        "把 prompt（以及 padding）token 的标签设为 -100（TRL 的 SFTConfig：对话格式的数据设 assistant_only_loss=True，"
+        "prompt-completion 格式的数据设 completion_only_loss=True）"),
 }
 
 ACCUMULATION = {
