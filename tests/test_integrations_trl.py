@@ -82,3 +82,19 @@ def test_mask_prompt_fix_names_the_installed_trl_option():
     assert 'DataCollatorForCompletionOnlyLM(response_template="<|assistant|>")' in old
     plain = mask_prompt_fix({"name": "transformers"}, '"<|assistant|>"')
     assert plain.key == "plabels.fix_mask_prompt" and "-100" in plain
+
+
+@pytest.mark.parametrize("max_grad_norm", [1.0, 0.0])
+def test_lr_fix_knows_the_trainer_already_clips(tmp_path, max_grad_norm):
+    """LR 1.0 with a warm-up: lr_too_high. With the Trainer clipping at 1.0 (its default) the fix
+    must not tell the user to clip at 1.0; with clipping off (max_grad_norm=0) it may."""
+    cb, trainer, run = _sft(tmp_path, assistant_only_loss=True, lr=1.0, steps=20, warmup_steps=5,
+                            max_grad_norm=max_grad_norm)
+    assert run.meta.get("max_grad_norm") == (1.0 if max_grad_norm else None)
+    (f,) = [f for f in cb.diagnose().findings if f.cause == "lr_too_high"]
+    fixes = " ".join(f.fixes)
+    if max_grad_norm:
+        assert "clip gradients (max_norm=1.0)" not in fixes
+        assert "already clipped (max_grad_norm=1)" in fixes
+    else:
+        assert "clip gradients (max_norm=1.0)" in fixes and "already clipped" not in fixes

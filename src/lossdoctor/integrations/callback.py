@@ -75,6 +75,9 @@ class WatchingCallback:
                     task=self.task if self.task is not None else task, replay_fn=self.replay_fn, **options)
         self.monitor = mon
         mon.meta["framework"] = framework
+        clip = framework.get("max_grad_norm", framework.get("gradient_clip_val"))
+        if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0:
+            mon.meta["max_grad_norm"] = clip  # where the log readers put it: the detectors read it there
         mon.writer.write_meta(mon.meta)
         if mon.preflight is not None:
             mon.preflight.ctx.trainer = framework

@@ -239,6 +239,12 @@ GRADIENTS = {
         "from an explosion; lossdoctor.watch also names the first layer that went bad",
         "每一步都记录 grad norm，并给 lossdoctor.watch 的 mon.step 传入 batch=，才能区分是坏 batch 还是梯度爆炸；"
         "lossdoctor.watch 还会指出最先出问题的层"),
+    "lr.fix_warmup_already_clipped": (
+        "add or lengthen the LR warm-up; gradients are already clipped (max_grad_norm={max_norm:g}), and clipping "
+        "does not shrink Adam's step (Adam divides by the gradient's own scale): the LR and its warm-up are what "
+        "bound the update",
+        "加上或加长 LR warmup；梯度已经做了裁剪（max_grad_norm={max_norm:g}），而裁剪并不会缩小 Adam 的步长"
+        "（Adam 会除以梯度自身的尺度）：能限制每步更新大小的是 LR 和它的 warmup"),
 }
 
 INIT = {
