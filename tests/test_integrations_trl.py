@@ -111,3 +111,15 @@ def test_accumulation_check_that_cannot_run_says_so(tmp_path):
     assert "SFTTrainer backpropagates a loss it computes itself" in note
     assert "grad_accum_normalization" in note
     assert not [f for f in report.findings if f.cause == "grad_accum_normalization"]
+
+
+def test_dpo_trainer_is_preference_training_and_healthy(tmp_path):
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld")
+    trl_kit.dpo(tmp_path / "out", callback=cb, steps=4, warmup_steps=1)
+    (run,) = read_run_dir(tmp_path / "ld")
+    assert run.meta["task"] == "preference" and run.meta["framework"]["trainer"] == "DPOTrainer"
+    assert run.meta["framework"]["max_length"] == 64
+    report = cb.diagnose()
+    assert not [f for f in report.findings if f.severity != "info"], [f.to_dict() for f in report.findings]
+    # DPO's loss is TRL's own: the accumulation check says it could not run
+    assert any("DPOTrainer backpropagates a loss it computes itself" in n for n in report.notes)

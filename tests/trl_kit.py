@@ -69,3 +69,32 @@ def sft(out_dir, *, steps: int = 6, lr: float = 1e-3, callback=None, n: int = 64
                          processing_class=tok, callbacks=[callback] if callback is not None else None)
     trainer.train()
     return trainer
+
+
+def dpo(out_dir, *, steps: int = 4, lr: float = 1e-4, callback=None, n: int = 32, max_length: int = 64, **config):
+    """Train TRL's DPOTrainer on prompt/chosen/rejected text (the reference model a copy of the
+    policy: TRL would load it again from the hub by name); returns the trainer."""
+    import torch
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    torch.set_num_threads(1)
+    rng = random.Random(1)
+
+    def say(k: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(k))
+
+    rows = {"prompt": [say(8) for _ in range(n)], "chosen": [say(4) for _ in range(n)],
+            "rejected": [say(4) for _ in range(n)]}
+    tok = tokenizer(rows["prompt"] + rows["chosen"] + rows["rejected"])
+    args = DPOConfig(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=4, learning_rate=lr,
+                     logging_steps=1, max_length=max_length, save_strategy="no", report_to=[], use_cpu=True,
+                     disable_tqdm=True, dataloader_num_workers=0, seed=0, **config)
+    import copy
+
+    model = gpt2(tok, max_length)
+    trainer = DPOTrainer(model=model, ref_model=copy.deepcopy(model).eval(), args=args,
+                         train_dataset=Dataset.from_dict(rows),
+                         processing_class=tok, callbacks=[callback] if callback is not None else None)
+    trainer.train()
+    return trainer
