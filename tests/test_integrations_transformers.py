@@ -85,6 +85,8 @@ def test_healthy_run_matches_the_trainer_and_is_quiet(tmp_path):
     assert run.col("lr").tolist() == pytest.approx([1e-3 * (8 - (i + 1)) / 8 for i in range(8)])
     report = cb.diagnose()
     assert report.status == "healthy", [f.to_dict() for f in report.findings]
+    # the Trainer backpropagated the model's own loss: no "check could not run" note
+    assert not [n for n in report.notes if "loss_weight" in n]
 
 
 class SummingTrainer(Trainer):

@@ -140,3 +140,26 @@ def test_caught_live_by_watch(tmp_path, mask, cause, severity):
     out = run_cli("diagnose", tmp_path, "--format", "json")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["findings"][0]["cause"] == cause
+
+
+def test_watch_takes_the_tokenizer_for_plain_loops(tmp_path, tok):
+    """No task hint: with the tokenizer, its chat template tells the prompt from the answer and the
+    unmasked prompt is a leak; without it nothing can say so."""
+    found = {}
+    for given in (True, False):
+        model = tiny_gpt2()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        extra = {"tokenizer": tok} if given else {}
+        with lossdoctor.watch(model, opt, log_dir=tmp_path / str(given), alerts=False, **extra) as mon:
+            train(model, opt, _batches("none"), 6, mon=mon)
+        found[given] = [f for f in mon.diagnose().findings if f.cause == "label_mask_leak"]
+    (leak,) = found[True]
+    assert "prompt tokens" in leak.evidence[0] and "<|im_start|>" in " ".join(leak.evidence)
+    assert found[False] == []
+
+
+def test_watch_refuses_a_tokenizer_that_is_not_one(tmp_path):
+    model = tiny_gpt2()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    with pytest.raises(ValueError, match="tokenizer must be a tokenizer"):
+        lossdoctor.watch(model, opt, log_dir=tmp_path, tokenizer="gpt2")

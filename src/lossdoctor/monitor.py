@@ -88,6 +88,8 @@ class Monitor:
       check_inputs    also check the inputs of leaf modules that did not come from the previous module
       alerts          print a line on stderr when the live engine finds something new
       update_budget   entries of the parameters read for the update ratio on sampled steps
+      tokenizer       the tokenizer the batches were made with (its chat template tells the SFT label-mask
+                      checks where the prompt ends; it decodes the evidence)
     Incident triage options (see `lossdoctor.triage`):
       on_incident     "report" (default: record and alert, training untouched), "raise" (mon.step raises
                       `lossdoctor.TrainingIncident` after the incident is recorded) or "skip" (optimizer steps

@@ -8,7 +8,8 @@ from the rest of the package (the triage policies are named here, and triage rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 #: what the monitor does when training goes non-finite (see `lossdoctor.triage`)
 POLICIES = ("report", "raise", "skip")
@@ -30,6 +31,9 @@ class WatchOptions:
     snapshot_budget: int | None = None
     triage_inplace: bool = False
     max_incidents: int = 3
+    #: the tokenizer (or processor) the batches were made with: its chat template tells prompt from
+    #: answer (the SFT label-mask checks), and it decodes evidence. Integrations pass the trainer's.
+    tokenizer: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.on_incident not in POLICIES:
@@ -38,5 +42,7 @@ class WatchOptions:
             raise ValueError(f"snapshot must be 'memory', 'disk' or 'off', not {self.snapshot!r}")
         if int(self.snapshot_every) < 1:
             raise ValueError(f"snapshot_every must be >= 1, not {self.snapshot_every!r}")
+        if self.tokenizer is not None and not callable(getattr(self.tokenizer, "decode", None)):
+            raise ValueError(f"tokenizer must be a tokenizer (with .decode), not {type(self.tokenizer).__name__}")
         # a per-layer sample every step at least: 0 or a negative value means "every step"
         object.__setattr__(self, "layer_every", max(1, int(self.layer_every)))

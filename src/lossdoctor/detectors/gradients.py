@@ -11,6 +11,16 @@ from .base import detector, round_sig
 from .quantities import Quantities, percentile
 
 
+def clip_in_place(run: Run) -> float | None:
+    """The gradient-clipping threshold the run already uses (`max_grad_norm` in its metadata: the
+    HF Trainer's, Lightning's gradient_clip_val, Megatron's clip_grad), None when it does not clip;
+    a fix must not tell a run to clip at 1.0 when it already does."""
+    v = run.meta.get("max_grad_norm")
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"):
+        return float(v)
+    return None
+
+
 def clip_fix(q: Quantities, end: int) -> Msg | None:
     """`max_norm` from this run's own healthy history: the 95th percentile of the gradient norm
     over the steps before things went wrong (skipping the first 5% where norms are transient)."""

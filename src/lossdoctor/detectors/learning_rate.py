@@ -10,8 +10,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
 from .base import detector, fmt, round_sig
+from .gradients import clip_in_place
 from .lr_usual import with_lr_evidence
 from .quantities import Quantities
 
@@ -261,6 +263,9 @@ def _warmup_fix(run: Run, q: Quantities) -> str:
     lr = q.lr[np.isfinite(q.lr)]
     if lr.size >= 3 and lr[0] >= 0.9 * lr.max():
         return "the LR starts at its peak: add a linear warm-up over the first ~2-5% of steps"
+    clip = clip_in_place(run)
+    if clip is not None:
+        return Msg("lr.fix_warmup_already_clipped", max_norm=clip)
     return "add or lengthen the LR warm-up, and clip gradients (max_norm=1.0)"
 
 

@@ -45,9 +45,15 @@ class WatchingCallback:
             self._finish()
 
     def _open(self, model: torch.nn.Module, wrapped: Any, optimizer: Any, scaler: Any, scheduler: Any,
-              framework: dict[str, Any], **probe_options: Any) -> Any:
+              framework: dict[str, Any], *, task: str | None = None, tokenizer: Any = None,
+              **probe_options: Any) -> Any:
         """Watch the run (the DDP wrapper when there is one, so gradients are measured before and
-        after the all-reduce), a run directory per training run, the micro-batch probe added."""
+        after the all-reduce), a run directory per training run, the micro-batch probe added.
+
+        `task` and `tokenizer` are what the trainer knows (an `SFTTrainer` is SFT, its processing
+        class is the tokenizer): used when the user gave none, so the checks that need them run
+        with the callback added as the README shows it. `framework` goes into the run's metadata
+        and to preflight (fix texts name the trainer's own options)."""
         from .deepspeed import is_deepspeed_engine
         from .distributed import is_fsdp1
         from .entry import watch
@@ -62,11 +68,19 @@ class WatchingCallback:
         self._runs += 1
         if log_dir is not None and self._runs > 1:  # training started again: a run directory each
             log_dir = f"{log_dir}-{self._runs}"
+        options = dict(self.watch_options)
+        if tokenizer is not None and options.get("tokenizer") is None:
+            options["tokenizer"] = tokenizer
         mon = watch(target, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir,
-                    task=self.task, replay_fn=self.replay_fn, **self.watch_options)
+                    task=self.task if self.task is not None else task, replay_fn=self.replay_fn, **options)
         self.monitor = mon
         mon.meta["framework"] = framework
+        clip = framework.get("max_grad_norm", framework.get("gradient_clip_val"))
+        if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0:
+            mon.meta["max_grad_norm"] = clip  # where the log readers put it: the detectors read it there
         mon.writer.write_meta(mon.meta)
+        if mon.preflight is not None:
+            mon.preflight.ctx.trainer = framework
         self.probe = MicroBatchProbe(mon, **probe_options)
         mon.add_probe(self.probe)
         return mon

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from ..messages import Msg
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS
 from ..signals.optimizer import scaler_scale
 
@@ -39,6 +40,7 @@ class MicroBatch:
     weight: list = field(default_factory=lambda: [None])  # filled by the loss's backward hook
     n_items: torch.Tensor | None = None  # supervised label positions of this micro-batch
     num_items: Any = None  # the step's item count the model was told to divide by, if any
+    tracked: bool = False  # the model's loss was part of the autograd graph (a hook was put on it)
 
 
 def find_labels(batch: Any, shift: bool = False) -> torch.Tensor | None:
@@ -78,6 +80,9 @@ class MicroBatchProbe:
         self.shift_labels = shift_labels
         self.enabled = True
         self.items: list[MicroBatch] = []
+        #: steps whose model loss had a gradient hook that never fired, and steps whose did
+        self.unweighted_steps = 0
+        self.weighted_steps = 0
 
     # --- per forward ----------------------------------------------------------------------------
     def observe(self, batch: Any, loss: torch.Tensor | None, num_items: Any = None) -> None:
@@ -90,6 +95,7 @@ class MicroBatchProbe:
                 item.loss = loss.detach().clone()
                 if loss.requires_grad:
                     loss.register_hook(self._weight_hook(item.weight))
+                    item.tracked = True
             labels = find_labels(batch, self.shift_labels)
             if labels is not None:
                 item.n_items = (labels.detach() != IGNORE_INDEX).sum()
@@ -107,6 +113,20 @@ class MicroBatchProbe:
                 self._fail(e)
 
         return hook
+
+    def _backward_elsewhere(self) -> None:
+        """The model returned a loss, but backward never reached it: the trainer differentiates a
+        loss it computes itself (TRL's SFT/DPO trainers), so the weight of the model's loss in the
+        objective, hence the accumulation-normalisation check, cannot be measured. Said once (after
+        two such steps and none with a weight), in the run's notes, rather than left silent."""
+        self.unweighted_steps += 1
+        if self.unweighted_steps != 2 or self.weighted_steps:
+            return
+        mon = self.monitor
+        trainer = (mon.meta.get("framework") or {}).get("trainer") if isinstance(mon.meta, dict) else None
+        mon.notes.append(Msg("integrations.loss_not_backpropagated", trainer=str(trainer or "Trainer")))
+        mon.meta["monitor_notes"] = list(mon.notes)
+        mon.writer.write_meta(mon.meta)
 
     def _fail(self, e: BaseException) -> None:
         self.enabled = False
@@ -150,6 +170,9 @@ class MicroBatchProbe:
             if all(m.weight[0] is not None for m in losses):
                 packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses]))
                 ctx["weights"] = True
+                self.weighted_steps += 1
+            elif all(m.tracked and m.weight[0] is None for m in losses):
+                self._backward_elsewhere()
             if all(m.n_items is not None for m in losses):
                 packer.add("mb_items", torch.stack([m.n_items.float() for m in losses]))
                 ctx["n_items"] = True

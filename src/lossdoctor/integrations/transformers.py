@@ -64,7 +64,8 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
         if model is None or optimizer is None:
             log.warning("%s", Msg("integrations.no_model"))
             return
-        self._start_guarded(self._start, args, state, model, optimizer, lr_scheduler)
+        self._start_guarded(self._start, args, state, model, optimizer, lr_scheduler,
+                            kwargs.get("processing_class"))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._begin_step()
@@ -76,13 +77,17 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
         self._finish()
 
     # --- internals ----------------------------------------------------------------------------------
-    def _start(self, args: Any, state: Any, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any) -> None:
+    def _start(self, args: Any, state: Any, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any,
+               processing_class: Any = None) -> None:
         trainer = _calling_trainer()
         scaler = getattr(optimizer, "scaler", None)
         if scaler is None and trainer is not None:
             scaler = getattr(getattr(trainer, "accelerator", None), "scaler", None)
+        if processing_class is None:
+            processing_class = getattr(trainer, "processing_class", None)
         mon = self._open(model, getattr(trainer, "model_wrapped", None), optimizer, scaler, lr_scheduler,
-                         _describe(args), shift_labels=_shifts_labels(model))
+                         _describe(args, trainer), task=trainer_task(trainer, args),
+                         tokenizer=_tokenizer_of(processing_class), shift_labels=_shifts_labels(model))
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
         planned = getattr(state, "max_steps", 0) or 0
         if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
@@ -136,7 +141,37 @@ def _shifts_labels(model: torch.nn.Module) -> bool:
         return False
 
 
-def _describe(args: Any) -> dict[str, Any]:
+#: trainer classes (TRL's, and any subclass of them) and the task they train, by class name so
+#: that TRL is never imported here
+TRAINER_TASKS = {"SFTTrainer": "sft", "DPOTrainer": "preference", "ORPOTrainer": "preference",
+                 "KTOTrainer": "preference", "CPOTrainer": "preference"}
+CONFIG_TASKS = {"SFTConfig": "sft", "DPOConfig": "preference", "ORPOConfig": "preference",
+                "KTOConfig": "preference", "CPOConfig": "preference"}
+#: what a TRL config says about the labels and the sequences (recorded, and used by fix texts)
+TRL_KEYS = ("max_length", "packing", "padding_free", "assistant_only_loss", "completion_only_loss", "loss_type")
+
+
+def trainer_task(trainer: Any, args: Any) -> str | None:
+    """The task the trainer trains, from its class (or a base class) or its config's class:
+    `SFTTrainer` -> "sft", `DPOTrainer`/ORPO/KTO/CPO -> "preference"; a plain `Trainer` -> None
+    (it could be pre-training, SFT or classification: the user's `task=` says)."""
+    for cls in type(trainer).__mro__ if trainer is not None else ():
+        if cls.__name__ in TRAINER_TASKS:
+            return TRAINER_TASKS[cls.__name__]
+    for cls in type(args).__mro__:
+        if cls.__name__ in CONFIG_TASKS:
+            return CONFIG_TASKS[cls.__name__]
+    return None
+
+
+def _tokenizer_of(processing_class: Any) -> Any:
+    """The tokenizer inside the Trainer's processing class (a multimodal processor holds one)."""
+    inner = getattr(processing_class, "tokenizer", None)
+    tok = inner if inner is not None else processing_class
+    return tok if callable(getattr(tok, "decode", None)) else None
+
+
+def _describe(args: Any, trainer: Any = None) -> dict[str, Any]:
     import transformers
 
     info: dict[str, Any] = {"name": "transformers", "version": transformers.__version__}
@@ -146,4 +181,26 @@ def _describe(args: Any) -> dict[str, Any]:
         v = getattr(args, key, None)
         if isinstance(v, (int, float, str, bool)):
             info[key] = v
+    if trainer is not None:
+        info["trainer"] = type(trainer).__name__
+    if type(args).__module__.split(".")[0] == "trl" or type(trainer).__module__.split(".")[0] == "trl":
+        info.update(_trl_config(args))
+    return info
+
+
+def _trl_config(args: Any) -> dict[str, Any]:
+    """TRL's version and the label/sequence settings of its config (None kept: it means "the
+    dataset decides", e.g. `completion_only_loss=None`)."""
+    info: dict[str, Any] = {}
+    try:
+        import trl
+
+        info["trl_version"] = str(trl.__version__)
+    except Exception:
+        pass
+    for key in TRL_KEYS:
+        if hasattr(args, key):
+            v = getattr(args, key)
+            if v is None or isinstance(v, (int, float, str, bool)):
+                info[key] = v
     return info

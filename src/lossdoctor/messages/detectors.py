@@ -239,6 +239,12 @@ GRADIENTS = {
         "from an explosion; lossdoctor.watch also names the first layer that went bad",
         "每一步都记录 grad norm，并给 lossdoctor.watch 的 mon.step 传入 batch=，才能区分是坏 batch 还是梯度爆炸；"
         "lossdoctor.watch 还会指出最先出问题的层"),
+    "lr.fix_warmup_already_clipped": (
+        "add or lengthen the LR warm-up; gradients are already clipped (max_grad_norm={max_norm:g}), and clipping "
+        "does not shrink Adam's step (Adam divides by the gradient's own scale): the LR and its warm-up are what "
+        "bound the update",
+        "加上或加长 LR warmup；梯度已经做了裁剪（max_grad_norm={max_norm:g}），而裁剪并不会缩小 Adam 的步长"
+        "（Adam 会除以梯度自身的尺度）：能限制每步更新大小的是 LR 和它的 warmup"),
 }
 
 INIT = {
@@ -330,10 +336,10 @@ LABELS = {
         "supervised",
         "task='sft'，但只有 {pct}% 的标签位置被 mask（各 batch 的中位数）：prompt 的 token 也参与了监督"),
     "labels.fix_mask_prompt": (
-        "set labels of the prompt (and padding) tokens to -100, e.g. with DataCollatorForCompletionOnlyLM / "
-        "assistant_only_loss=True",
-        "把 prompt（以及 padding）token 的标签设为 -100，例如用 DataCollatorForCompletionOnlyLM / "
-        "assistant_only_loss=True"),
+        "set labels of the prompt (and padding) tokens to -100 (TRL's SFTConfig: assistant_only_loss=True for "
+        "conversational data, completion_only_loss=True for prompt-completion data)",
+        "把 prompt（以及 padding）token 的标签设为 -100（TRL 的 SFTConfig：对话格式的数据设 assistant_only_loss=True，"
+        "prompt-completion 格式的数据设 completion_only_loss=True）"),
 }
 
 ACCUMULATION = {

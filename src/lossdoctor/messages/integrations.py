@@ -21,4 +21,10 @@ TEMPLATES = {
     "integrations.fsdp.allreduce": (
         "lossdoctor: FSDP gradient-norm all-reduce failed; totals off: {error}",
         "lossdoctor：FSDP 梯度范数的 all-reduce 失败；不再计算跨 rank 总量：{error}"),
+    "integrations.loss_not_backpropagated": (
+        "{trainer} backpropagates a loss it computes itself, not the model's outputs.loss: the weight of each "
+        "micro-batch in the objective (loss_weight) cannot be measured, so the gradient-accumulation normalisation "
+        "check (grad_accum_normalization) did not run",
+        "{trainer} 反向传播的是它自己算的 loss，而不是模型的 outputs.loss：测不到每个 micro-batch 在目标函数里的权重"
+        "（loss_weight），所以梯度累积归一化的检查（grad_accum_normalization）没有运行"),
 }

@@ -260,6 +260,18 @@ LABELS = {
         "end-of-turn token (TRL: assistant_only_loss=True / completion_only_loss=True)",
         "把所有 prompt token（直到并包括 {header}）的标签设为 {ignore}，回答及其结束 token 的标签保留"
         "（TRL：assistant_only_loss=True / completion_only_loss=True）"),
+    "plabels.fix_mask_prompt_trl": (
+        "TRL {version}: set assistant_only_loss=True in SFTConfig for conversational data (the chat template must mark "
+        "the assistant turns with {{% generation %}}), or completion_only_loss=True for prompt-completion data; this "
+        "run has assistant_only_loss={assistant}, completion_only_loss={completion}",
+        "TRL {version}：对话格式的数据在 SFTConfig 里设 assistant_only_loss=True（chat template 要用 "
+        "{{% generation %}} 标出 assistant 的轮次），prompt-completion 格式的数据设 completion_only_loss=True；"
+        "这次训练是 assistant_only_loss={assistant}、completion_only_loss={completion}"),
+    "plabels.fix_mask_prompt_trl_collator": (
+        "TRL {version}: train with DataCollatorForCompletionOnlyLM(response_template={header}), which sets the "
+        "labels of everything up to the response template to -100 (TRL 0.20 and later: assistant_only_loss=True)",
+        "TRL {version}：用 DataCollatorForCompletionOnlyLM(response_template={header}) 训练，它会把 response template "
+        "之前的标签都设为 -100（TRL 0.20 及以后：assistant_only_loss=True）"),
     "plabels.no_supervised_token": (
         "{n} of {total} samples have no supervised token (batch {batch}: samples {samples}): they cost compute and "
         "teach nothing",

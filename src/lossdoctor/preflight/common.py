@@ -41,6 +41,9 @@ class Context:
     #: the schedule's peak LR once simulated (precision checks judge the update size at the peak)
     peak_lr: float | None = None
     notes: list[str] = field(default_factory=list)
+    #: what the training framework says about the run (the HF callback's `framework` metadata:
+    #: trainer class, TRL version, `assistant_only_loss`...), so a fix names the trainer's option
+    trainer: dict[str, Any] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
         if text not in self.notes:

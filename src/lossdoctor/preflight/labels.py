@@ -267,7 +267,7 @@ class LabelCheck:
         header = quote(self.chat.header_text) if self.chat is not None else Msg("plabels.the_assistant_header")
         out.append(make_finding(
             "label_mask_leak", "plateau", "warning", conf, ev,
-            [Msg("plabels.fix_mask_prompt", ignore=IGNORE_INDEX, header=header)],
+            [mask_prompt_fix(self.ctx.trainer, header)],
             ctx=self.ctx))
         return out
 
@@ -304,6 +304,26 @@ class LabelCheck:
             "label_mask_empty", "plateau", "warning", 0.8, ev,
             [Msg("plabels.fix_append_eos")],
             ctx=self.ctx)
+
+
+def mask_prompt_fix(trainer: dict[str, Any], header: Any) -> Msg:
+    """How to mask the prompt, in the words of the trainer that runs: TRL 1.x's `SFTConfig`
+    options (with what this run set them to), TRL before 0.20's collator, or plain -100 labels."""
+    version = trainer.get("trl_version") if trainer else None
+    if not isinstance(version, str):
+        return Msg("plabels.fix_mask_prompt", ignore=IGNORE_INDEX, header=header)
+    if _version(version) < (0, 20):  # assistant_only_loss arrived and the collator left in 0.20
+        return Msg("plabels.fix_mask_prompt_trl_collator", version=version, header=header)
+    return Msg("plabels.fix_mask_prompt_trl", version=version,
+               assistant=str(trainer.get("assistant_only_loss")), completion=str(trainer.get("completion_only_loss")))
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in text.split(".")[:3]:
+        digits = "".join(ch for ch in piece if ch.isdigit()) if piece[:1].isdigit() else ""
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
 
 
 def _targets(labels: np.ndarray, offset: int) -> np.ndarray:

@@ -39,7 +39,8 @@ class PreflightWatch:
         self.mon = monitor
         self.max_batches = max_batches
         self.ctx = Context(model=monitor.model, optimizer=monitor.optimizer, scheduler=monitor.scheduler,
-                           scaler=monitor.scaler, task=monitor.task, live=True)
+                           scaler=monitor.scaler, task=monitor.task, live=True,
+                           tokenizer=getattr(getattr(monitor, "options", None), "tokenizer", None))
         self.enabled = True
         self.batches = 0
         self.finished = False
