@@ -328,10 +328,10 @@ TEMPLATES = {
     # what a short log let the checks do (the coverage notes)
     "scalars.coverage.what": (
         "only {n} finite loss {pts}: the {skipped} checks ran in their short-log form only",
-        "只有 {n} 个有限的 loss {pts}：{skipped} 这几项检查只跑了短日志版本"),
+        "只有 {n} 个有限的 loss {pts}：{skipped}这几项检查只跑了短日志版本"),
     "scalars.coverage.what_missing": (
         "only {n} finite loss {pts}: the {skipped} checks ran in their short-log form only; the log has no {missing}",
-        "只有 {n} 个有限的 loss {pts}：{skipped} 这几项检查只跑了短日志版本；日志里没有 {missing}"),
+        "只有 {n} 个有限的 loss {pts}：{skipped}这几项检查只跑了短日志版本；日志里没有 {missing}"),
     "scalars.coverage.point": ("point", "点"),
     "scalars.coverage.points": ("points", "点"),
     "scalars.coverage.check": ("{name} (needs {need})", "{name}（需要 {need} 个点）"),
