@@ -149,6 +149,7 @@ class _Flat:
 
 
 def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat:
+    """The facts `_flat_cause` weighs, read from the rows `lf` of finite losses `x`."""
     lr, warming = _lr_reached(q, lf)
     gn = q.grad_norm[lf]
     gn = gn[np.isfinite(gn)]
