@@ -11,7 +11,7 @@ from conftest import run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.findings import Finding, Report
 from lossdoctor.report import render
-from lossdoctor.messages import fallback_zh
+from lossdoctor.messages import Msg
 from lossdoctor.report.i18n import locale_lang, say
 from lossdoctor.report.markdown import md_escape
 from test_sources_tabular import CSV_NAMES, write_csv
@@ -62,12 +62,15 @@ def test_chinese_report(explosion_log):
     assert all(ord(c) < 0x3000 for e in j["findings"][0]["evidence"] for c in e)  # JSON stays English
 
 
-def test_temporary_fallback_translates_only_its_own_sentences():
-    # the unconverted areas' sentences that were translated before still are (until they are messages)
-    assert fallback_zh.translate("the loss jumped from 2.1 to 9.3 at step 40") == "第 40 步 loss 从 2.1 跳升到 9.3"
-    assert say("it has not come back", "zh") == "并且没有回落"
-    assert say("something no template knows 42", "zh") == "something no template knows 42"
-    assert say("it has not come back", "en") == "it has not come back"
+def test_no_sentence_is_translated_by_matching_its_english():
+    """A message renders in the report's language; a plain string is shown as it is (no table of
+    English patterns: rewording a sentence cannot silently drop its Chinese)."""
+    import importlib.util
+
+    assert say("it has not come back", "zh") == "it has not come back"
+    m = Msg("scalars.spike.not_back")
+    assert m == "it has not come back" and say(m, "zh") == "之后没有回落" and say(m, "en") == m
+    assert importlib.util.find_spec("lossdoctor.messages.fallback_zh") is None
 
 
 def test_language_follows_the_locale():

@@ -161,10 +161,10 @@ def test_onset_layer_and_op_are_found_above_the_floor(zoo):
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_zoo_report_in_chinese_has_no_english_sentence(zoo, name):
     """Issue 15: every zoo scenario's report in `--lang zh` (the run directory, and its scalars
-    read as a log) shows no English sentence outside the areas latin_check lists as unconverted."""
+    read as a log) shows no English sentence, and every evidence and fix is a message."""
     from pathlib import Path
 
-    from latin_check import document_english, report_english
+    from latin_check import document_english, plain_sentences, report_english
     from lossdoctor.detectors.engine import diagnose_runs
     from lossdoctor.report import render
     from lossdoctor.sources import load_path
@@ -176,5 +176,6 @@ def test_zoo_report_in_chinese_has_no_english_sentence(zoo, name):
         runs = load_path(path)
         report = diagnose_runs(runs)
         assert report_english(report) == [], path
+        assert plain_sentences(report) == [], path
         text = render(report, "text", runs=runs, lang="zh", width=100_000)
-        assert document_english(text, report) == [], text
+        assert document_english(text) == [], text

@@ -12,7 +12,7 @@ import numpy as np
 from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt, round_sig
+from .base import detector, round_sig
 from .gradients import clip_in_place
 from .lr_usual import with_lr_evidence
 from .quantities import Quantities
@@ -34,14 +34,17 @@ def _ratio_median(run: Run, a: int, b: int) -> float | None:
     return float(np.median(r)) if r.size else None
 
 
-def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float) -> str:
+def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, raise_: bool = False) -> Msg:
+    """The LR to use: the one that brings the update ratio to ~1e-3 when it was measured, else the
+    current one times `fallback_factor`; said as "raise" for a too-low LR, "set" otherwise."""
     if lr is None:
-        return f"lower the learning rate by {fmt(1 / fallback_factor)}x"
+        return Msg("lr.fix.lower_by", x=1 / fallback_factor)
     if ratio:
         new = round_sig(lr * HEALTHY_RATIO / ratio, 1)
-        return f"set the learning rate to about {fmt(new)} (now {fmt(lr)}; that brings the update/param " \
-               f"ratio from {fmt(ratio)} to ~1e-3)"
-    return f"set the learning rate to about {fmt(round_sig(lr * fallback_factor, 1))} (now {fmt(lr)})"
+        return Msg("lr.fix.raise_ratio", lr=new, now=lr, ratio=ratio) if raise_ \
+            else Msg("lr.fix.set_ratio", lr=new, now=lr, ratio=ratio)
+    new = round_sig(lr * fallback_factor, 1)
+    return Msg("lr.fix.raise", lr=new, now=lr) if raise_ else Msg("lr.fix.set", lr=new, now=lr)
 
 
 @detector("lr_too_high", needs=("loss",))
@@ -107,24 +110,23 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     if not (pre.size >= 1 and float(pre.min()) >= 0.8 * ref0) or small_updates or _explained_nonfinite(run, q):
         return []
     s = q.first_bad_step
-    ev = [f"the loss never improved (best {fmt(float(pre.min()))} vs start {fmt(ref0)}) and went "
-          f"non-finite at step {s}"]
+    ev = [Msg("lr.high.never_improved", best=float(pre.min()), start=ref0, s=s)]
     # the onset is where the divergence began (the loss rising from the first updates on), not
     # where it finally overflowed
     rising = lf[(lf >= 1) & (lf < q.first_bad)]
     rising = rising[loss[rising] >= 1.5 * ref0]
     if rising.size and ref0 > 0:
         r0 = int(rising[0])
-        ev.append(f"it was already rising at step {int(q.steps[r0])} ({fmt(float(loss[r0]))}, "
-                  f"{fmt(float(loss[r0]) / ref0)}x the start)")
+        ev.append(Msg("lr.high.already_rising", s=int(q.steps[r0]), loss=float(loss[r0]),
+                      x=float(loss[r0]) / ref0))
         s = int(q.steps[r0])
     gn = q.grad_norm[: q.first_bad]
     gn = gn[np.isfinite(gn)]
     if gn.size >= 2 and gn[-1] > 10 * gn[0]:
-        ev.append(f"grad norm grew from {fmt(float(gn[0]))} to {fmt(float(gn[-1]))} in {q.first_bad} steps")
+        ev.append(Msg("lr.high.grad_grew", a=float(gn[0]), b=float(gn[-1]), n=q.first_bad))
     ratio_early = _ratio_median(run, 0, min(q.n, 20))
     if ratio_early:
-        ev.append(f"update/param ratio {fmt(ratio_early)} per step (healthy ~1e-3)")
+        ev.append(Msg("lr.high.ratio", r=ratio_early))
     return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
                     step=int(q.steps[0] if s is None else s), evidence=ev,
                     fixes=[_suggest_lr(_lr_at(q, min(q.n - 1, 5)), ratio_early, 0.1), _warmup_fix(run, q)])]
@@ -149,12 +151,11 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     if not (stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20)):
         return []
     s = int(q.steps[j])
-    ev = [f"the loss jumped from {fmt(first_loss)} to {fmt(float(loss[j]))} at step {s}"]
+    ev = [Msg("lr.high.jumped", a=first_loss, b=float(loss[j]), s=s)]
     if stays:
-        ev.append(f"and stayed high (median {fmt(float(np.median(loss[after])))} over the next "
-                  f"{after.size} steps)")
+        ev.append(Msg("lr.high.stayed", m=float(np.median(loss[after])), n=int(after.size)))
     if ratio_j:
-        ev.append(f"update/param ratio {fmt(ratio_j)} per step (healthy ~1e-3)")
+        ev.append(Msg("lr.high.ratio", r=ratio_j))
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
                     confidence=0.8, step=s, evidence=ev,
                     fixes=[_suggest_lr(_lr_at(q, min(q.n - 1, 5)), ratio_j, 0.1), _warmup_fix(run, q)])]
@@ -178,8 +179,7 @@ def _late_divergence(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[i])
     ratio = _ratio_median(run, max(0, i - 20), i + 1)
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.65,
-                    step=s, evidence=[f"the loss fell to {fmt(best)} then rose to {fmt(last)} "
-                                      f"({fmt(last / best)}x) from step {s} on"],
+                    step=s, evidence=[Msg("lr.high.fell_then_rose", best=best, last=last, x=last / best, s=s)],
                     fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3)])]
 
 
@@ -196,15 +196,14 @@ def _blown_update(run: Run, q: Quantities) -> list[Finding]:
         return []
     i = int(np.flatnonzero(np.isfinite(ur_all) & (ur_all >= BLOWN_RATIO))[0])
     s = int(q.steps[i])
-    ev = [f"the update at step {s} was {fmt(float(ur.max()))}x the size of the weights "
-          "(||dW||/||W||; healthy ~1e-3)",
-          f"the loss has not improved since (start {fmt(first_loss)}, now {fmt(last)})"]
+    ev = [Msg("lr.high.blown", s=s, r=float(ur.max())),
+          Msg("lr.high.not_improved_since", start=first_loss, last=last)]
     chance = run.meta.get("chance_loss")
     if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
-        ev.append(f"it sits at the chance level {fmt(float(chance))}: the first steps saturated the model")
+        ev.append(Msg("lr.high.at_chance", c=float(chance)))
     act = run.col("act_absmax")
     if np.isfinite(act[:1]).any() and np.isfinite(act).any() and float(np.nanmax(act)) > 100 * float(act[0]):
-        ev.append(f"activations grew from {fmt(float(act[0]))} to {fmt(float(np.nanmax(act)))}")
+        ev.append(Msg("lr.high.activations_grew", a=float(act[0]), b=float(np.nanmax(act))))
     return [Finding(cause="lr_too_high", symptom="plateau", severity="critical", confidence=0.8,
                     step=s, evidence=ev, fixes=[_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01),
                                                  _warmup_fix(run, q)])]
@@ -218,9 +217,8 @@ def _oscillation(run: Run, q: Quantities) -> list[Finding]:
         return []
     return [Finding(cause="lr_too_high", symptom="oscillation", severity="warning", confidence=0.6,
                     step=int(q.steps[q.finite_loss[0]]),
-                    evidence=[f"median update/param ratio {fmt(ratio_all)} per step (DeepDiagnosis: "
-                              "above 0.1 is too large; healthy ~1e-3)",
-                              f"the loss is not improving (first fifth {fmt(first)}, last {fmt(last)})"],
+                    evidence=[Msg("lr.high.ratio_median", r=ratio_all),
+                              Msg("lr.high.not_improving", first=first, last=last)],
                     fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1)])]
 
 
@@ -259,18 +257,18 @@ def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
     return int(lf[min(x.size - 1, (b_best + 1) * w)])
 
 
-def _warmup_fix(run: Run, q: Quantities) -> str:
+def _warmup_fix(run: Run, q: Quantities) -> Msg:
     lr = q.lr[np.isfinite(q.lr)]
     if lr.size >= 3 and lr[0] >= 0.9 * lr.max():
-        return "the LR starts at its peak: add a linear warm-up over the first ~2-5% of steps"
+        return Msg("lr.fix.warmup_from_peak")
     clip = clip_in_place(run)
     if clip is not None:
         return Msg("lr.fix_warmup_already_clipped", max_norm=clip)
-    return "add or lengthen the LR warm-up, and clip gradients (max_norm=1.0)"
+    return Msg("lr.fix.warmup_clip")
 
 
 @detector("lr_too_low", needs=("loss", "update_ratio"),
-          hint="the update/param ratio (recorded by watch) is needed to tell a too-low LR")
+          hint=Msg("hint.update_ratio"))
 @with_lr_evidence
 def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     """Updates are tiny and the loss crawls: median update ratio < 1e-5 (DeepDiagnosis' lower
@@ -292,16 +290,15 @@ def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     if last < 0.7 * first or (q.loss_start > 0 and last <= 0.05 * q.loss_start):
         return []
     lr = _lr_at(q, q.n - 1)
-    new = _suggest_lr(lr, ratio, 10.0).replace("set the learning rate to about", "raise the learning rate to about")
+    new = _suggest_lr(lr, ratio, 10.0, raise_=True)
     return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.75,
                     step=int(q.steps[lf[0]]),
-                    evidence=[f"median update/param ratio {fmt(ratio)} per step (DeepDiagnosis: below 1e-5 "
-                              "is too small; healthy ~1e-3)",
-                              f"the loss moved from {fmt(first)} to only {fmt(last)} over {lf.size} steps"],
+                    evidence=[Msg("lr.low.ratio_median", r=ratio),
+                              Msg("lr.low.crawl", first=first, last=last, n=int(lf.size))],
                     fixes=[new])]
 
 
-@detector("lr_schedule_error", needs=("lr",), hint="log the learning rate to check the schedule")
+@detector("lr_schedule_error", needs=("lr",), hint=Msg("hint.lr"))
 def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
     """The schedule is not what was meant.
 
@@ -319,8 +316,8 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
     x = q.lr[idx]
     if float(x.max()) <= 0:
         return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
-                        step=int(q.steps[idx[0]]), evidence=["the learning rate is 0 at every logged step"],
-                        fixes=["check the scheduler: a LambdaLR returning 0, or warm-up steps larger than the run"])]
+                        step=int(q.steps[idx[0]]), evidence=[Msg("lr.schedule.all_zero")],
+                        fixes=[Msg("lr.schedule.fix_all_zero")])]
     out = _staircase_warmup(q, idx, x) + _cosine_restart(run, q, idx, x)
     return out or _one_step_rise(q, idx, x) or _stuck_at_zero(q, idx, x)
 
@@ -345,11 +342,9 @@ def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Fin
     k = int(np.median(steps_gap))
     return [Finding(
         cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.75, step=s,
-        evidence=[f"during warm-up the LR rose in {ch.size} jumps, one every ~{k} steps "
-                  f"(e.g. {fmt(float(rise[ch[0]]))} -> {fmt(float(rise[ch[0] + 1]))} at step {s}), "
-                  "flat in between: the warm-up scheduler is stepped once per epoch / every "
-                  f"{k} steps, not per optimizer step"],
-        fixes=["call scheduler.step() after every optimizer.step(), or express warm-up in epochs"])]
+        evidence=[Msg("lr.schedule.staircase", n=int(ch.size), k=k, a=float(rise[ch[0]]),
+                      b=float(rise[ch[0] + 1]), s=s)],
+        fixes=[Msg("lr.schedule.fix_staircase")])]
 
 
 def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -376,11 +371,9 @@ def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> 
     total = int(q.steps[idx[-1]]) + 1
     return [Finding(
         cause="lr_schedule_error", symptom="divergence", severity="warning", confidence=0.8, step=s,
-        evidence=[f"the LR decayed from {fmt(float(running_peak[d0]))} to {fmt(float(x[tmin]))} at step "
-                  f"{s_min}, then climbed back to {fmt(float(x[j]))} by step {s}: the cosine "
-                  f"period (~{period} steps) is shorter than the run ({total} steps)"],
-        fixes=[f"set CosineAnnealingLR(T_max=total optimizer steps) (here {total} minus warm-up), "
-               "or use CosineAnnealingWarmRestarts if restarts are intended"])]
+        evidence=[Msg("lr.schedule.cosine_restart", peak=float(running_peak[d0]), low=float(x[tmin]),
+                      s_min=s_min, back=float(x[j]), s=s, period=period, total=total)],
+        fixes=[Msg("lr.schedule.fix_cosine", total=total)])]
 
 
 def _one_step_rise(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -397,10 +390,8 @@ def _one_step_rise(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Findin
     s = int(q.steps[idx[j]])
     return [Finding(
         cause="lr_schedule_error", symptom="spike", severity="warning", confidence=0.7, step=s,
-        evidence=[f"the LR rose {fmt(float(r[big[0]]))}x in one step ({fmt(float(x[j - 1]))} -> "
-                  f"{fmt(float(x[j]))} at step {s})"],
-        fixes=["check the scheduler's milestones/lambda and that it is not re-created or stepped "
-               "twice; ramp the LR over several steps"])]
+        evidence=[Msg("lr.schedule.one_step_rise", x=float(r[big[0]]), a=float(x[j - 1]), b=float(x[j]), s=s)],
+        fixes=[Msg("lr.schedule.fix_one_step_rise")])]
 
 
 def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -411,5 +402,5 @@ def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Findin
     s = int(q.steps[idx[zero[0] + 1]])
     return [Finding(
         cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.7, step=s,
-        evidence=[f"the learning rate is exactly 0 at {zero.size} logged steps from step {s} on"],
-        fixes=["check the schedule's length (total steps) and any LambdaLR returning 0"])]
+        evidence=[Msg("lr.schedule.stuck_zero", n=int(zero.size), s=s)],
+        fixes=[Msg("lr.schedule.fix_stuck_zero")])]

@@ -8,8 +8,9 @@ from typing import Any
 import numpy as np
 
 from ..findings import Finding
+from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt, round_sig
+from .base import detector
 from .gradients import clip_fix
 from .quantities import Quantities, trailing_baseline
 
@@ -35,19 +36,17 @@ def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
         & (base < 0.9 * start) & ((loss - base) >= 0.2 * (start - base))
 
 
-def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[str]:
+def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[Msg]:
     """The fix that fits the spike. A one-off that recovered is a data window the model could not
     digest: skip it (PaLM and OLMo rewind to a checkpoint before the spike and skip the batches
     around it); cutting the LR would slow the whole run for one bad window, so it is never advised.
     Recurring spikes are the optimiser's instability: lower the peak LR, QK-layernorm, z-loss."""
-    skip = (f"skip or rewind past the data window: restart from a checkpoint ~100 steps before step {step} and "
-            f"skip the batches of steps {max(0, step - 20)}-{step} (as PaLM and OLMo do); inspect those batches")
+    skip = Msg("spike.fix.skip_window", step=step, first=max(0, step - 20))
     if recurring:
-        return ["spikes recur: lower the peak LR (e.g. 2x), add QK-layernorm to attention and a z-loss of 1e-4 "
-                "on the output logits", skip]
+        return [Msg("spike.fix.recurring"), skip]
     if recovered:
         return [skip]
-    return [skip, "if it spikes again after the rewind: lower the peak LR and add QK-layernorm or a z-loss of 1e-4"]
+    return [skip, Msg("spike.fix.if_again")]
 
 
 @detector("loss_spike", needs=("loss",))
@@ -117,23 +116,22 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
     peak = float(x[j])
     after = x[j + 1: j + 51]
     recovered = after.size > 0 and bool((after < 1.3 * base).any())
-    ev = [f"the loss jumped to {fmt(peak)} at step {s}, {fmt(peak / base)}x the median {fmt(base)} of the "
-          f"{w} steps before it ({fmt(float(z[j]))} robust sigmas)"]
-    ev.append("it came back within 50 steps" if recovered else "it has not come back")
+    ev = [Msg("spike.jumped", peak=peak, s=s, x=peak / base, base=base, w=w, z=float(z[j]))]
+    ev.append(Msg("spike.came_back_50") if recovered else Msg("scalars.spike.not_back"))
     if len(group) > 1:
-        ev.append(f"{len(group)} spiking steps in this incident")
+        ev.append(Msg("spike.steps_in_incident", n=len(group)))
     if n_incidents > 1:
-        ev.append(f"{n_incidents} separate spike incidents in the run")
+        ev.append(Msg("spike.incidents", n=n_incidents))
     fixes = []
     ia = run.col("input_absmax")
     if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= 3:
         m = float(np.nanmedian(ia[max(0, i - w):i]))
         if ia[i] > 10 * m:
-            ev.append(f"the batch of step {s} is an outlier: max |x| {fmt(float(ia[i]))} vs median {fmt(m)}")
-            fixes.append(f"inspect / skip the batch of step {s}")
+            ev.append(Msg("spike.outlier_batch", s=s, a=float(ia[i]), m=m))
+            fixes.append(Msg("spike.fix.outlier_batch", s=s))
     lr = q.lr
     if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > 1.5:
-        ev.append(f"the LR changed at that step ({fmt(float(lr[i - 1]))} -> {fmt(float(lr[i]))}): a schedule event")
+        ev.append(Msg("spike.lr_changed", a=float(lr[i - 1]), b=float(lr[i])))
     gn = q.grad_norm
     one_off = recovered and n_incidents == 1
     if np.isfinite(gn[max(0, i - w):i]).sum() >= 5 and np.isfinite(gn[i]):
@@ -141,13 +139,13 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         g = g[np.isfinite(g)]
         gm = float(np.median(g))
         if gn[i] > 5 * gm:
-            ev.append(f"the grad norm surged to {fmt(float(gn[i]))} ({fmt(float(gn[i]) / gm)}x its median)")
+            ev.append(Msg("spike.grad_surged", g=float(gn[i]), x=float(gn[i]) / gm))
         c = clip_fix(q, i)
         if c and not one_off:
             fixes.append(c)
     fixes += spike_fixes(s, recovered=recovered, recurring=n_incidents > 1)
     if one_off:
-        ev.append("a one-off that recovered: a data window, not the learning rate (no reason to lower it)")
+        ev.append(Msg("scalars.spike.one_off"))
     return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                    severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
                    evidence=ev, fixes=fixes)
@@ -194,27 +192,18 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     if ur.size and float(np.median(ur)) < 1e-4:
         return []
     gain = (1 - end / mid) * 100
-    ev = [f"over {x.size} logged points the loss plateaued at {fmt(end)} ({fmt(end / start * 100)}% of its start "
-          f"{fmt(start)}) and "
-          + (f"the second half improved it by only {fmt(gain)}%" if gain > 0 else "the second half did not improve it")]
+    plateau = dict(n=int(x.size), end=end, pct=end / start * 100, start=start)
+    ev = [Msg("noisy.plateau_gain", **plateau, gain=gain) if gain > 0 else Msg("noisy.plateau_flat", **plateau)]
     if g1 >= 0.5 * g0:
-        ev.append(f"the gradient norm stays at {fmt(g1)} ({fmt(g1 / g0)}x its early level): the model is "
-                  "pushed but cannot fit the labels")
+        ev.append(Msg("noisy.grad_stays", g=g1, x=g1 / g0))
     if at_chance:
-        moving = f" while the weights keep moving (update/param ratio {fmt(float(np.median(ur)))} per step)" \
-            if ur.size else ""
-        ev.append(f"that is {fmt(end / float(chance) * 100)}% of the chance level {fmt(float(chance))} (ln of the "
-                  f"number of classes){moving}: the model predicts no better than the label frequencies, "
-                  "as if the labels did not belong to their inputs")
+        at = dict(pct=end / float(chance) * 100, c=float(chance))
+        ev.append(Msg("noisy.at_chance_moving", **at, r=float(np.median(ur))) if ur.size
+                  else Msg("noisy.at_chance", **at))
         if not ur.size:  # without the update size, the chance-level alternatives fit as well
-            ev.append("at the chance level these fit as well, and the log cannot rank them: weights that do not "
-                      "change (frozen, detached, an optimizer holding other parameters), or a learning rate too "
-                      "low; the update/param ratio (lossdoctor.watch records it) tells them apart: 0, < 1e-5, "
-                      "or ~1e-3 with a flat loss for the labels")
+            ev.append(Msg("noisy.at_chance_alternatives"))
     elif isinstance(chance, (int, float)):
-        ev.append(f"chance-level loss would be {fmt(float(chance))}")
+        ev.append(Msg("noisy.chance", c=float(chance)))
     return [Finding(cause="noisy_data", symptom="plateau", severity="warning", confidence=0.45,
                     step=int(q.steps[lf[h]]), evidence=ev,
-                    fixes=["audit a sample of labels (are they shuffled or misaligned with inputs?); "
-                           "train on a small clean subset to see whether the loss can go lower",
-                           "use label smoothing (0.1) or a noise-robust loss if noise is expected"])]
+                    fixes=[Msg("noisy.fix.audit"), Msg("noisy.fix.smoothing")])]

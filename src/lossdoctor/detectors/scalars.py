@@ -10,13 +10,14 @@ cannot support a verdict, `coverage` says so (status `inconclusive`) instead of 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
-from .base import detector, fmt
+from .base import detector
 from .loss_shape import is_spike, robust_sigma, spike_fixes
 from .lr_usual import judge_lr, with_lr_evidence
 from .quantities import Quantities
@@ -30,10 +31,6 @@ COMMON_K = (2, 3, 4, 5, 6, 8, 10, 16, 20, 32, 64, 100, 128, 200, 256, 1000, 1024
             256000)
 #: an LR this small makes an Adam-family step ~1e-6 of a unit weight: nothing moves in a short run
 TINY_LR = 1e-5
-
-CHEAP_WAYS = ("log the gradient norm (grad_norm) and the LR next to the loss; run 50 steps under "
-              "lossdoctor.watch (it records per-layer gradients and update sizes); or run "
-              "`lossdoctor check` before training")
 
 
 def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
@@ -113,6 +110,46 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     se = _median_se(x[:k], x[-k:]) if n >= 30 else 0.0
     if first <= 0 or (last < 0.97 * first and first - last > 3 * se) or last <= 0.05 * q.loss_start:
         return []  # it fell, or it converged (to <= 5% of its start) within the first third
+    f = _flat_facts(run, q, lf, x)
+    s0 = int(q.steps[lf[0]])
+    ev = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
+    if last < 0.97 * first:
+        ev.append(Msg("scalars.flat.noise", first=first, last=last, se=se))
+    if f.chance:
+        ev.append(Msg("scalars.flat.chance", level=f.level, name=f.chance[1], chance=f.chance[0]))
+    if f.constant:
+        ev.append(Msg("scalars.flat.constant", spread=f.spread))
+    if n >= 100 and not (f.tiny_lr or f.no_update or (f.chance and f.verdict == "high")):
+        return []
+    judged = _flat_cause(f, int(n))
+    if judged is None:
+        return []
+    cause, conf, said, fixes = judged
+    return [Finding(cause=cause, symptom="plateau" if f.chance or f.constant else "slow_convergence",
+                    severity="warning", confidence=conf, step=s0, evidence=ev + said, fixes=fixes)]
+
+
+@dataclass
+class _Flat:
+    """What a flat loss's log says about why it is flat (see `flat_loss`)."""
+
+    lr: float | None  # the largest LR logged
+    warming: bool  # the LR is still climbing
+    gn: np.ndarray  # the finite gradient norms
+    step: float | None  # an SGD step LR x grad norm that moves nothing (`_tiny_sgd_step`)
+    verdict: str | None  # the LR against what is usual for the optimizer ("low" / "usual" / "high")
+    tiny_lr: bool
+    level: float  # the median loss
+    spread: float
+    constant: bool  # exactly the same loss at every step
+    chance: tuple[float, str | Msg] | None  # the chance level the loss sits at, and its name
+    zero_grad: bool
+    measured: int  # steps where watch measured the update size or the parameter norm
+    no_update: bool  # and the weights never changed
+
+
+def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat:
+    """The facts `_flat_cause` weighs, read from the rows `lf` of finite losses `x`."""
     lr, warming = _lr_reached(q, lf)
     gn = q.grad_norm[lf]
     gn = gn[np.isfinite(gn)]
@@ -122,9 +159,7 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     tiny_lr = (lr is not None and 0 < lr <= TINY_LR) or step is not None or verdict == "low"
     level = float(np.median(x))
     spread = float(np.max(x) - np.min(x))
-    constant = spread <= 1e-4 * max(level, 1e-3)
     chance = chance_level(run, level) if float(np.max(np.abs(x - level))) <= 0.02 * level else None
-    zero_grad = gn.size >= 3 and float(np.max(gn)) <= 1e-8
     ur = run.col("update_ratio")[lf]
     ur = ur[np.isfinite(ur)]
     pn = run.col("param_norm")[lf]
@@ -133,66 +168,53 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     # is the same to the last bit at every step)
     no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (pn.size >= 5 and float(np.ptp(pn)) == 0.0
                                                                  and float(pn[0]) > 0)
-    s0 = int(q.steps[lf[0]])
-    ev = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
-    if last < 0.97 * first:
-        ev.append(Msg("scalars.flat.noise", first=first, last=last, se=se))
-    if chance:
-        ev.append(Msg("scalars.flat.chance", level=level, name=chance[1], chance=chance[0]))
-    if constant:
-        ev.append(Msg("scalars.flat.constant", spread=spread))
-    if n >= 100 and not (tiny_lr or no_update or (chance and verdict == "high")):
-        return []
+    return _Flat(lr=lr, warming=warming, gn=gn, step=step, verdict=verdict, tiny_lr=tiny_lr, level=level,
+                 spread=spread, constant=spread <= 1e-4 * max(level, 1e-3), chance=chance,
+                 zero_grad=gn.size >= 3 and float(np.max(gn)) <= 1e-8, measured=int(max(ur.size, pn.size)),
+                 no_update=no_update)
+
+
+def _flat_cause(f: _Flat, n: int) -> tuple[str, float, list[Msg], list[Msg]] | None:
+    """(cause, confidence, the evidence that names it, the fixes) for a flat loss, the first rule
+    that fits in order of how directly the log shows it; None when none fits."""
+    lr = f.lr
     labels, frozen = Msg("scalars.alt.labels"), Msg("scalars.alt.frozen")
     low = Msg("scalars.alt.lr_low", lr=Msg("scalars.alt.lr_value", lr=lr) if lr is not None
               else Msg("scalars.alt.lr_unlogged"))
     tell = Msg("scalars.flat.tell")
     overfit = Msg("scalars.fix.overfit")
     watch = Msg("scalars.fix.watch_update_size")
+    at_most_tiny = lr is not None and lr <= TINY_LR
     if lr is not None and lr == 0:
-        cause, conf = "lr_schedule_error", 0.8
-        ev.append(Msg("scalars.flat.lr_zero"))
-        fixes = [Msg("scalars.flat.fix_lr_zero")]
-    elif no_update:
-        cause, conf = "frozen_model", 0.85
-        ev.append(Msg("scalars.flat.no_update", k=int(max(ur.size, pn.size)),
-                      g=float(np.median(gn)) if gn.size else Msg("scalars.word.unknown")))
-        fixes = [Msg("scalars.flat.fix_rebuild_optimizer")]
-    elif tiny_lr and step is not None and not (lr is not None and lr <= TINY_LR):
-        cause, conf = "lr_too_low", 0.6
-        ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
-        fixes = [Msg("scalars.flat.fix_raise_sgd", lr=lr)]
-    elif tiny_lr and verdict == "low" and not (lr is not None and lr <= TINY_LR):
-        cause, conf = "lr_too_low", 0.6  # with_lr_evidence adds the sentence that says so
-        fixes = [Msg("scalars.flat.fix_raise_usual", lr=lr)]
-    elif tiny_lr:
-        cause, conf = "lr_too_low", 0.75
-        ev.append(Msg("scalars.flat.tiny_lr", lr=lr, n=int(n)))
-        fixes = [Msg("scalars.flat.fix_raise", lr=lr)]
-    elif zero_grad:
-        cause, conf = "frozen_model", 0.6
-        ev.append(Msg("scalars.flat.zero_grad", k=int(gn.size)))
-        fixes = [Msg("scalars.flat.fix_requires_grad"), overfit]
-    elif constant:
+        return "lr_schedule_error", 0.8, [Msg("scalars.flat.lr_zero")], [Msg("scalars.flat.fix_lr_zero")]
+    if f.no_update:
+        g = float(np.median(f.gn)) if f.gn.size else Msg("scalars.word.unknown")
+        return "frozen_model", 0.85, [Msg("scalars.flat.no_update", k=f.measured, g=g)], \
+            [Msg("scalars.flat.fix_rebuild_optimizer")]
+    if f.tiny_lr and f.step is not None and not at_most_tiny:
+        return "lr_too_low", 0.6, [Msg("scalars.flat.tiny_step", step=f.step, lr=lr, g=float(np.median(f.gn)))], \
+            [Msg("scalars.flat.fix_raise_sgd", lr=lr)]
+    if f.tiny_lr and f.verdict == "low" and not at_most_tiny:
+        # with_lr_evidence adds the sentence that says so
+        return "lr_too_low", 0.6, [], [Msg("scalars.flat.fix_raise_usual", lr=lr)]
+    if f.tiny_lr:
+        return "lr_too_low", 0.75, [Msg("scalars.flat.tiny_lr", lr=lr, n=n)], [Msg("scalars.flat.fix_raise", lr=lr)]
+    if f.zero_grad:
+        return "frozen_model", 0.6, [Msg("scalars.flat.zero_grad", k=int(f.gn.size))], \
+            [Msg("scalars.flat.fix_requires_grad"), overfit]
+    if f.constant:
         # unrelated labels still let the model learn their frequencies: the loss would wander
         # across batches, not repeat to the last digit
-        cause, conf = "frozen_model", 0.5
-        ev.append(Msg("scalars.flat.ranked", a=frozen, b=low, c=labels, tell=tell))
-        fixes = [overfit, watch]
-    elif chance and n >= 30 and not warming and verdict == "high":
+        return "frozen_model", 0.5, [Msg("scalars.flat.ranked", a=frozen, b=low, c=labels, tell=tell)], [overfit, watch]
+    if f.chance and n >= 30 and not f.warming and f.verdict == "high":
         # the LR is far above what is usual for the run's optimizer: first steps that large
         # saturate a model at chance (with_lr_evidence adds the sentence that says so)
-        cause, conf = "lr_too_high", 0.5
-        ev.append(Msg("scalars.flat.ranked_lr_high", a=labels, b=frozen))
-        fixes = [Msg("scalars.fix.lower_lr_warmup"), overfit]
-    elif chance and n >= 30 and not warming:
-        cause, conf = "noisy_data", 0.4
-        ev.append(Msg("scalars.flat.equal", a=labels, b=frozen, c=low, tell=tell))
-        fixes = [watch, overfit, Msg("scalars.fix.audit_labels")]
-    else:
-        return []
-    return [Finding(cause=cause, symptom="plateau" if chance or constant else "slow_convergence",
-                    severity="warning", confidence=conf, step=s0, evidence=ev, fixes=fixes)]
+        return "lr_too_high", 0.5, [Msg("scalars.flat.ranked_lr_high", a=labels, b=frozen)], \
+            [Msg("scalars.fix.lower_lr_warmup"), overfit]
+    if f.chance and n >= 30 and not f.warming:
+        return "noisy_data", 0.4, [Msg("scalars.flat.equal", a=labels, b=frozen, c=low, tell=tell)], \
+            [watch, overfit, Msg("scalars.fix.audit_labels")]
+    return None
 
 
 #: finite steps a run must have trained before a non-finite step counts as sudden
@@ -634,9 +656,12 @@ RUNAWAY_LR = "the LR rose "
 
 
 def is_runaway_lr(f: Finding) -> bool:
-    """A finding of `lr_rise_divergence`: the divergence it dates explains the later "spikes"."""
-    return f.cause == "lr_too_high" and f.symptom == "divergence" and bool(f.evidence) \
-        and f.evidence[0].startswith(RUNAWAY_LR)
+    """A finding of `lr_rise_divergence`: the divergence it dates explains the later "spikes".
+    Known by its first sentence's key (its English start for a finding read back without data)."""
+    if not (f.cause == "lr_too_high" and f.symptom == "divergence" and f.evidence):
+        return False
+    first = f.evidence[0]
+    return getattr(first, "key", None) == "scalars.runaway.rose" or first.startswith(RUNAWAY_LR)
 
 
 def _has_watch_records(run: Run) -> bool:
@@ -657,37 +682,41 @@ def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, li
         return True, []
     n = int(q.finite_loss.size)
     alarms = any(f.severity in ("warning", "critical") for f in findings)
-    notes: list[str] = []
+    notes: list[Msg] = []
     if n >= SHORT_LOG:
         return True, notes
-    missing = []
-    if not run.has("grad_norm"):
-        missing.append("grad_norm (explosions)")
-    if not run.has("lr"):
-        missing.append("the LR (a too-low or runaway LR)")
-    skipped = [f"{name} (needs {need})" for name, need in (("late divergence", 20), ("spike", 40),
-                                                            ("plateau", 100)) if n < need]
-    what = f"only {n} finite loss point{'s' if n != 1 else ''}: the {', '.join(skipped)} checks ran in their " \
-           "short-log form only" \
-           + (f"; the log has no {' or '.join(missing)}" if missing else "")
+    what = _short_log_what(run, n)
+    ways = Msg("scalars.coverage.cheap_ways")
     # a run recorded by watch measured what a short curve cannot show (update sizes, per-layer
     # gradients, the batch itself): its checks ran, whatever the curve's length
     measured = _has_watch_records(run)
     if alarms:
-        notes.append(f"short log: {what}. For a fuller check: {CHEAP_WAYS}")
+        notes.append(Msg("scalars.coverage.short_alarm", what=what, ways=ways))
         return True, notes
     if n < 3 and not measured:
-        notes.append(f"inconclusive: {what}; cheapest way to a verdict: {CHEAP_WAYS}")
+        notes.append(Msg("scalars.coverage.too_few", what=what, ways=ways))
         return False, notes
     x = q.loss[q.finite_loss]
     k = max(1, n // 3)
     fell = n >= 3 and float(np.median(x[-k:])) < 0.97 * float(np.median(x[:k]))
     if fell or measured:
-        notes.append(f"short log: {what}; " + ("the loss fell over it" if fell else "the run's own records "
-                     "(update sizes, per-layer statistics) were checked") + " and no rule that it allows fired. "
-                     f"For a fuller check: {CHEAP_WAYS}")
+        notes.append(Msg("scalars.coverage.short_fell" if fell else "scalars.coverage.short_measured",
+                         what=what, ways=ways))
         return True, notes
-    notes.append(f"inconclusive: {what}, and the loss did not clearly fall over them (first third "
-                 f"{fmt(float(np.median(x[:k])))}, last {fmt(float(np.median(x[-k:])))}): learning slowly "
-                 f"and not learning look alike on so few points. Cheapest way to a verdict: {CHEAP_WAYS}")
+    notes.append(Msg("scalars.coverage.not_fell", what=what, first=float(np.median(x[:k])),
+                     last=float(np.median(x[-k:])), ways=ways))
     return False, notes
+
+
+def _short_log_what(run: Run, n: int) -> Msg:
+    """What a log of `n` finite loss points (< SHORT_LOG) let the checks do, and what it lacks."""
+    hungry = ((Msg("scalars.check.late_divergence"), 20), (Msg("scalars.check.spike"), 40),
+              (Msg("scalars.check.plateau"), 100))
+    skipped = [Msg("scalars.coverage.check", name=name, need=need) for name, need in hungry if n < need]
+    missing = [m for has, m in ((run.has("grad_norm"), Msg("scalars.coverage.no_grad_norm")),
+                                (run.has("lr"), Msg("scalars.coverage.no_lr"))) if not has]
+    pts = Msg("scalars.coverage.point") if n == 1 else Msg("scalars.coverage.points")
+    if not missing:
+        return Msg("scalars.coverage.what", n=n, pts=pts, skipped=skipped)
+    either = missing[0] if len(missing) == 1 else Msg("scalars.coverage.either", a=missing[0], b=missing[1])
+    return Msg("scalars.coverage.what_missing", n=n, pts=pts, skipped=skipped, missing=either)

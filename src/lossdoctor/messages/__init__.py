@@ -184,20 +184,10 @@ def _from_json(v: Any) -> Any:
 
 
 def say(text: str, lang: str) -> str:
-    """A sentence of a finding or a note in `lang`: a message is rendered; a plain string (an area
-    not converted to messages yet) is shown as it is, or, TEMPORARILY, through the fallback for the
-    few sentences of those areas that were translated before (see `fallback_zh`)."""
-    from . import fallback_zh
-
-    if isinstance(text, Msg):
-        if lang == "zh" and any(type(v) is str for v in text.values.values()):
-            # a hint or a sentence of an unconverted area handed in as a value (TEMPORARY, as below)
-            values = {k: fallback_zh.translate(v) if type(v) is str else v for k, v in text.values.items()}
-            return render(text.key, values, lang)
-        return text.render(lang)
-    if lang == "zh":
-        return fallback_zh.translate(text)
-    return text
+    """A sentence of a finding or a note in `lang`: a message is rendered in it; a plain string (a
+    reader's note quoting the log, a report read back from JSON written before messages) is shown
+    as it is."""
+    return text.render(lang) if isinstance(text, Msg) else text
 
 
 #: the locale variables, in the order the first one set decides (POSIX: LC_ALL overrides

@@ -172,7 +172,7 @@ TEMPLATES = {
     "scalars.flat.fix_raise_sgd": (
         "raise the learning rate: for SGD to about 1e-2 (now {lr}); an LR range test (a few hundred steps, "
         "LR from 1e-7 up) finds the largest stable one",
-        "调大 LR：SGD 建议 1e-2 左右（现在是 {lr}）；做一次 学习率区间测试（LR 区间扫描）（几百步，LR 从 1e-7 开始往上扫）"
+        "调大 LR：SGD 建议 1e-2 左右（现在是 {lr}）；做一次学习率区间测试（几百步，LR 从 1e-7 开始往上扫）"
         "可以找到最大的稳定 LR"),
     "scalars.flat.ranked_lr_high": (
         "ranked first because the run's LR is far above what is usual for its optimizer; also fit: {a}; {b}",
@@ -240,7 +240,7 @@ TEMPLATES = {
     "scalars.flat.fix_raise": (
         "raise the learning rate to about 1e-4 (now {lr}) for Adam/AdamW, or 1e-2 for SGD; an LR range test (a "
         "few hundred steps, LR from 1e-7 up) finds the largest stable one",
-        "把 LR 调大：Adam/AdamW 调到 1e-4 左右（现在是 {lr}），SGD 调到 1e-2 左右；做一次 学习率区间测试（LR 区间扫描）（几百步，"
+        "把 LR 调大：Adam/AdamW 调到 1e-4 左右（现在是 {lr}），SGD 调到 1e-2 左右；做一次学习率区间测试（几百步，"
         "LR 从 1e-7 开始往上扫）可以找到最大的稳定 LR"),
     "scalars.flat.zero_grad": (
         "the gradient norm is 0 at every logged step ({k}): no gradient reaches the weights (parameters frozen "
@@ -268,7 +268,7 @@ TEMPLATES = {
     "scalars.flat.fix_raise_usual": (
         "raise the learning rate into the usual range for this optimizer and task (now {lr}); an LR range "
         "test (a few hundred steps, LR from 1e-7 up) finds the largest stable one",
-        "把 LR 调到该 optimizer 和任务的常用范围（现在是 {lr}）；做一次 学习率区间测试（LR 区间扫描）（几百步，LR 从 1e-7 "
+        "把 LR 调到该 optimizer 和任务的常用范围（现在是 {lr}）；做一次学习率区间测试（几百步，LR 从 1e-7 "
         "开始往上扫）可以找到最大的稳定 LR"),
     "scalars.flat.noise": (
         "the change from the first third to the last ({first} -> {last}) is within the batch-to-batch noise "
@@ -308,7 +308,7 @@ TEMPLATES = {
         "要有衰减（这里的 LR 从没衰减）"),
     "scalars.runaway.fix_range_test": (
         "if this was an LR range test, pick ~1/10 of the LR where the loss was lowest",
-        "如果这是一次 学习率区间测试（LR 区间扫描），取 loss 最低处 LR 的 1/10 左右"),
+        "如果这是一次学习率区间测试（LR 区间扫描），取 loss 最低处 LR 的 1/10 左右"),
     # the LR against what is usual for the optimizer and task the run's configuration names
     "lr_usual.low": (
         "the LR {lr} is far below what is usual for {what} ({lo} to {hi}; optimizer {opt})",
@@ -325,4 +325,42 @@ TEMPLATES = {
     "lr_usual.for.adam": ("Adam/AdamW", " Adam/AdamW "),
     "lr_usual.for.sgd": ("SGD with momentum", "带 momentum 的 SGD "),
     "lr_usual.for.lion": ("Lion", " Lion "),
+    # what a short log let the checks do (the coverage notes)
+    "scalars.coverage.what": (
+        "only {n} finite loss {pts}: the {skipped} checks ran in their short-log form only",
+        "只有 {n} 个有限的 loss {pts}：{skipped}这几项检查只跑了短日志版本"),
+    "scalars.coverage.what_missing": (
+        "only {n} finite loss {pts}: the {skipped} checks ran in their short-log form only; the log has no {missing}",
+        "只有 {n} 个有限的 loss {pts}：{skipped}这几项检查只跑了短日志版本；日志里没有 {missing}"),
+    "scalars.coverage.point": ("point", "点"),
+    "scalars.coverage.points": ("points", "点"),
+    "scalars.coverage.check": ("{name} (needs {need})", "{name}（需要 {need} 个点）"),
+    "scalars.check.late_divergence": ("late divergence", "后期发散"),
+    "scalars.check.spike": ("spike", "尖峰"),
+    "scalars.check.plateau": ("plateau", "平台期"),
+    "scalars.coverage.no_grad_norm": ("grad_norm (explosions)", "grad_norm（判断梯度爆炸要用）"),
+    "scalars.coverage.no_lr": ("the LR (a too-low or runaway LR)", "LR（判断 LR 过小或失控要用）"),
+    "scalars.coverage.either": ("{a} or {b}", "{a}，也没有 {b}"),
+    "scalars.coverage.cheap_ways": (
+        "log the gradient norm (grad_norm) and the LR next to the loss; run 50 steps under lossdoctor.watch (it "
+        "records per-layer gradients and update sizes); or run `lossdoctor check` before training",
+        "在 loss 旁边同时记录 grad norm（grad_norm）和 LR；用 lossdoctor.watch 跑 50 步（它会记录每一层的梯度和"
+        "更新幅度）；或者在训练前运行 `lossdoctor check`"),
+    "scalars.coverage.short_alarm": (
+        "short log: {what}. For a fuller check: {ways}", "日志很短：{what}。想检查得更完整：{ways}"),
+    "scalars.coverage.too_few": (
+        "inconclusive: {what}; cheapest way to a verdict: {ways}", "无法下结论：{what}；最省事的办法：{ways}"),
+    "scalars.coverage.short_fell": (
+        "short log: {what}; the loss fell over it and no rule that it allows fired. For a fuller check: {ways}",
+        "日志很短：{what}；这段时间里 loss 在下降，能跑的规则也都没有报警。想检查得更完整：{ways}"),
+    "scalars.coverage.short_measured": (
+        "short log: {what}; the run's own records (update sizes, per-layer statistics) were checked and no rule "
+        "that it allows fired. For a fuller check: {ways}",
+        "日志很短：{what}；已检查了这次训练自己的记录（更新幅度、每一层的统计），能跑的规则都没有报警。"
+        "想检查得更完整：{ways}"),
+    "scalars.coverage.not_fell": (
+        "inconclusive: {what}, and the loss did not clearly fall over them (first third {first}, last {last}): "
+        "learning slowly and not learning look alike on so few points. Cheapest way to a verdict: {ways}",
+        "无法下结论：{what}，而且这几个点上 loss 没有明显下降（前三分之一 {first}，后三分之一 {last}）：点这么少，"
+        "学得慢和根本没在学看起来是一样的。最省事的办法：{ways}"),
 }

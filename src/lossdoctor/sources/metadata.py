@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..messages import Msg
 from ..records import Run
 
 MAX_BYTES = 1 << 20
@@ -149,7 +150,7 @@ def side_meta(path: Path) -> tuple[dict[str, Any], list[str]]:
             found.setdefault(k, v)
         if meta:
             used.append(f.name)
-    notes = [f"read the optimizer/LR settings from {', '.join(used)}"] if used else []
+    notes = [Msg("sources.settings_read", files=used)] if used else []
     return found, notes
 
 

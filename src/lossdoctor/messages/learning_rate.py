@@ -1,0 +1,103 @@
+"""Sentences of the learning-rate detectors (detectors/learning_rate.py): too high, too low, the schedule."""
+
+TEMPLATES = {
+    # what to set the LR to
+    "lr.fix.lower_by": ("lower the learning rate by {x}x", "把 LR 降低 {x} 倍"),
+    "lr.fix.set": ("set the learning rate to about {lr} (now {now})", "把 LR 设为 {lr} 左右（现在是 {now}）"),
+    "lr.fix.set_ratio": (
+        "set the learning rate to about {lr} (now {now}; that brings the update/param ratio from {ratio} to ~1e-3)",
+        "把 LR 设为 {lr} 左右（现在是 {now}；这样 update/param ratio 会从 {ratio} 回到 ~1e-3）"),
+    "lr.fix.raise": ("raise the learning rate to about {lr} (now {now})", "把 LR 调大到 {lr} 左右（现在是 {now}）"),
+    "lr.fix.raise_ratio": (
+        "raise the learning rate to about {lr} (now {now}; that brings the update/param ratio from {ratio} to ~1e-3)",
+        "把 LR 调大到 {lr} 左右（现在是 {now}；这样 update/param ratio 会从 {ratio} 回到 ~1e-3）"),
+    "lr.fix.warmup_from_peak": (
+        "the LR starts at its peak: add a linear warm-up over the first ~2-5% of steps",
+        "LR 一开始就是峰值：在前 ~2-5% 的步数里加一段线性 warmup"),
+    "lr.fix.warmup_clip": (
+        "add or lengthen the LR warm-up, and clip gradients (max_norm=1.0)",
+        "加上或加长 LR warmup，并做梯度裁剪（max_norm=1.0）"),
+    # too high: the loss never improved and went non-finite
+    "lr.high.never_improved": (
+        "the loss never improved (best {best} vs start {start}) and went non-finite at step {s}",
+        "loss 从没改善过（最好 {best}，起点 {start}），并在 step {s} 变成 NaN/Inf"),
+    "lr.high.already_rising": (
+        "it was already rising at step {s} ({loss}, {x}x the start)",
+        "在 step {s} 时就已经在上升了（{loss}，是起点的 {x} 倍）"),
+    "lr.high.grad_grew": ("grad norm grew from {a} to {b} in {n} steps", "grad norm 在 {n} 步内从 {a} 涨到 {b}"),
+    "lr.high.ratio": (
+        "update/param ratio {r} per step (healthy ~1e-3)", "每步的 update/param ratio 为 {r}（正常约 1e-3）"),
+    # too high: a jump in the first steps
+    "lr.high.jumped": ("the loss jumped from {a} to {b} at step {s}", "loss 在 step {s} 从 {a} 跳到 {b}"),
+    "lr.high.stayed": (
+        "and stayed high (median {m} over the next {n} steps)", "并且一直居高不下（之后 {n} 步的中位数 {m}）"),
+    # too high: divergence later in the run
+    "lr.high.fell_then_rose": (
+        "the loss fell to {best} then rose to {last} ({x}x) from step {s} on",
+        "loss 先降到 {best}，从 step {s} 起又涨到 {last}（{x} 倍）"),
+    # too high: an update as large as the weights
+    "lr.high.blown": (
+        "the update at step {s} was {r}x the size of the weights (||dW||/||W||; healthy ~1e-3)",
+        "step {s} 的更新量是权重本身的 {r} 倍（||dW||/||W||；正常约 1e-3）"),
+    "lr.high.not_improved_since": (
+        "the loss has not improved since (start {start}, now {last})",
+        "此后 loss 再没有改善（起点 {start}，现在 {last}）"),
+    "lr.high.at_chance": (
+        "it sits at the chance level {c}: the first steps saturated the model",
+        "它停在随机水平 {c}：最初几步就让模型饱和了"),
+    "lr.high.activations_grew": ("activations grew from {a} to {b}", "激活值从 {a} 涨到 {b}"),
+    # too high: oscillation with huge updates
+    "lr.high.ratio_median": (
+        "median update/param ratio {r} per step (DeepDiagnosis: above 0.1 is too large; healthy ~1e-3)",
+        "每步 update/param ratio 的中位数为 {r}（DeepDiagnosis：超过 0.1 就太大了；正常约 1e-3）"),
+    "lr.high.not_improving": (
+        "the loss is not improving (first fifth {first}, last {last})",
+        "loss 没有改善（前五分之一 {first}，最后五分之一 {last}）"),
+    # too low
+    "lr.low.ratio_median": (
+        "median update/param ratio {r} per step (DeepDiagnosis: below 1e-5 is too small; healthy ~1e-3)",
+        "每步 update/param ratio 的中位数为 {r}（DeepDiagnosis：低于 1e-5 就太小了；正常约 1e-3）"),
+    "lr.low.crawl": (
+        "the loss moved from {first} to only {last} over {n} steps",
+        "{n} 步里 loss 只从 {first} 变到 {last}"),
+    "hint.update_ratio": (
+        "the update/param ratio (recorded by watch) is needed to tell a too-low LR",
+        "要判断 LR 是否过小，需要 update/param ratio（watch 会记录）"),
+    # the schedule
+    "hint.lr": ("log the learning rate to check the schedule", "记录 LR 才能检查学习率调度"),
+    "lr.schedule.all_zero": ("the learning rate is 0 at every logged step", "每个记录的 step 上 LR 都是 0"),
+    "lr.schedule.fix_all_zero": (
+        "check the scheduler: a LambdaLR returning 0, or warm-up steps larger than the run",
+        "检查 scheduler：是不是 LambdaLR 返回了 0，或者 warmup 步数比整个训练还长"),
+    "lr.schedule.staircase": (
+        "during warm-up the LR rose in {n} jumps, one every ~{k} steps (e.g. {a} -> {b} at step {s}), flat in "
+        "between: the warm-up scheduler is stepped once per epoch / every {k} steps, not per optimizer step",
+        "warmup 期间 LR 分 {n} 次跳升，大约每 {k} 步一次（比如 step {s} 从 {a} -> {b}），中间保持不变："
+        "warmup 的 scheduler 是每个 epoch（每 {k} 步）才 step 一次，而不是每个 optimizer step 都调用"),
+    "lr.schedule.fix_staircase": (
+        "call scheduler.step() after every optimizer.step(), or express warm-up in epochs",
+        "每次 optimizer.step() 之后都调用 scheduler.step()，或者把 warmup 按 epoch 来设"),
+    "lr.schedule.cosine_restart": (
+        "the LR decayed from {peak} to {low} at step {s_min}, then climbed back to {back} by step {s}: the cosine "
+        "period (~{period} steps) is shorter than the run ({total} steps)",
+        "LR 从 {peak} 衰减到 step {s_min} 的 {low}，到 step {s} 又回升到 {back}：cosine 的周期（~{period} 步）"
+        "比整个训练（{total} 步）短"),
+    "lr.schedule.fix_cosine": (
+        "set CosineAnnealingLR(T_max=total optimizer steps) (here {total} minus warm-up), or use "
+        "CosineAnnealingWarmRestarts if restarts are intended",
+        "把 CosineAnnealingLR 的 T_max 设为 optimizer 的总步数（这里是 {total} 减去 warmup 步数）；如果本来就想要"
+        "重启，就用 CosineAnnealingWarmRestarts"),
+    "lr.schedule.one_step_rise": (
+        "the LR rose {x}x in one step ({a} -> {b} at step {s})",
+        "LR 在一步之内涨了 {x} 倍（step {s}：{a} -> {b}）"),
+    "lr.schedule.fix_one_step_rise": (
+        "check the scheduler's milestones/lambda and that it is not re-created or stepped twice; ramp the LR over "
+        "several steps",
+        "检查 scheduler 的 milestones/lambda，确认它没有被重新创建、也没有一步调用两次；让 LR 分几步逐渐升上去"),
+    "lr.schedule.stuck_zero": (
+        "the learning rate is exactly 0 at {n} logged steps from step {s} on",
+        "从 step {s} 起有 {n} 个记录的 step 上 LR 恰好是 0"),
+    "lr.schedule.fix_stuck_zero": (
+        "check the schedule's length (total steps) and any LambdaLR returning 0",
+        "检查调度的长度（总步数），以及有没有 LambdaLR 返回 0"),
+}
