@@ -15,9 +15,9 @@ FAMILIES = (
     "gradients",
     "precision",
     "learning_rate",
-    "labels",
+    "label_mask",
     "loss_shape",
-    "init",
+    "bad_init",
     "accumulation",
     "scalars",
 )

@@ -28,7 +28,7 @@ from .data import DataCheck
 from .init import ActivationProbe, chance, init_findings, weight_stats
 from .labels import LabelCheck
 from .merge import merge_findings, ordered
-from .precision import LOW, config_findings, loss_dtype_finding
+from .mixed_precision import LOW, config_findings, loss_dtype_finding
 from .schedule import schedule_findings
 
 log = logging.getLogger("lossdoctor")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -125,87 +126,135 @@ def _describe(name: str, sched: Any) -> str:
     return f"{name}({', '.join(parts)})" if parts else name
 
 
+@dataclass
+class _Curve:
+    """A simulated LR curve and what every finding about it says: how the scheduler is written
+    (`desc`), the planned length, how it is stepped, and where the warm-up reaches the peak."""
+
+    lrs: np.ndarray
+    name: str
+    scheduler: Any
+    desc: str
+    planned: int
+    stepping: Msg | str  # "stepped once per epoch (N steps)" or nothing
+    step_fix: Msg | None  # "step it every optimizer step", when it is stepped per epoch
+    peak: float = 0.0  # the LR the schedule is built around (see analyse)
+    k: int = 0  # the step the warm-up reaches the peak (or the curve's own maximum)
+    reached: np.ndarray | None = None
+    warm: bool = False
+
+    @property
+    def total(self) -> int:
+        return len(self.lrs)
+
+    def fixes(self, *more: Msg) -> list[Msg]:
+        return ([self.step_fix] if self.step_fix else []) + list(more)
+
+
 def analyse(lrs: np.ndarray, ctx: Context, *, name: str = "the scheduler", scheduler: Any = None) -> list[Finding]:
     """Findings from a simulated LR curve (one value per optimizer step)."""
-    total = len(lrs)
-    if total < 2:
+    if len(lrs) < 2:
         return []
-    desc = _describe(name, scheduler) if scheduler is not None else name
-    planned = ctx.total_steps or total
     per_epoch = ctx.scheduler_interval == "epoch" and (ctx.steps_per_epoch or 1) > 1
-    stepping = Msg("schedule.per_epoch", n=ctx.steps_per_epoch) if per_epoch else ""
-    step_fix = Msg("schedule.fix_step_every_step") if per_epoch else None
-    peak = float(np.max(lrs))
-    if not (peak > 0) or not np.isfinite(lrs).all():
-        bad = Msg("schedule.is_zero") if peak == 0 else Msg("schedule.is_not_finite")
-        return [make_finding("lr_schedule_error", "stall", "critical", 0.9,
-                             [Msg("schedule.lr_bad_everywhere", desc=desc, bad=bad, planned=planned,
-                                  stepping=stepping)],
-                             [Msg("schedule.fix_lambda")], ctx=ctx)]
-    # the LR the schedule is built around: its base LR, unless the curve itself goes higher (OneCycle)
-    base = _base_lr(scheduler)
-    ref = max(peak, base) if base is not None else peak
-    ctx.peak_lr = ref
-    out: list[Finding] = []
-    reached = lrs >= 0.999 * ref
-    # the step the warm-up reaches the peak (or the curve's own maximum when it never gets there)
-    k = int(np.argmax(reached)) if reached.any() else int(np.argmax(lrs))
-    warm = lrs[0] < 0.999 * ref and k > 0
-    how = (Msg("schedule.warms_up_to", k=k) if reached.any() else Msg("schedule.rises_without_reaching")) \
-        if warm else ""
-    ctx.note(Msg("schedule.summary", planned=planned, start=float(lrs[0]), how=how, peak=ref, end=float(lrs[-1]),
-                 stepping=stepping))
-    if warm and k >= 0.5 * (total - 1):
-        never = not reached.any() or k >= 0.95 * (total - 1)
-        if not reached.any():
-            reach = Msg("schedule.still_rising", planned=planned, end=float(lrs[-1]), ratio=float(lrs[-1] / ref),
-                        base=ref)
-        else:
-            reach = Msg("schedule.reaches_peak_late", peak=ref, k=k, planned=planned)
-        ev = [Msg("schedule.warmup_too_long", desc=desc, reach=reach, stepping=stepping)]
-        warm_steps = max(1, round(0.03 * planned))
-        fixes = [step_fix] if step_fix else []
-        fixes.append(Msg("schedule.fix_warmup_3pct", warm=warm_steps, planned=planned))
-        out.append(make_finding("lr_schedule_error", "slow_convergence", "warning", 0.85 if never else 0.7,
-                                ev, fixes, ctx=ctx))
-        return out
-    peak = ref
-    after = lrs[k:]
-    run_min = np.minimum.accumulate(after)
-    climb = (run_min <= 0.5 * peak) & (after - run_min >= 0.1 * peak)
-    climbs = bool(climb.any()) and name not in CYCLIC
-    if climbs:
-        t = int(np.argmax(climb))
-        trough = int(np.argmin(after[: t + 1]))
-        top = t + int(np.argmax(after[t:]))
-        ev = [Msg("schedule.period_too_short", desc=desc, low=float(after[trough]), at=k + trough, planned=planned,
-                  high=float(after[top]), by=k + top, stepping=stepping)]
-        length = planned - k
-        tmax = getattr(scheduler, "T_max", None)
-        fixes = [step_fix] if step_fix else []
-        if isinstance(tmax, int):
-            what = Msg("schedule.steps_after_warmup") if k else Msg("schedule.runs_length")
-            fixes.append(Msg("schedule.fix_t_max", length=length, what=what, tmax=tmax))
-        else:
-            fixes.append(Msg("schedule.fix_decay_length", length=length, k=k, planned=planned))
-        out.append(make_finding("lr_schedule_error", "oscillation", "warning", 0.85, ev, fixes, ctx=ctx))
-    floor = 1e-4 * peak
-    if not climbs and after[-1] <= floor:
-        above = np.flatnonzero(lrs > floor)
-        z = int(above[-1]) + 1 if above.size else 0
-        if z <= 0.9 * total:
-            ev = [Msg("schedule.ends_early", desc=desc, lr=float(lrs[z]), step=z, idle=total - z, planned=planned,
-                      frac=(total - z) / total, stepping=stepping)]
-            fixes = [step_fix] if step_fix else []
-            fixes.append(Msg("schedule.fix_as_long_as_run", planned=planned,
-                             tmax=Msg("schedule.t_max_hint", tmax=planned - k) if hasattr(scheduler, "T_max") else ""))
-            out.append(make_finding("lr_schedule_error", "plateau", "warning", 0.85, ev, fixes, ctx=ctx))
-    if not warm and lrs[-1] < 0.5 * peak and _adam_like(ctx.optimizer) and not out:
+    c = _Curve(lrs, name, scheduler, desc=_describe(name, scheduler) if scheduler is not None else name,
+               planned=ctx.total_steps or len(lrs),
+               stepping=Msg("schedule.per_epoch", n=ctx.steps_per_epoch) if per_epoch else "",
+               step_fix=Msg("schedule.fix_step_every_step") if per_epoch else None)
+    if not (float(np.max(lrs)) > 0) or not np.isfinite(lrs).all():
+        return [_never_trains(c, ctx)]
+    _find_warmup(c)
+    ctx.peak_lr = c.peak
+    how = (Msg("schedule.warms_up_to", k=c.k) if c.reached.any() else Msg("schedule.rises_without_reaching")) \
+        if c.warm else ""
+    ctx.note(Msg("schedule.summary", planned=c.planned, start=float(lrs[0]), how=how, peak=c.peak,
+                 end=float(lrs[-1]), stepping=c.stepping))
+    if c.warm and c.k >= 0.5 * (c.total - 1):
+        return [_warmup_too_long(c, ctx)]
+    out = _period_too_short(c, ctx)
+    if not out:
+        out = _ends_early(c, ctx)
+    if not c.warm and lrs[-1] < 0.5 * c.peak and _adam_like(ctx.optimizer) and not out:
         out.append(make_finding(
             "lr_schedule_error", "slow_convergence", "info", 0.5,
-            [Msg("schedule.no_warmup", desc=desc, peak=peak)],
-            [Msg("schedule.fix_add_warmup", warm=max(1, round(0.03 * planned)), planned=planned)], ctx=ctx))
+            [Msg("schedule.no_warmup", desc=c.desc, peak=c.peak)],
+            [Msg("schedule.fix_add_warmup", warm=max(1, round(0.03 * c.planned)), planned=c.planned)], ctx=ctx))
     return out
+
+
+def _never_trains(c: _Curve, ctx: Context) -> Finding:
+    """An LR that is 0 (or not finite) at every step: nothing trains."""
+    bad = Msg("schedule.is_zero") if float(np.max(c.lrs)) == 0 else Msg("schedule.is_not_finite")
+    return make_finding("lr_schedule_error", "stall", "critical", 0.9,
+                        [Msg("schedule.lr_bad_everywhere", desc=c.desc, bad=bad, planned=c.planned,
+                             stepping=c.stepping)],
+                        [Msg("schedule.fix_lambda")], ctx=ctx)
+
+
+def _find_warmup(c: _Curve) -> None:
+    """The peak the schedule is built around (its base LR, unless the curve itself goes higher, as
+    OneCycle does) and the step the warm-up reaches it (the curve's own maximum when it never does)."""
+    peak = float(np.max(c.lrs))
+    base = _base_lr(c.scheduler)
+    c.peak = max(peak, base) if base is not None else peak
+    c.reached = c.lrs >= 0.999 * c.peak
+    c.k = int(np.argmax(c.reached)) if c.reached.any() else int(np.argmax(c.lrs))
+    c.warm = bool(c.lrs[0] < 0.999 * c.peak and c.k > 0)
+
+
+def _warmup_too_long(c: _Curve, ctx: Context) -> Finding:
+    """A warm-up that takes half the run or more (or never ends)."""
+    never = not c.reached.any() or c.k >= 0.95 * (c.total - 1)
+    if not c.reached.any():
+        reach = Msg("schedule.still_rising", planned=c.planned, end=float(c.lrs[-1]),
+                    ratio=float(c.lrs[-1] / c.peak), base=c.peak)
+    else:
+        reach = Msg("schedule.reaches_peak_late", peak=c.peak, k=c.k, planned=c.planned)
+    ev = [Msg("schedule.warmup_too_long", desc=c.desc, reach=reach, stepping=c.stepping)]
+    fixes = c.fixes(Msg("schedule.fix_warmup_3pct", warm=max(1, round(0.03 * c.planned)), planned=c.planned))
+    return make_finding("lr_schedule_error", "slow_convergence", "warning", 0.85 if never else 0.7,
+                        ev, fixes, ctx=ctx)
+
+
+def _period_too_short(c: _Curve, ctx: Context) -> list[Finding]:
+    """After the warm-up the LR falls below half the peak, then climbs again by a tenth of it: a
+    cosine whose period is shorter than the run (unless the scheduler restarts by design)."""
+    after = c.lrs[c.k:]
+    run_min = np.minimum.accumulate(after)
+    climb = (run_min <= 0.5 * c.peak) & (after - run_min >= 0.1 * c.peak)
+    if not climb.any() or c.name in CYCLIC:
+        return []
+    k = c.k
+    t = int(np.argmax(climb))
+    trough = int(np.argmin(after[: t + 1]))
+    top = t + int(np.argmax(after[t:]))
+    ev = [Msg("schedule.period_too_short", desc=c.desc, low=float(after[trough]), at=k + trough,
+              planned=c.planned, high=float(after[top]), by=k + top, stepping=c.stepping)]
+    length = c.planned - k
+    tmax = getattr(c.scheduler, "T_max", None)
+    if isinstance(tmax, int):
+        what = Msg("schedule.steps_after_warmup") if k else Msg("schedule.runs_length")
+        fixes = c.fixes(Msg("schedule.fix_t_max", length=length, what=what, tmax=tmax))
+    else:
+        fixes = c.fixes(Msg("schedule.fix_decay_length", length=length, k=k, planned=c.planned))
+    return [make_finding("lr_schedule_error", "oscillation", "warning", 0.85, ev, fixes, ctx=ctx)]
+
+
+def _ends_early(c: _Curve, ctx: Context) -> list[Finding]:
+    """The LR reaches ~0 (1e-4 of the peak) at or before 90% of the run: the rest does not train."""
+    floor = 1e-4 * c.peak
+    if not c.lrs[c.k:][-1] <= floor:
+        return []
+    above = np.flatnonzero(c.lrs > floor)
+    z = int(above[-1]) + 1 if above.size else 0
+    if z > 0.9 * c.total:
+        return []
+    total = c.total
+    ev = [Msg("schedule.ends_early", desc=c.desc, lr=float(c.lrs[z]), step=z, idle=total - z,
+              planned=c.planned, frac=(total - z) / total, stepping=c.stepping)]
+    fixes = c.fixes(Msg("schedule.fix_as_long_as_run", planned=c.planned,
+                        tmax=Msg("schedule.t_max_hint", tmax=c.planned - c.k)
+                        if hasattr(c.scheduler, "T_max") else ""))
+    return [make_finding("lr_schedule_error", "plateau", "warning", 0.85, ev, fixes, ctx=ctx)]
 
 
 def _base_lr(scheduler: Any) -> float | None:

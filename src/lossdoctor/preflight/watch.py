@@ -28,7 +28,7 @@ from .common import BatchView, Context, unwrap_model
 from .data import DataCheck
 from .init import ActivationProbe, init_findings, weight_stats
 from .labels import LabelCheck
-from .precision import config_findings, fp16_without_scaler, loss_dtype_finding, param_dtypes, scaler_config
+from .mixed_precision import config_findings, fp16_without_scaler, loss_dtype_finding, param_dtypes, scaler_config
 from .schedule import schedule_findings
 
 log = logging.getLogger("lossdoctor")

@@ -33,7 +33,7 @@ def _load_readers() -> None:
         return
     from . import rundir  # noqa: F401
     from . import hf_trainer  # noqa: F401
-    from . import lightning  # noqa: F401
+    from . import lightning_csv  # noqa: F401
     from . import tensorboard  # noqa: F401
     from . import wandb  # noqa: F401
     from . import mlflow_store  # noqa: F401

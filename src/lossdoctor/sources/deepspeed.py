@@ -14,17 +14,24 @@
 DeepSpeed does not print the step of an OVERFLOW line. The reader places overflows on the steps
 after the last `step=` line in order (consecutive skipped steps, which is what a collapsing scale
 looks like) and says so in a note; a `Grad overflow on iteration N` line names its step exactly.
+
+`DeepSpeedLines` is what the console reader (`sources/stdout.py`) keeps for these lines while it
+reads a log that may mix them with other frameworks' lines.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
+
+from ..messages import Msg
 
 STEP = re.compile(r"\bstep=(\d+),\s*skipped=(\d+)(?:,\s*lr=\[([^\]]*)\])?")
 OVERFLOW = re.compile(r"(?:OVERFLOW!|overflow!).*?Attempted loss scale:\s*([0-9.eE+-]+|inf|nan)"
                       r",\s*reducing to\s*([0-9.eE+-]+)")
 GRAD_OVERFLOW = re.compile(r"Grad overflow on iteration\s+(\d+)")
+_RANK = re.compile(r"\bRank (\d+)")
 SCALE_UP = re.compile(r"(?:No Grad overflow|increasing loss scale|Increasing dynamic loss scale)"
                       r".*?(?:to|loss scale:)\s*([0-9.eE+-]+)", re.IGNORECASE)
 
@@ -57,3 +64,66 @@ def parse_overflow(line: str) -> tuple[float, float] | None:
 def parse_grad_overflow(line: str) -> int | None:
     m = GRAD_OVERFLOW.search(line)
     return int(m.group(1)) if m else None
+
+
+class DeepSpeedLines:
+    """The state a console reader keeps for DeepSpeed's lines: the running count of skipped steps
+    (a `step=` line gives the total since the start), the rank whose OVERFLOW lines are read (every
+    rank prints the same overflow), and whether an overflow had to be placed by guess."""
+
+    def __init__(self) -> None:
+        self.skipped_total = 0
+        self.overflow_rank: str | None = None
+        self.other_rank_overflows = 0
+        self.placed_guess = False
+
+    def step(self, text: str) -> dict[str, Any] | None:
+        """The row of a `step=N, skipped=K` line, with the steps skipped since the previous one."""
+        row = parse_step(text)
+        if row is None:
+            return None
+        total = row.pop("skipped_total")
+        row["skipped_in_interval"] = max(0, total - self.skipped_total)
+        self.skipped_total = total
+        return row
+
+    def overflow(self, text: str) -> tuple[float, float] | tuple[()] | None:
+        """(attempted scale, reduced scale) of an OVERFLOW line to place; () for another rank's copy
+        of it (counted, not placed); None when `text` is no OVERFLOW line."""
+        ov = parse_overflow(text)
+        if ov is None:
+            return None
+        rank = _RANK.search(text)
+        if rank is not None:
+            if self.overflow_rank is None:
+                self.overflow_rank = rank.group(1)
+            elif rank.group(1) != self.overflow_rank:
+                self.other_rank_overflows += 1
+                return ()
+        return ov
+
+    def place_overflow(self, rows: list[dict[str, Any]], marker: int | None, since_marker: int,
+                       attempted: float, reduced: float) -> int:
+        """Append an overflow to `rows`: on the step a `Grad overflow on iteration N` line just named,
+        else on the next step after the last one a counter said was done (`marker`), the attempted
+        scale on the step before. Returns the overflows placed after `marker` so far."""
+        last = rows[-1] if rows else None
+        if (last is not None and since_marker == 0 and last.get("skipped") == 1.0
+                and last["step"] == marker and "scale" not in last):
+            last["scale"] = reduced
+            return since_marker
+        since_marker += 1
+        step = (marker if marker is not None else 0) + since_marker
+        self.placed_guess = True
+        if since_marker == 1 and math.isfinite(attempted):
+            rows.append({"step": step - 1, "scale": attempted, "_weak": True})
+        rows.append({"step": step, "scale": reduced, "skipped": 1.0})
+        return since_marker
+
+    def rank_notes(self) -> list[Msg]:
+        if not self.other_rank_overflows:
+            return []
+        return [Msg("console.other_rank_overflows", n=self.other_rank_overflows, rank=self.overflow_rank)]
+
+    def placement_notes(self) -> list[Msg]:
+        return [Msg("console.deepspeed_overflow_placed")] if self.placed_guess else []

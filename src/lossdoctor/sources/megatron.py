@@ -15,13 +15,18 @@ excluded); learning rate, loss scale and grad norm are those of the interval's l
 
 The arguments block Megatron prints at start (`clip_grad ........ 1.0`) gives the clip threshold,
 log interval, precision and schedule, kept in `meta["args"]` and the facts detectors use.
+
+`MegatronLines` is what the console reader (`sources/stdout.py`) keeps for these lines while it
+reads a log that may mix them with other frameworks' lines.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any
 
+from ..messages import Msg
 from ..records import to_float
 
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
@@ -121,3 +126,54 @@ def args_meta(args: dict[str, Any]) -> dict[str, Any]:
         tuned = args.get("finetune") is True or args.get("pretrained_checkpoint") not in (None, "None", "")
         meta["task_kind"] = "finetune" if tuned else "pretrain"
     return meta
+
+
+class MegatronLines:
+    """The state a console reader keeps for Megatron's lines: the arguments block (its log interval
+    says how many iterations one iteration line sums up), the previous iteration (the interval when
+    no arguments were printed), and how many lines had their loss left out (skipped or NaN)."""
+
+    def __init__(self) -> None:
+        self.args: dict[str, Any] = {}
+        self.in_args = False
+        self.prev_iteration: int | None = None
+        self.dropped_loss: Counter[str] = Counter()
+
+    def argument_line(self, text: str) -> bool:
+        """True when `text` was the arguments block's start, end or one of its arguments."""
+        if self.in_args:
+            if ARGS_END.search(text):
+                self.in_args = False
+                return True
+            kv = parse_arg(text)
+            if kv:
+                self.args.setdefault(kv[0], kv[1])
+                return True
+            return False
+        if ("argument" in text or "NeoXArgs" in text) and ARGS_START.search(text):
+            self.in_args = True
+            return True
+        return False
+
+    def iteration(self, text: str) -> dict[str, Any] | None:
+        """The row of an iteration line (a dropped loss filled in as NaN or skipped), else None."""
+        row = parse_iteration(text)
+        if row is None:
+            return None
+        interval = self.args.get("log_interval")
+        if not isinstance(interval, int) or interval < 1:
+            interval = row["step"] - self.prev_iteration if self.prev_iteration is not None else 1
+        self.prev_iteration = row["step"]
+        what = fill_dropped_loss(row, max(1, interval), text)
+        if what:
+            self.dropped_loss[what] += 1
+        return row
+
+    def notes(self) -> list[Msg]:
+        """What the reader made of iteration lines without a loss."""
+        out = []
+        if self.dropped_loss.get("nan"):
+            out.append(Msg("console.megatron_nan", n=self.dropped_loss["nan"]))
+        if self.dropped_loss.get("skipped"):
+            out.append(Msg("console.megatron_skipped", n=self.dropped_loss["skipped"]))
+        return out

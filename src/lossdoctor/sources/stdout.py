@@ -5,8 +5,10 @@ What a user has after a failed run is what the trainer printed: a terminal scrol
 (`console_text` splits `\\r`-redrawn bars and strips colours, rank prefixes and timestamps once),
 trying a small table of line kinds on each clean segment:
 
-- Megatron-LM / GPT-NeoX / Megatron-DeepSpeed iteration lines and the arguments block (`megatron`);
-- DeepSpeed's `step=N, skipped=K` and `OVERFLOW! ... Attempted loss scale` lines (`deepspeed`);
+- Megatron-LM / GPT-NeoX / Megatron-DeepSpeed iteration lines and the arguments block (`megatron`:
+  its parsers and `MegatronLines`, the state kept for them);
+- DeepSpeed's `step=N, skipped=K` and `OVERFLOW! ... Attempted loss scale` lines (`deepspeed`: its
+  parsers and `DeepSpeedLines`: skipped counts, which rank is read, where a stepless overflow goes);
 - Hugging Face Trainer dicts, tqdm bars (their counter and postfix), and any `name: number` line
   with a step counter: nanoGPT, litgpt, mlx-lm, torchtitan, fairseq, an unseen trainer
   (`console_lines`).
@@ -52,7 +54,6 @@ _SNIFF_SEGMENTS = 20_000
 _ANY = re.compile(rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skipped=\d+|"
                   rb"Attempted loss scale:|Grad overflow on iteration")
 #: a segment worth the key-value parser: names a training metric
-_RANK = re.compile(r"\bRank (\d+)")
 _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 #: a line that reports an evaluation, not a training step: it starts with an evaluation word as its own
 #: field (fairseq's `valid | epoch 002 | valid on 'valid' subset | loss 9.393 | ...`, `eval: loss ...`),
@@ -86,17 +87,16 @@ class ConsoleParser:
 
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
-        self.args: dict[str, Any] = {}
+        self.megatron = mg.MegatronLines()  # the arguments block, dropped losses
+        self.deepspeed = ds.DeepSpeedLines()  # skipped-step counts, which rank's overflows are read
         self.counts: Counter[str] = Counter()
         self.ignored = 0  # segments with text that no pattern used
         self.eval_dicts = 0
         self.eval_lines = 0
         self.finer_counter = 0  # lines with two counters whose finer one was taken (litgpt's iter over step)
         self.bar_done = True  # the last training bar reached its total (or has none)
-        self.in_args = False
         self.marker: int | None = None  # the last step a counter said was done
         self.since_marker = 0  # overflows placed after it
-        self.placed_guess = False
         self.pending: dict[str, Any] | None = None  # a row waiting for the next counter
         self.last_counter: int | None = None
         self.tqdm_steps: set[int] = set()
@@ -105,13 +105,8 @@ class ConsoleParser:
         self.last_pending_step: int | None = None
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
-        self.skipped_total = 0  # DeepSpeed's running count of skipped steps
         self.keras_epoch = 0  # the last "Epoch N/M" line
         self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
-        self.dropped_loss: Counter[str] = Counter()
-        self.prev_iteration: int | None = None
-        self.overflow_rank: str | None = None  # the rank whose OVERFLOW lines are read
-        self.other_rank_overflows = 0
 
     # --- one segment ---------------------------------------------------------------------
 
@@ -133,16 +128,7 @@ class ConsoleParser:
             self._line(text)
 
     def _line(self, text: str) -> None:
-        if self.in_args:
-            if mg.ARGS_END.search(text):
-                self.in_args = False
-                return
-            kv = mg.parse_arg(text)
-            if kv:
-                self.args.setdefault(kv[0], kv[1])
-                return
-        elif ("argument" in text or "NeoXArgs" in text) and mg.ARGS_START.search(text):
-            self.in_args = True
+        if self.megatron.argument_line(text):
             return
         if text[:1].isdigit() and " - " in text:
             keras = cl.keras_bar(text)
@@ -155,7 +141,10 @@ class ConsoleParser:
                 self.keras_epoch = int(e.group(1))
                 return
         if "iteration" in text:
-            if self._megatron(text):
+            row = self.megatron.iteration(text)
+            if row is not None:
+                self.counts["megatron"] += 1
+                self._add(row, marker=True)
                 return
             it = ds.parse_grad_overflow(text)
             if it is not None:
@@ -163,21 +152,18 @@ class ConsoleParser:
                 self._add({"step": it, "skipped": 1.0}, marker=True)
                 return
         if "step=" in text:
-            row = ds.parse_step(text)
+            row = self.deepspeed.step(text)
             if row is not None:
-                self._ds_step(row)
+                self.counts["ds_step"] += 1
+                self._add(row, marker=True)
                 return
         if "VERFLOW" in text or "verflow" in text:
-            ov = ds.parse_overflow(text)
+            ov = self.deepspeed.overflow(text)
             if ov is not None:
-                rank = _RANK.search(text)
-                if rank is not None:
-                    if self.overflow_rank is None:
-                        self.overflow_rank = rank.group(1)
-                    elif rank.group(1) != self.overflow_rank:
-                        self.other_rank_overflows += 1  # every rank prints the same overflow
-                        return
-                self._overflow(*ov)
+                if ov:  # () is another rank's copy of an overflow already read
+                    self.counts["ds_overflow"] += 1
+                    self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
+                                                                      self.since_marker, *ov)
                 return
         if "{" in text:
             row = cl.hf_dict(text)
@@ -217,42 +203,6 @@ class ConsoleParser:
         if metrics:
             self.counts["keras"] += 1
             self._add({"step": step, **metrics}, marker=True)
-
-    def _megatron(self, text: str) -> bool:
-        row = mg.parse_iteration(text)
-        if row is None:
-            return False
-        self.counts["megatron"] += 1
-        interval = self.args.get("log_interval")
-        if not isinstance(interval, int) or interval < 1:
-            interval = row["step"] - self.prev_iteration if self.prev_iteration is not None else 1
-        self.prev_iteration = row["step"]
-        what = mg.fill_dropped_loss(row, max(1, interval), text)
-        if what:
-            self.dropped_loss[what] += 1
-        self._add(row, marker=True)
-        return True
-
-    def _ds_step(self, row: dict[str, Any]) -> None:
-        self.counts["ds_step"] += 1
-        total = row.pop("skipped_total")
-        row["skipped_in_interval"] = max(0, total - self.skipped_total)
-        self.skipped_total = total
-        self._add(row, marker=True)
-
-    def _overflow(self, attempted: float, reduced: float) -> None:
-        self.counts["ds_overflow"] += 1
-        last = self.rows[-1] if self.rows else None
-        if (last is not None and self.since_marker == 0 and last.get("skipped") == 1.0
-                and last["step"] == self.marker and "scale" not in last):
-            last["scale"] = reduced  # the "Grad overflow on iteration N" line just before names the step
-            return
-        self.since_marker += 1
-        step = (self.marker if self.marker is not None else 0) + self.since_marker
-        self.placed_guess = True
-        if self.since_marker == 1 and np.isfinite(attempted):
-            self.rows.append({"step": step - 1, "scale": attempted, "_weak": True})
-        self.rows.append({"step": step, "scale": reduced, "skipped": 1.0})
 
     def _hf(self, row: dict[str, Any]) -> None:
         self.counts["hf"] += 1
@@ -409,16 +359,11 @@ class ConsoleParser:
             out.append(Msg("console.epoch_is_step", n=how["epoch"]))
         if how.get("numbered"):
             out.append(Msg("console.numbered", n=how["numbered"]))
-        if self.other_rank_overflows:
-            out.append(Msg("console.other_rank_overflows", n=self.other_rank_overflows, rank=self.overflow_rank))
+        out.extend(self.deepspeed.rank_notes())
         if how.get("spaced"):
             out.append(Msg("console.spaced", n=how["spaced"]))
-        if self.placed_guess:
-            out.append(Msg("console.deepspeed_overflow_placed"))
-        if self.dropped_loss.get("nan"):
-            out.append(Msg("console.megatron_nan", n=self.dropped_loss["nan"]))
-        if self.dropped_loss.get("skipped"):
-            out.append(Msg("console.megatron_skipped", n=self.dropped_loss["skipped"]))
+        out.extend(self.deepspeed.placement_notes())
+        out.extend(self.megatron.notes())
         nan_filter = [r["step"] for r in self.rows if r.get("_nan_filter")]
         if nan_filter:
             out.append(filtered_nan_note(min(nan_filter)))
@@ -470,11 +415,11 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     steps = np.array([r["step"] for r in rows], dtype=np.float64)
     framework = _framework(p)
     meta: dict[str, Any] = {"framework": framework}
-    meta.update(mg.args_meta(p.args))
+    meta.update(mg.args_meta(p.megatron.args))
     if p.first_epoch is not None and np.isfinite(p.first_epoch):
         meta["first_epoch"] = p.first_epoch
-    if p.args:
-        meta["args"] = {k: v for k, v in p.args.items() if isinstance(v, (int, float, str, bool))}
+    if p.megatron.args:
+        meta["args"] = {k: v for k, v in p.megatron.args.items() if isinstance(v, (int, float, str, bool))}
     if p.counts["megatron"] or p.counts["hf"]:
         meta["loss_is_interval_mean"] = True
     cols: dict[str, np.ndarray] = {}

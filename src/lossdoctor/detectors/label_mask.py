@@ -1,0 +1,153 @@
+"""Label masking: everything masked (loss 0 or NaN, zero gradient), or nothing masked in SFT."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..findings import Finding
+from ..messages import Msg
+from ..records import Run
+from .base import detector
+from .quantities import Quantities
+
+
+@detector("label_mask_empty", needs_any=("label_ignored_frac", "loss"))
+def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
+    """Every label position is the ignore index (-100): mean over zero tokens is NaN (or 0 with a
+    sum reduction), and the gradient is zero.
+
+    From the batch: batches with 100% ignored labels (critical when they are most batches or
+    the loss broke there; warning for an occasional one) and samples with no supervised position
+    (warning when >= 25% of samples). From the loss alone (foreign logs): a non-finite loss with a
+    gradient norm of exactly 0 (only an empty mean does that), or a loss of exactly 0.0 for >= 3
+    logged steps from the start with a zero gradient norm.
+    """
+    fi = run.col("label_ignored_frac")
+    if np.isfinite(fi).any():  # the batch's own label statistics outrank what the loss suggests
+        return _batches_all_masked(run, q, fi) or _samples_unsupervised(run, q)
+    return _nan_loss_zero_grad(run, q) or _zero_loss_nonfinite_grad(run, q) or _zero_loss_from_start(q)
+
+
+def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding]:
+    """Batches whose every label is ignored: critical when most batches are, or the loss broke there."""
+    full = np.isfinite(fi) & (fi >= 1.0)
+    if not full.any():
+        return []
+    logged = int(np.isfinite(fi).sum())
+    i = int(np.flatnonzero(full)[0])
+    s = int(q.steps[i])
+    n_full = int(full.sum())
+    most = n_full >= 0.5 * logged
+    broke = q.first_bad is not None and q.first_bad >= i and q.first_bad - i <= 1
+    ev = [Msg("labels.batches_all_masked", n_full=n_full, logged=logged, step=s)]
+    loss_i = q.loss[i]
+    if run.logged("loss")[i]:
+        ev.append(Msg("labels.loss_over_zero_tokens", step=s, loss=float(loss_i)))
+    gn = q.grad_norm[i]
+    if np.isfinite(gn) and gn == 0:
+        ev.append(Msg("labels.grad_exactly_zero"))
+    return [Finding(
+        cause="label_mask_empty", symptom="zero_loss" if np.isfinite(loss_i) else "nonfinite",
+        severity="critical" if (most or broke) else "warning", confidence=0.95, step=s, batch=s,
+        samples=_ids(run, s), evidence=ev,
+        fixes=[Msg("labels.fix_collator_masking"), Msg("labels.fix_truncation")])]
+
+
+def _samples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
+    """A quarter or more of the samples have no supervised position: they train nothing."""
+    es = run.col("label_empty_samples")
+    bs = run.col("batch_size")
+    ok = np.isfinite(es) & np.isfinite(bs) & (bs > 0)
+    if not ok.any():
+        return []
+    frac = float(es[ok].sum() / bs[ok].sum())
+    if frac < 0.25:
+        return []
+    i = int(np.flatnonzero(ok & (es > 0))[0])
+    s = int(q.steps[i])
+    return [Finding(
+        cause="label_mask_empty", symptom="slow_convergence", severity="warning", confidence=0.8,
+        step=s, batch=s, samples=_ids(run, s),
+        evidence=[Msg("labels.samples_unsupervised", pct=frac * 100)],
+        fixes=[Msg("labels.fix_drop_unsupervised_samples")])]
+
+
+def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
+    """A non-finite loss whose gradient norm is exactly 0. A mean over zero supervised tokens is
+    0/0 = NaN while nothing contributes a gradient; any other NaN in the forward pass makes NaN
+    gradients, not zero ones."""
+    empty = q.loss_logged & ~np.isfinite(q.loss) & run.logged("grad_norm") & (q.grad_norm == 0)
+    if not empty.any():
+        return []
+    i = int(np.flatnonzero(empty)[0])
+    s = int(q.steps[i])
+    n = int(empty.sum())
+    logged = int(q.loss_logged.sum())
+    ev = [Msg("labels.nan_loss_zero_grad", loss=float(q.loss[i]), step=s,
+              more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
+    return [Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.8,
+                    step=s, batch=s, evidence=ev,
+                    fixes=[Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")])]
+
+
+def _zero_loss_nonfinite_grad(run: Run, q: Quantities) -> list[Finding]:
+    """A loss of exactly 0.0 with a non-finite gradient norm, in a run whose loss is otherwise well
+    above 0: a loss normalised by a token count of zero (logged as 0, or sum/0 in backward). A bad
+    batch makes a NaN or huge loss, never an exact 0."""
+    zero_nan = q.loss_logged & (q.loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(q.grad_norm)
+    others = q.loss[q.loss_logged & np.isfinite(q.loss) & (q.loss != 0.0)]
+    if not (zero_nan.any() and others.size >= 2 and float(np.median(others)) > 1e-2):
+        return []
+    i = int(np.flatnonzero(zero_nan)[0])
+    s = int(q.steps[i])
+    n = int(zero_nan.sum())
+    return [Finding(
+        cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.75, step=s, batch=s,
+        evidence=[Msg("labels.zero_loss_nonfinite_grad", step=s, grad=float(q.grad_norm[i]),
+                      more=Msg("labels.n_steps_like_that", n=n) if n > 1 else "",
+                      median=float(np.median(others)))],
+        fixes=[Msg("labels.fix_skip_unsupervised_batches"), Msg("labels.fix_masking_truncation_short")])]
+
+
+def _zero_loss_from_start(q: Quantities) -> list[Finding]:
+    """The loss alone: exact zeros in the first logged steps, with a zero (or unlogged) gradient norm."""
+    lf = q.finite_loss
+    if lf.size < 3:
+        return []
+    head = q.loss[lf[:10]]
+    zeros = head == 0.0
+    if not (zeros.sum() >= 3 and zeros[:3].all()):
+        return []
+    gn = q.grad_norm[lf[:10]]
+    gz = np.isfinite(gn) & (gn == 0)
+    if np.isfinite(gn).any() and not gz.any():
+        return []
+    return [Finding(
+        cause="label_mask_empty", symptom="zero_loss", severity="critical", confidence=0.6,
+        step=int(q.steps[lf[0]]),
+        evidence=[Msg("labels.zero_from_start", zeros=int(zeros.sum()), n=int(head.size),
+                      grad=Msg("labels.and_grad_zero") if gz.any() else "")],
+        fixes=[Msg("labels.fix_some_labels_not_ignored")])]
+
+
+def _ids(run: Run, s: int) -> list[int] | None:
+    ids = run.event("label_empty_sample_ids").get(s)
+    return [int(i) for i in ids] if ids else None
+
+
+@detector("label_mask_leak", needs=("label_ignored_frac",))
+def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
+    """SFT run (task="sft") where (almost) no label position is masked: the prompt is supervised
+    and the model learns to copy its input. Needs the task hint: in pre-training nothing is
+    masked on purpose."""
+    if run.meta.get("task") != "sft":
+        return []
+    fi = run.col("label_ignored_frac")
+    v = fi[np.isfinite(fi)]
+    if v.size < 1 or float(np.median(v)) > 0.02:
+        return []
+    i = int(np.flatnonzero(np.isfinite(fi))[0])
+    return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.7,
+                    step=int(q.steps[i]), batch=int(q.steps[i]),
+                    evidence=[Msg("labels.leak", pct=float(np.median(v)) * 100)],
+                    fixes=[Msg("labels.fix_mask_prompt")])]
