@@ -123,7 +123,6 @@ def internal_error(e: BaseException, lang: str = "en") -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from ..detectors.engine import diagnose_runs
-    from ..report import render
     from ..sources import SourceError, load_path
     from ..vocabulary import SEVERITY_RANK
 

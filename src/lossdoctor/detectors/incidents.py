@@ -16,8 +16,6 @@ Torch-free: the offline CLI reads incident records too.
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..findings import Finding, importance_key
 from ..messages import Msg
 from ..records import Run
