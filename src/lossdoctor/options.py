@@ -30,6 +30,12 @@ class WatchOptions:
     snapshot_budget: int | None = None
     triage_inplace: bool = False
     max_incidents: int = 3
+    #: verified fixes: replay each fix of a replayed incident from the snapshot (off: False)
+    verify: bool = True
+    #: steps replayed after the incident step (bounded by the recorded batches)
+    verify_window: int = 20
+    #: replayed steps all the replays of one incident may take together
+    verify_budget: int = 400
 
     def __post_init__(self) -> None:
         if self.on_incident not in POLICIES:
@@ -38,5 +44,8 @@ class WatchOptions:
             raise ValueError(f"snapshot must be 'memory', 'disk' or 'off', not {self.snapshot!r}")
         if int(self.snapshot_every) < 1:
             raise ValueError(f"snapshot_every must be >= 1, not {self.snapshot_every!r}")
+        if int(self.verify_window) < 0 or int(self.verify_budget) < 1:
+            raise ValueError(f"verify_window must be >= 0 and verify_budget >= 1, not "
+                             f"{self.verify_window!r}, {self.verify_budget!r}")
         # a per-layer sample every step at least: 0 or a negative value means "every step"
         object.__setattr__(self, "layer_every", max(1, int(self.layer_every)))
