@@ -232,3 +232,27 @@ def test_fix_checks_are_in_the_json_report_and_render_in_chinese(tmp_path):
     cli = run_cli("diagnose", tmp_path, "--format", "json")
     assert cli.returncode == 0, cli.stderr
     assert json.loads(cli.stdout)["findings"][0]["fix_checks"] == d["findings"][0]["fix_checks"]
+
+
+def test_a_one_off_spike_skipping_the_batch_is_verified_and_clipping_does_not_help(tmp_path):
+    """Adam on a regression; the targets of the batch of step 60 are flipped and scaled: one loss
+    spike, found by the live spike rule and replayed."""
+    model = MLP()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    batches = regression_batches(90)
+    x, y = batches[60]
+    batches[60] = (x, -4 * y)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=50,
+                           verify=False)
+    losses = train(model, opt, batches, mse_loss, mon)
+    assert losses[60] > 50 * np.median(losses[40:60])
+    [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0),))
+    assert r["status"] == "checked" and r["step"] == 60 and r["from_step"] == 0 and r["to_step"] == 80
+    [skip] = [c for c in r["checks"] if c["kind"] == "skip_batch"]
+    assert skip["cause"] == "loss_spike" and skip["verdict"] == "verified" and skip["first_bad"] is None
+    assert skip["sentence"].startswith("verified: with the batch of step 60 skipped the replay passes step 60")
+    assert "(unfixed: the loss spikes to " in skip["sentence"] and skip["unfixed_first_bad"] == 60
+    [clip] = [c for c in r["checks"] if c["kind"] == "clip"]
+    assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 60
+    assert "the loss spikes to" in clip["sentence"]
+    mon.close()

@@ -219,6 +219,8 @@ class Triage:
         findings = own + list(others or [])
         pairs = [(f, fix) for f in findings for fix in V.candidate_fixes(f)] + [(None, fx) for fx in extra]
         result = self._verify_run(record, pairs)
+        if result["status"] == "no_replay" and isinstance(record.get("verification"), dict):
+            return record["verification"]  # checked while the snapshot was there: that answer stands
         checks = result.get("checks", [])
         for f in findings:
             f.fix_checks = None
