@@ -238,7 +238,8 @@ class Triage:
         from . import verify as V
 
         step = int(record["step"])
-        snap = V.choose_snapshot(self.ring, step) if self.ring is not None else None
+        state = any(fix.kind in V.STATE_FIXES for _, fix in pairs)
+        snap = V.choose_snapshot(self.ring, step, earliest=state) if self.ring is not None else None
         if self.replay_fn is None or self.ring is None or snap is None:
             return {"step": step, "status": "no_replay", "checks": [], "note": Msg("verify.no_replay", step=step)}
         rng = RngState.capture()
@@ -260,7 +261,7 @@ class Triage:
 
         for rec in list(self._to_verify):
             s = int(rec["step"])
-            snap = choose_snapshot(self.ring, s)
+            snap = choose_snapshot(self.ring, s, earliest=_state_fixes(rec))
             evicts = ((step + 1) % self.ring.every == 0 and not self.episode and snap is not None
                       and len(self.ring.snapshots) >= self.ring.keep and snap is self.ring.snapshots[0])
             if step >= s + self.verify_window or evicts:
@@ -598,6 +599,14 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve
         return float(loss.detach().float())
     finally:
         keep.reset()
+
+
+def _state_fixes(rec: dict[str, Any]) -> bool:
+    """The record's findings suggest a change of training state (their replay starts earlier)."""
+    from .verify import STATE_FIXES, candidate_fixes
+
+    fs = [Finding.from_dict(d) for d in rec.get("findings", [])]
+    return any(fx.kind in STATE_FIXES for f in fs for fx in candidate_fixes(f))
 
 
 def _why_missing(e: StepEntry | None) -> Msg:

@@ -277,10 +277,11 @@ def unverifiable(fix: Fix, step: int, reason: Msg) -> dict[str, Any]:
 
 # --- one incident ---------------------------------------------------------------------------------
 
-def choose_snapshot(ring: SnapshotRing, step: int) -> Snapshot | None:
-    """The earliest snapshot at or before `step` from which every batch up to it was kept (a state
-    fix gets the most steps to act, as restoring an earlier checkpoint would); else the latest."""
-    for snap in ring.snapshots:
+def choose_snapshot(ring: SnapshotRing, step: int, earliest: bool = True) -> Snapshot | None:
+    """With `earliest`, the earliest snapshot at or before `step` from which every batch up to it
+    was kept (a state fix gets the most steps to act, as restoring an earlier checkpoint would);
+    else, or failing that, the latest (a data fix acts at the incident step: fewer steps to replay)."""
+    for snap in ring.snapshots if earliest else []:
         if snap.step <= step and all(ring.entries.get(s) is not None and ring.entries[s].kept
                                      for s in range(snap.step, step + 1)):
             return snap
@@ -374,7 +375,7 @@ def verify_incident(plan: Plan, fixes: list[tuple[Finding | None, Fix]], record:
                     budget: int = BUDGET) -> dict[str, Any]:
     """Replay unfixed and with each fix; the verdicts, the control's status and the cost."""
     meter = Meter()
-    cost = Cost(budget=budget, workspace_mib=state_nbytes(plan.ws.model, plan.ws.optimizer) / 2**20)
+    cost = Cost(budget=budget)
     per_run = plan.end - plan.snap.step + 1
     out: dict[str, Any] = {"step": plan.step, "from_step": plan.snap.step, "to_step": plan.end,
                            "window": plan.end - plan.step, "checks": []}
@@ -383,6 +384,7 @@ def verify_incident(plan: Plan, fixes: list[tuple[Finding | None, Fix]], record:
         return {**out, "cost": meter.finish(cost).to_dict()}
     unfixed = run_replay(plan, None)
     cost.steps += per_run
+    cost.workspace_mib = state_nbytes(plan.ws.model, plan.ws.optimizer) / 2**20  # optimizer state loaded now
     out["unfixed"] = {"losses": [[s, v] for s, v in sorted(unfixed.losses.items())], "first_bad": unfixed.first_bad}
     why = check_control(plan, unfixed)
     if why is not None:
