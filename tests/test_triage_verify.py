@@ -256,3 +256,23 @@ def test_a_one_off_spike_skipping_the_batch_is_verified_and_clipping_does_not_he
     assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 60
     assert "the loss spikes to" in clip["sentence"]
     mon.close()
+
+
+def test_with_a_grad_scaler_the_fixes_are_checked_before_the_next_snapshot_drops_the_one_needed(tmp_path):
+    """The GradScaler skips the NaN step and training goes on healthy, so snapshots go on too: the
+    check runs at step 24, the last step before the snapshot of step 25 would drop that of step 10."""
+    model = MLP()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    batches = regression_batches(40)
+    batches[14][0][3, 2] = float("nan")
+    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=mse_loss,
+                           snapshot_every=5)
+    losses = train(model, opt, batches, mse_loss, mon, scaler=scaler)
+    assert not np.isfinite(losses[14]) and np.isfinite(losses[15:]).all()
+    mon.close()
+    v = _record(tmp_path, 14)["verification"]
+    assert (v["status"], v["from_step"], v["to_step"]) == ("checked", 10, 24)
+    [drop] = [c for c in v["checks"] if c["kind"] == "drop_samples"]
+    assert drop["verdict"] == "verified" and drop["samples"] == [3] and drop["steps_after"] == 10
+    assert drop["sentence"].endswith("10 steps later (unfixed: NaN at 14)")

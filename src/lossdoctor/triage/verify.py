@@ -186,7 +186,9 @@ def run_replay(plan: Plan, fix: Fix | None) -> Trajectory:
         (scaler.scale(loss) if scaler is not None else loss).backward()
         if scaler is not None:
             scaler.unscale_(ws.optimizer)  # plain gradients: clipping and the finiteness check see them
-        finite = grads_finite(params) if step >= plan.step else True
+        # a GradScaler skips the steps whose gradients overflow and backs off: its own business, not
+        # the incident again (as for the trigger); without one, a non-finite gradient is
+        finite = grads_finite(params) if step >= plan.step and scaler is None else True
         if step >= plan.step and tr.first_bad is None and plan.bad(value, finite):
             tr.first_bad = step
         if e.stepped or scaler is not None:
