@@ -276,3 +276,18 @@ def test_with_a_grad_scaler_the_fixes_are_checked_before_the_next_snapshot_drops
     [drop] = [c for c in v["checks"] if c["kind"] == "drop_samples"]
     assert drop["verdict"] == "verified" and drop["samples"] == [3] and drop["steps_after"] == 10
     assert drop["sentence"].endswith("10 steps later (unfixed: NaN at 14)")
+
+
+def test_the_text_report_shows_each_fix_with_its_verdict_in_english_and_chinese(tmp_path):
+    mon = _nan_data_run(tmp_path)
+    mon.close()
+    en = run_cli("diagnose", tmp_path, "--lang", "en")
+    zh = run_cli("diagnose", tmp_path, "--lang", "zh")
+    assert en.returncode == 0 and zh.returncode == 0, en.stderr + zh.stderr
+    text = " ".join(en.stdout.split())  # the console wraps long lines
+    fix = text.index("drop or repair those samples")
+    verdict = text.index("-> verified: with sample(s) 3 dropped from the batch of step 14 the replay passes step 14")
+    following = text.find("Fix:", fix + 1)
+    assert fix < verdict and (following == -1 or verdict < following)  # right under its fix
+    want = "->已验证：采用「从第14步的batch中去掉样本3」后重放能越过第14步"
+    assert want in "".join(zh.stdout.split())
