@@ -36,6 +36,10 @@ class Finding:
     rank: int | None = None
     evidence: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
+    #: added (verified fixes): for fixes replayed from a snapshot, one entry per checked fix:
+    #: `{"fix": index into fixes, "verdict": "verified" | "did_not_help" | "not_verifiable" |
+    #: "not_checked", "sentence", "sentence_data", and its numbers}`; None when nothing was replayed
+    fix_checks: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:
@@ -61,6 +65,9 @@ class Finding:
             self.samples = [_int_or_none("sample", s) for s in self.samples if s is not None]
         self.evidence = _str_list("evidence", self.evidence)
         self.fixes = _str_list("fixes", self.fixes)
+        if self.fix_checks is not None and not (isinstance(self.fix_checks, list)
+                                                and all(isinstance(c, dict) for c in self.fix_checks)):
+            raise ValueError("fix_checks must be a list of objects or null")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +85,8 @@ class Finding:
             "fixes": [str.__str__(x) for x in self.fixes],
             "evidence_data": messages_data(self.evidence),
             "fixes_data": messages_data(self.fixes),
+            # added, and only when fixes were replayed (older readers see the same keys as before)
+            **({"fix_checks": [dict(c) for c in self.fix_checks]} if self.fix_checks is not None else {}),
         }
 
     @classmethod

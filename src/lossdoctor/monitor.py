@@ -100,6 +100,10 @@ class Monitor:
                       8 GiB); beyond it batches are kept as fingerprints only
       triage_inplace  replay on the user's model (restored bit for bit afterwards) instead of a scratch copy
       max_incidents   incidents triaged per run (the first step of each non-finite episode)
+      verify          replay each fix of a replayed incident from the snapshot and record its verdict
+                      (default True; the incident record's "verification")
+      verify_window   steps replayed after the incident step (default 20, bounded by the recorded batches)
+      verify_budget   replayed steps all the replays of one incident may take together (default 400)
 
     Each step, every probe in `probes` (the built-in tracer, gradient, optimizer and batch probes,
     then the add-on probes of integrations; see `lossdoctor.signals.probe`) hands its device tensors
@@ -185,7 +189,8 @@ class Monitor:
         self.triage = Triage(self._triage_host(), self.replay_fn, on_incident=opts.on_incident,
                              snapshot_every=opts.snapshot_every, snapshot=opts.snapshot,
                              snapshot_budget=opts.snapshot_budget, inplace=opts.triage_inplace,
-                             max_incidents=opts.max_incidents)
+                             max_incidents=opts.max_incidents, verify=opts.verify,
+                             verify_window=opts.verify_window, verify_budget=opts.verify_budget)
 
     def _attach_distributed(self, wrapper: nn.Module) -> None:
         """The probe of how gradients cross ranks (DDP's all-reduce, FSDP2's shards), if any; the
@@ -320,6 +325,28 @@ class Monitor:
             return Report(findings=[], steps=self.step_idx, source=str(self.log_dir), inconclusive=True,
                           notes=[Msg("monitor.unreadable", path=str(self.log_dir), error=f"{type(e).__name__}: {e}"),
                                  *why])
+
+    def verify_fixes(self, fixes: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        """Check the fixes of each replayed incident by replaying them from the snapshot: the
+        incident's findings and the diagnosis's (`mon.diagnose()`), plus `fixes`
+        (`lossdoctor.triage.verify.Fix`). One result per incident (verdicts under "checks", the
+        cost, or a "note" saying why there is no verdict), also written into its incident record."""
+        try:
+            self._drain(wait=True)
+            report = self.diagnose()
+        except Exception as e:
+            self.disable("verify", e)
+            return []
+        out = []
+        for rec in [r for r in self.triage.records if str(r.get("level", "")).startswith("replay")]:
+            own = [Finding.from_dict(d) for d in rec.get("findings", [])]
+            seen = {(f.cause, f.step) for f in own}
+            others = [f for f in report.findings if (f.cause, f.step) not in seen]
+            try:
+                out.append(self.triage.verify_fixes(rec, others, tuple(fixes)))
+            except Exception as e:  # never the user's problem
+                self.disable("verify", e)
+        return out
 
     @property
     def findings(self) -> list[Finding]:

@@ -34,6 +34,12 @@ class WatchOptions:
     #: the tokenizer (or processor) the batches were made with: its chat template tells prompt from
     #: answer (the SFT label-mask checks), and it decodes evidence. Integrations pass the trainer's.
     tokenizer: Any = field(default=None, compare=False, repr=False)
+    #: verified fixes: replay each fix of a replayed incident from the snapshot (off: False)
+    verify: bool = True
+    #: steps replayed after the incident step (bounded by the recorded batches)
+    verify_window: int = 20
+    #: replayed steps all the replays of one incident may take together
+    verify_budget: int = 400
 
     def __post_init__(self) -> None:
         if self.on_incident not in POLICIES:
@@ -44,5 +50,8 @@ class WatchOptions:
             raise ValueError(f"snapshot_every must be >= 1, not {self.snapshot_every!r}")
         if self.tokenizer is not None and not callable(getattr(self.tokenizer, "decode", None)):
             raise ValueError(f"tokenizer must be a tokenizer (with .decode), not {type(self.tokenizer).__name__}")
+        if int(self.verify_window) < 0 or int(self.verify_budget) < 1:
+            raise ValueError(f"verify_window must be >= 0 and verify_budget >= 1, not "
+                             f"{self.verify_window!r}, {self.verify_budget!r}")
         # a per-layer sample every step at least: 0 or a negative value means "every step"
         object.__setattr__(self, "layer_every", max(1, int(self.layer_every)))

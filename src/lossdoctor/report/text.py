@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from ..findings import Finding, Report
 from ..records import Run
-from ..messages import render
+from ..messages import Msg, render
 from .i18n import cause_text, say, ui
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green",
@@ -104,11 +104,23 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
             con.print(f"  {t['where']}{t['colon']}{escape(w)}")
         for e in f.evidence:
             con.print(f"  - {escape(say(e, lang))}")
-        for fix in f.fixes:
+        for j, fix in enumerate(f.fixes):
             con.print(f"  [green]{t['fix']}{t['colon']}[/]{escape(say(fix, lang))}")
+            for check in fix_verdicts(f, j, lang):  # replayed from the snapshot (triage/verify.py)
+                con.print(f"    [dim]->[/] {escape(check)}")
     if report.notes:
         con.print()
         con.print(f"[dim]{t['notes']}{t['colon'].rstrip()}[/]")
         for n in report.notes:
             con.print(f"[dim]  - {escape(say(n, lang))}[/]")
     return buf.getvalue()
+
+
+def fix_verdicts(f: Finding, index: int, lang: str) -> list[str]:
+    """The verdicts of fix `index` of a finding (`fix_checks`), in `lang`."""
+    out = []
+    for c in f.fix_checks or []:
+        if c.get("fix") == index:
+            m = Msg.from_data(c.get("sentence_data"))
+            out.append(say(m if m is not None else str(c.get("sentence", "")), lang))
+    return out

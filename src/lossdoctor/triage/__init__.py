@@ -14,6 +14,8 @@
     incident.py   the flow the monitor runs on an incident, the incident record, on_incident policies
     explain.py    the findings of an incident record and the sentences of their evidence
     policy.py     the "skip" policy's optimizer hooks
+    verify.py     verified fixes: replay from the snapshot through the incident and a window after it,
+                  unfixed and once per candidate fix (LR, clipping, samples dropped, batch skipped)
 
 Torch is required here; the offline path reads incident records through `detectors.incidents`.
 """

@@ -123,7 +123,8 @@ class Triage:
 
     def __init__(self, host: TriageHost, replay_fn: Callable | None, *, on_incident: str = "report",
                  snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
-                 inplace: bool = False, max_incidents: int = 3) -> None:
+                 inplace: bool = False, max_incidents: int = 3, verify: bool = True,
+                 verify_window: int = 20, verify_budget: int = 400) -> None:
         self.host = host
         self.replay_fn = replay_fn
         self.policy = on_incident
@@ -139,6 +140,8 @@ class Triage:
         self._scaler_streak = 0  # consecutive steps the GradScaler skipped
         self.enabled = True
         self._pending: TrainingIncident | None = None
+        self.verify_on, self.verify_window, self.verify_budget = verify, verify_window, verify_budget
+        self._to_verify: list[dict[str, Any]] = []  # replayed incidents whose fixes are not checked yet
         self.ring: SnapshotRing | None = None
         self.guard = None
         try:
@@ -178,6 +181,7 @@ class Triage:
     def end_step(self, step: int) -> None:
         if self.ring is not None and self.enabled:
             try:
+                self._verify_due(step)
                 self.ring.maybe_snapshot(step + 1, healthy=not self.episode)
             except Exception as e:
                 self._disable(e)
@@ -189,7 +193,7 @@ class Triage:
     def close(self) -> None:
         """Remove the hooks and the snapshots, each on its own; the first failure is raised after
         all were tried (the monitor logs it and goes on closing)."""
-        steps = [self.ring.remove, self.ring.drop] if self.ring is not None else []
+        steps = [self._verify_pending, self.ring.remove, self.ring.drop] if self.ring is not None else []
         if self.guard is not None:
             steps.append(self.guard.remove)
         error: BaseException | None = None
@@ -200,6 +204,80 @@ class Triage:
                 error = error or e
         if error is not None:
             raise error
+
+    # --- verified fixes (verify.py) ---------------------------------------------------------------
+    def verify_fixes(self, record: dict[str, Any], others: list[Finding] | None = None,
+                     extra: tuple[Any, ...] = ()) -> dict[str, Any]:
+        """Replay the incident of `record` unfixed and with each fix of its findings, of `others`
+        (the diagnosis's) and of `extra` (`verify.Fix`). The result goes into the record (and its
+        file); each finding gets its `fix_checks`. Never touches the user's objects."""
+        from . import verify as V
+
+        if record in self._to_verify:
+            self._to_verify.remove(record)
+        own = [Finding.from_dict(d) for d in record.get("findings", [])]
+        findings = own + list(others or [])
+        pairs = [(f, fix) for f in findings for fix in V.candidate_fixes(f)] + [(None, fx) for fx in extra]
+        result = self._verify_run(record, pairs)
+        if result["status"] == "no_replay" and isinstance(record.get("verification"), dict):
+            return record["verification"]  # checked while the snapshot was there: that answer stands
+        checks = result.get("checks", [])
+        for f in findings:
+            f.fix_checks = None
+        for i, (f, _) in enumerate(pairs):
+            if i < len(checks) and f is not None:
+                f.fix_checks = V.order_checks((f.fix_checks or []) + [V.check_json(checks[i])])
+        result = V.result_json(result)
+        result["findings"] = [f.to_dict() for f in findings[len(own):] if f.fix_checks]
+        record["verification"] = result
+        record["findings"] = [f.to_dict() for f in own]
+        self.host.writer.write_incident(f"step-{int(record['step']):08d}", record)
+        return result
+
+    def _verify_run(self, record: dict[str, Any], pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
+        from . import verify as V
+
+        step = int(record["step"])
+        state = any(fix.kind in V.STATE_FIXES for _, fix in pairs)
+        snap = V.choose_snapshot(self.ring, step, earliest=state) if self.ring is not None else None
+        if self.replay_fn is None or self.ring is None or snap is None:
+            return {"step": step, "status": "no_replay", "checks": [], "note": Msg("verify.no_replay", step=step)}
+        rng = RngState.capture()
+        self.ring.paused = True
+        try:
+            with self._workspace() as ws:
+                plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, step,
+                              V.window_end(self.ring, step, self.verify_window), V.bad_rule(record))
+                return V.verify_incident(plan, pairs, record, budget=self.verify_budget)
+        finally:
+            rng.restore()
+            self.ring.paused = False
+
+    def _verify_due(self, step: int) -> None:
+        """Check the fixes of a replayed incident once its window is recorded, or sooner when the
+        next snapshot would drop the one its replay starts from."""
+        assert self.ring is not None
+        from .verify import choose_snapshot
+
+        for rec in list(self._to_verify):
+            s = int(rec["step"])
+            snap = choose_snapshot(self.ring, s, earliest=_state_fixes(rec))
+            evicts = ((step + 1) % self.ring.every == 0 and not self.episode and snap is not None
+                      and len(self.ring.snapshots) >= self.ring.keep and snap is self.ring.snapshots[0])
+            if step >= s + self.verify_window or evicts:
+                self._to_verify.remove(rec)
+                self._verify_safely(rec)
+
+    def _verify_pending(self) -> None:
+        while self._to_verify and self.enabled:
+            self._verify_safely(self._to_verify.pop(0))
+
+    def _verify_safely(self, rec: dict[str, Any]) -> None:
+        try:
+            self.verify_fixes(rec)
+        except Exception as e:  # verification must never take the training down
+            rec["verification"] = {"status": "error", "error": f"{type(e).__name__}: {e}"}
+            log.warning("%s", Msg("verify.log.failed", step=int(rec["step"]), error=f"{type(e).__name__}: {e}"))
 
     # --- skip policy --------------------------------------------------------------------------
     def _on_skip(self) -> None:
@@ -248,6 +326,8 @@ class Triage:
         self.records.append(record)
         self.host.incidents.append(record)
         self.host.writer.write_incident(f"step-{step:08d}", record)
+        if self.verify_on and str(record.get("level", "")).startswith("replay"):
+            self._to_verify.append(record)  # once the window after it is recorded (end_step)
         if self.policy == "raise":
             f = record["findings"][0] if record.get("findings") else None
             what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
@@ -519,6 +599,14 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve
         return float(loss.detach().float())
     finally:
         keep.reset()
+
+
+def _state_fixes(rec: dict[str, Any]) -> bool:
+    """The record's findings suggest a change of training state (their replay starts earlier)."""
+    from .verify import STATE_FIXES, candidate_fixes
+
+    fs = [Finding.from_dict(d) for d in rec.get("findings", [])]
+    return any(fx.kind in STATE_FIXES for f in fs for fx in candidate_fixes(f))
 
 
 def _why_missing(e: StepEntry | None) -> Msg:
