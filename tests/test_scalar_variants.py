@@ -19,21 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lossdoctor import diagnose
-
-ALARM = ("warning", "critical")
-
-
-def _write(path, rows, cols=("step", "loss", "grad_norm", "lr")):
-    with open(path, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(cols)
-        w.writerows(rows)
-    return path
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ALARM]
-
+from test_scalar_reasoning import _alarms, _write  # the same CSV writer and alarm filter
 
 def _show(report):
     return [(f.cause, f.severity, f.step, f.evidence[:2]) for f in report.findings]
