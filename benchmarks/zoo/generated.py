@@ -29,9 +29,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import Blobs, MarkovLM, Regression, Sequences, Squares, lm_loss
+from .data import Blobs, MarkovLM, Regression, Sequences, Squares
 from .harness import FIRST_NONFINITE, Scenario, Setup
 from .models import CNN, MLP, SeqClassifier, TinyTransformer
+from .scenarios import mse, xent, tiny_lm as lm  # the hand-written zoo's loss functions
 
 #: variants per fault family and healthy controls; part of the benchmark's definition (changing
 #: them changes which ids exist, not which split an id is in)
@@ -59,20 +60,6 @@ class Base:
     family: str                     # mlp, cnn, lstm, attention
     batch_size: int
     describe: str
-
-
-def mse(model: nn.Module, batch: Any) -> torch.Tensor:
-    x, y = batch
-    return F.mse_loss(model(x).float(), y)
-
-
-def xent(model: nn.Module, batch: Any) -> torch.Tensor:
-    x, y = batch
-    return F.cross_entropy(model(x).float(), y)
-
-
-def lm(model: nn.Module, batch: Any) -> torch.Tensor:
-    return lm_loss(model(batch["input_ids"], batch.get("attention_mask")), batch["labels"])
 
 
 def make_base(rng: random.Random, seed: int, kinds: tuple[str, ...] = ()) -> Base:
