@@ -316,9 +316,9 @@ def test_a_gradient_explosion_the_run_survived_is_a_warning_with_clipping_not_an
     assert not any("learning rate" in x for x in f["fixes"])
 
 
-def _guarded_loop(path, *, guard: bool, steps: int = 60):
-    """A real regression loop where step 5 adds sqrt(0) to the loss (a pairwise distance of a point
-    to itself): the loss stays finite, its gradient is NaN. With `guard`, the loop skips the update
+def _guarded_loop(path, *, guard: bool, steps: int = 60, bad_steps: tuple[int, ...] = (5,)):
+    """A real regression loop where step 5 (or each of `bad_steps`) adds sqrt(0) to the loss (a
+    pairwise distance of a point to itself): the loss stays finite, its gradient is NaN. With `guard`, the loop skips the update
     when the gradient norm is non-finite (what an fp16 loss scaler or DeepSpeed does); without, the
     NaN reaches the weights."""
     torch.manual_seed(0)
@@ -331,7 +331,7 @@ def _guarded_loop(path, *, guard: bool, steps: int = 60):
         i = torch.randint(0, 256, (32,))
         out = model(x_all[i])
         loss = F.mse_loss(out, y_all[i])
-        if step == 5:
+        if step in bad_steps:
             loss = loss + torch.sqrt(((out - out.detach()) ** 2).sum())
         opt.zero_grad()
         loss.backward()

@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from lossdoctor import diagnose
-from test_scalar_reasoning import _alarms, _write  # the same CSV writer and alarm filter
+from test_scalar_reasoning import _alarms, _guarded_loop, _write  # the same CSV writer and alarm filter
 
 def _show(report):
     return [(f.cause, f.severity, f.step, f.evidence[:2]) for f in report.findings]
@@ -232,28 +232,8 @@ def test_no_spike_in_a_run_that_never_trained_below_its_first_loss(tmp_path):
 # --- updates skipped again and again ---------------------------------------------------------------
 
 def _guarded(path, *, bad_steps, guard=True, steps=60):
-    """A real regression loop where the given steps add sqrt(0) to the loss (finite loss, NaN
-    gradient); with `guard` the loop skips the update when the gradient norm is non-finite, as an
-    fp16 loss scaler or DeepSpeed does."""
-    torch.manual_seed(0)
-    model = nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x_all = torch.randn(256, 4)
-    y_all = x_all @ torch.randn(4, 1)
-    rows = []
-    for step in range(steps):
-        i = torch.randint(0, 256, (32,))
-        out = model(x_all[i])
-        loss = F.mse_loss(out, y_all[i])
-        if step in bad_steps:
-            loss = loss + torch.sqrt(((out - out.detach()) ** 2).sum())
-        opt.zero_grad()
-        loss.backward()
-        gn = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
-        if not guard or math.isfinite(gn):
-            opt.step()
-        rows.append((step, loss.item(), gn, 0.05))
-    return _write(path, rows)
+    """The scalar-reasoning tests' guarded loop with sqrt(0) added at each of `bad_steps`."""
+    return _guarded_loop(path, guard=guard, steps=steps, bad_steps=bad_steps)
 
 
 def test_recurring_skipped_updates_are_a_warning_not_a_nonfinite_run(tmp_path):

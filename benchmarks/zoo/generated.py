@@ -32,7 +32,7 @@ from torch import nn
 from .data import Blobs, MarkovLM, Regression, Sequences, Squares
 from .harness import FIRST_NONFINITE, Scenario, Setup
 from .models import CNN, MLP, SeqClassifier, TinyTransformer
-from .scenarios import mse, xent, tiny_lm as lm  # the hand-written zoo's loss functions
+from .scenarios import mse, tiny_lm as lm, warmup_cosine, xent  # the hand-written zoo's
 
 #: variants per fault family and healthy controls; part of the benchmark's definition (changing
 #: them changes which ids exist, not which split an id is in)
@@ -112,15 +112,6 @@ def make_opt(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
     if name == "Adam":
         return torch.optim.Adam(params, lr=lr)
     return torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-
-
-def warmup_cosine(opt: torch.optim.Optimizer, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
-    def f(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warmup) / max(1, total - warmup))))
-
-    return torch.optim.lr_scheduler.LambdaLR(opt, f)
 
 
 # --- variants ------------------------------------------------------------------------------------
