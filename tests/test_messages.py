@@ -176,3 +176,10 @@ def test_numbers_are_formatted_short():
     assert fmt(4.1e4) == "4.10e+04"
     assert fmt(1.23456) == "1.23"
     assert fmt(float("nan")) == "NaN"
+
+
+def test_the_partial_read_warnings_name_keys_that_exist():
+    """The CLI warns on stderr for these notes by key: a renamed key would silence the warning."""
+    from lossdoctor.cli.main import PARTIAL_READ
+
+    assert PARTIAL_READ and PARTIAL_READ <= set(templates())

@@ -174,9 +174,12 @@ def stdin_to_file():
     return d, path
 
 
-#: phrases of the readers' notes that say part of the input could not be read
-_PARTIAL = ("is truncated", "could not be read", "unreadable", "stopped at", "stopped reading",
-            "that are not numbers", "padded or cut", "torn")
+#: the readers' notes that say part of the input could not be read (by message key)
+PARTIAL_READ = frozenset({
+    "source.hf_truncated", "source.json_truncated", "source.mlflow_stopped", "source.not_numbers",
+    "source.ragged_rows", "source.unreadable_lines", "source.tb_torn", "source.tb_damaged",
+    "source.wandb_torn", "source.wandb_bad_checksum",
+})
 
 
 def warn_partial(runs, lang: str = "en") -> None:
@@ -185,7 +188,7 @@ def warn_partial(runs, lang: str = "en") -> None:
 
     for run in runs:
         for note in run.notes:
-            if any(w in note for w in _PARTIAL):  # (the English text of the note, in any language)
+            if getattr(note, "key", None) in PARTIAL_READ:
                 print(render_line("cli.warning", {"note": say(note, lang)}, lang), file=sys.stderr)
 
 
