@@ -686,3 +686,31 @@ def test_fairseq_valid_lines_are_not_training_steps(tmp_path):
     np.testing.assert_allclose(run.cols["loss"], [9.803, 9.44])
     np.testing.assert_allclose(run.cols["grad_norm"], [55.005, 156.036])
     assert any("1 evaluation lines" in n for n in run.notes)
+
+
+def test_folder_holding_only_console_logs_reads_the_newest(hf_logs, tmp_path):
+    """`diagnose runs/` where the run left only `nohup.out` / `slurm-*.out`: the newest console log
+    is read (a folder of slurm files is a history of attempts) and the note names the others."""
+    import os
+    import shutil
+
+    explode, healthy = hf_logs
+    shutil.copy(healthy, tmp_path / "slurm-101.out")
+    shutil.copy(explode, tmp_path / "nohup.out")
+    (tmp_path / "notes.txt").write_text("nothing to see here\n")
+    os.utime(tmp_path / "slurm-101.out", (1_000_000, 1_000_000))  # the older attempt
+    [run] = load_path(tmp_path)
+    [alone] = load_path(tmp_path / "nohup.out")
+    assert run.meta["path"] == str(tmp_path / "nohup.out")
+    assert np.array_equal(run.steps, alone.steps)
+    assert any(getattr(n, "key", None) == "source.console_dir_newest" and "slurm-101.out" in n for n in run.notes)
+    assert [f.cause for f in diagnose_runs([run]).findings] == [f.cause for f in diagnose_runs([alone]).findings]
+    os.utime(tmp_path / "slurm-101.out")  # now the healthy attempt is the newest
+    [run] = load_path(tmp_path)
+    assert run.meta["path"] == str(tmp_path / "slurm-101.out")
+
+
+def test_folder_with_no_console_log_is_one_line_exit_2(tmp_path):
+    (tmp_path / "readme.txt").write_text("hello\nworld\n")
+    r = run_cli("diagnose", str(tmp_path))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1

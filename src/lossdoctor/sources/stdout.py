@@ -492,7 +492,50 @@ def read_stream(f: Any, what: str) -> Run:
     return rows_to_run(p, what)
 
 
-@reader("console log", _sniff, priority=80)
+#: names a captured console usually has: `nohup.out`, `slurm-1234.out`, `train.log`, `stdout.txt`
+_CONSOLE_NAME = re.compile(r".*\.(out|log|txt|err)$|^(stdout|stderr|output|console)$", re.IGNORECASE)
+#: how deep a directory is searched for a console log (the run folder and one level below)
+_CONSOLE_DEPTH = 1
+
+
+def console_logs(root: Path) -> list[Path]:
+    """The console logs in a directory, newest first: files named like a captured console whose
+    head holds training log lines. Why newest: a folder of `slurm-*.out` files is a history of
+    attempts, and the one a user asks about is the last."""
+    from .files import walk
+
+    named = walk(root, lambda n: _CONSOLE_NAME.match(n) is not None, max_depth=_CONSOLE_DEPTH, max_entries=5_000)
+    newest = sorted(named, key=lambda f: (-f.stat().st_mtime, str(f)))[:_CONSOLE_SNIFFED]
+    return [f for f in newest if _sniff(f)]
+
+
+#: at most this many files of a directory are sniffed (each sniff reads up to a few MiB)
+_CONSOLE_SNIFFED = 16
+
+
+def _sniff_any(p: Path) -> bool:
+    """A console log, or a directory holding no structured log but a console log (the structured
+    readers come first)."""
+    return _sniff(p) or (p.is_dir() and bool(console_logs(p)))
+
+
+@reader("console log", _sniff_any, priority=80)
 def read(path: Path) -> list[Run]:
+    if path.is_dir():
+        return read_dir(path)
     with open(path, "rb") as f:
         return [read_stream(f, path.name)]
+
+
+def read_dir(path: Path) -> list[Run]:
+    logs = console_logs(path)
+    if not logs:
+        raise SourceError(f"{path}: no console log with training log lines in this directory")
+    chosen = logs[0]
+    with open(chosen, "rb") as f:
+        run = read_stream(f, str(chosen.relative_to(path)))
+    run.meta["path"] = str(chosen)  # the file read, not the folder it was found in
+    if len(logs) > 1:
+        run.notes.insert(0, Msg("source.console_dir_newest", chosen=str(chosen.relative_to(path)),
+                                others=[str(o.relative_to(path)) for o in logs[1:4]], n=len(logs) - 1))
+    return [run]
