@@ -73,7 +73,8 @@ def tiny_gpt2(initializer_range: float = 0.02, seed: int = 0, **kw: Any) -> Any:
 
     tok = chat_tokenizer()
     torch.manual_seed(seed)
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_layer=2, n_head=2,
+    kw = {"n_layer": 2, **kw}
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_head=2,
                      initializer_range=initializer_range, eos_token_id=tok.eos_token_id,
                      bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id, **kw)
     return GPT2LMHeadModel(cfg)

@@ -7,6 +7,7 @@ import math
 import random
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -43,6 +44,19 @@ def test_default_gpt2_init_is_silent():
     report = lossdoctor.check(model, torch.optim.AdamW(model.parameters(), lr=1e-3), batches=_batches(),
                               task="sft", tokenizer=chat_tokenizer())
     assert report.findings == [], [f.to_dict() for f in report.findings]
+
+
+@pytest.mark.parametrize("std", [0.02, 1.0])
+def test_one_layer_gpt2_is_judged_by_its_block_not_inside_its_branches(std):
+    """A one-block transformer: GPT-2's scaled-down projections inside the residual branch are not
+    a signal vanishing through depth (its default init is silent); a std-1 init still is bad_init."""
+    model = tiny_gpt2(initializer_range=std, n_layer=1)
+    report = lossdoctor.check(model, torch.optim.AdamW(model.parameters(), lr=1e-3), batches=_batches(),
+                              task="sft", tokenizer=chat_tokenizer())
+    if std == 0.02:
+        assert report.findings == [], [f.to_dict() for f in report.findings]
+    else:
+        assert report.primary.cause == "bad_init"
 
 
 def test_bad_init_caught_live_and_default_init_silent(tmp_path):

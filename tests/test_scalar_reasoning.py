@@ -378,3 +378,20 @@ def test_optimizer_holding_another_models_parameters_is_frozen_model_with_the_me
     ev = " ".join(f.evidence)
     assert f.cause == "frozen_model", [(x.cause, x.evidence) for x in diagnose(tmp_path / "run").findings]
     assert "although the gradient norm is " in ev and "{" not in ev, ev
+
+
+def test_at_the_runs_own_chance_level_names_it_once(tmp_path):
+    """A watched run knows its own chance level (ln of its vocabulary): the sentence names it as the
+    run's, in both languages (it read "the chance level the run's chance level = ..." before)."""
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import from_columns
+    import numpy as np
+
+    level = math.log(300)
+    steps = np.arange(40, dtype=float)
+    run = from_columns(steps, {"loss": level + 0.001 * np.sin(steps), "grad_norm": np.full(40, 0.5),
+                               "lr": np.full(40, 1e-3)}, meta={"chance_loss": level})
+    f = diagnose_runs([run]).findings[0]
+    sentence = next(e for e in f.evidence if getattr(e, "key", "").startswith("scalars.flat.chance"))
+    assert sentence.key == "scalars.flat.chance_run" and f"the run's chance level ({level:.5g})" in sentence
+    assert "随机水平" in sentence.render("zh") and "chance level" not in sentence.render("zh")

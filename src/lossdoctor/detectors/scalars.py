@@ -47,6 +47,12 @@ def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
     return None
 
 
+def _at_chance(level: float, chance: float, name: str | Msg) -> Msg:
+    if getattr(name, "key", None) == "scalars.flat.run_chance":  # the run's own: no formula to name
+        return Msg("scalars.flat.chance_run", level=level, chance=chance)
+    return Msg("scalars.flat.chance", level=level, name=name, chance=chance)
+
+
 def _lr_reached(q: Quantities, rows: np.ndarray) -> tuple[float | None, bool]:
     """The largest LR logged on `rows` (a warm-up's tiny first LRs are not the LR the run uses),
     and whether it is still climbing (last >= 1.5x first: a warm-up, too early to judge a plateau)."""
@@ -116,7 +122,7 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     if last < 0.97 * first:
         ev.append(Msg("scalars.flat.noise", first=first, last=last, se=se))
     if f.chance:
-        ev.append(Msg("scalars.flat.chance", level=f.level, name=f.chance[1], chance=f.chance[0]))
+        ev.append(_at_chance(f.level, *f.chance))
     if f.constant:
         ev.append(Msg("scalars.flat.constant", spread=f.spread))
     if n >= 100 and not (f.tiny_lr or f.no_update or (f.chance and f.verdict == "high")):

@@ -186,6 +186,10 @@ TEMPLATES = {
         "it sits at {level:n5}, the chance level {name} = {chance:n5}: the model predicts no better than "
         "uniform, it learns nothing",
         "它停在 {level:n5}，正好是随机水平 {name} = {chance:n5}：模型的预测不比均匀分布好，什么都没学到"),
+    "scalars.flat.chance_run": (
+        "it sits at {level:n5}, the run's chance level ({chance:n5}): the model predicts no better than "
+        "uniform, it learns nothing",
+        "它停在 {level:n5}，正好是该任务的随机水平（{chance:n5}）：模型的预测不比均匀分布好，什么都没学到"),
     "scalars.flat.constant": (
         "it is exactly constant across steps (spread {spread}) although every step sees another batch: the "
         "model's outputs do not change",

@@ -250,17 +250,30 @@ def _main_output(out: Any) -> torch.Tensor | None:
 def _depth_elements(model: nn.Module) -> tuple[list[str], list[nn.Module]]:
     best: tuple[str, nn.Module] | None = None
     for name, m in model.named_modules():
-        if isinstance(m, (nn.ModuleList, nn.Sequential)) and len(m) >= 2:
-            kinds = [type(c) for c in m]
-            common = max(set(kinds), key=kinds.count)
-            if kinds.count(common) >= 2 and any(True for _ in m[kinds.index(common)].parameters()):
-                if best is None or len(m) > len(best[1]):
-                    best = (name, m)
+        if _is_block_stack(m) and (best is None or len(m) > len(best[1])):
+            best = (name, m)
     if best is not None and not _is_flat_mlp(best[1]):
         name, stack = best
         return [f"{name}.{i}" if name else str(i) for i in range(len(stack))], list(stack)
     layers = [(n, m) for n, m, _, _ in weight_layers(model)]
     return [n for n, _ in layers], [m for _, m in layers]
+
+
+def _is_block_stack(m: nn.Module) -> bool:
+    """A list of repeated blocks with weights (a transformer's layers). A `ModuleList` of one
+    composite block counts too: a one-layer transformer's depth is its one block, and measuring
+    the matrix layers inside it instead would read a residual branch's small output (GPT-2 scales
+    its projections down on purpose) as a signal vanishing through depth."""
+    if not isinstance(m, (nn.ModuleList, nn.Sequential)) or len(m) == 0:
+        return False
+    kinds = [type(c) for c in m]
+    common = max(set(kinds), key=kinds.count)
+    block = m[kinds.index(common)]
+    if not any(True for _ in block.parameters()):
+        return False
+    if len(m) >= 2:
+        return kinds.count(common) >= 2
+    return isinstance(m, nn.ModuleList) and len(block._modules) > 0
 
 
 def _is_flat_mlp(stack: nn.Module) -> bool:
