@@ -260,6 +260,32 @@ def test_several_runs_newest_read_and_run_dir_selects(tmp_path, tracking):
     assert load_path(exp_dir)[0].meta["mlflow"]["id"] == new
 
 
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_run_option_selects_a_run_in_a_store(tmp_path, tracking, store):
+    """A SQLite store has no run directory to point at: `--run` names the run (id, id prefix, name)."""
+    uri = f"file:{tmp_path}/mlruns" if store == "file" else f"sqlite:///{tmp_path}/mlflow.db"
+    tracking(uri)
+    ids = {}
+    for name, losses in (("old", [5.0] * 12), ("new", [3.0 - 0.1 * i for i in range(20)])):
+        with mlflow.start_run(run_name=name) as r:
+            for i, v in enumerate(losses):
+                mlflow.log_metric("loss", v, step=i)
+        ids[name] = r.info.run_id
+    target = tmp_path / ("mlruns" if store == "file" else "mlflow.db")
+    assert load_path(target)[0].meta["mlflow"]["id"] == ids["new"]
+    for want in (ids["old"], ids["old"][:8], "old"):
+        run = load_path(target, select=want)[0]
+        assert run.meta["mlflow"]["id"] == ids["old"] and len(run) == 12
+    r = run_cli("diagnose", uri, "--run", "old", "--format", "json")
+    assert r.returncode in (0, 1) and json.loads(r.stdout)["steps"] == 12, r.stderr
+    for bad in ("nope", ""):
+        r = run_cli("diagnose", uri, "--run", bad)
+        assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    (tmp_path / "log.csv").write_text("step,loss\n" + "".join(f"{i},{3 - 0.1 * i}\n" for i in range(20)))
+    r = run_cli("diagnose", str(tmp_path / "log.csv"), "--run", "old")
+    assert r.returncode == 2 and "MLflow" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_deleted_run_is_skipped(tmp_path, tracking):
     tracking(f"sqlite:///{tmp_path}/mlflow.db")
     with mlflow.start_run() as keep:

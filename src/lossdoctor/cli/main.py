@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--format-in", metavar="NAME", default=None,
                    help="read PATH as this format instead of detecting it (console, tensorboard, csv, "
                         "jsonl, trainer-state...)")
+    d.add_argument("--run", metavar="ID", default=None,
+                   help="in an MLflow store holding several runs, read this one (its id, a prefix of "
+                        "it, or its name) instead of the newest")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
     d.add_argument("--lang", choices=LANGS, default=None,
@@ -131,7 +134,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         path = args.path
         if path == "-":
             stdin_dir, path = stdin_to_file()
-        runs = load_path(path, getattr(args, "format_in", None))
+        runs = load_path(path, getattr(args, "format_in", None), getattr(args, "run", None))
         if stdin_dir is not None:
             for run in runs:
                 run.meta["path"] = "<stdin>"

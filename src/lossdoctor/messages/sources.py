@@ -70,7 +70,7 @@ SOURCES = {
     "source.mlflow_no_steps": ("metric {name} has no steps (MLflow 0.x); numbered by line",
                                "指标 {name} 没有 step（MLflow 0.x）；按行号编号"),
     "source.mlflow_hint_dir": ("point at a run directory to diagnose another", "要诊断其他运行，请指定对应的运行目录"),
-    "source.mlflow_hint_store": ("this reads one run per store", "每个 store 只读取一个运行"),
+    "source.mlflow_hint_select": ("`--run ID` reads another", "用 `--run ID` 读取其他运行"),
     "source.mlflow_runs": (
         "{n} MLflow runs here; read the newest that logged a training metric, {chosen} (others: {others}; {hint})",
         "这里有 {n} 个 MLflow 运行；读取了记录了训练指标的最新一个 {chosen}（其他：{others}；{hint}）"),

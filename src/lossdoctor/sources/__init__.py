@@ -58,9 +58,14 @@ def reader_names() -> list[str]:
     return sorted(FORMAT_NAMES)
 
 
-def load_path(path: str | os.PathLike[str], fmt: str | None = None) -> list[Run]:
+#: readers that hold several runs and can read the one `select` names (`diagnose --run`)
+SELECTABLE = ("MLflow tracking store",)
+
+
+def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str | None = None) -> list[Run]:
     """Read `path` with the first reader whose sniff accepts it, or with the reader `fmt` names
-    (a key of FORMAT_NAMES or a registered reader's name), sniff skipped."""
+    (a key of FORMAT_NAMES or a registered reader's name), sniff skipped. `select` names one run
+    of a store that holds several (its id or name)."""
     from .mlflow_store import uri_path
 
     p = Path(uri_path(path))  # MLflow's tracking URIs (sqlite:///mlflow.db, file:./mlruns) as paths
@@ -87,8 +92,10 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None) -> list[Run]
         except (OSError, ValueError, UnicodeDecodeError, RecursionError):
             ok = False
         if ok:
+            if select is not None and name not in SELECTABLE:
+                raise SourceError(f"{p}: --run selects a run in an MLflow store; this is a {name}")
             try:
-                runs = read(p)
+                runs = read(p) if select is None else read(p, select)
             except SourceError:
                 raise
             except RecursionError as e:

@@ -273,7 +273,21 @@ def _wanted(names: list[str]) -> list[str]:
     return [n for n in names if column_for(n) is not None]
 
 
-def _choose(runs: list[dict[str, Any]], where: str) -> tuple[dict[str, Any], list[str]]:
+def _select(runs: list[dict[str, Any]], where: str, want: str) -> dict[str, Any]:
+    """The run `want` names: its id, a prefix of the id, or its name (`--run`)."""
+    hits = [r for r in runs if str(r["id"]) == want] or \
+        [r for r in runs if str(r["id"]).startswith(want) or r.get("name") == want]
+    if len(hits) == 1:
+        return hits[0]
+    known = ", ".join(_label(r) for r in sorted(runs, key=lambda r: -(r["start"] or 0))[:5])
+    if not hits:
+        raise SourceError(f"{where}: no MLflow run with id or name {want!r} (runs here: {known or 'none'})")
+    raise SourceError(f"{where}: {len(hits)} MLflow runs match {want!r}; give more of the id (runs: {known})")
+
+
+def _choose(runs: list[dict[str, Any]], where: str, want: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    if want is not None:
+        return _select(runs, where, want), []
     live = [r for r in runs if not r["deleted"]]
     if not live:
         hint = (" (only deleted ones)" if runs else
@@ -289,7 +303,7 @@ def _choose(runs: list[dict[str, Any]], where: str) -> tuple[dict[str, Any], lis
     if len(live) > 1:
         others = [_label(r) for r in sorted(live, key=lambda r: -(r["start"] or 0)) if r is not chosen]
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-        hint = Msg("source.mlflow_hint_dir") if "dir" in chosen else Msg("source.mlflow_hint_store")
+        hint = Msg("source.mlflow_hint_dir") if "dir" in chosen else Msg("source.mlflow_hint_select")
         notes.append(Msg("source.mlflow_runs", n=len(live), chosen=_label(chosen), others=shown, hint=hint))
     return chosen, notes
 
@@ -403,7 +417,8 @@ def _status_note(info: dict[str, Any]) -> list[str]:
 
 
 @reader("MLflow tracking store", _sniff, priority=35)
-def read(path: Path) -> list[Run]:
+def read(path: Path, select: str | None = None) -> list[Run]:
+    """`select`: the id (or a prefix of it) or the name of the run to read, else the newest."""
     db = path if path.is_file() else _db_in(path)
     if db is not None:
         tables = _sqlite_tables(db)
@@ -414,7 +429,7 @@ def read(path: Path) -> list[Run]:
                               "MLflow tracking store")
         con = _connect(db)
         try:
-            info, notes = _choose(_db_runs(con), str(path))
+            info, notes = _choose(_db_runs(con), str(path), select)
             series, params = _read_db_run(con, info)
         except __import__("sqlite3").Error as e:
             raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
@@ -425,7 +440,7 @@ def read(path: Path) -> list[Run]:
             notes.append(Msg("source.mlflow_also_file_store", db=db.name))
     else:
         runs = [_file_run_info(d) for d in _run_dirs(path)]
-        info, notes = _choose(runs, str(path))
+        info, notes = _choose(runs, str(path), select)
         series, params = _read_file_run(info, notes)
         what = Msg("source.mlflow_run", id=str(info["id"]))
     _number_unstepped(series, notes)
