@@ -14,6 +14,40 @@ from torch import nn
 STEPS = 6
 
 
+def free_port() -> int:
+    """A TCP port free now on this host, for one test's process group."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_env(rank: int, world: int, port: int, **more: str) -> None:
+    """The environment a launcher (torchrun, Accelerate, deepspeed) gives each rank."""
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world), **more})
+    torch.set_num_threads(1)
+
+
+def tiny_gpt2_rows() -> tuple[nn.Module, torch.utils.data.Dataset]:
+    """A 1-layer GPT-2 from a config (same weights on every rank) and 64 random token rows."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids.clone()}
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                                       bos_token_id=0, eos_token_id=0))
+    return model, Rows()
+
+
 def _setup(rank: int, world: int, port: int) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
@@ -114,29 +148,17 @@ def fsdp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_s
 
 def hf_ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_step: int) -> None:
     """HF Trainer under DDP (Accelerate's multi-CPU mode, gloo), the callback on every rank."""
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)})
-    torch.set_num_threads(1)
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+    rank_env(rank, world, port)
+    from transformers import Trainer, TrainingArguments
 
     from lossdoctor.integrations.transformers import LossDoctorCallback
 
-    class Rows(torch.utils.data.Dataset):
-        def __len__(self):
-            return 64
-
-        def __getitem__(self, i):
-            ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
-            return {"input_ids": ids, "labels": ids.clone()}
-
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
-                                       bos_token_id=0, eos_token_id=0))
+    model, rows = tiny_gpt2_rows()
     cb = LossDoctorCallback(log_dir=Path(out) / "ld", alerts=False)
     args = TrainingArguments(output_dir=str(Path(out) / "out"), per_device_train_batch_size=4, max_steps=4,
                              logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
                              ddp_backend="gloo", disable_tqdm=True)
-    trainer = Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[cb])
+    trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[cb])
     trainer.train()
     logged = [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h]
     Path(out, f"rank{rank}.json").write_text(json.dumps(

@@ -15,11 +15,12 @@ torch's fp16 CPU kernels) is the real code.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 from torch import nn
+
+from dist_workers import rank_env, tiny_gpt2_rows
 
 NAN_RANK, NAN_STEP = 1, 3
 NAN_STEPS = 6
@@ -28,10 +29,7 @@ FP16_STEPS = 14
 
 
 def _setup(rank: int, world: int, port: int) -> None:
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
-                       "DS_ACCELERATOR": "cpu"})
-    torch.set_num_threads(1)
+    rank_env(rank, world, port, DS_ACCELERATOR="cpu")
     import deepspeed
 
     deepspeed.init_distributed(dist_backend="gloo")
@@ -192,25 +190,12 @@ def zero_worker(rank: int, world: int, port: int, out: str) -> None:
 def hf_worker(rank: int, world: int, port: int, out: str) -> None:
     """The HF Trainer with a DeepSpeed ZeRO-2 config on CPU (Accelerate's DeepSpeed plugin, gloo),
     two micro-batches per step, the callback on every rank."""
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
-                       "DS_ACCELERATOR": "cpu"})
-    torch.set_num_threads(1)
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+    rank_env(rank, world, port, DS_ACCELERATOR="cpu")
+    from transformers import Trainer, TrainingArguments
 
     from lossdoctor.integrations.transformers import LossDoctorCallback
 
-    class Rows(torch.utils.data.Dataset):
-        def __len__(self):
-            return 64
-
-        def __getitem__(self, i):
-            ids = torch.randint(0, 64, (16,), generator=torch.Generator().manual_seed(i))
-            return {"input_ids": ids, "labels": ids.clone()}
-
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
-                                       bos_token_id=0, eos_token_id=0))
+    model, rows = tiny_gpt2_rows()
     cb = LossDoctorCallback(log_dir=Path(out) / "ld", alerts=False)
     ds = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
           "train_batch_size": "auto", "gradient_clipping": "auto", "zero_optimization": {"stage": 2},
@@ -218,7 +203,7 @@ def hf_worker(rank: int, world: int, port: int, out: str) -> None:
     args = TrainingArguments(output_dir=str(Path(out) / "out"), per_device_train_batch_size=4, max_steps=4,
                              gradient_accumulation_steps=2, logging_steps=1, save_strategy="no", report_to=[],
                              use_cpu=True, deepspeed=ds, ddp_backend="gloo", disable_tqdm=True)
-    trainer = Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[cb])
+    trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[cb])
     trainer.train()
     logged = [h for h in trainer.state.log_history if "grad_norm" in h]
     Path(out, f"rank{rank}.json").write_text(json.dumps(

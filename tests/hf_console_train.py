@@ -1,6 +1,8 @@
-"""Run a real Hugging Face Trainer (GPT-2 from a config, CPU) with its console progress bar on, so a
-test can capture what a user's terminal or `nohup.out` holds: tqdm bars with `\\r`, the logged dicts
-printed by the Trainer's ProgressCallback, the final `train_runtime` dict.
+"""A real Hugging Face Trainer (GPT-2 from a config: 1 layer, 32 wide, CPU) on a tiny periodic
+sequence task, shared by the tests that read what the Trainer writes: trainer_state.json, the
+MLflow and TensorBoard callbacks' stores, and (run as a script) the console a user's terminal or
+`nohup.out` holds: tqdm bars with `\\r`, the logged dicts printed by the Trainer's ProgressCallback,
+the final `train_runtime` dict.
 
     python hf_console_train.py OUT_DIR LR OPTIM MAX_GRAD_NORM MAX_STEPS LOGGING_STEPS [EVAL_STEPS]
 """
@@ -8,10 +10,13 @@ printed by the Trainer's ProgressCallback, the final `train_runtime` dict.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
-def main(out: str, lr: float, optim: str, max_grad_norm: float, max_steps: int, logging_steps: int,
-         eval_steps: int = 0) -> None:
+def train(out: str, *, lr: float, optim: str, max_grad_norm: float, max_steps: int = 30, logging_steps: int = 1,
+          eval_steps: int = 0, report_to: tuple[str, ...] = (), save: bool = True, tqdm: bool = False) -> Any:
+    """Train and return the Trainer. Healthy: AdamW at 1e-3 with clipping; exploding: SGD at lr=2
+    without clipping (the gradient norm grows ~2 -> 1e7, then NaN)."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
@@ -31,14 +36,17 @@ def main(out: str, lr: float, optim: str, max_grad_norm: float, max_steps: int, 
             return {"input_ids": seqs[i], "labels": seqs[i]}
 
     extra = {"eval_strategy": "steps", "eval_steps": eval_steps} if eval_steps else {}
-    args = TrainingArguments(output_dir=out, max_steps=max_steps, per_device_train_batch_size=8,
+    saving = {"save_strategy": "steps", "save_steps": max_steps} if save else {"save_strategy": "no"}
+    args = TrainingArguments(output_dir=str(out), max_steps=max_steps, per_device_train_batch_size=8,
                              learning_rate=lr, optim=optim, max_grad_norm=max_grad_norm,
-                             lr_scheduler_type="constant", logging_steps=logging_steps,
-                             save_strategy="steps", save_steps=max_steps, report_to=[], use_cpu=True, disable_tqdm=False,
-                             **extra)
-    Trainer(model=model, args=args, train_dataset=Data(), eval_dataset=Data() if eval_steps else None).train()
+                             lr_scheduler_type="constant", logging_steps=logging_steps, report_to=list(report_to),
+                             use_cpu=True, disable_tqdm=not tqdm, **saving, **extra)
+    trainer = Trainer(model=model, args=args, train_dataset=Data(), eval_dataset=Data() if eval_steps else None)
+    trainer.train()
+    return trainer
 
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    main(a[0], float(a[1]), a[2], float(a[3]), int(a[4]), int(a[5]), int(a[6]) if len(a) > 6 else 0)
+    train(a[0], lr=float(a[1]), optim=a[2], max_grad_norm=float(a[3]), max_steps=int(a[4]),
+          logging_steps=int(a[5]), eval_steps=int(a[6]) if len(a) > 6 else 0, tqdm=True)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 
 import pytest
 
@@ -21,17 +20,12 @@ if not dist.is_available() or not dist.is_gloo_available():
 import torch.multiprocessing as mp  # noqa: E402
 
 import ds_workers as W  # noqa: E402
+from dist_workers import free_port  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

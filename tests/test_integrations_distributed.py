@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 from pathlib import Path
 
 import pytest
@@ -17,18 +16,13 @@ if not dist.is_available() or not dist.is_gloo_available():
 import torch.multiprocessing as mp  # noqa: E402
 
 import dist_workers  # noqa: E402
+from dist_workers import free_port  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
 from lossdoctor.integrations.launch import process_start_time, shared_run_name  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
 NAN_RANK, NAN_STEP = 1, 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spawn(fn, out: Path) -> list[dict]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import socket
 
 import pytest
 
@@ -18,17 +17,12 @@ import torch.multiprocessing as mp  # noqa: E402
 from torch import nn  # noqa: E402
 
 import dist_workers  # noqa: E402
+from dist_workers import free_port  # noqa: E402
 import ds_workers  # noqa: E402  (the same model and batches, measured without any wrapper)
 from lossdoctor import diagnose  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
 NAN_RANK, NAN_STEP = 1, 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.slow

@@ -9,45 +9,19 @@ import numpy as np
 import pytest
 
 from conftest import run_cli
+from hf_console_train import train
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
-
-
-def _train(out, *, lr: float, optim: str, max_grad_norm: float, logging_steps: int = 1,
-           max_steps: int = 30, report_to: tuple[str, ...] = ()) -> None:
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-
-    torch.manual_seed(0)
-    vocab = 64
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=vocab, n_positions=32))
-    g = torch.Generator().manual_seed(0)
-    base = torch.arange(16) % 8
-    seqs = [(base + torch.randint(0, 8, (1,), generator=g)) % vocab for _ in range(64)]
-
-    class Data(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(seqs)
-
-        def __getitem__(self, i):
-            return {"input_ids": seqs[i], "labels": seqs[i]}
-
-    args = TrainingArguments(output_dir=str(out), max_steps=max_steps, per_device_train_batch_size=8,
-                             learning_rate=lr, optim=optim, max_grad_norm=max_grad_norm,
-                             lr_scheduler_type="constant", logging_steps=logging_steps,
-                             save_strategy="steps", save_steps=max_steps, report_to=list(report_to), use_cpu=True,
-                             disable_tqdm=True)
-    Trainer(model=model, args=args, train_dataset=Data()).train()
 
 
 @pytest.fixture(scope="module")
 def hf_runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
     # healthy: AdamW at 1e-3 with the default clipping
-    _train(root / "healthy", lr=1e-3, optim="adamw_torch", max_grad_norm=1.0)
+    train(root / "healthy", lr=1e-3, optim="adamw_torch", max_grad_norm=1.0)
     # faulty: plain SGD at lr=2 without clipping: the gradient norm grows ~2 -> 1e7, then NaN
     # (also logged by the Trainer's own TensorBoard callback)
-    _train(root / "explode", lr=2.0, optim="sgd", max_grad_norm=0.0, report_to=("tensorboard",))
+    train(root / "explode", lr=2.0, optim="sgd", max_grad_norm=0.0, report_to=("tensorboard",))
     return root
 
 

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import logfaults
 from conftest import cli_env, run_cli
+from hf_console_train import train
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
 
@@ -178,30 +179,8 @@ def test_fault_curves_through_log_batch(tmp_path, tracking, name):
 
 
 def _hf_train(out, *, lr: float, optim: str, max_grad_norm: float) -> list[dict]:
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-
-    torch.manual_seed(0)
-    vocab = 64
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=vocab, n_positions=32))
-    g = torch.Generator().manual_seed(0)
-    base = torch.arange(16) % 8
-    seqs = [(base + torch.randint(0, 8, (1,), generator=g)) % vocab for _ in range(64)]
-
-    class Data(torch.utils.data.Dataset):
-        def __len__(self):
-            return len(seqs)
-
-        def __getitem__(self, i):
-            return {"input_ids": seqs[i], "labels": seqs[i]}
-
-    args = TrainingArguments(output_dir=str(out), max_steps=30, per_device_train_batch_size=8,
-                             learning_rate=lr, optim=optim, max_grad_norm=max_grad_norm,
-                             lr_scheduler_type="constant", logging_steps=1, save_strategy="no",
-                             report_to=["mlflow"], use_cpu=True, disable_tqdm=True)
-    trainer = Trainer(model=model, args=args, train_dataset=Data())
-    trainer.train()
-    return trainer.state.log_history
+    return train(out, lr=lr, optim=optim, max_grad_norm=max_grad_norm, report_to=("mlflow",),
+                 save=False).state.log_history
 
 
 @pytest.mark.parametrize("explode", [False, True], ids=["healthy", "explode"])
