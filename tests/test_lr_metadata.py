@@ -11,7 +11,8 @@ import csv
 import math
 
 import pytest
-import torch
+
+import lightning_kit
 
 from lossdoctor import diagnose
 from lossdoctor.sources import load_path
@@ -29,34 +30,9 @@ def _show(report):
 
 def _lightning_fit(root, *, lr: float, opt: str, steps: int = 40) -> None:
     """A real Lightning run: CSVLogger's metrics.csv, and hparams.yaml from save_hyperparameters."""
-    import lightning as L
-    from lightning.pytorch.callbacks import LearningRateMonitor
     from lightning.pytorch.loggers import CSVLogger
 
-    torch.manual_seed(0)
-
-    class Regressor(L.LightningModule):
-        def __init__(self, lr: float, optimizer: str):
-            super().__init__()
-            self.save_hyperparameters()
-            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-
-        def training_step(self, batch, i):
-            x, y = batch
-            loss = torch.nn.functional.mse_loss(self.net(x), y)
-            self.log("train_loss", loss)
-            return loss
-
-        def configure_optimizers(self):
-            return getattr(torch.optim, self.hparams.optimizer)(self.parameters(), lr=self.hparams.lr)
-
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(256, 8, generator=g)
-    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
-    trainer = L.Trainer(max_steps=steps, logger=CSVLogger(str(root)), callbacks=[LearningRateMonitor("step")],
-                        log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu")
-    trainer.fit(Regressor(lr, opt), data)
+    lightning_kit.fit(CSVLogger(str(root)), lr=lr, optimizer=opt, steps=steps, save_hparams=True)
 
 
 def test_lightning_hparams_name_the_optimizer_and_support_an_lr_finding(tmp_path):
@@ -151,9 +127,9 @@ def test_wandb_offline_run_config_names_the_optimizer(tmp_path):
 
 def test_hf_trainer_output_dir_with_llamafactory_training_args(tmp_path):
     import yaml
-    from test_sources_hf import _train
+    from hf_console_train import train
 
-    _train(tmp_path, lr=2.0, optim="sgd", max_grad_norm=0.0)  # a real Trainer: the grad norm explodes
+    train(tmp_path, lr=2.0, optim="sgd", max_grad_norm=0.0)  # a real Trainer: the grad norm explodes
     # LLaMA-Factory writes its arguments next to the Trainer's output as training_args.yaml
     # (yaml.safe_dump of the parsed arguments); the keys are the ones it writes
     (tmp_path / "training_args.yaml").write_text(yaml.safe_dump({

@@ -8,40 +8,16 @@ import json
 import numpy as np
 import pytest
 
+import lightning_kit
 from conftest import run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
 
 
 def _fit(root, lr: float, steps: int = 40) -> None:
-    import lightning as L
-    import torch
-    from lightning.pytorch.callbacks import LearningRateMonitor
     from lightning.pytorch.loggers import CSVLogger
 
-    torch.manual_seed(0)
-
-    class Regressor(L.LightningModule):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-
-        def training_step(self, batch, i):
-            x, y = batch
-            loss = torch.nn.functional.mse_loss(self.net(x), y)
-            self.log("train_loss", loss)
-            return loss
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=lr)
-
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(256, 8, generator=g)
-    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
-    trainer = L.Trainer(max_steps=steps, logger=CSVLogger(str(root)), callbacks=[LearningRateMonitor("step")],
-                        log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu")
-    trainer.fit(Regressor(), data)
+    lightning_kit.fit(CSVLogger(str(root)), lr=lr, steps=steps)
 
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import lightning_kit
 import logfaults
 from conftest import cli_env, run_cli
 from hf_console_train import train
@@ -394,39 +395,14 @@ def test_logged_model_metrics_are_not_a_run(tmp_path, tracking):
 def test_lightning_mlflow_logger(tmp_path, tracking):
     """Lightning's MLFlowLogger with LearningRateMonitor: `train_loss_step`/`train_loss_epoch` and
     `lr-SGD`, logged against the global step; hparams become params. The per-step loss is used."""
-    L = pytest.importorskip("lightning")
-    import torch
-    from lightning.pytorch.callbacks import LearningRateMonitor
+    pytest.importorskip("lightning")
     from lightning.pytorch.loggers import MLFlowLogger
 
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     tracking(uri)
-    torch.manual_seed(0)
     seen: list[float] = []
-
-    class Regressor(L.LightningModule):
-        def __init__(self, lr: float = 0.01, gradient_clip_val: float = 0.5):
-            super().__init__()
-            self.save_hyperparameters()
-            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-
-        def training_step(self, batch, i):
-            x, y = batch
-            loss = torch.nn.functional.mse_loss(self.net(x), y)
-            self.log("train_loss", loss, on_step=True, on_epoch=True)
-            seen.append(loss.item())
-            return loss
-
-        def configure_optimizers(self):
-            return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
-
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(256, 8, generator=g)
-    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
-    trainer = L.Trainer(max_steps=40, logger=MLFlowLogger(experiment_name="pl", tracking_uri=uri),
-                        callbacks=[LearningRateMonitor("step")], log_every_n_steps=1, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu")
-    trainer.fit(Regressor(), data)
+    lightning_kit.fit(MLFlowLogger(experiment_name="pl", tracking_uri=uri), lr=0.01, save_hparams=True,
+                      hparams={"gradient_clip_val": 0.5}, on_epoch=True, seen=seen)
     run = load_path(tmp_path / "mlflow.db")[0]
     assert run.meta["columns"]["loss"] == "train_loss_step" and run.meta["columns"]["lr"] == "lr-SGD"
     np.testing.assert_allclose(run.cols["loss"][run.logged("loss")], seen, rtol=1e-6)
