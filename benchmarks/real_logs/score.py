@@ -322,7 +322,10 @@ skipped), and its exclusion of non-finite norms up to the end of a log, were wri
 `hf_crystal_llm_plateau_gradnan.txt`, `hf_time_moe_intermittent_gradnan.txt` and
 `mmengine_xtuner_gradnan.log`; and the rule that "never improved from the start" needs a log that
 begins at the run's start, at `hf_glm4_gradnan_after_epochs.txt` (it stays a miss), checked against
-`nanogpt_gpt2_fp16_nan.md`, `gradnorm_tf_epoch_loss_nan.txt` and `litgpt_codellama_full_spike.txt`.
+`nanogpt_gpt2_fp16_nan.md`, `gradnorm_tf_epoch_loss_nan.txt` and `litgpt_codellama_full_spike.txt`;
+later still, the rule that on a mid-run excerpt an early jump counts only as a level shift (every later
+loss of the window >= 3x the first) was written at `hf_glm4_gradnan_after_epochs.txt` (now right) and
+checked against `litgpt_codellama_full_spike.txt` (still right).
 Those files are **in-sample**: their verdicts say little about logs lossdoctor has not seen. The console reader was also mended so that every file is
 read with the values of its source (`tests/test_real_logs.py`): that is reading, checked against
 numbers copied from the threads, not judging. The issue that asked for the scalar rules cites symptoms

@@ -64,7 +64,8 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     weights that did not move much did not diverge because of the LR (that is grad_explosion's
     or the architecture's story, e.g. an unstable recurrence).
     Suppressed: a run whose loss improves overall (noise is not divergence) for (c)/(d).
-    Suppressed: (b) on a log that does not begin where the run began (`shows_run_start`).
+    Suppressed: (b) on a log that does not begin where the run began (`shows_run_start`); there (a)
+    needs a level shift.
     The rules are tried in this order: (b), (a), then on >= 20 points (c), (e), (d).
     """
     if q.finite_loss.size < 3:
@@ -84,7 +85,7 @@ def _first_loss_ref(q: Quantities) -> tuple[float, float]:
 
 def shows_run_start(run: Run, q: Quantities) -> bool:
     """Whether the log begins where the run began: rule (b), "never improved from the start", needs
-    it (a jump, rule (a), is one wherever the log begins).
+    it; rule (a), "jumped over its first loss", asks more of an excerpt that does not.
     An excerpt pasted from mid-run does not: an HF console paste whose first epoch is >= 1, or a
     first logged step more than 50 steps and two logging intervals after step 0."""
     first_epoch = run.meta.get("first_epoch")
@@ -134,7 +135,10 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
 
 def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     """(a) a loss in the first 10 steps >= 3x the first that stays up, comes with big updates, or
-    runs into a non-finite step within 20 steps."""
+    runs into a non-finite step within 20 steps. On a mid-run excerpt (`shows_run_start` false) the
+    first loss is one noisy batch of a trained model, not the loss before any update, and 3x of a
+    low fine-tuning loss (0.06 -> 0.19) is within its batch-to-batch spread: there the jump counts
+    only as a level shift, every later loss of the window staying >= 3x the first (1.70 -> 10-12)."""
     loss, lf = q.loss, q.finite_loss
     first_loss, _ = _first_loss_ref(q)
     head = lf[lf < min(q.n, 11)]
@@ -147,6 +151,8 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     before = float(np.median(loss[lf[lf < j]]))
     after = lf[(lf > j) & (lf <= j + 20)]
     stays = after.size >= 3 and float(np.median(loss[after])) >= 1.5 * max(first_loss, before)
+    if not shows_run_start(run, q) and not (after.size >= 3 and float(loss[after].min()) >= 3 * first_loss):
+        return []
     ratio_j = _ratio_median(run, 0, j + 2)
     if not (stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20)):
         return []
