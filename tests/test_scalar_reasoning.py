@@ -395,3 +395,16 @@ def test_at_the_runs_own_chance_level_names_it_once(tmp_path):
     sentence = next(e for e in f.evidence if getattr(e, "key", "").startswith("scalars.flat.chance"))
     assert sentence.key == "scalars.flat.chance_run" and f"the run's chance level ({level:.5g})" in sentence
     assert "随机水平" in sentence.render("zh") and "chance level" not in sentence.render("zh")
+
+
+def test_mid_run_excerpt_jump_needs_a_level_shift(tmp_path):
+    """An excerpt from step 1000 on: its first loss is one batch of a trained model. A wobble
+    (0.06 -> 0.19, back to 0.10) is no lr_too_high; a level shift (1.7 -> 10-12, never back) is.
+    The same wobble at the run's start (step 0) still is the early-jump rule's."""
+    wobble = [0.0618, 0.1924, 0.1147, 0.1006, 0.1459, 0.1210, 0.0990]
+    shift = [1.70, 11.46, 11.75, 11.50, 11.48, 12.19, 10.02, 10.94]
+    for start, losses, expect in ((1000, wobble, False), (1000, shift, True), (0, wobble, True)):
+        rows = [(start + i, v, 1.0, 2.6e-4) for i, v in enumerate(losses)]
+        r = diagnose(_write(tmp_path / f"{start}-{len(losses)}.csv", rows))
+        causes = [(f.cause, f.symptom) for f in r.findings]
+        assert (("lr_too_high", "divergence") in causes) == expect, (start, losses, causes)
