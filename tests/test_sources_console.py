@@ -323,6 +323,39 @@ def torchtitan_log(curve: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def composer_log(curve: dict) -> str:
+    """MosaicML Composer composer/loggers/console_logger.py `log_to_console`: `log_str =
+    f'{progress}' + ':'`, then per metric `log_str += f'\\n\\t {prefix}{data_name}: {data_str}'`
+    with prefix 'Train ' and the progress `f'[{unit.name.lower()}={curr_duration}/{total}]'`; values
+    by `format_log_data_value` (floats `f'{data:.4f}'`). `time/batch` is read before the trainer
+    counts the batch; `l2_norm/grad/global` is its OptimizerMonitor's, `lr-DecoupledAdamW/group0` its
+    LRMonitor's. Evaluation blocks in between (`[Eval batch=1/4] Eval on eval data`)."""
+    n = len(curve["step"])
+    out = ["******************************", "Config:", "max_duration: 1000ba", "******************************"]
+    for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"]):
+        block = f"[batch={int(s)}/{n}]:"
+        for name, v in (("time/batch", int(s) - 1), ("loss/train/total", loss), ("l2_norm/grad/global", gn),
+                        ("lr-DecoupledAdamW/group0", lr)):
+            block += f"\n\t Train {name}: {v if isinstance(v, int) else f'{v:.4f}'}"
+        out.append(block)
+        if s % 25 == 0:
+            out += ["[Eval batch=1/4] Eval on eval data", "[Eval batch=4/4] Eval on eval data:",
+                    f"\t Eval metrics/eval/LanguageCrossEntropy: {loss + 0.1:.4f}"]
+    return "\n".join(out) + "\n"
+
+
+def swift_log(curve: dict) -> str:
+    """ms-swift's console: the Trainer's logs dict printed with its own fields, the step only in
+    `'global_step/max_steps': 'N/M'` (as in modelscope/ms-swift issue 2280's pasted lines)."""
+    n = len(curve["step"])
+    return "".join(
+        f"{{'loss': {loss:.8g}, 'token_acc': 0.5, 'grad_norm': {gn:.8g}, 'learning_rate': {lr:.4g}, "
+        f"'memory(GiB)': 65.89, 'train_speed(iter/s)': 0.025912, 'epoch': {s / n:.2f}, "
+        f"'global_step/max_steps': '{int(s)}/{n}', 'percentage': '{100 * s / n:.2f}%', 'elapsed_time': '14s', "
+        f"'remaining_time': '8h 17m 1s'}}\n"
+        for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"]))
+
+
 def generic_logs(curve: dict) -> dict[str, str]:
     """Trainers nobody listed: the same fields with other separators."""
     pipes, eq, spaces = [], [], []
@@ -333,11 +366,12 @@ def generic_logs(curve: dict) -> dict[str, str]:
     return {"pipes": "\n".join(pipes) + "\n", "eq": "\n".join(eq) + "\n", "spaces": "\n".join(spaces) + "\n"}
 
 
-@pytest.mark.parametrize("kind", ["nanoGPT", "litgpt", "mlx-lm", "torchtitan", "pipes", "eq", "spaces"])
+@pytest.mark.parametrize("kind", ["nanoGPT", "litgpt", "mlx-lm", "torchtitan", "composer", "swift", "pipes", "eq",
+                                  "spaces"])
 def test_trainer_print_formats(tmp_path, kind):
     curve = logfaults.grad_explosion()
-    text = {"nanoGPT": nanogpt_log, "litgpt": litgpt_log, "mlx-lm": mlx_log, "torchtitan": torchtitan_log}.get(
-        kind, lambda c: generic_logs(c)[kind])(curve)
+    text = {"nanoGPT": nanogpt_log, "litgpt": litgpt_log, "mlx-lm": mlx_log, "torchtitan": torchtitan_log,
+            "composer": composer_log, "swift": swift_log}.get(kind, lambda c: generic_logs(c)[kind])(curve)
     p = tmp_path / "train.out"
     p.write_text(text)
     run = load_path(p)[0]
@@ -350,8 +384,12 @@ def test_trainer_print_formats(tmp_path, kind):
     else:
         assert list(run.steps) == list(curve["step"] + offset)
         np.testing.assert_allclose(run.cols["loss"], curve["loss"], rtol=2e-3, equal_nan=True)
-    if kind in ("torchtitan", "pipes", "eq", "spaces"):
+    if kind in ("torchtitan", "composer", "swift", "pipes", "eq", "spaces"):
         np.testing.assert_allclose(run.cols["grad_norm"], curve["grad_norm"], rtol=2e-3, equal_nan=True)
+    if kind == "composer":  # four printed decimals: an LR under 0.005 is left out, not read as 0.0000
+        assert run.meta["framework"] == "composer" and any(f"read {n} Composer metric blocks" in x for x in run.notes)
+        assert (np.asarray(curve["lr"]) < 0.005).all() and not run.has("lr")  # this curve's LR: 1e-5..1e-3
+        assert any(getattr(x, "key", "") == "console.composer_rounded" for x in run.notes)
     if kind in ("nanoGPT", "litgpt", "mlx-lm", "torchtitan"):
         assert run.meta["framework"] == kind
         assert any(f"{len(curve['step'])} {kind} lines" in n or f" {kind} lines" in n for n in run.notes)
@@ -714,3 +752,22 @@ def test_folder_with_no_console_log_is_one_line_exit_2(tmp_path):
     (tmp_path / "readme.txt").write_text("hello\nworld\n")
     r = run_cli("diagnose", str(tmp_path))
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_composer_values_too_small_for_four_decimals_are_left_out(tmp_path):
+    """Composer prints `f'{data:.4f}'`: an LR of 2e-5 reads 0.0000 and must not become "LR zero";
+    an LR of 0.02 reads right. Steps: the header's batch, `[epoch=E][batch=b/T]` counts on from
+    earlier epochs, a `[token=...]` header takes `time/batch` + 1."""
+    blocks = []
+    for e, lr in ((1, 2e-5), (2, 0.02)):
+        for b in (1, 2):
+            blocks.append(f"[epoch={e}][batch={b}/2]:\n\t Train time/batch: {(e - 1) * 2 + b - 1}\n"
+                          f"\t Train loss/train/total: {3.0 - 0.1 * b:.4f}\n\t Train lr-AdamW/group0: {lr:.4f}")
+    blocks.append("[token=4096/99999]:\n\t Train time/batch: 4\n\t Train loss/train/total: 2.7000")
+    p = tmp_path / "composer.log"
+    p.write_text("\n".join(blocks) + "\n")
+    [run] = load_path(p)
+    assert list(run.steps) == [1, 2, 3, 4, 5]
+    np.testing.assert_array_equal(run.logged("lr"), [False, False, True, True, False])
+    assert run.cols["lr"][2] == 0.02
+    assert any(getattr(n, "key", "") == "console.composer_rounded" and "2 LR" in n for n in run.notes)

@@ -130,6 +130,12 @@ CONSOLE = {
     "console.kind_mlx_lm": ("mlx-lm lines", "mlx-lm 行"),
     "console.kind_torchtitan": ("torchtitan lines", "torchtitan 行"),
     "console.kind_keras": ("Keras progress lines", "Keras 进度行"),
+    "console.kind_composer": ("Composer metric blocks", "Composer 指标块"),
+    "console.composer_rounded": (
+        "{n} LR or gradient-norm values below {below} left out: Composer prints four decimals, too few to read "
+        "them (log to W&B, MLflow or TensorBoard for the full values)",
+        "{n} 个低于 {below} 的 LR 或 grad norm 值未读取：Composer 只打印四位小数，不足以读准（完整数值请看 W&B、"
+        "MLflow 或 TensorBoard 的记录）"),
     "console.kind_key_value": ("lines with a step and named metrics", "带 step 和具名指标的行"),
     "console.n_kind": ("{n} {kind}", "{n} 条 {kind}"),
     "console.nothing": ("nothing", "什么也没有"),

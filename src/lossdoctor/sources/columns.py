@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
 from ..messages import Msg
+from ..records import to_float
 
 #: canonical spelling (after `normalise`) -> (column, rank); lower rank wins.
 _ALIASES: dict[str, tuple[str, int]] = {}
@@ -31,8 +33,19 @@ def _add(column: str, rank: int, *names: str) -> None:
 
 
 #: step-axis names, best first (an explicit global step beats a logger's own row counter)
-STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "current_steps", "step", "iteration",
-              "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step")
+STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "current_steps", "global_step/max_steps",
+              "step", "iteration", "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step")
+#: a step written as "done/total" (ms-swift's `'global_step/max_steps': '15/500'`)
+_STEP_OF_TOTAL = re.compile(r"\s*(\d+)\s*/\s*\d+\s*$")
+
+
+def step_number(v: Any) -> float:
+    """A logged step as a number: a number, a numeric string, or "done/total" (its done)."""
+    if isinstance(v, str):
+        m = _STEP_OF_TOTAL.match(v)
+        if m is not None:
+            return float(m.group(1))
+    return to_float(v)
 
 #: words that mark a metric as evaluation, not training
 _EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|valid|validation|test|dev)([/_ .-]|$)")

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from ..records import to_float
-from .columns import column_for, normalise, step_rank
+from .columns import column_for, normalise, step_number, step_rank
 
 #: the columns a console line can fill
 METRICS = ("loss", "grad_norm", "lr", "scale")
@@ -197,7 +197,7 @@ def hf_dict(text: str) -> dict[str, Any] | None:
             value = value[1:-1]
         col, rank = hit
         if col == "step":
-            v = to_float(value)
+            v = step_number(value)
             if v == v and v >= 0:
                 row["step"] = int(v)
             continue

@@ -41,6 +41,7 @@ import numpy as np
 from ..messages import Msg
 from ..records import Run, from_columns
 from .registry import SourceError, reader
+from . import composer as co
 from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
@@ -76,10 +77,12 @@ KINDS = {
     "mlx-lm": Msg("console.kind_mlx_lm"),
     "torchtitan": Msg("console.kind_torchtitan"),
     "keras": Msg("console.kind_keras"),
+    "composer": Msg("console.kind_composer"),
     "key-value": Msg("console.kind_key_value"),
 }
 LOOKED_FOR = ("Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSpeed lines, nanoGPT/"
-              "litgpt/mlx-lm/torchtitan/Keras lines, or lines with a step counter and a loss, grad norm or lr")
+              "litgpt/mlx-lm/torchtitan/Keras lines, Composer metric blocks, or lines with a step counter and a "
+              "loss, grad norm or lr")
 
 
 class ConsoleParser:
@@ -89,6 +92,7 @@ class ConsoleParser:
         self.rows: list[dict[str, Any]] = []
         self.megatron = mg.MegatronLines()  # the arguments block, dropped losses
         self.deepspeed = ds.DeepSpeedLines()  # skipped-step counts, which rank's overflows are read
+        self.composer = co.ComposerLines()  # the metric block being read
         self.counts: Counter[str] = Counter()
         self.ignored = 0  # segments with text that no pattern used
         self.eval_dicts = 0
@@ -129,6 +133,9 @@ class ConsoleParser:
 
     def _line(self, text: str) -> None:
         if self.megatron.argument_line(text):
+            return
+        if (text[:1] == "[" or self.composer.block is not None or self.composer.in_eval) \
+                and self._composer(text):
             return
         if text[:1].isdigit() and " - " in text:
             keras = cl.keras_bar(text)
@@ -196,6 +203,16 @@ class ConsoleParser:
         self.ignored += 1
 
     # --- kinds of lines ------------------------------------------------------------------
+
+    def _composer(self, text: str) -> bool:
+        consumed = self.composer.line(text)
+        for row in self.composer.drain():
+            self.counts["composer"] += 1
+            if row["step"] is None:
+                self._wait_for_step(row)
+            else:
+                self._add(row, marker=True)
+        return consumed
 
     def _keras(self, batch: int, per_epoch: int, metrics: dict[str, Any]) -> None:
         """Keras counts batches within an epoch: the step is (epoch - 1) * batches per epoch + batch."""
@@ -298,6 +315,7 @@ class ConsoleParser:
         self.bar_before, self.bar_tail = None, []
 
     def finish(self) -> None:
+        self._composer("")  # the last block ends with the log
         if self.bar_done:  # a bar that stopped short of its total was cut, not closed: its last draw is a step
             self._drop_closing_render()
         self._flush_pending()
@@ -364,6 +382,7 @@ class ConsoleParser:
             out.append(Msg("console.spaced", n=how["spaced"]))
         out.extend(self.deepspeed.placement_notes())
         out.extend(self.megatron.notes())
+        out.extend(self.composer.notes())
         nan_filter = [r["step"] for r in self.rows if r.get("_nan_filter")]
         if nan_filter:
             out.append(filtered_nan_note(min(nan_filter)))
@@ -396,7 +415,7 @@ def _framework(p: ConsoleParser) -> str:
     if c["ds_step"] or c["ds_overflow"] or c["grad_overflow"]:
         if not any(c[k] for k in ("tqdm", "nanoGPT", "litgpt", "mlx-lm", "torchtitan", "keras", "key-value")):
             return "deepspeed"
-    named = [k for k in ("nanoGPT", "litgpt", "mlx-lm", "torchtitan", "keras") if c[k]]
+    named = [k for k in ("nanoGPT", "litgpt", "mlx-lm", "torchtitan", "keras", "composer") if c[k]]
     if named:
         return max(named, key=lambda k: c[k])
     return "tqdm" if c["tqdm"] else "console"
@@ -466,7 +485,7 @@ def _sniff(p: Path) -> bool:
     parser = ConsoleParser()
     for i, seg in enumerate(segments(_Bytes(data[:_SNIFF_CONSOLE_BYTES]))):
         parser.feed(seg)
-        if parser.rows or parser.pending is not None:
+        if parser.rows or parser.pending is not None or parser.composer.holding():
             return True
         if i > _SNIFF_SEGMENTS:
             break

@@ -26,7 +26,7 @@ import orjson
 from ..messages import Msg
 from ..records import Run, from_columns, to_float
 from .registry import SourceError, reader
-from .columns import SIGNAL_NAMES, column_for, map_names, step_rank
+from .columns import SIGNAL_NAMES, column_for, map_names, step_number, step_rank
 from .files import head, json_array_prefix, looks_binary, read_bytes, text_head
 
 #: columns whose absence is worth a note (the detectors say more precisely what they skip)
@@ -98,7 +98,7 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
                 if steps.shape != (len(sv),):
                     raise ValueError("not one step per row")
             except (TypeError, ValueError, OverflowError):
-                steps = np.array([to_float(x) for x in sv], dtype=np.float64)
+                steps = np.array([step_number(x) for x in sv], dtype=np.float64)
         missing = int(np.isnan(steps).sum())
         if missing == len(steps):
             notes.append(Msg("source.step_column_empty", column=repr(mapping.step)))
