@@ -118,7 +118,31 @@ def key_values(text: str) -> dict[str, Any] | None:
         row["step"] = _pick_step(counters)
         if len(counters) > 1 and row["step"] != min(counters)[1]:
             row["_finer_counter"] = True
+    eb = epoch_batch_step(text) if "[" in text else None
+    if eb is not None:  # the batch within an epoch, counted on from the epochs before
+        row["step"] = eb
+        row.pop("_epoch", None)
+        row.pop("_finer_counter", None)
     return row
+
+
+#: an epoch counter followed by the batch within it: mmengine `Epoch(train)  [2][ 50/788]` and mmcv
+#: `Epoch [1][100/62598]` (epochs and iterations from 1); timm `Train: 0 [  50/1251 (  4%)]`
+#: (`f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch} ...]'`, both from 0)
+_EPOCH_BATCH = re.compile(r"\bEpoch(?:\(train\))?\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+                          r"|^Train:\s*(\d+)\s*\[\s*(\d+)\s*/\s*(\d+)\b")
+
+
+def epoch_batch_step(text: str) -> int | None:
+    """The optimizer steps done at a line that counts batches within epochs, else None."""
+    m = _EPOCH_BATCH.search(text)
+    if m is None:
+        return None
+    if m.group(1) is not None:
+        epoch, batch, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
+        return (max(epoch, 1) - 1) * per_epoch + batch
+    epoch, batch, per_epoch = int(m.group(4)), int(m.group(5)), int(m.group(6))
+    return epoch * per_epoch + batch + 1
 
 
 def _pick_step(counters: list[tuple[int, int]]) -> int:
