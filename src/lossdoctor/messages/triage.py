@@ -133,6 +133,16 @@ TEMPLATES = {
     "triage.state.fix_lower_lr": (
         "lower the learning rate (now {lr}), e.g. to {to}: the updates grew the weights until this step overflowed",
         "降低学习率（当前为 {lr}），例如降到 {to}：之前的更新让权重不断变大，直到这一步溢出"),
+    "triage.state.eps_underflows": (
+        "the optimizer's eps={eps} is below the smallest normal {dtype} number, the dtype its second moment is "
+        "kept in: where that moment underflows to 0, sqrt(v) + eps is 0 and the update divides by zero",
+        "optimizer 的 eps={eps} 小于 {dtype}（二阶矩所用的 dtype）能表示的最小正规数：二阶矩下溢成 0 的地方，"
+        "sqrt(v) + eps 等于 0，更新就是除以 0"),
+    "triage.state.fix_eps": (
+        "raise the optimizer's eps to {eps:g} (now {now}) so it survives in {dtype}, or keep the optimizer state "
+        "in fp32 (fp32 master weights with autocast)",
+        "把 optimizer 的 eps 调大到 {eps:g}（现在是 {now}），让它在 {dtype} 中不被舍入成 0；或者把优化器状态保持在 fp32"
+        "（fp32 master weights 加 autocast）"),
     "triage.overflow.fix_scale": (
         "normalise the input of {where} (LayerNorm) or scale its weights down; check the initialisation",
         "对 {where} 的输入做归一化（LayerNorm）或缩小它的权重；检查初始化"),

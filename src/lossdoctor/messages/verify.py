@@ -14,6 +14,8 @@ TEMPLATES = {
     "verify.fix.code": ("this fix", "这个修复"),
     # what a replay did from the incident step on
     "verify.outcome.nonfinite": ("{loss} at {step}", "第 {step} 步为 {loss}"),
+    "verify.outcome.skips": ("the GradScaler skips {n} steps in a row up to step {step}",
+                             "GradScaler 连续跳过 {n} 步，直到第 {step} 步"),
     "verify.outcome.bad": ("the loss spikes to {loss} at {step}", "第 {step} 步 loss 跳到 {loss}"),
     "verify.outcome.loss_after": ("loss {loss} {n} steps later", "{n} 步后 loss 为 {loss}"),
     "verify.outcome.not_recovered": (

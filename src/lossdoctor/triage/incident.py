@@ -451,6 +451,8 @@ class Triage:
         record["level"] = "replay"
         if bvs.get("verdict") == "state":
             _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer))
+        if not spike:
+            _eps_first(findings, self.optimizer)
         if self.policy == "skip":
             record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
@@ -617,6 +619,34 @@ def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], re
         if vs in f.evidence:
             f.evidence.remove(vs)
             f.evidence.insert(0, vs)
+
+
+def eps_underflow(optimizer: Any) -> tuple[float, str, float] | None:
+    """(eps, dtype, an eps that survives) when an optimizer's eps is below the smallest normal
+    number of the dtype its second moment is kept in (fp16: 6.1e-5): sqrt(v) + eps is then 0 where
+    v underflowed to 0, and the update m / 0 is inf or NaN. None when the eps is safe."""
+    for group in getattr(optimizer, "param_groups", []):
+        eps = group.get("eps")
+        if not isinstance(eps, float) or eps <= 0:
+            continue
+        for p in group.get("params", []):
+            state = optimizer.state.get(p, {}) if hasattr(optimizer, "state") else {}
+            t = next((v for k, v in state.items() if "sq" in k and isinstance(v, torch.Tensor)), p)
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and eps < torch.finfo(t.dtype).tiny:
+                tiny = torch.finfo(t.dtype).tiny
+                return eps, str(t.dtype).replace("torch.", ""), 10.0 ** math.ceil(math.log10(tiny))
+    return None
+
+
+def _eps_first(findings: list[Finding], optimizer: Any) -> None:
+    """An optimizer eps that rounds to 0 in its state's dtype: said, and its fix put first."""
+    found = eps_underflow(optimizer)
+    if found is None:
+        return
+    eps, dtype, safe = found
+    for f in findings:
+        f.evidence.append(Msg("triage.state.eps_underflows", eps=eps, dtype=dtype))
+        f.fixes.insert(0, Msg("triage.state.fix_eps", eps=safe, now=eps, dtype=dtype))
 
 
 def _current_lr(optimizer: Any) -> float | None:

@@ -62,6 +62,7 @@ class Trajectory:
 
     losses: dict[int, float] = field(default_factory=dict)
     first_bad: int | None = None
+    skips_at_bad: int = 0             # the scaler's skips in a row at first_bad
     end: int | None = None            # the last step replayed
     error: str | None = None
 
@@ -210,7 +211,7 @@ def _replay_steps(plan: Plan, fix: Fix | None, scaler: Any) -> Trajectory:
         # (unless it does so step after step: `skips`), not the incident again; without one, a
         # non-finite gradient is
         if step >= plan.step and tr.first_bad is None and plan.bad(value, finite or scaler is not None, skips):
-            tr.first_bad = step
+            tr.first_bad, tr.skips_at_bad = step, skips
         if e.stepped or scaler is not None:
             _step(plan, e, fix, params, scaler, exact=fix is None or (fix.kind in DATA_FIXES and step < plan.step))
         ws.zero_grad()
@@ -250,6 +251,8 @@ def _outcome(tr: Trajectory, step: int) -> Msg:
         loss = tr.losses.get(tr.first_bad, math.nan)
         if not math.isfinite(loss):
             return Msg("verify.outcome.nonfinite", loss=loss, step=tr.first_bad)
+        if tr.skips_at_bad > 1:  # a loss-scale collapse again
+            return Msg("verify.outcome.skips", n=tr.skips_at_bad, step=tr.first_bad)
         return Msg("verify.outcome.bad", loss=loss, step=tr.first_bad)
     after = tr.tail(step)
     n = (tr.end or step) - step
