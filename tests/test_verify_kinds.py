@@ -249,6 +249,7 @@ def test_each_lr_sentence_says_the_lr_it_suggests_and_the_one_it_starts_from_as_
         fix = parse_fix(text, 0, f)
         assert (fix.kind, fix.lr, fix.lr_now) == ("lr", lr, now), text
     assert parse_fix(Msg("lr.fix.lower_by", x=10), 0, f).lr_factor == pytest.approx(0.1)
+    assert parse_fix(Msg("scalars.surge.fix_lr", lr=0.3), 0, f).lr_factor == pytest.approx(1 / 3)
     # a warm-up sentence that mentions the clipping already in place is not a clipping fix
     assert parse_fix(Msg("lr.fix_warmup_already_clipped", max_norm=1.0), 0, f).kind == "code"
     assert parse_fix(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), 0, f).init_scale \

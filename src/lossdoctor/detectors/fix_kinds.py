@@ -36,6 +36,8 @@ LR_KEYS = {
 }
 #: LR sentences that say a factor instead: key -> the value holding the factor the LR is divided by
 LR_DIVIDE_KEYS = {"lr.fix.lower_by": "x"}
+#: LR sentences whose factor is in the sentence's own words (the key says which): key -> the factor
+LR_FACTOR_KEYS = {"scalars.surge.fix_lr": 1 / 3}
 #: sentences that keep one module out of fp16/bf16: key -> the value holding the module's name
 FP32_KEYS = {"triage.overflow.fix_module_fp32": "module", "triage.backward.fix_module_fp32": "module",
              "nonfinite.fix_layer_out_of_fp16": "layer", "precision.fix_layer_out_of_fp16": "layer"}
@@ -133,6 +135,8 @@ def _lr_fix(key: str | None, values: dict[str, Any], index: int | None) -> Fix |
         new, now = LR_KEYS[key]
         if _number(values, new) is not None:
             return Fix("lr", index, lr=_number(values, new), lr_now=_number(values, now))
+    if key in LR_FACTOR_KEYS:
+        return Fix("lr", index, lr_factor=LR_FACTOR_KEYS[key])
     if key in LR_DIVIDE_KEYS:
         x = _number(values, LR_DIVIDE_KEYS[key])
         return Fix("lr", index, lr_factor=1 / x) if x and x > 0 else None
