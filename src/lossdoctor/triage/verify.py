@@ -9,12 +9,18 @@ candidate fix. A fix is *verified* when its replay is finite from the incident s
 the window, the incident does not come back (no NaN/Inf, no spike), and the loss at the end of the
 window is at or below its level before the incident.
 
-Which fixes a replay can try: a change of training state (the LR scaled to the suggested value,
-`clip_grad_norm_` at the suggested `max_norm`, both applied from the snapshot on, as they would be
-after restoring that checkpoint) or of the data (the offending samples dropped from the batch of
-the incident step, or that batch skipped). A fix that is a change of code is marked "not verifiable
-by replay" with the reason. State fixes replace the replay's emulation of the loop's own clipping
-(that factor was read from the logged trajectory, which a fixed run leaves).
+Which fixes a replay can try (detectors/fix_kinds.py reads them from the fix sentences' data): a
+change of training state (the LR scaled to the suggested value, `clip_grad_norm_` at the suggested
+`max_norm`, a fresh GradScaler with the suggested `init_scale`/`growth_interval`, the optimizer's
+`eps`, one module run in fp32 with autocast off for it and its inputs cast to float32; all applied
+from the snapshot on, as they would be after restoring that checkpoint) or of the data (the
+offending samples dropped from the batch of the incident step, or that batch skipped). A fix that
+is a change of code is marked "not verifiable by replay" with the reason. State fixes replace the
+replay's emulation of the loop's own clipping (that factor was read from the logged trajectory,
+which a fixed run leaves).
+
+For a loss-scale collapse the incident is the GradScaler skipping as many steps in a row as it did
+when the incident fired: a replay with a fix that does the same again did not help.
 
 The unfixed replay is the control: while it agrees with the logged losses before the incident the
 replay is faithful; if it diverges from the log, or the incident step does not fail again, no
