@@ -45,6 +45,8 @@ def _assert_checks_point_at_their_fix(f: Finding) -> None:
         for name, value in fix.values().items():
             if name != "samples":
                 assert c.get(name) == pytest.approx(value), (name, f.fixes[c["fix"]], c)
+    listed = [c["verdict"] for c in f.fix_checks]
+    assert listed == sorted(listed, key=["verified", "did_not_help", "not_checked", "not_verifiable"].index)
     verdicts = {c["fix"]: c["verdict"] for c in f.fix_checks}
     ranks = [RANK.get(verdicts.get(i, ""), 1) for i in range(len(f.fixes))]
     assert ranks == sorted(ranks), (f.fixes, f.fix_checks)

@@ -167,6 +167,8 @@ def same_fix(a: str, b: str, fa: Finding, fb: Finding) -> bool:
 #: verified first; then the fixes nobody could check (a code change may well be the answer); a fix
 #: the replay showed not to help last
 _RANK = {"verified": 0, "not_checked": 1, "not_verifiable": 1, "did_not_help": 2}
+#: the order of `fix_checks` itself (as triage/verify.py's `order_checks`)
+_CHECK_RANK = {"verified": 0, "did_not_help": 1, "not_checked": 2, "not_verifiable": 3}
 
 
 def order_by_verdict(finding: Finding) -> None:
@@ -185,5 +187,7 @@ def order_by_verdict(finding: Finding) -> None:
     order = sorted(range(len(finding.fixes)), key=lambda i: (_RANK.get(verdict.get(i, ""), 1), i))
     new_place = {old: new for new, old in enumerate(order)}
     finding.fixes = [finding.fixes[i] for i in order]
-    finding.fix_checks = [{**c, "fix": new_place[c["fix"]]} if isinstance(c.get("fix"), int)
-                          and c["fix"] in new_place else dict(c) for c in checks]
+    moved = [{**c, "fix": new_place[c["fix"]]} if isinstance(c.get("fix"), int) and c["fix"] in new_place
+             else dict(c) for c in checks]
+    # the checks themselves, verified first as the contract has them (stable within a verdict)
+    finding.fix_checks = sorted(moved, key=lambda c: _CHECK_RANK.get(c.get("verdict", ""), 4))
