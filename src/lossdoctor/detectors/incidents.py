@@ -11,6 +11,11 @@ re-reads the live flags the detectors
 also read: it adds the sentence about what replay would add to the detectors' finding of that step
 (or of that symptom), and stands on its own only when no detector found anything of that symptom.
 
+Verified fixes survive the merge: when an incident's finding is merged into a detector's, the
+verdicts of its fixes (`fix_checks`) go onto the same fixes of the detector's finding, a verified
+fix it lacks is added, and its fixes are ordered by verdict. The verdicts an on-demand verification
+gave the detectors' own fixes (kept in the record's `verification.findings`) go back onto them too.
+
 Torch-free: the offline CLI reads incident records too.
 """
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 from ..findings import Finding, importance_key
 from ..messages import Msg
 from ..records import Run
+from .fix_kinds import order_by_verdict, same_fix
 
 MAX_CONTEXT = 2
 MAX_STATE_LINES = 3
@@ -78,4 +84,52 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
                         setattr(target, attr, getattr(inc, attr))
             new = [e for e in inc.evidence if e not in target.evidence]
             target.evidence.extend(new[-1:] if level == "live" else new[:MAX_STATE_LINES])
+            carry_checks(inc, target)
+    for f in verified_elsewhere(run):
+        for target in keep:
+            if (target.cause, target.step) == (f.cause, f.step):
+                carry_checks(f, target, add=False)
     return keep
+
+
+def carry_checks(src: Finding, target: Finding, add: bool = True) -> None:
+    """The verdicts of `src`'s fixes onto `target`: each check goes to the target's fix that asks
+    for the same change (same kind and values: the message data, never the English); a verified fix
+    the target does not have is added to its fixes with its check (`add`). Then the target's fixes
+    are ordered by verdict. A fix of the target that already has a check keeps it."""
+    if not src.fix_checks:
+        return
+    checks = list(target.fix_checks or [])
+    checked = {c.get("fix") for c in checks}
+    for c in src.fix_checks:
+        i = c.get("fix")
+        if not isinstance(i, int) or not 0 <= i < len(src.fixes):
+            continue
+        text = src.fixes[i]
+        j = next((j for j, t in enumerate(target.fixes) if same_fix(text, t, src, target)), None)
+        if j is None and add and c.get("verdict") == "verified":
+            target.fixes.append(text)
+            j = len(target.fixes) - 1
+        if j is not None and j not in checked:
+            checks.append({**c, "fix": j})
+            checked.add(j)
+    if checks:
+        target.fix_checks = checks
+        order_by_verdict(target)
+
+
+def verified_elsewhere(run: Run) -> list[Finding]:
+    """The detectors' findings an incident's verification checked the fixes of (on demand,
+    `mon.verify_fixes()`: the diagnosis's findings too), as they were then, with their checks."""
+    out = []
+    records = run.incidents or run.meta.get("incidents") or []
+    for rec in records if isinstance(records, list) else []:
+        v = rec.get("verification") if isinstance(rec, dict) else None
+        for d in (v.get("findings") if isinstance(v, dict) else None) or []:
+            try:
+                f = Finding.from_dict(d)
+            except (TypeError, ValueError):
+                continue
+            if f.fix_checks:
+                out.append(f)
+    return out

@@ -146,7 +146,7 @@ def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: lis
     s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
     if (init > 2.0**24 or s0 > 2.0**24) and pattern.longest[0] <= 1:
         ev.append(Msg("precision.streak_ended_backing_off"))
-        return [Msg("precision.fix_init_scale", configured=init if init == init else s0)]
+        return [Msg("precision.fix_init_scale", init_scale=2.0**16, configured=init if init == init else s0)]
     ev.append(Msg("precision.streak_ended_lost_updates"))
     return []
 
@@ -190,7 +190,7 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             step=int(q.steps[i]),
             evidence=[Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
                       Msg("common.loss_not_improving")],
-            fixes=[Msg("precision.fix_eps")]))
+            fixes=[Msg("precision.fix_eps", eps=1e-12)]))
     grid = _bf16_loss_fraction(q)
     if grid is not None and grid[0] >= 0.9:
         out.append(Finding(

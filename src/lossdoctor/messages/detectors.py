@@ -147,8 +147,8 @@ PRECISION = {
         "the streak ended: GradScaler spent those steps backing off from its initial scale",
         "连续跳过已经结束：这些步是 GradScaler 在从过大的初始 scale 往下退"),
     "precision.fix_init_scale": (
-        "start GradScaler at a sane scale: GradScaler(init_scale=2**16) (configured: {configured})",
-        "给 GradScaler 一个合理的初始 scale：GradScaler(init_scale=2**16)（当前配置为 {configured}）"),
+        "start GradScaler at a sane scale: GradScaler(init_scale={init_scale:g}) (configured: {configured})",
+        "给 GradScaler 一个合理的初始 scale：GradScaler(init_scale={init_scale:g})（当前配置为 {configured}）"),
     "precision.streak_ended_lost_updates": ("the streak ended, but every skipped step is a lost update",
                                             "连续跳过已经结束，但每个被跳过的 step 都是一次丢掉的更新"),
     "precision.frozen_entries": (
@@ -172,9 +172,9 @@ PRECISION = {
         "eps-dominated and tiny",
         "Adam 二阶矩中有 {pct}% 的元素 sqrt(v_hat) < 10*eps（eps={eps}）：更新量被 eps 主导，非常小"),
     "precision.fix_eps": (
-        "gradients are tiny relative to eps: lower eps (e.g. 1e-12 in fp32 state), check the loss is not scaled "
+        "gradients are tiny relative to eps: lower eps (e.g. {eps:g} in fp32 state), check the loss is not scaled "
         "down, and never keep Adam state in fp16 (eps=1e-8 rounds to 0)",
-        "梯度相对 eps 太小：调低 eps（例如 fp32 状态下用 1e-12），检查 loss 有没有被缩小，并且不要把 Adam 的状态"
+        "梯度相对 eps 太小：调低 eps（例如 fp32 状态下用 {eps:g}），检查 loss 有没有被缩小，并且不要把 Adam 的状态"
         "放在 fp16 里（eps=1e-8 会被舍入成 0）"),
     "precision.bf16_loss_grid": (
         "{on} of {n} losses lie exactly on the bf16 grid 2^(floor(log2 L)-7): the loss is computed in bf16 "

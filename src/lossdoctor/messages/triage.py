@@ -115,6 +115,34 @@ TEMPLATES = {
         "inputs, or use bf16",
         "不要让 {where} 在 {dtype} 下计算：在 torch.autocast(device_type, enabled=False) 下对 .float() 输入运行它，"
         "或改用 bf16"),
+    "triage.overflow.fix_module_fp32": (
+        "keep {module} out of {dtype}: run it under torch.autocast(device_type, enabled=False) on .float() "
+        "inputs, or use bf16",
+        "不要让 {module} 在 {dtype} 下计算：在 torch.autocast(device_type, enabled=False) 下对 .float() 输入运行它，"
+        "或改用 bf16"),
+    "triage.backward.fix_module_fp32": (
+        "keep {module} out of {dtype} so its backward stays in fp32: run it under "
+        "torch.autocast(device_type, enabled=False) on .float() inputs",
+        "不要让 {module} 在 {dtype} 下计算，让它的 backward 保持 fp32：在 torch.autocast(device_type, enabled=False) "
+        "下对 .float() 输入运行它"),
+    "triage.state.fix_clip": (
+        "clip gradients (torch.nn.utils.clip_grad_norm_(params, max_norm={max_norm:g})): the weights were already "
+        "going bad before this step, and clipping bounds each update",
+        "做梯度裁剪（torch.nn.utils.clip_grad_norm_(params, max_norm={max_norm:g})）：这一步之前权重已经在变坏，"
+        "裁剪能限制每次更新的幅度"),
+    "triage.state.fix_lower_lr": (
+        "lower the learning rate (now {lr}), e.g. to {to}: the updates grew the weights until this step overflowed",
+        "降低学习率（当前为 {lr}），例如降到 {to}：之前的更新让权重不断变大，直到这一步溢出"),
+    "triage.state.eps_underflows": (
+        "the optimizer's eps={eps} is below the smallest normal {dtype} number, the dtype its second moment is "
+        "kept in: where that moment underflows to 0, sqrt(v) + eps is 0 and the update divides by zero",
+        "optimizer 的 eps={eps} 小于 {dtype}（二阶矩所用的 dtype）能表示的最小正规数：二阶矩下溢成 0 的地方，"
+        "sqrt(v) + eps 等于 0，更新就是除以 0"),
+    "triage.state.fix_eps": (
+        "raise the optimizer's eps to {eps:g} (now {now}) so it survives in {dtype}, or keep the optimizer state "
+        "in fp32 (fp32 master weights with autocast)",
+        "把 optimizer 的 eps 调大到 {eps:g}（现在是 {now}），让它在 {dtype} 中不被舍入成 0；或者把优化器状态保持在 fp32"
+        "（fp32 master weights 加 autocast）"),
     "triage.overflow.fix_scale": (
         "normalise the input of {where} (LayerNorm) or scale its weights down; check the initialisation",
         "对 {where} 的输入做归一化（LayerNorm）或缩小它的权重；检查初始化"),
@@ -281,6 +309,16 @@ TEMPLATES = {
     "triage.missing.over_budget": ("was not kept (triage budget; fingerprint {fingerprint})",
                                    "没有保留（超出 triage 内存预算；fingerprint {fingerprint}）"),
     "triage.missing.not_passed": ("was not passed to mon.step (pass batch=)", "没有传给 mon.step（请传入 batch=）"),
+    "triage.scale.finite_unscaled": (
+        "the GradScaler skipped {n} steps in a row from step {first}; traced without the loss scale, step {step}'s "
+        "forward and backward are finite: the scale ({scale} now) overflows the fp16 gradients",
+        "GradScaler 从第 {first} 步起连续跳过了 {n} 步；去掉 loss scale 追踪第 {step} 步，forward 和 backward "
+        "都是有限的：是 loss scale（现在为 {scale}）让 fp16 梯度溢出"),
+    "triage.scale.fix_init_scale": (
+        "start the GradScaler at init_scale={init_scale:g} with growth_interval={growth_interval} (the scale is "
+        "{scale} now): each step it starts too high is an overflow and a lost update",
+        "把 GradScaler 的初始 scale 设为 init_scale={init_scale:g}，growth_interval={growth_interval}（现在 scale "
+        "为 {scale}）：初始 scale 过高时每一步都会溢出，更新被丢掉"),
     "triage.scale.traced": (
         "the GradScaler skipped {n} steps in a row from step {first}; step {step} traced op by op without the "
         "loss scale: its gradients are non-finite at any scale",

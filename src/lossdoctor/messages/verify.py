@@ -4,12 +4,18 @@ TEMPLATES = {
     # the fix, as the verdict names it
     "verify.fix.clip": ("max_norm={max_norm:g}", "max_norm={max_norm:g}"),
     "verify.fix.lr": ("the LR scaled to {lr}", "LR 调到 {lr}"),
+    "verify.fix.lr_factor": ("the LR lowered {x}x", "LR 降低 {x} 倍"),
+    "verify.fix.scaler": ("GradScaler({settings})", "GradScaler({settings})"),
+    "verify.fix.eps": ("the optimizer's eps={eps:g}", "optimizer 的 eps={eps:g}"),
+    "verify.fix.fp32": ("{module} run in fp32 (autocast off for it)", "{module} 用 fp32 计算（对它关闭 autocast）"),
     "verify.fix.drop": ("sample(s) {ids} dropped from the batch of step {step}",
                         "从第 {step} 步的 batch 中去掉样本 {ids}"),
     "verify.fix.skip": ("the batch of step {step} skipped", "跳过第 {step} 步的 batch"),
     "verify.fix.code": ("this fix", "这个修复"),
     # what a replay did from the incident step on
     "verify.outcome.nonfinite": ("{loss} at {step}", "第 {step} 步为 {loss}"),
+    "verify.outcome.skips": ("the GradScaler skips {n} steps in a row up to step {step}",
+                             "GradScaler 连续跳过 {n} 步，直到第 {step} 步"),
     "verify.outcome.bad": ("the loss spikes to {loss} at {step}", "第 {step} 步 loss 跳到 {loss}"),
     "verify.outcome.loss_after": ("loss {loss} {n} steps later", "{n} 步后 loss 为 {loss}"),
     "verify.outcome.not_recovered": (

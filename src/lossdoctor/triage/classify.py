@@ -132,6 +132,8 @@ def _explain_backward(v: Verdict, bwd: OpEvent) -> None:
     v.evidence.append(bwd.describe())
     if half:
         v.fixes.append(Msg("triage.backward.fix_scaler"))
+        if bwd.module:
+            v.fixes.append(Msg("triage.backward.fix_module_fp32", module=bwd.module, dtype=out_dtype))
     if bwd.forward_op:
         v.evidence.append(Msg("triage.backward.of", op=bwd.forward_op,
                               where=Msg("triage.backward.in", module=bwd.module) if bwd.module else ""))
@@ -255,7 +257,8 @@ def _overflow(op: ForwardOp, v: Verdict) -> None:
                           top=float(DTYPE_MAX.get(dtype, math.inf)),
                           value=None if op.in_max is None else float(op.in_max)))
     if dtype in ("float16", "bfloat16"):
-        v.fixes.append(Msg("triage.overflow.fix_dtype", where=_where(fwd), dtype=dtype))
+        v.fixes.append(Msg("triage.overflow.fix_module_fp32", module=fwd.module, dtype=dtype) if fwd.module
+                       else Msg("triage.overflow.fix_dtype", where=_where(fwd), dtype=dtype))
     v.fixes.append(Msg("triage.overflow.fix_scale", where=_where(fwd)))
 
 

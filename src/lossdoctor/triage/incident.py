@@ -37,7 +37,7 @@ import torch
 
 from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
 from ..findings import Finding
-from ..messages import Msg
+from ..messages import Msg, round_sig
 from . import batches as B
 from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
                       verdict_sentence)
@@ -60,6 +60,10 @@ FORMAT = "lossdoctor.incident/1"
 #: consecutive GradScaler skips that start an incident: more than a healthy start-up back-off
 #: (init_scale 2**16: a few steps; 2**24: ~8)
 SCALE_STREAK = 12
+#: GradScaler's default initial scale (2**16), what the fix for a scale set too high suggests
+DEFAULT_SCALE = 2.0**16
+#: fixes that say "use a GradScaler": not for a run that has one
+SCALER_FIX_KEYS = ("triage.backward.fix_scaler",)
 
 
 class TrainingIncident(RuntimeError):
@@ -227,6 +231,8 @@ class Triage:
         for i, (f, _) in enumerate(pairs):
             if i < len(checks) and f is not None:
                 f.fix_checks = V.order_checks((f.fix_checks or []) + [V.check_json(checks[i])])
+        for f in findings:
+            V.order_by_verdict(f)  # verified fixes first, those that did not help last
         result = V.result_json(result)
         result["findings"] = [f.to_dict() for f in findings[len(own):] if f.fix_checks]
         record["verification"] = result
@@ -344,6 +350,8 @@ class Triage:
             "notes": [], "action": "none"}
         if trig["kind"] == "loss_spike":
             record["spike"] = {k: v for k, v in trig.items() if k != "kind"}
+        if trig["kind"] == "scale_collapse":
+            record["scale"] = {k: v for k, v in trig.items() if k != "kind"}
         rng = RngState.capture()
         findings: list[Finding] = []
         try:
@@ -442,7 +450,9 @@ class Triage:
             findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
         record["level"] = "replay"
         if bvs.get("verdict") == "state":
-            _lead_with_state(findings, step, bvs, record)
+            _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer))
+        if not spike:
+            _eps_first(findings, self.optimizer)
         if self.policy == "skip":
             record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
@@ -508,16 +518,31 @@ class Triage:
         record["localization"] = loc.to_dict()
         record["timing"] = {"localize_s": round(time.perf_counter() - t, 4)}
         first, n = int(trig["first"]), int(trig["streak"])
+        record["level"] = "replay"
         if not loc.found:
             record["notes"].append(Msg("triage.note.scale_overflows", step=step))
-            return []
+            return [self._scale_finding(first, n, step)]
         back = loc.trace.backward if loc.phase == "backward" else None
         op = back.forward_op if back is not None and back.forward_op else loc.op
         ev = [Msg("triage.scale.traced", n=n, first=first, step=step), *loc.evidence]
-        record["level"] = "replay"
+        fixes = [f for f in loc.fixes if getattr(f, "key", None) not in SCALER_FIX_KEYS]  # it has a scaler
         return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.9,
-                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev,
-                        fixes=[f for f in loc.fixes if "GradScaler" not in f])]  # it has one
+                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=fixes)]
+
+    def _scale_finding(self, first: int, n: int, step: int) -> Finding:
+        """Without the loss scale the step is finite: the scale overflows the fp16 gradients. A scale
+        still far above GradScaler's default after the back-offs is an initial scale set too high
+        (the back-off ends by itself: the skipped steps are lost updates); a default scale that
+        keeps falling is a collapse. The fix: start at the default scale, with the run's interval."""
+        scale = float(self.scaler.get_scale()) if self.scaler is not None else math.nan
+        interval = int(self.scaler.get_growth_interval()) if self.scaler is not None else 2000
+        high = math.isfinite(scale) and scale > DEFAULT_SCALE
+        ev = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
+        fixes = [Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=max(interval, 2000),
+                     scale=scale)]
+        return Finding(cause="loss_scale_collapse", symptom="skipped_steps",
+                       severity="warning" if high else "critical", confidence=0.8 if high else 0.7,
+                       step=first, batch=step, evidence=ev, fixes=fixes)
 
     def _batch_vs_state(self, ws: Any, snap: Snapshot, step: int, entries: list[StepEntry | None],
                         bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
@@ -578,16 +603,57 @@ class Triage:
         log.warning("%s", Msg("triage.log.disabled", error=f"{type(e).__name__}: {e}"))
 
 
-def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any]) -> None:
+def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any],
+                     lr: float | None) -> None:
     """The state was already bad: the op is where it overflowed, the samples are all of them, and
-    the batch-vs-state sentence comes first."""
+    the batch-vs-state sentence comes first. The fixes of a state that went bad come first too:
+    clipping, and a lower LR (both changes of training state a replay can check)."""
     record["level"] = "replay-state"
+    state_fixes: list[str] = [Msg("triage.state.fix_clip", max_norm=1.0)]
+    if lr is not None and lr > 0:
+        state_fixes.append(Msg("triage.state.fix_lower_lr", lr=lr, to=float(round_sig(lr / 3, 2))))
     for f in findings:
         f.samples = None
+        f.fixes = [x for x in state_fixes if x not in f.fixes] + list(f.fixes)
         vs = verdict_sentence(step, bvs)
         if vs in f.evidence:
             f.evidence.remove(vs)
             f.evidence.insert(0, vs)
+
+
+def eps_underflow(optimizer: Any) -> tuple[float, str, float] | None:
+    """(eps, dtype, an eps that survives) when an optimizer's eps is below the smallest normal
+    number of the dtype its second moment is kept in (fp16: 6.1e-5): sqrt(v) + eps is then 0 where
+    v underflowed to 0, and the update m / 0 is inf or NaN. None when the eps is safe."""
+    for group in getattr(optimizer, "param_groups", []):
+        eps = group.get("eps")
+        if not isinstance(eps, float) or eps <= 0:
+            continue
+        for p in group.get("params", []):
+            state = optimizer.state.get(p, {}) if hasattr(optimizer, "state") else {}
+            t = next((v for k, v in state.items() if "sq" in k and isinstance(v, torch.Tensor)), p)
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and eps < torch.finfo(t.dtype).tiny:
+                tiny = torch.finfo(t.dtype).tiny
+                return eps, str(t.dtype).replace("torch.", ""), 10.0 ** math.ceil(math.log10(tiny))
+    return None
+
+
+def _eps_first(findings: list[Finding], optimizer: Any) -> None:
+    """An optimizer eps that rounds to 0 in its state's dtype: said, and its fix put first."""
+    found = eps_underflow(optimizer)
+    if found is None:
+        return
+    eps, dtype, safe = found
+    for f in findings:
+        f.evidence.append(Msg("triage.state.eps_underflows", eps=eps, dtype=dtype))
+        f.fixes.insert(0, Msg("triage.state.fix_eps", eps=safe, now=eps, dtype=dtype))
+
+
+def _current_lr(optimizer: Any) -> float | None:
+    """The LR of the optimizer's first group now (None when it has none)."""
+    groups = getattr(optimizer, "param_groups", None) or [{}]
+    lr = groups[0].get("lr")
+    return float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
 
 
 def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve) -> float:

@@ -9,12 +9,18 @@ candidate fix. A fix is *verified* when its replay is finite from the incident s
 the window, the incident does not come back (no NaN/Inf, no spike), and the loss at the end of the
 window is at or below its level before the incident.
 
-Which fixes a replay can try: a change of training state (the LR scaled to the suggested value,
-`clip_grad_norm_` at the suggested `max_norm`, both applied from the snapshot on, as they would be
-after restoring that checkpoint) or of the data (the offending samples dropped from the batch of
-the incident step, or that batch skipped). A fix that is a change of code is marked "not verifiable
-by replay" with the reason. State fixes replace the replay's emulation of the loop's own clipping
-(that factor was read from the logged trajectory, which a fixed run leaves).
+Which fixes a replay can try (detectors/fix_kinds.py reads them from the fix sentences' data): a
+change of training state (the LR scaled to the suggested value, `clip_grad_norm_` at the suggested
+`max_norm`, a fresh GradScaler with the suggested `init_scale`/`growth_interval`, the optimizer's
+`eps`, one module run in fp32 with autocast off for it and its inputs cast to float32; all applied
+from the snapshot on, as they would be after restoring that checkpoint) or of the data (the
+offending samples dropped from the batch of the incident step, or that batch skipped). A fix that
+is a change of code is marked "not verifiable by replay" with the reason. State fixes replace the
+replay's emulation of the loop's own clipping (that factor was read from the logged trajectory,
+which a fixed run leaves).
+
+For a loss-scale collapse the incident is the GradScaler skipping as many steps in a row as it did
+when the incident fired: a replay with a fix that does the same again did not help.
 
 The unfixed replay is the control: while it agrees with the logged losses before the incident the
 replay is faithful; if it diverges from the log, or the incident step does not fail again, no
@@ -26,11 +32,13 @@ from __future__ import annotations
 import math
 import resource
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
+from ..detectors.fix_kinds import DATA_FIXES, STATE_FIXES, Fix, candidate_fixes, order_by_verdict
 from ..findings import Finding
 from ..messages import Msg
 from . import batches as B
@@ -48,66 +56,9 @@ RECOVERY_TOL = 1.05
 #: the end of the window is the mean of its last few losses (one noisy batch does not decide)
 TAIL = 5
 
-#: fix kinds a replay can apply
-STATE_FIXES = ("clip", "lr")
-DATA_FIXES = ("drop_samples", "skip_batch")
-#: fix sentences (their message keys) that are one of the kinds above
-_CLIP_KEYS = ("triage.backward.fix_clip", "triage.param.fix", "triage.spike.fix_state")
-_SKIP_KEYS = ("triage.spike.fix_skip", "triage.labels.fix")
-_DROP_KEYS = ("triage.data.fix", "triage.spike.fix_inspect")
-
-
-@dataclass
-class Fix:
-    """One candidate fix. `index` is its position in the finding's `fixes` (None for a fix the
-    caller asked for)."""
-
-    kind: str                      # "clip" | "lr" | "drop_samples" | "skip_batch" | "code"
-    index: int | None = None
-    max_norm: float | None = None
-    lr: float | None = None        # the suggested LR
-    lr_now: float | None = None    # the LR the suggestion starts from (else: the recorded one)
-    samples: list[int] | None = None
-    reason: Msg | None = None      # why a code change cannot be replayed
-
-    def describe(self, step: int) -> Msg:
-        if self.kind == "clip":
-            return Msg("verify.fix.clip", max_norm=float(self.max_norm or 0.0))
-        if self.kind == "lr":
-            return Msg("verify.fix.lr", lr=float(self.lr or 0.0))
-        if self.kind == "drop_samples":
-            return Msg("verify.fix.drop", ids=[int(i) for i in self.samples or []], step=step)
-        if self.kind == "skip_batch":
-            return Msg("verify.fix.skip", step=step)
-        return Msg("verify.fix.code")
-
-    def key(self) -> tuple:
-        return (self.kind, self.max_norm, self.lr, tuple(self.samples or ()))
-
-
-def candidate_fixes(finding: Finding) -> list[Fix]:
-    """The fixes of a finding, each as something a replay can apply or as a code change."""
-    out = []
-    for i, text in enumerate(finding.fixes):
-        key = getattr(text, "key", None)
-        values = getattr(text, "values", {}) or {}
-        if isinstance(values.get("max_norm"), (int, float)):
-            out.append(Fix("clip", i, max_norm=float(values["max_norm"])))
-        elif key is not None and "lr" in key and isinstance(values.get("to"), (int, float)):
-            lr = values.get("lr")
-            out.append(Fix("lr", i, lr=float(values["to"]), lr_now=float(lr) if isinstance(lr, (int, float)) else None))
-        elif key in _CLIP_KEYS:
-            out.append(Fix("clip", i, max_norm=1.0))  # those sentences say clip_grad_norm_(..., 1.0)
-        elif key in _DROP_KEYS and finding.samples:
-            out.append(Fix("drop_samples", i, samples=list(finding.samples)))
-        elif key in _SKIP_KEYS:
-            out.append(Fix("skip_batch", i))
-        elif key is None:  # a plain sentence: its numbers are not data, so what to replay is unknown
-            out.append(Fix("code", i, reason=Msg("verify.reason.plain")))
-        else:
-            out.append(Fix("code", i, reason=Msg("verify.reason.code")))
-    return out
-
+#: the scaler skips in a row that make a loss-scale collapse (incident records written before the
+#: streak was recorded used this one)
+SCALE_STREAK = 12
 
 # --- one replay ---------------------------------------------------------------------------------
 
@@ -117,6 +68,7 @@ class Trajectory:
 
     losses: dict[int, float] = field(default_factory=dict)
     first_bad: int | None = None
+    skips_at_bad: int = 0             # the scaler's skips in a row at first_bad
     end: int | None = None            # the last step replayed
     error: str | None = None
 
@@ -135,18 +87,22 @@ class Plan:
     fn: ReplayFn
     step: int                         # the incident step
     end: int                          # the last step of the window
-    bad: Callable[[float, bool], bool]  # (loss, gradients finite) -> the incident again
+    #: (loss, gradients finite or left to a GradScaler, the scaler's skips in a row) -> the incident again
+    bad: Callable[[float, bool, int], bool]
 
 
 def _hparams(entry: StepEntry, fix: Fix | None) -> list[dict[str, Any]] | None:
-    if entry.hparams is None or fix is None or fix.kind != "lr" or not fix.lr:
+    if entry.hparams is None or fix is None or fix.kind != "lr" or not (fix.lr or fix.lr_factor):
         return entry.hparams
     out = []
     for hp in entry.hparams:
         hp = dict(hp)
         if isinstance(hp.get("lr"), (int, float)) and hp["lr"] > 0:
-            base = fix.lr_now or entry.hparams[0].get("lr") or hp["lr"]
-            hp["lr"] = hp["lr"] * fix.lr / base   # the schedule keeps its shape, scaled
+            if fix.lr:
+                base = fix.lr_now or entry.hparams[0].get("lr") or hp["lr"]
+                hp["lr"] = hp["lr"] * fix.lr / base   # the schedule keeps its shape, scaled
+            else:
+                hp["lr"] = hp["lr"] * float(fix.lr_factor or 1.0)
         out.append(hp)
     return out
 
@@ -161,11 +117,81 @@ def _batch(plan: Plan, e: StepEntry, fix: Fix | None) -> Any:
     return batch
 
 
+def find_module(model: torch.nn.Module, name: str) -> torch.nn.Module | None:
+    """The module a finding names (its qualified name in the model), or None."""
+    return dict(model.named_modules()).get(name)
+
+
+def _float32(x: Any) -> Any:
+    if isinstance(x, torch.Tensor) and x.is_floating_point() and x.dtype != torch.float32:
+        return x.float()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_float32(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _float32(v) for k, v in x.items()}
+    return x
+
+
+@contextmanager
+def fp32_forward(module: torch.nn.Module) -> Iterator[None]:
+    """Run `module` in fp32 for the replay: its forward under autocast disabled, on float32
+    inputs, as the user would write it. Only this object's `forward` attribute is set, and put back
+    afterwards (the class and every other module are left alone)."""
+    had = "forward" in module.__dict__
+    old = module.__dict__.get("forward")
+    orig = module.forward
+    device = next((t.device.type for t in (*module.parameters(), *module.buffers())), "cpu")
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        with torch.autocast(device_type=device, enabled=False):
+            return orig(*_float32(args), **_float32(kwargs))
+
+    module.forward = forward  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        if had:
+            module.forward = old  # type: ignore[method-assign]
+        else:
+            del module.forward
+
+
+def fresh_scaler(ws: Workspace, fix: Fix) -> Any:
+    """The GradScaler the fix asks for, as a restart from the snapshot would build it: the run's
+    own settings (or the defaults) with the suggested init_scale / growth_interval."""
+    from torch.amp import GradScaler
+
+    old = ws.scaler
+    device = next((p.device.type for p in ws.model.parameters()), "cpu")
+    kw: dict[str, Any] = {}
+    if old is not None:
+        kw = {"growth_factor": old.get_growth_factor(), "backoff_factor": old.get_backoff_factor(),
+              "growth_interval": old.get_growth_interval(), "init_scale": old.get_scale() if old.is_enabled()
+              else 2.0**16}
+    if fix.init_scale is not None:
+        kw["init_scale"] = fix.init_scale
+    if fix.growth_interval is not None:
+        kw["growth_interval"] = fix.growth_interval
+    return GradScaler(device, **kw)
+
+
 def run_replay(plan: Plan, fix: Fix | None) -> Trajectory:
     """Replay snap.step .. plan.end with `fix` applied; stops early where a batch was not kept."""
+    plan.ws.load(plan.snap)
+    if fix is not None and fix.kind == "fp32_module":
+        module = find_module(plan.ws.model, fix.module or "")
+        if module is None:
+            return Trajectory(error=f"no module {fix.module!r} in the model")
+        with fp32_forward(module):
+            return _replay_steps(plan, fix, plan.ws.scaler)
+    scaler = fresh_scaler(plan.ws, fix) if fix is not None and fix.kind == "scaler" else plan.ws.scaler
+    return _replay_steps(plan, fix, scaler)
+
+
+def _replay_steps(plan: Plan, fix: Fix | None, scaler: Any) -> Trajectory:
     ws, tr = plan.ws, Trajectory()
-    ws.load(plan.snap)
     params = _flat_params(ws.optimizer)
+    skips = 0  # the scaler's skips in a row
     for step in range(plan.snap.step, plan.end + 1):
         e = plan.entries.get(step)
         if e is None or not e.kept:
@@ -182,39 +208,45 @@ def run_replay(plan: Plan, fix: Fix | None) -> Trajectory:
         if not loss.requires_grad:
             tr.error = f"replay_fn returned a loss without gradient at step {step}"
             break
-        scaler = ws.scaler
         (scaler.scale(loss) if scaler is not None else loss).backward()
         if scaler is not None:
             scaler.unscale_(ws.optimizer)  # plain gradients: clipping and the finiteness check see them
-        # a GradScaler skips the steps whose gradients overflow and backs off: its own business, not
-        # the incident again (as for the trigger); without one, a non-finite gradient is
-        finite = grads_finite(params) if step >= plan.step and scaler is None else True
-        if step >= plan.step and tr.first_bad is None and plan.bad(value, finite):
-            tr.first_bad = step
+        finite = grads_finite(params) if step >= plan.step or scaler is not None else True
+        skips = skips + 1 if scaler is not None and not finite and not e.skipped_by_policy else 0
+        # a GradScaler skips the steps whose gradients overflow and backs off: its own business
+        # (unless it does so step after step: `skips`), not the incident again; without one, a
+        # non-finite gradient is
+        if step >= plan.step and tr.first_bad is None and plan.bad(value, finite or scaler is not None, skips):
+            tr.first_bad, tr.skips_at_bad = step, skips
         if e.stepped or scaler is not None:
-            _step(plan, e, fix, params, exact=fix is None or (fix.kind in DATA_FIXES and step < plan.step))
+            _step(plan, e, fix, params, scaler, exact=fix is None or (fix.kind in DATA_FIXES and step < plan.step))
         ws.zero_grad()
         tr.losses[step] = value
         tr.end = step
     return tr
 
 
-def _step(plan: Plan, e: StepEntry, fix: Fix | None, params: list[torch.Tensor], exact: bool) -> None:
+def _step(plan: Plan, e: StepEntry, fix: Fix | None, params: list[torch.Tensor], scaler: Any,
+          exact: bool) -> None:
     ws = plan.ws
     hp = _hparams(e, fix)
     if hp:
         for g, h in zip(ws.optimizer.param_groups, hp):
             g.update(h)
+    if fix is not None and fix.kind == "adam_eps" and fix.eps is not None:
+        for g in ws.optimizer.param_groups:
+            if "eps" in g:
+                g["eps"] = fix.eps
     if exact:
         _emulate_clipping(e, params)
     if fix is not None and fix.kind == "clip" and fix.max_norm:
         torch.nn.utils.clip_grad_norm_([p for p in params if p.grad is not None], fix.max_norm)
-    if ws.scaler is None:
+    if scaler is None:
         ws.optimizer.step()
     else:
         if not e.skipped_by_policy:
-            ws.scaler.step(ws.optimizer)
-        ws.scaler.update()
+            scaler.step(ws.optimizer)
+        scaler.update()
 
 
 # --- verdicts -----------------------------------------------------------------------------------
@@ -225,6 +257,8 @@ def _outcome(tr: Trajectory, step: int) -> Msg:
         loss = tr.losses.get(tr.first_bad, math.nan)
         if not math.isfinite(loss):
             return Msg("verify.outcome.nonfinite", loss=loss, step=tr.first_bad)
+        if tr.skips_at_bad > 1:  # a loss-scale collapse again
+            return Msg("verify.outcome.skips", n=tr.skips_at_bad, step=tr.first_bad)
         return Msg("verify.outcome.bad", loss=loss, step=tr.first_bad)
     after = tr.tail(step)
     n = (tr.end or step) - step
@@ -260,14 +294,7 @@ def judge(fix: Fix, tr: Trajectory, unfixed: Trajectory, plan: Plan, before: flo
 
 
 def _fix_values(fix: Fix) -> dict[str, Any]:
-    d: dict[str, Any] = {}
-    if fix.max_norm is not None:
-        d["max_norm"] = fix.max_norm
-    if fix.lr is not None:
-        d["lr"] = fix.lr
-    if fix.samples is not None:
-        d["samples"] = list(fix.samples)
-    return d
+    return fix.values()
 
 
 def unverifiable(fix: Fix, step: int, reason: Msg) -> dict[str, Any]:
@@ -343,13 +370,18 @@ def _cuda_peak_mib() -> float | None:
     return None
 
 
-def bad_rule(record: dict[str, Any]) -> Callable[[float, bool], bool]:
-    """The incident again: a non-finite loss or gradient, and for a spike the loss over its threshold."""
+def bad_rule(record: dict[str, Any]) -> Callable[[float, bool, int], bool]:
+    """The incident again: a non-finite loss or gradient; for a spike, the loss over its threshold;
+    for a loss-scale collapse, the GradScaler skipping as many steps in a row as it did then."""
     spike = record.get("spike") if record.get("trigger") == "loss_spike" else None
     threshold = float(spike["threshold"]) if isinstance(spike, dict) and "threshold" in spike else None
+    scale = record.get("scale") if isinstance(record.get("scale"), dict) else {}
+    streak = int(scale.get("streak", SCALE_STREAK)) if record.get("trigger") == "scale_collapse" else None
 
-    def bad(loss: float, finite: bool) -> bool:
+    def bad(loss: float, finite: bool, skips: int = 0) -> bool:
         if not math.isfinite(loss) or not finite:
+            return True
+        if streak is not None and skips >= streak:
             return True
         return threshold is not None and loss >= threshold
 

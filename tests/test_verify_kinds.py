@@ -1,0 +1,283 @@
+"""Verified fixes beyond clipping and the LR: a GradScaler's init_scale, the optimizer's eps, a
+module run in fp32, each replayed on a real training run (fp16 autocast on CPU, fp16 Adam state);
+the verdicts survive the merge of an incident into the detectors' finding, and fixes are ordered
+by verdict."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+from importlib import resources
+from torch import nn
+
+import lossdoctor
+from conftest import run_cli
+from lossdoctor.detectors.fix_kinds import order_by_verdict, parse_fix
+from lossdoctor.findings import Finding, Report
+from lossdoctor.messages import Msg
+from lossdoctor.triage.verify import Fix
+from triage_models import MLP, mse_loss, regression_batches, train
+
+SCHEMA = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
+RANK = {"verified": 0, "not_checked": 1, "not_verifiable": 1, "did_not_help": 2}
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _record(path, step):
+    return json.loads((path / "incidents" / f"step-{step:08d}.json").read_text())
+
+
+def _assert_checks_point_at_their_fix(f: Finding) -> None:
+    """Every check's `fix` index names a sentence that asks for what the check replayed, and no
+    fix that did not help comes before one that was verified."""
+    assert f.fix_checks
+    for c in f.fix_checks:
+        fix = parse_fix(f.fixes[c["fix"]], None, f)
+        assert fix.kind == c["kind"], (f.fixes[c["fix"]], c)
+        for name, value in fix.values().items():
+            if name != "samples":
+                assert c.get(name) == pytest.approx(value), (name, f.fixes[c["fix"]], c)
+    listed = [c["verdict"] for c in f.fix_checks]
+    assert listed == sorted(listed, key=["verified", "did_not_help", "not_checked", "not_verifiable"].index)
+    verdicts = {c["fix"]: c["verdict"] for c in f.fix_checks}
+    ranks = [RANK.get(verdicts.get(i, ""), 1) for i in range(len(f.fixes))]
+    assert ranks == sorted(ranks), (f.fixes, f.fix_checks)
+
+
+# --- loss-scale collapse: GradScaler(init_scale=...) ---------------------------------------------------
+
+def amp_loss(model, batch):
+    """The loop's loss under fp16 autocast on CPU (what the replay must run too)."""
+    with torch.autocast("cpu", dtype=torch.float16):
+        return mse_loss(model, batch)
+
+
+def test_loss_scale_collapse_the_suggested_init_scale_is_verified_and_clipping_does_not_help(tmp_path):
+    """fp16 autocast on CPU with GradScaler(init_scale=2**40): fp16 gradients overflow at that scale,
+    and the scaler skips step after step while it backs off. Traced without the scale, the step is
+    finite: the incident says to start at 2**16, and the replay from step 0 with that scaler trains."""
+    model = MLP()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40)
+    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=amp_loss,
+                           snapshot_every=50)
+    train(model, opt, regression_batches(40), mse_loss, mon, scaler=scaler, autocast=torch.float16)
+    rec = _record(tmp_path, 11)  # 12 skips in a row: steps 0-11
+    assert (rec["trigger"], rec["level"], rec["scale"]["streak"]) == ("scale_collapse", "replay", 12)
+    [f] = [Finding.from_dict(d) for d in rec["findings"]]
+    assert f.cause == "loss_scale_collapse" and f.fixes[0].key == "triage.scale.fix_init_scale"
+    assert f.fixes[0].values["init_scale"] == 2.0**16
+    # checked on its own once the window was recorded: verified
+    [check] = rec["verification"]["checks"]
+    assert (check["kind"], check["verdict"], check["init_scale"]) == ("scaler", "verified", 2.0**16)
+    assert check["unfixed_first_bad"] == 11 and check["first_bad"] is None
+    assert "(unfixed: the GradScaler skips 12 steps in a row up to step 11)" in check["sentence"]
+    # a wrong fix: clipping the (unscaled, infinite) gradients changes nothing
+    scale = scaler.get_scale()
+    [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0),))
+    [clip] = [c for c in r["checks"] if c["cause"] is None]
+    assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 11
+    assert clip["sentence"].startswith("did not help: with max_norm=1, the GradScaler skips 12 steps in a row")
+    assert scaler.get_scale() == scale, "the user's scaler is left alone"
+    mon.close()
+    top = mon.diagnose().findings[0]
+    assert top.cause == "loss_scale_collapse" and top.fix_checks[0]["verdict"] == "verified"
+    assert top.fixes[top.fix_checks[0]["fix"]].key == "triage.scale.fix_init_scale"
+    _assert_checks_point_at_their_fix(top)
+
+
+# --- a module run in fp32 -------------------------------------------------------------------------------
+
+class UpNormNet(nn.Module):
+    """A wide projection, then LayerNorm: under fp16 autocast the projection of large inputs
+    overflows 65504, while in fp32 the LayerNorm after it brings them back to unit scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(6, 32)
+        self.norm = nn.LayerNorm(32)
+        self.out = nn.Linear(32, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(torch.relu(self.norm(self.up(x))))
+
+
+def test_an_fp16_overflow_running_that_module_in_fp32_is_verified_and_clipping_does_not_help(tmp_path):
+    model = UpNormNet()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    batches = regression_batches(40)
+    x, y = batches[14]
+    batches[14] = (x * 1e5, y)  # inputs far from unit scale: `up` overflows fp16 there
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=amp_loss, snapshot_every=5)
+    losses = train(model, opt, batches, mse_loss, mon, autocast=torch.float16)
+    assert np.isfinite(losses[13]) and not np.isfinite(losses[14])
+    rec = _record(tmp_path, 14)
+    [f] = [Finding.from_dict(d) for d in rec["findings"]]
+    assert f.cause == "activation_overflow" and f.layer == "up"
+    fp32 = f.fixes[0]
+    assert fp32.key == "triage.overflow.fix_module_fp32" and fp32.values == {"module": "up", "dtype": "float16"}
+    [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0),))
+    [check] = [c for c in r["checks"] if c["kind"] == "fp32_module"]
+    assert check["verdict"] == "verified" and check["module"] == "up" and check["first_bad"] is None
+    assert check["sentence"].startswith("verified: with up run in fp32 (autocast off for it) the replay passes "
+                                        "step 14")
+    assert check["sentence"].endswith("(unfixed: NaN at 14)") and check["loss_after"] < 3
+    [clip] = [c for c in r["checks"] if c["cause"] is None]
+    assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 14
+    # the replay wrapped the scratch copy's module only
+    assert "forward" not in model.up.__dict__
+    mon.close()
+    top = mon.diagnose().findings[0]
+    assert top.cause == "activation_overflow" and top.fixes[0] == fp32
+    assert top.fix_checks[0]["verdict"] == "verified"
+    _assert_checks_point_at_their_fix(top)
+    zh = Msg.from_data(top.fix_checks[0]["sentence_data"]).render("zh")
+    assert zh.startswith("已验证：采用「up 用 fp32 计算（对它关闭 autocast）」后重放能越过第 14 步")
+
+
+# --- the optimizer's eps --------------------------------------------------------------------------------
+
+def half_loss(model, batch):
+    x, y = batch
+    return mse_loss(model, (x.half(), y.half())).float()
+
+
+def test_adam_in_fp16_raising_eps_is_verified_clipping_and_a_lower_lr_do_not_help(tmp_path):
+    """A model in fp16 with Adam at eps=1e-8: the second moment is kept in fp16, where 1e-8 rounds
+    to 0; where it underflows, the update is m / 0 and the first step makes the weights Inf."""
+    model = MLP().half()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=half_loss, snapshot_every=5)
+    losses = train(model, opt, regression_batches(30), half_loss, mon)
+    assert np.isfinite(losses[0]) and not np.isfinite(losses[1])
+    rec = _record(tmp_path, 1)
+    assert rec["level"] == "replay-state"
+    [f] = [Finding.from_dict(d) for d in rec["findings"]]
+    eps = next(x for x in f.fixes if x.key == "triage.state.fix_eps")
+    assert eps.values["eps"] == pytest.approx(1e-4) and eps.values["now"] == pytest.approx(1e-8)
+    assert any(getattr(e, "key", None) == "triage.state.eps_underflows" for e in f.evidence)
+    # checked on its own: the record's finding has its fixes ordered by verdict
+    by_kind = {c["kind"]: c for c in f.fix_checks}
+    assert by_kind["adam_eps"]["verdict"] == "verified" and by_kind["adam_eps"]["eps"] == pytest.approx(1e-4)
+    assert by_kind["clip"]["verdict"] == "did_not_help" and by_kind["lr"]["verdict"] == "did_not_help"
+    assert f.fixes[0] == eps
+    _assert_checks_point_at_their_fix(f)
+    mon.close()
+    top = mon.diagnose().findings[0]
+    assert top.fixes[0] == eps and top.fix_checks[0]["verdict"] == "verified"
+    _assert_checks_point_at_their_fix(top)
+
+
+# --- verdicts survive the merge ---------------------------------------------------------------------------
+
+def _explosion_run(tmp_path):
+    """SGD on a regression; the batch of step 14 is 300x larger: its update throws the weights far
+    out and two steps later the loss is inf. Replayed, the state before step 16 breaks on other
+    batches too: a replay-state incident, merged into the detectors' grad_explosion finding."""
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    batches = regression_batches(40)
+    x, y = batches[14]
+    batches[14] = (x * 300.0, y * 300.0)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=5)
+    train(model, opt, batches, mse_loss, mon)
+    return mon
+
+
+def test_a_replay_state_incident_hands_its_verdicts_to_the_detectors_finding(tmp_path):
+    mon = _explosion_run(tmp_path)
+    mon.close()
+    rec = _record(tmp_path, 16)
+    assert rec["level"] == "replay-state" and rec["verification"]["status"] == "checked"
+    report = mon.diagnose()
+    top = report.findings[0]
+    assert top.cause == "grad_explosion" and top.fix_checks, "the incident's verdicts reach the top finding"
+    # the verified clipping (the incident's own sentence: the detector suggests another max_norm)
+    # is added and comes first; the detector's lower LR (the same value the incident suggested)
+    # gets the incident's verdict: it did not help, so it comes last
+    assert top.fixes[0].key == "triage.state.fix_clip" and top.fix_checks[0]["verdict"] == "verified"
+    [lr] = [c for c in top.fix_checks if c["kind"] == "lr"]
+    assert lr["verdict"] == "did_not_help" and top.fixes[lr["fix"]].key == "grad.fix_lower_lr"
+    assert lr["fix"] == len(top.fixes) - 1
+    _assert_checks_point_at_their_fix(top)
+    d = report.to_dict()
+    jsonschema.validate(d, SCHEMA)
+    assert d["findings"][0]["fixes_data"][0]["key"] == "triage.state.fix_clip"
+    # the offline path merges the same way
+    cli = run_cli("diagnose", tmp_path, "--format", "json")
+    assert cli.returncode == 0, cli.stderr
+    first = json.loads(cli.stdout)["findings"][0]
+    assert first["fixes"] == d["findings"][0]["fixes"] and first["fix_checks"] == d["findings"][0]["fix_checks"]
+
+
+def test_lr_too_high_its_own_set_the_lr_sentence_is_verified_and_the_verdict_reaches_the_report(tmp_path):
+    """Plain SGD with the LR far too high: lr_too_high says "set the learning rate to about X
+    (now 0.35)"; its values (lr=X, now=0.35) are what the replay scales the LR to."""
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.35)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=10)
+    train(model, opt, regression_batches(80), mse_loss, mon)
+    [r] = mon.verify_fixes()
+    [own] = [c for c in r["checks"] if c["cause"] == "lr_too_high" and c["kind"] == "lr"]
+    assert own["verdict"] == "verified" and own["lr"] < 0.35 / 10
+    mon.close()
+    [f] = [f for f in mon.diagnose().findings if f.cause == "lr_too_high"]
+    assert f.fixes[0].key.startswith("lr.fix.set") and f.fixes[0].values["lr"] == pytest.approx(own["lr"])
+    assert f.fix_checks[0]["fix"] == 0 and f.fix_checks[0]["verdict"] == "verified"
+    _assert_checks_point_at_their_fix(f)
+
+
+# --- what a sentence asks for, and the order ---------------------------------------------------------------
+
+def _finding(fixes, checks=None):
+    return Finding(cause="grad_explosion", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
+                   fixes=fixes, fix_checks=checks)
+
+
+def test_each_lr_sentence_says_the_lr_it_suggests_and_the_one_it_starts_from_as_values():
+    f = _finding([])
+    for text, lr, now in [(Msg("lr.fix.set", lr=0.01, now=0.3), 0.01, 0.3),
+                          (Msg("lr.fix.set_ratio", lr=4e-4, now=0.35, ratio=0.87), 4e-4, 0.35),
+                          (Msg("grad.fix_lower_lr", lr=0.05, to=0.017), 0.017, 0.05),
+                          (Msg("triage.state.fix_lower_lr", lr=0.05, to=0.017), 0.017, 0.05)]:
+        fix = parse_fix(text, 0, f)
+        assert (fix.kind, fix.lr, fix.lr_now) == ("lr", lr, now), text
+    assert parse_fix(Msg("lr.fix.lower_by", x=10), 0, f).lr_factor == pytest.approx(0.1)
+    assert parse_fix(Msg("scalars.surge.fix_lr", lr=0.3), 0, f).lr_factor == pytest.approx(1 / 3)
+    # a warm-up sentence that mentions the clipping already in place is not a clipping fix
+    assert parse_fix(Msg("lr.fix_warmup_already_clipped", max_norm=1.0), 0, f).kind == "code"
+    assert parse_fix(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), 0, f).init_scale \
+        == 2.0**16
+    assert parse_fix(Msg("nonfinite.fix_layer_out_of_fp16", layer="blocks.3.mlp"), 0, f).module == "blocks.3.mlp"
+    assert parse_fix("set the learning rate to about 0.01", 0, f).kind == "code"  # plain text: not data
+
+
+def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sentence():
+    code = Msg("triage.attn.stable_fix")
+    lr = Msg("grad.fix_lower_lr", lr=0.05, to=0.017)
+    clip = Msg("triage.state.fix_clip", max_norm=1.0)
+    skip = Msg("triage.spike.fix_skip")
+    f = _finding([lr, code, skip, clip], [
+        {"fix": 0, "kind": "lr", "verdict": "did_not_help", "lr": 0.017},
+        {"fix": 1, "kind": "code", "verdict": "not_verifiable"},
+        {"fix": 3, "kind": "clip", "verdict": "verified", "max_norm": 1.0}])
+    order_by_verdict(f)
+    assert f.fixes == [clip, code, skip, lr]
+    assert {c["kind"]: c["fix"] for c in f.fix_checks} == {"clip": 0, "code": 1, "lr": 3}
+    _assert_checks_point_at_their_fix(f)
+    # the JSON has the fixes, their data and the indices in the same order
+    d = f.to_dict()
+    assert [x["key"] for x in d["fixes_data"]] == [m.key for m in f.fixes]
+    back = Finding.from_dict(json.loads(json.dumps(d)))
+    assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
+    order_by_verdict(back)  # ordering twice changes nothing
+    assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
+    assert Report(findings=[back], steps=10).to_dict()["findings"][0]["fixes"][0] == str(clip)
