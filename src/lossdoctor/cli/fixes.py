@@ -118,14 +118,14 @@ def incident_view(record: dict[str, Any]) -> dict[str, Any]:
         for j, text in enumerate(f.fixes):
             for c in (x for x in f.fix_checks or [] if isinstance(x, dict) and x.get("fix") == j):
                 fixes.append({"cause": f.cause, "fix_text": text, **c})
-    for c in v.get("checks") or []:
+    for c in _list(v.get("checks")):
         if isinstance(c, dict) and c.get("fix") is None:  # a fix asked for by name, not a finding's
             fixes.append({"fix_text": None, **c})
     step = record.get("step")
     trigger = record.get("trigger")
     return {"step": step if isinstance(step, int) else None,
             "trigger": trigger if isinstance(trigger, str) else None,
-            "status": v.get("status"), "from_step": v.get("from_step"), "to_step": v.get("to_step"),
+            "status": _str(v.get("status")), "from_step": _int(v.get("from_step")), "to_step": _int(v.get("to_step")),
             "note": v.get("note"), "note_data": v.get("note_data"), "error": v.get("error"),
             "cost": v.get("cost") if isinstance(v.get("cost"), dict) else None,
             "summary": summary(v), "fixes": fixes,
@@ -138,12 +138,16 @@ def _findings(record: dict[str, Any]) -> list[Any]:
 
     out = []
     v = record["verification"]
-    for d in list(record.get("findings") or []) + list(v.get("findings") or []):
+    for d in _list(record.get("findings")) + _list(v.get("findings")):
         try:
             out.append(Finding.from_dict(d))
         except (TypeError, ValueError, KeyError, AttributeError):
             continue  # a damaged finding is left out; the others are still shown
     return out
+
+
+def _list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
 
 
 # --- output -----------------------------------------------------------------------------------
@@ -161,6 +165,10 @@ def _json(incident: dict[str, Any]) -> dict[str, Any]:
                      "sentence": _str(f.get("sentence"))} for f in incident["fixes"]]
     out["note"] = _str(incident.get("note"))
     return _plain(out)
+
+
+def _int(x: Any) -> int | None:
+    return int(x) if isinstance(x, int) and not isinstance(x, bool) else None
 
 
 def _str(x: Any) -> str | None:

@@ -13,7 +13,7 @@ import math
 from typing import Any, Sequence
 
 from ..findings import Finding
-from ..messages import Msg
+from ..messages import Msg, templates
 from ..records import Run
 from .i18n import say, ui
 
@@ -27,15 +27,35 @@ def checks_of(f: Finding, index: int) -> list[dict[str, Any]]:
     return [c for c in f.fix_checks or [] if isinstance(c, dict) and c.get("fix") == index]
 
 
+def message(data: Any) -> Msg | None:
+    """A message read back from a record; None when it is not one this version can render (a key
+    it does not know, values that do not fit the template): the caller shows the stored text."""
+    if not isinstance(data, dict) or data.get("key") not in templates():
+        return None
+    try:
+        return Msg.from_data(data)
+    except (KeyError, ValueError, IndexError, TypeError, AttributeError):
+        return None
+
+
 def sentence(check: dict[str, Any], lang: str) -> str:
     """A check's sentence in `lang` (the verdict and its numbers)."""
-    m = Msg.from_data(check.get("sentence_data"))
-    return say(m if m is not None else str(check.get("sentence", "")), lang)
+    m = message(check.get("sentence_data"))
+    if m is not None:
+        try:
+            return say(m, lang)
+        except (KeyError, ValueError, IndexError, TypeError, AttributeError):
+            pass
+    return str(check.get("sentence") or "")
 
 
 def verdict_label(verdict: Any, lang: str) -> str:
     """The verdict in a few words ("verified", "已验证"); the contract's name when unknown."""
     return ui(lang).get(f"verdict_{verdict}", str(verdict))
+
+
+def _step(x: Any) -> int | str:
+    return int(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else "?"
 
 
 def _num(x: Any) -> float:
@@ -47,8 +67,7 @@ def incident_line(record: dict[str, Any]) -> Msg | None:
     v = record.get("verification")
     if not isinstance(v, dict):
         return None
-    step = record.get("step", v.get("step"))
-    step = int(step) if isinstance(step, (int, float)) and math.isfinite(step) else "?"
+    step = _step(record.get("step", v.get("step")))
     if v.get("status") == "error":
         return Msg("report.verification.error", step=step, error=str(v.get("error", "")))
     return Msg("report.verification.incident", step=step, summary=summary(v))
@@ -57,11 +76,11 @@ def incident_line(record: dict[str, Any]) -> Msg | None:
 def summary(v: dict[str, Any]) -> Msg:
     """What verification did (the verdicts counted, or why there is none) and its cost."""
     cost = v.get("cost") if isinstance(v.get("cost"), dict) else {}
-    what = Msg.from_data(v.get("note_data")) or (str(v["note"]) if v.get("note") else None)
+    what = message(v.get("note_data")) or (str(v["note"]) if v.get("note") else None)
     if v.get("status") == "checked":
-        counts = {k: sum(1 for c in v.get("checks", []) if isinstance(c, dict) and c.get("verdict") == k)
-                  for k in VERDICTS}
-        what = Msg("report.verification.checked", start=v.get("from_step", "?"), end=v.get("to_step", "?"),
+        checks = v.get("checks") if isinstance(v.get("checks"), list) else []
+        counts = {k: sum(1 for c in checks if isinstance(c, dict) and c.get("verdict") == k) for k in VERDICTS}
+        what = Msg("report.verification.checked", start=_step(v.get("from_step")), end=_step(v.get("to_step")),
                    verified=counts["verified"], did_not_help=counts["did_not_help"],
                    other=counts["not_checked"] + counts["not_verifiable"])
     gpu = cost.get("cuda_peak_growth_mib")
