@@ -158,7 +158,10 @@ def render_verified(scores: list[RunScore], *, seeds: int, command: str, replay_
         + "*Top fix* = the first fix of the first alarm of "
         "`lossdoctor diagnose RUN_DIR`; cost = wall seconds, replayed steps and growth of the "
         "process's peak resident memory, summed over a run's incidents (definitions: "
-        "`benchmarks/zoo/fixcheck.py`).",
+        "`benchmarks/zoo/fixcheck.py`). A top fix that is a change of code (normalise an input, mask "
+        "with `finfo.min`, change the init) is *not verifiable* by replay; *no verdict* is an incident "
+        "whose unfixed replay did not fail again (what a transient fault does) or left the log, so "
+        "no fix can be judged on it.",
         "Read these numbers as in-sample: the zoo is the set of runs the detectors and the candidate "
         "fixes were developed on.",
         per_family(scores),
