@@ -60,6 +60,8 @@ def test_json_lists_each_incidents_fixes_with_verdicts_numbers_and_cost(nan_dir)
     record = json.loads((nan_dir / "incidents" / "step-00000014.json").read_text())
     assert inc["from_step"] == record["verification"]["from_step"]
     assert inc["cost"] == record["verification"]["cost"] and inc["cost"]["steps_replayed"] > 0
+    assert inc["summary"].startswith("fixes replayed from step 10 to 34: 1 verified")
+    assert inc["summary_data"]["key"] == "report.verification.summary"
     drop = next(f for f in inc["fixes"] if f["cause"] == "nonfinite_data")
     assert drop["verdict"] == "verified" and drop["kind"] == "drop_samples" and drop["samples"] == [3]
     assert drop["fix_text"].startswith("drop or repair those samples") and drop["steps_after"] == 20

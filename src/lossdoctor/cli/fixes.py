@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     try:
         incidents = read_incidents(Path(args.path))
     except VerifyInputError as e:
-        print(f"lossdoctor: {say_arg(e, lang)}", file=__import__("sys").stderr)
+        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     fmt = "md" if args.format == "markdown" else args.format
     text = render(incidents, fmt, lang, str(args.path))
@@ -68,8 +69,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def write(text: str, args: argparse.Namespace) -> None:
-    import sys
-
     from .output import WriteError, silence_stdout, write_error
 
     try:
@@ -161,6 +160,7 @@ def render(incidents: list[dict[str, Any]], fmt: str, lang: str, path: str) -> s
 
 def _json(incident: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in incident.items() if k != "summary"}
+    out["summary"], out["summary_data"] = str(incident["summary"]), incident["summary"].data()
     out["fixes"] = [{**{k: v for k, v in f.items() if k != "sentence"}, "fix_text": _str(f.get("fix_text")),
                      "sentence": _str(f.get("sentence"))} for f in incident["fixes"]]
     out["note"] = _str(incident.get("note"))
@@ -196,7 +196,7 @@ def render_lines(incidents: list[dict[str, Any]], lang: str, path: str, md: bool
 
     esc = md_escape if md else (lambda s: s)
     colon = ui(lang)["colon"]
-    out = [("## " if md else "") + say(Msg("cli.verify.head", path=path, n=len(incidents)), lang), ""]
+    out = [("## " if md else "") + say(Msg("cli.verify.head", path=esc(path), n=len(incidents)), lang), ""]
     for inc in incidents:
         head = Msg("cli.verify.incident", step=inc["step"] if inc["step"] is not None else "?",
                    trigger=inc["trigger"] or "?")
