@@ -111,8 +111,10 @@ class Outcome:
     error: str | None = None
 
 
-def train(scn: Scenario, seed: int, run_dir: Path) -> Outcome:
-    """Train `scn` with `seed` under `lossdoctor.watch`, writing the run to `run_dir`."""
+def train(scn: Scenario, seed: int, run_dir: Path, replay: bool = False) -> Outcome:
+    """Train `scn` with `seed` under `lossdoctor.watch`, writing the run to `run_dir`. `replay`
+    passes a `replay_fn` even where the scenario does not ask for one (the verified-fixes pass:
+    verification replays from the snapshot, so it needs one)."""
     import lossdoctor
 
     seed_everything(seed)
@@ -120,10 +122,10 @@ def train(scn: Scenario, seed: int, run_dir: Path) -> Outcome:
     run_dir = Path(run_dir)
     findings_file = run_dir / "findings.jsonl"
     replay_fn = None
-    if s.replay:
+    if s.replay or replay:
         def replay_fn(model: nn.Module, batch: Any) -> torch.Tensor:
-            with _autocast(s.autocast):
-                return s.loss_fn(model, batch)
+            with _autocast(s.autocast):  # accumulation: the loop's backward of each micro-batch, summed
+                return sum(s.loss_fn(model, mb) for mb in batch) if s.accum > 1 else s.loss_fn(model, batch)
 
     out = Outcome()
     t0 = time.perf_counter()

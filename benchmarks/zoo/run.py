@@ -5,6 +5,7 @@
     python -m benchmarks.zoo --only attn_,mlp_nan # scenarios whose name starts with these
     python -m benchmarks.zoo --rescore            # re-diagnose the existing run dirs (after a detector change)
     python -m benchmarks.zoo --misses             # also print the step-record evidence of every miss
+    python -m benchmarks.zoo --seeds 1 --replay-all  # verified fixes: every scenario replays, per family
     python -m benchmarks.zoo --generated --split dev --jobs 2   # randomised variants, the split tuned on
     python -m benchmarks.zoo --generated --split test --jobs 2  # the held-out split (report, never tune)
 """
@@ -48,7 +49,7 @@ def run_dir(out: Path, name: str, seed: int) -> Path:
     return out / name / f"seed-{seed}"
 
 
-def run_one(name: str, seed: int, out: Path, train_it: bool = True) -> RunScore:
+def run_one(name: str, seed: int, out: Path, train_it: bool = True, replay_all: bool = False) -> RunScore:
     """Train (unless rescoring) and score one (scenario, seed). Runs in a worker process."""
     import torch
 
@@ -56,12 +57,12 @@ def run_one(name: str, seed: int, out: Path, train_it: bool = True) -> RunScore:
     d = run_dir(out, name, seed)
     if train_it:
         shutil.rmtree(d, ignore_errors=True)
-        train(load_scenarios()[name], seed, d)
+        train(load_scenarios()[name], seed, d, replay=replay_all)
     return score_run(d)
 
 
 def run_all(scns: list[Scenario], seeds: int, out: Path, *, jobs: int = 1, rescore: bool = False,
-            progress: bool = True) -> list[RunScore]:
+            progress: bool = True, replay_all: bool = False) -> list[RunScore]:
     work = [(s.name, k) for s in scns for k in range(seeds)]
     if rescore:
         work = [(n, k) for n, k in work if (run_dir(out, n, k) / "zoo.json").exists()]
@@ -76,14 +77,14 @@ def run_all(scns: list[Scenario], seeds: int, out: Path, *, jobs: int = 1, resco
 
     if jobs <= 1:
         for n, k in work:
-            rs = run_one(n, k, out, not rescore)
+            rs = run_one(n, k, out, not rescore, replay_all)
             note(rs)
             results.append(rs)
     else:
         import multiprocessing as mp
 
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("fork")) as ex:
-            futs = [ex.submit(run_one, n, k, out, not rescore) for n, k in work]
+            futs = [ex.submit(run_one, n, k, out, not rescore, replay_all) for n, k in work]
             for f in futs:
                 rs = f.result()
                 note(rs)
@@ -138,6 +139,35 @@ def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wal
     return "\n\n".join(parts)
 
 
+def render_verified(scores: list[RunScore], *, seeds: int, command: str, replay_all: bool = False) -> str:
+    """The verified-fixes section: per fault family, how often the top fix was verified, and the cost."""
+    from .fixcheck import per_family
+
+    return "\n\n".join([
+        "## Verified fixes in the zoo",
+        docs.provenance(command),
+        f"{len({s.scenario for s in scores if not s.healthy})} faulty scenarios, {seeds} seed(s) each. "
+        "`watch` replays each fix of a replayed incident from the last good snapshot through the "
+        "incident step and 20 steps after it, and compares with the unfixed replay (verification is "
+        "on by default). " + ("With `--replay-all` every scenario passes a `replay_fn` (the loss of "
+                               "its own loop), so every incident `watch` replays gets its fixes checked; "
+                               "a family with no verification had no replayed incident (–). "
+                               if replay_all else
+                               "Only the scenarios that pass a `replay_fn` replay incidents, so the "
+                               "other families have no verification (–). ")
+        + "*Top fix* = the first fix of the first alarm of "
+        "`lossdoctor diagnose RUN_DIR`; cost = wall seconds, replayed steps and growth of the "
+        "process's peak resident memory, summed over a run's incidents (definitions: "
+        "`benchmarks/zoo/fixcheck.py`). A top fix that is a change of code (normalise an input, mask "
+        "with `finfo.min`, change the init) is *not verifiable* by replay; *no verdict* is an incident "
+        "whose unfixed replay did not fail again (what a transient fault does) or left the log, so "
+        "no fix can be judged on it.",
+        "Read these numbers as in-sample: the zoo is the set of runs the detectors and the candidate "
+        "fixes were developed on.",
+        per_family(scores),
+    ])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.zoo", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-docs", action="store_true", help="never write the docs")
     ap.add_argument("--misses", action="store_true", help="print the step-record evidence of each miss")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    ap.add_argument("--replay-all", action="store_true",
+                    help="the verified-fixes pass: pass a replay_fn to every scenario (verification replays "
+                         "from the snapshot, so it needs one); writes only the verified-fixes section of the docs")
     ap.add_argument("--generated", action="store_true",
                     help="the randomised variants of each fault family (benchmarks/zoo/generated.py)")
     ap.add_argument("--split", choices=("dev", "test", "all"), default="dev",
@@ -180,12 +213,13 @@ def main(argv: list[str] | None = None) -> int:
         print("no scenario matches", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    scores = run_all(scns, args.seeds, args.out, jobs=args.jobs, rescore=args.rescore)
+    scores = run_all(scns, args.seeds, args.out, jobs=args.jobs, rescore=args.rescore, replay_all=args.replay_all)
     wall = time.perf_counter() - t0
     all_scns = load_scenarios()
     command = docs.command_line()
     text = render(scores, all_scns, seeds=args.seeds, wall=wall, command=command)
-    print(text)
+    verified = render_verified(scores, seeds=args.seeds, command=command, replay_all=args.replay_all)
+    print(text + "\n\n" + verified)
     miss = report.misses(scores, lambda s: evidence(Path(s.run_dir)))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps([s.to_dict() for s in scores], indent=1, default=str))
@@ -196,9 +230,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n(evidence of misses: {args.out / 'misses.md'})")
     whole = not args.only and not args.ci and args.seeds >= 3 and not args.rescore
     target = args.docs if args.docs is not None else (docs.DOC if whole else None)
-    if target is not None and not args.no_docs:
+    if target is not None and not args.no_docs and not args.replay_all:  # the zoo's tables are of its own set-up
         docs.write_section("zoo", text, Path(target))
         print(f"wrote {target}", file=sys.stderr)
+    # its own section, written by the verified-fixes pass of the whole zoo (one seed is enough)
+    if args.replay_all and not args.only and not args.ci and not args.no_docs:
+        path = docs.write_section("zoo-verify", verified, Path(args.docs or docs.DOC))
+        print(f"wrote {path} (verified fixes)", file=sys.stderr)
     return 0
 
 

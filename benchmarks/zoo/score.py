@@ -67,6 +67,8 @@ class RunScore:
     wall_s: float = 0.0
     run_dir: str = ""
     harness_error: str | None = None
+    #: verified fixes: the top finding's top fix and the cost (`fixcheck.run_verification`)
+    verify: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -181,11 +183,13 @@ def score_run(run_dir: Path) -> RunScore:
     truth, outcome = info["scenario"], info["outcome"]
     onset = resolve_onset(truth, outcome)
     scores = []
+    full: dict[str, Any] = {}
     for path, localise in ((run_dir, True), (None, False)):
         try:
             if path is None:
                 path = write_scalars(run_dir)
             report, via = _diagnose(path)
+            full = full or report
             ps = judge(report, truth, onset, localise=localise)
             ps.via = via
         except Exception as e:  # a crash of the engine is a result too: reported, not hidden
@@ -195,6 +199,9 @@ def score_run(run_dir: Path) -> RunScore:
                   causes=truth["causes"], onset=onset, full=scores[0], scalars=scores[1],
                   steps_run=outcome.get("steps_run", 0), wall_s=outcome.get("wall_s", 0.0),
                   run_dir=str(run_dir), harness_error=outcome.get("error"))
+    from .fixcheck import run_verification  # imported here: fixcheck's tables import this module
+
+    rs.verify = run_verification(run_dir, full)
     ok = set(truth["causes"])
     first = next((x for x in outcome.get("live", []) if x.get("severity") in ALARM
                   and (x.get("cause") in ok if ok else True)), None)

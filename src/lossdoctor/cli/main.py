@@ -5,7 +5,7 @@ finding at or above that severity; 2 bad input or usage, with one line on stderr
 `main` is the last line of defence: an error no reader foresaw still ends as one line and exit 2
 (`LOSSDOCTOR_DEBUG=1` prints its traceback), so no input ever shows a user a traceback.
 
-The offline path (`diagnose`) never imports torch, so it starts fast; `demo` and `check` do.
+The offline paths (`diagnose`, `verify`) never import torch, so it starts fast; `demo` and `check` do.
 """
 
 from __future__ import annotations
@@ -64,8 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0)
 
     from .check import add_parser as add_check_parser
+    from .fixes import add_parser as add_verify_parser
 
     add_check_parser(sub, FORMATS)
+    add_verify_parser(sub)
     return p
 
 
@@ -84,6 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import cmd_demo
 
             return cmd_demo(args)
+        if args.command == "verify":
+            from .fixes import cmd_verify
+
+            return cmd_verify(args)
         if args.command == "check":
             from .check import cmd_check
 

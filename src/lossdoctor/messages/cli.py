@@ -2,8 +2,8 @@
 
 TEMPLATES = {
     "cli.error": ("lossdoctor: error: {error}", "lossdoctor：错误：{error}"),
-    "cli.no_command": ("no command given: lossdoctor diagnose PATH (or demo, check; lossdoctor --help lists them)",
-                       "没有给出命令：`lossdoctor diagnose PATH`（或者 demo、check；`lossdoctor --help` 会列出全部命令）"),
+    "cli.no_command": ("no command given: lossdoctor diagnose PATH (or verify, demo, check; lossdoctor --help lists them)",
+                       "没有给出命令：`lossdoctor diagnose PATH`（或者 verify、demo、check；`lossdoctor --help` 会列出全部命令）"),
     "cli.interrupted": ("lossdoctor: interrupted", "lossdoctor：已中断"),
     "cli.internal_error": (" ({what}); set LOSSDOCTOR_DEBUG=1 for the traceback, and please report it",
                            "（{what}）；设置 LOSSDOCTOR_DEBUG=1 可以看到 traceback，请把这个问题报告给我们"),
@@ -34,4 +34,26 @@ TEMPLATES = {
                          "lossdoctor demo：训练用时 {seconds:.1f} 秒；运行目录 {log_dir}"),
     "cli.demo_again": ("(the same diagnosis again: lossdoctor diagnose {log_dir})",
                        "（再次查看同一诊断：lossdoctor diagnose {log_dir}）"),
+    # lossdoctor verify RUN_DIR (cli/fixes.py)
+    "cli.verify.not_dir": ("{path}: no such directory (verify reads a run directory written by lossdoctor.watch)",
+                           "{path}：目录不存在（verify 读取的是 lossdoctor.watch 写出的运行目录）"),
+    "cli.verify.not_run_dir": ("{path}: not a lossdoctor run directory (no meta.json or steps.jsonl)",
+                               "{path}：不是 lossdoctor 的运行目录（没有 meta.json 或 steps.jsonl）"),
+    "cli.verify.unreadable": ("{path}: cannot read the incident records ({error})",
+                              "{path}：无法读取事故记录（{error}）"),
+    "cli.verify.no_incidents": (
+        "{path}: no incident records (incidents/*.json), so no fix was verified: watch(..., replay_fn=...) "
+        "writes one when a NaN/Inf or a loss spike is replayed",
+        "{path}：没有事故记录（incidents/*.json），所以没有验证过任何修复：watch(..., replay_fn=...) 在重放 "
+        "NaN/Inf 或 loss 尖峰时才会写出事故记录"),
+    "cli.verify.no_verification": (
+        "{path}: none of its {n} incident record(s) holds a verification: it runs when watch(..., replay_fn=...) "
+        "replays an incident with verify=True (the default); re-running it needs the snapshots and batches, "
+        "which a run directory does not keep (mon.verify_fixes() before mon.close())",
+        "{path}：{n} 条事故记录里都没有验证结果：只有 watch(..., replay_fn=...) 在 verify=True（默认）时重放事故才会验证；"
+        "重新验证需要快照和 batch，运行目录里不保存它们（请在 mon.close() 之前调用 mon.verify_fixes()）"),
+    "cli.verify.head": ("`lossdoctor verify` {path}: {n} incident(s) whose fixes were replayed",
+                        "`lossdoctor verify` {path}：{n} 个事故的修复经过了重放验证"),
+    "cli.verify.incident": ("incident at step {step} ({trigger})", "第 {step} 步的事故（{trigger}）"),
+    "cli.verify.no_fix_checked": ("no fix was checked", "没有验证任何修复"),
 }

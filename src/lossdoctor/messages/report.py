@@ -63,6 +63,12 @@ UI = {
     "rank_series": ("rank", "rank"),
     "md_summary": ("Summary", "摘要"),
     "not_checked": ("checks that could not run", "没能运行的检查"),
+    # verified fixes: each fix replayed from the snapshot (triage/verify.py)
+    "verdict_verified": ("verified", "已验证"),
+    "verdict_did_not_help": ("did not help", "没有用"),
+    "verdict_not_checked": ("not checked", "未验证"),
+    "verdict_not_verifiable": ("not verifiable by replay", "无法通过重放验证"),
+    "verification": ("Verification of the fixes", "修复验证"),
     # where a finding is, and the punctuation around labels (Chinese uses full-width marks)
     "where_step": ("step {step}", "第 {step} 步"),
     "where_layer": ("layer {layer}", "层 {layer}"),
@@ -109,7 +115,25 @@ SYMPTOMS_ZH = {
     "skipped_steps": "优化器的 step 被跳过",
 }
 
+#: per incident, what verifying its fixes did and cost (report/verdicts.py)
+VERIFICATION = {
+    "report.verification.incident": ("incident at step {step}: {summary}", "第 {step} 步的事故：{summary}"),
+    "report.verification.summary": ("{what}; cost: {cost}", "{what}；开销：{cost}"),
+    "report.verification.failed": ("checking the fixes failed ({error})", "验证修复时出错（{error}）"),
+    "report.verification.checked": (
+        "fixes replayed from step {start} to {end}: {verified} verified, {did_not_help} did not help, "
+        "{other} not checked or not verifiable",
+        "从第 {start} 步重放到第 {end} 步：{verified} 个修复已验证，{did_not_help} 个没有用，{other} 个未验证或无法验证"),
+    "report.verification.no_note": ("no verdict", "没有结论"),
+    "report.verification.cost": ("{seconds:n2} s, {steps} replayed steps (budget {budget}), peak memory +{mib:n2} MiB",
+                                 "{seconds:n2} 秒，重放 {steps} 步（预算 {budget}），内存峰值 +{mib:n2} MiB"),
+    "report.verification.cost_gpu": ("{cost}, GPU memory peak +{gpu:n2} MiB", "{cost}，显存峰值 +{gpu:n2} MiB"),
+    "report.verification.error": ("incident at step {step}: checking its fixes failed ({error})",
+                                  "第 {step} 步的事故：验证修复时出错（{error}）"),
+}
+
 TEMPLATES = {
+    **VERIFICATION,
     **{f"ui.{k}": v for k, v in UI.items()},
     **{f"cause.{c}": (en, CAUSES_ZH[c]) for c, en in CAUSES.items()},
     **{f"symptom.{s}": (en, SYMPTOMS_ZH[s]) for s, en in SYMPTOMS.items()},

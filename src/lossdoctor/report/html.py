@@ -24,6 +24,7 @@ from ..messages import render
 from .i18n import cause_text, say, symptom_text, ui
 from .series import chart_data
 from .text import where
+from .verdicts import ICON, checks_of, incident_lines, sentence, verdict_label
 
 UPLOT_VERSION = "1.6.32"
 
@@ -68,10 +69,32 @@ def _finding_cards(report: Report, lang: str) -> str:
                          + "".join(f"<li>{_e(say(e, lang))}</li>" for e in f.evidence) + "</ul>")
         if f.fixes:
             parts.append(f'<div class="label">{_e(t["fixes"])}</div><ul class="fixes">'
-                         + "".join(f"<li>{_e(say(x, lang))}</li>" for x in f.fixes) + "</ul>")
+                         + "".join(f"<li>{_e(say(x, lang))}{_verdicts(f, j, lang)}</li>"
+                                   for j, x in enumerate(f.fixes)) + "</ul>")
         parts.append("</div>")
         out.append("".join(parts))
     return "\n".join(out)
+
+
+def _verdicts(f, index: int, lang: str) -> str:
+    """The verdicts of one fix (replayed from the snapshot), under it: a badge and the sentence."""
+    out = []
+    for c in checks_of(f, index):
+        v = str(c.get("verdict", ""))
+        out.append(f'<div class="verdict {_e(v)}" data-verdict="{_e(v)}">'
+                   f'<span class="vbadge" title="{_e(verdict_label(v, lang))}">{ICON.get(v, "")}</span> '
+                   f'{_e(sentence(c, lang))}</div>')
+    return "".join(out)
+
+
+def _verification(runs: Sequence[Run], lang: str) -> str:
+    """Per incident, what verifying its fixes did and cost (empty when it did not run)."""
+    lines = incident_lines(runs)
+    if not lines:
+        return ""
+    t = ui(lang)
+    items = "".join(f"<li>{_e(say(m, lang))}</li>" for m in lines)
+    return f'<section class="verification"><h2>{_e(t["verification"])}</h2><ul>{items}</ul></section>'
 
 
 def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str = "en",
@@ -117,6 +140,7 @@ def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str 
 {_finding_cards(report, lang)}
 </aside>
 </div>
+{_verification(runs, lang)}
 <section class="notes">
 <details{' open' if len(report.notes) <= 6 else ''}><summary>{_e(t['notes'])}{_e(t['lparen'])}{len(report.notes)}{_e(t['rparen'])}</summary>
 <ul>{notes}</ul>

@@ -17,6 +17,7 @@ from ..records import Run
 from ..messages import render
 from .i18n import cause_text, say, symptom_text, ui
 from .text import where
+from .verdicts import ICON, checks_of, incident_lines, sentence
 
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 #: `@user`, `@org/team` (mentions) and `#123`, `GH-123`, `owner/repo#123` (issue references)
@@ -76,8 +77,17 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
                 out.append("")
             if f.fixes:
                 out.append(f"**{t['fixes']}{t['colon'].rstrip()}**")
-                out.extend(f"- {md_escape(say(x, lang))}" for x in f.fixes)
+                for j, x in enumerate(f.fixes):
+                    out.append(f"- {md_escape(say(x, lang))}")
+                    out.extend(f"  - {ICON.get(c.get('verdict'), '')} {md_escape(sentence(c, lang))}"
+                               for c in checks_of(f, j))  # replayed from the snapshot
                 out.append("")
+    verified = incident_lines(runs)
+    if verified:
+        out.append(f"### {t['verification']}")
+        out.append("")
+        out.extend(f"- {md_escape(say(m, lang))}" for m in verified)
+        out.append("")
     if report.notes:
         out.append(f"<details><summary>{t['notes']}{t['lparen']}{len(report.notes)}{t['rparen']}</summary>")
         out.append("")

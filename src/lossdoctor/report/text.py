@@ -9,8 +9,9 @@ from typing import Any, Sequence
 
 from ..findings import Finding, Report
 from ..records import Run
-from ..messages import Msg, render
+from ..messages import render
 from .i18n import cause_text, say, ui
+from .verdicts import checks_of, incident_lines, sentence
 
 _STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green",
           "inconclusive": "magenta"}
@@ -108,6 +109,12 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
             con.print(f"  [green]{t['fix']}{t['colon']}[/]{escape(say(fix, lang))}")
             for check in fix_verdicts(f, j, lang):  # replayed from the snapshot (triage/verify.py)
                 con.print(f"    [dim]->[/] {escape(check)}")
+    verified = incident_lines(runs)
+    if verified:
+        con.print()
+        con.print(f"[bold]{t['verification']}[/]")
+        for m in verified:
+            con.print(f"  - {escape(say(m, lang))}")
     if report.notes:
         con.print()
         con.print(f"[dim]{t['notes']}{t['colon'].rstrip()}[/]")
@@ -118,9 +125,4 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
 
 def fix_verdicts(f: Finding, index: int, lang: str) -> list[str]:
     """The verdicts of fix `index` of a finding (`fix_checks`), in `lang`."""
-    out = []
-    for c in f.fix_checks or []:
-        if c.get("fix") == index:
-            m = Msg.from_data(c.get("sentence_data"))
-            out.append(say(m if m is not None else str(c.get("sentence", "")), lang))
-    return out
+    return [sentence(c, lang) for c in checks_of(f, index)]
