@@ -75,8 +75,8 @@ def test_loss_scale_collapse_the_suggested_init_scale_is_verified_and_clipping_d
     [f] = [Finding.from_dict(d) for d in rec["findings"]]
     assert f.cause == "loss_scale_collapse" and f.fixes[0].key == "triage.scale.fix_init_scale"
     assert f.fixes[0].values["init_scale"] == 2.0**16
-    # checked on its own once the window was recorded: verified
-    [check] = rec["verification"]["checks"]
+    # checked once the window was recorded (with the live engine's findings' fixes): verified
+    [check] = [c for c in rec["verification"]["checks"] if c["cause"] == "loss_scale_collapse" and c["kind"] == "scaler"]
     assert (check["kind"], check["verdict"], check["init_scale"]) == ("scaler", "verified", 2.0**16)
     assert check["unfixed_first_bad"] == 11 and check["first_bad"] is None
     assert "(unfixed: the GradScaler skips 12 steps in a row up to step 11)" in check["sentence"]
@@ -281,3 +281,19 @@ def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sente
     order_by_verdict(back)  # ordering twice changes nothing
     assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
     assert Report(findings=[back], steps=10).to_dict()["findings"][0]["fixes"][0] == str(clip)
+
+
+def test_the_detectors_fixes_are_checked_with_the_incident_without_asking(tmp_path):
+    """The automatic check after an incident also replays the live engine's findings' fixes: the
+    lr_too_high finding of a plain run carries its verdict with no call to `mon.verify_fixes()`,
+    and the live engine's own findings are left without verdicts (copies were checked)."""
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.35)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=10)
+    train(model, opt, regression_batches(80), mse_loss, mon)
+    assert all(f.fix_checks is None for f in mon.findings)
+    mon.close()
+    [f] = [f for f in mon.diagnose().findings if f.cause == "lr_too_high"]
+    assert f.fix_checks, [x.cause for x in mon.diagnose().findings]
+    assert f.fixes[0].key.startswith("lr.fix.set") and f.fix_checks[0]["verdict"] == "verified"
+    _assert_checks_point_at_their_fix(f)

@@ -209,7 +209,8 @@ class Monitor:
                           scheduler=self.scheduler, run_dir=self.run_dir, rank=self.rank, writer=self.writer,
                           meta=self.meta, incidents=self.incidents, step=lambda: self.step_idx,
                           paused=self.paused, mark_skipped=self.opt_probe.mark_skipped, hooked=hooked,
-                          shared=(self, self.writer, self.live), replay_refused=lambda: self.replay_refused)
+                          shared=(self, self.writer, self.live), replay_refused=lambda: self.replay_refused,
+                          findings=lambda: self.findings)
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:

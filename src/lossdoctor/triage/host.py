@@ -4,7 +4,8 @@ Triage needs the training objects (to snapshot, replay and roll back), a place t
 records, the step the loop is at, and four services of the monitor: switch its own hooks off
 while a replay runs on the user's model, name its objects a scratch copy of the model must not
 duplicate, record the step a skip policy undid as skipped, and say why replay was refused on a
-sharded model (DeepSpeed ZeRO, FSDP1). The monitor builds one `TriageHost` and hands it over;
+sharded model (DeepSpeed ZeRO, FSDP1); and it reads the live engine's findings, whose fixes
+verification checks with the incident's. The monitor builds one `TriageHost` and hands it over;
 triage never sees the monitor itself, so what it touches is written here.
 """
 
@@ -21,6 +22,10 @@ from ..messages import Msg
 
 def _no_refusal() -> Msg | None:
     return None
+
+
+def _no_findings() -> list[Any]:
+    return []
 
 
 @dataclass
@@ -49,3 +54,7 @@ class TriageHost:
     #: why replay cannot run on this model (DeepSpeed ZeRO 1-3, FSDP1: the note an incident record
     #: gets instead of "no replay_fn was given"), None when nothing refused it
     replay_refused: Callable[[], Msg | None] = _no_refusal
+    #: the live engine's latest findings: their fixes are checked with the incident's own, so the
+    #: detectors' advice (lower the LR, clip) reaches the report verified or not without a call to
+    #: `mon.verify_fixes()`
+    findings: Callable[[], list[Any]] = _no_findings

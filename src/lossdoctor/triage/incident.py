@@ -280,10 +280,16 @@ class Triage:
 
     def _verify_safely(self, rec: dict[str, Any]) -> None:
         try:
-            self.verify_fixes(rec)
+            self.verify_fixes(rec, self._live_findings(rec))
         except Exception as e:  # verification must never take the training down
             rec["verification"] = {"status": "error", "error": f"{type(e).__name__}: {e}"}
             log.warning("%s", Msg("verify.log.failed", step=int(rec["step"]), error=f"{type(e).__name__}: {e}"))
+
+    def _live_findings(self, rec: dict[str, Any]) -> list[Finding]:
+        """Copies of the live engine's findings other than the incident's own (same cause and step):
+        verification writes verdicts into the findings it checks, never into the engine's."""
+        own = {(d.get("cause"), d.get("step")) for d in rec.get("findings", []) if isinstance(d, dict)}
+        return [Finding.from_dict(f.to_dict()) for f in self.host.findings() if (f.cause, f.step) not in own]
 
     # --- skip policy --------------------------------------------------------------------------
     def _on_skip(self) -> None:
