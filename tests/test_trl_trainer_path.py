@@ -1,0 +1,123 @@
+"""The HF Trainer's own path with the callback added as the README shows it: the loss the Trainer
+backpropagates (TRL computes its own; a subclass's `compute_loss` may too), the LR each step used,
+`torch_compile=True`, and the Trainer subclasses LLaMA-Factory and Axolotl train with. Real TRL and
+transformers, tiny GPT-2 from a config, a tokenizer trained here, CPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+import trl_kit  # noqa: E402
+from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
+from lossdoctor.runlog import read_run_dir  # noqa: E402
+
+
+def _sft(out_dir, *, trainer_cls=None, callback=None, steps=4, lr=1e-3, warmup_steps=1, n=64, **config):
+    """TRL's SFTTrainer (or a subclass of it) on the kit's conversations; returns the trainer."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    torch.set_num_threads(1)
+    convs = trl_kit.conversations(n)
+    tok = trl_kit.tokenizer([m["content"] for c in convs for m in c])
+    args = SFTConfig(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=4, learning_rate=lr,
+                     warmup_steps=warmup_steps, logging_steps=1, max_length=64, save_strategy="no",
+                     report_to=[], use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0,
+                     assistant_only_loss=True, **config)
+    trainer = (trainer_cls or SFTTrainer)(model=trl_kit.gpt2(tok, 64), args=args,
+                                          train_dataset=Dataset.from_dict({"messages": convs}),
+                                          processing_class=tok, callbacks=[callback] if callback else None)
+    trainer.train()
+    return trainer
+
+
+def _sft_watched(tmp_path, **kw):
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld")
+    trainer = _sft(tmp_path / "out", callback=cb, **kw)
+    (run,) = read_run_dir(tmp_path / "ld")
+    return cb, trainer, run
+
+
+def _ignores_num_items():
+    """An SFTTrainer whose `compute_loss` drops `num_items_in_batch`, as custom losses written for
+    transformers < 4.46 do: each micro-batch's loss is then its own mean, but the Trainer still
+    believes the loss was divided by the step's item count and does not divide by k itself."""
+    from trl import SFTTrainer
+
+    class MeanPerMicroBatchSFT(SFTTrainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            return super().compute_loss(model, inputs, return_outputs=return_outputs, num_items_in_batch=None)
+
+    return MeanPerMicroBatchSFT
+
+
+# --- 1. the loss the Trainer backpropagates -------------------------------------------------------
+
+def test_sft_trainer_accumulation_is_measured_on_the_loss_it_backpropagates(tmp_path):
+    cb, trainer, run = _sft_watched(tmp_path, steps=4, gradient_accumulation_steps=2)
+    assert run.col("accum_steps").tolist() == [2.0] * 4
+    # TRL's own loss (sum over tokens / the step's token count) got weight 1 in backward
+    assert run.col("loss_weight").tolist() == pytest.approx([1.0] * 4, abs=1e-3)
+    # the per-item mean the callback reconstructs is the loss the Trainer logs
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert run.col("loss").tolist() == pytest.approx(logged, rel=1e-4)
+    report = cb.diagnose()
+    assert not [n for n in report.notes if "loss_weight" in n]
+    assert not [f for f in report.findings if f.cause == "grad_accum_normalization"]
+    assert "compute_loss" not in vars(trainer)  # the wrapper on the instance is gone after training
+
+
+def test_compute_loss_that_ignores_num_items_is_a_normalisation_fault(tmp_path):
+    cb, trainer, run = _sft_watched(tmp_path, trainer_cls=_ignores_num_items(), steps=4,
+                                    gradient_accumulation_steps=2)
+    w = run.col("loss_weight")
+    assert w.tolist() == pytest.approx([2.0] * 4, rel=0.1)  # two micro-batch means summed
+    (f,) = [f for f in cb.diagnose().findings if f.cause == "grad_accum_normalization"]
+    assert "2 micro-batches per step: their losses are summed, not averaged" in f.evidence
+    assert any("num_items_in_batch" in x for x in f.fixes)
+    assert f.step == 0
+
+
+def test_without_accumulation_the_check_is_quiet_for_the_same_subclass(tmp_path):
+    """k=1: a micro-batch mean is the step's mean; the same subclass is healthy."""
+    cb, trainer, run = _sft_watched(tmp_path, trainer_cls=_ignores_num_items(), steps=4)
+    assert run.col("loss_weight").tolist() == pytest.approx([1.0] * 4, abs=1e-3)
+    assert not [f for f in cb.diagnose().findings if f.cause == "grad_accum_normalization"]
+
+
+def test_callback_leaves_sft_training_bit_identical(tmp_path):
+    plain = _sft(tmp_path / "a", steps=3, gradient_accumulation_steps=2)
+    watched = _sft(tmp_path / "b", steps=3, gradient_accumulation_steps=2,
+                   callback=LossDoctorCallback(log_dir=tmp_path / "ld"))
+    a, b = plain.model.state_dict(), watched.model.state_dict()
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    la = [h.get("loss") for h in plain.state.log_history]
+    lb = [h.get("loss") for h in watched.state.log_history]
+    assert la == lb
+
+
+def test_trainer_whose_loss_never_reaches_backward_keeps_the_note(tmp_path):
+    """A trainer that backpropagates something other than what `compute_loss` returned (its own
+    `training_step`): neither loss gets a gradient, and the note says the check could not run."""
+    from trl import SFTTrainer
+
+    class OwnStep(SFTTrainer):
+        def training_step(self, model, inputs, num_items_in_batch=None):
+            model.train()
+            inputs = self._prepare_inputs(inputs)
+            out = model(**inputs, fused_lm_head=True)  # the model's loss is returned, not used
+            loss = -out.log_probs.sum() / out.label_mask.sum().clamp(min=1)
+            self.accelerator.backward(loss / self.current_gradient_accumulation_steps)
+            return loss.detach() / self.current_gradient_accumulation_steps
+
+    cb, trainer, run = _sft_watched(tmp_path, trainer_cls=OwnStep, steps=3, gradient_accumulation_steps=2)
+    report = cb.diagnose()
+    assert any("OwnStep backpropagates a loss it computes itself" in n for n in report.notes), report.notes
+    assert not [f for f in report.findings if f.cause == "grad_accum_normalization"]
