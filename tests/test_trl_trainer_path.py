@@ -121,3 +121,60 @@ def test_trainer_whose_loss_never_reaches_backward_keeps_the_note(tmp_path):
     report = cb.diagnose()
     assert any("OwnStep backpropagates a loss it computes itself" in n for n in report.notes), report.notes
     assert not [f for f in report.findings if f.cause == "grad_accum_normalization"]
+
+
+# --- 2. the LR each step used, and the fixes of a run that already clips ----------------------------
+
+@pytest.fixture(scope="module")
+def lr_one(tmp_path_factory):
+    """SFT at LR 1.0 with a 5-step warm-up, the Trainer clipping at 1.0 (its default): lr_too_high."""
+    tmp = tmp_path_factory.mktemp("lr1")
+    cb = LossDoctorCallback(log_dir=tmp / "ld")
+    trainer = _sft(tmp / "out", callback=cb, steps=20, lr=1.0, warmup_steps=5)
+    state = tmp / "trainer_state.json"
+    trainer.state.save_to_json(str(state))
+    (run,) = read_run_dir(tmp / "ld")
+    return cb, trainer, run, state
+
+
+def test_lr_recorded_for_a_step_is_the_lr_that_step_used(lr_one):
+    """The HF scheduler steps after the optimizer: the LR in param_groups at the step's end is the
+    next step's. The record of optimizer step s (0-based) carries what the Trainer logs for its
+    global step s+1, the LR that update used: 0 for the first, 1.0 first at the sixth."""
+    cb, trainer, run, _ = lr_one
+    logged = [h["learning_rate"] for h in trainer.state.log_history if "learning_rate" in h]
+    assert run.col("lr").tolist() == pytest.approx(logged)
+    assert run.col("lr")[0] == 0.0 and run.col("lr")[5] == 1.0 and run.col("lr")[4] < 1.0
+
+
+def _lr_finding(report):
+    (f,) = [f for f in report.findings if f.cause == "lr_too_high"]
+    return f
+
+
+def test_lr_finding_names_the_peak_lr_and_the_step_the_climb_began(lr_one):
+    cb, trainer, run, _ = lr_one
+    f = _lr_finding(cb.diagnose())
+    loss, first = run.col("loss"), run.col("loss")[0]
+    onset = next(i for i in range(1, len(loss)) if all(loss[i:i + 2] >= 1.5 * first))
+    assert f.step == onset, (f.step, loss[:6].tolist())
+    assert "the LR reached 1 at step 5" in f.evidence
+    fixes = " ".join(f.fixes)
+    assert "(now 1;" in fixes or "(now 1)" in fixes, fixes
+    # the Trainer clips at 1.0: no fix tells the run to clip at 1.0 again
+    assert run.meta["max_grad_norm"] == 1.0
+    assert "max_norm=1.0)" not in fixes and "already clipped (max_grad_norm=1)" in fixes
+
+
+def test_offline_trainer_state_names_the_same_lr_at_the_trainers_own_step(lr_one):
+    """trainer_state.json numbers steps as the Trainer does (global_step: the first update is step
+    1): the same finding, one step later in that numbering, same LR."""
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.sources import load_path
+
+    cb, trainer, run, state = lr_one
+    live = _lr_finding(cb.diagnose())
+    (f,) = [f for f in diagnose_runs(load_path(state)).findings if f.cause == "lr_too_high"]
+    assert f.step == live.step + 1
+    assert "the LR reached 1 at step 6" in f.evidence
+    assert "(now 1" in " ".join(f.fixes)
