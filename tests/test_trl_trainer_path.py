@@ -178,3 +178,23 @@ def test_offline_trainer_state_names_the_same_lr_at_the_trainers_own_step(lr_one
     assert f.step == live.step + 1
     assert "the LR reached 1 at step 6" in f.evidence
     assert "(now 1" in " ".join(f.fixes)
+
+
+@pytest.mark.parametrize("clip", [None, 1.0, 100.0])
+def test_gradient_clipping_fixes_know_the_run_already_clips(clip):
+    """The grad-explosion fixes (short log and surge rules) with and without a clip threshold in the
+    run's metadata (where the log readers and the callbacks put max_grad_norm)."""
+    import numpy as np
+
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import from_columns
+
+    steps = np.arange(6)
+    cols = {"loss": [2.2, 2.3, 2.6, 3.4, 4.4, 5.1], "grad_norm": [0.24, 1.9, 15, 120, 480, 960], "lr": [1e-3] * 6}
+    meta = {"max_grad_norm": clip} if clip else {}
+    (f,) = [f for f in diagnose_runs([from_columns(steps, cols, meta=meta)]).findings if f.cause == "grad_explosion"]
+    fixes = " ".join(f.fixes)
+    if clip is None:
+        assert "clip gradients: torch.nn.utils.clip_grad_norm_" in fixes
+    else:
+        assert "clip_grad_norm_" not in fixes and f"already clipped (max_grad_norm={clip:g})" in fixes, fixes
