@@ -198,3 +198,51 @@ def test_gradient_clipping_fixes_know_the_run_already_clips(clip):
         assert "clip gradients: torch.nn.utils.clip_grad_norm_" in fixes
     else:
         assert "clip_grad_norm_" not in fixes and f"already clipped (max_grad_norm={clip:g})" in fixes, fixes
+
+
+# --- 3. Trainer(torch_compile=True) ------------------------------------------------------------------
+
+def _compiled_trainer(out_dir, callback=None):
+    """A plain Trainer on a causal LM with `torch_compile=True`. The backend is aot_eager: dynamo
+    traces the model and its hooks exactly as with inductor (where the callback's hooks matter), and
+    AOT autograd builds the backward; only inductor's code generation (minutes on a small CPU) is
+    left out."""
+    import torch._dynamo
+    from datasets import Dataset
+    from transformers import Trainer, TrainingArguments
+
+    from torch._dynamo.utils import counters
+
+    torch.set_num_threads(1)
+    torch._dynamo.reset()
+    counters.clear()
+    texts = [" ".join(m["content"] for m in c) for c in trl_kit.conversations(32)]
+    tok = trl_kit.tokenizer(texts)
+    enc = tok(texts, truncation=True, max_length=16, padding="max_length")
+    ds = Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
+                            "labels": enc["input_ids"]})
+    args = TrainingArguments(output_dir=str(out_dir), max_steps=4, per_device_train_batch_size=4,
+                             gradient_accumulation_steps=2, learning_rate=1e-3, logging_steps=1, save_strategy="no",
+                             report_to=[], use_cpu=True, disable_tqdm=True, seed=0, torch_compile=True,
+                             torch_compile_backend="aot_eager")
+    trainer = Trainer(model=trl_kit.gpt2(tok, 16), args=args, train_dataset=ds,
+                      callbacks=[callback] if callback is not None else None)
+    with torch._dynamo.config.patch(error_on_recompile=True):  # the callback must not cause one
+        trainer.train()
+    return trainer, counters["stats"]["unique_graphs"]
+
+
+def test_torch_compile_trainer_with_the_callback_trains_identically(tmp_path):
+    pytest.importorskip("torch._dynamo")
+    plain, graphs_plain = _compiled_trainer(tmp_path / "a")
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld")
+    watched, graphs_watched = _compiled_trainer(tmp_path / "b", cb)
+    assert type(watched.model_wrapped).__name__ == "OptimizedModule"  # it really ran compiled
+    assert graphs_watched == graphs_plain  # no extra graphs or recompilations from the hooks
+    a, b = plain.model.state_dict(), watched.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    (run,) = read_run_dir(tmp_path / "ld")
+    logged = [h["loss"] for h in watched.state.log_history if "loss" in h]
+    assert run.col("loss").tolist() == pytest.approx(logged, rel=1e-4)
+    assert run.col("loss_weight").tolist() == pytest.approx([1.0] * 4, abs=1e-3)
+    assert cb.monitor.closed and not [n for n in cb.diagnose().notes if "disabled" in n.lower()]

@@ -49,6 +49,12 @@ from .microbatch import LOSS_KWARGS, model_loss
 log = logging.getLogger("lossdoctor")
 
 
+def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` never traced by torch.compile (dynamo): it runs as plain Python, a graph break."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(fn) if disable is not None else fn
+
+
 class LossDoctorCallback(WatchingCallback, TrainerCallback):
     """Watch a `transformers.Trainer` run with lossdoctor.
 
@@ -100,15 +106,9 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
         if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
             mon.preflight.set_total_steps(int(planned) - int(getattr(state, "global_step", 0) or 0))
 
+    @_eager
     def _on_forward(self, module: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
-        if self.probe is None or not (torch.is_grad_enabled() and module.training):
-            return
-        if kwargs:
-            batch: Any = {k: v for k, v in kwargs.items()
-                          if isinstance(v, torch.Tensor) and k not in LOSS_KWARGS}
-        else:
-            batch = args[0] if len(args) == 1 else (list(args) or None)
-        self.probe.observe(batch, model_loss(out), kwargs.get("num_items_in_batch"))
+        _record_forward(self, module, args, kwargs, out)
 
     def _on_trainer_loss(self, loss: Any) -> None:
         if self.probe is not None:
@@ -119,6 +119,21 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
             h.remove()
         self._handles.clear()
         super()._finish()
+
+
+@_eager
+def _record_forward(cb: LossDoctorCallback, module: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+    """The model hook's body, run eagerly: with `Trainer(torch_compile=True)` dynamo would compile it
+    as a frame of its own and guard on the probe's state, which changes every forward (a
+    recompilation per micro-batch, then its limit); kept out of the graph it costs one graph break
+    after the model's forward and changes no number."""
+    if cb.probe is None or not (torch.is_grad_enabled() and module.training):
+        return
+    if kwargs:
+        batch: Any = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor) and k not in LOSS_KWARGS}
+    else:
+        batch = args[0] if len(args) == 1 else (list(args) or None)
+    cb.probe.observe(batch, model_loss(out), kwargs.get("num_items_in_batch"))
 
 
 class LossTap:
