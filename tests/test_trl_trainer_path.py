@@ -246,3 +246,61 @@ def test_torch_compile_trainer_with_the_callback_trains_identically(tmp_path):
     assert run.col("loss").tolist() == pytest.approx(logged, rel=1e-4)
     assert run.col("loss_weight").tolist() == pytest.approx([1.0] * 4, abs=1e-3)
     assert cb.monitor.closed and not [n for n in cb.diagnose().notes if "disabled" in n.lower()]
+
+
+# --- 4. the Trainer subclasses LLaMA-Factory and Axolotl train with -----------------------------------
+
+def _llamafactory_sft(out_dir, *, callback, train_on_prompt=False, steps=8):
+    """LLaMA-Factory's SFT stage, built here: its `CustomSeq2SeqTrainer` is a `Seq2SeqTrainer`
+    subclass whose `compute_loss` calls the parent's, defined in `llamafactory.train.sft.trainer`;
+    its supervised preprocessing masks the prompt with -100 unless `train_on_prompt`, and its
+    collator is `DataCollatorForSeq2Seq` (labels padded with -100). A causal LM, as it trains."""
+    from datasets import Dataset
+    from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainer, Seq2SeqTrainingArguments
+
+    class CustomSeq2SeqTrainer(Seq2SeqTrainer):
+        def compute_loss(self, model, inputs, *args, **kwargs):
+            return super().compute_loss(model, inputs, *args, **kwargs)
+
+    CustomSeq2SeqTrainer.__module__ = "llamafactory.train.sft.trainer"
+
+    torch.set_num_threads(1)
+    convs = trl_kit.conversations(64)
+    tok = trl_kit.tokenizer([m["content"] for c in convs for m in c])
+    rows = {"input_ids": [], "attention_mask": [], "labels": []}
+    for c in convs:
+        prompt = tok.apply_chat_template(c[:1], tokenize=True, add_generation_prompt=True, return_dict=False)
+        full = tok.apply_chat_template(c, tokenize=True, return_dict=False)
+        ids = list(full)[:64]
+        labels = list(ids) if train_on_prompt else [-100] * len(prompt) + ids[len(prompt):]
+        rows["input_ids"].append(ids)
+        rows["attention_mask"].append([1] * len(ids))
+        rows["labels"].append(labels[:64])
+    args = Seq2SeqTrainingArguments(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=4,
+                                    gradient_accumulation_steps=2, learning_rate=1e-3, warmup_steps=1,
+                                    logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+                                    disable_tqdm=True, dataloader_num_workers=0, seed=0)
+    trainer = CustomSeq2SeqTrainer(model=trl_kit.gpt2(tok, 64), args=args, train_dataset=Dataset.from_dict(rows),
+                                   data_collator=DataCollatorForSeq2Seq(tok, label_pad_token_id=-100),
+                                   processing_class=tok, callbacks=[callback])
+    trainer.train()
+    return trainer
+
+
+def test_llamafactory_style_sft_trainer_healthy(tmp_path):
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld")  # what run_exp(args, callbacks=[...]) hands on
+    trainer = _llamafactory_sft(tmp_path / "out", callback=cb)
+    (run,) = read_run_dir(tmp_path / "ld")
+    assert run.meta["task"] == "sft" and run.meta["framework"]["trainer"] == "CustomSeq2SeqTrainer"
+    assert run.col("loss_weight").tolist() == pytest.approx([1.0] * 8, abs=1e-3)
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert run.col("loss").tolist() == pytest.approx(logged, rel=1e-4)
+    report = cb.diagnose()
+    assert report.status == "healthy", [f.to_dict() for f in report.findings]
+
+
+def test_llamafactory_style_train_on_prompt_is_a_label_mask_leak(tmp_path):
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld")
+    _llamafactory_sft(tmp_path / "out", callback=cb, train_on_prompt=True)
+    (leak,) = [f for f in cb.diagnose().findings if f.cause == "label_mask_leak"]
+    assert leak.severity == "warning" and "prompt tokens" in leak.evidence[0]

@@ -213,13 +213,17 @@ TRAINER_TASKS = {"SFTTrainer": "sft", "DPOTrainer": "preference", "ORPOTrainer":
                  "KTOTrainer": "preference", "CPOTrainer": "preference"}
 CONFIG_TASKS = {"SFTConfig": "sft", "DPOConfig": "preference", "ORPOConfig": "preference",
                 "KTOConfig": "preference", "CPOConfig": "preference"}
+#: trainers known by the module they are defined in (LLaMA-Factory's stages subclass the HF
+#: `Seq2SeqTrainer`/`Trainer` under these names; its DPO/KTO trainers subclass TRL's, found above)
+MODULE_TASKS = {"llamafactory.train.sft.": "sft", "llamafactory.train.pt.": "pretrain"}
 #: what a TRL config says about the labels and the sequences (recorded, and used by fix texts)
 TRL_KEYS = ("max_length", "packing", "padding_free", "assistant_only_loss", "completion_only_loss", "loss_type")
 
 
 def trainer_task(trainer: Any, args: Any) -> str | None:
     """The task the trainer trains, from its class (or a base class) or its config's class:
-    `SFTTrainer` -> "sft", `DPOTrainer`/ORPO/KTO/CPO -> "preference"; a plain `Trainer` -> None
+    `SFTTrainer` -> "sft", `DPOTrainer`/ORPO/KTO/CPO -> "preference", LLaMA-Factory's SFT and
+    pre-training stages by their module; a plain `Trainer` -> None
     (it could be pre-training, SFT or classification: the user's `task=` says)."""
     for cls in type(trainer).__mro__ if trainer is not None else ():
         if cls.__name__ in TRAINER_TASKS:
@@ -227,7 +231,8 @@ def trainer_task(trainer: Any, args: Any) -> str | None:
     for cls in type(args).__mro__:
         if cls.__name__ in CONFIG_TASKS:
             return CONFIG_TASKS[cls.__name__]
-    return None
+    module = type(trainer).__module__ + "." if trainer is not None else ""
+    return next((task for prefix, task in MODULE_TASKS.items() if module.startswith(prefix)), None)
 
 
 def _tokenizer_of(processing_class: Any) -> Any:
