@@ -248,7 +248,7 @@ class MicroBatchProbe:
                 mean = float(np.mean(loss))
             rec["loss"] = mean
             if ctx.get("objective"):
-                if not objective_is_model_loss(values["mb_obj"], loss, values.get("mb_items")):
+                if not objective_is_model_loss(values["mb_obj"], loss, values.get("mb_items"), self._world_size()):
                     self._backward_elsewhere()
                     return
                 self.weighted_steps += 1
@@ -257,16 +257,25 @@ class MicroBatchProbe:
                 if np.isfinite(w):
                     rec["loss_weight"] = round(w, 4)
 
+    def _world_size(self) -> int:
+        """The processes the trainer's loss is multiplied by (the HF Trainer and TRL multiply it by
+        the number of processes when `num_items_in_batch` counts every rank's tokens)."""
+        meta = self.monitor.meta if isinstance(self.monitor.meta, dict) else {}
+        ws = (meta.get("framework") or {}).get("world_size")
+        return int(ws) if isinstance(ws, int) and ws > 1 else 1
+
     def remove(self) -> None:
         self.enabled = False
         self.items = []
         self.objective = []
 
 
-def objective_is_model_loss(obj: Any, loss: Any, n_items: Any = None, tol: float = 0.02) -> bool:
+def objective_is_model_loss(obj: Any, loss: Any, n_items: Any = None, world_size: int = 1,
+                            tol: float = 0.02) -> bool:
     """Whether each backpropagated loss is the model's loss of the same micro-batch up to a
     normalisation (itself, 1/k, or own items / the step's items, as TRL's sum over tokens divided
-    by `num_items_in_batch` is, and that over k): only then is (objective / per-item mean) the
+    by `num_items_in_batch` is, and that over k; any of them times the number of processes, which
+    DDP's gradient averaging divides away again): only then is (objective / per-item mean) the
     accumulation weight. A DPO loss, or one with an auxiliary term, is not; its weight would be
     meaningless."""
     import numpy as np
@@ -281,7 +290,8 @@ def objective_is_model_loss(obj: Any, loss: Any, n_items: Any = None, tol: float
         n = np.asarray(n_items, dtype=np.float64)
         if n.sum() > 0:
             candidates += [n / n.sum(), n / (n.sum() * k)]
-    return any(bool(np.all(np.abs(ratio - c) <= tol * np.abs(c))) for c in candidates)
+    scales = (1, world_size) if world_size > 1 else (1,)
+    return any(bool(np.all(np.abs(ratio - c * w) <= tol * np.abs(c * w))) for c in candidates for w in scales)
 
 
 def join_batches(batches: list[Any]) -> Any:
