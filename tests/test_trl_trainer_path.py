@@ -304,3 +304,20 @@ def test_llamafactory_style_train_on_prompt_is_a_label_mask_leak(tmp_path):
     _llamafactory_sft(tmp_path / "out", callback=cb, train_on_prompt=True)
     (leak,) = [f for f in cb.diagnose().findings if f.cause == "label_mask_leak"]
     assert leak.severity == "warning" and "prompt tokens" in leak.evidence[0]
+
+
+def test_backpropagated_loss_pairs_with_the_models_only_up_to_a_normalisation():
+    """Which trainer losses the accumulation weight may be measured on: the model's loss itself,
+    over k, its tokens over the step's (TRL), over the count the Trainer passed (every rank's
+    tokens) times the processes; not a DPO-like loss."""
+    from lossdoctor.integrations.microbatch import objective_is_model_loss
+
+    m, n = [2.0, 3.0], [30.0, 10.0]
+    assert objective_is_model_loss([2.0, 3.0], m, n)
+    assert objective_is_model_loss([1.0, 1.5], m, n)  # each / k
+    assert objective_is_model_loss([2.0 * 30 / 40, 3.0 * 10 / 40], m, n)  # sum / the step's tokens
+    # DDP, 2 ranks: divided by both ranks' 100 tokens, multiplied by 2
+    assert objective_is_model_loss([2 * 2.0 * 30 / 100, 2 * 3.0 * 10 / 100], m, n, 2, num_items=[100, 100])
+    assert not objective_is_model_loss([2 * 2.0 * 30 / 100, 2 * 3.0 * 10 / 100], m, n, 2)
+    assert not objective_is_model_loss([0.69, 0.71], m, n)  # a DPO loss
+    assert not objective_is_model_loss([2.0, float("nan")], m, n)

@@ -86,9 +86,10 @@ class MicroBatchProbe:
         #: steps whose model loss had a gradient hook that never fired, and steps whose did
         self.unweighted_steps = 0
         self.weighted_steps = 0
-        #: the losses the trainer returned for backward this step (value, weight slot): set by
+        #: the losses the trainer returned for backward this step (value, weight slot, the item
+        #: count it was handed): set by
         #: `observe_objective`, which only a callback that sees the trainer's loss calls
-        self.objective: list[tuple[torch.Tensor, list]] = []
+        self.objective: list[tuple[torch.Tensor, list, Any]] = []
 
     # --- per forward ----------------------------------------------------------------------------
     def observe(self, batch: Any, loss: torch.Tensor | None, num_items: Any = None) -> None:
@@ -109,10 +110,12 @@ class MicroBatchProbe:
         except Exception as e:
             self._fail(e)
 
-    def observe_objective(self, loss: Any) -> None:
+    def observe_objective(self, loss: Any, num_items: Any = None) -> None:
         """The loss a trainer is about to backpropagate (the HF Trainer's `compute_loss` return:
         TRL's own loss, or the model's). Its gradient says how much of it the objective holds, so
-        the step's objective is sum(weight * loss) over these, whatever the model returned."""
+        the step's objective is sum(weight * loss) over these, whatever the model returned.
+        `num_items` is the item count the trainer passed to `compute_loss` (every rank's, with
+        `average_tokens_across_devices`): what a loss it computes itself is divided by."""
         if not self.enabled:
             return
         try:
@@ -123,7 +126,7 @@ class MicroBatchProbe:
                 return
             slot: list = [None]
             loss.register_hook(self._weight_hook(slot))
-            self.objective.append((loss.detach().clone(), slot))
+            self.objective.append((loss.detach().clone(), slot, num_items))
         except Exception as e:
             self._fail(e)
 
@@ -212,14 +215,17 @@ class MicroBatchProbe:
         """Put the step's objective, sum(d objective / d loss * loss), in the packer: over the
         losses the trainer returned for backward when there were any, else over the model's."""
         if objective:
-            if not all(slot[0] is not None for _, slot in objective):
+            if not all(slot[0] is not None for _, slot, _ in objective):
                 return False  # that loss never reached backward: nothing to say about its weight
             if len(objective) != len(losses):  # not one backpropagated loss per model forward
                 self._backward_elsewhere()
                 return False
             dev = losses[0].loss.device
-            packer.add("mb_wloss", torch.stack([(slot[0] * v.float()).sum().to(dev) for v, slot in objective]))
-            packer.add("mb_obj", torch.stack([v.float().sum().to(dev) for v, _ in objective]))
+            packer.add("mb_wloss", torch.stack([(slot[0] * v.float()).sum().to(dev) for v, slot, _ in objective]))
+            packer.add("mb_obj", torch.stack([v.float().sum().to(dev) for v, _, _ in objective]))
+            if all(num is not None for _, _, num in objective):
+                packer.add("mb_obj_num", torch.stack([
+                    torch.as_tensor(num, dtype=torch.float32, device=dev).reshape(-1)[0] for _, _, num in objective]))
             return True
         if all(m.weight[0] is not None for m in losses):
             packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses]))
@@ -248,7 +254,8 @@ class MicroBatchProbe:
                 mean = float(np.mean(loss))
             rec["loss"] = mean
             if ctx.get("objective"):
-                if not objective_is_model_loss(values["mb_obj"], loss, values.get("mb_items"), self._world_size()):
+                if not objective_is_model_loss(values["mb_obj"], loss, values.get("mb_items"), self._world_size(),
+                                               num_items=values.get("mb_obj_num")):
                     self._backward_elsewhere()
                     return
                 self.weighted_steps += 1
@@ -271,7 +278,7 @@ class MicroBatchProbe:
 
 
 def objective_is_model_loss(obj: Any, loss: Any, n_items: Any = None, world_size: int = 1,
-                            tol: float = 0.02) -> bool:
+                            tol: float = 0.02, num_items: Any = None) -> bool:
     """Whether each backpropagated loss is the model's loss of the same micro-batch up to a
     normalisation (itself, 1/k, or own items / the step's items, as TRL's sum over tokens divided
     by `num_items_in_batch` is, and that over k; any of them times the number of processes, which
@@ -290,6 +297,9 @@ def objective_is_model_loss(obj: Any, loss: Any, n_items: Any = None, world_size
         n = np.asarray(n_items, dtype=np.float64)
         if n.sum() > 0:
             candidates += [n / n.sum(), n / (n.sum() * k)]
+        num = np.asarray(num_items, dtype=np.float64) if num_items is not None else None
+        if num is not None and num.shape == n.shape and (num > 0).all():
+            candidates.append(n / num)  # own items over the count the trainer divided by
     scales = (1, world_size) if world_size > 1 else (1,)
     return any(bool(np.all(np.abs(ratio - c * w) <= tol * np.abs(c * w))) for c in candidates for w in scales)
 

@@ -110,9 +110,9 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
     def _on_forward(self, module: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
         _record_forward(self, module, args, kwargs, out)
 
-    def _on_trainer_loss(self, loss: Any) -> None:
+    def _on_trainer_loss(self, loss: Any, num_items: Any = None) -> None:
         if self.probe is not None:
-            self.probe.observe_objective(loss)
+            self.probe.observe_objective(loss, num_items)
 
     def _finish(self) -> None:
         for h in self._handles:
@@ -148,7 +148,7 @@ class LossTap:
     each micro-batch's loss gets in backward, hence the accumulation normalisation, be measured.
     The model hook still supplies the batch and the per-item mean loss."""
 
-    def __init__(self, trainer: Any, on_loss: Callable[[Any], None]) -> None:
+    def __init__(self, trainer: Any, on_loss: Callable[[Any, Any], None]) -> None:
         self.trainer = trainer
         own = vars(trainer)
         self._had_own, self._own = "compute_loss" in own, own.get("compute_loss")
@@ -158,7 +158,7 @@ class LossTap:
         def compute_loss(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
             try:
-                on_loss(out)
+                on_loss(out, kwargs.get("num_items_in_batch"))
             except Exception:  # never break the user's training step
                 pass
             return out
