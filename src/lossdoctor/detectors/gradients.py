@@ -36,7 +36,20 @@ def clip_fix(q: Quantities, end: int) -> Msg | None:
     healthy = window[window <= 5 * med] if med > 0 else window
     p95 = round_sig(percentile(healthy if healthy.size >= 3 else window, 95), 2)
     a, b = int(q.steps[start]), int(q.steps[max(start, end - 1)])
+    clip = clip_in_place(q.run)
+    if clip is not None:
+        return already_clipped_fix(clip, p95, a, b)
     return Msg("grad.fix_clip", max_norm=p95, first=a, last=b)
+
+
+def already_clipped_fix(clip: float, suggested: float | None = None, first: int | None = None,
+                        last: int | None = None) -> Msg:
+    """The clipping fix for a run that already clips at `clip`: a threshold well below it from the
+    run's own healthy norms when there is one, else that clipping is in place and what to do
+    instead (the norms the detectors read are measured before clipping)."""
+    if suggested is not None and first is not None and last is not None and suggested < 0.5 * clip:
+        return Msg("grad.fix_clip_tighter", clip=clip, max_norm=suggested, first=first, last=last)
+    return Msg("grad.fix_already_clipped", clip=clip)
 
 
 @detector("grad_explosion", needs=("grad_norm",), hint=Msg("hint.grad_norm"))

@@ -28,6 +28,29 @@ def _lr_at(q: Quantities, i: int) -> float | None:
     return float(lr[-1]) if lr.size else None
 
 
+def _peak_by(q: Quantities, i: int) -> tuple[float, int] | None:
+    """(the highest LR the run had used up to row i, its row): the LR a user set (`learning_rate`)
+    once a warm-up has reached it; the row where it was first reached."""
+    lr = q.lr[: i + 1]
+    ok = np.flatnonzero(np.isfinite(lr) & (lr > 0))
+    if not ok.size:
+        return None
+    j = int(ok[np.argmax(lr[ok])])
+    return float(lr[j]), j
+
+
+def _ratio_at(run: Run, a: int, b: int, lr: float | None) -> float | None:
+    """The update/param ratio at LR `lr`, from rows [a, b): each row's ratio per unit of the LR it
+    used (an update is LR x direction for SGD and Adam alike), times `lr`; so ratios measured during
+    a warm-up are not read as the peak LR's. The plain median when the LR was not logged."""
+    r = run.col("update_ratio")[a:b]
+    x = run.col("lr")[a:b] if run.has("lr") else np.full(r.shape, np.nan)
+    ok = np.isfinite(r) & (r > 0) & np.isfinite(x) & (x > 0)
+    if lr is not None and ok.sum() >= 1:
+        return float(np.median(r[ok] / x[ok])) * lr
+    return _ratio_median(run, a, b)
+
+
 def _ratio_median(run: Run, a: int, b: int) -> float | None:
     r = run.col("update_ratio")[a:b]
     r = r[np.isfinite(r) & (r > 0)]
@@ -128,9 +151,20 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     ratio_early = _ratio_median(run, 0, min(q.n, 20))
     if ratio_early:
         ev.append(Msg("lr.high.ratio", r=ratio_early))
+    lr, more = _lr_reached(q, max(q.first_bad, 5))
     return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
-                    step=int(q.steps[0] if s is None else s), evidence=ev,
-                    fixes=[_suggest_lr(_lr_at(q, min(q.n - 1, 5)), ratio_early, 0.1), _warmup_fix(run, q)])]
+                    step=int(q.steps[0] if s is None else s), evidence=ev + more,
+                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1), _warmup_fix(run, q)])]
+
+
+def _lr_reached(q: Quantities, i: int) -> tuple[float | None, list[Msg]]:
+    """The LR a fix starts from: the highest the run had used by row i (the peak of a warm-up that
+    reached it), and the evidence naming it and the step that first used it."""
+    peak = _peak_by(q, min(q.n - 1, i))
+    if peak is None:
+        return _lr_at(q, min(q.n - 1, i)), []
+    lr, j = peak
+    return lr, [Msg("lr.high.peak_at", lr=lr, s=int(q.steps[j]))]
 
 
 def _early_jump(run: Run, q: Quantities) -> list[Finding]:
@@ -158,13 +192,32 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
         return []
     s = int(q.steps[j])
     ev = [Msg("lr.high.jumped", a=first_loss, b=float(loss[j]), s=s)]
+    onset = _climb_onset(q, j, first_loss)
+    if onset < j:
+        ev.append(Msg("lr.high.already_rising", s=int(q.steps[onset]), loss=float(loss[onset]),
+                      x=float(loss[onset]) / first_loss))
     if stays:
         ev.append(Msg("lr.high.stayed", m=float(np.median(loss[after])), n=int(after.size)))
     if ratio_j:
         ev.append(Msg("lr.high.ratio", r=ratio_j))
+    lr, more = _lr_reached(q, max(j, 5))
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
-                    confidence=0.8, step=s, evidence=ev,
-                    fixes=[_suggest_lr(_lr_at(q, min(q.n - 1, 5)), ratio_j, 0.1), _warmup_fix(run, q)])]
+                    confidence=0.8, step=int(q.steps[onset]), evidence=ev + more,
+                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1), _warmup_fix(run, q)])]
+
+
+def _climb_onset(q: Quantities, j: int, first_loss: float) -> int:
+    """The row where the climb that reached row j began: walking back over the finite rows while
+    the loss stays >= 1.5x the first. The finding is dated there, where training went wrong, not at
+    the row where the loss first crossed 3x."""
+    lf = q.finite_loss
+    rows = lf[(lf >= 1) & (lf <= j)]
+    onset = j
+    for r in rows[::-1][1:]:
+        if q.loss[r] < 1.5 * first_loss:
+            break
+        onset = int(r)
+    return onset
 
 
 def _fifths(q: Quantities) -> tuple[float, float, float]:

@@ -11,6 +11,7 @@ from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
 from .base import detector
+from .gradients import clip_in_place
 from .quantities import Quantities
 
 
@@ -127,7 +128,9 @@ def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: li
             layer = after
         else:
             ev.append(Msg("precision.backward_overflows_at", layer=layer))
-    fixes.append(Msg("precision.fix_gradients_overflow_fp16"))
+    clip = clip_in_place(run)
+    fixes.append(Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip) if clip is not None
+                 else Msg("precision.fix_gradients_overflow_fp16"))
     return layer
 
 

@@ -19,6 +19,7 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector
 from .loss_shape import is_spike, robust_sigma, spike_fixes
+from .gradients import already_clipped_fix, clip_in_place
 from .lr_usual import judge_lr, with_lr_evidence
 from .quantities import Quantities
 
@@ -450,11 +451,20 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
             ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
         healthy = g[:i0 + 1]
         clip = float(np.max(healthy)) if healthy.size else float(g[i0])
-        fixes = [Msg("scalars.surge.fix_clip", max_norm=max(clip, 1.0)),
+        fixes = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
                  Msg("scalars.surge.fix_lr", lr=float(lr[j])) if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
                         step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
     return _transient_surge(q, rows, g, transient) if transient else []
+
+
+def _surge_clip_fix(q: Quantities, key: str, healthy_max: float) -> Msg:
+    """Clip at the largest healthy norm (at least 1.0), or, when the run already clips (its
+    metadata's max_grad_norm), say so and at what instead of suggesting it again."""
+    clip = clip_in_place(q.run)
+    if clip is not None:
+        return already_clipped_fix(clip)
+    return Msg(key, max_norm=max(healthy_max, 1.0))
 
 
 #: a gradient norm this many times its recent minimum is an explosion even when the run recovered
@@ -474,7 +484,7 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     ev = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
           else Msg("scalars.surge.jumped", **jump),
           Msg("scalars.surge.survived")]
-    fixes = [Msg("scalars.surge.fix_clip_before", max_norm=max(clip, 1.0)), Msg("scalars.surge.fix_find_batch")]
+    fixes = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip), Msg("scalars.surge.fix_find_batch")]
     return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
                     step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
 

@@ -11,7 +11,10 @@ when a GradScaler is in effect). At the step's end it gives the monitor
   `num_items_in_batch` as the HF Trainer does), weighted by each micro-batch's label count;
 - `loss_weight`: (objective actually differentiated) / (that per-item mean). 1 when the step
   optimises the mean over its items; k when k micro-batch means were summed without dividing by k
-  (the gradient-accumulation normalisation bug, transformers PR #34191); 1/k when divided twice;
+  (the gradient-accumulation normalisation bug, transformers PR #34191); 1/k when divided twice.
+  The objective is measured on the loss the trainer backpropagates when the callback can see it
+  (`observe_objective`: what the HF Trainer's `compute_loss` returned, which TRL computes itself
+  from the model's log-probs), else on the model's own loss;
 - the step's batch: the micro-batches joined along the first dimension (padded like a collator
   would: labels with -100, everything else with 0), so sample indices count across the step.
 
@@ -83,6 +86,10 @@ class MicroBatchProbe:
         #: steps whose model loss had a gradient hook that never fired, and steps whose did
         self.unweighted_steps = 0
         self.weighted_steps = 0
+        #: the losses the trainer returned for backward this step (value, weight slot, the item
+        #: count it was handed): set by
+        #: `observe_objective`, which only a callback that sees the trainer's loss calls
+        self.objective: list[tuple[torch.Tensor, list, Any]] = []
 
     # --- per forward ----------------------------------------------------------------------------
     def observe(self, batch: Any, loss: torch.Tensor | None, num_items: Any = None) -> None:
@@ -100,6 +107,26 @@ class MicroBatchProbe:
             if labels is not None:
                 item.n_items = (labels.detach() != IGNORE_INDEX).sum()
             self.items.append(item)
+        except Exception as e:
+            self._fail(e)
+
+    def observe_objective(self, loss: Any, num_items: Any = None) -> None:
+        """The loss a trainer is about to backpropagate (the HF Trainer's `compute_loss` return:
+        TRL's own loss, or the model's). Its gradient says how much of it the objective holds, so
+        the step's objective is sum(weight * loss) over these, whatever the model returned.
+        `num_items` is the item count the trainer passed to `compute_loss` (every rank's, with
+        `average_tokens_across_devices`): what a loss it computes itself is divided by."""
+        if not self.enabled:
+            return
+        try:
+            if isinstance(loss, (tuple, list)) and loss:
+                loss = loss[0]
+            if not (isinstance(loss, torch.Tensor) and loss.is_floating_point() and loss.requires_grad
+                    and torch.is_grad_enabled()):
+                return
+            slot: list = [None]
+            loss.register_hook(self._weight_hook(slot))
+            self.objective.append((loss.detach().clone(), slot, num_items))
         except Exception as e:
             self._fail(e)
 
@@ -135,6 +162,7 @@ class MicroBatchProbe:
 
     def reset(self) -> None:
         self.items = []
+        self.objective = []
 
     # --- per step -------------------------------------------------------------------------------
     def last_loss(self) -> torch.Tensor | None:
@@ -161,18 +189,15 @@ class MicroBatchProbe:
         if not self.enabled:
             return None
         items, self.items = self.items, []
+        objective, self.objective = self.objective, []
         losses = [m for m in items if m.loss is not None]
         ctx: dict[str, Any] = {"k": len(losses), "weights": False, "n_items": False, "num_items": False}
         if not losses:
             return ctx
         with torch.no_grad():
             packer.add("mb_loss", torch.stack([m.loss.float().mean() for m in losses]))
-            if all(m.weight[0] is not None for m in losses):
-                packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses]))
-                ctx["weights"] = True
-                self.weighted_steps += 1
-            elif all(m.tracked and m.weight[0] is None for m in losses):
-                self._backward_elsewhere()
+            ctx["weights"] = self._pack_objective(packer, objective, losses)
+            ctx["objective"] = bool(ctx["weights"] and objective)
             if all(m.n_items is not None for m in losses):
                 packer.add("mb_items", torch.stack([m.n_items.float() for m in losses]))
                 ctx["n_items"] = True
@@ -185,6 +210,30 @@ class MicroBatchProbe:
                     ctx["num_items_host"] = [float(m.num_items) for m in losses]
                 ctx["num_items"] = True
         return ctx
+
+    def _pack_objective(self, packer: Any, objective: list, losses: list[MicroBatch]) -> bool:
+        """Put the step's objective, sum(d objective / d loss * loss), in the packer: over the
+        losses the trainer returned for backward when there were any, else over the model's."""
+        if objective:
+            if not all(slot[0] is not None for _, slot, _ in objective):
+                return False  # that loss never reached backward: nothing to say about its weight
+            if len(objective) != len(losses):  # not one backpropagated loss per model forward
+                self._backward_elsewhere()
+                return False
+            dev = losses[0].loss.device
+            packer.add("mb_wloss", torch.stack([(slot[0] * v.float()).sum().to(dev) for v, slot, _ in objective]))
+            packer.add("mb_obj", torch.stack([v.float().sum().to(dev) for v, _, _ in objective]))
+            if all(num is not None for _, _, num in objective):
+                packer.add("mb_obj_num", torch.stack([
+                    torch.as_tensor(num, dtype=torch.float32, device=dev).reshape(-1)[0] for _, _, num in objective]))
+            return True
+        if all(m.weight[0] is not None for m in losses):
+            packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses]))
+            self.weighted_steps += 1
+            return True
+        if all(m.tracked and m.weight[0] is None for m in losses):
+            self._backward_elsewhere()
+        return False
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
         import numpy as np
@@ -204,14 +253,55 @@ class MicroBatchProbe:
             else:
                 mean = float(np.mean(loss))
             rec["loss"] = mean
+            if ctx.get("objective"):
+                if not objective_is_model_loss(values["mb_obj"], loss, values.get("mb_items"), self._world_size(),
+                                               num_items=values.get("mb_obj_num")):
+                    self._backward_elsewhere()
+                    return
+                self.weighted_steps += 1
             if ctx["weights"] and np.isfinite(mean) and mean != 0:
                 w = float(np.sum(values["mb_wloss"]) / mean)
                 if np.isfinite(w):
                     rec["loss_weight"] = round(w, 4)
 
+    def _world_size(self) -> int:
+        """The processes the trainer's loss is multiplied by (the HF Trainer and TRL multiply it by
+        the number of processes when `num_items_in_batch` counts every rank's tokens)."""
+        meta = self.monitor.meta if isinstance(self.monitor.meta, dict) else {}
+        ws = (meta.get("framework") or {}).get("world_size")
+        return int(ws) if isinstance(ws, int) and ws > 1 else 1
+
     def remove(self) -> None:
         self.enabled = False
         self.items = []
+        self.objective = []
+
+
+def objective_is_model_loss(obj: Any, loss: Any, n_items: Any = None, world_size: int = 1,
+                            tol: float = 0.02, num_items: Any = None) -> bool:
+    """Whether each backpropagated loss is the model's loss of the same micro-batch up to a
+    normalisation (itself, 1/k, or own items / the step's items, as TRL's sum over tokens divided
+    by `num_items_in_batch` is, and that over k; any of them times the number of processes, which
+    DDP's gradient averaging divides away again): only then is (objective / per-item mean) the
+    accumulation weight. A DPO loss, or one with an auxiliary term, is not; its weight would be
+    meaningless."""
+    import numpy as np
+
+    obj, loss = np.asarray(obj, dtype=np.float64), np.asarray(loss, dtype=np.float64)
+    k = loss.size
+    if obj.size != k or not (np.isfinite(obj).all() and np.isfinite(loss).all()) or (loss == 0).any():
+        return False
+    ratio = obj / loss
+    candidates = [np.ones(k), np.full(k, 1.0 / k)]
+    if n_items is not None:
+        n = np.asarray(n_items, dtype=np.float64)
+        if n.sum() > 0:
+            candidates += [n / n.sum(), n / (n.sum() * k)]
+        num = np.asarray(num_items, dtype=np.float64) if num_items is not None else None
+        if num is not None and num.shape == n.shape and (num > 0).all():
+            candidates.append(n / num)  # own items over the count the trainer divided by
+    scales = (1, world_size) if world_size > 1 else (1,)
+    return any(bool(np.all(np.abs(ratio - c * w) <= tol * np.abs(c * w))) for c in candidates for w in scales)
 
 
 def join_batches(batches: list[Any]) -> Any:

@@ -15,12 +15,16 @@ The callback watches the same signals as `lossdoctor.watch`, one record per opti
   the model records, for every training forward (grad enabled, `model.training`), the keyword
   arguments the model received (`input_ids`, `attention_mask`, `labels`...: exactly what the
   loss was computed from, after the collator and device placement) and the loss it returned.
-  Why a model hook rather than wrapping `Trainer.compute_loss`: callbacks are given the model but
-  not the Trainer; the hook also works for every trainer subclass that calls the model (TRL's SFT
-  trainer, a custom `compute_loss`); and it sees what the *model* was told (`num_items_in_batch`
-  or not) and what it returned, which is what the accumulation-normalisation check needs (see
-  `microbatch`). A trainer whose loss is computed outside the model (DPO, GRPO) gets every other
-  signal but no loss column.
+  The model hook works for every trainer subclass that calls the model (TRL's SFT trainer, a
+  custom `compute_loss`) and sees what the *model* was told (`num_items_in_batch` or not).
+- the loss the Trainer backpropagates: `trainer.compute_loss` is wrapped on the calling trainer
+  instance (`LossTap`, undone at train end) and a gradient hook on what it returns measures the
+  weight each micro-batch's loss gets in the objective: TRL computes its loss itself, so the
+  model's `outputs.loss` never reaches backward. Both together give the accumulation
+  normalisation check (see `microbatch`); a trainer whose backpropagated loss is not a
+  normalisation of the model's (DPO, an auxiliary term, its own `training_step`) gets a note
+  that the check could not run. A trainer whose loss is computed outside the model (GRPO) gets
+  every other signal but no loss column.
 - the Trainer hides a NaN loss from its own logs (`logging_nan_inf_filter`); this one does not.
 
 Evaluation forwards run under `no_grad` and are not recorded; the monitor's per-step module trace
@@ -29,6 +33,7 @@ is restarted at `on_step_begin`, so evaluation between steps does not leak into 
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from pathlib import Path
@@ -42,6 +47,12 @@ from .callback import WatchingCallback
 from .microbatch import LOSS_KWARGS, model_loss
 
 log = logging.getLogger("lossdoctor")
+
+
+def _eager(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` never traced by torch.compile (dynamo): it runs as plain Python, a graph break."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(fn) if disable is not None else fn
 
 
 class LossDoctorCallback(WatchingCallback, TrainerCallback):
@@ -89,25 +100,80 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
                          _describe(args, trainer), task=trainer_task(trainer, args),
                          tokenizer=_tokenizer_of(processing_class), shift_labels=_shifts_labels(model))
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
+        if trainer is not None:
+            self._handles.append(LossTap(trainer, self._on_trainer_loss))
         planned = getattr(state, "max_steps", 0) or 0
         if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
             mon.preflight.set_total_steps(int(planned) - int(getattr(state, "global_step", 0) or 0))
 
+    @_eager
     def _on_forward(self, module: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
-        if self.probe is None or not (torch.is_grad_enabled() and module.training):
-            return
-        if kwargs:
-            batch: Any = {k: v for k, v in kwargs.items()
-                          if isinstance(v, torch.Tensor) and k not in LOSS_KWARGS}
-        else:
-            batch = args[0] if len(args) == 1 else (list(args) or None)
-        self.probe.observe(batch, model_loss(out), kwargs.get("num_items_in_batch"))
+        _record_forward(self, module, args, kwargs, out)
+
+    def _on_trainer_loss(self, loss: Any, num_items: Any = None) -> None:
+        if self.probe is not None:
+            self.probe.observe_objective(loss, num_items)
 
     def _finish(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
         super()._finish()
+
+
+@_eager
+def _record_forward(cb: LossDoctorCallback, module: torch.nn.Module, args: tuple, kwargs: dict, out: Any) -> None:
+    """The model hook's body, run eagerly: with `Trainer(torch_compile=True)` dynamo would compile it
+    as a frame of its own and guard on the probe's state, which changes every forward (a
+    recompilation per micro-batch, then its limit); kept out of the graph it costs one graph break
+    after the model's forward and changes no number."""
+    if cb.probe is None or not (torch.is_grad_enabled() and module.training):
+        return
+    if kwargs:
+        batch: Any = {k: v for k, v in kwargs.items() if isinstance(v, torch.Tensor) and k not in LOSS_KWARGS}
+    else:
+        batch = args[0] if len(args) == 1 else (list(args) or None)
+    cb.probe.observe(batch, model_loss(out), kwargs.get("num_items_in_batch"))
+
+
+class LossTap:
+    """Sees the loss the Trainer backpropagates: `trainer.compute_loss` wrapped on this trainer
+    instance only (an instance attribute in front of the class's method), handed on unchanged, and
+    undone by `remove()` at train end.
+
+    Why: the Trainer calls `loss = self.compute_loss(...)`, scales it (1/k when the loss was not
+    normalised by `num_items_in_batch`) and calls `accelerator.backward(loss)`. TRL's trainers and
+    any subclass with its own `compute_loss` (LLaMA-Factory's) return a loss they computed
+    themselves, which the model's `outputs.loss` is not part of, so only here can the gradient
+    each micro-batch's loss gets in backward, hence the accumulation normalisation, be measured.
+    The model hook still supplies the batch and the per-item mean loss."""
+
+    def __init__(self, trainer: Any, on_loss: Callable[[Any, Any], None]) -> None:
+        self.trainer = trainer
+        own = vars(trainer)
+        self._had_own, self._own = "compute_loss" in own, own.get("compute_loss")
+        original = trainer.compute_loss
+
+        @functools.wraps(original)
+        def compute_loss(*args: Any, **kwargs: Any) -> Any:
+            out = original(*args, **kwargs)
+            try:
+                on_loss(out, kwargs.get("num_items_in_batch"))
+            except Exception:  # never break the user's training step
+                pass
+            return out
+
+        self._wrapper = compute_loss
+        trainer.compute_loss = compute_loss
+
+    def remove(self) -> None:
+        own = vars(self.trainer)
+        if own.get("compute_loss") is not self._wrapper:
+            return  # replaced by someone else since: theirs stays
+        if self._had_own:
+            own["compute_loss"] = self._own
+        else:
+            del own["compute_loss"]
 
 
 def _calling_trainer() -> Any:
@@ -147,13 +213,17 @@ TRAINER_TASKS = {"SFTTrainer": "sft", "DPOTrainer": "preference", "ORPOTrainer":
                  "KTOTrainer": "preference", "CPOTrainer": "preference"}
 CONFIG_TASKS = {"SFTConfig": "sft", "DPOConfig": "preference", "ORPOConfig": "preference",
                 "KTOConfig": "preference", "CPOConfig": "preference"}
+#: trainers known by the module they are defined in (LLaMA-Factory's stages subclass the HF
+#: `Seq2SeqTrainer`/`Trainer` under these names; its DPO/KTO trainers subclass TRL's, found above)
+MODULE_TASKS = {"llamafactory.train.sft.": "sft", "llamafactory.train.pt.": "pretrain"}
 #: what a TRL config says about the labels and the sequences (recorded, and used by fix texts)
 TRL_KEYS = ("max_length", "packing", "padding_free", "assistant_only_loss", "completion_only_loss", "loss_type")
 
 
 def trainer_task(trainer: Any, args: Any) -> str | None:
     """The task the trainer trains, from its class (or a base class) or its config's class:
-    `SFTTrainer` -> "sft", `DPOTrainer`/ORPO/KTO/CPO -> "preference"; a plain `Trainer` -> None
+    `SFTTrainer` -> "sft", `DPOTrainer`/ORPO/KTO/CPO -> "preference", LLaMA-Factory's SFT and
+    pre-training stages by their module; a plain `Trainer` -> None
     (it could be pre-training, SFT or classification: the user's `task=` says)."""
     for cls in type(trainer).__mro__ if trainer is not None else ():
         if cls.__name__ in TRAINER_TASKS:
@@ -161,7 +231,8 @@ def trainer_task(trainer: Any, args: Any) -> str | None:
     for cls in type(args).__mro__:
         if cls.__name__ in CONFIG_TASKS:
             return CONFIG_TASKS[cls.__name__]
-    return None
+    module = type(trainer).__module__ + "." if trainer is not None else ""
+    return next((task for prefix, task in MODULE_TASKS.items() if module.startswith(prefix)), None)
 
 
 def _tokenizer_of(processing_class: Any) -> Any:

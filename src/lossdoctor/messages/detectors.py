@@ -137,6 +137,11 @@ PRECISION = {
         "scaler.unscale_(optimizer), or train with bf16 autocast",
         "梯度本身就超出了 fp16 的范围：降低学习率，或者在 scaler.unscale_(optimizer) 之后做梯度裁剪，或者改用 "
         "bf16 autocast 训练"),
+    "precision.fix_gradients_overflow_fp16_clipped": (
+        "the gradients themselves overflow fp16, before the clipping this run already does (max_grad_norm={clip:g}) "
+        "can act: lower the learning rate, or train with bf16 autocast",
+        "梯度本身就超出了 fp16 的范围，这次训练已有的梯度裁剪（max_grad_norm={clip:g}）来不及起作用：降低学习率，"
+        "或者改用 bf16 autocast 训练"),
     "precision.inputs_unnormalised": (
         "the inputs reach max |x| = {absmax} (median over batches): unnormalised features overflow fp16 in the "
         "first layer",
@@ -187,6 +192,16 @@ PRECISION = {
 }
 
 GRADIENTS = {
+    "grad.fix_clip_tighter": (
+        "gradients are already clipped (max_grad_norm={clip:g}), far above this run's healthy norms: lower the "
+        "threshold to {max_norm:g} (p95 of the gradient norm over steps {first}-{last})",
+        "梯度已经在做裁剪（max_grad_norm={clip:g}），但阈值远高于这次训练正常时的 grad norm：把阈值降到 "
+        "{max_norm:g}（第 {first}-{last} 步 grad norm 的 p95）"),
+    "grad.fix_already_clipped": (
+        "gradients are already clipped (max_grad_norm={clip:g}): the norm here is measured before clipping, and "
+        "clipping only caps each step; lower the learning rate and find the layer or batch the norm grows from",
+        "梯度已经在做裁剪（max_grad_norm={clip:g}）：这里的 grad norm 是裁剪前测的，裁剪只限制每一步的大小；"
+        "应该调低 LR，并找出 grad norm 是从哪一层或哪个 batch 开始变大的"),
     "grad.fix_clip": (
         "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={max_norm:g}) (p95 of the "
         "gradient norm over steps {first}-{last})",

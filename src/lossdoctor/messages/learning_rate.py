@@ -24,6 +24,7 @@ TEMPLATES = {
     "lr.high.already_rising": (
         "it was already rising at step {s} ({loss}, {x}x the start)",
         "在 step {s} 时就已经在上升了（{loss}，是起点的 {x} 倍）"),
+    "lr.high.peak_at": ("the LR reached {lr} at step {s}", "LR 在 step {s} 达到 {lr}"),
     "lr.high.grad_grew": ("grad norm grew from {a} to {b} in {n} steps", "grad norm 在 {n} 步内从 {a} 涨到 {b}"),
     "lr.high.ratio": (
         "update/param ratio {r} per step (healthy ~1e-3)", "每步的 update/param ratio 为 {r}（正常约 1e-3）"),

@@ -65,6 +65,10 @@ class OptimizerProbe:
         self._grads: list[torch.Tensor] = []
         self._stats: dict[str, list[torch.Tensor]] = {}
         self._eps_total = 0
+        #: each group's LR as the step read it (taken when it starts): a scheduler stepped after the
+        #: optimizer, as the HF Trainer's and most loops' are, has already moved to the next LR when
+        #: the monitor records the step
+        self._step_lrs: list[Any] | None = None
         self.stride = self._choose_stride()
         self._handles = [self.opt.register_step_pre_hook(self._pre),
                          self.opt.register_step_post_hook(self._post)]
@@ -90,6 +94,10 @@ class OptimizerProbe:
 
     def _pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         self.stepped = True
+        try:
+            self._step_lrs = [_lr_now(g.get("lr")) for g in self.opt.param_groups]
+        except Exception:
+            self._step_lrs = None
         if not (self.sampled and self.enabled):
             return
         try:
@@ -183,7 +191,8 @@ class OptimizerProbe:
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
         groups = self.opt.param_groups
-        lrs = [_host_float(g.get("lr")) for g in groups]
+        used, self._step_lrs = self._step_lrs, None
+        lrs = [_host_float(v) for v in (used if self.stepped and used is not None else [g.get("lr") for g in groups])]
         wds = [_host_float(g.get("weight_decay", 0.0)) for g in groups]
         for k, v in self._stats.items():
             packer.add(k, v)
@@ -216,6 +225,14 @@ class OptimizerProbe:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+
+
+def _lr_now(v: Any) -> Any:
+    """An LR as it is now: a tensor LR is updated in place by the scheduler, so a CPU one is copied
+    (a device one is not read at all: `_host_float` gives None for it)."""
+    if isinstance(v, torch.Tensor):
+        return v.detach().clone() if v.device.type == "cpu" else v
+    return v
 
 
 def _host_float(v: Any) -> float | None:
