@@ -297,3 +297,21 @@ def test_the_detectors_fixes_are_checked_with_the_incident_without_asking(tmp_pa
     assert f.fix_checks, [x.cause for x in mon.diagnose().findings]
     assert f.fixes[0].key.startswith("lr.fix.set") and f.fix_checks[0]["verdict"] == "verified"
     _assert_checks_point_at_their_fix(f)
+
+
+def test_a_run_that_already_clips_at_1_is_not_told_to_clip_at_1(tmp_path):
+    """The replay-state incident suggests clipping at 1.0 and a lower LR; a run whose metadata says
+    it clips at 1.0 already (what the HF/Lightning callbacks record) gets only the lower LR."""
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    batches = regression_batches(40)
+    x, y = batches[14]
+    batches[14] = (x * 300.0, y * 300.0)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=5)
+    mon.meta["max_grad_norm"] = 1.0
+    train(model, opt, batches, mse_loss, mon)
+    mon.close()
+    rec = _record(tmp_path, 16)
+    assert rec["level"] == "replay-state"
+    keys = [[x["key"] for x in d.get("fixes_data") or [] if x] for d in rec["findings"]]
+    assert keys and all("triage.state.fix_clip" not in k and "triage.state.fix_lower_lr" in k for k in keys), keys

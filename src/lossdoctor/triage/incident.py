@@ -456,7 +456,8 @@ class Triage:
             findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
         record["level"] = "replay"
         if bvs.get("verdict") == "state":
-            _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer))
+            _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer),
+                             self.host.meta.get("max_grad_norm"))
         if not spike:
             _eps_first(findings, self.optimizer)
         if self.policy == "skip":
@@ -610,12 +611,14 @@ class Triage:
 
 
 def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any],
-                     lr: float | None) -> None:
+                     lr: float | None, clip: Any = None) -> None:
     """The state was already bad: the op is where it overflowed, the samples are all of them, and
     the batch-vs-state sentence comes first. The fixes of a state that went bad come first too:
-    clipping, and a lower LR (both changes of training state a replay can check)."""
+    clipping (unless the run already clips at 1.0 or tighter: `clip`, its max_grad_norm), and a
+    lower LR (both changes of training state a replay can check)."""
     record["level"] = "replay-state"
-    state_fixes: list[str] = [Msg("triage.state.fix_clip", max_norm=1.0)]
+    clips = isinstance(clip, (int, float)) and not isinstance(clip, bool) and 0 < clip <= 1.0
+    state_fixes: list[str] = [] if clips else [Msg("triage.state.fix_clip", max_norm=1.0)]
     if lr is not None and lr > 0:
         state_fixes.append(Msg("triage.state.fix_lower_lr", lr=lr, to=float(round_sig(lr / 3, 2))))
     for f in findings:
