@@ -291,6 +291,21 @@ LABELS = {
         "有截断时，确保 response 没有被整个截掉（调大 max_length，或者从左侧截断 prompt）"),
     "labels.samples_unsupervised": ("{pct}% of samples have no supervised label position (all -100)",
                                     "{pct}% 的样本没有任何有监督的标签位置（全是 -100）"),
+    "labels.examples_unsupervised": (
+        "{n} of {total} examples inside packed rows have no supervised label position (all -100, {pct:.1f}%), first "
+        "at step {step}; their rows still hold other examples' labels, so the per-row numbers look healthy",
+        "packed 行里的 {total} 个样本中有 {n} 个没有任何有监督的标签位置（全是 -100，{pct:.1f}%），最早出现在第 {step} "
+        "步；它们所在的行里还有别的样本的标签，所以按行看一切正常"),
+    "labels.example_span": (
+        "step {step}: packed row {row}, example {example} of the row (tokens {start}-{end} of the row)",
+        "第 {step} 步：packed 行 {row} 中的第 {example} 个样本（该行的 token {start}-{end}）"),
+    "labels.fix_packed_unsupervised": (
+        "truncation cut these examples' responses before packing (a prompt as long as max_length): drop examples "
+        "whose prompt fills max_length before training, or raise max_length; TRL drops them itself only without "
+        "packing, and packing_strategy='bfd_split' keeps the cut-off tokens",
+        "这些样本的 response 在 packing 之前就被截断切掉了（prompt 和 max_length 一样长）：训练前丢弃 prompt 占满 "
+        "max_length 的样本，或者调大 max_length；TRL 只在不用 packing 时才会自己丢掉它们，"
+        "packing_strategy='bfd_split' 则会保留被截掉的 token"),
     "labels.fix_drop_unsupervised_samples": ("drop samples whose response was truncated away or masked entirely",
                                              "丢弃 response 被整个截掉或全部被 mask 的样本"),
     "labels.nan_loss_zero_grad": (
