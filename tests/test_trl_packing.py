@@ -1,0 +1,105 @@
+"""Packed sequences through TRL's real `SFTTrainer` (`packing=True`: best-fit packing, and the
+padding-free collator that flattens the whole batch into one row with `position_ids` restarting at
+every example), with the callback exactly as the README shows it. "Sample 0" is then a row of a
+dozen examples: what the user can act on is the example, so the report names row, example and
+tokens, and the label checks work per example."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+
+import trl_kit  # noqa: E402
+from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
+from lossdoctor.runlog import read_run_dir  # noqa: E402
+
+
+def _train(tmp_path, convs=None, **config):
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld")
+    if convs is None:
+        trl_kit.sft(tmp_path / "out", callback=cb, packing=True, **config)
+    else:
+        trl_kit.sft_on(tmp_path / "out", convs, callback=cb, packing=True, **config)
+    (run,) = read_run_dir(tmp_path / "ld")
+    return cb, run
+
+
+def _alerts(capfd, cause: str) -> list[str]:
+    return [line for line in capfd.readouterr().err.splitlines() if line.startswith("lossdoctor:") and cause in line]
+
+
+def test_healthy_packed_sft_is_clean(tmp_path):
+    cb, run = _train(tmp_path, assistant_only_loss=True, steps=6)
+    assert run.meta["framework"]["packing"] is True
+    # the padding-free collator flattens the batch into one row holding every example
+    assert run.col("batch_size").tolist() == [1.0] * 6
+    assert (run.col("packed_examples") >= 12).all(), run.col("packed_examples")
+    assert not run.event("label_empty_examples")
+    report = cb.diagnose()
+    assert report.status == "healthy", [f.to_dict() for f in report.findings]
+    assert not [f for f in report.findings if f.cause.startswith("label_mask")]
+
+
+def test_all_masked_example_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
+    """Every 4th prompt alone is longer than max_length: packing truncates it to max_length (TRL
+    drops fully masked examples only without packing), so that example keeps no label; its row
+    holds the other examples' labels, so the per-row numbers look healthy."""
+    convs = trl_kit.conversations_some_too_long(64, every=4)
+    cb, run = _train(tmp_path, convs, assistant_only_loss=True, steps=3)
+    assert run.col("label_empty_samples").tolist() == [0.0] * 3  # per row: nothing is wrong
+    ev0 = run.event("label_empty_examples")[0]
+    assert ev0["n"] >= 2 and ev0["of"] == run.col("packed_examples")[0]
+    assert all(e["row"] == 0 and e["end"] - e["start"] == 64 for e in ev0["at"])
+    assert len(_alerts(capfd, "label_mask_empty")) == 1  # alerted once, not once per step
+
+    report = cb.diagnose()
+    (f,) = [f for f in report.findings if f.cause == "label_mask_empty"]
+    assert f.severity == "warning" and f.step == 0 and f.samples == [0]
+    assert f.examples and all(set(e) == {"row", "example", "start", "end"} for e in f.examples)
+    # the examples named are really the fully masked ones of the packed row
+    assert {(e["start"], e["end"]) for e in f.examples} >= {(e["start"], e["end"]) for e in ev0["at"]}
+    text = " ".join(f.evidence)
+    first = f.examples[0]
+    assert f"packed row 0, example {first['example']} (tokens {first['start']}-{first['end']})" in text
+    assert "max_length (64) tokens long" in text
+    assert any("drop examples whose prompt" in x for x in f.fixes)
+    zh = " ".join(e.render("zh") for e in f.evidence if hasattr(e, "render"))
+    assert "packed 行" in zh and "样本" in zh
+    d = json.loads(json.dumps(report.to_dict()))
+    assert [x for x in d["findings"] if x["cause"] == "label_mask_empty"][0]["examples"] == f.examples
+
+
+def test_all_labels_masked_by_packing_and_truncation(tmp_path, capfd):
+    """Every prompt fills max_length: packing truncation leaves no label in any example, the loss
+    is TRL's clamped 0 with a zero gradient: label_mask_empty at step 0, critical, alerted once."""
+    convs = trl_kit.conversations_some_too_long(32, every=1)
+    cb, run = _train(tmp_path, convs, assistant_only_loss=True, steps=3)
+    assert run.col("label_ignored_frac").tolist() == [1.0] * 3
+    assert run.col("loss").tolist() == [0.0] * 3
+    assert len(_alerts(capfd, "label_mask_empty")) == 1
+    report = cb.diagnose()
+    (f,) = [f for f in report.findings if f.cause == "label_mask_empty"]
+    assert f.severity == "critical" and f.step == 0
+    assert report.status != "healthy"
+
+
+def test_prompt_leak_is_judged_per_packed_example(tmp_path):
+    """assistant_only_loss=False with packing: each example's prompt is supervised (all but its
+    first token, which the collator masks at every example boundary). Judged per example, 0% of the
+    positions are masked beyond those boundaries and the leak evidence names the examples."""
+    cb, run = _train(tmp_path, assistant_only_loss=False, steps=4)
+    fi = run.col("label_ignored_frac")
+    assert (fi > 0.02).all()  # per row, the boundaries alone hide the leak from a 2% threshold
+    report = cb.diagnose()
+    (leak,) = [f for f in report.findings if f.cause == "label_mask_leak"]
+    assert leak.confidence >= 0.9
+    text = " ".join(leak.evidence)
+    assert "only 0% of label positions are masked" in text
+    named = re.findall(r"packed row 0, example (\d+) \(tokens (\d+)-(\d+)\) supervised text", text)
+    assert named and all(int(b) - int(a) >= 2 for _, a, b in named)
+    assert any("assistant_only_loss=True" in x for x in leak.fixes)
