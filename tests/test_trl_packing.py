@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -103,3 +104,44 @@ def test_prompt_leak_is_judged_per_packed_example(tmp_path):
     named = re.findall(r"packed row 0, example (\d+) \(tokens (\d+)-(\d+)\) supervised text", text)
     assert named and all(int(b) - int(a) >= 2 for _, a, b in named)
     assert any("assistant_only_loss=True" in x for x in leak.fixes)
+
+
+def test_fused_lm_head_loss_is_never_an_activation(tmp_path):
+    """TRL 1.16's SFTTrainer computes the loss with a fused LM head: `lm_head` never runs as a
+    module and the model returns its loss (and per-token log-probs), no logits. The loss is not an
+    activation: `<model>` has no activation value, none is named after it, and a note says the head
+    was bypassed."""
+    cb, run = _train(tmp_path, assistant_only_loss=True, steps=3, lr=1.0)
+    mods = run.layers.modules
+    act = run.layers.stats["act_absmax"]
+    assert np.isnan(act[:, mods.index("<model>")]).all(), act[:, mods.index("<model>")]
+    assert np.isnan(act[:, mods.index("lm_head")]).all()
+    assert np.isfinite(act[:, mods.index("transformer.ln_f")]).all()
+    assert "<model>" not in run.event("act_absmax_layer").values()
+    # the largest activation is a real module output, not the loss
+    assert not np.isclose(run.col("act_absmax"), run.col("loss")).any()
+    (note,) = [n for n in cb.diagnose().notes if "lm_head" in n]
+    assert "never ran as a module" in note and "not traced" in note
+    (msg,) = [n for n in cb.monitor.notes if getattr(n, "key", "") == "tracer.head_bypassed"]
+    assert "隐藏状态" in msg.render("zh") and "lm_head" in msg.render("zh")
+
+
+def test_model_outputs_with_logits_report_the_logits_not_the_loss(tmp_path):
+    """A plain HF forward with labels returns (loss, logits): `<model>` is the logits' magnitude."""
+    import lossdoctor
+
+    tok = trl_kit.tokenizer(["the cat sat on a mat"])
+    model = trl_kit.gpt2(tok, 16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    ids = torch.randint(6, len(tok), (2, 12), generator=torch.Generator().manual_seed(0))
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "ld")
+    out = model(input_ids=ids, labels=ids)
+    out.loss.backward()
+    logits_max = float(out.logits.detach().abs().max())
+    opt.step()
+    mon.step(loss=out.loss, batch={"input_ids": ids, "labels": ids})
+    mon.close()
+    (run,) = read_run_dir(tmp_path / "ld")
+    root = run.layers.stats["act_absmax"][0, run.layers.modules.index("<model>")]
+    assert root == pytest.approx(logits_max, rel=1e-5) and root != pytest.approx(float(out.loss), rel=1e-3)
+    assert not [n for n in mon.notes if "never ran as a module" in n]
