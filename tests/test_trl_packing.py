@@ -145,3 +145,66 @@ def test_model_outputs_with_logits_report_the_logits_not_the_loss(tmp_path):
     root = run.layers.stats["act_absmax"][0, run.layers.modules.index("<model>")]
     assert root == pytest.approx(logits_max, rel=1e-5) and root != pytest.approx(float(out.loss), rel=1e-3)
     assert not [n for n in mon.notes if "never ran as a module" in n]
+
+
+def _packed_embeds_batch(model, lengths, nan_at=None, seed=0):
+    """One padding-free row of examples of `lengths` (TRL's layout: position_ids restarting per
+    example, cu_seq_lens, the first label of each example -100), as input embeddings; `nan_at`
+    puts a NaN into that token."""
+    pos = torch.cat([torch.arange(n) for n in lengths])[None]
+    ids = torch.randint(6, model.config.vocab_size, pos.shape, generator=torch.Generator().manual_seed(seed))
+    emb = model.transformer.wte(ids).detach()
+    if nan_at is not None:
+        emb[0, nan_at] = float("nan")
+    labels = ids.clone()
+    labels[pos == 0] = -100
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    return {"inputs_embeds": emb, "position_ids": pos, "labels": labels, "cu_seq_lens_q": cu, "cu_seq_lens_k": cu}
+
+
+def test_localize_bisects_the_examples_of_a_packed_row():
+    """A NaN in example 2 of a packed row (without a varlen kernel it reaches every later example
+    of the row through attention): bisection over the examples, not the rows, names example 2."""
+    import lossdoctor
+
+    tok = trl_kit.tokenizer(["the cat sat on a mat"])
+    model = trl_kit.gpt2(tok, 64)
+    lengths = [10, 12, 9, 14, 11]
+    batch = _packed_embeds_batch(model, lengths, nan_at=10 + 12 + 4)
+    loc = lossdoctor.localize(model, batch, lambda m, b: m(**b).loss)
+    assert loc.cause == "nonfinite_data" and loc.samples == [0]
+    assert loc.sample_search.method == "bisection over packed examples"
+    assert loc.sample_search.examples == [{"row": 0, "example": 2, "start": 22, "end": 31}]
+    f = loc.finding(step=0)
+    assert f.examples == [{"row": 0, "example": 2, "start": 22, "end": 31}]
+    assert any("row 0 example 2 (tokens 22-31)" in e for e in f.evidence)
+
+
+def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
+    """A plain loop under `watch` feeding packed rows: the batch probe reads the row per example, so
+    the non-finite data finding and its live alert name the example, not only row 0."""
+    import lossdoctor
+
+    tok = trl_kit.tokenizer(["the cat sat on a mat"])
+    model = trl_kit.gpt2(tok, 64)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "ld")
+    for step in range(4):
+        batch = _packed_embeds_batch(model, [10, 12, 9, 14, 11], nan_at=40 if step == 2 else None, seed=step)
+        out = model(**batch)
+        out.loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mon.step(loss=out.loss, batch=batch)
+    mon.close()
+    (run,) = read_run_dir(tmp_path / "ld")
+    assert run.col("packed_examples").tolist() == [5.0] * 4
+    assert run.event("batch_nonfinite_examples")[2] == [
+        {"key": "inputs_embeds", "row": 0, "example": 3, "start": 31, "end": 45}]
+    (f,) = [f for f in mon.diagnose().findings if f.cause == "nonfinite_data"]
+    assert f.step == 2 and f.samples == [0]
+    assert {"row": 0, "example": 3, "start": 31, "end": 45} in [
+        {k: e[k] for k in ("row", "example", "start", "end")} for e in f.examples]
+    assert any("row 0 example 3 (tokens 31-45)" in e for e in f.evidence)
+    (alert,) = [x for x in capfd.readouterr().err.splitlines() if "nonfinite_data" in x]
+    assert "packed row 0 example 3 (tokens 31-45)" in alert

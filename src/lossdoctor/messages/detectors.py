@@ -25,6 +25,11 @@ NONFINITE = {
     "nonfinite.the_batch": ("the batch", "整个 batch"),
     "nonfinite.batch_holds": ("the batch of step {step} holds NaN/Inf in {keys}, sample(s) {samples}",
                               "第 {step} 步的 batch 在 {keys} 中含有 NaN/Inf，样本 {samples}"),
+    "nonfinite.packed_examples": (
+        "the rows are packed: the non-finite values are in {examples}",
+        "这些行是 packed 的：NaN/Inf 在 {examples} 里"),
+    "labels.example_in_row": ("row {row} example {example} (tokens {start}-{end})",
+                              "行 {row} 的第 {example} 个样本（token {start}-{end}）"),
     "nonfinite.batches_in_incident": ("{n} batches in this incident held non-finite values (steps {steps})",
                                       "这次事件中有 {n} 个 batch 含有 NaN/Inf（第 {steps} 步）"),
     "nonfinite.broke_when_used": ("training went non-finite at step {step}, right when that batch was used",

@@ -309,6 +309,13 @@ TEMPLATES = {
     "triage.op.nan_count": ("{n} NaN", "{n} 个 NaN"),
     "triage.op.inf_count": ("{n} Inf", "{n} 个 Inf"),
     # the sample search (triage/samples.py) and the snapshot ring (triage/ring.py)
+    "triage.samples.packed_examples": (
+        "the rows are packed: a bisection over the examples inside them ({probes} probes of chosen examples laid "
+        "end to end) names {n} example(s): {examples}",
+        "这些行是 packed 的：对行内样本做二分查找（{probes} 次探测，每次把选中的样本首尾相接放进一行）找到 {n} 个样本："
+        "{examples}"),
+    "triage.samples.row_example": ("row {row} example {example} (tokens {start}-{end})",
+                                   "行 {row} 第 {example} 个样本（token {start}-{end}）"),
     "triage.samples.padded": (
         "the model cannot run a batch of one sample here ({why}): every probe kept at least {k} samples, a "
         "candidate being tested together with samples known to be good",
