@@ -208,3 +208,32 @@ def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
     assert any("row 0 example 3 (tokens 31-45)" in e for e in f.evidence)
     (alert,) = [x for x in capfd.readouterr().err.splitlines() if "nonfinite_data" in x]
     assert "packed row 0 example 3 (tokens 31-45)" in alert
+
+
+def test_per_sample_loss_of_a_packed_row_is_per_example():
+    """The spike search's per-sample loss on a packed row is the loss of each example alone. The
+    model has learnt to answer token 6; example 3 alone is labelled with token 7: it stands out,
+    named by row, index and tokens."""
+    from lossdoctor.triage.samples import per_sample_outliers
+
+    tok = trl_kit.tokenizer(["the cat sat on a mat"])
+    model = trl_kit.gpt2(tok, 64)
+    lengths = [10, 12, 9, 14, 11, 13]
+    batch = _packed_embeds_batch(model, lengths)
+    batch["labels"][batch["labels"] != -100] = 6
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for _ in range(20):
+        model(**batch).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    batch["labels"][0, 32:45] = 7  # example 3 (tokens 31-45; its first label stays -100)
+
+    def loss_of(sub):
+        with torch.no_grad():
+            return float(model(**sub).loss)
+
+    res = per_sample_outliers(batch, 1, loss_of)
+    assert res.method == "per-example loss (packed rows)" and res.probes == len(lengths)
+    assert res.samples == [0]
+    assert [(e["example"], e["start"], e["end"]) for e in res.examples] == [(3, 31, 45)]
+    assert res.examples[0]["loss"] > 2 * res.median

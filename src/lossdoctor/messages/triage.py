@@ -204,6 +204,11 @@ TEMPLATES = {
         "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍（{z} 个 稳健 sigma）"),
     "triage.spike.jumped_live": ("the loss jumped to {loss} at step {step}, {ratio}x the recent median {median}",
                                  "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍"),
+    "triage.spike.example_loss": ("packed row {row} example {example} (tokens {start}-{end}): {loss}",
+                                  "packed 行 {row} 第 {example} 个样本（token {start}-{end}）：{loss}"),
+    "triage.spike.per_example": ("per-example losses (each example of the packed rows alone): {top} vs a median "
+                                 "of {median}",
+                                 "逐样本 loss（packed 行里的每个样本单独计算）：{top}，中位数为 {median}"),
     "triage.spike.sample_loss": ("sample {i}: {loss}", "样本 {i}：{loss}"),
     "triage.spike.per_sample": ("per-sample losses: {top} vs a median of {median}",
                                 "逐样本 loss：{top}，中位数为 {median}"),

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from ..messages import Msg
-from ..signals.packing import CU_SEQ_KEYS, Example
+from ..signals.packing import CU_SEQ_KEYS, Example, packed_examples
 from .batches import map_tensors, select_samples
 
 MAX_PROBES = 64
@@ -137,7 +137,28 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
 
 
 def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) -> SampleSearch:
-    """Loss of each sample alone; the outliers are the samples far above the others' median."""
+    """Loss of each sample alone; the outliers are the samples far above the others' median. In
+    packed rows, the loss of each example alone (`per_example_outliers`)."""
+    examples = packed_examples(batch) if hasattr(batch, "get") else None
+    units = [e for e in examples if e.length >= 2] if examples else []
+    if len(units) > 1:
+        return per_example_outliers(batch, units, loss_of)
+    return _outliers(size, lambda i: select_samples(batch, [i], size), loss_of)
+
+
+def per_example_outliers(batch: Any, units: list[Example], loss_of: Callable[[Any], float]) -> SampleSearch:
+    """The loss of each example of the packed rows on its own: `samples` are the rows holding the
+    outliers, `examples` the outlier examples (or, when none stands out, the highest) with their loss."""
+    res = _outliers(len(units), lambda i: select_examples(batch, [units[i]]), loss_of)
+    res.method = "per-example loss (packed rows)"
+    named = res.samples if res.samples is not None else list(res.losses)[:4]
+    res.examples = [{**units[i].to_dict(), "loss": res.losses.get(i, math.nan)} for i in named]
+    if res.samples is not None:
+        res.samples = sorted({units[i].row for i in res.samples})
+    return res
+
+
+def _outliers(size: int, pick: Callable[[int], Any], loss_of: Callable[[Any], float]) -> SampleSearch:
     res = SampleSearch(samples=None, method="per-sample loss", size=size)
     if size > MAX_PER_SAMPLE:
         res.note = Msg("triage.samples.too_many", size=size, limit=MAX_PER_SAMPLE)
@@ -146,7 +167,7 @@ def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) 
     for i in range(size):
         res.probes += 1
         try:
-            losses.append(loss_of(select_samples(batch, [i], size)))
+            losses.append(loss_of(pick(i)))
         except Exception as e:
             if i > 0:
                 raise
