@@ -237,3 +237,20 @@ def test_per_sample_loss_of_a_packed_row_is_per_example():
     assert res.samples == [0]
     assert [(e["example"], e["start"], e["end"]) for e in res.examples] == [(3, 31, 45)]
     assert res.examples[0]["loss"] > 2 * res.median
+
+
+def test_rows_are_cut_where_positions_restart_and_padding_is_not_an_example():
+    from lossdoctor.signals.packing import Example, packed_examples
+
+    # right-padded rows with position 0 on the padding: not packed (one example per row)
+    padded = torch.tensor([[0, 1, 2, 3, 0, 0], [0, 1, 2, 3, 4, 5]])
+    assert packed_examples({"position_ids": padded}) is None
+    # a packed row then right padding: the one-token pieces are there, but are not examples of two tokens
+    packed = torch.tensor([[0, 1, 2, 0, 1, 0, 0]])
+    ex = packed_examples({"position_ids": packed})
+    assert ex[:2] == [Example(0, 0, 0, 3), Example(0, 1, 3, 5)] and all(e.length == 1 for e in ex[2:])
+    # no position_ids: the cumulative lengths of a flattened (one-row) batch
+    ids = torch.zeros(1, 9, dtype=torch.long)
+    cu = torch.tensor([0, 4, 9], dtype=torch.int32)
+    assert packed_examples({"input_ids": ids, "cu_seq_lens_q": cu}) == [Example(0, 0, 0, 4), Example(0, 1, 4, 9)]
+    assert packed_examples({"input_ids": ids, "cu_seq_lens_q": torch.tensor([0, 4, 12])}) is None  # does not fit
