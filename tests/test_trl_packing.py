@@ -182,13 +182,14 @@ def test_localize_bisects_the_examples_of_a_packed_row():
 
 def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
     """A plain loop under `watch` feeding packed rows: the batch probe reads the row per example, so
-    the non-finite data finding and its live alert name the example, not only row 0."""
+    the non-finite data finding and its live alert name the example, not only row 0; the replay
+    (triage) bisects the examples of the row and names the same one."""
     import lossdoctor
 
     tok = trl_kit.tokenizer(["the cat sat on a mat"])
     model = trl_kit.gpt2(tok, 64)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "ld")
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "ld", replay_fn=lambda m, b: m(**b).loss)
     for step in range(4):
         batch = _packed_embeds_batch(model, [10, 12, 9, 14, 11], nan_at=40 if step == 2 else None, seed=step)
         out = model(**batch)
@@ -206,6 +207,8 @@ def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
     assert {"row": 0, "example": 3, "start": 31, "end": 45} in [
         {k: e[k] for k in ("row", "example", "start", "end")} for e in f.examples]
     assert any("row 0 example 3 (tokens 31-45)" in e for e in f.evidence)
+    assert any("a bisection over the examples inside them" in e and "names 1 example(s): row 0 example 3" in e
+               for e in f.evidence), f.evidence
     (alert,) = [x for x in capfd.readouterr().err.splitlines() if "nonfinite_data" in x]
     assert "packed row 0 example 3 (tokens 31-45)" in alert
 

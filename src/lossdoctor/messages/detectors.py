@@ -307,10 +307,12 @@ LABELS = {
     "labels.fix_packed_unsupervised": (
         "truncation cut these examples' responses before packing (a prompt as long as max_length): drop examples "
         "whose prompt fills max_length before training, or raise max_length; TRL drops them itself only without "
-        "packing, and packing_strategy='bfd_split' keeps the cut-off tokens",
+        "packing, and packing_strategy='bfd_split' keeps the cut-off tokens. Packing does not keep the dataset "
+        "index: find them in the dataset as the examples whose tokenized prompt is max_length tokens or longer",
         "这些样本的 response 在 packing 之前就被截断切掉了（prompt 和 max_length 一样长）：训练前丢弃 prompt 占满 "
         "max_length 的样本，或者调大 max_length；TRL 只在不用 packing 时才会自己丢掉它们，"
-        "packing_strategy='bfd_split' 则会保留被截掉的 token"),
+        "packing_strategy='bfd_split' 则会保留被截掉的 token。packing 不保留数据集里的下标：在数据集里找 tokenize 后 "
+        "prompt 长度达到 max_length 的样本即可"),
     "labels.fix_drop_unsupervised_samples": ("drop samples whose response was truncated away or masked entirely",
                                              "丢弃 response 被整个截掉或全部被 mask 的样本"),
     "labels.nan_loss_zero_grad": (

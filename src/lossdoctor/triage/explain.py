@@ -90,8 +90,10 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
     conf = loc.confidence if loc.confidence else 0.6
     if not exact:
         conf *= 0.9
+    search = loc.sample_search
+    examples = search.examples if search is not None and samples == loc.samples else None  # packed rows
     return Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
-                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes)
+                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes, examples=examples)
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
