@@ -109,7 +109,10 @@ class BatchView:
                 if view.input_ids is None:
                     view.input_ids = t
         view.texts = _strings(batch)
-        view.examples = packed_examples({k.rsplit(".", 1)[-1]: t for k, t in pairs})
+        by_leaf = {k.rsplit(".", 1)[-1]: t for k, t in pairs}
+        pos = by_leaf.get("position_ids")
+        if pos is None or view.input_ids is None or tuple(pos.shape) == tuple(view.input_ids.shape):
+            view.examples = packed_examples(by_leaf)  # (positions shared by every row say nothing)
         if view.size is None and view.texts:
             view.size = len(next(iter(view.texts.values())))
         return view
