@@ -98,3 +98,31 @@ def dpo(out_dir, *, steps: int = 4, lr: float = 1e-4, callback=None, n: int = 32
                          processing_class=tok, callbacks=[callback] if callback is not None else None)
     trainer.train()
     return trainer
+
+
+def conversations_some_too_long(n: int, every: int = 4, max_length: int = 64):
+    """Conversations where every `every`-th prompt alone is longer than `max_length` tokens: truncated
+    to max_length, such an example keeps no token of its answer (its labels are all -100 when only
+    the answer is trained on)."""
+    convs = conversations(n)
+    long = conversations(n, prompt_words=(max_length + 6, max_length + 12))
+    return [long[i] if i % every == every - 1 else c for i, c in enumerate(convs)]
+
+
+def sft_on(out_dir, convs, *, steps: int = 6, lr: float = 1e-3, callback=None, max_length: int = 64,
+           batch_size: int = 8, **config):
+    """`sft` on the given conversations (same model, tokenizer and settings); returns the trainer."""
+    import torch
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    torch.set_num_threads(1)
+    tok = tokenizer([m["content"] for c in convs for m in c])
+    args = SFTConfig(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=batch_size,
+                     learning_rate=lr, lr_scheduler_type="linear", warmup_steps=1, logging_steps=1,
+                     max_length=max_length, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
+                     dataloader_num_workers=0, seed=0, **config)
+    trainer = SFTTrainer(model=gpt2(tok, max_length), args=args, train_dataset=Dataset.from_dict({"messages": convs}),
+                         processing_class=tok, callbacks=[callback] if callback is not None else None)
+    trainer.train()
+    return trainer

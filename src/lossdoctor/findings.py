@@ -40,6 +40,10 @@ class Finding:
     #: `{"fix": index into fixes, "verdict": "verified" | "did_not_help" | "not_verifiable" |
     #: "not_checked", "sentence", "sentence_data", and its numbers}`; None when nothing was replayed
     fix_checks: list[dict[str, Any]] | None = None
+    #: added (packed sequences): when `samples` are packed rows, the examples inside them that the
+    #: finding is about: `{"row", "example", "start", "end"}` (the example's index in its row and
+    #: its tokens [start, end) of the row); None when the batch was not packed
+    examples: list[dict[str, Any]] | None = None
 
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:
@@ -68,6 +72,11 @@ class Finding:
         if self.fix_checks is not None and not (isinstance(self.fix_checks, list)
                                                 and all(isinstance(c, dict) for c in self.fix_checks)):
             raise ValueError("fix_checks must be a list of objects or null")
+        if self.examples is not None:
+            if not isinstance(self.examples, (list, tuple)) or not all(isinstance(e, dict) for e in self.examples):
+                raise ValueError("examples must be a list of objects or null")
+            self.examples = [{k: v if k == "key" else _int_or_none(k, v) for k, v in e.items()}
+                             for e in self.examples]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +96,7 @@ class Finding:
             "fixes_data": messages_data(self.fixes),
             # added, and only when fixes were replayed (older readers see the same keys as before)
             **({"fix_checks": [dict(c) for c in self.fix_checks]} if self.fix_checks is not None else {}),
+            **({"examples": [dict(e) for e in self.examples]} if self.examples is not None else {}),
         }
 
     @classmethod

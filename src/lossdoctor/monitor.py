@@ -160,6 +160,7 @@ class Monitor:
         wrapper, model = model, unwrap_data_parallel(model)  # names as the user's model has them
         self.model = model  # replay runs the bare model: a DDP forward without backward would stall DDP
         self.tracer = ModuleTracer(model, check_inputs=opts.check_inputs)
+        self.tracer.notes = self.notes  # what the trace cannot see goes into the run's notes
         self.probes.append(self.tracer)
         self.grads = GradProbe(model, self.tracer.names, self._scale)
         self.probes.append(self.grads)

@@ -39,6 +39,8 @@ COLUMNS: dict[str, str] = {
     "label_ignored_frac": "fraction of label positions equal to the ignore index (-100)",
     "label_empty_samples": "number of samples in the batch with every label ignored",
     "label_tokens": "number of supervised label positions in the batch",
+    "packed_examples": "number of examples (of two tokens or more) in the batch's packed rows, whose "
+                       "position_ids restart at 0 inside a row; absent when nothing is packed",
     "batch_size": "size of the batch's first dimension",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",
@@ -60,6 +62,10 @@ EVENTS: dict[str, str] = {
     "lr_groups": "learning rate of every parameter group, when there is more than one",
     "label_empty_sample_ids": "indices of samples whose labels are all ignored",
     "mask_empty_sample_ids": "indices of samples whose attention_mask is all zeros (all padding)",
+    "label_empty_examples": "packed rows: {'n', 'of', 'at': [{'row', 'example', 'start', 'end'}]} the examples "
+                            "inside packed rows whose labels are all ignored (tokens [start, end) of the row)",
+    "batch_nonfinite_examples": "packed rows: [{'key', 'row', 'example', 'start', 'end'}] examples holding "
+                                "NaN/Inf in a floating batch tensor",
 }
 
 

@@ -18,13 +18,15 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
 
     From the batch: batches with 100% ignored labels (critical when they are most batches or
     the loss broke there; warning for an occasional one) and samples with no supervised position
-    (warning when >= 25% of samples). From the loss alone (foreign logs): a non-finite loss with a
+    (warning when >= 25% of samples); in packed rows, the examples inside a row with no supervised
+    position (warning when >= 5% of the examples: the row around them still has labels, so the
+    per-row numbers look healthy). From the loss alone (foreign logs): a non-finite loss with a
     gradient norm of exactly 0 (only an empty mean does that), or a loss of exactly 0.0 for >= 3
     logged steps from the start with a zero gradient norm.
     """
     fi = run.col("label_ignored_frac")
     if np.isfinite(fi).any():  # the batch's own label statistics outrank what the loss suggests
-        return _batches_all_masked(run, q, fi) or _samples_unsupervised(run, q)
+        return _batches_all_masked(run, q, fi) or _samples_unsupervised(run, q) or _examples_unsupervised(run, q)
     return _nan_loss_zero_grad(run, q) or _zero_loss_nonfinite_grad(run, q) or _zero_loss_from_start(q)
 
 
@@ -70,6 +72,28 @@ def _samples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
         step=s, batch=s, samples=_ids(run, s),
         evidence=[Msg("labels.samples_unsupervised", pct=frac * 100)],
         fixes=[Msg("labels.fix_drop_unsupervised_samples")])]
+
+
+def _examples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
+    """Examples inside packed rows whose labels are all ignored (`label_empty_examples`): usually a
+    prompt that filled `max_length`, truncated before packing, so the response was cut away."""
+    events = run.event("label_empty_examples")
+    if not events:
+        return []
+    n = sum(int(e.get("n", 0)) for e in events.values() if isinstance(e, dict))
+    pe = run.col("packed_examples")
+    total = int(np.nansum(pe)) if np.isfinite(pe).any() else 0
+    total = max(total, n, 1)
+    s = min(events)
+    at = [e for e in (events[s].get("at") or []) if isinstance(e, dict)][:32]
+    frac = n / total
+    ev = [Msg("labels.examples_unsupervised", n=n, total=total, pct=frac * 100, step=s)]
+    ev += [Msg("labels.example_span", step=s, row=e.get("row"), example=e.get("example"), start=e.get("start"),
+               end=e.get("end")) for e in at[:3]]
+    return [Finding(
+        cause="label_mask_empty", symptom="slow_convergence", severity="warning" if frac >= 0.05 else "info",
+        confidence=0.85, step=s, batch=s, samples=sorted({int(e["row"]) for e in at if "row" in e}) or None,
+        examples=at, evidence=ev, fixes=[Msg("labels.fix_packed_unsupervised")])]
 
 
 def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
@@ -142,7 +166,7 @@ def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
     masked on purpose."""
     if run.meta.get("task") != "sft":
         return []
-    fi = run.col("label_ignored_frac")
+    fi = _ignored_beyond_packing(run)
     v = fi[np.isfinite(fi)]
     if v.size < 1 or float(np.median(v)) > 0.02:
         return []
@@ -151,3 +175,19 @@ def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
                     step=int(q.steps[i]), batch=int(q.steps[i]),
                     evidence=[Msg("labels.leak", pct=float(np.median(v)) * 100)],
                     fixes=[Msg("labels.fix_mask_prompt")])]
+
+
+def _ignored_beyond_packing(run: Run) -> np.ndarray:
+    """The ignored fraction of the label positions, not counting the first token of each packed
+    example (a packing collator masks it: nothing before it in the example predicts it), so a
+    packed run that masks nothing else reads as the 0% it is."""
+    fi = run.col("label_ignored_frac")
+    pe = run.col("packed_examples")
+    tokens = run.col("label_tokens")
+    ok = np.isfinite(fi) & np.isfinite(pe) & np.isfinite(tokens) & (fi < 1.0)
+    if not ok.any():
+        return fi
+    out = fi.copy()
+    positions = tokens[ok] / (1.0 - fi[ok])
+    out[ok] = np.maximum(0.0, fi[ok] - pe[ok] / np.maximum(positions, 1.0))
+    return out

@@ -103,6 +103,11 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
     loss_at = q.loss[i] if i < q.n else np.nan
     critical = broke or (i < q.n and run.logged("loss")[i] and not np.isfinite(loss_at))
     ev = [Msg("nonfinite.batch_holds", step=s, keys=keys, samples=str(samples[:16]) if samples else "?")]
+    packed = [e for e in run.event("batch_nonfinite_examples").get(s) or [] if isinstance(e, dict)][:32]
+    if packed:  # the rows are packed: name the examples inside them
+        ev.append(Msg("nonfinite.packed_examples", examples=[
+            Msg("labels.example_in_row", row=e.get("row"), example=e.get("example"), start=e.get("start"),
+                end=e.get("end")) for e in packed[:4]]))
     if len(steps) > 1:
         ev.append(Msg("nonfinite.batches_in_incident", n=len(steps),
                       steps=str(steps[:8]) + ("..." if len(steps) > 8 else "")))
@@ -113,7 +118,8 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
     return Finding(
         cause="nonfinite_data", symptom="nonfinite", severity="critical" if critical else "warning",
         confidence=0.95 if critical else 0.7, step=s, batch=s, samples=samples, evidence=ev,
-        fixes=[Msg("nonfinite.fix_drop_samples", keys=keys)])
+        fixes=[Msg("nonfinite.fix_drop_samples", keys=keys)],
+        examples=[{k: e[k] for k in ("key", "row", "example", "start", "end") if k in e} for e in packed] or None)
 
 
 def _first_forward_fault(run: Run, q: Quantities) -> tuple[int, dict[str, Any]] | None:

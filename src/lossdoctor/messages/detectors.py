@@ -25,6 +25,11 @@ NONFINITE = {
     "nonfinite.the_batch": ("the batch", "整个 batch"),
     "nonfinite.batch_holds": ("the batch of step {step} holds NaN/Inf in {keys}, sample(s) {samples}",
                               "第 {step} 步的 batch 在 {keys} 中含有 NaN/Inf，样本 {samples}"),
+    "nonfinite.packed_examples": (
+        "the rows are packed: the non-finite values are in {examples}",
+        "这些行是 packed 的：NaN/Inf 在 {examples} 里"),
+    "labels.example_in_row": ("row {row} example {example} (tokens {start}-{end})",
+                              "行 {row} 的第 {example} 个样本（token {start}-{end}）"),
     "nonfinite.batches_in_incident": ("{n} batches in this incident held non-finite values (steps {steps})",
                                       "这次事件中有 {n} 个 batch 含有 NaN/Inf（第 {steps} 步）"),
     "nonfinite.broke_when_used": ("training went non-finite at step {step}, right when that batch was used",
@@ -306,6 +311,23 @@ LABELS = {
         "有截断时，确保 response 没有被整个截掉（调大 max_length，或者从左侧截断 prompt）"),
     "labels.samples_unsupervised": ("{pct}% of samples have no supervised label position (all -100)",
                                     "{pct}% 的样本没有任何有监督的标签位置（全是 -100）"),
+    "labels.examples_unsupervised": (
+        "{n} of {total} examples inside packed rows have no supervised label position (all -100, {pct:.1f}%), first "
+        "at step {step}; their rows still hold other examples' labels, so the per-row numbers look healthy",
+        "packed 行里的 {total} 个样本中有 {n} 个没有任何有监督的标签位置（全是 -100，{pct:.1f}%），最早出现在第 {step} "
+        "步；它们所在的行里还有别的样本的标签，所以按行看一切正常"),
+    "labels.example_span": (
+        "step {step}: packed row {row}, example {example} of the row (tokens {start}-{end} of the row)",
+        "第 {step} 步：packed 行 {row} 中的第 {example} 个样本（该行的 token {start}-{end}）"),
+    "labels.fix_packed_unsupervised": (
+        "truncation cut these examples' responses before packing (a prompt as long as max_length): drop examples "
+        "whose prompt fills max_length before training, or raise max_length; TRL drops them itself only without "
+        "packing, and packing_strategy='bfd_split' keeps the cut-off tokens. Packing does not keep the dataset "
+        "index: find them in the dataset as the examples whose tokenized prompt is max_length tokens or longer",
+        "这些样本的 response 在 packing 之前就被截断切掉了（prompt 和 max_length 一样长）：训练前丢弃 prompt 占满 "
+        "max_length 的样本，或者调大 max_length；TRL 只在不用 packing 时才会自己丢掉它们，"
+        "packing_strategy='bfd_split' 则会保留被截掉的 token。packing 不保留数据集里的下标：在数据集里找 tokenize 后 "
+        "prompt 长度达到 max_length 的样本即可"),
     "labels.fix_drop_unsupervised_samples": ("drop samples whose response was truncated away or masked entirely",
                                              "丢弃 response 被整个截掉或全部被 mask 的样本"),
     "labels.nan_loss_zero_grad": (

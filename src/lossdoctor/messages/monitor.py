@@ -12,6 +12,12 @@ TEMPLATES = {
         "放在 optimizer.step() 之后（有梯度累积时：放在最后一个 micro-batch 之后）。这样的调用记为 "
         "no_optimizer_step，而不是跳过的 step"),
     "monitor.parts_disabled": ("the monitor's own parts were disabled: {notes}", "monitor 自身的部分组件已被停用：{notes}"),
+    "tracer.head_bypassed": (
+        "the model's output head ({head}) never ran as a module: the loss was computed from the last hidden state "
+        "without it (a fused or chunked LM-head loss, e.g. TRL's), so the logits were never made and are not "
+        "traced; the activation checks end at the last hidden state",
+        "模型的输出头（{head}）从未作为 module 运行：loss 是绕过它、直接从最后一层隐藏状态算出来的（fused 或分块的 "
+        "LM head loss，比如 TRL 的），logits 根本没有生成，所以无法追踪；activation 检查止于最后一层隐藏状态"),
     "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
                            "无法诊断：{path} 中的运行日志无法读取（{error}）"),
 }

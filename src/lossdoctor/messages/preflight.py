@@ -279,6 +279,30 @@ LABELS = {
     "plabels.truncated_response": (
         "{n} of them are as long as the longest sample of their batch: truncation probably cut the whole response",
         "其中 {n} 个和所在 batch 中最长的样本一样长：很可能是截断把整个 response 切掉了"),
+    "plabels.no_supervised_example": (
+        "{n} of {total} examples inside packed rows have no supervised token (batch {batch}: {examples}): their "
+        "rows still hold other examples' labels, so per row they look fine; these examples cost compute and teach "
+        "nothing",
+        "packed 行里的 {total} 个样本中有 {n} 个没有任何有监督 token（batch {batch}：{examples}）：它们所在的行里"
+        "还有别的样本的标签，按行看一切正常；这些样本白白耗费算力，什么也学不到"),
+    "plabels.row_example": ("row {row} example {example} (tokens {start}-{end})",
+                            "行 {row} 第 {example} 个样本（token {start}-{end}）"),
+    "plabels.truncated_response_packed": (
+        "{n} of them are max_length ({max_length}) tokens long: truncation to max_length probably cut the whole "
+        "response",
+        "其中 {n} 个的长度正好是 max_length（{max_length} 个 token）：很可能是截断到 max_length 时把整个 response 切掉了"),
+    "plabels.packed_example_ends_with": (
+        "batch {batch} packed row {row}, example {example} (tokens {start}-{end}) ends with {text}",
+        "batch {batch} packed 行 {row} 的第 {example} 个样本（token {start}-{end}）的结尾是 {text}"),
+    "plabels.packed_supervised_text": (
+        "batch {batch} packed row {row}, example {example} (tokens {start}-{end}) supervised text: {text}",
+        "batch {batch} packed 行 {row} 的第 {example} 个样本（token {start}-{end}）参与监督的文本：{text}"),
+    "plabels.fix_truncate_and_drop_packed": (
+        "these examples were truncated to max_length before packing and lost their whole response: drop examples "
+        "whose prompt alone fills max_length (search the dataset for the text above), or raise max_length; TRL "
+        "drops such examples itself only without packing",
+        "这些样本在 packing 之前被截断到 max_length，整个 response 都丢了：丢弃 prompt 本身就占满 max_length 的样本"
+        "（用上面的文本在数据集里搜索），或者调大 max_length；TRL 只有在不用 packing 时才会自己丢掉这类样本"),
     "plabels.sample_ends_with": ("batch {batch} sample {sample} ends with {text}",
                                  "batch {batch} 样本 {sample} 的结尾是 {text}"),
     "plabels.fix_truncate_and_drop": (

@@ -232,6 +232,11 @@ TEMPLATES = {
         "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍（{z} 个 稳健 sigma）"),
     "triage.spike.jumped_live": ("the loss jumped to {loss} at step {step}, {ratio}x the recent median {median}",
                                  "第 {step} 步 loss 跳到 {loss}，是近期中位数 {median} 的 {ratio} 倍"),
+    "triage.spike.example_loss": ("packed row {row} example {example} (tokens {start}-{end}): {loss}",
+                                  "packed 行 {row} 第 {example} 个样本（token {start}-{end}）：{loss}"),
+    "triage.spike.per_example": ("per-example losses (each example of the packed rows alone): {top} vs a median "
+                                 "of {median}",
+                                 "逐样本 loss（packed 行里的每个样本单独计算）：{top}，中位数为 {median}"),
     "triage.spike.sample_loss": ("sample {i}: {loss}", "样本 {i}：{loss}"),
     "triage.spike.per_sample": ("per-sample losses: {top} vs a median of {median}",
                                 "逐样本 loss：{top}，中位数为 {median}"),
@@ -347,6 +352,13 @@ TEMPLATES = {
     "triage.op.nan_count": ("{n} NaN", "{n} 个 NaN"),
     "triage.op.inf_count": ("{n} Inf", "{n} 个 Inf"),
     # the sample search (triage/samples.py) and the snapshot ring (triage/ring.py)
+    "triage.samples.packed_examples": (
+        "the rows are packed: a bisection over the examples inside them ({probes} probes of chosen examples laid "
+        "end to end) names {n} example(s): {examples}",
+        "这些行是 packed 的：对行内样本做二分查找（{probes} 次探测，每次把选中的样本首尾相接放进一行）找到 {n} 个样本："
+        "{examples}"),
+    "triage.samples.row_example": ("row {row} example {example} (tokens {start}-{end})",
+                                   "行 {row} 第 {example} 个样本（token {start}-{end}）"),
     "triage.samples.padded": (
         "the model cannot run a batch of one sample here ({why}): every probe kept at least {k} samples, a "
         "candidate being tested together with samples known to be good",

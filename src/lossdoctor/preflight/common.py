@@ -17,6 +17,7 @@ import torch
 from ..messages import fmt, round_sig
 from ..findings import Finding
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
+from ..signals.packing import Example, packed_examples
 
 __all__ = ["Context", "BatchView", "make_finding", "fmt", "round_sig", "quote", "IGNORE_INDEX",
            "unwrap_model", "pct"]
@@ -78,6 +79,8 @@ class BatchView:
     float_targets: dict[str, torch.Tensor] = field(default_factory=dict)
     #: raw strings of the batch by key, one per sample
     texts: dict[str, list[str]] = field(default_factory=dict)
+    #: the examples of packed rows (`position_ids` restarting inside a row), None when not packed
+    examples: list[Example] | None = None
 
     @classmethod
     def parse(cls, batch: Any, index: int) -> BatchView:
@@ -106,6 +109,10 @@ class BatchView:
                 if view.input_ids is None:
                     view.input_ids = t
         view.texts = _strings(batch)
+        by_leaf = {k.rsplit(".", 1)[-1]: t for k, t in pairs}
+        pos = by_leaf.get("position_ids")
+        if pos is None or view.input_ids is None or tuple(pos.shape) == tuple(view.input_ids.shape):
+            view.examples = packed_examples(by_leaf)  # (positions shared by every row say nothing)
         if view.size is None and view.texts:
             view.size = len(next(iter(view.texts.values())))
         return view
@@ -134,12 +141,13 @@ def _strings(batch: Any) -> dict[str, list[str]]:
 
 def make_finding(cause: str, symptom: str, severity: str, confidence: float, evidence: list[str],
                  fixes: list[str], *, ctx: Context | None = None, batch: int | None = None,
-                 layer: str | None = None, samples: list[int] | None = None) -> Finding:
+                 layer: str | None = None, samples: list[int] | None = None,
+                 examples: list[dict[str, Any]] | None = None) -> Finding:
     """A finding; inside watch a batch finding also carries the step it was seen at (batch i is the
     i-th optimizer iteration), before training (`check`) only the batch index."""
     step = batch if (ctx is not None and ctx.live and batch is not None) else None
     return Finding(cause=cause, symptom=symptom, severity=severity, confidence=confidence, step=step,
-                   batch=batch, layer=layer, samples=samples, evidence=evidence, fixes=fixes)
+                   batch=batch, layer=layer, samples=samples, evidence=evidence, fixes=fixes, examples=examples)
 
 
 def quote(text: str, limit: int = 90) -> str:

@@ -11,6 +11,11 @@ taken. Four ways this goes wrong, each silent in the loss curve:
 - the collator shifted the labels and the model shifts them again: it learns the token after next;
 - the end-of-turn / EOS token is never supervised: the model never learns to stop.
 
+Packed rows (`position_ids` restarting inside a row, TRL's `packing=True`) are checked example by
+example: the rows are cut into their examples first, so an example whose labels are all -100 is
+found even though its row holds other examples' labels, and the prompt of each example is judged
+on its own. The evidence then names the row, the example's index in it and its tokens.
+
 The prompt/response boundary comes from the tokenizer's chat template (`chat.ChatSpans`); without
 one, an SFT batch whose every real token is supervised is the tell-tale `labels = input_ids`.
 Which way the labels are aligned (`labels[i] == input_ids[i]`, shifted by the model, or already
@@ -27,6 +32,7 @@ import numpy as np
 from ..findings import Finding
 from .chat import ChatSpans, decode
 from ..messages import Msg
+from ..signals.packing import Example
 from .common import IGNORE_INDEX, BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: batches whose every label position is ignored are reported at once (the loss is NaN right now)
@@ -40,6 +46,7 @@ class _Counts:
     supervised: int = 0
     samples: int = 0
     empty: list[tuple[int, int]] = field(default_factory=list)  # (batch, sample)
+    empty_packed: list[tuple[int, Example]] = field(default_factory=list)  # (batch, example in a packed row)
     empty_at_max_len: int = 0
     aligned_agree: int = 0
     shifted_agree: int = 0
@@ -54,8 +61,9 @@ class _Counts:
     real_samples: int = 0
     eos_supervised: int = 0
     eos_in_response: int = 0
-    examples: list[tuple[int, int, str]] = field(default_factory=list)  # leak examples (batch, sample, text)
-    empty_examples: list[tuple[int, int, str]] = field(default_factory=list)
+    #: leak examples (batch, sample or packed example, text)
+    examples: list[tuple[int, int | Example, str]] = field(default_factory=list)
+    empty_examples: list[tuple[int, int | Example, str]] = field(default_factory=list)
     all_empty_batches: list[int] = field(default_factory=list)
 
 
@@ -71,6 +79,8 @@ class LabelCheck:
         self.pad_id = _token_id(self.tok, "pad_token_id")
         self.eos_ids = self._eos_ids()
         self.shifts = model_shifts_labels(ctx.model)
+        #: the examples of the batch being added, when its rows are packed (sample s = units[s])
+        self.units: list[Example] | None = None
 
     def _eos_ids(self) -> set[int]:
         ids = set()
@@ -101,6 +111,10 @@ class LabelCheck:
             return now
         ids = view.input_ids.detach().to("cpu").long().numpy()
         real = self._real(view, ids)
+        self.units = [e for e in view.examples if e.length >= 2] if view.examples else None
+        if self.units:  # one sample per example of the packed rows
+            ids, labels, real = (by_example(a, self.units, fill)
+                                 for a, fill in ((ids, self.pad_id or 0), (labels, IGNORE_INDEX), (real, False)))
         self._per_sample(view, ids, labels, real)
         offset = self._alignment(ids, labels)
         if offset is None:
@@ -129,14 +143,22 @@ class LabelCheck:
         lengths = real.sum(axis=1)
         c.samples += len(per)
         if not (~sup).all():  # a fully masked batch is reported on its own
+            # as long as the truncation allows: the trainer's max_length for packed examples (the
+            # packed row is longer), the longest sample of the batch otherwise
+            longest = int(lengths.max())
+            if self.units and isinstance(self.ctx.trainer.get("max_length"), int):
+                longest = min(longest, int(self.ctx.trainer["max_length"]))
             for s in np.flatnonzero(per == 0):
-                c.empty.append((view.index, int(s)))
-                if lengths[s] >= lengths.max() and lengths.max() > 0:
+                if self.units:
+                    c.empty_packed.append((view.index, self.units[s]))
+                else:
+                    c.empty.append((view.index, int(s)))
+                if lengths[s] >= longest > 0:
                     c.empty_at_max_len += 1
                 if len(c.empty_examples) < 2:
                     text = decode(self.tok, [int(x) for x in ids[s][real[s]][-40:]])
                     if text is not None:
-                        c.empty_examples.append((view.index, int(s), text))
+                        c.empty_examples.append((view.index, self._unit(s), text))
         has_real = lengths > 1
         c.real_samples += int(has_real.sum())
         # every real token but the first (which no label can predict) supervised
@@ -185,7 +207,11 @@ class LabelCheck:
                 break
             text = decode(self.tok, [int(x) for x in ids[s][target[s]]])
             if text is not None:
-                c.examples.append((view.index, int(s), text))
+                c.examples.append((view.index, self._unit(s), text))
+
+    def _unit(self, s: int) -> int | Example:
+        """Sample s of the batch being added: a row, or an example of a packed row."""
+        return self.units[s] if self.units else int(s)
 
     # --- findings -----------------------------------------------------------------------------
     def _all_masked(self, view: BatchView, labels: np.ndarray) -> Finding:
@@ -263,7 +289,7 @@ class LabelCheck:
         if not conf:
             return out
         for b, s, text in c.examples:
-            ev.append(Msg("plabels.supervised_text", batch=b, sample=s, text=quote(text)))
+            ev.append(_about(b, s, "plabels.supervised_text", "plabels.packed_supervised_text", text=quote(text)))
         header = quote(self.chat.header_text) if self.chat is not None else Msg("plabels.the_assistant_header")
         out.append(make_finding(
             "label_mask_leak", "plateau", "warning", conf, ev,
@@ -273,21 +299,34 @@ class LabelCheck:
 
     def _empty_samples(self) -> list[Finding]:
         c = self.c
-        if not c.empty:
+        if not (c.empty or c.empty_packed):
             return []
-        n = len(c.empty)
+        n = len(c.empty) + len(c.empty_packed)
         sev = "warning" if n >= 0.05 * c.samples else "info"
-        first_batch = c.empty[0][0]
-        samples = [s for b, s in c.empty if b == first_batch][:32]
-        ev = [Msg("plabels.no_supervised_token", n=n, total=c.samples, batch=first_batch, samples=str(samples[:8]))]
-        if c.empty_at_max_len:
+        if c.empty_packed:
+            first_batch = c.empty_packed[0][0]
+            where = [e for b, e in c.empty_packed if b == first_batch][:32]
+            samples = sorted({e.row for e in where})
+            ev = [Msg("plabels.no_supervised_example", n=n, total=c.samples, batch=first_batch,
+                      examples=[Msg("plabels.row_example", row=e.row, example=e.index, start=e.start, end=e.end)
+                                for e in where[:4]])]
+        else:
+            first_batch = c.empty[0][0]
+            samples = [s for b, s in c.empty if b == first_batch][:32]
+            ev = [Msg("plabels.no_supervised_token", n=n, total=c.samples, batch=first_batch,
+                      samples=str(samples[:8]))]
+        if c.empty_at_max_len and c.empty_packed and self.ctx.trainer.get("max_length"):
+            ev.append(Msg("plabels.truncated_response_packed", n=c.empty_at_max_len,
+                          max_length=int(self.ctx.trainer["max_length"])))
+        elif c.empty_at_max_len:
             ev.append(Msg("plabels.truncated_response", n=c.empty_at_max_len))
         for b, s, text in c.empty_examples:
-            ev.append(Msg("plabels.sample_ends_with", batch=b, sample=s, text=quote(text)))
+            ev.append(_about(b, s, "plabels.sample_ends_with", "plabels.packed_example_ends_with", text=quote(text)))
         return [make_finding(
             "label_mask_empty", "slow_convergence", sev, 0.85, ev,
-            [Msg("plabels.fix_truncate_and_drop")],
-            ctx=self.ctx, batch=first_batch, samples=samples)]
+            [Msg("plabels.fix_truncate_and_drop_packed" if c.empty_packed else "plabels.fix_truncate_and_drop")],
+            ctx=self.ctx, batch=first_batch, samples=samples,
+            examples=[e.to_dict() for e in where] if c.empty_packed else None)]
 
     def _eos(self) -> Finding | None:
         c = self.c
@@ -316,6 +355,25 @@ def mask_prompt_fix(trainer: dict[str, Any], header: Any) -> Msg:
         return Msg("plabels.fix_mask_prompt_trl_collator", version=version, header=header)
     return Msg("plabels.fix_mask_prompt_trl", version=version,
                assistant=str(trainer.get("assistant_only_loss")), completion=str(trainer.get("completion_only_loss")))
+
+
+def by_example(a: np.ndarray, examples: list[Example], fill: Any) -> np.ndarray:
+    """(examples, longest) matrix of a (rows, tokens) array cut into the packed examples, each
+    left-aligned and filled after its end: the per-sample checks then run per example."""
+    width = max(e.length for e in examples)
+    out = np.full((len(examples), width), fill, dtype=a.dtype)
+    for k, e in enumerate(examples):
+        out[k, :e.length] = a[e.row, e.start:e.end]
+    return out
+
+
+def _about(batch: int, where: int | Example, key: str, packed_key: str, **values: Any) -> Msg:
+    """A sentence about one sample, or about one example of a packed row (its row, its index in
+    the row, its tokens)."""
+    if isinstance(where, Example):
+        return Msg(packed_key, batch=batch, row=where.row, example=where.index, start=where.start, end=where.end,
+                   **values)
+    return Msg(key, batch=batch, sample=where, **values)
 
 
 def _version(text: str) -> tuple[int, ...]:

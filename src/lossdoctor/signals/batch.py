@@ -4,6 +4,10 @@ For each floating tensor of the batch one `aminmax` along all but the first dime
 sample's min and max, hence both "sample 3 holds a NaN" and the input magnitude. Integer `labels`
 give the fraction of ignored positions (-100) and the samples with no supervised position; an
 `attention_mask` gives the samples that are all padding (the classic softmax-of-all-masked NaN).
+
+A batch of packed rows (`position_ids` that restart at 0 inside a row, see `packing`) is also read
+per example: where each example begins, its supervised labels and its non-finite values, so an
+all-masked or NaN example is named by its row, its index in the row and its tokens.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import torch
+
+from .packing import POSITION_KEY, examples_of, per_example_sum
 
 IGNORE_INDEX = -100
 LABEL_KEYS = ("labels", "label", "label_ids", "targets", "target", "y")
@@ -88,7 +94,30 @@ class BatchProbe:
                 elif last == "attention_mask" and ctx["mask_key"] is None:
                     packer.add("mask_tokens_per_sample", t.detach().reshape(t.shape[0], -1).sum(dim=1))
                     ctx["mask_key"] = key
+                elif last == POSITION_KEY and t.dim() == 2 and "packed_shape" not in ctx:
+                    ctx["packed_shape"] = tuple(t.shape)
+                    ctx["position_ids"] = t
+            if "packed_shape" in ctx:
+                _flush_packed(batch, ctx, packer)
         return ctx
+
+
+def _flush_packed(batch: Any, ctx: dict[str, Any], packer: Any) -> None:
+    """Per-token masks of a batch with `position_ids`, for the per-example reading: where examples
+    begin, which labels are ignored, which tokens of a floating input are non-finite."""
+    shape = ctx["packed_shape"]
+    packer.add("packed_starts", ctx.pop("position_ids").detach() == 0)
+    ctx["packed_floats"] = []
+    for key, t in iter_tensors(batch):
+        if tuple(t.shape[:2]) != shape or t.dim() < 2:
+            continue
+        if key == ctx["label_key"]:
+            packer.add("packed_label_ignored", t.detach() == IGNORE_INDEX)
+            ctx["packed_labels"] = True
+        elif key in ctx["float_keys"]:
+            bad = ~torch.isfinite(t.detach().reshape(shape[0], shape[1], -1)).all(dim=2)
+            packer.add(f"packed_nonfinite:{key}", bad)
+            ctx["packed_floats"].append(key)
 
 
 def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
@@ -132,4 +161,31 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         empty = np.flatnonzero(tok <= 0)
         if empty.size:
             rec["mask_empty_sample_ids"] = [int(i) for i in empty[:32]]
+    if ctx.get("packed_shape"):
+        rec.update(interpret_packed(values, ctx))
+    return rec
+
+
+def interpret_packed(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
+    """Host side of a packed batch: how many examples its rows hold, the examples with no
+    supervised label, the examples holding a non-finite value (one-token pieces, right padding,
+    are not examples)."""
+    shape = ctx["packed_shape"]
+    examples = examples_of(values["packed_starts"].reshape(shape) > 0.5)
+    if not examples:
+        return {}
+    real = [e for e in examples if e.length >= 2]
+    rec: dict[str, Any] = {"packed_examples": len(real)}
+    if ctx.get("packed_labels"):
+        supervised = per_example_sum(real, values["packed_label_ignored"].reshape(shape) < 0.5)
+        empty = [e for e, n in zip(real, supervised) if n == 0]
+        if empty:
+            rec["label_empty_examples"] = {"n": len(empty), "of": len(real),
+                                           "at": [e.to_dict() for e in empty[:32]]}
+    bad: list[dict[str, Any]] = []
+    for key in ctx.get("packed_floats", []):
+        hits = per_example_sum(examples, values[f"packed_nonfinite:{key}"].reshape(shape) > 0.5)
+        bad += [{"key": key, **e.to_dict()} for e, n in zip(examples, hits) if n > 0]
+    if bad:
+        rec["batch_nonfinite_examples"] = bad[:32]
     return rec

@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..messages import Msg
+
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
 
 #: Element-wise modules that cannot turn finite values into NaN/Inf (nor finite gradients into
@@ -67,17 +69,26 @@ def is_passthrough(m: nn.Module) -> bool:
     return len(m._modules) == 0 and (name.endswith("Activation") or name in ("GELUTanh", "QuickGELU"))
 
 
+#: what a model returns that is its loss or the loss's per-token parts, not an activation: HF's
+#: `loss`/`aux_loss`, and the outputs of TRL's fused LM head (per-token log-probabilities, entropy,
+#: ...: computed from the last hidden state without calling the head as a module)
+LOSS_OUTPUTS = frozenset({"log_probs", "logps", "entropy", "label_mask", "is_top1", "mean_logits",
+                          "log_sum_sq_probs"})
+
+
 def first_float_tensor(obj: Any, depth: int = 0) -> torch.Tensor | None:
     """The main tensor of a module's output: itself, or the first floating tensor in a tuple, list
-    or dict (HF returns tuples and ModelOutput dicts)."""
+    or dict (HF returns tuples and ModelOutput dicts). A scalar is a loss, not an activation (HF
+    puts the loss first: `(loss, logits, ...)`), and so are a dict's loss entries (`LOSS_OUTPUTS`):
+    the model's loss is never reported as its largest activation."""
     if isinstance(obj, torch.Tensor):
-        return obj if obj.is_floating_point() and obj.numel() > 0 else None
+        return obj if obj.is_floating_point() and obj.dim() > 0 and obj.numel() > 0 else None
     if depth > 2:
         return None
     if isinstance(obj, (tuple, list)):
         items = obj
     elif isinstance(obj, dict):
-        items = obj.values()
+        items = [v for k, v in obj.items() if not (isinstance(k, str) and ("loss" in k or k in LOSS_OUTPUTS))]
     else:
         return None
     for x in items:
@@ -118,6 +129,9 @@ class ModuleTracer:
             self.names.append(name or "<model>")
             self.modules.append(m)
         self.parents = parent_index(self.names)
+        self.head = _output_head(model, self.modules)
+        #: sentences for the run's notes (the monitor shares its list): what the trace could not see
+        self.notes: list[Any] = []
         self.is_leaf = [len(m._modules) == 0 for m in self.modules]
         self.passthrough = [is_passthrough(m) for m in self.modules]
         self.linear = [linear_layer(m) for m in self.modules]
@@ -367,12 +381,34 @@ class ModuleTracer:
         fields, per = interpret(self.names, self.parents, values, ctx, self.passthrough)
         rec.update(fields)
         rec.layers.update(per)
+        if self.head is not None and ctx["ev_module"] and self.head not in ctx["ev_module"]:
+            self._note_head_bypassed()
+
+    def _note_head_bypassed(self) -> None:
+        """The model ran but its output head did not, as a module: the loss was computed from the
+        last hidden state by other code (TRL's fused LM head, a chunked cross-entropy), so the
+        logits were never made and cannot be traced."""
+        note = Msg("tracer.head_bypassed", head=self.names[self.head])
+        if note not in self.notes:
+            self.notes.append(note)
 
     def remove(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
         self.reset()
+
+
+def _output_head(model: nn.Module, modules: list[nn.Module]) -> int | None:
+    """Index of the model's output head (HF's `get_output_embeddings()`, e.g. `lm_head`), if any."""
+    try:
+        head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
+    except Exception:
+        return None
+    for i, m in enumerate(modules):
+        if m is head:
+            return i
+    return None
 
 
 def parent_index(names: list[str]) -> list[int]:

@@ -90,8 +90,10 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
     conf = loc.confidence if loc.confidence else 0.6
     if not exact:
         conf *= 0.9
+    search = loc.sample_search
+    examples = search.examples if search is not None and samples == loc.samples else None  # packed rows
     return Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
-                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes)
+                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes, examples=examples)
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
@@ -120,7 +122,12 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
           _replay_sentence(step, rep, reproduced=True)]
     samples = None
     if search is not None:
-        if search.samples:
+        if search.samples and search.examples:  # packed rows: the examples inside them
+            samples = search.samples
+            top = [Msg("triage.spike.example_loss", row=e["row"], example=e["example"], start=e["start"],
+                       end=e["end"], loss=float(e.get("loss", math.nan))) for e in search.examples[:4]]
+            ev.append(Msg("triage.spike.per_example", top=top, median=float(search.median or math.nan)))
+        elif search.samples:
             samples = search.samples
             top = [Msg("triage.spike.sample_loss", i=i, loss=float(search.losses[i]))
                    for i in samples[:4] if i in search.losses]
@@ -137,8 +144,10 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
         fixes.append(Msg("triage.spike.fix_state"))
     else:
         fixes.append(Msg("triage.spike.fix_skip"))
+    examples = [{k: e[k] for k in ("row", "example", "start", "end")} for e in search.examples] \
+        if samples and search is not None and search.examples else None
     return Finding(cause="loss_spike", symptom="spike", severity="critical", confidence=0.85, step=step,
-                   batch=step, samples=samples, evidence=ev, fixes=fixes)
+                   batch=step, samples=samples, evidence=ev, fixes=fixes, examples=examples)
 
 
 def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: dict[str, Any]) -> list[Finding]:

@@ -22,7 +22,8 @@ from .batches import batch_size, named_tensors
 from .classify import Verdict, classify
 from .optrace import OpEvent, OpTracer, leaf_names
 from .replay import grads_finite, scalar_loss
-from .samples import SampleSearch, bisect
+from ..signals.packing import packed_examples
+from .samples import SampleSearch, bisect, bisect_examples, examples_named
 from .state import RngState
 
 LossFn = Callable[[nn.Module, Any], torch.Tensor]
@@ -161,7 +162,8 @@ class Localization:
             return None
         return Finding(cause=self.cause, symptom="nonfinite", severity=severity, confidence=self.confidence,
                        step=step, batch=step, layer=self.layer, op=self.op, samples=self.samples,
-                       evidence=list(self.evidence), fixes=list(self.fixes))
+                       evidence=list(self.evidence), fixes=list(self.fixes),
+                       examples=self.sample_search.examples if self.sample_search else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "layer": self.layer, "op": self.op, "phase": self.phase,
@@ -199,18 +201,23 @@ def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = Non
     bad_batch = nonfinite_samples(batch)
     search = None
     n = batch_size(batch)
-    if find_samples and trace.nonfinite and n and n > 1:
-        def bad(sub: Any) -> bool:
-            if rng is not None:
-                rng.apply()
-            return probe_nonfinite(model, sub, loss_fn, reset)
+    def bad(sub: Any) -> bool:
+        if rng is not None:
+            rng.apply()
+        return probe_nonfinite(model, sub, loss_fn, reset)
 
+    examples = packed_examples(batch) if find_samples and trace.nonfinite and hasattr(batch, "get") else None
+    if examples and sum(e.length >= 2 for e in examples) > 1:  # packed rows: search their examples
+        search = bisect_examples(batch, examples, bad)
+    elif find_samples and trace.nonfinite and n and n > 1:
         k, why = min_group(model)
         search = bisect(batch, n, bad, min_group=k, why=why)
     elif find_samples and trace.nonfinite and n == 1:
         search = SampleSearch(samples=[0], method="single sample")
     v: Verdict = classify(trace.forward, trace.backward, trace.near_overflow, bad_batch, search, live or {},
                           loss=trace.loss, grads_ok=trace.grads_finite)
+    if v.cause is not None and search is not None and search.examples:
+        v.evidence.append(examples_named(search))
     return Localization(cause=v.cause, layer=v.layer, op=v.op, phase=v.phase, samples=v.samples, trace=trace,
                         batch_nonfinite=bad_batch, sample_search=search, evidence=v.evidence, fixes=v.fixes,
                         confidence=v.confidence, seconds=time.perf_counter() - t0)

@@ -9,6 +9,12 @@ probed with sub-batches padded by samples already known to be good, so a single 
 tested, in a batch the model accepts.
 
 Loss spikes: the loss of every sample on its own, and the samples far above the others.
+
+Packed rows (`position_ids` restarting inside a row; TRL's padding-free collator flattens a whole
+batch into one row): the bisection runs over the examples inside the rows instead. A probe is the
+chosen examples laid end to end in one row, their own `position_ids` kept and the boundaries
+(`cu_seq_lens_*`, `seq_idx`) rebuilt, which is the layout the padding-free collator itself makes.
+The answer names the rows (`samples`) and the examples in them.
 """
 
 from __future__ import annotations
@@ -19,8 +25,11 @@ from typing import Any, Callable
 
 import numpy as np
 
+import torch
+
 from ..messages import Msg
-from .batches import select_samples
+from ..signals.packing import CU_SEQ_KEYS, Example, packed_examples
+from .batches import map_tensors, select_samples
 
 MAX_PROBES = 64
 MAX_PER_SAMPLE = 256
@@ -37,6 +46,7 @@ class SampleSearch:
     size: int | None = None        # samples in the batch
     note: str | None = None
     min_group: int = 1             # fewest samples per probe (2: padded with known-good samples)
+    examples: list[dict[str, int]] | None = None  # packed rows: the examples found inside them
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"samples": self.samples, "method": self.method, "probes": self.probes}
@@ -49,6 +59,8 @@ class SampleSearch:
             d["note"] = self.note
         if self.min_group > 1:
             d["min_group"] = self.min_group
+        if self.examples is not None:
+            d["examples"] = [dict(e) for e in self.examples]
         return d
 
 
@@ -57,7 +69,8 @@ def padded_note(why: str, k: int) -> Msg:
 
 
 def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = MAX_PROBES,
-           min_group: int = 1, why: str = "") -> SampleSearch:
+           min_group: int = 1, why: str = "",
+           select: Callable[[Any, list[int], int], Any] = select_samples) -> SampleSearch:
     """Smallest sets of samples that are bad on their own (`bad(sub_batch)`), by halving.
 
     With `min_group` > 1, or as soon as a probe of fewer samples raises, a sub-batch smaller than
@@ -70,7 +83,7 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
 
     def run(idx: list[int]) -> bool:
         res.probes += 1
-        return bad(select_samples(batch, idx, size))
+        return bad(select(batch, idx, size))
 
     def test(idx: list[int]) -> bool | None:
         """None: this set cannot be probed (too few known-good samples to pad it with)."""
@@ -124,7 +137,28 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
 
 
 def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) -> SampleSearch:
-    """Loss of each sample alone; the outliers are the samples far above the others' median."""
+    """Loss of each sample alone; the outliers are the samples far above the others' median. In
+    packed rows, the loss of each example alone (`per_example_outliers`)."""
+    examples = packed_examples(batch) if hasattr(batch, "get") else None
+    units = [e for e in examples if e.length >= 2] if examples else []
+    if len(units) > 1:
+        return per_example_outliers(batch, units, loss_of)
+    return _outliers(size, lambda i: select_samples(batch, [i], size), loss_of)
+
+
+def per_example_outliers(batch: Any, units: list[Example], loss_of: Callable[[Any], float]) -> SampleSearch:
+    """The loss of each example of the packed rows on its own: `samples` are the rows holding the
+    outliers, `examples` the outlier examples (or, when none stands out, the highest) with their loss."""
+    res = _outliers(len(units), lambda i: select_examples(batch, [units[i]]), loss_of)
+    res.method = "per-example loss (packed rows)"
+    named = res.samples if res.samples is not None else list(res.losses)[:4]
+    res.examples = [{**units[i].to_dict(), "loss": res.losses.get(i, math.nan)} for i in named]
+    if res.samples is not None:
+        res.samples = sorted({units[i].row for i in res.samples})
+    return res
+
+
+def _outliers(size: int, pick: Callable[[int], Any], loss_of: Callable[[Any], float]) -> SampleSearch:
     res = SampleSearch(samples=None, method="per-sample loss", size=size)
     if size > MAX_PER_SAMPLE:
         res.note = Msg("triage.samples.too_many", size=size, limit=MAX_PER_SAMPLE)
@@ -133,7 +167,7 @@ def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) 
     for i in range(size):
         res.probes += 1
         try:
-            losses.append(loss_of(select_samples(batch, [i], size)))
+            losses.append(loss_of(pick(i)))
         except Exception as e:
             if i > 0:
                 raise
@@ -157,3 +191,56 @@ def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) 
     if not out:
         res.note = Msg("triage.samples.none_stands_out")
     return res
+
+
+def bisect_examples(batch: Any, examples: list[Example], bad: Callable[[Any], bool],
+                    max_probes: int = MAX_PROBES) -> SampleSearch:
+    """`bisect` over the examples of packed rows (one-token pieces, right padding, left out):
+    `samples` are the rows that hold the bad examples, `examples` the examples themselves."""
+    units = [e for e in examples if e.length >= 2]
+    res = bisect(batch, len(units), bad, max_probes=max_probes,
+                 select=lambda b, idx, _n: select_examples(b, [units[i] for i in idx]))
+    res.method = "bisection over packed examples"
+    if res.samples is not None:
+        found = [units[i] for i in res.samples]
+        res.samples = sorted({e.row for e in found})
+        res.examples = [e.to_dict() for e in found]
+    return res
+
+
+def examples_named(search: SampleSearch) -> Msg:
+    """The sentence naming the examples a bisection over packed rows found."""
+    ex = search.examples or []
+    return Msg("triage.samples.packed_examples", n=len(ex), probes=search.probes, examples=[
+        Msg("triage.samples.row_example", row=e["row"], example=e["example"], start=e["start"], end=e["end"])
+        for e in ex[:4]])
+
+
+def select_examples(batch: Any, chosen: list[Example]) -> Any:
+    """The chosen examples of a packed batch end to end in one row: every (rows, tokens, ...)
+    tensor is cut and concatenated, `cu_seq_lens_*` and `seq_idx` are rebuilt for the new row."""
+    if not chosen or not hasattr(batch, "get"):
+        return batch
+    pos = batch.get("position_ids")
+    if pos is None or pos.dim() != 2:
+        return batch
+    shape = tuple(pos.shape)
+    lengths = torch.tensor([e.length for e in chosen])
+    rebuilt: dict[int, Any] = {}
+    for key in CU_SEQ_KEYS:
+        t = batch.get(key)
+        if isinstance(t, torch.Tensor):
+            rebuilt[id(t)] = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)]).to(t.dtype).to(t.device)
+    seq = batch.get("seq_idx")
+    if isinstance(seq, torch.Tensor):
+        rebuilt[id(seq)] = torch.repeat_interleave(torch.arange(len(chosen)), lengths)[None].to(seq.dtype).to(
+            seq.device)
+
+    def pick(t: torch.Tensor) -> torch.Tensor:
+        if id(t) in rebuilt:
+            return rebuilt[id(t)]
+        if t.dim() < 2 or tuple(t.shape[:2]) != shape:
+            return t
+        return torch.cat([t[e.row, e.start:e.end] for e in chosen], dim=0).unsqueeze(0)
+
+    return map_tensors(batch, pick)
