@@ -408,3 +408,23 @@ def test_mid_run_excerpt_jump_needs_a_level_shift(tmp_path):
         r = diagnose(_write(tmp_path / f"{start}-{len(losses)}.csv", rows))
         causes = [(f.cause, f.symptom) for f in r.findings]
         assert (("lr_too_high", "divergence") in causes) == expect, (start, losses, causes)
+
+
+def test_a_loss_that_drops_to_exactly_zero_is_not_healthy(tmp_path):
+    """A notebook's `Step | Training Loss` table: 2.35, 2.12, 1.99, then 0.000000 to the end. No
+    model learns that in one step (empty label masks, or NaN steps logged as 0): critical, not
+    healthy. A loss that converges to 0.0000 through 0.01, 0.001... and zeros with gradients still
+    flowing are not that."""
+    table = "Step\tTraining Loss\n" + "".join(f"{i}\t{v:.6f}\n" for i, v in
+                                              enumerate([2.3456, 2.1234, 1.9876, 0, 0, 0], 1))
+    (tmp_path / "nb.txt").write_text(table)
+    r = diagnose(tmp_path / "nb.txt")
+    f = r.findings[0]
+    assert r.status == "critical" and (f.cause, f.symptom, f.step) == ("label_mask_empty", "zero_loss", 4)
+    assert "logging_nan_inf_filter" in f.evidence[0] and "grad" in f.fixes[0]
+    converging = [(i, v, 0.5, 1e-3) for i, v in enumerate([0.5, 0.1, 0.01, 0.001, 1e-4, 0.0, 0.0, 0.0])]
+    flowing = [(i, v, g, 1e-3) for i, (v, g) in enumerate([(2.3, 1.0), (2.1, 1.0), (1.9, 0.9), (0.0, 0.8),
+                                                          (0.0, 0.8), (0.0, 0.7)])]
+    for name, rows in (("converging", converging), ("flowing", flowing)):
+        found = [x for x in diagnose(_write(tmp_path / f"{name}.csv", rows)).findings if x.symptom == "zero_loss"]
+        assert not found, (name, [(x.cause, x.evidence) for x in found])

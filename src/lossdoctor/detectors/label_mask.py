@@ -21,13 +21,15 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
     (warning when >= 25% of samples); in packed rows, the examples inside a row with no supervised
     position (warning when >= 5% of the examples: the row around them still has labels, so the
     per-row numbers look healthy). From the loss alone (foreign logs): a non-finite loss with a
-    gradient norm of exactly 0 (only an empty mean does that), or a loss of exactly 0.0 for >= 3
-    logged steps from the start with a zero gradient norm.
+    gradient norm of exactly 0 (only an empty mean does that), a loss of exactly 0.0 for >= 3
+    logged steps from the start with a zero gradient norm, or a loss that falls from >= 0.05 to
+    exactly 0.0 in one logged step and stays there (no gradient norm saying otherwise).
     """
     fi = run.col("label_ignored_frac")
     if np.isfinite(fi).any():  # the batch's own label statistics outrank what the loss suggests
         return _batches_all_masked(run, q, fi) or _samples_unsupervised(run, q) or _examples_unsupervised(run, q)
-    return _nan_loss_zero_grad(run, q) or _zero_loss_nonfinite_grad(run, q) or _zero_loss_from_start(q)
+    return _nan_loss_zero_grad(run, q) or _zero_loss_nonfinite_grad(run, q) or _zero_loss_from_start(q) \
+        or _zero_loss_drop(run, q)
 
 
 def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding]:
@@ -152,6 +154,36 @@ def _zero_loss_from_start(q: Quantities) -> list[Finding]:
         evidence=[Msg("labels.zero_from_start", zeros=int(zeros.sum()), n=int(head.size),
                       grad=Msg("labels.and_grad_zero") if gz.any() else "")],
         fixes=[Msg("labels.fix_some_labels_not_ignored")])]
+
+
+#: the loss just before a drop to exactly 0 is at least this: 1000x what a four-decimal log can still
+#: print, so the 0 is no converged loss rounded down
+ZERO_DROP_FROM = 0.05
+
+
+def _zero_loss_drop(run: Run, q: Quantities) -> list[Finding]:
+    """The loss alone: it falls from >= 0.05 to exactly 0.0 in one logged step and stays 0 for the
+    rest of the log (>= 2 logged steps), with no finite non-zero gradient norm there. A model does
+    not learn that in one step: the batches there supervise no token (the mean over none is logged
+    as 0), or those steps went NaN and the trainer logged them as 0 (the HF Trainer's
+    `logging_nan_inf_filter`). A notebook's `Step | Training Loss` table shows nothing else."""
+    lf = q.finite_loss
+    zero = q.loss[lf] == 0.0
+    if lf.size < 4 or not zero[-1]:
+        return []
+    start = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0
+    if start == 0 or len(zero) - start < 2 or q.loss[lf[start - 1]] < ZERO_DROP_FROM:
+        return []
+    gn = q.grad_norm[lf[start:]]
+    if (np.isfinite(gn) & (gn > 0)).any():
+        return []  # gradients flow: something else logs 0
+    i = int(lf[start])
+    s = int(q.steps[i])
+    return [Finding(
+        cause="label_mask_empty", symptom="zero_loss", severity="critical", confidence=0.5, step=s, batch=s,
+        evidence=[Msg("labels.zero_drop", before=float(q.loss[lf[start - 1]]), s0=int(q.steps[lf[start - 1]]),
+                      step=s, n=len(zero) - start)],
+        fixes=[Msg("labels.fix_zero_drop_log_grad"), Msg("labels.fix_some_labels_not_ignored")])]
 
 
 def _ids(run: Run, s: int) -> list[int] | None:

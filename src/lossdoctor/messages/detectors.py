@@ -364,6 +364,19 @@ LABELS = {
         "检查 collator 的 mask 和截断：response 被整个截掉时就只剩下 -100"),
     "labels.zero_from_start": ("the loss is exactly 0 at {zeros} of the first {n} logged steps{grad}",
                                "前 {n} 个记录的步中有 {zeros} 步 loss 恰好为 0{grad}"),
+    "labels.zero_drop": (
+        "the loss fell from {before} at step {s0} to exactly 0 at step {step}, and is 0 at all {n} logged steps "
+        "from there: no model learns that in one step. Either those batches supervise no token (the mean over none is "
+        "logged as 0), or those steps went NaN and the trainer logged them as 0 (the HF Trainer's "
+        "logging_nan_inf_filter)",
+        "loss 从 step {s0} 的 {before} 在 step {step} 一下子变成恰好 0，从那以后记录的 {n} 步全是 0：模型不可能一步学到这样。"
+        "要么这些 batch 里没有一个有监督的 token（对零个 token 求平均被记成 0），要么这些步其实是 NaN，被训练框架记成了 0"
+        "（HF Trainer 的 logging_nan_inf_filter）"),
+    "labels.fix_zero_drop_log_grad": (
+        "log the gradient norm next to the loss (HF Trainer: grad_norm): NaN there means the steps went NaN, 0 means "
+        "no token was supervised; or run the step under lossdoctor.watch, which records both",
+        "在 loss 旁边记录 grad norm（HF Trainer 会记录 grad_norm）：是 NaN 说明这些步其实是 NaN，是 0 说明没有 token "
+        "被监督；或者用 lossdoctor.watch 跑这几步，两者都会记录"),
     "labels.and_grad_zero": (" and the gradient norm is 0", "，grad norm 也为 0"),
     "labels.fix_some_labels_not_ignored": (
         "check that some label positions are not -100 (the loss over zero tokens is 0/NaN)",
