@@ -92,7 +92,7 @@ def _overoptimised(run: Run) -> Finding | None:
     saturated = acc.size >= tail and float(np.mean(acc[-tail:])) >= 0.99
     if m_end < (5.0 if saturated else 10.0) or (acc.size >= tail and not saturated):
         return None
-    if not (m_end >= 1.5 * max(m_mid, 0.0) and m_end >= m_mid + 2.0):
+    if not m_end >= m_mid + max(2.0, 0.25 * abs(m_mid)):
         return None  # large but no longer growing: a margin the data allows, not a runaway
     onset = int(steps[int(np.argmax(m >= min(5.0, m_end / 2)))])
     ev: list[str] = [Msg("pref.margins_grow", first=int(steps[0]), last=int(steps[-1]), mid=m_mid, end=m_end,

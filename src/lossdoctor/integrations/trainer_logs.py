@@ -10,7 +10,9 @@ the record of the optimizer step they describe, under the same column names the 
 The loss: the model's forward returns its language-model loss on the chosen and rejected
 sequences, which is not what a preference trainer optimises. With `replace_loss` the record's
 `loss` is the one the trainer logged (its DPO loss), and a step the trainer did not log has no
-loss, rather than a number of another kind.
+loss, rather than a number of another kind. The Trainer logs an interval whose every loss was NaN
+as 0.0 (`logging_nan_inf_filter`) next to a non-finite grad norm: that 0.0 is recorded as NaN, as
+the `trainer_state.json` reader reads it.
 """
 
 from __future__ import annotations
@@ -36,7 +38,10 @@ def logged_scalars(logs: Mapping[str, Any]) -> dict[str, float]:
         v = to_float(value)
         if hit[0] not in out or hit[1] < out[hit[0]][0]:
             out[hit[0]] = (hit[1], v)
-    return {col: v for col, (_, v) in out.items()}
+    got = {col: v for col, (_, v) in out.items()}
+    if got.get("loss") == 0.0 and not np.isfinite(to_float(logs.get("grad_norm", 0.0))):
+        got["loss"] = float("nan")  # the Trainer's NaN filter logs an all-NaN interval as 0.0
+    return got
 
 
 class TrainerLogProbe:
