@@ -170,7 +170,8 @@ def _stuck_at_ln2(run: Run) -> Finding | None:
                        step=int(steps[0]), evidence=ev, fixes=fixes)
     fixes = [Msg("pref.fix_raise_lr", lr=lr_max, new=round_sig(lr_max * 10)) if lr_max
              else Msg("pref.fix_raise_lr_unknown"), Msg("pref.fix_frozen")]
-    return Finding(cause="lr_too_low", symptom="plateau", severity="warning", confidence=0.6,
+    # DPO's loss at ln 2 with zero margins says more than a flat loss does: it wins the tie
+    return Finding(cause="lr_too_low", symptom="plateau", severity="warning", confidence=0.8,
                    step=int(steps[0]), evidence=ev, fixes=fixes)
 
 
