@@ -112,6 +112,7 @@ def _pairs(n: int, prompt_words: int = 8, answer_words: int = 4) -> dict[str, li
 
 
 def _common(out_dir, steps: int, lr: float, max_length: int) -> dict:
+    """The arguments every preference run here shares (a caller's own config overrides them)."""
     return dict(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=4, learning_rate=lr,
                 logging_steps=1, max_length=max_length, save_strategy="no", report_to=[], use_cpu=True,
                 disable_tqdm=True, dataloader_num_workers=0, seed=0)
@@ -133,7 +134,7 @@ def orpo(out_dir, *, steps: int = 8, lr: float = 1e-4, callback=None, n: int = 3
                           for i, p in enumerate(rows["prompt"])]
         rows["prompt"] = [p.strip() for p in rows["prompt"]]
     tok = tokenizer(rows["prompt"] + rows["chosen"] + rows["rejected"])
-    args = ORPOConfig(**_common(out_dir, steps, lr, max_length), **config)
+    args = ORPOConfig(**{**_common(out_dir, steps, lr, max_length), **config})
     # positions for a whole long prompt: ORPO keeps the prompt and truncates the answer
     trainer = ORPOTrainer(model=gpt2(tok, max(max_length, 64)), args=args, train_dataset=Dataset.from_dict(rows),
                           processing_class=tok, callbacks=[callback] if callback is not None else None)
@@ -155,7 +156,7 @@ def kto(out_dir, *, steps: int = 8, lr: float = 1e-4, callback=None, n: int = 32
     rows = {"prompt": pairs["prompt"] * 2, "completion": pairs["chosen"] + pairs["rejected"],
             "label": [True] * n + [False] * n}
     tok = tokenizer(pairs["prompt"] + pairs["chosen"] + pairs["rejected"])
-    args = KTOConfig(**_common(out_dir, steps, lr, max_length), **config)
+    args = KTOConfig(**{**_common(out_dir, steps, lr, max_length), **config})
     model = gpt2(tok, max_length)
     trainer = KTOTrainer(model=model, ref_model=copy.deepcopy(model).eval(), args=args,
                          train_dataset=Dataset.from_dict(rows), processing_class=tok,
