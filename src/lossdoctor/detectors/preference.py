@@ -129,7 +129,7 @@ def _displaced(run: Run) -> Finding | None:
     ev: list[str] = [Msg("pref.both_rewards_fall", first=int(steps[0]), last=int(steps[-1]),
                          c0=float(np.median(c[:k])), c1=float(np.median(c[-k:])),
                          r0=float(np.median(r[:k])), r1=float(np.median(r[-k:])), gained=gained)]
-    lc, lr_, lsteps = _paired(run, "logps_chosen", "logps_rejected")
+    _, lc = _finite(run, "logps_chosen")
     if lc.size >= 2 * k:
         ev.append(Msg("pref.chosen_logps_fall", a=float(np.median(lc[:k])), b=float(np.median(lc[-k:]))))
     ev.append(Msg("pref.displacement_why"))
@@ -155,8 +155,9 @@ def _stuck_at_ln2(run: Run) -> Finding | None:
     lr_max = float(np.max(lr)) if lr.size else None
     ev: list[str] = [Msg("pref.loss_at_ln2", n=int(loss.size), first=int(steps[0]), last=int(steps[-1]),
                          lo=float(np.min(loss)), hi=float(np.max(loss)))]
-    frozen = (rewards.size and float(np.max(np.abs(rewards))) == 0.0) or lr_max == 0.0
-    if rewards.size and float(np.max(np.abs(rewards))) == 0.0:
+    zero_rewards = bool(rewards.size) and float(np.max(np.abs(rewards))) == 0.0
+    frozen = zero_rewards or lr_max == 0.0
+    if zero_rewards:
         ev.append(Msg("pref.rewards_exactly_zero", n=int(rewards.size // 2 or rewards.size)))
     elif m.size:
         ev.append(Msg("pref.margins_tiny", m=float(np.max(np.abs(m)))))
