@@ -20,10 +20,10 @@ The callback watches the same signals as `lossdoctor.watch`, one record per opti
   trainer, a custom `compute_loss`); and it sees what the *model* was told (`num_items_in_batch`
   or not) and what it returned, which is what the accumulation-normalisation check needs (see
   `microbatch`).
-- what the trainer logs (`on_log`): a step the Trainer is about to log is recorded when its log
-  arrives, with TRL's preference scalars (`rewards/*`, `logps/*`) in it; a preference trainer
-  (DPO, ORPO, KTO, CPO) computes its loss outside the model, so its record's `loss` is the one it
-  logs, not the model's language-model loss (see `trainer_logs`).
+- what a preference trainer (DPO, ORPO, KTO, CPO) logs (`on_log`): a step the Trainer is about to
+  log is recorded when its log arrives, with TRL's `rewards/*` and `logps/*` in it; the trainer
+  computes its loss outside the model, so the record's `loss` is the one it logs, not the model's
+  language-model loss (see `trainer_logs`). Other trainers' steps are recorded at `on_step_end`.
 - the Trainer hides a NaN loss from its own logs (`logging_nan_inf_filter`); this one does not.
 
 Evaluation forwards run under `no_grad` and are not recorded; the monitor's per-step module trace
@@ -112,8 +112,9 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
                          _describe(args, trainer), task=trainer_task(trainer, args),
                          tokenizer=_tokenizer_of(processing_class), shift_labels=_shifts_labels(model))
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
-        self._logs = TrainerLogProbe(replace_loss=mon.meta.get("task") == "preference")
-        mon.add_probe(self._logs)
+        if mon.meta.get("task") == "preference":  # only preference trainers log scalars of their own
+            self._logs = TrainerLogProbe(replace_loss=True)
+            mon.add_probe(self._logs)
         planned = getattr(state, "max_steps", 0) or 0
         if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
             mon.preflight.set_total_steps(int(planned) - int(getattr(state, "global_step", 0) or 0))
