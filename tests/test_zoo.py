@@ -24,6 +24,11 @@ SCALARS_TOP1_FLOOR = 0.4  # the same runs through their scalars.csv (loss, grad_
 #: Known false alarms, each a bug to fix; strict: the test fails once it is fixed, to be removed here.
 KNOWN_SCALARS_FALSE_ALARMS: dict[str, str] = {}
 
+#: causes that only a trainer's own logged scalars show (TRL's `rewards/*`, `logps/*` of preference
+#: training), which the zoo's plain `watch` loop does not have: tested on real TRL runs instead
+#: (tests/test_trl_preference.py)
+TRAINER_LOG_CAUSES = {"likelihood_displacement", "reward_overoptimization"}
+
 SCENARIOS = load_scenarios()
 HEALTHY = [n for n, s in SCENARIOS.items() if s.healthy]
 FAULTY = [n for n, s in SCENARIOS.items() if not s.healthy]
@@ -46,7 +51,7 @@ def test_zoo_is_the_size_the_docs_claim():
     from lossdoctor.vocabulary import CAUSES
 
     covered = set().union(*(SCENARIOS[n].causes for n in FAULTY))
-    assert covered == set(CAUSES), f"causes without a scenario: {set(CAUSES) - covered}"
+    assert covered == set(CAUSES) - TRAINER_LOG_CAUSES, f"causes without a scenario: {set(CAUSES) - covered}"
 
 
 @pytest.mark.parametrize("name", HEALTHY)

@@ -126,3 +126,68 @@ def sft_on(out_dir, convs, *, steps: int = 6, lr: float = 1e-3, callback=None, m
                          processing_class=tok, callbacks=[callback] if callback is not None else None)
     trainer.train()
     return trainer
+
+
+def _pairs(n: int, prompt_words: int = 8, answer_words: int = 4) -> dict[str, list[str]]:
+    """prompt/chosen/rejected rows of random words, drawn as `dpo` draws them."""
+    rng = random.Random(1)
+
+    def say(k: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(k))
+
+    return {"prompt": [say(prompt_words) for _ in range(n)], "chosen": [say(answer_words) for _ in range(n)],
+            "rejected": [say(answer_words) for _ in range(n)]}
+
+
+def _common(out_dir, steps: int, lr: float, max_length: int) -> dict:
+    """The arguments every preference run here shares (a caller's own config overrides them)."""
+    return dict(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=4, learning_rate=lr,
+                logging_steps=1, max_length=max_length, save_strategy="no", report_to=[], use_cpu=True,
+                disable_tqdm=True, dataloader_num_workers=0, seed=0)
+
+
+def orpo(out_dir, *, steps: int = 8, lr: float = 1e-4, callback=None, n: int = 32, max_length: int = 64,
+         long_prompt_every: int = 0, **config):
+    """Train TRL's ORPOTrainer (trl.experimental in TRL 1.x: no reference model) on the `dpo`
+    pairs; returns the trainer. `long_prompt_every=k`: every k-th prompt is 4x longer (32 words),
+    which a small `max_length` truncates to an empty completion."""
+    import torch
+    from datasets import Dataset
+    from trl.experimental.orpo import ORPOConfig, ORPOTrainer
+
+    torch.set_num_threads(1)
+    rows = _pairs(n)
+    if long_prompt_every:
+        rows["prompt"] = [(p + " ") * 4 if i % long_prompt_every == long_prompt_every - 1 else p
+                          for i, p in enumerate(rows["prompt"])]
+        rows["prompt"] = [p.strip() for p in rows["prompt"]]
+    tok = tokenizer(rows["prompt"] + rows["chosen"] + rows["rejected"])
+    args = ORPOConfig(**{**_common(out_dir, steps, lr, max_length), **config})
+    # positions for a whole long prompt: ORPO keeps the prompt and truncates the answer
+    trainer = ORPOTrainer(model=gpt2(tok, max(max_length, 64)), args=args, train_dataset=Dataset.from_dict(rows),
+                          processing_class=tok, callbacks=[callback] if callback is not None else None)
+    trainer.train()
+    return trainer
+
+
+def kto(out_dir, *, steps: int = 8, lr: float = 1e-4, callback=None, n: int = 32, max_length: int = 64, **config):
+    """Train TRL's KTOTrainer on unpaired prompt/completion/label rows (the `dpo` pairs split into
+    a desirable and an undesirable row each); returns the trainer."""
+    import copy
+
+    import torch
+    from datasets import Dataset
+    from trl import KTOConfig, KTOTrainer
+
+    torch.set_num_threads(1)
+    pairs = _pairs(n)
+    rows = {"prompt": pairs["prompt"] * 2, "completion": pairs["chosen"] + pairs["rejected"],
+            "label": [True] * n + [False] * n}
+    tok = tokenizer(pairs["prompt"] + pairs["chosen"] + pairs["rejected"])
+    args = KTOConfig(**{**_common(out_dir, steps, lr, max_length), **config})
+    model = gpt2(tok, max_length)
+    trainer = KTOTrainer(model=model, ref_model=copy.deepcopy(model).eval(), args=args,
+                         train_dataset=Dataset.from_dict(rows), processing_class=tok,
+                         callbacks=[callback] if callback is not None else None)
+    trainer.train()
+    return trainer

@@ -49,6 +49,15 @@ COLUMNS: dict[str, str] = {
                    "share of the step (1 = the step optimises the mean; k = the sum of k micro-batches)",
     "grad_norm_local": "this rank's gradient norm before the data-parallel reduction (DDP, DeepSpeed, "
                        "FSDP1) or of its shard (FSDP2); grad_norm is then the reduced/total one",
+    # preference training (DPO, ORPO, KTO, CPO through TRL): the scalars the trainer logs, mean over
+    # the logging interval (TRL's `rewards/chosen`, `logps/chosen`...); rewards are beta x the
+    # policy/reference log-ratio (ORPO: beta x the policy's own log-probs)
+    "rewards_chosen": "preference training: mean implicit reward of the chosen completions",
+    "rewards_rejected": "preference training: mean implicit reward of the rejected completions",
+    "rewards_margins": "preference training: mean of chosen minus rejected reward",
+    "rewards_accuracies": "preference training: fraction of pairs whose chosen reward beats the rejected one",
+    "logps_chosen": "preference training: mean log-probability (summed over tokens) of the chosen completions",
+    "logps_rejected": "preference training: mean log-probability (summed over tokens) of the rejected completions",
 }
 
 #: Sparse per-step facts: events[name][step] = value.

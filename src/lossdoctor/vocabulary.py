@@ -33,6 +33,10 @@ CAUSES: dict[str, str] = {
                                 "times (or 1/k of) the mean loss of its micro-batches",
     "frozen_model": "the weights do not change: parameters frozen or detached from the loss, or an "
                     "optimizer that never steps",
+    "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
+                               "rejected ones: both rewards fall, the margin grows only a little",
+    "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "
+                               "the accuracy saturates at 1.0 (LR too high or beta too small)",
 }
 
 SYMPTOMS: dict[str, str] = {

@@ -20,6 +20,7 @@ FAMILIES = (
     "bad_init",
     "accumulation",
     "scalars",
+    "preference",
 )
 
 _loaded = False

@@ -25,6 +25,10 @@ The callback watches the same signals as `lossdoctor.watch`, one record per opti
   normalisation of the model's (DPO, an auxiliary term, its own `training_step`) gets a note
   that the check could not run. A trainer whose loss is computed outside the model (GRPO) gets
   every other signal but no loss column.
+- what a preference trainer (DPO, ORPO, KTO, CPO) logs (`on_log`): a step the Trainer is about to
+  log is recorded when its log arrives, with TRL's `rewards/*` and `logps/*` in it; the trainer
+  computes its loss outside the model, so the record's `loss` is the one it logs, not the model's
+  language-model loss (see `trainer_logs`). Other trainers' steps are recorded at `on_step_end`.
 - the Trainer hides a NaN loss from its own logs (`logging_nan_inf_filter`); this one does not.
 
 Evaluation forwards run under `no_grad` and are not recorded; the monitor's per-step module trace
@@ -45,6 +49,7 @@ from transformers import TrainerCallback
 from ..messages import Msg
 from .callback import WatchingCallback
 from .microbatch import LOSS_KWARGS, model_loss
+from .trainer_logs import TrainerLogProbe
 
 log = logging.getLogger("lossdoctor")
 
@@ -67,6 +72,8 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
                  **watch_options: Any) -> None:
         self._init_watching(log_dir, task, replay_fn, watch_options)
         self._handles: list[Any] = []
+        self._logs: TrainerLogProbe | None = None
+        self._deferred = False  # a finished step waiting for the trainer's on_log
 
     # --- Trainer events ---------------------------------------------------------------------------
     def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
@@ -79,12 +86,29 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
                             kwargs.get("processing_class"))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._record_deferred()
         self._begin_step()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._logs is not None and getattr(control, "should_log", False):
+            self._deferred = True  # the Trainer logs this step next: recorded in on_log
+            return
         self._end_step()
 
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        """The scalars the trainer logged for the step just ended (TRL's DPO loss, `rewards/*`,
+        `logps/*`) go into that step's record (see `trainer_logs`)."""
+        if not self._deferred:
+            return
+        if self._logs is not None and isinstance(logs, dict):
+            try:
+                self._logs.take(logs)
+            except Exception as e:  # never stop the user's training
+                log.debug("trainer logs not recorded: %s", e)
+        self._record_deferred()
+
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._record_deferred()
         self._finish()
 
     # --- internals ----------------------------------------------------------------------------------
@@ -102,6 +126,9 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
         if trainer is not None:
             self._handles.append(LossTap(trainer, self._on_trainer_loss))
+        if mon.meta.get("task") == "preference":  # only preference trainers log scalars of their own
+            self._logs = TrainerLogProbe(replace_loss=True)
+            mon.add_probe(self._logs)
         planned = getattr(state, "max_steps", 0) or 0
         if mon.preflight is not None and planned > 0:  # the Trainer steps its scheduler per optimizer step
             mon.preflight.set_total_steps(int(planned) - int(getattr(state, "global_step", 0) or 0))
@@ -114,7 +141,13 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
         if self.probe is not None:
             self.probe.observe_objective(loss, num_items)
 
+    def _record_deferred(self) -> None:
+        if self._deferred:
+            self._deferred = False
+            self._end_step()
+
     def _finish(self) -> None:
+        self._logs, self._deferred = None, False
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -217,7 +250,8 @@ CONFIG_TASKS = {"SFTConfig": "sft", "DPOConfig": "preference", "ORPOConfig": "pr
 #: `Seq2SeqTrainer`/`Trainer` under these names; its DPO/KTO trainers subclass TRL's, found above)
 MODULE_TASKS = {"llamafactory.train.sft.": "sft", "llamafactory.train.pt.": "pretrain"}
 #: what a TRL config says about the labels and the sequences (recorded, and used by fix texts)
-TRL_KEYS = ("max_length", "packing", "padding_free", "assistant_only_loss", "completion_only_loss", "loss_type")
+TRL_KEYS = ("max_length", "packing", "padding_free", "assistant_only_loss", "completion_only_loss", "loss_type",
+            "beta")
 
 
 def trainer_task(trainer: Any, args: Any) -> str | None:
@@ -274,4 +308,6 @@ def _trl_config(args: Any) -> dict[str, Any]:
             v = getattr(args, key)
             if v is None or isinstance(v, (int, float, str, bool)):
                 info[key] = v
+            elif isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v):
+                info[key] = list(v)  # DPOConfig.loss_type is a list in TRL 1.x
     return info

@@ -105,6 +105,17 @@ _add("param_norm", 0, "param_norm", "params norm", "params_norm", "parameter_nor
      "param_norm/total")
 _add("batch_size", 1, "batch_size", "global_batch_size", "global batch size")
 
+#: preference training (TRL's DPO/ORPO/KTO/CPO trainers log these names; W&B and TensorBoard get
+#: them under `train/`, which `_strip` removes; `eval_rewards/chosen` is evaluation and skipped)
+PREFERENCE_COLUMNS = ("rewards_chosen", "rewards_rejected", "rewards_margins", "rewards_accuracies",
+                      "logps_chosen", "logps_rejected")
+for _col in PREFERENCE_COLUMNS:
+    _what, _side = _col.split("_", 1)
+    _add(_col, 0, f"{_what}/{_side}")
+    _add(_col, 1, f"{_what}_{_side}")
+_add("rewards_accuracies", 1, "rewards/accuracy", "reward_accuracy")
+_add("rewards_margins", 1, "rewards/margin", "reward_margin")
+
 
 @lru_cache(maxsize=1 << 14)
 def column_for(name: str) -> tuple[str, int] | None:

@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from ..records import to_float
-from .columns import column_for, normalise, step_number, step_rank
+from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, step_rank
 
 #: the columns a console line can fill
 METRICS = ("loss", "grad_norm", "lr", "scale")
@@ -247,7 +247,7 @@ def _dict_key(key: str) -> tuple[str, int] | None:
     hit = column_for(key)
     if r is not None:
         out: tuple[str, int] | None = ("step", r)
-    elif hit is not None and hit[0] in METRICS:
+    elif hit is not None and (hit[0] in METRICS or hit[0] in PREFERENCE_COLUMNS):  # TRL's rewards/logps too
         out = hit
     elif normalise(key) == "epoch":
         out = ("epoch", 0)

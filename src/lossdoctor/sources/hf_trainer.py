@@ -28,6 +28,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns, to_float
+from .columns import PREFERENCE_COLUMNS, column_for
 from .registry import SourceError, reader
 from .files import head, json_array_prefix, numbered, read_bytes, walk
 
@@ -119,7 +120,7 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
     steps = np.array([to_float(e.get("step")) for e in entries])
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
-    for key, col in _KEYS.items():
+    for key, col in {**_KEYS, **_preference_keys(entries)}.items():
         present = np.array([key in e and e[key] is not None for e in entries])
         if present.any():
             cols[col] = np.array([to_float(e.get(key)) for e in entries])
@@ -139,6 +140,17 @@ def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
     run.notes.extend(notes)
     restore_filtered_nan(run)
     return run
+
+
+def _preference_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """The preference-training scalars TRL puts in log_history (`rewards/chosen`, `logps/rejected`...)
+    -> their records columns (the best-named key of each)."""
+    best: dict[str, tuple[int, str]] = {}
+    for key in {k for e in entries[:64] for k in e if isinstance(k, str)}:
+        hit = column_for(key)
+        if hit is not None and hit[0] in PREFERENCE_COLUMNS and (hit[0] not in best or (hit[1], key) < best[hit[0]]):
+            best[hit[0]] = (hit[1], key)
+    return {key: col for col, (_, key) in best.items()}
 
 
 def filtered_nan_note(first_step: int) -> str:

@@ -40,6 +40,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns
+from .columns import PREFERENCE_COLUMNS
 from .registry import SourceError, reader
 from . import composer as co
 from . import console_lines as cl
@@ -422,7 +423,7 @@ def _framework(p: ConsoleParser) -> str:
 
 
 _COLUMNS = ("loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
-            "skipped_in_interval", "nan_in_interval")
+            "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
 
 
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
