@@ -178,7 +178,7 @@ def test_adam_in_fp16_raising_eps_is_verified_clipping_and_a_lower_lr_do_not_hel
 
 # --- verdicts survive the merge ---------------------------------------------------------------------------
 
-def _explosion_run(tmp_path):
+def _explosion_run(tmp_path, **meta):
     """SGD on a regression; the batch of step 14 is 300x larger: its update throws the weights far
     out and two steps later the loss is inf. Replayed, the state before step 16 breaks on other
     batches too: a replay-state incident, merged into the detectors' grad_explosion finding."""
@@ -188,6 +188,7 @@ def _explosion_run(tmp_path):
     x, y = batches[14]
     batches[14] = (x * 300.0, y * 300.0)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=5)
+    mon.meta.update(meta)  # what a framework callback records (e.g. the Trainer's max_grad_norm)
     train(model, opt, batches, mse_loss, mon)
     return mon
 
@@ -302,14 +303,7 @@ def test_the_detectors_fixes_are_checked_with_the_incident_without_asking(tmp_pa
 def test_a_run_that_already_clips_at_1_is_not_told_to_clip_at_1(tmp_path):
     """The replay-state incident suggests clipping at 1.0 and a lower LR; a run whose metadata says
     it clips at 1.0 already (what the HF/Lightning callbacks record) gets only the lower LR."""
-    model = MLP()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    batches = regression_batches(40)
-    x, y = batches[14]
-    batches[14] = (x * 300.0, y * 300.0)
-    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=5)
-    mon.meta["max_grad_norm"] = 1.0
-    train(model, opt, batches, mse_loss, mon)
+    mon = _explosion_run(tmp_path, max_grad_norm=1.0)
     mon.close()
     rec = _record(tmp_path, 16)
     assert rec["level"] == "replay-state"
