@@ -66,6 +66,15 @@ def test_attention_padding_names_layer_and_sample(diagnosed):
     assert (f.cause, f.step, f.layer, f.samples) == ("attention_overflow", 50, "attn", [7])
 
 
+def test_the_demo_verifies_dropping_the_empty_sequence(tmp_path):
+    """`lossdoctor demo` replays (as the CLI runs it): dropping the empty sequence is a change of
+    data the replay checks and passes; masking with finfo.min is a change of code."""
+    f = diagnose(str(run_scenario("attention-padding", tmp_path, seed=0, replay=True))).findings[0]
+    verdicts = {f.fixes[c["fix"]].key: c["verdict"] for c in f.fix_checks or []}
+    assert verdicts == {"triage.attn.drop_empty_fix": "verified", "triage.attn.mask_min_fix": "not_verifiable"}
+    assert f.fixes[0].key == "triage.attn.drop_empty_fix"
+
+
 def test_grad_explosion_gives_max_norm_from_history(diagnosed):
     _, r = diagnosed("grad-explosion")
     f = r.findings[0]

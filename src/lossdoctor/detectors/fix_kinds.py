@@ -25,7 +25,7 @@ CLIP_KEYS = ("triage.backward.fix_clip", "triage.param.fix", "triage.spike.fix_s
 #: sentences that name max_norm but are not a clipping fix (the gradients already are clipped)
 NOT_CLIP_KEYS = ("lr.fix_warmup_already_clipped",)
 SKIP_KEYS = ("triage.spike.fix_skip", "triage.labels.fix")
-DROP_KEYS = ("triage.data.fix", "triage.spike.fix_inspect")
+DROP_KEYS = ("triage.data.fix", "triage.spike.fix_inspect", "triage.attn.drop_empty_fix")
 #: LR sentences: key -> (the value holding the suggested LR, the value holding the LR it starts from)
 LR_KEYS = {
     "lr.fix.set": ("lr", "now"), "lr.fix.set_ratio": ("lr", "now"),

@@ -74,6 +74,14 @@ TEMPLATES = {
         "of -inf (or use F.scaled_dot_product_attention, which returns 0 for fully masked rows)",
         "从数据中去掉空的（全是 padding 的）序列，并用 torch.finfo(scores.dtype).min 代替 -inf 做 mask"
         "（或使用 F.scaled_dot_product_attention，它对整行被 mask 的情况返回 0）"),
+    "triage.attn.drop_empty_fix": (
+        "drop empty (all-padding) sequences from the data: sample(s) {ids} of this batch",
+        "从数据中去掉空的（全是 padding 的）序列：这个 batch 的样本 {ids}"),
+    "triage.attn.mask_min_fix": (
+        "mask with torch.finfo(scores.dtype).min instead of -inf (or use F.scaled_dot_product_attention, which "
+        "returns 0 for fully masked rows): a sequence that is all padding then gives a finite softmax",
+        "用 torch.finfo(scores.dtype).min 代替 -inf 做 mask（或使用 F.scaled_dot_product_attention，它对整行被 mask "
+        "的情况返回 0）：这样全是 padding 的序列也能得到有限的 softmax"),
     "triage.attn.exp": (
         "exp of attention logits up to {value} overflows {dtype} (exp(x) > {top} for x > {log_top}): the softmax "
         "is computed without subtracting the row maximum",

@@ -208,7 +208,9 @@ def _masked_rows(op: ForwardOp, v: Verdict) -> None:
     who = Msg("triage.samples", ids=_ids(op.samples[:16])) if op.samples else Msg("triage.some_rows")
     mask = Msg("triage.mask_all_zero", ids=_ids(list(empty)[:16])) if empty else ""
     v.evidence.append(Msg("triage.attn.masked_rows", who=who, mask=mask))
-    v.fixes.append(Msg("triage.attn.masked_rows_fix"))
+    if op.samples:  # a change of data a replay can check, apart from the change of code
+        v.fixes.append(Msg("triage.attn.drop_empty_fix", ids=_ids(op.samples[:16])))
+    v.fixes.append(Msg("triage.attn.mask_min_fix"))
 
 
 @op_family("exp of attention logits", "attention_overflow", 0.95,
