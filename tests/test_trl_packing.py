@@ -211,6 +211,11 @@ def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
                for e in f.evidence), f.evidence
     (alert,) = [x for x in capfd.readouterr().err.splitlines() if "nonfinite_data" in x]
     assert "packed row 0 example 3 (tokens 31-45)" in alert
+    # the reports' "where" line names the example too (text, Markdown and HTML share it)
+    from lossdoctor.report.text import where
+
+    assert "packed row 0 example 3 (tokens 31-45)" in where(f)
+    assert "行 0 的第 3 个样本（token 31-45）" in where(f, "zh")
 
 
 def test_per_sample_loss_of_a_packed_row_is_per_example():

@@ -168,7 +168,7 @@ def alert_line(f: Finding, lang: str = "en") -> str:
         where.append(Msg("live.samples", samples=str(f.samples[:8])))
     if f.examples:  # packed rows: the examples inside them
         where.append(Msg("live.packed_examples", examples=[
-            Msg("live.row_example", row=e.get("row"), example=e.get("example"), start=e.get("start"), end=e.get("end"))
+            Msg("labels.example_in_row", row=e.get("row"), example=e.get("example"), start=e.get("start"), end=e.get("end"))
             for e in f.examples[:3]]))
     if f.rank is not None:
         where.append(Msg("live.rank", rank=f.rank))

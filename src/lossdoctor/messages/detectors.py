@@ -28,6 +28,7 @@ NONFINITE = {
     "nonfinite.packed_examples": (
         "the rows are packed: the non-finite values are in {examples}",
         "这些行是 packed 的：NaN/Inf 在 {examples} 里"),
+    # one example inside a packed row, as the detectors, preflight, live alerts and reports name it
     "labels.example_in_row": ("row {row} example {example} (tokens {start}-{end})",
                               "行 {row} 的第 {example} 个样本（token {start}-{end}）"),
     "nonfinite.batches_in_incident": ("{n} batches in this incident held non-finite values (steps {steps})",

@@ -7,8 +7,6 @@ TEMPLATES = {
     "live.step": ("step {step}", "第 {step} 步"),
     "live.samples": ("samples {samples}", "样本 {samples}"),
     "live.packed_examples": ("packed {examples}", "packed {examples}"),
-    "live.row_example": ("row {row} example {example} (tokens {start}-{end})",
-                         "行 {row} 第 {example} 个样本（token {start}-{end}）"),
     "live.rank": ("rank {rank}", "rank {rank}"),
     "live.run": ("run", "整个训练"),
     "live.info": ("INFO", "提示"),

@@ -285,8 +285,6 @@ LABELS = {
         "nothing",
         "packed 行里的 {total} 个样本中有 {n} 个没有任何有监督 token（batch {batch}：{examples}）：它们所在的行里"
         "还有别的样本的标签，按行看一切正常；这些样本白白耗费算力，什么也学不到"),
-    "plabels.row_example": ("row {row} example {example} (tokens {start}-{end})",
-                            "行 {row} 第 {example} 个样本（token {start}-{end}）"),
     "plabels.truncated_response_packed": (
         "{n} of them are max_length ({max_length}) tokens long: truncation to max_length probably cut the whole "
         "response",

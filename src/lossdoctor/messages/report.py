@@ -74,6 +74,7 @@ UI = {
     "where_layer": ("layer {layer}", "层 {layer}"),
     "where_op": ("op {op}", "算子 {op}"),
     "where_samples": ("samples {samples}", "样本 {samples}"),
+    "where_examples": ("packed {examples}", "其中{examples}"),
     "where_rank": ("rank {rank}", "rank {rank}"),
     "finding_n": ("finding {n}", "诊断 {n}"),
     "comma": (", ", "，"),

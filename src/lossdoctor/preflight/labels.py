@@ -308,7 +308,7 @@ class LabelCheck:
             where = [e for b, e in c.empty_packed if b == first_batch][:32]
             samples = sorted({e.row for e in where})
             ev = [Msg("plabels.no_supervised_example", n=n, total=c.samples, batch=first_batch,
-                      examples=[Msg("plabels.row_example", row=e.row, example=e.index, start=e.start, end=e.end)
+                      examples=[Msg("labels.example_in_row", row=e.row, example=e.index, start=e.start, end=e.end)
                                 for e in where[:4]])]
         else:
             first_batch = c.empty[0][0]

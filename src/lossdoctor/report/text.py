@@ -29,6 +29,12 @@ def where(f: Finding, lang: str = "en") -> str:
     if f.samples:
         more = "..." if len(f.samples) > 8 else ""
         parts.append(render("ui.where_samples", {"samples": ", ".join(map(str, f.samples[:8])) + more}, lang))
+    if f.examples:  # packed rows: the examples inside them are what the user can act on
+        shown = [render("labels.example_in_row", {k: e.get(k) for k in ("row", "example", "start", "end")}, lang)
+                 for e in f.examples[:4] if all(isinstance(e.get(k), int) for k in ("row", "example", "start", "end"))]
+        if shown:
+            more = "..." if len(f.examples) > 4 else ""
+            parts.append(render("ui.where_examples", {"examples": ui(lang)["comma"].join(shown) + more}, lang))
     if f.rank is not None:
         parts.append(render("ui.where_rank", {"rank": f.rank}, lang))
     return ui(lang)["comma"].join(parts)
