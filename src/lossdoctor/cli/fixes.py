@@ -52,7 +52,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, say_arg
+    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, say_arg, write_text
 
     lang = chosen_lang(args)
     try:
@@ -62,26 +62,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     fmt = "md" if args.format == "markdown" else args.format
     text = render(incidents, fmt, lang, str(args.path))
-    write(text, args)
+    write_text(text, args.output)
     if args.fail_on == "unverified" and any(not i["verified"] for i in incidents):
         return EXIT_FAIL_ON
     return EXIT_OK
-
-
-def write(text: str, args: argparse.Namespace) -> None:
-    from .output import WriteError, silence_stdout, write_error
-
-    try:
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(text)
-        else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-    except OSError as e:
-        if not args.output:
-            silence_stdout()
-        raise WriteError(write_error(e, args.output)) from e
 
 
 # --- reading ----------------------------------------------------------------------------------

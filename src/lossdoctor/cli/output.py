@@ -19,7 +19,11 @@ def write_report(report, args: argparse.Namespace, runs=None) -> None:
 
     out = getattr(args, "output", None)
     color = out is None and sys.stdout.isatty() and args.format == "text"
-    text = render(report, args.format, color=color, runs=runs, lang=chosen_lang(args))
+    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args)), out)
+
+
+def write_text(text: str, out: str | None) -> None:
+    """`text` to the file `out`, or to standard output; WriteError (one line) when it cannot be."""
     try:
         if out:
             with open(out, "w", encoding="utf-8") as f:

@@ -15,7 +15,13 @@ def clip_in_place(run: Run) -> float | None:
     """The gradient-clipping threshold the run already uses (`max_grad_norm` in its metadata: the
     HF Trainer's, Lightning's gradient_clip_val, Megatron's clip_grad), None when it does not clip;
     a fix must not tell a run to clip at 1.0 when it already does."""
-    v = run.meta.get("max_grad_norm")
+    return clip_threshold(run.meta)
+
+
+def clip_threshold(meta: dict) -> float | None:
+    """`max_grad_norm` of a run's metadata as a threshold, None when it does not clip (live triage
+    reads the monitor's metadata with it)."""
+    v = meta.get("max_grad_norm")
     if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < float("inf"):
         return float(v)
     return None

@@ -16,6 +16,8 @@ Four signatures, each from these scalars alone (live and offline alike):
   (truncated away), whose mean log-prob is 0/0;
 - a DPO loss that never leaves ln 2 = 0.693 with margins at 0: nothing is learned (LR 0, frozen
   weights, or the reference is the policy).
+The thresholds were set on the tiny TRL runs of tests/test_trl_preference.py (in-sample): no
+held-out preference logs are scored yet.
 The fixes name the options of the TRL version that ran (`meta.framework.trl_version`), since
 TRL 1.0 removed `rpo_alpha` and `max_prompt_length` from `DPOConfig`.
 """

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..records import to_float
 from ..sources.columns import PREFERENCE_COLUMNS, column_for
+from ..sources.hf_trainer import is_filtered_nan
 
 
 def logged_scalars(logs: Mapping[str, Any]) -> dict[str, float]:
@@ -39,7 +40,7 @@ def logged_scalars(logs: Mapping[str, Any]) -> dict[str, float]:
         if hit[0] not in out or hit[1] < out[hit[0]][0]:
             out[hit[0]] = (hit[1], v)
     got = {col: v for col, (_, v) in out.items()}
-    if got.get("loss") == 0.0 and not np.isfinite(to_float(logs.get("grad_norm", 0.0))):
+    if is_filtered_nan(got.get("loss"), logs.get("grad_norm")):
         got["loss"] = float("nan")  # the Trainer's NaN filter logs an all-NaN interval as 0.0
     return got
 

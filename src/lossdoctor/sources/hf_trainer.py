@@ -157,6 +157,12 @@ def filtered_nan_note(first_step: int) -> str:
     return Msg("source.hf_filtered_nan", step=first_step)
 
 
+def is_filtered_nan(loss: Any, grad_norm: Any) -> bool:
+    """One logged entry of the HF Trainer: a loss of 0.0 next to a non-finite grad norm is an
+    interval whose every loss was NaN/Inf (see `restore_filtered_nan`), read back as NaN."""
+    return loss == 0.0 and grad_norm is not None and not np.isfinite(to_float(grad_norm))
+
+
 def restore_filtered_nan(run: Run) -> None:
     """The HF Trainer logs an interval whose losses were all NaN/Inf as 0.0 (`logging_nan_inf_filter`
     adds the mean of the interval's finite losses for a NaN step: none, so 0) next to a non-finite

@@ -48,7 +48,7 @@ from . import deepspeed as ds
 from . import megatron as mg
 from .console_text import CURSOR_UP, clean, segments
 from .files import head, looks_binary
-from .hf_trainer import filtered_nan_note
+from .hf_trainer import filtered_nan_note, is_filtered_nan
 
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
@@ -226,7 +226,7 @@ class ConsoleParser:
         self.counts["hf"] += 1
         epoch = row.pop("epoch", None)
         self.first_epoch = epoch if self.first_epoch is None and isinstance(epoch, float) else self.first_epoch
-        if row.get("loss") == 0.0 and "grad_norm" in row and not np.isfinite(row["grad_norm"]):
+        if is_filtered_nan(row.get("loss"), row.get("grad_norm")):
             row["loss"] = float("nan")  # logging_nan_inf_filter logs an all-NaN interval as 0.0
             row["_nan_filter"] = True
         if row["step"] is None:

@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from ..detectors.gradients import clip_threshold
 from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
 from ..findings import Finding
 from ..messages import Msg, round_sig
@@ -456,8 +457,7 @@ class Triage:
             findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
         record["level"] = "replay"
         if bvs.get("verdict") == "state":
-            _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer),
-                             self.host.meta.get("max_grad_norm"))
+            _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer), clip_threshold(self.host.meta))
         if not spike:
             _eps_first(findings, self.optimizer)
         if self.policy == "skip":
@@ -611,14 +611,13 @@ class Triage:
 
 
 def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any],
-                     lr: float | None, clip: Any = None) -> None:
+                     lr: float | None, clip: float | None = None) -> None:
     """The state was already bad: the op is where it overflowed, the samples are all of them, and
     the batch-vs-state sentence comes first. The fixes of a state that went bad come first too:
     clipping (unless the run already clips at 1.0 or tighter: `clip`, its max_grad_norm), and a
     lower LR (both changes of training state a replay can check)."""
     record["level"] = "replay-state"
-    clips = isinstance(clip, (int, float)) and not isinstance(clip, bool) and 0 < clip <= 1.0
-    state_fixes: list[str] = [] if clips else [Msg("triage.state.fix_clip", max_norm=1.0)]
+    state_fixes: list[str] = [] if clip is not None and clip <= 1.0 else [Msg("triage.state.fix_clip", max_norm=1.0)]
     if lr is not None and lr > 0:
         state_fixes.append(Msg("triage.state.fix_lower_lr", lr=lr, to=float(round_sig(lr / 3, 2))))
     for f in findings:
