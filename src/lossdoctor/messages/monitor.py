@@ -18,6 +18,11 @@ TEMPLATES = {
         "traced; the activation checks end at the last hidden state",
         "模型的输出头（{head}）从未作为 module 运行：loss 是绕过它、直接从最后一层隐藏状态算出来的（fused 或分块的 "
         "LM head loss，比如 TRL 的），logits 根本没有生成，所以无法追踪；activation 检查止于最后一层隐藏状态"),
+    "tracer.subset": (
+        "the model has {modules} modules: live per-layer statistics cover {traced} of them, evenly spaced (a hook "
+        "on every module would slow each step); a replayed incident traces every module",
+        "模型有 {modules} 个 module：实时的逐层统计只覆盖其中均匀分布的 {traced} 个（给每个 module 都挂 hook 会拖慢每一步）；"
+        "重放 incident 时会追踪所有 module"),
     "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
                            "无法诊断：{path} 中的运行日志无法读取（{error}）"),
 }

@@ -67,6 +67,7 @@ class GradProbe:
             for p in self.params:
                 self._handles.append(p.register_post_accumulate_grad_hook(self.arm))
         self._owners = np.asarray(self.owner, dtype=np.int64)  # module of each parameter, for the host side
+        self._all_idx = np.arange(len(self.params))  # grad_idx when every parameter has a gradient
 
     def arm(self, p: torch.Tensor | None = None) -> None:
         """Queue one capture at the end of the running backward: the hook on every parameter, and
@@ -100,12 +101,7 @@ class GradProbe:
 
     def capture(self) -> None:
         """Take per-parameter norms of the gradients as they are now."""
-        idx, grads = [], []
-        for i, p in enumerate(self.params):
-            g = p.grad
-            if g is not None and not g.is_sparse:
-                idx.append(i)
-                grads.append(local(g.detach()))
+        idx, grads = self._current_grads()
         if not grads:
             return
         scale = self._scale_fn()
@@ -121,6 +117,22 @@ class GradProbe:
             kept = norms
         self._captured = (idx, kept, None if scale is None else scale.detach().clone())
         self.fresh = True
+
+    def _current_grads(self) -> tuple[Any, list[torch.Tensor]]:
+        """Indices and (local, detached) gradients of the parameters that have a dense gradient.
+
+        The common case -- every parameter has a dense, unsharded gradient -- is one list
+        comprehension and one check: a model with 10,000 parameter tensors pays ~1 ms here, not
+        the ~25 ms of a per-parameter loop with its branches (benchmarks/many_params.py)."""
+        grads = [p.grad for p in self.params]
+        if all(type(g) is torch.Tensor and g.layout is torch.strided and not g.requires_grad for g in grads):
+            return self._all_idx, grads  # no detach needed: nothing records a graph through them
+        idx, kept = [], []
+        for i, g in enumerate(grads):
+            if g is not None and not g.is_sparse:
+                idx.append(i)
+                kept.append(local(g.detach()))
+        return idx, kept
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
         if step is not None and step.sampled:

@@ -15,7 +15,9 @@ A whole-model copy on every sampled step cost a 10M-parameter GPT-2 22 ms on CPU
 of the step's statistics together; its 1M-entry sample costs 8 ms and put the ratio within 1% of the
 whole-model one. (Blocks of contiguous entries would touch fewer cache lines than a stride, but a
 tensor shorter than a block period is then over-sampled: LayerNorm weights of 1.0 skewed the ratio
-by 27% on that GPT-2.)
+by 27% on that GPT-2.) Beyond `TENSOR_BUDGET` parameter tensors only every k-th tensor is read on a
+sampled step: each one read costs a few microseconds of host Python and a kernel launch or three,
+which on a 10,000-tensor model made a sampled step ~0.7 s longer (benchmarks/many_params.py).
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from typing import Any
 import torch
 
 from .sharding import local
+
+
+#: the most parameter tensors a sampled step reads (every k-th one beyond it, in parameter-group
+#: order); the ratios are over entries, so a systematic sample of tensors estimates them as the
+#: entry stride does. 512 keeps a sampled step's host work under ~5 ms on CPU.
+TENSOR_BUDGET = 512
 
 
 def unwrap_optimizer(opt: Any) -> torch.optim.Optimizer:
@@ -69,6 +77,8 @@ class OptimizerProbe:
         #: optimizer, as the HF Trainer's and most loops' are, has already moved to the next LR when
         #: the monitor records the step
         self._step_lrs: list[Any] | None = None
+        self._selection: list[tuple[dict[str, Any], Any]] = []
+        self._selection_key: tuple[int, ...] | None = None
         self.stride = self._choose_stride()
         self._handles = [self.opt.register_step_pre_hook(self._pre),
                          self.opt.register_step_post_hook(self._post)]
@@ -76,10 +86,21 @@ class OptimizerProbe:
     def _choose_stride(self) -> int:
         """1 (every entry) up to `budget` entries in all, else the odd stride that reads about
         `budget` of them."""
-        total = sum(local(p).numel() for g in self.opt.param_groups for p in g["params"] if p.requires_grad)
+        total = sum(local(p).numel() for _, p in self._sampled_params() if p.requires_grad)
         if total <= self.budget:
             return 1
         return math.ceil(total / self.budget) | 1
+
+    def _sampled_params(self) -> list[tuple[dict[str, Any], Any]]:
+        """(group, parameter) pairs read on sampled steps: all of them up to `TENSOR_BUDGET`, else
+        every k-th; chosen again when the groups change (`add_param_group`)."""
+        groups = self.opt.param_groups
+        key = tuple(len(g["params"]) for g in groups)
+        if key != self._selection_key:
+            pairs = [(g, p) for g in groups for p in g["params"]]
+            self._selection = pairs[:: max(1, math.ceil(len(pairs) / TENSOR_BUDGET))]
+            self._selection_key = key
+        return self._selection
 
     def _sample(self, t: torch.Tensor | None) -> torch.Tensor | None:
         """Every `stride`-th entry of `t`, as a view (no copy); None when `t` has no flat view."""
@@ -116,14 +137,13 @@ class OptimizerProbe:
 
     def _take_snapshot(self) -> None:
         params, grads = [], []
-        for g in self.opt.param_groups:
-            for p in g["params"]:
-                if not p.requires_grad or p.grad is None:
-                    continue
-                view, grad = self._sample(p), self._sample(p.grad)  # FSDP2: this rank's shard
-                if view is not None and grad is not None and view.numel():
-                    params.append(view)
-                    grads.append(grad)
+        for _, p in self._sampled_params():
+            if not p.requires_grad or p.grad is None:
+                continue
+            view, grad = self._sample(p), self._sample(p.grad)  # FSDP2: this rank's shard
+            if view is not None and grad is not None and view.numel():
+                params.append(view)
+                grads.append(grad)
         if params:
             self._grads = grads
             self._snapshot = (params, torch._foreach_mul(params, 1.0))  # one fused copy of the sample
@@ -153,25 +173,22 @@ class OptimizerProbe:
         buckets: dict[float, list[torch.Tensor]] = {}
         device_steps: list[tuple[torch.Tensor, torch.Tensor, float, float]] = []
         totals = 0
-        for group in self.opt.param_groups:
+        for group, p in self._sampled_params():
             eps = group.get("eps")
             betas = group.get("betas")
-            if not isinstance(eps, (int, float)) or not betas:
+            if not isinstance(eps, (int, float)) or not betas or not p.requires_grad:
                 continue
-            for p in group["params"]:
-                if not p.requires_grad:
-                    continue
-                st = self.opt.state.get(p, {})
-                v = self._sample(st.get("exp_avg_sq"))
-                step = st.get("step")
-                if v is None or step is None or v.numel() == 0:
-                    continue
-                totals += v.numel()
-                if isinstance(step, torch.Tensor) and step.device.type != "cpu":
-                    device_steps.append((v, step, float(eps), float(betas[1])))  # capturable Adam
-                    continue
-                thresh = (10.0 * eps) ** 2 * (1 - betas[1] ** float(step))
-                buckets.setdefault(thresh, []).append(v)
+            st = self.opt.state.get(p, {})
+            v = self._sample(st.get("exp_avg_sq"))
+            step = st.get("step")
+            if v is None or step is None or v.numel() == 0:
+                continue
+            totals += v.numel()
+            if isinstance(step, torch.Tensor) and step.device.type != "cpu":
+                device_steps.append((v, step, float(eps), float(betas[1])))  # capturable Adam
+                continue
+            thresh = (10.0 * eps) ** 2 * (1 - betas[1] ** float(step))
+            buckets.setdefault(thresh, []).append(v)
         above: list[torch.Tensor] = []
         for thresh, vs in buckets.items():
             flat = torch.cat([v.reshape(-1) for v in vs]) if len(vs) > 1 else vs[0].reshape(-1)

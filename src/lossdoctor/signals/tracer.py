@@ -45,6 +45,27 @@ PASSTHROUGH = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDro
                nn.Softsign, nn.ELU, nn.Mish)
 
 
+#: Above this many modules the per-module hooks go on an evenly spaced subset of them (the root and
+#: the output head always). Why: a hooked module call costs ~5-10 us of host Python (the hook and
+#: torch's slow call path) whatever it computes; on a 10,000-tensor adapter stack (5,000 modules) the
+#: hooks alone added ~30% to a CPU step (benchmarks/many_params.py). The subset still sees every
+#: non-finite value that propagates forward (it reaches the next traced module); triage's replay of
+#: an incident step traces every module, so the first bad layer is named exactly there.
+TRACE_MODULE_LIMIT = 1024
+
+
+def traced_subset(n_modules: int, head: int | None, limit: int = TRACE_MODULE_LIMIT) -> list[int]:
+    """Indices (in `named_modules` order) of the modules that get hooks: all of them up to `limit`,
+    else every k-th one, plus the root and the output head."""
+    if n_modules <= limit:
+        return list(range(n_modules))
+    keep = set(range(0, n_modules, math.ceil(n_modules / limit)))
+    keep.add(0)
+    if head is not None:
+        keep.add(head)
+    return sorted(keep)
+
+
 def _not_compiling() -> bool:  # torch < 2.3 has no torch.compiler.is_compiling
     return False
 
@@ -146,9 +167,11 @@ class ModuleTracer:
         #: (device, dtype) -> [(min, max) slot views of one buffer, slots used this step]
         self._slots: dict[tuple[torch.device, torch.dtype], list[Any]] = {}
         self.reset()
-        #: one gradient hook per module, made once: a forward call only attaches it to its output
-        self._bwd_hooks = [self._make_bwd(i) for i in range(len(self.modules))]
-        for i, m in enumerate(self.modules):
+        self.traced = traced_subset(len(self.modules), self.head)
+        #: one gradient hook per traced module, made once: a forward call only attaches it to its output
+        self._bwd_hooks: dict[int, Any] = {i: self._make_bwd(i) for i in self.traced}
+        for i in self.traced:
+            m = self.modules[i]
             self._handles.append(m.register_forward_hook(self._make_fwd(i)))
             if check_inputs and self.is_leaf[i] and not self.passthrough[i]:
                 self._handles.append(m.register_forward_pre_hook(self._make_pre(i)))
@@ -383,6 +406,10 @@ class ModuleTracer:
         rec.layers.update(per)
         if self.head is not None and ctx["ev_module"] and self.head not in ctx["ev_module"]:
             self._note_head_bypassed()
+        if len(self.traced) < len(self.modules):
+            note = Msg("tracer.subset", traced=len(self.traced), modules=len(self.modules))
+            if note not in self.notes:
+                self.notes.append(note)
 
     def _note_head_bypassed(self) -> None:
         """The model ran but its output head did not, as a module: the loss was computed from the

@@ -1,0 +1,185 @@
+"""What `watch` costs on a model with many parameter tensors (large MoE and many-adapter models have
+thousands): the per-step ratio against the plain loop, side by side in one process.
+
+    python benchmarks/many_params.py                       # 1,000 and 10,000 tensors; writes docs
+    python benchmarks/many_params.py --tensors 10000 --rounds 4 --no-docs
+    python benchmarks/many_params.py --tensors 10000 --profile   # where watch's time goes (cProfile)
+
+Two shapes of model, both residual stacks of small blocks whose tensor count grows with depth while
+each tensor stays small, so per-tensor costs (hooks, Python loops, per-tensor kernels) dominate:
+`adapters`, blocks of a LoRA-style pair and a LayerNorm (down 64x4, up 4x64, norm weight and bias:
+4 tensors and 2 modules a block: many modules too), and `experts`, MoE-style blocks of 16 expert
+matrices and an output matrix held in one module (17 tensors a module). AdamW with its default
+foreach implementation; batches of 8x64 features; one torch thread.
+
+Method: as benchmarks/overhead.py: one model and optimizer per size, plain and watch in
+interleaved chunks (the order flips every round), 3 untimed warm-up steps then `--steps` timed
+ones per chunk, a fresh `watch` per chunk. Reported: the median chunk step time of each, and the
+median, min and max of the per-round ratios watch/plain (wall time), and the same for CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import benchmarks  # noqa: E402,F401  (puts this checkout's src/ first)
+from benchmarks import docs  # noqa: E402
+
+WIDTH, RANK, BATCH = 64, 4, 8
+TENSORS_PER_BLOCK = 4
+
+
+EXPERTS = 16  # tensors per block of the "experts" shape
+
+
+def build(n_tensors: int, shape: str = "adapters") -> tuple[Any, Any, Any]:
+    import torch
+    from torch import nn
+
+    class Experts(nn.Module):
+        """MoE-style: one module holding many small expert matrices (few modules, many tensors)."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.experts = nn.ParameterList([nn.Parameter(torch.randn(WIDTH, RANK) * 0.02)
+                                             for _ in range(EXPERTS)])
+            self.out = nn.Parameter(torch.zeros(RANK, WIDTH))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + torch.stack([x @ w for w in self.experts]).mean(0) @ self.out
+
+    class Adapter(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.down = nn.Parameter(torch.randn(WIDTH, RANK) * 0.02)
+            self.up = nn.Parameter(torch.zeros(RANK, WIDTH))
+            self.norm = nn.LayerNorm(WIDTH)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.norm(x) @ self.down @ self.up
+
+    torch.manual_seed(0)
+    block, per_block = (Adapter, TENSORS_PER_BLOCK) if shape == "adapters" else (Experts, EXPERTS + 1)
+    model = nn.Sequential(*[block() for _ in range(max(1, n_tensors // per_block))], nn.Linear(WIDTH, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    g = torch.Generator().manual_seed(0)
+    batch = (torch.randn(BATCH, WIDTH, generator=g), torch.randn(BATCH, 1, generator=g))
+    return model, opt, batch
+
+
+def step(model: Any, opt: Any, batch: Any, mon: Any) -> None:
+    x, y = batch
+    opt.zero_grad(set_to_none=True)
+    loss = ((model(x) - y) ** 2).mean()
+    loss.backward()
+    opt.step()
+    if mon is not None:
+        mon.step(loss, batch={"x": x, "y": y})
+
+
+def chunk(model: Any, opt: Any, batch: Any, watched: bool, steps: int, workdir: str) -> tuple[float, float]:
+    import lossdoctor
+
+    mon = lossdoctor.watch(model, opt, log_dir=tempfile.mkdtemp(dir=workdir), alerts=False) if watched else None
+    try:
+        for _ in range(3):
+            step(model, opt, batch, mon)
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(steps):
+            step(model, opt, batch, mon)
+        return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+    finally:
+        if mon is not None:
+            mon.close()
+
+
+def measure(n_tensors: int, shape: str, rounds: int, steps: int, workdir: str) -> dict[str, Any]:
+    model, opt, batch = build(n_tensors, shape)
+    modules = sum(1 for _ in model.modules())
+    real = sum(1 for _ in model.parameters())
+    wall: dict[bool, list[float]] = {False: [], True: []}
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    chunk(model, opt, batch, False, 2, workdir)
+    for r in range(rounds):
+        for watched in ((False, True) if r % 2 == 0 else (True, False)):
+            w, c = chunk(model, opt, batch, watched, steps, workdir)
+            wall[watched].append(w)
+            cpu[watched].append(c)
+        print(f"  {shape}: {real} tensors round {r + 1}/{rounds}: plain {wall[False][-1] * 1e3:.1f} ms, "
+              f"watch {wall[True][-1] * 1e3:.1f} ms", flush=True)
+    ratios = [w / p for w, p in zip(wall[True], wall[False])]
+    cpu_ratios = [w / p for w, p in zip(cpu[True], cpu[False])]
+    return {"tensors": real, "shape": shape, "modules": modules, "plain_ms": statistics.median(wall[False]) * 1e3,
+            "watch_ms": statistics.median(wall[True]) * 1e3, "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios), "ratio_max": max(ratios), "cpu_ratio": statistics.median(cpu_ratios)}
+
+
+def profile(n_tensors: int, steps: int, workdir: str) -> None:
+    import cProfile
+    import pstats
+
+    import lossdoctor
+
+    model, opt, batch = build(n_tensors)
+    mon = lossdoctor.watch(model, opt, log_dir=tempfile.mkdtemp(dir=workdir), alerts=False)
+    for _ in range(3):
+        step(model, opt, batch, mon)
+    pr = cProfile.Profile(time.process_time)
+    pr.enable()
+    for _ in range(steps):
+        step(model, opt, batch, mon)
+    pr.disable()
+    mon.close()
+    pstats.Stats(pr).sort_stats("tottime").print_stats(25)
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    lines = ["## Overhead with many parameter tensors", "",
+             docs.provenance(docs.command_line()) + " One torch thread; wall-time ratios are medians of "
+             "per-round pairs (in-process, interleaved).", "",
+             "| model | parameter tensors | modules | plain step | watch step | ratio (min–max) | CPU-time ratio |",
+             "|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['shape']} | {r['tensors']:,} | {r['modules']:,} | {r['plain_ms']:.1f} ms | {r['watch_ms']:.1f} ms | "
+                     f"{r['ratio']:.3f}x ({r['ratio_min']:.3f}–{r['ratio_max']:.3f}) | {r['cpu_ratio']:.3f}x |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tensors", default="1000,10000", help="comma-separated parameter-tensor counts")
+    ap.add_argument("--shapes", default="adapters,experts",
+                    help="adapters: a block of 4 tensors per module pair; experts: 17 tensors per module")
+    ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--no-docs", dest="write_docs", action="store_false")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    torch.set_num_threads(1)
+    counts = [int(s) for s in args.tensors.split(",") if s.strip()]
+    with tempfile.TemporaryDirectory() as workdir:
+        if args.profile:
+            profile(counts[-1], args.steps, workdir)
+            return 0
+        results = [measure(n, shape, args.rounds, args.steps, workdir)
+                   for shape in args.shapes.split(",") for n in counts]
+    text = render(results)
+    print(text)
+    if args.write_docs:
+        print(f"wrote {docs.write_section('many-params', text)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
