@@ -34,6 +34,8 @@ from lossdoctor.records import Run
 from lossdoctor.sources import load_path
 from lossdoctor.vocabulary import CAUSES
 
+from benchmarks.real_logs.split import repository_of, split_of
+
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "real_logs"
 ENTRIES: list[dict] = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))
 OUTCOMES = {"nan", "divergence", "spike", "plateau", "healthy", "other"}
@@ -65,12 +67,17 @@ def _first_nonfinite_step(run: Run) -> int | None:
 
 def test_manifest_is_complete_and_uses_the_contract_vocabulary():
     files = sorted(p.name for p in CORPUS.iterdir()
-                   if p.is_file() and p.name not in ("manifest.json", "README.md") and p.suffix != ".py")  # the scorer sits next to the logs
+                   if p.is_file() and p.name not in ("manifest.json", "README.md", "DEV_INDEX.md") and p.suffix != ".py")  # the scorer sits next to the logs
     assert sorted(e["file"] for e in ENTRIES) == files, "every corpus file has one manifest entry"
     assert len(ENTRIES) >= 25
     for e in ENTRIES:
-        assert set(e) >= {"file", "source", "format", "outcome", "diagnosis_given_there", "expected_cause", "expect"}
-        assert e["source"].startswith("https://github.com/"), e["file"]
+        assert set(e) >= {"file", "source", "repository", "split", "format", "outcome", "diagnosis_given_there",
+                          "expected_cause", "confidence", "expect"}
+        assert e["source"].startswith("https://"), e["file"]
+        assert e["confidence"] in ("high", "medium", "low"), e["file"]
+        assert e.get("reads_today", True) in (True, False), e["file"]
+        for fact in ("has_loss_scaler", "clips_at", "recovered_spike"):
+            assert fact not in e or e[fact] is None or isinstance(e[fact], (bool, int, float)), e["file"]
         assert e["outcome"] in OUTCOMES, e["file"]
         assert e["expected_cause"] is None or e["expected_cause"] in CAUSES, e["file"]
         exp = e["expect"]
@@ -80,6 +87,24 @@ def test_manifest_is_complete_and_uses_the_contract_vocabulary():
             assert len(fact) in (3, 4), e["file"]
             if len(fact) == 4:
                 _check_reinterpretation(fact, e["file"])
+
+
+def test_every_entry_sits_on_the_side_of_the_split_rule():
+    """The split is by repository (or site), decided by `split.py`, never by hand."""
+    for e in ENTRIES:
+        assert e["repository"] == repository_of(e["source"]), e["file"]
+        assert e["split"] == split_of(e["repository"]), e["file"]
+
+
+def test_the_split_rule_is_fixed():
+    """The rule itself: pinned repositories are dev, the others fall by sha256 mod 3 (values
+    computed once when the rule was written; a change here would move logs between the sides)."""
+    assert split_of("karpathy/nanoGPT") == "dev"  # pinned: in the corpus before the split
+    assert split_of("pytorch/pytorch") == "test"
+    assert split_of("huggingface/accelerate") == "dev"
+    assert split_of("discuss.pytorch.org/t") == "test"
+    assert repository_of("https://github.com/Owner/Name.git/issues/3") == "owner/name"
+    assert repository_of("https://www.Example.org/forum/t/123") == "example.org/forum"
 
 
 def _check_reinterpretation(fact: list, file: str) -> None:
@@ -97,7 +122,16 @@ def _facts(exp: dict, kind: str):
         yield fact[0], fact[1], fact[2], (fact[3] if len(fact) == 4 else None)
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+def _param(e: dict):
+    """A log in a format the reader cannot read yet (`"reads_today": false`, with `reads_today_why`)
+    is an expected failure, not strict: when the general reader lands it starts passing."""
+    if e.get("reads_today", True):
+        return pytest.param(e, id=e["file"])
+    reason = "not read yet: " + e.get("reads_today_why", "format outside the reader's table")
+    return pytest.param(e, id=e["file"], marks=pytest.mark.xfail(strict=False, reason=reason))
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
 def test_real_log_is_read_with_the_values_of_its_source(entry):
     exp = entry["expect"]
     run = _main_run(load_path(CORPUS / entry["file"]))
