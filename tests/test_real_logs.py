@@ -24,45 +24,19 @@ whose every step is NaN as `'loss': 0.0` (with `'grad_norm': nan`), which is rea
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from lossdoctor.records import Run
 from lossdoctor.sources import load_path
 from lossdoctor.vocabulary import CAUSES
 
+from benchmarks.real_logs.facts import fact_failures
 from benchmarks.real_logs.split import repository_of, split_of
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "real_logs"
 ENTRIES: list[dict] = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))
 OUTCOMES = {"nan", "divergence", "spike", "plateau", "healthy", "other"}
-
-
-def _main_run(runs: list[Run]) -> Run:
-    """The run with the most steps (a log printed by several ranks may come back as several runs)."""
-    return max(runs, key=len)
-
-
-def _assert_value(got: float, want, where: str) -> None:
-    if want == "nan":
-        assert math.isnan(got), f"{where}: expected NaN, got {got}"
-    else:
-        assert math.isclose(got, float(want), rel_tol=1e-6, abs_tol=1e-12), f"{where}: expected {want}, got {got}"
-
-
-def _first_nonfinite_step(run: Run) -> int | None:
-    bad = np.zeros(len(run), dtype=bool)
-    for name in ("loss", "grad_norm"):
-        col = run.col(name)
-        bad |= run.logged(name) & ~np.isfinite(col)
-    if "skipped" in run.cols:
-        bad |= run.col("skipped") == 1
-    order = np.argsort(run.steps, kind="stable")
-    hits = [int(run.steps[i]) for i in order if bad[i]]
-    return hits[0] if hits else None
 
 
 def test_manifest_is_complete_and_uses_the_contract_vocabulary():
@@ -116,19 +90,6 @@ def _check_reinterpretation(fact: list, file: str) -> None:
     assert fact[2] == "nan", f"{file}: a value read as NaN must expect 'nan'"
 
 
-def _components(run: Run) -> dict:
-    """events["loss_components"][step] = {"loss_cls": ..., ...}: component losses kept apart from the
-    total (the readers' shared contract); a column name in `expect` that is no Run column is looked
-    up there."""
-    return run.events.get("loss_components", {}) or {}
-
-
-def _facts(exp: dict, kind: str):
-    """(position, column, expected value, reinterpretation or None) of the points or rows."""
-    for fact in exp.get(kind, []):
-        yield fact[0], fact[1], fact[2], (fact[3] if len(fact) == 4 else None)
-
-
 def _param(e: dict):
     """A log in a format the reader cannot read yet (`"reads_today": false`, with `reads_today_why`)
     is an expected failure, not strict: when the general reader lands it starts passing."""
@@ -140,38 +101,5 @@ def _param(e: dict):
 
 @pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
 def test_real_log_is_read_with_the_values_of_its_source(entry):
-    exp = entry["expect"]
-    run = _main_run(load_path(CORPUS / entry["file"]))
-    assert len(run) >= exp["n_steps_at_least"], f"read {len(run)} steps"
-
-    steps = [int(s) for s in run.steps]
-    reinterpreted = False
-    for step, name, want, extra in _facts(exp, "points"):
-        reinterpreted |= extra is not None
-        if name not in run.cols and name in _components(run).get(step, {}):  # a component loss (shared contract)
-            _assert_value(float(_components(run)[step][name]), want, f"{name} at step {step}")
-            continue
-        assert step in steps, f"step {step} missing (read steps {steps[:5]}...{steps[-5:]})"
-        i = steps.index(step)
-        assert run.logged(name)[i], f"{name} not logged at step {step}"
-        _assert_value(float(run.col(name)[i]), want, f"{name} at step {step}")
-
-    order = np.argsort(run.steps, kind="stable")
-    for k, name, want, extra in _facts(exp, "rows"):
-        reinterpreted |= extra is not None
-        if name not in run.cols and any(name in c for c in _components(run).values()):
-            comp = _components(run)
-            values = np.array([float(comp[s][name]) for s in sorted(comp) if name in comp[s]])
-        else:
-            logged = run.logged(name)[order]
-            values = run.col(name)[order][logged]
-        assert -len(values) <= k < len(values), f"{name}: only {len(values)} values logged, wanted row {k}"
-        _assert_value(float(values[k]), want, f"{name} row {k}")
-
-    if reinterpreted:  # the reader says it read a logged 0.0 as NaN, and why
-        assert any("logging_nan_inf_filter" in note for note in run.notes), run.notes
-
-    if "first_nonfinite_step" in exp:
-        assert _first_nonfinite_step(run) == exp["first_nonfinite_step"]
-    if "n_skipped_at_least" in exp:
-        assert int((run.col("skipped") == 1).sum()) >= exp["n_skipped_at_least"]
+    failures = fact_failures(entry, load_path(CORPUS / entry["file"]))
+    assert not failures, failures
