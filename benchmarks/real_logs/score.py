@@ -410,8 +410,12 @@ def misses(results: list[Judged]) -> list[str]:
     return out
 
 
-IN_SAMPLE = """These logs were **not** used to tune lossdoctor's diagnosis, with the exceptions named
-below, as far as the git history shows. The corpus (`benchmarks/real_logs/`) was added on the same
+IN_SAMPLE = """Which logs are in-sample: every log of the **test** split was added for issue 25 after
+the split rule (`split.py`) was committed, and none has been used to tune lossdoctor; the dev split
+holds those added at the same time from the other two thirds of the new repositories (tuning on them
+is allowed from now on, so their figures are in-sample) and the 44 logs of the first corpus, from the
+32 repositories pinned to dev. About those 44 older logs: they were **not** used to tune lossdoctor's
+diagnosis, with the exceptions named below, as far as the git history shows. The corpus (`benchmarks/real_logs/`) was added on the same
 day as most of the scalar-log rules: its first files were committed at 09:50 UTC, the
 scalar-reasoning rules from 09:54 on, in parallel, and no threshold in `src/lossdoctor/detectors`
 was changed afterwards to fit a corpus file, except: the rule for a gradient norm that jumps >= 1000x
