@@ -154,3 +154,14 @@ def test_a_refused_log_counts_against_every_headline_figure():
     t = score.split_totals([ok, refused, healthy])
     assert (t["read"], t["refused"], t["flagged"], t["faulty"]) == (1, 2, 1, 2)
     assert (t["cause_top1"], t["with_cause"], t["clean"], t["healthy"]) == (1, 2, 0, 1)
+
+
+def test_dev_index_names_every_dev_file_and_no_test_file():
+    """DEV_INDEX.md is what the reader and the reasoner may look at: exactly the dev split, kept in
+    step with the manifest (rewrite it with `python -m benchmarks.real_logs.score --dev-index`)."""
+    import re
+
+    entries = json.loads(score.MANIFEST.read_text(encoding="utf-8"))
+    listed = set(re.findall(r"^\| `([^`]+)` \|", score.DEV_INDEX.read_text(encoding="utf-8"), re.M))
+    assert listed == {e["file"] for e in entries if e["split"] == "dev"}
+    assert score.DEV_INDEX.read_text(encoding="utf-8") == score.dev_index()
