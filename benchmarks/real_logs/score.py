@@ -454,6 +454,17 @@ from (the thread's `recovered_spike` where the manifest has it), "add a loss sca
 thread shows has one (`has_loss_scaler`), "start clipping" to a run that clips (`clips_at`)."""
 
 
+def _small_n_note(heads: dict[str, dict[str, int]]) -> str:
+    """How many logs each test figure rests on, so that a percentage of a handful reads as one."""
+    t = heads.get("test")
+    if not t:
+        return ""
+    return (f"How much the test figures rest on: {t['faulty']} faulty logs (the flagged figure), "
+            f"{t['with_cause']} with an expected cause (the cause figure: most threads never confirm a "
+            f"cause), {t['healthy']} healthy logs; a log the reader refuses counts against each figure "
+            f"it is in.")
+
+
 def docs_body(results: list[Judged], command: str) -> str:
     from benchmarks.docs import provenance
 
@@ -469,6 +480,7 @@ def docs_body(results: list[Judged], command: str) -> str:
         "fixed before the new logs were labelled): **dev** is in-sample (lossdoctor may be, and was, tuned "
         "on it), **test** is held out (never tuned on; run once per change).",
         headline(heads),
+        _small_n_note(heads),
         IN_SAMPLE,
         RULES,
     ]
