@@ -501,6 +501,11 @@ def docs_body(results: list[Judged], command: str) -> str:
 DEV_INDEX = CORPUS / "DEV_INDEX.md"
 
 
+def _cell(text: str) -> str:
+    """A Markdown table cell: the format descriptions quote log lines, which contain '|'."""
+    return text.replace("|", "\\|")
+
+
 def dev_index() -> str:
     """The dev-split files and their formats (what the reader and the reasoner may look at); no
     test-split file is named."""
@@ -514,7 +519,7 @@ def dev_index() -> str:
              "Written by `python -m benchmarks.real_logs.score` (with the docs section).", "",
              "| file | format | outcome | expected cause | reads today |", "|---|---|---|---|---|"]
     for e in sorted(entries, key=lambda e: e["file"]):
-        lines.append(f"| `{e['file']}` | {e['format']} | {e['outcome']} | {e.get('expected_cause') or '-'} "
+        lines.append(f"| `{e['file']}` | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
                      f"| {'yes' if e.get('reads_today', True) else 'no'} |")
     return "\n".join(lines) + "\n"
 
@@ -542,7 +547,7 @@ def files_section() -> str:
              "| file | split | format | outcome | expected cause | confidence | reads today | source |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for e in entries:
-        lines.append(f"| `{e['file']}` | {e['split']} | {e['format']} | {e['outcome']} | {e.get('expected_cause') or '-'} "
+        lines.append(f"| `{e['file']}` | {e['split']} | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
                      f"| {e['confidence']} | {'yes' if e.get('reads_today', True) else 'no'} "
                      f"| [{e['repository']}]({e['source']}) |")
     return "\n".join(lines) + "\n"
