@@ -24,53 +24,37 @@ whose every step is NaN as `'loss': 0.0` (with `'grad_norm': nan`), which is rea
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from lossdoctor.records import Run
 from lossdoctor.sources import load_path
 from lossdoctor.vocabulary import CAUSES
+
+from benchmarks.real_logs.facts import fact_failures
+from benchmarks.real_logs.split import repository_of, split_of
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "real_logs"
 ENTRIES: list[dict] = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))
 OUTCOMES = {"nan", "divergence", "spike", "plateau", "healthy", "other"}
 
 
-def _main_run(runs: list[Run]) -> Run:
-    """The run with the most steps (a log printed by several ranks may come back as several runs)."""
-    return max(runs, key=len)
-
-
-def _assert_value(got: float, want, where: str) -> None:
-    if want == "nan":
-        assert math.isnan(got), f"{where}: expected NaN, got {got}"
-    else:
-        assert math.isclose(got, float(want), rel_tol=1e-6, abs_tol=1e-12), f"{where}: expected {want}, got {got}"
-
-
-def _first_nonfinite_step(run: Run) -> int | None:
-    bad = np.zeros(len(run), dtype=bool)
-    for name in ("loss", "grad_norm"):
-        col = run.col(name)
-        bad |= run.logged(name) & ~np.isfinite(col)
-    if "skipped" in run.cols:
-        bad |= run.col("skipped") == 1
-    order = np.argsort(run.steps, kind="stable")
-    hits = [int(run.steps[i]) for i in order if bad[i]]
-    return hits[0] if hits else None
-
-
 def test_manifest_is_complete_and_uses_the_contract_vocabulary():
     files = sorted(p.name for p in CORPUS.iterdir()
-                   if p.is_file() and p.name not in ("manifest.json", "README.md") and p.suffix != ".py")  # the scorer sits next to the logs
+                   if p.is_file() and p.name not in ("manifest.json", "README.md", "DEV_INDEX.md") and p.suffix != ".py")  # the scorer sits next to the logs
     assert sorted(e["file"] for e in ENTRIES) == files, "every corpus file has one manifest entry"
-    assert len(ENTRIES) >= 25
+    assert len(ENTRIES) >= 150  # issue 25: >= 150 logs from >= 60 repositories or sites, about a third healthy
+    assert len({e["repository"] for e in ENTRIES}) >= 60
+    assert sum(e["outcome"] == "healthy" for e in ENTRIES) >= len(ENTRIES) // 4
+    assert len({e["file"] for e in ENTRIES}) == len(ENTRIES), "one entry per file"
     for e in ENTRIES:
-        assert set(e) >= {"file", "source", "format", "outcome", "diagnosis_given_there", "expected_cause", "expect"}
-        assert e["source"].startswith("https://github.com/"), e["file"]
+        assert set(e) >= {"file", "source", "repository", "split", "format", "outcome", "diagnosis_given_there",
+                          "expected_cause", "confidence", "expect"}
+        assert e["source"].startswith("https://"), e["file"]
+        assert e["confidence"] in ("high", "medium", "low"), e["file"]
+        assert e.get("reads_today", True) in (True, False), e["file"]
+        for fact in ("has_loss_scaler", "clips_at", "recovered_spike"):
+            assert fact not in e or e[fact] is None or isinstance(e[fact], (bool, int, float)), e["file"]
         assert e["outcome"] in OUTCOMES, e["file"]
         assert e["expected_cause"] is None or e["expected_cause"] in CAUSES, e["file"]
         exp = e["expect"]
@@ -82,6 +66,24 @@ def test_manifest_is_complete_and_uses_the_contract_vocabulary():
                 _check_reinterpretation(fact, e["file"])
 
 
+def test_every_entry_sits_on_the_side_of_the_split_rule():
+    """The split is by repository (or site), decided by `split.py`, never by hand."""
+    for e in ENTRIES:
+        assert e["repository"] == repository_of(e["source"]), e["file"]
+        assert e["split"] == split_of(e["repository"]), e["file"]
+
+
+def test_the_split_rule_is_fixed():
+    """The rule itself: pinned repositories are dev, the others fall by sha256 mod 3 (values
+    computed once when the rule was written; a change here would move logs between the sides)."""
+    assert split_of("karpathy/nanoGPT") == "dev"  # pinned: in the corpus before the split
+    assert split_of("pytorch/pytorch") == "test"
+    assert split_of("huggingface/accelerate") == "dev"
+    assert split_of("discuss.pytorch.org/t") == "test"
+    assert repository_of("https://github.com/Owner/Name.git/issues/3") == "owner/name"
+    assert repository_of("https://www.Example.org/forum/t/123") == "example.org/forum"
+
+
 def _check_reinterpretation(fact: list, file: str) -> None:
     """A value the reader reads differently from the print: the printed value and the reason are
     both recorded, and the reading is NaN."""
@@ -91,39 +93,16 @@ def _check_reinterpretation(fact: list, file: str) -> None:
     assert fact[2] == "nan", f"{file}: a value read as NaN must expect 'nan'"
 
 
-def _facts(exp: dict, kind: str):
-    """(position, column, expected value, reinterpretation or None) of the points or rows."""
-    for fact in exp.get(kind, []):
-        yield fact[0], fact[1], fact[2], (fact[3] if len(fact) == 4 else None)
+def _param(e: dict):
+    """A log in a format the reader cannot read yet (`"reads_today": false`, with `reads_today_why`)
+    is an expected failure, not strict: when the general reader lands it starts passing."""
+    if e.get("reads_today", True):
+        return pytest.param(e, id=e["file"])
+    reason = "not read yet: " + e.get("reads_today_why", "format outside the reader's table")
+    return pytest.param(e, id=e["file"], marks=pytest.mark.xfail(strict=False, reason=reason))
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e["file"] for e in ENTRIES])
+@pytest.mark.parametrize("entry", [_param(e) for e in ENTRIES])
 def test_real_log_is_read_with_the_values_of_its_source(entry):
-    exp = entry["expect"]
-    run = _main_run(load_path(CORPUS / entry["file"]))
-    assert len(run) >= exp["n_steps_at_least"], f"read {len(run)} steps"
-
-    steps = [int(s) for s in run.steps]
-    reinterpreted = False
-    for step, name, want, extra in _facts(exp, "points"):
-        reinterpreted |= extra is not None
-        assert step in steps, f"step {step} missing (read steps {steps[:5]}...{steps[-5:]})"
-        i = steps.index(step)
-        assert run.logged(name)[i], f"{name} not logged at step {step}"
-        _assert_value(float(run.col(name)[i]), want, f"{name} at step {step}")
-
-    order = np.argsort(run.steps, kind="stable")
-    for k, name, want, extra in _facts(exp, "rows"):
-        reinterpreted |= extra is not None
-        logged = run.logged(name)[order]
-        values = run.col(name)[order][logged]
-        assert -len(values) <= k < len(values), f"{name}: only {len(values)} values logged, wanted row {k}"
-        _assert_value(float(values[k]), want, f"{name} row {k}")
-
-    if reinterpreted:  # the reader says it read a logged 0.0 as NaN, and why
-        assert any("logging_nan_inf_filter" in note for note in run.notes), run.notes
-
-    if "first_nonfinite_step" in exp:
-        assert _first_nonfinite_step(run) == exp["first_nonfinite_step"]
-    if "n_skipped_at_least" in exp:
-        assert int((run.col("skipped") == 1).sum()) >= exp["n_skipped_at_least"]
+    failures = fact_failures(entry, load_path(CORPUS / entry["file"]))
+    assert not failures, failures

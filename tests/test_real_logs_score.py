@@ -31,13 +31,17 @@ def test_every_corpus_file_is_diagnosed_and_judged(results):
     entries = json.loads(score.MANIFEST.read_text())
     assert [r.file for r in results] == [e["file"] for e in entries]
     valid = {score.RIGHT, score.RIGHT_TOP3, score.HONEST, score.WRONG, score.FALSE_ALARM, score.OK_HEALTHY,
-             score.NOT_SCORED}
+             score.NOT_SCORED, score.REFUSED}
     for r in results:
-        assert r.status in ("healthy", "inconclusive", "warning", "critical"), r.file
         assert r.verdict in valid, r.file
+        assert r.split in ("dev", "test"), r.file
+        if r.read == score.NOT_READ:  # the reader raised: counted as refused, never as a verdict
+            assert r.verdict == score.REFUSED and r.status == "refused", r.file
+            continue
+        assert r.status in ("healthy", "inconclusive", "warning", "critical"), r.file
         assert (r.verdict == score.NOT_SCORED) == (r.outcome == "other"), r.file
     t = score.totals(results)
-    assert t["right"] + t["honest"] + t["wrong"] == t["faulty"]
+    assert t["right"] + t["honest"] + t["wrong"] + t["refused_faulty"] == t["faulty"]
     # measured when the scorer was written: 25 of 27 faulty logs right or honest, 0 harmful fixes
     assert t["right"] + t["honest"] >= 20
     assert t["harmful"] == 0
@@ -114,6 +118,8 @@ def test_the_harm_rule_recognises_the_lr_cuts_lossdoctor_actually_prints():
 
     seen = 0
     for e in json.loads(score.MANIFEST.read_text()):
+        if not e.get("reads_today", True):
+            continue
         runs = load_path(score.CORPUS / e["file"])
         run = max(runs, key=len)
         for f in diagnose_runs(runs).to_dict()["findings"]:
@@ -121,3 +127,41 @@ def test_the_harm_rule_recognises_the_lr_cuts_lossdoctor_actually_prints():
                 seen += 1
                 assert any(score.cuts_lr(x, score.lr_at(run, f["step"])) for x in f["fixes"]), (e["file"], f["fixes"])
     assert seen >= 1
+
+
+def test_the_threads_facts_make_advice_harmful():
+    """`has_loss_scaler`, `clips_at`, `recovered_spike` from the manifest: a fix kind that
+    contradicts what the thread shows counts as harmful, and only then."""
+    def rep(key, text):
+        return {"status": "critical", "findings": [dict(cause="loss_scale_collapse", symptom="nonfinite",
+                severity="critical", step=3, fixes=[text], fixes_data=[{"key": key, "values": {}}])]}
+    scaler = rep("pprec.fix_use_scaler", "use torch.amp.GradScaler")
+    assert score.harmful_fixes(scaler, "nan", None, facts={"has_loss_scaler": True})
+    assert not score.harmful_fixes(scaler, "nan", None, facts={})
+    clip = rep("grad.fix_clip", "clip gradients at 1.0")
+    assert score.harmful_fixes(clip, "divergence", None, facts={"clips_at": 1.0})
+    assert not score.harmful_fixes(clip, "divergence", None, facts={"clips_at": None})
+    cut = rep("lr.fix.lower_by", "make the step smaller")  # the key says it, whatever the words
+    assert score.harmful_fixes(cut, "spike", False, facts={"recovered_spike": True})
+    assert not score.harmful_fixes(cut, "spike", True, facts={"recovered_spike": False})
+
+
+def test_a_refused_log_counts_against_every_headline_figure():
+    ok = score.Judged("a", "nan", "lr_too_high", "critical", "lr_too_high", "nonfinite", 3, score.RIGHT,
+                      alarmed=True, cause_top1=True)
+    refused = score._refused({"file": "b", "outcome": "nan", "expected_cause": "lr_too_high", "split": "test"}, "x")
+    healthy = score._refused({"file": "c", "outcome": "healthy", "expected_cause": None}, "x")
+    t = score.split_totals([ok, refused, healthy])
+    assert (t["read"], t["refused"], t["flagged"], t["faulty"]) == (1, 2, 1, 2)
+    assert (t["cause_top1"], t["with_cause"], t["clean"], t["healthy"]) == (1, 2, 0, 1)
+
+
+def test_dev_index_names_every_dev_file_and_no_test_file():
+    """DEV_INDEX.md is what the reader and the reasoner may look at: exactly the dev split, kept in
+    step with the manifest (rewrite it with `python -m benchmarks.real_logs.score --dev-index`)."""
+    import re
+
+    entries = json.loads(score.MANIFEST.read_text(encoding="utf-8"))
+    listed = set(re.findall(r"^\| `([^`]+)` \|", score.DEV_INDEX.read_text(encoding="utf-8"), re.M))
+    assert listed == {e["file"] for e in entries if e["split"] == "dev"}
+    assert score.DEV_INDEX.read_text(encoding="utf-8") == score.dev_index()

@@ -8,6 +8,13 @@ section says so (the files named there are in-sample).
 
     python -m benchmarks.real_logs.score            # table and totals, rewrites the docs section
     python -m benchmarks.real_logs.score --no-docs  # table and totals only
+    python -m benchmarks.real_logs.score --split dev --no-docs  # the dev split only (what to tune on)
+
+The corpus is split by repository (`split.py`): dev is what lossdoctor may be tuned on (in-sample),
+test is held out. The headline figures are given for each split apart (`split_totals`):
+logs read (loaded and every `expect` fact of the manifest holds; refused = the reader raised),
+a warning/critical finding on faulty logs, the right cause at rank 1 on logs with an expected cause,
+healthy logs clean, harmful advice.
 """
 
 from __future__ import annotations
@@ -35,10 +42,23 @@ TOP = 3  # how deep in the ranked findings an expected cause still counts as fou
 NAN_NEAR_ROWS = 2  # a NaN finding must be dated within this many logged rows of the first bad one
 RECOVERED_FACTOR = 1.25  # the last loss at most this times the pre-spike median: the spike recovered
 
+FAULTY = ("nan", "divergence", "spike", "plateau")
+
 # verdicts
-RIGHT, RIGHT_TOP3, HONEST, WRONG, FALSE_ALARM, OK_HEALTHY, NOT_SCORED = (
+RIGHT, RIGHT_TOP3, HONEST, WRONG, FALSE_ALARM, OK_HEALTHY, NOT_SCORED, REFUSED = (
     "right", "right (top-3)", "honest-inconclusive", "wrong", "false alarm", "right (healthy)",
-    "not scored")
+    "not scored", "refused")
+
+# how the reader did (`read` needs every manifest fact to hold)
+READ, MISREAD, NOT_READ = "read", "misread", "refused"
+
+#: fix keys (`fixes_data[].key`) that cut the learning rate, whatever their wording
+LR_CUT_KEYS = frozenset({"grad.fix_lower_lr", "lr.fix.lower_by", "pref.fix_lower_lr", "pref.fix_lower_lr_unknown",
+                         "scalars.fix.lower_lr_warmup"})
+#: fix keys that tell the user to add a loss scaler (harmful to a run that has one: `has_loss_scaler`)
+ADD_SCALER_KEYS = frozenset({"pprec.fix_use_scaler", "pprec.fix_default_scaler", "verify.fix.scaler"})
+#: fix keys that tell the user to start clipping (harmful to a run that clips: `clips_at`)
+ADD_CLIP_KEYS = frozenset({"grad.fix_clip", "verify.fix.clip"})
 
 
 @dataclass
@@ -54,6 +74,11 @@ class Judged:
     why: str = ""
     harmful: list[str] = field(default_factory=list)
     recovered: bool | None = None
+    split: str = "dev"
+    read: str = READ
+    read_why: str = ""
+    alarmed: bool = False  # a warning or critical finding
+    cause_top1: bool | None = None  # None: the entry has no expected cause
 
 
 # ---------------------------------------------------------------- facts read off the log itself
@@ -141,21 +166,36 @@ def cuts_lr(fix: str, current_lr: float | None) -> bool:
 
 
 def harmful_fixes(report: dict[str, Any], outcome: str, recovered: bool | None,
-                  lr_of_step=lambda step: None) -> list[str]:
-    """Advice that would make this run worse: any fix (of any finding, not only the first) that
-    cuts the learning rate when the log is healthy, or when the outcome is a spike after which the
-    loss recovered (a one-off spike that recovered calls for skipping or rewinding past the data
-    window, not for a slower run). A spike whose recovery the excerpt cannot show (`recovered` None:
-    the largest norm is its last line) counts as recovered: the corpus files a loss that never came
-    back under divergence, so "spike" means the thread shows a run that went on. An LR cut on a NaN
-    or a divergence is not judged harmful here."""
-    if not (outcome == "healthy" or (outcome == "spike" and recovered is not False)):
-        return []
+                  lr_of_step=lambda step: None, facts: dict[str, Any] | None = None) -> list[str]:
+    """Advice that would make this run worse, over every fix of every finding:
+
+    - an LR cut (wording: `cuts_lr`; or a fix key in LR_CUT_KEYS) when the log is healthy, or when
+      the outcome is a spike after which the loss recovered (a one-off spike that recovered calls for
+      skipping or rewinding past the data window, not for a slower run). The entry's own
+      `recovered_spike` (what the thread shows) wins over `recovered` (read off the excerpt); a spike
+      whose recovery neither can show (None: the largest norm is its last line) counts as recovered:
+      the corpus files a loss that never came back under divergence, so "spike" means the thread
+      shows a run that went on. An LR cut on a NaN or a divergence is not judged harmful here;
+    - "add a loss scaler" (ADD_SCALER_KEYS) to a run the thread shows has one (`has_loss_scaler`);
+    - "start clipping" (ADD_CLIP_KEYS) to a run the thread shows clips (`clips_at`: the threshold)."""
+    facts = facts or {}
+    if facts.get("recovered_spike") is not None:
+        recovered = bool(facts["recovered_spike"])
+    cut_harms = outcome == "healthy" or (outcome == "spike" and recovered is not False)
     out = []
     for f in report.get("findings", []):
-        for fix in f.get("fixes", []):
-            if cuts_lr(fix, lr_of_step(f.get("step"))):
-                out.append(f"{f.get('cause')}: {fix}")
+        keys = [d.get("key") if isinstance(d, dict) else None for d in (f.get("fixes_data") or [])]
+        for i, fix in enumerate(f.get("fixes", [])):
+            key = keys[i] if i < len(keys) else None
+            why = None
+            if cut_harms and (key in LR_CUT_KEYS or cuts_lr(fix, lr_of_step(f.get("step")))):
+                why = "cuts the LR"
+            elif facts.get("has_loss_scaler") and key in ADD_SCALER_KEYS:
+                why = "adds a loss scaler to a run that has one"
+            elif facts.get("clips_at") and key in ADD_CLIP_KEYS:
+                why = f"adds clipping to a run that clips at {facts['clips_at']}"
+            if why:
+                out.append(f"{f.get('cause')} ({why}): {fix}")
     return out
 
 
@@ -234,11 +274,24 @@ def _first_missing_note(report: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- the run over the corpus
 
+def _refused(entry: dict[str, Any], why: str) -> Judged:
+    """A log the reader would not read: the user got an error, so no finding, nothing clean."""
+    return Judged(entry["file"], entry["outcome"], entry.get("expected_cause") or "-", "refused", "-", "-", None,
+                  REFUSED, why, split=entry.get("split", "dev"), read=NOT_READ, read_why=why,
+                  cause_top1=False if entry.get("expected_cause") else None)
+
+
 def score_entry(entry: dict[str, Any]) -> Judged:
     from lossdoctor.detectors.engine import diagnose_runs
-    from lossdoctor.sources import load_path
+    from lossdoctor.sources import SourceError, load_path
 
-    runs = load_path(CORPUS / entry["file"])
+    from benchmarks.real_logs.facts import fact_failures
+
+    try:
+        runs = load_path(CORPUS / entry["file"])
+    except SourceError as exc:
+        return _refused(entry, str(exc).split(": ", 1)[-1][:200])
+    wrong = fact_failures(entry, runs)
     report = diagnose_runs(runs).to_dict()
     run = max(runs, key=len)
     order = np.argsort(run.steps, kind="stable")
@@ -246,20 +299,24 @@ def score_entry(entry: dict[str, Any]) -> Judged:
     _, bad_row = first_nonfinite(run)
     verdict, why = judge(entry, report, first_bad_row=bad_row, finding_rows=rows)
     recovered = spike_recovered(run) if entry["outcome"] == "spike" else None
-    harm = harmful_fixes(report, entry["outcome"], recovered, lambda s: lr_at(run, s))
+    harm = harmful_fixes(report, entry["outcome"], recovered, lambda s: lr_at(run, s), facts=entry)
     first = report["findings"][0] if report["findings"] else {}
-    return Judged(entry["file"], entry["outcome"], entry.get("expected_cause") or "-", report["status"],
+    expected = entry.get("expected_cause")
+    return Judged(entry["file"], entry["outcome"], expected or "-", report["status"],
                   first.get("cause", "-"), first.get("symptom", "-"), first.get("step"), verdict, why, harm,
-                  recovered)
+                  recovered, split=entry.get("split", "dev"), read=MISREAD if wrong else READ,
+                  read_why="; ".join(wrong)[:200],
+                  alarmed=any(f["severity"] in ALARM for f in report["findings"]),
+                  cause_top1=(first.get("cause") == expected) if expected else None)
 
 
-def score_corpus() -> list[Judged]:
-    entries = json.loads(MANIFEST.read_text())
-    return [score_entry(e) for e in entries]
+def score_corpus(split: str | None = None) -> list[Judged]:
+    entries = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    return [score_entry(e) for e in entries if split in (None, e.get("split"))]
 
 
 def totals(results: list[Judged]) -> dict[str, int]:
-    faulty = [r for r in results if r.outcome not in ("healthy", "other")]
+    faulty = [r for r in results if r.outcome in FAULTY]
     return {
         "files": len(results),
         "faulty": len(faulty),
@@ -267,9 +324,27 @@ def totals(results: list[Judged]) -> dict[str, int]:
         "right_top1": sum(r.verdict == RIGHT for r in faulty),
         "honest": sum(r.verdict == HONEST for r in faulty),
         "wrong": sum(r.verdict == WRONG for r in faulty),
+        "refused": sum(r.read == NOT_READ for r in results),
+        "refused_faulty": sum(r.verdict == REFUSED for r in faulty),
         "healthy": sum(r.outcome == "healthy" for r in results),
         "false_alarms": sum(r.verdict == FALSE_ALARM for r in results),
         "other": sum(r.outcome == "other" for r in results),
+        "harmful": sum(bool(r.harmful) for r in results),
+    }
+
+
+def split_totals(results: list[Judged]) -> dict[str, int]:
+    """The headline figures of issue 25 for one split: read, flagged faulty logs, right cause at
+    rank 1, healthy clean, harmful advice. A refused log counts against every figure it is in."""
+    faulty = [r for r in results if r.outcome in FAULTY]
+    caused = [r for r in results if r.cause_top1 is not None]
+    healthy = [r for r in results if r.outcome == "healthy"]
+    return {
+        "logs": len(results), "read": sum(r.read == READ for r in results),
+        "refused": sum(r.read == NOT_READ for r in results), "misread": sum(r.read == MISREAD for r in results),
+        "faulty": len(faulty), "flagged": sum(r.alarmed for r in faulty),
+        "with_cause": len(caused), "cause_top1": sum(bool(r.cause_top1) for r in caused),
+        "healthy": len(healthy), "clean": sum(r.verdict == OK_HEALTHY for r in healthy),
         "harmful": sum(bool(r.harmful) for r in results),
     }
 
@@ -278,12 +353,35 @@ def _pct(a: int, b: int) -> str:
     return f"{100 * a / b:.0f}%" if b else "n/a"
 
 
+def _frac(a: int, b: int) -> str:
+    return f"{_pct(a, b)} ({a}/{b})"
+
+
+def headline(by_split: dict[str, dict[str, int]]) -> str:
+    """The split table: one column per split (dev in-sample, test held out)."""
+    names = {"dev": "dev (in-sample: tuned on)", "test": "test (held out)"}
+    cols = [k for k in ("dev", "test") if k in by_split]
+    rows = [("logs", lambda t: str(t["logs"])),
+            ("read with the source's values", lambda t: _frac(t["read"], t["logs"])),
+            ("refused (reader raised)", lambda t: str(t["refused"])),
+            ("misread (loaded, a manifest fact wrong)", lambda t: str(t["misread"])),
+            ("warning/critical finding on faulty logs", lambda t: _frac(t["flagged"], t["faulty"])),
+            ("right cause at rank 1 (logs with an expected cause)", lambda t: _frac(t["cause_top1"], t["with_cause"])),
+            ("healthy logs clean", lambda t: _frac(t["clean"], t["healthy"])),
+            ("logs given harmful advice", lambda t: str(t["harmful"]))]
+    out = ["| figure | " + " | ".join(names[c] for c in cols) + " |", "|---|" + "---|" * len(cols)]
+    for label, fn in rows:
+        out.append(f"| {label} | " + " | ".join(fn(by_split[c]) for c in cols) + " |")
+    return "\n".join(out)
+
+
 def table(results: list[Judged]) -> str:
-    head = "| file | outcome | expected cause | status | cause | symptom | step | verdict |\n|---|---|---|---|---|---|---|---|"
+    head = ("| file | outcome | expected cause | read | status | cause | symptom | step | verdict |\n"
+            "|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in results:
         v = r.verdict + (" + HARMFUL ADVICE" if r.harmful else "")
-        lines.append(f"| `{r.file}` | {r.outcome} | {r.expected} | {r.status} | {r.cause} | {r.symptom} "
+        lines.append(f"| `{r.file}` | {r.outcome} | {r.expected} | {r.read} | {r.status} | {r.cause} | {r.symptom} "
                      f"| {'-' if r.step is None else r.step} | {v} |")
     return "\n".join(lines)
 
@@ -293,6 +391,7 @@ def summary(t: dict[str, int]) -> str:
             f"({_pct(t['right'], t['faulty'])}; {t['right_top1']} at rank 1). Honest inconclusive: {t['honest']}. "
             f"Right or honest: {t['right'] + t['honest']}/{t['faulty']} "
             f"({_pct(t['right'] + t['honest'], t['faulty'])}). Wrong: {t['wrong']}. "
+            f"Refused: {t['refused_faulty']}. "
             f"Healthy logs flagged: {t['false_alarms']}/{t['healthy']}. Harmful advice: {t['harmful']}. "
             f"Outcome 'other' (reported, not scored): {t['other']}.")
 
@@ -300,15 +399,23 @@ def summary(t: dict[str, int]) -> str:
 def misses(results: list[Judged]) -> list[str]:
     out = []
     for r in results:
-        if r.verdict in (WRONG, FALSE_ALARM, HONEST, RIGHT_TOP3):
+        if r.verdict in (WRONG, FALSE_ALARM, HONEST, RIGHT_TOP3, REFUSED):
             out.append(f"- `{r.file}` ({r.outcome}) — {r.verdict}: {r.why}")
+        elif r.read == MISREAD:
+            out.append(f"- `{r.file}` ({r.outcome}) — misread: {r.read_why}")
+        elif r.cause_top1 is False:
+            out.append(f"- `{r.file}` ({r.outcome}) — cause at rank 1 is {r.cause}, expected {r.expected}")
         for h in r.harmful:
             out.append(f"- `{r.file}` ({r.outcome}) — harmful advice: {h}")
     return out
 
 
-IN_SAMPLE = """These logs were **not** used to tune lossdoctor's diagnosis, with the exceptions named
-below, as far as the git history shows. The corpus (`benchmarks/real_logs/`) was added on the same
+IN_SAMPLE = """Which logs are in-sample: every log of the **test** split was added for issue 25 after
+the split rule (`split.py`) was committed, and none has been used to tune lossdoctor; the dev split
+holds those added at the same time from the other two thirds of the new repositories (tuning on them
+is allowed from now on, so their figures are in-sample) and the 44 logs of the first corpus, from the
+32 repositories pinned to dev. About those 44 older logs: they were **not** used to tune lossdoctor's
+diagnosis, with the exceptions named below, as far as the git history shows. The corpus (`benchmarks/real_logs/`) was added on the same
 day as most of the scalar-log rules: its first files were committed at 09:50 UTC, the
 scalar-reasoning rules from 09:54 on, in parallel, and no threshold in `src/lossdoctor/detectors`
 was changed afterwards to fit a corpus file, except: the rule for a gradient norm that jumps >= 1000x
@@ -334,51 +441,149 @@ project has to one. The judging rules (`judge`, `harmful_fixes` in `benchmarks/r
 were written before these numbers were read and not changed to move them."""
 
 
-def docs_body(results: list[Judged], t: dict[str, int], command: str) -> str:
+RULES = """How a verdict is given (the per-file tables): a healthy log is right when the status is
+`healthy` or `inconclusive`, any warning or critical finding is a false alarm. A faulty log with an
+expected cause is right when the first finding names it (top-3 also counts, marked). A faulty log
+without one is judged by its symptom: `nan` needs a critical `nonfinite` finding within 2 logged rows
+of the first NaN; `divergence` needs a divergence/nonfinite/oscillation alarm, `spike` a spike
+alarm, `plateau` a plateau/slow_convergence/stall alarm, among the first three findings.
+`inconclusive` on a faulty log is an honest "cannot tell" (the notes say what to log), counted apart
+from right. A log the reader raises on is `refused` (counted against every figure it is in).
+Harmful advice: a fix that cuts the learning rate on a healthy log or on a spike the loss recovered
+from (the thread's `recovered_spike` where the manifest has it), "add a loss scaler" to a run the
+thread shows has one (`has_loss_scaler`), "start clipping" to a run that clips (`clips_at`)."""
+
+
+def _small_n_note(heads: dict[str, dict[str, int]]) -> str:
+    """How many logs each test figure rests on, so that a percentage of a handful reads as one."""
+    t = heads.get("test")
+    if not t:
+        return ""
+    return (f"How much the test figures rest on: {t['faulty']} faulty logs (the flagged figure), "
+            f"{t['with_cause']} with an expected cause (the cause figure: most threads never confirm a "
+            f"cause), {t['healthy']} healthy logs; a log the reader refuses counts against each figure "
+            f"it is in.")
+
+
+def docs_body(results: list[Judged], command: str) -> str:
     from benchmarks.docs import provenance
 
-    rules = """How a verdict is given: a healthy log is right when the status is `healthy` or `inconclusive`,
-any warning or critical finding is a false alarm. A faulty log with an expected cause is right when
-the first finding names it (top-3 also counts, marked). A faulty log without one is judged by its
-symptom: `nan` needs a critical `nonfinite` finding within 2 logged rows of the first NaN;
-`divergence` needs a divergence/nonfinite/oscillation alarm, `spike` a spike alarm, `plateau` a
-plateau/slow_convergence/stall alarm, among the first three findings. `inconclusive` on a faulty log
-is an honest "cannot tell" (the notes say what to log), counted apart from right. Harmful advice: a
-fix that cuts the learning rate on a healthy log or on a spike the loss recovered from."""
-    miss = misses(results) or ["- none"]
-    spikes = [f"`{r.file}`: {r.recovered}" for r in results if r.outcome == "spike"]
-    return "\n\n".join([
+    by = {k: [r for r in results if r.split == k] for k in ("dev", "test")}
+    heads = {k: split_totals(v) for k, v in by.items() if v}
+    n_repos = len({e["repository"] for e in json.loads(MANIFEST.read_text(encoding="utf-8"))})
+    parts = [
         "## Real logs",
         provenance(command),
-        "44 excerpts of training logs pasted into public threads (`benchmarks/real_logs/`, see its README), "
-        "diagnosed offline from the file alone, as `lossdoctor diagnose FILE` does.",
+        f"{len(results)} excerpts of training logs pasted into public threads, from {n_repos} repositories or "
+        "sites (`benchmarks/real_logs/`, see its README), diagnosed offline from the file alone, as "
+        "`lossdoctor diagnose FILE` does. The corpus is split by repository (`benchmarks/real_logs/split.py`, "
+        "fixed before the new logs were labelled): **dev** is in-sample (lossdoctor may be, and was, tuned "
+        "on it), **test** is held out (never tuned on; run once per change).",
+        headline(heads),
+        _small_n_note(heads),
         IN_SAMPLE,
-        rules,
-        "**" + summary(t) + "**",
-        "Did each spike's loss recover, as the excerpt shows it (None: the excerpt ends at the spike, "
-        "counted as recovered for the harm rule): " + "; ".join(spikes) + ".",
-        table(results),
-        "Misses (wrong, false alarm, harmful advice), and the honest-inconclusive and top-3 ones, with why:",
-        "\n".join(miss),
-    ])
+        RULES,
+    ]
+    for k, label in (("test", "Test split (held out)"), ("dev", "Dev split (in-sample)")):
+        if not by[k]:
+            continue
+        spikes = [f"`{r.file}`: {r.recovered}" for r in by[k] if r.outcome == "spike"]
+        parts += [f"### {label}", "**" + summary(totals(by[k])) + "**"]
+        if spikes:
+            parts.append("Did each spike's loss recover, as the excerpt shows it (None: the excerpt ends at the "
+                         "spike, counted as recovered for the harm rule): " + "; ".join(spikes) + ".")
+        parts += [table(by[k]), f"Every {k}-split miss (refused, misread, wrong, false alarm, harmful advice, "
+                  "a wrong cause at rank 1), and the honest-inconclusive and top-3 ones, with why:",
+                  "\n".join(misses(by[k]) or ["- none"])]
+    return "\n\n".join(parts)
+
+
+DEV_INDEX = CORPUS / "DEV_INDEX.md"
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: the format descriptions quote log lines, which contain '|'."""
+    return text.replace("|", "\\|")
+
+
+def dev_index() -> str:
+    """The dev-split files and their formats (what the reader and the reasoner may look at); no
+    test-split file is named."""
+    entries = [e for e in json.loads(MANIFEST.read_text(encoding="utf-8")) if e["split"] == "dev"]
+    n_test = sum(e["split"] == "test" for e in json.loads(MANIFEST.read_text(encoding="utf-8")))
+    lines = ["# Dev split of the real-log corpus", "",
+             f"The {len(entries)} files of the **dev** split (`split.py`): the logs lossdoctor may be tuned on. "
+             f"The {n_test} test-split files are held out and not listed here: do not open them, tune on them "
+             "or copy them. `reads today` says whether the current reader gets every `expect` fact of the "
+             "manifest right (no: the entry is xfailed in `tests/test_real_logs.py`, with the reason).", "",
+             "Written by `python -m benchmarks.real_logs.score` (with the docs section).", "",
+             "| file | format | outcome | expected cause | reads today |", "|---|---|---|---|---|"]
+    for e in sorted(entries, key=lambda e: e["file"]):
+        lines.append(f"| `{e['file']}` | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
+                     f"| {'yes' if e.get('reads_today', True) else 'no'} |")
+    return "\n".join(lines) + "\n"
+
+
+README = CORPUS / "README.md"
+FILES_HEADING = "## The files"
+
+
+def files_section() -> str:
+    """The README's closing "The files" section: every entry, with its split and label confidence."""
+    from collections import Counter
+
+    entries = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    outcomes = Counter(e["outcome"] for e in entries)
+    diag = sum(bool(e.get("diagnosis_given_there")) for e in entries)
+    caused = sum(bool(e.get("expected_cause")) for e in entries)
+    splits = Counter(e["split"] for e in entries)
+    reads = sum(e.get("reads_today", True) for e in entries)
+    lines = [FILES_HEADING, "",
+             f"Written by `python -m benchmarks.real_logs.score`. {len(entries)} files from "
+             f"{len({e['repository'] for e in entries})} repositories or sites; split: dev {splits['dev']}, "
+             f"test {splits['test']}; read today with every `expect` fact right: {reads}. By outcome: "
+             + ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
+             + f". {diag} threads state a diagnosis; {caused} support a lossdoctor cause.", "",
+             "| file | split | format | outcome | expected cause | confidence | reads today | source |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for e in entries:
+        lines.append(f"| `{e['file']}` | {e['split']} | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
+                     f"| {e['confidence']} | {'yes' if e.get('reads_today', True) else 'no'} "
+                     f"| [{e['repository']}]({e['source']}) |")
+    return "\n".join(lines) + "\n"
+
+
+def write_readme_files() -> None:
+    text = README.read_text(encoding="utf-8")
+    head = text[: text.index(FILES_HEADING)] if FILES_HEADING in text else text.rstrip("\n") + "\n\n"
+    README.write_text(head + files_section(), encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
+    ap.add_argument("--split", choices=("dev", "test"), help="score one split only (implies --no-docs)")
+    ap.add_argument("--dev-index", action="store_true",
+                    help="only rewrite DEV_INDEX.md and the README's file table (no scoring)")
     args = ap.parse_args(argv)
-    results = score_corpus()
-    t = totals(results)
-    print(table(results))
-    print()
-    print(summary(t))
-    print()
-    print("\n".join(misses(results)))
-    if not args.no_docs:
+    if args.dev_index:
+        DEV_INDEX.write_text(dev_index(), encoding="utf-8")
+        write_readme_files()
+        return 0
+    results = score_corpus(args.split)
+    by = {k: [r for r in results if r.split == k] for k in ("dev", "test")}
+    print(headline({k: split_totals(v) for k, v in by.items() if v}))
+    for k, rs in by.items():
+        if rs:
+            print(f"\n{k}: " + summary(totals(rs)))
+            print("\n".join(misses(rs)))
+    if not args.no_docs and not args.split:
         from benchmarks.docs import command_line, write_section
 
-        path = write_section("real-logs", docs_body(results, t, command_line()))
-        print(f"\nwrote {path}")
+        path = write_section("real-logs", docs_body(results, command_line()))
+        DEV_INDEX.write_text(dev_index(), encoding="utf-8")
+        write_readme_files()
+        print(f"\nwrote {path}, {DEV_INDEX.name} and the file table of {README.name}")
     return 0
 
 
