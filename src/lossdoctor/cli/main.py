@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "jsonl, trainer-state...)")
     d.add_argument("--run", metavar="ID", default=None,
                    help="in an MLflow store holding several runs, read this one (its id, a prefix of "
-                        "it, or its name) instead of the newest")
+                        "it, or its name) instead of the newest; in a run directory used by several runs, "
+                        "version_N (or N; version_0 is the first)")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
     d.add_argument("--lang", choices=LANGS, default=None,
@@ -158,7 +159,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if stdin_dir is not None:
             stdin_dir.cleanup()
     try:
-        write_report(report, args, runs)
+        write_report(report, args, runs, inputs=read_paths(args.path))
     except WriteError as e:
         print(f"lossdoctor: {say_arg(e, chosen_lang(args))}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -167,6 +168,16 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if worst >= SEVERITY_RANK[args.fail_on]:
             return EXIT_FAIL_ON
     return EXIT_OK
+
+
+def read_paths(arg: str) -> list[str]:
+    """The paths `diagnose` read for the argument `arg` (none for stdin): an `-o` onto one of them,
+    or into it, is refused."""
+    if arg == "-":
+        return []
+    from ..sources.mlflow_store import uri_path
+
+    return [str(arg), str(uri_path(arg))]
 
 
 def stdin_to_file():

@@ -24,6 +24,11 @@ SOURCES = {
                             "{name} 被截断了（训练在保存时中止了？）：读取了到第 {step} 步为止的 {n} 条日志记录"),
     "source.json_truncated": ("{name} is truncated or damaged at character {pos}: read the {n} entries before it",
                               "{name} 在第 {pos} 个字符处被截断或损坏：读取了它之前的 {n} 条记录"),
+    "source.rundir_versions": (
+        "{path} holds {n} runs ({names}); this report reads {chosen}; `--run NAME` reads another",
+        "{path} 中有 {n} 次运行（{names}）；本报告读取的是 {chosen}；用 `--run NAME` 读取其他运行"),
+    "source.rundir_no_version": ("{path}: no run {want} here (runs: {names})",
+                                 "{path}：这里没有运行 {want}（已有的运行：{names}）"),
     "source.tb_runs": (
         "{n} TensorBoard runs here; read the newest, {chosen} (others: {others}; point at one to diagnose it)",
         "这里有 {n} 个 TensorBoard 运行；读取了最新的 {chosen}（其他：{others}；要诊断其他运行请指定它）"),
