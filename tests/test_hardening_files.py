@@ -236,3 +236,203 @@ def test_planted_rank_dir_and_incident_file(tmp_path):
     w.close()
     assert tree(outside) == before
     assert json.loads((d / "incidents" / "step-00000003.json").read_text()) == {"step": 3}
+
+
+# --- 4. bounds ---------------------------------------------------------------------------------
+
+def peak_rss_mib(*args: str) -> tuple[int, float, float]:
+    """(exit code, peak resident memory in MiB, seconds) of `lossdoctor ARGS` in a fresh Python
+    (VmHWM of the process itself: a fork's memory before exec is not counted)."""
+    import time
+
+    code = ("import runpy, sys\n"
+            f"sys.argv = ['lossdoctor', *{list(map(str, args))!r}]\n"
+            "rc = 0\n"
+            "try:\n    runpy.run_module('lossdoctor', run_name='__main__')\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            "hwm = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
+            "print('PEAK', rc, hwm, file=sys.stderr)\n")
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=HANG)
+    seconds = time.perf_counter() - t0
+    _, rc, kb = p.stderr.strip().splitlines()[-1].split()
+    return int(rc), int(kb) / 1024, seconds
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["trainer_state.json", "train.csv", "train.jsonl",
+                                  "events.out.tfevents.1.host", "train.log"])
+def test_nul_files_are_read_in_bounded_memory_and_time(tmp_path, name):
+    sizes = {}
+    for mib in (64, 256):
+        d = tmp_path / str(mib)
+        d.mkdir()
+        with open(d / name, "wb") as f:
+            f.truncate(mib << 20)  # NUL bytes
+        sizes[mib] = peak_rss_mib("diagnose", d / name)
+    (rc64, mem64, t64), (rc256, mem256, t256) = sizes[64], sizes[256]
+    assert rc64 == rc256 == 2
+    # 4x the bytes: the same memory (the file is refused from its head or streamed), never 2x the file
+    assert mem256 < mem64 + 32 and mem256 < 200, sizes
+    assert t256 < 30, sizes
+
+
+def test_stdin_is_capped_and_the_cut_is_said(tmp_path):
+    line = json.dumps({"loss": 0.5, "learning_rate": 1e-4, "epoch": 0.01}) + "\n"
+    gen = subprocess.Popen([sys.executable, "-c", f"import sys\nwhile True: sys.stdout.write({line!r})"],
+                           stdout=subprocess.PIPE)
+    env = {**cli_env(), "LOSSDOCTOR_STDIN_MAX_BYTES": str(1 << 20)}
+    try:
+        p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", "-", "--format", "json"],
+                           stdin=gen.stdout, capture_output=True, text=True, env=env, timeout=HANG)
+    finally:
+        gen.kill()
+        gen.wait()
+    assert p.returncode == 0, p.stderr
+    rep = json.loads(p.stdout)
+    cut = [n for n in rep["notes_data"] if n["key"] == "cli.stdin_cut"]
+    assert cut and cut[0]["values"]["mib"] == 1
+    assert "warning" in p.stderr
+    # the default cap is a named, documented constant
+    from lossdoctor.cli.main import STDIN_MAX_BYTES
+    assert STDIN_MAX_BYTES == 256 << 20
+
+
+def lightning_dir(path: Path, hparams: str) -> Path:
+    path.mkdir()
+    with open(path / "metrics.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["epoch", "step", "train_loss"])
+        for i in range(60):
+            w.writerow([0, i, 2.0 / (1 + i)])
+    (path / "hparams.yaml").write_text(hparams)
+    return path
+
+
+def alias_bomb(levels: int = 9) -> str:
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, levels)]
+    lines.append("b: [" + ", ".join(["*a8"] * 20_000) + "]")
+    return "\n".join(lines) + "\noptimizer: SGD\nlr: 0.1\n"
+
+
+def test_a_yaml_alias_bomb_beside_a_log_is_refused_fast(tmp_path):
+    import time
+
+    d = lightning_dir(tmp_path / "bomb", alias_bomb())
+    t0 = time.perf_counter()
+    p = run_cli("diagnose", d, "--format", "json", timeout=HANG)
+    assert p.returncode == 0, p.stderr
+    assert time.perf_counter() - t0 < 20
+    rep = json.loads(p.stdout)
+    skipped = [n for n in rep["notes_data"] if n["key"] == "sources.settings_skipped"]
+    assert skipped and skipped[0]["values"]["file"] == "hparams.yaml"
+    # a plain hparams.yaml is still read
+    ok = lightning_dir(tmp_path / "plain", "optimizer: SGD\nlr: 0.1\n")
+    from lossdoctor.sources import load_path
+    assert load_path(ok)[0].meta.get("optimizer", {}).get("class") == "SGD"
+    # and YAML never builds an object from a tag
+    evil = lightning_dir(tmp_path / "evil", "x: !!python/object/apply:os.system ['touch pwned']\nlr: 0.1\n")
+    run_cli("diagnose", evil, cwd=tmp_path, timeout=HANG)
+    assert not (tmp_path / "pwned").exists()
+
+
+# --- 5. trust in what is read ------------------------------------------------------------------
+
+def test_a_tensorboard_record_with_a_flipped_bit_is_not_read(tmp_path):
+    import struct
+
+    import numpy as np
+    from torch.utils.tensorboard import SummaryWriter
+
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.sources import load_path
+
+    w = SummaryWriter(str(tmp_path / "tb"))
+    for i in range(100):
+        w.add_scalar("train/loss", 1.696 if i == 50 else 2.0 / (1 + 0.05 * i), i)
+    w.close()
+    f = next((tmp_path / "tb").glob("events.out.tfevents.*"))
+    data = bytearray(f.read_bytes())
+    at = data.find(struct.pack("<f", np.float32(1.696)))
+    assert at > 0
+    # damage of the value: 1.696 becomes NaN (the exponent's bits set), the CRCs left as written
+    data[at:at + 4] = struct.pack("<I", struct.unpack("<I", data[at:at + 4])[0] | 0x7F800001)
+    assert np.isnan(np.frombuffer(bytes(data[at:at + 4]), "<f4")[0])
+    f.write_bytes(bytes(data))
+    run = load_path(f)[0]
+    assert 50 not in set(run.steps[run.logged("loss")].tolist()) and run.logged("loss").sum() == 99
+    assert np.isfinite(run.cols["loss"][run.logged("loss")]).all()
+    bad = [n for n in run.notes if getattr(n, "key", "") == "source.tb_bad_record"]
+    assert bad and bad[0].values["n"] == 1
+    assert "nonfinite_data" not in causes(diagnose_runs([run]))
+    p = run_cli("diagnose", f, "--format", "json", timeout=HANG)
+    assert p.returncode == 0 and "warning" in p.stderr
+    # a damaged length: the read stops there, with a note
+    data = bytearray(f.read_bytes())
+    data[2000] ^= 0xFF
+    f.write_bytes(bytes(data))
+    notes = {getattr(n, "key", "") for n in load_path(f)[0].notes}
+    assert notes & {"source.tb_bad_length", "source.tb_bad_record"}
+
+
+def test_crc32c_is_fast():
+    import time
+
+    import google_crc32c
+
+    data = os.urandom(32 << 20)
+    t0 = time.perf_counter()
+    google_crc32c.value(data)
+    assert 32 / (time.perf_counter() - t0) > 50  # MB/s: hundreds on a loaded 2-core machine
+
+
+def test_an_mlflow_store_in_wal_mode_is_left_as_it_was(tmp_path, monkeypatch):
+    import sqlite3
+
+    import numpy as np
+
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    db = tmp_path / "store" / "mlflow.db"
+    db.parent.mkdir()
+    mlflow.set_tracking_uri(f"sqlite:///{db}")
+    try:
+        mlflow.set_experiment("wal")
+        with mlflow.start_run():
+            for i in range(40):
+                mlflow.log_metric("loss", 2.0 / (1 + i), step=i)
+    finally:
+        mlflow.set_tracking_uri(None)
+    con = sqlite3.connect(db)
+    assert con.execute("PRAGMA journal_mode=WAL").fetchone()[0] == "wal"
+    con.close()
+
+    def listing():
+        return {e.name: (e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(db.parent)}
+
+    before = listing()
+    assert sorted(before) == ["mlflow.db"]
+    for target in (db, f"sqlite:///{db}", db.parent):
+        p = run_cli("diagnose", target, "--format", "json", timeout=HANG)
+        assert p.returncode == 0, p.stderr
+        assert listing() == before
+    # a writer still holding the WAL (committed pages not checkpointed): they are read, nothing changes
+    writer = sqlite3.connect(db)
+    writer.execute("PRAGMA wal_autocheckpoint=0")
+    run_id = writer.execute("SELECT run_uuid FROM runs").fetchone()[0]
+    writer.execute("INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
+                   "VALUES ('loss', 0.0, 0, ?, 40, 1)", (run_id,))
+    writer.commit()
+    try:
+        held = listing()
+        assert "mlflow.db-wal" in held
+        p = run_cli("diagnose", db, "--format", "json", timeout=HANG)
+        assert p.returncode == 0, p.stderr
+        from lossdoctor.sources import load_path
+        run = load_path(db)[0]
+        assert run.steps[-1] == 40 and np.isnan(run.cols["loss"][-1])  # the WAL's page was read
+        assert listing() == held
+    finally:
+        writer.close()

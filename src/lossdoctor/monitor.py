@@ -153,7 +153,10 @@ class Monitor:
         #: the directory the user named; this run's own is `log_dir` (itself, or a fresh
         #: `version_N/` inside it when it already holds a run: two runs are never mixed)
         self.root = root
-        slot, self.version = claim_run_dir(root, run_launch(self.world_size), self.rank)
+        if log_dir is None:  # a fresh name per launch (`default_log_dir`): never holds another run
+            slot, self.version = ConfinedDir.open_root(root), VERSION_PREFIX + "0"
+        else:
+            slot, self.version = claim_run_dir(root, run_launch(self.world_size), self.rank)
         self.log_dir = slot.path
         self.run_dir = slot.path / f"rank-{self.rank}" if self.world_size > 1 else slot.path
         if self.version != VERSION_PREFIX + "0" and not self.rank:

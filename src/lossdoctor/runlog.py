@@ -194,7 +194,7 @@ class RunLogWriter:
 
 
 #: the file in a run directory that names the launch writing it (`claim_run_dir`)
-CLAIM = "run.json"
+CLAIM = ".lossdoctor-run"
 #: a run directory used again keeps each new run in `version_N/` (N from 1; the first run is the
 #: directory itself, "version_0")
 VERSION_PREFIX = "version_"
@@ -205,7 +205,7 @@ def claim_run_dir(root: str | os.PathLike[str], launch: str | None,
                   rank: int | None = None) -> tuple[ConfinedDir, str]:
     """The directory this run writes: `root` when it holds no run yet, else the first
     `root/version_N/` that is free, or the one the other ranks of the same launch took. A run claims
-    its directory by linking a `run.json` naming `launch` into it (atomic: of two launches racing,
+    its directory by linking a `.lossdoctor-run` file naming `launch` into it (atomic: of two launches racing,
     one wins; ranks of one launch agree on its name, see `signals.launch`). With no launch name the
     ranks share none, and each rank takes the first directory where its `rank-N/` is absent.
     Returns the open directory and its version name (`version_0` for `root` itself)."""

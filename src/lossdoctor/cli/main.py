@@ -133,18 +133,22 @@ def internal_error(e: BaseException, lang: str = "en") -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from ..detectors.engine import diagnose_runs
+    from ..messages import Msg
     from ..sources import SourceError, load_path
     from ..vocabulary import SEVERITY_RANK
 
     stdin_dir = None
     try:
         path = args.path
+        cut = None
         if path == "-":
-            stdin_dir, path = stdin_to_file()
+            stdin_dir, path, cut = stdin_to_file()
         runs = load_path(path, getattr(args, "format_in", None), getattr(args, "run", None))
         if stdin_dir is not None:
             for run in runs:
                 run.meta["path"] = "<stdin>"
+                if cut is not None:
+                    run.notes.insert(0, Msg("cli.stdin_cut", mib=cut))
         report = diagnose_runs(runs)
         warn_partial(runs, chosen_lang(args))
     except SourceError as e:
@@ -180,24 +184,48 @@ def read_paths(arg: str) -> list[str]:
     return [str(arg), str(uri_path(arg))]
 
 
+#: the most of standard input `diagnose -` reads (256 MiB: a pasted or piped log is far smaller;
+#: `yes | lossdoctor diagnose -` would otherwise fill the disk). The rest is not read and a note
+#: says so. LOSSDOCTOR_STDIN_MAX_BYTES sets another cap.
+STDIN_MAX_BYTES = 256 << 20
+
+
+def stdin_cap() -> int:
+    try:
+        return max(1, int(os.environ.get("LOSSDOCTOR_STDIN_MAX_BYTES", STDIN_MAX_BYTES)))
+    except ValueError:
+        return STDIN_MAX_BYTES
+
+
 def stdin_to_file():
     """A pasted log piped in (`diagnose -`): copied in chunks to a temporary file named `stdin`, so
-    every reader (they sniff and seek) takes it like a file. Returns (the directory, the path)."""
-    import shutil
+    every reader (they sniff and seek) takes it like a file, up to `stdin_cap()` bytes (what is
+    beyond is left unread). Returns (the directory, the path, how many MiB were kept when cut, else
+    None)."""
     import tempfile
     from pathlib import Path
 
+    cap = stdin_cap()
     d = tempfile.TemporaryDirectory(prefix="lossdoctor-")
     path = Path(d.name) / "stdin"
+    left, cut = cap, None
     with open(path, "wb") as f:
-        shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
-    return d, path
+        while left > 0:
+            chunk = sys.stdin.buffer.read(min(1 << 20, left))
+            if not chunk:
+                break
+            f.write(chunk)
+            left -= len(chunk)
+        if left <= 0 and sys.stdin.buffer.read(1):
+            cut = round(cap / 2**20, 2)
+    return d, path, cut
 
 
 #: the readers' notes that say part of the input could not be read (by message key)
 PARTIAL_READ = frozenset({
     "source.hf_truncated", "source.json_truncated", "source.mlflow_stopped", "source.not_numbers",
     "source.ragged_rows", "source.unreadable_lines", "source.tb_torn", "source.tb_damaged",
+    "source.tb_bad_record", "source.tb_bad_length", "cli.stdin_cut",
     "source.wandb_torn", "source.wandb_bad_checksum",
 })
 

@@ -201,15 +201,62 @@ def _read_file_run(info: dict[str, Any], notes: list[str]) -> tuple[dict[str, tu
 
 # --- the SQLite store -----------------------------------------------------------------------
 
-def _connect(path: Path):
+class _Store:
+    """A read-only view of an MLflow SQLite store that leaves nothing beside it.
+
+    SQLite opened read-only still makes `-wal` and `-shm` files next to a WAL-mode database (and
+    leaves them). So the file is opened `immutable=1` (no lock, no journal, nothing written); when a
+    `-wal` file with committed pages is already there (a writer is running, or was killed before
+    its checkpoint), immutable mode would not see those pages, so the database and its WAL are
+    copied to a temporary folder and the copy is read (removed on close)."""
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        self._tmp = None
+        wal = path.with_name(path.name + "-wal")
+        try:
+            has_wal = wal.is_file() and wal.stat().st_size > 0
+        except OSError:
+            has_wal = False
+        if has_wal:
+            import shutil
+            import tempfile
+
+            self._tmp = tempfile.TemporaryDirectory(prefix="lossdoctor-mlflow-")
+            copy = Path(self._tmp.name) / "mlflow.db"
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name("mlflow.db-wal"))
+            uri = f"{copy.as_uri()}"
+        else:
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+        try:
+            self.con = sqlite3.connect(uri, uri=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def execute(self, *args):
+        return self.con.execute(*args)
+
+    def close(self) -> None:
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _connect(path: Path) -> _Store:
     try:
         import sqlite3
     except ImportError as e:  # a Python built without it
         raise SourceError(f"{path}: reading an MLflow SQLite store needs Python's sqlite3 module, "
                           "which this Python was built without") from e
     try:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as e:
+        return _Store(path)
+    except (sqlite3.Error, OSError) as e:
         raise SourceError(f"{path}: cannot open the SQLite database ({e})") from e
 
 
