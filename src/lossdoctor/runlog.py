@@ -45,6 +45,9 @@ FINDINGS = "findings.jsonl"
 PREFLIGHT = "preflight.jsonl"
 INCIDENTS = "incidents"
 
+#: the largest layers.f32 read (4 GiB: 50,000 sampled steps of 5 stats x 4,000 modules)
+MAX_LAYERS_BYTES = 4 << 30
+
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
@@ -402,7 +405,13 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
         notes.append(f"{LAYERS_SCHEMA} is unreadable; per-layer statistics ignored")
         return None
     width = 1 + len(stats) * len(modules)
-    data = read_bytes(d / LAYERS)
+    from .sources.registry import SourceError
+
+    try:
+        data = read_bytes(d / LAYERS, limit=MAX_LAYERS_BYTES)
+    except SourceError as e:  # larger than the cap: the run is read without its per-layer file
+        notes.append(f"{LAYERS}: not read ({e})")
+        return None
     raw = np.frombuffer(data[: len(data) // 4 * 4], dtype="<f4")
     n = raw.size // width
     if len(data) % (4 * width):

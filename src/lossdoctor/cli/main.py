@@ -137,10 +137,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from ..sources import SourceError, load_path
     from ..vocabulary import SEVERITY_RANK
 
-    stdin_dir = None
+    stdin_dir, cut = None, None
     try:
         path = args.path
-        cut = None
         if path == "-":
             stdin_dir, path, cut = stdin_to_file()
         runs = load_path(path, getattr(args, "format_in", None), getattr(args, "run", None))
@@ -153,6 +152,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         warn_partial(runs, chosen_lang(args))
     except SourceError as e:
         msg = str(e) if stdin_dir is None else str(e).replace(str(path), "<stdin>")
+        if cut is not None:
+            msg = f"{msg} ({Msg('cli.stdin_cut', mib=cut)})"
         print(f"lossdoctor: {' '.join(msg.split())}", file=sys.stderr)  # one line, whatever the path
         return EXIT_BAD_INPUT
     except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:

@@ -36,7 +36,11 @@ from ..records import Run, from_columns
 from .hf_trainer import restore_filtered_nan
 from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
-from .files import head, walk
+from .files import head, read_bytes, walk
+
+#: the most read of a file store's small files (meta.yaml, a param or a tag: MLflow caps a param's
+#: value at 6,000 characters)
+SMALL_FILE = 64 << 10
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_NAMES = ("mlflow.db",)
@@ -100,8 +104,8 @@ def _yaml_fields(path: Path) -> dict[str, str]:
     written by MLflow as one scalar per line; quotes around ids are removed)."""
     out: dict[str, str] = {}
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = head(path, SMALL_FILE).decode("utf-8", errors="replace")
+    except (OSError, SourceError):
         return out
     for line in text.splitlines():
         m = re.match(r"^([A-Za-z_]+):\s*(.*?)\s*$", line)
@@ -164,8 +168,8 @@ def _read_text_dir(d: Path) -> dict[str, str]:
     out = {}
     for f in walk(d, lambda n: True, max_depth=6)[:2000]:
         try:
-            out[f.relative_to(d).as_posix()] = f.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
+            out[f.relative_to(d).as_posix()] = head(f, SMALL_FILE).decode("utf-8", errors="replace").strip()
+        except (OSError, SourceError):
             continue
     return out
 
@@ -195,7 +199,7 @@ def _read_file_run(info: dict[str, Any], notes: list[str]) -> tuple[dict[str, tu
     root = info["dir"] / "metrics"
     series = {}
     for name in _wanted(info["metrics"]):
-        series[name] = parse_metric_file((root / name).read_bytes(), name, notes)
+        series[name] = parse_metric_file(read_bytes(root / name), name, notes)
     return series, _read_text_dir(info["dir"] / "params")
 
 
