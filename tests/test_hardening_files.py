@@ -148,9 +148,24 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, reused):
     d, *_ = reused
     before = tree(d)
     for out in (d / "steps.jsonl", d / "meta.json", d / "version_1" / "steps.jsonl", d / "new.html"):
-        one_line_error(run_cli("diagnose", d, "--format", "html", "-o", out, timeout=HANG))
-        one_line_error(run_cli("verify", d, "-o", out, timeout=HANG))
+        assert "refusing" in one_line_error(run_cli("diagnose", d, "--format", "html", "-o", out, timeout=HANG))
     assert tree(d) == before
+
+
+def replay(model, x):
+    return ((model(x) - x.sum(1, keepdim=True)) ** 2).mean()
+
+
+def test_verify_output_into_its_run_directory_is_refused(tmp_path):
+    d = tmp_path / "v"
+    train(d, nan_at=20, replay_fn=replay)
+    assert run_cli("verify", d, timeout=HANG).returncode == 0
+    before = tree(d)
+    for out in (d / "incidents" / "step-00000020.json", d / "v.txt", d / "steps.jsonl"):
+        assert "refusing" in one_line_error(run_cli("verify", d, "-o", out, timeout=HANG))
+    assert tree(d) == before
+    ok = run_cli("verify", d, "--format", "json", "-o", tmp_path / "v.json", timeout=HANG)
+    assert ok.returncode == 0 and json.loads((tmp_path / "v.json").read_text())
 
 
 def test_reports_are_written_atomically(tmp_path):
@@ -210,6 +225,26 @@ def test_a_planted_steps_file_sends_the_run_to_a_fresh_version(tmp_path):
     mon = train(log_dir, steps=5)
     assert mon.log_dir == log_dir / "version_3"
     assert tree(outside) == before and os.listdir(outside / "dir") == []
+
+
+def test_planted_snapshots_dir_is_never_written_through(tmp_path):
+    log_dir, outside = tmp_path / "run", tmp_path / "outside"
+    log_dir.mkdir()
+    outside.mkdir()
+    (log_dir / "snapshots").symlink_to(outside)
+    mon = train(log_dir, nan_at=20, replay_fn=replay, snapshot="disk", snapshot_every=5)
+    assert os.listdir(outside) == []
+    assert len((log_dir / "steps.jsonl").read_text().splitlines()) == 30
+    assert "nonfinite_data" in causes(mon.diagnose())
+    # a link planted inside a real snapshots/ under a snapshot's name: removed, never followed
+    d = tmp_path / "run2"
+    (d / "snapshots").mkdir(parents=True)
+    victim = outside / "victim"
+    victim.write_bytes(b"someone's file")
+    for step in (0, 5, 10, 15, 20):
+        (d / "snapshots" / f"snapshot-{step:08d}.pt").symlink_to(victim)
+    train(d, nan_at=20, replay_fn=replay, snapshot="disk", snapshot_every=5)
+    assert victim.read_bytes() == b"someone's file" and sorted(os.listdir(outside)) == ["victim"]
 
 
 def test_planted_rank_dir_and_incident_file(tmp_path):
