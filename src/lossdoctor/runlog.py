@@ -114,10 +114,16 @@ class RunLogWriter:
     def _replace(self, d: ConfinedDir | None, name: str, data: bytes, shown: str) -> None:
         if d is None:
             return
+        reopened = d.fd < 0  # meta.json written again after close: the directory opened once more
+        if reopened:
+            d = ConfinedDir.open_root(self.path)
         try:
             d.replace(name, data)
         except Refused as e:
             self._refuse(shown, e)
+        finally:
+            if reopened:
+                d.close()
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         meta = {k: v for k, v in meta.items() if k != "incidents"}  # they have their own files
@@ -128,11 +134,15 @@ class RunLogWriter:
         """One triage record, `incidents/<name>.json`, written atomically."""
         if self._dir is None:
             return
+        base = self._dir if self._dir.fd >= 0 else ConfinedDir.open_root(self.path)  # after close
         try:
-            d = self._dir.sub(INCIDENTS)
+            d = base.sub(INCIDENTS)
         except Refused as e:
             self._refuse(INCIDENTS, e)
             return
+        finally:
+            if base is not self._dir:
+                base.close()
         try:
             data = orjson.dumps(_encode_nonfinite(record), option=_DUMP_OPTS | orjson.OPT_INDENT_2)
             self._replace(d, name + ".json", data, f"{INCIDENTS}/{name}.json")
