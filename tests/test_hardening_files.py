@@ -149,6 +149,9 @@ def test_an_output_that_is_an_input_is_refused(tmp_path, reused):
     before = tree(d)
     for out in (d / "steps.jsonl", d / "meta.json", d / "version_1" / "steps.jsonl", d / "new.html"):
         assert "refusing" in one_line_error(run_cli("diagnose", d, "--format", "html", "-o", out, timeout=HANG))
+    # one file of a run directory read alone: its directory is still protected
+    line = one_line_error(run_cli("diagnose", d / "steps.jsonl", "-o", d / "meta.json", timeout=HANG))
+    assert "refusing" in line
     assert tree(d) == before
 
 

@@ -180,9 +180,16 @@ def read_paths(arg: str) -> list[str]:
     or into it, is refused."""
     if arg == "-":
         return []
+    from pathlib import Path
+
+    from ..runlog import is_run_dir
     from ..sources.mlflow_store import uri_path
 
-    return [str(arg), str(uri_path(arg))]
+    paths = [str(arg), str(uri_path(arg))]
+    parent = Path(paths[1]).parent
+    if Path(paths[1]).is_file() and is_run_dir(parent):  # a run directory's own file read alone
+        paths.append(str(parent))
+    return paths
 
 
 #: the most of standard input `diagnose -` reads (256 MiB: a pasted or piped log is far smaller;
