@@ -474,3 +474,47 @@ def test_an_mlflow_store_in_wal_mode_is_left_as_it_was(tmp_path, monkeypatch):
         assert listing() == held
     finally:
         writer.close()
+
+
+# --- 1b. the ranks of a real DDP launch, twice into one log_dir -------------------------------
+
+def reuse_ddp_worker(rank: int, world: int, port: int, out: str, nan: bool) -> None:
+    """DDP over gloo, every rank given the same log_dir; a NaN sample on rank 1 at step 2 when `nan`."""
+    import dist_workers
+
+    dist_workers._setup(rank, world, port)
+    model = nn.parallel.DistributedDataParallel(dist_workers._mlp())
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    mon = lossdoctor.watch(model, opt, log_dir=Path(out) / "ld", alerts=False)
+    for step in range(4):
+        b = dist_workers._batch(rank, step, 1 if nan else -1, 2)
+        loss = nn.functional.mse_loss(model(b["x"]), b["y"])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        mon.step(loss, batch=b)
+    mon.close()
+    Path(out, f"rank{rank}-{int(nan)}.json").write_text(json.dumps({"log_dir": str(mon.log_dir),
+                                                                     "version": mon.version}))
+    torch.distributed.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_two_ddp_launches_into_one_log_dir_stay_apart(tmp_path):
+    import torch.multiprocessing as mp
+
+    import dist_workers
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.sources import load_path
+
+    for nan in (True, False):
+        mp.spawn(reuse_ddp_worker, args=(2, dist_workers.free_port(), str(tmp_path), nan), nprocs=2, join=True)
+    got = {(r, n): json.loads((tmp_path / f"rank{r}-{n}.json").read_text()) for r in (0, 1) for n in (0, 1)}
+    ld = tmp_path / "ld"
+    assert {got[r, 1]["log_dir"] for r in (0, 1)} == {str(ld)}
+    assert {got[r, 0]["log_dir"] for r in (0, 1)} == {str(ld / "version_1")}  # both ranks, one folder
+    assert sorted(p.name for p in (ld / "version_1").iterdir() if not p.name.startswith(".")) == ["rank-0", "rank-1"]
+    newest = load_path(ld)
+    assert [r.rank for r in newest] == [0, 1] and diagnose_runs(newest).findings == []
+    first = diagnose_runs(load_path(ld, select="version_0"))
+    assert any(f.cause == "nonfinite_data" and f.rank == 1 for f in first.findings)

@@ -61,12 +61,28 @@ def default_log_dir(world_size: int = 1) -> Path:
     return Path("lossdoctor_runs") / (name or datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
 
 
+#: monitors this process made under torch.distributed (every rank makes the same sequence)
+_RANKED_WATCHES = [0]
+
+
 def run_launch(world_size: int) -> str | None:
-    """The name every rank of this launch shares (`signals.launch`), or, for one process, a name of
-    its own; None when the ranks cannot agree on one (see `runlog.claim_run_dir`)."""
-    if world_size > 1:
+    """The name every rank of this run shares, or, for one process, a name of its own; None when
+    the ranks cannot agree on one (see `runlog.claim_run_dir`). Under torch.distributed the first
+    rank to ask puts a fresh name in the process group's key-value store (`compare_set`: no
+    collective, no wait for the other ranks) and every rank reads it back, so two launches from one
+    parent process (`mp.spawn` twice) and two `watch` calls in one launch never share a name;
+    without a store, the launcher's environment (`signals.launch`)."""
+    if world_size <= 1:
+        return uuid.uuid4().hex
+    _RANKED_WATCHES[0] += 1
+    try:
+        import torch.distributed as dist
+
+        store = dist.distributed_c10d._get_default_store()
+        key = f"lossdoctor/run-dir/{_RANKED_WATCHES[0]}"
+        return store.compare_set(key, "", uuid.uuid4().hex).decode()
+    except Exception:  # no default store (a process group made without one), an old torch
         return shared_run_name()
-    return uuid.uuid4().hex
 
 
 def open_run_log(run_dir: Path, slot: ConfinedDir, ranked: bool, notes: list[str]) -> RunLogWriter:
