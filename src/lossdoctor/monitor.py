@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,7 +32,8 @@ from .messages import Msg
 from .options import WatchOptions
 from .preflight.watch import start_preflight
 from .records import LayerStats
-from .runlog import RunLogWriter
+from .runlog import VERSION_PREFIX, RunLogWriter, claim_run_dir
+from .sources.confined import ConfinedDir
 from .signals.accelerate import sync_gradients_flag
 from .signals.batch import BatchProbe
 from .signals.describe import describe_run
@@ -57,6 +59,46 @@ def default_log_dir(world_size: int = 1) -> Path:
     launcher's environment, so the ranks agree without a collective)."""
     name = shared_run_name() if world_size > 1 else None
     return Path("lossdoctor_runs") / (name or datetime.now().strftime("%Y%m%d-%H%M%S-%f"))
+
+
+#: monitors this process made under torch.distributed (every rank makes the same sequence)
+_RANKED_WATCHES = [0]
+
+
+def run_launch(world_size: int) -> str | None:
+    """The name every rank of this run shares, or, for one process, a name of its own; None when
+    the ranks cannot agree on one (see `runlog.claim_run_dir`). Under torch.distributed the first
+    rank to ask puts a fresh name in the process group's key-value store (`compare_set`: no
+    collective, no wait for the other ranks) and every rank reads it back, so two launches from one
+    parent process (`mp.spawn` twice) and two `watch` calls in one launch never share a name;
+    without a store, the launcher's environment (`signals.launch`)."""
+    if world_size <= 1:
+        return uuid.uuid4().hex
+    _RANKED_WATCHES[0] += 1
+    try:
+        import torch.distributed as dist
+
+        store = dist.distributed_c10d._get_default_store()
+        key = f"lossdoctor/run-dir/{_RANKED_WATCHES[0]}"
+        return store.compare_set(key, "", uuid.uuid4().hex).decode()
+    except Exception:  # no default store (a process group made without one), an old torch
+        return shared_run_name()
+
+
+def open_run_log(run_dir: Path, slot: ConfinedDir, ranked: bool, notes: list[str]) -> RunLogWriter:
+    """The run log writer in `run_dir` (`slot`, or its `rank-N/`); a refused `rank-N/` (a link)
+    leaves a writer that writes nothing and says so in `notes`."""
+    d: ConfinedDir | None = slot
+    if ranked:
+        try:
+            d = slot.sub(run_dir.name)
+        except OSError as e:
+            d = None
+            notes.append(Msg("monitor.path_refused", path=run_dir.name, error=str(e.strerror or e)))
+            log.warning("lossdoctor: %s", notes[-1])
+        finally:
+            slot.close()
+    return RunLogWriter(run_dir, d, notes, inert=d is None)
 
 
 def _dist_rank() -> tuple[int | None, int]:
@@ -124,8 +166,17 @@ class Monitor:
         self.layer_every = opts.layer_every
         self.rank, self.world_size = _dist_rank()
         root = Path(log_dir) if log_dir is not None else default_log_dir(self.world_size)
-        self.log_dir = root
-        self.run_dir = root / f"rank-{self.rank}" if self.world_size > 1 else root
+        #: the directory the user named; this run's own is `log_dir` (itself, or a fresh
+        #: `version_N/` inside it when it already holds a run: two runs are never mixed)
+        self.root = root
+        if log_dir is None:  # a fresh name per launch (`default_log_dir`): never holds another run
+            slot, self.version = ConfinedDir.open_root(root), VERSION_PREFIX + "0"
+        else:
+            slot, self.version = claim_run_dir(root, run_launch(self.world_size), self.rank)
+        self.log_dir = slot.path
+        self.run_dir = slot.path / f"rank-{self.rank}" if self.world_size > 1 else slot.path
+        if self.version != VERSION_PREFIX + "0" and not self.rank:
+            log.warning("lossdoctor: %s", Msg("monitor.new_version", root=str(root), path=str(slot.path)))
         self.step_idx = 0
         self.closed = False
         #: what is measured each step: the built-in probes, then those integrations add (`add_probe`)
@@ -145,7 +196,7 @@ class Monitor:
 
         #: what the monitor could not do (internal errors): written to meta.json, read back as notes
         self.notes: list[str] = []
-        self.writer = RunLogWriter(self.run_dir)
+        self.writer = open_run_log(self.run_dir, slot, self.world_size > 1, self.notes)
         try:
             self._install(model, optimizer, opts)
         except BaseException:
@@ -321,7 +372,7 @@ class Monitor:
         from .sources import load_path
 
         try:
-            return diagnose_runs(load_path(self.log_dir))
+            return diagnose_runs(load_path(self.root, select=self.version))
         except Exception as e:
             why = [Msg("monitor.parts_disabled", notes="; ".join(self.notes))] if self.notes else []
             return Report(findings=[], steps=self.step_idx, source=str(self.log_dir), inconclusive=True,

@@ -23,16 +23,19 @@ and writes its footer at close, so a killed run would leave an unreadable file; 
 
 from __future__ import annotations
 
-import io
+import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 import orjson
 
 from .records import LayerStats, Run, make_run
+from .sources.confined import ConfinedDir, Refused
 from .sources.files import open_regular, read_bytes
+
+log = logging.getLogger("lossdoctor")
 
 META = "meta.json"
 STEPS = "steps.jsonl"
@@ -41,6 +44,9 @@ LAYERS = "layers.f32"
 FINDINGS = "findings.jsonl"
 PREFLIGHT = "preflight.jsonl"
 INCIDENTS = "incidents"
+
+#: the largest layers.f32 read (4 GiB: 50,000 sampled steps of 5 stats x 4,000 modules)
+MAX_LAYERS_BYTES = 4 << 30
 
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
@@ -67,40 +73,93 @@ def _encode_nonfinite(obj: Any) -> Any:
 
 class RunLogWriter:
     """Appends one run's records to its directory. Every write is flushed: the log is the evidence
-    of a crash, so it must survive the crash."""
+    of a crash, so it must survive the crash.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Every file is opened inside the directory without following links (`sources.confined`): a
+    symlink or hard link planted under a name the log uses is refused with a note (in `notes`, the
+    monitor's), that file is not written, and the other files are."""
+
+    def __init__(self, path: str | os.PathLike[str], directory: ConfinedDir | None = None,
+                 notes: list[str] | None = None, inert: bool = False) -> None:
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
-        self._steps = open(self.path / STEPS, "ab")
-        self._findings = open(self.path / FINDINGS, "ab")
-        self._layers: io.BufferedWriter | None = None
-        self._preflight: io.BufferedWriter | None = None
+        #: what could not be written and why (the monitor passes its own list)
+        self.notes: list[str] = [] if notes is None else notes
+        self._refused: set[str] = set()
+        self._dir = None if inert else directory if directory is not None else ConfinedDir.open_root(self.path)
+        self._steps = self._append_file(STEPS)
+        self._findings = self._append_file(FINDINGS)
+        self._layers: IO[bytes] | None = None
+        self._preflight: IO[bytes] | None = None
         self._layer_width = 0
+
+    def _refuse(self, name: str, e: OSError) -> None:
+        if name in self._refused:
+            return
+        self._refused.add(name)
+        from .messages import Msg
+
+        note = Msg("monitor.path_refused", path=name, error=str(e.strerror or e))
+        self.notes.append(note)
+        log.warning("lossdoctor: %s", note)
+
+    def _append_file(self, name: str) -> IO[bytes] | None:
+        if self._dir is None:
+            return None
+        try:
+            return self._dir.open_append(name)
+        except OSError as e:
+            self._refuse(name, e)
+            return None
+
+    def _replace(self, d: ConfinedDir | None, name: str, data: bytes, shown: str) -> None:
+        if d is None:
+            return
+        reopened = d.fd < 0  # meta.json written again after close: the directory opened once more
+        if reopened:
+            d = ConfinedDir.open_root(self.path)
+        try:
+            d.replace(name, data)
+        except Refused as e:
+            self._refuse(shown, e)
+        finally:
+            if reopened:
+                d.close()
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         meta = {k: v for k, v in meta.items() if k != "incidents"}  # they have their own files
-        tmp = self.path / (META + ".tmp")
-        tmp.write_bytes(orjson.dumps(_encode_nonfinite(meta), option=_DUMP_OPTS | orjson.OPT_INDENT_2))
-        os.replace(tmp, self.path / META)
+        data = orjson.dumps(_encode_nonfinite(meta), option=_DUMP_OPTS | orjson.OPT_INDENT_2)
+        self._replace(self._dir, META, data, META)
 
     def write_incident(self, name: str, record: dict[str, Any]) -> None:
         """One triage record, `incidents/<name>.json`, written atomically."""
-        d = self.path / INCIDENTS
-        d.mkdir(exist_ok=True)
-        tmp = d / (name + ".json.tmp")
-        tmp.write_bytes(orjson.dumps(_encode_nonfinite(record), option=_DUMP_OPTS | orjson.OPT_INDENT_2))
-        os.replace(tmp, d / (name + ".json"))
+        if self._dir is None:
+            return
+        base = self._dir if self._dir.fd >= 0 else ConfinedDir.open_root(self.path)  # after close
+        try:
+            d = base.sub(INCIDENTS)
+        except Refused as e:
+            self._refuse(INCIDENTS, e)
+            return
+        finally:
+            if base is not self._dir:
+                base.close()
+        try:
+            data = orjson.dumps(_encode_nonfinite(record), option=_DUMP_OPTS | orjson.OPT_INDENT_2)
+            self._replace(d, name + ".json", data, f"{INCIDENTS}/{name}.json")
+        finally:
+            d.close()
 
     def append_step(self, record: dict[str, Any]) -> None:
+        if self._steps is None:
+            return
         self._steps.write(_dumps(record) + b"\n")
         self._steps.flush()
 
     def start_layers(self, modules: list[str], stats: list[str], types: list[str] | None = None) -> None:
         schema = {"modules": modules, "types": types or [], "stats": stats,
                   "row": ["step"] + [f"{s}[module]" for s in stats]}
-        (self.path / LAYERS_SCHEMA).write_bytes(orjson.dumps(schema))
-        self._layers = open(self.path / LAYERS, "ab")
+        self._replace(self._dir, LAYERS_SCHEMA, orjson.dumps(schema), LAYERS_SCHEMA)
+        self._layers = self._append_file(LAYERS)
         self._layer_width = 1 + len(stats) * len(modules)
 
     def append_layers(self, step: int, values: np.ndarray) -> None:
@@ -114,28 +173,152 @@ class RunLogWriter:
         self._layers.flush()
 
     def append_finding(self, finding: dict[str, Any]) -> None:
+        if self._findings is None:
+            return
         self._findings.write(_dumps(finding) + b"\n")
         self._findings.flush()
 
     def append_preflight(self, finding: dict[str, Any]) -> None:
         if self._preflight is None:
-            self._preflight = open(self.path / PREFLIGHT, "ab")
+            if PREFLIGHT in self._refused:
+                return
+            self._preflight = self._append_file(PREFLIGHT)
+            if self._preflight is None:
+                return
         self._preflight.write(_dumps(finding) + b"\n")
         self._preflight.flush()
+
+    def subdir(self, name: str) -> ConfinedDir | None:
+        """A folder of this run's directory (disk snapshots), or None (noted) when it is a link."""
+        if self._dir is None:
+            return None
+        try:
+            return self._dir.sub(name)
+        except OSError as e:
+            self._refuse(name, e)
+            return None
 
     def close(self) -> None:
         for f in (self._steps, self._findings, self._layers, self._preflight):
             if f is not None and not f.closed:
                 f.close()
+        if self._dir is not None:
+            self._dir.close()
 
 
-def is_run_dir(path: Path) -> bool:
-    """A lossdoctor run directory: meta.json or steps.jsonl here, or in rank-N sub-directories."""
-    if not path.is_dir():
+#: the file in a run directory that names the launch writing it (`claim_run_dir`)
+CLAIM = ".lossdoctor-run"
+#: a run directory used again keeps each new run in `version_N/` (N from 1; the first run is the
+#: directory itself, "version_0")
+VERSION_PREFIX = "version_"
+MAX_VERSIONS = 100_000
+
+
+def claim_run_dir(root: str | os.PathLike[str], launch: str | None,
+                  rank: int | None = None) -> tuple[ConfinedDir, str]:
+    """The directory this run writes: `root` when it holds no run yet, else the first
+    `root/version_N/` that is free, or the one the other ranks of the same launch took. A run claims
+    its directory by linking a `.lossdoctor-run` file naming `launch` into it (atomic: of two launches racing,
+    one wins; ranks of one launch agree on its name, see `signals.launch`). With no launch name the
+    ranks share none, and each rank takes the first directory where its `rank-N/` is absent.
+    Returns the open directory and its version name (`version_0` for `root` itself)."""
+    top = ConfinedDir.open_root(root)
+    for n in range(MAX_VERSIONS):
+        if n == 0:
+            slot = top
+        else:
+            try:
+                slot = top.sub(f"{VERSION_PREFIX}{n}")
+            except Refused:
+                continue  # a link planted as version_N: never written through, skipped
+        if _take(slot, launch, rank, first=n == 0):
+            if slot is not top:
+                top.close()
+            return slot, f"{VERSION_PREFIX}{n}"
+        if slot is not top:
+            slot.close()
+    top.close()
+    raise OSError(f"{root}: {MAX_VERSIONS} runs already; use another log_dir")
+
+
+def _take(slot: ConfinedDir, launch: str | None, rank: int | None, first: bool) -> bool:
+    claim = _claim_of(slot)
+    if claim is not None:
+        return launch is not None and claim == launch
+    if launch is None:
+        return not (slot.lexists(f"rank-{rank}") if rank is not None else _holds_run(slot, first))
+    if _holds_run(slot, first):
+        return False  # a run written before claims existed
+    tmp = f".{CLAIM}.{os.getpid()}.{id(slot)}.tmp"
+    try:
+        with slot.create_new(tmp) as f:
+            f.write(orjson.dumps({"launch": launch, "pid": os.getpid()}))
+        try:
+            os.link(tmp, CLAIM, src_dir_fd=slot.fd, dst_dir_fd=slot.fd, follow_symlinks=False)
+        except FileExistsError:
+            pass
+    except OSError:
         return False
+    finally:
+        slot.unlink(tmp)
+    return _claim_of(slot) == launch
+
+
+def _claim_of(slot: ConfinedDir) -> str | None:
+    data = slot.read_small(CLAIM)
+    if data is None:
+        return None
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return ""  # a claim file of no launch: taken
+    return str(obj.get("launch", "")) if isinstance(obj, dict) else ""
+
+
+def _holds_run(slot: ConfinedDir, first: bool) -> bool:
+    """A run was written here: meta.json, steps.jsonl or rank-* (a link counts); for the directory
+    the user named, also any version_N/ (later runs)."""
+    if slot.lexists(META) or slot.lexists(STEPS):
+        return True
+    try:
+        names = os.listdir(slot.fd)
+    except OSError:
+        return True
+    return any(n.startswith("rank-") or (first and n.startswith(VERSION_PREFIX)) for n in names)
+
+
+def run_versions(root: Path) -> list[tuple[str, Path]]:
+    """The runs a directory holds, oldest first: ("version_0", root) when the directory itself holds
+    one, then each `version_N/` that does (links not followed)."""
+    out = [(f"{VERSION_PREFIX}0", root)] if _is_single_run(root) else []
+    found = []
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return out
+    for e in entries:
+        num = e.name[len(VERSION_PREFIX):]
+        if e.name.startswith(VERSION_PREFIX) and num.isdigit() and int(num) > 0 and len(num) < 10:
+            try:
+                if e.is_dir(follow_symlinks=False) and _is_single_run(Path(e.path)):
+                    found.append((int(num), e.name, Path(e.path)))
+            except OSError:
+                continue
+    return out + [(name, p) for _, name, p in sorted(found)]
+
+
+def _is_single_run(path: Path) -> bool:
     if (path / META).exists() or (path / STEPS).exists():
         return True
     return any((d / STEPS).exists() for d in path.glob("rank-*"))
+
+
+def is_run_dir(path: Path) -> bool:
+    """A lossdoctor run directory: meta.json or steps.jsonl here, or in rank-N sub-directories, or
+    runs in version_N/ sub-directories."""
+    if not path.is_dir():
+        return False
+    return bool(run_versions(path))
 
 
 def rank_dirs(path: Path) -> list[Path]:
@@ -232,7 +415,13 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
         notes.append(f"{LAYERS_SCHEMA} is unreadable; per-layer statistics ignored")
         return None
     width = 1 + len(stats) * len(modules)
-    data = read_bytes(d / LAYERS)
+    from .sources.registry import SourceError
+
+    try:
+        data = read_bytes(d / LAYERS, limit=MAX_LAYERS_BYTES)
+    except SourceError as e:  # larger than the cap: the run is read without its per-layer file
+        notes.append(f"{LAYERS}: not read ({e})")
+        return None
     raw = np.frombuffer(data[: len(data) // 4 * 4], dtype="<f4")
     n = raw.size // width
     if len(data) % (4 * width):

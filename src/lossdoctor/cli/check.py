@@ -84,7 +84,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"lossdoctor: {args.config}: {e}".splitlines()[0], file=sys.stderr)
         return EXIT_BAD_INPUT
     report.source = args.config
-    write_report(report, args)
+    write_report(report, args, inputs=[str(split_spec(args.config)[0])])
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
         if worst >= SEVERITY_RANK[args.fail_on]:

@@ -62,7 +62,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     fmt = "md" if args.format == "markdown" else args.format
     text = render(incidents, fmt, lang, str(args.path))
-    write_text(text, args.output)
+    write_text(text, args.output, inputs=[str(args.path)])
     if args.fail_on == "unverified" and any(not i["verified"] for i in incidents):
         return EXIT_FAIL_ON
     return EXIT_OK
@@ -72,10 +72,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def read_incidents(path: Path) -> list[dict[str, Any]]:
     """The incidents of a run directory that verification ran for, each as `incident_view` makes it."""
-    from ..runlog import INCIDENTS, load_incidents
+    from ..runlog import INCIDENTS, load_incidents, run_versions
 
     if not path.is_dir():
         raise VerifyInputError(Msg("cli.verify.not_dir", path=str(path)))
+    versions = run_versions(path)
+    if versions:  # a log_dir used by several runs: the newest, as `diagnose` reads it
+        path = versions[-1][1]
     if not (path / "meta.json").is_file() and not (path / "steps.jsonl").is_file():
         raise VerifyInputError(Msg("cli.verify.not_run_dir", path=str(path)))
     try:

@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "jsonl, trainer-state...)")
     d.add_argument("--run", metavar="ID", default=None,
                    help="in an MLflow store holding several runs, read this one (its id, a prefix of "
-                        "it, or its name) instead of the newest")
+                        "it, or its name) instead of the newest; in a run directory used by several runs, "
+                        "version_N (or N; version_0 is the first)")
     d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
     d.add_argument("--lang", choices=LANGS, default=None,
@@ -132,22 +133,27 @@ def internal_error(e: BaseException, lang: str = "en") -> int:
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
     from ..detectors.engine import diagnose_runs
+    from ..messages import Msg
     from ..sources import SourceError, load_path
     from ..vocabulary import SEVERITY_RANK
 
-    stdin_dir = None
+    stdin_dir, cut = None, None
     try:
         path = args.path
         if path == "-":
-            stdin_dir, path = stdin_to_file()
+            stdin_dir, path, cut = stdin_to_file()
         runs = load_path(path, getattr(args, "format_in", None), getattr(args, "run", None))
         if stdin_dir is not None:
             for run in runs:
                 run.meta["path"] = "<stdin>"
+                if cut is not None:
+                    run.notes.insert(0, Msg("cli.stdin_cut", mib=cut))
         report = diagnose_runs(runs)
         warn_partial(runs, chosen_lang(args))
     except SourceError as e:
         msg = str(e) if stdin_dir is None else str(e).replace(str(path), "<stdin>")
+        if cut is not None:
+            msg = f"{msg} ({Msg('cli.stdin_cut', mib=cut)})"
         print(f"lossdoctor: {' '.join(msg.split())}", file=sys.stderr)  # one line, whatever the path
         return EXIT_BAD_INPUT
     except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:
@@ -158,7 +164,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if stdin_dir is not None:
             stdin_dir.cleanup()
     try:
-        write_report(report, args, runs)
+        write_report(report, args, runs, inputs=read_paths(args.path))
     except WriteError as e:
         print(f"lossdoctor: {say_arg(e, chosen_lang(args))}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -169,24 +175,65 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def read_paths(arg: str) -> list[str]:
+    """The paths `diagnose` read for the argument `arg` (none for stdin): an `-o` onto one of them,
+    or into it, is refused."""
+    if arg == "-":
+        return []
+    from pathlib import Path
+
+    from ..runlog import is_run_dir
+    from ..sources.mlflow_store import uri_path
+
+    paths = [str(arg), str(uri_path(arg))]
+    parent = Path(paths[1]).parent
+    if Path(paths[1]).is_file() and is_run_dir(parent):  # a run directory's own file read alone
+        paths.append(str(parent))
+    return paths
+
+
+#: the most of standard input `diagnose -` reads (256 MiB: a pasted or piped log is far smaller;
+#: `yes | lossdoctor diagnose -` would otherwise fill the disk). The rest is not read and a note
+#: says so. LOSSDOCTOR_STDIN_MAX_BYTES sets another cap.
+STDIN_MAX_BYTES = 256 << 20
+
+
+def stdin_cap() -> int:
+    try:
+        return max(1, int(os.environ.get("LOSSDOCTOR_STDIN_MAX_BYTES", STDIN_MAX_BYTES)))
+    except ValueError:
+        return STDIN_MAX_BYTES
+
+
 def stdin_to_file():
     """A pasted log piped in (`diagnose -`): copied in chunks to a temporary file named `stdin`, so
-    every reader (they sniff and seek) takes it like a file. Returns (the directory, the path)."""
-    import shutil
+    every reader (they sniff and seek) takes it like a file, up to `stdin_cap()` bytes (what is
+    beyond is left unread). Returns (the directory, the path, how many MiB were kept when cut, else
+    None)."""
     import tempfile
     from pathlib import Path
 
+    cap = stdin_cap()
     d = tempfile.TemporaryDirectory(prefix="lossdoctor-")
     path = Path(d.name) / "stdin"
+    left, cut = cap, None
     with open(path, "wb") as f:
-        shutil.copyfileobj(sys.stdin.buffer, f, 1 << 20)
-    return d, path
+        while left > 0:
+            chunk = sys.stdin.buffer.read(min(1 << 20, left))
+            if not chunk:
+                break
+            f.write(chunk)
+            left -= len(chunk)
+        if left <= 0 and sys.stdin.buffer.read(1):
+            cut = round(cap / 2**20, 2)
+    return d, path, cut
 
 
 #: the readers' notes that say part of the input could not be read (by message key)
 PARTIAL_READ = frozenset({
     "source.hf_truncated", "source.json_truncated", "source.mlflow_stopped", "source.not_numbers",
     "source.ragged_rows", "source.unreadable_lines", "source.tb_torn", "source.tb_damaged",
+    "source.tb_bad_record", "source.tb_bad_length", "cli.stdin_cut",
     "source.wandb_torn", "source.wandb_bad_checksum",
 })
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
+import tempfile
+from typing import Sequence
 
 EXIT_OK, EXIT_FAIL_ON, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -14,20 +17,23 @@ class WriteError(Exception):
     """The report could not be written (full disk, closed pipe, missing folder): one line."""
 
 
-def write_report(report, args: argparse.Namespace, runs=None) -> None:
+def write_report(report, args: argparse.Namespace, runs=None, inputs: Sequence[str] = ()) -> None:
     from ..report import render
 
     out = getattr(args, "output", None)
+    if out:
+        refuse_input_as_output(out, inputs)  # before rendering: a refused -o costs nothing
     color = out is None and sys.stdout.isatty() and args.format == "text"
-    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args)), out)
+    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args)), out, inputs)
 
 
-def write_text(text: str, out: str | None) -> None:
-    """`text` to the file `out`, or to standard output; WriteError (one line) when it cannot be."""
+def write_text(text: str, out: str | None, inputs: Sequence[str] = ()) -> None:
+    """`text` to the file `out` (atomically: never a half-written file, never an input replaced),
+    or to standard output; WriteError (one line) when it cannot be."""
     try:
         if out:
-            with open(out, "w", encoding="utf-8") as f:
-                f.write(text)
+            refuse_input_as_output(out, inputs)
+            write_atomic(out, text.encode("utf-8"))
         else:
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
@@ -35,6 +41,64 @@ def write_text(text: str, out: str | None) -> None:
         if not out:
             silence_stdout()
         raise WriteError(write_error(e, out)) from e  # a message: printed in the report's language
+
+
+def refuse_input_as_output(out: str, inputs: Sequence[str]) -> None:
+    """WriteError when writing `out` would destroy what was read: `out` is an input file (the same
+    file by path, by a symlink or by a hard link), or lies inside an input directory (a run
+    directory, whose own files the report would replace). Inputs that are not paths (`-`) are
+    skipped."""
+    from ..messages import Msg
+
+    target = os.path.realpath(out)
+    for given in inputs:
+        if not given or given == "-":
+            continue
+        src = os.path.realpath(given)
+        if os.path.isdir(src):
+            if target == src or target.startswith(src.rstrip(os.sep) + os.sep):
+                raise WriteError(Msg("cli.output_in_input", out=str(out), input=str(given)))
+            continue
+        same = target == src
+        if not same:
+            try:
+                same = os.path.samefile(out, src)  # a hard link: another name, the same inode
+            except OSError:
+                same = False
+        if same:
+            raise WriteError(Msg("cli.output_is_input", out=str(out), input=str(given)))
+
+
+def write_atomic(out: str, data: bytes) -> None:
+    """Write `data` to `out` through a temporary file in the same directory and `os.replace`, so
+    a reader (or a failure half-way: a full disk) never sees a partial report; the temporary file
+    is removed on error. A device or a pipe named as `out` (`/dev/stdout`, `/dev/full`) cannot be
+    replaced and is written directly."""
+    try:
+        st = os.stat(out)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(out, "wb") as f:
+            f.write(data)
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    fd, tmp = tempfile.mkstemp(prefix=".lossdoctor-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(f.fileno(), (st.st_mode & 0o7777) if st is not None else 0o666 & ~umask)
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def silence_stdout() -> None:

@@ -12,6 +12,16 @@ TEMPLATES = {
     "cli.pipe_closed": ("cannot write {where}: the reading end of the pipe was closed",
                         "无法写入{where}：管道的读取端已经关闭"),
     "cli.cannot_write": ("cannot write {where}: {error}", "无法写入{where}：{error}"),
+    "cli.output_is_input": ("refusing to write the report to {out}: it is the input {input} (the log would be "
+                            "replaced by the report); choose another -o file",
+                            "拒绝把报告写到 {out}：它就是输入 {input}（日志会被报告覆盖）；请用 -o 指定另一个文件"),
+    "cli.output_in_input": ("refusing to write the report to {out}: it is inside {input}, the run directory being "
+                            "read; choose a path outside it",
+                            "拒绝把报告写到 {out}：它位于正在读取的运行目录 {input} 之内；请选择该目录之外的路径"),
+    "cli.stdin_cut": ("standard input was cut after its first {mib} MiB (the cap of `diagnose -`); the rest "
+                      "was not read: save the log to a file and pass its path to read all of it",
+                      "标准输入只读取了前 {mib} MiB（`diagnose -` 的上限），其余部分没有读取：把日志保存为文件并传入"
+                      "其路径即可读取全部内容"),
     "cli.unknown_fault": ("lossdoctor: unknown fault {name}; `lossdoctor demo --fault list` lists them",
                           "lossdoctor：没有名为 {name} 的故障；`lossdoctor demo --fault list` 会列出全部故障"),
     "cli.check_needs_torch": ("lossdoctor: check needs torch (pip install torch)",

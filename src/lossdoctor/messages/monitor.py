@@ -1,6 +1,14 @@
 """The live monitor (monitor.py): what it says about its own parts and about misuse."""
 
 TEMPLATES = {
+    "monitor.path_refused": (
+        "{path} in the run directory was not written ({error}): a symlink, hard link or special file is never "
+        "written through, so nothing outside the run directory changes; the other files are written",
+        "运行目录中的 {path} 没有写入（{error}）：符号链接、硬链接或特殊文件一律不会被写穿，运行目录之外的文件不会被改动；"
+        "其他文件照常写入"),
+    "monitor.new_version": (
+        "{root} already holds a run; this run writes to {path} (`lossdoctor diagnose {root}` reads the newest run)",
+        "{root} 中已有一次运行；本次运行写入 {path}（`lossdoctor diagnose {root}` 读取最新的运行）"),
     "monitor.disabled": (
         "{part} disabled after an internal error ({error}); training went on unchanged",
         "{part} 因内部错误被停用（{error}）；训练照常进行，未受影响"),

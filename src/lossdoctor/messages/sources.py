@@ -14,6 +14,8 @@ SIGNALS = {
 }
 
 SOURCES = {
+    "sources.settings_skipped": ("{file} beside the log was not read ({why}): its settings are not used",
+                                 "没有读取日志旁边的 {file}（{why}）：其中的设置没有使用"),
     "sources.settings_read": ("read the optimizer/LR settings from {files}", "已从 {files} 读取优化器/LR 设置"),
     "source.console_dir_newest": ("read the newest console log in this directory, {chosen}; {n} more here "
                                   "({others}): pass a file to read another",
@@ -24,6 +26,11 @@ SOURCES = {
                             "{name} 被截断了（训练在保存时中止了？）：读取了到第 {step} 步为止的 {n} 条日志记录"),
     "source.json_truncated": ("{name} is truncated or damaged at character {pos}: read the {n} entries before it",
                               "{name} 在第 {pos} 个字符处被截断或损坏：读取了它之前的 {n} 条记录"),
+    "source.rundir_versions": (
+        "{path} holds {n} runs ({names}); this report reads {chosen}; `--run NAME` reads another",
+        "{path} 中有 {n} 次运行（{names}）；本报告读取的是 {chosen}；用 `--run NAME` 读取其他运行"),
+    "source.rundir_no_version": ("{path}: no run {want} here (runs: {names})",
+                                 "{path}：这里没有运行 {want}（已有的运行：{names}）"),
     "source.tb_runs": (
         "{n} TensorBoard runs here; read the newest, {chosen} (others: {others}; point at one to diagnose it)",
         "这里有 {n} 个 TensorBoard 运行；读取了最新的 {chosen}（其他：{others}；要诊断其他运行请指定它）"),
@@ -102,6 +109,18 @@ SOURCES = {
     "source.n_lines": ("{n} line(s)", "{n} 行"),
     "source.unreadable_lines": ("{name}: skipped {where} that could not be read (a run killed mid-write leaves one)",
                                 "{name}：{where}无法读取，已跳过（训练在写入时被终止就会留下这样的行）"),
+    "source.tb_bad_record": (
+        "{name}: {n} record(s) fail their CRC-32C check (damaged on disk or in transfer; the first at byte {pos}): "
+        "their values were not read",
+        "{name}：{n} 条记录未通过 CRC-32C 校验（在磁盘上或传输中损坏；第一条在第 {pos} 字节处）：这些记录中的值没有读取"),
+    "source.tb_bad_length": (
+        "{name}: the length of the record at byte {pos} fails its CRC-32C check: the file is damaged there, and "
+        "nothing after it was read",
+        "{name}：第 {pos} 字节处记录的长度未通过 CRC-32C 校验：文件在此处损坏，其后的内容都没有读取"),
+    "source.tb_crc_unchecked": (
+        "{name}: record checksums not checked (pip install google-crc32c to check them): a damaged record would be "
+        "read as data",
+        "{name}：没有校验记录的校验和（`pip install google-crc32c` 后即可校验）：损坏的记录会被当作数据读取"),
     "source.tb_torn": ("{name}: stopped at a torn record at byte {pos} (the writer was still writing or was killed)",
                        "{name}：在第 {pos} 字节处遇到不完整的记录，停止读取（写入方还在写，或者被终止了）"),
     "source.tb_damaged": ("{name}: stopped reading at a damaged record after {n} values",

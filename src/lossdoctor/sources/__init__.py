@@ -59,7 +59,7 @@ def reader_names() -> list[str]:
 
 
 #: readers that hold several runs and can read the one `select` names (`diagnose --run`)
-SELECTABLE = ("MLflow tracking store",)
+SELECTABLE = ("MLflow tracking store", "lossdoctor run directory")
 
 
 def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str | None = None) -> list[Run]:
@@ -93,7 +93,7 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
             ok = False
         if ok:
             if select is not None and name not in SELECTABLE:
-                raise SourceError(f"{p}: --run selects a run in an MLflow store; this is a {name}")
+                raise SourceError(f"{p}: --run selects a run in an MLflow store or a run directory; this is a {name}")
             try:
                 runs = read(p) if select is None else read(p, select)
             except SourceError:

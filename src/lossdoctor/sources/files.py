@@ -82,14 +82,35 @@ def open_regular(path: Path) -> IO[bytes]:
         raise
 
 
-def read_bytes(path: Path) -> bytes:
-    """The whole content of a regular file (`Path.read_bytes` would hang on a FIFO)."""
+#: the largest file a reader reads whole into memory (a JSON document, a CSV table, a W&B
+#: transaction log): 1 GiB. Larger logs of these formats are refused with a sentence rather than
+#: taking gigabytes of memory; line-by-line formats (console logs, steps.jsonl) and TensorBoard
+#: events are streamed and have no such cap.
+MAX_WHOLE_READ = 1 << 30
+
+
+def read_bytes(path: Path, limit: int = MAX_WHOLE_READ) -> bytes:
+    """The whole content of a regular file (`Path.read_bytes` would hang on a FIFO), read once;
+    SourceError when it is over `limit` bytes (checked on the descriptor before reading)."""
     with open_regular(path) as f:
-        return f.read()
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(limit + 1) if size <= limit else b""
+        if size > limit or len(data) > limit:
+            raise SourceError(f"{path}: {max(size, len(data)) / 2**20:.0f} MiB is more than the "
+                              f"{limit / 2**20:.0f} MiB lossdoctor reads of a file of this format")
+        return data
 
 
 def head(path: Path, n: int = 65536) -> bytes:
     with open_regular(path) as f:
+        return f.read(n)
+
+
+def tail(path: Path, n: int = 4096) -> bytes:
+    """The last `n` bytes of a regular file, without reading the rest."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(0, size - n))
         return f.read(n)
 
 

@@ -30,7 +30,7 @@ from ..messages import Msg
 from ..records import Run, from_columns, to_float
 from .columns import PREFERENCE_COLUMNS, column_for
 from .registry import SourceError, reader
-from .files import head, json_array_prefix, numbered, read_bytes, walk
+from .files import head, json_array_prefix, looks_binary, numbered, read_bytes, tail, walk
 
 STATE = "trainer_state.json"
 
@@ -74,12 +74,14 @@ def find_state(path: Path) -> tuple[Path, list[str]]:
 
 def _global_step(p: Path) -> int:
     m = re.search(rb'"global_step"\s*:\s*(\d{1,18})\b', head(p, 1 << 16)) or re.search(
-        rb'"global_step"\s*:\s*(\d{1,18})\b', read_bytes(p)[-4096:])
+        rb'"global_step"\s*:\s*(\d{1,18})\b', tail(p, 4096))
     return int(m.group(1)) if m else -1
 
 
 def load_state(p: Path) -> tuple[dict[str, Any], list[str]]:
     """The parsed state, recovering the log entries of a truncated file."""
+    if looks_binary(head(p, 4096)):  # NUL bytes: no JSON, refused before the file is read
+        raise SourceError(f"{p}: binary data, not a Trainer state")
     text = read_bytes(p).decode("utf-8", errors="replace")
     if not text.strip():
         raise SourceError(f"{p}: the file is empty")

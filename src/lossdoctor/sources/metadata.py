@@ -8,7 +8,8 @@ config (the offline run file's config record, which the W&B reader keeps; or `fi
 of a synced run, values stored as `{value: x}`), the Megatron arguments block (read by the console
 reader) and MLflow params.
 
-Files are parsed with `yaml.safe_load` (never a loader that builds objects), capped at 1 MiB, and
+Files are parsed with PyYAML's SafeLoader (never a loader that builds objects), capped at 256 KiB,
+100 aliases and 50,000 nodes (an alias bomb is refused in milliseconds), and
 skipped with a note when unreadable; a missing PyYAML only skips them. What is found goes into
 `run.meta` under the names the detectors read: `config_lr`, `optimizer` ({"class": name, "from":
 where}) and `task_kind` ("pretrain" or "finetune"), never over what the reader itself found.
@@ -16,13 +17,16 @@ where}) and `task_kind` ("pretrain" or "finetune"), never over what the reader i
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from ..messages import Msg
 from ..records import Run
+from .registry import SourceError
 
-MAX_BYTES = 1 << 20
+#: the largest configuration file read beside a log (they are a few KiB)
+MAX_BYTES = 256 << 10
 
 _LR_KEYS = ("learning_rate", "lr", "max_lr", "peak_lr", "base_lr", "init_lr")
 _OPT_KEYS = ("optim", "optimizer", "optimizer_name", "optimizer_type", "optimizer_class", "opt")
@@ -121,18 +125,58 @@ def _side_files(path: Path) -> list[Path]:
     return out
 
 
-def read_yaml(f: Path) -> dict[str, Any] | None:
-    """A YAML mapping read with safe_load, or None (too large, not a mapping, not YAML)."""
+#: a YAML beside a log is refused past this many aliases (`*name`) or nodes: an alias bomb (a few
+#: lines whose aliases multiply) or a megabyte of tiny nodes took 11-26 s in PyYAML's pure-Python
+#: composer; the configs read here (hparams.yaml, training_args.yaml, W&B config.yaml) hold a few
+#: hundred nodes and no aliases (measured: Lightning, LLaMA-Factory, W&B files in tests/)
+MAX_YAML_ALIASES = 100
+MAX_YAML_NODES = 50_000
+
+
+class YamlTooBig(ValueError):
+    """A YAML file over one of the caps: skipped with a note."""
+
+
+def _capped_loader(yaml: Any) -> Any:
+    """PyYAML's SafeLoader (plain data only, never an object built from a tag), counting the nodes
+    and aliases it composes and stopping past the caps."""
+
+    class CappedLoader(yaml.SafeLoader):
+        nodes = 0
+        aliases = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise YamlTooBig(f"more than {MAX_YAML_ALIASES} aliases")
+            self.nodes += 1
+            if self.nodes > MAX_YAML_NODES:
+                raise YamlTooBig(f"more than {MAX_YAML_NODES} nodes")
+            return super().compose_node(parent, index)
+
+    return CappedLoader
+
+
+def read_yaml(f: Path, notes: list[str] | None = None) -> dict[str, Any] | None:
+    """A YAML mapping read with a capped safe loader, or None (too large, over the alias or node
+    cap (a note in `notes`), not a mapping, not YAML)."""
     try:
         import yaml
     except ImportError:
         return None
+    from .files import open_regular
+
     try:
-        if f.stat().st_size > MAX_BYTES:
-            return None
-        with open(f, "rb") as fh:
-            data = yaml.safe_load(fh.read(MAX_BYTES))
-    except (OSError, ValueError, yaml.YAMLError, RecursionError):
+        with open_regular(f) as fh:
+            if os.fstat(fh.fileno()).st_size > MAX_BYTES:
+                raise YamlTooBig(f"more than {MAX_BYTES >> 10} KiB")
+            data = yaml.load(fh.read(MAX_BYTES), Loader=_capped_loader(yaml))  # noqa: S506 - a SafeLoader
+    except YamlTooBig as e:
+        if notes is not None:
+            notes.append(Msg("sources.settings_skipped", file=f.name, why=str(e)))
+        return None
+    except (OSError, ValueError, yaml.YAMLError, RecursionError, SourceError):
         return None
     return data if isinstance(data, dict) else None
 
@@ -141,8 +185,9 @@ def side_meta(path: Path) -> tuple[dict[str, Any], list[str]]:
     """What the configuration files next to `path` say, and a note naming where it came from."""
     found: dict[str, Any] = {}
     used = []
+    skipped: list[str] = []
     for f in _side_files(path):
-        cfg = read_yaml(f)
+        cfg = read_yaml(f, skipped)
         if cfg is None:
             continue
         meta = config_meta(cfg, f.name)
@@ -151,7 +196,7 @@ def side_meta(path: Path) -> tuple[dict[str, Any], list[str]]:
         if meta:
             used.append(f.name)
     notes = [Msg("sources.settings_read", files=used)] if used else []
-    return found, notes
+    return found, notes + skipped
 
 
 def apply(run: Run, path: Path) -> None:

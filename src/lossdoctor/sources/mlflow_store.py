@@ -36,7 +36,11 @@ from ..records import Run, from_columns
 from .hf_trainer import restore_filtered_nan
 from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
-from .files import head, walk
+from .files import head, read_bytes, walk
+
+#: the most read of a file store's small files (meta.yaml, a param or a tag: MLflow caps a param's
+#: value at 6,000 characters)
+SMALL_FILE = 64 << 10
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 DB_NAMES = ("mlflow.db",)
@@ -100,8 +104,8 @@ def _yaml_fields(path: Path) -> dict[str, str]:
     written by MLflow as one scalar per line; quotes around ids are removed)."""
     out: dict[str, str] = {}
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = head(path, SMALL_FILE).decode("utf-8", errors="replace")
+    except (OSError, SourceError):
         return out
     for line in text.splitlines():
         m = re.match(r"^([A-Za-z_]+):\s*(.*?)\s*$", line)
@@ -164,8 +168,8 @@ def _read_text_dir(d: Path) -> dict[str, str]:
     out = {}
     for f in walk(d, lambda n: True, max_depth=6)[:2000]:
         try:
-            out[f.relative_to(d).as_posix()] = f.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
+            out[f.relative_to(d).as_posix()] = head(f, SMALL_FILE).decode("utf-8", errors="replace").strip()
+        except (OSError, SourceError):
             continue
     return out
 
@@ -195,21 +199,68 @@ def _read_file_run(info: dict[str, Any], notes: list[str]) -> tuple[dict[str, tu
     root = info["dir"] / "metrics"
     series = {}
     for name in _wanted(info["metrics"]):
-        series[name] = parse_metric_file((root / name).read_bytes(), name, notes)
+        series[name] = parse_metric_file(read_bytes(root / name), name, notes)
     return series, _read_text_dir(info["dir"] / "params")
 
 
 # --- the SQLite store -----------------------------------------------------------------------
 
-def _connect(path: Path):
+class _Store:
+    """A read-only view of an MLflow SQLite store that leaves nothing beside it.
+
+    SQLite opened read-only still makes `-wal` and `-shm` files next to a WAL-mode database (and
+    leaves them). So the file is opened `immutable=1` (no lock, no journal, nothing written); when a
+    `-wal` file with committed pages is already there (a writer is running, or was killed before
+    its checkpoint), immutable mode would not see those pages, so the database and its WAL are
+    copied to a temporary folder and the copy is read (removed on close)."""
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        self._tmp = None
+        wal = path.with_name(path.name + "-wal")
+        try:
+            has_wal = wal.is_file() and wal.stat().st_size > 0
+        except OSError:
+            has_wal = False
+        if has_wal:
+            import shutil
+            import tempfile
+
+            self._tmp = tempfile.TemporaryDirectory(prefix="lossdoctor-mlflow-")
+            copy = Path(self._tmp.name) / "mlflow.db"
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, copy.with_name("mlflow.db-wal"))
+            uri = f"{copy.as_uri()}"
+        else:
+            uri = f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+        try:
+            self.con = sqlite3.connect(uri, uri=True)
+        except BaseException:
+            self.close()
+            raise
+
+    def execute(self, *args):
+        return self.con.execute(*args)
+
+    def close(self) -> None:
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+def _connect(path: Path) -> _Store:
     try:
         import sqlite3
     except ImportError as e:  # a Python built without it
         raise SourceError(f"{path}: reading an MLflow SQLite store needs Python's sqlite3 module, "
                           "which this Python was built without") from e
     try:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
-    except sqlite3.Error as e:
+        return _Store(path)
+    except (sqlite3.Error, OSError) as e:
         raise SourceError(f"{path}: cannot open the SQLite database ({e})") from e
 
 

@@ -24,6 +24,8 @@ from typing import Any
 import orjson
 
 from ..records import to_float
+from .files import read_bytes
+from .registry import SourceError
 
 #: at most this many ranks: every one is read in full (nothing to gain from a screen)
 FULL_READ = 16
@@ -100,13 +102,13 @@ def screen(dirs: list[Path]) -> list[tuple[Path, int | None, dict[str, Any]]]:
     for d in dirs:
         meta: dict[str, Any] = {}
         try:
-            meta = orjson.loads((d / "meta.json").read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            meta = orjson.loads(read_bytes(d / "meta.json"))
+        except (OSError, SourceError, orjson.JSONDecodeError):
             pass
         meta = meta if isinstance(meta, dict) else {}
         try:
-            onset = screen_onset((d / "steps.jsonl").read_bytes(), local_grads(meta))
-        except OSError:
+            onset = screen_onset(read_bytes(d / "steps.jsonl"), local_grads(meta))
+        except (OSError, SourceError):
             onset = None
         out.append((d, onset, meta))
     return out

@@ -47,7 +47,7 @@ from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
 from .console_text import CURSOR_UP, clean, segments
-from .files import head, looks_binary
+from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
 
 _SNIFF_BYTES = 8 << 20
@@ -543,7 +543,7 @@ def _sniff_any(p: Path) -> bool:
 def read(path: Path) -> list[Run]:
     if path.is_dir():
         return read_dir(path)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:  # streamed, a segment at a time: no whole-file read
         return [read_stream(f, path.name)]
 
 
@@ -552,7 +552,7 @@ def read_dir(path: Path) -> list[Run]:
     if not logs:
         raise SourceError(f"{path}: no console log with training log lines in this directory")
     chosen = logs[0]
-    with open(chosen, "rb") as f:
+    with open_regular(chosen) as f:
         run = read_stream(f, str(chosen.relative_to(path)))
     run.meta["path"] = str(chosen)  # the file read, not the folder it was found in
     if len(logs) > 1:

@@ -153,9 +153,9 @@ def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.
     """(column names, columns, logged masks, notes, rows). Raises SourceError on non-CSV input.
     Only the columns that can feed a signal or the step axis are kept (`columns` holds those);
     `names` lists them all, for the messages."""
-    raw = read_bytes(path)
-    if looks_binary(raw[:65536]):
+    if looks_binary(head(path, 65536)):  # checked before the whole file is read
         raise SourceError(f"{path}: binary data, not a CSV file")
+    raw = read_bytes(path)
     longest = _longest_line(raw)
     if longest > MAX_LINE_BYTES:
         raise SourceError(f"{path}: a line of {longest / (1 << 20):.0f} MB; not a CSV training log "
@@ -439,9 +439,9 @@ def _json_array_prefix(text: str, path: Path) -> tuple[list[dict[str, Any]], lis
 
 
 def read_jsonl(path: Path, *, source: str = "jsonl") -> list[Run]:
-    raw = read_bytes(path)
-    if looks_binary(raw[:65536]):
+    if looks_binary(head(path, 65536)):  # checked before the whole file is read
         raise SourceError(f"{path}: binary data, not a JSON-lines file")
+    raw = read_bytes(path)
     if raw[:4096].lstrip().startswith(b"["):
         rows, notes = parse_json_array(raw, path)
     else:

@@ -13,9 +13,10 @@ one directory (a resumed run) are merged; at a repeated step the later file wins
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from ..messages import Msg
 from ..records import Run, from_columns
 from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
-from .files import read_bytes
+from .files import open_regular
 
 _MARK = "tfevents"
 
@@ -58,20 +59,60 @@ def _event_files(p: Path) -> tuple[list[Path], list[str]]:
                                         others=shown)]
 
 
-def iter_records(data: bytes, notes: list[str], name: str) -> Iterator[bytes]:
-    """Payloads of the TFRecord framing: u64 length, u32 masked CRC of the length, payload, u32
-    masked CRC of the payload. A cut record at the end (the writer was killed) ends the file with a
-    note; a damaged payload shows up as a protobuf decode error in the caller."""
-    pos, n = 0, len(data)
-    while pos + 12 <= n:
-        (length,) = struct.unpack_from("<Q", data, pos)
-        end = pos + 12 + length
-        if end + 4 > n:
+def _masked(crc: int) -> int:
+    """TensorBoard's masked CRC-32C (`tensorboard.summary.writer.record_writer`)."""
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _crc32c():
+    """The CRC-32C function: google-crc32c's C implementation (hundreds of MB/s); None without it
+    (TensorBoard's own helper is pure Python, about 1 MB/s: too slow for a large file)."""
+    try:
+        import google_crc32c
+    except ImportError:
+        return None
+    return google_crc32c.value
+
+
+def iter_records(f: BinaryIO, size: int, notes: list[str], name: str) -> Iterator[bytes]:
+    """Payloads of the TFRecord framing, streamed: u64 length, u32 masked CRC-32C of the length,
+    payload, u32 masked CRC-32C of the payload. Both CRCs are checked as TensorBoard's record
+    writer made them: a record whose payload CRC fails is skipped with a note (its length was
+    checked, so the next record is found); a length whose CRC fails ends the read there with a note
+    (nothing after it can be framed). A cut record at the end (the writer was killed) ends the file
+    with a note. The file is read once, a record at a time: memory stays the size of a record."""
+    crc = _crc32c()
+    if crc is None:
+        notes.append(Msg("source.tb_crc_unchecked", name=name))
+    pos, bad = 0, []
+    while pos + 12 <= size:
+        head = f.read(12)
+        if len(head) < 12:
             break
-        yield data[pos + 12:end]
-        pos = end + 4
-    if pos != n:
+        length, length_crc = struct.unpack("<QI", head)
+        if crc is not None and _masked(crc(head[:8])) != length_crc:
+            _bad_records(notes, name, bad)
+            notes.append(Msg("source.tb_bad_length", name=name, pos=pos))
+            return
+        if pos + 16 + length > size:
+            break
+        payload = f.read(length)
+        tail = f.read(4)
+        if len(payload) < length or len(tail) < 4:
+            break
+        pos += 16 + length
+        if crc is not None and _masked(crc(payload)) != struct.unpack("<I", tail)[0]:
+            bad.append(pos - 16 - length)
+            continue
+        yield payload
+    _bad_records(notes, name, bad)
+    if pos != size:
         notes.append(Msg("source.tb_torn", name=name, pos=pos))
+
+
+def _bad_records(notes: list[str], name: str, bad: list[int]) -> None:
+    if bad:
+        notes.append(Msg("source.tb_bad_record", name=name, n=len(bad), pos=bad[0]))
 
 
 #: TensorFlow DataType enum -> numpy dtype, for scalar tensors stored as raw bytes
@@ -117,35 +158,50 @@ def read_scalars(files: list[Path], notes: list[str]) -> dict[str, tuple[list[in
     except ImportError as e:
         raise SourceError("reading TensorBoard event files needs the tensorboard package "
                           "(pip install tensorboard)") from e
-    from google.protobuf.message import DecodeError
-
     out: dict[str, tuple[list[int], list[float]]] = {}
     wanted: dict[str, bool] = {}
     for f in sorted(files, key=lambda x: (x.stat().st_mtime, x.name)):
-        n = 0
-        for payload in iter_records(read_bytes(f), notes, f.name):
-            try:
-                ev = event_pb2.Event.FromString(payload)
-            except DecodeError:
-                notes.append(Msg("source.tb_damaged", name=f.name, n=n))
-                break
-            if not ev.HasField("summary"):
-                continue
-            for v in ev.summary.value:
-                keep = wanted.get(v.tag)
-                if keep is None:
-                    keep = wanted[v.tag] = column_for(v.tag) is not None
-                if not keep:  # a tag we do not use: remembered by name only (for the error message)
-                    out.setdefault(v.tag, ([], []))
-                    continue
-                val = _scalar(v)
-                if val is None:
-                    continue
-                steps, vals = out.setdefault(v.tag, ([], []))
-                steps.append(int(ev.step))
-                vals.append(val)
-                n += 1
+        with open_regular(f) as fh:
+            events = _decoded(iter_records(fh, os.fstat(fh.fileno()).st_size, notes, f.name), event_pb2)
+            _add_events(events, out, wanted, notes, f.name)
     return out
+
+
+def _add_events(events: Iterator, out: dict[str, tuple[list[int], list[float]]], wanted: dict[str, bool],
+                notes: list[str], name: str) -> None:
+    n = 0
+    for ev in events:
+        if ev is None:
+            notes.append(Msg("source.tb_damaged", name=name, n=n))
+            break
+        if not ev.HasField("summary"):
+            continue
+        for v in ev.summary.value:
+            keep = wanted.get(v.tag)
+            if keep is None:
+                keep = wanted[v.tag] = column_for(v.tag) is not None
+            if not keep:  # a tag we do not use: remembered by name only (for the error message)
+                out.setdefault(v.tag, ([], []))
+                continue
+            val = _scalar(v)
+            if val is None:
+                continue
+            steps, vals = out.setdefault(v.tag, ([], []))
+            steps.append(int(ev.step))
+            vals.append(val)
+            n += 1
+
+
+def _decoded(payloads: Iterator[bytes], event_pb2) -> Iterator:
+    """Each payload as an Event; None (then the end) at the first that does not decode."""
+    from google.protobuf.message import DecodeError
+
+    for payload in payloads:
+        try:
+            yield event_pb2.Event.FromString(payload)
+        except DecodeError:
+            yield None
+            return
 
 
 def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: str,

@@ -105,6 +105,8 @@ def read_wandb_file(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any], l
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     config: dict[str, Any] = {}
+    if head(path, len(_IDENT)) != _IDENT:  # checked before the whole file is read
+        raise SourceError(f"{path.name}: not a W&B transaction log (no :W&B header)")
     for payload in iter_records(read_bytes(path), notes, path.name):
         rec = pb.Record()
         try:

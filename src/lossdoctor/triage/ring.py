@@ -223,6 +223,8 @@ class SnapshotRing:
             if self.mode == "disk":
                 assert self.directory is not None
                 self.directory.mkdir(parents=True, exist_ok=True)
+                if self.directory.is_symlink():  # planted: snapshots are never written through a link
+                    raise OSError(f"{self.directory} is a symlink; disk snapshots are not written through it")
                 snap = save_snapshot(snap, str(self.directory / f"snapshot-{base:08d}.pt"))
             self.snapshots.append(snap)
             oldest = self.snapshots[0].step

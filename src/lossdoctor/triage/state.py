@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import random
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass, field
@@ -234,7 +235,13 @@ def save_snapshot(snap: Snapshot, path: str) -> Snapshot:
     that it loads with `torch.load(weights_only=True)`, which runs no code from the file; the
     structure (names, optimizer layout, scaler, scheduler, RNG: small) stays in memory."""
     snap.ready()
-    torch.save({"step": snap.step, "tensors": snap.tensors}, path)
+    try:
+        os.unlink(path)  # an older file of this name, or a planted link: removed, never followed
+    except FileNotFoundError:
+        pass
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    with os.fdopen(os.open(path, flags, 0o600), "wb") as f:
+        torch.save({"step": snap.step, "tensors": snap.tensors}, f)
     return Snapshot(step=snap.step, names=snap.names, n_model=snap.n_model, tensors=[],
                     opt_struct=snap.opt_struct, scaler=snap.scaler, scheduler=snap.scheduler, rng=snap.rng,
                     path=path, _nbytes=0)
