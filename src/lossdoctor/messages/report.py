@@ -73,6 +73,7 @@ UI = {
     "where_step": ("step {step}", "第 {step} 步"),
     "where_layer": ("layer {layer}", "层 {layer}"),
     "where_op": ("op {op}", "算子 {op}"),
+    "where_code": ("at {file}:{line} in {function}", "位于 {file}:{line}（{function}）"),
     "where_samples": ("samples {samples}", "样本 {samples}"),
     "where_examples": ("packed {examples}", "其中{examples}"),
     "where_rank": ("rank {rank}", "rank {rank}"),
