@@ -581,6 +581,32 @@ def _(seed: int) -> Setup:
 
 
 # =============================================================================================
+# Training-loop bugs (Karpathy's and Tobin's lists, the forums' recurring threads)
+# =============================================================================================
+
+@scenario("mlp_sgd_grad_never_zeroed", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", causes={"grad_not_zeroed"}, onset=1, ci=True,
+          fault="the loop never calls optimizer.zero_grad(): every step adds its gradient to all the previous ones")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, sgd(model, 0.02), data.batch, xent, steps=100, zero_grad=False)
+
+
+@scenario("healthy_mlp_grad_accum_on_purpose", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", ci=True,
+          fault="none: 4 micro-batches accumulated into each step on purpose (loss / 4, zero_grad once per step)")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+
+    def micro(step: int) -> list:
+        return [data.batch(step * 4 + i, batch_size=8) for i in range(4)]
+
+    return Setup(model, sgd(model, 0.02), micro, lambda m, b: xent(m, b) / 4, steps=100, accum=4)
+
+
+# =============================================================================================
 # Transient faults
 # =============================================================================================
 

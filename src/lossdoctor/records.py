@@ -42,6 +42,8 @@ COLUMNS: dict[str, str] = {
     "packed_examples": "number of examples (of two tokens or more) in the batch's packed rows, whose "
                        "position_ids restart at 0 inside a row; absent when nothing is packed",
     "batch_size": "size of the batch's first dimension",
+    "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
+                  "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",
     "accum_steps": "backward passes (micro-batches) accumulated into this optimizer step",

@@ -33,6 +33,8 @@ CAUSES: dict[str, str] = {
                                 "times (or 1/k of) the mean loss of its micro-batches",
     "frozen_model": "the weights do not change: parameters frozen or detached from the loss, or an "
                     "optimizer that never steps",
+    "grad_not_zeroed": "gradients are never zeroed between optimizer steps: each update is the sum of "
+                       "every gradient so far",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

@@ -45,6 +45,10 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     # and no scale can fix it (the loss_scale_collapse finding says so, the overflow is the cause)
     "activation_overflow": ("loss_scale_collapse",),
     "attention_overflow": ("loss_scale_collapse",),
+    # gradients summed over every step look like an LR that keeps growing: the LR findings, the
+    # explosion and the spikes are that sum seen from the loss and the gradient norm
+    "grad_not_zeroed": ("lr_too_high", "lr_too_low", "lr_schedule_error", "grad_explosion", "loss_spike",
+                        "noisy_data", "frozen_model"),
 }
 
 

@@ -1,0 +1,108 @@
+"""The training-loop bugs of the public troubleshooting lists, caught live and named for what they
+are: real models, real optimizers, the loops people write (right and wrong)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+import lossdoctor
+from conftest import run_cli
+from triage_models import MLP, classification_batches
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _loop(tmp_path, zero: str, steps: int = 30, accum: int = 1, lr: float = 0.02):
+    """`zero`: "none" (the bug), "none_every_other" (zero_grad on even steps only), "start"
+    (set_to_none, before the forward), "start_zeros" (set_to_none=False), "after_step" (HF Trainer's
+    place), "before_backward" (Lightning's place: between the forward and the backward)."""
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
+    batches = classification_batches(steps * accum, size=8)
+    for step in range(steps):
+        if zero == "start" or (zero == "none_every_other" and step % 2 == 0):
+            opt.zero_grad()
+        elif zero == "start_zeros":
+            opt.zero_grad(set_to_none=False)
+        total = 0.0
+        for i in range(accum):
+            x, y = batches[step * accum + i]
+            loss = F.cross_entropy(model(x), y) / accum
+            if zero == "before_backward" and i == 0:
+                opt.zero_grad()
+            loss.backward()
+            total += float(loss.detach())
+        opt.step()
+        if zero == "after_step":
+            opt.zero_grad()
+        mon.step(torch.tensor(total), batch=batches[step * accum])
+    mon.close()
+    return mon
+
+
+def _stale(tmp_path) -> list:
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    return [r.get("grad_stale") for r in rows]
+
+
+@pytest.mark.slow
+def test_a_loop_that_never_zeroes_is_grad_not_zeroed_from_step_1(tmp_path):
+    mon = _loop(tmp_path, "none")
+    assert _stale(tmp_path)[:4] == [0, 1, 1, 1]
+    top = mon.diagnose().findings[0]
+    assert (top.cause, top.severity, top.step) == ("grad_not_zeroed", "critical", 1)
+    data = top.to_dict()
+    assert data["evidence_data"][0]["key"] == "bugs.stale.seen"
+    assert data["evidence_data"][0]["values"]["n"] == 29 and data["evidence_data"][0]["values"]["of"] == 29
+    assert data["fixes_data"][0]["key"] == "bugs.stale.fix"
+    # the CLI on the run directory says the same
+    out = run_cli("diagnose", tmp_path, "--format", "json")
+    assert json.loads(out.stdout)["findings"][0]["cause"] == "grad_not_zeroed"
+
+
+def test_zero_grad_on_some_steps_only_is_a_warning(tmp_path):
+    mon = _loop(tmp_path, "none_every_other")
+    f = next(f for f in mon.diagnose().findings if f.cause == "grad_not_zeroed")
+    assert f.severity == "warning"
+    assert f.to_dict()["evidence_data"][0]["key"] == "bugs.stale.partly"
+
+
+@pytest.mark.parametrize("zero", ["start", "start_zeros", "after_step", "before_backward"])
+def test_loops_that_zero_at_any_usual_place_read_clean(tmp_path, zero):
+    mon = _loop(tmp_path, zero)
+    stale = _stale(tmp_path)
+    assert set(stale) == {0}, stale
+    assert all(f.cause != "grad_not_zeroed" for f in mon.diagnose().findings)
+
+
+def test_gradient_accumulation_on_purpose_is_not_stale(tmp_path):
+    mon = _loop(tmp_path, "start", accum=4)
+    assert set(_stale(tmp_path)) == {0}
+    assert all(f.cause != "grad_not_zeroed" for f in mon.diagnose().findings)
+
+
+def test_the_probe_never_changes_training(tmp_path):
+    """Bit-identical weights with and without the monitor, in the buggy loop (hooks only read)."""
+    def final(watched: bool):
+        torch.manual_seed(0)
+        model = MLP()
+        opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path / str(watched), alerts=False) if watched else None
+        for x, y in classification_batches(10):
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            if mon is not None:
+                mon.step(torch.tensor(0.0))
+        if mon is not None:
+            mon.close()
+        return [p.detach().clone() for p in model.parameters()]
+
+    assert all(torch.equal(a, b) for a, b in zip(final(True), final(False)))
