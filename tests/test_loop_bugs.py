@@ -106,3 +106,43 @@ def test_the_probe_never_changes_training(tmp_path):
         return [p.detach().clone() for p in model.parameters()]
 
     assert all(torch.equal(a, b) for a, b in zip(final(True), final(False)))
+
+
+def _classify(tmp_path, softmax: bool, loss: str, steps: int = 60):
+    """A 10-class problem (Gaussian clusters); `loss`: "ce" (F.cross_entropy of the output) or
+    "nll_log" (nll_loss of log of the output: right for a model that outputs probabilities)."""
+    g = torch.Generator().manual_seed(1)
+    centres = 2.0 * torch.randn(10, 16, generator=g)
+    layers = [torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)]
+    model = torch.nn.Sequential(*layers, *([torch.nn.Softmax(dim=-1)] if softmax else []))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 10, (32,), generator=g)
+        x = centres[y] + torch.randn(32, 16, generator=g)
+        opt.zero_grad()
+        out = model(x)
+        value = F.cross_entropy(out, y) if loss == "ce" else F.nll_loss(out.clamp_min(1e-12).log(), y)
+        value.backward()
+        opt.step()
+        mon.step(value, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def test_probabilities_fed_to_cross_entropy_are_softmax_before_loss(tmp_path):
+    mon = _classify(tmp_path, softmax=True, loss="ce")
+    top = mon.diagnose().findings[0]
+    assert top.cause == "softmax_before_loss"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.softmax.outputs"]["k"] == 10
+    floor = ev["bugs.softmax.floor"]
+    assert abs(floor["floor"] - 1.4607) < 1e-3 and floor["best"] >= floor["floor"] - 0.02
+    assert [d["key"] for d in top.to_dict()["fixes_data"]][0] == "bugs.softmax.fix"
+
+
+@pytest.mark.parametrize("softmax,loss", [(True, "nll_log"), (False, "ce")])
+def test_probabilities_with_the_right_loss_and_logits_with_ce_read_clean(tmp_path, softmax, loss):
+    mon = _classify(tmp_path, softmax=softmax, loss=loss)
+    assert all(f.cause != "softmax_before_loss" for f in mon.diagnose().findings)
+    assert mon.diagnose().status == "healthy", [f.cause for f in mon.diagnose().findings]

@@ -606,6 +606,43 @@ def _(seed: int) -> Setup:
     return Setup(model, sgd(model, 0.02), micro, lambda m, b: xent(m, b) / 4, steps=100, accum=4)
 
 
+@scenario("mlp_softmax_before_cross_entropy", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"softmax_before_loss"}, onset=1, ci=True,
+          fault="the model ends in nn.Softmax and its probabilities go to F.cross_entropy, which applies its own softmax")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = nn.Sequential(MLP(32, 10), nn.Softmax(dim=-1))
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, xent, steps=120)
+
+
+def _nll_of_probs(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    return F.nll_loss(model(x).clamp_min(1e-12).log(), y)
+
+
+@scenario("healthy_mlp_softmax_output_nll", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", ci=True,
+          fault="none: the model ends in nn.Softmax on purpose and the loss is nll_loss(log p)")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = nn.Sequential(MLP(32, 10), nn.Softmax(dim=-1))
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, _nll_of_probs, steps=120)
+
+
+def _smoothed(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    return F.cross_entropy(model(x).float(), y, label_smoothing=0.2)
+
+
+@scenario("healthy_mlp_label_smoothing_floor", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification",
+          fault="none: cross-entropy with label_smoothing=0.2: the loss levels off at the smoothing's floor, far above 0")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, _smoothed, steps=120)
+
+
 # =============================================================================================
 # Transient faults
 # =============================================================================================

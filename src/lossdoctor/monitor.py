@@ -41,6 +41,7 @@ from .signals.gradients import GradProbe
 from .signals.launch import shared_run_name
 from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
 from .signals.probe import Probe, StepInputs, StepRecord, probe_name
+from .signals.output_probs import OutputProbe
 from .signals.readout import Packer, Readout
 from .signals.stale_grads import StaleGradProbe
 from .signals.tracer import ModuleTracer
@@ -172,6 +173,8 @@ class Monitor:
         self.probes.append(self.batch_probe)
         self.stale = StaleGradProbe(self.optimizer)  # gradients never zeroed
         self.probes.append(self.stale)
+        self.outputs = OutputProbe(model)  # probabilities fed to a softmax-applying loss
+        self.probes.append(self.outputs)
         self.readout = Readout()
         self.meta = self._describe(model, self.scaler, self.scheduler, self.task,
                                    {"rank": self.rank, "world_size": self.world_size,
@@ -207,7 +210,7 @@ class Monitor:
 
     def _triage_host(self) -> TriageHost:
         pf = self.preflight
-        hooked = [p for p in (self.tracer, self.grads, self.opt_probe, self.stale, pf, getattr(pf, "probe", None))
+        hooked = [p for p in (self.tracer, self.grads, self.opt_probe, self.stale, self.outputs, pf, getattr(pf, "probe", None))
                   if p is not None]
         return TriageHost(model=self.model, optimizer=self.optimizer, scaler=self.scaler,
                           scheduler=self.scheduler, run_dir=self.run_dir, rank=self.rank, writer=self.writer,
@@ -258,14 +261,15 @@ class Monitor:
     def paused(self) -> Iterator[None]:
         """The monitor's hooks on the model record nothing inside (triage replaying on the user's
         model); the tracer and gradient capture are switched back as they were afterwards."""
-        state = (self.tracer.enabled, self.grads.enabled, self.stale.enabled)
-        self.tracer.enabled = self.grads.enabled = self.stale.enabled = False
+        state = (self.tracer.enabled, self.grads.enabled, self.stale.enabled, self.outputs.enabled)
+        self.tracer.enabled = self.grads.enabled = self.stale.enabled = self.outputs.enabled = False
         try:
             yield
         finally:
-            self.tracer.enabled, self.grads.enabled, self.stale.enabled = state
+            self.tracer.enabled, self.grads.enabled, self.stale.enabled, self.outputs.enabled = state
             self.tracer.reset()
             self.stale.reset()
+            self.outputs.reset()
 
     def close(self) -> None:
         if self.closed:

@@ -42,6 +42,11 @@ COLUMNS: dict[str, str] = {
     "packed_examples": "number of examples (of two tokens or more) in the batch's packed rows, whose "
                        "position_ids restart at 0 inside a row; absent when nothing is packed",
     "batch_size": "size of the batch's first dimension",
+    "out_min": "smallest value of the model's output (its logits) at the step's first forward (sampled)",
+    "out_max": "largest value of the model's output at the step's first forward (sampled)",
+    "out_rowsum_dev": "largest |sum over the last dimension - 1| of the model's output (0: every row is a "
+                      "probability distribution; sampled)",
+    "out_classes": "size of the last dimension of the model's output (classes or vocabulary; sampled)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",

@@ -35,6 +35,8 @@ CAUSES: dict[str, str] = {
                     "optimizer that never steps",
     "grad_not_zeroed": "gradients are never zeroed between optimizer steps: each update is the sum of "
                        "every gradient so far",
+    "softmax_before_loss": "the model outputs probabilities (softmax already applied) to a loss that applies "
+                           "its own softmax (CrossEntropyLoss): the loss saturates far above zero",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

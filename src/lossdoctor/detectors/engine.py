@@ -49,6 +49,8 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     # explosion and the spikes are that sum seen from the loss and the gradient norm
     "grad_not_zeroed": ("lr_too_high", "lr_too_low", "lr_schedule_error", "grad_explosion", "loss_spike",
                         "noisy_data", "frozen_model"),
+    # a loss saturated at its floor reads as a plateau: too little LR, noisy labels, a stall
+    "softmax_before_loss": ("noisy_data", "lr_too_low", "vanishing_gradient", "precision_stall", "frozen_model"),
 }
 
 

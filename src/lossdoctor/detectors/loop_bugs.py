@@ -8,11 +8,21 @@ the first backward of a step found a non-zero `.grad` left from before. A loop t
 too high (the accumulated gradient grows with the step), which is why the LR detectors' findings
 are explained by this one (the engine's EXPLAINS). Gradient accumulation done on purpose adds
 into its own micro-batches only: the probe looks at the first backward after an optimizer step.
+
+Softmax before a softmax-applying loss (`softmax_before_loss`). Signals: `out_min`, `out_max`,
+`out_rowsum_dev`, `out_classes` (signals/output_probs.py), the model's output at sampled steps.
+When every measured output is a probability distribution over K >= 2 classes (values in [0, 1],
+rows summing to 1) and the loss never went below ln(1 + (K-1)/e), the floor of a cross-entropy
+that applies its own softmax to probabilities (the best a one-hot p can do: logits 1 and 0), the
+loss is saturated there, not converged. The same model trained on purpose with `nll_loss(log p)`
+goes below that floor and is left alone; so is label smoothing (logits, not probabilities).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import math
 
 import numpy as np
 
@@ -91,3 +101,46 @@ def _symptom(q: Quantities) -> str:
     y = q.loss[q.finite_loss]
     k = max(1, y.size // 4)
     return "divergence" if np.median(y[-k:]) > np.median(y[:k]) else "oscillation"
+
+
+@dataclass(frozen=True)
+class SoftmaxLossThresholds:
+    #: measured outputs needed (sampled steps: the first 5 and every layer_every-th)
+    min_measured: int = 3
+    #: share of them that must be distributions (every one is, for a model ending in Softmax)
+    share: float = 0.8
+    #: |row sum - 1| of a distribution: float32 softmax rows sum to 1 within ~1e-6; bf16 ~1e-2
+    rowsum_tol: float = 2e-2
+    #: how far below the floor ln(1 + (K-1)/e) the loss may go and still be saturated there
+    #: (batch noise on the zoo's 32-sample batches is ~0.01; measured default)
+    below_floor: float = 0.02
+    #: the loss must have come within this share of the way from chance down to the floor: a run
+    #: still at chance is saturated at chance, whatever the loss (measured on the zoo scenario: 0.9+)
+    progress: float = 0.5
+
+
+SOFTMAX = SoftmaxLossThresholds()
+
+
+@detector("softmax_before_loss", needs=("out_rowsum_dev", "out_min", "out_max", "out_classes"))
+def softmax_before_loss(run: Run, q: Quantities) -> list[Finding]:
+    dev, lo, hi, k = (run.col(c) for c in ("out_rowsum_dev", "out_min", "out_max", "out_classes"))
+    idx = np.flatnonzero(np.isfinite(dev) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(k))
+    if idx.size < SOFTMAX.min_measured or not q.finite_loss.size:
+        return []
+    dist = (lo[idx] >= -1e-6) & (hi[idx] <= 1 + 1e-6) & (dev[idx] <= SOFTMAX.rowsum_tol) & (k[idx] >= 2)
+    if dist.mean() < SOFTMAX.share:
+        return []
+    classes = int(np.median(k[idx][dist]))
+    floor, chance = math.log(1 + (classes - 1) / math.e), math.log(classes)
+    y = q.loss[q.finite_loss]
+    best, end = float(np.min(y)), float(np.median(y[-max(1, y.size // 5):]))
+    if best < floor - SOFTMAX.below_floor or end > floor + (1 - SOFTMAX.progress) * (chance - floor):
+        return []
+    evidence: list[str] = [
+        Msg("bugs.softmax.outputs", n=int(dist.sum()), of=int(idx.size), k=classes,
+            lo=float(np.min(lo[idx][dist])), hi=float(np.max(hi[idx][dist])), dev=float(np.max(dev[idx][dist]))),
+        Msg("bugs.softmax.floor", floor=floor, k=classes, chance=chance, best=best, end=end)]
+    return [Finding(cause="softmax_before_loss", symptom="plateau", severity="warning", confidence=0.9,
+                    step=int(run.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.softmax.fix"), Msg("bugs.softmax.fix_nll")])]

@@ -21,4 +21,24 @@ TEMPLATES = {
     "bugs.stale.lr_not_the_fix": (
         "lowering the LR only slows the growth down: the accumulated gradient keeps growing with the step",
         "降低 LR 只会让增长变慢：累积的梯度会随 step 一直变大"),
+    "bugs.softmax.outputs": (
+        "the model's output is already a probability distribution at {n} of {of} measured steps: every value "
+        "in [{lo}, {hi}] and each row summing to 1 within {dev}, over {k} classes",
+        "在 {of} 个测量过的 step 中有 {n} 个模型输出已经是概率分布：所有值都在 [{lo}, {hi}] 之内，"
+        "每行之和与 1 相差不超过 {dev}，共 {k} 个类别"),
+    "bugs.softmax.floor": (
+        "a cross-entropy that applies its own softmax to probabilities cannot go below ln(1 + ({k}-1)/e) = {floor} "
+        "(chance: ln {k} = {chance}); the loss is saturated there: lowest {best}, {end} at the end",
+        "对概率再做一次 softmax 的交叉熵不可能低于 ln(1 + ({k}-1)/e) = {floor}（随机猜测为 ln {k} = {chance}）；"
+        "loss 饱和在这里：最低 {best}，最后为 {end}"),
+    "bugs.softmax.fix": (
+        "remove the softmax at the end of the model and pass the logits to CrossEntropyLoss "
+        "(for sigmoid outputs: pass the logits to BCEWithLogitsLoss)",
+        "去掉模型末尾的 softmax，把 logits 直接交给 CrossEntropyLoss（sigmoid 输出同理：把 logits 交给 "
+        "BCEWithLogitsLoss）"),
+    "bugs.softmax.fix_nll": (
+        "or, if the probabilities are needed: F.nll_loss(torch.log_softmax(logits, -1), y) "
+        "(log_softmax, not log(softmax): it stays finite)",
+        "如果确实需要概率：用 F.nll_loss(torch.log_softmax(logits, -1), y)（用 log_softmax 而不是 "
+        "log(softmax)：这样不会出现非有限值）"),
 }
