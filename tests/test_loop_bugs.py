@@ -146,3 +146,49 @@ def test_probabilities_with_the_right_loss_and_logits_with_ce_read_clean(tmp_pat
     mon = _classify(tmp_path, softmax=softmax, loss=loss)
     assert all(f.cause != "softmax_before_loss" for f in mon.diagnose().findings)
     assert mon.diagnose().status == "healthy", [f.cause for f in mon.diagnose().findings]
+
+
+def _frozen(tmp_path, how: str, steps: int = 60):
+    """`how`: "all_but_bias" (requires_grad=False on all but the output bias), "optimizer_subset"
+    (every parameter trainable, the optimizer given the output bias only), "head" (a frozen
+    backbone with a trained output layer, on purpose)."""
+    g = torch.Generator().manual_seed(2)
+    centres = 2.0 * torch.randn(10, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    head = model[-1]
+    if how in ("all_but_bias", "head"):
+        model.requires_grad_(False)
+        (head if how == "head" else head.bias).requires_grad_(True)
+    params = [head.bias] if how == "optimizer_subset" else [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 10, (32,), generator=g)
+        x = centres[y] + torch.randn(32, 16, generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+@pytest.mark.parametrize("how,key", [("all_but_bias", "bugs.frozen.few_trainable"),
+                                     ("optimizer_subset", "bugs.frozen.optimizer_subset")])
+def test_a_model_frozen_by_mistake_is_frozen_model_with_the_counts(tmp_path, how, key):
+    mon = _frozen(tmp_path, how)
+    top = mon.diagnose().findings[0]
+    assert top.cause == "frozen_model"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert key in ev and "bugs.frozen.loss_flat" in ev
+    if how == "all_but_bias":
+        assert (ev[key]["trainable"], ev[key]["total"]) == (10, 16 * 256 + 256 + 256 * 256 + 256 + 2570)
+    else:
+        assert ev[key]["n"] == 10
+
+
+def test_a_frozen_backbone_with_a_trained_head_reads_clean(tmp_path):
+    mon = _frozen(tmp_path, "head")
+    assert mon.diagnose().status == "healthy", [(f.cause, f.evidence) for f in mon.diagnose().findings]

@@ -643,6 +643,33 @@ def _(seed: int) -> Setup:
     return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, _smoothed, steps=120)
 
 
+@scenario("mlp_frozen_by_mistake", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"frozen_model"}, onset=1, ci=True,
+          fault="requires_grad=False left on every parameter but the output bias: 10 trainable of 6,922")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.net[-1].bias.requires_grad_(True)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120)
+
+
+@scenario("healthy_mlp_frozen_backbone_head", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", ci=True,
+          fault="none: the backbone frozen on purpose, the output layer (650 of 6,922 parameters) trained")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in model.net[-1].parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120)
+
+
 # =============================================================================================
 # Transient faults
 # =============================================================================================

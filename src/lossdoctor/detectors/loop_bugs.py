@@ -16,6 +16,13 @@ rows summing to 1) and the loss never went below ln(1 + (K-1)/e), the floor of a
 that applies its own softmax to probabilities (the best a one-hot p can do: logits 1 and 0), the
 loss is saturated there, not converged. The same model trained on purpose with `nll_loss(log p)`
 goes below that floor and is left alone; so is label smoothing (logits, not probabilities).
+
+Parameters frozen by mistake (`frozen_model`). Signals: the run's metadata (`model.params`,
+`model.trainable_params`, the optimizer groups' `n_params`) and a loss that does not learn. When
+almost none of the model is trainable (`requires_grad=False` left on the backbone and the head
+too), or the optimizer was given a small subset of the trainable parameters, and the loss does not
+fall beyond its noise, the weights that would fit the data never move. A frozen backbone with a
+trained head done on purpose is left alone: its loss falls.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
 from .base import detector
+from .scalars import progress_kind
 from .quantities import Quantities
 
 
@@ -144,3 +152,50 @@ def softmax_before_loss(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="softmax_before_loss", symptom="plateau", severity="warning", confidence=0.9,
                     step=int(run.steps[idx[0]]), evidence=evidence,
                     fixes=[Msg("bugs.softmax.fix"), Msg("bugs.softmax.fix_nll")])]
+
+
+@dataclass(frozen=True)
+class FrozenThresholds:
+    #: trainable share of the model's parameters below which "almost all frozen" (the reported
+    #: hidden fault: 4 of 2,276 = 0.2%; a linear probe on a frozen backbone is ~1-10%)
+    trainable_share: float = 0.01
+    #: share of the trainable parameters the optimizer holds below which it was given a subset
+    optimizer_share: float = 0.5
+    #: loss points needed to say it does not learn (`progress_kind` judges thirds of the curve)
+    min_points: int = 30
+
+
+FROZEN = FrozenThresholds()
+
+
+@detector("frozen_by_mistake", needs=("loss",))
+def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
+    model = run.meta.get("model") if isinstance(run.meta, dict) else None
+    groups = (run.meta.get("optimizer") or {}).get("groups") if isinstance(run.meta, dict) else None
+    if not isinstance(model, dict):
+        return []
+    total, trainable = model.get("params"), model.get("trainable_params")
+    if not (isinstance(total, int) and isinstance(trainable, int) and total > 0):
+        return []
+    in_opt = sum(g.get("n_params", 0) for g in groups if isinstance(g, dict)) if isinstance(groups, list) else None
+    lf = q.finite_loss
+    if lf.size < FROZEN.min_points or q.first_bad_step is not None:
+        return []
+    kind, fall, _ = progress_kind(q.loss[lf])
+    if kind not in ("nothing", "slowly", "stalled"):
+        return []
+    evidence: list[str] = []
+    fixes: list[str] = []
+    if trainable / total < FROZEN.trainable_share:
+        evidence.append(Msg("bugs.frozen.few_trainable", trainable=trainable, total=total,
+                            pct=100 * trainable / total))
+        fixes.append(Msg("bugs.frozen.fix_requires_grad"))
+    if isinstance(in_opt, int) and trainable > 0 and in_opt < FROZEN.optimizer_share * trainable:
+        evidence.append(Msg("bugs.frozen.optimizer_subset", n=in_opt, trainable=trainable))
+        fixes.append(Msg("bugs.frozen.fix_optimizer"))
+    if not evidence:
+        return []
+    y = q.loss[lf]
+    evidence.append(Msg("bugs.frozen.loss_flat", first=float(y[0]), last=float(y[-1]), pct=100 * max(0.0, fall)))
+    return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.8,
+                    step=int(run.steps[lf[0]]), evidence=evidence, fixes=fixes)]

@@ -41,4 +41,24 @@ TEMPLATES = {
         "(log_softmax, not log(softmax): it stays finite)",
         "如果确实需要概率：用 F.nll_loss(torch.log_softmax(logits, -1), y)（用 log_softmax 而不是 "
         "log(softmax)：这样不会出现非有限值）"),
+    "bugs.frozen.few_trainable": (
+        "only {trainable} of the model's {total} parameters are trainable ({pct}%): requires_grad=False is on "
+        "almost all of it",
+        "模型 {total} 个参数中只有 {trainable} 个可训练（{pct}%）：几乎全部都设了 requires_grad=False"),
+    "bugs.frozen.optimizer_subset": (
+        "the optimizer holds {n} parameters of the {trainable} that require a gradient: the rest get gradients "
+        "and never move",
+        "优化器只拿到了 {trainable} 个需要梯度的参数中的 {n} 个：其余的参数有梯度但从不更新"),
+    "bugs.frozen.loss_flat": (
+        "and the loss does not learn: {first} at the start, {last} at the end ({pct}% lower)",
+        "而 loss 没有在学：开始为 {first}，最后为 {last}（只降了 {pct}%）"),
+    "bugs.frozen.fix_requires_grad": (
+        "unfreeze the layers that must learn (p.requires_grad_(True)); print sum(p.numel() for p in "
+        "model.parameters() if p.requires_grad) before training",
+        "解冻需要学习的层（p.requires_grad_(True)）；训练前打印 sum(p.numel() for p in model.parameters() "
+        "if p.requires_grad) 确认一下"),
+    "bugs.frozen.fix_optimizer": (
+        "build the optimizer from every trainable parameter: "
+        "torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], ...)",
+        "用所有可训练参数构建优化器：torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], ...)"),
 }
