@@ -192,3 +192,60 @@ def test_a_model_frozen_by_mistake_is_frozen_model_with_the_counts(tmp_path, how
 def test_a_frozen_backbone_with_a_trained_head_reads_clean(tmp_path):
     mon = _frozen(tmp_path, "head")
     assert mon.diagnose().status == "healthy", [(f.cause, f.evidence) for f in mon.diagnose().findings]
+
+
+def _scheduled(tmp_path, make_sched, steps: int = 120, lr: float = 3e-3):
+    g = torch.Generator().manual_seed(3)
+    centres = 2.0 * torch.randn(10, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    sched = make_sched(opt)
+    mon = lossdoctor.watch(model, opt, scheduler=sched, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 10, (32,), generator=g)
+        x = centres[y] + torch.randn(32, 16, generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def _linear_warmup(opt, warmup: int):
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+
+
+def test_a_warmup_sized_in_samples_never_ends_and_says_how_long_it_would_take(tmp_path):
+    mon = _scheduled(tmp_path, lambda o: _linear_warmup(o, 100 * 32))  # 100 steps x 32 samples
+    f = next(f for f in mon.diagnose().findings if f.cause == "lr_schedule_error")
+    ev = {d["key"]: d["values"] for d in f.to_dict()["evidence_data"]}
+    assert ev["bugs.warmup.never_ends"]["n"] == 120
+    would = ev["bugs.warmup.would_reach"]
+    assert abs(would["step"] - 3200) <= 40 and abs(would["peak"] - 3e-3) < 1e-12
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda o: _linear_warmup(o, 20), id="warmup-that-ends"),
+    pytest.param(lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=120), id="one-cycle"),
+    pytest.param(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=30), id="sgdr"),
+    pytest.param(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=20, T_mult=2), id="sgdr-tmult"),
+])
+def test_schedules_done_on_purpose_are_not_schedule_errors(tmp_path, make):
+    mon = _scheduled(tmp_path, make)
+    assert all(f.cause != "lr_schedule_error" for f in mon.diagnose().findings), \
+        [(f.cause, f.evidence) for f in mon.diagnose().findings]
+    # the same from the scalars alone (no meta.json naming the scheduler)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    csv = tmp_path / "scalars_only.csv"
+    csv.write_text("step,loss,lr\n" + "".join(f"{r['step']},{r['loss']},{r['lr']}\n" for r in rows))
+    out = run_cli("diagnose", csv, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert all(f["cause"] != "lr_schedule_error" for f in json.loads(out.stdout)["findings"])
+
+
+def test_a_cosine_period_shorter_than_the_run_is_still_a_schedule_error(tmp_path):
+    mon = _scheduled(tmp_path, lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=30))
+    assert any(f.cause == "lr_schedule_error" for f in mon.diagnose().findings)

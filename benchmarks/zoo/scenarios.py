@@ -670,6 +670,39 @@ def _(seed: int) -> Setup:
     return Setup(model, opt, data.batch, xent, steps=120)
 
 
+@scenario("mlp_warmup_in_samples", family="mlp", optimizer="AdamW", precision="fp32",
+          task="classification", causes={"lr_schedule_error", "lr_too_low"}, onset=1, ci=True,
+          fault="a 100-step warm-up sized in samples (100 x 32 = 3,200) while the scheduler steps per optimizer "
+                "step: over the 120-step run the LR only rises, to 1/27 of its peak")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = adamw(model, 3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=warmup_cosine(opt, 3200, 12000))
+
+
+@scenario("healthy_mlp_one_cycle", family="mlp", optimizer="AdamW", precision="fp32",
+          task="classification", ci=True,
+          fault="none: OneCycleLR over the 120 steps (the LR rises for 30% of the run, then anneals)")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = adamw(model, 3e-3)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=120)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=sched)
+
+
+@scenario("healthy_mlp_sgdr_restarts", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", ci=True,
+          fault="none: CosineAnnealingWarmRestarts(T_0=30): the LR restarts at its peak every 30 steps on purpose")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = sgd(model, 0.05)
+    sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=30)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=sched)
+
+
 # =============================================================================================
 # Transient faults
 # =============================================================================================

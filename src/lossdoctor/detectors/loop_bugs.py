@@ -23,6 +23,12 @@ almost none of the model is trainable (`requires_grad=False` left on the backbon
 too), or the optimizer was given a small subset of the trainable parameters, and the loss does not
 fall beyond its noise, the weights that would fit the data never move. A frozen backbone with a
 trained head done on purpose is left alone: its loss falls.
+
+A schedule in the wrong units (`lr_schedule_error`): a warm-up sized in tokens, samples or
+micro-batches while the scheduler is stepped per optimizer step never ends: the LR rises at every
+step of the run and is still rising at the last one. With the peak LR the optimizer was built with
+(`initial_lr`, which torch schedulers record), the warm-up's length at that rate is estimated and
+set against the run's. One-cycle and warm restarts fall again and are left alone.
 """
 
 from __future__ import annotations
@@ -199,3 +205,51 @@ def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
     evidence.append(Msg("bugs.frozen.loss_flat", first=float(y[0]), last=float(y[-1]), pct=100 * max(0.0, fall)))
     return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.8,
                     step=int(run.steps[lf[0]]), evidence=evidence, fixes=fixes)]
+
+
+@dataclass(frozen=True)
+class EndlessWarmupThresholds:
+    #: logged LR points needed (a short smoke test inside its warm-up is not judged)
+    min_points: int = 50
+    #: rise over the run, last over first LR: a linear warm-up of W steps seen for N steps rises
+    #: N-fold; 3x keeps a run whose warm-up merely ends late out (measured default)
+    rise: float = 3.0
+    #: the last tenth of the run still rises by at least this share of the total rise
+    still_rising: float = 0.05
+
+
+WARMUP = EndlessWarmupThresholds()
+
+
+@detector("endless_warmup", needs=("lr",))
+def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
+    idx = np.flatnonzero(np.isfinite(q.lr))
+    if idx.size < WARMUP.min_points:
+        return []
+    x = q.lr[idx]
+    lo, hi = float(x[0]), float(x[-1])
+    if lo <= 0 or hi < WARMUP.rise * lo:
+        return []
+    if np.any(np.diff(x) < -1e-9 * hi):  # it fell somewhere: a schedule that ends its warm-up
+        return []
+    tenth = x[int(0.9 * x.size)]
+    if hi - tenth < WARMUP.still_rising * (hi - lo):
+        return []
+    n = int(q.steps[idx[-1]]) + 1
+    evidence: list[str] = [Msg("bugs.warmup.never_ends", a=lo, b=hi, n=n)]
+    peak = _initial_lr(run)
+    slope = (hi - lo) / max(1, int(q.steps[idx[-1]] - q.steps[idx[0]]))
+    if peak is not None and peak > hi and slope > 0:
+        would = int(round(int(q.steps[idx[0]]) + (peak - lo) / slope))
+        evidence.append(Msg("bugs.warmup.would_reach", peak=peak, step=would, n=n, x=would / n))
+    return [Finding(cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.8,
+                    step=int(q.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.warmup.fix_units"), Msg("bugs.warmup.fix_hf")])]
+
+
+def _initial_lr(run: Run) -> float | None:
+    groups = (run.meta.get("optimizer") or {}).get("groups") if isinstance(run.meta, dict) else None
+    if not isinstance(groups, list) or not groups or not isinstance(groups[0], dict):
+        return None
+    v = groups[0].get("initial_lr")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None

@@ -61,4 +61,24 @@ TEMPLATES = {
         "build the optimizer from every trainable parameter: "
         "torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], ...)",
         "用所有可训练参数构建优化器：torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], ...)"),
+    "bugs.warmup.never_ends": (
+        "the LR rose at every step of the run, from {a} to {b}, and was still rising at the last of its {n} steps: "
+        "the warm-up never ends",
+        "LR 在整个训练的每一步都在上升，从 {a} 升到 {b}，到第 {n} 步（最后一步）还在上升：warmup 一直没有结束"),
+    "bugs.warmup.would_reach": (
+        "at this rate it reaches the peak LR {peak} the optimizer was built with at step ~{step}, {x}x the run's "
+        "{n} steps: the warm-up is sized in other units (tokens, samples or micro-batches) than the scheduler "
+        "is stepped in (optimizer steps)",
+        "按这个速度，LR 要到第 ~{step} 步才能达到优化器设定的峰值 {peak}，是训练总步数 {n} 的 {x} 倍："
+        "warmup 的长度用的单位（token、样本或 micro-batch）和 scheduler 的 step 单位（优化器 step）不一致"),
+    "bugs.warmup.fix_units": (
+        "size the warm-up and the decay in optimizer steps: warmup_steps = warmup_tokens / (tokens per optimizer "
+        "step), and step the scheduler once per optimizer step",
+        "用优化器 step 来设定 warmup 和衰减的长度：warmup_steps = warmup_tokens /（每个优化器 step 的 token 数），"
+        "并且每个优化器 step 调用一次 scheduler.step()"),
+    "bugs.warmup.fix_hf": (
+        "with gradient accumulation, divide a length counted in micro-batches by gradient_accumulation_steps "
+        "(the HF Trainer's warmup_steps are optimizer steps)",
+        "使用梯度累积时，按 micro-batch 计的长度要除以 gradient_accumulation_steps（HF Trainer 的 warmup_steps "
+        "是优化器 step 数）"),
 }
