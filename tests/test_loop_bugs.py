@@ -249,3 +249,41 @@ def test_schedules_done_on_purpose_are_not_schedule_errors(tmp_path, make):
 def test_a_cosine_period_shorter_than_the_run_is_still_a_schedule_error(tmp_path):
     mon = _scheduled(tmp_path, lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=30))
     assert any(f.cause == "lr_schedule_error" for f in mon.diagnose().findings)
+
+
+def _ordered(tmp_path, sort: bool, steps: int = 80):
+    g = torch.Generator().manual_seed(4)
+    centres = 2.0 * torch.randn(8, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    # a dataset of 8 classes x 320 samples; the loader either keeps its order (sorted by class) or shuffles
+    ys = torch.arange(8).repeat_interleave(320)
+    xs = centres[ys] + torch.randn(ys.shape[0], 16, generator=g)
+    order = torch.arange(ys.shape[0]) if sort else torch.randperm(ys.shape[0], generator=g)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs[order], ys[order]), batch_size=32)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _, (x, y) in zip(range(steps), loader):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def test_data_sorted_by_class_is_unshuffled_data_with_the_jump_at_the_class_change(tmp_path):
+    mon = _ordered(tmp_path, sort=True)
+    top = mon.diagnose().findings[0]
+    assert top.cause == "unshuffled_data"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.unshuffled.batches"]["n"] == 80 and ev["bugs.unshuffled.batches"]["changes"] == 7
+    assert ev["bugs.unshuffled.jump"]["s"] % 10 == 0 and ev["bugs.unshuffled.jump"]["x"] >= 1.5  # a class boundary
+    assert top.step == ev["bugs.unshuffled.jump"]["s"]
+
+
+def test_the_same_data_shuffled_reads_clean(tmp_path):
+    mon = _ordered(tmp_path, sort=False)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert {r["batch_one_class"] for r in rows} == {0}
+    assert all(f.cause != "unshuffled_data" for f in mon.diagnose().findings)

@@ -703,6 +703,30 @@ def _(seed: int) -> Setup:
     return Setup(model, opt, data.batch, xent, steps=120, scheduler=sched)
 
 
+@scenario("mlp_data_sorted_by_class", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"unshuffled_data"}, onset=12, ci=True,
+          fault="the dataset is sorted by class and not shuffled: 12 batches of class 0, then 12 of class 1, ...")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+
+    def batches(step: int):
+        x, y = data.batch(step)
+        c = (step // 12) % 10
+        return x - data.centres[y] + data.centres[c], torch.full_like(y, c)
+
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), batches, xent, steps=120)
+
+
+@scenario("healthy_mlp_binary_batch4", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification",
+          fault="none: a shuffled two-class problem in batches of 4, so one batch in eight holds a single class")
+def _(seed: int) -> Setup:
+    data = Blobs(seed, n_classes=2, batch_size=4, spread=2.0)
+    model = MLP(32, 2)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=1e-3), data.batch, xent, steps=120)
+
+
 # =============================================================================================
 # Transient faults
 # =============================================================================================

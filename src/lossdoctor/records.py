@@ -47,6 +47,8 @@ COLUMNS: dict[str, str] = {
     "out_rowsum_dev": "largest |sum over the last dimension - 1| of the model's output (0: every row is a "
                       "probability distribution; sampled)",
     "out_classes": "size of the last dimension of the model's output (classes or vocabulary; sampled)",
+    "batch_one_class": "1 when every class label of the batch (a 1-D integer tensor of 4+) is the same class, else 0",
+    "batch_class": "the class of a single-class batch (absent otherwise)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",

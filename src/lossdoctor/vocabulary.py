@@ -37,6 +37,8 @@ CAUSES: dict[str, str] = {
                        "every gradient so far",
     "softmax_before_loss": "the model outputs probabilities (softmax already applied) to a loss that applies "
                            "its own softmax (CrossEntropyLoss): the loss saturates far above zero",
+    "unshuffled_data": "the data is ordered (by class) instead of shuffled: stretches of batches hold one "
+                       "class each, and the loss jumps where the class changes",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

@@ -50,6 +50,9 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "grad_not_zeroed": ("lr_too_high", "lr_too_low", "lr_schedule_error", "grad_explosion", "loss_spike",
                         "noisy_data", "frozen_model"),
     # a loss saturated at its floor reads as a plateau: too little LR, noisy labels, a stall
+    # a model that fits one class after another: the jumps at the class changes are not spikes of
+    # bad data or of the LR, and the curve is not noisy labels
+    "unshuffled_data": ("noisy_data", "loss_spike", "lr_too_high"),
     "softmax_before_loss": ("noisy_data", "lr_too_low", "vanishing_gradient", "precision_stall", "frozen_model"),
 }
 

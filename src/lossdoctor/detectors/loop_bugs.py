@@ -29,6 +29,12 @@ micro-batches while the scheduler is stepped per optimizer step never ends: the 
 step of the run and is still rising at the last one. With the peak LR the optimizer was built with
 (`initial_lr`, which torch schedulers record), the warm-up's length at that rate is estimated and
 set against the run's. One-cycle and warm restarts fall again and are left alone.
+
+Data not shuffled (`unshuffled_data`). Signals: `batch_one_class`, `batch_class` (the batch probe:
+is every class label of the batch the same?). When most batches hold a single class and that class
+changes along the run, the data is ordered by class: the model fits one class, then the next, and
+the loss jumps at each change (where the hidden fault's spike was). Shuffled batches of 4+ from
+several classes are rarely single-class (10 classes, batch 4: 0.1%; 2 classes, batch 4: 12.5%).
 """
 
 from __future__ import annotations
@@ -253,3 +259,57 @@ def _initial_lr(run: Run) -> float | None:
         return None
     v = groups[0].get("initial_lr")
     return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+@dataclass(frozen=True)
+class UnshuffledThresholds:
+    #: batches with class labels needed
+    min_batches: int = 10
+    #: share of them that hold one class (ordered data: all but none; shuffled, 2 classes and
+    #: batch 4: 12.5%)
+    share: float = 0.8
+    #: a loss jump at a class change quoted as evidence: loss over the median of the 5 steps before
+    jump: float = 1.5
+
+
+UNSHUFFLED = UnshuffledThresholds()
+
+
+@detector("unshuffled_data", needs=("batch_one_class",))
+def unshuffled_data(run: Run, q: Quantities) -> list[Finding]:
+    one = run.col("batch_one_class")
+    idx = np.flatnonzero(np.isfinite(one))
+    if idx.size < UNSHUFFLED.min_batches or one[idx].mean() < UNSHUFFLED.share or not run.has("batch_class"):
+        return []
+    cls = run.col("batch_class")
+    single = idx[(one[idx] > 0.5) & np.isfinite(cls[idx])]
+    change = single[1:][cls[single[1:]] != cls[single[:-1]]]
+    if not change.size:
+        return []
+    n_classes = int(np.unique(cls[single]).size)
+    evidence: list[str] = [Msg("bugs.unshuffled.batches", n=int((one[idx] > 0.5).sum()), of=int(idx.size),
+                               k=n_classes, changes=int(change.size), first=int(run.steps[change[0]]))]
+    jump = _worst_jump(q, change)
+    if jump is not None:
+        evidence.append(jump[1])
+    return [Finding(cause="unshuffled_data", symptom="spike" if jump is not None else "oscillation",
+                    severity="warning", confidence=0.9,
+                    step=int(run.steps[jump[0] if jump is not None else change[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.unshuffled.fix"), Msg("bugs.unshuffled.fix_hf")])]
+
+
+def _worst_jump(q: Quantities, change: np.ndarray) -> tuple[int, Msg] | None:
+    """The largest loss jump at a class change (row, sentence), when one is above UNSHUFFLED.jump."""
+    best = None
+    for i in change:
+        before = q.loss[max(0, i - 5):i]
+        before = before[np.isfinite(before)]
+        if not before.size or not np.isfinite(q.loss[i]) or np.median(before) <= 0:
+            continue
+        x = float(q.loss[i] / np.median(before))
+        if x >= UNSHUFFLED.jump and (best is None or x > best[0]):
+            best = (x, int(i), float(np.median(before)))
+    if best is None:
+        return None
+    x, i, base = best
+    return i, Msg("bugs.unshuffled.jump", s=int(q.steps[i]), loss=float(q.loss[i]), x=x, base=base)

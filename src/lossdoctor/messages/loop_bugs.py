@@ -81,4 +81,20 @@ TEMPLATES = {
         "(the HF Trainer's warmup_steps are optimizer steps)",
         "使用梯度累积时，按 micro-batch 计的长度要除以 gradient_accumulation_steps（HF Trainer 的 warmup_steps "
         "是优化器 step 数）"),
+    "bugs.unshuffled.batches": (
+        "{n} of {of} batches hold a single class, and the class changes {changes} times along the run "
+        "(first at step {first}; {k} classes in all): the data is ordered by class, not shuffled",
+        "{of} 个 batch 中有 {n} 个只含一个类别，而类别在训练过程中切换了 {changes} 次（最早在 step {first}；"
+        "共 {k} 个类别）：数据按类别排序，没有打乱"),
+    "bugs.unshuffled.jump": (
+        "at step {s}, where the class changes, the loss jumps to {loss}, {x}x the {base} of the steps before it",
+        "在类别切换的 step {s}，loss 跳到 {loss}，是之前几步 {base} 的 {x} 倍"),
+    "bugs.unshuffled.fix": (
+        "shuffle the training data: DataLoader(dataset, shuffle=True) (or a sampler that mixes classes in every batch)",
+        "打乱训练数据：DataLoader(dataset, shuffle=True)（或用让每个 batch 混合各类别的 sampler）"),
+    "bugs.unshuffled.fix_hf": (
+        "a dataset sorted on disk stays sorted under an IterableDataset: shuffle it with a buffer "
+        "(datasets: ds.shuffle(seed=..., buffer_size=...))",
+        "在磁盘上已排序的数据集用 IterableDataset 读时仍是有序的：用缓冲区打乱（datasets：ds.shuffle(seed=..., "
+        "buffer_size=...)）"),
 }
