@@ -287,3 +287,54 @@ def test_the_same_data_shuffled_reads_clean(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert {r["batch_one_class"] for r in rows} == {0}
     assert all(f.cause != "unshuffled_data" for f in mon.diagnose().findings)
+
+
+class _Bigram(torch.nn.Module):
+    """The smallest causal LM: the logits at position t are a function of token t."""
+
+    def __init__(self, vocab: int = 32) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, 32)
+        self.head = torch.nn.Linear(32, vocab)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.emb(input_ids)))
+
+
+def _lm(tmp_path, shift: bool, steps: int = 60):
+    g = torch.Generator().manual_seed(5)
+    trans = torch.softmax(3.0 * torch.randn(32, 32, generator=g), dim=-1)  # a Markov chain's transitions
+    model = _Bigram()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="pretrain")
+    for _ in range(steps):
+        ids = torch.empty(8, 24, dtype=torch.long)
+        ids[:, 0] = torch.randint(0, 32, (8,), generator=g)
+        for t in range(1, 24):
+            ids[:, t] = torch.multinomial(trans[ids[:, t - 1]], 1, generator=g).squeeze(1)
+        opt.zero_grad()
+        logits = model(input_ids=ids)
+        if shift:
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, 32), ids[:, 1:].reshape(-1))
+        else:
+            loss = F.cross_entropy(logits.reshape(-1, 32), ids.reshape(-1))
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch={"input_ids": ids, "labels": ids})
+    mon.close()
+    return mon
+
+
+def test_labels_equal_to_the_inputs_without_a_shift_is_labels_not_shifted(tmp_path):
+    mon = _lm(tmp_path, shift=False)
+    top = mon.diagnose().findings[0]
+    assert (top.cause, top.severity) == ("labels_not_shifted", "critical")
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.copy.frac"]["pct"] > 90 and ev["bugs.copy.loss"]["end"] < 0.1 * ev["bugs.copy.loss"]["chance"]
+
+
+def test_the_same_lm_with_the_shift_reads_clean(tmp_path):
+    mon = _lm(tmp_path, shift=True)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert max(r["out_copy_frac"] for r in rows if "out_copy_frac" in r) < 0.3
+    assert all(f.cause != "labels_not_shifted" for f in mon.diagnose().findings)

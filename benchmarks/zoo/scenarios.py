@@ -727,6 +727,20 @@ def _(seed: int) -> Setup:
     return Setup(model, torch.optim.Adam(model.parameters(), lr=1e-3), data.batch, xent, steps=120)
 
 
+def _lm_no_shift(model: nn.Module, batch: Any) -> torch.Tensor:
+    logits = model(batch["input_ids"], batch.get("attention_mask"))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), batch["input_ids"].reshape(-1))
+
+
+@scenario("attn_labels_not_shifted", family="attention", optimizer="AdamW", precision="fp32",
+          task="pretrain", causes={"labels_not_shifted"}, onset=1, ci=True,
+          fault="the LM loss compares the logits at position t with input_ids[t] (labels = inputs, no shift): it learns to copy")
+def _(seed: int) -> Setup:
+    data = MarkovLM(seed)
+    model = TinyTransformer()
+    return Setup(model, adamw(model, 3e-3), data.batch, _lm_no_shift, steps=100)
+
+
 # =============================================================================================
 # Transient faults
 # =============================================================================================

@@ -49,6 +49,8 @@ COLUMNS: dict[str, str] = {
     "out_classes": "size of the last dimension of the model's output (classes or vocabulary; sampled)",
     "batch_one_class": "1 when every class label of the batch (a 1-D integer tensor of 4+) is the same class, else 0",
     "batch_class": "the class of a single-class batch (absent otherwise)",
+    "out_copy_frac": "share of positions where the model's argmax is its own input token (a (B, T, V) output "
+                     "of a forward given input_ids (B, T); sampled): near 1 for a model taught to copy",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",

@@ -39,6 +39,8 @@ CAUSES: dict[str, str] = {
                            "its own softmax (CrossEntropyLoss): the loss saturates far above zero",
     "unshuffled_data": "the data is ordered (by class) instead of shuffled: stretches of batches hold one "
                        "class each, and the loss jumps where the class changes",
+    "labels_not_shifted": "the labels are the inputs at the same position (no shift): the model learns to "
+                          "copy its input and the loss falls far below what next-token prediction allows",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

@@ -53,6 +53,8 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     # a model that fits one class after another: the jumps at the class changes are not spikes of
     # bad data or of the LR, and the curve is not noisy labels
     "unshuffled_data": ("noisy_data", "loss_spike", "lr_too_high"),
+    # a loss near 0 from copying is not an empty mask, a prompt leak or an overfit
+    "labels_not_shifted": ("label_mask_leak", "label_mask_empty", "noisy_data", "bad_init"),
     "softmax_before_loss": ("noisy_data", "lr_too_low", "vanishing_gradient", "precision_stall", "frozen_model"),
 }
 

@@ -35,6 +35,12 @@ is every class label of the batch the same?). When most batches hold a single cl
 changes along the run, the data is ordered by class: the model fits one class, then the next, and
 the loss jumps at each change (where the hidden fault's spike was). Shuffled batches of 4+ from
 several classes are rarely single-class (10 classes, batch 4: 0.1%; 2 classes, batch 4: 12.5%).
+
+Labels equal to the inputs, not shifted (`labels_not_shifted`). Signal: `out_copy_frac` (the
+model's argmax equals its own input token) at the end of the run, with a loss far below chance
+(ln V, from the run's metadata or the output's last dimension). A masked LM copies its unmasked
+positions too, but its loss (on the masked ones) stays far from 0; an LM whose loss shifts (the
+HF models do it inside) predicts the next token and copies only where tokens repeat.
 """
 
 from __future__ import annotations
@@ -313,3 +319,41 @@ def _worst_jump(q: Quantities, change: np.ndarray) -> tuple[int, Msg] | None:
         return None
     x, i, base = best
     return i, Msg("bugs.unshuffled.jump", s=int(q.steps[i]), loss=float(q.loss[i]), x=x, base=base)
+
+
+@dataclass(frozen=True)
+class CopyThresholds:
+    #: measured steps needed (sampled steps) and how many of the last ones are judged
+    min_measured: int = 3
+    last: int = 3
+    #: share of positions predicted as their own input (a trained copier: ~1; a next-token model:
+    #: the repeat rate of its data, 1-2% on the zoo's Markov chains; measured default)
+    copy: float = 0.8
+    #: the loss at the end, as a share of chance ln V (a copier ends near 0)
+    below_chance: float = 0.1
+
+
+COPY = CopyThresholds()
+
+
+@detector("labels_not_shifted", needs=("out_copy_frac", "loss"))
+def labels_not_shifted(run: Run, q: Quantities) -> list[Finding]:
+    c = run.col("out_copy_frac")
+    idx = np.flatnonzero(np.isfinite(c))
+    if idx.size < COPY.min_measured or not q.finite_loss.size:
+        return []
+    frac = float(np.median(c[idx[-COPY.last:]]))
+    chance = run.meta.get("chance_loss") if isinstance(run.meta, dict) else None
+    if not isinstance(chance, (int, float)) or chance <= 0:
+        k = run.col("out_classes") if run.has("out_classes") else None
+        kk = k[np.isfinite(k)] if k is not None else np.array([])
+        chance = math.log(float(np.median(kk))) if kk.size and np.median(kk) > 1 else None
+    y = q.loss[q.finite_loss]
+    end = float(np.median(y[-max(1, y.size // 10):]))
+    if frac < COPY.copy or chance is None or end > COPY.below_chance * chance:
+        return []
+    evidence: list[str] = [Msg("bugs.copy.frac", pct=100 * frac, step=int(run.steps[idx[-1]])),
+                           Msg("bugs.copy.loss", end=end, chance=float(chance), pct=100 * end / chance)]
+    return [Finding(cause="labels_not_shifted", symptom="zero_loss", severity="critical", confidence=0.9,
+                    step=int(run.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.copy.fix_shift"), Msg("bugs.copy.fix_hf")])]

@@ -55,12 +55,12 @@ TEMPLATES = {
     "bugs.frozen.fix_requires_grad": (
         "unfreeze the layers that must learn (p.requires_grad_(True)); print sum(p.numel() for p in "
         "model.parameters() if p.requires_grad) before training",
-        "解冻需要学习的层（p.requires_grad_(True)）；训练前打印 sum(p.numel() for p in model.parameters() "
-        "if p.requires_grad) 确认一下"),
+        "解冻需要学习的层（p.requires_grad_(True)）；训练前打印 `sum(p.numel() for p in model.parameters() "
+        "if p.requires_grad)` 确认一下"),
     "bugs.frozen.fix_optimizer": (
         "build the optimizer from every trainable parameter: "
         "torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], ...)",
-        "用所有可训练参数构建优化器：torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], ...)"),
+        "用所有可训练参数构建优化器：`torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], ...)`"),
     "bugs.warmup.never_ends": (
         "the LR rose at every step of the run, from {a} to {b}, and was still rising at the last of its {n} steps: "
         "the warm-up never ends",
@@ -97,4 +97,17 @@ TEMPLATES = {
         "(datasets: ds.shuffle(seed=..., buffer_size=...))",
         "在磁盘上已排序的数据集用 IterableDataset 读时仍是有序的：用缓冲区打乱（datasets：ds.shuffle(seed=..., "
         "buffer_size=...)）"),
+    "bugs.copy.frac": (
+        "at {pct}% of the positions the model predicts its own input token (step {step}): it has learned to copy "
+        "its input",
+        "在 {pct}% 的位置上模型预测的就是它自己的输入 token（step {step}）：它学会了照抄输入"),
+    "bugs.copy.loss": (
+        "and the loss is {end}, {pct}% of chance ln V = {chance}: far below what predicting the next token allows",
+        "而 loss 为 {end}，只有随机水平 ln(V) = {chance} 的 {pct}%：远低于预测下一个 token 所能达到的水平"),
+    "bugs.copy.fix_shift": (
+        "shift the labels by one: loss = cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())",
+        "把标签错开一位：loss = cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())"),
+    "bugs.copy.fix_hf": (
+        "HF causal LMs shift inside the model: pass labels=input_ids and use the model's own loss, never shift twice",
+        "HF 的因果语言模型在模型内部错位：传 labels=input_ids 并使用模型自己的 loss，不要再错位一次"),
 }

@@ -11,6 +11,12 @@ first floating tensor of a tuple / HF ModelOutput, the logits), at the first for
 step only: `aminmax` and the largest deviation of a row's sum from 1 along the last dimension,
 three numbers into the step's one copy (no host sync). The record gets `out_min`, `out_max`,
 `out_rowsum_dev` and `out_classes` (the size of the last dimension).
+
+Labels equal to the inputs, not shifted: a causal LM trained to predict the token at its own
+position (cross-entropy of `logits` against `input_ids` with no shift) learns to copy its input.
+When the forward received `input_ids` (B, T) and its output is (B, T, V), the same pass also
+gives the share of positions whose argmax is the input token itself: `out_copy_frac` (a model
+predicting the next token copies only where a token repeats).
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ class OutputProbe:
         self.error: BaseException | None = None
         self._stats: torch.Tensor | None = None
         self._classes: int | None = None
-        self._handles = [model.register_forward_hook(self._hook)]
+        self._handles = [model.register_forward_hook(self._hook, with_kwargs=True)]
 
-    def _hook(self, module: nn.Module, args: Any, out: Any) -> None:
+    def _hook(self, module: nn.Module, args: Any, kwargs: Any, out: Any) -> None:
         if compiling() or not (self.enabled and self.sampled) or self._stats is not None \
                 or not torch.is_grad_enabled():
             return
@@ -48,7 +54,10 @@ class OutputProbe:
                 d = t.detach()
                 mn, mx = torch.aminmax(d)
                 dev = (d.float().sum(-1) - 1.0).abs().amax()
-                self._stats = torch.stack([mn.float(), mx.float(), dev])
+                ids = _input_ids(args, kwargs)
+                copy = (d.argmax(-1) == ids).float().mean() if ids is not None and d.dim() == 3 \
+                    and tuple(ids.shape) == tuple(d.shape[:2]) else torch.full((), -1.0, device=d.device)
+                self._stats = torch.stack([mn.float(), mx.float(), dev, copy.to(dev.device)])
             self._classes = int(t.shape[-1])
         except Exception as e:  # never break the user's forward
             self.enabled, self.error = False, e
@@ -67,11 +76,24 @@ class OutputProbe:
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any] | None, rec: dict[str, Any]) -> None:
         if not ctx or "out_stats" not in values:
             return
-        mn, mx, dev = (float(v) for v in values["out_stats"][:3])
+        mn, mx, dev, copy = (float(v) for v in values["out_stats"][:4])
         rec["out_min"], rec["out_max"], rec["out_rowsum_dev"] = mn, mx, dev
         rec["out_classes"] = ctx["classes"]
+        if copy >= 0:
+            rec["out_copy_frac"] = copy
 
     def remove(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+
+
+def _input_ids(args: Any, kwargs: Any) -> torch.Tensor | None:
+    """The token ids the forward received: `input_ids=` or the first positional argument, when it is
+    an integer (B, T) tensor."""
+    t = kwargs.get("input_ids") if isinstance(kwargs, dict) else None
+    if t is None and args:
+        t = args[0]
+    if isinstance(t, torch.Tensor) and t.dim() == 2 and not t.is_floating_point() and t.dtype != torch.bool:
+        return t
+    return None
