@@ -338,3 +338,52 @@ def test_the_same_lm_with_the_shift_reads_clean(tmp_path):
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert max(r["out_copy_frac"] for r in rows if "out_copy_frac" in r) < 0.3
     assert all(f.cause != "labels_not_shifted" for f in mon.diagnose().findings)
+
+
+def _epochs(tmp_path, back_to_train: bool, freeze_bn: bool = False, epochs: int = 4, per_epoch: int = 10):
+    """Train with a validation pass (model.eval(), no_grad) after every epoch; `back_to_train`:
+    the loop calls model.train() at the start of each epoch, as it should."""
+    g = torch.Generator().manual_seed(6)
+    centres = 2.0 * torch.randn(5, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.2), torch.nn.Linear(32, 5))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+
+    def batch():
+        y = torch.randint(0, 5, (16,), generator=g)
+        return centres[y] + torch.randn(16, 16, generator=g), y
+
+    for _ in range(epochs):
+        if back_to_train:
+            model.train()
+            if freeze_bn:
+                model[1].eval()  # BatchNorm statistics frozen on purpose
+        for _ in range(per_epoch):
+            x, y = batch()
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            mon.step(loss, batch=(x, y))
+        model.eval()
+        with torch.no_grad():  # validation
+            x, y = batch()
+            F.cross_entropy(model(x), y)
+    mon.close()
+    return mon
+
+
+def test_a_loop_that_never_calls_train_after_validation_is_eval_mode_training(tmp_path):
+    mon = _epochs(tmp_path, back_to_train=False)
+    f = next(f for f in mon.diagnose().findings if f.cause == "eval_mode_training")
+    ev = f.to_dict()["evidence_data"][0]
+    assert ev["key"] == "bugs.eval.seen" and (ev["values"]["n"], ev["values"]["of"], ev["values"]["first"]) == (30, 40, 10)
+
+
+@pytest.mark.parametrize("freeze_bn", [False, True])
+def test_a_loop_that_switches_back_to_train_reads_clean(tmp_path, freeze_bn):
+    mon = _epochs(tmp_path, back_to_train=True, freeze_bn=freeze_bn)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert {r["train_mode"] for r in rows} == {1}
+    assert all(f.cause != "eval_mode_training" for f in mon.diagnose().findings)

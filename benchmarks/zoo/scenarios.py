@@ -741,6 +741,30 @@ def _(seed: int) -> Setup:
     return Setup(model, adamw(model, 3e-3), data.batch, _lm_no_shift, steps=100)
 
 
+def _bn_dropout_mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Dropout(0.3), nn.Linear(64, 10))
+
+
+@scenario("mlp_trained_in_eval_mode", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"eval_mode_training"}, onset=1, ci=True,
+          fault="model.eval() was called (for a validation pass) and model.train() never after: dropout off, "
+                "BatchNorm on running statistics")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = _bn_dropout_mlp().eval()
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, xent, steps=80)
+
+
+@scenario("healthy_mlp_frozen_batchnorm", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", ci=True,
+          fault="none: the model trains in train mode with its BatchNorm layer frozen (eval) on purpose")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = _bn_dropout_mlp().train()
+    model[1].eval()
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, xent, steps=80)
+
+
 # =============================================================================================
 # Transient faults
 # =============================================================================================

@@ -51,6 +51,8 @@ COLUMNS: dict[str, str] = {
     "batch_class": "the class of a single-class batch (absent otherwise)",
     "out_copy_frac": "share of positions where the model's argmax is its own input token (a (B, T, V) output "
                      "of a forward given input_ids (B, T); sampled): near 1 for a model taught to copy",
+    "train_mode": "1 when the model was in train mode at the step's first forward with gradients, 0 in eval "
+                  "mode (recorded for models with dropout or BatchNorm only)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",

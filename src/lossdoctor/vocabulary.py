@@ -41,6 +41,8 @@ CAUSES: dict[str, str] = {
                        "class each, and the loss jumps where the class changes",
     "labels_not_shifted": "the labels are the inputs at the same position (no shift): the model learns to "
                           "copy its input and the loss falls far below what next-token prediction allows",
+    "eval_mode_training": "the model trains in eval mode (model.eval() left on): dropout is off and BatchNorm "
+                          "normalises with its running statistics",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

@@ -41,6 +41,12 @@ model's argmax equals its own input token) at the end of the run, with a loss fa
 (ln V, from the run's metadata or the output's last dimension). A masked LM copies its unmasked
 positions too, but its loss (on the masked ones) stays far from 0; an LM whose loss shifts (the
 HF models do it inside) predicts the next token and copies only where tokens repeat.
+
+Eval mode during training (`eval_mode_training`). Signal: `train_mode`, the root module's
+`training` flag at each step's first forward with gradients, recorded for models that have dropout
+or BatchNorm. Most steps in eval mode: `model.eval()` was left on (typically after a validation
+pass). A validation pass itself runs without gradients and is not a step; BatchNorm frozen on
+purpose leaves the root in train mode.
 """
 
 from __future__ import annotations
@@ -357,3 +363,29 @@ def labels_not_shifted(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="labels_not_shifted", symptom="zero_loss", severity="critical", confidence=0.9,
                     step=int(run.steps[idx[0]]), evidence=evidence,
                     fixes=[Msg("bugs.copy.fix_shift"), Msg("bugs.copy.fix_hf")])]
+
+
+@dataclass(frozen=True)
+class EvalModeThresholds:
+    #: steps with the flag needed, and the share of them in eval mode (a loop that forgot
+    #: model.train() after its first validation pass is in eval mode from then on)
+    min_steps: int = 10
+    share: float = 0.5
+
+
+EVAL_MODE = EvalModeThresholds()
+
+
+@detector("eval_mode_training", needs=("train_mode",))
+def eval_mode_training(run: Run, q: Quantities) -> list[Finding]:
+    m = run.col("train_mode")
+    idx = np.flatnonzero(np.isfinite(m))
+    if idx.size < EVAL_MODE.min_steps:
+        return []
+    ev = idx[m[idx] < 0.5]
+    if ev.size < EVAL_MODE.share * idx.size:
+        return []
+    first = int(run.steps[ev[0]])
+    return [Finding(cause="eval_mode_training", symptom="slow_convergence", severity="warning", confidence=0.9,
+                    step=first, evidence=[Msg("bugs.eval.seen", n=int(ev.size), of=int(idx.size), first=first)],
+                    fixes=[Msg("bugs.eval.fix")])]

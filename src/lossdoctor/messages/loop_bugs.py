@@ -110,4 +110,12 @@ TEMPLATES = {
     "bugs.copy.fix_hf": (
         "HF causal LMs shift inside the model: pass labels=input_ids and use the model's own loss, never shift twice",
         "HF 的因果语言模型在模型内部错位：传 labels=input_ids 并使用模型自己的 loss，不要再错位一次"),
+    "bugs.eval.seen": (
+        "the model was in eval mode at {n} of {of} training steps (from step {first}): its dropout is off and its "
+        "BatchNorm layers normalise with running statistics while it trains",
+        "在 {of} 个训练 step 中有 {n} 个模型处于 eval 模式（从 step {first} 开始）：训练时 dropout 被关闭，"
+        "BatchNorm 层用的是 running 统计量"),
+    "bugs.eval.fix": (
+        "call model.train() at the start of every training epoch (after each validation pass that called model.eval())",
+        "在每个训练 epoch 开始时调用 model.train()（每次调用了 model.eval() 的验证之后都要切回来）"),
 }

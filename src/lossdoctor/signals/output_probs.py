@@ -17,6 +17,13 @@ position (cross-entropy of `logits` against `input_ids` with no shift) learns to
 When the forward received `input_ids` (B, T) and its output is (B, T, V), the same pass also
 gives the share of positions whose argmax is the input token itself: `out_copy_frac` (a model
 predicting the next token copies only where a token repeats).
+
+Train/eval mode: a model with dropout or BatchNorm whose training forward runs in eval mode
+(`model.eval()` for a validation pass, and no `model.train()` after it) trains without dropout and
+normalises with running statistics. The root module's `training` flag at the step's first
+forward with gradients on is a host attribute: `train_mode` (1/0) at every step, recorded only for
+models that have such modules. BatchNorm layers put in eval on purpose (frozen statistics) leave
+the root in train mode and read 1.
 """
 
 from __future__ import annotations
@@ -40,11 +47,17 @@ class OutputProbe:
         self.error: BaseException | None = None
         self._stats: torch.Tensor | None = None
         self._classes: int | None = None
+        self._mode: bool | None = None  # the root's `training` at the step's first forward
+        self.mode_modules = sum(1 for m in model.modules() if isinstance(
+            m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)))
         self._handles = [model.register_forward_hook(self._hook, with_kwargs=True)]
 
     def _hook(self, module: nn.Module, args: Any, kwargs: Any, out: Any) -> None:
-        if compiling() or not (self.enabled and self.sampled) or self._stats is not None \
-                or not torch.is_grad_enabled():
+        if compiling() or not self.enabled or not torch.is_grad_enabled():
+            return
+        if self._mode is None:
+            self._mode = bool(module.training)
+        if not self.sampled or self._stats is not None:
             return
         try:
             t = first_float_tensor(out)
@@ -63,17 +76,20 @@ class OutputProbe:
             self.enabled, self.error = False, e
 
     def reset(self) -> None:
-        self._stats, self._classes = None, None
+        self._stats, self._classes, self._mode = None, None, None
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
-        stats, k = self._stats, self._classes
+        stats, k, mode = self._stats, self._classes, self._mode
         self.reset()
-        if stats is None or not self.enabled:
+        if not self.enabled:
             return None
-        packer.add("out_stats", stats)
-        return {"classes": k}
+        if stats is not None:
+            packer.add("out_stats", stats)
+        return {"classes": k, "mode": mode if self.mode_modules else None}
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any] | None, rec: dict[str, Any]) -> None:
+        if ctx and ctx["mode"] is not None:
+            rec["train_mode"] = int(ctx["mode"])
         if not ctx or "out_stats" not in values:
             return
         mn, mx, dev, copy = (float(v) for v in values["out_stats"][:4])
