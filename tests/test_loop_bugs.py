@@ -387,3 +387,44 @@ def test_a_loop_that_switches_back_to_train_reads_clean(tmp_path, freeze_bn):
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert {r["train_mode"] for r in rows} == {1}
     assert all(f.cause != "eval_mode_training" for f in mon.diagnose().findings)
+
+
+def _regress(tmp_path, squeeze: bool, steps: int = 40):
+    g = torch.Generator().manual_seed(7)
+    w = torch.randn(8, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="regression")
+    for _ in range(steps):
+        x = torch.randn(32, 8, generator=g)
+        y = x @ w  # (B,)
+        opt.zero_grad()
+        pred = model(x)  # (B, 1)
+        with pytest.warns(UserWarning, match="target size") if not squeeze else _nothing():
+            loss = F.mse_loss(pred.squeeze(-1) if squeeze else pred, y)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_b1_prediction_against_a_b_target_is_loss_broadcast(tmp_path):
+    mon = _regress(tmp_path, squeeze=False)
+    top = mon.diagnose().findings[0]
+    assert top.cause == "loss_broadcast"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.broadcast.floor"]["r"] >= 0.8
+
+
+def test_the_squeezed_prediction_reads_clean(tmp_path):
+    mon = _regress(tmp_path, squeeze=True)
+    assert all(f.cause != "loss_broadcast" for f in mon.diagnose().findings)

@@ -16,6 +16,7 @@ Ground truth conventions:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -763,6 +764,40 @@ def _(seed: int) -> Setup:
     model = _bn_dropout_mlp().train()
     model[1].eval()
     return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, xent, steps=80)
+
+
+def _regression_1d(seed: int):
+    data = Regression(seed)
+
+    def batches(step: int):
+        x, y = data.batch(step)
+        return x, y.reshape(-1)  # a (B,) target, as a Dataset of scalars yields it
+
+    return batches
+
+
+def _mse_broadcast(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    with warnings.catch_warnings():  # torch warns about the broadcast; the user did not look
+        warnings.simplefilter("ignore", UserWarning)
+        return F.mse_loss(model(x), y)
+
+
+@scenario("mlp_mse_shapes_broadcast", family="mlp", optimizer="Adam", precision="fp32",
+          task="regression", causes={"loss_broadcast"}, onset=1, ci=True,
+          fault="F.mse_loss of a (B, 1) prediction against a (B,) target: broadcast to (B, B), only the mean is learned")
+def _(seed: int) -> Setup:
+    model = MLP(16, 1)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), _regression_1d(seed), _mse_broadcast,
+                 steps=80)
+
+
+@scenario("healthy_mlp_mse_squeezed", family="mlp", optimizer="Adam", precision="fp32", task="regression",
+          ci=True, fault="none: the same (B, 1) head and (B,) target, the prediction squeezed before the MSE")
+def _(seed: int) -> Setup:
+    model = MLP(16, 1)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), _regression_1d(seed),
+                 lambda m, b: F.mse_loss(m(b[0]).squeeze(-1), b[1]), steps=80)
 
 
 # =============================================================================================

@@ -53,6 +53,9 @@ COLUMNS: dict[str, str] = {
                      "of a forward given input_ids (B, T); sampled): near 1 for a model taught to copy",
     "train_mode": "1 when the model was in train mode at the step's first forward with gradients, 0 in eval "
                   "mode (recorded for models with dropout or BatchNorm only)",
+    "out_rank": "number of dimensions of the model's output (sampled)",
+    "out_last_dim": "size of the last dimension of the model's output (sampled; 1 for a (B, 1) regression head)",
+    "target_var": "variance of the batch's first 1-D floating tensor of 4+ values (a (B,) target)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",

@@ -43,6 +43,8 @@ CAUSES: dict[str, str] = {
                           "copy its input and the loss falls far below what next-token prediction allows",
     "eval_mode_training": "the model trains in eval mode (model.eval() left on): dropout is off and BatchNorm "
                           "normalises with its running statistics",
+    "loss_broadcast": "the loss compares tensors whose shapes broadcast ((B, 1) predictions against (B,) "
+                      "targets): every prediction is scored against every target, so only the mean is learned",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

@@ -55,6 +55,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "unshuffled_data": ("noisy_data", "loss_spike", "lr_too_high"),
     # a loss near 0 from copying is not an empty mask, a prompt leak or an overfit
     "labels_not_shifted": ("label_mask_leak", "label_mask_empty", "noisy_data", "bad_init"),
+    "loss_broadcast": ("noisy_data", "lr_too_low", "vanishing_gradient", "frozen_model"),
     "softmax_before_loss": ("noisy_data", "lr_too_low", "vanishing_gradient", "precision_stall", "frozen_model"),
 }
 

@@ -47,6 +47,13 @@ Eval mode during training (`eval_mode_training`). Signal: `train_mode`, the root
 or BatchNorm. Most steps in eval mode: `model.eval()` was left on (typically after a validation
 pass). A validation pass itself runs without gradients and is not a step; BatchNorm frozen on
 purpose leaves the root in train mode.
+
+A loss whose shapes broadcast (`loss_broadcast`). Signals: `out_rank`/`out_last_dim` (the model's
+output is (B, 1)), `target_var` (the batch holds a (B,) floating target, and its variance). An MSE
+of (B, 1) against (B,) broadcasts to (B, B): it scores every prediction against every target, is
+never below the targets' variance, and the best the model can do is predict their mean. So: a
+(B, 1) output, a (B,) target, and a loss that stays at the targets' variance or above. The same
+model whose loss squeezes the output learns below it and is left alone.
 """
 
 from __future__ import annotations
@@ -389,3 +396,34 @@ def eval_mode_training(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="eval_mode_training", symptom="slow_convergence", severity="warning", confidence=0.9,
                     step=first, evidence=[Msg("bugs.eval.seen", n=int(ev.size), of=int(idx.size), first=first)],
                     fixes=[Msg("bugs.eval.fix")])]
+
+
+@dataclass(frozen=True)
+class BroadcastThresholds:
+    #: steps with output shape and target variance needed
+    min_steps: int = 5
+    #: the loss over the targets' variance at the end: a broadcast MSE is >= 1 (it is Var(y) plus
+    #: the predictions' spread around the mean); a model that learns ends far below (measured on
+    #: the zoo's regression: < 0.1)
+    ratio: float = 0.8
+
+
+BROADCAST = BroadcastThresholds()
+
+
+@detector("loss_broadcast", needs=("out_last_dim", "target_var", "loss"))
+def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
+    rank, last, var = run.col("out_rank"), run.col("out_last_dim"), run.col("target_var")
+    idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(var) & (var > 0)
+                         & np.isfinite(q.loss))
+    if idx.size < BROADCAST.min_steps or not np.all((rank[idx] == 2) & (last[idx] == 1)):
+        return []
+    tail = idx[-max(1, idx.size // 3):]
+    r = float(np.median(q.loss[tail] / var[tail]))
+    if r < BROADCAST.ratio:
+        return []
+    evidence: list[str] = [Msg("bugs.broadcast.shapes"),
+                           Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])),
+                               var=float(np.median(var[tail])), r=r)]
+    return [Finding(cause="loss_broadcast", symptom="plateau", severity="warning", confidence=0.85,
+                    step=int(run.steps[idx[0]]), evidence=evidence, fixes=[Msg("bugs.broadcast.fix")])]

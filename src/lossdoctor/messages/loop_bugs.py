@@ -118,4 +118,17 @@ TEMPLATES = {
     "bugs.eval.fix": (
         "call model.train() at the start of every training epoch (after each validation pass that called model.eval())",
         "在每个训练 epoch 开始时调用 model.train()（每次调用了 model.eval() 的验证之后都要切回来）"),
+    "bugs.broadcast.shapes": (
+        "the model outputs (B, 1) and the batch's target is (B,): a loss of the two broadcasts to (B, B) and "
+        "scores every prediction against every target",
+        "模型输出是 (B, 1)，而 batch 的目标是 (B,)：两者算 loss 时会广播成 (B, B)，每个预测都和所有目标比较"),
+    "bugs.broadcast.floor": (
+        "the loss stays at {loss}, {r}x the targets' variance {var}: what predicting their mean gives, the "
+        "floor of a broadcast MSE",
+        "loss 停在 {loss}，是目标方差 {var} 的 {r} 倍：这正是预测均值的结果，也是广播后 MSE 的下限"),
+    "bugs.broadcast.fix": (
+        "make the shapes equal before the loss: F.mse_loss(pred.squeeze(-1), y) (or y.unsqueeze(-1)); torch "
+        "warns \"Using a target size that is different to the input size\"",
+        "算 loss 之前让形状一致：F.mse_loss(pred.squeeze(-1), y)（或 y.unsqueeze(-1)）；torch 会给出警告 "
+        "\"Using a target size that is different to the input size\""),
 }

@@ -82,6 +82,10 @@ class BatchProbe:
                     ctx["size"] = int(t.shape[0])
                 last = key.rsplit(".", 1)[-1]
                 if t.is_floating_point():
+                    if t.dim() == 1 and t.shape[0] >= 4 and "target_key" not in ctx:
+                        # a (B,) regression target: its variance is the floor of a broadcast MSE
+                        packer.add("target_var", t.detach().float().var())
+                        ctx["target_key"] = key
                     mn, mx = torch.aminmax(t.detach().reshape(t.shape[0], -1), dim=1)
                     packer.add(f"batch_min:{key}", mn)
                     packer.add(f"batch_max:{key}", mx)
@@ -166,6 +170,8 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         empty = np.flatnonzero(tok <= 0)
         if empty.size:
             rec["mask_empty_sample_ids"] = [int(i) for i in empty[:32]]
+    if ctx.get("target_key") and "target_var" in values:
+        rec["target_var"] = float(values["target_var"][0])
     if ctx.get("class_key") and "class_single" in values:
         single, first = values["class_single"][:2]
         rec["batch_one_class"] = int(single > 0.5)

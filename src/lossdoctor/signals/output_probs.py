@@ -48,6 +48,7 @@ class OutputProbe:
         self._stats: torch.Tensor | None = None
         self._classes: int | None = None
         self._mode: bool | None = None  # the root's `training` at the step's first forward
+        self._shape: tuple[int, int] | None = None  # (dim, size of the last dim) of the output
         self.mode_modules = sum(1 for m in model.modules() if isinstance(
             m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)))
         self._handles = [model.register_forward_hook(self._hook, with_kwargs=True)]
@@ -57,10 +58,12 @@ class OutputProbe:
             return
         if self._mode is None:
             self._mode = bool(module.training)
-        if not self.sampled or self._stats is not None:
+        if not self.sampled or self._stats is not None or self._shape is not None:
             return
         try:
             t = first_float_tensor(out)
+            if t is not None and t.dim() >= 1:
+                self._shape = (int(t.dim()), int(t.shape[-1]))  # a (B, 1) output against (B,) targets
             if t is None or t.dim() < 2 or t.shape[-1] < 2:
                 return
             with torch.no_grad():
@@ -76,20 +79,22 @@ class OutputProbe:
             self.enabled, self.error = False, e
 
     def reset(self) -> None:
-        self._stats, self._classes, self._mode = None, None, None
+        self._stats, self._classes, self._mode, self._shape = None, None, None, None
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
-        stats, k, mode = self._stats, self._classes, self._mode
+        stats, k, mode, shape = self._stats, self._classes, self._mode, self._shape
         self.reset()
         if not self.enabled:
             return None
         if stats is not None:
             packer.add("out_stats", stats)
-        return {"classes": k, "mode": mode if self.mode_modules else None}
+        return {"classes": k, "mode": mode if self.mode_modules else None, "shape": shape}
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any] | None, rec: dict[str, Any]) -> None:
         if ctx and ctx["mode"] is not None:
             rec["train_mode"] = int(ctx["mode"])
+        if ctx and ctx["shape"] is not None:
+            rec["out_rank"], rec["out_last_dim"] = ctx["shape"]
         if not ctx or "out_stats" not in values:
             return
         mn, mx, dev, copy = (float(v) for v in values["out_stats"][:4])
