@@ -428,3 +428,25 @@ def test_a_b1_prediction_against_a_b_target_is_loss_broadcast(tmp_path):
 def test_the_squeezed_prediction_reads_clean(tmp_path):
     mon = _regress(tmp_path, squeeze=True)
     assert all(f.cause != "loss_broadcast" for f in mon.diagnose().findings)
+
+
+def test_two_causes_that_tie_name_each_other_and_a_clear_winner_does_not():
+    from lossdoctor.detectors.ties import mark_ties
+    from lossdoctor.findings import Finding
+
+    def f(cause, conf, sev="warning", step=3):
+        return Finding(cause=cause, symptom="plateau", severity=sev, confidence=conf, step=step)
+
+    tied = [f("noisy_data", 0.6), f("lr_too_low", 0.58, step=None), f("bad_init", 0.58)]
+    mark_ties(tied)
+    assert tied[0].to_dict()["evidence_data"][-1]["key"] == "tie.with"
+    assert tied[0].to_dict()["evidence_data"][-1]["values"]["other"] == "lr_too_low"
+    assert tied[1].to_dict()["evidence_data"][-1]["values"]["other"] == "noisy_data"
+    assert tied[2].evidence == []
+    mark_ties(tied)  # once only
+    assert len(tied[0].evidence) == 1
+    for pair in ([f("noisy_data", 0.9), f("lr_too_low", 0.6)],            # a clear winner
+                 [f("noisy_data", 0.6, "critical"), f("lr_too_low", 0.6)],  # a worse severity
+                 [f("noisy_data", 0.6), f("noisy_data", 0.6)]):             # the same cause
+        mark_ties(pair)
+        assert all(not x.evidence for x in pair)

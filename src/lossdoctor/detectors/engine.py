@@ -237,6 +237,9 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
 
         per_rank = drop_echoes(runs, per_rank, notes)
     findings = per_rank[0] if len(per_rank) == 1 else arbitrate(merge_ranks(per_rank))
+    from .ties import mark_ties
+
+    mark_ties(findings)  # two causes the evidence does not tell apart: each finding names the other
     steps = max((len(r) for r in runs), default=0)
     notes = list(dict.fromkeys(notes))  # same note from every rank once
     # "healthy" means the checks the log allows ran and passed: a log too short to judge says so

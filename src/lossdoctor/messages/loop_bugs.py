@@ -131,4 +131,10 @@ TEMPLATES = {
         "warns \"Using a target size that is different to the input size\"",
         "算 loss 之前让形状一致：F.mse_loss(pred.squeeze(-1), y)（或 y.unsqueeze(-1)）；torch 会给出警告 "
         "\"Using a target size that is different to the input size\""),
+    # two causes tied after arbitration (detectors/ties.py)
+    "tie.with": (
+        "tied with {other} (same severity, confidence {conf}, from step {step}): the evidence does not tell the "
+        "two apart; try the fixes of both",
+        "与 {other} 并列（严重程度相同，置信度 {conf}，从 step {step} 开始）：证据无法区分这两个原因；两者的修复都值得一试"),
+    "tie.no_step": ("the start", "开头"),
 }
