@@ -41,7 +41,8 @@ class StaleGradProbe:
         self.opt = unwrap_optimizer(optimizer)
         self.enabled = True
         self.error: BaseException | None = None
-        params = [p for g in self.opt.param_groups for p in g["params"]
+        groups = getattr(self.opt, "param_groups", None) or []
+        params = [p for g in groups for p in g.get("params", [])
                   if isinstance(p, torch.Tensor) and p.requires_grad]
         seen: set[int] = set()
         picked = []
@@ -55,9 +56,13 @@ class StaleGradProbe:
         self._host: list[bool] = []           # observations known on the host (grad None)
         self._dev: list[torch.Tensor] = []    # abs().amax() of a gradient that was there
         self._handles: list[Any] = []
-        for i, p in enumerate(picked):
-            self._handles.append(p.register_hook(self._hook(i, p)))
-        self._handles.append(self.opt.register_step_post_hook(self._rearm))
+        try:
+            for i, p in enumerate(picked):
+                self._handles.append(p.register_hook(self._hook(i, p)))
+            self._handles.append(self.opt.register_step_post_hook(self._rearm))
+        except Exception as e:  # a parameter or optimizer that takes no hooks: this check is off
+            self.remove()
+            self.enabled, self.error = False, e
 
     def _hook(self, i: int, p: torch.Tensor):
         def hook(grad: torch.Tensor) -> None:
