@@ -450,3 +450,37 @@ def test_two_causes_that_tie_name_each_other_and_a_clear_winner_does_not():
                  [f("noisy_data", 0.6), f("noisy_data", 0.6)]):             # the same cause
         mark_ties(pair)
         assert all(not x.evidence for x in pair)
+
+
+def _clipped(tmp_path, max_norm: float, optimizer: str = "sgd", steps: int = 40):
+    g = torch.Generator().manual_seed(8)
+    centres = 2.0 * torch.randn(5, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 5))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" \
+        else torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 5, (16,), generator=g)
+        x = centres[y] + torch.randn(16, 16, generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def test_clipping_sgd_at_a_tiny_max_norm_is_grad_clip_too_tight(tmp_path):
+    mon = _clipped(tmp_path, 1e-3)
+    f = next(f for f in mon.diagnose().findings if f.cause == "grad_clip_too_tight")
+    ev = f.to_dict()["evidence_data"][0]["values"]
+    assert abs(ev["applied"] - 1e-3) < 1e-5 and ev["x"] > 100
+    assert f.to_dict()["fixes_data"][0]["key"] == "bugs.clip.fix"
+
+
+@pytest.mark.parametrize("max_norm,optimizer", [(1.0, "sgd"), (1e-3, "adam")])
+def test_ordinary_clipping_and_adams_scale_invariance_read_clean(tmp_path, max_norm, optimizer):
+    mon = _clipped(tmp_path, max_norm, optimizer)
+    assert all(f.cause != "grad_clip_too_tight" for f in mon.diagnose().findings)

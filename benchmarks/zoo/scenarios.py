@@ -800,6 +800,23 @@ def _(seed: int) -> Setup:
                  lambda m, b: F.mse_loss(m(b[0]).squeeze(-1), b[1]), steps=80)
 
 
+@scenario("mlp_sgd_clip_tiny_max_norm", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", causes={"grad_clip_too_tight", "lr_too_low"}, onset=1, ci=True,
+          fault="clip_grad_norm_(max_norm=1e-3) on gradients of norm ~1: every SGD update divided by ~1000")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, sgd(model, 0.05), data.batch, xent, steps=100, clip=1e-3)
+
+
+@scenario("healthy_mlp_sgd_clip_1", family="mlp", optimizer="SGD", precision="fp32", task="classification",
+          ci=True, fault="none: SGD with clip_grad_norm_(max_norm=1.0) on gradients of norm ~0.5-1.2: it clips the occasional larger one")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, sgd(model, 0.05), data.batch, xent, steps=100, clip=1.0)
+
+
 # =============================================================================================
 # Transient faults
 # =============================================================================================

@@ -33,6 +33,7 @@ from .preflight.watch import start_preflight
 from .records import LayerStats
 from .runlog import RunLogWriter
 from .signals.accelerate import sync_gradients_flag
+from .signals.applied_grads import AppliedGradProbe
 from .signals.batch import BatchProbe
 from .signals.describe import describe_run
 from .signals.distributed import distributed_probe, unwrap_data_parallel
@@ -175,6 +176,8 @@ class Monitor:
         self.probes.append(self.stale)
         self.outputs = OutputProbe(model)  # probabilities fed to a softmax-applying loss
         self.probes.append(self.outputs)
+        self.applied = AppliedGradProbe(self.optimizer)  # clipping at a tiny max_norm
+        self.probes.append(self.applied)
         self.readout = Readout()
         self.meta = self._describe(model, self.scaler, self.scheduler, self.task,
                                    {"rank": self.rank, "world_size": self.world_size,
@@ -210,7 +213,7 @@ class Monitor:
 
     def _triage_host(self) -> TriageHost:
         pf = self.preflight
-        hooked = [p for p in (self.tracer, self.grads, self.opt_probe, self.stale, self.outputs, pf, getattr(pf, "probe", None))
+        hooked = [p for p in (self.tracer, self.grads, self.opt_probe, self.stale, self.outputs, self.applied, pf, getattr(pf, "probe", None))
                   if p is not None]
         return TriageHost(model=self.model, optimizer=self.optimizer, scaler=self.scaler,
                           scheduler=self.scheduler, run_dir=self.run_dir, rank=self.rank, writer=self.writer,
@@ -261,15 +264,17 @@ class Monitor:
     def paused(self) -> Iterator[None]:
         """The monitor's hooks on the model record nothing inside (triage replaying on the user's
         model); the tracer and gradient capture are switched back as they were afterwards."""
-        state = (self.tracer.enabled, self.grads.enabled, self.stale.enabled, self.outputs.enabled)
-        self.tracer.enabled = self.grads.enabled = self.stale.enabled = self.outputs.enabled = False
+        parts = (self.tracer, self.grads, self.stale, self.outputs, self.applied)
+        state = [p.enabled for p in parts]
+        for p in parts:
+            p.enabled = False
         try:
             yield
         finally:
-            self.tracer.enabled, self.grads.enabled, self.stale.enabled, self.outputs.enabled = state
-            self.tracer.reset()
-            self.stale.reset()
-            self.outputs.reset()
+            for p, on in zip(parts, state):
+                p.enabled = on
+            for p in (self.tracer, self.stale, self.outputs, self.applied):
+                p.reset()
 
     def close(self) -> None:
         if self.closed:

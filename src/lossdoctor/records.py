@@ -56,6 +56,7 @@ COLUMNS: dict[str, str] = {
     "out_rank": "number of dimensions of the model's output (sampled)",
     "out_last_dim": "size of the last dimension of the model's output (sampled; 1 for a (B, 1) regression head)",
     "target_var": "variance of the batch's first 1-D floating tensor of 4+ values (a (B,) target)",
+    "grad_norm_applied": "total L2 norm of the gradients at the optimizer's step, after any clipping (sampled)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",

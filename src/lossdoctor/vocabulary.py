@@ -45,6 +45,8 @@ CAUSES: dict[str, str] = {
                           "normalises with its running statistics",
     "loss_broadcast": "the loss compares tensors whose shapes broadcast ((B, 1) predictions against (B,) "
                       "targets): every prediction is scored against every target, so only the mean is learned",
+    "grad_clip_too_tight": "gradient clipping at a max_norm far below the gradient norm: every update is "
+                           "scaled down by the same large factor",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

@@ -56,6 +56,7 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     # a loss near 0 from copying is not an empty mask, a prompt leak or an overfit
     "labels_not_shifted": ("label_mask_leak", "label_mask_empty", "noisy_data", "bad_init"),
     "loss_broadcast": ("noisy_data", "lr_too_low", "vanishing_gradient", "frozen_model"),
+    "grad_clip_too_tight": ("lr_too_low", "noisy_data", "vanishing_gradient", "frozen_model", "precision_stall"),
     "softmax_before_loss": ("noisy_data", "lr_too_low", "vanishing_gradient", "precision_stall", "frozen_model"),
 }
 

@@ -54,6 +54,14 @@ of (B, 1) against (B,) broadcasts to (B, B): it scores every prediction against 
 never below the targets' variance, and the best the model can do is predict their mean. So: a
 (B, 1) output, a (B,) target, and a loss that stays at the targets' variance or above. The same
 model whose loss squeezes the output learns below it and is left alone.
+
+Clipping at a tiny max_norm (`grad_clip_too_tight`). Signals: `grad_norm` (end of backward) and
+`grad_norm_applied` (at the optimizer's step, after clipping; sampled steps). When the gradient the
+optimizer applies is a small, constant fraction of the one backward made at nearly every sampled
+step, a threshold far below the gradient norm clips every step. For SGD-family optimizers every
+update shrinks by that factor; Adam's update is invariant to a constant scale of the gradient, so
+there it is left alone. A threshold that clips only the occasional spike (1.0 on a norm of ~0.5)
+is what clipping is for.
 """
 
 from __future__ import annotations
@@ -427,3 +435,40 @@ def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
                                var=float(np.median(var[tail])), r=r)]
     return [Finding(cause="loss_broadcast", symptom="plateau", severity="warning", confidence=0.85,
                     step=int(run.steps[idx[0]]), evidence=evidence, fixes=[Msg("bugs.broadcast.fix")])]
+
+
+@dataclass(frozen=True)
+class ClipThresholds:
+    #: sampled steps needed
+    min_steps: int = 5
+    #: applied / backward norm below which the clip is "tiny": every update divided by 20 or more
+    #: (a max_norm of 1.0 on a norm of ~0.5-5 gives 1 or 0.2-1; measured default)
+    factor: float = 0.05
+    #: share of sampled steps clipped that hard
+    share: float = 0.8
+
+
+CLIP = ClipThresholds()
+_ADAPTIVE = ("adam", "adafactor", "rmsprop", "adagrad", "adadelta", "lion", "lamb", "sophia", "shampoo")
+
+
+@detector("grad_clip_too_tight", needs=("grad_norm_applied", "grad_norm"))
+def grad_clip_too_tight(run: Run, q: Quantities) -> list[Finding]:
+    opt = str(((run.meta.get("optimizer") or {}).get("class") or "")).lower() if isinstance(run.meta, dict) else ""
+    if not opt or any(a in opt for a in _ADAPTIVE):
+        return []
+    ap, gn = run.col("grad_norm_applied"), run.col("grad_norm")
+    idx = np.flatnonzero(np.isfinite(ap) & np.isfinite(gn) & (gn > 0))
+    if idx.size < CLIP.min_steps:
+        return []
+    ratio = ap[idx] / gn[idx]
+    tight = ratio < CLIP.factor
+    if tight.mean() < CLIP.share:
+        return []
+    max_norm = float(np.median(ap[idx][tight]))
+    p95 = float(np.percentile(gn[idx], 95))
+    evidence: list[str] = [Msg("bugs.clip.tight", n=int(tight.sum()), of=int(idx.size), applied=max_norm,
+                               norm=float(np.median(gn[idx])), x=float(1 / np.median(ratio)))]
+    return [Finding(cause="grad_clip_too_tight", symptom="slow_convergence", severity="warning", confidence=0.85,
+                    step=int(run.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.clip.fix", p95=p95, now=max_norm)])]

@@ -137,4 +137,14 @@ TEMPLATES = {
         "two apart; try the fixes of both",
         "与 {other} 并列（严重程度相同，置信度 {conf}，从 step {step} 开始）：证据无法区分这两个原因；两者的修复都值得一试"),
     "tie.no_step": ("the start", "开头"),
+    "bugs.clip.tight": (
+        "at {n} of {of} measured steps the optimizer applied a gradient of norm {applied} where backward made "
+        "{norm} (median): clipping at max_norm ~{applied} divides every update by ~{x}",
+        "在 {of} 个测量过的 step 中有 {n} 个优化器实际用到的梯度范数只有 {applied}，而 backward 得到的是 {norm}"
+        "（中位数）：max_norm ~{applied} 的梯度裁剪把每次更新都缩小了约 {x} 倍"),
+    "bugs.clip.fix": (
+        "raise max_norm to about the gradient norm's p95 ({p95}; 1.0 is the common default) so that clipping "
+        "catches spikes only, not every step (now ~{now})",
+        "把 max_norm 提高到梯度范数的 p95 左右（{p95}；常用默认值是 1.0），让裁剪只拦住尖峰，而不是每一步都裁"
+        "（现在约为 {now}）"),
 }

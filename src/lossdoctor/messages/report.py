@@ -109,6 +109,7 @@ CAUSES_ZH = {
     "labels_not_shifted": "标签就是同一位置的输入（没有错位）：模型学会照抄输入，loss 远低于预测下一个 token 所能达到的水平",
     "eval_mode_training": "模型在 eval 模式下训练（model.eval() 之后没有切回来）：dropout 被关闭，BatchNorm 用的是 running 统计量",
     "loss_broadcast": "loss 比较的两个张量形状发生了广播（(B, 1) 的预测对 (B,) 的目标）：每个预测都和所有目标比较，模型只能学到均值",
+    "grad_clip_too_tight": "梯度裁剪的 max_norm 远小于梯度范数：每次更新都被同一个很大的倍数缩小",
     "likelihood_displacement": "偏好训练把 chosen 回答的概率也一起压低了：两边的 reward 都在下降，margin 只涨了一点",
     "reward_overoptimization": "偏好训练过度优化：reward 的 margin 无限增大，accuracy 饱和在 1.0（LR 太大或 beta 太小）",
 }
