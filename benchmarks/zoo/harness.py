@@ -46,6 +46,7 @@ class Setup:
     accum: int = 1                                # micro-batches per step: batches(step) is a list
     replay: bool = False                          # pass a replay_fn to watch (op/sample localisation)
     stop_after_nonfinite: int = 10                # a user stops a run that stays NaN
+    zero_grad: bool = True                        # False: the loop never calls zero_grad (a bug)
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,8 @@ def train(scn: Scenario, seed: int, run_dir: Path, replay: bool = False) -> Outc
         for step in range(s.steps):
             batch = s.batches(step)
             micro = batch if s.accum > 1 else [batch]
-            s.optimizer.zero_grad(set_to_none=True)
+            if s.zero_grad:
+                s.optimizer.zero_grad(set_to_none=True)
             total = None
             for mb in micro:
                 with _autocast(s.autocast):

@@ -16,6 +16,7 @@ Ground truth conventions:
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import torch
@@ -578,6 +579,242 @@ def _(seed: int) -> Setup:
         return F.mse_loss(model(x.half()).float(), y)
 
     return Setup(model, torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-8), data.batch, loss, steps=60)
+
+
+# =============================================================================================
+# Training-loop bugs (Karpathy's and Tobin's lists, the forums' recurring threads)
+# =============================================================================================
+
+@scenario("mlp_sgd_grad_never_zeroed", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", causes={"grad_not_zeroed"}, onset=1, ci=True,
+          fault="the loop never calls optimizer.zero_grad(): every step adds its gradient to all the previous ones")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, sgd(model, 0.02), data.batch, xent, steps=100, zero_grad=False)
+
+
+@scenario("healthy_mlp_grad_accum_on_purpose", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", ci=True,
+          fault="none: 4 micro-batches accumulated into each step on purpose (loss / 4, zero_grad once per step)")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+
+    def micro(step: int) -> list:
+        return [data.batch(step * 4 + i, batch_size=8) for i in range(4)]
+
+    return Setup(model, sgd(model, 0.02), micro, lambda m, b: xent(m, b) / 4, steps=100, accum=4)
+
+
+@scenario("mlp_softmax_before_cross_entropy", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"softmax_before_loss"}, onset=1, ci=True,
+          fault="the model ends in nn.Softmax and its probabilities go to F.cross_entropy, which applies its own softmax")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = nn.Sequential(MLP(32, 10), nn.Softmax(dim=-1))
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, xent, steps=120)
+
+
+def _nll_of_probs(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    return F.nll_loss(model(x).clamp_min(1e-12).log(), y)
+
+
+@scenario("healthy_mlp_softmax_output_nll", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", ci=True,
+          fault="none: the model ends in nn.Softmax on purpose and the loss is nll_loss(log p)")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = nn.Sequential(MLP(32, 10), nn.Softmax(dim=-1))
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, _nll_of_probs, steps=120)
+
+
+def _smoothed(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    return F.cross_entropy(model(x).float(), y, label_smoothing=0.2)
+
+
+@scenario("healthy_mlp_label_smoothing_floor", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification",
+          fault="none: cross-entropy with label_smoothing=0.2: the loss levels off at the smoothing's floor, far above 0")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, _smoothed, steps=120)
+
+
+@scenario("mlp_frozen_by_mistake", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"frozen_model"}, onset=1, ci=True,
+          fault="requires_grad=False left on every parameter but the output bias: 10 trainable of 6,922")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    model.net[-1].bias.requires_grad_(True)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120)
+
+
+@scenario("healthy_mlp_frozen_backbone_head", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", ci=True,
+          fault="none: the backbone frozen on purpose, the output layer (650 of 6,922 parameters) trained")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for p in model.net[-1].parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120)
+
+
+@scenario("mlp_warmup_in_samples", family="mlp", optimizer="AdamW", precision="fp32",
+          task="classification", causes={"lr_schedule_error", "lr_too_low"}, onset=1, ci=True,
+          fault="a 100-step warm-up sized in samples (100 x 32 = 3,200) while the scheduler steps per optimizer "
+                "step: over the 120-step run the LR only rises, to 1/27 of its peak")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = adamw(model, 3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=warmup_cosine(opt, 3200, 12000))
+
+
+@scenario("healthy_mlp_one_cycle", family="mlp", optimizer="AdamW", precision="fp32",
+          task="classification", ci=True,
+          fault="none: OneCycleLR over the 120 steps (the LR rises for 30% of the run, then anneals)")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = adamw(model, 3e-3)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=120)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=sched)
+
+
+@scenario("healthy_mlp_sgdr_restarts", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", ci=True,
+          fault="none: CosineAnnealingWarmRestarts(T_0=30): the LR restarts at its peak every 30 steps on purpose")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = sgd(model, 0.05)
+    sched = torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(opt, T_0=30)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=sched)
+
+
+@scenario("mlp_data_sorted_by_class", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"unshuffled_data"}, onset=12, ci=True,
+          fault="the dataset is sorted by class and not shuffled: 12 batches of class 0, then 12 of class 1, ...")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+
+    def batches(step: int):
+        x, y = data.batch(step)
+        c = (step // 12) % 10
+        return x - data.centres[y] + data.centres[c], torch.full_like(y, c)
+
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), batches, xent, steps=120)
+
+
+@scenario("healthy_mlp_binary_batch4", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification",
+          fault="none: a shuffled two-class problem in batches of 4, so one batch in eight holds a single class")
+def _(seed: int) -> Setup:
+    data = Blobs(seed, n_classes=2, batch_size=4, spread=2.0)
+    model = MLP(32, 2)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=1e-3), data.batch, xent, steps=120)
+
+
+def _lm_no_shift(model: nn.Module, batch: Any) -> torch.Tensor:
+    logits = model(batch["input_ids"], batch.get("attention_mask"))
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), batch["input_ids"].reshape(-1))
+
+
+@scenario("attn_labels_not_shifted", family="attention", optimizer="AdamW", precision="fp32",
+          task="pretrain", causes={"labels_not_shifted"}, onset=1, ci=True,
+          fault="the LM loss compares the logits at position t with input_ids[t] (labels = inputs, no shift): it learns to copy")
+def _(seed: int) -> Setup:
+    data = MarkovLM(seed)
+    model = TinyTransformer()
+    return Setup(model, adamw(model, 3e-3), data.batch, _lm_no_shift, steps=100)
+
+
+def _bn_dropout_mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(32, 64), nn.BatchNorm1d(64), nn.ReLU(), nn.Dropout(0.3), nn.Linear(64, 10))
+
+
+@scenario("mlp_trained_in_eval_mode", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", causes={"eval_mode_training"}, onset=1, ci=True,
+          fault="model.eval() was called (for a validation pass) and model.train() never after: dropout off, "
+                "BatchNorm on running statistics")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = _bn_dropout_mlp().eval()
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, xent, steps=80)
+
+
+@scenario("healthy_mlp_frozen_batchnorm", family="mlp", optimizer="Adam", precision="fp32",
+          task="classification", ci=True,
+          fault="none: the model trains in train mode with its BatchNorm layer frozen (eval) on purpose")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = _bn_dropout_mlp().train()
+    model[1].eval()
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, xent, steps=80)
+
+
+def _regression_1d(seed: int):
+    data = Regression(seed)
+
+    def batches(step: int):
+        x, y = data.batch(step)
+        return x, y.reshape(-1)  # a (B,) target, as a Dataset of scalars yields it
+
+    return batches
+
+
+def _mse_broadcast(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    with warnings.catch_warnings():  # torch warns about the broadcast; the user did not look
+        warnings.simplefilter("ignore", UserWarning)
+        return F.mse_loss(model(x), y)
+
+
+@scenario("mlp_mse_shapes_broadcast", family="mlp", optimizer="Adam", precision="fp32",
+          task="regression", causes={"loss_broadcast"}, onset=1, ci=True,
+          fault="F.mse_loss of a (B, 1) prediction against a (B,) target: broadcast to (B, B), only the mean is learned")
+def _(seed: int) -> Setup:
+    model = MLP(16, 1)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), _regression_1d(seed), _mse_broadcast,
+                 steps=80)
+
+
+@scenario("healthy_mlp_mse_squeezed", family="mlp", optimizer="Adam", precision="fp32", task="regression",
+          ci=True, fault="none: the same (B, 1) head and (B,) target, the prediction squeezed before the MSE")
+def _(seed: int) -> Setup:
+    model = MLP(16, 1)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), _regression_1d(seed),
+                 lambda m, b: F.mse_loss(m(b[0]).squeeze(-1), b[1]), steps=80)
+
+
+@scenario("mlp_sgd_clip_tiny_max_norm", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", causes={"grad_clip_too_tight", "lr_too_low"}, onset=1, ci=True,
+          fault="clip_grad_norm_(max_norm=1e-3) on gradients of norm ~1: every SGD update divided by ~1000")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, sgd(model, 0.05), data.batch, xent, steps=100, clip=1e-3)
+
+
+@scenario("healthy_mlp_sgd_clip_1", family="mlp", optimizer="SGD", precision="fp32", task="classification",
+          ci=True, fault="none: SGD with clip_grad_norm_(max_norm=1.0) on gradients of norm ~0.5-1.2: it clips the occasional larger one")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    return Setup(model, sgd(model, 0.05), data.batch, xent, steps=100, clip=1.0)
 
 
 # =============================================================================================

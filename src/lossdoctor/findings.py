@@ -44,6 +44,9 @@ class Finding:
     #: finding is about: `{"row", "example", "start", "end"}` (the example's index in its row and
     #: its tokens [start, end) of the row); None when the batch was not packed
     examples: list[dict[str, Any]] | None = None
+    #: added (where in the user's code): the innermost frame outside torch and lossdoctor of the
+    #: first bad op on replay, `{"file", "line", "function"}`; None when no op was traced
+    code: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.cause not in CAUSES:
@@ -77,6 +80,7 @@ class Finding:
                 raise ValueError("examples must be a list of objects or null")
             self.examples = [{k: v if k == "key" else _int_or_none(k, v) for k, v in e.items()}
                              for e in self.examples]
+        self.code = _code_or_none(self.code)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +101,7 @@ class Finding:
             # added, and only when fixes were replayed (older readers see the same keys as before)
             **({"fix_checks": [dict(c) for c in self.fix_checks]} if self.fix_checks is not None else {}),
             **({"examples": [dict(e) for e in self.examples]} if self.examples is not None else {}),
+            **({"code": dict(self.code)} if self.code is not None else {}),
         }
 
     @classmethod
@@ -139,6 +144,17 @@ def _str_or_none(name: str, v: Any) -> str | None:
     if v is None or isinstance(v, str):
         return v
     raise ValueError(f"{name} must be a string or null, not {type(v).__name__}")
+
+
+def _code_or_none(v: Any) -> dict[str, Any] | None:
+    """A code location: None, or `{"file": str, "line": int, "function": str}`."""
+    if v is None:
+        return None
+    if not isinstance(v, dict) or not isinstance(v.get("file"), str):
+        raise ValueError("code must be an object with file, line and function, or null")
+    fn = v.get("function")
+    return {"file": v["file"], "line": _int_or_none("line", v.get("line")),
+            "function": fn if isinstance(fn, str) else "?"}
 
 
 def _str_list(name: str, v: Any) -> list[str]:

@@ -35,6 +35,7 @@ from .records import LayerStats
 from .runlog import VERSION_PREFIX, RunLogWriter, claim_run_dir
 from .sources.confined import ConfinedDir
 from .signals.accelerate import sync_gradients_flag
+from .signals.applied_grads import AppliedGradProbe
 from .signals.batch import BatchProbe
 from .signals.describe import describe_run
 from .signals.distributed import distributed_probe, unwrap_data_parallel
@@ -43,7 +44,9 @@ from .signals.gradients import GradProbe
 from .signals.launch import shared_run_name
 from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
 from .signals.probe import Probe, StepInputs, StepRecord, probe_name
+from .signals.output_probs import OutputProbe
 from .signals.readout import Packer, Readout
+from .signals.stale_grads import StaleGradProbe
 from .signals.tracer import ModuleTracer
 from .triage.host import TriageHost
 from .triage.incident import Triage
@@ -220,6 +223,12 @@ class Monitor:
         self.probes.append(self.opt_probe)
         self.batch_probe = BatchProbe()
         self.probes.append(self.batch_probe)
+        self.stale = StaleGradProbe(self.optimizer)  # gradients never zeroed
+        self.probes.append(self.stale)
+        self.outputs = OutputProbe(model)  # probabilities fed to a softmax-applying loss
+        self.probes.append(self.outputs)
+        self.applied = AppliedGradProbe(self.optimizer)  # clipping at a tiny max_norm
+        self.probes.append(self.applied)
         self.readout = Readout()
         self.meta = self._describe(model, self.scaler, self.scheduler, self.task,
                                    {"rank": self.rank, "world_size": self.world_size,
@@ -255,7 +264,7 @@ class Monitor:
 
     def _triage_host(self) -> TriageHost:
         pf = self.preflight
-        hooked = [p for p in (self.tracer, self.grads, self.opt_probe, pf, getattr(pf, "probe", None))
+        hooked = [p for p in (self.tracer, self.grads, self.opt_probe, self.stale, self.outputs, self.applied, pf, getattr(pf, "probe", None))
                   if p is not None]
         return TriageHost(model=self.model, optimizer=self.optimizer, scaler=self.scaler,
                           scheduler=self.scheduler, run_dir=self.run_dir, rank=self.rank, writer=self.writer,
@@ -306,13 +315,17 @@ class Monitor:
     def paused(self) -> Iterator[None]:
         """The monitor's hooks on the model record nothing inside (triage replaying on the user's
         model); the tracer and gradient capture are switched back as they were afterwards."""
-        state = (self.tracer.enabled, self.grads.enabled)
-        self.tracer.enabled = self.grads.enabled = False
+        parts = (self.tracer, self.grads, self.stale, self.outputs, self.applied)
+        state = [p.enabled for p in parts]
+        for p in parts:
+            p.enabled = False
         try:
             yield
         finally:
-            self.tracer.enabled, self.grads.enabled = state
-            self.tracer.reset()
+            for p, on in zip(parts, state):
+                p.enabled = on
+            for p in (self.tracer, self.stale, self.outputs, self.applied):
+                p.reset()
 
     def close(self) -> None:
         if self.closed:

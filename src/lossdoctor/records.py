@@ -42,6 +42,23 @@ COLUMNS: dict[str, str] = {
     "packed_examples": "number of examples (of two tokens or more) in the batch's packed rows, whose "
                        "position_ids restart at 0 inside a row; absent when nothing is packed",
     "batch_size": "size of the batch's first dimension",
+    "out_min": "smallest value of the model's output (its logits) at the step's first forward (sampled)",
+    "out_max": "largest value of the model's output at the step's first forward (sampled)",
+    "out_rowsum_dev": "largest |sum over the last dimension - 1| of the model's output (0: every row is a "
+                      "probability distribution; sampled)",
+    "out_classes": "size of the last dimension of the model's output (classes or vocabulary; sampled)",
+    "batch_one_class": "1 when every class label of the batch (a 1-D integer tensor of 4+) is the same class, else 0",
+    "batch_class": "the class of a single-class batch (absent otherwise)",
+    "out_copy_frac": "share of positions where the model's argmax is its own input token (a (B, T, V) output "
+                     "of a forward given input_ids (B, T); sampled): near 1 for a model taught to copy",
+    "train_mode": "1 when the model was in train mode at the step's first forward with gradients, 0 in eval "
+                  "mode (recorded for models with dropout or BatchNorm only)",
+    "out_rank": "number of dimensions of the model's output (sampled)",
+    "out_last_dim": "size of the last dimension of the model's output (sampled; 1 for a (B, 1) regression head)",
+    "target_var": "variance of the batch's first 1-D floating tensor of 4+ values (a (B,) target)",
+    "grad_norm_applied": "total L2 norm of the gradients at the optimizer's step, after any clipping (sampled)",
+    "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
+                  "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",
     "accum_steps": "backward passes (micro-batches) accumulated into this optimizer step",

@@ -21,6 +21,7 @@ FAMILIES = (
     "accumulation",
     "scalars",
     "preference",
+    "loop_bugs",
 )
 
 _loaded = False

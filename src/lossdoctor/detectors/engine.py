@@ -45,6 +45,19 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     # and no scale can fix it (the loss_scale_collapse finding says so, the overflow is the cause)
     "activation_overflow": ("loss_scale_collapse",),
     "attention_overflow": ("loss_scale_collapse",),
+    # gradients summed over every step look like an LR that keeps growing: the LR findings, the
+    # explosion and the spikes are that sum seen from the loss and the gradient norm
+    "grad_not_zeroed": ("lr_too_high", "lr_too_low", "lr_schedule_error", "grad_explosion", "loss_spike",
+                        "noisy_data", "frozen_model"),
+    # a loss saturated at its floor reads as a plateau: too little LR, noisy labels, a stall
+    # a model that fits one class after another: the jumps at the class changes are not spikes of
+    # bad data or of the LR, and the curve is not noisy labels
+    "unshuffled_data": ("noisy_data", "loss_spike", "lr_too_high"),
+    # a loss near 0 from copying is not an empty mask, a prompt leak or an overfit
+    "labels_not_shifted": ("label_mask_leak", "label_mask_empty", "noisy_data", "bad_init"),
+    "loss_broadcast": ("noisy_data", "lr_too_low", "vanishing_gradient", "frozen_model"),
+    "grad_clip_too_tight": ("lr_too_low", "noisy_data", "vanishing_gradient", "frozen_model", "precision_stall"),
+    "softmax_before_loss": ("noisy_data", "lr_too_low", "vanishing_gradient", "precision_stall", "frozen_model"),
 }
 
 
@@ -225,6 +238,9 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
 
         per_rank = drop_echoes(runs, per_rank, notes)
     findings = per_rank[0] if len(per_rank) == 1 else arbitrate(merge_ranks(per_rank))
+    from .ties import mark_ties
+
+    mark_ties(findings)  # two causes the evidence does not tell apart: each finding names the other
     steps = max((len(r) for r in runs), default=0)
     notes = list(dict.fromkeys(notes))  # same note from every rank once
     # "healthy" means the checks the log allows ran and passed: a log too short to judge says so

@@ -77,8 +77,8 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
             target = min(same, key=importance_key)
             if target.step == inc.step:
                 same_place = target.layer is None or target.layer == inc.layer
-                for attr in ("layer", "op", "samples", "batch"):
-                    if attr == "op" and not same_place:
+                for attr in ("layer", "op", "code", "samples", "batch"):
+                    if attr in ("op", "code") and not same_place:
                         continue  # an op belongs to its layer: not lent to a finding about another layer
                     if getattr(target, attr) is None and getattr(inc, attr) is not None:
                         setattr(target, attr, getattr(inc, attr))

@@ -378,7 +378,16 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
                         step=int(q.steps[idx[0]]), evidence=[Msg("lr.schedule.all_zero")],
                         fixes=[Msg("lr.schedule.fix_all_zero")])]
     out = _staircase_warmup(q, idx, x) + _cosine_restart(run, q, idx, x)
-    return out or _one_step_rise(q, idx, x) or _stuck_at_zero(q, idx, x)
+    # an LR back at its peak in one step is what a warm restart (SGDR) or a cycle does on purpose
+    cyclic = restarts_on_purpose(run) or _periodic_restarts(q, idx, x)
+    return out or ([] if cyclic else _one_step_rise(q, idx, x)) or _stuck_at_zero(q, idx, x)
+
+
+def restarts_on_purpose(run: Run) -> bool:
+    """The run's scheduler (meta.json) restarts or cycles the LR by design
+    (CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR)."""
+    sched = str(((run.meta.get("scheduler") or {}).get("class") or "")).lower()
+    return any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle"))
 
 
 def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -409,8 +418,7 @@ def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Fin
 def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
     """After falling below half of the peak so far, the LR climbs back above half of it: a cosine
     period shorter than the run (silent for schedulers that restart or cycle on purpose)."""
-    sched = str(((run.meta.get("scheduler") or {}).get("class") or "")).lower()
-    if any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle")):
+    if restarts_on_purpose(run) or _periodic_restarts(q, idx, x):
         return []
     running_peak = np.maximum.accumulate(x)
     dropped = np.flatnonzero(x < 0.5 * running_peak)
@@ -433,6 +441,25 @@ def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> 
         evidence=[Msg("lr.schedule.cosine_restart", peak=float(running_peak[d0]), low=float(x[tmin]),
                       s_min=s_min, back=float(x[j]), s=s, period=period, total=total)],
         fixes=[Msg("lr.schedule.fix_cosine", total=total)])]
+
+
+def _periodic_restarts(q: Quantities, idx: np.ndarray, x: np.ndarray) -> bool:
+    """Warm restarts read from the LR alone (a log without the scheduler's name): the LR jumps from
+    below half its peak back to the peak in one logged row, at least twice, at regular steps (equal
+    periods, or periods that grow by a constant factor: SGDR's T_mult). A cosine period shorter than
+    the run climbs back gradually instead."""
+    peak = np.maximum.accumulate(x)
+    jumps = np.flatnonzero((x[1:] >= 0.9 * peak[:-1]) & (x[:-1] < 0.5 * peak[:-1])) + 1
+    if jumps.size < 2:
+        return False
+    at = np.concatenate([[q.steps[idx[0]]], q.steps[idx[jumps]]]).astype(float)
+    periods = np.diff(at)
+    if np.any(periods <= 0):
+        return False
+    equal = np.ptp(periods) <= 0.1 * periods.mean()
+    ratios = periods[1:] / periods[:-1]
+    geometric = ratios.size >= 1 and np.ptp(ratios) <= 0.1 * ratios.mean() and ratios.mean() > 1
+    return bool(equal or geometric)
 
 
 def _one_step_rise(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:

@@ -26,6 +26,8 @@ def where(f: Finding, lang: str = "en") -> str:
         parts.append(render("ui.where_layer", {"layer": f.layer}, lang))
     if f.op:
         parts.append(render("ui.where_op", {"op": f.op}, lang))
+    if f.code:  # the user's file and line of the first bad op (replay)
+        parts.append(render("ui.where_code", {k: f.code.get(k) for k in ("file", "line", "function")}, lang))
     if f.samples:
         more = "..." if len(f.samples) > 8 else ""
         parts.append(render("ui.where_samples", {"samples": ", ".join(map(str, f.samples[:8])) + more}, lang))

@@ -82,6 +82,10 @@ class BatchProbe:
                     ctx["size"] = int(t.shape[0])
                 last = key.rsplit(".", 1)[-1]
                 if t.is_floating_point():
+                    if t.dim() == 1 and t.shape[0] >= 4 and "target_key" not in ctx:
+                        # a (B,) regression target: its variance is the floor of a broadcast MSE
+                        packer.add("target_var", t.detach().float().var())
+                        ctx["target_key"] = key
                     mn, mx = torch.aminmax(t.detach().reshape(t.shape[0], -1), dim=1)
                     packer.add(f"batch_min:{key}", mn)
                     packer.add(f"batch_max:{key}", mx)
@@ -91,6 +95,11 @@ class BatchProbe:
                     packer.add("label_ignored_per_sample", ign.sum(dim=1))
                     ctx["label_key"] = key
                     ctx["label_positions"] = int(ign.shape[1])
+                elif t.dim() == 1 and t.dtype not in (torch.bool, torch.uint8) and t.shape[0] >= 4 \
+                        and "class_key" not in ctx:
+                    # class labels (B,): is the batch a single class? (data ordered by class)
+                    packer.add("class_single", torch.stack([(t == t[0]).all().float(), t[0].float()]))
+                    ctx["class_key"] = key
                 elif last == "attention_mask" and ctx["mask_key"] is None:
                     packer.add("mask_tokens_per_sample", t.detach().reshape(t.shape[0], -1).sum(dim=1))
                     ctx["mask_key"] = key
@@ -161,6 +170,13 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         empty = np.flatnonzero(tok <= 0)
         if empty.size:
             rec["mask_empty_sample_ids"] = [int(i) for i in empty[:32]]
+    if ctx.get("target_key") and "target_var" in values:
+        rec["target_var"] = float(values["target_var"][0])
+    if ctx.get("class_key") and "class_single" in values:
+        single, first = values["class_single"][:2]
+        rec["batch_one_class"] = int(single > 0.5)
+        if single > 0.5:
+            rec["batch_class"] = int(first)
     if ctx.get("packed_shape"):
         rec.update(interpret_packed(values, ctx))
     return rec

@@ -26,6 +26,7 @@ class Verdict:
     confidence: float = 0.0
     evidence: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
+    code: dict[str, Any] | None = None  # the user's file and line of the origin op
 
 
 def is_attention(ev: OpEvent | None) -> bool:
@@ -80,7 +81,7 @@ def classify(fwd: OpEvent | None, bwd: OpEvent | None, near: OpEvent | None, bad
     origin = fwd or bwd
     v.samples = _samples(search, origin, bad_batch)
     if origin is not None:
-        v.layer, v.op, v.phase = origin.module, origin.op, origin.phase
+        v.layer, v.op, v.phase, v.code = origin.module, origin.op, origin.phase, origin.code
     sample_line = _sample_sentence(search, v.samples)
     if bad_batch:
         return _bad_data(v, bad_batch, fwd, sample_line)

@@ -93,7 +93,8 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
     search = loc.sample_search
     examples = search.examples if search is not None and samples == loc.samples else None  # packed rows
     return Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
-                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes, examples=examples)
+                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes, examples=examples,
+                   code=loc.code)
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:

@@ -534,7 +534,7 @@ class Triage:
         ev = [Msg("triage.scale.traced", n=n, first=first, step=step), *loc.evidence]
         fixes = [f for f in loc.fixes if getattr(f, "key", None) not in SCALER_FIX_KEYS]  # it has a scaler
         return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.9,
-                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=fixes)]
+                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=fixes, code=loc.code)]
 
     def _scale_finding(self, first: int, n: int, step: int) -> Finding:
         """Without the loss scale the step is finite: the scale overflows the fp16 gradients. A scale

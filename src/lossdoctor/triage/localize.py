@@ -152,6 +152,7 @@ class Localization:
     fixes: list[str] = field(default_factory=list)
     confidence: float = 0.0
     seconds: float = 0.0
+    code: dict[str, Any] | None = None  # the user's file, line and function of the first bad op
 
     @property
     def found(self) -> bool:
@@ -162,12 +163,12 @@ class Localization:
             return None
         return Finding(cause=self.cause, symptom="nonfinite", severity=severity, confidence=self.confidence,
                        step=step, batch=step, layer=self.layer, op=self.op, samples=self.samples,
-                       evidence=list(self.evidence), fixes=list(self.fixes),
+                       evidence=list(self.evidence), fixes=list(self.fixes), code=self.code,
                        examples=self.sample_search.examples if self.sample_search else None)
 
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "layer": self.layer, "op": self.op, "phase": self.phase,
-                "samples": self.samples, "confidence": self.confidence, "evidence": self.evidence,
+                "samples": self.samples, "code": self.code, "confidence": self.confidence, "evidence": self.evidence,
                 "fixes": self.fixes, "trace": self.trace.to_dict(), "batch_nonfinite": self.batch_nonfinite,
                 "sample_search": self.sample_search.to_dict() if self.sample_search else None,
                 "seconds": round(self.seconds, 4)}
@@ -175,8 +176,10 @@ class Localization:
     def __str__(self) -> str:
         if self.cause is None:
             return "lossdoctor.localize: forward and backward stayed finite on this batch"
+        code = f"{self.code['file']}:{self.code['line']}" if self.code else None
         where = ", ".join(x for x in (f"layer {self.layer}" if self.layer else None,
                                       f"op {self.op}" if self.op else None,
+                                      f"at {code}" if code else None,
                                       f"samples {self.samples}" if self.samples else None) if x)
         return f"{self.cause} at {where}: " + "; ".join(self.evidence[:2])
 
@@ -220,7 +223,7 @@ def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = Non
         v.evidence.append(examples_named(search))
     return Localization(cause=v.cause, layer=v.layer, op=v.op, phase=v.phase, samples=v.samples, trace=trace,
                         batch_nonfinite=bad_batch, sample_search=search, evidence=v.evidence, fixes=v.fixes,
-                        confidence=v.confidence, seconds=time.perf_counter() - t0)
+                        confidence=v.confidence, seconds=time.perf_counter() - t0, code=v.code)
 
 
 def localize(model: nn.Module, batch: Any, loss_fn: LossFn, *, find_samples: bool = True) -> Localization:

@@ -21,12 +21,19 @@ sequence number (read with `torch._C._autograd._get_sequence_nr()` while the op 
 since the node is created just before), and the backward engine exposes the node it is running
 (`torch._C._current_autograd_node()`), whose sequence number leads back to the forward module.
 
+Where in the user's code: like `detect_anomaly`'s forward traceback, each forward op records the
+innermost Python frame outside torch and lossdoctor (file, line, function: one walk up the frame
+stack, no source read); a backward op is given the frame of the forward op its autograd node
+belongs to.
+
 This is for triage, not the hot path: one host read per traced op.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +61,21 @@ LOSS_OPS = frozenset({"nll_loss_forward", "nll_loss", "nll_loss2d_forward", "nll
                       "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
                       "binary_cross_entropy_with_logits", "kl_div"})
 _SKIP = frozenset({"detach", "alias", "lift_fresh", "_to_copy_meta"})
+#: frames inside these packages are not the user's code
+_LIBRARY_DIRS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+
+
+def user_frame(depth: int = 1) -> dict[str, Any] | None:
+    """The innermost frame outside torch and lossdoctor: `{"file", "line", "function"}` (None when
+    every frame is library code)."""
+    f = sys._getframe(depth)
+    while f is not None:
+        name = f.f_code.co_filename
+        if not name.startswith(_LIBRARY_DIRS) and not name.startswith("<frozen"):
+            return {"file": name, "line": int(f.f_lineno), "function": f.f_code.co_name}
+        f = f.f_back
+    return None
 
 
 def op_name(func: Any) -> str:
@@ -161,6 +183,7 @@ class OpEvent:
     samples: list[int] | None = None   # rows (first dim = batch) of the output that went bad
     node: str | None = None            # backward: the autograd node running it
     forward_op: str | None = None      # backward: the forward op that node belongs to
+    code: dict[str, Any] | None = None  # the user's frame of the (forward) op: {"file", "line", "function"}
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if v is not None and k not in ("inputs", "outputs")}
@@ -218,7 +241,7 @@ class OpTracer(TorchDispatchMode):
         self.ops = {"forward": 0, "backward": 0}
         self.error: BaseException | None = None
         self._stack: list[str] = []
-        self._seq_module: dict[int, tuple[str | None, str]] = {}
+        self._seq_module: dict[int, tuple[str | None, str, dict[str, Any] | None]] = {}
         self._types: dict[str, str] = {}
         self._param_owner: dict[int, str] = {}
         self._handles: list[Any] = []
@@ -258,19 +281,19 @@ class OpTracer(TorchDispatchMode):
 
         return post
 
-    def _where(self, phase: str) -> tuple[str | None, str | None, str | None]:
-        """(module, autograd node name, forward op) of the op being dispatched."""
+    def _where(self, phase: str) -> tuple[str | None, str | None, str | None, dict[str, Any] | None]:
+        """(module, autograd node name, forward op, the user's frame) of the op being dispatched."""
         if phase == "forward":
-            return (self._stack[-1] if self._stack else None), None, None
+            return (self._stack[-1] if self._stack else None), None, None, user_frame(2)
         node = torch._C._current_autograd_node()
         if node is None:
-            return None, None, None
+            return None, None, None, None
         name = node.name()
         var = getattr(node, "variable", None)
         if var is not None:  # AccumulateGrad: the parameter's owner
-            return self._param_owner.get(id(var)), name, None
-        mod, fop = self._seq_module.get(node._sequence_nr(), (None, None))
-        return mod, name, fop
+            return self._param_owner.get(id(var)), name, None, None
+        mod, fop, code = self._seq_module.get(node._sequence_nr(), (None, None, None))
+        return mod, name, fop, code
 
     # --- dispatch ------------------------------------------------------------------------------
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -283,7 +306,7 @@ class OpTracer(TorchDispatchMode):
             if phase == "forward":
                 seq = torch._C._autograd._get_sequence_nr() - 1
                 if seq not in self._seq_module:
-                    self._seq_module[seq] = (self._stack[-1] if self._stack else None, name)
+                    self._seq_module[seq] = (self._stack[-1] if self._stack else None, name, user_frame(2))
             pre = None
             if self.origin[phase] is None and getattr(func, "_schema", None) is not None \
                     and func._schema.is_mutable:
@@ -360,7 +383,7 @@ class OpTracer(TorchDispatchMode):
 
     def _event(self, phase: str, kind: str, name: str, args: tuple, kwargs: dict,
                outs: list[torch.Tensor]) -> OpEvent:
-        module, node, fop = self._where(phase)
+        module, node, fop, code = self._where(phase)
         flat, _ = tree_flatten((args, kwargs))
         inputs = [tensor_stats(t, self.leaves.get(_storage_key(t)))
                   for t in flat if isinstance(t, torch.Tensor) and t.numel() > 0][:6]
@@ -369,7 +392,7 @@ class OpTracer(TorchDispatchMode):
         ev = OpEvent(phase=phase, index=self.checked[phase] - 1, op=name, module=module,
                      module_type=self._types.get(module) if module else None, kind=kind, inputs=inputs,
                      outputs=[tensor_stats(t) for t in outs[:3]],
-                     scalars={k: str(v) for k, v in scalars.items()}, node=node, forward_op=fop)
+                     scalars={k: str(v) for k, v in scalars.items()}, node=node, forward_op=fop, code=code)
         o = outs[0]
         if kind != "near_overflow" and self.batch_size and o.dim() >= 1 and int(o.shape[0]) == self.batch_size:
             with torch.no_grad():

@@ -1,0 +1,474 @@
+"""The training-loop bugs of the public troubleshooting lists (Karpathy, "A Recipe for Training
+Neural Networks", 2019; Tobin, "Troubleshooting Deep Neural Networks", 2019; the PyTorch and HF
+forums), named for what they are rather than by their symptom.
+
+Gradients never zeroed (`grad_not_zeroed`). Signal: `grad_stale` (signals/stale_grads.py), 1 when
+the first backward of a step found a non-zero `.grad` left from before. A loop that never calls
+`zero_grad` has it at every step after the first; its loss curve alone looks like an LR that is
+too high (the accumulated gradient grows with the step), which is why the LR detectors' findings
+are explained by this one (the engine's EXPLAINS). Gradient accumulation done on purpose adds
+into its own micro-batches only: the probe looks at the first backward after an optimizer step.
+
+Softmax before a softmax-applying loss (`softmax_before_loss`). Signals: `out_min`, `out_max`,
+`out_rowsum_dev`, `out_classes` (signals/output_probs.py), the model's output at sampled steps.
+When every measured output is a probability distribution over K >= 2 classes (values in [0, 1],
+rows summing to 1) and the loss never went below ln(1 + (K-1)/e), the floor of a cross-entropy
+that applies its own softmax to probabilities (the best a one-hot p can do: logits 1 and 0), the
+loss is saturated there, not converged. The same model trained on purpose with `nll_loss(log p)`
+goes below that floor and is left alone; so is label smoothing (logits, not probabilities).
+
+Parameters frozen by mistake (`frozen_model`). Signals: the run's metadata (`model.params`,
+`model.trainable_params`, the optimizer groups' `n_params`) and a loss that does not learn. When
+almost none of the model is trainable (`requires_grad=False` left on the backbone and the head
+too), or the optimizer was given a small subset of the trainable parameters, and the loss does not
+fall beyond its noise, the weights that would fit the data never move. A frozen backbone with a
+trained head done on purpose is left alone: its loss falls.
+
+A schedule in the wrong units (`lr_schedule_error`): a warm-up sized in tokens, samples or
+micro-batches while the scheduler is stepped per optimizer step never ends: the LR rises at every
+step of the run and is still rising at the last one. With the peak LR the optimizer was built with
+(`initial_lr`, which torch schedulers record), the warm-up's length at that rate is estimated and
+set against the run's. One-cycle and warm restarts fall again and are left alone.
+
+Data not shuffled (`unshuffled_data`). Signals: `batch_one_class`, `batch_class` (the batch probe:
+is every class label of the batch the same?). When most batches hold a single class and that class
+changes along the run, the data is ordered by class: the model fits one class, then the next, and
+the loss jumps at each change (where the hidden fault's spike was). Shuffled batches of 4+ from
+several classes are rarely single-class (10 classes, batch 4: 0.1%; 2 classes, batch 4: 12.5%).
+
+Labels equal to the inputs, not shifted (`labels_not_shifted`). Signal: `out_copy_frac` (the
+model's argmax equals its own input token) at the end of the run, with a loss far below chance
+(ln V, from the run's metadata or the output's last dimension). A masked LM copies its unmasked
+positions too, but its loss (on the masked ones) stays far from 0; an LM whose loss shifts (the
+HF models do it inside) predicts the next token and copies only where tokens repeat.
+
+Eval mode during training (`eval_mode_training`). Signal: `train_mode`, the root module's
+`training` flag at each step's first forward with gradients, recorded for models that have dropout
+or BatchNorm. Most steps in eval mode: `model.eval()` was left on (typically after a validation
+pass). A validation pass itself runs without gradients and is not a step; BatchNorm frozen on
+purpose leaves the root in train mode.
+
+A loss whose shapes broadcast (`loss_broadcast`). Signals: `out_rank`/`out_last_dim` (the model's
+output is (B, 1)), `target_var` (the batch holds a (B,) floating target, and its variance). An MSE
+of (B, 1) against (B,) broadcasts to (B, B): it scores every prediction against every target, is
+never below the targets' variance, and the best the model can do is predict their mean. So: a
+(B, 1) output, a (B,) target, and a loss that stays at the targets' variance or above. The same
+model whose loss squeezes the output learns below it and is left alone.
+
+Clipping at a tiny max_norm (`grad_clip_too_tight`). Signals: `grad_norm` (end of backward) and
+`grad_norm_applied` (at the optimizer's step, after clipping; sampled steps). When the gradient the
+optimizer applies is a small, constant fraction of the one backward made at nearly every sampled
+step, a threshold far below the gradient norm clips every step. For SGD-family optimizers every
+update shrinks by that factor; Adam's update is invariant to a constant scale of the gradient, so
+there it is left alone. A threshold that clips only the occasional spike (1.0 on a norm of ~0.5)
+is what clipping is for.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import math
+
+import numpy as np
+
+from ..findings import Finding
+from ..messages import Msg
+from ..records import Run
+from .base import detector
+from .scalars import progress_kind
+from .quantities import Quantities
+
+
+@dataclass(frozen=True)
+class StaleGradThresholds:
+    #: measured steps needed before a verdict (step 0 always reads zero: nothing came before it);
+    #: the same minimum the other per-step detectors use (measured default)
+    min_steps: int = 3
+    #: share of measured steps (after the first) with a gradient left in `.grad` for the bug that
+    #: never zeroes: it reads 1.0 there, and 0 on every healthy loop the tests and the zoo run
+    #: (measured default); a zero_grad on every other step reads 0.5, a warning below
+    never: float = 0.8
+    #: share for "zeroed on some steps only" (a zero_grad under a condition): a warning
+    partly: float = 0.2
+    #: gradient-norm growth, last over first measured step, quoted as evidence (sums of k gradients
+    #: grow ~k-fold when they point the same way; measured on the zoo's scenario)
+    norm_growth: float = 2.0
+
+
+STALE = StaleGradThresholds()
+
+
+@detector("grad_not_zeroed", needs=("grad_stale",))
+def grad_not_zeroed(run: Run, q: Quantities) -> list[Finding]:
+    g = run.col("grad_stale")
+    idx = np.flatnonzero(np.isfinite(g))
+    if idx.size and g[idx[0]] == 0:
+        idx = idx[1:]  # the first measured step had nothing before it
+    if idx.size < STALE.min_steps:
+        return []
+    stale = idx[g[idx] > 0.5]
+    frac = stale.size / idx.size
+    if frac < STALE.partly:
+        return []
+    first = int(run.steps[stale[0]])
+    if frac >= STALE.never:
+        evidence: list[str] = [Msg("bugs.stale.seen", n=int(stale.size), of=int(idx.size), first=first)]
+        severity, conf = "critical", 0.95
+    else:
+        evidence = [Msg("bugs.stale.partly", n=int(stale.size), of=int(idx.size))]
+        severity, conf = "warning", 0.7
+    growth = _norm_growth(run, q)
+    if growth is not None:
+        evidence.append(growth)
+    return [Finding(cause="grad_not_zeroed", symptom=_symptom(q), severity=severity, confidence=conf,
+                    step=first, evidence=evidence,
+                    fixes=[Msg("bugs.stale.fix"), Msg("bugs.stale.lr_not_the_fix")])]
+
+
+def _norm_growth(run: Run, q: Quantities) -> Msg | None:
+    if not run.has("grad_norm"):
+        return None
+    gn = run.col("grad_norm")
+    ok = np.flatnonzero(np.isfinite(gn) & (gn > 0))
+    if ok.size < 4 or not q.finite_loss.size:
+        return None
+    a, b = float(gn[ok[0]]), float(gn[ok[-1]])
+    if b < STALE.norm_growth * a:
+        return None
+    la, lb = float(q.loss[q.finite_loss[0]]), float(q.loss[q.finite_loss[-1]])
+    return Msg("bugs.stale.norm_grows", a=a, b=b, la=la, lb=lb)
+
+
+def _symptom(q: Quantities) -> str:
+    """What the summed gradients did to the loss: it went non-finite or ended above where it
+    started (divergence), or it swings (oscillation)."""
+    if q.first_bad_step is not None or not q.finite_loss.size:
+        return "divergence"
+    y = q.loss[q.finite_loss]
+    k = max(1, y.size // 4)
+    return "divergence" if np.median(y[-k:]) > np.median(y[:k]) else "oscillation"
+
+
+@dataclass(frozen=True)
+class SoftmaxLossThresholds:
+    #: measured outputs needed (sampled steps: the first 5 and every layer_every-th)
+    min_measured: int = 3
+    #: share of them that must be distributions (every one is, for a model ending in Softmax)
+    share: float = 0.8
+    #: |row sum - 1| of a distribution: float32 softmax rows sum to 1 within ~1e-6; bf16 ~1e-2
+    rowsum_tol: float = 2e-2
+    #: how far below the floor ln(1 + (K-1)/e) the loss may go and still be saturated there
+    #: (batch noise on the zoo's 32-sample batches is ~0.01; measured default)
+    below_floor: float = 0.02
+    #: the loss must have come within this share of the way from chance down to the floor: a run
+    #: still at chance is saturated at chance, whatever the loss (measured on the zoo scenario: 0.9+)
+    progress: float = 0.5
+
+
+SOFTMAX = SoftmaxLossThresholds()
+
+
+@detector("softmax_before_loss", needs=("out_rowsum_dev", "out_min", "out_max", "out_classes"))
+def softmax_before_loss(run: Run, q: Quantities) -> list[Finding]:
+    dev, lo, hi, k = (run.col(c) for c in ("out_rowsum_dev", "out_min", "out_max", "out_classes"))
+    idx = np.flatnonzero(np.isfinite(dev) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(k))
+    if idx.size < SOFTMAX.min_measured or not q.finite_loss.size:
+        return []
+    dist = (lo[idx] >= -1e-6) & (hi[idx] <= 1 + 1e-6) & (dev[idx] <= SOFTMAX.rowsum_tol) & (k[idx] >= 2)
+    if dist.mean() < SOFTMAX.share:
+        return []
+    classes = int(np.median(k[idx][dist]))
+    floor, chance = math.log(1 + (classes - 1) / math.e), math.log(classes)
+    y = q.loss[q.finite_loss]
+    best, end = float(np.min(y)), float(np.median(y[-max(1, y.size // 5):]))
+    if best < floor - SOFTMAX.below_floor or end > floor + (1 - SOFTMAX.progress) * (chance - floor):
+        return []
+    evidence: list[str] = [
+        Msg("bugs.softmax.outputs", n=int(dist.sum()), of=int(idx.size), k=classes,
+            lo=float(np.min(lo[idx][dist])), hi=float(np.max(hi[idx][dist])), dev=float(np.max(dev[idx][dist]))),
+        Msg("bugs.softmax.floor", floor=floor, k=classes, chance=chance, best=best, end=end)]
+    return [Finding(cause="softmax_before_loss", symptom="plateau", severity="warning", confidence=0.9,
+                    step=int(run.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.softmax.fix"), Msg("bugs.softmax.fix_nll")])]
+
+
+@dataclass(frozen=True)
+class FrozenThresholds:
+    #: trainable share of the model's parameters below which "almost all frozen" (the reported
+    #: hidden fault: 4 of 2,276 = 0.2%; a linear probe on a frozen backbone is ~1-10%)
+    trainable_share: float = 0.01
+    #: share of the trainable parameters the optimizer holds below which it was given a subset
+    optimizer_share: float = 0.5
+    #: loss points needed to say it does not learn (`progress_kind` judges thirds of the curve)
+    min_points: int = 30
+
+
+FROZEN = FrozenThresholds()
+
+
+@detector("frozen_by_mistake", needs=("loss",))
+def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
+    model = run.meta.get("model") if isinstance(run.meta, dict) else None
+    groups = (run.meta.get("optimizer") or {}).get("groups") if isinstance(run.meta, dict) else None
+    if not isinstance(model, dict):
+        return []
+    total, trainable = model.get("params"), model.get("trainable_params")
+    if not (isinstance(total, int) and isinstance(trainable, int) and total > 0):
+        return []
+    in_opt = sum(g.get("n_params", 0) for g in groups if isinstance(g, dict)) if isinstance(groups, list) else None
+    lf = q.finite_loss
+    if lf.size < FROZEN.min_points or q.first_bad_step is not None:
+        return []
+    kind, fall, _ = progress_kind(q.loss[lf])
+    if kind not in ("nothing", "slowly", "stalled"):
+        return []
+    evidence: list[str] = []
+    fixes: list[str] = []
+    if trainable / total < FROZEN.trainable_share:
+        evidence.append(Msg("bugs.frozen.few_trainable", trainable=trainable, total=total,
+                            pct=100 * trainable / total))
+        fixes.append(Msg("bugs.frozen.fix_requires_grad"))
+    if isinstance(in_opt, int) and trainable > 0 and in_opt < FROZEN.optimizer_share * trainable:
+        evidence.append(Msg("bugs.frozen.optimizer_subset", n=in_opt, trainable=trainable))
+        fixes.append(Msg("bugs.frozen.fix_optimizer"))
+    if not evidence:
+        return []
+    y = q.loss[lf]
+    evidence.append(Msg("bugs.frozen.loss_flat", first=float(y[0]), last=float(y[-1]), pct=100 * max(0.0, fall)))
+    return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.8,
+                    step=int(run.steps[lf[0]]), evidence=evidence, fixes=fixes)]
+
+
+@dataclass(frozen=True)
+class EndlessWarmupThresholds:
+    #: logged LR points needed (a short smoke test inside its warm-up is not judged)
+    min_points: int = 50
+    #: rise over the run, last over first LR: a linear warm-up of W steps seen for N steps rises
+    #: N-fold; 3x keeps a run whose warm-up merely ends late out (measured default)
+    rise: float = 3.0
+    #: the last tenth of the run still rises by at least this share of the total rise
+    still_rising: float = 0.05
+
+
+WARMUP = EndlessWarmupThresholds()
+
+
+@detector("endless_warmup", needs=("lr",))
+def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
+    idx = np.flatnonzero(np.isfinite(q.lr))
+    if idx.size < WARMUP.min_points:
+        return []
+    x = q.lr[idx]
+    lo, hi = float(x[0]), float(x[-1])
+    if lo <= 0 or hi < WARMUP.rise * lo:
+        return []
+    if np.any(np.diff(x) < -1e-9 * hi):  # it fell somewhere: a schedule that ends its warm-up
+        return []
+    tenth = x[int(0.9 * x.size)]
+    if hi - tenth < WARMUP.still_rising * (hi - lo):
+        return []
+    n = int(q.steps[idx[-1]]) + 1
+    evidence: list[str] = [Msg("bugs.warmup.never_ends", a=lo, b=hi, n=n)]
+    peak = _initial_lr(run)
+    slope = (hi - lo) / max(1, int(q.steps[idx[-1]] - q.steps[idx[0]]))
+    if peak is not None and peak > hi and slope > 0:
+        would = int(round(int(q.steps[idx[0]]) + (peak - lo) / slope))
+        evidence.append(Msg("bugs.warmup.would_reach", peak=peak, step=would, n=n, x=would / n))
+    return [Finding(cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.8,
+                    step=int(q.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.warmup.fix_units"), Msg("bugs.warmup.fix_hf")])]
+
+
+def _initial_lr(run: Run) -> float | None:
+    groups = (run.meta.get("optimizer") or {}).get("groups") if isinstance(run.meta, dict) else None
+    if not isinstance(groups, list) or not groups or not isinstance(groups[0], dict):
+        return None
+    v = groups[0].get("initial_lr")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+@dataclass(frozen=True)
+class UnshuffledThresholds:
+    #: batches with class labels needed
+    min_batches: int = 10
+    #: share of them that hold one class (ordered data: all but none; shuffled, 2 classes and
+    #: batch 4: 12.5%)
+    share: float = 0.8
+    #: a loss jump at a class change quoted as evidence: loss over the median of the 5 steps before
+    jump: float = 1.5
+
+
+UNSHUFFLED = UnshuffledThresholds()
+
+
+@detector("unshuffled_data", needs=("batch_one_class",))
+def unshuffled_data(run: Run, q: Quantities) -> list[Finding]:
+    one = run.col("batch_one_class")
+    idx = np.flatnonzero(np.isfinite(one))
+    if idx.size < UNSHUFFLED.min_batches or one[idx].mean() < UNSHUFFLED.share or not run.has("batch_class"):
+        return []
+    cls = run.col("batch_class")
+    single = idx[(one[idx] > 0.5) & np.isfinite(cls[idx])]
+    change = single[1:][cls[single[1:]] != cls[single[:-1]]]
+    if not change.size:
+        return []
+    n_classes = int(np.unique(cls[single]).size)
+    evidence: list[str] = [Msg("bugs.unshuffled.batches", n=int((one[idx] > 0.5).sum()), of=int(idx.size),
+                               k=n_classes, changes=int(change.size), first=int(run.steps[change[0]]))]
+    jump = _worst_jump(q, change)
+    if jump is not None:
+        evidence.append(jump[1])
+    return [Finding(cause="unshuffled_data", symptom="spike" if jump is not None else "oscillation",
+                    severity="warning", confidence=0.9,
+                    step=int(run.steps[jump[0] if jump is not None else change[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.unshuffled.fix"), Msg("bugs.unshuffled.fix_hf")])]
+
+
+def _worst_jump(q: Quantities, change: np.ndarray) -> tuple[int, Msg] | None:
+    """The largest loss jump at a class change (row, sentence), when one is above UNSHUFFLED.jump."""
+    best = None
+    for i in change:
+        before = q.loss[max(0, i - 5):i]
+        before = before[np.isfinite(before)]
+        if not before.size or not np.isfinite(q.loss[i]) or np.median(before) <= 0:
+            continue
+        x = float(q.loss[i] / np.median(before))
+        if x >= UNSHUFFLED.jump and (best is None or x > best[0]):
+            best = (x, int(i), float(np.median(before)))
+    if best is None:
+        return None
+    x, i, base = best
+    return i, Msg("bugs.unshuffled.jump", s=int(q.steps[i]), loss=float(q.loss[i]), x=x, base=base)
+
+
+@dataclass(frozen=True)
+class CopyThresholds:
+    #: measured steps needed (sampled steps) and how many of the last ones are judged
+    min_measured: int = 3
+    last: int = 3
+    #: share of positions predicted as their own input (a trained copier: ~1; a next-token model:
+    #: the repeat rate of its data, 1-2% on the zoo's Markov chains; measured default)
+    copy: float = 0.8
+    #: the loss at the end, as a share of chance ln V (a copier ends near 0)
+    below_chance: float = 0.1
+
+
+COPY = CopyThresholds()
+
+
+@detector("labels_not_shifted", needs=("out_copy_frac", "loss"))
+def labels_not_shifted(run: Run, q: Quantities) -> list[Finding]:
+    c = run.col("out_copy_frac")
+    idx = np.flatnonzero(np.isfinite(c))
+    if idx.size < COPY.min_measured or not q.finite_loss.size:
+        return []
+    frac = float(np.median(c[idx[-COPY.last:]]))
+    chance = run.meta.get("chance_loss") if isinstance(run.meta, dict) else None
+    if not isinstance(chance, (int, float)) or chance <= 0:
+        k = run.col("out_classes") if run.has("out_classes") else None
+        kk = k[np.isfinite(k)] if k is not None else np.array([])
+        chance = math.log(float(np.median(kk))) if kk.size and np.median(kk) > 1 else None
+    y = q.loss[q.finite_loss]
+    end = float(np.median(y[-max(1, y.size // 10):]))
+    if frac < COPY.copy or chance is None or end > COPY.below_chance * chance:
+        return []
+    evidence: list[str] = [Msg("bugs.copy.frac", pct=100 * frac, step=int(run.steps[idx[-1]])),
+                           Msg("bugs.copy.loss", end=end, chance=float(chance), pct=100 * end / chance)]
+    return [Finding(cause="labels_not_shifted", symptom="zero_loss", severity="critical", confidence=0.9,
+                    step=int(run.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.copy.fix_shift"), Msg("bugs.copy.fix_hf")])]
+
+
+@dataclass(frozen=True)
+class EvalModeThresholds:
+    #: steps with the flag needed, and the share of them in eval mode (a loop that forgot
+    #: model.train() after its first validation pass is in eval mode from then on)
+    min_steps: int = 10
+    share: float = 0.5
+
+
+EVAL_MODE = EvalModeThresholds()
+
+
+@detector("eval_mode_training", needs=("train_mode",))
+def eval_mode_training(run: Run, q: Quantities) -> list[Finding]:
+    m = run.col("train_mode")
+    idx = np.flatnonzero(np.isfinite(m))
+    if idx.size < EVAL_MODE.min_steps:
+        return []
+    ev = idx[m[idx] < 0.5]
+    if ev.size < EVAL_MODE.share * idx.size:
+        return []
+    first = int(run.steps[ev[0]])
+    return [Finding(cause="eval_mode_training", symptom="slow_convergence", severity="warning", confidence=0.9,
+                    step=first, evidence=[Msg("bugs.eval.seen", n=int(ev.size), of=int(idx.size), first=first)],
+                    fixes=[Msg("bugs.eval.fix")])]
+
+
+@dataclass(frozen=True)
+class BroadcastThresholds:
+    #: steps with output shape and target variance needed
+    min_steps: int = 5
+    #: the loss over the targets' variance at the end: a broadcast MSE is >= 1 (it is Var(y) plus
+    #: the predictions' spread around the mean); a model that learns ends far below (measured on
+    #: the zoo's regression: < 0.1)
+    ratio: float = 0.8
+
+
+BROADCAST = BroadcastThresholds()
+
+
+@detector("loss_broadcast", needs=("out_last_dim", "target_var", "loss"))
+def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
+    rank, last, var = run.col("out_rank"), run.col("out_last_dim"), run.col("target_var")
+    idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(var) & (var > 0)
+                         & np.isfinite(q.loss))
+    if idx.size < BROADCAST.min_steps or not np.all((rank[idx] == 2) & (last[idx] == 1)):
+        return []
+    tail = idx[-max(1, idx.size // 3):]
+    r = float(np.median(q.loss[tail] / var[tail]))
+    if r < BROADCAST.ratio:
+        return []
+    evidence: list[str] = [Msg("bugs.broadcast.shapes"),
+                           Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])),
+                               var=float(np.median(var[tail])), r=r)]
+    return [Finding(cause="loss_broadcast", symptom="plateau", severity="warning", confidence=0.85,
+                    step=int(run.steps[idx[0]]), evidence=evidence, fixes=[Msg("bugs.broadcast.fix")])]
+
+
+@dataclass(frozen=True)
+class ClipThresholds:
+    #: sampled steps needed
+    min_steps: int = 5
+    #: applied / backward norm below which the clip is "tiny": every update divided by 20 or more
+    #: (a max_norm of 1.0 on a norm of ~0.5-5 gives 1 or 0.2-1; measured default)
+    factor: float = 0.05
+    #: share of sampled steps clipped that hard
+    share: float = 0.8
+
+
+CLIP = ClipThresholds()
+_ADAPTIVE = ("adam", "adafactor", "rmsprop", "adagrad", "adadelta", "lion", "lamb", "sophia", "shampoo")
+
+
+@detector("grad_clip_too_tight", needs=("grad_norm_applied", "grad_norm"))
+def grad_clip_too_tight(run: Run, q: Quantities) -> list[Finding]:
+    opt = str(((run.meta.get("optimizer") or {}).get("class") or "")).lower() if isinstance(run.meta, dict) else ""
+    if not opt or any(a in opt for a in _ADAPTIVE):
+        return []
+    ap, gn = run.col("grad_norm_applied"), run.col("grad_norm")
+    idx = np.flatnonzero(np.isfinite(ap) & np.isfinite(gn) & (gn > 0))
+    if idx.size < CLIP.min_steps:
+        return []
+    ratio = ap[idx] / gn[idx]
+    tight = ratio < CLIP.factor
+    if tight.mean() < CLIP.share:
+        return []
+    max_norm = float(np.median(ap[idx][tight]))
+    p95 = float(np.percentile(gn[idx], 95))
+    evidence: list[str] = [Msg("bugs.clip.tight", n=int(tight.sum()), of=int(idx.size), applied=max_norm,
+                               norm=float(np.median(gn[idx])), x=float(1 / np.median(ratio)))]
+    return [Finding(cause="grad_clip_too_tight", symptom="slow_convergence", severity="warning", confidence=0.85,
+                    step=int(run.steps[idx[0]]), evidence=evidence,
+                    fixes=[Msg("bugs.clip.fix", p95=p95, now=max_norm)])]

@@ -1,0 +1,120 @@
+"""Is the model's output already a probability distribution? (softmax before a softmax-applying loss)
+
+`nn.CrossEntropyLoss` applies log-softmax itself; a model that ends in `nn.Softmax` (or returns
+`softmax(logits)`) and is trained with it sees its probabilities squashed a second time: the loss
+saturates far above zero (with K classes it cannot go below ln(1 + (K-1)/e), 1.46 for 10 classes
+against a chance level of 2.30) and reads as a converged run or noisy labels (Karpathy's and
+Tobin's lists; one of the forums' recurring threads).
+
+Measured on the model's own output (the root module's forward hook: the tensor itself, or the
+first floating tensor of a tuple / HF ModelOutput, the logits), at the first forward of a sampled
+step only: `aminmax` and the largest deviation of a row's sum from 1 along the last dimension,
+three numbers into the step's one copy (no host sync). The record gets `out_min`, `out_max`,
+`out_rowsum_dev` and `out_classes` (the size of the last dimension).
+
+Labels equal to the inputs, not shifted: a causal LM trained to predict the token at its own
+position (cross-entropy of `logits` against `input_ids` with no shift) learns to copy its input.
+When the forward received `input_ids` (B, T) and its output is (B, T, V), the same pass also
+gives the share of positions whose argmax is the input token itself: `out_copy_frac` (a model
+predicting the next token copies only where a token repeats).
+
+Train/eval mode: a model with dropout or BatchNorm whose training forward runs in eval mode
+(`model.eval()` for a validation pass, and no `model.train()` after it) trains without dropout and
+normalises with running statistics. The root module's `training` flag at the step's first
+forward with gradients on is a host attribute: `train_mode` (1/0) at every step, recorded only for
+models that have such modules. BatchNorm layers put in eval on purpose (frozen statistics) leave
+the root in train mode and read 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .tracer import compiling, first_float_tensor
+
+
+class OutputProbe:
+    """See the module docstring; follows `signals.probe.Probe`."""
+
+    name = "OutputProbe"
+
+    def __init__(self, model: nn.Module) -> None:
+        self.enabled = True
+        self.sampled = False
+        self.error: BaseException | None = None
+        self._stats: torch.Tensor | None = None
+        self._classes: int | None = None
+        self._mode: bool | None = None  # the root's `training` at the step's first forward
+        self._shape: tuple[int, int] | None = None  # (dim, size of the last dim) of the output
+        self.mode_modules = sum(1 for m in model.modules() if isinstance(
+            m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)))
+        self._handles = [model.register_forward_hook(self._hook, with_kwargs=True)]
+
+    def _hook(self, module: nn.Module, args: Any, kwargs: Any, out: Any) -> None:
+        if compiling() or not self.enabled or not torch.is_grad_enabled():
+            return
+        if self._mode is None:
+            self._mode = bool(module.training)
+        if not self.sampled or self._stats is not None or self._shape is not None:
+            return
+        try:
+            t = first_float_tensor(out)
+            if t is not None and t.dim() >= 1:
+                self._shape = (int(t.dim()), int(t.shape[-1]))  # a (B, 1) output against (B,) targets
+            if t is None or t.dim() < 2 or t.shape[-1] < 2:
+                return
+            with torch.no_grad():
+                d = t.detach()
+                mn, mx = torch.aminmax(d)
+                dev = (d.float().sum(-1) - 1.0).abs().amax()
+                ids = _input_ids(args, kwargs)
+                copy = (d.argmax(-1) == ids).float().mean() if ids is not None and d.dim() == 3 \
+                    and tuple(ids.shape) == tuple(d.shape[:2]) else torch.full((), -1.0, device=d.device)
+                self._stats = torch.stack([mn.float(), mx.float(), dev, copy.to(dev.device)])
+            self._classes = int(t.shape[-1])
+        except Exception as e:  # never break the user's forward
+            self.enabled, self.error = False, e
+
+    def reset(self) -> None:
+        self._stats, self._classes, self._mode, self._shape = None, None, None, None
+
+    def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
+        stats, k, mode, shape = self._stats, self._classes, self._mode, self._shape
+        self.reset()
+        if not self.enabled:
+            return None
+        if stats is not None:
+            packer.add("out_stats", stats)
+        return {"classes": k, "mode": mode if self.mode_modules else None, "shape": shape}
+
+    def interpret(self, values: dict[str, Any], ctx: dict[str, Any] | None, rec: dict[str, Any]) -> None:
+        if ctx and ctx["mode"] is not None:
+            rec["train_mode"] = int(ctx["mode"])
+        if ctx and ctx["shape"] is not None:
+            rec["out_rank"], rec["out_last_dim"] = ctx["shape"]
+        if not ctx or "out_stats" not in values:
+            return
+        mn, mx, dev, copy = (float(v) for v in values["out_stats"][:4])
+        rec["out_min"], rec["out_max"], rec["out_rowsum_dev"] = mn, mx, dev
+        rec["out_classes"] = ctx["classes"]
+        if copy >= 0:
+            rec["out_copy_frac"] = copy
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+
+
+def _input_ids(args: Any, kwargs: Any) -> torch.Tensor | None:
+    """The token ids the forward received: `input_ids=` or the first positional argument, when it is
+    an integer (B, T) tensor."""
+    t = kwargs.get("input_ids") if isinstance(kwargs, dict) else None
+    if t is None and args:
+        t = args[0]
+    if isinstance(t, torch.Tensor) and t.dim() == 2 and not t.is_floating_point() and t.dtype != torch.bool:
+        return t
+    return None

@@ -1,0 +1,486 @@
+"""The training-loop bugs of the public troubleshooting lists, caught live and named for what they
+are: real models, real optimizers, the loops people write (right and wrong)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch.nn import functional as F
+
+import lossdoctor
+from conftest import run_cli
+from triage_models import MLP, classification_batches
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _loop(tmp_path, zero: str, steps: int = 30, accum: int = 1, lr: float = 0.02):
+    """`zero`: "none" (the bug), "none_every_other" (zero_grad on even steps only), "start"
+    (set_to_none, before the forward), "start_zeros" (set_to_none=False), "after_step" (HF Trainer's
+    place), "before_backward" (Lightning's place: between the forward and the backward)."""
+    model = MLP()
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
+    batches = classification_batches(steps * accum, size=8)
+    for step in range(steps):
+        if zero == "start" or (zero == "none_every_other" and step % 2 == 0):
+            opt.zero_grad()
+        elif zero == "start_zeros":
+            opt.zero_grad(set_to_none=False)
+        total = 0.0
+        for i in range(accum):
+            x, y = batches[step * accum + i]
+            loss = F.cross_entropy(model(x), y) / accum
+            if zero == "before_backward" and i == 0:
+                opt.zero_grad()
+            loss.backward()
+            total += float(loss.detach())
+        opt.step()
+        if zero == "after_step":
+            opt.zero_grad()
+        mon.step(torch.tensor(total), batch=batches[step * accum])
+    mon.close()
+    return mon
+
+
+def _stale(tmp_path) -> list:
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    return [r.get("grad_stale") for r in rows]
+
+
+@pytest.mark.slow
+def test_a_loop_that_never_zeroes_is_grad_not_zeroed_from_step_1(tmp_path):
+    mon = _loop(tmp_path, "none")
+    assert _stale(tmp_path)[:4] == [0, 1, 1, 1]
+    top = mon.diagnose().findings[0]
+    assert (top.cause, top.severity, top.step) == ("grad_not_zeroed", "critical", 1)
+    data = top.to_dict()
+    assert data["evidence_data"][0]["key"] == "bugs.stale.seen"
+    assert data["evidence_data"][0]["values"]["n"] == 29 and data["evidence_data"][0]["values"]["of"] == 29
+    assert data["fixes_data"][0]["key"] == "bugs.stale.fix"
+    # the CLI on the run directory says the same
+    out = run_cli("diagnose", tmp_path, "--format", "json")
+    assert json.loads(out.stdout)["findings"][0]["cause"] == "grad_not_zeroed"
+
+
+def test_zero_grad_on_some_steps_only_is_a_warning(tmp_path):
+    mon = _loop(tmp_path, "none_every_other")
+    f = next(f for f in mon.diagnose().findings if f.cause == "grad_not_zeroed")
+    assert f.severity == "warning"
+    assert f.to_dict()["evidence_data"][0]["key"] == "bugs.stale.partly"
+
+
+@pytest.mark.parametrize("zero", ["start", "start_zeros", "after_step", "before_backward"])
+def test_loops_that_zero_at_any_usual_place_read_clean(tmp_path, zero):
+    mon = _loop(tmp_path, zero)
+    stale = _stale(tmp_path)
+    assert set(stale) == {0}, stale
+    assert all(f.cause != "grad_not_zeroed" for f in mon.diagnose().findings)
+
+
+def test_gradient_accumulation_on_purpose_is_not_stale(tmp_path):
+    mon = _loop(tmp_path, "start", accum=4)
+    assert set(_stale(tmp_path)) == {0}
+    assert all(f.cause != "grad_not_zeroed" for f in mon.diagnose().findings)
+
+
+def test_the_probe_never_changes_training(tmp_path):
+    """Bit-identical weights with and without the monitor, in the buggy loop (hooks only read)."""
+    def final(watched: bool):
+        torch.manual_seed(0)
+        model = MLP()
+        opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path / str(watched), alerts=False) if watched else None
+        for x, y in classification_batches(10):
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            if mon is not None:
+                mon.step(torch.tensor(0.0))
+        if mon is not None:
+            mon.close()
+        return [p.detach().clone() for p in model.parameters()]
+
+    assert all(torch.equal(a, b) for a, b in zip(final(True), final(False)))
+
+
+def _classify(tmp_path, softmax: bool, loss: str, steps: int = 60):
+    """A 10-class problem (Gaussian clusters); `loss`: "ce" (F.cross_entropy of the output) or
+    "nll_log" (nll_loss of log of the output: right for a model that outputs probabilities)."""
+    g = torch.Generator().manual_seed(1)
+    centres = 2.0 * torch.randn(10, 16, generator=g)
+    layers = [torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10)]
+    model = torch.nn.Sequential(*layers, *([torch.nn.Softmax(dim=-1)] if softmax else []))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 10, (32,), generator=g)
+        x = centres[y] + torch.randn(32, 16, generator=g)
+        opt.zero_grad()
+        out = model(x)
+        value = F.cross_entropy(out, y) if loss == "ce" else F.nll_loss(out.clamp_min(1e-12).log(), y)
+        value.backward()
+        opt.step()
+        mon.step(value, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def test_probabilities_fed_to_cross_entropy_are_softmax_before_loss(tmp_path):
+    mon = _classify(tmp_path, softmax=True, loss="ce")
+    top = mon.diagnose().findings[0]
+    assert top.cause == "softmax_before_loss"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.softmax.outputs"]["k"] == 10
+    floor = ev["bugs.softmax.floor"]
+    assert abs(floor["floor"] - 1.4607) < 1e-3 and floor["best"] >= floor["floor"] - 0.02
+    assert [d["key"] for d in top.to_dict()["fixes_data"]][0] == "bugs.softmax.fix"
+
+
+@pytest.mark.parametrize("softmax,loss", [(True, "nll_log"), (False, "ce")])
+def test_probabilities_with_the_right_loss_and_logits_with_ce_read_clean(tmp_path, softmax, loss):
+    mon = _classify(tmp_path, softmax=softmax, loss=loss)
+    assert all(f.cause != "softmax_before_loss" for f in mon.diagnose().findings)
+    assert mon.diagnose().status == "healthy", [f.cause for f in mon.diagnose().findings]
+
+
+def _frozen(tmp_path, how: str, steps: int = 60):
+    """`how`: "all_but_bias" (requires_grad=False on all but the output bias), "optimizer_subset"
+    (every parameter trainable, the optimizer given the output bias only), "head" (a frozen
+    backbone with a trained output layer, on purpose)."""
+    g = torch.Generator().manual_seed(2)
+    centres = 2.0 * torch.randn(10, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    head = model[-1]
+    if how in ("all_but_bias", "head"):
+        model.requires_grad_(False)
+        (head if how == "head" else head.bias).requires_grad_(True)
+    params = [head.bias] if how == "optimizer_subset" else [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 10, (32,), generator=g)
+        x = centres[y] + torch.randn(32, 16, generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+@pytest.mark.parametrize("how,key", [("all_but_bias", "bugs.frozen.few_trainable"),
+                                     ("optimizer_subset", "bugs.frozen.optimizer_subset")])
+def test_a_model_frozen_by_mistake_is_frozen_model_with_the_counts(tmp_path, how, key):
+    mon = _frozen(tmp_path, how)
+    top = mon.diagnose().findings[0]
+    assert top.cause == "frozen_model"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert key in ev and "bugs.frozen.loss_flat" in ev
+    if how == "all_but_bias":
+        assert (ev[key]["trainable"], ev[key]["total"]) == (10, 16 * 256 + 256 + 256 * 256 + 256 + 2570)
+    else:
+        assert ev[key]["n"] == 10
+
+
+def test_a_frozen_backbone_with_a_trained_head_reads_clean(tmp_path):
+    mon = _frozen(tmp_path, "head")
+    assert mon.diagnose().status == "healthy", [(f.cause, f.evidence) for f in mon.diagnose().findings]
+
+
+def _scheduled(tmp_path, make_sched, steps: int = 120, lr: float = 3e-3):
+    g = torch.Generator().manual_seed(3)
+    centres = 2.0 * torch.randn(10, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    sched = make_sched(opt)
+    mon = lossdoctor.watch(model, opt, scheduler=sched, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 10, (32,), generator=g)
+        x = centres[y] + torch.randn(32, 16, generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        sched.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def _linear_warmup(opt, warmup: int):
+    return torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warmup))
+
+
+def test_a_warmup_sized_in_samples_never_ends_and_says_how_long_it_would_take(tmp_path):
+    mon = _scheduled(tmp_path, lambda o: _linear_warmup(o, 100 * 32))  # 100 steps x 32 samples
+    f = next(f for f in mon.diagnose().findings if f.cause == "lr_schedule_error")
+    ev = {d["key"]: d["values"] for d in f.to_dict()["evidence_data"]}
+    assert ev["bugs.warmup.never_ends"]["n"] == 120
+    would = ev["bugs.warmup.would_reach"]
+    assert abs(would["step"] - 3200) <= 40 and abs(would["peak"] - 3e-3) < 1e-12
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda o: _linear_warmup(o, 20), id="warmup-that-ends"),
+    pytest.param(lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=120), id="one-cycle"),
+    pytest.param(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=30), id="sgdr"),
+    pytest.param(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=20, T_mult=2), id="sgdr-tmult"),
+])
+def test_schedules_done_on_purpose_are_not_schedule_errors(tmp_path, make):
+    mon = _scheduled(tmp_path, make)
+    assert all(f.cause != "lr_schedule_error" for f in mon.diagnose().findings), \
+        [(f.cause, f.evidence) for f in mon.diagnose().findings]
+    # the same from the scalars alone (no meta.json naming the scheduler)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    csv = tmp_path / "scalars_only.csv"
+    csv.write_text("step,loss,lr\n" + "".join(f"{r['step']},{r['loss']},{r['lr']}\n" for r in rows))
+    out = run_cli("diagnose", csv, "--format", "json")
+    assert out.returncode == 0, out.stderr
+    assert all(f["cause"] != "lr_schedule_error" for f in json.loads(out.stdout)["findings"])
+
+
+def test_a_cosine_period_shorter_than_the_run_is_still_a_schedule_error(tmp_path):
+    mon = _scheduled(tmp_path, lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=30))
+    assert any(f.cause == "lr_schedule_error" for f in mon.diagnose().findings)
+
+
+def _ordered(tmp_path, sort: bool, steps: int = 80):
+    g = torch.Generator().manual_seed(4)
+    centres = 2.0 * torch.randn(8, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    # a dataset of 8 classes x 320 samples; the loader either keeps its order (sorted by class) or shuffles
+    ys = torch.arange(8).repeat_interleave(320)
+    xs = centres[ys] + torch.randn(ys.shape[0], 16, generator=g)
+    order = torch.arange(ys.shape[0]) if sort else torch.randperm(ys.shape[0], generator=g)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(xs[order], ys[order]), batch_size=32)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _, (x, y) in zip(range(steps), loader):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def test_data_sorted_by_class_is_unshuffled_data_with_the_jump_at_the_class_change(tmp_path):
+    mon = _ordered(tmp_path, sort=True)
+    top = mon.diagnose().findings[0]
+    assert top.cause == "unshuffled_data"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.unshuffled.batches"]["n"] == 80 and ev["bugs.unshuffled.batches"]["changes"] == 7
+    assert ev["bugs.unshuffled.jump"]["s"] % 10 == 0 and ev["bugs.unshuffled.jump"]["x"] >= 1.5  # a class boundary
+    assert top.step == ev["bugs.unshuffled.jump"]["s"]
+
+
+def test_the_same_data_shuffled_reads_clean(tmp_path):
+    mon = _ordered(tmp_path, sort=False)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert {r["batch_one_class"] for r in rows} == {0}
+    assert all(f.cause != "unshuffled_data" for f in mon.diagnose().findings)
+
+
+class _Bigram(torch.nn.Module):
+    """The smallest causal LM: the logits at position t are a function of token t."""
+
+    def __init__(self, vocab: int = 32) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, 32)
+        self.head = torch.nn.Linear(32, vocab)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.emb(input_ids)))
+
+
+def _lm(tmp_path, shift: bool, steps: int = 60):
+    g = torch.Generator().manual_seed(5)
+    trans = torch.softmax(3.0 * torch.randn(32, 32, generator=g), dim=-1)  # a Markov chain's transitions
+    model = _Bigram()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="pretrain")
+    for _ in range(steps):
+        ids = torch.empty(8, 24, dtype=torch.long)
+        ids[:, 0] = torch.randint(0, 32, (8,), generator=g)
+        for t in range(1, 24):
+            ids[:, t] = torch.multinomial(trans[ids[:, t - 1]], 1, generator=g).squeeze(1)
+        opt.zero_grad()
+        logits = model(input_ids=ids)
+        if shift:
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, 32), ids[:, 1:].reshape(-1))
+        else:
+            loss = F.cross_entropy(logits.reshape(-1, 32), ids.reshape(-1))
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch={"input_ids": ids, "labels": ids})
+    mon.close()
+    return mon
+
+
+def test_labels_equal_to_the_inputs_without_a_shift_is_labels_not_shifted(tmp_path):
+    mon = _lm(tmp_path, shift=False)
+    top = mon.diagnose().findings[0]
+    assert (top.cause, top.severity) == ("labels_not_shifted", "critical")
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.copy.frac"]["pct"] > 90 and ev["bugs.copy.loss"]["end"] < 0.1 * ev["bugs.copy.loss"]["chance"]
+
+
+def test_the_same_lm_with_the_shift_reads_clean(tmp_path):
+    mon = _lm(tmp_path, shift=True)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert max(r["out_copy_frac"] for r in rows if "out_copy_frac" in r) < 0.3
+    assert all(f.cause != "labels_not_shifted" for f in mon.diagnose().findings)
+
+
+def _epochs(tmp_path, back_to_train: bool, freeze_bn: bool = False, epochs: int = 4, per_epoch: int = 10):
+    """Train with a validation pass (model.eval(), no_grad) after every epoch; `back_to_train`:
+    the loop calls model.train() at the start of each epoch, as it should."""
+    g = torch.Generator().manual_seed(6)
+    centres = 2.0 * torch.randn(5, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+                                torch.nn.Dropout(0.2), torch.nn.Linear(32, 5))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+
+    def batch():
+        y = torch.randint(0, 5, (16,), generator=g)
+        return centres[y] + torch.randn(16, 16, generator=g), y
+
+    for _ in range(epochs):
+        if back_to_train:
+            model.train()
+            if freeze_bn:
+                model[1].eval()  # BatchNorm statistics frozen on purpose
+        for _ in range(per_epoch):
+            x, y = batch()
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            mon.step(loss, batch=(x, y))
+        model.eval()
+        with torch.no_grad():  # validation
+            x, y = batch()
+            F.cross_entropy(model(x), y)
+    mon.close()
+    return mon
+
+
+def test_a_loop_that_never_calls_train_after_validation_is_eval_mode_training(tmp_path):
+    mon = _epochs(tmp_path, back_to_train=False)
+    f = next(f for f in mon.diagnose().findings if f.cause == "eval_mode_training")
+    ev = f.to_dict()["evidence_data"][0]
+    assert ev["key"] == "bugs.eval.seen" and (ev["values"]["n"], ev["values"]["of"], ev["values"]["first"]) == (30, 40, 10)
+
+
+@pytest.mark.parametrize("freeze_bn", [False, True])
+def test_a_loop_that_switches_back_to_train_reads_clean(tmp_path, freeze_bn):
+    mon = _epochs(tmp_path, back_to_train=True, freeze_bn=freeze_bn)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert {r["train_mode"] for r in rows} == {1}
+    assert all(f.cause != "eval_mode_training" for f in mon.diagnose().findings)
+
+
+def _regress(tmp_path, squeeze: bool, steps: int = 40):
+    g = torch.Generator().manual_seed(7)
+    w = torch.randn(8, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="regression")
+    for _ in range(steps):
+        x = torch.randn(32, 8, generator=g)
+        y = x @ w  # (B,)
+        opt.zero_grad()
+        pred = model(x)  # (B, 1)
+        with pytest.warns(UserWarning, match="target size") if not squeeze else _nothing():
+            loss = F.mse_loss(pred.squeeze(-1) if squeeze else pred, y)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_a_b1_prediction_against_a_b_target_is_loss_broadcast(tmp_path):
+    mon = _regress(tmp_path, squeeze=False)
+    top = mon.diagnose().findings[0]
+    assert top.cause == "loss_broadcast"
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["bugs.broadcast.floor"]["r"] >= 0.8
+
+
+def test_the_squeezed_prediction_reads_clean(tmp_path):
+    mon = _regress(tmp_path, squeeze=True)
+    assert all(f.cause != "loss_broadcast" for f in mon.diagnose().findings)
+
+
+def test_two_causes_that_tie_name_each_other_and_a_clear_winner_does_not():
+    from lossdoctor.detectors.ties import mark_ties
+    from lossdoctor.findings import Finding
+
+    def f(cause, conf, sev="warning", step=3):
+        return Finding(cause=cause, symptom="plateau", severity=sev, confidence=conf, step=step)
+
+    tied = [f("noisy_data", 0.6), f("lr_too_low", 0.58, step=None), f("bad_init", 0.58)]
+    mark_ties(tied)
+    assert tied[0].to_dict()["evidence_data"][-1]["key"] == "tie.with"
+    assert tied[0].to_dict()["evidence_data"][-1]["values"]["other"] == "lr_too_low"
+    assert tied[1].to_dict()["evidence_data"][-1]["values"]["other"] == "noisy_data"
+    assert tied[2].evidence == []
+    mark_ties(tied)  # once only
+    assert len(tied[0].evidence) == 1
+    for pair in ([f("noisy_data", 0.9), f("lr_too_low", 0.6)],            # a clear winner
+                 [f("noisy_data", 0.6, "critical"), f("lr_too_low", 0.6)],  # a worse severity
+                 [f("noisy_data", 0.6), f("noisy_data", 0.6)]):             # the same cause
+        mark_ties(pair)
+        assert all(not x.evidence for x in pair)
+
+
+def _clipped(tmp_path, max_norm: float, optimizer: str = "sgd", steps: int = 40):
+    g = torch.Generator().manual_seed(8)
+    centres = 2.0 * torch.randn(5, 16, generator=g)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 5))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" \
+        else torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
+    for _ in range(steps):
+        y = torch.randint(0, 5, (16,), generator=g)
+        x = centres[y] + torch.randn(16, 16, generator=g)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm)
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon
+
+
+def test_clipping_sgd_at_a_tiny_max_norm_is_grad_clip_too_tight(tmp_path):
+    mon = _clipped(tmp_path, 1e-3)
+    f = next(f for f in mon.diagnose().findings if f.cause == "grad_clip_too_tight")
+    ev = f.to_dict()["evidence_data"][0]["values"]
+    assert abs(ev["applied"] - 1e-3) < 1e-5 and ev["x"] > 100
+    assert f.to_dict()["fixes_data"][0]["key"] == "bugs.clip.fix"
+
+
+@pytest.mark.parametrize("max_norm,optimizer", [(1.0, "sgd"), (1e-3, "adam")])
+def test_ordinary_clipping_and_adams_scale_invariance_read_clean(tmp_path, max_norm, optimizer):
+    mon = _clipped(tmp_path, max_norm, optimizer)
+    assert all(f.cause != "grad_clip_too_tight" for f in mon.diagnose().findings)
