@@ -52,17 +52,17 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, say_arg, write_text
+    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, error_line, say_arg, write_text
 
     lang = chosen_lang(args)
     try:
         incidents = read_incidents(Path(args.path))
     except VerifyInputError as e:
-        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
+        error_line(f"lossdoctor: {say_arg(e, lang)}")
         return EXIT_BAD_INPUT
     fmt = "md" if args.format == "markdown" else args.format
     text = render(incidents, fmt, lang, str(args.path))
-    write_text(text, args.output)
+    write_text(text, args.output, fmt=fmt)
     if args.fail_on == "unverified" and any(not i["verified"] for i in incidents):
         return EXIT_FAIL_ON
     return EXIT_OK

@@ -25,6 +25,7 @@ import math
 import os
 import numbers
 import pkgutil
+import re
 import string
 from typing import Any, Mapping
 
@@ -188,6 +189,53 @@ def say(text: str, lang: str) -> str:
     reader's note quoting the log, a report read back from JSON written before messages) is shown
     as it is."""
     return text.render(lang) if isinstance(text, Msg) else text
+
+
+#: what never reaches a terminal or a document raw: C0 controls (a newline and a tab are kept where
+#: allowed), DEL, C1 (U+0080-U+009F, U+009B is a one-byte CSI), the bidirectional marks, embeddings,
+#: overrides and isolates (U+200E/F, U+061C, U+202A-U+202E, U+2066-U+2069: "Trojan Source"), the
+#: line and paragraph separators, and lone surrogates (a file name that is not UTF-8, decoded with
+#: surrogateescape: written raw it fails the encoder)
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_RE = {keep: re.compile(f"[{_UNSAFE}{'' if keep else chr(10) + chr(9)}]") for keep in (True, False)}
+#: a colour or style sequence (SGR) as rich writes it: the only escape sequence a report emits
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _escape_char(c: str, json_safe: bool) -> str:
+    n = ord(c)
+    if 0xDC80 <= n <= 0xDCFF:  # a byte of a file name that is not UTF-8: shown as that byte
+        return ("\\\\x" if json_safe else "\\x") + f"{n - 0xDC00:02x}"
+    if json_safe or n > 0xFF:
+        return f"\\u{n:04x}"
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c, f"\\x{n:02x}")
+
+
+def safe_text(text: str, *, newlines: bool = True, json_safe: bool = False, keep_sgr: bool = False) -> str:
+    r"""`text` with every character that could drive a terminal or reorder what a reader sees
+    replaced by a visible escape (`\x1b`, `\u202e`): the one function every report and message
+    passes through before it is written (the CLI's `write_text` and `error_line`, `report.render`).
+
+    `newlines=False` escapes newlines and tabs too (a one-line message); `json_safe` writes every
+    escape as `\uXXXX`, which is a valid escape inside a JSON string (JSON reports, the HTML report's
+    data block), and a non-UTF-8 byte as the text `\xff`; `keep_sgr` keeps the colour sequences a
+    colour terminal report is made of (the text in it was escaped before it was styled)."""
+    if not isinstance(text, str):
+        text = str(text)
+    pattern = _UNSAFE_RE[newlines]
+    if keep_sgr and "\x1b" in text:
+        parts = _SGR.split(text)
+        seqs = _SGR.findall(text)
+        return "".join(safe_text(p, newlines=newlines, json_safe=json_safe) + (seqs[i] if i < len(seqs) else "")
+                       for i, p in enumerate(parts))
+    if not pattern.search(text):
+        return text
+    return pattern.sub(lambda m: _escape_char(m.group(), json_safe), text)
+
+
+def safe_output(text: str, fmt: str = "text", *, color: bool = False) -> str:
+    """A whole rendered report or listing made safe to write (`safe_text` as the format needs)."""
+    return safe_text(text, json_safe=fmt in ("json", "html"), keep_sgr=color and fmt == "text")
 
 
 #: the locale variables, in the order the first one set decides (POSIX: LC_ALL overrides
