@@ -162,6 +162,22 @@ def read_run_dir(path: str | os.PathLike[str]) -> list[Run]:
     return runs
 
 
+def _loads(data: bytes, name: str, notes: list[str]) -> Any:
+    """One JSON document of the run directory, its nesting cut at `JSON_LIMITS.max_depth` (a note
+    says so), so no report, listing or walk of it ever recurses without bound."""
+    from .messages import JSON_LIMITS, Msg, cap_depth
+
+    obj = orjson.loads(data)
+    if data.count(b"[") + data.count(b"{") <= JSON_LIMITS.max_depth:
+        return obj  # too few brackets to be too deep: no walk (every step record)
+    obj, cut = cap_depth(obj)
+    if cut:
+        note = Msg("source.json_too_deep", name=name, limit=JSON_LIMITS.max_depth)
+        if note not in notes:
+            notes.append(note)
+    return obj
+
+
 def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -173,7 +189,7 @@ def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
             if not line:
                 continue
             try:
-                obj = orjson.loads(line)
+                obj = _loads(line, path.name, notes)
             except orjson.JSONDecodeError:
                 bad += 1
                 continue
@@ -189,7 +205,7 @@ def _read_one(d: Path) -> Run:
     meta: dict[str, Any] = {}
     if (d / META).exists():
         try:
-            meta = orjson.loads(read_bytes(d / META))
+            meta = _loads(read_bytes(d / META), f"{d.name}/{META}", notes)
         except orjson.JSONDecodeError:
             notes.append(f"{d.name}/{META} is unreadable; run metadata ignored")
         if not isinstance(meta, dict):
@@ -202,7 +218,7 @@ def _read_one(d: Path) -> Run:
     # incident records have their own files; a run directory of an older version may hold them
     # in meta.json instead
     old = meta.pop("incidents", None)
-    incidents = load_incidents(d) or [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict)]
+    incidents = load_incidents(d, notes) or [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict)]
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
     run.incidents = incidents
     run.notes.extend(notes)
@@ -224,7 +240,7 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
     if not (d / LAYERS_SCHEMA).exists() or not (d / LAYERS).exists():
         return None
     try:
-        schema = orjson.loads(read_bytes(d / LAYERS_SCHEMA))
+        schema = _loads(read_bytes(d / LAYERS_SCHEMA), LAYERS_SCHEMA, notes)
         modules, stats = list(schema["modules"]), list(schema["stats"])
         if not all(isinstance(x, str) for x in modules + stats) or not modules or not stats:
             raise TypeError("module and stat names must be strings")
@@ -252,15 +268,16 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
                       types=list(types) if len(types) == len(modules) else [])
 
 
-def load_incidents(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Incident records written by triage, oldest first."""
+def load_incidents(path: str | os.PathLike[str], notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """Incident records written by triage, oldest first (nesting cut as `_loads` does; the note,
+    if any, goes to `notes`)."""
     d = Path(path) / INCIDENTS
     if not d.is_dir():
         return []
     out = []
     for f in sorted(d.glob("*.json")):
         try:
-            rec = orjson.loads(read_bytes(f))
+            rec = _loads(read_bytes(f), f"{INCIDENTS}/{f.name}", notes if notes is not None else [])
         except orjson.JSONDecodeError:
             continue
         if isinstance(rec, dict):  # a record is an object; its findings a list (checked on use)

@@ -27,6 +27,7 @@ import numbers
 import pkgutil
 import re
 import string
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 LANGS = ("en", "zh")
@@ -142,8 +143,9 @@ class Msg(str):
 
     @classmethod
     def from_data(cls, d: Any) -> Msg | None:
-        """The inverse of `data`; None when `d` is not a message's JSON form."""
-        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+        """The inverse of `data`; None when `d` is not a message's JSON form, or nests deeper than
+        `JSON_LIMITS.max_depth` (a file's data: the stored English is shown instead)."""
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str) or too_deep(d):
             return None
         values = d.get("values") or {}
         if not isinstance(values, dict):
@@ -236,6 +238,56 @@ def safe_text(text: str, *, newlines: bool = True, json_safe: bool = False, keep
 def safe_output(text: str, fmt: str = "text", *, color: bool = False) -> str:
     """A whole rendered report or listing made safe to write (`safe_text` as the format needs)."""
     return safe_text(text, json_safe=fmt in ("json", "html"), keep_sgr=color and fmt == "text")
+
+
+@dataclass(frozen=True)
+class JsonLimits:
+    #: containers nested deeper than this in a file lossdoctor reads are cut (replaced by null):
+    #: its own records nest 6 levels (an incident's verification checks and their messages), a
+    #: Trainer state or a config a dozen; Python's encoder and every recursive walk of a report then
+    #: stay far below the interpreter's recursion limit of 1,000 (measured default)
+    max_depth: int = 64
+
+
+JSON_LIMITS = JsonLimits()
+
+
+def too_deep(obj: Any, limit: int | None = None) -> bool:
+    """Whether lists/dicts in `obj` nest deeper than `limit` (iterative: any depth is safe)."""
+    limit = JSON_LIMITS.max_depth if limit is None else limit
+    stack = [(obj, 1)]
+    while stack:
+        x, depth = stack.pop()
+        children = x.values() if isinstance(x, dict) else x if isinstance(x, (list, tuple)) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
+    return False
+
+
+def cap_depth(obj: Any, limit: int | None = None) -> tuple[Any, bool]:
+    """`obj` (just parsed from JSON) with every list or dict deeper than `limit` replaced by None,
+    in place and without recursion; and whether anything was cut."""
+    limit = JSON_LIMITS.max_depth if limit is None else limit
+    if not isinstance(obj, (dict, list)):
+        return obj, False
+    if limit < 1:
+        return None, True
+    cut = False
+    stack = [(obj, 1)]
+    while stack:
+        x, depth = stack.pop()
+        slots = list(x.items()) if isinstance(x, dict) else list(enumerate(x))
+        for k, v in slots:
+            if isinstance(v, (dict, list)):
+                if depth + 1 > limit:
+                    x[k] = None
+                    cut = True
+                else:
+                    stack.append((v, depth + 1))
+    return obj, cut
 
 
 #: the locale variables, in the order the first one set decides (POSIX: LC_ALL overrides
