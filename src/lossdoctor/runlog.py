@@ -51,7 +51,21 @@ def _dumps(obj: Any) -> bytes:
     return orjson.dumps(_encode_nonfinite(obj), option=_DUMP_OPTS)
 
 
+def _utf8(s: str) -> str:
+    """A string orjson can write: the undecodable bytes of a path that is not UTF-8 (os.fsdecode's
+    surrogates, as in a log_dir named b"run\xff") become the visible escape `\xff`."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _encode_nonfinite(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return _utf8(obj)
     if isinstance(obj, float):
         if obj != obj:
             return "nan"
@@ -59,7 +73,7 @@ def _encode_nonfinite(obj: Any) -> Any:
             return "inf" if obj > 0 else "-inf"
         return obj
     if isinstance(obj, dict):
-        return {k: _encode_nonfinite(v) for k, v in obj.items()}
+        return {_utf8(k) if isinstance(k, str) else k: _encode_nonfinite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_encode_nonfinite(v) for v in obj]
     return obj
