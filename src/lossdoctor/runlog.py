@@ -288,11 +288,15 @@ def load_incidents(path: str | os.PathLike[str], notes: list[str] | None = None)
     d = Path(path) / INCIDENTS
     if not d.is_dir():
         return []
+    from .messages import Msg
+
     out = []
+    notes = notes if notes is not None else []
     for f in sorted(d.glob("*.json")):
         try:
-            rec = _loads(read_bytes(f), f"{INCIDENTS}/{f.name}", notes if notes is not None else [])
-        except orjson.JSONDecodeError:
+            rec = _loads(read_bytes(f), f"{INCIDENTS}/{f.name}", notes)
+        except orjson.JSONDecodeError as e:  # torn, damaged, or nested beyond orjson's 1,024 levels
+            notes.append(Msg("source.record_unreadable", name=f"{INCIDENTS}/{f.name}", error=str(e)))
             continue
         if isinstance(rec, dict):  # a record is an object; its findings a list (checked on use)
             out.append(rec)

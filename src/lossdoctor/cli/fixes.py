@@ -78,11 +78,14 @@ def read_incidents(path: Path) -> list[dict[str, Any]]:
         raise VerifyInputError(Msg("cli.verify.not_dir", path=str(path)))
     if not (path / "meta.json").is_file() and not (path / "steps.jsonl").is_file():
         raise VerifyInputError(Msg("cli.verify.not_run_dir", path=str(path)))
+    unreadable: list[str] = []
     try:
-        records = load_incidents(path)
+        records = load_incidents(path, unreadable)
     except (OSError, ValueError) as e:
         raise VerifyInputError(Msg("cli.verify.unreadable", path=str(path / INCIDENTS),
                                    error=f"{type(e).__name__}: {e}")) from e
+    if not records and unreadable:
+        raise VerifyInputError(Msg("cli.verify.unreadable", path=str(path / INCIDENTS), error=unreadable[0]))
     if not records:
         raise VerifyInputError(Msg("cli.verify.no_incidents", path=str(path)))
     out = [incident_view(r) for r in records if isinstance(r.get("verification"), dict)]
