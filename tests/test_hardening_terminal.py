@@ -331,7 +331,7 @@ def test_names_that_are_not_utf8(odd_names, locale):
             for target in (None, out):
                 p = _run_bytes([cmd, path, "--format", fmt] + (["-o", target] if target else []), env)
                 _ok(p)
-                text = p.stdout if target is None else open(target, "rb").read()
+                text = p.stdout if target is None else Path(os.fsdecode(target)).read_bytes()
                 if fmt == "json":
                     json.loads(text)
                 elif cmd == "verify" or fmt == "html":  # both show the path they read
@@ -356,14 +356,14 @@ def test_check_and_demo_with_names_that_are_not_utf8(tmp_path):
     assert b"\\xff\\xfe" in p.stdout
     out = os.path.join(d, b"check\xff.json")
     _ok(_run_bytes(["check", "--config", setup, "--format", "json", "-o", out], env, timeout=300))
-    assert json.loads(open(out, "rb").read())["schema"] == "lossdoctor.report/1"
+    assert json.loads(Path(os.fsdecode(out)).read_bytes())["schema"] == "lossdoctor.report/1"
     _ok(_run_bytes(["check", "--config", setup + b":nope"], env, timeout=300), bad_input=True)
     log_dir, report = os.path.join(d, b"demo\xff\xfe"), os.path.join(d, b"demo\xff.md")
     p = _run_bytes(["demo", "--fault", "nan-data", "--log-dir", log_dir, "--format", "md", "-o", report], env,
                    timeout=540)
     _ok(p)
     assert b"\\xff\\xfe" in p.stderr and os.path.isfile(os.path.join(log_dir, b"meta.json"))
-    assert b"nonfinite_data" in open(report, "rb").read()
+    assert b"nonfinite_data" in Path(os.fsdecode(report)).read_bytes()
 
 
 # --- 3. JSON nested 1,000 and 100,000 deep -----------------------------------------------------
