@@ -270,6 +270,17 @@ def test_live_alert_line_is_escaped(capsys):
     assert "\\x1b]0;pwned" in err and not unsafe_chars(err) and err.count("\n") == 1, err
 
 
+def test_monitor_warnings_are_escaped(caplog):
+    """The "lossdoctor" logger (the monitor's one-time warnings quote exception texts and names)."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="lossdoctor"):
+        logging.getLogger("lossdoctor").warning("lossdoctor: %s disabled after an internal error: %s", "tracer",
+                                                PAYLOAD)
+    (record,) = caplog.records
+    assert "\\x1b]0;pwned" in record.getMessage() and not unsafe_chars(record.getMessage())
+
+
 # --- 2. names that are not UTF-8 ---------------------------------------------------------------
 
 LOCALES = {"C.UTF-8": {"LC_ALL": "C.UTF-8"},

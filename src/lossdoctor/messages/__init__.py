@@ -21,6 +21,7 @@ digits; any other spec is Python's (`{frac:.0%}`).
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import os
 import numbers
@@ -238,6 +239,25 @@ def safe_text(text: str, *, newlines: bool = True, json_safe: bool = False, keep
 def safe_output(text: str, fmt: str = "text", *, color: bool = False) -> str:
     """A whole rendered report or listing made safe to write (`safe_text` as the format needs)."""
     return safe_text(text, json_safe=fmt in ("json", "html"), keep_sgr=color and fmt == "text")
+
+
+class _SafeLogText(logging.Filter):
+    """The monitor's and the integrations' warnings (the "lossdoctor" logger) quote layer names,
+    paths and exception texts: escaped as the CLI's stderr lines are, whatever handler prints them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a bad format string is logging's own report to make
+            return True
+        safe = safe_text(text, newlines=False)
+        if safe != text:
+            record.msg, record.args = safe, ()
+        return True
+
+
+if not any(isinstance(f, _SafeLogText) for f in logging.getLogger("lossdoctor").filters):
+    logging.getLogger("lossdoctor").addFilter(_SafeLogText())
 
 
 @dataclass(frozen=True)
