@@ -18,7 +18,7 @@ import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
-from .messages import Msg, templates
+from .messages import Msg, templates, too_deep
 from .vocabulary import CAUSES, SCHEMA, SEVERITY_RANK, SYMPTOMS
 
 
@@ -75,6 +75,8 @@ class Finding:
         if self.fix_checks is not None and not (isinstance(self.fix_checks, list)
                                                 and all(isinstance(c, dict) for c in self.fix_checks)):
             raise ValueError("fix_checks must be a list of objects or null")
+        if self.fix_checks is not None and too_deep(self.fix_checks):  # read back from a file
+            raise ValueError("fix_checks nest too deeply")
         if self.examples is not None:
             if not isinstance(self.examples, (list, tuple)) or not all(isinstance(e, dict) for e in self.examples):
                 raise ValueError("examples must be a list of objects or null")

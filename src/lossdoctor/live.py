@@ -145,7 +145,9 @@ class LiveDiagnoser:
         if self.on_finding is not None:
             self.on_finding(f)
         if self.alerts:
-            print(alert_line(f, alert_language()), file=sys.stderr, flush=True)
+            from .messages import safe_text
+
+            print(safe_text(alert_line(f, alert_language()), newlines=False), file=sys.stderr, flush=True)
 
 
 def _nonfinite(v: Any) -> bool:

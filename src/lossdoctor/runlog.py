@@ -57,7 +57,21 @@ def _dumps(obj: Any) -> bytes:
     return orjson.dumps(_encode_nonfinite(obj), option=_DUMP_OPTS)
 
 
+def _utf8(s: str) -> str:
+    """A string orjson can write: the undecodable bytes of a path that is not UTF-8 (os.fsdecode's
+    surrogates, as in a log_dir named b"run\xff") become the visible escape `\xff`."""
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _encode_nonfinite(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return _utf8(obj)
     if isinstance(obj, float):
         if obj != obj:
             return "nan"
@@ -65,7 +79,7 @@ def _encode_nonfinite(obj: Any) -> Any:
             return "inf" if obj > 0 else "-inf"
         return obj
     if isinstance(obj, dict):
-        return {k: _encode_nonfinite(v) for k, v in obj.items()}
+        return {_utf8(k) if isinstance(k, str) else k: _encode_nonfinite(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_encode_nonfinite(v) for v in obj]
     return obj
@@ -345,6 +359,22 @@ def read_run_dir(path: str | os.PathLike[str]) -> list[Run]:
     return runs
 
 
+def _loads(data: bytes, name: str, notes: list[str]) -> Any:
+    """One JSON document of the run directory, its nesting cut at `JSON_LIMITS.max_depth` (a note
+    says so), so no report, listing or walk of it ever recurses without bound."""
+    from .messages import JSON_LIMITS, Msg, cap_depth
+
+    obj = orjson.loads(data)
+    if data.count(b"[") + data.count(b"{") <= JSON_LIMITS.max_depth:
+        return obj  # too few brackets to be too deep: no walk (every step record)
+    obj, cut = cap_depth(obj)
+    if cut:
+        note = Msg("source.json_too_deep", name=name, limit=JSON_LIMITS.max_depth)
+        if note not in notes:
+            notes.append(note)
+    return obj
+
+
 def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -356,7 +386,7 @@ def _read_jsonl(path: Path, notes: list[str]) -> list[dict[str, Any]]:
             if not line:
                 continue
             try:
-                obj = orjson.loads(line)
+                obj = _loads(line, path.name, notes)
             except orjson.JSONDecodeError:
                 bad += 1
                 continue
@@ -372,7 +402,7 @@ def _read_one(d: Path) -> Run:
     meta: dict[str, Any] = {}
     if (d / META).exists():
         try:
-            meta = orjson.loads(read_bytes(d / META))
+            meta = _loads(read_bytes(d / META), f"{d.name}/{META}", notes)
         except orjson.JSONDecodeError:
             notes.append(f"{d.name}/{META} is unreadable; run metadata ignored")
         if not isinstance(meta, dict):
@@ -385,7 +415,7 @@ def _read_one(d: Path) -> Run:
     # incident records have their own files; a run directory of an older version may hold them
     # in meta.json instead
     old = meta.pop("incidents", None)
-    incidents = load_incidents(d) or [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict)]
+    incidents = load_incidents(d, notes) or [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict)]
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
     run.incidents = incidents
     run.notes.extend(notes)
@@ -407,7 +437,7 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
     if not (d / LAYERS_SCHEMA).exists() or not (d / LAYERS).exists():
         return None
     try:
-        schema = orjson.loads(read_bytes(d / LAYERS_SCHEMA))
+        schema = _loads(read_bytes(d / LAYERS_SCHEMA), LAYERS_SCHEMA, notes)
         modules, stats = list(schema["modules"]), list(schema["stats"])
         if not all(isinstance(x, str) for x in modules + stats) or not modules or not stats:
             raise TypeError("module and stat names must be strings")
@@ -441,16 +471,21 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
                       types=list(types) if len(types) == len(modules) else [])
 
 
-def load_incidents(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Incident records written by triage, oldest first."""
+def load_incidents(path: str | os.PathLike[str], notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """Incident records written by triage, oldest first (nesting cut as `_loads` does; the note,
+    if any, goes to `notes`)."""
     d = Path(path) / INCIDENTS
     if not d.is_dir():
         return []
+    from .messages import Msg
+
     out = []
+    notes = notes if notes is not None else []
     for f in sorted(d.glob("*.json")):
         try:
-            rec = orjson.loads(read_bytes(f))
-        except orjson.JSONDecodeError:
+            rec = _loads(read_bytes(f), f"{INCIDENTS}/{f.name}", notes)
+        except orjson.JSONDecodeError as e:  # torn, damaged, or nested beyond orjson's 1,024 levels
+            notes.append(Msg("source.record_unreadable", name=f"{INCIDENTS}/{f.name}", error=str(e)))
             continue
         if isinstance(rec, dict):  # a record is an object; its findings a list (checked on use)
             out.append(rec)

@@ -58,14 +58,14 @@ def add_parser(sub: Any, formats: tuple[str, ...]) -> None:
 def cmd_check(args: argparse.Namespace) -> int:
     from ..messages import render
     from ..vocabulary import SEVERITY_RANK
-    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, say_arg, write_report
+    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, error_line, say_arg, write_report
 
     lang = chosen_lang(args)
 
     try:
         import torch  # noqa: F401
     except ImportError:
-        print(render("cli.check_needs_torch", {}, lang), file=sys.stderr)
+        error_line(render("cli.check_needs_torch", {}, lang))
         return EXIT_BAD_INPUT
     try:
         kwargs = load_setup(args.config)
@@ -78,10 +78,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             report = check(**kwargs)
     except SetupError as e:
-        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
+        error_line(f"lossdoctor: {say_arg(e, lang)}")
         return EXIT_BAD_INPUT
     except (TypeError, ValueError) as e:
-        print(f"lossdoctor: {args.config}: {e}".splitlines()[0], file=sys.stderr)
+        error_line(f"lossdoctor: {args.config}: {e}".splitlines()[0])
         return EXIT_BAD_INPUT
     report.source = args.config
     write_report(report, args, inputs=[str(split_spec(args.config)[0])])

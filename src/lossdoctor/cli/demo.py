@@ -34,9 +34,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     name = args.fault or DEFAULT_FAULT
     if name not in SCENARIOS:
         from ..messages import render
-        from .output import chosen_lang
+        from .output import chosen_lang, error_line
 
-        print(render("cli.unknown_fault", {"name": repr(name)}, chosen_lang(args)), file=sys.stderr)
+        error_line(render("cli.unknown_fault", {"name": repr(name)}, chosen_lang(args)))
         return 2
     import torch
 
@@ -44,7 +44,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from ..detectors.engine import diagnose_runs
     from ..live import set_alert_language
     from ..sources import load_path
-    from .output import chosen_lang, write_report
+    from .output import chosen_lang, error_line, write_report
 
     lang = chosen_lang(args)
     set_alert_language(lang)
@@ -53,14 +53,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     log_dir = Path(args.log_dir) if args.log_dir else \
         Path("lossdoctor_runs") / f"demo-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     sc = SCENARIOS[name]
-    print(render("cli.demo_start", {"name": name, "description": description(name, sc.description, lang)}, lang),
-          file=sys.stderr)
+    error_line(render("cli.demo_start", {"name": name, "description": description(name, sc.description, lang)}, lang))
     t0 = time.perf_counter()
     run_scenario(name, log_dir, seed=args.seed, alerts=True, replay=True)
-    print(render("cli.demo_trained", {"seconds": time.perf_counter() - t0, "log_dir": str(log_dir)}, lang),
-          file=sys.stderr)
+    error_line(render("cli.demo_trained", {"seconds": time.perf_counter() - t0, "log_dir": str(log_dir)}, lang))
     runs = load_path(log_dir)
     report = diagnose_runs(runs)
     write_report(report, args, runs)
-    print(render("cli.demo_again", {"log_dir": str(log_dir)}, lang), file=sys.stderr)
+    error_line(render("cli.demo_again", {"log_dir": str(log_dir)}, lang))
     return 0

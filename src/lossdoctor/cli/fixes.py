@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -52,17 +51,17 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, say_arg, write_text
+    from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, chosen_lang, error_line, say_arg, write_text
 
     lang = chosen_lang(args)
     try:
         incidents = read_incidents(Path(args.path))
     except VerifyInputError as e:
-        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
+        error_line(f"lossdoctor: {say_arg(e, lang)}")
         return EXIT_BAD_INPUT
     fmt = "md" if args.format == "markdown" else args.format
     text = render(incidents, fmt, lang, str(args.path))
-    write_text(text, args.output, inputs=[str(args.path)])
+    write_text(text, args.output, inputs=[str(args.path)], fmt=fmt)
     if args.fail_on == "unverified" and any(not i["verified"] for i in incidents):
         return EXIT_FAIL_ON
     return EXIT_OK
@@ -81,11 +80,14 @@ def read_incidents(path: Path) -> list[dict[str, Any]]:
         path = versions[-1][1]
     if not (path / "meta.json").is_file() and not (path / "steps.jsonl").is_file():
         raise VerifyInputError(Msg("cli.verify.not_run_dir", path=str(path)))
+    unreadable: list[str] = []
     try:
-        records = load_incidents(path)
+        records = load_incidents(path, unreadable)
     except (OSError, ValueError) as e:
         raise VerifyInputError(Msg("cli.verify.unreadable", path=str(path / INCIDENTS),
                                    error=f"{type(e).__name__}: {e}")) from e
+    if not records and unreadable:
+        raise VerifyInputError(Msg("cli.verify.unreadable", path=str(path / INCIDENTS), error=unreadable[0]))
     if not records:
         raise VerifyInputError(Msg("cli.verify.no_incidents", path=str(path)))
     out = [incident_view(r) for r in records if isinstance(r.get("verification"), dict)]

@@ -15,8 +15,8 @@ import os
 import sys
 from typing import Sequence
 
-from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, say_arg,  # noqa: F401
-                     write_report)
+from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, error_line,  # noqa: F401
+                     say_arg, write_report)
 
 
 class UsageError(Exception):
@@ -97,13 +97,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_check(args)
         raise UsageError(Msg("cli.no_command"))
     except UsageError as e:
-        print(render_line("cli.error", {"error": say_arg(e, lang)}, lang), file=sys.stderr)
+        error_line(render_line("cli.error", {"error": say_arg(e, lang)}, lang))
         return EXIT_BAD_INPUT
     except WriteError as e:
-        print(f"lossdoctor: {say_arg(e, lang)}", file=sys.stderr)
+        error_line(f"lossdoctor: {say_arg(e, lang)}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        print(render_line("cli.interrupted", {}, lang), file=sys.stderr)
+        error_line(render_line("cli.interrupted", {}, lang))
         return 130
     except Exception as e:  # the last line of defence: see the module docstring
         return internal_error(e, lang)
@@ -127,7 +127,7 @@ def internal_error(e: BaseException, lang: str = "en") -> int:
         traceback.print_exception(e)
     what = f"{type(e).__name__}: {e}".splitlines()[0][:300] if str(e) else type(e).__name__
     # the line starts with INTERNAL_ERROR in every language (scripts and the fuzz tests look for it)
-    print(INTERNAL_ERROR + render_line("cli.internal_error", {"what": what}, lang), file=sys.stderr)
+    error_line(INTERNAL_ERROR + render_line("cli.internal_error", {"what": what}, lang))
     return EXIT_BAD_INPUT
 
 
@@ -154,11 +154,10 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         msg = str(e) if stdin_dir is None else str(e).replace(str(path), "<stdin>")
         if cut is not None:
             msg = f"{msg} ({Msg('cli.stdin_cut', mib=cut)})"
-        print(f"lossdoctor: {' '.join(msg.split())}", file=sys.stderr)  # one line, whatever the path
+        error_line(f"lossdoctor: {' '.join(msg.split())}")  # one line, whatever the path
         return EXIT_BAD_INPUT
     except (OSError, ValueError, UnicodeDecodeError, MemoryError) as e:
-        print(f"lossdoctor: {args.path}: cannot read ({type(e).__name__}: {e})".splitlines()[0],
-              file=sys.stderr)
+        error_line(f"lossdoctor: {args.path}: cannot read ({type(e).__name__}: {e})".splitlines()[0])
         return EXIT_BAD_INPUT
     finally:
         if stdin_dir is not None:
@@ -166,7 +165,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     try:
         write_report(report, args, runs, inputs=read_paths(args.path))
     except WriteError as e:
-        print(f"lossdoctor: {say_arg(e, chosen_lang(args))}", file=sys.stderr)
+        error_line(f"lossdoctor: {say_arg(e, chosen_lang(args))}")
         return EXIT_BAD_INPUT
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
@@ -245,7 +244,7 @@ def warn_partial(runs, lang: str = "en") -> None:
     for run in runs:
         for note in run.notes:
             if getattr(note, "key", None) in PARTIAL_READ:
-                print(render_line("cli.warning", {"note": say(note, lang)}, lang), file=sys.stderr)
+                error_line(render_line("cli.warning", {"note": say(note, lang)}, lang))
 
 
 if __name__ == "__main__":

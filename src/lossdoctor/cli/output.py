@@ -24,17 +24,27 @@ def write_report(report, args: argparse.Namespace, runs=None, inputs: Sequence[s
     if out:
         refuse_input_as_output(out, inputs)  # before rendering: a refused -o costs nothing
     color = out is None and sys.stdout.isatty() and args.format == "text"
-    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args)), out, inputs)
+    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args)), out, inputs,
+               fmt=args.format, color=color)
 
 
-def write_text(text: str, out: str | None, inputs: Sequence[str] = ()) -> None:
+def write_text(text: str, out: str | None, inputs: Sequence[str] = (), *, fmt: str = "text",
+               color: bool = False) -> None:
     """`text` to the file `out` (atomically: never a half-written file, never an input replaced),
-    or to standard output; WriteError (one line) when it cannot be."""
+    or to standard output; WriteError (one line) when it cannot be.
+
+    This is where every report and listing leaves the program, so this is where what came from a
+    file is made safe to show (`messages.safe_output`: control characters, bidi overrides and the
+    bytes of a file name that is not UTF-8 become visible escapes)."""
+    from ..messages import safe_output
+
+    text = safe_output(text, fmt, color=color)
     try:
         if out:
             refuse_input_as_output(out, inputs)
             write_atomic(out, text.encode("utf-8"))
         else:
+            plain_errors(sys.stdout)
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             sys.stdout.flush()  # a full disk or a closed pipe shows here, not at interpreter exit
     except OSError as e:
@@ -99,6 +109,29 @@ def write_atomic(out: str, data: bytes) -> None:
         except OSError:
             pass
         raise
+
+
+def error_line(text: str) -> None:
+    """One line on stderr (an error, a warning, a progress line): escaped like a report, newlines
+    included, so a path or a name read from a file cannot drive the terminal or split the line."""
+    from ..messages import safe_text
+
+    plain_errors(sys.stderr)
+    try:
+        print(safe_text(str(text), newlines=False), file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass  # stderr itself is gone: nothing left to tell
+
+
+def plain_errors(stream) -> None:
+    """A character the stream's encoding lacks (a report in Chinese under LC_ALL=C with
+    PYTHONIOENCODING=ascii) is written as a backslash escape instead of failing the write."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", "") in ("strict", "surrogateescape"):
+        try:
+            reconfigure(errors="backslashreplace")
+        except (ValueError, OSError, TypeError):
+            pass
 
 
 def silence_stdout() -> None:

@@ -21,11 +21,14 @@ digits; any other spec is Python's (`{frac:.0%}`).
 from __future__ import annotations
 
 import importlib
+import logging
 import math
 import os
 import numbers
 import pkgutil
+import re
 import string
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 LANGS = ("en", "zh")
@@ -141,8 +144,9 @@ class Msg(str):
 
     @classmethod
     def from_data(cls, d: Any) -> Msg | None:
-        """The inverse of `data`; None when `d` is not a message's JSON form."""
-        if not isinstance(d, dict) or not isinstance(d.get("key"), str):
+        """The inverse of `data`; None when `d` is not a message's JSON form, or nests deeper than
+        `JSON_LIMITS.max_depth` (a file's data: the stored English is shown instead)."""
+        if not isinstance(d, dict) or not isinstance(d.get("key"), str) or too_deep(d):
             return None
         values = d.get("values") or {}
         if not isinstance(values, dict):
@@ -188,6 +192,122 @@ def say(text: str, lang: str) -> str:
     reader's note quoting the log, a report read back from JSON written before messages) is shown
     as it is."""
     return text.render(lang) if isinstance(text, Msg) else text
+
+
+#: what never reaches a terminal or a document raw: C0 controls (a newline and a tab are kept where
+#: allowed), DEL, C1 (U+0080-U+009F, U+009B is a one-byte CSI), the bidirectional marks, embeddings,
+#: overrides and isolates (U+200E/F, U+061C, U+202A-U+202E, U+2066-U+2069: "Trojan Source"), the
+#: line and paragraph separators, and lone surrogates (a file name that is not UTF-8, decoded with
+#: surrogateescape: written raw it fails the encoder)
+_UNSAFE = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE_RE = {keep: re.compile(f"[{_UNSAFE}{'' if keep else chr(10) + chr(9)}]") for keep in (True, False)}
+#: a colour or style sequence (SGR) as rich writes it: the only escape sequence a report emits
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _escape_char(c: str, json_safe: bool) -> str:
+    n = ord(c)
+    if 0xDC80 <= n <= 0xDCFF:  # a byte of a file name that is not UTF-8: shown as that byte
+        return ("\\\\x" if json_safe else "\\x") + f"{n - 0xDC00:02x}"
+    if json_safe or n > 0xFF:
+        return f"\\u{n:04x}"
+    return {"\n": "\\n", "\t": "\\t", "\r": "\\r"}.get(c, f"\\x{n:02x}")
+
+
+def safe_text(text: str, *, newlines: bool = True, json_safe: bool = False, keep_sgr: bool = False) -> str:
+    r"""`text` with every character that could drive a terminal or reorder what a reader sees
+    replaced by a visible escape (`\x1b`, `\u202e`): the one function every report and message
+    passes through before it is written (the CLI's `write_text` and `error_line`, `report.render`).
+
+    `newlines=False` escapes newlines and tabs too (a one-line message); `json_safe` writes every
+    escape as `\uXXXX`, which is a valid escape inside a JSON string (JSON reports, the HTML report's
+    data block), and a non-UTF-8 byte as the text `\xff`; `keep_sgr` keeps the colour sequences a
+    colour terminal report is made of (the text in it was escaped before it was styled)."""
+    if not isinstance(text, str):
+        text = str(text)
+    pattern = _UNSAFE_RE[newlines]
+    if keep_sgr and "\x1b" in text:
+        parts = _SGR.split(text)
+        seqs = _SGR.findall(text)
+        return "".join(safe_text(p, newlines=newlines, json_safe=json_safe) + (seqs[i] if i < len(seqs) else "")
+                       for i, p in enumerate(parts))
+    if not pattern.search(text):
+        return text
+    return pattern.sub(lambda m: _escape_char(m.group(), json_safe), text)
+
+
+def safe_output(text: str, fmt: str = "text", *, color: bool = False) -> str:
+    """A whole rendered report or listing made safe to write (`safe_text` as the format needs)."""
+    return safe_text(text, json_safe=fmt in ("json", "html"), keep_sgr=color and fmt == "text")
+
+
+class _SafeLogText(logging.Filter):
+    """The monitor's and the integrations' warnings (the "lossdoctor" logger) quote layer names,
+    paths and exception texts: escaped as the CLI's stderr lines are, whatever handler prints them."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            text = record.getMessage()
+        except Exception:  # a bad format string is logging's own report to make
+            return True
+        safe = safe_text(text, newlines=False)
+        if safe != text:
+            record.msg, record.args = safe, ()
+        return True
+
+
+if not any(isinstance(f, _SafeLogText) for f in logging.getLogger("lossdoctor").filters):
+    logging.getLogger("lossdoctor").addFilter(_SafeLogText())
+
+
+@dataclass(frozen=True)
+class JsonLimits:
+    #: containers nested deeper than this in a file lossdoctor reads are cut (replaced by null):
+    #: its own records nest 6 levels (an incident's verification checks and their messages), a
+    #: Trainer state or a config a dozen; Python's encoder and every recursive walk of a report then
+    #: stay far below the interpreter's recursion limit of 1,000 (measured default)
+    max_depth: int = 64
+
+
+JSON_LIMITS = JsonLimits()
+
+
+def too_deep(obj: Any, limit: int | None = None) -> bool:
+    """Whether lists/dicts in `obj` nest deeper than `limit` (iterative: any depth is safe)."""
+    limit = JSON_LIMITS.max_depth if limit is None else limit
+    stack = [(obj, 1)]
+    while stack:
+        x, depth = stack.pop()
+        children = x.values() if isinstance(x, dict) else x if isinstance(x, (list, tuple)) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, (dict, list, tuple)))
+    return False
+
+
+def cap_depth(obj: Any, limit: int | None = None) -> tuple[Any, bool]:
+    """`obj` (just parsed from JSON) with every list or dict deeper than `limit` replaced by None,
+    in place and without recursion; and whether anything was cut."""
+    limit = JSON_LIMITS.max_depth if limit is None else limit
+    if not isinstance(obj, (dict, list)):
+        return obj, False
+    if limit < 1:
+        return None, True
+    cut = False
+    stack = [(obj, 1)]
+    while stack:
+        x, depth = stack.pop()
+        slots = list(x.items()) if isinstance(x, dict) else list(enumerate(x))
+        for k, v in slots:
+            if isinstance(v, (dict, list)):
+                if depth + 1 > limit:
+                    x[k] = None
+                    cut = True
+                else:
+                    stack.append((v, depth + 1))
+    return obj, cut
 
 
 #: the locale variables, in the order the first one set decides (POSIX: LC_ALL overrides

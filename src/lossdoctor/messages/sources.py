@@ -21,6 +21,10 @@ SOURCES = {
                                   "({others}): pass a file to read another",
                                   "读取了该目录下最新的控制台日志 {chosen}；这里还有 {n} 个（{others}），"
                                   "要读别的请直接传文件路径"),
+    "source.record_unreadable": ("{name} is unreadable ({error}); left out",
+                                 "{name} 无法读取（{error}）；已略过"),
+    "source.json_too_deep": ("{name}: values nested deeper than {limit} levels were cut (read as null)",
+                             "{name}：嵌套超过 {limit} 层的值已被截去（按 null 读取）"),
     "source.not_in_log": ("not in this log: {signals}", "这份日志里没有：{signals}"),
     "source.hf_truncated": ("{name} is truncated (the run stopped while saving?): read {n} log entries up to step {step}",
                             "{name} 被截断了（训练在保存时中止了？）：读取了到第 {step} 步为止的 {n} 条日志记录"),

@@ -4,6 +4,9 @@
 so it needs the `Run`s the report was made from (`runs`); the other formats ignore them. `lang`
 ("en" or "zh") applies to the human formats; JSON always speaks the contract's English names.
 Formats are imported lazily so `--format json` does not pay for the HTML renderer.
+
+Whatever the format, the string returned has passed `messages.safe_output`: no control character,
+bidi override or undecodable file-name byte read from a log reaches a terminal or a document raw.
 """
 
 from __future__ import annotations
@@ -21,6 +24,13 @@ LANGS = ("en", "zh")
 
 def render(report: Report, fmt: str = "text", *, runs: Sequence["Run"] | None = None, lang: str = "en",
            color: bool = False, **options: Any) -> str:
+    from ..messages import safe_output
+
+    return safe_output(_render(report, fmt, runs=runs, lang=lang, color=color, **options), fmt, color=color)
+
+
+def _render(report: Report, fmt: str, *, runs: Sequence["Run"] | None, lang: str, color: bool,
+            **options: Any) -> str:
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}; choose from {', '.join(LANGS)}")
     if fmt == "json":

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from .._version import __version__
 from ..findings import Report
 from ..records import Run
-from ..messages import render
+from ..messages import render, safe_text
 from .i18n import cause_text, say, symptom_text, ui
 from .series import chart_data
 from .text import where
@@ -37,12 +37,14 @@ def asset(name: str) -> str:
 def script_json(obj: Any) -> str:
     """JSON safe inside a <script> element."""
     s = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    s = safe_text(s, json_safe=True)  # control characters, bidi overrides: JSON escapes
     return (s.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
 def _e(s: Any) -> str:
-    return html.escape(str(s), quote=True)
+    """Text for the page: control characters and bidi overrides as visible escapes, then HTML's."""
+    return html.escape(safe_text(str(s)), quote=True)
 
 
 def _finding_cards(report: Report, lang: str) -> str:

@@ -1,6 +1,8 @@
 """Terminal report: colours in a terminal, plain text when piped (the CLI decides `color`; rich
 renders). Everything that came from a log or a detector is escaped, so a tag like `[bold]` in a
-metric name prints as itself."""
+metric name prints as itself, and (`messages.safe_text`, before rich styles it) a control
+character or a bidi override prints as a visible escape, so only rich's own colour codes reach a
+colour terminal."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import Any, Sequence
 
 from ..findings import Finding, Report
 from ..records import Run
-from ..messages import render
+from ..messages import render, safe_text
 from .i18n import cause_text, say, ui
 from .verdicts import checks_of, incident_lines, sentence
 
@@ -84,7 +86,10 @@ def sparkline(run: Run, name: str = "loss", width: int = 48) -> str | None:
 def render_text(report: Report, *, color: bool = False, width: int = 100, lang: str = "en",
                 runs: Sequence[Run] | None = None, **_: Any) -> str:
     from rich.console import Console
-    from rich.markup import escape
+    from rich.markup import escape as markup_escape
+
+    def escape(s: str) -> str:
+        return markup_escape(safe_text(s))
 
     t = ui(lang)
     buf = io.StringIO()
