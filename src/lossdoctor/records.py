@@ -42,6 +42,7 @@ COLUMNS: dict[str, str] = {
     "packed_examples": "number of examples (of two tokens or more) in the batch's packed rows, whose "
                        "position_ids restart at 0 inside a row; absent when nothing is packed",
     "batch_size": "size of the batch's first dimension",
+    "eval_loss": "a validation/evaluation loss printed at that step (read from a log; never written into loss)",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",
     "accum_steps": "backward passes (micro-batches) accumulated into this optimizer step",
@@ -75,7 +76,15 @@ EVENTS: dict[str, str] = {
                             "inside packed rows whose labels are all ignored (tokens [start, end) of the row)",
     "batch_nonfinite_examples": "packed rows: [{'key', 'row', 'example', 'start', 'end'}] examples holding "
                                 "NaN/Inf in a floating batch tensor",
+    "loss_components": "{name: value} of the component losses a log printed at the step (loss_cls, aux, "
+                       "z_loss...), kept apart from the total in `loss`",
+    "text_events": "[{'kind', 'line', 'text'}] lines of a log that say what happened at the step; kind is one "
+                   "of TEXT_EVENT_KINDS",
 }
+
+#: kinds of `text_events` (what a line of a training log said happened at a step)
+TEXT_EVENT_KINDS = ("overflow", "loss_scale", "nonfinite_warning", "labels_ignored", "truncation", "empty_target",
+                    "oom", "nccl_error", "restart", "resume")
 
 
 @dataclass

@@ -39,6 +39,7 @@ def _load_readers() -> None:
     from . import mlflow_store  # noqa: F401
     from . import stdout  # noqa: F401
     from . import tabular  # noqa: F401
+    from . import any_text  # noqa: F401  (the general reader of training text: tried last)
 
     _loaded = True
 
@@ -50,7 +51,7 @@ FORMAT_NAMES = {
     "litgpt": "console log", "mlx-lm": "console log", "torchtitan": "console log",
     "trainer-state": "Hugging Face trainer_state.json", "tensorboard": "TensorBoard event file",
     "csv": "CSV log", "jsonl": "JSON-lines log", "lightning": "Lightning metrics.csv", "wandb": "W&B run",
-    "rundir": "lossdoctor run directory",
+    "rundir": "lossdoctor run directory", "any-text": "training text", "general": "training text",
 }
 
 

@@ -62,6 +62,8 @@ def classify(key: str) -> tuple[str, int] | None:
         tail = words[-k:]
         if _EVAL_WORDS.intersection(tail) or any(w.startswith(("val_", "eval_", "val/", "eval/", "test_"))
                                                  for w in tail):
+            if "loss" in tail[-1] or tail[-1].endswith(("_loss", "/loss")):
+                hit = ("eval_loss", 1)  # `val loss 2.41`: kept apart, never the training loss
             break
         name = " ".join(tail)
         if k == len(words) and name in _ALONE:
@@ -114,6 +116,8 @@ def key_values(text: str) -> dict[str, Any] | None:
                     counters.append((rank, int(value)))
         else:
             row[col] = float(value)
+            if col == "loss":
+                row["_loss_at"] = start
     if counters:
         row["step"] = _pick_step(counters)
         if len(counters) > 1 and row["step"] != min(counters)[1]:
@@ -181,7 +185,7 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
             steps.append(("step", m.start(), m.end(), rank))
         elif col not in best or rank < best[col][0]:
             best[col] = (rank, m.start(), m.end())
-    if not any(c in best for c in METRICS):
+    if not any(c in best for c in METRICS) and "eval_loss" not in best:
         return (), ""
     return tuple(steps) + tuple((col, a, b, r) for col, (r, a, b) in best.items()), dialect(text)
 
@@ -214,11 +218,18 @@ def hf_dict(text: str) -> dict[str, Any] | None:
     ranks: dict[str, int] = {}
     for key, raw in items:
         hit = _dict_key(key)
-        if hit is None:
+        if hit is None and not _COMPONENT_KEY.search(key):
             continue
         value = raw.strip()
         if value[:1] in "'\"":
             value = value[1:-1]
+        elif value[:1].isalpha():
+            value = _WRAPPED.sub("", value)  # `tensor(2.31, device=...)`, `np.float32(2.3)`: the number inside
+        if hit is None:  # `'loss_dict': {'loss_cls': tensor(0.3)...}`: a component, kept apart from the total
+            v = to_float(value)
+            if v == v or value.lower().lstrip("+-") in ("nan", "inf"):
+                row.setdefault("_components", {})[key] = v
+            continue
         col, rank = hit
         if col == "step":
             v = step_number(value)
@@ -232,8 +243,29 @@ def hf_dict(text: str) -> dict[str, Any] | None:
             row[col], ranks[col] = to_float(value), rank
     if not any(c in row for c in METRICS):
         return {}
-    row.setdefault("step", None)
+    if "step" not in row:
+        m = _STEP_BEFORE.search(text, 0, i)  # `iteration : 120, losses : {...}`: the counter printed before it
+        row["step"] = int(m.group(1)) if m is not None else None
     return row
+
+
+_HF_EVAL_LOSS = re.compile(r"'eval_loss'\s*:\s*'?([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)", re.I)
+
+
+def hf_eval_loss(text: str) -> float | None:
+    """The `eval_loss` of an HF Trainer evaluation dict, else None."""
+    m = _HF_EVAL_LOSS.search(text)
+    return float(m.group(1)) if m is not None else None
+
+
+#: a component loss's key (`loss_cls`, `loss_bbox`, `aux_loss`, `z_loss`)
+_COMPONENT_KEY = re.compile(r"^(?:loss_\w+|\w+_loss|aux\w*|z_?loss\w*)$")
+
+#: a value printed through a wrapper: `tensor(2.31`, `np.float32(2.3`, `array(0.5` (the item pattern
+#: stops at the comma after the number)
+_WRAPPED = re.compile(r"^(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array)\(\s*|\)+$")
+#: a step counter printed in front of a dict
+_STEP_BEFORE = re.compile(r"\b(?:global[_ ]step|step|steps|iteration|iter|it)\s*[:=]?\s*(\d+)\b", re.IGNORECASE)
 
 
 _dict_keys: dict[str, tuple[str, int] | None] = {}
