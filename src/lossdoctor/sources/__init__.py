@@ -98,7 +98,9 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
             try:
                 runs = read(p) if select is None else read(p, select)
             except SourceError:
-                raise
+                if forced is not None or name != "console log" or not p.is_file():
+                    raise
+                runs = _general_or_raise(p)  # console-like lines without a series the console reader knows
             except RecursionError as e:
                 raise SourceError(f"{p}: cannot read this {name} (nested too deeply)") from e
             except MemoryError as e:
@@ -128,6 +130,20 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
     raise SourceError(f"{p}: not a log format lossdoctor knows: no training log lines in this text "
                       f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
                       "CSV, JSONL)")
+
+
+def _general_or_raise(p: Path) -> list[Run]:
+    """The general text reader's runs for a file the console reader sniffed but could not read; the
+    console reader's error when the general reader finds no series either."""
+    import sys
+
+    from . import any_text
+
+    error = sys.exc_info()[1]
+    try:
+        return any_text.read(p)
+    except SourceError:
+        raise error from None
 
 
 #: sampling coarser than this many steps per logged loss point gets a note

@@ -148,7 +148,8 @@ class TextParser:
         self.header_key: tuple[str, ...] | None = None
         self.block: dict[str, float] | None = None
         self.section = ""
-        self._cache: dict[str, tuple[Template, tuple[tuple[int, int], ...]] | None] = {}
+        #: a line's text with its digits zeroed -> its template and where its numbers are
+        self._cache: dict[str, tuple[Template, tuple[tuple[int, int], ...]]] = {}
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
@@ -161,13 +162,18 @@ class TextParser:
         if text[0] == "|" and text[-1] == "|" and self._kv_line(text):
             return
         self._end_block()
+        zeroed = text.translate(_ZERO_DIGITS)
+        hit = self._cache.get(zeroed)
+        if hit is not None and self.header is None:  # a shape read before: a row again (the common case)
+            self._values(text, *hit)
+            return
         kind = self.events.scan(self.line_no, text, self.n_rows)
         if kind is not None:
             self._event(kind, text)
             return
         if self._table_line(text):
             return
-        self._template_line(text)
+        self._template_line(text, zeroed)
 
     def _event(self, kind: str, text: str) -> None:
         from .text_events import scale_in
@@ -181,17 +187,16 @@ class TextParser:
 
     # --- one line of a repeated shape -------------------------------------------------------
 
-    def _template_line(self, text: str) -> None:
-        zeroed = text.translate(_ZERO_DIGITS)
-        hit = self._cache.get(zeroed, False)
-        if hit is False:
-            hit = self._new_shape(text)
-            if len(self._cache) > 4096:
-                self._cache.clear()
-            self._cache[zeroed] = hit
+    def _template_line(self, text: str, zeroed: str) -> None:
+        hit = self._new_shape(text)
         if hit is None:
             return
-        t, spans = hit
+        if len(self._cache) > 4096:
+            self._cache.clear()
+        self._cache[zeroed] = hit
+        self._values(text, *hit)
+
+    def _values(self, text: str, t: Template, spans: tuple[tuple[int, int], ...]) -> None:
         try:
             values = [float(text[a:b]) for a, b in spans]
         except ValueError:
@@ -240,8 +245,8 @@ class TextParser:
                     self.templates[key] = t
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
-        if all(_cell(c) is None for c in cells) and any(_METRICISH.search(c) for c in cells) \
-                and all(len(c) <= 40 for c in cells):
+        self.header = None  # the table ended
+        if all(len(c) <= 40 and NUMBER.search(c) is None for c in cells) and any(_METRICISH.search(c) for c in cells):
             self.header, self.header_key = cells, tuple(cells)
             return True
         return False
@@ -291,14 +296,15 @@ _SPACES = re.compile(r"\s+")
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 _METRICISH = re.compile(r"loss|acc|step|epoch|iter|lr|learning|norm|reward|score|perplex|ppl|error|"
                         r"f1|bleu|mse|mae|time", re.IGNORECASE)
+_CLOCK = re.compile(r"^\d+:\d\d(?::\d\d)?(?:\.\d+)?$")
 _NOT_A_VALUE = {"no log", "-", "--", "none", "n/a", "null", ""}
 
 
 def _cell(c: str) -> float | None:
     """A table cell as a number (NaN for a cell that says nothing was logged), else None."""
     s = c.strip().strip("'\"")
-    if s.lower() in _NOT_A_VALUE:
-        return float("nan")
+    if s.lower() in _NOT_A_VALUE or _CLOCK.match(s):
+        return float("nan")  # nothing logged, or a duration column (fastai's `00:12`)
     m = _CELL_NUMBER.match(s)
     if m is None:
         return None
@@ -391,14 +397,12 @@ def choose(parser: TextParser) -> dict[str, Any]:
     """Which template is the training line and which slot is each series."""
     cands: dict[str, list[tuple[Any, ...]]] = {"train": [], "eval": [], "component": []}
     for t in parser.templates.values():
-        if len(t.rows) < _MIN_ROWS:
-            continue
         _, counters, _ = steps_of(t)
         for j in range(len(t.names)):
             if j in counters:
                 continue
             kind = classify_slot(t, j)
-            if kind in cands:
+            if kind in cands and (len(t.rows) >= _MIN_ROWS or kind == "eval"):  # one evaluation is enough
                 cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
     train = min(cands["train"], key=lambda c: c[:4]) if cands["train"] else None
     guessed = train is None or train[0] >= 50

@@ -37,7 +37,7 @@ _EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev"
 #: names console prints use that the tabular table does not hold
 _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
           "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
-          "reduced_train_loss": ("loss", 1)}
+          "reduced_train_loss": ("loss", 1), "tr.loss": ("loss", 1), "losses": ("loss", 2)}
 #: names read only when they are the whole name in front of the number: llm.c's `| norm 1.2345 |`
 #: is the gradient norm (`weight norm` is not), and `epoch: 3` is an epoch counter (used as the step
 #: only when a log has nothing finer, see `stdout`)
@@ -60,7 +60,7 @@ def classify(key: str) -> tuple[str, int] | None:
     hit = None
     for k in range(len(words), 0, -1):
         tail = words[-k:]
-        if _EVAL_WORDS.intersection(tail) or any(w.startswith(("val_", "eval_", "val/", "eval/", "test_"))
+        if _EVAL_WORDS.intersection(tail) or any(w.startswith(("val_", "eval_", "val/", "eval/", "test_", "val.", "valid_", "validation_"))
                                                  for w in tail):
             if "loss" in tail[-1] or tail[-1].endswith(("_loss", "/loss")):
                 hit = ("eval_loss", 1)  # `val loss 2.41`: kept apart, never the training loss

@@ -43,7 +43,7 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("restart", re.compile(r"\brestart(?:ing|ed)?\b|restart_count|Rendezvous'ing worker group", re.I)),
 )
 #: the cue words: a line holding none of them is no event (one cheap search rejects most lines)
-_CUE = re.compile(r"memory|OOM|NCCL|nccl|Watchdog|OVERFLOW|[Oo]verflow|[Ss]kipping|scale|label|"
+_CUE = re.compile(r"memory|OOM|NCCL|nccl|Watchdog|OVERFLOW|[Oo]verflow|[Ss]kipping|scale|label|ignored|"
                   r"[Ee]mpty|[Nn]o (?:valid )?(?:target|label|response)|num_items|[Tt]runcat|longer than|xceed|"
                   r"[Nn]a[Nn]|\b[Ii]nf\b|finite|FloatingPoint|[Aa]nomaly|[Rr]esum|[Rr]estart|Rendezvous|"
                   r"[Cc]ontinuing training|checkpoint|CUBLAS")
