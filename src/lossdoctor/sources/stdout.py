@@ -65,22 +65,6 @@ _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 _EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset",
                         re.IGNORECASE)
 #: an evaluation word as a word of its own (`Epoch 3, validation: loss 2.40`, `[eval] step 40 loss 2.3`)
-#: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
-_EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                         r")(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
-_TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training)(?![A-Za-z])", re.IGNORECASE)
-
-
-def _eval_before(text: str, loss_at: int | None) -> bool:
-    """An evaluation word before the loss's number, and no training word between them."""
-    if loss_at is None:
-        return False
-    last = None
-    for m in _EVAL_WORD.finditer(text, 0, loss_at):
-        last = m
-    return last is not None and _TRAIN_WORD.search(text, last.end(), loss_at) is None
-
-
 _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
 
 #: what each kind of line is called in the notes, in the order the notes list them
@@ -131,6 +115,8 @@ class ConsoleParser:
         self.keras_epoch = 0  # the last "Epoch N/M" line
         self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
         self.events = Events()  # overflow, NaN-warning, OOM... lines at the row read before them
+        self.eval_rows = 0  # rows holding only an evaluation's loss
+        self.component_rows = 0  # rows holding component losses
         self.line_no = 0
 
     # --- one segment ---------------------------------------------------------------------
@@ -215,12 +201,12 @@ class ConsoleParser:
         """A `name: number` line with a step counter (or two training metrics): True when used."""
         if _EVAL_LINE.match(text):
             self.eval_lines += 1
-            self._eval(cl.key_values(_EVAL_WORD.sub(" ", text)) or {})
+            self._eval(cl.key_values(cl.EVAL_WORD.sub(" ", text)) or {})
             return True
         row = cl.key_values(text)
-        if row is not None and _eval_before(text, row.pop("_loss_at", None)):
-            row["eval_loss"] = row.pop("loss")  # `Epoch 3, validation: loss 2.40`: no training loss
-        if row is not None and not any(c in row for c in cl.METRICS):
+        if row is not None and "eval_loss" in row:
+            self.eval_rows += 1
+        if row is not None and "eval_loss" in row and not any(c in row for c in cl.METRICS):
             self.eval_lines += 1  # only an evaluation loss (`Iter 10: Val loss 2.345`)
             self._eval(row)
             return True
@@ -273,6 +259,7 @@ class ConsoleParser:
 
     def _hf(self, row: dict[str, Any]) -> None:
         self.counts["hf"] += 1
+        self.component_rows += "_components" in row
         epoch = row.pop("epoch", None)
         self.first_epoch = epoch if self.first_epoch is None and isinstance(epoch, float) else self.first_epoch
         if is_filtered_nan(row.get("loss"), row.get("grad_norm")):
@@ -301,6 +288,7 @@ class ConsoleParser:
         if self.last_counter is not None and step < self.last_counter:
             self._drop_closing_render()  # a new bar: the old one was closed
         if metrics:
+            self.eval_rows += "eval_loss" in metrics
             self.tqdm_steps.add(step)
             self.counts["tqdm"] = len(self.tqdm_steps)  # a bar is drawn several times per step
             row = {"step": step, **metrics}
@@ -494,6 +482,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:
+        if name == "eval_loss" and not p.eval_rows:
+            continue  # no row can hold it: one pass over the rows saved
         present = np.array([name in r for r in rows], dtype=bool)
         if present.any():
             cols[name] = np.array([float(r.get(name, np.nan)) for r in rows])
@@ -516,12 +506,10 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         notes.insert(1, Msg("source.not_in_log", signals=absent))
     source = framework if framework in ("megatron", "deepspeed") else "console"
     events: dict[str, dict[int, Any]] = {}
-    components = {int(r["step"]): r["_components"] for r in rows if r.get("_components")}
-    if components:
-        events["loss_components"] = components
-    placed = p.events.place([r["step"] for r in p.rows])
-    if placed:
-        events["text_events"] = placed
+    if p.component_rows:
+        events["loss_components"] = {int(r["step"]): r["_components"] for r in rows if r.get("_components")}
+    if p.events.items:
+        events["text_events"] = p.events.place([r["step"] for r in p.rows])
     fp16 = bool(np.any(cols.get("skipped", np.zeros(1)) > 0)) or bool(
         np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0))
     p.events.hints.apply(meta, saw_scale=fp16)
