@@ -324,3 +324,30 @@ def test_the_general_reader_never_raises_on_arbitrary_text(parts):
     except SourceError:
         return
     assert len(run) > 0
+
+
+def test_component_losses_in_key_value_lines_are_kept_apart(tmp_path):
+    """A MoE trainer's line: the total `loss` with its router `aux_loss` and `z_loss` beside it
+    (console reader)."""
+    text = "".join(f"epoch 1 | step {s} | loss {2.4 - s / 100:.2f} | aux_loss {0.01 * s / 10:.3f} | z_loss 0.001\n"
+                   for s in (10, 20, 30))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {10: 2.3, 20: 2.2, 30: 2.1})
+    assert run.events["loss_components"][20] == {"aux_loss": pytest.approx(0.02), "z_loss": pytest.approx(0.001)}
+
+
+def test_a_real_tensor_printed_in_a_line_is_its_number(tmp_path):
+    """`print(f"Epoch {e} loss:", loss)` with a real torch loss: `tensor(2.3012, grad_fn=<...>)`;
+    the NaN epoch is a value, not a warning."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    lines, expect = [], {}
+    for e in range(1, 4):
+        loss = torch.nn.functional.cross_entropy(model(x) * (float("nan") if e == 3 else 1.0), y)
+        lines.append(f"Epoch {e} loss: {loss!s}")  # print(..., loss) shows str(loss)
+        expect[e] = float(f"{float(loss):.4f}") if e < 3 else math.nan
+    assert "grad_fn=<NllLossBackward0>" in lines[0]
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), expect)
+    assert "text_events" not in run.events

@@ -78,8 +78,9 @@ EVENTS: dict[str, str] = {
                                 "NaN/Inf in a floating batch tensor",
     "loss_components": "{name: value} of the component losses a log printed at the step (loss_cls, aux, "
                        "z_loss...), kept apart from the total in `loss`",
-    "text_events": "[{'kind', 'line', 'text'}] lines of a log that say what happened at the step; kind is one "
-                   "of TEXT_EVENT_KINDS",
+    "text_events": "[{'kind', 'line', 'text'}] lines of a log that say what happened at the step (filed under "
+                   "the step of the row read before them); kind is one of TEXT_EVENT_KINDS, line the line's "
+                   "number in the text (a progress bar's `\\r` redraws count as lines), text at most 120 characters",
 }
 
 #: kinds of `text_events` (what a line of a training log said happened at a step)

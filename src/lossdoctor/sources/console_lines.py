@@ -114,6 +114,8 @@ def key_values(text: str) -> dict[str, Any] | None:
                     row["_epoch"] = int(value)
                 else:
                     counters.append((rank, int(value)))
+        elif col[:3] == "_c:":  # a component loss (`aux_loss 0.01`), kept apart from the total
+            row.setdefault("_components", {})[col[3:]] = float(value)
         else:
             row[col] = float(value)
     if counters:
@@ -194,6 +196,9 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
             continue
         hit = classify(km.group(1))
         if hit is None:
+            name = km.group(1).split()[-1]
+            if _COMPONENT_KEY.match(name) and not EVAL_WORD.search(name) and not name.startswith(("val", "eval")):
+                best.setdefault("_c:" + name, (0, m.start(), m.end()))
             continue
         col, rank = hit
         if col == "step":

@@ -206,6 +206,8 @@ class ConsoleParser:
         row = cl.key_values(text)
         if row is not None and "eval_loss" in row:
             self.eval_rows += 1
+        if row is not None and "_components" in row:
+            self.component_rows += 1
         if row is not None and "eval_loss" in row and not any(c in row for c in cl.METRICS):
             self.eval_lines += 1  # only an evaluation loss (`Iter 10: Val loss 2.345`)
             self._eval(row)
@@ -514,6 +516,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0))
     p.events.hints.apply(meta, saw_scale=fp16)
     meta.setdefault("loss_key", "loss")
+    meta.setdefault("loss_guessed", False)  # the console's formats name their training loss
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)
     return run

@@ -35,9 +35,9 @@ _KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
                                 r"\bno (?:valid )?(?:target|label|response) tokens?|num_items_in_batch\W+0\b", re.I)),
     ("truncation", re.compile(r"truncat|longer than the specified maximum sequence length|"
                               r"exceeds? (?:the )?(?:model'?s? )?max(?:imum)?[ _](?:length|seq)", re.I)),
-    ("nonfinite_warning", re.compile(r"(?:\b(?:nan|inf)\b.*\b(?:detected|found|encountered|warning|loss|grad\w*)\b|"
-                                     r"\b(?:detected|found|encountered|warning|returned)\b.*\b(?:nan|inf)\b|"
-                                     r"non-?finite|FloatingPointError|anomaly)", re.I)),
+    ("nonfinite_warning", re.compile(r"(?:\b(?:nan|inf)\b.*\b(?:detected|found|encountered|warn\w*|error|occurred)\b|"
+                                     r"\b(?:detected|found|encountered|warn\w*|returned|got|became|is)\b\W*(?:a\s+)?\b(?:nan|inf)\b|"
+                                     r"non-?finite|FloatingPointError|anomaly detect)", re.I)),
     ("resume", re.compile(r"\bresum(?:e|ed|ing)\b|continuing training from|loading (?:model )?checkpoint|"
                           r"loaded (?:from )?checkpoint|resume_from_checkpoint", re.I)),
     ("restart", re.compile(r"\brestart(?:ing|ed)?\b|restart_count|Rendezvous'ing worker group", re.I)),
