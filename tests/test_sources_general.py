@@ -351,3 +351,18 @@ def test_a_real_tensor_printed_in_a_line_is_its_number(tmp_path):
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), expect)
     assert "text_events" not in run.events
+
+
+@pytest.mark.parametrize("config_line, meta", [
+    ("TrainingArguments(bf16=True, fp16=False, learning_rate=2e-05)", {"precision": "bf16"}),
+    ('{"fp16": {"enabled": true, "loss_scale": 0}}', {"precision": "fp16"}),
+    ("not using fp16 because the GPU has no tensor cores", {}),
+    ("model = AutoModelForSequenceClassification.from_pretrained(name, num_labels=10)",
+     {"task_hint": "classification", "n_classes": 10}),
+    ("GPTConfig(n_layer=12, vocab_size=50304, block_size=1024)", {"vocab_size": 50304}),
+])
+def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
+    text = config_line + "\n" + "".join(f"[{e}/100] loss: {1.0 - e / 20:.2f} acc: 0.5\n" for e in range(1, 5))
+    run = _read(tmp_path, text)
+    got = {k: run.meta[k] for k in ("precision", "task_hint", "n_classes", "vocab_size") if k in run.meta}
+    assert got == meta

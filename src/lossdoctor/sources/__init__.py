@@ -98,9 +98,11 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
             try:
                 runs = read(p) if select is None else read(p, select)
             except SourceError:
-                if forced is not None or name != "console log" or not p.is_file():
+                if forced is not None or name not in _TEXT_FALLBACK or not p.is_file() \
+                        or p.suffix.lower() in (".csv", ".tsv", ".json", ".jsonl", ".ndjson"):
                     raise
-                runs = _general_or_raise(p)  # console-like lines without a series the console reader knows
+                runs = _general_or_raise(p)  # a text the reader sniffed (console lines, a JSON config
+                # printed at the top) but holding no series it knows: the general reader tries it
             except RecursionError as e:
                 raise SourceError(f"{p}: cannot read this {name} (nested too deeply)") from e
             except MemoryError as e:
@@ -130,6 +132,10 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
     raise SourceError(f"{p}: not a log format lossdoctor knows: no training log lines in this text "
                       f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
                       "CSV, JSONL)")
+
+
+#: readers whose refusal of a text file (not named .csv/.json...) lets the general text reader try it
+_TEXT_FALLBACK = ("console log", "CSV log", "JSON-lines log")
 
 
 def _general_or_raise(p: Path) -> list[Run]:

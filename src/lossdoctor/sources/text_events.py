@@ -110,11 +110,12 @@ class Events:
 _MAX_EVENTS = 20_000
 
 _PRECISION = (
-    ("fp16", re.compile(r"(?:--|\b)fp16\b\s*(?:[:=]\s*)?(?:true|True|1\b|$|\s)|\"fp16\":\s*\{\s*\"enabled\":\s*true|"
-                        r"torch_dtype\W+(?:torch\.)?float16\b|\bmixed_precision\W+fp16|precision\W+16(?:-mixed)?\b|"
-                        r"\bamp_dtype\W+float16|\bhalf precision", re.I)),
-    ("bf16", re.compile(r"(?:--|\b)bf16\b\s*(?:[:=]\s*)?(?:true|True|1\b|$|\s)|\"bf16\":\s*\{\s*\"enabled\":\s*true|"
-                        r"torch_dtype\W+(?:torch\.)?bfloat16\b|\bmixed_precision\W+bf16|precision\W+bf16", re.I)),
+    ("fp16", re.compile(r"--fp16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bfp16\W{0,3}[:=]\s*(?:true|True|1)\b|"
+                        r"\"fp16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?float16\b|"
+                        r"\bmixed_precision\W+fp16\b|\bprecision\W+16(?:-mixed)?\b|\bamp_dtype\W+(?:torch\.)?float16\b")),
+    ("bf16", re.compile(r"--bf16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bbf16\W{0,3}[:=]\s*(?:true|True|1)\b|"
+                        r"\"bf16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?bfloat16\b|"
+                        r"\bmixed_precision\W+bf16\b|\bprecision\W+bf16(?:-mixed)?\b")),
 )
 _HINT_CUE = re.compile(r"16|num_labels|num_classes|n_classes|vocab_size|SFT|[Ss]ft|[Pp]re-?train|[Cc]lassif")
 _SIZE = (("n_classes", re.compile(r"\b(?:num_labels|num_classes|n_classes|nb_classes)\W{1,4}(\d{1,7})\b")),
