@@ -366,3 +366,16 @@ def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
     run = _read(tmp_path, text)
     got = {k: run.meta[k] for k in ("precision", "task_hint", "n_classes", "vocab_size") if k in run.meta}
     assert got == meta
+
+
+@pytest.mark.parametrize("lines, expect", [
+    # the PyTorch tutorials' `print(f'Epoch [{epoch+1}/{num_epochs}], Step [{i+1}/{total_step}], Loss: {loss.item():.4f}')`
+    ([f"Epoch [{e}/10], Step [{s}/600], Loss: {v}" for e, s, v in ((1, 100, 1.9), (1, 200, 1.8), (2, 100, 1.7), (2, 200, 1.6))],
+     {100: 1.9, 200: 1.8, 700: 1.7, 800: 1.6}),
+    # pytorch/examples mnist/main.py: `'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'` (samples within the epoch)
+    ([f"Train Epoch: {e} [{n}/60000 ({100 * n / 60000:.0f}%)]\tLoss: {v:.6f}" for e, n, v in
+      ((1, 0, 2.3), (1, 640, 2.2), (2, 0, 2.1), (2, 640, 2.0))], {60000: 2.3, 60640: 2.2, 120000: 2.1, 120640: 2.0}),
+])
+def test_a_counter_within_the_epoch_counts_on_from_the_epochs_before(tmp_path, lines, expect):
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), expect)

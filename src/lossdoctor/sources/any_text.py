@@ -331,39 +331,41 @@ def base_name(name: str) -> str:
     return n.rsplit("/", 1)[-1] if "/" in n.rstrip("/") else n
 
 
+def _word(name: str) -> str:
+    """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`)."""
+    n = base_name(name).split()
+    return n[-1] if n else ""
+
+
 def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     """(the step of each row or None, the slots that are counters, how the step was found:
-    "named", "counter", "epoch_counter", "epoch" or "numbered")."""
+    "named", "counter", "epoch_counter", "epoch" or "numbered"). A counter within an epoch (printed
+    `N/TOTAL`, or one that restarts) is counted on from the epochs before it."""
     a = np.array(t.rows, dtype=np.float64) if t.rows else np.zeros((0, len(t.names)))
-    counters: set[int] = set()
     whole = [j for j in range(a.shape[1]) if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j]))
              and np.all(a[:, j] >= 0)]
-    epoch = next((j for j in whole if base_name(t.names[j]) in _EPOCH_NAMES), None)
+    of_total = [j for j in whole if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1])]
+    counters = {k for j in of_total for k in (j, j + 1)}
+    epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
+    named = [(_STEP_NAMES.index(base_name(t.names[j])), j) for j in whole if base_name(t.names[j]) in _STEP_NAMES
+             and j != epoch]
+    counters.update(j for _, j in named)
+    if epoch is None and len(of_total) > 1:
+        epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
     if epoch is not None:
         counters.add(epoch)
-    named = [(_STEP_NAMES.index(base_name(t.names[j])), j) for j in whole if base_name(t.names[j]) in _STEP_NAMES]
-    of_total = [j for j in whole if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1])]
-    for j in of_total:
-        counters.update((j, j + 1))
-    for _, j in named:
-        counters.add(j)
-    if named:
-        j = min(named)[1]
-        return a[:, j], counters, "named"
-    if of_total:
-        j = of_total[-1]
-        if base_name(t.names[j]) in _EPOCH_NAMES and len(of_total) == 1:
-            epoch, of_total = j, []
-        else:
-            outer = epoch if epoch is not None and epoch < j else None
-            if outer is None and len(of_total) > 1:
-                outer = of_total[0]
-            if outer is not None:
-                return a[:, outer] * a[0, j + 1] + a[:, j], counters, "epoch_counter"
-            return a[:, j], counters, "counter"
-    if epoch is not None and a.shape[0] and np.all(np.diff(a[:, epoch]) > 0):
-        return a[:, epoch], counters, "epoch"
-    return None, counters, "numbered"
+    inner = min(named)[1] if named else next((j for j in reversed(of_total) if j != epoch), None)
+    if inner is None:
+        if epoch is not None and a.shape[0] and np.all(np.diff(a[:, epoch]) > 0):
+            return a[:, epoch], counters, "epoch"
+        return None, counters, "numbered"
+    steps = a[:, inner]
+    if epoch is None or epoch > inner or np.all(np.diff(steps) >= 0) and not (inner in of_total):
+        return steps, counters, "named" if named else "counter"
+    per_epoch = a[0, inner + 1] if inner in of_total else np.max(steps) + 1
+    # an epoch printed `E/TOTAL` counts from 1 (`Epoch [1/10]`); a bare one as the ImageNet example's from 0
+    first = 1.0 if epoch in of_total and a.shape[0] and np.min(a[:, epoch]) >= 1 else 0.0
+    return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
 
 
 def _is_loss(n: str) -> bool:
