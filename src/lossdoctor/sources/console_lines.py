@@ -114,7 +114,7 @@ def key_values(text: str) -> dict[str, Any] | None:
                     row["_epoch"] = int(value)
                 else:
                     counters.append((rank, int(value)))
-        elif col[:3] == "_c:":  # a component loss (`aux_loss 0.01`), kept apart from the total
+        elif col[0] == "_":  # `_c:NAME`: a component loss (`aux_loss 0.01`), kept apart from the total
             row.setdefault("_components", {})[col[3:]] = float(value)
         else:
             row[col] = float(value)
