@@ -234,8 +234,14 @@ class ConsoleParser:
         step a counter said was done; dropped when neither is known."""
         v = row.get("eval_loss", row.get("loss"))
         step = row.get("step")
-        for fallback in (self.marker, self.last_counter, self.rows[-1]["step"] if self.rows else None):
+        for fallback in (self.marker, self.last_counter):
             step = step if step is not None else fallback
+        if v is not None and step is None and self.pending is not None:
+            self.pending.setdefault("eval_loss", v)  # at the step the training row waiting for one gets
+            self.eval_rows += 1
+            return
+        if step is None and self.rows:
+            step = self.rows[-1]["step"]
         if v is None or step is None:
             return
         self.rows.append({"step": step, "eval_loss": v})
