@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "zoo-verify", "generated-dev", "generated-test", "peers", "real-logs", "overhead", "overhead-spread",
+ORDER = ("intro", "zoo", "zoo-verify", "generated-dev", "generated-test", "peers", "real-logs", "text-reader", "overhead", "overhead-spread",
          "overhead-ablation", "overhead-gpu", "many-ranks", "deepspeed-overhead")
 
 INTRO = """# Benchmarks
@@ -30,6 +30,7 @@ its own section.
 | [Generated variants: test](#generated-variants-test) | `python -m benchmarks.zoo --generated --split test --jobs 2` (held out: never tuned on) |
 | [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
 | [Real logs](#real-logs) | `python -m benchmarks.real_logs.score` |
+| [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 056e5fa --docs` |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
 | [Run directories of many ranks](#run-directories-of-many-ranks) | `python benchmarks/many_ranks.py --docs` |

@@ -477,7 +477,11 @@ def test_eval_losses_are_not_training_losses(tmp_path):
                  "Iter 1: Val loss 9.000, Val took 1.0s\n"
                  "step 5 | val_loss 9.0 | eval/loss 9.0 | loss 3.5\n")
     run = load_path(p)[0]
-    assert list(run.steps) == [0, 5] and list(run.cols["loss"]) == [4.0, 3.5]
+    lg = run.logged("loss")
+    assert list(run.steps[lg]) == [0, 5] and list(run.cols["loss"][lg]) == [4.0, 3.5]
+    # the evaluation losses are kept apart, at the step their line names
+    ev = run.logged("eval_loss")
+    assert list(run.steps[ev]) == [0, 1, 5] and list(run.cols["eval_loss"][ev]) == [9.0, 9.0, 9.0]
 
 
 # --- Megatron lines without a loss, prefixes, DeepSpeed overflows -----------------------------

@@ -59,6 +59,7 @@ COLUMNS: dict[str, str] = {
     "grad_norm_applied": "total L2 norm of the gradients at the optimizer's step, after any clipping (sampled)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",
+    "eval_loss": "a validation/evaluation loss printed at that step (read from a log; never written into loss)",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",
     "accum_steps": "backward passes (micro-batches) accumulated into this optimizer step",
@@ -92,7 +93,16 @@ EVENTS: dict[str, str] = {
                             "inside packed rows whose labels are all ignored (tokens [start, end) of the row)",
     "batch_nonfinite_examples": "packed rows: [{'key', 'row', 'example', 'start', 'end'}] examples holding "
                                 "NaN/Inf in a floating batch tensor",
+    "loss_components": "{name: value} of the component losses a log printed at the step (loss_cls, aux, "
+                       "z_loss...), kept apart from the total in `loss`",
+    "text_events": "[{'kind', 'line', 'text'}] lines of a log that say what happened at the step (filed under "
+                   "the step of the row read before them); kind is one of TEXT_EVENT_KINDS, line the line's "
+                   "number in the text (a progress bar's `\\r` redraws count as lines), text at most 120 characters",
 }
+
+#: kinds of `text_events` (what a line of a training log said happened at a step)
+TEXT_EVENT_KINDS = ("overflow", "loss_scale", "nonfinite_warning", "labels_ignored", "truncation", "empty_target",
+                    "oom", "nccl_error", "restart", "resume")
 
 
 @dataclass

@@ -39,6 +39,7 @@ def _load_readers() -> None:
     from . import mlflow_store  # noqa: F401
     from . import stdout  # noqa: F401
     from . import tabular  # noqa: F401
+    from . import any_text  # noqa: F401  (the general reader of training text: tried last)
 
     _loaded = True
 
@@ -50,7 +51,7 @@ FORMAT_NAMES = {
     "litgpt": "console log", "mlx-lm": "console log", "torchtitan": "console log",
     "trainer-state": "Hugging Face trainer_state.json", "tensorboard": "TensorBoard event file",
     "csv": "CSV log", "jsonl": "JSON-lines log", "lightning": "Lightning metrics.csv", "wandb": "W&B run",
-    "rundir": "lossdoctor run directory",
+    "rundir": "lossdoctor run directory", "any-text": "training text", "general": "training text",
 }
 
 
@@ -97,7 +98,11 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
             try:
                 runs = read(p) if select is None else read(p, select)
             except SourceError:
-                raise
+                if forced is not None or name not in _TEXT_FALLBACK or not p.is_file() \
+                        or p.suffix.lower() in (".csv", ".tsv", ".json", ".jsonl", ".ndjson"):
+                    raise
+                runs = _general_or_raise(p)  # a text the reader sniffed (console lines, a JSON config
+                # printed at the top) but holding no series it knows: the general reader tries it
             except RecursionError as e:
                 raise SourceError(f"{p}: cannot read this {name} (nested too deeply)") from e
             except MemoryError as e:
@@ -127,6 +132,24 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
     raise SourceError(f"{p}: not a log format lossdoctor knows: no training log lines in this text "
                       f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
                       "CSV, JSONL)")
+
+
+#: readers whose refusal of a text file (not named .csv/.json...) lets the general text reader try it
+_TEXT_FALLBACK = ("console log", "CSV log", "JSON-lines log")
+
+
+def _general_or_raise(p: Path) -> list[Run]:
+    """The general text reader's runs for a file the console reader sniffed but could not read; the
+    console reader's error when the general reader finds no series either."""
+    import sys
+
+    from . import any_text
+
+    error = sys.exc_info()[1]
+    try:
+        return any_text.read(p)
+    except SourceError:
+        raise error from None
 
 
 #: sampling coarser than this many steps per logged loss point gets a note

@@ -37,7 +37,7 @@ _EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev"
 #: names console prints use that the tabular table does not hold
 _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
           "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
-          "reduced_train_loss": ("loss", 1)}
+          "reduced_train_loss": ("loss", 1), "tr.loss": ("loss", 1), "losses": ("loss", 2)}
 #: names read only when they are the whole name in front of the number: llm.c's `| norm 1.2345 |`
 #: is the gradient norm (`weight norm` is not), and `epoch: 3` is an epoch counter (used as the step
 #: only when a log has nothing finer, see `stdout`)
@@ -60,8 +60,10 @@ def classify(key: str) -> tuple[str, int] | None:
     hit = None
     for k in range(len(words), 0, -1):
         tail = words[-k:]
-        if _EVAL_WORDS.intersection(tail) or any(w.startswith(("val_", "eval_", "val/", "eval/", "test_"))
+        if _EVAL_WORDS.intersection(tail) or any(w.startswith(("val_", "eval_", "val/", "eval/", "test_", "val.", "valid_", "validation_"))
                                                  for w in tail):
+            if "loss" in tail[-1] or tail[-1].endswith(("_loss", "/loss")):
+                hit = ("eval_loss", 1)  # `val loss 2.41`: kept apart, never the training loss
             break
         name = " ".join(tail)
         if k == len(words) and name in _ALONE:
@@ -112,6 +114,8 @@ def key_values(text: str) -> dict[str, Any] | None:
                     row["_epoch"] = int(value)
                 else:
                     counters.append((rank, int(value)))
+        elif col[0] == "_":  # `_c:NAME`: a component loss (`aux_loss 0.01`), kept apart from the total
+            row.setdefault("_components", {})[col[3:]] = float(value)
         else:
             row[col] = float(value)
     if counters:
@@ -157,6 +161,23 @@ def _pick_step(counters: list[tuple[int, int]]) -> int:
 
 
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
+
+#: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
+EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
+                       r")(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
+_TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training)(?![A-Za-z])", re.IGNORECASE)
+
+
+def eval_before(text: str, at: int) -> bool:
+    """An evaluation word before position `at` of a line, and no training word between them: the
+    number there is an evaluation's (`Epoch 3, validation: loss 2.40`, `[eval] step 40 loss 2.3`).
+    Decided once per line shape (the plan is cached), so it costs nothing per line."""
+    last = None
+    for m in EVAL_WORD.finditer(text, 0, at):
+        last = m
+    return last is not None and _TRAIN_WORD.search(text, last.end(), at) is None
+
+
 _plans: dict[str, tuple[tuple[tuple[str, int, int, int], ...], str]] = {}
 
 
@@ -175,13 +196,19 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
             continue
         hit = classify(km.group(1))
         if hit is None:
+            name = km.group(1).split()[-1]
+            if _COMPONENT_KEY.match(name) and not EVAL_WORD.search(name) and not name.startswith(("val", "eval")):
+                best.setdefault("_c:" + name, (0, m.start(), m.end()))
             continue
         col, rank = hit
         if col == "step":
             steps.append(("step", m.start(), m.end(), rank))
         elif col not in best or rank < best[col][0]:
             best[col] = (rank, m.start(), m.end())
-    if not any(c in best for c in METRICS):
+    if "loss" in best and eval_before(text, best["loss"][1]):
+        loss = best.pop("loss")  # `Epoch 3, validation: loss 2.40`: an evaluation's loss, no training loss
+        best.setdefault("eval_loss", loss)
+    if not any(c in best for c in METRICS) and "eval_loss" not in best:
         return (), ""
     return tuple(steps) + tuple((col, a, b, r) for col, (r, a, b) in best.items()), dialect(text)
 
@@ -214,11 +241,18 @@ def hf_dict(text: str) -> dict[str, Any] | None:
     ranks: dict[str, int] = {}
     for key, raw in items:
         hit = _dict_key(key)
-        if hit is None:
+        if hit is None and not _COMPONENT_KEY.search(key):
             continue
         value = raw.strip()
         if value[:1] in "'\"":
             value = value[1:-1]
+        elif value[:1].isalpha():
+            value = _WRAPPED.sub("", value)  # `tensor(2.31, device=...)`, `np.float32(2.3)`: the number inside
+        if hit is None:  # `'loss_dict': {'loss_cls': tensor(0.3)...}`: a component, kept apart from the total
+            v = to_float(value)
+            if v == v or value.lower().lstrip("+-") in ("nan", "inf"):
+                row.setdefault("_components", {})[key] = v
+            continue
         col, rank = hit
         if col == "step":
             v = step_number(value)
@@ -232,8 +266,29 @@ def hf_dict(text: str) -> dict[str, Any] | None:
             row[col], ranks[col] = to_float(value), rank
     if not any(c in row for c in METRICS):
         return {}
-    row.setdefault("step", None)
+    if "step" not in row:
+        m = _STEP_BEFORE.search(text, 0, i)  # `iteration : 120, losses : {...}`: the counter printed before it
+        row["step"] = int(m.group(1)) if m is not None else None
     return row
+
+
+_HF_EVAL_LOSS = re.compile(r"'eval_loss'\s*:\s*'?([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)", re.I)
+
+
+def hf_eval_loss(text: str) -> float | None:
+    """The `eval_loss` of an HF Trainer evaluation dict, else None."""
+    m = _HF_EVAL_LOSS.search(text)
+    return float(m.group(1)) if m is not None else None
+
+
+#: a component loss's key (`loss_cls`, `loss_bbox`, `aux_loss`, `z_loss`)
+_COMPONENT_KEY = re.compile(r"^(?:loss_\w+|\w+_loss|aux\w*|z_?loss\w*)$")
+
+#: a value printed through a wrapper: `tensor(2.31`, `np.float32(2.3`, `array(0.5` (the item pattern
+#: stops at the comma after the number)
+_WRAPPED = re.compile(r"^(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array)\(\s*|\)+$")
+#: a step counter printed in front of a dict
+_STEP_BEFORE = re.compile(r"\b(?:global[_ ]step|step|steps|iteration|iter|it)\s*[:=]?\s*(\d+)\b", re.IGNORECASE)
 
 
 _dict_keys: dict[str, tuple[str, int] | None] = {}

@@ -50,11 +50,24 @@ def parse_step(line: str) -> dict[str, Any] | None:
     return row
 
 
+#: DeepSpeed with `hysteresis` > 1 keeps the scale on an overflow and lowers the hysteresis instead:
+#: `OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. Reducing hysteresis to 1`
+#: (the step is still skipped; the scale stays where it was)
+OVERFLOW_HYSTERESIS = re.compile(r"(?:OVERFLOW!|overflow!).*?Attempted loss scale:\s*([0-9.eE+-]+|inf|nan),?\s*"
+                                 r"but hysteresis is")
+
+
 def parse_overflow(line: str) -> tuple[float, float] | None:
     """(attempted scale, reduced scale) of an overflow line."""
     m = OVERFLOW.search(line)
     if m is None:
-        return None
+        h = OVERFLOW_HYSTERESIS.search(line)
+        if h is None:
+            return None
+        try:
+            return float(h.group(1)), float(h.group(1))
+        except ValueError:
+            return None
     try:
         return float(m.group(1)), float(m.group(2))
     except ValueError:

@@ -49,6 +49,7 @@ from . import megatron as mg
 from .console_text import CURSOR_UP, clean, segments
 from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
+from .text_events import Events
 
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
@@ -63,6 +64,7 @@ _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 #: training loss even though the name alone does not say so.
 _EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset",
                         re.IGNORECASE)
+#: an evaluation word as a word of its own (`Epoch 3, validation: loss 2.40`, `[eval] step 40 loss 2.3`)
 _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
 
 #: what each kind of line is called in the notes, in the order the notes list them
@@ -112,10 +114,15 @@ class ConsoleParser:
         self.numbered = 0  # rows numbered in order, for want of any counter
         self.keras_epoch = 0  # the last "Epoch N/M" line
         self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
+        self.events = Events()  # overflow, NaN-warning, OOM... lines at the row read before them
+        self.eval_rows = 0  # rows holding only an evaluation's loss
+        self.component_rows = 0  # rows holding component losses
+        self.line_no = 0
 
     # --- one segment ---------------------------------------------------------------------
 
     def feed(self, raw: str) -> None:
+        self.line_no += 1
         text = clean(raw)
         nested = CURSOR_UP in raw
         for _ in range(64):  # bars, and what was printed after them before a newline
@@ -164,6 +171,8 @@ class ConsoleParser:
             if row is not None:
                 self.counts["ds_step"] += 1
                 self._add(row, marker=True)
+                if row.get("skipped_in_interval"):  # DeepSpeed's `skipped=N` counter rose
+                    self.events.add(self.line_no, "overflow", text, len(self.rows))
                 return
         if "VERFLOW" in text or "verflow" in text:
             ov = self.deepspeed.overflow(text)
@@ -172,6 +181,7 @@ class ConsoleParser:
                     self.counts["ds_overflow"] += 1
                     self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
                                                                       self.since_marker, *ov)
+                    self.events.add(self.line_no, "overflow", text, len(self.rows))
                 return
         if "{" in text:
             row = cl.hf_dict(text)
@@ -180,28 +190,61 @@ class ConsoleParser:
                     self._hf(row)
                 else:
                     self.eval_dicts += 1
+                    self._eval({"step": None, "eval_loss": cl.hf_eval_loss(text)})
                 return
-        if _HINT.search(text):
-            if _EVAL_LINE.match(text):
-                self.eval_lines += 1
-                return
-            row = cl.key_values(text)
-            if row is not None and (row["step"] is not None or "_epoch" in row
-                                    or sum(c in row for c in cl.METRICS) >= 2):
-                self.counts[row.pop("_dialect")] += 1
-                epoch = row.pop("_epoch", None)
-                if row.pop("_finer_counter", False):
-                    self.finer_counter += 1
-                if row["step"] is None and epoch is not None and self.last_counter is None \
-                        and self.marker is None:
-                    row["step"], row["_how"] = epoch, "epoch"  # nothing finer than the epoch
-                    self._add(row, marker=False)
-                elif row["step"] is None:
-                    self._wait_for_step(row)
-                else:
-                    self._add(row, marker=True)
-                return
+        if _HINT.search(text) and self._key_value(text):
+            return
+        self.events.scan(self.line_no, text, len(self.rows))
         self.ignored += 1
+
+    def _key_value(self, text: str) -> bool:
+        """A `name: number` line with a step counter (or two training metrics): True when used."""
+        if _EVAL_LINE.match(text):
+            self.eval_lines += 1
+            self._eval(cl.key_values(cl.EVAL_WORD.sub(" ", text)) or {})
+            return True
+        row = cl.key_values(text)
+        if row is not None and "eval_loss" in row:
+            self.eval_rows += 1
+        if row is not None and "_components" in row:
+            self.component_rows += 1
+        if row is not None and "eval_loss" in row and not any(c in row for c in cl.METRICS):
+            self.eval_lines += 1  # only an evaluation loss (`Iter 10: Val loss 2.345`)
+            self._eval(row)
+            return True
+        if row is not None and (row["step"] is not None or "_epoch" in row
+                                or sum(c in row for c in cl.METRICS) >= 2):
+            self.counts[row.pop("_dialect")] += 1
+            epoch = row.pop("_epoch", None)
+            if row.pop("_finer_counter", False):
+                self.finer_counter += 1
+            if row["step"] is None and epoch is not None and self.last_counter is None \
+                    and self.marker is None:
+                row["step"], row["_how"] = epoch, "epoch"  # nothing finer than the epoch
+                self._add(row, marker=False)
+            elif row["step"] is None:
+                self._wait_for_step(row)
+            else:
+                self._add(row, marker=True)
+            return True
+        return False
+
+    def _eval(self, row: dict[str, Any]) -> None:
+        """An evaluation's loss, kept apart as `eval_loss`: at the step its line names, else at the last
+        step a counter said was done; dropped when neither is known."""
+        v = row.get("eval_loss", row.get("loss"))
+        step = row.get("step")
+        for fallback in (self.marker, self.last_counter):
+            step = step if step is not None else fallback
+        if v is not None and step is None and self.pending is not None:
+            self.pending.setdefault("eval_loss", v)  # at the step the training row waiting for one gets
+            self.eval_rows += 1
+            return
+        if step is None and self.rows:
+            step = self.rows[-1]["step"]
+        if v is None or step is None:
+            return
+        self.rows.append({"step": step, "eval_loss": v})
 
     # --- kinds of lines ------------------------------------------------------------------
 
@@ -224,6 +267,7 @@ class ConsoleParser:
 
     def _hf(self, row: dict[str, Any]) -> None:
         self.counts["hf"] += 1
+        self.component_rows += "_components" in row
         epoch = row.pop("epoch", None)
         self.first_epoch = epoch if self.first_epoch is None and isinstance(epoch, float) else self.first_epoch
         if is_filtered_nan(row.get("loss"), row.get("grad_norm")):
@@ -252,6 +296,7 @@ class ConsoleParser:
         if self.last_counter is not None and step < self.last_counter:
             self._drop_closing_render()  # a new bar: the old one was closed
         if metrics:
+            self.eval_rows += "eval_loss" in metrics
             self.tqdm_steps.add(step)
             self.counts["tqdm"] = len(self.tqdm_steps)  # a bar is drawn several times per step
             row = {"step": step, **metrics}
@@ -422,7 +467,7 @@ def _framework(p: ConsoleParser) -> str:
     return "tqdm" if c["tqdm"] else "console"
 
 
-_COLUMNS = ("loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
+_COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
             "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
 
 
@@ -445,6 +490,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:
+        if name == "eval_loss" and not p.eval_rows:
+            continue  # no row can hold it: one pass over the rows saved
         present = np.array([name in r for r in rows], dtype=bool)
         if present.any():
             cols[name] = np.array([float(r.get(name, np.nan)) for r in rows])
@@ -466,7 +513,17 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     if absent:
         notes.insert(1, Msg("source.not_in_log", signals=absent))
     source = framework if framework in ("megatron", "deepspeed") else "console"
-    run = from_columns(steps, cols, meta=meta, source=source, logged=logged)
+    events: dict[str, dict[int, Any]] = {}
+    if p.component_rows:
+        events["loss_components"] = {int(r["step"]): r["_components"] for r in rows if r.get("_components")}
+    if p.events.items:
+        events["text_events"] = p.events.place([r["step"] for r in p.rows])
+    fp16 = bool(np.any(cols.get("skipped", np.zeros(1)) > 0)) or bool(
+        np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0))
+    p.events.hints.apply(meta, saw_scale=fp16)
+    meta.setdefault("loss_key", "loss")
+    meta.setdefault("loss_guessed", False)  # the console's formats name their training loss
+    run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)
     return run
 

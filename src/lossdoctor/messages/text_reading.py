@@ -1,0 +1,22 @@
+"""The general text reader's notes (sources/any_text.py): which repeated shape was read, how its
+steps were found, which series was taken for the training loss. Names are values, shown as they are."""
+
+TEMPLATES = {
+    "text.read": ("{what}: read {n} rows of the repeated shape `{shape}`; the training loss is `{key}`",
+                  "{what}：读取了重复格式 `{shape}` 的 {n} 行；训练 loss 取 `{key}`"),
+    "text.loss_guessed": (
+        "no series is named as the total training loss: `{key}` was taken for it (a guess)",
+        "没有名字表明是总训练 loss 的序列：把 `{key}` 当作训练 loss（推测）"),
+    "text.eval_kept": ("{n} evaluation loss value(s) (`{key}`) kept apart from the training loss",
+                       "{n} 个评估 loss 值（`{key}`）与训练 loss 分开保存"),
+    "text.components": ("component losses kept apart from the total: {names}",
+                        "与总 loss 分开保存的分项 loss：{names}"),
+    "text.epoch_is_step": (
+        "{n} row(s) carry an epoch and no finer counter: the epoch is the step, so a finding's step is an epoch "
+        "number",
+        "{n} 行只有 epoch，没有更细的计数：把 epoch 当作步数，所以诊断中的步数是 epoch 数"),
+    "text.numbered": (
+        "{n} row(s) carry no step counter: numbered 1, 2, 3... in order, so a finding's step is a row number, "
+        "not the trainer's step",
+        "{n} 行没有 step 计数：按顺序编号为 1、2、3……，所以诊断中的步数是行号，而不是训练的步数"),
+}

@@ -1,0 +1,381 @@
+"""The general reader of training text (`sources/any_text.py`) and the text events every text reader
+files (`sources/text_events.py`).
+
+Where the printing tool runs here, it prints the text: real torch tensors and numpy scalars in a
+dict, as a training script's `print(...)` shows them. Where it does not (stable-baselines3, the
+ImageNet example, fastai, notebooks, DeepSpeed, apex, TRL's collator warning), the lines are
+written by a copy of the tool's print statement, cited at each writer.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import run_cli
+from lossdoctor.records import TEXT_EVENT_KINDS
+from lossdoctor.sources import SourceError, load_path
+from lossdoctor.sources import any_text
+
+
+def _read(tmp_path, text, name="train.log"):
+    p = tmp_path / name
+    p.write_text(text)
+    runs = load_path(p)
+    assert len(runs) == 1
+    return runs[0]
+
+
+def _at(run, col):
+    """{step: value} of the points logged in `col` (NaN kept)."""
+    lg = run.logged(col)
+    return {int(s): float(v) for s, v in zip(run.steps[lg], run.cols[col][lg])}
+
+
+def _same(a, b):
+    assert a.keys() == b.keys(), (a, b)
+    for k in a:
+        assert (math.isnan(a[k]) and math.isnan(b[k])) or a[k] == pytest.approx(b[k]), (k, a[k], b[k])
+
+
+# --- writers copied from the tools' sources ---------------------------------------------------
+
+class AverageMeter:
+    """pytorch/examples imagenet/main.py `AverageMeter`: `__str__` is
+    `'{name} {val' + fmt + '} ({avg' + fmt + '})'`."""
+
+    def __init__(self, name, fmt=":f"):
+        self.name, self.fmt, self.val, self.sum, self.count = name, fmt, 0.0, 0.0, 0
+
+    def update(self, val, n=1):
+        self.val, self.sum, self.count = val, self.sum + val * n, self.count + n
+        self.avg = self.sum / self.count
+
+    def __str__(self):
+        return ("{name} {val" + self.fmt + "} ({avg" + self.fmt + "})").format(**self.__dict__)
+
+
+def progress_line(num_batches, meters, prefix, batch):
+    """imagenet/main.py `ProgressMeter.display`: `'\\t'.join([prefix + batch_fmtstr.format(batch)] +
+    [str(meter) for meter in meters])` with `batch_fmtstr = '[{:' + str(num_digits) + 'd}/' + fmt + ']'`."""
+    num_digits = len(str(num_batches // 1))
+    fmt = "{:" + str(num_digits) + "d}"
+    return "\t".join([prefix + ("[" + fmt + "/" + fmt.format(num_batches) + "]").format(batch)]
+                     + [str(m) for m in meters])
+
+
+def sb3_block(values):
+    """stable-baselines3 common/logger.py `HumanOutputFormat.write`: keys grouped by their `tag/`
+    section (the section printed as its own line, its keys indented by 4 spaces), floats as
+    `f"{value:<8.3g}"`, a dashed line of the table's width above and below."""
+    key2str, tag = {}, None
+    for key, value in sorted(values.items()):
+        if "/" in key:
+            t, short = key.split("/", 1)
+            if t != tag:
+                key2str[t + "/"] = ""
+                tag = t
+            key = "    " + short
+        key2str[key] = f"{value:<8.3g}" if isinstance(value, float) else str(value)
+    kw = max(map(len, key2str))
+    vw = max(map(len, key2str.values()))
+    dashes = "-" * (kw + vw + 7)
+    lines = [dashes]
+    for k, v in key2str.items():
+        lines.append(f"| {k}{' ' * (kw - len(k))} | {v}{' ' * (vw - len(v))} |")
+    lines.append(dashes)
+    return "\n".join(lines) + "\n"
+
+
+def fastprogress_table(names, rows):
+    """fastprogress `ConsoleProgressBar.write(line, table=True)` (what fastai's `learn.fit` prints in
+    a terminal): the header's cells joined by two spaces, each row's cells padded to its header's width."""
+    out = ["  ".join(names)]
+    widths = [len(n) for n in names]
+    for r in rows:
+        out.append("  ".join(c + " " * (w - len(c)) for c, w in zip(r, widths)))
+    return "\n".join(out) + "\n"
+
+
+# --- one test per shape ---------------------------------------------------------------------
+
+def test_notebook_markdown_table_keeps_train_and_validation_apart(tmp_path):
+    """The Trainer's notebook table (transformers utils/notebook.py: columns `Step`, `Training Loss`,
+    `Validation Loss`; `No log` before the first logged training loss) pasted as Markdown."""
+    text = ("Training in Colab:\n\n| Step | Training Loss | Validation Loss |\n|------|---------------|----------------|\n"
+            "| 50 | No log | 2.612 |\n| 100 | 2.401000 | 2.350000 |\n| 150 | 2.101000 | 2.512000 |\n| 200 | nan | nan |\n")
+    run = _read(tmp_path, text, "notebook.md")
+    assert run.meta["format"] == "training text" and run.meta["loss_key"] == "Training Loss"
+    assert run.meta["loss_guessed"] is False
+    _same(_at(run, "loss"), {50: math.nan, 100: 2.401, 150: 2.101, 200: math.nan})
+    _same(_at(run, "eval_loss"), {50: 2.612, 100: 2.35, 150: 2.512, 200: math.nan})
+
+
+def test_ascii_box_and_whitespace_aligned_tables(tmp_path):
+    box = ("+------+--------+--------+\n| step |  loss  |  acc   |\n+------+--------+--------+\n"
+           + "".join(f"| {s:4d} | {2.0 - s / 100:.4f} | {0.1 + s / 1000:.4f} |\n" for s in (10, 20, 30))
+           + "+------+--------+--------+\n")
+    run = _read(tmp_path, box, "box.txt")
+    _same(_at(run, "loss"), {10: 1.9, 20: 1.8, 30: 1.7})
+    rows = [[str(e), f"{1.0 - e / 10:.6f}", f"{1.1 - e / 20:.6f}", f"{0.5 + e / 20:.6f}", "00:12"] for e in range(4)]
+    run = _read(tmp_path, fastprogress_table(["epoch", "train_loss", "valid_loss", "accuracy", "time"], rows),
+                "fastai.txt")
+    assert run.meta["loss_key"] == "train_loss"
+    _same(_at(run, "loss"), {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7})
+    _same(_at(run, "eval_loss"), {0: 1.1, 1: 1.05, 2: 1.0, 3: 0.95})
+
+
+def test_sb3_key_value_blocks(tmp_path):
+    blocks = sb3_block({"time/fps": 1234, "time/iterations": 1, "time/total_timesteps": 2048})
+    for it, (loss, value_loss) in enumerate([(0.41, 5.2), (0.39, 5.0), (float("nan"), 4.1)], start=2):
+        blocks += sb3_block({"time/fps": 900, "time/iterations": it, "time/total_timesteps": 2048 * it,
+                             "train/loss": loss, "train/value_loss": value_loss, "train/entropy_loss": -0.686,
+                             "train/learning_rate": 0.0003, "train/n_updates": 10 * (it - 1)})
+    run = _read(tmp_path, "Using cpu device\n" + blocks)
+    assert run.meta["loss_key"] == "train/loss"
+    _same(_at(run, "loss"), {2: 0.41, 3: 0.39, 4: math.nan})
+    comps = run.events["loss_components"]
+    assert sorted(comps) == [2, 3, 4] and comps[3]["train/value_loss"] == pytest.approx(5.0)
+    assert "loss" not in {k.rsplit("/", 1)[-1] for k in comps[2]}  # the total is not a component
+    assert _at(run, "lr")[4] == pytest.approx(3e-4)
+
+
+def test_imagenet_meter_line_takes_the_value_not_the_average(tmp_path):
+    batch_time, data_time = AverageMeter("Time", ":6.3f"), AverageMeter("Data", ":6.3f")
+    losses, top1, top5 = AverageMeter("Loss", ":.4e"), AverageMeter("Acc@1", ":6.2f"), AverageMeter("Acc@5", ":6.2f")
+    meters = [batch_time, data_time, losses, top1, top5]
+    train = [6.9079, 6.9012, 7.5012, 9.25]
+    lines, expect = [], {}
+    for i, loss in enumerate(train):
+        for m, v in zip(meters, (0.257, 0.001, loss, 0.0, 0.78)):
+            m.update(v)
+        lines.append(progress_line(5005, meters, "Epoch: [1]", i * 10))
+        expect[5005 + i * 10] = loss
+    val = AverageMeter("Loss", ":.4e")
+    val.update(6.8)  # validation prints `Test: ` lines shaped like the training lines
+    lines.append(progress_line(196, [batch_time, val, top1, top5], "Test: ", 0))
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    assert run.meta["loss_key"] == "Loss"
+    _same(_at(run, "loss"), expect)  # the current values, never the running averages
+    assert losses.avg != pytest.approx(train[-1])
+    _same(_at(run, "eval_loss"), {5005 + 30: 6.8})  # at the training step it followed, not step 0
+
+
+def test_dict_dumps_of_real_tensors_and_numpy_scalars(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    out = io.StringIO()
+    expect, cls = {}, {}
+    for it in range(0, 60, 20):
+        logits = model(x)
+        if it == 40:
+            logits = logits * float("nan")
+        loss_cls = torch.nn.functional.cross_entropy(logits, y)
+        loss_reg = (model.weight ** 2).sum() * 0.01
+        loss = loss_cls + loss_reg
+        print(f"iteration : {it}, losses : ", {"loss": loss, "loss_dict": {"loss_cls": loss_cls, "loss_reg": loss_reg}},
+              file=out)  # a detection repo's print of its loss dict: `tensor(1.1, grad_fn=<AddBackward0>)`
+        expect[it], cls[it] = float(loss), float(loss_cls)
+    text = out.getvalue()
+    assert "tensor(" in text and "grad_fn=<AddBackward0>" in text
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {k: float(f"{v:.4f}") if v == v else v for k, v in expect.items()})
+    comps = run.events["loss_components"]
+    assert math.isnan(comps[40]["loss_cls"]) and comps[0]["loss_cls"] == pytest.approx(cls[0], abs=1e-4)
+    # numpy 2 prints its scalars as `np.float32(2.3)`; quoted values as the Trainer's newer dicts do
+    np_text = "".join(f"step {s}: {{'loss': {np.float32(2.5 - s / 100)!r}, 'lr': '{3e-4}'}}\n" for s in (10, 20, 30))
+    assert "np.float32(" in np_text
+    run = _read(tmp_path, np_text, "np.log")
+    _same(_at(run, "loss"), {10: 2.4, 20: 2.3, 30: 2.2})
+    assert _at(run, "lr")[20] == pytest.approx(3e-4)
+
+
+@pytest.mark.parametrize("lines, key, expect", [
+    (["epoch 1 loss = 0.91", "epoch 2 loss = 0.61", "epoch 3 loss = 0.41"], "loss", {1: 0.91, 2: 0.61, 3: 0.41}),
+    ([f"iteration : {i}, losses : {v}" for i, v in ((0, 2.31), (20, 2.2), (40, 2.1))], "losses",
+     {0: 2.31, 20: 2.2, 40: 2.1}),
+    ([f"Step: {s} || Tr.Loss: {v} || Val.Loss: 2.9 || lr: 0.0001" for s, v in ((40, 2.1), (80, 1.9), (120, 1.7))],
+     "Tr.Loss", {40: 2.1, 80: 1.9, 120: 1.7}),
+    ([f"[{e}/100] loss: {v} acc: 0.9" for e, v in ((1, 0.41), (2, 0.38), (3, 0.35))], "loss",
+     {1: 0.41, 2: 0.38, 3: 0.35}),
+    # a benchmark harness's own format (a two-word label, `=`, a unit glued to a number, no step at all)
+    ([f"[bench] run-A | tokens/s 1200.5 | train loss = {v} | mem 12.3GB" for v in (3.2, 3.1, 3.0, 2.9)],
+     "train loss", {1: 3.2, 2: 3.1, 3: 3.0, 4: 2.9}),
+])
+def test_plain_prints_of_small_projects(tmp_path, lines, key, expect):
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), expect)
+    if run.meta["format"] == "training text":
+        assert run.meta["loss_key"] == key
+
+
+def test_eval_printed_like_the_train_line_never_overwrites_it(tmp_path):
+    """The same words and step for both: only the evaluation word before the loss tells them apart
+    (read by the console reader, which takes these lines first)."""
+    text = ("Epoch 3, step 100, loss 2.3100\nEpoch 3, step 100, validation: loss 2.9000\n"
+            "Epoch 3, step 200, loss 2.2000\n[eval] Epoch 3, step 200, loss 2.8000\n")
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {100: 2.31, 200: 2.2})
+    _same(_at(run, "eval_loss"), {100: 2.9, 200: 2.8})
+
+
+def test_only_components_means_a_guessed_total_with_a_note(tmp_path):
+    text = "".join(f"[{e}/10] loss_cls {0.9 - e / 10:.2f} loss_bbox {0.5:.2f}\n" for e in range(1, 5))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_guessed"] is True and run.meta["loss_key"] == "loss_cls"
+    assert any(getattr(n, "key", "") == "text.loss_guessed" for n in run.notes)
+    assert {k for v in run.events["loss_components"].values() for k in v} == {"loss_bbox"}
+
+
+# --- events ---------------------------------------------------------------------------------
+
+def test_events_land_at_their_step_in_the_general_reader(tmp_path):
+    """apex's overflow line (`Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to
+    32768.0`, apex/amp/scaler.py), TRL's completion-only collator warning (`This instance will be
+    ignored in loss calculation.`), the tokenizer's truncation warning, torch's OOM and the NCCL
+    watchdog, HF Trainer's resume line."""
+    lines = []
+    for e in range(1, 7):
+        lines.append(f"[{e}/100] loss: {1.0 - e / 20:.2f} acc: 0.5")
+        if e == 2:
+            lines.append("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0")
+        if e == 3:
+            lines.append("UserWarning: Could not find response key `### Answer:` in the following instance: "
+                         "abc. This instance will be ignored in loss calculation. Note, if this happens often, "
+                         "consider increasing the `max_seq_length`.")
+            lines.append("Token indices sequence length is longer than the specified maximum sequence length for "
+                         "this model (1200 > 1024). Running this sequence through the model will result in "
+                         "indexing errors")
+        if e == 4:
+            lines.append("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.")
+            lines.append("[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: "
+                         "WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out.")
+        if e == 5:
+            lines.append("  Continuing training from checkpoint, will skip to saved global_step")
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    ev = run.events["text_events"]
+    kinds = {s: sorted(e["kind"] for e in v) for s, v in ev.items()}
+    assert kinds == {2: ["overflow"], 3: ["labels_ignored", "truncation"], 4: ["nccl_error", "oom"], 5: ["resume"]}
+    assert all(e["kind"] in TEXT_EVENT_KINDS and len(e["text"]) <= 120 for v in ev.values() for e in v)
+    assert _at(run, "scale") == {2: 32768.0} and _at(run, "skipped") == {2: 1.0}
+    assert run.meta["precision"] == "fp16"  # a loss scale is fp16
+    assert _at(run, "loss")[6] == pytest.approx(0.7)  # event lines are no rows
+
+
+def test_deepspeed_counters_and_hysteresis_overflows_become_events(tmp_path):
+    """DeepSpeed's `steps_per_print` line (`step={}, skipped={}, lr={}, mom={}`, runtime/engine.py) and
+    its overflow line with hysteresis (runtime/fp16/loss_scaler.py: `[deepspeed] OVERFLOW! Rank {} Skipping
+    step. Attempted loss scale: {}, but hysteresis is {}. Reducing hysteresis to {}`), read by the console
+    reader beside the Trainer's dicts."""
+    lines = []
+    for s in range(10, 70, 10):
+        lines.append(f"{{'loss': {2.0 - s / 100:.4f}, 'learning_rate': 0.0001, 'epoch': {s / 100}}}")
+        skipped = max(0, (s - 30) // 10)
+        lines.append(f"[Rank 0] step={s}, skipped={skipped}, lr=[0.0001], mom=[(0.9, 0.999)]")
+        if s >= 40:
+            lines.append("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. "
+                         "Reducing hysteresis to 1")
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    ev = run.events["text_events"]
+    overflow_steps = sorted(s for s, v in ev.items() for e in v if e["kind"] == "overflow")
+    assert overflow_steps[0] == 40 and len(overflow_steps) >= 3
+    assert run.meta["precision"] == "fp16" and np.nansum(run.col("skipped")) > 0
+    assert np.all(run.col("scale")[run.logged("scale")] == 1.0)
+
+
+def test_nan_warning_in_a_console_log(tmp_path):
+    text = ("iter 1: loss 2.3000, time 10.0ms\niter 2: loss 2.2000, time 10.0ms\n"
+            "Warning: NaN or Inf found in input tensor.\niter 3: loss nan, time 10.0ms\n--fp16 was set\n")
+    run = _read(tmp_path, text)
+    assert [e["kind"] for e in run.events["text_events"][2]] == ["nonfinite_warning"]
+    assert run.meta["precision"] == "fp16"
+
+
+# --- refusals and fuzz ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("content", ["hello world\nno numbers here\n", "version 1.2.3 released on 2024-01-02\n",
+                                     "Epoch 1 done. Accuracy 93%\n" * 4])
+def test_text_with_no_series_exits_2_saying_what_was_looked_for(tmp_path, content):
+    p = tmp_path / "notes.txt"
+    p.write_text(content)
+    r = run_cli("diagnose", p)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "looked for" in r.stderr and "line template" in r.stderr and "Traceback" not in r.stderr
+
+
+_TOKENS = st.sampled_from(["loss", "Loss", "val", "| ", " |", "epoch", "step", ":", "=", "(", ")", "[", "]", "/",
+                           "tensor(", "nan", "inf", "-", "---", "\t", "  ", "\n", "\r", "1", "2.5", "1e400", "'",
+                           "{", "}", "OVERFLOW!", "loss scale: ", "9" * 40, "é", "\x1b[31m"])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(_TOKENS, st.text(max_size=8)), max_size=200))
+def test_the_general_reader_never_raises_on_arbitrary_text(parts):
+    text = "".join(parts)
+    try:
+        run = any_text.build(any_text.parse(text.splitlines()), "fuzz.txt")
+    except SourceError:
+        return
+    assert len(run) > 0
+
+
+def test_component_losses_in_key_value_lines_are_kept_apart(tmp_path):
+    """A MoE trainer's line: the total `loss` with its router `aux_loss` and `z_loss` beside it
+    (console reader)."""
+    text = "".join(f"epoch 1 | step {s} | loss {2.4 - s / 100:.2f} | aux_loss {0.01 * s / 10:.3f} | z_loss 0.001\n"
+                   for s in (10, 20, 30))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {10: 2.3, 20: 2.2, 30: 2.1})
+    assert run.events["loss_components"][20] == {"aux_loss": pytest.approx(0.02), "z_loss": pytest.approx(0.001)}
+
+
+def test_a_real_tensor_printed_in_a_line_is_its_number(tmp_path):
+    """`print(f"Epoch {e} loss:", loss)` with a real torch loss: `tensor(2.3012, grad_fn=<...>)`;
+    the NaN epoch is a value, not a warning."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 2)
+    x, y = torch.randn(4, 3), torch.tensor([0, 1, 0, 1])
+    lines, expect = [], {}
+    for e in range(1, 4):
+        loss = torch.nn.functional.cross_entropy(model(x) * (float("nan") if e == 3 else 1.0), y)
+        lines.append(f"Epoch {e} loss: {loss!s}")  # print(..., loss) shows str(loss)
+        expect[e] = float(f"{float(loss):.4f}") if e < 3 else math.nan
+    assert "grad_fn=<NllLossBackward0>" in lines[0]
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), expect)
+    assert "text_events" not in run.events
+
+
+@pytest.mark.parametrize("config_line, meta", [
+    ("TrainingArguments(bf16=True, fp16=False, learning_rate=2e-05)", {"precision": "bf16"}),
+    ('{"fp16": {"enabled": true, "loss_scale": 0}}', {"precision": "fp16"}),
+    ("not using fp16 because the GPU has no tensor cores", {}),
+    ("model = AutoModelForSequenceClassification.from_pretrained(name, num_labels=10)",
+     {"task_hint": "classification", "n_classes": 10}),
+    ("GPTConfig(n_layer=12, vocab_size=50304, block_size=1024)", {"vocab_size": 50304}),
+])
+def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
+    text = config_line + "\n" + "".join(f"[{e}/100] loss: {1.0 - e / 20:.2f} acc: 0.5\n" for e in range(1, 5))
+    run = _read(tmp_path, text)
+    got = {k: run.meta[k] for k in ("precision", "task_hint", "n_classes", "vocab_size") if k in run.meta}
+    assert got == meta
+
+
+@pytest.mark.parametrize("lines, expect", [
+    # the PyTorch tutorials' `print(f'Epoch [{epoch+1}/{num_epochs}], Step [{i+1}/{total_step}], Loss: {loss.item():.4f}')`
+    ([f"Epoch [{e}/10], Step [{s}/600], Loss: {v}" for e, s, v in ((1, 100, 1.9), (1, 200, 1.8), (2, 100, 1.7), (2, 200, 1.6))],
+     {100: 1.9, 200: 1.8, 700: 1.7, 800: 1.6}),
+    # pytorch/examples mnist/main.py: `'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'` (samples within the epoch)
+    ([f"Train Epoch: {e} [{n}/60000 ({100 * n / 60000:.0f}%)]\tLoss: {v:.6f}" for e, n, v in
+      ((1, 0, 2.3), (1, 640, 2.2), (2, 0, 2.1), (2, 640, 2.0))], {60000: 2.3, 60640: 2.2, 120000: 2.1, 120640: 2.0}),
+])
+def test_a_counter_within_the_epoch_counts_on_from_the_epochs_before(tmp_path, lines, expect):
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), expect)
