@@ -327,7 +327,9 @@ def _ev_loss_rose(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     x = q.loss[lf]
     base = float(np.median(x))
     tail = x[-max(2, min(10, x.size // 4)):]
-    if base > 0 and float(np.max(tail)) >= 1.5 * base:
+    progress = max(float(np.median(x[:3])) - base, 0.0)
+    # and gave back >= 20% of the progress made (a converged loss near 0 that doubles is noise)
+    if base > 0 and float(np.max(tail)) >= max(1.5 * base, base + 0.2 * progress):
         return Msg("diff.ev.loss_rose", top=float(np.max(tail)), base=base)
     return None
 
@@ -630,11 +632,36 @@ def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding
         sym = _default_symptom(q, f)
         if sym is not None:
             g = finding_for(run, q, sym)
-            if g.cause != f.cause:
+            # the curve rule weighed the curve already: only evidence it cannot see (the precision,
+            # the text's events, the LR) moves the cause
+            if g.cause != f.cause and (g.cause in FP16_CAUSES + ("lr_schedule_error", "label_mask_empty")
+                                       or f.cause == "label_mask_empty"):
                 g.step = f.step
                 f = g
-        out.append(f)
+        out.append(_precision_first(run, q, f))
     return out
+
+
+#: evidence that the fp16 loss scaler was failing where a curve rule saw a divergence or a spike
+SCALER_FAILING = ("diff.ev.scale_fell", "diff.ev.overflow_lines")
+FP16_CAUSES = ("loss_scale_collapse", "activation_overflow")
+
+
+def _precision_first(run: Run, q: Quantities, f: Finding) -> Finding:
+    """A divergence or spike that a curve rule named (the LR, a spike, an explosion) while the fp16
+    scale collapsed or overflow lines were printed at the same place: the differential of that
+    symptom, when it ranks the scaler's causes first (an LR cut does not stop fp16 overflowing).
+    Not for runs `watch` recorded (their direct evidence names the cause)."""
+    if f.cause in FP16_CAUSES or f.symptom not in ("divergence", "spike") or f.severity == "info" \
+            or f.step is None or run.event("fwd_first_nonfinite") or run.layers is not None:
+        return f
+    row = int(np.searchsorted(q.steps, f.step))
+    for sym in symptoms_of(q):
+        if KINDS[sym.kind][1] in ("divergence", "spike") and abs(sym.row - row) <= 10:
+            g = finding_for(run, q, sym)
+            if g.cause in FP16_CAUSES and any(getattr(m, "key", None) in SCALER_FAILING for m in g.evidence):
+                return g
+    return f
 
 
 def _default_symptom(q: Quantities, f: Finding) -> Symptom | None:

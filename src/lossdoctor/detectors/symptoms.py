@@ -111,7 +111,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
-    for fn in (_nonfinite, _jumps, _divergence, _absurd, _zero_or_constant, _chance_plateau,
+    for fn in (_nonfinite, _absurd, _jumps, _divergence, _zero_or_constant, _chance_plateau,
                _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
@@ -187,12 +187,15 @@ def _at_large_chance(run: Run, v: float) -> bool:
 
 
 def rolling_best(x: np.ndarray) -> tuple[float, int]:
-    """The lowest median of 3 consecutive points, and the index of its middle point."""
-    if x.size < 3:
+    """The lowest median of w = max(3, n/10) consecutive points, and the index of its middle point
+    (a window that wide is not fooled by one lucky batch)."""
+    w = max(3, x.size // 10)
+    if x.size < w:
         return float(np.min(x)), int(np.argmin(x))
-    med3 = np.median(np.stack([x[:-2], x[1:-1], x[2:]]), axis=0)
-    b = int(np.argmin(med3))
-    return float(med3[b]), b + 1
+    win = np.lib.stride_tricks.sliding_window_view(x, w)
+    med = np.median(win, axis=1)
+    b = int(np.argmin(med))
+    return float(med[b]), b + w // 2
 
 
 def _divergence(run: Run, q: Quantities) -> list[Symptom]:
@@ -218,6 +221,8 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
     start = float(np.median(x[:min(3, b + 1)]))
     if best <= 0 or end < need * best or end < mid or end - best < LIMITS.give_back * max(start - best, 0.0):
         return []
+    if end < float(np.percentile(x[:-k], 75)):
+        return []  # the end sits inside the run's own spread: noise, not a rise
     # the onset: the first point after the best at or above halfway (in log space) to the end level
     half = math.sqrt(best * end)
     on = b + int(np.argmax(x[b:] >= half))
