@@ -262,3 +262,46 @@ def test_an_fp16_scalers_first_search_is_no_collapse():
     run = from_columns(range(48), {"loss": loss, "scale": scale, "skipped": [1.0] * 8 + [0.0] * 40})
     kinds = [s.kind for s in symptoms_of(Quantities(run))]
     assert "scale_collapse" not in kinds and "skips" not in kinds, kinds
+
+
+# ------------------------------------------------------------------ the reader's records: text events, meta
+
+def _overflow_events(steps):
+    return {"text_events": {s: [{"kind": "overflow", "line": 10 + s, "text": "OVERFLOW! Skipping step."}]
+                            for s in steps}}
+
+
+def test_overflow_lines_before_a_nan_rank_the_scaler_above_the_data():
+    r = _nan_after(30, events=_overflow_events(range(22, 30)))
+    f = next(f for f in r.findings if f.symptom == "nonfinite" and f.severity == "critical")
+    assert f.cause in ("loss_scale_collapse", "activation_overflow"), (f.cause, _keys(f))
+    assert "diff.ev.overflow_lines" in _keys(f)
+
+
+def test_overflow_lines_on_most_steps_are_skipped_steps():
+    loss = _noisy(30, 2.0, fall=0.1)
+    r = _diagnose(range(100, 130), {"loss": loss}, events=_overflow_events(range(110, 130)))
+    a = _alarms(r)
+    assert a and a[0].symptom == "skipped_steps" and a[0].step == 110, [(f.cause, f.symptom, f.step) for f in a]
+    assert a[0].evidence[0].values["k"] == 20
+
+
+def test_labels_dropped_lines_make_a_zero_loss_an_empty_mask_even_at_lr_0():
+    events = {"text_events": {s: [{"kind": "labels_ignored", "line": s,
+                                   "text": "This instance will be ignored in loss calculation."}] for s in range(3)}}
+    run = from_columns(range(16), {"loss": [0.0] * 16, "lr": [0.0] * 16}, events=events)
+    q = Quantities(run)
+    f = finding_for(run, q, next(s for s in symptoms_of(q) if s.kind == "zero"))
+    assert f.cause == "label_mask_empty" and "diff.ev.labels_ignored" in _keys(f), (f.cause, _keys(f))
+
+
+def test_a_vocabulary_in_the_config_makes_a_loss_above_its_range_absurd_and_its_chance_a_plateau():
+    v = 32000
+    flat = [math.log(v) * (1 + 0.003 * math.sin(i)) for i in range(10)]
+    run = from_columns([20 * i for i in range(10)], {"loss": flat}, meta={"vocab_size": v})
+    kinds = {s.kind: s for s in symptoms_of(Quantities(run))}
+    assert kinds["chance"].data["k"] == v and kinds["chance"].data["known"]
+    run = from_columns(range(5), {"loss": [14.0, 13.9, 13.8, 13.85, 13.7]}, meta={"vocab_size": v})
+    assert "absurd" in [s.kind for s in symptoms_of(Quantities(run))]
+    run = from_columns(range(5), {"loss": [14.0, 13.9, 13.8, 13.85, 13.7]})  # the task unknown: a regression may
+    assert "absurd" not in [s.kind for s in symptoms_of(Quantities(run))]
