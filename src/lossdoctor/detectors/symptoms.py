@@ -154,6 +154,47 @@ def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> float | None
     return ratio if ok else None
 
 
+def _shift(a: np.ndarray, k: int) -> np.ndarray:
+    """a moved k places later, inf where nothing came before."""
+    out = np.full(a.size, np.inf)
+    if k < a.size:
+        out[k:] = a[:a.size - k]
+    return out
+
+
+def prior_min(v: np.ndarray, w: int) -> np.ndarray:
+    """Per point, the smallest of the up to `w` points before it (inf for the first): by doubling
+    (the minimum over 2k points is that of two overlapping k-point minima), O(n log w)."""
+    m, span = _shift(v.astype(float), 1), 1  # m[i]: the minimum of the `span` points ending at i-1
+    while span * 2 <= w:
+        m = np.minimum(m, _shift(m, span))
+        span *= 2
+    if span < w:  # the other w - span (< span) points: the same minima, shifted
+        m = np.minimum(m, _shift(m, w - span))
+    return m
+
+
+def _candidates(lv: np.ndarray, margin: float) -> np.ndarray:
+    """Points (in log space) at least `margin` above the smallest of the `history` before them: a
+    superset of those a jump rule can accept (a median is never below the minimum), so the exact
+    rule runs on a few points of a million-step log instead of all of them."""
+    w = 32  # >= history: a point's history lies in its own block and the one before
+    n = lv.size
+    if n <= 4096:
+        return np.flatnonzero(lv >= prior_min(lv, LIMITS.history) + margin)
+    nb = -(-n // w)
+    blocks = np.full(nb * w, np.inf)
+    blocks[:n] = lv
+    bmin = blocks.reshape(nb, w).min(axis=1)
+    both = np.minimum(bmin, np.concatenate([[np.inf], bmin[:-1]]))  # a lower bound of each history
+    screen = np.flatnonzero(lv >= np.repeat(both, w)[:n] + margin)
+    if screen.size == 0:
+        return screen
+    exact = np.array([lv[j] >= float(np.min(lv[max(0, j - LIMITS.history):j])) + margin if j else False
+                      for j in screen[:10000]], dtype=bool)
+    return screen[:10000][exact]
+
+
 def _jumps(run: Run, q: Quantities) -> list[Symptom]:
     """The first loss point that jumps out of its history: `spike` when a later point comes back
     below `recovered` x the baseline or it is the last point, `jump_stayed` when it did not."""
@@ -162,7 +203,7 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
     if x.size < 2 or (x <= 0).any():
         return []
     lx = np.log(x)
-    for j in range(1, x.size):
+    for j in _candidates(lx, math.log(LIMITS.spike_ratio)):
         ratio = jump_at(lx, j)
         if ratio is None:
             continue
@@ -192,6 +233,11 @@ def rolling_best(x: np.ndarray) -> tuple[float, int]:
     w = max(3, x.size // 10)
     if x.size < w:
         return float(np.min(x)), int(np.argmin(x))
+    if x.size > 2000:  # a long log: non-overlapping windows (O(n), a million points in milliseconds)
+        nb = x.size // w
+        med = np.median(x[:nb * w].reshape(nb, w), axis=1)
+        b = int(np.argmin(med))
+        return float(med[b]), b * w + w // 2
     win = np.lib.stride_tricks.sliding_window_view(x, w)
     med = np.median(win, axis=1)
     b = int(np.argmin(med))
@@ -337,7 +383,11 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
         return []
     g = gn[rows]
     out = []
-    for j in range(2, g.size):
+    with np.errstate(divide="ignore"):
+        lg = np.log(np.maximum(g, 1e-30))
+    for j in _candidates(lg, math.log(LIMITS.grad_jump_stayed)):
+        if j < 2:
+            continue
         med = float(np.median(g[max(0, j - LIMITS.history):j]))
         if med <= 0 or g[j] < LIMITS.grad_jump_floor or g[j] < LIMITS.grad_jump_stayed * med:
             continue
@@ -370,12 +420,14 @@ def fast_fall(run: Run, upto: int | None = None) -> tuple[float, float, int] | N
     s = run.col("scale")[:upto]
     rows = np.flatnonzero(np.isfinite(s))
     v = s[rows]
-    w = LIMITS.scale_window
-    for j in range(1, v.size):
-        top = float(np.max(v[max(0, j - w):j]))
-        if top > 0 and v[j] <= top / LIMITS.scale_fall:
-            return top, float(v[j]), int(rows[j])
-    return None
+    if v.size < 2:
+        return None
+    top = -prior_min(-v, LIMITS.scale_window)  # the largest of the 10 rows before each
+    hit = np.flatnonzero((top > 0) & np.isfinite(top) & (v <= top / LIMITS.scale_fall))
+    if hit.size == 0:
+        return None
+    j = int(hit[0])
+    return float(top[j]), float(v[j]), int(rows[j])
 
 
 def _scale(run: Run, q: Quantities) -> list[Symptom]:
