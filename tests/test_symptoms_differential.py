@@ -305,3 +305,17 @@ def test_a_vocabulary_in_the_config_makes_a_loss_above_its_range_absurd_and_its_
     assert "absurd" in [s.kind for s in symptoms_of(Quantities(run))]
     run = from_columns(range(5), {"loss": [14.0, 13.9, 13.8, 13.85, 13.7]})  # the task unknown: a regression may
     assert "absurd" not in [s.kind for s in symptoms_of(Quantities(run))]
+
+
+def test_the_tail_of_a_decay_to_0_is_no_tiny_lr_unless_the_loss_rises():
+    lr = [5e-7 * (1 - i / 10) for i in range(10)]
+    flat = _noisy(10, 1.6, rel=0.02, seed=4)
+    run = from_columns(range(3990, 4000), {"loss": flat, "lr": lr})
+    assert "lr_tiny" not in [s.kind for s in symptoms_of(Quantities(run))]
+    rising = [1.6 * (1 + 0.03 * i) for i in range(10)]
+    run = from_columns(range(3990, 4000), {"loss": rising, "lr": lr})
+    assert "lr_tiny" in [s.kind for s in symptoms_of(Quantities(run))]
+    stuck = flat[:-1] + [flat[0] * 1.01]  # it did not fall
+    run = from_columns(range(10), {"loss": stuck, "lr": [1e-7] * 10})  # a tiny LR that is the setting
+    f = finding_for(run, q := Quantities(run), next(s for s in symptoms_of(q) if s.kind == "lr_tiny"))
+    assert f.cause == "lr_too_low" and f.symptom == "slow_convergence", (f.cause, _keys(f))

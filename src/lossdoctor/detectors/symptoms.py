@@ -12,6 +12,7 @@ when the jump is large. Every threshold is a named field of `LIMITS` with its re
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,8 @@ class SymptomLimits:
     skip_min: int = 3
     #: an LR at most this at its largest over the log moves nothing in the steps shown
     lr_tiny: float = 1e-6
+    #: ... and at the tail of a decay, the loss rose at least this much over the log
+    tail_rise: float = 1.1
     #: a plateau at chance: every point within this share of ln K, and at least this many points
     chance_tol: float = 0.025
     chance_points: int = 6
@@ -286,7 +289,11 @@ def is_ce(run: Run) -> bool:
             "sft", "pretrain", "classification"):
         return True
     key = str(meta.get("loss_key") or "").lower()
-    return any(w in key for w in ("lm_loss", "ce", "cross", "nll", "mlm"))
+    return bool(_CE_KEY.search(key))
+
+
+#: a series named for a softmax cross-entropy: lm_loss, loss_ce, xent, nll, mlm, cross_entropy
+_CE_KEY = re.compile(r"(^|[_\W])(ce|xent|nll|lm|mlm)([_\W]|$)|cross.?entropy")
 
 
 def _absurd(run: Run, q: Quantities) -> list[Symptom]:
@@ -490,7 +497,10 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
         return [_sym(q, "lr_zero", rows[0], n=int(rows.size))]
     lf = q.finite_loss
     x = q.loss[lf]
-    if float(np.max(v)) <= LIMITS.lr_tiny and x.size >= 3 and float(x[-1]) >= float(x[0]):
+    # a decay's tail (the LR falling to ~0 at the end of a schedule) is a run finishing: there the
+    # loss must also rise clearly (>= 10%) to be a symptom, not merely fail to fall
+    rise = LIMITS.tail_rise if float(v[-1]) < float(v[0]) else 1.0
+    if float(np.max(v)) <= LIMITS.lr_tiny and x.size >= 3 and float(x[-1]) >= rise * float(x[0]):
         return [_sym(q, "lr_tiny", rows[0], lr=float(np.max(v)), first=float(x[0]), last=float(x[-1]))]
     return []
 
