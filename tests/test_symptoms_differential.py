@@ -319,3 +319,14 @@ def test_the_tail_of_a_decay_to_0_is_no_tiny_lr_unless_the_loss_rises():
     run = from_columns(range(10), {"loss": stuck, "lr": [1e-7] * 10})  # a tiny LR that is the setting
     f = finding_for(run, q := Quantities(run), next(s for s in symptoms_of(q) if s.kind == "lr_tiny"))
     assert f.cause == "lr_too_low" and f.symptom == "slow_convergence", (f.cause, _keys(f))
+
+
+def test_a_zero_loss_at_lr_0_is_the_schedule_and_with_fp16_the_scaler():
+    cols = {"loss": [0.0] * 16, "lr": [0.0] * 16}
+    for meta, want in (({}, "lr_schedule_error"), ({"precision": "fp16"}, "loss_scale_collapse")):
+        run = from_columns(range(16), cols, meta=meta)
+        q = Quantities(run)
+        f = finding_for(run, q, next(s for s in symptoms_of(q) if s.kind == "zero"))
+        assert f.cause == want, (meta, f.cause, _keys(f))
+        ranked = f.evidence[_keys(f).index("diff.ranked")]
+        assert "label_mask_empty" not in (ranked.values["first"],), ranked.values

@@ -124,7 +124,7 @@ _ZERO_ROWS = (
     Row(ALWAYS, "nonfinite_data", 0.1, "NaN steps logged as 0 (the HF Trainer's NaN filter)"),
     Row(ALWAYS, "loss_scale_collapse", 0.1, "every step skipped"),
     Row("lr_zero_all", "label_mask_empty", -1.0, "an LR of 0 on every step is no masking's doing"),
-    Row("lr_zero_all", "loss_scale_collapse", 1.0, "every step skipped leaves the scheduler unstepped at 0"),
+    Row("lr_zero_all", "loss_scale_collapse", 0.6, "every step skipped leaves the scheduler unstepped at 0"),
     Row("lr_zero_all", "lr_schedule_error", 0.9, "the schedule never left 0"),
     Row("grad_nonfinite", "nonfinite_data", 1.0, "NaN gradients: the steps went NaN and were logged as 0"),
     Row("grad_nonfinite", "label_mask_empty", -0.3, "an empty mask gives zero gradients, not NaN"),
