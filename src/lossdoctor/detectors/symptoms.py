@@ -34,6 +34,11 @@ class SymptomLimits:
     few_ratio: float = 3.0
     #: ... and this many times the largest of those points (a noisy first draw is not a baseline)
     few_over_max: float = 2.0
+    #: from this many points on, a jump that came back is the long-log spike rule's to judge
+    #: (loss_shape.loss_spike, tuned on the zoo's healthy controls: heavy-tailed small-batch
+    #: losses jump 5x and come back), unless it is this many times its baseline
+    long_log: int = 40
+    huge_jump: float = 10.0
     #: points of history a point is judged against (the median/MAD of the 20 before it)
     history: int = 20
     #: a later point below this times the pre-jump median: the run came back (the corpus scorer's 1.25, rounded up)
@@ -44,7 +49,8 @@ class SymptomLimits:
     diverged_with_grad: float = 1.3
     grad_rise: float = 10.0
     #: and it gave back at least this share of the fall before its best (a converged loss near 0
-    #: that triples is noise around nothing, not a divergence)
+    #: that triples is noise around nothing, not a divergence); the same for a jump (the long-log
+    #: spike rule's 20%, loss_shape.is_spike, rounded up)
     give_back: float = 0.25
     #: a cross-entropy above ln(256000) (the largest common vocabulary, ~12.45) is no softmax loss;
     #: 5% slack for a first step on a bad init that is still the model's (bad_init judges those)
@@ -206,16 +212,21 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
     if x.size < 2 or (x <= 0).any():
         return []
     lx = np.log(x)
+    start = float(np.median(x[:3]))
     for j in _candidates(lx, math.log(LIMITS.spike_ratio)):
         ratio = jump_at(lx, j)
         if ratio is None:
             continue
         base = float(math.exp(lx[j]) / ratio)
+        if x[j] - base < LIMITS.give_back * max(start - base, 0.0):
+            continue  # heavy-tailed noise around a loss that fell far: 5x of little is little
         after = x[j + 1:]
         back = bool((after < LIMITS.recovered * base).any()) if after.size else None
         if back is None and _at_large_chance(run, float(x[j])):
             back = False  # the last point, at a large softmax's chance level: the weights were wrecked
         kind = "spike" if back is not False else "jump_stayed"
+        if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
+            continue  # a long log's one-off that came back: the spike rule tuned for it judges
         return [_sym(q, kind, lf[j], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
                      before=int(min(j, LIMITS.history)), after=int(after.size))]
     return []
