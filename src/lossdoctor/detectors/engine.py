@@ -113,6 +113,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
                 if f.step is None and f.symptom == "nonfinite" and f.severity == "critical":
                     f.step = q.first_bad_step  # a configuration that predicted the NaN, dated by it
     findings = merge_incidents(findings, run)
+    _differential(run, q, findings, notes)  # after the preflight's and the incidents' findings joined
     kept = arbitrate(findings)
     s = q.first_bad_step
 
@@ -136,6 +137,21 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
         if not explained(kept):
             kept = sorted(kept + net, key=importance_key)
     return kept, notes
+
+
+def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[str]) -> None:
+    """The symptoms' differential (detectors/differential.py), in place: the curve-only default
+    causes weighed again, and a finding for every visible symptom no detector's alarm shows."""
+    from .differential import fill_gaps, reconsider
+
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            findings[:] = reconsider(run, q, findings)
+            findings.extend(fill_gaps(run, q, findings))
+    except Exception as e:  # its failure must not hide the other findings
+        log.debug("the differential failed", exc_info=True)
+        notes.append(Msg("engine.internal_error", name="differential", error=f"{type(e).__name__}: {e}"))
 
 
 def arbitrate(findings: list[Finding]) -> list[Finding]:

@@ -1,0 +1,674 @@
+"""Causes as a ranked differential: for each symptom (`symptoms`), the candidate causes scored by
+the evidence the log holds, with the weights as data.
+
+`TABLES[table]` holds rows (evidence, cause, weight, reason): a row's weight is added to its cause's
+score when its evidence is present in the log (`EVIDENCE[name]` says whether, and says it as a
+`Msg`). The ranked causes become one finding: the leader with the evidence for it and against it,
+the runner-up, the one measurement that would separate the two (`SEPARATE`), and the cheapest
+re-run that localises it. Its fixes follow its certainty: a cause's own fixes only when it leads
+clearly, never a fix the run already applies (clipping a run that clips) nor an LR cut for a spike
+the run recovered from.
+
+The weights were set on the corpus's dev split (benchmarks/real_logs: the files there are
+in-sample) and the generated dev variants; each row's reason says why the evidence points that way.
+
+Findings made here fill the gaps the specific detectors leave (a symptom no alarm of theirs
+covers), and reconsider the two causes the curve-only rules name by default (`nonfinite_data` for
+a NaN out of the blue, `label_mask_empty` for a loss of exactly 0) when the log holds evidence for
+another one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..findings import Finding
+from ..messages import Msg
+from ..records import Run
+from .gradients import clip_in_place
+from .lr_usual import judge_lr
+from .quantities import Quantities
+from .scalars import COMMON_K
+from .symptoms import (Symptom, fast_fall, fp16_prone_model, precision_of, scale_path, symptoms_of, text_events,
+                       unit_scale)
+
+
+@dataclass(frozen=True)
+class Row:
+    evidence: str
+    cause: str
+    weight: float
+    reason: str
+
+
+ALWAYS = "always"
+
+_NAN_ROWS = (
+    Row(ALWAYS, "nonfinite_data", 0.3, "a batch is what breaks one step of an otherwise sound run most often"),
+    Row(ALWAYS, "grad_explosion", 0.3, "the other common way a run ends in NaN"),
+    Row(ALWAYS, "lr_too_high", 0.2, "a too-large step blows the weights up"),
+    Row(ALWAYS, "activation_overflow", 0.1, "an activation past its dtype's range"),
+    Row("fp16", "activation_overflow", 0.5, "fp16's range ends at 65504: activations overflow where bf16's do not"),
+    Row("fp16", "loss_scale_collapse", 0.3, "a dynamic loss scale is fp16's; its collapse makes NaN steps"),
+    Row("scale_steady", "loss_scale_collapse", -1.0, "the scale held: the scaler was not backing off"),
+    Row("scale_fell", "loss_scale_collapse", 2.0, "the scaler backed off again and again before the NaN"),
+    Row("scale_fell", "activation_overflow", 1.2, "a forward overflow makes every scale overflow too"),
+    Row("scale_fell", "nonfinite_data", -1.0, "a bad batch breaks one step, it does not walk the scale down"),
+    Row("overflow_lines", "loss_scale_collapse", 1.5, "the log prints the overflows that skipped steps"),
+    Row("overflow_lines", "activation_overflow", 0.8, "repeated overflows are what an overflowing op prints"),
+    Row("fp16_model", "activation_overflow", 1.5, "the model is known to overflow in fp16"),
+    Row("wide_dtype", "loss_scale_collapse", -2.0, "bf16/fp32 need no loss scale"),
+    Row("wide_dtype", "activation_overflow", -0.8, "bf16/fp32 have fp32's range"),
+    Row("grad_rose", "grad_explosion", 2.0, "the gradient norm built up before the NaN"),
+    Row("grad_rose", "nonfinite_data", -1.0, "a bad batch breaks a step without a build-up"),
+    Row("loss_rose", "lr_too_high", 1.5, "the loss diverged before it went NaN"),
+    Row("loss_rose", "nonfinite_data", -0.5, "a bad batch breaks a calm run"),
+    Row("lr_high", "lr_too_high", 1.0, "the LR is far above what is usual for the optimizer"),
+    Row("calm", "nonfinite_data", 1.0, ">= 20 calm steps, then NaN in one step: the batch of that step"),
+    Row("at_start", "nonfinite_data", 0.8, "NaN before any update: the data or the model's first forward"),
+    Row("at_start", "grad_explosion", -0.3, "no updates yet to explode"),
+    Row("nonfinite_text", "nonfinite_data", 0.3, "the framework warned of NaN/Inf values"),
+    Row("grad_zero", "label_mask_empty", 2.0, "only a mean over zero supervised tokens is NaN with a zero gradient"),
+    Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
+    Row("loss_finite", "grad_explosion", 0.3, "the gradient overflowed while the loss was still finite"),
+)
+
+_SPIKE_ROWS = (
+    Row(ALWAYS, "loss_spike", 0.8, "a jump out of the run's noise that came back is a spike's definition"),
+    Row(ALWAYS, "lr_too_high", 0.2, "large steps make occasional jumps"),
+    Row(ALWAYS, "grad_explosion", 0.2, "a gradient burst jumps the loss"),
+    Row("grad_jump_here", "grad_explosion", 1.0, "the gradient norm jumped with the loss"),
+    Row("scale_fell", "loss_scale_collapse", 1.5, "the fp16 scale fell with the jump: overflowing steps"),
+    Row("overflow_lines", "loss_scale_collapse", 1.0, "overflow lines at the jump"),
+    Row("warmup_end", "lr_too_high", 0.8, "the jump came as the LR reached its peak"),
+    Row("lr_high", "lr_too_high", 0.8, "the LR is far above what is usual for the optimizer"),
+    Row("lr_usual", "lr_too_high", -0.5, "the LR is in the usual range"),
+    Row("recovered", "lr_too_high", -0.4, "a too-high LR keeps the loss up; this one came back"),
+    Row("first_updates", "lr_too_high", 1.2, "the first updates made the loss worse: steps too large from the start"),
+    Row("first_updates", "loss_spike", -0.8, "a spike is a jump after training well; this run had not trained yet"),
+)
+
+_DIVERGE_ROWS = (
+    Row(ALWAYS, "lr_too_high", 0.6, "a loss that rises and stays up is most often a too-large step"),
+    Row(ALWAYS, "loss_spike", 0.3, "a bad batch or state can kick a run off its track"),
+    Row(ALWAYS, "grad_explosion", 0.3, "gradients that grow without bound"),
+    Row("grad_rose", "grad_explosion", 1.2, "the gradient norm grew >= 10x with the loss"),
+    Row("lr_high", "lr_too_high", 1.0, "the LR is far above what is usual for the optimizer"),
+    Row("lr_usual", "lr_too_high", -0.4, "the LR is in the usual range"),
+    Row("warmup_end", "lr_too_high", 0.8, "it diverged as the LR reached its peak"),
+    Row("warming", "lr_too_high", 0.5, "it diverged while the LR was still climbing"),
+    Row("sudden", "loss_spike", 0.8, "one interval from calm to high: an event, not a drift"),
+    Row("scale_fell", "loss_scale_collapse", 1.5, "the fp16 scale collapsed with it"),
+    Row("overflow_lines", "loss_scale_collapse", 1.0, "overflow lines with it"),
+    Row("fp16_model", "activation_overflow", 1.2, "the model is known to overflow in fp16"),
+    Row("to_chance", "lr_too_high", 0.3, "back at chance: the weights were wrecked, as a too-large step does"),
+)
+
+_ABSURD_ROWS = (
+    Row(ALWAYS, "bad_init", 0.4, "a loss beyond its kind's range from a model that was never sane"),
+    Row(ALWAYS, "grad_explosion", 0.3, "weights blown up by exploding gradients"),
+    Row(ALWAYS, "nonfinite_data", 0.3, "absurd values in the batch (unnormalised targets or features)"),
+    Row("at_start", "bad_init", 1.0, "absurd from the first step: before any update, the init or the data"),
+    Row("at_start", "grad_explosion", -1.0, "no updates yet"),
+    Row("grad_big", "grad_explosion", 1.0, "the gradient norm is in the thousands"),
+    Row("loss_rose", "lr_too_high", 1.2, "it was sane, then rose to this"),
+    Row("negative", "nonfinite_data", 1.0, "a cross-entropy below 0 means the targets are not probabilities"),
+)
+
+_ZERO_ROWS = (
+    Row(ALWAYS, "label_mask_empty", 0.6, "a mean over zero supervised tokens is logged as 0"),
+    Row(ALWAYS, "nonfinite_data", 0.1, "NaN steps logged as 0 (the HF Trainer's NaN filter)"),
+    Row(ALWAYS, "loss_scale_collapse", 0.1, "every step skipped"),
+    Row("lr_zero_all", "label_mask_empty", -1.0, "an LR of 0 on every step is no masking's doing"),
+    Row("lr_zero_all", "loss_scale_collapse", 0.6, "every step skipped leaves the scheduler unstepped at 0"),
+    Row("lr_zero_all", "lr_schedule_error", 0.9, "the schedule never left 0"),
+    Row("grad_nonfinite", "nonfinite_data", 1.0, "NaN gradients: the steps went NaN and were logged as 0"),
+    Row("grad_nonfinite", "label_mask_empty", -0.3, "an empty mask gives zero gradients, not NaN"),
+    Row("fp16", "loss_scale_collapse", 0.8, "fp16 skips overflowing steps"),
+    Row("grad_zero", "label_mask_empty", 1.0, "a zero gradient with a zero loss: nothing supervised"),
+    Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
+)
+
+_FLAT_ROWS = (
+    Row(ALWAYS, "frozen_model", 0.5, "an exactly repeated loss means nothing changes between steps"),
+    Row(ALWAYS, "noisy_data", 0.3, "labels unrelated to the inputs keep the loss at chance"),
+    Row(ALWAYS, "lr_too_low", 0.3, "updates too small to move the loss"),
+    Row("lr_zero_all", "lr_schedule_error", 2.0, "the LR is 0 on every logged step"),
+    Row("lr_tiny", "lr_too_low", 1.5, "the LR is at most 1e-6"),
+    Row("constant_loss", "frozen_model", 0.8, "the same loss to the last digit across batches"),
+    Row("constant_loss", "noisy_data", -0.3, "unrelated labels still let the loss wander across batches"),
+    Row("lr_high", "lr_too_high", 1.2, "an LR far above usual saturates a model at chance"),
+    Row("grad_zero", "frozen_model", 1.0, "a zero gradient: nothing reaches the weights"),
+)
+
+_GRAD_ROWS = (
+    Row(ALWAYS, "grad_explosion", 0.8, "a gradient norm far above its own history"),
+    Row(ALWAYS, "nonfinite_data", 0.3, "one extreme batch gives one extreme gradient"),
+    Row("recovered", "nonfinite_data", 0.4, "it came back: one batch, not a trend"),
+    Row("loss_rose", "grad_explosion", 0.6, "the loss rose with it"),
+    Row("lr_high", "lr_too_high", 1.2, "the LR is far above what is usual for the optimizer"),
+    Row("scale_fell", "loss_scale_collapse", 1.2, "the fp16 scale fell with it"),
+)
+
+_SCALE_ROWS = (
+    Row(ALWAYS, "loss_scale_collapse", 1.0, "the scale backed off far past the occasional overflow"),
+    Row(ALWAYS, "activation_overflow", 0.3, "an op overflowing every step makes every scale overflow"),
+    Row("fp16_model", "activation_overflow", 1.5, "the model is known to overflow in fp16"),
+    Row("grad_rose", "grad_explosion", 1.0, "the unscaled gradient norm grew before the collapse"),
+    Row("scale_below_one", "activation_overflow", 0.6, "overflow even at a scale below 1: in the forward pass"),
+)
+
+_LR_ZERO_ROWS = (
+    Row(ALWAYS, "lr_schedule_error", 1.0, "an LR of 0 on every logged step: the schedule never started"),
+    Row(ALWAYS, "frozen_model", 0.2, "nothing changes the weights"),
+    Row("fp16", "loss_scale_collapse", 0.6, "skipped steps leave the scheduler unstepped"),
+    Row("loss_moving", "lr_schedule_error", -0.5, "the loss moves: something does update"),
+)
+
+_LR_TINY_ROWS = (
+    Row(ALWAYS, "lr_too_low", 1.0, "an LR of at most 1e-6 moves a network's weights by ~nothing"),
+    Row(ALWAYS, "lr_schedule_error", 0.5, "a decay that reached ~0, or a warm-up that has not started"),
+    Row("warming", "lr_schedule_error", 0.5, "the LR is still climbing: a warm-up this slow is the schedule"),
+)
+
+TABLES: dict[str, tuple[Row, ...]] = {
+    "nonfinite": _NAN_ROWS, "spike": _SPIKE_ROWS, "divergence": _DIVERGE_ROWS, "absurd": _ABSURD_ROWS,
+    "zero": _ZERO_ROWS, "flat": _FLAT_ROWS, "grad": _GRAD_ROWS, "scale": _SCALE_ROWS,
+    "lr_zero": _LR_ZERO_ROWS, "lr_tiny": _LR_TINY_ROWS,
+}
+
+#: symptom kind -> (table, the finding's symptom, its severity)
+KINDS: dict[str, tuple[str, str, str]] = {
+    "nonfinite": ("nonfinite", "nonfinite", "critical"),
+    "spike": ("spike", "spike", "warning"),
+    "jump_stayed": ("divergence", "divergence", "critical"),
+    "rise": ("divergence", "divergence", "critical"),
+    "absurd": ("absurd", "divergence", "critical"),
+    "zero": ("zero", "zero_loss", "critical"),
+    "constant": ("flat", "stall", "warning"),
+    "chance": ("flat", "plateau", "warning"),
+    "grad_jump": ("grad", "spike", "warning"),
+    "grad_level": ("grad", "divergence", "warning"),
+    "scale_collapse": ("scale", "skipped_steps", "warning"),
+    "skips": ("scale", "skipped_steps", "warning"),
+    "lr_zero": ("lr_zero", "stall", "warning"),
+    "lr_tiny": ("lr_tiny", "slow_convergence", "warning"),
+}
+
+#: the one measurement that tells the two leading causes apart (a message key under diff.sep.)
+SEPARATE: dict[frozenset[str], str] = {
+    frozenset(("nonfinite_data", "loss_scale_collapse")): "scale_vs_batch",
+    frozenset(("nonfinite_data", "activation_overflow")): "scale_vs_batch",
+    frozenset(("activation_overflow", "loss_scale_collapse")): "forward_fp32",
+    frozenset(("nonfinite_data", "grad_explosion")): "grad_before",
+    frozenset(("grad_explosion", "lr_too_high")): "lr_half",
+    frozenset(("nonfinite_data", "lr_too_high")): "lr_half",
+    frozenset(("loss_spike", "lr_too_high")): "replay_batch",
+    frozenset(("loss_spike", "grad_explosion")): "grad_before",
+    frozenset(("label_mask_empty", "loss_scale_collapse")): "count_labels",
+    frozenset(("label_mask_empty", "nonfinite_data")): "count_labels",
+    frozenset(("label_mask_empty", "lr_schedule_error")): "count_labels",
+    frozenset(("lr_schedule_error", "loss_scale_collapse")): "log_skips",
+    frozenset(("frozen_model", "noisy_data")): "update_size",
+    frozenset(("frozen_model", "lr_too_low")): "update_size",
+    frozenset(("noisy_data", "lr_too_low")): "overfit_one",
+    frozenset(("lr_schedule_error", "frozen_model")): "update_size",
+    frozenset(("lr_too_low", "lr_schedule_error")): "print_schedule",
+    frozenset(("bad_init", "grad_explosion")): "first_forward",
+    frozenset(("bad_init", "nonfinite_data")): "first_forward",
+}
+
+#: a cause's own fixes (message keys under diff.fix.), said only when it leads clearly
+FIXES: dict[str, tuple[str, ...]] = {
+    "nonfinite_data": ("inspect_batch",),
+    "loss_scale_collapse": ("bf16_or_fp32_op",),
+    "activation_overflow": ("bf16_or_fp32_op",),
+    "grad_explosion": ("clip",),
+    "lr_too_high": ("lower_lr",),
+    "loss_spike": ("skip_window",),
+    "label_mask_empty": ("count_labels",),
+    "lr_schedule_error": ("print_schedule",),
+    "frozen_model": ("check_requires_grad",),
+    "noisy_data": ("overfit_one",),
+    "lr_too_low": ("raise_lr",),
+    "bad_init": ("first_forward",),
+}
+
+#: the leader's share of the differential at or above which its own fixes are said (below it the
+#: separating measurement comes first: advice follows certainty); set on the dev split
+CLEAR_LEAD = 0.5
+#: confidence of a differential finding: its share, capped below what direct evidence gets
+CONF_CAP = 0.75
+CONF_FLOOR = 0.25
+
+
+Evidence = Callable[[Run, Quantities, Symptom], "Msg | None"]
+
+
+# ------------------------------------------------------------------ evidence: facts of the log
+
+def _prev_rows(q: Quantities, sym: Symptom) -> np.ndarray:
+    return q.finite_loss[q.finite_loss < sym.row]
+
+
+def _ev_fp16(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.fp16") if precision_of(run) == "fp16" else None
+
+
+def _ev_wide(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    p = run.meta.get("precision")
+    if p in ("bf16", "fp32") and precision_of(run) != "fp16":
+        return Msg("diff.ev.wide_dtype", dtype=str(p))
+    return Msg("diff.ev.unit_scale") if unit_scale(run) else None
+
+
+def _ev_scale_steady(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    p = scale_path(run, sym.row + 1)
+    if p is None or unit_scale(run) or _ev_scale_fell(run, q, sym):
+        return None
+    return Msg("diff.ev.scale_steady", low=p[1])
+
+
+def _ev_scale_fell(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The scale fell >= 16x within 10 logged rows up to just after the onset, or below 1."""
+    fell = fast_fall(run, sym.row + 2)
+    p = scale_path(run, sym.row + 2)
+    if fell is None and p is not None and p[1] < 1:
+        fell = p
+    if fell is None:
+        return None
+    top, low, row = fell
+    return Msg("diff.ev.scale_fell", top=top, low=low, step=int(q.steps[row]))
+
+
+def _ev_overflow_lines(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    steps = text_events(run, "overflow", sym.step + 1) + text_events(run, "loss_scale", sym.step + 1)
+    return Msg("diff.ev.overflow_lines", n=len(steps), first=min(steps)) if steps else None
+
+
+def _ev_fp16_model(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    name = fp16_prone_model(run)
+    return Msg("diff.ev.fp16_model", model=name) if name and precision_of(run) in ("fp16", None) else None
+
+
+def _ev_grad_rose(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    gn = q.grad_norm[:sym.row + 1]
+    fin = np.flatnonzero(np.isfinite(gn))
+    if fin.size < 3:
+        return None
+    g = gn[fin]
+    base = float(np.median(g[:max(2, g.size // 2)]))
+    top = float(np.max(g[-3:]))
+    if base > 0 and top >= 10 * base and top >= 1.0:
+        return Msg("diff.ev.grad_rose", base=base, top=top, ratio=top / base)
+    return None
+
+
+def _ev_grad_big(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    g = q.grad_norm[np.isfinite(q.grad_norm)]
+    return Msg("diff.ev.grad_big", g=float(np.max(g))) if g.size and float(np.max(g)) >= 1e3 else None
+
+
+def _ev_grad_jump_here(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    for s in symptoms_of(q):
+        if s.kind == "grad_jump" and abs(s.row - sym.row) <= 2:
+            return Msg("diff.ev.grad_jump", g=s.data["g"], base=s.data["base"], step=s.step)
+    return None
+
+
+def _ev_loss_rose(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    lf = _prev_rows(q, sym)
+    if lf.size < 3:
+        return None
+    x = q.loss[lf]
+    base = float(np.median(x))
+    tail = x[-max(2, min(10, x.size // 4)):]
+    progress = max(float(np.median(x[:3])) - base, 0.0)
+    # and gave back >= 20% of the progress made (a converged loss near 0 that doubles is noise)
+    if base > 0 and float(np.max(tail)) >= max(1.5 * base, base + 0.2 * progress):
+        return Msg("diff.ev.loss_rose", top=float(np.max(tail)), base=base)
+    return None
+
+
+def _ev_calm(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    if _prev_rows(q, sym).size < 20 or _ev_grad_rose(run, q, sym) or _ev_loss_rose(run, q, sym):
+        return None
+    return Msg("diff.ev.calm", n=int(_prev_rows(q, sym).size))
+
+
+def _ev_at_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.at_start") if _prev_rows(q, sym).size == 0 else None
+
+
+def _lr_at(q: Quantities, row: int) -> float | None:
+    lr = q.lr[:row + 1]
+    fin = lr[np.isfinite(lr)]
+    return float(fin.max()) if fin.size and float(fin.max()) > 0 else None
+
+
+def _ev_lr_judged(verdict: str) -> Evidence:
+    def ev(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+        judged = judge_lr(run, q, _lr_at(q, sym.row))
+        return judged[1] if judged and judged[0] == verdict else None
+    return ev
+
+
+def _lr_climb(q: Quantities, row: int) -> tuple[int, float, float] | None:
+    """(row of the LR's peak up to `row`, the first LR, the peak) when it climbed >= 3x to it."""
+    lr = q.lr[:row + 1]
+    rows = np.flatnonzero(np.isfinite(lr) & (lr > 0))
+    if rows.size < 2:
+        return None
+    v = lr[rows]
+    p = int(np.argmax(v))
+    return (int(rows[p]), float(v[0]), float(v[p])) if v[p] >= 3 * v[0] else None
+
+
+def _ev_warmup_end(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    c = _lr_climb(q, sym.row)
+    if c is None:
+        return None
+    peak_row, lr0, peak = c
+    near = max(3, q.n // 10)
+    return Msg("diff.ev.warmup_end", lr=peak, step=int(q.steps[peak_row])) if 0 <= sym.row - peak_row <= near else None
+
+
+def _ev_warming(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    c = _lr_climb(q, sym.row)
+    return Msg("diff.ev.warming", lr0=c[1], lr=c[2]) if c is not None and c[0] == _last_lr_row(q, sym.row) else None
+
+
+def _last_lr_row(q: Quantities, row: int) -> int:
+    rows = np.flatnonzero(np.isfinite(q.lr[:row + 1]))
+    return int(rows[-1]) if rows.size else -1
+
+
+def _ev_text(kinds: tuple[str, ...], key: str) -> Evidence:
+    def ev(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+        steps = sorted(s for k in kinds for s in text_events(run, k, sym.step + 1))
+        return Msg(key, n=len(steps), first=steps[0]) if steps else None
+    return ev
+
+
+def _ev_grad_zero(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    g = q.grad_norm[sym.row:sym.row + 3]
+    return Msg("diff.ev.grad_zero") if run.has("grad_norm") and (np.isfinite(g) & (g == 0)).any() else None
+
+
+def _ev_grad_nonfinite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    bad = run.logged("grad_norm") & ~np.isfinite(q.grad_norm)
+    return Msg("diff.ev.grad_nonfinite", n=int(bad.sum())) if bad.any() else None
+
+
+def _has(kind: str) -> Callable[[Quantities], Symptom | None]:
+    def get(q: Quantities) -> Symptom | None:
+        return next((s for s in symptoms_of(q) if s.kind == kind), None)
+    return get
+
+
+def _ev_lr_zero_all(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    s = _has("lr_zero")(q)
+    return Msg("diff.ev.lr_zero_all", n=s.data["n"]) if s else None
+
+
+def _ev_lr_tiny(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    s = _has("lr_tiny")(q)
+    return Msg("diff.ev.lr_tiny", lr=s.data["lr"]) if s else None
+
+
+def _ev_recovered(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.recovered") if sym.data.get("recovered") is True else None
+
+
+def _ev_sudden(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.sudden", ratio=sym.data["ratio"]) if sym.kind == "jump_stayed" else None
+
+
+def _ev_to_chance(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    v = sym.data.get("loss") if sym.kind == "jump_stayed" else None
+    if not v:
+        return None
+    k = min(COMMON_K, key=lambda k: abs(math.log(k) - float(v)))
+    return Msg("diff.ev.to_chance", loss=float(v), k=k) if k >= 1000 and abs(math.log(k) - v) <= 0.02 * v else None
+
+
+def _ev_negative(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.negative") if sym.data.get("negative") else None
+
+
+def _ev_constant(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    x = q.loss[q.finite_loss]
+    return Msg("diff.ev.constant") if x.size >= 5 and float(np.ptp(x)) == 0.0 else None
+
+
+def _ev_scale_below_one(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.scale_below_one", low=sym.data["low"]) if sym.data.get("low", 2.0) < 1 else None
+
+
+def _ev_loss_moving(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    x = q.loss[q.finite_loss]
+    return Msg("diff.ev.loss_moving") if x.size >= 3 and float(np.ptp(x)) > 0.05 * abs(float(np.median(x))) else None
+
+
+def _ev_first_updates(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The jump came within the first 3 logged points of a log that shows the run's start."""
+    lf = q.finite_loss
+    if lf.size == 0 or int(q.steps[lf[0]]) > 5 or _prev_rows(q, sym).size > 3:
+        return None
+    return Msg("diff.ev.first_updates", n=int(_prev_rows(q, sym).size))
+
+
+def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    i = sym.row
+    return Msg("diff.ev.loss_finite") if q.loss_logged[i] and np.isfinite(q.loss[i]) else None
+
+
+EVIDENCE: dict[str, Evidence] = {
+    "fp16": _ev_fp16, "wide_dtype": _ev_wide, "scale_fell": _ev_scale_fell,
+    "overflow_lines": _ev_overflow_lines, "fp16_model": _ev_fp16_model, "grad_rose": _ev_grad_rose,
+    "grad_big": _ev_grad_big, "grad_jump_here": _ev_grad_jump_here, "loss_rose": _ev_loss_rose,
+    "calm": _ev_calm, "at_start": _ev_at_start, "lr_high": _ev_lr_judged("high"),
+    "lr_usual": _ev_lr_judged("usual"), "warmup_end": _ev_warmup_end, "warming": _ev_warming,
+    "nonfinite_text": _ev_text(("nonfinite_warning",), "diff.ev.nonfinite_text"),
+    "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
+    "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "lr_zero_all": _ev_lr_zero_all,
+    "lr_tiny": _ev_lr_tiny, "recovered": _ev_recovered, "sudden": _ev_sudden, "to_chance": _ev_to_chance,
+    "negative": _ev_negative, "constant_loss": _ev_constant, "scale_below_one": _ev_scale_below_one,
+    "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
+    "first_updates": _ev_first_updates,
+}
+
+
+# ------------------------------------------------------------------ ranking
+
+@dataclass
+class Ranked:
+    causes: list[tuple[str, float]]  # (cause, share), best first
+    present: dict[str, Msg]  # evidence name -> its sentence
+    table: tuple[Row, ...]
+
+    @property
+    def leader(self) -> str:
+        return self.causes[0][0]
+
+    @property
+    def runner_up(self) -> str | None:
+        return self.causes[1][0] if len(self.causes) > 1 else None
+
+    def said(self, cause: str, sign: int) -> list[Msg]:
+        """The present evidence whose rows point for (sign 1) or against (-1) `cause`."""
+        names = [r.evidence for r in self.table if r.cause == cause and r.evidence != ALWAYS
+                 and r.evidence in self.present and (r.weight > 0) == (sign > 0)]
+        return [self.present[n] for n in dict.fromkeys(names)]
+
+
+def rank(run: Run, q: Quantities, sym: Symptom, table: str) -> Ranked:
+    """The causes of `sym` scored by the rows of TABLES[table] whose evidence the log holds; the
+    shares are a softmax of the scores."""
+    rows = TABLES[table]
+    present: dict[str, Msg] = {}
+    for name in dict.fromkeys(r.evidence for r in rows if r.evidence != ALWAYS):
+        with np.errstate(all="ignore"):
+            m = EVIDENCE[name](run, q, sym)
+        if m is not None:
+            present[name] = m
+    score: dict[str, float] = {}
+    for r in rows:
+        if r.evidence == ALWAYS or r.evidence in present:
+            score[r.cause] = score.get(r.cause, 0.0) + r.weight
+    top = max(score.values())
+    z = {c: math.exp(2.0 * (s - top)) for c, s in score.items()}
+    total = sum(z.values())
+    causes = sorted(((c, v / total) for c, v in z.items()), key=lambda t: -t[1])
+    return Ranked(causes=causes, present=present, table=rows)
+
+
+# ------------------------------------------------------------------ findings
+
+def what(sym: Symptom) -> Msg:
+    """The symptom as a sentence, with its numbers."""
+    d = dict(sym.data, step=sym.step)
+    if sym.kind == "absurd":
+        why = "diff.absurd.negative" if d["negative"] else "diff.absurd.huge" if abs(d["loss"]) >= 1e6 \
+            else "diff.absurd.ce_high"
+        return Msg("diff.what.absurd", loss=d["loss"], step=sym.step, why=Msg(why))
+    keys = {"nonfinite": ("step",), "spike": ("loss", "step", "ratio", "base", "before"),
+            "jump_stayed": ("loss", "step", "ratio", "base", "before"),
+            "rise": ("best", "best_step", "end", "ratio", "step"), "zero": ("n", "step"),
+            "constant": ("level", "n"), "chance": ("level", "n", "k", "chance"),
+            "grad_jump": ("g", "step", "ratio", "base"), "grad_level": ("median", "top"),
+            "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
+            "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last")}[sym.kind]
+    return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
+
+
+def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
+    """The symptom's finding: the differential's leader, the evidence for and against it, the
+    runner-up and what separates them, and fixes as certain as the ranking."""
+    table, symptom, severity = KINDS[sym.kind]
+    r = rank(run, q, sym, table)
+    lead, share = r.causes[0]
+    ev: list[Msg] = [what(sym)] + r.said(lead, 1)
+    second = r.runner_up
+    against = [m for m in r.said(lead, -1) + (r.said(second, 1) if second else []) if m not in ev]
+    if against:
+        ev.append(Msg("diff.against", items=list(dict.fromkeys(against))))
+    sep = None
+    if second:
+        ev.append(Msg("diff.ranked", first=lead, p1=share, second=second, p2=r.causes[1][1]))
+        sep = Msg("diff.sep." + SEPARATE.get(frozenset((lead, second)), "generic"), first=lead, second=second,
+                  step=sym.step)
+        ev.append(Msg("diff.separate", how=sep))
+    fixes = _fixes(run, q, sym, lead, share, sep)
+    conf = min(CONF_CAP, max(CONF_FLOOR, share))
+    batch = sym.step if sym.kind in ("nonfinite", "spike", "jump_stayed") else None
+    return Finding(cause=lead, symptom=symptom, severity=severity, confidence=conf, step=sym.step,
+                   batch=batch, rank=run.rank, evidence=ev, fixes=fixes)
+
+
+def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[Msg]:
+    out: list[Msg] = []
+    if share >= CLEAR_LEAD:
+        for key in FIXES.get(lead, ()):
+            if key == "clip" and clip_in_place(run) is not None:
+                continue  # the run clips already: clipping again is no fix
+            if key == "lower_lr" and (sym.kind in ("spike", "grad_jump") or sym.data.get("recovered")):
+                continue  # a one-off that came back calls for no slower run
+            if key in ("bf16_or_fp32_op",) and precision_of(run) in ("bf16", "fp32"):
+                continue
+            out.append(Msg("diff.fix." + key, step=sym.step))
+    if sep is not None:
+        out.append(Msg("diff.fix.measure", how=sep))
+    before = q.finite_loss[q.finite_loss < sym.row]
+    if before.size:
+        out.append(Msg("diff.fix.rerun", step=int(q.steps[before[-1]]), onset=sym.step))
+    return out or [Msg("diff.fix.log_more")]
+
+
+#: a finding's symptom -> the symptoms of other findings that already show what it shows
+COVERS: dict[str, tuple[str, ...]] = {
+    "nonfinite": ("nonfinite",),
+    "spike": ("spike", "divergence", "nonfinite", "oscillation"),
+    "divergence": ("divergence", "nonfinite", "oscillation", "spike"),
+    "zero_loss": ("zero_loss", "nonfinite"),
+    "stall": ("stall", "plateau", "slow_convergence", "zero_loss", "skipped_steps"),
+    "plateau": ("stall", "plateau", "slow_convergence", "zero_loss"),
+    "slow_convergence": ("stall", "plateau", "slow_convergence", "zero_loss"),
+    "skipped_steps": ("skipped_steps", "stall"),
+}
+
+
+def fill_gaps(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]:
+    """Findings for the symptoms that no alarm of the specific detectors shows (one per symptom
+    family), so that a visible symptom is never left without a warning or critical finding."""
+    shown = {f.symptom for f in findings if f.severity in ("warning", "critical")}
+    if any(f.symptom == "skipped_steps" or f.cause == "loss_scale_collapse" for f in findings
+           if f.severity in ("warning", "critical")):
+        shown.add("skipped_steps")
+    out: list[Finding] = []
+    for sym in symptoms_of(q):
+        symptom = KINDS[sym.kind][1]
+        if shown & set(COVERS[symptom]):
+            continue
+        if q.first_bad is not None and sym.kind != "nonfinite" and sym.row >= q.first_bad:
+            continue
+        out.append(finding_for(run, q, sym))
+        shown.add(symptom)
+    return out
+
+
+def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]:
+    """The curve-only rules' default causes, weighed again: a NaN named `nonfinite_data` from the
+    curve's calm alone (confidence <= 0.5), and a loss of exactly 0 named `label_mask_empty` from the
+    loss alone, are replaced by the differential's finding when its evidence ranks another cause first."""
+    if run.has("label_ignored_frac") or run.event("batch_nonfinite_detail"):
+        return findings
+    out = []
+    for f in findings:
+        sym = _default_symptom(q, f)
+        if sym is not None:
+            g = finding_for(run, q, sym)
+            # the curve rule weighed the curve already: only evidence it cannot see (the precision,
+            # the text's events, the LR) moves the cause
+            if g.cause != f.cause and (g.cause in FP16_CAUSES + ("lr_schedule_error", "label_mask_empty")
+                                       or f.cause == "label_mask_empty"):
+                g.step = f.step
+                f = g
+        out.append(_precision_first(run, q, f))
+    return out
+
+
+#: evidence that the fp16 loss scaler was failing where a curve rule saw a divergence or a spike
+SCALER_FAILING = ("diff.ev.scale_fell", "diff.ev.overflow_lines")
+FP16_CAUSES = ("loss_scale_collapse", "activation_overflow")
+
+
+def _precision_first(run: Run, q: Quantities, f: Finding) -> Finding:
+    """A divergence or spike that a curve rule named (the LR, a spike, an explosion) while the fp16
+    scale collapsed or overflow lines were printed at the same place: the differential of that
+    symptom, when it ranks the scaler's causes first (an LR cut does not stop fp16 overflowing).
+    Not for runs `watch` recorded (their direct evidence names the cause)."""
+    if f.cause in FP16_CAUSES or f.symptom not in ("divergence", "spike") or f.severity == "info" \
+            or f.step is None or run.event("fwd_first_nonfinite") or run.layers is not None:
+        return f
+    row = int(np.searchsorted(q.steps, f.step))
+    for sym in symptoms_of(q):
+        if KINDS[sym.kind][1] in ("divergence", "spike") and abs(sym.row - row) <= 10:
+            g = finding_for(run, q, sym)
+            if g.cause in FP16_CAUSES and any(getattr(m, "key", None) in SCALER_FAILING for m in g.evidence):
+                return g
+    return f
+
+
+def _default_symptom(q: Quantities, f: Finding) -> Symptom | None:
+    if f.cause == "nonfinite_data" and f.symptom == "nonfinite" and f.confidence <= 0.5:
+        kind = "nonfinite"
+    elif f.cause == "label_mask_empty" and f.symptom == "zero_loss":
+        kind = "zero"
+    else:
+        return None
+    return next((s for s in symptoms_of(q) if s.kind == kind), None)

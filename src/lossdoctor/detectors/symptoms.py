@@ -1,0 +1,547 @@
+"""Symptoms judged against the log's own noise, at any length (the Cockpit idea again: compute the
+observations once; the cause tables of `differential` read them).
+
+A symptom is what the log shows, before any cause is named: the loss jumped far above the points
+before it, it rose and stayed up, it sits at a chance level or at exactly zero, a value no loss of
+its kind can take, the gradient norm jumped, the fp16 loss scale collapsed, steps were skipped, the
+LR is 0. Each point is compared with robust statistics (median, MAD, in log space for the loss) of
+the points before it, so a noisy healthy curve is judged by its own noise, and three points suffice
+when the jump is large. Every threshold is a named field of `LIMITS` with its reason.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..records import Run
+from .quantities import Quantities
+from .scalars import COMMON_K
+
+
+@dataclass(frozen=True)
+class SymptomLimits:
+    #: robust sigmas (log space) a point must clear over the points before it: the long-log spike
+    #: rule's threshold (loss_shape.is_spike, measured on the zoo's healthy controls)
+    spike_z: float = 8.0
+    #: and at least this many times their median (a 2x jump is where people call a loss "spiking")
+    spike_ratio: float = 2.0
+    #: with only 1-3 points before it the noise is unknown: the jump must be this large instead
+    few_ratio: float = 3.0
+    #: ... and this many times the largest of those points (a noisy first draw is not a baseline)
+    few_over_max: float = 2.0
+    #: from this many points on, a jump that came back is the long-log spike rule's to judge
+    #: (loss_shape.loss_spike, tuned on the zoo's healthy controls: heavy-tailed small-batch
+    #: losses jump 5x and come back), unless it is this many times its baseline
+    long_log: int = 40
+    huge_jump: float = 10.0
+    #: points of history a point is judged against (the median/MAD of the 20 before it)
+    history: int = 20
+    #: a later point below this times the pre-jump median: the run came back (the corpus scorer's 1.25, rounded up)
+    recovered: float = 1.3
+    #: the end of the log sits this many times above the best (rolling median of 3): it diverged
+    diverged: float = 1.5
+    #: with the gradient norm up this many times over the same stretch, a smaller rise suffices
+    diverged_with_grad: float = 1.3
+    grad_rise: float = 10.0
+    #: and it gave back at least this share of the fall before its best (a converged loss near 0
+    #: that triples is noise around nothing, not a divergence); the same for a jump (the long-log
+    #: spike rule's 20%, loss_shape.is_spike, rounded up)
+    give_back: float = 0.25
+    #: a cross-entropy above ln(256000) (the largest common vocabulary, ~12.45) is no softmax loss;
+    #: 5% slack for a first step on a bad init that is still the model's (bad_init judges those)
+    ce_max: float = math.log(256000) * 1.05
+    #: any loss this large is not a loss a healthy run prints (fp32 sums of squares included)
+    absurd: float = 1e6
+    #: a gradient norm jump this many times its prior median (and >= 1 in absolute terms: a
+    #: converged model's norms near 1e-6 jump x10 from one batch to the next); 1000x when it came
+    #: back (scalars.TRANSIENT_SURGE: small batches of a converged model jump x100 and recover),
+    #: 50x when it stayed up (every later point >= 10x the median)
+    grad_jump: float = 1000.0
+    grad_jump_stayed: float = 50.0
+    grad_jump_floor: float = 1.0
+    #: a median gradient norm above this, sustained over the log, is no healthy unclipped run's
+    #: (pre-clip norms of healthy LLM runs are O(0.1-10); fp16 runs log them unscaled)
+    grad_level: float = 1e3
+    #: the loss scale fell this many times from its largest (4 halvings: backing off past the
+    #: occasional overflow every fp16 run has), or below 1 (no dynamic scaler goes there healthy)
+    scale_fall: float = 16.0
+    #: logged rows within which that fall must happen
+    scale_window: int = 10
+    #: the first steps of a run, where a dynamic scaler halves its initial scale until it fits
+    #: (DeepSpeed starts at 2^32: ~16 halvings; torch's GradScaler at 2^16)
+    search_steps: int = 50
+    #: share of steps skipped above which training visibly loses steps
+    skip_rate: float = 0.2
+    skip_min: int = 3
+    #: an LR at most this at its largest over the log moves nothing in the steps shown
+    lr_tiny: float = 1e-6
+    #: ... and at the tail of a decay, the loss rose at least this much over the log
+    tail_rise: float = 1.1
+    #: a plateau at chance: every point within this share of ln K, and at least this many points
+    chance_tol: float = 0.025
+    chance_points: int = 6
+    #: points exactly equal (to the digits printed), and printed with at most this relative step
+    constant_points: int = 5
+    constant_resolution: float = 0.01
+    #: a log of this many steps or more shows more than a warm-up's first moments
+    span_steps: int = 100
+
+
+LIMITS = SymptomLimits()
+
+#: model names known to overflow in fp16 (trained in bf16; activations beyond 65504): T5 family,
+#: Pegasus, Gemma, BLOOM (HF issues and model cards say so)
+FP16_PRONE = ("t5", "pegasus", "gemma", "bloom", "switch")
+
+
+@dataclass
+class Symptom:
+    """One observation: `kind` (see `find`), the row and step where it begins, its numbers."""
+
+    kind: str
+    row: int
+    step: int
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def symptoms_of(q: Quantities) -> list[Symptom]:
+    """The run's symptoms, computed once per Quantities."""
+    cached = q.__dict__.get("_symptoms")
+    if cached is None:
+        cached = find(q.run, q)
+        q.__dict__["_symptoms"] = cached
+    return cached
+
+
+def find(run: Run, q: Quantities) -> list[Symptom]:
+    out: list[Symptom] = []
+    for fn in (_nonfinite, _absurd, _jumps, _divergence, _zero_or_constant, _chance_plateau,
+               _grad, _scale, _skips, _lr):
+        with np.errstate(all="ignore"):
+            out.extend(fn(run, q))
+    return out
+
+
+def _sym(q: Quantities, kind: str, row: int, **data: Any) -> Symptom:
+    return Symptom(kind=kind, row=int(row), step=int(q.steps[row]), data=data)
+
+
+def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
+    i = q.first_bad
+    return [] if i is None else [_sym(q, "nonfinite", i)]
+
+
+def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float, float] | None:
+    """(median, robust sigma, largest) of up to `history` log-losses before point j."""
+    prev = lx[max(0, j - lim.history):j]
+    if prev.size == 0:
+        return None
+    med = float(np.median(prev))
+    sigma = 1.4826 * float(np.median(np.abs(prev - med)))
+    return med, max(sigma, 0.02), float(np.max(prev))
+
+
+def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> float | None:
+    """The ratio of point j over the median of the points before it when it stands out of their
+    noise (>= spike_z robust sigmas and >= spike_ratio x with >= 4 points before it; >= few_ratio x
+    the median and >= few_over_max x their largest with 1-3); None when it does not."""
+    b = _baseline(lx, j, lim)
+    if b is None:
+        return None
+    med, sigma, top = b
+    ratio = math.exp(lx[j] - med)
+    k = min(j, lim.history)
+    if k >= 4:
+        ok = (lx[j] - med) / sigma >= lim.spike_z and ratio >= lim.spike_ratio
+    else:
+        ok = ratio >= lim.few_ratio + (1.0 if k == 1 else 0.0) and lx[j] - top >= math.log(lim.few_over_max)
+    return ratio if ok else None
+
+
+def _shift(a: np.ndarray, k: int) -> np.ndarray:
+    """a moved k places later, inf where nothing came before."""
+    out = np.full(a.size, np.inf)
+    if k < a.size:
+        out[k:] = a[:a.size - k]
+    return out
+
+
+def prior_min(v: np.ndarray, w: int) -> np.ndarray:
+    """Per point, the smallest of the up to `w` points before it (inf for the first): by doubling
+    (the minimum over 2k points is that of two overlapping k-point minima), O(n log w)."""
+    m, span = _shift(v.astype(float), 1), 1  # m[i]: the minimum of the `span` points ending at i-1
+    while span * 2 <= w:
+        m = np.minimum(m, _shift(m, span))
+        span *= 2
+    if span < w:  # the other w - span (< span) points: the same minima, shifted
+        m = np.minimum(m, _shift(m, w - span))
+    return m
+
+
+def _candidates(lv: np.ndarray, margin: float) -> np.ndarray:
+    """Points (in log space) at least `margin` above the smallest of the `history` before them: a
+    superset of those a jump rule can accept (a median is never below the minimum), so the exact
+    rule runs on a few points of a million-step log instead of all of them."""
+    w = 32  # >= history: a point's history lies in its own block and the one before
+    n = lv.size
+    if n <= 4096:
+        return np.flatnonzero(lv >= prior_min(lv, LIMITS.history) + margin)
+    nb = -(-n // w)
+    blocks = np.full(nb * w, np.inf)
+    blocks[:n] = lv
+    bmin = blocks.reshape(nb, w).min(axis=1)
+    both = np.minimum(bmin, np.concatenate([[np.inf], bmin[:-1]]))  # a lower bound of each history
+    screen = np.flatnonzero(lv >= np.repeat(both, w)[:n] + margin)
+    if screen.size == 0:
+        return screen
+    exact = np.array([lv[j] >= float(np.min(lv[max(0, j - LIMITS.history):j])) + margin if j else False
+                      for j in screen[:10000]], dtype=bool)
+    return screen[:10000][exact]
+
+
+def _jumps(run: Run, q: Quantities) -> list[Symptom]:
+    """The first loss point that jumps out of its history: `spike` when a later point comes back
+    below `recovered` x the baseline or it is the last point, `jump_stayed` when it did not."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < 2 or (x <= 0).any():
+        return []
+    lx = np.log(x)
+    start = float(np.median(x[:3]))
+    for j in _candidates(lx, math.log(LIMITS.spike_ratio)):
+        ratio = jump_at(lx, j)
+        if ratio is None:
+            continue
+        base = float(math.exp(lx[j]) / ratio)
+        if x[j] - base < LIMITS.give_back * max(start - base, 0.0):
+            continue  # heavy-tailed noise around a loss that fell far: 5x of little is little
+        after = x[j + 1:]
+        back = bool((after < LIMITS.recovered * base).any()) if after.size else None
+        if back is None and _at_large_chance(run, float(x[j])):
+            back = False  # the last point, at a large softmax's chance level: the weights were wrecked
+        kind = "spike" if back is not False else "jump_stayed"
+        if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
+            continue  # a long log's one-off that came back: the spike rule tuned for it judges
+        return [_sym(q, kind, lf[j], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
+                     before=int(min(j, LIMITS.history)), after=int(after.size))]
+    return []
+
+
+def _at_large_chance(run: Run, v: float) -> bool:
+    """v is within 2% of ln V for the run's vocabulary or a common one of >= 1000 tokens: an LLM's
+    loss back at uniform guessing."""
+    vocab = run.meta.get("vocab_size")
+    ks = [vocab] if isinstance(vocab, (int, float)) and not isinstance(vocab, bool) and vocab >= 2 else \
+        [k for k in COMMON_K if k >= 1000]
+    return any(abs(v - math.log(k)) <= 0.02 * math.log(k) for k in ks)
+
+
+def rolling_best(x: np.ndarray) -> tuple[float, int]:
+    """The lowest median of w = max(3, n/10) consecutive points, and the index of its middle point
+    (a window that wide is not fooled by one lucky batch)."""
+    w = max(3, x.size // 10)
+    if x.size < w:
+        return float(np.min(x)), int(np.argmin(x))
+    if x.size > 2000:  # a long log: non-overlapping windows (O(n), a million points in milliseconds)
+        nb = x.size // w
+        med = np.median(x[:nb * w].reshape(nb, w), axis=1)
+        b = int(np.argmin(med))
+        return float(med[b]), b * w + w // 2
+    win = np.lib.stride_tricks.sliding_window_view(x, w)
+    med = np.median(win, axis=1)
+    b = int(np.argmin(med))
+    return float(med[b]), b + w // 2
+
+
+def _divergence(run: Run, q: Quantities) -> list[Symptom]:
+    """The end of the log sits >= `diverged` x its best (rolling median of 3), rising: the last
+    points' median above the middle's; with the gradient norm up >= grad_rise x, >= 1.3x suffices."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < 5 or (x <= 0).any():
+        return []
+    best, b = rolling_best(x)
+    k = max(2, x.size // 5)
+    if b >= x.size - k:
+        return []
+    end = float(np.median(x[-k:]))
+    mid = float(np.median(x[b:x.size - k])) if x.size - k > b else best
+    gn = q.grad_norm[lf]
+    g_best = gn[max(0, b - 1):b + 2]
+    g_best = g_best[np.isfinite(g_best)]
+    g_end = gn[-k:][np.isfinite(gn[-k:])]
+    grad_x = float(np.median(g_end) / np.median(g_best)) if g_best.size and g_end.size and \
+        float(np.median(g_best)) > 0 else None
+    need = LIMITS.diverged_with_grad if grad_x is not None and grad_x >= LIMITS.grad_rise else LIMITS.diverged
+    start = float(np.median(x[:min(3, b + 1)]))
+    if best <= 0 or end < need * best or end < mid or end - best < LIMITS.give_back * max(start - best, 0.0):
+        return []
+    if end < float(np.percentile(x[:-k], 75)):
+        return []  # the end sits inside the run's own spread: noise, not a rise
+    # the onset: the first point after the best at or above halfway (in log space) to the end level
+    half = math.sqrt(best * end)
+    on = b + int(np.argmax(x[b:] >= half))
+    return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
+                 grad_ratio=grad_x, n=int(x.size))]
+
+
+def is_ce(run: Run) -> bool:
+    """The loss is a softmax cross-entropy, as far as the log says (a task, a vocabulary or a
+    class count in its configuration, a key named for it)."""
+    meta = run.meta
+    if meta.get("vocab_size") or meta.get("n_classes"):
+        return True
+    if meta.get("task_hint") in ("sft", "pretrain", "classification") or meta.get("task") in (
+            "sft", "pretrain", "classification"):
+        return True
+    key = str(meta.get("loss_key") or "").lower()
+    return bool(_CE_KEY.search(key))
+
+
+#: a series named for a softmax cross-entropy: lm_loss, loss_ce, xent, nll, mlm, cross_entropy
+_CE_KEY = re.compile(r"(^|[_\W])(ce|xent|nll|lm|mlm)([_\W]|$)|cross.?entropy")
+
+
+def _absurd(run: Run, q: Quantities) -> list[Symptom]:
+    """A loss no run of its kind prints: >= 1e6, or a cross-entropy above what any vocabulary
+    allows or below 0."""
+    lf = q.finite_loss
+    x = q.loss[lf]
+    if x.size == 0:
+        return []
+    ce = is_ce(run)
+    bad = np.abs(x) >= LIMITS.absurd
+    if ce:
+        bad |= (x > LIMITS.ce_max) | (x < -1e-6)
+    if not bad.any():
+        return []
+    j = int(np.argmax(bad))
+    return [_sym(q, "absurd", lf[j], loss=float(x[j]), ce=ce, at_start=bool(j == 0),
+                 negative=bool(x[j] < 0), first=float(x[0]))]
+
+
+def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
+    """Every loss point exactly 0 (>= 3 points), or exactly equal (>= 5 points, printed fine
+    enough to show a 1% fall, over the run's start or >= 10 points)."""
+    lf = q.finite_loss
+    x = q.loss[lf]
+    if x.size < 3:
+        return []
+    z = int(np.argmax(x == 0.0))
+    # from the start, or straight down from a loss no four-decimal log rounds to 0 (a loss that
+    # converged towards 0 and printed 0.0 is the run done, not broken)
+    if float(np.mean(x == 0.0)) >= 0.9 and (z == 0 or float(x[z - 1]) >= 0.05):
+        return [_sym(q, "zero", lf[z], n=int((x == 0.0).sum()))]
+    if x.size < LIMITS.constant_points or float(np.ptp(x)) != 0.0 or x[0] <= 0:
+        return []
+    digits = _resolution(float(x[0]))
+    covers_start = int(q.steps[lf[0]]) <= 10 or x.size >= 10
+    if digits / float(x[0]) > LIMITS.constant_resolution or not covers_start:
+        return []
+    return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
+
+
+def _resolution(v: float) -> float:
+    """The step of the last printed digit of v (0.1 for 10.9, 1e-4 for 2.3457)."""
+    s = f"{v:.10g}"
+    if "e" in s:
+        mant, exp = s.split("e")
+        dec = len(mant.split(".")[1]) if "." in mant else 0
+        return 10.0 ** (int(exp) - dec)
+    return 10.0 ** -(len(s.split(".")[1]) if "." in s else 0)
+
+
+def chance_of(run: Run, level: float) -> tuple[float, int] | None:
+    """(ln K, K) of the class count or vocabulary the run's configuration names, or else of the
+    common K whose ln the level is within 0.2% of."""
+    for key in ("n_classes", "vocab_size"):
+        k = run.meta.get(key)
+        if isinstance(k, (int, float)) and not isinstance(k, bool) and k >= 2:
+            return math.log(k), int(k)
+    for k in COMMON_K:
+        c = math.log(k)
+        if abs(level - c) <= 0.002 * c + 1e-4:
+            return c, k
+    return None
+
+
+def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
+    """Every point within `chance_tol` of ln K and not falling, on >= 6 points spanning >= 100
+    steps (or >= 20 points): a model that has learnt nothing about its labels."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < LIMITS.chance_points:
+        return []
+    level = float(np.median(x))
+    ch = chance_of(run, level)
+    if ch is None or level <= 0:
+        return []
+    c, k = ch
+    span = int(q.steps[lf[-1]] - q.steps[lf[0]])
+    if float(np.max(np.abs(x - c))) > LIMITS.chance_tol * c or (span < LIMITS.span_steps and x.size < 20):
+        return []
+    third = max(1, x.size // 3)
+    if float(np.median(x[-third:])) < float(np.median(x[:third])) - 0.005 * c:
+        return []
+    return [_sym(q, "chance", lf[0], level=level, chance=c, k=k, n=int(x.size),
+                 known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None)]
+
+
+def _grad(run: Run, q: Quantities) -> list[Symptom]:
+    """The gradient norm jumps >= grad_jump x its prior median (and >= 1), or its median over the
+    log is >= grad_level."""
+    gn = q.grad_norm[:q.healthy_end]
+    rows = np.flatnonzero(np.isfinite(gn) & (gn >= 0))
+    if rows.size == 0:
+        return []
+    g = gn[rows]
+    out = []
+    with np.errstate(divide="ignore"):
+        lg = np.log(np.maximum(g, 1e-30))
+    for j in _candidates(lg, math.log(LIMITS.grad_jump_stayed)):
+        if j < 2:
+            continue
+        med = float(np.median(g[max(0, j - LIMITS.history):j]))
+        if med <= 0 or g[j] < LIMITS.grad_jump_floor or g[j] < LIMITS.grad_jump_stayed * med:
+            continue
+        back = g[j + 1:]
+        stayed = back.size >= 2 and bool((back >= 10 * med).all())
+        if stayed or g[j] >= LIMITS.grad_jump * med:
+            out.append(_sym(q, "grad_jump", rows[j], g=float(g[j]), base=med, ratio=float(g[j] / med),
+                            recovered=bool((back < 3 * med).any()) if back.size else None))
+            break
+    if g.size >= 2 and float(np.median(g)) >= LIMITS.grad_level:
+        out.append(_sym(q, "grad_level", rows[0], median=float(np.median(g)), top=float(np.max(g))))
+    return out
+
+
+def scale_path(run: Run, upto: int | None = None) -> tuple[float, float, int] | None:
+    """(largest, smallest, row of the smallest) of the logged loss scale in rows [0, upto)."""
+    s = run.col("scale")[:upto]
+    rows = np.flatnonzero(np.isfinite(s))
+    if rows.size == 0:
+        return None
+    v = s[rows]
+    j = int(np.argmin(v))
+    top = float(np.max(v[:j + 1]))
+    return top, float(v[j]), int(rows[j])
+
+
+def fast_fall(run: Run, upto: int | None = None) -> tuple[float, float, int] | None:
+    """(from, to, row) of a loss scale that fell >= scale_fall x within `scale_window` logged rows
+    (before row `upto`): overflow after overflow, not the occasional back-off of a healthy run."""
+    s = run.col("scale")[:upto]
+    rows = np.flatnonzero(np.isfinite(s))
+    v = s[rows]
+    if v.size < 2:
+        return None
+    top = -prior_min(-v, LIMITS.scale_window)  # the largest of the 10 rows before each
+    hit = np.flatnonzero((top > 0) & np.isfinite(top) & (v <= top / LIMITS.scale_fall))
+    if hit.size == 0:
+        return None
+    j = int(hit[0])
+    return float(top[j]), float(v[j]), int(rows[j])
+
+
+def _scale(run: Run, q: Quantities) -> list[Symptom]:
+    """The loss scale fell >= scale_fall x from its largest, or below 1, or to 1 from above."""
+    p = scale_path(run)
+    if p is None:
+        return []
+    top, low, row = p
+    fell = fast_fall(run)
+    if not (low < 1 or fell is not None or (low == 1 and top > 1)):
+        return []
+    if low >= 1 and fell is not None:
+        top, low, row = fell
+    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= 2 * LIMITS.search_steps:
+        return []  # a dynamic scaler searching down from its initial 2^16 / 2^32 at the run's start
+    s = run.col("scale")
+    first = int(np.flatnonzero(np.isfinite(s) & (s <= max(low, top / LIMITS.scale_fall)))[0])
+    return [_sym(q, "scale_collapse", first, top=top, low=low, low_step=int(q.steps[row]))]
+
+
+def text_events(run: Run, kind: str, upto_step: int | None = None) -> list[int]:
+    """Steps of the text events of `kind` the reader found (at or before `upto_step`)."""
+    ev = run.event("text_events")
+    steps = []
+    for s, items in ev.items():
+        if upto_step is not None and s > upto_step:
+            continue
+        if isinstance(items, list) and any(isinstance(e, dict) and e.get("kind") == kind for e in items):
+            steps.append(int(s))
+    return sorted(steps)
+
+
+def _skips(run: Run, q: Quantities) -> list[Symptom]:
+    """>= skip_rate of the logged steps skipped (the `skipped` column or overflow lines), >= 3."""
+    n = max(1, int(run.logged("loss").sum()), len(run))
+    early = int(q.steps[0]) <= LIMITS.search_steps  # a scaler's first search is no symptom
+    if run.has("skipped"):
+        sk = np.nan_to_num(run.col("skipped"), nan=0.0) > 0.5
+        if early:
+            sk &= q.steps > 2 * LIMITS.search_steps
+        k, first = int(sk.sum()), (int(np.argmax(sk)) if sk.any() else None)
+    else:
+        steps = [s for s in text_events(run, "overflow") if not early or s > 2 * LIMITS.search_steps]
+        k = len(steps)
+        first = int(np.searchsorted(q.steps, steps[0])) if steps else None
+    if first is None or k < LIMITS.skip_min or k / n < LIMITS.skip_rate:
+        return []
+    return [_sym(q, "skips", min(first, len(run) - 1), k=k, n=n, frac=k / n)]
+
+
+def _lr(run: Run, q: Quantities) -> list[Symptom]:
+    """The LR exactly 0 on every logged row (>= 3), or at most lr_tiny on all while the loss does
+    not fall."""
+    lr = q.lr
+    rows = np.flatnonzero(np.isfinite(lr))
+    if rows.size < 3:
+        return []
+    v = lr[rows]
+    if float(np.max(np.abs(v))) == 0.0:
+        return [_sym(q, "lr_zero", rows[0], n=int(rows.size))]
+    lf = q.finite_loss
+    x = q.loss[lf]
+    # a decay's tail (the LR falling to ~0 at the end of a schedule) is a run finishing: there the
+    # loss must also rise clearly (>= 10%) to be a symptom, not merely fail to fall
+    rise = LIMITS.tail_rise if float(v[-1]) < float(v[0]) else 1.0
+    if float(np.max(v)) <= LIMITS.lr_tiny and x.size >= 3 and float(x[-1]) >= rise * float(x[0]):
+        return [_sym(q, "lr_tiny", rows[0], lr=float(np.max(v)), first=float(x[0]), last=float(x[-1]))]
+    return []
+
+
+def precision_of(run: Run) -> str | None:
+    """'fp16' / 'bf16' / 'fp32' as the log shows it: the reader's meta, a loss-scale column or
+    overflow lines (fp16's), the scaler `watch` saw."""
+    p = run.meta.get("precision")
+    if p in ("fp16", "bf16", "fp32"):
+        return p
+    if unit_scale(run):
+        return None  # a scale of exactly 1 throughout is no scaler at work (Megatron prints it for bf16)
+    if run.has("scale") or run.meta.get("scaler") or text_events(run, "overflow") or text_events(run, "loss_scale"):
+        return "fp16"
+    return None
+
+
+def unit_scale(run: Run) -> bool:
+    """The logged loss scale is exactly 1.0 on every row: no dynamic loss scaling (bf16 or fp32)."""
+    s = run.col("scale")
+    s = s[np.isfinite(s)]
+    return bool(s.size) and bool((s == 1.0).all()) and not text_events(run, "overflow")
+
+
+def fp16_prone_model(run: Run) -> str | None:
+    """The model's name when it is one known to overflow in fp16."""
+    for key in ("model", "model_name", "model_type", "architecture"):
+        v = run.meta.get(key)
+        name = str(v.get("name") or v.get("class") or "") if isinstance(v, dict) else str(v or "")
+        low = name.lower()
+        if low and any(p in low for p in FP16_PRONE):
+            return name
+    return None
