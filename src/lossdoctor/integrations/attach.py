@@ -1,0 +1,297 @@
+"""Watching an unmodified training script from inside its process (`lossdoctor run`).
+
+`lossdoctor run -- python train.py` starts the script with `LOSSDOCTOR_ATTACH=1` and this package's
+bootstrap directory first on `PYTHONPATH`; its `sitecustomize` calls `install()` before the script
+runs. Nothing is imported then: when `torch` has been imported (by the script), torch's global hooks
+are added, and the rest follows from what the script does:
+
+- the optimizer: the first one whose `step()` runs (torch's global optimizer step hooks);
+- the model: of the modules called with gradients enabled, the one holding most of that
+  optimizer's parameters, the first called (the outermost) among equals (a global forward
+  pre-hook, removed once the model is known);
+- the loss: the scalar tensor the last `backward()` before the step started from;
+- the batch: the model's forward inputs of the step (a tensor, or the keyword arguments);
+- `lossdoctor.watch(model, optimizer)` is opened at the first optimizer step and `mon.step(loss,
+  batch)` runs after every step of that optimizer (so step 0's forward is not traced).
+
+An HF `Trainer`'s `train()` gets the HF callback added instead (unless the script added one), and
+the global hooks record nothing while it runs: one recording per step. At interpreter exit (a
+normal end, an exception, Ctrl-C) the monitors are closed; the `lossdoctor run` process then reads
+the run directory and prints the diagnosis. Any failure here is a note on stderr and the script
+runs on: the hooks only read, so training is bit-identical to the unwatched run.
+
+The environment (set by `lossdoctor run`, or by hand for a launcher it cannot wrap):
+`LOSSDOCTOR_ATTACH=1` switches it on, `LOSSDOCTOR_LOG_DIR` is the run directory,
+`LOSSDOCTOR_WATCH` a JSON object of `watch` options.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib.abc
+import json
+import os
+import sys
+import weakref
+from typing import Any, Callable
+
+from ..messages import Msg, render
+
+ENV_SWITCH = "LOSSDOCTOR_ATTACH"
+ENV_LOG_DIR = "LOSSDOCTOR_LOG_DIR"
+ENV_OPTIONS = "LOSSDOCTOR_WATCH"
+
+
+def note(key: str, **values: Any) -> None:
+    """One line on stderr: what the attach machinery could not do (the script runs on)."""
+    try:
+        print(render(key, values, _lang()), file=sys.stderr, flush=True)
+    except Exception:
+        pass
+
+
+def _lang() -> str:
+    from ..messages import locale_lang
+
+    return locale_lang()
+
+
+class _AfterLoader(importlib.abc.Loader):
+    """A module's own loader, then a callback on the executed module."""
+
+    def __init__(self, inner: Any, then: Callable[[Any], None]) -> None:
+        self.inner, self.then = inner, then
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.inner.exec_module(module)
+        try:
+            self.then(module)
+        except Exception as e:
+            note("integrations.attach.failed", part=module.__name__, error=f"{type(e).__name__}: {e}")
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_resource_reader... of the real loader
+        return getattr(self.inner, name)
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Calls `hooks[name](module)` once the module `name` has been imported (by anyone)."""
+
+    def __init__(self, hooks: dict[str, Callable[[Any], None]]) -> None:
+        self.hooks = dict(hooks)
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        then = self.hooks.pop(name, None)
+        if then is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _AfterLoader(spec.loader, then)
+                return spec
+        return None
+
+
+class Attach:
+    """The hooks' state in one training process."""
+
+    def __init__(self, log_dir: str | None, options: dict[str, Any]) -> None:
+        self.log_dir = log_dir
+        self.options = options
+        self.optimizer: Any = None
+        self.monitor: Any = None
+        self.callbacks: list[Any] = []  # framework callbacks added (closed at exit if still open)
+        self.framework = 0  # > 0 while a framework's callback records the steps
+        self.tried = False
+        self.loss: Any = None
+        self.batch: Any = None
+        self.called: dict[int, tuple[Any, int]] = {}  # id -> (weakref to a module called, order)
+        self.handles: list[Any] = []
+        self.model_handle: Any = None
+
+    # --- torch imported ----------------------------------------------------------------------
+    def on_torch(self, torch: Any) -> None:
+        from torch.nn.modules.module import register_module_forward_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+        self.handles += [register_optimizer_step_pre_hook(self._pre), register_optimizer_step_post_hook(self._post),
+                         register_module_forward_pre_hook(self._called)]
+        self._wrap_backward(torch)
+
+    def _wrap_backward(self, torch: Any) -> None:
+        seen = self._seen_loss
+        tensor_backward = torch.Tensor.backward
+
+        @functools.wraps(tensor_backward)
+        def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            seen(tensor)
+            return tensor_backward(tensor, *args, **kwargs)
+
+        torch.Tensor.backward = backward
+        autograd_backward = torch.autograd.backward
+
+        @functools.wraps(autograd_backward)
+        def autograd(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+            seen(tensors)
+            return autograd_backward(tensors, *args, **kwargs)
+
+        torch.autograd.backward = autograd
+
+    def _seen_loss(self, tensor: Any) -> None:
+        try:
+            if self.framework or self.optimizer is False:
+                return
+            if isinstance(tensor, (list, tuple)) and len(tensor) == 1:
+                tensor = tensor[0]
+            if getattr(tensor, "numel", None) is not None and tensor.numel() == 1:
+                self.loss = tensor.detach()
+        except Exception:
+            pass
+
+    def _called(self, module: Any, inputs: Any) -> None:
+        try:
+            import torch
+
+            if self.framework or not torch.is_grad_enabled() or id(module) in self.called:
+                return
+            self.called[id(module)] = (weakref.ref(module), len(self.called))
+        except Exception:
+            pass
+
+    def _model_inputs(self, module: Any, args: Any, kwargs: Any) -> None:
+        try:
+            import torch
+
+            if torch.is_grad_enabled() and not self.framework:
+                self.batch = args[0] if len(args) == 1 and not kwargs else (dict(kwargs) if not args else
+                                                                            (*args, *kwargs.values()))
+        except Exception:
+            pass
+
+    # --- an optimizer step -------------------------------------------------------------------
+    def _pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.framework or self.tried:
+            return
+        self.tried = True
+        try:
+            self._start(optimizer)
+        except Exception as e:
+            note("integrations.attach.failed", part="watch", error=f"{type(e).__name__}: {e}")
+            self.optimizer = False
+        finally:
+            self._drop_module_hook()
+
+    def _post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if self.framework or self.monitor is None or optimizer is not self.optimizer:
+            return
+        loss, batch, self.loss, self.batch = self.loss, self.batch, None, None
+        try:
+            self.monitor.step(loss, batch=batch)
+        except Exception as e:
+            if type(e).__name__ == "TrainingIncident":  # on_incident="raise": the user asked for it
+                raise
+            note("integrations.attach.failed", part="step", error=f"{type(e).__name__}: {e}")
+
+    def _start(self, optimizer: Any) -> None:
+        from .entry import watch
+
+        model = self.find_model(optimizer)
+        if model is None:
+            note("integrations.attach.no_model")
+            self.optimizer = False
+            return
+        self.optimizer = optimizer
+        self.model_handle = model.register_forward_pre_hook(self._model_inputs, with_kwargs=True)
+        self.monitor = watch(model, optimizer, log_dir=self.log_dir, **self.options)
+        self.monitor.meta["attached"] = {"model": type(model).__name__, "optimizer": type(optimizer).__name__}
+        self.monitor.writer.write_meta(self.monitor.meta)
+
+    def find_model(self, optimizer: Any) -> Any:
+        """The module called with gradients that holds most of the optimizer's parameters (the
+        first called among equals: a wrapper before what it wraps)."""
+        params = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        best, best_key = None, None
+        for ref, order in self.called.values():
+            module = ref()
+            if module is None:
+                continue
+            overlap = sum(1 for p in module.parameters() if id(p) in params)
+            if overlap and (best_key is None or (overlap, -order) > best_key):
+                best, best_key = module, (overlap, -order)
+        return best
+
+    def _drop_module_hook(self) -> None:
+        self.called.clear()
+        if len(self.handles) == 3:
+            self.handles.pop().remove()
+
+    # --- frameworks ----------------------------------------------------------------------------
+    def on_transformers(self, module: Any) -> None:
+        trainer_cls = module.Trainer
+        train = trainer_cls.train
+
+        @functools.wraps(train)
+        def watched_train(trainer: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.framework:
+                self._add_hf_callback(trainer)
+            self.framework += 1
+            try:
+                return train(trainer, *args, **kwargs)
+            finally:
+                self.framework -= 1
+
+        trainer_cls.train = watched_train
+
+    def _add_hf_callback(self, trainer: Any) -> None:
+        try:
+            from .transformers import LossDoctorCallback
+
+            if any(isinstance(cb, LossDoctorCallback) for cb in trainer.callback_handler.callbacks):
+                return  # the script added its own: that one records
+            cb = LossDoctorCallback(log_dir=self.log_dir, **self.options)
+            trainer.add_callback(cb)
+            self.callbacks.append(cb)
+        except Exception as e:
+            note("integrations.attach.failed", part="transformers", error=f"{type(e).__name__}: {e}")
+
+    # --- exit ----------------------------------------------------------------------------------
+    def close(self) -> None:
+        for cb in self.callbacks:
+            try:
+                cb._finish()
+            except Exception as e:
+                note("integrations.attach.failed", part="close", error=f"{type(e).__name__}: {e}")
+        if self.monitor is not None:
+            try:
+                self.monitor.close()
+            except Exception as e:
+                note("integrations.attach.failed", part="close", error=f"{type(e).__name__}: {e}")
+
+
+_STATE: Attach | None = None
+
+
+def install() -> Attach | None:
+    """Called by the bootstrap's `sitecustomize` at interpreter start when `LOSSDOCTOR_ATTACH=1`.
+    Imports nothing: the hooks go in when the script imports torch (and transformers)."""
+    global _STATE
+    if _STATE is not None:
+        return _STATE
+    try:
+        options = json.loads(os.environ.get(ENV_OPTIONS) or "{}")
+        if not isinstance(options, dict):
+            raise ValueError(f"{ENV_OPTIONS} is not a JSON object")
+    except ValueError as e:
+        note("integrations.attach.failed", part=ENV_OPTIONS, error=str(e))
+        options = {}
+    state = Attach(os.environ.get(ENV_LOG_DIR) or None, options)
+    sys.meta_path.insert(0, AfterImport({"torch": state.on_torch, "transformers.trainer": state.on_transformers}))
+    atexit.register(state.close)
+    _STATE = state
+    return state

@@ -1,0 +1,174 @@
+"""`lossdoctor run -- COMMAND`: unmodified scripts, written here, run watched in a real subprocess.
+
+The scripts know nothing of lossdoctor; the run directory they leave is read back with the same
+readers `lossdoctor diagnose` uses, and the assertions are on causes, steps and bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import cli_env, run_cli
+
+PLAIN_LOOP = textwrap.dedent("""
+    import sys, time, torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    data = torch.randn(256, 8)
+    target = torch.tanh(data[:, :2].sum(1, keepdim=True))
+    nan_at = int(sys.argv[1])
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+    for step in range(steps):
+        i = (step * 16) % 256
+        x, y = data[i:i + 16].clone(), target[i:i + 16]
+        if step == nan_at:
+            x[3, 2] = float("nan")
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step == 5:
+            print("ready", flush=True)
+        if len(sys.argv) > 3 and sys.argv[3] == "raise" and not torch.isfinite(loss):
+            raise FloatingPointError(f"loss is {loss.item()} at step {step}")
+        if steps > 100:
+            time.sleep(0.02)
+    torch.save(model.state_dict(), "final.pt")
+""")
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def diagnosis(log_dir: Path):
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.sources import load_path
+
+    return diagnose_runs(load_path(log_dir))
+
+
+def steps_recorded(run_dir: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in (run_dir / "steps.jsonl").read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_nan_at_a_known_step_is_named(tmp_path):
+    script = write(tmp_path, "train.py", PLAIN_LOOP)
+    p = run_cli("run", "--log-dir", "runs/nan", "--", sys.executable, str(script), "7", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    log_dir = tmp_path / "runs" / "nan"
+    assert str(Path("runs") / "nan") in p.stderr  # the run directory is named
+    report = diagnosis(log_dir)
+    top = report.findings[0]
+    assert (top.cause, top.step) == ("nonfinite_data", 7)
+    assert top.cause in p.stderr  # the diagnosis was printed
+    assert steps_recorded(log_dir) == list(range(30))  # one record per optimizer step
+    meta = json.loads((log_dir / "meta.json").read_text())
+    assert meta["attached"] == {"model": "Sequential", "optimizer": "Adam"} and meta["closed"]
+
+
+@pytest.mark.slow
+def test_healthy_loop_is_healthy_and_trains_bit_identically(tmp_path):
+    script = write(tmp_path, "train.py", PLAIN_LOOP)
+    plain = subprocess.run([sys.executable, str(script), "-1"], cwd=tmp_path, capture_output=True, text=True,
+                           timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    unwatched = (tmp_path / "final.pt").read_bytes()
+    (tmp_path / "final.pt").unlink()
+    p = run_cli("run", "--log-dir", "runs/ok", "--", sys.executable, str(script), "-1", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "final.pt").read_bytes() == unwatched
+    report = diagnosis(tmp_path / "runs" / "ok")
+    assert [f.cause for f in report.findings if f.severity in ("warning", "critical")] == []
+    assert steps_recorded(tmp_path / "runs" / "ok") == list(range(30))
+
+
+@pytest.mark.slow
+def test_a_script_that_raises_keeps_its_exit_code_and_is_diagnosed(tmp_path):
+    script = write(tmp_path, "train.py", PLAIN_LOOP)
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/raised", "--", sys.executable, str(script), "4", "30",
+                "raise", cwd=tmp_path, timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert "FloatingPointError" in p.stderr  # the script's own traceback, untouched
+    log_dir = tmp_path / "runs" / "raised"
+    assert steps_recorded(log_dir) == list(range(5))
+    assert diagnosis(log_dir).findings[0].step == 4
+    assert "nonfinite_data" in p.stderr and str(Path("runs") / "raised") in p.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_the_script_and_the_diagnosis_is_printed(tmp_path):
+    script = write(tmp_path, "train.py", PLAIN_LOOP)
+    env = cli_env()
+    proc = subprocess.Popen([sys.executable, "-m", "lossdoctor", "run", "--log-dir", "runs/int", "--",
+                             sys.executable, str(script), "-1", "100000"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does: the whole group
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "KeyboardInterrupt" in err
+    log_dir = tmp_path / "runs" / "int"
+    meta = json.loads((log_dir / "meta.json").read_text())
+    assert meta["closed"] and meta["steps"] >= 6
+    assert str(Path("runs") / "int") in err
+
+
+def test_bad_usage_is_one_line_and_exit_2(tmp_path):
+    for args in (["run"], ["run", "--"], ["run", "--", sys.executable, str(tmp_path / "missing.py")],
+                 ["run", "--", "no-such-program-xyz"]):
+        p = run_cli(*args, cwd=tmp_path)
+        assert p.returncode == 2, (args, p.stderr)
+        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+
+
+def test_run_process_never_imports_torch(tmp_path):
+    """The command's own process stays torch-free: a `torch` that cannot be imported is on its
+    path, and a child that never imports torch runs to its end with the script's exit code."""
+    fake = tmp_path / "fake"
+    (fake / "torch").mkdir(parents=True)
+    (fake / "torch" / "__init__.py").write_text("raise ImportError('torch imported by lossdoctor run')\n")
+    env = {**cli_env(), "PYTHONPATH": cli_env()["PYTHONPATH"] + os.pathsep + str(fake)}
+    env["PYTHONPATH"] = str(fake) + os.pathsep + env["PYTHONPATH"]
+    p = subprocess.run([sys.executable, "-m", "lossdoctor", "run", "--log-dir", "runs/none", "--", sys.executable,
+                        "-c", "import sys; sys.exit(3)"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 3, p.stderr
+    assert "torch imported" not in p.stderr
+    assert not (tmp_path / "runs" / "none").exists()
+
+
+@pytest.mark.slow
+def test_a_failing_attach_is_a_note_and_the_script_runs_on(tmp_path):
+    """The documented switch without the command (as for a launcher it cannot wrap), with watch
+    options `watch` refuses: the script trains to its end, bit-identically, and a note says why."""
+    from lossdoctor.cli.run import bootstrap_dir
+    from lossdoctor.messages import render
+
+    script = write(tmp_path, "train.py", PLAIN_LOOP)
+    subprocess.run([sys.executable, str(script), "-1"], cwd=tmp_path, check=True, timeout=300)
+    unwatched = (tmp_path / "final.pt").read_bytes()
+    env = {**cli_env(), "LOSSDOCTOR_ATTACH": "1", "LOSSDOCTOR_LOG_DIR": str(tmp_path / "runs" / "bad"),
+           "LOSSDOCTOR_WATCH": json.dumps({"layer_every": "often"})}
+    env["PYTHONPATH"] = str(bootstrap_dir()) + os.pathsep + env["PYTHONPATH"]
+    p = subprocess.run([sys.executable, str(script), "-1"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "final.pt").read_bytes() == unwatched
+    head = render("integrations.attach.failed", {"part": "watch", "error": "X"}, "en").split("(")[0]
+    assert head + "(watch:" in p.stderr, p.stderr
