@@ -172,3 +172,35 @@ def test_a_failing_attach_is_a_note_and_the_script_runs_on(tmp_path):
     assert (tmp_path / "final.pt").read_bytes() == unwatched
     head = render("integrations.attach.failed", {"part": "watch", "error": "X"}, "en").split("(")[0]
     assert head + "(watch:" in p.stderr, p.stderr
+
+
+HF_SCRIPT = textwrap.dedent("""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments, set_seed
+    set_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=32, n_embd=16, n_layer=1, n_head=2))
+    ids = torch.randint(0, 64, (32, 16), generator=torch.Generator().manual_seed(0))
+    data = [{"input_ids": r, "labels": r.clone()} for r in ids]
+    args = TrainingArguments(output_dir="out", max_steps=6, per_device_train_batch_size=4, learning_rate=1e-3,
+                             logging_steps=1, save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True,
+                             dataloader_num_workers=0, seed=0)
+    Trainer(model=model, args=args, train_dataset=data).train()
+    torch.save(model.state_dict(), "final.pt")
+""")
+
+
+@pytest.mark.slow
+def test_hf_trainer_gets_its_callback_and_records_each_step_once(tmp_path):
+    script = write(tmp_path, "train_hf.py", HF_SCRIPT)
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    unwatched = (tmp_path / "final.pt").read_bytes()
+    (tmp_path / "final.pt").unlink()
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/hf", "--", sys.executable, str(script), cwd=tmp_path,
+                timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "final.pt").read_bytes() == unwatched
+    log_dir = tmp_path / "runs" / "hf"
+    assert steps_recorded(log_dir) == list(range(6))  # the callback's records only: no second recording
+    meta = json.loads((log_dir / "meta.json").read_text())
+    assert meta["framework"]["name"] == "transformers" and "attached" not in meta
+    assert sorted(q.name for q in (tmp_path / "runs").iterdir()) == ["hf"]
