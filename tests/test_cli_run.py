@@ -204,3 +204,47 @@ def test_hf_trainer_gets_its_callback_and_records_each_step_once(tmp_path):
     meta = json.loads((log_dir / "meta.json").read_text())
     assert meta["framework"]["name"] == "transformers" and "attached" not in meta
     assert sorted(q.name for q in (tmp_path / "runs").iterdir()) == ["hf"]
+
+
+DDP_SCRIPT = textwrap.dedent("""
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    data = torch.randn(128, 8, generator=torch.Generator().manual_seed(rank))
+    target = torch.tanh(data[:, :2].sum(1, keepdim=True))
+    for step in range(12):
+        i = (step * 8) % 128
+        x, y = data[i:i + 8].clone(), target[i:i + 8]
+        if rank == 1 and step == 5:
+            x[2, 0] = float("nan")
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step == 4 and rank == 0:
+            torch.save(net.state_dict(), "before_nan.pt")
+    dist.destroy_process_group()
+""")
+
+
+@pytest.mark.slow
+def test_torchrun_workers_are_watched_one_rank_dir_each(tmp_path):
+    """`-- torchrun --nproc_per_node 2` over gloo: the launcher passes the environment switch to
+    its workers, each writes its `rank-N/`, and the diagnosis names the rank the NaN began on."""
+    script = write(tmp_path, "ddp.py", DDP_SCRIPT)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script)]
+    subprocess.run(launch, cwd=tmp_path, check=True, capture_output=True, timeout=300, env=cli_env())
+    unwatched = (tmp_path / "before_nan.pt").read_bytes()
+    (tmp_path / "before_nan.pt").unlink()
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/ddp", "--", *launch, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "before_nan.pt").read_bytes() == unwatched
+    log_dir = tmp_path / "runs" / "ddp"
+    assert sorted(q.name for q in log_dir.iterdir() if q.is_dir()) == ["rank-0", "rank-1"]
+    assert steps_recorded(log_dir / "rank-1") == list(range(12))
+    top = diagnosis(log_dir).findings[0]
+    assert (top.cause, top.step, top.rank) == ("nonfinite_data", 5, 1)
