@@ -248,3 +248,49 @@ def test_torchrun_workers_are_watched_one_rank_dir_each(tmp_path):
     assert steps_recorded(log_dir / "rank-1") == list(range(12))
     top = diagnosis(log_dir).findings[0]
     assert (top.cause, top.step, top.rank) == ("nonfinite_data", 5, 1)
+
+
+LIGHTNING_SCRIPT = textwrap.dedent("""
+    import torch, lightning as L
+    L.seed_everything(0)
+    class M(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+        def training_step(self, batch, i):
+            x, y = batch
+            return torch.nn.functional.mse_loss(self.net(x), y)
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=3e-3)
+    x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+    y = torch.tanh(x[:, :2].sum(1, keepdim=True))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
+    m = M()
+    L.Trainer(max_steps=8, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+              enable_model_summary=False).fit(m, loader)
+    torch.save(m.state_dict(), "final.pt")
+""")
+
+
+@pytest.mark.slow
+def test_lightning_trainer_gets_its_callback_and_records_each_step_once(tmp_path):
+    script = write(tmp_path, "train_pl.py", LIGHTNING_SCRIPT)
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    unwatched = (tmp_path / "final.pt").read_bytes()
+    (tmp_path / "final.pt").unlink()
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/pl", "--", sys.executable, str(script), cwd=tmp_path,
+                timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "final.pt").read_bytes() == unwatched
+    log_dir = tmp_path / "runs" / "pl"
+    assert steps_recorded(log_dir) == list(range(8))
+    meta = json.loads((log_dir / "meta.json").read_text())
+    assert meta["framework"]["name"] == "lightning" and "attached" not in meta
+
+
+def test_help_has_examples():
+    p = run_cli("run", "--help")
+    assert p.returncode == 0
+    assert "lossdoctor run -- python train.py" in p.stdout and "LOSSDOCTOR_ATTACH=1" in p.stdout
+    p = run_cli("run", "--print-bootstrap")
+    assert p.returncode == 0 and (Path(p.stdout.strip()) / "sitecustomize.py").is_file()

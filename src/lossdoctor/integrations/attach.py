@@ -14,7 +14,8 @@ are added, and the rest follows from what the script does:
 - `lossdoctor.watch(model, optimizer)` is opened at the first optimizer step and `mon.step(loss,
   batch)` runs after every step of that optimizer (so step 0's forward is not traced).
 
-An HF `Trainer`'s `train()` gets the HF callback added instead (unless the script added one), and
+An HF `Trainer`'s `train()` (a Lightning `Trainer`'s `fit()`) gets lossdoctor's callback for that
+framework added instead (unless the script added one), and
 the global hooks record nothing while it runs: one recording per step. At interpreter exit (a
 normal end, an exception, Ctrl-C) the monitors are closed; the `lossdoctor run` process then reads
 the run directory and prints the diagnosis. Any failure here is a note on stderr and the script
@@ -233,20 +234,39 @@ class Attach:
 
     # --- frameworks ----------------------------------------------------------------------------
     def on_transformers(self, module: Any) -> None:
-        trainer_cls = module.Trainer
-        train = trainer_cls.train
+        self._wrap_entry(module.Trainer, "train", self._add_hf_callback)
 
-        @functools.wraps(train)
-        def watched_train(trainer: Any, *args: Any, **kwargs: Any) -> Any:
+    def on_lightning(self, module: Any) -> None:
+        self._wrap_entry(module.Trainer, "fit", self._add_lightning_callback)
+
+    def _wrap_entry(self, trainer_cls: Any, name: str, add: Callable[[Any], None]) -> None:
+        """`trainer_cls.name` (the call that trains) adds the framework's callback first, and the
+        global hooks record nothing while it runs."""
+        entry = getattr(trainer_cls, name)
+
+        @functools.wraps(entry)
+        def watched(trainer: Any, *args: Any, **kwargs: Any) -> Any:
             if not self.framework:
-                self._add_hf_callback(trainer)
+                add(trainer)
             self.framework += 1
             try:
-                return train(trainer, *args, **kwargs)
+                return entry(trainer, *args, **kwargs)
             finally:
                 self.framework -= 1
 
-        trainer_cls.train = watched_train
+        setattr(trainer_cls, name, watched)
+
+    def _add_lightning_callback(self, trainer: Any) -> None:
+        try:
+            from .lightning import LossDoctorCallback
+
+            if any(isinstance(cb, LossDoctorCallback) for cb in trainer.callbacks):
+                return
+            cb = LossDoctorCallback(log_dir=self.log_dir, **self.options)
+            trainer.callbacks.append(cb)
+            self.callbacks.append(cb)
+        except Exception as e:
+            note("integrations.attach.failed", part="lightning", error=f"{type(e).__name__}: {e}")
 
     def _add_hf_callback(self, trainer: Any) -> None:
         try:
@@ -291,7 +311,8 @@ def install() -> Attach | None:
         note("integrations.attach.failed", part=ENV_OPTIONS, error=str(e))
         options = {}
     state = Attach(os.environ.get(ENV_LOG_DIR) or None, options)
-    sys.meta_path.insert(0, AfterImport({"torch": state.on_torch, "transformers.trainer": state.on_transformers}))
+    sys.meta_path.insert(0, AfterImport({"torch": state.on_torch, "transformers.trainer": state.on_transformers,
+                                         "lightning.pytorch.trainer.trainer": state.on_lightning}))
     atexit.register(state.close)
     _STATE = state
     return state
