@@ -14,7 +14,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import cli_env, run_cli
 
 PLAIN_LOOP = textwrap.dedent("""
@@ -294,3 +293,49 @@ def test_help_has_examples():
     assert "lossdoctor run -- python train.py" in p.stdout and "LOSSDOCTOR_ATTACH=1" in p.stdout
     p = run_cli("run", "--print-bootstrap")
     assert p.returncode == 0 and (Path(p.stdout.strip()) / "sitecustomize.py").is_file()
+
+
+
+RESUME_SCRIPT = """
+import sys, torch
+from transformers import Trainer, TrainingArguments, set_seed
+set_seed(0)
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    def forward(self, x, labels=None):
+        out = self.body(x)
+        return {"loss": torch.nn.functional.mse_loss(out, labels), "logits": out}
+x = torch.randn(64, 8, generator=torch.Generator().manual_seed(0))
+y = torch.tanh(x[:, :2].sum(1, keepdim=True))
+x[45, 3] = float("nan")   # a broken sample: batch 5 (samples 40-47, no shuffling)
+data = [{"x": a, "labels": b} for a, b in zip(x, y)]
+class Ordered(Trainer):
+    def _get_train_sampler(self, *a, **k):
+        return torch.utils.data.SequentialSampler(self.train_dataset)
+resume = sys.argv[sys.argv.index("--resume_from_checkpoint") + 1] if "--resume_from_checkpoint" in sys.argv else None
+args = TrainingArguments(output_dir="out", max_steps=8, per_device_train_batch_size=8, learning_rate=1e-3,
+                         logging_steps=1, save_steps=2, report_to=[], use_cpu=True, disable_tqdm=True, seed=0)
+Ordered(model=Net(), args=args, train_dataset=data).train(resume_from_checkpoint=resume)
+"""
+
+
+@pytest.mark.slow
+def test_rerun_from_the_last_checkpoint_reproduces_the_nan_and_triages_it(tmp_path):
+    """The README's first step after a NaN: `lossdoctor run -- python train.py
+    --resume_from_checkpoint out/checkpoint-4`, on an HF Trainer run whose batch 5 holds a NaN
+    sample: the rerun records from the checkpoint on, the NaN comes back at the same batch, and it
+    is triaged (an incident record) and named down to the sample."""
+    script = write(tmp_path, "train.py", RESUME_SCRIPT)
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    unwatched = (tmp_path / "out" / "checkpoint-8" / "model.safetensors").read_bytes()
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/resume", "--", sys.executable, str(script),
+                "--resume_from_checkpoint", "out/checkpoint-4", cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out" / "checkpoint-8" / "model.safetensors").read_bytes() == unwatched
+    log_dir = tmp_path / "runs" / "resume"
+    assert steps_recorded(log_dir) == list(range(4))  # global steps 5-8: counted from the checkpoint
+    top = diagnosis(log_dir).findings[0]
+    assert (top.cause, top.step, list(top.samples)) == ("nonfinite_data", 1, [5])
+    assert (log_dir / "incidents" / "step-00000001.json").is_file()

@@ -37,7 +37,7 @@ import sys
 import weakref
 from typing import Any, Callable
 
-from ..messages import Msg, render
+from ..messages import render
 
 ENV_SWITCH = "LOSSDOCTOR_ATTACH"
 ENV_LOG_DIR = "LOSSDOCTOR_LOG_DIR"
@@ -119,7 +119,10 @@ class Attach:
     # --- torch imported ----------------------------------------------------------------------
     def on_torch(self, torch: Any) -> None:
         from torch.nn.modules.module import register_module_forward_pre_hook
-        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
 
         self.handles += [register_optimizer_step_pre_hook(self._pre), register_optimizer_step_post_hook(self._post),
                          register_module_forward_pre_hook(self._called)]
