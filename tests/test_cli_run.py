@@ -74,7 +74,7 @@ def test_nan_at_a_known_step_is_named(tmp_path):
     assert top.cause in p.stderr  # the diagnosis was printed
     assert steps_recorded(log_dir) == list(range(30))  # one record per optimizer step
     meta = json.loads((log_dir / "meta.json").read_text())
-    assert meta["attached"] == {"model": "Sequential", "optimizer": "Adam"} and meta["closed"]
+    assert meta["attached"] == {"model": "Sequential", "optimizer": "Adam", "scaler": None} and meta["closed"]
 
 
 @pytest.mark.slow
@@ -339,3 +339,47 @@ def test_rerun_from_the_last_checkpoint_reproduces_the_nan_and_triages_it(tmp_pa
     top = diagnosis(log_dir).findings[0]
     assert (top.cause, top.step, list(top.samples)) == ("nonfinite_data", 1, [5])
     assert (log_dir / "incidents" / "step-00000001.json").is_file()
+
+
+AMP_SCRIPT = textwrap.dedent("""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    data = torch.randn(256, 8)
+    target = torch.tanh(data[:, :2].sum(1, keepdim=True))
+    losses = []
+    for step in range(12):
+        i = (step * 16) % 256
+        loss = torch.nn.functional.mse_loss(model(data[i:i + 16]), target[i:i + 16])
+        if step == 6:
+            loss = loss * float("inf")  # an overflow: the scaler skips this step
+        losses.append(loss.item())
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    torch.save({"model": model.state_dict(), "losses": losses}, "final.pt")
+""")
+
+
+@pytest.mark.slow
+def test_a_grad_scaler_is_found_its_loss_unscaled_and_skipped_steps_recorded(tmp_path):
+    import torch
+
+    script = write(tmp_path, "amp.py", AMP_SCRIPT)
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
+    unwatched = (tmp_path / "final.pt").read_bytes()
+    losses = torch.load(tmp_path / "final.pt")["losses"]
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/amp", "--", sys.executable, str(script), cwd=tmp_path,
+                timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "final.pt").read_bytes() == unwatched
+    log_dir = tmp_path / "runs" / "amp"
+    records = [json.loads(line) for line in (log_dir / "steps.jsonl").read_text().splitlines() if line.strip()]
+    assert [r["step"] for r in records] == list(range(12))  # the skipped step too
+    assert [r["loss"] for r in records if r["step"] != 6] == [x for i, x in enumerate(losses) if i != 6]
+    assert [r["step"] for r in records if r["skipped"]] == [6]
+    assert (records[0]["scale"], records[-1]["scale"]) == (65536.0, 32768.0)
+    assert json.loads((log_dir / "meta.json").read_text())["attached"]["scaler"] == "GradScaler"

@@ -11,6 +11,8 @@ are added, and the rest follows from what the script does:
   pre-hook, removed once the model is known);
 - the loss: the scalar tensor the last `backward()` before the step started from;
 - the batch: the model's forward inputs of the step (a tensor, or the keyword arguments);
+- a `GradScaler` that scales the loss: the loss recorded is the one before `scale()`, the scaler is
+  given to `watch`, and a step is recorded after `scaler.update()` (a step it skipped too);
 - `lossdoctor.watch(model, optimizer)` is opened at the first optimizer step and `mon.step(loss,
   batch)` runs after every step of that optimizer (so step 0's forward is not traced).
 
@@ -115,6 +117,8 @@ class Attach:
         self.called: dict[int, tuple[Any, int]] = {}  # id -> (weakref to a module called, order)
         self.handles: list[Any] = []
         self.model_handle: Any = None
+        self.scaler: Any = None  # a GradScaler seen scaling a loss: steps are recorded after its update()
+        self.scaled: Any = None  # (weakref to the scaled loss, the loss before scaling)
 
     # --- torch imported ----------------------------------------------------------------------
     def on_torch(self, torch: Any) -> None:
@@ -127,6 +131,7 @@ class Attach:
         self.handles += [register_optimizer_step_pre_hook(self._pre), register_optimizer_step_post_hook(self._post),
                          register_module_forward_pre_hook(self._called)]
         self._wrap_backward(torch)
+        self._wrap_scaler(torch.amp.grad_scaler.GradScaler)
 
     def _wrap_backward(self, torch: Any) -> None:
         seen = self._seen_loss
@@ -147,12 +152,52 @@ class Attach:
 
         torch.autograd.backward = autograd
 
+    def _wrap_scaler(self, scaler_cls: Any) -> None:
+        """A GradScaler: the loss is the one before `scale()`, the monitor opens at its `step()`
+        (which may skip the optimizer's) and a step is recorded after its `update()`, skipped or not."""
+        scale, step, update = scaler_cls.scale, scaler_cls.step, scaler_cls.update
+
+        @functools.wraps(scale)
+        def watched_scale(scaler: Any, outputs: Any, *args: Any, **kwargs: Any) -> Any:
+            out = scale(scaler, outputs, *args, **kwargs)
+            self._seen_scale(scaler, outputs, out)
+            return out
+
+        @functools.wraps(step)
+        def watched_step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+            if scaler is self.scaler and not self.tried and not self.framework:
+                self._pre(optimizer, args, kwargs)
+            return step(scaler, optimizer, *args, **kwargs)
+
+        @functools.wraps(update)
+        def watched_update(scaler: Any, *args: Any, **kwargs: Any) -> Any:
+            out = update(scaler, *args, **kwargs)
+            if scaler is self.scaler and not self.framework:
+                self._record()
+            return out
+
+        scaler_cls.scale, scaler_cls.step, scaler_cls.update = watched_scale, watched_step, watched_update
+
+    def _seen_scale(self, scaler: Any, outputs: Any, out: Any) -> None:
+        try:
+            if self.framework or self.optimizer is False or getattr(outputs, "numel", lambda: 0)() != 1:
+                return
+            if self.scaler is None and self.monitor is None:
+                self.scaler = scaler
+            if scaler is self.scaler:
+                self.scaled = (weakref.ref(out), outputs.detach())
+        except Exception:
+            pass
+
     def _seen_loss(self, tensor: Any) -> None:
         try:
             if self.framework or self.optimizer is False:
                 return
             if isinstance(tensor, (list, tuple)) and len(tensor) == 1:
                 tensor = tensor[0]
+            if self.scaled is not None and self.scaled[0]() is tensor:
+                self.loss = self.scaled[1]
+                return
             if getattr(tensor, "numel", None) is not None and tensor.numel() == 1:
                 self.loss = tensor.detach()
         except Exception:
@@ -192,7 +237,11 @@ class Attach:
             self._drop_module_hook()
 
     def _post(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.framework or self.monitor is None or optimizer is not self.optimizer:
+        if optimizer is self.optimizer and self.scaler is None and not self.framework:
+            self._record()
+
+    def _record(self) -> None:
+        if self.monitor is None:
             return
         loss, batch, self.loss, self.batch = self.loss, self.batch, None, None
         try:
@@ -212,8 +261,9 @@ class Attach:
             return
         self.optimizer = optimizer
         self.model_handle = model.register_forward_pre_hook(self._model_inputs, with_kwargs=True)
-        self.monitor = watch(model, optimizer, log_dir=self.log_dir, **self.options)
-        self.monitor.meta["attached"] = {"model": type(model).__name__, "optimizer": type(optimizer).__name__}
+        self.monitor = watch(model, optimizer, scaler=self.scaler, log_dir=self.log_dir, **self.options)
+        self.monitor.meta["attached"] = {"model": type(model).__name__, "optimizer": type(optimizer).__name__,
+                                         "scaler": type(self.scaler).__name__ if self.scaler is not None else None}
         self.monitor.writer.write_meta(self.monitor.meta)
 
     def find_model(self, optimizer: Any) -> Any:
