@@ -383,3 +383,19 @@ def test_a_grad_scaler_is_found_its_loss_unscaled_and_skipped_steps_recorded(tmp
     assert [r["step"] for r in records if r["skipped"]] == [6]
     assert (records[0]["scale"], records[-1]["scale"]) == (65536.0, 32768.0)
     assert json.loads((log_dir / "meta.json").read_text())["attached"]["scaler"] == "GradScaler"
+
+
+@pytest.mark.slow
+def test_a_script_that_watches_itself_is_not_recorded_twice(tmp_path):
+    own = PLAIN_LOOP.replace('opt = torch.optim.Adam(model.parameters(), lr=3e-3)\n',
+                             'opt = torch.optim.Adam(model.parameters(), lr=3e-3)\n'
+                             'import lossdoctor\nmon = lossdoctor.watch(model, opt, log_dir="runs/own", alerts=False)\n')
+    own = own.replace("    opt.step()\n", "    opt.step()\n    mon.step(loss, batch=x)\n")
+    own = own.replace('torch.save(model.state_dict(), "final.pt")', 'mon.close()')
+    assert own.count("mon.") == 2
+    script = write(tmp_path, "train.py", own)
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/run", "--", sys.executable, str(script), "-1", "10",
+                cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert steps_recorded(tmp_path / "runs" / "own") == list(range(10))
+    assert not (tmp_path / "runs" / "run").exists()

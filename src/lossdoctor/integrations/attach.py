@@ -16,7 +16,8 @@ are added, and the rest follows from what the script does:
 - `lossdoctor.watch(model, optimizer)` is opened at the first optimizer step and `mon.step(loss,
   batch)` runs after every step of that optimizer (so step 0's forward is not traced).
 
-An HF `Trainer`'s `train()` (a Lightning `Trainer`'s `fit()`) gets lossdoctor's callback for that
+A script that calls `lossdoctor.watch` itself keeps its own monitor (its optimizer is not watched
+again). An HF `Trainer`'s `train()` (a Lightning `Trainer`'s `fit()`) gets lossdoctor's callback for that
 framework added instead (unless the script added one), and
 the global hooks record nothing while it runs: one recording per step. At interpreter exit (a
 normal end, an exception, Ctrl-C) the monitors are closed; the `lossdoctor run` process then reads
@@ -119,6 +120,8 @@ class Attach:
         self.model_handle: Any = None
         self.scaler: Any = None  # a GradScaler seen scaling a loss: steps are recorded after its update()
         self.scaled: Any = None  # (weakref to the scaled loss, the loss before scaling)
+        self.own_watch = False  # True while this module opens its monitor
+        self.user_watched: set[int] = set()  # ids of optimizers the script watches itself
 
     # --- torch imported ----------------------------------------------------------------------
     def on_torch(self, torch: Any) -> None:
@@ -261,7 +264,14 @@ class Attach:
             return
         self.optimizer = optimizer
         self.model_handle = model.register_forward_pre_hook(self._model_inputs, with_kwargs=True)
-        self.monitor = watch(model, optimizer, scaler=self.scaler, log_dir=self.log_dir, **self.options)
+        if id(optimizer) in self.user_watched:  # the script calls lossdoctor.watch itself: that one records
+            self.optimizer = False
+            return
+        self.own_watch = True
+        try:
+            self.monitor = watch(model, optimizer, scaler=self.scaler, log_dir=self.log_dir, **self.options)
+        finally:
+            self.own_watch = False
         self.monitor.meta["attached"] = {"model": type(model).__name__, "optimizer": type(optimizer).__name__,
                                          "scaler": type(self.scaler).__name__ if self.scaler is not None else None}
         self.monitor.writer.write_meta(self.monitor.meta)
@@ -284,6 +294,19 @@ class Attach:
         self.called.clear()
         if len(self.handles) == 3:
             self.handles.pop().remove()
+
+    def on_monitor(self, module: Any) -> None:
+        """The script's own `lossdoctor.watch(model, optimizer)`: its optimizer is not watched again."""
+        init = module.Monitor.__init__
+
+        @functools.wraps(init)
+        def watched_init(monitor: Any, model: Any, optimizer: Any, *args: Any, **kwargs: Any) -> None:
+            if not self.own_watch:
+                self.user_watched.add(id(optimizer))
+                self.user_watched.add(id(getattr(optimizer, "optimizer", optimizer)))
+            init(monitor, model, optimizer, *args, **kwargs)
+
+        module.Monitor.__init__ = watched_init
 
     # --- frameworks ----------------------------------------------------------------------------
     def on_transformers(self, module: Any) -> None:
@@ -365,7 +388,8 @@ def install() -> Attach | None:
         options = {}
     state = Attach(os.environ.get(ENV_LOG_DIR) or None, options)
     sys.meta_path.insert(0, AfterImport({"torch": state.on_torch, "transformers.trainer": state.on_transformers,
-                                         "lightning.pytorch.trainer.trainer": state.on_lightning}))
+                                         "lightning.pytorch.trainer.trainer": state.on_lightning,
+                                         "lossdoctor.monitor": state.on_monitor}))
     atexit.register(state.close)
     _STATE = state
     return state
