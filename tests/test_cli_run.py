@@ -74,7 +74,8 @@ def test_nan_at_a_known_step_is_named(tmp_path):
     assert top.cause in p.stderr  # the diagnosis was printed
     assert steps_recorded(log_dir) == list(range(30))  # one record per optimizer step
     meta = json.loads((log_dir / "meta.json").read_text())
-    assert meta["attached"] == {"model": "Sequential", "optimizer": "Adam", "scaler": None} and meta["closed"]
+    assert meta["attached"] == {"model": "Sequential", "optimizer": "Adam", "scaler": None,
+                                "scheduler": None} and meta["closed"]
 
 
 @pytest.mark.slow
@@ -347,6 +348,7 @@ AMP_SCRIPT = textwrap.dedent("""
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
+    sched = torch.optim.lr_scheduler.LinearLR(opt, start_factor=0.5, total_iters=4)
     data = torch.randn(256, 8)
     target = torch.tanh(data[:, :2].sum(1, keepdim=True))
     losses = []
@@ -360,12 +362,13 @@ AMP_SCRIPT = textwrap.dedent("""
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
+        sched.step()
     torch.save({"model": model.state_dict(), "losses": losses}, "final.pt")
 """)
 
 
 @pytest.mark.slow
-def test_a_grad_scaler_is_found_its_loss_unscaled_and_skipped_steps_recorded(tmp_path):
+def test_a_grad_scaler_and_scheduler_are_found_the_loss_unscaled_and_skipped_steps_recorded(tmp_path):
     import torch
 
     script = write(tmp_path, "amp.py", AMP_SCRIPT)
@@ -382,7 +385,9 @@ def test_a_grad_scaler_is_found_its_loss_unscaled_and_skipped_steps_recorded(tmp
     assert [r["loss"] for r in records if r["step"] != 6] == [x for i, x in enumerate(losses) if i != 6]
     assert [r["step"] for r in records if r["skipped"]] == [6]
     assert (records[0]["scale"], records[-1]["scale"]) == (65536.0, 32768.0)
-    assert json.loads((log_dir / "meta.json").read_text())["attached"]["scaler"] == "GradScaler"
+    attached = json.loads((log_dir / "meta.json").read_text())["attached"]
+    assert (attached["scaler"], attached["scheduler"]) == ("GradScaler", "LinearLR")
+    assert [r["lr"] for r in records[:5]] == pytest.approx([1.5e-3, 1.875e-3, 2.25e-3, 2.625e-3, 3e-3])
 
 
 @pytest.mark.slow

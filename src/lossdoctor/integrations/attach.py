@@ -13,6 +13,7 @@ are added, and the rest follows from what the script does:
 - the batch: the model's forward inputs of the step (a tensor, or the keyword arguments);
 - a `GradScaler` that scales the loss: the loss recorded is the one before `scale()`, the scaler is
   given to `watch`, and a step is recorded after `scaler.update()` (a step it skipped too);
+- an LR scheduler: the last one made on that optimizer (its `__init__` is wrapped) goes to `watch`;
 - `lossdoctor.watch(model, optimizer)` is opened at the first optimizer step and `mon.step(loss,
   batch)` runs after every step of that optimizer (so step 0's forward is not traced).
 
@@ -121,6 +122,7 @@ class Attach:
         self.scaler: Any = None  # a GradScaler seen scaling a loss: steps are recorded after its update()
         self.scaled: Any = None  # (weakref to the scaled loss, the loss before scaling)
         self.own_watch = False  # True while this module opens its monitor
+        self.schedulers: dict[int, Any] = {}  # id(optimizer) -> weakref to its (last made) LR scheduler
         self.user_watched: set[int] = set()  # ids of optimizers the script watches itself
 
     # --- torch imported ----------------------------------------------------------------------
@@ -135,6 +137,22 @@ class Attach:
                          register_module_forward_pre_hook(self._called)]
         self._wrap_backward(torch)
         self._wrap_scaler(torch.amp.grad_scaler.GradScaler)
+        self._wrap_scheduler(torch.optim.lr_scheduler.LRScheduler)
+
+    def _wrap_scheduler(self, scheduler_cls: Any) -> None:
+        """An LR scheduler made on an optimizer: the last one made is given to `watch` with it."""
+        init = scheduler_cls.__init__
+        seen = self.schedulers
+
+        @functools.wraps(init)
+        def watched_init(scheduler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> None:
+            init(scheduler, optimizer, *args, **kwargs)
+            try:
+                seen[id(optimizer)] = weakref.ref(scheduler)
+            except Exception:
+                pass
+
+        scheduler_cls.__init__ = watched_init
 
     def _wrap_backward(self, torch: Any) -> None:
         seen = self._seen_loss
@@ -268,12 +286,16 @@ class Attach:
             self.optimizer = False
             return
         self.own_watch = True
+        ref = self.schedulers.get(id(optimizer))
+        scheduler = ref() if ref is not None else None
         try:
-            self.monitor = watch(model, optimizer, scaler=self.scaler, log_dir=self.log_dir, **self.options)
+            self.monitor = watch(model, optimizer, scaler=self.scaler, scheduler=scheduler, log_dir=self.log_dir,
+                                 **self.options)
         finally:
             self.own_watch = False
         self.monitor.meta["attached"] = {"model": type(model).__name__, "optimizer": type(optimizer).__name__,
-                                         "scaler": type(self.scaler).__name__ if self.scaler is not None else None}
+                                         "scaler": type(self.scaler).__name__ if self.scaler is not None else None,
+                                         "scheduler": type(scheduler).__name__ if scheduler is not None else None}
         self.monitor.writer.write_meta(self.monitor.meta)
 
     def find_model(self, optimizer: Any) -> Any:
