@@ -404,3 +404,18 @@ def test_a_script_that_watches_itself_is_not_recorded_twice(tmp_path):
     assert p.returncode == 0, p.stderr
     assert steps_recorded(tmp_path / "runs" / "own") == list(range(10))
     assert not (tmp_path / "runs" / "run").exists()
+
+
+@pytest.mark.slow
+def test_python_dash_m_runs_a_module_watched(tmp_path):
+    """`-- python -m pkg.train ARGS`: the module is found on the child's own path (its working
+    directory), as without lossdoctor, and watched."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    write(tmp_path / "pkg", "train.py", PLAIN_LOOP)
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/mod", "--", sys.executable, "-m", "pkg.train", "3", "12",
+                cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    top = diagnosis(tmp_path / "runs" / "mod").findings[0]
+    assert (top.cause, top.step) == ("nonfinite_data", 3)
+    assert steps_recorded(tmp_path / "runs" / "mod") == list(range(12))
