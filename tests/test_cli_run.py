@@ -385,6 +385,8 @@ def test_a_grad_scaler_and_scheduler_are_found_the_loss_unscaled_and_skipped_ste
     assert [r["loss"] for r in records if r["step"] != 6] == [x for i, x in enumerate(losses) if i != 6]
     assert [r["step"] for r in records if r["skipped"]] == [6]
     assert (records[0]["scale"], records[-1]["scale"]) == (65536.0, 32768.0)
+    # opened before the first backward: step 0's gradient norm is measured, and unscaled once
+    assert 0.1 < records[0]["grad_norm"] / records[1]["grad_norm"] < 10
     attached = json.loads((log_dir / "meta.json").read_text())["attached"]
     assert (attached["scaler"], attached["scheduler"]) == ("GradScaler", "LinearLR")
     assert [r["lr"] for r in records[:5]] == pytest.approx([1.5e-3, 1.875e-3, 2.25e-3, 2.625e-3, 3e-3])

@@ -14,8 +14,9 @@ are added, and the rest follows from what the script does:
 - a `GradScaler` that scales the loss: the loss recorded is the one before `scale()`, the scaler is
   given to `watch`, and a step is recorded after `scaler.update()` (a step it skipped too);
 - an LR scheduler: the last one made on that optimizer (its `__init__` is wrapped) goes to `watch`;
-- `lossdoctor.watch(model, optimizer)` is opened at the first optimizer step and `mon.step(loss,
-  batch)` runs after every step of that optimizer (so step 0's forward is not traced).
+- `lossdoctor.watch(model, optimizer)` is opened before the first backward when the process holds
+  one optimizer (else at the first optimizer step), and `mon.step(loss, batch)` runs after every
+  step of that optimizer (so step 0's forward is not traced).
 
 A script that calls `lossdoctor.watch` itself keeps its own monitor (its optimizer is not watched
 again). An HF `Trainer`'s `train()` (a Lightning `Trainer`'s `fit()`) gets lossdoctor's callback for that
@@ -114,6 +115,7 @@ class Attach:
         self.callbacks: list[Any] = []  # framework callbacks added (closed at exit if still open)
         self.framework = 0  # > 0 while a framework's callback records the steps
         self.tried = False
+        self.early_tried = False
         self.loss: Any = None
         self.batch: Any = None
         self.called: dict[int, tuple[Any, int]] = {}  # id -> (weakref to a module called, order)
@@ -218,11 +220,29 @@ class Attach:
                 tensor = tensor[0]
             if self.scaled is not None and self.scaled[0]() is tensor:
                 self.loss = self.scaled[1]
-                return
-            if getattr(tensor, "numel", None) is not None and tensor.numel() == 1:
+            elif getattr(tensor, "numel", None) is not None and tensor.numel() == 1:
                 self.loss = tensor.detach()
         except Exception:
             pass
+        if not self.tried and not self.framework and not self.early_tried:
+            self.early_tried = True  # one look: the object scan is not repeated at every backward
+            self._start_early()
+
+    def _start_early(self) -> None:
+        """Before the first backward: when the process holds one optimizer, and a module called
+        holds its parameters, the monitor opens now, so step 0's gradients are measured as they
+        are made (else it opens at the first optimizer step)."""
+        try:
+            import gc
+
+            import torch
+
+            optimizers = [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)]
+            if len(optimizers) != 1 or self.find_model(optimizers[0]) is None:
+                return
+        except Exception:
+            return
+        self._pre(optimizers[0], (), {})
 
     def _called(self, module: Any, inputs: Any) -> None:
         try:
