@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .check import add_parser as add_check_parser
     from .fixes import add_parser as add_verify_parser
+    from .run import add_parser as add_run_parser
 
+    add_run_parser(sub)
     add_check_parser(sub, FORMATS)
     add_verify_parser(sub)
     return p
@@ -78,9 +80,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     lang = locale_lang()  # the lines below speak the report's language once --lang is known
     try:
+        from .run import split_command
+
         parser = build_parser()
+        argv, command = split_command(sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
         lang = chosen_lang(args)
+        if args.command == "run":
+            from .run import cmd_run, usage_problem
+
+            problem = usage_problem(args, command)
+            if problem is not None:
+                raise UsageError(problem)
+            return cmd_run(args, command)
         if args.command == "diagnose":
             return cmd_diagnose(args)
         if args.command == "demo":

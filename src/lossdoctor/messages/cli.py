@@ -66,4 +66,18 @@ TEMPLATES = {
                         "`lossdoctor verify` {path}：{n} 个事故的修复经过了重放验证"),
     "cli.verify.incident": ("incident at step {step} ({trigger})", "第 {step} 步的事故（{trigger}）"),
     "cli.verify.no_fix_checked": ("no fix was checked", "没有验证任何修复"),
+    # lossdoctor run -- COMMAND (cli/run.py)
+    "cli.run.no_command": ("lossdoctor run needs a command after --: lossdoctor run -- python train.py",
+                           "`lossdoctor run` 需要在 -- 之后给出命令：`lossdoctor run -- python train.py`"),
+    "cli.run.not_found": ("{program}: command not found", "{program}：找不到这个命令"),
+    "cli.run.no_script": ("{path}: no such file", "{path}：文件不存在"),
+    "cli.run.nothing": (
+        "lossdoctor run: nothing was recorded in {log_dir}: no optimizer step of torch was seen in the process "
+        "(the console reader does not follow the command's output yet: lossdoctor diagnose on a saved log)",
+        "`lossdoctor run`：{log_dir} 里没有记录：进程里没有看到 torch 的 optimizer step（还不能实时读取命令的输出："
+        "请把日志保存下来再用 `lossdoctor diagnose`）"),
+    "cli.run.unreadable": ("lossdoctor run: cannot read the run directory {log_dir}: {error}",
+                           "`lossdoctor run`：无法读取运行目录 {log_dir}：{error}"),
+    "cli.run.where": ("lossdoctor run: run directory {log_dir} (again: lossdoctor diagnose {log_dir})",
+                      "`lossdoctor run`：运行目录 {log_dir}（再次查看：`lossdoctor diagnose {log_dir}`）"),
 }

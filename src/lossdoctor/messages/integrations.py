@@ -27,4 +27,12 @@ TEMPLATES = {
         "check (grad_accum_normalization) did not run",
         "{trainer} 反向传播的是它自己算的 loss，而不是模型的 outputs.loss：测不到每个 micro-batch 在目标函数里的权重"
         "（loss_weight），所以梯度累积归一化的检查（grad_accum_normalization）没有运行"),
+    # lossdoctor run: the hooks inside the training process (integrations/attach.py)
+    "integrations.attach.failed": (
+        "lossdoctor: note: could not watch this run ({part}: {error}); the script runs on unwatched",
+        "lossdoctor：提示：无法监控这次训练（{part}：{error}）；脚本照常运行，不再监控"),
+    "integrations.attach.no_model": (
+        "lossdoctor: note: an optimizer stepped, but no module called with gradients holds its parameters; "
+        "not watching this run",
+        "lossdoctor：提示：optimizer 执行了 step，但没有哪个在梯度模式下调用过的 module 持有它的参数；不监控这次训练"),
 }
