@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .findings import Finding, Report
+from .findings import Finding, Report, messages_data
 from .live import LiveDiagnoser
 from .messages import Msg
 from .options import WatchOptions
@@ -300,6 +300,7 @@ class Monitor:
         if meta is not None and self.notes:
             try:
                 meta["monitor_notes"] = list(self.notes)
+                meta["monitor_notes_data"] = messages_data(self.notes)
                 self.writer.write_meta(meta)
             except Exception:
                 pass

@@ -25,7 +25,7 @@ from ..findings import Finding, Report
 from ..messages import Msg
 from .common import BatchView, Context, unwrap_model
 from .data import DataCheck
-from .init import ActivationProbe, chance, init_findings, weight_stats
+from .init import ActivationProbe, chance, init_findings, unread_note, weight_stats
 from .labels import LabelCheck
 from .merge import merge_findings, ordered
 from .mixed_precision import LOW, config_findings, loss_dtype_finding
@@ -78,6 +78,7 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
     if model is not None:
         found += guarded(ctx, "init check", lambda: init_findings(
             ctx, weight_stats(unwrap_model(model)), run.get("growth"), run.get("loss"), run.get("chance")))
+        found += guarded(ctx, "init check", _note_unread, ctx, unwrap_model(model))
     if model is not None or optimizer is not None or scaler is not None:
         found += guarded(ctx, "precision check", lambda: config_findings(
             ctx, autocast=run.get("autocast"), grads=run.get("grads"), peak_lr=ctx.peak_lr))
@@ -98,6 +99,13 @@ def guarded(ctx: Context, what: str, fn: Any, *args: Any) -> list[Finding]:
         log.debug("preflight %s failed", what, exc_info=True)
         ctx.note(Msg("engine.internal_error", name=what, error=f"{type(e).__name__}: {e}".splitlines()[0]))
         return []
+
+
+def _note_unread(ctx: Context, model: nn.Module) -> list[Finding]:
+    note = unread_note(model)
+    if note is not None:
+        ctx.note(note)
+    return []
 
 
 def _batch_checks(ctx: Context, views: list[BatchView]) -> list[Finding]:

@@ -18,6 +18,7 @@ from ..messages import fmt, round_sig
 from ..findings import Finding
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 from ..signals.packing import Example, packed_examples
+from ..signals.safe_reads import stored_attr
 
 __all__ = ["Context", "BatchView", "make_finding", "fmt", "round_sig", "quote", "IGNORE_INDEX",
            "unwrap_model", "pct"]
@@ -55,7 +56,7 @@ def unwrap_model(model: Any) -> Any:
     """The nn.Module inside DDP / FSDP / compiled wrappers (their `.module` or `._orig_mod`)."""
     seen = 0
     while seen < 5 and model is not None:
-        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        inner = stored_attr(model, "_orig_mod") or stored_attr(model, "module")  # never a property
         if not isinstance(inner, torch.nn.Module):
             break
         model = inner

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from .safe_reads import foreach_norm_any, known_numel
 from .sharding import local
 
 
@@ -76,7 +77,7 @@ class OptimizerProbe:
     def _choose_stride(self) -> int:
         """1 (every entry) up to `budget` entries in all, else the odd stride that reads about
         `budget` of them."""
-        total = sum(local(p).numel() for g in self.opt.param_groups for p in g["params"] if p.requires_grad)
+        total = sum(known_numel(local(p)) for g in self.opt.param_groups for p in g["params"] if p.requires_grad)
         if total <= self.budget:
             return 1
         return math.ceil(total / self.budget) | 1
@@ -134,8 +135,8 @@ class OptimizerProbe:
         self._snapshot = None
         with torch.no_grad():
             delta = torch._foreach_sub(params, before)
-            dn = torch._foreach_norm(delta, 2, dtype=torch.float32)
-            pn = torch._foreach_norm(params, 2, dtype=torch.float32)
+            dn = foreach_norm_any(delta)
+            pn = foreach_norm_any(params)
             self._stats["delta_sq"] = [torch.stack(list(dn)).square().sum()]
             self._stats["param_sq"] = [torch.stack(list(pn)).square().sum()]
             low = [(g, d) for p, d, g in zip(params, delta, grads) if p.dtype in (torch.bfloat16, torch.float16)]

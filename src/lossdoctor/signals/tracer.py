@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from ..messages import Msg
+from .safe_reads import norm_fp32, stored_attr
 
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
 
@@ -214,7 +215,7 @@ class ModuleTracer:
         self._event(i, kind, dtype_max(d.dtype), mn, mx)
         self._last_rec = (t, mn, mx)
         if self.sampled and kind == OUTPUT:
-            self.ev_rms.append(torch.linalg.vector_norm(d, dtype=torch.float32) / math.sqrt(d.numel()))
+            self.ev_rms.append(norm_fp32(d) / math.sqrt(d.numel()))
 
     def _alias(self, i: int) -> None:
         k, r = self._last_out_ev
@@ -294,8 +295,8 @@ class ModuleTracer:
     def _vouch_linear(self, i: int, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> bool:
         """True when y = linear(x) is provably finite and well inside its dtype's range, and proving
         it reads at most half the bytes a scan of y would."""
-        w = module.weight
-        b = module.bias
+        w = stored_attr(module, "weight")  # a parametrized weight is computed on access: not read
+        b = stored_attr(module, "bias")
         if y.device.type != "cpu" or x.device.type != "cpu" or type(w) not in (nn.Parameter, torch.Tensor) \
                 or w.dim() != 2 or not w.is_floating_point() or y.numel() < 2 * (w.numel() + x.numel()):
             return False

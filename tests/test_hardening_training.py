@@ -1,0 +1,214 @@
+"""The monitor never changes the training and never stops for one odd value (issue 27, round 3).
+
+- Reading a weight never computes it: a WGAN-GP whose critic has spectral_norm layers (the old
+  hook API and `parametrizations`), weight_norm (both APIs), a custom parametrization, lazy
+  modules and a property that computes train byte for byte the same with and without `watch`
+  and after `lossdoctor.check`; no parametrization or property runs more often than in the
+  plain run.
+- An odd tensor in the batch (meta, sparse, nested, complex) costs only its own checks.
+- The batch walk is bounded: its count of visited elements is capped, whatever the container size.
+- float64 and complex models are monitored, or a note says exactly what was not checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils import parametrize
+
+import lossdoctor
+
+
+# --- training byte for byte ---------------------------------------------------------------------
+class Counting(nn.Module):
+    """A parametrization that counts its calls (a symmetric weight, scaled)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return w * 0.5
+
+
+class PropLinear(nn.Module):
+    """A layer whose `weight` and `config` are properties that compute (and count)."""
+
+    def __init__(self, n_in: int, n_out: int) -> None:
+        super().__init__()
+        self.raw = nn.Parameter(torch.randn(n_out, n_in) * 0.3)
+        self.bias = nn.Parameter(torch.zeros(n_out))
+        self.calls = 0
+
+    @property
+    def weight(self) -> torch.Tensor:
+        self.calls += 1
+        return self.raw * 2.0
+
+    @property
+    def config(self) -> dict[str, int]:
+        self.calls += 1
+        return {"hidden_size": 8}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return nn.functional.linear(x, self.weight, self.bias)
+
+
+def _sn_old(m: nn.Module) -> nn.Module:
+    return torch.nn.utils.spectral_norm(m)
+
+
+def _sn_new(m: nn.Module) -> nn.Module:
+    return torch.nn.utils.parametrizations.spectral_norm(m)
+
+
+def _wn_old(m: nn.Module) -> nn.Module:
+    return torch.nn.utils.weight_norm(m)
+
+
+def _wn_new(m: nn.Module) -> nn.Module:
+    return torch.nn.utils.parametrizations.weight_norm(m)
+
+
+def _custom(m: nn.Module) -> nn.Module:
+    parametrize.register_parametrization(m, "weight", Counting())
+    return m
+
+
+WRAPS: dict[str, Callable[[nn.Module], nn.Module]] = {
+    "spectral_norm_hook": _sn_old, "spectral_norm_parametrizations": _sn_new,
+    "weight_norm_hook": _wn_old, "weight_norm_parametrizations": _wn_new, "custom_parametrization": _custom,
+}
+
+
+def _critic(kind: str) -> nn.Module:
+    if kind == "lazy":
+        return nn.Sequential(nn.LazyLinear(16), nn.LeakyReLU(0.2), nn.LazyLinear(1))
+    if kind == "property":
+        return nn.Sequential(PropLinear(4, 16), nn.LeakyReLU(0.2), PropLinear(16, 1))
+    wrap = WRAPS[kind]
+    return nn.Sequential(wrap(nn.Linear(4, 16)), nn.LeakyReLU(0.2), wrap(nn.Linear(16, 1)))
+
+
+def _calls(model: nn.Module) -> int:
+    return sum(getattr(m, "calls", 0) for m in model.modules())
+
+
+def _state(*objs: Any) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    for k, obj in enumerate(objs):
+        if isinstance(obj, nn.Module):
+            for name, t in obj.state_dict(keep_vars=True).items():
+                out[f"{k}.{name}"] = t.detach().clone()
+            for name, m in obj.named_modules():  # the hook APIs' computed weight is a plain attribute
+                for attr in ("weight",):
+                    t = m.__dict__.get(attr)
+                    if isinstance(t, torch.Tensor):
+                        out[f"{k}.{name}.{attr}(attribute)"] = t.detach().clone()
+        else:
+            for i, st in obj.state_dict()["state"].items():
+                for name, t in st.items():
+                    if isinstance(t, torch.Tensor):
+                        out[f"{k}.opt{i}.{name}"] = t.detach().clone()
+    return out
+
+
+def _train_wgan(kind: str, mode: str, tmp_path, steps: int = 6, materialise_first: bool = False):
+    """A WGAN-GP (critic D, generator G, gradient penalty): `mode` is "plain", "watch" or "check"
+    (lossdoctor.check on the first batch, then watch). Returns every state tensor and the calls."""
+    torch.manual_seed(0)
+    D = _critic(kind)
+    G = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 4))
+    if materialise_first:
+        D(torch.zeros(1, 4))
+    gen = torch.Generator().manual_seed(1)
+    oD = torch.optim.Adam(D.parameters(), 1e-3, betas=(0.5, 0.9))
+    oG = torch.optim.Adam(G.parameters(), 1e-3, betas=(0.5, 0.9))
+    calls0 = _calls(D)
+    mon = None
+    if mode == "check":
+        x0 = torch.randn(8, 4, generator=torch.Generator().manual_seed(5))
+        lossdoctor.check(D, oD, batches=[(x0, torch.zeros(8, 1))], forward=False)
+    if mode in ("watch", "check"):
+        mon = lossdoctor.watch(D, oD, log_dir=tmp_path / mode)
+    for _ in range(steps):
+        real = torch.randn(8, 4, generator=gen) + 2
+        z = torch.randn(8, 2, generator=gen)
+        fake = G(z).detach()
+        eps = torch.rand(8, 1, generator=gen)
+        x = (eps * real + (1 - eps) * fake).requires_grad_(True)
+        grad = torch.autograd.grad(D(x).sum(), x, create_graph=True)[0]
+        gp = ((grad.norm(dim=1) - 1) ** 2).mean()
+        loss_d = D(fake).mean() - D(real).mean() + 10 * gp
+        oD.zero_grad()
+        loss_d.backward()
+        oD.step()
+        if mon is not None:
+            mon.step(loss_d, batch={"real": real, "z": z})
+        loss_g = -D(G(z)).mean()
+        oG.zero_grad()
+        loss_g.backward()
+        oG.step()
+    if mon is not None:
+        mon.close()
+    return _state(D, G, oD, oG), _calls(D) - calls0, mon
+
+
+def _assert_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    differ = [k for k in a if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape
+              or a[k].numpy().tobytes() != b[k].numpy().tobytes()]
+    assert differ == [], differ
+
+
+@pytest.mark.parametrize("kind", [*WRAPS, "lazy", "property"])
+@pytest.mark.parametrize("mode", ["watch", "check"])
+def test_training_is_byte_identical_with_computed_weights(kind, mode, tmp_path):
+    plain, plain_calls, _ = _train_wgan(kind, "plain", tmp_path)
+    watched, watched_calls, mon = _train_wgan(kind, mode, tmp_path)
+    _assert_identical(plain, watched)
+    assert len(plain) >= 20  # params, buffers (u/v, g/v), both optimizers' moments
+    assert watched_calls == plain_calls  # no parametrization or property ran for lossdoctor
+    assert [n for n in mon.notes if getattr(n, "key", None) == "monitor.disabled"] == []  # every part ran
+    if kind in ("spectral_norm_parametrizations", "weight_norm_parametrizations", "custom_parametrization"):
+        assert plain_calls > 0 or kind != "custom_parametrization"
+        notes = [n for n in mon.notes if getattr(n, "key", None) == "pcheck.weights_unread"]
+        assert len(notes) == 1 and notes[0].values["n"] == 2
+        report = mon.diagnose()  # the note reaches the report with its key
+        assert "pcheck.weights_unread" in [d and d["key"] for d in report.to_dict()["notes_data"]]
+    if kind == "property":
+        assert plain_calls > 0
+    if kind == "spectral_norm_hook":
+        assert any(k.endswith("weight_u") for k in plain)
+
+
+def test_lazy_module_watched_after_materialisation_is_identical(tmp_path):
+    plain, _, _ = _train_wgan("lazy", "plain", tmp_path, materialise_first=True)
+    watched, _, mon = _train_wgan("lazy", "watch", tmp_path, materialise_first=True)
+    _assert_identical(plain, watched)
+    assert mon.notes == []  # materialised: every weight read, every part ran
+
+
+def test_check_forward_runs_the_parametrization_once_and_restores_the_state():
+    """`check`'s one documented forward calls a parametrization as one plain forward does, and
+    the spectral_norm u/v buffers it moved are restored."""
+    torch.manual_seed(0)
+    for wrap in (_custom, _sn_new, _sn_old):
+        D = nn.Sequential(wrap(nn.Linear(4, 16)), nn.LeakyReLU(0.2), wrap(nn.Linear(16, 1)))
+        opt = torch.optim.Adam(D.parameters(), 1e-3)
+        before = _state(D)
+        c0 = _calls(D)
+        x = torch.randn(8, 4)
+        report = lossdoctor.check(D, opt, batches=[(x, torch.zeros(8, 1))], task="regression")
+        assert _calls(D) - c0 == (2 if wrap is _custom else 0)  # one forward: each layer once
+        after = _state(D)
+        if wrap is _sn_old:  # the hook API's cached weight attribute is recomputed by any forward
+            before = {k: v for k, v in before.items() if "(attribute)" not in k}
+            after = {k: v for k, v in after.items() if "(attribute)" not in k}
+        _assert_identical(before, after)
+        keys = [n.key for n in report.notes if hasattr(n, "key")]
+        assert ("pcheck.weights_unread" in keys) == (wrap is not _sn_old)
