@@ -212,3 +212,118 @@ def test_check_forward_runs_the_parametrization_once_and_restores_the_state():
         _assert_identical(before, after)
         keys = [n.key for n in report.notes if hasattr(n, "key")]
         assert ("pcheck.weights_unread" in keys) == (wrap is not _sn_old)
+
+
+# --- an odd tensor in the batch costs only its own checks ------------------------------------------
+def _odd(kind: str) -> torch.Tensor:
+    if kind == "meta":
+        return torch.empty(8, 3, device="meta")
+    if kind == "sparse":
+        return torch.eye(8).to_sparse()
+    if kind == "nested":
+        return torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    if kind == "quantized":
+        return torch.quantize_per_tensor(torch.ones(8, 2), 0.1, 0, torch.quint8)
+    raise ValueError(kind)
+
+
+def _small_run(tmp_path, batch_fn: Callable[[int, torch.Tensor, torch.Tensor], Any], steps: int = 20,
+               dtype: torch.dtype = torch.float32):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).to(dtype)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    def replay(m: nn.Module, b: Any) -> torch.Tensor:  # a replay function: triage's snapshot ring is on
+        x, y = (b["x"], b["y"]) if isinstance(b, dict) else (b[0], b[1])
+        return (m(x) - y).abs().pow(2).mean().real
+
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "run", replay_fn=replay)
+    for s in range(steps):
+        x, y = torch.randn(8, 4, dtype=dtype), torch.randn(8, 1, dtype=dtype)
+        loss = (model(x) - y).abs().pow(2).mean().real
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=batch_fn(s, x, y))
+    mon.close()
+    from lossdoctor.runlog import read_run_dir
+
+    return mon, read_run_dir(tmp_path / "run")[0]
+
+
+@pytest.mark.parametrize("kind", ["meta", "sparse", "nested", "quantized"])
+def test_an_unreadable_tensor_in_the_batch_costs_only_its_own_checks(kind, tmp_path):
+    def batch(s: int, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+        if s == 12:
+            x = x.clone()
+            x[3, 1] = float("nan")  # the rest of the batch is still checked
+        return {"x": x, "y": y, "odd": _odd(kind)}
+
+    mon, run = _small_run(tmp_path, batch)
+    assert len(run.steps) == 20  # every step recorded
+    bad = run.cols["batch_nonfinite"]
+    assert list(bad[:12]) == [0] * 12 and bad[12] == 1
+    skipped = [n for n in mon.notes if getattr(n, "key", None) == "batch.tensor_skipped"]
+    assert [(n.values["key"], n.values["kind"]) for n in skipped] == [("odd", kind)]  # said once
+    assert [n for n in mon.notes if getattr(n, "key", None) == "monitor.disabled"] == []
+    assert mon.preflight is not None and mon.preflight.enabled  # preflight on
+    assert mon.triage.enabled and mon.triage.ring is not None and mon.triage.ring.enabled  # triage on
+    if kind == "meta":  # its batches cannot be copied: replay of those steps only is lost
+        assert [getattr(n, "key", None) for n in mon.triage.ring.notes] == ["triage.ring.batch_unreadable"]
+
+
+def test_a_complex_input_is_checked_through_its_real_view(tmp_path):
+    def batch(s: int, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+        z = torch.complex(x, x.flip(0))
+        if s == 7:
+            z[2, 0] = complex(float("nan"), 0.0)
+        return {"x": x, "y": y, "z": z.t().contiguous().t()}  # a non-contiguous complex view too
+
+    mon, run = _small_run(tmp_path, batch)
+    assert len(run.steps) == 20
+    assert run.cols["batch_nonfinite"][7] == 1 and run.cols["batch_nonfinite"][6] == 0
+    assert [n for n in mon.notes if getattr(n, "key", None) in ("batch.tensor_skipped", "monitor.disabled")] == []
+
+
+# --- bounds: the batch walk is capped ---------------------------------------------------------------
+class CountingDict(dict):
+    """A real dict that counts the items handed out by `items()` (what a walk reads)."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self.read = 0
+
+    def items(self):  # type: ignore[override]
+        for kv in super().items():
+            self.read += 1
+            yield kv
+
+
+def test_batch_walk_count_is_capped_whatever_the_container_size():
+    from lossdoctor.signals.batch import WALK, walk_batch
+    from lossdoctor.triage.batches import KEEP, unkeepable
+
+    for n in (10, 1_000, 100_000):
+        big = list(range(n))
+        w = walk_batch(big)
+        assert w.visited == min(n, WALK.max_visits) and w.cut == (n > WALK.max_visits)
+        d = CountingDict({f"k{i}": torch.tensor([i]) for i in range(n)})
+        w = walk_batch(d)
+        assert len(w.items) == min(n, WALK.max_tensors)
+        assert d.read <= WALK.max_tensors + 1  # items are read lazily, never all copied
+        d.read = 0
+        assert (unkeepable(d) is not None) == (n > min(KEEP.max_visits, KEEP.max_tensors))
+        assert d.read <= KEEP.max_visits + 1
+    nested = {"a": [list(range(1000)) for _ in range(100)], "b": {"c": list(range(10_000))}}
+    w = walk_batch(nested)
+    assert w.visited == WALK.max_visits and w.cut  # all levels together
+
+
+def test_huge_batch_containers_are_recorded_with_a_note(tmp_path):
+    def batch(s: int, x: torch.Tensor, y: torch.Tensor) -> Any:
+        return [x, y, *range(100_000)]
+
+    mon, run = _small_run(tmp_path, batch)
+    assert len(run.steps) == 20 and list(run.cols["batch_nonfinite"]) == [0] * 20  # x and y checked
+    keys = [getattr(n, "key", None) for n in mon.notes]
+    assert keys.count("batch.walk_capped") == 1 and "monitor.disabled" not in keys
+    assert [getattr(n, "key", None) for n in mon.triage.ring.notes] == ["triage.ring.batch_too_wide"]

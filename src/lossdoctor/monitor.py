@@ -168,6 +168,7 @@ class Monitor:
         self.opt_probe = OptimizerProbe(self.optimizer, budget=opts.update_budget)
         self.probes.append(self.opt_probe)
         self.batch_probe = BatchProbe()
+        self.batch_probe.notes = self.notes  # what the batch checks could not read, said once
         self.probes.append(self.batch_probe)
         self.readout = Readout()
         self.meta = self._describe(model, self.scaler, self.scheduler, self.task,

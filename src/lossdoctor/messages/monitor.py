@@ -18,6 +18,14 @@ TEMPLATES = {
         "traced; the activation checks end at the last hidden state",
         "模型的输出头（{head}）从未作为 module 运行：loss 是绕过它、直接从最后一层隐藏状态算出来的（fused 或分块的 "
         "LM head loss，比如 TRL 的），logits 根本没有生成，所以无法追踪；activation 检查止于最后一层隐藏状态"),
+    "batch.walk_capped": (
+        "batch checks: the batch is a large container; only its first {visits} elements and {tensors} tensors "
+        "were looked at each step (the rest of it was not checked)",
+        "batch 检查：这个 batch 是一个很大的容器；每步只查看了它的前 {visits} 个元素和 {tensors} 个张量（其余部分未检查）"),
+    "batch.tensor_skipped": (
+        "batch checks: {key} is a {kind} tensor, whose values cannot be read; it was not checked (the rest of the "
+        "batch was)",
+        "batch 检查：{key} 是 {kind} 张量，其值无法读取，因此未检查它（batch 的其余部分照常检查）"),
     "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
                            "无法诊断：{path} 中的运行日志无法读取（{error}）"),
 }

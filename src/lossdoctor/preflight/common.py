@@ -18,7 +18,7 @@ from ..messages import fmt, round_sig
 from ..findings import Finding
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 from ..signals.packing import Example, packed_examples
-from ..signals.safe_reads import stored_attr
+from ..signals.safe_reads import stored_attr, unreadable
 
 __all__ = ["Context", "BatchView", "make_finding", "fmt", "round_sig", "quote", "IGNORE_INDEX",
            "unwrap_model", "pct"]
@@ -86,7 +86,9 @@ class BatchView:
     @classmethod
     def parse(cls, batch: Any, index: int) -> BatchView:
         view = cls(index=index)
-        pairs = list(iter_tensors(batch))
+        # tensors whose values cannot be read (meta, sparse, complex...) are left out: only their
+        # own checks are lost (the batch probe says which, once)
+        pairs = [(k, t) for k, t in iter_tensors(batch) if unreadable(t) is None]
         tuple_like = isinstance(batch, (tuple, list)) and not hasattr(batch, "items")
         last_key = str(len(batch) - 1) if tuple_like and len(batch) >= 2 else None
         for key, t in pairs:

@@ -80,8 +80,9 @@ def known_numel(t: torch.Tensor) -> int:
     return 0 if uninitialized(t) else t.numel()
 
 
-def unreadable(t: torch.Tensor) -> str | None:
-    """Why the values of `t` cannot be read by a check on the host, or None when they can."""
+def unreadable(t: torch.Tensor, *, complex_ok: bool = False) -> str | None:
+    """Why the values of `t` cannot be read by a check on the host, or None when they can
+    (`complex_ok`: a complex tensor counts as readable, for a copy or a real view)."""
     if type(t) not in (torch.Tensor, nn.Parameter) and not isinstance(t, nn.Parameter):
         return type(t).__name__  # DTensor, FakeTensor, functorch wrappers: their own semantics
     if t.device.type == "meta":
@@ -92,7 +93,7 @@ def unreadable(t: torch.Tensor) -> str | None:
         return "nested"
     if t.is_quantized:
         return "quantized"
-    if t.is_complex():
+    if t.is_complex() and not complex_ok:
         return "complex"
     return None
 
