@@ -327,3 +327,86 @@ def test_huge_batch_containers_are_recorded_with_a_note(tmp_path):
     keys = [getattr(n, "key", None) for n in mon.notes]
     assert keys.count("batch.walk_capped") == 1 and "monitor.disabled" not in keys
     assert [getattr(n, "key", None) for n in mon.triage.ring.notes] == ["triage.ring.batch_too_wide"]
+
+
+# --- hooks left after an exception -------------------------------------------------------------------
+HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+              "_state_dict_hooks", "_load_state_dict_pre_hooks")
+
+
+def _hook_count(model: nn.Module, *optimizers: Any) -> int:
+    n = sum(len(getattr(m, a, None) or {}) for m in model.modules() for a in HOOK_DICTS)
+    n += sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in model.parameters())
+    n += sum(len(getattr(p, "_backward_hooks", None) or {}) for p in model.parameters())
+    for opt in optimizers:
+        opt = getattr(opt, "optimizer", opt)  # accelerate's wrapper: the torch optimizer inside
+        n += len(opt._optimizer_step_pre_hooks) + len(opt._optimizer_step_post_hooks)
+    return n
+
+
+def _hf_trainer(model: nn.Module, out, steps: int, callbacks: list[Any], accum: int = 1):
+    from transformers import Trainer, TrainingArguments
+
+    from test_integrations_transformers import TokenData
+
+    args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=4, max_steps=steps,
+                             gradient_accumulation_steps=accum, logging_steps=1, save_strategy="no",
+                             report_to=[], use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+    return Trainer(model=model, args=args, train_dataset=TokenData(64), callbacks=callbacks)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["on_step_end", "on_substep_end"])
+def test_interrupted_hf_trainer_leaves_nothing_after_the_next_run(where, tmp_path):
+    """Ctrl-C (a KeyboardInterrupt from a callback at step 2) ends `trainer.train()` without
+    on_train_end; forwards after it keep no buffer bounded-less; the next Trainer run on the same
+    model (a new callback) closes the orphaned monitor, and after it ends every hook is gone."""
+    pytest.importorskip("transformers")
+    from transformers import TrainerCallback
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+    from test_integrations_transformers import gpt2
+
+    class CtrlC(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if where == "on_step_end" and state.global_step == 2:
+                raise KeyboardInterrupt
+
+        def on_substep_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if where == "on_substep_end" and state.global_step == 2:
+                raise KeyboardInterrupt
+
+    model = gpt2()
+    before = _hook_count(model)
+    cb1 = LossDoctorCallback(log_dir=tmp_path / "ld1", alerts=False)
+    t1 = _hf_trainer(model, tmp_path / "o1", 6, [cb1, CtrlC()], accum=2)
+    with pytest.raises(KeyboardInterrupt):
+        t1.train()
+    assert _hook_count(model) > before and "compute_loss" in vars(t1)  # what HF leaves behind
+    tracer, probe = cb1.monitor.tracer, cb1.probe
+    tracer.max_events = probe.max_items = 64  # the caps, small enough to reach here
+    sizes = []
+    ids = torch.randint(0, 64, (2, 16))
+    for r in range(3):
+        model.train()
+        for _ in range(80 if r == 0 else 10):  # training-mode forwards with no trainer running
+            model(input_ids=ids, labels=ids)
+        with torch.no_grad():
+            model.eval()
+            model(input_ids=ids)
+        sizes.append((len(tracer.ev_module), len(tracer.bw_module), len(probe.items), len(probe.objective)))
+    assert sizes[0] == sizes[1] == sizes[2]  # bounded: more forwards grow nothing
+    assert max(sizes[0]) <= 64
+    if where == "on_step_end":  # between steps: nothing is traced at all
+        assert sizes[0] == (0, 0, 0, 0)
+
+    cb2 = LossDoctorCallback(log_dir=tmp_path / "ld2", alerts=False)
+    t2 = _hf_trainer(model, tmp_path / "o2", 3, [cb2])
+    t2.train()
+    assert cb1.monitor.closed and "compute_loss" not in vars(t1)  # the orphan was closed first
+    assert "compute_loss" not in vars(t2)  # not wrapped twice, and unwrapped at the end
+    assert _hook_count(model, t1.optimizer, t2.optimizer) == before
+    from lossdoctor.runlog import read_run_dir
+
+    assert len(read_run_dir(tmp_path / "ld2")[0].steps) == 3
+    assert len(read_run_dir(tmp_path / "ld1")[0].steps) == 2  # the interrupted run's log is whole

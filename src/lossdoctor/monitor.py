@@ -11,10 +11,12 @@ once, and never reaches the training loop.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,6 +52,20 @@ log = logging.getLogger("lossdoctor")
 
 #: per-module statistics written to layers.f32 at sampled steps, in this order
 LAYER_STATS = ("act_absmax", "act_rms", "grad_absmax", "param_grad_norm", "param_norm")
+
+
+#: monitors not closed yet: closed at interpreter exit (a loop that ended on an exception never
+#: called close: its run log is completed and its hooks removed)
+_OPEN_MONITORS: weakref.WeakSet[Monitor] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_monitors() -> None:
+    for mon in list(_OPEN_MONITORS):
+        try:
+            mon.close()
+        except Exception:  # at exit: nothing may be raised
+            pass
 
 
 def default_log_dir(world_size: int = 1) -> Path:
@@ -154,6 +170,7 @@ class Monitor:
             self._teardown()
             self.closed = True
             raise
+        _OPEN_MONITORS.add(self)
 
     def _install(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:
         """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""
@@ -280,6 +297,7 @@ class Monitor:
         finally:
             self._teardown()
             self.closed = True
+            _OPEN_MONITORS.discard(self)
 
     def _teardown(self) -> None:
         """Remove every hook and close every file, each on its own: one that fails does not keep

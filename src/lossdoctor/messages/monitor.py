@@ -18,6 +18,12 @@ TEMPLATES = {
         "traced; the activation checks end at the last hidden state",
         "模型的输出头（{head}）从未作为 module 运行：loss 是绕过它、直接从最后一层隐藏状态算出来的（fused 或分块的 "
         "LM head loss，比如 TRL 的），logits 根本没有生成，所以无法追踪；activation 检查止于最后一层隐藏状态"),
+    "tracer.events_capped": (
+        "module trace: a step held {events} forward events (forwards with no mon.step between them: an "
+        "interrupted trainer, or a loop that does not call mon.step); later forwards of that step were not "
+        "traced",
+        "模块追踪：一个 step 积累了 {events} 个前向事件（两次 mon.step 之间有大量前向：训练器被中断，或循环没有调用 "
+        "mon.step）；该 step 之后的前向没有追踪"),
     "batch.walk_capped": (
         "batch checks: the batch is a large container; only its first {visits} elements and {tensors} tensors "
         "were looked at each step (the rest of it was not checked)",

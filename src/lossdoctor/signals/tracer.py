@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,6 +37,22 @@ from ..messages import Msg
 from .safe_reads import norm_fp32, stored_attr
 
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
+
+
+@dataclass(frozen=True)
+class TraceLimits:
+    """How much one step's trace may hold. A step is one forward per micro-batch; forwards with
+    no `mon.step` to flush them (a trainer interrupted by an exception, a loop that never calls
+    step) must not grow the trace without bound (issue 27: ~9 events a forward, for ever)."""
+
+    #: forwards' worth of events (two a module: input and output) kept per step: above the
+    #: gradient accumulation of real runs (measured default; HF/Lightning runs use 1-64)
+    forwards_per_step: int = 256
+    #: and never fewer events than this (small models)
+    min_events: int = 16384
+
+
+TRACE = TraceLimits()
 
 #: Element-wise modules that cannot turn finite values into NaN/Inf (nor finite gradients into
 #: non-finite ones). Between sampled steps their outputs are not scanned: when their input is the
@@ -139,6 +156,11 @@ class ModuleTracer:
         self.check_inputs = check_inputs
         self.sampled = False  # set by the monitor: also compute RMS this step
         self.enabled = True
+        #: True between steps where an integration knows no training step runs (after the HF
+        #: Trainer's on_step_end, before its next on_step_begin): forwards then are not traced
+        self.idle = False
+        #: events one step may hold (`TraceLimits`); past it the step's later forwards are not traced
+        self.max_events = max(TRACE.min_events, TRACE.forwards_per_step * 2 * len(self.modules))
         self.error: BaseException | None = None  # first internal error; the part is disabled then
         self._handles: list[Any] = []
         #: per module: ((version, data_ptr) of its weight, max |W|): once per optimizer step
@@ -223,6 +245,15 @@ class ModuleTracer:
         if self.sampled and r >= 0:
             self.ev_rms.append(self.ev_rms[r])
 
+    def _full(self) -> bool:
+        """The step's trace holds `max_events`: said once, nothing more recorded until the flush."""
+        if len(self.ev_module) < self.max_events and len(self.bw_module) < self.max_events:
+            return False
+        note = Msg("tracer.events_capped", events=self.max_events)
+        if note not in self.notes:
+            self.notes.append(note)
+        return True
+
     def _fail(self, e: BaseException) -> None:
         """Never let the monitor break the user's forward/backward: disable and remember."""
         self.enabled = False
@@ -230,7 +261,8 @@ class ModuleTracer:
 
     def _make_pre(self, i: int):
         def pre(module: nn.Module, args: tuple) -> None:
-            if compiling() or not self.enabled or not args or not torch.is_grad_enabled():
+            if compiling() or not self.enabled or self.idle or not args or not torch.is_grad_enabled() \
+                    or self._full():
                 return
             try:
                 t = first_float_tensor(args[0])
@@ -244,7 +276,7 @@ class ModuleTracer:
     def _make_fwd(self, i: int):
         def fwd(module: nn.Module, args: tuple, out: Any) -> None:
             # evaluation passes (no_grad) between training steps are not part of the step
-            if compiling() or not self.enabled or not torch.is_grad_enabled():
+            if compiling() or not self.enabled or self.idle or not torch.is_grad_enabled() or self._full():
                 return
             try:
                 t = first_float_tensor(out)
