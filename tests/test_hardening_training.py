@@ -410,3 +410,123 @@ def test_interrupted_hf_trainer_leaves_nothing_after_the_next_run(where, tmp_pat
 
     assert len(read_run_dir(tmp_path / "ld2")[0].steps) == 3
     assert len(read_run_dir(tmp_path / "ld1")[0].steps) == 2  # the interrupted run's log is whole
+
+
+# --- float64 and complex models ---------------------------------------------------------------------
+def _dtype_run(tmp_path, dtype: torch.dtype, bad_step: int | None = None):
+    def batch(s: int, x: torch.Tensor, y: torch.Tensor) -> dict[str, Any]:
+        if s == bad_step:
+            x = x.clone()
+            x[2, 1] = float("inf")
+        return {"x": x, "y": y}
+
+    return _small_run(tmp_path / str(dtype), batch, steps=14, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64])
+def test_float64_and_complex_models_are_fully_monitored(dtype, tmp_path):
+    _, ref = _dtype_run(tmp_path, torch.float32)
+    mon, run = _dtype_run(tmp_path, dtype)
+    measured = {k for k, v in run.cols.items() if (v == v).any()}  # not all NaN
+    expected = {k for k, v in ref.cols.items() if (v == v).any()}
+    assert expected <= measured, expected - measured  # activations, gradients, updates, Adam eps...
+    assert {"act_absmax", "grad_norm", "update_ratio", "param_norm", "batch_nonfinite"} <= measured
+    assert run.layers is not None and len(run.layers.steps) > 0
+    assert [n for n in mon.notes if getattr(n, "key", None) == "monitor.disabled"] == []
+    # a non-finite input is found and named, in this dtype too (triage's op-level trace included)
+    mon, run = _dtype_run(tmp_path / "bad", dtype, bad_step=9)
+    report = mon.diagnose()
+    assert report.primary is not None and report.primary.cause == "nonfinite_data" and report.primary.step == 9
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.complex64])
+def test_check_reads_float64_and_complex_weights(dtype):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, 1)).to(dtype)
+    with torch.no_grad():
+        for m in model:
+            if isinstance(m, nn.Linear):
+                m.weight.normal_(0, 1.0)  # std 1 with fan_in 64: a gain of 8 a layer
+    x = torch.randn(16, 64, dtype=dtype)
+    report = lossdoctor.check(model, torch.optim.SGD(model.parameters(), lr=0.01),
+                              batches=[(x, torch.randn(16, 1, dtype=dtype))], task="regression")
+    keys = [getattr(n, "key", None) for n in report.notes]
+    assert "engine.internal_error" not in keys and "pcheck.forward_failed" not in keys
+    assert report.primary is not None and report.primary.cause == "bad_init"
+
+
+class BrokenProbe:
+    """A real add-on probe whose flush fails (a part of the monitor that switches itself off)."""
+
+    name = "broken probe"
+
+    def __init__(self) -> None:
+        self.enabled = True
+
+    def flush(self, packer: Any, step: Any) -> None:
+        raise RuntimeError("cannot measure this")
+
+    def interpret(self, values: Any, ctx: Any, rec: Any) -> None:
+        pass
+
+    def remove(self) -> None:
+        pass
+
+
+def test_a_part_that_switched_itself_off_makes_the_run_inconclusive_not_healthy(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    w_true = torch.randn(4, 1)
+    gen = torch.Generator().manual_seed(0)
+    for broken in (False, True):
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path / str(broken), alerts=False)
+        if broken:
+            mon.add_probe(BrokenProbe())
+        for _ in range(120):
+            x = torch.randn(32, 4, generator=gen)
+            loss = (model(x) - x @ w_true).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            mon.step(loss, batch={"x": x})
+        mon.close()
+        report = mon.diagnose()
+        assert report.findings == []
+        assert report.status == ("inconclusive" if broken else "healthy")
+        keys = [d and d["key"] for d in report.to_dict()["notes_data"]]
+        assert ("monitor.disabled" in keys) == broken
+
+
+CHECK_SETUP = '''
+import torch
+
+def lossdoctor_setup():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x, y = torch.randn(16, 5), torch.randint(0, 2, (16,))  # 5 features for a 4-input model
+    return {"model": model, "optimizer": opt, "batches": [(x, y)], "task": "classification"}
+
+def skip_forward():
+    return {**lossdoctor_setup(), "forward": False}
+'''
+
+
+def test_check_whose_forward_raises_reports_the_error_and_exits_2(tmp_path):
+    import json
+
+    from conftest import run_cli
+
+    (tmp_path / "setup.py").write_text(CHECK_SETUP)
+    out = run_cli("check", "--config", "setup.py", "--format", "json", cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    report = json.loads(out.stdout)  # the report is written, then the one-line error
+    assert report["status"] == "inconclusive"
+    data = [d for d in report["notes_data"] if d and d["key"] == "pcheck.forward_failed"]
+    assert len(data) == 1 and data[0]["values"]["error"].startswith("RuntimeError: mat1 and mat2 shapes")
+    last = out.stderr.splitlines()[-1]
+    assert last.startswith("lossdoctor: setup.py: the model's forward on the first batch raised RuntimeError")
+    assert "Traceback" not in out.stderr
+    out = run_cli("check", "--config", "setup.py:skip_forward", "--format", "json", cwd=tmp_path)
+    assert out.returncode == 0 and json.loads(out.stdout)["status"] == "healthy"  # forward skipped on request

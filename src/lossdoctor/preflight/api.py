@@ -88,7 +88,21 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
     if not raw and batches is None:
         ctx.note(Msg("pcheck.no_batches"))
     findings = ordered(merge_findings([], found))
-    return Report(findings=findings, steps=0, notes=list(ctx.notes), source="preflight")
+    # a forward that raised, or a check that failed, is not a pass: never "healthy" on what remains
+    failed = any(getattr(n, "key", None) in CHECK_FAILED for n in ctx.notes)
+    return Report(findings=findings, steps=0, notes=list(ctx.notes), source="preflight", inconclusive=failed)
+
+
+#: notes saying a check did not run because something raised (the user's forward, or lossdoctor)
+CHECK_FAILED = frozenset({"pcheck.forward_failed", "engine.internal_error"})
+
+
+def forward_error(report: Report) -> str | None:
+    """The error of the forward pass `check` ran on the first batch, when it raised."""
+    for n in report.notes:
+        if getattr(n, "key", None) == "pcheck.forward_failed":
+            return str(n.values.get("error"))
+    return None
 
 
 def guarded(ctx: Context, what: str, fn: Any, *args: Any) -> list[Finding]:

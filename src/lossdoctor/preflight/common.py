@@ -56,7 +56,9 @@ def unwrap_model(model: Any) -> Any:
     """The nn.Module inside DDP / FSDP / compiled wrappers (their `.module` or `._orig_mod`)."""
     seen = 0
     while seen < 5 and model is not None:
-        inner = stored_attr(model, "_orig_mod") or stored_attr(model, "module")  # never a property
+        # stored, never a property (FSDP1's `module` property reads `_fsdp_wrapped_module`)
+        inner = stored_attr(model, "_orig_mod") or stored_attr(model, "module") \
+            or stored_attr(model, "_fsdp_wrapped_module")
         if not isinstance(inner, torch.nn.Module):
             break
         model = inner

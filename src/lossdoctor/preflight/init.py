@@ -60,7 +60,8 @@ def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, 
     out = []
     for name, m in model.named_modules():
         w = stored_attr(m, "weight")
-        if not isinstance(w, torch.Tensor) or _uninitialized(w) or not w.is_floating_point() or w.dim() < 2 \
+        if not isinstance(w, torch.Tensor) or _uninitialized(w) or not (w.is_floating_point() or w.is_complex()) \
+                or w.dim() < 2 \
                 or id(w) in embedded:
             continue
         if w.device.type == "meta" or not holds_data(w):  # FSDP1 frees its views' storage

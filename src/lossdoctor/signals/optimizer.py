@@ -164,6 +164,8 @@ class OptimizerProbe:
                     continue
                 st = self.opt.state.get(p, {})
                 v = self._sample(st.get("exp_avg_sq"))
+                if v is not None and v.is_complex():  # Adam keeps a complex parameter's moments per
+                    v = torch.view_as_real(v)          # real and imaginary part: read them so
                 step = st.get("step")
                 if v is None or step is None or v.numel() == 0:
                     continue

@@ -102,6 +102,17 @@ _SPARSE = tuple(getattr(torch, n) for n in ("sparse_coo", "sparse_csr", "sparse_
                 if hasattr(torch, n))
 
 
+def real_view(t: torch.Tensor) -> torch.Tensor:
+    """A complex tensor as its real and imaginary parts (a view, `view_as_real`): its min/max then
+    say whether any part is non-finite and how large the parts are; any other tensor as it is."""
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
+
+
+def float_like(t: torch.Tensor) -> bool:
+    """Floating or complex: values that can be NaN/Inf."""
+    return t.is_floating_point() or t.is_complex()
+
+
 def norm_fp32(t: torch.Tensor) -> torch.Tensor:
     """L2 norm of `t` as an fp32 scalar tensor, whatever its dtype."""
     if t.dtype in _NARROW:

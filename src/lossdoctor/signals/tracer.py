@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from ..messages import Msg
-from .safe_reads import norm_fp32, stored_attr
+from .safe_reads import norm_fp32, real_view, stored_attr
 
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
 
@@ -100,7 +100,7 @@ def first_float_tensor(obj: Any, depth: int = 0) -> torch.Tensor | None:
     puts the loss first: `(loss, logits, ...)`), and so are a dict's loss entries (`LOSS_OUTPUTS`):
     the model's loss is never reported as its largest activation."""
     if isinstance(obj, torch.Tensor):
-        return obj if obj.is_floating_point() and obj.dim() > 0 and obj.numel() > 0 else None
+        return obj if (obj.is_floating_point() or obj.is_complex()) and obj.dim() > 0 and obj.numel() > 0 else None
     if depth > 2:
         return None
     if isinstance(obj, (tuple, list)):
@@ -131,7 +131,8 @@ _DTYPE_MAX: dict[torch.dtype, float] = {}
 def dtype_max(dtype: torch.dtype) -> float:
     v = _DTYPE_MAX.get(dtype)
     if v is None:
-        v = _DTYPE_MAX[dtype] = float(torch.finfo(dtype).max) if dtype.is_floating_point else math.inf
+        v = _DTYPE_MAX[dtype] = float(torch.finfo(dtype).max) if dtype.is_floating_point or dtype.is_complex \
+            else math.inf
     return v
 
 
@@ -233,7 +234,7 @@ class ModuleTracer:
 
     def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
         d = t.detach()
-        mn, mx = self._aminmax(d)
+        mn, mx = self._aminmax(real_view(d))
         self._event(i, kind, dtype_max(d.dtype), mn, mx)
         self._last_rec = (t, mn, mx)
         if self.sampled and kind == OUTPUT:
@@ -315,7 +316,7 @@ class ModuleTracer:
             if compiling() or not self.enabled or grad is None:
                 return
             try:
-                mn, mx = self._aminmax(grad.detach())  # max |g| is taken on the host
+                mn, mx = self._aminmax(real_view(grad.detach()))  # max |g| is taken on the host
                 self._bw_event(i, OUTPUT, mn, mx)
                 self._last_grad = (weakref.ref(grad), mn, mx)
             except Exception as e:
