@@ -247,9 +247,8 @@ class ModuleTracer:
             self.ev_rms.append(self.ev_rms[r])
 
     def _full(self) -> bool:
-        """The step's trace holds `max_events`: said once, nothing more recorded until the flush."""
-        if len(self.ev_module) < self.max_events and len(self.bw_module) < self.max_events:
-            return False
+        """The step's trace holds `max_events`: said once, nothing more recorded until the flush
+        (backward events come only from traced forwards: bounded with them)."""
         note = Msg("tracer.events_capped", events=self.max_events)
         if note not in self.notes:
             self.notes.append(note)
@@ -263,7 +262,7 @@ class ModuleTracer:
     def _make_pre(self, i: int):
         def pre(module: nn.Module, args: tuple) -> None:
             if compiling() or not self.enabled or self.idle or not args or not torch.is_grad_enabled() \
-                    or self._full():
+                    or (len(self.ev_module) >= self.max_events and self._full()):
                 return
             try:
                 t = first_float_tensor(args[0])
@@ -277,7 +276,8 @@ class ModuleTracer:
     def _make_fwd(self, i: int):
         def fwd(module: nn.Module, args: tuple, out: Any) -> None:
             # evaluation passes (no_grad) between training steps are not part of the step
-            if compiling() or not self.enabled or self.idle or not torch.is_grad_enabled() or self._full():
+            if compiling() or not self.enabled or self.idle or not torch.is_grad_enabled() \
+                    or (len(self.ev_module) >= self.max_events and self._full()):
                 return
             try:
                 t = first_float_tensor(out)
