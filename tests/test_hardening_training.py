@@ -513,6 +513,7 @@ def skip_forward():
 '''
 
 
+@pytest.mark.slow
 def test_check_whose_forward_raises_reports_the_error_and_exits_2(tmp_path):
     import json
 
