@@ -7,8 +7,10 @@ its caps lifted, side by side in one process.
 Method: one small MLP (4 -> 8 -> 1, SGD) and one `watch` (with a replay function, so triage's
 snapshot ring copies batches) per variant and batch; every step trains, then times `mon.step`
 alone. Batches: a 2-tensor dict (the usual case), a 1,000-key dict of tensors, a list of 100,000
-ints. Variants: `capped` (the defaults: `signals.batch.WALK`, `triage.batches.KEEP`) and
-`uncapped` (both limits set to 10**9: every element walked, as before issue 27's fix). Rounds
+ints (the batch checks stop at the first plain value; triage's copy check does not), and a list
+of 100,000 one-key dicts. Variants: `capped` (the defaults: `signals.batch.WALK`, `triage.batches.KEEP`) and
+`uncapped` (both limits set to 10**9, no list skipped: every element walked, as before issue 27's
+fix). Rounds
 interleave the variants. Reported: median `mon.step` time in ms and the ratio to the small batch
 of the same variant; the capped/uncapped ratio per batch.
 """
@@ -32,8 +34,10 @@ BATCHES: dict[str, Callable[[torch.Tensor, torch.Tensor], Any]] = {
     "2-tensor dict": lambda x, y: {"x": x, "y": y},
     "1,000-key dict": lambda x, y: {"x": x, "y": y, **{f"k{i}": torch.tensor([i]) for i in range(1000)}},
     "100,000-int list": lambda x, y: [x, y, *range(100_000)],
+    "100,000-dict list": lambda x, y: [x, y, *WIDE],
 }
 HUGE = 10**9
+WIDE = [{"i": i} for i in range(100_000)]  # a list the walk must look into (not plain values)
 
 
 def _replay(m: nn.Module, b: Any) -> torch.Tensor:
@@ -67,8 +71,10 @@ def set_caps(capped: bool) -> None:
     if capped:
         SB.WALK, TB.KEEP = DEFAULT_WALK, DEFAULT_KEEP
     else:
-        SB.WALK = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=SB.WALK.max_depth)
-        TB.KEEP = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=TB.KEEP.max_depth)
+        SB.WALK = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=SB.WALK.max_depth,
+                                skip_scalar_lists=False)
+        TB.KEEP = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=TB.KEEP.max_depth,
+                                skip_scalar_lists=False)
 
 
 DEFAULT_WALK, DEFAULT_KEEP = SB.WALK, TB.KEEP

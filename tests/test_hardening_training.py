@@ -303,9 +303,12 @@ def test_batch_walk_count_is_capped_whatever_the_container_size():
     from lossdoctor.triage.batches import KEEP, unkeepable
 
     for n in (10, 1_000, 100_000):
-        big = list(range(n))
+        big = [torch.zeros(2)] * 3 + [{"a": i} for i in range(n)]
         w = walk_batch(big)
-        assert w.visited == min(n, WALK.max_visits) and w.cut == (n > WALK.max_visits)
+        assert w.visited == min(2 * n + 3, WALK.max_visits) and w.cut == (2 * n + 3 > WALK.max_visits)
+        w = walk_batch(list(range(n)))  # a list of plain values: read no further than its first
+        assert w.visited == 1 and not w.cut
+        assert (unkeepable(list(range(n))) is not None) == (n > KEEP.max_visits)  # the copy needs all
         d = CountingDict({f"k{i}": torch.tensor([i]) for i in range(n)})
         w = walk_batch(d)
         assert len(w.items) == min(n, WALK.max_tensors)
@@ -313,14 +316,18 @@ def test_batch_walk_count_is_capped_whatever_the_container_size():
         d.read = 0
         assert (unkeepable(d) is not None) == (n > min(KEEP.max_visits, KEEP.max_tensors))
         assert d.read <= KEEP.max_visits + 1
-    nested = {"a": [list(range(1000)) for _ in range(100)], "b": {"c": list(range(10_000))}}
+    nested = {"a": {f"k{i}": {f"j{j}": j for j in range(50)} for i in range(50)}, "b": torch.ones(2)}
     w = walk_batch(nested)
     assert w.visited == WALK.max_visits and w.cut  # all levels together
+    texts = {"text": ["a sample"] * 1000, "input_ids": torch.ones(1000, 4, dtype=torch.long)}
+    assert [k for k, _ in walk_batch(texts).items] == ["input_ids"]  # 1,000 texts cost one visit
 
 
 def test_huge_batch_containers_are_recorded_with_a_note(tmp_path):
+    wide = [{"i": i} for i in range(100_000)]
+
     def batch(s: int, x: torch.Tensor, y: torch.Tensor) -> Any:
-        return [x, y, *range(100_000)]
+        return [x, y, *wide]
 
     mon, run = _small_run(tmp_path, batch)
     assert len(run.steps) == 20 and list(run.cols["batch_nonfinite"]) == [0] * 20  # x and y checked

@@ -38,6 +38,10 @@ class WalkLimits:
     max_tensors: int = 64
     #: nesting levels looked into (a dict of dicts of tuples)
     max_depth: int = 3
+    #: a list or tuple whose item is a plain value (str, number, None) is taken as a list of such
+    #: values and not read further: 512 raw texts ahead of `input_ids` do not use up the budget
+    #: (triage's copy needs every element and does not skip: `triage.batches.KEEP`)
+    skip_scalar_lists: bool = True
 
 
 WALK = WalkLimits()
@@ -71,6 +75,7 @@ def _walk(batch: Any, prefix: str, depth: int, walk: BatchWalk, limits: WalkLimi
         return
     if depth > limits.max_depth or batch is None or isinstance(batch, (str, bytes, int, float, bool)):
         return
+    sequence = isinstance(batch, (tuple, list))
     try:
         for k, v in _children(batch):
             if walk.visited >= limits.max_visits or len(walk.items) >= limits.max_tensors:
@@ -78,6 +83,8 @@ def _walk(batch: Any, prefix: str, depth: int, walk: BatchWalk, limits: WalkLimi
                 return
             walk.visited += 1
             if v is None or isinstance(v, (str, bytes, int, float, bool)):
+                if sequence and limits.skip_scalar_lists:
+                    return  # a list of plain values holds no tensor
                 continue  # a plain leaf: nothing to look into
             _walk(v, f"{prefix}.{k}" if prefix else str(k), depth + 1, walk, limits)
     except Exception:

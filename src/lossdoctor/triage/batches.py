@@ -24,7 +24,7 @@ MAX_DEPTH = 6
 #: how much of a batch triage looks at before copying it (one bounded pass each step): a batch
 #: beyond it is not kept (never copied nor walked in full, so a step's cost does not grow with the
 #: container: benchmarks/batch_walk.py); the batch checks' limits, over the copy's nesting depth
-KEEP = WalkLimits(max_visits=256, max_tensors=64, max_depth=MAX_DEPTH)
+KEEP = WalkLimits(max_visits=256, max_tensors=64, max_depth=MAX_DEPTH, skip_scalar_lists=False)
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], Any], depth: int = 0) -> Any:
