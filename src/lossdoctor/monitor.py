@@ -11,11 +11,13 @@ once, and never reaches the training loop.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
 import time
 import uuid
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .findings import Finding, Report
+from .findings import Finding, Report, messages_data
 from .live import LiveDiagnoser
 from .messages import Msg
 from .options import WatchOptions
@@ -55,6 +57,20 @@ log = logging.getLogger("lossdoctor")
 
 #: per-module statistics written to layers.f32 at sampled steps, in this order
 LAYER_STATS = ("act_absmax", "act_rms", "grad_absmax", "param_grad_norm", "param_norm")
+
+
+#: monitors not closed yet: closed at interpreter exit (a loop that ended on an exception never
+#: called close: its run log is completed and its hooks removed)
+_OPEN_MONITORS: weakref.WeakSet[Monitor] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_monitors() -> None:
+    for mon in list(_OPEN_MONITORS):
+        try:
+            mon.close()
+        except Exception:  # at exit: nothing may be raised
+            pass
 
 
 def default_log_dir(world_size: int = 1) -> Path:
@@ -208,6 +224,7 @@ class Monitor:
             self._teardown()
             self.closed = True
             raise
+        _OPEN_MONITORS.add(self)
 
     def _install(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:
         """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""
@@ -222,6 +239,7 @@ class Monitor:
         self.opt_probe = OptimizerProbe(self.optimizer, budget=opts.update_budget)
         self.probes.append(self.opt_probe)
         self.batch_probe = BatchProbe()
+        self.batch_probe.notes = self.notes  # what the batch checks could not read, said once
         self.probes.append(self.batch_probe)
         self.stale = StaleGradProbe(self.optimizer)  # gradients never zeroed
         self.probes.append(self.stale)
@@ -343,6 +361,7 @@ class Monitor:
         finally:
             self._teardown()
             self.closed = True
+            _OPEN_MONITORS.discard(self)
 
     def _teardown(self) -> None:
         """Remove every hook and close every file, each on its own: one that fails does not keep
@@ -364,6 +383,7 @@ class Monitor:
         if meta is not None and self.notes:
             try:
                 meta["monitor_notes"] = list(self.notes)
+                meta["monitor_notes_data"] = messages_data(self.notes)
                 self.writer.write_meta(meta)
             except Exception:
                 pass

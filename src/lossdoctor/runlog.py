@@ -31,6 +31,8 @@ from typing import IO, Any
 import numpy as np
 import orjson
 
+from .findings import restore_messages
+from .messages import Msg
 from .records import LayerStats, Run, make_run
 from .sources.confined import ConfinedDir, Refused
 from .sources.files import open_regular, read_bytes
@@ -421,7 +423,9 @@ def _read_one(d: Path) -> Run:
     run.notes.extend(notes)
     monitor_notes = meta.get("monitor_notes") if isinstance(meta, dict) else None
     if isinstance(monitor_notes, list):  # what the live monitor could not record, and why
-        run.notes.extend(f"live monitor: {n}" for n in monitor_notes if isinstance(n, str))
+        # a note written with its message data reads back as that message (its key and values)
+        restored = restore_messages(monitor_notes, meta.get("monitor_notes_data"))
+        run.notes.extend(n if isinstance(n, Msg) else f"live monitor: {n}" for n in restored if isinstance(n, str))
     run.live_findings = _read_jsonl(d / FINDINGS, notes)
     run.preflight = read_preflight(d, run.notes)
     run.layers = _read_layers(d, run.notes)

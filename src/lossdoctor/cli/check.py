@@ -14,7 +14,9 @@ a dict of `lossdoctor.check` arguments::
 `--config setup.py` calls `lossdoctor_setup()` (or `setup()`); `--config setup.py:make` calls
 `make()`. Whatever the file prints goes to stderr so `--format json` stays one JSON object on
 stdout. Exit codes are diagnose's: 0 the checks ran, 1 with --fail-on and a finding at or above
-that severity, 2 a config that cannot be loaded or used (one line on stderr, no traceback).
+that severity, 2 a config that cannot be loaded or used (one line on stderr, no traceback), and
+also 2 when the model's forward on the first batch raised (the report is written first, status
+inconclusive, the error in its notes; `"forward": False` in the config skips that forward).
 """
 
 from __future__ import annotations
@@ -85,6 +87,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     report.source = args.config
     write_report(report, args, inputs=[str(split_spec(args.config)[0])])
+    from ..preflight.api import forward_error
+
+    error = forward_error(report)
+    if error is not None:  # the model cannot run its own first batch: a setup that cannot be used
+        error_line(render("cli.check_forward_failed", {"path": args.config, "error": error}, lang))
+        return EXIT_BAD_INPUT
     if args.fail_on:
         worst = max((f.severity_rank for f in report.findings), default=-1)
         if worst >= SEVERITY_RANK[args.fail_on]:

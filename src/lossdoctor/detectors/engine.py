@@ -233,6 +233,10 @@ def merge_ranks(per_rank: list[list[Finding]]) -> list[Finding]:
     return out
 
 
+#: notes of the live monitor saying that one of its parts did not run (read from the run directory)
+PART_OFF = frozenset({"monitor.disabled"})
+
+
 def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     """Diagnose one run (possibly several ranks) into a Report."""
     from .scalars import coverage
@@ -246,7 +250,9 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
         per_rank.append(f)
         notes.extend(run.notes)  # what was read from where, before what could not be checked
         ok, cov = coverage(run, q, f)
-        judged.append(ok)
+        # a part of the live monitor that switched itself off did not check what it feeds: the run
+        # is not called healthy on the checks that remain (its note says which part)
+        judged.append(ok and not any(getattr(x, "key", None) in PART_OFF for x in run.notes))
         notes.extend(cov)
         notes.extend(n)
     if runs:

@@ -6,7 +6,9 @@ mixin (which has no `__init__`, so the framework's own initialisation is untouch
 
 from __future__ import annotations
 
+import atexit
 import logging
+import weakref
 from pathlib import Path
 from typing import Any, Callable
 
@@ -16,6 +18,28 @@ from ..messages import Msg
 from .microbatch import MicroBatchProbe
 
 log = logging.getLogger("lossdoctor")
+
+#: callbacks whose monitor is open. A trainer that stops on an exception (Ctrl-C) never calls
+#: on_train_end, so their hooks stay on the model: the next callback that starts on the same model
+#: closes them first (`_close_orphans`), and whatever is still open is closed at interpreter exit.
+_OPEN: weakref.WeakSet[WatchingCallback] = weakref.WeakSet()
+
+
+def _close_orphans(model: torch.nn.Module, keep: WatchingCallback | None = None) -> None:
+    """Close every other callback's monitor still open on `model` (its run was interrupted)."""
+    for cb in list(_OPEN):
+        if cb is keep:
+            continue
+        watched = cb._watched() if cb._watched is not None else None
+        if watched is model:
+            log.warning("%s", Msg("integrations.orphan_closed"))
+            cb._close_guarded()
+
+
+@atexit.register
+def _close_all() -> None:
+    for cb in list(_OPEN):
+        cb._close_guarded()
 
 
 class WatchingCallback:
@@ -35,6 +59,13 @@ class WatchingCallback:
         self.monitor = None
         self.probe = None
         self._runs = 0
+        self._watched: Any = None  # weak reference to the model the open monitor watches
+
+    def _close_guarded(self) -> None:
+        try:
+            self._finish()
+        except Exception as e:  # never the user's problem
+            log.debug("lossdoctor: closing a monitor failed: %s", e)
 
     def _start_guarded(self, start: Callable[..., None], *args: Any) -> None:
         self._finish()
@@ -64,6 +95,7 @@ class WatchingCallback:
         wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped) \
             or (isinstance(wrapped, torch.nn.Module) and is_fsdp1(wrapped))
         target = wrapped if wrapping else model
+        _close_orphans(model, keep=self)  # hooks a run interrupted by an exception left on the model
         log_dir = self.log_dir
         self._runs += 1
         if log_dir is not None and self._runs > 1:  # training started again: a run directory each
@@ -83,13 +115,18 @@ class WatchingCallback:
             mon.preflight.ctx.trainer = framework
         self.probe = MicroBatchProbe(mon, **probe_options)
         mon.add_probe(self.probe)
+        mon.tracer.idle = True  # until the first step begins
+        self._watched = weakref.ref(model)
+        _OPEN.add(self)
         return mon
 
     def _begin_step(self) -> None:
         """Drop the forwards that ran since the last step (evaluation) from the module trace."""
         if self.monitor is not None and self.probe is not None:
             self.monitor.tracer.reset()
+            self.monitor.tracer.idle = False
             self.probe.reset()
+            self.probe.idle = False
 
     def _end_step(self) -> None:
         """One optimizer step done: its micro-batches joined into the step's batch, recorded."""
@@ -101,6 +138,11 @@ class WatchingCallback:
             batch = None
             self.monitor.disable("micro-batches", e)
         self.monitor.step(self.probe.last_loss(), batch=batch)
+        # until the next step begins no training forward runs (evaluation, or an exception ended
+        # the run): nothing is traced or kept, so an interrupted run's hooks grow no buffer
+        self.monitor.tracer.idle = True
+        if self.probe is not None:
+            self.probe.idle = True
 
     def diagnose(self) -> Any:
         """The diagnosis of the last (or current) training run."""
@@ -109,6 +151,8 @@ class WatchingCallback:
         return self.monitor.diagnose()
 
     def _finish(self) -> None:
+        _OPEN.discard(self)
+        self._watched = None
         if self.monitor is not None and not self.monitor.closed:
             self.monitor.close()
         self.probe = None

@@ -74,6 +74,17 @@ def model_loss(out: Any) -> torch.Tensor | None:
     return loss if isinstance(loss, torch.Tensor) and loss.is_floating_point() else None
 
 
+@dataclass(frozen=True)
+class MicroBatchLimits:
+    #: micro-batches (and trainer losses) kept per step: above any real gradient accumulation
+    #: (HF/Lightning runs use 1-64, measured default); forwards beyond it, with no step to flush
+    #: them (an interrupted trainer's hooks), are not kept: memory stays bounded
+    max_items: int = 1024
+
+
+MICRO = MicroBatchLimits()
+
+
 class MicroBatchProbe:
     """A monitor probe (see `Monitor.add_probe`) fed by `observe` once per training forward."""
 
@@ -82,6 +93,9 @@ class MicroBatchProbe:
         #: a causal LM predicts label[i+1] at position i: position 0 of each row is never counted
         self.shift_labels = shift_labels
         self.enabled = True
+        #: set by the callbacks between steps (after a step ended, before the next began): not kept
+        self.idle = False
+        self.max_items = MICRO.max_items
         self.items: list[MicroBatch] = []
         #: steps whose model loss had a gradient hook that never fired, and steps whose did
         self.unweighted_steps = 0
@@ -93,7 +107,7 @@ class MicroBatchProbe:
 
     # --- per forward ----------------------------------------------------------------------------
     def observe(self, batch: Any, loss: torch.Tensor | None, num_items: Any = None) -> None:
-        if not self.enabled:
+        if not self.enabled or self.idle or len(self.items) >= self.max_items:
             return
         try:
             item = MicroBatch(batch=batch, loss=None, num_items=num_items)
@@ -116,7 +130,7 @@ class MicroBatchProbe:
         the step's objective is sum(weight * loss) over these, whatever the model returned.
         `num_items` is the item count the trainer passed to `compute_loss` (every rank's, with
         `average_tokens_across_devices`): what a loss it computes itself is divided by."""
-        if not self.enabled:
+        if not self.enabled or self.idle or len(self.objective) >= self.max_items:
             return
         try:
             if isinstance(loss, (tuple, list)) and loss:

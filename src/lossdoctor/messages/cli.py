@@ -26,6 +26,11 @@ TEMPLATES = {
                           "lossdoctor：没有名为 {name} 的故障；`lossdoctor demo --fault list` 会列出全部故障"),
     "cli.check_needs_torch": ("lossdoctor: check needs torch (pip install torch)",
                               "lossdoctor：check 需要 torch（`pip install torch`）"),
+    "cli.check_forward_failed": (
+        "lossdoctor: {path}: the model's forward on the first batch raised {error}; the checks that need it did "
+        "not run (status inconclusive). Fix the batch or the model, or return \"forward\": False to skip it",
+        "lossdoctor：{path}：模型在第一个 batch 上的前向抛出了 {error}；需要前向的检查没有运行（状态为 inconclusive）。"
+        "请修正 batch 或模型，或在配置中返回 \"forward\": False 以跳过前向"),
     "cli.setup_no_file": ("{path}: no such file", "{path}：文件不存在"),
     "cli.setup_no_function": ("{path}: defines no function {want} returning the objects to check",
                               "{path}：没有定义返回待检查对象的函数 {want}"),

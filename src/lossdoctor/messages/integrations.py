@@ -8,6 +8,11 @@ TEMPLATES = {
                                      "lossdoctor：只监控 {n} 个 optimizer 中的第一个"),
     "integrations.no_model": ("lossdoctor: the Trainer passed no model/optimizer; not watching this run",
                               "lossdoctor：Trainer 没有传入 model/optimizer；不监控这次训练"),
+    "integrations.orphan_closed": (
+        "lossdoctor: closed the monitor of an earlier run on this model that ended without on_train_end "
+        "(an exception, e.g. Ctrl-C): its hooks are removed, its run log is complete up to its last step",
+        "lossdoctor：关闭了这个模型上一次未调用 on_train_end 就结束的运行（异常，比如 Ctrl-C）的监控："
+        "它的 hook 已移除，运行日志完整记录到其最后一步"),
     "integrations.cannot_start": ("lossdoctor: could not start watching: {error}", "lossdoctor：无法开始监控：{error}"),
     "integrations.ddp.hook_taken": (
         "lossdoctor: DDP already has a communication hook; recording local gradient norms only",

@@ -31,6 +31,20 @@ TEMPLATES = {
         "on every module would slow each step); a replayed incident traces every module",
         "模型有 {modules} 个 module：实时的逐层统计只覆盖其中均匀分布的 {traced} 个（给每个 module 都挂 hook 会拖慢每一步）；"
         "重放 incident 时会追踪所有 module"),
+    "tracer.events_capped": (
+        "module trace: a step held {events} forward events (forwards with no mon.step between them: an "
+        "interrupted trainer, or a loop that does not call mon.step); later forwards of that step were not "
+        "traced",
+        "模块追踪：一个 step 积累了 {events} 个前向事件（两次 mon.step 之间有大量前向：训练器被中断，或循环没有调用 "
+        "mon.step）；该 step 之后的前向没有追踪"),
+    "batch.walk_capped": (
+        "batch checks: the batch is a large container; only its first {visits} elements and {tensors} tensors "
+        "were looked at each step (the rest of it was not checked)",
+        "batch 检查：这个 batch 是一个很大的容器；每步只查看了它的前 {visits} 个元素和 {tensors} 个张量（其余部分未检查）"),
+    "batch.tensor_skipped": (
+        "batch checks: {key} is a {kind} tensor, whose values cannot be read; it was not checked (the rest of the "
+        "batch was)",
+        "batch 检查：{key} 是 {kind} 张量，其值无法读取，因此未检查它（batch 的其余部分照常检查）"),
     "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
                            "无法诊断：{path} 中的运行日志无法读取（{error}）"),
 }

@@ -415,6 +415,12 @@ PRECISION = {
 CHECK = {
     "pcheck.no_batches": ("no batches given: label, data, activation and initial-loss checks skipped",
                           "没有给出 batch：跳过了标签、数据、激活值和初始 loss 的检查"),
+    "pcheck.weights_unread": (
+        "init check: the weights of {n} layer(s) were not read ({layers}): parametrized (computed on access: "
+        "reading them would run the parametrization, a spectral_norm power-iteration step) or lazy, not yet "
+        "materialised; their scale against fan-in was not checked",
+        "初始化检查：没有读取 {n} 个层的权重（{layers}）：它们是参数化的（每次访问都会重新计算：读取会运行参数化，"
+        "对 spectral_norm 来说就是一步幂迭代）或尚未实例化的 lazy 层；没有检查它们相对 fan-in 的尺度"),
     "pcheck.forward_failed": (
         "forward pass on the first batch failed ({error}); activation, initial-loss and loss-dtype checks skipped",
         "在第一个 batch 上的前向失败了（{error}）；跳过了激活值、初始 loss 和 loss dtype 的检查"),

@@ -392,6 +392,15 @@ TEMPLATES = {
         "snapshots): batches are kept as fingerprints and cannot be replayed; raise snapshot_budget",
         "一个 {mib:.1f} MiB 的 batch 放不进 triage 内存预算（{budget:.0f} MiB，其中 snapshot 占 {snapshots:.0f} MiB）："
         "batch 只保留 fingerprint，无法重放；请调大 snapshot_budget"),
+    "triage.ring.batch_too_wide": (
+        "a batch with more than {visits} container elements or {tensors} tensors was not kept for replay (a "
+        "bounded look, not a copy, each step); such steps cannot be replayed",
+        "有 batch 的容器元素超过 {visits} 个或张量超过 {tensors} 个，没有保留用于重放（每步只做有界的查看，不复制）；"
+        "这样的 step 无法重放"),
+    "triage.ring.batch_unreadable": (
+        "a batch holding a {kind} tensor ({key}) was not kept for replay: its values cannot be copied; such steps "
+        "cannot be replayed",
+        "有 batch 含 {kind} 张量（{key}），其值无法复制，没有保留用于重放；这样的 step 无法重放"),
     "triage.ring.fingerprinted": (
         "older batches were replaced by fingerprints to stay within the triage budget ({budget:.0f} MiB); steps "
         "before them cannot be replayed",

@@ -25,7 +25,7 @@ from ..findings import Finding, Report
 from ..messages import Msg
 from .common import BatchView, Context, unwrap_model
 from .data import DataCheck
-from .init import ActivationProbe, chance, init_findings, weight_stats
+from .init import ActivationProbe, chance, init_findings, unread_note, weight_stats
 from .labels import LabelCheck
 from .merge import merge_findings, ordered
 from .mixed_precision import LOW, config_findings, loss_dtype_finding
@@ -78,6 +78,7 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
     if model is not None:
         found += guarded(ctx, "init check", lambda: init_findings(
             ctx, weight_stats(unwrap_model(model)), run.get("growth"), run.get("loss"), run.get("chance")))
+        found += guarded(ctx, "init check", _note_unread, ctx, unwrap_model(model))
     if model is not None or optimizer is not None or scaler is not None:
         found += guarded(ctx, "precision check", lambda: config_findings(
             ctx, autocast=run.get("autocast"), grads=run.get("grads"), peak_lr=ctx.peak_lr))
@@ -87,7 +88,21 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
     if not raw and batches is None:
         ctx.note(Msg("pcheck.no_batches"))
     findings = ordered(merge_findings([], found))
-    return Report(findings=findings, steps=0, notes=list(ctx.notes), source="preflight")
+    # a forward that raised, or a check that failed, is not a pass: never "healthy" on what remains
+    failed = any(getattr(n, "key", None) in CHECK_FAILED for n in ctx.notes)
+    return Report(findings=findings, steps=0, notes=list(ctx.notes), source="preflight", inconclusive=failed)
+
+
+#: notes saying a check did not run because something raised (the user's forward, or lossdoctor)
+CHECK_FAILED = frozenset({"pcheck.forward_failed", "engine.internal_error"})
+
+
+def forward_error(report: Report) -> str | None:
+    """The error of the forward pass `check` ran on the first batch, when it raised."""
+    for n in report.notes:
+        if getattr(n, "key", None) == "pcheck.forward_failed":
+            return str(n.values.get("error"))
+    return None
 
 
 def guarded(ctx: Context, what: str, fn: Any, *args: Any) -> list[Finding]:
@@ -98,6 +113,13 @@ def guarded(ctx: Context, what: str, fn: Any, *args: Any) -> list[Finding]:
         log.debug("preflight %s failed", what, exc_info=True)
         ctx.note(Msg("engine.internal_error", name=what, error=f"{type(e).__name__}: {e}".splitlines()[0]))
         return []
+
+
+def _note_unread(ctx: Context, model: nn.Module) -> list[Finding]:
+    note = unread_note(model)
+    if note is not None:
+        ctx.note(note)
+    return []
 
 
 def _batch_checks(ctx: Context, views: list[BatchView]) -> list[Finding]:

@@ -18,6 +18,7 @@ from ..messages import fmt, round_sig
 from ..findings import Finding
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 from ..signals.packing import Example, packed_examples
+from ..signals.safe_reads import stored_attr, unreadable
 
 __all__ = ["Context", "BatchView", "make_finding", "fmt", "round_sig", "quote", "IGNORE_INDEX",
            "unwrap_model", "pct"]
@@ -55,7 +56,9 @@ def unwrap_model(model: Any) -> Any:
     """The nn.Module inside DDP / FSDP / compiled wrappers (their `.module` or `._orig_mod`)."""
     seen = 0
     while seen < 5 and model is not None:
-        inner = getattr(model, "_orig_mod", None) or getattr(model, "module", None)
+        # stored, never a property (FSDP1's `module` property reads `_fsdp_wrapped_module`)
+        inner = stored_attr(model, "_orig_mod") or stored_attr(model, "module") \
+            or stored_attr(model, "_fsdp_wrapped_module")
         if not isinstance(inner, torch.nn.Module):
             break
         model = inner
@@ -85,7 +88,9 @@ class BatchView:
     @classmethod
     def parse(cls, batch: Any, index: int) -> BatchView:
         view = cls(index=index)
-        pairs = list(iter_tensors(batch))
+        # tensors whose values cannot be read (meta, sparse, complex...) are left out: only their
+        # own checks are lost (the batch probe says which, once)
+        pairs = [(k, t) for k, t in iter_tensors(batch) if unreadable(t) is None]
         tuple_like = isinstance(batch, (tuple, list)) and not hasattr(batch, "items")
         last_key = str(len(batch) - 1) if tuple_like and len(batch) >= 2 else None
         for key, t in pairs:

@@ -25,6 +25,7 @@ from torch import nn
 from ..findings import Finding
 from ..signals.tracer import compiling, first_float_tensor
 from ..messages import Msg
+from ..signals.safe_reads import foreach_norm_any, norm_fp32, parametrized, stored_attr
 from ..signals.sharding import holds_data
 from .common import Context, make_finding, round_sig, unwrap_model
 
@@ -52,12 +53,16 @@ def fan_in(module: nn.Module, weight: torch.Tensor) -> int | None:
 
 def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, int]]:
     """(name, module, weight, fan_in) of the matrix layers; a head tied to an embedding is skipped
-    (its scale is the embedding's convention, not a fan-in rule)."""
-    embedded = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    (its scale is the embedding's convention, not a fan-in rule). Weights are read as stored
+    (`stored_attr`): a parametrized weight (spectral_norm, weight_norm...) or a property is never
+    computed, and a lazy module's uninitialised weight is skipped (`unread_weights` names them)."""
+    embedded = {id(stored_attr(m, "weight")) for m in model.modules() if isinstance(m, nn.Embedding)}
     out = []
     for name, m in model.named_modules():
-        w = getattr(m, "weight", None)
-        if not isinstance(w, torch.Tensor) or not w.is_floating_point() or w.dim() < 2 or id(w) in embedded:
+        w = stored_attr(m, "weight")
+        if not isinstance(w, torch.Tensor) or _uninitialized(w) or not (w.is_floating_point() or w.is_complex()) \
+                or w.dim() < 2 \
+                or id(w) in embedded:
             continue
         if w.device.type == "meta" or not holds_data(w):  # FSDP1 frees its views' storage
             continue
@@ -67,6 +72,29 @@ def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, 
     return out
 
 
+def _uninitialized(t: torch.Tensor) -> bool:
+    return isinstance(t, nn.parameter.UninitializedTensorMixin)
+
+
+def unread_weights(model: nn.Module) -> list[str]:
+    """Layers whose weight the init check does not read: parametrized (computed on access; reading
+    it would run the parametrization, a spectral_norm power-iteration step) or lazy, not yet
+    materialised."""
+    out = []
+    for name, m in model.named_modules():
+        if "weight" in parametrized(m) or _uninitialized(stored_attr(m, "weight")):
+            out.append(name or type(m).__name__)
+    return out
+
+
+def unread_note(model: nn.Module) -> str | None:
+    """The note naming the layers the init check skipped, or None."""
+    names = unread_weights(model)
+    if not names:
+        return None
+    return Msg("pcheck.weights_unread", n=len(names), layers=", ".join(names[:5]) + (", ..." if len(names) > 5 else ""))
+
+
 def weight_stats(model: nn.Module) -> list[dict[str, Any]]:
     """RMS and gain of each matrix layer, with one fused norm over all weights."""
     layers = weight_layers(model)
@@ -74,10 +102,7 @@ def weight_stats(model: nn.Module) -> list[dict[str, Any]]:
         return []
     with torch.no_grad():
         ws = [w.detach() for _, _, w, _ in layers]
-        try:
-            norms = torch._foreach_norm(ws, 2, dtype=torch.float32)
-        except (TypeError, RuntimeError):
-            norms = [torch.linalg.vector_norm(w, dtype=torch.float32) for w in ws]
+        norms = foreach_norm_any(ws)
         host = torch.stack([n.to("cpu") for n in norms]).tolist()
     out = []
     for (name, _, w, fi), norm in zip(layers, host):
@@ -228,7 +253,7 @@ def _span(rms_in: float, rms: float, layers: int, name: str) -> dict[str, Any]:
 
 
 def _rms(t: torch.Tensor) -> torch.Tensor:
-    return torch.linalg.vector_norm(t.detach(), dtype=torch.float32) / math.sqrt(max(1, t.numel()))
+    return norm_fp32(t.detach()) / math.sqrt(max(1, t.numel()))
 
 
 def _device_type(model: nn.Module) -> str:
@@ -359,4 +384,4 @@ def _max_sev(a: str, b: str) -> str:
 
 
 def _is_hf(model: Any) -> bool:
-    return model is not None and hasattr(model, "config") and hasattr(model, "init_weights")
+    return model is not None and stored_attr(model, "config") is not None and stored_attr(model, "init_weights") is not None

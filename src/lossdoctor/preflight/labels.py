@@ -33,6 +33,7 @@ from ..findings import Finding
 from .chat import ChatSpans, decode
 from ..messages import Msg
 from ..signals.packing import Example
+from ..signals.safe_reads import stored_attr
 from .common import IGNORE_INDEX, BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: batches whose every label position is ignored are reported at once (the loss is NaN right now)
@@ -408,7 +409,7 @@ def _token_id(tok: Any, attr: str) -> int | None:
 
 
 def _config_eos(model: Any) -> int | None:
-    cfg = getattr(unwrap_model(model), "config", None) if model is not None else None
+    cfg = stored_attr(unwrap_model(model), "config") if model is not None else None
     v = getattr(cfg, "eos_token_id", None)
     vocab = getattr(cfg, "vocab_size", None)
     if isinstance(v, int) and (not isinstance(vocab, int) or v < vocab):

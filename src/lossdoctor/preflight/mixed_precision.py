@@ -23,6 +23,7 @@ import torch
 from ..findings import Finding
 from ..signals.optimizer import unwrap_optimizer
 from ..messages import Msg
+from ..signals.safe_reads import uninitialized
 from .common import Context, fmt, make_finding, pct, round_sig, unwrap_model
 
 FP16_TINY = 2.0 ** -24  # smallest fp16 subnormal
@@ -54,7 +55,7 @@ def param_dtypes(model: Any) -> dict[torch.dtype, int]:
     if model is None:
         return out
     for p in unwrap_model(model).parameters():
-        if p.requires_grad and p.is_floating_point():
+        if p.requires_grad and not uninitialized(p) and p.is_floating_point():
             out[p.dtype] = out.get(p.dtype, 0) + p.numel()
     return out
 

@@ -26,7 +26,7 @@ import torch
 from ..findings import Finding
 from .common import BatchView, Context, unwrap_model
 from .data import DataCheck
-from .init import ActivationProbe, init_findings, weight_stats
+from .init import ActivationProbe, init_findings, unread_note, weight_stats
 from .labels import LabelCheck
 from .mixed_precision import config_findings, fp16_without_scaler, loss_dtype_finding, param_dtypes, scaler_config
 from .schedule import schedule_findings
@@ -47,6 +47,9 @@ class PreflightWatch:
         self.first_done = False
         model = unwrap_model(monitor.model)
         self.stats = weight_stats(model)
+        note = unread_note(model)
+        if note is not None and isinstance(getattr(monitor, "notes", None), list):
+            monitor.notes.append(note)
         self.probe = ActivationProbe(model)
         try:
             self.labels = LabelCheck(self.ctx)

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from .safe_reads import known_numel, stored_attr
+
 
 def _scalar_items(d: dict[str, Any]) -> dict[str, Any]:
     out = {}
@@ -31,16 +33,16 @@ def _scalar_items(d: dict[str, Any]) -> dict[str, Any]:
 
 def describe_model(model: nn.Module) -> dict[str, Any]:
     dtypes = Counter(str(p.dtype).replace("torch.", "") for p in model.parameters())
-    n_params = sum(p.numel() for p in model.parameters())
+    n_params = sum(known_numel(p) for p in model.parameters())  # a lazy layer's: 0 until its forward
     info: dict[str, Any] = {
         "class": type(model).__name__,
         "params": n_params,
-        "trainable_params": sum(p.numel() for p in model.parameters() if p.requires_grad),
+        "trainable_params": sum(known_numel(p) for p in model.parameters() if p.requires_grad),
         "modules": sum(1 for _ in model.modules()),
         "param_dtypes": dict(dtypes),
         "device": str(next(model.parameters()).device) if n_params else "cpu",
     }
-    cfg = getattr(model, "config", None)
+    cfg = stored_attr(model, "config")  # a property is never called
     if cfg is not None:
         for key in ("model_type", "vocab_size", "num_labels", "n_layer", "num_hidden_layers",
                     "hidden_size", "n_embd", "initializer_range", "problem_type"):
@@ -60,7 +62,7 @@ def describe_optimizer(opt: torch.optim.Optimizer) -> dict[str, Any]:
     groups = []
     for g in opt.param_groups:
         d = _scalar_items({k: v for k, v in g.items() if k != "params"})
-        d["n_params"] = sum(p.numel() for p in g["params"])
+        d["n_params"] = sum(known_numel(p) for p in g["params"])
         groups.append(d)
     return {"class": type(opt).__name__, "groups": groups}
 

@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from ..messages import Msg
+from .safe_reads import norm_fp32
 from .fsdp1 import FSDP1Probe, is_fsdp1
 
 log = logging.getLogger("lossdoctor")
@@ -129,7 +130,7 @@ class DDPProbe:
                 if not self._local:
                     s = self.scale_fn()
                     self._scale = None if s is None else s.detach().clone()
-                self._local.append(torch.linalg.vector_norm(bucket.buffer().detach(), dtype=torch.float32))
+                self._local.append(norm_fp32(bucket.buffer().detach()))
                 measured = True
             except Exception as e:
                 self._fail(e)
@@ -142,7 +143,7 @@ class DDPProbe:
             t = out[0] if isinstance(out, (list, tuple)) else out
             if self.enabled:
                 try:
-                    self._reduced.append(torch.linalg.vector_norm(t.detach(), dtype=torch.float32))
+                    self._reduced.append(norm_fp32(t.detach()))
                 except Exception as e:
                     self._fail(e)
             return t

@@ -23,15 +23,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from .safe_reads import foreach_norm_any
 from .sharding import local, local_list
 
 
 def foreach_norm_fp32(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     """Per-tensor L2 norms in fp32 with one fused call (fp16 norms overflow, bf16 ones are coarse)."""
-    try:
-        return list(torch._foreach_norm(grads, 2, dtype=torch.float32))
-    except (TypeError, RuntimeError):  # older torch: no dtype argument
-        return [torch.linalg.vector_norm(g, dtype=torch.float32) for g in grads]
+    return foreach_norm_any(grads)  # float64 and complex gradients too
 
 
 class GradProbe:
@@ -63,11 +61,29 @@ class GradProbe:
         self.should_capture: Callable[[], bool] | None = None
         self.listeners: list[Callable[[list[torch.Tensor]], None]] = []
         self._handles = []
+        self._lazy: list[nn.Parameter] = []  # a lazy module's parameters, hooked once materialised
         if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
-            for p in self.params:
-                self._handles.append(p.register_post_accumulate_grad_hook(self.arm))
+            self._hook_params(self.params)
+            if self._lazy:
+                self._handles.append(model.register_forward_hook(self._hook_materialised))
         self._owners = np.asarray(self.owner, dtype=np.int64)  # module of each parameter, for the host side
         self._all_idx = np.arange(len(self.params))  # grad_idx when every parameter has a gradient
+
+    def _hook_params(self, params: list[nn.Parameter]) -> None:
+        self._lazy = []
+        for p in params:
+            if isinstance(p, nn.parameter.UninitializedTensorMixin):
+                self._lazy.append(p)  # no hook can be put on it before its first forward
+            else:
+                self._handles.append(p.register_post_accumulate_grad_hook(self.arm))
+
+    def _hook_materialised(self, *_: Any) -> None:
+        """After a forward (the root's hook): hook the lazy parameters it materialised."""
+        if self._lazy and not torch.compiler.is_compiling():
+            try:
+                self._hook_params(self._lazy)
+            except Exception as e:
+                self._fail(e)
 
     def arm(self, p: torch.Tensor | None = None) -> None:
         """Queue one capture at the end of the running backward: the hook on every parameter, and
@@ -139,7 +155,7 @@ class GradProbe:
             params = local_list(self.params)
             if params:
                 with torch.no_grad():
-                    packer.add("param_norm_pp", list(torch._foreach_norm(params, 2, dtype=torch.float32)))
+                    packer.add("param_norm_pp", foreach_norm_any(params))
         if not self.fresh and self.enabled:
             try:
                 self.capture()  # no hook fired (grads from autograd.grad, replaced params...)

@@ -23,6 +23,7 @@ from typing import Any, Callable
 import torch
 
 from ..messages import Msg
+from .safe_reads import norm_fp32
 
 log = logging.getLogger("lossdoctor")
 
@@ -55,7 +56,7 @@ class LocalGradProbe:
                     self._backwards += 1
                     self._scale = self._scale_fn() if self._scale_fn is not None else None
                     torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
-                n = torch.linalg.vector_norm(grad.detach(), dtype=torch.float32).square()
+                n = norm_fp32(grad.detach()).square()
                 prev = self._sq[i]
                 self._sq[i] = n if prev is None else prev + n
             except Exception as e:

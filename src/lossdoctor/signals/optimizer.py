@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from .safe_reads import foreach_norm_any, known_numel
 from .sharding import local
 
 
@@ -86,7 +87,7 @@ class OptimizerProbe:
     def _choose_stride(self) -> int:
         """1 (every entry) up to `budget` entries in all, else the odd stride that reads about
         `budget` of them."""
-        total = sum(local(p).numel() for _, p in self._sampled_params() if p.requires_grad)
+        total = sum(known_numel(local(p)) for _, p in self._sampled_params() if p.requires_grad)
         if total <= self.budget:
             return 1
         return math.ceil(total / self.budget) | 1
@@ -154,8 +155,8 @@ class OptimizerProbe:
         self._snapshot = None
         with torch.no_grad():
             delta = torch._foreach_sub(params, before)
-            dn = torch._foreach_norm(delta, 2, dtype=torch.float32)
-            pn = torch._foreach_norm(params, 2, dtype=torch.float32)
+            dn = foreach_norm_any(delta)
+            pn = foreach_norm_any(params)
             self._stats["delta_sq"] = [torch.stack(list(dn)).square().sum()]
             self._stats["param_sq"] = [torch.stack(list(pn)).square().sum()]
             low = [(g, d) for p, d, g in zip(params, delta, grads) if p.dtype in (torch.bfloat16, torch.float16)]
@@ -180,6 +181,8 @@ class OptimizerProbe:
                 continue
             st = self.opt.state.get(p, {})
             v = self._sample(st.get("exp_avg_sq"))
+            if v is not None and v.is_complex():  # Adam keeps a complex parameter's moments per
+                v = torch.view_as_real(v)          # real and imaginary part: read them so
             step = st.get("step")
             if v is None or step is None or v.numel() == 0:
                 continue

@@ -27,14 +27,32 @@ from __future__ import annotations
 
 import math
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from ..messages import Msg
+from .safe_reads import norm_fp32, real_view, stored_attr
 
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
+
+
+@dataclass(frozen=True)
+class TraceLimits:
+    """How much one step's trace may hold. A step is one forward per micro-batch; forwards with
+    no `mon.step` to flush them (a trainer interrupted by an exception, a loop that never calls
+    step) must not grow the trace without bound (issue 27: ~9 events a forward, for ever)."""
+
+    #: forwards' worth of events (two a module: input and output) kept per step: above the
+    #: gradient accumulation of real runs (measured default; HF/Lightning runs use 1-64)
+    forwards_per_step: int = 256
+    #: and never fewer events than this (small models)
+    min_events: int = 16384
+
+
+TRACE = TraceLimits()
 
 #: Element-wise modules that cannot turn finite values into NaN/Inf (nor finite gradients into
 #: non-finite ones). Between sampled steps their outputs are not scanned: when their input is the
@@ -103,7 +121,7 @@ def first_float_tensor(obj: Any, depth: int = 0) -> torch.Tensor | None:
     puts the loss first: `(loss, logits, ...)`), and so are a dict's loss entries (`LOSS_OUTPUTS`):
     the model's loss is never reported as its largest activation."""
     if isinstance(obj, torch.Tensor):
-        return obj if obj.is_floating_point() and obj.dim() > 0 and obj.numel() > 0 else None
+        return obj if (obj.is_floating_point() or obj.is_complex()) and obj.dim() > 0 and obj.numel() > 0 else None
     if depth > 2:
         return None
     if isinstance(obj, (tuple, list)):
@@ -134,7 +152,8 @@ _DTYPE_MAX: dict[torch.dtype, float] = {}
 def dtype_max(dtype: torch.dtype) -> float:
     v = _DTYPE_MAX.get(dtype)
     if v is None:
-        v = _DTYPE_MAX[dtype] = float(torch.finfo(dtype).max) if dtype.is_floating_point else math.inf
+        v = _DTYPE_MAX[dtype] = float(torch.finfo(dtype).max) if dtype.is_floating_point or dtype.is_complex \
+            else math.inf
     return v
 
 
@@ -159,6 +178,11 @@ class ModuleTracer:
         self.check_inputs = check_inputs
         self.sampled = False  # set by the monitor: also compute RMS this step
         self.enabled = True
+        #: True between steps where an integration knows no training step runs (after the HF
+        #: Trainer's on_step_end, before its next on_step_begin): forwards then are not traced
+        self.idle = False
+        #: events one step may hold (`TraceLimits`); past it the step's later forwards are not traced
+        self.max_events = max(TRACE.min_events, TRACE.forwards_per_step * 2 * len(self.modules))
         self.error: BaseException | None = None  # first internal error; the part is disabled then
         self._handles: list[Any] = []
         #: per module: ((version, data_ptr) of its weight, max |W|): once per optimizer step
@@ -233,17 +257,25 @@ class ModuleTracer:
 
     def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
         d = t.detach()
-        mn, mx = self._aminmax(d)
+        mn, mx = self._aminmax(real_view(d))
         self._event(i, kind, dtype_max(d.dtype), mn, mx)
         self._last_rec = (t, mn, mx)
         if self.sampled and kind == OUTPUT:
-            self.ev_rms.append(torch.linalg.vector_norm(d, dtype=torch.float32) / math.sqrt(d.numel()))
+            self.ev_rms.append(norm_fp32(d) / math.sqrt(d.numel()))
 
     def _alias(self, i: int) -> None:
         k, r = self._last_out_ev
         self._event(i, self.ev_kind[k], self.ev_dtype_max[k], self.ev_min[k], self.ev_max[k])
         if self.sampled and r >= 0:
             self.ev_rms.append(self.ev_rms[r])
+
+    def _full(self) -> bool:
+        """The step's trace holds `max_events`: said once, nothing more recorded until the flush
+        (backward events come only from traced forwards: bounded with them)."""
+        note = Msg("tracer.events_capped", events=self.max_events)
+        if note not in self.notes:
+            self.notes.append(note)
+        return True
 
     def _fail(self, e: BaseException) -> None:
         """Never let the monitor break the user's forward/backward: disable and remember."""
@@ -252,7 +284,8 @@ class ModuleTracer:
 
     def _make_pre(self, i: int):
         def pre(module: nn.Module, args: tuple) -> None:
-            if compiling() or not self.enabled or not args or not torch.is_grad_enabled():
+            if compiling() or not self.enabled or self.idle or not args or not torch.is_grad_enabled() \
+                    or (len(self.ev_module) >= self.max_events and self._full()):
                 return
             try:
                 t = first_float_tensor(args[0])
@@ -266,7 +299,8 @@ class ModuleTracer:
     def _make_fwd(self, i: int):
         def fwd(module: nn.Module, args: tuple, out: Any) -> None:
             # evaluation passes (no_grad) between training steps are not part of the step
-            if compiling() or not self.enabled or not torch.is_grad_enabled():
+            if compiling() or not self.enabled or self.idle or not torch.is_grad_enabled() \
+                    or (len(self.ev_module) >= self.max_events and self._full()):
                 return
             try:
                 t = first_float_tensor(out)
@@ -305,7 +339,7 @@ class ModuleTracer:
             if compiling() or not self.enabled or grad is None:
                 return
             try:
-                mn, mx = self._aminmax(grad.detach())  # max |g| is taken on the host
+                mn, mx = self._aminmax(real_view(grad.detach()))  # max |g| is taken on the host
                 self._bw_event(i, OUTPUT, mn, mx)
                 self._last_grad = (weakref.ref(grad), mn, mx)
             except Exception as e:
@@ -317,8 +351,8 @@ class ModuleTracer:
     def _vouch_linear(self, i: int, module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> bool:
         """True when y = linear(x) is provably finite and well inside its dtype's range, and proving
         it reads at most half the bytes a scan of y would."""
-        w = module.weight
-        b = module.bias
+        w = stored_attr(module, "weight")  # a parametrized weight is computed on access: not read
+        b = stored_attr(module, "bias")
         if y.device.type != "cpu" or x.device.type != "cpu" or type(w) not in (nn.Parameter, torch.Tensor) \
                 or w.dim() != 2 or not w.is_floating_point() or y.numel() < 2 * (w.numel() + x.numel()):
             return False

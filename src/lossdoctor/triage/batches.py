@@ -16,7 +16,15 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..messages import Msg
+from ..signals.batch import WalkLimits, walk_batch
+from ..signals.safe_reads import unreadable
+
 MAX_DEPTH = 6
+#: how much of a batch triage looks at before copying it (one bounded pass each step): a batch
+#: beyond it is not kept (never copied nor walked in full, so a step's cost does not grow with the
+#: container: benchmarks/batch_walk.py); the batch checks' limits, over the copy's nesting depth
+KEEP = WalkLimits(max_visits=256, max_tensors=64, max_depth=MAX_DEPTH, skip_scalar_lists=False)
 
 
 def map_tensors(batch: Any, fn: Callable[[torch.Tensor], Any], depth: int = 0) -> Any:
@@ -63,6 +71,19 @@ def _container(batch: Any) -> tuple[str | None, list[tuple[Any, Any]]]:
     return None, []
 
 
+def unkeepable(batch: Any) -> Msg | None:
+    """Why triage must not copy this batch (too wide a container, or a tensor whose values cannot be
+    copied: meta, DTensor...), or None. Costs at most `KEEP.max_visits` elements."""
+    walk = walk_batch(batch, KEEP)
+    if walk.cut:
+        return Msg("triage.ring.batch_too_wide", visits=KEEP.max_visits, tensors=KEEP.max_tensors)
+    for key, t in walk.items:
+        why = unreadable(t, complex_ok=True)
+        if why is not None and why not in ("sparse", "nested"):  # those copy as they are
+            return Msg("triage.ring.batch_unreadable", key=key, kind=why)
+    return None
+
+
 def tensors(batch: Any) -> list[torch.Tensor]:
     out: list[torch.Tensor] = []
     map_tensors(batch, lambda t: out.append(t) or t)
@@ -71,9 +92,7 @@ def tensors(batch: Any) -> list[torch.Tensor]:
 
 def named_tensors(batch: Any) -> list[tuple[str, torch.Tensor]]:
     """(key, tensor) in traversal order, with the keys `signals.batch.iter_tensors` uses."""
-    from ..signals.batch import iter_tensors
-
-    return list(iter_tensors(batch))
+    return walk_batch(batch).items
 
 
 def batch_size(batch: Any) -> int | None:

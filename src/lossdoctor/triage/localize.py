@@ -23,6 +23,7 @@ from .classify import Verdict, classify
 from .optrace import OpEvent, OpTracer, leaf_names
 from .replay import grads_finite, scalar_loss
 from ..signals.packing import packed_examples
+from ..signals.safe_reads import float_like, unreadable
 from .samples import SampleSearch, bisect, bisect_examples, examples_named
 from .state import RngState
 
@@ -61,7 +62,7 @@ def nonfinite_samples(batch: Any) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {}
     with torch.no_grad():
         for key, t in named_tensors(batch):
-            if not t.is_floating_point() or t.numel() == 0:
+            if not float_like(t) or unreadable(t, complex_ok=True) or t.numel() == 0:
                 continue
             if t.dim() >= 1 and n is not None and int(t.shape[0]) == n:
                 rows = (~torch.isfinite(t.detach())).reshape(n, -1).any(dim=1)

@@ -43,6 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ..messages import Msg
+from ..signals.safe_reads import float_like, real_view
 from ..signals.tracer import dtype_max
 
 #: operations whose non-finite output from finite inputs is a domain error, not an overflow
@@ -109,7 +110,7 @@ class TensorStats:
 
 def tensor_stats(t: torch.Tensor, source: str | None = None) -> TensorStats:
     """Finite min/max/absmax and NaN/Inf counts (a few passes; only for the ops we report)."""
-    d = t.detach()
+    d = real_view(t.detach())  # a complex tensor: its real and imaginary parts
     with torch.no_grad():
         if not d.is_floating_point():
             d = d.float()
@@ -136,7 +137,7 @@ def _fresh_nonfinite(args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> boo
     flat, _ = tree_flatten((args, kwargs))
     if any(isinstance(x, float) and not math.isfinite(x) for x in flat):
         return False
-    ins = [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    ins = [t for t in flat if isinstance(t, torch.Tensor) and float_like(t)]
     with torch.no_grad():
         for o in outs:
             lined = []
@@ -157,7 +158,7 @@ def _fresh_nonfinite(args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> boo
 
 def _minmax(ts: list[torch.Tensor]) -> list[list[float]]:
     """[min, max] of each tensor, read to the host at once (NaN propagates, Inf shows)."""
-    return torch.stack([torch.stack(torch.aminmax(t.detach())).float() for t in ts]).tolist()
+    return torch.stack([torch.stack(torch.aminmax(real_view(t.detach()))).float() for t in ts]).tolist()
 
 
 def _storage_key(t: torch.Tensor) -> int | None:
@@ -326,13 +327,13 @@ class OpTracer(TorchDispatchMode):
 
     def _float_outputs(self, out: Any) -> list[torch.Tensor]:
         flat, _ = tree_flatten(out)
-        return [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 0]
+        return [t for t in flat if isinstance(t, torch.Tensor) and float_like(t) and t.numel() > 0]
 
     def _input_flags(self, args: tuple, kwargs: dict) -> tuple[bool, bool, list[str]]:
         """(some tensor input holds NaN, some input (tensor or scalar) is non-finite,
         names of non-finite leaf inputs)."""
         flat, _ = tree_flatten((args, kwargs))
-        ts = [t for t in flat if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() > 0]
+        ts = [t for t in flat if isinstance(t, torch.Tensor) and float_like(t) and t.numel() > 0]
         has_nan = has_nonfinite = False
         bad_leaves: list[str] = []
         if ts:
@@ -413,6 +414,6 @@ def leaf_names(model: nn.Module | None, batch: Any) -> dict[int, str]:
                 out[k] = f"param:{n}"
     for key, t in named_tensors(batch):
         k = _storage_key(t)
-        if k is not None and t.is_floating_point():
+        if k is not None and float_like(t):
             out[k] = f"batch:{key}"
     return out

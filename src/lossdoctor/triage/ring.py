@@ -159,7 +159,10 @@ class SnapshotRing:
         if not self.enabled:
             return
         e.step = step
-        if batch is not None:
+        unkept = B.unkeepable(batch) if batch is not None else None
+        if unkept is not None:
+            self._note(unkept)  # only replay of this step is lost
+        elif batch is not None:
             size = B.nbytes(batch)
             room = self.budget - self.snapshot_bytes()
             if size > room:
