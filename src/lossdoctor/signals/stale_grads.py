@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from .optimizer import unwrap_optimizer
+from .safe_reads import uninitialized
 
 #: how many parameters are hooked (the smallest trainable ones)
 HOOKED = 3
@@ -43,7 +44,7 @@ class StaleGradProbe:
         self.error: BaseException | None = None
         groups = getattr(self.opt, "param_groups", None) or []
         params = [p for g in groups for p in g.get("params", [])
-                  if isinstance(p, torch.Tensor) and p.requires_grad]
+                  if isinstance(p, torch.Tensor) and p.requires_grad and not uninitialized(p)]  # lazy: no size yet
         seen: set[int] = set()
         picked = []
         for p in sorted(params, key=lambda t: t.numel()):
