@@ -315,6 +315,7 @@ class Monitor:
         try:
             if not self.closed:
                 self._drain(wait=True)
+                self.triage.probe_pending()  # what `watch` announced is tried before it is judged
         except Exception as e:
             self.disable("step", e)
         from .detectors.engine import diagnose_runs
@@ -495,6 +496,7 @@ class Monitor:
 
     def _record_finding(self, f: Finding) -> None:
         self.writer.append_finding(f.to_dict())
+        self.triage.request_probe(f)  # an LR or plateau finding: its fixes tried from a snapshot
 
     def _disable_probe(self, probe: Any, e: BaseException) -> None:
         probe.enabled = False

@@ -17,6 +17,7 @@ from ..messages import Msg
 from ..records import Run
 from . import REGISTRY, load_all
 from .incidents import merge_incidents
+from .probes import apply_probes, withdrawn_notes
 from .quantities import Quantities
 from .scalars import is_runaway_lr
 
@@ -99,6 +100,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
             for f in findings:
                 if f.step is None and f.symptom == "nonfinite" and f.severity == "critical":
                     f.step = q.first_bad_step  # a configuration that predicted the NaN, dated by it
+    findings = apply_probes(findings, run, notes)  # what the LR probe measured: confirms or withdraws
     findings = merge_incidents(findings, run)
     kept = arbitrate(findings)
     s = q.first_bad_step
@@ -214,6 +216,7 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     for run in runs:
         q = Quantities(run)
         f, n = detect(run, q)
+        withdrawn_notes(run, f, n)  # what `watch` announced and the end does not hold, and why
         per_rank.append(f)
         notes.extend(run.notes)  # what was read from where, before what could not be checked
         ok, cov = coverage(run, q, f)
