@@ -1,0 +1,96 @@
+"""The LR a run was told to use was tried first (triage/lr_probe.py, detectors/probes.py).
+
+A nanoGPT-style loop (tests/lr_kit.py): a sweep finds the LR that trains best; a run at 10x it is
+lr_too_high with a suggestion the probe measured, within 3x of the sweep's best (never the
+update-ratio point that was 60x too low under AdamW); a run at the best LR has no LR finding; with
+no replay_fn the report says no probe could run and gives a range. `mon.diagnose()` and
+`lossdoctor diagnose DIR` give the same findings, and whatever `watch` announced live is in the
+report or withdrawn with a note that names it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from lr_kit import final_loss, train
+
+SWEEP = (3e-3, 1e-2, 3e-2)  # brackets the best: the ends train worse than the middle
+
+
+@pytest.fixture(scope="module")
+def best_lr() -> float:
+    ends = {lr: final_loss(train(lr)[0]) for lr in SWEEP}
+    best = min(ends, key=ends.get)
+    assert best not in (SWEEP[0], SWEEP[-1]), ends  # the sweep found the best, not its edge
+    return best
+
+
+def lr_findings(report):
+    return [f for f in report.findings if f.cause in ("lr_too_high", "lr_too_low")]
+
+
+def suggested_lrs(report) -> list[float]:
+    out = []
+    for f in report.findings:
+        for x in f.fixes:
+            v = getattr(x, "values", {}) or {}
+            if getattr(x, "key", "").startswith("lr.fix") and isinstance(v.get("lr"), (int, float)):
+                out.append(float(v["lr"]))
+    return out
+
+
+def one_answer(report, run_dir) -> None:
+    """The CLI's diagnosis of the directory is the monitor's, and every cause announced live is
+    in it or named by a withdrawal note."""
+    p = run_cli("diagnose", run_dir, "--format", "json")
+    assert p.returncode in (0, 1), p.stderr
+    cli = json.loads(p.stdout)
+    mine = report.to_dict()
+    assert [(f["cause"], f["step"], f["fixes"]) for f in cli["findings"]] == \
+        [(f["cause"], f["step"], f["fixes"]) for f in mine["findings"]]
+    announced = {json.loads(x)["cause"] for x in (run_dir / "findings.jsonl").read_text().splitlines() if x}
+    withdrawn = {n["values"].get("cause") for n in mine["notes_data"] if n and n["key"] in
+                 ("withdrawn.live", "probe.withdrawn")}
+    assert announced <= {f.cause for f in report.findings} | withdrawn
+
+
+@pytest.mark.slow
+def test_ten_times_the_best_lr_is_too_high_with_a_probed_lr(best_lr, tmp_path):
+    losses, report = train(10 * best_lr, log_dir=tmp_path / "run")
+    assert final_loss(losses) > 2 * final_loss(train(best_lr)[0])  # the fault is real
+    high = [f for f in report.findings if f.cause == "lr_too_high"]
+    assert high, [f.cause for f in report.findings]
+    fix = high[0].fixes[0]
+    assert fix.key == "lr.fix.probed"
+    assert best_lr / 3 <= fix.values["lr"] <= 3 * best_lr
+    assert fix.values["loss"] < fix.values["unfixed"]
+    assert high[0].fix_checks[0]["verdict"] == "verified" and high[0].fix_checks[0]["fix"] == 0
+    table = next(e for e in high[0].evidence if getattr(e, "key", "") == "probe.losses")
+    assert len(table.values["trials"]) == 3  # the current LR, x1/3 and x1/10 side by side
+    # regression: under AdamW the update ratio gave "set the LR to about 5e-5", 60x below the best
+    assert all(lr >= best_lr / 3 for lr in suggested_lrs(report))
+    assert not any(getattr(x, "key", "") in ("lr.fix.set_ratio", "lr.fix.raise_ratio")
+                   for f in report.findings for x in f.fixes)
+    one_answer(report, tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_the_best_lr_has_no_lr_finding(best_lr, tmp_path):
+    _, report = train(best_lr, log_dir=tmp_path / "run")
+    assert not lr_findings(report), [(f.cause, f.symptom) for f in report.findings]
+    one_answer(report, tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_without_replay_no_probe_and_a_range(best_lr, tmp_path):
+    _, report = train(10 * best_lr, log_dir=tmp_path / "run", replay=False)
+    high = [f for f in report.findings if f.cause == "lr_too_high"]
+    assert high
+    assert any(getattr(e, "key", "") == "probe.none" for e in high[0].evidence)
+    ranges = [x for x in high[0].fixes if getattr(x, "key", "") == "lr.fix.range"]
+    assert ranges and ranges[0].values["lo"] < ranges[0].values["hi"] < 10 * best_lr
+    assert not [x for x in high[0].fixes if getattr(x, "key", "") in ("lr.fix.set", "lr.fix.set_ratio")]
+    one_answer(report, tmp_path / "run")
