@@ -94,3 +94,50 @@ def test_without_replay_no_probe_and_a_range(best_lr, tmp_path):
     assert ranges and ranges[0].values["lo"] < ranges[0].values["hi"] < 10 * best_lr
     assert not [x for x in high[0].fixes if getattr(x, "key", "") in ("lr.fix.set", "lr.fix.set_ratio")]
     one_answer(report, tmp_path / "run")
+
+
+class MarkovRows:
+    """The loop's language as a map-style dataset of rows for the HF Trainer."""
+
+    def __init__(self, n: int) -> None:
+        import torch
+
+        from lr_kit import SEQ, batches
+
+        self.rows = torch.cat(batches(n // 8 + 1, seed=2))[:n, :SEQ]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> dict:
+        return {"input_ids": self.rows[i], "labels": self.rows[i].clone()}
+
+
+@pytest.mark.slow
+def test_hf_trainer_at_ten_times_its_lr_is_not_healthy(tmp_path):
+    """A transformers Trainer (GPT-2 from a config, its default AdamW and linear decay) at LR 5e-2,
+    10x the 5e-3 that trains it to ~0.3 here (ends ~2.1 at 5e-2): reported as lr_too_high, with a
+    range to try (the callback has no replay_fn, so no probe) and no ratio point."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+    from transformers.utils import logging as hf_logging
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+    from lr_kit import SEQ, VOCAB
+
+    hf_logging.set_verbosity_error()
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=SEQ, bos_token_id=0,
+                     eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, max_steps=200,
+                             learning_rate=5e-2, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
+                             disable_tqdm=True, dataloader_num_workers=0)
+    trainer = Trainer(model=GPT2LMHeadModel(cfg), args=args, train_dataset=MarkovRows(1600), callbacks=[cb])
+    trainer.train()
+    report = cb.diagnose()
+    assert report.status != "healthy"
+    high = [f for f in report.findings if f.cause == "lr_too_high"]
+    assert high, [(f.cause, f.severity) for f in report.findings]
+    assert any(getattr(x, "key", "") == "lr.fix.range" for x in high[0].fixes)
+    assert all(lr >= 5e-4 for lr in suggested_lrs(report))  # never 100x below the LR that trains

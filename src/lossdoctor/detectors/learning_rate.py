@@ -82,8 +82,8 @@ def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, r
         return Msg("lr.fix.lower_by", x=1 / fallback_factor)
     if adam:
         lo, hi = (LR_RANGE_UP if raise_ else LR_RANGE_DOWN)
-        return Msg("lr.fix.range_up" if raise_ else "lr.fix.range", lo=round_sig(lr * lo, 1),
-                   hi=round_sig(lr * hi, 1), now=lr)
+        return Msg("lr.fix.range_up" if raise_ else "lr.fix.range", lo=round_sig(lr * lo, 2),
+                   hi=round_sig(lr * hi, 2), now=lr)
     if ratio:
         new = round_sig(lr * HEALTHY_RATIO / ratio, 1)
         return Msg("lr.fix.raise_ratio", lr=new, now=lr, ratio=ratio) if raise_ \
