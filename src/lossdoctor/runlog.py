@@ -12,6 +12,7 @@ Layout (one directory per run; under torch.distributed one `rank-N/` sub-directo
     findings.jsonl   findings raised live, in the order they were raised
     preflight.jsonl  findings of the preflight checks run inside watch (configuration, first batches)
     incidents/       triage records of incidents (replay, localisation)
+    probes/          LR probe records (triage/lr_probe.py): the LRs tried from a snapshot and their losses
 
 Why float32 rows for the per-layer data: it is a dense (sampled step x module x stat) matrix, and a
 raw append-only matrix is the most compact form (4 bytes a value, no per-row keys), is append-safe
@@ -41,6 +42,7 @@ LAYERS = "layers.f32"
 FINDINGS = "findings.jsonl"
 PREFLIGHT = "preflight.jsonl"
 INCIDENTS = "incidents"
+PROBES = "probes"
 
 _DUMP_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
@@ -84,9 +86,10 @@ class RunLogWriter:
         tmp.write_bytes(orjson.dumps(_encode_nonfinite(meta), option=_DUMP_OPTS | orjson.OPT_INDENT_2))
         os.replace(tmp, self.path / META)
 
-    def write_incident(self, name: str, record: dict[str, Any]) -> None:
-        """One triage record, `incidents/<name>.json`, written atomically."""
-        d = self.path / INCIDENTS
+    def write_incident(self, name: str, record: dict[str, Any], folder: str = INCIDENTS) -> None:
+        """One triage record, `incidents/<name>.json` (or `probes/<name>.json`: an LR probe's
+        record, triage/lr_probe.py), written atomically."""
+        d = self.path / folder
         d.mkdir(exist_ok=True)
         tmp = d / (name + ".json.tmp")
         tmp.write_bytes(orjson.dumps(_encode_nonfinite(record), option=_DUMP_OPTS | orjson.OPT_INDENT_2))
@@ -204,7 +207,7 @@ def _read_one(d: Path) -> Run:
     old = meta.pop("incidents", None)
     incidents = load_incidents(d) or [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict)]
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
-    run.incidents = incidents
+    run.incidents = incidents + load_incidents(d, PROBES)  # the LR probe's records: level "probe"
     run.notes.extend(notes)
     monitor_notes = meta.get("monitor_notes") if isinstance(meta, dict) else None
     if isinstance(monitor_notes, list):  # what the live monitor could not record, and why
@@ -252,9 +255,9 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
                       types=list(types) if len(types) == len(modules) else [])
 
 
-def load_incidents(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Incident records written by triage, oldest first."""
-    d = Path(path) / INCIDENTS
+def load_incidents(path: str | os.PathLike[str], folder: str = INCIDENTS) -> list[dict[str, Any]]:
+    """Incident records written by triage (or, from `probes/`, the LR probe's), oldest first."""
+    d = Path(path) / folder
     if not d.is_dir():
         return []
     out = []

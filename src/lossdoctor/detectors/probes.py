@@ -1,4 +1,4 @@
-"""What the LR probe measured (probe records, `incidents/probe-<cause>.json`, written by
+"""What the LR probe measured (probe records, `probes/probe-<cause>.json`, written by
 triage/lr_probe.py), folded into the findings; and what `watch` announced live that the final
 diagnosis no longer holds, said with the reason.
 
@@ -64,9 +64,20 @@ def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any],
     table = Msg("probe.losses", trials=_trial_table(probe), start=start, end=end)
     beaten = [t for t in probe.get("trials") or [] if isinstance(t, dict) and t.get("verdict") == "verified"
               and isinstance(t.get("lr"), (int, float)) and isinstance(t.get("loss"), (int, float))]
-    if not beaten:  # nothing tried beat the recorded LR: the finding is withdrawn, the losses said
+    if not beaten and rec["cause"] == "lr_too_high":
+        # nothing lower trained better: the LR was not too high, the finding is withdrawn (said,
+        # with the losses), rather than advising an LR that trains worse
         notes.append(Msg("probe.withdrawn", cause=rec["cause"], step=rec.get("step"), losses=table))
         return [f for f in out if f not in targets]
+    if not beaten:
+        # too low: a few dozen steps at x3/x10 of a crawling LR may not move either; the finding
+        # (tiny updates measured) stays, its fix a range to try and the losses said, never a point
+        for f in targets:
+            f.fixes = [x for x in f.fixes if parse_fix(x, None, f).kind != "lr"] or f.fixes
+            if all(parse_fix(x, None, f).kind == "lr" for x in f.fixes):
+                f.fixes = [_range_up(f, probe)]
+            f.evidence.append(Msg("probe.not_beaten", losses=table))
+        return out
     if not targets:  # announced live and confirmed by replay: it stands although the curve recovered
         try:
             found = Finding.from_dict(rec["finding"])
@@ -91,6 +102,11 @@ def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any],
         f.evidence.append(table)
         f.confidence = max(f.confidence, 0.85)
     return out
+
+
+def _range_up(f: Finding, probe: dict[str, Any]) -> Msg:
+    now = _num((probe.get("control") or {}).get("lr"))
+    return Msg("lr.fix.range_up", lo=round_sig(3 * now, 2), hi=round_sig(30 * now, 2), now=now)
 
 
 def _is_range(x: str) -> bool:

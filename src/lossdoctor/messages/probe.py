@@ -19,6 +19,9 @@ TEMPLATES = {
     "probe.withdrawn": (
         "{cause} (announced at step {step}) was withdrawn: no LR the probe tried beat the current one; {losses}",
         "{cause}（在 step {step} 报出）已撤回：探测试过的 LR 都没有比当前的更好；{losses}"),
+    "probe.not_beaten": (
+        "no LR the probe tried trained better within its window ({losses}): try a longer LR range test",
+        "探测在其窗口内试过的 LR 都没有训练得更好（{losses}）：请做更长的 LR range test"),
     "probe.none": (
         "no LR probe could run ({reason}): the LR to use is a range to try, not a measured value",
         "无法做 LR 探测（{reason}）：建议的 LR 是一个要试的范围，不是测出来的值"),

@@ -309,7 +309,7 @@ class Triage:
         if self.replay_fn is None or self.ring is None:
             why = self.host.replay_refused() or Msg("triage.note.no_replay_fn" if self.replay_fn is None
                                                     else "triage.note.snapshots_off")
-            self.host.writer.write_incident(f"probe-{finding.cause}", P.no_probe_record(finding, why))
+            self.host.writer.write_incident(f"probe-{finding.cause}", P.no_probe_record(finding, why), folder="probes")
             return
         self._to_probe.append(Finding.from_dict(finding.to_dict()))
 
@@ -342,7 +342,7 @@ class Triage:
         except Exception as e:  # the probe must never take the training down
             log.warning("%s", Msg("verify.log.failed", step=int(finding.step or 0), error=f"{type(e).__name__}: {e}"))
             record = P.no_probe_record(finding, Msg("verify.replay_error", error=f"{type(e).__name__}: {e}"))
-        self.host.writer.write_incident(f"probe-{finding.cause}", record)
+        self.host.writer.write_incident(f"probe-{finding.cause}", record, folder="probes")
 
     def _probe(self, finding: Finding) -> dict[str, Any]:
         from . import lr_probe as P

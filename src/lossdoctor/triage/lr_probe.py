@@ -10,7 +10,7 @@ clipping threshold) gets the same treatment with its own fixes.
 
 The losses are compared on the window's second half (the same batches for every trial). A trial
 *beats* the recorded LR when its mean loss there is at most `BEAT` times the control's. The
-result is a probe record (`incidents/probe-<step>.json`, level "probe") that the engine reads back
+result is a probe record (`probes/probe-<cause>.json`, level "probe") that the engine reads back
 (`detectors/probes.py`): a beaten LR confirms the finding and becomes its fix, with the measured
 losses side by side; when nothing beat the recorded LR the finding is withdrawn, and the report
 says so with the same losses. The probe never suggests an LR it did not measure to be better.
