@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -154,6 +155,8 @@ class Monitor:
             self._teardown()
             self.closed = True
             raise
+        if opts.alerts and not self.rank:  # where to look afterwards: one line, once, on rank 0
+            print(Msg("monitor.run_dir", path=str(self.run_dir)).render(_alert_lang()), file=sys.stderr, flush=True)
 
     def _install(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:
         """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""
@@ -513,6 +516,12 @@ class Monitor:
         if part == "step":
             for probe in self.probes:
                 probe.enabled = False
+
+
+def _alert_lang() -> str:
+    from .live import alert_language
+
+    return alert_language()
 
 
 def _incident(rec: dict[str, Any]) -> bool:

@@ -20,4 +20,7 @@ TEMPLATES = {
         "LM head loss，比如 TRL 的），logits 根本没有生成，所以无法追踪；activation 检查止于最后一层隐藏状态"),
     "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
                            "无法诊断：{path} 中的运行日志无法读取（{error}）"),
+    "monitor.run_dir": (
+        "lossdoctor: watching; the run log is in {path} (afterwards: lossdoctor diagnose {path})",
+        "lossdoctor：开始监控；运行日志在 {path}（之后可运行：lossdoctor diagnose {path}）"),
 }

@@ -21,7 +21,7 @@ TEMPLATES = {
         "{cause}（在 step {step} 报出）已撤回：探测试过的 LR 都没有比当前的更好；{losses}"),
     "probe.not_beaten": (
         "no LR the probe tried trained better within its window ({losses}): try a longer LR range test",
-        "探测在其窗口内试过的 LR 都没有训练得更好（{losses}）：请做更长的 LR range test"),
+        "探测在其窗口内试过的 LR 都没有训练得更好（{losses}）：请做更长的 LR 区间测试"),
     "probe.none": (
         "no LR probe could run ({reason}): the LR to use is a range to try, not a measured value",
         "无法做 LR 探测（{reason}）：建议的 LR 是一个要试的范围，不是测出来的值"),

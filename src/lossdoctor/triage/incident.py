@@ -463,6 +463,8 @@ class Triage:
             findings = live_findings(step, trig, rec, record)
         elif record["level"] == "live":
             record["level"] = "replay"
+        if self.scaler is not None and getattr(self.scaler, "is_enabled", lambda: True)():
+            _has_scaler(findings)
         record["findings"] = [f.to_dict() for f in findings]
         record["seconds"] = round(time.perf_counter() - t0, 4)
         return record
@@ -746,6 +748,15 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve
         return float(loss.detach().float())
     finally:
         keep.reset()
+
+
+def _has_scaler(findings: list[Finding]) -> None:
+    """A run that has a GradScaler is never told to add one: its "use a GradScaler" fixes go, and
+    the clipping fix is said without it."""
+    for f in findings:
+        fixes = [x for x in f.fixes if getattr(x, "key", None) not in SCALER_FIX_KEYS]
+        f.fixes = [Msg("triage.backward.fix_clip_scaled") if getattr(x, "key", None) == "triage.backward.fix_clip"
+                   else x for x in fixes]
 
 
 def _state_fixes(rec: dict[str, Any]) -> bool:
