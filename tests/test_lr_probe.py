@@ -141,3 +141,64 @@ def test_hf_trainer_at_ten_times_its_lr_is_not_healthy(tmp_path):
     assert high, [(f.cause, f.severity) for f in report.findings]
     assert any(getattr(x, "key", "") == "lr.fix.range" for x in high[0].fixes)
     assert all(lr >= 5e-4 for lr in suggested_lrs(report))  # never 100x below the LR that trains
+
+
+def test_print_report_is_the_text_report_and_watch_says_where_the_log_is(tmp_path, capsys):
+    """What a new user meets: `watch` prints where its run log is (one line, once), and
+    `print(mon.diagnose())` prints the same text report as `lossdoctor diagnose`."""
+    import lossdoctor
+    from lossdoctor.report import render
+    from lr_kit import batches, loss_fn
+
+    import torch
+    from benchmarks.zoo.models import TinyTransformer
+
+    torch.manual_seed(0)
+    model = TinyTransformer(vocab=16, d=16, heads=2, n_layer=1, max_len=16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "run", alerts=True)
+    for b in batches(12):
+        loss = loss_fn(model, b)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=b)
+    report = mon.diagnose()
+    mon.close()
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if str(tmp_path / "run") in x]
+    assert len(lines) == 1 and "lossdoctor diagnose" in lines[0]
+    assert str(report) == render(report, "text") and "status" in str(report)
+    html = report._repr_html_()
+    assert html is not None and html.lstrip().lower().startswith("<!doctype html")
+
+
+def test_a_guess_at_the_nan_step_does_not_outrank_the_op_a_live_incident_saw():
+    """Arbitration ranks by evidence and confidence: the curve's 0.3-0.5 guess `nonfinite_data`
+    at the first NaN step loses to an incident that saw the op (aten.log, 0.9), and the winner
+    keeps the op and layer."""
+    from lossdoctor.detectors.engine import arbitrate
+    from lossdoctor.findings import Finding
+
+    guess = Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.3, step=40,
+                    samples=[2])
+    seen = Finding(cause="activation_overflow", symptom="nonfinite", severity="critical", confidence=0.9, step=40,
+                   layer="head", op="aten.log")
+    (top,) = arbitrate([guess, seen])
+    assert (top.cause, top.op, top.layer, top.samples) == ("activation_overflow", "aten.log", "head", [2])
+    # two observations: the more direct cause still wins, and keeps the other's op
+    data = Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.8, step=40)
+    (top,) = arbitrate([data, seen])
+    assert (top.cause, top.op) == ("nonfinite_data", "aten.log")
+
+
+def test_a_run_with_a_grad_scaler_is_not_told_to_add_one():
+    from lossdoctor.findings import Finding
+    from lossdoctor.messages import Msg
+    from lossdoctor.triage.incident import _has_scaler
+
+    f = Finding(cause="activation_overflow", symptom="nonfinite", severity="critical", confidence=0.85, step=3,
+                fixes=[Msg("triage.backward.fix_scaler"), Msg("triage.backward.fix_clip")])
+    _has_scaler([f])
+    assert [x.key for x in f.fixes] == ["triage.backward.fix_clip_scaled"]
+    assert "GradScaler" not in f.fixes[0]
