@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "zoo-verify", "generated-dev", "generated-test", "peers", "real-logs", "overhead", "overhead-spread",
+ORDER = ("intro", "zoo", "zoo-verify", "lr-probe", "generated-dev", "generated-test", "peers", "real-logs", "overhead", "overhead-spread",
          "overhead-ablation", "overhead-gpu", "many-ranks", "deepspeed-overhead")
 
 INTRO = """# Benchmarks
@@ -26,6 +26,7 @@ its own section.
 |---|---|
 | [Fault zoo](#fault-zoo) | `python -m benchmarks.zoo` (add `--seeds 1` for a quick pass, `--only NAME` for one scenario) |
 | [Verified fixes in the zoo](#verified-fixes-in-the-zoo) | `python -m benchmarks.zoo --seeds 1 --replay-all` (rewrites this section only) |
+| [The LR probe](#the-lr-probe) | `python -m benchmarks.lr_probe --docs` |
 | [Generated variants: dev](#generated-variants-dev) | `python -m benchmarks.zoo --generated --split dev --jobs 2` (the split tuned on) |
 | [Generated variants: test](#generated-variants-test) | `python -m benchmarks.zoo --generated --split test --jobs 2` (held out: never tuned on) |
 | [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
