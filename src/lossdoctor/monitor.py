@@ -195,6 +195,7 @@ class Monitor:
                              snapshot_budget=opts.snapshot_budget, inplace=opts.triage_inplace,
                              max_incidents=opts.max_incidents, verify=opts.verify,
                              verify_window=opts.verify_window, verify_budget=opts.verify_budget)
+        self.live.probes = self.triage.probe_records  # what the LR probe measured, for the next evaluations
 
     def _attach_distributed(self, wrapper: nn.Module) -> None:
         """The probe of how gradients cross ranks (DDP's all-reduce, FSDP2's shards), if any; the

@@ -149,6 +149,7 @@ class Triage:
         self._to_verify: list[dict[str, Any]] = []  # replayed incidents whose fixes are not checked yet
         self._to_probe: list[Finding] = []  # live findings whose fixes the LR probe will try (lr_probe.py)
         self._probed: set[str] = set()      # causes probed (or asked for) once already
+        self.probe_records: list[dict[str, Any]] = []  # the live engine reads them (monitor shares the list)
         self.ring: SnapshotRing | None = None
         self.guard = None
         try:
@@ -309,7 +310,7 @@ class Triage:
         if self.replay_fn is None or self.ring is None:
             why = self.host.replay_refused() or Msg("triage.note.no_replay_fn" if self.replay_fn is None
                                                     else "triage.note.snapshots_off")
-            self.host.writer.write_incident(f"probe-{finding.cause}", P.no_probe_record(finding, why), folder="probes")
+            self._keep_probe(finding, P.no_probe_record(finding, why))
             return
         self._to_probe.append(Finding.from_dict(finding.to_dict()))
 
@@ -342,7 +343,13 @@ class Triage:
         except Exception as e:  # the probe must never take the training down
             log.warning("%s", Msg("verify.log.failed", step=int(finding.step or 0), error=f"{type(e).__name__}: {e}"))
             record = P.no_probe_record(finding, Msg("verify.replay_error", error=f"{type(e).__name__}: {e}"))
+        self._keep_probe(finding, record)
+
+    def _keep_probe(self, finding: Finding, record: dict[str, Any]) -> None:
+        """The probe's record in `probes/`, and in the records the live engine reads (so what it
+        announces next already knows the verdict)."""
         self.host.writer.write_incident(f"probe-{finding.cause}", record, folder="probes")
+        self.probe_records.append(record)
 
     def _probe(self, finding: Finding) -> dict[str, Any]:
         from . import lr_probe as P
