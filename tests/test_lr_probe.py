@@ -75,6 +75,18 @@ def test_ten_times_the_best_lr_is_too_high_with_a_probed_lr(best_lr, tmp_path):
     assert not any(getattr(x, "key", "") in ("lr.fix.set_ratio", "lr.fix.raise_ratio")
                    for f in report.findings for x in f.fixes)
     one_answer(report, tmp_path / "run")
+    # the same record had no lower LR beaten the current one: the finding is withdrawn, said with
+    # the losses, and no LR is suggested (the reader of probe records, on the record as written)
+    path = tmp_path / "run" / "probes" / "probe-lr_too_high.json"
+    rec = json.loads(path.read_text())
+    for t in rec["probe"]["trials"]:
+        t["loss"], t["verdict"] = rec["probe"]["control"]["loss"] * 1.2, "did_not_help"
+    path.write_text(json.dumps(rec))
+    p = run_cli("diagnose", tmp_path / "run", "--format", "json")
+    out = json.loads(p.stdout)
+    assert not [f for f in out["findings"] if f["cause"] == "lr_too_high"]
+    [note] = [n for n in out["notes_data"] if n and n["key"] == "probe.withdrawn"]
+    assert note["values"]["cause"] == "lr_too_high"
 
 
 @pytest.mark.slow
