@@ -243,7 +243,7 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     for run in runs:
         q = Quantities(run)
         f, n = detect(run, q)
-        withdrawn_notes(run, f, n)  # what `watch` announced and the end does not hold, and why
+        withdrawn_notes(run, f, n, EXPLAINS)  # what `watch` announced and the end does not hold, and why
         per_rank.append(f)
         notes.extend(run.notes)  # what was read from where, before what could not be checked
         ok, cov = coverage(run, q, f)

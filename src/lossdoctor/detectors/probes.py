@@ -130,7 +130,8 @@ def _state_verdicts(f: Finding, probe: dict[str, Any]) -> None:
         order_by_verdict(f)
 
 
-def withdrawn_notes(run: Run, findings: list[Finding], notes: list[str]) -> None:
+def withdrawn_notes(run: Run, findings: list[Finding], notes: list[str],
+                    explains: dict[str, tuple[str, ...]] | None = None) -> None:
     """Each cause `watch` announced live (findings.jsonl) that the final diagnosis does not hold,
     with the reason: a probe withdrew it (its own note), another cause explains it, or the rest of
     the run no longer shows it (the loss then and at the end)."""
@@ -143,8 +144,9 @@ def withdrawn_notes(run: Run, findings: list[Finding], notes: list[str]) -> None
             continue
         seen.add(cause)
         step = d.get("step") if isinstance(d.get("step"), int) else None
-        if findings:
-            why = Msg("withdrawn.explained", by=findings[0].cause)
+        by = next((f.cause for f in findings if cause in (explains or {}).get(f.cause, ())), None)
+        if by is not None:  # a cause the final diagnosis holds explains it (engine.EXPLAINS)
+            why = Msg("withdrawn.explained", by=by)
         else:
             why = Msg("withdrawn.not_shown", then=_loss_at(run, step), last=_last_loss(run))
         notes.append(Msg("withdrawn.live", cause=cause, step=step if step is not None else "?",
