@@ -21,6 +21,6 @@ TEMPLATES = {
     "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
                            "无法诊断：{path} 中的运行日志无法读取（{error}）"),
     "monitor.run_dir": (
-        "lossdoctor: watching; the run log is in {path} (afterwards: lossdoctor diagnose {path})",
-        "lossdoctor：开始监控；运行日志在 {path}（之后可运行：lossdoctor diagnose {path}）"),
+        "lossdoctor.watch: the run log is in {path} (afterwards: lossdoctor diagnose {path})",
+        "lossdoctor.watch：运行日志在 {path}（之后可运行：lossdoctor diagnose {path}）"),
 }
