@@ -128,8 +128,9 @@ class MarkovRows:
 @pytest.mark.slow
 def test_hf_trainer_at_ten_times_its_lr_is_not_healthy(tmp_path):
     """A transformers Trainer (GPT-2 from a config, its default AdamW and linear decay) at LR 5e-2,
-    10x the 5e-3 that trains it to ~0.3 here (ends ~2.1 at 5e-2): reported as lr_too_high, with a
-    range to try (the callback has no replay_fn, so no probe) and no ratio point."""
+    10x the 5e-3 that trains it (200 steps: ~1.0 at 5e-3, ~2.1 at 5e-2; 600 steps: 0.30 vs 1.87):
+    reported as lr_too_high (was healthy), with a range to try (the callback has no replay_fn, so
+    no probe) and no ratio point."""
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
     from transformers.utils import logging as hf_logging
