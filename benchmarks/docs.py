@@ -13,8 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "zoo-verify", "generated-dev", "generated-test", "peers", "real-logs", "text-reader", "overhead", "overhead-spread",
-         "overhead-ablation", "overhead-gpu", "many-ranks", "deepspeed-overhead")
+ORDER = ("intro", "zoo", "zoo-verify", "lr-probe", "generated-dev", "generated-test", "peers", "real-logs", "text-reader", "overhead", "overhead-spread",
+         "overhead-ablation", "overhead-gpu", "many-params", "many-ranks", "deepspeed-overhead")
 
 INTRO = """# Benchmarks
 
@@ -26,6 +26,7 @@ its own section.
 |---|---|
 | [Fault zoo](#fault-zoo) | `python -m benchmarks.zoo` (add `--seeds 1` for a quick pass, `--only NAME` for one scenario) |
 | [Verified fixes in the zoo](#verified-fixes-in-the-zoo) | `python -m benchmarks.zoo --seeds 1 --replay-all` (rewrites this section only) |
+| [The LR probe](#the-lr-probe) | `python -m benchmarks.lr_probe --docs` |
 | [Generated variants: dev](#generated-variants-dev) | `python -m benchmarks.zoo --generated --split dev --jobs 2` (the split tuned on) |
 | [Generated variants: test](#generated-variants-test) | `python -m benchmarks.zoo --generated --split test --jobs 2` (held out: never tuned on) |
 | [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
@@ -33,6 +34,8 @@ its own section.
 | [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 056e5fa --docs` |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
+| [Overhead on a GPU](#overhead-on-a-gpu) | `python benchmarks/gpu.py` (CUDA only; skips cleanly without it) |
+| [Overhead with many parameter tensors](#overhead-with-many-parameter-tensors) | `python benchmarks/many_params.py` |
 | [Run directories of many ranks](#run-directories-of-many-ranks) | `python benchmarks/many_ranks.py --docs` |
 | [Overhead under DeepSpeed ZeRO-2](#overhead-under-deepspeed-zero-2) | `python benchmarks/deepspeed_overhead.py --docs` |
 """

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+from . import report as _report  # noqa: F401  (registers how a Report prints: `print(mon.diagnose())`)
 
 if TYPE_CHECKING:
     from .findings import Report

@@ -193,6 +193,11 @@ def importance_key(f: Finding) -> tuple:
     return (-f.severity_rank, -round(f.confidence, 2), step)
 
 
+#: how a Report shows itself (`print(report)`: "text"; a notebook cell: "html"), set by the report
+#: layer when it is imported (the package facade imports it), so this layer imports nothing above it
+RENDERERS: dict[str, Any] = {}
+
+
 @dataclass
 class Report:
     findings: list[Finding]
@@ -211,6 +216,18 @@ class Report:
         if worst >= SEVERITY_RANK["warning"]:
             return "warning"
         return "inconclusive" if self.inconclusive else "healthy"
+
+    def __str__(self) -> str:
+        """The text report (`print(mon.diagnose())`), as `lossdoctor diagnose` prints it."""
+        text = RENDERERS.get("text")
+        if text is None:  # the report layer not imported: the status and the causes, one line
+            return f"lossdoctor: {self.status}" + "".join(f"; {f.cause} ({f.severity})" for f in self.findings)
+        return str(text(self))
+
+    def _repr_html_(self) -> str | None:
+        """The HTML report, for a notebook cell whose value is the report."""
+        html = RENDERERS.get("html")
+        return None if html is None else str(html(self))
 
     @property
     def primary(self) -> Finding | None:

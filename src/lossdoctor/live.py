@@ -105,6 +105,7 @@ class LiveDiagnoser:
         self.history = History()
         self.preflight: list[dict[str, Any]] = []  # appended by the monitor's preflight checks
         self.incidents: list[dict[str, Any]] = []  # incident records (the monitor shares its list)
+        self.probes: list[dict[str, Any]] = []  # LR probe records (triage shares its list)
         self.report: Report | None = None
         self._next_check = 0
         self._last_trigger = -(10**9)
@@ -125,7 +126,7 @@ class LiveDiagnoser:
 
         run = self.history.run(self.meta, self.rank)
         run.preflight = list(self.preflight)
-        run.incidents = list(self.incidents)
+        run.incidents = list(self.incidents) + list(self.probes)
         if self.layers_fn is not None:
             run.layers = self.layers_fn()
         self.report = diagnose_runs([run])

@@ -15,6 +15,7 @@ import atexit
 import logging
 import math
 import os
+import sys
 import time
 import uuid
 import weakref
@@ -225,6 +226,8 @@ class Monitor:
             self.closed = True
             raise
         _OPEN_MONITORS.add(self)
+        if opts.alerts and not self.rank:  # where to look afterwards: one line, once, on rank 0
+            print(Msg("monitor.run_dir", path=str(self.run_dir)).render(_alert_lang()), file=sys.stderr, flush=True)
 
     def _install(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:
         """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""
@@ -270,6 +273,7 @@ class Monitor:
                              snapshot_budget=opts.snapshot_budget, inplace=opts.triage_inplace,
                              max_incidents=opts.max_incidents, verify=opts.verify,
                              verify_window=opts.verify_window, verify_budget=opts.verify_budget)
+        self.live.probes = self.triage.probe_records  # what the LR probe measured, for the next evaluations
 
     def _attach_distributed(self, wrapper: nn.Module) -> None:
         """The probe of how gradients cross ranks (DDP's all-reduce, FSDP2's shards), if any; the
@@ -399,6 +403,7 @@ class Monitor:
         try:
             if not self.closed:
                 self._drain(wait=True)
+                self.triage.probe_pending()  # what `watch` announced is tried before it is judged
         except Exception as e:
             self.disable("step", e)
         from .detectors.engine import diagnose_runs
@@ -579,6 +584,7 @@ class Monitor:
 
     def _record_finding(self, f: Finding) -> None:
         self.writer.append_finding(f.to_dict())
+        self.triage.request_probe(f)  # an LR or plateau finding: its fixes tried from a snapshot
 
     def _disable_probe(self, probe: Any, e: BaseException) -> None:
         probe.enabled = False
@@ -595,6 +601,12 @@ class Monitor:
         if part == "step":
             for probe in self.probes:
                 probe.enabled = False
+
+
+def _alert_lang() -> str:
+    from .live import alert_language
+
+    return alert_language()
 
 
 def _incident(rec: dict[str, Any]) -> bool:

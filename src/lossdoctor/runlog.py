@@ -12,6 +12,7 @@ Layout (one directory per run; under torch.distributed one `rank-N/` sub-directo
     findings.jsonl   findings raised live, in the order they were raised
     preflight.jsonl  findings of the preflight checks run inside watch (configuration, first batches)
     incidents/       triage records of incidents (replay, localisation)
+    probes/          LR probe records (triage/lr_probe.py): the LRs tried from a snapshot and their losses
 
 Why float32 rows for the per-layer data: it is a dense (sampled step x module x stat) matrix, and a
 raw append-only matrix is the most compact form (4 bytes a value, no per-row keys), is append-safe
@@ -46,6 +47,7 @@ LAYERS = "layers.f32"
 FINDINGS = "findings.jsonl"
 PREFLIGHT = "preflight.jsonl"
 INCIDENTS = "incidents"
+PROBES = "probes"
 
 #: the largest layers.f32 read (4 GiB: 50,000 sampled steps of 5 stats x 4,000 modules)
 MAX_LAYERS_BYTES = 4 << 30
@@ -146,22 +148,23 @@ class RunLogWriter:
         data = orjson.dumps(_encode_nonfinite(meta), option=_DUMP_OPTS | orjson.OPT_INDENT_2)
         self._replace(self._dir, META, data, META)
 
-    def write_incident(self, name: str, record: dict[str, Any]) -> None:
-        """One triage record, `incidents/<name>.json`, written atomically."""
+    def write_incident(self, name: str, record: dict[str, Any], folder: str = INCIDENTS) -> None:
+        """One triage record, `incidents/<name>.json` (or `probes/<name>.json`: an LR probe's
+        record, triage/lr_probe.py), written atomically."""
         if self._dir is None:
             return
         base = self._dir if self._dir.fd >= 0 else ConfinedDir.open_root(self.path)  # after close
         try:
-            d = base.sub(INCIDENTS)
+            d = base.sub(folder)
         except Refused as e:
-            self._refuse(INCIDENTS, e)
+            self._refuse(folder, e)
             return
         finally:
             if base is not self._dir:
                 base.close()
         try:
             data = orjson.dumps(_encode_nonfinite(record), option=_DUMP_OPTS | orjson.OPT_INDENT_2)
-            self._replace(d, name + ".json", data, f"{INCIDENTS}/{name}.json")
+            self._replace(d, name + ".json", data, f"{folder}/{name}.json")
         finally:
             d.close()
 
@@ -419,7 +422,7 @@ def _read_one(d: Path) -> Run:
     old = meta.pop("incidents", None)
     incidents = load_incidents(d, notes) or [r for r in (old if isinstance(old, list) else []) if isinstance(r, dict)]
     run = make_run(rows, meta=meta, source="lossdoctor", rank=rank)
-    run.incidents = incidents
+    run.incidents = incidents + load_incidents(d, notes, folder=PROBES)  # the LR probe's records: level "probe"
     run.notes.extend(notes)
     monitor_notes = meta.get("monitor_notes") if isinstance(meta, dict) else None
     if isinstance(monitor_notes, list):  # what the live monitor could not record, and why
@@ -475,10 +478,11 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
                       types=list(types) if len(types) == len(modules) else [])
 
 
-def load_incidents(path: str | os.PathLike[str], notes: list[str] | None = None) -> list[dict[str, Any]]:
-    """Incident records written by triage, oldest first (nesting cut as `_loads` does; the note,
-    if any, goes to `notes`)."""
-    d = Path(path) / INCIDENTS
+def load_incidents(path: str | os.PathLike[str], notes: list[str] | None = None,
+                   folder: str = INCIDENTS) -> list[dict[str, Any]]:
+    """Incident records written by triage (or, from `probes/`, the LR probe's), oldest first
+    (nesting cut as `_loads` does; the note, if any, goes to `notes`)."""
+    d = Path(path) / folder
     if not d.is_dir():
         return []
     from .messages import Msg

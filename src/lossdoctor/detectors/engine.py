@@ -17,6 +17,7 @@ from ..messages import Msg
 from ..records import Run
 from . import REGISTRY, load_all
 from .incidents import merge_incidents
+from .probes import apply_probes, withdrawn_notes
 from .quantities import Quantities
 from .scalars import is_runaway_lr
 
@@ -112,6 +113,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
             for f in findings:
                 if f.step is None and f.symptom == "nonfinite" and f.severity == "critical":
                     f.step = q.first_bad_step  # a configuration that predicted the NaN, dated by it
+    findings = apply_probes(findings, run, notes)  # what the LR probe measured: confirms or withdraws
     findings = merge_incidents(findings, run)
     _differential(run, q, findings, notes)  # after the preflight's and the incidents' findings joined
     kept = arbitrate(findings)
@@ -160,7 +162,8 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     1. Once training went non-finite, every later non-finite finding is a consequence of the first
        one (NaN weights make NaN activations everywhere).
     2. At the first non-finite step, the most direct explanation wins (DIRECTNESS): NaN in the
-       batch beats the gradient explosion it caused.
+       batch beats the gradient explosion it caused; but a guess (confidence < GUESS) never
+       beats an observation, and the winner keeps the op/layer/samples the others saw.
     3. A cause drops the findings it explains (EXPLAINS), e.g. an all-masked label batch explains
        the "vanishing" zero gradient; a loss spike explains the divergence that follows it.
     4. `noisy_data` guessed from the curve's shape is a diagnosis of last resort: dropped when
@@ -172,7 +175,8 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     if nonfinite:
         onset = min(f.step for f in nonfinite)
         at_onset = [f for f in nonfinite if f.step == onset]
-        winner = min(at_onset, key=lambda f: (_direct_rank(f), -f.confidence))
+        winner = min(at_onset, key=_onset_key)
+        _lend_place(winner, [f for f in at_onset if f is not winner and f.rank == winner.rank])
         keep = [f for f in keep if not (f.symptom == "nonfinite" and f.step is not None
                                         and (f.step > onset or (f.step == onset and f is not winner
                                                                 and f.rank == winner.rank)))]
@@ -196,6 +200,31 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     keep = _dedupe(keep)
     keep.sort(key=importance_key)
     return keep
+
+
+#: below this confidence a finding at the first non-finite step is a guess (the curve's calm before
+#: a NaN: `sudden_nonfinite`, 0.45-0.5): it cannot outrank an observation of the op, the layer or
+#: the samples (a live incident's 0.8-0.95), however direct its cause's name
+GUESS = 0.5
+
+
+def _onset_key(f: Finding) -> tuple:
+    """Evidence first (a guess below GUESS ranks after every observation), then how direct the
+    cause is (DIRECTNESS), then confidence."""
+    return (f.confidence < GUESS, _direct_rank(f), -f.confidence)
+
+
+def _lend_place(winner: Finding, others: list[Finding]) -> None:
+    """The winner keeps the op, layer and samples the losers at its step saw (a live incident's
+    op is not lost because another finding of the same step won); an op only with its layer."""
+    for f in sorted(others, key=lambda f: -f.confidence):
+        same_place = winner.layer is None or f.layer is None or winner.layer == f.layer
+        if winner.layer is None and f.layer is not None:
+            winner.layer = f.layer
+        if winner.op is None and f.op is not None and same_place:
+            winner.op = f.op
+        if winner.samples is None and f.samples is not None:
+            winner.samples, winner.batch = f.samples, f.batch if winner.batch is None else winner.batch
 
 
 def _direct_rank(f: Finding) -> int:
@@ -247,6 +276,7 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     for run in runs:
         q = Quantities(run)
         f, n = detect(run, q)
+        withdrawn_notes(run, f, n, EXPLAINS)  # what `watch` announced and the end does not hold, and why
         per_rank.append(f)
         notes.extend(run.notes)  # what was read from where, before what could not be checked
         ok, cov = coverage(run, q, f)

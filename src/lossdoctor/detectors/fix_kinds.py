@@ -21,7 +21,7 @@ STATE_FIXES = ("clip", "lr", "scaler", "adam_eps", "fp32_module")
 DATA_FIXES = ("drop_samples", "skip_batch")
 
 #: sentences that say clip_grad_norm_(..., 1.0) without the number as a value
-CLIP_KEYS = ("triage.backward.fix_clip", "triage.param.fix", "triage.spike.fix_state")
+CLIP_KEYS = ("triage.backward.fix_clip", "triage.backward.fix_clip_scaled", "triage.param.fix", "triage.spike.fix_state")
 #: sentences that name max_norm but are not a clipping fix (the gradients already are clipped)
 NOT_CLIP_KEYS = ("lr.fix_warmup_already_clipped",)
 SKIP_KEYS = ("triage.spike.fix_skip", "triage.labels.fix")

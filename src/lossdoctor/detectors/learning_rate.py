@@ -7,6 +7,8 @@ lr_new = lr * 1e-3 / ratio.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..findings import Finding
@@ -14,12 +16,23 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector, round_sig
 from .gradients import clip_in_place
-from .lr_usual import with_lr_evidence
+from ..sources.metadata import optimizer_family
+from .lr_usual import judge_lr, peak_lr, with_lr_evidence
 from .quantities import Quantities
 
 HEALTHY_RATIO = 1e-3
+#: the factors of the current LR to try when it is too high / too low and no replay measured
+#: better: the LR range test's usual span around a bad LR (fastai `lr_find`, Smith 2017: the
+#: best LR sits within ~10x of where the loss stops falling); a range, never a point
+LR_RANGE_DOWN = (0.1, 1 / 3)
+LR_RANGE_UP = (3.0, 10.0)
 #: ||dW||/||W|| of one step that only a far too large LR produces (healthy first steps: < 0.1)
 BLOWN_RATIO = 0.5
+
+
+def _adam(q: Quantities) -> bool:
+    """An Adam-family optimizer (Adam, AdamW, LAMB...): its update is normalised per element."""
+    return optimizer_family(q.optimizer) == "adam"
 
 
 def _lr_at(q: Quantities, i: int) -> float | None:
@@ -57,11 +70,20 @@ def _ratio_median(run: Run, a: int, b: int) -> float | None:
     return float(np.median(r)) if r.size else None
 
 
-def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, raise_: bool = False) -> Msg:
+def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, raise_: bool = False,
+                adam: bool = False) -> Msg:
     """The LR to use: the one that brings the update ratio to ~1e-3 when it was measured, else the
-    current one times `fallback_factor`; said as "raise" for a too-low LR, "set" otherwise."""
+    current one times `fallback_factor`; said as "raise" for a too-low LR, "set" otherwise.
+    Under an Adam-family optimizer the ratio says nothing about the LR's quality (its update is
+    ~lr x sign per element by construction, so the ratio is ~lr / the weights' scale): there the
+    fix is a range to try (LR_RANGE), never a point; the LR probe (triage/lr_probe.py) replaces it
+    with the LR a replay measured to be better, when one can run."""
     if lr is None:
         return Msg("lr.fix.lower_by", x=1 / fallback_factor)
+    if adam:
+        lo, hi = (LR_RANGE_UP if raise_ else LR_RANGE_DOWN)
+        return Msg("lr.fix.range_up" if raise_ else "lr.fix.range", lo=round_sig(lr * lo, 2),
+                   hi=round_sig(lr * hi, 2), now=lr)
     if ratio:
         new = round_sig(lr * HEALTHY_RATIO / ratio, 1)
         return Msg("lr.fix.raise_ratio", lr=new, now=lr, ratio=ratio) if raise_ \
@@ -89,14 +111,19 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
     Suppressed: a run whose loss improves overall (noise is not divergence) for (c)/(d).
     Suppressed: (b) on a log that does not begin where the run began (`shows_run_start`); there (a)
     needs a level shift.
-    The rules are tried in this order: (b), (a), then on >= 20 points (c), (e), (d).
+    (f) for any optimizer whose usual LR range is known (the Adam family above all, where the update
+        ratio cannot judge the LR): an LR beyond the usual range (lr_usual.py) whose run shows it,
+        activations that grew >= 30x and a loss that kept >= half of its first level (OVERSHOOT).
+        A warning: the LR probe (triage/lr_probe.py) confirms it by replay or withdraws it.
+    The rules are tried in this order: (b), (a), then on >= 20 points (c), (e), (d), (f).
     """
     if q.finite_loss.size < 3:
         return []
     found = _nonfinite_from_start(run, q) or _early_jump(run, q)
     if found or q.finite_loss.size < 20:
         return found
-    return _late_divergence(run, q) or _blown_update(run, q) or _oscillation(run, q)
+    return (_late_divergence(run, q) or _blown_update(run, q) or _oscillation(run, q)
+            or _above_usual_and_growing(run, q))
 
 
 def _first_loss_ref(q: Quantities) -> tuple[float, float]:
@@ -154,7 +181,7 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     lr, more = _lr_reached(q, max(q.first_bad, 5))
     return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
                     step=int(q.steps[0] if s is None else s), evidence=ev + more,
-                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1), _warmup_fix(run, q)])]
+                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)])]
 
 
 def _lr_reached(q: Quantities, i: int) -> tuple[float | None, list[Msg]]:
@@ -203,7 +230,7 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     lr, more = _lr_reached(q, max(j, 5))
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
                     confidence=0.8, step=int(q.steps[onset]), evidence=ev + more,
-                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1), _warmup_fix(run, q)])]
+                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)])]
 
 
 def _climb_onset(q: Quantities, j: int, first_loss: float) -> int:
@@ -239,7 +266,7 @@ def _late_divergence(run: Run, q: Quantities) -> list[Finding]:
     ratio = _ratio_median(run, max(0, i - 20), i + 1)
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.65,
                     step=s, evidence=[Msg("lr.high.fell_then_rose", best=best, last=last, x=last / best, s=s)],
-                    fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3)])]
+                    fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3, adam=_adam(q))])]
 
 
 def _blown_update(run: Run, q: Quantities) -> list[Finding]:
@@ -264,7 +291,7 @@ def _blown_update(run: Run, q: Quantities) -> list[Finding]:
     if np.isfinite(act[:1]).any() and np.isfinite(act).any() and float(np.nanmax(act)) > 100 * float(act[0]):
         ev.append(Msg("lr.high.activations_grew", a=float(act[0]), b=float(np.nanmax(act))))
     return [Finding(cause="lr_too_high", symptom="plateau", severity="critical", confidence=0.8,
-                    step=s, evidence=ev, fixes=[_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01),
+                    step=s, evidence=ev, fixes=[_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01, adam=_adam(q)),
                                                  _warmup_fix(run, q)])]
 
 
@@ -278,7 +305,43 @@ def _oscillation(run: Run, q: Quantities) -> list[Finding]:
                     step=int(q.steps[q.finite_loss[0]]),
                     evidence=[Msg("lr.high.ratio_median", r=ratio_all),
                               Msg("lr.high.not_improving", first=first, last=last)],
-                    fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1)])]
+                    fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1, adam=_adam(q))])]
+
+
+@dataclass(frozen=True)
+class Overshoot:
+    """Rule (f): an LR above the usual range that the run shows to be too high."""
+
+    #: the largest activation over the first step's: ~2-4x at the best LR, 127x at 10x the best
+    #: (tuning on the dev split: the 3-layer GPT loop of tests/lr_kit.py, in-sample)
+    act_growth: float = 30.0
+    #: the last fifth's median loss at least this share of the first fifth's (the best LR keeps
+    #: ~15%, 10x the best ~68%; same loop, in-sample)
+    loss_left: float = 0.5
+
+
+OVERSHOOT = Overshoot()
+
+
+def _above_usual_and_growing(run: Run, q: Quantities) -> list[Finding]:
+    """(f) the LR is beyond the usual range, the activations grew and the loss stays high."""
+    lr = peak_lr(run, q)
+    judged = judge_lr(run, q, lr)
+    if judged is None or judged[0] != "high" or not run.has("act_absmax"):
+        return []
+    act = run.col("act_absmax")
+    ok = np.flatnonzero(np.isfinite(act) & (act > 0))
+    if ok.size < 5:
+        return []
+    a0, amax = float(act[ok[0]]), float(np.max(act[ok]))
+    first, last, _ = _fifths(q)
+    if amax < OVERSHOOT.act_growth * a0 or not (first > 0 and last >= OVERSHOOT.loss_left * first):
+        return []
+    s = int(q.steps[q.finite_loss[0]])
+    return [Finding(cause="lr_too_high", symptom="slow_convergence", severity="warning", confidence=0.55,
+                    step=s, evidence=[judged[1], Msg("lr.high.activations_grew", a=a0, b=amax),
+                                      Msg("lr.high.loss_stays", first=first, last=last)],
+                    fixes=[_suggest_lr(lr, None, 0.1, adam=True)])]
 
 
 def _explained_nonfinite(run: Run, q: Quantities) -> bool:
@@ -349,7 +412,7 @@ def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     if last < 0.7 * first or (q.loss_start > 0 and last <= 0.05 * q.loss_start):
         return []
     lr = _lr_at(q, q.n - 1)
-    new = _suggest_lr(lr, ratio, 10.0, raise_=True)
+    new = _suggest_lr(lr, ratio, 10.0, raise_=True, adam=_adam(q))
     return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.75,
                     step=int(q.steps[lf[0]]),
                     evidence=[Msg("lr.low.ratio_median", r=ratio),

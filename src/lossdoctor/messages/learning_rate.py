@@ -11,6 +11,15 @@ TEMPLATES = {
     "lr.fix.raise_ratio": (
         "raise the learning rate to about {lr} (now {now}; that brings the update/param ratio from {ratio} to ~1e-3)",
         "把 LR 调大到 {lr} 左右（现在是 {now}；这样 update/param ratio 会从 {ratio} 回到 ~1e-3）"),
+    "lr.fix.range": (
+        "lower the learning rate into {lo}-{hi} (now {now}) and keep the value that trains best there",
+        "把 LR 降到 {lo}-{hi} 之间（现在是 {now}），取其中训练得最好的值"),
+    "lr.fix.range_up": (
+        "raise the learning rate into {lo}-{hi} (now {now}) and keep the value that trains best there",
+        "把 LR 调大到 {lo}-{hi} 之间（现在是 {now}），取其中训练得最好的值"),
+    "lr.high.loss_stays": (
+        "the loss kept most of its level (median {first} in the first fifth, {last} in the last)",
+        "loss 基本没降下来（前五分之一的中位数 {first}，最后五分之一 {last}）"),
     "lr.fix.warmup_from_peak": (
         "the LR starts at its peak: add a linear warm-up over the first ~2-5% of steps",
         "LR 一开始就是峰值：在前 ~2-5% 的步数里加一段线性 warmup"),

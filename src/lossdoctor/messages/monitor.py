@@ -47,4 +47,7 @@ TEMPLATES = {
         "batch 检查：{key} 是 {kind} 张量，其值无法读取，因此未检查它（batch 的其余部分照常检查）"),
     "monitor.unreadable": ("no diagnosis: the run log in {path} could not be read ({error})",
                            "无法诊断：{path} 中的运行日志无法读取（{error}）"),
+    "monitor.run_dir": (
+        "lossdoctor.watch: the run log is in {path} (afterwards: lossdoctor diagnose {path})",
+        "lossdoctor.watch：运行日志在 {path}（之后可运行：lossdoctor diagnose {path}）"),
 }

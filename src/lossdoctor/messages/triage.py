@@ -51,6 +51,9 @@ TEMPLATES = {
     "triage.backward.fix_domain": (
         "the derivative of {op} is infinite at its input (sqrt or norm at 0, log at 0): add an epsilon inside it",
         "{op} 在其输入处的导数为无穷大（sqrt 或 norm 在 0 处、log 在 0 处）：在里面加一个 epsilon"),
+    "triage.backward.fix_clip_scaled": (
+        "clip gradients after scaler.unscale_(optimizer) (torch.nn.utils.clip_grad_norm_(params, 1.0))",
+        "在 scaler.unscale_(optimizer) 之后做梯度裁剪（torch.nn.utils.clip_grad_norm_(params, 1.0)）"),
     "triage.backward.fix_clip": (
         "clip gradients (torch.nn.utils.clip_grad_norm_(params, 1.0)); with fp16, use a GradScaler",
         "做梯度裁剪（torch.nn.utils.clip_grad_norm_(params, 1.0)）；用 fp16 时配合 GradScaler"),

@@ -13,12 +13,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..findings import Report
+from ..findings import RENDERERS, Report
 
 if TYPE_CHECKING:
     from ..records import Run
 
 FORMATS = ("text", "json", "md", "html")
+
+
+def _text(report: Report) -> str:
+    return render(report, "text")
+
+
+def _html(report: Report) -> str:
+    return render(report, "html")
+
+
+# `print(report)` and a notebook's display of a Report (findings.Report.__str__ / _repr_html_)
+RENDERERS.update({"text": _text, "html": _html})
 LANGS = ("en", "zh")
 
 

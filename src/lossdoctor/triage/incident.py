@@ -147,6 +147,9 @@ class Triage:
         self._pending: TrainingIncident | None = None
         self.verify_on, self.verify_window, self.verify_budget = verify, verify_window, verify_budget
         self._to_verify: list[dict[str, Any]] = []  # replayed incidents whose fixes are not checked yet
+        self._to_probe: list[Finding] = []  # live findings whose fixes the LR probe will try (lr_probe.py)
+        self._probed: set[str] = set()      # causes probed (or asked for) once already
+        self.probe_records: list[dict[str, Any]] = []  # the live engine reads them (monitor shares the list)
         self.ring: SnapshotRing | None = None
         self.guard = None
         try:
@@ -187,6 +190,7 @@ class Triage:
         if self.ring is not None and self.enabled:
             try:
                 self._verify_due(step)
+                self._probe_due(step)
                 self.ring.maybe_snapshot(step + 1, healthy=not self.episode)
             except Exception as e:
                 self._disable(e)
@@ -198,7 +202,8 @@ class Triage:
     def close(self) -> None:
         """Remove the hooks and the snapshots, each on its own; the first failure is raised after
         all were tried (the monitor logs it and goes on closing)."""
-        steps = [self._verify_pending, self.ring.remove, self.ring.drop] if self.ring is not None else []
+        steps = [self._verify_pending, self.probe_pending, self.ring.remove, self.ring.drop] \
+            if self.ring is not None else []
         if self.guard is not None:
             steps.append(self.guard.remove)
         error: BaseException | None = None
@@ -291,6 +296,81 @@ class Triage:
         verification writes verdicts into the findings it checks, never into the engine's."""
         own = {(d.get("cause"), d.get("step")) for d in rec.get("findings", []) if isinstance(d, dict)}
         return [Finding.from_dict(f.to_dict()) for f in self.host.findings() if (f.cause, f.step) not in own]
+
+    # --- the LR probe (lr_probe.py) -----------------------------------------------------------------
+    def request_probe(self, finding: Finding) -> None:
+        """A live finding was announced: try its fixes from a snapshot once enough steps are
+        recorded (once per cause); without replay, a record says that no probe could run."""
+        from . import lr_probe as P
+
+        if not self.enabled or finding.cause in self._probed or len(self._probed) >= P.SETTINGS.max_probes \
+                or not P.probe_plan(finding):
+            return
+        self._probed.add(finding.cause)
+        if self.replay_fn is None or self.ring is None:
+            why = self.host.replay_refused() or Msg("triage.note.no_replay_fn" if self.replay_fn is None
+                                                    else "triage.note.snapshots_off")
+            self._keep_probe(finding, P.no_probe_record(finding, why))
+            return
+        self._to_probe.append(Finding.from_dict(finding.to_dict()))
+
+    def _probe_due(self, step: int) -> None:
+        """Probe once the window after the start snapshot is recorded, or sooner when the next
+        snapshot would drop that snapshot."""
+        from . import lr_probe as P
+
+        assert self.ring is not None
+        for f in list(self._to_probe):
+            snap = P.start_snapshot(self.ring)
+            if snap is None:
+                continue
+            evicts = ((step + 1) % self.ring.every == 0 and not self.episode
+                      and len(self.ring.snapshots) >= self.ring.keep and snap is self.ring.snapshots[0])
+            if step >= snap.step + P.SETTINGS.window or evicts:
+                self._to_probe.remove(f)
+                self._probe_safely(f)
+
+    def probe_pending(self) -> None:
+        """Run the probes still waiting (at close, and before `mon.diagnose()` reads the log)."""
+        while self._to_probe and self.enabled and self.ring is not None:
+            self._probe_safely(self._to_probe.pop(0))
+
+    def _probe_safely(self, finding: Finding) -> None:
+        from . import lr_probe as P
+
+        try:
+            record = self._probe(finding)
+        except Exception as e:  # the probe must never take the training down
+            log.warning("%s", Msg("verify.log.failed", step=int(finding.step or 0), error=f"{type(e).__name__}: {e}"))
+            record = P.no_probe_record(finding, Msg("verify.replay_error", error=f"{type(e).__name__}: {e}"))
+        self._keep_probe(finding, record)
+
+    def _keep_probe(self, finding: Finding, record: dict[str, Any]) -> None:
+        """The probe's record in `probes/`, and in the records the live engine reads (so what it
+        announces next already knows the verdict)."""
+        self.host.writer.write_incident(f"probe-{finding.cause}", record, folder="probes")
+        self.probe_records.append(record)
+
+    def _probe(self, finding: Finding) -> dict[str, Any]:
+        from . import lr_probe as P
+        from . import verify as V
+
+        assert self.ring is not None and self.replay_fn is not None
+        snap = P.start_snapshot(self.ring)
+        if snap is None:
+            return P.no_probe_record(finding, Msg("triage.note.no_snapshot", step=int(finding.step or 0),
+                                                  every=self.ring.every))
+        rng = RngState.capture()
+        self.ring.paused = True
+        try:
+            with self._workspace() as ws:
+                end = V.window_end(self.ring, snap.step, P.SETTINGS.window)
+                plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, snap.step, end,
+                              lambda loss, finite, skips=0: not math.isfinite(loss) or not finite)
+                return P.probe_record(finding, P.run_probe(plan, finding, P.probe_plan(finding)))
+        finally:
+            rng.restore()
+            self.ring.paused = False
 
     # --- skip policy --------------------------------------------------------------------------
     def _on_skip(self) -> None:
@@ -390,6 +470,8 @@ class Triage:
             findings = live_findings(step, trig, rec, record)
         elif record["level"] == "live":
             record["level"] = "replay"
+        if self.scaler is not None and getattr(self.scaler, "is_enabled", lambda: True)():
+            _has_scaler(findings)
         record["findings"] = [f.to_dict() for f in findings]
         record["seconds"] = round(time.perf_counter() - t0, 4)
         return record
@@ -673,6 +755,15 @@ def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve
         return float(loss.detach().float())
     finally:
         keep.reset()
+
+
+def _has_scaler(findings: list[Finding]) -> None:
+    """A run that has a GradScaler is never told to add one: its "use a GradScaler" fixes go, and
+    the clipping fix is said without it."""
+    for f in findings:
+        fixes = [x for x in f.fixes if getattr(x, "key", None) not in SCALER_FIX_KEYS]
+        f.fixes = [Msg("triage.backward.fix_clip_scaled") if getattr(x, "key", None) == "triage.backward.fix_clip"
+                   else x for x in fixes]
 
 
 def _state_fixes(rec: dict[str, Any]) -> bool:
