@@ -222,16 +222,17 @@ def test_a_replay_state_incident_hands_its_verdicts_to_the_detectors_finding(tmp
 def test_lr_too_high_its_own_set_the_lr_sentence_is_verified_and_the_verdict_reaches_the_report(tmp_path):
     """Plain SGD with the LR far too high: lr_too_high says "set the learning rate to about X
     (now 0.35)"; its values (lr=X, now=0.35) are what the replay scales the LR to."""
+    torch.manual_seed(13)  # MLP() draws from the global generator: an unseeded run depends on the test order
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.35)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=10)
     train(model, opt, regression_batches(80), mse_loss, mon)
     [r] = mon.verify_fixes()
     [own] = [c for c in r["checks"] if c["cause"] == "lr_too_high" and c["kind"] == "lr"]
-    assert own["verdict"] == "verified" and own["lr"] < 0.35 / 10
+    assert own["verdict"] == "verified" and own["lr"] < 0.35 / 2  # the LR probe's winner (x1/3, rounded), replayed again
     mon.close()
     [f] = [f for f in mon.diagnose().findings if f.cause == "lr_too_high"]
-    assert f.fixes[0].key.startswith("lr.fix.set") and f.fixes[0].values["lr"] == pytest.approx(own["lr"])
+    assert f.fixes[0].key == "lr.fix.probed" and f.fixes[0].values["lr"] == pytest.approx(own["lr"])
     assert f.fix_checks[0]["fix"] == 0 and f.fix_checks[0]["verdict"] == "verified"
     _assert_checks_point_at_their_fix(f)
 
@@ -288,15 +289,18 @@ def test_the_detectors_fixes_are_checked_with_the_incident_without_asking(tmp_pa
     """The automatic check after an incident also replays the live engine's findings' fixes: the
     lr_too_high finding of a plain run carries its verdict with no call to `mon.verify_fixes()`,
     and the live engine's own findings are left without verdicts (copies were checked)."""
+    torch.manual_seed(13)  # MLP() draws from the global generator: an unseeded run depends on the test order
     model = MLP()
     opt = torch.optim.SGD(model.parameters(), lr=0.35)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=10)
     train(model, opt, regression_batches(80), mse_loss, mon)
-    assert all(f.fix_checks is None for f in mon.findings)
+    live = {f.cause: f for f in mon.findings}
     mon.close()
     [f] = [f for f in mon.diagnose().findings if f.cause == "lr_too_high"]
     assert f.fix_checks, [x.cause for x in mon.diagnose().findings]
-    assert f.fixes[0].key.startswith("lr.fix.set") and f.fix_checks[0]["verdict"] == "verified"
+    assert f.fixes[0].key == "lr.fix.probed" and f.fix_checks[0]["verdict"] == "verified"
+    # one answer: what the live engine shows for the cause is the final verdict
+    assert [c["verdict"] for c in live["lr_too_high"].fix_checks] == [c["verdict"] for c in f.fix_checks]
     _assert_checks_point_at_their_fix(f)
 
 

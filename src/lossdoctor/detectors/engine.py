@@ -150,10 +150,24 @@ def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             findings[:] = reconsider(run, q, findings)
-            findings.extend(fill_gaps(run, q, findings))
+            for new in fill_gaps(run, q, findings):
+                _join_same_cause(findings, new)
     except Exception as e:  # its failure must not hide the other findings
         log.debug("the differential failed", exc_info=True)
         notes.append(Msg("engine.internal_error", name="differential", error=f"{type(e).__name__}: {e}"))
+
+
+def _join_same_cause(findings: list[Finding], new: Finding) -> None:
+    """A differential finding whose cause a finding of the same rank already names joins it (one
+    cause, one finding): the stronger severity and confidence, its evidence appended."""
+    same = next((f for f in findings if f.cause == new.cause and f.rank == new.rank), None)
+    if same is None:
+        findings.append(new)
+        return
+    if new.severity_rank > same.severity_rank:
+        same.severity = new.severity
+    same.confidence = max(same.confidence, new.confidence)
+    same.evidence.extend(e for e in new.evidence if e not in same.evidence)
 
 
 def arbitrate(findings: list[Finding]) -> list[Finding]:

@@ -33,6 +33,7 @@ LR_KEYS = {
     "grad.fix_lower_lr": ("to", "lr"), "triage.state.fix_lower_lr": ("to", "lr"),
     "scalars.runaway.fix_cap": ("to", "lr"), "scalars.jump.fix_lr": ("to", "lr"),
     "scalars.jump.fix_lr_adam_guess": ("to", "lr"),
+    "lr.fix.probed": ("lr", "now"),  # the LR probe's winner (detectors/probes.py)
 }
 #: LR sentences that say a factor instead: key -> the value holding the factor the LR is divided by
 LR_DIVIDE_KEYS = {"lr.fix.lower_by": "x"}

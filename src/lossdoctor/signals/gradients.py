@@ -32,6 +32,24 @@ def foreach_norm_fp32(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     return foreach_norm_any(grads)  # float64 and complex gradients too
 
 
+def foreach_norm_wide(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Per-tensor L2 norms that tell a non-finite gradient from a huge finite one. On CPU they are
+    accumulated in float64, where the norm of finite fp32 values cannot overflow (fp32's largest
+    value squared is ~1e77): an fp32 norm of a gradient of 1e20s is inf although every value is
+    finite, and the run was then said to have non-finite gradients one step early, a step whose
+    replay could not reproduce them (called nondeterministic). On other devices the fp32 norms are
+    kept: a float64 reduction may leave the fused kernel there, and an overflowing norm is rare."""
+    if grads and grads[0].device.type == "cpu" and all(g.dtype in _WIDENED for g in grads):
+        try:
+            return list(torch._foreach_norm(grads, 2, dtype=torch.float64))
+        except (TypeError, RuntimeError):
+            pass
+    return foreach_norm_fp32(grads)
+
+
+_WIDENED = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
 class GradProbe:
     """The built-in probe of gradient (and, on sampled steps, parameter) norms; see `signals.probe`."""
 
@@ -121,7 +139,7 @@ class GradProbe:
         if not grads:
             return
         scale = self._scale_fn()
-        norms = foreach_norm_fp32(grads)
+        norms = foreach_norm_wide(grads)
         for listener in self.listeners:
             listener(norms)
         # one tensor kept until the step is collected, not one per parameter (see the tracer's
@@ -166,6 +184,8 @@ class GradProbe:
         if self.fresh and self._captured is not None:
             idx, norms, scale = self._captured
             packer.add("param_grad_norm", norms)
+            if isinstance(norms, torch.Tensor):  # the packer sends float32: say which were not finite
+                packer.add("param_grad_bad", (~torch.isfinite(norms)).to(torch.float32))
             if scale is not None:
                 packer.add("grad_scale", scale)
             ctx["grad_idx"] = idx
@@ -183,7 +203,7 @@ class GradProbe:
             idx = np.asarray(ctx["grad_idx"])
             with np.errstate(over="ignore", invalid="ignore"):
                 rec["grad_norm"] = float(np.sqrt(np.sum(norms * norms)))
-            bad = ~np.isfinite(norms)
+            bad = values["param_grad_bad"] > 0 if "param_grad_bad" in values else ~np.isfinite(norms)
             rec["grad_nonfinite"] = int(bad.sum())
             if bad.any():
                 rec["nonfinite_params"] = [self.names[i] for i in idx[bad][:8]]
