@@ -335,6 +335,19 @@ def test_stdin_is_capped_and_the_cut_is_said(tmp_path):
     assert STDIN_MAX_BYTES == 256 << 20
 
 
+def test_text_with_no_series_is_refused_in_bounded_time(tmp_path):
+    """`yes | lossdoctor diagnose -`: lines with no number at all. The general text reader stops
+    looking after NO_SERIES_LINES lines without a numeric row (it took ~20 s a million lines)."""
+    from lossdoctor.sources.any_text import NO_SERIES_LINES
+
+    path = tmp_path / "yes.txt"
+    path.write_text("y\n" * (3 * NO_SERIES_LINES))
+    p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", str(path)], capture_output=True,
+                       text=True, env=cli_env(), timeout=HANG)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "no numeric series" in p.stderr
+
+
 def lightning_dir(path: Path, hparams: str) -> Path:
     path.mkdir()
     with open(path / "metrics.csv", "w", newline="") as f:
