@@ -107,22 +107,22 @@ TEMPLATES = {
         "  lossdoctor verify lossdoctor_runs/2024-05-01_12-00-00\n"
         "  lossdoctor verify RUN_DIR --format json --fail-on unverified",
         "示例：\n"
-        "  lossdoctor verify lossdoctor_runs/2024-05-01_12-00-00\n"
-        "  lossdoctor verify RUN_DIR --format json --fail-on unverified"),
+        "  `lossdoctor verify lossdoctor_runs/2024-05-01_12-00-00`\n"
+        "  `lossdoctor verify RUN_DIR --format json --fail-on unverified`"),
     "cli.examples.check": (
         "examples:\n"
         "  lossdoctor check --config setup.py\n"
-        "  lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical",
+        "  `lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical`",
         "示例：\n"
-        "  lossdoctor check --config setup.py\n"
-        "  lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical"),
+        "  `lossdoctor check --config setup.py`\n"
+        "  `lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical`"),
     "cli.examples.completion": (
         "examples:\n"
         "  lossdoctor completion bash > ~/.local/share/bash-completion/completions/lossdoctor\n"
-        "  lossdoctor completion zsh > ~/.zfunc/_lossdoctor",
+        "  `lossdoctor completion zsh > ~/.zfunc/_lossdoctor`",
         "示例：\n"
-        "  lossdoctor completion bash > ~/.local/share/bash-completion/completions/lossdoctor\n"
-        "  lossdoctor completion zsh > ~/.zfunc/_lossdoctor"),
+        "  `lossdoctor completion bash > ~/.local/share/bash-completion/completions/lossdoctor`\n"
+        "  `lossdoctor completion zsh > ~/.zfunc/_lossdoctor`"),
     "cli.compare.too_few": ("{path}: holds {n} run(s) that can be read; comparing needs two or more",
                             "{path}：其中能读取的运行只有 {n} 个；比较至少需要两个"),
     "cli.compare.stdin": ("'-' (standard input) cannot be compared with other runs; give files or folders",
