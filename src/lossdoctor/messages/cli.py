@@ -112,14 +112,14 @@ TEMPLATES = {
     "cli.examples.check": (
         "examples:\n"
         "  lossdoctor check --config setup.py\n"
-        "  `lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical`",
+        "  lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical",
         "示例：\n"
         "  `lossdoctor check --config setup.py`\n"
         "  `lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical`"),
     "cli.examples.completion": (
         "examples:\n"
         "  lossdoctor completion bash > ~/.local/share/bash-completion/completions/lossdoctor\n"
-        "  `lossdoctor completion zsh > ~/.zfunc/_lossdoctor`",
+        "  lossdoctor completion zsh > ~/.zfunc/_lossdoctor",
         "示例：\n"
         "  `lossdoctor completion bash > ~/.local/share/bash-completion/completions/lossdoctor`\n"
         "  `lossdoctor completion zsh > ~/.zfunc/_lossdoctor`"),
