@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import io
+import textwrap
 from typing import Any
 
 from ..messages import fmt, render, safe_text
@@ -83,8 +84,9 @@ def render_compare_text(comparison: dict[str, Any], *, color: bool, width: int, 
         table.add_row(*(esc(c) for c in cells))
     con.print(table)
     con.print()
-    for line in lines_under(comparison, lang):
-        con.print(f"- {esc(line)}")
+    for line in lines_under(comparison, lang):  # a hanging indent, so each sentence reads as one item
+        for i, part in enumerate(textwrap.wrap(line, max(20, width - 2)) or [""]):
+            con.print(("- " if i == 0 else "  ") + esc(part))
     if runs:
         con.print(f"[dim]{esc(render('compare.hint', {'path': runs[0].get('path')}, lang))}[/]")
     return buf.getvalue()
