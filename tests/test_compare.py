@@ -284,3 +284,21 @@ def test_help_has_examples(command):
     assert p.returncode == 0
     tail = p.stdout.split("examples:", 1)
     assert len(tail) == 2 and f"lossdoctor {command} " in tail[1]
+
+
+@pytest.mark.slow
+def test_lightning_versions_compared_with_their_hparams(tmp_path):
+    """Two real Lightning fits into one `lightning_logs/` (version_0, version_1): `--compare` reads
+    both, and the settings that differ come from the hparams.yaml Lightning wrote."""
+    import lightning_kit
+    from lightning.pytorch.loggers import CSVLogger
+
+    lightning_kit.fit(CSVLogger(str(tmp_path)), lr=0.05, steps=30, save_hparams=True, hparams={"batch_size": 32})
+    lightning_kit.fit(CSVLogger(str(tmp_path)), lr=0.05, steps=30, save_hparams=True, hparams={"batch_size": 64})
+    logs = tmp_path / "lightning_logs"
+    alone = _json(logs)
+    assert "comparison" not in alone  # without --compare: the newest version, as before
+    c = _json(logs, "--compare")["comparison"]
+    assert [r["label"] for r in c["runs"]] == ["version_0", "version_1"]
+    assert c["differing"] == {"batch_size": [32, 64]}
+    assert all(r["settings"]["lr"] == 0.05 and r["settings"]["optimizer"] == "SGD" for r in c["runs"])
