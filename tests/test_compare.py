@@ -224,6 +224,17 @@ def test_no_color(runs):
     assert rc == 0 and "\x1b[" not in plain
 
 
+def test_progress_line_on_a_terminal_only(runs, tmp_path):
+    """The "reading PATH" spinner shows on a terminal's stderr for an input read longer than the
+    delay (set to 0 here: a real slow input would cost the test seconds), and never on a pipe."""
+    rc, screen = _pty(["diagnose", runs["high"], "--format", "json"], {"LOSSDOCTOR_PROGRESS_AFTER_S": "0"})
+    assert rc == 0 and f"reading {runs['high']}" in screen
+    rc, quick = _pty(["diagnose", runs["high"], "--format", "json"], {"LOSSDOCTOR_PROGRESS_AFTER_S": "20"})
+    assert rc == 0 and "reading " not in quick  # read before the delay: no line
+    p = run_cli("diagnose", runs["high"], env={**os.environ, "LOSSDOCTOR_PROGRESS_AFTER_S": "0"})
+    assert p.returncode == 0 and p.stderr == ""
+
+
 def test_wandb_panel_folder_reads_as_one_run(tmp_path):
     """Three panels exported as W&B writes them (`Step,<run> - <metric>,...__MIN,...__MAX`), one
     metric logged every other step: one run, the metrics on the union of the steps."""

@@ -46,8 +46,16 @@ def text_width() -> int:
     return max(MIN_WIDTH, cols if cols > 0 else TEXT_WIDTH)
 
 
-#: an input read for longer than this gets a progress line on stderr (a terminal only)
+#: an input read for longer than this gets a progress line on stderr (a terminal only);
+#: LOSSDOCTOR_PROGRESS_AFTER_S sets another delay (0: at once)
 PROGRESS_AFTER_S = 1.0
+
+
+def progress_after() -> float:
+    try:
+        return max(0.0, float(os.environ.get("LOSSDOCTOR_PROGRESS_AFTER_S", PROGRESS_AFTER_S)))
+    except ValueError:
+        return PROGRESS_AFTER_S
 
 
 class progress:
@@ -73,7 +81,7 @@ class progress:
         con = Console(stderr=True, no_color=no_color(), highlight=False)
         self.status = con.status(safe_text(render("cli.progress", {"path": self.path}, self.lang), newlines=False))
         self.lock = threading.Lock()
-        self.timer = threading.Timer(PROGRESS_AFTER_S, self._start)
+        self.timer = threading.Timer(progress_after(), self._start)
         self.timer.daemon = True
         self.timer.start()
         return self
