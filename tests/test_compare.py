@@ -81,6 +81,11 @@ def test_lr_runs_name_the_lr_and_the_parting_step(runs):
     alone = _json(runs["high"])
     assert "comparison" not in alone  # one path: the single-run JSON, unchanged
     assert {k: d[k] for k in alone} == alone
+    jsonschema = pytest.importorskip("jsonschema")
+    from importlib import resources
+
+    schema = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
+    jsonschema.validate(d, schema)  # the comparison object is part of the published contract
     r0 = c["runs"][0]
     assert r0["final_loss"] == pytest.approx(float(ya[-1]), rel=1e-5) and r0["min_loss"] == pytest.approx(float(ya.min()), rel=1e-5)
     assert r0["steps"] == 60
@@ -125,6 +130,8 @@ def test_text_table_and_lines(runs):
     assert row.split()[-1] == "0.003"
     assert any("settings that differ: lr 0.03 | 0.003" in ln for ln in lines)
     assert any("parts from lr3e-2 at step" in ln for ln in lines)
+    md = run_cli("diagnose", runs["high"], runs["low"], "--format", "md")
+    assert md.returncode == 0 and "| run | status |" in md.stdout and "| lr3e-3 |" in md.stdout
 
 
 def test_width_follows_columns(runs):
@@ -182,6 +189,8 @@ def test_compare_bad_input_is_one_line(runs, tmp_path):
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "missing" in p.stderr
     p = run_cli("diagnose", runs["high"], "-")
     assert p.returncode == 2 and "standard input" in p.stderr
+    p = run_cli("diagnose", runs["high"], runs["low"], "--run", "version_0")
+    assert p.returncode == 2 and "--run" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     lone = tmp_path / "lone"
     shutil.copytree(runs["high"], lone / "only")
     p = run_cli("diagnose", lone, "--compare")

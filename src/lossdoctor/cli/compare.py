@@ -61,6 +61,9 @@ def cmd_compare(args: argparse.Namespace, paths: list[str], from_folder: str | N
 
     lang = chosen_lang(args)
     from_folder = from_folder or (args.paths[0] if len(args.paths) == 1 else None)
+    if getattr(args, "run", None) is not None:
+        error_line(f"lossdoctor: {say_arg(Exception(Msg('cli.compare.no_run')), lang)}")
+        return EXIT_BAD_INPUT
     if "-" in paths:
         error_line(f"lossdoctor: {say_arg(Exception(Msg('cli.compare.stdin')), lang)}")
         return EXIT_BAD_INPUT

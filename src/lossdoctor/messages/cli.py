@@ -127,5 +127,7 @@ TEMPLATES = {
                             "{path}：其中能读取的运行只有 {n} 个；比较至少需要两个"),
     "cli.compare.stdin": ("'-' (standard input) cannot be compared with other runs; give files or folders",
                           "'-'（标准输入）不能和其他运行比较；请给出文件或文件夹"),
+    "cli.compare.no_run": ("--run selects one run of a store; it cannot be used when comparing runs",
+                           "--run 用来选择存储中的某一个运行；比较多个运行时不能使用"),
     "cli.progress": ("reading {path}", "正在读取 {path}"),
 }
