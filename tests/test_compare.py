@@ -120,6 +120,29 @@ def test_one_odd_point_is_not_a_parting():
     assert parting(a, short)["verdict"] == "too_short"
 
 
+def test_a_run_that_went_nan_says_from_where(tmp_path):
+    """A loss that turns NaN at step 30 and stays so: no final loss, the step it went bad, and the
+    curves part (the finite part rose first) before it."""
+    from lossdoctor.detectors.comparison import compare
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.report.side_by_side import table_rows
+
+    steps = np.arange(60)
+    rng = np.random.default_rng(1)
+    good = 2 * np.exp(-steps / 20) + 0.01 * rng.standard_normal(60)
+    bad = good.copy()
+    bad[20:30] = good[20:30] * np.exp(np.arange(10))  # grows, then NaN
+    bad[30:] = np.nan
+    every = {"loss": np.ones(60, dtype=bool)}  # logged at every step: the NaNs are logged values
+    a, b = from_columns(steps, {"loss": good}, logged=every), from_columns(steps, {"loss": bad}, logged=every)
+    c = compare([("good", "g", a, diagnose_runs([a])), ("bad", "b", b, diagnose_runs([b]))])
+    assert c["runs"][1]["final_loss"] is None and c["runs"][1]["first_nonfinite"] == 30
+    assert c["runs"][0]["first_nonfinite"] is None and c["runs"][0]["final_loss"] == pytest.approx(good[-1], rel=1e-5)
+    assert c["parting"][0]["verdict"] == "parted" and 20 <= c["parting"][0]["step"] < 30
+    _, rows = table_rows(c, "en")
+    assert rows[1][3] == "nan from step 30"
+
+
 def test_text_table_and_lines(runs):
     p = run_cli("diagnose", runs["high"], runs["low"], env={**os.environ, "COLUMNS": "160"})
     assert p.returncode == 0, p.stderr

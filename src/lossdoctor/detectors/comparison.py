@@ -208,9 +208,14 @@ def outcome(run: Run, report: Any) -> dict[str, Any]:
     """One run's line of the table: steps, final and minimum loss, status and top finding."""
     _, y = loss_curve(run)
     top = report.findings[0] if report.findings else None
+    raw = run.cols["loss"][run.logged("loss")] if run.has("loss") else np.zeros(0)
+    bad = np.flatnonzero(~np.isfinite(raw))
+    first_bad = int(run.steps[run.logged("loss")][bad[0]]) if bad.size else None
     return {"steps": int(report.steps), "status": report.status,
-            "final_loss": _plain(float(y[-1])) if y.size else None,
+            # the last logged loss (null when it is NaN/Inf: `first_nonfinite` says from where)
+            "final_loss": _plain(float(raw[-1])) if raw.size else None,
             "min_loss": _plain(float(y.min())) if y.size else None,
+            "first_nonfinite": first_bad,
             "top": None if top is None else {"cause": top.cause, "symptom": top.symptom,
                                              "severity": top.severity,
                                              "step": None if top.step is None else int(top.step)}}

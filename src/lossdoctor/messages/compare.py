@@ -10,6 +10,7 @@ TEMPLATES = {
     "compare.col.min": ("min loss", "最低 loss"),
     "compare.col.steps": ("steps", "步数"),
     "compare.none": ("-", "-"),
+    "compare.nonfinite": ("nan from step {step}", "第 {step} 步起为 nan"),
     "compare.differ": ("settings that differ: {names}", "不同的设置：{names}"),
     "compare.same": ("no setting read from the runs differs (those read: {names})",
                      "从运行中读到的设置都相同（读到的：{names}）"),

@@ -24,6 +24,13 @@ def _value(v: Any) -> str:
     return str(v)
 
 
+def _final(r: dict[str, Any], lang: str) -> str:
+    """The final loss, or `nan from 431` when the run's loss went non-finite and stayed so."""
+    if r.get("final_loss") is None and r.get("first_nonfinite") is not None:
+        return render("compare.nonfinite", {"step": r["first_nonfinite"]}, lang)
+    return _value(r.get("final_loss"))
+
+
 def table_rows(comparison: dict[str, Any], lang: str) -> tuple[list[str], list[list[str]]]:
     """The table's headings and one row of cells per run: label, status, top finding, final and
     minimum loss, steps, then each setting that differs."""
@@ -36,7 +43,7 @@ def table_rows(comparison: dict[str, Any], lang: str) -> tuple[list[str], list[l
         top = r.get("top")
         cells = [str(r.get("label")), t.get(str(r.get("status")), str(r.get("status"))),
                  "-" if top is None else f"{top['cause']} ({top['symptom']})",
-                 _value(r.get("final_loss")), _value(r.get("min_loss")), str(r.get("steps"))]
+                 _final(r, lang), _value(r.get("min_loss")), str(r.get("steps"))]
         cells += [_value(values[i]) for values in differing.values()]
         rows.append(cells)
     return head, rows
