@@ -108,13 +108,15 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     _one_line_error(run_cli("verify", f), "no such directory")
 
 
-def test_a_run_directory_without_incidents_or_without_verification(tmp_path):
+def test_a_run_directory_without_incidents_exits_0_and_without_verification_2(tmp_path):
     torch.manual_seed(0)
     model = MLP()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     with lossdoctor.watch(model, opt, log_dir=tmp_path / "healthy", alerts=False) as mon:
         train(model, opt, regression_batches(12), mse_loss, mon)
-    _one_line_error(run_cli("verify", tmp_path / "healthy"), "no incident records")
+    ok = run_cli("verify", tmp_path / "healthy")  # nothing to verify is an answer: exit 0, said so
+    assert ok.returncode == 0 and ok.stderr == "", ok.stderr
+    assert "no incidents" in ok.stdout and "no fix to verify" in ok.stdout
     off = _explosion(tmp_path / "off", replay_fn=mse_loss, verify=False)
     _one_line_error(run_cli("verify", off), "holds a verification", "mon.verify_fixes()")
     zh = run_cli("verify", off, "--lang", "zh")

@@ -207,6 +207,9 @@ class Report:
     #: the log was too short or too sparse for the checks that matter (the notes say what is
     #: missing): status `inconclusive` instead of `healthy` when nothing was found
     inconclusive: bool = False
+    #: `lossdoctor diagnose RUN_A RUN_B`: the runs side by side (`detectors.comparison.compare`);
+    #: None for one run, whose JSON then has no `comparison` key
+    comparison: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -242,6 +245,7 @@ class Report:
             "notes": [str.__str__(n) for n in self.notes],
             "notes_data": messages_data(self.notes),
             "source": self.source,
+            **({"comparison": self.comparison} if self.comparison is not None else {}),
         }
 
     @classmethod

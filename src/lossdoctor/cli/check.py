@@ -39,9 +39,17 @@ class SetupError(Exception):
     """The config cannot be used: the message is one line for the user."""
 
 
+def examples(command: str) -> str:
+    from ..messages import render
+    from ..report.i18n import locale_lang
+
+    return render(f"cli.examples.{command}", {}, locale_lang())
+
+
 def add_parser(sub: Any, formats: tuple[str, ...]) -> None:
     c = sub.add_parser("check", help="check a training setup before the first step (needs torch)",
-                       description="Run the preflight checks on the objects a config file builds.")
+                       description="Run the preflight checks on the objects a config file builds.",
+                       epilog=examples("check"), formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("--config", required=True, metavar="FILE[:FUNCTION]",
                    help="Python file whose function (default: lossdoctor_setup or setup) returns a dict of "
                         "lossdoctor.check arguments: model, optimizer, scheduler, batches, total_steps, "

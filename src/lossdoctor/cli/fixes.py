@@ -36,11 +36,23 @@ class VerifyInputError(Exception):
     """The run directory cannot be shown: the message is one line for the user."""
 
 
+class NoIncidents(VerifyInputError):
+    """The run directory has no incident: `verify` says so and exits 0."""
+
+
+def examples(command: str) -> str:
+    from ..messages import render as render_msg
+    from ..report.i18n import locale_lang
+
+    return render_msg(f"cli.examples.{command}", {}, locale_lang())
+
+
 def add_parser(sub: Any) -> None:
     v = sub.add_parser("verify", help="show the verified fixes of a run directory, per incident",
                        description="Show, per incident of a run directory written by lossdoctor.watch, each "
                                    "fix with its verdict (replayed from the snapshot) and what verification cost.",
-                       epilog=EPILOG)
+                       epilog=EPILOG + "\n\n" + examples("verify"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("path", metavar="RUN_DIR", help="run directory written by lossdoctor.watch")
     v.add_argument("--format", choices=FORMATS + ("markdown",), default="text", help="output format (default: text)")
     v.add_argument("-o", "--output", metavar="OUT", help="write the output to this file")
@@ -56,6 +68,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     lang = chosen_lang(args)
     try:
         incidents = read_incidents(Path(args.path))
+    except NoIncidents as e:  # a run without incidents: nothing to verify is an answer, not an error
+        write_text(say_arg(e, lang), args.output, inputs=[str(args.path)], fmt="text")
+        return EXIT_OK
     except VerifyInputError as e:
         error_line(f"lossdoctor: {say_arg(e, lang)}")
         return EXIT_BAD_INPUT
@@ -89,7 +104,7 @@ def read_incidents(path: Path) -> list[dict[str, Any]]:
     if not records and unreadable:
         raise VerifyInputError(Msg("cli.verify.unreadable", path=str(path / INCIDENTS), error=unreadable[0]))
     if not records:
-        raise VerifyInputError(Msg("cli.verify.no_incidents", path=str(path)))
+        raise NoIncidents(Msg("cli.verify.no_incidents", path=str(path)))
     out = [incident_view(r) for r in records if isinstance(r.get("verification"), dict)]
     if not out:
         raise VerifyInputError(Msg("cli.verify.no_verification", path=str(path), n=len(records)))

@@ -16,7 +16,7 @@ import sys
 from typing import Sequence
 
 from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, error_line,  # noqa: F401
-                     say_arg, write_report)
+                     progress, say_arg, write_report)
 
 
 class UsageError(Exception):
@@ -37,9 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"lossdoctor {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    d = sub.add_parser("diagnose", help="diagnose a run directory or a training log")
-    d.add_argument("path", metavar="PATH",
-                   help="run directory written by watch, or a supported log ('-' reads the log from stdin)")
+    d = sub.add_parser("diagnose", help="diagnose a run directory or a training log; several: compare them",
+                       epilog=examples("diagnose"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    d.add_argument("path", metavar="PATH", nargs="+",
+                   help="run directory written by watch, or a supported log ('-' reads the log from stdin); "
+                        "two or more (or a folder holding several runs) are compared side by side")
+    d.add_argument("--compare", action="store_true",
+                   help="compare the runs one folder holds (version_N/ or one folder per run) instead of "
+                        "reading the newest")
     d.add_argument("--format-in", metavar="NAME", default=None,
                    help="read PATH as this format instead of detecting it (console, tensorboard, csv, "
                         "jsonl, trainer-state...)")
@@ -71,7 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_check_parser(sub, FORMATS)
     add_verify_parser(sub)
+    c = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
+                       epilog=examples("completion"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("shell", choices=("bash", "zsh"))
     return p
+
+
+def examples(command: str) -> str:
+    """The examples under a command's --help (messages/cli.py: `cli.examples.<command>`)."""
+    from ..messages import render
+    from ..report.i18n import locale_lang
+
+    return render(f"cli.examples.{command}", {}, locale_lang())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,7 +110,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise UsageError(problem)
             return cmd_run(args, command)
         if args.command == "diagnose":
+            from .compare import cmd_compare, compared_paths
+
+            args.paths, args.path = list(args.path), args.path[0]
+            paths = compared_paths(args)
+            if paths is not None:
+                return cmd_compare(args, paths)
             return cmd_diagnose(args)
+        if args.command == "completion":
+            from .compare import cmd_completion
+
+            return cmd_completion(args, parser)
         if args.command == "demo":
             from .demo import cmd_demo
 
@@ -154,7 +180,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         path = args.path
         if path == "-":
             stdin_dir, path, cut = stdin_to_file()
-        runs = load_path(path, getattr(args, "format_in", None), getattr(args, "run", None))
+        with progress(args.path, chosen_lang(args)):
+            runs = load_path(path, getattr(args, "format_in", None), getattr(args, "run", None))
         if stdin_dir is not None:
             for run in runs:
                 run.meta["path"] = "<stdin>"
@@ -163,6 +190,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         report = diagnose_runs(runs)
         warn_partial(runs, chosen_lang(args))
     except SourceError as e:
+        several = several_runs(args, e) if stdin_dir is None else None
+        if several is not None:  # a folder holding several runs, itself none: compared
+            from .compare import cmd_compare
+
+            return cmd_compare(args, several, from_folder=args.path)
         msg = str(e) if stdin_dir is None else str(e).replace(str(path), "<stdin>")
         if cut is not None:
             msg = f"{msg} ({Msg('cli.stdin_cut', mib=cut)})"
@@ -184,6 +216,22 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         if worst >= SEVERITY_RANK[args.fail_on]:
             return EXIT_FAIL_ON
     return EXIT_OK
+
+
+def several_runs(args: argparse.Namespace, error: Exception) -> list[str] | None:
+    """The runs a folder holds when no reader took the folder itself (one folder per run, as
+    `lossdoctor_runs/` or an experiments folder keep them): two or more sub-folders that are runs."""
+    from pathlib import Path
+
+    from ..runlog import is_run_dir
+    from .compare import folder_runs
+
+    folder = Path(args.path)
+    if getattr(args, "run", None) is not None or not folder.is_dir() or "no known training log" not in str(error):
+        return None
+    subs = [p for p in folder_runs(folder) if Path(p).is_dir()]
+    runs = [p for p in subs if is_run_dir(Path(p)) or any(Path(p).iterdir())]
+    return runs if len(runs) >= 2 else None
 
 
 def read_paths(arg: str) -> list[str]:

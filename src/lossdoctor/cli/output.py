@@ -23,9 +23,82 @@ def write_report(report, args: argparse.Namespace, runs=None, inputs: Sequence[s
     out = getattr(args, "output", None)
     if out:
         refuse_input_as_output(out, inputs)  # before rendering: a refused -o costs nothing
-    color = out is None and sys.stdout.isatty() and args.format == "text"
-    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args)), out, inputs,
-               fmt=args.format, color=color)
+    color = out is None and sys.stdout.isatty() and args.format == "text" and not no_color()
+    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args), width=text_width()),
+               out, inputs, fmt=args.format, color=color)
+
+
+def no_color() -> bool:
+    """NO_COLOR set to anything but the empty string turns colour off (https://no-color.org)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+#: the text report's width when neither the terminal nor COLUMNS says one (a pipe, a file), and the
+#: narrowest it is made (a table of runs cannot fold into less)
+TEXT_WIDTH, MIN_WIDTH = 100, 40
+
+
+def text_width() -> int:
+    """The terminal's width (COLUMNS first, as `shutil.get_terminal_size` reads it), else TEXT_WIDTH."""
+    import shutil
+
+    cols = shutil.get_terminal_size((TEXT_WIDTH, 24)).columns
+    return max(MIN_WIDTH, cols if cols > 0 else TEXT_WIDTH)
+
+
+#: an input read for longer than this gets a progress line on stderr (a terminal only);
+#: LOSSDOCTOR_PROGRESS_AFTER_S sets another delay (0: at once)
+PROGRESS_AFTER_S = 1.0
+
+
+def progress_after() -> float:
+    try:
+        return max(0.0, float(os.environ.get("LOSSDOCTOR_PROGRESS_AFTER_S", PROGRESS_AFTER_S)))
+    except ValueError:
+        return PROGRESS_AFTER_S
+
+
+class progress:
+    """`with progress(path, lang):` shows "reading PATH" with a spinner on stderr when reading takes
+    longer than PROGRESS_AFTER_S and stderr is a terminal; nothing otherwise (a pipe, a log file)."""
+
+    def __init__(self, path: str, lang: str = "en") -> None:
+        self.path, self.lang = str(path), lang
+        self.timer = self.status = None
+
+    def __enter__(self) -> "progress":
+        try:
+            if not sys.stderr.isatty():
+                return self
+        except (ValueError, AttributeError):
+            return self
+        import threading
+
+        from rich.console import Console
+
+        from ..messages import render, safe_text
+
+        con = Console(stderr=True, no_color=no_color(), highlight=False)
+        self.status = con.status(safe_text(render("cli.progress", {"path": self.path}, self.lang), newlines=False))
+        self.lock = threading.Lock()
+        self.timer = threading.Timer(progress_after(), self._start)
+        self.timer.daemon = True
+        self.timer.start()
+        return self
+
+    def _start(self) -> None:
+        with self.lock:
+            if self.status is not None:
+                self.status.start()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.timer is None:
+            return
+        self.timer.cancel()
+        with self.lock:
+            status, self.status = self.status, None
+        if status is not None:
+            status.stop()
 
 
 def write_text(text: str, out: str | None, inputs: Sequence[str] = (), *, fmt: str = "text",

@@ -139,7 +139,7 @@ def report_run(log_dir: Path, args: argparse.Namespace) -> None:
     from ..messages import render
     from ..report import render as render_report
     from ..sources import SourceError, load_path
-    from .output import chosen_lang
+    from .output import chosen_lang, no_color, text_width
 
     lang = chosen_lang(args)
     if not log_dir.is_dir():
@@ -151,6 +151,7 @@ def report_run(log_dir: Path, args: argparse.Namespace) -> None:
     except SourceError as e:
         print(render("cli.run.unreadable", {"log_dir": str(log_dir), "error": str(e)}, lang), file=sys.stderr)
         return
-    text = render_report(report, "text", color=sys.stderr.isatty(), runs=runs, lang=lang)
+    text = render_report(report, "text", color=sys.stderr.isatty() and not no_color(), runs=runs, lang=lang,
+                         width=text_width())
     print(text.rstrip("\n"), file=sys.stderr)
     print(render("cli.run.where", {"log_dir": str(log_dir)}, lang), file=sys.stderr, flush=True)

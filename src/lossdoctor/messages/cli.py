@@ -57,9 +57,9 @@ TEMPLATES = {
     "cli.verify.unreadable": ("{path}: cannot read the incident records ({error})",
                               "{path}：无法读取事故记录（{error}）"),
     "cli.verify.no_incidents": (
-        "{path}: no incident records (incidents/*.json), so no fix was verified: watch(..., replay_fn=...) "
+        "{path}: no incidents (incidents/*.json), so there is no fix to verify: watch(..., replay_fn=...) "
         "writes one when a NaN/Inf or a loss spike is replayed",
-        "{path}：没有事故记录（incidents/*.json），所以没有验证过任何修复：watch(..., replay_fn=...) 在重放 "
+        "{path}：没有事故（incidents/*.json），所以没有需要验证的修复：watch(..., replay_fn=...) 在重放 "
         "NaN/Inf 或 loss 尖峰时才会写出事故记录"),
     "cli.verify.no_verification": (
         "{path}: none of its {n} incident record(s) holds a verification: it runs when watch(..., replay_fn=...) "
@@ -85,4 +85,49 @@ TEMPLATES = {
                            "`lossdoctor run`：无法读取运行目录 {log_dir}：{error}"),
     "cli.run.where": ("lossdoctor run: run directory {log_dir} (again: lossdoctor diagnose {log_dir})",
                       "`lossdoctor run`：运行目录 {log_dir}（再次查看：`lossdoctor diagnose {log_dir}`）"),
+    "cli.examples.diagnose": (
+        "examples:\n"
+        "  lossdoctor diagnose lossdoctor_runs/2024-05-01_12-00-00\n"
+        "  lossdoctor diagnose out/trainer_state.json --format json\n"
+        "  lossdoctor diagnose train.log --format html -o report.html\n"
+        "  lossdoctor diagnose run_lr3e-2 run_lr3e-3            (compare runs side by side)\n"
+        "  lossdoctor diagnose lightning_logs --compare --format html -o compare.html\n"
+        "  python train.py 2>&1 | lossdoctor diagnose -\n"
+        "environment: NO_COLOR=1 plain text; COLUMNS=N text width",
+        "示例：\n"
+        "  lossdoctor diagnose lossdoctor_runs/2024-05-01_12-00-00\n"
+        "  lossdoctor diagnose out/trainer_state.json --format json\n"
+        "  lossdoctor diagnose train.log --format html -o report.html\n"
+        "  lossdoctor diagnose run_lr3e-2 run_lr3e-3            （并排比较几个运行）\n"
+        "  lossdoctor diagnose lightning_logs --compare --format html -o compare.html\n"
+        "  python train.py 2>&1 | lossdoctor diagnose -\n"
+        "环境变量：NO_COLOR=1 不用颜色；COLUMNS=N 文本宽度"),
+    "cli.examples.verify": (
+        "examples:\n"
+        "  lossdoctor verify lossdoctor_runs/2024-05-01_12-00-00\n"
+        "  lossdoctor verify RUN_DIR --format json --fail-on unverified",
+        "示例：\n"
+        "  `lossdoctor verify lossdoctor_runs/2024-05-01_12-00-00`\n"
+        "  `lossdoctor verify RUN_DIR --format json --fail-on unverified`"),
+    "cli.examples.check": (
+        "examples:\n"
+        "  lossdoctor check --config setup.py\n"
+        "  lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical",
+        "示例：\n"
+        "  `lossdoctor check --config setup.py`\n"
+        "  `lossdoctor check --config setup.py:make_everything --total-steps 1000 --fail-on critical`"),
+    "cli.examples.completion": (
+        "examples:\n"
+        "  lossdoctor completion bash > ~/.local/share/bash-completion/completions/lossdoctor\n"
+        "  lossdoctor completion zsh > ~/.zfunc/_lossdoctor",
+        "示例：\n"
+        "  `lossdoctor completion bash > ~/.local/share/bash-completion/completions/lossdoctor`\n"
+        "  `lossdoctor completion zsh > ~/.zfunc/_lossdoctor`"),
+    "cli.compare.too_few": ("{path}: holds {n} run(s) that can be read; comparing needs two or more",
+                            "{path}：其中能读取的运行只有 {n} 个；比较至少需要两个"),
+    "cli.compare.stdin": ("'-' (standard input) cannot be compared with other runs; give files or folders",
+                          "'-'（标准输入）不能和其他运行比较；请给出文件或文件夹"),
+    "cli.compare.no_run": ("--run selects one run of a store; it cannot be used when comparing runs",
+                           "--run 用来选择存储中的某一个运行；比较多个运行时不能使用"),
+    "cli.progress": ("reading {path}", "正在读取 {path}"),
 }

@@ -23,6 +23,7 @@ from ..records import Run
 from ..messages import render, safe_text
 from .i18n import cause_text, say, symptom_text, ui
 from .series import chart_data
+from .side_by_side import compare_html
 from .text import where
 from .verdicts import ICON, checks_of, incident_lines, sentence, verdict_label
 
@@ -132,6 +133,7 @@ def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str 
 <span class="meta">{report.steps} {_e(t['steps'])}{source}</span>
 <span class="meta">{_e(path)}</span>
 </header>
+{compare_html(report.comparison, lang)}
 <div class="layout">
 <main class="charts" id="ld-charts">
 <h2>{_e(t['signals'])}</h2>

@@ -33,7 +33,25 @@ def md_escape(s: str) -> str:
     return s.replace("\r", " ").replace("\n", " ")
 
 
+def compare_md(comparison: dict[str, Any], lang: str) -> list[str]:
+    """Several runs side by side: the table and the lines under it, then the baseline's report."""
+    from .side_by_side import lines_under, table_rows
+
+    head, rows = table_rows(comparison, lang)
+    out = [f"## lossdoctor{ui(lang)['colon']}{render('compare.title', {'n': len(rows)}, lang)}", "",
+           "| " + " | ".join(md_escape(h) for h in head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in rows]
+    out.append("")
+    out += [f"- {md_escape(x)}" for x in lines_under(comparison, lang)]
+    out.append("")
+    return out
+
+
 def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = None, **_: Any) -> str:
+    if report.comparison:
+        rest = render_md(Report(report.findings, report.steps, report.notes, report.source, report.inconclusive),
+                         lang=lang, runs=list(runs or [])[:1])
+        return "\n".join(compare_md(report.comparison, lang)) + "\n" + rest
     t = ui(lang)
     status = report.status
     out: list[str] = []

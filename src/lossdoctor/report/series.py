@@ -138,14 +138,19 @@ def _wide(per_rank: list[dict[str, Any]]) -> bool:
 
 def chart_data(report: Report, runs: Sequence[Run], labels: dict[str, str]) -> dict[str, Any]:
     shown = list(runs)[:MAX_RANKS]
+    labels_of_runs = [str(r.get("label")) for r in (report.comparison or {}).get("runs", [])]
+    if len(labels_of_runs) != len(list(runs)):
+        labels_of_runs = []
     charts = []
     present = [c for c in COLUMNS if any(r.has(c) and c in r.cols for r in shown)]
     for name in list(MAIN) + [c for c in present if c not in MAIN and c not in _SKIP_OTHER]:
         per_rank = []
-        for r in shown:
+        for i, r in enumerate(shown):
             s = series(r, name)
             if s is not None:
                 s["rank"] = r.rank
+                if labels_of_runs:  # compared runs: one series per run, named by its label
+                    s["label"] = labels_of_runs[i]
                 per_rank.append(s)
         if not per_rank:
             continue

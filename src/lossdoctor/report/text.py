@@ -91,6 +91,10 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
     def escape(s: str) -> str:
         return markup_escape(safe_text(s))
 
+    if report.comparison:  # several runs side by side (lossdoctor diagnose RUN_A RUN_B)
+        from .side_by_side import render_compare_text
+
+        return render_compare_text(report.comparison, color=color, width=width, lang=lang)
     t = ui(lang)
     buf = io.StringIO()
     con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,

@@ -37,6 +37,7 @@ def _load_readers() -> None:
     from . import tensorboard  # noqa: F401
     from . import wandb  # noqa: F401
     from . import mlflow_store  # noqa: F401
+    from . import wandb_panels  # noqa: F401
     from . import stdout  # noqa: F401
     from . import tabular  # noqa: F401
     from . import any_text  # noqa: F401  (the general reader of training text: tried last)
@@ -51,6 +52,7 @@ FORMAT_NAMES = {
     "litgpt": "console log", "mlx-lm": "console log", "torchtitan": "console log",
     "trainer-state": "Hugging Face trainer_state.json", "tensorboard": "TensorBoard event file",
     "csv": "CSV log", "jsonl": "JSON-lines log", "lightning": "Lightning metrics.csv", "wandb": "W&B run",
+    "wandb-panels": "W&B panel exports",
     "rundir": "lossdoctor run directory", "any-text": "training text", "general": "training text",
 }
 

@@ -181,6 +181,11 @@ def read_yaml(f: Path, notes: list[str] | None = None) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+#: the most plain settings (numbers, short strings) kept from a run's config files in
+#: `meta["settings"]`, for comparing runs (an hparams.yaml holds tens; a generated one may hold more)
+MAX_SETTINGS = 200
+
+
 def side_meta(path: Path) -> tuple[dict[str, Any], list[str]]:
     """What the configuration files next to `path` say, and a note naming where it came from."""
     found: dict[str, Any] = {}
@@ -193,8 +198,14 @@ def side_meta(path: Path) -> tuple[dict[str, Any], list[str]]:
         meta = config_meta(cfg, f.name)
         for k, v in meta.items():
             found.setdefault(k, v)
+        settings = found.setdefault("settings", {})
+        for k, v in list(flatten(cfg).items())[:MAX_SETTINGS]:  # the runs compared name what differs
+            if v is None or isinstance(v, (bool, int, float)) or isinstance(v, str) and len(v) <= 80:
+                settings.setdefault(k, v)
         if meta:
             used.append(f.name)
+    if not found.get("settings"):
+        found.pop("settings", None)
     notes = [Msg("sources.settings_read", files=used)] if used else []
     return found, notes + skipped
 

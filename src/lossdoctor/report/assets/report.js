@@ -184,7 +184,7 @@
     var arrays = [xs];
     c.series.forEach(function (s, i) {
       var color = RANK_COLORS[i % RANK_COLORS.length];
-      var label = multi ? L.rank_series + " " + (s.rank == null ? i : s.rank) : c.label;
+      var label = s.label != null ? s.label : multi ? L.rank_series + " " + (s.rank == null ? i : s.rank) : c.label;
       var isLoss = c.name === "loss";
       series.push({ label: isLoss && !multi ? L.raw : label, stroke: isLoss && !multi ? "rgba(31,119,180,0.35)" : color,
                     width: 1, spanGaps: true, points: { show: xs.length < 60 } });
