@@ -1,0 +1,102 @@
+"""A tensor-parallel worker for the TP tests, launched with `torchrun --nproc_per_node 2` (gloo on
+CPU): an MLP whose two Linear layers are split with `ColwiseParallel` / `RowwiseParallel` over a
+1-D mesh (`parallelize_module`), watched on every rank. Arguments: OUT NAN_RANK NAN_STEP
+(NAN_RANK -1: a healthy run). The NaN is put into the input of rank NAN_RANK's shard of the
+second (row-parallel) layer (the output of `act`, by a forward hook on that rank only), so only
+that rank's local activations are non-finite before the all-reduce in `down` mixes them.
+Each rank writes rankN.json: clip_grad_norm_'s total per step, the monitor's warnings, and the
+preflight's weight statistics."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+STEPS = 6
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(8, 32)
+        self.act = nn.Tanh()
+        self.down = nn.Linear(32, 8)
+        self.head = nn.Linear(8, 1)  # not parallelized: replicated on every rank
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.down(self.act(self.up(x))))
+
+
+def main() -> None:
+    out, nan_rank, nan_step = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, distribute_module
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    import lossdoctor
+
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+    torch.manual_seed(0)  # the same full weights on every rank before they are split
+    model = MLP()
+    state = {"step": -1}
+
+    def poison(module: nn.Module, args: tuple, out: torch.Tensor) -> torch.Tensor | None:
+        # `up` is column-parallel: `act` works on this rank's shard of the hidden units, the
+        # input of this rank's shard of the row-parallel `down`
+        if state["step"] == nan_step and rank == nan_rank:
+            out = out.clone()
+            out[1, 3] = float("nan")
+            return out
+        return None
+
+    model.act.register_forward_hook(poison)
+    model = parallelize_module(model, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    # the head replicated as DTensors (as torchtitan replicates its norms), so that every
+    # parameter is a DTensor and clip_grad_norm_ computes the mesh's total
+    distribute_module(model.head, mesh,
+                      input_fn=lambda mod, args, m: tuple(DTensor.from_local(a, m, [Replicate()]) for a in args),
+                      output_fn=lambda mod, out, m: out.to_local())
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    import logging
+
+    from lossdoctor.preflight.init import weight_stats
+
+    warnings: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    logging.getLogger("lossdoctor").addHandler(Keep())
+    stats = {s["layer"]: s["rms"] for s in weight_stats(model)}  # preflight's init check, on the shards
+    mon = lossdoctor.watch(model, opt, log_dir=out / "ld", alerts=False)
+    ref = []
+    for step in range(STEPS):
+        state["step"] = step
+        g = torch.Generator().manual_seed(step)  # the same batch on every TP rank
+        x = torch.randn(4, 8, generator=g)
+        y = x[:, :1] * 0.5
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        total = nn.utils.clip_grad_norm_(model.parameters(), 1e6)
+        ref.append(float(total.full_tensor() if hasattr(total, "full_tensor") else total))
+        opt.step()
+        opt.zero_grad()
+        mon.step(loss, batch={"x": x, "y": y})
+    mon.close()
+    (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "weight_rms": stats}))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
