@@ -2,7 +2,7 @@
 CPU): an MLP whose two Linear layers are split with `ColwiseParallel` / `RowwiseParallel` over a
 1-D mesh (`parallelize_module`), watched on every rank. Arguments: OUT NAN_RANK NAN_STEP
 (NAN_RANK -1: a healthy run). The NaN is put into the input of rank NAN_RANK's shard of the
-second (row-parallel) layer (the output of `act`, by a forward hook on that rank only), so only
+second (row-parallel) layer (the output of `up`, by a forward hook on that rank only), so only
 that rank's local activations are non-finite before the all-reduce in `down` mixes them.
 Each rank writes rankN.json: clip_grad_norm_'s total per step, the monitor's warnings, and the
 preflight's weight statistics."""
@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-STEPS = 6
+STEPS = 20
 
 
 class MLP(nn.Module):
@@ -50,16 +50,17 @@ def main() -> None:
     state = {"step": -1}
 
     def poison(module: nn.Module, args: tuple, out: torch.Tensor) -> torch.Tensor | None:
-        # `up` is column-parallel: `act` works on this rank's shard of the hidden units, the
-        # input of this rank's shard of the row-parallel `down`
+        # `up` is column-parallel: its output here is this rank's shard of the hidden units (the
+        # input of this rank's shard of the row-parallel `down`); hooked after parallelize's own
+        # output hook (which makes it a plain local tensor), before watch's
         if state["step"] == nan_step and rank == nan_rank:
             out = out.clone()
             out[1, 3] = float("nan")
             return out
         return None
 
-    model.act.register_forward_hook(poison)
     model = parallelize_module(model, mesh, {"up": ColwiseParallel(), "down": RowwiseParallel()})
+    model.up.register_forward_hook(poison)
     # the head replicated as DTensors (as torchtitan replicates its norms), so that every
     # parameter is a DTensor and clip_grad_norm_ computes the mesh's total
     distribute_module(model.head, mesh,
@@ -79,12 +80,23 @@ def main() -> None:
 
     logging.getLogger("lossdoctor").addHandler(Keep())
     stats = {s["layer"]: s["rms"] for s in weight_stats(model)}  # preflight's init check, on the shards
+    calls = {"all_reduce": 0, "all_gather": 0}  # the torch.distributed collectives issued while training
+
+    def counted(name: str, fn):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return call
+
+    dist.all_reduce = counted("all_reduce", dist.all_reduce)
+    dist.all_gather = counted("all_gather", dist.all_gather)
+    dist.all_gather_into_tensor = counted("all_gather", dist.all_gather_into_tensor)
     mon = lossdoctor.watch(model, opt, log_dir=out / "ld", alerts=False)
     ref = []
     for step in range(STEPS):
         state["step"] = step
         g = torch.Generator().manual_seed(step)  # the same batch on every TP rank
-        x = torch.randn(4, 8, generator=g)
+        x = torch.randn(32, 8, generator=g)
         y = x[:, :1] * 0.5
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
@@ -94,7 +106,8 @@ def main() -> None:
         opt.zero_grad()
         mon.step(loss, batch={"x": x, "y": y})
     mon.close()
-    (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "weight_rms": stats}))
+    (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "weight_rms": stats,
+                                                            "calls": calls}))
     dist.destroy_process_group()
 
 
