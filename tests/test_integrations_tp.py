@@ -25,15 +25,16 @@ WORKER = Path(__file__).with_name("tp_worker.py")
 NAN_RANK, NAN_STEP = 1, 3
 
 
-def launch(out: Path, nan_rank: int) -> list[dict]:
-    """`torchrun --nproc_per_node 2 tp_worker.py`; each rank's reference numbers."""
+def launch(out: Path, nan_rank: int, dp: int = 1) -> list[dict]:
+    """`torchrun --nproc_per_node 2*dp tp_worker.py`; each rank's reference numbers."""
     from dist_workers import free_port
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-           str(free_port()), str(WORKER), str(out), str(nan_rank), str(NAN_STEP)]
+    n = 2 * dp
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_port",
+           str(free_port()), str(WORKER), str(out), str(nan_rank), str(NAN_STEP), str(dp)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,7 @@ def test_tp_grad_norm_is_clip_grad_norms_total_over_the_mesh(nan_run):
     for rank, run in enumerate(runs):
         assert run.meta["distributed"]["kind"] == "tp"
         assert run.meta["distributed"]["mesh"] == {"tp": 2}
+        assert run.meta["distributed"]["coordinate"] == {"tp": rank}
         # the sharded weights' squares summed over both ranks, the replicated biases and head once:
         # clip_grad_norm_'s total (measured equal to ~1e-7; the bound is the issue's 1%)
         assert run.col("grad_norm")[:NAN_STEP].tolist() == pytest.approx(ref[rank]["ref"][:NAN_STEP], rel=1e-2)
@@ -109,3 +111,29 @@ def test_tp_healthy_run_stays_healthy(healthy_run):
     for rank, run in enumerate(runs):
         assert ref[rank]["warnings"] == []
         assert run.col("grad_norm").tolist() == pytest.approx(ref[rank]["ref"], rel=1e-2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_fsdp2_x_tp_on_a_2x2_mesh(tmp_path):
+    """torchtitan's layout: a ("dp", "tp") mesh of 4 ranks, TP in each row, FSDP2 across rows."""
+    from lossdoctor import diagnose
+
+    ref = launch(tmp_path, NAN_RANK, dp=2)
+    runs = read_run_dir(tmp_path / "ld")
+    assert [r.rank for r in runs] == [0, 1, 2, 3]
+    for rank, run in enumerate(runs):
+        d = run.meta["distributed"]
+        assert (d["kind"], d["mesh"]) == ("fsdp2", {"dp": 2, "tp": 2})
+        assert d["coordinate"] == {"dp": rank // 2, "tp": rank % 2}
+        assert ref[rank]["warnings"] == []
+        # shards over both mesh dimensions, replicated-over-tp parameters once: clip_grad_norm_'s total
+        assert run.col("grad_norm")[:NAN_STEP].tolist() == pytest.approx(ref[rank]["ref"][:NAN_STEP], rel=1e-2)
+        assert ref[rank]["calls"] == {"all_reduce": tp_worker.STEPS, "all_gather": 0}
+    # the other row (ranks 2, 3) trains on its own batch: the same total, its own shards
+    assert runs[2].col("grad_norm")[0] == pytest.approx(runs[0].col("grad_norm")[0], rel=1e-6)
+    # rank 1 (dp 0, tp 1) first; rank 0 got it in the same forward, ranks 2-3 from the step after
+    f = diagnose(tmp_path / "ld").primary
+    assert (f.symptom, f.rank, f.step, f.layer) == ("nonfinite", NAN_RANK, NAN_STEP, "up")
+    echoed = [e for e in f.evidence if getattr(e, "key", "") == "distributed.echoed"]
+    assert echoed and echoed[0].values["ranks"] == "0, 2-3"

@@ -214,6 +214,7 @@ class ShardedGradProbe:
         self.device = local(first).device if first is not None else torch.device("cpu")
         self.group: Any = None
         self.mesh: dict[str, int] | None = None
+        self.coordinate: dict[str, int] | None = None
         self._weights = self._mesh_weights(grads.params)
         grads.listeners.append(self._on_capture)
         # FSDP2 assigns the reduced shards to the sharded parameters itself, so autograd's
@@ -233,6 +234,8 @@ class ShardedGradProbe:
             self.group, self.world_size = mesh_group(mesh, self.world_size)
             names = mesh.mesh_dim_names or tuple(f"dim{d}" for d in range(mesh.ndim))
             self.mesh = {str(n): int(mesh.size(d)) for d, n in enumerate(names)}
+            coord = mesh.get_coordinate()  # where this rank sits in the mesh
+            self.coordinate = None if coord is None else {str(n): int(c) for n, c in zip(names, coord)}
         except (ValueError, RuntimeError) as e:
             self.broken = True
             log.warning("%s", Msg("integrations.mesh_unsupported", error=str(e)))
@@ -248,6 +251,8 @@ class ShardedGradProbe:
                                "grad_norm_local": "this rank's shard"}
         if self.mesh is not None:
             out["mesh"] = self.mesh
+        if self.coordinate is not None:
+            out["coordinate"] = self.coordinate
         return out
 
     def _on_forward(self, module: nn.Module, args: Any, out: Any) -> None:
