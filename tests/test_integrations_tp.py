@@ -98,6 +98,10 @@ def test_tp_nan_in_one_ranks_shard_is_found_at_its_step_rank_and_layer(nan_run):
     assert (f.symptom, f.rank, f.step, f.layer) == ("nonfinite", NAN_RANK, NAN_STEP, "up")
     echoed = [e for e in f.evidence if getattr(e, "key", "") == "distributed.echoed"]
     assert echoed and echoed[0].values["ranks"] == "0"
+    # the worker passed a replay_fn: refused on every rank (it would wait in the forward's
+    # all-reduce), and said so
+    for run in runs:
+        assert "distributed.replay_skipped_tp" in [getattr(n, "key", None) for n in run.notes]
 
 
 @pytest.mark.slow

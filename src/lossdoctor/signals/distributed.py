@@ -62,6 +62,26 @@ def is_fsdp2(model: nn.Module) -> bool:
     return any(isinstance(m, FSDPModule) for m in model.modules())
 
 
+def tensor_parallel(model: nn.Module) -> bool:
+    """DTensor parameters that are not FSDP2's alone: `parallelize_module` (maybe under FSDP2 on a
+    2-D mesh), whose forward exchanges activations between the ranks."""
+    if not has_dtensor_params(model):
+        return False
+    if not is_fsdp2(model):
+        return True
+    return any(getattr(getattr(p, "device_mesh", None), "ndim", 1) > 1 for p in model.parameters())
+
+
+def refuse_tp_replay(model: nn.Module, replay_fn: Any) -> tuple[Any, Msg | None]:
+    """(replay_fn to use, the note saying why replay was refused) for `watch(model, ...)`: a
+    one-rank replay of a tensor-parallel forward would wait in its collectives."""
+    try:
+        tp = tensor_parallel(model)
+    except Exception:  # an unusual model: leave replay as it was asked
+        return replay_fn, None
+    return (None, Msg("distributed.replay_skipped_tp")) if tp else (replay_fn, None)
+
+
 def distributed_probe(wrapper: nn.Module, grads: Any, scale_fn: Callable[[], torch.Tensor | None],
                       world_size: int) -> DDPProbe | ShardedGradProbe | FSDP1Probe | None:
     """The probe that fits how `wrapper` distributes gradients (None when it is not data-parallel).
