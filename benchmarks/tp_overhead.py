@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Overhead of `lossdoctor.watch` on a tensor-parallel run against the same run without it.
 
-Two ranks (gloo on CPU, one torch thread each), an MLP of residual blocks whose up projections are
+One process by default (a 1-rank mesh: every parameter a DTensor, every DTensor dispatch and the
+monitor's per-step all-reduce run, without a second process contending for the cores), or
+`--world 2` ranks (gloo on CPU, one torch thread each); an MLP of residual blocks whose up projections are
 `ColwiseParallel` and down projections `RowwiseParallel` (`parallelize_module`, DTensor), AdamW,
 `clip_grad_norm_` over the mesh. Rounds alternate a chunk of plain steps and a chunk of watched
 steps on the same model (a monitor is started before its chunk and closed after it, both outside
 the timing), so both see the same machine load; ratio = median over rounds of (watched chunk /
 plain chunk), timed on rank 0 (the ranks wait for each other in every row-parallel all-reduce).
 
-    python benchmarks/tp_overhead.py [--rounds 5] [--steps 10] [--blocks 4] [--width 256] [--docs]
+    python benchmarks/tp_overhead.py [--world 1] [--rounds 5] [--steps 10] [--blocks 4] [--width 256] [--docs]
 """
 
 from __future__ import annotations
@@ -103,12 +105,16 @@ def measure(args: argparse.Namespace) -> dict:
     with tempfile.TemporaryDirectory(prefix="ld-tp-overhead-") as tmp:
         opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width,
                 "batch": args.batch}
-        mp.spawn(_worker, args=(2, port, tmp, opts), nprocs=2, join=True)
+        if args.world == 1:
+            _worker(0, 1, port, tmp, opts)
+        else:
+            mp.spawn(_worker, args=(args.world, port, tmp, opts), nprocs=args.world, join=True)
         return json.loads(Path(tmp, "result.json").read_text())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world", type=int, default=1, help="ranks (1: one process)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--blocks", type=int, default=4)
@@ -122,7 +128,7 @@ def main() -> None:
     wall = time.perf_counter() - t0
     ratios = [w / p for p, w in zip(res["plain"], res["watched"])]
     ms = lambda xs: 1000 * statistics.median(xs) / args.steps  # noqa: E731
-    lines = [f"MLP {res['params'] / 1e6:.1f}M params, tensor parallel over 2 ranks, batch {args.batch}",
+    lines = [f"MLP {res['params'] / 1e6:.1f}M params, tensor parallel over {args.world} rank(s), batch {args.batch}",
              f"plain: {ms(res['plain']):.1f} ms/step, watched: {ms(res['watched']):.1f} ms/step",
              f"ratio (median of {args.rounds} rounds): {statistics.median(ratios):.3f}x "
              f"(per-round {min(ratios):.3f}-{max(ratios):.3f})"]
@@ -137,8 +143,9 @@ def main() -> None:
             "",
             f"An MLP of {args.blocks} residual blocks ({res['params'] / 1e6:.1f}M params, width {args.width}, "
             f"hidden {4 * args.width}), up projections `ColwiseParallel`, down projections `RowwiseParallel` "
-            f"(`parallelize_module`), batch {args.batch} rows, AdamW, `clip_grad_norm_` over the mesh, two ranks "
-            "(gloo on CPU, one torch thread each). "
+            f"(`parallelize_module`), batch {args.batch} rows, AdamW, `clip_grad_norm_` over the mesh, "
+            + ("one process (a 1-rank mesh, gloo; one torch thread). " if args.world == 1 else
+               f"{args.world} ranks (gloo on CPU, one torch thread each). ") +
             f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
             "same model (the monitor started before and closed after its chunk, outside the timing); timed on "
             "rank 0. Ratio = median over rounds of watched / plain. The machine is shared: the load average says "
