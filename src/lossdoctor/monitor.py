@@ -41,7 +41,7 @@ from .signals.accelerate import sync_gradients_flag
 from .signals.applied_grads import AppliedGradProbe
 from .signals.batch import BatchProbe
 from .signals.describe import describe_run
-from .signals.distributed import distributed_probe, unwrap_data_parallel
+from .signals.distributed import distributed_probe, refuse_tp_replay, unwrap_data_parallel
 from .signals.fsdp1 import refuse_replay
 from .signals.gradients import GradProbe
 from .signals.launch import shared_run_name
@@ -624,6 +624,8 @@ def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler
         raise TypeError("watch(model, optimizer): the optimizer is needed (only a DeepSpeed engine brings its own)")
     given = replay_fn is not None
     replay_fn, why = refuse_replay(model, replay_fn)  # FSDP1: a one-rank replay would hang
+    if why is None:
+        replay_fn, why = refuse_tp_replay(unwrap_data_parallel(model), replay_fn)  # and tensor parallel
     mon = Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
                   replay_fn=replay_fn, **options)
     if why:

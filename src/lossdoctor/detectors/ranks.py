@@ -67,7 +67,8 @@ def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
     if not known:
         return per_rank
     origin_step = min(known)
-    origins = [i for i, o in enumerate(onsets) if o == origin_step]
+    origins = _first_in_forward(runs, [i for i, o in enumerate(onsets) if o == origin_step], origin_step)
+    onsets = [o if i in origins or o != origin_step else None for i, o in enumerate(onsets)]
     out: list[list[Finding]] = []
     echoed: list[int] = []
     for i, (run, fs) in enumerate(zip(runs, per_rank)):
@@ -87,6 +88,32 @@ def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
     if isinstance(screened, dict):
         _screened_ranks(runs, out, origins, origin_step, screened)
     return out
+
+
+def _first_in_forward(runs: list[Run], origins: list[int], step: int) -> list[int]:
+    """Under tensor parallel the ranks' activations meet inside the forward (a row-parallel
+    layer's all-reduce), so a NaN in one rank's shard reaches every rank at the same step: the
+    origin is the rank whose first non-finite forward event comes earliest in the forward order
+    (the ranks run the same modules in the same order). Elsewhere the ranks stay as they are."""
+    if len(origins) < 2 or not all(_tensor_parallel(runs[i]) for i in origins):
+        return origins
+    order = {i: _forward_index(runs[i], step) for i in origins}
+    first = min(order.values())
+    return [i for i in origins if order[i] == first] if first != float("inf") else origins
+
+
+def _tensor_parallel(run: Run) -> bool:
+    dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
+    if not isinstance(dist, dict):
+        return False
+    mesh = dist.get("mesh")
+    return dist.get("kind") == "tp" or (isinstance(mesh, dict) and len(mesh) >= 2)
+
+
+def _forward_index(run: Run, step: int) -> float:
+    ev = run.event("fwd_first_nonfinite").get(step)
+    index = ev.get("index") if isinstance(ev, dict) else None
+    return float(index) if isinstance(index, (int, float)) else float("inf")
 
 
 def _screened_ranks(runs: list[Run], out: list[list[Finding]], origins: list[int], origin_step: int,

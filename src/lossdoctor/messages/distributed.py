@@ -40,6 +40,12 @@ TEMPLATES.update({
         "first non-finite layer forward and backward) ran on every rank",
         "未运行 replay：FSDP1 模型的前向会从所有 rank 收集参数，只在一个 rank 上 replay 会一直等待不参与 "
         "replay 的其他 rank；在线定位（batch 检查、前向和反向中第一个出现非有限值的层）已在每个 rank 上运行"),
+    "distributed.replay_skipped_tp": (
+        "replay not run: a tensor-parallel model's forward exchanges activations between ranks, so a "
+        "replay on one rank would wait for peers that are not replaying; the live localisation (batch "
+        "check, first non-finite layer forward and backward, the rank it began on) ran on every rank",
+        "未运行 replay：张量并行模型的前向会在 rank 之间交换激活值，只在一个 rank 上 replay 会一直等待不参与 "
+        "replay 的其他 rank；在线定位（batch 检查、前向和反向中第一个出现非有限值的层、最先出错的 rank）已在每个 rank 上运行"),
 })
 
 TEMPLATES.update({

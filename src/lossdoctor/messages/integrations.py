@@ -26,6 +26,9 @@ TEMPLATES = {
     "integrations.fsdp.allreduce": (
         "lossdoctor: FSDP gradient-norm all-reduce failed; totals off: {error}",
         "lossdoctor：FSDP 梯度范数的 all-reduce 失败；不再计算跨 rank 总量：{error}"),
+    "integrations.mesh_unsupported": (
+        "lossdoctor: the gradient norm is this rank's shard only (no total over the device mesh: {error})",
+        "lossdoctor：梯度范数只是本 rank 的分片（无法在设备网格上求总量：{error}）"),
     "integrations.loss_not_backpropagated": (
         "{trainer} backpropagates a loss it computes itself, not the model's outputs.loss: the weight of each "
         "micro-batch in the objective (loss_weight) cannot be measured, so the gradient-accumulation normalisation "

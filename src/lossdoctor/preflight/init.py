@@ -26,7 +26,7 @@ from ..findings import Finding
 from ..signals.tracer import compiling, first_float_tensor
 from ..messages import Msg
 from ..signals.safe_reads import foreach_norm_any, norm_fp32, parametrized, stored_attr
-from ..signals.sharding import holds_data
+from ..signals.sharding import holds_data, local
 from .common import Context, make_finding, round_sig, unwrap_model
 
 #: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)
@@ -101,12 +101,14 @@ def weight_stats(model: nn.Module) -> list[dict[str, Any]]:
     if not layers:
         return []
     with torch.no_grad():
-        ws = [w.detach() for _, _, w, _ in layers]
+        # a DTensor (tensor parallel, FSDP2) is read on this rank's shard: its RMS estimates the
+        # whole matrix's (the init draws every element alike), with no collective
+        ws = [local(w.detach()) for _, _, w, _ in layers]
         norms = foreach_norm_any(ws)
         host = torch.stack([n.to("cpu") for n in norms]).tolist()
     out = []
-    for (name, _, w, fi), norm in zip(layers, host):
-        rms = norm / math.sqrt(w.numel())
+    for (name, _, _, fi), w, norm in zip(layers, ws, host):
+        rms = norm / math.sqrt(max(1, w.numel()))
         out.append({"layer": name, "rms": rms, "fan_in": fi, "gain": rms * math.sqrt(fi)})
     return out
 
@@ -253,7 +255,8 @@ def _span(rms_in: float, rms: float, layers: int, name: str) -> dict[str, Any]:
 
 
 def _rms(t: torch.Tensor) -> torch.Tensor:
-    return norm_fp32(t.detach()) / math.sqrt(max(1, t.numel()))
+    t = local(t.detach())  # a DTensor activation: this rank's shard (no collective)
+    return norm_fp32(t) / math.sqrt(max(1, t.numel()))
 
 
 def _device_type(model: nn.Module) -> str:

@@ -34,6 +34,7 @@ from torch import nn
 from ..messages import Msg
 from .safe_reads import norm_fp32
 from .fsdp1 import FSDP1Probe, is_fsdp1
+from .sharding import has_dtensor_params, is_dtensor, local, mesh_group, replication, the_mesh
 
 log = logging.getLogger("lossdoctor")
 
@@ -61,6 +62,26 @@ def is_fsdp2(model: nn.Module) -> bool:
     return any(isinstance(m, FSDPModule) for m in model.modules())
 
 
+def tensor_parallel(model: nn.Module) -> bool:
+    """DTensor parameters that are not FSDP2's alone: `parallelize_module` (maybe under FSDP2 on a
+    2-D mesh), whose forward exchanges activations between the ranks."""
+    if not has_dtensor_params(model):
+        return False
+    if not is_fsdp2(model):
+        return True
+    return any(getattr(getattr(p, "device_mesh", None), "ndim", 1) > 1 for p in model.parameters())
+
+
+def refuse_tp_replay(model: nn.Module, replay_fn: Any) -> tuple[Any, Msg | None]:
+    """(replay_fn to use, the note saying why replay was refused) for `watch(model, ...)`: a
+    one-rank replay of a tensor-parallel forward would wait in its collectives."""
+    try:
+        tp = tensor_parallel(model)
+    except Exception:  # an unusual model: leave replay as it was asked
+        return replay_fn, None
+    return (None, Msg("distributed.replay_skipped_tp")) if tp else (replay_fn, None)
+
+
 def distributed_probe(wrapper: nn.Module, grads: Any, scale_fn: Callable[[], torch.Tensor | None],
                       world_size: int) -> DDPProbe | ShardedGradProbe | FSDP1Probe | None:
     """The probe that fits how `wrapper` distributes gradients (None when it is not data-parallel).
@@ -70,6 +91,8 @@ def distributed_probe(wrapper: nn.Module, grads: Any, scale_fn: Callable[[], tor
         return DDPProbe(wrapper, scale_fn)
     if is_fsdp2(wrapper):
         return ShardedGradProbe(wrapper, grads, world_size)
+    if has_dtensor_params(wrapper):  # tensor parallel (parallelize_module) without FSDP
+        return ShardedGradProbe(wrapper, grads, world_size, kind="tp")
     if is_fsdp1(wrapper):  # the same total over the shards, and each rank's own gradient
         return FSDP1Probe(ShardedGradProbe(wrapper, grads, world_size), wrapper)
     return None
@@ -189,22 +212,30 @@ class DDPProbe:
 
 
 class ShardedGradProbe:
-    """FSDP2: every rank holds a shard of each gradient. The monitor measures the local shards; this
-    probe sums their squares across ranks (one small all-reduce per step) into the total norm."""
+    """FSDP2 and tensor parallel: every rank holds a shard of each DTensor gradient. The monitor
+    measures the local shards; this probe sums their squares over the ranks of the parameters'
+    device mesh (one small all-reduce per step, no per-parameter collective, no all-gather) into
+    the total norm, `clip_grad_norm_`'s. A shard repeated on several ranks (`Replicate` along a
+    mesh dimension: a row-parallel bias, a norm's weight) is divided by its number of copies, so
+    it counts once; under tensor parallel a plain (non-DTensor) parameter counts as replicated
+    over the mesh."""
 
     name = "ShardedGradProbe"
 
-    def __init__(self, model: nn.Module, grads: Any, world_size: int) -> None:
+    def __init__(self, model: nn.Module, grads: Any, world_size: int, kind: str = "fsdp2") -> None:
         self.grads = grads  # the monitor's GradProbe: its capture is armed from here, its norms summed
-        self.world_size = world_size
+        self.kind = kind
+        self.world_size = world_size  # ranks of the reduction (the mesh's, once known)
         self.enabled = True
         self.broken = False  # the collective itself failed: stop issuing it
         self._local: torch.Tensor | None = None
         self._pending: tuple[Any, torch.Tensor, torch.Tensor] | None = None
         first = next((p for p in model.parameters()), None)
-        from .sharding import local
-
         self.device = local(first).device if first is not None else torch.device("cpu")
+        self.group: Any = None
+        self.mesh: dict[str, int] | None = None
+        self.coordinate: dict[str, int] | None = None
+        self._weights = self._mesh_weights(grads.params)
         grads.listeners.append(self._on_capture)
         # FSDP2 assigns the reduced shards to the sharded parameters itself, so autograd's
         # accumulate-grad hooks never fire on them: arm the capture from the root's output instead.
@@ -212,9 +243,37 @@ class ShardedGradProbe:
         # the capture runs after the reduce-scatter has produced this rank's shards.
         self._handle = model.register_forward_hook(self._on_forward)
 
+    def _mesh_weights(self, params: list[Any]) -> torch.Tensor | None:
+        """The reduction's group and size from the parameters' mesh, and each parameter's weight
+        (1 / its copies; None when every weight is 1). A layout one reduction cannot total
+        (several meshes, a sub-mesh of several dimensions) leaves the rank's own shard, said once."""
+        try:
+            mesh = the_mesh(params)
+            if mesh is None:
+                return None
+            self.group, self.world_size = mesh_group(mesh, self.world_size)
+            names = mesh.mesh_dim_names or tuple(f"dim{d}" for d in range(mesh.ndim))
+            self.mesh = {str(n): int(mesh.size(d)) for d, n in enumerate(names)}
+            coord = mesh.get_coordinate()  # where this rank sits in the mesh
+            self.coordinate = None if coord is None else {str(n): int(c) for n, c in zip(names, coord)}
+        except (ValueError, RuntimeError) as e:
+            self.broken = True
+            log.warning("%s", Msg("integrations.mesh_unsupported", error=str(e)))
+            return None
+        plain = self.world_size if self.kind == "tp" else 1
+        reps = [replication(p) if is_dtensor(p) else plain for p in params]
+        if all(r == 1 for r in reps):
+            return None
+        return torch.tensor([1.0 / r for r in reps], dtype=torch.float32, device=self.device)
+
     def describe(self) -> dict[str, Any]:
-        return {"kind": "fsdp2", "grad_norm": "total over ranks (one all-reduce per step)",
-                "grad_norm_local": "this rank's shard"}
+        out: dict[str, Any] = {"kind": self.kind, "grad_norm": "total over ranks (one all-reduce per step)",
+                               "grad_norm_local": "this rank's shard"}
+        if self.mesh is not None:
+            out["mesh"] = self.mesh
+        if self.coordinate is not None:
+            out["coordinate"] = self.coordinate
+        return out
 
     def _on_forward(self, module: nn.Module, args: Any, out: Any) -> None:
         from .tracer import compiling, first_float_tensor
@@ -232,13 +291,18 @@ class ShardedGradProbe:
     def _arm(self, grad: torch.Tensor) -> None:
         self.grads.arm()
 
-    def _on_capture(self, norms: list[torch.Tensor]) -> None:
+    def _on_capture(self, idx: Any, norms: list[torch.Tensor]) -> None:
         if not self.enabled or not norms:
             return
         n = torch.stack([x.reshape(()).float() for x in norms])
-        bad = (~torch.isfinite(n)).sum().float()
+        bad = (~torch.isfinite(n)).float()
+        sq = n * n
+        if self._weights is not None:
+            w = self._weights if len(idx) == len(self._weights) else self._weights[torch.as_tensor(idx)]
+            w = w.to(n.device)
+            sq, bad = sq * w, bad * w
         one = torch.ones((), device=n.device)
-        self._local = torch.stack([(n * n).sum(), bad, one])
+        self._local = torch.stack([sq.sum(), bad.sum(), one])
 
     def presync(self) -> None:
         """Every rank, every step: one all-reduce of [shard sq-norm, non-finite shards, captured]."""
@@ -250,7 +314,7 @@ class ShardedGradProbe:
             vec = self._local if self._local is not None else torch.zeros(3, device=self.device)
             self._local = None
             reduced = vec.clone()
-            work = dist.all_reduce(reduced, op=dist.ReduceOp.SUM, async_op=True)
+            work = dist.all_reduce(reduced, op=dist.ReduceOp.SUM, group=self.group, async_op=True)
             self._pending = (work, vec, reduced)
         except Exception as e:
             self.broken = True
@@ -271,6 +335,8 @@ class ShardedGradProbe:
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any]) -> None:
         if not ctx.get("have"):
+            if self.broken and "grad_norm" in rec:  # no total: what was measured is this rank's shard
+                rec["grad_norm_local"] = rec.pop("grad_norm")
             return
         local, total = values["fsdp_local"], values["fsdp_total"]
         if local[2] < 1:  # no capture on this rank this step
@@ -280,7 +346,7 @@ class ShardedGradProbe:
         world = self.world_size
         if total[2] >= world:  # every rank contributed its shard
             rec["grad_norm"] = _root(float(total[0])) / scale
-            rec["grad_nonfinite"] = int(total[1])
+            rec["grad_nonfinite"] = int(round(float(total[1])))
         else:
             rec.pop("grad_norm", None)
 

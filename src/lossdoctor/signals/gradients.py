@@ -77,7 +77,8 @@ class GradProbe:
         self.fresh = False  # a capture happened since the last flush
         self.backwards = 0  # backward passes since the last flush (micro-batches of the step)
         self.should_capture: Callable[[], bool] | None = None
-        self.listeners: list[Callable[[list[torch.Tensor]], None]] = []
+        #: called with (parameter indices, their norms) at every capture
+        self.listeners: list[Callable[[Any, list[torch.Tensor]], None]] = []
         self._handles = []
         self._lazy: list[nn.Parameter] = []  # a lazy module's parameters, hooked once materialised
         if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
@@ -141,7 +142,7 @@ class GradProbe:
         scale = self._scale_fn()
         norms = foreach_norm_wide(grads)
         for listener in self.listeners:
-            listener(norms)
+            listener(idx, norms)
         # one tensor kept until the step is collected, not one per parameter (see the tracer's
         # slots: small tensors alive across the optimizer step fragment the heap); a model spread
         # over several devices keeps its list

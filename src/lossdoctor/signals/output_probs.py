@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .sharding import local
 from .tracer import compiling, first_float_tensor
 
 
@@ -66,8 +67,10 @@ class OutputProbe:
                 self._shape = (int(t.dim()), int(t.shape[-1]))  # a (B, 1) output against (B,) targets
             if t is None or t.dim() < 2 or t.shape[-1] < 2:
                 return
+            d = local(t.detach())
+            if tuple(d.shape) != tuple(t.shape):
+                return  # a tensor-parallel head's shard of the classes: its rows are not distributions
             with torch.no_grad():
-                d = t.detach()
                 mn, mx = torch.aminmax(d)
                 dev = (d.float().sum(-1) - 1.0).abs().amax()
                 ids = _input_ids(args, kwargs)

@@ -35,6 +35,7 @@ from torch import nn
 
 from ..messages import Msg
 from .safe_reads import norm_fp32, real_view, stored_attr
+from .sharding import local
 
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
 
@@ -227,7 +228,9 @@ class ModuleTracer:
     # --- hooks (hot path: no host sync and no allocation; the CPU-only bound reads host numbers) --
     def _aminmax(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """aminmax of `d` written into the next free preallocated slot of its device and dtype."""
-        if type(d) is not torch.Tensor:  # a tensor subclass (DTensor...): its own result type
+        if type(d) is not torch.Tensor:
+            d = local(d)  # a DTensor: this rank's shard, no collective and a plain result
+        if type(d) is not torch.Tensor:  # another tensor subclass: its own result type
             return torch.aminmax(d)
         key = (d.device, d.dtype)
         pool = self._slots.get(key)
@@ -256,7 +259,7 @@ class ModuleTracer:
         return len(self.bw_min) - 1
 
     def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
-        d = t.detach()
+        d = local(t.detach())
         mn, mx = self._aminmax(real_view(d))
         self._event(i, kind, dtype_max(d.dtype), mn, mx)
         self._last_rec = (t, mn, mx)

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Overhead of `lossdoctor.watch` on a tensor-parallel run against the same run without it.
+
+One process by default (a 1-rank mesh: every parameter a DTensor, every DTensor dispatch and the
+monitor's per-step all-reduce run, without a second process contending for the cores), or
+`--world 2` ranks (gloo on CPU, one torch thread each); an MLP of residual blocks whose up projections are
+`ColwiseParallel` and down projections `RowwiseParallel` (`parallelize_module`, DTensor), AdamW,
+`clip_grad_norm_` over the mesh. Rounds alternate a chunk of plain steps and a chunk of watched
+steps on the same model (a monitor is started before its chunk and closed after it, both outside
+the timing), so both see the same machine load; ratio = median over rounds of (watched chunk /
+plain chunk), timed on rank 0 (the ranks wait for each other in every row-parallel all-reduce).
+
+    python benchmarks/tp_overhead.py [--world 1] [--rounds 5] [--steps 10] [--blocks 4] [--width 256] [--docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def _model(blocks: int, width: int):
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.up = nn.Linear(width, 4 * width)
+            self.act = nn.GELU()
+            self.down = nn.Linear(4 * width, width)
+
+        def forward(self, x):
+            return x + self.down(self.act(self.up(x)))
+
+    return nn.Sequential(*[Block() for _ in range(blocks)])
+
+
+def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)})
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    import lossdoctor
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("tp",))
+    torch.manual_seed(0)
+    model = _model(args["blocks"], args["width"])
+    n_params = sum(p.numel() for p in model.parameters())
+    plan = {f"{i}.up": ColwiseParallel() for i in range(args["blocks"])}
+    plan.update({f"{i}.down": RowwiseParallel() for i in range(args["blocks"])})
+    model = parallelize_module(model, mesh, plan)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(0)  # the same batches on both TP ranks
+
+    def chunk(mon) -> float:
+        t0 = time.perf_counter()
+        for _ in range(args["steps"]):
+            x = torch.randn(args["batch"], args["width"], generator=gen)
+            loss = nn.functional.mse_loss(model(x), x)
+            loss.backward()
+            # clip_grad_norm_ of a mix of DTensor and plain gradients raises: the grads here are all
+            # DTensors except none (every Linear is split), so it runs over the mesh
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad()
+            if mon is not None:
+                mon.step(loss, batch={"x": x})
+        return time.perf_counter() - t0
+
+    for _ in range(3):  # warm-up, untimed
+        chunk(None)
+    plain, watched = [], []
+    for r in range(args["rounds"]):
+        plain.append(chunk(None))
+        mon = lossdoctor.watch(model, opt, log_dir=Path(out) / f"ld-{r}", alerts=False)
+        watched.append(chunk(mon))
+        mon.close()
+    if rank == 0:
+        Path(out, "result.json").write_text(json.dumps({"plain": plain, "watched": watched, "params": n_params}))
+    dist.destroy_process_group()
+
+
+def measure(args: argparse.Namespace) -> dict:
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with tempfile.TemporaryDirectory(prefix="ld-tp-overhead-") as tmp:
+        opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width,
+                "batch": args.batch}
+        if args.world == 1:
+            _worker(0, 1, port, tmp, opts)
+        else:
+            mp.spawn(_worker, args=(args.world, port, tmp, opts), nprocs=args.world, join=True)
+        return json.loads(Path(tmp, "result.json").read_text())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world", type=int, default=1, help="ranks (1: one process)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--blocks", type=int, default=4)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--docs", action="store_true", help="write the numbers into docs/benchmarks.md")
+    args = ap.parse_args()
+    load_before = "%.2f / %.2f / %.2f" % os.getloadavg()
+    t0 = time.perf_counter()
+    res = measure(args)
+    wall = time.perf_counter() - t0
+    ratios = [w / p for p, w in zip(res["plain"], res["watched"])]
+    ms = lambda xs: 1000 * statistics.median(xs) / args.steps  # noqa: E731
+    lines = [f"MLP {res['params'] / 1e6:.1f}M params, tensor parallel over {args.world} rank(s), batch {args.batch}",
+             f"plain: {ms(res['plain']):.1f} ms/step, watched: {ms(res['watched']):.1f} ms/step",
+             f"ratio (median of {args.rounds} rounds): {statistics.median(ratios):.3f}x "
+             f"(per-round {min(ratios):.3f}-{max(ratios):.3f})"]
+    print("\n".join(lines))
+    if args.docs:
+        sys.path.insert(0, str(ROOT))
+        from benchmarks import docs
+
+        body = "\n".join([
+            "## Overhead under tensor parallel", "",
+            docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+            "",
+            f"An MLP of {args.blocks} residual blocks ({res['params'] / 1e6:.1f}M params, width {args.width}, "
+            f"hidden {4 * args.width}), up projections `ColwiseParallel`, down projections `RowwiseParallel` "
+            f"(`parallelize_module`), batch {args.batch} rows, AdamW, `clip_grad_norm_` over the mesh, "
+            + ("one process (a 1-rank mesh, gloo; one torch thread). " if args.world == 1 else
+               f"{args.world} ranks (gloo on CPU, one torch thread each). ") +
+            f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
+            "same model (the monitor started before and closed after its chunk, outside the timing); timed on "
+            "rank 0. Ratio = median over rounds of watched / plain. The machine is shared: the load average says "
+            "how busy it was.", "",
+            "| variant | ms/step (median) | ratio | per-round range |", "|---|---|---|---|",
+            f"| plain | {ms(res['plain']):.1f} | 1.00× | 1.00–1.00 |",
+            f"| watch(model, opt) | {ms(res['watched']):.1f} | {statistics.median(ratios):.2f}× | "
+            f"{min(ratios):.2f}–{max(ratios):.2f} |",
+        ])
+        docs.write_section("tp-overhead", body)
+
+
+if __name__ == "__main__":
+    main()
