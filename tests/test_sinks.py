@@ -229,3 +229,65 @@ def test_no_tracker_library_is_imported(tmp_path):
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, env=cli_env())
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatch):
+    """`report_to=["tensorboard"]`: the Trainer's own writer (found through its TensorBoardCallback,
+    which closes it at train end, before lossdoctor's final findings) holds lossdoctor's too."""
+    pytest.importorskip("transformers")
+    from test_integrations_transformers import TokenData, gpt2
+    from transformers import Trainer, TrainingArguments
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))  # HF 5's place for it
+    calls = []
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False, on_finding=lambda f, s: calls.append(f.cause))
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
+                             logging_steps=1, save_strategy="no", report_to=["tensorboard"],
+                             use_cpu=True, disable_tqdm=True,
+                             dataloader_num_workers=0)
+    Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, "all"), callbacks=[cb]).train()
+    ea = _tb_read(tmp_path / "tb")
+    assert any(t.startswith("train/") for t in ea.Tags()["scalars"])  # the Trainer's own scalars, same run
+    (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")
+    assert "label_mask_empty" in text
+    assert [s.value for s in ea.Scalars("lossdoctor/severity/label_mask_empty")][-1] == 2.0
+    assert "label_mask_empty" in calls  # the callback's constructor takes on_finding
+
+
+def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
+    L = pytest.importorskip("lightning")
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from lossdoctor.integrations.lightning import LossDoctorCallback
+
+    class Regressor(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
+
+        def training_step(self, batch, i):
+            x, y = batch
+            loss = F.mse_loss(self.net(x), y)
+            self.log("train_loss", loss, on_step=True)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.01)
+
+    torch.manual_seed(0)
+    x = torch.randn(640, 8, generator=torch.Generator().manual_seed(0))
+    x[16 * BAD_FROM:, 0] = float("nan")  # every batch from step 30 on holds NaN
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x[:, 1:2]), batch_size=16)
+    logger = TensorBoardLogger(str(tmp_path / "tb"), name="", version="v")
+    trainer = L.Trainer(max_steps=40, logger=logger, callbacks=[LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)],
+                        log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, accelerator="cpu")
+    trainer.fit(Regressor(), data)
+    ea = _tb_read(tmp_path / "tb" / "v")
+    assert "train_loss" in ea.Tags()["scalars"]
+    alerts = _tb_text(ea, "lossdoctor/alerts/text_summary")
+    assert alerts and alerts[0][0] == BAD_FROM and "nonfinite_data" in alerts[0][1]
+    (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")
+    assert "nonfinite_data" in text
