@@ -175,9 +175,7 @@ def test_wandb_offline_run_summary_and_alert(tmp_path):
     assert summary["lossdoctor/step"] == BAD_FROM and summary["lossdoctor/first_bad_step"] == BAD_FROM
     assert summary["lossdoctor/alert_cause"] == "nonfinite_data" and summary["lossdoctor/alert_step"] == BAD_FROM
     assert summary["lossdoctor/findings"][0]["cause"] == "nonfinite_data"
-    alerts = [r.request.send_alert if r.WhichOneof("record_type") == "request" else r.alert for r in recs
-              if r.WhichOneof("record_type") == "alert"
-              or (r.WhichOneof("record_type") == "request" and r.request.WhichOneof("request_type") == "send_alert")]
+    alerts = [r.alert for r in recs if r.WhichOneof("record_type") == "alert"]  # sent when the run syncs
     assert [a.title for a in alerts] == ["lossdoctor: nonfinite_data (critical)"]
 
 
