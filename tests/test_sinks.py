@@ -229,7 +229,8 @@ def test_no_tracker_library_is_imported(tmp_path):
     assert out.stdout.strip() == "[]", out.stdout
 
 
-def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatch):
+@pytest.mark.parametrize("mask", ["all", "prompt"])
+def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatch, mask):
     """`report_to=["tensorboard"]`: the Trainer's own writer (found through its TensorBoardCallback,
     which closes it at train end, before lossdoctor's final findings) holds lossdoctor's too."""
     pytest.importorskip("transformers")
@@ -240,18 +241,23 @@ def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatc
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))  # HF 5's place for it
     calls = []
-    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False, on_finding=lambda f, s: calls.append(f.cause))
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False, on_finding=lambda f, s: calls.append((f.cause, f.severity)))
     args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
                              logging_steps=1, save_strategy="no", report_to=["tensorboard"],
                              use_cpu=True, disable_tqdm=True,
                              dataloader_num_workers=0)
-    Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, "all"), callbacks=[cb]).train()
+    Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, mask), callbacks=[cb]).train()
     ea = _tb_read(tmp_path / "tb")
     assert any(t.startswith("train/") for t in ea.Tags()["scalars"])  # the Trainer's own scalars, same run
-    (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")
+    (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")  # written after the Trainer closed it
+    if mask == "prompt":  # healthy: no alert, the status 0, still in the Trainer's writer
+        assert "lossdoctor/alerts/text_summary" not in ea.Tags()["tensors"]
+        assert [s.value for s in ea.Scalars("lossdoctor/status")] == [0.0]
+        assert all(sev == "info" for _, sev in calls), calls
+        return
     assert "label_mask_empty" in text
     assert [s.value for s in ea.Scalars("lossdoctor/severity/label_mask_empty")][-1] == 2.0
-    assert "label_mask_empty" in calls  # the callback's constructor takes on_finding
+    assert ("label_mask_empty", "critical") in calls  # the callback's constructor takes on_finding
 
 
 def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):

@@ -73,7 +73,12 @@ class FindingSinks:
     def add_tensorboard(self, writer: Any) -> None:
         """A `SummaryWriter`, or a function returning the current one (None: none yet / any more)."""
         fn = writer if callable(writer) and not hasattr(writer, "add_text") else (lambda: writer)
-        self._tb.append([fn, None])
+        try:
+            now = fn()  # kept: its owner may drop it before the final findings (HF at train end)
+        except Exception as e:
+            now = None
+            self._fail("tensorboard", e)
+        self._tb.append([fn, now])
 
     def add_wandb(self, run: Any) -> None:
         if run is not None and all(r is not run for r in self._wandb):
