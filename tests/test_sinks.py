@@ -295,3 +295,46 @@ def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
     assert alerts and alerts[0][0] == BAD_FROM and "nonfinite_data" in alerts[0][1]
     (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")
     assert "nonfinite_data" in text
+
+
+@pytest.mark.slow  # ~15 s on the shared 2-core machine (mlflow's and wandb's imports, W&B's core process)
+def test_hf_trainer_report_to_mlflow_and_wandb_get_the_findings(tmp_path, monkeypatch):
+    """HF's MLflowCallback ends its run in its own on_train_end, before lossdoctor's final findings:
+    the run remembered at start still gets its tags. WandbCallback's offline run gets the summary."""
+    pytest.importorskip("transformers")
+    mlflow = pytest.importorskip("mlflow")
+    pytest.importorskip("wandb")
+    from mlflow.tracking import MlflowClient
+    from test_integrations_transformers import TokenData, gpt2
+    from transformers import Trainer, TrainingArguments
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+
+    uri = (tmp_path / "mlruns").as_uri()
+    for k, v in {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_TRACKING_URI": uri, "WANDB_MODE": "offline",
+                 "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true", "WANDB_CONSOLE": "off",
+                 "WANDB_PROJECT": "lossdoctor-test"}.items():
+        monkeypatch.setenv(k, v)
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
+                             logging_steps=1, save_strategy="no", report_to=["mlflow", "wandb"], use_cpu=True,
+                             disable_tqdm=True, dataloader_num_workers=0)
+    try:
+        Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, "all"), callbacks=[cb]).train()
+    finally:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.run.finish()
+        mlflow.set_tracking_uri(uri)
+        runs = MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
+        mlflow.set_tracking_uri(None)
+    (run,) = runs
+    assert run.info.status == "FINISHED"  # ended by HF before lossdoctor's close
+    assert run.data.tags["lossdoctor.cause"] == "label_mask_empty" and run.data.tags["lossdoctor.step"] == "0"
+    summary = {}
+    for rec in _wandb_records(tmp_path):
+        if rec.WhichOneof("record_type") == "summary":
+            for item in rec.summary.update:
+                summary["/".join(item.nested_key) if item.nested_key else item.key] = json.loads(item.value_json)
+    assert summary["lossdoctor/cause"] == "label_mask_empty"
