@@ -338,3 +338,50 @@ def test_hf_trainer_report_to_mlflow_and_wandb_get_the_findings(tmp_path, monkey
             for item in rec.summary.update:
                 summary["/".join(item.nested_key) if item.nested_key else item.key] = json.loads(item.value_json)
     assert summary["lossdoctor/cause"] == "label_mask_empty"
+
+
+MLFLOW_SCRIPT = textwrap.dedent("""
+    import mlflow, torch
+    mlflow.set_tracking_uri(__import__("sys").argv[1])
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with mlflow.start_run():
+        for step in range(40):
+            x = torch.randn(16, 8)
+            if step >= 30:
+                x[3, 2] = float("nan")
+            loss = torch.nn.functional.mse_loss(model(x), x[:, :1])
+            opt.zero_grad(); loss.backward(); opt.step()
+            mlflow.log_metric("loss", loss.item(), step=step)
+""")
+
+
+@pytest.mark.slow  # two subprocesses that import torch and mlflow: ~20 s on the shared machine
+@pytest.mark.parametrize("flag", [[], ["--no-sinks"]])
+def test_lossdoctor_run_puts_findings_on_the_scripts_mlflow_run(tmp_path, flag):
+    """`lossdoctor run -- python train.py`: the script's own MLflow run gets the tags, with no line
+    added to it; `--no-sinks` leaves it alone."""
+    pytest.importorskip("mlflow")
+    from conftest import run_cli
+
+    script = tmp_path / "train.py"
+    script.write_text(MLFLOW_SCRIPT)
+    uri = (tmp_path / "mlruns").as_uri()
+    env = {**cli_env(), "MLFLOW_ALLOW_FILE_STORE": "true"}
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/ml", *flag, "--", sys.executable, str(script), uri,
+                cwd=tmp_path, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import json, mlflow
+        from mlflow.tracking import MlflowClient
+        mlflow.set_tracking_uri({uri!r})
+        c = MlflowClient()
+        (run,) = c.search_runs([e.experiment_id for e in c.search_experiments()])
+        print(json.dumps({{k: v for k, v in run.data.tags.items() if k.startswith("lossdoctor.")}}))
+    """)], capture_output=True, text=True, timeout=120, env=env)
+    tags = json.loads(out.stdout)
+    if flag:
+        assert tags == {}
+    else:
+        assert tags["lossdoctor.cause"] == "nonfinite_data" and tags["lossdoctor.step"] == "30"
