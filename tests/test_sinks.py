@@ -230,9 +230,10 @@ def test_no_tracker_library_is_imported(tmp_path):
 
 
 @pytest.mark.parametrize("mask", ["all", "prompt"])
-def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatch, mask):
+def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatch, capsys, mask):
     """`report_to=["tensorboard"]`: the Trainer's own writer (found through its TensorBoardCallback,
-    which closes it at train end, before lossdoctor's final findings) holds lossdoctor's too."""
+    which closes it at train end, before lossdoctor's final findings) holds lossdoctor's too; the
+    live alert under the Trainer's tqdm bar is on its own line."""
     pytest.importorskip("transformers")
     from test_integrations_transformers import TokenData, gpt2
     from transformers import Trainer, TrainingArguments
@@ -241,12 +242,12 @@ def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatc
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))  # HF 5's place for it
     calls = []
-    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False, on_finding=lambda f, s: calls.append((f.cause, f.severity)))
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld", on_finding=lambda f, s: calls.append((f.cause, f.severity)))
     args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
                              logging_steps=1, save_strategy="no", report_to=["tensorboard"],
-                             use_cpu=True, disable_tqdm=True,
-                             dataloader_num_workers=0)
+                             use_cpu=True, disable_tqdm=False, dataloader_num_workers=0)
     Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, mask), callbacks=[cb]).train()
+    err = capsys.readouterr().err
     ea = _tb_read(tmp_path / "tb")
     assert any(t.startswith("train/") for t in ea.Tags()["scalars"])  # the Trainer's own scalars, same run
     (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")  # written after the Trainer closed it
@@ -258,6 +259,10 @@ def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatc
     assert "label_mask_empty" in text
     assert [s.value for s in ea.Scalars("lossdoctor/severity/label_mask_empty")][-1] == 2.0
     assert ("label_mask_empty", "critical") in calls  # the callback's constructor takes on_finding
+    pieces = [p for chunk in err.split("\n") for p in chunk.split("\r")]
+    alert = [p for p in pieces if "CRITICAL label_mask_empty" in p]
+    assert alert and all(p.startswith("lossdoctor: CRITICAL label_mask_empty") for p in alert), alert
+    assert any("4/4" in p for p in pieces[pieces.index(alert[0]):])  # the Trainer's bar went on below it
 
 
 def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
