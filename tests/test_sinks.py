@@ -265,9 +265,9 @@ def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatc
     assert any("4/4" in p for p in pieces[pieces.index(alert[0]):])  # the Trainer's bar went on below it
 
 
-def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
+def _lightning_fit(tmp_path, logger):
+    """A Lightning fit of a small regressor whose batches hold NaN from step 30 on, watched."""
     L = pytest.importorskip("lightning")
-    from lightning.pytorch.loggers import TensorBoardLogger
 
     from lossdoctor.integrations.lightning import LossDoctorCallback
 
@@ -289,11 +289,17 @@ def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
     x = torch.randn(640, 8, generator=torch.Generator().manual_seed(0))
     x[16 * BAD_FROM:, 0] = float("nan")  # every batch from step 30 on holds NaN
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x[:, 1:2]), batch_size=16)
-    logger = TensorBoardLogger(str(tmp_path / "tb"), name="", version="v")
     trainer = L.Trainer(max_steps=40, logger=logger, callbacks=[LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)],
                         log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
                         enable_model_summary=False, accelerator="cpu")
     trainer.fit(Regressor(), data)
+
+
+def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
+    pytest.importorskip("lightning")
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    _lightning_fit(tmp_path, TensorBoardLogger(str(tmp_path / "tb"), name="", version="v"))
     ea = _tb_read(tmp_path / "tb" / "v")
     assert "train_loss" in ea.Tags()["scalars"]
     alerts = _tb_text(ea, "lossdoctor/alerts/text_summary")
@@ -302,47 +308,34 @@ def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
     assert "nonfinite_data" in text
 
 
-@pytest.mark.slow  # ~15 s on the shared 2-core machine (mlflow's and wandb's imports, W&B's core process)
-def test_hf_trainer_report_to_mlflow_and_wandb_get_the_findings(tmp_path, monkeypatch):
-    """HF's MLflowCallback ends its run in its own on_train_end, before lossdoctor's final findings:
-    the run remembered at start still gets its tags. WandbCallback's offline run gets the summary."""
-    pytest.importorskip("transformers")
-    mlflow = pytest.importorskip("mlflow")
-    pytest.importorskip("wandb")
+def test_lightning_mlflow_and_wandb_loggers_get_the_findings(tmp_path, monkeypatch):
+    """Lightning's MLFlowLogger starts no active run (its client and run id are used) and its
+    WandbLogger holds its own run."""
+    pytest.importorskip("lightning")
+    pytest.importorskip("mlflow")
+    wandb = pytest.importorskip("wandb")
+    from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
     from mlflow.tracking import MlflowClient
-    from test_integrations_transformers import TokenData, gpt2
-    from transformers import Trainer, TrainingArguments
 
-    from lossdoctor.integrations.transformers import LossDoctorCallback
-
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    monkeypatch.setenv("WANDB_SILENT", "true")
     uri = (tmp_path / "mlruns").as_uri()
-    for k, v in {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_TRACKING_URI": uri, "WANDB_MODE": "offline",
-                 "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true", "WANDB_CONSOLE": "off",
-                 "WANDB_PROJECT": "lossdoctor-test"}.items():
-        monkeypatch.setenv(k, v)
-    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
-                             logging_steps=1, save_strategy="no", report_to=["mlflow", "wandb"], use_cpu=True,
-                             disable_tqdm=True, dataloader_num_workers=0)
+    ml = MLFlowLogger(experiment_name="ld", tracking_uri=uri)
+    wb = WandbLogger(project="lossdoctor-test", save_dir=str(tmp_path), offline=True,
+                     settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
     try:
-        Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, "all"), callbacks=[cb]).train()
+        _lightning_fit(tmp_path, [ml, wb])
     finally:
-        import wandb
-
         if wandb.run is not None:
             wandb.run.finish()
-        mlflow.set_tracking_uri(uri)
-        runs = MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
-        mlflow.set_tracking_uri(None)
-    (run,) = runs
-    assert run.info.status == "FINISHED"  # ended by HF before lossdoctor's close
-    assert run.data.tags["lossdoctor.cause"] == "label_mask_empty" and run.data.tags["lossdoctor.step"] == "0"
+    tags = MlflowClient(uri).get_run(ml.run_id).data.tags
+    assert tags["lossdoctor.cause"] == "nonfinite_data" and tags["lossdoctor.step"] == str(BAD_FROM)
     summary = {}
     for rec in _wandb_records(tmp_path):
         if rec.WhichOneof("record_type") == "summary":
             for item in rec.summary.update:
                 summary["/".join(item.nested_key) if item.nested_key else item.key] = json.loads(item.value_json)
-    assert summary["lossdoctor/cause"] == "label_mask_empty"
+    assert summary["lossdoctor/cause"] == "nonfinite_data" and summary["lossdoctor/alert_step"] == BAD_FROM
 
 
 MLFLOW_SCRIPT = textwrap.dedent("""
