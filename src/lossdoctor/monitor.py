@@ -147,10 +147,16 @@ class Monitor:
     Options (keyword arguments, gathered and checked as a `lossdoctor.options.WatchOptions`):
       layer_every     per-layer statistics every N steps (and at the first 5; default 10)
       check_inputs    also check the inputs of leaf modules that did not come from the previous module
-      alerts          print a line on stderr when the live engine finds something new
+      alerts          print a line on stderr when the live engine finds something new (through
+                      `tqdm.write` while a tqdm bar is shown)
       update_budget   entries of the parameters read for the update ratio on sampled steps
       tokenizer       the tokenizer the batches were made with (its chat template tells the SFT label-mask
                       checks where the prompt ends; it decodes the evidence)
+    Where findings go besides stderr and the run directory
+    (taken by `lossdoctor.watch`, see `lossdoctor.integrations.sinks`):
+      on_finding      fn(finding, step) for each live alert and each final finding at close
+      sinks           False: not into the run's TensorBoard / W&B / MLflow (default True)
+      tensorboard     the run's `SummaryWriter`
     Incident triage options (see `lossdoctor.triage`):
       on_incident     "report" (default: record and alert, training untouched), "raise" (mon.step raises
                       `lossdoctor.TrainingIncident` after the incident is recorded) or "skip" (optimizer steps

@@ -13,7 +13,7 @@ engine's last evaluation, info included).
 - TensorBoard, through the user's own `SummaryWriter` (`tensorboard=writer`, the HF
   `TensorBoardCallback`'s writer, a Lightning `TensorBoardLogger`'s): text under `lossdoctor/alerts`
   and `lossdoctor/findings`, scalars `lossdoctor/severity/<cause>` (0 info, 1 warning, 2 critical),
-  `lossdoctor/status` and `lossdoctor/first_bad_step`.
+  `lossdoctor/status` (the same, 0 healthy, -1 inconclusive) and `lossdoctor/first_bad_step`.
 - W&B, the active `wandb.run` (or the one active when watching started, or a Lightning
   `WandbLogger`'s): `wandb.alert` for each live alert (recorded in offline mode too, sent when the
   run syncs) and `run.summary["lossdoctor/..."]`.
@@ -39,8 +39,8 @@ from ..messages import Msg, safe_text
 
 log = logging.getLogger("lossdoctor")
 
-#: the scalar a severity is charted as
-SEVERITY_LEVEL = {"info": 0, "warning": 1, "critical": 2, "healthy": 0}
+#: the scalar a severity (or the run's status) is charted as; inconclusive (too short to judge) below healthy
+SEVERITY_LEVEL = {"info": 0, "warning": 1, "critical": 2, "healthy": 0, "inconclusive": -1}
 #: MLflow's limit on a tag value (file and SQL stores)
 MLFLOW_TAG_MAX = 5000
 
