@@ -143,6 +143,21 @@ def test_tensorboard_healthy_run_and_off_switch(tmp_path):
     assert "nonfinite_data" in calls  # on_finding is not a sink: still called
 
 
+@pytest.fixture
+def offline_wandb(tmp_path, monkeypatch):
+    """wandb in offline mode from the environment; its process-wide setup (which reads the
+    environment once) is torn down before and after, so tests do not see each other's."""
+    wandb = pytest.importorskip("wandb")
+    for k, v in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true",
+                 "WANDB_CONSOLE": "off", "WANDB_PROJECT": "lossdoctor-test"}.items():
+        monkeypatch.setenv(k, v)
+    wandb.teardown()
+    yield wandb
+    if wandb.run is not None:
+        wandb.run.finish()
+    wandb.teardown()
+
+
 def _wandb_records(root):
     from wandb.proto import wandb_internal_pb2 as pb
 
@@ -157,8 +172,8 @@ def _wandb_records(root):
     return out
 
 
-def test_wandb_offline_run_summary_and_alert(tmp_path):
-    wandb = pytest.importorskip("wandb")
+def test_wandb_offline_run_summary_and_alert(tmp_path, offline_wandb):
+    wandb = offline_wandb
     run = wandb.init(mode="offline", project="lossdoctor-test", dir=str(tmp_path),
                      settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
     try:
@@ -308,21 +323,20 @@ def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
     assert "nonfinite_data" in text
 
 
-def test_lightning_mlflow_and_wandb_loggers_get_the_findings(tmp_path, monkeypatch):
+def test_lightning_mlflow_and_wandb_loggers_get_the_findings(tmp_path, monkeypatch, offline_wandb):
     """Lightning's MLFlowLogger starts no active run (its client and run id are used) and its
     WandbLogger holds its own run."""
     pytest.importorskip("lightning")
     pytest.importorskip("mlflow")
-    wandb = pytest.importorskip("wandb")
+    wandb = offline_wandb
     from lightning.pytorch.loggers import MLFlowLogger, WandbLogger
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
-    monkeypatch.setenv("WANDB_SILENT", "true")
     uri = (tmp_path / "mlruns").as_uri()
     ml = MLFlowLogger(experiment_name="ld", tracking_uri=uri)
     wb = WandbLogger(project="lossdoctor-test", save_dir=str(tmp_path), offline=True,
-                     settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+                     settings=wandb.Settings(mode="offline", silent=True, console="off", x_disable_stats=True))
     try:
         _lightning_fit(tmp_path, [ml, wb])
     finally:
@@ -336,6 +350,47 @@ def test_lightning_mlflow_and_wandb_loggers_get_the_findings(tmp_path, monkeypat
             for item in rec.summary.update:
                 summary["/".join(item.nested_key) if item.nested_key else item.key] = json.loads(item.value_json)
     assert summary["lossdoctor/cause"] == "nonfinite_data" and summary["lossdoctor/alert_step"] == BAD_FROM
+
+
+@pytest.mark.slow  # ~15 s on the shared 2-core machine (mlflow's and wandb's imports, W&B's core process)
+def test_hf_trainer_report_to_mlflow_and_wandb_get_the_findings(tmp_path, monkeypatch, offline_wandb):
+    """HF's MLflowCallback ends its run in its own on_train_end, before lossdoctor's final findings:
+    the run remembered at start still gets its tags. WandbCallback's offline run gets the summary."""
+    pytest.importorskip("transformers")
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+    from test_integrations_transformers import TokenData, gpt2
+    from transformers import Trainer, TrainingArguments
+
+    from lossdoctor.integrations.transformers import LossDoctorCallback
+
+    uri = (tmp_path / "mlruns").as_uri()
+    for k, v in {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_TRACKING_URI": uri}.items():
+        monkeypatch.setenv(k, v)
+    mlflow.set_tracking_uri(uri)  # as the environment says (another library may have set it in this process)
+    cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
+                             logging_steps=1, save_strategy="no", report_to=["mlflow", "wandb"], use_cpu=True,
+                             disable_tqdm=True, dataloader_num_workers=0)
+    try:
+        Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, "all"), callbacks=[cb]).train()
+    finally:
+        import wandb
+
+        if wandb.run is not None:
+            wandb.run.finish()
+        mlflow.set_tracking_uri(uri)
+        runs = MlflowClient().search_runs([e.experiment_id for e in MlflowClient().search_experiments()])
+        mlflow.set_tracking_uri(None)
+    (run,) = runs
+    assert run.info.status == "FINISHED"  # ended by HF before lossdoctor's close
+    assert run.data.tags["lossdoctor.cause"] == "label_mask_empty" and run.data.tags["lossdoctor.step"] == "0"
+    summary = {}
+    for rec in _wandb_records(tmp_path):
+        if rec.WhichOneof("record_type") == "summary":
+            for item in rec.summary.update:
+                summary["/".join(item.nested_key) if item.nested_key else item.key] = json.loads(item.value_json)
+    assert summary["lossdoctor/cause"] == "label_mask_empty"
 
 
 MLFLOW_SCRIPT = textwrap.dedent("""
