@@ -121,6 +121,26 @@ def test_tensorboard_gets_alerts_findings_and_scalars(tmp_path):
     assert [s.value for s in ea.Scalars("lossdoctor/status")] == [2.0]  # critical
 
 
+def test_a_writer_found_twice_is_written_once(tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from lossdoctor.integrations.sinks import sinks_of
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with lossdoctor.watch(model, opt, log_dir=tmp_path / "run", tensorboard=writer, alerts=False) as mon:
+        sinks_of(mon).add_tensorboard(lambda: writer)  # as a trainer's logger would add it again
+        for i in range(40):
+            x, y = _batch(i)
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+            mon.step(None, batch=(x, y))
+    writer.close()
+    assert len(_tb_text(_tb_read(tmp_path / "tb"), "lossdoctor/alerts/text_summary")) == 1
+
+
 def test_tensorboard_healthy_run_and_off_switch(tmp_path):
     from torch.utils.tensorboard import SummaryWriter
 

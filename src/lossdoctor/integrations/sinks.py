@@ -178,12 +178,14 @@ class FindingSinks:
             notes.append(note)
 
     def _each_writer(self, write: Callable[[Any], Any]) -> None:
+        done: list[Any] = []  # one writer found two ways (given and the trainer's) is written once
         for slot in self._tb:
             try:
                 w = slot[0]() or slot[1]
-                if w is None:
+                if w is None or any(w is d for d in done):
                     continue
                 slot[1] = w
+                done.append(w)
                 closed = getattr(w, "all_writers", False) is None  # torch's writer, closed by its owner
                 write(w)
                 w.flush()
