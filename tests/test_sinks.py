@@ -60,6 +60,13 @@ def test_on_finding_gets_the_live_alert_then_the_final_findings(tmp_path):
     assert [c[0] for c in final] == [f.cause for f in mon.findings]
 
 
+def test_on_finding_with_a_final_parameter_is_told_which(tmp_path):
+    calls = []
+    _train(tmp_path, alerts=False, on_finding=lambda f, step, final: calls.append((f.cause, step, final)))
+    assert ("nonfinite_data", BAD_FROM, False) in calls and ("nonfinite_data", 39, True) in calls
+    assert all(final == (step == 39) for _, step, final in calls)
+
+
 def test_on_finding_not_called_on_a_healthy_run_with_an_alert(tmp_path):
     calls = []
     _train(tmp_path, bad=False, on_finding=lambda f, step: calls.append(f), alerts=False)

@@ -8,7 +8,8 @@ incident) and, at close, of the final diagnosis (`final(report, step)`: every fi
 engine's last evaluation, info included).
 
 - `on_finding(finding, step)` is called for each of them (`step`: the last step recorded when it
-  was reported). An exception in it is one note in the run's notes and the log, never raised into
+  was reported); a function with a `final` parameter is called `fn(finding, step, final=False)`
+  for a live alert and `final=True` for a final finding. An exception in it is one note in the run's notes and the log, never raised into
   training; it keeps being called.
 - TensorBoard, through the user's own `SummaryWriter` (`tensorboard=writer`, the HF
   `TensorBoardCallback`'s writer, a Lightning `TensorBoardLogger`'s): text under `lossdoctor/alerts`
@@ -57,6 +58,8 @@ class FindingSinks:
                  enabled: bool = True, tensorboard: Any = None) -> None:
         self.mon = mon
         self.on_finding = on_finding
+        #: whether on_finding takes `final=` (False: a live alert, True: a final finding at close)
+        self._says_final = _takes_final(on_finding)
         self.enabled = enabled
         #: [resolver, last writer it gave]: a writer can be dropped by its owner at train end
         self._tb: list[list[Any]] = []
@@ -106,7 +109,7 @@ class FindingSinks:
     # --- what the monitor calls -------------------------------------------------------------------
     def alert(self, f: Finding, step: int) -> None:
         """A live alert (the finding the monitor just announced)."""
-        self._call(f, step)
+        self._call(f, step, final=False)
         if not self.enabled:
             return
         self._alerted.add(f.cause)
@@ -122,7 +125,7 @@ class FindingSinks:
     def final(self, report: Report, step: int) -> None:
         """The final diagnosis, at close."""
         for f in report.findings:
-            self._call(f, step)
+            self._call(f, step, final=True)
         if not self.enabled:
             return
         lang = alert_language()
@@ -158,11 +161,14 @@ class FindingSinks:
         self._each_mlflow(tags)
 
     # --- internals --------------------------------------------------------------------------------
-    def _call(self, f: Finding, step: int) -> None:
+    def _call(self, f: Finding, step: int, final: bool) -> None:
         if self.on_finding is None:
             return
         try:
-            self.on_finding(f, step)
+            if self._says_final:
+                self.on_finding(f, step, final=final)
+            else:
+                self.on_finding(f, step)
         except Exception as e:  # the user's function: never raised into training
             self._fail("on_finding", e)
 
@@ -227,6 +233,19 @@ class FindingSinks:
                     client.set_tag(run_id, k, v)
             except Exception as e:
                 self._fail("mlflow", e)
+
+
+def _takes_final(fn: Any) -> bool:
+    """`fn(finding, step, final=...)` is possible: a parameter named `final`, or `**kwargs`."""
+    if fn is None:
+        return False
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: the plain call
+        return False
+    return any((p.name == "final" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD for p in params)
 
 
 def _brief(f: Finding) -> dict[str, Any]:
