@@ -5,7 +5,7 @@ little memory. The engine runs on a schedule that thins out as the run gets long
 early, every ~2% of the run later: linear total cost) and immediately when something new goes
 wrong (a non-finite value, a skipped step, bad data), at most once every few steps.
 
-Alerts go to stderr once per incident: a finding is announced when its (cause, layer) has not been
+Alerts go to stderr (through `tqdm.write` while a tqdm bar is shown) once per incident: a finding is announced when its (cause, layer) has not been
 announced yet, or when it begins again more than `rearm_after` steps after the last announcement.
 They speak the user's language: the locale's (LANG=zh_CN.UTF-8 -> Chinese) unless a program sets
 one with `set_alert_language` (`lossdoctor demo --lang` does).
@@ -148,7 +148,23 @@ class LiveDiagnoser:
         if self.alerts:
             from .messages import safe_text
 
-            print(safe_text(alert_line(f, alert_language()), newlines=False), file=sys.stderr, flush=True)
+            write_alert(safe_text(alert_line(f, alert_language()), newlines=False))
+
+
+def write_alert(text: str) -> None:
+    """One line on stderr; while a tqdm bar is on screen, through `tqdm.write` (the bar is cleared,
+    the line printed, the bar drawn again below it) so the line is never glued to the bar. tqdm is
+    used only when the process already imported it."""
+    std = sys.modules.get("tqdm.std")
+    bar = getattr(std, "tqdm", None)
+    if bar is not None and getattr(bar, "_instances", None):
+        try:
+            bar.write(text, file=sys.stderr)
+            sys.stderr.flush()
+            return
+        except Exception:  # a tqdm that cannot write: stderr as without one
+            pass
+    print(text, file=sys.stderr, flush=True)
 
 
 def _nonfinite(v: Any) -> bool:

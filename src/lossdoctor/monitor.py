@@ -15,7 +15,6 @@ import atexit
 import logging
 import math
 import os
-import sys
 import time
 import uuid
 import weakref
@@ -30,7 +29,7 @@ import torch
 from torch import nn
 
 from .findings import Finding, Report, messages_data
-from .live import LiveDiagnoser
+from .live import LiveDiagnoser, write_alert
 from .messages import Msg
 from .options import WatchOptions
 from .preflight.watch import start_preflight
@@ -148,10 +147,16 @@ class Monitor:
     Options (keyword arguments, gathered and checked as a `lossdoctor.options.WatchOptions`):
       layer_every     per-layer statistics every N steps (and at the first 5; default 10)
       check_inputs    also check the inputs of leaf modules that did not come from the previous module
-      alerts          print a line on stderr when the live engine finds something new
+      alerts          print a line on stderr when the live engine finds something new (through
+                      `tqdm.write` while a tqdm bar is shown)
       update_budget   entries of the parameters read for the update ratio on sampled steps
       tokenizer       the tokenizer the batches were made with (its chat template tells the SFT label-mask
                       checks where the prompt ends; it decodes the evidence)
+    Where findings go besides stderr and the run directory
+    (taken by `lossdoctor.watch`, see `lossdoctor.integrations.sinks`):
+      on_finding      fn(finding, step) for each live alert and each final finding at close
+      sinks           False: not into the run's TensorBoard / W&B / MLflow (default True)
+      tensorboard     the run's `SummaryWriter`
     Incident triage options (see `lossdoctor.triage`):
       on_incident     "report" (default: record and alert, training untouched), "raise" (mon.step raises
                       `lossdoctor.TrainingIncident` after the incident is recorded) or "skip" (optimizer steps
@@ -216,6 +221,10 @@ class Monitor:
 
         #: what the monitor could not do (internal errors): written to meta.json, read back as notes
         self.notes: list[str] = []
+        #: listeners told of each live alert (`alert(finding, step)`) and, at close, of the final
+        #: report (`final(report, step)`): `on_finding` and the run's TensorBoard/W&B/MLflow
+        #: (`integrations.sinks`, attached by `lossdoctor.watch`)
+        self.sinks: list[Any] = []
         self.writer = open_run_log(self.run_dir, slot, self.world_size > 1, self.notes)
         try:
             self._install(model, optimizer, opts)
@@ -227,7 +236,7 @@ class Monitor:
             raise
         _OPEN_MONITORS.add(self)
         if opts.alerts and not self.rank:  # where to look afterwards: one line, once, on rank 0
-            print(Msg("monitor.run_dir", path=str(self.run_dir)).render(_alert_lang()), file=sys.stderr, flush=True)
+            write_alert(Msg("monitor.run_dir", path=str(self.run_dir)).render(_alert_lang()))
 
     def _install(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:
         """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""
@@ -358,6 +367,7 @@ class Monitor:
             self._drain(wait=True)
             if "live diagnosis" not in self._warned:
                 self.live.evaluate()
+            self._tell_sinks("final", self.live.report)
             self.meta.update({"closed": True, "steps": self.step_idx, "finished": time.time()})
             self.writer.write_meta(self.meta)
         except Exception as e:
@@ -585,6 +595,20 @@ class Monitor:
     def _record_finding(self, f: Finding) -> None:
         self.writer.append_finding(f.to_dict())
         self.triage.request_probe(f)  # an LR or plateau finding: its fixes tried from a snapshot
+        self._tell_sinks("alert", f)
+
+    def _tell_sinks(self, event: str, what: Any) -> None:
+        """Each listener in `sinks` is told (`alert` / `final`) with the last recorded step; one that
+        fails is noted once (`disable`), never raised into training."""
+        if what is None or not self.sinks:
+            return
+        steps = self.live.history.steps
+        step = int(steps[-1]) if len(steps) else 0
+        for sink in self.sinks:
+            try:
+                getattr(sink, event)(what, step)
+            except Exception as e:
+                self.disable("sinks", e)
 
     def _disable_probe(self, probe: Any, e: BaseException) -> None:
         probe.enabled = False

@@ -45,6 +45,8 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--layer-every", type=int, metavar="N", default=None,
                    help="per-layer statistics every N steps (watch's layer_every; default 10)")
     r.add_argument("--no-alerts", action="store_true", help="no live alert lines while training")
+    r.add_argument("--no-sinks", action="store_true",
+                   help="do not write findings to the run's TensorBoard / W&B / MLflow (watch's sinks=False)")
     r.add_argument("--lang", choices=LANGS, default=None, help="language of the diagnosis (default: the locale's)")
     r.add_argument("--print-bootstrap", action="store_true",
                    help="print the directory to put first on PYTHONPATH (with LOSSDOCTOR_ATTACH=1) and exit")
@@ -97,6 +99,8 @@ def child_env(log_dir: Path, args: argparse.Namespace) -> dict[str, str]:
         options["layer_every"] = args.layer_every
     if args.no_alerts:
         options["alerts"] = False
+    if args.no_sinks:
+        options["sinks"] = False
     env = dict(os.environ)
     env[ENV_SWITCH] = "1"
     env[ENV_LOG_DIR] = str(log_dir.resolve())

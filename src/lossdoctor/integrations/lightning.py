@@ -31,6 +31,7 @@ from lightning.pytorch import Callback
 
 from ..messages import Msg
 from .callback import WatchingCallback
+from .sinks import add_lightning_targets
 
 log = logging.getLogger("lossdoctor")
 
@@ -92,6 +93,7 @@ class LossDoctorCallback(WatchingCallback, Callback):
         scheduler = configs[0].scheduler if configs else None
         self._open(pl_module, getattr(trainer.strategy, "model", None), trainer.optimizers[0], scaler,
                    scheduler, _describe(trainer))
+        add_lightning_targets(self.monitor, trainer)  # its loggers get the alerts and findings too
         self._last_global_step = trainer.global_step
         self._step_open = False
         self._plan(trainer, configs)

@@ -49,6 +49,7 @@ from transformers import TrainerCallback
 from ..messages import Msg
 from .callback import WatchingCallback
 from .microbatch import LOSS_KWARGS, model_loss
+from .sinks import add_hf_targets
 from .trainer_logs import TrainerLogProbe
 
 log = logging.getLogger("lossdoctor")
@@ -123,6 +124,7 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
         mon = self._open(model, getattr(trainer, "model_wrapped", None), optimizer, scaler, lr_scheduler,
                          _describe(args, trainer), task=trainer_task(trainer, args),
                          tokenizer=_tokenizer_of(processing_class), shift_labels=_shifts_labels(model))
+        add_hf_targets(mon, trainer)  # report_to="tensorboard": alerts and findings in its writer too
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
         if trainer is not None:
             self._handles.append(LossTap(trainer, self._on_trainer_loss))

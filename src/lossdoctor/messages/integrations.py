@@ -35,6 +35,10 @@ TEMPLATES = {
         "check (grad_accum_normalization) did not run",
         "{trainer} 反向传播的是它自己算的 loss，而不是模型的 outputs.loss：测不到每个 micro-batch 在目标函数里的权重"
         "（loss_weight），所以梯度累积归一化的检查（grad_accum_normalization）没有运行"),
+    # where findings go besides stderr (integrations/sinks.py)
+    "integrations.sink_failed": (
+        "lossdoctor: note: could not send findings to {part} ({error}); training goes on",
+        "lossdoctor：提示：无法把诊断结果发送到 {part}（{error}）；训练照常进行"),
     # lossdoctor run: the hooks inside the training process (integrations/attach.py)
     "integrations.attach.failed": (
         "lossdoctor: note: could not watch this run ({part}: {error}); the script runs on unwatched",
