@@ -13,6 +13,11 @@ import numpy as np
 from ..records import Run
 
 
+#: sqrt(fp32 max) ~ 1.8e19: a gradient norm above it cannot be squared in fp32 (what clipping and an
+#: fp32 norm do), so its step counts as the one training went bad, whatever its values
+GRAD_NORM_OVERFLOW = 1.8e19
+
+
 class Quantities:
     def __init__(self, run: Run) -> None:
         self.run = run
@@ -123,6 +128,10 @@ class Quantities:
         gn_bad = gn_logged & ~np.isfinite(self.grad_norm) & ~self.skipped
         if self.run.has("grad_nonfinite"):
             gn_bad |= (np.nan_to_num(self.run.col("grad_nonfinite")) > 0) & ~self.skipped
+        # finite gradients whose norm's square overflows fp32 are one multiply from inf: the step
+        # went bad (the monitor counts them finite since it accumulates norms in float64)
+        huge = np.nan_to_num(self.grad_norm, nan=0.0, posinf=0.0) > GRAD_NORM_OVERFLOW
+        gn_bad |= gn_logged & huge & ~self.skipped
         # a scaler run whose loss is non-finite on a skipped step is the scaler's business too
         if self.run.has("scale"):
             loss_bad &= ~self.skipped
