@@ -226,12 +226,24 @@ def test_eval_printed_like_the_train_line_never_overwrites_it(tmp_path):
     _same(_at(run, "eval_loss"), {100: 2.9, 200: 2.8})
 
 
-def test_only_components_means_a_guessed_total_with_a_note(tmp_path):
+def test_only_components_means_their_sum_with_a_note(tmp_path):
+    """No total printed: the loss is the sum of the components on the line that holds them all
+    (detectron2's and mmdetection's `losses = sum(loss_dict.values())`), each component kept."""
     text = "".join(f"[{e}/10] loss_cls {0.9 - e / 10:.2f} loss_bbox {0.5:.2f}\n" for e in range(1, 5))
     run = _read(tmp_path, text)
-    assert run.meta["loss_guessed"] is True and run.meta["loss_key"] == "loss_cls"
+    assert run.meta["loss_guessed"] is False and run.meta["loss_key"] == "loss_cls + loss_bbox"
+    assert any(getattr(n, "key", "") == "text.loss_summed" for n in run.notes)
+    _same(_at(run, "loss"), {e: round(0.9 - e / 10, 2) + 0.5 for e in range(1, 5)})
+    assert {k for v in run.events["loss_components"].values() for k in v} == {"loss_cls", "loss_bbox"}
+
+
+def test_two_adversaries_are_not_summed(tmp_path):
+    """A GAN's `d_loss` and `g_loss` (keras-GAN's `%d [D loss: %f] [G loss: %f]`-style line with
+    names): their sum is no loss, so one is taken for it, a guess said in a note."""
+    text = "".join(f"[Epoch {e}/10] d_loss: {0.7 - e / 100:.3f} g_loss: {1.2 + e / 50:.3f}\n" for e in range(1, 6))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_guessed"] is True and run.meta["loss_key"] in ("d_loss", "g_loss")
     assert any(getattr(n, "key", "") == "text.loss_guessed" for n in run.notes)
-    assert {k for v in run.events["loss_components"].values() for k in v} == {"loss_bbox"}
 
 
 # --- events ---------------------------------------------------------------------------------
