@@ -391,3 +391,146 @@ def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
 def test_a_counter_within_the_epoch_counts_on_from_the_epochs_before(tmp_path, lines, expect):
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), expect)
+
+
+# --- logs that print their loss once, records one pair a line, tables of other tools ----------
+
+def _components_at(run):
+    return run.events.get("loss_components", {})
+
+
+def test_detectron2_loss_dict_of_real_tensors_is_the_summed_loss_at_its_iteration(tmp_path):
+    """detectron2/engine/train_loop.py `_write_metrics`: `raise FloatingPointError(f"Loss became
+    infinite or NaN at iteration={cur_iter}!\\nloss_dict = {metrics_dict}")`, the dict holding the
+    model's real loss tensors (printed with their grad_fn)."""
+    w = torch.ones(1, requires_grad=True)
+    loss_dict = {"loss_cls": (w * float("nan")).sum(), "loss_box_reg": (w * 0.2576).sum()}
+    text = f"FloatingPointError: Loss became infinite or NaN at iteration=27!\nloss_dict = {loss_dict}\n"
+    assert "grad_fn=" in text
+    run = _read(tmp_path, text)
+    assert math.isnan(_at(run, "loss")[27])
+    assert run.meta["loss_key"] == "loss_cls + loss_box_reg"
+    comp = _components_at(run)[27]
+    assert math.isnan(comp["loss_cls"]) and comp["loss_box_reg"] == pytest.approx(0.2576)
+    assert any(getattr(n, "key", "") == "text.loss_summed" for n in run.notes)
+
+
+def test_pretty_printed_dicts_are_one_row_each_at_their_iter(tmp_path):
+    """Detectron's training stats (detectron/utils/training_stats.py `GetStats`: iter, eta, loss,
+    lr, the loss_* components...) printed with `pprint.pprint`: one `'key': value,` pair a line, the
+    eta a quoted string."""
+    import pprint
+
+    text = ""
+    for it, loss in ((119980, 0.571), (120000, 0.562384)):
+        stats = {"accuracy_cls": 0.92, "eta": "1 day, 13:30:44", "iter": it, "loss": loss, "loss_bbox": 0.107,
+                 "loss_cls": 0.243, "lr": 0.01, "mb_qsize": 64, "mem": 6407, "time": 0.56}
+        text += pprint.pformat(stats, width=40) + "\n"
+    assert text.count("\n") > 10
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {119980: 0.571, 120000: 0.562384})
+    _same(_at(run, "lr"), {119980: 0.01, 120000: 0.01})
+    assert _components_at(run)[120000]["loss_cls"] == pytest.approx(0.243)
+
+
+def _rsl_rl_block(it, total, value_loss, surrogate):
+    """rsl_rl/runners/on_policy_runner.py `log`: a `#` rule, `Learning iteration {it}/{tot_iter}`
+    centred, then `f"{'Value function loss:':>{pad}} {mean_value_loss:.4f}"` lines (pad 35)."""
+    pad, width = 35, 80
+    head = f" \033[1m Learning iteration {it}/{total} \033[0m "
+    lines = ["#" * width, head.center(width, " "), "",
+             f"{'Computation:':>{pad}} 14963 steps/s (collection: 6.407s, learning 0.163s)",
+             f"{'Value function loss:':>{pad}} {value_loss:.4f}", f"{'Surrogate loss:':>{pad}} {surrogate:.4f}",
+             f"{'Mean action noise std:':>{pad}} {0.56:.2f}", f"{'Mean reward:':>{pad}} {25.66:.2f}",
+             f"{'Mean episode length:':>{pad}} {1000.0:.2f}", "-" * width,
+             f"{'Total timesteps:':>{pad}} {it * 4096}", f"{'Iteration time:':>{pad}} 6.57s"]
+    return "\n".join(lines) + "\n"
+
+
+def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
+    text = "".join(_rsl_rl_block(it, 10000, v, -0.01) for it, v in ((8389, 0.31), (8390, 0.42),
+                                                                    (8391, float("inf"))))
+    run = _read(tmp_path, text)
+    comp = _components_at(run)
+    assert set(comp) == {8389, 8390, 8391}
+    assert comp[8390]["value_function_loss"] == pytest.approx(0.42) and math.isinf(comp[8391]["value_function_loss"])
+    assert run.meta["loss_key"] == "Surrogate loss"
+
+
+def test_llama_recipes_key_value_summary_is_one_row(tmp_path):
+    """llama_recipes/finetuning.py: `[print(f'Key: {k}, Value: {v}') for k, v in results.items()]`,
+    results from train_utils.py `train` (avg_train_prep, avg_train_loss, avg_eval_prep, avg_eval_loss)."""
+    results = {"avg_train_prep": float("nan"), "avg_train_loss": float("nan"), "avg_eval_prep": float("nan"),
+               "avg_eval_loss": float("inf"), "avg_epoch_time": 812.5}
+    text = "".join(f"Key: {k}, Value: {v}\n" for k, v in results.items())
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "avg_train_loss" and run.meta["eval_loss_key"] == "avg_eval_loss"
+    assert [math.isnan(v) for v in _at(run, "loss").values()] == [True]
+    assert [math.isinf(v) for v in _at(run, "eval_loss").values()] == [True]
+
+
+def test_yolov5_epoch_table_under_its_header_sums_box_obj_cls(tmp_path):
+    """yolov5/train.py: header `('\\n' + '%10s' * 7) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls',
+    'labels', 'img_size')`, each epoch's bar described by `('%10s' * 2 + '%10.4g' * 5) %
+    (f'{epoch}/{epochs - 1}', mem, *mloss, targets.shape[0], imgs.shape[-1])` with `mem =
+    f'{...:.3g}G'`, tqdm's bar after it."""
+    text = ("\n" + "%10s" * 7) % ("Epoch", "gpu_mem", "box", "obj", "cls", "labels", "img_size") + "\n"
+    losses = {0: (0.1182, 0.05734, 0.0301), 1: (0.1051, 0.05512, 0.0288), 2: (float("nan"),) * 3}
+    for epoch, mloss in losses.items():
+        desc = ("%10s" * 2 + "%10.4g" * 5) % (f"{epoch}/99", f"{2.64:.3g}G", *mloss, 4, 416)
+        text += desc + ": 100%|██████████| 7/7 [00:15<00:00,  2.27s/it]\n"
+    run = _read(tmp_path, text)
+    loss = _at(run, "loss")
+    assert loss[0] == pytest.approx(sum(losses[0])) and loss[1] == pytest.approx(sum(losses[1]))
+    assert math.isnan(loss[2]) and math.isnan(_components_at(run)[2]["box"])
+    assert _components_at(run)[1]["obj"] == pytest.approx(0.05512)
+
+
+def test_mxnet_speedometer_tab_separated_metrics(tmp_path):
+    """mxnet/callback.py `Speedometer`: `msg = 'Epoch[%d] Batch [%d]\\tSpeed: %.2f samples/sec';
+    msg += '\\t%s=%f' * len(name_value)` logged through `logging.info` (root logger's `INFO:root:`)."""
+    text = ""
+    for batch, (ce, l1) in zip((10, 20, 30), ((4.200497, 0.816728), (3.9, 0.8), (3.7, 0.77))):
+        msg = "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec" + "\t%s=%f" * 2
+        text += "INFO:root:" + msg % (0, batch, 3.22, "CrossEntropy", ce, "SmoothL1", l1) + "\n"
+    run = _read(tmp_path, text)
+    comp = _components_at(run)
+    assert comp[10]["CrossEntropy"] == pytest.approx(4.200497) and comp[30]["SmoothL1"] == pytest.approx(0.77)
+    _same(_at(run, "loss"), {10: 4.200497 + 0.816728, 20: 4.7, 30: 4.47})
+
+
+def test_printed_tensors_alone_are_a_guessed_loss_numbered_in_order(tmp_path):
+    """A training loop's `print(loss.detach().float())`: the real tensor's repr, one a line."""
+    values = [3.2207, float("nan"), float("nan"), 2.9]
+    text = "".join(f"{torch.tensor(v)}\n" for v in values)
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {i + 1: float(torch.tensor(v)) for i, v in enumerate(values)})
+    keys = {getattr(n, "key", "") for n in run.notes}
+    assert {"text.loss_guessed", "text.numbered"} <= keys
+
+
+def test_apex_overflow_lines_alone_are_rows_with_their_scale(tmp_path):
+    """apex/amp/scaler.py `update_scale`: `maybe_print(("Gradient overflow.  Skipping step, loss scaler
+    {} reducing loss scale to {}").format(self._scaler_id, self._loss_scale))`, halving each time."""
+    scales = [32768.0 / 2 ** k for k in range(17)]
+    text = "".join(f"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {s}\n" for s in scales)
+    run = _read(tmp_path, text)
+    _same(_at(run, "scale"), {k + 1: s for k, s in enumerate(scales)})
+    assert int((run.col("skipped") == 1).sum()) == 17
+
+
+def test_kohya_bar_avr_loss_is_the_loss(tmp_path):
+    """kohya sd-scripts train_network.py: `progress_bar = tqdm(..., desc="steps")`,
+    `progress_bar.set_postfix(**{"avr_loss": avr_loss})`: the real tqdm's last bar line."""
+    from tqdm import tqdm
+
+    buf = io.StringIO()
+    bar = tqdm(total=3300, desc="steps", file=buf, ascii=False, mininterval=0)
+    for i, v in enumerate((0.12, 0.11, float("nan"))):
+        bar.set_postfix(avr_loss=v)
+        bar.update(1100)
+    bar.close()
+    last = buf.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    run = _read(tmp_path, last + "\n")
+    assert run.meta["loss_key"] == "avr_loss" and run.meta["loss_guessed"] is False
+    assert math.isnan(list(_at(run, "loss").values())[-1])

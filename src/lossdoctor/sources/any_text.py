@@ -50,7 +50,7 @@ LOOKED_FOR = ("numbers repeated under the same words on many lines (a line templ
 NUMBER = re.compile(r"(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
                     r"(?<![\w.])[-+]?(?:nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
-_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:[ \t]+[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")
+_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
 #: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
 _WRAP = re.compile(r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
                    r"float|np\.array)\(\s*\[*\s*['\"]?\s*$")
@@ -70,7 +70,15 @@ _EPOCH_NAMES = ("epoch", "epochs", "ep")
 _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
           "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss")
 _COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
-                        r"value|policy)", re.IGNORECASE)
+                        r"value|policy|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
+#: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
+_LOSS_METRICS = ("crossentropy", "cross_entropy", "cross-entropy", "smoothl1", "smooth_l1")
+#: YOLOv5's epoch table (train.py: `('%10s' * 7) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls', 'labels',
+#: 'img_size')`): its bare `box`, `obj`, `cls` (and ultralytics' `dfl`) columns are loss components
+_YOLO_HEADER = re.compile(r"^gpu_mem$", re.IGNORECASE)
+_YOLO_LOSSES = frozenset({"box", "obj", "cls", "dfl", "seg"})
+#: a tqdm bar after a table row (YOLOv5: `  416: 100%|####| 7/7 [00:15<00:00,  2.27s/it]`)
+_BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")
 _MIN_ROWS = 2
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
@@ -113,6 +121,7 @@ class Template:
         self.order: list[int] = []  # index of the row in reading order (over all templates and tables)
         self.rows: list[list[float]] = []
         self.slash: list[bool] = [False] * len(names)  # slot j is printed as `N/TOTAL` (slot j+1 the total)
+        self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
 
 
 def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> list[bool]:
@@ -253,6 +262,8 @@ class TextParser:
         cells = split_cells(text)
         if len(cells) < 2:
             return False
+        if self.header is not None and len(cells) > len(self.header) and "|" in text:
+            cells = split_cells(_BAR_TAIL.sub("", text))
         if self.header is not None and len(cells) == len(self.header):
             values = [_cell(c) for c in cells]
             if all(v is not None for v in values) and any(v == v for v in values):
@@ -260,6 +271,8 @@ class TextParser:
                 t = self.templates.get(key)
                 if t is None:
                     t = Template("table", list(self.header), [bool(EVAL_NAME.search(h)) for h in self.header])
+                    if any(_YOLO_HEADER.match(h) for h in self.header):
+                        t.losses = _YOLO_LOSSES
                     self.templates[key] = t
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
@@ -370,7 +383,7 @@ def _cell(c: str) -> float | None:
     s = c.strip().strip("'\"")
     if s.lower() in _NOT_A_VALUE or _CLOCK.match(s):
         return float("nan")  # nothing logged, or a duration column (fastai's `00:12`)
-    m = _CELL_NUMBER.match(s)
+    m = _CELL_NUMBER.match(s) or _CELL_COUNTER.match(s)
     if m is None:
         return None
     try:
@@ -380,7 +393,9 @@ def _cell(c: str) -> float | None:
 
 
 _CELL_NUMBER = re.compile(r"^(?:(?:torch\.)?tensor\(|np\.float\d+\()?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|"
-                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?%?$", re.IGNORECASE)
+                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?)?$", re.IGNORECASE)
+#: a counter cell `N/TOTAL` (YOLOv5's epoch `1/99`): its N
+_CELL_COUNTER = re.compile(r"^(\d+)/\d+$")
 
 
 def raw_indented(text: str) -> bool:
@@ -434,7 +449,8 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
 
 
 def _is_loss(n: str) -> bool:
-    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss")
+    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss") or \
+        n in _LOSS_METRICS
 
 
 def classify_slot(t: Template, j: int) -> str | None:
@@ -443,6 +459,8 @@ def classify_slot(t: Template, j: int) -> str | None:
     if not raw or raw.startswith("(avg)"):
         return "avg" if raw else None
     n = base_name(raw)
+    if n in t.losses:
+        return "component"
     comp_name = bool(_COMPONENT.search(n)) and total_rank(n) == 50 and not n.startswith(("total", "train", "tr."))
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
@@ -695,8 +713,9 @@ def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, value
 
 def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]]) -> None:
     best: dict[str, tuple[int, int, Template, int]] = {}
+    least = min(_MIN_ROWS, len(place.main.rows))  # a one-row log's other series have one row too
     for t in parser.templates.values():
-        if len(t.rows) < _MIN_ROWS:
+        if len(t.rows) < least:
             continue
         for j, name in enumerate(t.names):
             if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
