@@ -534,3 +534,61 @@ def test_kohya_bar_avr_loss_is_the_loss(tmp_path):
     run = _read(tmp_path, last + "\n")
     assert run.meta["loss_key"] == "avr_loss" and run.meta["loss_guessed"] is False
     assert math.isnan(list(_at(run, "loss").values())[-1])
+
+
+class _SmoothedValue:
+    """torchvision references/detection/utils.py `SmoothedValue` (DETR/DeiT copy it): `__str__` is
+    `self.fmt.format(median=..., avg=..., global_avg=..., max=..., value=...)`."""
+
+    def __init__(self, fmt="{value:.4f} ({global_avg:.4f})"):
+        self.fmt, self.values = fmt, []
+
+    def update(self, v):
+        self.values.append(v)
+
+    def __str__(self):
+        v = self.values
+        return self.fmt.format(median=float(np.median(v[-20:])), avg=float(np.mean(v[-20:])),
+                               global_avg=sum(v) / len(v), max=max(v), value=v[-1])
+
+
+def _metric_logger_line(header, i, n, meters):
+    """torchvision `MetricLogger.log_every`: `"  ".join([header, "[{0" + space_fmt + "}/{1}]", "eta:
+    {eta}", "{meters}", "time: {time}", "data: {data}", "max mem: {memory:.0f}"])`, meters joined
+    by `"  "` as `f"{name}: {meter}"`."""
+    space_fmt = ":" + str(len(str(n))) + "d"
+    msg = "  ".join([header, "[{0" + space_fmt + "}/{1}]", "eta: {eta}", "{meters}", "time: {time}", "data: {data}",
+                     "max mem: {memory:.0f}"])
+    return msg.format(i, n, eta="2 days, 11:26:42", meters="  ".join(f"{k}: {m}" for k, m in meters.items()),
+                      time="0.5012 (0.5210)", data="0.0002 (0.0101)", memory=26869.0)
+
+
+@pytest.mark.parametrize("header", ["Epoch: [1]", ""])
+def test_metric_logger_lines_read_the_value_not_the_average_at_epoch_and_batch(tmp_path, header):
+    lr, loss, ce = (_SmoothedValue("{value:.6f}"), _SmoothedValue(), _SmoothedValue())
+    lines, want = [], {}
+    for i, v in ((0, 2.9), (10, 2.5), (20, 2.2)):
+        lr.update(1e-4), loss.update(v), ce.update(v / 3)
+        lines.append(_metric_logger_line(header, i, 5004, {"lr": lr, "loss": loss, "loss_ce": ce}))
+        want[(5004 if header else 0) + i] = v
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), want)
+    assert set(_at(run, "lr")) == set(want)
+
+
+def test_lightning_bar_batch_train_loss_beats_the_smoothed_loss(tmp_path):
+    """Lightning 1.x's progress bar: `loss=` is `fit_loop.running_loss.mean()` (the last 20 batches),
+    `train_loss=` the batch's value logged with `self.log(..., prog_bar=True)`; the real tqdm bar."""
+    from tqdm import tqdm
+
+    buf = io.StringIO()
+    bar = tqdm(total=870, desc="Epoch 1", file=buf, mininterval=0, unit="batch")
+    batch = [0.61, 0.535, 0.48]
+    for k, v in enumerate(batch):
+        bar.update(290)
+        bar.set_postfix(loss=round(float(np.mean(batch[: k + 1])) - 0.05, 3), train_loss=v, v_num=2)
+    bar.close()
+    last = buf.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    assert "loss=" in last and "train_loss=0.48" in last
+    run = _read(tmp_path, last + "\n")
+    assert list(_at(run, "loss").values()) == [pytest.approx(0.48)]
