@@ -592,3 +592,30 @@ def test_lightning_bar_batch_train_loss_beats_the_smoothed_loss(tmp_path):
     assert "loss=" in last and "train_loss=0.48" in last
     run = _read(tmp_path, last + "\n")
     assert list(_at(run, "loss").values()) == [pytest.approx(0.48)]
+
+
+def test_tf_estimator_evaluation_dict_is_not_the_training_loss(tmp_path):
+    """TensorFlow estimator.py `_write_dict_to_summary`: `logging.info('Saving dict for global step %d:
+    %s', current_global_step, _dict_to_str(dictionary))` (`', '.join('%s = %s' % (k, v) ...)`), its
+    `loss` an evaluation's; the training line from `LoggingTensorHook`: `'%s (%.3f sec)' %
+    (', '.join(stats), elapsed)`."""
+    lines = []
+    for step, train, ev in ((1000, 0.05528491, 3.3700151), (2000, 0.041, 3.1)):
+        lines.append("INFO:tensorflow:" + "%s (%.3f sec)" % (", ".join(["global_steps = %s" % step,
+                                                                     "loss = %s" % train]), 1202.815))
+        d = {"eval_loss": ev / 600, "global_step": step, "loss": ev}
+        lines.append("INFO:tensorflow:Saving dict for global step %d: %s" % (
+            step, ", ".join("%s = %s" % (k, v) for k, v in sorted(d.items()))))
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), {1000: 0.05528491, 2000: 0.041})
+
+
+def test_neural_monkey_train_xent_is_the_loss(tmp_path):
+    """Neural Monkey's training log: `%Y-%m-%d %H:%M:%S: ` then `name: value` per evaluator joined
+    by four spaces (`target/runtime_xent`, `target/train_xent`, `target/BLEU-4`)."""
+    vals = [7.31, 7.15, 7.17, 6.97]
+    text = "".join(f"2016-12-02 02:0{i}:49: target/runtime_xent: {v:.4g}    target/train_xent: {v:.4g}    "
+                   f"target/BLEU-4: 0.08\n" for i, v in enumerate(vals))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "target/train_xent"
+    assert list(_at(run, "loss").values()) == pytest.approx(vals)

@@ -68,7 +68,8 @@ _STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iter
 _EPOCH_NAMES = ("epoch", "epochs", "ep")
 #: total-loss names, best first: anything else holding `loss` is a guess
 _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
-          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss")
+          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
+          "xent")  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
 _COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
                         r"value|policy|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
 #: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
@@ -449,6 +450,7 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
 
 
 def _is_loss(n: str) -> bool:
+    n = n.removeprefix("train_").removeprefix("training_")
     return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss") or \
         n in _LOSS_METRICS
 

@@ -34,7 +34,8 @@ def _add(column: str, rank: int, *names: str) -> None:
 
 #: step-axis names, best first (an explicit global step beats a logger's own row counter)
 STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "current_steps", "global_step/max_steps",
-              "step", "iteration", "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step")
+              "step", "iteration", "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step",
+              "global_steps")  # a TF LoggingTensorHook dict's `global_steps = 1000`
 #: a step written as "done/total" (ms-swift's `'global_step/max_steps': '15/500'`)
 _STEP_OF_TOTAL = re.compile(r"\s*(\d+)\s*/\s*\d+\s*$")
 

@@ -170,7 +170,8 @@ _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                       r")(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
+                       r")(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+                       r"|Saving dict for global step", re.IGNORECASE)  # TF Estimator's evaluation results line
 _TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training)(?![A-Za-z])", re.IGNORECASE)
 
 
