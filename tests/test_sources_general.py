@@ -619,3 +619,22 @@ def test_neural_monkey_train_xent_is_the_loss(tmp_path):
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "target/train_xent"
     assert list(_at(run, "loss").values()) == pytest.approx(vals)
+
+
+def test_a_partial_loss_dict_nan_is_a_nonfinite_event_at_its_iteration():
+    """A loss_dict that holds only some of the components seen (a model returning a subset), after
+    lines with a printed total: no sum is taken, the training loss stays the printed total, and the
+    NaN component is a `nonfinite_warning` event at the iteration the error names. The dict is
+    detectron2's `FloatingPointError` (train_loop.py) of real tensors; the lines before it are the
+    general reader's (detectron2's own printer is the console reader's), fed to it directly."""
+    lines = [f"it {it} | total_loss {1.2 - it / 100:.3f} | loss_cls 0.500 | loss_box_reg {0.7 - it / 100:.3f} | "
+             f"loss_rpn_cls 0.100" for it in (19, 20)]
+    w = torch.ones(1, requires_grad=True)
+    loss_dict = {"loss_cls": (w * float("nan")).sum(), "loss_box_reg": (w * 0.2576).sum()}
+    lines += f"FloatingPointError: Loss became infinite or NaN at iteration=27!\nloss_dict = {loss_dict}".splitlines()
+    run = any_text.build(any_text.parse(lines), "train.log")
+    assert run.meta["loss_key"] == "total_loss"
+    _same(_at(run, "loss"), {19: 1.01, 20: 1.0})
+    assert math.isnan(_components_at(run)[27]["loss_cls"])
+    kinds = [e["kind"] for e in run.events["text_events"].get(27, [])]
+    assert kinds.count("nonfinite_warning") == 1

@@ -29,6 +29,7 @@ as accurate and faster, see docs/benchmarks.md ("General text reader").
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -41,7 +42,7 @@ from .columns import column_for, normalise
 from .console_text import clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
-from .text_events import Events
+from .text_events import TEXT_MAX, Events
 
 LOOKED_FOR = ("numbers repeated under the same words on many lines (a line template), a table with a "
               "header row, or per-step `| key | value |` blocks")
@@ -494,7 +495,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
     """Which template is the training line and which slot is each series. A series needs two rows;
     when no loss has two, one row is enough (a single dict dump, one RL block, one summary)."""
     cands = _candidates(parser, _MIN_ROWS)
-    if not cands["train"] and not cands["component"]:
+    if not cands["train"] and not any(len(c[4].rows) >= _MIN_ROWS for c in cands["component"]):
         cands = _candidates(parser, 1)
     train = min(cands["train"], key=lambda c: c[:4]) if cands["train"] else None
     guessed = train is None or train[0] >= 50
@@ -519,7 +520,8 @@ def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, 
             if j in counters:
                 continue
             kind = classify_slot(t, j)
-            if kind in cands and (len(t.rows) >= min_rows or kind == "eval"):  # one evaluation is enough
+            once = kind == "eval" or kind == "component" and not all(math.isfinite(r[j]) for r in t.rows)
+            if kind in cands and (len(t.rows) >= min_rows or once):  # one evaluation, one NaN component is enough
                 cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
     return cands
 
@@ -584,6 +586,7 @@ class Placed:
         self.steps = steps if steps is not None else np.arange(1, len(main.rows) + 1, dtype=np.float64)
         self.order = np.asarray(main.order)
         self.main = main
+        self.hints = hints or []
 
     def of(self, t: Template) -> np.ndarray:
         if t is self.main:
@@ -591,7 +594,20 @@ class Placed:
         own, _, how = steps_of(t)
         if own is not None and (how == "named" or how in ("counter", "epoch_counter") and not any(t.eval_context)):
             return own
-        return self.at(np.asarray(t.order))
+        steps = self.at(np.asarray(t.order))
+        return steps if not self.hints else self._hinted_rows(t.order, steps)
+
+    def _hinted_rows(self, order: list[int], steps: np.ndarray) -> np.ndarray:
+        """A row with a step said on the line before it (and after the last training row): that step
+        (detectron2's `at iteration=27!` before its `loss_dict = {...}`)."""
+        at = np.asarray([p for p, _ in self.hints])
+        out = steps.copy()
+        for k, o in enumerate(order):
+            h = int(np.searchsorted(at, o, side="right")) - 1
+            last_main = int(np.searchsorted(self.order, o, side="left")) - 1
+            if h >= 0 and (last_main < 0 or at[h] > self.order[last_main]):
+                out[k] = self.hints[h][1]
+        return out
 
     def at(self, order: np.ndarray) -> np.ndarray:
         """The step of the training row read before each row index (the first one's before it)."""
@@ -627,12 +643,14 @@ def build(parser: TextParser, what: str) -> Run:
     notes: list[Msg] = []
     _loss_columns(picked, place, cols, meta, notes)
     _other_columns(parser, place, cols)
-    components = _components(picked["components"], place)
+    comp_lines: dict[int, int] = {}
+    components = _components(picked["components"], place, comp_lines)
     events: dict[str, dict[int, Any]] = {}
     if components:
         events["loss_components"] = components
         notes.append(Msg("text.components", names=sorted({k for v in components.values() for k in v})[:8]))
     _event_columns(parser, place, cols, events)
+    _nonfinite_components(components, comp_lines, cols, events)
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
     arrays = {k: np.array([c.get(s, np.nan) for s in steps.tolist()]) for k, c in cols.items()}
@@ -732,12 +750,30 @@ def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
         _fill(cols, col, place.of(t), [r[j] for r in t.rows])
 
 
-def _components(found: list[tuple[Template, int]], place: Placed) -> dict[int, dict[str, float]]:
+def _components(found: list[tuple[Template, int]], place: Placed,
+                lines: dict[int, int] | None = None) -> dict[int, dict[str, float]]:
+    """{step: {component: value}}; `lines[step]` gets the line each step's components came from."""
     out: dict[int, dict[str, float]] = {}
     for t, j in found:
-        for s, r in zip(place.of(t).tolist(), t.rows):
+        for s, r, line in zip(place.of(t).tolist(), t.rows, t.lines):
             out.setdefault(int(s), {}).setdefault(_component_key(t.names[j]), r[j])
+            if lines is not None:
+                lines.setdefault(int(s), line)
     return out
+
+
+def _nonfinite_components(components: dict[int, dict[str, float]], lines: dict[int, int],
+                          cols: dict[str, dict[int, float]], events: dict[str, dict[int, Any]]) -> None:
+    """A component that went NaN/Inf at a step whose training loss is finite or not logged (a
+    `loss_dict` holding only some of the components, so no sum was taken): a `nonfinite_warning`
+    text event at that step, so the non-finite value is not lost."""
+    loss = cols.get("loss", {})
+    for step, comp in sorted(components.items()):
+        bad = sorted(k for k, v in comp.items() if not math.isfinite(v))
+        if bad and (step not in loss or math.isfinite(loss[step])):
+            text = ", ".join(f"{k} = {comp[k]}" for k in bad)[:TEXT_MAX]
+            events.setdefault("text_events", {}).setdefault(step, []).append(
+                {"kind": "nonfinite_warning", "line": lines.get(step, 0), "text": f"component loss non-finite: {text}"})
 
 
 def _component_key(name: str) -> str:
