@@ -157,10 +157,10 @@ class TextParser:
         self.line_no = 0
         self.header: list[str] | None = None
         self.pending: list[tuple[int, str, str, float | None]] = []  # one-pair lines of a record being read
-        self.hints: list[tuple[int, float]] = []
+        self.hints: list[tuple[int, float]] = []  # (index of the next row, step) said by an event line
         self.n_events = 0
         self.scale_seq: list[int] = []  # the event number of each scale point and overflow
-        self.overflow_seq: list[int] = []  # (index of the next row, step) said by an event line
+        self.overflow_seq: list[int] = []
         self.header_key: tuple[str, ...] | None = None
         self.block: dict[str, float] | None = None
         self.section = ""
@@ -172,22 +172,27 @@ class TextParser:
         text = clean(raw)
         if not text:
             return
+        zeroed = text.translate(_ZERO_DIGITS)
+        hit = self._cache.get(zeroed)
+        if hit is not None and self.header is None and self.block is None and not self.pending:
+            self._values(text, *hit)  # a shape read before: a row again (the common case)
+            return
         if ("=" in text or ":" in text) and self._pair_line(text):
             return
         if self.pending:
             self._flush_record()
-        self._line(text)
+        self._line(text, zeroed)
 
-    def _line(self, text: str) -> None:
+    def _line(self, text: str, zeroed: str | None = None) -> None:
         if _RULE.match(text):
             self._end_block()
             return
         if text[0] == "|" and text[-1] == "|" and self._kv_line(text):
             return
         self._end_block()
-        zeroed = text.translate(_ZERO_DIGITS)
+        zeroed = text.translate(_ZERO_DIGITS) if zeroed is None else zeroed
         hit = self._cache.get(zeroed)
-        if hit is not None and self.header is None:  # a shape read before: a row again (the common case)
+        if hit is not None and self.header is None:
             self._values(text, *hit)
             return
         kind = self.events.scan(self.line_no, text, self.n_rows)
@@ -340,7 +345,6 @@ class TextParser:
         value = _cell(raw)
         if value is None or value != value and not _NAN_WORD.match(raw):
             return bool(self.pending) and raw[:1] in "'\""
-
         if any(k == key for _, _, k, _ in self.pending):
             self._flush_record()
         self.pending.append((self.line_no, text, key, value))
