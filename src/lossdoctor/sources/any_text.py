@@ -17,11 +17,20 @@ reader finds them without knowing the tool:
 - **per-step key/value blocks**: one `| key | value |` line per metric between dashed lines, with
   `| section/ |  |` lines naming the section of the keys under them (stable-baselines3's logger).
 
+- **records printed one pair a line**: `key: value`, `'key': value,`, `Key: k, Value: v` lines in a
+  row (a pretty-printed dict, RSL-RL's block) are one row; a key seen again starts the next;
+- **one row**: when no loss has two rows, one is enough (a `loss_dict = {...}` in an error, one
+  summary); a row with no counter takes the step its line before names (`at iteration=27!`,
+  `Learning iteration 8391/10000`).
+
 Series keep their names. Train, evaluation and component losses stay apart: an evaluation loss
 (by its name, or by an evaluation word in its line's own words) fills `eval_loss`, component losses
 (`loss_cls`, `aux_loss`, `z_loss`...) go to `events["loss_components"]`, and the training loss is
 the best-named total (`meta["loss_key"]`; `meta["loss_guessed"]` and a note when no name says
-total). Event lines (`text_events`) are filed at the step of the row read before them.
+total). With no total printed, the sum of the components on the line that holds all of them is the
+loss (`text.loss_summed`; never two adversaries' `d_loss` + `g_loss`); a component gone NaN where
+no sum was taken is a `nonfinite_warning` event. Repeated bare `print(loss)` lines are a guessed
+loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are filed at the step of the row read before them.
 
 The miner is a few dozen lines rather than a template-mining library (drain3): on this task it is
 as accurate and faster, see docs/benchmarks.md ("General text reader").
