@@ -500,13 +500,26 @@ def test_mxnet_speedometer_tab_separated_metrics(tmp_path):
 
 
 def test_printed_tensors_alone_are_a_guessed_loss_numbered_in_order(tmp_path):
-    """A training loop's `print(loss.detach().float())`: the real tensor's repr, one a line."""
+    """A training loop's `print(loss.detach().float())`: the real tensor printed, one a line (a
+    column of bare numbers is not taken for a loss)."""
     values = [3.2207, float("nan"), float("nan"), 2.9]
-    text = "".join(f"{torch.tensor(v)}\n" for v in values)
+    buf = io.StringIO()
+    for v in values:
+        print(torch.tensor(v), file=buf)
+    text = buf.getvalue()
+    assert text.startswith("tensor(3.2207)")
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {i + 1: float(torch.tensor(v)) for i, v in enumerate(values)})
     keys = {getattr(n, "key", "") for n in run.notes}
     assert {"text.loss_guessed", "text.numbered"} <= keys
+    with pytest.raises(SourceError):
+        load_path(_write(tmp_path, "".join(f"{v}\n" for v in values)))
+
+
+def _write(tmp_path, text, name="numbers.log"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
 
 
 def test_apex_overflow_lines_alone_are_rows_with_their_scale(tmp_path):

@@ -29,8 +29,8 @@ Series keep their names. Train, evaluation and component losses stay apart: an e
 the best-named total (`meta["loss_key"]`; `meta["loss_guessed"]` and a note when no name says
 total). With no total printed, the sum of the components on the line that holds all of them is the
 loss (`text.loss_summed`; never two adversaries' `d_loss` + `g_loss`); a component gone NaN where
-no sum was taken is a `nonfinite_warning` event. Repeated bare `print(loss)` lines are a guessed
-loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are filed at the step of the row read before them.
+no sum was taken is a `nonfinite_warning` event. Repeated `print(loss)` lines of a tensor are a
+guessed loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are filed at the step of the row read before them.
 
 The miner is a few dozen lines rather than a template-mining library (drain3): on this task it is
 as accurate and faster, see docs/benchmarks.md ("General text reader").
@@ -561,10 +561,11 @@ def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
 
 
 def _bare(parser: TextParser) -> tuple[Any, ...] | None:
-    """A line that is nothing but one number (`print(loss)`: `tensor(3.2207, device='cuda:0')` or
-    `3.2207`), repeated: that number is taken for the loss (a guess, said in a note)."""
+    """A line that is nothing but one printed tensor (`print(loss)`: `tensor(3.2207, device='cuda:0')`),
+    repeated: that number is taken for the loss (a guess, said in a note). A bare number alone on
+    its lines is not: too many other things print one."""
     found = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and t.text not in _NOT_LINES
-             and t.text.split("\x00", 1)[0].strip().lower() in ("", "tensor(", "torch.tensor(")
+             and t.text.split("\x00", 1)[0].strip().lower() in ("tensor(", "torch.tensor(")
              and not t.names[0]]
     if not found:
         return None
