@@ -226,12 +226,24 @@ def test_eval_printed_like_the_train_line_never_overwrites_it(tmp_path):
     _same(_at(run, "eval_loss"), {100: 2.9, 200: 2.8})
 
 
-def test_only_components_means_a_guessed_total_with_a_note(tmp_path):
+def test_only_components_means_their_sum_with_a_note(tmp_path):
+    """No total printed: the loss is the sum of the components on the line that holds them all
+    (detectron2's and mmdetection's `losses = sum(loss_dict.values())`), each component kept."""
     text = "".join(f"[{e}/10] loss_cls {0.9 - e / 10:.2f} loss_bbox {0.5:.2f}\n" for e in range(1, 5))
     run = _read(tmp_path, text)
-    assert run.meta["loss_guessed"] is True and run.meta["loss_key"] == "loss_cls"
+    assert run.meta["loss_guessed"] is False and run.meta["loss_key"] == "loss_cls + loss_bbox"
+    assert any(getattr(n, "key", "") == "text.loss_summed" for n in run.notes)
+    _same(_at(run, "loss"), {e: round(0.9 - e / 10, 2) + 0.5 for e in range(1, 5)})
+    assert {k for v in run.events["loss_components"].values() for k in v} == {"loss_cls", "loss_bbox"}
+
+
+def test_two_adversaries_are_not_summed(tmp_path):
+    """A GAN's `d_loss` and `g_loss` (keras-GAN's `%d [D loss: %f] [G loss: %f]`-style line with
+    names): their sum is no loss, so one is taken for it, a guess said in a note."""
+    text = "".join(f"[Epoch {e}/10] d_loss: {0.7 - e / 100:.3f} g_loss: {1.2 + e / 50:.3f}\n" for e in range(1, 6))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_guessed"] is True and run.meta["loss_key"] in ("d_loss", "g_loss")
     assert any(getattr(n, "key", "") == "text.loss_guessed" for n in run.notes)
-    assert {k for v in run.events["loss_components"].values() for k in v} == {"loss_bbox"}
 
 
 # --- events ---------------------------------------------------------------------------------
@@ -379,3 +391,263 @@ def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
 def test_a_counter_within_the_epoch_counts_on_from_the_epochs_before(tmp_path, lines, expect):
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), expect)
+
+
+# --- logs that print their loss once, records one pair a line, tables of other tools ----------
+
+def _components_at(run):
+    return run.events.get("loss_components", {})
+
+
+def test_detectron2_loss_dict_of_real_tensors_is_the_summed_loss_at_its_iteration(tmp_path):
+    """detectron2/engine/train_loop.py `_write_metrics`: `raise FloatingPointError(f"Loss became
+    infinite or NaN at iteration={cur_iter}!\\nloss_dict = {metrics_dict}")`, the dict holding the
+    model's real loss tensors (printed with their grad_fn)."""
+    w = torch.ones(1, requires_grad=True)
+    loss_dict = {"loss_cls": (w * float("nan")).sum(), "loss_box_reg": (w * 0.2576).sum()}
+    text = f"FloatingPointError: Loss became infinite or NaN at iteration=27!\nloss_dict = {loss_dict}\n"
+    assert "grad_fn=" in text
+    run = _read(tmp_path, text)
+    assert math.isnan(_at(run, "loss")[27])
+    assert run.meta["loss_key"] == "loss_cls + loss_box_reg"
+    comp = _components_at(run)[27]
+    assert math.isnan(comp["loss_cls"]) and comp["loss_box_reg"] == pytest.approx(0.2576)
+    assert any(getattr(n, "key", "") == "text.loss_summed" for n in run.notes)
+
+
+def test_pretty_printed_dicts_are_one_row_each_at_their_iter(tmp_path):
+    """Detectron's training stats (detectron/utils/training_stats.py `GetStats`: iter, eta, loss,
+    lr, the loss_* components...) printed with `pprint.pprint`: one `'key': value,` pair a line, the
+    eta a quoted string."""
+    import pprint
+
+    text = ""
+    for it, loss in ((119980, 0.571), (120000, 0.562384)):
+        stats = {"accuracy_cls": 0.92, "eta": "1 day, 13:30:44", "iter": it, "loss": loss, "loss_bbox": 0.107,
+                 "loss_cls": 0.243, "lr": 0.01, "mb_qsize": 64, "mem": 6407, "time": 0.56}
+        text += pprint.pformat(stats, width=40) + "\n"
+    assert text.count("\n") > 10
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {119980: 0.571, 120000: 0.562384})
+    _same(_at(run, "lr"), {119980: 0.01, 120000: 0.01})
+    assert _components_at(run)[120000]["loss_cls"] == pytest.approx(0.243)
+
+
+def _rsl_rl_block(it, total, value_loss, surrogate):
+    """rsl_rl/runners/on_policy_runner.py `log`: a `#` rule, `Learning iteration {it}/{tot_iter}`
+    centred, then `f"{'Value function loss:':>{pad}} {mean_value_loss:.4f}"` lines (pad 35)."""
+    pad, width = 35, 80
+    head = f" \033[1m Learning iteration {it}/{total} \033[0m "
+    lines = ["#" * width, head.center(width, " "), "",
+             f"{'Computation:':>{pad}} 14963 steps/s (collection: 6.407s, learning 0.163s)",
+             f"{'Value function loss:':>{pad}} {value_loss:.4f}", f"{'Surrogate loss:':>{pad}} {surrogate:.4f}",
+             f"{'Mean action noise std:':>{pad}} {0.56:.2f}", f"{'Mean reward:':>{pad}} {25.66:.2f}",
+             f"{'Mean episode length:':>{pad}} {1000.0:.2f}", "-" * width,
+             f"{'Total timesteps:':>{pad}} {it * 4096}", f"{'Iteration time:':>{pad}} 6.57s"]
+    return "\n".join(lines) + "\n"
+
+
+def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
+    text = "".join(_rsl_rl_block(it, 10000, v, -0.01) for it, v in ((8389, 0.31), (8390, 0.42),
+                                                                    (8391, float("inf"))))
+    run = _read(tmp_path, text)
+    comp = _components_at(run)
+    assert set(comp) == {8389, 8390, 8391}
+    assert comp[8390]["value_function_loss"] == pytest.approx(0.42) and math.isinf(comp[8391]["value_function_loss"])
+    assert run.meta["loss_key"] == "Surrogate loss"
+
+
+def test_llama_recipes_key_value_summary_is_one_row(tmp_path):
+    """llama_recipes/finetuning.py: `[print(f'Key: {k}, Value: {v}') for k, v in results.items()]`,
+    results from train_utils.py `train` (avg_train_prep, avg_train_loss, avg_eval_prep, avg_eval_loss)."""
+    results = {"avg_train_prep": float("nan"), "avg_train_loss": float("nan"), "avg_eval_prep": float("nan"),
+               "avg_eval_loss": float("inf"), "avg_epoch_time": 812.5}
+    text = "".join(f"Key: {k}, Value: {v}\n" for k, v in results.items())
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "avg_train_loss" and run.meta["eval_loss_key"] == "avg_eval_loss"
+    assert [math.isnan(v) for v in _at(run, "loss").values()] == [True]
+    assert [math.isinf(v) for v in _at(run, "eval_loss").values()] == [True]
+
+
+def test_yolov5_epoch_table_under_its_header_sums_box_obj_cls(tmp_path):
+    """yolov5/train.py: header `('\\n' + '%10s' * 7) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls',
+    'labels', 'img_size')`, each epoch's bar described by `('%10s' * 2 + '%10.4g' * 5) %
+    (f'{epoch}/{epochs - 1}', mem, *mloss, targets.shape[0], imgs.shape[-1])` with `mem =
+    f'{...:.3g}G'`, tqdm's bar after it."""
+    text = ("\n" + "%10s" * 7) % ("Epoch", "gpu_mem", "box", "obj", "cls", "labels", "img_size") + "\n"
+    losses = {0: (0.1182, 0.05734, 0.0301), 1: (0.1051, 0.05512, 0.0288), 2: (float("nan"),) * 3}
+    for epoch, mloss in losses.items():
+        desc = ("%10s" * 2 + "%10.4g" * 5) % (f"{epoch}/99", f"{2.64:.3g}G", *mloss, 4, 416)
+        text += desc + ": 100%|██████████| 7/7 [00:15<00:00,  2.27s/it]\n"
+    run = _read(tmp_path, text)
+    loss = _at(run, "loss")
+    assert loss[0] == pytest.approx(sum(losses[0])) and loss[1] == pytest.approx(sum(losses[1]))
+    assert math.isnan(loss[2]) and math.isnan(_components_at(run)[2]["box"])
+    assert _components_at(run)[1]["obj"] == pytest.approx(0.05512)
+
+
+def test_mxnet_speedometer_tab_separated_metrics(tmp_path):
+    """mxnet/callback.py `Speedometer`: `msg = 'Epoch[%d] Batch [%d]\\tSpeed: %.2f samples/sec';
+    msg += '\\t%s=%f' * len(name_value)` logged through `logging.info` (root logger's `INFO:root:`)."""
+    text = ""
+    for batch, (ce, l1) in zip((10, 20, 30), ((4.200497, 0.816728), (3.9, 0.8), (3.7, 0.77))):
+        msg = "Epoch[%d] Batch [%d]\tSpeed: %.2f samples/sec" + "\t%s=%f" * 2
+        text += "INFO:root:" + msg % (0, batch, 3.22, "CrossEntropy", ce, "SmoothL1", l1) + "\n"
+    run = _read(tmp_path, text)
+    comp = _components_at(run)
+    assert comp[10]["CrossEntropy"] == pytest.approx(4.200497) and comp[30]["SmoothL1"] == pytest.approx(0.77)
+    _same(_at(run, "loss"), {10: 4.200497 + 0.816728, 20: 4.7, 30: 4.47})
+
+
+def test_printed_tensors_alone_are_a_guessed_loss_numbered_in_order(tmp_path):
+    """A training loop's `print(loss.detach().float())`: the real tensor printed, one a line (a
+    column of bare numbers is not taken for a loss)."""
+    values = [3.2207, float("nan"), float("nan"), 2.9]
+    buf = io.StringIO()
+    for v in values:
+        print(torch.tensor(v), file=buf)
+    text = buf.getvalue()
+    assert text.startswith("tensor(3.2207)")
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {i + 1: float(torch.tensor(v)) for i, v in enumerate(values)})
+    keys = {getattr(n, "key", "") for n in run.notes}
+    assert {"text.loss_guessed", "text.numbered"} <= keys
+    with pytest.raises(SourceError):
+        load_path(_write(tmp_path, "".join(f"{v}\n" for v in values)))
+
+
+def _write(tmp_path, text, name="numbers.log"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_apex_overflow_lines_alone_are_rows_with_their_scale(tmp_path):
+    """apex/amp/scaler.py `update_scale`: `maybe_print(("Gradient overflow.  Skipping step, loss scaler
+    {} reducing loss scale to {}").format(self._scaler_id, self._loss_scale))`, halving each time."""
+    scales = [32768.0 / 2 ** k for k in range(17)]
+    text = "".join(f"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {s}\n" for s in scales)
+    run = _read(tmp_path, text)
+    _same(_at(run, "scale"), {k + 1: s for k, s in enumerate(scales)})
+    assert int((run.col("skipped") == 1).sum()) == 17
+
+
+def test_kohya_bar_avr_loss_is_the_loss(tmp_path):
+    """kohya sd-scripts train_network.py: `progress_bar = tqdm(..., desc="steps")`,
+    `progress_bar.set_postfix(**{"avr_loss": avr_loss})`: the real tqdm's last bar line."""
+    from tqdm import tqdm
+
+    buf = io.StringIO()
+    bar = tqdm(total=3300, desc="steps", file=buf, ascii=False, mininterval=0)
+    for i, v in enumerate((0.12, 0.11, float("nan"))):
+        bar.set_postfix(avr_loss=v)
+        bar.update(1100)
+    bar.close()
+    last = buf.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    run = _read(tmp_path, last + "\n")
+    assert run.meta["loss_key"] == "avr_loss" and run.meta["loss_guessed"] is False
+    assert math.isnan(list(_at(run, "loss").values())[-1])
+
+
+class _SmoothedValue:
+    """torchvision references/detection/utils.py `SmoothedValue` (DETR/DeiT copy it): `__str__` is
+    `self.fmt.format(median=..., avg=..., global_avg=..., max=..., value=...)`."""
+
+    def __init__(self, fmt="{value:.4f} ({global_avg:.4f})"):
+        self.fmt, self.values = fmt, []
+
+    def update(self, v):
+        self.values.append(v)
+
+    def __str__(self):
+        v = self.values
+        return self.fmt.format(median=float(np.median(v[-20:])), avg=float(np.mean(v[-20:])),
+                               global_avg=sum(v) / len(v), max=max(v), value=v[-1])
+
+
+def _metric_logger_line(header, i, n, meters):
+    """torchvision `MetricLogger.log_every`: `"  ".join([header, "[{0" + space_fmt + "}/{1}]", "eta:
+    {eta}", "{meters}", "time: {time}", "data: {data}", "max mem: {memory:.0f}"])`, meters joined
+    by `"  "` as `f"{name}: {meter}"`."""
+    space_fmt = ":" + str(len(str(n))) + "d"
+    msg = "  ".join([header, "[{0" + space_fmt + "}/{1}]", "eta: {eta}", "{meters}", "time: {time}", "data: {data}",
+                     "max mem: {memory:.0f}"])
+    return msg.format(i, n, eta="2 days, 11:26:42", meters="  ".join(f"{k}: {m}" for k, m in meters.items()),
+                      time="0.5012 (0.5210)", data="0.0002 (0.0101)", memory=26869.0)
+
+
+@pytest.mark.parametrize("header", ["Epoch: [1]", ""])
+def test_metric_logger_lines_read_the_value_not_the_average_at_epoch_and_batch(tmp_path, header):
+    lr, loss, ce = (_SmoothedValue("{value:.6f}"), _SmoothedValue(), _SmoothedValue())
+    lines, want = [], {}
+    for i, v in ((0, 2.9), (10, 2.5), (20, 2.2)):
+        lr.update(1e-4), loss.update(v), ce.update(v / 3)
+        lines.append(_metric_logger_line(header, i, 5004, {"lr": lr, "loss": loss, "loss_ce": ce}))
+        want[(5004 if header else 0) + i] = v
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), want)
+    assert set(_at(run, "lr")) == set(want)
+
+
+def test_lightning_bar_batch_train_loss_beats_the_smoothed_loss(tmp_path):
+    """Lightning 1.x's progress bar: `loss=` is `fit_loop.running_loss.mean()` (the last 20 batches),
+    `train_loss=` the batch's value logged with `self.log(..., prog_bar=True)`; the real tqdm bar."""
+    from tqdm import tqdm
+
+    buf = io.StringIO()
+    bar = tqdm(total=870, desc="Epoch 1", file=buf, mininterval=0, unit="batch")
+    batch = [0.61, 0.535, 0.48]
+    for k, v in enumerate(batch):
+        bar.update(290)
+        bar.set_postfix(loss=round(float(np.mean(batch[: k + 1])) - 0.05, 3), train_loss=v, v_num=2)
+    bar.close()
+    last = buf.getvalue().replace("\r", "\n").strip().splitlines()[-1]
+    assert "loss=" in last and "train_loss=0.48" in last
+    run = _read(tmp_path, last + "\n")
+    assert list(_at(run, "loss").values()) == [pytest.approx(0.48)]
+
+
+def test_tf_estimator_evaluation_dict_is_not_the_training_loss(tmp_path):
+    """TensorFlow estimator.py `_write_dict_to_summary`: `logging.info('Saving dict for global step %d:
+    %s', current_global_step, _dict_to_str(dictionary))` (`', '.join('%s = %s' % (k, v) ...)`), its
+    `loss` an evaluation's; the training line from `LoggingTensorHook`: `'%s (%.3f sec)' %
+    (', '.join(stats), elapsed)`."""
+    lines = []
+    for step, train, ev in ((1000, 0.05528491, 3.3700151), (2000, 0.041, 3.1)):
+        lines.append("INFO:tensorflow:" + "%s (%.3f sec)" % (", ".join(["global_steps = %s" % step,
+                                                                     "loss = %s" % train]), 1202.815))
+        d = {"eval_loss": ev / 600, "global_step": step, "loss": ev}
+        lines.append("INFO:tensorflow:Saving dict for global step %d: %s" % (
+            step, ", ".join("%s = %s" % (k, v) for k, v in sorted(d.items()))))
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), {1000: 0.05528491, 2000: 0.041})
+
+
+def test_neural_monkey_train_xent_is_the_loss(tmp_path):
+    """Neural Monkey's training log: `%Y-%m-%d %H:%M:%S: ` then `name: value` per evaluator joined
+    by four spaces (`target/runtime_xent`, `target/train_xent`, `target/BLEU-4`)."""
+    vals = [7.31, 7.15, 7.17, 6.97]
+    text = "".join(f"2016-12-02 02:0{i}:49: target/runtime_xent: {v:.4g}    target/train_xent: {v:.4g}    "
+                   f"target/BLEU-4: 0.08\n" for i, v in enumerate(vals))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "target/train_xent"
+    assert list(_at(run, "loss").values()) == pytest.approx(vals)
+
+
+def test_a_partial_loss_dict_nan_is_a_nonfinite_event_at_its_iteration():
+    """A loss_dict that holds only some of the components seen (a model returning a subset), after
+    lines with a printed total: no sum is taken, the training loss stays the printed total, and the
+    NaN component is a `nonfinite_warning` event at the iteration the error names. The dict is
+    detectron2's `FloatingPointError` (train_loop.py) of real tensors; the lines before it are the
+    general reader's (detectron2's own printer is the console reader's), fed to it directly."""
+    lines = [f"it {it} | total_loss {1.2 - it / 100:.3f} | loss_cls 0.500 | loss_box_reg {0.7 - it / 100:.3f} | "
+             f"loss_rpn_cls 0.100" for it in (19, 20)]
+    w = torch.ones(1, requires_grad=True)
+    loss_dict = {"loss_cls": (w * float("nan")).sum(), "loss_box_reg": (w * 0.2576).sum()}
+    lines += f"FloatingPointError: Loss became infinite or NaN at iteration=27!\nloss_dict = {loss_dict}".splitlines()
+    run = any_text.build(any_text.parse(lines), "train.log")
+    assert run.meta["loss_key"] == "total_loss"
+    _same(_at(run, "loss"), {19: 1.01, 20: 1.0})
+    assert math.isnan(_components_at(run)[27]["loss_cls"])
+    kinds = [e["kind"] for e in run.events["text_events"].get(27, [])]
+    assert kinds.count("nonfinite_warning") == 1

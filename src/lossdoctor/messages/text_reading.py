@@ -9,6 +9,9 @@ TEMPLATES = {
         "没有名字表明是总训练 loss 的序列：把 `{key}` 当作训练 loss（推测）"),
     "text.eval_kept": ("{n} evaluation loss value(s) (`{key}`) kept apart from the training loss",
                        "{n} 个评估 loss 值（`{key}`）与训练 loss 分开保存"),
+    "text.loss_summed": ("no total loss is printed: the training loss is the sum of the components {keys} "
+                         "({n} row(s); a NaN in any of them makes the sum NaN)",
+                         "日志没有打印总 loss：训练 loss 取各分项 {keys} 之和（{n} 行；任一分项为 NaN 则和为 NaN）"),
     "text.components": ("component losses kept apart from the total: {names}",
                         "与总 loss 分开保存的分项 loss：{names}"),
     "text.epoch_is_step": (

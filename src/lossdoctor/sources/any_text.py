@@ -17,11 +17,20 @@ reader finds them without knowing the tool:
 - **per-step key/value blocks**: one `| key | value |` line per metric between dashed lines, with
   `| section/ |  |` lines naming the section of the keys under them (stable-baselines3's logger).
 
+- **records printed one pair a line**: `key: value`, `'key': value,`, `Key: k, Value: v` lines in a
+  row (a pretty-printed dict, RSL-RL's block) are one row; a key seen again starts the next;
+- **one row**: when no loss has two rows, one is enough (a `loss_dict = {...}` in an error, one
+  summary); a row with no counter takes the step its line before names (`at iteration=27!`,
+  `Learning iteration 8391/10000`).
+
 Series keep their names. Train, evaluation and component losses stay apart: an evaluation loss
 (by its name, or by an evaluation word in its line's own words) fills `eval_loss`, component losses
 (`loss_cls`, `aux_loss`, `z_loss`...) go to `events["loss_components"]`, and the training loss is
 the best-named total (`meta["loss_key"]`; `meta["loss_guessed"]` and a note when no name says
-total). Event lines (`text_events`) are filed at the step of the row read before them.
+total). With no total printed, the sum of the components on the line that holds all of them is the
+loss (`text.loss_summed`; never two adversaries' `d_loss` + `g_loss`); a component gone NaN where
+no sum was taken is a `nonfinite_warning` event. Repeated `print(loss)` lines of a tensor are a
+guessed loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are filed at the step of the row read before them.
 
 The miner is a few dozen lines rather than a template-mining library (drain3): on this task it is
 as accurate and faster, see docs/benchmarks.md ("General text reader").
@@ -29,6 +38,7 @@ as accurate and faster, see docs/benchmarks.md ("General text reader").
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -41,7 +51,7 @@ from .columns import column_for, normalise
 from .console_text import clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
-from .text_events import Events
+from .text_events import TEXT_MAX, Events
 
 LOOKED_FOR = ("numbers repeated under the same words on many lines (a line template), a table with a "
               "header row, or per-step `| key | value |` blocks")
@@ -50,7 +60,7 @@ LOOKED_FOR = ("numbers repeated under the same words on many lines (a line templ
 NUMBER = re.compile(r"(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
                     r"(?<![\w.])[-+]?(?:nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
-_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:[ \t]+[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")
+_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
 #: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
 _WRAP = re.compile(r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
                    r"float|np\.array)\(\s*\[*\s*['\"]?\s*$")
@@ -68,9 +78,18 @@ _STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iter
 _EPOCH_NAMES = ("epoch", "epochs", "ep")
 #: total-loss names, best first: anything else holding `loss` is a guess
 _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
-          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss")
+          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
+          "xent")  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
 _COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
-                        r"value|policy)", re.IGNORECASE)
+                        r"value|policy|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
+#: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
+_LOSS_METRICS = ("crossentropy", "cross_entropy", "cross-entropy", "smoothl1", "smooth_l1")
+#: YOLOv5's epoch table (train.py: `('%10s' * 7) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls', 'labels',
+#: 'img_size')`): its bare `box`, `obj`, `cls` (and ultralytics' `dfl`) columns are loss components
+_YOLO_HEADER = re.compile(r"^gpu_mem$", re.IGNORECASE)
+_YOLO_LOSSES = frozenset({"box", "obj", "cls", "dfl", "seg"})
+#: a tqdm bar after a table row (YOLOv5: `  416: 100%|####| 7/7 [00:15<00:00,  2.27s/it]`)
+_BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")
 _MIN_ROWS = 2
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
@@ -113,6 +132,7 @@ class Template:
         self.order: list[int] = []  # index of the row in reading order (over all templates and tables)
         self.rows: list[list[float]] = []
         self.slash: list[bool] = [False] * len(names)  # slot j is printed as `N/TOTAL` (slot j+1 the total)
+        self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
 
 
 def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> list[bool]:
@@ -145,6 +165,11 @@ class TextParser:
         self.n_rows = 0
         self.line_no = 0
         self.header: list[str] | None = None
+        self.pending: list[tuple[int, str, str, float | None]] = []  # one-pair lines of a record being read
+        self.hints: list[tuple[int, float]] = []  # (index of the next row, step) said by an event line
+        self.n_events = 0
+        self.scale_seq: list[int] = []  # the event number of each scale point and overflow
+        self.overflow_seq: list[int] = []
         self.header_key: tuple[str, ...] | None = None
         self.block: dict[str, float] | None = None
         self.section = ""
@@ -156,15 +181,27 @@ class TextParser:
         text = clean(raw)
         if not text:
             return
+        zeroed = text.translate(_ZERO_DIGITS)
+        hit = self._cache.get(zeroed)
+        if hit is not None and self.header is None and self.block is None and not self.pending:
+            self._values(text, *hit)  # a shape read before: a row again (the common case)
+            return
+        if ("=" in text or ":" in text) and self._pair_line(text):
+            return
+        if self.pending:
+            self._flush_record()
+        self._line(text, zeroed)
+
+    def _line(self, text: str, zeroed: str | None = None) -> None:
         if _RULE.match(text):
             self._end_block()
             return
         if text[0] == "|" and text[-1] == "|" and self._kv_line(text):
             return
         self._end_block()
-        zeroed = text.translate(_ZERO_DIGITS)
+        zeroed = text.translate(_ZERO_DIGITS) if zeroed is None else zeroed
         hit = self._cache.get(zeroed)
-        if hit is not None and self.header is None:  # a shape read before: a row again (the common case)
+        if hit is not None and self.header is None:
             self._values(text, *hit)
             return
         kind = self.events.scan(self.line_no, text, self.n_rows)
@@ -178,12 +215,18 @@ class TextParser:
     def _event(self, kind: str, text: str) -> None:
         from .text_events import scale_in
 
+        m = _STEP_HINT.search(text)
+        if m is not None:
+            self.hints.append((self.n_rows, float(m.group(1))))
+        self.n_events += 1
         if kind == "overflow":
             self.overflows.append(self.n_rows)
+            self.overflow_seq.append(self.n_events)
         if kind in ("overflow", "loss_scale"):
             v = scale_in(text)
             if v is not None:
                 self.scale_points.append((self.n_rows, v))
+                self.scale_seq.append(self.n_events)
 
     # --- one line of a repeated shape -------------------------------------------------------
 
@@ -235,6 +278,8 @@ class TextParser:
         cells = split_cells(text)
         if len(cells) < 2:
             return False
+        if self.header is not None and len(cells) > len(self.header) and "|" in text:
+            cells = split_cells(_BAR_TAIL.sub("", text))
         if self.header is not None and len(cells) == len(self.header):
             values = [_cell(c) for c in cells]
             if all(v is not None for v in values) and any(v == v for v in values):
@@ -242,6 +287,8 @@ class TextParser:
                 t = self.templates.get(key)
                 if t is None:
                     t = Template("table", list(self.header), [bool(EVAL_NAME.search(h)) for h in self.header])
+                    if any(_YOLO_HEADER.match(h) for h in self.header):
+                        t.losses = _YOLO_LOSSES
                     self.templates[key] = t
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
@@ -289,10 +336,56 @@ class TextParser:
         self._row(t, [block[n] for n in names])
 
     def finish(self) -> None:
+        if self.pending:
+            self._flush_record()
         self._end_block()
+
+    # --- records printed one `key: value` per line -----------------------------------------
+
+    def _pair_line(self, text: str) -> bool:
+        """A line holding one `key: value` / `"key": value,` pair (a pretty-printed dict, RSL-RL's
+        block, llama-recipes' `Key: k, Value: v`) joins the record being read; a key seen again in
+        it starts the next record. A pair with a text value (`"eta": "1 day, 13:30:44"`) is skipped
+        inside a record."""
+        m = _KEY_VALUE.match(text) or _PAIR.match(text)
+        if m is None or _DIGIT_WORD.search(m.group(1)):
+            return False
+        key, raw = m.group(1).strip(), m.group(2).strip()
+        value = _cell(raw)
+        if value is None or value != value and not _NAN_WORD.match(raw):
+            return bool(self.pending) and raw[:1] in "'\""
+        if any(k == key for _, _, k, _ in self.pending):
+            self._flush_record()
+        self.pending.append((self.line_no, text, key, value))
+        return True
+
+    def _flush_record(self) -> None:
+        pending, self.pending = self.pending, []
+        if len(pending) == 1:
+            line_no, self.line_no = self.line_no, pending[0][0]
+            self._line(pending[0][1])
+            self.line_no = line_no
+            return
+        names = tuple(k for _, _, k, _ in pending)
+        key = ("record", names)
+        t = self.templates.get(key)
+        if t is None:
+            t = Template("record", list(names), [bool(EVAL_NAME.search(n)) for n in names])
+            self.templates[key] = t
+        line_no, self.line_no = self.line_no, pending[0][0]
+        self._row(t, [v for _, _, _, v in pending])  # type: ignore[misc]
+        self.line_no = line_no
 
 
 _SPACES = re.compile(r"\s+")
+#: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
+_PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
+_DIGIT_WORD = re.compile(r"(?<![\w.])\d")
+_NAN_WORD = re.compile(r"^['\"]?[-+]?(?:nan|inf)", re.I)
+#: llama-recipes' summary (`train_utils.py`: `print(f"Key: {key}, Value: {value}")`)
+_KEY_VALUE = re.compile(r"^Key:\s*([A-Za-z_][\w./-]*),\s*Value:\s*(\S+)$")
+#: the step an event line names (detectron2: `Loss became infinite or NaN at iteration=27!`)
+_STEP_HINT = re.compile(r"(?<![A-Za-z])(?:global[_ ]step|iteration|iter|step)\s*[=:]?\s*(\d+)(?![\d.])", re.I)
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 _METRICISH = re.compile(r"loss|acc|step|epoch|iter|lr|learning|norm|reward|score|perplex|ppl|error|"
                         r"f1|bleu|mse|mae|time", re.IGNORECASE)
@@ -305,7 +398,7 @@ def _cell(c: str) -> float | None:
     s = c.strip().strip("'\"")
     if s.lower() in _NOT_A_VALUE or _CLOCK.match(s):
         return float("nan")  # nothing logged, or a duration column (fastai's `00:12`)
-    m = _CELL_NUMBER.match(s)
+    m = _CELL_NUMBER.match(s) or _CELL_COUNTER.match(s)
     if m is None:
         return None
     try:
@@ -315,7 +408,9 @@ def _cell(c: str) -> float | None:
 
 
 _CELL_NUMBER = re.compile(r"^(?:(?:torch\.)?tensor\(|np\.float\d+\()?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|"
-                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?%?$", re.IGNORECASE)
+                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?)?$", re.IGNORECASE)
+#: a counter cell `N/TOTAL` (YOLOv5's epoch `1/99`): its N
+_CELL_COUNTER = re.compile(r"^(\d+)/\d+$")
 
 
 def raw_indented(text: str) -> bool:
@@ -369,7 +464,9 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
 
 
 def _is_loss(n: str) -> bool:
-    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss")
+    n = n.removeprefix("train_").removeprefix("training_")
+    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss") or \
+        n in _LOSS_METRICS
 
 
 def classify_slot(t: Template, j: int) -> str | None:
@@ -378,7 +475,9 @@ def classify_slot(t: Template, j: int) -> str | None:
     if not raw or raw.startswith("(avg)"):
         return "avg" if raw else None
     n = base_name(raw)
-    comp_name = bool(_COMPONENT.search(n)) and n not in _TOTAL and not n.startswith(("total", "train", "tr."))
+    if n in t.losses:
+        return "component"
+    comp_name = bool(_COMPONENT.search(n)) and total_rank(n) == 50 and not n.startswith(("total", "train", "tr."))
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
         return None
@@ -387,8 +486,18 @@ def classify_slot(t: Template, j: int) -> str | None:
     return "component" if comp_name else "train"
 
 
-def total_rank(name: str) -> int:
+#: words in front of a total's name that keep it the total (`avg_train_loss`, kohya's `avr_loss`)
+_TOTAL_PREFIX = re.compile(r"^(?:avg|avr|average|mean|running|smoothed|cur|current)[_ ]", re.IGNORECASE)
+
+
+def total_rank(name: str) -> float:
+    """The rank of a total-loss name (lower is better; 50: not a total). A prefixed total
+    (`avg_train_loss`) ranks right after the bare one."""
     n = base_name(name)
+    bare = _TOTAL_PREFIX.sub("", n)
+    if bare != n:
+        r = total_rank(bare)
+        return r + 0.5 if r < 50 else 50
     for prefix in ("train ", "train_", "training "):
         if n.startswith(prefix) and n[len(prefix):] in _TOTAL:
             return _TOTAL.index(n[len(prefix):]) + 1
@@ -396,7 +505,27 @@ def total_rank(name: str) -> int:
 
 
 def choose(parser: TextParser) -> dict[str, Any]:
-    """Which template is the training line and which slot is each series."""
+    """Which template is the training line and which slot is each series. A series needs two rows;
+    when no loss has two, one row is enough (a single dict dump, one RL block, one summary)."""
+    cands = _candidates(parser, _MIN_ROWS)
+    if not cands["train"] and not any(len(c[4].rows) >= _MIN_ROWS for c in cands["component"]):
+        cands = _candidates(parser, 1)
+    train = min(cands["train"], key=lambda c: c[:4]) if cands["train"] else None
+    guessed = train is None or train[0] >= 50
+    summed = None
+    if train is None and cands["component"]:
+        summed = _summed(cands["component"])
+        if summed is None:
+            train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
+    if train is None and summed is None:
+        train = _bare(parser)
+    main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
+    return {"main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
+            "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
+            "components": [c[4:] for c in cands["component"]]}
+
+
+def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, ...]]]:
     cands: dict[str, list[tuple[Any, ...]]] = {"train": [], "eval": [], "component": []}
     for t in parser.templates.values():
         _, counters, _ = steps_of(t)
@@ -404,17 +533,47 @@ def choose(parser: TextParser) -> dict[str, Any]:
             if j in counters:
                 continue
             kind = classify_slot(t, j)
-            if kind in cands and (len(t.rows) >= _MIN_ROWS or kind == "eval"):  # one evaluation is enough
+            once = kind == "eval" or kind == "component" and not all(math.isfinite(r[j]) for r in t.rows)
+            if kind in cands and (len(t.rows) >= min_rows or once):  # one evaluation, one NaN component is enough
                 cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
-    train = min(cands["train"], key=lambda c: c[:4]) if cands["train"] else None
-    guessed = train is None or train[0] >= 50
-    if train is None and cands["component"]:
-        train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))
-        cands["component"].remove(train)
-    main = train[4] if train is not None else _busiest(parser)
-    return {"main": main, "loss": train[4:] if train else None, "guessed": guessed,
-            "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
-            "components": [c[4:] for c in cands["component"]]}
+    return cands
+
+
+#: component names of two adversaries (a GAN's D and G): their sum is no training loss
+_ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
+
+
+def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
+    """With no total printed, the sum of the components is the loss (detectron2's and mmdetection's
+    `losses = sum(loss_dict.values())`, YOLOv5's box + obj + cls) on the line that holds every
+    component seen in the log; None when no line holds them all or they are two adversaries'."""
+    names = {name_key(c[4].names[c[5]]) for c in found}
+    if len(names) < 2 or any(_ADVERSARIES.match(n) for n in names):
+        return None
+    by_t: dict[int, list[tuple[Any, ...]]] = {}
+    for c in found:
+        by_t.setdefault(id(c[4]), []).append(c)
+    full = [cs for cs in by_t.values() if {name_key(c[4].names[c[5]]) for c in cs} == names]
+    if not full:
+        return None
+    best = max(full, key=lambda cs: len(cs[0][4].rows))
+    return best[0][4], [c[5] for c in best]
+
+
+def _bare(parser: TextParser) -> tuple[Any, ...] | None:
+    """A line that is nothing but one printed tensor (`print(loss)`: `tensor(3.2207, device='cuda:0')`),
+    repeated: that number is taken for the loss (a guess, said in a note). A bare number alone on
+    its lines is not: too many other things print one."""
+    found = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and t.text not in _NOT_LINES
+             and t.text.split("\x00", 1)[0].strip().lower() in ("tensor(", "torch.tensor(")
+             and not t.names[0]]
+    if not found:
+        return None
+    t = max(found, key=lambda t: (len(t.rows), -t.order[0]))
+    return (50, -len(t.rows), t.order[0], id(t), t, 0)
+
+
+_NOT_LINES = ("table", "block", "record", "events")
 
 
 def _busiest(parser: TextParser) -> Template | None:
@@ -431,13 +590,17 @@ class Placed:
     """The training template's steps, and where every other row goes: its own counter when its
     line has one, else the step of the training row read before it."""
 
-    def __init__(self, main: Template) -> None:
+    def __init__(self, main: Template, hints: list[tuple[int, float]] | None = None) -> None:
         steps, _, self.how = steps_of(main)
         if steps is not None and np.sum(np.diff(steps) < 0) >= 2:
             steps, self.how = None, "numbered"  # a counter that restarts (a batch within an epoch)
+        if steps is None and hints:
+            steps = _hinted(main.order, hints)
+            self.how = "numbered" if steps is None else "hinted"
         self.steps = steps if steps is not None else np.arange(1, len(main.rows) + 1, dtype=np.float64)
         self.order = np.asarray(main.order)
         self.main = main
+        self.hints = hints or []
 
     def of(self, t: Template) -> np.ndarray:
         if t is self.main:
@@ -445,7 +608,20 @@ class Placed:
         own, _, how = steps_of(t)
         if own is not None and (how == "named" or how in ("counter", "epoch_counter") and not any(t.eval_context)):
             return own
-        return self.at(np.asarray(t.order))
+        steps = self.at(np.asarray(t.order))
+        return steps if not self.hints else self._hinted_rows(t.order, steps)
+
+    def _hinted_rows(self, order: list[int], steps: np.ndarray) -> np.ndarray:
+        """A row with a step said on the line before it (and after the last training row): that step
+        (detectron2's `at iteration=27!` before its `loss_dict = {...}`)."""
+        at = np.asarray([p for p, _ in self.hints])
+        out = steps.copy()
+        for k, o in enumerate(order):
+            h = int(np.searchsorted(at, o, side="right")) - 1
+            last_main = int(np.searchsorted(self.order, o, side="left")) - 1
+            if h >= 0 and (last_main < 0 or at[h] > self.order[last_main]):
+                out[k] = self.hints[h][1]
+        return out
 
     def at(self, order: np.ndarray) -> np.ndarray:
         """The step of the training row read before each row index (the first one's before it)."""
@@ -453,40 +629,48 @@ class Placed:
         return self.steps[np.maximum(idx, 0)]
 
 
+def _hinted(order: list[int], hints: list[tuple[int, float]]) -> np.ndarray | None:
+    """The step of each row from the hint read since the row before it, when every row has one."""
+    at = [p for p, _ in hints]
+    out, prev = [], -1
+    for o in order:
+        k = int(np.searchsorted(at, o, side="right")) - 1
+        if k < 0 or at[k] <= prev:
+            return None
+        out.append(hints[k][1])
+        prev = o
+    steps = np.asarray(out, dtype=np.float64)
+    return steps if np.all(np.diff(steps) > 0) else None
+
+
 def build(parser: TextParser, what: str) -> Run:
     picked = choose(parser)
     main = picked["main"]
     if main is None:
+        main = _events_only(parser)
+    if main is None:
         raise SourceError(f"{what}: not a log format lossdoctor knows: no numeric series in this text "
                           f"(looked for {_looked_for()})")
-    place = Placed(main)
+    place = Placed(main, _hints(parser, main))
     cols: dict[str, dict[int, float]] = {}
     meta: dict[str, Any] = {"framework": "text"}
     notes: list[Msg] = []
-    if picked["loss"] is not None:
-        t, j = picked["loss"]
-        _fill(cols, "loss", place.of(t), [r[j] for r in t.rows])
-        meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
-        if picked["guessed"]:
-            notes.append(Msg("text.loss_guessed", key=t.names[j]))
-    if picked["eval"] is not None:
-        t, j = picked["eval"]
-        _fill(cols, "eval_loss", place.of(t), [r[j] for r in t.rows])
-        meta["eval_loss_key"] = t.names[j]
-        notes.append(Msg("text.eval_kept", key=t.names[j], n=len(t.rows)))
+    _loss_columns(picked, place, cols, meta, notes)
     _other_columns(parser, place, cols)
-    components = _components(picked["components"], place)
+    comp_lines: dict[int, int] = {}
+    components = _components(picked["components"], place, comp_lines)
     events: dict[str, dict[int, Any]] = {}
     if components:
         events["loss_components"] = components
         notes.append(Msg("text.components", names=sorted({k for v in components.values() for k in v})[:8]))
     _event_columns(parser, place, cols, events)
+    _nonfinite_components(components, comp_lines, cols, events)
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
     arrays = {k: np.array([c.get(s, np.nan) for s in steps.tolist()]) for k, c in cols.items()}
     logged = {k: np.array([s in c for s in steps.tolist()]) for k, c in cols.items()}
     run = from_columns(steps, arrays, events=events, meta=meta, source="text", logged=logged)
-    shape = {"named": None, "counter": None, "epoch_counter": None, "epoch": "text.epoch_is_step",
+    shape = {"named": None, "counter": None, "epoch_counter": None, "hinted": None, "epoch": "text.epoch_is_step",
              "numbered": "text.numbered"}[place.how]
     head_notes = [Msg("text.read", what=what, n=len(main.rows), shape=_shape_name(main),
                       key=meta.get("loss_key", "-"))]
@@ -498,8 +682,56 @@ def build(parser: TextParser, what: str) -> Run:
     return run
 
 
+def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[int, float]],
+                  meta: dict[str, Any], notes: list[Msg]) -> None:
+    if picked["loss"] is not None:
+        t, j = picked["loss"]
+        _fill(cols, "loss", place.of(t), [r[j] for r in t.rows])
+        meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
+        if picked["guessed"]:
+            notes.append(Msg("text.loss_guessed", key=t.names[j]))
+    elif picked["summed"] is not None:
+        t, slots = picked["summed"]
+        _fill(cols, "loss", place.of(t), [float(sum(r[j] for j in slots)) for r in t.rows])
+        keys = [t.names[j] for j in slots]
+        meta["loss_key"], meta["loss_guessed"] = " + ".join(keys), False
+        notes.append(Msg("text.loss_summed", keys=keys, n=len(t.rows)))
+    if picked["eval"] is not None:
+        t, j = picked["eval"]
+        _fill(cols, "eval_loss", place.of(t), [r[j] for r in t.rows])
+        meta["eval_loss_key"] = t.names[j]
+        notes.append(Msg("text.eval_kept", key=t.names[j], n=len(t.rows)))
+
+
+def _events_only(parser: TextParser) -> Template | None:
+    """A text of overflow / loss-scale lines only (apex's `Gradient overflow.  Skipping step, loss
+    scaler 0 reducing loss scale to 32768.0`, repeated): each such line is a row, numbered in order."""
+    if not parser.scale_points and not parser.overflows:
+        return None
+    t = Template("events", [], [])
+    seq = sorted(set(parser.scale_seq) | set(parser.overflow_seq))
+    t.rows, t.order = [[] for _ in seq], list(range(len(seq)))
+    row = {e: k for k, e in enumerate(seq)}
+    parser.scale_points = [(row[e] + 1, v) for e, (_, v) in zip(parser.scale_seq, parser.scale_points)]
+    parser.overflows = [row[e] + 1 for e in parser.overflow_seq]
+    return t
+
+
+def _hints(parser: TextParser, main: Template) -> list[tuple[int, float]]:
+    """(index of the next row, step) said by the lines around the rows: an event line naming its
+    step, and a line that is nothing but a counter (RSL-RL's `Learning iteration 8391/10000`)."""
+    out = list(parser.hints)
+    for t in parser.templates.values():
+        if t is main or t.text in _NOT_LINES:
+            continue
+        steps, counters, how = steps_of(t)
+        if steps is not None and how in ("named", "counter") and len(counters) == len(t.names):
+            out.extend((o + 1, s) for o, s in zip(t.order, steps.tolist()))
+    return sorted(out)
+
+
 def _shape_name(t: Template) -> str:
-    if t.text in ("table", "block"):
+    if t.text in _NOT_LINES:
         return t.text
     return re.sub(r"\s+", " ", t.text.replace("\x00", "#"))[:80]
 
@@ -515,8 +747,9 @@ def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, value
 
 def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]]) -> None:
     best: dict[str, tuple[int, int, Template, int]] = {}
+    least = min(_MIN_ROWS, len(place.main.rows))  # a one-row log's other series have one row too
     for t in parser.templates.values():
-        if len(t.rows) < _MIN_ROWS:
+        if len(t.rows) < least:
             continue
         for j, name in enumerate(t.names):
             if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
@@ -531,12 +764,37 @@ def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
         _fill(cols, col, place.of(t), [r[j] for r in t.rows])
 
 
-def _components(found: list[tuple[Template, int]], place: Placed) -> dict[int, dict[str, float]]:
+def _components(found: list[tuple[Template, int]], place: Placed,
+                lines: dict[int, int] | None = None) -> dict[int, dict[str, float]]:
+    """{step: {component: value}}; `lines[step]` gets the line each step's components came from."""
     out: dict[int, dict[str, float]] = {}
     for t, j in found:
-        for s, r in zip(place.of(t).tolist(), t.rows):
-            out.setdefault(int(s), {}).setdefault(t.names[j], r[j])
+        for s, r, line in zip(place.of(t).tolist(), t.rows, t.lines):
+            out.setdefault(int(s), {}).setdefault(_component_key(t.names[j]), r[j])
+            if lines is not None:
+                lines.setdefault(int(s), line)
     return out
+
+
+def _nonfinite_components(components: dict[int, dict[str, float]], lines: dict[int, int],
+                          cols: dict[str, dict[int, float]], events: dict[str, dict[int, Any]]) -> None:
+    """A component that went NaN/Inf at a step whose training loss is finite or not logged (a
+    `loss_dict` holding only some of the components, so no sum was taken): a `nonfinite_warning`
+    text event at that step, so the non-finite value is not lost."""
+    loss = cols.get("loss", {})
+    for step, comp in sorted(components.items()):
+        bad = sorted(k for k, v in comp.items() if not math.isfinite(v))
+        if bad and (step not in loss or math.isfinite(loss[step])):
+            text = ", ".join(f"{k} = {comp[k]}" for k in bad)[:TEXT_MAX]
+            events.setdefault("text_events", {}).setdefault(step, []).append(
+                {"kind": "nonfinite_warning", "line": lines.get(step, 0), "text": f"component loss non-finite: {text}"})
+
+
+def _component_key(name: str) -> str:
+    """A component's name as printed, a name of several words in snake case (RSL-RL's `Value
+    function loss` -> `value_function_loss`)."""
+    n = name.strip()
+    return re.sub(r"\s+", "_", n.lower()) if " " in n else n
 
 
 def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],

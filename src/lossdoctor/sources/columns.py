@@ -34,7 +34,8 @@ def _add(column: str, rank: int, *names: str) -> None:
 
 #: step-axis names, best first (an explicit global step beats a logger's own row counter)
 STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "current_steps", "global_step/max_steps",
-              "step", "iteration", "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step")
+              "step", "iteration", "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step",
+              "global_steps")  # a TF LoggingTensorHook dict's `global_steps = 1000`
 #: a step written as "done/total" (ms-swift's `'global_step/max_steps': '15/500'`)
 _STEP_OF_TOTAL = re.compile(r"\s*(\d+)\s*/\s*\d+\s*$")
 
@@ -88,7 +89,8 @@ def _strip(n: str) -> tuple[str, int]:
 
 _add("loss", 0, "loss")
 _add("loss", 1, "lm loss", "lm_loss", "total_loss", "loss_value", "train_loss", "objective",
-     "nll", "nll_loss", "ce_loss", "cross_entropy", "mlm_loss", "xent")  # xent: OpenNMT-py's cross-entropy
+     "nll", "nll_loss", "ce_loss", "cross_entropy", "mlm_loss", "xent",  # xent: OpenNMT-py's cross-entropy
+     "closs")  # closs: LLaMA2-Accessory's `metric_logger.update(closs=c_loss_value)`
 _add("grad_norm", 0, "grad_norm", "grad norm", "gradient_norm", "grad_2.0_norm_total",
      "global_grad_norm", "total_grad_norm", "grad_norm_total", "gnorm", "grad_l2_norm",
      "grad_norm/total", "gradient_norm/total", "total_norm", "grads_norm")

@@ -134,7 +134,10 @@ def key_values(text: str) -> dict[str, Any] | None:
 #: `Epoch [1][100/62598]` (epochs and iterations from 1); timm `Train: 0 [  50/1251 (  4%)]`
 #: (`f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch} ...]'`, both from 0)
 _EPOCH_BATCH = re.compile(r"\bEpoch(?:\(train\))?\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]"
-                          r"|^Train:\s*(\d+)\s*\[\s*(\d+)\s*/\s*(\d+)\b")
+                          r"|^Train:\s*(\d+)\s*\[\s*(\d+)\s*/\s*(\d+)\b"
+                          r"|^(?:Epoch:\s*\[(\d+)\]\s+)?\[\s*(\d+)\s*/\s*(\d+)\]\s+eta:")
+#: torchvision's / DETR's / DeiT's `MetricLogger.log_every`: `"  ".join([header, "[{0:>N}/{1}]", "eta:
+#: {eta}", "{meters}", ...])` with the header `Epoch: [{epoch}]` (epochs and batches from 0)
 
 
 def epoch_batch_step(text: str) -> int | None:
@@ -145,8 +148,11 @@ def epoch_batch_step(text: str) -> int | None:
     if m.group(1) is not None:
         epoch, batch, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
         return (max(epoch, 1) - 1) * per_epoch + batch
-    epoch, batch, per_epoch = int(m.group(4)), int(m.group(5)), int(m.group(6))
-    return epoch * per_epoch + batch + 1
+    if m.group(4) is not None:
+        epoch, batch, per_epoch = int(m.group(4)), int(m.group(5)), int(m.group(6))
+        return epoch * per_epoch + batch + 1
+    epoch, batch, per_epoch = int(m.group(7) or 0), int(m.group(8)), int(m.group(9))
+    return epoch * per_epoch + batch
 
 
 def _pick_step(counters: list[tuple[int, int]]) -> int:
@@ -164,7 +170,8 @@ _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                       r")(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
+                       r")(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+                       r"|Saving dict for global step", re.IGNORECASE)  # TF Estimator's evaluation results line
 _TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training)(?![A-Za-z])", re.IGNORECASE)
 
 
@@ -322,6 +329,11 @@ _POSTFIX = re.compile(r"([A-Za-z_][\w./ -]{0,60}?)\s*=\s*([^,\]=]+)")
 _EPOCH = re.compile(r"\bEpoch\s+(\d+)", re.IGNORECASE)
 
 
+#: the batch's own loss in a Lightning bar, beside `loss=` (Lightning 1.x's progress bar adds `loss`,
+#: the running mean of the last 20 batches, `fit_loop.running_loss.mean()`): the value, not the mean
+_BATCH_LOSS_KEYS = frozenset({"train_loss", "train_loss_step"})
+
+
 def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
     """(counter, total or None, metrics of the postfix and description, where the bar ends) of a
     progress bar. Text after the bar is another line glued to it: a log line printed while the bar
@@ -344,8 +356,9 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
             if v == v and v >= 0 and v == int(v):
                 metrics["_step"] = int(v)
             continue
-        if hit[0] not in ranks or hit[1] < ranks[hit[0]]:
-            metrics[hit[0]], ranks[hit[0]] = v, hit[1]
+        rank = -1 if hit[0] == "loss" and key.strip() in _BATCH_LOSS_KEYS else hit[1]
+        if hit[0] not in ranks or rank < ranks[hit[0]]:
+            metrics[hit[0]], ranks[hit[0]] = v, rank
     desc = text[:m.start()]
     cut = desc.find("%|")
     if cut >= 0:
