@@ -227,8 +227,11 @@ def test_mlflow_file_store_tags(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
 
     mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
     try:
-        with mlflow.start_run() as active:
+        # an experiment of this store: an earlier test's active experiment id would point elsewhere
+        exp = mlflow.set_experiment("lossdoctor-sinks")
+        with mlflow.start_run(experiment_id=exp.experiment_id) as active:
             _train(tmp_path / "run", alerts=False)
         tags = MlflowClient().get_run(active.info.run_id).data.tags
     finally:
