@@ -144,7 +144,9 @@ def profile(n_tensors: int, steps: int, workdir: str) -> None:
 def render(results: list[dict[str, Any]]) -> str:
     lines = ["## Overhead with many parameter tensors", "",
              docs.provenance(docs.command_line()) + " One torch thread; wall-time ratios are medians of "
-             "per-round pairs (in-process, interleaved).", "",
+             "per-round pairs (in-process, interleaved). A fresh `watch` per chunk (3 warm-up steps) "
+             "times a young run, whose early steps are all sampled: this overstates the steady-state cost, "
+             "as in the overhead section.", "",
              "| model | parameter tensors | modules | plain step | watch step | ratio (min–max) | CPU-time ratio |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
