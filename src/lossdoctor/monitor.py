@@ -235,7 +235,8 @@ class Monitor:
             self.closed = True
             raise
         _OPEN_MONITORS.add(self)
-        if opts.alerts and not self.rank:  # where to look afterwards: one line, once, on rank 0
+        # where to look afterwards: one line, once, on rank 0 (a new version folder was named already)
+        if opts.alerts and not self.rank and self.version == VERSION_PREFIX + "0":
             write_alert(Msg("monitor.run_dir", path=str(self.run_dir)).render(_alert_lang()))
 
     def _install(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:

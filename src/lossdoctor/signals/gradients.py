@@ -185,7 +185,8 @@ class GradProbe:
         if self.fresh and self._captured is not None:
             idx, norms, scale = self._captured
             packer.add("param_grad_norm", norms)
-            if isinstance(norms, torch.Tensor):  # the packer sends float32: say which were not finite
+            if isinstance(norms, torch.Tensor) and norms.dtype == torch.float64:
+                # the packer sends float32, where a huge finite norm reads inf: say which were not finite
                 packer.add("param_grad_bad", (~torch.isfinite(norms)).to(torch.float32))
             if scale is not None:
                 packer.add("grad_scale", scale)
