@@ -651,3 +651,23 @@ def test_a_partial_loss_dict_nan_is_a_nonfinite_event_at_its_iteration():
     assert math.isnan(_components_at(run)[27]["loss_cls"])
     kinds = [e["kind"] for e in run.events["text_events"].get(27, [])]
     assert kinds.count("nonfinite_warning") == 1
+
+
+def test_a_training_line_that_carries_an_event_cue_is_still_a_row(tmp_path):
+    """A cue word inside the repeated training line (`truncated`, `loss_scale:`) made every row an
+    event: the log was refused and its NaN never seen. The line is a row first, its event kept."""
+    import math
+
+    from lossdoctor.sources import load_path
+
+    lines = [f"> {i} | xent {('nan' if i >= 150 else f'{2.0 - i / 200:.4f}')} | truncated 2" for i in range(199)]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    (run,) = load_path(p)
+    loss = run.col("loss")  # the rows in reading order (`> i` names no step)
+    assert len(loss) == 199 and loss[10] == 1.95 and math.isnan(loss[150]) and not math.isnan(loss[149])
+    assert any(e["kind"] == "truncation" for evs in run.event("text_events").values() for e in evs)
+    scaled = tmp_path / "scaled.log"
+    scaled.write_text("".join(f"step {i} loss {3.0 - i / 100:.2f} loss_scale: 65536\n" for i in range(30)))
+    (run,) = load_path(scaled)
+    assert run.col("loss")[0] == 3.0 and len(run.steps) == 30 and run.meta.get("loss_key") != "loss_scale"

@@ -114,7 +114,6 @@ class RunLogWriter:
         if name in self._refused:
             return
         self._refused.add(name)
-        from .messages import Msg
 
         note = Msg("monitor.path_refused", path=name, error=str(e.strerror or e))
         self.notes.append(note)
@@ -485,15 +484,14 @@ def load_incidents(path: str | os.PathLike[str], notes: list[str] | None = None,
     d = Path(path) / folder
     if not d.is_dir():
         return []
-    from .messages import Msg
 
     out = []
     notes = notes if notes is not None else []
     for f in sorted(d.glob("*.json")):
         try:
-            rec = _loads(read_bytes(f), f"{INCIDENTS}/{f.name}", notes)
+            rec = _loads(read_bytes(f), f"{folder}/{f.name}", notes)
         except orjson.JSONDecodeError as e:  # torn, damaged, or nested beyond orjson's 1,024 levels
-            notes.append(Msg("source.record_unreadable", name=f"{INCIDENTS}/{f.name}", error=str(e)))
+            notes.append(Msg("source.record_unreadable", name=f"{folder}/{f.name}", error=str(e)))
             continue
         if isinstance(rec, dict):  # a record is an object; its findings a list (checked on use)
             out.append(rec)

@@ -51,7 +51,7 @@ from .columns import column_for, normalise
 from .console_text import clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
-from .text_events import TEXT_MAX, Events
+from .text_events import TEXT_MAX, Events, classify, scale_in
 
 LOOKED_FOR = ("numbers repeated under the same words on many lines (a line template), a table with a "
               "header row, or per-step `| key | value |` blocks")
@@ -64,8 +64,6 @@ _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-
 #: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
 _WRAP = re.compile(r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
                    r"float|np\.array)\(\s*\[*\s*['\"]?\s*$")
-_WORDS_FROM_PREVIOUS_FIELD = re.compile(r"^[\s,;|)\]}'\"]*(?:device=['\"][^'\"]*['\"]|grad_fn=<\w+>|dtype=[\w.]+|"
-                                        r"requires_grad=\w+|[,\s)])*")
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
                         r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
@@ -104,6 +102,13 @@ def name_key(name: str) -> str:
 def split_cells(text: str) -> list[str]:
     cells = _HEADER_SPLIT.split(text.strip().strip("|+").strip())
     return [c for c in cells if c != ""]
+
+
+def names_a_loss(text: str) -> bool:
+    """Whether a number of the line stands behind a loss name (`loss 2.3`, `xent nan`; never `loss
+    scale`): such a line is a training row even when it also reads as an event."""
+    spans = [m.span() for m in NUMBER.finditer(text)]
+    return any(_is_loss(name_key(n)) for n in slot_names(text, spans) if n)
 
 
 def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
@@ -204,6 +209,11 @@ class TextParser:
         if hit is not None and self.header is None:
             self._values(text, *hit)
             return
+        if classify(text) is not None and names_a_loss(text):
+            # a training line that also says "truncated", "loss_scale: N" or "nan": a row first (the
+            # NaN it holds is the symptom), its event recorded at that row
+            if not self._table_line(text):
+                self._template_line(text, zeroed)
         kind = self.events.scan(self.line_no, text, self.n_rows)
         if kind is not None:
             self._event(kind, text)
@@ -213,8 +223,6 @@ class TextParser:
         self._template_line(text, zeroed)
 
     def _event(self, kind: str, text: str) -> None:
-        from .text_events import scale_in
-
         m = _STEP_HINT.search(text)
         if m is not None:
             self.hints.append((self.n_rows, float(m.group(1))))
@@ -465,6 +473,8 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
 
 def _is_loss(n: str) -> bool:
     n = n.removeprefix("train_").removeprefix("training_")
+    if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
+        return False
     return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss") or \
         n in _LOSS_METRICS
 
@@ -736,12 +746,9 @@ def _shape_name(t: Template) -> str:
     return re.sub(r"\s+", " ", t.text.replace("\x00", "#"))[:80]
 
 
-def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, values: Iterable[float],
-          keep_first: bool = False) -> None:
+def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, values: Iterable[float]) -> None:
     c = cols.setdefault(name, {})
     for s, v in zip(steps.tolist(), values):
-        if keep_first and int(s) in c:
-            continue
         c[int(s)] = v
 
 
@@ -802,7 +809,7 @@ def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
     """Loss scales and overflows read from event lines, and the events themselves, at their step."""
     if parser.scale_points:
         at = place.at(np.asarray([i - 1 for i, _ in parser.scale_points]))
-        _fill(cols, "scale", at, [v for _, v in parser.scale_points], keep_first=False)
+        _fill(cols, "scale", at, [v for _, v in parser.scale_points])
     if parser.overflows:
         at = place.at(np.asarray([i - 1 for i in parser.overflows]))
         _fill(cols, "skipped", at, [1.0] * len(at))

@@ -64,7 +64,6 @@ _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 #: training loss even though the name alone does not say so.
 _EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset",
                         re.IGNORECASE)
-#: an evaluation word as a word of its own (`Epoch 3, validation: loss 2.40`, `[eval] step 40 loss 2.3`)
 _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
 
 #: what each kind of line is called in the notes, in the order the notes list them
