@@ -484,3 +484,22 @@ def test_clipping_sgd_at_a_tiny_max_norm_is_grad_clip_too_tight(tmp_path):
 def test_ordinary_clipping_and_adams_scale_invariance_read_clean(tmp_path, max_norm, optimizer):
     mon = _clipped(tmp_path, max_norm, optimizer)
     assert all(f.cause != "grad_clip_too_tight" for f in mon.diagnose().findings)
+
+
+def test_a_configured_warmup_still_running_is_not_a_warmup_that_never_ends():
+    """300 steps into a correct 2000-step warm-up the LR curve looks like the bug; the Trainer's
+    configuration (meta.json `framework.warmup_steps`) says it is the plan: no finding."""
+    import numpy as np
+
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import from_columns
+
+    steps = np.arange(300)
+    cols = {"loss": 3.0 - 0.002 * steps, "lr": 3e-4 * (steps + 1) / 2000}
+
+    def causes(meta):
+        return {f.cause for f in diagnose_runs([from_columns(steps, cols, meta=meta)]).findings}
+
+    assert "lr_schedule_error" in causes({})  # the curve alone: a warm-up that never ends
+    assert "lr_schedule_error" not in causes({"framework": {"name": "transformers", "warmup_steps": 2000}})
+    assert "lr_schedule_error" not in causes({"framework": {"warmup_ratio": 0.1, "max_steps": 20000}})

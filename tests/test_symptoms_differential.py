@@ -330,3 +330,34 @@ def test_a_zero_loss_at_lr_0_is_the_schedule_and_with_fp16_the_scaler():
         assert f.cause == want, (meta, f.cause, _keys(f))
         ranked = f.evidence[_keys(f).index("diff.ranked")]
         assert "label_mask_empty" not in (ranked.values["first"],), ranked.values
+
+
+def test_a_cause_the_lr_probe_withdrew_is_not_brought_back_by_the_differential():
+    """A run that falls then rises at AdamW LR 1e-2 reads as lr_too_high from its curve; when the
+    LR probe replayed lower LRs and none trained better, the differential must not name it again
+    (it did, with "lower the peak LR 3-10x": the advice the probe had measured as worse)."""
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import from_columns
+
+    steps = np.arange(200)
+    loss = np.concatenate([np.linspace(3.0, 1.0, 80), np.linspace(1.0, 4.0, 120)])
+    loss = loss * (1 + 0.01 * np.sin(steps))
+    lr = np.full(200, 1e-2)
+    meta = {"optimizer": {"class": "AdamW", "param_groups": [{"lr": 1e-2}]}}
+
+    def run(incidents):
+        r = from_columns(steps, {"loss": loss, "lr": lr}, meta=meta)
+        r.incidents = incidents
+        return r
+
+    plain = diagnose_runs([run([])])
+    assert "lr_too_high" in {f.cause for f in plain.findings}  # the curve alone names it
+    probe = {"level": "probe", "cause": "lr_too_high", "step": 100,
+             "probe": {"status": "checked", "from_step": 90, "to_step": 130,
+                       "control": {"lr": 1e-2, "loss": 2.0},
+                       "trials": [{"kind": "lr", "lr": 3.3e-3, "loss": 2.4, "verdict": "did_not_help"},
+                                  {"kind": "lr", "lr": 1e-3, "loss": 2.9, "verdict": "did_not_help"}]}}
+    report = diagnose_runs([run([probe])]).to_dict()
+    assert "lr_too_high" not in {f["cause"] for f in report["findings"]}
+    assert [n["values"]["cause"] for n in report["notes_data"] if n and n["key"] == "probe.withdrawn"] \
+        == ["lr_too_high"]

@@ -145,13 +145,16 @@ def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[
     """The symptoms' differential (detectors/differential.py), in place: the curve-only default
     causes weighed again, and a finding for every visible symptom no detector's alarm shows."""
     from .differential import fill_gaps, reconsider
+    from .probes import withdrawn_causes
 
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             findings[:] = reconsider(run, q, findings)
+            withdrawn = withdrawn_causes(run)  # the LR probe measured it wrong: never brought back
             for new in fill_gaps(run, q, findings):
-                _join_same_cause(findings, new)
+                if new.cause not in withdrawn:
+                    _join_same_cause(findings, new)
     except Exception as e:  # its failure must not hide the other findings
         log.debug("the differential failed", exc_info=True)
         notes.append(Msg("engine.internal_error", name="differential", error=f"{type(e).__name__}: {e}"))

@@ -269,6 +269,8 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     if hi - tenth < WARMUP.still_rising * (hi - lo):
         return []
     n = int(q.steps[idx[-1]]) + 1
+    if n <= _configured_warmup(run):  # a warm-up still running as configured (seen live, or a log cut early)
+        return []
     evidence: list[str] = [Msg("bugs.warmup.never_ends", a=lo, b=hi, n=n)]
     peak = _initial_lr(run)
     slope = (hi - lo) / max(1, int(q.steps[idx[-1]] - q.steps[idx[0]]))
@@ -278,6 +280,20 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.8,
                     step=int(q.steps[idx[0]]), evidence=evidence,
                     fixes=[Msg("bugs.warmup.fix_units"), Msg("bugs.warmup.fix_hf")])]
+
+
+def _configured_warmup(run: Run) -> int:
+    """The warm-up steps the run's configuration asked for (the HF Trainer's `warmup_steps`, or
+    `warmup_ratio` of `max_steps`), 0 when not known."""
+    meta = run.meta if isinstance(run.meta, dict) else {}
+    fw = meta.get("framework") if isinstance(meta.get("framework"), dict) else {}
+    cfg = {**(meta.get("settings") if isinstance(meta.get("settings"), dict) else {}), **fw}
+    steps, ratio, total = cfg.get("warmup_steps"), cfg.get("warmup_ratio"), cfg.get("max_steps")
+    if isinstance(steps, (int, float)) and not isinstance(steps, bool) and steps > 0:
+        return int(steps)
+    if isinstance(ratio, (int, float)) and isinstance(total, (int, float)) and ratio > 0 and total > 0:
+        return int(ratio * total)
+    return 0
 
 
 def _initial_lr(run: Run) -> float | None:

@@ -58,12 +58,24 @@ def _num(x: Any) -> float:
     return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else float("nan")
 
 
+def _beaten(probe: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trials that beat the current LR (verified, with their LR and loss)."""
+    return [t for t in probe.get("trials") or [] if isinstance(t, dict) and t.get("verdict") == "verified"
+            and isinstance(t.get("lr"), (int, float)) and isinstance(t.get("loss"), (int, float))]
+
+
+def withdrawn_causes(run: Run) -> set[str]:
+    """The causes the LR probe withdrew: lr_too_high checked by replay, no lower LR beating it. Read
+    from the probe records (data), so no later rule of the engine brings the cause back."""
+    return {rec["cause"] for rec in probe_records(run) if rec["cause"] == "lr_too_high"
+            and rec["probe"].get("status") == "checked" and not _beaten(rec["probe"])}
+
+
 def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any], notes: list[str]) -> list[Finding]:
     probe = rec["probe"]
     start, end = probe.get("from_step"), probe.get("to_step")
     table = Msg("probe.losses", trials=_trial_table(probe), start=start, end=end)
-    beaten = [t for t in probe.get("trials") or [] if isinstance(t, dict) and t.get("verdict") == "verified"
-              and isinstance(t.get("lr"), (int, float)) and isinstance(t.get("loss"), (int, float))]
+    beaten = _beaten(probe)
     if not beaten and rec["cause"] == "lr_too_high":
         # nothing lower trained better: the LR was not too high, the finding is withdrawn (said,
         # with the losses), rather than advising an LR that trains worse
@@ -136,7 +148,7 @@ def withdrawn_notes(run: Run, findings: list[Finding], notes: list[str],
     with the reason: a probe withdrew it (its own note), another cause explains it, or the rest of
     the run no longer shows it (the loss then and at the end)."""
     have = {f.cause for f in findings}
-    probed = {getattr(n, "values", {}).get("cause") for n in notes if getattr(n, "key", "") == "probe.withdrawn"}
+    probed = withdrawn_causes(run)  # said in their own note already
     seen: set[str] = set()
     for d in run.live_findings or []:
         cause = d.get("cause") if isinstance(d, dict) else None
