@@ -503,3 +503,40 @@ def test_a_configured_warmup_still_running_is_not_a_warmup_that_never_ends():
     assert "lr_schedule_error" in causes({})  # the curve alone: a warm-up that never ends
     assert "lr_schedule_error" not in causes({"framework": {"name": "transformers", "warmup_steps": 2000}})
     assert "lr_schedule_error" not in causes({"framework": {"warmup_ratio": 0.1, "max_steps": 20000}})
+
+
+def test_a_uniform_task_id_or_lengths_is_not_read_as_the_class():
+    """Only targets count for "one class a batch": a `task_id` or `lengths` key that is uniform per
+    batch on purpose (one task a batch, length bucketing) read as the class made unshuffled_data fire."""
+    from lossdoctor.signals.batch import BatchProbe
+    from lossdoctor.signals.readout import Packer
+
+    x = torch.randn(8, 4)
+    ctx = BatchProbe().flush_batch({"x": x, "task_id": torch.full((8,), 3), "lengths": torch.full((8,), 17)},
+                                   Packer())
+    assert "class_key" not in ctx
+    ctx = BatchProbe().flush_batch({"x": x, "task_id": torch.full((8,), 3), "labels": torch.arange(8) % 2},
+                                   Packer())
+    assert ctx["class_key"] == "labels"
+    assert BatchProbe().flush_batch((x, torch.zeros(8, dtype=torch.long)), Packer())["class_key"] == "1"
+
+
+def test_a_sharded_run_compares_the_applied_norm_with_its_own_shard():
+    """Under FSDP2/TP the applied norm is the rank's shard, the recorded grad_norm the total over
+    ranks: compared with that, 64 unclipped ranks read as clipping by 64x; the shard's own
+    norm is the comparison. A plain string optimizer in meta.json is read too."""
+    import numpy as np
+
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import from_columns
+
+    steps = np.arange(40)
+    shard = np.full(40, 0.5)
+    cols = {"loss": 2.0 - 0.01 * steps, "grad_norm": shard * 64, "grad_norm_local": shard,
+            "grad_norm_applied": shard}
+
+    def causes(meta):
+        return {f.cause for f in diagnose_runs([from_columns(steps, cols, meta=meta)]).findings}
+
+    assert "grad_clip_too_tight" not in causes({"optimizer": "SGD", "distributed": {"kind": "fsdp2"}})
+    assert "grad_clip_too_tight" in causes({"optimizer": "SGD", "distributed": {"kind": "ddp"}})

@@ -227,7 +227,9 @@ def several_runs(args: argparse.Namespace, error: Exception) -> list[str] | None
     from .compare import folder_runs
 
     folder = Path(args.path)
-    if getattr(args, "run", None) is not None or not folder.is_dir() or "no known training log" not in str(error):
+    from ..sources.registry import NoReader
+
+    if getattr(args, "run", None) is not None or not folder.is_dir() or not isinstance(error, NoReader):
         return None
     subs = [p for p in folder_runs(folder) if Path(p).is_dir()]
     runs = [p for p in subs if is_run_dir(Path(p)) or any(Path(p).iterdir())]

@@ -143,19 +143,19 @@ def report_run(log_dir: Path, args: argparse.Namespace) -> None:
     from ..messages import render
     from ..report import render as render_report
     from ..sources import SourceError, load_path
-    from .output import chosen_lang, no_color, text_width
+    from .output import chosen_lang, error_line, no_color, text_width
 
     lang = chosen_lang(args)
     if not log_dir.is_dir():
-        print(render("cli.run.nothing", {"log_dir": str(log_dir)}, lang), file=sys.stderr)
+        error_line(render("cli.run.nothing", {"log_dir": str(log_dir)}, lang))
         return
     try:
         runs = load_path(log_dir)
         report = diagnose_runs(runs)
     except SourceError as e:
-        print(render("cli.run.unreadable", {"log_dir": str(log_dir), "error": str(e)}, lang), file=sys.stderr)
+        error_line(render("cli.run.unreadable", {"log_dir": str(log_dir), "error": str(e)}, lang))
         return
     text = render_report(report, "text", color=sys.stderr.isatty() and not no_color(), runs=runs, lang=lang,
                          width=text_width())
     print(text.rstrip("\n"), file=sys.stderr)
-    print(render("cli.run.where", {"log_dir": str(log_dir)}, lang), file=sys.stderr, flush=True)
+    error_line(render("cli.run.where", {"log_dir": str(log_dir)}, lang))

@@ -465,15 +465,21 @@ class ClipThresholds:
 
 
 CLIP = ClipThresholds()
+#: layouts whose optimizer sees this rank's shard of each gradient (DDP's is the reduced whole)
+SHARDED = ("fsdp2", "tp", "fsdp1", "deepspeed")
 _ADAPTIVE = ("adam", "adafactor", "rmsprop", "adagrad", "adadelta", "lion", "lamb", "sophia", "shampoo")
 
 
 @detector("grad_clip_too_tight", needs=("grad_norm_applied", "grad_norm"))
 def grad_clip_too_tight(run: Run, q: Quantities) -> list[Finding]:
-    opt = str(((run.meta.get("optimizer") or {}).get("class") or "")).lower() if isinstance(run.meta, dict) else ""
+    opt = q.optimizer  # (a string or {"class": ...} in meta.json)
     if not opt or any(a in opt for a in _ADAPTIVE):
         return []
-    ap, gn = run.col("grad_norm_applied"), run.col("grad_norm")
+    # the applied norm is this rank's shard (FSDP2, TP): compared with this rank's norm then, not
+    # the total over ranks (which reads as clipping by ~sqrt(world size))
+    dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
+    sharded = isinstance(dist, dict) and dist.get("kind") in SHARDED and run.has("grad_norm_local")
+    ap, gn = run.col("grad_norm_applied"), run.col("grad_norm_local" if sharded else "grad_norm")
     idx = np.flatnonzero(np.isfinite(ap) & np.isfinite(gn) & (gn > 0))
     if idx.size < CLIP.min_steps:
         return []

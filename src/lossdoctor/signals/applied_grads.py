@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .optimizer import unwrap_optimizer
+from .safe_reads import foreach_norm_any
 from .sharding import local
 
 
@@ -45,7 +46,7 @@ class AppliedGradProbe:
             if not by_dev:
                 return
             with torch.no_grad():
-                parts = [torch.stack(torch._foreach_norm(ts)).float() for ts in by_dev.values()]
+                parts = [torch.stack(foreach_norm_any(ts)) for ts in by_dev.values()]  # fp32: fp16 norms overflow
                 dev = parts[0].device
                 self._norm = torch.linalg.vector_norm(torch.cat([p.to(dev) for p in parts]))
         except Exception as e:  # never break the user's optimizer step

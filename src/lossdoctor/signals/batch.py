@@ -57,6 +57,13 @@ class BatchWalk:
     cut: bool = False
 
 
+def _names_targets(key: str, last: str) -> bool:
+    """A 1-D tensor that holds class targets: named so (`labels`, `y`...) or the target of an
+    `(x, y)` batch (a tuple item after the first). A `task_id`, `lengths` or `seq_len` is uniform
+    per batch on purpose (bucketing, one task a batch) and is never read as the class."""
+    return last in LABEL_KEYS or (key.isdigit() and key != "0")
+
+
 def walk_batch(batch: Any, limits: WalkLimits | None = None) -> BatchWalk:
     """One bounded pass over a batch: a tensor, a dict / BatchEncoding, a tuple/list, a dataclass.
     At most `limits.max_visits` container elements are looked at and `limits.max_tensors` tensors
@@ -183,7 +190,7 @@ class BatchProbe:
                     ctx["label_key"] = key
                     ctx["label_positions"] = int(ign.shape[1])
                 elif t.dim() == 1 and t.dtype not in (torch.bool, torch.uint8) and t.shape[0] >= 4 \
-                        and "class_key" not in ctx:
+                        and "class_key" not in ctx and _names_targets(key, last):
                     # class labels (B,): is the batch a single class? (data ordered by class)
                     packer.add("class_single", torch.stack([(t == t[0]).all().float(), t[0].float()]))
                     ctx["class_key"] = key

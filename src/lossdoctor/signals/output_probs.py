@@ -72,7 +72,7 @@ class OutputProbe:
                 return  # a tensor-parallel head's shard of the classes: its rows are not distributions
             with torch.no_grad():
                 mn, mx = torch.aminmax(d)
-                dev = (d.float().sum(-1) - 1.0).abs().amax()
+                dev = (d.sum(-1, dtype=torch.float32) - 1.0).abs().amax()  # no fp32 copy of the logits
                 ids = _input_ids(args, kwargs)
                 copy = (d.argmax(-1) == ids).float().mean() if ids is not None and d.dim() == 3 \
                     and tuple(ids.shape) == tuple(d.shape[:2]) else torch.full((), -1.0, device=d.device)

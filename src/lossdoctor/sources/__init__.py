@@ -19,7 +19,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run
-from .registry import READERS, SourceError, reader  # noqa: F401  (the readers' registry, re-exported)
+from .registry import READERS, NoReader, SourceError, reader  # noqa: F401  (the readers' registry, re-exported)
 
 
 _loaded = False
@@ -119,7 +119,7 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
                 finish(run, name, p)
             return runs
     if p.is_dir():
-        raise SourceError(f"{p}: no known training log in this directory (looked for a lossdoctor run "
+        raise NoReader(f"{p}: no known training log in this directory (looked for a lossdoctor run "
                           "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
                           "an MLflow store, console logs, CSV or JSONL)")
     from .files import head, looks_binary

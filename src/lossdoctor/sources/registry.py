@@ -14,6 +14,10 @@ class SourceError(Exception):
     """Bad or unsupported input: the message is one line meant for the user."""
 
 
+class NoReader(SourceError):
+    """A directory no reader takes (it may still hold several runs, one per sub-folder)."""
+
+
 #: (name, sniff(path) -> bool, read(path) -> list[Run]); tried in order of priority.
 READERS: list[tuple[str, Callable[[Path], bool], Callable[[Path], list[Run]]]] = []
 _PRIORITY: dict[str, int] = {}
