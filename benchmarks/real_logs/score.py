@@ -165,6 +165,9 @@ def cuts_lr(fix: str, current_lr: float | None) -> bool:
     return False
 
 
+SLOWED_BY_A_CUT = ("lr_too_low", "grad_clip_too_tight")
+
+
 def harmful_fixes(report: dict[str, Any], outcome: str, recovered: bool | None,
                   lr_of_step=lambda step: None, facts: dict[str, Any] | None = None) -> list[str]:
     """Advice that would make this run worse, over every fix of every finding:
@@ -176,12 +179,16 @@ def harmful_fixes(report: dict[str, Any], outcome: str, recovered: bool | None,
       whose recovery neither can show (None: the largest norm is its last line) counts as recovered:
       the corpus files a loss that never came back under divergence, so "spike" means the thread
       shows a run that went on. An LR cut on a NaN or a divergence is not judged harmful here;
+      An LR cut is harmful too when the thread's cause is one a slower run makes worse
+      (SLOWED_BY_A_CUT: a too-low LR, a too-tight clip);
     - "add a loss scaler" (ADD_SCALER_KEYS) to a run the thread shows has one (`has_loss_scaler`);
     - "start clipping" (ADD_CLIP_KEYS) to a run the thread shows clips (`clips_at`: the threshold)."""
     facts = facts or {}
     if facts.get("recovered_spike") is not None:
         recovered = bool(facts["recovered_spike"])
-    cut_harms = outcome == "healthy" or (outcome == "spike" and recovered is not False)
+    # an LR cut also harms a run whose thread names a too-low LR or a too-tight clip: it slows it more
+    cut_harms = outcome == "healthy" or (outcome == "spike" and recovered is not False) \
+        or facts.get("expected_cause") in SLOWED_BY_A_CUT
     out = []
     for f in report.get("findings", []):
         keys = [d.get("key") if isinstance(d, dict) else None for d in (f.get("fixes_data") or [])]
@@ -298,6 +305,8 @@ def score_entry(entry: dict[str, Any]) -> Judged:
     rows = {int(run.steps[i]): r for r, i in enumerate(order)}
     _, bad_row = first_nonfinite(run)
     verdict, why = judge(entry, report, first_bad_row=bad_row, finding_rows=rows)
+    if wrong and verdict in (RIGHT, RIGHT_TOP3):  # right on a log read with a wrong fact is luck, not right
+        verdict, why = WRONG, f"right answer on a misread log ({'; '.join(wrong)[:120]})"
     recovered = spike_recovered(run) if entry["outcome"] == "spike" else None
     harm = harmful_fixes(report, entry["outcome"], recovered, lambda s: lr_at(run, s), facts=entry)
     first = report["findings"][0] if report["findings"] else {}
@@ -387,10 +396,9 @@ def table(results: list[Judged]) -> str:
 
 
 def summary(t: dict[str, int]) -> str:
-    return (f"Faulty logs (nan, divergence, spike, plateau): {t['faulty']}. Right: {t['right']} "
-            f"({_pct(t['right'], t['faulty'])}; {t['right_top1']} at rank 1). Honest inconclusive: {t['honest']}. "
-            f"Right or honest: {t['right'] + t['honest']}/{t['faulty']} "
-            f"({_pct(t['right'] + t['honest'], t['faulty'])}). Wrong: {t['wrong']}. "
+    return (f"Faulty logs (nan, divergence, spike, plateau): {t['faulty']}. Symptom named: {t['right']} "
+            f"({_pct(t['right'], t['faulty'])}; {t['right_top1']} as the first finding). "
+            f"Inconclusive on a visible fault (a miss): {t['honest']}. Wrong: {t['wrong']}. "
             f"Refused: {t['refused_faulty']}. "
             f"Healthy logs flagged: {t['false_alarms']}/{t['healthy']}. Harmful advice: {t['harmful']}. "
             f"Outcome 'other' (reported, not scored): {t['other']}.")
