@@ -35,7 +35,7 @@ its own section.
 | [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 056e5fa --docs` |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
-| [Overhead on a GPU](#overhead-on-a-gpu) | `python benchmarks/gpu.py` (CUDA only; skips cleanly without it) |
+| Overhead on a GPU (not run yet: no GPU was lent; the section appears when it runs) | `python benchmarks/gpu.py` (CUDA only; skips cleanly without it) |
 | [Overhead with many parameter tensors](#overhead-with-many-parameter-tensors) | `python benchmarks/many_params.py` |
 | [Run directories of many ranks](#run-directories-of-many-ranks) | `python benchmarks/many_ranks.py --docs` |
 | [Overhead under DeepSpeed ZeRO-2](#overhead-under-deepspeed-zero-2) | `python benchmarks/deepspeed_overhead.py --docs` |

@@ -144,7 +144,7 @@ def main() -> None:
             f"An MLP of {args.blocks} residual blocks ({res['params'] / 1e6:.1f}M params, width {args.width}, "
             f"hidden {4 * args.width}), up projections `ColwiseParallel`, down projections `RowwiseParallel` "
             f"(`parallelize_module`), batch {args.batch} rows, AdamW, `clip_grad_norm_` over the mesh, "
-            + ("one process (a 1-rank mesh, gloo; one torch thread). " if args.world == 1 else
+            + ("one process (a 1-rank mesh, gloo; one torch thread: the monitor's one cross-rank all-reduce per step costs nothing there, so this understates its cost on real ranks; `--world 2` measures it). " if args.world == 1 else
                f"{args.world} ranks (gloo on CPU, one torch thread each). ") +
             f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
             "same model (the monitor started before and closed after its chunk, outside the timing); timed on "

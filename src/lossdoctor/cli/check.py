@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Msg
+from .output import examples
 
 DEFAULT_FUNCTIONS = ("lossdoctor_setup", "setup")
 ARGUMENTS = ("model", "optimizer", "scheduler", "batches", "total_steps", "task", "tokenizer", "scaler",
@@ -37,13 +38,6 @@ ARGUMENTS = ("model", "optimizer", "scheduler", "batches", "total_steps", "task"
 
 class SetupError(Exception):
     """The config cannot be used: the message is one line for the user."""
-
-
-def examples(command: str) -> str:
-    from ..messages import render
-    from ..report.i18n import locale_lang
-
-    return render(f"cli.examples.{command}", {}, locale_lang())
 
 
 def add_parser(sub: Any, formats: tuple[str, ...]) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..messages import Msg
+from .output import examples
 
 FORMATS = ("text", "json", "md")
 EPILOG = ("The verdicts are those watch(..., replay_fn=...) recorded during training (verify=True, the default). "
@@ -38,13 +39,6 @@ class VerifyInputError(Exception):
 
 class NoIncidents(VerifyInputError):
     """The run directory has no incident: `verify` says so and exits 0."""
-
-
-def examples(command: str) -> str:
-    from ..messages import render as render_msg
-    from ..report.i18n import locale_lang
-
-    return render_msg(f"cli.examples.{command}", {}, locale_lang())
 
 
 def add_parser(sub: Any) -> None:

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Sequence
 
-from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, error_line,  # noqa: F401
+from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, error_line, examples,  # noqa: F401
                      progress, say_arg, write_report)
 
 
@@ -80,14 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=examples("completion"), formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("shell", choices=("bash", "zsh"))
     return p
-
-
-def examples(command: str) -> str:
-    """The examples under a command's --help (messages/cli.py: `cli.examples.<command>`)."""
-    from ..messages import render
-    from ..report.i18n import locale_lang
-
-    return render(f"cli.examples.{command}", {}, locale_lang())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

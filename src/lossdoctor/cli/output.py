@@ -240,3 +240,12 @@ def say_arg(e: BaseException, lang: str) -> str:
     from ..report.i18n import say
 
     return say(e.args[0], lang) if e.args and isinstance(e.args[0], str) else str(e)
+
+
+def examples(command: str) -> str:
+    """The examples under a command's --help (messages/cli.py: `cli.examples.<command>`), in the
+    locale's language."""
+    from ..messages import render
+    from ..report.i18n import locale_lang
+
+    return render(f"cli.examples.{command}", {}, locale_lang())

@@ -288,7 +288,9 @@ class Attach:
         try:
             self.monitor.step(loss, batch=batch)
         except Exception as e:
-            if type(e).__name__ == "TrainingIncident":  # on_incident="raise": the user asked for it
+            from ..triage.incident import TrainingIncident
+
+            if isinstance(e, TrainingIncident):  # on_incident="raise": the user asked for it
                 raise
             note("integrations.attach.failed", part="step", error=f"{type(e).__name__}: {e}")
 

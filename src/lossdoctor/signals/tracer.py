@@ -183,7 +183,9 @@ class ModuleTracer:
         #: Trainer's on_step_end, before its next on_step_begin): forwards then are not traced
         self.idle = False
         #: events one step may hold (`TraceLimits`); past it the step's later forwards are not traced
-        self.max_events = max(TRACE.min_events, TRACE.forwards_per_step * 2 * len(self.modules))
+        self.traced = traced_subset(len(self.modules), self.head)  # the modules that get hooks
+        self._capped = False
+        self.max_events = max(TRACE.min_events, TRACE.forwards_per_step * 2 * len(self.traced))
         self.error: BaseException | None = None  # first internal error; the part is disabled then
         self._handles: list[Any] = []
         #: per module: ((version, data_ptr) of its weight, max |W|): once per optimizer step
@@ -192,7 +194,6 @@ class ModuleTracer:
         #: (device, dtype) -> [(min, max) slot views of one buffer, slots used this step]
         self._slots: dict[tuple[torch.device, torch.dtype], list[Any]] = {}
         self.reset()
-        self.traced = traced_subset(len(self.modules), self.head)
         #: one gradient hook per traced module, made once: a forward call only attaches it to its output
         self._bwd_hooks: dict[int, Any] = {i: self._make_bwd(i) for i in self.traced}
         for i in self.traced:
@@ -275,9 +276,9 @@ class ModuleTracer:
     def _full(self) -> bool:
         """The step's trace holds `max_events`: said once, nothing more recorded until the flush
         (backward events come only from traced forwards: bounded with them)."""
-        note = Msg("tracer.events_capped", events=self.max_events)
-        if note not in self.notes:
-            self.notes.append(note)
+        if not self._capped:  # said once a run: a flag, not a scan of the notes at every module call
+            self._capped = True
+            self.notes.append(Msg("tracer.events_capped", events=self.max_events))
         return True
 
     def _fail(self, e: BaseException) -> None:
