@@ -24,8 +24,9 @@ def write_report(report, args: argparse.Namespace, runs=None, inputs: Sequence[s
     if out:
         refuse_input_as_output(out, inputs)  # before rendering: a refused -o costs nothing
     color = out is None and sys.stdout.isatty() and args.format == "text" and not no_color()
+    # report.render escaped it already (safe_output) and the output was checked above
     write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args), width=text_width()),
-               out, inputs, fmt=args.format, color=color)
+               out, fmt=args.format, color=color, escaped=True)
 
 
 def no_color() -> bool:
@@ -102,7 +103,7 @@ class progress:
 
 
 def write_text(text: str, out: str | None, inputs: Sequence[str] = (), *, fmt: str = "text",
-               color: bool = False) -> None:
+               color: bool = False, escaped: bool = False) -> None:
     """`text` to the file `out` (atomically: never a half-written file, never an input replaced),
     or to standard output; WriteError (one line) when it cannot be.
 
@@ -111,7 +112,8 @@ def write_text(text: str, out: str | None, inputs: Sequence[str] = (), *, fmt: s
     bytes of a file name that is not UTF-8 become visible escapes)."""
     from ..messages import safe_output
 
-    text = safe_output(text, fmt, color=color)
+    if not escaped:  # (`escaped`: a report from report.render, which escapes what it renders)
+        text = safe_output(text, fmt, color=color)
     try:
         if out:
             refuse_input_as_output(out, inputs)

@@ -291,10 +291,11 @@ class ShardedGradProbe:
     def _arm(self, grad: torch.Tensor) -> None:
         self.grads.arm()
 
-    def _on_capture(self, idx: Any, norms: list[torch.Tensor]) -> None:
-        if not self.enabled or not norms:
+    def _on_capture(self, idx: Any, norms: Any) -> None:
+        if not self.enabled or len(norms) == 0:
             return
-        n = torch.stack([x.reshape(()).float() for x in norms])
+        # GradProbe's stacked per-parameter norms (a list only when they sit on several devices)
+        n = norms.float() if isinstance(norms, torch.Tensor) else torch.stack([x.reshape(()).float() for x in norms])
         bad = (~torch.isfinite(n)).float()
         sq = n * n
         if self._weights is not None:

@@ -141,8 +141,6 @@ class GradProbe:
             return
         scale = self._scale_fn()
         norms = foreach_norm_wide(grads)
-        for listener in self.listeners:
-            listener(idx, norms)
         # one tensor kept until the step is collected, not one per parameter (see the tracer's
         # slots: small tensors alive across the optimizer step fragment the heap); a model spread
         # over several devices keeps its list
@@ -150,6 +148,8 @@ class GradProbe:
             kept: Any = torch.stack(norms)
         except RuntimeError:
             kept = norms
+        for listener in self.listeners:  # the stacked norms: a listener need not stack them again
+            listener(idx, kept)
         self._captured = (idx, kept, None if scale is None else scale.detach().clone())
         self.fresh = True
 
