@@ -25,7 +25,7 @@ from torch import nn
 from ..findings import Finding
 from ..signals.tracer import compiling, first_float_tensor
 from ..messages import Msg
-from ..signals.safe_reads import foreach_norm_any, norm_fp32, parametrized, stored_attr
+from ..signals.safe_reads import foreach_norm_any, norm_fp32, parametrized, stored_attr, uninitialized
 from ..signals.sharding import holds_data, local
 from .common import Context, make_finding, round_sig, unwrap_model
 
@@ -60,7 +60,7 @@ def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, 
     out = []
     for name, m in model.named_modules():
         w = stored_attr(m, "weight")
-        if not isinstance(w, torch.Tensor) or _uninitialized(w) or not (w.is_floating_point() or w.is_complex()) \
+        if not isinstance(w, torch.Tensor) or uninitialized(w) or not (w.is_floating_point() or w.is_complex()) \
                 or w.dim() < 2 \
                 or id(w) in embedded:
             continue
@@ -72,17 +72,13 @@ def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, 
     return out
 
 
-def _uninitialized(t: torch.Tensor) -> bool:
-    return isinstance(t, nn.parameter.UninitializedTensorMixin)
-
-
 def unread_weights(model: nn.Module) -> list[str]:
     """Layers whose weight the init check does not read: parametrized (computed on access; reading
     it would run the parametrization, a spectral_norm power-iteration step) or lazy, not yet
     materialised."""
     out = []
     for name, m in model.named_modules():
-        if "weight" in parametrized(m) or _uninitialized(stored_attr(m, "weight")):
+        if "weight" in parametrized(m) or uninitialized(stored_attr(m, "weight")):
             out.append(name or type(m).__name__)
     return out
 

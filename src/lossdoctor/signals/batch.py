@@ -19,7 +19,7 @@ import torch
 
 from ..messages import Msg
 from .packing import POSITION_KEY, examples_of, per_example_sum
-from .safe_reads import unreadable
+from .safe_reads import real_view, unreadable
 
 IGNORE_INDEX = -100
 LABEL_KEYS = ("labels", "label", "label_ids", "targets", "target", "y")
@@ -158,7 +158,7 @@ class BatchProbe:
         for key, t in walk.items:
             why = unreadable(t, complex_ok=True)
             if why is None:  # a complex input is checked through its real and imaginary parts
-                out.append((key, torch.view_as_real(t.resolve_conj()) if t.is_complex() else t))
+                out.append((key, real_view(t)))
             else:
                 self.note_once(why, Msg("batch.tensor_skipped", key=key, kind=why))
         return out

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .safe_reads import foreach_norm_any
+from .safe_reads import foreach_norm_any, uninitialized
 from .sharding import local, local_list
 
 
@@ -91,7 +91,7 @@ class GradProbe:
     def _hook_params(self, params: list[nn.Parameter]) -> None:
         self._lazy = []
         for p in params:
-            if isinstance(p, nn.parameter.UninitializedTensorMixin):
+            if uninitialized(p):
                 self._lazy.append(p)  # no hook can be put on it before its first forward
             else:
                 self._handles.append(p.register_post_accumulate_grad_hook(self.arm))
