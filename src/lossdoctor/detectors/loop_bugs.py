@@ -2,6 +2,10 @@
 Neural Networks", 2019; Tobin, "Troubleshooting Deep Neural Networks", 2019; the PyTorch and HF
 forums), named for what they are rather than by their symptom.
 
+Every threshold below was set while looking at the zoo scenario (benchmarks/zoo) that then scores
+its rule: the zoo's figures for these causes are in-sample ("measured default" means measured
+there), and no held-out variant of these faults exists yet.
+
 Gradients never zeroed (`grad_not_zeroed`). Signal: `grad_stale` (signals/stale_grads.py), 1 when
 the first backward of a step found a non-zero `.grad` left from before. A loop that never calls
 `zero_grad` has it at every step after the first; its loss curve alone looks like an LR that is
