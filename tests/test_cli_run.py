@@ -421,3 +421,46 @@ def test_python_dash_m_runs_a_module_watched(tmp_path):
     top = diagnosis(tmp_path / "runs" / "mod").findings[0]
     assert (top.cause, top.step) == ("nonfinite_data", 3)
     assert steps_recorded(tmp_path / "runs" / "mod") == list(range(12))
+
+
+ACCELERATE_LOOP = textwrap.dedent("""
+    import torch
+    from accelerate import Accelerator
+    acc = Accelerator(cpu=True)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    model, opt = acc.prepare(model, opt)
+    data = torch.randn(256, 8)
+    target = data[:, :1]
+    for step in range(20):
+        i = (step * 16) % 256
+        x, y = data[i:i + 16].clone(), target[i:i + 16]
+        if step == 7:
+            x[0, 0] = float("nan")
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        acc.backward(loss)
+        opt.step()
+""")
+
+
+@pytest.mark.slow
+def test_accelerate_launch_is_watched(tmp_path):
+    """`accelerate launch` (its real CLI, one CPU process): the script's Accelerator-wrapped
+    optimizer is found, every step recorded, the NaN batch named; no warning of lossdoctor's own in
+    the script's console."""
+    pytest.importorskip("accelerate")
+    accelerate = Path(sys.executable).with_name("accelerate")
+    if not accelerate.exists():
+        pytest.skip("the accelerate CLI is not installed next to this Python")
+    script = write(tmp_path, "train.py", ACCELERATE_LOOP)
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/acc", "--", str(accelerate), "launch", "--cpu",
+                "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                str(script), cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    log_dir = tmp_path / "runs" / "acc"
+    assert steps_recorded(log_dir) == list(range(20))
+    top = diagnosis(log_dir).findings[0]
+    assert (top.cause, top.step, top.samples) == ("nonfinite_data", 7, [0])
+    assert "lossdoctor/integrations" not in (log_dir / "console.log").read_text()

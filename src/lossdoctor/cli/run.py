@@ -6,6 +6,12 @@ directory (`lossdoctor/integrations/bootstrap`, whose `sitecustomize` installs
 workers, which inherit the environment) watch themselves into `--log-dir`. Ctrl-C goes to the
 script (this process waits for it), then the run directory is read like `lossdoctor diagnose` reads
 it, the diagnosis goes to stderr with the directory's name, and the exit code is the script's.
+
+What the command prints is passed on unchanged and copied to `console.log` in the run directory
+(`cli/console_tee.py`). Where nothing in the process could be hooked (no optimizer step of torch
+was recorded: another framework, a compiled binary), that copy is read by the console readers
+while the command runs (an alert line per new warning/critical finding) and at its end, and the
+report says the diagnosis comes from the console.
 """
 
 from __future__ import annotations
@@ -117,24 +123,43 @@ def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
     command = command_of(args, command)
     log_dir = Path(args.log_dir) if args.log_dir else \
         Path("lossdoctor_runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
-    rc = run_child(command, child_env(log_dir, args))
+    rc = run_child(command, child_env(log_dir, args), log_dir, args)
     report_run(log_dir, args)
     return rc if rc >= 0 else 128 - rc  # killed by signal N: 128 + N, as a shell says
 
 
-def run_child(command: list[str], env: dict[str, str]) -> int:
-    """COMMAND to its end. Ctrl-C reaches it from the terminal (same process group); this process
-    only waits (a handler, not SIG_IGN, so the child does not inherit an ignored SIGINT)."""
+def run_child(command: list[str], env: dict[str, str], log_dir: Path, args: argparse.Namespace) -> int:
+    """COMMAND to its end, its console copied to the run directory. Ctrl-C reaches it from the
+    terminal (same process group); this process only waits (a handler, not SIG_IGN, so the child
+    does not inherit an ignored SIGINT)."""
+    from .console_tee import CONSOLE_FILE, Tee
+    from .console_watch import ConsoleWatch
+
+    tee = Tee(log_dir / CONSOLE_FILE)
+    tee.start()
+    watch = ConsoleWatch(log_dir, alerts=not args.no_alerts, lang=_lang(args))
     previous = signal.signal(signal.SIGINT, lambda *_: None)
     try:
-        proc = subprocess.Popen(command, env=env)
+        proc = subprocess.Popen(command, env=env, stdout=tee.child_fds["stdout"], stderr=tee.child_fds["stderr"])
+        tee.after_spawn()
         while True:
             try:
-                return proc.wait()
+                rc = proc.wait(timeout=watch.interval)
+                break
+            except subprocess.TimeoutExpired:
+                watch.poll()
             except KeyboardInterrupt:
                 continue
     finally:
         signal.signal(signal.SIGINT, previous)
+    tee.finish()
+    return rc
+
+
+def _lang(args: argparse.Namespace) -> str:
+    from .output import chosen_lang
+
+    return chosen_lang(args)
 
 
 def report_run(log_dir: Path, args: argparse.Namespace) -> None:
@@ -143,14 +168,20 @@ def report_run(log_dir: Path, args: argparse.Namespace) -> None:
     from ..messages import render
     from ..report import render as render_report
     from ..sources import SourceError, load_path
+    from .console_tee import CONSOLE_FILE
+    from .console_watch import console_runs, recorded_steps
     from .output import chosen_lang, error_line, no_color, text_width
 
     lang = chosen_lang(args)
     if not log_dir.is_dir():
         error_line(render("cli.run.nothing", {"log_dir": str(log_dir)}, lang))
         return
+    hooked = recorded_steps(log_dir)
     try:
-        runs = load_path(log_dir)
+        runs = load_path(log_dir) if hooked else console_runs(log_dir)
+        if runs is None:
+            error_line(render("cli.run.nothing", {"log_dir": str(log_dir)}, lang))
+            return
         report = diagnose_runs(runs)
     except SourceError as e:
         error_line(render("cli.run.unreadable", {"log_dir": str(log_dir), "error": str(e)}, lang))
@@ -158,4 +189,8 @@ def report_run(log_dir: Path, args: argparse.Namespace) -> None:
     text = render_report(report, "text", color=sys.stderr.isatty() and not no_color(), runs=runs, lang=lang,
                          width=text_width())
     print(text.rstrip("\n"), file=sys.stderr)
-    error_line(render("cli.run.where", {"log_dir": str(log_dir)}, lang))
+    if hooked:
+        error_line(render("cli.run.where", {"log_dir": str(log_dir)}, lang))
+    else:
+        error_line(render("cli.run.where_console", {"log_dir": str(log_dir),
+                                                    "console": str(log_dir / CONSOLE_FILE)}, lang))

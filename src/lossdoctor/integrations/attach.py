@@ -39,6 +39,7 @@ import importlib.abc
 import json
 import os
 import sys
+import warnings
 import weakref
 from typing import Any, Callable
 
@@ -237,7 +238,9 @@ class Attach:
 
             import torch
 
-            optimizers = [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)]
+            with warnings.catch_warnings():  # isinstance on every live object touches deprecated
+                warnings.simplefilter("ignore")  # module attributes (torch.distributed.reduce_op...)
+                optimizers = [o for o in gc.get_objects() if isinstance(o, torch.optim.Optimizer)]
             if len(optimizers) != 1 or self.find_model(optimizers[0]) is None:
                 return
         except Exception:

@@ -78,11 +78,20 @@ TEMPLATES = {
     "cli.run.no_script": ("{path}: no such file", "{path}：文件不存在"),
     "cli.run.nothing": (
         "lossdoctor run: nothing was recorded in {log_dir}: no optimizer step of torch was seen in the process "
-        "(the console reader does not follow the command's output yet: lossdoctor diagnose on a saved log)",
-        "`lossdoctor run`：{log_dir} 里没有记录：进程里没有看到 torch 的 optimizer step（还不能实时读取命令的输出："
-        "请把日志保存下来再用 `lossdoctor diagnose`）"),
+        "and its console (console.log there) held no training numbers",
+        "`lossdoctor run`：{log_dir} 里没有记录：进程里没有看到 torch 的 optimizer step，"
+        "它的控制台输出（该目录下的 console.log）里也没有训练数值"),
+    "cli.run.from_console": (
+        "nothing in the process could be hooked (no optimizer step of torch was seen): this diagnosis is read "
+        "from the command's console output ({file} in the run directory), without per-layer statistics or replay",
+        "进程里没有可挂接的部分（没有看到 torch 的 optimizer step）：本诊断读取的是命令的控制台输出（运行目录下的 "
+        "{file}），没有逐层统计，也无法回放"),
+    "cli.run.console_alert": (" [read from the console]", "（读自控制台输出）"),
     "cli.run.unreadable": ("lossdoctor run: cannot read the run directory {log_dir}: {error}",
                            "`lossdoctor run`：无法读取运行目录 {log_dir}：{error}"),
+    "cli.run.where_console": (
+        "lossdoctor run: run directory {log_dir}, its console in {console} (again: lossdoctor diagnose {console})",
+        "`lossdoctor run`：运行目录 {log_dir}，控制台输出在 {console}（再次查看：`lossdoctor diagnose {console}`）"),
     "cli.run.where": ("lossdoctor run: run directory {log_dir} (again: lossdoctor diagnose {log_dir})",
                       "`lossdoctor run`：运行目录 {log_dir}（再次查看：`lossdoctor diagnose {log_dir}`）"),
     "cli.examples.diagnose": (
