@@ -470,11 +470,28 @@ _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skip
             "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
 
 
+def _event_series(p: ConsoleParser, rows: list[dict[str, Any]]) -> None:
+    """The loss scale and the skipped steps that event lines carry (apex's and fairseq's overflow
+    lines, a skip counter), put on the row of their step where that row has none of its own."""
+    if not p.events.items:
+        return
+    by_step: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_step.setdefault(r["step"], []).append(r)
+    for col, points in p.events.series([r["step"] for r in p.rows]).items():
+        same = (col, "skipped") if col == "skipped_in_interval" else (col,)
+        for step, v in points.items():
+            at = by_step.get(step)
+            if at and not any(c in r for r in at for c in same):
+                at[0][col] = v
+
+
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
     # a scale guessed from "Attempted loss scale" must not overwrite a logged one at that step
     rows = [r for r in p.rows if not r.get("_drop")]
     logged_scale_steps = {r["step"] for r in rows if "scale" in r and not r.get("_weak")}
     rows = [r for r in rows if not (r.get("_weak") and r["step"] in logged_scale_steps)]
+    _event_series(p, rows)
     rows.sort(key=lambda r: r["step"])
     steps = np.array([r["step"] for r in rows], dtype=np.float64)
     framework = _framework(p)
