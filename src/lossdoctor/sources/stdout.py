@@ -193,7 +193,8 @@ class ConsoleParser:
                 return
         if _HINT.search(text) and self._key_value(text):
             return
-        self.events.scan(self.line_no, text, len(self.rows))
+        # a row waiting for its counter (an HF dict before its bar) is read already: the event is after it
+        self.events.scan(self.line_no, text, len(self.rows) + (self.pending is not None))
         self.ignored += 1
 
     def _key_value(self, text: str) -> bool:
@@ -213,6 +214,7 @@ class ConsoleParser:
             return True
         if row is not None and (row["step"] is not None or "_epoch" in row
                                 or sum(c in row for c in cl.METRICS) >= 2):
+            self._skip_total(text, row)
             self.counts[row.pop("_dialect")] += 1
             epoch = row.pop("_epoch", None)
             if row.pop("_finer_counter", False):
@@ -227,6 +229,20 @@ class ConsoleParser:
                 self._add(row, marker=True)
             return True
         return False
+
+    def _skip_total(self, text: str, row: dict[str, Any]) -> None:
+        """A `skipped: K` counter in a key/value line (DeepSpeed's running total of skipped steps, as
+        its `step=N, skipped=K` line has it): the steps skipped since the previous such line."""
+        m = _SKIP_TOTAL.search(text) if "skipped" in text else None
+        if m is None:
+            return
+        total = int(m.group(1))
+        k = max(0, total - self.deepspeed.skipped_total)
+        row["skipped_in_interval"] = k
+        self.deepspeed.skipped_total = total
+        if k:  # an event at the row this line is about to add (a waiting row, if any, comes first)
+            self.events.add(self.line_no, "skip_count", text, len(self.rows) + (self.pending is not None) + 1,
+                            {"count": k})
 
     def _eval(self, row: dict[str, Any]) -> None:
         """An evaluation's loss, kept apart as `eval_loss`: at the step its line names, else at the last
@@ -468,6 +484,10 @@ def _framework(p: ConsoleParser) -> str:
 
 _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
             "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
+
+
+#: a running count of skipped steps in a key/value line (`steps: 100 loss: 2.1 ... skipped: 3`)
+_SKIP_TOTAL = re.compile(r"\bskipped(?:[ _]steps)?\s*[:=]\s*(\d+)\b")
 
 
 def _event_series(p: ConsoleParser, rows: list[dict[str, Any]]) -> None:

@@ -115,8 +115,10 @@ RULES: tuple[EventRule, ...] = (
                                r"\b(?:nan|inf)\b|non-?finite|FloatingPointError|anomaly detect)",
           "any other NaN/Inf warning"),
     _rule("resume", r"\bresum(?:e|ed|ing)\b|continuing training from|loading (?:model )?checkpoint|"
-                    r"loaded (?:from )?checkpoint|resume_from_checkpoint",
-          "transformers trainer.py: `Continuing training from checkpoint, will skip to saved global_step`"),
+                    r"loaded (?:from )?checkpoint|resume_from_checkpoint|Loading model from \S*checkpoint|"
+                    r"Restoring states from the checkpoint",
+          "transformers trainer.py (`Continuing training from checkpoint, will skip to saved global_step`, "
+          "`Loading model from out/checkpoint-500.`), Lightning (`Restoring states from the checkpoint path at`)"),
     _rule("restart", r"\brestart(?:ing|ed)?\b|restart_count|Rendezvous'ing worker group",
           "torch.distributed.elastic: `Rendezvous'ing worker group`, `restart_count`"),
 )
@@ -150,12 +152,16 @@ def read(line: str) -> tuple[str, dict[str, Any]] | None:
         if m is None:
             continue
         values = _values(m)
+        if rule.kind in ("overflow", "loss_scale") and "scale" not in values:
+            v = _scale_after(line)
+            if v is not None:
+                values["scale"] = v
         if rule.kind == "resume":
             f = _FROM_STEP.search(line)
             if f is not None:
                 values["from_step"] = int(f.group(1) or f.group(2))
         if rule.keep is not None and not rule.keep(values):
-            return None
+            continue  # a counter of 0: nothing happened (a later rule may still read the line)
         return rule.kind, values
     return None
 
@@ -181,6 +187,15 @@ def _values(m: re.Match[str]) -> dict[str, Any]:
     return out
 
 
+def _scale_after(line: str) -> float | None:
+    for m in _SCALE_VALUE.finditer(line):
+        try:
+            return float(m.group(2) or m.group(1))
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
 def classify(line: str) -> str | None:
     """The event kind of one clean line, or None."""
     hit = read(line)
@@ -192,13 +207,7 @@ def scale_in(line: str) -> float | None:
     hit = read(line)
     if hit is not None and "scale" in hit[1] and hit[0] != "loss_scale_min":
         return float(hit[1]["scale"])
-    for m in _SCALE_VALUE.finditer(line):
-        v = m.group(2) or m.group(1)
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            continue
-    return None
+    return _scale_after(line)
 
 
 class Events:
@@ -291,11 +300,11 @@ _PRECISION = (
                         # timm's --amp: torch.cuda.amp with a GradScaler, fp16), `dtype: float16`
                         r"Using (?:native )?16[- ]?bit|Selected optimization level O[123]\b|"
                         r"(?<![\w-])(?:--)?(?:use_)?amp\b(?:\s*[:=]\s*(?:true|True|1)\b|(?=\s+--|\s*$))|"
-                        r"\bdtype\W{1,4}(?:torch\.)?float16\b")),
+                        r"\bdtype\W{1,4}(?:torch\.)?float16\b|Mixed precision type: fp16\b")),
     ("bf16", re.compile(r"--bf16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bbf16\W{0,3}[:=]\s*(?:true|True|1)\b|"
                         r"\"bf16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?bfloat16\b|"
                         r"\bmixed_precision\W+bf16\b|\bprecision\W+bf16(?:-mixed)?\b|Using bfloat16 Automatic Mixed Precision|"
-                        r"\b(?:amp_)?dtype\W{1,4}(?:torch\.)?bfloat16\b")),
+                        r"\b(?:amp_)?dtype\W{1,4}(?:torch\.)?bfloat16\b|Mixed precision type: bf16\b")),
 )
 _HINT_CUE = re.compile(r"16|amp\b|AMP|optimization level|num_labels|num_classes|n_classes|vocab_size|SFT|[Ss]ft|[Pp]re-?train|[Cc]lassif")
 _SIZE = (("n_classes", re.compile(r"\b(?:num_labels|num_classes|n_classes|nb_classes)\W{1,4}(\d{1,7})\b")),
