@@ -172,6 +172,9 @@ def test_a_value_past_the_cut_text_is_kept():
     ("model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float16)", "fp16"),
     ("accelerate launch --mixed_precision=fp16 train.py", "fp16"),
     ("TrainingArguments(bf16=True, fp16=False, fp16_opt_level=O1, half_precision_backend=auto)", "bf16"),
+    ("Namespace(amp=True, batch_size=64, lr=0.1)", "fp16"),  # timm/ultralytics args: torch.cuda.amp + GradScaler
+    ("from torch.cuda.amp import autocast", None),  # code is no setting
+    ("TrainingArguments(fp16=False, fp16_opt_level=O1)", None),  # HF's default opt level says nothing
 ])
 def test_precision_said_in_the_text_is_the_runs(tmp_path, line, precision):
     text = line + "\n" + "".join(f"step {i}: loss {2.0 - i / 50:.4f}\n" for i in range(10))
@@ -404,3 +407,26 @@ def test_a_skipped_counter_in_a_key_value_line_is_the_skipped_series_and_its_eve
     assert sk[200] == 0.0 and sk[210] == pytest.approx(0.1) and sk[300] == pytest.approx(0.1)
     ev = _events(run, "skip_count")
     assert ev[0][0] == 210 and ev[0][1]["count"] == 1 and len(ev) == 10
+
+
+def _nan_run(op):
+    from lossdoctor.records import from_columns
+
+    loss = [2.0 - s / 40 + 0.02 * math.sin(s) for s in range(40)] + [float("nan")]
+    events = {"text_events": {40: [{"kind": "anomaly_op", "line": 99, "op": op, "value": "nan",
+                                    "text": f"RuntimeError: Function '{op}' returned nan values in its 0th output."}]}}
+    return from_columns(range(41), {"loss": loss, "lr": [1e-4] * 41}, events=events)
+
+
+@pytest.mark.parametrize("op,cause,key", [
+    ("SoftmaxBackward0", "attention_overflow", "events.ev.op_attention"),
+    # the curve rule named the batch already (a NaN out of a calm run): the op joins its finding
+    ("LogBackward0", "nonfinite_data", "events.ev.anomaly_op"),
+])
+def test_the_op_anomaly_mode_names_weighs_its_family_on_a_nan_in_the_loss(op, cause, key):
+    """A NaN in the loss column after a calm run, and the anomaly line at its step: the op goes on
+    the finding, and its family moves the differential (a softmax's backward: the attention; a log
+    at 0: the batch)."""
+    report = diagnose_runs([_nan_run(op)])
+    f = next(f for f in report.findings if f.symptom == "nonfinite" and f.severity == "critical")
+    assert f.op == op and f.cause == cause and key in _keys(f.evidence), (f.cause, _keys(f.evidence))

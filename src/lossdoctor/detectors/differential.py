@@ -664,7 +664,7 @@ def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding
             g = finding_for(run, q, sym)
             # the curve rule weighed the curve already: only evidence it cannot see (the precision,
             # the text's events, the LR) moves the cause
-            if g.cause != f.cause and (g.cause in FP16_CAUSES + ("lr_schedule_error", "label_mask_empty")
+            if g.cause != f.cause and (g.cause in FP16_CAUSES + TEXT_CAUSES
                                        or f.cause == "label_mask_empty"):
                 g.step = f.step
                 f = g
@@ -675,6 +675,8 @@ def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding
 #: evidence that the fp16 loss scaler was failing where a curve rule saw a divergence or a spike
 SCALER_FAILING = ("diff.ev.scale_fell", "diff.ev.overflow_lines")
 FP16_CAUSES = ("loss_scale_collapse", "activation_overflow")
+#: causes only evidence beyond the curve can lead with (the LR, the text's events: an op anomaly mode names)
+TEXT_CAUSES = ("lr_schedule_error", "label_mask_empty", "attention_overflow")
 
 
 def _precision_first(run: Run, q: Quantities, f: Finding) -> Finding:

@@ -3,10 +3,13 @@
 A console holds more than numbers: DeepSpeed's and apex's overflow lines, a loss scale lowered or
 raised, a NaN/Inf warning, a tokenizer saying it truncated or a trainer saying an instance "will be
 ignored in loss calculation", an out-of-memory or NCCL error, a restart or a resume from a
-checkpoint. `classify(line)` names the kind of such a line (`records.TEXT_EVENT_KINDS`), looking
-only at words, never evaluating anything; `Events` keeps them with their line number and the row
-index they were read at, and `place` files them under their step as
-`events["text_events"][step] = [{"kind", "line", "text"}]` once the rows have steps.
+checkpoint. `read(line)` names the kind of such a line (`records.TEXT_EVENT_KINDS`) and the values
+it carries, from the table `RULES` (pattern -> kind, its named groups the values: the scale it sets,
+a count, the op anomaly mode names, the step it names), looking only at words, never evaluating
+anything; `Events` keeps them with their line number, their values and the row index they were
+read at, `place` files them under their step as `events["text_events"][step] = [{"kind", "line",
+"text", **values}]` once the rows have steps (the step the line names, else the row read before
+it), and `series` turns the counters into series (the loss scale, the skipped steps).
 
 The same lines tell the precision (a loss scale or an OVERFLOW line is fp16; `fp16: true`,
 `--bf16`, `torch_dtype=torch.float16` in a printed config) and sometimes the task and its size
@@ -299,7 +302,7 @@ _PRECISION = (
                         # precision.`, apex's `Selected optimization level O1`, `amp=True` (ultralytics,
                         # timm's --amp: torch.cuda.amp with a GradScaler, fp16), `dtype: float16`
                         r"Using (?:native )?16[- ]?bit|Selected optimization level O[123]\b|"
-                        r"(?<![\w-])(?:--)?(?:use_)?amp\b(?:\s*[:=]\s*(?:true|True|1)\b|(?=\s+--|\s*$))|"
+                        r"(?:^|(?<=[\s,(]))(?:--)?(?:use_)?amp\b(?:\s*[:=]\s*(?:true|True|1)\b|(?=\s+--|\s*$))|"
                         r"\bdtype\W{1,4}(?:torch\.)?float16\b|Mixed precision type: fp16\b")),
     ("bf16", re.compile(r"--bf16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bbf16\W{0,3}[:=]\s*(?:true|True|1)\b|"
                         r"\"bf16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?bfloat16\b|"
