@@ -97,12 +97,16 @@ EVENTS: dict[str, str] = {
                        "z_loss...), kept apart from the total in `loss`",
     "text_events": "[{'kind', 'line', 'text'}] lines of a log that say what happened at the step (filed under "
                    "the step of the row read before them); kind is one of TEXT_EVENT_KINDS, line the line's "
-                   "number in the text (a progress bar's `\\r` redraws count as lines), text at most 120 characters",
+                   "number in the text (a progress bar's `\\r` redraws count as lines), text at most 120 characters; "
+                   "the values the line carries beside them (sources/text_events.RULES): 'scale' (the loss scale "
+                   "it sets), 'attempted', 'count', 'op' (an autograd function), 'value' (nan/inf), 'step' (the "
+                   "step the line names, where it was filed), 'from_step' (a resumed checkpoint's step)",
 }
 
 #: kinds of `text_events` (what a line of a training log said happened at a step)
 TEXT_EVENT_KINDS = ("overflow", "loss_scale", "nonfinite_warning", "labels_ignored", "truncation", "empty_target",
-                    "oom", "nccl_error", "restart", "resume")
+                    "oom", "nccl_error", "restart", "resume",
+                    "loss_scale_min", "anomaly_op", "skip_count", "nonfinite_loss", "nonfinite_grad", "nonfinite_input")
 
 
 @dataclass

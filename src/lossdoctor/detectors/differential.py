@@ -30,6 +30,8 @@ from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
 from .gradients import clip_in_place
+from .log_events import (ev_grad_text, ev_nan_input, ev_op_attention, ev_op_domain, ev_op_overflow,
+                         ev_resumed_here, ev_scale_floor)
 from .lr_usual import judge_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
@@ -71,7 +73,19 @@ _NAN_ROWS = (
     Row("calm", "nonfinite_data", 1.0, ">= 20 calm steps, then NaN in one step: the batch of that step"),
     Row("at_start", "nonfinite_data", 0.8, "NaN before any update: the data or the model's first forward"),
     Row("at_start", "grad_explosion", -0.3, "no updates yet to explode"),
-    Row("nonfinite_text", "nonfinite_data", 0.3, "the framework warned of NaN/Inf values"),
+    # the text's events (sources/text_events.RULES; a bare "loss is nan" line is the symptom, not evidence)
+    Row("nan_input", "nonfinite_data", 1.2, "the framework says the inputs themselves hold NaN/Inf"),
+    Row("scale_floor", "loss_scale_collapse", 2.5, "the scaler hit its minimum scale: every step overflowed"),
+    Row("scale_floor", "activation_overflow", 0.8, "overflowing even at the minimum scale: values past fp16's range"),
+    Row("scale_floor", "nonfinite_data", -1.0, "a bad batch breaks one step; it does not walk the scale to its floor"),
+    Row("op_attention", "attention_overflow", 2.0, "anomaly mode names a softmax/attention backward: a fully "
+                                                  "masked row (all -inf) or overflowing logits"),
+    Row("op_attention", "nonfinite_data", -0.3, "the op named is the attention's, not the input's"),
+    Row("op_domain", "nonfinite_data", 0.8, "anomaly mode names an op at an edge of its domain (log 0, x/0, "
+                                            "sqrt at 0): a value the batch brought there"),
+    Row("op_overflow", "activation_overflow", 0.6, "anomaly mode names a product/exponential that overflowed"),
+    Row("op_overflow", "grad_explosion", 0.4, "... or a gradient grown past the dtype's range through it"),
+    Row("grad_text", "grad_explosion", 0.4, "the log says the gradient went non-finite"),
     Row("grad_zero", "label_mask_empty", 2.0, "only a mean over zero supervised tokens is NaN with a zero gradient"),
     Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
     Row("loss_finite", "grad_explosion", 0.3, "the gradient overflowed while the loss was still finite"),
@@ -90,6 +104,7 @@ _SPIKE_ROWS = (
     Row("recovered", "lr_too_high", -0.4, "a too-high LR keeps the loss up; this one came back"),
     Row("first_updates", "lr_too_high", 1.2, "the first updates made the loss worse: steps too large from the start"),
     Row("first_updates", "loss_spike", -0.8, "a spike is a jump after training well; this run had not trained yet"),
+    Row("resumed", "loss_spike", -1.5, "the jump is where the log resumes from a checkpoint: two runs' curves meet"),
 )
 
 _DIVERGE_ROWS = (
@@ -106,6 +121,8 @@ _DIVERGE_ROWS = (
     Row("overflow_lines", "loss_scale_collapse", 1.0, "overflow lines with it"),
     Row("fp16_model", "activation_overflow", 1.2, "the model is known to overflow in fp16"),
     Row("to_chance", "lr_too_high", 0.3, "back at chance: the weights were wrecked, as a too-large step does"),
+    Row("resumed", "lr_too_high", -0.5, "the level changed where the log resumed: the resumed state, not the step size"),
+    Row("resumed", "loss_spike", 0.5, "a resume that did not restore the state is an event, not a drift"),
 )
 
 _ABSURD_ROWS = (
@@ -160,6 +177,7 @@ _SCALE_ROWS = (
     Row("fp16_model", "activation_overflow", 1.5, "the model is known to overflow in fp16"),
     Row("grad_rose", "grad_explosion", 1.0, "the unscaled gradient norm grew before the collapse"),
     Row("scale_below_one", "activation_overflow", 0.6, "overflow even at a scale below 1: in the forward pass"),
+    Row("scale_floor", "loss_scale_collapse", 1.0, "the scaler reached its minimum scale and stopped the run"),
 )
 
 _LR_ZERO_ROWS = (
@@ -220,6 +238,11 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("lr_too_low", "lr_schedule_error")): "print_schedule",
     frozenset(("bad_init", "grad_explosion")): "first_forward",
     frozenset(("bad_init", "nonfinite_data")): "first_forward",
+    frozenset(("attention_overflow", "nonfinite_data")): "attention_rows",
+    frozenset(("attention_overflow", "activation_overflow")): "attention_rows",
+    frozenset(("attention_overflow", "grad_explosion")): "attention_rows",
+    frozenset(("attention_overflow", "lr_too_high")): "attention_rows",
+    frozenset(("attention_overflow", "loss_scale_collapse")): "attention_rows",
 }
 
 #: a cause's own fixes (message keys under diff.fix.), said only when it leads clearly
@@ -236,6 +259,7 @@ FIXES: dict[str, tuple[str, ...]] = {
     "noisy_data": ("overfit_one",),
     "lr_too_low": ("raise_lr",),
     "bad_init": ("first_forward",),
+    "attention_overflow": ("attention_mask",),
 }
 
 #: the leader's share of the differential at or above which its own fixes are said (below it the
@@ -464,6 +488,8 @@ def _ev_first_updates(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     i = sym.row
+    if sym.data.get("from_text"):
+        return None  # a NaN only the text tells: its row is the last one printed before it, finite
     return Msg("diff.ev.loss_finite") if q.loss_logged[i] and np.isfinite(q.loss[i]) else None
 
 
@@ -480,6 +506,10 @@ EVIDENCE: dict[str, Evidence] = {
     "negative": _ev_negative, "constant_loss": _ev_constant, "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
     "first_updates": _ev_first_updates,
+    # the text's events (detectors/log_events.py)
+    "nan_input": ev_nan_input, "scale_floor": ev_scale_floor, "op_attention": ev_op_attention,
+    "op_domain": ev_op_domain, "op_overflow": ev_op_overflow, "grad_text": ev_grad_text,
+    "resumed": ev_resumed_here,
 }
 
 
@@ -634,7 +664,7 @@ def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding
             g = finding_for(run, q, sym)
             # the curve rule weighed the curve already: only evidence it cannot see (the precision,
             # the text's events, the LR) moves the cause
-            if g.cause != f.cause and (g.cause in FP16_CAUSES + ("lr_schedule_error", "label_mask_empty")
+            if g.cause != f.cause and (g.cause in FP16_CAUSES + TEXT_CAUSES
                                        or f.cause == "label_mask_empty"):
                 g.step = f.step
                 f = g
@@ -645,6 +675,8 @@ def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding
 #: evidence that the fp16 loss scaler was failing where a curve rule saw a divergence or a spike
 SCALER_FAILING = ("diff.ev.scale_fell", "diff.ev.overflow_lines")
 FP16_CAUSES = ("loss_scale_collapse", "activation_overflow")
+#: causes only evidence beyond the curve can lead with (the LR, the text's events: an op anomaly mode names)
+TEXT_CAUSES = ("lr_schedule_error", "label_mask_empty", "attention_overflow")
 
 
 def _precision_first(run: Run, q: Quantities, f: Finding) -> Finding:

@@ -12,6 +12,7 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector
 from .gradients import clip_in_place
+from .log_events import events_of
 from .quantities import Quantities
 
 
@@ -67,6 +68,9 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     fixes: list[str] = []
     streak_end = int(q.steps[min(q.n - 1, hi if not pattern.ongoing else q.n - 1)])
     layer = _overflow_source(run, s, streak_end, ev, fixes)
+    floor = _scale_floor(run)
+    if floor is not None:
+        ev.append(floor[1])
     _unnormalised_inputs(run, ev, fixes)
     if not pattern.ongoing and not pattern.below_one:
         fixes = _ended_streak(run, pattern, fin_scale, ev) + fixes
@@ -74,6 +78,39 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
                         confidence=0.7, step=s, layer=layer, evidence=ev, fixes=fixes)]
     return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",
                     confidence=0.9, step=s, layer=layer, evidence=ev, fixes=fixes)]
+
+
+def _scale_floor(run: Run) -> tuple[int, Msg] | None:
+    """(step, sentence) of the first line saying the loss scaler reached its minimum scale (fairseq's
+    `FloatingPointError: Minimum loss scale reached (0.0001)`, DeepSpeed's `Current loss scale already
+    at minimum`): the run stopped there, every step overflowing whatever the scale."""
+    hits = events_of(run, ("loss_scale_min",))
+    if not hits:
+        return None
+    step, e = hits[0]
+    scale = e.get("scale")
+    return step, Msg("precision.scale_floor", scale="?" if scale is None else scale, step=step,
+                     text=e.get("text", ""))
+
+
+@detector("loss_scale_floor", needs=("text_events",))
+def loss_scale_floor(run: Run, q: Quantities) -> list[Finding]:
+    """The log says the loss scaler reached its minimum scale: a loss-scale collapse by the
+    framework's own word, dated at the first overflow line of the streak before it (else at the
+    line), when the scale and skip columns do not already show it (`loss_scale_collapse`)."""
+    floor = _scale_floor(run)
+    if floor is None or ((run.has("scale") or run.has("skipped")) and loss_scale_collapse(run, q)):
+        return []
+    step, said = floor
+    ev: list[str] = [said]
+    overflows = [s for s, _ in events_of(run, ("overflow",), step)]
+    if overflows:
+        ev.append(Msg("precision.overflow_lines", n=len(overflows), first=overflows[0]))
+    clip = clip_in_place(run)
+    fixes: list[str] = [Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip) if clip is not None
+                        else Msg("precision.fix_gradients_overflow_fp16")]
+    return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.85,
+                    step=overflows[0] if overflows else step, evidence=ev, fixes=fixes)]
 
 
 def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:

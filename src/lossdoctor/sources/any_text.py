@@ -816,8 +816,8 @@ def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
     if parser.events.items:
         by_step: dict[int, list[dict[str, Any]]] = {}
         at = place.at(np.asarray([i - 1 for _, _, _, i in parser.events.items]))
-        for s, (line, kind, text, _) in zip(at.tolist(), parser.events.items):
-            by_step.setdefault(int(s), []).append({"kind": kind, "line": line, "text": text})
+        for i, s in enumerate(at.tolist()):
+            by_step.setdefault(int(s), []).append(parser.events.record(i))
         events["text_events"] = by_step
 
 

@@ -193,7 +193,8 @@ class ConsoleParser:
                 return
         if _HINT.search(text) and self._key_value(text):
             return
-        self.events.scan(self.line_no, text, len(self.rows))
+        # a row waiting for its counter (an HF dict before its bar) is read already: the event is after it
+        self.events.scan(self.line_no, text, len(self.rows) + (self.pending is not None))
         self.ignored += 1
 
     def _key_value(self, text: str) -> bool:
@@ -213,6 +214,7 @@ class ConsoleParser:
             return True
         if row is not None and (row["step"] is not None or "_epoch" in row
                                 or sum(c in row for c in cl.METRICS) >= 2):
+            self._skip_total(text, row)
             self.counts[row.pop("_dialect")] += 1
             epoch = row.pop("_epoch", None)
             if row.pop("_finer_counter", False):
@@ -227,6 +229,20 @@ class ConsoleParser:
                 self._add(row, marker=True)
             return True
         return False
+
+    def _skip_total(self, text: str, row: dict[str, Any]) -> None:
+        """A `skipped: K` counter in a key/value line (DeepSpeed's running total of skipped steps, as
+        its `step=N, skipped=K` line has it): the steps skipped since the previous such line."""
+        m = _SKIP_TOTAL.search(text) if "skipped" in text else None
+        if m is None:
+            return
+        total = int(m.group(1))
+        k = max(0, total - self.deepspeed.skipped_total)
+        row["skipped_in_interval"] = k
+        self.deepspeed.skipped_total = total
+        if k:  # an event at the row this line is about to add (a waiting row, if any, comes first)
+            self.events.add(self.line_no, "skip_count", text, len(self.rows) + (self.pending is not None) + 1,
+                            {"count": k})
 
     def _eval(self, row: dict[str, Any]) -> None:
         """An evaluation's loss, kept apart as `eval_loss`: at the step its line names, else at the last
@@ -470,11 +486,32 @@ _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skip
             "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
 
 
+#: a running count of skipped steps in a key/value line (`steps: 100 loss: 2.1 ... skipped: 3`)
+_SKIP_TOTAL = re.compile(r"\bskipped(?:[ _]steps)?\s*[:=]\s*(\d+)\b")
+
+
+def _event_series(p: ConsoleParser, rows: list[dict[str, Any]]) -> None:
+    """The loss scale and the skipped steps that event lines carry (apex's and fairseq's overflow
+    lines, a skip counter), put on the row of their step where that row has none of its own."""
+    if not p.events.items:
+        return
+    by_step: dict[Any, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_step.setdefault(r["step"], []).append(r)
+    for col, points in p.events.series([r["step"] for r in p.rows]).items():
+        same = (col, "skipped") if col == "skipped_in_interval" else (col,)
+        for step, v in points.items():
+            at = by_step.get(step)
+            if at and not any(c in r for r in at for c in same):
+                at[0][col] = v
+
+
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
     # a scale guessed from "Attempted loss scale" must not overwrite a logged one at that step
     rows = [r for r in p.rows if not r.get("_drop")]
     logged_scale_steps = {r["step"] for r in rows if "scale" in r and not r.get("_weak")}
     rows = [r for r in rows if not (r.get("_weak") and r["step"] in logged_scale_steps)]
+    _event_series(p, rows)
     rows.sort(key=lambda r: r["step"])
     steps = np.array([r["step"] for r in rows], dtype=np.float64)
     framework = _framework(p)

@@ -1,0 +1,252 @@
+"""The events of a log's text (`events["text_events"]`, read by sources/text_events.py) as facts the
+reasoning uses: the evidence functions of the differential's event rows, the op that autograd's
+anomaly mode names, and one pass over the findings (`apply_events`) that
+
+- dates a NaN that only the text tells (`Loss is nan, stopping training`, `Loss became infinite or
+  NaN at iteration=N`, a backward that returned NaN) as a non-finite finding at its step, ranked
+  by the differential like any other NaN;
+- puts the op anomaly mode named on the non-finite finding;
+- says out-of-memory and NCCL errors as notes (they end a run; they are no cause of its loss);
+- drops a spike dated where the log resumes from a checkpoint (two runs' curves meet there);
+- names the framework's own warnings that samples' labels are dropped (`This instance will be
+  ignored in loss calculation`) as `label_mask_empty`, when no finding names it already;
+- caps the confidence of a differential finding whose leader has no evidence of its own.
+
+Reads `Run` records only; every threshold is a field of `LIMITS` with its reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ..findings import Finding
+from ..messages import Msg
+from ..records import Run
+from .quantities import Quantities
+from .symptoms import Symptom
+
+
+@dataclass(frozen=True)
+class EventLimits:
+    #: logged rows after a resume/restart line within which a jump is the two runs' curves meeting
+    #: (the first row after it and the next: a log that prints every step or every interval)
+    resume_rows: int = 2
+    #: confidence of a differential finding whose leading cause has no evidence of its own (only the
+    #: prior rows) and no clear lead (share < differential.CLEAR_LEAD): below what the weakest curve
+    #: rule says (0.5), above the floor (CONF_FLOOR 0.25)
+    unseparated_conf: float = 0.4
+    unseparated_share: float = 0.5
+    #: distinct steps with a labels-dropped warning from which it is the data's pattern, not one odd
+    #: instance (TRL warns once per instance; one or two is an outlier, said as info)
+    labels_steps: int = 3
+
+
+LIMITS = EventLimits()
+
+#: the kinds that say the loss (or a backward) went non-finite, when the loss column may not show it
+#: (a scaler at its minimum scale is precision.loss_scale_floor's finding)
+NAN_TEXT = ("nonfinite_loss", "anomaly_op")
+#: the kinds that say samples' labels were dropped from the loss
+LABELS = ("labels_ignored", "empty_target")
+#: the kinds that end a run for want of resources: notes, never a cause of the loss curve
+RESOURCE = {"oom": "events.oom", "nccl_error": "events.nccl"}
+RESUMES = ("resume", "restart")
+
+#: autograd function names (anomaly mode's `Function 'XBackward0'`) by what their NaN points to:
+#: - attention: a softmax over a fully masked row or overflowing logits (torch issue 119320 for SDPA's
+#:   efficient kernel; `SoftmaxBackward0` in the HF forums' NaN threads)
+#: - domain: an op at an edge of its domain (log 0, x/0, sqrt at 0, acos at +-1, a norm of a zero
+#:   vector): a value the batch brought there, fixed with an eps or a clamp
+#: - overflow: products and exponentials whose values overflowed (inf * 0 = NaN in the backward)
+OP_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("attention", re.compile(r"softmax|scaleddotproduct|attention|sdpa|flash", re.I)),
+    ("domain", re.compile(r"^(?:log|div|sqrt|rsqrt|reciprocal|acos|asin|atan2|pow|norm|linalgvectornorm|"
+                          r"cdist|std|var|xlogy|logsumexp|binarycrossentropy|nllloss)", re.I)),
+    ("overflow", re.compile(r"^(?:exp|mul|mm|bmm|addmm|addbmm|baddbmm|matmul|linear|gelu|silu|tanh|sigmoid|"
+                            r"mse|sum|mean|add|sub|convolution|cudnnconvolution|layernorm|nativelayernorm)", re.I)),
+)
+
+
+def events_of(run: Run, kinds: tuple[str, ...], upto_step: int | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """(step, event) of the text events of `kinds`, in step order (at or before `upto_step`)."""
+    out = []
+    for s, items in run.event("text_events").items():
+        if upto_step is not None and s > upto_step or not isinstance(items, list):
+            continue
+        out.extend((int(s), e) for e in items if isinstance(e, dict) and e.get("kind") in kinds)
+    return sorted(out, key=lambda t: (t[0], t[1].get("line", 0)))
+
+
+def anomaly_op(run: Run, upto_step: int | None = None) -> tuple[int, str] | None:
+    """(step, op) of the first backward function anomaly mode says returned NaN/Inf."""
+    hits = [(s, e["op"]) for s, e in events_of(run, ("anomaly_op",), upto_step) if isinstance(e.get("op"), str)]
+    return hits[0] if hits else None
+
+
+def op_family(op: str) -> str | None:
+    name = op.split("::")[-1].split(".")[-1]
+    for family, pattern in OP_FAMILIES:
+        if pattern.search(name):
+            return family
+    return None
+
+
+# ------------------------------------------------------------------ evidence (the differential's rows)
+
+def ev_scale_floor(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    hits = events_of(run, ("loss_scale_min",), sym.step + 1)
+    if not hits:
+        return None
+    s, e = hits[0]
+    return Msg("events.ev.scale_floor", step=s, scale=e.get("scale"))
+
+
+def _ev_op(family: str):
+    def ev(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+        hit = anomaly_op(run, sym.step + 1)
+        if hit is None or op_family(hit[1]) != family:
+            return None
+        return Msg(f"events.ev.op_{family}", op=hit[1], step=hit[0])
+    return ev
+
+
+ev_op_attention = _ev_op("attention")
+ev_op_domain = _ev_op("domain")
+ev_op_overflow = _ev_op("overflow")
+
+
+def ev_nan_input(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    hits = events_of(run, ("nonfinite_input",), sym.step + 1)
+    return Msg("events.ev.nan_input", n=len(hits), first=hits[0][0]) if hits else None
+
+
+def ev_grad_text(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    hits = events_of(run, ("nonfinite_grad",), sym.step + 1)
+    return Msg("events.ev.grad_text", n=len(hits), first=hits[0][0]) if hits else None
+
+
+def ev_resumed_here(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    r = resume_before(run, q, sym.row)
+    return Msg("events.ev.resumed", step=r) if r is not None else None
+
+
+def resume_before(run: Run, q: Quantities, row: int) -> int | None:
+    """The step of a resume/restart line within `resume_rows` logged rows before row `row`."""
+    for s, _ in events_of(run, RESUMES):
+        at = int(np.searchsorted(q.steps, s, side="right"))  # the first row after the line's step
+        if at - 1 <= row < at + LIMITS.resume_rows:
+            return s
+    return None
+
+
+# ------------------------------------------------------------------ the pass over the findings
+
+MakeFinding = Callable[[Run, Quantities, Symptom], Finding]
+
+
+def apply_events(run: Run, q: Quantities, findings: list[Finding], notes: list[Any],
+                 finding_for: MakeFinding) -> None:
+    """In place: see the module's docstring. `notes` gets the resource errors and the dropped spikes;
+    `finding_for` is the differential's (a symptom -> its ranked finding)."""
+    if not run.event("text_events"):
+        _cap_unseparated(findings)
+        return
+    _nan_from_text(run, q, findings, finding_for)
+    _op_on_nonfinite(run, findings)
+    _resume_split(run, q, findings, notes)
+    _labels_dropped(run, findings)
+    for kind, key in RESOURCE.items():
+        hits = events_of(run, (kind,))
+        if hits:
+            notes.append(Msg(key, n=len(hits), step=hits[0][0], text=hits[0][1].get("text", "")))
+    _cap_unseparated(findings)
+
+
+def _nan_from_text(run: Run, q: Quantities, findings: list[Finding], finding_for: MakeFinding) -> None:
+    """A NaN the text tells and the loss column does not show: a critical non-finite finding at the
+    step of the line, with the differential's ranking of its causes."""
+    if q.first_bad is not None or q.n == 0:
+        return
+    if any(f.symptom == "nonfinite" and f.severity == "critical" for f in findings):
+        return
+    hits = events_of(run, NAN_TEXT)
+    if not hits:
+        return
+    step, e = hits[0]
+    # the row after the last one printed at or before the line (q.n when none was printed after it):
+    # the NaN came after that row, so the rows before the onset include it
+    row = int(np.searchsorted(q.steps, step, side="right"))
+    sym = Symptom(kind="nonfinite", row=row, step=step, data={"from_text": e.get("kind")})
+    f = finding_for(run, q, sym)
+    f.step = step
+    f.evidence[0] = Msg("events.what.nonfinite_text", step=step, text=e.get("text", ""))
+    findings.append(f)
+
+
+def _labels_dropped(run: Run, findings: list[Finding]) -> None:
+    """The framework says samples' labels were dropped (every label -100): those samples train
+    nothing; on >= `labels_steps` distinct steps a warning, else info."""
+    hits = events_of(run, LABELS)
+    if not hits or any(f.cause == "label_mask_empty" for f in findings):
+        return
+    steps = sorted({s for s, _ in hits})
+    first, e = hits[0]
+    sev = "warning" if len(steps) >= LIMITS.labels_steps else "info"
+    findings.append(Finding(
+        cause="label_mask_empty", symptom="slow_convergence", severity=sev, confidence=0.6, step=first,
+        evidence=[Msg("events.labels_dropped", n=len(hits), steps=len(steps), first=first, text=e.get("text", ""))],
+        fixes=[Msg("events.fix.response_template"), Msg("diff.fix.count_labels")]))
+
+
+def _op_on_nonfinite(run: Run, findings: list[Finding]) -> None:
+    for f in findings:
+        if f.symptom != "nonfinite" or f.op is not None:
+            continue
+        hit = anomaly_op(run, None if f.step is None else f.step + 1)
+        if hit is None:
+            continue
+        f.op = hit[1]
+        key = Msg("events.ev.anomaly_op", op=hit[1], step=hit[0])
+        if all(getattr(m, "key", None) not in ("events.ev.anomaly_op",) + _OP_KEYS for m in f.evidence):
+            f.evidence.append(key)
+
+
+_OP_KEYS = tuple(f"events.ev.op_{family}" for family, _ in OP_FAMILIES)
+
+
+def _resume_split(run: Run, q: Quantities, findings: list[Finding], notes: list[Any]) -> None:
+    """A spike dated right where the log resumes (or restarts) is where two runs' curves meet."""
+    if not events_of(run, RESUMES) or q.n == 0:
+        return
+    keep = []
+    for f in findings:
+        if f.symptom == "spike" and f.step is not None and f.severity in ("warning", "critical"):
+            row = int(min(np.searchsorted(q.steps, f.step), q.n - 1))
+            r = resume_before(run, q, row)
+            if r is not None:
+                notes.append(Msg("events.resume_split", step=f.step, resume=r, cause=f.cause))
+                continue
+        keep.append(f)
+    findings[:] = keep
+
+
+#: evidence keys that are no fact for a cause (the symptom, the ranking and what separates)
+_NOT_FOR = ("diff.what.", "events.what.", "diff.ranked", "diff.separate", "diff.against")
+
+
+def _cap_unseparated(findings: list[Finding]) -> None:
+    """A differential finding whose leader has only the prior rows for it: it names the symptom and
+    the ranked candidates at a modest confidence, never a default cause said with certainty."""
+    for f in findings:
+        keys = [getattr(m, "key", "") or "" for m in f.evidence]
+        if "diff.ranked" not in keys and not any(k.startswith("diff.what.") for k in keys):
+            continue
+        ranked = next((m for m in f.evidence if getattr(m, "key", None) == "diff.ranked"), None)
+        share = ranked.values.get("p1") if ranked is not None else None
+        if not any(not k.startswith(_NOT_FOR) for k in keys) and isinstance(share, float) \
+                and share < LIMITS.unseparated_share:
+            f.confidence = min(f.confidence, LIMITS.unseparated_conf)
