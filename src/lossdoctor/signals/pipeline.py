@@ -1,0 +1,174 @@
+"""Pipeline parallel (`torch.distributed.pipelining`): one stage per rank.
+
+Each rank calls `lossdoctor.watch(stage, optimizer)` on its `PipelineStage`; the monitor watches
+the stage's module (`stage.submod`: its layers keep the full model's names when the model was cut
+torchtitan's way) and knows from the stage its index, the number of stages and the pipeline's
+process group. The schedule (`ScheduleGPipe`, `Schedule1F1B`, ...) runs one forward and backward
+per micro-batch inside `schedule.step`; the gradients accumulate on the stage's parameters and the
+last backward of the step is captured, so the micro-batches join into the optimizer step.
+
+A stage holds its own parameters and no other stage's: the total gradient norm (the one
+`clip_grad_norm_` computes across stages, torchtitan's way: each stage's norm squared, all-reduced
+over the pipeline group) is the stages' squared norms summed, one all-reduce of three numbers per
+step over the pipeline group (`ShardedGradProbe` with the stage's group, every weight 1). The
+loss lives on the last stage: the other stages call `mon.step(None, batch=...)`, and their runs say
+so in the metadata (`loss_stage`), so no "no loss" finding is made there.
+
+Replay is not run under PP: the loss needs every stage (a stage's replay would need the other
+stages' activations and gradients), and the activations a later stage receives are not recorded;
+a note says so. The live localisation (the first non-finite layer forward and backward, the batch
+check on the first stage) runs on every stage.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from torch import nn
+
+from ..messages import Msg
+from .distributed import ShardedGradProbe
+from .sharding import has_dtensor_params
+
+log = logging.getLogger("lossdoctor")
+
+
+@dataclass(frozen=True)
+class StageInfo:
+    """Where a pipeline stage sits: its index, the number of stages, the pipeline's process group
+    (None: the default group) and its size."""
+
+    index: int
+    n_stages: int
+    group: Any
+    group_size: int
+    group_rank: int
+    #: the `PipelineStage` itself (its metadata pass and gradient scaling are hooked)
+    obj: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def last(self) -> bool:
+        return self.index == self.n_stages - 1
+
+    def describe(self) -> dict[str, Any]:
+        return {"stage": self.index, "num_stages": self.n_stages, "last_stage": self.last}
+
+
+def is_pipeline_stage(obj: Any) -> bool:
+    try:
+        from torch.distributed.pipelining.stage import _PipelineStageBase
+    except Exception:  # an old torch, or one built without distributed
+        return False
+    return isinstance(obj, _PipelineStageBase)
+
+
+def split_stage(obj: Any) -> tuple[Any, StageInfo | None]:
+    """(the module to watch, the stage's place) for what was given to `watch`: a `PipelineStage`
+    gives its module; anything else is returned as it is, with no stage."""
+    if not is_pipeline_stage(obj):
+        return obj, None
+    info = StageInfo(index=int(obj.stage_index), n_stages=int(obj.num_stages), group=obj.group,
+                     group_size=int(obj.group_size), group_rank=int(obj.group_rank), obj=obj)
+    return obj.submod, info
+
+
+def refuse_pp_replay(stage: StageInfo | None, replay_fn: Any) -> tuple[Any, Msg | None]:
+    """(replay_fn to use, the note saying why replay was refused) for a pipeline stage."""
+    if stage is None or stage.n_stages <= 1:
+        return replay_fn, None
+    if stage.index == 0:
+        return None, Msg("distributed.replay_skipped_pp_first", stages=stage.n_stages)
+    return None, Msg("distributed.replay_skipped_pp_later", stage=stage.index, previous=stage.index - 1)
+
+
+class PipelineGradProbe(ShardedGradProbe):
+    """The total gradient norm over the pipeline's stages: this stage's squared norm summed over
+    the pipeline group (one all-reduce per step, every rank, every step). The run's metadata says
+    the stage, the mesh ({"pp": stages}) and this rank's coordinate in it."""
+
+    name = "PipelineGradProbe"
+
+    def __init__(self, model: nn.Module, grads: Any, stage: StageInfo) -> None:
+        super().__init__(model, grads, stage.group_size, kind="pp")
+        self.stage = stage
+        self.group = stage.group
+        self.world_size = stage.group_size
+        self.mesh = {"pp": stage.n_stages}
+        self.coordinate = {"pp": stage.group_rank}
+
+    def describe(self) -> dict[str, Any]:
+        out = super().describe()
+        out["grad_norm"] = "total over the pipeline stages (one all-reduce per step)"
+        out["grad_norm_local"] = "this stage's parameters"
+        out.update(self.stage.describe())
+        return out
+
+
+def pipeline_probe(model: nn.Module, grads: Any, stage: StageInfo) -> PipelineGradProbe | None:
+    """The probe for a pipeline stage, or None (said once) for a stage whose parameters are
+    DTensors (PP combined with TP or FSDP2: one reduction over the pipeline group would not total
+    their shards; not yet handled)."""
+    if has_dtensor_params(model):
+        log.warning("%s", Msg("integrations.pp_sharded_stage"))
+        return None
+    return PipelineGradProbe(model, grads, stage)
+
+
+#: the stage's passes that run its module on placeholders, not on training data: torch 2.13's
+#: metadata inference (forward on `torch.empty` tensors of the received shapes, and a backward), and
+#: the shape inference of older versions
+_PLACEHOLDER_PASSES = ("_forward_metadata_inference", "_backward_metadata_inference", "_shape_inference")
+
+
+def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], None]) -> Callable[[], None]:
+    """Wrap the stage object's own methods, on that instance only, and return what undoes it:
+
+    - the passes that run the stage's module on uninitialised placeholder tensors (the first
+      `schedule.step`, before any micro-batch) run with `parts` (the monitor's hooks) switched off:
+      their garbage values would read as extreme activations at step 0 (a false `bad_init`) or NaN;
+    - `scale_grads` (the schedule divides the accumulated gradients by the number of micro-batches
+      after the last backward, `scale_grads=True`): the gradient norms are taken again after it,
+      so the recorded norm is the one the optimizer sees (and `clip_grad_norm_` measures).
+
+    Each wrapper calls the original with the same arguments and returns its result."""
+    obj = stage.obj
+    parts = [p for p in parts if p is not None and hasattr(p, "enabled")]
+    undo: list[str] = []
+
+    def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            state = [p.enabled for p in parts]
+            for p in parts:
+                p.enabled = False
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                for p, on in zip(parts, state):
+                    p.enabled = on
+                for p in parts:
+                    reset = getattr(p, "reset", None)
+                    if reset is not None:
+                        reset()
+        return call
+
+    def rescaled(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            out = fn(*args, **kwargs)
+            recapture()
+            return out
+        return call
+
+    for name in _PLACEHOLDER_PASSES:
+        if callable(getattr(obj, name, None)):
+            setattr(obj, name, quiet(getattr(obj, name)))
+            undo.append(name)
+    if callable(getattr(obj, "scale_grads", None)):
+        obj.scale_grads = rescaled(obj.scale_grads)
+        undo.append("scale_grads")
+
+    def remove() -> None:
+        for name in undo:
+            obj.__dict__.pop(name, None)  # the class's method again
+    return remove

@@ -1,0 +1,194 @@
+"""A pipeline-parallel worker for the PP tests, launched with torchrun (gloo on CPU, 2 ranks): a
+small pre-norm transformer language model split torchtitan's way into 2 stages (stage 0: the token
+and position embeddings and layers 0-1; stage 1: layers 2-3, the final norm and the output head; a
+stage keeps the full model's module names), run by the schedule torch ships
+(`torch.distributed.pipelining`: `ScheduleGPipe` or `Schedule1F1B`, 4 micro-batches a step, the
+loss computed on the last stage by the schedule's `loss_fn`). Every rank calls
+`lossdoctor.watch(stage, optimizer)` on its `PipelineStage`.
+
+Arguments: OUT FAULT FAULT_STEP [SCHEDULE]
+- FAULT `none`: a healthy run;
+- `weight`: at FAULT_STEP, one weight of stage 0's `layers.1.mlp.up` is set to NaN (before the
+  step's forward): the first bad layer is in stage 0, stage 1 receives NaN activations;
+- `batch`: at FAULT_STEP, the activations stage 1 receives (its batch, from stage 0) get one NaN
+  for one micro-batch (a forward pre-hook on stage 1's first layer): stage 0 stays finite in the
+  forward, stage 1's `layers.2` is the first bad layer.
+SCHEDULE: `gpipe` (default) or `1f1b`.
+
+Each rank writes rankN.json: the total gradient norm `clip_grad_norm_` computes across the stages
+(each stage's norm squared, all-reduced over the pipeline group: torchtitan's way), the monitor's
+warnings, and the torch.distributed all-reduces issued while training (the pipeline's own traffic
+is point-to-point)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+STEPS = 12
+VOCAB, DIM, HEADS, LAYERS, SEQ = 64, 32, 2, 4, 16
+MICRO, BATCH = 4, 16
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(DIM)
+        self.attn = nn.MultiheadAttention(DIM, HEADS, batch_first=True)
+        self.ln2 = nn.LayerNorm(DIM)
+        self.mlp = nn.Sequential()
+        self.mlp.add_module("up", nn.Linear(DIM, 4 * DIM))
+        self.mlp.add_module("act", nn.GELU())
+        self.mlp.add_module("down", nn.Linear(4 * DIM, DIM))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        x = self.ln1(h)
+        causal = torch.triu(torch.full((h.shape[1], h.shape[1]), float("-inf")), diagonal=1)
+        h = h + self.attn(x, x, x, attn_mask=causal, need_weights=False)[0]
+        return h + self.mlp(self.ln2(h))
+
+
+class Transformer(nn.Module):
+    """torchtitan's shape: optional embeddings, a ModuleDict of layers, optional norm and output, so
+    that a pipeline stage is the full model with the other stages' parts deleted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tok_embeddings: nn.Module | None = nn.Embedding(VOCAB, DIM)
+        self.pos_embeddings: nn.Module | None = nn.Embedding(SEQ, DIM)
+        self.layers = nn.ModuleDict({str(i): Block() for i in range(LAYERS)})
+        self.norm: nn.Module | None = nn.LayerNorm(DIM)
+        self.output: nn.Module | None = nn.Linear(DIM, VOCAB)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        if self.tok_embeddings is not None:
+            h = self.tok_embeddings(h) + self.pos_embeddings(torch.arange(h.shape[1]))
+        for layer in self.layers.values():
+            h = layer(h)
+        if self.norm is not None:
+            h = self.output(self.norm(h))
+        return h
+
+
+def stage_model(stage: int, n_stages: int) -> Transformer:
+    torch.manual_seed(0)  # the same full model on every rank, before it is cut
+    model = Transformer()
+    per = LAYERS // n_stages
+    for i in range(LAYERS):
+        if not stage * per <= i < (stage + 1) * per:
+            del model.layers[str(i)]
+    if stage != 0:
+        model.tok_embeddings = model.pos_embeddings = None
+    if stage != n_stages - 1:
+        model.norm = model.output = None
+    return model
+
+
+def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return nn.functional.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
+def batch_at(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random token rows and a learnable target (each position's label is its own token), the same
+    on every rank."""
+    g = torch.Generator().manual_seed(step)
+    tokens = torch.randint(0, VOCAB, (BATCH, SEQ), generator=g)
+    return tokens, tokens.clone()
+
+
+def count_all_reduces() -> dict[str, int]:
+    calls = {"all_reduce": 0}
+    inner = dist.all_reduce
+
+    def call(*args, **kwargs):
+        calls["all_reduce"] += 1
+        return inner(*args, **kwargs)
+
+    dist.all_reduce = call
+    return calls
+
+
+def main() -> None:
+    out, fault, fault_step = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    schedule_name = sys.argv[4] if len(sys.argv) > 4 else "gpipe"
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
+
+    import lossdoctor
+
+    model = stage_model(rank, world)
+    stage = PipelineStage(model, rank, world, torch.device("cpu"))
+    kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule_name]
+    schedule = kind(stage, n_microbatches=MICRO, loss_fn=loss_fn)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    state = {"step": -1, "poisoned": False}
+
+    def poison_input(module: nn.Module, args: tuple) -> tuple | None:
+        if fault == "batch" and rank == world - 1 and state["step"] == fault_step and not state["poisoned"]:
+            state["poisoned"] = True  # one micro-batch of the step
+            h = args[0].clone()
+            h[1, 2, 3] = float("nan")
+            return (h,)
+        return None
+
+    first = next(iter(model.layers.values()))
+    first.register_forward_pre_hook(poison_input)
+    warnings: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.WARNING:
+                warnings.append(record.getMessage())
+
+    logging.getLogger("lossdoctor").addHandler(Keep())
+    calls = count_all_reduces()
+    mon = lossdoctor.watch(stage, opt, log_dir=out / "ld", alerts=False,
+                           replay_fn=lambda m, b: m(b["input_ids"]).float().square().mean())
+    ref, losses_seen = [], []
+    group = stage.group
+    for step in range(STEPS):
+        state["step"] = step
+        if fault == "weight" and rank == 0 and step == fault_step:
+            with torch.no_grad():
+                model.layers["1"].mlp.up.weight[5, 7] = float("nan")
+        tokens, labels = batch_at(step)
+        losses: list[torch.Tensor] = []
+        if stage.is_first:
+            schedule.step(tokens)
+        else:
+            schedule.step(target=labels, losses=losses)
+        # torchtitan's total norm over the stages: this stage's norm, squared, summed over the pp group
+        local = nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
+        sq = (local.double() ** 2).reshape(1)
+        _raw_all_reduce(sq, group)
+        ref.append(math.sqrt(float(sq)))
+        opt.step()
+        opt.zero_grad()
+        loss = torch.stack(losses).mean() if losses else None
+        losses_seen.append(None if loss is None else float(loss.detach()))
+        mon.step(loss, batch={"input_ids": tokens} if stage.is_first else {"labels": labels})
+    mon.close()
+    (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "calls": calls,
+                                                      "losses": losses_seen}))
+    dist.destroy_process_group()
+
+
+_RAW_ALL_REDUCE = dist.all_reduce
+
+
+def _raw_all_reduce(t: torch.Tensor, group) -> None:
+    """The reference's own all-reduce, not counted among the monitor's."""
+    _RAW_ALL_REDUCE(t, group=group)
+
+
+if __name__ == "__main__":
+    main()
