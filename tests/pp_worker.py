@@ -15,6 +15,19 @@ Arguments: OUT FAULT FAULT_STEP [SCHEDULE]
   forward, stage 1's `layers.2` is the first bad layer.
 SCHEDULE: `gpipe` (default) or `1f1b`.
 
+CONSOLE (optional 5th argument): what the ranks print to stdout each step, as the trainers print
+it (the test launches torchrun with `--role rank --tee 3`, torchtitan's launcher flags, so each line
+comes prefixed `[rankN]:`):
+- `titan` (default): torchtitan's `[titan] ... - root - INFO - step: ...  loss: ...  grad_norm: ...
+  memory: ...  tps: ...  tflops: ...  mfu: ...%` line on every rank, coloured, through `logging`
+  with torchtitan's format; a rank without the last stage prints its placeholder loss -1.0, as
+  torchtitan does; torchtitan's `Building 1-D device mesh with ['pp'], [2]` and `PP rank R is
+  building stage_idx S ...` lines at start;
+- `megatron`: Megatron-LM's arguments block on rank 0, each stage's `> number of parameters on
+  (tensor, pipeline) model parallel rank (0, S)` line, and the iteration line (`training_log`'s
+  format) on the last rank only (`print_rank_last`).
+Steps are printed from 1 (both trainers count iterations from 1).
+
 Each rank writes rankN.json: the total gradient norm `clip_grad_norm_` computes across the stages
 (each stage's norm squared, all-reduced over the pipeline group: torchtitan's way), the monitor's
 warnings, and the torch.distributed all-reduces issued while training (the pipeline's own traffic
@@ -103,6 +116,56 @@ def batch_at(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens, tokens.clone()
 
 
+_COLOR = {"red": "\033[31m", "green": "\033[32m", "orange": "\033[33m", "turquoise": "\033[36m",
+          "blue": "\033[34m", "cyan": "\033[96m", "magenta": "\033[35m", "reset": "\033[39m"}
+
+
+class Console:
+    """Prints what torchtitan or Megatron-LM print, in their formats."""
+
+    def __init__(self, kind: str, rank: int, world: int) -> None:
+        self.kind, self.rank, self.world = kind, rank, world
+        self.log = logging.getLogger("root.console")
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("[titan] %(asctime)s - %(name)s - %(levelname)s - %(message)s"))
+        self.log.addHandler(handler)
+        self.log.setLevel(logging.INFO)
+        self.log.propagate = False
+        self.log.name = "root"
+
+    def start(self) -> None:
+        if self.kind == "titan":
+            self.log.info(f"Building 1-D device mesh with ['pp'], [{self.world}]")
+            self.log.info(f"PP rank {self.rank} is building stage_idx {self.rank} with start_layer "
+                          f"{None if self.rank == 0 else f'layers.{self.rank * LAYERS // self.world}'}, stop_layer "
+                          f"{None if self.rank == self.world - 1 else f'layers.{(self.rank + 1) * LAYERS // self.world}'}")
+        else:
+            if self.rank == 0:
+                print("------------------------ arguments ------------------------", flush=True)
+                for name, value in (("clip_grad", 0.0), ("log_interval", 1), ("micro_batch_size", BATCH // MICRO),
+                                    ("pipeline_model_parallel_size", self.world), ("tensor_model_parallel_size", 1),
+                                    ("train_iters", STEPS)):
+                    print(f"  {name} {'.' * (48 - len(name))} {value}", flush=True)
+                print("-------------------- end of arguments ---------------------", flush=True)
+            print(f" > number of parameters on (tensor, pipeline) model parallel rank (0, {self.rank}): 12345",
+                  flush=True)
+
+    def step(self, step: int, loss: float | None, grad_norm: float) -> None:
+        n = step + 1
+        if self.kind == "titan":
+            c = _COLOR
+            shown = -1.0 if loss is None else loss  # torchtitan's placeholder on the other stages
+            self.log.info(f"{c['red']}step: {n:2}  {c['green']}loss: {shown:7.4f}  "
+                          f"{c['orange']}grad_norm: {grad_norm:7.4f}  {c['turquoise']}memory:  0.00GiB(0.00%)  "
+                          f"{c['blue']}tps: {1234:,}  {c['cyan']}tflops: {0.01:,.2f}  {c['magenta']}mfu: {0.0:.2f}%{c['reset']}")
+        elif loss is not None:  # Megatron prints its iteration line on the last rank
+            print(f" [2026-01-01 00:00:{n:02d}] iteration {n:8d}/{STEPS:8d} | consumed samples: {n * BATCH:12d} | "
+                  f"elapsed time per iteration (ms): 12.3 | learning rate: {3e-3:.6E} | global batch size: "
+                  f"{BATCH:5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {grad_norm:.3f} | "
+                  f"number of skipped iterations: {0:3d} | number of nan iterations: {int(not math.isfinite(loss)):3d} |",
+                  flush=True)
+
+
 def count_all_reduces() -> dict[str, int]:
     calls = {"all_reduce": 0}
     inner = dist.all_reduce
@@ -118,6 +181,7 @@ def count_all_reduces() -> dict[str, int]:
 def main() -> None:
     out, fault, fault_step = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     schedule_name = sys.argv[4] if len(sys.argv) > 4 else "gpipe"
+    console_kind = sys.argv[5] if len(sys.argv) > 5 else "titan"
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -150,6 +214,8 @@ def main() -> None:
                 warnings.append(record.getMessage())
 
     logging.getLogger("lossdoctor").addHandler(Keep())
+    console = Console(console_kind, rank, world)
+    console.start()
     calls = count_all_reduces()
     mon = lossdoctor.watch(stage, opt, log_dir=out / "ld", alerts=False,
                            replay_fn=lambda m, b: m(b["input_ids"]).float().square().mean())
@@ -175,6 +241,7 @@ def main() -> None:
         opt.zero_grad()
         loss = torch.stack(losses).mean() if losses else None
         losses_seen.append(None if loss is None else float(loss.detach()))
+        console.step(step, losses_seen[-1], ref[-1])
         mon.step(loss, batch={"input_ids": tokens} if stage.is_first else {"labels": labels})
     mon.close()
     (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "calls": calls,

@@ -26,14 +26,18 @@ WORKER = Path(__file__).with_name("pp_worker.py")
 FAULT_STEP = 5
 
 
-def launch(out: Path, fault: str, schedule: str = "gpipe") -> list[dict]:
-    """`torchrun --nproc_per_node 2 pp_worker.py`; each rank's reference numbers."""
+def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan") -> list[dict]:
+    """`torchrun --nproc_per_node 2 --role rank --tee 3 pp_worker.py` (torchtitan's launcher flags:
+    every line the ranks print comes prefixed `[rankN]:`); each rank's reference numbers. What the
+    ranks printed, as torchtitan or Megatron print it, is kept in OUT/console.log."""
     from dist_workers import free_port
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-           str(free_port()), str(WORKER), str(out), fault, str(FAULT_STEP), schedule]
+           str(free_port()), "--role", "rank", "--tee", "3", str(WORKER), str(out), fault, str(FAULT_STEP),
+           schedule, console]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    (out / "console.log").write_text(p.stdout)
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 
@@ -50,7 +54,7 @@ def healthy(tmp_path_factory):
 @pytest.fixture(scope="module")
 def weight_nan(tmp_path_factory):
     out = tmp_path_factory.mktemp("pp_weight")
-    return out, launch(out, "weight", "1f1b")
+    return out, launch(out, "weight", "1f1b", console="megatron")
 
 
 @pytest.mark.slow
@@ -123,15 +127,62 @@ def test_pp_nan_in_stage0_weights_is_found_at_its_step_stage_and_layer(weight_na
 def test_pp_nan_in_the_last_stages_batch_is_found_on_that_stage(tmp_path):
     from lossdoctor import diagnose
 
-    launch(tmp_path, "batch")
+    ref = launch(tmp_path, "batch")
     runs = read_run_dir(tmp_path / "ld")
     # stage 0's forward stayed finite; the NaN came back to it in the backward of the same step
     assert FAULT_STEP not in runs[0].event("fwd_first_nonfinite")
     assert FAULT_STEP in runs[0].event("bwd_first_nonfinite")
-    report = diagnose(tmp_path / "ld")
+    ld = tmp_path / "ld"
+    report = diagnose(ld)
     f = report.primary
     assert (f.symptom, f.rank, f.step, f.layer) == ("nonfinite", 1, FAULT_STEP, "layers.2")
     assert _began(f)["stage"] == 1 and _began(f)["coordinate"] == "pp=1"
     # stage 0's echo is not a finding of its own
     assert [x.rank for x in report.findings if x.symptom == "nonfinite"] == [1]
     assert math.isnan(runs[1].col("loss")[FAULT_STEP])
+
+    # offline: what the ranks printed (torchtitan's lines, rank 0's placeholder loss among them)
+    console = diagnose(tmp_path / "console.log")
+    bad = [x for x in console.findings if x.symptom == "nonfinite"]
+    assert bad and bad[0].step == FAULT_STEP + 1  # torchtitan counts steps from 1
+    (run,) = load_path(tmp_path / "console.log")
+    notes = {getattr(n, "key", None): n for n in run.notes}
+    assert notes["parallel_logs.first_nonfinite"].values["rank"] == 1
+    assert notes["parallel_logs.first_nonfinite"].values["step"] == FAULT_STEP + 1
+    assert run.col("loss")[:FAULT_STEP].tolist() == pytest.approx(ref[1]["losses"][:FAULT_STEP], abs=1e-4)
+
+
+def load_path(path):
+    from lossdoctor.sources import load_path as load
+
+    return load(path)
+
+
+@pytest.mark.slow
+def test_pp_torchtitan_console_of_both_stages_is_one_run_with_the_last_stages_loss(healthy):
+    out, ref = healthy
+    (run,) = load_path(out / "console.log")
+    assert run.steps.tolist() == list(range(1, pp_worker.STEPS + 1))
+    # the last stage's loss, never stage 0's placeholder -1.0 printed at the same steps
+    assert run.col("loss").tolist() == pytest.approx(ref[1]["losses"], abs=1e-4)
+    assert run.col("grad_norm").tolist() == pytest.approx(ref[0]["ref"], abs=1e-4)
+    assert run.meta["distributed"] == {"kind": "pp", "mesh": {"pp": 2}, "loss_ranks": [1], "read_rank": 1,
+                                       "loss_stage": 1, "no_loss_ranks": [0]}
+    notes = {getattr(n, "key", None): n for n in run.notes}
+    assert notes["parallel_logs.read_rank_stage"].values == {"rank": 1, "loss_ranks": "1", "others": pp_worker.STEPS,
+                                                             "stage": 1, "mesh": "pp=2"}
+    assert notes["parallel_logs.placeholder"].values["ranks"] == "0"
+
+
+@pytest.mark.slow
+def test_pp_megatron_console_names_the_stage_that_printed_the_loss(weight_nan):
+    from lossdoctor import diagnose
+
+    out, ref = weight_nan
+    (run,) = load_path(out / "console.log")
+    d = run.meta["distributed"]
+    assert (d["kind"], d["mesh"], d["read_rank"], d["loss_stage"]) == ("pp", {"pp": 2}, 1, 1)
+    assert run.meta["args"]["pipeline_model_parallel_size"] == 2  # rank 0's arguments block is read
+    assert run.col("loss")[:FAULT_STEP].tolist() == pytest.approx(ref[1]["losses"][:FAULT_STEP], rel=1e-5)
+    bad = [x for x in diagnose(out / "console.log").findings if x.symptom == "nonfinite"]
+    assert bad and bad[0].step == FAULT_STEP + 1
