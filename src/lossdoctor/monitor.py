@@ -44,7 +44,7 @@ from .signals.distributed import distributed_probe, refuse_tp_replay, unwrap_dat
 from .signals.fsdp1 import refuse_replay
 from .signals.gradients import GradProbe
 from .signals.launch import shared_run_name
-from .signals.pipeline import hook_stage, pipeline_probe, refuse_pp_replay, split_stage
+from .signals.pipeline import defers_capture, hook_stage, pipeline_probe, refuse_pp_replay, split_stage
 from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
 from .signals.probe import Probe, StepInputs, StepRecord, probe_name
 from .signals.output_probs import OutputProbe
@@ -284,6 +284,8 @@ class Monitor:
             pf = self.preflight
             self._unhook_stage = hook_stage(self.stage, [*self.probes, pf, getattr(pf, "probe", None)],
                                             self._recapture)
+            if self.grads.should_capture is None and defers_capture(self.stage):
+                self.grads.should_capture = _never  # one capture per step, after the schedule's last backward
         # incident triage (snapshot ring, replay, op-level localisation, on_incident policy)
         self.triage = Triage(self._triage_host(), self.replay_fn, on_incident=opts.on_incident,
                              snapshot_every=opts.snapshot_every, snapshot=opts.snapshot,
@@ -311,7 +313,7 @@ class Monitor:
         """The gradient norms again (a pipeline schedule rescaled the accumulated gradients after the
         last backward); inside the user's schedule step, so nothing may escape."""
         try:
-            if self.grads.enabled and self.grads.fresh:
+            if self.grads.enabled and (self.grads.fresh or self.grads.backwards):
                 self.grads.capture()
         except Exception as e:
             self.grads._fail(e)
@@ -651,6 +653,10 @@ class Monitor:
         if part == "step":
             for probe in self.probes:
                 probe.enabled = False
+
+
+def _never() -> bool:
+    return False
 
 
 def _alert_lang() -> str:

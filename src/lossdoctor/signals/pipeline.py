@@ -128,9 +128,11 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
     - the passes that run the stage's module on uninitialised placeholder tensors (the first
       `schedule.step`, before any micro-batch) run with `parts` (the monitor's hooks) switched off:
       their garbage values would read as extreme activations at step 0 (a false `bad_init`) or NaN;
-    - `scale_grads` (the schedule divides the accumulated gradients by the number of micro-batches
-      after the last backward, `scale_grads=True`): the gradient norms are taken again after it,
-      so the recorded norm is the one the optimizer sees (and `clip_grad_norm_` measures).
+    - `perform_reduce_grad` and `scale_grads` (called once per step after the last backward; the
+      schedule divides the accumulated gradients by the number of micro-batches there,
+      `scale_grads=True`): the gradient norms are taken after them, once per step, so the recorded
+      norm is the one the optimizer sees (and `clip_grad_norm_` measures). The monitor skips the
+      capture at the end of each micro-batch's backward (`defer_capture`).
 
     Each wrapper calls the original with the same arguments and returns its result."""
     obj = stage.obj
@@ -153,10 +155,17 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
                         reset()
         return call
 
+    inside = [0]  # perform_reduce_grad calls scale_grads: one capture, after the outer call
+
     def rescaled(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            out = fn(*args, **kwargs)
-            recapture()
+            inside[0] += 1
+            try:
+                out = fn(*args, **kwargs)
+            finally:
+                inside[0] -= 1
+            if not inside[0]:
+                recapture()
             return out
         return call
 
@@ -164,11 +173,20 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
         if callable(getattr(obj, name, None)):
             setattr(obj, name, quiet(getattr(obj, name)))
             undo.append(name)
-    if callable(getattr(obj, "scale_grads", None)):
-        obj.scale_grads = rescaled(obj.scale_grads)
-        undo.append("scale_grads")
+    for name in ("perform_reduce_grad", "scale_grads"):
+        if callable(getattr(obj, name, None)):
+            setattr(obj, name, rescaled(getattr(obj, name)))
+            undo.append(name)
 
     def remove() -> None:
         for name in undo:
             obj.__dict__.pop(name, None)  # the class's method again
     return remove
+
+
+def defers_capture(stage: StageInfo) -> bool:
+    """Whether the stage's schedule says when its gradients are final (it calls
+    `perform_reduce_grad` or `scale_grads` once per step: torch 2.3 and later), so the capture at
+    the end of each micro-batch's backward can be skipped."""
+    obj = stage.obj
+    return callable(getattr(obj, "perform_reduce_grad", None)) or callable(getattr(obj, "scale_grads", None))
