@@ -74,6 +74,11 @@ def test_pp_stages_record_every_step_and_the_total_grad_norm(healthy):
         # what clip_grad_norm_ measures across the stages (within the 1%)
         assert run.col("grad_norm").tolist() == pytest.approx(ref[rank]["ref"], rel=1e-2)
         assert all(run.col("grad_norm_local") < run.col("grad_norm"))
+        # the stage's optimizer applies its own stage's gradients: what the clipping check compares
+        applied = run.logged("grad_norm_applied")
+        assert applied.any()
+        assert run.col("grad_norm_applied")[applied].tolist() == pytest.approx(
+            run.col("grad_norm_local")[applied].tolist(), rel=1e-4)
         # one all-reduce per step for it (the pipeline's own traffic is point-to-point)
         assert ref[rank]["calls"] == {"all_reduce": pp_worker.STEPS}
         # the placeholder pass of the first schedule step (torch.empty activations) is not recorded
