@@ -27,6 +27,8 @@ comes prefixed `[rankN]:`):
   (tensor, pipeline) model parallel rank (0, S)` line, and the iteration line (`training_log`'s
   format) on the last rank only (`print_rank_last`).
 Steps are printed from 1 (both trainers count iterations from 1).
+WATCHED (optional 6th argument): `stage` (default: `watch(stage, opt)`) or `module`
+(`watch(stage.submod, opt)`: the monitor finds the stage the module belongs to).
 
 Each rank writes rankN.json: the total gradient norm `clip_grad_norm_` computes across the stages
 (each stage's norm squared, all-reduced over the pipeline group: torchtitan's way), the monitor's
@@ -182,6 +184,7 @@ def main() -> None:
     out, fault, fault_step = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     schedule_name = sys.argv[4] if len(sys.argv) > 4 else "gpipe"
     console_kind = sys.argv[5] if len(sys.argv) > 5 else "titan"
+    watched = sys.argv[6] if len(sys.argv) > 6 else "stage"  # or `module`: watch(stage.submod, opt)
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -217,7 +220,7 @@ def main() -> None:
     console = Console(console_kind, rank, world)
     console.start()
     calls = count_all_reduces()
-    mon = lossdoctor.watch(stage, opt, log_dir=out / "ld", alerts=False,
+    mon = lossdoctor.watch(stage if watched == "stage" else model, opt, log_dir=out / "ld", alerts=False,
                            replay_fn=lambda m, b: m(b["input_ids"]).float().square().mean())
     ref, losses_seen = [], []
     group = stage.group

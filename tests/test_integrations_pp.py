@@ -26,7 +26,7 @@ WORKER = Path(__file__).with_name("pp_worker.py")
 FAULT_STEP = 5
 
 
-def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan") -> list[dict]:
+def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan", watched: str = "stage") -> list[dict]:
     """`torchrun --nproc_per_node 2 --role rank --tee 3 pp_worker.py` (torchtitan's launcher flags:
     every line the ranks print comes prefixed `[rankN]:`); each rank's reference numbers. What the
     ranks printed, as torchtitan or Megatron print it, is kept in OUT/console.log."""
@@ -34,7 +34,7 @@ def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
            str(free_port()), "--role", "rank", "--tee", "3", str(WORKER), str(out), fault, str(FAULT_STEP),
-           schedule, console]
+           schedule, console, watched]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (out / "console.log").write_text(p.stdout)
@@ -132,8 +132,10 @@ def test_pp_nan_in_stage0_weights_is_found_at_its_step_stage_and_layer(weight_na
 def test_pp_nan_in_the_last_stages_batch_is_found_on_that_stage(tmp_path):
     from lossdoctor import diagnose
 
-    ref = launch(tmp_path, "batch")
+    ref = launch(tmp_path, "batch", watched="module")  # watch(stage.submod, opt): the stage is found
     runs = read_run_dir(tmp_path / "ld")
+    assert [r.meta["distributed"]["stage"] for r in runs] == [0, 1]
+    assert runs[1].col("grad_norm")[:FAULT_STEP].tolist() == pytest.approx(ref[1]["ref"][:FAULT_STEP], rel=1e-2)
     # stage 0's forward stayed finite; the NaN came back to it in the backward of the same step
     assert FAULT_STEP not in runs[0].event("fwd_first_nonfinite")
     assert FAULT_STEP in runs[0].event("bwd_first_nonfinite")

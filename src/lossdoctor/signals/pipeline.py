@@ -22,7 +22,9 @@ check on the first stage) runs on every stage.
 
 from __future__ import annotations
 
+import gc
 import logging
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -64,11 +66,35 @@ def is_pipeline_stage(obj: Any) -> bool:
     return isinstance(obj, _PipelineStageBase)
 
 
+def find_stage(module: Any) -> Any:
+    """The `PipelineStage` whose module is `module` (`watch(stage.submod, opt)`), or None. Looked up
+    only when `torch.distributed.pipelining` was imported and the module is an `nn.Module`: among
+    the objects that refer to the module (the stage holds it in its `submod` attribute)."""
+    if "torch.distributed.pipelining" not in sys.modules or not isinstance(module, nn.Module):
+        return None
+    try:
+        for ref in gc.get_referrers(module):
+            if is_pipeline_stage(ref) and ref.submod is module:
+                return ref
+            if isinstance(ref, dict) and ref.get("submod") is module:  # the stage's __dict__
+                for owner in gc.get_referrers(ref):
+                    if is_pipeline_stage(owner) and owner.submod is module:
+                        return owner
+    except Exception:  # an unusual object graph: the module is watched as a plain model
+        return None
+    return None
+
+
 def split_stage(obj: Any) -> tuple[Any, StageInfo | None]:
     """(the module to watch, the stage's place) for what was given to `watch`: a `PipelineStage`
-    gives its module; anything else is returned as it is, with no stage."""
+    gives its module; a module that is a stage's `submod` gives itself and that stage; anything
+    else is returned as it is, with no stage."""
     if not is_pipeline_stage(obj):
-        return obj, None
+        stage = find_stage(obj)
+        if stage is None:
+            return obj, None
+        module, info = split_stage(stage)
+        return obj, info
     info = StageInfo(index=int(obj.stage_index), n_stages=int(obj.num_stages), group=obj.group,
                      group_size=int(obj.group_size), group_rank=int(obj.group_rank), obj=obj)
     return obj.submod, info
