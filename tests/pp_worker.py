@@ -27,8 +27,9 @@ comes prefixed `[rankN]:`):
   (tensor, pipeline) model parallel rank (0, S)` line, and the iteration line (`training_log`'s
   format) on the last rank only (`print_rank_last`).
 Steps are printed from 1 (both trainers count iterations from 1).
-WATCHED (optional 6th argument): `stage` (default: `watch(stage, opt)`) or `module`
-(`watch(stage.submod, opt)`: the monitor finds the stage the module belongs to).
+WATCHED (optional 6th argument): `stage` (default: `watch(stage, opt)`), `module`
+(`watch(stage.submod, opt)`: the monitor finds the stage the module belongs to) or `none` (no
+`watch`: the script as `lossdoctor run` starts it unedited).
 
 Each rank writes rankN.json: the total gradient norm `clip_grad_norm_` computes across the stages
 (each stage's norm squared, all-reduced over the pipeline group: torchtitan's way), the monitor's
@@ -220,8 +221,9 @@ def main() -> None:
     console = Console(console_kind, rank, world)
     console.start()
     calls = count_all_reduces()
-    mon = lossdoctor.watch(stage if watched == "stage" else model, opt, log_dir=out / "ld", alerts=False,
-                           replay_fn=lambda m, b: m(b["input_ids"]).float().square().mean())
+    mon = None if watched == "none" else lossdoctor.watch(
+        stage if watched == "stage" else model, opt, log_dir=out / "ld", alerts=False,
+        replay_fn=lambda m, b: m(b["input_ids"]).float().square().mean())
     ref, losses_seen = [], []
     group = stage.group
     for step in range(STEPS):
@@ -245,8 +247,10 @@ def main() -> None:
         loss = torch.stack(losses).mean() if losses else None
         losses_seen.append(None if loss is None else float(loss.detach()))
         console.step(step, losses_seen[-1], ref[-1])
-        mon.step(loss, batch={"input_ids": tokens} if stage.is_first else {"labels": labels})
-    mon.close()
+        if mon is not None:
+            mon.step(loss, batch={"input_ids": tokens} if stage.is_first else {"labels": labels})
+    if mon is not None:
+        mon.close()
     (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "calls": calls,
                                                       "losses": losses_seen}))
     dist.destroy_process_group()

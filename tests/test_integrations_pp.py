@@ -193,3 +193,25 @@ def test_pp_megatron_console_names_the_stage_that_printed_the_loss(weight_nan):
     assert run.col("loss")[:FAULT_STEP].tolist() == pytest.approx(ref[1]["losses"][:FAULT_STEP], rel=1e-5)
     bad = [x for x in diagnose(out / "console.log").findings if x.symptom == "nonfinite"]
     assert bad and bad[0].step == FAULT_STEP + 1
+
+
+@pytest.mark.slow
+def test_pp_script_under_lossdoctor_run_is_watched_per_stage(tmp_path):
+    """`lossdoctor run -- torchrun ... pp_worker.py` with no `watch` in the script: the attached
+    monitor finds each rank's stage from the module it watches."""
+    from dist_workers import free_port
+    from conftest import run_cli
+
+    ld = tmp_path / "attached"
+    p = run_cli("run", "--log-dir", ld, "--no-alerts", "--", sys.executable, "-m", "torch.distributed.run",
+                "--nproc_per_node", "2", "--master_port", str(free_port()), WORKER, tmp_path, "none",
+                str(FAULT_STEP), "gpipe", "titan", "none", timeout=300)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    ref = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
+    runs = read_run_dir(ld)
+    for rank, run in enumerate(runs):
+        d = run.meta["distributed"]
+        assert (d["kind"], d["stage"], d["mesh"]) == ("pp", rank, {"pp": 2})
+        assert run.col("grad_norm").tolist() == pytest.approx(ref[rank]["ref"], rel=1e-2)
+    # the loss the attach records is the one the last backward started from: the last micro-batch's
+    assert runs[1].logged("loss").sum() == pp_worker.STEPS and not runs[0].logged("loss").any()
