@@ -233,7 +233,9 @@ def main() -> None:
                 model.layers["1"].mlp.up.weight[5, 7] = float("nan")
         tokens, labels = batch_at(step)
         losses: list[torch.Tensor] = []
-        if stage.is_first:
+        if stage.is_first and stage.is_last:  # a 1-stage pipeline (one process)
+            schedule.step(tokens, target=labels, losses=losses)
+        elif stage.is_first:
             schedule.step(tokens)
         else:
             schedule.step(target=labels, losses=losses)

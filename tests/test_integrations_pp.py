@@ -41,6 +41,29 @@ def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
 
 
+def test_one_stage_pipeline_in_one_process(tmp_path):
+    """`watch(stage, opt)` on a 1-stage pipeline (one process, a gloo group of one, no torchrun):
+    the schedule's placeholder pass is not recorded, the 4 micro-batches are one step, and the norm
+    is taken after the schedule divided the gradients by the micro-batches."""
+    from dist_workers import free_port
+
+    env = {**cli_env(), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
+    p = subprocess.run([sys.executable, str(WORKER), str(tmp_path), "none", str(FAULT_STEP), "gpipe", "megatron"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    ref = json.loads((tmp_path / "rank0.json").read_text())
+    (run,) = read_run_dir(tmp_path / "ld")
+    assert ref["warnings"] == []
+    d = run.meta["distributed"]
+    assert (d["kind"], d["stage"], d["num_stages"], d["mesh"]) == ("pp", 0, 1, {"pp": 1})
+    assert run.col("accum_steps").tolist() == [pp_worker.MICRO] * pp_worker.STEPS
+    assert run.col("grad_norm").tolist() == pytest.approx(ref["ref"], rel=1e-2)  # not 4x: after scale_grads
+    assert 0 < run.col("act_absmax")[0] < 100  # the placeholder pass on torch.empty inputs is not in it
+    assert run.col("loss").tolist() == pytest.approx(ref["losses"], rel=1e-6)
+    assert ref["calls"] == {"all_reduce": pp_worker.STEPS}  # the total over the group of one
+
+
 def keys(items) -> list[str]:
     return [getattr(x, "key", None) for x in items]
 

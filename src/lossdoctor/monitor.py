@@ -277,7 +277,7 @@ class Monitor:
                                   on_finding=self._record_finding, layers_fn=self._layer_stats)
         self.live.incidents = self.incidents
         self._set_sampled(self._is_sampled(0))
-        if self.world_size > 1:
+        if self.world_size > 1 or self.stage is not None:  # (a 1-stage pipeline: its group of one)
             self._attach_distributed(wrapper)
         self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
         if self.stage is not None and self.stage.obj is not None:

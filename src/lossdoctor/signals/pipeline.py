@@ -168,17 +168,11 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
     def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
             state = [p.enabled for p in parts]
-            for p in parts:
-                p.enabled = False
+            _switch(parts, [False] * len(parts))
             try:
                 return fn(*args, **kwargs)
             finally:
-                for p, on in zip(parts, state):
-                    p.enabled = on
-                for p in parts:
-                    reset = getattr(p, "reset", None)
-                    if reset is not None:
-                        reset()
+                _switch(parts, state, reset=True)
         return call
 
     inside = [0]  # perform_reduce_grad calls scale_grads: one capture, after the outer call
@@ -208,6 +202,22 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
         for name in undo:
             obj.__dict__.pop(name, None)  # the class's method again
     return remove
+
+
+def _switch(parts: list[Any], on: list[bool], reset: bool = False) -> None:
+    """Each part's `enabled` set (and, once the placeholder pass is over, what it collected
+    dropped); inside the user's schedule step, so nothing may escape: a part that cannot be
+    switched is switched off."""
+    for p, state in zip(parts, on):
+        try:
+            p.enabled = state
+            if reset and getattr(p, "reset", None) is not None:
+                p.reset()
+        except Exception:
+            try:
+                p.enabled = False
+            except Exception:
+                pass
 
 
 def defers_capture(stage: StageInfo) -> bool:
