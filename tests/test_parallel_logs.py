@@ -91,7 +91,7 @@ def megatron_line(rank: int, it: int, loss: float) -> str:
     return (f"[rank{rank}]: [2026-01-01 10:00:00] iteration {it:8d}/{100:8d} | consumed samples: {it * 32:12d} | "
             f"elapsed time per iteration (ms): 123.4 | learning rate: {1e-4:.6E} | global batch size: {32:5d} | "
             f"lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {1.5:.3f} | number of skipped iterations: "
-            f"{0:3d} | number of nan iterations: {int(loss != loss):3d} |")
+            f"{0:3d} | number of nan iterations: {int(math.isnan(loss)):3d} |")
 
 
 def test_megatron_tp_pp_console_names_the_layout_and_the_last_stage(tmp_path):

@@ -93,8 +93,7 @@ def split_stage(obj: Any) -> tuple[Any, StageInfo | None]:
         stage = find_stage(obj)
         if stage is None:
             return obj, None
-        module, info = split_stage(stage)
-        return obj, info
+        return obj, split_stage(stage)[1]
     info = StageInfo(index=int(obj.stage_index), n_stages=int(obj.num_stages), group=obj.group,
                      group_size=int(obj.group_size), group_rank=int(obj.group_rank), obj=obj)
     return obj.submod, info
