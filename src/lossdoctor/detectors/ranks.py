@@ -156,21 +156,26 @@ def _echo_msg(runs: list[Run], echoed: list[int], step: int, origin: Run) -> Msg
 
 
 def _say_stage(run: Run, findings: list[Finding], step: int) -> None:
-    """On a pipeline stage: the origin's non-finite findings at the step say the rank, the stage,
-    its mesh coordinate and the first bad layer within the stage."""
+    """On a pipeline stage, or a rank of a device mesh (TP, FSDP2 x TP): the origin's non-finite
+    findings at the step say the rank, its mesh coordinate (and stage) and the first bad layer
+    there."""
     stage = _stage(run)
-    if stage is None:
+    dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
+    coord = dist.get("coordinate") if isinstance(dist, dict) else None
+    if stage is None and not isinstance(coord, dict):
         return
-    dist = run.meta["distributed"]
-    coord = dist.get("coordinate") if isinstance(dist.get("coordinate"), dict) else {"pp": stage}
+    coord = coord if isinstance(coord, dict) else {"pp": stage}
     coordinate = ", ".join(f"{k}={v}" for k, v in coord.items())
     for f in findings:
         if f.symptom != "nonfinite" or f.step != step:
             continue
-        layer = f.layer or _event_layer(run, step)
-        f.evidence.append(Msg("distributed.began_on_stage", rank=run.rank, stage=stage,
-                              stages=dist.get("num_stages", "?"), coordinate=coordinate,
-                              layer=layer or "?"))
+        layer = f.layer or _event_layer(run, step) or "?"
+        if stage is None:
+            f.evidence.append(Msg("distributed.began_on_coordinate", rank=run.rank, coordinate=coordinate,
+                                  layer=layer))
+        else:
+            f.evidence.append(Msg("distributed.began_on_stage", rank=run.rank, stage=stage,
+                                  stages=dist.get("num_stages", "?"), coordinate=coordinate, layer=layer))
 
 
 def _event_layer(run: Run, step: int) -> str | None:

@@ -79,6 +79,9 @@ TEMPLATES.update({
         "first in layer {layer} of that stage",
         "它始于 rank {rank}，流水线 stage {stage}（共 {stages} 个，网格坐标 {coordinate}），"
         "该 stage 内第一个出错的层是 {layer}"),
+    "distributed.began_on_coordinate": (
+        "it began on rank {rank} (mesh coordinate {coordinate}), first in layer {layer} on that rank",
+        "它始于 rank {rank}（网格坐标 {coordinate}），该 rank 上第一个出错的层是 {layer}"),
     "distributed.echoed_pp": (
         "rank(s) [{ranks}] (pipeline stage(s) [{stages}]) went non-finite at step {step} only through "
         "what the pipeline passes between stages (activations forward, gradients backward); it began "
