@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
 ORDER = ("intro", "zoo", "zoo-verify", "lr-probe", "generated-dev", "generated-test", "peers", "real-logs", "text-reader", "overhead", "overhead-spread",
          "overhead-ablation", "overhead-gpu", "many-params", "many-ranks", "deepspeed-overhead",
-         "tp-overhead")
+         "tp-overhead", "pp-overhead")
 
 INTRO = """# Benchmarks
 
@@ -40,6 +40,7 @@ its own section.
 | [Run directories of many ranks](#run-directories-of-many-ranks) | `python benchmarks/many_ranks.py --docs` |
 | [Overhead under DeepSpeed ZeRO-2](#overhead-under-deepspeed-zero-2) | `python benchmarks/deepspeed_overhead.py --docs` |
 | [Overhead under tensor parallel](#overhead-under-tensor-parallel) | `python benchmarks/tp_overhead.py --docs` |
+| [Overhead under pipeline parallel](#overhead-under-pipeline-parallel) | `python benchmarks/pp_overhead.py --docs` |
 """
 
 

@@ -98,6 +98,8 @@ def test_tp_nan_in_one_ranks_shard_is_found_at_its_step_rank_and_layer(nan_run):
     assert (f.symptom, f.rank, f.step, f.layer) == ("nonfinite", NAN_RANK, NAN_STEP, "up")
     echoed = [e for e in f.evidence if getattr(e, "key", "") == "distributed.echoed"]
     assert echoed and echoed[0].values["ranks"] == "0"
+    began = [e.values for e in f.evidence if getattr(e, "key", "") == "distributed.began_on_coordinate"]
+    assert began == [{"rank": NAN_RANK, "coordinate": f"tp={NAN_RANK}", "layer": "up"}]
     # the worker passed a replay_fn: refused on every rank (it would wait in the forward's
     # all-reduce), and said so
     for run in runs:
@@ -142,3 +144,5 @@ def test_fsdp2_x_tp_on_a_2x2_mesh(tmp_path):
     assert (f.symptom, f.rank, f.step, f.layer) == ("nonfinite", NAN_RANK, NAN_STEP, "up")
     echoed = [e for e in f.evidence if getattr(e, "key", "") == "distributed.echoed"]
     assert echoed and echoed[0].values["ranks"] == "0, 2-3"
+    began = [e.values for e in f.evidence if getattr(e, "key", "") == "distributed.began_on_coordinate"]
+    assert began == [{"rank": NAN_RANK, "coordinate": "dp=0, tp=1", "layer": "up"}]

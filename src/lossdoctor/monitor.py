@@ -44,6 +44,7 @@ from .signals.distributed import distributed_probe, refuse_tp_replay, unwrap_dat
 from .signals.fsdp1 import refuse_replay
 from .signals.gradients import GradProbe
 from .signals.launch import shared_run_name
+from .signals.pipeline import defers_capture, hook_stage, pipeline_probe, refuse_pp_replay, split_stage
 from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
 from .signals.probe import Probe, StepInputs, StepRecord, probe_name
 from .signals.output_probs import OutputProbe
@@ -182,6 +183,8 @@ class Monitor:
                  log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
                  replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, **options: Any) -> None:
         self.options = opts = WatchOptions(**options)
+        #: a pipeline stage (`watch(stage, opt)` on a `PipelineStage`): its module is what is watched
+        model, self.stage = split_stage(model)
         self.model = model
         self.optimizer = unwrap_optimizer(optimizer)
         self.scaler = scaler
@@ -274,9 +277,15 @@ class Monitor:
                                   on_finding=self._record_finding, layers_fn=self._layer_stats)
         self.live.incidents = self.incidents
         self._set_sampled(self._is_sampled(0))
-        if self.world_size > 1:
+        if self.world_size > 1 or self.stage is not None:  # (a 1-stage pipeline: its group of one)
             self._attach_distributed(wrapper)
         self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
+        if self.stage is not None and self.stage.obj is not None:
+            pf = self.preflight
+            self._unhook_stage = hook_stage(self.stage, [*self.probes, pf, getattr(pf, "probe", None)],
+                                            self._recapture)
+            if self.grads.should_capture is None and defers_capture(self.stage):
+                self.grads.should_capture = _never  # one capture per step, after the schedule's last backward
         # incident triage (snapshot ring, replay, op-level localisation, on_incident policy)
         self.triage = Triage(self._triage_host(), self.replay_fn, on_incident=opts.on_incident,
                              snapshot_every=opts.snapshot_every, snapshot=opts.snapshot,
@@ -288,11 +297,26 @@ class Monitor:
     def _attach_distributed(self, wrapper: nn.Module) -> None:
         """The probe of how gradients cross ranks (DDP's all-reduce, FSDP2's shards), if any; the
         layout goes into the run metadata."""
-        probe = distributed_probe(wrapper, self.grads, self._scale, self.world_size)
+        if self.stage is not None:
+            probe: Any = pipeline_probe(wrapper, self.grads, self.stage)
+        else:
+            probe = distributed_probe(wrapper, self.grads, self._scale, self.world_size)
         if probe is not None:
             self.add_probe(probe)
             self.meta["distributed"] = probe.describe()
+        if self.stage is not None:  # the stage, whatever measured the gradient norm
+            self.meta.setdefault("distributed", {"kind": "pp"}).update(self.stage.describe())
+        if "distributed" in self.meta:
             self.writer.write_meta(self.meta)
+
+    def _recapture(self) -> None:
+        """The gradient norms again (a pipeline schedule rescaled the accumulated gradients after the
+        last backward); inside the user's schedule step, so nothing may escape."""
+        try:
+            if self.grads.enabled and (self.grads.fresh or self.grads.backwards):
+                self.grads.capture()
+        except Exception as e:
+            self.grads._fail(e)
 
     def _triage_host(self) -> TriageHost:
         pf = self.preflight
@@ -386,6 +410,9 @@ class Monitor:
         pf = getattr(self, "preflight", None)
         if pf is not None:
             steps.append(("preflight", pf.probe.remove))
+        unhook = getattr(self, "_unhook_stage", None)
+        if unhook is not None:
+            steps.append(("pipeline stage", unhook))
         triage = getattr(self, "triage", None)
         if triage is not None:
             steps.append(("triage", triage.close))
@@ -628,6 +655,10 @@ class Monitor:
                 probe.enabled = False
 
 
+def _never() -> bool:
+    return False
+
+
 def _alert_lang() -> str:
     from .live import alert_language
 
@@ -648,9 +679,12 @@ def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler
     if optimizer is None:
         raise TypeError("watch(model, optimizer): the optimizer is needed (only a DeepSpeed engine brings its own)")
     given = replay_fn is not None
-    replay_fn, why = refuse_replay(model, replay_fn)  # FSDP1: a one-rank replay would hang
+    inner, stage = split_stage(model)  # a PipelineStage: its module
+    replay_fn, why = refuse_replay(inner, replay_fn)  # FSDP1: a one-rank replay would hang
     if why is None:
-        replay_fn, why = refuse_tp_replay(unwrap_data_parallel(model), replay_fn)  # and tensor parallel
+        replay_fn, why = refuse_tp_replay(unwrap_data_parallel(inner), replay_fn)  # and tensor parallel
+    if why is None:
+        replay_fn, why = refuse_pp_replay(stage, replay_fn)  # and a pipeline stage
     mon = Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
                   replay_fn=replay_fn, **options)
     if why:

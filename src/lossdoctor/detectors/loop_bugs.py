@@ -469,8 +469,9 @@ class ClipThresholds:
 
 
 CLIP = ClipThresholds()
-#: layouts whose optimizer sees this rank's shard of each gradient (DDP's is the reduced whole)
-SHARDED = ("fsdp2", "tp", "fsdp1", "deepspeed")
+#: layouts whose optimizer sees this rank's shard of each gradient (DDP's is the reduced whole; a pipeline
+#: stage's optimizer sees its own stage's parameters only)
+SHARDED = ("fsdp2", "tp", "fsdp1", "deepspeed", "pp")
 _ADAPTIVE = ("adam", "adafactor", "rmsprop", "adagrad", "adadelta", "lion", "lamb", "sophia", "shampoo")
 
 

@@ -83,8 +83,9 @@ def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
         for i in origins:
             for f in out[i]:
                 if f.symptom == "nonfinite" and f.step == origin_step:
-                    f.evidence.append(Msg("distributed.echoed", ranks=ranges(echoed), step=origin_step,
-                                          rank=runs[i].rank))
+                    f.evidence.append(_echo_msg(runs, echoed, origin_step, runs[i]))
+    for i in origins:
+        _say_stage(runs[i], out[i], origin_step)
     if isinstance(screened, dict):
         _screened_ranks(runs, out, origins, origin_step, screened)
     return out
@@ -95,11 +96,41 @@ def _first_in_forward(runs: list[Run], origins: list[int], step: int) -> list[in
     layer's all-reduce), so a NaN in one rank's shard reaches every rank at the same step: the
     origin is the rank whose first non-finite forward event comes earliest in the forward order
     (the ranks run the same modules in the same order). Elsewhere the ranks stay as they are."""
+    if len(origins) >= 2 and all(_stage(runs[i]) is not None for i in origins):
+        return _first_in_pipeline(runs, origins, step)
     if len(origins) < 2 or not all(_tensor_parallel(runs[i]) for i in origins):
         return origins
     order = {i: _forward_index(runs[i], step) for i in origins}
     first = min(order.values())
     return [i for i in origins if order[i] == first] if first != float("inf") else origins
+
+
+def _stage(run: Run) -> int | None:
+    """The pipeline stage a rank's run is (`meta["distributed"]["stage"]`), or None."""
+    dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
+    stage = dist.get("stage") if isinstance(dist, dict) else None
+    return int(stage) if isinstance(stage, int) and not isinstance(stage, bool) else None
+
+
+def _first_in_pipeline(runs: list[Run], origins: list[int], step: int) -> list[int]:
+    """Pipeline stages pass activations forward (stage 0 to the last) and gradients backward
+    within one step, so a NaN reaches the other stages in the step it began: the origin is the
+    earliest stage whose forward went non-finite at that step; when no stage's forward did (it
+    began in a backward), the latest stage whose backward did."""
+    fwd = [i for i in origins if step in run_events(runs[i], "fwd_first_nonfinite")]
+    if fwd:
+        first = min(_stage(runs[i]) or 0 for i in fwd)
+        return [i for i in fwd if _stage(runs[i]) == first]
+    bwd = [i for i in origins if step in run_events(runs[i], "bwd_first_nonfinite")]
+    if bwd:
+        last = max(_stage(runs[i]) or 0 for i in bwd)
+        return [i for i in bwd if _stage(runs[i]) == last]
+    return origins
+
+
+def run_events(run: Run, name: str) -> dict:
+    ev = run.event(name)
+    return ev if isinstance(ev, dict) else {}
 
 
 def _tensor_parallel(run: Run) -> bool:
@@ -114,6 +145,45 @@ def _forward_index(run: Run, step: int) -> float:
     ev = run.event("fwd_first_nonfinite").get(step)
     index = ev.get("index") if isinstance(ev, dict) else None
     return float(index) if isinstance(index, (int, float)) else float("inf")
+
+
+def _echo_msg(runs: list[Run], echoed: list[int], step: int, origin: Run) -> Msg:
+    stages = {r.rank: _stage(r) for r in runs}
+    if _stage(origin) is None or any(stages.get(r) is None for r in echoed):
+        return Msg("distributed.echoed", ranks=ranges(echoed), step=step, rank=origin.rank)
+    return Msg("distributed.echoed_pp", ranks=ranges(echoed), stages=ranges([stages[r] for r in echoed]),
+               step=step, rank=origin.rank)
+
+
+def _say_stage(run: Run, findings: list[Finding], step: int) -> None:
+    """On a pipeline stage, or a rank of a device mesh (TP, FSDP2 x TP): the origin's non-finite
+    findings at the step say the rank, its mesh coordinate (and stage) and the first bad layer
+    there."""
+    stage = _stage(run)
+    dist = run.meta.get("distributed") if isinstance(run.meta, dict) else None
+    coord = dist.get("coordinate") if isinstance(dist, dict) else None
+    if stage is None and not isinstance(coord, dict):
+        return
+    coord = coord if isinstance(coord, dict) else {"pp": stage}
+    coordinate = ", ".join(f"{k}={v}" for k, v in coord.items())
+    for f in findings:
+        if f.symptom != "nonfinite" or f.step != step:
+            continue
+        layer = f.layer or _event_layer(run, step) or "?"
+        if stage is None:
+            f.evidence.append(Msg("distributed.began_on_coordinate", rank=run.rank, coordinate=coordinate,
+                                  layer=layer))
+        else:
+            f.evidence.append(Msg("distributed.began_on_stage", rank=run.rank, stage=stage,
+                                  stages=dist.get("num_stages", "?"), coordinate=coordinate, layer=layer))
+
+
+def _event_layer(run: Run, step: int) -> str | None:
+    for name in ("fwd_first_nonfinite", "bwd_first_nonfinite"):
+        ev = run_events(run, name).get(step)
+        if isinstance(ev, dict) and ev.get("layer"):
+            return str(ev["layer"])
+    return None
 
 
 def _screened_ranks(runs: list[Run], out: list[list[Finding]], origins: list[int], origin_step: int,

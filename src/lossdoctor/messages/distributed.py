@@ -56,3 +56,36 @@ TEMPLATES.update({
         "lossdoctor: local gradient probe disabled after an internal error: {error}",
         "lossdoctor：本 rank 梯度 probe 因内部错误被停用：{error}"),
 })
+
+TEMPLATES.update({
+    "distributed.replay_skipped_pp_first": (
+        "replay not run: this is the first of {stages} pipeline stages, and the loss is computed on the "
+        "last one, so a replay of this stage alone has no loss to reproduce, and the other stages would "
+        "have to replay with it; the live localisation (batch check, first non-finite layer forward and "
+        "backward, the stage it began on) ran on every stage",
+        "未运行 replay：这是 {stages} 个流水线 stage 中的第一个，而 loss 在最后一个 stage 上计算，"
+        "只 replay 这一个 stage 没有可复现的 loss，其他 stage 也必须一起 replay；在线定位（batch 检查、"
+        "前向和反向中第一个出现非有限值的层、最先出错的 stage）已在每个 stage 上运行"),
+    "distributed.replay_skipped_pp_later": (
+        "replay not run: the inputs of pipeline stage {stage} are the activations stage {previous} sends it "
+        "during the schedule's step, which are not recorded, so this stage cannot be replayed alone; the "
+        "live localisation (first non-finite layer forward and backward, the stage it began on) ran on "
+        "every stage",
+        "未运行 replay：流水线 stage {stage} 的输入是 stage {previous} 在调度的 step 中发来的激活值，"
+        "这些没有被记录，所以无法单独 replay 这个 stage；在线定位（前向和反向中第一个出现非有限值的层、"
+        "最先出错的 stage）已在每个 stage 上运行"),
+    "distributed.began_on_stage": (
+        "it began on rank {rank}, pipeline stage {stage} of {stages} (mesh coordinate {coordinate}), "
+        "first in layer {layer} of that stage",
+        "它始于 rank {rank}，流水线 stage {stage}（共 {stages} 个，网格坐标 {coordinate}），"
+        "该 stage 内第一个出错的层是 {layer}"),
+    "distributed.began_on_coordinate": (
+        "it began on rank {rank} (mesh coordinate {coordinate}), first in layer {layer} on that rank",
+        "它始于 rank {rank}（网格坐标 {coordinate}），该 rank 上第一个出错的层是 {layer}"),
+    "distributed.echoed_pp": (
+        "rank(s) [{ranks}] (pipeline stage(s) [{stages}]) went non-finite at step {step} only through "
+        "what the pipeline passes between stages (activations forward, gradients backward); it began "
+        "on rank {rank}",
+        "rank [{ranks}]（流水线 stage [{stages}]）在 step {step} 出现非有限值只是经由 stage 之间传递的数据"
+        "（前向的激活值、反向的梯度）传过来的；源头在 rank {rank}"),
+})

@@ -29,6 +29,11 @@ TEMPLATES = {
     "integrations.mesh_unsupported": (
         "lossdoctor: the gradient norm is this rank's shard only (no total over the device mesh: {error})",
         "lossdoctor：梯度范数只是本 rank 的分片（无法在设备网格上求总量：{error}）"),
+    "integrations.pp_sharded_stage": (
+        "lossdoctor: this pipeline stage's parameters are DTensors (PP with TP or FSDP2): the gradient norm "
+        "is this rank's own, not the total over the stages and shards",
+        "lossdoctor：该流水线 stage 的参数是 DTensor（PP 与 TP 或 FSDP2 组合）：梯度范数只是本 rank 自己的，"
+        "不是所有 stage 和分片的总量"),
     "integrations.loss_not_backpropagated": (
         "{trainer} backpropagates a loss it computes itself, not the model's outputs.loss: the weight of each "
         "micro-batch in the objective (loss_weight) cannot be measured, so the gradient-accumulation normalisation "

@@ -39,6 +39,7 @@ def _load_readers() -> None:
     from . import mlflow_store  # noqa: F401
     from . import wandb_panels  # noqa: F401
     from . import stdout  # noqa: F401
+    from . import parallel_logs  # noqa: F401  (TP/PP consoles: which rank's metric lines are read)
     from . import tabular  # noqa: F401
     from . import any_text  # noqa: F401  (the general reader of training text: tried last)
 
