@@ -190,7 +190,7 @@ def _epochs_with_a_last_batch_of_one(data: Squares, per_epoch: int):
           fault="a dataset of 145 images in batches of 16 without drop_last: every 10th batch holds one image, "
                 "and BatchNorm normalises it with that one image's statistics")
 def _(seed: int) -> Setup:
-    data = Squares(seed, noise=1.0)
+    data = Squares(seed, noise=1.5)
     model = BNCNN("batch")
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     return Setup(model, opt, _epochs_with_a_last_batch_of_one(data, 10), xent, steps=120)
@@ -201,7 +201,7 @@ def _(seed: int) -> Setup:
           fault="none: the same data and loader (a last batch of one image each epoch), normalised with "
                 "GroupNorm, which has no batch statistics")
 def _(seed: int) -> Setup:
-    data = Squares(seed, noise=1.0)
+    data = Squares(seed, noise=1.5)
     model = BNCNN("group")
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     return Setup(model, opt, _epochs_with_a_last_batch_of_one(data, 10), xent, steps=120)

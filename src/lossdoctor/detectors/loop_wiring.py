@@ -209,7 +209,9 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
         evidence.append(Msg("wiring.wrong_loss.negative", low=float(np.nanmin(q.loss[idx]))))
     elif r is not None and r >= WRONG_LOSS.ratio:
         evidence.append(Msg("wiring.wrong_loss.ratio", loss=loss_end, var=float(np.median(v)), r=r))
-    return [Finding(cause="wrong_loss", symptom="plateau", severity="warning", confidence=0.85,
+    # a loss without a lower bound falls forever (the "absurd" negative loss is this, not bad data)
+    severity, conf, symptom = ("critical", 0.9, "divergence") if negative else ("warning", 0.85, "plateau")
+    return [Finding(cause="wrong_loss", symptom=symptom, severity=severity, confidence=conf,
                     step=int(run.steps[idx[0]]), evidence=evidence,
                     fixes=[Msg("wiring.wrong_loss.fix", k=k), Msg("wiring.wrong_loss.fix_regression")])]
 
