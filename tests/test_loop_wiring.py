@@ -268,3 +268,21 @@ def test_batchnorm_over_a_batch_of_one(tmp_path, norm, last_of_one, frozen, fire
     assert (v["n"], v["of"], v["first"], v["layers"]) == (5, 45, 8, 1)
     assert f.step == 8
     assert f.to_dict()["fixes_data"][0]["values"]["typical"] == 16
+
+
+def test_a_sigmoid_image_decoder_on_soft_targets_is_not_softmax_before_loss(tmp_path):
+    """A decoder ending in a sigmoid, trained with binary_cross_entropy on soft pixel targets: its
+    outputs are driven to 0 and 1 where the targets are, and the loss stays at the entropy of the
+    half-grey pixels (between 0.313 and ln 2) on purpose. Its output is (B, C, H, W), not a head."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(640, 16, generator=g)
+    t = (x > 0).float()
+    t[:, ::2] = 0.5  # half the pixels grey: the BCE's floor is ln 2 there
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16), nn.Sigmoid(), nn.Unflatten(1, (1, 4, 4)))
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=1e-2), _loaders(x, t),
+                 lambda m, b: F.binary_cross_entropy(m(b[0]), b[1].view(-1, 1, 4, 4)), steps=120)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    last = [r for r in rows if "out_min" in r][-1]
+    assert last["out_min"] < 0.05 and last["out_max"] > 0.95  # saturated, as a double sigmoid's would be
+    assert 0.3 < rows[-1]["loss"] < math.log(2)
+    assert "softmax_before_loss" not in {f.cause for f in rep.findings}

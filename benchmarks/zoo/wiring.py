@@ -6,7 +6,8 @@ and each has a healthy look-alike: the same set-up done on purpose.
 - a sigmoid before `BCEWithLogitsLoss` (the binary twin of softmax before `CrossEntropyLoss`);
 - the wrong loss for the task: an MSE (or BCE) of a one-output head against class indices;
 - a param group at LR 0 (a `backbone_lr` left at its default of 0);
-- BatchNorm trained on the last, one-sample batch of every epoch.
+- BatchNorm trained on the last, one-sample batch of every epoch;
+- gradient accumulation whose loop never zeroes the gradients.
 """
 
 from __future__ import annotations
@@ -205,3 +206,21 @@ def _(seed: int) -> Setup:
     model = BNCNN("group")
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     return Setup(model, opt, _epochs_with_a_last_batch_of_one(data, 10), xent, steps=120)
+
+
+# --- gradient accumulation that never zeroes ----------------------------------------------------
+
+@scenario("mlp_grad_accum_never_zeroed", family="mlp", optimizer="SGD", precision="fp32",
+          task="classification", causes={"grad_not_zeroed"}, onset=1, ci=True,
+          fault="4 micro-batches accumulated into each step (loss / 4), and optimizer.zero_grad() never called: "
+                "every step adds its accumulated gradient to all the previous steps' (the look-alike is "
+                "healthy_mlp_grad_accum_on_purpose)")
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+
+    def micro(step: int) -> list:
+        return [data.batch(step * 4 + i, batch_size=8) for i in range(4)]
+
+    return Setup(model, torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9), micro,
+                 lambda m, b: xent(m, b) / 4, steps=100, accum=4, zero_grad=False)

@@ -15,7 +15,7 @@ below the usual 1e-4..1e-2 and is left to its own rules.
 
 A sigmoid before `BCEWithLogitsLoss` (`softmax_before_loss`, its binary twin). Signals: `out_min`,
 `out_max`, `out_classes`, `out_rowsum_dev`. Every output in [0, 1] without rows that sum to 1
-(one output, or independent sigmoids), driven to 0 and 1, and a loss that never goes below
+(one output, or independent sigmoids) of a (B, K) head, driven to 0 and 1, and a loss that never goes below
 -ln sigmoid(1) = 0.313 (the best a probability in [0, 1] can do when sigmoid is applied again):
 the loss is saturated, not converged. `binary_cross_entropy` of the same probabilities goes below.
 
@@ -146,8 +146,12 @@ SIGMOID_FLOOR = math.log(1 + math.exp(-1))
 
 @detector("sigmoid_before_bce", needs=("out_min", "out_max", "out_classes", "loss"))
 def sigmoid_before_bce(run: Run, q: Quantities) -> list[Finding]:
-    lo, hi, k, dev = (run.col(c) for c in ("out_min", "out_max", "out_classes", "out_rowsum_dev"))
-    idx = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & np.isfinite(k))
+    if _task(run) in ("regression", "pretrain", "sft"):
+        return []
+    lo, hi, k, dev, rank = (run.col(c) for c in ("out_min", "out_max", "out_classes", "out_rowsum_dev", "out_rank"))
+    # a classifier's (B, K) head: an image decoder's sigmoid (B, C, H, W) against soft pixel targets
+    # has a BCE floor of its own (the targets' entropy) and is not this
+    idx = np.flatnonzero(np.isfinite(lo) & np.isfinite(hi) & np.isfinite(k) & (rank == 2))
     if idx.size < SIGMOID.min_measured or not q.finite_loss.size:
         return []
     dist = (k[idx] >= 2) & np.isfinite(dev[idx]) & (dev[idx] <= SIGMOID.rowsum_tol)
