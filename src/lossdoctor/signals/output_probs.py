@@ -80,6 +80,8 @@ class OutputProbe:
             if tuple(d.shape) != tuple(t.shape):
                 return  # a tensor-parallel head's shard of the classes: its rows are not distributions
             with torch.no_grad():
+                if d.is_complex():  # a complex output is measured by its magnitudes (no order on C)
+                    d = d.abs()
                 mn, mx = torch.aminmax(d)
                 dev = (d.sum(-1, dtype=torch.float32) - 1.0).abs().amax()  # no fp32 copy of the logits
                 ids = _input_ids(args, kwargs)
