@@ -30,7 +30,7 @@ DEFAULT_OUT = docs.ROOT / "out" / "zoo"
 
 
 def load_scenarios() -> dict[str, Scenario]:
-    from . import scenarios  # noqa: F401  (registers them)
+    from . import scenarios, wiring  # noqa: F401  (registers them)
 
     return SCENARIOS
 

@@ -278,7 +278,7 @@ def _(seed: int) -> Setup:
 
 
 @scenario("cnn_labels_misaligned", family="cnn", optimizer="SGD", precision="fp32",
-          task="classification", causes={"noisy_data"},
+          task="classification", causes={"noisy_data", "labels_misaligned"},
           fault="images and labels come from different batches (an off-by-one in a zipped loader)")
 def _(seed: int) -> Setup:
     data = Squares(seed)

@@ -49,6 +49,10 @@ COLUMNS: dict[str, str] = {
     "out_classes": "size of the last dimension of the model's output (classes or vocabulary; sampled)",
     "batch_one_class": "1 when every class label of the batch (a 1-D integer tensor of 4+) is the same class, else 0",
     "batch_class": "the class of a single-class batch (absent otherwise)",
+    "class_max": "largest class label of the batch (the same 1-D integer tensor of 4+ as batch_one_class)",
+    "class_var": "variance of those class labels taken as numbers (what an MSE on class indices starts from)",
+    "bn_train": "number of BatchNorm layers in train mode at the step's first forward with gradients "
+                "(recorded for models with BatchNorm only)",
     "out_copy_frac": "share of positions where the model's argmax is its own input token (a (B, T, V) output "
                      "of a forward given input_ids (B, T); sampled): near 1 for a model taught to copy",
     "train_mode": "1 when the model was in train mode at the step's first forward with gradients, 0 in eval "

@@ -47,6 +47,13 @@ CAUSES: dict[str, str] = {
                       "targets): every prediction is scored against every target, so only the mean is learned",
     "grad_clip_too_tight": "gradient clipping at a max_norm far below the gradient norm: every update is "
                            "scaled down by the same large factor",
+    "labels_misaligned": "inputs and labels are drawn in different orders (two shuffled loaders, a permutation "
+                         "applied to one of them): the labels say nothing about the inputs and the loss never "
+                         "goes below chance",
+    "wrong_loss": "the loss does not fit the task: a regression loss (MSE) or a binary loss on class indices, "
+                  "a single output where a cross-entropy needs one per class",
+    "batchnorm_batch_of_one": "BatchNorm in train mode on a batch of one sample (a last, incomplete batch "
+                              "without drop_last): the batch statistics are one sample's",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
                                "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "

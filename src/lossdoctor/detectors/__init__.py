@@ -22,6 +22,7 @@ FAMILIES = (
     "scalars",
     "preference",
     "loop_bugs",
+    "loop_wiring",
 )
 
 _loaded = False

@@ -59,6 +59,11 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "loss_broadcast": ("noisy_data", "lr_too_low", "vanishing_gradient", "frozen_model"),
     "grad_clip_too_tight": ("lr_too_low", "noisy_data", "vanishing_gradient", "frozen_model", "precision_stall"),
     "softmax_before_loss": ("noisy_data", "lr_too_low", "vanishing_gradient", "precision_stall", "frozen_model"),
+    # an MSE of class indices starts at E[y^2] (far above any cross-entropy's chance) and fits
+    # poorly: neither is bad init, noisy labels or a slow LR
+    "wrong_loss": ("bad_init", "noisy_data", "lr_too_low", "loss_broadcast"),
+    # labels unrelated to their inputs are the extreme of mismatched labels
+    "labels_misaligned": ("noisy_data",),
 }
 
 

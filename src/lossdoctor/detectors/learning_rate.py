@@ -437,6 +437,8 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
         return []
     x = q.lr[idx]
     if float(x.max()) <= 0:
+        if _another_group_trains(run):  # the first group at LR 0 only: loop_wiring.param_group_lr_zero
+            return []
         return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
                         step=int(q.steps[idx[0]]), evidence=[Msg("lr.schedule.all_zero")],
                         fixes=[Msg("lr.schedule.fix_all_zero")])]
@@ -553,3 +555,11 @@ def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Findin
         cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.7, step=s,
         evidence=[Msg("lr.schedule.stuck_zero", n=int(zero.size), s=s)],
         fixes=[Msg("lr.schedule.fix_stuck_zero")])]
+
+
+def _another_group_trains(run: Run) -> bool:
+    """The `lr` column is the first param group's: True when another group's LR is above 0 at some
+    step (`lr_groups`), so the run as a whole is not at LR 0."""
+    ev = run.events.get("lr_groups") or {}
+    return any(isinstance(v, (list, tuple)) and any(isinstance(a, (int, float)) and a > 0 for a in v[1:])
+               for v in ev.values())

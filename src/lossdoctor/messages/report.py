@@ -110,6 +110,9 @@ CAUSES_ZH = {
     "eval_mode_training": "模型在 eval 模式下训练（model.eval() 之后没有切回来）：dropout 被关闭，BatchNorm 用的是 running 统计量",
     "loss_broadcast": "loss 比较的两个张量形状发生了广播（(B, 1) 的预测对 (B,) 的目标）：每个预测都和所有目标比较，模型只能学到均值",
     "grad_clip_too_tight": "梯度裁剪的 max_norm 远小于梯度范数：每次更新都被同一个很大的倍数缩小",
+    "labels_misaligned": "输入和标签按不同的顺序抽取（两个各自 shuffle 的 loader，或只对其中一个做了置换）：标签和输入无关，loss 始终不低于随机猜测水平",
+    "wrong_loss": "loss 与任务不符：对类别下标做回归（MSE）或二元 loss，交叉熵本应每个类别一个输出却只有一个输出",
+    "batchnorm_batch_of_one": "训练模式的 BatchNorm 遇到只有一个样本的 batch（没有 drop_last 时最后一个不完整的 batch）：batch 统计量只来自这一个样本",
     "likelihood_displacement": "偏好训练把 chosen 回答的概率也一起压低了：两边的 reward 都在下降，margin 只涨了一点",
     "reward_overoptimization": "偏好训练过度优化：reward 的 margin 无限增大，accuracy 饱和在 1.0（LR 太大或 beta 太小）",
 }

@@ -192,7 +192,9 @@ class BatchProbe:
                 elif t.dim() == 1 and t.dtype not in (torch.bool, torch.uint8) and t.shape[0] >= 4 \
                         and "class_key" not in ctx and _names_targets(key, last):
                     # class labels (B,): is the batch a single class? (data ordered by class)
-                    packer.add("class_single", torch.stack([(t == t[0]).all().float(), t[0].float()]))
+                    # and their largest value and variance: class indices fed to a one-output head
+                    tf = t.detach().float()
+                    packer.add("class_single", torch.stack([(t == t[0]).all().float(), tf[0], tf.max(), tf.var()]))
                     ctx["class_key"] = key
                 elif last == "attention_mask" and ctx["mask_key"] is None:
                     packer.add("mask_tokens_per_sample", t.detach().reshape(t.shape[0], -1).sum(dim=1))
@@ -267,8 +269,9 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     if ctx.get("target_key") and "target_var" in values:
         rec["target_var"] = float(values["target_var"][0])
     if ctx.get("class_key") and "class_single" in values:
-        single, first = values["class_single"][:2]
+        single, first, top, var = values["class_single"][:4]
         rec["batch_one_class"] = int(single > 0.5)
+        rec["class_max"], rec["class_var"] = int(top), float(var)
         if single > 0.5:
             rec["batch_class"] = int(first)
     if ctx.get("packed_shape"):

@@ -23,7 +23,13 @@ Train/eval mode: a model with dropout or BatchNorm whose training forward runs i
 normalises with running statistics. The root module's `training` flag at the step's first
 forward with gradients on is a host attribute: `train_mode` (1/0) at every step, recorded only for
 models that have such modules. BatchNorm layers put in eval on purpose (frozen statistics) leave
-the root in train mode and read 1.
+the root in train mode and read 1. For models with BatchNorm, `bn_train` counts the BatchNorm
+layers in train mode at that forward (a host attribute of each): with the batch size, a BatchNorm
+that normalises a batch of one sample (the last, incomplete batch of an epoch).
+
+A (B, 1) output is measured too (its min and max): a model ending in `sigmoid` whose probability
+goes to `BCEWithLogitsLoss` has every output in [0, 1] and a loss that cannot go below
+-ln sigmoid(1) = 0.313.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ class OutputProbe:
         self._shape: tuple[int, int] | None = None  # (dim, size of the last dim) of the output
         self.mode_modules = sum(1 for m in model.modules() if isinstance(
             m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)))
+        self._bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+        self._bn_train: int | None = None  # BatchNorm layers in train mode at the step's first forward
         self._handles = [model.register_forward_hook(self._hook, with_kwargs=True)]
 
     def _hook(self, module: nn.Module, args: Any, kwargs: Any, out: Any) -> None:
@@ -59,18 +67,21 @@ class OutputProbe:
             return
         if self._mode is None:
             self._mode = bool(module.training)
+            self._bn_train = sum(1 for m in self._bns if m.training) if self._bns else None
         if not self.sampled or self._stats is not None or self._shape is not None:
             return
         try:
             t = first_float_tensor(out)
             if t is not None and t.dim() >= 1:
                 self._shape = (int(t.dim()), int(t.shape[-1]))  # a (B, 1) output against (B,) targets
-            if t is None or t.dim() < 2 or t.shape[-1] < 2:
-                return
+            if t is None or t.dim() < 2 or t.shape[-1] < 1:
+                return  # (B, 1) is measured too: a sigmoid output fed to BCEWithLogitsLoss
             d = local(t.detach())
             if tuple(d.shape) != tuple(t.shape):
                 return  # a tensor-parallel head's shard of the classes: its rows are not distributions
             with torch.no_grad():
+                if d.is_complex():  # a complex output is measured by its magnitudes (no order on C)
+                    d = d.abs()
                 mn, mx = torch.aminmax(d)
                 dev = (d.sum(-1, dtype=torch.float32) - 1.0).abs().amax()  # no fp32 copy of the logits
                 ids = _input_ids(args, kwargs)
@@ -83,19 +94,22 @@ class OutputProbe:
 
     def reset(self) -> None:
         self._stats, self._classes, self._mode, self._shape = None, None, None, None
+        self._bn_train = None
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
-        stats, k, mode, shape = self._stats, self._classes, self._mode, self._shape
+        stats, k, mode, shape, bn = self._stats, self._classes, self._mode, self._shape, self._bn_train
         self.reset()
         if not self.enabled:
             return None
         if stats is not None:
             packer.add("out_stats", stats)
-        return {"classes": k, "mode": mode if self.mode_modules else None, "shape": shape}
+        return {"classes": k, "mode": mode if self.mode_modules else None, "shape": shape, "bn_train": bn}
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any] | None, rec: dict[str, Any]) -> None:
         if ctx and ctx["mode"] is not None:
             rec["train_mode"] = int(ctx["mode"])
+        if ctx and ctx.get("bn_train") is not None:
+            rec["bn_train"] = int(ctx["bn_train"])
         if ctx and ctx["shape"] is not None:
             rec["out_rank"], rec["out_last_dim"] = ctx["shape"]
         if not ctx or "out_stats" not in values:

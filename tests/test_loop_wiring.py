@@ -1,0 +1,288 @@
+"""Bugs in how the loop is wired (detectors/loop_wiring.py), caught live by the real `watch` on
+real models and optimizers: each fault as it is written by mistake, and its look-alike done on
+purpose, which must stay clean. Assertions are on causes and message keys/values."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+import lossdoctor
+from conftest import run_cli
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def _clusters(n: int = 640, k: int = 10, d: int = 24, spread: float = 1.0, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    centres = torch.randn(k, d, generator=g) * spread
+    y = torch.randint(0, k, (n,), generator=g)
+    return centres[y] + torch.randn(n, d, generator=g), y
+
+
+def _mlp(d_in: int = 24, d_out: int = 10, tail: nn.Module | None = None) -> nn.Sequential:
+    layers: list[nn.Module] = [nn.Linear(d_in, 48), nn.ReLU(), nn.Linear(48, d_out)]
+    return nn.Sequential(*layers, *([tail] if tail is not None else []))
+
+
+def _train(tmp_path, model: nn.Module, opt: torch.optim.Optimizer, batches: Callable[[int], Any],
+           loss_fn: Callable[[nn.Module, Any], torch.Tensor], steps: int, task: str | None = None,
+           scheduler: Any = None):
+    mon = lossdoctor.watch(model, opt, scheduler=scheduler, log_dir=tmp_path, task=task, alerts=False)
+    for step in range(steps):
+        batch = batches(step)
+        opt.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        opt.step()
+        if scheduler is not None:
+            scheduler.step()
+        mon.step(loss, batch=batch)
+    mon.close()
+    return mon.diagnose()
+
+
+def _loaders(x: torch.Tensor, y: torch.Tensor, bs: int = 32, apart: bool = False, noise: float = 0.0):
+    """Epochs over (x, y): one shuffled order for both, or (apart) two loaders shuffled on their own."""
+    n = x.shape[0]
+
+    def batches(step: int):
+        epoch, i = divmod(step * bs, n)
+        px = torch.randperm(n, generator=torch.Generator().manual_seed(1000 + epoch))
+        py = torch.randperm(n, generator=torch.Generator().manual_seed(2000 + epoch)) if apart else px
+        yb = y[py[i:i + bs]]
+        if noise:
+            g = torch.Generator().manual_seed(step)
+            flip = torch.rand(yb.shape, generator=g) < noise
+            yb = torch.where(flip, torch.randint(0, 10, yb.shape, generator=g), yb)
+        return x[px[i:i + bs]], yb
+
+    return batches
+
+
+def _xent(model, batch):
+    return F.cross_entropy(model(batch[0]), batch[1])
+
+
+def _keys(f) -> list[str]:
+    return [e["key"] for e in f.to_dict()["evidence_data"]]
+
+
+def _values(f, key: str) -> dict:
+    return next(e["values"] for e in f.to_dict()["evidence_data"] if e["key"] == key)
+
+
+# --- inputs and labels from two shuffled loaders ------------------------------------------------
+
+def test_inputs_and_labels_from_two_shuffled_loaders_is_labels_misaligned(tmp_path):
+    x, y = _clusters()
+    model = _mlp()
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(x, y, apart=True),
+                 _xent, steps=150, task="classification")
+    top = rep.findings[0]
+    assert top.cause == "labels_misaligned"
+    v = _values(top, "wiring.misaligned.at_chance")
+    assert v["k"] == 10 and v["chance"] == pytest.approx(math.log(10))
+    assert v["lowest"] >= 0.98 * math.log(10)
+    assert 1e-4 <= _values(top, "wiring.misaligned.updates")["u"] <= 1e-2
+    assert top.to_dict()["fixes_data"][0]["key"] == "wiring.misaligned.fix_one_loader"
+    assert "noisy_data" not in {f.cause for f in rep.findings}  # explained by it
+    out = run_cli("diagnose", tmp_path, "--format", "json")
+    assert json.loads(out.stdout)["findings"][0]["cause"] == "labels_misaligned"
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.7])
+def test_one_loader_and_heavy_label_noise_are_not_labels_misaligned(tmp_path, noise):
+    """The same data through one shuffled loader learns; 70% label noise keeps the loss high but
+    it still goes below chance: neither is labels drawn apart from their inputs."""
+    x, y = _clusters()
+    model = _mlp()
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(x, y, noise=noise),
+                 _xent, steps=150, task="classification")
+    assert "labels_misaligned" not in {f.cause for f in rep.findings}
+    if noise == 0.0:
+        assert rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
+
+
+# --- sigmoid before BCEWithLogitsLoss -----------------------------------------------------------
+
+def _binary(seed: int = 0):
+    x, y = _clusters(n=512, k=2, spread=1.2, seed=seed)
+
+    def batches(step: int):
+        i = (step * 32) % 512
+        return x[i:i + 32], y[i:i + 32]
+
+    return batches
+
+
+@pytest.mark.parametrize("loss,fires", [("with_logits", True), ("bce_of_probs", False)])
+def test_a_sigmoid_before_bce_with_logits_is_softmax_before_loss(tmp_path, loss, fires):
+    model = _mlp(d_out=1, tail=nn.Sigmoid())
+
+    def fn(m, b):
+        p = m(b[0]).squeeze(-1)
+        t = b[1].float()
+        return F.binary_cross_entropy_with_logits(p, t) if loss == "with_logits" else F.binary_cross_entropy(p, t)
+
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _binary(), fn, steps=100,
+                 task="classification")
+    hits = [f for f in rep.findings if f.cause == "softmax_before_loss"]
+    if not fires:
+        assert not hits and rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
+        return
+    assert rep.findings[0].cause == "softmax_before_loss"
+    f = hits[0]
+    assert _keys(f) == ["wiring.sigmoid.outputs", "wiring.sigmoid.floor"]
+    v = _values(f, "wiring.sigmoid.floor")
+    assert v["floor"] == pytest.approx(0.3133, abs=1e-4) and v["best"] >= v["floor"] - 0.02
+    assert f.to_dict()["fixes_data"][0]["key"] == "wiring.sigmoid.fix"
+
+
+# --- the wrong loss for the task ------------------------------------------------------------------
+
+def _mse_indices(m, b):
+    return F.mse_loss(m(b[0]).squeeze(-1), b[1].float())
+
+
+def _bce_indices(m, b):
+    return F.binary_cross_entropy_with_logits(m(b[0]).squeeze(-1), b[1].float())
+
+
+@pytest.mark.parametrize("loss,task,key", [(_mse_indices, "classification", None),
+                                           (_mse_indices, None, "wiring.wrong_loss.ratio"),
+                                           (_bce_indices, "classification", "wiring.wrong_loss.negative")])
+def test_a_one_output_head_against_class_indices_is_wrong_loss(tmp_path, loss, task, key):
+    x, y = _clusters(spread=0.6)
+    model = _mlp(d_out=1)
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(x, y), loss,
+                 steps=100, task=task)
+    top = rep.findings[0]
+    assert top.cause == "wrong_loss"
+    assert _values(top, "wiring.wrong_loss.head")["k"] == 10
+    if key:
+        assert key in _keys(top)
+    assert top.to_dict()["fixes_data"][0]["values"]["k"] == 10
+    assert "bad_init" not in {f.cause for f in rep.findings}
+
+
+def test_a_count_regressed_on_purpose_and_a_binary_head_are_not_wrong_loss(tmp_path):
+    g = torch.Generator().manual_seed(3)
+    xs = torch.randn(640, 16, generator=g)
+    counts = (xs[:, :8] > 0).sum(dim=1)  # 0..8, an ordinal target
+    model = _mlp(d_in=16, d_out=1)
+    rep = _train(tmp_path / "count", model, torch.optim.Adam(model.parameters(), lr=3e-3),
+                 _loaders(xs, counts), _mse_indices, steps=100, task="regression")
+    assert rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
+    model = _mlp(d_out=1)
+    rep = _train(tmp_path / "binary", model, torch.optim.Adam(model.parameters(), lr=3e-3), _binary(),
+                 _bce_indices, steps=100, task="classification")
+    assert "wrong_loss" not in {f.cause for f in rep.findings}
+
+
+# --- a param group at LR 0 ----------------------------------------------------------------------
+
+def _groups(model: nn.Sequential, body_lr: float, head_lr: float) -> list[dict]:
+    return [{"params": list(model[0].parameters()), "lr": body_lr},
+            {"params": list(model[2].parameters()), "lr": head_lr}]
+
+
+def test_a_param_group_at_lr_zero_is_frozen_model_with_its_share(tmp_path):
+    x, y = _clusters(spread=0.5)
+    model = _mlp()
+    opt = torch.optim.Adam(_groups(model, 0.0, 3e-3))
+    rep = _train(tmp_path, model, opt, _loaders(x, y), _xent, steps=60, task="classification")
+    f = next(f for f in rep.findings if f.cause == "frozen_model")
+    assert rep.findings[0].cause == "frozen_model"
+    g = _values(f, "wiring.zero_lr.groups")
+    assert g["groups"] == "0" and g["of"] == 2 and g["steps"] == 60 and g["other"] == pytest.approx(3e-3)
+    p = _values(f, "wiring.zero_lr.params")
+    assert p["n"] == 24 * 48 + 48 and p["total"] == 24 * 48 + 48 + 48 * 10 + 10
+    assert f.to_dict()["fixes_data"][0]["values"]["lr"] == pytest.approx(3e-4)
+    assert not any(e["key"] == "lr.schedule.all_zero" for f in rep.findings for e in f.to_dict()["evidence_data"])
+
+
+def test_discriminative_lrs_warmed_up_from_zero_read_clean(tmp_path):
+    x, y = _clusters(spread=0.5)
+    model = _mlp()
+    opt = torch.optim.Adam(_groups(model, 3e-4, 3e-3))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, s / 10))
+    rep = _train(tmp_path, model, opt, _loaders(x, y), _xent, steps=60, task="classification", scheduler=sched)
+    assert "frozen_model" not in {f.cause for f in rep.findings}
+    assert rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
+
+
+# --- BatchNorm over a batch of one ----------------------------------------------------------------
+
+class _ConvNet(nn.Module):
+    def __init__(self, norm: str) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(1, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8) if norm == "batch" else nn.GroupNorm(2, 8)
+        self.head = nn.Linear(8 * 4 * 4, 2)
+
+    def forward(self, x):
+        return self.head(F.max_pool2d(F.relu(self.norm(self.conv(x))), 2).flatten(1))
+
+
+def _images(last_of_one: bool):
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(8 * 16 + 1, 1, 8, 8, generator=g)
+    y = (x[:, 0, :4].mean(dim=(1, 2)) > 0).long()
+    x[:, 0, :4] += y[:, None, None] * 1.0
+
+    def batches(step: int):
+        k = step % 9  # 8 batches of 16 and, without drop_last, one of a single image
+        if k == 8:
+            return (x[-1:], y[-1:]) if last_of_one else (x[:16], y[:16])
+        return x[16 * k:16 * k + 16], y[16 * k:16 * k + 16]
+
+    return batches
+
+
+@pytest.mark.parametrize("norm,last_of_one,frozen,fires", [("batch", True, False, True),
+                                                           ("group", True, False, False),
+                                                           ("batch", False, False, False),
+                                                           ("batch", True, True, False)])
+def test_batchnorm_over_a_batch_of_one(tmp_path, norm, last_of_one, frozen, fires):
+    model = _ConvNet(norm)
+    if frozen:
+        model.norm.eval()  # BatchNorm frozen on purpose: running statistics, no batch statistics
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    rep = _train(tmp_path, model, opt, _images(last_of_one), _xent, steps=45, task="classification")
+    hits = [f for f in rep.findings if f.cause == "batchnorm_batch_of_one"]
+    if not fires:
+        assert not hits
+        return
+    f = hits[0]
+    v = _values(f, "wiring.bn1.steps")
+    assert (v["n"], v["of"], v["first"], v["layers"]) == (5, 45, 8, 1)
+    assert f.step == 8
+    assert f.to_dict()["fixes_data"][0]["values"]["typical"] == 16
+
+
+def test_a_sigmoid_image_decoder_on_soft_targets_is_not_softmax_before_loss(tmp_path):
+    """A decoder ending in a sigmoid, trained with binary_cross_entropy on soft pixel targets: its
+    outputs are driven to 0 and 1 where the targets are, and the loss stays at the entropy of the
+    half-grey pixels (between 0.313 and ln 2) on purpose. Its output is (B, C, H, W), not a head."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(640, 16, generator=g)
+    t = (x > 0).float()
+    t[:, ::2] = 0.5  # half the pixels grey: the BCE's floor is ln 2 there
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16), nn.Sigmoid(), nn.Unflatten(1, (1, 4, 4)))
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=1e-2), _loaders(x, t),
+                 lambda m, b: F.binary_cross_entropy(m(b[0]), b[1].view(-1, 1, 4, 4)), steps=120)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    last = [r for r in rows if "out_min" in r][-1]
+    assert last["out_min"] < 0.05 and last["out_max"] > 0.95  # saturated, as a double sigmoid's would be
+    assert 0.3 < rows[-1]["loss"] < math.log(2)
+    assert "softmax_before_loss" not in {f.cause for f in rep.findings}
