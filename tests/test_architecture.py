@@ -189,11 +189,6 @@ def test_functions_are_short():
 
 #: file names two packages share on purpose (messages/<area>.py, named after its area, is not counted)
 SHARED_NAMES = {
-    # integrations/ re-exports the signals/ modules the monitor uses under their old public paths
-    "accelerate.py": {"signals", "integrations"},
-    "distributed.py": {"signals", "integrations"},
-    "launch.py": {"signals", "integrations"},
-    "merge.py": {"detectors", "preflight"},  # preflight.merge re-exports detectors.merge
     # integrations/deepspeed.py watches an engine, sources/deepspeed.py reads its console lines
     # (tests import lossdoctor.sources.deepspeed)
     "deepspeed.py": {"integrations", "sources"},

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli
 from lossdoctor.cli.main import main
 from lossdoctor.findings import Finding
-from lossdoctor.preflight.merge import merge_findings
+from lossdoctor.detectors.merge import merge_findings
 
 SETUP = textwrap.dedent('''
     import torch

@@ -5,7 +5,7 @@ finding (seen in the step records) often describe the same problem: the GradScal
 2^60 and the skipped steps it then caused, the prompt that is not masked and the label statistics.
 When a finding of the same cause already exists, the preflight evidence and fixes are added to it
 (the engine keeps one finding per cause and step anyway). Torch-free: the offline engine imports it;
-it lives with the engine (preflight sits above the detectors and re-exports it as `preflight.merge`).
+it lives with the engine (preflight sits above the detectors).
 """
 
 from __future__ import annotations

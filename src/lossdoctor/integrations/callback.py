@@ -86,7 +86,7 @@ class WatchingCallback:
         with the callback added as the README shows it. `framework` goes into the run's metadata
         and to preflight (fix texts name the trainer's own options)."""
         from .deepspeed import is_deepspeed_engine
-        from .distributed import is_fsdp1
+        from ..signals.distributed import is_fsdp1
         from .entry import watch
 
         # the DDP wrapper (gradients before and after the all-reduce), the DeepSpeed engine (its

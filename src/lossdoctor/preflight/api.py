@@ -27,7 +27,7 @@ from .common import BatchView, Context, unwrap_model
 from .data import DataCheck
 from .init import ActivationProbe, chance, init_findings, unread_note, weight_stats
 from .labels import LabelCheck
-from .merge import merge_findings, ordered
+from ..detectors.merge import merge_findings, ordered
 from .mixed_precision import LOW, config_findings, loss_dtype_finding
 from .schedule import schedule_findings
 
