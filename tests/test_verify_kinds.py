@@ -16,10 +16,9 @@ from torch import nn
 
 import lossdoctor
 from conftest import run_cli
-from lossdoctor.detectors.fix_kinds import order_by_verdict, parse_fix
-from lossdoctor.findings import Finding, Report
+from lossdoctor.detectors.fix_kinds import candidate, order_by_verdict
+from lossdoctor.findings import Finding, Fix, Report
 from lossdoctor.messages import Msg
-from lossdoctor.triage.verify import Fix
 from triage_models import MLP, mse_loss, regression_batches, train
 
 SCHEMA = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
@@ -36,11 +35,11 @@ def _record(path, step):
 
 
 def _assert_checks_point_at_their_fix(f: Finding) -> None:
-    """Every check's `fix` index names a sentence that asks for what the check replayed, and no
-    fix that did not help comes before one that was verified."""
+    """Every check's `fix` index names a fix whose kind and numbers are what the check replayed,
+    and no fix that did not help comes before one that was verified."""
     assert f.fix_checks
     for c in f.fix_checks:
-        fix = parse_fix(f.fixes[c["fix"]], None, f)
+        fix = candidate(f.fixes[c["fix"]], None, f)
         assert fix.kind == c["kind"], (f.fixes[c["fix"]], c)
         for name, value in fix.values().items():
             if name != "samples":
@@ -244,29 +243,56 @@ def _finding(fixes, checks=None):
                    fixes=fixes, fix_checks=checks)
 
 
-def test_each_lr_sentence_says_the_lr_it_suggests_and_the_one_it_starts_from_as_values():
+def test_a_fix_replays_what_its_kind_and_numbers_say_not_its_sentence():
+    """The candidate a replay tries is read from the fix's kind and params: the same sentence made
+    with another kind is a code change, and a plain sentence (the old form) is one too."""
     f = _finding([])
-    for text, lr, now in [(Msg("lr.fix.set", lr=0.01, now=0.3), 0.01, 0.3),
-                          (Msg("lr.fix.set_ratio", lr=4e-4, now=0.35, ratio=0.87), 4e-4, 0.35),
-                          (Msg("grad.fix_lower_lr", lr=0.05, to=0.017), 0.017, 0.05),
-                          (Msg("triage.state.fix_lower_lr", lr=0.05, to=0.017), 0.017, 0.05)]:
-        fix = parse_fix(text, 0, f)
-        assert (fix.kind, fix.lr, fix.lr_now) == ("lr", lr, now), text
-    assert parse_fix(Msg("lr.fix.lower_by", x=10), 0, f).lr_factor == pytest.approx(0.1)
-    assert parse_fix(Msg("scalars.surge.fix_lr", lr=0.3), 0, f).lr_factor == pytest.approx(1 / 3)
-    # a warm-up sentence that mentions the clipping already in place is not a clipping fix
-    assert parse_fix(Msg("lr.fix_warmup_already_clipped", max_norm=1.0), 0, f).kind == "code"
-    assert parse_fix(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), 0, f).init_scale \
-        == 2.0**16
-    assert parse_fix(Msg("nonfinite.fix_layer_out_of_fp16", layer="blocks.3.mlp"), 0, f).module == "blocks.3.mlp"
-    assert parse_fix("set the learning rate to about 0.01", 0, f).kind == "code"  # plain text: not data
+    said = Msg("grad.fix_lower_lr", lr=0.05, to=0.017)
+    lr = candidate(Fix.lr(said, to=0.017, now=0.05), 0, f)
+    assert (lr.kind, lr.lr, lr.lr_now) == ("lr", 0.017, 0.05)
+    assert candidate(Fix.code(said), 0, f).kind == "code"  # the same sentence, another kind
+    assert candidate(said, 0, f).kind == "code"  # the old form: a Msg given as a fix
+    assert candidate(said, 0, f).reason.key == "verify.reason.code"
+    assert candidate("set the learning rate to about 0.01", 0, f).reason.key == "verify.reason.plain"
+    assert candidate(Fix.lr(Msg("lr.fix.lower_by", x=10), factor=0.1), 0, f).lr_factor == pytest.approx(0.1)
+    # an LR range to try is said, not replayed (no point to replay)
+    rng = Fix.lr_range(Msg("lr.fix.range", lo=1e-4, hi=3e-4, now=1e-3), lo=1e-4, hi=3e-4, now=1e-3)
+    assert candidate(rng, 0, f).kind == "code" and rng.params == {"lo": 1e-4, "hi": 3e-4, "lr_now": 1e-3}
+    # a drop fix without its own samples drops the finding's; none named: nothing to replay
+    drop = Fix.drop(Msg("triage.data.fix", keys=["'x'"]))
+    assert candidate(drop, 0, _finding([])).kind == "code"
+    with_rows = Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
+                        samples=[3, 1])
+    assert (candidate(drop, 0, with_rows).kind, candidate(drop, 0, with_rows).samples) == ("drop_samples", [3, 1])
+    with pytest.raises(ValueError):
+        Fix("rewrite", None, said)  # the kinds are a closed vocabulary
+    with pytest.raises(ValueError):
+        Fix("clip", {"max_nrom": 1.0})
+
+
+def test_the_detectors_lr_fixes_carry_the_lr_they_suggest_and_the_one_they_start_from():
+    """Made by the detectors of a diverging log: an LR fix's numbers are params, and they match
+    the values its sentence was made with."""
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import Run
+
+    n = 120
+    lr = np.geomspace(1e-3, 3.0, n)  # a warm-up with no end: the LR keeps climbing
+    loss = np.concatenate([np.linspace(2.0, 1.0, 60), np.geomspace(1.0, 40.0, 60)])
+    run = Run(steps=np.arange(n), cols={"loss": loss, "lr": lr})
+    found = diagnose_runs([run]).findings
+    [f] = [f for f in found if f.rule == "scalars.runaway_lr"]
+    assert f.cause == "lr_too_high" and all(x.rule for x in found)
+    fix = next(x for x in f.fixes if x.kind == "lr")
+    assert fix.key == "scalars.runaway.fix_cap"
+    assert fix.params["lr"] == pytest.approx(fix.values["to"]) and fix.params["lr_now"] == pytest.approx(fix.values["lr"])
 
 
 def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sentence():
-    code = Msg("triage.attn.stable_fix")
-    lr = Msg("grad.fix_lower_lr", lr=0.05, to=0.017)
-    clip = Msg("triage.state.fix_clip", max_norm=1.0)
-    skip = Msg("triage.spike.fix_skip")
+    code = Fix.code(Msg("triage.attn.stable_fix"))
+    lr = Fix.lr(Msg("grad.fix_lower_lr", lr=0.05, to=0.017), to=0.017, now=0.05)
+    clip = Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)
+    skip = Fix.skip(Msg("triage.spike.fix_skip"))
     f = _finding([lr, code, skip, clip], [
         {"fix": 0, "kind": "lr", "verdict": "did_not_help", "lr": 0.017},
         {"fix": 1, "kind": "code", "verdict": "not_verifiable"},
@@ -278,8 +304,11 @@ def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sente
     # the JSON has the fixes, their data and the indices in the same order
     d = f.to_dict()
     assert [x["key"] for x in d["fixes_data"]] == [m.key for m in f.fixes]
+    assert [(x["fix_kind"], x["params"]) for x in d["fixes_data"]] == \
+        [("clip", {"max_norm": 1.0}), ("code", {}), ("skip_batch", {}), ("lr", {"lr": 0.017, "lr_now": 0.05})]
     back = Finding.from_dict(json.loads(json.dumps(d)))
     assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
+    assert [(x.kind, x.params) for x in back.fixes] == [(x.kind, x.params) for x in f.fixes]
     order_by_verdict(back)  # ordering twice changes nothing
     assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
     assert Report(findings=[back], steps=10).to_dict()["findings"][0]["fixes"][0] == str(clip)
