@@ -342,3 +342,74 @@ def test_a_run_that_already_clips_at_1_is_not_told_to_clip_at_1(tmp_path):
     assert rec["level"] == "replay-state"
     keys = [[x["key"] for x in d.get("fixes_data") or [] if x] for d in rec["findings"]]
     assert keys and all("triage.state.fix_clip" not in k and "triage.state.fix_lower_lr" in k for k in keys), keys
+
+
+# --- fixes and findings as data: the kind and the rule decide, never the sentence -------------------------
+
+def test_a_report_round_trips_through_json_with_its_fixes_kinds_params_and_rules():
+    nan_lr = Fix.lr(Msg("lr.fix.set", lr=float("nan"), now=0.3), to=float("nan"), now=0.3)
+    fixes = [Fix.clip(Msg("grad.fix_clip", max_norm=2.5, first=3, last=40), max_norm=2.5),
+             Fix.lr_range(Msg("lr.fix.range", lo=1e-4, hi=3e-4, now=1e-3), lo=1e-4, hi=3e-4, now=1e-3),
+             Fix.scaler(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), init_scale=2.0**16),
+             Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer="blocks.3.mlp"), module="blocks.3.mlp"),
+             Fix.drop(Msg("triage.data.fix", keys=["'x'"])), nan_lr,
+             Fix("rerun", None, Msg("diff.fix.rerun", step=3, onset=9)),
+             Msg("grad.fix_log_every_step"),  # the old form: a code change
+             "check the data loader"]  # plain text: a code change
+    f = Finding(cause="grad_explosion", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
+                samples=[2], fixes=fixes, rule="gradients.grad_explosion")
+    d = Report(findings=[f], steps=50).to_dict()
+    jsonschema.validate(d, SCHEMA)
+    data = d["findings"][0]["fixes_data"]
+    assert [x and x["fix_kind"] for x in data] == ["clip", "lr_range", "scaler", "fp32_module", "drop_samples", "lr",
+                                                    "rerun", "code", None]
+    assert data[0]["params"] == {"max_norm": 2.5} and data[3]["params"] == {"module": "blocks.3.mlp"}
+    assert data[5]["params"] == {"lr": {"float": "nan"}, "lr_now": 0.3}
+    assert d["findings"][0]["rule"] == "gradients.grad_explosion"
+    assert d["findings"][0]["fixes"][0] == str(fixes[0])  # the English strings stay the contract
+    [back] = Report.from_dict(json.loads(json.dumps(d))).findings
+    assert back.rule == "gradients.grad_explosion"
+    assert [(x.kind, x.key) for x in back.fixes] == [(x.kind, x.key) for x in f.fixes]
+    assert [x.params for x in back.fixes[:5]] == [x.params for x in f.fixes[:5]]
+    assert np.isnan(back.fixes[5].params["lr"]) and back.fixes[5].params["lr_now"] == 0.3
+    assert back.fixes[0].render("zh") == f.fixes[0].render("zh")  # and it renders in any language
+    # a fixes_data entry of a kind this version does not know: the fix is read as a code change
+    d["findings"][0]["fixes_data"][0]["fix_kind"] = "rewrite_the_model"
+    assert Finding.from_dict(d["findings"][0]).fixes[0].kind == "code"
+
+
+def test_verify_replays_a_fix_by_its_kind_and_numbers_not_its_sentence(tmp_path):
+    """The same run, two fixes whose sentences lie about them: a clip fix worded as something else
+    is replayed as clipping (and verified, as the honest clip fix is); a sentence that names
+    max_norm, given as a code change, is not replayed."""
+    mon = _explosion_run(tmp_path)
+    disguised = Fix("clip", {"max_norm": 1.0}, Msg("triage.attn.stable_fix"))
+    worded = Fix.code(Msg("triage.state.fix_clip", max_norm=1.0))
+    [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0), disguised, worded))
+    asked = [c for c in r["checks"] if c["cause"] is None]
+    honest, by_kind = [c for c in asked if c["kind"] == "clip"]
+    assert honest["verdict"] == by_kind["verdict"] == "verified" and by_kind["max_norm"] == 1.0
+    assert by_kind["loss_after"] == pytest.approx(honest["loss_after"])
+    [code] = [c for c in asked if c["kind"] == "code"]
+    assert code["verdict"] == "not_verifiable" and "max_norm" not in code
+    mon.close()
+
+
+def test_arbitration_reads_the_rule_not_the_evidence():
+    """A loss spike while the LR still climbs is the runaway LR's divergence: dropped when the LR
+    finding is `scalars.runaway_lr`'s, kept for the same finding made by another rule (even with
+    the runaway's evidence word for word)."""
+    from lossdoctor.detectors.engine import arbitrate
+    from lossdoctor.detectors.scalars import RUNAWAY_LR
+
+    said = [Msg("scalars.runaway.rose", x=100.0, lr0=1e-3, s0=0, lr1=0.1, s1=80)]
+
+    def findings(rule):
+        lr = Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8, step=40,
+                     evidence=list(said), rule=rule)
+        spike = Finding(cause="loss_spike", symptom="spike", severity="warning", confidence=0.7, step=60,
+                        rule="loss_shape.loss_spike")
+        return arbitrate([lr, spike])
+
+    assert [f.cause for f in findings(RUNAWAY_LR)] == ["lr_too_high"]
+    assert sorted(f.cause for f in findings("learning_rate.lr_too_high")) == ["loss_spike", "lr_too_high"]

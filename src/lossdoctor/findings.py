@@ -304,7 +304,6 @@ class Finding:
         self.code = _code_or_none(self.code)
 
     def to_dict(self) -> dict[str, Any]:
-        _audit(self)  # AUDIT-TEMP
         return {
             "cause": self.cause,
             "symptom": self.symptom,
@@ -483,20 +482,3 @@ class Report:
             inconclusive=d.get("status") == "inconclusive",
         )
 
-
-def _audit(f: Finding) -> None:  # AUDIT-TEMP
-    import os
-    if not os.environ.get("R3_AUDIT"):
-        return
-    import sys
-    sys.path.insert(0, "/tmp")
-    import r3fix_oldkinds as O
-    from .detectors.fix_kinds import candidate
-    for i, x in enumerate(f.fixes):
-        new = candidate(x, i, f)
-        old = O.parse_fix(as_fix(x).text, i, f)
-        a = (old.kind, old.values(), old.reason.key if old.reason else None)
-        b = (new.kind, new.values(), new.reason.key if new.reason else None)
-        if a != b:
-            with open("/tmp/r3fix_audit.log", "a") as fh:
-                fh.write(f"{as_fix(x).key}\t{a}\t{b}\n")

@@ -103,8 +103,6 @@ def candidate(x: Any, index: int | None = None, finding: Finding | None = None) 
 
 def candidate_fixes(finding: Finding) -> list[Candidate]:
     """The fixes of a finding, each as something a replay can apply or as a code change."""
-    from ..findings import _audit  # AUDIT-TEMP
-    _audit(finding)  # AUDIT-TEMP
     return [candidate(x, i, finding) for i, x in enumerate(finding.fixes)]
 
 

@@ -40,8 +40,8 @@ from typing import Any, Callable, Iterator
 import torch
 
 from ..detectors.fix_kinds import DATA_FIXES, STATE_FIXES, Candidate, candidate, candidate_fixes, order_by_verdict
-from ..findings import Fix
 from ..findings import Finding
+from ..findings import Fix  # noqa: F401  (re-exported: the fixes `mon.verify_fixes(fixes=...)` takes)
 from ..messages import Msg
 from . import batches as B
 from .replay import ReplayFn, _emulate_clipping, _flat_params, grads_finite, losses_agree, scalar_loss
