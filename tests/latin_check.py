@@ -51,7 +51,7 @@ def english_left(sentence: str, lang: str = "zh") -> list[str]:
 
 def report_english(report, lang: str = "zh") -> list[tuple[str, str]]:
     """(sentence, English runs) for every evidence, fix and note of `report` that shows English in `lang`."""
-    sentences = [s for f in report.findings for s in (*f.evidence, *f.fixes)] + list(report.notes)
+    sentences = [s for f in report.findings for s in (*f.evidence, *_fix_texts(f))] + list(report.notes)
     out = []
     for s in sentences:
         runs = english_left(s, lang)
@@ -65,7 +65,12 @@ def plain_sentences(report) -> list[str]:
     Chinese would show them in English whatever their words."""
     from lossdoctor.messages import Msg
 
-    return [str(s) for f in report.findings for s in (*f.evidence, *f.fixes) if not isinstance(s, Msg)]
+    return [str(s) for f in report.findings for s in (*f.evidence, *_fix_texts(f)) if not isinstance(s, Msg)]
+
+
+def _fix_texts(f) -> list[str]:
+    """The sentences of a finding's fixes (a `Fix` renders as its `text`)."""
+    return [getattr(x, "text", x) for x in f.fixes]
 
 
 def document_english(doc: str) -> list[str]:

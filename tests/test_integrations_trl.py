@@ -37,7 +37,7 @@ def test_unmasked_prompt_in_sft_trainer_is_a_label_mask_leak(tmp_path):
     assert "prompt tokens (100%)" in leak.evidence[0]
     assert any("<|user|>" in e for e in leak.evidence[1:])
     # the fix names the options of the TRL that runs, with what this run set them to
-    fix = " ".join(leak.fixes)
+    fix = " ".join(map(str, leak.fixes))
     assert "DataCollatorForCompletionOnlyLM" not in fix
     assert f"TRL {fw['trl_version']}: set assistant_only_loss=True in SFTConfig" in fix
     assert "this run has assistant_only_loss=False, completion_only_loss=None" in fix
@@ -92,7 +92,7 @@ def test_lr_fix_knows_the_trainer_already_clips(tmp_path, max_grad_norm):
                             max_grad_norm=max_grad_norm)
     assert run.meta.get("max_grad_norm") == (1.0 if max_grad_norm else None)
     (f,) = [f for f in cb.diagnose().findings if f.cause == "lr_too_high"]
-    fixes = " ".join(f.fixes)
+    fixes = " ".join(map(str, f.fixes))
     if max_grad_norm:
         assert "clip gradients (max_norm=1.0)" not in fixes
         assert "already clipped (max_grad_norm=1)" in fixes

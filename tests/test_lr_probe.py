@@ -206,12 +206,13 @@ def test_a_guess_at_the_nan_step_does_not_outrank_the_op_a_live_incident_saw():
 
 
 def test_a_run_with_a_grad_scaler_is_not_told_to_add_one():
-    from lossdoctor.findings import Finding
+    from lossdoctor.findings import Finding, Fix
     from lossdoctor.messages import Msg
     from lossdoctor.triage.incident import _has_scaler
 
     f = Finding(cause="activation_overflow", symptom="nonfinite", severity="critical", confidence=0.85, step=3,
-                fixes=[Msg("triage.backward.fix_scaler"), Msg("triage.backward.fix_clip")])
-    _has_scaler([f])
-    assert [x.key for x in f.fixes] == ["triage.backward.fix_clip_scaled"]
-    assert "GradScaler" not in f.fixes[0]
+                fixes=[Fix("add_scaler", None, Msg("triage.backward.fix_scaler")),
+                       Fix.clip(Msg("triage.backward.fix_clip"), max_norm=1.0)])
+    _has_scaler([f])  # by the fix's kind: "add a GradScaler" goes
+    assert [(x.kind, x.key) for x in f.fixes] == [("clip", "triage.backward.fix_clip_scaled")]
+    assert "GradScaler" not in str(f.fixes[0])

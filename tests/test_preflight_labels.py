@@ -54,7 +54,7 @@ def test_unmasked_prompt_is_a_leak_with_the_decoded_span(tok):
     assert f"{prompt_tokens} of {prompt_tokens} prompt tokens (100%)" in text
     # the decoded supervised span shows the user's turn
     assert '"<|im_start|>user\\nwhat is two plus two' in text
-    assert any("<|im_start|>assistant\\n" in x for x in f.fixes)
+    assert any("<|im_start|>assistant\\n" in str(x) for x in f.fixes)
 
 
 def test_unmasked_without_template_is_still_a_leak_for_sft():

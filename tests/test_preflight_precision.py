@@ -71,7 +71,7 @@ def test_bf16_twin_does_not_learn_and_check_says_why(twins):
     assert frozen / 100 == pytest.approx(1 - moved, abs=0.05)  # the prediction matches what happened
     assert "bfloat16 keeps 8 significant bits" in ev
     assert "the loss is computed in bfloat16" in ev  # the custom head's cross-entropy ran in bf16
-    assert "torch.autocast(dtype=torch.bfloat16)" in f.fixes[0]
+    assert "torch.autocast(dtype=torch.bfloat16)" in str(f.fixes[0])
 
 
 def test_bf16_stall_caught_live(tmp_path):
@@ -98,7 +98,7 @@ def test_gradscaler_init_scale_2_60(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     [f] = _only(lossdoctor.check(model, opt, batches=[batch], scaler=scaler), "loss_scale_collapse")
     assert "GradScaler starts at 2^60" in f.evidence[0] and "~44 skipped steps" in f.evidence[0]
-    assert "init_scale=2**16" in f.fixes[0]
+    assert "init_scale=2**16" in str(f.fixes[0])
     # what really happens: fp16 autocast on CPU, 50 steps, most of them skipped at first
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)
     with lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False) as mon:

@@ -32,7 +32,7 @@ def test_cosine_period_shorter_than_the_run():
     [f] = _schedule_findings(report)
     assert f.severity == "warning"
     assert "down to 0 at step 300 of the 1000 planned, then it climbs again to 0.01 by step 600" in f.evidence[0]
-    assert "T_max=1000" in f.fixes[-1]
+    assert "T_max=1000" in str(f.fixes[-1])
     # the user's scheduler and optimizer were not stepped
     assert sched.state_dict() == before_sched
     assert opt.state_dict() == before_groups
@@ -48,7 +48,7 @@ def test_warmup_scheduler_stepped_per_epoch():
     assert "is still rising at the last of the 1000 planned steps" in f.evidence[0]
     assert "0.2x its base LR 0.01" in f.evidence[0]  # 20 scheduler steps of a 100-step warm-up
     assert "every 50 optimizer steps" in f.evidence[0]
-    assert "interval': 'step'" in f.fixes[0]
+    assert "interval': 'step'" in str(f.fixes[0])
     # stepped every optimizer step, the same scheduler is fine
     assert _schedule_findings(lossdoctor.check(model, opt, sched, total_steps=TOTAL)) == []
 
@@ -57,7 +57,7 @@ def test_linear_decay_shorter_than_the_run():
     model, opt, sched, *_ = _setup(lambda o: get_linear_schedule_with_warmup(o, 30, 600))
     [f] = _schedule_findings(lossdoctor.check(model, opt, sched, total_steps=TOTAL))
     assert "the last 400 of the 1000 planned steps (40%) do not train" in f.evidence[0]
-    assert "num_training_steps=1000" in f.fixes[0]
+    assert "num_training_steps=1000" in str(f.fixes[0])
 
 
 def test_warmup_and_cosine_over_the_whole_run_is_silent():

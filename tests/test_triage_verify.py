@@ -232,7 +232,8 @@ def test_fix_checks_are_in_the_json_report_and_render_in_chinese(tmp_path):
     top = report.findings[0]
     assert top.cause == "nonfinite_data" and top.fix_checks, "the incident's checks reach the diagnosis"
     assert top.fix_checks[0]["verdict"] == "verified" and top.fix_checks[0]["kind"] == "drop_samples"
-    assert top.fixes[top.fix_checks[0]["fix"]].startswith("drop or repair those samples")
+    fix = top.fixes[top.fix_checks[0]["fix"]]
+    assert fix.kind == "drop_samples" and fix.key == "triage.data.fix"
     d = report.to_dict()
     jsonschema.validate(d, SCHEMA)
     back = Report.from_dict(json.loads(json.dumps(d)))

@@ -68,7 +68,7 @@ def test_all_masked_example_inside_a_packed_row_is_named_by_its_example(tmp_path
     first = f.examples[0]
     assert f"packed row 0, example {first['example']} (tokens {first['start']}-{first['end']})" in text
     assert "max_length (64) tokens long" in text
-    assert any("drop examples whose prompt" in x for x in f.fixes)
+    assert any("drop examples whose prompt" in str(x) for x in f.fixes)
     zh = " ".join(e.render("zh") for e in f.evidence if hasattr(e, "render"))
     assert "packed 行" in zh and "样本" in zh
     d = json.loads(json.dumps(report.to_dict()))
@@ -103,7 +103,7 @@ def test_prompt_leak_is_judged_per_packed_example(tmp_path):
     assert "only 0% of label positions are masked" in text
     named = re.findall(r"packed row 0, example (\d+) \(tokens (\d+)-(\d+)\) supervised text", text)
     assert named and all(int(b) - int(a) >= 2 for _, a, b in named)
-    assert any("assistant_only_loss=True" in x for x in leak.fixes)
+    assert any("assistant_only_loss=True" in str(x) for x in leak.fixes)
 
 
 def test_fused_lm_head_loss_is_never_an_activation(tmp_path):

@@ -79,7 +79,7 @@ def test_compute_loss_that_ignores_num_items_is_a_normalisation_fault(tmp_path):
     assert w.tolist() == pytest.approx([2.0] * 4, rel=0.1)  # two micro-batch means summed
     (f,) = [f for f in cb.diagnose().findings if f.cause == "grad_accum_normalization"]
     assert "2 micro-batches per step: their losses are summed, not averaged" in f.evidence
-    assert any("num_items_in_batch" in x for x in f.fixes)
+    assert any("num_items_in_batch" in str(x) for x in f.fixes)
     assert f.step == 0
 
 
@@ -159,7 +159,7 @@ def test_lr_finding_names_the_peak_lr_and_the_step_the_climb_began(lr_one):
     onset = next(i for i in range(1, len(loss)) if all(loss[i:i + 2] >= 1.5 * first))
     assert f.step == onset, (f.step, loss[:6].tolist())
     assert "the LR reached 1 at step 5" in f.evidence
-    fixes = " ".join(f.fixes)
+    fixes = " ".join(map(str, f.fixes))
     assert "(now 1;" in fixes or "(now 1)" in fixes, fixes
     # the Trainer clips at 1.0: no fix tells the run to clip at 1.0 again
     assert run.meta["max_grad_norm"] == 1.0
@@ -177,7 +177,7 @@ def test_offline_trainer_state_names_the_same_lr_at_the_trainers_own_step(lr_one
     (f,) = [f for f in diagnose_runs(load_path(state)).findings if f.cause == "lr_too_high"]
     assert f.step == live.step + 1
     assert "the LR reached 1 at step 6" in f.evidence
-    assert "(now 1" in " ".join(f.fixes)
+    assert "(now 1" in " ".join(map(str, f.fixes))
 
 
 @pytest.mark.parametrize("clip", [None, 1.0, 100.0])
@@ -193,7 +193,7 @@ def test_gradient_clipping_fixes_know_the_run_already_clips(clip):
     cols = {"loss": [2.2, 2.3, 2.6, 3.4, 4.4, 5.1], "grad_norm": [0.24, 1.9, 15, 120, 480, 960], "lr": [1e-3] * 6}
     meta = {"max_grad_norm": clip} if clip else {}
     (f,) = [f for f in diagnose_runs([from_columns(steps, cols, meta=meta)]).findings if f.cause == "grad_explosion"]
-    fixes = " ".join(f.fixes)
+    fixes = " ".join(map(str, f.fixes))
     if clip is None:
         assert "clip gradients: torch.nn.utils.clip_grad_norm_" in fixes
     else:

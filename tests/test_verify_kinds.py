@@ -16,10 +16,9 @@ from torch import nn
 
 import lossdoctor
 from conftest import run_cli
-from lossdoctor.detectors.fix_kinds import order_by_verdict, parse_fix
-from lossdoctor.findings import Finding, Report
+from lossdoctor.detectors.fix_kinds import candidate, order_by_verdict
+from lossdoctor.findings import Finding, Fix, Report
 from lossdoctor.messages import Msg
-from lossdoctor.triage.verify import Fix
 from triage_models import MLP, mse_loss, regression_batches, train
 
 SCHEMA = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
@@ -36,11 +35,11 @@ def _record(path, step):
 
 
 def _assert_checks_point_at_their_fix(f: Finding) -> None:
-    """Every check's `fix` index names a sentence that asks for what the check replayed, and no
-    fix that did not help comes before one that was verified."""
+    """Every check's `fix` index names a fix whose kind and numbers are what the check replayed,
+    and no fix that did not help comes before one that was verified."""
     assert f.fix_checks
     for c in f.fix_checks:
-        fix = parse_fix(f.fixes[c["fix"]], None, f)
+        fix = candidate(f.fixes[c["fix"]], None, f)
         assert fix.kind == c["kind"], (f.fixes[c["fix"]], c)
         for name, value in fix.values().items():
             if name != "samples":
@@ -244,29 +243,56 @@ def _finding(fixes, checks=None):
                    fixes=fixes, fix_checks=checks)
 
 
-def test_each_lr_sentence_says_the_lr_it_suggests_and_the_one_it_starts_from_as_values():
+def test_a_fix_replays_what_its_kind_and_numbers_say_not_its_sentence():
+    """The candidate a replay tries is read from the fix's kind and params: the same sentence made
+    with another kind is a code change, and a plain sentence (the old form) is one too."""
     f = _finding([])
-    for text, lr, now in [(Msg("lr.fix.set", lr=0.01, now=0.3), 0.01, 0.3),
-                          (Msg("lr.fix.set_ratio", lr=4e-4, now=0.35, ratio=0.87), 4e-4, 0.35),
-                          (Msg("grad.fix_lower_lr", lr=0.05, to=0.017), 0.017, 0.05),
-                          (Msg("triage.state.fix_lower_lr", lr=0.05, to=0.017), 0.017, 0.05)]:
-        fix = parse_fix(text, 0, f)
-        assert (fix.kind, fix.lr, fix.lr_now) == ("lr", lr, now), text
-    assert parse_fix(Msg("lr.fix.lower_by", x=10), 0, f).lr_factor == pytest.approx(0.1)
-    assert parse_fix(Msg("scalars.surge.fix_lr", lr=0.3), 0, f).lr_factor == pytest.approx(1 / 3)
-    # a warm-up sentence that mentions the clipping already in place is not a clipping fix
-    assert parse_fix(Msg("lr.fix_warmup_already_clipped", max_norm=1.0), 0, f).kind == "code"
-    assert parse_fix(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), 0, f).init_scale \
-        == 2.0**16
-    assert parse_fix(Msg("nonfinite.fix_layer_out_of_fp16", layer="blocks.3.mlp"), 0, f).module == "blocks.3.mlp"
-    assert parse_fix("set the learning rate to about 0.01", 0, f).kind == "code"  # plain text: not data
+    said = Msg("grad.fix_lower_lr", lr=0.05, to=0.017)
+    lr = candidate(Fix.lr(said, to=0.017, now=0.05), 0, f)
+    assert (lr.kind, lr.lr, lr.lr_now) == ("lr", 0.017, 0.05)
+    assert candidate(Fix.code(said), 0, f).kind == "code"  # the same sentence, another kind
+    assert candidate(said, 0, f).kind == "code"  # the old form: a Msg given as a fix
+    assert candidate(said, 0, f).reason.key == "verify.reason.code"
+    assert candidate("set the learning rate to about 0.01", 0, f).reason.key == "verify.reason.plain"
+    assert candidate(Fix.lr(Msg("lr.fix.lower_by", x=10), factor=0.1), 0, f).lr_factor == pytest.approx(0.1)
+    # an LR range to try is said, not replayed (no point to replay)
+    rng = Fix.lr_range(Msg("lr.fix.range", lo=1e-4, hi=3e-4, now=1e-3), lo=1e-4, hi=3e-4, now=1e-3)
+    assert candidate(rng, 0, f).kind == "code" and rng.params == {"lo": 1e-4, "hi": 3e-4, "lr_now": 1e-3}
+    # a drop fix without its own samples drops the finding's; none named: nothing to replay
+    drop = Fix.drop(Msg("triage.data.fix", keys=["'x'"]))
+    assert candidate(drop, 0, _finding([])).kind == "code"
+    with_rows = Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
+                        samples=[3, 1])
+    assert (candidate(drop, 0, with_rows).kind, candidate(drop, 0, with_rows).samples) == ("drop_samples", [3, 1])
+    with pytest.raises(ValueError):
+        Fix("rewrite", None, said)  # the kinds are a closed vocabulary
+    with pytest.raises(ValueError):
+        Fix("clip", {"max_nrom": 1.0})
+
+
+def test_the_detectors_lr_fixes_carry_the_lr_they_suggest_and_the_one_they_start_from():
+    """Made by the detectors of a diverging log: an LR fix's numbers are params, and they match
+    the values its sentence was made with."""
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import Run
+
+    n = 120
+    lr = np.geomspace(1e-3, 3.0, n)  # a warm-up with no end: the LR keeps climbing
+    loss = np.concatenate([np.linspace(2.0, 1.0, 60), np.geomspace(1.0, 40.0, 60)])
+    run = Run(steps=np.arange(n), cols={"loss": loss, "lr": lr})
+    found = diagnose_runs([run]).findings
+    [f] = [f for f in found if f.rule == "scalars.runaway_lr"]
+    assert f.cause == "lr_too_high" and all(x.rule for x in found)
+    fix = next(x for x in f.fixes if x.kind == "lr")
+    assert fix.key == "scalars.runaway.fix_cap"
+    assert fix.params["lr"] == pytest.approx(fix.values["to"]) and fix.params["lr_now"] == pytest.approx(fix.values["lr"])
 
 
 def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sentence():
-    code = Msg("triage.attn.stable_fix")
-    lr = Msg("grad.fix_lower_lr", lr=0.05, to=0.017)
-    clip = Msg("triage.state.fix_clip", max_norm=1.0)
-    skip = Msg("triage.spike.fix_skip")
+    code = Fix.code(Msg("triage.attn.stable_fix"))
+    lr = Fix.lr(Msg("grad.fix_lower_lr", lr=0.05, to=0.017), to=0.017, now=0.05)
+    clip = Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)
+    skip = Fix.skip(Msg("triage.spike.fix_skip"))
     f = _finding([lr, code, skip, clip], [
         {"fix": 0, "kind": "lr", "verdict": "did_not_help", "lr": 0.017},
         {"fix": 1, "kind": "code", "verdict": "not_verifiable"},
@@ -278,8 +304,11 @@ def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sente
     # the JSON has the fixes, their data and the indices in the same order
     d = f.to_dict()
     assert [x["key"] for x in d["fixes_data"]] == [m.key for m in f.fixes]
+    assert [(x["fix_kind"], x["params"]) for x in d["fixes_data"]] == \
+        [("clip", {"max_norm": 1.0}), ("code", {}), ("skip_batch", {}), ("lr", {"lr": 0.017, "lr_now": 0.05})]
     back = Finding.from_dict(json.loads(json.dumps(d)))
     assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
+    assert [(x.kind, x.params) for x in back.fixes] == [(x.kind, x.params) for x in f.fixes]
     order_by_verdict(back)  # ordering twice changes nothing
     assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
     assert Report(findings=[back], steps=10).to_dict()["findings"][0]["fixes"][0] == str(clip)
@@ -313,3 +342,74 @@ def test_a_run_that_already_clips_at_1_is_not_told_to_clip_at_1(tmp_path):
     assert rec["level"] == "replay-state"
     keys = [[x["key"] for x in d.get("fixes_data") or [] if x] for d in rec["findings"]]
     assert keys and all("triage.state.fix_clip" not in k and "triage.state.fix_lower_lr" in k for k in keys), keys
+
+
+# --- fixes and findings as data: the kind and the rule decide, never the sentence -------------------------
+
+def test_a_report_round_trips_through_json_with_its_fixes_kinds_params_and_rules():
+    nan_lr = Fix.lr(Msg("lr.fix.set", lr=float("nan"), now=0.3), to=float("nan"), now=0.3)
+    fixes = [Fix.clip(Msg("grad.fix_clip", max_norm=2.5, first=3, last=40), max_norm=2.5),
+             Fix.lr_range(Msg("lr.fix.range", lo=1e-4, hi=3e-4, now=1e-3), lo=1e-4, hi=3e-4, now=1e-3),
+             Fix.scaler(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), init_scale=2.0**16),
+             Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer="blocks.3.mlp"), module="blocks.3.mlp"),
+             Fix.drop(Msg("triage.data.fix", keys=["'x'"])), nan_lr,
+             Fix("rerun", None, Msg("diff.fix.rerun", step=3, onset=9)),
+             Msg("grad.fix_log_every_step"),  # the old form: a code change
+             "check the data loader"]  # plain text: a code change
+    f = Finding(cause="grad_explosion", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
+                samples=[2], fixes=fixes, rule="gradients.grad_explosion")
+    d = Report(findings=[f], steps=50).to_dict()
+    jsonschema.validate(d, SCHEMA)
+    data = d["findings"][0]["fixes_data"]
+    assert [x and x["fix_kind"] for x in data] == ["clip", "lr_range", "scaler", "fp32_module", "drop_samples", "lr",
+                                                    "rerun", "code", None]
+    assert data[0]["params"] == {"max_norm": 2.5} and data[3]["params"] == {"module": "blocks.3.mlp"}
+    assert data[5]["params"] == {"lr": {"float": "nan"}, "lr_now": 0.3}
+    assert d["findings"][0]["rule"] == "gradients.grad_explosion"
+    assert d["findings"][0]["fixes"][0] == str(fixes[0])  # the English strings stay the contract
+    [back] = Report.from_dict(json.loads(json.dumps(d))).findings
+    assert back.rule == "gradients.grad_explosion"
+    assert [(x.kind, x.key) for x in back.fixes] == [(x.kind, x.key) for x in f.fixes]
+    assert [x.params for x in back.fixes[:5]] == [x.params for x in f.fixes[:5]]
+    assert np.isnan(back.fixes[5].params["lr"]) and back.fixes[5].params["lr_now"] == 0.3
+    assert back.fixes[0].render("zh") == f.fixes[0].render("zh")  # and it renders in any language
+    # a fixes_data entry of a kind this version does not know: the fix is read as a code change
+    d["findings"][0]["fixes_data"][0]["fix_kind"] = "rewrite_the_model"
+    assert Finding.from_dict(d["findings"][0]).fixes[0].kind == "code"
+
+
+def test_verify_replays_a_fix_by_its_kind_and_numbers_not_its_sentence(tmp_path):
+    """The same run, two fixes whose sentences lie about them: a clip fix worded as something else
+    is replayed as clipping (and verified, as the honest clip fix is); a sentence that names
+    max_norm, given as a code change, is not replayed."""
+    mon = _explosion_run(tmp_path)
+    disguised = Fix("clip", {"max_norm": 1.0}, Msg("triage.attn.stable_fix"))
+    worded = Fix.code(Msg("triage.state.fix_clip", max_norm=1.0))
+    [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0), disguised, worded))
+    asked = [c for c in r["checks"] if c["cause"] is None]
+    honest, by_kind = [c for c in asked if c["kind"] == "clip"]
+    assert honest["verdict"] == by_kind["verdict"] == "verified" and by_kind["max_norm"] == 1.0
+    assert by_kind["loss_after"] == pytest.approx(honest["loss_after"])
+    [code] = [c for c in asked if c["kind"] == "code"]
+    assert code["verdict"] == "not_verifiable" and "max_norm" not in code
+    mon.close()
+
+
+def test_arbitration_reads_the_rule_not_the_evidence():
+    """A loss spike while the LR still climbs is the runaway LR's divergence: dropped when the LR
+    finding is `scalars.runaway_lr`'s, kept for the same finding made by another rule (even with
+    the runaway's evidence word for word)."""
+    from lossdoctor.detectors.engine import arbitrate
+    from lossdoctor.detectors.scalars import RUNAWAY_LR
+
+    said = [Msg("scalars.runaway.rose", x=100.0, lr0=1e-3, s0=0, lr1=0.1, s1=80)]
+
+    def findings(rule):
+        lr = Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8, step=40,
+                     evidence=list(said), rule=rule)
+        spike = Finding(cause="loss_spike", symptom="spike", severity="warning", confidence=0.7, step=60,
+                        rule="loss_shape.loss_spike")
+        return arbitrate([lr, spike])
+
+    assert [f.cause for f in findings(RUNAWAY_LR)] == ["lr_too_high"]
+    assert sorted(f.cause for f in findings("learning_rate.lr_too_high")) == ["loss_spike", "lr_too_high"]

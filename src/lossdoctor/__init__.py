@@ -18,7 +18,7 @@ from ._version import __version__
 from . import report as _report  # noqa: F401  (registers how a Report prints: `print(mon.diagnose())`)
 
 if TYPE_CHECKING:
-    from .findings import Report
+    from .findings import Fix, Report
     from .integrations.entry import watch
     from .monitor import Monitor
     from .preflight.api import check
@@ -38,6 +38,7 @@ _LAZY = {
     "watch": ("integrations.entry", "watch"),  # a model and its optimizer, or a DeepSpeed engine
     "Monitor": ("monitor", "Monitor"),
     "Finding": ("findings", "Finding"),
+    "Fix": ("findings", "Fix"),
     "Report": ("findings", "Report"),
     "check": ("preflight.api", "check"),
     "localize": ("triage.localize", "localize"),
@@ -56,4 +57,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["watch", "Monitor", "diagnose", "check", "localize", "Localization", "TrainingIncident", "Finding",
-           "Report", "__version__"]
+           "Fix", "Report", "__version__"]

@@ -458,7 +458,7 @@ class Monitor:
     def verify_fixes(self, fixes: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Check the fixes of each replayed incident by replaying them from the snapshot: the
         incident's findings and the diagnosis's (`mon.diagnose()`), plus `fixes`
-        (`lossdoctor.triage.verify.Fix`). One result per incident (verdicts under "checks", the
+        (`lossdoctor.Fix`, e.g. `Fix("clip", max_norm=1.0)`). One result per incident (verdicts under "checks", the
         cost, or a "note" saying why there is no verdict), also written into its incident record."""
         try:
             self._drain(wait=True)

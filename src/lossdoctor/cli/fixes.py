@@ -24,6 +24,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..findings import as_fix
 from ..messages import Msg
 from .output import examples
 
@@ -114,7 +115,7 @@ def incident_view(record: dict[str, Any]) -> dict[str, Any]:
     for f in _findings(record):
         for j, text in enumerate(f.fixes):
             for c in (x for x in f.fix_checks or [] if isinstance(x, dict) and x.get("fix") == j):
-                fixes.append({"cause": f.cause, "fix_text": text, **c})
+                fixes.append({"cause": f.cause, "fix_text": as_fix(text).text, **c})
     for c in _list(v.get("checks")):
         if isinstance(c, dict) and c.get("fix") is None:  # a fix asked for by name, not a finding's
             fixes.append({"fix_text": None, **c})

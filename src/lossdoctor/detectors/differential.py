@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .gradients import clip_in_place
@@ -597,11 +597,11 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
     conf = min(CONF_CAP, max(CONF_FLOOR, share))
     batch = sym.step if sym.kind in ("nonfinite", "spike", "jump_stayed") else None
     return Finding(cause=lead, symptom=symptom, severity=severity, confidence=conf, step=sym.step,
-                   batch=batch, rank=run.rank, evidence=ev, fixes=fixes)
+                   batch=batch, rank=run.rank, evidence=ev, fixes=fixes, rule=f"differential.{sym.kind}")
 
 
-def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[Msg]:
-    out: list[Msg] = []
+def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[Msg | Fix]:
+    out: list[Msg | Fix] = []
     if share >= CLEAR_LEAD:
         for key in FIXES.get(lead, ()):
             if key == "clip" and clip_in_place(run) is not None:
@@ -612,10 +612,10 @@ def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: 
                 continue
             out.append(Msg("diff.fix." + key, step=sym.step))
     if sep is not None:
-        out.append(Msg("diff.fix.measure", how=sep))
+        out.append(Fix("measure", None, Msg("diff.fix.measure", how=sep)))
     before = q.finite_loss[q.finite_loss < sym.row]
     if before.size:
-        out.append(Msg("diff.fix.rerun", step=int(q.steps[before[-1]]), onset=sym.step))
+        out.append(Fix("rerun", None, Msg("diff.fix.rerun", step=int(q.steps[before[-1]]), onset=sym.step)))
     return out or [Msg("diff.fix.log_more")]
 
 

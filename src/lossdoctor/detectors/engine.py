@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from . import REGISTRY, load_all
 from .incidents import merge_incidents
 from .probes import apply_probes, withdrawn_notes
 from .quantities import Quantities
-from .scalars import is_runaway_lr
+from .scalars import RUNAWAY_LR
 
 log = logging.getLogger("lossdoctor")
 
@@ -79,6 +79,17 @@ def misuse_note(run: Run) -> str | None:
     return Msg("engine.misuse_no_optimizer_step", idle=int(idle.sum()), n=len(run), step=int(steps[0]))
 
 
+def rule_name(d: Any) -> str:
+    """The rule id of a detector that names none itself: its module and its name
+    (`gradients.grad_explosion`)."""
+    return f"{getattr(d.fn, '__module__', '').rsplit('.', 1)[-1]}.{d.name}"
+
+
+def is_runaway(f: Finding) -> bool:
+    """The finding of `lr_rise_divergence` (by its rule): the divergence while the LR still climbs."""
+    return f.rule == RUNAWAY_LR and f.cause == "lr_too_high" and f.symptom == "divergence"
+
+
 def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[str]]:
     """All findings of one run (one rank), plus notes on checks that could not run. `q`: the run's
     quantities, when the caller needs them too (computed once)."""
@@ -103,6 +114,8 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
         for f in found:
             if f.rank is None:
                 f.rank = run.rank
+            if f.rule is None:  # a detector's one rule: named after it
+                f.rule = rule_name(d)
         findings.extend(found)
     misuse = misuse_note(run)
     if misuse:
@@ -211,12 +224,12 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
     keep = [f for f in keep if f.cause not in explained
             or (f.cause == "lr_too_high" and f.symptom == "nonfinite")]
-    runaway = [f.step for f in keep if is_runaway_lr(f) and f.step is not None]
+    runaway = [f.step for f in keep if is_runaway(f) and f.step is not None]
     if runaway:  # a "spike" while the LR is still climbing is the schedule's divergence, not a spike
         keep = [f for f in keep if not (f.cause == "loss_spike" and f.step is not None and f.step >= min(runaway))]
         spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
     if spikes:  # the divergence that follows a spike is the spike's aftermath
-        keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence" and not is_runaway_lr(f)
+        keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence" and not is_runaway(f)
                                         and f.step is not None and f.step >= min(spikes) - 5)]
     if any(f.cause != "noisy_data" and f.severity != "info" for f in keep):
         # the curve-shape guess (low confidence) goes; direct observations of bad data stay

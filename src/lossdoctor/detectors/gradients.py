@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .base import detector, round_sig
@@ -27,7 +27,7 @@ def clip_threshold(meta: dict) -> float | None:
     return None
 
 
-def clip_fix(q: Quantities, end: int) -> Msg | None:
+def clip_fix(q: Quantities, end: int) -> Fix | None:
     """`max_norm` from this run's own healthy history: the 95th percentile of the gradient norm
     over the steps before things went wrong (skipping the first 5% where norms are transient)."""
     gn = q.grad_norm[:end]
@@ -45,17 +45,18 @@ def clip_fix(q: Quantities, end: int) -> Msg | None:
     clip = clip_in_place(q.run)
     if clip is not None:
         return already_clipped_fix(clip, p95, a, b)
-    return Msg("grad.fix_clip", max_norm=p95, first=a, last=b)
+    return Fix.clip(Msg("grad.fix_clip", max_norm=p95, first=a, last=b), max_norm=p95)
 
 
 def already_clipped_fix(clip: float, suggested: float | None = None, first: int | None = None,
-                        last: int | None = None) -> Msg:
+                        last: int | None = None) -> Fix:
     """The clipping fix for a run that already clips at `clip`: a threshold well below it from the
     run's own healthy norms when there is one, else that clipping is in place and what to do
     instead (the norms the detectors read are measured before clipping)."""
     if suggested is not None and first is not None and last is not None and suggested < 0.5 * clip:
-        return Msg("grad.fix_clip_tighter", clip=clip, max_norm=suggested, first=first, last=last)
-    return Msg("grad.fix_already_clipped", clip=clip)
+        return Fix.clip(Msg("grad.fix_clip_tighter", clip=clip, max_norm=suggested, first=first, last=last),
+                        max_norm=suggested)
+    return Fix.code(Msg("grad.fix_already_clipped", clip=clip))
 
 
 @detector("grad_explosion", needs=("grad_norm",), hint=Msg("hint.grad_norm"))
@@ -94,7 +95,8 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
         if q.run.has("lr"):
             lr = q.lr[end - 1] if np.isfinite(q.lr[end - 1]) else np.nan
             if np.isfinite(lr):
-                fixes.append(Msg("grad.fix_lower_lr", lr=float(lr), to=float(round_sig(lr / 3, 2))))
+                to = float(round_sig(lr / 3, 2))
+                fixes.append(Fix.lr(Msg("grad.fix_lower_lr", lr=float(lr), to=to), to=to, now=float(lr)))
         layer = None
         bwd = run.event("bwd_first_nonfinite").get(s)
         if isinstance(bwd, dict):
@@ -234,9 +236,9 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     interval = run.meta.get("log_interval")
     if isinstance(interval, (int, float)) and interval > 1:
         ev.append(Msg("grad.log_too_coarse", n=int(interval)))
-    fixes: list[str] = [Msg("grad.fix_log_every_step")]
+    fixes: list[str | Fix] = [Msg("grad.fix_log_every_step")]
     c = clip_fix(q, i)
     if c:
         fixes.insert(0, c)
     return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=s,
-                    batch=s, evidence=ev, fixes=fixes)]
+                    batch=s, evidence=ev, fixes=fixes, rule="gradients.unexplained_nonfinite")]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .base import detector, round_sig
@@ -71,7 +71,7 @@ def _ratio_median(run: Run, a: int, b: int) -> float | None:
 
 
 def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, raise_: bool = False,
-                adam: bool = False) -> Msg:
+                adam: bool = False) -> Fix:
     """The LR to use: the one that brings the update ratio to ~1e-3 when it was measured, else the
     current one times `fallback_factor`; said as "raise" for a too-low LR, "set" otherwise.
     Under an Adam-family optimizer the ratio says nothing about the LR's quality (its update is
@@ -79,17 +79,18 @@ def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, r
     fix is a range to try (LR_RANGE), never a point; the LR probe (triage/lr_probe.py) replaces it
     with the LR a replay measured to be better, when one can run."""
     if lr is None:
-        return Msg("lr.fix.lower_by", x=1 / fallback_factor)
+        return Fix.lr(Msg("lr.fix.lower_by", x=1 / fallback_factor), factor=fallback_factor)
     if adam:
         lo, hi = (LR_RANGE_UP if raise_ else LR_RANGE_DOWN)
-        return Msg("lr.fix.range_up" if raise_ else "lr.fix.range", lo=round_sig(lr * lo, 2),
-                   hi=round_sig(lr * hi, 2), now=lr)
+        lo, hi = round_sig(lr * lo, 2), round_sig(lr * hi, 2)
+        return Fix.lr_range(Msg("lr.fix.range_up" if raise_ else "lr.fix.range", lo=lo, hi=hi, now=lr),
+                            lo=lo, hi=hi, now=lr)
     if ratio:
         new = round_sig(lr * HEALTHY_RATIO / ratio, 1)
-        return Msg("lr.fix.raise_ratio", lr=new, now=lr, ratio=ratio) if raise_ \
-            else Msg("lr.fix.set_ratio", lr=new, now=lr, ratio=ratio)
+        return Fix.lr(Msg("lr.fix.raise_ratio", lr=new, now=lr, ratio=ratio) if raise_
+                      else Msg("lr.fix.set_ratio", lr=new, now=lr, ratio=ratio), to=new, now=lr)
     new = round_sig(lr * fallback_factor, 1)
-    return Msg("lr.fix.raise", lr=new, now=lr) if raise_ else Msg("lr.fix.set", lr=new, now=lr)
+    return Fix.lr(Msg("lr.fix.raise", lr=new, now=lr) if raise_ else Msg("lr.fix.set", lr=new, now=lr), to=new, now=lr)
 
 
 @detector("lr_too_high", needs=("loss",))

@@ -46,8 +46,8 @@ def _fold(f: Finding, p: Finding) -> None:
     new_fix = [x for x in p.fixes if x not in f.fixes]
     f.evidence = new_ev + f.evidence if lead else f.evidence + new_ev
     f.fixes = new_fix + f.fixes if lead else f.fixes + new_fix
-    if lead:
-        f.severity, f.symptom = p.severity, p.symptom
+    if lead:  # the finding is the lead's now: its symptom and its rule
+        f.severity, f.symptom, f.rule = p.severity, p.symptom, p.rule or f.rule
     f.confidence = max(f.confidence, p.confidence)
     if f.layer is None:
         f.layer = p.layer

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -181,7 +181,7 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
                           end=float(sc.min())))
     fixes = []
     if overflow:
-        fixes.append(Msg("nonfinite.fix_layer_out_of_fp16", layer=layer))
+        fixes.append(Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer=layer), module=layer))
         fixes.append(Msg("nonfinite.fix_normalise_activations"))
     else:
         fixes.append(Msg("nonfinite.fix_find_nan_op", layer=layer))

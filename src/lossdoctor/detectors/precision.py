@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -151,7 +151,7 @@ def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: li
         e = fwd[min(fwd_in)]
         layer = e.get("layer")
         ev.append(Msg("precision.forward_overflows", layer=layer, value=e.get("value")))
-        fixes.append(Msg("precision.fix_layer_out_of_fp16", layer=layer))
+        fixes.append(Fix.fp32(Msg("precision.fix_layer_out_of_fp16", layer=layer), module=layer))
         return layer
     layer = None
     bwd = run.event("bwd_first_nonfinite")
@@ -186,7 +186,8 @@ def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: lis
     s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
     if (init > 2.0**24 or s0 > 2.0**24) and pattern.longest[0] <= 1:
         ev.append(Msg("precision.streak_ended_backing_off"))
-        return [Msg("precision.fix_init_scale", init_scale=2.0**16, configured=init if init == init else s0)]
+        return [Fix.scaler(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=init if init == init else s0),
+                           init_scale=2.0**16)]
     ev.append(Msg("precision.streak_ended_lost_updates"))
     return []
 
@@ -230,7 +231,7 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             step=int(q.steps[i]),
             evidence=[Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
                       Msg("common.loss_not_improving")],
-            fixes=[Msg("precision.fix_eps", eps=1e-12)]))
+            fixes=[Fix.adam_eps(Msg("precision.fix_eps", eps=1e-12), eps=1e-12)]))
     grid = _bf16_loss_fraction(q)
     if grid is not None and grid[0] >= 0.9:
         out.append(Finding(

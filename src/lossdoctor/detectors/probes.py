@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import Finding
+from ..findings import Finding, Fix, as_fix
 from ..messages import Msg, round_sig
 from ..records import Run
-from .fix_kinds import order_by_verdict, parse_fix
+from .fix_kinds import order_by_verdict
 
 LR_CAUSES = ("lr_too_high", "lr_too_low")
 
@@ -85,8 +85,8 @@ def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any],
         # too low: a few dozen steps at x3/x10 of a crawling LR may not move either; the finding
         # (tiny updates measured) stays, its fix a range to try and the losses said, never a point
         for f in targets:
-            f.fixes = [x for x in f.fixes if parse_fix(x, None, f).kind != "lr"] or f.fixes
-            if all(parse_fix(x, None, f).kind == "lr" for x in f.fixes):
+            f.fixes = [x for x in f.fixes if as_fix(x).kind != "lr"] or f.fixes
+            if all(as_fix(x).kind == "lr" for x in f.fixes):
                 f.fixes = [_range_up(f, probe)]
             f.evidence.append(Msg("probe.not_beaten", losses=table))
         return out
@@ -101,14 +101,15 @@ def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any],
     best = {**best, "lr": round_sig(float(best["lr"]), 2)}
     now = _num((probe.get("control") or {}).get("lr"))
     ctl = _num((probe.get("control") or {}).get("loss"))
-    fix = Msg("lr.fix.probed", lr=float(best["lr"]), now=now, loss=float(best["loss"]), unfixed=ctl)
+    fix = Fix.lr(Msg("lr.fix.probed", lr=float(best["lr"]), now=now, loss=float(best["loss"]), unfixed=ctl),
+                 to=float(best["lr"]), now=now)
     check = {"fix": 0, "kind": "lr", "verdict": "verified", "step": start, "lr": float(best["lr"]),
              "steps_after": (end - start) if isinstance(end, int) and isinstance(start, int) else None,
              "loss_after": float(best["loss"]), "loss_before": ctl, "probe": True,
              "sentence": Msg("probe.verified", lr=float(best["lr"]), loss=float(best["loss"]), now=now, unfixed=ctl,
                              start=start, end=end)}
     for f in targets:
-        kept = [x for x in f.fixes if parse_fix(x, None, f).kind != "lr" and not _is_range(x)]
+        kept = [x for x in f.fixes if as_fix(x).kind not in ("lr", "lr_range")]  # the measured LR replaces them
         f.fixes = [fix, *kept]
         f.fix_checks = [dict(check, sentence_data=check["sentence"].data())]
         f.evidence.append(table)
@@ -116,13 +117,10 @@ def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any],
     return out
 
 
-def _range_up(f: Finding, probe: dict[str, Any]) -> Msg:
+def _range_up(f: Finding, probe: dict[str, Any]) -> Fix:
     now = _num((probe.get("control") or {}).get("lr"))
-    return Msg("lr.fix.range_up", lo=round_sig(3 * now, 2), hi=round_sig(30 * now, 2), now=now)
-
-
-def _is_range(x: str) -> bool:
-    return getattr(x, "key", "") in ("lr.fix.range", "lr.fix.range_up", "lr.fix.lower_by")
+    lo, hi = round_sig(3 * now, 2), round_sig(30 * now, 2)
+    return Fix.lr_range(Msg("lr.fix.range_up", lo=lo, hi=hi, now=now), lo=lo, hi=hi, now=now)
 
 
 def _state_verdicts(f: Finding, probe: dict[str, Any]) -> None:
@@ -133,7 +131,7 @@ def _state_verdicts(f: Finding, probe: dict[str, Any]) -> None:
         i = t.get("index") if isinstance(t, dict) else None
         if not isinstance(i, int) or not 0 <= i < len(f.fixes) or any(c.get("fix") == i for c in checks):
             continue
-        s = Msg("probe.tried", fix=f.fixes[i], loss=_num(t.get("loss")), unfixed=ctl,
+        s = Msg("probe.tried", fix=as_fix(f.fixes[i]).text, loss=_num(t.get("loss")), unfixed=ctl,
                 start=probe.get("from_step"), end=probe.get("to_step"))
         checks.append({"fix": i, "kind": t.get("kind"), "verdict": t.get("verdict"), "sentence": s,
                        "sentence_data": s.data(), "loss_after": t.get("loss"), "loss_before": ctl, "probe": True})

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -452,19 +452,20 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         healthy = g[:i0 + 1]
         clip = float(np.max(healthy)) if healthy.size else float(g[i0])
         fixes = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
-                 Msg("scalars.surge.fix_lr", lr=float(lr[j])) if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
+                 Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3) if np.isfinite(lr[j])
+                 else Msg("scalars.surge.fix_lr_qk")]
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
                         step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
     return _transient_surge(q, rows, g, transient) if transient else []
 
 
-def _surge_clip_fix(q: Quantities, key: str, healthy_max: float) -> Msg:
+def _surge_clip_fix(q: Quantities, key: str, healthy_max: float) -> Fix:
     """Clip at the largest healthy norm (at least 1.0), or, when the run already clips (its
     metadata's max_grad_norm), say so and at what instead of suggesting it again."""
     clip = clip_in_place(q.run)
     if clip is not None:
         return already_clipped_fix(clip)
-    return Msg(key, max_norm=max(healthy_max, 1.0))
+    return Fix.clip(Msg(key, max_norm=max(healthy_max, 1.0)), max_norm=max(healthy_max, 1.0))
 
 
 #: a gradient norm this many times its recent minimum is an explosion even when the run recovered
@@ -489,6 +490,11 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
                     step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
 
 
+#: the rule of `lr_rise_divergence`'s finding: the divergence it dates explains the later "spikes"
+#: (engine.arbitrate reads it)
+RUNAWAY_LR = "scalars.runaway_lr"
+
+
 @detector("lr_rise_divergence", needs=("loss", "lr"))
 @with_lr_evidence
 def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
@@ -496,7 +502,7 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     with no end, a peak LR far too high, a range test left on) and the loss ends >= 1.5x its best
     (or goes non-finite) after the LR passed the level where it was best. The fix is the schedule
     or its peak, not clipping a "spike". Named `lr_too_high` (the peak the schedule reached), with
-    the LR's trajectory as the evidence that `is_runaway_lr` recognises."""
+    the LR's trajectory as its evidence and `RUNAWAY_LR` as its rule."""
     lf = q.finite_loss
     if lf.size < 5:
         return []
@@ -535,7 +541,9 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
                     step=s_turn, evidence=ev,
-                    fixes=[Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3),
+                    rule=RUNAWAY_LR,
+                    fixes=[Fix.lr(Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3), to=lr_best / 3,
+                                  now=lr_best),
                            Msg("scalars.runaway.fix_range_test")])]
 
 
@@ -663,21 +671,10 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
         # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
         guess = lr >= 1e-2 and judge_lr(run, q, lr) is None
         ev.append(Msg("scalars.jump.lr_adam_guess" if guess else "scalars.alt.lr_value", lr=lr))
-        fixes = [Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10)]
+        fixes = [Fix.lr(Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10),
+                        to=lr / 10, now=lr)]
     return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
                     evidence=ev, fixes=fixes)]
-
-
-RUNAWAY_LR = "the LR rose "
-
-
-def is_runaway_lr(f: Finding) -> bool:
-    """A finding of `lr_rise_divergence`: the divergence it dates explains the later "spikes".
-    Known by its first sentence's key (its English start for a finding read back without data)."""
-    if not (f.cause == "lr_too_high" and f.symptom == "divergence" and f.evidence):
-        return False
-    first = f.evidence[0]
-    return getattr(first, "key", None) == "scalars.runaway.rose" or first.startswith(RUNAWAY_LR)
 
 
 def _has_watch_records(run: Run) -> bool:

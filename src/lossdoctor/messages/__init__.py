@@ -190,8 +190,12 @@ def _from_json(v: Any) -> Any:
 def say(text: str, lang: str) -> str:
     """A sentence of a finding or a note in `lang`: a message is rendered in it; a plain string (a
     reader's note quoting the log, a report read back from JSON written before messages) is shown
-    as it is."""
-    return text.render(lang) if isinstance(text, Msg) else text
+    as it is. A fix (`findings.Fix`) is its sentence."""
+    if isinstance(text, Msg):
+        return text.render(lang)
+    if not isinstance(text, str) and callable(getattr(text, "render", None)):
+        return text.render(lang)
+    return text
 
 
 #: what never reaches a terminal or a document raw: C0 controls (a newline and a tab are kept where

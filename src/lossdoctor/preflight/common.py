@@ -147,12 +147,14 @@ def _strings(batch: Any) -> dict[str, list[str]]:
 def make_finding(cause: str, symptom: str, severity: str, confidence: float, evidence: list[str],
                  fixes: list[str], *, ctx: Context | None = None, batch: int | None = None,
                  layer: str | None = None, samples: list[int] | None = None,
-                 examples: list[dict[str, Any]] | None = None) -> Finding:
+                 examples: list[dict[str, Any]] | None = None, rule: str | None = None) -> Finding:
     """A finding; inside watch a batch finding also carries the step it was seen at (batch i is the
-    i-th optimizer iteration), before training (`check`) only the batch index."""
+    i-th optimizer iteration), before training (`check`) only the batch index. Its rule:
+    `preflight.<cause>` unless the check names its own."""
     step = batch if (ctx is not None and ctx.live and batch is not None) else None
     return Finding(cause=cause, symptom=symptom, severity=severity, confidence=confidence, step=step,
-                   batch=batch, layer=layer, samples=samples, evidence=evidence, fixes=fixes, examples=examples)
+                   batch=batch, layer=layer, samples=samples, evidence=evidence, fixes=fixes, examples=examples,
+                   rule=rule or f"preflight.{cause}")
 
 
 def quote(text: str, limit: int = 90) -> str:

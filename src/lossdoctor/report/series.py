@@ -9,16 +9,14 @@ separate list and drawn as markers (capped at `MAX_MARKS`, the first ones kept: 
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..findings import Report
+from ..findings import Report, as_fix
 from ..records import COLUMNS, Run
 
 #: a clipping fix's threshold ("... max_norm=2.3 ..."), drawn on the gradient-norm chart
-_MAX_NORM = re.compile(r"max_norm=([0-9][0-9.eE+-]*)")
 
 MAX_BUCKETS = 2000
 MAX_MARKS = 2000
@@ -165,18 +163,10 @@ def chart_data(report: Report, runs: Sequence[Run], labels: dict[str, str]) -> d
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v):
                 clip = float(v)
                 break
-    suggested = None
-    for f in report.findings:
-        for fix in f.fixes:
-            m = _MAX_NORM.search(fix)
-            if m:
-                try:
-                    suggested = float(m.group(1))
-                except ValueError:
-                    continue
-                break
-        if suggested is not None:
-            break
+    # the clipping threshold a fix suggests (its number as data: the first clip fix)
+    suggested = next((float(x.params["max_norm"]) for f in report.findings for x in map(as_fix, f.fixes)
+                      if x.kind == "clip" and isinstance(x.params.get("max_norm"), float)
+                      and math.isfinite(x.params["max_norm"])), None)
     findings = [{"i": i, "step": f.step, "cause": f.cause, "severity": f.severity}
                 for i, f in enumerate(report.findings, 1) if f.step is not None]
     heat = []

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..findings import Fix
 from ..messages import Msg
 from ..detectors.nonfinite import ATTENTION
 from .optrace import LOSS_OPS, SOFTMAX_OPS, OpEvent, base_name
@@ -25,7 +26,7 @@ class Verdict:
     samples: list[int] | None = None
     confidence: float = 0.0
     evidence: list[str] = field(default_factory=list)
-    fixes: list[str] = field(default_factory=list)
+    fixes: list[str | Fix] = field(default_factory=list)
     code: dict[str, Any] | None = None  # the user's file and line of the origin op
 
 
@@ -112,7 +113,7 @@ def _bad_data(v: Verdict, bad_batch: dict[str, list[int]], fwd: OpEvent | None, 
         v.evidence.append(fwd.describe())
     if sample_line:
         v.evidence.append(sample_line)
-    v.fixes.append(Msg("triage.data.fix", keys=keys))
+    v.fixes.append(Fix.drop(Msg("triage.data.fix", keys=keys)))  # the verdict's samples
     return v
 
 
@@ -132,15 +133,16 @@ def _explain_backward(v: Verdict, bwd: OpEvent) -> None:
                           beyond=Msg("triage.backward.beyond", dtype=out_dtype) if half else ""))
     v.evidence.append(bwd.describe())
     if half:
-        v.fixes.append(Msg("triage.backward.fix_scaler"))
+        v.fixes.append(Fix("add_scaler", None, Msg("triage.backward.fix_scaler")))
         if bwd.module:
-            v.fixes.append(Msg("triage.backward.fix_module_fp32", module=bwd.module, dtype=out_dtype))
+            v.fixes.append(Fix.fp32(Msg("triage.backward.fix_module_fp32", module=bwd.module, dtype=out_dtype),
+                                  module=bwd.module))
     if bwd.forward_op:
         v.evidence.append(Msg("triage.backward.of", op=bwd.forward_op,
                               where=Msg("triage.backward.in", module=bwd.module) if bwd.module else ""))
     if bwd.kind == "domain":
         v.fixes.append(Msg("triage.backward.fix_domain", op=bwd.forward_op or bwd.op))
-    v.fixes.append(Msg("triage.backward.fix_clip"))
+    v.fixes.append(Fix.clip(Msg("triage.backward.fix_clip"), max_norm=1.0))  # says clip_grad_norm_(..., 1.0)
 
 
 # --- forward op families ---------------------------------------------------------------------------
@@ -198,7 +200,7 @@ def op_family(name: str, cause: str, confidence: float | Callable[[ForwardOp], f
 @op_family("a parameter already non-finite", "grad_explosion", 0.6, lambda op: op.ev.kind == "param")
 def _bad_parameter(op: ForwardOp, v: Verdict) -> None:
     v.evidence.append(Msg("triage.param.bad"))
-    v.fixes.append(Msg("triage.param.fix"))
+    v.fixes.append(Fix.clip(Msg("triage.param.fix"), max_norm=1.0))
 
 
 @op_family("softmax over fully masked rows", "attention_overflow", 0.95,
@@ -210,7 +212,7 @@ def _masked_rows(op: ForwardOp, v: Verdict) -> None:
     mask = Msg("triage.mask_all_zero", ids=_ids(list(empty)[:16])) if empty else ""
     v.evidence.append(Msg("triage.attn.masked_rows", who=who, mask=mask))
     if op.samples:  # a change of data a replay can check, apart from the change of code
-        v.fixes.append(Msg("triage.attn.drop_empty_fix", ids=_ids(op.samples[:16])))
+        v.fixes.append(Fix.drop(Msg("triage.attn.drop_empty_fix", ids=_ids(op.samples[:16]))))
     v.fixes.append(Msg("triage.attn.mask_min_fix"))
 
 
@@ -244,7 +246,7 @@ def _attention_logits(op: ForwardOp, v: Verdict) -> None:
            lambda op: op.name in LOSS_OPS and op.live.get("label_tokens") == 0)
 def _loss_without_labels(op: ForwardOp, v: Verdict) -> None:
     v.evidence.append(Msg("triage.labels.empty"))
-    v.fixes.append(Msg("triage.labels.fix"))
+    v.fixes.append(Fix.skip(Msg("triage.labels.fix")))
 
 
 @op_family("exp overflow", "activation_overflow", 0.9, lambda op: op.ev.kind == "overflow" and op.name == "exp")
@@ -260,7 +262,8 @@ def _overflow(op: ForwardOp, v: Verdict) -> None:
                           top=float(DTYPE_MAX.get(dtype, math.inf)),
                           value=None if op.in_max is None else float(op.in_max)))
     if dtype in ("float16", "bfloat16"):
-        v.fixes.append(Msg("triage.overflow.fix_module_fp32", module=fwd.module, dtype=dtype) if fwd.module
+        v.fixes.append(Fix.fp32(Msg("triage.overflow.fix_module_fp32", module=fwd.module, dtype=dtype), fwd.module)
+                       if fwd.module
                        else Msg("triage.overflow.fix_dtype", where=_where(fwd), dtype=dtype))
     v.fixes.append(Msg("triage.overflow.fix_scale", where=_where(fwd)))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from .localize import Localization
 from .replay import ReplayResult
@@ -92,7 +92,8 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
         conf *= 0.9
     search = loc.sample_search
     examples = search.examples if search is not None and samples == loc.samples else None  # packed rows
-    return Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
+    return Finding(rule="triage.replay",
+                   cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
                    layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes, examples=examples,
                    code=loc.code)
 
@@ -111,7 +112,8 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
     layer = fwd.get("layer") if isinstance(fwd, dict) else None
     if layer:
         ev.append(Msg("triage.nondet.layer", layer=layer))
-    return Finding(cause="nondeterministic_fault", symptom="nonfinite", severity="critical", confidence=0.85,
+    return Finding(rule="triage.nondeterministic",
+                   cause="nondeterministic_fault", symptom="nonfinite", severity="critical", confidence=0.85,
                    step=step, batch=step, layer=layer, evidence=ev,
                    fixes=[Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")])
 
@@ -140,14 +142,15 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
         ev.append(vs)
     fixes = []
     if samples:
-        fixes.append(Msg("triage.spike.fix_inspect", ids=_ids(samples[:8]), step=step))
+        fixes.append(Fix.drop(Msg("triage.spike.fix_inspect", ids=_ids(samples[:8]), step=step)))
     if bvs.get("verdict") in ("state", "both"):
-        fixes.append(Msg("triage.spike.fix_state"))
+        fixes.append(Fix.clip(Msg("triage.spike.fix_state"), max_norm=1.0))  # says clip_grad_norm_(..., 1.0)
     else:
-        fixes.append(Msg("triage.spike.fix_skip"))
+        fixes.append(Fix.skip(Msg("triage.spike.fix_skip")))
     examples = [{k: e[k] for k in ("row", "example", "start", "end")} for e in search.examples] \
         if samples and search is not None and search.examples else None
-    return Finding(cause="loss_spike", symptom="spike", severity="critical", confidence=0.85, step=step,
+    return Finding(rule="triage.spike",
+                   cause="loss_spike", symptom="spike", severity="critical", confidence=0.85, step=step,
                    batch=step, samples=samples, evidence=ev, fixes=fixes, examples=examples)
 
 
@@ -164,7 +167,8 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
     if trig["kind"] == "loss_spike":
         jumped = Msg("triage.spike.jumped_live", loss=float(rec.get("loss", math.nan)), step=step,
                      ratio=float(trig["ratio"]), median=float(trig["median"]))
-        return [Finding(cause="loss_spike", symptom="spike", severity="critical", confidence=0.6, step=step,
+        return [Finding(rule="triage.live_spike",
+                        cause="loss_spike", symptom="spike", severity="critical", confidence=0.6, step=step,
                         batch=step, evidence=[jumped, add], fixes=[Msg("triage.spike.fix_live")])]
     detail = rec.get("batch_nonfinite_detail")
     fwd = rec.get("fwd_first_nonfinite") if isinstance(rec.get("fwd_first_nonfinite"), dict) else None
@@ -199,6 +203,7 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
         params = rec.get("nonfinite_params") or []
         ev.append(Msg("triage.live.grads", params=[str(x) for x in params[:4]]))
     ev.append(add)
-    return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
+    return [Finding(rule="triage.live",
+                    cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
                     layer=layer, samples=samples, evidence=ev,
                     fixes=[Msg("triage.live.fix")])]

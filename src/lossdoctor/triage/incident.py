@@ -37,7 +37,7 @@ import torch
 
 from ..detectors.gradients import clip_threshold
 from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg, round_sig
 from . import batches as B
 from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
@@ -63,8 +63,6 @@ FORMAT = "lossdoctor.incident/1"
 SCALE_STREAK = 12
 #: GradScaler's default initial scale (2**16), what the fix for a scale set too high suggests
 DEFAULT_SCALE = 2.0**16
-#: fixes that say "use a GradScaler": not for a run that has one
-SCALER_FIX_KEYS = ("triage.backward.fix_scaler",)
 
 
 class TrainingIncident(RuntimeError):
@@ -219,15 +217,16 @@ class Triage:
     def verify_fixes(self, record: dict[str, Any], others: list[Finding] | None = None,
                      extra: tuple[Any, ...] = ()) -> dict[str, Any]:
         """Replay the incident of `record` unfixed and with each fix of its findings, of `others`
-        (the diagnosis's) and of `extra` (`verify.Fix`). The result goes into the record (and its
-        file); each finding gets its `fix_checks`. Never touches the user's objects."""
+        (the diagnosis's) and of `extra` (`findings.Fix`, e.g. `Fix("clip", max_norm=1.0)`). The result
+        goes into the record (and its file); each finding gets its `fix_checks`. Never touches the user's objects."""
         from . import verify as V
 
         if record in self._to_verify:
             self._to_verify.remove(record)
         own = [Finding.from_dict(d) for d in record.get("findings", [])]
         findings = own + list(others or [])
-        pairs = [(f, fix) for f in findings for fix in V.candidate_fixes(f)] + [(None, fx) for fx in extra]
+        pairs = [(f, fix) for f in findings for fix in V.candidate_fixes(f)]
+        pairs += [(None, V.candidate(fx)) for fx in extra]
         result = self._verify_run(record, pairs)
         if result["status"] == "no_replay" and isinstance(record.get("verification"), dict):
             return record["verification"]  # checked while the snapshot was there: that answer stands
@@ -614,8 +613,9 @@ class Triage:
         back = loc.trace.backward if loc.phase == "backward" else None
         op = back.forward_op if back is not None and back.forward_op else loc.op
         ev = [Msg("triage.scale.traced", n=n, first=first, step=step), *loc.evidence]
-        fixes = [f for f in loc.fixes if getattr(f, "key", None) not in SCALER_FIX_KEYS]  # it has a scaler
-        return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.9,
+        fixes = [f for f in loc.fixes if getattr(f, "kind", None) != "add_scaler"]  # it has a scaler
+        return [Finding(rule="triage.scale_traced", cause="loss_scale_collapse", symptom="skipped_steps",
+                        severity="critical", confidence=0.9,
                         step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=fixes, code=loc.code)]
 
     def _scale_finding(self, first: int, n: int, step: int) -> Finding:
@@ -627,9 +627,10 @@ class Triage:
         interval = int(self.scaler.get_growth_interval()) if self.scaler is not None else 2000
         high = math.isfinite(scale) and scale > DEFAULT_SCALE
         ev = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
-        fixes = [Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=max(interval, 2000),
-                     scale=scale)]
-        return Finding(cause="loss_scale_collapse", symptom="skipped_steps",
+        gi = max(interval, 2000)
+        said = Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=gi, scale=scale)
+        fixes = [Fix.scaler(said, init_scale=DEFAULT_SCALE, growth_interval=gi)]
+        return Finding(rule="triage.scale_collapse", cause="loss_scale_collapse", symptom="skipped_steps",
                        severity="warning" if high else "critical", confidence=0.8 if high else 0.7,
                        step=first, batch=step, evidence=ev, fixes=fixes)
 
@@ -699,9 +700,11 @@ def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], re
     clipping (unless the run already clips at 1.0 or tighter: `clip`, its max_grad_norm), and a
     lower LR (both changes of training state a replay can check)."""
     record["level"] = "replay-state"
-    state_fixes: list[str] = [] if clip is not None and clip <= 1.0 else [Msg("triage.state.fix_clip", max_norm=1.0)]
+    state_fixes: list[Fix] = [] if clip is not None and clip <= 1.0 else \
+        [Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)]
     if lr is not None and lr > 0:
-        state_fixes.append(Msg("triage.state.fix_lower_lr", lr=lr, to=float(round_sig(lr / 3, 2))))
+        to = float(round_sig(lr / 3, 2))
+        state_fixes.append(Fix.lr(Msg("triage.state.fix_lower_lr", lr=lr, to=to), to=to, now=lr))
     for f in findings:
         f.samples = None
         f.fixes = [x for x in state_fixes if x not in f.fixes] + list(f.fixes)
@@ -736,7 +739,7 @@ def _eps_first(findings: list[Finding], optimizer: Any) -> None:
     eps, dtype, safe = found
     for f in findings:
         f.evidence.append(Msg("triage.state.eps_underflows", eps=eps, dtype=dtype))
-        f.fixes.insert(0, Msg("triage.state.fix_eps", eps=safe, now=eps, dtype=dtype))
+        f.fixes.insert(0, Fix.adam_eps(Msg("triage.state.fix_eps", eps=safe, now=eps, dtype=dtype), eps=safe))
 
 
 def _current_lr(optimizer: Any) -> float | None:
@@ -761,9 +764,9 @@ def _has_scaler(findings: list[Finding]) -> None:
     """A run that has a GradScaler is never told to add one: its "use a GradScaler" fixes go, and
     the clipping fix is said without it."""
     for f in findings:
-        fixes = [x for x in f.fixes if getattr(x, "key", None) not in SCALER_FIX_KEYS]
-        f.fixes = [Msg("triage.backward.fix_clip_scaled") if getattr(x, "key", None) == "triage.backward.fix_clip"
-                   else x for x in fixes]
+        fixes = [x for x in f.fixes if getattr(x, "kind", None) != "add_scaler"]
+        f.fixes = [Fix.clip(Msg("triage.backward.fix_clip_scaled"), max_norm=1.0)
+                   if getattr(x, "key", None) == "triage.backward.fix_clip" else x for x in fixes]
 
 
 def _state_fixes(rec: dict[str, Any]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from ..findings import Finding
+from ..findings import Finding, as_fix
 from .batches import batch_size, named_tensors
 from .classify import Verdict, classify
 from .optrace import OpEvent, OpTracer, leaf_names
@@ -162,7 +162,8 @@ class Localization:
     def finding(self, step: int | None = None, severity: str = "critical") -> Finding | None:
         if self.cause is None:
             return None
-        return Finding(cause=self.cause, symptom="nonfinite", severity=severity, confidence=self.confidence,
+        return Finding(rule="triage.localize", cause=self.cause, symptom="nonfinite", severity=severity,
+                       confidence=self.confidence,
                        step=step, batch=step, layer=self.layer, op=self.op, samples=self.samples,
                        evidence=list(self.evidence), fixes=list(self.fixes), code=self.code,
                        examples=self.sample_search.examples if self.sample_search else None)
@@ -170,7 +171,8 @@ class Localization:
     def to_dict(self) -> dict[str, Any]:
         return {"cause": self.cause, "layer": self.layer, "op": self.op, "phase": self.phase,
                 "samples": self.samples, "code": self.code, "confidence": self.confidence, "evidence": self.evidence,
-                "fixes": self.fixes, "trace": self.trace.to_dict(), "batch_nonfinite": self.batch_nonfinite,
+                "fixes": [str(as_fix(x)) for x in self.fixes], "trace": self.trace.to_dict(),
+                "batch_nonfinite": self.batch_nonfinite,
                 "sample_search": self.sample_search.to_dict() if self.sample_search else None,
                 "seconds": round(self.seconds, 4)}
 

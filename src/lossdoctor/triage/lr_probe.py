@@ -22,7 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..detectors.fix_kinds import Fix, candidate_fixes
+from ..detectors.fix_kinds import Candidate, candidate_fixes
+from ..findings import Fix
 from ..findings import Finding
 from ..messages import Msg
 from . import verify as V
@@ -57,15 +58,15 @@ SETTINGS = ProbeSettings()
 SLOW = ("plateau", "slow_convergence", "stall", "oscillation", "divergence")
 
 
-def probe_plan(finding: Finding) -> list[Fix]:
+def probe_plan(finding: Finding) -> list[Candidate]:
     """The trials a finding asks for: the LR factors for an LR finding, else its own state fixes
     (LR, clipping); empty when a probe has nothing to try."""
     if finding.symptom == "nonfinite":
         return []
     if finding.cause == "lr_too_high":
-        return [Fix("lr", None, lr_factor=x) for x in SETTINGS.down]
+        return [Candidate(Fix("lr", lr_factor=x)) for x in SETTINGS.down]
     if finding.cause == "lr_too_low":
-        return [Fix("lr", None, lr_factor=x) for x in SETTINGS.up]
+        return [Candidate(Fix("lr", lr_factor=x)) for x in SETTINGS.up]
     if finding.symptom not in SLOW:
         return []
     return [f for f in candidate_fixes(finding) if f.kind in ("lr", "clip")]
@@ -101,14 +102,14 @@ def _control_note(plan: V.Plan, unfixed: V.Trajectory) -> Msg | None:
     return None
 
 
-def _lr_of(plan: V.Plan, fix: Fix | None) -> float | None:
+def _lr_of(plan: V.Plan, fix: Candidate | None) -> float | None:
     e = plan.entries.get(plan.snap.step)
     hp = V._hparams(e, fix) if e is not None else None
     lr = hp[0].get("lr") if hp else None
     return float(lr) if isinstance(lr, (int, float)) else None
 
 
-def run_probe(plan: V.Plan, finding: Finding, trials: list[Fix]) -> dict[str, Any]:
+def run_probe(plan: V.Plan, finding: Finding, trials: list[Candidate]) -> dict[str, Any]:
     """Replay the control and each trial; the record's "probe" part (losses, verdicts, cost)."""
     meter, cost = V.Meter(), V.Cost(budget=(len(trials) + 1) * (plan.end - plan.snap.step + 1))
     start, end = plan.snap.step, plan.end

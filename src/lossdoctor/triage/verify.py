@@ -9,7 +9,8 @@ candidate fix. A fix is *verified* when its replay is finite from the incident s
 the window, the incident does not come back (no NaN/Inf, no spike), and the loss at the end of the
 window is at or below its level before the incident.
 
-Which fixes a replay can try (detectors/fix_kinds.py reads them from the fix sentences' data): a
+Which fixes a replay can try (each fix's kind and numbers, `findings.Fix`; detectors/fix_kinds.py
+makes them candidates, with their place in the finding): a
 change of training state (the LR scaled to the suggested value, `clip_grad_norm_` at the suggested
 `max_norm`, a fresh GradScaler with the suggested `init_scale`/`growth_interval`, the optimizer's
 `eps`, one module run in fp32 with autocast off for it and its inputs cast to float32; all applied
@@ -38,8 +39,9 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from ..detectors.fix_kinds import DATA_FIXES, STATE_FIXES, Fix, candidate_fixes, order_by_verdict
+from ..detectors.fix_kinds import DATA_FIXES, STATE_FIXES, Candidate, candidate, candidate_fixes, order_by_verdict
 from ..findings import Finding
+from ..findings import Fix  # noqa: F401  (re-exported: the fixes `mon.verify_fixes(fixes=...)` takes)
 from ..messages import Msg
 from . import batches as B
 from .replay import ReplayFn, _emulate_clipping, _flat_params, grads_finite, losses_agree, scalar_loss
@@ -91,7 +93,7 @@ class Plan:
     bad: Callable[[float, bool, int], bool]
 
 
-def _hparams(entry: StepEntry, fix: Fix | None) -> list[dict[str, Any]] | None:
+def _hparams(entry: StepEntry, fix: Candidate | None) -> list[dict[str, Any]] | None:
     if entry.hparams is None or fix is None or fix.kind != "lr" or not (fix.lr or fix.lr_factor):
         return entry.hparams
     out = []
@@ -107,7 +109,7 @@ def _hparams(entry: StepEntry, fix: Fix | None) -> list[dict[str, Any]] | None:
     return out
 
 
-def _batch(plan: Plan, e: StepEntry, fix: Fix | None) -> Any:
+def _batch(plan: Plan, e: StepEntry, fix: Candidate | None) -> Any:
     batch = e.device_batch()
     if fix is not None and fix.kind == "drop_samples" and e.step == plan.step:
         n = B.batch_size(batch)
@@ -156,7 +158,7 @@ def fp32_forward(module: torch.nn.Module) -> Iterator[None]:
             del module.forward
 
 
-def fresh_scaler(ws: Workspace, fix: Fix) -> Any:
+def fresh_scaler(ws: Workspace, fix: Candidate) -> Any:
     """The GradScaler the fix asks for, as a restart from the snapshot would build it: the run's
     own settings (or the defaults) with the suggested init_scale / growth_interval."""
     from torch.amp import GradScaler
@@ -175,7 +177,7 @@ def fresh_scaler(ws: Workspace, fix: Fix) -> Any:
     return GradScaler(device, **kw)
 
 
-def run_replay(plan: Plan, fix: Fix | None) -> Trajectory:
+def run_replay(plan: Plan, fix: Candidate | None) -> Trajectory:
     """Replay snap.step .. plan.end with `fix` applied; stops early where a batch was not kept."""
     plan.ws.load(plan.snap)
     if fix is not None and fix.kind == "fp32_module":
@@ -188,7 +190,7 @@ def run_replay(plan: Plan, fix: Fix | None) -> Trajectory:
     return _replay_steps(plan, fix, scaler)
 
 
-def _replay_steps(plan: Plan, fix: Fix | None, scaler: Any) -> Trajectory:
+def _replay_steps(plan: Plan, fix: Candidate | None, scaler: Any) -> Trajectory:
     ws, tr = plan.ws, Trajectory()
     params = _flat_params(ws.optimizer)
     skips = 0  # the scaler's skips in a row
@@ -226,7 +228,7 @@ def _replay_steps(plan: Plan, fix: Fix | None, scaler: Any) -> Trajectory:
     return tr
 
 
-def _step(plan: Plan, e: StepEntry, fix: Fix | None, params: list[torch.Tensor], scaler: Any,
+def _step(plan: Plan, e: StepEntry, fix: Candidate | None, params: list[torch.Tensor], scaler: Any,
           exact: bool) -> None:
     ws = plan.ws
     hp = _hparams(e, fix)
@@ -265,7 +267,7 @@ def _outcome(tr: Trajectory, step: int) -> Msg:
     return Msg("verify.outcome.loss_after", loss=after if after is not None else math.nan, n=n)
 
 
-def judge(fix: Fix, tr: Trajectory, unfixed: Trajectory, plan: Plan, before: float | None) -> dict[str, Any]:
+def judge(fix: Candidate, tr: Trajectory, unfixed: Trajectory, plan: Plan, before: float | None) -> dict[str, Any]:
     """The verdict of one fix, with its numbers and its sentence."""
     step = plan.step
     name = fix.describe(step)
@@ -293,11 +295,11 @@ def judge(fix: Fix, tr: Trajectory, unfixed: Trajectory, plan: Plan, before: flo
             **_fix_values(fix)}
 
 
-def _fix_values(fix: Fix) -> dict[str, Any]:
+def _fix_values(fix: Candidate) -> dict[str, Any]:
     return fix.values()
 
 
-def unverifiable(fix: Fix, step: int, reason: Msg) -> dict[str, Any]:
+def unverifiable(fix: Candidate, step: int, reason: Msg) -> dict[str, Any]:
     verdict = "not_verifiable" if fix.kind == "code" else "not_checked"
     key = "verify.not_verifiable" if fix.kind == "code" else "verify.not_checked"
     return {"fix": fix.index, "kind": fix.kind, "verdict": verdict, "step": step,
@@ -405,7 +407,7 @@ def check_control(plan: Plan, unfixed: Trajectory) -> Msg | None:
     return None
 
 
-def verify_incident(plan: Plan, fixes: list[tuple[Finding | None, Fix]], record: dict[str, Any],
+def verify_incident(plan: Plan, fixes: list[tuple[Finding | None, Candidate]], record: dict[str, Any],
                     budget: int = BUDGET) -> dict[str, Any]:
     """Replay unfixed and with each fix; the verdicts, the control's status and the cost."""
     meter = Meter()
@@ -434,7 +436,7 @@ def verify_incident(plan: Plan, fixes: list[tuple[Finding | None, Fix]], record:
     return out
 
 
-def _check_one(plan: Plan, fix: Fix, unfixed: Trajectory, before: float | None, seen: dict[tuple, dict[str, Any]],
+def _check_one(plan: Plan, fix: Candidate, unfixed: Trajectory, before: float | None, seen: dict[tuple, dict[str, Any]],
                cost: Cost) -> dict[str, Any]:
     if fix.kind == "code":
         return unverifiable(fix, plan.step, fix.reason or Msg("verify.reason.code"))
