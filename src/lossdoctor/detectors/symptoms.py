@@ -93,10 +93,15 @@ class SymptomLimits:
     #: batches give the same loss, so the weights did not change between the two passes
     repeat_block: int = 4
     #: a log of the run's start whose loss never fell: at least this many points, the start shown
-    #: (first logged step at most `start_steps`), no point below (1 - no_fall_tol) x the first
+    #: (first logged step at most `start_steps`), no point below (1 - no_fall_tol) x the first, and
+    #: rising (Kendall's tau of loss against step >= rise_tau: P < 0.05 for 8 points of pure noise)
+    #: or this long (`no_fall_long`: a healthy run's first 30 logged points fall); a real 8-step
+    #: SGD start on batches of 16 stays within 2% of its first loss, so a short flat one is no symptom
     no_fall_points: int = 8
     start_steps: int = 5
     no_fall_tol: float = 0.02
+    rise_tau: float = 0.5
+    no_fall_long: int = 30
     #: a log of this many steps or more shows more than a warm-up's first moments
     span_steps: int = 100
 
@@ -414,10 +419,11 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
 
 
 def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
-    """A log that shows the run's start (first step <= start_steps) with >= no_fall_points losses
-    none of which fell below (1 - no_fall_tol) x the first, while the LR (where logged) is not still
-    climbing: training that makes no progress from the first step. (A healthy run's loss falls below
-    its first value within its first logged points; one that plateaus later has fallen first.)"""
+    """A log that shows the run's start (first step <= start_steps, the steps the trainer's) with
+    >= no_fall_points losses none of which fell below (1 - no_fall_tol) x the first, rising or
+    >= no_fall_long points, while the LR (where logged) is not still climbing: training that makes
+    no progress from the first step. (A healthy run's loss falls below its first value within its
+    first logged points; one that plateaus later has fallen first.)"""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     if x.size < LIMITS.no_fall_points or int(q.steps[lf[0]]) > LIMITS.start_steps or x[0] <= 0 \
@@ -431,10 +437,20 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
     lr = lr[np.isfinite(lr)]
     if lr.size >= 2 and lr[-1] >= 1.5 * lr[0] and lr[-1] > 0:
         return []  # a warm-up: too early to call it stuck
-    third = max(1, x.size // 3)
+    tau = kendall_tau(x[:200])
+    if tau < LIMITS.rise_tau and x.size < LIMITS.no_fall_long:
+        return []
     return [_sym(q, "no_fall", lf[0], first=float(x[0]), low=float(np.min(x)), last=float(x[-1]),
-                 n=int(x.size), end_step=int(q.steps[lf[-1]]),
-                 rising=bool(np.median(x[-third:]) > 1.05 * np.median(x[:third])))]
+                 n=int(x.size), end_step=int(q.steps[lf[-1]]), rising=bool(tau >= LIMITS.rise_tau), tau=tau)]
+
+
+def kendall_tau(x: np.ndarray) -> float:
+    """Kendall's tau of x against its index: +1 rising at every pair, -1 falling, ~0 noise."""
+    n = x.size
+    if n < 2:
+        return 0.0
+    d = np.sign(x[None, :] - x[:, None])
+    return float(np.triu(d, 1).sum()) / (n * (n - 1) / 2)
 
 
 def _resolution(v: float) -> float:
