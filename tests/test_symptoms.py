@@ -274,3 +274,19 @@ def test_a_late_progress_bar_redrawing_its_value_is_no_frozen_model(tmp_path):
                          f"train_loss=10.90]\n" for s in range(1, 7)), encoding="utf-8")
     r = diagnose_runs(load_path(p))
     assert any(f.symptom in ("stall", "plateau") for f in _alarms(r)), _show(r)
+
+
+# ------------------------------------------------------------------ a climb over two intervals
+
+def test_a_loss_tripling_over_two_logged_intervals_is_a_divergence_from_its_first_raised_point():
+    r = _diagnose([0, 10, 20, 30, 40, 50], {"loss": [1.2, 1.1, 1.05, 1.0, 2.0, 3.1]})
+    f = next((f for f in _alarms(r) if f.symptom == "divergence"), None)
+    assert f is not None and f.severity == "critical" and f.step == 40, _show(r)
+    assert _keys(f)[0] == "diff.what.climb" and "diff.ev.sudden" not in _keys(f)
+    assert "diff.ranked" in _keys(f)  # no LR in the log: the cause is ranked, the runner-up named
+
+
+def test_a_last_point_that_jumps_alone_stays_a_spike():
+    r = _diagnose(range(6), {"loss": [1.2, 1.1, 1.05, 1.0, 1.02, 3.1]})
+    f = next((f for f in _alarms(r) if f.step == 5), None)
+    assert f is not None and f.symptom == "spike", _show(r)

@@ -529,7 +529,8 @@ def _ev_recovered(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _ev_sudden(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    return Msg("diff.ev.sudden", ratio=sym.data["ratio"]) if sym.kind == "jump_stayed" else None
+    sudden = sym.kind == "jump_stayed" and not sym.data.get("climb")
+    return Msg("diff.ev.sudden", ratio=sym.data["ratio"]) if sudden else None
 
 
 def _ev_to_chance(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -643,6 +644,8 @@ def what(sym: Symptom) -> Msg:
         why = "diff.absurd.negative" if d["negative"] else "diff.absurd.huge" if abs(d["loss"]) >= 1e6 \
             else "diff.absurd.ce_high"
         return Msg("diff.what.absurd", loss=d["loss"], step=sym.step, why=Msg(why))
+    if sym.kind == "jump_stayed" and d.get("climb"):
+        return Msg("diff.what.climb", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"])
     if sym.kind == "nonfinite" and d.get("source") == "component":
         return Msg("diff.what.nonfinite_component", name=d["name"], step=sym.step)
     if sym.kind == "nonfinite" and d.get("source") == "text":

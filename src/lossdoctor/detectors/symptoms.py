@@ -256,11 +256,15 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         back = bool((after < LIMITS.recovered * base).any()) if after.size else None
         if back is None and _at_large_chance(run, float(x[j])):
             back = False  # the last point, at a large softmax's chance level: the weights were wrecked
+        climb = back is None and j >= 2 and bool(x[j - 1] >= LIMITS.diverged * base)
+        if climb:
+            back = False  # the last point, the second of two rising intervals (x1.5, then beyond): a climb
         kind = "spike" if back is not False else "jump_stayed"
         if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
             continue  # a long log's one-off that came back: the spike rule tuned for it judges
-        return [_sym(q, kind, lf[j], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
-                     before=int(min(j, LIMITS.history)), after=int(after.size))]
+        on = j - 1 if climb else j  # a climb begins at its first raised point
+        return [_sym(q, kind, lf[on], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
+                     before=int(min(j, LIMITS.history)), after=int(after.size), climb=climb)]
     return []
 
 

@@ -24,6 +24,10 @@ TEMPLATES = {
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, and did not come back",
         "loss 在 step {step} 跳到 {loss}，是之前 {before} 个点中位数 {base} 的 {ratio} 倍，之后没有回落"),
+    "diff.what.climb": (
+        "the loss climbed from step {step} over two logged intervals to {loss}, {ratio}x the median {base} "
+        "of the points before",
+        "loss 自 step {step} 起在两个记录间隔内升到 {loss}，是之前各点中位数 {base} 的 {ratio} 倍"),
     "diff.what.rise": (
         "the loss rose from its best {best} (step {best_step}) to {end} at the end of the log ({ratio}x), "
         "from step {step} on",
