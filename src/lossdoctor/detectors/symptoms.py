@@ -405,19 +405,19 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     b = LIMITS.repeat_block
-    if x.size < 2 * b or x.size > 20000 or identical(run, q, x):
+    if x.size < 2 * b or x.size > 100000 or identical(run, q, x):
         return []
     st = q.steps[lf]
-    seen: dict[tuple[float, ...], int] = {}
-    for i in range(x.size - b + 1):
-        block = tuple(float(v) for v in x[i:i + b])
-        j = seen.get(block)
-        if j is None:
-            if len(set(block)) == b and all(v and _resolution(v) / abs(v) <= LIMITS.constant_resolution
-                                            for v in block):
-                seen[block] = i
-            continue
-        if i >= j + b and st[i] > st[j + b - 1]:
+    w = np.lib.stride_tricks.sliding_window_view(x, b)
+    rows = np.flatnonzero(np.all(np.diff(np.sort(w, axis=1), axis=1) != 0, axis=1))
+    if rows.size < 2:
+        return []
+    blocks = np.ascontiguousarray(w[rows], dtype=np.float64).view(np.dtype((np.void, 8 * b))).ravel()
+    _, first, inv = np.unique(blocks, return_index=True, return_inverse=True)
+    start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
+    for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
+        i, j = int(rows[k]), int(start[k])
+        if all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i:i + b]):
             return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
     return []
 
