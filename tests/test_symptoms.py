@@ -290,3 +290,11 @@ def test_a_last_point_that_jumps_alone_stays_a_spike():
     r = _diagnose(range(6), {"loss": [1.2, 1.1, 1.05, 1.0, 1.02, 3.1]})
     f = next((f for f in _alarms(r) if f.step == 5), None)
     assert f is not None and f.symptom == "spike", _show(r)
+
+
+def test_identical_losses_off_the_configured_chance_level_are_still_constant():
+    # a 10-class config, a loss stuck at exactly 0.6931 (not ln 10): constant, not hidden as "chance"
+    run = from_columns([0, 10, 20, 30], {"loss": [0.6931] * 4}, meta={"n_classes": 10})
+    assert "constant" in _kinds(run) and "chance" not in _kinds(run)
+    run = from_columns([0, 10, 20], {"loss": [-1.5234] * 3})  # a negative NLL stuck exactly
+    assert "constant" in _kinds(run)

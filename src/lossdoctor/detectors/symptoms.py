@@ -373,18 +373,19 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     # converged towards 0 and printed 0.0 is the run done, not broken)
     if float(np.mean(x == 0.0)) >= 0.9 and (z == 0 or float(x[z - 1]) >= 0.05):
         return [_sym(q, "zero", lf[z], n=int((x == 0.0).sum()))]
-    if not identical(run, q, x) or chance_of(run, float(x[0])) is not None:
-        return []
+    ch = chance_of(run, float(x[0]))
+    if not identical(run, q, x) or (ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]):
+        return []  # at ln K: `_chance_plateau` names it with its K
     return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
 
 
 def identical(run: Run, q: Quantities, x: np.ndarray) -> bool:
-    """>= constant_points finite losses, all exactly equal and > 0, printed fine enough to show a 1%
+    """>= constant_points finite losses, all exactly equal and not 0, printed fine enough to show a 1%
     fall (or exactly 1, the ceiling of a bounded loss such as 1 - dice), and not a progress bar's
     redraw (`scalars.bar_redraw`)."""
-    if x.size < LIMITS.constant_points or float(np.ptp(x)) != 0.0 or x[0] <= 0:
+    if x.size < LIMITS.constant_points or float(np.ptp(x)) != 0.0 or x[0] == 0:
         return False
-    if _resolution(float(x[0])) / float(x[0]) > LIMITS.constant_resolution and float(x[0]) != 1.0:
+    if _resolution(float(x[0])) / abs(float(x[0])) > LIMITS.constant_resolution and float(x[0]) != 1.0:
         return False
     return not bar_redraw(run, q, x.size)
 
