@@ -298,3 +298,17 @@ def test_identical_losses_off_the_configured_chance_level_are_still_constant():
     assert "constant" in _kinds(run) and "chance" not in _kinds(run)
     run = from_columns([0, 10, 20], {"loss": [-1.5234] * 3})  # a negative NLL stuck exactly
     assert "constant" in _kinds(run)
+
+
+def test_a_nan_from_the_very_first_update_of_a_calm_start_ranks_the_optimizers_arithmetic():
+    # Adam on fp16 weights: eps is 0 in fp16, the first update is 0/0 (the zoo's mlp_fp16_adam_eps, scalars only)
+    n = 11
+    r = _diagnose(range(n), {"loss": [0.2589] + [float("nan")] * (n - 1),
+                             "grad_norm": [0.3776] + [float("nan")] * (n - 1), "lr": [1e-3] * n})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert f.severity == "critical" and f.step == 1, _show(r)
+    assert f.cause == "precision_stall" and "diff.ev.first_update" in _keys(f), _show(r)
+    # a NaN later in a run is no first update
+    r = _diagnose(range(40), {"loss": _noisy(30, 1.2, seed=2) + [float("nan")] * 10, "lr": [1e-3] * 40})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert "diff.ev.first_update" not in _keys(f)

@@ -85,6 +85,11 @@ _NAN_ROWS = (
     Row("unsteady", "lr_too_high", 1.0, "the loss swung >= 20% from point to point before the NaN: steps too large"),
     Row("unsteady", "grad_explosion", 0.3, "unstable steps before the blow-up"),
     Row("lr_small", "lr_too_high", -0.8, "an LR of at most 1e-5 does not blow the weights up"),
+    Row("first_update", "precision_stall", 0.8,
+        "NaN from the very first update of a finite loss and gradient: the optimizer's own arithmetic "
+        "(Adam's eps is 0 in fp16: 0/0); set on the zoo's mlp_fp16_adam_eps (in-sample)"),
+    Row("first_update", "grad_explosion", -0.5, "one update: nothing had time to grow"),
+    Row("first_update", "lr_too_high", -0.3, "a too-large step most often raises the loss for a few steps first"),
 )
 
 _SPIKE_ROWS = (
@@ -256,6 +261,8 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("noisy_data", "lr_too_high")): "overfit_one",
     frozenset(("activation_overflow", "lr_too_high")): "scale_vs_batch",
     frozenset(("activation_overflow", "grad_explosion")): "scale_vs_batch",
+    frozenset(("precision_stall", "nonfinite_data")): "scale_vs_batch",
+    frozenset(("precision_stall", "lr_too_high")): "scale_vs_batch",
 }
 
 #: a cause's own fixes (message keys under diff.fix.), said only when it leads clearly
@@ -272,6 +279,7 @@ FIXES: dict[str, tuple[str, ...]] = {
     "noisy_data": ("overfit_one",),
     "lr_too_low": ("raise_lr",),
     "bad_init": ("first_forward",),
+    "precision_stall": ("fp32_optimizer_state",),
 }
 
 #: the leader's share of the differential at or above which its own fixes are said (below it the
@@ -335,6 +343,16 @@ def _ev_unsteady(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 def _ev_lr_small(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     lr = _lr_at(q, sym.row)
     return Msg("diff.ev.lr_small", lr=lr) if lr is not None and lr <= LR_SMALL else None
+
+
+def _ev_first_update(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The NaN is at the first update: the only finite row before it is the run's step 0, with a
+    finite loss and gradient norm."""
+    prev = _prev_rows(q, sym)
+    if prev.size != 1 or int(q.steps[prev[0]]) != 0 or not steps_known(run) or sym.data.get("source"):
+        return None
+    g = q.grad_norm[prev[0]]
+    return Msg("diff.ev.first_update", g=float(g)) if np.isfinite(g) and run.has("grad_norm") else None
 
 
 def _ev_after_sane(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -587,7 +605,7 @@ EVIDENCE: dict[str, Evidence] = {
     "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
     "first_updates": _ev_first_updates, "early": _ev_early, "intermittent": _ev_intermittent,
     "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
-    "rising": _ev_rising,
+    "rising": _ev_rising, "first_update": _ev_first_update,
 }
 
 

@@ -117,6 +117,8 @@ TEMPLATES = {
                          "在此之前 loss 每个记录间隔的 ln 变化中位数为 {swing}（≥ 20%）：在剧烈摆动"),
     "diff.ev.lr_small": ("the LR there is {lr}, too small to blow the weights up",
                          "那里的 LR 为 {lr}，小到不足以让权重爆炸"),
+    "diff.ev.first_update": ("it came at the first update, from a finite loss and gradient norm ({g}) at step 0",
+                             "它出现在第一次更新时，而 step 0 的 loss 与 grad norm（{g}）都是有限值"),
     "diff.ev.after_sane": ("the {n} losses before it were in range (at most {top})",
                            "它之前的 {n} 个 loss 都在正常范围内（至多 {top}）"),
     "diff.ev.repeats": ("the losses from step {first} recur exactly from step {again}",
@@ -187,6 +189,10 @@ TEMPLATES = {
                              "在同一个 batch 上反复训练；若 loss 能下降，检查标签"),
     "diff.fix.raise_lr": ("raise the learning rate to the usual range for the optimizer",
                           "把学习率提高到该优化器的常用范围"),
+    "diff.fix.fp32_optimizer_state": (
+        "keep the weights and the optimizer state in fp32 (autocast for the forward only), or raise Adam's "
+        "eps to 1e-4 if they must stay fp16",
+        "把权重和优化器状态保持在 fp32（只对前向用 autocast）；若必须用 fp16，把 Adam 的 eps 提高到 1e-4"),
     "diff.fix.first_forward": ("check the init and the inputs' scale on the first batch",
                                "在第一个 batch 上检查初始化和输入的尺度"),
 }
