@@ -434,8 +434,9 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
     if x.size < LIMITS.no_fall_points or int(q.steps[lf[0]]) > LIMITS.start_steps or x[0] <= 0 \
             or not steps_known(run):
         return []
-    if run.meta.get("first_epoch") not in (None, 0, 0.0) and float(run.meta.get("first_epoch") or 0) >= 1:
-        return []
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return []  # an HF console paste from epoch 1 on: not the run's start
     if float(np.min(x[1:])) < (1 - LIMITS.no_fall_tol) * float(x[0]) or identical(run, q, x):
         return []
     lr = q.lr[lf]
@@ -484,7 +485,8 @@ def chance_of(run: Run, level: float) -> tuple[float, int] | None:
 
 def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     """Every point within `chance_tol` of ln K and not falling, on >= 6 points spanning >= 100
-    steps (or >= 20 points): a model that has learnt nothing about its labels."""
+    steps (or >= 20 points), or >= 3 identical points at ln K (no batch noise to wait out): a model
+    that has learnt nothing about its labels."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     if x.size < (LIMITS.constant_points if x.size and float(np.ptp(x)) == 0.0 else LIMITS.chance_points):
