@@ -302,8 +302,9 @@ def _prev_rows(q: Quantities, sym: Symptom) -> np.ndarray:
     return q.finite_loss[q.finite_loss < upto]
 
 
-#: a NaN at or before this optimizer step (of a log showing the run's start) comes in the first
-#: tens of updates, where a too-large LR blows up (the lr_too_high rule's first 50 steps)
+#: a NaN at or before this optimizer step (the trainer's step number, wherever the excerpt starts)
+#: comes in the first tens of updates, where a too-large LR blows up (the lr_too_high rule's first
+#: 50 steps); weights of its rows set on the dev split's NaN logs
 EARLY_STEPS = 50
 #: the median |change of ln loss| between consecutive points at or above which a loss swings
 #: (>= 20% per logged interval; set on the dev split's NaN logs)
