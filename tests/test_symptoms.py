@@ -312,3 +312,11 @@ def test_a_nan_from_the_very_first_update_of_a_calm_start_ranks_the_optimizers_a
     r = _diagnose(range(40), {"loss": _noisy(30, 1.2, seed=2) + [float("nan")] * 10, "lr": [1e-3] * 40})
     f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
     assert "diff.ev.first_update" not in _keys(f)
+
+
+def test_a_nan_after_a_first_step_that_had_already_exploded_is_no_optimizer_arithmetic():
+    # unnormalised regression features (the zoo's mlp_unnormalised_features): step 0 already at 1.7e6
+    r = _diagnose(range(4), {"loss": [64075.9, 2.6e32, float("inf"), float("nan")],
+                             "grad_norm": [1.66e6, 1.36e29, float("nan"), float("nan")], "lr": [0.05] * 4})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert f.cause != "precision_stall" and "diff.ev.first_update" not in _keys(f), _show(r)

@@ -353,7 +353,14 @@ def _ev_first_update(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     if prev.size != 1 or int(q.steps[prev[0]]) != 0 or not steps_known(run) or sym.data.get("source"):
         return None
     g = q.grad_norm[prev[0]]
-    return Msg("diff.ev.first_update", g=float(g)) if np.isfinite(g) and run.has("grad_norm") else None
+    calm = np.isfinite(g) and g <= FIRST_GRAD_MAX and abs(float(q.loss[prev[0]])) < 1e3
+    return Msg("diff.ev.first_update", g=float(g)) if calm and run.has("grad_norm") else None
+
+
+#: the step-0 gradient norm at most this for a NaN at the first update to be the optimizer's own
+#: arithmetic (healthy first norms are O(0.1-10); the zoo's unnormalised features start at 1.7e6,
+#: an explosion)
+FIRST_GRAD_MAX = 100.0
 
 
 def _ev_after_sane(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
