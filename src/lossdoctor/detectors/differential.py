@@ -35,8 +35,8 @@ from .log_events import (ev_grad_text, ev_nan_input, ev_op_attention, ev_op_doma
 from .lr_usual import judge_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
-from .symptoms import (Symptom, fast_fall, fp16_prone_model, precision_of, scale_path, symptoms_of, text_events,
-                       unit_scale)
+from .symptoms import (Symptom, fast_fall, fp16_prone_model, identical, precision_of, scale_path, steps_known,
+                       symptoms_of, text_events, unit_scale)
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,21 @@ _NAN_ROWS = (
     Row("grad_zero", "label_mask_empty", 2.0, "only a mean over zero supervised tokens is NaN with a zero gradient"),
     Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
     Row("loss_finite", "grad_explosion", 0.3, "the gradient overflowed while the loss was still finite"),
+    Row("early", "lr_too_high", 0.6, "a too-large LR blows up in a run's first tens of steps; a bad batch comes at any step"),
+    Row("early", "grad_explosion", 0.2, "an explosion that grows from the first updates"),
+    Row("intermittent", "activation_overflow", 1.0,
+        "finite losses at the old level between the NaNs: the weights survived, some batches overflow in the forward"),
+    Row("intermittent", "nonfinite_data", 0.6, "NaN on some batches only, the weights intact: those batches"),
+    Row("intermittent", "lr_too_high", -1.0, "weights a too-large step blew up stay NaN; these came back"),
+    Row("intermittent", "grad_explosion", -0.8, "an explosion that reached the weights does not come back"),
+    Row("unsteady", "lr_too_high", 1.0, "the loss swung >= 20% from point to point before the NaN: steps too large"),
+    Row("unsteady", "grad_explosion", 0.3, "unstable steps before the blow-up"),
+    Row("lr_small", "lr_too_high", -0.8, "an LR of at most 1e-5 does not blow the weights up"),
+    Row("first_update", "precision_stall", 0.8,
+        "NaN from the very first update of a finite loss and gradient: the optimizer's own arithmetic "
+        "(Adam's eps is 0 in fp16: 0/0); set on the zoo's mlp_fp16_adam_eps (in-sample)"),
+    Row("first_update", "grad_explosion", -0.5, "one update: nothing had time to grow"),
+    Row("first_update", "lr_too_high", -0.3, "a too-large step most often raises the loss for a few steps first"),
 )
 
 _SPIKE_ROWS = (
@@ -134,6 +149,10 @@ _ABSURD_ROWS = (
     Row("grad_big", "grad_explosion", 1.0, "the gradient norm is in the thousands"),
     Row("loss_rose", "lr_too_high", 1.2, "it was sane, then rose to this"),
     Row("negative", "nonfinite_data", 1.0, "a cross-entropy below 0 means the targets are not probabilities"),
+    Row("after_sane", "bad_init", -1.0, "the loss was in range before: the init was sane"),
+    Row("after_sane", "lr_too_high", 0.8, "sane, then absurd: the weights were blown up by an update"),
+    Row("after_sane", "grad_explosion", 0.6, "sane, then absurd: an exploding gradient reached the weights"),
+    Row("lr_small", "lr_too_high", -0.8, "an LR of at most 1e-5 does not blow the weights up"),
 )
 
 _ZERO_ROWS = (
@@ -159,6 +178,22 @@ _FLAT_ROWS = (
     Row("constant_loss", "frozen_model", 0.8, "the same loss to the last digit across batches"),
     Row("constant_loss", "noisy_data", -0.3, "unrelated labels still let the loss wander across batches"),
     Row("lr_high", "lr_too_high", 1.2, "an LR far above usual saturates a model at chance"),
+    Row("grad_zero", "frozen_model", 1.0, "a zero gradient: nothing reaches the weights"),
+    Row("repeats", "frozen_model", 1.5, "the same batches gave the same losses again: the weights did not change"),
+    Row("repeats", "noisy_data", -0.5, "unrelated labels still change the weights, and so the next pass's losses"),
+)
+
+_STUCK_ROWS = (
+    Row(ALWAYS, "lr_too_low", 0.4, "updates too small to move the loss: the commonest reason it never leaves its start"),
+    Row(ALWAYS, "noisy_data", 0.3, "labels unrelated to the inputs leave nothing to learn"),
+    Row(ALWAYS, "frozen_model", 0.3, "updates that do not reach the weights"),
+    Row(ALWAYS, "lr_too_high", 0.2, "steps too large bounce around the start instead of descending"),
+    Row("rising", "lr_too_high", 0.6, "the loss rose from its start: steps that overshoot"),
+    Row("lr_high", "lr_too_high", 1.2, "the LR is far above what is usual for the optimizer"),
+    Row("lr_usual", "lr_too_low", -0.3, "the LR is in the usual range"),
+    Row("lr_usual", "lr_too_high", -0.3, "the LR is in the usual range"),
+    Row("lr_tiny", "lr_too_low", 1.5, "the LR is at most 1e-6"),
+    Row("lr_zero_all", "lr_schedule_error", 2.0, "the LR is 0 on every logged step"),
     Row("grad_zero", "frozen_model", 1.0, "a zero gradient: nothing reaches the weights"),
 )
 
@@ -195,7 +230,7 @@ _LR_TINY_ROWS = (
 
 TABLES: dict[str, tuple[Row, ...]] = {
     "nonfinite": _NAN_ROWS, "spike": _SPIKE_ROWS, "divergence": _DIVERGE_ROWS, "absurd": _ABSURD_ROWS,
-    "zero": _ZERO_ROWS, "flat": _FLAT_ROWS, "grad": _GRAD_ROWS, "scale": _SCALE_ROWS,
+    "zero": _ZERO_ROWS, "flat": _FLAT_ROWS, "stuck": _STUCK_ROWS, "grad": _GRAD_ROWS, "scale": _SCALE_ROWS,
     "lr_zero": _LR_ZERO_ROWS, "lr_tiny": _LR_TINY_ROWS,
 }
 
@@ -209,6 +244,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "zero": ("zero", "zero_loss", "critical"),
     "constant": ("flat", "stall", "warning"),
     "chance": ("flat", "plateau", "warning"),
+    "repeat": ("flat", "stall", "warning"),
+    "no_fall": ("stuck", "plateau", "warning"),
     "grad_jump": ("grad", "spike", "warning"),
     "grad_level": ("grad", "divergence", "warning"),
     "scale_collapse": ("scale", "skipped_steps", "warning"),
@@ -243,6 +280,12 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("attention_overflow", "grad_explosion")): "attention_rows",
     frozenset(("attention_overflow", "lr_too_high")): "attention_rows",
     frozenset(("attention_overflow", "loss_scale_collapse")): "attention_rows",
+    frozenset(("lr_too_low", "lr_too_high")): "lr_both",
+    frozenset(("noisy_data", "lr_too_high")): "overfit_one",
+    frozenset(("activation_overflow", "lr_too_high")): "scale_vs_batch",
+    frozenset(("activation_overflow", "grad_explosion")): "scale_vs_batch",
+    frozenset(("precision_stall", "nonfinite_data")): "scale_vs_batch",
+    frozenset(("precision_stall", "lr_too_high")): "scale_vs_batch",
 }
 
 #: a cause's own fixes (message keys under diff.fix.), said only when it leads clearly
@@ -260,6 +303,7 @@ FIXES: dict[str, tuple[str, ...]] = {
     "lr_too_low": ("raise_lr",),
     "bad_init": ("first_forward",),
     "attention_overflow": ("attention_mask",),
+    "precision_stall": ("fp32_optimizer_state",),
 }
 
 #: the leader's share of the differential at or above which its own fixes are said (below it the
@@ -276,7 +320,86 @@ Evidence = Callable[[Run, Quantities, Symptom], "Msg | None"]
 # ------------------------------------------------------------------ evidence: facts of the log
 
 def _prev_rows(q: Quantities, sym: Symptom) -> np.ndarray:
-    return q.finite_loss[q.finite_loss < sym.row]
+    """The finite losses before the symptom (a NaN the text reports after the last logged row has
+    that row before it too)."""
+    upto = sym.row + 1 if sym.data.get("source") == "text" else sym.row
+    return q.finite_loss[q.finite_loss < upto]
+
+
+#: a NaN at or before this optimizer step (the trainer's step number, wherever the excerpt starts)
+#: comes in the first tens of updates, where a too-large LR blows up (the lr_too_high rule's first
+#: 50 steps); weights of its rows set on the dev split's NaN logs
+EARLY_STEPS = 50
+#: the median |change of ln loss| between consecutive points at or above which a loss swings
+#: (>= 20% per logged interval; set on the dev split's NaN logs)
+UNSTEADY = 0.2
+#: an LR at most this at the onset is too small to blow weights up (scalars.TINY_LR)
+LR_SMALL = 1e-5
+
+
+def _ev_early(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    if not steps_known(run) or sym.step > EARLY_STEPS or sym.step <= 0:
+        return None
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return None
+    return Msg("diff.ev.early", step=sym.step)
+
+
+def _ev_intermittent(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """>= 2 finite losses after the first NaN at <= 2x the median before it: the run came back."""
+    before = q.loss[_prev_rows(q, sym)]
+    after = q.loss[q.finite_loss[q.finite_loss > sym.row]]
+    if before.size == 0 or after.size < 2 or sym.data.get("source"):
+        return None
+    base = float(np.median(before))
+    back = int((np.abs(after) <= 2 * abs(base)).sum())
+    return Msg("diff.ev.intermittent", n=back, base=base) if back >= 2 else None
+
+
+def _ev_unsteady(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    x = q.loss[_prev_rows(q, sym)]
+    if x.size < 4 or (x <= 0).any():
+        return None
+    swing = float(np.median(np.abs(np.diff(np.log(x[-10:])))))
+    return Msg("diff.ev.unsteady", swing=swing) if swing >= UNSTEADY else None
+
+
+def _ev_lr_small(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    lr = _lr_at(q, sym.row)
+    return Msg("diff.ev.lr_small", lr=lr) if lr is not None and lr <= LR_SMALL else None
+
+
+def _ev_first_update(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The NaN is at the first update: the only finite row before it is the run's step 0, with a
+    finite loss and gradient norm."""
+    prev = _prev_rows(q, sym)
+    if prev.size != 1 or int(q.steps[prev[0]]) != 0 or not steps_known(run) or sym.data.get("source"):
+        return None
+    g = q.grad_norm[prev[0]]
+    calm = np.isfinite(g) and g <= FIRST_GRAD_MAX and abs(float(q.loss[prev[0]])) < 1e3
+    return Msg("diff.ev.first_update", g=float(g)) if calm and run.has("grad_norm") else None
+
+
+#: the step-0 gradient norm at most this for a NaN at the first update to be the optimizer's own
+#: arithmetic (healthy first norms are O(0.1-10); the zoo's unnormalised features start at 1.7e6,
+#: an explosion)
+FIRST_GRAD_MAX = 100.0
+
+
+def _ev_after_sane(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    x = q.loss[_prev_rows(q, sym)]
+    if x.size < 2 or sym.data.get("at_start") or float(np.max(np.abs(x))) >= 1e3:
+        return None
+    return Msg("diff.ev.after_sane", n=int(x.size), top=float(np.max(x)))
+
+
+def _ev_repeats(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.repeats", first=sym.data["first"], again=sym.data["again"]) if sym.kind == "repeat" else None
+
+
+def _ev_rising(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.rising", first=sym.data["first"], last=sym.data["last"]) if sym.data.get("rising") else None
 
 
 def _ev_fp16(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -365,7 +488,14 @@ def _ev_calm(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _ev_at_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    return Msg("diff.ev.at_start") if _prev_rows(q, sym).size == 0 else None
+    """Nothing finite before it, at the run's first steps (a first row at step 27 had 27 updates)."""
+    if _prev_rows(q, sym).size or (steps_known(run) and sym.step > START_STEPS):
+        return None
+    return Msg("diff.ev.at_start")
+
+
+#: a first logged step at or below this is before (or at) the first updates
+START_STEPS = 5
 
 
 def _lr_at(q: Quantities, row: int) -> float | None:
@@ -449,7 +579,8 @@ def _ev_recovered(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _ev_sudden(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    return Msg("diff.ev.sudden", ratio=sym.data["ratio"]) if sym.kind == "jump_stayed" else None
+    sudden = sym.kind == "jump_stayed" and not sym.data.get("climb")
+    return Msg("diff.ev.sudden", ratio=sym.data["ratio"]) if sudden else None
 
 
 def _ev_to_chance(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -465,8 +596,7 @@ def _ev_negative(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _ev_constant(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    x = q.loss[q.finite_loss]
-    return Msg("diff.ev.constant") if x.size >= 5 and float(np.ptp(x)) == 0.0 else None
+    return Msg("diff.ev.constant") if identical(run, q, q.loss[q.finite_loss]) else None
 
 
 def _ev_scale_below_one(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -488,8 +618,8 @@ def _ev_first_updates(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     i = sym.row
-    if sym.data.get("from_text"):
-        return None  # a NaN only the text tells: its row is the last one printed before it, finite
+    if sym.data.get("from_text") or sym.data.get("source"):
+        return None  # a NaN only the text tells, or a component's: not this row's gradient
     return Msg("diff.ev.loss_finite") if q.loss_logged[i] and np.isfinite(q.loss[i]) else None
 
 
@@ -510,6 +640,9 @@ EVIDENCE: dict[str, Evidence] = {
     "nan_input": ev_nan_input, "scale_floor": ev_scale_floor, "op_attention": ev_op_attention,
     "op_domain": ev_op_domain, "op_overflow": ev_op_overflow, "grad_text": ev_grad_text,
     "resumed": ev_resumed_here,
+    "first_updates": _ev_first_updates, "early": _ev_early, "intermittent": _ev_intermittent,
+    "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
+    "rising": _ev_rising, "first_update": _ev_first_update,
 }
 
 
@@ -566,13 +699,20 @@ def what(sym: Symptom) -> Msg:
         why = "diff.absurd.negative" if d["negative"] else "diff.absurd.huge" if abs(d["loss"]) >= 1e6 \
             else "diff.absurd.ce_high"
         return Msg("diff.what.absurd", loss=d["loss"], step=sym.step, why=Msg(why))
+    if sym.kind == "jump_stayed" and d.get("climb"):
+        return Msg("diff.what.climb", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"])
+    if sym.kind == "nonfinite" and d.get("source") == "component":
+        return Msg("diff.what.nonfinite_component", name=d["name"], step=sym.step)
+    if sym.kind == "nonfinite" and d.get("source") == "text":
+        return Msg("diff.what.nonfinite_text", step=sym.step)
     keys = {"nonfinite": ("step",), "spike": ("loss", "step", "ratio", "base", "before"),
             "jump_stayed": ("loss", "step", "ratio", "base", "before"),
             "rise": ("best", "best_step", "end", "ratio", "step"), "zero": ("n", "step"),
             "constant": ("level", "n"), "chance": ("level", "n", "k", "chance"),
             "grad_jump": ("g", "step", "ratio", "base"), "grad_level": ("median", "top"),
             "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
-            "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last")}[sym.kind]
+            "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
+            "no_fall": ("first", "low", "last", "n", "step", "end_step")}[sym.kind]
     return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
 
 
@@ -654,7 +794,9 @@ def fill_gaps(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]
 def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]:
     """The curve-only rules' default causes, weighed again: a NaN named `nonfinite_data` from the
     curve's calm alone (confidence <= 0.5), and a loss of exactly 0 named `label_mask_empty` from the
-    loss alone, are replaced by the differential's finding when its evidence ranks another cause first."""
+    loss alone, are replaced by the differential's finding when its evidence ranks another cause first;
+    an `lr_too_high` NaN whose only evidence is "never improved" (`SOFT_LR_KEYS`) always is (then
+    the LR is as certain as the log's evidence makes it, with the runner-up named)."""
     if run.has("label_ignored_frac") or run.event("batch_nonfinite_detail"):
         return findings
     out = []
@@ -664,8 +806,9 @@ def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding
             g = finding_for(run, q, sym)
             # the curve rule weighed the curve already: only evidence it cannot see (the precision,
             # the text's events, the LR) moves the cause
-            if g.cause != f.cause and (g.cause in FP16_CAUSES + TEXT_CAUSES
-                                       or f.cause == "label_mask_empty"):
+            if _soft_lr_default(f) or g.cause != f.cause and (
+                    g.cause in FP16_CAUSES + TEXT_CAUSES + ("lr_schedule_error", "label_mask_empty")
+                    or f.cause == "label_mask_empty"):
                 g.step = f.step
                 f = g
         out.append(_precision_first(run, q, f))
@@ -696,8 +839,18 @@ def _precision_first(run: Run, q: Quantities, f: Finding) -> Finding:
     return f
 
 
+#: the evidence of the LR rule's "never improved, then NaN" when it is all that rule saw: a
+#: default (a loss that fell 17% in three points and then went NaN says nothing of the LR by itself)
+SOFT_LR_KEYS = frozenset({"lr.high.never_improved", "lr.high.peak_at"})
+
+
+def _soft_lr_default(f: Finding) -> bool:
+    keys = {getattr(m, "key", None) for m in f.evidence}
+    return f.cause == "lr_too_high" and f.symptom == "nonfinite" and bool(keys) and keys <= SOFT_LR_KEYS
+
+
 def _default_symptom(q: Quantities, f: Finding) -> Symptom | None:
-    if f.cause == "nonfinite_data" and f.symptom == "nonfinite" and f.confidence <= 0.5:
+    if f.cause == "nonfinite_data" and f.symptom == "nonfinite" and f.confidence <= 0.5 or _soft_lr_default(f):
         kind = "nonfinite"
     elif f.cause == "label_mask_empty" and f.symptom == "zero_loss":
         kind = "zero"

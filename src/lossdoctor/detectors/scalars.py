@@ -34,6 +34,24 @@ COMMON_K = (2, 3, 4, 5, 6, 8, 10, 16, 20, 32, 64, 100, 128, 200, 256, 1000, 1024
 TINY_LR = 1e-5
 
 
+#: a progress bar may redraw the same values for a while between refreshes late in a run (the
+#: Colab-era Lightning bar, logging every 50 steps by default): identical bar values over fewer
+#: consecutive steps than this, past the run's first this many steps, are no frozen model
+BAR_CADENCE = 50
+
+
+def bar_redraw(run: Run, q: Quantities, n: int) -> bool:
+    """The n finite losses are progress-bar points past the run's first BAR_CADENCE steps,
+    consecutive and over fewer than BAR_CADENCE steps: what a bar may redraw between refreshes. (At
+    the run's start the first updates move the loss most: identical values there are no redraw.)"""
+    lf = q.finite_loss
+    if lf.size == 0:
+        return False
+    span = int(q.steps[lf[-1]] - q.steps[lf[0]])
+    return run.meta.get("framework") == "tqdm" and span < BAR_CADENCE and span <= 2 * max(1, n - 1) \
+        and int(q.steps[lf[0]]) >= BAR_CADENCE
+
+
 def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
     """The chance-level loss `level` sits at: the run's own (`chance_loss` in its meta) or ln K of a
     common class count K, within 0.2%. None when it matches neither."""
@@ -176,7 +194,8 @@ def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat
     no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (pn.size >= 5 and float(np.ptp(pn)) == 0.0
                                                                  and float(pn[0]) > 0)
     return _Flat(lr=lr, warming=warming, gn=gn, step=step, verdict=verdict, tiny_lr=tiny_lr, level=level,
-                 spread=spread, constant=spread <= 1e-4 * max(level, 1e-3), chance=chance,
+                 spread=spread, constant=spread <= 1e-4 * max(level, 1e-3) and not bar_redraw(run, q, x.size),
+                 chance=chance,
                  zero_grad=gn.size >= 3 and float(np.max(gn)) <= 1e-8, measured=int(max(ur.size, pn.size)),
                  no_update=no_update)
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..records import Run
 from .quantities import Quantities
-from .scalars import COMMON_K
+from .scalars import COMMON_K, bar_redraw
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,22 @@ class SymptomLimits:
     chance_tol: float = 0.025
     chance_points: int = 6
     #: points exactly equal (to the digits printed), and printed with at most this relative step
-    constant_points: int = 5
+    #: (three identical values are no batch noise: issue 25's "exactly constant")
+    constant_points: int = 3
     constant_resolution: float = 0.01
+    #: a block of this many consecutive, distinct values recurring exactly later in the log: the same
+    #: batches give the same loss, so the weights did not change between the two passes
+    repeat_block: int = 4
+    #: a log of the run's start whose loss never fell: at least this many points, the start shown
+    #: (first logged step at most `start_steps`), no point below (1 - no_fall_tol) x the first, and
+    #: rising (Kendall's tau of loss against step >= rise_tau: P < 0.05 for 8 points of pure noise)
+    #: or this long (`no_fall_long`: a healthy run's first 30 logged points fall); a real 8-step
+    #: SGD start on batches of 16 stays within 2% of its first loss, so a short flat one is no symptom
+    no_fall_points: int = 8
+    start_steps: int = 5
+    no_fall_tol: float = 0.02
+    rise_tau: float = 0.5
+    no_fall_long: int = 30
     #: a log of this many steps or more shows more than a warm-up's first moments
     span_steps: int = 100
 
@@ -120,8 +134,8 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
-    for fn in (_nonfinite, _absurd, _jumps, _divergence, _zero_or_constant, _chance_plateau,
-               _grad, _scale, _skips, _lr):
+    for fn in (_nonfinite, _absurd, _jumps, _divergence, _zero_or_constant, _chance_plateau, _repeats,
+               _no_fall, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -132,8 +146,26 @@ def _sym(q: Quantities, kind: str, row: int, **data: Any) -> Symptom:
 
 
 def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
+    """A non-finite loss or gradient norm; or, where no logged value is, a component loss the log
+    printed as NaN/Inf, or a NaN/Inf warning at or after the last logged step (the run stopped on
+    it: `Loss is nan, stopping training`)."""
     i = q.first_bad
-    return [] if i is None else [_sym(q, "nonfinite", i)]
+    if i is not None:
+        return [_sym(q, "nonfinite", i)]
+    if q.n == 0:
+        return []
+    for step, comps in sorted(run.event("loss_components").items()):
+        bad = [k for k, v in comps.items() if isinstance(v, (int, float)) and not math.isfinite(v)] \
+            if isinstance(comps, dict) else []
+        if bad:
+            row = min(int(np.searchsorted(q.steps, int(step))), q.n - 1)
+            return [_sym(q, "nonfinite", row, source="component", name=str(bad[0]))]
+    late = [s for s in text_events(run, "nonfinite_warning") if s >= int(q.steps[-1])]
+    if not late:
+        return []
+    sym = _sym(q, "nonfinite", q.n - 1, source="text")
+    sym.step = int(late[0])
+    return [sym]
 
 
 def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float, float] | None:
@@ -224,11 +256,15 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         back = bool((after < LIMITS.recovered * base).any()) if after.size else None
         if back is None and _at_large_chance(run, float(x[j])):
             back = False  # the last point, at a large softmax's chance level: the weights were wrecked
+        climb = back is None and j >= 2 and bool(x[j - 1] >= LIMITS.diverged * base)
+        if climb:
+            back = False  # the last point, the second of two rising intervals (x1.5, then beyond): a climb
         kind = "spike" if back is not False else "jump_stayed"
         if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
             continue  # a long log's one-off that came back: the spike rule tuned for it judges
-        return [_sym(q, kind, lf[j], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
-                     before=int(min(j, LIMITS.history)), after=int(after.size))]
+        on = j - 1 if climb else j  # a climb begins at its first raised point
+        return [_sym(q, kind, lf[on], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
+                     before=int(min(j, LIMITS.history)), after=int(after.size), climb=climb)]
     return []
 
 
@@ -326,8 +362,8 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
 
 
 def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
-    """Every loss point exactly 0 (>= 3 points), or exactly equal (>= 5 points, printed fine
-    enough to show a 1% fall, over the run's start or >= 10 points)."""
+    """Every loss point exactly 0 (>= 3 points), or exactly equal (`identical`) and not at a chance
+    level (`_chance_plateau` names those with their K)."""
     lf = q.finite_loss
     x = q.loss[lf]
     if x.size < 3:
@@ -337,13 +373,90 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     # converged towards 0 and printed 0.0 is the run done, not broken)
     if float(np.mean(x == 0.0)) >= 0.9 and (z == 0 or float(x[z - 1]) >= 0.05):
         return [_sym(q, "zero", lf[z], n=int((x == 0.0).sum()))]
-    if x.size < LIMITS.constant_points or float(np.ptp(x)) != 0.0 or x[0] <= 0:
-        return []
-    digits = _resolution(float(x[0]))
-    covers_start = int(q.steps[lf[0]]) <= 10 or x.size >= 10
-    if digits / float(x[0]) > LIMITS.constant_resolution or not covers_start:
-        return []
+    ch = chance_of(run, float(x[0]))
+    if not identical(run, q, x) or (ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]):
+        return []  # at ln K: `_chance_plateau` names it with its K
     return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
+
+
+def identical(run: Run, q: Quantities, x: np.ndarray) -> bool:
+    """>= constant_points finite losses, all exactly equal and not 0, printed fine enough to show a 1%
+    fall (or exactly 1, the ceiling of a bounded loss such as 1 - dice), and not a progress bar's
+    redraw (`scalars.bar_redraw`)."""
+    if x.size < LIMITS.constant_points or float(np.ptp(x)) != 0.0 or x[0] == 0:
+        return False
+    if _resolution(float(x[0])) / abs(float(x[0])) > LIMITS.constant_resolution and float(x[0]) != 1.0:
+        return False
+    return not bar_redraw(run, q, x.size)
+
+
+def steps_known(run: Run) -> bool:
+    """The log's steps are the trainer's steps, not line numbers or epochs the reader counted."""
+    return not any(getattr(n, "key", None) in STEPLESS for n in run.notes)
+
+
+#: the readers' notes that say a log's steps are line numbers or epochs, not optimizer steps
+STEPLESS = ("console.numbered", "text.numbered", "console.epoch_is_step", "text.epoch_is_step")
+
+
+def _repeats(run: Run, q: Quantities) -> list[Symptom]:
+    """A block of `repeat_block` consecutive, distinct losses (printed to >= 3 significant digits)
+    that recurs exactly at later steps: the same batches gave the same losses, so the weights did
+    not change in between (a second epoch repeating the first one's losses)."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    b = LIMITS.repeat_block
+    if x.size < 2 * b or x.size > 100000 or identical(run, q, x):
+        return []
+    st = q.steps[lf]
+    w = np.lib.stride_tricks.sliding_window_view(x, b)
+    rows = np.flatnonzero(np.all(np.diff(np.sort(w, axis=1), axis=1) != 0, axis=1))
+    if rows.size < 2:
+        return []
+    blocks = np.ascontiguousarray(w[rows], dtype=np.float64).view(np.dtype((np.void, 8 * b))).ravel()
+    _, first, inv = np.unique(blocks, return_index=True, return_inverse=True)
+    start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
+    for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
+        i, j = int(rows[k]), int(start[k])
+        if all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i:i + b]):
+            return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
+    return []
+
+
+def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
+    """A log that shows the run's start (first step <= start_steps, the steps the trainer's) with
+    >= no_fall_points losses none of which fell below (1 - no_fall_tol) x the first, rising or
+    >= no_fall_long points, while the LR (where logged) is not still climbing: training that makes
+    no progress from the first step. (A healthy run's loss falls below its first value within its
+    first logged points; one that plateaus later has fallen first.)"""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < LIMITS.no_fall_points or int(q.steps[lf[0]]) > LIMITS.start_steps or x[0] <= 0 \
+            or not steps_known(run):
+        return []
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return []  # an HF console paste from epoch 1 on: not the run's start
+    if float(np.min(x[1:])) < (1 - LIMITS.no_fall_tol) * float(x[0]) or identical(run, q, x):
+        return []
+    lr = q.lr[lf]
+    lr = lr[np.isfinite(lr)]
+    if lr.size >= 2 and lr[-1] >= 1.5 * lr[0] and lr[-1] > 0:
+        return []  # a warm-up: too early to call it stuck
+    tau = kendall_tau(x[:200])
+    if tau < LIMITS.rise_tau and x.size < LIMITS.no_fall_long:
+        return []
+    return [_sym(q, "no_fall", lf[0], first=float(x[0]), low=float(np.min(x)), last=float(x[-1]),
+                 n=int(x.size), end_step=int(q.steps[lf[-1]]), rising=bool(tau >= LIMITS.rise_tau), tau=tau)]
+
+
+def kendall_tau(x: np.ndarray) -> float:
+    """Kendall's tau of x against its index: +1 rising at every pair, -1 falling, ~0 noise."""
+    n = x.size
+    if n < 2:
+        return 0.0
+    d = np.sign(x[None, :] - x[:, None])
+    return float(np.triu(d, 1).sum()) / (n * (n - 1) / 2)
 
 
 def _resolution(v: float) -> float:
@@ -372,10 +485,11 @@ def chance_of(run: Run, level: float) -> tuple[float, int] | None:
 
 def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     """Every point within `chance_tol` of ln K and not falling, on >= 6 points spanning >= 100
-    steps (or >= 20 points): a model that has learnt nothing about its labels."""
+    steps (or >= 20 points), or >= 3 identical points at ln K (no batch noise to wait out): a model
+    that has learnt nothing about its labels."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size < LIMITS.chance_points:
+    if x.size < (LIMITS.constant_points if x.size and float(np.ptp(x)) == 0.0 else LIMITS.chance_points):
         return []
     level = float(np.median(x))
     ch = chance_of(run, level)
@@ -383,7 +497,9 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
         return []
     c, k = ch
     span = int(q.steps[lf[-1]] - q.steps[lf[0]])
-    if float(np.max(np.abs(x - c))) > LIMITS.chance_tol * c or (span < LIMITS.span_steps and x.size < 20):
+    exact = float(np.ptp(x)) == 0.0  # identical values at chance: no batch noise to wait out
+    if float(np.max(np.abs(x - c))) > LIMITS.chance_tol * c or (
+            not exact and span < LIMITS.span_steps and x.size < 20):
         return []
     third = max(1, x.size // 3)
     if float(np.median(x[-third:])) < float(np.median(x[:third])) - 0.005 * c:

@@ -4,6 +4,18 @@ TEMPLATES = {
     # the symptoms, as the log shows them
     "diff.what.nonfinite": ("the loss or the gradient norm went non-finite at step {step}",
                             "loss 或 grad norm 在 step {step} 变成了 NaN/Inf"),
+    "diff.what.nonfinite_component": ("the component loss {name} is non-finite at step {step}",
+                                      "分项 loss {name} 在 step {step} 为 NaN/Inf"),
+    "diff.what.nonfinite_text": ("the log reports a NaN/Inf loss at step {step}, after its last logged value",
+                                 "日志在最后一个记录值之后的 step {step} 报告 loss 为 NaN/Inf"),
+    "diff.what.repeat": (
+        "the losses of steps {first} on ({n} in a row) recur exactly at step {step} ({again}): the same batches "
+        "gave the same losses",
+        "从 step {first} 起连续 {n} 个 loss 在 step {step}（{again}）处完全重复：同样的 batch 给出了同样的 loss"),
+    "diff.what.no_fall": (
+        "the loss never fell below its first value {first} over {n} points from step {step} to {end_step} "
+        "(lowest {low}, last {last})",
+        "从 step {step} 到 {end_step} 的 {n} 个点上 loss 从未低于起始值 {first}（最低 {low}，最后 {last}）"),
     "diff.what.spike": (
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, beyond their own noise",
@@ -12,6 +24,10 @@ TEMPLATES = {
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, and did not come back",
         "loss 在 step {step} 跳到 {loss}，是之前 {before} 个点中位数 {base} 的 {ratio} 倍，之后没有回落"),
+    "diff.what.climb": (
+        "the loss climbed from step {step} over two logged intervals to {loss}, {ratio}x the median {base} "
+        "of the points before",
+        "loss 自 step {step} 起在两个记录间隔内升到 {loss}，是之前各点中位数 {base} 的 {ratio} 倍"),
     "diff.what.rise": (
         "the loss rose from its best {best} (step {best_step}) to {end} at the end of the log ({ratio}x), "
         "from step {step} on",
@@ -93,6 +109,21 @@ TEMPLATES = {
     "diff.ev.loss_moving": ("the loss moves from step to step", "loss 在各 step 之间有变化"),
     "diff.ev.first_updates": ("it came after only {n} logged step(s) of the run's start: the first updates",
                               "它出现在训练开始后仅 {n} 个记录的 step：即最初的几次更新"),
+    "diff.ev.early": ("it came at step {step}, within the run's first 50 updates",
+                      "它出现在 step {step}，即训练最初的 50 次更新之内"),
+    "diff.ev.intermittent": ("{n} finite losses after it at the earlier level ({base}): the weights survived",
+                             "之后有 {n} 个有限的 loss 回到先前水平（{base}）：权重没有被破坏"),
+    "diff.ev.unsteady": ("before it the loss swung by a median {swing} in ln per logged interval (>= 20%)",
+                         "在此之前 loss 每个记录间隔的 ln 变化中位数为 {swing}（≥ 20%）：在剧烈摆动"),
+    "diff.ev.lr_small": ("the LR there is {lr}, too small to blow the weights up",
+                         "那里的 LR 为 {lr}，小到不足以让权重爆炸"),
+    "diff.ev.first_update": ("it came at the first update, from a finite loss and gradient norm ({g}) at step 0",
+                             "它出现在第一次更新时，而 step 0 的 loss 与 grad norm（{g}）都是有限值"),
+    "diff.ev.after_sane": ("the {n} losses before it were in range (at most {top})",
+                           "它之前的 {n} 个 loss 都在正常范围内（至多 {top}）"),
+    "diff.ev.repeats": ("the losses from step {first} recur exactly from step {again}",
+                        "从 step {first} 起的 loss 在 step {again} 起完全重复"),
+    "diff.ev.rising": ("the loss rose from {first} to {last}", "loss 从 {first} 升到 {last}"),
     "diff.ev.loss_finite": ("the loss was still finite at that step", "该 step 的 loss 仍是有限值"),
     # the measurement that separates the leader from the runner-up
     "diff.sep.generic": ("log the gradient norm, the LR and the loss scale every step and look at step {step}",
@@ -126,6 +157,8 @@ TEMPLATES = {
                              "在同一个 batch 上反复训练：loss 能降到接近 0 就排除了优化器的问题"),
     "diff.sep.print_schedule": ("print the scheduler's LR for the first and the last steps of the run",
                                 "打印调度器在训练开头和结尾几步的 LR"),
+    "diff.sep.lr_both": ("re-run 100 steps at 3x and at 1/3 of the LR: the one that falls faster names the side",
+                         "分别以 3 倍和 1/3 的 LR 重跑 100 步：下降更快的那个说明 LR 偏向哪一边"),
     "diff.sep.first_forward": ("run one forward pass before any update and compare the loss with ln(classes)",
                                "在任何更新之前做一次前向，把 loss 与 ln(类别数) 比较"),
     # fixes
@@ -156,6 +189,10 @@ TEMPLATES = {
                              "在同一个 batch 上反复训练；若 loss 能下降，检查标签"),
     "diff.fix.raise_lr": ("raise the learning rate to the usual range for the optimizer",
                           "把学习率提高到该优化器的常用范围"),
+    "diff.fix.fp32_optimizer_state": (
+        "keep the weights and the optimizer state in fp32 (autocast for the forward only), or raise Adam's "
+        "eps to 1e-4 if they must stay fp16",
+        "把权重和优化器状态保持在 fp32（只对前向用 autocast）；若必须用 fp16，把 Adam 的 eps 提高到 1e-4"),
     "diff.fix.first_forward": ("check the init and the inputs' scale on the first batch",
                                "在第一个 batch 上检查初始化和输入的尺度"),
 }

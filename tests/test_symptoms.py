@@ -1,0 +1,322 @@
+"""Symptoms at any length, judged against the log's own noise (detectors/symptoms.py), and the
+differential's evidence for the causes behind them (detectors/differential.py).
+
+Each symptom fires on a short and on a long log and stays silent on healthy ones of both lengths.
+The faulty logs carry the numbers of failures seen in real logs (a loss flat at exactly ln 10, three
+points exactly 1.0, an epoch whose losses repeat the last one's, a loss that never leaves its first
+value, "Loss is nan, stopping training" after the last line); the healthy ones are real torch
+training loops (noisy small batches with ordinary spikes, a plateau at the end of training, a loss
+that starts at chance and falls) and files written the way the trainers print them, read by the
+real readers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from lossdoctor.detectors.differential import finding_for
+from lossdoctor.detectors.engine import diagnose_runs
+from lossdoctor.detectors.quantities import Quantities
+from lossdoctor.detectors.symptoms import symptoms_of
+from lossdoctor.records import from_columns
+from lossdoctor.sources import load_path
+
+
+def _alarms(report):
+    return [f for f in report.findings if f.severity in ("warning", "critical")]
+
+
+def _keys(f):
+    return [getattr(m, "key", None) for m in f.evidence]
+
+
+def _kinds(run):
+    return [s.kind for s in symptoms_of(Quantities(run))]
+
+
+def _show(report):
+    return [(f.cause, f.symptom, f.severity, f.step, _keys(f)[:4]) for f in report.findings]
+
+
+def _noisy(n, level, rel=0.02, seed=0):
+    g = np.random.default_rng(seed)
+    return [level * math.exp(rel * g.standard_normal()) for _ in range(n)]
+
+
+def _diagnose(steps, cols, **kw):
+    return diagnose_runs([from_columns(steps, cols, **kw)])
+
+
+def _symptom_finding(report, what):
+    """The alarm whose first sentence is the symptom `what` (a `diff.what.*` key)."""
+    return next((f for f in _alarms(report) if _keys(f)[:1] == [what]), None)
+
+
+# ------------------------------------------------------------------ exactly constant
+
+@pytest.mark.parametrize("n,level,start", [(3, 1.0, 172), (40, 0.8731, 0)])
+def test_identical_losses_are_a_stall_at_their_first_step(n, level, start):
+    steps = [start + 9 * i for i in range(n)]
+    r = _diagnose(steps, {"loss": [level] * n, "lr": [1e-4] * n})
+    f = next((f for f in _alarms(r) if f.symptom in ("stall", "plateau")), None)
+    assert f is not None and f.severity == "warning" and f.step == start, _show(r)
+    assert f.cause == "frozen_model", _show(r)
+    assert r.status != "inconclusive"
+
+
+def test_coarsely_printed_identical_losses_are_no_symptom():
+    # "loss 0.12" three times: two significant digits cannot show a 1% fall
+    run = from_columns([100, 110, 120], {"loss": [0.12, 0.12, 0.12]})
+    assert "constant" not in _kinds(run)
+
+
+@pytest.mark.parametrize("n", [4, 30])
+def test_identical_losses_at_ln_k_are_a_chance_plateau_naming_k(n):
+    r = _diagnose([10 * i for i in range(n)], {"loss": [2.3026] * n})
+    f = next((f for f in _alarms(r) if f.symptom == "plateau"), None)
+    assert f is not None and f.severity == "warning" and f.step == 0, _show(r)
+    # the differential's sentence (any length), or the flat-loss rule's (>= 10 points) that it defers to
+    chance = next(m for m in f.evidence if m.key in ("diff.what.chance", "scalars.flat.chance"))
+    assert chance.values.get("k") == 10 or chance.values.get("name") == "ln(10)", chance.values
+    assert {"diff.ev.constant", "scalars.flat.constant"} & set(_keys(f))
+
+
+def test_a_loss_that_starts_at_chance_and_falls_is_no_plateau():
+    for seed in range(2):
+        cols = _train(12, seed=seed, batch=64)
+        assert abs(cols["loss"][0] - math.log(4)) < 0.3  # a 4-class classifier starts near ln 4
+        r = _diagnose(range(12), cols)
+        assert not [f for f in _alarms(r) if str(_keys(f)[0]).startswith("diff.")], _show(r)
+
+
+# ------------------------------------------------------------------ losses that recur exactly
+
+def test_an_epoch_whose_losses_repeat_the_last_ones_is_a_frozen_model_short():
+    epoch = [0.9741, 1.3742, 1.239, 0.967, 1.0386, 1.1681, 1.224, 0.961]
+    r = _diagnose(range(14), {"loss": epoch + epoch[:6]})
+    f = _symptom_finding(r, "diff.what.repeat")
+    assert f is not None and f.symptom == "stall" and f.step == 8 and f.cause == "frozen_model", _show(r)
+    assert "diff.ev.repeats" in _keys(f)
+    assert f.evidence[0].values["first"] == 0 and f.evidence[0].values["again"] == 8
+
+
+def test_an_epoch_whose_losses_repeat_the_last_ones_is_a_frozen_model_long():
+    epoch = [round(v, 4) for v in _noisy(50, 2.1, rel=0.1, seed=7)]
+    r = _diagnose(range(150), {"loss": epoch * 3, "lr": [3e-4] * 150})
+    f = _symptom_finding(r, "diff.what.repeat")
+    assert f is not None and f.step == 50 and f.cause == "frozen_model", _show(r)
+
+
+def test_a_resumed_run_printing_its_steps_again_is_no_repeat():
+    # the same step numbers logged twice (a restart from a checkpoint): one row per step, no recurrence
+    loss = [round(v, 4) for v in _noisy(20, 1.7, rel=0.05, seed=3)]
+    run = from_columns(list(range(20)) + list(range(10, 20)), {"loss": loss + loss[10:]})
+    assert "repeat" not in _kinds(run)
+
+
+# ------------------------------------------------------------------ a loss that never leaves its start
+
+@pytest.mark.parametrize("n", [11, 60])
+def test_a_loss_that_never_falls_below_its_first_value_is_a_plateau(n):
+    g = np.random.default_rng(n)
+    loss = [round(0.46 + 0.008 * i * 11 / n + 0.01 * abs(g.standard_normal()), 2) for i in range(n)]
+    r = _diagnose([5 * i for i in range(n)], {"loss": loss})
+    f = _symptom_finding(r, "diff.what.no_fall")
+    assert f is not None and f.symptom == "plateau" and f.severity == "warning" and f.step == 0, _show(r)
+    ranked = f.evidence[_keys(f).index("diff.ranked")]
+    assert ranked.values["second"]  # the cause is uncertain: the runner-up is named
+    assert f.confidence <= 0.6
+
+
+def test_an_excerpt_from_mid_run_that_does_not_fall_is_no_stuck_start():
+    # lines of epochs 25-27 of an LM printed without a step: the reader numbers the lines
+    loss = [4.02, 4.05, 4.09, 4.03, 4.10, 4.12, 4.08, 4.15, 4.13, 4.18]
+    run = from_columns(range(1, 11), {"loss": loss})
+    assert "no_fall" in _kinds(run)  # as if line 1 were the run's first step...
+    run.notes.append(_numbered_note(len(loss)))
+    assert "no_fall" not in _kinds(run)  # ...but the reader says the steps are line numbers
+
+
+def _numbered_note(n):
+    from lossdoctor.messages import Msg
+
+    return Msg("console.numbered", n=n)
+
+
+# ------------------------------------------------------------------ non-finite the log only reports
+
+def test_a_nan_line_after_the_last_logged_loss_is_critical_at_its_step(tmp_path):
+    p = tmp_path / "train.log"
+    p.write_text("[11:41:33.534863] Epoch: [8]  [ 200/2293]  eta: 1:52:52  lr: 0.000004  loss: 0.2606 (0.2654)  "
+                 "time: 3.0808  data: 0.0002  max mem: 32637\n"
+                 "[11:41:59.064379] Loss is nan, stopping training\n", encoding="utf-8")
+    r = diagnose_runs(load_path(p))
+    f = next((f for f in _alarms(r) if f.symptom == "nonfinite"), None)
+    assert f is not None and f.severity == "critical", _show(r)
+    assert _keys(f)[0] == "diff.what.nonfinite_text"
+    assert f.step >= 18000  # the step the NaN line was placed at, past the last logged row
+    assert f.cause != "lr_too_high"  # an LR of 4e-6 blows no weights up
+    assert r.status == "critical"
+
+
+def test_a_component_loss_printed_as_inf_is_critical():
+    run = from_columns([8391], {"loss": [0.0123]},
+                       events={"loss_components": {8391: {"value_function_loss": float("inf")}}})
+    r = diagnose_runs([run])
+    f = next((f for f in _alarms(r) if f.symptom == "nonfinite"), None)
+    assert f is not None and f.severity == "critical" and f.step == 8391, _show(r)
+    assert f.evidence[0].key == "diff.what.nonfinite_component"
+    assert f.evidence[0].values["name"] == "value_function_loss"
+
+
+# ------------------------------------------------------------------ the differential of a NaN
+
+def test_nans_between_finite_losses_at_the_old_level_rank_a_forward_overflow_above_the_lr():
+    loss = [5.6332, 5.3049, 5.9116, 5.7517, 5.6231, float("nan"), 5.0968, float("nan"), 5.8938, 6.1305,
+            5.9105, 5.4063, 5.2371, float("nan"), float("nan"), 5.4602, float("nan"), 5.5166, 5.0093, float("nan")]
+    r = _diagnose(range(1, 21), {"loss": loss, "lr": [2e-4] * 20})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert f.cause in ("activation_overflow", "nonfinite_data"), _show(r)
+    assert "diff.ev.intermittent" in _keys(f), _keys(f)
+
+
+def test_a_loss_swinging_before_its_nan_ranks_the_lr_first():
+    loss = [1.1089, 1.537, 0.8661, 1.3271, 1.2003] + [float("nan")] * 5
+    r = _diagnose(range(1, 11), {"loss": loss})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert f.cause == "lr_too_high" and f.step == 6, _show(r)
+    assert "diff.ev.unsteady" in _keys(f)
+
+
+def test_a_first_logged_nan_at_step_27_is_not_before_any_update():
+    run = from_columns([27], {"loss": [float("nan")]})
+    q = Quantities(run)
+    f = finding_for(run, q, next(s for s in symptoms_of(q) if s.kind == "nonfinite"))
+    assert "diff.ev.at_start" not in _keys(f)
+    assert f.severity == "critical" and f.step == 27 and f.confidence <= 0.5
+    assert "diff.separate" in _keys(f)  # the measurement that would tell the two leaders apart
+    run = from_columns([0], {"loss": [float("nan")]})
+    q = Quantities(run)
+    f = finding_for(run, q, next(s for s in symptoms_of(q) if s.kind == "nonfinite"))
+    assert "diff.ev.at_start" in _keys(f) and f.cause == "nonfinite_data"
+
+
+def test_a_nan_after_a_short_fall_is_not_a_confident_lr_without_an_lr():
+    r = _diagnose([0, 10, 20, 30], {"loss": [2.3, 2.1, 1.9, float("nan")]})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert f.severity == "critical" and f.step == 30, _show(r)
+    assert f.confidence < 0.8 and "diff.ranked" in _keys(f), _show(r)
+
+
+def test_an_absurd_loss_after_sane_ones_is_no_bad_init():
+    r = _diagnose(range(4), {"loss": [1.1, 1.0, 0.95, 5e26]})
+    f = next(f for f in _alarms(r) if f.symptom == "divergence")
+    assert f.severity == "critical" and f.step == 3 and f.cause != "bad_init", _show(r)
+    assert "diff.ev.after_sane" in _keys(f)
+
+
+# ------------------------------------------------------------------ healthy runs stay quiet
+
+def _train(steps, *, batch=64, lr=0.05, seed=0):
+    """A real 4-class classifier on separable data under SGD; the columns a user's logger keeps."""
+    torch.manual_seed(seed)
+    w = torch.randn(16, 4)
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
+    o = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    cols = {"loss": [], "grad_norm": [], "lr": []}
+    for _ in range(steps):
+        x = torch.randn(batch, 16)
+        y = (x @ w).argmax(1)
+        loss = F.cross_entropy(model(x), y)
+        o.zero_grad()
+        loss.backward()
+        gn = torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9)
+        o.step()
+        cols["loss"].append(float(loss.detach()))
+        cols["grad_norm"].append(float(gn))
+        cols["lr"].append(o.param_groups[0]["lr"])
+    return cols
+
+
+def _diff_alarms(report):
+    return [(f.cause, f.symptom, f.step, _keys(f)[:1]) for f in _alarms(report) if str(_keys(f)[0]).startswith("diff.")]
+
+
+@pytest.mark.parametrize("steps,batch", [(8, 16), (300, 4)])
+def test_noisy_healthy_runs_of_both_lengths_have_no_symptom(steps, batch):
+    for seed in range(2):
+        cols = _train(steps, batch=batch, seed=seed)
+        r = _diagnose(range(steps), {k: [round(v, 4) for v in c] for k, c in cols.items()})
+        assert not _diff_alarms(r), (steps, seed, _diff_alarms(r))
+
+
+@pytest.mark.parametrize("tail", [6, 40])
+def test_a_healthy_plateau_at_the_end_of_training_has_no_symptom(tail):
+    cols = _train(400, batch=64, lr=0.05, seed=1)
+    keep = slice(400 - tail, 400)  # an excerpt pasted from the end of a converged run
+    r = _diagnose(range(400 - tail, 400), {k: [round(v, 4) for v in c[keep]] for k, c in cols.items()})
+    assert not _diff_alarms(r), _diff_alarms(r)
+
+
+def test_a_late_progress_bar_redrawing_its_value_is_no_frozen_model(tmp_path):
+    p = tmp_path / "bar.txt"
+    p.write_text("".join(f"Epoch 0:  97% {s}/1702 [13:00<00:24,  2.11it/s, loss=0.158, v_num=0, train_loss=0.149]\n"
+                         for s in range(1651, 1665)), encoding="utf-8")
+    r = diagnose_runs(load_path(p))
+    assert not _alarms(r), _show(r)
+    # the same bar at the run's start: the first updates move the loss, identical values are no redraw
+    p.write_text("".join(f"Epoch 0:   0%|          | {s}/1793507 [00:02<611:40:05,  0.81it/s, v_num=12, "
+                         f"train_loss=10.90]\n" for s in range(1, 7)), encoding="utf-8")
+    r = diagnose_runs(load_path(p))
+    assert any(f.symptom in ("stall", "plateau") for f in _alarms(r)), _show(r)
+
+
+# ------------------------------------------------------------------ a climb over two intervals
+
+def test_a_loss_tripling_over_two_logged_intervals_is_a_divergence_from_its_first_raised_point():
+    r = _diagnose([0, 10, 20, 30, 40, 50], {"loss": [1.2, 1.1, 1.05, 1.0, 2.0, 3.1]})
+    f = next((f for f in _alarms(r) if f.symptom == "divergence"), None)
+    assert f is not None and f.severity == "critical" and f.step == 40, _show(r)
+    assert _keys(f)[0] == "diff.what.climb" and "diff.ev.sudden" not in _keys(f)
+    assert "diff.ranked" in _keys(f)  # no LR in the log: the cause is ranked, the runner-up named
+
+
+def test_a_last_point_that_jumps_alone_stays_a_spike():
+    r = _diagnose(range(6), {"loss": [1.2, 1.1, 1.05, 1.0, 1.02, 3.1]})
+    f = next((f for f in _alarms(r) if f.step == 5), None)
+    assert f is not None and f.symptom == "spike", _show(r)
+
+
+def test_identical_losses_off_the_configured_chance_level_are_still_constant():
+    # a 10-class config, a loss stuck at exactly 0.6931 (not ln 10): constant, not hidden as "chance"
+    run = from_columns([0, 10, 20, 30], {"loss": [0.6931] * 4}, meta={"n_classes": 10})
+    assert "constant" in _kinds(run) and "chance" not in _kinds(run)
+    run = from_columns([0, 10, 20], {"loss": [-1.5234] * 3})  # a negative NLL stuck exactly
+    assert "constant" in _kinds(run)
+
+
+def test_a_nan_from_the_very_first_update_of_a_calm_start_ranks_the_optimizers_arithmetic():
+    # Adam on fp16 weights: eps is 0 in fp16, the first update is 0/0 (the zoo's mlp_fp16_adam_eps, scalars only)
+    n = 11
+    r = _diagnose(range(n), {"loss": [0.2589] + [float("nan")] * (n - 1),
+                             "grad_norm": [0.3776] + [float("nan")] * (n - 1), "lr": [1e-3] * n})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert f.severity == "critical" and f.step == 1, _show(r)
+    assert f.cause == "precision_stall" and "diff.ev.first_update" in _keys(f), _show(r)
+    # a NaN later in a run is no first update
+    r = _diagnose(range(40), {"loss": _noisy(30, 1.2, seed=2) + [float("nan")] * 10, "lr": [1e-3] * 40})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert "diff.ev.first_update" not in _keys(f)
+
+
+def test_a_nan_after_a_first_step_that_had_already_exploded_is_no_optimizer_arithmetic():
+    # unnormalised regression features (the zoo's mlp_unnormalised_features): step 0 already at 1.7e6
+    r = _diagnose(range(4), {"loss": [64075.9, 2.6e32, float("inf"), float("nan")],
+                             "grad_norm": [1.66e6, 1.36e29, float("nan"), float("nan")], "lr": [0.05] * 4})
+    f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
+    assert f.cause != "precision_stall" and "diff.ev.first_update" not in _keys(f), _show(r)
