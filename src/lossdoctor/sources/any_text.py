@@ -64,6 +64,8 @@ _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-
 #: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
 _WRAP = re.compile(r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
                    r"float|np\.array)\(\s*\[*\s*['\"]?\s*$")
+#: a counter's name with its mode in parentheses (mmengine's `Epoch(train)`, `Iter(val)`)
+_MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
                         r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
@@ -71,7 +73,7 @@ _TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.I
 #: an evaluation word inside a series' own name (`val_loss`, `Validation Loss`, `eval/loss`)
 EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
 #: step-like names, best first
-_STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "it",
+_STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "iters", "it",
                "update", "updates", "n_updates", "num_updates", "batch", "total_timesteps", "timesteps")
 _EPOCH_NAMES = ("epoch", "epochs", "ep")
 #: total-loss names, best first: anything else holding `loss` is a guess
@@ -122,7 +124,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
-        piece = _WRAP.sub("", piece)
+        piece = _MODE.sub(r"\2 \1", _WRAP.sub("", piece))  # mmengine's `Iter(train)`, `Epoch(val)`
         m = _NAME.search(piece)
         names.append(m.group(1).strip(" ./-") if m else "")
     return names
@@ -137,6 +139,8 @@ class Template:
         self.order: list[int] = []  # index of the row in reading order (over all templates and tables)
         self.rows: list[list[float]] = []
         self.slash: list[bool] = [False] * len(names)  # slot j is printed as `N/TOTAL` (slot j+1 the total)
+        self.bracketed: list[bool] = [False] * len(names)  # slot j is a bare `[N]` with no name
+        self.in_brackets: list[bool] = [False] * len(names)  # slot j is printed `[N]` (`Epoch: [0]`)
         self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
 
 
@@ -270,7 +274,10 @@ class TextParser:
                 return None
             names = slot_names(text, list(spans))
             t = Template(key, names, _eval_context(text, list(spans), names))
-            t.slash = [parts[j + 1].strip() == "/" for j in range(len(spans))]  # `N/TOTAL` counters
+            t.slash = [_slash(parts, j) for j in range(len(spans))]  # `N/TOTAL` counters
+            t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
+                             for j in range(len(spans))]
+            t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
             self.templates[key] = t
         return t, spans
 
@@ -434,6 +441,26 @@ def base_name(name: str) -> str:
     return n.rsplit("/", 1)[-1] if "/" in n.rstrip("/") else n
 
 
+def step_rank(name: str) -> int | None:
+    """The rank of a step counter's name (lower is better), None when it names no step: `iter`,
+    `global_step`, also after a training word (`train iter`: mmengine's `Iter(train)`)."""
+    n = base_name(name)
+    if n in _STEP_NAMES:
+        return _STEP_NAMES.index(n)
+    head, _, last = n.rpartition(" ")
+    if head and _TRAIN_WORD.fullmatch(head) and last in _STEP_NAMES:
+        return _STEP_NAMES.index(last)
+    return None
+
+
+def _slash(parts: list[str], j: int) -> bool:
+    """Whether number j is printed as `N/TOTAL` (`[ 50/500]`, `iteration 100/ 500000`), not as part of a
+    date (`12/01/2023`, `06/01 12:00:00`)."""
+    if j + 2 >= len(parts) or parts[j + 1].strip() != "/" or parts[j].endswith("/") or parts[j + 2].startswith("/"):
+        return False
+    return not (parts[j + 2].strip() == "" and j + 3 < len(parts) and parts[j + 3].startswith(":"))
+
+
 def _word(name: str) -> str:
     """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`)."""
     n = base_name(name).split()
@@ -447,11 +474,11 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     a = np.array(t.rows, dtype=np.float64) if t.rows else np.zeros((0, len(t.names)))
     whole = [j for j in range(a.shape[1]) if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j]))
              and np.all(a[:, j] >= 0)]
-    of_total = [j for j in whole if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1])]
+    of_total = [j for j in whole if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1])
+                and np.all(a[:, j] <= a[:, j + 1])]  # `06/01` (a date, day < month) is no counter
     counters = {k for j in of_total for k in (j, j + 1)}
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
-    named = [(_STEP_NAMES.index(base_name(t.names[j])), j) for j in whole if base_name(t.names[j]) in _STEP_NAMES
-             and j != epoch]
+    named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch]
     counters.update(j for _, j in named)
     if epoch is None and len(of_total) > 1:
         epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
@@ -459,15 +486,23 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
         counters.add(epoch)
     inner = min(named)[1] if named else next((j for j in reversed(of_total) if j != epoch), None)
     if inner is None:
+        inner = next((j for j in whole if t.bracketed[j] and np.all(np.diff(a[:, j]) > 0)), None)  # `[100] loss=`
+        if inner is not None:
+            counters.add(inner)
+    if inner is None:
         if epoch is not None and a.shape[0] and np.all(np.diff(a[:, epoch]) > 0):
             return a[:, epoch], counters, "epoch"
         return None, counters, "numbered"
     steps = a[:, inner]
-    if epoch is None or epoch > inner or np.all(np.diff(steps) >= 0) and not (inner in of_total):
+    if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or np.any(np.diff(a[:, epoch]) != 0)):
+        # no epoch, a counter that is not `N/TOTAL` within one epoch, or one that goes on across epochs
+        # (PaddleSeg's `epoch: 2, iter: 30/1000`): the counter as printed
         return steps, counters, "named" if named else "counter"
     per_epoch = a[0, inner + 1] if inner in of_total else np.max(steps) + 1
-    # an epoch printed `E/TOTAL` counts from 1 (`Epoch [1/10]`); a bare one as the ImageNet example's from 0
-    first = 1.0 if epoch in of_total and a.shape[0] and np.min(a[:, epoch]) >= 1 else 0.0
+    # an epoch printed `E/TOTAL` or as a bare number counts from 1 (`Epoch [1/10]`, OpenNMT's `Epoch  1,
+    # 12900/37527`); one in brackets as the PyTorch reference scripts' from 0 (`Epoch: [0][ 10/5005]`)
+    first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 \
+        else 0.0
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
 
 
@@ -487,7 +522,8 @@ def classify_slot(t: Template, j: int) -> str | None:
     n = base_name(raw)
     if n in t.losses:
         return "component"
-    comp_name = bool(_COMPONENT.search(n)) and total_rank(n) == 50 and not n.startswith(("total", "train", "tr."))
+    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) == 50 \
+        and not n.startswith(("total", "train", "tr."))
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
         return None
@@ -525,14 +561,40 @@ def choose(parser: TextParser) -> dict[str, Any]:
     summed = None
     if train is None and cands["component"]:
         summed = _summed(cands["component"])
-        if summed is None:
+        if summed is None and not adversaries(c[4].names[c[5]] for c in cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
-    if train is None and summed is None:
+    rival = train is None and summed is None and bool(cands["component"])
+    if train is None and summed is None and not rival:
         train = _bare(parser)
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
+    if rival:  # two adversaries only: their line is the one that holds them
+        main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
     return {"main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
+            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_LINES else [],
+            "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
             "components": [c[4:] for c in cands["component"]]}
+
+
+def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template, int]]:
+    """The other line templates holding the training loss under the same name and the same step
+    counters: the same training line with a field more or less (DeiT's MetricLogger adding `grad_norm`
+    once it is logged, TF's `loss = 2.3, step = 1` before `loss = 2.1, step = 101 (9.5 sec)`)."""
+    name = name_key(main.names[j])
+    _, counters, how = steps_of(main)
+    steps_named = sorted(name_key(main.names[k]) for k in counters)
+    out = []
+    for t in parser.templates.values():
+        if t is main or t.text in _NOT_LINES:
+            continue
+        for k, n in enumerate(t.names):
+            if name_key(n) != name or classify_slot(t, k) != "train":
+                continue
+            _, c2, how2 = steps_of(t)
+            if how2 == how and sorted(name_key(t.names[i]) for i in c2) == steps_named:
+                out.append((t, k))
+            break
+    return out
 
 
 def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, ...]]]:
@@ -553,12 +615,17 @@ def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, 
 _ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
 
 
+def adversaries(names: Iterable[str]) -> bool:
+    """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`)."""
+    return any(_ADVERSARIES.match(name_key(n)) for n in names)
+
+
 def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
     """With no total printed, the sum of the components is the loss (detectron2's and mmdetection's
     `losses = sum(loss_dict.values())`, YOLOv5's box + obj + cls) on the line that holds every
     component seen in the log; None when no line holds them all or they are two adversaries'."""
     names = {name_key(c[4].names[c[5]]) for c in found}
-    if len(names) < 2 or any(_ADVERSARIES.match(n) for n in names):
+    if len(names) < 2 or adversaries(names):
         return None
     by_t: dict[int, list[tuple[Any, ...]]] = {}
     for c in found:
@@ -602,8 +669,9 @@ class Placed:
 
     def __init__(self, main: Template, hints: list[tuple[int, float]] | None = None) -> None:
         steps, _, self.how = steps_of(main)
-        if steps is not None and np.sum(np.diff(steps) < 0) >= 2:
-            steps, self.how = None, "numbered"  # a counter that restarts (a batch within an epoch)
+        if steps is not None and (np.sum(np.diff(steps) < 0) >= 2 or len(steps) > 1 and np.all(np.diff(steps) == 0)):
+            # a counter that restarts (a batch within an epoch) or stays (Keras' `60000/60000` at each epoch's end)
+            steps, self.how = None, "numbered"
         if steps is None and hints:
             steps = _hinted(main.order, hints)
             self.how = "numbered" if steps is None else "hinted"
@@ -666,7 +734,7 @@ def build(parser: TextParser, what: str) -> Run:
     meta: dict[str, Any] = {"framework": "text"}
     notes: list[Msg] = []
     _loss_columns(picked, place, cols, meta, notes)
-    _other_columns(parser, place, cols)
+    _other_columns(parser, place, cols, picked["siblings"])
     comp_lines: dict[int, int] = {}
     components = _components(picked["components"], place, comp_lines)
     events: dict[str, dict[int, Any]] = {}
@@ -688,6 +756,8 @@ def build(parser: TextParser, what: str) -> Run:
         head_notes.append(Msg(shape, n=len(main.rows)))
     if "loss" not in cols:
         head_notes.append(Msg("source.not_in_log", signals=[Msg("signal.loss")]))
+    if picked["rivals"]:
+        head_notes.append(Msg("text.adversaries", keys=picked["rivals"]))
     run.notes.extend(head_notes + notes)
     return run
 
@@ -696,6 +766,8 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
                   meta: dict[str, Any], notes: list[Msg]) -> None:
     if picked["loss"] is not None:
         t, j = picked["loss"]
+        for t2, j2 in picked["siblings"]:
+            _fill(cols, "loss", place.of(t2), [r[j2] for r in t2.rows])
         _fill(cols, "loss", place.of(t), [r[j] for r in t.rows])
         meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
         if picked["guessed"]:
@@ -735,7 +807,7 @@ def _hints(parser: TextParser, main: Template) -> list[tuple[int, float]]:
         if t is main or t.text in _NOT_LINES:
             continue
         steps, counters, how = steps_of(t)
-        if steps is not None and how in ("named", "counter") and len(counters) == len(t.names):
+        if steps is not None and how in ("named", "counter", "epoch") and len(counters) == len(t.names):
             out.extend((o + 1, s) for o, s in zip(t.order, steps.tolist()))
     return sorted(out)
 
@@ -747,28 +819,55 @@ def _shape_name(t: Template) -> str:
 
 
 def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, values: Iterable[float]) -> None:
+    """Put one template's values at their steps (over what an earlier template put there); rows of
+    one template at the same step (a finer counter the step does not show) keep the first."""
     c = cols.setdefault(name, {})
+    seen: set[int] = set()
     for s, v in zip(steps.tolist(), values):
-        c[int(s)] = v
+        if int(s) not in seen:
+            c[int(s)] = v
+            seen.add(int(s))
 
 
-def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]]) -> None:
+def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
+                   siblings: list[tuple[Template, int]] = ()) -> None:
+    """grad_norm, lr, scale...: each from the template that names it best; the training line's
+    siblings (the same line with a field more) add their values to the training line's."""
     best: dict[str, tuple[int, int, Template, int]] = {}
+    family = {id(t) for t, _ in siblings} | {id(place.main)}
     least = min(_MIN_ROWS, len(place.main.rows))  # a one-row log's other series have one row too
     for t in parser.templates.values():
-        if len(t.rows) < least:
+        if len(t.rows) < least and id(t) not in family:
             continue
-        for j, name in enumerate(t.names):
-            if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
-                continue
-            hit = column_for(base_name(name)) or column_for(normalise(name))
-            if hit is None or hit[0] not in _OTHER_COLUMNS:
-                continue
-            key = (hit[1], -len(t.rows))
+        for j, hit in _column_slots(t):
+            key = (hit[1], -sum(len(u.rows) for u in _kin(t, parser, family, place.main)))
             if hit[0] not in best or key < best[hit[0]][:2]:
                 best[hit[0]] = (*key, t, j)
     for col, (_, _, t, j) in best.items():
-        _fill(cols, col, place.of(t), [r[j] for r in t.rows])
+        for u in _kin(t, parser, family, place.main):
+            k = next((k for k, h in _column_slots(u) if h[0] == col), None)
+            if k is not None:
+                _fill(cols, col, place.of(u), [r[k] for r in u.rows])
+
+
+def _kin(t: Template, parser: TextParser, family: set[int], main: Template) -> list[Template]:
+    """The templates whose rows one series spans: the training line's family (siblings first, so the
+    main line's values win at a shared step), else the template alone."""
+    if id(t) not in family:
+        return [t]
+    kin = [u for u in parser.templates.values() if id(u) in family]
+    return sorted(kin, key=lambda u: u is main)  # stable: the main line last
+
+
+def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
+    out = []
+    for j, name in enumerate(t.names):
+        if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
+            continue
+        hit = column_for(base_name(name)) or column_for(normalise(name))
+        if hit is not None and hit[0] in _OTHER_COLUMNS:
+            out.append((j, hit))
+    return out
 
 
 def _components(found: list[tuple[Template, int]], place: Placed,
@@ -809,7 +908,9 @@ def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
     """Loss scales and overflows read from event lines, and the events themselves, at their step."""
     if parser.scale_points:
         at = place.at(np.asarray([i - 1 for i, _ in parser.scale_points]))
+        named = dict(cols.get("scale", {}))  # a row's own `loss_scale=128` beats what its event line is read as
         _fill(cols, "scale", at, [v for _, v in parser.scale_points])
+        cols["scale"].update(named)
     if parser.overflows:
         at = place.at(np.asarray([i - 1 for i in parser.overflows]))
         _fill(cols, "skipped", at, [1.0] * len(at))
