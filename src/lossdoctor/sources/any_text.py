@@ -113,6 +113,16 @@ def names_a_loss(text: str) -> bool:
     return any(_is_loss(name_key(n)) for n in slot_names(text, spans) if n)
 
 
+def _counted_metrics(text: str) -> bool:
+    """Whether the line names a step counter and a gradient norm, loss scale or parameter norm
+    (Megatron's `iteration 5/50 | ... | loss scale: 1.0 | grad norm: nan |`): a row even when it also
+    reads as an event (its NaN is the symptom)."""
+    names = slot_names(text, [m.span() for m in NUMBER.finditer(text)])
+    if not any(step_rank(n) is not None for n in names if n):
+        return False
+    return any((column_for(base_name(n)) or (None,))[0] in ("grad_norm", "scale", "param_norm") for n in names if n)
+
+
 def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     """The name in front of each number of a line; "(avg) NAME" for a number in parentheses right
     after another (a running average); "" when no word is in front of it."""
@@ -174,6 +184,7 @@ class TextParser:
         self.n_rows = 0
         self.line_no = 0
         self.header: list[str] | None = None
+        self.wrapped: str | None = None  # a line ending with `|`, maybe continued on the next
         self.pending: list[tuple[int, str, str, float | None]] = []  # one-pair lines of a record being read
         self.hints: list[tuple[int, float]] = []  # (index of the next row, step) said by an event line
         self.n_events = 0
@@ -190,10 +201,41 @@ class TextParser:
         text = clean(raw)
         if not text:
             return
+        if raw[:1] == "[" and text[:1] != "[":
+            m = _LEADING_COUNTER.match(raw)  # XGBoost's `[0]\ttrain-logloss:...`: a counter, not a log prefix
+            if m is not None:
+                text = m.group(1) + " " + text
+        if self.wrapped is not None or text[-1] == "|" and text[0] != "|":
+            text = self._unwrap(text)
+            if text is None:
+                return
         zeroed = text.translate(_ZERO_DIGITS)
         hit = self._cache.get(zeroed)
         if hit is not None and self.header is None and self.block is None and not self.pending:
             self._values(text, *hit)  # a shape read before: a row again (the common case)
+            return
+        self._feed_text(text)
+
+    def _unwrap(self, text: str) -> str | None:
+        """Fields wrapped over several lines (Megatron's `iteration 5/50 | ... |` broken by a terminal
+        or a paste, each piece ending with `|`): the pieces joined into one line. A line of the same
+        shape as the held one (the next record, unwrapped) is not joined: the held one is read alone."""
+        held, self.wrapped = self.wrapped, None
+        if held is not None:
+            if held.translate(_ZERO_DIGITS) == text.translate(_ZERO_DIGITS) or len(held) > 4000:
+                self._feed_text(held)
+            else:
+                text = held + " " + text
+        if text[-1] == "|" and text[0] != "|":
+            self.wrapped = text
+            return None
+        return text
+
+    def _feed_text(self, text: str) -> None:
+        zeroed = text.translate(_ZERO_DIGITS)
+        hit = self._cache.get(zeroed)
+        if hit is not None and self.header is None and self.block is None and not self.pending:
+            self._values(text, *hit)
             return
         if ("=" in text or ":" in text) and self._pair_line(text):
             return
@@ -213,7 +255,7 @@ class TextParser:
         if hit is not None and self.header is None:
             self._values(text, *hit)
             return
-        if classify(text) is not None and names_a_loss(text):
+        if classify(text) is not None and (names_a_loss(text) or _counted_metrics(text)):
             # a training line that also says "truncated", "loss_scale: N" or "nan": a row first (the
             # NaN it holds is the symptom), its event recorded at that row
             if not self._table_line(text):
@@ -351,6 +393,9 @@ class TextParser:
         self._row(t, [block[n] for n in names])
 
     def finish(self) -> None:
+        if self.wrapped is not None:
+            held, self.wrapped = self.wrapped, None
+            self._feed_text(held)
         if self.pending:
             self._flush_record()
         self._end_block()
@@ -393,6 +438,8 @@ class TextParser:
 
 
 _SPACES = re.compile(r"\s+")
+#: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
+_LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 _PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
@@ -654,8 +701,13 @@ _NOT_LINES = ("table", "block", "record", "events")
 
 
 def _busiest(parser: TextParser) -> Template | None:
+    """With no loss: the busiest line of metrics; else a line with a step counter and a series the
+    records know (Megatron's wrapped `iteration 5/50 | ... | grad norm: nan |`, printed once)."""
     named = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and any(
         _METRICISH.search(n) for n in t.names) and any(r != t.rows[0] for r in t.rows)]  # not one line repeated
+    if not named:
+        named = [t for t in parser.templates.values() if t.text not in _NOT_LINES and steps_of(t)[2] in
+                 ("named", "counter", "epoch_counter") and _column_slots(t)]
     return max(named, key=lambda t: (len(t.rows), -t.order[0])) if named else None
 
 
