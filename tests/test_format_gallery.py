@@ -543,6 +543,24 @@ case("deepspeed_steps_and_script_loss",
      {10: L[0], 20: L[1], 30: L[2]})
 
 
+# --- one line, several shapes -------------------------------------------------------------------
+# DETR's MetricLogger as the ETA runs down: `eta: 1 day, 2:03:04` then `eta: 23:59:10` (str(timedelta)), the
+# same training line with a number fewer
+case("metric_logger_eta_loses_its_day",
+     "".join(f"Epoch: [0]  [{i:4d}/7329]  eta: {eta}  lr: 0.000100  loss: {v:.4f} ({v + 1:.4f})  "
+             f"time: 0.5123  data: 0.0112  max mem: 5000\n" for i, eta, v in
+             ((10, "1 day, 0:01:04", L[0]), (20, "23:59:10", L[1]), (30, "23:58:02", L[2]), (40, "23:57:00", L[3]))),
+     {10: round(L[0], 4), 20: round(L[1], 4), 30: round(L[2], 4), 40: round(L[3], 4)})
+
+# tqdm's rate flips from `s/it` to `it/s` when the loop speeds up (tqdm/std.py format_meter), and a postfix
+# that gains a key once it is set
+case("tqdm_rate_unit_flips",
+     f"train:  10%|#    | 100/1000 [01:40<15:00,  1.00s/it, loss={L[0]:.3f}]\n"
+     f"train:  20%|##   | 200/1000 [02:30<10:00,  1.33it/s, loss={L[1]:.3f}]\n"
+     f"train:  30%|###  | 300/1000 [03:10<08:00,  2.50it/s, loss={L[2]:.3f}, lr=1e-4]\n",
+     {100: 2.31, 200: 2.253, 300: 2.199})
+
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):

@@ -222,7 +222,7 @@ class TextParser:
         shape as the held one (the next record, unwrapped) is not joined: the held one is read alone."""
         held, self.wrapped = self.wrapped, None
         if held is not None:
-            if held.translate(_ZERO_DIGITS) == text.translate(_ZERO_DIGITS) or len(held) > 4000:
+            if _shape(held) == _shape(text) or len(held) > 4000:
                 self._feed_text(held)
             else:
                 text = held + " " + text
@@ -411,6 +411,8 @@ class TextParser:
         if m is None or _DIGIT_WORD.search(m.group(1)):
             return False
         key, raw = m.group(1).strip(), m.group(2).strip()
+        if "," in raw and raw[:1] not in "'\"" and not _WRAPPED_VALUE.match(raw) and len(NUMBER.findall(raw)) > 1:
+            return False  # `loss = 2.3, step = 101 (9.5 sec)`: several pairs, a line of its own shape
         value = _cell(raw)
         if value is None or value != value and not _NAN_WORD.match(raw):
             return bool(self.pending) and raw[:1] in "'\""
@@ -438,11 +440,18 @@ class TextParser:
 
 
 _SPACES = re.compile(r"\s+")
+
+
+def _shape(text: str) -> str:
+    """A line without its numbers and spaces (`iteration 100/ 500 |` and `iteration  2000/ 500 |` alike)."""
+    return _SPACES.sub("", NUMBER.sub("#", text))
 #: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
 _LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 _PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
+#: a value printed inside a wrapper whose own arguments hold numbers (`tensor(2.3, device='cuda:0')`)
+_WRAPPED_VALUE = re.compile(r"^['\"]?(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?\w+\d*)\(")
 _NAN_WORD = re.compile(r"^['\"]?[-+]?(?:nan|inf)", re.I)
 #: llama-recipes' summary (`train_utils.py`: `print(f"Key: {key}, Value: {value}")`)
 _KEY_VALUE = re.compile(r"^Key:\s*([A-Za-z_][\w./-]*),\s*Value:\s*(\S+)$")
@@ -495,9 +504,16 @@ def step_rank(name: str) -> int | None:
     if n in _STEP_NAMES:
         return _STEP_NAMES.index(n)
     head, _, last = n.rpartition(" ")
-    if head and _TRAIN_WORD.fullmatch(head) and last in _STEP_NAMES:
+    before = head.rsplit(" ", 1)[-1]  # the word right before: `INFO optimizer step`, not `time per iteration`
+    if head and last in _STEP_NAMES and (_TRAIN_WORD.fullmatch(before) or before in _STEP_HEADS):
         return _STEP_NAMES.index(last)
     return None
+
+
+#: words that may stand before a step counter's name and keep it the step (`loss 2.3 at step 100`,
+#: `optimizer step 12`, MaxText's `completed step: 10`); not `total`, `max`, `per`, `skipped`...
+_STEP_HEADS = frozenset({"at", "optimizer", "opt", "current", "cur", "completed", "done", "finished", "after",
+                         "on", "in", "global"})
 
 
 def _slash(parts: list[str], j: int) -> bool:
@@ -916,10 +932,15 @@ def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
     for j, name in enumerate(t.names):
         if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
             continue
-        hit = column_for(base_name(name)) or column_for(normalise(name))
+        hit = column_for(base_name(name)) or column_for(normalise(name)) or _ALIASES.get(base_name(name))
         if hit is not None and hit[0] in _OTHER_COLUMNS:
             out.append((j, hit))
     return out
+
+
+#: bare names the records' column table does not hold, as the tools that print them mean them: llm.c's
+#: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named grad norm
+_ALIASES = {"norm": ("grad_norm", 9)}
 
 
 def _components(found: list[tuple[Template, int]], place: Placed,
