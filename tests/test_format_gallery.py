@@ -542,6 +542,26 @@ case("deepspeed_steps_and_script_loss",
              f"lr=[0.0001], mom=[(0.9, 0.95)]\nEpoch 0 step {s} loss {v}\n" for k, (s, v) in enumerate(zip((10, 20, 30), L))),
      {10: L[0], 20: L[1], 30: L[2]})
 
+# TensorBoard-style tags printed as they are logged (`writer.add_scalar("Loss/train", ...)` and a `print(f"Step
+# {step}: " + ", ".join(f"{tag}={value}" ...))`): the split after the metric's name
+case("tensorboard_tags_printed",
+     "".join(f"Step {s}: Loss/train={v}, Loss/val={w}, lr=0.001\n" for s, v, w in zip((100, 200, 300), L, V)),
+     {100: L[0], 200: L[1], 300: L[2]}, eval_loss={100: V[0], 200: V[1], 300: V[2]}, lr={100: 1e-3, 200: 1e-3, 300: 1e-3})
+
+# facebookresearch/dlrm dlrm_s_pytorch.py: `"Finished {} it {}/{} of epoch {}, {:.2f} ms/it,".format(str_run_type,
+# j + 1, nbatches, k, gT) + " loss {:.6f}".format(gL)`
+case("dlrm_finished_training_it",
+     "".join(f"Finished training it {i}/5000 of epoch 0, 10.52 ms/it, loss {v:.6f}, accuracy 0.000 %\n"
+             for i, v in zip((100, 200, 300), L)),
+     {100: round(L[0], 6), 200: round(L[1], 6), 300: round(L[2], 6)})
+
+# dmlc/gluon-nlp and gluon-cv scripts: `logger.info('[Epoch {} Batch {}/{}] loss={:.4f}, lr={:.7f}, acc={:.3f}'...)`
+# (epochs from 0)
+case("gluon_epoch_batch",
+     "".join(f"[Epoch {e} Batch {b}/500] loss={v:.4f}, lr=0.0010000, acc=0.500\n"
+             for e, b, v in ((0, 100, L[0]), (0, 200, L[1]), (1, 100, L[2]))),
+     (ORDERED, [round(v, 4) for v in L[:3]]))
+
 
 # --- one line, several shapes -------------------------------------------------------------------
 # DETR's MetricLogger as the ETA runs down: `eta: 1 day, 2:03:04` then `eta: 23:59:10` (str(timedelta)), the

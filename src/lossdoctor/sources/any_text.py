@@ -152,6 +152,7 @@ class Template:
         self.bracketed: list[bool] = [False] * len(names)  # slot j is a bare `[N]` with no name
         self.in_brackets: list[bool] = [False] * len(names)  # slot j is printed `[N]` (`Epoch: [0]`)
         self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
+        self.steps_memo: tuple[int, Any] | None = None  # (rows, steps_of(self)) when last computed
 
 
 def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> list[bool]:
@@ -492,9 +493,19 @@ def raw_indented(text: str) -> bool:
 # --- from shapes to series ------------------------------------------------------------------
 
 def base_name(name: str) -> str:
-    """The name without its section (`train/loss` -> `loss`, `time/iterations` -> `iterations`)."""
+    """The name without its section (`train/loss` -> `loss`, `time/iterations` -> `iterations`); a
+    TensorBoard-style tag that ends with its split names the metric before it (`Loss/train` -> `loss`;
+    `Loss/val` stays an evaluation by its full name)."""
     n = name_key(name).removeprefix("(avg) ")
-    return n.rsplit("/", 1)[-1] if "/" in n.rstrip("/") else n
+    if "/" not in n.rstrip("/"):
+        return n
+    head, last = n.rsplit("/", 1)
+    if last in _SPLITS and head:
+        return head.rsplit("/", 1)[-1]
+    return last
+
+
+_SPLITS = frozenset({"train", "training", "val", "valid", "validation", "eval", "test", "dev"})
 
 
 def step_rank(name: str) -> int | None:
@@ -533,7 +544,17 @@ def _word(name: str) -> str:
 def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     """(the step of each row or None, the slots that are counters, how the step was found:
     "named", "counter", "epoch_counter", "epoch" or "numbered"). A counter within an epoch (printed
-    `N/TOTAL`, or one that restarts) is counted on from the epochs before it."""
+    `N/TOTAL`, or one that restarts) is counted on from the epochs before it. Computed once per
+    template and number of rows (the choice of series asks it for the same template several times)."""
+    memo = t.steps_memo
+    if memo is not None and memo[0] == len(t.rows):
+        return memo[1]
+    out = _steps_of(t)
+    t.steps_memo = (len(t.rows), out)
+    return out
+
+
+def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     a = np.array(t.rows, dtype=np.float64) if t.rows else np.zeros((0, len(t.names)))
     whole = [j for j in range(a.shape[1]) if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j]))
              and np.all(a[:, j] >= 0)]
@@ -889,12 +910,10 @@ def _shape_name(t: Template) -> str:
 def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, values: Iterable[float]) -> None:
     """Put one template's values at their steps (over what an earlier template put there); rows of
     one template at the same step (a finer counter the step does not show) keep the first."""
-    c = cols.setdefault(name, {})
-    seen: set[int] = set()
-    for s, v in zip(steps.tolist(), values):
-        if int(s) not in seen:
-            c[int(s)] = v
-            seen.add(int(s))
+    keys = steps.astype(np.int64).tolist()
+    vals = list(values)
+    # in reverse, so that the first row at a step is the one left
+    cols.setdefault(name, {}).update(zip(reversed(keys[: len(vals)]), reversed(vals[: len(keys)])))
 
 
 def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],

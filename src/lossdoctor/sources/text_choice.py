@@ -51,4 +51,7 @@ def better_of(name: str, path: Path, runs: list[Run]) -> list[Run]:
         general = any_text.read(path)
     except SourceError:
         return runs
-    return general if score(general[0]) > score(runs[0]) else runs
+    if score(general[0]) <= score(runs[0]):
+        return runs
+    general[0].meta["format"] = "training text"  # the reader that read it, not the one that sniffed it
+    return general
