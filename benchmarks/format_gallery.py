@@ -88,8 +88,10 @@ def main() -> int:
     table = "\n".join(rows)
     print(table)
     if args.docs:
+        read = {label: sum(v == "read" for v in r.values()) for label, r in results.items()}
+        before = "".join(f" ({label}: {k}/{n})" for label, k in read.items() if label != "this checkout")
         body = ("## Format gallery\n\n" + provenance(command_line()) + "\n\n"
-                f"format gallery: {n - sum(v != 'read' for v in results['this checkout'].values())}/{n} shapes read. "
+                f"format gallery: {read['this checkout']}/{n} shapes read{before}. "
                 "Each shape is a short log written the way one tool prints it (HF Trainer dicts and notebook tables, "
                 "Lightning and NeMo bars, Keras, fairseq, mmcv/mmengine, detectron2, YOLO, timm, the ImageNet "
                 "example's meters, DETR's MetricLogger, SB3 and guided-diffusion logger blocks, nanoGPT, llm.c, "
