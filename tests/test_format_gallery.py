@@ -671,3 +671,14 @@ def test_broken_gallery_text_reads_or_is_refused_in_one_line(c, tmp_path):
                 assert read is load_path or "looked for" in msg
             else:
                 assert runs and all(len(r) > 0 for r in runs)
+
+
+def test_a_weak_console_reading_gives_way_to_the_general_readers(tmp_path):
+    """icefall's lines: the console reader numbers them in order (no step it knows), the general
+    reader finds `batch N`: its reading is kept (sources/text_choice.py). nanoGPT's lines, which the
+    console reader reads at their `iter`, keep the console reading."""
+    by_name = {c["name"]: c for c in CASES}
+    run = read_case(by_name["icefall_loss_and_tot_loss"], tmp_path)
+    assert run.meta["format"] == "training text" and sorted(_at(run, "loss")) == [50, 100, 150]
+    run = read_case(by_name["nanogpt_iter_and_eval"], tmp_path)
+    assert run.meta["format"] == "console log"

@@ -2,12 +2,11 @@
 first; where their reading is weak (lines numbered in order because no step was found, lines left
 unread, no loss), the general reader (`any_text`) reads the same text too, and the better reading is
 kept. Better is decided on what each reading holds, in this order: a training loss (or the reason
-there is none: two adversaries' losses); steps from the
-log's own counters rather than line numbers; more loss points; more series. A tie keeps the named
-reader's reading.
+there is none: two adversaries' losses); steps from the log's own counters rather than line
+numbers; more loss points; more series. A tie keeps the named reader's reading.
 
 The general reader reads only texts the named readers read weakly, so a log they read well costs
-nothing more (`benchmarks/diagnose_1m.py --only-console`)."""
+nothing more (`benchmarks/diagnose_1m.py --only-console`), and only texts up to MAX_COMPARED_BYTES."""
 
 from __future__ import annotations
 
@@ -28,6 +27,11 @@ def _keys(run: Run) -> set[str]:
     return {getattr(n, "key", "") for n in run.notes}
 
 
+#: a text larger than this keeps the named reader's reading: a second read would add ~10 s per million
+#: lines (the general reader's pace on the ImageNet meter lines of `benchmarks/diagnose_1m.py`)
+MAX_COMPARED_BYTES = 32 << 20
+
+
 def weak(name: str, runs: list[Run]) -> bool:
     if len(runs) != 1:
         return False
@@ -43,7 +47,7 @@ def score(run: Run) -> tuple[bool, bool, int, int]:
 
 def better_of(name: str, path: Path, runs: list[Run]) -> list[Run]:
     """`runs` as the named reader `name` read them, or the general reader's reading when it is better."""
-    if not weak(name, runs):
+    if not weak(name, runs) or path.stat().st_size > MAX_COMPARED_BYTES:
         return runs
     from . import any_text
 
