@@ -9,8 +9,15 @@ reader finds them without knowing the tool:
   wrappers `tensor(`, `np.float32(`, quotes and dict braces are skipped, so `'loss':
   tensor(2.31, device='cuda:0')` is `loss`). A slot in parentheses right after another
   (`Loss 2.3456 (2.4012)`, the AverageMeter's current value and running average) is that slot's
-  average and is never taken for it. A counter printed as `N/TOTAL` is a step counter, and an
-  epoch in front of it makes the step `epoch * TOTAL + N` (`Epoch: [0][ 10/5005]`);
+  average and is never taken for it. Step counters are named (`step`, `iter`, `iteration`, `it`,
+  `global_step`, `batch`, also after `train`/`at`/`optimizer`: mmengine's `Iter(train)`), printed
+  `N/TOTAL` (never a date's `06/01`), or a bare `[N]` (CLU, XGBoost). An epoch with a counter that
+  restarts each epoch makes one increasing step, `(epoch - first) * TOTAL + N`, an epoch in brackets
+  counting from 0 (`Epoch: [0][ 10/5005]`, the PyTorch reference scripts), a bare or `E/TOTAL` one
+  from 1 (`Epoch  1, 12900/37527`); a counter that goes on across epochs is the step as printed
+  (PaddleSeg's `epoch: 2, iter: 30/1000`). The same training line with a field more or less (a
+  MetricLogger's ETA losing its day, `grad_norm` logged from some step on) is one series: its
+  sibling templates fill the same columns. Fields wrapped over lines that end with `|` are joined;
 - **tables with a header**: Markdown and notebook tables (`| Step | Training Loss | Validation
   Loss |`), ASCII boxes and whitespace- or tab-aligned columns: a header line of names followed
   by rows of numbers with as many cells;
@@ -28,9 +35,12 @@ Series keep their names. Train, evaluation and component losses stay apart: an e
 (`loss_cls`, `aux_loss`, `z_loss`...) go to `events["loss_components"]`, and the training loss is
 the best-named total (`meta["loss_key"]`; `meta["loss_guessed"]` and a note when no name says
 total). With no total printed, the sum of the components on the line that holds all of them is the
-loss (`text.loss_summed`; never two adversaries' `d_loss` + `g_loss`); a component gone NaN where
+loss (`text.loss_summed`); two adversaries' `d_loss` and `g_loss` are neither the loss nor summed
+(`text.adversaries`: both kept as components, no training loss read); a component gone NaN where
 no sum was taken is a `nonfinite_warning` event. Repeated `print(loss)` lines of a tensor are a
-guessed loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are filed at the step of the row read before them.
+guessed loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are
+filed at the step of the row read before them. How numbers are named, line shapes, step counters
+and loss kinds are `sources/text_slots.py`; this module reads the lines and chooses the series.
 
 The miner is a few dozen lines rather than a template-mining library (drain3): on this task it is
 as accurate and faster, see docs/benchmarks.md ("General text reader").
