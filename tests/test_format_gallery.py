@@ -562,6 +562,14 @@ case("gluon_epoch_batch",
              for e, b, v in ((0, 100, L[0]), (0, 200, L[1]), (1, 100, L[2]))),
      (ORDERED, [round(v, 4) for v in L[:3]]))
 
+# a record over two lines: the MNIST example's train line (a sample count within the epoch), then the script's
+# own `print(f"grad_norm: {gn:.4f} iteration: {it}")`: the iteration is the step of both
+case("two_line_record_iteration_below",
+     "".join(f"Train Epoch: 4 [{n}/141886 ({100 * n / 141886:.0f}%)]\tLoss: {v:.6f}\ngrad_norm: {g:.4f} "
+             f"iteration: {it}\n" for n, v, g, it in zip((49920, 49960, 50000), L, G, (59448, 59453, 59458))),
+     {59448: round(L[0], 6), 59453: round(L[1], 6), 59458: round(L[2], 6)},
+     grad_norm={59448: round(G[0], 4), 59453: round(G[1], 4), 59458: round(G[2], 4)})
+
 
 # --- one line, several shapes -------------------------------------------------------------------
 # DETR's MetricLogger as the ETA runs down: `eta: 1 day, 2:03:04` then `eta: 23:59:10` (str(timedelta)), the

@@ -544,8 +544,11 @@ class Placed:
     """The training template's steps, and where every other row goes: its own counter when its
     line has one, else the step of the training row read before it."""
 
-    def __init__(self, main: Template, hints: list[tuple[int, float]] | None = None) -> None:
+    def __init__(self, main: Template, hints: list[tuple[int, float]] | None = None,
+                 companion: np.ndarray | None = None) -> None:
         steps, _, self.how = steps_of(main)
+        if companion is not None and self.how != "named":
+            steps, self.how = companion, "named"
         if steps is not None and (np.sum(np.diff(steps) < 0) >= 2 or len(steps) > 1 and np.all(np.diff(steps) == 0)):
             # a counter that restarts (a batch within an epoch) or stays (Keras' `60000/60000` at each epoch's end)
             steps, self.how = None, "numbered"
@@ -584,6 +587,25 @@ class Placed:
         return self.steps[np.maximum(idx, 0)]
 
 
+def _companion(parser: TextParser, main: Template) -> np.ndarray | None:
+    """The steps a companion line names: a line with a named step counter printed once beside each
+    training row (`grad_norm: 4.0071 iteration: 59448` under `Train Epoch: 4 [49920/141886 (35%)]
+    Loss: 0.326567`), when the training line names none itself (a sample count within an epoch)."""
+    if len(main.rows) < 2 or steps_of(main)[2] == "named":
+        return None
+    mo = np.asarray(main.order)
+    for t in parser.templates.values():
+        if t is main or t.text in _NOT_LINES or len(t.rows) != len(main.rows) or any(t.eval_context):
+            continue
+        steps, _, how = steps_of(t)
+        if how != "named" or steps is None or not np.all(np.diff(steps) > 0):
+            continue
+        to = np.asarray(t.order)
+        if np.all(mo < to) and np.all(to[:-1] < mo[1:]) or np.all(to < mo) and np.all(mo[:-1] < to[1:]):
+            return steps
+    return None
+
+
 def _hinted(order: list[int], hints: list[tuple[int, float]]) -> np.ndarray | None:
     """The step of each row from the hint read since the row before it, when every row has one."""
     at = [p for p, _ in hints]
@@ -606,7 +628,7 @@ def build(parser: TextParser, what: str) -> Run:
     if main is None:
         raise SourceError(f"{what}: not a log format lossdoctor knows: no numeric series in this text "
                           f"(looked for {_looked_for()})")
-    place = Placed(main, _hints(parser, main))
+    place = Placed(main, _hints(parser, main), _companion(parser, main))
     cols: dict[str, dict[int, float]] = {}
     meta: dict[str, Any] = {"framework": "text"}
     notes: list[Msg] = []
