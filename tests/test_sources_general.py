@@ -239,11 +239,14 @@ def test_only_components_means_their_sum_with_a_note(tmp_path):
 
 def test_two_adversaries_are_not_summed(tmp_path):
     """A GAN's `d_loss` and `g_loss` (keras-GAN's `%d [D loss: %f] [G loss: %f]`-style line with
-    names): their sum is no loss, so one is taken for it, a guess said in a note."""
+    names): neither is the training loss and their sum is none, so both are components, said in a note."""
     text = "".join(f"[Epoch {e}/10] d_loss: {0.7 - e / 100:.3f} g_loss: {1.2 + e / 50:.3f}\n" for e in range(1, 6))
     run = _read(tmp_path, text)
-    assert run.meta["loss_guessed"] is True and run.meta["loss_key"] in ("d_loss", "g_loss")
-    assert any(getattr(n, "key", "") == "text.loss_guessed" for n in run.notes)
+    assert not run.has("loss") and "loss_key" not in run.meta
+    note = next(n for n in run.notes if getattr(n, "key", "") == "text.adversaries")
+    assert note.values["keys"] == ["d_loss", "g_loss"]
+    comps = _components_at(run)
+    assert sorted(comps) == [1, 2, 3, 4, 5] and comps[5]["g_loss"] == pytest.approx(1.3)
 
 
 # --- events ---------------------------------------------------------------------------------
@@ -384,9 +387,16 @@ def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
     # the PyTorch tutorials' `print(f'Epoch [{epoch+1}/{num_epochs}], Step [{i+1}/{total_step}], Loss: {loss.item():.4f}')`
     ([f"Epoch [{e}/10], Step [{s}/600], Loss: {v}" for e, s, v in ((1, 100, 1.9), (1, 200, 1.8), (2, 100, 1.7), (2, 200, 1.6))],
      {100: 1.9, 200: 1.8, 700: 1.7, 800: 1.6}),
-    # pytorch/examples mnist/main.py: `'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'` (samples within the epoch)
+    # pytorch/examples mnist/main.py: `'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'` (samples within the epoch;
+    # `for epoch in range(1, args.epochs + 1)`: a bare epoch number counts from 1)
     ([f"Train Epoch: {e} [{n}/60000 ({100 * n / 60000:.0f}%)]\tLoss: {v:.6f}" for e, n, v in
-      ((1, 0, 2.3), (1, 640, 2.2), (2, 0, 2.1), (2, 640, 2.0))], {60000: 2.3, 60640: 2.2, 120000: 2.1, 120640: 2.0}),
+      ((1, 0, 2.3), (1, 640, 2.2), (2, 0, 2.1), (2, 640, 2.0))], {0: 2.3, 640: 2.2, 60000: 2.1, 60640: 2.0}),
+    # the ImageNet example's `Epoch: [{}]` (`for epoch in range(args.start_epoch, args.epochs)`: from 0)
+    ([f"Epoch: [{e}][{i:4d}/5005]\tLoss {v:.4e} ({v:.4e})" for e, i, v in ((0, 10, 6.9), (0, 20, 6.8), (1, 10, 6.7))],
+     {10: 6.9, 20: 6.8, 5015: 6.7}),
+    # PaddleSeg's `[TRAIN] epoch: {}, iter: {}/{}`: the iteration counts on across epochs and is the step
+    ([f"[TRAIN] epoch: {e}, iter: {i}/1000, loss: {v:.4f}" for e, i, v in ((1, 10, 2.3), (1, 20, 2.2), (2, 30, 2.1))],
+     {10: 2.3, 20: 2.2, 30: 2.1}),
 ])
 def test_a_counter_within_the_epoch_counts_on_from_the_epochs_before(tmp_path, lines, expect):
     run = _read(tmp_path, "\n".join(lines) + "\n")

@@ -14,6 +14,11 @@ TEMPLATES = {
                          "日志没有打印总 loss：训练 loss 取各分项 {keys} 之和（{n} 行；任一分项为 NaN 则和为 NaN）"),
     "text.components": ("component losses kept apart from the total: {names}",
                         "与总 loss 分开保存的分项 loss：{names}"),
+    "text.adversaries": (
+        "the losses {keys} are two adversaries' (a GAN's discriminator and generator): neither is the training "
+        "loss and their sum is none, so both are kept as components and no training loss is read",
+        "损失 {keys} 属于两个对抗方（GAN 的判别器和生成器）：两者都不是训练 loss，它们的和也不是，"
+        "所以都作为分项保存，不读取训练 loss"),
     "text.epoch_is_step": (
         "{n} row(s) carry an epoch and no finer counter: the epoch is the step, so a finding's step is an epoch "
         "number",

@@ -102,7 +102,7 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
                 runs = read(p) if select is None else read(p, select)
             except SourceError:
                 if forced is not None or name not in _TEXT_FALLBACK or not p.is_file() \
-                        or p.suffix.lower() in (".csv", ".tsv", ".json", ".jsonl", ".ndjson"):
+                        or p.suffix.lower() in _NAMED_TABLES:
                     raise
                 runs = _general_or_raise(p)  # a text the reader sniffed (console lines, a JSON config
                 # printed at the top) but holding no series it knows: the general reader tries it
@@ -114,6 +114,10 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
                     OverflowError) as e:
                 raise SourceError(f"{p}: cannot read this {name} ({type(e).__name__}: {e})"
                                   .splitlines()[0][:300]) from e
+            if forced is None and name in _TEXT_FALLBACK and p.is_file() and p.suffix.lower() not in _NAMED_TABLES:
+                from .text_choice import better_of
+
+                runs = better_of(name, p, runs)  # a weak reading: the general reader's, when better
             if not runs or all(len(r) == 0 for r in runs):
                 raise SourceError(f"{p}: the {name} holds no training steps")
             for run in runs:
@@ -137,8 +141,10 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
                       "CSV, JSONL)")
 
 
-#: readers whose refusal of a text file (not named .csv/.json...) lets the general text reader try it
+#: readers whose refusal of a text file (not named .csv/.json...) lets the general text reader try it,
+#: and whose weak reading of one is compared with the general reader's (sources/text_choice.py)
 _TEXT_FALLBACK = ("console log", "CSV log", "JSON-lines log")
+_NAMED_TABLES = (".csv", ".tsv", ".json", ".jsonl", ".ndjson")
 
 
 def _general_or_raise(p: Path) -> list[Run]:

@@ -9,8 +9,15 @@ reader finds them without knowing the tool:
   wrappers `tensor(`, `np.float32(`, quotes and dict braces are skipped, so `'loss':
   tensor(2.31, device='cuda:0')` is `loss`). A slot in parentheses right after another
   (`Loss 2.3456 (2.4012)`, the AverageMeter's current value and running average) is that slot's
-  average and is never taken for it. A counter printed as `N/TOTAL` is a step counter, and an
-  epoch in front of it makes the step `epoch * TOTAL + N` (`Epoch: [0][ 10/5005]`);
+  average and is never taken for it. Step counters are named (`step`, `iter`, `iteration`, `it`,
+  `global_step`, `batch`, also after `train`/`at`/`optimizer`: mmengine's `Iter(train)`), printed
+  `N/TOTAL` (never a date's `06/01`), or a bare `[N]` (CLU, XGBoost). An epoch with a counter that
+  restarts each epoch makes one increasing step, `(epoch - first) * TOTAL + N`, an epoch in brackets
+  counting from 0 (`Epoch: [0][ 10/5005]`, the PyTorch reference scripts), a bare or `E/TOTAL` one
+  from 1 (`Epoch  1, 12900/37527`); a counter that goes on across epochs is the step as printed
+  (PaddleSeg's `epoch: 2, iter: 30/1000`). The same training line with a field more or less (a
+  MetricLogger's ETA losing its day, `grad_norm` logged from some step on) is one series: its
+  sibling templates fill the same columns. Fields wrapped over lines that end with `|` are joined;
 - **tables with a header**: Markdown and notebook tables (`| Step | Training Loss | Validation
   Loss |`), ASCII boxes and whitespace- or tab-aligned columns: a header line of names followed
   by rows of numbers with as many cells;
@@ -28,9 +35,12 @@ Series keep their names. Train, evaluation and component losses stay apart: an e
 (`loss_cls`, `aux_loss`, `z_loss`...) go to `events["loss_components"]`, and the training loss is
 the best-named total (`meta["loss_key"]`; `meta["loss_guessed"]` and a note when no name says
 total). With no total printed, the sum of the components on the line that holds all of them is the
-loss (`text.loss_summed`; never two adversaries' `d_loss` + `g_loss`); a component gone NaN where
+loss (`text.loss_summed`); two adversaries' `d_loss` and `g_loss` are neither the loss nor summed
+(`text.adversaries`: both kept as components, no training loss read); a component gone NaN where
 no sum was taken is a `nonfinite_warning` event. Repeated `print(loss)` lines of a tensor are a
-guessed loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are filed at the step of the row read before them.
+guessed loss; a text of overflow lines only is a row per line. Event lines (`text_events`) are
+filed at the step of the row read before them. How numbers are named, line shapes, step counters
+and loss kinds are `sources/text_slots.py`; this module reads the lines and chooses the series.
 
 The miner is a few dozen lines rather than a template-mining library (drain3): on this task it is
 as accurate and faster, see docs/benchmarks.md ("General text reader").
@@ -52,36 +62,27 @@ from .console_text import clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
 from .text_events import TEXT_MAX, Events, classify, scale_in
+# NUMBER, Template, slot_names and _eval_context are also read from here (benchmarks, tests)
+from .text_slots import (
+    _eval_context,
+    _slash,
+    adversaries,
+    base_name,
+    classify_slot,
+    EVAL_NAME,
+    name_key,
+    names_a_loss,
+    NUMBER,
+    slot_names,
+    step_rank,
+    steps_of,
+    Template,
+    total_rank,
+)
 
 LOOKED_FOR = ("numbers repeated under the same words on many lines (a line template), a table with a "
               "header row, or per-step `| key | value |` blocks")
 
-#: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word
-NUMBER = re.compile(r"(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
-                    r"(?<![\w.])[-+]?(?:nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
-#: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
-_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
-#: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
-_WRAP = re.compile(r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
-                   r"float|np\.array)\(\s*\[*\s*['\"]?\s*$")
-#: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
-EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                        r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
-_TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
-#: an evaluation word inside a series' own name (`val_loss`, `Validation Loss`, `eval/loss`)
-EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
-#: step-like names, best first
-_STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "it",
-               "update", "updates", "n_updates", "num_updates", "batch", "total_timesteps", "timesteps")
-_EPOCH_NAMES = ("epoch", "epochs", "ep")
-#: total-loss names, best first: anything else holding `loss` is a guess
-_TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
-          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
-          "xent")  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
-_COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
-                        r"value|policy|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
-#: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
-_LOSS_METRICS = ("crossentropy", "cross_entropy", "cross-entropy", "smoothl1", "smooth_l1")
 #: YOLOv5's epoch table (train.py: `('%10s' * 7) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls', 'labels',
 #: 'img_size')`): its bare `box`, `obj`, `cls` (and ultralytics' `dfl`) columns are loss components
 _YOLO_HEADER = re.compile(r"^gpu_mem$", re.IGNORECASE)
@@ -95,67 +96,19 @@ _RULE = re.compile(r"^[\s|+:=*~_-]*-{3,}[\s|+:=*~_-]*$|^[\s|+:]*={3,}[\s|+:=]*$"
 _KV_LINE = re.compile(r"^\|\s*([^|]*?)\s*\|\s*([^|]*?)\s*\|$")
 
 
-def name_key(name: str) -> str:
-    return re.sub(r"\s+", " ", name.strip().lower())
-
-
 def split_cells(text: str) -> list[str]:
     cells = _HEADER_SPLIT.split(text.strip().strip("|+").strip())
     return [c for c in cells if c != ""]
 
 
-def names_a_loss(text: str) -> bool:
-    """Whether a number of the line stands behind a loss name (`loss 2.3`, `xent nan`; never `loss
-    scale`): such a line is a training row even when it also reads as an event."""
-    spans = [m.span() for m in NUMBER.finditer(text)]
-    return any(_is_loss(name_key(n)) for n in slot_names(text, spans) if n)
-
-
-def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
-    """The name in front of each number of a line; "(avg) NAME" for a number in parentheses right
-    after another (a running average); "" when no word is in front of it."""
-    names: list[str] = []
-    prev = 0
-    for i, (a, b) in enumerate(spans):
-        piece = text[prev:a]
-        prev = b
-        if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
-            names.append("(avg) " + names[-1].removeprefix("(avg) "))
-            continue
-        piece = _WRAP.sub("", piece)
-        m = _NAME.search(piece)
-        names.append(m.group(1).strip(" ./-") if m else "")
-    return names
-
-
-class Template:
-    """The lines that share one shape: their line numbers, row order and numbers."""
-
-    def __init__(self, text: str, names: list[str], eval_context: list[bool]) -> None:
-        self.text, self.names, self.eval_context = text, names, eval_context
-        self.lines: list[int] = []
-        self.order: list[int] = []  # index of the row in reading order (over all templates and tables)
-        self.rows: list[list[float]] = []
-        self.slash: list[bool] = [False] * len(names)  # slot j is printed as `N/TOTAL` (slot j+1 the total)
-        self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
-
-
-def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> list[bool]:
-    """For each slot: does the line's own text before it say evaluation (and no training word after
-    that)? `valid | epoch 2 | loss 3.1` and `Validation: loss 2.4` do; `train loss 2.3, val loss 2.4`
-    does not for its first loss."""
-    out = []
-    for (a, _), name in zip(spans, names):
-        before = text[:a]
-        ev = None
-        for m in EVAL_WORD.finditer(before):
-            ev = m
-        if ev is None:
-            out.append(False)
-            continue
-        after = before[ev.end():]
-        out.append(_TRAIN_WORD.search(after) is None)
-    return out
+def _counted_metrics(text: str) -> bool:
+    """Whether the line names a step counter and a gradient norm, loss scale or parameter norm
+    (Megatron's `iteration 5/50 | ... | loss scale: 1.0 | grad norm: nan |`): a row even when it also
+    reads as an event (its NaN is the symptom)."""
+    names = slot_names(text, [m.span() for m in NUMBER.finditer(text)])
+    if not any(step_rank(n) is not None for n in names if n):
+        return False
+    return any((column_for(base_name(n)) or (None,))[0] in ("grad_norm", "scale", "param_norm") for n in names if n)
 
 
 class TextParser:
@@ -170,6 +123,7 @@ class TextParser:
         self.n_rows = 0
         self.line_no = 0
         self.header: list[str] | None = None
+        self.wrapped: str | None = None  # a line ending with `|`, maybe continued on the next
         self.pending: list[tuple[int, str, str, float | None]] = []  # one-pair lines of a record being read
         self.hints: list[tuple[int, float]] = []  # (index of the next row, step) said by an event line
         self.n_events = 0
@@ -186,10 +140,41 @@ class TextParser:
         text = clean(raw)
         if not text:
             return
+        if raw[:1] == "[" and text[:1] != "[":
+            m = _LEADING_COUNTER.match(raw)  # XGBoost's `[0]\ttrain-logloss:...`: a counter, not a log prefix
+            if m is not None:
+                text = m.group(1) + " " + text
+        if self.wrapped is not None or text[-1] == "|" and text[0] != "|":
+            text = self._unwrap(text)
+            if text is None:
+                return
         zeroed = text.translate(_ZERO_DIGITS)
         hit = self._cache.get(zeroed)
         if hit is not None and self.header is None and self.block is None and not self.pending:
             self._values(text, *hit)  # a shape read before: a row again (the common case)
+            return
+        self._feed_text(text)
+
+    def _unwrap(self, text: str) -> str | None:
+        """Fields wrapped over several lines (Megatron's `iteration 5/50 | ... |` broken by a terminal
+        or a paste, each piece ending with `|`): the pieces joined into one line. A line of the same
+        shape as the held one (the next record, unwrapped) is not joined: the held one is read alone."""
+        held, self.wrapped = self.wrapped, None
+        if held is not None:
+            if _shape(held) == _shape(text) or len(held) > 4000:
+                self._feed_text(held)
+            else:
+                text = held + " " + text
+        if text[-1] == "|" and text[0] != "|":
+            self.wrapped = text
+            return None
+        return text
+
+    def _feed_text(self, text: str) -> None:
+        zeroed = text.translate(_ZERO_DIGITS)
+        hit = self._cache.get(zeroed)
+        if hit is not None and self.header is None and self.block is None and not self.pending:
+            self._values(text, *hit)
             return
         if ("=" in text or ":" in text) and self._pair_line(text):
             return
@@ -209,7 +194,7 @@ class TextParser:
         if hit is not None and self.header is None:
             self._values(text, *hit)
             return
-        if classify(text) is not None and names_a_loss(text):
+        if classify(text) is not None and (names_a_loss(text) or _counted_metrics(text)):
             # a training line that also says "truncated", "loss_scale: N" or "nan": a row first (the
             # NaN it holds is the symptom), its event recorded at that row
             if not self._table_line(text):
@@ -270,7 +255,10 @@ class TextParser:
                 return None
             names = slot_names(text, list(spans))
             t = Template(key, names, _eval_context(text, list(spans), names))
-            t.slash = [parts[j + 1].strip() == "/" for j in range(len(spans))]  # `N/TOTAL` counters
+            t.slash = [_slash(parts, j) for j in range(len(spans))]  # `N/TOTAL` counters
+            t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
+                             for j in range(len(spans))]
+            t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
             self.templates[key] = t
         return t, spans
 
@@ -344,6 +332,9 @@ class TextParser:
         self._row(t, [block[n] for n in names])
 
     def finish(self) -> None:
+        if self.wrapped is not None:
+            held, self.wrapped = self.wrapped, None
+            self._feed_text(held)
         if self.pending:
             self._flush_record()
         self._end_block()
@@ -359,6 +350,8 @@ class TextParser:
         if m is None or _DIGIT_WORD.search(m.group(1)):
             return False
         key, raw = m.group(1).strip(), m.group(2).strip()
+        if "," in raw and raw[:1] not in "'\"" and not _WRAPPED_VALUE.match(raw) and len(NUMBER.findall(raw)) > 1:
+            return False  # `loss = 2.3, step = 101 (9.5 sec)`: several pairs, a line of its own shape
         value = _cell(raw)
         if value is None or value != value and not _NAN_WORD.match(raw):
             return bool(self.pending) and raw[:1] in "'\""
@@ -386,9 +379,18 @@ class TextParser:
 
 
 _SPACES = re.compile(r"\s+")
+
+
+def _shape(text: str) -> str:
+    """A line without its numbers and spaces (`iteration 100/ 500 |` and `iteration  2000/ 500 |` alike)."""
+    return _SPACES.sub("", NUMBER.sub("#", text))
+#: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
+_LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 _PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
+#: a value printed inside a wrapper whose own arguments hold numbers (`tensor(2.3, device='cuda:0')`)
+_WRAPPED_VALUE = re.compile(r"^['\"]?(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?\w+\d*)\(")
 _NAN_WORD = re.compile(r"^['\"]?[-+]?(?:nan|inf)", re.I)
 #: llama-recipes' summary (`train_utils.py`: `print(f"Key: {key}, Value: {value}")`)
 _KEY_VALUE = re.compile(r"^Key:\s*([A-Za-z_][\w./-]*),\s*Value:\s*(\S+)$")
@@ -428,91 +430,6 @@ def raw_indented(text: str) -> bool:
 
 # --- from shapes to series ------------------------------------------------------------------
 
-def base_name(name: str) -> str:
-    """The name without its section (`train/loss` -> `loss`, `time/iterations` -> `iterations`)."""
-    n = name_key(name).removeprefix("(avg) ")
-    return n.rsplit("/", 1)[-1] if "/" in n.rstrip("/") else n
-
-
-def _word(name: str) -> str:
-    """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`)."""
-    n = base_name(name).split()
-    return n[-1] if n else ""
-
-
-def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
-    """(the step of each row or None, the slots that are counters, how the step was found:
-    "named", "counter", "epoch_counter", "epoch" or "numbered"). A counter within an epoch (printed
-    `N/TOTAL`, or one that restarts) is counted on from the epochs before it."""
-    a = np.array(t.rows, dtype=np.float64) if t.rows else np.zeros((0, len(t.names)))
-    whole = [j for j in range(a.shape[1]) if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j]))
-             and np.all(a[:, j] >= 0)]
-    of_total = [j for j in whole if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1])]
-    counters = {k for j in of_total for k in (j, j + 1)}
-    epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
-    named = [(_STEP_NAMES.index(base_name(t.names[j])), j) for j in whole if base_name(t.names[j]) in _STEP_NAMES
-             and j != epoch]
-    counters.update(j for _, j in named)
-    if epoch is None and len(of_total) > 1:
-        epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
-    if epoch is not None:
-        counters.add(epoch)
-    inner = min(named)[1] if named else next((j for j in reversed(of_total) if j != epoch), None)
-    if inner is None:
-        if epoch is not None and a.shape[0] and np.all(np.diff(a[:, epoch]) > 0):
-            return a[:, epoch], counters, "epoch"
-        return None, counters, "numbered"
-    steps = a[:, inner]
-    if epoch is None or epoch > inner or np.all(np.diff(steps) >= 0) and not (inner in of_total):
-        return steps, counters, "named" if named else "counter"
-    per_epoch = a[0, inner + 1] if inner in of_total else np.max(steps) + 1
-    # an epoch printed `E/TOTAL` counts from 1 (`Epoch [1/10]`); a bare one as the ImageNet example's from 0
-    first = 1.0 if epoch in of_total and a.shape[0] and np.min(a[:, epoch]) >= 1 else 0.0
-    return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
-
-
-def _is_loss(n: str) -> bool:
-    n = n.removeprefix("train_").removeprefix("training_")
-    if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
-        return False
-    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss") or \
-        n in _LOSS_METRICS
-
-
-def classify_slot(t: Template, j: int) -> str | None:
-    """"train", "eval", "component" for a loss-like slot; "avg" for a running average; else None."""
-    raw = name_key(t.names[j])
-    if not raw or raw.startswith("(avg)"):
-        return "avg" if raw else None
-    n = base_name(raw)
-    if n in t.losses:
-        return "component"
-    comp_name = bool(_COMPONENT.search(n)) and total_rank(n) == 50 and not n.startswith(("total", "train", "tr."))
-    loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
-    if not loss_like:
-        return None
-    if EVAL_NAME.search(raw) or (t.eval_context[j] and not _TRAIN_WORD.search(raw)):
-        return "eval"
-    return "component" if comp_name else "train"
-
-
-#: words in front of a total's name that keep it the total (`avg_train_loss`, kohya's `avr_loss`)
-_TOTAL_PREFIX = re.compile(r"^(?:avg|avr|average|mean|running|smoothed|cur|current)[_ ]", re.IGNORECASE)
-
-
-def total_rank(name: str) -> float:
-    """The rank of a total-loss name (lower is better; 50: not a total). A prefixed total
-    (`avg_train_loss`) ranks right after the bare one."""
-    n = base_name(name)
-    bare = _TOTAL_PREFIX.sub("", n)
-    if bare != n:
-        r = total_rank(bare)
-        return r + 0.5 if r < 50 else 50
-    for prefix in ("train ", "train_", "training "):
-        if n.startswith(prefix) and n[len(prefix):] in _TOTAL:
-            return _TOTAL.index(n[len(prefix):]) + 1
-    return _TOTAL.index(n) if n in _TOTAL else 50
-
 
 def choose(parser: TextParser) -> dict[str, Any]:
     """Which template is the training line and which slot is each series. A series needs two rows;
@@ -525,14 +442,40 @@ def choose(parser: TextParser) -> dict[str, Any]:
     summed = None
     if train is None and cands["component"]:
         summed = _summed(cands["component"])
-        if summed is None:
+        if summed is None and not adversaries(c[4].names[c[5]] for c in cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
-    if train is None and summed is None:
+    rival = train is None and summed is None and bool(cands["component"])
+    if train is None and summed is None and not rival:
         train = _bare(parser)
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
+    if rival:  # two adversaries only: their line is the one that holds them
+        main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
     return {"main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
+            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_LINES else [],
+            "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
             "components": [c[4:] for c in cands["component"]]}
+
+
+def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template, int]]:
+    """The other line templates holding the training loss under the same name and the same step
+    counters: the same training line with a field more or less (DeiT's MetricLogger adding `grad_norm`
+    once it is logged, TF's `loss = 2.3, step = 1` before `loss = 2.1, step = 101 (9.5 sec)`)."""
+    name = name_key(main.names[j])
+    _, counters, how = steps_of(main)
+    steps_named = sorted(name_key(main.names[k]) for k in counters)
+    out = []
+    for t in parser.templates.values():
+        if t is main or t.text in _NOT_LINES:
+            continue
+        for k, n in enumerate(t.names):
+            if name_key(n) != name or classify_slot(t, k) != "train":
+                continue
+            _, c2, how2 = steps_of(t)
+            if how2 == how and sorted(name_key(t.names[i]) for i in c2) == steps_named:
+                out.append((t, k))
+            break
+    return out
 
 
 def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, ...]]]:
@@ -549,16 +492,12 @@ def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, 
     return cands
 
 
-#: component names of two adversaries (a GAN's D and G): their sum is no training loss
-_ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
-
-
 def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
     """With no total printed, the sum of the components is the loss (detectron2's and mmdetection's
     `losses = sum(loss_dict.values())`, YOLOv5's box + obj + cls) on the line that holds every
     component seen in the log; None when no line holds them all or they are two adversaries'."""
     names = {name_key(c[4].names[c[5]]) for c in found}
-    if len(names) < 2 or any(_ADVERSARIES.match(n) for n in names):
+    if len(names) < 2 or adversaries(names):
         return None
     by_t: dict[int, list[tuple[Any, ...]]] = {}
     for c in found:
@@ -587,8 +526,13 @@ _NOT_LINES = ("table", "block", "record", "events")
 
 
 def _busiest(parser: TextParser) -> Template | None:
+    """With no loss: the busiest line of metrics; else a line with a step counter and a series the
+    records know (Megatron's wrapped `iteration 5/50 | ... | grad norm: nan |`, printed once)."""
     named = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and any(
         _METRICISH.search(n) for n in t.names) and any(r != t.rows[0] for r in t.rows)]  # not one line repeated
+    if not named:
+        named = [t for t in parser.templates.values() if t.text not in _NOT_LINES and steps_of(t)[2] in
+                 ("named", "counter", "epoch_counter") and _column_slots(t)]
     return max(named, key=lambda t: (len(t.rows), -t.order[0])) if named else None
 
 
@@ -600,10 +544,14 @@ class Placed:
     """The training template's steps, and where every other row goes: its own counter when its
     line has one, else the step of the training row read before it."""
 
-    def __init__(self, main: Template, hints: list[tuple[int, float]] | None = None) -> None:
+    def __init__(self, main: Template, hints: list[tuple[int, float]] | None = None,
+                 companion: np.ndarray | None = None) -> None:
         steps, _, self.how = steps_of(main)
-        if steps is not None and np.sum(np.diff(steps) < 0) >= 2:
-            steps, self.how = None, "numbered"  # a counter that restarts (a batch within an epoch)
+        if companion is not None and self.how != "named":
+            steps, self.how = companion, "named"
+        if steps is not None and (np.sum(np.diff(steps) < 0) >= 2 or len(steps) > 1 and np.all(np.diff(steps) == 0)):
+            # a counter that restarts (a batch within an epoch) or stays (Keras' `60000/60000` at each epoch's end)
+            steps, self.how = None, "numbered"
         if steps is None and hints:
             steps = _hinted(main.order, hints)
             self.how = "numbered" if steps is None else "hinted"
@@ -639,6 +587,25 @@ class Placed:
         return self.steps[np.maximum(idx, 0)]
 
 
+def _companion(parser: TextParser, main: Template) -> np.ndarray | None:
+    """The steps a companion line names: a line with a named step counter printed once beside each
+    training row (`grad_norm: 4.0071 iteration: 59448` under `Train Epoch: 4 [49920/141886 (35%)]
+    Loss: 0.326567`), when the training line names none itself (a sample count within an epoch)."""
+    if len(main.rows) < 2 or steps_of(main)[2] == "named":
+        return None
+    mo = np.asarray(main.order)
+    for t in parser.templates.values():
+        if t is main or t.text in _NOT_LINES or len(t.rows) != len(main.rows) or any(t.eval_context):
+            continue
+        steps, _, how = steps_of(t)
+        if how != "named" or steps is None or not np.all(np.diff(steps) > 0):
+            continue
+        to = np.asarray(t.order)
+        if np.all(mo < to) and np.all(to[:-1] < mo[1:]) or np.all(to < mo) and np.all(mo[:-1] < to[1:]):
+            return steps
+    return None
+
+
 def _hinted(order: list[int], hints: list[tuple[int, float]]) -> np.ndarray | None:
     """The step of each row from the hint read since the row before it, when every row has one."""
     at = [p for p, _ in hints]
@@ -661,12 +628,12 @@ def build(parser: TextParser, what: str) -> Run:
     if main is None:
         raise SourceError(f"{what}: not a log format lossdoctor knows: no numeric series in this text "
                           f"(looked for {_looked_for()})")
-    place = Placed(main, _hints(parser, main))
+    place = Placed(main, _hints(parser, main), _companion(parser, main))
     cols: dict[str, dict[int, float]] = {}
     meta: dict[str, Any] = {"framework": "text"}
     notes: list[Msg] = []
     _loss_columns(picked, place, cols, meta, notes)
-    _other_columns(parser, place, cols)
+    _other_columns(parser, place, cols, picked["siblings"])
     comp_lines: dict[int, int] = {}
     components = _components(picked["components"], place, comp_lines)
     events: dict[str, dict[int, Any]] = {}
@@ -688,6 +655,8 @@ def build(parser: TextParser, what: str) -> Run:
         head_notes.append(Msg(shape, n=len(main.rows)))
     if "loss" not in cols:
         head_notes.append(Msg("source.not_in_log", signals=[Msg("signal.loss")]))
+    if picked["rivals"]:
+        head_notes.append(Msg("text.adversaries", keys=picked["rivals"]))
     run.notes.extend(head_notes + notes)
     return run
 
@@ -696,6 +665,8 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
                   meta: dict[str, Any], notes: list[Msg]) -> None:
     if picked["loss"] is not None:
         t, j = picked["loss"]
+        for t2, j2 in picked["siblings"]:
+            _fill(cols, "loss", place.of(t2), [r[j2] for r in t2.rows])
         _fill(cols, "loss", place.of(t), [r[j] for r in t.rows])
         meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
         if picked["guessed"]:
@@ -735,7 +706,7 @@ def _hints(parser: TextParser, main: Template) -> list[tuple[int, float]]:
         if t is main or t.text in _NOT_LINES:
             continue
         steps, counters, how = steps_of(t)
-        if steps is not None and how in ("named", "counter") and len(counters) == len(t.names):
+        if steps is not None and how in ("named", "counter", "epoch") and len(counters) == len(t.names):
             out.extend((o + 1, s) for o, s in zip(t.order, steps.tolist()))
     return sorted(out)
 
@@ -747,28 +718,58 @@ def _shape_name(t: Template) -> str:
 
 
 def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, values: Iterable[float]) -> None:
-    c = cols.setdefault(name, {})
-    for s, v in zip(steps.tolist(), values):
-        c[int(s)] = v
+    """Put one template's values at their steps (over what an earlier template put there); rows of
+    one template at the same step (a finer counter the step does not show) keep the first."""
+    keys = steps.astype(np.int64).tolist()
+    vals = list(values)
+    # in reverse, so that the first row at a step is the one left
+    cols.setdefault(name, {}).update(zip(reversed(keys[: len(vals)]), reversed(vals[: len(keys)])))
 
 
-def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]]) -> None:
+def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
+                   siblings: list[tuple[Template, int]] = ()) -> None:
+    """grad_norm, lr, scale...: each from the template that names it best; the training line's
+    siblings (the same line with a field more) add their values to the training line's."""
     best: dict[str, tuple[int, int, Template, int]] = {}
+    family = {id(t) for t, _ in siblings} | {id(place.main)}
     least = min(_MIN_ROWS, len(place.main.rows))  # a one-row log's other series have one row too
     for t in parser.templates.values():
-        if len(t.rows) < least:
+        if len(t.rows) < least and id(t) not in family:
             continue
-        for j, name in enumerate(t.names):
-            if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
-                continue
-            hit = column_for(base_name(name)) or column_for(normalise(name))
-            if hit is None or hit[0] not in _OTHER_COLUMNS:
-                continue
-            key = (hit[1], -len(t.rows))
+        for j, hit in _column_slots(t):
+            key = (hit[1], -sum(len(u.rows) for u in _kin(t, parser, family, place.main)))
             if hit[0] not in best or key < best[hit[0]][:2]:
                 best[hit[0]] = (*key, t, j)
     for col, (_, _, t, j) in best.items():
-        _fill(cols, col, place.of(t), [r[j] for r in t.rows])
+        for u in _kin(t, parser, family, place.main):
+            k = next((k for k, h in _column_slots(u) if h[0] == col), None)
+            if k is not None:
+                _fill(cols, col, place.of(u), [r[k] for r in u.rows])
+
+
+def _kin(t: Template, parser: TextParser, family: set[int], main: Template) -> list[Template]:
+    """The templates whose rows one series spans: the training line's family (siblings first, so the
+    main line's values win at a shared step), else the template alone."""
+    if id(t) not in family:
+        return [t]
+    kin = [u for u in parser.templates.values() if id(u) in family]
+    return sorted(kin, key=lambda u: u is main)  # stable: the main line last
+
+
+def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
+    out = []
+    for j, name in enumerate(t.names):
+        if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
+            continue
+        hit = column_for(base_name(name)) or column_for(normalise(name)) or _ALIASES.get(base_name(name))
+        if hit is not None and hit[0] in _OTHER_COLUMNS:
+            out.append((j, hit))
+    return out
+
+
+#: bare names the records' column table does not hold, as the tools that print them mean them: llm.c's
+#: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named grad norm
+_ALIASES = {"norm": ("grad_norm", 9)}
 
 
 def _components(found: list[tuple[Template, int]], place: Placed,
@@ -809,7 +810,9 @@ def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
     """Loss scales and overflows read from event lines, and the events themselves, at their step."""
     if parser.scale_points:
         at = place.at(np.asarray([i - 1 for i, _ in parser.scale_points]))
+        named = dict(cols.get("scale", {}))  # a row's own `loss_scale=128` beats what its event line is read as
         _fill(cols, "scale", at, [v for _, v in parser.scale_points])
+        cols["scale"].update(named)
     if parser.overflows:
         at = place.at(np.asarray([i - 1 for i in parser.overflows]))
         _fill(cols, "skipped", at, [1.0] * len(at))

@@ -1,0 +1,276 @@
+"""The words around the numbers of a training text: how the general reader (`any_text`) names each
+number of a line (the words in front of it, wrappers such as `tensor(` skipped, a running average
+in parentheses marked), the shape a repeated line makes (`Template`), which slots are step
+counters and how they make one increasing step (`steps_of`), and which names are a training,
+evaluation or component loss (`classify_slot`, `total_rank`). Pure functions over strings and
+the rows already read; `any_text` reads the lines and chooses the series."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import numpy as np
+
+#: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word
+NUMBER = re.compile(r"(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
+                    r"(?<![\w.])[-+]?(?:nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
+
+
+#: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
+_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
+
+
+#: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
+_WRAP = re.compile(r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
+                   r"float|np\.array)\(\s*\[*\s*['\"]?\s*$")
+
+
+#: a counter's name with its mode in parentheses (mmengine's `Epoch(train)`, `Iter(val)`)
+_MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
+
+
+#: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
+EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
+                        r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
+
+
+_TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
+
+
+#: an evaluation word inside a series' own name (`val_loss`, `Validation Loss`, `eval/loss`)
+EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
+
+
+#: step-like names, best first
+_STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "iters", "it",
+               "update", "updates", "n_updates", "num_updates", "batch", "total_timesteps", "timesteps")
+
+
+_EPOCH_NAMES = ("epoch", "epochs", "ep")
+
+
+#: total-loss names, best first: anything else holding `loss` is a guess
+_TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
+          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
+          "xent")  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
+
+
+_COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
+                        r"value|policy|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
+
+
+#: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
+_LOSS_METRICS = ("crossentropy", "cross_entropy", "cross-entropy", "smoothl1", "smooth_l1")
+
+
+def name_key(name: str) -> str:
+    return re.sub(r"\s+", " ", name.strip().lower())
+
+
+def names_a_loss(text: str) -> bool:
+    """Whether a number of the line stands behind a loss name (`loss 2.3`, `xent nan`; never `loss
+    scale`): such a line is a training row even when it also reads as an event."""
+    spans = [m.span() for m in NUMBER.finditer(text)]
+    return any(_is_loss(name_key(n)) for n in slot_names(text, spans) if n)
+
+
+def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
+    """The name in front of each number of a line; "(avg) NAME" for a number in parentheses right
+    after another (a running average); "" when no word is in front of it."""
+    names: list[str] = []
+    prev = 0
+    for i, (a, b) in enumerate(spans):
+        piece = text[prev:a]
+        prev = b
+        if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
+            names.append("(avg) " + names[-1].removeprefix("(avg) "))
+            continue
+        piece = _MODE.sub(r"\2 \1", _WRAP.sub("", piece))  # mmengine's `Iter(train)`, `Epoch(val)`
+        m = _NAME.search(piece)
+        names.append(m.group(1).strip(" ./-") if m else "")
+    return names
+
+
+class Template:
+    """The lines that share one shape: their line numbers, row order and numbers."""
+
+    def __init__(self, text: str, names: list[str], eval_context: list[bool]) -> None:
+        self.text, self.names, self.eval_context = text, names, eval_context
+        self.lines: list[int] = []
+        self.order: list[int] = []  # index of the row in reading order (over all templates and tables)
+        self.rows: list[list[float]] = []
+        self.slash: list[bool] = [False] * len(names)  # slot j is printed as `N/TOTAL` (slot j+1 the total)
+        self.bracketed: list[bool] = [False] * len(names)  # slot j is a bare `[N]` with no name
+        self.in_brackets: list[bool] = [False] * len(names)  # slot j is printed `[N]` (`Epoch: [0]`)
+        self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
+        self.steps_memo: tuple[int, Any] | None = None  # (rows, steps_of(self)) when last computed
+
+
+def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> list[bool]:
+    """For each slot: does the line's own text before it say evaluation (and no training word after
+    that)? `valid | epoch 2 | loss 3.1` and `Validation: loss 2.4` do; `train loss 2.3, val loss 2.4`
+    does not for its first loss."""
+    out = []
+    for (a, _), name in zip(spans, names):
+        before = text[:a]
+        ev = None
+        for m in EVAL_WORD.finditer(before):
+            ev = m
+        if ev is None:
+            out.append(False)
+            continue
+        after = before[ev.end():]
+        out.append(_TRAIN_WORD.search(after) is None)
+    return out
+
+
+def base_name(name: str) -> str:
+    """The name without its section (`train/loss` -> `loss`, `time/iterations` -> `iterations`); a
+    TensorBoard-style tag that ends with its split names the metric before it (`Loss/train` -> `loss`;
+    `Loss/val` stays an evaluation by its full name)."""
+    n = name_key(name).removeprefix("(avg) ")
+    if "/" not in n.rstrip("/"):
+        return n
+    head, last = n.rsplit("/", 1)
+    if last in _SPLITS and head:
+        return head.rsplit("/", 1)[-1]
+    return last
+
+
+_SPLITS = frozenset({"train", "training", "val", "valid", "validation", "eval", "test", "dev"})
+
+
+def step_rank(name: str) -> int | None:
+    """The rank of a step counter's name (lower is better), None when it names no step: `iter`,
+    `global_step`, also after a training word (`train iter`: mmengine's `Iter(train)`)."""
+    n = base_name(name)
+    if n in _STEP_NAMES:
+        return _STEP_NAMES.index(n)
+    head, _, last = n.rpartition(" ")
+    before = head.rsplit(" ", 1)[-1]  # the word right before: `INFO optimizer step`, not `time per iteration`
+    if head and last in _STEP_NAMES and (_TRAIN_WORD.fullmatch(before) or before in _STEP_HEADS):
+        return _STEP_NAMES.index(last)
+    return None
+
+
+#: words that may stand before a step counter's name and keep it the step (`loss 2.3 at step 100`,
+#: `optimizer step 12`, MaxText's `completed step: 10`); not `total`, `max`, `per`, `skipped`...
+_STEP_HEADS = frozenset({"at", "optimizer", "opt", "current", "cur", "completed", "done", "finished", "after",
+                         "on", "in", "global"})
+
+
+def _slash(parts: list[str], j: int) -> bool:
+    """Whether number j is printed as `N/TOTAL` (`[ 50/500]`, `iteration 100/ 500000`), not as part of a
+    date (`12/01/2023`, `06/01 12:00:00`)."""
+    if j + 2 >= len(parts) or parts[j + 1].strip() != "/" or parts[j].endswith("/") or parts[j + 2].startswith("/"):
+        return False
+    return not (parts[j + 2].strip() == "" and j + 3 < len(parts) and parts[j + 3].startswith(":"))
+
+
+def _word(name: str) -> str:
+    """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`)."""
+    n = base_name(name).split()
+    return n[-1] if n else ""
+
+
+def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
+    """(the step of each row or None, the slots that are counters, how the step was found:
+    "named", "counter", "epoch_counter", "epoch" or "numbered"). A counter within an epoch (printed
+    `N/TOTAL`, or one that restarts) is counted on from the epochs before it. Computed once per
+    template and number of rows (the choice of series asks it for the same template several times)."""
+    memo = t.steps_memo
+    if memo is not None and memo[0] == len(t.rows):
+        return memo[1]
+    out = _steps_of(t)
+    t.steps_memo = (len(t.rows), out)
+    return out
+
+
+def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
+    a = np.array(t.rows, dtype=np.float64) if t.rows else np.zeros((0, len(t.names)))
+    whole = [j for j in range(a.shape[1]) if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j]))
+             and np.all(a[:, j] >= 0)]
+    of_total = [j for j in whole if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1])
+                and np.all(a[:, j] <= a[:, j + 1])]  # `06/01` (a date, day < month) is no counter
+    counters = {k for j in of_total for k in (j, j + 1)}
+    epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
+    named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch]
+    counters.update(j for _, j in named)
+    if epoch is None and len(of_total) > 1:
+        epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
+    if epoch is not None:
+        counters.add(epoch)
+    inner = min(named)[1] if named else next((j for j in reversed(of_total) if j != epoch), None)
+    if inner is None:
+        inner = next((j for j in whole if t.bracketed[j] and np.all(np.diff(a[:, j]) > 0)), None)  # `[100] loss=`
+        if inner is not None:
+            counters.add(inner)
+    if inner is None:
+        if epoch is not None and a.shape[0] and np.all(np.diff(a[:, epoch]) > 0):
+            return a[:, epoch], counters, "epoch"
+        return None, counters, "numbered"
+    steps = a[:, inner]
+    if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or np.any(np.diff(a[:, epoch]) != 0)):
+        # no epoch, a counter that is not `N/TOTAL` within one epoch, or one that goes on across epochs
+        # (PaddleSeg's `epoch: 2, iter: 30/1000`): the counter as printed
+        return steps, counters, "named" if named else "counter"
+    per_epoch = a[0, inner + 1] if inner in of_total else np.max(steps) + 1
+    # an epoch printed `E/TOTAL` or as a bare number counts from 1 (`Epoch [1/10]`, OpenNMT's `Epoch  1,
+    # 12900/37527`); one in brackets as the PyTorch reference scripts' from 0 (`Epoch: [0][ 10/5005]`)
+    first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 \
+        else 0.0
+    return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
+
+
+def _is_loss(n: str) -> bool:
+    n = n.removeprefix("train_").removeprefix("training_")
+    if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
+        return False
+    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss") or \
+        n in _LOSS_METRICS
+
+
+def classify_slot(t: Template, j: int) -> str | None:
+    """"train", "eval", "component" for a loss-like slot; "avg" for a running average; else None."""
+    raw = name_key(t.names[j])
+    if not raw or raw.startswith("(avg)"):
+        return "avg" if raw else None
+    n = base_name(raw)
+    if n in t.losses:
+        return "component"
+    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) == 50 \
+        and not n.startswith(("total", "train", "tr."))
+    loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
+    if not loss_like:
+        return None
+    if EVAL_NAME.search(raw) or (t.eval_context[j] and not _TRAIN_WORD.search(raw)):
+        return "eval"
+    return "component" if comp_name else "train"
+
+
+#: words in front of a total's name that keep it the total (`avg_train_loss`, kohya's `avr_loss`)
+_TOTAL_PREFIX = re.compile(r"^(?:avg|avr|average|mean|running|smoothed|cur|current)[_ ]", re.IGNORECASE)
+
+
+def total_rank(name: str) -> float:
+    """The rank of a total-loss name (lower is better; 50: not a total). A prefixed total
+    (`avg_train_loss`) ranks right after the bare one."""
+    n = base_name(name)
+    bare = _TOTAL_PREFIX.sub("", n)
+    if bare != n:
+        r = total_rank(bare)
+        return r + 0.5 if r < 50 else 50
+    for prefix in ("train ", "train_", "training "):
+        if n.startswith(prefix) and n[len(prefix):] in _TOTAL:
+            return _TOTAL.index(n[len(prefix):]) + 1
+    return _TOTAL.index(n) if n in _TOTAL else 50
+
+
+#: component names of two adversaries (a GAN's D and G): their sum is no training loss
+_ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
+
+
+def adversaries(names: Iterable[str]) -> bool:
+    """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`)."""
+    return any(_ADVERSARIES.match(name_key(n)) for n in names)
