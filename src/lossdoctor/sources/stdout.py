@@ -39,7 +39,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..messages import Msg
-from ..records import Run, from_columns
+from ..records import FLAG_DROP, FLAG_NAN_FILTER, FLAG_WEAK, HOW, Run, StepColumns, Thinning, THINNING, from_columns
 from .columns import PREFERENCE_COLUMNS
 from .registry import SourceError, reader
 from . import composer as co
@@ -90,8 +90,9 @@ LOOKED_FOR = ("Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSp
 class ConsoleParser:
     """Feed it raw segments; `rows` gets one dict per logged step (several may share a step)."""
 
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+    def __init__(self, thinning: Thinning = THINNING) -> None:
+        self.rows: list[dict[str, Any]] = []  # the latest rows, still open to change; older ones are in `store`
+        self.store = StepColumns(_COLUMNS, thinning)
         self.megatron = mg.MegatronLines()  # the arguments block, dropped losses
         self.deepspeed = ds.DeepSpeedLines()  # skipped-step counts, which rank's overflows are read
         self.composer = co.ComposerLines()  # the metric block being read
@@ -117,6 +118,25 @@ class ConsoleParser:
         self.eval_rows = 0  # rows holding only an evaluation's loss
         self.component_rows = 0  # rows holding component losses
         self.line_no = 0
+
+    def n_rows(self) -> int:
+        """Rows read so far (the next row's ordinal)."""
+        return self.store.total + len(self.rows)
+
+    def _spill(self, final: bool = False) -> None:
+        """Move the rows no line can change any more into the column store: all but the latest
+        `_KEEP_RECENT`, and none from the progress bar's rows still open (`bar_before`, `bar_tail`)."""
+        cut = len(self.rows) if final else len(self.rows) - _KEEP_RECENT
+        if cut <= 0:
+            return
+        open_rows = {id(r) for r in self.bar_tail}
+        if self.bar_before is not None:
+            open_rows.add(id(self.bar_before))
+        if open_rows and not final:
+            cut = next((i for i, r in enumerate(self.rows[:cut]) if id(r) in open_rows), cut)
+        if cut > 0:
+            self.store.append_rows(self.rows[:cut])
+            del self.rows[:cut]
 
     # --- one segment ---------------------------------------------------------------------
 
@@ -171,7 +191,7 @@ class ConsoleParser:
                 self.counts["ds_step"] += 1
                 self._add(row, marker=True)
                 if row.get("skipped_in_interval"):  # DeepSpeed's `skipped=N` counter rose
-                    self.events.add(self.line_no, "overflow", text, len(self.rows))
+                    self.events.add(self.line_no, "overflow", text, self.n_rows())
                 return
         if "VERFLOW" in text or "verflow" in text:
             ov = self.deepspeed.overflow(text)
@@ -180,7 +200,7 @@ class ConsoleParser:
                     self.counts["ds_overflow"] += 1
                     self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
                                                                       self.since_marker, *ov)
-                    self.events.add(self.line_no, "overflow", text, len(self.rows))
+                    self.events.add(self.line_no, "overflow", text, self.n_rows())
                 return
         if "{" in text:
             row = cl.hf_dict(text)
@@ -193,7 +213,7 @@ class ConsoleParser:
                 return
         if _HINT.search(text) and self._key_value(text):
             return
-        self.events.scan(self.line_no, text, len(self.rows))
+        self.events.scan(self.line_no, text, self.n_rows())
         self.ignored += 1
 
     def _key_value(self, text: str) -> bool:
@@ -300,6 +320,8 @@ class ConsoleParser:
             self.counts["tqdm"] = len(self.tqdm_steps)  # a bar is drawn several times per step
             row = {"step": step, **metrics}
             self.rows.append(row)
+            if len(self.rows) >= 2 * _KEEP_RECENT:
+                self._spill()
             if self.bar_tail and step == self.bar_tail[-1]["step"]:
                 self.bar_tail.append(row)
             else:
@@ -311,6 +333,8 @@ class ConsoleParser:
     def _add(self, row: dict[str, Any], *, marker: bool) -> None:
         self._flush_pending()
         self.rows.append(row)
+        if len(self.rows) >= 2 * _KEEP_RECENT:
+            self._spill()
         if marker:
             self.marker, self.since_marker = row["step"], 0
 
@@ -327,6 +351,8 @@ class ConsoleParser:
         row["_how"] = "counter"
         self.last_pending_step = step
         self.rows.append(row)
+        if len(self.rows) >= 2 * _KEEP_RECENT:
+            self._spill()
 
     def _flush_pending(self) -> None:
         """No counter came after the waiting row: the last counter before it if that is newer than
@@ -364,38 +390,42 @@ class ConsoleParser:
         if self.bar_done:  # a bar that stopped short of its total was cut, not closed: its last draw is a step
             self._drop_closing_render()
         self._flush_pending()
+        self._spill(final=True)
         self._number_repeated_epochs()
         self._space_numbered()
 
     def _number_repeated_epochs(self) -> None:
         """Lines placed at their epoch: if an epoch comes twice, the lines are finer than epochs
         (`Epoch 1, batch 200, loss ...` with no step): number them in order instead."""
-        by_epoch = [r for r in self.rows if r.get("_how") == "epoch"]
-        epochs = [r["step"] for r in by_epoch]
-        if len(set(epochs)) == len(epochs):
+        st = self.store
+        idx = np.nonzero(st.how[:st.n] == HOW["epoch"])[0]
+        if np.unique(st.step[idx]).size == idx.size:
             return
-        for r in by_epoch:
-            self.numbered += 1
-            r["step"], r["_how"] = self.numbered, "numbered"
+        st.step[idx] = self.numbered + 1 + np.arange(idx.size)
+        st.how[idx] = HOW["numbered"]
+        self.numbered += idx.size
 
     def _space_numbered(self) -> None:
         """Dicts copied from a terminal's scrollback, with only the last progress bar below them:
         the first k-1 were numbered 1, 2...; the k-th took the bar's counter S. A Trainer logs every
         L steps from step L, so when S is a multiple of k they were at L, 2L, ... (L = S / k)."""
-        waiting = [r for r in self.rows if r.get("_how") in ("numbered", "counter", "interval")]
-        numbered = [r for r in waiting if r["_how"] == "numbered"]
-        if not numbered or len(numbered) == len(waiting):
+        st = self.store
+        how = st.how[:st.n]
+        waiting = np.nonzero(np.isin(how, (HOW["numbered"], HOW["counter"], HOW["interval"])))[0]
+        numbered = np.nonzero(how == HOW["numbered"])[0]
+        if not numbered.size or numbered.size == waiting.size:
             return
-        k = len(numbered) + 1
-        first = waiting[len(numbered)]
-        if waiting[:len(numbered)] != numbered or first["_how"] != "counter" or first["step"] % k:
+        k = numbered.size + 1
+        first = waiting[numbered.size]
+        if not np.array_equal(waiting[:numbered.size], numbered) or how[first] != HOW["counter"] \
+                or st.step[first] % k:
             return
-        every = first["step"] // k
-        later = [r["step"] for r in waiting[len(numbered):]]
-        if every < 1 or any(b - a != every for a, b in zip(later, later[1:])):
+        every = int(st.step[first]) // k
+        later = st.step[waiting[numbered.size:]]
+        if every < 1 or np.any(np.diff(later) != every):
             return
-        for j, r in enumerate(numbered, 1):
-            r["step"], r["_how"] = j * every, "spaced"
+        st.step[numbered] = every * np.arange(1, k)
+        st.how[numbered] = HOW["spaced"]
 
     # --- notes ---------------------------------------------------------------------------
 
@@ -411,7 +441,11 @@ class ConsoleParser:
             other.append(Msg("console.other_lines", n=self.ignored))
         out = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
                else Msg("console.read", what=what, used=used)]
-        how = Counter(r.get("_how") for r in self.rows if r.get("_how"))
+        st = self.store
+        final = np.bincount(st.how[:st.n], minlength=len(HOW))
+        how = {"counter": st.how_counts[HOW["counter"]], "interval": st.how_counts[HOW["interval"]],
+               "numbered": int(final[HOW["numbered"]]), "epoch": int(final[HOW["epoch"]]),
+               "spaced": int(final[HOW["spaced"]])}
         if how.get("counter"):
             out.append(Msg("console.took_bar_counter", n=how["counter"]))
         if how.get("interval"):
@@ -428,9 +462,11 @@ class ConsoleParser:
         out.extend(self.deepspeed.placement_notes())
         out.extend(self.megatron.notes())
         out.extend(self.composer.notes())
-        nan_filter = [r["step"] for r in self.rows if r.get("_nan_filter")]
-        if nan_filter:
-            out.append(filtered_nan_note(min(nan_filter)))
+        nan_filter = st.step[:st.n][(st.flags[:st.n] & FLAG_NAN_FILTER) != 0]
+        if nan_filter.size:
+            out.append(filtered_nan_note(int(nan_filter.min())))
+        if st.thinned:
+            out.append(Msg("source.thinned", n=st.total, kept=st.n, stride=st.stride))
         return out
 
 
@@ -470,13 +506,31 @@ _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skip
             "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
 
 
+#: rows kept as dicts while newer lines may still change them (a bar's closing draw, an overflow's
+#: scale); older rows go to the column store in batches of this size
+_KEEP_RECENT = 256
+
+
+def _kept_rows(p: ConsoleParser) -> np.ndarray:
+    """Indices (into the store) of the rows a Run is built from, sorted by step (stable: at a repeated
+    step the last row read wins): not the closing draw of a bar, and not a scale guessed from
+    "Attempted loss scale" where a logged one exists at that step."""
+    st = p.store
+    n = st.n
+    flags = st.flags[:n]
+    keep = (flags & FLAG_DROP) == 0
+    weak = keep & ((flags & FLAG_WEAK) != 0)
+    if weak.any() and "scale" in st.vals:
+        logged = keep & ~weak & st.logged("scale")
+        keep &= ~(weak & np.isin(st.step[:n], st.step[:n][logged]))
+    idx = np.nonzero(keep)[0]
+    return idx[np.argsort(st.step[idx], kind="stable")]
+
+
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
-    # a scale guessed from "Attempted loss scale" must not overwrite a logged one at that step
-    rows = [r for r in p.rows if not r.get("_drop")]
-    logged_scale_steps = {r["step"] for r in rows if "scale" in r and not r.get("_weak")}
-    rows = [r for r in rows if not (r.get("_weak") and r["step"] in logged_scale_steps)]
-    rows.sort(key=lambda r: r["step"])
-    steps = np.array([r["step"] for r in rows], dtype=np.float64)
+    st = p.store
+    order = _kept_rows(p)
+    steps = st.step[order]
     framework = _framework(p)
     meta: dict[str, Any] = {"framework": framework}
     meta.update(mg.args_meta(p.megatron.args))
@@ -486,23 +540,24 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         meta["args"] = {k: v for k, v in p.megatron.args.items() if isinstance(v, (int, float, str, bool))}
     if p.counts["megatron"] or p.counts["hf"]:
         meta["loss_is_interval_mean"] = True
+    if st.thinned:
+        meta["thinned"] = {"rows": st.total, "kept": st.n, "stride": st.stride}
+        meta.setdefault("log_interval", _interval_before_thinning(st))
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:
-        if name == "eval_loss" and not p.eval_rows:
-            continue  # no row can hold it: one pass over the rows saved
-        present = np.array([name in r for r in rows], dtype=bool)
+        present = st.logged(name)[order]
         if present.any():
-            cols[name] = np.array([float(r.get(name, np.nan)) for r in rows])
+            cols[name] = st.view(name)[order]
             logged[name] = present
     if "skipped_in_interval" in cols:
         interval = np.diff(steps, prepend=steps[0] - float(meta.get("log_interval", 1) or 1))
         interval = np.maximum(interval, 1.0)
         frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
         lg = logged["skipped_in_interval"]
-        base = cols.get("skipped", np.full(len(rows), np.nan))
+        base = cols.get("skipped", np.full(len(order), np.nan))
         cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
-        logged["skipped"] = logged.get("skipped", np.zeros(len(rows), dtype=bool)) | lg
+        logged["skipped"] = logged.get("skipped", np.zeros(len(order), dtype=bool)) | lg
     if "loss" not in cols and "scale" not in cols and "grad_norm" not in cols:
         raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
                           "norm or loss scale in them")
@@ -514,9 +569,9 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     source = framework if framework in ("megatron", "deepspeed") else "console"
     events: dict[str, dict[int, Any]] = {}
     if p.component_rows:
-        events["loss_components"] = {int(r["step"]): r["_components"] for r in rows if r.get("_components")}
+        events["loss_components"] = _components(p, order)
     if p.events.items:
-        events["text_events"] = p.events.place([r["step"] for r in p.rows])
+        events["text_events"] = p.events.place(_OrdinalSteps(st))
     fp16 = bool(np.any(cols.get("skipped", np.zeros(1)) > 0)) or bool(
         np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0))
     p.events.hints.apply(meta, saw_scale=fp16)
@@ -525,6 +580,42 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)
     return run
+
+
+def _components(p: ConsoleParser, order: np.ndarray) -> dict[int, Any]:
+    """{step: component losses} of the kept rows, in step order (the last row at a step wins)."""
+    st = p.store
+    ordinals = st.ordinal[order]
+    out: dict[int, Any] = {}
+    for i in np.nonzero(np.isin(ordinals, np.fromiter(st.extra, np.int64, len(st.extra))))[0].tolist():
+        out[int(st.step[order[i]])] = st.extra[int(ordinals[i])]["_components"]
+    return out
+
+
+def _interval_before_thinning(st: StepColumns) -> int:
+    """The typical gap between logged loss points of the head of the log (kept whole): the log's own
+    interval, which the thinned middle's gaps would misstate."""
+    head = st.ordinal[:st.n] < st.rules.head
+    steps = np.sort(st.step[:st.n][head & st.logged("loss")]) if "loss" in st.vals else np.sort(st.step[:st.n][head])
+    gaps = np.diff(steps)
+    gaps = gaps[gaps > 0]
+    return int(max(1, np.median(gaps))) if gaps.size else 1
+
+
+class _OrdinalSteps:
+    """The step of the row read at each ordinal (what `Events.place` asks for): of a thinned row, the
+    step of the last kept row read before it."""
+
+    def __init__(self, st: StepColumns) -> None:
+        self.st = st
+
+    def __len__(self) -> int:
+        return self.st.total
+
+    def __getitem__(self, i: int) -> float:
+        st = self.st
+        j = int(np.searchsorted(st.ordinal[:st.n], i, side="right")) - 1
+        return float(st.step[max(j, 0)])
 
 
 def _sniff(p: Path) -> bool:
@@ -542,7 +633,7 @@ def _sniff(p: Path) -> bool:
     parser = ConsoleParser()
     for i, seg in enumerate(segments(_Bytes(data[:_SNIFF_CONSOLE_BYTES]))):
         parser.feed(seg)
-        if parser.rows or parser.pending is not None or parser.composer.holding():
+        if parser.n_rows() or parser.pending is not None or parser.composer.holding():
             return True
         if i > _SNIFF_SEGMENTS:
             break
@@ -563,7 +654,7 @@ class _Bytes:
 
 def read_stream(f: Any, what: str) -> Run:
     p = parse(segments(f))
-    if not p.rows:
+    if not p.n_rows():
         raise SourceError(f"{what}: no training log lines (looked for {LOOKED_FOR})")
     return rows_to_run(p, what)
 
