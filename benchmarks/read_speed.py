@@ -176,12 +176,12 @@ sys.path.insert(0, sys.argv[1])
 path, what = Path(sys.argv[2]), sys.argv[3]
 out = {}
 if what == "regex":
-    rx = re.compile(rb"loss\W+(\d+\.\d+|nan)")
+    rx = re.compile(r"loss\W+(\d+\.\d+|nan)")
     files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
     t = time.perf_counter()
     n = 0
     for fp in files:
-        with open(fp, "rb") as f:
+        with open(fp, encoding="utf-8", errors="replace") as f:
             for line in f:
                 if rx.search(line):
                     n += 1

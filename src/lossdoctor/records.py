@@ -332,6 +332,7 @@ class StepColumns:
         self._alloc(1024)
 
     def _alloc(self, cap: int) -> None:
+        """Room for `cap` rows (the rows held are kept)."""
         old = self.__dict__.get("step")
         n = self.n
         arrays = {"step": np.float64, "ordinal": np.int64, "how": np.int8, "flags": np.uint8}
@@ -340,17 +341,18 @@ class StepColumns:
             if old is not None:
                 a[:n] = getattr(self, k)[:n]
             setattr(self, k, a)
-        vals = {}
-        have = {}
-        for name in self.names:
-            v = np.full(cap, np.nan)
-            h = np.zeros(cap, dtype=bool)
-            if old is not None:
-                v[:n], h[:n] = self.vals[name][:n], self.have[name][:n]
-            vals[name], have[name] = v, h
+        vals, have = {}, {}
+        for name in getattr(self, "vals", {}):
+            vals[name], have[name] = np.full(cap, np.nan), np.zeros(cap, dtype=bool)
+            vals[name][:n], have[name][:n] = self.vals[name][:n], self.have[name][:n]
         self.vals, self.have = vals, have
         self.cap = cap
         self.peak_nbytes = max(self.peak_nbytes, self.nbytes())
+
+    def _series(self, name: str) -> None:
+        """Arrays for a series seen for the first time (a series never logged takes no memory)."""
+        if name not in self.vals:
+            self.vals[name], self.have[name] = np.full(self.cap, np.nan), np.zeros(self.cap, dtype=bool)
 
     def nbytes(self) -> int:
         return int(self.step.nbytes + self.ordinal.nbytes + self.how.nbytes + self.flags.nbytes
@@ -376,6 +378,7 @@ class StepColumns:
         end = start + m
         self.step[start:end] = np.fromiter((r["step"] for r in rows), np.float64, m)
         for name in keys.intersection(self.names):
+            self._series(name)
             self.have[name][start:end] = np.fromiter((name in r for r in rows), bool, m)
             self.vals[name][start:end] = np.fromiter((r.get(name, np.nan) for r in rows), np.float64, m)
         if "_how" in keys:
@@ -400,6 +403,7 @@ class StepColumns:
         start = self._reserve(m)
         self.step[start:start + m] = steps
         for name, v in cols.items():
+            self._series(name)
             self.vals[name][start:start + m] = v
             self.have[name][start:start + m] = True
         self._after_append(start)
@@ -433,7 +437,7 @@ class StepColumns:
         for k in ("step", "ordinal", "how", "flags"):
             a = getattr(self, k)
             a[:idx.size] = a[idx]
-        for name in self.names:
+        for name in self.vals:
             self.vals[name][:idx.size] = self.vals[name][idx]
             self.have[name][:idx.size] = self.have[name][idx]
             self.vals[name][idx.size:n] = np.nan  # the freed rows read as never logged again
@@ -479,10 +483,11 @@ class StepColumns:
     # --- the result ------------------------------------------------------------------------
 
     def view(self, name: str) -> np.ndarray:
-        return self.vals[name][:self.n]
+        """The series' values of the rows held (NaN where not logged)."""
+        return self.vals[name][:self.n] if name in self.vals else np.full(self.n, np.nan)
 
     def logged(self, name: str) -> np.ndarray:
-        return self.have[name][:self.n]
+        return self.have[name][:self.n] if name in self.have else np.zeros(self.n, dtype=bool)
 
 
 def _outliers(v: np.ndarray, window: int, k: float) -> np.ndarray:

@@ -43,6 +43,7 @@ from ..records import FLAG_DROP, FLAG_NAN_FILTER, FLAG_WEAK, HOW, Run, StepColum
 from .columns import PREFERENCE_COLUMNS
 from .registry import SourceError, reader
 from . import composer as co
+from . import console_fast as fast
 from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
@@ -64,6 +65,10 @@ _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 #: training loss even though the name alone does not say so.
 _EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset",
                         re.IGNORECASE)
+#: a tqdm bar with nothing around it, `  45%|####      | 45/100 [00:10<00:12,  4.50it/s]`: no prefix for
+#: `clean` to strip, no description or postfix for `console_lines.tqdm_bar` to read, no cursor-up; read
+#: as that function reads it (its counter and total) without the general pattern
+_PLAIN_BAR = re.compile(r"\s*\d{1,3}%\|[^\[\]|=\x1b]*\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b]*\]\s*$")
 _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
 
 #: what each kind of line is called in the notes, in the order the notes list them
@@ -118,6 +123,10 @@ class ConsoleParser:
         self.eval_rows = 0  # rows holding only an evaluation's loss
         self.component_rows = 0  # rows holding component losses
         self.line_no = 0
+        self.templates: list[fast.Template] = []  # line shapes learned for the fast path (console_fast)
+        self.dict_templates: list[fast.DictTemplate] = []  # Trainer log-dict shapes learned
+        self._learnable: tuple[dict[str, Any], tuple] | None = None
+        self._shapes: set[str] = set()  # line shapes already offered to `fast.learn`
 
     def n_rows(self) -> int:
         """Rows read so far (the next row's ordinal)."""
@@ -142,6 +151,18 @@ class ConsoleParser:
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
+        if not raw or raw.isspace():
+            return  # what `clean` leaves of it is nothing (a bar cleared by tqdm.write)
+        bar = _PLAIN_BAR.match(raw)
+        if bar is not None:  # a bare tqdm bar (no description, no postfix): what `tqdm_bar` reads of it
+            self._bar(int(bar.group(1)), int(bar.group(2)), {}, nested=False)
+            return
+        if raw[:2] == "{'" and self.dict_templates and fast.FAST and self._idle():
+            for t in self.dict_templates:
+                m = t.rx.fullmatch(raw)
+                if m is not None:  # a log dict of a learned shape: the row `hf_dict` would make
+                    self._hf(t.row(m))
+                    return
         text = clean(raw)
         nested = CURSOR_UP in raw
         for _ in range(64):  # bars, and what was printed after them before a newline
@@ -156,7 +177,45 @@ class ConsoleParser:
             if len(text) <= 2:
                 return
         if text:
+            self._learnable = None
             self._line(text)
+            if self._learnable is not None and raw == text and "[" not in text \
+                    and len(self.templates) < fast.MAX_TEMPLATES and self._new_shape(text):
+                t = fast.learn(text, *self._learnable)
+                if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.templates):
+                    self.templates.append(t)
+
+    def _new_shape(self, text: str) -> bool:
+        """True the first time a line of this shape (its digits aside) is seen: worth learning."""
+        shape = text.translate(cl._ZERO_DIGITS)
+        if shape in self._shapes:
+            return False
+        if len(self._shapes) < 4096:
+            self._shapes.add(shape)
+        return True
+
+    def _idle(self) -> bool:
+        """No arguments block or Composer block open that a line could belong to."""
+        return not (self.megatron.in_args or self.composer.block is not None or self.composer.in_eval)
+
+    def can_bulk(self) -> bool:
+        """True when a learned line would be read the same whatever came before it, and its row can go
+        straight to the store: idle, and no progress-bar rows open."""
+        return self._idle() and not (self.bar_tail or self.bar_before is not None)
+
+    def bulk(self, t: fast.Template, values: np.ndarray) -> None:
+        """Lines of a learned shape, read as the line parser would read each (`console_fast`): plain
+        step rows, each the new marker, appended as arrays."""
+        m = values.shape[0]
+        if not m:
+            return
+        self._flush_pending()
+        self._spill(final=True)
+        si = t.cols.index("step")
+        self.store.append_arrays(values[:, si], {c: values[:, j] for j, c in enumerate(t.cols) if c != "step"})
+        self.counts[t.dialect] += m
+        self.line_no += m
+        self.marker, self.since_marker = int(values[-1, si]), 0
 
     def _line(self, text: str) -> None:
         if self.megatron.argument_line(text):
@@ -206,6 +265,11 @@ class ConsoleParser:
             row = cl.hf_dict(text)
             if row is not None:
                 if row:
+                    if len(self.dict_templates) < fast.MAX_TEMPLATES and self._idle() and fast.FAST \
+                            and self._new_shape(text):
+                        t = fast.learn_dict(text, row)
+                        if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.dict_templates):
+                            self.dict_templates.append(t)
                     self._hf(row)
                 else:
                     self.eval_dicts += 1
@@ -233,6 +297,8 @@ class ConsoleParser:
             return True
         if row is not None and (row["step"] is not None or "_epoch" in row
                                 or sum(c in row for c in cl.METRICS) >= 2):
+            if row["step"] is not None and all(k[0] != "_" or k == "_dialect" for k in row):
+                self._learnable = (dict(row), cl.plan_fields(text))  # a plain step row: a template for the fast path
             self.counts[row.pop("_dialect")] += 1
             epoch = row.pop("_epoch", None)
             if row.pop("_finer_counter", False):
@@ -546,6 +612,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:
+        if name not in st.vals:
+            continue
         present = st.logged(name)[order]
         if present.any():
             cols[name] = st.view(name)[order]
@@ -653,7 +721,9 @@ class _Bytes:
 
 
 def read_stream(f: Any, what: str) -> Run:
-    p = parse(segments(f))
+    p = ConsoleParser()
+    fast.feed_stream(f, p)
+    p.finish()
     if not p.n_rows():
         raise SourceError(f"{what}: no training log lines (looked for {LOOKED_FOR})")
     return rows_to_run(p, what)
