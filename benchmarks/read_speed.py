@@ -43,79 +43,89 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 FORMATS = ("console", "hf-tqdm", "csv", "jsonl", "tensorboard", "mlflow")
 #: bytes per step of each generator (measured), to size an input from a target size
-_BYTES_PER_STEP = {"console": 50, "hf-tqdm": 330, "csv": 40, "jsonl": 95, "tensorboard": 150, "mlflow": 150}
+_BYTES_PER_STEP = {"console": 50, "hf-tqdm": 280, "csv": 40, "jsonl": 120, "tensorboard": 150, "mlflow": 80}
 #: the binary formats are written by their real writers, which are slow: capped at this many steps
 _MAX_STEPS = {"tensorboard": 300_000, "mlflow": 1_000_000}
 
 
-def curve(n: int, seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    s = np.arange(1, n + 1)
-    loss = 2.2 * np.exp(-s / (n / 3)) + 1.1 + 0.04 * rng.standard_normal(n)
-    gn = 0.8 + 0.1 * np.abs(rng.standard_normal(n))
-    loss[n // 2] *= 4.0  # one spike
+_BLOCK = 100_000
+
+
+def curve(n: int, a: int = 0, b: int | None = None, seed: int = 0) -> dict[str, np.ndarray]:
+    """Steps a+1..b of an n-step curve (the whole run by default), generated block by block so a
+    1 GB log never sits in memory: healthy, one spike at 50%, a blow-up to NaN at 90% + 40 steps."""
+    b = n if b is None else b
+    rng = np.random.default_rng([seed, a])
+    i = np.arange(a, b)
+    s = i + 1
+    loss = 2.2 * np.exp(-s / (n / 3)) + 1.1 + 0.04 * rng.standard_normal(b - a)
+    gn = 0.8 + 0.1 * np.abs(rng.standard_normal(b - a))
+    loss[i == n // 2] *= 4.0  # one spike
     onset = int(n * 0.9)
-    gn[onset:] *= 1.5 ** np.minimum(np.arange(n - onset), 60)
-    loss[onset + 40:] = np.nan
-    gn[onset + 40:] = np.nan
-    lr = np.full(n, 3e-4)
-    return {"step": s, "loss": loss, "grad_norm": gn, "lr": lr, "loss_scale": np.full(n, 65536.0)}
+    gn = np.where(i >= onset, gn * 1.5 ** np.minimum(np.maximum(i - onset, 0), 60), gn)
+    loss[i >= onset + 40] = np.nan
+    gn[i >= onset + 40] = np.nan
+    return {"step": s, "loss": loss, "grad_norm": gn, "lr": np.full(b - a, 3e-4), "loss_scale": np.full(b - a, 65536.0)}
 
 
-def write_console(path: Path, c: dict[str, np.ndarray]) -> None:
+def blocks(n: int):
+    for a in range(0, n, _BLOCK):
+        yield curve(n, a, min(n, a + _BLOCK))
+
+
+def write_console(path: Path, n: int) -> None:
     with open(path, "w") as f:
-        lines = [f"iter {s}: loss {v:.4f}, time 120.50ms, mfu 38.12%\n"
-                 for s, v in zip(c["step"].tolist(), c["loss"].tolist())]
-        for i in range(0, len(lines), 100_000):
-            f.write("".join(lines[i:i + 100_000]))
+        for c in blocks(n):
+            f.write("".join(f"iter {s}: loss {v:.4f}, time 120.50ms, mfu 38.12%\n"
+                            for s, v in zip(c["step"].tolist(), c["loss"].tolist())))
 
 
-def write_hf_tqdm(path: Path, c: dict[str, np.ndarray]) -> None:
+def write_hf_tqdm(path: Path, n: int) -> None:
     """What `python train.py > log 2>&1` holds for an HF Trainer with logging_steps=1: per step the bar
     redrawn (tqdm's own formatter), then cleared for the log dict, then redrawn."""
     from tqdm import tqdm
 
-    n = len(c["step"])
     with open(path, "w") as f:
         f.write("***** Running training *****\n  Num examples = 1,000,000\n")
-        out = []
-        for i, (s, v, g, lr) in enumerate(zip(c["step"].tolist(), c["loss"].tolist(), c["grad_norm"].tolist(),
-                                              c["lr"].tolist())):
-            bar = tqdm.format_meter(s, n, elapsed=s / 9.0)
-            out.append(f"\r{bar}\r{' ' * len(bar)}\r{{'loss': {v:.4f}, 'grad_norm': {g:.6g}, "
-                       f"'learning_rate': {lr:.1e}, 'epoch': {s / n:.2f}}}\n\r{bar}")
-            if len(out) >= 50_000:
-                f.write("".join(out))
-                out = []
-        f.write("".join(out) + "\n")
+        for c in blocks(n):
+            out = []
+            for s, v, g, lr in zip(c["step"].tolist(), c["loss"].tolist(), c["grad_norm"].tolist(),
+                                   c["lr"].tolist()):
+                bar = tqdm.format_meter(s, n, elapsed=s / 9.0)
+                out.append(f"\r{bar}\r{' ' * len(bar)}\r{{'loss': {v:.4f}, 'grad_norm': {g:.6g}, "
+                           f"'learning_rate': {lr:.1e}, 'epoch': {s / n:.2f}}}\n\r{bar}")
+            f.write("".join(out))
+        f.write("\n")
 
 
-def write_csv(path: Path, c: dict[str, np.ndarray]) -> None:
-    keys = list(c)
-    np.savetxt(path, np.column_stack([c[k] for k in keys]), delimiter=",", header=",".join(keys), comments="",
-               fmt=["%d"] + ["%.6g"] * (len(keys) - 1))
-
-
-def write_jsonl(path: Path, c: dict[str, np.ndarray]) -> None:
-    keys = list(c)
+def write_csv(path: Path, n: int) -> None:
     with open(path, "w") as f:
-        for row in zip(*(c[k].tolist() for k in keys)):
-            f.write(json.dumps(dict(zip(keys, row))) + "\n")
+        f.write("step,loss,grad_norm,lr,loss_scale\n")
+        for c in blocks(n):
+            np.savetxt(f, np.column_stack([c[k] for k in c]), delimiter=",", fmt=["%d"] + ["%.6g"] * 4)
 
 
-def write_tensorboard(path: Path, c: dict[str, np.ndarray]) -> Path:
+def write_jsonl(path: Path, n: int) -> None:
+    with open(path, "w") as f:
+        for c in blocks(n):
+            keys = list(c)
+            f.write("".join(json.dumps(dict(zip(keys, row))) + "\n" for row in zip(*(c[k].tolist() for k in keys))))
+
+
+def write_tensorboard(path: Path, n: int) -> Path:
     from torch.utils.tensorboard import SummaryWriter
 
     w = SummaryWriter(str(path), max_queue=100_000, flush_secs=3600)
-    for s, v, g, lr in zip(c["step"].tolist(), c["loss"].tolist(), c["grad_norm"].tolist(), c["lr"].tolist()):
-        w.add_scalar("train/loss", v, s)
-        w.add_scalar("train/grad_norm", g, s)
-        w.add_scalar("train/learning_rate", lr, s)
+    for c in blocks(n):
+        for s, v, g, lr in zip(c["step"].tolist(), c["loss"].tolist(), c["grad_norm"].tolist(), c["lr"].tolist()):
+            w.add_scalar("train/loss", v, s)
+            w.add_scalar("train/grad_norm", g, s)
+            w.add_scalar("train/learning_rate", lr, s)
     w.close()
     return path
 
 
-def write_mlflow(path: Path, c: dict[str, np.ndarray]) -> Path:
+def write_mlflow(path: Path, n: int) -> Path:
     """MLflow's file store as `FileStore` lays it out (mlflow/store/tracking/file_store.py): an
     experiment folder with meta.yaml, a run folder with meta.yaml and metrics/<key> files of
     `timestamp value step` lines."""
@@ -130,34 +140,34 @@ def write_mlflow(path: Path, c: dict[str, np.ndarray]) -> Path:
                                    "run_uuid: 0123456789abcdef\nsource_name: ''\nsource_type: 4\n"
                                    "source_version: ''\nstart_time: 1700000000000\nstatus: 1\n"
                                    "tags: []\nuser_id: bench\n")
-    ts = 1700000000000 + c["step"] * 100
     for name, key in (("loss", "loss"), ("grad_norm", "grad_norm"), ("lr", "learning_rate")):
         with open(run / "metrics" / key, "w") as f:
-            vals = c[name].tolist()
-            f.write("".join(f"{t} {v!r} {s}\n" for t, v, s in zip(ts.tolist(), vals, c["step"].tolist())))
+            for c in blocks(n):
+                ts = 1700000000000 + c["step"] * 100
+                f.write("".join(f"{t} {v!r} {s}\n" for t, v, s in zip(ts.tolist(), c[name].tolist(),
+                                                                      c["step"].tolist())))
     return path
 
 
 def generate(fmt: str, target_bytes: int, where: Path) -> tuple[Path, int]:
     steps = max(1000, target_bytes // _BYTES_PER_STEP[fmt])
     steps = min(steps, _MAX_STEPS.get(fmt, steps))
-    c = curve(steps)
     if fmt == "console":
         p = where / "train.log"
-        write_console(p, c)
+        write_console(p, steps)
     elif fmt == "hf-tqdm":
         p = where / "hf_console.out"
-        write_hf_tqdm(p, c)
+        write_hf_tqdm(p, steps)
     elif fmt == "csv":
         p = where / "log.csv"
-        write_csv(p, c)
+        write_csv(p, steps)
     elif fmt == "jsonl":
         p = where / "log.jsonl"
-        write_jsonl(p, c)
+        write_jsonl(p, steps)
     elif fmt == "tensorboard":
-        p = write_tensorboard(where / "tb", c)
+        p = write_tensorboard(where / "tb", steps)
     else:
-        p = write_mlflow(where / "mlruns", c)
+        p = write_mlflow(where / "mlruns", steps)
     return p, steps
 
 
@@ -188,7 +198,10 @@ if what == "regex":
     out["s"] = time.perf_counter() - t
 else:
     t = time.perf_counter()
-    from lossdoctor.sources import load_path
+    from lossdoctor.sources import _load_readers, load_path
+    _load_readers()  # the reader modules, imported on the first load_path: start-up, not reading
+    out["import_s"] = time.perf_counter() - t
+    t = time.perf_counter()
     runs = load_path(path)
     out["s"] = time.perf_counter() - t
     run = runs[0]
@@ -235,8 +248,8 @@ def main() -> int:
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     formats = [f for f in args.formats.split(",") if f.strip()]
-    header = ("| input | size | steps | read | MB/s | peak MB | regex pass | read / regex | rows kept "
-              "| first non-finite step |" + (" diagnose | first finding |" if args.diagnose else ""))
+    header = ("| input | size | steps | read | MB/s | peak MB | regex pass | read / regex | import | rows kept "
+              "| first non-finite step |" + (" read + diagnose | first finding |" if args.diagnose else ""))
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     print(header)
     for size in sizes:
@@ -251,7 +264,8 @@ def main() -> int:
                 shutil.rmtree(d, ignore_errors=True)
             expect = int(math.floor(steps * 0.9)) + 40 + 1
             row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {mb / rd['s']:,.0f} | "
-                   f"{rd['peak_mb']:,.0f} | {rx['s']:.2f} s | {rd['s'] / rx['s']:.2f}x | {rd['rows']:,}"
+                   f"{rd['peak_mb']:,.0f} | {rx['s']:.2f} s | {rd['s'] / rx['s']:.2f}x | {rd['import_s']:.2f} s | "
+                   f"{rd['rows']:,}"
                    f"{' (thinned)' if rd.get('thinned') else ''} | {rd['first_nonfinite']}"
                    f"{'' if rd['first_nonfinite'] == expect else f' (expected {expect})'} |")
             if args.diagnose:

@@ -395,13 +395,20 @@ class StepColumns:
                     self.extra[int(self.ordinal[start + i])] = {"_components": r["_components"]}
         self._after_append(start)
 
-    def append_arrays(self, steps: np.ndarray, cols: dict[str, np.ndarray]) -> None:
-        """Append rows given as arrays (every named series logged on every row)."""
+    def append_arrays(self, steps: np.ndarray, cols: dict[str, np.ndarray], *, how: str | None = None,
+                      flags: np.ndarray | None = None) -> None:
+        """Append rows given as arrays (every named series logged on every row; `how` the rows' step
+        was found, `flags` per row)."""
         m = len(steps)
         if not m:
             return
         start = self._reserve(m)
         self.step[start:start + m] = steps
+        if how is not None:
+            self.how[start:start + m] = HOW[how]
+            self.how_counts[HOW[how]] += m
+        if flags is not None:
+            self.flags[start:start + m] = flags
         for name, v in cols.items():
             self._series(name)
             self.vals[name][start:start + m] = v
@@ -420,18 +427,22 @@ class StepColumns:
 
     def _thin(self) -> None:
         """Keep the head, the tail, what is rare and what is anomalous; one in `stride` elsewhere.
-        The stride doubles at each pass, so the kept middle is every row whose ordinal is a
-        multiple of the final stride: deterministic, whatever the chunking."""
+        The stride only doubles, so the kept middle is every row whose ordinal is a multiple of the
+        final stride: deterministic, whatever the chunking."""
         r = self.rules
         n = self.n
-        self.stride *= 2
-        keep = (self.ordinal[:n] % self.stride) == 0
-        keep |= self.ordinal[:n] < r.head
-        keep |= (self.how[:n] == HOW["numbered"]) | (self.how[:n] == HOW["epoch"]) | (self.flags[:n] != 0)
+        must = self.ordinal[:n] < r.head
+        must[max(0, n - r.tail):] = True
+        must |= (self.how[:n] == HOW["numbered"]) | (self.how[:n] == HOW["epoch"]) | (self.flags[:n] != 0)
         if self.extra:
-            keep |= np.isin(self.ordinal[:n], np.fromiter(self.extra, np.int64, len(self.extra)))
-        keep |= self._rare(n)
-        keep |= _dilate(self._anomalies(n), r.context)
+            must |= np.isin(self.ordinal[:n], np.fromiter(self.extra, np.int64, len(self.extra)))
+        must |= self._rare(n)
+        must |= _dilate(self._anomalies(n), r.context)
+        while True:  # the smallest doubling of the stride that leaves room for as many rows again
+            keep = must | ((self.ordinal[:n] % self.stride) == 0)
+            if keep.sum() <= r.max_rows // 2 or self.stride >= 1 << 40:
+                break
+            self.stride *= 2
         idx = np.nonzero(keep)[0]
         self.thinned += n - idx.size
         for k in ("step", "ordinal", "how", "flags"):

@@ -157,6 +157,49 @@ def learn_dict(text: str, row: dict[str, Any]) -> DictTemplate | None:
         return None
 
 
+_SEP = rb"(?:\r\n|[\r\n])"
+#: `stdout._PLAIN_BAR` over bytes after its leading blanks (a segment: no separator inside), its
+#: counter and total captured. A segment of a cycle is `[ \t]*` and then this or nothing: blanks and
+#: bars share their leading blanks, so no run of spaces is tried twice
+_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*\][ \t]*"
+_BAR_BODY_NC = _BAR_BODY.replace(rb"(\d+)", rb"\d+")
+#: a bar's counter and total, in whole segments known to be blanks or bars (starts on a literal)
+_BARS = re.compile(rb"\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d")
+
+
+@dataclass
+class Cycle:
+    """The Trainer's console cycle with its progress bar on: a log dict of a learned shape, then the
+    bar redrawn (blank segments where `tqdm.write` cleared it). `rx` matches one cycle: groups are
+    the whole cycle, the dict's values, the first bar's counter and total, and the rest of the bars."""
+
+    rx: re.Pattern[bytes]
+    dict: DictTemplate
+
+
+def cycle_of(t: DictTemplate) -> Cycle:
+    body = t.rx.pattern.encode("ascii")
+    # the segment's start: right after a separator (or the data's start), checked after the dict's
+    # opening `{'` so the search runs on that literal (a look-behind first would cost at every byte)
+    assert body.startswith(rb"\{'")
+    start = rb"\{'(?<![^\r\n]\{')" + body[3:]
+    rx = re.compile(rb"(" + start + _SEP + rb"(?:[ \t]*" + _SEP + rb")*[ \t]*" + _BAR_BODY + _SEP
+                    + rb"((?:[ \t]*(?:" + _BAR_BODY_NC + rb")?" + _SEP + rb")*))")
+    return Cycle(rx, t)
+
+
+def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, list[tuple[bytes, bytes]]]:
+    """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the other bars' (counter,
+    total) in order) of matched cycles."""
+    k = len(c.dict.keys)
+    vals = np.fromstring(b" ".join(b" ".join(f[1:k + 3]) for f in found).decode("ascii"), sep=" ")
+    if vals.size != len(found) * (k + 2):
+        vals = np.fromiter(map(float, b" ".join(b" ".join(f[1:k + 3]) for f in found).split()), np.float64)
+    vals = vals.reshape(len(found), k + 2)
+    rest = _BARS.findall(b"".join(f[-1] for f in found))
+    return vals[:, :k], vals[:, k:], rest
+
+
 def feed_stream(f: IO[bytes], parser: Any) -> None:
     """Feed a binary stream to `parser` (its `feed(segment)` for single segments, `bulk(template,
     values)` for runs of learned lines), every segment cut as `console_text.segments` cuts it (split
@@ -209,8 +252,22 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
     from there); returns where it stopped."""
     view = data[pos:] if pos else data
     templates = parser.templates if FAST and parser.can_bulk() else []
+    cycles = parser.cycles() if FAST and parser.can_bulk() else []
     at = 0
-    for start, stop, t, found in _runs(templates, view) if templates else ():
+    runs = _runs(templates, view) if templates else []
+    if cycles and not runs:
+        runs = _cycle_runs(cycles, view)
+    for start, stop, t, found in runs:
+        if isinstance(t, Cycle):
+            if start > at:
+                done = _feed_slow(view, at, start, parser)
+                if done < start:
+                    return pos + done
+            if not parser.bulk_cycles(t, found if found is not None else t.rx.findall(view, start, stop),
+                                      _segments_in(view, start, stop)):
+                _feed_slow(view, start, stop, parser)
+            at = stop
+            continue
         if start > at:
             done = _feed_slow(view, at, start, parser)
             if done < start:
@@ -262,6 +319,36 @@ def _runs(templates: list[Template], text: bytes) -> list[tuple[int, int, Templa
         else:
             runs.append((a, b, partial[i][0], None))
     return runs
+
+
+def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, list | None]]:
+    """Runs of consecutive cycles of one shape: one findall when they tile the data from the first
+    one to the end of the last, else their spans."""
+    out: list[tuple[int, int, Any, list | None]] = []
+    for i, c in enumerate(cycles):
+        found = c.rx.findall(data)
+        if not found:
+            continue
+        if i:  # the shape of this part of the log: tried first from now on
+            cycles.insert(0, cycles.pop(i))
+        first = c.rx.search(data)
+        assert first is not None
+        covered = sum(len(f[0]) for f in found)
+        if data.startswith(found[-1][0], first.start() + covered - len(found[-1][0])):
+            return [(first.start(), first.start() + covered, c, found)]
+        spans = [(m.start(), m.end()) for m in c.rx.finditer(data)]
+        for a, b in spans:
+            if out and out[-1][1] == a and out[-1][2] is c:
+                out[-1] = (out[-1][0], b, c, None)
+            else:
+                out.append((a, b, c, None))
+        return out
+    return out
+
+
+def _segments_in(data: bytes, start: int, stop: int) -> int:
+    """How many segments `data[start:stop]` holds (it ends with a separator; `\r\n` is one)."""
+    return data.count(b"\r", start, stop) + data.count(b"\n", start, stop) - data.count(b"\r\n", start, stop)
 
 
 def _floats(t: Template, found: list) -> np.ndarray:

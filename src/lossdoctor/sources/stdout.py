@@ -125,6 +125,7 @@ class ConsoleParser:
         self.line_no = 0
         self.templates: list[fast.Template] = []  # line shapes learned for the fast path (console_fast)
         self.dict_templates: list[fast.DictTemplate] = []  # Trainer log-dict shapes learned
+        self._cycles: list[fast.Cycle] = []
         self._learnable: tuple[dict[str, Any], tuple] | None = None
         self._shapes: set[str] = set()  # line shapes already offered to `fast.learn`
 
@@ -202,6 +203,48 @@ class ConsoleParser:
         """True when a learned line would be read the same whatever came before it, and its row can go
         straight to the store: idle, and no progress-bar rows open."""
         return self._idle() and not (self.bar_tail or self.bar_before is not None)
+
+    def cycles(self) -> list[fast.Cycle]:
+        """The Trainer console cycles of the learned log-dict shapes (built once per shape)."""
+        if len(self._cycles) != len(self.dict_templates):
+            self._cycles = [fast.cycle_of(t) for t in self.dict_templates]
+        return self._cycles
+
+    def bulk_cycles(self, c: fast.Cycle, found: list, segments: int) -> bool:
+        """Cycles of log dict + bar redraws (`console_fast.Cycle`), read as `feed` would read their
+        segments: each dict waits for a step and the bar drawn next gives it (`_place_pending`); the
+        bars move the counter. False (nothing read) unless that reading is certain: no row waiting
+        before them, and each dict's bar counter beyond the one before."""
+        vals, first, rest = fast.cycle_values(c, found)
+        steps = first[:, 0]
+        if self.pending is not None or not self.can_bulk() or np.any(np.diff(steps) <= 0) \
+                or (self.last_pending_step is not None and steps[0] <= self.last_pending_step):
+            return False
+        cols = {k: vals[:, j] for j, k in enumerate(c.dict.keys) if k != "epoch"}
+        if "epoch" in c.dict.keys and self.first_epoch is None:
+            self.first_epoch = float(vals[0, c.dict.keys.index("epoch")])
+        flags = None
+        if "loss" in cols and "grad_norm" in cols:  # `is_filtered_nan`: an all-NaN interval logged as 0.0
+            filtered = (cols["loss"] == 0.0) & ~np.isfinite(cols["grad_norm"])
+            if filtered.any():
+                cols["loss"] = np.where(filtered, np.nan, cols["loss"])
+                flags = np.where(filtered, FLAG_NAN_FILTER, 0).astype(np.uint8)
+        self._spill(final=True)
+        self.store.append_arrays(steps, cols, how="counter", flags=flags)
+        self.counts["hf"] += len(steps)
+        if self.last_pending_step is not None or len(steps) > 1:
+            prev = steps[-2] if len(steps) > 1 else self.last_pending_step
+            self.pending_interval = max(1, int(steps[-1] - prev))
+        self.last_pending_step = int(steps[-1])
+        bars = np.concatenate([first, np.array(rest, dtype=np.float64).reshape(-1, 2)]) if rest else first
+        last = (np.array(rest[-1], dtype=np.float64) if rest else first[-1])
+        self.bar_done = bool(last[0] >= last[1])
+        self.last_counter = int(last[0])
+        top = int(bars[:, 0].max())
+        if self.marker is None or top > self.marker:
+            self.marker, self.since_marker = top, 0
+        self.line_no += segments
+        return True
 
     def bulk(self, t: fast.Template, values: np.ndarray) -> None:
         """Lines of a learned shape, read as the line parser would read each (`console_fast`): plain
@@ -465,7 +508,7 @@ class ConsoleParser:
         (`Epoch 1, batch 200, loss ...` with no step): number them in order instead."""
         st = self.store
         idx = np.nonzero(st.how[:st.n] == HOW["epoch"])[0]
-        if np.unique(st.step[idx]).size == idx.size:
+        if idx.size < 2 or np.unique(st.step[idx]).size == idx.size:
             return
         st.step[idx] = self.numbered + 1 + np.arange(idx.size)
         st.how[idx] = HOW["numbered"]
@@ -698,13 +741,16 @@ def _sniff(p: Path) -> bool:
     if any(m in data for m in (b"iteration", b"step=", b"Attempted loss scale", b"Grad overflow")) \
             and _ANY.search(data) is not None:
         return True
-    parser = ConsoleParser()
-    for i, seg in enumerate(segments(_Bytes(data[:_SNIFF_CONSOLE_BYTES]))):
-        parser.feed(seg)
-        if parser.n_rows() or parser.pending is not None or parser.composer.holding():
-            return True
-        if i > _SNIFF_SEGMENTS:
-            break
+    # the first 64 KiB (cut after a newline: the same first segments) usually decide; else the whole head
+    cut = data.rfind(b"\n", 0, 1 << 16) + 1
+    for part in ((data[:cut], data[:_SNIFF_CONSOLE_BYTES]) if cut else (data[:_SNIFF_CONSOLE_BYTES],)):
+        parser = ConsoleParser()
+        for i, seg in enumerate(segments(_Bytes(part))):
+            parser.feed(seg)
+            if parser.n_rows() or parser.pending is not None or parser.composer.holding():
+                return True
+            if i > _SNIFF_SEGMENTS:
+                return False
     return False
 
 
