@@ -46,6 +46,9 @@ FORMATS = ("console", "hf-tqdm", "csv", "jsonl", "tensorboard", "mlflow")
 _BYTES_PER_STEP = {"console": 50, "hf-tqdm": 280, "csv": 40, "jsonl": 120, "tensorboard": 150, "mlflow": 80}
 #: the binary formats are written by their real writers, which are slow: capped at this many steps
 _MAX_STEPS = {"tensorboard": 300_000, "mlflow": 1_000_000}
+#: the formats read whole (CSV, JSONL: `sources.files.MAX_WHOLE_READ`) and the slow writers are not
+#: run past this size (a 1 GB CSV would take gigabytes of this shared machine's memory)
+_MAX_BYTES = {"csv": 200_000_000, "jsonl": 200_000_000, "tensorboard": 200_000_000, "mlflow": 200_000_000}
 
 
 _BLOCK = 100_000
@@ -254,6 +257,8 @@ def main() -> int:
     print(header)
     for size in sizes:
         for fmt in formats:
+            if size > _MAX_BYTES.get(fmt, size):
+                continue
             d = Path(tempfile.mkdtemp(prefix="ld-read-", dir=args.tmp))
             try:
                 path, steps = generate(fmt, size, d)

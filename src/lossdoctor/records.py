@@ -307,6 +307,8 @@ HOW = {None: 0, "counter": 1, "interval": 2, "numbered": 3, "epoch": 4, "spaced"
 HOW_NAMES = {v: k for k, v in HOW.items()}
 #: per-row flags (`StepColumns.flags`)
 FLAG_DROP, FLAG_WEAK, FLAG_NAN_FILTER = 1, 2, 4
+#: set by a thinning pass on a row it must keep (rare, non-finite, outlying, or next to one)
+FLAG_KEEP = 8
 _FLAG_KEYS = (("_drop", FLAG_DROP), ("_weak", FLAG_WEAK), ("_nan_filter", FLAG_NAN_FILTER))
 
 
@@ -329,6 +331,8 @@ class StepColumns:
         self.peak_nbytes = 0
         self.how_counts = [0] * len(HOW)  # over every row appended, thinned or not
         self.extra: dict[int, dict[str, Any]] = {}  # ordinal -> {"_components": ...}
+        self._judged = 0  # rows before this index were judged by a thinning pass
+        self._nonfinite_judged = {"loss": 0, "grad_norm": 0}
         self._alloc(1024)
 
     def _alloc(self, cap: int) -> None:
@@ -359,8 +363,8 @@ class StepColumns:
                    + sum(v.nbytes for v in self.vals.values()) + sum(h.nbytes for h in self.have.values()))
 
     def _reserve(self, m: int) -> int:
-        if self.n + m > self.cap:
-            self._alloc(max(self.n + m, self.cap * 2))
+        if self.n + m > self.cap:  # doubling, but not far past what thinning lets the store hold
+            self._alloc(max(self.n + m, min(self.cap * 2, self.rules.max_rows + (1 << 16))))
         start = self.n
         self.n += m
         self.ordinal[start:self.n] = np.arange(self.total, self.total + m)
@@ -431,13 +435,15 @@ class StepColumns:
         final stride: deterministic, whatever the chunking."""
         r = self.rules
         n = self.n
-        must = self.ordinal[:n] < r.head
-        must[max(0, n - r.tail):] = True
-        must |= (self.how[:n] == HOW["numbered"]) | (self.how[:n] == HOW["epoch"]) | (self.flags[:n] != 0)
+        a = self._judged  # rows before it were judged by an earlier pass (their verdict is in FLAG_KEEP)
+        new = (self.how[a:n] == HOW["numbered"]) | (self.how[a:n] == HOW["epoch"])
         if self.extra:
-            must |= np.isin(self.ordinal[:n], np.fromiter(self.extra, np.int64, len(self.extra)))
-        must |= self._rare(n)
-        must |= _dilate(self._anomalies(n), r.context)
+            new |= np.isin(self.ordinal[a:n], np.fromiter(self.extra, np.int64, len(self.extra)))
+        new |= self._rare(a, n)
+        new |= _dilate(self._anomalies(a, n), r.context)
+        self.flags[a:n] |= np.where(new, FLAG_KEEP, 0).astype(np.uint8)
+        must = (self.ordinal[:n] < r.head) | (self.flags[:n] != 0)
+        must[max(0, n - r.tail):] = True
         while True:  # the smallest doubling of the stride that leaves room for as many rows again
             keep = must | ((self.ordinal[:n] % self.stride) == 0)
             if keep.sum() <= r.max_rows // 2 or self.stride >= 1 << 40:
@@ -455,38 +461,40 @@ class StepColumns:
             self.have[name][idx.size:n] = False
         self.how[idx.size:n] = 0
         self.flags[idx.size:n] = 0
-        self.n = idx.size
+        self.n = self._judged = idx.size
 
-    def _rare(self, n: int) -> np.ndarray:
-        """Rows that say something seldom said: an evaluation loss, a skipped step or interval
+    def _rare(self, a: int, n: int) -> np.ndarray:
+        """Rows a..n that say something seldom said: an evaluation loss, a skipped step or interval
         count, a NaN count, a loss scale that changed."""
-        out = np.zeros(n, dtype=bool)
+        out = np.zeros(n - a, dtype=bool)
         for name in ("eval_loss", "skipped", "skipped_in_interval", "nan_in_interval", "scale"):
             if name not in self.vals:
                 continue
-            v, h = self.vals[name][:n], self.have[name][:n]
+            v, h = self.vals[name][a:n], self.have[name][a:n]
             if name == "eval_loss":
                 out |= h
             elif name == "scale":
-                prev = np.concatenate([v[:1], v[:-1]])
+                prev = np.concatenate([self.vals[name][max(a - 1, 0):max(a, 1)], v[:-1]])[:v.size]
                 out |= h & ~((v == prev) | (np.isnan(v) & np.isnan(prev)))
             else:
                 out |= h & (v != 0)
         return out
 
-    def _anomalies(self, n: int) -> np.ndarray:
-        """Rows whose loss or grad norm is non-finite (the first `nonfinite_keep` of them, and each
-        run's first) or an outlier against its window's median."""
+    def _anomalies(self, a: int, n: int) -> np.ndarray:
+        """Rows a..n whose loss or grad norm is non-finite (the log's first `nonfinite_keep` of them,
+        and each run's first) or an outlier against its window's median."""
         r = self.rules
-        out = np.zeros(n, dtype=bool)
+        out = np.zeros(n - a, dtype=bool)
         for name in ("loss", "grad_norm"):
             if name not in self.vals:
                 continue
-            v, h = self.vals[name][:n], self.have[name][:n]
+            v, h = self.vals[name][a:n], self.have[name][a:n]
             bad = h & ~np.isfinite(v)
             if bad.any():
-                first = bad & ~np.concatenate([[False], bad[:-1]])
-                early = bad & (np.cumsum(bad) <= r.nonfinite_keep)
+                before = bool(a and self.have[name][a - 1] and not np.isfinite(self.vals[name][a - 1]))
+                first = bad & ~np.concatenate([[before], bad[:-1]])
+                early = bad & (np.cumsum(bad) + self._nonfinite_judged[name] <= r.nonfinite_keep)
+                self._nonfinite_judged[name] += int(bad.sum())
                 out |= first | early
             out |= _outliers(np.where(h & ~bad, v, np.nan), r.window, r.outlier_mads)
         return out

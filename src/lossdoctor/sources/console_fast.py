@@ -265,7 +265,7 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
                     return pos + done
             if not parser.bulk_cycles(t, found if found is not None else t.rx.findall(view, start, stop),
                                       _segments_in(view, start, stop)):
-                _feed_slow(view, start, stop, parser)
+                _feed_slow(view, start, stop, parser, early=False)
             at = stop
             continue
         if start > at:
@@ -275,12 +275,12 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
         if parser.can_bulk():
             parser.bulk(t, _floats(t, found if found is not None else t.rx.findall(view, start, stop)))
         else:
-            _feed_slow(view, start, stop, parser)
+            _feed_slow(view, start, stop, parser, early=False)
         at = stop
     return pos + (_feed_slow(view, at, len(view), parser) if at < len(view) else at)
 
 
-def _feed_slow(data: bytes, start: int, stop: int, parser: Any) -> int:
+def _feed_slow(data: bytes, start: int, stop: int, parser: Any, early: bool = True) -> int:
     """Feed the segments of `data[start:stop]` one by one (split in one call; ASCII decoded in one
     call); stop early (returning where) when the parser has learned a new line shape and something
     is left, so the rest can be looked at with it."""
@@ -293,7 +293,7 @@ def _feed_slow(data: bytes, start: int, stop: int, parser: Any) -> int:
     for i in range(0, last, 2):
         seg = parts[i]
         feed(seg[:MAX_SEGMENT] if ascii_ else seg.decode("utf-8", "replace")[:MAX_SEGMENT])
-        if FAST and len(parser.templates) != known and i + 2 < last:
+        if early and FAST and len(parser.templates) != known and i + 2 < last:
             return start + sum(len(p) for p in parts[:i + 2])
     return stop
 
