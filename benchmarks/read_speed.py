@@ -52,6 +52,9 @@ _MAX_BYTES = {"csv": 200_000_000, "jsonl": 200_000_000, "tensorboard": 200_000_0
 
 
 _BLOCK = 100_000
+#: the two logs of the issue's first measurement: 1M nanoGPT lines (52 MB), a 300k-step HF Trainer
+#: console with its progress bar
+REFERENCE = (("console", 1_000_000), ("hf-tqdm", 300_000))
 
 
 def curve(n: int, a: int = 0, b: int | None = None, seed: int = 0) -> dict[str, np.ndarray]:
@@ -152,9 +155,10 @@ def write_mlflow(path: Path, n: int) -> Path:
     return path
 
 
-def generate(fmt: str, target_bytes: int, where: Path) -> tuple[Path, int]:
-    steps = max(1000, target_bytes // _BYTES_PER_STEP[fmt])
-    steps = min(steps, _MAX_STEPS.get(fmt, steps))
+def generate(fmt: str, target_bytes: int, where: Path, steps: int | None = None) -> tuple[Path, int]:
+    if steps is None:
+        steps = max(1000, target_bytes // _BYTES_PER_STEP[fmt])
+        steps = min(steps, _MAX_STEPS.get(fmt, steps))
     if fmt == "console":
         p = where / "train.log"
         write_console(p, steps)
@@ -245,38 +249,39 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10MB", help="comma-separated target sizes (default 10MB: a quick run)")
     ap.add_argument("--formats", default=",".join(FORMATS))
+    ap.add_argument("--reference", action="store_true",
+                    help="first the two reference logs: 1M nanoGPT lines, a 300k-step HF Trainer console")
     ap.add_argument("--diagnose", action="store_true", help="also time `diagnose` (read + detectors) per input")
     ap.add_argument("--docs", action="store_true", help="write the table into docs/benchmarks.md")
     ap.add_argument("--tmp", default=None, help="where to generate the inputs (a temporary directory under it)")
     args = ap.parse_args()
     sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     formats = [f for f in args.formats.split(",") if f.strip()]
+    jobs: list[tuple[str, int, int | None]] = [(f, 0, n) for f, n in REFERENCE] if args.reference else []
+    jobs += [(f, size, None) for size in sizes for f in formats if size <= _MAX_BYTES.get(f, size)]
     header = ("| input | size | steps | read | MB/s | peak MB | regex pass | read / regex | import | rows kept "
               "| first non-finite step |" + (" read + diagnose | first finding |" if args.diagnose else ""))
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     print(header)
-    for size in sizes:
-        for fmt in formats:
-            if size > _MAX_BYTES.get(fmt, size):
-                continue
-            d = Path(tempfile.mkdtemp(prefix="ld-read-", dir=args.tmp))
-            try:
-                path, steps = generate(fmt, size, d)
-                mb = size_of(path) / 1e6
-                rd = measure(path, "diagnose" if args.diagnose else "read")
-                rx = measure(path, "regex")
-            finally:
-                shutil.rmtree(d, ignore_errors=True)
-            expect = int(math.floor(steps * 0.9)) + 40 + 1
-            row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {mb / rd['s']:,.0f} | "
-                   f"{rd['peak_mb']:,.0f} | {rx['s']:.2f} s | {rd['s'] / rx['s']:.2f}x | {rd['import_s']:.2f} s | "
-                   f"{rd['rows']:,}"
-                   f"{' (thinned)' if rd.get('thinned') else ''} | {rd['first_nonfinite']}"
-                   f"{'' if rd['first_nonfinite'] == expect else f' (expected {expect})'} |")
-            if args.diagnose:
-                row += f" {rd['s_all']:.2f} s | {rd.get('first')} |"
-            print(row, flush=True)
-            lines.append(row)
+    for fmt, size, nsteps in jobs:
+        d = Path(tempfile.mkdtemp(prefix="ld-read-", dir=args.tmp))
+        try:
+            path, steps = generate(fmt, size, d, nsteps)
+            mb = size_of(path) / 1e6
+            rd = measure(path, "diagnose" if args.diagnose else "read")
+            rx = measure(path, "regex")
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        expect = int(math.floor(steps * 0.9)) + 40 + 1
+        row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {mb / rd['s']:,.0f} | "
+               f"{rd['peak_mb']:,.0f} | {rx['s']:.2f} s | {rd['s'] / rx['s']:.2f}x | {rd['import_s']:.2f} s | "
+               f"{rd['rows']:,}"
+               f"{' (thinned)' if rd.get('thinned') else ''} | {rd['first_nonfinite']}"
+               f"{'' if rd['first_nonfinite'] == expect else f' (expected {expect})'} |")
+        if args.diagnose:
+            row += f" {rd['s_all']:.2f} s | {rd.get('first')} |"
+        print(row, flush=True)
+        lines.append(row)
     if args.docs:
         sys.path.insert(0, str(ROOT))
         from benchmarks import docs

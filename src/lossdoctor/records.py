@@ -278,9 +278,10 @@ def to_float(v: Any) -> float:
 class Thinning:
     """When and how a very long log is thinned while it is read (`StepColumns`)."""
 
-    #: rows held before the store thins; measured default: 2M rows of 3 series are ~60 MB, and a
-    #: 1M-step log (benchmarks/diagnose_1m.py) is read whole, so no answer there changes
-    max_rows: int = 1 << 21
+    #: rows held before the store thins; measured default: 1M rows of one series are ~30 MB in the
+    #: store (a 1 GB console log peaks under 250 MB, benchmarks/read_speed.py), and a 1M-step log
+    #: (benchmarks/diagnose_1m.py) is read whole, so no answer there changes
+    max_rows: int = 1 << 20
     #: rows kept at full resolution at the start and at the end of the log (measured default: the
     #: warmup and the last few thousand steps hold what the LR and schedule detectors read)
     head: int = 65_536
