@@ -16,7 +16,7 @@ Generates, in a temporary directory deleted afterwards, one input per format and
 Every curve is healthy, then explodes to NaN at 90% of the run (so the answer can be checked: the
 first non-finite step), with one loss spike at 50%.
 
-For each input, in a fresh subprocess (so peak memory is the reader's own: `ru_maxrss`), it times
+For each input, in a fresh subprocess (so peak memory is the reader's own: `VmHWM`), it times
 `sources.load_path` (the read) and `lossdoctor diagnose --format json` end to end, and a bare regex
 pass (`for line in f: rx.search(line)` with a pattern for a number after `loss`) over the same
 bytes, and prints MB/s, peak MB and the ratio read / regex pass side by side.
@@ -224,7 +224,10 @@ else:
         f0 = rep.findings[0] if rep.findings else None
         out["first"] = [f0.cause, f0.step] if f0 is not None else None
         out["s_all"] = time.perf_counter() - t
-out["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM: this process's peak resident memory since its exec (ru_maxrss would carry the forking
+# parent's peak over the exec on Linux)
+hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")]
+out["peak_mb"] = (int(hwm[0].split()[1]) if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) / 1024
 print(json.dumps(out))
 """
 
@@ -288,8 +291,8 @@ def main() -> int:
 
         body = "\n".join(["## Read speed", "", docs.provenance(docs.command_line()), "",
                           "Each input is generated (see `benchmarks/read_speed.py`), read in a fresh process by "
-                          "`sources.load_path` (*read*: the time and the process's peak resident memory, "
-                          "`ru_maxrss`, imports included), and a bare regex pass (`for line in f: rx.search(line)`) "
+                          "`sources.load_path` (*read*: its time, imports apart in *import*; *peak MB*: the process's "
+                          "peak resident memory, `VmHWM`, interpreter and imports included), and a bare regex pass (`for line in f: rx.search(line)`) "
                           "reads the same bytes in another fresh process. The curve is healthy, spikes once at "
                           "50% and goes NaN at 90% + 40 steps: *first non-finite step* is where the read columns "
                           "put the first NaN loss (it must be the generated one). Synthetic inputs: these are "
