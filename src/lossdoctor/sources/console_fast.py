@@ -161,7 +161,7 @@ _SEP = rb"(?:\r\n|[\r\n])"
 #: `stdout._PLAIN_BAR` over bytes after its leading blanks (a segment: no separator inside), its
 #: counter and total captured. A segment of a cycle is `[ \t]*` and then this or nothing: blanks and
 #: bars share their leading blanks, so no run of spaces is tried twice
-_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*\][ \t]*"
+_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*+\| *+(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*+\][ \t]*+"
 _BAR_BODY_NC = _BAR_BODY.replace(rb"(\d+)", rb"\d+")
 #: a bar's counter and total, in whole segments known to be blanks or bars (starts on a literal)
 _BARS = re.compile(rb"\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d")
@@ -183,8 +183,10 @@ def cycle_of(t: DictTemplate) -> Cycle:
     # opening `{'` so the search runs on that literal (a look-behind first would cost at every byte)
     assert body.startswith(rb"\{'")
     start = rb"\{'(?<![^\r\n]\{')" + body[3:]
-    rx = re.compile(rb"(" + start + _SEP + rb"(?:[ \t]*" + _SEP + rb")*[ \t]*" + _BAR_BODY + _SEP
-                    + rb"((?:[ \t]*(?:" + _BAR_BODY_NC + rb")?" + _SEP + rb")*))")
+    # possessive quantifiers (`*+`) where giving characters back can never lead to a match: the
+    # same matches, without the backtracking
+    rx = re.compile(rb"(" + start + _SEP + rb"(?:[ \t]*+" + _SEP + rb")*[ \t]*+" + _BAR_BODY + _SEP
+                    + rb"((?:[ \t]*+(?:" + _BAR_BODY_NC + rb")?" + _SEP + rb")*))")
     return Cycle(rx, t)
 
 
