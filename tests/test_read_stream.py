@@ -201,3 +201,39 @@ def test_store_thinning_is_deterministic_and_keeps_what_is_rare():
     middle = [s for s in kept if 5_000 < s < 15_000]
     assert middle and all(s % st.stride == 0 for s in middle)
     assert st.logged("eval_loss")[st.step[:st.n] == 50_000].all()
+
+
+class _Recorder:
+    """A parser that keeps the segments it is fed (and learns nothing: no bulk)."""
+
+    templates: list = []
+
+    def __init__(self) -> None:
+        self.segs: list[str] = []
+
+    def feed(self, seg: str) -> None:
+        self.segs.append(seg)
+
+    def can_bulk(self) -> bool:
+        return False
+
+    def cycles(self) -> list:
+        return []
+
+
+def test_the_fast_path_cuts_segments_as_console_text_does(tmp_path):
+    """`console_fast.feed_stream` hands the parser the segments `console_text.segments` makes: split
+    at `\\r`, `\\n` and `\\r\\n` (also across a read chunk), bad UTF-8 as U+FFFD, an over-long segment cut
+    to MAX_SEGMENT characters, a last line without a newline."""
+    import io
+
+    from lossdoctor.sources.console_text import segments
+
+    parts = [b"iter 1: loss 2.0\r\n", b"\xff\xfe bad bytes \xe2\x82\n", b"x" * (3 << 20) + b"\n",
+             "caf\u00e9 \u2588\u2588 ok\r".encode(), b"y" * 70_000 + b"\r\n", b"\r\r\n\n",
+             b"a" * ((1 << 16) - 7) + b"\r", b"\nafter a cut separator\n", "\u00e9".encode() * 40_000 + b"\n",
+             b"last line without newline"]
+    data = b"".join(parts)
+    rec = _Recorder()
+    console_fast.feed_stream(io.BytesIO(data), rec)
+    assert rec.segs == list(segments(io.BytesIO(data)))
