@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "zoo-verify", "lr-probe", "generated-dev", "generated-test", "peers", "real-logs", "text-reader", "format-gallery", "overhead", "overhead-spread",
+ORDER = ("intro", "zoo", "zoo-verify", "lr-probe", "generated-dev", "generated-test", "peers", "real-logs", "text-reader", "format-gallery", "read-speed", "overhead", "overhead-spread",
          "overhead-ablation", "overhead-gpu", "many-params", "many-ranks", "deepspeed-overhead",
          "tp-overhead", "pp-overhead")
 
@@ -34,6 +34,7 @@ its own section.
 | [Real logs](#real-logs) | `python -m benchmarks.real_logs.score` |
 | [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 056e5fa --docs` |
 | [Format gallery](#format-gallery) | `python benchmarks/format_gallery.py --baseline b012790 --docs` |
+| [Read speed](#read-speed) | `python benchmarks/read_speed.py --reference --sizes 10MB,100MB,1GB --docs` (default: 10MB, a quick run) |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
 | Overhead on a GPU (not run yet: no GPU was lent; the section appears when it runs) | `python benchmarks/gpu.py` (CUDA only; skips cleanly without it) |

@@ -172,7 +172,9 @@ case("timm_train_and_test",
              for i, v in zip((50, 100, 150), L))
      + "Test: [   0/196]  Time: 0.912 (0.912)  Loss:   2.501 ( 2.501)  Acc@1:  60.000 ( 60.000)\n"
        "Test: [  50/196]  Time: 0.112 (0.200)  Loss:   2.450 ( 2.470)  Acc@1:  61.000 ( 60.500)\n",
-     {50: 2.31, 100: 2.25, 150: 2.20}, lr={50: 1e-4, 100: 1e-4, 150: 1e-4})
+     # the console reader joins the epoch and the batch counter into one increasing step
+     # (3 x 1251 + batch + 1): the values and their spacing are what is checked
+     {3804: 2.31, 3854: 2.25, 3904: 2.20}, lr={3804: 1e-4, 3854: 1e-4, 3904: 1e-4})
 
 # pytorch/examples imagenet/main.py ProgressMeter.display: `Epoch: [0][  10/5005]\tTime  0.257 ( 0.560)\t...
 # Loss 6.9078e+00 (6.9100e+00)\tAcc@1   0.00 (  0.14)`: the value, never the running average

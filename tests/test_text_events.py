@@ -31,7 +31,7 @@ def _read(tmp_path, text, name="train.log"):
 
 
 def _events(run, kind):
-    return sorted((s, e) for s, v in run.event("text_events").items() for e in v if e["kind"] == kind)
+    return sorted(((s, e) for s, v in run.event("text_events").items() for e in v if e["kind"] == kind), key=lambda se: se[0])
 
 
 def _keys(msgs):
@@ -290,7 +290,7 @@ def test_a_nan_only_the_text_tells_is_a_finding_at_its_step_naming_the_candidate
     f = next(f for f in report.findings if f.symptom == "nonfinite")
     assert f.severity == "critical" and f.step == last and f.confidence <= 0.4
     keys = _keys(f.evidence)
-    assert keys[0] == "events.what.nonfinite_text" and "diff.ranked" in keys and "diff.separate" in keys
+    assert keys[0] == "diff.what.nonfinite_text" and "diff.ranked" in keys and "diff.separate" in keys
     ranked = f.evidence[keys.index("diff.ranked")]
     assert ranked.values["second"] and ranked.values["p1"] < 0.5
     assert "diff.ev.at_start" not in keys  # eight finite rows came before the NaN

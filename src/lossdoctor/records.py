@@ -278,3 +278,274 @@ def to_float(v: Any) -> float:
         except ValueError:
             return np.nan
     return np.nan
+
+
+# --- a log read in order, as growable columns ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Thinning:
+    """When and how a very long log is thinned while it is read (`StepColumns`)."""
+
+    #: rows held before the store thins; measured default: 1M rows of one series are ~30 MB in the
+    #: store (a 1 GB console log peaks under 250 MB, benchmarks/read_speed.py), and a 1M-step log
+    #: (benchmarks/diagnose_1m.py) is read whole, so no answer there changes
+    max_rows: int = 1 << 20
+    #: rows kept at full resolution at the start and at the end of the log (measured default: the
+    #: warmup and the last few thousand steps hold what the LR and schedule detectors read)
+    head: int = 65_536
+    tail: int = 65_536
+    #: window of the running median an outlier is judged against (measured default: ~ a few hundred
+    #: steps, shorter than a schedule's change and longer than a spike)
+    window: int = 256
+    #: a point this many median absolute deviations from its window's median is kept (6 MADs keep
+    #: ~0.1% of Gaussian noise: spikes and a blow-up's ramp stay, noise is thinned; measured default)
+    outlier_mads: float = 6.0
+    #: rows kept on each side of a kept non-finite or outlier point, so its onset reads as before
+    #: (measured default: the detectors look back 25-50 steps before a NaN)
+    context: int = 64
+    #: the first non-finite points of the log kept whatever the thinning (the onset of a NaN run and
+    #: what follows; measured default)
+    nonfinite_keep: int = 4096
+
+
+THINNING = Thinning()
+
+#: how a row got its step, as a small code (`StepColumns.how`); `numbered`/`epoch` rows are renumbered
+#: at the end of a console log, so they are never thinned
+HOW = {None: 0, "counter": 1, "interval": 2, "numbered": 3, "epoch": 4, "spaced": 5}
+HOW_NAMES = {v: k for k, v in HOW.items()}
+#: per-row flags (`StepColumns.flags`)
+FLAG_DROP, FLAG_WEAK, FLAG_NAN_FILTER = 1, 2, 4
+#: set by a thinning pass on a row it must keep (rare, non-finite, outlying, or next to one)
+FLAG_KEEP = 8
+_FLAG_KEYS = (("_drop", FLAG_DROP), ("_weak", FLAG_WEAK), ("_nan_filter", FLAG_NAN_FILTER))
+
+
+class StepColumns:
+    """Rows of a log, in reading order, as growable numpy arrays: `step`, one float array per named
+    series with its logged mask, how each row got its step, flags, and the rare rows' extras
+    (component losses) by ordinal. A reader appends a batch of row dicts (`append_rows`) or whole
+    arrays (`append_arrays`); memory stays bounded: past `rules.max_rows` rows the middle of the log
+    is thinned (`_thin`: every non-finite or outlier point and its neighbours kept, the first and
+    last rows kept, the rest kept one in `stride` by reading order), and `thinned` says by how much."""
+
+    def __init__(self, names: tuple[str, ...], rules: Thinning = THINNING) -> None:
+        self.names = tuple(names)
+        self.rules = rules
+        self.n = 0  # rows held
+        self.total = 0  # rows ever appended (the next row's ordinal)
+        self.stride = 1
+        self.thinned = 0  # rows dropped by thinning
+        self.nonfinite_seen = 0
+        self.peak_nbytes = 0
+        self.how_counts = [0] * len(HOW)  # over every row appended, thinned or not
+        self.extra: dict[int, dict[str, Any]] = {}  # ordinal -> {"_components": ...}
+        self._judged = 0  # rows before this index were judged by a thinning pass
+        self._nonfinite_judged = {"loss": 0, "grad_norm": 0}
+        self._alloc(1024)
+
+    def _alloc(self, cap: int) -> None:
+        """Room for `cap` rows (the rows held are kept)."""
+        old = self.__dict__.get("step")
+        n = self.n
+        arrays = {"step": np.float64, "ordinal": np.int64, "how": np.int8, "flags": np.uint8}
+        for k, dt in arrays.items():
+            a = np.zeros(cap, dtype=dt)
+            if old is not None:
+                a[:n] = getattr(self, k)[:n]
+            setattr(self, k, a)
+        vals, have = {}, {}
+        for name in getattr(self, "vals", {}):
+            vals[name], have[name] = np.full(cap, np.nan), np.zeros(cap, dtype=bool)
+            vals[name][:n], have[name][:n] = self.vals[name][:n], self.have[name][:n]
+        self.vals, self.have = vals, have
+        self.cap = cap
+        self.peak_nbytes = max(self.peak_nbytes, self.nbytes())
+
+    def _series(self, name: str) -> None:
+        """Arrays for a series seen for the first time (a series never logged takes no memory)."""
+        if name not in self.vals:
+            self.vals[name], self.have[name] = np.full(self.cap, np.nan), np.zeros(self.cap, dtype=bool)
+
+    def nbytes(self) -> int:
+        return int(self.step.nbytes + self.ordinal.nbytes + self.how.nbytes + self.flags.nbytes
+                   + sum(v.nbytes for v in self.vals.values()) + sum(h.nbytes for h in self.have.values()))
+
+    def _reserve(self, m: int) -> int:
+        if self.n + m > self.cap:  # doubling, but not far past what thinning lets the store hold
+            self._alloc(max(self.n + m, min(self.cap * 2, self.rules.max_rows + (1 << 16))))
+        start = self.n
+        self.n += m
+        self.ordinal[start:self.n] = np.arange(self.total, self.total + m)
+        self.total += m
+        return start
+
+    def append_rows(self, rows: list[dict[str, Any]]) -> None:
+        """Append row dicts (`{"step": 3, "loss": 2.1, "_how": "counter", ...}`): the series in
+        `names`, how the step was found, the flags, and component losses; other keys are ignored."""
+        m = len(rows)
+        if not m:
+            return
+        keys = set().union(*rows)
+        start = self._reserve(m)
+        end = start + m
+        self.step[start:end] = np.fromiter((r["step"] for r in rows), np.float64, m)
+        for name in keys.intersection(self.names):
+            self._series(name)
+            self.have[name][start:end] = np.fromiter((name in r for r in rows), bool, m)
+            self.vals[name][start:end] = np.fromiter((r.get(name, np.nan) for r in rows), np.float64, m)
+        if "_how" in keys:
+            how = np.fromiter((HOW[r.get("_how")] for r in rows), np.int8, m)
+            self.how[start:end] = how
+            for code, c in enumerate(np.bincount(how, minlength=len(HOW)).tolist()):
+                self.how_counts[code] += c
+        for key, bit in _FLAG_KEYS:
+            if key in keys:
+                self.flags[start:end] |= np.fromiter((bit if r.get(key) else 0 for r in rows), np.uint8, m)
+        if "_components" in keys:
+            for i, r in enumerate(rows):
+                if r.get("_components"):
+                    self.extra[int(self.ordinal[start + i])] = {"_components": r["_components"]}
+        self._after_append(start)
+
+    def append_arrays(self, steps: np.ndarray, cols: dict[str, np.ndarray], *, how: str | None = None,
+                      flags: np.ndarray | None = None) -> None:
+        """Append rows given as arrays (every named series logged on every row; `how` the rows' step
+        was found, `flags` per row)."""
+        m = len(steps)
+        if not m:
+            return
+        start = self._reserve(m)
+        self.step[start:start + m] = steps
+        if how is not None:
+            self.how[start:start + m] = HOW[how]
+            self.how_counts[HOW[how]] += m
+        if flags is not None:
+            self.flags[start:start + m] = flags
+        for name, v in cols.items():
+            self._series(name)
+            self.vals[name][start:start + m] = v
+            self.have[name][start:start + m] = True
+        self._after_append(start)
+
+    def _after_append(self, start: int) -> None:
+        for name in ("loss", "grad_norm"):
+            if name in self.vals:
+                v = self.vals[name][start:self.n]
+                self.nonfinite_seen += int((self.have[name][start:self.n] & ~np.isfinite(v)).sum())
+        if self.n > self.rules.max_rows:
+            self._thin()
+
+    # --- thinning --------------------------------------------------------------------------
+
+    def _thin(self) -> None:
+        """Keep the head, the tail, what is rare and what is anomalous; one in `stride` elsewhere.
+        The stride only doubles, so the kept middle is every row whose ordinal is a multiple of the
+        final stride: deterministic, whatever the chunking."""
+        r = self.rules
+        n = self.n
+        a = self._judged  # rows before it were judged by an earlier pass (their verdict is in FLAG_KEEP)
+        new = (self.how[a:n] == HOW["numbered"]) | (self.how[a:n] == HOW["epoch"])
+        if self.extra:
+            new |= np.isin(self.ordinal[a:n], np.fromiter(self.extra, np.int64, len(self.extra)))
+        new |= self._rare(a, n)
+        new |= _dilate(self._anomalies(a, n), r.context)
+        self.flags[a:n] |= np.where(new, FLAG_KEEP, 0).astype(np.uint8)
+        must = (self.ordinal[:n] < r.head) | (self.flags[:n] != 0)
+        must[max(0, n - r.tail):] = True
+        while True:  # the smallest doubling of the stride that leaves room for as many rows again
+            keep = must | ((self.ordinal[:n] % self.stride) == 0)
+            if keep.sum() <= r.max_rows // 2 or self.stride >= 1 << 40:
+                break
+            self.stride *= 2
+        idx = np.nonzero(keep)[0]
+        self.thinned += n - idx.size
+        for k in ("step", "ordinal", "how", "flags"):
+            a = getattr(self, k)
+            a[:idx.size] = a[idx]
+        for name in self.vals:
+            self.vals[name][:idx.size] = self.vals[name][idx]
+            self.have[name][:idx.size] = self.have[name][idx]
+            self.vals[name][idx.size:n] = np.nan  # the freed rows read as never logged again
+            self.have[name][idx.size:n] = False
+        self.how[idx.size:n] = 0
+        self.flags[idx.size:n] = 0
+        self.n = self._judged = idx.size
+
+    def _rare(self, a: int, n: int) -> np.ndarray:
+        """Rows a..n that say something seldom said: an evaluation loss, a skipped step or interval
+        count, a NaN count, a loss scale that changed."""
+        out = np.zeros(n - a, dtype=bool)
+        for name in ("eval_loss", "skipped", "skipped_in_interval", "nan_in_interval", "scale"):
+            if name not in self.vals:
+                continue
+            v, h = self.vals[name][a:n], self.have[name][a:n]
+            if name == "eval_loss":
+                out |= h
+            elif name == "scale":
+                prev = np.concatenate([self.vals[name][max(a - 1, 0):max(a, 1)], v[:-1]])[:v.size]
+                out |= h & ~((v == prev) | (np.isnan(v) & np.isnan(prev)))
+            else:
+                out |= h & (v != 0)
+        return out
+
+    def _anomalies(self, a: int, n: int) -> np.ndarray:
+        """Rows a..n whose loss or grad norm is non-finite (the log's first `nonfinite_keep` of them,
+        and each run's first) or an outlier against its window's median."""
+        r = self.rules
+        out = np.zeros(n - a, dtype=bool)
+        for name in ("loss", "grad_norm"):
+            if name not in self.vals:
+                continue
+            v, h = self.vals[name][a:n], self.have[name][a:n]
+            bad = h & ~np.isfinite(v)
+            if bad.any():
+                before = bool(a and self.have[name][a - 1] and not np.isfinite(self.vals[name][a - 1]))
+                first = bad & ~np.concatenate([[before], bad[:-1]])
+                early = bad & (np.cumsum(bad) + self._nonfinite_judged[name] <= r.nonfinite_keep)
+                self._nonfinite_judged[name] += int(bad.sum())
+                out |= first | early
+            out |= _outliers(np.where(h & ~bad, v, np.nan), r.window, r.outlier_mads)
+        return out
+
+    # --- the result ------------------------------------------------------------------------
+
+    def view(self, name: str) -> np.ndarray:
+        """The series' values of the rows held (NaN where not logged)."""
+        return self.vals[name][:self.n] if name in self.vals else np.full(self.n, np.nan)
+
+    def logged(self, name: str) -> np.ndarray:
+        return self.have[name][:self.n] if name in self.have else np.zeros(self.n, dtype=bool)
+
+
+def _outliers(v: np.ndarray, window: int, k: float) -> np.ndarray:
+    """Points more than `k` median absolute deviations from the median of their window (NaN: not
+    judged). Windows are fixed blocks of `window` points: one median per block, vectorised."""
+    n = v.size
+    if n < window:
+        return np.zeros(n, dtype=bool)
+    m = (n + window - 1) // window
+    pad = np.full(m * window, np.nan)
+    pad[:n] = v
+    blocks = pad.reshape(m, window)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN block has no median
+            med = np.nanmedian(blocks, axis=1, keepdims=True)
+            mad = np.nanmedian(np.abs(blocks - med), axis=1, keepdims=True)
+        floor = 1e-6 * np.maximum(np.abs(med), 1e-12)
+        out = np.abs(blocks - med) > k * np.maximum(mad, floor)
+    return out.reshape(-1)[:n]
+
+
+def _dilate(mask: np.ndarray, c: int) -> np.ndarray:
+    """`mask` widened by `c` rows on each side."""
+    idx = np.nonzero(mask)[0]
+    if not idx.size or c <= 0:
+        return mask
+    d = np.zeros(mask.size + 1, dtype=np.int64)
+    np.add.at(d, np.maximum(idx - c, 0), 1)
+    np.add.at(d, np.minimum(idx + c + 1, mask.size), -1)
+    return np.cumsum(d[:-1]) > 0

@@ -145,6 +145,11 @@ def _sym(q: Quantities, kind: str, row: int, **data: Any) -> Symptom:
     return Symptom(kind=kind, row=int(row), step=int(q.steps[row]), data=data)
 
 
+#: text events that report a NaN/Inf loss (sources/text_events.py kinds): one printed after the
+#: last logged row is the run's NaN, at the line's step
+LATE_NAN_KINDS = ("nonfinite_loss", "anomaly_op", "nonfinite_warning")
+
+
 def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
     """A non-finite loss or gradient norm; or, where no logged value is, a component loss the log
     printed as NaN/Inf, or a NaN/Inf warning at or after the last logged step (the run stopped on
@@ -160,7 +165,7 @@ def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
         if bad:
             row = min(int(np.searchsorted(q.steps, int(step))), q.n - 1)
             return [_sym(q, "nonfinite", row, source="component", name=str(bad[0]))]
-    late = [s for s in text_events(run, "nonfinite_warning") if s >= int(q.steps[-1])]
+    late = sorted(s for kind in LATE_NAN_KINDS for s in text_events(run, kind) if s >= int(q.steps[-1]))
     if not late:
         return []
     sym = _sym(q, "nonfinite", q.n - 1, source="text")

@@ -47,6 +47,11 @@ SOURCES = {
         "finding's step is only known to within {n} steps; log every step to localise it",
         "日志里每个点是 {n} 步的平均：区间内的尖峰或崩溃会被平滑掉，诊断出的步也只能精确到 {n} 步以内；每步都记录"
         "才能定位"),
+    "source.thinned": (
+        "the log has {n} rows, more than are held in memory: {kept} were kept (the first and last, every "
+        "non-finite or outlying point and its neighbours, and one row in {stride} elsewhere)",
+        "日志有 {n} 行，超过内存中保留的上限：保留了 {kept} 行（开头和结尾、每个非有限值或离群点及其前后，其余每 {stride} "
+        "行保留一行）"),
     "source.coarse_sampled": (
         "the log holds one point every {n} steps: a spike or blow-up inside an interval is not seen, and a "
         "finding's step is only known to within {n} steps; log every step to localise it",

@@ -634,6 +634,7 @@ def build(parser: TextParser, what: str) -> Run:
     notes: list[Msg] = []
     _loss_columns(picked, place, cols, meta, notes)
     _other_columns(parser, place, cols, picked["siblings"])
+    _skip_counters(parser, place, cols)
     comp_lines: dict[int, int] = {}
     components = _components(picked["components"], place, comp_lines)
     events: dict[str, dict[int, Any]] = {}
@@ -745,6 +746,31 @@ def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
             k = next((k for k, h in _column_slots(u) if h[0] == col), None)
             if k is not None:
                 _fill(cols, col, place.of(u), [r[k] for r in u.rows])
+
+
+#: names of a running count of skipped optimizer steps (DeepSpeed's `step=N, skipped=K` line,
+#: runtime/engine.py; `skipped_steps` of other fp16 trainers)
+_SKIP_COUNTER_NAMES = ("skipped", "skipped_steps", "skipped_iters", "skipped_iterations")
+
+
+def _skip_counters(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]]) -> None:
+    """A running total of skipped steps becomes the fraction of each logged interval that was
+    skipped (the `skipped` column, as the console reader makes it from the same counter). A count
+    that ever falls is not a running total (a per-interval count or a restart): left alone."""
+    if "skipped" in cols:
+        return
+    for t in parser.templates.values():
+        j = next((j for j, n in enumerate(t.names) if n and normalise(n) in _SKIP_COUNTER_NAMES), None)
+        if j is None or len(t.rows) < 2:
+            continue
+        total = np.asarray([r[j] for r in t.rows], dtype=np.float64)
+        if not np.all(np.isfinite(total)) or np.any(np.diff(total) < 0):
+            continue
+        steps = place.of(t).astype(np.float64)
+        gaps = np.diff(steps, prepend=steps[0] - max(1.0, float(np.median(np.diff(steps))) if len(steps) > 1 else 1.0))
+        counts = np.diff(total, prepend=total[0])
+        _fill(cols, "skipped", steps, np.clip(counts / np.maximum(gaps, 1.0), 0.0, 1.0).tolist())
+        return
 
 
 def _kin(t: Template, parser: TextParser, family: set[int], main: Template) -> list[Template]:

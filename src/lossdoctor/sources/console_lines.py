@@ -130,6 +130,12 @@ def key_values(text: str) -> dict[str, Any] | None:
     return row
 
 
+def plan_fields(text: str) -> tuple[tuple[str, int, int, int], ...]:
+    """(column, start, end, rank) of the numbers `key_values` reads from `text` (its cached plan)."""
+    plan = _plans.get(text.translate(_ZERO_DIGITS))
+    return plan[0] if plan is not None else _plan(text)[0]
+
+
 #: an epoch counter followed by the batch within it: mmengine `Epoch(train)  [2][ 50/788]` and mmcv
 #: `Epoch [1][100/62598]` (epochs and iterations from 1); timm `Train: 0 [  50/1251 (  4%)]`
 #: (`f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch} ...]'`, both from 0)

@@ -39,10 +39,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..messages import Msg
-from ..records import Run, from_columns
+from ..records import FLAG_DROP, FLAG_NAN_FILTER, FLAG_WEAK, HOW, Run, StepColumns, Thinning, THINNING, from_columns
 from .columns import PREFERENCE_COLUMNS
 from .registry import SourceError, reader
 from . import composer as co
+from . import console_fast as fast
 from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
@@ -64,6 +65,10 @@ _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 #: training loss even though the name alone does not say so.
 _EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset",
                         re.IGNORECASE)
+#: a tqdm bar with nothing around it, `  45%|####      | 45/100 [00:10<00:12,  4.50it/s]`: no prefix for
+#: `clean` to strip, no description or postfix for `console_lines.tqdm_bar` to read, no cursor-up; read
+#: as that function reads it (its counter and total) without the general pattern
+_PLAIN_BAR = re.compile(r"\s*\d{1,3}%\|[^\[\]|=\x1b]*\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b]*\]\s*$")
 _NOT_CONSOLE = (".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet", ".wandb", ".npz", ".pt")
 
 #: what each kind of line is called in the notes, in the order the notes list them
@@ -90,8 +95,9 @@ LOOKED_FOR = ("Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSp
 class ConsoleParser:
     """Feed it raw segments; `rows` gets one dict per logged step (several may share a step)."""
 
-    def __init__(self) -> None:
-        self.rows: list[dict[str, Any]] = []
+    def __init__(self, thinning: Thinning = THINNING) -> None:
+        self.rows: list[dict[str, Any]] = []  # the latest rows, still open to change; older ones are in `store`
+        self.store = StepColumns(_COLUMNS, thinning)
         self.megatron = mg.MegatronLines()  # the arguments block, dropped losses
         self.deepspeed = ds.DeepSpeedLines()  # skipped-step counts, which rank's overflows are read
         self.composer = co.ComposerLines()  # the metric block being read
@@ -117,11 +123,47 @@ class ConsoleParser:
         self.eval_rows = 0  # rows holding only an evaluation's loss
         self.component_rows = 0  # rows holding component losses
         self.line_no = 0
+        self.templates: list[fast.Template] = []  # line shapes learned for the fast path (console_fast)
+        self.dict_templates: list[fast.DictTemplate] = []  # Trainer log-dict shapes learned
+        self._cycles: list[fast.Cycle] = []
+        self._learnable: tuple[dict[str, Any], tuple] | None = None
+        self._shapes: set[str] = set()  # line shapes already offered to `fast.learn`
+
+    def n_rows(self) -> int:
+        """Rows read so far (the next row's ordinal)."""
+        return self.store.total + len(self.rows)
+
+    def _spill(self, final: bool = False) -> None:
+        """Move the rows no line can change any more into the column store: all but the latest
+        `_KEEP_RECENT`, and none from the progress bar's rows still open (`bar_before`, `bar_tail`)."""
+        cut = len(self.rows) if final else len(self.rows) - _KEEP_RECENT
+        if cut <= 0:
+            return
+        open_rows = {id(r) for r in self.bar_tail}
+        if self.bar_before is not None:
+            open_rows.add(id(self.bar_before))
+        if open_rows and not final:
+            cut = next((i for i, r in enumerate(self.rows[:cut]) if id(r) in open_rows), cut)
+        if cut > 0:
+            self.store.append_rows(self.rows[:cut])
+            del self.rows[:cut]
 
     # --- one segment ---------------------------------------------------------------------
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
+        if not raw or raw.isspace():
+            return  # what `clean` leaves of it is nothing (a bar cleared by tqdm.write)
+        bar = _PLAIN_BAR.match(raw)
+        if bar is not None:  # a bare tqdm bar (no description, no postfix): what `tqdm_bar` reads of it
+            self._bar(int(bar.group(1)), int(bar.group(2)), {}, nested=False)
+            return
+        if raw[:2] == "{'" and self.dict_templates and fast.FAST and self._idle():
+            for t in self.dict_templates:
+                m = t.rx.fullmatch(raw)
+                if m is not None:  # a log dict of a learned shape: the row `hf_dict` would make
+                    self._hf(t.row(m))
+                    return
         text = clean(raw)
         nested = CURSOR_UP in raw
         for _ in range(64):  # bars, and what was printed after them before a newline
@@ -136,7 +178,87 @@ class ConsoleParser:
             if len(text) <= 2:
                 return
         if text:
+            self._learnable = None
             self._line(text)
+            if self._learnable is not None and raw == text and "[" not in text \
+                    and len(self.templates) < fast.MAX_TEMPLATES and self._new_shape(text):
+                t = fast.learn(text, *self._learnable)
+                if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.templates):
+                    self.templates.append(t)
+
+    def _new_shape(self, text: str) -> bool:
+        """True the first time a line of this shape (its digits aside) is seen: worth learning."""
+        shape = text.translate(cl._ZERO_DIGITS)
+        if shape in self._shapes:
+            return False
+        if len(self._shapes) < 4096:
+            self._shapes.add(shape)
+        return True
+
+    def _idle(self) -> bool:
+        """No arguments block or Composer block open that a line could belong to."""
+        return not (self.megatron.in_args or self.composer.block is not None or self.composer.in_eval)
+
+    def can_bulk(self) -> bool:
+        """True when a learned line would be read the same whatever came before it, and its row can go
+        straight to the store: idle, and no progress-bar rows open."""
+        return self._idle() and not (self.bar_tail or self.bar_before is not None)
+
+    def cycles(self) -> list[fast.Cycle]:
+        """The Trainer console cycles of the learned log-dict shapes (built once per shape)."""
+        if len(self._cycles) != len(self.dict_templates):
+            self._cycles = [fast.cycle_of(t) for t in self.dict_templates]
+        return self._cycles
+
+    def bulk_cycles(self, c: fast.Cycle, found: list, segments: int) -> bool:
+        """Cycles of log dict + bar redraws (`console_fast.Cycle`), read as `feed` would read their
+        segments: each dict waits for a step and the bar drawn next gives it (`_place_pending`); the
+        bars move the counter. False (nothing read) unless that reading is certain: no row waiting
+        before them, and each dict's bar counter beyond the one before."""
+        vals, first, rest = fast.cycle_values(c, found)
+        steps = first[:, 0]
+        if self.pending is not None or not self.can_bulk() or np.any(np.diff(steps) <= 0) \
+                or (self.last_pending_step is not None and steps[0] <= self.last_pending_step):
+            return False
+        cols = {k: vals[:, j] for j, k in enumerate(c.dict.keys) if k != "epoch"}
+        if "epoch" in c.dict.keys and self.first_epoch is None:
+            self.first_epoch = float(vals[0, c.dict.keys.index("epoch")])
+        flags = None
+        if "loss" in cols and "grad_norm" in cols:  # `is_filtered_nan`: an all-NaN interval logged as 0.0
+            filtered = (cols["loss"] == 0.0) & ~np.isfinite(cols["grad_norm"])
+            if filtered.any():
+                cols["loss"] = np.where(filtered, np.nan, cols["loss"])
+                flags = np.where(filtered, FLAG_NAN_FILTER, 0).astype(np.uint8)
+        self._spill(final=True)
+        self.store.append_arrays(steps, cols, how="counter", flags=flags)
+        self.counts["hf"] += len(steps)
+        if self.last_pending_step is not None or len(steps) > 1:
+            prev = steps[-2] if len(steps) > 1 else self.last_pending_step
+            self.pending_interval = max(1, int(steps[-1] - prev))
+        self.last_pending_step = int(steps[-1])
+        bars = np.concatenate([first, np.array(rest, dtype=np.float64).reshape(-1, 2)]) if rest else first
+        last = (np.array(rest[-1], dtype=np.float64) if rest else first[-1])
+        self.bar_done = bool(last[0] >= last[1])
+        self.last_counter = int(last[0])
+        top = int(bars[:, 0].max())
+        if self.marker is None or top > self.marker:
+            self.marker, self.since_marker = top, 0
+        self.line_no += segments
+        return True
+
+    def bulk(self, t: fast.Template, values: np.ndarray) -> None:
+        """Lines of a learned shape, read as the line parser would read each (`console_fast`): plain
+        step rows, each the new marker, appended as arrays."""
+        m = values.shape[0]
+        if not m:
+            return
+        self._flush_pending()
+        self._spill(final=True)
+        si = t.cols.index("step")
+        self.store.append_arrays(values[:, si], {c: values[:, j] for j, c in enumerate(t.cols) if c != "step"})
+        self.counts[t.dialect] += m
+        self.line_no += m
+        self.marker, self.since_marker = int(values[-1, si]), 0
 
     def _line(self, text: str) -> None:
         if self.megatron.argument_line(text):
@@ -171,7 +293,7 @@ class ConsoleParser:
                 self.counts["ds_step"] += 1
                 self._add(row, marker=True)
                 if row.get("skipped_in_interval"):  # DeepSpeed's `skipped=N` counter rose
-                    self.events.add(self.line_no, "overflow", text, len(self.rows))
+                    self.events.add(self.line_no, "overflow", text, self.n_rows())
                 return
         if "VERFLOW" in text or "verflow" in text:
             ov = self.deepspeed.overflow(text)
@@ -180,12 +302,17 @@ class ConsoleParser:
                     self.counts["ds_overflow"] += 1
                     self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
                                                                       self.since_marker, *ov)
-                    self.events.add(self.line_no, "overflow", text, len(self.rows))
+                    self.events.add(self.line_no, "overflow", text, self.n_rows())
                 return
         if "{" in text:
             row = cl.hf_dict(text)
             if row is not None:
                 if row:
+                    if len(self.dict_templates) < fast.MAX_TEMPLATES and self._idle() and fast.FAST \
+                            and self._new_shape(text):
+                        t = fast.learn_dict(text, row)
+                        if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.dict_templates):
+                            self.dict_templates.append(t)
                     self._hf(row)
                 else:
                     self.eval_dicts += 1
@@ -194,7 +321,7 @@ class ConsoleParser:
         if _HINT.search(text) and self._key_value(text):
             return
         # a row waiting for its counter (an HF dict before its bar) is read already: the event is after it
-        self.events.scan(self.line_no, text, len(self.rows) + (self.pending is not None))
+        self.events.scan(self.line_no, text, self.n_rows() + (self.pending is not None))
         self.ignored += 1
 
     def _key_value(self, text: str) -> bool:
@@ -215,6 +342,10 @@ class ConsoleParser:
         if row is not None and (row["step"] is not None or "_epoch" in row
                                 or sum(c in row for c in cl.METRICS) >= 2):
             self._skip_total(text, row)
+            # a plain step row is a template for the fast path; not one with a running skip counter
+            # (its interval count is the difference to the line before, which a bulk read skips)
+            if row["step"] is not None and "skipped" not in text and all(k[0] != "_" or k == "_dialect" for k in row):
+                self._learnable = (dict(row), cl.plan_fields(text))  # a plain step row: a template for the fast path
             self.counts[row.pop("_dialect")] += 1
             epoch = row.pop("_epoch", None)
             if row.pop("_finer_counter", False):
@@ -230,6 +361,7 @@ class ConsoleParser:
             return True
         return False
 
+
     def _skip_total(self, text: str, row: dict[str, Any]) -> None:
         """A `skipped: K` counter in a key/value line (DeepSpeed's running total of skipped steps, as
         its `step=N, skipped=K` line has it): the steps skipped since the previous such line."""
@@ -241,9 +373,8 @@ class ConsoleParser:
         row["skipped_in_interval"] = k
         self.deepspeed.skipped_total = total
         if k:  # an event at the row this line is about to add (a waiting row, if any, comes first)
-            self.events.add(self.line_no, "skip_count", text, len(self.rows) + (self.pending is not None) + 1,
+            self.events.add(self.line_no, "skip_count", text, self.n_rows() + (self.pending is not None) + 1,
                             {"count": k})
-
     def _eval(self, row: dict[str, Any]) -> None:
         """An evaluation's loss, kept apart as `eval_loss`: at the step its line names, else at the last
         step a counter said was done; dropped when neither is known."""
@@ -316,6 +447,8 @@ class ConsoleParser:
             self.counts["tqdm"] = len(self.tqdm_steps)  # a bar is drawn several times per step
             row = {"step": step, **metrics}
             self.rows.append(row)
+            if len(self.rows) >= 2 * _KEEP_RECENT:
+                self._spill()
             if self.bar_tail and step == self.bar_tail[-1]["step"]:
                 self.bar_tail.append(row)
             else:
@@ -327,6 +460,8 @@ class ConsoleParser:
     def _add(self, row: dict[str, Any], *, marker: bool) -> None:
         self._flush_pending()
         self.rows.append(row)
+        if len(self.rows) >= 2 * _KEEP_RECENT:
+            self._spill()
         if marker:
             self.marker, self.since_marker = row["step"], 0
 
@@ -343,6 +478,8 @@ class ConsoleParser:
         row["_how"] = "counter"
         self.last_pending_step = step
         self.rows.append(row)
+        if len(self.rows) >= 2 * _KEEP_RECENT:
+            self._spill()
 
     def _flush_pending(self) -> None:
         """No counter came after the waiting row: the last counter before it if that is newer than
@@ -380,38 +517,42 @@ class ConsoleParser:
         if self.bar_done:  # a bar that stopped short of its total was cut, not closed: its last draw is a step
             self._drop_closing_render()
         self._flush_pending()
+        self._spill(final=True)
         self._number_repeated_epochs()
         self._space_numbered()
 
     def _number_repeated_epochs(self) -> None:
         """Lines placed at their epoch: if an epoch comes twice, the lines are finer than epochs
         (`Epoch 1, batch 200, loss ...` with no step): number them in order instead."""
-        by_epoch = [r for r in self.rows if r.get("_how") == "epoch"]
-        epochs = [r["step"] for r in by_epoch]
-        if len(set(epochs)) == len(epochs):
+        st = self.store
+        idx = np.nonzero(st.how[:st.n] == HOW["epoch"])[0]
+        if idx.size < 2 or np.unique(st.step[idx]).size == idx.size:
             return
-        for r in by_epoch:
-            self.numbered += 1
-            r["step"], r["_how"] = self.numbered, "numbered"
+        st.step[idx] = self.numbered + 1 + np.arange(idx.size)
+        st.how[idx] = HOW["numbered"]
+        self.numbered += idx.size
 
     def _space_numbered(self) -> None:
         """Dicts copied from a terminal's scrollback, with only the last progress bar below them:
         the first k-1 were numbered 1, 2...; the k-th took the bar's counter S. A Trainer logs every
         L steps from step L, so when S is a multiple of k they were at L, 2L, ... (L = S / k)."""
-        waiting = [r for r in self.rows if r.get("_how") in ("numbered", "counter", "interval")]
-        numbered = [r for r in waiting if r["_how"] == "numbered"]
-        if not numbered or len(numbered) == len(waiting):
+        st = self.store
+        how = st.how[:st.n]
+        waiting = np.nonzero(np.isin(how, (HOW["numbered"], HOW["counter"], HOW["interval"])))[0]
+        numbered = np.nonzero(how == HOW["numbered"])[0]
+        if not numbered.size or numbered.size == waiting.size:
             return
-        k = len(numbered) + 1
-        first = waiting[len(numbered)]
-        if waiting[:len(numbered)] != numbered or first["_how"] != "counter" or first["step"] % k:
+        k = numbered.size + 1
+        first = waiting[numbered.size]
+        if not np.array_equal(waiting[:numbered.size], numbered) or how[first] != HOW["counter"] \
+                or st.step[first] % k:
             return
-        every = first["step"] // k
-        later = [r["step"] for r in waiting[len(numbered):]]
-        if every < 1 or any(b - a != every for a, b in zip(later, later[1:])):
+        every = int(st.step[first]) // k
+        later = st.step[waiting[numbered.size:]]
+        if every < 1 or np.any(np.diff(later) != every):
             return
-        for j, r in enumerate(numbered, 1):
-            r["step"], r["_how"] = j * every, "spaced"
+        st.step[numbered] = every * np.arange(1, k)
+        st.how[numbered] = HOW["spaced"]
 
     # --- notes ---------------------------------------------------------------------------
 
@@ -427,7 +568,11 @@ class ConsoleParser:
             other.append(Msg("console.other_lines", n=self.ignored))
         out = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
                else Msg("console.read", what=what, used=used)]
-        how = Counter(r.get("_how") for r in self.rows if r.get("_how"))
+        st = self.store
+        final = np.bincount(st.how[:st.n], minlength=len(HOW))
+        how = {"counter": st.how_counts[HOW["counter"]], "interval": st.how_counts[HOW["interval"]],
+               "numbered": int(final[HOW["numbered"]]), "epoch": int(final[HOW["epoch"]]),
+               "spaced": int(final[HOW["spaced"]])}
         if how.get("counter"):
             out.append(Msg("console.took_bar_counter", n=how["counter"]))
         if how.get("interval"):
@@ -444,9 +589,11 @@ class ConsoleParser:
         out.extend(self.deepspeed.placement_notes())
         out.extend(self.megatron.notes())
         out.extend(self.composer.notes())
-        nan_filter = [r["step"] for r in self.rows if r.get("_nan_filter")]
-        if nan_filter:
-            out.append(filtered_nan_note(min(nan_filter)))
+        nan_filter = st.step[:st.n][(st.flags[:st.n] & FLAG_NAN_FILTER) != 0]
+        if nan_filter.size:
+            out.append(filtered_nan_note(int(nan_filter.min())))
+        if st.thinned:
+            out.append(Msg("source.thinned", n=st.total, kept=st.n, stride=st.stride))
         return out
 
 
@@ -486,34 +633,54 @@ _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skip
             "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
 
 
+#: rows kept as dicts while newer lines may still change them (a bar's closing draw, an overflow's
+#: scale); older rows go to the column store in batches of this size
+_KEEP_RECENT = 256
+
+
 #: a running count of skipped steps in a key/value line (`steps: 100 loss: 2.1 ... skipped: 3`)
 _SKIP_TOTAL = re.compile(r"\bskipped(?:[ _]steps)?\s*[:=]\s*(\d+)\b")
 
 
-def _event_series(p: ConsoleParser, rows: list[dict[str, Any]]) -> None:
+def _event_series(p: ConsoleParser, steps: np.ndarray, cols: dict[str, np.ndarray],
+                  logged: dict[str, np.ndarray]) -> None:
     """The loss scale and the skipped steps that event lines carry (apex's and fairseq's overflow
-    lines, a skip counter), put on the row of their step where that row has none of its own."""
+    lines, a skip counter), put on the first row of their step where no row of that step has its
+    own (`steps` sorted)."""
     if not p.events.items:
         return
-    by_step: dict[Any, list[dict[str, Any]]] = {}
-    for r in rows:
-        by_step.setdefault(r["step"], []).append(r)
-    for col, points in p.events.series([r["step"] for r in p.rows]).items():
+    n = len(steps)
+    for col, points in p.events.series(_OrdinalSteps(p.store)).items():
         same = (col, "skipped") if col == "skipped_in_interval" else (col,)
         for step, v in points.items():
-            at = by_step.get(step)
-            if at and not any(c in r for r in at for c in same):
-                at[0][col] = v
+            lo, hi = np.searchsorted(steps, step, "left"), np.searchsorted(steps, step, "right")
+            if lo == hi or any(c in logged and logged[c][lo:hi].any() for c in same):
+                continue
+            if col not in cols:
+                cols[col], logged[col] = np.full(n, np.nan), np.zeros(n, dtype=bool)
+            cols[col][lo], logged[col][lo] = v, True
+
+
+def _kept_rows(p: ConsoleParser) -> np.ndarray:
+    """Indices (into the store) of the rows a Run is built from, sorted by step (stable: at a repeated
+    step the last row read wins): not the closing draw of a bar, and not a scale guessed from
+    "Attempted loss scale" where a logged one exists at that step."""
+    st = p.store
+    n = st.n
+    flags = st.flags[:n]
+    keep = (flags & FLAG_DROP) == 0
+    weak = keep & ((flags & FLAG_WEAK) != 0)
+    if weak.any() and "scale" in st.vals:
+        logged = keep & ~weak & st.logged("scale")
+        keep &= ~(weak & np.isin(st.step[:n], st.step[:n][logged]))
+    idx = np.nonzero(keep)[0]
+    return idx[np.argsort(st.step[idx], kind="stable")]
 
 
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
-    # a scale guessed from "Attempted loss scale" must not overwrite a logged one at that step
-    rows = [r for r in p.rows if not r.get("_drop")]
-    logged_scale_steps = {r["step"] for r in rows if "scale" in r and not r.get("_weak")}
-    rows = [r for r in rows if not (r.get("_weak") and r["step"] in logged_scale_steps)]
-    _event_series(p, rows)
-    rows.sort(key=lambda r: r["step"])
-    steps = np.array([r["step"] for r in rows], dtype=np.float64)
+    st = p.store
+    order = _kept_rows(p)
+    steps = st.step[order]
     framework = _framework(p)
     meta: dict[str, Any] = {"framework": framework}
     meta.update(mg.args_meta(p.megatron.args))
@@ -523,23 +690,27 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         meta["args"] = {k: v for k, v in p.megatron.args.items() if isinstance(v, (int, float, str, bool))}
     if p.counts["megatron"] or p.counts["hf"]:
         meta["loss_is_interval_mean"] = True
+    if st.thinned:
+        meta["thinned"] = {"rows": st.total, "kept": st.n, "stride": st.stride}
+        meta.setdefault("log_interval", _interval_before_thinning(st))
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:
-        if name == "eval_loss" and not p.eval_rows:
-            continue  # no row can hold it: one pass over the rows saved
-        present = np.array([name in r for r in rows], dtype=bool)
+        if name not in st.vals:
+            continue
+        present = st.logged(name)[order]
         if present.any():
-            cols[name] = np.array([float(r.get(name, np.nan)) for r in rows])
+            cols[name] = st.view(name)[order]
             logged[name] = present
+    _event_series(p, steps, cols, logged)
     if "skipped_in_interval" in cols:
         interval = np.diff(steps, prepend=steps[0] - float(meta.get("log_interval", 1) or 1))
         interval = np.maximum(interval, 1.0)
         frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
         lg = logged["skipped_in_interval"]
-        base = cols.get("skipped", np.full(len(rows), np.nan))
+        base = cols.get("skipped", np.full(len(order), np.nan))
         cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
-        logged["skipped"] = logged.get("skipped", np.zeros(len(rows), dtype=bool)) | lg
+        logged["skipped"] = logged.get("skipped", np.zeros(len(order), dtype=bool)) | lg
     if "loss" not in cols and "scale" not in cols and "grad_norm" not in cols:
         raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
                           "norm or loss scale in them")
@@ -551,9 +722,9 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     source = framework if framework in ("megatron", "deepspeed") else "console"
     events: dict[str, dict[int, Any]] = {}
     if p.component_rows:
-        events["loss_components"] = {int(r["step"]): r["_components"] for r in rows if r.get("_components")}
+        events["loss_components"] = _components(p, order)
     if p.events.items:
-        events["text_events"] = p.events.place([r["step"] for r in p.rows])
+        events["text_events"] = p.events.place(_OrdinalSteps(st))
     fp16 = bool(np.any(cols.get("skipped", np.zeros(1)) > 0)) or bool(
         np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0))
     p.events.hints.apply(meta, saw_scale=fp16)
@@ -562,6 +733,42 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)
     return run
+
+
+def _components(p: ConsoleParser, order: np.ndarray) -> dict[int, Any]:
+    """{step: component losses} of the kept rows, in step order (the last row at a step wins)."""
+    st = p.store
+    ordinals = st.ordinal[order]
+    out: dict[int, Any] = {}
+    for i in np.nonzero(np.isin(ordinals, np.fromiter(st.extra, np.int64, len(st.extra))))[0].tolist():
+        out[int(st.step[order[i]])] = st.extra[int(ordinals[i])]["_components"]
+    return out
+
+
+def _interval_before_thinning(st: StepColumns) -> int:
+    """The typical gap between logged loss points of the head of the log (kept whole): the log's own
+    interval, which the thinned middle's gaps would misstate."""
+    head = st.ordinal[:st.n] < st.rules.head
+    steps = np.sort(st.step[:st.n][head & st.logged("loss")]) if "loss" in st.vals else np.sort(st.step[:st.n][head])
+    gaps = np.diff(steps)
+    gaps = gaps[gaps > 0]
+    return int(max(1, np.median(gaps))) if gaps.size else 1
+
+
+class _OrdinalSteps:
+    """The step of the row read at each ordinal (what `Events.place` asks for): of a thinned row, the
+    step of the last kept row read before it."""
+
+    def __init__(self, st: StepColumns) -> None:
+        self.st = st
+
+    def __len__(self) -> int:
+        return self.st.total
+
+    def __getitem__(self, i: int) -> float:
+        st = self.st
+        j = int(np.searchsorted(st.ordinal[:st.n], i, side="right")) - 1
+        return float(st.step[max(j, 0)])
 
 
 def _sniff(p: Path) -> bool:
@@ -576,13 +783,16 @@ def _sniff(p: Path) -> bool:
     if any(m in data for m in (b"iteration", b"step=", b"Attempted loss scale", b"Grad overflow")) \
             and _ANY.search(data) is not None:
         return True
-    parser = ConsoleParser()
-    for i, seg in enumerate(segments(_Bytes(data[:_SNIFF_CONSOLE_BYTES]))):
-        parser.feed(seg)
-        if parser.rows or parser.pending is not None or parser.composer.holding():
-            return True
-        if i > _SNIFF_SEGMENTS:
-            break
+    # the first 64 KiB (cut after a newline: the same first segments) usually decide; else the whole head
+    cut = data.rfind(b"\n", 0, 1 << 16) + 1
+    for part in ((data[:cut], data[:_SNIFF_CONSOLE_BYTES]) if cut else (data[:_SNIFF_CONSOLE_BYTES],)):
+        parser = ConsoleParser()
+        for i, seg in enumerate(segments(_Bytes(part))):
+            parser.feed(seg)
+            if parser.n_rows() or parser.pending is not None or parser.composer.holding():
+                return True
+            if i > _SNIFF_SEGMENTS:
+                return False
     return False
 
 
@@ -599,8 +809,10 @@ class _Bytes:
 
 
 def read_stream(f: Any, what: str) -> Run:
-    p = parse(segments(f))
-    if not p.rows:
+    p = ConsoleParser()
+    fast.feed_stream(f, p)
+    p.finish()
+    if not p.n_rows():
         raise SourceError(f"{what}: no training log lines (looked for {LOOKED_FOR})")
     return rows_to_run(p, what)
 

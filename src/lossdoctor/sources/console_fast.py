@@ -1,0 +1,364 @@
+"""The console reader's fast path: runs of lines of one learned shape read in bulk.
+
+A training console repeats one line a million times, `iter 41: loss 2.3456, time 120.50ms, mfu
+38.12%`, with only its numbers changing. The line parser (`stdout.ConsoleParser`) reads the first
+one word by word; when it took that line as a plain step row (a step counter and training metrics,
+nothing else: no prefix to strip, no bar, no evaluation or component loss), `learn` turns the line
+into a *template*: its text, with each number replaced by a pattern of the same kind (digits for an
+integer, digits.digits for a decimal, the exponent kept; `nan`/`inf` stay words), the numbers the
+row used captured. A line the template matches is a line the parser would read the same way (the
+parser's decisions depend on the words around the numbers and on the kind of each number, and the
+template fixes both), so `feed_stream` hands whole runs of such lines to the parser at once
+(`ConsoleParser.bulk`): one regex pass over a chunk of the file, the captured numbers converted by
+numpy, no string per line. Every other line goes through the line parser as before, in order, so the
+parser's state (the last counter, a row waiting for its step) is what it would have been.
+
+`FAST = False` turns the fast path off (the tests compare both ways on the same logs).
+"""
+
+from __future__ import annotations
+
+import codecs
+import itertools
+import re
+from dataclasses import dataclass
+from typing import IO, Any
+
+import numpy as np
+
+from .console_lines import _HF_ITEM, _NUMBER, METRICS, _dict_key
+from .console_text import MAX_SEGMENT
+
+#: the fast path on (the tests read the same logs with it off and compare)
+FAST = True
+#: at most this many line shapes are learned per log (a log has a few; a log whose every line has a
+#: new shape gets no template after these)
+MAX_TEMPLATES = 8
+#: lines longer than this are not learned (a training step line is a few hundred characters)
+MAX_TEMPLATE_LINE = 1024
+_CHUNK = 1 << 20
+_FIRST_CHUNK = 1 << 16
+_SPLIT_B = re.compile(rb"\r\n|[\r\n]")
+_SPLIT_KEEP = re.compile(r"(\r\n|[\r\n])")
+_SPLIT_KEEP_B = re.compile(rb"(\r\n|[\r\n])")
+_SPLIT = re.compile(r"\r\n|[\r\n]")
+
+
+@dataclass
+class Template:
+    """A learned line shape: `rx` (over bytes: a bytes pattern runs faster than a str one) matches
+    one whole line and its newline, with the used numbers captured in `cols` order."""
+
+    rx: re.Pattern[bytes]
+    cols: tuple[str, ...]  # the captured numbers' columns, in the line's order ("step" among them)
+    dialect: str
+
+
+def _kind(tok: str) -> str:
+    """A pattern matching the numbers of the same kind as `tok` (same sign, same parts)."""
+    if tok.lstrip("+-").isalpha():
+        return re.escape(tok)
+    out = re.escape(tok[0]) if tok[0] in "+-" else ""
+    body = tok.lstrip("+-")
+    mant, e, exp = body.partition("e") if "e" in body else body.partition("E")
+    whole, dot, frac = mant.partition(".")
+    out += r"\d+" if whole else ""
+    out += (r"\.\d+" if frac else r"\.") if dot else ""
+    if e:
+        out += re.escape(e) + (re.escape(exp[0]) if exp[:1] in "+-" else "") + r"\d+"
+    return out
+
+
+def learn(text: str, row: dict[str, Any], fields: tuple[tuple[str, int, int, int], ...]) -> Template | None:
+    """The template of a line the parser read as a plain step row (`row`, from the plan `fields`:
+    (column, start, end, rank) of the numbers it used), or None when the row is not one."""
+    if len(text) > MAX_TEMPLATE_LINE or not text.isascii() or any(k not in ("step", "_dialect") and k not in METRICS
+                                                                   for k in row):
+        return None
+    used = {(a, b): col for col, a, b, _ in fields}
+    if sum(col == "step" for col in used.values()) != 1 or row.get("step") is None:
+        return None
+    parts: list[str] = []
+    cols: list[tuple[int, str]] = []
+    prev = 0
+    for m in _NUMBER.finditer(text):
+        parts.append(re.escape(text[prev:m.start()]))
+        col = used.get((m.start(), m.end()))
+        pat = _kind(m.group())
+        if col is not None:
+            if col == "step" and not m.group().lstrip("+").isdigit():
+                return None
+            cols.append((len(cols), col))
+            parts.append(f"({pat})")
+        else:
+            parts.append(f"(?:{pat})")
+        prev = m.end()
+    parts.append(re.escape(text[prev:]))
+    if len(cols) != len(used):
+        return None
+    body = "".join(parts).encode("ascii")
+    try:
+        rx = re.compile(rb"^" + body + rb"\r?\n", re.M)
+    except (re.error, RecursionError, OverflowError):
+        return None
+    return Template(rx, tuple(c for _, c in cols), str(row["_dialect"]))
+
+
+@dataclass
+class DictTemplate:
+    """A learned shape of the Hugging Face Trainer's log dict: `rx` matches the whole segment, its
+    groups are the values of `keys` (a metric column or "epoch")."""
+
+    rx: re.Pattern[str]
+    keys: tuple[str, ...]
+
+    def row(self, m: re.Match[str]) -> dict[str, Any]:
+        """The row `console_lines.hf_dict` makes of a matching segment."""
+        row: dict[str, Any] = {k: float(v) for k, v in zip(self.keys, m.groups())}
+        row["step"] = None
+        return row
+
+
+#: words that send a line to another parser before the dict one (`ConsoleParser._line`)
+_EARLIER = ("iteration", "step=", "VERFLOW", "verflow", "[", "argument", "NeoXArgs")
+
+
+def learn_dict(text: str, row: dict[str, Any]) -> DictTemplate | None:
+    """The template of a segment `hf_dict` read as a training row with no step (`row`), or None: every
+    value it used is a plain number, no column is named twice, nothing else reads the line first."""
+    if not (text.startswith("{'") and text.endswith("}")) or len(text) > MAX_TEMPLATE_LINE or not text.isascii() \
+            or any(w in text for w in _EARLIER) or row.get("step") is not None \
+            or any(k not in METRICS and k not in ("step", "epoch") for k in row):
+        return None
+    parts: list[str] = []
+    keys: list[str] = []
+    prev = 0
+    for item in _HF_ITEM.finditer(text, 1, text.rfind("}")):
+        hit = _dict_key(item.group(1))
+        value = item.group(2)
+        tok = _NUMBER.fullmatch(value.strip())
+        if hit is None or tok is None or value != value.strip() or hit[0] == "step":
+            if hit is not None:
+                return None  # a used value that is no plain number (quoted, wrapped): not learned
+            continue
+        col = hit[0]
+        if col in keys:
+            return None
+        parts.append(re.escape(text[prev:item.start(2)]))
+        parts.append(f"({_kind(value)})")
+        keys.append(col)
+        prev = item.end(2)
+    parts.append(re.escape(text[prev:]))
+    if sorted(keys) != sorted(k for k in row if k != "step"):
+        return None
+    try:
+        return DictTemplate(re.compile("".join(parts)), tuple(keys))
+    except (re.error, RecursionError, OverflowError):
+        return None
+
+
+_SEP = rb"(?:\r\n|[\r\n])"
+#: `stdout._PLAIN_BAR` over bytes after its leading blanks (a segment: no separator inside), its
+#: counter and total captured. A segment of a cycle is `[ \t]*` and then this or nothing: blanks and
+#: bars share their leading blanks, so no run of spaces is tried twice
+_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*+\| *+(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*+\][ \t]*+"
+_BAR_BODY_NC = _BAR_BODY.replace(rb"(\d+)", rb"\d+")
+#: a bar's counter and total, in whole segments known to be blanks or bars (starts on a literal)
+_BARS = re.compile(rb"\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d")
+
+
+@dataclass
+class Cycle:
+    """The Trainer's console cycle with its progress bar on: a log dict of a learned shape, then the
+    bar redrawn (blank segments where `tqdm.write` cleared it). `rx` matches one cycle: groups are
+    the whole cycle, the dict's values, the first bar's counter and total, and the rest of the bars."""
+
+    rx: re.Pattern[bytes]
+    dict: DictTemplate
+
+
+def cycle_of(t: DictTemplate) -> Cycle:
+    body = t.rx.pattern.encode("ascii")
+    # the segment's start: right after a separator (or the data's start), checked after the dict's
+    # opening `{'` so the search runs on that literal (a look-behind first would cost at every byte)
+    assert body.startswith(rb"\{'")
+    start = rb"\{'(?<![^\r\n]\{')" + body[3:]
+    # possessive quantifiers (`*+`) where giving characters back can never lead to a match: the
+    # same matches, without the backtracking
+    rx = re.compile(rb"(" + start + _SEP + rb"(?:[ \t]*+" + _SEP + rb")*[ \t]*+" + _BAR_BODY + _SEP
+                    + rb"((?:[ \t]*+(?:" + _BAR_BODY_NC + rb")?" + _SEP + rb")*))")
+    return Cycle(rx, t)
+
+
+def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, list[tuple[bytes, bytes]]]:
+    """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the other bars' (counter,
+    total) in order) of matched cycles."""
+    k = len(c.dict.keys)
+    vals = np.fromstring(b" ".join(b" ".join(f[1:k + 3]) for f in found).decode("ascii"), sep=" ")
+    if vals.size != len(found) * (k + 2):
+        vals = np.fromiter(map(float, b" ".join(b" ".join(f[1:k + 3]) for f in found).split()), np.float64)
+    vals = vals.reshape(len(found), k + 2)
+    rest = _BARS.findall(b"".join(f[-1] for f in found))
+    return vals[:, :k], vals[:, k:], rest
+
+
+def feed_stream(f: IO[bytes], parser: Any) -> None:
+    """Feed a binary stream to `parser` (its `feed(segment)` for single segments, `bulk(template,
+    values)` for runs of learned lines), every segment cut as `console_text.segments` cuts it (split
+    at `\r`, `\n` and `\r\n`, decoded leniently, its first MAX_SEGMENT characters). A chunk is cut
+    at its last separator, so no segment and no UTF-8 character is split between two chunks."""
+    carry = b""
+    skipping = False  # inside an over-long segment whose head was already fed
+    size = _FIRST_CHUNK  # small at first: the lines read before a shape is learned are read one by one
+    while True:
+        chunk = f.read(size)
+        size = _CHUNK
+        if not chunk:
+            break
+        data = carry + chunk
+        last = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if last < 0:
+            carry = data
+        else:
+            carry, body = data[last + 1:], data[:last + 1]
+            if skipping:  # the rest of an over-long segment, up to its separator
+                cut = _SPLIT_B.search(body)
+                body = body[cut.end():] if cut is not None else b""
+                skipping = False
+            _feed_bytes(body, parser)
+        if len(carry) > 4 * MAX_SEGMENT + 4:  # more than MAX_SEGMENT characters, whatever they are
+            if not skipping:
+                parser.feed(_decode(carry)[:MAX_SEGMENT])
+            skipping = True
+            carry = b""
+    if carry and not skipping:
+        parser.feed(_decode(carry)[:MAX_SEGMENT])
+
+
+def _decode(data: bytes) -> str:
+    """UTF-8, a bad byte as U+FFFD; an incomplete character at the end left out (as the incremental
+    decoder of `segments` leaves it)."""
+    return codecs.getincrementaldecoder("utf-8")(errors="replace").decode(data)
+
+
+def _feed_bytes(data: bytes, parser: Any) -> None:
+    """Feed `data` (whole segments: it ends with a separator): runs of learned lines in bulk, every
+    other segment through the line parser, in order."""
+    pos = 0
+    while pos < len(data):
+        pos = _feed_from(data, pos, parser)
+
+
+def _feed_from(data: bytes, pos: int, parser: Any) -> int:
+    """Feed `data[pos:]` until the line parser learns a new shape (then the runs are looked for again
+    from there); returns where it stopped."""
+    view = data[pos:] if pos else data
+    templates = parser.templates if FAST and parser.can_bulk() else []
+    cycles = parser.cycles() if FAST and parser.can_bulk() else []
+    at = 0
+    runs = _runs(templates, view) if templates else []
+    if cycles and not runs:
+        runs = _cycle_runs(cycles, view)
+    for start, stop, t, found in runs:
+        if isinstance(t, Cycle):
+            if start > at:
+                done = _feed_slow(view, at, start, parser)
+                if done < start:
+                    return pos + done
+            if not parser.bulk_cycles(t, found if found is not None else t.rx.findall(view, start, stop),
+                                      _segments_in(view, start, stop)):
+                _feed_slow(view, start, stop, parser, early=False)
+            at = stop
+            continue
+        if start > at:
+            done = _feed_slow(view, at, start, parser)
+            if done < start:
+                return pos + done
+        if parser.can_bulk():
+            parser.bulk(t, _floats(t, found if found is not None else t.rx.findall(view, start, stop)))
+        else:
+            _feed_slow(view, start, stop, parser, early=False)
+        at = stop
+    return pos + (_feed_slow(view, at, len(view), parser) if at < len(view) else at)
+
+
+def _feed_slow(data: bytes, start: int, stop: int, parser: Any, early: bool = True) -> int:
+    """Feed the segments of `data[start:stop]` one by one (split in one call; ASCII decoded in one
+    call); stop early (returning where) when the parser has learned a new line shape and something
+    is left, so the rest can be looked at with it."""
+    chunk = data[start:stop]
+    ascii_ = chunk.isascii()
+    parts = _SPLIT_KEEP.split(chunk.decode("ascii")) if ascii_ else _SPLIT_KEEP_B.split(chunk)
+    known = len(parser.templates)
+    feed = parser.feed
+    last = len(parts) - 1  # parts: segment, separator, segment, ..., "" (the data ends with a separator)
+    for i in range(0, last, 2):
+        seg = parts[i]
+        feed(seg[:MAX_SEGMENT] if ascii_ else seg.decode("utf-8", "replace")[:MAX_SEGMENT])
+        if early and FAST and len(parser.templates) != known and i + 2 < last:
+            return start + sum(len(p) for p in parts[:i + 2])
+    return stop
+
+
+def _runs(templates: list[Template], text: bytes) -> list[tuple[int, int, Template, list | None]]:
+    """(start, stop, template, its matches or None) of the runs of consecutive lines of `text` that
+    one template matches, in order. The common case, every line one template's, costs one findall."""
+    lines = text.count(b"\n")
+    partial: list[tuple[Template, int]] = []
+    for i, t in enumerate(templates):
+        found = t.rx.findall(text)
+        if len(found) == lines and lines:
+            if i:  # the shape of this part of the log: tried first from now on
+                templates.insert(0, templates.pop(i))
+            return [(0, text.rfind(b"\n") + 1, t, found)]
+        if found:
+            partial.append((t, len(found)))
+    spans = sorted((m.start(), m.end(), i) for i, (t, _) in enumerate(partial) for m in t.rx.finditer(text))
+    runs: list[tuple[int, int, Template, list | None]] = []
+    for a, b, i in spans:
+        if runs and runs[-1][1] == a and runs[-1][2] is partial[i][0]:
+            runs[-1] = (runs[-1][0], b, partial[i][0], None)
+        else:
+            runs.append((a, b, partial[i][0], None))
+    return runs
+
+
+def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, list | None]]:
+    """Runs of consecutive cycles of one shape: one findall when they tile the data from the first
+    one to the end of the last, else their spans."""
+    out: list[tuple[int, int, Any, list | None]] = []
+    for i, c in enumerate(cycles):
+        found = c.rx.findall(data)
+        if not found:
+            continue
+        if i:  # the shape of this part of the log: tried first from now on
+            cycles.insert(0, cycles.pop(i))
+        first = c.rx.search(data)
+        assert first is not None
+        covered = sum(len(f[0]) for f in found)
+        if data.startswith(found[-1][0], first.start() + covered - len(found[-1][0])):
+            return [(first.start(), first.start() + covered, c, found)]
+        spans = [(m.start(), m.end()) for m in c.rx.finditer(data)]
+        for a, b in spans:
+            if out and out[-1][1] == a and out[-1][2] is c:
+                out[-1] = (out[-1][0], b, c, None)
+            else:
+                out.append((a, b, c, None))
+        return out
+    return out
+
+
+def _segments_in(data: bytes, start: int, stop: int) -> int:
+    """How many segments `data[start:stop]` holds (it ends with a separator; `\r\n` is one)."""
+    return data.count(b"\r", start, stop) + data.count(b"\n", start, stop) - data.count(b"\r\n", start, stop)
+
+
+def _floats(t: Template, found: list) -> np.ndarray:
+    """(lines, len(cols)) floats of the captured numbers: joined and parsed by numpy's C parser in
+    one call (the template admits only numbers and nan/inf words), else one by one."""
+    k = len(t.cols)
+    flat = b" ".join(itertools.chain.from_iterable(found)) if k > 1 else b" ".join(found)
+    out = np.fromstring(flat.decode("ascii"), sep=" ")
+    if out.size != len(found) * k:
+        out = np.fromiter(map(float, flat.split()), np.float64, count=len(found) * k)
+    return out.reshape(len(found), k)
