@@ -82,16 +82,17 @@ def _train_watched(model: nn.Module, tmp_path, steps: int = 3):
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "run", alerts=False)
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(4, 8, generator=g), torch.randn(4, 1, generator=g)
-    expected = []
+    expected, expected_params = [], []
     for s in range(steps):
         opt.zero_grad(set_to_none=True)
         loss = ((model(x) - y) ** 2).mean()
         loss.backward()
         expected.append(torch.stack([p.grad.double().norm() for p in model.parameters()]))
         opt.step()
+        expected_params.append(float(torch.stack([p.detach().double().norm() for p in model.parameters()]).pow(2).sum().sqrt()))
         mon.step(loss)
     mon.close()
-    return mon, expected
+    return mon, expected, expected_params
 
 
 def test_many_small_gradients_are_normed_by_shape_group_and_match_the_per_tensor_norms(tmp_path) -> None:
@@ -99,7 +100,7 @@ def test_many_small_gradients_are_normed_by_shape_group_and_match_the_per_tensor
 
     torch.manual_seed(0)
     model = _stack(60)  # 122 tensors of 4 shapes: past GroupLimits.min_tensors
-    mon, expected = _train_watched(model, tmp_path, steps=3)
+    mon, expected, expected_params = _train_watched(model, tmp_path, steps=3)
     assert isinstance(mon.grads._plan, GroupedNorms) and len(mon.grads._plan.chunks) == 4
     rows = [r for r in map(json.loads, (tmp_path / "run" / "steps.jsonl").read_text().splitlines())
             if "grad_norm" in r]
@@ -108,6 +109,10 @@ def test_many_small_gradients_are_normed_by_shape_group_and_match_the_per_tensor
         assert rows[s]["grad_nonfinite"] == 0
         total = float(expected[s].pow(2).sum().sqrt())
         assert abs(rows[s]["grad_norm"] - total) <= 1e-6 * total
+        # steps 0-4 are sampled: the applied gradient (no clipping: the same) and the parameter norm
+        assert abs(rows[s]["grad_norm_applied"] - total) <= 1e-5 * total
+        assert abs(rows[s]["param_norm"] - expected_params[s]) <= 1e-5 * expected_params[s]
+    assert isinstance(mon.applied._plan, GroupedNorms)
 
 
 def test_a_parameter_replaced_by_another_shape_falls_back_to_per_tensor_norms(tmp_path) -> None:

@@ -172,6 +172,17 @@ class GradProbe:
             self._plan = False
             return None
 
+    def _grouped_param_norms(self) -> torch.Tensor | None:
+        """Every parameter's norm (float32) by the gradients' plan, made at a capture; None: the
+        per-tensor path (no plan, or a parameter that no longer fits it)."""
+        if not self._plan or self.params[0].device.type != "cpu":
+            return None
+        try:
+            with torch.no_grad():
+                return self._plan.norms(self.params, dtype=torch.float32)
+        except (RuntimeError, ValueError, TypeError):
+            return None
+
     def _current_grads(self) -> tuple[Any, list[torch.Tensor]]:
         """Indices and (local, detached) gradients of the parameters that have a dense gradient.
 
@@ -190,10 +201,13 @@ class GradProbe:
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
         if step is not None and step.sampled:
-            params = local_list(self.params)
+            norms = self._grouped_param_norms()
+            params = local_list(self.params) if norms is None else None
             if params:
                 with torch.no_grad():
-                    packer.add("param_norm_pp", foreach_norm_any(params))
+                    norms = foreach_norm_any(params)
+            if norms is not None:
+                packer.add("param_norm_pp", norms)
         if not self.fresh and self.enabled:
             try:
                 self.capture()  # no hook fired (grads from autograd.grad, replaced params...)
