@@ -4,6 +4,8 @@ and the per-layer detectors stay linear in the number of modules."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import torch
 from torch import nn
@@ -73,3 +75,62 @@ def test_vanishing_gradient_leaf_search_keeps_the_leaves_of_many_modules() -> No
     run.layers = layers
     leafish, _ = _param_modules(run)
     assert [names[i] for i in leafish] == [f"blocks.{i}.fc" for i in range(n)]
+
+
+def _train_watched(model: nn.Module, tmp_path, steps: int = 3):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "run", alerts=False)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(4, 8, generator=g), torch.randn(4, 1, generator=g)
+    expected, expected_params = [], []
+    for s in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        expected.append(torch.stack([p.grad.double().norm() for p in model.parameters()]))
+        opt.step()
+        expected_params.append(float(torch.stack([p.detach().double().norm() for p in model.parameters()]).pow(2).sum().sqrt()))
+        mon.step(loss)
+    mon.close()
+    return mon, expected, expected_params
+
+
+def test_many_small_gradients_are_normed_by_shape_group_and_match_the_per_tensor_norms(tmp_path) -> None:
+    from lossdoctor.signals.grouped_norms import GroupedNorms
+
+    torch.manual_seed(0)
+    model = _stack(60)  # 122 tensors of 4 shapes: past GroupLimits.min_tensors
+    mon, expected, expected_params = _train_watched(model, tmp_path, steps=3)
+    assert isinstance(mon.grads._plan, GroupedNorms) and len(mon.grads._plan.chunks) == 4
+    rows = [r for r in map(json.loads, (tmp_path / "run" / "steps.jsonl").read_text().splitlines())
+            if "grad_norm" in r]
+    assert len(rows) == 3
+    for s in range(3):
+        assert rows[s]["grad_nonfinite"] == 0
+        total = float(expected[s].pow(2).sum().sqrt())
+        assert abs(rows[s]["grad_norm"] - total) <= 1e-6 * total
+        # steps 0-4 are sampled: the applied gradient (no clipping: the same) and the parameter norm
+        assert abs(rows[s]["grad_norm_applied"] - total) <= 1e-5 * total
+        assert abs(rows[s]["param_norm"] - expected_params[s]) <= 1e-5 * expected_params[s]
+    assert isinstance(mon.applied._plan, GroupedNorms)
+
+
+def test_a_parameter_replaced_by_another_shape_falls_back_to_per_tensor_norms(tmp_path) -> None:
+    from lossdoctor.signals.grouped_norms import plan_for
+
+    torch.manual_seed(0)
+    model = _stack(60)
+    params = list(model.parameters())
+    plan = plan_for(params)
+    grads = [torch.randn_like(p) for p in params]
+    assert torch.equal(plan.norms(grads), torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads]))
+    grads[4][0, 0], grads[7][1] = float("nan"), float("inf")  # a (8, 8) weight and an (8,) bias
+    norms = plan.norms(grads)
+    assert norms[4].isnan() and norms[7].isinf() and int(torch.isfinite(norms).sum()) == len(grads) - 2
+    grads[0] = torch.randn(3, 3)  # one of a group of (8, 8) tensors: does not fit the plan
+    try:
+        plan.norms(grads)
+        raise AssertionError("a tensor of another shape must not be normed by the plan")
+    except RuntimeError:
+        pass
+    assert plan_for(params[:10]) is None  # few tensors: the per-tensor path

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from .optimizer import unwrap_optimizer
+from .grouped_norms import plan_for
 from .safe_reads import foreach_norm_any
 from .sharding import local
 
@@ -32,12 +33,17 @@ class AppliedGradProbe:
         self.sampled = False
         self.error: BaseException | None = None
         self._norm: torch.Tensor | None = None
+        self._plan: Any = None  # the grouped norm plan of the optimizer's parameters; False: none
         self._handles = [self.opt.register_step_pre_hook(self._pre)]
 
     def _pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if not (self.enabled and self.sampled) or self._norm is not None:
             return
         try:
+            fast = self._grouped()
+            if fast is not None:
+                self._norm = fast
+                return
             grads = [local(p.grad).detach() for g in self.opt.param_groups for p in g["params"]
                      if p.grad is not None and not p.grad.is_sparse]
             by_dev: dict[Any, list[torch.Tensor]] = {}
@@ -51,6 +57,27 @@ class AppliedGradProbe:
                 self._norm = torch.linalg.vector_norm(torch.cat([p.to(dev) for p in parts]))
         except Exception as e:  # never break the user's optimizer step
             self.enabled, self.error = False, e
+
+    def _grouped(self) -> torch.Tensor | None:
+        """The total norm from the stacked per-shape norms (`grouped_norms`) when every parameter
+        has a plain dense CPU gradient: no per-parameter Python on a model of many tensors."""
+        if self._plan is False:
+            return None
+        params = [p for g in self.opt.param_groups for p in g["params"]]
+        grads = [p.grad for p in params]
+        if not grads or not all(type(t) is torch.Tensor and t.layout is torch.strided and not t.requires_grad
+                                for t in grads) or grads[0].device.type != "cpu":
+            return None
+        try:
+            if self._plan is None or self._plan.n != len(grads):
+                self._plan = plan_for(params) or False
+            if not self._plan:
+                return None
+            with torch.no_grad():
+                return torch.linalg.vector_norm(self._plan.norms(grads))
+        except (RuntimeError, ValueError, TypeError):  # a parameter replaced since: per tensor from now on
+            self._plan = False
+            return None
 
     def reset(self) -> None:
         self._norm = None

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .grouped_norms import plan_for
 from .safe_reads import foreach_norm_any, uninitialized
 from .sharding import local, local_list
 
@@ -86,6 +87,9 @@ class GradProbe:
             if self._lazy:
                 self._handles.append(model.register_forward_hook(self._hook_materialised))
         self._owners = np.asarray(self.owner, dtype=np.int64)  # module of each parameter, for the host side
+        #: the grouped norm plan of the parameters (`grouped_norms`), made at the first capture on
+        #: CPU (lazy parameters have their shapes then); False: none applies, per-tensor norms
+        self._plan: Any = None
         self._all_idx = np.arange(len(self.params))  # grad_idx when every parameter has a gradient
 
     def _hook_params(self, params: list[nn.Parameter]) -> None:
@@ -140,18 +144,44 @@ class GradProbe:
         if not grads:
             return
         scale = self._scale_fn()
-        norms = foreach_norm_wide(grads)
-        # one tensor kept until the step is collected, not one per parameter (see the tracer's
-        # slots: small tensors alive across the optimizer step fragment the heap); a model spread
-        # over several devices keeps its list
-        try:
-            kept: Any = torch.stack(norms)
-        except RuntimeError:
-            kept = norms
+        kept: Any = self._grouped(idx, grads)
+        if kept is None:
+            norms = foreach_norm_wide(grads)
+            # one tensor kept until the step is collected, not one per parameter (see the tracer's
+            # slots: small tensors alive across the optimizer step fragment the heap); a model spread
+            # over several devices keeps its list
+            try:
+                kept = torch.stack(norms)
+            except RuntimeError:
+                kept = norms
         for listener in self.listeners:  # the stacked norms: a listener need not stack them again
             listener(idx, kept)
         self._captured = (idx, kept, None if scale is None else scale.detach().clone())
         self.fresh = True
+
+    def _grouped(self, idx: Any, grads: list[torch.Tensor]) -> torch.Tensor | None:
+        """Every parameter's gradient norm (float64) in a few stacked kernels, when every parameter
+        has a plain dense CPU gradient (`grouped_norms`); None: use the per-tensor path."""
+        if idx is not self._all_idx or self._plan is False or grads[0].device.type != "cpu":
+            return None
+        try:
+            if self._plan is None:
+                self._plan = plan_for(self.params) or False
+            return self._plan.norms(grads) if self._plan else None
+        except (RuntimeError, ValueError, TypeError):  # a parameter replaced since: per tensor from now on
+            self._plan = False
+            return None
+
+    def _grouped_param_norms(self) -> torch.Tensor | None:
+        """Every parameter's norm (float32) by the gradients' plan, made at a capture; None: the
+        per-tensor path (no plan, or a parameter that no longer fits it)."""
+        if not self._plan or self.params[0].device.type != "cpu":
+            return None
+        try:
+            with torch.no_grad():
+                return self._plan.norms(self.params, dtype=torch.float32)
+        except (RuntimeError, ValueError, TypeError):
+            return None
 
     def _current_grads(self) -> tuple[Any, list[torch.Tensor]]:
         """Indices and (local, detached) gradients of the parameters that have a dense gradient.
@@ -171,10 +201,13 @@ class GradProbe:
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
         if step is not None and step.sampled:
-            params = local_list(self.params)
+            norms = self._grouped_param_norms()
+            params = local_list(self.params) if norms is None else None
             if params:
                 with torch.no_grad():
-                    packer.add("param_norm_pp", foreach_norm_any(params))
+                    norms = foreach_norm_any(params)
+            if norms is not None:
+                packer.add("param_norm_pp", norms)
         if not self.fresh and self.enabled:
             try:
                 self.capture()  # no hook fired (grads from autograd.grad, replaced params...)
