@@ -21,7 +21,6 @@ from ..messages import Msg
 from ..records import Run
 from .registry import READERS, NoReader, SourceError, reader  # noqa: F401  (the readers' registry, re-exported)
 
-
 _loaded = False
 
 
@@ -31,16 +30,19 @@ def _load_readers() -> None:
     global _loaded
     if _loaded:
         return
-    from . import rundir  # noqa: F401
-    from . import hf_trainer  # noqa: F401
-    from . import lightning_csv  # noqa: F401
-    from . import tensorboard  # noqa: F401
-    from . import wandb  # noqa: F401
-    from . import mlflow_store  # noqa: F401
-    from . import wandb_panels  # noqa: F401
-    from . import stdout  # noqa: F401
-    from . import tabular  # noqa: F401
-    from . import any_text  # noqa: F401  (the general reader of training text: tried last)
+    # importing a reader registers it; the order readers are tried in is their `priority`
+    from . import (
+        any_text,  # noqa: F401  (the general reader of training text: tried last, priority 95)
+        hf_trainer,  # noqa: F401
+        lightning_csv,  # noqa: F401
+        mlflow_store,  # noqa: F401
+        rundir,  # noqa: F401
+        stdout,  # noqa: F401
+        tabular,  # noqa: F401
+        tensorboard,  # noqa: F401
+        wandb,  # noqa: F401
+        wandb_panels,  # noqa: F401
+    )
 
     _loaded = True
 

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -145,7 +146,7 @@ def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> 
     that)? `valid | epoch 2 | loss 3.1` and `Validation: loss 2.4` do; `train loss 2.3, val loss 2.4`
     does not for its first loss."""
     out = []
-    for (a, _), name in zip(spans, names):
+    for (a, _), _name in zip(spans, names):
         before = text[:a]
         ev = None
         for m in EVAL_WORD.finditer(before):
@@ -463,7 +464,7 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
             return a[:, epoch], counters, "epoch"
         return None, counters, "numbered"
     steps = a[:, inner]
-    if epoch is None or epoch > inner or np.all(np.diff(steps) >= 0) and not (inner in of_total):
+    if epoch is None or epoch > inner or np.all(np.diff(steps) >= 0) and inner not in of_total:
         return steps, counters, "named" if named else "counter"
     per_epoch = a[0, inner + 1] if inner in of_total else np.max(steps) + 1
     # an epoch printed `E/TOTAL` counts from 1 (`Epoch [1/10]`); a bare one as the ImageNet example's from 0

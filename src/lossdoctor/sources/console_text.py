@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO
 
 #: longest segment kept; the rest of a longer one is dropped (no training line is this long)
 MAX_SEGMENT = 16384

@@ -29,8 +29,8 @@ import numpy as np
 from ..messages import Msg
 from ..records import Run, from_columns, to_float
 from .columns import PREFERENCE_COLUMNS, column_for
-from .registry import SourceError, reader
 from .files import head, json_array_prefix, looks_binary, numbered, read_bytes, tail, walk
+from .registry import SourceError, reader
 
 STATE = "trainer_state.json"
 

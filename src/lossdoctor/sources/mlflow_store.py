@@ -33,10 +33,10 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns
-from .hf_trainer import restore_filtered_nan
-from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import head, read_bytes, walk
+from .hf_trainer import restore_filtered_nan
+from .registry import SourceError, reader
 
 #: the most read of a file store's small files (meta.yaml, a param or a tag: MLflow caps a param's
 #: value at 6,000 characters)

@@ -4,8 +4,8 @@ imported by no reader: no import cycle between the package and its readers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..records import Run
 

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns
-from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import open_regular
+from .registry import SourceError, reader
 
 _MARK = "tfevents"
 

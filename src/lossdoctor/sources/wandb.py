@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..messages import Msg
 from ..records import Run
-from .registry import SourceError, reader
 from .files import head, read_bytes, walk
+from .registry import SourceError, reader
 from .tabular import parse_jsonl, rows_run
 
 _IDENT = b":W&B"
