@@ -21,8 +21,8 @@ another one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -33,8 +33,16 @@ from .gradients import clip_in_place
 from .lr_usual import judge_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
-from .symptoms import (Symptom, fast_fall, fp16_prone_model, precision_of, scale_path, symptoms_of, text_events,
-                       unit_scale)
+from .symptoms import (
+    Symptom,
+    fast_fall,
+    fp16_prone_model,
+    precision_of,
+    scale_path,
+    symptoms_of,
+    text_events,
+    unit_scale,
+)
 
 
 @dataclass(frozen=True)

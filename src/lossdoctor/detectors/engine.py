@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

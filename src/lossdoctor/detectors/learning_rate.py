@@ -14,9 +14,9 @@ import numpy as np
 from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
+from ..sources.metadata import optimizer_family
 from .base import detector, round_sig
 from .gradients import clip_in_place
-from ..sources.metadata import optimizer_family
 from .lr_usual import judge_lr, peak_lr, with_lr_evidence
 from .quantities import Quantities
 
@@ -449,7 +449,7 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
 def restarts_on_purpose(run: Run) -> bool:
     """The run's scheduler (meta.json) restarts or cycles the LR by design
     (CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR)."""
-    sched = str(((run.meta.get("scheduler") or {}).get("class") or "")).lower()
+    sched = str((run.meta.get("scheduler") or {}).get("class") or "").lower()
     return any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle"))
 
 

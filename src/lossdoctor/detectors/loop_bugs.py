@@ -70,9 +70,8 @@ is what clipping is for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -80,8 +79,8 @@ from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
 from .base import detector
-from .scalars import progress_kind
 from .quantities import Quantities
+from .scalars import progress_kind
 
 
 @dataclass(frozen=True)

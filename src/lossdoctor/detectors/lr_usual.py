@@ -11,7 +11,7 @@ AdamW. "Outside" means beyond 3x either end: the ranges are habits, not laws.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from ..findings import Finding
 from ..messages import Msg

@@ -18,8 +18,8 @@ from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
 from .base import detector
-from .loss_shape import is_spike, robust_sigma, spike_fixes
 from .gradients import already_clipped_fix, clip_in_place
+from .loss_shape import is_spike, robust_sigma, spike_fixes
 from .lr_usual import judge_lr, with_lr_evidence
 from .quantities import Quantities
 
