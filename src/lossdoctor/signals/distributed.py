@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..messages import Msg
-from .safe_reads import norm_fp32
 from .fsdp1 import FSDP1Probe, is_fsdp1
+from .safe_reads import norm_fp32
 from .sharding import has_dtensor_params, is_dtensor, local, mesh_group, replication, the_mesh
 
 log = logging.getLogger("lossdoctor")

@@ -17,7 +17,8 @@ On sampled steps the probe also takes every parameter's norm (the per-layer `par
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch

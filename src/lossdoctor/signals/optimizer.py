@@ -30,7 +30,6 @@ import torch
 from .safe_reads import foreach_norm_any, known_numel
 from .sharding import local
 
-
 #: the most parameter tensors a sampled step reads (every k-th one beyond it, in parameter-group
 #: order); the ratios are over entries, so a systematic sample of tensors estimates them as the
 #: entry stride does. 512 keeps a sampled step's host work under ~5 ms on CPU.

@@ -20,8 +20,9 @@ takes its hooks off. A probe that raises is switched off alone (a note says so);
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
