@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 

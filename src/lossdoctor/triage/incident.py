@@ -28,9 +28,10 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,15 +41,22 @@ from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
 from ..findings import Finding
 from ..messages import Msg, round_sig
 from . import batches as B
-from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
-                      verdict_sentence)
+from .explain import live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict, verdict_sentence
 from .host import TriageHost
 from .localize import Preserve, localize_on
 from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
-from .state import (InplaceGuard, RngState, Snapshot, SnapshotLoadError, SnapshotTaker, load_model_state,
-                    restore_scaler, scratch_workspace)
+from .state import (
+    InplaceGuard,
+    RngState,
+    Snapshot,
+    SnapshotLoadError,
+    SnapshotTaker,
+    load_model_state,
+    restore_scaler,
+    scratch_workspace,
+)
 
 log = logging.getLogger("lossdoctor")
 

@@ -26,7 +26,7 @@ from ..detectors.fix_kinds import Fix, candidate_fixes
 from ..findings import Finding
 from ..messages import Msg
 from . import verify as V
-from .replay import ReplayFn, losses_agree
+from .replay import losses_agree
 from .ring import SnapshotRing
 from .state import state_nbytes
 

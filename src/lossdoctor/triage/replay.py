@@ -15,8 +15,9 @@ statistics) are put back afterwards, so probes never change the state they probe
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -20,11 +20,11 @@ The answer names the rows (`samples`) and the examples in them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-
 import torch
 
 from ..messages import Msg

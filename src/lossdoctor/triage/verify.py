@@ -32,13 +32,18 @@ from __future__ import annotations
 import math
 import resource
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
-from ..detectors.fix_kinds import DATA_FIXES, STATE_FIXES, Fix, candidate_fixes, order_by_verdict
+# the `X as X` imports are re-exported: triage/incident.py reads them here (`V.candidate_fixes`)
+from ..detectors.fix_kinds import DATA_FIXES, Fix
+from ..detectors.fix_kinds import STATE_FIXES as STATE_FIXES
+from ..detectors.fix_kinds import candidate_fixes as candidate_fixes
+from ..detectors.fix_kinds import order_by_verdict as order_by_verdict
 from ..findings import Finding
 from ..messages import Msg
 from . import batches as B
