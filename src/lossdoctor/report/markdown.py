@@ -10,11 +10,12 @@ it still reads as typed.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..findings import Report
-from ..records import Run
 from ..messages import render
+from ..records import Run
 from .i18n import cause_text, say, symptom_text, ui
 from .text import where
 from .verdicts import ICON, checks_of, incident_lines, sentence

@@ -10,7 +10,8 @@ sentence.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..findings import Finding
 from ..messages import Msg, templates
