@@ -13,10 +13,20 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
-from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, error_line, examples,  # noqa: F401
-                     progress, say_arg, write_report)
+from .output import (  # noqa: F401
+    EXIT_BAD_INPUT,
+    EXIT_FAIL_ON,
+    EXIT_OK,
+    WriteError,
+    chosen_lang,
+    error_line,
+    examples,
+    progress,
+    say_arg,
+    write_report,
+)
 
 
 class UsageError(Exception):

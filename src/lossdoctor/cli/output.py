@@ -8,7 +8,7 @@ import os
 import stat
 import sys
 import tempfile
-from typing import Sequence
+from collections.abc import Sequence
 
 EXIT_OK, EXIT_FAIL_ON, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -67,7 +67,7 @@ class progress:
         self.path, self.lang = str(path), lang
         self.timer = self.status = None
 
-    def __enter__(self) -> "progress":
+    def __enter__(self) -> progress:
         try:
             if not sys.stderr.isatty():
                 return self
