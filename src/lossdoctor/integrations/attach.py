@@ -40,7 +40,8 @@ import json
 import os
 import sys
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..messages import render
 

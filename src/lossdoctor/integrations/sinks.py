@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..findings import Finding, Report
 from ..live import alert_language, alert_line

@@ -40,8 +40,9 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from transformers import TrainerCallback
