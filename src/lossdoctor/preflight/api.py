@@ -13,8 +13,8 @@ import inspect
 import logging
 import math
 import random
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch

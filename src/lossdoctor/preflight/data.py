@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from ..findings import Finding
-from .chat import decode
 from ..messages import Msg
+from .chat import decode
 from .common import BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: a feature whose RMS exceeds this is not standardised (standardised data has RMS ~1)

@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 from ..findings import Finding
-from ..signals.tracer import compiling, first_float_tensor
 from ..messages import Msg
 from ..signals.safe_reads import foreach_norm_any, norm_fp32, parametrized, stored_attr, uninitialized
 from ..signals.sharding import holds_data, local
+from ..signals.tracer import compiling, first_float_tensor
 from .common import Context, make_finding, round_sig, unwrap_model
 
 #: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from ..findings import Finding
-from .chat import ChatSpans, decode
 from ..messages import Msg
 from ..signals.packing import Example
 from ..signals.safe_reads import stored_attr
+from .chat import ChatSpans, decode
 from .common import IGNORE_INDEX, BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: batches whose every label position is ignored are reported at once (the loss is NaN right now)

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from ..findings import Finding
-from ..signals.optimizer import unwrap_optimizer
 from ..messages import Msg
+from ..signals.optimizer import unwrap_optimizer
 from ..signals.safe_reads import uninitialized
 from .common import Context, fmt, make_finding, pct, round_sig, unwrap_model
 
