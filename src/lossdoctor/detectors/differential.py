@@ -507,7 +507,7 @@ class Ranked:
     def runner_up(self) -> str | None:
         return self.causes[1][0] if len(self.causes) > 1 else None
 
-    def said(self, cause: str, sign: int) -> list[Msg]:
+    def said(self, cause: str, sign: int) -> list[str]:
         """The present evidence whose rows point for (sign 1) or against (-1) `cause`."""
         names = [r.evidence for r in self.table if r.cause == cause and r.evidence != ALWAYS
                  and r.evidence in self.present and (r.weight > 0) == (sign > 0)]
@@ -560,7 +560,7 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
     table, symptom, severity = KINDS[sym.kind]
     r = rank(run, q, sym, table)
     lead, share = r.causes[0]
-    ev: list[Msg] = [what(sym)] + r.said(lead, 1)
+    ev: list[str] = [what(sym)] + r.said(lead, 1)
     second = r.runner_up
     against = [m for m in r.said(lead, -1) + (r.said(second, 1) if second else []) if m not in ev]
     if against:
@@ -578,8 +578,8 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
                    batch=batch, rank=run.rank, evidence=ev, fixes=fixes)
 
 
-def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[Msg]:
-    out: list[Msg] = []
+def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[str]:
+    out: list[str] = []
     if share >= CLEAR_LEAD:
         for key in FIXES.get(lead, ()):
             if key == "clip" and clip_in_place(run) is not None:

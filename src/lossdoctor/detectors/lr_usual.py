@@ -35,7 +35,8 @@ def task_kind(run: Run) -> str | None:
     kind = run.meta.get("task_kind")
     if kind in ("pretrain", "finetune"):
         return kind
-    return {"pretrain": "pretrain", "sft": "finetune"}.get(run.meta.get("task"))
+    task = run.meta.get("task")
+    return {"pretrain": "pretrain", "sft": "finetune"}.get(task) if isinstance(task, str) else None
 
 
 def judge_lr(run: Run, q: Quantities, lr: float | None) -> tuple[str, Msg] | None:
