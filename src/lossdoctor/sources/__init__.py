@@ -153,6 +153,8 @@ def _general_or_raise(p: Path) -> list[Run]:
     try:
         return any_text.read(p)
     except SourceError:
+        if error is None:
+            raise
         raise error from None
 
 

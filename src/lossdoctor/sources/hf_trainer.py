@@ -62,7 +62,7 @@ def find_state(path: Path) -> tuple[Path, list[str]]:
         raise SourceError(f"{path}: no {STATE} in this directory")
     own = path / STATE
     latest = max(candidates, key=lambda c: (numbered(c.parent, r"checkpoint-(\d+)"), c.stat().st_mtime))
-    notes = []
+    notes: list[str] = []
     chosen = own if own.is_file() else latest
     if own.is_file() and latest != own and _global_step(latest) > _global_step(own):
         chosen = latest

@@ -350,7 +350,7 @@ def _choose(runs: list[dict[str, Any]], where: str, want: str | None = None) -> 
         raise SourceError(f"{where}: the {len(live)} MLflow run(s) here logged no metrics")
     training = [r for r in with_metrics if _wanted(r["metrics"])] or with_metrics
     chosen = max(training, key=lambda r: (r["start"] or 0, str(r["id"])))
-    notes = []
+    notes: list[str] = []
     if len(live) > 1:
         others = [_label(r) for r in sorted(live, key=lambda r: -(r["start"] or 0)) if r is not chosen]
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")

@@ -19,7 +19,7 @@ class NoReader(SourceError):
 
 
 #: (name, sniff(path) -> bool, read(path) -> list[Run]); tried in order of priority.
-READERS: list[tuple[str, Callable[[Path], bool], Callable[[Path], list[Run]]]] = []
+READERS: list[tuple[str, Callable[[Path], bool], Callable[..., list[Run]]]] = []  # read(path[, select])
 _PRIORITY: dict[str, int] = {}
 
 

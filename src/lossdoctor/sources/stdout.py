@@ -410,7 +410,7 @@ class ConsoleParser:
             other.append(Msg("console.eval_lines", n=self.eval_lines))
         if self.ignored:
             other.append(Msg("console.other_lines", n=self.ignored))
-        out = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
+        out: list[str] = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
                else Msg("console.read", what=what, used=used)]
         how = Counter(r.get("_how") for r in self.rows if r.get("_how"))
         if how.get("counter"):

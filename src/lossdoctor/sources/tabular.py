@@ -272,7 +272,7 @@ def wandb_export_names(names: list[str]) -> tuple[list[str], dict[str, str], lis
                 runs.append(m["run"])
             if m["run"] == runs[0] and not n.endswith(("__MIN", "__MAX")):
                 rename[n] = m["metric"]
-    notes = []
+    notes: list[str] = []
     if len(runs) > 1:
         notes.append(Msg("source.wandb_export_runs", n=len(runs), name=repr(runs[0])))
     return [rename.get(n, n) for n in names], rename, notes

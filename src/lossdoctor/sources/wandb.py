@@ -142,7 +142,7 @@ def _pick_run(p: Path) -> tuple[Path, list[str]]:
     if not found:
         raise SourceError(f"{p}: no W&B run here")
     chosen = max(found, key=lambda f: (f.stat().st_mtime, f.name))
-    notes = []
+    notes: list[str] = []
     if len(found) > 1:
         notes.append(Msg("source.wandb_runs", n=len(found), chosen=str(chosen.relative_to(p))))
     return chosen, notes
