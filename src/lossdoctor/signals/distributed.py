@@ -48,8 +48,8 @@ def unwrap_data_parallel(model: nn.Module) -> nn.Module:
     for _ in range(4):
         if isinstance(inner, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
             inner = inner.module
-        elif type(inner).__name__ == "OptimizedModule" and isinstance(getattr(inner, "_orig_mod", None), nn.Module):
-            inner = inner._orig_mod
+        elif type(inner).__name__ == "OptimizedModule" and isinstance(orig := getattr(inner, "_orig_mod", None), nn.Module):
+            inner = orig
         else:
             break
     return inner

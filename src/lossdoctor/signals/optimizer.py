@@ -69,7 +69,7 @@ class OptimizerProbe:
         self.enabled = True
         self.error: BaseException | None = None
         self.stepped = False
-        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor] | tuple[torch.Tensor, ...]] | None = None
         self._grads: list[torch.Tensor] = []
         self._stats: dict[str, list[torch.Tensor]] = {}
         self._eps_total = 0
@@ -149,6 +149,8 @@ class OptimizerProbe:
             self._snapshot = (params, torch._foreach_mul(params, 1.0))  # one fused copy of the sample
 
     def _measure_update(self) -> None:
+        if self._snapshot is None:  # (the step hook checked already)
+            return
         params, before = self._snapshot
         grads, self._grads = self._grads, []  # do not keep gradients alive past the step
         self._snapshot = None
