@@ -242,9 +242,9 @@ class Triage:
         checks = result.get("checks", [])
         for f in findings:
             f.fix_checks = None
-        for i, (f, _) in enumerate(pairs):
-            if i < len(checks) and f is not None:
-                f.fix_checks = V.order_checks((f.fix_checks or []) + [V.check_json(checks[i])])
+        for i, (fixed, _) in enumerate(pairs):
+            if i < len(checks) and fixed is not None:
+                fixed.fix_checks = V.order_checks((fixed.fix_checks or []) + [V.check_json(checks[i])])
         for f in findings:
             V.order_by_verdict(f)  # verified fixes first, those that did not help last
         result = V.result_json(result)
@@ -374,7 +374,7 @@ class Triage:
             with self._workspace() as ws:
                 end = V.window_end(self.ring, snap.step, P.SETTINGS.window)
                 plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, snap.step, end,
-                              lambda loss, finite, skips=0: not math.isfinite(loss) or not finite)
+                              lambda loss, finite, skips: not math.isfinite(loss) or not finite)
                 return P.probe_record(finding, P.run_probe(plan, finding, P.probe_plan(finding)))
         finally:
             rng.restore()
@@ -533,6 +533,7 @@ class Triage:
                 return []
             if reproduced is None:
                 return []
+            assert target is not None  # the failing step was reproduced from its recorded entry
             loc, search = self._localize(ws, target, spike, rec, record)
             if self.policy == "skip" and exact and rep.faithful:
                 saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
@@ -634,8 +635,8 @@ class Triage:
         scale = float(self.scaler.get_scale()) if self.scaler is not None else math.nan
         interval = int(self.scaler.get_growth_interval()) if self.scaler is not None else 2000
         high = math.isfinite(scale) and scale > DEFAULT_SCALE
-        ev = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
-        fixes = [Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=max(interval, 2000),
+        ev: list[str] = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
+        fixes: list[str] = [Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=max(interval, 2000),
                      scale=scale)]
         return Finding(cause="loss_scale_collapse", symptom="skipped_steps",
                        severity="warning" if high else "critical", confidence=0.8 if high else 0.7,
@@ -645,7 +646,7 @@ class Triage:
                         bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
         fn = self.replay_fn
         target = entries[-1]
-        assert target is not None and fn is not None
+        assert target is not None and fn is not None and self.ring is not None
         out: dict[str, Any] = {"state_step": step if exact else None}
         others = [e for e in reversed(entries[:-1]) if e is not None and e.kept][:3]
         res = []

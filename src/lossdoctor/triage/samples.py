@@ -46,7 +46,7 @@ class SampleSearch:
     size: int | None = None        # samples in the batch
     note: str | None = None
     min_group: int = 1             # fewest samples per probe (2: padded with known-good samples)
-    examples: list[dict[str, int]] | None = None  # packed rows: the examples found inside them
+    examples: list[dict[str, Any]] | None = None  # packed rows: the examples found inside them
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"samples": self.samples, "method": self.method, "probes": self.probes}

@@ -151,12 +151,12 @@ def fp32_forward(module: torch.nn.Module) -> Iterator[None]:
         with torch.autocast(device_type=device, enabled=False):
             return orig(*_float32(args), **_float32(kwargs))
 
-    module.forward = forward  # type: ignore[method-assign]
+    module.forward = forward
     try:
         yield
     finally:
         if had:
-            module.forward = old  # type: ignore[method-assign]
+            module.__dict__["forward"] = old  # the instance's own attribute, as it was
         else:
             del module.forward
 
@@ -380,7 +380,7 @@ def bad_rule(record: dict[str, Any]) -> Callable[[float, bool, int], bool]:
     for a loss-scale collapse, the GradScaler skipping as many steps in a row as it did then."""
     spike = record.get("spike") if record.get("trigger") == "loss_spike" else None
     threshold = float(spike["threshold"]) if isinstance(spike, dict) and "threshold" in spike else None
-    scale = record.get("scale") if isinstance(record.get("scale"), dict) else {}
+    scale = sc if isinstance(sc := record.get("scale"), dict) else {}
     streak = int(scale.get("streak", SCALE_STREAK)) if record.get("trigger") == "scale_collapse" else None
 
     def bad(loss: float, finite: bool, skips: int = 0) -> bool:
