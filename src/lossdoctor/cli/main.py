@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .output import (  # noqa: F401
     EXIT_BAD_INPUT,
@@ -34,7 +35,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default is 2 lines)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's default is 2 lines)
         raise UsageError(message)
 
 
