@@ -98,7 +98,7 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
                 out.append(f"**{t['fixes']}{t['colon'].rstrip()}**")
                 for j, x in enumerate(f.fixes):
                     out.append(f"- {md_escape(say(x, lang))}")
-                    out.extend(f"  - {ICON.get(c.get('verdict'), '')} {md_escape(sentence(c, lang))}"
+                    out.extend(f"  - {ICON.get(str(c.get('verdict')), '')} {md_escape(sentence(c, lang))}"
                                for c in checks_of(f, j))  # replayed from the snapshot
                 out.append("")
     verified = incident_lines(runs)
