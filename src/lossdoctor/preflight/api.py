@@ -100,7 +100,7 @@ CHECK_FAILED = frozenset({"pcheck.forward_failed", "engine.internal_error"})
 def forward_error(report: Report) -> str | None:
     """The error of the forward pass `check` ran on the first batch, when it raised."""
     for n in report.notes:
-        if getattr(n, "key", None) == "pcheck.forward_failed":
+        if isinstance(n, Msg) and n.key == "pcheck.forward_failed":
             return str(n.values.get("error"))
     return None
 
