@@ -348,7 +348,7 @@ class Monitor:
     def paused(self) -> Iterator[None]:
         """The monitor's hooks on the model record nothing inside (triage replaying on the user's
         model); the tracer and gradient capture are switched back as they were afterwards."""
-        parts = (self.tracer, self.grads, self.stale, self.outputs, self.applied)
+        parts: tuple[Probe, ...] = (self.tracer, self.grads, self.stale, self.outputs, self.applied)
         state = [p.enabled for p in parts]
         for p in parts:
             p.enabled = False
