@@ -55,7 +55,7 @@ def _module(name: str) -> Any:
 class FindingSinks:
     """The monitor's listener (see the module docstring); `mon.sinks` holds it."""
 
-    def __init__(self, mon: Any, on_finding: Callable[[Finding, int], Any] | None = None,
+    def __init__(self, mon: Any, on_finding: Callable[..., Any] | None = None,  # (f, step[, final=])
                  enabled: bool = True, tensorboard: Any = None) -> None:
         self.mon = mon
         self.on_finding = on_finding
