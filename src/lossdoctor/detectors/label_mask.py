@@ -110,7 +110,7 @@ def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
     n = int(empty.sum())
     logged = int(q.loss_logged.sum())
     ev: list[str] = [Msg("labels.nan_loss_zero_grad", loss=float(q.loss[i]), step=s,
-              more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
+                         more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
     return [Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.8,
                     step=s, batch=s, evidence=ev,
                     fixes=[Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")])]

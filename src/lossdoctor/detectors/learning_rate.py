@@ -283,7 +283,7 @@ def _blown_update(run: Run, q: Quantities) -> list[Finding]:
     i = int(np.flatnonzero(np.isfinite(ur_all) & (ur_all >= BLOWN_RATIO))[0])
     s = int(q.steps[i])
     ev: list[str] = [Msg("lr.high.blown", s=s, r=float(ur.max())),
-          Msg("lr.high.not_improved_since", start=first_loss, last=last)]
+                     Msg("lr.high.not_improved_since", start=first_loss, last=last)]
     chance = run.meta.get("chance_loss")
     if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
         ev.append(Msg("lr.high.at_chance", c=float(chance)))

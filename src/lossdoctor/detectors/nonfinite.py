@@ -159,7 +159,7 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         # learning rate's doing (lr_too_high / grad_explosion), not a range problem of the dtype
         return []
     ev: list[str] = [Msg("nonfinite.forward_became", step=s, layer=layer, value=_value(e),
-              index=_int(e.get("index"), 0) + 1, of=e.get("of", "?"))]
+                         index=_int(e.get("index"), 0) + 1, of=e.get("of", "?"))]
     ia = run.col("input_absmax")
     # fp16 activations: a share of the range no fp32/bf16 model reaches, or a GradScaler (fp16's tool)
     fp16 = bool(run.meta.get("scaler")) or (np.isfinite(frac[: i + 1]).any() and float(

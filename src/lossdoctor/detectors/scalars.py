@@ -260,7 +260,7 @@ def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     if worst > max(1.5 * base, base + 0.2 * progress, float(np.max(recent))):
         return []  # the loss was rising: divergence, which the LR and explosion rules date
     ev: list[str] = [Msg("scalars.sudden_nan.what", step=int(q.steps[i]), n=int(lf.size)),
-          Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base)]
+                     Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base)]
     g = gn[:i][np.isfinite(gn[:i])]
     conf = 0.45
     if g.size >= 10:
@@ -369,7 +369,7 @@ def slow_learning(run: Run, q: Quantities) -> list[Finding]:
         return []
     n_steps = int(q.steps[lf[-1]] - q.steps[lf[0]]) or 1
     ev: list[str] = [Msg("scalars.slow.what" if kind == "slowly" else "scalars.slow.stalled", total=total, n=int(lf.size),
-              steps=n_steps, bend=bend)]
+                         steps=n_steps, bend=bend)]
     if step is not None:
         ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
     elif 0 < lr <= TINY_LR:
@@ -394,7 +394,7 @@ def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
     frac = rows.size / max(1, logged)
     s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
     ev: list[str] = [Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
-          Msg("scalars.skipped.why")]
+                     Msg("scalars.skipped.why")]
     fixes: list[str] = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
     if frac >= 0.5:
         ev.append(Msg("scalars.skipped.most", frac=frac))
@@ -445,14 +445,14 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         peak_g = float(np.max(g[j:]))
         rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
         ev: list[str] = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
-              else Msg("scalars.surge.rose", **rose),
-              Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
+                         else Msg("scalars.surge.rose", **rose),
+                         Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
         if rows.size < SHORT_LOG:
             ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
         healthy = g[:i0 + 1]
         clip = float(np.max(healthy)) if healthy.size else float(g[i0])
         fixes: list[str] = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
-                 Msg("scalars.surge.fix_lr", lr=float(lr[j])) if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
+                            Msg("scalars.surge.fix_lr", lr=float(lr[j])) if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
                         step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
     return _transient_surge(q, rows, g, transient) if transient else []
@@ -482,8 +482,8 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     clip = float(np.max(g[:i0 + 1]))
     jump = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=peak / float(g[i0]), back=float(g[-1]))
     ev: list[str] = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
-          else Msg("scalars.surge.jumped", **jump),
-          Msg("scalars.surge.survived")]
+                     else Msg("scalars.surge.jumped", **jump),
+                     Msg("scalars.surge.survived")]
     fixes: list[str] = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip), Msg("scalars.surge.fix_find_batch")]
     return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
                     step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
@@ -529,9 +529,9 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     s_turn = int(q.steps[turn])
     best_at = dict(best=best, s=s_turn, lr=lr_best)
     ev: list[str] = [Msg("scalars.runaway.rose", x=lr_end / lr0, lr0=lr0, s0=int(q.steps[lr_rows[0]]), lr1=lr_end,
-              s1=int(q.steps[lr_rows[-1]])),
-          Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
-          else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
+                         s1=int(q.steps[lr_rows[-1]])),
+                     Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
+                     else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
                     step=s_turn, evidence=ev,
@@ -576,8 +576,8 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
     after = x[j + 1:]
     recovered = after.size > 0 and bool((after < 1.3 * base).any())
     ev: list[str] = [Msg("scalars.spike.jumped", loss=float(x[j]), s=s, x=float(x[j]) / base, base=base),
-          Msg("scalars.spike.came_back" if recovered else "scalars.spike.not_back" if after.size
-              else "scalars.spike.last_point")]
+                     Msg("scalars.spike.came_back" if recovered else "scalars.spike.not_back" if after.size
+                         else "scalars.spike.last_point")]
     if len(incidents) > 1:
         ev.append(Msg("scalars.spike.separate", k=len(incidents), n=int(n)))
     elif recovered:
@@ -655,7 +655,7 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
         return []
     s = int(q.steps[lf[j]])
     ev: list[str] = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
-          Msg("scalars.jump.never_below", n=int(x.size), last=last)]
+                     Msg("scalars.jump.never_below", n=int(x.size), last=last)]
     lr, _ = _lr_reached(q, lf)
     fixes: list[str] = [Msg("scalars.jump.fix")]
     if lr is not None and lr > 0:
