@@ -309,8 +309,8 @@ class LabelCheck:
             where = [e for b, e in c.empty_packed if b == first_batch][:32]
             samples = sorted({e.row for e in where})
             ev: list[str] = [Msg("plabels.no_supervised_example", n=n, total=c.samples, batch=first_batch,
-                      examples=[Msg("labels.example_in_row", row=e.row, example=e.index, start=e.start, end=e.end)
-                                for e in where[:4]])]
+                                 examples=[Msg("labels.example_in_row", row=e.row, example=e.index, start=e.start, end=e.end)
+                                           for e in where[:4]])]
         else:
             first_batch = c.empty[0][0]
             samples = [s for b, s in c.empty if b == first_batch][:32]

@@ -228,7 +228,7 @@ def _period_too_short(c: _Curve, ctx: Context) -> list[Finding]:
     trough = int(np.argmin(after[: t + 1]))
     top = t + int(np.argmax(after[t:]))
     ev: list[str] = [Msg("schedule.period_too_short", desc=c.desc, low=float(after[trough]), at=k + trough,
-              planned=c.planned, high=float(after[top]), by=k + top, stepping=c.stepping)]
+                         planned=c.planned, high=float(after[top]), by=k + top, stepping=c.stepping)]
     length = c.planned - k
     tmax = getattr(c.scheduler, "T_max", None)
     if isinstance(tmax, int):
@@ -250,7 +250,7 @@ def _ends_early(c: _Curve, ctx: Context) -> list[Finding]:
         return []
     total = c.total
     ev: list[str] = [Msg("schedule.ends_early", desc=c.desc, lr=float(c.lrs[z]), step=z, idle=total - z,
-              planned=c.planned, frac=(total - z) / total, stepping=c.stepping)]
+                         planned=c.planned, frac=(total - z) / total, stepping=c.stepping)]
     fixes = c.fixes(Msg("schedule.fix_as_long_as_run", planned=c.planned,
                         tmax=Msg("schedule.t_max_hint", tmax=c.planned - c.k)
                         if hasattr(c.scheduler, "T_max") else ""))
