@@ -24,7 +24,7 @@ def choose_version(path: Path, select: str | None = None) -> tuple[Path, str, li
     if select is None:
         name, d = versions[-1]
         notes: list[str] = [Msg("source.rundir_versions", path=str(path), n=len(versions), names=", ".join(names),
-                     chosen=name)] if len(versions) > 1 else []
+                                chosen=name)] if len(versions) > 1 else []
         return d, name, notes
     want = select if select.startswith(VERSION_PREFIX) else f"{VERSION_PREFIX}{select}"
     for name, d in versions:

@@ -411,7 +411,7 @@ class ConsoleParser:
         if self.ignored:
             other.append(Msg("console.other_lines", n=self.ignored))
         out: list[str] = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
-               else Msg("console.read", what=what, used=used)]
+                          else Msg("console.read", what=what, used=used)]
         how = Counter(r.get("_how") for r in self.rows if r.get("_how"))
         if how.get("counter"):
             out.append(Msg("console.took_bar_counter", n=how["counter"]))
