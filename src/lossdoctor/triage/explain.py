@@ -106,7 +106,7 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
     got = Msg("triage.nondet.finite", loss=p.loss) if p is not None else Msg("triage.nondet.no_fail")
     # the logged loss as the record holds it (nan, inf), not rounded
     ev: list[str] = [Msg("triage.nondet.replayed", step=step, what=what, loss=str(rec.get("loss")), how=how, got=got),
-          Msg("triage.nondet.not_data")]
+                     Msg("triage.nondet.not_data")]
     fwd = rec.get("fwd_first_nonfinite")
     layer = fwd.get("layer") if isinstance(fwd, dict) else None
     if layer:
@@ -119,8 +119,8 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
 def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: SampleSearch | None,
                   bvs: dict[str, Any], rec: dict[str, Any]) -> Finding:
     ev: list[str] = [Msg("triage.spike.jumped", loss=float(rec.get("loss", math.nan)), step=step, ratio=float(trig["ratio"]),
-              median=float(trig["median"]), z=float(trig["z"])),
-          _replay_sentence(step, rep, reproduced=True)]
+                         median=float(trig["median"]), z=float(trig["z"])),
+                     _replay_sentence(step, rep, reproduced=True)]
     samples = None
     if search is not None:
         if search.samples and search.examples:  # packed rows: the examples inside them

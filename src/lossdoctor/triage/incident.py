@@ -637,7 +637,7 @@ class Triage:
         high = math.isfinite(scale) and scale > DEFAULT_SCALE
         ev: list[str] = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
         fixes: list[str] = [Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=max(interval, 2000),
-                     scale=scale)]
+                                scale=scale)]
         return Finding(cause="loss_scale_collapse", symptom="skipped_steps",
                        severity="warning" if high else "critical", confidence=0.8 if high else 0.7,
                        step=first, batch=step, evidence=ev, fixes=fixes)
