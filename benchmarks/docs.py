@@ -65,7 +65,7 @@ def provenance(command: str) -> str:
     except ImportError:
         tv = "not installed"
     try:
-        load = "load average %.2f / %.2f / %.2f" % os.getloadavg()
+        load = "load average " + " / ".join(f"{x:.2f}" for x in os.getloadavg())
     except OSError:
         load = "load unknown"
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

@@ -46,9 +46,10 @@ def _curve(n: int = 60):
 
 def build(d: Path) -> dict[str, Path]:
     """The hostile logs, written by the real writers (this checkout's run-directory writer)."""
-    from lossdoctor.runlog import RunLogWriter
     from torch.utils.tensorboard import SummaryWriter
     from transformers import TrainerState
+
+    from lossdoctor.runlog import RunLogWriter
 
     s, loss, lr = _curve()
     out = {}

@@ -47,8 +47,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -628,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    load_before = "%.2f / %.2f / %.2f" % os.getloadavg()
+    load_before = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     t0 = time.perf_counter()
     if args.spread:
         if device != "cpu":

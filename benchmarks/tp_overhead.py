@@ -122,7 +122,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--docs", action="store_true", help="write the numbers into docs/benchmarks.md")
     args = ap.parse_args()
-    load_before = "%.2f / %.2f / %.2f" % os.getloadavg()
+    load_before = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     t0 = time.perf_counter()
     res = measure(args)
     wall = time.perf_counter() - t0

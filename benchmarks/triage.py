@@ -94,7 +94,7 @@ def ring_overhead(args, base, batches, K: int) -> dict:
             mon = lossdoctor.watch(m, o, log_dir=tmp / name, alerts=False, snapshot_every=K,
                                    replay_fn=loss_fn if name == "watch+ring" else None)
         variants[name] = (m, o, mon)
-    for name, (m, o, mon) in variants.items():  # warm-up: optimizer state, caches
+    for m, o, mon in variants.values():  # warm-up: optimizer state, caches
         for b in batches[:3]:
             train_step(m, o, b, mon)
     times: dict[str, list[float]] = {k: [] for k in variants}

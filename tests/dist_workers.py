@@ -73,8 +73,9 @@ def ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_st
     registered after `watch` (it must still run); rank `nan_rank` gets a NaN sample."""
     _setup(rank, world, port)
     os.chdir(out)
-    import lossdoctor
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    import lossdoctor
 
     ddp = nn.parallel.DistributedDataParallel(_mlp())
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
@@ -119,8 +120,9 @@ def fsdp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_s
     """FSDP2 (`fully_shard`) over gloo: each rank holds half of every gradient. Rank `nan_rank`
     gets a NaN sample at `nan_step`, and its monitor fails at FAIL_STEP."""
     _setup(rank, world, port)
-    import lossdoctor
     from torch.distributed.fsdp import fully_shard
+
+    import lossdoctor
 
     model = _mlp()
     for layer in model:
@@ -172,9 +174,10 @@ def fsdp1_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_
     `watch` with a replay_fn (refused: a one-rank replay would wait in FSDP's all-gathers). Rank
     `nan_rank` gets a NaN sample at `nan_step`."""
     _setup(rank, world, port)
-    import lossdoctor
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+    import lossdoctor
 
     model = FSDP(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}), device_id=torch.device("cpu"))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

@@ -5,7 +5,8 @@ small training loop that can run under `lossdoctor.watch`."""
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

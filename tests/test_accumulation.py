@@ -49,8 +49,8 @@ def test_summed_micro_batch_losses_are_found(tmp_path):
     assert "bad_init" not in {g.cause for g in report.findings}
     # the new cause and symptom are part of the published JSON contract
     jsonschema = pytest.importorskip("jsonschema")
-    from importlib import resources
     import json
+    from importlib import resources
 
     schema = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
     jsonschema.validate(report.to_dict(), schema)

@@ -93,7 +93,7 @@ HUGE = "9" * 400
 def test_huge_integer_loss_in_jsonl_reads_as_infinite(tmp_path):
     p = tmp_path / "log.jsonl"
     lines = jsonl_lines()
-    lines[40] = '{"step": 40, "loss": %s}' % HUGE
+    lines[40] = f'{{"step": 40, "loss": {HUGE}}}'
     p.write_text("\n".join(lines) + "\n")
     doc = report_ok(run_cli("diagnose", p, "--format", "json", timeout=HANG))
     assert doc["status"] == "critical" and doc["findings"][0]["step"] == 40  # inf loss at step 40
@@ -102,7 +102,7 @@ def test_huge_integer_loss_in_jsonl_reads_as_infinite(tmp_path):
 def test_huge_integer_step_is_dropped(tmp_path):
     p = tmp_path / "log.jsonl"
     lines = jsonl_lines()
-    lines[10] = '{"step": %s, "loss": 2.0}' % HUGE
+    lines[10] = f'{{"step": {HUGE}, "loss": 2.0}}'
     p.write_text("\n".join(lines) + "\n")
     assert report_ok(run_cli("diagnose", p, "--format", "json", timeout=HANG))["steps"] == 59
 
@@ -232,8 +232,8 @@ def test_wide_table_reads_its_first_65536_columns(tmp_path):
 
 def test_json_array_cut_midway_is_read_up_to_the_damage(tmp_path):
     curve = logfaults.grad_explosion()
-    rows = [{"step": int(s), "loss": float(l), "grad_norm": float(g)}
-            for s, l, g in zip(curve["step"], curve["loss"], curve["grad_norm"])]
+    rows = [{"step": int(s), "loss": float(v), "grad_norm": float(g)}
+            for s, v, g in zip(curve["step"], curve["loss"], curve["grad_norm"])]
     text = json.dumps(rows, indent=1)
     p = tmp_path / "metrics.json"
     p.write_text(text[: text.index('"step": 201,')])  # cut inside the entry of step 201
@@ -253,7 +253,7 @@ def test_bare_command_says_what_to_type():
 def _healthy_csv(tmp_path):
     p = tmp_path / "log.csv"
     curve = logfaults.healthy()
-    p.write_text("step,loss\n" + "".join(f"{int(s)},{float(l)!r}\n" for s, l in zip(curve["step"], curve["loss"])))
+    p.write_text("step,loss\n" + "".join(f"{int(s)},{float(v)!r}\n" for s, v in zip(curve["step"], curve["loss"])))
     return p
 
 
@@ -316,7 +316,7 @@ def test_md_report_from_a_wandb_export_pings_nobody(tmp_path):
     runs = ["@octocat fixes #42", "@hubot"]
     cols = ["Step"] + [f"{r} - train/loss" for r in runs]
     lines = [",".join(f'"{c}"' for c in cols)]
-    lines += [f"{int(s)},{float(l)!r},{float(l)!r}" for s, l in zip(curve["step"], curve["loss"])]
+    lines += [f"{int(s)},{float(v)!r},{float(v)!r}" for s, v in zip(curve["step"], curve["loss"])]
     p = tmp_path / "wandb_export.csv"
     p.write_text("\n".join(lines) + "\n")
     proc = run_cli("diagnose", p, "--format", "md", timeout=HANG)

@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
 from conftest import cli_env, run_cli
 
 PLAIN_LOOP = textwrap.dedent("""

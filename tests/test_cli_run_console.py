@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import cli_env, run_cli
 
+from conftest import cli_env, run_cli
 from lossdoctor.cli.console_tee import CONSOLE_FILE, Tee
 from lossdoctor.cli.console_watch import ConsoleWatch, LiveConsoleLimits, console_runs, recorded_steps
 from lossdoctor.detectors.engine import diagnose_runs

@@ -336,8 +336,9 @@ def test_help_has_examples(command):
 def test_lightning_versions_compared_with_their_hparams(tmp_path):
     """Two real Lightning fits into one `lightning_logs/` (version_0, version_1): `--compare` reads
     both, and the settings that differ come from the hparams.yaml Lightning wrote."""
-    import lightning_kit
     from lightning.pytorch.loggers import CSVLogger
+
+    import lightning_kit
 
     lightning_kit.fit(CSVLogger(str(tmp_path)), lr=0.05, steps=30, save_hparams=True, hparams={"batch_size": 32})
     lightning_kit.fit(CSVLogger(str(tmp_path)), lr=0.05, steps=30, save_hparams=True, hparams={"batch_size": 64})

@@ -46,7 +46,7 @@ def train(log_dir: Path, nan_at: int | None = None, steps: int = 30, **options):
 def tree(root: Path, skip: str | None = None) -> dict[str, bytes]:
     """Every file under `root` (links not followed) with its bytes; `skip` a top folder."""
     out = {}
-    for dirpath, dirnames, files in os.walk(root):
+    for dirpath, _dirnames, files in os.walk(root):
         rel = Path(dirpath).relative_to(root)
         if skip and rel.parts[:1] == (skip,):
             continue

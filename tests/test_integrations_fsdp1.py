@@ -17,8 +17,8 @@ import torch.multiprocessing as mp  # noqa: E402
 from torch import nn  # noqa: E402
 
 import dist_workers  # noqa: E402
-from dist_workers import free_port  # noqa: E402
 import ds_workers  # noqa: E402  (the same model and batches, measured without any wrapper)
+from dist_workers import free_port  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
@@ -83,7 +83,7 @@ def test_an_incident_says_why_replay_was_refused(tmp_path):
         if refused:  # what `watch` sets on an FSDP1 model, and the DeepSpeed integration under ZeRO
             mon.replay_refused = Msg("distributed.replay_skipped_fsdp1")
         assert mon.triage.host.replay_refused() == mon.replay_refused
-        train(model, opt, batches, lm_loss, mon, before_step=lambda i: _poison(model) if i == 5 else None)
+        train(model, opt, batches, lm_loss, mon, before_step=lambda i, m=model: _poison(m) if i == 5 else None)
         mon.close()
         [record] = mon.incidents[:1]
         notes[refused] = record["notes"]

@@ -18,8 +18,8 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 pytest.importorskip("torch.distributed.pipelining")
 
-from conftest import cli_env  # noqa: E402
 import pp_worker  # noqa: E402
+from conftest import cli_env  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
 WORKER = Path(__file__).with_name("pp_worker.py")
@@ -222,8 +222,8 @@ def test_pp_megatron_console_names_the_stage_that_printed_the_loss(weight_nan):
 def test_pp_script_under_lossdoctor_run_is_watched_per_stage(tmp_path):
     """`lossdoctor run -- torchrun ... pp_worker.py` with no `watch` in the script: the attached
     monitor finds each rank's stage from the module it watches."""
-    from dist_workers import free_port
     from conftest import run_cli
+    from dist_workers import free_port
 
     ld = tmp_path / "attached"
     p = run_cli("run", "--log-dir", ld, "--no-alerts", "--", sys.executable, "-m", "torch.distributed.run",

@@ -17,8 +17,8 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 pytest.importorskip("torch.distributed.tensor.parallel")
 
-from conftest import cli_env  # noqa: E402
 import tp_worker  # noqa: E402
+from conftest import cli_env  # noqa: E402
 from lossdoctor.runlog import read_run_dir  # noqa: E402
 
 WORKER = Path(__file__).with_name("tp_worker.py")

@@ -13,7 +13,6 @@ import math
 import pytest
 
 import lightning_kit
-
 from lossdoctor import diagnose
 from lossdoctor.sources import load_path
 
@@ -127,6 +126,7 @@ def test_wandb_offline_run_config_names_the_optimizer(tmp_path):
 
 def test_hf_trainer_output_dir_with_llamafactory_training_args(tmp_path):
     import yaml
+
     from hf_console_train import train
 
     train(tmp_path, lr=2.0, optim="sgd", max_grad_norm=0.0)  # a real Trainer: the grad norm explodes

@@ -159,12 +159,12 @@ def test_hf_trainer_at_ten_times_its_lr_is_not_healthy(tmp_path):
 def test_print_report_is_the_text_report_and_watch_says_where_the_log_is(tmp_path, capsys):
     """What a new user meets: `watch` prints where its run log is (one line, once), and
     `print(mon.diagnose())` prints the same text report as `lossdoctor diagnose`."""
+    import torch
+
     import lossdoctor
+    from benchmarks.zoo.models import TinyTransformer
     from lossdoctor.report import render
     from lr_kit import batches, loss_fn
-
-    import torch
-    from benchmarks.zoo.models import TinyTransformer
 
     torch.manual_seed(0)
     model = TinyTransformer(vocab=16, d=16, heads=2, n_layer=1, max_len=16)

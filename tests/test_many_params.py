@@ -83,7 +83,7 @@ def _train_watched(model: nn.Module, tmp_path, steps: int = 3):
     g = torch.Generator().manual_seed(0)
     x, y = torch.randn(4, 8, generator=g), torch.randn(4, 1, generator=g)
     expected, expected_params = [], []
-    for s in range(steps):
+    for _ in range(steps):
         opt.zero_grad(set_to_none=True)
         loss = ((model(x) - y) ** 2).mean()
         loss.backward()

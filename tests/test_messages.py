@@ -116,8 +116,9 @@ def test_findings_carry_their_messages_in_the_json_and_read_back():
     assert isinstance(ev[0], Msg) and not isinstance(ev[1], Msg) and ev == f.evidence
     assert ev[0].render("zh").startswith("grad norm 在第 406-430 步从 1.3")
     assert back.notes[0].render("zh").startswith("只有第 7 步的 grad norm")
-    import jsonschema
     from importlib import resources
+
+    import jsonschema
 
     schema = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
     jsonschema.validate(d, schema)

@@ -10,9 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
-import numpy as np
 import pytest
 import torch
 from torch import nn

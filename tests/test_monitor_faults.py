@@ -16,7 +16,6 @@ from torch import nn
 from torch.nn import functional as F
 
 import lossdoctor
-from lossdoctor.signals import gradients as gradients_mod
 from lossdoctor.triage import policy, ring
 from triage_models import MLP, mse_loss, regression_batches, state_bytes
 

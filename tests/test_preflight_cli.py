@@ -10,8 +10,8 @@ import pytest
 
 from conftest import run_cli
 from lossdoctor.cli.main import main
-from lossdoctor.findings import Finding
 from lossdoctor.detectors.merge import merge_findings
+from lossdoctor.findings import Finding
 
 SETUP = textwrap.dedent('''
     import torch

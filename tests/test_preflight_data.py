@@ -83,7 +83,7 @@ def test_tokenised_text_is_decoded_for_the_check():
 
 
 def test_empty_long_and_duplicate_samples():
-    texts = ["short sample number %d" % i for i in range(12)]
+    texts = [f"short sample number {i}" for i in range(12)]
     texts[3] = "   "
     texts[7] = "word " * 400
     texts[10] = texts[11] = texts[9]

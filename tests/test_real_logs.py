@@ -28,11 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from lossdoctor.sources import load_path
-from lossdoctor.vocabulary import CAUSES
-
 from benchmarks.real_logs.facts import fact_failures
 from benchmarks.real_logs.split import repository_of, split_of
+from lossdoctor.sources import load_path
+from lossdoctor.vocabulary import CAUSES
 
 CORPUS = Path(__file__).resolve().parents[1] / "benchmarks" / "real_logs"
 ENTRIES: list[dict] = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))

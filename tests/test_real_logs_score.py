@@ -100,10 +100,10 @@ def test_a_nan_needs_a_critical_nonfinite_finding_near_the_first_bad_row():
 
 def test_spike_recovered_reads_the_loss_after_the_largest_grad_norm():
     steps = list(range(1, 7))
-    back = make_run([{"step": s, "loss": l, "grad_norm": g} for s, l, g in
+    back = make_run([{"step": s, "loss": v, "grad_norm": g} for s, v, g in
                      zip(steps, [1.4, 1.45, 1.4, 1.3, 1.27, 1.18], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])])
     assert score.spike_recovered(back) is True
-    stuck = make_run([{"step": s, "loss": l, "grad_norm": g} for s, l, g in
+    stuck = make_run([{"step": s, "loss": v, "grad_norm": g} for s, v, g in
                       zip(steps, [1.4, 1.45, 1.4, 6.0, 6.3, 6.1], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])])
     assert score.spike_recovered(stuck) is False
     no_before = make_run([{"step": 1, "loss": 5.0, "grad_norm": 1e6}, {"step": 2, "loss": 1.0, "grad_norm": 1.0}])

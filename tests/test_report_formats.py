@@ -10,8 +10,8 @@ import logfaults
 from conftest import run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.findings import Finding, Report
-from lossdoctor.report import render
 from lossdoctor.messages import Msg
+from lossdoctor.report import render
 from lossdoctor.report.i18n import locale_lang, say
 from lossdoctor.report.markdown import md_escape
 from test_sources_tabular import CSV_NAMES, write_csv

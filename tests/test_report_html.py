@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,9 +176,9 @@ def test_heatmap_blank_is_not_measured_and_red_is_nonfinite(tmp_path):
     per-layer row, the forward stays finite. Activation RMS, measured on sampled steps only, is
     blank on the others, not red; the NaN gradients are red."""
     import torch
-    from triage_models import PairDistance
 
     import lossdoctor
+    from triage_models import PairDistance
 
     torch.manual_seed(0)
     model = PairDistance()

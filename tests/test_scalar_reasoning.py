@@ -383,9 +383,10 @@ def test_optimizer_holding_another_models_parameters_is_frozen_model_with_the_me
 def test_at_the_runs_own_chance_level_names_it_once(tmp_path):
     """A watched run knows its own chance level (ln of its vocabulary): the sentence names it as the
     run's, in both languages (it read "the chance level the run's chance level = ..." before)."""
+    import numpy as np
+
     from lossdoctor.detectors.engine import diagnose_runs
     from lossdoctor.records import from_columns
-    import numpy as np
 
     level = math.log(300)
     steps = np.arange(40, dtype=float)

@@ -21,6 +21,7 @@ from torch.nn import functional as F
 from lossdoctor import diagnose
 from test_scalar_reasoning import _alarms, _guarded_loop, _write  # the same CSV writer and alarm filter
 
+
 def _show(report):
     return [(f.cause, f.severity, f.step, f.evidence[:2]) for f in report.findings]
 

@@ -280,10 +280,10 @@ def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatc
     which closes it at train end, before lossdoctor's final findings) holds lossdoctor's too; the
     live alert under the Trainer's tqdm bar is on its own line."""
     pytest.importorskip("transformers")
-    from test_integrations_transformers import TokenData, gpt2
     from transformers import Trainer, TrainingArguments
 
     from lossdoctor.integrations.transformers import LossDoctorCallback
+    from test_integrations_transformers import TokenData, gpt2
 
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))  # HF 5's place for it
     calls = []
@@ -389,10 +389,10 @@ def test_hf_trainer_report_to_mlflow_and_wandb_get_the_findings(tmp_path, monkey
     pytest.importorskip("transformers")
     mlflow = pytest.importorskip("mlflow")
     from mlflow.tracking import MlflowClient
-    from test_integrations_transformers import TokenData, gpt2
     from transformers import Trainer, TrainingArguments
 
     from lossdoctor.integrations.transformers import LossDoctorCallback
+    from test_integrations_transformers import TokenData, gpt2
 
     uri = (tmp_path / "mlruns").as_uri()
     for k, v in {"MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_TRACKING_URI": uri}.items():

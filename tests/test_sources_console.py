@@ -374,7 +374,7 @@ def onmt_log(curve: dict) -> str:
     + "lr: %7.5f; %3.0f/%3.0f tok/s; %6.0f sec")` through its logger; `xent` is the cross-entropy loss."""
     n = len(curve["step"])
     return "".join(
-        f"[2024-01-01 10:00:00,000 INFO] " + ("Step %2d/%5d; acc: %6.2f; ppl: %5.2f; xent: %4.2f; lr: %7.5f; "
+        "[2024-01-01 10:00:00,000 INFO] " + ("Step %2d/%5d; acc: %6.2f; ppl: %5.2f; xent: %4.2f; lr: %7.5f; "
                                              "%3.0f/%3.0f tok/s; %6.0f sec") % (
             int(s), n, 12.5, math.exp(min(loss, 50)) if loss == loss else loss, loss, lr, 1234, 1234, 60) + "\n"
         for s, loss, lr in zip(curve["step"], curve["loss"], curve["lr"]))

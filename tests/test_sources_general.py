@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import run_cli
 from lossdoctor.records import TEXT_EVENT_KINDS
-from lossdoctor.sources import SourceError, load_path
-from lossdoctor.sources import any_text
+from lossdoctor.sources import SourceError, any_text, load_path
 
 
 def _read(tmp_path, text, name="train.log"):
@@ -549,7 +548,7 @@ def test_kohya_bar_avr_loss_is_the_loss(tmp_path):
 
     buf = io.StringIO()
     bar = tqdm(total=3300, desc="steps", file=buf, ascii=False, mininterval=0)
-    for i, v in enumerate((0.12, 0.11, float("nan"))):
+    for v in (0.12, 0.11, float("nan")):
         bar.set_postfix(avr_loss=v)
         bar.update(1100)
     bar.close()

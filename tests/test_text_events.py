@@ -380,7 +380,7 @@ def test_a_healthy_fp16_log_with_benign_warnings_stays_clean(tmp_path):
     text = "--fp16\nToken indices sequence length is longer than the specified maximum sequence length for this " \
            "model (1200 > 1024). Running this sequence through the model will result in indexing errors\n"
     scale = 2.0 ** 32
-    for s in range(1, 4):
+    for _ in range(1, 4):
         text += (f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale:g}, reducing to "
                  f"{scale / 2:g}\n")
         scale /= 2

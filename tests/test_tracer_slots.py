@@ -34,7 +34,7 @@ def test_statistics_reuse_the_same_slots_every_step(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     seen = []
     with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
-        for i in range(8):
+        for _ in range(8):
             opt.zero_grad()
             loss = model(torch.randn(4, 8)).square().mean()
             loss.backward()

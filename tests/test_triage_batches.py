@@ -8,8 +8,7 @@ from typing import NamedTuple
 import torch
 from transformers import BatchEncoding
 
-from lossdoctor.triage.batches import batch_size, fingerprint, nbytes, select_samples, to_devices, to_host, \
-    devices
+from lossdoctor.triage.batches import batch_size, devices, fingerprint, nbytes, select_samples, to_devices, to_host
 
 
 class Pair(NamedTuple):

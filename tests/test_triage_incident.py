@@ -12,8 +12,18 @@ import torch
 
 import lossdoctor
 from conftest import run_cli
-from triage_models import MLP, PairDistance, TinyLM, ce_loss, classification_batches, lm_batches, lm_loss, mse_loss, \
-    regression_batches, train
+from triage_models import (
+    MLP,
+    PairDistance,
+    TinyLM,
+    ce_loss,
+    classification_batches,
+    lm_batches,
+    lm_loss,
+    mse_loss,
+    regression_batches,
+    train,
+)
 
 
 @pytest.fixture(autouse=True)

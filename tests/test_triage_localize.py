@@ -8,11 +8,19 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 import lossdoctor
-from triage_models import DIM, MLP, TinyLM, ce_loss, classification_batches, lm_batches, lm_loss, mse_loss, \
-    regression_batches
+from triage_models import (
+    DIM,
+    MLP,
+    TinyLM,
+    ce_loss,
+    classification_batches,
+    lm_batches,
+    lm_loss,
+    mse_loss,
+    regression_batches,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import json
 import random
+from importlib import resources
 
+import jsonschema
 import numpy as np
 import pytest
 import torch
-
-import jsonschema
-from importlib import resources
 
 import lossdoctor
 from conftest import run_cli
@@ -19,7 +18,6 @@ from lossdoctor.findings import Finding, Report
 from lossdoctor.messages import Msg
 from lossdoctor.triage.verify import Fix
 from triage_models import MLP, mse_loss, regression_batches, state_bytes, train
-
 
 SCHEMA = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
 

@@ -5,8 +5,6 @@ transformers, tiny GPT-2 from a config, a tokenizer trained here, CPU."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -209,9 +207,8 @@ def _compiled_trainer(out_dir, callback=None):
     left out."""
     import torch._dynamo
     from datasets import Dataset
-    from transformers import Trainer, TrainingArguments
-
     from torch._dynamo.utils import counters
+    from transformers import Trainer, TrainingArguments
 
     torch.set_num_threads(1)
     torch._dynamo.reset()

@@ -6,12 +6,12 @@ by verdict."""
 from __future__ import annotations
 
 import json
+from importlib import resources
 
 import jsonschema
 import numpy as np
 import pytest
 import torch
-from importlib import resources
 from torch import nn
 
 import lossdoctor

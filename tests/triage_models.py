@@ -6,7 +6,8 @@ Each model is a few thousand parameters so a test trains it for ten steps in wel
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn

@@ -255,16 +255,16 @@ def judge(entry: dict[str, Any], report: dict[str, Any], *, first_bad_row: int |
                     return RIGHT, ""
         f = findings[0]
         row = (finding_rows or {}).get(f.get("step"))
-        return WRONG, ("no critical nonfinite finding within %d logged rows of the first NaN/Inf (logged row %d); "
-                       "the first finding, %s/%s, is dated step %s (logged row %s)"
-                       % (NAN_NEAR_ROWS, first_bad_row + 1, f["cause"], f["symptom"], f.get("step"),
-                          "?" if row is None else row + 1))
+        at = "?" if row is None else row + 1
+        return WRONG, (f"no critical nonfinite finding within {NAN_NEAR_ROWS:d} logged rows of the first NaN/Inf "
+                       f"(logged row {first_bad_row + 1:d}); "
+                       f"the first finding, {f['cause']}/{f['symptom']}, is dated step {f.get('step')} (logged row {at})")
     family = FAMILIES[outcome]
     for i, f in enumerate(alarms):
         if f["symptom"] in family:
             return (RIGHT, "") if findings[0] is f else (RIGHT_TOP3, f"{f['symptom']} ranked {i + 1}")
     f = findings[0]
-    seen = "" if first_bad_row is None else " (the log itself has a NaN/Inf at logged row %d)" % (first_bad_row + 1)
+    seen = "" if first_bad_row is None else f" (the log itself has a NaN/Inf at logged row {first_bad_row + 1:d})"
     return WRONG, f"the thread shows {outcome}; got {f['cause']}/{f['symptom']} at step {f.get('step')}{seen}"
 
 
@@ -289,10 +289,9 @@ def _refused(entry: dict[str, Any], why: str) -> Judged:
 
 
 def score_entry(entry: dict[str, Any]) -> Judged:
+    from benchmarks.real_logs.facts import fact_failures
     from lossdoctor.detectors.engine import diagnose_runs
     from lossdoctor.sources import SourceError, load_path
-
-    from benchmarks.real_logs.facts import fact_failures
 
     try:
         runs = load_path(CORPUS / entry["file"])

@@ -22,8 +22,9 @@ import copy
 import hashlib
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +33,8 @@ from torch import nn
 from .data import Blobs, MarkovLM, Regression, Sequences, Squares
 from .harness import FIRST_NONFINITE, Scenario, Setup
 from .models import CNN, MLP, SeqClassifier, TinyTransformer
-from .scenarios import mse, tiny_lm as lm, warmup_cosine, xent  # the hand-written zoo's
+from .scenarios import mse, warmup_cosine, xent  # the hand-written zoo's
+from .scenarios import tiny_lm as lm
 
 #: variants per fault family and healthy controls; part of the benchmark's definition (changing
 #: them changes which ids exist, not which split an id is in)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .harness import Scenario
 from .score import RunScore

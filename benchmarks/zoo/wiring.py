@@ -23,7 +23,6 @@ from .harness import Setup, scenario
 from .models import MLP
 from .scenarios import xent
 
-
 # --- inputs and labels in different orders ------------------------------------------------------
 
 @scenario("mlp_inputs_shuffled_apart_from_labels", family="mlp", optimizer="Adam", precision="fp32",

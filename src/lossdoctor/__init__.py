@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._version import __version__
 from . import report as _report  # noqa: F401  (registers how a Report prints: `print(mon.diagnose())`)
+from ._version import __version__
 
 if TYPE_CHECKING:
     from .findings import Fix, Report

@@ -358,7 +358,7 @@ def _int_or_none(name: str, v: Any) -> int | None:
     if isinstance(v, numbers.Integral):
         v = int(v)
     elif isinstance(v, numbers.Real) and math.isfinite(v) and float(v).is_integer():
-        v = int(v)
+        v = int(float(v))
     else:
         raise ValueError(f"{name} must be an integer or null, not {type(v).__name__}")
     if abs(v) >= _MAX_INDEX:

@@ -17,7 +17,8 @@ import logging
 import math
 import sys
 from array import array
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .findings import Finding, Report
 from .records import COLUMNS, EVENTS, Run
@@ -173,8 +174,7 @@ def _nonfinite(v: Any) -> bool:
 
 def alert_line(f: Finding, lang: str = "en") -> str:
     """The one stderr line of a new finding: what, where, its first evidence and its first fix."""
-    from .messages import Msg, render
-    from .messages import say
+    from .messages import Msg, render, say
 
     where: list[str] = []
     if f.step is not None:

@@ -18,11 +18,12 @@ import os
 import time
 import uuid
 import weakref
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -35,7 +36,6 @@ from .options import WatchOptions
 from .preflight.watch import start_preflight
 from .records import LayerStats
 from .runlog import VERSION_PREFIX, RunLogWriter, claim_run_dir
-from .sources.confined import ConfinedDir
 from .signals.accelerate import sync_gradients_flag
 from .signals.applied_grads import AppliedGradProbe
 from .signals.batch import BatchProbe
@@ -44,13 +44,14 @@ from .signals.distributed import distributed_probe, refuse_tp_replay, unwrap_dat
 from .signals.fsdp1 import refuse_replay
 from .signals.gradients import GradProbe
 from .signals.launch import shared_run_name
-from .signals.pipeline import defers_capture, hook_stage, pipeline_probe, refuse_pp_replay, split_stage
 from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
-from .signals.probe import Probe, StepInputs, StepRecord, probe_name
 from .signals.output_probs import OutputProbe
+from .signals.pipeline import defers_capture, hook_stage, pipeline_probe, refuse_pp_replay, split_stage
+from .signals.probe import Probe, StepInputs, StepRecord, probe_name
 from .signals.readout import Packer, Readout
 from .signals.stale_grads import StaleGradProbe
 from .signals.tracer import ModuleTracer
+from .sources.confined import ConfinedDir
 from .triage.host import TriageHost
 from .triage.incident import Triage
 
@@ -371,7 +372,7 @@ class Monitor:
     def paused(self) -> Iterator[None]:
         """The monitor's hooks on the model record nothing inside (triage replaying on the user's
         model); the tracer and gradient capture are switched back as they were afterwards."""
-        parts = (self.tracer, self.grads, self.stale, self.outputs, self.applied)
+        parts: tuple[Probe, ...] = (self.tracer, self.grads, self.stale, self.outputs, self.applied)
         state = [p.enabled for p in parts]
         for p in parts:
             p.enabled = False

@@ -10,8 +10,18 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .output import EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, error_line, progress, \
-    say_arg, write_report, write_text
+from .output import (
+    EXIT_BAD_INPUT,
+    EXIT_FAIL_ON,
+    EXIT_OK,
+    WriteError,
+    chosen_lang,
+    error_line,
+    progress,
+    say_arg,
+    write_report,
+    write_text,
+)
 
 
 def compared_paths(args: argparse.Namespace) -> list[str] | None:

@@ -11,7 +11,6 @@ from pathlib import Path
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from ..demo.scenarios import DEFAULT_FAULT, SCENARIOS
-
     from ..messages import render
     from ..messages.demo import description
 

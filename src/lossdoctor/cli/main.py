@@ -13,10 +13,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
-from .output import (EXIT_BAD_INPUT, EXIT_FAIL_ON, EXIT_OK, WriteError, chosen_lang, error_line, examples,  # noqa: F401
-                     progress, say_arg, write_report)
+from .output import (  # noqa: F401
+    EXIT_BAD_INPUT,
+    EXIT_FAIL_ON,
+    EXIT_OK,
+    WriteError,
+    chosen_lang,
+    error_line,
+    examples,
+    progress,
+    say_arg,
+    write_report,
+)
 
 
 class UsageError(Exception):
@@ -24,7 +35,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse's default is 2 lines)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2 (argparse's default is 2 lines)
         raise UsageError(message)
 
 

@@ -8,7 +8,13 @@ import os
 import stat
 import sys
 import tempfile
-from typing import Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when a spinner is shown (rich costs start-up time)
+    import threading
+
+    from rich.status import Status
 
 EXIT_OK, EXIT_FAIL_ON, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -65,9 +71,10 @@ class progress:
 
     def __init__(self, path: str, lang: str = "en") -> None:
         self.path, self.lang = str(path), lang
-        self.timer = self.status = None
+        self.timer: threading.Timer | None = None
+        self.status: Status | None = None
 
-    def __enter__(self) -> "progress":
+    def __enter__(self) -> progress:
         try:
             if not sys.stderr.isatty():
                 return self

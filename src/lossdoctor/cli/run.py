@@ -23,9 +23,10 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 EPILOG = """examples:
   lossdoctor run -- python train.py --lr 3e-4

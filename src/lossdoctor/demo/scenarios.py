@@ -8,9 +8,10 @@ diagnosis. Each trains a real torch model with a real optimizer on synthetic dat
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn

@@ -7,8 +7,8 @@ foreign log with only a loss column still gets every check that a loss column al
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..findings import Finding
 from ..messages import fmt, round_sig  # noqa: F401  (re-exported: detectors format numbers with them)

@@ -16,8 +16,9 @@ noise-free curves equal up to float rounding never part).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def settings(run: Run) -> dict[str, Any]:
     """The run's settings by the names in `SETTINGS`, from what its reader and config files said."""
     meta = run.meta
     out: dict[str, Any] = {}
-    config = meta.get("settings") if isinstance(meta.get("settings"), dict) else {}
+    config = st if isinstance(st := meta.get("settings"), dict) else {}
     if isinstance(meta.get("config"), dict):
         config = {**meta["config"], **config}
     for key, name in _CONFIG_KEYS.items():

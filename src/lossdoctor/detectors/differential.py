@@ -21,8 +21,8 @@ another one.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -30,13 +30,30 @@ from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .gradients import clip_in_place
-from .log_events import (ev_grad_text, ev_nan_input, ev_op_attention, ev_op_domain, ev_op_overflow,
-                         ev_resumed_here, ev_scale_floor)
+from .log_events import (
+    ev_grad_text,
+    ev_nan_input,
+    ev_op_attention,
+    ev_op_domain,
+    ev_op_overflow,
+    ev_resumed_here,
+    ev_scale_floor,
+)
 from .lr_usual import judge_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
-from .symptoms import (Symptom, fast_fall, fp16_prone_model, identical, precision_of, scale_path, steps_known,
-                       symptoms_of, text_events, unit_scale)
+from .symptoms import (
+    Symptom,
+    fast_fall,
+    fp16_prone_model,
+    identical,
+    precision_of,
+    scale_path,
+    steps_known,
+    symptoms_of,
+    text_events,
+    unit_scale,
+)
 
 
 @dataclass(frozen=True)
@@ -635,7 +652,6 @@ EVIDENCE: dict[str, Evidence] = {
     "lr_tiny": _ev_lr_tiny, "recovered": _ev_recovered, "sudden": _ev_sudden, "to_chance": _ev_to_chance,
     "negative": _ev_negative, "constant_loss": _ev_constant, "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
-    "first_updates": _ev_first_updates,
     # the text's events (detectors/log_events.py)
     "nan_input": ev_nan_input, "scale_floor": ev_scale_floor, "op_attention": ev_op_attention,
     "op_domain": ev_op_domain, "op_overflow": ev_op_overflow, "grad_text": ev_grad_text,
@@ -662,7 +678,7 @@ class Ranked:
     def runner_up(self) -> str | None:
         return self.causes[1][0] if len(self.causes) > 1 else None
 
-    def said(self, cause: str, sign: int) -> list[Msg]:
+    def said(self, cause: str, sign: int) -> list[str]:
         """The present evidence whose rows point for (sign 1) or against (-1) `cause`."""
         names = [r.evidence for r in self.table if r.cause == cause and r.evidence != ALWAYS
                  and r.evidence in self.present and (r.weight > 0) == (sign > 0)]
@@ -722,7 +738,7 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
     table, symptom, severity = KINDS[sym.kind]
     r = rank(run, q, sym, table)
     lead, share = r.causes[0]
-    ev: list[Msg] = [what(sym)] + r.said(lead, 1)
+    ev: list[str] = [what(sym)] + r.said(lead, 1)
     second = r.runner_up
     against = [m for m in r.said(lead, -1) + (r.said(second, 1) if second else []) if m not in ev]
     if against:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -138,7 +139,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
     s = q.first_bad_step
 
     def explained(fs: list[Finding]) -> bool:  # a critical finding dated at or before the first NaN
-        return any(f.severity == "critical" and f.step is not None and f.step <= s for f in fs)
+        return any(f.severity == "critical" and f.step is not None and s is not None and f.step <= s for f in fs)
 
     if s is not None and not explained(kept):
         # a run that went non-finite is never "healthy" nor a mere warning, however little the log
@@ -210,7 +211,7 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
                  and f.step is not None]
     keep = list(findings)
     if nonfinite:
-        onset = min(f.step for f in nonfinite)
+        onset = min(f.step for f in nonfinite if f.step is not None)
         at_onset = [f for f in nonfinite if f.step == onset]
         winner = min(at_onset, key=_onset_key)
         _lend_place(winner, [f for f in at_onset if f is not winner and f.rank == winner.rank])

@@ -85,13 +85,13 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
         peak = float(recent.max())
         if peak < 10 * base:
             return []
-        s = q.first_bad_step
+        s = int(q.steps[q.first_bad])  # the first non-finite step
         grew_from = int(q.steps[lo])
-        ev = [Msg("grad.rose_then_nonfinite", start=base, peak=peak, first=grew_from, last=s - 1, step=s)]
+        ev: list[str] = [Msg("grad.rose_then_nonfinite", start=base, peak=peak, first=grew_from, last=s - 1, step=s)]
         bad_params = run.event("nonfinite_params").get(s)
         if bad_params:
             ev.append(Msg("grad.first_nonfinite_params", params=[str(n) for n in bad_params[:4]]))
-        fixes = [f for f in [clip_fix(q, max(1, lo))] if f]
+        fixes: list[str] = [f for f in [clip_fix(q, max(1, lo))] if f]
         if q.run.has("lr"):
             lr = q.lr[end - 1] if np.isfinite(q.lr[end - 1]) else np.nan
             if np.isfinite(lr):
@@ -147,7 +147,7 @@ def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
     # prefixes of every name collected once: a pairwise test is quadratic, 8 s at 2,500 modules)
     names = [L.modules[i] for i in idx]
     parents = {n[:k] for n in names for k in range(len(n)) if n[k] == "."}
-    leafish = [i for i, n in zip(idx, names) if n not in parents and n != "<model>"]
+    leafish = [int(i) for i, n in zip(idx, names) if n not in parents and n != "<model>"]
     if len(leafish) < 3:
         return None
     return leafish, g
@@ -161,10 +161,10 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
     Suppressed when the loss is still improving well (deep nets with small early-layer gradients
     can be fine), and on non-finite steps."""
     pm = _param_modules(run)
-    if pm is None:
+    L = run.layers
+    if pm is None or L is None:
         return []
     idx, g = pm
-    L = run.layers
     ok_rows = np.all(np.isfinite(g[:, idx]) | np.isnan(g[:, idx]), axis=1) & np.isfinite(g[:, idx]).all(axis=1)
     if ok_rows.sum() < 3:
         return []
@@ -206,7 +206,7 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
         return []
     i = q.first_bad
     s = q.first_bad_step
-    ev = [Msg("grad.went_nonfinite", step=s)]
+    ev: list[str] = [Msg("grad.went_nonfinite", step=s)]
     pre = q.loss[:i]
     fin = np.flatnonzero(np.isfinite(pre))
     gn = q.grad_norm[:i]

@@ -61,7 +61,7 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
         same = [f for f in keep if f.step == inc.step and f.symptom == inc.symptom
                 and (f.rank is None or inc.rank is None or f.rank == inc.rank)]
         if level == "replay":
-            context = []
+            context: list[str] = []
             for f in sorted(same, key=lambda f: f.cause != inc.cause):  # same cause first
                 keep.remove(f)
                 context.extend(Msg("incident.live_monitor", evidence=e) for e in f.evidence)

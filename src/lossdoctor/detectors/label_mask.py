@@ -43,7 +43,7 @@ def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding
     n_full = int(full.sum())
     most = n_full >= 0.5 * logged
     broke = q.first_bad is not None and q.first_bad >= i and q.first_bad - i <= 1
-    ev = [Msg("labels.batches_all_masked", n_full=n_full, logged=logged, step=s)]
+    ev: list[str] = [Msg("labels.batches_all_masked", n_full=n_full, logged=logged, step=s)]
     loss_i = q.loss[i]
     if run.logged("loss")[i]:
         ev.append(Msg("labels.loss_over_zero_tokens", step=s, loss=float(loss_i)))
@@ -89,7 +89,7 @@ def _examples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
     s = min(events)
     at = [e for e in (events[s].get("at") or []) if isinstance(e, dict)][:32]
     frac = n / total
-    ev = [Msg("labels.examples_unsupervised", n=n, total=total, pct=frac * 100, step=s)]
+    ev: list[str] = [Msg("labels.examples_unsupervised", n=n, total=total, pct=frac * 100, step=s)]
     ev += [Msg("labels.example_span", step=s, row=e.get("row"), example=e.get("example"), start=e.get("start"),
                end=e.get("end")) for e in at[:3]]
     return [Finding(
@@ -109,8 +109,8 @@ def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[i])
     n = int(empty.sum())
     logged = int(q.loss_logged.sum())
-    ev = [Msg("labels.nan_loss_zero_grad", loss=float(q.loss[i]), step=s,
-              more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
+    ev: list[str] = [Msg("labels.nan_loss_zero_grad", loss=float(q.loss[i]), step=s,
+                         more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
     return [Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.8,
                     step=s, batch=s, evidence=ev,
                     fixes=[Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")])]

@@ -14,9 +14,9 @@ import numpy as np
 from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
+from ..sources.metadata import optimizer_family
 from .base import detector, round_sig
 from .gradients import clip_in_place
-from ..sources.metadata import optimizer_family
 from .lr_usual import judge_lr, peak_lr, with_lr_evidence
 from .quantities import Quantities
 
@@ -162,7 +162,7 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     if not (pre.size >= 1 and float(pre.min()) >= 0.8 * ref0) or small_updates or _explained_nonfinite(run, q):
         return []
     s = q.first_bad_step
-    ev = [Msg("lr.high.never_improved", best=float(pre.min()), start=ref0, s=s)]
+    ev: list[str] = [Msg("lr.high.never_improved", best=float(pre.min()), start=ref0, s=s)]
     # the onset is where the divergence began (the loss rising from the first updates on), not
     # where it finally overflowed
     rising = lf[(lf >= 1) & (lf < q.first_bad)]
@@ -185,7 +185,7 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
                     fixes=[_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)])]
 
 
-def _lr_reached(q: Quantities, i: int) -> tuple[float | None, list[Msg]]:
+def _lr_reached(q: Quantities, i: int) -> tuple[float | None, list[str]]:
     """The LR a fix starts from: the highest the run had used by row i (the peak of a warm-up that
     reached it), and the evidence naming it and the step that first used it."""
     peak = _peak_by(q, min(q.n - 1, i))
@@ -219,7 +219,7 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     if not (stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20)):
         return []
     s = int(q.steps[j])
-    ev = [Msg("lr.high.jumped", a=first_loss, b=float(loss[j]), s=s)]
+    ev: list[str] = [Msg("lr.high.jumped", a=first_loss, b=float(loss[j]), s=s)]
     onset = _climb_onset(q, j, first_loss)
     if onset < j:
         ev.append(Msg("lr.high.already_rising", s=int(q.steps[onset]), loss=float(loss[onset]),
@@ -283,8 +283,8 @@ def _blown_update(run: Run, q: Quantities) -> list[Finding]:
         return []
     i = int(np.flatnonzero(np.isfinite(ur_all) & (ur_all >= BLOWN_RATIO))[0])
     s = int(q.steps[i])
-    ev = [Msg("lr.high.blown", s=s, r=float(ur.max())),
-          Msg("lr.high.not_improved_since", start=first_loss, last=last)]
+    ev: list[str] = [Msg("lr.high.blown", s=s, r=float(ur.max())),
+                     Msg("lr.high.not_improved_since", start=first_loss, last=last)]
     chance = run.meta.get("chance_loss")
     if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
         ev.append(Msg("lr.high.at_chance", c=float(chance)))
@@ -349,7 +349,7 @@ def _explained_nonfinite(run: Run, q: Quantities) -> bool:
     """The first non-finite step has a direct explanation (bad data, an attention row, an
     overflowing activation, an empty label mask): then it is not the learning rate."""
     s = q.first_bad_step
-    if s is None:
+    if s is None or q.first_bad is None:
         return False
     if run.event("batch_nonfinite_detail").get(s) is not None:
         return True
@@ -452,7 +452,7 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
 def restarts_on_purpose(run: Run) -> bool:
     """The run's scheduler (meta.json) restarts or cycles the LR by design
     (CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR)."""
-    sched = str(((run.meta.get("scheduler") or {}).get("class") or "")).lower()
+    sched = str((run.meta.get("scheduler") or {}).get("class") or "").lower()
     return any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle"))
 
 

@@ -18,8 +18,9 @@ Reads `Run` records only; every threshold is a field of `LIMITS` with its reason
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

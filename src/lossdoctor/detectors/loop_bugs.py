@@ -70,9 +70,8 @@ is what clipping is for.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -80,8 +79,8 @@ from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
 from .base import detector
-from .scalars import progress_kind
 from .quantities import Quantities
+from .scalars import progress_kind
 
 
 @dataclass(frozen=True)
@@ -290,8 +289,8 @@ def _configured_warmup(run: Run) -> int:
     """The warm-up steps the run's configuration asked for (the HF Trainer's `warmup_steps`, or
     `warmup_ratio` of `max_steps`), 0 when not known."""
     meta = run.meta if isinstance(run.meta, dict) else {}
-    fw = meta.get("framework") if isinstance(meta.get("framework"), dict) else {}
-    cfg = {**(meta.get("settings") if isinstance(meta.get("settings"), dict) else {}), **fw}
+    fw = fw if isinstance(fw := meta.get("framework"), dict) else {}
+    cfg = {**(st if isinstance(st := meta.get("settings"), dict) else {}), **fw}
     steps, ratio, total = cfg.get("warmup_steps"), cfg.get("warmup_ratio"), cfg.get("max_steps")
     if isinstance(steps, (int, float)) and not isinstance(steps, bool) and steps > 0:
         return int(steps)

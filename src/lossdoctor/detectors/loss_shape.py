@@ -36,7 +36,7 @@ def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
         & (base < 0.9 * start) & ((loss - base) >= 0.2 * (start - base))
 
 
-def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[Msg]:
+def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[str]:
     """The fix that fits the spike. A one-off that recovered is a data window the model could not
     digest: skip it (PaLM and OLMo rewind to a checkpoint before the spike and skip the batches
     around it); cutting the LR would slow the whole run for one bad window, so it is never advised.
@@ -116,13 +116,13 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
     peak = float(x[j])
     after = x[j + 1: j + 51]
     recovered = after.size > 0 and bool((after < 1.3 * base).any())
-    ev = [Msg("spike.jumped", peak=peak, s=s, x=peak / base, base=base, w=w, z=float(z[j]))]
+    ev: list[str] = [Msg("spike.jumped", peak=peak, s=s, x=peak / base, base=base, w=w, z=float(z[j]))]
     ev.append(Msg("spike.came_back_50") if recovered else Msg("scalars.spike.not_back"))
     if len(group) > 1:
         ev.append(Msg("spike.steps_in_incident", n=len(group)))
     if n_incidents > 1:
         ev.append(Msg("spike.incidents", n=n_incidents))
-    fixes = []
+    fixes: list[str] = []
     ia = run.col("input_absmax")
     if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= 3:
         m = float(np.nanmedian(ia[max(0, i - w):i]))
@@ -193,10 +193,10 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
         return []
     gain = (1 - end / mid) * 100
     plateau = dict(n=int(x.size), end=end, pct=end / start * 100, start=start)
-    ev = [Msg("noisy.plateau_gain", **plateau, gain=gain) if gain > 0 else Msg("noisy.plateau_flat", **plateau)]
+    ev: list[str] = [Msg("noisy.plateau_gain", **plateau, gain=gain) if gain > 0 else Msg("noisy.plateau_flat", **plateau)]
     if g1 >= 0.5 * g0:
         ev.append(Msg("noisy.grad_stays", g=g1, x=g1 / g0))
-    if at_chance:
+    if at_chance and isinstance(chance, (int, float)):  # (at_chance says it is a number)
         at = dict(pct=end / float(chance) * 100, c=float(chance))
         ev.append(Msg("noisy.at_chance_moving", **at, r=float(np.median(ur))) if ur.size
                   else Msg("noisy.at_chance", **at))

@@ -11,7 +11,7 @@ AdamW. "Outside" means beyond 3x either end: the ranges are habits, not laws.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 from ..findings import Finding
 from ..messages import Msg
@@ -35,7 +35,8 @@ def task_kind(run: Run) -> str | None:
     kind = run.meta.get("task_kind")
     if kind in ("pretrain", "finetune"):
         return kind
-    return {"pretrain": "pretrain", "sft": "finetune"}.get(run.meta.get("task"))
+    task = run.meta.get("task")
+    return {"pretrain": "pretrain", "sft": "finetune"}.get(task) if isinstance(task, str) else None
 
 
 def judge_lr(run: Run, q: Quantities, lr: float | None) -> tuple[str, Msg] | None:

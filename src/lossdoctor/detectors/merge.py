@@ -10,7 +10,8 @@ it lives with the engine (preflight sits above the detectors).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..findings import Finding, importance_key
 from ..messages import Msg

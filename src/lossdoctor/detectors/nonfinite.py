@@ -102,7 +102,7 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
     i = _row(q, s)
     loss_at = q.loss[i] if i < q.n else np.nan
     critical = broke or (i < q.n and run.logged("loss")[i] and not np.isfinite(loss_at))
-    ev = [Msg("nonfinite.batch_holds", step=s, keys=keys, samples=str(samples[:16]) if samples else "?")]
+    ev: list[str] = [Msg("nonfinite.batch_holds", step=s, keys=keys, samples=str(samples[:16]) if samples else "?")]
     packed = [e for e in run.event("batch_nonfinite_examples").get(s) or [] if isinstance(e, dict)][:32]
     if packed:  # the rows are packed: name the examples inside them
         ev.append(Msg("nonfinite.packed_examples", examples=[
@@ -158,8 +158,8 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         # an fp32/bf16 activation past 3e38 after updates that blew the weights up is the
         # learning rate's doing (lr_too_high / grad_explosion), not a range problem of the dtype
         return []
-    ev = [Msg("nonfinite.forward_became", step=s, layer=layer, value=_value(e),
-              index=_int(e.get("index"), 0) + 1, of=e.get("of", "?"))]
+    ev: list[str] = [Msg("nonfinite.forward_became", step=s, layer=layer, value=_value(e),
+                         index=_int(e.get("index"), 0) + 1, of=e.get("of", "?"))]
     ia = run.col("input_absmax")
     # fp16 activations: a share of the range no fp32/bf16 model reaches, or a GradScaler (fp16's tool)
     fp16 = bool(run.meta.get("scaler")) or (np.isfinite(frac[: i + 1]).any() and float(
@@ -179,7 +179,7 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         if sc.size:
             ev.append(Msg("nonfinite.scaler_after_overflow", skipped=n_skip, n=q.n - i, start=float(sc[0]),
                           end=float(sc.min())))
-    fixes = []
+    fixes: list[str] = []
     if overflow:
         fixes.append(Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer=layer), module=layer))
         fixes.append(Msg("nonfinite.fix_normalise_activations"))
@@ -247,8 +247,8 @@ def attention_overflow(run: Run, q: Quantities) -> list[Finding]:
     if not is_attention(layer, run) or run.event("batch_nonfinite_detail").get(s):
         return []
     empty = run.event("mask_empty_sample_ids").get(s)
-    ev = [Msg("nonfinite.attention_became", step=s, layer=layer, value=_value(e))]
-    fixes = []
+    ev: list[str] = [Msg("nonfinite.attention_became", step=s, layer=layer, value=_value(e))]
+    fixes: list[str] = []
     if empty:
         ev.append(Msg("nonfinite.empty_attention_mask", samples=str(list(empty)[:16])))
         fixes.append(Msg("nonfinite.fix_drop_empty_sequences"))

@@ -212,7 +212,7 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             i = int(np.flatnonzero(np.isfinite(ff))[0])
             dtypes = (run.meta.get("model") or {}).get("param_dtypes", {})
             lr = q.lr[np.isfinite(q.lr)]
-            ev = [Msg("precision.frozen_entries", pct=med * 100, n=int(ffv.size))]
+            ev: list[str] = [Msg("precision.frozen_entries", pct=med * 100, n=int(ffv.size))]
             if dtypes:
                 ev.append(Msg("precision.param_dtypes", dtypes=str(dtypes)))
             if lr.size:

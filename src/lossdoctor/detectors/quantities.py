@@ -12,7 +12,6 @@ import numpy as np
 
 from ..records import Run
 
-
 #: sqrt(fp32 max) ~ 1.8e19: a gradient norm above it cannot be squared in fp32 (what clipping and an
 #: fp32 norm do), so its step counts as the one training went bad, whatever its values
 GRAD_NORM_OVERFLOW = 1.8e19

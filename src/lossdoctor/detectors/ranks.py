@@ -232,7 +232,9 @@ def _drop_single(run: Run, findings: list[Finding], notes: list[str] | None) -> 
     row = {int(s): i for i, s in enumerate(np.asarray(run.steps))}
 
     def echo(f: Finding) -> bool:
-        i = row.get(int(f.step)) if f.step is not None else None
+        if f.step is None:
+            return False
+        i = row.get(int(f.step))
         return (f.symptom == "nonfinite" and i is not None and bool(logged[i]) and np.isfinite(gn[i])
                 and (own is None or own > f.step))
 

@@ -18,8 +18,8 @@ from ..findings import Finding, Fix
 from ..messages import Msg
 from ..records import Run
 from .base import detector
-from .loss_shape import is_spike, robust_sigma, spike_fixes
 from .gradients import already_clipped_fix, clip_in_place
+from .loss_shape import is_spike, robust_sigma, spike_fixes
 from .lr_usual import judge_lr, with_lr_evidence
 from .quantities import Quantities
 
@@ -137,7 +137,7 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         return []  # it fell, or it converged (to <= 5% of its start) within the first third
     f = _flat_facts(run, q, lf, x)
     s0 = int(q.steps[lf[0]])
-    ev = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
+    ev: list[str] = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
     if last < 0.97 * first:
         ev.append(Msg("scalars.flat.noise", first=first, last=last, se=se))
     if f.chance:
@@ -200,7 +200,7 @@ def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat
                  no_update=no_update)
 
 
-def _flat_cause(f: _Flat, n: int) -> tuple[str, float, list[Msg], list[Msg]] | None:
+def _flat_cause(f: _Flat, n: int) -> tuple[str, float, list[str], list[str]] | None:
     """(cause, confidence, the evidence that names it, the fixes) for a flat loss, the first rule
     that fits in order of how directly the log shows it; None when none fits."""
     lr = f.lr
@@ -278,8 +278,8 @@ def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     worst = float(np.max(tail))
     if worst > max(1.5 * base, base + 0.2 * progress, float(np.max(recent))):
         return []  # the loss was rising: divergence, which the LR and explosion rules date
-    ev = [Msg("scalars.sudden_nan.what", step=int(q.steps[i]), n=int(lf.size)),
-          Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base)]
+    ev: list[str] = [Msg("scalars.sudden_nan.what", step=int(q.steps[i]), n=int(lf.size)),
+                     Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base)]
     g = gn[:i][np.isfinite(gn[:i])]
     conf = 0.45
     if g.size >= 10:
@@ -387,8 +387,8 @@ def slow_learning(run: Run, q: Quantities) -> list[Finding]:
     if not (0 < lr <= TINY_LR or step is not None or (judged and judged[0] == "low")):
         return []
     n_steps = int(q.steps[lf[-1]] - q.steps[lf[0]]) or 1
-    ev = [Msg("scalars.slow.what" if kind == "slowly" else "scalars.slow.stalled", total=total, n=int(lf.size),
-              steps=n_steps, bend=bend)]
+    ev: list[str] = [Msg("scalars.slow.what" if kind == "slowly" else "scalars.slow.stalled", total=total, n=int(lf.size),
+                         steps=n_steps, bend=bend)]
     if step is not None:
         ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
     elif 0 < lr <= TINY_LR:
@@ -412,9 +412,9 @@ def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
     logged = int(run.logged("grad_norm").sum())
     frac = rows.size / max(1, logged)
     s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
-    ev = [Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
-          Msg("scalars.skipped.why")]
-    fixes = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
+    ev: list[str] = [Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
+                     Msg("scalars.skipped.why")]
+    fixes: list[str] = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
     if frac >= 0.5:
         ev.append(Msg("scalars.skipped.most", frac=frac))
         severity, symptom, conf = "warning", "stall", 0.5
@@ -463,9 +463,9 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
         peak_g = float(np.max(g[j:]))
         rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
-        ev = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
-              else Msg("scalars.surge.rose", **rose),
-              Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
+        ev: list[str] = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
+                         else Msg("scalars.surge.rose", **rose),
+                         Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
         if rows.size < SHORT_LOG:
             ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
         healthy = g[:i0 + 1]
@@ -501,10 +501,10 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     peak = float(np.max(g[j:]))
     clip = float(np.max(g[:i0 + 1]))
     jump = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=peak / float(g[i0]), back=float(g[-1]))
-    ev = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
-          else Msg("scalars.surge.jumped", **jump),
-          Msg("scalars.surge.survived")]
-    fixes = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip), Msg("scalars.surge.fix_find_batch")]
+    ev: list[str] = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
+                     else Msg("scalars.surge.jumped", **jump),
+                     Msg("scalars.surge.survived")]
+    fixes: list[str] = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip), Msg("scalars.surge.fix_find_batch")]
     return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
                     step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
 
@@ -553,10 +553,10 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     lr_best = float(lr[turn]) if np.isfinite(lr[turn]) else lr0
     s_turn = int(q.steps[turn])
     best_at = dict(best=best, s=s_turn, lr=lr_best)
-    ev = [Msg("scalars.runaway.rose", x=lr_end / lr0, lr0=lr0, s0=int(q.steps[lr_rows[0]]), lr1=lr_end,
-              s1=int(q.steps[lr_rows[-1]])),
-          Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
-          else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
+    ev: list[str] = [Msg("scalars.runaway.rose", x=lr_end / lr0, lr0=lr0, s0=int(q.steps[lr_rows[0]]), lr1=lr_end,
+                         s1=int(q.steps[lr_rows[-1]])),
+                     Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
+                     else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
                     step=s_turn, evidence=ev,
@@ -602,9 +602,9 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[lf[j]])
     after = x[j + 1:]
     recovered = after.size > 0 and bool((after < 1.3 * base).any())
-    ev = [Msg("scalars.spike.jumped", loss=float(x[j]), s=s, x=float(x[j]) / base, base=base),
-          Msg("scalars.spike.came_back" if recovered else "scalars.spike.not_back" if after.size
-              else "scalars.spike.last_point")]
+    ev: list[str] = [Msg("scalars.spike.jumped", loss=float(x[j]), s=s, x=float(x[j]) / base, base=base),
+                     Msg("scalars.spike.came_back" if recovered else "scalars.spike.not_back" if after.size
+                         else "scalars.spike.last_point")]
     if len(incidents) > 1:
         ev.append(Msg("scalars.spike.separate", k=len(incidents), n=int(n)))
     elif recovered:
@@ -681,10 +681,10 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     if float(np.mean(head)) < 1.3 * max(x0, float(np.median(rest))) or float(x[j]) < np.percentile(rest, 95):
         return []
     s = int(q.steps[lf[j]])
-    ev = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
-          Msg("scalars.jump.never_below", n=int(x.size), last=last)]
+    ev: list[str] = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
+                     Msg("scalars.jump.never_below", n=int(x.size), last=last)]
     lr, _ = _lr_reached(q, lf)
-    fixes = [Msg("scalars.jump.fix")]
+    fixes: list[str] = [Msg("scalars.jump.fix")]
     if lr is not None and lr > 0:
         # the optimizer unknown: say what an LR this size would mean for the common one (when the
         # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
@@ -714,7 +714,7 @@ def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, li
         return True, []
     n = int(q.finite_loss.size)
     alarms = any(f.severity in ("warning", "critical") for f in findings)
-    notes: list[Msg] = []
+    notes: list[str] = []
     if n >= SHORT_LOG:
         return True, notes
     what = _short_log_what(run, n)

@@ -41,7 +41,8 @@ import os
 import sys
 import warnings
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..messages import render
 

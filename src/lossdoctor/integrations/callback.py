@@ -9,8 +9,9 @@ from __future__ import annotations
 import atexit
 import logging
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -85,8 +86,8 @@ class WatchingCallback:
         class is the tokenizer): used when the user gave none, so the checks that need them run
         with the callback added as the README shows it. `framework` goes into the run's metadata
         and to preflight (fix texts name the trainer's own options)."""
-        from .deepspeed import is_deepspeed_engine
         from ..signals.distributed import is_fsdp1
+        from .deepspeed import is_deepspeed_engine
         from .entry import watch
 
         # the DDP wrapper (gradients before and after the all-reduce), the DeepSpeed engine (its

@@ -9,7 +9,8 @@ package facade's `watch` and the framework callbacks call this one, so `watch(en
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..monitor import Monitor
 from ..monitor import watch as watch_model

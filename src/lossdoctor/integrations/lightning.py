@@ -23,8 +23,9 @@ Validation forwards between steps are dropped from the per-step module trace.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from lightning.pytorch import Callback

@@ -88,6 +88,8 @@ MICRO = MicroBatchLimits()
 class MicroBatchProbe:
     """A monitor probe (see `Monitor.add_probe`) fed by `observe` once per training forward."""
 
+    name = "MicroBatchProbe"  # how the monitor's notes call it (its class name, as before it had one)
+
     def __init__(self, monitor: Any, *, shift_labels: bool = False) -> None:
         self.monitor = monitor
         #: a causal LM predicts label[i+1] at position i: position 0 of each row is never counted
@@ -209,17 +211,17 @@ class MicroBatchProbe:
         if not losses:
             return ctx
         with torch.no_grad():
-            packer.add("mb_loss", torch.stack([m.loss.float().mean() for m in losses]))
+            packer.add("mb_loss", torch.stack([m.loss.float().mean() for m in losses if m.loss is not None]))
             ctx["weights"] = self._pack_objective(packer, objective, losses)
             ctx["objective"] = bool(ctx["weights"] and objective)
             if all(m.n_items is not None for m in losses):
-                packer.add("mb_items", torch.stack([m.n_items.float() for m in losses]))
+                packer.add("mb_items", torch.stack([m.n_items.float() for m in losses if m.n_items is not None]))
                 ctx["n_items"] = True
             if all(m.num_items is not None for m in losses):
                 if any(isinstance(m.num_items, torch.Tensor) for m in losses):
                     packer.add("mb_num_items", [torch.as_tensor(m.num_items, dtype=torch.float32,
                                                                 device=m.loss.device).reshape(-1)[0]
-                                                for m in losses])
+                                                for m in losses if m.loss is not None])
                 else:  # host numbers stay on the host: no copy to the device and back
                     ctx["num_items_host"] = [float(m.num_items) for m in losses]
                 ctx["num_items"] = True
@@ -234,7 +236,7 @@ class MicroBatchProbe:
             if len(objective) != len(losses):  # not one backpropagated loss per model forward
                 self._backward_elsewhere()
                 return False
-            dev = losses[0].loss.device
+            dev = next(m.loss.device for m in losses if m.loss is not None)  # (losses[0]'s)
             packer.add("mb_wloss", torch.stack([(slot[0] * v.float()).sum().to(dev) for v, slot, _ in objective]))
             packer.add("mb_obj", torch.stack([v.float().sum().to(dev) for v, _, _ in objective]))
             if all(num is not None for _, _, num in objective):
@@ -242,7 +244,7 @@ class MicroBatchProbe:
                     torch.as_tensor(num, dtype=torch.float32, device=dev).reshape(-1)[0] for _, _, num in objective]))
             return True
         if all(m.weight[0] is not None for m in losses):
-            packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses]))
+            packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses if m.loss is not None]))
             self.weighted_steps += 1
             return True
         if all(m.tracked and m.weight[0] is None for m in losses):

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..findings import Finding, Report
 from ..live import alert_language, alert_line
@@ -54,7 +55,7 @@ def _module(name: str) -> Any:
 class FindingSinks:
     """The monitor's listener (see the module docstring); `mon.sinks` holds it."""
 
-    def __init__(self, mon: Any, on_finding: Callable[[Finding, int], Any] | None = None,
+    def __init__(self, mon: Any, on_finding: Callable[..., Any] | None = None,  # (f, step[, final=])
                  enabled: bool = True, tensorboard: Any = None) -> None:
         self.mon = mon
         self.on_finding = on_finding

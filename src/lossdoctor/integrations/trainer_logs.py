@@ -17,7 +17,8 @@ the `trainer_state.json` reader reads it.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

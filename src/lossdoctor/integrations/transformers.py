@@ -40,8 +40,10 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from types import FrameType
+from typing import Any
 
 import torch
 from transformers import TrainerCallback
@@ -217,7 +219,7 @@ def _calling_trainer() -> Any:
     try:
         from transformers import Trainer
 
-        frame = sys._getframe(2)
+        frame: FrameType | None = sys._getframe(2)
         for _ in range(12):
             if frame is None:
                 return None
@@ -235,9 +237,10 @@ def _shifts_labels(model: torch.nn.Module) -> bool:
     try:
         from transformers.loss.loss_utils import LOSS_MAPPING, ForCausalLMLoss
 
-        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+        base = getattr(model, "get_base_model", None)  # PEFT's wrapper
+        inner = base() if callable(base) else model
         enc_dec = bool(getattr(getattr(inner, "config", None), "is_encoder_decoder", False))
-        return LOSS_MAPPING.get(getattr(inner, "loss_type", None)) is ForCausalLMLoss and not enc_dec
+        return LOSS_MAPPING.get(str(getattr(inner, "loss_type", None))) is ForCausalLMLoss and not enc_dec
     except Exception:
         return False
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 import importlib
 import logging
 import math
-import os
 import numbers
+import os
 import pkgutil
 import re
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 LANGS = ("en", "zh")
 

@@ -13,21 +13,21 @@ import inspect
 import logging
 import math
 import random
-from collections.abc import Mapping
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..detectors.merge import merge_findings, ordered
 from ..findings import Finding, Report
 from ..messages import Msg
 from .common import BatchView, Context, unwrap_model
 from .data import DataCheck
 from .init import ActivationProbe, chance, init_findings, unread_note, weight_stats
 from .labels import LabelCheck
-from ..detectors.merge import merge_findings, ordered
 from .mixed_precision import LOW, config_findings, loss_dtype_finding
 from .schedule import schedule_findings
 
@@ -100,7 +100,7 @@ CHECK_FAILED = frozenset({"pcheck.forward_failed", "engine.internal_error"})
 def forward_error(report: Report) -> str | None:
     """The error of the forward pass `check` ran on the first batch, when it raised."""
     for n in report.notes:
-        if getattr(n, "key", None) == "pcheck.forward_failed":
+        if isinstance(n, Msg) and n.key == "pcheck.forward_failed":
             return str(n.values.get("error"))
     return None
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from ..messages import fmt, round_sig
 from ..findings import Finding
+from ..messages import fmt, round_sig
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 from ..signals.packing import Example, packed_examples
 from ..signals.safe_reads import stored_attr, unreadable

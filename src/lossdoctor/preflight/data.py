@@ -18,8 +18,8 @@ import numpy as np
 import torch
 
 from ..findings import Finding
-from .chat import decode
 from ..messages import Msg
+from .chat import decode
 from .common import BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: a feature whose RMS exceeds this is not standardised (standardised data has RMS ~1)
@@ -43,7 +43,7 @@ class _Moments:
 
     def add(self, n: np.ndarray, mean: np.ndarray, var: np.ndarray) -> None:
         m2 = var * n
-        if self.n is None or self.n.shape != n.shape:
+        if self.n is None or self.mean is None or self.m2 is None or self.n.shape != n.shape:
             self.n, self.mean, self.m2 = n, mean, m2
             return
         tot = self.n + n
@@ -54,6 +54,8 @@ class _Moments:
         self.n = tot
 
     def rms(self) -> np.ndarray:
+        if self.n is None or self.mean is None or self.m2 is None:  # nothing added yet
+            return np.zeros(0)
         var = self.m2 / np.maximum(self.n, 1)
         return np.sqrt(self.mean * self.mean + var)
 
@@ -229,7 +231,7 @@ class DataCheck:
         return out
 
     def _scale(self, key: str, m: _Moments, *, target: bool) -> Finding | None:
-        if m.n is None or not (m.n > 0).any():
+        if m.n is None or m.mean is None or m.m2 is None or not (m.n > 0).any():
             return None
         rms = m.rms()
         used = (m.n > 0) & np.isfinite(rms)
@@ -263,7 +265,7 @@ class DataCheck:
 
     def _text_findings(self) -> list[Finding]:
         s = self.seen
-        out = []
+        out: list[Finding] = []
         bad = len({(b, j) for b, j, _ in s.fffd} | {(b, j) for b, j, _, _ in s.mojibake})
         if not bad or not s.texts:
             return out

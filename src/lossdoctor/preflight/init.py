@@ -17,16 +17,16 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import nn
 
 from ..findings import Finding
-from ..signals.tracer import compiling, first_float_tensor
 from ..messages import Msg
 from ..signals.safe_reads import foreach_norm_any, norm_fp32, parametrized, stored_attr, uninitialized
 from ..signals.sharding import holds_data, local
+from ..signals.tracer import compiling, first_float_tensor
 from .common import Context, make_finding, round_sig, unwrap_model
 
 #: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)
@@ -123,7 +123,8 @@ def residual_scaling(stats: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     prefix, idx = max(blocks.items(), key=lambda kv: len(kv[1]))
     n_layers = len(idx)
-    proj, other = [], []
+    proj: list[float] = []
+    other: list[float] = []
     for s in stats:
         m = _INDEXED.match(s["layer"])
         if not m or m.group(1) != prefix:
@@ -272,7 +273,7 @@ def _main_output(out: Any) -> torch.Tensor | None:
 
 
 def _depth_elements(model: nn.Module) -> tuple[list[str], list[nn.Module]]:
-    best: tuple[str, nn.Module] | None = None
+    best: tuple[str, nn.ModuleList | nn.Sequential] | None = None
     for name, m in model.named_modules():
         if _is_block_stack(m) and (best is None or len(m) > len(best[1])):
             best = (name, m)
@@ -283,7 +284,7 @@ def _depth_elements(model: nn.Module) -> tuple[list[str], list[nn.Module]]:
     return [n for n, _ in layers], [m for _, m in layers]
 
 
-def _is_block_stack(m: nn.Module) -> bool:
+def _is_block_stack(m: nn.Module) -> TypeGuard[nn.ModuleList | nn.Sequential]:
     """A list of repeated blocks with weights (a transformer's layers). A `ModuleList` of one
     composite block counts too: a one-layer transformer's depth is its one block, and measuring
     the matrix layers inside it instead would read a residual branch's small output (GPT-2 scales
@@ -335,7 +336,7 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
                          how=Msg("pinit.how_hf") if _is_hf(model) else Msg("pinit.how_torch")))
     res = residual_scaling(stats)
     res_missing = res is not None and res["layers"] >= 4 and res["ratio"] >= 2 * res["expected"] and res["ratio"] >= 0.7
-    if res_missing:
+    if res_missing and res is not None:
         ev.append(Msg("pinit.residual_unscaled", names=list(RESIDUAL_NAMES[:3]), layers=res["layers"],
                       prefix=res["prefix"], ratio=float(res["ratio"]), expected=float(res["expected"])))
         fixes.append(Msg("pinit.fix_residual", factor=float(round_sig(res["expected"]))))
@@ -369,7 +370,7 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
             if not fixes:
                 fixes.append(Msg("pinit.fix_output_layer", chance=float(chance_loss)))
     if votes == 0:
-        if res_missing and res["layers"] >= 8:
+        if res_missing and res is not None and res["layers"] >= 8:
             return [make_finding("bad_init", "slow_convergence", "info", 0.5, ev, fixes, ctx=ctx)]
         return []
     conf = min(0.95, 0.6 + 0.15 * votes)

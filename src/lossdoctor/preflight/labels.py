@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 
 from ..findings import Finding
-from .chat import ChatSpans, decode
 from ..messages import Msg
 from ..signals.packing import Example
 from ..signals.safe_reads import stored_attr
+from .chat import ChatSpans, decode
 from .common import IGNORE_INDEX, BatchView, Context, make_finding, pct, quote, unwrap_model
 
 #: batches whose every label position is ignored are reported at once (the loss is NaN right now)
@@ -108,7 +108,7 @@ class LabelCheck:
             c.all_empty_batches.append(view.index)
             if len(c.all_empty_batches) == 1:
                 now.append(self._all_masked(view, labels))
-        if not view.token_labels():
+        if not view.token_labels() or view.input_ids is None:  # (token labels come with ids)
             return now
         ids = view.input_ids.detach().to("cpu").long().numpy()
         real = self._real(view, ids)
@@ -159,7 +159,7 @@ class LabelCheck:
                 if len(c.empty_examples) < 2:
                     text = decode(self.tok, [int(x) for x in ids[s][real[s]][-40:]])
                     if text is not None:
-                        c.empty_examples.append((view.index, self._unit(s), text))
+                        c.empty_examples.append((view.index, self._unit(int(s)), text))
         has_real = lengths > 1
         c.real_samples += int(has_real.sum())
         # every real token but the first (which no label can predict) supervised
@@ -208,7 +208,7 @@ class LabelCheck:
                 break
             text = decode(self.tok, [int(x) for x in ids[s][target[s]]])
             if text is not None:
-                c.examples.append((view.index, self._unit(s), text))
+                c.examples.append((view.index, self._unit(int(s)), text))
 
     def _unit(self, s: int) -> int | Example:
         """Sample s of the batch being added: a row, or an example of a packed row."""
@@ -216,7 +216,7 @@ class LabelCheck:
 
     # --- findings -----------------------------------------------------------------------------
     def _all_masked(self, view: BatchView, labels: np.ndarray) -> Finding:
-        ev = [Msg("plabels.all_masked", n=int(labels.size), batch=view.index, ignore=IGNORE_INDEX)]
+        ev: list[str] = [Msg("plabels.all_masked", n=int(labels.size), batch=view.index, ignore=IGNORE_INDEX)]
         if view.input_ids is not None and self.tok is not None:
             ids = view.input_ids.detach().to("cpu").long().numpy()
             real = self._real(view, ids)
@@ -308,9 +308,9 @@ class LabelCheck:
             first_batch = c.empty_packed[0][0]
             where = [e for b, e in c.empty_packed if b == first_batch][:32]
             samples = sorted({e.row for e in where})
-            ev = [Msg("plabels.no_supervised_example", n=n, total=c.samples, batch=first_batch,
-                      examples=[Msg("labels.example_in_row", row=e.row, example=e.index, start=e.start, end=e.end)
-                                for e in where[:4]])]
+            ev: list[str] = [Msg("plabels.no_supervised_example", n=n, total=c.samples, batch=first_batch,
+                                 examples=[Msg("labels.example_in_row", row=e.row, example=e.index, start=e.start, end=e.end)
+                                           for e in where[:4]])]
         else:
             first_batch = c.empty[0][0]
             samples = [s for b, s in c.empty if b == first_batch][:32]
@@ -337,7 +337,7 @@ class LabelCheck:
             return None  # nothing of the response is supervised: the leak/empty findings say it
         names = ", ".join(f"{_token_text(self.tok, i)} (id {i})" for i in sorted(self.eos_ids))
         if c.eos_in_response:
-            ev = [Msg("plabels.eos_never_supervised", names=names, n=c.eos_in_response, supervised=c.supervised)]
+            ev: list[str] = [Msg("plabels.eos_never_supervised", names=names, n=c.eos_in_response, supervised=c.supervised)]
         else:
             ev = [Msg("plabels.eos_absent", names=names, supervised=c.supervised)]
         return make_finding(

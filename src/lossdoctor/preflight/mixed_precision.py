@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from ..findings import Finding
-from ..signals.optimizer import unwrap_optimizer
 from ..messages import Msg
+from ..signals.optimizer import unwrap_optimizer
 from ..signals.safe_reads import uninitialized
 from .common import Context, fmt, make_finding, pct, round_sig, unwrap_model
 
@@ -96,7 +96,7 @@ def fp16_without_scaler(ctx: Context, autocast: torch.dtype | None) -> Finding:
 
 
 def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-    out = []
+    out: list[Finding] = []
     init, g, b, interval = cfg["init_scale"], cfg["growth_factor"], cfg["backoff_factor"], cfg["growth_interval"]
     start = cfg["scale"] if cfg["scale"] is not None else init
     if not all(isinstance(x, (int, float)) for x in (start, g, b, interval)):
@@ -110,10 +110,10 @@ def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
         return out
     if start > 2.0 ** 24:
         skipped = math.ceil(math.log(start / 2.0 ** 16) / math.log(1 / b))
-        ev = [Msg("pprec.init_scale_huge", start=_pow2(start), skipped=skipped, b=str(b))]
+        evs: list[str] = [Msg("pprec.init_scale_huge", start=_pow2(start), skipped=skipped, b=str(b))]
         if ctx.scheduler is not None:
-            ev.append(Msg("pprec.scheduler_advances", skipped=skipped))
-        out.append(make_finding("loss_scale_collapse", "skipped_steps", "warning", 0.85, ev,
+            evs.append(Msg("pprec.scheduler_advances", skipped=skipped))
+        out.append(make_finding("loss_scale_collapse", "skipped_steps", "warning", 0.85, evs,
                                 [Msg("pprec.fix_init_scale_default", fix=fix_default)], ctx=ctx))
     elif start < 1:
         out.append(make_finding(
@@ -200,7 +200,7 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
                 sizes.append(p.numel())
                 total += p.numel()
                 lr_used = lr
-    if not total:
+    if not total or lr_used is None:  # (a parameter counted in total set lr_used)
         return None
     shares = torch.stack([s.to("cpu") for s in stuck_share]).tolist()
     needs = [x for x in torch.stack([n.to("cpu") for n in need]).tolist() if x == x]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -140,15 +140,15 @@ class _Curve:
     step_fix: Msg | None  # "step it every optimizer step", when it is stepped per epoch
     peak: float = 0.0  # the LR the schedule is built around (see analyse)
     k: int = 0  # the step the warm-up reaches the peak (or the curve's own maximum)
-    reached: np.ndarray | None = None
+    reached: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # set by _find_warmup
     warm: bool = False
 
     @property
     def total(self) -> int:
         return len(self.lrs)
 
-    def fixes(self, *more: Msg) -> list[Msg]:
-        return ([self.step_fix] if self.step_fix else []) + list(more)
+    def fixes(self, *more: Msg) -> list[str]:
+        return [self.step_fix, *more] if self.step_fix else list(more)
 
 
 def analyse(lrs: np.ndarray, ctx: Context, *, name: str = "the scheduler", scheduler: Any = None) -> list[Finding]:
@@ -209,7 +209,7 @@ def _warmup_too_long(c: _Curve, ctx: Context) -> Finding:
                     ratio=float(c.lrs[-1] / c.peak), base=c.peak)
     else:
         reach = Msg("schedule.reaches_peak_late", peak=c.peak, k=c.k, planned=c.planned)
-    ev = [Msg("schedule.warmup_too_long", desc=c.desc, reach=reach, stepping=c.stepping)]
+    ev: list[str] = [Msg("schedule.warmup_too_long", desc=c.desc, reach=reach, stepping=c.stepping)]
     fixes = c.fixes(Msg("schedule.fix_warmup_3pct", warm=max(1, round(0.03 * c.planned)), planned=c.planned))
     return make_finding("lr_schedule_error", "slow_convergence", "warning", 0.85 if never else 0.7,
                         ev, fixes, ctx=ctx)
@@ -227,8 +227,8 @@ def _period_too_short(c: _Curve, ctx: Context) -> list[Finding]:
     t = int(np.argmax(climb))
     trough = int(np.argmin(after[: t + 1]))
     top = t + int(np.argmax(after[t:]))
-    ev = [Msg("schedule.period_too_short", desc=c.desc, low=float(after[trough]), at=k + trough,
-              planned=c.planned, high=float(after[top]), by=k + top, stepping=c.stepping)]
+    ev: list[str] = [Msg("schedule.period_too_short", desc=c.desc, low=float(after[trough]), at=k + trough,
+                         planned=c.planned, high=float(after[top]), by=k + top, stepping=c.stepping)]
     length = c.planned - k
     tmax = getattr(c.scheduler, "T_max", None)
     if isinstance(tmax, int):
@@ -249,8 +249,8 @@ def _ends_early(c: _Curve, ctx: Context) -> list[Finding]:
     if z > 0.9 * c.total:
         return []
     total = c.total
-    ev = [Msg("schedule.ends_early", desc=c.desc, lr=float(c.lrs[z]), step=z, idle=total - z,
-              planned=c.planned, frac=(total - z) / total, stepping=c.stepping)]
+    ev: list[str] = [Msg("schedule.ends_early", desc=c.desc, lr=float(c.lrs[z]), step=z, idle=total - z,
+                         planned=c.planned, frac=(total - z) / total, stepping=c.stepping)]
     fixes = c.fixes(Msg("schedule.fix_as_long_as_run", planned=c.planned,
                         tmax=Msg("schedule.t_max_hint", tmax=c.planned - c.k)
                         if hasattr(c.scheduler, "T_max") else ""))

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import html
 import json
-from functools import lru_cache
+from collections.abc import Sequence
+from functools import cache
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any
 
 from .._version import __version__
 from ..findings import Report
-from ..records import Run
 from ..messages import render, safe_text
+from ..records import Run
 from .i18n import cause_text, say, symptom_text, ui
 from .series import chart_data
 from .side_by_side import compare_html
@@ -30,7 +31,7 @@ from .verdicts import ICON, checks_of, incident_lines, sentence, verdict_label
 UPLOT_VERSION = "1.6.32"
 
 
-@lru_cache(maxsize=None)
+@cache
 def asset(name: str) -> str:
     return (resources.files("lossdoctor.report") / "assets" / name).read_text(encoding="utf-8")
 

@@ -10,11 +10,12 @@ it still reads as typed.
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..findings import Report
-from ..records import Run
 from ..messages import render
+from ..records import Run
 from .i18n import cause_text, say, symptom_text, ui
 from .text import where
 from .verdicts import ICON, checks_of, incident_lines, sentence
@@ -97,7 +98,7 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
                 out.append(f"**{t['fixes']}{t['colon'].rstrip()}**")
                 for j, x in enumerate(f.fixes):
                     out.append(f"- {md_escape(say(x, lang))}")
-                    out.extend(f"  - {ICON.get(c.get('verdict'), '')} {md_escape(sentence(c, lang))}"
+                    out.extend(f"  - {ICON.get(str(c.get('verdict')), '')} {md_escape(sentence(c, lang))}"
                                for c in checks_of(f, j))  # replayed from the snapshot
                 out.append("")
     verified = incident_lines(runs)

@@ -9,7 +9,8 @@ separate list and drawn as markers (capped at `MAX_MARKS`, the first ones kept: 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -7,11 +7,12 @@ colour terminal."""
 from __future__ import annotations
 
 import io
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..findings import Finding, Report
-from ..records import Run
 from ..messages import render, safe_text
+from ..records import Run
 from .i18n import cause_text, say, ui
 from .verdicts import checks_of, incident_lines, sentence
 

@@ -10,7 +10,8 @@ sentence.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..findings import Finding
 from ..messages import Msg, templates
@@ -75,10 +76,10 @@ def incident_line(record: dict[str, Any]) -> Msg | None:
 
 def summary(v: dict[str, Any]) -> Msg:
     """What verification did (the verdicts counted, or why there is none) and its cost."""
-    cost = v.get("cost") if isinstance(v.get("cost"), dict) else {}
+    cost = c if isinstance(c := v.get("cost"), dict) else {}
     what = message(v.get("note_data")) or (str(v["note"]) if v.get("note") else None)
     if v.get("status") == "checked":
-        checks = v.get("checks") if isinstance(v.get("checks"), list) else []
+        checks = cs if isinstance(cs := v.get("checks"), list) else []
         counts = {k: sum(1 for c in checks if isinstance(c, dict) and c.get("verdict") == k) for k in VERDICTS}
         what = Msg("report.verification.checked", start=_step(v.get("from_step")), end=_step(v.get("to_step")),
                    verified=counts["verified"], did_not_help=counts["did_not_help"],

@@ -6,7 +6,8 @@ of the others (about to be overwritten by accumulation) are not taken.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def sync_gradients_flag(optimizer: Any) -> Callable[[], bool] | None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from .optimizer import unwrap_optimizer
 from .grouped_norms import plan_for
+from .optimizer import unwrap_optimizer
 from .safe_reads import foreach_norm_any
 from .sharding import local
 

@@ -12,8 +12,9 @@ all-masked or NaN example is named by its row, its index in the row and its toke
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 

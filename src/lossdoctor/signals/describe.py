@@ -20,7 +20,7 @@ from .safe_reads import known_numel, stored_attr
 
 
 def _scalar_items(d: dict[str, Any]) -> dict[str, Any]:
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, bool) or isinstance(v, (int, float, str)) or v is None:
             out[k] = v

@@ -26,14 +26,15 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..messages import Msg
-from .safe_reads import norm_fp32
 from .fsdp1 import FSDP1Probe, is_fsdp1
+from .safe_reads import norm_fp32
 from .sharding import has_dtensor_params, is_dtensor, local, mesh_group, replication, the_mesh
 
 log = logging.getLogger("lossdoctor")
@@ -47,8 +48,8 @@ def unwrap_data_parallel(model: nn.Module) -> nn.Module:
     for _ in range(4):
         if isinstance(inner, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
             inner = inner.module
-        elif type(inner).__name__ == "OptimizedModule" and isinstance(getattr(inner, "_orig_mod", None), nn.Module):
-            inner = inner._orig_mod
+        elif type(inner).__name__ == "OptimizedModule" and isinstance(orig := getattr(inner, "_orig_mod", None), nn.Module):
+            inner = orig
         else:
             break
     return inner

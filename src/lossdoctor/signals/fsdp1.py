@@ -99,7 +99,7 @@ class FSDP1Probe:
         self.local.remove()
 
 
-def refuse_replay(model: nn.Module, replay_fn: Any) -> tuple[Any, str | None]:
+def refuse_replay(model: nn.Module, replay_fn: Any) -> tuple[Any, Msg | None]:
     """(replay_fn to use, the note saying why replay was refused) for `watch(model, ...)`."""
     if not is_fsdp1(model):
         return replay_fn, None

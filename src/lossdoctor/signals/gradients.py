@@ -17,7 +17,8 @@ On sampled steps the probe also takes every parameter's norm (the per-layer `par
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -191,7 +192,8 @@ class GradProbe:
         the ~25 ms of a per-parameter loop with its branches (benchmarks/many_params.py)."""
         grads = [p.grad for p in self.params]
         if all(type(g) is torch.Tensor and g.layout is torch.strided and not g.requires_grad for g in grads):
-            return self._all_idx, grads  # no detach needed: nothing records a graph through them
+            # no detach needed: nothing records a graph through them; and none is None (checked just above)
+            return self._all_idx, cast(list[torch.Tensor], grads)
         idx, kept = [], []
         for i, g in enumerate(grads):
             if g is not None and not g.is_sparse:

@@ -30,7 +30,6 @@ import torch
 from .safe_reads import foreach_norm_any, known_numel
 from .sharding import local
 
-
 #: the most parameter tensors a sampled step reads (every k-th one beyond it, in parameter-group
 #: order); the ratios are over entries, so a systematic sample of tensors estimates them as the
 #: entry stride does. 512 keeps a sampled step's host work under ~5 ms on CPU.
@@ -70,7 +69,7 @@ class OptimizerProbe:
         self.enabled = True
         self.error: BaseException | None = None
         self.stepped = False
-        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor]] | None = None
+        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor] | tuple[torch.Tensor, ...]] | None = None
         self._grads: list[torch.Tensor] = []
         self._stats: dict[str, list[torch.Tensor]] = {}
         self._eps_total = 0
@@ -150,6 +149,8 @@ class OptimizerProbe:
             self._snapshot = (params, torch._foreach_mul(params, 1.0))  # one fused copy of the sample
 
     def _measure_update(self) -> None:
+        if self._snapshot is None:  # (the step hook checked already)
+            return
         params, before = self._snapshot
         grads, self._grads = self._grads, []  # do not keep gradients alive past the step
         self._snapshot = None

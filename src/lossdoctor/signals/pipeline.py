@@ -25,8 +25,9 @@ from __future__ import annotations
 import gc
 import logging
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from torch import nn
 

@@ -21,7 +21,7 @@ takes its hooks off. A probe that raises is switched off alone (a note says so);
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -58,7 +58,7 @@ class Probe(Protocol):
 
     def flush(self, packer: Packer, step: StepInputs) -> Any: ...
 
-    def interpret(self, values: Mapping[str, np.ndarray], ctx: Any, rec: StepRecord) -> None: ...
+    def interpret(self, values: dict[str, np.ndarray], ctx: Any, rec: StepRecord) -> None: ...
 
     def remove(self) -> None: ...
 

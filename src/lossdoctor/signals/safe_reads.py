@@ -72,7 +72,7 @@ def parametrized(module: nn.Module) -> tuple[str, ...]:
 
 def uninitialized(t: Any) -> bool:
     """A lazy module's parameter before its first forward (no shape, no data; any op raises)."""
-    return isinstance(t, nn.parameter.UninitializedTensorMixin)
+    return nn.parameter.is_lazy(t)  # an UninitializedParameter or UninitializedBuffer
 
 
 def known_numel(t: torch.Tensor) -> int:
@@ -120,7 +120,7 @@ def norm_fp32(t: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(t).float()
 
 
-def foreach_norm_any(ts: list[torch.Tensor]) -> list[torch.Tensor]:
+def foreach_norm_any(ts: list[torch.Tensor] | tuple[torch.Tensor, ...]) -> list[torch.Tensor]:
     """Per-tensor fp32 norms: one fused call when every tensor is fp16/bf16/fp32 (the usual case,
     unchanged), else one call per float64/complex tensor."""
     if all(t.dtype in _NARROW for t in ts):

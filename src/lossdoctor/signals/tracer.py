@@ -453,6 +453,8 @@ class ModuleTracer:
         """The model ran but its output head did not, as a module: the loss was computed from the
         last hidden state by other code (TRL's fused LM head, a chunked cross-entropy), so the
         logits were never made and cannot be traced."""
+        if self.head is None:
+            return
         note = Msg("tracer.head_bypassed", head=self.names[self.head])
         if note not in self.notes:
             self.notes.append(note)
@@ -467,7 +469,8 @@ class ModuleTracer:
 def _output_head(model: nn.Module, modules: list[nn.Module]) -> int | None:
     """Index of the model's output head (HF's `get_output_embeddings()`, e.g. `lm_head`), if any."""
     try:
-        head = model.get_output_embeddings() if callable(getattr(model, "get_output_embeddings", None)) else None
+        get = getattr(model, "get_output_embeddings", None)
+        head = get() if callable(get) else None
     except Exception:
         return None
     for i, m in enumerate(modules):

@@ -21,7 +21,6 @@ from ..messages import Msg
 from ..records import Run
 from .registry import READERS, NoReader, SourceError, reader  # noqa: F401  (the readers' registry, re-exported)
 
-
 _loaded = False
 
 
@@ -31,17 +30,19 @@ def _load_readers() -> None:
     global _loaded
     if _loaded:
         return
-    from . import rundir  # noqa: F401
-    from . import hf_trainer  # noqa: F401
-    from . import lightning_csv  # noqa: F401
-    from . import tensorboard  # noqa: F401
-    from . import wandb  # noqa: F401
-    from . import mlflow_store  # noqa: F401
-    from . import wandb_panels  # noqa: F401
-    from . import stdout  # noqa: F401
-    from . import parallel_logs  # noqa: F401  (TP/PP consoles: which rank's metric lines are read)
-    from . import tabular  # noqa: F401
-    from . import any_text  # noqa: F401  (the general reader of training text: tried last)
+    from . import (
+        any_text,  # noqa: F401  (the general reader of training text: tried last)
+        hf_trainer,  # noqa: F401
+        lightning_csv,  # noqa: F401
+        mlflow_store,  # noqa: F401
+        parallel_logs,  # noqa: F401  (TP/PP consoles: which rank's metric lines are read)
+        rundir,  # noqa: F401
+        stdout,  # noqa: F401
+        tabular,  # noqa: F401
+        tensorboard,  # noqa: F401
+        wandb,  # noqa: F401
+        wandb_panels,  # noqa: F401
+    )
 
     _loaded = True
 
@@ -158,6 +159,8 @@ def _general_or_raise(p: Path) -> list[Run]:
     try:
         return any_text.read(p)
     except SourceError:
+        if error is None:
+            raise
         raise error from None
 
 

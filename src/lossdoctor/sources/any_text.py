@@ -50,8 +50,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -62,21 +63,22 @@ from .console_text import clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
 from .text_events import TEXT_MAX, Events, classify, scale_in
+
 # NUMBER, Template, slot_names and _eval_context are also read from here (benchmarks, tests)
 from .text_slots import (
+    EVAL_NAME,
+    NUMBER,
+    Template,
     _eval_context,
     _slash,
     adversaries,
     base_name,
     classify_slot,
-    EVAL_NAME,
     name_key,
     names_a_loss,
-    NUMBER,
     slot_names,
     step_rank,
     steps_of,
-    Template,
     total_rank,
 )
 
@@ -741,7 +743,7 @@ def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
             key = (hit[1], -sum(len(u.rows) for u in _kin(t, parser, family, place.main)))
             if hit[0] not in best or key < best[hit[0]][:2]:
                 best[hit[0]] = (*key, t, j)
-    for col, (_, _, t, j) in best.items():
+    for col, (_, _, t, _j) in best.items():
         for u in _kin(t, parser, family, place.main):
             k = next((k for k, h in _column_slots(u) if h[0] == col), None)
             if k is not None:

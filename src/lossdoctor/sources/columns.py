@@ -19,6 +19,7 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..messages import Msg
 from ..records import to_float
@@ -197,7 +198,7 @@ SIGNAL_NAMES = {
 }
 
 
-def aligned(series: dict[str, tuple[np.ndarray, np.ndarray]]
+def aligned(series: dict[str, tuple[ArrayLike, ArrayLike]]
             ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Scalar series logged at their own steps (TensorBoard tags, MLflow metrics), put on the union
     of their steps: (steps, columns with NaN where a series has no point, which points were logged).

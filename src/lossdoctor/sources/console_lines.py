@@ -45,7 +45,8 @@ _ALONE = {"norm": ("grad_norm", 2), "epoch": ("epoch", 0)}
 #: the plain counters (`step`, `iteration`, `iter`, `it`): when a line prints two of them, the one
 #: with the larger value is the finer one (litgpt's `iter 1152 step 144`: micro-batches and optimizer
 #: steps; each line is one micro-batch's loss)
-_PLAIN_COUNTERS = (step_rank("step"), max(step_rank(n) for n in ("step", "iteration", "iter", "it")))
+_PLAIN_RANKS = [r for r in map(step_rank, ("step", "iteration", "iter", "it")) if r is not None]
+_PLAIN_COUNTERS = (_PLAIN_RANKS[0], max(_PLAIN_RANKS))
 _cache: dict[str, tuple[str, int] | None] = {}
 
 

@@ -12,11 +12,18 @@ from __future__ import annotations
 
 import codecs
 import re
-from typing import IO, Iterator
+from collections.abc import Iterator
+from typing import IO, Protocol
 
 #: longest segment kept; the rest of a longer one is dropped (no training line is this long)
 MAX_SEGMENT = 16384
 _CHUNK = 1 << 20
+
+
+class Readable(Protocol):
+    """What `segments` reads from: a binary file, or bytes read like one."""
+
+    def read(self, n: int, /) -> bytes: ...
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
 #: `\x1b[A` (cursor up) marks a nested progress bar (an evaluation bar drawn under the training one)
@@ -44,7 +51,7 @@ _PREFIX = re.compile(
 _PREFIX_FIRST = set("[0123456789 \t-<>|rDIWEC")
 
 
-def segments(f: IO[bytes]) -> Iterator[str]:
+def segments(f: IO[bytes] | Readable) -> Iterator[str]:
     """Every `\\r`/`\\n`-separated segment of a binary stream, decoded leniently, at most
     MAX_SEGMENT characters each (raw: colours and prefixes still there)."""
     carry = ""

@@ -29,8 +29,8 @@ import numpy as np
 from ..messages import Msg
 from ..records import Run, from_columns, to_float
 from .columns import PREFERENCE_COLUMNS, column_for
-from .registry import SourceError, reader
 from .files import head, json_array_prefix, looks_binary, numbered, read_bytes, tail, walk
+from .registry import SourceError, reader
 
 STATE = "trainer_state.json"
 
@@ -62,7 +62,7 @@ def find_state(path: Path) -> tuple[Path, list[str]]:
         raise SourceError(f"{path}: no {STATE} in this directory")
     own = path / STATE
     latest = max(candidates, key=lambda c: (numbered(c.parent, r"checkpoint-(\d+)"), c.stat().st_mtime))
-    notes = []
+    notes: list[str] = []
     chosen = own if own.is_file() else latest
     if own.is_file() and latest != own and _global_step(latest) > _global_step(own):
         chosen = latest

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from ..messages import Msg
 from ..records import Run
-from .registry import SourceError, reader
 from .files import numbered, walk
+from .registry import SourceError, reader
 from .tabular import read_csv
 
 METRICS = "metrics.csv"

@@ -33,10 +33,10 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns
-from .hf_trainer import restore_filtered_nan
-from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import head, read_bytes, walk
+from .hf_trainer import restore_filtered_nan
+from .registry import SourceError, reader
 
 #: the most read of a file store's small files (meta.yaml, a param or a tag: MLflow caps a param's
 #: value at 6,000 characters)
@@ -350,7 +350,7 @@ def _choose(runs: list[dict[str, Any]], where: str, want: str | None = None) -> 
         raise SourceError(f"{where}: the {len(live)} MLflow run(s) here logged no metrics")
     training = [r for r in with_metrics if _wanted(r["metrics"])] or with_metrics
     chosen = max(training, key=lambda r: (r["start"] or 0, str(r["id"])))
-    notes = []
+    notes: list[str] = []
     if len(live) > 1:
         others = [_label(r) for r in sorted(live, key=lambda r: -(r["start"] or 0)) if r is not chosen]
         shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")

@@ -4,8 +4,8 @@ imported by no reader: no import cycle between the package and its readers."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..records import Run
 
@@ -19,7 +19,7 @@ class NoReader(SourceError):
 
 
 #: (name, sniff(path) -> bool, read(path) -> list[Run]); tried in order of priority.
-READERS: list[tuple[str, Callable[[Path], bool], Callable[[Path], list[Run]]]] = []
+READERS: list[tuple[str, Callable[[Path], bool], Callable[..., list[Run]]]] = []  # read(path[, select])
 _PRIORITY: dict[str, int] = {}
 
 

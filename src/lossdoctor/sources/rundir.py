@@ -23,8 +23,8 @@ def choose_version(path: Path, select: str | None = None) -> tuple[Path, str, li
     names = [n for n, _ in versions]
     if select is None:
         name, d = versions[-1]
-        notes = [Msg("source.rundir_versions", path=str(path), n=len(versions), names=", ".join(names),
-                     chosen=name)] if len(versions) > 1 else []
+        notes: list[str] = [Msg("source.rundir_versions", path=str(path), n=len(versions), names=", ".join(names),
+                                chosen=name)] if len(versions) > 1 else []
         return d, name, notes
     want = select if select.startswith(VERSION_PREFIX) else f"{VERSION_PREFIX}{select}"
     for name, d in versions:

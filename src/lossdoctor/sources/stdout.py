@@ -33,23 +33,24 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
 from ..messages import Msg
-from ..records import FLAG_DROP, FLAG_NAN_FILTER, FLAG_WEAK, HOW, Run, StepColumns, Thinning, THINNING, from_columns
-from .columns import PREFERENCE_COLUMNS
-from .registry import SourceError, reader
+from ..records import FLAG_DROP, FLAG_NAN_FILTER, FLAG_WEAK, HOW, THINNING, Run, StepColumns, Thinning, from_columns
 from . import composer as co
 from . import console_fast as fast
 from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
+from .columns import PREFERENCE_COLUMNS
 from .console_text import CURSOR_UP, clean, segments
 from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
+from .registry import SourceError, reader
 from .text_events import Events
 
 _SNIFF_BYTES = 8 << 20

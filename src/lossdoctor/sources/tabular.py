@@ -14,8 +14,8 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import operator
 import json
+import operator
 import re
 from pathlib import Path
 from typing import Any
@@ -25,9 +25,9 @@ import orjson
 
 from ..messages import Msg
 from ..records import Run, from_columns, to_float
-from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, column_for, map_names, step_number, step_rank
 from .files import head, json_array_prefix, looks_binary, read_bytes, text_head
+from .registry import SourceError, reader
 
 #: columns whose absence is worth a note (the detectors say more precisely what they skip)
 _KEY_SIGNALS = ("loss", "grad_norm", "lr", "scale")
@@ -272,7 +272,7 @@ def wandb_export_names(names: list[str]) -> tuple[list[str], dict[str, str], lis
                 runs.append(m["run"])
             if m["run"] == runs[0] and not n.endswith(("__MIN", "__MAX")):
                 rename[n] = m["metric"]
-    notes = []
+    notes: list[str] = []
     if len(runs) > 1:
         notes.append(Msg("source.wandb_export_runs", n=len(runs), name=repr(runs[0])))
     return [rename.get(n, n) for n in names], rename, notes

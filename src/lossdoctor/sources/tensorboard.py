@@ -15,16 +15,17 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import IO, Any
 
 import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns
-from .registry import SourceError, reader
 from .columns import SIGNAL_NAMES, aligned, column_for
 from .files import open_regular
+from .registry import SourceError, reader
 
 _MARK = "tfevents"
 
@@ -74,7 +75,7 @@ def _crc32c():
     return google_crc32c.value
 
 
-def iter_records(f: BinaryIO, size: int, notes: list[str], name: str) -> Iterator[bytes]:
+def iter_records(f: IO[bytes], size: int, notes: list[str], name: str) -> Iterator[bytes]:
     """Payloads of the TFRecord framing, streamed: u64 length, u32 masked CRC-32C of the length,
     payload, u32 masked CRC-32C of the payload. Both CRCs are checked as TensorBoard's record
     writer made them: a record whose payload CRC fails is skipped with a note (its length was
@@ -84,7 +85,8 @@ def iter_records(f: BinaryIO, size: int, notes: list[str], name: str) -> Iterato
     crc = _crc32c()
     if crc is None:
         notes.append(Msg("source.tb_crc_unchecked", name=name))
-    pos, bad = 0, []
+    pos = 0
+    bad: list[int] = []  # the offsets of records that fail their checks
     while pos + 12 <= size:
         head = f.read(12)
         if len(head) < 12:
@@ -223,7 +225,7 @@ def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: s
     absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
     if absent:
         notes.insert(1, Msg("source.not_in_log", signals=absent))
-    meta = {"tags": {col: tag for col, (_, tag) in best.items()}}
+    meta: dict[str, Any] = {"tags": {col: tag for col, (_, tag) in best.items()}}
     if any(t.lower().startswith("train/samples/") for _, t in best.values()):
         notes.append(Msg("source.tb_deepspeed_samples"))
         meta["step_unit"] = "samples"

@@ -8,7 +8,8 @@ the rows already read; `any_text` reads the lines and chooses the series."""
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -112,7 +113,7 @@ def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> 
     that)? `valid | epoch 2 | loss 3.1` and `Validation: loss 2.4` do; `train loss 2.3, val loss 2.4`
     does not for its first loss."""
     out = []
-    for (a, _), name in zip(spans, names):
+    for (a, _), _name in zip(spans, names):
         before = text[:a]
         ev = None
         for m in EVAL_WORD.finditer(before):

@@ -20,13 +20,14 @@ from __future__ import annotations
 import json
 import struct
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..messages import Msg
 from ..records import Run
-from .registry import SourceError, reader
 from .files import head, read_bytes, walk
+from .registry import SourceError, reader
 from .tabular import parse_jsonl, rows_run
 
 _IDENT = b":W&B"
@@ -141,7 +142,7 @@ def _pick_run(p: Path) -> tuple[Path, list[str]]:
     if not found:
         raise SourceError(f"{p}: no W&B run here")
     chosen = max(found, key=lambda f: (f.stat().st_mtime, f.name))
-    notes = []
+    notes: list[str] = []
     if len(found) > 1:
         notes.append(Msg("source.wandb_runs", n=len(found), chosen=str(chosen.relative_to(p))))
     return chosen, notes

@@ -12,7 +12,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import hashlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -86,7 +87,12 @@ def unkeepable(batch: Any) -> Msg | None:
 
 def tensors(batch: Any) -> list[torch.Tensor]:
     out: list[torch.Tensor] = []
-    map_tensors(batch, lambda t: out.append(t) or t)
+
+    def add(t: torch.Tensor) -> torch.Tensor:
+        out.append(t)
+        return t
+
+    map_tensors(batch, add)
     return out
 
 

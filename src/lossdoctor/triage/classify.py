@@ -5,12 +5,13 @@ fixes. Pure reasoning over small records; no torch.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from ..detectors.nonfinite import ATTENTION
 from ..findings import Fix
 from ..messages import Msg
-from ..detectors.nonfinite import ATTENTION
 from .optrace import LOSS_OPS, SOFTMAX_OPS, OpEvent, base_name
 
 MATMUL_OPS = frozenset({"mm", "bmm", "addmm", "baddbmm", "matmul", "addbmm", "linear", "einsum", "_scaled_mm"})

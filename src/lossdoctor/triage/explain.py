@@ -106,8 +106,8 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
            Msg("triage.nondet.how_right_before", step=step))
     got = Msg("triage.nondet.finite", loss=p.loss) if p is not None else Msg("triage.nondet.no_fail")
     # the logged loss as the record holds it (nan, inf), not rounded
-    ev = [Msg("triage.nondet.replayed", step=step, what=what, loss=str(rec.get("loss")), how=how, got=got),
-          Msg("triage.nondet.not_data")]
+    ev: list[str] = [Msg("triage.nondet.replayed", step=step, what=what, loss=str(rec.get("loss")), how=how, got=got),
+                     Msg("triage.nondet.not_data")]
     fwd = rec.get("fwd_first_nonfinite")
     layer = fwd.get("layer") if isinstance(fwd, dict) else None
     if layer:
@@ -120,9 +120,9 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
 
 def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: SampleSearch | None,
                   bvs: dict[str, Any], rec: dict[str, Any]) -> Finding:
-    ev = [Msg("triage.spike.jumped", loss=float(rec.get("loss", math.nan)), step=step, ratio=float(trig["ratio"]),
-              median=float(trig["median"]), z=float(trig["z"])),
-          _replay_sentence(step, rep, reproduced=True)]
+    ev: list[str] = [Msg("triage.spike.jumped", loss=float(rec.get("loss", math.nan)), step=step, ratio=float(trig["ratio"]),
+                         median=float(trig["median"]), z=float(trig["z"])),
+                     _replay_sentence(step, rep, reproduced=True)]
     samples = None
     if search is not None:
         if search.samples and search.examples:  # packed rows: the examples inside them
@@ -140,7 +140,7 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
     vs = verdict_sentence(step, bvs)
     if vs:
         ev.append(vs)
-    fixes = []
+    fixes: list[str] = []
     if samples:
         fixes.append(Fix.drop(Msg("triage.spike.fix_inspect", ids=_ids(samples[:8]), step=step)))
     if bvs.get("verdict") in ("state", "both"):
@@ -176,7 +176,7 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
     empty = rec.get("mask_empty_sample_ids")
     layer = fwd.get("layer") if fwd else (bwd.get("layer") if bwd else None)
     samples = None
-    ev = []
+    ev: list[str] = []
     if isinstance(detail, dict) and detail:
         cause = "nonfinite_data"
         samples = sorted({int(i) for v in detail.values() for i in v})

@@ -11,9 +11,11 @@ triage never sees the monitor itself, so what it touches is written here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ContextManager
+from typing import Any
 
 from torch import nn
 
@@ -42,7 +44,7 @@ class TriageHost:
     incidents: list[dict[str, Any]]
     step: Callable[[], int]  # the step `mon.step` is at now
     #: a context in which the monitor's hooks on the user's model record nothing (in-place replay)
-    paused: Callable[[], ContextManager[Any]]
+    paused: Callable[[], AbstractContextManager[Any]]
     #: the step that just ran is recorded as skipped (the skip policy undid it)
     mark_skipped: Callable[[], None]
     #: the monitor's parts with hooks on the model or optimizer (their `_handles` are stripped

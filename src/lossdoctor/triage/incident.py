@@ -28,9 +28,10 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,15 +41,22 @@ from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
 from ..findings import Finding, Fix
 from ..messages import Msg, round_sig
 from . import batches as B
-from .explain import (live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict,
-                      verdict_sentence)
+from .explain import live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict, verdict_sentence
 from .host import TriageHost
 from .localize import Preserve, localize_on
 from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
-from .state import (InplaceGuard, RngState, Snapshot, SnapshotLoadError, SnapshotTaker, load_model_state,
-                    restore_scaler, scratch_workspace)
+from .state import (
+    InplaceGuard,
+    RngState,
+    Snapshot,
+    SnapshotLoadError,
+    SnapshotTaker,
+    load_model_state,
+    restore_scaler,
+    scratch_workspace,
+)
 
 log = logging.getLogger("lossdoctor")
 
@@ -233,9 +241,9 @@ class Triage:
         checks = result.get("checks", [])
         for f in findings:
             f.fix_checks = None
-        for i, (f, _) in enumerate(pairs):
-            if i < len(checks) and f is not None:
-                f.fix_checks = V.order_checks((f.fix_checks or []) + [V.check_json(checks[i])])
+        for i, (fixed, _) in enumerate(pairs):
+            if i < len(checks) and fixed is not None:
+                fixed.fix_checks = V.order_checks((fixed.fix_checks or []) + [V.check_json(checks[i])])
         for f in findings:
             V.order_by_verdict(f)  # verified fixes first, those that did not help last
         result = V.result_json(result)
@@ -365,7 +373,7 @@ class Triage:
             with self._workspace() as ws:
                 end = V.window_end(self.ring, snap.step, P.SETTINGS.window)
                 plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, snap.step, end,
-                              lambda loss, finite, skips=0: not math.isfinite(loss) or not finite)
+                              lambda loss, finite, skips: not math.isfinite(loss) or not finite)
                 return P.probe_record(finding, P.run_probe(plan, finding, P.probe_plan(finding)))
         finally:
             rng.restore()
@@ -524,6 +532,7 @@ class Triage:
                 return []
             if reproduced is None:
                 return []
+            assert target is not None  # the failing step was reproduced from its recorded entry
             loc, search = self._localize(ws, target, spike, rec, record)
             if self.policy == "skip" and exact and rep.faithful:
                 saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
@@ -638,7 +647,7 @@ class Triage:
                         bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
         fn = self.replay_fn
         target = entries[-1]
-        assert target is not None and fn is not None
+        assert target is not None and fn is not None and self.ring is not None
         out: dict[str, Any] = {"state_step": step if exact else None}
         others = [e for e in reversed(entries[:-1]) if e is not None and e.kept][:3]
         res = []

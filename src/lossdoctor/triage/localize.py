@@ -11,19 +11,20 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..findings import Finding, as_fix
+from ..signals.packing import packed_examples
+from ..signals.safe_reads import float_like, unreadable
 from .batches import batch_size, named_tensors
 from .classify import Verdict, classify
 from .optrace import OpEvent, OpTracer, leaf_names
 from .replay import grads_finite, scalar_loss
-from ..signals.packing import packed_examples
-from ..signals.safe_reads import float_like, unreadable
 from .samples import SampleSearch, bisect, bisect_examples, examples_named
 from .state import RngState
 

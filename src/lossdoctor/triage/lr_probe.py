@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..detectors.fix_kinds import Candidate, candidate_fixes
-from ..findings import Fix
-from ..findings import Finding
+from ..findings import Finding, Fix
 from ..messages import Msg
 from . import verify as V
-from .replay import ReplayFn, losses_agree
+from .replay import losses_agree
 from .ring import SnapshotRing
 from .state import state_nbytes
 

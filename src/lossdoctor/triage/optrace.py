@@ -35,6 +35,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
 import torch
@@ -70,7 +71,7 @@ _LIBRARY_DIRS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
 def user_frame(depth: int = 1) -> dict[str, Any] | None:
     """The innermost frame outside torch and lossdoctor: `{"file", "line", "function"}` (None when
     every frame is library code)."""
-    f = sys._getframe(depth)
+    f: FrameType | None = sys._getframe(depth)
     while f is not None:
         name = f.f_code.co_filename
         if not name.startswith(_LIBRARY_DIRS) and not name.startswith("<frozen"):
@@ -117,6 +118,9 @@ def tensor_stats(t: torch.Tensor, source: str | None = None) -> TensorStats:
         nan = int(torch.isnan(d).sum())
         inf = int(torch.isinf(d).sum())
         fin = d[torch.isfinite(d)] if (nan or inf) else d.reshape(-1)
+        mn_f: float | None
+        mx_f: float | None
+        amax: float | None
         if fin.numel():
             mn, mx = torch.aminmax(fin.float())
             mn_f, mx_f = float(mn), float(mx)
@@ -259,6 +263,11 @@ class OpTracer(TorchDispatchMode):
                 self._param_owner[id(p)] = name.rsplit(".", 1)[0] if "." in name else "<model>"
         return super().__enter__()
 
+    def _leaf(self, t: torch.Tensor) -> str | None:
+        """The name of the batch tensor or parameter `t` is stored in, if it is one."""
+        key = _storage_key(t)
+        return None if key is None else self.leaves.get(key)
+
     def __exit__(self, *exc: Any) -> None:
         try:
             super().__exit__(*exc)
@@ -343,7 +352,7 @@ class OpTracer(TorchDispatchMode):
                     has_nan = True
                 if not (math.isfinite(mn) and math.isfinite(mx)):
                     has_nonfinite = True
-                    leaf = self.leaves.get(_storage_key(t))
+                    leaf = self._leaf(t)
                     if leaf is not None:
                         bad_leaves.append(leaf)
         for x in flat:
@@ -386,7 +395,7 @@ class OpTracer(TorchDispatchMode):
                outs: list[torch.Tensor]) -> OpEvent:
         module, node, fop, code = self._where(phase)
         flat, _ = tree_flatten((args, kwargs))
-        inputs = [tensor_stats(t, self.leaves.get(_storage_key(t)))
+        inputs = [tensor_stats(t, self._leaf(t))
                   for t in flat if isinstance(t, torch.Tensor) and t.numel() > 0][:6]
         scalars = {f"arg{i}": x for i, x in enumerate(flat)
                    if isinstance(x, float) and not math.isfinite(x)}

@@ -17,7 +17,8 @@ gradients (LBFGS) is not covered.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

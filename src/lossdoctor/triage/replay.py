@@ -15,8 +15,9 @@ statistics) are put back afterwards, so probes never change the state they probe
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -158,7 +159,7 @@ def _emulate_clipping(entry: StepEntry, params: list[torch.Tensor]) -> float | N
     gs = [params[i].grad for i in entry.probe_idx if i < len(params)]
     if len(gs) != len(entry.probe_idx) or any(g is None for g in gs):
         return None
-    now = torch.stack(foreach_norm_fp32([g.detach() for g in gs])).tolist()
+    now = torch.stack(foreach_norm_fp32([g.detach() for g in gs if g is not None])).tolist()
     rec = entry.probe.detach().float().cpu().tolist()
     ratios = [r / n for r, n in zip(rec, now) if n > 0 and math.isfinite(n) and math.isfinite(r)]
     if not ratios:

@@ -34,7 +34,7 @@ from ..messages import Msg
 from ..signals.gradients import foreach_norm_fp32
 from ..signals.tracer import compiling
 from . import batches as B
-from .state import Snapshot, SnapshotTaker, StepRng, load_snapshot, save_snapshot, state_nbytes
+from .state import Snapshot, SnapshotTaker, StepRng, save_snapshot, state_nbytes
 
 log = logging.getLogger("lossdoctor")
 

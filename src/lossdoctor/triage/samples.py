@@ -20,11 +20,11 @@ The answer names the rows (`samples`) and the examples in them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
-
 import torch
 
 from ..messages import Msg
@@ -46,7 +46,7 @@ class SampleSearch:
     size: int | None = None        # samples in the batch
     note: str | None = None
     min_group: int = 1             # fewest samples per probe (2: padded with known-good samples)
-    examples: list[dict[str, int]] | None = None  # packed rows: the examples found inside them
+    examples: list[dict[str, Any]] | None = None  # packed rows: the examples found inside them
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"samples": self.samples, "method": self.method, "probes": self.probes}

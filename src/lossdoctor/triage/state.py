@@ -19,8 +19,9 @@ import logging
 import os
 import random
 from collections import OrderedDict, defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -78,7 +79,7 @@ class StepRng:
     def apply(self) -> None:
         torch.set_rng_state(self.cpu)
         if self.cuda is not None:
-            torch.cuda.set_rng_state(self.cuda, self.cuda_index)
+            torch.cuda.set_rng_state(self.cuda, "cuda" if self.cuda_index is None else self.cuda_index)
 
 
 # --- snapshots ---------------------------------------------------------------------------------
@@ -344,7 +345,7 @@ def clone_scaler(scaler: Any, state: dict[str, torch.Tensor] | None) -> Any:
     try:
         from torch.amp.grad_scaler import _refresh_per_optimizer_state
     except ImportError:  # older torch
-        from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state
+        from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state  # type: ignore[no-redef, attr-defined]  # (torch < 2.3 only)
     new._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
     restore_scaler(new, state or scaler_state(scaler))
     return new
@@ -427,7 +428,7 @@ class InplaceGuard:
         self._grads = [(p, p.grad) for p in self.model.parameters()]
         for p, _ in self._grads:
             p.grad = None
-        pmap = {id(p): p for p in self.model.parameters()}
+        pmap: dict[int, torch.Tensor] = {id(p): p for p in self.model.parameters()}
         opt = clone_optimizer(self.optimizer, pmap)
         return Workspace(self.model, opt, clone_scaler(self.scaler, None))
 

@@ -33,15 +33,23 @@ from __future__ import annotations
 import math
 import resource
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
-from ..detectors.fix_kinds import DATA_FIXES, STATE_FIXES, Candidate, candidate, candidate_fixes, order_by_verdict
-from ..findings import Finding
-from ..findings import Fix  # noqa: F401  (re-exported: the fixes `mon.verify_fixes(fixes=...)` takes)
+# re-exported (`X as X`): triage/incident.py reads them as `verify.candidate_fixes` and so on
+from ..detectors.fix_kinds import DATA_FIXES, Candidate
+from ..detectors.fix_kinds import STATE_FIXES as STATE_FIXES
+from ..detectors.fix_kinds import candidate as candidate
+from ..detectors.fix_kinds import candidate_fixes as candidate_fixes
+from ..detectors.fix_kinds import order_by_verdict as order_by_verdict
+from ..findings import (
+    Finding,
+    Fix,  # noqa: F401  (re-exported: the fixes `mon.verify_fixes(fixes=...)` takes)
+)
 from ..messages import Msg
 from . import batches as B
 from .replay import ReplayFn, _emulate_clipping, _flat_params, grads_finite, losses_agree, scalar_loss
@@ -148,12 +156,12 @@ def fp32_forward(module: torch.nn.Module) -> Iterator[None]:
         with torch.autocast(device_type=device, enabled=False):
             return orig(*_float32(args), **_float32(kwargs))
 
-    module.forward = forward  # type: ignore[method-assign]
+    module.forward = forward
     try:
         yield
     finally:
         if had:
-            module.forward = old  # type: ignore[method-assign]
+            module.__dict__["forward"] = old  # the instance's own attribute, as it was
         else:
             del module.forward
 
@@ -377,7 +385,7 @@ def bad_rule(record: dict[str, Any]) -> Callable[[float, bool, int], bool]:
     for a loss-scale collapse, the GradScaler skipping as many steps in a row as it did then."""
     spike = record.get("spike") if record.get("trigger") == "loss_spike" else None
     threshold = float(spike["threshold"]) if isinstance(spike, dict) and "threshold" in spike else None
-    scale = record.get("scale") if isinstance(record.get("scale"), dict) else {}
+    scale = sc if isinstance(sc := record.get("scale"), dict) else {}
     streak = int(scale.get("streak", SCALE_STREAK)) if record.get("trigger") == "scale_collapse" else None
 
     def bad(loss: float, finite: bool, skips: int = 0) -> bool:
