@@ -342,6 +342,15 @@ class StepColumns:
         self.extra: dict[int, dict[str, Any]] = {}  # ordinal -> {"_components": ...}
         self._judged = 0  # rows before this index were judged by a thinning pass
         self._nonfinite_judged = {"loss": 0, "grad_norm": 0}
+        # the columns, made by `_alloc` (declared here, assigned there: `_alloc` tells a first
+        # allocation by their absence)
+        self.step: np.ndarray  # float64, NaN where a row has no step
+        self.ordinal: np.ndarray  # int64, the row's index in reading order
+        self.how: np.ndarray  # int8, index into HOW
+        self.flags: np.ndarray  # uint8
+        self.vals: dict[str, np.ndarray]  # series name -> float64 values
+        self.have: dict[str, np.ndarray]  # series name -> bool, logged at that row
+        self.cap: int
         self._alloc(1024)
 
     def _alloc(self, cap: int) -> None:
@@ -354,7 +363,8 @@ class StepColumns:
             if old is not None:
                 a[:n] = getattr(self, k)[:n]
             setattr(self, k, a)
-        vals, have = {}, {}
+        vals: dict[str, np.ndarray] = {}
+        have: dict[str, np.ndarray] = {}
         for name in getattr(self, "vals", {}):
             vals[name], have[name] = np.full(cap, np.nan), np.zeros(cap, dtype=bool)
             vals[name][:n], have[name][:n] = self.vals[name][:n], self.have[name][:n]

@@ -170,10 +170,10 @@ class ConsoleParser:
         for _ in range(64):  # bars, and what was printed after them before a newline
             if not ("[" in text and ":" in text):
                 break
-            bar = cl.tqdm_bar(text)
-            if bar is None:
+            parsed = cl.tqdm_bar(text)
+            if parsed is None:
                 break
-            n, total, metrics, end = bar
+            n, total, metrics, end = parsed
             self._bar(n, total, metrics, nested=nested)
             text = text[end:].strip()
             if len(text) <= 2:
@@ -567,7 +567,7 @@ class ConsoleParser:
             other.append(Msg("console.eval_lines", n=self.eval_lines))
         if self.ignored:
             other.append(Msg("console.other_lines", n=self.ignored))
-        out = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
+        out: list[str] = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
                else Msg("console.read", what=what, used=used)]
         st = self.store
         final = np.bincount(st.how[:st.n], minlength=len(HOW))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 
@@ -214,6 +214,15 @@ def scale_in(line: str) -> float | None:
     return _scale_after(line)
 
 
+class RowSteps(Protocol):
+    """The step of each row, in reading order (`steps[i]`: row i's): a list, or a view that
+    computes it (`sources.stdout._OrdinalSteps`)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int, /) -> float: ...
+
+
 class Events:
     """Events read so far: (line number, kind, text, the row index they came after), and the values
     each carries (`values[i]` for item i: scale, count, op, step...)."""
@@ -261,7 +270,7 @@ class Events:
         line_no, kind, text, _ = self.items[i]
         return {"kind": kind, "line": line_no, "text": text, **self.values.get(i, {})}
 
-    def place(self, steps: list[int]) -> dict[int, list[dict[str, Any]]]:
+    def place(self, steps: RowSteps) -> dict[int, list[dict[str, Any]]]:
         """{step: [event, ...]}; `steps[i]` is the step of row i (the rows in reading order). An
         event belongs to the step its line names, else to the last row read before it, or the first
         row when none was."""
@@ -276,7 +285,7 @@ class Events:
             out.setdefault(int(step), []).append(rec)
         return out
 
-    def series(self, steps: list[int]) -> dict[str, dict[int, float]]:
+    def series(self, steps: RowSteps) -> dict[str, dict[int, float]]:
         """The counters the events carry, as series at their step: `scale` (the loss scale an overflow
         or loss-scale line sets), `skipped_in_interval` (overflows: one skipped step each; a skip
         counter: its count)."""
