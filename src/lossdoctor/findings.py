@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from .messages import Msg, _from_json, _to_json, templates, too_deep
 from .vocabulary import CAUSES, SCHEMA, SEVERITY_RANK, SYMPTOMS
@@ -232,6 +233,16 @@ def as_fix(x: Any) -> Fix:
     if isinstance(x, str):
         return Fix("code", None, x)
     raise ValueError(f"a fix must be a Fix or a string, not {type(x).__name__}")
+
+
+#: what a detector may write as a fix: a `Fix`, or a sentence (a `Msg` or plain text) that
+#: `as_fix` makes a code change; `Finding.fixes` always holds `Fix`es (`as_fixes` converts)
+FixLike: TypeAlias = Fix | str
+
+
+def as_fixes(xs: Iterable[FixLike]) -> list[Fix]:
+    """Fixes as data (`as_fix` of each): what `Finding(fixes=...)` is given, typed as it holds them."""
+    return [as_fix(x) for x in xs]
 
 
 @dataclass

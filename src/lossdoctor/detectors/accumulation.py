@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -73,7 +73,7 @@ def _from_weights(run: Run) -> list[Finding]:
     fixes = _fixes(med, k)
     return [Finding(cause="grad_accum_normalization", symptom=_symptom(med), severity="warning",
                     confidence=0.85 if frac > 0.8 else 0.6, step=int(run.steps[first]),
-                    evidence=evidence, fixes=fixes)]
+                    evidence=evidence, fixes=as_fixes(fixes))]
 
 
 def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
@@ -89,7 +89,7 @@ def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
     evidence: list[str] = [Msg("accum.starts_at_k_chance", start=start, ratio=ratio, chance=float(chance), k=k)]
     return [Finding(cause="grad_accum_normalization", symptom=_symptom(float(k)), severity="warning",
                     confidence=0.55, step=int(run.steps[first]), evidence=evidence,
-                    fixes=_fixes(float(k), k))]
+                    fixes=as_fixes(_fixes(float(k), k)))]
 
 
 def _symptom(weight: float) -> str:
@@ -98,7 +98,7 @@ def _symptom(weight: float) -> str:
     return "oscillation" if weight > 1 else "slow_convergence"
 
 
-def _fixes(weight: float, k: int | None) -> list[str]:
+def _fixes(weight: float, k: int | None) -> list[FixLike]:
     kk = k if k and k > 1 else "k"
     if weight > 1:
         return [Msg("accum.fix_divide", k=kk), Msg("accum.fix_hf_trainer")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -30,11 +30,11 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
         if l0 >= 3 * chance and l0 >= chance + 2:
             ev: list[str] = [Msg("init.loss_above_chance", loss=l0, chance=float(chance), ratio=l0 / chance)]
             init_range = (run.meta.get("model") or {}).get("initializer_range")
-            fixes: list[str] = [Msg("init.fix_small_std")]
+            fixes: list[FixLike] = [Msg("init.fix_small_std")]
             if init_range is not None:
                 ev.append(Msg("init.initializer_range", value=str(init_range)))
             out.append(Finding(cause="bad_init", symptom="divergence", severity="critical", confidence=0.85,
-                               step=int(q.steps[lf[0]]), evidence=ev, fixes=fixes))
+                               step=int(q.steps[lf[0]]), evidence=ev, fixes=as_fixes(fixes)))
     if run.event("batch_nonfinite_detail").get(int(q.steps[0])) is not None:
         return out
     act = run.col("act_absmax")
@@ -47,14 +47,14 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
                 cause="bad_init", symptom="divergence", severity="warning", confidence=0.7,
                 step=int(q.steps[0]), layer=layer if isinstance(layer, str) else None,
                 evidence=[Msg("init.activation_at_step0", layer=str(layer), act=float(act[0]), input=float(src))],
-                fixes=[Msg("init.fix_fan_in")]))
+                fixes=as_fixes([Msg("init.fix_fan_in")])))
     growth = _residual_growth(run)
     if growth is not None and not out:
         first, last, r, s = growth
         out.append(Finding(
             cause="bad_init", symptom="divergence", severity="warning", confidence=0.6, step=s, layer=last,
             evidence=[Msg("init.residual_growth", step=s, ratio=r, first=first, last=last)],
-            fixes=[Msg("init.fix_residual_scaling")]))
+            fixes=as_fixes([Msg("init.fix_residual_scaling")])))
     return out
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .gradients import clip_in_place
@@ -753,11 +753,11 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
     conf = min(CONF_CAP, max(CONF_FLOOR, share))
     batch = sym.step if sym.kind in ("nonfinite", "spike", "jump_stayed") else None
     return Finding(cause=lead, symptom=symptom, severity=severity, confidence=conf, step=sym.step,
-                   batch=batch, rank=run.rank, evidence=ev, fixes=fixes, rule=f"differential.{sym.kind}")
+                   batch=batch, rank=run.rank, evidence=ev, fixes=as_fixes(fixes), rule=f"differential.{sym.kind}")
 
 
-def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[Msg | Fix]:
-    out: list[Msg | Fix] = []
+def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[FixLike]:
+    out: list[FixLike] = []
     if share >= CLEAR_LEAD:
         for key in FIXES.get(lead, ()):
             if key == "clip" and clip_in_place(run) is not None:

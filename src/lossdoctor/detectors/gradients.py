@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector, round_sig
@@ -91,7 +91,7 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
         bad_params = run.event("nonfinite_params").get(s)
         if bad_params:
             ev.append(Msg("grad.first_nonfinite_params", params=[str(n) for n in bad_params[:4]]))
-        fixes: list[str] = [f for f in [clip_fix(q, max(1, lo))] if f]
+        fixes: list[FixLike] = [f for f in [clip_fix(q, max(1, lo))] if f]
         if q.run.has("lr"):
             lr = q.lr[end - 1] if np.isfinite(q.lr[end - 1]) else np.nan
             if np.isfinite(lr):
@@ -107,7 +107,7 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
         never_improved = pre.size > 0 and float(pre.min()) >= 0.8 * q.loss_start and end <= max(50, q.n // 10)
         return [Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",
                         confidence=0.6 if never_improved else 0.85,
-                        step=s, batch=s, layer=layer, evidence=ev, fixes=fixes)]
+                        step=s, batch=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
     # finite: sustained growth with no progress
     n = fin.size
     if n < 40:
@@ -129,7 +129,7 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="grad_explosion", symptom="divergence", severity="warning", confidence=0.6,
                     step=s, evidence=[Msg("grad.median_rose", start=base, end=late_med, step=s,
                                           ratio=late_med / base)],
-                    fixes=fixes)]
+                    fixes=as_fixes(fixes))]
 
 
 def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
@@ -191,7 +191,7 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
         evidence=[Msg("grad.vanishing", first=first_name, grad=g_first, ratio=ratio, last=last_name,
                       n=int(ok_rows.sum())),
                   Msg("common.loss_not_improving")],
-        fixes=[Msg("grad.fix_vanishing_architecture"), Msg("grad.fix_shallower")])]
+        fixes=as_fixes([Msg("grad.fix_vanishing_architecture"), Msg("grad.fix_shallower")]))]
 
 
 def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
@@ -236,9 +236,9 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     interval = run.meta.get("log_interval")
     if isinstance(interval, (int, float)) and interval > 1:
         ev.append(Msg("grad.log_too_coarse", n=int(interval)))
-    fixes: list[str | Fix] = [Msg("grad.fix_log_every_step")]
+    fixes: list[FixLike] = [Msg("grad.fix_log_every_step")]
     c = clip_fix(q, i)
     if c:
         fixes.insert(0, c)
     return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=s,
-                    batch=s, evidence=ev, fixes=fixes, rule="gradients.unexplained_nonfinite")]
+                    batch=s, evidence=ev, fixes=as_fixes(fixes), rule="gradients.unexplained_nonfinite")]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -54,7 +54,7 @@ def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding
         cause="label_mask_empty", symptom="zero_loss" if np.isfinite(loss_i) else "nonfinite",
         severity="critical" if (most or broke) else "warning", confidence=0.95, step=s, batch=s,
         samples=_ids(run, s), evidence=ev,
-        fixes=[Msg("labels.fix_collator_masking"), Msg("labels.fix_truncation")])]
+        fixes=as_fixes([Msg("labels.fix_collator_masking"), Msg("labels.fix_truncation")]))]
 
 
 def _samples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
@@ -73,7 +73,7 @@ def _samples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
         cause="label_mask_empty", symptom="slow_convergence", severity="warning", confidence=0.8,
         step=s, batch=s, samples=_ids(run, s),
         evidence=[Msg("labels.samples_unsupervised", pct=frac * 100)],
-        fixes=[Msg("labels.fix_drop_unsupervised_samples")])]
+        fixes=as_fixes([Msg("labels.fix_drop_unsupervised_samples")]))]
 
 
 def _examples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
@@ -95,7 +95,7 @@ def _examples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(
         cause="label_mask_empty", symptom="slow_convergence", severity="warning" if frac >= 0.05 else "info",
         confidence=0.85, step=s, batch=s, samples=sorted({int(e["row"]) for e in at if "row" in e}) or None,
-        examples=at, evidence=ev, fixes=[Msg("labels.fix_packed_unsupervised")])]
+        examples=at, evidence=ev, fixes=as_fixes([Msg("labels.fix_packed_unsupervised")]))]
 
 
 def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
@@ -113,7 +113,7 @@ def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
                          more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
     return [Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.8,
                     step=s, batch=s, evidence=ev,
-                    fixes=[Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")])]
+                    fixes=as_fixes([Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")]))]
 
 
 def _zero_loss_nonfinite_grad(run: Run, q: Quantities) -> list[Finding]:
@@ -132,7 +132,7 @@ def _zero_loss_nonfinite_grad(run: Run, q: Quantities) -> list[Finding]:
         evidence=[Msg("labels.zero_loss_nonfinite_grad", step=s, grad=float(q.grad_norm[i]),
                       more=Msg("labels.n_steps_like_that", n=n) if n > 1 else "",
                       median=float(np.median(others)))],
-        fixes=[Msg("labels.fix_skip_unsupervised_batches"), Msg("labels.fix_masking_truncation_short")])]
+        fixes=as_fixes([Msg("labels.fix_skip_unsupervised_batches"), Msg("labels.fix_masking_truncation_short")]))]
 
 
 def _zero_loss_from_start(q: Quantities) -> list[Finding]:
@@ -153,7 +153,7 @@ def _zero_loss_from_start(q: Quantities) -> list[Finding]:
         step=int(q.steps[lf[0]]),
         evidence=[Msg("labels.zero_from_start", zeros=int(zeros.sum()), n=int(head.size),
                       grad=Msg("labels.and_grad_zero") if gz.any() else "")],
-        fixes=[Msg("labels.fix_some_labels_not_ignored")])]
+        fixes=as_fixes([Msg("labels.fix_some_labels_not_ignored")]))]
 
 
 #: the loss just before a drop to exactly 0 is at least this: 1000x what a four-decimal log can still
@@ -183,7 +183,7 @@ def _zero_loss_drop(run: Run, q: Quantities) -> list[Finding]:
         cause="label_mask_empty", symptom="zero_loss", severity="critical", confidence=0.5, step=s, batch=s,
         evidence=[Msg("labels.zero_drop", before=float(q.loss[lf[start - 1]]), s0=int(q.steps[lf[start - 1]]),
                       step=s, n=len(zero) - start)],
-        fixes=[Msg("labels.fix_zero_drop_log_grad"), Msg("labels.fix_some_labels_not_ignored")])]
+        fixes=as_fixes([Msg("labels.fix_zero_drop_log_grad"), Msg("labels.fix_some_labels_not_ignored")]))]
 
 
 def _ids(run: Run, s: int) -> list[int] | None:
@@ -206,7 +206,7 @@ def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.7,
                     step=int(q.steps[i]), batch=int(q.steps[i]),
                     evidence=[Msg("labels.leak", pct=float(np.median(v)) * 100)],
-                    fixes=[Msg("labels.fix_mask_prompt")])]
+                    fixes=as_fixes([Msg("labels.fix_mask_prompt")]))]
 
 
 def _ignored_beyond_packing(run: Run) -> np.ndarray:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, as_fixes
 from ..messages import Msg
 from ..records import Run
 from ..sources.metadata import optimizer_family
@@ -182,7 +182,8 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     lr, more = _lr_reached(q, max(q.first_bad, 5))
     return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
                     step=int(q.steps[0] if s is None else s), evidence=ev + more,
-                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)])]
+                    fixes=as_fixes([_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1, adam=_adam(q)),
+                                    _warmup_fix(run, q)]))]
 
 
 def _lr_reached(q: Quantities, i: int) -> tuple[float | None, list[str]]:
@@ -231,7 +232,8 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     lr, more = _lr_reached(q, max(j, 5))
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
                     confidence=0.8, step=int(q.steps[onset]), evidence=ev + more,
-                    fixes=[_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)])]
+                    fixes=as_fixes([_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1, adam=_adam(q)),
+                                    _warmup_fix(run, q)]))]
 
 
 def _climb_onset(q: Quantities, j: int, first_loss: float) -> int:
@@ -292,8 +294,9 @@ def _blown_update(run: Run, q: Quantities) -> list[Finding]:
     if np.isfinite(act[:1]).any() and np.isfinite(act).any() and float(np.nanmax(act)) > 100 * float(act[0]):
         ev.append(Msg("lr.high.activations_grew", a=float(act[0]), b=float(np.nanmax(act))))
     return [Finding(cause="lr_too_high", symptom="plateau", severity="critical", confidence=0.8,
-                    step=s, evidence=ev, fixes=[_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01, adam=_adam(q)),
-                                                 _warmup_fix(run, q)])]
+                    step=s, evidence=ev,
+                    fixes=as_fixes([_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01, adam=_adam(q)),
+                                    _warmup_fix(run, q)]))]
 
 
 def _oscillation(run: Run, q: Quantities) -> list[Finding]:
@@ -442,7 +445,7 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
             return []
         return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
                         step=int(q.steps[idx[0]]), evidence=[Msg("lr.schedule.all_zero")],
-                        fixes=[Msg("lr.schedule.fix_all_zero")])]
+                        fixes=as_fixes([Msg("lr.schedule.fix_all_zero")]))]
     out = _staircase_warmup(q, idx, x) + _cosine_restart(run, q, idx, x)
     # an LR back at its peak in one step is what a warm restart (SGDR) or a cycle does on purpose
     cyclic = restarts_on_purpose(run) or _periodic_restarts(q, idx, x)
@@ -478,7 +481,7 @@ def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Fin
         cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.75, step=s,
         evidence=[Msg("lr.schedule.staircase", n=int(ch.size), k=k, a=float(rise[ch[0]]),
                       b=float(rise[ch[0] + 1]), s=s)],
-        fixes=[Msg("lr.schedule.fix_staircase")])]
+        fixes=as_fixes([Msg("lr.schedule.fix_staircase")]))]
 
 
 def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -506,7 +509,7 @@ def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> 
         cause="lr_schedule_error", symptom="divergence", severity="warning", confidence=0.8, step=s,
         evidence=[Msg("lr.schedule.cosine_restart", peak=float(running_peak[d0]), low=float(x[tmin]),
                       s_min=s_min, back=float(x[j]), s=s, period=period, total=total)],
-        fixes=[Msg("lr.schedule.fix_cosine", total=total)])]
+        fixes=as_fixes([Msg("lr.schedule.fix_cosine", total=total)]))]
 
 
 def _periodic_restarts(q: Quantities, idx: np.ndarray, x: np.ndarray) -> bool:
@@ -543,7 +546,7 @@ def _one_step_rise(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Findin
     return [Finding(
         cause="lr_schedule_error", symptom="spike", severity="warning", confidence=0.7, step=s,
         evidence=[Msg("lr.schedule.one_step_rise", x=float(r[big[0]]), a=float(x[j - 1]), b=float(x[j]), s=s)],
-        fixes=[Msg("lr.schedule.fix_one_step_rise")])]
+        fixes=as_fixes([Msg("lr.schedule.fix_one_step_rise")]))]
 
 
 def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -555,7 +558,7 @@ def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Findin
     return [Finding(
         cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.7, step=s,
         evidence=[Msg("lr.schedule.stuck_zero", n=int(zero.size), s=s)],
-        fixes=[Msg("lr.schedule.fix_stuck_zero")])]
+        fixes=as_fixes([Msg("lr.schedule.fix_stuck_zero")]))]
 
 
 def _another_group_trains(run: Run) -> bool:

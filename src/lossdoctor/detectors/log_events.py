@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .quantities import Quantities
@@ -74,7 +74,7 @@ OP_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 def events_of(run: Run, kinds: tuple[str, ...], upto_step: int | None = None) -> list[tuple[int, dict[str, Any]]]:
     """(step, event) of the text events of `kinds`, in step order (at or before `upto_step`)."""
-    out = []
+    out: list[tuple[int, dict[str, Any]]] = []
     for s, items in run.event("text_events").items():
         if upto_step is not None and s > upto_step or not isinstance(items, list):
             continue
@@ -200,7 +200,7 @@ def _labels_dropped(run: Run, findings: list[Finding]) -> None:
     findings.append(Finding(
         cause="label_mask_empty", symptom="slow_convergence", severity=sev, confidence=0.6, step=first,
         evidence=[Msg("events.labels_dropped", n=len(hits), steps=len(steps), first=first, text=e.get("text", ""))],
-        fixes=[Msg("events.fix.response_template"), Msg("diff.fix.count_labels")]))
+        fixes=as_fixes([Msg("events.fix.response_template"), Msg("diff.fix.count_labels")])))
 
 
 def _op_on_nonfinite(run: Run, findings: list[Finding]) -> None:
@@ -226,7 +226,7 @@ def _resume_split(run: Run, q: Quantities, findings: list[Finding], notes: list[
     keep = []
     for f in findings:
         if f.symptom == "spike" and f.step is not None and f.severity in ("warning", "critical"):
-            row = int(min(np.searchsorted(q.steps, f.step), q.n - 1))
+            row = min(int(np.searchsorted(q.steps, f.step)), q.n - 1)
             r = resume_before(run, q, row)
             if r is not None:
                 notes.append(Msg("events.resume_split", step=f.step, resume=r, cause=f.cause))
@@ -247,7 +247,7 @@ def _cap_unseparated(findings: list[Finding]) -> None:
         if "diff.ranked" not in keys and not any(k.startswith("diff.what.") for k in keys):
             continue
         ranked = next((m for m in f.evidence if getattr(m, "key", None) == "diff.ranked"), None)
-        share = ranked.values.get("p1") if ranked is not None else None
+        share = ranked.values.get("p1") if isinstance(ranked, Msg) else None  # what has a key is a Msg
         if not any(not k.startswith(_NOT_FOR) for k in keys) and isinstance(share, float) \
                 and share < LIMITS.unseparated_share:
             f.confidence = min(f.confidence, LIMITS.unseparated_conf)

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -126,7 +126,7 @@ def grad_not_zeroed(run: Run, q: Quantities) -> list[Finding]:
         evidence.append(growth)
     return [Finding(cause="grad_not_zeroed", symptom=_symptom(q), severity=severity, confidence=conf,
                     step=first, evidence=evidence,
-                    fixes=[Msg("bugs.stale.fix"), Msg("bugs.stale.lr_not_the_fix")])]
+                    fixes=as_fixes([Msg("bugs.stale.fix"), Msg("bugs.stale.lr_not_the_fix")]))]
 
 
 def _norm_growth(run: Run, q: Quantities) -> Msg | None:
@@ -193,7 +193,7 @@ def softmax_before_loss(run: Run, q: Quantities) -> list[Finding]:
         Msg("bugs.softmax.floor", floor=floor, k=classes, chance=chance, best=best, end=end)]
     return [Finding(cause="softmax_before_loss", symptom="plateau", severity="warning", confidence=0.9,
                     step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=[Msg("bugs.softmax.fix"), Msg("bugs.softmax.fix_nll")])]
+                    fixes=as_fixes([Msg("bugs.softmax.fix"), Msg("bugs.softmax.fix_nll")]))]
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,7 @@ def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
     if kind not in ("nothing", "slowly", "stalled"):
         return []
     evidence: list[str] = []
-    fixes: list[str] = []
+    fixes: list[FixLike] = []
     if trainable / total < FROZEN.trainable_share:
         evidence.append(Msg("bugs.frozen.few_trainable", trainable=trainable, total=total,
                             pct=100 * trainable / total))
@@ -240,7 +240,7 @@ def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
     y = q.loss[lf]
     evidence.append(Msg("bugs.frozen.loss_flat", first=float(y[0]), last=float(y[-1]), pct=100 * max(0.0, fall)))
     return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.8,
-                    step=int(run.steps[lf[0]]), evidence=evidence, fixes=fixes)]
+                    step=int(run.steps[lf[0]]), evidence=evidence, fixes=as_fixes(fixes))]
 
 
 @dataclass(frozen=True)
@@ -282,7 +282,7 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
         evidence.append(Msg("bugs.warmup.would_reach", peak=peak, step=would, n=n, x=would / n))
     return [Finding(cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.8,
                     step=int(q.steps[idx[0]]), evidence=evidence,
-                    fixes=[Msg("bugs.warmup.fix_units"), Msg("bugs.warmup.fix_hf")])]
+                    fixes=as_fixes([Msg("bugs.warmup.fix_units"), Msg("bugs.warmup.fix_hf")]))]
 
 
 def _configured_warmup(run: Run) -> int:
@@ -341,7 +341,7 @@ def unshuffled_data(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="unshuffled_data", symptom="spike" if jump is not None else "oscillation",
                     severity="warning", confidence=0.9,
                     step=int(run.steps[jump[0] if jump is not None else change[0]]), evidence=evidence,
-                    fixes=[Msg("bugs.unshuffled.fix"), Msg("bugs.unshuffled.fix_hf")])]
+                    fixes=as_fixes([Msg("bugs.unshuffled.fix"), Msg("bugs.unshuffled.fix_hf")]))]
 
 
 def _worst_jump(q: Quantities, change: np.ndarray) -> tuple[int, Msg] | None:
@@ -396,7 +396,7 @@ def labels_not_shifted(run: Run, q: Quantities) -> list[Finding]:
                            Msg("bugs.copy.loss", end=end, chance=float(chance), pct=100 * end / chance)]
     return [Finding(cause="labels_not_shifted", symptom="zero_loss", severity="critical", confidence=0.9,
                     step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=[Msg("bugs.copy.fix_shift"), Msg("bugs.copy.fix_hf")])]
+                    fixes=as_fixes([Msg("bugs.copy.fix_shift"), Msg("bugs.copy.fix_hf")]))]
 
 
 @dataclass(frozen=True)
@@ -422,7 +422,7 @@ def eval_mode_training(run: Run, q: Quantities) -> list[Finding]:
     first = int(run.steps[ev[0]])
     return [Finding(cause="eval_mode_training", symptom="slow_convergence", severity="warning", confidence=0.9,
                     step=first, evidence=[Msg("bugs.eval.seen", n=int(ev.size), of=int(idx.size), first=first)],
-                    fixes=[Msg("bugs.eval.fix")])]
+                    fixes=as_fixes([Msg("bugs.eval.fix")]))]
 
 
 @dataclass(frozen=True)
@@ -453,7 +453,7 @@ def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
                            Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])),
                                var=float(np.median(var[tail])), r=r)]
     return [Finding(cause="loss_broadcast", symptom="plateau", severity="warning", confidence=0.85,
-                    step=int(run.steps[idx[0]]), evidence=evidence, fixes=[Msg("bugs.broadcast.fix")])]
+                    step=int(run.steps[idx[0]]), evidence=evidence, fixes=as_fixes([Msg("bugs.broadcast.fix")]))]
 
 
 @dataclass(frozen=True)
@@ -497,4 +497,4 @@ def grad_clip_too_tight(run: Run, q: Quantities) -> list[Finding]:
                                norm=float(np.median(gn[idx])), x=float(1 / np.median(ratio)))]
     return [Finding(cause="grad_clip_too_tight", symptom="slow_convergence", severity="warning", confidence=0.85,
                     step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=[Msg("bugs.clip.fix", p95=p95, now=max_norm)])]
+                    fixes=as_fixes([Msg("bugs.clip.fix", p95=p95, now=max_norm)]))]

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -121,7 +121,7 @@ def labels_misaligned(run: Run, q: Quantities) -> list[Finding]:
         Msg("wiring.misaligned.updates", u=float(np.median(u)))]
     return [Finding(cause="labels_misaligned", symptom="plateau", severity="warning", confidence=0.75,
                     step=int(run.steps[lf[0]]), evidence=evidence,
-                    fixes=[Msg("wiring.misaligned.fix_one_loader"), Msg("wiring.misaligned.fix_check")])]
+                    fixes=as_fixes([Msg("wiring.misaligned.fix_one_loader"), Msg("wiring.misaligned.fix_check")]))]
 
 
 @dataclass(frozen=True)
@@ -172,7 +172,7 @@ def sigmoid_before_bce(run: Run, q: Quantities) -> list[Finding]:
         Msg("wiring.sigmoid.floor", floor=SIGMOID_FLOOR, best=best, end=end)]
     return [Finding(cause="softmax_before_loss", symptom="plateau", severity="warning", confidence=0.85,
                     step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=[Msg("wiring.sigmoid.fix"), Msg("wiring.sigmoid.fix_bce")])]
+                    fixes=as_fixes([Msg("wiring.sigmoid.fix"), Msg("wiring.sigmoid.fix_bce")]))]
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
     severity, conf, symptom = ("critical", 0.9, "divergence") if negative else ("warning", 0.85, "plateau")
     return [Finding(cause="wrong_loss", symptom=symptom, severity=severity, confidence=conf,
                     step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=[Msg("wiring.wrong_loss.fix", k=k), Msg("wiring.wrong_loss.fix_regression")])]
+                    fixes=as_fixes([Msg("wiring.wrong_loss.fix", k=k), Msg("wiring.wrong_loss.fix_regression")]))]
 
 
 @dataclass(frozen=True)
@@ -256,7 +256,7 @@ def param_group_lr_zero(run: Run, q: Quantities) -> list[Finding]:
     if not zero or not others:
         return []
     total = sum(s for s in sizes if isinstance(s, int)) if len(sizes) == lrs.shape[1] else 0
-    n = sum(sizes[i] for i in zero if isinstance(sizes[i], int)) if total else 0
+    n = sum(s for s in (sizes[i] for i in zero) if isinstance(s, int)) if total else 0
     if total and n < ZERO_LR.min_share * total:
         return []
     other_lr = float(np.median(lrs[:, others[0]]))
@@ -266,8 +266,8 @@ def param_group_lr_zero(run: Run, q: Quantities) -> list[Finding]:
         evidence.append(Msg("wiring.zero_lr.params", n=n, total=total, pct=100 * n / total))
     return [Finding(cause="frozen_model", symptom="stall", severity="warning", confidence=0.85,
                     step=int(min(run.events["lr_groups"])), evidence=evidence,
-                    fixes=[Msg("wiring.zero_lr.fix", lr=other_lr / 10, other=other_lr),
-                           Msg("wiring.zero_lr.fix_freeze")])]
+                    fixes=as_fixes([Msg("wiring.zero_lr.fix", lr=other_lr / 10, other=other_lr),
+                                    Msg("wiring.zero_lr.fix_freeze")]))]
 
 
 @dataclass(frozen=True)
@@ -300,4 +300,4 @@ def batchnorm_batch_of_one(run: Run, q: Quantities) -> list[Finding]:
     typical = int(np.median(bs[seen])) if seen.size else 0
     return [Finding(cause="batchnorm_batch_of_one", symptom="spike", severity="warning", confidence=0.9,
                     step=int(run.steps[hit[0]]), evidence=evidence,
-                    fixes=[Msg("wiring.bn1.fix_drop_last", typical=typical), Msg("wiring.bn1.fix_norm")])]
+                    fixes=as_fixes([Msg("wiring.bn1.fix_drop_last", typical=typical), Msg("wiring.bn1.fix_norm")]))]

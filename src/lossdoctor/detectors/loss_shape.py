@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -36,7 +36,7 @@ def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
         & (base < 0.9 * start) & ((loss - base) >= 0.2 * (start - base))
 
 
-def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[str]:
+def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[FixLike]:
     """The fix that fits the spike. A one-off that recovered is a data window the model could not
     digest: skip it (PaLM and OLMo rewind to a checkpoint before the spike and skip the batches
     around it); cutting the LR would slow the whole run for one bad window, so it is never advised.
@@ -122,7 +122,7 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         ev.append(Msg("spike.steps_in_incident", n=len(group)))
     if n_incidents > 1:
         ev.append(Msg("spike.incidents", n=n_incidents))
-    fixes: list[str] = []
+    fixes: list[FixLike] = []
     ia = run.col("input_absmax")
     if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= 3:
         m = float(np.nanmedian(ia[max(0, i - w):i]))
@@ -148,7 +148,7 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         ev.append(Msg("scalars.spike.one_off"))
     return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                    severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
-                   evidence=ev, fixes=fixes)
+                   evidence=ev, fixes=as_fixes(fixes))
 
 
 @detector("noisy_data", needs=("loss", "grad_norm"))
@@ -206,4 +206,4 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
         ev.append(Msg("noisy.chance", c=float(chance)))
     return [Finding(cause="noisy_data", symptom="plateau", severity="warning", confidence=0.45,
                     step=int(q.steps[lf[h]]), evidence=ev,
-                    fixes=[Msg("noisy.fix.audit"), Msg("noisy.fix.smoothing")])]
+                    fixes=as_fixes([Msg("noisy.fix.audit"), Msg("noisy.fix.smoothing")]))]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -68,7 +68,7 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
                 evidence=[Msg("nonfinite.batch_absurd", step=s, absmax=float(a[i]),
                               ratio=float(a[i] / max(med, 1e-12)), median=med),
                           Msg("nonfinite.broke_at_that_step")],
-                fixes=[Msg("nonfinite.fix_inspect_batch")]))
+                fixes=as_fixes([Msg("nonfinite.fix_inspect_batch")])))
     return out
 
 
@@ -118,7 +118,7 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
     return Finding(
         cause="nonfinite_data", symptom="nonfinite", severity="critical" if critical else "warning",
         confidence=0.95 if critical else 0.7, step=s, batch=s, samples=samples, evidence=ev,
-        fixes=[Msg("nonfinite.fix_drop_samples", keys=keys)],
+        fixes=as_fixes([Msg("nonfinite.fix_drop_samples", keys=keys)]),
         examples=[{k: e[k] for k in ("key", "row", "example", "start", "end") if k in e} for e in packed] or None)
 
 
@@ -179,7 +179,7 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         if sc.size:
             ev.append(Msg("nonfinite.scaler_after_overflow", skipped=n_skip, n=q.n - i, start=float(sc[0]),
                           end=float(sc.min())))
-    fixes: list[str] = []
+    fixes: list[FixLike] = []
     if overflow:
         fixes.append(Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer=layer), module=layer))
         fixes.append(Msg("nonfinite.fix_normalise_activations"))
@@ -187,7 +187,7 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         fixes.append(Msg("nonfinite.fix_find_nan_op", layer=layer))
     return [Finding(cause="activation_overflow", symptom="nonfinite", severity="critical",
                     confidence=0.85 if overflow else 0.6, step=s, batch=s, layer=layer, evidence=ev,
-                    fixes=fixes)]
+                    fixes=as_fixes(fixes))]
 
 
 def _wide_dtype(frac: np.ndarray) -> bool:
@@ -231,7 +231,7 @@ def activation_near_overflow(run: Run, q: Quantities) -> list[Finding]:
                     step=s, layer=layer if isinstance(layer, str) else None,
                     evidence=[Msg("nonfinite.activation_near_max", step=s, absmax=float(absmax),
                                   pct=float(frac[i]) * 100)],
-                    fixes=[Msg("nonfinite.fix_layer_fp32")])]
+                    fixes=as_fixes([Msg("nonfinite.fix_layer_fp32")]))]
 
 
 @detector("attention_overflow", needs=("fwd_first_nonfinite",))
@@ -248,7 +248,7 @@ def attention_overflow(run: Run, q: Quantities) -> list[Finding]:
         return []
     empty = run.event("mask_empty_sample_ids").get(s)
     ev: list[str] = [Msg("nonfinite.attention_became", step=s, layer=layer, value=_value(e))]
-    fixes: list[str] = []
+    fixes: list[FixLike] = []
     if empty:
         ev.append(Msg("nonfinite.empty_attention_mask", samples=str(list(empty)[:16])))
         fixes.append(Msg("nonfinite.fix_drop_empty_sequences"))
@@ -260,4 +260,4 @@ def attention_overflow(run: Run, q: Quantities) -> list[Finding]:
     fixes.append(Msg("nonfinite.fix_replay"))
     return [Finding(cause="attention_overflow", symptom="nonfinite", severity="critical",
                     confidence=0.9 if empty else 0.8, step=s, batch=s, layer=layer,
-                    samples=[int(x) for x in empty] if empty else None, evidence=ev, fixes=fixes)]
+                    samples=[int(x) for x in empty] if empty else None, evidence=ev, fixes=as_fixes(fixes))]

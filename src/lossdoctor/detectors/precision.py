@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -65,7 +65,7 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     lo, hi = pattern.longest
     ev.append(Msg("precision.skipped_steps", skipped=int(q.skipped.sum()), n=q.n, longest=pattern.longest_len,
                   first=int(q.steps[lo]), last=int(q.steps[hi - 1])))
-    fixes: list[str] = []
+    fixes: list[FixLike] = []
     streak_end = int(q.steps[min(q.n - 1, hi if not pattern.ongoing else q.n - 1)])
     layer = _overflow_source(run, s, streak_end, ev, fixes)
     floor = _scale_floor(run)
@@ -75,9 +75,9 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     if not pattern.ongoing and not pattern.below_one:
         fixes = _ended_streak(run, pattern, fin_scale, ev) + fixes
         return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning",
-                        confidence=0.7, step=s, layer=layer, evidence=ev, fixes=fixes)]
+                        confidence=0.7, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
     return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",
-                    confidence=0.9, step=s, layer=layer, evidence=ev, fixes=fixes)]
+                    confidence=0.9, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
 
 
 def _scale_floor(run: Run) -> tuple[int, Msg] | None:
@@ -107,10 +107,10 @@ def loss_scale_floor(run: Run, q: Quantities) -> list[Finding]:
     if overflows:
         ev.append(Msg("precision.overflow_lines", n=len(overflows), first=overflows[0]))
     clip = clip_in_place(run)
-    fixes: list[str] = [Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip) if clip is not None
+    fixes: list[FixLike] = [Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip) if clip is not None
                         else Msg("precision.fix_gradients_overflow_fp16")]
     return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.85,
-                    step=overflows[0] if overflows else step, evidence=ev, fixes=fixes)]
+                    step=overflows[0] if overflows else step, evidence=ev, fixes=as_fixes(fixes))]
 
 
 def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:
@@ -141,7 +141,7 @@ def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:
                        ongoing=ongoing, start=int(start))
 
 
-def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: list[str]) -> str | None:
+def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: list[FixLike]) -> str | None:
     """Where the overflow that makes the scaler skip comes from, when the monitor saw it: the
     forward pass (no scale helps), or an op inside a module's backward. Adds the evidence and the
     fixes; returns the layer to name."""
@@ -171,7 +171,7 @@ def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: li
     return layer
 
 
-def _unnormalised_inputs(run: Run, ev: list[str], fixes: list[str]) -> None:
+def _unnormalised_inputs(run: Run, ev: list[str], fixes: list[FixLike]) -> None:
     """Inputs far beyond unit scale overflow fp16 in the first layer: said first among the fixes."""
     ia = run.col("input_absmax")
     if np.isfinite(ia).any() and float(np.nanmedian(ia)) > 1e3:
@@ -179,7 +179,7 @@ def _unnormalised_inputs(run: Run, ev: list[str], fixes: list[str]) -> None:
         fixes.insert(0, Msg("precision.fix_normalise_inputs"))
 
 
-def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: list[str]) -> list[str]:
+def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: list[str]) -> list[FixLike]:
     """A streak that ended (a warning): GradScaler backing off from an absurd initial scale, or
     lost updates. Adds the evidence; returns the fixes to put first."""
     init = float((run.meta.get("scaler", {}) or {}).get("init_scale", float("nan")))
@@ -220,7 +220,7 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             out.append(Finding(
                 cause="precision_stall", symptom="stall", severity="critical" if med >= 0.9 else "warning",
                 confidence=0.85, step=int(q.steps[i]), evidence=ev,
-                fixes=[Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")]))
+                fixes=as_fixes([Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")])))
     ed = run.col("eps_dominated")
     edv = ed[np.isfinite(ed)]
     if edv.size >= 3 and float(np.median(edv)) >= 0.9 and _stalled(q):
@@ -238,7 +238,7 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             cause="precision_stall", symptom="plateau", severity="warning", confidence=0.75,
             step=int(q.steps[q.finite_loss[0]]),
             evidence=[Msg("precision.bf16_loss_grid", on=grid[1], n=grid[2])],
-            fixes=[Msg("precision.fix_loss_in_fp32")]))
+            fixes=as_fixes([Msg("precision.fix_loss_in_fp32")])))
     return out
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..findings import Finding
+from ..findings import Finding, FixLike, as_fixes
 from ..messages import Msg, round_sig
 from ..records import Run
 from .base import detector
@@ -78,7 +78,7 @@ def _nonfinite_logps(run: Run) -> Finding | None:
         ev.append(Msg("pref.loss_was_finite", loss=float(prior[-1])))
     ev.append(Msg("pref.logps_nonfinite_why"))
     return Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.75,
-                   step=int(run.steps[i]), evidence=ev, fixes=_truncation_fixes(fw))
+                   step=int(run.steps[i]), evidence=ev, fixes=as_fixes(_truncation_fixes(fw)))
 
 
 def _overoptimised(run: Run) -> Finding | None:
@@ -105,10 +105,10 @@ def _overoptimised(run: Run) -> Finding | None:
     if loss.size >= tail:
         ev.append(Msg("pref.loss_near_zero", loss=float(np.median(loss[-tail:]))))
     fw = _framework(run)
-    fixes: list[str] = [_lower_lr_fix(run, fw), _beta_fix(fw), Msg("pref.fix_ipo")]
+    fixes: list[FixLike] = [_lower_lr_fix(run, fw), _beta_fix(fw), Msg("pref.fix_ipo")]
     fixes.append(Msg("pref.fix_stop_early", step=onset))
     return Finding(cause="reward_overoptimization", symptom="divergence", severity="warning", confidence=0.7,
-                   step=onset, evidence=ev, fixes=fixes)
+                   step=onset, evidence=ev, fixes=as_fixes(fixes))
 
 
 def _displaced(run: Run) -> Finding | None:
@@ -137,7 +137,7 @@ def _displaced(run: Run) -> Finding | None:
     ev.append(Msg("pref.displacement_why"))
     fw = _framework(run)
     return Finding(cause="likelihood_displacement", symptom="divergence", severity="warning", confidence=0.65,
-                   step=step, evidence=ev, fixes=[_nll_fix(fw), _lower_lr_fix(run, fw)])
+                   step=step, evidence=ev, fixes=as_fixes([_nll_fix(fw), _lower_lr_fix(run, fw)]))
 
 
 def _stuck_at_ln2(run: Run) -> Finding | None:
@@ -164,29 +164,29 @@ def _stuck_at_ln2(run: Run) -> Finding | None:
     elif m.size:
         ev.append(Msg("pref.margins_tiny", m=float(np.max(np.abs(m)))))
     if frozen:
-        fixes: list[str] = []
+        fixes: list[FixLike] = []
         if lr_max == 0.0:
             ev.append(Msg("pref.lr_zero"))
             fixes.append(Msg("pref.fix_lr_zero"))
         fixes.append(Msg("pref.fix_frozen"))
         return Finding(cause="frozen_model", symptom="plateau", severity="critical", confidence=0.8,
-                       step=int(steps[0]), evidence=ev, fixes=fixes)
+                       step=int(steps[0]), evidence=ev, fixes=as_fixes(fixes))
     fixes = [Msg("pref.fix_raise_lr", lr=lr_max, new=round_sig(lr_max * 10)) if lr_max
              else Msg("pref.fix_raise_lr_unknown"), Msg("pref.fix_frozen")]
     # DPO's loss at ln 2 with zero margins says more than a flat loss does: it wins the tie
     return Finding(cause="lr_too_low", symptom="plateau", severity="warning", confidence=0.8,
-                   step=int(steps[0]), evidence=ev, fixes=fixes)
+                   step=int(steps[0]), evidence=ev, fixes=as_fixes(fixes))
 
 
 # --- fixes in the words of the TRL that ran ------------------------------------------------------------
 
-def _truncation_fixes(fw: dict[str, Any]) -> list[str]:
+def _truncation_fixes(fw: dict[str, Any]) -> list[FixLike]:
     version = _trl_version(fw)
     max_length = fw.get("max_length")
     length = Msg("pref.fix_max_length", n=int(max_length), new=int(max_length) * 2) \
         if isinstance(max_length, int) and not isinstance(max_length, bool) and max_length > 0 \
         else Msg("pref.fix_max_length_unknown")
-    fixes: list[str] = [length]
+    fixes: list[FixLike] = [length]
     if version is not None and version < (1, 0):
         fixes.append(Msg("pref.fix_prompt_length_old"))
     fixes.append(Msg("pref.fix_drop_empty"))

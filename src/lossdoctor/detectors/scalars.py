@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -151,7 +151,7 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
         return []
     cause, conf, said, fixes = judged
     return [Finding(cause=cause, symptom="plateau" if f.chance or f.constant else "slow_convergence",
-                    severity="warning", confidence=conf, step=s0, evidence=ev + said, fixes=fixes)]
+                    severity="warning", confidence=conf, step=s0, evidence=ev + said, fixes=as_fixes(fixes))]
 
 
 @dataclass
@@ -296,7 +296,7 @@ def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     ev.append(Msg("scalars.sudden_nan.differential", step=s))
     return [Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=conf,
                     step=s, batch=s, evidence=ev,
-                    fixes=[Msg("scalars.sudden_nan.fix_batch", step=s), Msg("scalars.sudden_nan.fix_watch")])]
+                    fixes=as_fixes([Msg("scalars.sudden_nan.fix_batch", step=s), Msg("scalars.sudden_nan.fix_watch")]))]
 
 
 def _has_direct_evidence(run: Run) -> bool:
@@ -335,7 +335,7 @@ def accumulating_grads(run: Run, q: Quantities) -> list[Finding]:
                                   ratio=sixths[-1] / sixths[0], corr=corr),
                               Msg("scalars.accumulating.loss", first=first, last=last),
                               Msg("scalars.accumulating.why")],
-                    fixes=[Msg("scalars.accumulating.fix_optimizer")])]
+                    fixes=as_fixes([Msg("scalars.accumulating.fix_optimizer")]))]
 
 
 def progress_kind(x: np.ndarray) -> tuple[str, float, float]:
@@ -394,7 +394,8 @@ def slow_learning(run: Run, q: Quantities) -> list[Finding]:
     elif 0 < lr <= TINY_LR:
         ev.append(Msg("scalars.slow.tiny_lr", lr=lr))
     return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.6,
-                    step=int(q.steps[lf[0]]), evidence=ev, fixes=[Msg("scalars.flat.fix_raise_usual", lr=lr)])]
+                    step=int(q.steps[lf[0]]), evidence=ev,
+                    fixes=as_fixes([Msg("scalars.flat.fix_raise_usual", lr=lr)]))]
 
 
 @detector("skipped_updates", needs=("loss", "grad_norm"))
@@ -414,7 +415,7 @@ def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
     s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
     ev: list[str] = [Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
                      Msg("scalars.skipped.why")]
-    fixes: list[str] = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
+    fixes: list[FixLike] = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
     if frac >= 0.5:
         ev.append(Msg("scalars.skipped.most", frac=frac))
         severity, symptom, conf = "warning", "stall", 0.5
@@ -423,7 +424,7 @@ def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
     else:
         severity, symptom, conf = "info", "skipped_steps", 0.4
     return [Finding(cause="loss_scale_collapse", symptom=symptom, severity=severity, confidence=conf,
-                    step=s0, evidence=ev, fixes=fixes)]
+                    step=s0, evidence=ev, fixes=as_fixes(fixes))]
 
 
 @detector("grad_surge", needs=("loss", "grad_norm"))
@@ -474,7 +475,7 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
                  Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3) if np.isfinite(lr[j])
                  else Msg("scalars.surge.fix_lr_qk")]
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
-                        step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=fixes)]
+                        step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=as_fixes(fixes))]
     return _transient_surge(q, rows, g, transient) if transient else []
 
 
@@ -504,9 +505,10 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     ev: list[str] = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
                      else Msg("scalars.surge.jumped", **jump),
                      Msg("scalars.surge.survived")]
-    fixes: list[str] = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip), Msg("scalars.surge.fix_find_batch")]
+    fixes: list[FixLike] = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip),
+                            Msg("scalars.surge.fix_find_batch")]
     return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
-                    step=int(q.steps[rows[j]]), evidence=ev, fixes=fixes)]
+                    step=int(q.steps[rows[j]]), evidence=ev, fixes=as_fixes(fixes))]
 
 
 #: the rule of `lr_rise_divergence`'s finding: the divergence it dates explains the later "spikes"
@@ -561,9 +563,9 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
                     step=s_turn, evidence=ev,
                     rule=RUNAWAY_LR,
-                    fixes=[Fix.lr(Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3), to=lr_best / 3,
-                                  now=lr_best),
-                           Msg("scalars.runaway.fix_range_test")])]
+                    fixes=as_fixes([Fix.lr(Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3), to=lr_best / 3,
+                                           now=lr_best),
+                                    Msg("scalars.runaway.fix_range_test")]))]
 
 
 @detector("short_spike", needs=("loss",))
@@ -612,7 +614,7 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
     ev.append(Msg("scalars.spike.short_log", n=int(n)))
     return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                     severity="warning" if recovered else "critical", confidence=0.6, step=s, batch=s,
-                    evidence=ev, fixes=spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1))]
+                    evidence=ev, fixes=as_fixes(spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1)))]
 
 
 @detector("lr_collapse", needs=("loss", "lr"))
@@ -651,7 +653,7 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
                     evidence=[Msg("scalars.lr_collapse.fell", peak=peak, lr=float(lr[c]), s=s,
                                   x=float(lr[c]) / peak, pct=100 * s / total, total=total, end=float(x[-1])),
                               Msg("scalars.lr_collapse.since", then=then, last=last)],
-                    fixes=[Msg("scalars.lr_collapse.fix_cadence"), Msg("scalars.lr_collapse.fix_decay")])]
+                    fixes=as_fixes([Msg("scalars.lr_collapse.fix_cadence"), Msg("scalars.lr_collapse.fix_decay")]))]
 
 
 @detector("jump_then_stuck", needs=("loss",))
@@ -684,7 +686,7 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     ev: list[str] = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
                      Msg("scalars.jump.never_below", n=int(x.size), last=last)]
     lr, _ = _lr_reached(q, lf)
-    fixes: list[str] = [Msg("scalars.jump.fix")]
+    fixes: list[FixLike] = [Msg("scalars.jump.fix")]
     if lr is not None and lr > 0:
         # the optimizer unknown: say what an LR this size would mean for the common one (when the
         # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
@@ -693,7 +695,7 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
         fixes = [Fix.lr(Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10),
                         to=lr / 10, now=lr)]
     return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
-                    evidence=ev, fixes=fixes)]
+                    evidence=ev, fixes=as_fixes(fixes))]
 
 
 def _has_watch_records(run: Run) -> bool:

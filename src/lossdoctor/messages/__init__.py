@@ -30,7 +30,7 @@ import re
 import string
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 LANGS = ("en", "zh")
 
@@ -188,7 +188,13 @@ def _from_json(v: Any) -> Any:
     return v
 
 
-def say(text: str, lang: str) -> str:
+class Renders(Protocol):
+    """What renders itself in a language: a fix (`findings.Fix`, a layer above this one)."""
+
+    def render(self, lang: str) -> str: ...
+
+
+def say(text: str | Renders, lang: str) -> str:
     """A sentence of a finding or a note in `lang`: a message is rendered in it; a plain string (a
     reader's note quoting the log, a report read back from JSON written before messages) is shown
     as it is. A fix (`findings.Fix`) is its sentence."""
@@ -196,7 +202,8 @@ def say(text: str, lang: str) -> str:
         return text.render(lang)
     if not isinstance(text, str) and callable(getattr(text, "render", None)):
         return text.render(lang)
-    return text
+    kept: Any = text  # a string, or what a caller passed that is neither: given back as it is
+    return kept
 
 
 #: what never reaches a terminal or a document raw: C0 controls (a newline and a tab are kept where

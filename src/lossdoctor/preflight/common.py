@@ -9,12 +9,13 @@ raw strings, so each check asks "where are the labels" in one place.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from ..findings import Finding
+from ..findings import Finding, FixLike, as_fixes
 from ..messages import fmt, round_sig
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 from ..signals.packing import Example, packed_examples
@@ -145,7 +146,7 @@ def _strings(batch: Any) -> dict[str, list[str]]:
 
 
 def make_finding(cause: str, symptom: str, severity: str, confidence: float, evidence: list[str],
-                 fixes: list[str], *, ctx: Context | None = None, batch: int | None = None,
+                 fixes: Sequence[FixLike], *, ctx: Context | None = None, batch: int | None = None,
                  layer: str | None = None, samples: list[int] | None = None,
                  examples: list[dict[str, Any]] | None = None, rule: str | None = None) -> Finding:
     """A finding; inside watch a batch finding also carries the step it was seen at (batch i is the
@@ -153,8 +154,8 @@ def make_finding(cause: str, symptom: str, severity: str, confidence: float, evi
     `preflight.<cause>` unless the check names its own."""
     step = batch if (ctx is not None and ctx.live and batch is not None) else None
     return Finding(cause=cause, symptom=symptom, severity=severity, confidence=confidence, step=step,
-                   batch=batch, layer=layer, samples=samples, evidence=evidence, fixes=fixes, examples=examples,
-                   rule=rule or f"preflight.{cause}")
+                   batch=batch, layer=layer, samples=samples, evidence=evidence, fixes=as_fixes(fixes),
+                   examples=examples, rule=rule or f"preflight.{cause}")
 
 
 def quote(text: str, limit: int = 90) -> str:

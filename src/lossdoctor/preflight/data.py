@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..findings import Finding
+from ..findings import Finding, FixLike
 from ..messages import Msg
 from .chat import decode
 from .common import BatchView, Context, make_finding, pct, quote, unwrap_model
@@ -278,7 +278,7 @@ class DataCheck:
             b, j, text, fixed = s.mojibake[0]
             ev.append(Msg("data.mojibake", n=len(s.mojibake), batch=b, sample=j, text=quote(text, 60),
                           fixed=quote(fixed, 60)))
-        fixes: list[str] = [Msg("data.fix_decode_utf8")]
+        fixes: list[FixLike] = [Msg("data.fix_decode_utf8")]
         samples = [j for b, j, *_ in (s.fffd + s.mojibake) if b == (s.fffd + s.mojibake)[0][0]]
         out.append(make_finding("noisy_data", "plateau", sev, 0.8, ev, fixes, ctx=self.ctx,
                                 batch=(s.fffd + s.mojibake)[0][0], samples=sorted(set(samples))[:32]))

@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 import torch
 from torch import nn
 
-from ..findings import Finding
+from ..findings import Finding, FixLike
 from ..messages import Msg
 from ..signals.safe_reads import foreach_norm_any, norm_fp32, parametrized, stored_attr, uninitialized
 from ..signals.sharding import holds_data, local
@@ -317,7 +317,7 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
                   loss: float | None, chance_loss: float | None) -> list[Finding]:
     """One bad_init finding from the weight, activation and initial-loss evidence, or none."""
     ev: list[str] = []
-    fixes: list[str] = []
+    fixes: list[FixLike] = []
     severity = "info"
     votes = 0
     layer = None

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..findings import Finding
+from ..findings import Finding, FixLike
 from ..messages import Msg
 from .common import Context, make_finding
 
@@ -147,7 +147,7 @@ class _Curve:
     def total(self) -> int:
         return len(self.lrs)
 
-    def fixes(self, *more: Msg) -> list[str]:
+    def fixes(self, *more: Msg) -> list[FixLike]:
         return [self.step_fix, *more] if self.step_fix else list(more)
 
 

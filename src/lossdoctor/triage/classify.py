@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..detectors.nonfinite import ATTENTION
-from ..findings import Fix
+from ..findings import Fix, FixLike
 from ..messages import Msg
 from .optrace import LOSS_OPS, SOFTMAX_OPS, OpEvent, base_name
 
@@ -27,7 +27,7 @@ class Verdict:
     samples: list[int] | None = None
     confidence: float = 0.0
     evidence: list[str] = field(default_factory=list)
-    fixes: list[str | Fix] = field(default_factory=list)
+    fixes: list[FixLike] = field(default_factory=list)
     code: dict[str, Any] | None = None  # the user's file and line of the origin op
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from .localize import Localization
 from .replay import ReplayResult
@@ -94,8 +94,8 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
     examples = search.examples if search is not None and samples == loc.samples else None  # packed rows
     return Finding(rule="triage.replay",
                    cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
-                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=fixes, examples=examples,
-                   code=loc.code)
+                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=as_fixes(fixes),
+                   examples=examples, code=loc.code)
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
@@ -115,7 +115,7 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
     return Finding(rule="triage.nondeterministic",
                    cause="nondeterministic_fault", symptom="nonfinite", severity="critical", confidence=0.85,
                    step=step, batch=step, layer=layer, evidence=ev,
-                   fixes=[Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")])
+                   fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]))
 
 
 def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: SampleSearch | None,
@@ -140,7 +140,7 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
     vs = verdict_sentence(step, bvs)
     if vs:
         ev.append(vs)
-    fixes: list[str] = []
+    fixes: list[FixLike] = []
     if samples:
         fixes.append(Fix.drop(Msg("triage.spike.fix_inspect", ids=_ids(samples[:8]), step=step)))
     if bvs.get("verdict") in ("state", "both"):
@@ -151,7 +151,7 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
         if samples and search is not None and search.examples else None
     return Finding(rule="triage.spike",
                    cause="loss_spike", symptom="spike", severity="critical", confidence=0.85, step=step,
-                   batch=step, samples=samples, evidence=ev, fixes=fixes, examples=examples)
+                   batch=step, samples=samples, evidence=ev, fixes=as_fixes(fixes), examples=examples)
 
 
 def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: dict[str, Any]) -> list[Finding]:
@@ -169,7 +169,7 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
                      ratio=float(trig["ratio"]), median=float(trig["median"]))
         return [Finding(rule="triage.live_spike",
                         cause="loss_spike", symptom="spike", severity="critical", confidence=0.6, step=step,
-                        batch=step, evidence=[jumped, add], fixes=[Msg("triage.spike.fix_live")])]
+                        batch=step, evidence=[jumped, add], fixes=as_fixes([Msg("triage.spike.fix_live")]))]
     detail = rec.get("batch_nonfinite_detail")
     fwd = rec.get("fwd_first_nonfinite") if isinstance(rec.get("fwd_first_nonfinite"), dict) else None
     bwd = rec.get("bwd_first_nonfinite") if isinstance(rec.get("bwd_first_nonfinite"), dict) else None
@@ -206,4 +206,4 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: 
     return [Finding(rule="triage.live",
                     cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
                     layer=layer, samples=samples, evidence=ev,
-                    fixes=[Msg("triage.live.fix")])]
+                    fixes=as_fixes([Msg("triage.live.fix")]))]

@@ -36,9 +36,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..detectors.fix_kinds import Candidate
 from ..detectors.gradients import clip_threshold
 from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
-from ..findings import Finding, Fix
+from ..findings import Finding, Fix, as_fixes
 from ..messages import Msg, round_sig
 from . import batches as B
 from .explain import live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict, verdict_sentence
@@ -233,8 +234,8 @@ class Triage:
             self._to_verify.remove(record)
         own = [Finding.from_dict(d) for d in record.get("findings", [])]
         findings = own + list(others or [])
-        pairs = [(f, fix) for f in findings for fix in V.candidate_fixes(f)]
-        pairs += [(None, V.candidate(fx)) for fx in extra]
+        pairs: list[tuple[Finding | None, Candidate]] = [(f, fix) for f in findings for fix in V.candidate_fixes(f)]
+        pairs += [(None, V.candidate(fx)) for fx in extra]  # a fix of no finding
         result = self._verify_run(record, pairs)
         if result["status"] == "no_replay" and isinstance(record.get("verification"), dict):
             return record["verification"]  # checked while the snapshot was there: that answer stands
@@ -625,7 +626,8 @@ class Triage:
         fixes = [f for f in loc.fixes if getattr(f, "kind", None) != "add_scaler"]  # it has a scaler
         return [Finding(rule="triage.scale_traced", cause="loss_scale_collapse", symptom="skipped_steps",
                         severity="critical", confidence=0.9,
-                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=fixes, code=loc.code)]
+                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=as_fixes(fixes),
+                        code=loc.code)]
 
     def _scale_finding(self, first: int, n: int, step: int) -> Finding:
         """Without the loss scale the step is finite: the scale overflows the fp16 gradients. A scale
@@ -635,7 +637,7 @@ class Triage:
         scale = float(self.scaler.get_scale()) if self.scaler is not None else math.nan
         interval = int(self.scaler.get_growth_interval()) if self.scaler is not None else 2000
         high = math.isfinite(scale) and scale > DEFAULT_SCALE
-        ev = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
+        ev: list[str] = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
         gi = max(interval, 2000)
         said = Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=gi, scale=scale)
         fixes = [Fix.scaler(said, init_scale=DEFAULT_SCALE, growth_interval=gi)]

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..findings import Finding, as_fix
+from ..findings import Finding, FixLike, as_fix, as_fixes
 from ..signals.packing import packed_examples
 from ..signals.safe_reads import float_like, unreadable
 from .batches import batch_size, named_tensors
@@ -151,7 +151,7 @@ class Localization:
     batch_nonfinite: dict[str, list[int]]
     sample_search: SampleSearch | None
     evidence: list[str] = field(default_factory=list)
-    fixes: list[str] = field(default_factory=list)
+    fixes: list[FixLike] = field(default_factory=list)
     confidence: float = 0.0
     seconds: float = 0.0
     code: dict[str, Any] | None = None  # the user's file, line and function of the first bad op
@@ -166,7 +166,7 @@ class Localization:
         return Finding(rule="triage.localize", cause=self.cause, symptom="nonfinite", severity=severity,
                        confidence=self.confidence,
                        step=step, batch=step, layer=self.layer, op=self.op, samples=self.samples,
-                       evidence=list(self.evidence), fixes=list(self.fixes), code=self.code,
+                       evidence=list(self.evidence), fixes=as_fixes(self.fixes), code=self.code,
                        examples=self.sample_search.examples if self.sample_search else None)
 
     def to_dict(self) -> dict[str, Any]:
