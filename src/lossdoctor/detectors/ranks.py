@@ -15,6 +15,8 @@ from that rank: its non-finite findings at s are dropped and the origin's findin
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ..findings import Finding
@@ -175,7 +177,8 @@ def _say_stage(run: Run, findings: list[Finding], step: int) -> None:
                                   layer=layer))
         else:
             f.evidence.append(Msg("distributed.began_on_stage", rank=run.rank, stage=stage,
-                                  stages=dist.get("num_stages", "?"), coordinate=coordinate, layer=layer))
+                                  stages=dist.get("num_stages", "?") if isinstance(dist, dict) else "?",
+                                  coordinate=coordinate, layer=layer))
 
 
 def _event_layer(run: Run, step: int) -> str | None:
@@ -202,8 +205,9 @@ def _screened_ranks(runs: list[Run], out: list[list[Finding]], origins: list[int
                                           step=origin_step, rank=runs[i].rank))
 
 
-def ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8": 511 ranks in a few characters, not 511 numbers."""
+def ranges(ranks: Iterable[int | None]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0-2, 5, 7-8": 511 ranks in a few characters, not 511 numbers (a
+    None among them is skipped)."""
     rs = sorted({int(r) for r in ranks if r is not None})
     parts: list[str] = []
     i = 0

@@ -203,7 +203,7 @@ class GradProbe:
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any]:
         if step is not None and step.sampled:
-            norms = self._grouped_param_norms()
+            norms: torch.Tensor | list[torch.Tensor] | None = self._grouped_param_norms()
             params = local_list(self.params) if norms is None else None
             if params:
                 with torch.no_grad():

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +147,10 @@ class TextParser:
             if m is not None:
                 text = m.group(1) + " " + text
         if self.wrapped is not None or text[-1] == "|" and text[0] != "|":
-            text = self._unwrap(text)
-            if text is None:
+            joined = self._unwrap(text)
+            if joined is None:
                 return
+            text = joined
         zeroed = text.translate(_ZERO_DIGITS)
         hit = self._cache.get(zeroed)
         if hit is not None and self.header is None and self.block is None and not self.pending:
@@ -730,7 +731,7 @@ def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, value
 
 
 def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
-                   siblings: list[tuple[Template, int]] = ()) -> None:
+                   siblings: Sequence[tuple[Template, int]] = ()) -> None:
     """grad_norm, lr, scale...: each from the template that names it best; the training line's
     siblings (the same line with a field more) add their values to the training line's."""
     best: dict[str, tuple[int, int, Template, int]] = {}

@@ -294,7 +294,7 @@ def _feed_slow(data: bytes, start: int, stop: int, parser: Any, early: bool = Tr
     last = len(parts) - 1  # parts: segment, separator, segment, ..., "" (the data ends with a separator)
     for i in range(0, last, 2):
         seg = parts[i]
-        feed(seg[:MAX_SEGMENT] if ascii_ else seg.decode("utf-8", "replace")[:MAX_SEGMENT])
+        feed(seg[:MAX_SEGMENT] if isinstance(seg, str) else seg.decode("utf-8", "replace")[:MAX_SEGMENT])  # str: ascii_
         if early and FAST and len(parser.templates) != known and i + 2 < last:
             return start + sum(len(p) for p in parts[:i + 2])
     return stop
