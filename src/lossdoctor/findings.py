@@ -152,6 +152,10 @@ class Fix:
     def __hash__(self) -> int:
         return hash(str.__str__(self.text))
 
+    def __contains__(self, part: str) -> bool:
+        """`"max_norm" in fix`, as when fixes were sentences: a search of its English text."""
+        return part in str.__str__(self.text)
+
     def data(self) -> dict[str, Any] | None:
         """The JSON form (an entry of `fixes_data`): the sentence's key and values with the fix's
         kind and numbers; None for a plain-text code change (nothing but its words)."""
