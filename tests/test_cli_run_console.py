@@ -135,7 +135,8 @@ def test_a_full_copy_stops_at_its_limit_and_the_output_still_flows(tmp_path, mon
     read_back = bytearray()
     r, w = os.pipe()
     # our side of the copy writes into a pipe read here, standing in for the terminal
-    tee._parent_fds = [(tee._parent_fds[0][0], os.fdopen(w, "wb")), tee._parent_fds[1]]
+    stand_in = os.fdopen(w, "wb")
+    tee._parent_fds = [(tee._parent_fds[0][0], stand_in), tee._parent_fds[1]]
     reader = threading.Thread(target=lambda: [read_back.extend(c) for c in iter_read(r)])
     reader.start()
     proc = subprocess.Popen([sys.executable, "-c", "print('x' * 99)\nfor i in range(50): print('y' * 99)"],
@@ -143,6 +144,7 @@ def test_a_full_copy_stops_at_its_limit_and_the_output_still_flows(tmp_path, mon
     tee.after_spawn()
     proc.wait(timeout=60)
     tee.finish()
+    stand_in.close()  # the terminal's stand-in: its reader sees the end
     reader.join(10)
     assert len(read_back) == 51 * 100  # all of it reached the terminal
     kept = (tmp_path / CONSOLE_FILE).read_bytes()
