@@ -14,6 +14,10 @@ from benchmarks.zoo.harness import FIRST_NONFINITE
 from benchmarks.zoo.run import load_scenarios, run_all
 from benchmarks.zoo.score import judge, layer_matches, norm_op, samples_match
 
+# the whole zoo trains once per session (~90 s of CPU before the first test, 95 s in all with 51
+# faulty and 26 healthy scenarios): with the heavy tests, which CI runs
+pytestmark = pytest.mark.slow
+
 # Seed 0 on the detectors of the day this floor was set: top-1 35/35, top-3 35/35 (full log),
 # top-1 16/35 from the scalars alone. The floors leave two scenarios of slack for float differences
 # between machines (a few scenarios are chaotic).
