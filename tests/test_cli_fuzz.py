@@ -170,6 +170,7 @@ def check_contract(rc: int, out: str, err: str, fmt: str) -> None:
             assert json.loads(out)["schema"] == "lossdoctor.report/1"
 
 
+@pytest.mark.slow  # ~40 s for all kinds on 2 cores
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kind", KINDS)
 def test_fuzz_diagnose_mutated_real_logs(seeds, kind):

@@ -110,6 +110,7 @@ def test_hf_trainer_console_healthy(hf_logs):
 
 # --- TRL's SFTTrainer, the real one -----------------------------------------------------------
 
+@pytest.mark.slow  # a real TRL SFTTrainer trains (~7 s)
 def test_trl_sft_trainer_console_matches_trainer_state(tmp_path):
     """TRL prints the Trainer's dicts with its own keys added ('entropy', 'num_tokens',
     'mean_token_accuracy'); they must not break reading, and the steps and losses must be TRL's own."""
@@ -129,6 +130,7 @@ def test_trl_sft_trainer_console_matches_trainer_state(tmp_path):
     assert run_cli("diagnose", log).returncode == 0
 
 
+@pytest.mark.slow  # a real TRL SFTTrainer trains (~7 s)
 def test_trl_sft_trainer_diverging_console_diagnosed_like_trainer_state(tmp_path):
     """SGD at lr=5 without clipping: the loss grows to ~5e12, then the gradient norm is NaN and TRL
     (through the Trainer's logging_nan_inf_filter) logs the loss as 0."""

@@ -229,6 +229,7 @@ def _compiled_trainer(out_dir, callback=None):
     return trainer, counters["stats"]["unique_graphs"]
 
 
+@pytest.mark.slow  # two HF Trainer runs, one compiled (~9 s)
 def test_torch_compile_trainer_with_the_callback_trains_identically(tmp_path):
     pytest.importorskip("torch._dynamo")
     plain, graphs_plain = _compiled_trainer(tmp_path / "a")
