@@ -329,6 +329,10 @@ CLEAR_LEAD = 0.5
 #: confidence of a differential finding: its share, capped below what direct evidence gets
 CONF_CAP = 0.75
 CONF_FLOOR = 0.25
+#: confidence of a finding whose leader has no evidence row of its own (only the prior) and no
+#: clear lead (share < CLEAR_LEAD): it names the symptom and the ranked candidates, below what the
+#: weakest curve rule says (0.5), above the floor
+UNSEPARATED_CONF = 0.4
 
 
 Evidence = Callable[[Run, Quantities, Symptom], "Msg | None"]
@@ -751,6 +755,8 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
         ev.append(Msg("diff.separate", how=sep))
     fixes = _fixes(run, q, sym, lead, share, sep)
     conf = min(CONF_CAP, max(CONF_FLOOR, share))
+    if second and not r.said(lead, 1) and share < CLEAR_LEAD:
+        conf = min(conf, UNSEPARATED_CONF)  # nothing in the log separates the causes
     batch = sym.step if sym.kind in ("nonfinite", "spike", "jump_stayed") else None
     return Finding(cause=lead, symptom=symptom, severity=severity, confidence=conf, step=sym.step,
                    batch=batch, rank=run.rank, evidence=ev, fixes=as_fixes(fixes), rule=f"differential.{sym.kind}")

@@ -163,7 +163,7 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
 def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[str]) -> None:
     """The symptoms' differential (detectors/differential.py), in place: the curve-only default
     causes weighed again, and a finding for every visible symptom no detector's alarm shows."""
-    from .differential import fill_gaps, finding_for, reconsider
+    from .differential import fill_gaps, reconsider
     from .log_events import apply_events
     from .probes import withdrawn_causes
 
@@ -175,7 +175,7 @@ def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[
             for new in fill_gaps(run, q, findings):
                 if new.cause not in withdrawn:
                     _join_same_cause(findings, new)
-            apply_events(run, q, findings, notes, finding_for)  # what the log's text events add
+            apply_events(run, q, findings, notes)  # what the log's text events add
     except Exception as e:  # its failure must not hide the other findings
         log.debug("the differential failed", exc_info=True)
         notes.append(Msg("engine.internal_error", name="differential", error=f"{type(e).__name__}: {e}"))

@@ -2,15 +2,15 @@
 reasoning uses: the evidence functions of the differential's event rows, the op that autograd's
 anomaly mode names, and one pass over the findings (`apply_events`) that
 
-- dates a NaN that only the text tells (`Loss is nan, stopping training`, `Loss became infinite or
-  NaN at iteration=N`, a backward that returned NaN) as a non-finite finding at its step, ranked
-  by the differential like any other NaN;
 - puts the op anomaly mode named on the non-finite finding;
 - says out-of-memory and NCCL errors as notes (they end a run; they are no cause of its loss);
 - drops a spike dated where the log resumes from a checkpoint (two runs' curves meet there);
 - names the framework's own warnings that samples' labels are dropped (`This instance will be
-  ignored in loss calculation`) as `label_mask_empty`, when no finding names it already;
-- caps the confidence of a differential finding whose leader has no evidence of its own.
+  ignored in loss calculation`) as `label_mask_empty`, when no finding names it already.
+
+A NaN only the text tells (`Loss is nan, stopping training`, anomaly mode's op) is a symptom of
+`symptoms._nonfinite`, ranked by the differential like any other NaN; a differential finding whose
+leader has no evidence of its own is capped there (`differential.UNSEPARATED_CONF`).
 
 Reads `Run` records only; every threshold is a field of `LIMITS` with its reason.
 """
@@ -18,7 +18,6 @@ Reads `Run` records only; every threshold is a field of `LIMITS` with its reason
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +35,6 @@ class EventLimits:
     #: logged rows after a resume/restart line within which a jump is the two runs' curves meeting
     #: (the first row after it and the next: a log that prints every step or every interval)
     resume_rows: int = 2
-    #: confidence of a differential finding whose leading cause has no evidence of its own (only the
-    #: prior rows) and no clear lead (share < differential.CLEAR_LEAD): below what the weakest curve
-    #: rule says (0.5), above the floor (CONF_FLOOR 0.25)
-    unseparated_conf: float = 0.4
-    unseparated_share: float = 0.5
     #: distinct steps with a labels-dropped warning from which it is the data's pattern, not one odd
     #: instance (TRL warns once per instance; one or two is an outlier, said as info)
     labels_steps: int = 3
@@ -48,9 +42,6 @@ class EventLimits:
 
 LIMITS = EventLimits()
 
-#: the kinds that say the loss (or a backward) went non-finite, when the loss column may not show it
-#: (a scaler at its minimum scale is precision.loss_scale_floor's finding)
-NAN_TEXT = ("nonfinite_loss", "anomaly_op")
 #: the kinds that say samples' labels were dropped from the loss
 LABELS = ("labels_ignored", "empty_target")
 #: the kinds that end a run for want of resources: notes, never a cause of the loss curve
@@ -146,17 +137,11 @@ def resume_before(run: Run, q: Quantities, row: int) -> int | None:
 
 # ------------------------------------------------------------------ the pass over the findings
 
-MakeFinding = Callable[[Run, Quantities, Symptom], Finding]
-
-
-def apply_events(run: Run, q: Quantities, findings: list[Finding], notes: list[Any],
-                 finding_for: MakeFinding) -> None:
-    """In place: see the module's docstring. `notes` gets the resource errors and the dropped spikes;
-    `finding_for` is the differential's (a symptom -> its ranked finding)."""
+def apply_events(run: Run, q: Quantities, findings: list[Finding], notes: list[Any]) -> None:
+    """In place: see the module's docstring. `notes` gets the resource errors and the dropped spikes.
+    (A NaN only the text tells is a symptom: `symptoms._nonfinite`.)"""
     if not run.event("text_events"):
-        _cap_unseparated(findings)
         return
-    _nan_from_text(run, q, findings, finding_for)
     _op_on_nonfinite(run, findings)
     _resume_split(run, q, findings, notes)
     _labels_dropped(run, findings)
@@ -164,28 +149,6 @@ def apply_events(run: Run, q: Quantities, findings: list[Finding], notes: list[A
         hits = events_of(run, (kind,))
         if hits:
             notes.append(Msg(key, n=len(hits), step=hits[0][0], text=hits[0][1].get("text", "")))
-    _cap_unseparated(findings)
-
-
-def _nan_from_text(run: Run, q: Quantities, findings: list[Finding], finding_for: MakeFinding) -> None:
-    """A NaN the text tells and the loss column does not show: a critical non-finite finding at the
-    step of the line, with the differential's ranking of its causes."""
-    if q.first_bad is not None or q.n == 0:
-        return
-    if any(f.symptom == "nonfinite" and f.severity == "critical" for f in findings):
-        return
-    hits = events_of(run, NAN_TEXT)
-    if not hits:
-        return
-    step, e = hits[0]
-    # the row after the last one printed at or before the line (q.n when none was printed after it):
-    # the NaN came after that row, so the rows before the onset include it
-    row = int(np.searchsorted(q.steps, step, side="right"))
-    sym = Symptom(kind="nonfinite", row=row, step=step, data={"from_text": e.get("kind")})
-    f = finding_for(run, q, sym)
-    f.step = step
-    f.evidence[0] = Msg("events.what.nonfinite_text", step=step, text=e.get("text", ""))
-    findings.append(f)
 
 
 def _labels_dropped(run: Run, findings: list[Finding]) -> None:
@@ -235,19 +198,3 @@ def _resume_split(run: Run, q: Quantities, findings: list[Finding], notes: list[
     findings[:] = keep
 
 
-#: evidence keys that are no fact for a cause (the symptom, the ranking and what separates)
-_NOT_FOR = ("diff.what.", "events.what.", "diff.ranked", "diff.separate", "diff.against")
-
-
-def _cap_unseparated(findings: list[Finding]) -> None:
-    """A differential finding whose leader has only the prior rows for it: it names the symptom and
-    the ranked candidates at a modest confidence, never a default cause said with certainty."""
-    for f in findings:
-        keys = [getattr(m, "key", "") or "" for m in f.evidence]
-        if "diff.ranked" not in keys and not any(k.startswith("diff.what.") for k in keys):
-            continue
-        ranked = next((m for m in f.evidence if getattr(m, "key", None) == "diff.ranked"), None)
-        share = ranked.values.get("p1") if isinstance(ranked, Msg) else None  # what has a key is a Msg
-        if not any(not k.startswith(_NOT_FOR) for k in keys) and isinstance(share, float) \
-                and share < LIMITS.unseparated_share:
-            f.confidence = min(f.confidence, LIMITS.unseparated_conf)

@@ -148,6 +148,9 @@ def _sym(q: Quantities, kind: str, row: int, **data: Any) -> Symptom:
 #: text events that report a NaN/Inf loss (sources/text_events.py kinds): one printed after the
 #: last logged row is the run's NaN, at the line's step
 LATE_NAN_KINDS = ("nonfinite_loss", "anomaly_op", "nonfinite_warning")
+#: of those, the ones that name the loss or an op going non-finite: anywhere in a log whose loss
+#: column stays finite (`Loss is NaN. Skipping batch`, anomaly mode's op), they are the run's NaN
+NAN_TEXT_KINDS = ("nonfinite_loss", "anomaly_op")
 
 
 def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
@@ -165,11 +168,15 @@ def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
         if bad:
             row = min(int(np.searchsorted(q.steps, int(step))), q.n - 1)
             return [_sym(q, "nonfinite", row, source="component", name=str(bad[0]))]
-    late = sorted(s for kind in LATE_NAN_KINDS for s in text_events(run, kind) if s >= int(q.steps[-1]))
-    if not late:
+    last = int(q.steps[-1])
+    told = sorted(s for kind in LATE_NAN_KINDS for s in text_events(run, kind)
+                  if kind in NAN_TEXT_KINDS or s >= last)
+    if not told:
         return []
-    sym = _sym(q, "nonfinite", q.n - 1, source="text")
-    sym.step = int(late[0])
+    # the row after the last one printed at or before the line: the NaN came after that row
+    row = min(int(np.searchsorted(q.steps, told[0], side="right")), q.n - 1)
+    sym = _sym(q, "nonfinite", row, source="text")
+    sym.step = int(told[0])
     return [sym]
 
 
