@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+from benchmarks.chunked_ranks import Ratios, load_average, run_ranks  # noqa: E402
 
 
 def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
@@ -78,16 +77,9 @@ def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory(prefix="ld-ds-overhead-") as tmp:
-        opts = {"rounds": args.rounds, "steps": args.steps, "layers": args.layers, "embd": args.embd,
+    opts = {"rounds": args.rounds, "steps": args.steps, "layers": args.layers, "embd": args.embd,
                 "seq": args.seq, "batch": args.batch}
-        mp.spawn(_worker, args=(2, port, tmp, opts), nprocs=2, join=True)
-        return json.loads(Path(tmp, "result.json").read_text())
+    return run_ranks(_worker, 2, opts, "ld-ds-overhead-")
 
 
 def main() -> None:
@@ -100,16 +92,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--docs", action="store_true", help="write the numbers into docs/benchmarks.md")
     args = ap.parse_args()
-    load_before = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_before = load_average()
     t0 = time.perf_counter()
     res = measure(args)
     wall = time.perf_counter() - t0
-    ratios = [w / p for p, w in zip(res["plain"], res["watched"])]
-    ms = lambda xs: 1000 * statistics.median(xs) / args.steps  # noqa: E731
-    lines = [f"GPT-2 {res['params'] / 1e6:.1f}M params, ZeRO-2 over 2 ranks, batch {args.batch}x{args.seq} per rank",
-             f"plain: {ms(res['plain']):.1f} ms/step, watched: {ms(res['watched']):.1f} ms/step",
-             f"ratio (median of {args.rounds} rounds): {statistics.median(ratios):.3f}x "
-             f"(per-round {min(ratios):.3f}-{max(ratios):.3f})"]
+    r = Ratios(res, args.steps)
+    lines = r.lines(f"GPT-2 {res['params'] / 1e6:.1f}M params, ZeRO-2 over 2 ranks, batch {args.batch}x{args.seq} per rank")
     print("\n".join(lines))
     if args.docs:
         sys.path.insert(0, str(ROOT))
@@ -126,9 +114,9 @@ def main() -> None:
             "same engine (the monitor started before and closed after its chunk, outside the timing); timed on "
             "rank 0. Ratio = median over rounds of watched / plain.", "",
             "| variant | ms/step (median) | ratio | per-round range |", "|---|---|---|---|",
-            f"| plain | {ms(res['plain']):.1f} | 1.00× | 1.00–1.00 |",
-            f"| watch(engine) | {ms(res['watched']):.1f} | {statistics.median(ratios):.2f}× | "
-            f"{min(ratios):.2f}–{max(ratios):.2f} |",
+            f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
+            f"| watch(engine) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
+            f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
         ])
         docs.write_section("deepspeed-overhead", body)
 

@@ -19,15 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+from benchmarks.chunked_ranks import Ratios, load_average, run_ranks  # noqa: E402
 
 
 def _stage_model(blocks: int, width: int, stage: int, stages: int):
@@ -100,19 +99,9 @@ def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    import torch.multiprocessing as mp
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with tempfile.TemporaryDirectory(prefix="ld-pp-overhead-") as tmp:
-        opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width,
+    opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width,
                 "batch": args.batch}
-        if args.world == 1:
-            _worker(0, 1, port, tmp, opts)
-        else:
-            mp.spawn(_worker, args=(args.world, port, tmp, opts), nprocs=args.world, join=True)
-        return json.loads(Path(tmp, "result.json").read_text())
+    return run_ranks(_worker, args.world, opts, "ld-pp-overhead-")
 
 
 def main() -> None:
@@ -125,16 +114,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--docs", action="store_true", help="write the numbers into docs/benchmarks.md")
     args = ap.parse_args()
-    load_before = "{:.2f} / {:.2f} / {:.2f}".format(*os.getloadavg())
+    load_before = load_average()
     t0 = time.perf_counter()
     res = measure(args)
     wall = time.perf_counter() - t0
-    ratios = [w / p for p, w in zip(res["plain"], res["watched"])]
-    ms = lambda xs: 1000 * statistics.median(xs) / args.steps  # noqa: E731
-    lines = [f"MLP {res['params'] / 1e6:.1f}M params, pipeline of {args.world} stage(s), batch {args.batch}",
-             f"plain: {ms(res['plain']):.1f} ms/step, watched: {ms(res['watched']):.1f} ms/step",
-             f"ratio (median of {args.rounds} rounds): {statistics.median(ratios):.3f}x "
-             f"(per-round {min(ratios):.3f}-{max(ratios):.3f})"]
+    r = Ratios(res, args.steps)
+    lines = r.lines(f"MLP {res['params'] / 1e6:.1f}M params, pipeline of {args.world} stage(s), batch {args.batch}")
     print("\n".join(lines))
     if args.docs:
         sys.path.insert(0, str(ROOT))
@@ -157,9 +142,9 @@ def main() -> None:
             "rank 0. Ratio = median over rounds of watched / plain. The machine is shared: the load average says "
             "how busy it was.", "",
             "| variant | ms/step (median) | ratio | per-round range |", "|---|---|---|---|",
-            f"| plain | {ms(res['plain']):.1f} | 1.00× | 1.00–1.00 |",
-            f"| watch(stage, opt) | {ms(res['watched']):.1f} | {statistics.median(ratios):.2f}× | "
-            f"{min(ratios):.2f}–{max(ratios):.2f} |",
+            f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
+            f"| watch(stage, opt) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
+            f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
         ])
         docs.write_section("pp-overhead", body)
 
