@@ -138,7 +138,8 @@ def test_an_excerpt_from_mid_run_that_does_not_fall_is_no_stuck_start():
     loss = [4.02, 4.05, 4.09, 4.03, 4.10, 4.12, 4.08, 4.15, 4.13, 4.18]
     run = from_columns(range(1, 11), {"loss": loss})
     assert "no_fall" in _kinds(run)  # as if line 1 were the run's first step...
-    run.notes.append(_numbered_note(len(loss)))
+    run.notes.append(_numbered_note(len(loss)))  # what the console reader says, in words
+    run.meta["steps_from"] = "numbered"  # and as data, which the detectors read
     assert "no_fall" not in _kinds(run)  # ...but the reader says the steps are line numbers
 
 

@@ -404,11 +404,7 @@ def identical(run: Run, q: Quantities, x: np.ndarray) -> bool:
 
 def steps_known(run: Run) -> bool:
     """The log's steps are the trainer's steps, not line numbers or epochs the reader counted."""
-    return not any(getattr(n, "key", None) in STEPLESS for n in run.notes)
-
-
-#: the readers' notes that say a log's steps are line numbers or epochs, not optimizer steps
-STEPLESS = ("console.numbered", "text.numbered", "console.epoch_is_step", "text.epoch_is_step")
+    return run.meta.get("steps_from", "log") == "log"  # set by the text readers ("numbered", "epoch")
 
 
 def _repeats(run: Run, q: Quantities) -> list[Symptom]:

@@ -650,6 +650,9 @@ def build(parser: TextParser, what: str) -> Run:
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
     arrays = {k: np.array([c.get(s, np.nan) for s in steps.tolist()]) for k, c in cols.items()}
     logged = {k: np.array([s in c for s in steps.tolist()]) for k, c in cols.items()}
+    meta["steps_from"] = {"epoch": "epoch", "numbered": "numbered"}.get(place.how, "log")
+    if picked["rivals"]:
+        meta["adversaries"] = list(picked["rivals"])  # two adversaries' losses: no training loss, on purpose
     run = from_columns(steps, arrays, events=events, meta=meta, source="text", logged=logged)
     shape = {"named": None, "counter": None, "epoch_counter": None, "hinted": None, "epoch": "text.epoch_is_step",
              "numbered": "text.numbered"}[place.how]

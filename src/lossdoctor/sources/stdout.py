@@ -557,6 +557,16 @@ class ConsoleParser:
 
     # --- notes ---------------------------------------------------------------------------
 
+    def final_how(self) -> np.ndarray:
+        """How many kept rows got their step each way (`records.HOW`)."""
+        return np.bincount(self.store.how[:self.store.n], minlength=len(HOW))
+
+    def steps_from(self) -> str:
+        """Where the rows' steps came from, as the detectors read it (`meta["steps_from"]`): "log"
+        (the log's own counters), "epoch" (an epoch number is the step) or "numbered" (line order)."""
+        final = self.final_how()
+        return "numbered" if final[HOW["numbered"]] else "epoch" if final[HOW["epoch"]] else "log"
+
     def notes(self, what: str) -> list[str]:
         kinds = [Msg("console.n_kind", n=n, kind=KINDS[k]) for k in KINDS if (n := self.counts.get(k, 0))]
         used = _and(kinds) if kinds else Msg("console.nothing")
@@ -570,7 +580,7 @@ class ConsoleParser:
         out: list[str] = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
                else Msg("console.read", what=what, used=used)]
         st = self.store
-        final = np.bincount(st.how[:st.n], minlength=len(HOW))
+        final = self.final_how()
         how = {"counter": st.how_counts[HOW["counter"]], "interval": st.how_counts[HOW["interval"]],
                "numbered": int(final[HOW["numbered"]]), "epoch": int(final[HOW["epoch"]]),
                "spaced": int(final[HOW["spaced"]])}
@@ -716,6 +726,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
                           "norm or loss scale in them")
     notes = p.notes(what)
+    meta["steps_from"] = p.steps_from()
+    meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)
     absent = [n for c, n in (("loss", Msg("signal.loss")), ("grad_norm", Msg("signal.grad_norm")),
                              ("scale", Msg("signal.scale"))) if c not in cols]
     if absent:

@@ -15,16 +15,9 @@ from pathlib import Path
 from ..records import Run
 from .registry import SourceError
 
-#: notes saying a reader could not place rows at the log's steps or left lines unread
-_WEAK_NOTES = frozenset({"console.numbered", "console.epoch_is_step", "console.read_ignored"})
-_NUMBERED_NOTES = frozenset({"console.numbered", "text.numbered"})
 #: readers whose reading of a text is always compared (a tab- or comma-separated text can be a table
 #: with cells the CSV reader drops, such as a notebook's `No log`)
 _ALWAYS = frozenset({"CSV log"})
-
-
-def _keys(run: Run) -> set[str]:
-    return {getattr(n, "key", "") for n in run.notes}
 
 
 #: a text larger than this keeps the named reader's reading: a second read would add ~10 s per million
@@ -36,13 +29,15 @@ def weak(name: str, runs: list[Run]) -> bool:
     if len(runs) != 1:
         return False
     run = runs[0]
-    return name in _ALWAYS or not run.has("loss") or bool(_keys(run) & _WEAK_NOTES)
+    # rows not at the log's steps, or lines left unread (the readers' meta says so)
+    return name in _ALWAYS or not run.has("loss") or run.meta.get("steps_from", "log") != "log" \
+        or bool(run.meta.get("lines_unread"))
 
 
 def score(run: Run) -> tuple[bool, bool, int, int]:
-    has = run.has("loss") or "text.adversaries" in _keys(run)  # a GAN's two losses: no training loss, said why
+    has = run.has("loss") or bool(run.meta.get("adversaries"))  # a GAN's two losses: no training loss, said why
     n = int(run.logged("loss").sum()) if has else 0
-    return has, not (_keys(run) & _NUMBERED_NOTES), n, sum(1 for c in run.cols if run.has(c))
+    return has, run.meta.get("steps_from", "log") != "numbered", n, sum(1 for c in run.cols if run.has(c))
 
 
 def better_of(name: str, path: Path, runs: list[Run]) -> list[Run]:
