@@ -148,10 +148,14 @@ class ActivationProbe:
     Depth elements are the children of the largest `ModuleList`/`Sequential` of blocks (a
     transformer's layers), else the matrix layers in execution order (an MLP). The hooks remove
     themselves after the first call of the root module, so the probe costs one forward's worth of
-    reductions, once. Also notes the autocast state and the output dtype of that forward."""
+    reductions, once. Also notes the autocast state and the output dtype of that forward.
+
+    `enabled` off (a pipeline stage's placeholder pass on `torch.empty` tensors) skips a forward;
+    `reset` then drops what it saw, so the first forward judged is one on training data."""
 
     def __init__(self, model: nn.Module) -> None:
         self.model = model
+        self.enabled = True
         self.names, self.modules = _depth_elements(model)
         self.rms_in: dict[int, torch.Tensor] = {}
         self.rms_out: dict[int, torch.Tensor] = {}
@@ -169,7 +173,7 @@ class ActivationProbe:
 
     def _make_hook(self, i: int):
         def hook(module: nn.Module, args: tuple, out: Any) -> None:
-            if compiling() or self.done or i in self.rms_out:
+            if compiling() or self.done or not self.enabled or i in self.rms_out:
                 return
             try:
                 with torch.no_grad():
@@ -188,7 +192,7 @@ class ActivationProbe:
         return hook
 
     def _root_pre(self, module: nn.Module, args: tuple) -> None:
-        if compiling():
+        if compiling() or not self.enabled:
             return
         try:
             dev = _device_type(module)
@@ -198,7 +202,7 @@ class ActivationProbe:
             pass
 
     def _root_post(self, module: nn.Module, args: tuple, out: Any) -> None:
-        if compiling() or self.done:
+        if compiling() or self.done or not self.enabled:
             return
         try:
             logits = getattr(out, "logits", None)
@@ -213,6 +217,14 @@ class ActivationProbe:
             pass
         self.done = True
         self.remove()
+
+    def reset(self) -> None:
+        """Forget a skipped forward's partial measurements (its hooks stay until a judged one)."""
+        if not self.done:
+            self.rms_in.clear()
+            self.rms_out.clear()
+            self.order.clear()
+            self.autocast = self.out_dtype = self.loss_dtype = None
 
     def remove(self) -> None:
         for h in self._handles:
