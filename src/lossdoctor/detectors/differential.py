@@ -10,7 +10,11 @@ clearly, never a fix the run already applies (clipping a run that clips) nor an 
 the run recovered from.
 
 The weights were set on the corpus's dev split (benchmarks/real_logs: the files there are
-in-sample) and the generated dev variants; each row's reason says why the evidence points that way.
+in-sample) and the generated dev variants; each row's reason says why the evidence points that way
+and its source where the weight comes from (`SOURCES`, or the dev logs it was fitted on). The
+priors (`ALWAYS` rows) are how often the dev threads name each cause for the symptom: with nothing
+else in the log they order the candidates, and the finding says that nothing separates them
+(`diff.unseparated`) at a confidence below every curve rule's.
 
 Findings made here fill the gaps the specific detectors leave (a symptom no alarm of theirs
 covers), and reconsider the two causes the curve-only rules name by default (`nonfinite_data` for
