@@ -10,7 +10,11 @@ clearly, never a fix the run already applies (clipping a run that clips) nor an 
 the run recovered from.
 
 The weights were set on the corpus's dev split (benchmarks/real_logs: the files there are
-in-sample) and the generated dev variants; each row's reason says why the evidence points that way.
+in-sample) and the generated dev variants; each row's reason says why the evidence points that way
+and its source where the weight comes from (`SOURCES`, or the dev logs it was fitted on). The
+priors (`ALWAYS` rows) are how often the dev threads name each cause for the symptom: with nothing
+else in the log they order the candidates, and the finding says that nothing separates them
+(`diff.unseparated`) at a confidence below every curve rule's.
 
 Findings made here fill the gaps the specific detectors leave (a symptom no alarm of theirs
 covers), and reconsider the two causes the curve-only rules name by default (`nonfinite_data` for
@@ -55,23 +59,58 @@ from .symptoms import (
     unit_scale,
 )
 
+#: where a row's weight comes from (`Row.source`): a source below, or "dev:" + the dev-split logs
+#: (benchmarks/real_logs) it was fitted on, comma-separated
+MECHANISM = "mechanism"
+DOCUMENTED = "documented"
+DEV_BASE_RATE = "dev base rate"
+ZOO = "zoo"
+SOURCES: dict[str, str] = {
+    MECHANISM: "follows from how the cause works (the reason says how); weight set by hand, checked on the dev split",
+    DOCUMENTED: "the framework's or the dtype's documented behaviour (fp16's range, a dynamic loss scaler's back-off)",
+    DEV_BASE_RATE: "how often the dev split's threads name the cause for this symptom when the log shows nothing else",
+    ZOO: "set on the fault zoo's scenarios (in-sample), named in the reason",
+}
+DEV = "dev:"
+
 
 @dataclass(frozen=True)
 class Row:
+    """One piece of evidence's weight for (> 0) or against (< 0) one cause of a symptom."""
+
     evidence: str
     cause: str
     weight: float
     reason: str
+    source: str = MECHANISM
 
 
 ALWAYS = "always"
 
+#: the dev split's NaN threads that name a cause, by cause (the priors of `_NAN_ROWS`, ordered by
+#: these counts and shrunk towards equal weights: ten threads are a small sample)
+DEV_NAN_CAUSES: dict[str, tuple[str, ...]] = {
+    "activation_overflow": ("metriclogger_mar_loss_is_nan_stopping.log", "gemma_sft_dicts_intermittent_nan_fp16_weights.txt",
+                            "musubi_tuner_avr_loss_nan_fp16.txt", "mmdet_bevdet_fp16_dynamic_scale_nan.log",
+                            "guided_diffusion_logger_block_nan_lg_loss_scale.txt"),
+    "lr_too_high": ("detectron2_loss_dict_tensor_nan_lr.txt", "sequence_tagging_train_loss_nan_high_lr.log",
+                    "hf_vicuna_lora_loss_huge_inf_nan.txt"),
+    "nonfinite_data": ("bmn_training_loss_components_then_nan.log",),
+    "grad_explosion": (),
+}
+
 _NAN_ROWS = (
-    Row(ALWAYS, "nonfinite_data", 0.3, "a batch is what breaks one step of an otherwise sound run most often"),
-    Row(ALWAYS, "grad_explosion", 0.3, "the other common way a run ends in NaN"),
-    Row(ALWAYS, "lr_too_high", 0.2, "a too-large step blows the weights up"),
-    Row(ALWAYS, "activation_overflow", 0.1, "an activation past its dtype's range"),
-    Row("fp16", "activation_overflow", 0.5, "fp16's range ends at 65504: activations overflow where bf16's do not"),
+    Row(ALWAYS, "activation_overflow", 0.4, "the cause the dev split's NaN threads name most (fp16 autocast or "
+        "half-precision weights: 5 of 9); a log that does not say its precision is most often a mixed-precision run",
+        DEV_BASE_RATE),
+    # on a tie the cause listed first leads: a bad batch before the LR, its check (one batch) is the cheaper
+    Row(ALWAYS, "nonfinite_data", 0.3, "a bad batch breaks one step of an otherwise sound run (1 of 9 dev threads; "
+        "the zoo's commonest NaN)", DEV_BASE_RATE),
+    Row(ALWAYS, "lr_too_high", 0.3, "a too-large step blows the weights up (3 of 9 dev threads)", DEV_BASE_RATE),
+    Row(ALWAYS, "grad_explosion", 0.2, "named by no dev NaN thread alone: its own evidence (a rising gradient norm) "
+        "is what names it", DEV_BASE_RATE),
+    Row("fp16", "activation_overflow", 0.5, "fp16's range ends at 65504: activations overflow where bf16's do not",
+        DOCUMENTED),
     Row("fp16", "loss_scale_collapse", 0.3, "a dynamic loss scale is fp16's; its collapse makes NaN steps"),
     Row("scale_steady", "loss_scale_collapse", -1.0, "the scale held: the scaler was not backing off"),
     Row("scale_fell", "loss_scale_collapse", 2.0, "the scaler backed off again and again before the NaN"),
@@ -80,13 +119,35 @@ _NAN_ROWS = (
     Row("overflow_lines", "loss_scale_collapse", 1.5, "the log prints the overflows that skipped steps"),
     Row("overflow_lines", "activation_overflow", 0.8, "repeated overflows are what an overflowing op prints"),
     Row("fp16_model", "activation_overflow", 1.5, "the model is known to overflow in fp16"),
-    Row("wide_dtype", "loss_scale_collapse", -2.0, "bf16/fp32 need no loss scale"),
-    Row("wide_dtype", "activation_overflow", -0.8, "bf16/fp32 have fp32's range"),
+    Row("wide_dtype", "loss_scale_collapse", -2.0, "bf16/fp32 need no loss scale", DOCUMENTED),
+    Row("wide_dtype", "activation_overflow", -0.8, "bf16/fp32 have fp32's range", DOCUMENTED),
     Row("grad_rose", "grad_explosion", 2.0, "the gradient norm built up before the NaN"),
     Row("grad_rose", "nonfinite_data", -1.0, "a bad batch breaks a step without a build-up"),
-    Row("loss_rose", "lr_too_high", 1.5, "the loss diverged before it went NaN"),
+    Row("loss_rose", "lr_too_high", 1.5, "the loss diverged before it went NaN",
+        DEV + "sequence_tagging_train_loss_nan_high_lr.log"),
     Row("loss_rose", "nonfinite_data", -0.5, "a bad batch breaks a calm run"),
     Row("lr_high", "lr_too_high", 1.0, "the LR is far above what is usual for the optimizer"),
+    Row("lr_high", "nonfinite_data", -0.3, "with an LR that large the step size explains the NaN before a batch does"),
+    Row("lr_usual", "lr_too_high", -0.4, "the LR is in the usual range for the optimizer"),
+    Row("warmup_end", "lr_too_high", 0.8, "it went NaN as the LR reached its peak after a warm-up: the first steps "
+        "at the full LR"),
+    Row("grad_rose_at_peak", "lr_too_high", 1.6, "the gradient norm was calm through the warm-up and built up only "
+        "once the LR reached its peak: the explosion is the LR's doing"),
+    Row("grad_rose_at_peak", "grad_explosion", -0.6, "the same gradients were sane at the smaller warm-up LR"),
+    # weak: a too-large LR also breaks the classification term first, its logits overflowing while a box
+    # regression term is still finite (detectron2_loss_dict_tensor_nan_lr.txt), so no row against the LR
+    Row("one_term", "nonfinite_data", 0.4, "one term of the loss went NaN while the others stayed finite: that "
+        "term's arithmetic on this batch (a ratio over zero positives, a log of 0)",
+        DEV + "bmn_training_loss_components_then_nan.log"),
+    Row("one_term", "activation_overflow", -0.3, "an overflow in the shared layers makes every term NaN"),
+    Row("blew_up", "lr_too_high", 0.8, "the loss was already huge and finite just before: the weights were blown "
+        "up over steps, as a too-large LR does", DEV + "hf_vicuna_lora_loss_huge_inf_nan.txt"),
+    Row("blew_up", "grad_explosion", 0.6, "... or gradients that grew without bound"),
+    Row("blew_up", "activation_overflow", -0.3, "an op past fp16's range goes non-finite at once, not through a "
+        "huge finite loss"),
+    Row("blew_up", "nonfinite_data", -0.3, "a bad batch breaks one step, it does not grow the loss first"),
+    Row("late", "lr_too_high", -0.5, "a too-large LR blows a run up within its first updates after the warm-up, "
+        "not after thousands of calm ones", DEV + "metriclogger_mar_loss_is_nan_stopping.log"),
     Row("calm", "nonfinite_data", 1.0, ">= 20 calm steps, then NaN in one step: the batch of that step"),
     Row("at_start", "nonfinite_data", 0.8, "NaN before any update: the data or the model's first forward"),
     Row("at_start", "grad_explosion", -0.3, "no updates yet to explode"),
@@ -118,7 +179,7 @@ _NAN_ROWS = (
     Row("lr_small", "lr_too_high", -0.8, "an LR of at most 1e-5 does not blow the weights up"),
     Row("first_update", "precision_stall", 0.8,
         "NaN from the very first update of a finite loss and gradient: the optimizer's own arithmetic "
-        "(Adam's eps is 0 in fp16: 0/0); set on the zoo's mlp_fp16_adam_eps (in-sample)"),
+        "(Adam's eps is 0 in fp16: 0/0); set on the zoo's mlp_fp16_adam_eps (in-sample)", ZOO),
     Row("first_update", "grad_explosion", -0.5, "one update: nothing had time to grow"),
     Row("first_update", "lr_too_high", -0.3, "a too-large step most often raises the loss for a few steps first"),
 )
@@ -147,6 +208,9 @@ _DIVERGE_ROWS = (
     Row("lr_high", "lr_too_high", 1.0, "the LR is far above what is usual for the optimizer"),
     Row("lr_usual", "lr_too_high", -0.4, "the LR is in the usual range"),
     Row("warmup_end", "lr_too_high", 0.8, "it diverged as the LR reached its peak"),
+    Row("grad_rose_at_peak", "lr_too_high", 1.2, "the gradient norm was calm through the warm-up and built up only "
+        "once the LR reached its peak: the explosion is the LR's doing"),
+    Row("grad_rose_at_peak", "grad_explosion", -0.6, "the same gradients were sane at the smaller warm-up LR"),
     Row("warming", "lr_too_high", 0.5, "it diverged while the LR was still climbing"),
     Row("sudden", "loss_spike", 0.8, "one interval from calm to high: an event, not a drift"),
     Row("scale_fell", "loss_scale_collapse", 1.5, "the fp16 scale collapsed with it"),
@@ -220,6 +284,7 @@ _GRAD_ROWS = (
     Row("recovered", "nonfinite_data", 0.4, "it came back: one batch, not a trend"),
     Row("loss_rose", "grad_explosion", 0.6, "the loss rose with it"),
     Row("lr_high", "lr_too_high", 1.2, "the LR is far above what is usual for the optimizer"),
+    Row("warmup_end", "lr_too_high", 0.6, "the gradient norm jumped as the LR reached its peak after a warm-up"),
     Row("scale_fell", "loss_scale_collapse", 1.2, "the fp16 scale fell with it"),
 )
 
@@ -333,6 +398,9 @@ CONF_FLOOR = 0.25
 #: clear lead (share < CLEAR_LEAD): it names the symptom and the ranked candidates, below what the
 #: weakest curve rule says (0.5), above the floor
 UNSEPARATED_CONF = 0.4
+#: the leader's share over the runner-up's below which the two are not separated (a score margin of
+#: 0.2: one weak row's worth)
+SEPARATED_RATIO = 1.5
 
 
 Evidence = Callable[[Run, Quantities, Symptom], "Msg | None"]
@@ -365,6 +433,75 @@ def _ev_early(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
         return None
     return Msg("diff.ev.early", step=sym.step)
+
+
+#: a NaN at or after this optimizer step came after thousands of updates: past where a too-large LR
+#: blows a run up (the lr_too_high rule looks at the first 50 steps; warm-ups end by ~2000)
+LATE_STEPS = 1000
+
+
+def _ev_late(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The NaN came at step >= LATE_STEPS of a log whose steps are the trainer's, the last loss before
+    it no higher than the log's median before it (a late NaN out of a run still training, not the
+    end of a divergence), and not as the LR reached its peak."""
+    prev = _prev_rows(q, sym)
+    if not steps_known(run) or sym.step < LATE_STEPS or prev.size == 0 or _ev_warmup_end(run, q, sym):
+        return None
+    x = q.loss[prev]
+    return Msg("diff.ev.late", step=sym.step) if float(x[-1]) <= 1.2 * float(np.median(x)) else None
+
+
+def _ev_grad_rose_at_peak(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The gradient norm built up (`grad_rose`) only after the LR reached the peak of its warm-up:
+    calm (at most 3x its early median) up to the peak, >= 10x after it."""
+    c = _lr_climb(q, sym.row)
+    if c is None or _ev_grad_rose(run, q, sym) is None:
+        return None
+    peak_row = c[0]
+    gn = q.grad_norm[:sym.row + 1]
+    upto, after = gn[:peak_row + 1], gn[peak_row + 1:]
+    upto, after = upto[np.isfinite(upto)], after[np.isfinite(after)]
+    if upto.size < 2 or after.size == 0:
+        return None
+    base = float(np.median(upto[:max(2, upto.size // 2)]))
+    if base <= 0 or float(np.max(upto)) > 3 * base or float(np.max(after)) < 10 * base:
+        return None
+    # ... and it began within one warm-up's length after the peak ("right after the warm-up")
+    gn_after = gn[peak_row + 1:]
+    onset = peak_row + 1 + int(np.flatnonzero(np.nan_to_num(gn_after, nan=0.0) >= 3 * base)[0])
+    warmup = int(q.steps[peak_row]) - int(q.steps[0])
+    if int(q.steps[onset]) - int(q.steps[peak_row]) > max(warmup, 1):
+        return None
+    return Msg("diff.ev.grad_rose_at_peak", lr=c[2], step=int(q.steps[peak_row]), base=base, top=float(np.max(after)))
+
+
+def _ev_one_term(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """At the NaN's step the log prints the loss's terms, and some are NaN/Inf while others are finite."""
+    comps = run.event("loss_components").get(sym.step)
+    if not isinstance(comps, dict):
+        return None
+    vals = {k: float(v) for k, v in comps.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    bad = sorted(k for k, v in vals.items() if not math.isfinite(v))
+    good = [k for k, v in vals.items() if math.isfinite(v)]
+    return Msg("diff.ev.one_term", bad=bad, n=len(good)) if bad and good else None
+
+
+#: a finite loss at least this large just before the NaN had already blown up (no common loss reaches
+#: it healthy), or this many times the losses before it
+BLOWN_UP = 1e4
+BLOWN_UP_RATIO = 100.0
+
+
+def _ev_blew_up(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The last finite loss before the NaN is >= BLOWN_UP, or >= BLOWN_UP_RATIO x the median before it:
+    the values grew through the range before they went non-finite."""
+    x = q.loss[_prev_rows(q, sym)]
+    if x.size == 0:
+        return None
+    last = abs(float(x[-1]))
+    earlier = np.abs(x[:-1])
+    big = last >= BLOWN_UP or (earlier.size >= 1 and last >= BLOWN_UP_RATIO * max(float(np.median(earlier)), 1e-12))
+    return Msg("diff.ev.blew_up", loss=float(x[-1])) if big else None
 
 
 def _ev_intermittent(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -510,8 +647,10 @@ def _ev_calm(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 def _ev_at_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     """Nothing finite before it, at the run's first steps (a first row at step 27 had 27 updates)."""
-    if _prev_rows(q, sym).size or (steps_known(run) and sym.step > START_STEPS):
-        return None
+    first_epoch = run.meta.get("first_epoch")
+    if _prev_rows(q, sym).size or (steps_known(run) and sym.step > START_STEPS) or (
+            isinstance(first_epoch, (int, float)) and first_epoch >= 1):
+        return None  # (a log that starts in its second epoch shows no run's start, whatever its steps)
     return Msg("diff.ev.at_start")
 
 
@@ -639,7 +778,7 @@ def _ev_first_updates(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     i = sym.row
-    if sym.data.get("from_text") or sym.data.get("source"):
+    if sym.data.get("from_text") or sym.data.get("source") in ("text", "component"):
         return None  # a NaN only the text tells, or a component's: not this row's gradient
     return Msg("diff.ev.loss_finite") if q.loss_logged[i] and np.isfinite(q.loss[i]) else None
 
@@ -662,7 +801,8 @@ EVIDENCE: dict[str, Evidence] = {
     "resumed": ev_resumed_here,
     "first_updates": _ev_first_updates, "early": _ev_early, "intermittent": _ev_intermittent,
     "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
-    "rising": _ev_rising, "first_update": _ev_first_update,
+    "rising": _ev_rising, "first_update": _ev_first_update, "late": _ev_late,
+    "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "blew_up": _ev_blew_up,
 }
 
 
@@ -725,6 +865,8 @@ def what(sym: Symptom) -> Msg:
         return Msg("diff.what.nonfinite_component", name=d["name"], step=sym.step)
     if sym.kind == "nonfinite" and d.get("source") == "text":
         return Msg("diff.what.nonfinite_text", step=sym.step)
+    if sym.kind == "nonfinite" and d.get("source") == "grad":
+        return Msg("diff.what.nonfinite_grad", n=d["n"], step=sym.step)
     keys = {"nonfinite": ("step",), "spike": ("loss", "step", "ratio", "base", "before"),
             "jump_stayed": ("loss", "step", "ratio", "base", "before"),
             "rise": ("best", "best_step", "end", "ratio", "step"), "zero": ("n", "step"),
@@ -755,11 +897,19 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
         ev.append(Msg("diff.separate", how=sep))
     fixes = _fixes(run, q, sym, lead, share, sep)
     conf = min(CONF_CAP, max(CONF_FLOOR, share))
-    if second and not r.said(lead, 1) and share < CLEAR_LEAD:
-        conf = min(conf, UNSEPARATED_CONF)  # nothing in the log separates the causes
+    if second and _unseparated(r):
+        conf = min(conf, UNSEPARATED_CONF)  # nothing in the log separates the causes: it says so
+        ev.append(Msg("diff.unseparated", first=lead, second=second))
     batch = sym.step if sym.kind in ("nonfinite", "spike", "jump_stayed") else None
     return Finding(cause=lead, symptom=symptom, severity=severity, confidence=conf, step=sym.step,
                    batch=batch, rank=run.rank, evidence=ev, fixes=as_fixes(fixes), rule=f"differential.{sym.kind}")
+
+
+def _unseparated(r: Ranked) -> bool:
+    """The log's evidence does not separate the leader from the runner-up: no clear lead, and either
+    nothing but the prior speaks for the leader or the runner-up's share is within SEPARATED_RATIO."""
+    share, second = r.causes[0][1], r.causes[1][1]
+    return share < CLEAR_LEAD and (not r.said(r.leader, 1) or share < SEPARATED_RATIO * second)
 
 
 def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[FixLike]:
@@ -802,7 +952,8 @@ def fill_gaps(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]
            if f.severity in ("warning", "critical")):
         shown.add("skipped_steps")
     out: list[Finding] = []
-    for sym in symptoms_of(q):
+    never = _grads_never_finite(q)
+    for sym in symptoms_of(q) + ([never] if never else []):
         symptom = KINDS[sym.kind][1]
         if shown & set(COVERS[symptom]):
             continue
@@ -811,6 +962,27 @@ def fill_gaps(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]
         out.append(finding_for(run, q, sym))
         shown.add(symptom)
     return out
+
+
+#: the loss moved at least this share of its first value between the first and the last logged point
+GRAD_NAN_LOSS_MOVED = 0.1
+
+
+def _grads_never_finite(q: Quantities) -> Symptom | None:
+    """Every logged gradient norm (>= 2) non-finite while every loss is finite and the loss moved
+    (>= GRAD_NAN_LOSS_MOVED): `Quantities` files those rows as skipped updates
+    (`survived_nonfinite_grads`), but a loss that moves says the weights did change, under gradients
+    whose norm is NaN. No update the log shows was sound: as critical as a NaN loss."""
+    rows = q.survived_nonfinite_grads
+    if rows.size < 2 or rows.size != int(q.run.logged("grad_norm").sum()):
+        return None
+    x = q.loss[q.loss_logged & np.isfinite(q.loss)]  # (`finite_loss` leaves skipped rows out: all of them here)
+    if x.size < 2 or abs(float(x[-1]) - float(x[0])) < GRAD_NAN_LOSS_MOVED * abs(float(x[0])):
+        return None  # a flat loss is what skipped updates make: the skipped-updates finding tells it
+    if any(s.kind == "nonfinite" for s in symptoms_of(q)):
+        return None
+    return Symptom(kind="nonfinite", row=int(rows[0]), step=int(q.steps[rows[0]]),
+                   data={"source": "grad", "n": int(rows.size)})
 
 
 def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]:

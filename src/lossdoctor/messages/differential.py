@@ -8,6 +8,11 @@ TEMPLATES = {
                                       "分项 loss {name} 在 step {step} 为 NaN/Inf"),
     "diff.what.nonfinite_text": ("the log reports a NaN/Inf loss at step {step}, after its last logged value",
                                  "日志在最后一个记录值之后的 step {step} 报告 loss 为 NaN/Inf"),
+    "diff.what.nonfinite_grad": (
+        "the gradient norm is non-finite on all {n} logged steps from step {step} while the loss stays finite: "
+        "no update the log shows was sound (skipped, or made from a gradient that cannot be measured)",
+        "从 step {step} 起全部 {n} 个记录的 step 上 grad norm 都是 NaN/Inf，而 loss 仍为有限值："
+        "日志中没有一次更新是正常的（被跳过，或基于无法度量的梯度）"),
     "diff.what.repeat": (
         "the losses of steps {first} on ({n} in a row) recur exactly at step {step} ({again}): the same batches "
         "gave the same losses",
@@ -61,6 +66,11 @@ TEMPLATES = {
     "diff.against": ("against it: {items}", "不支持它的证据：{items}"),
     "diff.ranked": ("ranked by the evidence in the log: {first} ({p1:.0%}), then {second} ({p2:.0%})",
                     "按日志中的证据排序：{first}（{p1:.0%}），其次 {second}（{p2:.0%}）"),
+    "diff.unseparated": (
+        "nothing in the log separates {first} from {second}: the order is how often each causes this symptom, "
+        "not evidence of this run, so the cause is uncertain until the measurement below is made",
+        "日志中没有能区分 {first} 与 {second} 的证据：这个排序只反映各原因导致该症状的常见程度，而不是本次训练的证据，"
+        "在完成下面的测量之前原因仍不确定"),
     "diff.separate": ("what separates the two: {how}", "区分二者的方法：{how}"),
     # the evidence
     "diff.ev.fp16": ("the run trains in fp16 (a loss scale or overflow lines in the log, or its config)",
@@ -124,6 +134,16 @@ TEMPLATES = {
     "diff.ev.repeats": ("the losses from step {first} recur exactly from step {again}",
                         "从 step {first} 起的 loss 在 step {again} 起完全重复"),
     "diff.ev.rising": ("the loss rose from {first} to {last}", "loss 从 {first} 升到 {last}"),
+    "diff.ev.one_term": ("at that step the loss term(s) {bad} went non-finite while {n} other term(s) stayed finite",
+                         "该 step 上 loss 分项 {bad} 变成 NaN/Inf，而其余 {n} 个分项仍是有限值"),
+    "diff.ev.blew_up": ("the last finite loss before it was {loss}: it had blown up before it went non-finite",
+                        "在此之前最后一个有限的 loss 为 {loss}：它在变成 NaN/Inf 之前已经爆炸"),
+    "diff.ev.late": ("it came at step {step}, after thousands of updates of a run whose loss was still at its level",
+                     "它出现在 step {step}，此前已更新数千次，且 loss 仍处于正常水平"),
+    "diff.ev.grad_rose_at_peak": (
+        "the gradient norm stayed near {base} through the warm-up and rose to {top} only after the LR reached its "
+        "peak {lr} (step {step})",
+        "warm-up 期间 grad norm 保持在 {base} 附近，直到 LR 在 step {step} 达到峰值 {lr} 之后才升到 {top}"),
     "diff.ev.loss_finite": ("the loss was still finite at that step", "该 step 的 loss 仍是有限值"),
     # the measurement that separates the leader from the runner-up
     "diff.sep.generic": ("log the gradient norm, the LR and the loss scale every step and look at step {step}",

@@ -1,0 +1,243 @@
+"""The differential moves the way the evidence points (detectors/differential.py).
+
+Generated logs: the same NaN, drawn over seeds and history lengths, with and without one piece of
+evidence (fp16 seen in the config / a falling loss scale / overflow lines / a model known to
+overflow; a loss rising before it; the LR against its usual range; a grad-norm blow-up right after
+the warm-up). Each test compares the ranked shares of the two logs: the causes the evidence points
+to gain, the ones it points away from lose. Assertions are on cause names, shares, message keys."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lossdoctor.detectors.differential import (
+    ALWAYS,
+    DEV,
+    DEV_NAN_CAUSES,
+    FP16_CAUSES,
+    SOURCES,
+    TABLES,
+    UNSEPARATED_CONF,
+    finding_for,
+    rank,
+)
+from lossdoctor.detectors.engine import diagnose_runs
+from lossdoctor.detectors.quantities import Quantities
+from lossdoctor.detectors.symptoms import symptoms_of
+from lossdoctor.records import Run, from_columns
+
+MANIFEST = Path(__file__).resolve().parents[1] / "benchmarks" / "real_logs" / "manifest.json"
+NAN = float("nan")
+#: steps start here: past the "first 50 updates" and "before any update" evidence, which these tests leave out
+START = 400
+
+
+def _calm(seed: int, n: int, level: float = 2.0, rel: float = 0.03) -> list[float]:
+    g = np.random.default_rng(seed)
+    return [level * (1 - 0.2 * i / n) * math.exp(rel * g.standard_normal()) for i in range(n)]
+
+
+def _nan_log(seed: int, calm: int, *, loss_tail: list[float] | None = None, meta: dict | None = None,
+             cols: dict | None = None, events: dict | None = None) -> Run:
+    """`calm` noisy finite points (loss, grad norm, a constant LR), an optional tail, then a NaN."""
+    loss = _calm(seed, calm) + list(loss_tail or []) + [NAN]
+    n = len(loss)
+    base = {"loss": loss, "grad_norm": _calm(seed + 100, n - 1, level=0.8, rel=0.1) + [NAN], "lr": [2e-4] * n}
+    base.update({k: v for k, v in (cols or {}).items()})
+    return from_columns(range(START, START + n), base, meta=meta, events=events)
+
+
+def _nan_symptom(run: Run):
+    q = Quantities(run)
+    return q, next(s for s in symptoms_of(q) if s.kind == "nonfinite")
+
+
+def _shares(run: Run) -> dict[str, float]:
+    q, sym = _nan_symptom(run)
+    return dict(rank(run, q, sym, "nonfinite").causes)
+
+
+def _leader(run: Run) -> str:
+    q, sym = _nan_symptom(run)
+    return rank(run, q, sym, "nonfinite").leader
+
+
+def _fp16(shares: dict[str, float]) -> float:
+    return sum(shares.get(c, 0.0) for c in FP16_CAUSES)
+
+
+def _keys(f) -> list[str | None]:
+    return [getattr(m, "key", None) for m in f.evidence]
+
+
+def _fix_keys(f) -> list[str | None]:
+    return [getattr(m, "key", None) for m in f.fixes]
+
+
+CASES = [(seed, calm) for seed in (0, 1, 2) for calm in (12, 40)]
+
+
+# ------------------------------------------------------------------ precision
+
+def _scale_falls(n: int) -> list[float]:
+    """Held at 2^16, then halved on each of the last 7 finite rows (an fp16 scaler backing off)."""
+    return [65536.0] * (n - 8) + [65536.0 / 2 ** k for k in range(1, 8)] + [512.0]
+
+
+def _overflow_lines(first: int, last: int) -> dict:
+    return {"text_events": {s: [{"kind": "overflow", "line": s, "text": "OVERFLOW! Skipping step."}]
+                            for s in range(first, last)}}
+
+
+FP16_EVIDENCE = {
+    "config": lambda n: {"meta": {"precision": "fp16"}},
+    "scale_fell": lambda n: {"cols": {"scale": _scale_falls(n)}},
+    "overflow_lines": lambda n: {"events": _overflow_lines(START + n - 7, START + n - 1)},
+    "model": lambda n: {"meta": {"model_type": "gemma"}},
+}
+
+
+@pytest.mark.parametrize("seed,calm", CASES)
+@pytest.mark.parametrize("evidence", sorted(FP16_EVIDENCE))
+def test_fp16_evidence_moves_the_same_nan_towards_the_fp16_causes(seed, calm, evidence):
+    base = _shares(_nan_log(seed, calm))
+    with_it = _shares(_nan_log(seed, calm, **FP16_EVIDENCE[evidence](calm + 1)))
+    assert _fp16(with_it) > _fp16(base), (evidence, base, with_it)
+    assert with_it["nonfinite_data"] < base["nonfinite_data"], (evidence, base, with_it)
+
+
+@pytest.mark.parametrize("seed,calm", CASES)
+def test_a_collapsing_loss_scale_puts_an_fp16_cause_first(seed, calm):
+    run = _nan_log(seed, calm, cols={"scale": _scale_falls(calm + 1)})
+    assert _leader(run) in FP16_CAUSES, _shares(run)
+
+
+@pytest.mark.parametrize("seed,calm", CASES)
+def test_bf16_in_the_config_moves_the_same_nan_away_from_the_fp16_causes(seed, calm):
+    base = _shares(_nan_log(seed, calm))
+    bf16 = _shares(_nan_log(seed, calm, meta={"precision": "bf16"}))
+    assert _fp16(bf16) < _fp16(base) and bf16["nonfinite_data"] > base["nonfinite_data"], (base, bf16)
+
+
+# ------------------------------------------------------------------ the loss before the NaN
+
+@pytest.mark.parametrize("seed,calm", CASES)
+def test_a_loss_rising_for_several_points_before_the_nan_moves_it_to_the_lr(seed, calm):
+    level = _calm(seed, calm)[-1]
+    rising = [level * 1.35 ** k for k in range(1, 7)]
+    base = _shares(_nan_log(seed, calm))
+    rose = _nan_log(seed, calm, loss_tail=rising)
+    shares = _shares(rose)
+    assert shares["lr_too_high"] > base["lr_too_high"] and shares["nonfinite_data"] < base["nonfinite_data"]
+    assert _leader(rose) == "lr_too_high", shares
+
+
+@pytest.mark.parametrize("seed", (0, 1, 2))
+def test_a_nan_out_of_a_long_calm_run_ranks_the_batch_over_the_lr(seed):
+    run = _nan_log(seed, 40, meta={"precision": "bf16"})
+    shares = _shares(run)
+    assert shares["nonfinite_data"] > shares["lr_too_high"] and _leader(run) == "nonfinite_data", shares
+
+
+# ------------------------------------------------------------------ the LR against its usual range
+
+@pytest.mark.parametrize("seed,calm", CASES)
+def test_an_lr_far_above_the_usual_range_moves_the_nan_to_the_lr_and_a_usual_one_away(seed, calm):
+    def with_lr(lr, optimizer):
+        meta = {"optimizer": optimizer} if optimizer else None
+        return _shares(_nan_log(seed, calm, meta=meta, cols={"lr": [lr] * (calm + 1)}))
+
+    unknown = with_lr(3e-4, None)  # the optimizer not said: the LR is not judged
+    usual = with_lr(3e-4, "AdamW")
+    high = with_lr(0.05, "AdamW")  # > 3x the 1e-3 end of Adam's usual range
+    assert high["lr_too_high"] > unknown["lr_too_high"] > usual["lr_too_high"], (high, unknown, usual)
+    assert high["nonfinite_data"] < unknown["nonfinite_data"], (high, unknown)
+
+
+# ------------------------------------------------------------------ a grad-norm blow-up: the LR or an explosion
+
+def _blowup_log(seed: int, *, warmup: int, calm_after: int) -> Run:
+    """A linear warm-up over `warmup` rows to 1e-3 (none when 0), `calm_after` calm rows at the peak,
+    then the grad norm doubles for 6 rows and the loss goes NaN."""
+    n_calm = warmup + calm_after
+    lr = [1e-3 * (i + 1) / warmup if i < warmup else 1e-3 for i in range(n_calm + 7)]
+    gn = _calm(seed + 7, n_calm, level=0.8, rel=0.1)
+    gn += [gn[-1] * 2.2 ** k for k in range(1, 7)] + [NAN]
+    loss = _calm(seed, n_calm) + _calm(seed + 1, 6, level=1.6) + [NAN]
+    return from_columns(range(START, START + len(loss)), {"loss": loss, "grad_norm": gn, "lr": lr})
+
+
+@pytest.mark.parametrize("seed", (0, 1, 2, 3))
+def test_a_grad_blowup_right_after_the_warmup_is_the_lr_and_without_a_warmup_an_explosion(seed):
+    at_peak = _blowup_log(seed, warmup=20, calm_after=1)
+    constant = _blowup_log(seed, warmup=0, calm_after=30)
+    long_after = _blowup_log(seed, warmup=10, calm_after=60)
+    q, sym = _nan_symptom(at_peak)
+    r = rank(at_peak, q, sym, "nonfinite")
+    assert "grad_rose_at_peak" in r.present and r.leader == "lr_too_high", (r.causes, list(r.present))
+    for run in (constant, long_after):
+        q, sym = _nan_symptom(run)
+        r = rank(run, q, sym, "nonfinite")
+        assert "grad_rose_at_peak" not in r.present and r.leader == "grad_explosion", (r.causes, list(r.present))
+
+
+# ------------------------------------------------------------------ certainty: said, and followed by the advice
+
+def test_a_nan_the_log_says_nothing_about_is_critical_unseparated_and_gets_only_measurements():
+    run = from_columns([18544, 18545], {"loss": [0.2606, NAN]})
+    q, sym = _nan_symptom(run)
+    f = finding_for(run, q, sym)
+    assert f.severity == "critical" and f.confidence <= UNSEPARATED_CONF, (f.severity, f.confidence)
+    assert "diff.unseparated" in _keys(f) and "diff.ranked" in _keys(f)
+    assert set(_fix_keys(f)) <= {"diff.fix.measure", "diff.fix.rerun", "diff.fix.log_more"}, _fix_keys(f)
+
+
+@pytest.mark.parametrize("seed", (0, 1))
+def test_strong_evidence_separates_the_causes_and_brings_the_leaders_fix(seed):
+    level = _calm(seed, 30)[-1]
+    run = _nan_log(seed, 30, loss_tail=[level * 1.4 ** k for k in range(1, 8)],
+                   meta={"optimizer": "AdamW", "precision": "bf16"}, cols={"lr": [0.05] * 38})
+    q, sym = _nan_symptom(run)
+    f = finding_for(run, q, sym)
+    assert f.cause == "lr_too_high" and "diff.unseparated" not in _keys(f), (f.cause, _keys(f))
+    assert f.confidence > UNSEPARATED_CONF and "diff.fix.lower_lr" in _fix_keys(f), (f.confidence, _fix_keys(f))
+
+
+def test_every_grad_norm_nan_while_the_loss_moves_is_a_critical_nan_and_while_it_is_flat_skipped_updates():
+    moving = from_columns([10, 20, 30], {"loss": [1.70, 1.35, 1.15], "grad_norm": [NAN] * 3,
+                                         "lr": [1.3e-6, 2.7e-6, 4e-6]})
+    flat = from_columns([10, 20, 30], {"loss": [7.13, 7.15, 7.14], "grad_norm": [NAN] * 3,
+                                       "lr": [2.7e-5, 2.7e-5, 2.7e-5]})
+    f = diagnose_runs([moving]).findings[0]
+    assert f.severity == "critical" and f.symptom == "nonfinite" and f.step == 10, (f.cause, f.symptom)
+    assert _keys(f)[0] == "diff.what.nonfinite_grad" and f.cause != "nonfinite_data", (f.cause, _keys(f))
+    g = diagnose_runs([flat]).findings[0]
+    assert g.symptom != "nonfinite" and g.cause == "loss_scale_collapse", (g.cause, g.symptom)
+
+
+# ------------------------------------------------------------------ the tables name their sources
+
+def _dev_files() -> set[str]:
+    return {e["file"] for e in json.loads(MANIFEST.read_text(encoding="utf-8")) if e.get("split") == "dev"}
+
+
+def test_every_row_names_its_source_and_the_fitted_ones_name_dev_logs_only():
+    dev = _dev_files()
+    for name, rows in TABLES.items():
+        for r in rows:
+            if r.source.startswith(DEV):
+                files = [f.strip() for f in r.source[len(DEV):].split(",")]
+                assert files and set(files) <= dev, (name, r)
+            else:
+                assert r.source in SOURCES, (name, r)
+    assert {f for files in DEV_NAN_CAUSES.values() for f in files} <= dev
+    # the NaN priors are ordered as the dev threads' counts are
+    prior = {r.cause: r.weight for r in TABLES["nonfinite"] if r.evidence == ALWAYS}
+    count = {c: len(files) for c, files in DEV_NAN_CAUSES.items()}
+    by_count = sorted(prior, key=lambda c: -count[c])
+    assert [prior[c] for c in by_count] == sorted(prior.values(), reverse=True), (prior, count)
