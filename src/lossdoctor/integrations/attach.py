@@ -133,7 +133,7 @@ class Attach:
         self.own_watch = False  # True while this module opens its monitor
         self.schedulers: dict[int, Any] = {}  # id(optimizer) -> weakref to its (last made) LR scheduler
         self.user_watched: set[int] = set()  # ids of optimizers the script watches itself
-        self.deepspeed = EngineHooks(self)  # a DeepSpeed engine's methods (attach_deepspeed.py)
+        self.deepspeed = EngineHooks(self, note)  # a DeepSpeed engine's methods (attach_deepspeed.py)
 
     # --- torch imported ----------------------------------------------------------------------
     def on_torch(self, torch: Any) -> None:

@@ -38,10 +38,12 @@ def is_pipeline_engine(engine: Any) -> bool:
 
 
 class EngineHooks:
-    """The wrapped `DeepSpeedEngine` methods of one process, on the `Attach` state `state`."""
+    """The wrapped `DeepSpeedEngine` methods of one process, on the `Attach` state `state`;
+    `note(key, **values)` is attach's one line on stderr (passed in: attach imports this module)."""
 
-    def __init__(self, state: Any) -> None:
+    def __init__(self, state: Any, note: Callable[..., None]) -> None:
         self.state = state
+        self.note = note
         self.seen = False  # an engine was made outside a framework: the optimizer hooks stand aside
         self.last: Any = None  # weakref to the engine whose forward ran last
         self.engine: Any = None  # the engine watched (strong: it lives as long as the run)
@@ -76,12 +78,10 @@ class EngineHooks:
         return wrapped
 
     def _safely(self, fn: Callable[..., None], *args: Any) -> None:
-        from .attach import note
-
         try:
             fn(*args)
         except Exception as e:
-            note("integrations.attach.failed", part="deepspeed", error=f"{type(e).__name__}: {e}")
+            self.note("integrations.attach.failed", part="deepspeed", error=f"{type(e).__name__}: {e}")
 
     # --- the engine's calls ----------------------------------------------------------------
     def _made(self, engine: Any) -> None:
@@ -143,8 +143,6 @@ class EngineHooks:
         state.monitor.writer.write_meta(state.monitor.meta)
 
     def _note_pipeline(self) -> None:
-        from .attach import note
-
         if not self.pipeline_noted:
             self.pipeline_noted = True
-            note("integrations.attach.pipeline_engine")
+            self.note("integrations.attach.pipeline_engine")
