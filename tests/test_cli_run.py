@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_env, run_cli
+from dist_workers import free_port
 
 PLAIN_LOOP = textwrap.dedent("""
     import sys, time, torch
@@ -237,11 +238,14 @@ def test_torchrun_workers_are_watched_one_rank_dir_each(tmp_path):
     """`-- torchrun --nproc_per_node 2` over gloo: the launcher passes the environment switch to
     its workers, each writes its `rank-N/`, and the diagnosis names the rank the NaN began on."""
     script = write(tmp_path, "ddp.py", DDP_SCRIPT)
-    launch = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(script)]
-    subprocess.run(launch, cwd=tmp_path, check=True, capture_output=True, timeout=300, env=cli_env())
+    def launch() -> list[str]:  # a free port each time: torchrun's default 29500 may be another job's
+        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                str(free_port()), str(script)]
+
+    subprocess.run(launch(), cwd=tmp_path, check=True, capture_output=True, timeout=300, env=cli_env())
     unwatched = (tmp_path / "before_nan.pt").read_bytes()
     (tmp_path / "before_nan.pt").unlink()
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/ddp", "--", *launch, cwd=tmp_path, timeout=300)
+    p = run_cli("run", "--no-alerts", "--log-dir", "runs/ddp", "--", *launch(), cwd=tmp_path, timeout=300)
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "before_nan.pt").read_bytes() == unwatched
     log_dir = tmp_path / "runs" / "ddp"

@@ -18,6 +18,10 @@ are added, and the rest follows from what the script does:
   one optimizer (else at the first optimizer step), and `mon.step(loss, batch)` runs after every
   step of that optimizer (so step 0's forward is not traced).
 
+A DeepSpeed engine (`-- deepspeed script.py`) is watched through its own `forward`, `backward` and
+`step` instead (`integrations.attach_deepspeed`): under ZeRO the optimizer that steps holds flat
+partitions, not the model's parameters.
+
 A script that calls `lossdoctor.watch` itself keeps its own monitor (its optimizer is not watched
 again). An HF `Trainer`'s `train()` (a Lightning `Trainer`'s `fit()`) gets lossdoctor's callback for that
 framework added instead (unless the script added one), and
@@ -45,6 +49,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..messages import render
+from .attach_deepspeed import ENGINE_MODULE, EngineHooks
 
 ENV_SWITCH = "LOSSDOCTOR_ATTACH"
 ENV_LOG_DIR = "LOSSDOCTOR_LOG_DIR"
@@ -128,6 +133,7 @@ class Attach:
         self.own_watch = False  # True while this module opens its monitor
         self.schedulers: dict[int, Any] = {}  # id(optimizer) -> weakref to its (last made) LR scheduler
         self.user_watched: set[int] = set()  # ids of optimizers the script watches itself
+        self.deepspeed = EngineHooks(self, note)  # a DeepSpeed engine's methods (attach_deepspeed.py)
 
     # --- torch imported ----------------------------------------------------------------------
     def on_torch(self, torch: Any) -> None:
@@ -226,6 +232,9 @@ class Attach:
                 self.loss = tensor.detach()
         except Exception:
             pass
+        if self.deepspeed.seen and not self.framework:  # DeepSpeed's torch-style `loss.backward()`
+            self.deepspeed.start()
+            return
         if not self.tried and not self.framework and not self.early_tried:
             self.early_tried = True  # one look: the object scan is not repeated at every backward
             self._start_early()
@@ -270,7 +279,7 @@ class Attach:
 
     # --- an optimizer step -------------------------------------------------------------------
     def _pre(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.framework or self.tried:
+        if self.framework or self.tried or self.deepspeed.seen:  # a DeepSpeed engine is watched by its methods
             return
         self.tried = True
         try:
@@ -357,6 +366,9 @@ class Attach:
         module.Monitor.__init__ = watched_init
 
     # --- frameworks ----------------------------------------------------------------------------
+    def on_deepspeed(self, module: Any) -> None:
+        self.deepspeed.install(module.DeepSpeedEngine)
+
     def on_transformers(self, module: Any) -> None:
         self._wrap_entry(module.Trainer, "train", self._add_hf_callback)
 
@@ -437,7 +449,8 @@ def install() -> Attach | None:
     state = Attach(os.environ.get(ENV_LOG_DIR) or None, options)
     sys.meta_path.insert(0, AfterImport({"torch": state.on_torch, "transformers.trainer": state.on_transformers,
                                          "lightning.pytorch.trainer.trainer": state.on_lightning,
-                                         "lossdoctor.monitor": state.on_monitor}))
+                                         "lossdoctor.monitor": state.on_monitor,
+                                         ENGINE_MODULE: state.on_deepspeed}))
     atexit.register(state.close)
     _STATE = state
     return state

@@ -52,4 +52,8 @@ TEMPLATES = {
         "lossdoctor: note: an optimizer stepped, but no module called with gradients holds its parameters; "
         "not watching this run",
         "lossdoctor：提示：optimizer 执行了 step，但没有哪个在梯度模式下调用过的 module 持有它的参数；不监控这次训练"),
+    "integrations.attach.pipeline_engine": (
+        "lossdoctor: note: a DeepSpeed pipeline engine (train_batch) is not watched by lossdoctor run yet; "
+        "the script runs on unwatched",
+        "lossdoctor：提示：`lossdoctor run` 暂不监控 DeepSpeed 的流水线 engine（`train_batch`）；脚本照常运行，不监控"),
 }
