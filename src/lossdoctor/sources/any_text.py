@@ -154,7 +154,7 @@ class TextParser:
             m = _LEADING_COUNTER.match(raw)  # XGBoost's `[0]\ttrain-logloss:...`: a counter, not a log prefix
             if m is not None:
                 text = m.group(1) + " " + text
-        if self.in_eval or len(text) <= 64 and EVAL_SECTION.match(text):
+        if self.in_eval:
             text = self._section(text)
             if not text:
                 return
@@ -167,6 +167,9 @@ class TextParser:
         hit = self._cache.get(zeroed)
         if hit is not None and self.header is None and self.block is None and not self.pending:
             self._values(text, *hit)  # a shape read before: a row again (the common case)
+            return
+        if len(text) <= 64 and EVAL_SECTION.match(text):  # a line without numbers: never a cached shape
+            self.in_eval = True
             return
         self._feed_text(text)
 
