@@ -781,6 +781,69 @@ case("chinese_iteration_loss",
      {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: G[0], 200: G[1], 300: G[2]})
 case("chinese_step_full_width_colon",
      "".join(f"步数：{s}，损失：{v}\n" for s, v in zip((10, 20, 30), L)), {10: L[0], 20: L[1], 30: L[2]})
+# --- variants of the shapes above: fields added or reordered, evaluation lines interleaved -------------------------
+# mmengine with its validation loop's lines between the training ones (`Epoch(val) [1][ 50/500]` and the
+# summary `Epoch(val) [1][500/500]  accuracy/top1: ...`)
+case("mmengine_train_with_val_lines",
+     "".join(f"06/01 12:00:{k:02d} - mmengine - INFO - Epoch(train)  [{e}][{i:3d}/500]  lr: 1.0000e-02  eta: 1:00:00  "
+             f"time: 0.5120  data_time: 0.0110  memory: 3000  loss: {v:.4f}  loss_cls: 0.9123\n"
+             + (f"06/01 12:01:{k:02d} - mmengine - INFO - Epoch(val)  [{e}][ 50/100]    eta: 0:00:10  time: 0.1000  "
+                f"data_time: 0.0100  memory: 800  loss: {w:.4f}\n" if i == 500 else "")
+             for k, (e, i, v, w) in enumerate(((1, 250, L[0], 0), (1, 500, L[1], V[0]), (2, 250, L[2], 0),
+                                               (2, 500, L[3], V[1])))),
+     (ORDERED, [round(v, 4) for v in L[:4]]))
+# detectron2 with an `eta` dropped once the run ends and `max_mem` appearing late: the same series
+case("detectron2_fields_come_and_go",
+     "".join(f"[06/01 12:00:{k:02d} d2.utils.events]:  {eta}iter: {i}  total_loss: {v}  loss_cls: 0.9  loss_box_reg: 0.5  "
+             f"time: 0.4123  data_time: 0.0112  lr: 0.0002{mem}\n" for k, (i, v, eta, mem) in enumerate(
+                 ((19, L[0], "eta: 0:10:00  ", ""), (39, L[1], "eta: 0:05:00  ", "  max_mem: 3000M"),
+                  (59, L[2], "", "  max_mem: 3000M")))),
+     {19: L[0], 39: L[1], 59: L[2]}, lr={19: 2e-4, 39: 2e-4, 59: 2e-4})
+# fairseq's train_inner with keys in another order (a plugin's extra meters before `loss`)
+case("fairseq_reordered_keys",
+     "".join(f"2021-03-01 10:00:{k:02d} | INFO | train_inner | epoch 001:    {s} / 1000 num_updates={s}, lr=1.25e-05, "
+             f"gnorm={g}, wps=12000, loss={v}, nll_loss=8.9, ppl=478.2, loss_scale=64\n"
+             for k, (s, v, g) in enumerate(zip((100, 200, 300), L, G))),
+     {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: G[0], 200: G[1], 300: G[2]})
+# a plain print with the validation loss on its own line right after each epoch's training line
+case("plain_epoch_train_then_val_line",
+     "".join(f"Epoch {e}/3 - train_loss: {v:.4f} - train_acc: 0.5\nEpoch {e}/3 - val_loss: {w:.4f} - val_acc: 0.6\n"
+             for e, v, w in zip((1, 2, 3), L, V)),
+     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, V))
+# the HF notebook table with its evaluation columns holding more metrics, steps every 50
+case("hf_notebook_table_more_metrics",
+     "| Step | Training Loss | Validation Loss | Accuracy | F1 | Runtime | Samples Per Second |\n"
+     "|---|---|---|---|---|---|---|\n"
+     + "".join(f"| {s} | {v:.6f} | {w:.6f} | 0.5 | 0.4 | 10.1 | 99.0 |\n" for s, v, w in zip((50, 100, 150), L, V)),
+     {50: round(L[0], 6), 100: round(L[1], 6), 150: round(L[2], 6)}, eval_loss={50: V[0], 100: V[1], 150: V[2]})
+# the ImageNet example's meters with a validation pass (`Test: [ 10/196]` lines of the same meter shape) between
+# epochs
+case("imagenet_average_meter_with_test_lines",
+     "".join(f"Epoch: [{e}][{i:4d}/5005]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\tLoss {v:.4e} ({v + 0.1:.4e})\t"
+             f"Acc@1   0.00 (  0.14)\n" for e, i, v in ((0, 10, L[0]), (0, 20, L[1])))
+     + "".join(f"Test: [{i:3d}/196]\tTime  0.100 ( 0.120)\tLoss {w:.4e} ({w:.4e})\tAcc@1  10.00 ( 10.00)\n"
+               for i, w in ((10, V[0]), (20, V[1])))
+     + "".join(f"Epoch: [{e}][{i:4d}/5005]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\tLoss {v:.4e} ({v + 0.1:.4e})\t"
+               f"Acc@1   0.00 (  0.14)\n" for e, i, v in ((1, 10, L[2]), (1, 20, L[3]))),
+     (ORDERED, [float(f"{v:.4e}") for v in L[:4]]))
+# YOLOv5's epoch table row followed by its validation rows (`Class Images Labels P R mAP`), the header
+# printed again at each epoch (train.py: `LOGGER.info(('\n' + '%10s' * 7) % ('Epoch', ...))` inside the epoch loop)
+case("yolov5_table_with_val_rows",
+     "".join(f"\n     Epoch   gpu_mem       box       obj       cls    labels  img_size\n      {e}/99     2.64G   {b:.5f}   0.02000   0.01000         4       416: 100%|##########| 7/7 "
+               f"[00:15<00:00,  2.27s/it]\n               Class     Images     Labels          P          R     "
+               f"mAP@.5 mAP@.5:.95: 100%|##########| 1/1 [00:01<00:00,  1.30s/it]\n                 all         14"
+               f"         20      0.5        0.4        0.3        0.2\n" for e, b in ((0, 0.1), (1, 0.09), (2, 0.08))),
+     # the loss is box + obj + cls
+     (ORDERED, [0.13, 0.12, 0.11]))
+# the same with the header printed once (a fork that moved it out of the loop): the table resumes after the
+# validation lines
+case("table_resumed_after_other_lines",
+     "     Epoch   gpu_mem       box       obj       cls    labels  img_size\n"
+     + "".join(f"      {e}/99     2.64G   {b:.5f}   0.02000   0.01000         4       416: 100%|##########| 7/7 "
+               f"[00:15<00:00,  2.27s/it]\n               Class     Images     Labels          P          R     "
+               f"mAP@.5 mAP@.5:.95: 100%|##########| 1/1 [00:01<00:00,  1.30s/it]\n                 all         14"
+               f"         20      0.5        0.4        0.3        0.2\n" for e, b in ((0, 0.1), (1, 0.09), (2, 0.08))),
+     (ORDERED, [0.13, 0.12, 0.11]))
 
 # --- the test ----------------------------------------------------------------------------------
 

@@ -140,6 +140,7 @@ class TextParser:
         self.overflow_seq: list[int] = []
         self.header_key: tuple[str, ...] | None = None
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
+        self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
         self.section = ""
         #: a line's text with its digits zeroed -> its template and where its numbers are
@@ -303,18 +304,21 @@ class TextParser:
         cells = split_cells(text)
         if len(cells) < 2:
             return False
-        if self.header is not None and len(cells) > len(self.header) and "|" in text:
+        header, key = self.header, self.header_key
+        if header is None and self.last_table is not None:
+            header, key = self.last_table  # a table resumed after another's lines (YOLOv5's val rows between epochs)
+        if header is not None and len(cells) > len(header) and "|" in text:
             cells = split_cells(_BAR_TAIL.sub("", text))
-        if self.header is not None and len(cells) == len(self.header):
+        if header is not None and len(cells) == len(header):
             values = [_cell(c) for c in cells]
             if all(v is not None for v in values) and any(v == v for v in values):
-                key = ("table", self.header_key)
-                t = self.templates.get(key)
+                t = self.templates.get(("table", key))
                 if t is None:
-                    t = Template("table", list(self.header), [bool(EVAL_NAME.search(h)) for h in self.header])
-                    if any(_YOLO_HEADER.match(h) for h in self.header):
+                    t = Template("table", list(header), [bool(EVAL_NAME.search(h)) for h in header])
+                    if any(_YOLO_HEADER.match(h) for h in header):
                         t.losses = _YOLO_LOSSES
-                    self.templates[key] = t
+                    self.templates[("table", key)] = t
+                self.header, self.header_key, self.last_table = header, key, (header, key)
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
         self.header = None  # the table ended
