@@ -705,6 +705,8 @@ case("plain_bracket_epoch_iteration",
      {120: L[0], 240: L[1], 360: L[2]})
 case("plain_leading_counter_colon", "".join(f"{i}: loss {v}\n" for i, v in zip((120, 240, 360), L)),
      {120: L[0], 240: L[1], 360: L[2]})
+case("plain_leading_number_column", "".join(f"{i} loss: {v} lr: 0.001\n" for i, v in zip((100, 200, 300), L)),
+     {100: L[0], 200: L[1], 300: L[2]}, lr={100: 1e-3, 200: 1e-3, 300: 1e-3})
 case("plain_parenthesised_counter",
      "".join(f"Batch({s}/1000) loss={v} lr=0.001\n" for s, v in zip((40, 80, 120), L)), {40: L[0], 80: L[1], 120: L[2]})
 case("plain_parenthesised_bare_counter",

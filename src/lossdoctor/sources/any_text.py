@@ -287,8 +287,8 @@ class TextParser:
             t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
                              for j in range(len(spans))]
             t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
-            if not names[0] and parts[0].strip() == "" and parts[1].startswith(":"):
-                t.bracketed[0] = True  # `120: loss 2.31`, Darknet's ` 1: 2.31, ...`: a leading counter
+            if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
+                t.bracketed[0] = True  # `120: loss 2.31`, `120 loss: 2.31`, Darknet's ` 1: 2.31, ...`: a leading counter
             self.templates[key] = t
         return t, spans
 
@@ -428,6 +428,8 @@ def _shape_key(text: str, spans: Sequence[tuple[int, int]]) -> tuple[list[str], 
 def _shape(text: str) -> str:
     """A line without its numbers and spaces (`iteration 100/ 500 |` and `iteration  2000/ 500 |` alike)."""
     return _SPACES.sub("", NUMBER.sub("#", text))
+#: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
+_LEADING_SLOT = re.compile(r":|\s+[A-Za-z]")
 #: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
 _LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
