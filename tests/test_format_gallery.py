@@ -87,8 +87,7 @@ case("nemo_bar_reduced_train_loss",
 case("keras_epoch_lines_val_loss",
      "".join(f"Epoch {e}/10\n100/100 - 2s - 15ms/step - accuracy: 0.8{e} - loss: {v:.4f} - val_accuracy: 0.8{e}"
              f" - val_loss: {w:.4f}\n" for e, v, w in zip((1, 2, 3), L, V)),
-     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 4) for v in V]),
-     xfail="the console reader (sources/stdout.py) reads Keras lines and keeps no val_loss")
+     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 4) for v in V]))
 
 # Keras 1 (keras/utils/generic_utils.py Progbar, 2015): `Epoch 1` then `60000/60000 [====] - 5s - loss: X`
 case("keras1_epoch_bar",

@@ -398,7 +398,7 @@ def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
     if m is None:
         return None
     found = key_values(text[m.end():].replace(" - ", " , ")) or {}
-    metrics = {c: found[c] for c in METRICS if c in found}
+    metrics = {c: found[c] for c in (*METRICS, "eval_loss") if c in found}  # `val_loss` at an epoch's end: kept apart
     return int(m.group(1)), int(m.group(2)), metrics
 
 
