@@ -17,6 +17,7 @@ no counter): the values must then be read in that order at strictly increasing s
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -895,6 +896,33 @@ def test_the_gallery_reads_each_tool_as_it_prints(c, tmp_path):
 
 def test_the_gallery_has_forty_shapes():
     assert len(CASES) >= 40 and len({c["name"] for c in CASES}) == len(CASES)
+
+
+# --- the phrasing grid: every way of saying a value, a counter and a name, crossed ---------------------------
+_SAYS = ["{k}: {v}", "{k} = {v}", "{k}={v}", "{k} {v}", "{k} is {v}", "{k} -> {v}", "{k}({v})"]
+_COUNTERS = ["step {s}", "Step: {s}", "iter {s}", "[{s}/1000]", "Iteration {s},", "{s}:", "it {s}", "global_step={s}",
+             "Epoch 1 Batch [{s}]", "({s}/1000)", "Batch({s}/1000)", "step {s}/1000", "[Epoch 1][Iteration {s}]"]
+_VALUES = ["{x}", "tensor({x}, device='cuda:0', grad_fn=<AddBackward0>)", "'{x}'", "np.float32({x})"]
+
+
+@pytest.mark.parametrize("counter", _COUNTERS)
+def test_every_phrasing_of_value_counter_and_name_reads(counter, tmp_path):
+    """The readers' rules are general, not one per tool: each counter phrasing crossed with each way of
+    saying a value, each value wrapper and three names of the training loss, with an LR and a
+    validation loss on the same line, reads the training loss at its steps and the validation loss
+    apart (never in its place)."""
+    steps = [40, 80, 120, 160]
+    failed = []
+    for say, wrap, name in itertools.product(_SAYS, _VALUES, ["loss", "train_loss", "Train Loss"]):
+        text = "".join(" ".join([counter.format(s=s), say.format(k=name, v=wrap.format(x=x)),
+                                 say.format(k="lr", v=wrap.format(x=0.001)),
+                                 say.format(k="val_loss", v=wrap.format(x=2.9))]) + "\n" for s, x in zip(steps, L))
+        p = tmp_path / "train.log"
+        p.write_text(text)
+        run = load_path(p)[0]
+        if _at(run, "loss") != dict(zip(steps, L[:4])) or set(_at(run, "eval_loss").values()) - {2.9}:
+            failed.append(text.splitlines()[0])
+    assert not failed, failed[:5]
 
 
 def _mutations(text: str, rng) -> list[str]:
