@@ -32,8 +32,8 @@ its own section.
 | [Generated variants: test](#generated-variants-test) | `python -m benchmarks.zoo --generated --split test --jobs 2` (held out: never tuned on) |
 | [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
 | [Real logs](#real-logs) | `python -m benchmarks.real_logs.score` |
-| [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 056e5fa --docs` |
-| [Format gallery](#format-gallery) | `python benchmarks/format_gallery.py --baseline b012790 --docs` |
+| [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 1c5b225 --docs` |
+| [Format gallery](#format-gallery) | `python benchmarks/format_gallery.py --baseline 1c5b225 --docs` |
 | [Read speed](#read-speed) | `python benchmarks/read_speed.py --reference --sizes 10MB,100MB,1GB --docs` (default: 10MB, a quick run) |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |

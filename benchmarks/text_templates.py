@@ -10,7 +10,10 @@ Accuracy, two sets (both in-sample: the shapes were written for this reader and 
 looked at while writing it):
 - the shape examples below (one per shape the reader is meant to read): right when the training
   loss values read equal the expected ones in order;
-- the corpus's dev text logs (`benchmarks/real_logs/`, every text file; JSON files are skipped):
+- the format gallery (`tests/test_format_gallery.py`: each tool's print shape with its truth), read
+  by the general reader alone: right when its training losses are the truth's, in step order;
+- the corpus's dev text logs (`benchmarks/real_logs/`, the manifest's dev split only: test-split
+  files are never opened; JSON files are skipped):
   the named readers' training loss is the reference; right when at least 90% of its values are
   read (multiset overlap, 4 significant digits) and no more than 10% extra values come with them.
 Speed: lines per second reading an ImageNet-example meter log of --lines lines.
@@ -29,6 +32,7 @@ them out of the project's environment).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
 import subprocess
@@ -92,6 +96,19 @@ class Drain3Parser(any_text.TextParser):
         self.miner = TemplateMiner(config=config)
         self.by_cluster: dict[int, any_text.Template] = {}
 
+    def _section(self, text: str) -> str:
+        """The evaluation-section rule with drain3's grouping: a line of a training line's cluster."""
+        if any_text.EVAL_SECTION.match(text):
+            self.in_eval = True
+            return ""
+        self.in_eval = False
+        c = self.miner.match(text)
+        t = self.by_cluster.get(c.cluster_id) if c is not None else None
+        if t is not None and any(any_text.classify_slot(t, j) == "train" for j in range(len(t.names))):
+            self.in_eval = True
+            return "eval | " + text
+        return text
+
     def _template_line(self, text: str, zeroed: str) -> None:
         """Every line goes through drain3 (no cache of shapes: drain3's clusters are the grouping)."""
         spans = tuple(m.span() for m in any_text.NUMBER.finditer(text))
@@ -147,8 +164,28 @@ def text_lines(path: Path) -> list[str]:
 
 
 def dev_logs() -> list[Path]:
+    """The dev split's text logs (the manifest says which files are dev; the test split is not opened)."""
     d = ROOT / "benchmarks" / "real_logs"
-    return sorted(p for p in d.iterdir() if p.suffix in (".log", ".txt", ".md") and p.name != "README.md")
+    dev = [e["file"] for e in json.loads((d / "manifest.json").read_text(encoding="utf-8")) if e.get("split") == "dev"]
+    return sorted(d / f for f in dev if Path(f).suffix in (".log", ".txt", ".md"))
+
+
+def gallery() -> list[tuple[str, str, list[float]]]:
+    """The format gallery's text cases (not its CSV/JSONL files) with the truth's training losses in step order."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_format_gallery as g
+
+    out = []
+    for c in g.CASES:
+        if c["loss"] is None or c["file"] != "train.log":
+            continue
+        want = c["loss"][1] if isinstance(c["loss"], tuple) else [c["loss"][k] for k in sorted(c["loss"])]
+        out.append((c["name"], c["text"], list(want)))
+    return out
+
+
+def exact(want: list[float], got: list[float]) -> bool:
+    return len(got) == len(want) and all(_key(a) == _key(b) for a, b in zip(want, got))
 
 
 def speed(variant: str, n: int) -> tuple[float, int]:
@@ -219,12 +256,16 @@ def main() -> int:
         shapes = [name for name, text, want in SHAPES if close(want, losses(v, text.splitlines())) and
                   len(losses(v, text.splitlines())) == len(want)]
         missed = [name for name, _, _ in SHAPES if name not in shapes]
+        cases = gallery()
+        g_right = [name for name, text, want in cases if exact(want, losses(v, text.splitlines()))]
         dev = [p.name for p in refs if close(refs[p], losses(v, text_lines(p)))]
         rate, read = speed(v, args.lines)
-        print(f"{v:7s} shapes {len(shapes)}/{len(SHAPES)} (missed: {', '.join(missed) or '-'}); dev text logs "
+        print(f"{v:7s} shapes {len(shapes)}/{len(SHAPES)} (missed: {', '.join(missed) or '-'}); gallery "
+              f"{len(g_right)}/{len(cases)}; dev text logs "
               f"{len(dev)}/{len(refs)}; speed {rate:,.0f} lines/s on {args.lines:,} meter lines "
               f"({read:,} training losses read)")
-        out.append(f"| {v} | {len(shapes)}/{len(SHAPES)} ({', '.join(missed) or 'none missed'}) | {len(dev)}/{len(refs)} | "
+        out.append(f"| {v} | {len(shapes)}/{len(SHAPES)} ({', '.join(missed) or 'none missed'}) | "
+                   f"{len(g_right)}/{len(cases)} | {len(dev)}/{len(refs)} | "
                    f"{rate:,.0f} | {read:,} of {args.lines:,} |")
     speeds = console_speed(args.console_lines, args.baseline) if args.baseline else {}
     for k, t in speeds.items():
@@ -243,11 +284,14 @@ def _docs(rows: list[str], speeds: dict[str, float], args: argparse.Namespace) -
             "in `sources/any_text.py`); the alternative puts every line through drain3's `TemplateMiner` "
             "(numbers masked) and takes its clusters as the templates; the rest of the reader is the same. "
             "Shapes: one example per shape the reader is meant to read (the list in `benchmarks/text_templates.py`); "
-            "dev text logs: every text file of `benchmarks/real_logs/` whose named reader reads a training loss, "
+            "gallery: the text cases of `tests/test_format_gallery.py`, read by the general reader alone (right: the "
+            "truth's training losses, in step order); "
+            "dev text logs: every dev-split text file of `benchmarks/real_logs/` whose named reader reads a training loss, "
             "read by the general reader alone and compared with the named reader's values (right: 90% of them "
             "read, at most 10% extra). Both sets are **in-sample** (written or looked at while writing the reader). "
             "Speed: the ImageNet example's meter lines, in process.", "",
-            "| grouping | shapes right | dev text logs right | lines/s | training losses read |", "|---|---|---|---|---|",
+            "| grouping | shapes right | gallery text cases right | dev text logs right | lines/s | training losses read |",
+            "|---|---|---|---|---|---|",
             *rows, ""]
     if speeds:
         body += [f"The named console reader (tried before the general one) on a {args.console_lines:,}-line nanoGPT log, "

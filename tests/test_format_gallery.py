@@ -17,6 +17,7 @@ no counter): the values must then be read in that order at strictly increasing s
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -87,8 +88,7 @@ case("nemo_bar_reduced_train_loss",
 case("keras_epoch_lines_val_loss",
      "".join(f"Epoch {e}/10\n100/100 - 2s - 15ms/step - accuracy: 0.8{e} - loss: {v:.4f} - val_accuracy: 0.8{e}"
              f" - val_loss: {w:.4f}\n" for e, v, w in zip((1, 2, 3), L, V)),
-     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 4) for v in V]),
-     xfail="the console reader (sources/stdout.py) reads Keras lines and keeps no val_loss")
+     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 4) for v in V]))
 
 # Keras 1 (keras/utils/generic_utils.py Progbar, 2015): `Epoch 1` then `60000/60000 [====] - 5s - loss: X`
 case("keras1_epoch_bar",
@@ -591,6 +591,262 @@ case("tqdm_rate_unit_flips",
      {100: 2.31, 200: 2.253, 300: 2.199})
 
 
+# --- more tools, and the phrasings people print ---------------------------------------------------
+# Written from each tool's print code as remembered (the line format cited beside it), with variants
+# (fields added or reordered, evaluation lines interleaved) that a reader fitted to one log would miss.
+
+# AlexeyAB/darknet src/detector.c train_detector: `printf("\n %d: %f, %f avg loss, %f rate, %lf seconds, %d
+# images, %f hours left\n", iteration, loss, avg_loss, ...)`: the name comes after the number; the first
+# number after the counter is the batch's loss, `avg loss` its running average
+case("darknet_avg_loss",
+     "".join(f" Region 82 Avg IOU: 0.512345, Class: 0.498765, Obj: 0.456789, No Obj: 0.004567, .5R: 0.5, .75R: 0.1, "
+             f" count: 8\n {i}: {v:f}, {v + 0.4:f} avg loss, 0.000010 rate, 2.361061 seconds, {64 * i} images, "
+             f"-1.000000 hours left\nLoaded: 0.000040 seconds\n" for i, v in zip((1, 2, 3, 4), L)),
+     {1: round(L[0], 6), 2: round(L[1], 6), 3: round(L[2], 6), 4: round(L[3], 6)})
+
+# tensorflow/models research/slim (tf.contrib.slim learning.train_step): `'global step %d: loss = %.4f (%.3f
+# sec/step)'`
+case("tf_slim_global_step",
+     "".join(f"INFO:tensorflow:global step {s}: loss = {v:.4f} (0.512 sec/step)\n" for s, v in zip((10, 20, 30), L)),
+     {10: round(L[0], 4), 20: round(L[1], 4), 30: round(L[2], 4)})
+
+# PaddlePaddle paddle/hapi/progressbar.py (Model.fit, verbose=2): `Epoch 1/2` then `step  10/938 - loss: 2.3102
+# - acc: 0.1234 - 12ms/step`; evaluate() prints `Eval begin...`, step lines of the same shape, `Eval samples:`
+case("paddle_hapi_fit_with_eval",
+     "The loss value printed in the log is the current step, and the metric is the average value of previous steps.\n"
+     + "".join(f"Epoch {e}/2\n" + "".join(f"step {s:3d}/938 - loss: {v:.4f} - acc: 0.{s:04d} - 12ms/step\n"
+                                          for s, v in steps)
+               + f"Eval begin...\nstep  50/157 - loss: {w + 0.01:.4f} - acc: 0.5000 - 5ms/step\n"
+               f"step 157/157 - loss: {w:.4f} - acc: 0.5100 - 5ms/step\nEval samples: 10000\n"
+               for e, steps, w in ((1, ((100, L[0]), (200, L[1])), V[0]), (2, ((100, L[2]), (200, L[3])), V[1]))),
+     (ORDERED, [round(v, 4) for v in L[:4]]))
+
+# PaddlePaddle fluid book examples: `print("Pass %d, Batch %d, Cost %f, Acc %f" % (pass_id, batch_id, cost, acc))`
+# and `print("Test with Pass %d, Loss %f, Acc %f" % ...)`: a pass is an epoch, the cost is the loss
+case("paddle_fluid_pass_batch_cost",
+     "".join(f"Pass {p}, Batch {b}, Cost {v:f}, Acc 0.500000\n" for p, b, v in
+             ((0, 0, L[0]), (0, 100, L[1]), (0, 200, L[2]), (1, 0, L[3]), (1, 100, L[4])))
+     + "Test with Pass 1, Loss 2.500100, Acc 0.600000\n",
+     (ORDERED, [round(v, 6) for v in L]))
+
+# espnet/espnet2/train/reporter.py log_message: `f"{epoch}epoch:{key}:{start}-{end}batch: " + ", ".join(f"{k}={v}")`
+# (the counter's name glued after it); loss_ctc and loss_att are components of loss
+case("espnet2_reporter",
+     "".join(f"[host] 2022-01-01 12:00:{k:02d},000 (trainer:720) INFO: 1epoch:train:{b - 99}-{b}batch: "
+             f"iter_time=1.234e-04, forward_time=0.123, loss_ctc=120.500, loss_att={v * 30:.3f}, acc=0.101, "
+             f"loss={v * 40:.3f}, backward_time=0.100, optim_step_time=0.010, optim0_lr0=1.000e-05, train_time=1.200\n"
+             for k, (b, v) in enumerate(zip((100, 200, 300), L))),
+     (ORDERED, [round(v * 40, 3) for v in L[:3]]), lr=(ORDERED, [1e-5] * 3))
+
+# ray-project/ray rllib `print(pretty_print(result))` each iteration: a YAML dump, nested sections (`info:`,
+# `learner:`) with no value, text values, the learner's `total_loss`, `training_iteration` at the end
+def rllib_result(it, total):
+    return (f"agent_timesteps_total: {4000 * it}\ncustom_metrics: {{}}\ndate: 2023-06-01_12-00-0{it}\n"
+            f"done: false\nepisode_len_mean: {20.5 + it}\nepisode_reward_mean: {20.5 + it}\nhostname: node-1\n"
+            f"info:\n  learner:\n    default_policy:\n      learner_stats:\n        cur_kl_coeff: 0.2\n"
+            f"        cur_lr: 5.0e-05\n        entropy: 0.69\n        kl: 0.01\n        policy_loss: -0.0123\n"
+            f"        total_loss: {total}\n        vf_loss: 9.5\n  num_steps_trained: {4000 * it}\n"
+            f"iterations_since_restore: {it}\nnode_ip: 10.0.0.1\ntime_this_iter_s: 5.1\ntimesteps_total: {4000 * it}\n"
+            f"training_iteration: {it}\ntrial_id: default\n\n")
+
+
+case("rllib_pretty_print",
+     "".join(rllib_result(it, v) for it, v in zip((1, 2, 3), (9.51, 9.12, 8.77))), {1: 9.51, 2: 9.12, 3: 8.77})
+
+# intel-analytics/BigDL optim/DistriOptimizer.scala: `s"$header Trained $batchSize records in $time seconds.
+# Throughput is $t records/second. Loss is $loss. ..."` with the header `[Epoch 1 1024/60000][Iteration 8][Wall
+# Clock 5.1s]`: `key is v` phrasing
+case("bigdl_distri_optimizer",
+     "".join(f"2019-01-01 12:00:{k:02d} INFO  DistriOptimizer$:430 - [Epoch 1 {128 * i}/60000][Iteration {i}][Wall "
+             f"Clock {0.5 * i:.1f}s] Trained 128 records in 0.5 seconds. Throughput is 256.0 records/second. Loss is "
+             f"{v}. Sequential1234 hyper parameters: Current learning rate is 0.01. Current dampening is 0.0.\n"
+             for k, (i, v) in enumerate(zip((8, 9, 10), L))),
+     {8: L[0], 9: L[1], 10: L[2]})
+
+# google-research/t5x through CLU's logging writer: `[1000] accuracy=..., cross_ent_loss=..., learning_rate=...,
+# loss=..., z_loss=...` (keys sorted: the total after its components)
+case("t5x_clu_summary",
+     "".join(f"I0601 12:00:{k:02d}.000000 140000 logging_writer.py:48] [{s}] accuracy=0.41, cross_ent_loss={v - 0.01}, "
+             f"cross_ent_loss_per_all_target_tokens=0.0001, learning_rate=0.001, loss={v}, timing/seconds=12.3, "
+             f"z_loss=0.01\n" for k, (s, v) in enumerate(zip((1000, 2000, 3000), L))),
+     {1000: L[0], 2000: L[1], 3000: L[2]}, lr={1000: 1e-3, 2000: 1e-3, 3000: 1e-3})
+
+# google/flax examples (older mnist/imagenet): `logging.info('train epoch: %d, loss: %.4f, accuracy: %.2f', ...)`
+# and `logging.info('eval epoch: %d, loss: %.4f, accuracy: %.2f', ...)`: the eval line has the train line's shape
+case("flax_train_and_eval_epoch_lines",
+     "".join(f"I0601 12:00:{e:02d}.000000 140000 train.py:120] train epoch: {e}, loss: {v:.4f}, accuracy: {90 + e:.2f}\n"
+             f"I0601 12:00:{e:02d}.500000 140000 train.py:130] eval epoch: {e}, loss: {w:.4f}, accuracy: {89 + e:.2f}\n"
+             for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+
+# Lightning RichProgressBar (callbacks/progress/rich_progress.py) as it stays on screen after each epoch:
+# `Epoch 0/9  ━━━━━ 100/100 0:00:05 • 0:00:00 20.00it/s v_num: 0 train_loss: 2.310 val_loss: 2.500`
+case("lightning_rich_bar",
+     "".join(f"Epoch {e}/9  {'━' * 30} 100/100 0:00:05 • 0:00:00 20.00it/s v_num: 0 train_loss: {v:.3f} "
+             f"val_loss: {w:.3f}\n" for e, v, w in zip((0, 1, 2), L, V)),
+     (ORDERED, [round(v, 3) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 3) for v in V]))
+
+# tqdm.notebook / tqdm.auto in Jupyter, copied out of the output cell: the widget's text, block characters
+case("tqdm_notebook_copied",
+     "".join(f"Epoch {e}: 100%|██████████| 938/938 [00:15<00:00, 60.12it/s, loss={v:.4f}, acc=0.9{e}]\n"
+             for e, v in zip((1, 2, 3), L)),
+     (ORDERED, [round(v, 4) for v in L[:3]]))  # the bar's counter within the epoch: the step is not in full
+
+# plain prints of small projects, the shapes people write by hand
+case("plain_epoch_colon_comma", "".join(f"Epoch: {e}, Loss: {v:.4f}, Val Loss: {w:.4f}\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+case("plain_loss_at_epoch_is", "".join(f"loss at epoch {e} is {v}\n" for e, v in zip((1, 2, 3), L)),
+     {1: L[0], 2: L[1], 3: L[2]})
+case("plain_arrow_and_call",
+     "".join(f"step {s} -> loss {v} | grad_norm({g})\n" for s, v, g in zip((5, 10, 15), L, G)),
+     {5: L[0], 10: L[1], 15: L[2]}, grad_norm={5: G[0], 10: G[1], 15: G[2]})
+case("plain_bracket_epoch_iteration",
+     "".join(f"[Epoch {e}][Iteration {i}] loss: {v}\n" for e, i, v in ((1, 120, L[0]), (1, 240, L[1]), (2, 360, L[2]))),
+     {120: L[0], 240: L[1], 360: L[2]})
+case("plain_leading_counter_colon", "".join(f"{i}: loss {v}\n" for i, v in zip((120, 240, 360), L)),
+     {120: L[0], 240: L[1], 360: L[2]})
+case("plain_leading_number_column", "".join(f"{i} loss: {v} lr: 0.001\n" for i, v in zip((100, 200, 300), L)),
+     {100: L[0], 200: L[1], 300: L[2]}, lr={100: 1e-3, 200: 1e-3, 300: 1e-3})
+case("plain_parenthesised_counter",
+     "".join(f"Batch({s}/1000) loss={v} lr=0.001\n" for s, v in zip((40, 80, 120), L)), {40: L[0], 80: L[1], 120: L[2]})
+case("plain_parenthesised_bare_counter",
+     "".join(f"({s}/1000) loss: {v}\n" for s, v in zip((40, 80, 120), L)), {40: L[0], 80: L[1], 120: L[2]})
+case("plain_nonfinite_words",
+     "".join(f"step {s} loss {v}\n" for s, v in ((1, "2.31"), (2, "2.3e+26"), (3, "Infinity"), (4, "-inf"), (5, "NaN"))),
+     {1: 2.31, 2: 2.3e26, 3: math.inf, 4: -math.inf, 5: NAN})
+case("plain_quoted_values",
+     "".join(f"step={s} loss='{v}' lr='0.001'\n" for s, v in zip((1, 2, 3), L)), {1: L[0], 2: L[1], 3: L[2]})
+case("plain_train_val_lines_interleaved",
+     "".join(f"epoch {e} step {s} train loss {v:.4f}\n" for e, s, v in ((1, 100, L[0]), (1, 200, L[1])))
+     + "epoch 1 step 200 val loss 2.5001\n"
+     + "".join(f"epoch {e} step {s} train loss {v:.4f}\n" for e, s, v in ((2, 300, L[2]), (2, 400, L[3])))
+     + "epoch 2 step 400 val loss 2.4502\n",
+     {100: round(L[0], 4), 200: round(L[1], 4), 300: round(L[2], 4), 400: round(L[3], 4)},
+     eval_loss={200: V[0], 400: V[1]})
+# a val line with the train line's words, told apart only by the mode line before it
+case("plain_validation_section_same_shape",
+     "".join(f"Training...\nstep {s}: loss {v:.4f}\nstep {s + 50}: loss {u:.4f}\nValidating...\nstep {s + 50}: loss "
+             f"{w:.4f}\n" for s, v, u, w in ((50, L[0], L[1], V[0]), (150, L[2], L[3], V[1]))),
+     {50: round(L[0], 4), 100: round(L[1], 4), 150: round(L[2], 4), 200: round(L[3], 4)})
+# an evaluation section whose result line has its own shape: the section ends there, the training rows after
+# it are training rows again
+case("plain_eval_marker_then_own_result_line",
+     "".join(f"step {s} loss {v}\n" for s, v in zip((10, 20), L)) + "Evaluating...\neval loss 2.5001 acc 0.5\n"
+     + "".join(f"step {s} loss {v}\n" for s, v in zip((30, 40), L[2:])),
+     {10: L[0], 20: L[1], 30: L[2], 40: L[3]}, eval_loss={20: V[0]})
+# a VAE's loss with its reconstruction and KL terms: the total, not a component
+case("vae_loss_recon_kl",
+     "".join(f"Epoch {e} [{b}/469] loss: {v * 50:.2f} recon: {v * 45:.2f} kl: {v * 5:.2f}\n"
+             for e, b, v in ((1, 100, L[0]), (1, 200, L[1]), (1, 300, L[2]))),
+     {100: round(L[0] * 50, 2), 200: round(L[1] * 50, 2), 300: round(L[2] * 50, 2)})
+# a GAN printed with `d_loss=` / `g_loss=` pairs beside a step: two adversaries, no training loss
+case("gan_d_loss_g_loss_pairs",
+     "".join(f"step {s}: d_loss={d:.4f} g_loss={g:.4f} d_acc=0.5\n" for s, d, g in ((100, 0.69, 0.71), (200, 0.65, 0.8),
+                                                                                    (300, 0.6, 0.9))), None)
+# a Python dict dump per step with CUDA tensors, a NaN among them
+case("dict_repr_tensor_nan",
+     "".join(f"{{'step': {s}, 'loss': tensor({v}, device='cuda:0', grad_fn=<AddBackward0>), 'loss_cls': "
+             f"tensor(0.9, device='cuda:0', grad_fn=<NllLossBackward0>), 'lr': 0.0001}}\n"
+             for s, v in ((10, L[0]), (20, L[1]), (30, "nan"))),
+     {10: L[0], 20: L[1], 30: NAN}, lr={10: 1e-4, 20: 1e-4, 30: 1e-4})
+# JSON objects printed to the console (`print(json.dumps(stats))`), nested splits
+case("json_lines_in_console_nested",
+     "".join(f'{{"epoch": {e}, "train": {{"loss": {v}, "acc": 0.5}}, "val": {{"loss": {w}, "acc": 0.6}}}}\n'
+             for e, v, w in zip((1, 2, 3), L, V)),
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]},
+     xfail="the JSON-lines reader (sources/tabular.py) numbers the objects from 0 and keeps no nested `val` loss")
+# an ASCII box table (prettytable / tabulate's `grid` and `psql` styles)
+case("ascii_box_table",
+     "+------+--------+----------+\n| step |  loss  | val_loss |\n+------+--------+----------+\n"
+     + "".join(f"| {s:4d} | {v:.4f} | {w:.4f}   |\n" for s, v, w in zip((10, 20, 30), L, V))
+     + "+------+--------+----------+\n",
+     {10: round(L[0], 4), 20: round(L[1], 4), 30: round(L[2], 4)}, eval_loss={10: V[0], 20: V[1], 30: V[2]})
+# a Markdown table with alignment colons and an epoch column, pasted from a README or issue
+case("markdown_table_aligned",
+     "| Epoch | Step | Train Loss | Eval Loss |\n|:-----:|-----:|-----------:|----------:|\n"
+     + "".join(f"| {e} | {s} | {v} | {w} |\n" for e, s, v, w in zip((1, 2, 3), (500, 1000, 1500), L, V)),
+     {500: L[0], 1000: L[1], 1500: L[2]}, eval_loss={500: V[0], 1000: V[1], 1500: V[2]})
+# whitespace-aligned columns with no step column: rows in order
+case("whitespace_table_no_step",
+     "epoch   train_loss   valid_loss   accuracy   time\n"
+     + "".join(f"{e:<8d}{v:<13.6f}{w:<13.6f}{0.5:<11.6f}00:12\n" for e, v, w in zip((0, 1, 2), L, V)),
+     (ORDERED, [round(v, 6) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 6) for v in V]))
+
+# --- Chinese-language prints -------------------------------------------------------------------
+case("chinese_round_loss", "".join(f"第{e}轮 损失: {v}\n" for e, v in zip((1, 2, 3), L)), {1: L[0], 2: L[1], 3: L[2]})
+case("chinese_epoch_train_val",
+     "".join(f"第 {e} 个epoch, 训练损失: {v:.4f}, 验证损失: {w:.4f}, 学习率: 0.001\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, eval_loss={1: V[0], 2: V[1], 3: V[2]},
+     lr={1: 1e-3, 2: 1e-3, 3: 1e-3})
+case("chinese_iteration_loss",
+     "".join(f"迭代次数: {i}, 损失: {v}, 梯度范数: {g}\n" for i, v, g in zip((100, 200, 300), L, G)),
+     {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: G[0], 200: G[1], 300: G[2]})
+case("chinese_step_full_width_colon",
+     "".join(f"步数：{s}，损失：{v}\n" for s, v in zip((10, 20, 30), L)), {10: L[0], 20: L[1], 30: L[2]})
+# --- variants of the shapes above: fields added or reordered, evaluation lines interleaved -------------------------
+# mmengine with its validation loop's lines between the training ones (`Epoch(val) [1][ 50/500]` and the
+# summary `Epoch(val) [1][500/500]  accuracy/top1: ...`)
+case("mmengine_train_with_val_lines",
+     "".join(f"06/01 12:00:{k:02d} - mmengine - INFO - Epoch(train)  [{e}][{i:3d}/500]  lr: 1.0000e-02  eta: 1:00:00  "
+             f"time: 0.5120  data_time: 0.0110  memory: 3000  loss: {v:.4f}  loss_cls: 0.9123\n"
+             + (f"06/01 12:01:{k:02d} - mmengine - INFO - Epoch(val)  [{e}][ 50/100]    eta: 0:00:10  time: 0.1000  "
+                f"data_time: 0.0100  memory: 800  loss: {w:.4f}\n" if i == 500 else "")
+             for k, (e, i, v, w) in enumerate(((1, 250, L[0], 0), (1, 500, L[1], V[0]), (2, 250, L[2], 0),
+                                               (2, 500, L[3], V[1])))),
+     (ORDERED, [round(v, 4) for v in L[:4]]))
+# detectron2 with an `eta` dropped once the run ends and `max_mem` appearing late: the same series
+case("detectron2_fields_come_and_go",
+     "".join(f"[06/01 12:00:{k:02d} d2.utils.events]:  {eta}iter: {i}  total_loss: {v}  loss_cls: 0.9  loss_box_reg: 0.5  "
+             f"time: 0.4123  data_time: 0.0112  lr: 0.0002{mem}\n" for k, (i, v, eta, mem) in enumerate(
+                 ((19, L[0], "eta: 0:10:00  ", ""), (39, L[1], "eta: 0:05:00  ", "  max_mem: 3000M"),
+                  (59, L[2], "", "  max_mem: 3000M")))),
+     {19: L[0], 39: L[1], 59: L[2]}, lr={19: 2e-4, 39: 2e-4, 59: 2e-4})
+# fairseq's train_inner with keys in another order (a plugin's extra meters before `loss`)
+case("fairseq_reordered_keys",
+     "".join(f"2021-03-01 10:00:{k:02d} | INFO | train_inner | epoch 001:    {s} / 1000 num_updates={s}, lr=1.25e-05, "
+             f"gnorm={g}, wps=12000, loss={v}, nll_loss=8.9, ppl=478.2, loss_scale=64\n"
+             for k, (s, v, g) in enumerate(zip((100, 200, 300), L, G))),
+     {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: G[0], 200: G[1], 300: G[2]})
+# a plain print with the validation loss on its own line right after each epoch's training line
+case("plain_epoch_train_then_val_line",
+     "".join(f"Epoch {e}/3 - train_loss: {v:.4f} - train_acc: 0.5\nEpoch {e}/3 - val_loss: {w:.4f} - val_acc: 0.6\n"
+             for e, v, w in zip((1, 2, 3), L, V)),
+     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, V))
+# the HF notebook table with its evaluation columns holding more metrics, steps every 50
+case("hf_notebook_table_more_metrics",
+     "| Step | Training Loss | Validation Loss | Accuracy | F1 | Runtime | Samples Per Second |\n"
+     "|---|---|---|---|---|---|---|\n"
+     + "".join(f"| {s} | {v:.6f} | {w:.6f} | 0.5 | 0.4 | 10.1 | 99.0 |\n" for s, v, w in zip((50, 100, 150), L, V)),
+     {50: round(L[0], 6), 100: round(L[1], 6), 150: round(L[2], 6)}, eval_loss={50: V[0], 100: V[1], 150: V[2]})
+# the ImageNet example's meters with a validation pass (`Test: [ 10/196]` lines of the same meter shape) between
+# epochs
+case("imagenet_average_meter_with_test_lines",
+     "".join(f"Epoch: [{e}][{i:4d}/5005]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\tLoss {v:.4e} ({v + 0.1:.4e})\t"
+             f"Acc@1   0.00 (  0.14)\n" for e, i, v in ((0, 10, L[0]), (0, 20, L[1])))
+     + "".join(f"Test: [{i:3d}/196]\tTime  0.100 ( 0.120)\tLoss {w:.4e} ({w:.4e})\tAcc@1  10.00 ( 10.00)\n"
+               for i, w in ((10, V[0]), (20, V[1])))
+     + "".join(f"Epoch: [{e}][{i:4d}/5005]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\tLoss {v:.4e} ({v + 0.1:.4e})\t"
+               f"Acc@1   0.00 (  0.14)\n" for e, i, v in ((1, 10, L[2]), (1, 20, L[3]))),
+     (ORDERED, [float(f"{v:.4e}") for v in L[:4]]))
+# YOLOv5's epoch table row followed by its validation rows (`Class Images Labels P R mAP`), the header
+# printed again at each epoch (train.py: `LOGGER.info(('\n' + '%10s' * 7) % ('Epoch', ...))` inside the epoch loop)
+case("yolov5_table_with_val_rows",
+     "".join(f"\n     Epoch   gpu_mem       box       obj       cls    labels  img_size\n      {e}/99     2.64G   {b:.5f}   0.02000   0.01000         4       416: 100%|##########| 7/7 "
+               f"[00:15<00:00,  2.27s/it]\n               Class     Images     Labels          P          R     "
+               f"mAP@.5 mAP@.5:.95: 100%|##########| 1/1 [00:01<00:00,  1.30s/it]\n                 all         14"
+               f"         20      0.5        0.4        0.3        0.2\n" for e, b in ((0, 0.1), (1, 0.09), (2, 0.08))),
+     # the loss is box + obj + cls
+     (ORDERED, [0.13, 0.12, 0.11]))
+# the same with the header printed once (a fork that moved it out of the loop): the table resumes after the
+# validation lines
+case("table_resumed_after_other_lines",
+     "     Epoch   gpu_mem       box       obj       cls    labels  img_size\n"
+     + "".join(f"      {e}/99     2.64G   {b:.5f}   0.02000   0.01000         4       416: 100%|##########| 7/7 "
+               f"[00:15<00:00,  2.27s/it]\n               Class     Images     Labels          P          R     "
+               f"mAP@.5 mAP@.5:.95: 100%|##########| 1/1 [00:01<00:00,  1.30s/it]\n                 all         14"
+               f"         20      0.5        0.4        0.3        0.2\n" for e, b in ((0, 0.1), (1, 0.09), (2, 0.08))),
+     (ORDERED, [0.13, 0.12, 0.11]))
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):
@@ -642,6 +898,33 @@ def test_the_gallery_has_forty_shapes():
     assert len(CASES) >= 40 and len({c["name"] for c in CASES}) == len(CASES)
 
 
+# --- the phrasing grid: every way of saying a value, a counter and a name, crossed ---------------------------
+_SAYS = ["{k}: {v}", "{k} = {v}", "{k}={v}", "{k} {v}", "{k} is {v}", "{k} -> {v}", "{k}({v})"]
+_COUNTERS = ["step {s}", "Step: {s}", "iter {s}", "[{s}/1000]", "Iteration {s},", "{s}:", "it {s}", "global_step={s}",
+             "Epoch 1 Batch [{s}]", "({s}/1000)", "Batch({s}/1000)", "step {s}/1000", "[Epoch 1][Iteration {s}]"]
+_VALUES = ["{x}", "tensor({x}, device='cuda:0', grad_fn=<AddBackward0>)", "'{x}'", "np.float32({x})"]
+
+
+@pytest.mark.parametrize("counter", _COUNTERS)
+def test_every_phrasing_of_value_counter_and_name_reads(counter, tmp_path):
+    """The readers' rules are general, not one per tool: each counter phrasing crossed with each way of
+    saying a value, each value wrapper and three names of the training loss, with an LR and a
+    validation loss on the same line, reads the training loss at its steps and the validation loss
+    apart (never in its place)."""
+    steps = [40, 80, 120, 160]
+    failed = []
+    for say, wrap, name in itertools.product(_SAYS, _VALUES, ["loss", "train_loss", "Train Loss"]):
+        text = "".join(" ".join([counter.format(s=s), say.format(k=name, v=wrap.format(x=x)),
+                                 say.format(k="lr", v=wrap.format(x=0.001)),
+                                 say.format(k="val_loss", v=wrap.format(x=2.9))]) + "\n" for s, x in zip(steps, L))
+        p = tmp_path / "train.log"
+        p.write_text(text)
+        run = load_path(p)[0]
+        if _at(run, "loss") != dict(zip(steps, L[:4])) or set(_at(run, "eval_loss").values()) - {2.9}:
+            failed.append(text.splitlines()[0])
+    assert not failed, failed[:5]
+
+
 def _mutations(text: str, rng) -> list[str]:
     """Ways a pasted log arrives broken: cut anywhere, characters lost or doubled, lines shuffled,
     digits turned into letters, a binary-ish burst, one line repeated many times."""
@@ -681,6 +964,21 @@ def test_broken_gallery_text_reads_or_is_refused_in_one_line(c, tmp_path):
                 assert read is load_path or "looked for" in msg
             else:
                 assert runs and all(len(r) > 0 for r in runs)
+
+
+@pytest.mark.parametrize("name", ["plain_validation_section_same_shape", "plain_eval_marker_then_own_result_line"])
+def test_the_general_reader_keeps_an_evaluation_section_apart(name, tmp_path):
+    """The general reader alone (what reads a text no named reader knows) on the evaluation sections:
+    a training-shaped line after `Validating...` is the evaluation's, and the section ends at a line
+    of another shape."""
+    from lossdoctor.sources import any_text
+
+    c = next(c for c in CASES if c["name"] == name)
+    p = tmp_path / c["file"]
+    p.write_text(c["text"])
+    run = any_text.read(p)[0]
+    _check(_at(run, "loss"), c["loss"], "loss")
+    assert sorted(_at(run, "eval_loss").values()) == sorted({V[0], V[1]} if "same_shape" in name else {V[0]})
 
 
 def test_a_weak_console_reading_gives_way_to_the_general_readers(tmp_path):

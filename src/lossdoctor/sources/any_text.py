@@ -9,10 +9,13 @@ reader finds them without knowing the tool:
   wrappers `tensor(`, `np.float32(`, quotes and dict braces are skipped, so `'loss':
   tensor(2.31, device='cuda:0')` is `loss`). A slot in parentheses right after another
   (`Loss 2.3456 (2.4012)`, the AverageMeter's current value and running average) is that slot's
-  average and is never taken for it. Step counters are named (`step`, `iter`, `iteration`, `it`,
-  `global_step`, `batch`, also after `train`/`at`/`optimizer`: mmengine's `Iter(train)`), printed
-  `N/TOTAL` (never a date's `06/01`), or a bare `[N]` (CLU, XGBoost). An epoch with a counter that
-  restarts each epoch makes one increasing step, `(epoch - first) * TOTAL + N`, an epoch in brackets
+  average and is never taken for it. A number with no word in front of it is named by the words
+  right after it up to a separator (Darknet's ` 1: 2.31, 2.71 avg loss, 0.001 rate,`: `2.31` is the
+  loss, `avg loss` its running average), a copula is not part of a name (`Loss is 2.31.`), and
+  Chinese metric words read as their English (`第3轮 损失: 0.41` is `epoch 3 loss: 0.41`). Step
+  counters are named (`step`, `iter`, `iteration`, `it`, `global_step`, `batch`, also after
+  `train`/`at`/`optimizer`: mmengine's `Iter(train)`), printed `N/TOTAL` (never a date's `06/01`),
+  a bare `[N]` (CLU, XGBoost) or a leading `N:`. An epoch with a counter that restarts each epoch makes one increasing step, `(epoch - first) * TOTAL + N`, an epoch in brackets
   counting from 0 (`Epoch: [0][ 10/5005]`, the PyTorch reference scripts), a bare or `E/TOTAL` one
   from 1 (`Epoch  1, 12900/37527`); a counter that goes on across epochs is the step as printed
   (PaddleSeg's `epoch: 2, iter: 30/1000`). The same training line with a field more or less (a
@@ -23,6 +26,9 @@ reader finds them without knowing the tool:
   by rows of numbers with as many cells;
 - **per-step key/value blocks**: one `| key | value |` line per metric between dashed lines, with
   `| section/ |  |` lines naming the section of the keys under them (stable-baselines3's logger).
+
+- **evaluation sections**: after a line that opens one (`Eval begin...`, `Validating...`), lines of
+  the training line's shape are the evaluation's (`eval_loss`), until a line of another shape;
 
 - **records printed one pair a line**: `key: value`, `'key': value,`, `Key: k, Value: v` lines in a
   row (a pretty-printed dict, RSL-RL's block) are one row; a key seen again starts the next;
@@ -59,7 +65,7 @@ import numpy as np
 from ..messages import Msg
 from ..records import Run, from_columns
 from .columns import column_for, normalise
-from .console_text import clean, segments
+from .console_text import EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
 from .text_events import TEXT_MAX, Events, classify, scale_in
@@ -74,6 +80,7 @@ from .text_slots import (
     adversaries,
     base_name,
     classify_slot,
+    latin,
     name_key,
     names_a_loss,
     slot_names,
@@ -132,6 +139,8 @@ class TextParser:
         self.scale_seq: list[int] = []  # the event number of each scale point and overflow
         self.overflow_seq: list[int] = []
         self.header_key: tuple[str, ...] | None = None
+        self.in_eval = False  # inside an evaluation section (`Eval begin...`)
+        self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
         self.section = ""
         #: a line's text with its digits zeroed -> its template and where its numbers are
@@ -139,13 +148,17 @@ class TextParser:
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
-        text = clean(raw)
+        text = latin(clean(raw))
         if not text:
             return
         if raw[:1] == "[" and text[:1] != "[":
             m = _LEADING_COUNTER.match(raw)  # XGBoost's `[0]\ttrain-logloss:...`: a counter, not a log prefix
             if m is not None:
                 text = m.group(1) + " " + text
+        if self.in_eval:
+            text = self._section(text)
+            if not text:
+                return
         if self.wrapped is not None or text[-1] == "|" and text[0] != "|":
             joined = self._unwrap(text)
             if joined is None:
@@ -156,7 +169,24 @@ class TextParser:
         if hit is not None and self.header is None and self.block is None and not self.pending:
             self._values(text, *hit)  # a shape read before: a row again (the common case)
             return
+        if len(text) <= 64 and EVAL_SECTION.match(text):  # a line without numbers: never a cached shape
+            self.in_eval = True
+            return
         self._feed_text(text)
+
+    def _section(self, text: str) -> str:
+        """Lines of an evaluation section (`Eval begin...` then lines shaped like the training line):
+        each such line read as an evaluation's (`eval | ` in front of it); the section ends at the
+        first line of another shape."""
+        if EVAL_SECTION.match(text):
+            self.in_eval = True
+            return ""
+        self.in_eval = False
+        t = self.templates.get(_shape_key(text, [m.span() for m in NUMBER.finditer(text)])[1])
+        if t is not None and t.text not in _NOT_LINES and any(classify_slot(t, j) == "train" for j in range(len(t.names))):
+            self.in_eval = True
+            return "eval | " + text
+        return text
 
     def _unwrap(self, text: str) -> str | None:
         """Fields wrapped over several lines (Megatron's `iteration 5/50 | ... |` broken by a terminal
@@ -246,12 +276,7 @@ class TextParser:
         spans = tuple(m.span() for m in NUMBER.finditer(text))
         if not spans or len(spans) > 64:
             return None
-        parts, prev = [], 0
-        for a, b in spans:
-            parts.append(text[prev:a])
-            prev = b
-        parts.append(text[prev:])
-        key = "\x00".join(_SPACES.sub("", part) for part in parts)  # padding varies with the digits
+        parts, key = _shape_key(text, spans)
         t = self.templates.get(key)
         if t is None:
             if len(self.templates) >= _MAX_TEMPLATES:
@@ -262,6 +287,8 @@ class TextParser:
             t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
                              for j in range(len(spans))]
             t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
+            if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
+                t.bracketed[0] = True  # `120: loss 2.31`, `120 loss: 2.31`, Darknet's ` 1: 2.31, ...`: a leading counter
             self.templates[key] = t
         return t, spans
 
@@ -277,18 +304,21 @@ class TextParser:
         cells = split_cells(text)
         if len(cells) < 2:
             return False
-        if self.header is not None and len(cells) > len(self.header) and "|" in text:
+        header, key = self.header, self.header_key
+        if header is None and self.last_table is not None:
+            header, key = self.last_table  # a table resumed after another's lines (YOLOv5's val rows between epochs)
+        if header is not None and len(cells) > len(header) and "|" in text:
             cells = split_cells(_BAR_TAIL.sub("", text))
-        if self.header is not None and len(cells) == len(self.header):
+        if header is not None and len(cells) == len(header):
             values = [_cell(c) for c in cells]
             if all(v is not None for v in values) and any(v == v for v in values):
-                key = ("table", self.header_key)
-                t = self.templates.get(key)
+                t = self.templates.get(("table", key))
                 if t is None:
-                    t = Template("table", list(self.header), [bool(EVAL_NAME.search(h)) for h in self.header])
-                    if any(_YOLO_HEADER.match(h) for h in self.header):
+                    t = Template("table", list(header), [bool(EVAL_NAME.search(h)) for h in header])
+                    if any(_YOLO_HEADER.match(h) for h in header):
                         t.losses = _YOLO_LOSSES
-                    self.templates[key] = t
+                    self.templates[("table", key)] = t
+                self.header, self.header_key, self.last_table = header, key, (header, key)
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
         self.header = None  # the table ended
@@ -384,9 +414,22 @@ class TextParser:
 _SPACES = re.compile(r"\s+")
 
 
+def _shape_key(text: str, spans: Sequence[tuple[int, int]]) -> tuple[list[str], str]:
+    """The pieces of a line around its numbers, and its template's key: the pieces without their
+    spaces (padding varies with the digits)."""
+    parts, prev = [], 0
+    for a, b in spans:
+        parts.append(text[prev:a])
+        prev = b
+    parts.append(text[prev:])
+    return parts, "\x00".join(_SPACES.sub("", part) for part in parts)
+
+
 def _shape(text: str) -> str:
     """A line without its numbers and spaces (`iteration 100/ 500 |` and `iteration  2000/ 500 |` alike)."""
     return _SPACES.sub("", NUMBER.sub("#", text))
+#: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
+_LEADING_SLOT = re.compile(r":|\s+[A-Za-z]")
 #: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
 _LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
@@ -793,7 +836,7 @@ def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
     for j, name in enumerate(t.names):
         if not name or t.eval_context[j] or name_key(name).startswith("(avg)"):
             continue
-        hit = column_for(base_name(name)) or column_for(normalise(name)) or _ALIASES.get(base_name(name))
+        hit = column_for(base_name(name)) or column_for(normalise(name)) or _alias(base_name(name))
         if hit is not None and hit[0] in _OTHER_COLUMNS:
             out.append((j, hit))
     return out
@@ -802,6 +845,12 @@ def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
 #: bare names the records' column table does not hold, as the tools that print them mean them: llm.c's
 #: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named grad norm
 _ALIASES = {"norm": ("grad_norm", 9)}
+#: a name whose last `_` part is an LR of a numbered optimizer or group (ESPnet's `optim0_lr0`)
+_NUMBERED_LR = re.compile(r"^(?:\w+_)?lr\d+$")
+
+
+def _alias(name: str) -> tuple[str, int] | None:
+    return _ALIASES.get(name) or (("lr", 9) if _NUMBERED_LR.match(name) else None)
 
 
 def _components(found: list[tuple[Template, int]], place: Placed,

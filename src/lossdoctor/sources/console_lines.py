@@ -27,11 +27,13 @@ from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, ste
 METRICS = ("loss", "grad_norm", "lr", "scale")
 
 #: a number, possibly with a unit glued to it (`120.50ms`, `2.47GiB`); `nan`/`inf` as whole words
-_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|[-+]?(?:nan|inf)(?![\w.]))",
-                     re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
+                     r"[-+]?(?:infinity|nan|inf)(?![\w.]))", re.IGNORECASE)
+NUMBER = _NUMBER
 #: up to three words right before a number, with only separators between them and the number
 #: (a closing bracket may follow the name: loguru-style `| [Loss] 0.52 | [step] 89 |`)
-_KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*\]?[\s'\"]*[:=]?[\s'\"]*$")
+#: (or a call's parenthesis or an arrow: `grad_norm(1.23)`, `loss -> 2.31`)
+_KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*\]?[\s'\"]*(?:[:=(]|->)?[\s'\"]*$")
 _INT = re.compile(r"\+?\d+$")
 _EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
 #: names console prints use that the tabular table does not hold
@@ -396,7 +398,7 @@ def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
     if m is None:
         return None
     found = key_values(text[m.end():].replace(" - ", " , ")) or {}
-    metrics = {c: found[c] for c in METRICS if c in found}
+    metrics = {c: found[c] for c in (*METRICS, "eval_loss") if c in found}  # `val_loss` at an epoch's end: kept apart
     return int(m.group(1)), int(m.group(2)), metrics
 
 

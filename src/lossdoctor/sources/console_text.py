@@ -47,6 +47,13 @@ _PREFIX = re.compile(
     )\s*""", re.VERBOSE)
 
 
+#: a line that opens an evaluation section and holds nothing else (PaddlePaddle's `Eval begin...`, a
+#: script's `Validating...`, `***** Running Evaluation *****`): a training-shaped line right after it is
+#: the evaluation's (`step  50/157 - loss: 2.46`), not a training step
+EVAL_SECTION = re.compile(r"^[\W_]*(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|es|ing|ion)|valid|test(?:ing)?|"
+                          r"running\s+(?:validation|evaluation|eval))\b[^\d]{0,40}$", re.IGNORECASE)
+
+
 #: the characters a prefix can start with (a line starting otherwise has none: skip the pattern)
 _PREFIX_FIRST = set("[0123456789 \t-<>|rDIWEC")
 

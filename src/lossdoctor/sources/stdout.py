@@ -47,7 +47,7 @@ from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
 from .columns import PREFERENCE_COLUMNS
-from .console_text import CURSOR_UP, clean, segments
+from .console_text import CURSOR_UP, EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
 from .registry import SourceError, reader
@@ -129,6 +129,8 @@ class ConsoleParser:
         self._cycles: list[fast.Cycle] = []
         self._learnable: tuple[dict[str, Any], tuple] | None = None
         self._shapes: set[str] = set()  # line shapes already offered to `fast.learn`
+        self.in_eval = False  # inside an evaluation section (`Eval begin...`: console_text.EVAL_SECTION)
+        self.last_train_line: str | None = None  # the last `name: number` line read as a training row
 
     def n_rows(self) -> int:
         """Rows read so far (the next row's ordinal)."""
@@ -198,7 +200,8 @@ class ConsoleParser:
 
     def _idle(self) -> bool:
         """No arguments block or Composer block open that a line could belong to."""
-        return not (self.megatron.in_args or self.composer.block is not None or self.composer.in_eval)
+        return not (self.megatron.in_args or self.composer.block is not None or self.composer.in_eval
+                    or self.in_eval)
 
     def can_bulk(self) -> bool:
         """True when a learned line would be read the same whatever came before it, and its row can go
@@ -262,6 +265,9 @@ class ConsoleParser:
         self.marker, self.since_marker = int(values[-1, si]), 0
 
     def _line(self, text: str) -> None:
+        if self.in_eval or len(text) <= 64 and EVAL_SECTION.match(text):
+            if self._section(text):
+                return
         if self.megatron.argument_line(text):
             return
         if (text[:1] == "[" or self.composer.block is not None or self.composer.in_eval) \
@@ -325,6 +331,24 @@ class ConsoleParser:
         self.events.scan(self.line_no, text, self.n_rows() + (self.pending is not None))
         self.ignored += 1
 
+    def _section(self, text: str) -> bool:
+        """A line of an evaluation section: its opening line, or a line shaped like the last training
+        row, whose loss is the evaluation's (kept as `eval_loss` at the last training step). True when
+        used; the section ends at the first line of another shape."""
+        if EVAL_SECTION.match(text):
+            self.in_eval = True
+            return True
+        self.in_eval = False
+        if self.last_train_line is None or _shape(text) != _shape(self.last_train_line):
+            return False
+        row = cl.key_values(text)
+        if row is None or "loss" not in row:
+            return False
+        self.in_eval = True
+        self.eval_lines += 1
+        self._eval({"step": None, "eval_loss": row["loss"]})
+        return True
+
     def _key_value(self, text: str) -> bool:
         """A `name: number` line with a step counter (or two training metrics): True when used."""
         if _EVAL_LINE.match(text):
@@ -343,11 +367,18 @@ class ConsoleParser:
         if row is not None and (row["step"] is not None or "_epoch" in row
                                 or sum(c in row for c in cl.METRICS) >= 2):
             self._skip_total(text, row)
+            under = self.keras_epoch and "_epoch" not in row and row["step"] is not None \
+                and _LEADING_OF_TOTAL.match(text) is not None
+            if under:  # its step depends on the header line before it: never read in bulk
+                row["step"] = _under_epoch_header(text, self.keras_epoch, row["step"])
             # a plain step row is a template for the fast path; not one with a running skip counter
             # (its interval count is the difference to the line before, which a bulk read skips)
-            if row["step"] is not None and "skipped" not in text and all(k[0] != "_" or k == "_dialect" for k in row):
+            if row["step"] is not None and "skipped" not in text and not under \
+                    and all(k[0] != "_" or k == "_dialect" for k in row):
                 self._learnable = (dict(row), cl.plan_fields(text))  # a plain step row: a template for the fast path
             self.counts[row.pop("_dialect")] += 1
+            if "loss" in row:
+                self.last_train_line = text
             epoch = row.pop("_epoch", None)
             if row.pop("_finer_counter", False):
                 self.finer_counter += 1
@@ -615,6 +646,25 @@ def _and(items: list[Msg], all_and: bool = False) -> Msg:
     if all_and:
         return Msg("word.a_and_b", a=_and(items[:-1], True), b=items[-1])
     return Msg("word.a_and_b", a=items[:-1], b=items[-1])
+
+
+#: a line that starts with its counter printed `N/TOTAL` (PaddlePaddle's `step  10/938 - loss: ...`)
+_LEADING_OF_TOTAL = re.compile(r"\W*(?:step|iter|iteration|batch)\s*:?\s*(\d+)\s*/\s*(\d+)\b", re.IGNORECASE)
+
+
+def _under_epoch_header(text: str, epoch: int, step: int) -> int:
+    """A counter within an epoch (`step 100/938`) under an `Epoch 2/10` header line counted on from the
+    epochs before, as Keras' bar is: (epoch - 1) * TOTAL + N; other counters as printed."""
+    m = _LEADING_OF_TOTAL.match(text)
+    if m is None or int(m.group(1)) != step:
+        return step
+    return (epoch - 1) * int(m.group(2)) + step
+
+
+def _shape(text: str) -> str:
+    """A line without its numbers and spaces: `step  50/157 - loss: 2.46` has the shape of `step 100/938 -
+    loss: 2.31`."""
+    return "".join(cl.NUMBER.sub("#", text).split())
 
 
 def parse(lines: Iterable[str]) -> ConsoleParser:

@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 
 #: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word
-NUMBER = re.compile(r"(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
-                    r"(?<![\w.])[-+]?(?:nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
+#: (a sentence may end right after it: `Loss is 2.3102.`; a version `1.2.3` is no number)
+NUMBER = re.compile(r"(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
+                    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
 
 
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
@@ -45,16 +46,17 @@ EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|te
 
 #: step-like names, best first
 _STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "iters", "it",
-               "update", "updates", "n_updates", "num_updates", "batch", "total_timesteps", "timesteps")
+               "update", "updates", "n_updates", "num_updates", "batch", "batches", "total_timesteps", "timesteps")
 
 
-_EPOCH_NAMES = ("epoch", "epochs", "ep")
+_EPOCH_NAMES = ("epoch", "epochs", "ep", "pass")  # pass: PaddlePaddle's (v2, fluid) epoch
 
 
 #: total-loss names, best first: anything else holding `loss` is a guess
 _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
           "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
-          "xent")  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
+          "xent",  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
+          "cost")  # cost: what PaddlePaddle's and TF1's tutorials call the loss (`Pass 0, Batch 100, Cost 2.31`)
 
 
 _COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
@@ -77,20 +79,67 @@ def names_a_loss(text: str) -> bool:
 
 
 def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
-    """The name in front of each number of a line; "(avg) NAME" for a number in parentheses right
-    after another (a running average); "" when no word is in front of it."""
+    """The name of each number of a line: the words in front of it (a copula dropped: `Loss is
+    2.3` is `Loss`); for a number with none, the words right after it up to a separator (Darknet's
+    `2.71 avg loss, 0.001 rate,`). "(avg) NAME" for a running average: a number in parentheses right
+    after another (`Loss 2.34 (2.40)`), or one named `avg NAME` right after an unnamed one (`2.31,
+    2.71 avg loss`); "" when no word names it."""
+    pieces = [text[(spans[i - 1][1] if i else 0):a] for i, (a, _) in enumerate(spans)]
+    pieces.append(text[spans[-1][1]:] if spans else text)
     names: list[str] = []
-    prev = 0
-    for i, (a, b) in enumerate(spans):
-        piece = text[prev:a]
-        prev = b
+    for i, piece in enumerate(pieces[:-1]):
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
-        piece = _MODE.sub(r"\2 \1", _WRAP.sub("", piece))  # mmengine's `Iter(train)`, `Epoch(val)`
-        m = _NAME.search(piece)
-        names.append(m.group(1).strip(" ./-") if m else "")
+        names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
+    for i, name in enumerate(names):
+        if name:
+            continue
+        after = _SUFFIX.match(pieces[i + 1])
+        if after is None:
+            word = _SUFFIX_WORD.match(pieces[i + 1])  # `100 batches Average loss: ...`: a counter's own word
+            if word is not None and (step_rank(word.group(1)) is not None or word.group(1).lower() in _EPOCH_NAMES):
+                names[i] = word.group(1)
+            continue
+        names[i] = after.group(1).strip(" ./-")
+        avg = _AVG_WORD.match(names[i])
+        if avg and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
+            names[i - 1], names[i] = avg.group(1), "(avg) " + avg.group(1)  # `2.31, 2.71 avg loss`
     return names
+
+
+#: words that join a name to its value and are not part of the name (`Loss is 2.3`, `loss was 2.3`)
+_COPULA = frozenset({"is", "was", "are", "were", "becomes", "became", "now", "reached", "equals"})
+#: a name's subject before the counter it is dated by (`loss at epoch 3 is 0.41`, `loss for step 5: 2.3`)
+_SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
+#: the words right after a number that has none in front of it, up to a separator: its name (`64 images,`)
+_SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
+_SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b")
+_AVG_WORD = re.compile(r"^(?:avg|average|running)[ _](\S.*)$", re.IGNORECASE)
+
+
+def _prefix_name(piece: str, before: str) -> str:
+    """The name in the words in front of a number (after the last separator when words only stand
+    before it: Darknet's ` avg loss, ` names the number before it, not after)."""
+    cut = max(piece.rfind(","), piece.rfind(";"))
+    if cut >= 0 and _NAME_CHAR.search(piece[cut:]) is None:
+        return ""
+    piece = _MODE.sub(r"\2 \1", _WRAP.sub("", piece))  # mmengine's `Iter(train)`, `Epoch(val)`
+    m = _NAME.search(piece)
+    if not m:
+        return ""
+    name = m.group(1).strip(" ./-").rsplit(". ", 1)[-1]  # a sentence before it is not its name
+    words = name.split()
+    while words and words[-1].lower() in _COPULA:
+        words.pop()
+    if not words and name:  # `loss at epoch 3 is 0.41`: the subject before the counter
+        bm = _NAME.search(before)
+        sm = _SUBJECT.match(bm.group(1)) if bm else None
+        return sm.group(1).strip() if sm else ""
+    return " ".join(words)
+
+
+_NAME_CHAR = re.compile(r"[A-Za-z]")
 
 
 class Template:
@@ -196,7 +245,8 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
                 and np.all(a[:, j] <= a[:, j + 1])]  # `06/01` (a date, day < month) is no counter
     counters = {k for j in of_total for k in (j, j + 1)}
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
-    named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch]
+    totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
+    named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
     counters.update(j for _, j in named)
     if epoch is None and len(of_total) > 1:
         epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
@@ -228,7 +278,7 @@ def _is_loss(n: str) -> bool:
     n = n.removeprefix("train_").removeprefix("training_")
     if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
-    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl") or n.endswith("loss") or \
+    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl", "cost") or n.endswith("loss") or \
         n in _LOSS_METRICS
 
 
@@ -275,3 +325,34 @@ _ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|acto
 def adversaries(names: Iterable[str]) -> bool:
     """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`)."""
     return any(_ADVERSARIES.match(name_key(n)) for n in names)
+
+
+#: Chinese training prints in the words the names above are written in (`第3轮 损失: 0.41` is `epoch 3
+#: loss: 0.41`): full-width punctuation first, then counters (`第N轮`, `第N步`), then metric words, the
+#: longest first (训练损失 before 损失)
+_ZH_PUNCT = str.maketrans({"：": ": ", "，": ", ", "；": "; ", "（": "(", "）": ")", "【": "[", "】": "]", "＝": "="})
+_ZH_COUNTER = (
+    (re.compile(r"第\s*(\d+)\s*(?:个\s*)?(?:轮次?|回合|周期|代|epoch)", re.IGNORECASE), r" epoch \1 "),
+    (re.compile(r"第\s*(\d+)\s*(?:次迭代|步|次)"), r" step \1 "),
+)
+_ZH_WORDS = (("训练损失", "train loss"), ("验证损失", "val loss"), ("验证集损失", "val loss"), ("测试损失", "test loss"),
+             ("损失函数", "loss"), ("损失值", "loss"), ("平均损失", "avg loss"), ("总损失", "total loss"), ("损失", "loss"),
+             ("迭代次数", "iter"), ("迭代", "iter"), ("步数", "step"), ("轮次", "epoch"), ("轮数", "epoch"),
+             ("学习率", "lr"), ("梯度范数", "grad_norm"), ("准确率", "acc"), ("训练", "train"), ("验证", "val"),
+             ("测试", "test"))
+_ZH_ANY = re.compile("|".join(re.escape(w) for w, _ in _ZH_WORDS))
+_ZH_MAP = dict(_ZH_WORDS)
+
+
+def latin(text: str) -> str:
+    """A line's Chinese metric words and punctuation in the English the slot names are read in; the
+    line as it is when it holds none (one `isascii` test for the common case)."""
+    if text.isascii() or _HAN.search(text) is None:
+        return text  # a bar's blocks, accented words: as they are (a table's column spacing kept)
+    text = text.translate(_ZH_PUNCT)
+    for rx, repl in _ZH_COUNTER:
+        text = rx.sub(repl, text)
+    return _ZH_ANY.sub(lambda m: " " + _ZH_MAP[m.group(0)] + " ", text).strip()
+
+
+_HAN = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
