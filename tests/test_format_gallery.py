@@ -772,6 +772,19 @@ case("whitespace_table_no_step",
      + "".join(f"{e:<8d}{v:<13.6f}{w:<13.6f}{0.5:<11.6f}00:12\n" for e, v, w in zip((0, 1, 2), L, V)),
      (ORDERED, [round(v, 6) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 6) for v in V]))
 
+# the same table as fastai's notebook shows it, copied as text: names and values separated by one space
+case("single_space_table_with_time",
+     "epoch train_loss valid_loss accuracy time\n"
+     + "".join(f"{e} {v:.6f} {w:.6f} 0.500000 00:0{e + 5}\n" for e, v, w in zip((0, 1, 2), L, V)),
+     {0: round(L[0], 6), 1: round(L[1], 6), 2: round(L[2], 6)},
+     eval_loss={0: round(V[0], 6), 1: round(V[1], 6), 2: round(V[2], 6)})
+# a Markdown metrics table with a rule row of `--` and a `train` column: True rows train, False rows evaluate
+case("markdown_table_train_flag_rows",
+     "accuracy | loss | epoch | train | time\n-- | -- | -- | -- | --\n"
+     + "".join(f"0.81 | {v} | {e} | True | 00:21\n0.85 | {w} | {e} | False | 00:01\n"
+               for e, v, w in zip((0, 1, 2), L, V)),
+     {0: L[0], 1: L[1], 2: L[2]}, eval_loss={0: V[0], 1: V[1], 2: V[2]})
+
 # --- Chinese-language prints -------------------------------------------------------------------
 case("chinese_round_loss", "".join(f"第{e}轮 损失: {v}\n" for e, v in zip((1, 2, 3), L)), {1: L[0], 2: L[1], 3: L[2]})
 case("chinese_epoch_train_val",

@@ -302,30 +302,54 @@ class TextParser:
 
     def _table_line(self, text: str) -> bool:
         cells = split_cells(text)
-        if len(cells) < 2:
-            return False
         header, key = self.header, self.header_key
         if header is None and self.last_table is not None:
             header, key = self.last_table  # a table resumed after another's lines (YOLOv5's val rows between epochs)
+        if header is not None and len(cells) != len(header) and len(text.split()) == len(header):
+            cells = text.split()  # a table printed with single spaces (fastai's `epoch train_loss valid_loss`)
+        if len(cells) < 2:
+            return self._spaced_header(text)
         if header is not None and len(cells) > len(header) and "|" in text:
             cells = split_cells(_BAR_TAIL.sub("", text))
+        if header is not None and len(cells) == len(header) and all(_CELL_RULE.match(c) for c in cells):
+            return True  # Markdown's `-- | --` under the header: the table goes on
         if header is not None and len(cells) == len(header):
             values = [_cell(c) for c in cells]
             if all(v is not None for v in values) and any(v == v for v in values):
-                t = self.templates.get(("table", key))
-                if t is None:
-                    t = Template("table", list(header), [bool(EVAL_NAME.search(h)) for h in header])
-                    if any(_YOLO_HEADER.match(h) for h in header):
-                        t.losses = _YOLO_LOSSES
-                    self.templates[("table", key)] = t
+                phase = _phase_column(header)
+                evaluating = phase is not None and values[phase] == 0.0
+                t = self._table_template(header, key, evaluating)
                 self.header, self.header_key, self.last_table = header, key, (header, key)
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
         self.header = None  # the table ended
-        if all(len(c) <= 40 and NUMBER.search(c) is None for c in cells) and any(_METRICISH.search(c) for c in cells):
+        if _is_header(cells):
             self.header, self.header_key = cells, tuple(cells)
             return True
         return False
+
+    def _spaced_header(self, text: str) -> bool:
+        """A header of names separated by single spaces (fastai's `epoch train_loss valid_loss
+        accuracy time`): only when at least three words are all names and two are metric names."""
+        words = text.split()
+        if len(words) >= 3 and all(_NAME_WORD.match(w) for w in words) and _is_header(words) \
+                and sum(bool(_METRICISH.search(w)) for w in words) >= 2:
+            self.header, self.header_key = words, tuple(words)
+            return True
+        return False
+
+    def _table_template(self, header: list[str], key: tuple[str, ...] | None, evaluating: bool) -> Template:
+        """The table's template; the rows a phase column marks as evaluation (`train: False`, as
+        fastai's and minai's metric tables print them) get their own, whose losses are eval losses."""
+        tkey = ("table", key, "eval") if evaluating else ("table", key)
+        t = self.templates.get(tkey)
+        if t is None:
+            marks = [bool(EVAL_NAME.search(h)) or (evaluating and step_rank(h) is None) for h in header]
+            t = Template("table", list(header), marks)
+            if any(_YOLO_HEADER.match(h) for h in header):
+                t.losses = _YOLO_LOSSES
+            self.templates[tkey] = t
+        return t
 
     # --- key/value blocks ------------------------------------------------------------------
 
@@ -447,11 +471,32 @@ _METRICISH = re.compile(r"loss|acc|step|epoch|iter|lr|learning|norm|reward|score
                         r"f1|bleu|mse|mae|time", re.IGNORECASE)
 _CLOCK = re.compile(r"^\d+:\d\d(?::\d\d)?(?:\.\d+)?$")
 _NOT_A_VALUE = {"no log", "-", "--", "none", "n/a", "null", ""}
+_BOOLEAN = {"true": 1.0, "false": 0.0}
+#: a column whose True/False says a row is a training (True) or an evaluation (False) row
+_PHASE_NAMES = {"train", "training", "is_train"}
+#: a Markdown table's rule row under the header (`--`, `:---:`)
+_CELL_RULE = re.compile(r"^:?-{2,}:?$")
+_NAME_WORD = re.compile(r"^[A-Za-z_][\w.]*$")
+
+
+def _is_header(cells: list[str]) -> bool:
+    return all(len(c) <= 40 and NUMBER.search(c) is None for c in cells) and any(_METRICISH.search(c) for c in cells)
+
+
+def _phase_column(header: list[str]) -> int | None:
+    """The column that says whether a row is a training row (`train`: True/False)."""
+    for j, h in enumerate(header):
+        if h.strip().lower() in _PHASE_NAMES:
+            return j
+    return None
 
 
 def _cell(c: str) -> float | None:
-    """A table cell as a number (NaN for a cell that says nothing was logged), else None."""
+    """A table cell as a number (NaN for a cell that says nothing was logged; 1/0 for True/False),
+    else None."""
     s = c.strip().strip("'\"")
+    if s.lower() in _BOOLEAN:
+        return _BOOLEAN[s.lower()]
     if s.lower() in _NOT_A_VALUE or _CLOCK.match(s):
         return float("nan")  # nothing logged, or a duration column (fastai's `00:12`)
     m = _CELL_NUMBER.match(s) or _CELL_COUNTER.match(s)
