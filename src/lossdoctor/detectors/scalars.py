@@ -26,8 +26,10 @@ from .quantities import Quantities
 #: fewer finite loss points than this: the length-hungry checks (spikes 40, late divergence 20,
 #: plateaus 100) did not run, and the report says so
 SHORT_LOG = 50
-#: class counts whose ln is a common chance level (binary .. LLM vocabularies)
-COMMON_K = (2, 3, 4, 5, 6, 8, 10, 16, 20, 32, 64, 100, 128, 200, 256, 1000, 1024, 10000, 21128, 30522,
+#: class counts whose ln is a common chance level (binary .. LLM vocabularies; 101, 365, 400, 600:
+#: UCF101/Food-101, Places365, Kinetics-400/600)
+COMMON_K = (2, 3, 4, 5, 6, 8, 10, 16, 20, 32, 64, 100, 101, 128, 200, 256, 365, 400, 600, 1000, 1024, 10000,
+            21128, 30522,
             32000, 32128, 32768, 49152, 50257, 50304, 65536, 100277, 128256, 151936, 152064, 250002,
             256000)
 #: an LR this small makes an Adam-family step ~1e-6 of a unit weight: nothing moves in a short run
