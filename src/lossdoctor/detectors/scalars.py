@@ -658,6 +658,19 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
                     fixes=as_fixes([Msg("scalars.lr_collapse.fix_cadence"), Msg("scalars.lr_collapse.fix_decay")]))]
 
 
+#: robust sigmas (log space) of the later losses the first steps' mean must clear to be a jump
+#: that made the loss worse (a 15%-noisy small-batch loss puts one draw in three 1.3x off its median)
+JUMP_HEAD_Z = 3.0
+
+
+def _robust_z(v: float, rest: np.ndarray) -> float:
+    """How many robust sigmas (log space, floor 0.02) v sits above the median of `rest` (all > 0)."""
+    lr = np.log(rest)
+    med = float(np.median(lr))
+    sigma = max(1.4826 * float(np.median(np.abs(lr - med))), 0.02)
+    return (math.log(v) - med) / sigma if v > 0 else -math.inf
+
+
 @detector("jump_then_stuck", needs=("loss",))
 @with_lr_evidence
 def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
@@ -684,6 +697,8 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     rest = x[4:]
     if float(np.mean(head)) < 1.3 * max(x0, float(np.median(rest))) or float(x[j]) < np.percentile(rest, 95):
         return []
+    if (rest > 0).all() and _robust_z(float(np.mean(head)), rest) < JUMP_HEAD_Z:
+        return []  # within the rest's own spread (small noisy batches, a GAN's oscillating losses)
     s = int(q.steps[lf[j]])
     ev: list[str] = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
                      Msg("scalars.jump.never_below", n=int(x.size), last=last)]

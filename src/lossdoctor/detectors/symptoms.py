@@ -119,6 +119,8 @@ class SymptomLimits:
     #: half-way (in log space, between the best and the end) is one more crest of an oscillation (a
     #: GAN's losses by design), not a loss that rose and stayed
     rise_seen: float = 0.9
+    #: before that first fall, a point this many times the first loss is a crest, not the descent's noise
+    rise_over_first: float = 1.1
     #: an epoch-level log (one point per pass over the data) that does not fall: at least this many
     #: epochs from the run's first, or `epoch_long` anywhere in the run, the last third's median no
     #: more than `epoch_fall` below the first third's, and no consistent fall (Kendall's tau above
@@ -416,7 +418,11 @@ def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
     below = np.flatnonzero(x[:on] < half)
     if below.size == 0:
         return False
-    return bool((x[int(below[0]):on] >= LIMITS.rise_seen * end).any())
+    seen = x[1:on] >= LIMITS.rise_seen * end
+    # before that first fall only a crest that rose over the first loss counts (noise in the run's
+    # first descent does not)
+    seen &= (np.arange(1, on) >= below[0]) | (x[1:on] >= LIMITS.rise_over_first * x[0])
+    return bool(seen.any())
 
 
 def is_ce(run: Run) -> bool:
