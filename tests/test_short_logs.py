@@ -13,13 +13,13 @@ import math
 
 import numpy as np
 import pytest
-from short_logs import Case, faulty_cases, healthy_cases
 
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.detectors.quantities import Quantities
 from lossdoctor.detectors.symptoms import LIMITS, symptoms_of
 from lossdoctor.records import from_columns
 from lossdoctor.sources import load_path
+from short_logs import Case, faulty_cases, healthy_cases
 
 SEEDS = (0, 1, 2)
 #: the symptoms a fault's first alarm may name (a triple at the very last point may still come back:
