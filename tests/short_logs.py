@@ -61,6 +61,11 @@ def _plain_epoch(steps: list[int], c: Curve, epochs: bool) -> str:
     return "".join(f"epoch {k + 1} loss = {_num(v)}\n" for k, v in enumerate(c["loss"]))
 
 
+def _plain_epoch_mid(steps: list[int], c: Curve, epochs: bool) -> str:
+    """The same print, pasted from the middle of a long run (epoch 91 on)."""
+    return "".join(f"epoch {k + 91} loss = {_num(v)}\n" for k, v in enumerate(c["loss"]))
+
+
 def _keras(steps: list[int], c: Curve, epochs: bool) -> str:
     """Keras' progbar at verbose=2: `Epoch 1/10` then `100/100 - 2s - 15ms/step - loss: 0.4123`."""
     n = len(steps)
@@ -102,10 +107,13 @@ FORMATS: dict[str, tuple[Callable[[list[int], Curve, bool], str], str, bool]] = 
     "jsonl": (_jsonl, "metrics.jsonl", False),
     "mnist": (_mnist, "train.log", False),
     "plain_epoch": (_plain_epoch, "train.log", True),
+    "plain_epoch_mid": (_plain_epoch_mid, "train.log", True),
     "keras": (_keras, "train.log", True),
 }
 STEP_FORMATS = ("hf_dicts", "nanogpt", "pipes", "jsonl", "mnist")
+#: the formats every step-level fault is printed in
 EPOCH_FORMATS = ("plain_epoch", "keras")
+MID_FORMATS = ("plain_epoch_mid",)
 #: the formats whose reader says its steps are epochs (Keras' lines are read as the batch counter's
 #: steps, so a flat Keras log is judged as a step-level one)
 EPOCH_ONLY = ("plain_epoch",)
@@ -151,7 +159,7 @@ def f_blowup(rng: np.random.Generator, n: int) -> tuple[np.ndarray, int]:
 def f_nan(rng: np.random.Generator, n: int) -> tuple[np.ndarray, int]:
     """Finite losses, then NaN from row n-1 on (n >= 2: one finite point at least)."""
     base = _falling(rng, n, 2.3, 2.1, 0.01)
-    base[-1] = float("nan")
+    base[-1] = float(rng.choice([float("nan"), float("inf")]))
     return base, n - 1
 
 
@@ -205,6 +213,8 @@ FAULTS: dict[str, tuple[Callable[[np.random.Generator, int], tuple[np.ndarray, i
     "rise": (f_rise, 4, 20),
 }
 EPOCH_FAULTS = {"epoch_flat": (f_epoch_flat, 5, 10)}
+#: faults of an excerpt from the middle of a run (ten or more epochs: the start is not shown)
+MID_FAULTS = {"epoch_flat_mid": (f_epoch_flat, 10, 14)}
 
 
 def h_epochs(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -243,7 +253,26 @@ def h_gan(rng: np.random.Generator, n: int) -> np.ndarray:
     return 1.0 + 0.4 * np.sin(np.arange(n) * rng.uniform(0.8, 2.0)) + 0.05 * rng.standard_normal(n)
 
 
+def h_from_chance(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A classifier that starts at ln K and learns: it leaves ln K from its second logged point."""
+    c = math.log(int(rng.choice([2, 10, 100, 1000])))
+    return _falling(rng, n, c, 0.3 * c, 0.01)
+
+
+def h_llm_start(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A language model's first logged steps: from above ln V (~10.9) down fast, then slower."""
+    return _falling(rng, n, float(rng.uniform(10.9, 11.5)), float(rng.uniform(3.0, 5.0)), 0.01)
+
+
+def h_epochs_late(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Ten-odd epochs late in a long run: a converging loss that still falls a little each pass."""
+    level = float(rng.uniform(0.2, 2.0))
+    return level * np.exp(-0.004 * np.arange(n)) * _noise(rng, n, 0.0005)
+
+
 HEALTHY: dict[str, tuple[Callable[[np.random.Generator, int], np.ndarray], int, int]] = {
+    "from_chance": (h_from_chance, 3, 20),
+    "llm_start": (h_llm_start, 3, 20),
     "epochs": (h_epochs, 3, 10),
     "noisy_batches": (h_noisy_batches, 8, 30),
     "dip_recover": (h_dip_recover, 5, 20),
@@ -280,8 +309,9 @@ def faulty_cases(seed: int, per: int = 2) -> list[Case]:
     """`per` cases of each fault in each format (seeded), lengths drawn in the fault's range."""
     rng = np.random.default_rng(seed)
     out = []
-    for fault, (fn, lo, hi) in {**FAULTS, **EPOCH_FAULTS}.items():
-        fmts = EPOCH_ONLY if fault in EPOCH_FAULTS else tuple(FORMATS)
+    for fault, (fn, lo, hi) in {**FAULTS, **EPOCH_FAULTS, **MID_FAULTS}.items():
+        fmts = EPOCH_ONLY if fault in EPOCH_FAULTS else MID_FORMATS if fault in MID_FAULTS else \
+            tuple(f for f in FORMATS if f not in MID_FORMATS)
         for fmt in fmts:
             for k in range(per):
                 fewest = NUMBERED_FEWEST.get(fault, lo) if fmt == "hf_dicts" else lo
@@ -294,8 +324,8 @@ def faulty_cases(seed: int, per: int = 2) -> list[Case]:
 def healthy_cases(seed: int, per: int = 2) -> list[Case]:
     rng = np.random.default_rng(seed + 1000)
     out = []
-    for kind, (fn, lo, hi) in HEALTHY.items():
-        fmts = EPOCH_FORMATS if kind == "epochs" else STEP_FORMATS
+    for kind, (fn, lo, hi) in {**HEALTHY, "epochs_late": (h_epochs_late, 10, 14)}.items():
+        fmts = EPOCH_FORMATS if kind == "epochs" else MID_FORMATS if kind == "epochs_late" else STEP_FORMATS
         for fmt in fmts:
             for k in range(per):
                 n = int(rng.integers(lo, hi + 1))

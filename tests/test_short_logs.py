@@ -27,7 +27,7 @@ SEEDS = (0, 1, 2)
 EXPECTED = {
     "triple": {"divergence", "spike"}, "blowup": {"divergence"}, "rise": {"divergence"},
     "nan": {"nonfinite"}, "chance": {"plateau"}, "zero": {"zero_loss"}, "constant": {"stall", "plateau"},
-    "absurd": {"divergence"}, "epoch_flat": {"plateau"},
+    "absurd": {"divergence"}, "epoch_flat": {"plateau"}, "epoch_flat_mid": {"plateau"},
 }
 #: a finding's step may sit this many logged rows from the onset (the corpus scorer's window: a
 #: curve rule dates a divergence where its climb began, a row or two before the generator's onset)
@@ -75,7 +75,7 @@ def test_the_generator_covers_every_fault_and_format_at_short_lengths():
     names = {c.name.split("-")[0] for c in FAULTY}
     assert names == set(EXPECTED)
     assert {c.name.split("-")[1] for c in FAULTY} >= {"hf_dicts", "nanogpt", "pipes", "jsonl", "mnist", "keras",
-                                                     "plain_epoch"}
+                                                     "plain_epoch", "plain_epoch_mid"}
     lengths = [c.text.count("\n") for c in FAULTY if c.file == "train.log" and "keras" not in c.name]
     assert min(lengths) <= 3 and max(lengths) <= 30
 

@@ -603,8 +603,9 @@ def chance_of(run: Run, level: float) -> tuple[float, int] | None:
 
 def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     """Every point within `chance_tol` of ln K and not falling, on >= 6 points spanning >= 100
-    steps (or >= 20 points), or >= 3 identical points at ln K (no batch noise to wait out): a model
-    that has learnt nothing about its labels."""
+    steps (or >= 20 points); or within `chance_tight` of it (no batch noise to wait out) on >= 3
+    points spanning >= 100 steps or 3 epochs (6 numbered lines); or >= 3 identical points at ln K: a
+    model that has learnt nothing about its labels."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     if x.size < LIMITS.constant_points:
