@@ -111,10 +111,10 @@ class SymptomLimits:
     climb_intervals: int = 2
     climb_ratio: float = 3.0
     #: a few points at ln K with no batch noise to speak of: every point within this share of ln K
-    #: (a model guessing uniformly prints ln K to its third digit; a learning one leaves it by more)
-    chance_tight: float = 0.005
-    #: ... on at least `constant_points` points over >= span_steps steps or epochs (a healthy start
+    #: (a model guessing uniformly prints ln K to its third digit; a learning one leaves it by more),
+    #: on at least `constant_points` points over >= span_steps steps or epochs (a healthy start
     #: sits at ln K for its first few steps only), or on `chance_points` when the steps are line numbers
+    chance_tight: float = 0.005
     #: a rise whose loss had already been at >= this share of its end level after it first fell below
     #: half-way (in log space, between the best and the end) is one more crest of an oscillation (a
     #: GAN's losses by design), not a loss that rose and stayed
@@ -320,7 +320,7 @@ def _climb(q: Quantities, lf: np.ndarray, x: np.ndarray, lx: np.ndarray, start: 
         while b < up.size and up[b]:
             b += 1  # the run of rises is a..b: points a to b
         hit = _climb_end(lx, a, b, lim)
-        if hit is not None and _climb_counts(q, x, lx, a, hit, start, lim):
+        if hit is not None and _climb_counts(x, lx, a, hit, start, lim):
             base = float(x[a])
             return [_sym(q, "jump_stayed", lf[a + 1], loss=float(x[hit]), base=base, ratio=float(x[hit] / base),
                          recovered=False, before=int(min(a + 1, lim.history)), after=int(x.size - hit - 1),
@@ -337,8 +337,7 @@ def _climb_end(lx: np.ndarray, a: int, b: int, lim: SymptomLimits) -> int | None
     return None
 
 
-def _climb_counts(q: Quantities, x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float,
-                  lim: SymptomLimits) -> bool:
+def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, lim: SymptomLimits) -> bool:
     """A climb from a to e stands out of the noise before it, gives back a share of the fall before
     it, and never comes back below `recovered` x its start."""
     prev = lx[max(0, a + 1 - lim.history):a + 1]
