@@ -328,6 +328,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "chance": ("flat", "plateau", "warning"),
     "repeat": ("flat", "stall", "warning"),
     "no_fall": ("stuck", "plateau", "warning"),
+    "epoch_flat": ("stuck", "plateau", "warning"),
     "grad_jump": ("grad", "spike", "warning"),
     "grad_level": ("grad", "divergence", "warning"),
     "scale_collapse": ("scale", "skipped_steps", "warning"),
@@ -874,7 +875,8 @@ def what(sym: Symptom) -> Msg:
             "grad_jump": ("g", "step", "ratio", "base"), "grad_level": ("median", "top"),
             "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
             "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
-            "no_fall": ("first", "low", "last", "n", "step", "end_step")}[sym.kind]
+            "no_fall": ("first", "low", "last", "n", "step", "end_step"),
+            "epoch_flat": ("first", "last", "n", "step", "end_step")}[sym.kind]
     return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
 
 

@@ -104,6 +104,31 @@ class SymptomLimits:
     no_fall_long: int = 30
     #: a log of this many steps or more shows more than a warm-up's first moments
     span_steps: int = 100
+    #: a climb: consecutive rising intervals (at least this many) that multiply the loss by at least
+    #: `climb_ratio` and never come back below `recovered` x where they began (issue 25: "x3 over two
+    #: logged intervals"; a single interval is `jump_at`'s); with >= 4 points before it the rise must
+    #: also clear `spike_z` robust sigmas of their noise (15%-noisy small batches rise x3 in no two steps)
+    climb_intervals: int = 2
+    climb_ratio: float = 3.0
+    #: a few points at ln K with no batch noise to speak of: every point within this share of ln K
+    #: (a model guessing uniformly prints ln K to its third digit; a learning one leaves it by more),
+    #: on at least `constant_points` points over >= span_steps steps or epochs (a healthy start
+    #: sits at ln K for its first few steps only), or on `chance_points` when the steps are line numbers
+    chance_tight: float = 0.005
+    #: a rise whose loss had already been at >= this share of its end level after it first fell below
+    #: half-way (in log space, between the best and the end) is one more crest of an oscillation (a
+    #: GAN's losses by design), not a loss that rose and stayed
+    rise_seen: float = 0.9
+    #: before that first fall, a point this many times the first loss is a crest, not the descent's noise
+    rise_over_first: float = 1.1
+    #: an epoch-level log (one point per pass over the data) that does not fall: at least this many
+    #: epochs from the run's first, or `epoch_long` anywhere in the run, the last third's median no
+    #: more than `epoch_fall` below the first third's, and no consistent fall (Kendall's tau above
+    #: -`epoch_tau`): a healthy run's epoch means fall from one pass to the next, smoothly
+    epoch_points: int = 5
+    epoch_long: int = 10
+    epoch_fall: float = 0.01
+    epoch_tau: float = 0.5
 
 
 LIMITS = SymptomLimits()
@@ -135,7 +160,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
     for fn in (_nonfinite, _absurd, _jumps, _divergence, _zero_or_constant, _chance_plateau, _repeats,
-               _no_fall, _grad, _scale, _skips, _lr):
+               _no_fall, _epoch_flat, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -277,7 +302,53 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         on = j - 1 if climb else j  # a climb begins at its first raised point
         return [_sym(q, kind, lf[on], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
                      before=int(min(j, LIMITS.history)), after=int(after.size), climb=climb)]
+    return _climb(q, lf, x, lx, start)
+
+
+def _climb(q: Quantities, lf: np.ndarray, x: np.ndarray, lx: np.ndarray, start: float,
+           lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """The first run of >= `climb_intervals` rising intervals that multiplies the loss by >=
+    `climb_ratio` and stays up: the loss climbing point after point, which no single-point rule sees
+    when each step of the climb is smaller than a jump (2.1 -> 4.0 -> 7.2)."""
+    up = np.diff(lx) > 0
+    a = 0
+    while a < up.size:
+        if not up[a]:
+            a += 1
+            continue
+        b = a
+        while b < up.size and up[b]:
+            b += 1  # the run of rises is a..b: points a to b
+        hit = _climb_end(lx, a, b, lim)
+        if hit is not None and _climb_counts(x, lx, a, hit, start, lim):
+            base = float(x[a])
+            return [_sym(q, "jump_stayed", lf[a + 1], loss=float(x[hit]), base=base, ratio=float(x[hit] / base),
+                         recovered=False, before=int(min(a + 1, lim.history)), after=int(x.size - hit - 1),
+                         climb=True)]
+        a = b
     return []
+
+
+def _climb_end(lx: np.ndarray, a: int, b: int, lim: SymptomLimits) -> int | None:
+    """The first point of the rise a..b at >= climb_ratio x point a, >= climb_intervals after it."""
+    for e in range(a + lim.climb_intervals, b + 1):
+        if lx[e] - lx[a] >= math.log(lim.climb_ratio):
+            return e
+    return None
+
+
+def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, lim: SymptomLimits) -> bool:
+    """A climb from a to e stands out of the noise before it, gives back a share of the fall before
+    it, and never comes back below `recovered` x its start."""
+    prev = lx[max(0, a + 1 - lim.history):a + 1]
+    if prev.size >= 4:
+        med = float(np.median(prev))
+        sigma = max(1.4826 * float(np.median(np.abs(prev - med))), 0.02)
+        if (lx[e] - med) / sigma < lim.spike_z:
+            return False
+    if x[e] - x[a] < lim.give_back * max(start - float(x[a]), 0.0):
+        return False  # noise around a loss that fell far
+    return not bool((x[e + 1:] < lim.recovered * x[a]).any())
 
 
 def _at_large_chance(run: Run, v: float) -> bool:
@@ -334,8 +405,23 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
     # the onset: the first point after the best at or above halfway (in log space) to the end level
     half = math.sqrt(best * end)
     on = b + int(np.argmax(x[b:] >= half))
+    if _been_there(x, on, half, end):
+        return []  # a crest like those before it: an oscillation, not a loss that rose and stayed
     return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
                  grad_ratio=grad_x, n=int(x.size))]
+
+
+def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
+    """Whether the loss had already been at the end's level (>= rise_seen x it) after it first fell
+    below half-way and before the rise: the end is one more crest of an oscillation."""
+    below = np.flatnonzero(x[:on] < half)
+    if below.size == 0:
+        return False
+    seen = x[1:on] >= LIMITS.rise_seen * end
+    # before that first fall only a crest that rose over the first loss counts (noise in the run's
+    # first descent does not)
+    seen &= (np.arange(1, on) >= below[0]) | (x[1:on] >= LIMITS.rise_over_first * x[0])
+    return bool(seen.any())
 
 
 def is_ce(run: Run) -> bool:
@@ -458,6 +544,29 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
                  n=int(x.size), end_step=int(q.steps[lf[-1]]), rising=bool(tau >= LIMITS.rise_tau), tau=tau)]
 
 
+def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
+    """An epoch-level log (one point per pass over the data) whose loss does not fall: >=
+    epoch_points epochs from the run's first (or epoch_long anywhere), the last third's median
+    within epoch_fall of the first third's or above it, with no consistent fall (Kendall's tau >
+    -epoch_tau). An epoch's mean loss carries little batch noise: a run that learns lowers it pass
+    after pass, so several passes without a fall are a plateau, whatever the log's length."""
+    lim = LIMITS
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if run.meta.get("steps_from") != "epoch" or x.size < lim.epoch_points or (x <= 0).any():
+        return []
+    from_start = int(q.steps[lf[0]]) <= 1
+    if x.size < (lim.epoch_points if from_start else lim.epoch_long) or identical(run, q, x):
+        return []
+    k = max(1, x.size // 3)
+    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
+    tau = kendall_tau(x[:200])
+    if last < (1 - lim.epoch_fall) * first or tau <= -lim.epoch_tau:
+        return []
+    return [_sym(q, "epoch_flat", lf[0], first=first, last=last, n=int(x.size),
+                 end_step=int(q.steps[lf[-1]]), from_start=from_start, tau=tau)]
+
+
 def kendall_tau(x: np.ndarray) -> float:
     """Kendall's tau of x against its index: +1 rising at every pair, -1 falling, ~0 noise."""
     n = x.size
@@ -493,11 +602,12 @@ def chance_of(run: Run, level: float) -> tuple[float, int] | None:
 
 def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     """Every point within `chance_tol` of ln K and not falling, on >= 6 points spanning >= 100
-    steps (or >= 20 points), or >= 3 identical points at ln K (no batch noise to wait out): a model
-    that has learnt nothing about its labels."""
+    steps (or >= 20 points); or within `chance_tight` of it (no batch noise to wait out) on >= 3
+    points spanning >= 100 steps or 3 epochs (6 numbered lines); or >= 3 identical points at ln K: a
+    model that has learnt nothing about its labels."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size < (LIMITS.constant_points if x.size and float(np.ptp(x)) == 0.0 else LIMITS.chance_points):
+    if x.size < LIMITS.constant_points:
         return []
     level = float(np.median(x))
     ch = chance_of(run, level)
@@ -506,14 +616,30 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     c, k = ch
     span = int(q.steps[lf[-1]] - q.steps[lf[0]])
     exact = float(np.ptp(x)) == 0.0  # identical values at chance: no batch noise to wait out
-    if float(np.max(np.abs(x - c))) > LIMITS.chance_tol * c or (
-            not exact and span < LIMITS.span_steps and x.size < 20):
+    off = float(np.max(np.abs(x - c)))
+    if off > LIMITS.chance_tol * c or not (exact or _long_enough_at(run, x.size, span, off <= LIMITS.chance_tight * c)):
         return []
     third = max(1, x.size // 3)
     if float(np.median(x[-third:])) < float(np.median(x[:third])) - 0.005 * c:
         return []
     return [_sym(q, "chance", lf[0], level=level, chance=c, k=k, n=int(x.size),
                  known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None)]
+
+
+def _long_enough_at(run: Run, n: int, span: int, tight: bool) -> bool:
+    """Whether n points at a chance level over `span` steps show more than a run's first moments:
+    >= 20 points, or >= chance_points over >= span_steps steps; with no batch noise (`tight`), three
+    points over >= span_steps steps or three epochs, or chance_points numbered lines."""
+    how = run.meta.get("steps_from", "log")
+    if n >= 20 or (n >= LIMITS.chance_points and span >= LIMITS.span_steps):
+        return True
+    if not tight:
+        return False
+    if how == "epoch":
+        return n >= LIMITS.constant_points
+    if how == "log":
+        return span >= LIMITS.span_steps
+    return n >= LIMITS.chance_points
 
 
 def _grad(run: Run, q: Quantities) -> list[Symptom]:

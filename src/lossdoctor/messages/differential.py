@@ -29,6 +29,11 @@ TEMPLATES = {
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, and did not come back",
         "loss 在 step {step} 跳到 {loss}，是之前 {before} 个点中位数 {base} 的 {ratio} 倍，之后没有回落"),
+    "diff.what.epoch_flat": (
+        "the loss did not fall over {n} epochs from epoch {step} to {end_step} (median of the first third "
+        "{first}, of the last third {last}): pass after pass over the data, nothing was learnt",
+        "从第 {step} 到第 {end_step} 个 epoch 的 {n} 个 epoch 里 loss 没有下降（前三分之一中位数 {first}，"
+        "后三分之一中位数 {last}）：一遍又一遍地过数据，什么也没有学到"),
     "diff.what.climb": (
         "the loss climbed from step {step} over two logged intervals to {loss}, {ratio}x the median {base} "
         "of the points before",

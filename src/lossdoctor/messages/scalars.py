@@ -363,8 +363,11 @@ TEMPLATES = {
         "日志很短：{what}；已检查了这次训练自己的记录（更新幅度、每一层的统计），能跑的规则都没有报警。"
         "想检查得更完整：{ways}"),
     "scalars.coverage.not_fell": (
-        "inconclusive: {what}, and the loss did not clearly fall over them (first third {first}, last {last}): "
-        "learning slowly and not learning look alike on so few points. Cheapest way to a verdict: {ways}",
-        "无法下结论：{what}，而且这几个点上 loss 没有明显下降（前三分之一 {first}，后三分之一 {last}）：点这么少，"
+        "inconclusive: {what}, and the loss did not clearly fall over them (first third {first}, last {last}); "
+        "nothing in them stands out of their own noise (no jump, climb, non-finite or absurd value, chance level "
+        "or constant loss), and learning slowly and not learning look alike on so few points. Cheapest way to a "
+        "verdict: {ways}",
+        "无法下结论：{what}，而且这几个点上 loss 没有明显下降（前三分之一 {first}，后三分之一 {last}）；其中没有"
+        "任何一点超出它们自身的噪声（没有跳变、爬升、非有限或离谱的值、随机猜测水平或恒定不变的 loss），而点这么少，"
         "学得慢和根本没在学看起来是一样的。最省事的办法：{ways}"),
 }

@@ -1,0 +1,156 @@
+"""Symptoms first, at any length (issue 25): a visible fault in a short log (1-30 points) is a
+warning or critical finding at its step, whatever the log's length; a healthy short log stays clean.
+
+The logs are generated (tests/short_logs.py: seeded curves printed the way common trainers print
+them) and read by the real readers from files, then diagnosed by the engine: the path `lossdoctor
+diagnose train.log` takes. A few direct cases pin each mechanism's edge: three points are enough
+for a climb, an oscillation's crest is no divergence, an epoch-level loss that does not fall is a
+plateau while one that falls is not, a signed objective is judged by no ratio."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lossdoctor.detectors.engine import diagnose_runs
+from lossdoctor.detectors.quantities import Quantities
+from lossdoctor.detectors.symptoms import LIMITS, symptoms_of
+from lossdoctor.records import from_columns
+from lossdoctor.sources import load_path
+from short_logs import Case, faulty_cases, healthy_cases
+
+SEEDS = (0, 1, 2)
+#: the symptoms a fault's first alarm may name (a triple at the very last point may still come back:
+#: a spike; identical values at a level the run names no K for: a stall or a plateau)
+EXPECTED = {
+    "triple": {"divergence", "spike"}, "blowup": {"divergence"}, "rise": {"divergence"},
+    "nan": {"nonfinite"}, "chance": {"plateau"}, "zero": {"zero_loss"}, "constant": {"stall", "plateau"},
+    "absurd": {"divergence"}, "epoch_flat": {"plateau"}, "epoch_flat_mid": {"plateau"},
+}
+#: a finding's step may sit this many logged rows from the onset (the corpus scorer's window: a
+#: curve rule dates a divergence where its climb began, a row or two before the generator's onset)
+ROWS_OFF = 2
+
+
+def _alarms(report):
+    return [f for f in report.findings if f.severity in ("warning", "critical")]
+
+
+def _read(case: Case, tmp_path):
+    path = tmp_path / case.file
+    path.write_text(case.text)
+    runs = load_path(str(path))
+    return runs, diagnose_runs(runs)
+
+
+def _show(report):
+    return [(f.rule, f.cause, f.symptom, f.severity, f.step) for f in report.findings]
+
+
+FAULTY = [c for s in SEEDS for c in faulty_cases(s)]
+HEALTHY = [c for s in SEEDS for c in healthy_cases(s)]
+
+
+@pytest.mark.parametrize("case", FAULTY, ids=[c.name for c in FAULTY])
+def test_a_visible_fault_in_a_short_log_is_an_alarm_at_its_step(case, tmp_path):
+    runs, report = _read(case, tmp_path)
+    alarms = _alarms(report)
+    assert alarms and report.status != "inconclusive", (case.text[:400], _show(report))
+    assert alarms[0].symptom in EXPECTED[case.fault], _show(report)
+    steps = [int(s) for s in runs[0].steps]
+    lo = steps[max(0, case.onset_row - ROWS_OFF)]
+    hi = steps[min(len(steps) - 1, case.onset_row + ROWS_OFF)]
+    assert any(f.step is not None and lo <= f.step <= hi for f in alarms), (steps, case.onset_row, _show(report))
+
+
+@pytest.mark.parametrize("case", HEALTHY, ids=[c.name for c in HEALTHY])
+def test_a_healthy_short_log_stays_clean(case, tmp_path):
+    _, report = _read(case, tmp_path)
+    assert not _alarms(report), (case.text[:400], _show(report))
+
+
+def test_the_generator_covers_every_fault_and_format_at_short_lengths():
+    names = {c.name.split("-")[0] for c in FAULTY}
+    assert names == set(EXPECTED)
+    assert {c.name.split("-")[1] for c in FAULTY} >= {"hf_dicts", "nanogpt", "pipes", "jsonl", "mnist", "keras",
+                                                     "plain_epoch", "plain_epoch_mid"}
+    lengths = [c.text.count("\n") for c in FAULTY if c.file == "train.log" and "keras" not in c.name]
+    assert min(lengths) <= 3 and max(lengths) <= 30
+
+
+# ------------------------------------------------------------------ each mechanism's edge
+
+def _kinds(steps, loss, **meta):
+    run = from_columns(steps, {"loss": loss}, meta=meta) if meta else from_columns(steps, {"loss": loss})
+    return {s.kind: s for s in symptoms_of(Quantities(run))}
+
+
+def test_three_points_are_enough_for_a_climb_of_x3_over_two_intervals():
+    sym = _kinds([100, 200, 300], [2.4054, 4.3399, 9.2296])["jump_stayed"]
+    assert sym.data["climb"] is True and sym.step == 200
+    assert sym.data["ratio"] == pytest.approx(9.2296 / 2.4054)
+
+
+def test_a_climb_that_comes_back_or_stays_in_its_noise_is_no_climb():
+    # the same x3.8 over two intervals, then back to where it began: not a loss that rose and stayed
+    assert "jump_stayed" not in _kinds([1, 2, 3, 4, 5], [2.4, 4.3, 9.2, 2.3, 2.2])
+    # two rises of x1.5 (x2.25 in all) are below climb_ratio
+    assert LIMITS.climb_ratio > 2.25
+    assert "jump_stayed" not in _kinds([10, 20, 30], [2.0, 3.0, 4.5])
+
+
+def test_an_oscillations_crest_is_no_divergence():
+    # a GAN's generator loss, up and down by design; it ends on a crest like the one at its start
+    loss = [0.923, 1.259, 1.399, 1.228, 0.933, 0.611, 0.587, 0.808, 1.164, 1.377]
+    r = diagnose_runs([from_columns(list(range(10, 110, 10)), {"loss": loss})])
+    assert not _alarms(r), _show(r)
+    # the same end after a loss that fell and never came back up before: a rise
+    fell = [2.3, 1.6, 1.1, 0.8, 0.62, 0.6, 0.59, 0.8, 1.16, 1.38]
+    assert "rise" in _kinds(list(range(10, 110, 10)), fell)
+
+
+@pytest.mark.parametrize("k", [2, 10, 400])
+def test_three_points_at_ln_k_over_hundreds_of_steps_are_a_chance_plateau(k):
+    c = math.log(k)
+    sym = _kinds([100, 200, 300], [c * 1.001, c * 0.999, c * 1.0005])["chance"]
+    assert sym.data["k"] == k and sym.step == 100
+
+
+def test_a_healthy_start_at_ln_k_is_no_plateau():
+    # the first steps of a classifier sit at ln 10 before they fall: 4 steps are a start, not a plateau
+    c = math.log(10)
+    assert "chance" not in _kinds([0, 1, 2, 3], [c * 1.001, c, c * 0.999, c * 0.998])
+
+
+def test_an_epoch_log_that_does_not_fall_is_a_plateau_and_one_that_falls_is_not(tmp_path):
+    flat = [2.7459, 2.7256, 2.7413, 2.7498, 2.7306, 2.7501]
+    path = tmp_path / "train.log"
+    path.write_text("".join(f"epoch {e + 1} loss = {v}\n" for e, v in enumerate(flat)))
+    r = diagnose_runs(load_path(str(path)))
+    f = next(f for f in _alarms(r) if f.rule == "differential.epoch_flat")
+    assert f.symptom == "plateau" and f.severity == "warning" and f.step == 1
+    assert [getattr(m, "key", None) for m in f.evidence][0] == "diff.what.epoch_flat"
+    falling = [2.31, 1.62, 1.21, 0.95, 0.81, 0.74]
+    path.write_text("".join(f"epoch {e + 1} loss = {v}\n" for e, v in enumerate(falling)))
+    assert not _alarms(diagnose_runs(load_path(str(path))))
+
+
+def test_a_mid_run_epoch_excerpt_needs_ten_flat_epochs(tmp_path):
+    rng = np.random.default_rng(4)
+    flat = 10.3 * np.exp(0.006 * rng.standard_normal(12))
+    path = tmp_path / "train.log"
+    for n, want in ((LIMITS.epoch_long - 2, False), (12, True)):
+        path.write_text("".join(f"epoch {844 + e} loss = {v:.5f}\n" for e, v in enumerate(flat[:n])))
+        run = load_path(str(path))[0]
+        assert run.meta.get("steps_from") == "epoch"
+        assert ("epoch_flat" in {s.kind for s in symptoms_of(Quantities(run))}) is want
+
+
+def test_a_signed_objective_has_no_early_jump():
+    # an RL policy loss around 0: 0.0024 -> 0.0145 is no "x6 jump of the first updates"
+    loss = [0.00235, 0.014458, 0.005596, -0.01681, 0.030258, 0.014446, 0.01021, 0.020479, 0.021484,
+            -0.008373, 0.01881, -0.003181, 0.004, -0.012, 0.02, 0.001, -0.004, 0.011, 0.006]
+    r = diagnose_runs([from_columns([640 * i for i in range(len(loss))], {"loss": loss})])
+    assert not _alarms(r), _show(r)
