@@ -226,7 +226,7 @@ def several_runs(args: argparse.Namespace, error: Exception) -> list[str] | None
     `lossdoctor_runs/` or an experiments folder keep them): two or more sub-folders that are runs."""
     from pathlib import Path
 
-    from ..runlog import is_run_dir
+    from ..sources.rundir import is_run_dir
     from .compare import folder_runs
 
     folder = Path(args.path)
@@ -246,8 +246,8 @@ def read_paths(arg: str) -> list[str]:
         return []
     from pathlib import Path
 
-    from ..runlog import is_run_dir
     from ..sources.mlflow_store import uri_path
+    from ..sources.rundir import is_run_dir
 
     paths = [str(arg), str(uri_path(arg))]
     parent = Path(paths[1]).parent
