@@ -469,8 +469,8 @@ class Monitor:
             self.disable("verify", e)
             return []
         out = []
-        for rec in [r for r in self.triage.records if str(r.get("level", "")).startswith("replay")]:
-            own = [Finding.from_dict(d) for d in rec.get("findings", [])]
+        for rec in [r for r in self.triage.records if r.level.startswith("replay")]:
+            own = [Finding.from_dict(d) for d in rec.findings]
             seen = {(f.cause, f.step) for f in own}
             others = [f for f in report.findings if (f.cause, f.step) not in seen]
             try:

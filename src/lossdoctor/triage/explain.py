@@ -154,11 +154,11 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
                    batch=step, samples=samples, evidence=ev, fixes=as_fixes(fixes), examples=examples)
 
 
-def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: dict[str, Any]) -> list[Finding]:
-    """The layer-level answer from the live flags, and what replay would add."""
+def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: list[str]) -> list[Finding]:
+    """The layer-level answer from the live flags, and what replay would add (`notes`: the incident
+    record's, the first saying why there was no replay)."""
     from ..detectors.nonfinite import ATTENTION
 
-    notes = record.get("notes", [])
     why = notes[0] if notes else ""
     add = REPLAY_HINT if "no replay_fn" in why else \
         Msg("triage.live.why_would", why=why) if why else Msg("triage.live.would")

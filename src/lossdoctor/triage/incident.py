@@ -45,6 +45,7 @@ from . import batches as B
 from .explain import live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict, verdict_sentence
 from .host import TriageHost
 from .localize import Preserve, localize_on
+from .record import IncidentRecord
 from .replay import Probe, probe, replay, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
@@ -64,7 +65,6 @@ log = logging.getLogger("lossdoctor")
 LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_first_nonfinite",
              "bwd_first_nonfinite", "nonfinite_params", "batch_nonfinite_detail", "mask_empty_sample_ids",
              "label_empty_sample_ids", "label_tokens", "act_absmax", "act_absmax_layer", "act_range_frac")
-FORMAT = "lossdoctor.incident/1"
 
 
 #: consecutive GradScaler skips that start an incident: more than a healthy start-up back-off
@@ -145,7 +145,7 @@ class Triage:
         self.model = host.model
         self.optimizer = host.optimizer
         self.scaler = host.scaler
-        self.records: list[dict[str, Any]] = []
+        self.records: list[IncidentRecord] = []
         self.episode = False
         self.spikes = SpikeWatch()
         self.skipped_steps: set[int] = set()
@@ -153,7 +153,7 @@ class Triage:
         self.enabled = True
         self._pending: TrainingIncident | None = None
         self.verify_on, self.verify_window, self.verify_budget = verify, verify_window, verify_budget
-        self._to_verify: list[dict[str, Any]] = []  # replayed incidents whose fixes are not checked yet
+        self._to_verify: list[IncidentRecord] = []  # replayed incidents whose fixes are not checked yet
         self._to_probe: list[Finding] = []  # live findings whose fixes the LR probe will try (lr_probe.py)
         self._probed: set[str] = set()      # causes probed (or asked for) once already
         self.probe_records: list[dict[str, Any]] = []  # the live engine reads them (monitor shares the list)
@@ -223,7 +223,7 @@ class Triage:
             raise error
 
     # --- verified fixes (verify.py) ---------------------------------------------------------------
-    def verify_fixes(self, record: dict[str, Any], others: list[Finding] | None = None,
+    def verify_fixes(self, record: IncidentRecord, others: list[Finding] | None = None,
                      extra: tuple[Any, ...] = ()) -> dict[str, Any]:
         """Replay the incident of `record` unfixed and with each fix of its findings, of `others`
         (the diagnosis's) and of `extra` (`findings.Fix`, e.g. `Fix("clip", max_norm=1.0)`). The result
@@ -232,13 +232,13 @@ class Triage:
 
         if record in self._to_verify:
             self._to_verify.remove(record)
-        own = [Finding.from_dict(d) for d in record.get("findings", [])]
+        own = [Finding.from_dict(d) for d in record.findings]
         findings = own + list(others or [])
         pairs: list[tuple[Finding | None, Candidate]] = [(f, fix) for f in findings for fix in V.candidate_fixes(f)]
         pairs += [(None, V.candidate(fx)) for fx in extra]  # a fix of no finding
         result = self._verify_run(record, pairs)
-        if result["status"] == "no_replay" and isinstance(record.get("verification"), dict):
-            return record["verification"]  # checked while the snapshot was there: that answer stands
+        if result["status"] == "no_replay" and isinstance(record.verification, dict):
+            return record.verification  # checked while the snapshot was there: that answer stands
         checks = result.get("checks", [])
         for f in findings:
             f.fix_checks = None
@@ -249,15 +249,15 @@ class Triage:
             V.order_by_verdict(f)  # verified fixes first, those that did not help last
         result = V.result_json(result)
         result["findings"] = [f.to_dict() for f in findings[len(own):] if f.fix_checks]
-        record["verification"] = result
-        record["findings"] = [f.to_dict() for f in own]
-        self.host.writer.write_incident(f"step-{int(record['step']):08d}", record)
+        record.verification = result
+        record.findings = [f.to_dict() for f in own]
+        self.host.writer.write_incident(f"step-{record.step:08d}", record.publish())
         return result
 
-    def _verify_run(self, record: dict[str, Any], pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
+    def _verify_run(self, record: IncidentRecord, pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
         from . import verify as V
 
-        step = int(record["step"])
+        step = record.step
         state = any(fix.kind in V.STATE_FIXES for _, fix in pairs)
         snap = V.choose_snapshot(self.ring, step, earliest=state) if self.ring is not None else None
         if self.replay_fn is None or self.ring is None or snap is None:
@@ -267,8 +267,8 @@ class Triage:
         try:
             with self._workspace() as ws:
                 plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, step,
-                              V.window_end(self.ring, step, self.verify_window), V.bad_rule(record))
-                return V.verify_incident(plan, pairs, record, budget=self.verify_budget)
+                              V.window_end(self.ring, step, self.verify_window), V.bad_rule(record.to_dict()))
+                return V.verify_incident(plan, pairs, record.to_dict(), budget=self.verify_budget)
         finally:
             rng.restore()
             self.ring.paused = False
@@ -280,7 +280,7 @@ class Triage:
         from .verify import choose_snapshot
 
         for rec in list(self._to_verify):
-            s = int(rec["step"])
+            s = rec.step
             snap = choose_snapshot(self.ring, s, earliest=_state_fixes(rec))
             evicts = ((step + 1) % self.ring.every == 0 and not self.episode and snap is not None
                       and len(self.ring.snapshots) >= self.ring.keep and snap is self.ring.snapshots[0])
@@ -292,17 +292,18 @@ class Triage:
         while self._to_verify and self.enabled:
             self._verify_safely(self._to_verify.pop(0))
 
-    def _verify_safely(self, rec: dict[str, Any]) -> None:
+    def _verify_safely(self, rec: IncidentRecord) -> None:
         try:
             self.verify_fixes(rec, self._live_findings(rec))
         except Exception as e:  # verification must never take the training down
-            rec["verification"] = {"status": "error", "error": f"{type(e).__name__}: {e}"}
-            log.warning("%s", Msg("verify.log.failed", step=int(rec["step"]), error=f"{type(e).__name__}: {e}"))
+            rec.verification = {"status": "error", "error": f"{type(e).__name__}: {e}"}
+            rec.publish()  # what the monitor and the live engine hold says so (the file is not rewritten)
+            log.warning("%s", Msg("verify.log.failed", step=rec.step, error=f"{type(e).__name__}: {e}"))
 
-    def _live_findings(self, rec: dict[str, Any]) -> list[Finding]:
+    def _live_findings(self, rec: IncidentRecord) -> list[Finding]:
         """Copies of the live engine's findings other than the incident's own (same cause and step):
         verification writes verdicts into the findings it checks, never into the engine's."""
-        own = {(d.get("cause"), d.get("step")) for d in rec.get("findings", []) if isinstance(d, dict)}
+        own = {(d.get("cause"), d.get("step")) for d in rec.findings if isinstance(d, dict)}
         return [Finding.from_dict(f.to_dict()) for f in self.host.findings() if (f.cause, f.step) not in own]
 
     # --- the LR probe (lr_probe.py) -----------------------------------------------------------------
@@ -425,63 +426,62 @@ class Triage:
         self.episode = True
         record = self.run(step, trig, rec)
         self.records.append(record)
-        self.host.incidents.append(record)
-        self.host.writer.write_incident(f"step-{step:08d}", record)
-        if self.verify_on and str(record.get("level", "")).startswith("replay"):
+        shared = record.publish()
+        self.host.incidents.append(shared)
+        self.host.writer.write_incident(f"step-{step:08d}", shared)
+        if self.verify_on and record.level.startswith("replay"):
             self._to_verify.append(record)  # once the window after it is recorded (end_step)
         if self.policy == "raise":
-            f = record["findings"][0] if record.get("findings") else None
+            f = record.findings[0] if record.findings else None
             what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
                 + (f", {f['op']}" if f.get("op") else "") if f else f"incident at step {step}"
             self._pending = TrainingIncident(f"lossdoctor: training incident: {what} "
-                                             f"(record: incidents/step-{step:08d}.json)", record)
+                                             f"(record: incidents/step-{step:08d}.json)", shared)
 
     # --- the flow -------------------------------------------------------------------------------
-    def run(self, step: int, trig: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
+    def run(self, step: int, trig: dict[str, Any], rec: dict[str, Any]) -> IncidentRecord:
         t0 = time.perf_counter()
-        record: dict[str, Any] = {
-            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.host.rank,
-            "policy": self.policy, "level": "live", "live": {k: rec[k] for k in LIVE_KEYS if k in rec},
-            "notes": [], "action": "none"}
+        record = IncidentRecord(step=step, trigger=trig["kind"], rank=self.host.rank, policy=self.policy,
+                                live={k: rec[k] for k in LIVE_KEYS if k in rec})
         if trig["kind"] == "loss_spike":
-            record["spike"] = {k: v for k, v in trig.items() if k != "kind"}
+            record.spike = {k: v for k, v in trig.items() if k != "kind"}
         if trig["kind"] == "scale_collapse":
-            record["scale"] = {k: v for k, v in trig.items() if k != "kind"}
+            record.scale = {k: v for k, v in trig.items() if k != "kind"}
         rng = RngState.capture()
         findings: list[Finding] = []
         try:
             if self.replay_fn is None:  # (DeepSpeed ZeRO / FSDP1 say why replay cannot run there)
-                record["notes"].append(self.host.replay_refused() or Msg("triage.note.no_replay_fn"))
+                record.notes.append(self.host.replay_refused() or Msg("triage.note.no_replay_fn"))
             elif self.ring is None:
-                record["notes"].append(Msg("triage.note.snapshots_off"))
+                record.notes.append(Msg("triage.note.snapshots_off"))
             else:
                 if self.ring.notes:
-                    record["notes"].extend(self.ring.notes)
+                    record.notes.extend(self.ring.notes)
                 if trig["kind"] == "scale_collapse":
                     findings = self._scale_flow(step, trig, rec, record)
                 else:
                     findings = self._replay_flow(step, trig, rec, record)
         except Exception as e:  # triage must never take the training down
             log.warning("%s", Msg("triage.log.failed", step=step, error=f"{type(e).__name__}: {e}"))
-            record["error"] = f"{type(e).__name__}: {e}"
+            record.error = f"{type(e).__name__}: {e}"
             if isinstance(e, SnapshotLoadError):
-                record["notes"].append(e.args[0] if e.args and isinstance(e.args[0], Msg) else str(e))
+                record.notes.append(e.args[0] if e.args and isinstance(e.args[0], Msg) else str(e))
             if "out of memory" in str(e).lower() and not self.inplace:
-                record["notes"].append(Msg("triage.note.scratch_oom"))
+                record.notes.append(Msg("triage.note.scratch_oom"))
             findings = []
         finally:
             rng.restore()
             if self.ring is not None:
                 self.ring.paused = False
         if not findings:
-            record["level"] = "live"
-            findings = live_findings(step, trig, rec, record)
-        elif record["level"] == "live":
-            record["level"] = "replay"
+            record.level = "live"
+            findings = live_findings(step, trig, rec, record.notes)
+        elif record.level == "live":
+            record.level = "replay"
         if self.scaler is not None and getattr(self.scaler, "is_enabled", lambda: True)():
             _has_scaler(findings)
-        record["findings"] = [f.to_dict() for f in findings]
-        record["seconds"] = round(time.perf_counter() - t0, 4)
+        record.findings = [f.to_dict() for f in findings]
+        record.seconds = round(time.perf_counter() - t0, 4)
         return record
 
     def _workspace(self):
@@ -501,14 +501,14 @@ class Triage:
             yield ws
 
     def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
-                     record: dict[str, Any]) -> list[Finding]:
+                     record: IncidentRecord) -> list[Finding]:
         """Rewind to the snapshot before `step`, replay up to it, and when the failing step fails
         again: localise it (op and module, or the samples of a spike), then batch vs state."""
         assert self.ring is not None and self.replay_fn is not None
         fn = self.replay_fn
         snap = self.ring.snapshot_for(step)
         if snap is None:
-            record["notes"].append(Msg("triage.note.no_snapshot", step=step, every=self.ring.every))
+            record.notes.append(Msg("triage.note.no_snapshot", step=step, every=self.ring.every))
             return []
         entries = [self.ring.entries.get(s) for s in range(snap.step, step + 1)]
         target = entries[-1]
@@ -522,14 +522,14 @@ class Triage:
         with self._workspace() as ws:
             t = time.perf_counter()
             rep = replay(ws, snap, entries, fn, step)
-            record["replay"] = rep.to_dict()
-            record["timing"] = {"replay_s": round(time.perf_counter() - t, 4)}
+            record.replay = rep.to_dict()
+            record.time("replay_s", time.perf_counter() - t)
             exact = rep.reached
             reproduced = self._reproduce(ws, step, rep, target, bad, record)
             if reproduced is False:
                 if rep.faithful:
                     return [nondeterministic_finding(step, trig, rep, rec)]
-                record["notes"].append(Msg("triage.note.diverged", step=rep.diverged_at))
+                record.notes.append(Msg("triage.note.diverged", step=rep.diverged_at))
                 return []
             if reproduced is None:
                 return []
@@ -539,24 +539,24 @@ class Triage:
                 saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
             t = time.perf_counter()
             bvs = self._batch_vs_state(ws, snap, step, entries, bad, exact)
-            record["batch_vs_state"] = bvs
-            record["timing"]["batch_vs_state_s"] = round(time.perf_counter() - t, 4)
+            record.batch_vs_state = bvs
+            record.time("batch_vs_state_s", time.perf_counter() - t)
         if spike:
             findings = [spike_finding(step, trig, rep, search, bvs, rec)]
         else:
             assert loc is not None
             findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
-        record["level"] = "replay"
+        record.level = "replay"
         if bvs.get("verdict") == "state":
             _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer), clip_threshold(self.host.meta))
         if not spike:
             _eps_first(findings, self.optimizer)
         if self.policy == "skip":
-            record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
+            record.action = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
 
     def _reproduce(self, ws: Any, step: int, rep: Any, target: StepEntry | None, bad: Callable[[Probe], bool],
-                   record: dict[str, Any]) -> bool | None:
+                   record: IncidentRecord) -> bool | None:
         """Does the failing step fail again after the replay? True, False, or None (cannot tell)."""
         assert self.ring is not None and self.replay_fn is not None
         if rep.reached:
@@ -568,15 +568,15 @@ class Triage:
             reproduced = True if bad(p) else None
             gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
             why = rep.error or Msg("triage.note.batch_of", step=rep.stopped_at, why=_why_missing(gap))
-            record["notes"].append(Msg("triage.note.approximated", why=why, step=step, at=rep.stopped_at))
+            record.notes.append(Msg("triage.note.approximated", why=why, step=step, at=rep.stopped_at))
         else:
             reproduced = None
-            record["notes"].append(Msg("triage.note.not_replayable", step=step, why=_why_missing(target)))
-        record["reproducible"] = reproduced
+            record.notes.append(Msg("triage.note.not_replayable", step=step, why=_why_missing(target)))
+        record.reproducible = reproduced
         return reproduced
 
     def _localize(self, ws: Any, target: StepEntry, spike: bool, rec: dict[str, Any],
-                  record: dict[str, Any]) -> tuple[Any, Any]:
+                  record: IncidentRecord) -> tuple[Any, Any]:
         """The failing step again, traced: the first non-finite op (a NaN/Inf), or the samples
         that make the loss spike. Returns (localization, sample search), one of them None."""
         fn = self.replay_fn
@@ -589,15 +589,15 @@ class Triage:
             if spike:
                 search = per_sample_outliers(
                     batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
-                record["samples"] = search.to_dict() if search else None
+                record.samples = search.to_dict() if search else None
             else:
                 loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
-                record["localization"] = loc.to_dict()
-        record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
+                record.localization = loc.to_dict()
+        record.time("localize_s", time.perf_counter() - t)
         return loc, search
 
     def _scale_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
-                    record: dict[str, Any]) -> list[Finding]:
+                    record: IncidentRecord) -> list[Finding]:
         """A GradScaler that skips step after step: trace this step's forward and backward without
         the loss scale. Skipped steps leave the weights as they were, so the current state is the
         state of the step; no replay is needed. If the unscaled gradients are non-finite too, the
@@ -606,19 +606,19 @@ class Triage:
         assert self.ring is not None and self.replay_fn is not None
         entry = self.ring.entries.get(step)
         if entry is None or not entry.kept:
-            record["notes"].append(Msg("triage.note.no_op_answer", step=step, why=_why_missing(entry)))
+            record.notes.append(Msg("triage.note.no_op_answer", step=step, why=_why_missing(entry)))
             return []
         self.ring.paused = True
         t = time.perf_counter()
         with self._workspace() as ws, Preserve(ws.model) as keep:
             loc = localize_on(ws.model, entry.device_batch(), self.replay_fn, rng=entry.rng, live=rec,
                               find_samples=False, preserve=keep)
-        record["localization"] = loc.to_dict()
-        record["timing"] = {"localize_s": round(time.perf_counter() - t, 4)}
+        record.localization = loc.to_dict()
+        record.time("localize_s", time.perf_counter() - t)
         first, n = int(trig["first"]), int(trig["streak"])
-        record["level"] = "replay"
+        record.level = "replay"
         if not loc.found:
-            record["notes"].append(Msg("triage.note.scale_overflows", step=step))
+            record.notes.append(Msg("triage.note.scale_overflows", step=step))
             return [self._scale_finding(first, n, step)]
         back = loc.trace.backward if loc.phase == "backward" else None
         op = back.forward_op if back is not None and back.forward_op else loc.op
@@ -672,7 +672,7 @@ class Triage:
         return out
 
     def _maybe_rollback(self, step: int, trig: dict[str, Any], bvs: dict[str, Any],
-                        saved: Snapshot | None, record: dict[str, Any]) -> str:
+                        saved: Snapshot | None, record: IncidentRecord) -> str:
         """Skip policy: if the failing step's update already reached the user's weights, put the
         state before that step back (the bad batch is skipped)."""
         params = [p.detach() for p in self.model.parameters()]
@@ -684,7 +684,7 @@ class Triage:
         if not damaged:
             return "skipped" if step in self.skipped_steps else "none"
         if saved is None:
-            record["notes"].append(Msg("triage.note.no_rollback"))
+            record.notes.append(Msg("triage.note.no_rollback"))
             return "none"
         load_model_state(self.model, saved.model_state())
         self.optimizer.load_state_dict(saved.optimizer_state())
@@ -695,7 +695,7 @@ class Triage:
             e.stepped, e.skipped_by_policy = False, True
         later = self.host.step() - step
         dropped = Msg("triage.note.dropped_after", n=later) if later > 0 else ""
-        record["notes"].append(Msg("triage.note.rolled_back", step=step, dropped=dropped))
+        record.notes.append(Msg("triage.note.rolled_back", step=step, dropped=dropped))
         log.warning("%s", Msg("triage.log.rolled_back", step=step))
         return "rolled_back"
 
@@ -704,13 +704,13 @@ class Triage:
         log.warning("%s", Msg("triage.log.disabled", error=f"{type(e).__name__}: {e}"))
 
 
-def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any],
+def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: IncidentRecord,
                      lr: float | None, clip: float | None = None) -> None:
     """The state was already bad: the op is where it overflowed, the samples are all of them, and
     the batch-vs-state sentence comes first. The fixes of a state that went bad come first too:
     clipping (unless the run already clips at 1.0 or tighter: `clip`, its max_grad_norm), and a
     lower LR (both changes of training state a replay can check)."""
-    record["level"] = "replay-state"
+    record.level = "replay-state"
     state_fixes: list[Fix] = [] if clip is not None and clip <= 1.0 else \
         [Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)]
     if lr is not None and lr > 0:
@@ -780,11 +780,11 @@ def _has_scaler(findings: list[Finding]) -> None:
                    if getattr(x, "key", None) == "triage.backward.fix_clip" else x for x in fixes]
 
 
-def _state_fixes(rec: dict[str, Any]) -> bool:
+def _state_fixes(rec: IncidentRecord) -> bool:
     """The record's findings suggest a change of training state (their replay starts earlier)."""
     from .verify import STATE_FIXES, candidate_fixes
 
-    fs = [Finding.from_dict(d) for d in rec.get("findings", [])]
+    fs = [Finding.from_dict(d) for d in rec.findings]
     return any(fx.kind in STATE_FIXES for f in fs for fx in candidate_fixes(f))
 
 
