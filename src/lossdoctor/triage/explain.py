@@ -160,7 +160,7 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: l
     from ..detectors.nonfinite import ATTENTION
 
     why = notes[0] if notes else ""
-    add = REPLAY_HINT if "no replay_fn" in why else \
+    add = REPLAY_HINT if getattr(why, "key", None) == "triage.note.no_replay_fn" else \
         Msg("triage.live.why_would", why=why) if why else Msg("triage.live.would")
     if trig["kind"] == "scale_collapse":
         return []  # the detectors read the scale's curve; without a trace there is nothing to add
