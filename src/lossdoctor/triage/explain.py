@@ -99,7 +99,7 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
-    p = rep.target_probe
+    p = rep.target_trial
     what = Msg("triage.what.loss") if trig["kind"] == "nonfinite_loss" else Msg("triage.what.gradients")
     n = len([s for s in rep.steps if s.step < step])
     how = (Msg("triage.nondet.how_from", start=rep.start, step=step, n=n, close=_closeness(rep)) if n else

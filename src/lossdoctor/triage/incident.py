@@ -46,7 +46,7 @@ from .explain import live_findings, nondeterministic_finding, replay_finding, sp
 from .host import TriageHost
 from .localize import Preserve, localize_on
 from .record import IncidentRecord
-from .replay import Probe, probe, replay, scalar_loss
+from .replay import BatchTrial, replay, scalar_loss, try_batch
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
 from .state import (
@@ -514,7 +514,7 @@ class Triage:
         target = entries[-1]
         spike = trig["kind"] == "loss_spike"
 
-        def bad(p: Probe) -> bool:
+        def bad(p: BatchTrial) -> bool:
             return p.loss >= trig["threshold"] if spike else p.nonfinite
 
         self.ring.paused = True
@@ -555,16 +555,16 @@ class Triage:
             record.action = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
 
-    def _reproduce(self, ws: Any, step: int, rep: Any, target: StepEntry | None, bad: Callable[[Probe], bool],
+    def _reproduce(self, ws: Any, step: int, rep: Any, target: StepEntry | None, bad: Callable[[BatchTrial], bool],
                    record: IncidentRecord) -> bool | None:
         """Does the failing step fail again after the replay? True, False, or None (cannot tell)."""
         assert self.ring is not None and self.replay_fn is not None
         if rep.reached:
-            reproduced = bad(rep.target_probe) if rep.target_probe else None
+            reproduced = bad(rep.target_trial) if rep.target_trial else None
         elif target is not None and target.kept:
             # some batch before the target was not kept: try the failing batch on the state
             # the replay got to (an approximation of the state before the failing step)
-            p = probe(ws, target.device_batch(), self.replay_fn, rng=target.rng)
+            p = try_batch(ws, target.device_batch(), self.replay_fn, rng=target.rng)
             reproduced = True if bad(p) else None
             gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
             why = rep.error or Msg("triage.note.batch_of", step=rep.stopped_at, why=_why_missing(gap))
@@ -646,7 +646,7 @@ class Triage:
                        step=first, batch=step, evidence=ev, fixes=fixes)
 
     def _batch_vs_state(self, ws: Any, snap: Snapshot, step: int, entries: list[StepEntry | None],
-                        bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
+                        bad: Callable[[BatchTrial], bool], exact: bool) -> dict[str, Any]:
         fn = self.replay_fn
         target = entries[-1]
         assert target is not None and fn is not None and self.ring is not None
@@ -654,7 +654,7 @@ class Triage:
         others = [e for e in reversed(entries[:-1]) if e is not None and e.kept][:3]
         res = []
         for e in others:
-            p = probe(ws, e.device_batch(), fn, rng=e.rng)
+            p = try_batch(ws, e.device_batch(), fn, rng=e.rng)
             res.append({"step": e.step, "loss": p.loss, "bad": bad(p)})
         out["other_batches"] = res
         state_breaks = any(r["bad"] for r in res) if res else None
@@ -662,7 +662,7 @@ class Triage:
         batch_breaks = None
         if healthy is not None:
             ws.load(healthy)
-            p = probe(ws, target.device_batch(), fn, rng=target.rng)
+            p = try_batch(ws, target.device_batch(), fn, rng=target.rng)
             batch_breaks = bad(p)
             out["healthy_state_step"] = healthy.step
             out["batch_on_healthy_state"] = {"loss": p.loss, "bad": batch_breaks}
