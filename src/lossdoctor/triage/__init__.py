@@ -5,7 +5,7 @@
                   forward's RNG state, the optimizer's hyper-parameters and clipping factor
     state.py      snapshots, RNG, scratch workspace (deep copy without the monitor's hooks) or
                   in-place workspace restored bit for bit
-    replay.py     replay recorded steps, compare with the logged losses, probe a state with a batch
+    replay.py     replay recorded steps, compare with the logged losses, try a batch on a state
     optrace.py    OpTracer (TorchDispatchMode): first op whose output went non-finite, forward and
                   backward, with its module and input/output statistics
     samples.py    bisection of a batch for the samples that break a step; per-sample spike losses
@@ -17,5 +17,5 @@
     verify.py     verified fixes: replay from the snapshot through the incident and a window after it,
                   unfixed and once per candidate fix (LR, clipping, samples dropped, batch skipped)
 
-Torch is required here; the offline path reads incident records through `detectors.incidents`.
+Torch is required here; the offline path reads incident records through `detectors.incident_merge`.
 """
