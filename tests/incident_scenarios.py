@@ -151,7 +151,7 @@ def replay_error(log_dir: Path) -> Any:
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("replay broke")
 
-    with mock.patch("lossdoctor.triage.incident.replay", broken):
+    with mock.patch("lossdoctor.triage.flow.replay", broken):
         return padding_replay(log_dir)
 
 
