@@ -1,6 +1,6 @@
 """The incident record: what triage learnt about one incident, written as `incidents/step-N.json`.
 
-The flow (`triage/incident.py`) fills it in step by step: the trigger, then the replay, its timing,
+The flow (`triage/flow.py`) fills it in step by step: the trigger, then the replay, its timing,
 whether the failing step failed again, the localisation (or the samples of a spike), batch vs
 state, the findings; the verifier adds `verification` later. Each of those is a field here, so a
 misspelt key is an error where it is written rather than a missing key where it is read.

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-# re-exported (`X as X`): triage/incident.py reads them as `verify.candidate_fixes` and so on
+# re-exported (`X as X`): triage/fix_verifier.py reads them as `verify.candidate_fixes` and so on
 from ..detectors.fix_kinds import DATA_FIXES, Candidate
 from ..detectors.fix_kinds import STATE_FIXES as STATE_FIXES
 from ..detectors.fix_kinds import candidate as candidate
