@@ -1,7 +1,8 @@
 """The incident flow: what triage does with one incident, from its trigger to its record.
 
-1. confirm: the step record says the loss or a gradient went non-finite (a GradScaler's own
-   overflow skips are not incidents), or the loss spiked far above its recent level;
+1. confirm (`trigger.py`, before this flow runs): the step record says the loss or a gradient
+   went non-finite (a GradScaler's own overflow skips are not incidents), or the loss spiked far
+   above its recent level;
 2. rewind: restore the last snapshot before that step on a scratch copy of the model, and replay
    the recorded batches up to it; the replayed losses are checked against the logged ones;
 3. reproduce: does the failing step fail again? If the replay was faithful and it does not, the
@@ -11,9 +12,10 @@
 5. isolate: bisect the batch for the sample(s) that break the step;
 6. batch vs state: does this batch break an earlier healthy state? does the state before the
    failing step break on other recent batches?
-7. write `incidents/step-N.json` with the evidence and the finding(s); the engine merges them into
-   the diagnosis. Then the policy: report (nothing else), raise, or skip (roll the user's model
-   back to the state before the bad batch when its update already damaged it).
+7. the record (`IncidentRecord`, which `Triage` writes as `incidents/step-N.json`) with the evidence
+   and the finding(s); the engine merges them into the diagnosis. Then the policy: report (nothing
+   else), raise (`Triage`), or skip (here: roll the user's model back to the state before the bad
+   batch when its update already damaged it).
 
 Without `replay_fn` (or without a snapshot before the step) the record carries the layer-level
 answer the live flags give, and says what replay would add.
