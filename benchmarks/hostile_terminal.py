@@ -49,7 +49,7 @@ def build(d: Path) -> dict[str, Path]:
     from torch.utils.tensorboard import SummaryWriter
     from transformers import TrainerState
 
-    from lossdoctor.runlog import RunLogWriter
+    from lossdoctor.live.runlog import RunLogWriter
 
     s, loss, lr = _curve()
     out = {}
@@ -139,7 +139,7 @@ def terminal(src: Path, logs: dict[str, Path]) -> None:
 
 
 def names(src: Path, d: Path) -> None:
-    from lossdoctor.runlog import RunLogWriter
+    from lossdoctor.live.runlog import RunLogWriter
 
     b = os.fsencode(d)
     s, loss, lr = _curve()
@@ -170,7 +170,7 @@ def names(src: Path, d: Path) -> None:
 
 
 def deep(src: Path, d: Path) -> None:
-    from lossdoctor.runlog import RunLogWriter
+    from lossdoctor.live.runlog import RunLogWriter
 
     nest = "[" * 1000 + "]" * 1000
     rd = d / "deep"

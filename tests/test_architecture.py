@@ -9,8 +9,10 @@
 
 The layers, lowest first (a module may import its own layer and those below; docs/architecture.md
 draws them). Data flows up: signals and sources make records, the detectors turn records into
-findings, the report renders findings; preflight, triage, the monitor and the integrations sit
-above the reasoning they use.
+findings, the report renders findings; preflight, triage, the live half (`live/`: the monitor, the
+live diagnoser, watch's options and the run-log writer) and the integrations sit above the
+reasoning they use. The run directory's reader is a source (`sources/rundir.py`), below its writer
+(`live/runlog.py`), so `diagnose` never loads the live half.
 """
 
 from __future__ import annotations
@@ -23,13 +25,13 @@ PKG = "lossdoctor"
 
 #: (layer, the top-level modules or sub-packages in it), lowest first
 LAYERS: list[tuple[str, set[str]]] = [
-    ("words", {"_version", "vocabulary", "messages", "options"}),
+    ("words", {"_version", "vocabulary", "messages"}),
     ("records", {"records", "findings"}),
-    ("collect", {"signals", "sources", "runlog"}),
+    ("collect", {"signals", "sources"}),
     ("reason", {"detectors"}),
     ("preflight", {"preflight"}),
-    ("live engine and triage", {"live", "triage"}),
-    ("monitor", {"monitor"}),
+    ("triage", {"triage"}),
+    ("live", {"live"}),  # monitor, live diagnoser, watch's options, the run-log writer
     ("integrations", {"integrations", "demo"}),
     ("report", {"report"}),
     ("package facade", {""}),  # lossdoctor/__init__.py: `watch`, `diagnose`, `check`... lazily
@@ -99,21 +101,28 @@ def test_every_module_has_a_layer():
         layer_of(name)
 
 
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of `graph` that points up the layers, as a line naming both ends."""
+    return [f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+            for a, targets in graph.items() for b in sorted(targets) if layer_of(b) > layer_of(a)]
+
+
 def test_imports_point_down_the_layers():
-    up = [f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
-          for a, targets in GRAPH.items() for b in sorted(targets) if layer_of(b) > layer_of(a)]
+    up = upward_imports(GRAPH)
     assert not up, "imports that point up the stack:\n" + "\n".join(up)
 
 
-def _cycle() -> list[str] | None:
-    """One import cycle between modules, or None (depth-first search, three colours)."""
+def _cycle(graph: dict[str, set[str]] | None = None) -> list[str] | None:
+    """One import cycle of `graph` (the modules' by default), or None (depth-first search, three
+    colours)."""
+    graph = GRAPH if graph is None else graph
     state: dict[str, int] = {}
     stack: list[str] = []
 
     def visit(m: str) -> list[str] | None:
         state[m] = 1
         stack.append(m)
-        for t in sorted(GRAPH[m]):
+        for t in sorted(graph[m]):
             if state.get(t) == 1:
                 return stack[stack.index(t):] + [t]
             if t not in state:
@@ -124,7 +133,7 @@ def _cycle() -> list[str] | None:
         state[m] = 2
         return None
 
-    for m in sorted(GRAPH):
+    for m in sorted(graph):
         if m not in state:
             found = visit(m)
             if found:
@@ -137,10 +146,51 @@ def test_no_import_cycle():
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
+def top_package(module: str) -> str:
+    """The top-level package (or root module) a module belongs to: "sources" for
+    lossdoctor.sources.rundir, "" for the package root."""
+    return module.split(".")[1] if "." in module else ""
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed to top-level packages: `a -> b` when some module of a imports one
+    of b. A cycle here (sources/rundir.py importing the live half's runlog, which imports sources)
+    is one even when no two modules import each other."""
+    out: dict[str, set[str]] = {}
+    for a, targets in graph.items():
+        out.setdefault(top_package(a), set()).update(top_package(b) for b in targets)
+    for pkg, targets in out.items():
+        targets.discard(pkg)
+        for t in targets:
+            out.setdefault(t, set())
+    return out
+
+
+def test_no_package_cycle():
+    cycle = _cycle(package_graph(GRAPH))
+    assert cycle is None, "package import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_run_directory_reader_does_not_import_the_live_half():
+    """The offline half reads what the live half writes without loading it: the reader's modules
+    import nothing from live/, and an import of the writer put back into the reader fails both the
+    layer check and the package-cycle check."""
+    offline = {"sources", "detectors", "report"}
+    into_live = sorted(f"{a} -> {b}" for a, ts in GRAPH.items() if top_package(a) in offline
+                       for b in ts if top_package(b) == "live")
+    assert not into_live, into_live
+    graph = {m: set(ts) for m, ts in GRAPH.items()}
+    graph["lossdoctor.sources.rundir"].add("lossdoctor.live.runlog")  # the upward import of 0.1.0
+    assert any(line.startswith("lossdoctor.sources.rundir (collect) imports lossdoctor.live.runlog")
+               for line in upward_imports(graph))
+    cycle = _cycle(package_graph(graph))
+    assert cycle is not None and {"sources", "live"} <= set(cycle)
+
+
 def test_the_checks_can_fail():
     """The walker sees lazy imports and the facade's table, and the cycle search finds a cycle."""
-    assert "lossdoctor.detectors.engine" in GRAPH["lossdoctor.monitor"]  # imported inside diagnose()
-    assert "lossdoctor.monitor" in GRAPH["lossdoctor"]  # through _LAZY only
+    assert "lossdoctor.detectors.engine" in GRAPH["lossdoctor.live.monitor"]  # imported inside diagnose()
+    assert "lossdoctor.live.monitor" in GRAPH["lossdoctor"]  # through _LAZY only
     GRAPH["lossdoctor.records"].add("lossdoctor.findings")
     GRAPH["lossdoctor.findings"].add("lossdoctor.records")
     try:
@@ -148,7 +198,8 @@ def test_the_checks_can_fail():
     finally:
         GRAPH["lossdoctor.records"].discard("lossdoctor.findings")
         GRAPH["lossdoctor.findings"] = imports_of("lossdoctor.findings")
-    assert layer_of("lossdoctor.cli.main") > layer_of("lossdoctor.monitor") > layer_of("lossdoctor.signals.tracer")
+    assert layer_of("lossdoctor.cli.main") > layer_of("lossdoctor.live.monitor") > layer_of("lossdoctor.signals.tracer")
+    assert layer_of("lossdoctor.live.runlog") > layer_of("lossdoctor.sources.rundir")
 
 
 #: modules that import by a computed name (invisible to the walk above), and what they load:

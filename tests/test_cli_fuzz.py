@@ -81,7 +81,8 @@ def _tensorboard(curve: dict, d: Path) -> bytes:
 
 
 def _steps_jsonl(curve: dict, d: Path) -> bytes:
-    from lossdoctor.runlog import STEPS, RunLogWriter
+    from lossdoctor.live.runlog import RunLogWriter
+    from lossdoctor.sources.rundir import STEPS
 
     w = RunLogWriter(d / "run")
     for i, s in enumerate(curve["step"]):

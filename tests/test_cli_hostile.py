@@ -18,8 +18,9 @@ import logfaults
 from conftest import cli_env, run_cli
 from lossdoctor.cli.main import INTERNAL_ERROR, main
 from lossdoctor.findings import Finding
+from lossdoctor.live.runlog import RunLogWriter
 from lossdoctor.report.markdown import md_escape
-from lossdoctor.runlog import INCIDENTS, META, PREFLIGHT, STEPS, RunLogWriter
+from lossdoctor.sources.rundir import INCIDENTS, META, PREFLIGHT, STEPS
 
 #: a hang shows as a TimeoutExpired (the test fails) long before pytest's own timeout
 HANG = 30

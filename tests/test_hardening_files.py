@@ -17,8 +17,8 @@ from torch import nn
 
 import lossdoctor
 from conftest import cli_env, run_cli
-from lossdoctor.monitor import open_run_log
-from lossdoctor.runlog import CLAIM, claim_run_dir
+from lossdoctor.live.monitor import open_run_log
+from lossdoctor.live.runlog import CLAIM, claim_run_dir
 
 HANG = 60
 

@@ -28,8 +28,9 @@ import pytest
 import logfaults
 from conftest import cli_env, run_cli
 from lossdoctor.cli.main import INTERNAL_ERROR, main
+from lossdoctor.live.runlog import RunLogWriter
 from lossdoctor.messages import JSON_LIMITS, Msg, cap_depth, safe_output, safe_text, too_deep
-from lossdoctor.runlog import INCIDENTS, META, PREFLIGHT, RunLogWriter
+from lossdoctor.sources.rundir import INCIDENTS, META, PREFLIGHT
 
 #: window title, hyperlink, clear screen, bell, backspace, carriage return, DEL, C1 CSI, RLO
 PAYLOAD = ("\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x07link\x1b]8;;\x07\x1b[2J\x07\x08\r\x7f"
@@ -261,7 +262,7 @@ def logfaults_jsonl(n: int = 60) -> list[str]:
 def test_live_alert_line_is_escaped(capsys):
     """The live monitor's stderr alert names a layer of the user's model: escaped too."""
     from lossdoctor.findings import Finding
-    from lossdoctor.live import LiveDiagnoser
+    from lossdoctor.live.diagnoser import LiveDiagnoser
 
     live = LiveDiagnoser({"rank": 0}, alerts=True)
     live._maybe_announce(Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",

@@ -246,7 +246,7 @@ def _small_run(tmp_path, batch_fn: Callable[[int, torch.Tensor, torch.Tensor], A
         opt.step()
         mon.step(loss, batch=batch_fn(s, x, y))
     mon.close()
-    from lossdoctor.runlog import read_run_dir
+    from lossdoctor.sources.rundir import read_run_dir
 
     return mon, read_run_dir(tmp_path / "run")[0]
 
@@ -414,7 +414,7 @@ def test_interrupted_hf_trainer_leaves_nothing_after_the_next_run(where, tmp_pat
     assert cb1.monitor.closed and "compute_loss" not in vars(t1)  # the orphan was closed first
     assert "compute_loss" not in vars(t2)  # not wrapped twice, and unwrapped at the end
     assert _hook_count(model, t1.optimizer, t2.optimizer) == before
-    from lossdoctor.runlog import read_run_dir
+    from lossdoctor.sources.rundir import read_run_dir
 
     assert len(read_run_dir(tmp_path / "ld2")[0].steps) == 3
     assert len(read_run_dir(tmp_path / "ld1")[0].steps) == 2  # the interrupted run's log is whole

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 accelerate = pytest.importorskip("accelerate")
 
 import lossdoctor  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,7 @@ import ds_workers as W  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from dist_workers import free_port  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 pytestmark = [pytest.mark.timeout(400), pytest.mark.slow]
 

@@ -19,8 +19,8 @@ import dist_workers  # noqa: E402
 from conftest import run_cli  # noqa: E402
 from dist_workers import free_port  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
 from lossdoctor.signals.launch import process_start_time, shared_run_name  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 NAN_RANK, NAN_STEP = 1, 3
 

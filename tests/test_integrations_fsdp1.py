@@ -20,7 +20,7 @@ import dist_workers  # noqa: E402
 import ds_workers  # noqa: E402  (the same model and batches, measured without any wrapper)
 from dist_workers import free_port  # noqa: E402
 from lossdoctor import diagnose  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 NAN_RANK, NAN_STEP = 1, 3
 
@@ -55,8 +55,8 @@ def test_watch_dispatches_and_the_monitor_needs_an_optimizer(tmp_path):
     """`lossdoctor.watch` is the dispatching entry (a DeepSpeed engine, or a model and its optimizer);
     the monitor's own `watch` takes no engine, so without an optimizer it says what is missing."""
     import lossdoctor
-    from lossdoctor import monitor
     from lossdoctor.integrations import entry
+    from lossdoctor.live import monitor
 
     assert lossdoctor.watch is entry.watch
     model = nn.Linear(4, 2)

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 L = pytest.importorskip("lightning")
 
 from lossdoctor.integrations.lightning import LossDoctorCallback  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 
 class Regressor(L.LightningModule):

@@ -20,7 +20,7 @@ pytest.importorskip("torch.distributed.pipelining")
 
 import pp_worker  # noqa: E402
 from conftest import cli_env  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 WORKER = Path(__file__).with_name("pp_worker.py")
 FAULT_STEP = 5

@@ -19,7 +19,7 @@ pytest.importorskip("torch.distributed.tensor.parallel")
 
 import tp_worker  # noqa: E402
 from conftest import cli_env  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 WORKER = Path(__file__).with_name("tp_worker.py")
 NAN_RANK, NAN_STEP = 1, 3

@@ -12,7 +12,7 @@ transformers = pytest.importorskip("transformers")
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
 
 from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 VOCAB, SEQ = 64, 16
 

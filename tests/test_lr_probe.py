@@ -208,7 +208,7 @@ def test_a_guess_at_the_nan_step_does_not_outrank_the_op_a_live_incident_saw():
 def test_a_run_with_a_grad_scaler_is_not_told_to_add_one():
     from lossdoctor.findings import Finding, Fix
     from lossdoctor.messages import Msg
-    from lossdoctor.triage.incident import _has_scaler
+    from lossdoctor.triage.flow import _has_scaler
 
     f = Finding(cause="activation_overflow", symptom="nonfinite", severity="critical", confidence=0.85, step=3,
                 fixes=[Fix("add_scaler", None, Msg("triage.backward.fix_scaler")),

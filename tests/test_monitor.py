@@ -18,7 +18,7 @@ from torch.nn import functional as F
 
 import lossdoctor
 from conftest import cli_env, run_cli
-from lossdoctor.runlog import read_run_dir
+from lossdoctor.sources.rundir import read_run_dir
 
 
 def _mlp(seed=0):
@@ -371,12 +371,12 @@ def test_evaluation_passes_between_steps_are_not_recorded(tmp_path):
 
 
 def test_live_engine_failure_keeps_the_log(tmp_path, caplog, monkeypatch):
-    from lossdoctor import live
+    from lossdoctor.live import diagnoser
 
     def broken(self):
         raise ValueError("engine bug")
 
-    monkeypatch.setattr(live.LiveDiagnoser, "evaluate", broken)
+    monkeypatch.setattr(diagnoser.LiveDiagnoser, "evaluate", broken)
     model = _mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     with caplog.at_level(logging.WARNING, logger="lossdoctor"):

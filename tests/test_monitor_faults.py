@@ -141,7 +141,7 @@ def test_close_failures_do_not_escape_and_the_log_is_closed(tmp_path, caplog, mo
 
 
 def test_a_model_that_cannot_be_described_is_still_watched(tmp_path, caplog, monkeypatch):
-    from lossdoctor import monitor
+    from lossdoctor.live import monitor
 
     def broken(*a, **k):
         raise AttributeError("injected: describe_run failed")
@@ -167,7 +167,7 @@ def test_a_watch_that_raises_leaves_no_hook_behind(tmp_path, monkeypatch, where)
     if where == "skip guard":  # after the tracer, gradient, optimizer and snapshot-ring hooks
         monkeypatch.setattr(policy.SkipGuard, "__init__", broken)
     elif where == "live engine":
-        from lossdoctor import monitor
+        from lossdoctor.live import monitor
 
         monkeypatch.setattr(monitor, "LiveDiagnoser", broken)
     else:  # preflight never raises, but its probe's hooks must go with it
@@ -193,7 +193,7 @@ def test_a_watch_that_raises_leaves_no_hook_behind(tmp_path, monkeypatch, where)
 def test_diagnose_after_the_step_record_failed_at_step_0_reports_what_failed(tmp_path, caplog, monkeypatch):
     """The README's `print(mon.diagnose())` after training must not crash the script when the
     monitor wrote no step at all."""
-    from lossdoctor import monitor
+    from lossdoctor.live import monitor
 
     def broken(self, loss, batch):
         raise RuntimeError("injected: step record failed")

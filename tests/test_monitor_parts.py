@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import lossdoctor
-from lossdoctor.options import WatchOptions
+from lossdoctor.live.options import WatchOptions
 from lossdoctor.signals.probe import StepInputs
 from lossdoctor.sources import load_path
 from triage_models import TinyLM, lm_batches, lm_loss, train

@@ -10,7 +10,7 @@ import torch
 
 import lossdoctor
 from conftest import run_cli
-from lossdoctor.runlog import PREFLIGHT
+from lossdoctor.sources.rundir import PREFLIGHT
 from preflight_kit import chat_tokenizer, sft_batch, tiny_gpt2, train
 
 

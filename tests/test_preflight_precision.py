@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F
 
 import lossdoctor
-from lossdoctor.runlog import read_run_dir
+from lossdoctor.sources.rundir import read_run_dir
 from preflight_kit import train
 
 LR = 1e-5

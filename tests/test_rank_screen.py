@@ -12,8 +12,9 @@ import pytest
 from conftest import run_cli
 from lossdoctor import diagnose
 from lossdoctor.detectors.ranks import local_onset, ranges
-from lossdoctor.runlog import RunLogWriter, read_run_dir
+from lossdoctor.live.runlog import RunLogWriter
 from lossdoctor.sources import rank_screen
+from lossdoctor.sources.rundir import read_run_dir
 
 RANKS, STEPS, NAN_RANK, NAN_STEP = 40, 300, 23, 220
 
@@ -107,7 +108,7 @@ def test_ranges():
 
 
 def test_screen_reads_the_writers_strings_and_spaced_counts():
-    from lossdoctor.runlog import _dumps
+    from lossdoctor.live.runlog import _dumps
 
     lines = [_dumps({"step": s, "loss": 1.0, "grad_norm": math.nan if s >= 3 else 1.0}) for s in range(5)]
     lines += [b'{"step": 5, "loss": 1.0, "batch_nonfinite": 2}', _dumps({"step": 6, "loss": -math.inf})]

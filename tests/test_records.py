@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from lossdoctor.live.runlog import RunLogWriter
 from lossdoctor.records import from_columns, make_run
-from lossdoctor.runlog import RunLogWriter, read_run_dir
+from lossdoctor.sources.rundir import read_run_dir
 
 
 def test_make_run_sorts_merges_and_remembers_logged_nan():

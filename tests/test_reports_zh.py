@@ -106,11 +106,11 @@ def test_report_language_follows_the_locale_and_alerts_too(tmp_path):
 
 
 def test_live_alerts_speak_the_locale(monkeypatch, capsys):
-    from lossdoctor import live
+    from lossdoctor.live import diagnoser
 
     monkeypatch.setenv("LANG", "zh_CN.UTF-8")
-    monkeypatch.setattr(live, "ALERT_LANG", None)
-    d = live.LiveDiagnoser({}, alerts=True)
+    monkeypatch.setattr(diagnoser, "ALERT_LANG", None)
+    d = diagnoser.LiveDiagnoser({}, alerts=True)
     for i in range(40):  # a falling loss, then a gradient norm that explodes until it overflows
         loss = 2.0 * math.exp(-i / 10) if i < 30 else float("nan")
         grad = 1.0 if i < 20 else 10 ** ((i - 20) / 2) if i < 30 else float("nan")
@@ -120,7 +120,7 @@ def test_live_alerts_speak_the_locale(monkeypatch, capsys):
     assert "lossdoctor：严重 grad_explosion（nonfinite），位置：第 30 步：grad norm 在第 5-29 步从 1" in err, err
     assert "修复：做梯度裁剪" in err and not latin_runs(err.replace("lossdoctor", "")), err
     monkeypatch.setenv("LANG", "en_US.UTF-8")
-    assert "CRITICAL" in live.alert_line(d.report.findings[0], live.alert_language())
+    assert "CRITICAL" in diagnoser.alert_line(d.report.findings[0], diagnoser.alert_language())
 
 
 def test_chinese_html_escapes_and_declares_its_language(log_runs):

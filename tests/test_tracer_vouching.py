@@ -11,8 +11,8 @@ from torch import nn
 from torch.nn import functional as F
 
 import lossdoctor
-from lossdoctor.runlog import read_run_dir
 from lossdoctor.signals.tracer import INPUT, OUTPUT, VOUCHED
+from lossdoctor.sources.rundir import read_run_dir
 
 VOCAB, DIM, BATCH, SEQ = 2048, 16, 4, 32
 

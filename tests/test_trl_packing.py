@@ -17,7 +17,7 @@ pytest.importorskip("trl")
 
 import trl_kit  # noqa: E402
 from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 
 def _train(tmp_path, convs=None, **config):

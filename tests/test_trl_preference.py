@@ -23,8 +23,8 @@ import trl_kit  # noqa: E402
 from lossdoctor.detectors.engine import diagnose_runs  # noqa: E402
 from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
 from lossdoctor.records import from_columns  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
 from lossdoctor.sources import load_path  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 PREFERENCE_CAUSES = ("likelihood_displacement", "reward_overoptimization")
 

@@ -12,7 +12,7 @@ pytest.importorskip("trl")
 
 import trl_kit  # noqa: E402
 from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
-from lossdoctor.runlog import read_run_dir  # noqa: E402
+from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
 
 
 def _sft(out_dir, *, trainer_cls=None, callback=None, steps=4, lr=1e-3, warmup_steps=1, n=64, **config):

@@ -44,7 +44,7 @@ def top_fix_verdict(report: dict[str, Any]) -> tuple[str | None, str | None]:
 def run_verification(run_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
     """What verification did on one run: its incident records' statuses and cost, and the verdict
     of the top finding's top fix in the diagnosis of the run directory."""
-    from lossdoctor.runlog import load_incidents
+    from lossdoctor.sources.rundir import load_incidents
 
     statuses, seconds, steps, rss, any_verified = [], 0.0, 0, 0.0, False
     for rec in load_incidents(run_dir):

@@ -20,7 +20,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from .findings import Fix, Report
     from .integrations.entry import watch
-    from .monitor import Monitor
+    from .live.monitor import Monitor
     from .preflight.api import check
     from .triage.incident import TrainingIncident
     from .triage.localize import Localization, localize
@@ -36,7 +36,7 @@ def diagnose(path: str) -> Report:
 
 _LAZY = {
     "watch": ("integrations.entry", "watch"),  # a model and its optimizer, or a DeepSpeed engine
-    "Monitor": ("monitor", "Monitor"),
+    "Monitor": ("live.monitor", "Monitor"),
     "Finding": ("findings", "Finding"),
     "Fix": ("findings", "Fix"),
     "Report": ("findings", "Report"),

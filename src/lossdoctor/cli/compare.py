@@ -37,7 +37,7 @@ def compared_paths(args: argparse.Namespace) -> list[str] | None:
 def folder_runs(folder: Path) -> list[str]:
     """What a folder holds that may be a run each: a run directory's version_N/ runs, else its
     sub-folders and files (not hidden, links not followed), sorted by name."""
-    from ..runlog import run_versions
+    from ..sources.rundir import run_versions
 
     if not folder.is_dir():
         return [str(folder)]

@@ -21,7 +21,7 @@ from pathlib import Path
 from ..records import Run
 from .console_tee import CONSOLE_FILE
 
-#: the name of the per-step file the hooks write (runlog.STEPS), read here without importing it
+#: the name of the per-step file the hooks write (sources.rundir.STEPS), named here so the console path loads no reader
 STEPS_FILE = "steps.jsonl"
 
 
@@ -116,7 +116,7 @@ class ConsoleWatch:
         if not runs:
             return
         from ..detectors.engine import diagnose_runs
-        from ..live import alert_line
+        from ..live.diagnoser import alert_line
         from ..messages import render
 
         for f in diagnose_runs(runs).findings:

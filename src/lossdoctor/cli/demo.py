@@ -41,7 +41,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from ..demo.scenarios import run_scenario
     from ..detectors.engine import diagnose_runs
-    from ..live import set_alert_language
+    from ..live.diagnoser import set_alert_language
     from ..sources import load_path
     from .output import chosen_lang, error_line, write_report
 

@@ -81,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--seed", type=int, default=0)
 
     from .check import add_parser as add_check_parser
-    from .fixes import add_parser as add_verify_parser
     from .run import add_parser as add_run_parser
+    from .verify_command import add_parser as add_verify_parser
 
     add_run_parser(sub)
     add_check_parser(sub, FORMATS)
@@ -129,7 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return cmd_demo(args)
         if args.command == "verify":
-            from .fixes import cmd_verify
+            from .verify_command import cmd_verify
 
             return cmd_verify(args)
         if args.command == "check":
@@ -226,7 +226,7 @@ def several_runs(args: argparse.Namespace, error: Exception) -> list[str] | None
     `lossdoctor_runs/` or an experiments folder keep them): two or more sub-folders that are runs."""
     from pathlib import Path
 
-    from ..runlog import is_run_dir
+    from ..sources.rundir import is_run_dir
     from .compare import folder_runs
 
     folder = Path(args.path)
@@ -246,8 +246,8 @@ def read_paths(arg: str) -> list[str]:
         return []
     from pathlib import Path
 
-    from ..runlog import is_run_dir
     from ..sources.mlflow_store import uri_path
+    from ..sources.rundir import is_run_dir
 
     paths = [str(arg), str(uri_path(arg))]
     parent = Path(paths[1]).parent

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..monitor import watch
+from ..live.monitor import watch
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..findings import Finding, Report, importance_key
 from ..messages import Msg
 from ..records import Run
 from . import REGISTRY, load_all
-from .incidents import merge_incidents
+from .incident_merge import merge_incidents
 from .probes import apply_probes, withdrawn_notes
 from .quantities import Quantities
 from .scalars import RUNAWAY_LR

@@ -2,7 +2,7 @@
 fixes ordered by verdict.
 
 A fix says what it asks to change as data (`findings.Fix`: its kind and numbers); the verifier
-(triage/verify.py) replays it, the incident merge (detectors/incidents.py) finds the same fix in
+(triage/verify.py) replays it, the incident merge (detectors/incident_merge.py) finds the same fix in
 another finding (`same_fix`). Both read the kind and the numbers, never the sentence.
 
 Torch-free: the offline CLI merges incident records and their verdicts too.

@@ -449,7 +449,7 @@ def install() -> Attach | None:
     state = Attach(os.environ.get(ENV_LOG_DIR) or None, options)
     sys.meta_path.insert(0, AfterImport({"torch": state.on_torch, "transformers.trainer": state.on_transformers,
                                          "lightning.pytorch.trainer.trainer": state.on_lightning,
-                                         "lossdoctor.monitor": state.on_monitor,
+                                         "lossdoctor.live.monitor": state.on_monitor,
                                          ENGINE_MODULE: state.on_deepspeed}))
     atexit.register(state.close)
     _STATE = state

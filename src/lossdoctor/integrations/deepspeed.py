@@ -57,7 +57,7 @@ def zero_stage(engine: Any) -> int:
 def watch_engine(engine: Any, optimizer: Any = None, **kwargs: Any) -> Any:
     """`lossdoctor.watch` for a DeepSpeed engine: the monitor on `engine.module` and the optimizer
     DeepSpeed steps, plus the DeepSpeed probe. Options as for `watch`."""
-    from ..monitor import Monitor
+    from ..live.monitor import Monitor
 
     stage = zero_stage(engine)
     if kwargs.get("on_incident") == "skip":

@@ -12,8 +12,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..monitor import Monitor
-from ..monitor import watch as watch_model
+from ..live.monitor import Monitor
+from ..live.monitor import watch as watch_model
 from .deepspeed import is_deepspeed_engine, watch_engine
 from .sinks import attach_sinks, check_sink_options
 

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..findings import Finding, Report
-from ..live import alert_language, alert_line
+from ..live.diagnoser import alert_language, alert_line
 from ..messages import Msg, safe_text
 
 log = logging.getLogger("lossdoctor")

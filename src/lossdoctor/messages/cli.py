@@ -49,7 +49,7 @@ TEMPLATES = {
                          "lossdoctor demo：训练用时 {seconds:.1f} 秒；运行目录 {log_dir}"),
     "cli.demo_again": ("(the same diagnosis again: lossdoctor diagnose {log_dir})",
                        "（再次查看同一诊断：lossdoctor diagnose {log_dir}）"),
-    # lossdoctor verify RUN_DIR (cli/fixes.py)
+    # lossdoctor verify RUN_DIR (cli/verify_command.py)
     "cli.verify.not_dir": ("{path}: no such directory (verify reads a run directory written by lossdoctor.watch)",
                            "{path}：目录不存在（verify 读取的是 lossdoctor.watch 写出的运行目录）"),
     "cli.verify.not_run_dir": ("{path}: not a lossdoctor run directory (no meta.json or steps.jsonl)",

@@ -1,4 +1,4 @@
-"""The live monitor (monitor.py): what it says about its own parts and about misuse."""
+"""The live monitor (live/monitor.py): what it says about its own parts and about misuse."""
 
 TEMPLATES = {
     "monitor.path_refused": (

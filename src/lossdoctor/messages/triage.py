@@ -290,7 +290,7 @@ TEMPLATES = {
         "replay_fn= to lossdoctor.watch to have it done automatically",
         "对这一步的 batch 运行 lossdoctor.localize(model, batch, loss_fn) 找出具体的 op 和样本，"
         "或给 lossdoctor.watch 传入 replay_fn= 让它自动完成"),
-    # the incident flow's notes (triage/incident.py)
+    # the incident flow's notes (triage/flow.py)
     "triage.note.no_replay_fn": ("replay not run: no replay_fn was given", "未重放：没有提供 replay_fn"),
     "triage.note.snapshots_off": ("replay not run: snapshots are off", "未重放：snapshot 已关闭"),
     "triage.note.scratch_oom": ("the scratch copy of the model did not fit: pass triage_inplace=True",

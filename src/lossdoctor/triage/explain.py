@@ -99,7 +99,7 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
-    p = rep.target_probe
+    p = rep.target_trial
     what = Msg("triage.what.loss") if trig["kind"] == "nonfinite_loss" else Msg("triage.what.gradients")
     n = len([s for s in rep.steps if s.step < step])
     how = (Msg("triage.nondet.how_from", start=rep.start, step=step, n=n, close=_closeness(rep)) if n else
@@ -154,13 +154,13 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
                    batch=step, samples=samples, evidence=ev, fixes=as_fixes(fixes), examples=examples)
 
 
-def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], record: dict[str, Any]) -> list[Finding]:
-    """The layer-level answer from the live flags, and what replay would add."""
+def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: list[str]) -> list[Finding]:
+    """The layer-level answer from the live flags, and what replay would add (`notes`: the incident
+    record's, the first saying why there was no replay)."""
     from ..detectors.nonfinite import ATTENTION
 
-    notes = record.get("notes", [])
     why = notes[0] if notes else ""
-    add = REPLAY_HINT if "no replay_fn" in why else \
+    add = REPLAY_HINT if getattr(why, "key", None) == "triage.note.no_replay_fn" else \
         Msg("triage.live.why_would", why=why) if why else Msg("triage.live.would")
     if trig["kind"] == "scale_collapse":
         return []  # the detectors read the scale's curve; without a trace there is nothing to add

@@ -1,22 +1,12 @@
-"""The incident flow: what the monitor does when training first goes non-finite (or spikes).
+"""Triage, as the monitor owns it: the snapshot ring, the skip guard, and three parts.
 
-1. confirm: the step record says the loss or a gradient went non-finite (a GradScaler's own
-   overflow skips are not incidents), or the loss spiked far above its recent level;
-2. rewind: restore the last snapshot before that step on a scratch copy of the model, and replay
-   the recorded batches up to it; the replayed losses are checked against the logged ones;
-3. reproduce: does the failing step fail again? If the replay was faithful and it does not, the
-   fault is not in the data or the numerics (`nondeterministic_fault`);
-4. narrow: the failing step again under the op tracer: the first op (forward, then backward) whose
-   output went non-finite, its module and what went in and out;
-5. isolate: bisect the batch for the sample(s) that break the step;
-6. batch vs state: does this batch break an earlier healthy state? does the state before the
-   failing step break on other recent batches?
-7. write `incidents/step-N.json` with the evidence and the finding(s); the engine merges them into
-   the diagnosis. Then the policy: report (nothing else), raise, or skip (roll the user's model
-   back to the state before the bad batch when its update already damaged it).
+    trigger.py       IncidentTrigger: which step record starts an incident
+    flow.py          IncidentFlow: replay, reproduce, localise, batch vs state -> the IncidentRecord
+    fix_verifier.py  FixVerifier: the incident's fixes replayed once the window after it is recorded
 
-Without `replay_fn` (or without a snapshot before the step) the record carries the layer-level
-answer the live flags give, and says what replay would add.
+`Triage` feeds them the step records in order, writes each record to `incidents/step-N.json`,
+applies the policy (report, raise: `TrainingIncident`, skip: the guard), and schedules the LR probe
+(`lr_probe.py`) of an announced LR or plateau finding.
 
 Everything runs on copies; the user's model, optimizer, gradients and RNG are left bit-identical
 (the `report` and `raise` policies never change them).
@@ -26,52 +16,21 @@ from __future__ import annotations
 
 import logging
 import math
-import time
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
-from ..detectors.fix_kinds import Candidate
-from ..detectors.gradients import clip_threshold
-from ..detectors.loss_shape import is_spike, robust_sigma, spike_window
-from ..findings import Finding, Fix, as_fixes
-from ..messages import Msg, round_sig
-from . import batches as B
-from .explain import live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict, verdict_sentence
+from ..findings import Finding
+from ..messages import Msg
+from .fix_verifier import FixVerifier
+from .flow import IncidentFlow
 from .host import TriageHost
-from .localize import Preserve, localize_on
-from .replay import Probe, probe, replay, scalar_loss
-from .ring import SnapshotRing, StepEntry
-from .samples import per_sample_outliers
-from .state import (
-    InplaceGuard,
-    RngState,
-    Snapshot,
-    SnapshotLoadError,
-    SnapshotTaker,
-    load_model_state,
-    restore_scaler,
-    scratch_workspace,
-)
+from .record import IncidentRecord
+from .ring import SnapshotRing
+from .state import RngState
+from .trigger import IncidentTrigger
 
 log = logging.getLogger("lossdoctor")
-
-LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_first_nonfinite",
-             "bwd_first_nonfinite", "nonfinite_params", "batch_nonfinite_detail", "mask_empty_sample_ids",
-             "label_empty_sample_ids", "label_tokens", "act_absmax", "act_absmax_layer", "act_range_frac")
-FORMAT = "lossdoctor.incident/1"
-
-
-#: consecutive GradScaler skips that start an incident: more than a healthy start-up back-off
-#: (init_scale 2**16: a few steps; 2**24: ~8)
-SCALE_STREAK = 12
-#: GradScaler's default initial scale (2**16), what the fix for a scale set too high suggests
-DEFAULT_SCALE = 2.0**16
 
 
 class TrainingIncident(RuntimeError):
@@ -84,54 +43,10 @@ class TrainingIncident(RuntimeError):
         self.findings = [Finding.from_dict(f) for f in record.get("findings", [])]
 
 
-class SpikeWatch:
-    """Streaming version of the loss-spike rule of `detectors.loss_shape`: against the median of
-    the last w losses (w = n/20 clamped to [10, 100], as there), a log-space robust z > 8, at least
-    2x that median, after the run has trained (median below 0.9x the starting loss), giving back at
-    least a fifth of the progress, and more than twice any earlier excursion."""
-
-    def __init__(self, window: int = 100, min_history: int = 40) -> None:
-        self.hist: deque[float] = deque(maxlen=window)
-        self.n = 0
-        self.min_history = min_history
-        self.start: list[float] = []
-        self.max_excursion = 1.0
-
-    def _baseline(self) -> tuple[float, float]:
-        lx = np.log(np.asarray(list(self.hist)[-spike_window(self.n):]))
-        med = float(np.median(lx))
-        return med, robust_sigma(float(np.median(np.abs(lx - med))))
-
-    def check(self, loss: float) -> dict[str, float] | None:
-        if not (math.isfinite(loss) and loss > 0) or self.n < self.min_history:
-            return None
-        med, sigma = self._baseline()
-        base = math.exp(med)
-        start = float(np.median(self.start))
-        z = (math.log(loss) - med) / sigma
-        ratio = loss / base
-        if is_spike(z, ratio, base, loss, start) and ratio > 2 * self.max_excursion:
-            return {"median": base, "z": z, "ratio": ratio, "threshold": base + 0.5 * (loss - base)}
-        return None
-
-    def add(self, loss: float) -> None:
-        if not (math.isfinite(loss) and loss > 0):
-            return
-        if len(self.start) < 5:
-            self.start.append(loss)
-        if self.n >= self.min_history:
-            self.max_excursion = max(self.max_excursion, loss / math.exp(self._baseline()[0]))
-        self.hist.append(loss)
-        self.n += 1
-
-
-def _nonfinite(x: Any) -> bool:
-    return isinstance(x, float) and not math.isfinite(x)
-
-
 class Triage:
-    """Owned by the Monitor: the ring, the skip guard, and the incident flow. It sees the monitor
-    only through a `TriageHost` (the training objects, the run log, the step, three services)."""
+    """Owned by the Monitor: the ring, the skip guard, the trigger, the flow and the fix verifier. It
+    sees the monitor only through a `TriageHost` (the training objects, the run log, the step, three
+    services)."""
 
     def __init__(self, host: TriageHost, replay_fn: Callable | None, *, on_incident: str = "report",
                  snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
@@ -140,20 +55,16 @@ class Triage:
         self.host = host
         self.replay_fn = replay_fn
         self.policy = on_incident
-        self.inplace = inplace
         self.max_incidents = max_incidents
         self.model = host.model
         self.optimizer = host.optimizer
-        self.scaler = host.scaler
-        self.records: list[dict[str, Any]] = []
+        self.records: list[IncidentRecord] = []
         self.episode = False
-        self.spikes = SpikeWatch()
+        self.trigger = IncidentTrigger(has_scaler=host.scaler is not None)
         self.skipped_steps: set[int] = set()
-        self._scaler_streak = 0  # consecutive steps the GradScaler skipped
         self.enabled = True
         self._pending: TrainingIncident | None = None
-        self.verify_on, self.verify_window, self.verify_budget = verify, verify_window, verify_budget
-        self._to_verify: list[dict[str, Any]] = []  # replayed incidents whose fixes are not checked yet
+        self.verify_on = verify
         self._to_probe: list[Finding] = []  # live findings whose fixes the LR probe will try (lr_probe.py)
         self._probed: set[str] = set()      # causes probed (or asked for) once already
         self.probe_records: list[dict[str, Any]] = []  # the live engine reads them (monitor shares the list)
@@ -170,8 +81,12 @@ class Triage:
 
                 self.guard = SkipGuard(self.optimizer, self._on_skip, self._after_skip)
         except BaseException:
-            self.close()  # the monitor cannot reach a triage it never got: remove its hooks here
+            _run_all(self._removals())  # the monitor cannot reach a triage it never got: its hooks go here
             raise
+        self.flow = IncidentFlow(host, replay_fn, self.ring, self.guard, self, policy=on_incident, inplace=inplace,
+                                 skipped_steps=self.skipped_steps)
+        self.verifier = FixVerifier(host, self.ring, replay_fn, self.flow.workspace, window=verify_window,
+                                    budget=verify_budget)
         host.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
                               "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
                               "budget": self.ring.budget if self.ring else None}
@@ -196,114 +111,38 @@ class Triage:
     def end_step(self, step: int) -> None:
         if self.ring is not None and self.enabled:
             try:
-                self._verify_due(step)
+                self.verifier.due(step, self.episode)
                 self._probe_due(step)
                 self.ring.maybe_snapshot(step + 1, healthy=not self.episode)
             except Exception as e:
                 self._disable(e)
+
+    def _verify_pending(self) -> None:
+        self.verifier.run_pending(lambda: self.enabled)
 
     def take_pending(self) -> TrainingIncident | None:
         p, self._pending = self._pending, None
         return p
 
     def close(self) -> None:
-        """Remove the hooks and the snapshots, each on its own; the first failure is raised after
-        all were tried (the monitor logs it and goes on closing)."""
-        steps = [self._verify_pending, self.probe_pending, self.ring.remove, self.ring.drop] \
-            if self.ring is not None else []
-        if self.guard is not None:
-            steps.append(self.guard.remove)
-        error: BaseException | None = None
-        for fn in steps:
-            try:
-                fn()
-            except Exception as e:
-                error = error or e
-        if error is not None:
-            raise error
+        """Check the fixes and run the probes still waiting, then remove the hooks and the snapshots,
+        each on its own; the first failure is raised after all were tried (the monitor logs it and
+        goes on closing)."""
+        pending = [self._verify_pending, self.probe_pending] if self.ring is not None else []
+        _run_all(pending + self._removals())
 
-    # --- verified fixes (verify.py) ---------------------------------------------------------------
-    def verify_fixes(self, record: dict[str, Any], others: list[Finding] | None = None,
+    def _removals(self) -> list[Callable[[], None]]:
+        out = [self.ring.remove, self.ring.drop] if self.ring is not None else []
+        if self.guard is not None:
+            out.append(self.guard.remove)
+        return out
+
+    def verify_fixes(self, record: IncidentRecord, others: list[Finding] | None = None,
                      extra: tuple[Any, ...] = ()) -> dict[str, Any]:
         """Replay the incident of `record` unfixed and with each fix of its findings, of `others`
-        (the diagnosis's) and of `extra` (`findings.Fix`, e.g. `Fix("clip", max_norm=1.0)`). The result
-        goes into the record (and its file); each finding gets its `fix_checks`. Never touches the user's objects."""
-        from . import verify as V
-
-        if record in self._to_verify:
-            self._to_verify.remove(record)
-        own = [Finding.from_dict(d) for d in record.get("findings", [])]
-        findings = own + list(others or [])
-        pairs: list[tuple[Finding | None, Candidate]] = [(f, fix) for f in findings for fix in V.candidate_fixes(f)]
-        pairs += [(None, V.candidate(fx)) for fx in extra]  # a fix of no finding
-        result = self._verify_run(record, pairs)
-        if result["status"] == "no_replay" and isinstance(record.get("verification"), dict):
-            return record["verification"]  # checked while the snapshot was there: that answer stands
-        checks = result.get("checks", [])
-        for f in findings:
-            f.fix_checks = None
-        for i, (fixed, _) in enumerate(pairs):
-            if i < len(checks) and fixed is not None:
-                fixed.fix_checks = V.order_checks((fixed.fix_checks or []) + [V.check_json(checks[i])])
-        for f in findings:
-            V.order_by_verdict(f)  # verified fixes first, those that did not help last
-        result = V.result_json(result)
-        result["findings"] = [f.to_dict() for f in findings[len(own):] if f.fix_checks]
-        record["verification"] = result
-        record["findings"] = [f.to_dict() for f in own]
-        self.host.writer.write_incident(f"step-{int(record['step']):08d}", record)
-        return result
-
-    def _verify_run(self, record: dict[str, Any], pairs: list[tuple[Any, Any]]) -> dict[str, Any]:
-        from . import verify as V
-
-        step = int(record["step"])
-        state = any(fix.kind in V.STATE_FIXES for _, fix in pairs)
-        snap = V.choose_snapshot(self.ring, step, earliest=state) if self.ring is not None else None
-        if self.replay_fn is None or self.ring is None or snap is None:
-            return {"step": step, "status": "no_replay", "checks": [], "note": Msg("verify.no_replay", step=step)}
-        rng = RngState.capture()
-        self.ring.paused = True
-        try:
-            with self._workspace() as ws:
-                plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, step,
-                              V.window_end(self.ring, step, self.verify_window), V.bad_rule(record))
-                return V.verify_incident(plan, pairs, record, budget=self.verify_budget)
-        finally:
-            rng.restore()
-            self.ring.paused = False
-
-    def _verify_due(self, step: int) -> None:
-        """Check the fixes of a replayed incident once its window is recorded, or sooner when the
-        next snapshot would drop the one its replay starts from."""
-        assert self.ring is not None
-        from .verify import choose_snapshot
-
-        for rec in list(self._to_verify):
-            s = int(rec["step"])
-            snap = choose_snapshot(self.ring, s, earliest=_state_fixes(rec))
-            evicts = ((step + 1) % self.ring.every == 0 and not self.episode and snap is not None
-                      and len(self.ring.snapshots) >= self.ring.keep and snap is self.ring.snapshots[0])
-            if step >= s + self.verify_window or evicts:
-                self._to_verify.remove(rec)
-                self._verify_safely(rec)
-
-    def _verify_pending(self) -> None:
-        while self._to_verify and self.enabled:
-            self._verify_safely(self._to_verify.pop(0))
-
-    def _verify_safely(self, rec: dict[str, Any]) -> None:
-        try:
-            self.verify_fixes(rec, self._live_findings(rec))
-        except Exception as e:  # verification must never take the training down
-            rec["verification"] = {"status": "error", "error": f"{type(e).__name__}: {e}"}
-            log.warning("%s", Msg("verify.log.failed", step=int(rec["step"]), error=f"{type(e).__name__}: {e}"))
-
-    def _live_findings(self, rec: dict[str, Any]) -> list[Finding]:
-        """Copies of the live engine's findings other than the incident's own (same cause and step):
-        verification writes verdicts into the findings it checks, never into the engine's."""
-        own = {(d.get("cause"), d.get("step")) for d in rec.get("findings", []) if isinstance(d, dict)}
-        return [Finding.from_dict(f.to_dict()) for f in self.host.findings() if (f.cause, f.step) not in own]
+        (the diagnosis's) and of `extra` (`findings.Fix`, e.g. `Fix("clip", max_norm=1.0)`); see
+        `FixVerifier.verify_fixes`."""
+        return self.verifier.verify_fixes(record, others, extra)
 
     # --- the LR probe (lr_probe.py) -----------------------------------------------------------------
     def request_probe(self, finding: Finding) -> None:
@@ -371,7 +210,7 @@ class Triage:
         rng = RngState.capture()
         self.ring.paused = True
         try:
-            with self._workspace() as ws:
+            with self.flow.workspace() as ws:
                 end = V.window_end(self.ring, snap.step, P.SETTINGS.window)
                 plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, snap.step, end,
                               lambda loss, finite, skips: not math.isfinite(loss) or not finite)
@@ -389,408 +228,44 @@ class Triage:
     def _after_skip(self) -> None:
         self.host.mark_skipped()  # the step record says "skipped", as for a GradScaler skip
 
-    # --- trigger ----------------------------------------------------------------------------------
-    def _trigger(self, rec: dict[str, Any]) -> dict[str, Any] | None:
-        step = int(rec["step"])
-        loss = rec.get("loss")
-        skipped = bool(rec.get("skipped")) and step not in self.skipped_steps
-        self._scaler_streak = self._scaler_streak + 1 if skipped and self.scaler is not None else 0
-        if _nonfinite(loss):
-            return {"kind": "nonfinite_loss"}
-        if (rec.get("grad_nonfinite") or rec.get("nonfinite_params")) and not skipped:
-            return {"kind": "nonfinite_grad"}
-        if self._scaler_streak == SCALE_STREAK and not self.records and not rec.get("fwd_first_nonfinite"):
-            # the scaler has backed off SCALE_STREAK times in a row on a finite forward pass: more
-            # than its start-up back-off, so look for the op that makes the gradients non-finite
-            return {"kind": "scale_collapse", "streak": SCALE_STREAK, "first": step - SCALE_STREAK + 1}
-        if isinstance(loss, float) and not skipped:
-            spike = self.spikes.check(loss)
-            if spike is not None:
-                return {"kind": "loss_spike", **spike}
-        return None
-
     def _observe(self, rec: dict[str, Any]) -> None:
         step = int(rec["step"])
         if self.ring is not None:
             self.ring.observe_loss(step, rec.get("loss"))
-        trig = self._trigger(rec)
+        trig = self.trigger.check(rec, self.skipped_steps, first=not self.records)
         if trig is None:
             self.episode = False
-            loss = rec.get("loss")
-            if isinstance(loss, float) and not rec.get("skipped"):
-                self.spikes.add(loss)
+            self.trigger.healthy(rec)
             return
         if self.episode or len(self.records) >= self.max_incidents:
             return
         self.episode = True
-        record = self.run(step, trig, rec)
+        record = self.flow.run(step, trig, rec)
         self.records.append(record)
-        self.host.incidents.append(record)
-        self.host.writer.write_incident(f"step-{step:08d}", record)
-        if self.verify_on and str(record.get("level", "")).startswith("replay"):
-            self._to_verify.append(record)  # once the window after it is recorded (end_step)
+        shared = record.publish()
+        self.host.incidents.append(shared)
+        self.host.writer.write_incident(f"step-{step:08d}", shared)
+        if self.verify_on and record.level.startswith("replay"):
+            self.verifier.queue(record)  # checked once the window after it is recorded (end_step)
         if self.policy == "raise":
-            f = record["findings"][0] if record.get("findings") else None
+            f = record.findings[0] if record.findings else None
             what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
                 + (f", {f['op']}" if f.get("op") else "") if f else f"incident at step {step}"
             self._pending = TrainingIncident(f"lossdoctor: training incident: {what} "
-                                             f"(record: incidents/step-{step:08d}.json)", record)
-
-    # --- the flow -------------------------------------------------------------------------------
-    def run(self, step: int, trig: dict[str, Any], rec: dict[str, Any]) -> dict[str, Any]:
-        t0 = time.perf_counter()
-        record: dict[str, Any] = {
-            "format": FORMAT, "step": step, "trigger": trig["kind"], "rank": self.host.rank,
-            "policy": self.policy, "level": "live", "live": {k: rec[k] for k in LIVE_KEYS if k in rec},
-            "notes": [], "action": "none"}
-        if trig["kind"] == "loss_spike":
-            record["spike"] = {k: v for k, v in trig.items() if k != "kind"}
-        if trig["kind"] == "scale_collapse":
-            record["scale"] = {k: v for k, v in trig.items() if k != "kind"}
-        rng = RngState.capture()
-        findings: list[Finding] = []
-        try:
-            if self.replay_fn is None:  # (DeepSpeed ZeRO / FSDP1 say why replay cannot run there)
-                record["notes"].append(self.host.replay_refused() or Msg("triage.note.no_replay_fn"))
-            elif self.ring is None:
-                record["notes"].append(Msg("triage.note.snapshots_off"))
-            else:
-                if self.ring.notes:
-                    record["notes"].extend(self.ring.notes)
-                if trig["kind"] == "scale_collapse":
-                    findings = self._scale_flow(step, trig, rec, record)
-                else:
-                    findings = self._replay_flow(step, trig, rec, record)
-        except Exception as e:  # triage must never take the training down
-            log.warning("%s", Msg("triage.log.failed", step=step, error=f"{type(e).__name__}: {e}"))
-            record["error"] = f"{type(e).__name__}: {e}"
-            if isinstance(e, SnapshotLoadError):
-                record["notes"].append(e.args[0] if e.args and isinstance(e.args[0], Msg) else str(e))
-            if "out of memory" in str(e).lower() and not self.inplace:
-                record["notes"].append(Msg("triage.note.scratch_oom"))
-            findings = []
-        finally:
-            rng.restore()
-            if self.ring is not None:
-                self.ring.paused = False
-        if not findings:
-            record["level"] = "live"
-            findings = live_findings(step, trig, rec, record)
-        elif record["level"] == "live":
-            record["level"] = "replay"
-        if self.scaler is not None and getattr(self.scaler, "is_enabled", lambda: True)():
-            _has_scaler(findings)
-        record["findings"] = [f.to_dict() for f in findings]
-        record["seconds"] = round(time.perf_counter() - t0, 4)
-        return record
-
-    def _workspace(self):
-        if self.inplace:
-            return self._inplace_workspace()
-        # the monitor's own parts and triage's: their hooks are stripped from the copy, and the
-        # copy must not duplicate them (bound-method hooks reach them)
-        parts = [p for p in (*self.host.hooked, self.ring, self.guard) if p is not None]
-        ids = {h.id for part in parts for h in getattr(part, "_handles", []) if hasattr(h, "id")}
-        keep = tuple(parts) + (self, *self.host.shared)
-        return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids, keep))
-
-    @contextmanager
-    def _inplace_workspace(self) -> Iterator[Any]:
-        """In-place triage: the monitor's own hooks on the user's model must not record the replay."""
-        with self.host.paused(), InplaceGuard(self.model, self.optimizer, self.scaler) as ws:
-            yield ws
-
-    def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
-                     record: dict[str, Any]) -> list[Finding]:
-        """Rewind to the snapshot before `step`, replay up to it, and when the failing step fails
-        again: localise it (op and module, or the samples of a spike), then batch vs state."""
-        assert self.ring is not None and self.replay_fn is not None
-        fn = self.replay_fn
-        snap = self.ring.snapshot_for(step)
-        if snap is None:
-            record["notes"].append(Msg("triage.note.no_snapshot", step=step, every=self.ring.every))
-            return []
-        entries = [self.ring.entries.get(s) for s in range(snap.step, step + 1)]
-        target = entries[-1]
-        spike = trig["kind"] == "loss_spike"
-
-        def bad(p: Probe) -> bool:
-            return p.loss >= trig["threshold"] if spike else p.nonfinite
-
-        self.ring.paused = True
-        saved_state: Snapshot | None = None
-        with self._workspace() as ws:
-            t = time.perf_counter()
-            rep = replay(ws, snap, entries, fn, step)
-            record["replay"] = rep.to_dict()
-            record["timing"] = {"replay_s": round(time.perf_counter() - t, 4)}
-            exact = rep.reached
-            reproduced = self._reproduce(ws, step, rep, target, bad, record)
-            if reproduced is False:
-                if rep.faithful:
-                    return [nondeterministic_finding(step, trig, rep, rec)]
-                record["notes"].append(Msg("triage.note.diverged", step=rep.diverged_at))
-                return []
-            if reproduced is None:
-                return []
-            assert target is not None  # the failing step was reproduced from its recorded entry
-            loc, search = self._localize(ws, target, spike, rec, record)
-            if self.policy == "skip" and exact and rep.faithful:
-                saved_state = SnapshotTaker(ws.model, ws.optimizer, ws.scaler, None).take(step)
-            t = time.perf_counter()
-            bvs = self._batch_vs_state(ws, snap, step, entries, bad, exact)
-            record["batch_vs_state"] = bvs
-            record["timing"]["batch_vs_state_s"] = round(time.perf_counter() - t, 4)
-        if spike:
-            findings = [spike_finding(step, trig, rep, search, bvs, rec)]
-        else:
-            assert loc is not None
-            findings = [replay_finding(step, trig, rep, loc, bvs, exact, live=rec)]
-        record["level"] = "replay"
-        if bvs.get("verdict") == "state":
-            _lead_with_state(findings, step, bvs, record, _current_lr(self.optimizer), clip_threshold(self.host.meta))
-        if not spike:
-            _eps_first(findings, self.optimizer)
-        if self.policy == "skip":
-            record["action"] = self._maybe_rollback(step, trig, bvs, saved_state, record)
-        return findings
-
-    def _reproduce(self, ws: Any, step: int, rep: Any, target: StepEntry | None, bad: Callable[[Probe], bool],
-                   record: dict[str, Any]) -> bool | None:
-        """Does the failing step fail again after the replay? True, False, or None (cannot tell)."""
-        assert self.ring is not None and self.replay_fn is not None
-        if rep.reached:
-            reproduced = bad(rep.target_probe) if rep.target_probe else None
-        elif target is not None and target.kept:
-            # some batch before the target was not kept: try the failing batch on the state
-            # the replay got to (an approximation of the state before the failing step)
-            p = probe(ws, target.device_batch(), self.replay_fn, rng=target.rng)
-            reproduced = True if bad(p) else None
-            gap = self.ring.entries.get(rep.stopped_at) if rep.stopped_at is not None else None
-            why = rep.error or Msg("triage.note.batch_of", step=rep.stopped_at, why=_why_missing(gap))
-            record["notes"].append(Msg("triage.note.approximated", why=why, step=step, at=rep.stopped_at))
-        else:
-            reproduced = None
-            record["notes"].append(Msg("triage.note.not_replayable", step=step, why=_why_missing(target)))
-        record["reproducible"] = reproduced
-        return reproduced
-
-    def _localize(self, ws: Any, target: StepEntry, spike: bool, rec: dict[str, Any],
-                  record: dict[str, Any]) -> tuple[Any, Any]:
-        """The failing step again, traced: the first non-finite op (a NaN/Inf), or the samples
-        that make the loss spike. Returns (localization, sample search), one of them None."""
-        fn = self.replay_fn
-        assert fn is not None
-        batch_t = target.device_batch()
-        n = B.batch_size(batch_t)
-        loc = search = None
-        t = time.perf_counter()
-        with Preserve(ws.model) as keep:
-            if spike:
-                search = per_sample_outliers(
-                    batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
-                record["samples"] = search.to_dict() if search else None
-            else:
-                loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
-                record["localization"] = loc.to_dict()
-        record["timing"]["localize_s"] = round(time.perf_counter() - t, 4)
-        return loc, search
-
-    def _scale_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
-                    record: dict[str, Any]) -> list[Finding]:
-        """A GradScaler that skips step after step: trace this step's forward and backward without
-        the loss scale. Skipped steps leave the weights as they were, so the current state is the
-        state of the step; no replay is needed. If the unscaled gradients are non-finite too, the
-        op that makes them so is the cause no scale can fix; if they are finite, the scale itself
-        overflows them (the detectors say that from the scale's curve)."""
-        assert self.ring is not None and self.replay_fn is not None
-        entry = self.ring.entries.get(step)
-        if entry is None or not entry.kept:
-            record["notes"].append(Msg("triage.note.no_op_answer", step=step, why=_why_missing(entry)))
-            return []
-        self.ring.paused = True
-        t = time.perf_counter()
-        with self._workspace() as ws, Preserve(ws.model) as keep:
-            loc = localize_on(ws.model, entry.device_batch(), self.replay_fn, rng=entry.rng, live=rec,
-                              find_samples=False, preserve=keep)
-        record["localization"] = loc.to_dict()
-        record["timing"] = {"localize_s": round(time.perf_counter() - t, 4)}
-        first, n = int(trig["first"]), int(trig["streak"])
-        record["level"] = "replay"
-        if not loc.found:
-            record["notes"].append(Msg("triage.note.scale_overflows", step=step))
-            return [self._scale_finding(first, n, step)]
-        back = loc.trace.backward if loc.phase == "backward" else None
-        op = back.forward_op if back is not None and back.forward_op else loc.op
-        ev = [Msg("triage.scale.traced", n=n, first=first, step=step), *loc.evidence]
-        fixes = [f for f in loc.fixes if getattr(f, "kind", None) != "add_scaler"]  # it has a scaler
-        return [Finding(rule="triage.scale_traced", cause="loss_scale_collapse", symptom="skipped_steps",
-                        severity="critical", confidence=0.9,
-                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=as_fixes(fixes),
-                        code=loc.code)]
-
-    def _scale_finding(self, first: int, n: int, step: int) -> Finding:
-        """Without the loss scale the step is finite: the scale overflows the fp16 gradients. A scale
-        still far above GradScaler's default after the back-offs is an initial scale set too high
-        (the back-off ends by itself: the skipped steps are lost updates); a default scale that
-        keeps falling is a collapse. The fix: start at the default scale, with the run's interval."""
-        scale = float(self.scaler.get_scale()) if self.scaler is not None else math.nan
-        interval = int(self.scaler.get_growth_interval()) if self.scaler is not None else 2000
-        high = math.isfinite(scale) and scale > DEFAULT_SCALE
-        ev: list[str] = [Msg("triage.scale.finite_unscaled", n=n, first=first, step=step, scale=scale)]
-        gi = max(interval, 2000)
-        said = Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=gi, scale=scale)
-        fixes = [Fix.scaler(said, init_scale=DEFAULT_SCALE, growth_interval=gi)]
-        return Finding(rule="triage.scale_collapse", cause="loss_scale_collapse", symptom="skipped_steps",
-                       severity="warning" if high else "critical", confidence=0.8 if high else 0.7,
-                       step=first, batch=step, evidence=ev, fixes=fixes)
-
-    def _batch_vs_state(self, ws: Any, snap: Snapshot, step: int, entries: list[StepEntry | None],
-                        bad: Callable[[Probe], bool], exact: bool) -> dict[str, Any]:
-        fn = self.replay_fn
-        target = entries[-1]
-        assert target is not None and fn is not None and self.ring is not None
-        out: dict[str, Any] = {"state_step": step if exact else None}
-        others = [e for e in reversed(entries[:-1]) if e is not None and e.kept][:3]
-        res = []
-        for e in others:
-            p = probe(ws, e.device_batch(), fn, rng=e.rng)
-            res.append({"step": e.step, "loss": p.loss, "bad": bad(p)})
-        out["other_batches"] = res
-        state_breaks = any(r["bad"] for r in res) if res else None
-        healthy = snap if snap.step < step else self.ring.snapshot_for(step, before=True)
-        batch_breaks = None
-        if healthy is not None:
-            ws.load(healthy)
-            p = probe(ws, target.device_batch(), fn, rng=target.rng)
-            batch_breaks = bad(p)
-            out["healthy_state_step"] = healthy.step
-            out["batch_on_healthy_state"] = {"loss": p.loss, "bad": batch_breaks}
-        out["state_breaks_other_batches"] = state_breaks
-        out["batch_breaks_healthy_state"] = batch_breaks
-        out["verdict"] = verdict(batch_breaks, state_breaks)
-        return out
-
-    def _maybe_rollback(self, step: int, trig: dict[str, Any], bvs: dict[str, Any],
-                        saved: Snapshot | None, record: dict[str, Any]) -> str:
-        """Skip policy: if the failing step's update already reached the user's weights, put the
-        state before that step back (the bad batch is skipped)."""
-        params = [p.detach() for p in self.model.parameters()]
-        # float64: a norm past fp32's range is still a finite state, not a damaged one
-        damaged = bool(params) and not bool(torch.isfinite(torch.stack(
-            list(torch._foreach_norm(params, 2, dtype=torch.float64)))).all())
-        if trig["kind"] == "loss_spike" and bvs.get("verdict") in ("batch", "combination"):
-            damaged = True
-        if not damaged:
-            return "skipped" if step in self.skipped_steps else "none"
-        if saved is None:
-            record["notes"].append(Msg("triage.note.no_rollback"))
-            return "none"
-        load_model_state(self.model, saved.model_state())
-        self.optimizer.load_state_dict(saved.optimizer_state())
-        if saved.scaler:
-            restore_scaler(self.scaler, saved.scaler)
-        if self.ring is not None and step in self.ring.entries:
-            e = self.ring.entries[step]
-            e.stepped, e.skipped_by_policy = False, True
-        later = self.host.step() - step
-        dropped = Msg("triage.note.dropped_after", n=later) if later > 0 else ""
-        record["notes"].append(Msg("triage.note.rolled_back", step=step, dropped=dropped))
-        log.warning("%s", Msg("triage.log.rolled_back", step=step))
-        return "rolled_back"
+                                             f"(record: incidents/step-{step:08d}.json)", shared)
 
     def _disable(self, e: BaseException) -> None:
         self.enabled = False
         log.warning("%s", Msg("triage.log.disabled", error=f"{type(e).__name__}: {e}"))
 
 
-def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: dict[str, Any],
-                     lr: float | None, clip: float | None = None) -> None:
-    """The state was already bad: the op is where it overflowed, the samples are all of them, and
-    the batch-vs-state sentence comes first. The fixes of a state that went bad come first too:
-    clipping (unless the run already clips at 1.0 or tighter: `clip`, its max_grad_norm), and a
-    lower LR (both changes of training state a replay can check)."""
-    record["level"] = "replay-state"
-    state_fixes: list[Fix] = [] if clip is not None and clip <= 1.0 else \
-        [Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)]
-    if lr is not None and lr > 0:
-        to = float(round_sig(lr / 3, 2))
-        state_fixes.append(Fix.lr(Msg("triage.state.fix_lower_lr", lr=lr, to=to), to=to, now=lr))
-    for f in findings:
-        f.samples = None
-        f.fixes = [x for x in state_fixes if x not in f.fixes] + list(f.fixes)
-        vs = verdict_sentence(step, bvs)
-        if vs in f.evidence:
-            f.evidence.remove(vs)
-            f.evidence.insert(0, vs)
-
-
-def eps_underflow(optimizer: Any) -> tuple[float, str, float] | None:
-    """(eps, dtype, an eps that survives) when an optimizer's eps is below the smallest normal
-    number of the dtype its second moment is kept in (fp16: 6.1e-5): sqrt(v) + eps is then 0 where
-    v underflowed to 0, and the update m / 0 is inf or NaN. None when the eps is safe."""
-    for group in getattr(optimizer, "param_groups", []):
-        eps = group.get("eps")
-        if not isinstance(eps, float) or eps <= 0:
-            continue
-        for p in group.get("params", []):
-            state = optimizer.state.get(p, {}) if hasattr(optimizer, "state") else {}
-            t = next((v for k, v in state.items() if "sq" in k and isinstance(v, torch.Tensor)), p)
-            if isinstance(t, torch.Tensor) and t.is_floating_point() and eps < torch.finfo(t.dtype).tiny:
-                tiny = torch.finfo(t.dtype).tiny
-                return eps, str(t.dtype).replace("torch.", ""), 10.0 ** math.ceil(math.log10(tiny))
-    return None
-
-
-def _eps_first(findings: list[Finding], optimizer: Any) -> None:
-    """An optimizer eps that rounds to 0 in its state's dtype: said, and its fix put first."""
-    found = eps_underflow(optimizer)
-    if found is None:
-        return
-    eps, dtype, safe = found
-    for f in findings:
-        f.evidence.append(Msg("triage.state.eps_underflows", eps=eps, dtype=dtype))
-        f.fixes.insert(0, Fix.adam_eps(Msg("triage.state.fix_eps", eps=safe, now=eps, dtype=dtype), eps=safe))
-
-
-def _current_lr(optimizer: Any) -> float | None:
-    """The LR of the optimizer's first group now (None when it has none)."""
-    groups = getattr(optimizer, "param_groups", None) or [{}]
-    lr = groups[0].get("lr")
-    return float(lr) if isinstance(lr, (int, float)) and not isinstance(lr, bool) else None
-
-
-def _loss_only(ws: Any, sub: Any, fn: Callable, entry: StepEntry, keep: Preserve) -> float:
-    try:
-        if entry.rng is not None:
-            entry.rng.apply()
-        with torch.no_grad():
-            loss = scalar_loss(fn(ws.model, sub))
-        return float(loss.detach().float())
-    finally:
-        keep.reset()
-
-
-def _has_scaler(findings: list[Finding]) -> None:
-    """A run that has a GradScaler is never told to add one: its "use a GradScaler" fixes go, and
-    the clipping fix is said without it."""
-    for f in findings:
-        fixes = [x for x in f.fixes if getattr(x, "kind", None) != "add_scaler"]
-        f.fixes = [Fix.clip(Msg("triage.backward.fix_clip_scaled"), max_norm=1.0)
-                   if getattr(x, "key", None) == "triage.backward.fix_clip" else x for x in fixes]
-
-
-def _state_fixes(rec: dict[str, Any]) -> bool:
-    """The record's findings suggest a change of training state (their replay starts earlier)."""
-    from .verify import STATE_FIXES, candidate_fixes
-
-    fs = [Finding.from_dict(d) for d in rec.get("findings", [])]
-    return any(fx.kind in STATE_FIXES for f in fs for fx in candidate_fixes(f))
-
-
-def _why_missing(e: StepEntry | None) -> Msg:
-    if e is None:
-        return Msg("triage.missing.not_in_ring")
-    if e.fingerprint:
-        return Msg("triage.missing.over_budget", fingerprint=str(e.fingerprint))
-    return Msg("triage.missing.not_passed")
+def _run_all(steps: list[Callable[[], None]]) -> None:
+    """Each step, whatever the others did; then the first failure, if any."""
+    error: BaseException | None = None
+    for fn in steps:
+        try:
+            fn()
+        except Exception as e:
+            error = error or e
+    if error is not None:
+        raise error

@@ -43,8 +43,9 @@ def losses_agree(logged: float | None, replayed: float, rtol: float = RTOL) -> b
 
 
 @dataclass
-class Probe:
-    """One forward+backward of a batch on a state."""
+class BatchTrial:
+    """One forward+backward of a batch on a state: its loss and whether the gradients stayed finite.
+    (Not a `signals.probe.Probe`, the monitor's per-step measurement.)"""
 
     loss: float
     grads_finite: bool
@@ -75,7 +76,7 @@ def grads_finite(params: list[torch.Tensor]) -> bool:
     return all(bool(torch.isfinite(gs[i]).all()) for i in bad)
 
 
-def probe(ws: Workspace, batch: Any, fn: ReplayFn, *, rng: Any = None) -> Probe:
+def try_batch(ws: Workspace, batch: Any, fn: ReplayFn, *, rng: Any = None) -> BatchTrial:
     """Forward + backward of `batch` on the workspace's state; the state is left as it was."""
     model = ws.model
     bufs = [b.detach().clone() for b in model.buffers()]
@@ -89,7 +90,7 @@ def probe(ws: Workspace, batch: Any, fn: ReplayFn, *, rng: Any = None) -> Probe:
         if loss.requires_grad:
             loss.backward()
             ok = grads_finite(list(ws.params()))
-        return Probe(value, ok)
+        return BatchTrial(value, ok)
     finally:
         ws.zero_grad()
         with torch.no_grad():
@@ -119,7 +120,7 @@ class ReplayResult:
     steps: list[StepReplay] = field(default_factory=list)
     reached: bool = False              # the target step was replayed (state == state before it)
     stopped_at: int | None = None      # a step whose batch was not kept
-    target_probe: Probe | None = None
+    target_trial: BatchTrial | None = None
     error: str | None = None
 
     @property
@@ -187,9 +188,9 @@ def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: R
             return res
         batch = e.device_batch()
         if step == target:
-            res.target_probe = probe(ws, batch, fn, rng=e.rng)
-            res.steps.append(StepReplay(step, e.loss, res.target_probe.loss,
-                                        losses_agree(e.loss, res.target_probe.loss, rtol)))
+            res.target_trial = try_batch(ws, batch, fn, rng=e.rng)
+            res.steps.append(StepReplay(step, e.loss, res.target_trial.loss,
+                                        losses_agree(e.loss, res.target_trial.loss, rtol)))
             res.reached = True
             return res
         ws.zero_grad()

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-# re-exported (`X as X`): triage/incident.py reads them as `verify.candidate_fixes` and so on
+# re-exported (`X as X`): triage/fix_verifier.py reads them as `verify.candidate_fixes` and so on
 from ..detectors.fix_kinds import DATA_FIXES, Candidate
 from ..detectors.fix_kinds import STATE_FIXES as STATE_FIXES
 from ..detectors.fix_kinds import candidate as candidate
@@ -55,6 +55,7 @@ from . import batches as B
 from .replay import ReplayFn, _emulate_clipping, _flat_params, grads_finite, losses_agree, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .state import Snapshot, Workspace, state_nbytes
+from .trigger import SCALE_STREAK  # the fallback for records written before the streak was recorded
 
 #: steps replayed after the incident step
 WINDOW = 20
@@ -66,9 +67,6 @@ RECOVERY_TOL = 1.05
 #: the end of the window is the mean of its last few losses (one noisy batch does not decide)
 TAIL = 5
 
-#: the scaler skips in a row that make a loss-scale collapse (incident records written before the
-#: streak was recorded used this one)
-SCALE_STREAK = 12
 
 # --- one replay ---------------------------------------------------------------------------------
 

@@ -29,31 +29,32 @@ import numpy as np
 import torch
 from torch import nn
 
-from .findings import Finding, Report, messages_data
-from .live import LiveDiagnoser, write_alert
-from .messages import Msg
+from ..findings import Finding, Report, messages_data
+from ..messages import Msg
+from ..preflight.watch import start_preflight
+from ..records import LayerStats
+from ..signals.accelerate import sync_gradients_flag
+from ..signals.applied_grads import AppliedGradProbe
+from ..signals.batch import BatchProbe
+from ..signals.describe import describe_run
+from ..signals.distributed import distributed_probe, refuse_tp_replay, unwrap_data_parallel
+from ..signals.fsdp1 import refuse_replay
+from ..signals.gradients import GradProbe
+from ..signals.launch import shared_run_name
+from ..signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
+from ..signals.output_probs import OutputProbe
+from ..signals.pipeline import defers_capture, hook_stage, pipeline_probe, refuse_pp_replay, split_stage
+from ..signals.probe import Probe, StepInputs, StepRecord, probe_name
+from ..signals.readout import Packer, Readout
+from ..signals.stale_grads import StaleGradProbe
+from ..signals.tracer import ModuleTracer
+from ..sources.confined import ConfinedDir
+from ..sources.rundir import VERSION_PREFIX
+from ..triage.host import TriageHost
+from ..triage.incident import Triage
+from .diagnoser import LiveDiagnoser, write_alert
 from .options import WatchOptions
-from .preflight.watch import start_preflight
-from .records import LayerStats
-from .runlog import VERSION_PREFIX, RunLogWriter, claim_run_dir
-from .signals.accelerate import sync_gradients_flag
-from .signals.applied_grads import AppliedGradProbe
-from .signals.batch import BatchProbe
-from .signals.describe import describe_run
-from .signals.distributed import distributed_probe, refuse_tp_replay, unwrap_data_parallel
-from .signals.fsdp1 import refuse_replay
-from .signals.gradients import GradProbe
-from .signals.launch import shared_run_name
-from .signals.optimizer import OptimizerProbe, scaler_scale, unwrap_optimizer
-from .signals.output_probs import OutputProbe
-from .signals.pipeline import defers_capture, hook_stage, pipeline_probe, refuse_pp_replay, split_stage
-from .signals.probe import Probe, StepInputs, StepRecord, probe_name
-from .signals.readout import Packer, Readout
-from .signals.stale_grads import StaleGradProbe
-from .signals.tracer import ModuleTracer
-from .sources.confined import ConfinedDir
-from .triage.host import TriageHost
-from .triage.incident import Triage
+from .runlog import RunLogWriter, claim_run_dir
 
 log = logging.getLogger("lossdoctor")
 
@@ -146,7 +147,7 @@ class FlushedStep:
 class Monitor:
     """Watches one model + optimizer. Create it with `lossdoctor.watch(...)`.
 
-    Options (keyword arguments, gathered and checked as a `lossdoctor.options.WatchOptions`):
+    Options (keyword arguments, gathered and checked as a `lossdoctor.live.options.WatchOptions`):
       layer_every     per-layer statistics every N steps (and at the first 5; default 10)
       check_inputs    also check the inputs of leaf modules that did not come from the previous module
       alerts          print a line on stderr when the live engine finds something new (through
@@ -445,8 +446,8 @@ class Monitor:
                 self.triage.probe_pending()  # what `watch` announced is tried before it is judged
         except Exception as e:
             self.disable("step", e)
-        from .detectors.engine import diagnose_runs
-        from .sources import load_path
+        from ..detectors.engine import diagnose_runs
+        from ..sources import load_path
 
         try:
             return diagnose_runs(load_path(self.root, select=self.version))
@@ -468,8 +469,8 @@ class Monitor:
             self.disable("verify", e)
             return []
         out = []
-        for rec in [r for r in self.triage.records if str(r.get("level", "")).startswith("replay")]:
-            own = [Finding.from_dict(d) for d in rec.get("findings", [])]
+        for rec in [r for r in self.triage.records if r.level.startswith("replay")]:
+            own = [Finding.from_dict(d) for d in rec.findings]
             seen = {(f.cause, f.step) for f in own}
             others = [f for f in report.findings if (f.cause, f.step) not in seen]
             try:
@@ -661,7 +662,7 @@ def _never() -> bool:
 
 
 def _alert_lang() -> str:
-    from .live import alert_language
+    from .diagnoser import alert_language
 
     return alert_language()
 

@@ -81,7 +81,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def read_incidents(path: Path) -> list[dict[str, Any]]:
     """The incidents of a run directory that verification ran for, each as `incident_view` makes it."""
-    from ..runlog import INCIDENTS, load_incidents, run_versions
+    from ..sources.rundir import INCIDENTS, load_incidents, run_versions
 
     if not path.is_dir():
         raise VerifyInputError(Msg("cli.verify.not_dir", path=str(path)))

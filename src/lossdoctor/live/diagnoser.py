@@ -20,8 +20,8 @@ from array import array
 from collections.abc import Callable
 from typing import Any
 
-from .findings import Finding, Report
-from .records import COLUMNS, EVENTS, Run
+from ..findings import Finding, Report
+from ..records import COLUMNS, EVENTS, Run
 
 log = logging.getLogger("lossdoctor")
 
@@ -36,7 +36,7 @@ def set_alert_language(lang: str | None) -> None:
 
 
 def alert_language() -> str:
-    from .messages import locale_lang
+    from ..messages import locale_lang
 
     return ALERT_LANG or locale_lang()
 
@@ -123,7 +123,7 @@ class LiveDiagnoser:
             self.evaluate()
 
     def evaluate(self) -> Report:
-        from .detectors.engine import diagnose_runs
+        from ..detectors.engine import diagnose_runs
 
         run = self.history.run(self.meta, self.rank)
         run.preflight = list(self.preflight)
@@ -147,7 +147,7 @@ class LiveDiagnoser:
         if self.on_finding is not None:
             self.on_finding(f)
         if self.alerts:
-            from .messages import safe_text
+            from ..messages import safe_text
 
             write_alert(safe_text(alert_line(f, alert_language()), newlines=False))
 
@@ -174,7 +174,7 @@ def _nonfinite(v: Any) -> bool:
 
 def alert_line(f: Finding, lang: str = "en") -> str:
     """The one stderr line of a new finding: what, where, its first evidence and its first fix."""
-    from .messages import Msg, render, say
+    from ..messages import Msg, render, say
 
     where: list[str] = []
     if f.step is not None:
