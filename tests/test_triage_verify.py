@@ -131,11 +131,13 @@ LR_RUN_SEED = 13
 
 
 def _lr_run(tmp_path, **kw):
-    """Plain SGD with the LR far too high: the loss wanders ever higher and overflows (at step 54
-    from LR_RUN_SEED on this CPU; the test reads the step from the run)."""
+    """Plain SGD with the LR far too high: the loss climbs and overflows (at step 18 from
+    LR_RUN_SEED; the test reads the step from the run). At 0.45 that step does not move with the
+    last bits of the init; at 0.35 a 1e-7 change of the weights decided whether the run overflowed
+    at all, so the test depended on the CPU's kernels."""
     torch.manual_seed(LR_RUN_SEED)
     model = MLP()
-    opt = torch.optim.SGD(model.parameters(), lr=0.35)
+    opt = torch.optim.SGD(model.parameters(), lr=0.45)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=10, **kw)
     losses = train(model, opt, regression_batches(80), mse_loss, mon)
     return mon, losses
@@ -144,11 +146,11 @@ def _lr_run(tmp_path, **kw):
 def test_lr_too_high_the_lowered_lr_is_verified(tmp_path):
     mon, losses = _lr_run(tmp_path)
     bad = int(np.flatnonzero(~np.isfinite(losses))[0])
-    assert 40 <= bad <= 60 and np.isfinite(losses[:bad]).all()
+    assert 10 <= bad <= 30 and np.isfinite(losses[:bad]).all()
     res = mon.verify_fixes(fixes=(Fix("drop_samples", samples=[0]),))
     [lr] = _checks(res, "lr", cause="grad_explosion")
-    assert lr["lr"] == pytest.approx(0.12) and lr["verdict"] == "verified" and lr["steps_after"] == 20
-    assert lr["sentence"].startswith(f"verified: with the LR scaled to 0.12 the replay passes step {bad}")
+    assert lr["lr"] == pytest.approx(0.15) and lr["verdict"] == "verified" and lr["steps_after"] == 20  # 0.45 / 3
+    assert lr["sentence"].startswith(f"verified: with the LR scaled to 0.15 the replay passes step {bad}")
     assert lr["loss_after"] <= lr["loss_before"] * 1.05
     [drop] = [c for c in _checks(res, "drop_samples") if c["cause"] is None]
     assert drop["verdict"] == "did_not_help"
