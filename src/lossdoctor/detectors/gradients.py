@@ -99,7 +99,7 @@ def clip_threshold(meta: dict) -> float | None:
 
 
 def clip_fix(q: Quantities, end: int) -> Fix | None:
-    """`max_norm` from this run's own healthy history: the 95th percentile of the gradient norm
+    """`max_norm` from this run's own healthy history: the `clip_percentile` of the gradient norm
     over the steps before things went wrong (skipping the first `clip_skip_share` of them, where
     norms are transient; `GradientLimits` holds the numbers)."""
     gn = q.grad_norm[:end]

@@ -86,8 +86,8 @@ LIMITS = LossShapeLimits()
 
 
 def spike_window(n: int) -> int:
-    """Steps in the trailing baseline of the spike rule: ~5% of the run, within the bounds of
-    `LossShapeLimits`."""
+    """Steps in the trailing baseline of the spike rule: 1/`window_share` of the run, within
+    [`window_min`, `window_max`] (`LossShapeLimits`)."""
     return int(min(LIMITS.window_max, max(LIMITS.window_min, n // LIMITS.window_share)))
 
 
