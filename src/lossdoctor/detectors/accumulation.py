@@ -16,13 +16,15 @@ Signals:
   `chance_loss`): a start near k x chance with k = `accum_steps` says the logged loss is a sum of
   k micro-batch means.
 
-Suppressions: fewer than 3 measured steps; a median weight within [0.67, 1.5]; the chance-level
-check only with k >= 2, a first loss at k x chance within 25%, and a run whose meta names a chance
-level. A bad_init finding on the same run is this one seen from the other side (the engine's
+Suppressions (numbers: `AccumulationLimits`): fewer than `min_steps` measured steps; a median
+weight within [1/`weight_band`, `weight_band`]; the chance-level check only with k >= 2, a first
+loss at k x chance within `k_tolerance`, and a run whose meta names a chance level. A bad_init finding on the same run is this one seen from the other side (the engine's
 EXPLAINS drops it): the logits are not too confident, the loss is a sum.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,7 +34,26 @@ from ..records import Run
 from .base import detector
 from .quantities import Quantities
 
-LOW, HIGH = 1 / 1.5, 1.5
+
+@dataclass(frozen=True)
+class AccumulationLimits:
+    #: measured micro-batch weights needed before a verdict
+    min_steps: int = 3
+    #: healthy runs sit at weight 1; per-rank token imbalance under DDP moves single steps by ~20%
+    #: (see the module docstring): a median within [1/1.5, 1.5] is that with slack (rule of thumb)
+    weight_band: float = 1.5
+    #: a median weight within 20% of k (or 1/k): summed (or divided twice), said in the evidence
+    k_match: float = 0.2
+    #: share of steps off the band above which the confidence is high
+    mostly_off: float = 0.8
+    #: the chance-level check: the first loss at least this many times chance ...
+    min_chance_ratio: float = 1.5
+    #: ... and within this share of k x chance
+    k_tolerance: float = 0.25
+
+
+LIMITS = AccumulationLimits()
+LOW, HIGH = 1 / LIMITS.weight_band, LIMITS.weight_band
 
 
 @detector("accumulation_normalization", needs_any=("loss_weight", "accum_steps"),
@@ -55,7 +76,7 @@ def _modal_k(run: Run) -> int | None:
 def _from_weights(run: Run) -> list[Finding]:
     w = run.col("loss_weight")
     ok = np.isfinite(w) & (w > 0)
-    if ok.sum() < 3:
+    if ok.sum() < LIMITS.min_steps:
         return []
     med = float(np.median(w[ok]))
     if LOW <= med <= HIGH:
@@ -66,13 +87,13 @@ def _from_weights(run: Run) -> list[Finding]:
     frac = float(off.sum() / ok.sum())
     evidence: list[str] = [Msg("accum.weight", weight=med, n=int(ok.sum()), frac=frac)]
     if k and k > 1:
-        if abs(med / k - 1) < 0.2:
+        if abs(med / k - 1) < LIMITS.k_match:
             evidence.append(Msg("accum.summed", k=k))
-        elif abs(med * k - 1) < 0.2:
+        elif abs(med * k - 1) < LIMITS.k_match:
             evidence.append(Msg("accum.divided_twice", k=k))
     fixes = _fixes(med, k)
     return [Finding(cause="grad_accum_normalization", symptom=_symptom(med), severity="warning",
-                    confidence=0.85 if frac > 0.8 else 0.6, step=int(run.steps[first]),
+                    confidence=0.85 if frac > LIMITS.mostly_off else 0.6, step=int(run.steps[first]),
                     evidence=evidence, fixes=as_fixes(fixes))]
 
 
@@ -84,7 +105,7 @@ def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
     first = int(q.finite_loss[0])
     start = float(q.loss[first])  # the first step is taken at the initial weights: chance level
     ratio = start / float(chance)
-    if ratio < 1.5 or abs(ratio / k - 1) > 0.25:
+    if ratio < LIMITS.min_chance_ratio or abs(ratio / k - 1) > LIMITS.k_tolerance:
         return []
     evidence: list[str] = [Msg("accum.starts_at_k_chance", start=start, ratio=ratio, chance=float(chance), k=k)]
     return [Finding(cause="grad_accum_normalization", symptom=_symptom(float(k)), severity="warning",

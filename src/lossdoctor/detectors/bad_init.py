@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..findings import Finding, FixLike, as_fixes
@@ -11,23 +13,50 @@ from .base import detector
 from .quantities import Quantities
 
 
+@dataclass(frozen=True)
+class InitLimits:
+    #: the first finite loss must be among the first rows up to this index to be the model's
+    #: starting point (a log that starts later has already trained; rule of thumb, untuned)
+    first_row_max: int = 2
+    #: a starting loss this many times the chance-level cross-entropy: logits too large at init
+    #: (an untrained softmax sits at chance; rule of thumb, untuned) ...
+    loss_over_chance: float = 3
+    #: ... and at least this many nats above it (a 3x on a 2-class chance of 0.69 is still small)
+    nats_over_chance: float = 2
+    #: an activation this large at step 0 (fp32) is no healthy init's (fan-in-scaled weights keep
+    #: activations near 1; rule of thumb, untuned) ...
+    step0_activation: float = 1e4
+    #: ... from inputs below this share of it (large inputs make large activations legitimately)
+    input_share: float = 1e-2
+    #: numbered blocks needed to call a family of siblings a residual stack
+    min_blocks: int = 4
+    #: RMS growth from the first to the last block of the stack: the missing 1/sqrt(2*layers)
+    #: residual scaling (GPT-2 paper's init; rule of thumb for the ratio, untuned)
+    residual_growth: float = 10
+
+
+LIMITS = InitLimits()
+
+
 @detector("bad_init", needs=("loss",))
 def bad_init(run: Run, q: Quantities) -> list[Finding]:
     """The model starts in a bad place.
 
-    - initial loss >= 3x the chance-level cross-entropy (ln vocab / ln classes, known from the
-      model config or task) and >= chance + 2 nats: logits too large at init;
-    - activations at step 0 beyond 1e4 (fp32) from inputs that are not themselves that large;
-    - per-layer RMS at step 0 growing >= 10x from the first to the last block of a residual stack
-      (missing 1/sqrt(2*layers) residual scaling).
+    - initial loss `loss_over_chance` times the chance-level cross-entropy (ln vocab / ln classes,
+      known from the model config or task) and `nats_over_chance` above it: logits too large at init;
+    - activations at step 0 beyond `step0_activation` (fp32) from inputs that are not themselves
+      that large;
+    - per-layer RMS at step 0 growing `residual_growth` times from the first to the last block of
+      a residual stack (missing 1/sqrt(2*layers) residual scaling).
+    (The numbers are `InitLimits`' fields.)
     Suppressed: non-finite inputs at step 0 (that is data), a loss below chance (pretrained).
     """
     out: list[Finding] = []
     lf = q.finite_loss
     chance = run.meta.get("chance_loss")
-    if lf.size and isinstance(chance, (int, float)) and chance > 0 and int(lf[0]) <= 2:
+    if lf.size and isinstance(chance, (int, float)) and chance > 0 and int(lf[0]) <= LIMITS.first_row_max:
         l0 = float(q.loss[lf[0]])
-        if l0 >= 3 * chance and l0 >= chance + 2:
+        if l0 >= LIMITS.loss_over_chance * chance and l0 >= chance + LIMITS.nats_over_chance:
             ev: list[str] = [Msg("init.loss_above_chance", loss=l0, chance=float(chance), ratio=l0 / chance)]
             init_range = (run.meta.get("model") or {}).get("initializer_range")
             fixes: list[FixLike] = [Msg("init.fix_small_std")]
@@ -39,9 +68,9 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
         return out
     act = run.col("act_absmax")
     inp = run.col("input_absmax")
-    if not out and np.isfinite(act[:1]).any() and act[0] > 1e4:
+    if not out and np.isfinite(act[:1]).any() and act[0] > LIMITS.step0_activation:
         src = inp[0] if np.isfinite(inp[0]) else 0.0
-        if src < 1e-2 * act[0]:
+        if src < LIMITS.input_share * act[0]:
             layer = run.event("act_absmax_layer").get(int(q.steps[0]))
             out.append(Finding(
                 cause="bad_init", symptom="divergence", severity="warning", confidence=0.7,
@@ -68,20 +97,20 @@ def _residual_growth(run: Run) -> tuple[str, str, float, int] | None:
 
     blocks = [(int(m.group(2)), i) for i, n in enumerate(L.modules)
               if (m := re.fullmatch(r"(.*\.)?(\d+)", n)) is not None and np.isfinite(rms[i])]
-    if len(blocks) < 4:
+    if len(blocks) < LIMITS.min_blocks:
         return None
     # keep the largest family of numbered siblings (the residual stack)
     fams: dict[str, list[tuple[int, int]]] = {}
     for k, i in blocks:
         fams.setdefault(L.modules[i].rsplit(".", 1)[0] if "." in L.modules[i] else "", []).append((k, i))
     fam = max(fams.values(), key=len)
-    if len(fam) < 4:
+    if len(fam) < LIMITS.min_blocks:
         return None
     fam.sort()
     a, b = rms[fam[0][1]], rms[fam[-1][1]]
     if a <= 0 or not np.isfinite(b):
         return None
     r = float(b / a)
-    if r < 10:
+    if r < LIMITS.residual_growth:
         return None
     return L.modules[fam[0][1]], L.modules[fam[-1][1]], r, int(L.steps[0])

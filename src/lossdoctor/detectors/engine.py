@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,22 @@ from .quantities import Quantities
 from .scalars import RUNAWAY_LR
 
 log = logging.getLogger("lossdoctor")
+
+
+@dataclass(frozen=True)
+class ArbitrationLimits:
+    #: below this confidence a finding at the first non-finite step is a guess (the curve's calm
+    #: before a NaN: `sudden_nonfinite`, 0.45-0.5): it cannot outrank an observation of the op, the
+    #: layer or the samples (a live incident's 0.8-0.95), however direct its cause's name; the
+    #: curve-shape `noisy_data` (0.45) below it goes when anything else is wrong
+    guess: float = 0.5
+    #: a divergence that begins up to this many steps before a loss spike is the spike's aftermath
+    #: (a divergence's onset may be dated a few points before the spike that began it; rule of
+    #: thumb, untuned)
+    spike_lead: int = 5
+
+
+ARBITRATION = ArbitrationLimits()
 
 #: Causes that name a non-finite value's origin directly (an observation, not a trend), most
 #: direct first: when two findings describe the same first non-finite step, the earlier in this
@@ -231,19 +248,17 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
         spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
     if spikes:  # the divergence that follows a spike is the spike's aftermath
         keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence" and not is_runaway(f)
-                                        and f.step is not None and f.step >= min(spikes) - 5)]
+                                        and f.step is not None and f.step >= min(spikes) - ARBITRATION.spike_lead)]
     if any(f.cause != "noisy_data" and f.severity != "info" for f in keep):
         # the curve-shape guess (low confidence) goes; direct observations of bad data stay
-        keep = [f for f in keep if not (f.cause == "noisy_data" and f.confidence < 0.5)]
+        keep = [f for f in keep if not (f.cause == "noisy_data" and f.confidence < ARBITRATION.guess)]
     keep = _dedupe(keep)
     keep.sort(key=importance_key)
     return keep
 
 
-#: below this confidence a finding at the first non-finite step is a guess (the curve's calm before
-#: a NaN: `sudden_nonfinite`, 0.45-0.5): it cannot outrank an observation of the op, the layer or
-#: the samples (a live incident's 0.8-0.95), however direct its cause's name
-GUESS = 0.5
+#: below this confidence a finding is a guess (`ArbitrationLimits.guess`)
+GUESS = ARBITRATION.guess
 
 
 def _onset_key(f: Finding) -> tuple:

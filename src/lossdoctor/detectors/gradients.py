@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..findings import Finding, Fix, FixLike, as_fixes
@@ -9,6 +11,75 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector, round_sig
 from .quantities import Quantities, percentile
+
+
+@dataclass(frozen=True)
+class GradientLimits:
+    #: the clipping fix skips this share of the steps before the fault (the first norms are
+    #: transient) but keeps at least `clip_min_window` of them (rule of thumb, untuned)
+    clip_skip_share: float = 0.05
+    clip_min_window: int = 10
+    #: finite norms needed to read a percentile (fewer is no distribution)
+    clip_min_points: int = 3
+    #: norms above this many times the window's median are a growth phase, not the healthy
+    #: distribution the suggested max_norm comes from (rule of thumb, untuned)
+    clip_healthy_over_median: float = 5
+    #: percentile of the healthy norms a suggested max_norm sits at (clips the tail only)
+    clip_percentile: float = 95
+    #: a suggestion below this share of the clip already in place is worth making ("clip
+    #: tighter"); above it, tightening changes little (rule of thumb, untuned)
+    tighter_clip_share: float = 0.5
+    #: finite norms needed before the explosion detector judges anything
+    explosion_min_points: int = 6
+    #: the early median: the first fifth of the finite norms, between 3 and 20 of them
+    early_min: int = 3
+    early_max: int = 20
+    #: steps before the first non-finite step whose peak is compared with the early median
+    prelude_steps: int = 25
+    #: a peak this many times the early median before the overflow: the norm grew into it
+    #: (an order of magnitude; measured default on the zoo's explosion scenarios)
+    prelude_growth: float = 10
+    #: the loss never fell below this share of its start ...
+    never_improved_share: float = 0.8
+    #: ... and it blew up within this many steps (or the first tenth of the run): the learning
+    #: rate, not an explosion, so the explosion finding's confidence drops
+    never_improved_steps: int = 50
+    #: finite norms needed for the finite (no overflow) explosion case
+    sustained_min_points: int = 40
+    #: the late median (last fifth, at least this many norms) ...
+    late_min: int = 5
+    #: ... this many times the early median and above `sustained_floor` in absolute terms:
+    #: sustained growth (rule of thumb, untuned; measured silent on the zoo's healthy controls)
+    sustained_growth: float = 50
+    sustained_floor: float = 10
+    #: finite losses needed to say whether the loss improved
+    loss_min_points: int = 10
+    #: a late loss below this share of the early one is progress: growth is then no fault
+    improved_share: float = 0.9
+    #: sampled steps with finite per-layer gradients needed for the vanishing check
+    vanishing_min_rows: int = 3
+    #: leaf layers with gradients needed to compare the first with the last
+    vanishing_min_layers: int = 3
+    #: first/last layer gradient ratio and first-layer norm below which early layers starve
+    #: (AUTOTRAINER's vanishing-gradient rule)
+    vanishing_ratio: float = 1e-3
+    vanishing_first: float = 1e-4
+    #: last layers' norm below this: every gradient is ~zero, a different fault (labels)
+    all_zero: float = 1e-8
+    #: a late loss below this share of the early one: still learning well, deep nets with small
+    #: early-layer gradients can be fine (rule of thumb, untuned)
+    vanishing_improved_share: float = 0.7
+    #: safety net: finite norms needed to compare the last with the median before it
+    net_min_points: int = 2
+    #: safety net: the last norm this many times the median of those before it: it grew into
+    #: the overflow (an order of magnitude, as `prelude_growth`)
+    net_grad_growth: float = 10
+    #: safety net: the loss's tail this many times its median: it rose into the overflow, the
+    #: learning rate (the corpus scorer's divergence ratio; rule of thumb)
+    net_loss_rise: float = 1.5
+
+
+LIMITS = GradientLimits()
 
 
 def clip_in_place(run: Run) -> float | None:
@@ -28,19 +99,21 @@ def clip_threshold(meta: dict) -> float | None:
 
 
 def clip_fix(q: Quantities, end: int) -> Fix | None:
-    """`max_norm` from this run's own healthy history: the 95th percentile of the gradient norm
-    over the steps before things went wrong (skipping the first 5% where norms are transient)."""
+    """`max_norm` from this run's own healthy history: the `clip_percentile` of the gradient norm
+    over the steps before things went wrong (skipping the first `clip_skip_share` of them, where
+    norms are transient; `GradientLimits` holds the numbers)."""
     gn = q.grad_norm[:end]
-    start = min(int(0.05 * end), max(0, end - 10))
+    start = min(int(LIMITS.clip_skip_share * end), max(0, end - LIMITS.clip_min_window))
     window = gn[start:end]
     window = window[np.isfinite(window)]
-    if window.size < 3:
+    if window.size < LIMITS.clip_min_points:
         return None
     # the healthy distribution only: a growth phase inside the window would lift the p95 to the
     # very values that blew up
     med = float(np.median(window))
-    healthy = window[window <= 5 * med] if med > 0 else window
-    p95 = round_sig(percentile(healthy if healthy.size >= 3 else window, 95), 2)
+    healthy = window[window <= LIMITS.clip_healthy_over_median * med] if med > 0 else window
+    p95 = round_sig(percentile(healthy if healthy.size >= LIMITS.clip_min_points else window,
+                               LIMITS.clip_percentile), 2)
     a, b = int(q.steps[start]), int(q.steps[max(start, end - 1)])
     clip = clip_in_place(q.run)
     if clip is not None:
@@ -53,7 +126,7 @@ def already_clipped_fix(clip: float, suggested: float | None = None, first: int 
     """The clipping fix for a run that already clips at `clip`: a threshold well below it from the
     run's own healthy norms when there is one, else that clipping is in place and what to do
     instead (the norms the detectors read are measured before clipping)."""
-    if suggested is not None and first is not None and last is not None and suggested < 0.5 * clip:
+    if suggested is not None and first is not None and last is not None and suggested < LIMITS.tighter_clip_share * clip:
         return Fix.clip(Msg("grad.fix_clip_tighter", clip=clip, max_norm=suggested, first=first, last=last),
                         max_norm=suggested)
     return Fix.code(Msg("grad.fix_already_clipped", clip=clip))
@@ -63,27 +136,28 @@ def already_clipped_fix(clip: float, suggested: float | None = None, first: int 
 def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
     """The gradient norm grows by orders of magnitude, then overflows (or keeps growing).
 
-    Non-finite case: the norm in the 25 steps before the first non-finite step peaks >= 10x the
-    early median. Finite case (warning): the late median is >= 50x the early median, above 10,
-    and the loss is no better than early on. Suppressed: growth within the first 10 steps of a
-    run whose loss never improved (that is the learning rate, `lr_too_high`), and skipped steps
-    of a GradScaler run (overflow there is the scaler's normal probing).
+    Non-finite case: the norm in the `prelude_steps` before the first non-finite step peaks
+    `prelude_growth` times the early median. Finite case (warning): the late median is
+    `sustained_growth` times the early median, above `sustained_floor`, and the loss is no better
+    than early on. A run whose loss never improved before blowing up early gets a lower confidence
+    (that is the learning rate, `lr_too_high`); skipped steps of a GradScaler run are ignored
+    (overflow there is the scaler's normal probing). The numbers are `GradientLimits`' fields.
     """
     gn = np.where(q.skipped, np.nan, q.grad_norm)
     end = q.healthy_end
     fin = np.flatnonzero(np.isfinite(gn[:end]))
-    if fin.size < 6:
+    if fin.size < LIMITS.explosion_min_points:
         return []
-    early = gn[fin[: max(3, min(20, fin.size // 5))]]
+    early = gn[fin[: max(LIMITS.early_min, min(LIMITS.early_max, fin.size // 5))]]
     base = float(np.median(early))
     if q.first_bad is not None:
-        lo = max(0, end - 25)
+        lo = max(0, end - LIMITS.prelude_steps)
         recent = gn[lo:end]
         recent = recent[np.isfinite(recent)]
         if recent.size == 0 or base <= 0:
             return []
         peak = float(recent.max())
-        if peak < 10 * base:
+        if peak < LIMITS.prelude_growth * base:
             return []
         s = int(q.steps[q.first_bad])  # the first non-finite step
         grew_from = int(q.steps[lo])
@@ -104,28 +178,29 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
         # a loss that never improved before blowing up early is the learning rate (lr_too_high)
         pre = q.loss[:end]
         pre = pre[np.isfinite(pre)]
-        never_improved = pre.size > 0 and float(pre.min()) >= 0.8 * q.loss_start and end <= max(50, q.n // 10)
+        never_improved = (pre.size > 0 and float(pre.min()) >= LIMITS.never_improved_share * q.loss_start
+                          and end <= max(LIMITS.never_improved_steps, q.n // 10))
         return [Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",
                         confidence=0.6 if never_improved else 0.85,
                         step=s, batch=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
     # finite: sustained growth with no progress
     n = fin.size
-    if n < 40:
+    if n < LIMITS.sustained_min_points:
         return []
-    late = gn[fin[-max(5, n // 5):]]
+    late = gn[fin[-max(LIMITS.late_min, n // 5):]]
     late_med = float(np.median(late))
-    if base <= 0 or late_med < 50 * base or late_med < 10:
+    if base <= 0 or late_med < LIMITS.sustained_growth * base or late_med < LIMITS.sustained_floor:
         return []
     loss = q.loss
     lf = q.finite_loss
-    if lf.size >= 10:
+    if lf.size >= LIMITS.loss_min_points:
         l_early = float(np.median(loss[lf[: max(3, lf.size // 5)]]))
         l_late = float(np.median(loss[lf[-max(3, lf.size // 5):]]))
-        if l_late < 0.9 * l_early:
+        if l_late < LIMITS.improved_share * l_early:
             return []
-    i0 = fin[-max(5, n // 5)]
+    i0 = fin[-max(LIMITS.late_min, n // 5)]
     s = int(q.steps[i0])
-    fixes = [f for f in [clip_fix(q, int(fin[max(5, n // 5)]))] if f]
+    fixes = [f for f in [clip_fix(q, int(fin[max(LIMITS.late_min, n // 5)]))] if f]
     return [Finding(cause="grad_explosion", symptom="divergence", severity="warning", confidence=0.6,
                     step=s, evidence=[Msg("grad.median_rose", start=base, end=late_med, step=s,
                                           ratio=late_med / base)],
@@ -148,7 +223,7 @@ def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
     names = [L.modules[i] for i in idx]
     parents = {n[:k] for n in names for k in range(len(n)) if n[k] == "."}
     leafish = [int(i) for i, n in zip(idx, names) if n not in parents and n != "<model>"]
-    if len(leafish) < 3:
+    if len(leafish) < LIMITS.vanishing_min_layers:
         return None
     return leafish, g
 
@@ -156,8 +231,8 @@ def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
 @detector("vanishing_gradient", needs=("layers",),
           hint=Msg("hint.layers"))
 def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
-    """Early layers get ~nothing (AUTOTRAINER: ||g_first|| / ||g_last|| < 1e-3 and ||g_first|| < 1e-4,
-    medians over sampled steps). Needs the per-layer gradient norms only `watch` records.
+    """Early layers get ~nothing (AUTOTRAINER: ||g_first|| / ||g_last|| below `vanishing_ratio`
+    and ||g_first|| below `vanishing_first`, medians over sampled steps; `GradientLimits`). Needs the per-layer gradient norms only `watch` records.
     Suppressed when the loss is still improving well (deep nets with small early-layer gradients
     can be fine), and on non-finite steps."""
     pm = _param_modules(run)
@@ -166,7 +241,7 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
         return []
     idx, g = pm
     ok_rows = np.all(np.isfinite(g[:, idx]) | np.isnan(g[:, idx]), axis=1) & np.isfinite(g[:, idx]).all(axis=1)
-    if ok_rows.sum() < 3:
+    if ok_rows.sum() < LIMITS.vanishing_min_rows:
         return []
     gg = g[ok_rows][:, idx]
     k = max(1, len(idx) // 5)
@@ -174,13 +249,14 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
     last = np.median(gg[:, -k:], axis=1)
     ratio = float(np.median(first / np.maximum(last, 1e-30)))
     g_first = float(np.median(first))
-    if not (ratio < 1e-3 and g_first < 1e-4) or float(np.median(last)) < 1e-8:
+    if not (ratio < LIMITS.vanishing_ratio and g_first < LIMITS.vanishing_first) \
+            or float(np.median(last)) < LIMITS.all_zero:
         return []  # (all-zero gradients are a different fault: nothing to learn from, see labels)
     lf = q.finite_loss
-    if lf.size >= 10:
+    if lf.size >= LIMITS.loss_min_points:
         l0 = float(np.median(q.loss[lf[:5]]))
         l1 = float(np.median(q.loss[lf[-5:]]))
-        if l1 < 0.7 * l0:
+        if l1 < LIMITS.vanishing_improved_share * l0:
             return []
     first_name = L.modules[idx[0]]
     last_name = L.modules[idx[-1]]
@@ -214,13 +290,14 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     if i == 0 or fin.size == 0:
         cause, conf = "nonfinite_data", 0.3
         ev.append(Msg("grad.before_any_update"))
-    elif gfin.size >= 2 and float(np.median(gfin)) > 0 and gfin[-1] >= 10 * float(np.median(gfin)):
+    elif gfin.size >= LIMITS.net_min_points and float(np.median(gfin)) > 0 \
+            and gfin[-1] >= LIMITS.net_grad_growth * float(np.median(gfin)):
         cause, conf = "grad_explosion", 0.5
         ev.append(Msg("grad.rose_just_before", grad=float(gfin[-1]), ratio=float(gfin[-1] / np.median(gfin))))
     else:
         tail = pre[fin[-max(2, min(10, fin.size // 4)):]]
         base = float(np.median(pre[fin]))
-        if tail.size and base > 0 and float(tail.max()) >= 1.5 * base:
+        if tail.size and base > 0 and float(tail.max()) >= LIMITS.net_loss_rise * base:
             cause, conf = "lr_too_high", 0.4
             ev.append(Msg("grad.loss_rose_just_before", loss=float(tail.max()), ratio=float(tail.max()) / base,
                           median=base))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..findings import Finding, as_fixes
@@ -11,6 +13,43 @@ from .base import detector
 from .quantities import Quantities
 
 
+@dataclass(frozen=True)
+class LabelMaskLimits:
+    #: all-masked batches that are at least this share of the logged ones: critical, the run
+    #: trains on almost nothing (an occasional one is a warning)
+    most_batches: float = 0.5
+    #: samples without a supervised position that are at least this share: a warning (rule of
+    #: thumb, untuned)
+    unsupervised_samples: float = 0.25
+    #: packed examples without a supervised position at this share: a warning (the rows around
+    #: them still have labels, so a smaller share is only worth an info; rule of thumb)
+    unsupervised_examples: float = 0.05
+    #: a median of the other losses above this: the run's loss is "well above 0" (an exact 0
+    #: among them is then no converged loss)
+    well_above_zero: float = 1e-2
+    #: other losses needed for that median
+    min_other_losses: int = 2
+    #: exact zeros at the start: at least this many, in the first `head_rows` finite losses, the
+    #: first ones all zero
+    zeros_from_start: int = 3
+    head_rows: int = 10
+    #: the loss just before a drop to exactly 0 is at least this: 1000x what a four-decimal log
+    #: can still print, so the 0 is no converged loss rounded down
+    zero_drop_from: float = 0.05
+    #: finite losses needed for the drop rule, and logged zeros after the drop
+    drop_min_points: int = 4
+    zeros_after_drop: int = 2
+    #: an SFT run whose median ignored share is at most this masks (almost) nothing: the prompt
+    #: is supervised (a chat template's prompt is far more than 2% of a row; rule of thumb)
+    leak_ignored_share: float = 0.02
+    #: at most this many packed spans are kept, and this many named in the evidence
+    spans_kept: int = 32
+    spans_shown: int = 3
+
+
+LIMITS = LabelMaskLimits()
+
+
 @detector("label_mask_empty", needs_any=("label_ignored_frac", "loss"))
 def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
     """Every label position is the ignore index (-100): mean over zero tokens is NaN (or 0 with a
@@ -18,12 +57,13 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
 
     From the batch: batches with 100% ignored labels (critical when they are most batches or
     the loss broke there; warning for an occasional one) and samples with no supervised position
-    (warning when >= 25% of samples); in packed rows, the examples inside a row with no supervised
-    position (warning when >= 5% of the examples: the row around them still has labels, so the
-    per-row numbers look healthy). From the loss alone (foreign logs): a non-finite loss with a
-    gradient norm of exactly 0 (only an empty mean does that), a loss of exactly 0.0 for >= 3
-    logged steps from the start with a zero gradient norm, or a loss that falls from >= 0.05 to
-    exactly 0.0 in one logged step and stays there (no gradient norm saying otherwise).
+    (warning from `unsupervised_samples` of the samples on); in packed rows, the examples inside a
+    row with no supervised position (warning from `unsupervised_examples` of them on: the row
+    around them still has labels, so the per-row numbers look healthy). From the loss alone
+    (foreign logs): a non-finite loss with a gradient norm of exactly 0 (only an empty mean does
+    that), a loss of exactly 0.0 for the first `zeros_from_start` logged steps with a zero gradient
+    norm, or a loss that falls from `zero_drop_from` or more to exactly 0.0 in one logged step and
+    stays there (no gradient norm saying otherwise). Numbers: `LabelMaskLimits`.
     """
     fi = run.col("label_ignored_frac")
     if np.isfinite(fi).any():  # the batch's own label statistics outrank what the loss suggests
@@ -41,7 +81,7 @@ def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding
     i = int(np.flatnonzero(full)[0])
     s = int(q.steps[i])
     n_full = int(full.sum())
-    most = n_full >= 0.5 * logged
+    most = n_full >= LIMITS.most_batches * logged
     broke = q.first_bad is not None and q.first_bad >= i and q.first_bad - i <= 1
     ev: list[str] = [Msg("labels.batches_all_masked", n_full=n_full, logged=logged, step=s)]
     loss_i = q.loss[i]
@@ -58,14 +98,14 @@ def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding
 
 
 def _samples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
-    """A quarter or more of the samples have no supervised position: they train nothing."""
+    """`unsupervised_samples` or more of the samples have no supervised position: they train nothing."""
     es = run.col("label_empty_samples")
     bs = run.col("batch_size")
     ok = np.isfinite(es) & np.isfinite(bs) & (bs > 0)
     if not ok.any():
         return []
     frac = float(es[ok].sum() / bs[ok].sum())
-    if frac < 0.25:
+    if frac < LIMITS.unsupervised_samples:
         return []
     i = int(np.flatnonzero(ok & (es > 0))[0])
     s = int(q.steps[i])
@@ -87,13 +127,13 @@ def _examples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
     total = int(np.nansum(pe)) if np.isfinite(pe).any() else 0
     total = max(total, n, 1)
     s = min(events)
-    at = [e for e in (events[s].get("at") or []) if isinstance(e, dict)][:32]
+    at = [e for e in (events[s].get("at") or []) if isinstance(e, dict)][:LIMITS.spans_kept]
     frac = n / total
     ev: list[str] = [Msg("labels.examples_unsupervised", n=n, total=total, pct=frac * 100, step=s)]
     ev += [Msg("labels.example_span", step=s, row=e.get("row"), example=e.get("example"), start=e.get("start"),
-               end=e.get("end")) for e in at[:3]]
+               end=e.get("end")) for e in at[:LIMITS.spans_shown]]
     return [Finding(
-        cause="label_mask_empty", symptom="slow_convergence", severity="warning" if frac >= 0.05 else "info",
+        cause="label_mask_empty", symptom="slow_convergence", severity="warning" if frac >= LIMITS.unsupervised_examples else "info",
         confidence=0.85, step=s, batch=s, samples=sorted({int(e["row"]) for e in at if "row" in e}) or None,
         examples=at, evidence=ev, fixes=as_fixes([Msg("labels.fix_packed_unsupervised")]))]
 
@@ -122,7 +162,7 @@ def _zero_loss_nonfinite_grad(run: Run, q: Quantities) -> list[Finding]:
     batch makes a NaN or huge loss, never an exact 0."""
     zero_nan = q.loss_logged & (q.loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(q.grad_norm)
     others = q.loss[q.loss_logged & np.isfinite(q.loss) & (q.loss != 0.0)]
-    if not (zero_nan.any() and others.size >= 2 and float(np.median(others)) > 1e-2):
+    if not (zero_nan.any() and others.size >= LIMITS.min_other_losses and float(np.median(others)) > LIMITS.well_above_zero):
         return []
     i = int(np.flatnonzero(zero_nan)[0])
     s = int(q.steps[i])
@@ -138,13 +178,14 @@ def _zero_loss_nonfinite_grad(run: Run, q: Quantities) -> list[Finding]:
 def _zero_loss_from_start(q: Quantities) -> list[Finding]:
     """The loss alone: exact zeros in the first logged steps, with a zero (or unlogged) gradient norm."""
     lf = q.finite_loss
-    if lf.size < 3:
+    n0 = LIMITS.zeros_from_start
+    if lf.size < n0:
         return []
-    head = q.loss[lf[:10]]
+    head = q.loss[lf[:LIMITS.head_rows]]
     zeros = head == 0.0
-    if not (zeros.sum() >= 3 and zeros[:3].all()):
+    if not (zeros.sum() >= n0 and zeros[:n0].all()):
         return []
-    gn = q.grad_norm[lf[:10]]
+    gn = q.grad_norm[lf[:LIMITS.head_rows]]
     gz = np.isfinite(gn) & (gn == 0)
     if np.isfinite(gn).any() and not gz.any():
         return []
@@ -156,23 +197,22 @@ def _zero_loss_from_start(q: Quantities) -> list[Finding]:
         fixes=as_fixes([Msg("labels.fix_some_labels_not_ignored")]))]
 
 
-#: the loss just before a drop to exactly 0 is at least this: 1000x what a four-decimal log can still
-#: print, so the 0 is no converged loss rounded down
-ZERO_DROP_FROM = 0.05
+#: the loss just before a drop to exactly 0 is at least this (`LabelMaskLimits.zero_drop_from`)
+ZERO_DROP_FROM = LIMITS.zero_drop_from
 
 
 def _zero_loss_drop(run: Run, q: Quantities) -> list[Finding]:
-    """The loss alone: it falls from >= 0.05 to exactly 0.0 in one logged step and stays 0 for the
-    rest of the log (>= 2 logged steps), with no finite non-zero gradient norm there. A model does
+    """The loss alone: it falls from `zero_drop_from` or more to exactly 0.0 in one logged step and
+    stays 0 for the rest of the log (`zeros_after_drop` logged steps or more), with no finite non-zero gradient norm there. A model does
     not learn that in one step: the batches there supervise no token (the mean over none is logged
     as 0), or those steps went NaN and the trainer logged them as 0 (the HF Trainer's
     `logging_nan_inf_filter`). A notebook's `Step | Training Loss` table shows nothing else."""
     lf = q.finite_loss
     zero = q.loss[lf] == 0.0
-    if lf.size < 4 or not zero[-1]:
+    if lf.size < LIMITS.drop_min_points or not zero[-1]:
         return []
     start = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0
-    if start == 0 or len(zero) - start < 2 or q.loss[lf[start - 1]] < ZERO_DROP_FROM:
+    if start == 0 or len(zero) - start < LIMITS.zeros_after_drop or q.loss[lf[start - 1]] < ZERO_DROP_FROM:
         return []
     gn = q.grad_norm[lf[start:]]
     if (np.isfinite(gn) & (gn > 0)).any():
@@ -200,7 +240,7 @@ def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
         return []
     fi = _ignored_beyond_packing(run)
     v = fi[np.isfinite(fi)]
-    if v.size < 1 or float(np.median(v)) > 0.02:
+    if v.size < 1 or float(np.median(v)) > LIMITS.leak_ignored_share:
         return []
     i = int(np.flatnonzero(np.isfinite(fi))[0])
     return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.7,

@@ -97,6 +97,8 @@ class StaleGradThresholds:
     #: gradient-norm growth, last over first measured step, quoted as evidence (sums of k gradients
     #: grow ~k-fold when they point the same way; measured on the zoo's scenario)
     norm_growth: float = 2.0
+    #: positive gradient norms needed to quote that growth
+    norm_min_points: int = 4
 
 
 STALE = StaleGradThresholds()
@@ -134,7 +136,7 @@ def _norm_growth(run: Run, q: Quantities) -> Msg | None:
         return None
     gn = run.col("grad_norm")
     ok = np.flatnonzero(np.isfinite(gn) & (gn > 0))
-    if ok.size < 4 or not q.finite_loss.size:
+    if ok.size < STALE.norm_min_points or not q.finite_loss.size:
         return None
     a, b = float(gn[ok[0]]), float(gn[ok[-1]])
     if b < STALE.norm_growth * a:
@@ -167,6 +169,8 @@ class SoftmaxLossThresholds:
     #: the loss must have come within this share of the way from chance down to the floor: a run
     #: still at chance is saturated at chance, whatever the loss (measured on the zoo scenario: 0.9+)
     progress: float = 0.5
+    #: slack on [0, 1] for an output to count as a probability (float32 rounding of a softmax)
+    prob_tol: float = 1e-6
 
 
 SOFTMAX = SoftmaxLossThresholds()
@@ -178,7 +182,8 @@ def softmax_before_loss(run: Run, q: Quantities) -> list[Finding]:
     idx = np.flatnonzero(np.isfinite(dev) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(k))
     if idx.size < SOFTMAX.min_measured or not q.finite_loss.size:
         return []
-    dist = (lo[idx] >= -1e-6) & (hi[idx] <= 1 + 1e-6) & (dev[idx] <= SOFTMAX.rowsum_tol) & (k[idx] >= 2)
+    dist = (lo[idx] >= -SOFTMAX.prob_tol) & (hi[idx] <= 1 + SOFTMAX.prob_tol) & (dev[idx] <= SOFTMAX.rowsum_tol) \
+        & (k[idx] >= 2)
     if dist.mean() < SOFTMAX.share:
         return []
     classes = int(np.median(k[idx][dist]))
@@ -252,6 +257,9 @@ class EndlessWarmupThresholds:
     rise: float = 3.0
     #: the last tenth of the run still rises by at least this share of the total rise
     still_rising: float = 0.05
+    #: a step down by more than this share of the last LR is a fall (float noise of a logged LR
+    #: is far below it): a schedule that ends its warm-up
+    fall_tol: float = 1e-9
 
 
 WARMUP = EndlessWarmupThresholds()
@@ -266,7 +274,7 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     lo, hi = float(x[0]), float(x[-1])
     if lo <= 0 or hi < WARMUP.rise * lo:
         return []
-    if np.any(np.diff(x) < -1e-9 * hi):  # it fell somewhere: a schedule that ends its warm-up
+    if np.any(np.diff(x) < -WARMUP.fall_tol * hi):  # it fell somewhere: a schedule that ends its warm-up
         return []
     tenth = x[int(0.9 * x.size)]
     if hi - tenth < WARMUP.still_rising * (hi - lo):

@@ -138,6 +138,10 @@ class SigmoidThresholds:
     #: how far below the floor -ln sigmoid(1) the loss may go and still be saturated there (batch
     #: noise; measured default)
     below_floor: float = 0.02
+    #: slack on [0, 1] for an output to count as a probability (float32 rounding of a sigmoid)
+    prob_tol: float = 1e-6
+    #: a final loss above ln 2 (a coin flip's BCE) is no saturation: the model learned nothing
+    coin_flip: float = math.log(2)
 
 
 SIGMOID = SigmoidThresholds()
@@ -156,7 +160,7 @@ def sigmoid_before_bce(run: Run, q: Quantities) -> list[Finding]:
     if idx.size < SIGMOID.min_measured or not q.finite_loss.size:
         return []
     dist = (k[idx] >= 2) & np.isfinite(dev[idx]) & (dev[idx] <= SIGMOID.rowsum_tol)
-    probs = (lo[idx] >= -1e-6) & (hi[idx] <= 1 + 1e-6) & ~dist
+    probs = (lo[idx] >= -SIGMOID.prob_tol) & (hi[idx] <= 1 + SIGMOID.prob_tol) & ~dist
     if probs.mean() < SIGMOID.share:
         return []
     last = idx[-1]
@@ -164,7 +168,7 @@ def sigmoid_before_bce(run: Run, q: Quantities) -> list[Finding]:
         return []
     y = q.loss[q.finite_loss]
     best, end = float(np.min(y)), float(np.median(y[-max(1, y.size // 5):]))
-    if best < SIGMOID_FLOOR - SIGMOID.below_floor or end > math.log(2):
+    if best < SIGMOID_FLOOR - SIGMOID.below_floor or end > SIGMOID.coin_flip:
         return []
     evidence: list[str] = [
         Msg("wiring.sigmoid.outputs", n=int(probs.sum()), of=int(idx.size), lo=float(lo[last]), hi=float(hi[last]),

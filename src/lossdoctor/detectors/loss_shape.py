@@ -3,6 +3,7 @@ data would go (noisy labels)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -15,25 +16,97 @@ from .gradients import clip_fix
 from .quantities import Quantities, trailing_baseline
 
 
+@dataclass(frozen=True)
+class LossShapeLimits:
+    #: the spike rule's trailing baseline: ~1/20 of the run, within these bounds (rule of thumb)
+    window_share: int = 20
+    window_min: int = 10
+    window_max: int = 100
+    #: MAD -> standard deviation for a normal distribution (the textbook constant), and a floor
+    #: so a flat log-loss has a finite z
+    mad_to_sigma: float = 1.4826
+    sigma_floor: float = 1e-3
+    #: robust sigmas (log space) over the trailing median: a spike (tuned on the zoo's healthy
+    #: controls: heavy-tailed small-batch losses reach z ~5)
+    spike_z: float = 8
+    #: ... and this many times the trailing median (a 2x jump is where people call it a spike)
+    spike_ratio: float = 2
+    #: a smaller jump (this many times) counts when it gives back this share of all the progress
+    #: (an LM at 2.6 from 4.3 that sees random tokens jumps to 4.8: less than 2x, all its progress)
+    small_spike_ratio: float = 1.5
+    small_spike_give_back: float = 0.5
+    #: the run has trained: its baseline is below this share of the start
+    trained_share: float = 0.9
+    #: and a spike gives back at least this share of the progress made (a 100x jump of a loss at
+    #: 1e-4 is nothing in substance; measured on the zoo's healthy controls)
+    give_back: float = 0.2
+    #: the skip-window fix starts this many steps before the spike
+    skip_before: int = 20
+    #: finite losses needed for the spike rule (two baseline windows and some)
+    spike_min_points: int = 40
+    #: a spike's log excursion must exceed this many times the largest before it (so heavy-tailed
+    #: noise adapts its own threshold; tuned on the zoo's small-batch controls)
+    over_prior_excursion: float = 2
+    #: steps after the spike looked at for a recovery, and the level it must come back below
+    #: (times the baseline)
+    recovery_steps: int = 50
+    recovered_ratio: float = 1.3
+    #: at most this many spike findings per run (the rest are counted in the evidence)
+    max_incidents: int = 5
+    #: prior points needed for the input/grad medians the evidence compares with
+    min_prior_inputs: int = 3
+    min_prior_grads: int = 5
+    #: an input absmax this many times its recent median: an outlier batch (rule of thumb)
+    outlier_input: float = 10
+    #: an LR this many times the step before: the LR changed at the spike
+    lr_jump: float = 1.5
+    #: a gradient norm this many times its recent median: a grad-norm surge (rule of thumb)
+    grad_surge: float = 5
+    #: noisy_data: finite losses needed (a plateau needs a long log)
+    plateau_min_points: int = 100
+    #: the end median over the last tenth (at least this many points)
+    end_min_points: int = 5
+    #: the end still at this share of the start: the loss stalled high
+    stalled_high_share: float = 0.75
+    #: the end at this share of the chance level: the model learned nothing beyond the label
+    #: frequencies
+    at_chance_share: float = 0.9
+    #: the second half improved by less than 3% (5% at chance: a creep there is no learning)
+    stalled_mid_share: float = 0.97
+    stalled_mid_share_at_chance: float = 0.95
+    #: gradient norms needed, and the late/early ratio that says the optimizer keeps pushing
+    plateau_min_grads: int = 20
+    grad_stays_share: float = 0.5
+    #: a median update ratio below this is no healthy update (Karpathy's ~1e-3 rule of thumb,
+    #: with a decade of slack)
+    min_update_ratio: float = 1e-4
+
+
+LIMITS = LossShapeLimits()
+
+
 def spike_window(n: int) -> int:
-    """Steps in the trailing baseline of the spike rule: ~5% of the run, within [10, 100]."""
-    return int(min(100, max(10, n // 20)))
+    """Steps in the trailing baseline of the spike rule: 1/`window_share` of the run, within
+    [`window_min`, `window_max`] (`LossShapeLimits`)."""
+    return int(min(LIMITS.window_max, max(LIMITS.window_min, n // LIMITS.window_share)))
 
 
 def robust_sigma(mad: Any) -> Any:
-    """Standard deviation from the median absolute deviation of log-losses (+1e-3 floor)."""
-    return 1.4826 * mad + 1e-3
+    """Standard deviation from the median absolute deviation of log-losses (plus a floor)."""
+    return LIMITS.mad_to_sigma * mad + LIMITS.sigma_floor
 
 
 def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
     """The spike rule, shared with the streaming version the incident flow runs (floats or arrays):
-    a robust z > 8 in log space and >= 2x the trailing median, in a run that has trained (median
-    below 0.9x its start), giving back >= 20% of the progress made: heavy-tailed noise around a
-    loss of 1e-4 (one hard sample in a small batch) is 100x in ratio but nothing in substance.
-    A jump of 1.5-2x counts when it gives back >= half of all the progress made (an LM at 2.6 from
-    4.3 that sees a batch of random tokens jumps to 4.8: less than 2x, but all its progress)."""
-    return (z > 8) & ((ratio >= 2) | ((ratio >= 1.5) & ((loss - base) >= 0.5 * (start - base)))) \
-        & (base < 0.9 * start) & ((loss - base) >= 0.2 * (start - base))
+    a robust z above `spike_z` in log space and `spike_ratio` times the trailing median, in a run
+    that has trained (median below `trained_share` of its start), giving back `give_back` of the
+    progress made: heavy-tailed noise around a loss of 1e-4 (one hard sample in a small batch) is
+    100x in ratio but nothing in substance. A smaller jump (`small_spike_ratio`) counts when it
+    gives back `small_spike_give_back` of all the progress made (numbers: `LossShapeLimits`)."""
+    L = LIMITS
+    return (z > L.spike_z) & ((ratio >= L.spike_ratio) | ((ratio >= L.small_spike_ratio)
+                                                          & ((loss - base) >= L.small_spike_give_back * (start - base)))) \
+        & (base < L.trained_share * start) & ((loss - base) >= L.give_back * (start - base))
 
 
 def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[FixLike]:
@@ -41,7 +114,7 @@ def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[FixLike]
     digest: skip it (PaLM and OLMo rewind to a checkpoint before the spike and skip the batches
     around it); cutting the LR would slow the whole run for one bad window, so it is never advised.
     Recurring spikes are the optimiser's instability: lower the peak LR, QK-layernorm, z-loss."""
-    skip = Msg("spike.fix.skip_window", step=step, first=max(0, step - 20))
+    skip = Msg("spike.fix.skip_window", step=step, first=max(0, step - LIMITS.skip_before))
     if recurring:
         return [Msg("spike.fix.recurring"), skip]
     if recovered:
@@ -53,15 +126,15 @@ def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[FixLike]
 def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     """The loss suddenly rises far above its recent level after training well, without NaN.
 
-    A spike is a finite loss >= 2x the median of the previous block (1.5x when it gives back half
-    the progress made, see `is_spike`) and > 8 robust standard deviations above it in log space,
-    and more than 2x the largest excursion seen in the blocks before it, in log space (so
-    heavy-tailed small-batch noise adapts its own threshold). The run must have trained first (baseline below 0.9x the starting loss). Critical when the loss does not come
-    back below 1.3x the baseline within 50 steps. The evidence says what coincided with it: an
+    A spike is a finite loss that passes `is_spike` against the trailing block and exceeds
+    `over_prior_excursion` times the largest excursion seen in the blocks before it, in log space
+    (so heavy-tailed small-batch noise adapts its own threshold). Critical when the loss does not
+    come back below `recovered_ratio` times the baseline within `recovery_steps` (numbers:
+    `LossShapeLimits`). The evidence says what coincided with it: an
     outlier batch, an LR change, a grad-norm surge.
     """
     lf = q.finite_loss
-    if lf.size < 40:
+    if lf.size < LIMITS.spike_min_points:
         return []
     x = q.loss[lf]
     if (x <= 0).any():
@@ -89,7 +162,7 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     # the excursion must be more than twice the largest before it, measured in log space like z
     # (x1.78 after excursions of x1.15 stands out; x3 after excursions of x1.9 does not)
     prior_log = np.log(np.maximum(np.nan_to_num(prior_max, nan=1.0), 1.0))
-    cond &= ~(np.isfinite(prior_max) & (lx - med <= 2 * prior_log))
+    cond &= ~(np.isfinite(prior_max) & (lx - med <= LIMITS.over_prior_excursion * prior_log))
     hits = np.flatnonzero(cond)
     if hits.size == 0:
         return []
@@ -104,7 +177,7 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     # the non-finite detectors report (with this rise as their evidence)
     if q.first_bad is not None:
         groups = [g for g in groups if not (0 <= q.first_bad - int(lf[g[0]]) <= w)]
-    return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[:5]]
+    return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[:LIMITS.max_incidents]]
 
 
 def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: np.ndarray,
@@ -114,8 +187,8 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
     s = int(q.steps[i])
     base = float(np.exp(med[j]))
     peak = float(x[j])
-    after = x[j + 1: j + 51]
-    recovered = after.size > 0 and bool((after < 1.3 * base).any())
+    after = x[j + 1: j + 1 + LIMITS.recovery_steps]
+    recovered = after.size > 0 and bool((after < LIMITS.recovered_ratio * base).any())
     ev: list[str] = [Msg("spike.jumped", peak=peak, s=s, x=peak / base, base=base, w=w, z=float(z[j]))]
     ev.append(Msg("spike.came_back_50") if recovered else Msg("scalars.spike.not_back"))
     if len(group) > 1:
@@ -124,21 +197,21 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         ev.append(Msg("spike.incidents", n=n_incidents))
     fixes: list[FixLike] = []
     ia = run.col("input_absmax")
-    if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= 3:
+    if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= LIMITS.min_prior_inputs:
         m = float(np.nanmedian(ia[max(0, i - w):i]))
-        if ia[i] > 10 * m:
+        if ia[i] > LIMITS.outlier_input * m:
             ev.append(Msg("spike.outlier_batch", s=s, a=float(ia[i]), m=m))
             fixes.append(Msg("spike.fix.outlier_batch", s=s))
     lr = q.lr
-    if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > 1.5:
+    if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > LIMITS.lr_jump:
         ev.append(Msg("spike.lr_changed", a=float(lr[i - 1]), b=float(lr[i])))
     gn = q.grad_norm
     one_off = recovered and n_incidents == 1
-    if np.isfinite(gn[max(0, i - w):i]).sum() >= 5 and np.isfinite(gn[i]):
+    if np.isfinite(gn[max(0, i - w):i]).sum() >= LIMITS.min_prior_grads and np.isfinite(gn[i]):
         g = gn[max(0, i - w):i]
         g = g[np.isfinite(g)]
         gm = float(np.median(g))
-        if gn[i] > 5 * gm:
+        if gn[i] > LIMITS.grad_surge * gm:
             ev.append(Msg("spike.grad_surged", g=float(gn[i]), x=float(gn[i]) / gm))
         c = clip_fix(q, i)
         if c and not one_off:
@@ -155,46 +228,51 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
 def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     """The loss stalls high while the optimizer keeps moving: noisy or mismatched labels.
 
-    Fires when, over >= 100 steps, the loss stopped (second half improves < 3%) at >= 75% of its
-    start, updates are healthy (update ratio >= 1e-4 when known), and either
-    - the gradient norm stays >= 0.5x its early level (the model is pushed hard but cannot fit), or
-    - the loss sits at >= 90% of the chance level (ln classes) while the weights keep moving: the
+    Fires when, over `plateau_min_points` steps, the loss stopped (second half improves less than
+    `stalled_mid_share` allows) at `stalled_high_share` of its start, updates are healthy (update
+    ratio above `min_update_ratio` when known), and either
+    - the gradient norm stays at `grad_stays_share` of its early level (the model is pushed hard
+      but cannot fit), or
+    - the loss sits at `at_chance_share` of the chance level (ln classes) while the weights keep
+      moving: the
       model learned nothing beyond the label frequencies, which is what labels that do not belong
       to their inputs (shuffled, misaligned by one batch, mostly random) look like. Its gradients
       shrink once it predicts the marginal, so the first test misses this case; a second half
-      that improves by up to 5% (not 3%) still counts as stalled there.
+      that improves a little more (`stalled_mid_share_at_chance`) still counts as stalled there.
+    (Numbers: `LossShapeLimits`.)
     Low confidence by nature (capacity limits look similar): dropped when anything else is found.
     """
     lf = q.finite_loss
-    if lf.size < 100 or q.first_bad is not None:
+    if lf.size < LIMITS.plateau_min_points or q.first_bad is not None:
         return []
     x = q.loss[lf]
     h = x.size // 2
-    k = max(5, x.size // 10)
+    k = max(LIMITS.end_min_points, x.size // 10)
     start = q.loss_start
     mid = float(np.median(x[h - k // 2: h + k // 2]))
     end = float(np.median(x[-k:]))
     chance = run.meta.get("chance_loss")
-    at_chance = isinstance(chance, (int, float)) and chance > 0 and end >= 0.9 * float(chance)
+    at_chance = isinstance(chance, (int, float)) and chance > 0 and end >= LIMITS.at_chance_share * float(chance)
     # at the chance level a creep of a few percent is not learning: allow 5% there, 3% elsewhere
-    if start <= 0 or end < 0.75 * start or end < (0.95 if at_chance else 0.97) * mid:
+    stalled_mid = LIMITS.stalled_mid_share_at_chance if at_chance else LIMITS.stalled_mid_share
+    if start <= 0 or end < LIMITS.stalled_high_share * start or end < stalled_mid * mid:
         return []
     gn = q.grad_norm[lf]
     g = gn[np.isfinite(gn)]
-    if g.size < 20:
+    if g.size < LIMITS.plateau_min_grads:
         return []
-    g0 = float(np.median(g[: max(5, g.size // 10)]))
-    g1 = float(np.median(g[-max(5, g.size // 10):]))
-    if g0 <= 0 or mid <= 0 or (g1 < 0.5 * g0 and not at_chance):
+    g0 = float(np.median(g[: max(LIMITS.end_min_points, g.size // 10)]))
+    g1 = float(np.median(g[-max(LIMITS.end_min_points, g.size // 10):]))
+    if g0 <= 0 or mid <= 0 or (g1 < LIMITS.grad_stays_share * g0 and not at_chance):
         return []  # no gradient at all is not a data problem (masked labels, a frozen model)
     ur = run.col("update_ratio")
     ur = ur[np.isfinite(ur)]
-    if ur.size and float(np.median(ur)) < 1e-4:
+    if ur.size and float(np.median(ur)) < LIMITS.min_update_ratio:
         return []
     gain = (1 - end / mid) * 100
     plateau = dict(n=int(x.size), end=end, pct=end / start * 100, start=start)
     ev: list[str] = [Msg("noisy.plateau_gain", **plateau, gain=gain) if gain > 0 else Msg("noisy.plateau_flat", **plateau)]
-    if g1 >= 0.5 * g0:
+    if g1 >= LIMITS.grad_stays_share * g0:
         ev.append(Msg("noisy.grad_stays", g=g1, x=g1 / g0))
     if at_chance and isinstance(chance, (int, float)):  # (at_chance says it is a number)
         at = dict(pct=end / float(chance) * 100, c=float(chance))

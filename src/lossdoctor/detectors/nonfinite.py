@@ -8,6 +8,7 @@ name the cause directly instead of inferring it from the loss curve.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,49 @@ from .quantities import Quantities
 
 ATTENTION = re.compile(r"(attn|attention|self_att|cross_att|mha|softmax)", re.IGNORECASE)
 FP16_MAX = 65504.0
+
+
+@dataclass(frozen=True)
+class NonfiniteLimits:
+    #: non-finite batches this many steps apart are separate incidents (the monitor re-arms)
+    incident_gap: int = 50
+    #: at most this many bad-batch findings per run
+    max_incidents: int = 5
+    #: earlier batches needed for the median an absurd batch is compared with
+    min_prior_batches: int = 3
+    #: an input absmax above this (and `absurd_over_median` times the earlier median) at the
+    #: step training broke is absurd data; image pixels in [0, 255] are not (rule of thumb)
+    absurd_input: float = 1e3
+    absurd_over_median: float = 100
+    #: floor of that median (a batch of zeros has median 0)
+    median_floor: float = 1e-12
+    #: the loss went non-finite within this many steps of the bad batch: the batch broke it
+    broke_within: int = 2
+    #: steps listed in the incident's evidence before "..."
+    steps_shown: int = 8
+    #: a peak act_range_frac above this: the activations are fp16 (fp32/bf16 ranges end at
+    #: ~3e38: a healthy model's activations are a vanishing share of it)
+    fp16_range_share: float = 1e-20
+    #: prior rows whose largest activation the evidence reports
+    prior_rows: int = 50
+    #: first recorded steps that say which dtype the activations use
+    dtype_rows: int = 3
+    #: the loss rose this many times before the overflow, or an update ratio reached this: the
+    #: updates blew the weights up (lr_too_high's story; rule of thumb, untuned)
+    blown_up_loss: float = 10
+    blown_up_update: float = 0.1
+    #: the gradient-growth test (as gradients.grad_explosion's): finite norms needed, the early
+    #: median's bounds, the prelude, and the growth over the early median
+    growth_min_points: int = 6
+    early_min: int = 3
+    early_max: int = 20
+    prelude_steps: int = 25
+    growth: float = 10
+    #: fp16 activations above this share of the range are near overflow (a warning; rule of thumb)
+    near_overflow_share: float = 0.25
+
+
+LIMITS = NonfiniteLimits()
 
 
 def is_attention(layer: str | None, run: Run) -> bool:
@@ -43,13 +87,13 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
     training broke.
 
     Suppressions: a non-finite batch whose NaN never reaches the loss is a warning, not critical;
-    an outlier magnitude counts only when it coincides with the first non-finite step and is 100x
-    the median of earlier batches (image pixels in [0, 255] are not absurd).
+    an outlier magnitude counts only when it coincides with the first non-finite step and is
+    `absurd_over_median` times the median of earlier batches (`NonfiniteLimits`).
     """
     out: list[Finding] = []
     detail: dict[int, Any] = run.event("batch_nonfinite_detail")
     if detail:
-        for incident in _incidents(sorted(detail), gap=50)[:5]:
+        for incident in _incidents(sorted(detail), gap=LIMITS.incident_gap)[:LIMITS.max_incidents]:
             out.append(_bad_batch_finding(run, q, detail, incident))
         return out
     # an absurd-magnitude batch at the step where training broke
@@ -58,15 +102,15 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
     a = run.col("input_absmax")
     i = q.first_bad
     prev = a[:i][np.isfinite(a[:i])]
-    if prev.size >= 3 and np.isfinite(a[i]):
+    if prev.size >= LIMITS.min_prior_batches and np.isfinite(a[i]):
         med = float(np.median(prev))
-        if a[i] > 1e3 and a[i] > 100 * max(med, 1e-12):
+        if a[i] > LIMITS.absurd_input and a[i] > LIMITS.absurd_over_median * max(med, LIMITS.median_floor):
             s = int(q.steps[i])
             out.append(Finding(
                 cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.8,
                 step=s, batch=s,
                 evidence=[Msg("nonfinite.batch_absurd", step=s, absmax=float(a[i]),
-                              ratio=float(a[i] / max(med, 1e-12)), median=med),
+                              ratio=float(a[i] / max(med, LIMITS.median_floor)), median=med),
                           Msg("nonfinite.broke_at_that_step")],
                 fixes=as_fixes([Msg("nonfinite.fix_inspect_batch")])))
     return out
@@ -98,7 +142,7 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
     d = detail[s]
     samples = sorted({int(i) for v in d.values() for i in v}) if isinstance(d, dict) else None
     keys = [f"'{k}'" for k in d] if isinstance(d, dict) else Msg("nonfinite.the_batch")
-    broke = q.first_bad_step is not None and s <= q.first_bad_step <= s + 2
+    broke = q.first_bad_step is not None and s <= q.first_bad_step <= s + LIMITS.broke_within
     i = _row(q, s)
     loss_at = q.loss[i] if i < q.n else np.nan
     critical = broke or (i < q.n and run.logged("loss")[i] and not np.isfinite(loss_at))
@@ -110,7 +154,7 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
                 end=e.get("end")) for e in packed[:4]]))
     if len(steps) > 1:
         ev.append(Msg("nonfinite.batches_in_incident", n=len(steps),
-                      steps=str(steps[:8]) + ("..." if len(steps) > 8 else "")))
+                      steps=str(steps[:LIMITS.steps_shown]) + ("..." if len(steps) > LIMITS.steps_shown else "")))
     if critical:
         ev.append(Msg("nonfinite.broke_when_used", step=q.first_bad_step if broke else s))
     else:
@@ -163,11 +207,11 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     ia = run.col("input_absmax")
     # fp16 activations: a share of the range no fp32/bf16 model reaches, or a GradScaler (fp16's tool)
     fp16 = bool(run.meta.get("scaler")) or (np.isfinite(frac[: i + 1]).any() and float(
-        np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > 1e-20)
+        np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > LIMITS.fp16_range_share)
     if i < q.n and np.isfinite(ia[i]) and ia[i] > FP16_MAX and fp16:
         ev.append(Msg("nonfinite.batch_beyond_fp16", absmax=float(ia[i])))
         overflow = True
-    prior = frac[max(0, i - 50): i]
+    prior = frac[max(0, i - LIMITS.prior_rows): i]
     prior = prior[np.isfinite(prior)]
     if prior.size:
         ev.append(Msg("nonfinite.largest_activation", pct=float(prior.max()) * 100))
@@ -193,34 +237,34 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
 def _wide_dtype(frac: np.ndarray) -> bool:
     """The first activations used a vanishing share of their dtype's range: fp32/bf16, not fp16.
     Judged on the first recorded steps, before a blow-up pushed them towards the range."""
-    f = frac[np.isfinite(frac)][:3]
-    return f.size > 0 and float(f.max()) < 1e-20
+    f = frac[np.isfinite(frac)][:LIMITS.dtype_rows]
+    return f.size > 0 and float(f.max()) < LIMITS.fp16_range_share
 
 
 def _blew_up_before(run: Run, q: Quantities, i: int) -> bool:
     ur = run.col("update_ratio")[:i]
     ur = ur[np.isfinite(ur)]
     lf = q.finite_loss[q.finite_loss < i]
-    rose = lf.size >= 2 and float(q.loss[lf[-1]]) > 10 * float(q.loss[lf[0]])
-    return rose or (ur.size > 0 and float(ur.max()) >= 0.1)
+    rose = lf.size >= 2 and float(q.loss[lf[-1]]) > LIMITS.blown_up_loss * float(q.loss[lf[0]])
+    return rose or (ur.size > 0 and float(ur.max()) >= LIMITS.blown_up_update)
 
 
 def _grew_before(q: Quantities, i: int) -> bool:
     gn = q.grad_norm[:i]
     fin = gn[np.isfinite(gn)]
-    if fin.size < 6:
+    if fin.size < LIMITS.growth_min_points:
         return False
-    base = float(np.median(fin[: max(3, min(20, fin.size // 5))]))
-    return base > 0 and float(fin[-25:].max()) >= 10 * base
+    base = float(np.median(fin[: max(LIMITS.early_min, min(LIMITS.early_max, fin.size // 5))]))
+    return base > 0 and float(fin[-LIMITS.prelude_steps:].max()) >= LIMITS.growth * base
 
 
 @detector("activation_range", needs=("act_range_frac",))
 def activation_near_overflow(run: Run, q: Quantities) -> list[Finding]:
     """Low-precision activations approaching their dtype's maximum (before anything overflowed).
-    Only fires for fp16-range activations above 25% of the range; fp32/bf16 ranges are not
-    reachable by healthy models."""
+    Only fires for fp16-range activations above `near_overflow_share` of the range
+    (`NonfiniteLimits`); fp32/bf16 ranges are not reachable by healthy models."""
     frac = run.col("act_range_frac")
-    ok = np.isfinite(frac) & (frac >= 0.25) & (frac <= 1.0)
+    ok = np.isfinite(frac) & (frac >= LIMITS.near_overflow_share) & (frac <= 1.0)
     if not ok.any() or run.event("fwd_first_nonfinite"):
         return []
     i = int(np.flatnonzero(ok)[0])

@@ -16,6 +16,59 @@ from .log_events import events_of
 from .quantities import Quantities
 
 
+@dataclass(frozen=True)
+class PrecisionLimits:
+    #: rows needed before skipped steps are judged at all
+    skip_min_rows: int = 5
+    #: the tail judged for ongoing skips: the last tenth of the run, at least this many rows
+    #: (and the tail share is read only from this many rows on)
+    tail_rows: int = 20
+    #: consecutive skipped steps that are no GradScaler probing: it backs off once per overflow
+    #: and finds its level in a few steps (rule of thumb; silent on the zoo's fp16 controls)
+    long_streak: int = 10
+    #: share of the tail skipped: the scaler never recovers, the collapse is ongoing
+    ongoing_tail_share: float = 0.5
+    #: streaks this close (in rows) are one collapse when dating its onset
+    onset_gap: int = 3
+    #: a median input absmax above this is unnormalised data (normalised inputs sit near 1;
+    #: rule of thumb, untuned)
+    unnormalised_input: float = 1e3
+    #: an initial scale above 2^24 is absurd (GradScaler's default is 2^16; the skips at the start
+    #: are then its backing off)
+    absurd_init_scale: float = 2.0**24
+    #: the init_scale the fix suggests: GradScaler's default
+    default_init_scale: float = 2.0**16
+    #: frozen_frac samples needed (from more than this many, the first is dropped: step 0 moves
+    #: every weight from its init)
+    frozen_min_samples: int = 2
+    #: median share of low-precision entries that did not move despite a gradient: a warning at
+    #: half, critical at 90% (rule of thumb, untuned)
+    frozen_share: float = 0.5
+    frozen_critical: float = 0.9
+    #: eps_dominated samples needed, and the median share of Adam's second-moment entries under
+    #: (10 eps)^2 that makes eps the update's denominator (rule of thumb, untuned)
+    eps_min_samples: int = 3
+    eps_dominated_share: float = 0.9
+    #: the eps the fix suggests (small enough never to dominate a bf16 second moment)
+    suggested_eps: float = 1e-12
+    #: losses needed to judge a stall, and the late/early median ratio above which it stalled
+    stall_min_points: int = 10
+    stalled_share: float = 0.9
+    #: losses on the bf16 grid needed, and the share on it that says the loss is computed in bf16
+    #: (a fp32 loss lands on that grid by chance 1/128 of the time)
+    bf16_min_losses: int = 20
+    bf16_on_grid_share: float = 0.9
+    #: a log's rounding (half a unit of its 4th decimal) the grid must be this many times coarser
+    #: than to be trusted, so rounded logs cannot fake it
+    log_rounding: float = 5e-5
+    grid_over_rounding: float = 10
+    #: relative tolerance of "on the grid" (fp32 noise of the division)
+    grid_rel_tol: float = 1e-7
+
+
+LIMITS = PrecisionLimits()
+
+
 def _runs_of_true(mask: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) of each run of consecutive True values."""
     if not mask.any():
@@ -46,10 +99,10 @@ class SkipPattern:
 def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     """The fp16 loss scale keeps falling and steps keep being skipped: no progress.
 
-    Fires when the scale drops below 1, when >= 10 consecutive steps are skipped, or when half of
-    the last 20+ steps were skipped. Suppressed: the normal few back-offs while GradScaler finds
-    its level at the start (a streak < 10 that ends), and the single back-off every growth
-    interval. A long streak at the start that ends (an absurd init_scale) is a warning.
+    Fires when the scale drops below 1, when `long_streak` consecutive steps are skipped, or when
+    `ongoing_tail_share` of the last `tail_rows`+ steps were skipped. Suppressed: the normal few
+    back-offs while GradScaler finds its level at the start (a shorter streak that ends), and the
+    single back-off every growth interval (numbers: `PrecisionLimits`). A long streak at the start that ends (an absurd init_scale) is a warning.
     """
     if not (run.has("scale") or run.has("skipped")):
         return []
@@ -117,23 +170,23 @@ def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:
     """The skipped steps, when they amount to a collapse (see `loss_scale_collapse`); None when
     they are GradScaler's normal probing."""
     skipped = q.skipped
-    if not skipped.any() or q.n < 5:
+    if not skipped.any() or q.n < LIMITS.skip_min_rows:
         return None
     streaks = _runs_of_true(skipped)
     longest = max(streaks, key=lambda r: r[1] - r[0])
-    tail = skipped[-max(20, q.n // 10):]
-    tail_frac = float(tail.mean()) if q.n >= 20 else 0.0
+    tail = skipped[-max(LIMITS.tail_rows, q.n // 10):]
+    tail_frac = float(tail.mean()) if q.n >= LIMITS.tail_rows else 0.0
     below_one = fin_scale.size > 0 and float(fin_scale.min()) < 1.0
-    long_streak = longest[1] - longest[0] >= 10
-    if not (below_one or long_streak or tail_frac >= 0.5):
+    long_streak = longest[1] - longest[0] >= LIMITS.long_streak
+    if not (below_one or long_streak or tail_frac >= LIMITS.ongoing_tail_share):
         return None
-    ongoing = tail_frac >= 0.5 or (long_streak and longest[1] == q.n)
+    ongoing = tail_frac >= LIMITS.ongoing_tail_share or (long_streak and longest[1] == q.n)
     start = longest[0] if long_streak else int(np.flatnonzero(skipped)[0])
     if ongoing:
         # onset: the start of the last streak of skips that reaches the end (allowing short gaps)
         start = streaks[-1][0]
         for a, b in reversed(streaks[:-1]):
-            if start - b <= 3:
+            if start - b <= LIMITS.onset_gap:
                 start = a
             else:
                 break
@@ -174,7 +227,7 @@ def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: li
 def _unnormalised_inputs(run: Run, ev: list[str], fixes: list[FixLike]) -> None:
     """Inputs far beyond unit scale overflow fp16 in the first layer: said first among the fixes."""
     ia = run.col("input_absmax")
-    if np.isfinite(ia).any() and float(np.nanmedian(ia)) > 1e3:
+    if np.isfinite(ia).any() and float(np.nanmedian(ia)) > LIMITS.unnormalised_input:
         ev.append(Msg("precision.inputs_unnormalised", absmax=float(np.nanmedian(ia))))
         fixes.insert(0, Msg("precision.fix_normalise_inputs"))
 
@@ -184,10 +237,11 @@ def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: lis
     lost updates. Adds the evidence; returns the fixes to put first."""
     init = float((run.meta.get("scaler", {}) or {}).get("init_scale", float("nan")))
     s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
-    if (init > 2.0**24 or s0 > 2.0**24) and pattern.longest[0] <= 1:
+    if (init > LIMITS.absurd_init_scale or s0 > LIMITS.absurd_init_scale) and pattern.longest[0] <= 1:
         ev.append(Msg("precision.streak_ended_backing_off"))
-        return [Fix.scaler(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=init if init == init else s0),
-                           init_scale=2.0**16)]
+        return [Fix.scaler(Msg("precision.fix_init_scale", init_scale=LIMITS.default_init_scale,
+                               configured=init if init == init else s0),
+                           init_scale=LIMITS.default_init_scale)]
     ev.append(Msg("precision.streak_ended_lost_updates"))
     return []
 
@@ -197,18 +251,19 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
     """Updates below the resolution of the weights' dtype (bf16 keeps ~8 bits: relative updates
     under ~2^-8 round away), an eps-dominated Adam, or a loss computed in bf16.
 
-    Frozen weights: median `frozen_frac` >= 0.5 over sampled steps (half of the low-precision
-    entries with a non-zero gradient did not move). Eps: >= 90% of Adam's second-moment entries
-    under (10 eps)^2 with a loss that stalls. bf16 loss: >= 90% of >= 20 losses exactly on the bf16
-    grid 2^(floor(log2 L) - 7); values are checked only where the grid is 10x coarser than the
-    log's rounding, so rounded logs cannot fake it.
+    Frozen weights: median `frozen_frac` of `frozen_share` over sampled steps (that share of the
+    low-precision entries with a non-zero gradient did not move). Eps: `eps_dominated_share` of
+    Adam's second-moment entries under (10 eps)^2 with a loss that stalls. bf16 loss:
+    `bf16_on_grid_share` of at least `bf16_min_losses` losses exactly on the bf16 grid
+    2^(floor(log2 L) - 7); values are checked only where the grid is `grid_over_rounding` times
+    coarser than the log's rounding, so rounded logs cannot fake it (numbers: `PrecisionLimits`).
     """
     out: list[Finding] = []
     ff = run.col("frozen_frac")
     ffv = ff[np.isfinite(ff)]
-    if ffv.size >= 2:
-        med = float(np.median(ffv[1:] if ffv.size > 2 else ffv))
-        if med >= 0.5:
+    if ffv.size >= LIMITS.frozen_min_samples:
+        med = float(np.median(ffv[1:] if ffv.size > LIMITS.frozen_min_samples else ffv))
+        if med >= LIMITS.frozen_share:
             i = int(np.flatnonzero(np.isfinite(ff))[0])
             dtypes = (run.meta.get("model") or {}).get("param_dtypes", {})
             lr = q.lr[np.isfinite(q.lr)]
@@ -218,12 +273,12 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             if lr.size:
                 ev.append(Msg("precision.below_bf16_resolution", lr=float(lr[-1])))
             out.append(Finding(
-                cause="precision_stall", symptom="stall", severity="critical" if med >= 0.9 else "warning",
+                cause="precision_stall", symptom="stall", severity="critical" if med >= LIMITS.frozen_critical else "warning",
                 confidence=0.85, step=int(q.steps[i]), evidence=ev,
                 fixes=as_fixes([Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")])))
     ed = run.col("eps_dominated")
     edv = ed[np.isfinite(ed)]
-    if edv.size >= 3 and float(np.median(edv)) >= 0.9 and _stalled(q):
+    if edv.size >= LIMITS.eps_min_samples and float(np.median(edv)) >= LIMITS.eps_dominated_share and _stalled(q):
         i = int(np.flatnonzero(np.isfinite(ed))[0])
         eps = _adam_eps(run)
         out.append(Finding(
@@ -231,9 +286,9 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
             step=int(q.steps[i]),
             evidence=[Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
                       Msg("common.loss_not_improving")],
-            fixes=[Fix.adam_eps(Msg("precision.fix_eps", eps=1e-12), eps=1e-12)]))
+            fixes=[Fix.adam_eps(Msg("precision.fix_eps", eps=LIMITS.suggested_eps), eps=LIMITS.suggested_eps)]))
     grid = _bf16_loss_fraction(q)
-    if grid is not None and grid[0] >= 0.9:
+    if grid is not None and grid[0] >= LIMITS.bf16_on_grid_share:
         out.append(Finding(
             cause="precision_stall", symptom="plateau", severity="warning", confidence=0.75,
             step=int(q.steps[q.finite_loss[0]]),
@@ -250,24 +305,24 @@ def _adam_eps(run: Run) -> float | None:
 
 def _stalled(q: Quantities) -> bool:
     lf = q.finite_loss
-    if lf.size < 10:
+    if lf.size < LIMITS.stall_min_points:
         return False
     k = max(3, lf.size // 5)
-    return float(np.median(q.loss[lf[-k:]])) > 0.9 * float(np.median(q.loss[lf[:k]]))
+    return float(np.median(q.loss[lf[-k:]])) > LIMITS.stalled_share * float(np.median(q.loss[lf[:k]]))
 
 
 def _bf16_loss_fraction(q: Quantities) -> tuple[float, int, int] | None:
     x = q.loss[q.finite_loss]
     x = x[x > 0]
-    if x.size < 20:
+    if x.size < LIMITS.bf16_min_losses:
         return None
     e = np.floor(np.log2(x))
     g = np.exp2(e - 7)
     # a log rounded to d decimals moves a value by up to 0.5e-d; only trust coarser grids
-    usable = g > 10 * 5e-5
-    if usable.sum() < 20:
+    usable = g > LIMITS.grid_over_rounding * LIMITS.log_rounding
+    if usable.sum() < LIMITS.bf16_min_losses:
         return None
     xs, gs = x[usable], g[usable]
     r = xs / gs
-    on = np.abs(r - np.round(r)) * gs <= np.maximum(1e-7 * xs, 5e-5)
+    on = np.abs(r - np.round(r)) * gs <= np.maximum(LIMITS.grid_rel_tol * xs, LIMITS.log_rounding)
     return float(on.mean()), int(on.sum()), int(on.size)

@@ -16,8 +16,8 @@ Four signatures, each from these scalars alone (live and offline alike):
   (truncated away), whose mean log-prob is 0/0;
 - a DPO loss that never leaves ln 2 = 0.693 with margins at 0: nothing is learned (LR 0, frozen
   weights, or the reference is the policy).
-The thresholds were set on the tiny TRL runs of tests/test_trl_preference.py (in-sample): no
-held-out preference logs are scored yet.
+The thresholds (`PreferenceLimits`) were set on the tiny TRL runs of tests/test_trl_preference.py
+(in-sample): no held-out preference logs are scored yet.
 The fixes name the options of the TRL version that ran (`meta.framework.trl_version`), since
 TRL 1.0 removed `rpo_alpha` and `max_prompt_length` from `DPOConfig`.
 """
@@ -25,6 +25,7 @@ TRL 1.0 removed `rpo_alpha` and `max_prompt_length` from `DPOConfig`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -39,8 +40,46 @@ LN2 = math.log(2.0)
 #: the columns TRL's preference trainers fill (`sources.columns.PREFERENCE_COLUMNS`)
 PREFERENCE = ("rewards_chosen", "rewards_rejected", "rewards_margins", "rewards_accuracies",
               "logps_chosen", "logps_rejected")
-#: fewest logged points a trend is judged on
-MIN_POINTS = 6
+
+
+@dataclass(frozen=True)
+class PreferenceLimits:
+    """Every value here was set on the tiny TRL runs of tests/test_trl_preference.py (in-sample)."""
+
+    #: fewest logged points a trend is judged on
+    min_points: int = 6
+    #: the end of a trend: its last quarter, at least this many points
+    tail_min: int = 3
+    #: a mean accuracy this high over the tail: every pair ranked right, saturated
+    saturated_accuracy: float = 0.99
+    #: end margins this large are over-optimised (a lower bar with the accuracy saturated)
+    runaway_margin_saturated: float = 5.0
+    runaway_margin: float = 10.0
+    #: still growing: the end margin exceeds the middle one by this much, or this share of it
+    growth_min: float = 2.0
+    growth_share: float = 0.25
+    #: the window of each end of a reward trend: a quarter of the points, at least this many
+    ends_min: int = 2
+    #: the chosen reward fell by this many times the margin gained (gains below
+    #: `gain_floor` count as that): likelihood displacement
+    displacement_ratio: float = 2.0
+    gain_floor: float = 0.5
+    #: a DPO loss stuck at ln 2 needs this many points, each within `ln2_tolerance` of it, and
+    #: margins within `zero_margin` of 0
+    stuck_min_points: int = 8
+    ln2_tolerance: float = 0.01
+    zero_margin: float = 0.05
+    #: beta below this is multiplied by `beta_raise` (capped at 1); above it doubled
+    beta_cap: float = 1.0
+    beta_raise: float = 5
+    #: a last gradient norm this many times the earlier median: a divergence reached the
+    #: log-probs (an order of magnitude, as the gradient detectors' growth test)
+    grad_blew_up: float = 10
+
+
+LIMITS = PreferenceLimits()
+#: fewest logged points a trend is judged on (`PreferenceLimits.min_points`)
+MIN_POINTS = LIMITS.min_points
 
 
 @detector("preference", needs_any=PREFERENCE)
@@ -87,16 +126,17 @@ def _overoptimised(run: Run) -> Finding | None:
     steps, m = _finite(run, "rewards_margins")
     if m.size < MIN_POINTS:
         return None
-    tail = max(3, m.size // 4)
+    tail = max(LIMITS.tail_min, m.size // 4)
     m_end = float(np.median(m[-tail:]))
     m_mid = float(np.median(m[m.size // 4: m.size // 2 + 1]))
     _, acc = _finite(run, "rewards_accuracies")
-    saturated = acc.size >= tail and float(np.mean(acc[-tail:])) >= 0.99
-    if m_end < (5.0 if saturated else 10.0) or (acc.size >= tail and not saturated):
+    saturated = acc.size >= tail and float(np.mean(acc[-tail:])) >= LIMITS.saturated_accuracy
+    runaway = LIMITS.runaway_margin_saturated if saturated else LIMITS.runaway_margin
+    if m_end < runaway or (acc.size >= tail and not saturated):
         return None
-    if not m_end >= m_mid + max(2.0, 0.25 * abs(m_mid)):
+    if not m_end >= m_mid + max(LIMITS.growth_min, LIMITS.growth_share * abs(m_mid)):
         return None  # large but no longer growing: a margin the data allows, not a runaway
-    onset = int(steps[int(np.argmax(m >= min(5.0, m_end / 2)))])
+    onset = int(steps[int(np.argmax(m >= min(LIMITS.runaway_margin_saturated, m_end / 2)))])
     ev: list[str] = [Msg("pref.margins_grow", first=int(steps[0]), last=int(steps[-1]), mid=m_mid, end=m_end,
                          peak=float(np.max(m)))]
     if saturated:
@@ -117,11 +157,11 @@ def _displaced(run: Run) -> Finding | None:
     c, r, steps = _paired(run, "rewards_chosen", "rewards_rejected")
     if c.size < MIN_POINTS:
         return None
-    k = max(2, c.size // 4)
+    k = max(LIMITS.ends_min, c.size // 4)
     dc = float(np.median(c[-k:]) - np.median(c[:k]))
     dr = float(np.median(r[-k:]) - np.median(r[:k]))
     gained = dc - dr
-    if not (dc < 0 and dr < 0 and -dc > 2.0 * max(gained, 0.5)):
+    if not (dc < 0 and dr < 0 and -dc > LIMITS.displacement_ratio * max(gained, LIMITS.gain_floor)):
         return None
     # dated where the chosen reward fell past half its fall for good
     half = float(np.median(c[:k])) + dc / 2
@@ -141,14 +181,14 @@ def _displaced(run: Run) -> Finding | None:
 
 
 def _stuck_at_ln2(run: Run) -> Finding | None:
-    """A DPO (sigmoid) loss within 0.01 of ln 2 at every logged step, margins at 0: the policy's
+    """A DPO (sigmoid) loss within `ln2_tolerance` of ln 2 at every logged step, margins at 0: the policy's
     log-ratios never left the reference's. Exactly-zero rewards (or a zero LR) mean the weights
     never changed; tiny non-zero ones an LR too small to matter."""
     steps, loss = _finite(run, "loss")
-    if loss.size < 8 or float(np.max(np.abs(loss - LN2))) >= 0.01:
+    if loss.size < LIMITS.stuck_min_points or float(np.max(np.abs(loss - LN2))) >= LIMITS.ln2_tolerance:
         return None
     _, m = _finite(run, "rewards_margins")
-    if m.size and float(np.max(np.abs(m))) >= 0.05:
+    if m.size and float(np.max(np.abs(m))) >= LIMITS.zero_margin:
         return None
     rewards = np.concatenate([_finite(run, "rewards_chosen")[1], _finite(run, "rewards_rejected")[1]])
     if not (rewards.size or m.size):
@@ -216,8 +256,8 @@ def _lower_lr_fix(run: Run, fw: dict[str, Any]) -> Msg:
 def _beta_fix(fw: dict[str, Any]) -> Msg:
     beta = fw.get("beta")
     if isinstance(beta, (int, float)) and not isinstance(beta, bool) and beta > 0:
-        return Msg("pref.fix_raise_beta", beta=float(beta), new=round_sig(min(float(beta) * 5, 1.0)
-                                                                       if beta < 1.0 else float(beta) * 2))
+        raised = min(float(beta) * LIMITS.beta_raise, LIMITS.beta_cap) if beta < LIMITS.beta_cap else float(beta) * 2
+        return Msg("pref.fix_raise_beta", beta=float(beta), new=round_sig(raised))
     return Msg("pref.fix_raise_beta_unknown")
 
 
@@ -254,7 +294,7 @@ def _paired(run: Run, a: str, b: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
 
 
 def _grad_norm_blew_up(run: Run, i: int) -> bool:
-    """The gradient norm just before row i was 10x its earlier median or non-finite."""
+    """The gradient norm just before row i was `grad_blew_up` times its earlier median, or non-finite."""
     g = run.col("grad_norm")[: i + 1]
     lg = run.logged("grad_norm")[: i + 1]
     g = g[lg]
@@ -265,4 +305,4 @@ def _grad_norm_blew_up(run: Run, i: int) -> bool:
         return True
     last = float(before[-1])
     base = float(np.median(before[:-1])) if before.size > 1 else last
-    return base > 0 and last > 10 * base
+    return base > 0 and last > LIMITS.grad_blew_up * base

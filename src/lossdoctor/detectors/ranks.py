@@ -16,12 +16,24 @@ from that rank: its non-finite findings at s are dropped and the origin's findin
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..findings import Finding
 from ..messages import Msg
 from ..records import Run
+
+
+@dataclass(frozen=True)
+class RankLimits:
+    #: a finding whose non-finite step this rank's own (pre-reduction) gradient did not share keeps
+    #: this share of its confidence: the run did break, but the explanation belongs to another rank
+    #: (halved: it then ranks below the origin rank's own findings; rule of thumb, untuned)
+    echo_confidence: float = 0.5
+
+
+LIMITS = RankLimits()
 
 
 def local_onset(run: Run) -> int | None:
@@ -244,7 +256,7 @@ def _drop_single(run: Run, findings: list[Finding], notes: list[str] | None) -> 
 
     echoes = [f for f in findings if echo(f)]
     for f in echoes:  # the run did break; only the explanation belongs to another rank
-        f.confidence *= 0.5
+        f.confidence *= LIMITS.echo_confidence
         f.evidence.insert(0, Msg("ranks.own_gradient_finite", step=f.step))
     if echoes and notes is not None:
         notes.append(Msg("ranks.note_from_another_rank", step=echoes[0].step))

@@ -22,12 +22,45 @@ from ..messages import Msg
 from .chat import decode
 from .common import BatchView, Context, make_finding, pct, quote, unwrap_model
 
-#: a feature whose RMS exceeds this is not standardised (standardised data has RMS ~1)
-SCALE_LIMIT = 20.0
-#: features of one input spread over this many orders of magnitude... (ratio of RMS)
-SPREAD_LIMIT = 1e4
-TARGET_SCALE_LIMIT = 100.0
-LONG_FACTOR = 8.0
+
+@dataclass(frozen=True)
+class DataLimits:
+    #: a feature whose RMS exceeds this is not standardised (standardised data has RMS ~1; rule
+    #: of thumb, untuned)
+    scale: float = 20.0
+    #: features of one input whose RMS spread over this ratio (four orders of magnitude)
+    spread: float = 1e4
+    #: regression targets get more room before they count as unscaled (rule of thumb, untuned)
+    target_scale: float = 100.0
+    #: a sample this many times the median length is far longer than the rest (an info)
+    long_factor: float = 8.0
+    #: pixel layout: values within [0, this] with a max above 1 are raw 8-bit pixels
+    pixel_max: float = 255
+    #: samples with decoding errors at this share of the texts (and at least
+    #: `min_decoding_errors`): a warning, fewer an info (rule of thumb, untuned)
+    decoding_share: float = 0.02
+    min_decoding_errors: int = 2
+    #: decoding errors and mojibake kept as examples
+    kept_examples: int = 64
+    #: rows needed (and features per row) to hash samples for duplicates; wider rows are not hashed
+    min_lengths: int = 4
+    min_row_features: int = 4
+    max_hashed_features: int = 1 << 16
+    #: a median length below this is too short to call anything "far longer"
+    min_median_length: float = 2
+    #: samples needed before duplicates are judged; a duplicate share from `duplicate_share` on is
+    #: reported, from `duplicate_warning` on a warning (rule of thumb, untuned)
+    min_samples_for_duplicates: int = 8
+    duplicate_share: float = 0.05
+    duplicate_warning: float = 0.2
+
+
+LIMITS = DataLimits()
+#: the same values under their former names (`DataLimits`' fields)
+SCALE_LIMIT = LIMITS.scale
+SPREAD_LIMIT = LIMITS.spread
+TARGET_SCALE_LIMIT = LIMITS.target_scale
+LONG_FACTOR = LIMITS.long_factor
 
 
 @dataclass
@@ -181,11 +214,11 @@ class DataCheck:
             lengths = np.asarray([len(x.strip()) for x in strings])
             hashes = [_digest(x.encode("utf-8", "surrogatepass")) for x in strings]
             return lengths, hashes, strings
-        rows = [t for t in view.floats.values() if t.dim() >= 2 and t[0].numel() >= 4]
+        rows = [t for t in view.floats.values() if t.dim() >= 2 and t[0].numel() >= LIMITS.min_row_features]
         if rows:
             t = rows[0].detach().to("cpu")
             flat = t.reshape(t.shape[0], -1).contiguous()
-            if flat.shape[1] <= 1 << 16:
+            if flat.shape[1] <= LIMITS.max_hashed_features:
                 raw = flat.view(torch.uint8).numpy()  # bytes of any dtype, bf16 included
                 return None, [_digest(raw[j].tobytes()) for j in range(raw.shape[0])], []
         return None, None, []
@@ -194,7 +227,7 @@ class DataCheck:
         s = self.seen
         s.texts += 1
         core = text.strip().strip("\ufffd")  # a truncated multi-byte character at either end is not bad data
-        if "\ufffd" in core and len(s.fffd) < 64:
+        if "\ufffd" in core and len(s.fffd) < LIMITS.kept_examples:
             i = core.index("\ufffd")
             s.fffd.append((batch, sample, core[max(0, i - 30): i + 30]))
         if self._ftfy is None:
@@ -204,7 +237,7 @@ class DataCheck:
                 self._ftfy = True
             except ImportError:
                 self._ftfy = False
-        if self._ftfy and len(s.mojibake) < 64:
+        if self._ftfy and len(s.mojibake) < LIMITS.kept_examples:
             import ftfy
             from ftfy import badness
 
@@ -254,7 +287,7 @@ class DataCheck:
             fix: list[str] = [Msg("data.fix_standardise_targets", mean=mean, std=max(std, 1e-12))]
         else:
             ev = [Msg("data.input_scale", key=repr(key), lo=lo, hi=hi, n=n, where=where, mean=mean, std=std)]
-            if m.layout == "channels" and 0 <= m.lo and m.hi <= 255 and m.hi > 1:
+            if m.layout == "channels" and 0 <= m.lo and m.hi <= LIMITS.pixel_max and m.hi > 1:
                 fix = [Msg("data.fix_pixels")]
             else:
                 fix = [Msg("data.fix_standardise_inputs", mean=float(np.abs(m.mean[used]).max()),
@@ -269,7 +302,7 @@ class DataCheck:
         bad = len({(b, j) for b, j, _ in s.fffd} | {(b, j) for b, j, _, _ in s.mojibake})
         if not bad or not s.texts:
             return out
-        sev = "warning" if bad >= max(2, 0.02 * s.texts) else "info"
+        sev = "warning" if bad >= max(LIMITS.min_decoding_errors, LIMITS.decoding_share * s.texts) else "info"
         ev: list[str] = [Msg("data.decoding_errors", bad=bad, n=s.texts)]
         if s.fffd:
             b, j, snip = s.fffd[0]
@@ -296,10 +329,10 @@ class DataCheck:
                 [Msg("data.fix_filter_empty")],
                 ctx=self.ctx, batch=b0, samples=samples[:32]))
         lengths = np.asarray([x[0] for x in s.lengths if x[0] > 0])
-        if lengths.size >= 4:
+        if lengths.size >= LIMITS.min_lengths:
             med = float(np.median(lengths))
             top = max(s.lengths)
-            if med >= 2 and top[0] >= LONG_FACTOR * med:
+            if med >= LIMITS.min_median_length and top[0] >= LONG_FACTOR * med:
                 long = [x for x in s.lengths if x[0] >= LONG_FACTOR * med]
                 out.append(make_finding(
                     "noisy_data", "spike", "info", 0.6,
@@ -307,12 +340,12 @@ class DataCheck:
                          batch=top[1], sample=top[2], length=top[0])],
                     [Msg("data.fix_cap_length", max_length=int(np.percentile(lengths, 99)))],
                     ctx=self.ctx, batch=top[1], samples=[top[2]]))
-        if s.samples >= 8 and s.duplicates:
+        if s.samples >= LIMITS.min_samples_for_duplicates and s.duplicates:
             frac = len(s.duplicates) / s.samples
-            if frac >= 0.05:
+            if frac >= LIMITS.duplicate_share:
                 (b0, j0), (b1, j1) = s.duplicates[0]
                 out.append(make_finding(
-                    "noisy_data", "plateau", "warning" if frac >= 0.2 else "info", 0.7,
+                    "noisy_data", "plateau", "warning" if frac >= LIMITS.duplicate_warning else "info", 0.7,
                     [Msg("data.duplicates", n=len(s.duplicates), total=s.samples, pct=pct(len(s.duplicates), s.samples),
                          b1=b1, j1=j1, b0=b0, j0=j0)],
                     [Msg("data.fix_deduplicate")],

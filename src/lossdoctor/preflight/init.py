@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any, TypeGuard
 
 import torch
@@ -29,11 +30,39 @@ from ..signals.sharding import holds_data, local
 from ..signals.tracer import compiling, first_float_tensor
 from .common import Context, make_finding, round_sig, unwrap_model
 
-#: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41)
-GAIN_LIMIT = 3.0
-#: activation RMS growth through the stack that is flagged, with a per-block factor above PER_BLOCK
-GROWTH_LIMIT = 10.0
-PER_BLOCK = 1.5
+
+@dataclass(frozen=True)
+class InitCheckLimits:
+    #: std·√fan_in at or above this is an init that amplifies every layer (He is √2 ≈ 1.41;
+    #: twice that with slack, rule of thumb)
+    gain: float = 3.0
+    #: activation RMS growth through the stack that is flagged, with a per-block factor above
+    #: `per_block` (an order of magnitude; rule of thumb, untuned); shrinking by its square is
+    #: the vanishing side
+    growth: float = 10.0
+    per_block: float = 1.5
+    #: growth this large, or an RMS this large at the end, is critical (no block recovers from it)
+    critical_growth: float = 1e3
+    critical_rms: float = 1e4
+    #: residual projections unscaled: at least this many layers, a ratio of this many times the
+    #: expected 1/sqrt(2*layers) scaling, and at least `residual_ratio_floor` in absolute terms
+    residual_min_layers: int = 4
+    residual_over_expected: float = 2
+    residual_ratio_floor: float = 0.7
+    #: from this many layers on, unscaled residuals alone are worth an info
+    residual_info_layers: int = 8
+    #: an initial loss above chance by this many nats (or `loss_excess_share` of chance) is a
+    #: bad init; `loss_over_chance` times chance is critical (as detectors.bad_init's rule)
+    loss_excess_nats: float = 1.0
+    loss_excess_share: float = 0.2
+    loss_over_chance: float = 3
+
+
+LIMITS = InitCheckLimits()
+#: the same values under their former names (`InitCheckLimits`' fields)
+GAIN_LIMIT = LIMITS.gain
+GROWTH_LIMIT = LIMITS.growth
+PER_BLOCK = LIMITS.per_block
 #: residual projection names (GPT-2, Llama, BERT/T5/Megatron spellings)
 RESIDUAL_NAMES = ("c_proj", "o_proj", "out_proj", "down_proj", "fc2", "dense_4h_to_h", "wo", "w2")
 _INDEXED = re.compile(r"^(.*?)\.(\d+)\.(.+)$")
@@ -347,7 +376,8 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
         fixes.append(Msg("pinit.fix_std", std=float(round_sig(1 / math.sqrt(first["fan_in"]))), layer=first["layer"],
                          how=Msg("pinit.how_hf") if _is_hf(model) else Msg("pinit.how_torch")))
     res = residual_scaling(stats)
-    res_missing = res is not None and res["layers"] >= 4 and res["ratio"] >= 2 * res["expected"] and res["ratio"] >= 0.7
+    res_missing = res is not None and res["layers"] >= LIMITS.residual_min_layers \
+        and res["ratio"] >= LIMITS.residual_over_expected * res["expected"] and res["ratio"] >= LIMITS.residual_ratio_floor
     if res_missing and res is not None:
         ev.append(Msg("pinit.residual_unscaled", names=list(RESIDUAL_NAMES[:3]), layers=res["layers"],
                       prefix=res["prefix"], ratio=float(res["ratio"]), expected=float(res["expected"])))
@@ -360,7 +390,8 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
         overflowed = not math.isfinite(up["rms"]) and not hot
         if not overflowed and ((g >= GROWTH_LIMIT and up["per_layer"] >= PER_BLOCK) or not math.isfinite(g)):
             votes += 1
-            severity = "critical" if (g >= 1e3 or not math.isfinite(g) or up["rms"] >= 1e4) else \
+            critical = g >= LIMITS.critical_growth or not math.isfinite(g) or up["rms"] >= LIMITS.critical_rms
+            severity = "critical" if critical else \
                 _max_sev(severity, "warning")
             layer = layer or growth["jump"]
             ev.append(Msg("pinit.rms_grows", start=float(growth["rms_in"]), first=growth["first"], end=float(up["rms"]),
@@ -374,15 +405,15 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
             fixes.append(Msg("pinit.fix_he_init"))
     if loss is not None and chance_loss is not None and math.isfinite(loss):
         excess = loss - chance_loss
-        if excess > max(1.0, 0.2 * chance_loss):
+        if excess > max(LIMITS.loss_excess_nats, LIMITS.loss_excess_share * chance_loss):
             votes += 1
-            severity = "critical" if loss >= 3 * chance_loss else _max_sev(severity, "warning")
+            severity = "critical" if loss >= LIMITS.loss_over_chance * chance_loss else _max_sev(severity, "warning")
             ev.append(Msg("pinit.initial_loss", loss=float(loss), ratio=float(loss / chance_loss),
                           classes=round(math.exp(chance_loss)), chance=float(chance_loss)))
             if not fixes:
                 fixes.append(Msg("pinit.fix_output_layer", chance=float(chance_loss)))
     if votes == 0:
-        if res_missing and res is not None and res["layers"] >= 8:
+        if res_missing and res is not None and res["layers"] >= LIMITS.residual_info_layers:
             return [make_finding("bad_init", "slow_convergence", "info", 0.5, ev, fixes, ctx=ctx)]
         return []
     conf = min(0.95, 0.6 + 0.15 * votes)

@@ -36,8 +36,29 @@ from ..signals.safe_reads import stored_attr
 from .chat import ChatSpans, decode
 from .common import IGNORE_INDEX, BatchView, Context, make_finding, pct, quote, unwrap_model
 
-#: batches whose every label position is ignored are reported at once (the loss is NaN right now)
-MIN_POSITIONS = 16
+
+@dataclass(frozen=True)
+class LabelCheckLimits:
+    #: batches whose every label position is ignored are reported at once (the loss is NaN right
+    #: now) from this many positions on (a tiny batch may be all prompt by chance)
+    min_positions: int = 16
+    #: labels equal to the inputs (or to the inputs shifted by one) at this share of the
+    #: supervised positions: the labels are a copy of the inputs, aligned (or already shifted)
+    copy_share: float = 0.9
+    #: aligned agreement below this share, shifted above `copy_share`: shifted twice
+    aligned_below: float = 0.5
+    #: SFT: prompt positions supervised, at least this many and this share of the prompt
+    min_prompt_supervised: int = 4
+    prompt_supervised_share: float = 0.2
+    #: SFT without a known header: this share of the real samples fully supervised
+    all_supervised_share: float = 0.9
+    #: empty samples at this share of the samples: a warning, fewer an info (rule of thumb)
+    empty_warning_share: float = 0.05
+
+
+LIMITS = LabelCheckLimits()
+#: the same value under its former name (`LabelCheckLimits.min_positions`)
+MIN_POSITIONS = LIMITS.min_positions
 
 
 @dataclass
@@ -183,9 +204,9 @@ class LabelCheck:
         c.compared += n
         c.aligned_agree += a0
         c.shifted_agree += a1
-        if a0 >= 0.9 * n:
+        if a0 >= LIMITS.copy_share * n:
             return 0
-        if n1 and a1 >= 0.9 * n1:
+        if n1 and a1 >= LIMITS.copy_share * n1:
             return 1
         return None
 
@@ -239,7 +260,8 @@ class LabelCheck:
                 [Msg("plabels.batches_all_masked", n=len(c.all_empty_batches), total=c.batches,
                      batches=str(c.all_empty_batches[:8]))], [], ctx=self.ctx, batch=c.all_empty_batches[0]))
         if c.compared and c.supervised and not c.all_empty_batches:
-            if c.aligned_agree < 0.5 * c.compared and c.shifted_agree >= 0.9 * c.compared:
+            if c.aligned_agree < LIMITS.aligned_below * c.compared \
+                    and c.shifted_agree >= LIMITS.copy_share * c.compared:
                 if self.shifts:
                     out.append(self._shifted_twice())
                 else:
@@ -276,12 +298,13 @@ class LabelCheck:
             return out
         ev: list[str] = []
         conf = 0.0
-        if c.header_found and c.prompt and c.prompt_supervised >= max(4, 0.2 * c.prompt):
+        if c.header_found and c.prompt and c.prompt_supervised >= max(LIMITS.min_prompt_supervised,
+                                                                       LIMITS.prompt_supervised_share * c.prompt):
             conf = 0.95
             ev.append(Msg("plabels.prompt_supervised", n=c.prompt_supervised, prompt=c.prompt,
                           pct=pct(c.prompt_supervised, c.prompt), batches=c.batches, response_n=c.response_supervised,
                           response=c.response))
-        elif not c.header_found and c.real_samples and c.all_real_supervised >= max(1, 0.9 * c.real_samples):
+        elif not c.header_found and c.real_samples and c.all_real_supervised >= max(1, LIMITS.all_supervised_share * c.real_samples):
             conf = 0.75
             ev.append(Msg("plabels.all_real_supervised", n=c.all_real_supervised, total=c.real_samples,
                           ignore=IGNORE_INDEX))
@@ -303,7 +326,7 @@ class LabelCheck:
         if not (c.empty or c.empty_packed):
             return []
         n = len(c.empty) + len(c.empty_packed)
-        sev = "warning" if n >= 0.05 * c.samples else "info"
+        sev = "warning" if n >= LIMITS.empty_warning_share * c.samples else "info"
         if c.empty_packed:
             first_batch = c.empty_packed[0][0]
             where = [e for b, e in c.empty_packed if b == first_batch][:32]

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,6 +33,24 @@ LOW = (torch.bfloat16, torch.float16)
 MANTISSA = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
 #: weight entries sampled per parameter when measuring resolution (a strided sample)
 SAMPLE = 1 << 20
+
+
+@dataclass(frozen=True)
+class MixedPrecisionLimits:
+    #: an init_scale above 2^24 is absurd: GradScaler backs off from it for many steps before the
+    #: first update (its default is 2^16, where the count of skipped steps is measured to)
+    absurd_init_scale: float = 2.0**24
+    default_init_scale: float = 2.0**16
+    #: a share of steps this large lost to overflow after each growth is waste (a few % is the
+    #: price of probing for a larger scale; rule of thumb)
+    overflow_rate: float = 0.1
+    #: weights that cannot move at all: from this share on it is reported, from
+    #: `frozen_warning` on a warning (rule of thumb, untuned)
+    frozen_share: float = 0.1
+    frozen_warning: float = 0.5
+
+
+LIMITS = MixedPrecisionLimits()
 
 
 def scaler_config(scaler: Any) -> dict[str, Any] | None:
@@ -108,8 +127,8 @@ def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
         out.append(make_finding("loss_scale_collapse", "skipped_steps", "critical", 0.9,
                                 [ev], [fix_default], ctx=ctx))
         return out
-    if start > 2.0 ** 24:
-        skipped = math.ceil(math.log(start / 2.0 ** 16) / math.log(1 / b))
+    if start > LIMITS.absurd_init_scale:
+        skipped = math.ceil(math.log(start / LIMITS.default_init_scale) / math.log(1 / b))
         evs: list[str] = [Msg("pprec.init_scale_huge", start=_pow2(start), skipped=skipped, b=str(b))]
         if ctx.scheduler is not None:
             evs.append(Msg("pprec.scheduler_advances", skipped=skipped))
@@ -123,7 +142,7 @@ def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
     if g > 1 and interval >= 1:
         per = math.log(g) / math.log(1 / b)  # overflow steps needed to undo one growth
         rate = per / (interval + per)
-        if rate >= 0.1:  # a few % is the price of probing for a larger scale; 10% is waste
+        if rate >= LIMITS.overflow_rate:
             out.append(make_finding(
                 "loss_scale_collapse", "skipped_steps", "warning", 0.8,
                 [Msg("pprec.growth_too_often", g=str(g), interval=str(interval), b=str(b), pct=pct(rate, 1))],
@@ -205,7 +224,7 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
     shares = torch.stack([s.to("cpu") for s in stuck_share]).tolist()
     needs = [x for x in torch.stack([n.to("cpu") for n in need]).tolist() if x == x]
     frozen = sum(s * n for s, n in zip(shares, sizes))
-    if frozen < 0.1 * total:
+    if frozen < LIMITS.frozen_share * total:
         return None
     share = frozen / total
     dtype = next((p.dtype for g in opt.param_groups for p in g["params"] if p.dtype in LOW), torch.bfloat16)
@@ -214,7 +233,8 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
     how = Msg("pprec.how_adam") if adam else Msg("pprec.how_sgd")
     need_lr = sorted(needs)[len(needs) // 2] if needs else float("nan")
     return make_finding(
-        "precision_stall", "stall", "warning" if share >= 0.5 else "info", 0.85 if share >= 0.5 else 0.6,
+        "precision_stall", "stall", "warning" if share >= LIMITS.frozen_warning else "info",
+        0.85 if share >= LIMITS.frozen_warning else 0.6,
         [Msg("pprec.updates_round_away", lr=float(lr_used), how=how, pct=pct(frozen, total), total=int(total),
              dtype=name, bits=bits, exp=bits + 1, need=float(need_lr))],
         [Msg("pprec.fix_master_weights", dtype=name, lr=float(round_sig(need_lr * 2)))],

@@ -34,6 +34,34 @@ MAX_SIM_STEPS = 200_000
 CYCLIC = ("CosineAnnealingWarmRestarts", "CyclicLR")
 
 
+@dataclass(frozen=True)
+class ScheduleLimits:
+    #: wrappers unwrapped at most looking for the torch scheduler (Accelerate nests one)
+    max_wrappers: int = 5
+    #: a warm-up that takes this share of the run or more is too long; from `never_share` on it
+    #: never ends (rule of thumb, untuned)
+    long_warmup_share: float = 0.5
+    never_share: float = 0.95
+    #: an LR within this share of the peak has reached it (float noise of a schedule's peak)
+    reached_share: float = 0.999
+    #: an Adam-like run without warm-up whose LR ends below this share of its peak is worth an
+    #: info (the schedule decays, but starts cold)
+    no_warmup_end_share: float = 0.5
+    #: the warm-up the fix suggests: this share of the planned steps (the common 3%)
+    suggested_warmup_share: float = 0.03
+    #: after the warm-up the LR falls below `trough_share` of the peak, then climbs again by
+    #: `climb_share` of it: a period shorter than the run
+    trough_share: float = 0.5
+    climb_share: float = 0.1
+    #: an LR below this share of the peak is ~0; reached before `idle_after_share` of the run, the
+    #: rest does not train
+    zero_share: float = 1e-4
+    idle_after_share: float = 0.9
+
+
+LIMITS = ScheduleLimits()
+
+
 class _Shadow(torch.optim.Optimizer):
     """Parameter groups without parameters worth the name: a scheduler can step it for free."""
 
@@ -48,7 +76,7 @@ def unwrap_scheduler(s: Any) -> Any:
     """The torch scheduler inside Accelerate-style wrappers (`.scheduler`)."""
     seen = 0
     while s is not None and not isinstance(s, torch.optim.lr_scheduler.LRScheduler) \
-            and hasattr(s, "scheduler") and seen < 5:
+            and hasattr(s, "scheduler") and seen < LIMITS.max_wrappers:
         s = s.scheduler
         seen += 1
     return s
@@ -168,16 +196,17 @@ def analyse(lrs: np.ndarray, ctx: Context, *, name: str = "the scheduler", sched
         if c.warm else ""
     ctx.note(Msg("schedule.summary", planned=c.planned, start=float(lrs[0]), how=how, peak=c.peak,
                  end=float(lrs[-1]), stepping=c.stepping))
-    if c.warm and c.k >= 0.5 * (c.total - 1):
+    if c.warm and c.k >= LIMITS.long_warmup_share * (c.total - 1):
         return [_warmup_too_long(c, ctx)]
     out = _period_too_short(c, ctx)
     if not out:
         out = _ends_early(c, ctx)
-    if not c.warm and lrs[-1] < 0.5 * c.peak and _adam_like(ctx.optimizer) and not out:
+    if not c.warm and lrs[-1] < LIMITS.no_warmup_end_share * c.peak and _adam_like(ctx.optimizer) and not out:
         out.append(make_finding(
             "lr_schedule_error", "slow_convergence", "info", 0.5,
             [Msg("schedule.no_warmup", desc=c.desc, peak=c.peak)],
-            [Msg("schedule.fix_add_warmup", warm=max(1, round(0.03 * c.planned)), planned=c.planned)], ctx=ctx))
+            [Msg("schedule.fix_add_warmup", warm=max(1, round(LIMITS.suggested_warmup_share * c.planned)),
+                  planned=c.planned)], ctx=ctx))
     return out
 
 
@@ -196,31 +225,33 @@ def _find_warmup(c: _Curve) -> None:
     peak = float(np.max(c.lrs))
     base = _base_lr(c.scheduler)
     c.peak = max(peak, base) if base is not None else peak
-    c.reached = c.lrs >= 0.999 * c.peak
+    c.reached = c.lrs >= LIMITS.reached_share * c.peak
     c.k = int(np.argmax(c.reached)) if c.reached.any() else int(np.argmax(c.lrs))
-    c.warm = bool(c.lrs[0] < 0.999 * c.peak and c.k > 0)
+    c.warm = bool(c.lrs[0] < LIMITS.reached_share * c.peak and c.k > 0)
 
 
 def _warmup_too_long(c: _Curve, ctx: Context) -> Finding:
-    """A warm-up that takes half the run or more (or never ends)."""
-    never = not c.reached.any() or c.k >= 0.95 * (c.total - 1)
+    """A warm-up that takes `long_warmup_share` of the run or more (or never ends)."""
+    never = not c.reached.any() or c.k >= LIMITS.never_share * (c.total - 1)
     if not c.reached.any():
         reach = Msg("schedule.still_rising", planned=c.planned, end=float(c.lrs[-1]),
                     ratio=float(c.lrs[-1] / c.peak), base=c.peak)
     else:
         reach = Msg("schedule.reaches_peak_late", peak=c.peak, k=c.k, planned=c.planned)
     ev: list[str] = [Msg("schedule.warmup_too_long", desc=c.desc, reach=reach, stepping=c.stepping)]
-    fixes = c.fixes(Msg("schedule.fix_warmup_3pct", warm=max(1, round(0.03 * c.planned)), planned=c.planned))
+    fixes = c.fixes(Msg("schedule.fix_warmup_3pct", warm=max(1, round(LIMITS.suggested_warmup_share * c.planned)),
+                        planned=c.planned))
     return make_finding("lr_schedule_error", "slow_convergence", "warning", 0.85 if never else 0.7,
                         ev, fixes, ctx=ctx)
 
 
 def _period_too_short(c: _Curve, ctx: Context) -> list[Finding]:
-    """After the warm-up the LR falls below half the peak, then climbs again by a tenth of it: a
-    cosine whose period is shorter than the run (unless the scheduler restarts by design)."""
+    """After the warm-up the LR falls below `trough_share` of the peak, then climbs again by
+    `climb_share` of it: a cosine whose period is shorter than the run (unless the scheduler
+    restarts by design)."""
     after = c.lrs[c.k:]
     run_min = np.minimum.accumulate(after)
-    climb = (run_min <= 0.5 * c.peak) & (after - run_min >= 0.1 * c.peak)
+    climb = (run_min <= LIMITS.trough_share * c.peak) & (after - run_min >= LIMITS.climb_share * c.peak)
     if not climb.any() or c.name in CYCLIC:
         return []
     k = c.k
@@ -240,13 +271,14 @@ def _period_too_short(c: _Curve, ctx: Context) -> list[Finding]:
 
 
 def _ends_early(c: _Curve, ctx: Context) -> list[Finding]:
-    """The LR reaches ~0 (1e-4 of the peak) at or before 90% of the run: the rest does not train."""
-    floor = 1e-4 * c.peak
+    """The LR reaches ~0 (`zero_share` of the peak) at or before `idle_after_share` of the run: the
+    rest does not train."""
+    floor = LIMITS.zero_share * c.peak
     if not c.lrs[c.k:][-1] <= floor:
         return []
     above = np.flatnonzero(c.lrs > floor)
     z = int(above[-1]) + 1 if above.size else 0
-    if z > 0.9 * c.total:
+    if z > LIMITS.idle_after_share * c.total:
         return []
     total = c.total
     ev: list[str] = [Msg("schedule.ends_early", desc=c.desc, lr=float(c.lrs[z]), step=z, idle=total - z,
