@@ -110,6 +110,8 @@ class SymptomLimits:
     #: also clear `spike_z` robust sigmas of their noise (15%-noisy small batches rise x3 in no two steps)
     climb_intervals: int = 2
     climb_ratio: float = 3.0
+    #: points before a climb from which their noise is measured (fewer: the climb alone must be large)
+    climb_noise_points: int = 4
     #: a few points at ln K with no batch noise to speak of: every point within this share of ln K
     #: (a model guessing uniformly prints ln K to its third digit; a learning one leaves it by more),
     #: on at least `constant_points` points over >= span_steps steps or epochs (a healthy start
@@ -341,7 +343,7 @@ def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, l
     """A climb from a to e stands out of the noise before it, gives back a share of the fall before
     it, and never comes back below `recovered` x its start."""
     prev = lx[max(0, a + 1 - lim.history):a + 1]
-    if prev.size >= 4:
+    if prev.size >= lim.climb_noise_points:
         med = float(np.median(prev))
         sigma = max(1.4826 * float(np.median(np.abs(prev - med))), 0.02)
         if (lx[e] - med) / sigma < lim.spike_z:
