@@ -205,8 +205,10 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     loss, lf = q.loss, q.finite_loss
     first_loss, _ = _first_loss_ref(q)
     head = lf[lf < min(q.n, 11)]
-    if head.size < 3 or first_loss <= 0 or bool((loss[lf] <= 0).any()):
-        return []  # a signed objective (an RL policy loss around 0): a ratio to its first value means nothing
+    if head.size < 3 or first_loss <= 0 or bool((loss[lf] < 0).any()):
+        # a signed objective (an RL policy loss around 0): a ratio to its first value means nothing;
+        # an exact 0 is not a sign (a Trainer logs 0 once its loss overflowed)
+        return []
     jump_rows = head[1:][loss[head[1:]] >= 3 * first_loss]
     if not jump_rows.size:
         return []
