@@ -21,10 +21,12 @@ from __future__ import annotations
 import codecs
 import itertools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
+import orjson
 
 from .console_lines import _HF_ITEM, _NUMBER, METRICS, _dict_key
 from .console_text import MAX_SEGMENT
@@ -194,9 +196,7 @@ def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, list[tu
     """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the other bars' (counter,
     total) in order) of matched cycles."""
     k = len(c.dict.keys)
-    vals = np.fromstring(b" ".join(b" ".join(f[1:k + 3]) for f in found).decode("ascii"), sep=" ")
-    if vals.size != len(found) * (k + 2):
-        vals = np.fromiter(map(float, b" ".join(b" ".join(f[1:k + 3]) for f in found).split()), np.float64)
+    vals = numbers(itertools.chain.from_iterable(f[1:k + 3] for f in found), len(found) * (k + 2))
     vals = vals.reshape(len(found), k + 2)
     rest = _BARS.findall(b"".join(f[-1] for f in found))
     return vals[:, :k], vals[:, k:], rest
@@ -357,8 +357,29 @@ def _floats(t: Template, found: list) -> np.ndarray:
     """(lines, len(cols)) floats of the captured numbers: joined and parsed by numpy's C parser in
     one call (the template admits only numbers and nan/inf words), else one by one."""
     k = len(t.cols)
-    flat = b" ".join(itertools.chain.from_iterable(found)) if k > 1 else b" ".join(found)
-    out = np.fromstring(flat.decode("ascii"), sep=" ")
-    if out.size != len(found) * k:
-        out = np.fromiter(map(float, flat.split()), np.float64, count=len(found) * k)
-    return out.reshape(len(found), k)
+    return numbers(itertools.chain.from_iterable(found) if k > 1 else found, len(found) * k).reshape(len(found), k)
+
+
+def numbers(tokens: Iterable[bytes], count: int) -> np.ndarray:
+    """`count` floats of number tokens (what a template captured: numbers, `nan`/`inf` words), each
+    the float Python's `float()` reads. Why orjson: its number parser is correctly rounded (the same
+    double as `float()`) and about 2.5x faster than numpy's text parser, which was the largest cost
+    of a bulk read. JSON has no `nan` (it reads `null`, which numpy makes NaN) and no spelling for
+    `inf`, a leading `+` or zero, or `1.`: such a chunk is parsed by numpy's text parser as before."""
+    flat = b",".join(tokens)
+    if b"n" in flat:  # nan, and inf/-inf, which JSON cannot spell
+        quoted = flat.replace(b"nan", b"null")
+        body = None if b"i" in quoted else quoted
+    else:
+        body = flat
+    if body is not None:
+        try:
+            out = np.array(orjson.loads(b"[" + body + b"]"), dtype=np.float64)
+            if out.shape == (count,):
+                return out
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            pass
+    out = np.fromstring(flat.decode("ascii"), sep=",")
+    if out.size != count:
+        out = np.fromiter(map(float, flat.split(b",")), np.float64, count=count)
+    return out
