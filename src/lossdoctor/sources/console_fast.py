@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import codecs
 import itertools
+import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -192,14 +193,16 @@ def cycle_of(t: DictTemplate) -> Cycle:
     return Cycle(rx, t)
 
 
-def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, list[tuple[bytes, bytes]]]:
+def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the other bars' (counter,
-    total) in order) of matched cycles."""
+    total) in order (bars, 2)) of matched cycles. The matches' groups are transposed in C (`zip`) and
+    each group's numbers parsed in one call: no Python step per cycle."""
     k = len(c.dict.keys)
-    vals = numbers(itertools.chain.from_iterable(f[1:k + 3] for f in found), len(found) * (k + 2))
-    vals = vals.reshape(len(found), k + 2)
-    rest = _BARS.findall(b"".join(f[-1] for f in found))
-    return vals[:, :k], vals[:, k:], rest
+    groups = list(zip(*found))
+    vals = np.column_stack([numbers(groups[j], len(found)) for j in range(1, k + 3)])
+    rest = _BARS.findall(b"".join(groups[-1]))
+    bars = numbers(itertools.chain.from_iterable(rest), 2 * len(rest)).reshape(-1, 2)
+    return vals[:, :k], vals[:, k:], bars
 
 
 def feed_stream(f: IO[bytes], parser: Any) -> None:
@@ -335,7 +338,7 @@ def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, l
             cycles.insert(0, cycles.pop(i))
         first = c.rx.search(data)
         assert first is not None
-        covered = sum(len(f[0]) for f in found)
+        covered = sum(map(len, map(operator.itemgetter(0), found)))
         if data.startswith(found[-1][0], first.start() + covered - len(found[-1][0])):
             return [(first.start(), first.start() + covered, c, found)]
         spans = [(m.start(), m.end()) for m in c.rx.finditer(data)]
