@@ -25,7 +25,12 @@ f: rx.search(line)` with a pattern for a number after `loss`) over the same byte
 JSONL the bare standard-library pass of the format (`for row in csv.reader(f)`, `for line in f:
 json.loads(line)`), and prints MB/s, peak MB and the ratios read / pass side by side.
 
-    python benchmarks/read_speed.py [--sizes 10MB,100MB,1GB] [--formats console,hf-tqdm,...] [--docs]
+    python benchmarks/read_speed.py [--sizes 10MB,100MB,1GB:console+csv] [--formats console,hf-tqdm,...]
+                                    [--before COMMIT] [--docs]
+
+Times are wall and CPU (`time.process_time` of the child: on a machine whose cores are shared with
+other jobs, the CPU time is what the reading costs; the wall time is what this run waited). MB/s and
+the ratios are taken on CPU time.
 
 The default (10 MB of each format) runs in under two minutes on a 2-core machine.
 """
@@ -207,38 +212,38 @@ path, what = Path(sys.argv[2]), sys.argv[3]
 out = {}
 if what == "csv.reader":
     import csv
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     with open(path, newline="", encoding="utf-8", errors="replace") as f:
         out["rows"] = sum(1 for _ in csv.reader(f))
-    out["s"] = time.perf_counter() - t
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
 elif what == "json.loads":
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     n = 0
     with open(path, "rb") as f:
         for line in f:
             if line.strip():
                 json.loads(line)
                 n += 1
-    out["s"] = time.perf_counter() - t
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
 elif what == "regex":
     rx = re.compile(r"loss\W+(\d+\.\d+|nan)")
     files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     n = 0
     for fp in files:
         with open(fp, encoding="utf-8", errors="replace") as f:
             for line in f:
                 if rx.search(line):
                     n += 1
-    out["s"] = time.perf_counter() - t
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
 else:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     from lossdoctor.sources import _load_readers, load_path
     _load_readers()  # the reader modules, imported on the first load_path: start-up, not reading
     out["import_s"] = time.perf_counter() - t
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     runs = load_path(path)
-    out["s"] = time.perf_counter() - t
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
     run = runs[0]
     import numpy as np
     loss = run.col("loss")
@@ -260,26 +265,41 @@ print(json.dumps(out))
 """
 
 
-def measure(path: Path, what: str) -> dict:
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(SRC), str(path), what], capture_output=True, text=True,
+def measure(path: Path, what: str, src: Path = SRC) -> dict:
+    p = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(path), what], capture_output=True, text=True,
                        timeout=3600)
     if p.returncode != 0:
         raise SystemExit(f"{what} of {path} failed: {p.stderr.strip().splitlines()[-1:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def best_of(path: Path, what: str, repeat: int, baseline: str | None) -> tuple[dict, dict, dict | None]:
-    """The fastest of `repeat` reads, regex passes and (CSV, JSONL) bare format passes, taken in turn
-    (a shared machine's load moves between runs; the fastest is the least disturbed)."""
-    rds, rxs, bls = [], [], []
+def best_of(path: Path, what: str, repeat: int, baseline: str | None,
+            before: Path | None = None) -> tuple[dict, dict, dict | None, dict | None]:
+    """The fastest of `repeat` reads, regex passes, (CSV, JSONL) bare format passes and (`before`)
+    reads by an earlier version of the package, taken in turn (a shared machine's load moves between
+    runs; the fastest is the least disturbed, and each kind sees the same load)."""
+    rds, rxs, bls, bfs = [], [], [], []
     for _ in range(max(1, repeat)):
         rds.append(measure(path, what))
         rxs.append(measure(path, "regex"))
         if baseline:
             bls.append(measure(path, baseline))
-    rd = min(rds, key=lambda r: r["s"])
+        if before is not None:
+            bfs.append(measure(path, what, before))
+    rd = min(rds, key=lambda r: r["cpu"])
     rd["peak_mb"] = max(r["peak_mb"] for r in rds)
-    return rd, min(rxs, key=lambda r: r["s"]), (min(bls, key=lambda r: r["s"]) if bls else None)
+    bf = None
+    if bfs:
+        bf = min(bfs, key=lambda r: r["cpu"])
+        bf["peak_mb"] = max(r["peak_mb"] for r in bfs)
+    return rd, min(rxs, key=lambda r: r["cpu"]), (min(bls, key=lambda r: r["cpu"]) if bls else None), bf
+
+
+def extract_src(ref: str, where: Path) -> Path:
+    """The package's `src/` as of git commit `ref`, extracted under `where` (for `--before`)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return where / "src"
 
 
 def parse_size(s: str) -> int:
@@ -292,7 +312,8 @@ def parse_size(s: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="10MB", help="comma-separated target sizes (default 10MB: a quick run)")
+    ap.add_argument("--sizes", default="10MB", help="comma-separated target sizes, each optionally with its own formats (`1GB:console+csv`); "
+                    "default 10MB: a quick run")
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--reference", action="store_true",
                     help="first the two reference logs: 1M nanoGPT lines, a 300k-step HF Trainer console")
@@ -301,14 +322,20 @@ def main() -> int:
                     "is shown; one above)")
     ap.add_argument("--docs", action="store_true", help="write the table into docs/benchmarks.md")
     ap.add_argument("--tmp", default=None, help="where to generate the inputs (a temporary directory under it)")
+    ap.add_argument("--before", default=None, metavar="COMMIT",
+                    help="also read every input with the package as of this git commit, in turn with the others "
+                         "(before/after under the same load)")
     args = ap.parse_args()
-    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     formats = [f for f in args.formats.split(",") if f.strip()]
+    sized = [(parse_size(s.split(":")[0]), s.split(":")[1].split("+") if ":" in s else formats)
+             for s in args.sizes.split(",") if s.strip()]
     jobs: list[tuple[str, int, int | None]] = [(f, 0, n) for f, n in REFERENCE] if args.reference else []
-    jobs += [(f, size, None) for size in sizes for f in formats if size <= _MAX_BYTES.get(f, size)]
-    header = ("| input | size | steps | read | MB/s | peak MB | regex pass | read / regex | format pass | read / format "
-              "| import | rows kept | first non-finite step |"
-              + (" read + diagnose | first finding |" if args.diagnose else ""))
+    jobs += [(f, size, None) for size, fmts in sized for f in fmts if size <= _MAX_BYTES.get(f, size)]
+    header = ("| input | size | steps | read (wall) | read (CPU) | MB/s (CPU) | peak MB | regex pass (CPU) | read / regex "
+              "| format pass (CPU) | read / format | import | rows kept | first non-finite step |"
+              + (" read + diagnose | first finding |" if args.diagnose else "")
+              + (f" read at {args.before} (CPU) | its MB/s, peak MB | now / then |" if args.before else ""))
+    before = extract_src(args.before, Path(tempfile.mkdtemp(prefix="ld-before-", dir=args.tmp))) if args.before else None
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     print(header)
     for fmt, size, nsteps in jobs:
@@ -316,29 +343,38 @@ def main() -> int:
         try:
             path, steps = generate(fmt, size, d, nsteps)
             mb = size_of(path) / 1e6
-            rd, rx, bl = best_of(path, "diagnose" if args.diagnose else "read",
-                                 args.repeat if size_of(path) < 500e6 else 1, _BASELINE.get(fmt))
+            big = size_of(path) >= 500e6
+            rd, rx, bl, bf = best_of(path, "diagnose" if args.diagnose else "read", 1 if big else args.repeat,
+                                     _BASELINE.get(fmt), None if big else before)
         finally:
             shutil.rmtree(d, ignore_errors=True)
         expect = int(math.floor(steps * 0.9)) + 40 + 1
-        row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {mb / rd['s']:,.0f} | "
-               f"{rd['peak_mb']:,.0f} | {rx['s']:.2f} s | {rd['s'] / rx['s']:.2f}x | "
-               + (f"{_BASELINE[fmt]} {bl['s']:.2f} s | {rd['s'] / bl['s']:.2f}x | " if bl else "– | – | ")
+        row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {rd['cpu']:.2f} s | {mb / rd['cpu']:,.0f} | "
+               f"{rd['peak_mb']:,.0f} | {rx['cpu']:.2f} s | {rd['cpu'] / rx['cpu']:.2f}x | "
+               + (f"{_BASELINE[fmt]} {bl['cpu']:.2f} s | {rd['cpu'] / bl['cpu']:.2f}x | " if bl else "– | – | ")
                + f"{rd['import_s']:.2f} s | "
                f"{rd['rows']:,}"
                f"{' (thinned)' if rd.get('thinned') else ''} | {rd['first_nonfinite']}"
                f"{'' if rd['first_nonfinite'] == expect else f' (expected {expect})'} |")
         if args.diagnose:
             row += f" {rd['s_all']:.2f} s | {rd.get('first')} |"
+        if bf is not None:
+            row += f" {bf['cpu']:.2f} s | {mb / bf['cpu']:,.0f}, {bf['peak_mb']:,.0f} | {rd['cpu'] / bf['cpu']:.2f}x |"
+        elif before is not None:
+            row += " – | – | – |"
         print(row, flush=True)
         lines.append(row)
+    if before is not None:
+        shutil.rmtree(before.parent, ignore_errors=True)
     if args.docs:
         sys.path.insert(0, str(ROOT))
         from benchmarks import docs
 
         body = "\n".join(["## Read speed", "", docs.provenance(docs.command_line()), "",
                           "Each input is generated (see `benchmarks/read_speed.py`), read in a fresh process by "
-                          "`sources.load_path` (*read*: its time, imports apart in *import*; *peak MB*: the process's "
+                          "`sources.load_path` (*read*: its wall and CPU time, imports apart in *import*; MB/s and the ratios on "
+                          "CPU time, which a machine shared with other jobs inflates far less than wall time; "
+                          "*peak MB*: the process's "
                           "peak resident memory, `VmHWM`, interpreter and imports included), and a bare regex "
                           "pass (`for line in open(path): rx.search(line)`, a pattern for the number after `loss`) "
                           "reads the same bytes in another fresh process, and for CSV and JSONL so does the bare "
