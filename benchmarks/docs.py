@@ -34,7 +34,7 @@ its own section.
 | [Real logs](#real-logs) | `python -m benchmarks.real_logs.score` |
 | [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 1c5b225 --docs` |
 | [Format gallery](#format-gallery) | `python benchmarks/format_gallery.py --baseline 1c5b225 --docs` |
-| [Read speed](#read-speed) | `python benchmarks/read_speed.py --reference --sizes 10MB,100MB,1GB --docs` (default: 10MB, a quick run) |
+| [Read speed](#read-speed) | `python benchmarks/read_speed.py --reference --sizes 10MB,100MB,1GB:console+csv+jsonl --before 1c5b225 --repeat 2 --docs` (default: 10MB of each format, a quick run) |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
 | Overhead on a GPU (not run yet: no GPU was lent; the section appears when it runs) | `python benchmarks/gpu.py` (CUDA only; skips cleanly without it) |

@@ -10,18 +10,29 @@ Generates, in a temporary directory deleted afterwards, one input per format and
   (`{'loss': ..., 'grad_norm': ..., 'learning_rate': ..., 'epoch': ...}`) and redraws it;
 - csv, jsonl: one row per step (step, loss, grad_norm, lr, loss_scale);
 - tensorboard: a real `torch.utils.tensorboard.SummaryWriter` (scalars loss, grad_norm, lr);
-- mlflow: MLflow's file store layout (`mlruns/<exp>/<run>/metrics/<name>`: `timestamp value step`
-  lines, as `FileStore.log_metric` writes them), with `meta.yaml` files.
+- mlflow: a real MLflow file store (`mlflow.store.tracking.file_store.FileStore`): the experiment,
+  the run and the first 1,000 steps of each metric logged through it (`log_batch`); the rest of each
+  `metrics/<name>` file appended in the line format the store wrote (`timestamp value step`, checked
+  against those first lines: the store opens the file once per point, ~170 us, so a million steps
+  through it would take minutes).
 
 Every curve is healthy, then explodes to NaN at 90% of the run (so the answer can be checked: the
 first non-finite step), with one loss spike at 50%.
 
 For each input, in a fresh subprocess (so peak memory is the reader's own: `VmHWM`), it times
-`sources.load_path` (the read) and `lossdoctor diagnose --format json` end to end, and a bare regex
-pass (`for line in f: rx.search(line)` with a pattern for a number after `loss`) over the same
-bytes, and prints MB/s, peak MB and the ratio read / regex pass side by side.
+`sources.load_path` (the read; with `--diagnose` the detectors too), a bare regex pass (`for line in
+f: rx.search(line)` with a pattern for a number after `loss`) over the same bytes, and for CSV and
+JSONL the bare standard-library pass of the format (`for row in csv.reader(f)`, `for line in f:
+json.loads(line)`), and prints MB/s, peak MB and the ratios read / pass side by side.
 
-    python benchmarks/read_speed.py [--sizes 10MB,100MB,1GB] [--formats console,hf-tqdm,...] [--docs]
+    python benchmarks/read_speed.py [--sizes 10MB,100MB,1GB:console+csv] [--formats console,hf-tqdm,...]
+                                    [--before COMMIT] [--docs]
+
+Times are wall and CPU (`time.process_time` of the child: on a machine whose cores are shared with
+other jobs, the CPU time is what the reading costs; the wall time is what this run waited). MB/s and
+the ratios are taken on CPU time.
+
+The default (10 MB of each format) runs in under two minutes on a 2-core machine.
 """
 
 from __future__ import annotations
@@ -44,9 +55,10 @@ FORMATS = ("console", "hf-tqdm", "csv", "jsonl", "tensorboard", "mlflow")
 _BYTES_PER_STEP = {"console": 50, "hf-tqdm": 280, "csv": 40, "jsonl": 120, "tensorboard": 150, "mlflow": 80}
 #: the binary formats are written by their real writers, which are slow: capped at this many steps
 _MAX_STEPS = {"tensorboard": 300_000, "mlflow": 1_000_000}
-#: the formats read whole (CSV, JSONL: `sources.files.MAX_WHOLE_READ`) and the slow writers are not
-#: run past this size (a 1 GB CSV would take gigabytes of this shared machine's memory)
-_MAX_BYTES = {"csv": 200_000_000, "jsonl": 200_000_000, "tensorboard": 200_000_000, "mlflow": 200_000_000}
+#: the slow writers (the real TensorBoard writer, the MLflow store's line format) are not run past this size
+_MAX_BYTES = {"tensorboard": 200_000_000, "mlflow": 200_000_000}
+#: the bare standard-library pass each format is also compared with (beside the regex pass)
+_BASELINE = {"csv": "csv.reader", "jsonl": "json.loads"}
 
 
 _BLOCK = 100_000
@@ -130,27 +142,35 @@ def write_tensorboard(path: Path, n: int) -> Path:
 
 
 def write_mlflow(path: Path, n: int) -> Path:
-    """MLflow's file store as `FileStore` lays it out (mlflow/store/tracking/file_store.py): an
-    experiment folder with meta.yaml, a run folder with meta.yaml and metrics/<key> files of
-    `timestamp value step` lines."""
-    exp, run = path / "0", path / "0" / "0123456789abcdef"
-    (run / "metrics").mkdir(parents=True)
-    (run / "params").mkdir()
-    (exp / "meta.yaml").write_text("artifact_location: file:///tmp/mlruns/0\nexperiment_id: '0'\n"
-                                   "lifecycle_stage: active\nname: Default\n")
-    (run / "meta.yaml").write_text("artifact_uri: file:///tmp/mlruns/0/0123456789abcdef/artifacts\n"
-                                   "end_time: null\nentry_point_name: ''\nexperiment_id: '0'\n"
-                                   "lifecycle_stage: active\nrun_id: 0123456789abcdef\nrun_name: bench\n"
-                                   "run_uuid: 0123456789abcdef\nsource_name: ''\nsource_type: 4\n"
-                                   "source_version: ''\nstart_time: 1700000000000\nstatus: 1\n"
-                                   "tags: []\nuser_id: bench\n")
+    """A real MLflow file store: experiment, run and the first steps through `FileStore`, the rest of
+    each metric file appended in the line format it wrote (checked against its first lines)."""
+    import os
+
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")  # the file store is in maintenance mode
+    from mlflow.entities import Metric
+    from mlflow.store.tracking.file_store import FileStore
+
+    store = FileStore(str(path))
+    run = store.create_run(store.create_experiment("bench"), user_id="bench", start_time=1700000000000, tags=[],
+                           run_name="bench")
+    metrics = Path(run.info.artifact_uri.removeprefix("file://")).parent / "metrics"
+    first = min(n, 1000)
     for name, key in (("loss", "loss"), ("grad_norm", "grad_norm"), ("lr", "learning_rate")):
-        with open(run / "metrics" / key, "w") as f:
-            for c in blocks(n):
-                ts = 1700000000000 + c["step"] * 100
-                f.write("".join(f"{t} {v!r} {s}\n" for t, v, s in zip(ts.tolist(), c[name].tolist(),
-                                                                      c["step"].tolist())))
+        head = curve(n, 0, first)
+        ts = (1700000000000 + head["step"] * 100).tolist()
+        store.log_batch(run.info.run_id, metrics=[Metric(key, v, t, s) for t, v, s in
+                                                  zip(ts, head[name].tolist(), head["step"].tolist())], params=[], tags=[])
+        if (metrics / key).read_text() != _mlflow_lines(head, name):
+            raise SystemExit("the MLflow file store's metric line format is not the one this benchmark appends")
+        with open(metrics / key, "a") as f:
+            for a in range(first, n, _BLOCK):
+                f.write(_mlflow_lines(curve(n, a, min(n, a + _BLOCK)), name))
     return path
+
+
+def _mlflow_lines(c: dict[str, np.ndarray], name: str) -> str:
+    ts = 1700000000000 + c["step"] * 100
+    return "".join(f"{t} {v!r} {s}\n" for t, v, s in zip(ts.tolist(), c[name].tolist(), c["step"].tolist()))
 
 
 def generate(fmt: str, target_bytes: int, where: Path, steps: int | None = None) -> tuple[Path, int]:
@@ -190,25 +210,40 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 path, what = Path(sys.argv[2]), sys.argv[3]
 out = {}
-if what == "regex":
+if what == "csv.reader":
+    import csv
+    t, c = time.perf_counter(), time.process_time()
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        out["rows"] = sum(1 for _ in csv.reader(f))
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
+elif what == "json.loads":
+    t, c = time.perf_counter(), time.process_time()
+    n = 0
+    with open(path, "rb") as f:
+        for line in f:
+            if line.strip():
+                json.loads(line)
+                n += 1
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
+elif what == "regex":
     rx = re.compile(r"loss\W+(\d+\.\d+|nan)")
     files = [path] if path.is_file() else sorted(f for f in path.rglob("*") if f.is_file())
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     n = 0
     for fp in files:
         with open(fp, encoding="utf-8", errors="replace") as f:
             for line in f:
                 if rx.search(line):
                     n += 1
-    out["s"] = time.perf_counter() - t
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
 else:
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     from lossdoctor.sources import _load_readers, load_path
     _load_readers()  # the reader modules, imported on the first load_path: start-up, not reading
     out["import_s"] = time.perf_counter() - t
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     runs = load_path(path)
-    out["s"] = time.perf_counter() - t
+    out["s"], out["cpu"] = time.perf_counter() - t, time.process_time() - c
     run = runs[0]
     import numpy as np
     loss = run.col("loss")
@@ -230,24 +265,41 @@ print(json.dumps(out))
 """
 
 
-def measure(path: Path, what: str) -> dict:
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(SRC), str(path), what], capture_output=True, text=True,
+def measure(path: Path, what: str, src: Path = SRC) -> dict:
+    p = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(path), what], capture_output=True, text=True,
                        timeout=3600)
     if p.returncode != 0:
         raise SystemExit(f"{what} of {path} failed: {p.stderr.strip().splitlines()[-1:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def best_of(path: Path, what: str, repeat: int) -> tuple[dict, dict]:
-    """The fastest of `repeat` reads and of `repeat` regex passes, taken in turn (a shared machine's
-    load moves between runs; the fastest is the least disturbed)."""
-    rds, rxs = [], []
+def best_of(path: Path, what: str, repeat: int, baseline: str | None,
+            before: Path | None = None) -> tuple[dict, dict, dict | None, dict | None]:
+    """The fastest of `repeat` reads, regex passes, (CSV, JSONL) bare format passes and (`before`)
+    reads by an earlier version of the package, taken in turn (a shared machine's load moves between
+    runs; the fastest is the least disturbed, and each kind sees the same load)."""
+    rds, rxs, bls, bfs = [], [], [], []
     for _ in range(max(1, repeat)):
         rds.append(measure(path, what))
         rxs.append(measure(path, "regex"))
-    rd = min(rds, key=lambda r: r["s"])
+        if baseline:
+            bls.append(measure(path, baseline))
+        if before is not None:
+            bfs.append(measure(path, what, before))
+    rd = min(rds, key=lambda r: r["cpu"])
     rd["peak_mb"] = max(r["peak_mb"] for r in rds)
-    return rd, min(rxs, key=lambda r: r["s"])
+    bf = None
+    if bfs:
+        bf = min(bfs, key=lambda r: r["cpu"])
+        bf["peak_mb"] = max(r["peak_mb"] for r in bfs)
+    return rd, min(rxs, key=lambda r: r["cpu"]), (min(bls, key=lambda r: r["cpu"]) if bls else None), bf
+
+
+def extract_src(ref: str, where: Path) -> Path:
+    """The package's `src/` as of git commit `ref`, extracted under `where` (for `--before`)."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(where)], input=archive, check=True)
+    return where / "src"
 
 
 def parse_size(s: str) -> int:
@@ -260,7 +312,8 @@ def parse_size(s: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="10MB", help="comma-separated target sizes (default 10MB: a quick run)")
+    ap.add_argument("--sizes", default="10MB", help="comma-separated target sizes, each optionally with its own formats (`1GB:console+csv`); "
+                    "default 10MB: a quick run")
     ap.add_argument("--formats", default=",".join(FORMATS))
     ap.add_argument("--reference", action="store_true",
                     help="first the two reference logs: 1M nanoGPT lines, a 300k-step HF Trainer console")
@@ -269,13 +322,20 @@ def main() -> int:
                     "is shown; one above)")
     ap.add_argument("--docs", action="store_true", help="write the table into docs/benchmarks.md")
     ap.add_argument("--tmp", default=None, help="where to generate the inputs (a temporary directory under it)")
+    ap.add_argument("--before", default=None, metavar="COMMIT",
+                    help="also read every input with the package as of this git commit, in turn with the others "
+                         "(before/after under the same load)")
     args = ap.parse_args()
-    sizes = [parse_size(s) for s in args.sizes.split(",") if s.strip()]
     formats = [f for f in args.formats.split(",") if f.strip()]
+    sized = [(parse_size(s.split(":")[0]), s.split(":")[1].split("+") if ":" in s else formats)
+             for s in args.sizes.split(",") if s.strip()]
     jobs: list[tuple[str, int, int | None]] = [(f, 0, n) for f, n in REFERENCE] if args.reference else []
-    jobs += [(f, size, None) for size in sizes for f in formats if size <= _MAX_BYTES.get(f, size)]
-    header = ("| input | size | steps | read | MB/s | peak MB | regex pass | read / regex | import | rows kept "
-              "| first non-finite step |" + (" read + diagnose | first finding |" if args.diagnose else ""))
+    jobs += [(f, size, None) for size, fmts in sized for f in fmts if size <= _MAX_BYTES.get(f, size)]
+    header = ("| input | size | steps | read (wall) | read (CPU) | MB/s (CPU) | peak MB | regex pass (CPU) | read / regex "
+              "| format pass (CPU) | read / format | import | rows kept | first non-finite step |"
+              + (" read + diagnose | first finding |" if args.diagnose else "")
+              + (f" read at {args.before} (CPU) | its MB/s, peak MB | now / then |" if args.before else ""))
+    before = extract_src(args.before, Path(tempfile.mkdtemp(prefix="ld-before-", dir=args.tmp))) if args.before else None
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     print(header)
     for fmt, size, nsteps in jobs:
@@ -283,30 +343,43 @@ def main() -> int:
         try:
             path, steps = generate(fmt, size, d, nsteps)
             mb = size_of(path) / 1e6
-            rd, rx = best_of(path, "diagnose" if args.diagnose else "read",
-                             args.repeat if size_of(path) < 500e6 else 1)
+            big = size_of(path) >= 500e6
+            rd, rx, bl, bf = best_of(path, "diagnose" if args.diagnose else "read", 1 if big else args.repeat,
+                                     _BASELINE.get(fmt), None if big else before)
         finally:
             shutil.rmtree(d, ignore_errors=True)
         expect = int(math.floor(steps * 0.9)) + 40 + 1
-        row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {mb / rd['s']:,.0f} | "
-               f"{rd['peak_mb']:,.0f} | {rx['s']:.2f} s | {rd['s'] / rx['s']:.2f}x | {rd['import_s']:.2f} s | "
+        row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {rd['cpu']:.2f} s | {mb / rd['cpu']:,.0f} | "
+               f"{rd['peak_mb']:,.0f} | {rx['cpu']:.2f} s | {rd['cpu'] / rx['cpu']:.2f}x | "
+               + (f"{_BASELINE[fmt]} {bl['cpu']:.2f} s | {rd['cpu'] / bl['cpu']:.2f}x | " if bl else "– | – | ")
+               + f"{rd['import_s']:.2f} s | "
                f"{rd['rows']:,}"
                f"{' (thinned)' if rd.get('thinned') else ''} | {rd['first_nonfinite']}"
                f"{'' if rd['first_nonfinite'] == expect else f' (expected {expect})'} |")
         if args.diagnose:
             row += f" {rd['s_all']:.2f} s | {rd.get('first')} |"
+        if bf is not None:
+            row += f" {bf['cpu']:.2f} s | {mb / bf['cpu']:,.0f}, {bf['peak_mb']:,.0f} | {rd['cpu'] / bf['cpu']:.2f}x |"
+        elif before is not None:
+            row += " – | – | – |"
         print(row, flush=True)
         lines.append(row)
+    if before is not None:
+        shutil.rmtree(before.parent, ignore_errors=True)
     if args.docs:
         sys.path.insert(0, str(ROOT))
         from benchmarks import docs
 
         body = "\n".join(["## Read speed", "", docs.provenance(docs.command_line()), "",
                           "Each input is generated (see `benchmarks/read_speed.py`), read in a fresh process by "
-                          "`sources.load_path` (*read*: its time, imports apart in *import*; *peak MB*: the process's "
+                          "`sources.load_path` (*read*: its wall and CPU time, imports apart in *import*; MB/s and the ratios on "
+                          "CPU time, which a machine shared with other jobs inflates far less than wall time; "
+                          "*peak MB*: the process's "
                           "peak resident memory, `VmHWM`, interpreter and imports included), and a bare regex "
                           "pass (`for line in open(path): rx.search(line)`, a pattern for the number after `loss`) "
-                          "reads the same bytes in another fresh process; each is the fastest of `--repeat` runs "
+                          "reads the same bytes in another fresh process, and for CSV and JSONL so does the bare "
+                          "standard-library pass of the format (*format pass*: `for row in csv.reader(f)`, `for line "
+                          "in f: json.loads(line)`); each is the fastest of `--repeat` runs "
                           "taken in turn (one for an input over 500 MB). The curve is healthy, spikes once at "
                           "50% and goes NaN at 90% + 40 steps: *first non-finite step* is where the read columns "
                           "put the first NaN loss (it must be the generated one). Synthetic inputs: these are "

@@ -237,3 +237,20 @@ def test_the_fast_path_cuts_segments_as_console_text_does(tmp_path):
     rec = _Recorder()
     console_fast.feed_stream(io.BytesIO(data), rec)
     assert rec.segs == list(segments(io.BytesIO(data)))
+
+
+def test_bulk_numbers_are_the_floats_python_reads():
+    """The bulk reads' number parser (orjson for what JSON can spell, numpy's text parser for the rest)
+    gives, token for token, the double `float()` gives: random doubles at full precision, the printf
+    formats logs use, large integers, and the spellings JSON has not (nan, inf, a leading + or zero, `1.`)."""
+    rng = np.random.default_rng(7)
+    bits = rng.integers(0, 2 ** 63, 20_000, dtype=np.int64).view(np.float64)
+    doubles = [repr(float(x)) for x in bits if np.isfinite(x)]
+    loss = rng.random(20_000) * 10
+    common = [f"{v:.4f}" for v in loss] + [f"{v:.6g}" for v in loss * 1e-4] + [f"{v:.3e}" for v in loss * 1e20]
+    ints = [str(int(v)) for v in rng.integers(0, 2 ** 62, 5_000)] + ["18446744073709551615", "0"]
+    for tokens in (doubles, common, ints, common[:50] + ["nan", "inf", "-inf", "+1.5", "007", "1.", "NaN"]):
+        got = console_fast.numbers([t.encode() for t in tokens], len(tokens))
+        want = np.array([float(t) for t in tokens])
+        np.testing.assert_array_equal(got, want)
+        assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -316,8 +316,12 @@ HOW = {None: 0, "counter": 1, "interval": 2, "numbered": 3, "epoch": 4, "spaced"
 HOW_NAMES = {v: k for k, v in HOW.items()}
 #: per-row flags (`StepColumns.flags`)
 FLAG_DROP, FLAG_WEAK, FLAG_NAN_FILTER = 1, 2, 4
-#: set by a thinning pass on a row it must keep (rare, non-finite, outlying, or next to one)
+#: set by a thinning pass on a row it must keep (rare, non-finite, outlying, or next to a non-finite one)
 FLAG_KEEP = 8
+#: set by a thinning pass on a row next to an outlier: kept while the store has room for every such
+#: row, else (from then on) thinned like any other (noisy grad norms make ~0.3% of points 6-MAD
+#: outliers, and their neighbours a third of the log: kept, memory grew with the file)
+FLAG_NEAR = 16
 _FLAG_KEYS = (("_drop", FLAG_DROP), ("_weak", FLAG_WEAK), ("_nan_filter", FLAG_NAN_FILTER))
 
 
@@ -327,11 +331,16 @@ class StepColumns:
     (component losses) by ordinal. A reader appends a batch of row dicts (`append_rows`) or whole
     arrays (`append_arrays`); memory stays bounded: past `rules.max_rows` rows the middle of the log
     is thinned (`_thin`: every non-finite or outlier point and its neighbours kept, the first and
-    last rows kept, the rest kept one in `stride` by reading order), and `thinned` says by how much."""
+    last rows kept, the rest kept one in `stride` by reading order), and `thinned` says by how much.
+    `roles` names the series that holds a signal the thinning judges (`{"loss": "train_loss"}`) where
+    a reader stores its columns under the log's own names (a CSV or JSONL table); by default a
+    signal's series has its name."""
 
-    def __init__(self, names: tuple[str, ...], rules: Thinning = THINNING) -> None:
+    def __init__(self, names: tuple[str, ...], rules: Thinning = THINNING,
+                 roles: dict[str, str] | None = None) -> None:
         self.names = tuple(names)
         self.rules = rules
+        self.roles = dict(roles or {})
         self.n = 0  # rows held
         self.total = 0  # rows ever appended (the next row's ordinal)
         self.stride = 1
@@ -342,6 +351,7 @@ class StepColumns:
         self.extra: dict[int, dict[str, Any]] = {}  # ordinal -> {"_components": ...}
         self._judged = 0  # rows before this index were judged by a thinning pass
         self._nonfinite_judged = {"loss": 0, "grad_norm": 0}
+        self.near_dropped = False  # the outliers' neighbours no longer fit: thinned like other rows
         # the columns, made by `_alloc` (declared here, assigned there: `_alloc` tells a first
         # allocation by their absence)
         self.step: np.ndarray  # float64, NaN where a row has no step
@@ -419,9 +429,9 @@ class StepColumns:
         self._after_append(start)
 
     def append_arrays(self, steps: np.ndarray, cols: dict[str, np.ndarray], *, how: str | None = None,
-                      flags: np.ndarray | None = None) -> None:
-        """Append rows given as arrays (every named series logged on every row; `how` the rows' step
-        was found, `flags` per row)."""
+                      flags: np.ndarray | None = None, logged: dict[str, np.ndarray] | None = None) -> None:
+        """Append rows given as arrays (a named series logged on every row unless `logged[name]` says
+        where; `how` the rows' step was found, `flags` per row)."""
         m = len(steps)
         if not m:
             return
@@ -435,11 +445,15 @@ class StepColumns:
         for name, v in cols.items():
             self._series(name)
             self.vals[name][start:start + m] = v
-            self.have[name][start:start + m] = True
+            self.have[name][start:start + m] = True if logged is None or name not in logged else logged[name]
         self._after_append(start)
 
+    def _role(self, signal: str) -> str:
+        """The series holding `signal` (see `roles`)."""
+        return self.roles.get(signal, signal)
+
     def _after_append(self, start: int) -> None:
-        for name in ("loss", "grad_norm"):
+        for name in map(self._role, ("loss", "grad_norm")):
             if name in self.vals:
                 v = self.vals[name][start:self.n]
                 self.nonfinite_seen += int((self.have[name][start:self.n] & ~np.isfinite(v)).sum())
@@ -459,10 +473,16 @@ class StepColumns:
         if self.extra:
             new |= np.isin(self.ordinal[a:n], np.fromiter(self.extra, np.int64, len(self.extra)))
         new |= self._rare(a, n)
-        new |= _dilate(self._anomalies(a, n), r.context)
-        self.flags[a:n] |= np.where(new, FLAG_KEEP, 0).astype(np.uint8)
-        must = (self.ordinal[:n] < r.head) | (self.flags[:n] != 0)
+        nonfinite, outlying = self._anomalies(a, n)
+        new |= _dilate(nonfinite, r.context) | outlying
+        near = np.zeros(n - a, dtype=bool) if self.near_dropped else _dilate(outlying, r.context) & ~new
+        self.flags[a:n] |= (np.where(new, FLAG_KEEP, 0) | np.where(near, FLAG_NEAR, 0)).astype(np.uint8)
+        must = (self.ordinal[:n] < r.head) | ((self.flags[:n] & ~np.uint8(FLAG_NEAR)) != 0)
         must[max(0, n - r.tail):] = True
+        if not self.near_dropped and (must | (self.flags[:n] == FLAG_NEAR)).sum() > r.max_rows // 2:
+            self.near_dropped = True
+            self.flags[:n] &= ~np.uint8(FLAG_NEAR)
+        must |= (self.flags[:n] & FLAG_NEAR) != 0
         while True:  # the smallest doubling of the stride that leaves room for as many rows again
             keep = must | ((self.ordinal[:n] % self.stride) == 0)
             if keep.sum() <= r.max_rows // 2 or self.stride >= 1 << 40:
@@ -486,25 +506,28 @@ class StepColumns:
         """Rows a..n that say something seldom said: an evaluation loss, a skipped step or interval
         count, a NaN count, a loss scale that changed."""
         out = np.zeros(n - a, dtype=bool)
-        for name in ("eval_loss", "skipped", "skipped_in_interval", "nan_in_interval", "scale"):
+        for signal in ("eval_loss", "skipped", "skipped_in_interval", "nan_in_interval", "scale"):
+            name = self._role(signal)
             if name not in self.vals:
                 continue
             v, h = self.vals[name][a:n], self.have[name][a:n]
-            if name == "eval_loss":
+            if signal == "eval_loss":
                 out |= h
-            elif name == "scale":
+            elif signal == "scale":
                 prev = np.concatenate([self.vals[name][max(a - 1, 0):max(a, 1)], v[:-1]])[:v.size]
                 out |= h & ~((v == prev) | (np.isnan(v) & np.isnan(prev)))
             else:
                 out |= h & (v != 0)
         return out
 
-    def _anomalies(self, a: int, n: int) -> np.ndarray:
+    def _anomalies(self, a: int, n: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows a..n whose loss or grad norm is non-finite (the log's first `nonfinite_keep` of them,
-        and each run's first) or an outlier against its window's median."""
+        and each run's first), and rows where one is an outlier against its window's median."""
         r = self.rules
         out = np.zeros(n - a, dtype=bool)
-        for name in ("loss", "grad_norm"):
+        outlying = np.zeros(n - a, dtype=bool)
+        for signal in ("loss", "grad_norm"):
+            name = self._role(signal)
             if name not in self.vals:
                 continue
             v, h = self.vals[name][a:n], self.have[name][a:n]
@@ -512,11 +535,11 @@ class StepColumns:
             if bad.any():
                 before = bool(a and self.have[name][a - 1] and not np.isfinite(self.vals[name][a - 1]))
                 first = bad & ~np.concatenate([[before], bad[:-1]])
-                early = bad & (np.cumsum(bad) + self._nonfinite_judged[name] <= r.nonfinite_keep)
-                self._nonfinite_judged[name] += int(bad.sum())
+                early = bad & (np.cumsum(bad) + self._nonfinite_judged[signal] <= r.nonfinite_keep)
+                self._nonfinite_judged[signal] += int(bad.sum())
                 out |= first | early
-            out |= _outliers(np.where(h & ~bad, v, np.nan), r.window, r.outlier_mads)
-        return out
+            outlying |= _outliers(np.where(h & ~bad, v, np.nan), r.window, r.outlier_mads)
+        return out, outlying
 
     # --- the result ------------------------------------------------------------------------
 

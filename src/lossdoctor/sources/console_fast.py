@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import codecs
 import itertools
+import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
+import orjson
 
 from .console_lines import _HF_ITEM, _NUMBER, METRICS, _dict_key
 from .console_text import MAX_SEGMENT
@@ -190,16 +193,16 @@ def cycle_of(t: DictTemplate) -> Cycle:
     return Cycle(rx, t)
 
 
-def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, list[tuple[bytes, bytes]]]:
+def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the other bars' (counter,
-    total) in order) of matched cycles."""
+    total) in order (bars, 2)) of matched cycles. The matches' groups are transposed in C (`zip`) and
+    each group's numbers parsed in one call: no Python step per cycle."""
     k = len(c.dict.keys)
-    vals = np.fromstring(b" ".join(b" ".join(f[1:k + 3]) for f in found).decode("ascii"), sep=" ")
-    if vals.size != len(found) * (k + 2):
-        vals = np.fromiter(map(float, b" ".join(b" ".join(f[1:k + 3]) for f in found).split()), np.float64)
-    vals = vals.reshape(len(found), k + 2)
-    rest = _BARS.findall(b"".join(f[-1] for f in found))
-    return vals[:, :k], vals[:, k:], rest
+    groups = list(zip(*found))
+    vals = np.column_stack([numbers(groups[j], len(found)) for j in range(1, k + 3)])
+    rest = _BARS.findall(b"".join(groups[-1]))
+    bars = numbers(itertools.chain.from_iterable(rest), 2 * len(rest)).reshape(-1, 2)
+    return vals[:, :k], vals[:, k:], bars
 
 
 def feed_stream(f: IO[bytes], parser: Any) -> None:
@@ -335,7 +338,7 @@ def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, l
             cycles.insert(0, cycles.pop(i))
         first = c.rx.search(data)
         assert first is not None
-        covered = sum(len(f[0]) for f in found)
+        covered = sum(map(len, map(operator.itemgetter(0), found)))
         if data.startswith(found[-1][0], first.start() + covered - len(found[-1][0])):
             return [(first.start(), first.start() + covered, c, found)]
         spans = [(m.start(), m.end()) for m in c.rx.finditer(data)]
@@ -357,8 +360,29 @@ def _floats(t: Template, found: list) -> np.ndarray:
     """(lines, len(cols)) floats of the captured numbers: joined and parsed by numpy's C parser in
     one call (the template admits only numbers and nan/inf words), else one by one."""
     k = len(t.cols)
-    flat = b" ".join(itertools.chain.from_iterable(found)) if k > 1 else b" ".join(found)
-    out = np.fromstring(flat.decode("ascii"), sep=" ")
-    if out.size != len(found) * k:
-        out = np.fromiter(map(float, flat.split()), np.float64, count=len(found) * k)
-    return out.reshape(len(found), k)
+    return numbers(itertools.chain.from_iterable(found) if k > 1 else found, len(found) * k).reshape(len(found), k)
+
+
+def numbers(tokens: Iterable[bytes], count: int) -> np.ndarray:
+    """`count` floats of number tokens (what a template captured: numbers, `nan`/`inf` words), each
+    the float Python's `float()` reads. Why orjson: its number parser is correctly rounded (the same
+    double as `float()`) and about 2.5x faster than numpy's text parser, which was the largest cost
+    of a bulk read. JSON has no `nan` (it reads `null`, which numpy makes NaN) and no spelling for
+    `inf`, a leading `+` or zero, or `1.`: such a chunk is parsed by numpy's text parser as before."""
+    flat = b",".join(tokens)
+    if b"n" in flat:  # nan, and inf/-inf, which JSON cannot spell
+        quoted = flat.replace(b"nan", b"null")
+        body = None if b"i" in quoted else quoted
+    else:
+        body = flat
+    if body is not None:
+        try:
+            out = np.array(orjson.loads(b"[" + body + b"]"), dtype=np.float64)
+            if out.shape == (count,):
+                return out
+        except (orjson.JSONDecodeError, TypeError, ValueError):
+            pass
+    out = np.fromstring(flat.decode("ascii"), sep=",")
+    if out.size != count:
+        out = np.fromiter(map(float, flat.split(b",")), np.float64, count=count)
+    return out

@@ -16,7 +16,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -100,6 +100,29 @@ def read_bytes(path: Path, limit: int = MAX_WHOLE_READ) -> bytes:
             raise SourceError(f"{path}: {max(size, len(data)) / 2**20:.0f} MiB is more than the "
                               f"{limit / 2**20:.0f} MiB lossdoctor reads of a file of this format")
         return data
+
+
+def line_chunks(f: IO[bytes], size: int, max_line: int) -> Iterator[bytes]:
+    """A stream's bytes in chunks of about `size` that end right after a newline (the last one
+    where the data ends): no line, no `\r\n` and no UTF-8 character is cut between two chunks, so
+    a line-based format (CSV, JSON lines) is read chunk by chunk in bounded memory whatever the
+    file's size. A line longer than `max_line` is yielded cut once past it (the reader then says the
+    file has a line too long), so one huge line cannot take the memory either."""
+    carry = b""
+    while True:
+        data = f.read(size)
+        if not data:
+            break
+        data = carry + data if carry else data
+        last = data.rfind(b"\n")
+        if last < 0 and len(data) <= max_line:
+            carry = data
+            continue
+        cut = last + 1 if last >= 0 else len(data)
+        carry = data[cut:]
+        yield data[:cut]
+    if carry:
+        yield carry
 
 
 def head(path: Path, n: int = 65536) -> bytes:

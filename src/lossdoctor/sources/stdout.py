@@ -240,8 +240,8 @@ class ConsoleParser:
             prev = steps[-2] if len(steps) > 1 else self.last_pending_step
             self.pending_interval = max(1, int(steps[-1] - prev))
         self.last_pending_step = int(steps[-1])
-        bars = np.concatenate([first, np.array(rest, dtype=np.float64).reshape(-1, 2)]) if rest else first
-        last = (np.array(rest[-1], dtype=np.float64) if rest else first[-1])
+        bars = np.concatenate([first, rest])
+        last = rest[-1] if len(rest) else first[-1]
         self.bar_done = bool(last[0] >= last[1])
         self.last_counter = int(last[0])
         top = int(bars[:, 0].max())

@@ -1,12 +1,15 @@
 """Generic CSV and JSONL logs with common column names, and the table -> Run mapping other readers
 (Lightning's metrics.csv, W&B exports and histories) share.
 
-CSV: parsed by numpy's C reader (`np.loadtxt`) when the table is dense and numeric (a million
-rows in about a second), else by the standard library's `csv` module, which copes with sparse rows
-(Lightning writes one row per logging call), quoted fields and stray text. JSONL: `orjson` parses
-the whole file as one array in a single call when it can; lines it cannot parse (NaN literals,
-which orjson rejects but Python's `json` writes) go through the standard `json` module; lines
-neither can read (a torn last line) are counted and skipped with a note.
+Both stream: the file is read in chunks cut at a newline, each chunk turned into float columns at
+once (`table_stream`: a bounded store, thinned past `Thinning.max_rows` rows), so memory does not
+grow with the file. CSV: a chunk is parsed by numpy's C reader (`np.loadtxt`) when it is dense and
+numeric, else (and from there on: a quoted field may span lines) by the standard library's `csv`
+module, which copes with sparse rows (Lightning writes one row per logging call), quoted fields and
+stray text. JSONL: `orjson` parses a chunk as one array in a single call when it can; lines it
+cannot parse (NaN literals, which orjson rejects but Python's `json` writes) go through the
+standard `json` module; lines neither can read (a torn last line) are counted and skipped with a
+note. A file holding one JSON array is read whole.
 """
 
 from __future__ import annotations
@@ -15,8 +18,9 @@ import csv
 import io
 import itertools
 import json
-import operator
 import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +28,23 @@ import numpy as np
 import orjson
 
 from ..messages import Msg
-from ..records import Run, from_columns, to_float
+from ..records import THINNING, Run, Thinning, from_columns
 from .columns import SIGNAL_NAMES, column_for, map_names, step_number, step_rank
-from .files import head, json_array_prefix, looks_binary, read_bytes, text_head
+from .files import (
+    MAX_WHOLE_READ,
+    head,
+    json_array_prefix,
+    line_chunks,
+    looks_binary,
+    open_regular,
+    read_bytes,
+    text_head,
+)
 from .registry import SourceError, reader
+from .table_stream import JsonColumns, TableColumns, column, flatten, json_column, parse_str_column
+
+__all__ = ["parse_str_column", "flatten", "table_run", "read_csv_table", "read_csv", "read_jsonl", "parse_jsonl",
+           "rows_run", "wandb_export_names", "is_wandb_export", "CsvTable"]
 
 #: columns whose absence is worth a note (the detectors say more precisely what they skip)
 _KEY_SIGNALS = ("loss", "grad_norm", "lr", "scale")
@@ -35,29 +52,16 @@ _KEY_SIGNALS = ("loss", "grad_norm", "lr", "scale")
 
 # --- shared: a parsed table -> Run ----------------------------------------------------------
 
-def parse_str_column(values: list[str] | np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """(floats, logged mask, count of cells that are text, not numbers). Empty cells are "not
-    logged"; 'nan'/'inf' are logged non-finite values (the failure we look for)."""
-    a = np.asarray(values, dtype=str)
-    a = np.char.strip(a)
-    empty = a == ""
-    try:
-        vals = np.where(empty, "nan", a).astype(np.float64)
-        return vals, ~empty, 0
-    except ValueError:
-        pass
-    vals = np.array([to_float(x) for x in a.tolist()], dtype=np.float64)
-    says_nan = np.isin(np.char.lower(a), ["nan", "-nan", "+nan", "null", "none"])
-    text = ~empty & np.isnan(vals) & ~says_nan
-    logged = ~empty & ~text
-    return vals, logged, int(text.sum())
-
-
 def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: str,
               meta: dict[str, Any] | None = None, notes: list[str] | None = None,
-              logged: dict[str, np.ndarray] | None = None, nrows: int | None = None) -> Run:
+              logged: dict[str, np.ndarray] | None = None, nrows: int | None = None,
+              text_cells: dict[str, int] | None = None, rows_at: np.ndarray | None = None,
+              step_values: dict[str, np.ndarray] | None = None) -> Run:
     """Map a table's named columns onto a Run. `columns[name]` is a float array (with `logged[name]`
-    its mask), a list of strings (CSV cells) or a list of Python values (JSON)."""
+    its mask, and `text_cells[name]` how many of its cells were text), a list of strings (CSV cells)
+    or a list of Python values (JSON). A streamed table passes `rows_at` (each row's index in the
+    file: the step of a table without one, when thinned) and `step_values` (a step column's numbers,
+    read as steps, where the same name also feeds a metric)."""
     notes = list(notes or [])
     mapping = map_names(names)
     if not mapping.used:
@@ -70,6 +74,8 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
         v = columns[name]
         if logged is not None and name in logged:
             cols[col], masks[col] = v, logged[name]
+            if text_cells and text_cells.get(name):
+                notes.append(Msg("source.not_numbers", name=repr(name), n=text_cells[name]))
         elif isinstance(v, np.ndarray) and v.dtype.kind == "U" or (isinstance(v, list) and v and
                                                                     isinstance(v[0], str)):
             vals, mask, bad = parse_str_column(v)
@@ -77,7 +83,7 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
                 notes.append(Msg("source.not_numbers", name=repr(name), n=bad))
             cols[col], masks[col] = vals, mask
         elif isinstance(v, list):
-            fast = _json_column(v)
+            fast = json_column(v)
             if fast is None:
                 cols[col] = v  # mixed types: records.from_columns parses value by value
             else:
@@ -85,8 +91,9 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
         else:
             cols[col] = v
     n = nrows if nrows is not None else len(next(iter(columns.values())))
+    row_index = rows_at if rows_at is not None else np.arange(n, dtype=np.float64)
     if mapping.step is not None:
-        sv = columns[mapping.step]
+        sv = step_values[mapping.step] if step_values and mapping.step in step_values else columns[mapping.step]
         if isinstance(sv, np.ndarray) and sv.dtype.kind == "f":
             steps = sv
         elif isinstance(sv, list) and sv and isinstance(sv[0], str) or (
@@ -102,12 +109,12 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
         missing = int(np.isnan(steps).sum())
         if missing == len(steps):
             notes.append(Msg("source.step_column_empty", column=repr(mapping.step)))
-            steps = np.arange(n, dtype=np.float64)
+            steps = row_index
         elif missing:
             # a row without a step number (e.g. a Lightning epoch-end row) belongs to the step before
             steps = _fill_forward(steps)
     else:
-        steps = np.arange(n, dtype=np.float64)
+        steps = row_index
         notes.append(Msg("source.no_step_column"))
     notes.insert(0, Msg("source.read_columns", what=what, columns=mapping.describe()))
     absent = [SIGNAL_NAMES[c] for c in _KEY_SIGNALS if c not in mapping.used]
@@ -117,19 +124,6 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
     run.meta.setdefault("columns", dict(mapping.used))
     run.notes.extend(notes)
     return run
-
-
-def _json_column(v: list[Any]) -> tuple[np.ndarray, np.ndarray] | None:
-    """(floats, logged mask) of a column of JSON values in C loops, or None for mixed types.
-    None is "not logged"; numbers, bools and "NaN"/"inf" strings convert directly."""
-    try:
-        vals = np.array(v, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer beyond float range
-        return None
-    if vals.shape != (len(v),):
-        return None
-    mask = np.fromiter(map(operator.is_not, v, itertools.repeat(None)), dtype=bool, count=len(v))
-    return vals, mask
 
 
 def _fill_forward(steps: np.ndarray) -> np.ndarray:
@@ -149,70 +143,152 @@ MAX_LINE_BYTES = 4 << 20
 MAX_COLUMNS = 65_536
 
 
-def read_csv_table(path: Path) -> tuple[list[str], dict[str, Any], dict[str, np.ndarray], list[str], int]:
-    """(column names, columns, logged masks, notes, rows). Raises SourceError on non-CSV input.
-    Only the columns that can feed a signal or the step axis are kept (`columns` holds those);
-    `names` lists them all, for the messages."""
-    if looks_binary(head(path, 65536)):  # checked before the whole file is read
+#: chunks a CSV or JSONL file is read in (a chunk's parsed columns are dropped before the next)
+CSV_CHUNK = 8 << 20
+JSONL_CHUNK = 4 << 20
+#: rows of a sparse table parsed at a time by the `csv` module
+_CSV_BATCH = 65_536
+
+
+@dataclass
+class CsvTable:
+    """A CSV table read: every column's name (`names`, for the messages), the columns that can feed
+    a signal or the step axis as floats (`cols`, by name) with their logged masks, the notes, the
+    rows read, the text cells per column, each held row's index in the file, and the thinning."""
+
+    names: list[str]
+    cols: dict[str, np.ndarray]
+    logged: dict[str, np.ndarray]
+    notes: list[str]
+    nrows: int
+    text_cells: dict[str, int]
+    rows_at: np.ndarray
+    thinned: dict[str, int] | None
+
+
+def read_csv_table(path: Path, rules: Thinning = THINNING) -> CsvTable:
+    """The table of a CSV file, streamed. Raises SourceError on non-CSV input. Only the columns that
+    can feed a signal or the step axis are kept; `names` lists them all, for the messages."""
+    if looks_binary(head(path, 65536)):  # checked before the file is read
         raise SourceError(f"{path}: binary data, not a CSV file")
-    raw = read_bytes(path)
-    longest = _longest_line(raw)
-    if longest > MAX_LINE_BYTES:
-        raise SourceError(f"{path}: a line of {longest / (1 << 20):.0f} MB; not a CSV training log "
-                          f"(lines are read up to {MAX_LINE_BYTES >> 20} MB)")
-    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
-    del raw
-    first_nl = text.find("\n")
-    header_line = text if first_nl < 0 else text[:first_nl]
-    delim = max(",\t;", key=header_line.count)
-    if header_line.count(delim) == 0 and first_nl < 0:
-        raise SourceError(f"{path}: not a CSV table (one line, no delimiter)")
-    try:
-        names = next(csv.reader([header_line.rstrip("\r")], delimiter=delim))
-    except (csv.Error, StopIteration) as e:
-        raise SourceError(f"{path}: malformed CSV header") from e
-    notes: list[str] = []
-    fields = len(names)  # a row of a table wider than MAX_COLUMNS still has this many
-    if len(names) > MAX_COLUMNS:
-        notes.append(Msg("source.too_many_columns", name=path.name, n=len(names) - MAX_COLUMNS, max=MAX_COLUMNS))
-        names = names[:MAX_COLUMNS]
-    names = [n.strip() for n in names]
-    if len(set(names)) != len(names):
-        names = _dedupe_names(names)
-    keep = _wanted_columns(names)
-    body = text[first_nl + 1:] if first_nl >= 0 else ""
-    del text
-    fast = _loadtxt(body, delim, fields, keep)
-    if fast is not None:
-        cols = {names[i]: fast[:, j] for j, i in enumerate(keep)}
-        # dense: every cell was written, so a NaN here is a logged NaN (the failure), not a gap
-        logged = {n: np.ones(fast.shape[0], dtype=bool) for n in cols}
-        return names, cols, logged, notes, fast.shape[0]
-    width = len(names)
-    kept: list[list[str]] = [[] for _ in keep]
-    nrows = ragged = 0
-    try:
-        for r in csv.reader(io.StringIO(body, newline=""), delimiter=delim):
-            if not r:
-                continue
-            nrows += 1
-            if len(r) != fields:
-                ragged += 1
-            if len(r) < width:
-                r = r + [""] * (width - len(r))
-            for out, i in zip(kept, keep):
-                out.append(r[i])
-    except csv.Error as e:
-        raise SourceError(f"{path}: malformed CSV ({e})".splitlines()[0]) from e
+    with open_regular(path) as f:
+        texts = _csv_texts(path, line_chunks(f, CSV_CHUNK, MAX_LINE_BYTES))
+        text = next(texts, "").lstrip("\ufeff")
+        first_nl = text.find("\n")
+        header_line = text if first_nl < 0 else text[:first_nl]
+        delim = max(",\t;", key=header_line.count)
+        if header_line.count(delim) == 0 and first_nl < 0:
+            raise SourceError(f"{path}: not a CSV table (one line, no delimiter)")
+        try:
+            names = next(csv.reader([header_line.rstrip("\r")], delimiter=delim))
+        except (csv.Error, StopIteration) as e:
+            raise SourceError(f"{path}: malformed CSV header") from e
+        notes: list[str] = []
+        fields = len(names)  # a row of a table wider than MAX_COLUMNS still has this many
+        if len(names) > MAX_COLUMNS:
+            notes.append(Msg("source.too_many_columns", name=path.name, n=len(names) - MAX_COLUMNS, max=MAX_COLUMNS))
+            names = names[:MAX_COLUMNS]
+        names = [n.strip() for n in names]
+        if len(set(names)) != len(names):
+            names = _dedupe_names(names)
+        keep = _wanted_columns(names)
+        table = TableColumns(rules, roles=_csv_roles(names))
+        body = text[first_nl + 1:] if first_nl >= 0 else ""
+        del text
+        nrows, ragged = _csv_body(itertools.chain([body], texts), path, delim, fields, names, keep, table)
     if ragged:
         notes.append(Msg("source.ragged_rows", name=path.name, n=ragged))
-    return names, {names[i]: out for out, i in zip(kept, keep)}, {}, notes, nrows
+    cols, logged = table.columns(names[i] for i in keep)
+    return CsvTable(names, cols, logged, notes, nrows, table.text_cells, table.rows_at(), table.thinned())
+
+
+def _csv_texts(path: Path, chunks: Iterator[bytes]) -> Iterator[str]:
+    """The chunks decoded (a chunk ends at a newline: no character is cut), each checked for a line
+    no training log has before it is split into fields."""
+    for raw in chunks:
+        if _longest_line(raw) > MAX_LINE_BYTES:
+            longest = _longest_line_in(path)
+            raise SourceError(f"{path}: a line of {longest / (1 << 20):.0f} MB; not a CSV training log "
+                              f"(lines are read up to {MAX_LINE_BYTES >> 20} MB)")
+        yield raw.decode("utf-8", errors="replace")
+
+
+def _csv_body(texts: Iterator[str], path: Path, delim: str, fields: int, names: list[str], keep: list[int],
+              table: TableColumns) -> tuple[int, int]:
+    """Read the rows into `table`: dense numeric chunks by `np.loadtxt`, from the first chunk that is
+    not one on by the `csv` module (a quoted field may run into the next chunk). (rows, ragged rows)."""
+    nrows = 0
+    for body in texts:
+        if not body:
+            continue
+        fast = _loadtxt(body, delim, fields, keep)
+        if fast is None:
+            more, ragged = _csv_rows(itertools.chain([body], texts), path, delim, fields, names, keep, table)
+            return nrows + more, ragged
+        # dense: every cell was written, so a NaN here is a logged NaN (the failure), not a gap
+        every = np.ones(fast.shape[0], dtype=bool)
+        table.append(fast.shape[0], {names[i]: (fast[:, j], every) for j, i in enumerate(keep)})
+        nrows += fast.shape[0]
+    return nrows, 0
+
+
+def _csv_rows(texts: Iterator[str], path: Path, delim: str, fields: int, names: list[str], keep: list[int],
+              table: TableColumns) -> tuple[int, int]:
+    """The `csv` module's reading of the rest, a batch of rows at a time. (rows, ragged rows)."""
+    width = len(names)
+    reader_ = csv.reader(itertools.chain.from_iterable(io.StringIO(t, newline="") for t in texts), delimiter=delim)
+    nrows = ragged = 0
+    try:
+        while True:
+            raw = list(itertools.islice(reader_, _CSV_BATCH))
+            if not raw:
+                break
+            batch = [r for r in raw if r]
+            nrows += len(batch)
+            short = False
+            for r in batch:
+                if len(r) != fields:
+                    ragged += 1
+                    short = short or len(r) < width
+            if short:
+                batch = [r + [""] * (width - len(r)) if len(r) < width else r for r in batch]
+            cols = {}
+            for i in keep:
+                vals, mask, bad = parse_str_column([r[i] for r in batch])
+                cols[names[i]] = (vals, mask)
+                table.count_text(names[i], bad)
+            table.append(len(batch), cols)
+    except csv.Error as e:
+        raise SourceError(f"{path}: malformed CSV ({e})".splitlines()[0]) from e
+    return nrows, ragged
 
 
 def _longest_line(raw: bytes) -> int:
     """Length in bytes of the longest line, in one vectorised pass."""
     nl = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
     return int(np.diff(nl, prepend=-1, append=len(raw)).max()) - 1 if raw else 0
+
+
+def _longest_line_in(path: Path) -> int:
+    """`_longest_line` of a whole file, read in blocks (what the refusal says)."""
+    longest, pos, last_nl = 0, 0, -1
+    with open_regular(path) as f:
+        while block := f.read(CSV_CHUNK):
+            nl = np.flatnonzero(np.frombuffer(block, dtype=np.uint8) == 10) + pos
+            if nl.size:
+                longest = max(longest, int(np.diff(nl, prepend=last_nl).max()) - 1)
+                last_nl = int(nl[-1])
+            pos += len(block)
+    return max(longest, pos - last_nl - 1)
+
+
+def _csv_roles(names: list[str]) -> dict[str, str]:
+    """{signal: column name} for the store's thinning (a W&B export's by its first run's metrics)."""
+    if is_wandb_export(names):
+        new, rename, _ = wandb_export_names(names)
+        back = {v: k for k, v in rename.items()}
+        return {col: back.get(n, n) for col, n in map_names([n for n in new if n in back]).used.items()}
+    return dict(map_names(names).used)
 
 
 def _wanted_columns(names: list[str]) -> list[int]:
@@ -284,20 +360,31 @@ def is_wandb_export(names: list[str]) -> bool:
 
 
 def read_csv(path: Path, *, source: str = "csv", what: str | None = None,
-             meta: dict[str, Any] | None = None) -> list[Run]:
-    names, cols, logged, notes, nrows = read_csv_table(path)
-    if nrows == 0:
+             meta: dict[str, Any] | None = None, rules: Thinning = THINNING) -> list[Run]:
+    t = read_csv_table(path, rules)
+    names, cols, logged, notes, text_cells = t.names, t.cols, t.logged, t.notes, t.text_cells
+    if t.nrows == 0:
         raise SourceError(f"{path}: the CSV file has a header but no rows")
     if is_wandb_export(names):
         new_names, rename, more = wandb_export_names(names)
         cols = {rename.get(k, k): v for k, v in cols.items()}
         logged = {rename.get(k, k): v for k, v in logged.items()}
+        text_cells = {rename.get(k, k): v for k, v in text_cells.items()}
         keep = [n for n, old in zip(new_names, names) if old in rename or _WANDB_RUN_COL.match(old) is None]
         names = keep
         notes.extend(more)
         source = "wandb_csv"
-    return [table_run(names, cols, source=source, what=what or path.name, meta=meta, notes=notes,
-                      logged=logged or None, nrows=nrows)]
+    run = table_run(names, cols, source=source, what=what or path.name, meta=meta, notes=notes, logged=logged,
+                    nrows=len(t.rows_at), text_cells=text_cells, rows_at=t.rows_at)
+    thinned_note(run, t.thinned)
+    return [run]
+
+
+def thinned_note(run: Run, thinned: dict[str, int] | None) -> None:
+    """Say that a streamed table was thinned, and by how much (as the console reader says it)."""
+    if thinned:
+        run.meta["thinned"] = thinned
+        run.notes.append(Msg("source.thinned", n=thinned["rows"], kept=thinned["kept"], stride=thinned["stride"]))
 
 
 def _sniff_csv(p: Path) -> bool:
@@ -323,10 +410,23 @@ def read_csv_reader(path: Path) -> list[Run]:
 # --- JSONL / JSON ---------------------------------------------------------------------------
 
 def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows of a JSON-lines file; unreadable lines are skipped with a note."""
-    notes: list[str] = []
-    # fast path: the whole file as one JSON array, parsed by one orjson call (one copy of the
-    # file: the newline -> comma replace; the brackets go in place)
+    """Rows of a JSON-lines file read whole (a W&B history); unreadable lines are skipped with a note."""
+    rows, bad, last_bad = _parse_chunk(raw)
+    return rows, _unreadable_note(name, bad, bool(last_bad))
+
+
+def _unreadable_note(name: str, bad: int, last_bad: bool) -> list[str]:
+    if not bad:
+        return []
+    where = Msg("source.the_last_line") if bad == 1 and last_bad else Msg("source.n_lines", n=bad)
+    return [Msg("source.unreadable_lines", name=name, where=where)]
+
+
+def _parse_chunk(raw: bytes) -> tuple[list[dict[str, Any]], int, bool | None]:
+    """(the dict rows of whole JSON lines, how many lines neither parser reads, whether the last
+    non-blank line is one of those: None when there is no such line)."""
+    # fast path: the lines as one JSON array, parsed by one orjson call (one copy of the data: the
+    # newline -> comma replace; the brackets go in place)
     head4k = raw[:4096]
     start = len(head4k) - len(head4k.lstrip())
     joined = bytearray(b"[")
@@ -340,7 +440,7 @@ def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]
     if b"NaN" in joined or b"Infinity" in joined:
         # Python's json writes NaN/Infinity literals, which orjson rejects: quote them ("NaN" reads
         # back as a logged NaN). A literal inside a string breaks its line; the per-line path
-        # below then reads the file.
+        # below then reads the chunk.
         if b"-Infinity" in joined:
             joined = joined.replace(b"-Infinity", b'"-inf"')
         if b"Infinity" in joined:
@@ -349,10 +449,13 @@ def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]
             joined = joined.replace(b"NaN", b'"NaN"')
     try:
         rows = orjson.loads(joined)
-        return [r for r in rows if isinstance(r, dict)], notes
+        return [r for r in rows if isinstance(r, dict)], 0, (None if len(joined) == 2 else False)
     except orjson.JSONDecodeError:
         pass
-    lines = [ln for ln in raw.splitlines() if ln.strip()]
+    return _parse_lines([ln for ln in raw.splitlines() if ln.strip()])
+
+
+def _parse_lines(lines: list[bytes]) -> tuple[list[dict[str, Any]], int, bool | None]:
     rows = []
     bad = 0
     for ln in lines:
@@ -366,11 +469,7 @@ def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]
                 continue
         if isinstance(obj, dict):
             rows.append(obj)
-    if bad:
-        where = Msg("source.the_last_line") if bad == 1 and lines and _unparsable(lines[-1]) else \
-            Msg("source.n_lines", n=bad)
-        notes.append(Msg("source.unreadable_lines", name=name, where=where))
-    return rows, notes
+    return rows, bad, (_unparsable(lines[-1]) if bad and lines else (False if lines else None))
 
 
 def _unparsable(line: bytes) -> bool:
@@ -379,25 +478,6 @@ def _unparsable(line: bytes) -> bool:
         return False
     except (ValueError, RecursionError):
         return True
-
-
-def flatten(row: dict[str, Any]) -> dict[str, Any]:
-    """{"train": {"loss": 1}} -> {"train/loss": 1}: nested logging dicts, one level."""
-    out: dict[str, Any] = {}
-    for k, v in row.items():
-        if isinstance(v, dict):
-            for k2, v2 in v.items():
-                out[f"{k}/{k2}"] = v2
-        else:
-            out[k] = v
-    return out
-
-
-def _column(rows: list[dict[str, Any]], key: str) -> list[Any]:
-    try:
-        return [r[key] for r in rows]  # the common case: every row has the key
-    except KeyError:
-        return [r.get(key) for r in rows]
 
 
 def rows_run(rows: list[dict[str, Any]], *, source: str, what: str, meta: dict[str, Any] | None = None,
@@ -409,7 +489,7 @@ def rows_run(rows: list[dict[str, Any]], *, source: str, what: str, meta: dict[s
     name_list = [str(n) for n in names]
     mapping = map_names(name_list)
     wanted = set(mapping.used.values()) | ({mapping.step} if mapping.step else set())
-    cols = {n: _column(rows, n) for n in name_list if n in wanted}
+    cols = {n: column(rows, n) for n in name_list if n in wanted}
     if not cols:
         cols = {name_list[0]: []} if name_list else {"": []}
     return table_run(name_list, cols, source=source, what=what, meta=meta, notes=notes,
@@ -438,17 +518,33 @@ def _json_array_prefix(text: str, path: Path) -> tuple[list[dict[str, Any]], lis
     return rows, [Msg("source.json_truncated", name=path.name, pos=pos, n=entries)]
 
 
-def read_jsonl(path: Path, *, source: str = "jsonl") -> list[Run]:
-    if looks_binary(head(path, 65536)):  # checked before the whole file is read
+def read_jsonl(path: Path, *, source: str = "jsonl", rules: Thinning = THINNING) -> list[Run]:
+    if looks_binary(head(path, 65536)):  # checked before the file is read
         raise SourceError(f"{path}: binary data, not a JSON-lines file")
-    raw = read_bytes(path)
-    if raw[:4096].lstrip().startswith(b"["):
-        rows, notes = parse_json_array(raw, path)
-    else:
-        rows, notes = parse_jsonl(raw, path.name)
-    if not rows:
+    if head(path, 4096).lstrip().startswith(b"["):  # one JSON array: read whole
+        rows, notes = parse_json_array(read_bytes(path), path)
+        if not rows:
+            raise SourceError(f"{path}: no JSON objects with training metrics in this file")
+        return [rows_run(rows, source=source, what=path.name, notes=notes)]
+    table = JsonColumns(rules)
+    bad, last_bad = 0, False
+    with open_regular(path) as f:
+        for raw in line_chunks(f, JSONL_CHUNK, MAX_WHOLE_READ):
+            rows, n_bad, last = _parse_chunk(raw)
+            bad += n_bad
+            last_bad = last_bad if last is None else last
+            table.add(rows)
+            del rows
+    if not table.nrows:
         raise SourceError(f"{path}: no JSON objects with training metrics in this file")
-    return [rows_run(rows, source=source, what=path.name, notes=notes)]
+    vals, logged, steps = table.columns()
+    rows_at = table.table.rows_at()
+    cols: dict[str, Any] = {**steps, **vals}
+    run = table_run(list(table.names), cols, source=source, what=path.name,
+                    notes=_unreadable_note(path.name, bad, last_bad), logged=logged, nrows=len(rows_at),
+                    text_cells=table.table.text_cells, rows_at=rows_at, step_values=steps)
+    thinned_note(run, table.table.thinned())
+    return [run]
 
 
 def _sniff_jsonl(p: Path) -> bool:

@@ -69,7 +69,8 @@ def _step_name(names: list[str]) -> str | None:
 
 def _series(path: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], list[str]]:
     """metric -> (steps, values, logged) of one export file, and its notes."""
-    names, cols, logged, notes, nrows = read_csv_table(path)
+    t = read_csv_table(path)
+    names, cols, logged, notes, nrows = t.names, t.cols, t.logged, t.notes, t.nrows
     step = _step_name(names)
     if nrows == 0 or step is None or step not in cols:
         return {}, notes
