@@ -48,6 +48,18 @@ class SymptomLimits:
     #: with the gradient norm up this many times over the same stretch, a smaller rise suffices
     diverged_with_grad: float = 1.3
     grad_rise: float = 10.0
+    #: and the rise (log of end over best) clears this many times the log's own point-to-point noise
+    #: (`point_noise`: robust sigma of the log-differences, per point): a mid-run excerpt of a noisy
+    #: loss (a detector's summed component losses swinging 0.33 -> 0.81 -> 0.52 between prints) has a
+    #: lucky low draw for its "best" and an end 1.6x above it that is one more draw of the same noise
+    #: (1.5 sigma on the dev split's healthy radiant excerpt); a real rise is a trend, whose steady
+    #: log-differences have a small spread. Not asked when the gradient norm rose >= grad_rise x
+    #: with it (a noisy LLM fine-tune whose loss climbs 1.45x while its grad norm goes 0.3 -> 20).
+    #: The noise is measured from the best (or a climb's start) on: a descent before it would
+    #: count its own trend as noise
+    rise_z: float = 3.0
+    #: point-to-point differences needed to measure that noise (fewer: no bar, as before)
+    noise_diffs: int = 3
     #: and it gave back at least this share of the fall before its best (a converged loss near 0
     #: that triples is noise around nothing, not a divergence); the same for a jump (the long-log
     #: spike rule's 20%, loss_shape.is_spike, rounded up)
@@ -340,14 +352,18 @@ def _climb_end(lx: np.ndarray, a: int, b: int, lim: SymptomLimits) -> int | None
 
 
 def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, lim: SymptomLimits) -> bool:
-    """A climb from a to e stands out of the noise before it, gives back a share of the fall before
-    it, and never comes back below `recovered` x its start."""
+    """A climb from a to e stands out of the noise before it (with fewer than `climb_noise_points`
+    before it, of the whole log's point-to-point noise), gives back a share of the fall before it,
+    and never comes back below `recovered` x its start."""
     prev = lx[max(0, a + 1 - lim.history):a + 1]
     if prev.size >= lim.climb_noise_points:
         med = float(np.median(prev))
         sigma = max(1.4826 * float(np.median(np.abs(prev - med))), 0.02)
         if (lx[e] - med) / sigma < lim.spike_z:
             return False
+    elif lx[e] - lx[a] < lim.rise_z * diff_noise(x[a:]):
+        return False  # too few points before it to measure their noise: the log's own noise, over two
+        # single points (its start and its end), must not explain it (a mid-run excerpt's low first draw)
     if x[e] - x[a] < lim.give_back * max(start - float(x[a]), 0.0):
         return False  # noise around a loss that fell far
     return not bool((x[e + 1:] < lim.recovered * x[a]).any())
@@ -404,6 +420,9 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
         return []
     if end < float(np.percentile(x[:-k], 75)):
         return []  # the end sits inside the run's own spread: noise, not a rise
+    if need == LIMITS.diverged and math.log(end / best) < LIMITS.rise_z * point_noise(x[b:]):
+        return []  # a rise no larger than the log's own swings from one print to the next, and no
+        # gradient norm that rose with it (>= grad_rise x: evidence the swings cannot fake)
     # the onset: the first point after the best at or above halfway (in log space) to the end level
     half = math.sqrt(best * end)
     on = b + int(np.argmax(x[b:] >= half))
@@ -411,6 +430,24 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
         return []  # a crest like those before it: an oscillation, not a loss that rose and stayed
     return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
                  grad_ratio=grad_x, n=int(x.size))]
+
+
+def diff_noise(x: np.ndarray) -> float:
+    """The noise of one point-to-point difference of ln x: the robust sigma (1.4826 MAD) of those
+    differences about their median. A trend (a steady rise, one step up that stays) shifts their
+    median or adds one outlier, so the spread it leaves is the noise's, not the trend's; a V (a
+    descent, then a rise) would not, so callers pass the stretch from the turn on. Fewer than
+    `noise_diffs` differences measure nothing: 0."""
+    d = np.diff(np.log(x))
+    if d.size < LIMITS.noise_diffs:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d))))
+
+
+def point_noise(x: np.ndarray) -> float:
+    """The log's own noise per point, in log space: `diff_noise` over sqrt 2 (a difference carries
+    two points' noise)."""
+    return diff_noise(x) / math.sqrt(2)
 
 
 def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
