@@ -67,6 +67,9 @@ class SymptomLimits:
     #: a cross-entropy above ln(256000) (the largest common vocabulary, ~12.45) is no softmax loss;
     #: 5% slack for a first step on a bad init that is still the model's (bad_init judges those)
     ce_max: float = math.log(256000) * 1.05
+    #: the optimizer steps (0, 1, 2) at which a cross-entropy above ce_max is still the init's first
+    #: forward (a large-logit init starts above ln V and falls under it within a few updates)
+    ce_grace_steps: int = 2
     #: any loss this large is not a loss a healthy run prints (fp32 sums of squares included)
     absurd: float = 1e6
     #: a gradient norm jump this many times its prior median (and >= 1 in absolute terms: a
@@ -464,16 +467,42 @@ def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
 
 
 def is_ce(run: Run) -> bool:
-    """The loss is a softmax cross-entropy, as far as the log says (a task, a vocabulary or a
-    class count in its configuration, a key named for it)."""
+    """The loss is a softmax cross-entropy, as far as the log says (`ce_named`, or a language-model
+    trainer whose loss is a token cross-entropy unless the task says otherwise)."""
+    if _not_ce(run):
+        return False
+    return ce_named(run) or run.meta.get("framework") in LM_TRAINERS
+
+
+def ce_named(run: Run) -> bool:
+    """The log itself names the loss a cross-entropy (a task, a vocabulary or a class count in its
+    configuration, a key named for it), not only its trainer's default: only then is a negative
+    value absurd (a trainer's default is no proof: a signed objective printed in its format is not
+    one)."""
     meta = run.meta
+    if _not_ce(run):
+        return False
     if meta.get("vocab_size") or meta.get("n_classes"):
         return True
-    if meta.get("task_hint") in ("sft", "pretrain", "classification") or meta.get("task") in (
-            "sft", "pretrain", "classification"):
+    if (meta.get("task_hint") or meta.get("task")) in ("sft", "pretrain", "classification"):
         return True
-    key = str(meta.get("loss_key") or "").lower()
-    return bool(_CE_KEY.search(key))
+    return bool(_CE_KEY.search(str(meta.get("loss_key") or "").lower()))
+
+
+def _not_ce(run: Run) -> bool:
+    """A regression's MSE, a preference loss (-log sigmoid of a margin): no softmax range."""
+    task = run.meta.get("task_hint") or run.meta.get("task")
+    return task in NOT_CE_TASKS or any(run.has(c) for c in PREFERENCE_SIGNS)
+
+
+#: frameworks (the readers' `meta["framework"]`) whose training loss is a language model's token
+#: cross-entropy by default (issue 25: "HF/Megatron/nanoGPT/TRL are LM CE by default"; TRL's SFT
+#: logs are the HF Trainer's dicts)
+LM_TRAINERS = ("megatron", "transformers", "nanoGPT", "litgpt", "mlx-lm", "torchtitan")
+#: tasks whose loss is no softmax cross-entropy
+NOT_CE_TASKS = ("regression", "dpo", "preference")
+#: columns only a preference trainer logs (TRL's DPO/ORPO/KTO: rewards/chosen ...): its loss is not a CE
+PREFERENCE_SIGNS = ("rewards_chosen", "rewards_margins")
 
 
 #: a series named for a softmax cross-entropy: lm_loss, loss_ce, xent, nll, mlm, cross_entropy
@@ -490,10 +519,17 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     ce = is_ce(run)
     bad = np.abs(x) >= LIMITS.absurd
     if ce:
-        bad |= (x > LIMITS.ce_max) | (x < -1e-6)
+        # above any vocabulary's range after the first forward passes (before them an init's large
+        # logits may still sit there: bad_init judges those), or below 0 at any step
+        settled = q.steps[lf] > LIMITS.ce_grace_steps
+        bad |= (x > LIMITS.ce_max) & settled
+    if ce_named(run):
+        bad |= x < -1e-6
     if not bad.any():
         return []
     j = int(np.argmax(bad))
+    if ce and bool((x[:j] > LIMITS.ce_max).all()):
+        j = 0  # out of range from the first forward on (the grace steps included): it begins there
     return [_sym(q, "absurd", lf[j], loss=float(x[j]), ce=ce, at_start=bool(j == 0),
                  negative=bool(x[j] < 0), first=float(x[0]))]
 
