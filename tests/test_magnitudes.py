@@ -157,3 +157,31 @@ def test_a_grad_norm_in_the_thousands_weighs_for_an_explosion_unless_the_run_cli
     f = finding_for(clipped, q, _kinds(clipped)["grad_level"])
     assert "diff.ev.grad_big_unclipped" not in _keys(f) and "diff.ev.clips" in _keys(f), _keys(f)
     assert not any(getattr(x, "kind", None) == "clip" for x in f.fixes)
+
+
+def _hf_dicts(loss, lr, grad=None) -> str:
+    g = "" if grad is None else f"'grad_norm': {grad}, "
+    return "".join(f"{{'loss': {v}, {g}'learning_rate': {lr}, 'epoch': {0.05 * (k + 1):.2f}}}\n"
+                   for k, v in enumerate(loss))
+
+
+@pytest.mark.parametrize("n", [6, 12, 30])
+def test_a_zero_loss_with_the_lr_0_on_every_step_is_weighed_not_named_an_empty_mask(n, tmp_path):
+    # an LR of 0 leaves the weights at their init, whose loss is not 0: the schedule is the stall's
+    # cause (its own finding) but no candidate for the zero; one cause of both (every step skipped)
+    # ranks over an empty mask
+    _, report = _read(tmp_path, _hf_dicts([0.0] * n, 0.0))
+    zero = [f for f in _alarms(report) if f.symptom == "zero_loss"]
+    assert zero and zero[0].severity == "critical" and zero[0].cause != "label_mask_empty", _show(report)
+    assert "diff.ev.lr_zero_all" in _keys(zero[0])
+    ranked = next(m for m in zero[0].evidence if getattr(m, "key", None) == "diff.ranked")
+    assert "lr_schedule_error" not in (ranked.values["first"], ranked.values["second"])
+    if n >= 10:  # the schedule rule's own finding needs 10 logged LRs; below, the zero finding says LR 0
+        assert any(f.cause == "lr_schedule_error" for f in _alarms(report)), _show(report)
+    # the twin: the same zero loss while the LR is set (2e-5 every step) is the empty mask's
+    _, report = _read(tmp_path, _hf_dicts([0.0] * n, 2e-05))
+    assert _alarms(report)[0].cause == "label_mask_empty", _show(report)
+    # and a zero gradient norm beside the zero loss still says nothing was supervised, LR 0 or not
+    _, report = _read(tmp_path, _hf_dicts([0.0] * n, 0.0, grad=0.0))
+    zero = [f for f in _alarms(report) if f.symptom == "zero_loss"]
+    assert zero and zero[0].cause == "label_mask_empty", _show(report)

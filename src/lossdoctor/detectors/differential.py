@@ -246,9 +246,15 @@ _ZERO_ROWS = (
     Row(ALWAYS, "label_mask_empty", 0.6, "a mean over zero supervised tokens is logged as 0"),
     Row(ALWAYS, "nonfinite_data", 0.1, "NaN steps logged as 0 (the HF Trainer's NaN filter)"),
     Row(ALWAYS, "loss_scale_collapse", 0.1, "every step skipped"),
-    Row("lr_zero_all", "label_mask_empty", -1.0, "an LR of 0 on every step is no masking's doing"),
+    # an LR of 0 on every step leaves the weights at their init, whose loss is the init's, not 0: the
+    # schedule explains the stall (the LR finding says so) but not the zero, so it is no candidate
+    # here; one cause that makes both (every step skipped: NaN losses logged as 0, the scheduler left
+    # unstepped at 0) is likelier than two faults at once, yet the LR does not rule a mask out
+    Row("lr_zero_all", "label_mask_empty", -0.3, "one cause for both a zero loss and a zero LR (every step "
+        "skipped) is likelier than an empty mask beside a schedule that never started"),
     Row("lr_zero_all", "loss_scale_collapse", 0.6, "every step skipped leaves the scheduler unstepped at 0"),
-    Row("lr_zero_all", "lr_schedule_error", 0.9, "the schedule never left 0"),
+    Row("lr_zero_all", "nonfinite_data", 0.4, "every step NaN and skipped: the loss logged as 0 (a NaN filter's "
+        "mean over no finite loss), the scheduler never stepped"),
     Row("grad_nonfinite", "nonfinite_data", 1.0, "NaN gradients: the steps went NaN and were logged as 0"),
     Row("grad_nonfinite", "label_mask_empty", -0.3, "an empty mask gives zero gradients, not NaN"),
     Row("fp16", "loss_scale_collapse", 0.8, "fp16 skips overflowing steps"),
