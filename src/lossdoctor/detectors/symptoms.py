@@ -356,8 +356,8 @@ def _climb_end(lx: np.ndarray, a: int, b: int, lim: SymptomLimits) -> int | None
 
 def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, lim: SymptomLimits) -> bool:
     """A climb from a to e stands out of the noise before it (with fewer than `climb_noise_points`
-    before it, of the whole log's point-to-point noise), gives back a share of the fall before it,
-    and never comes back below `recovered` x its start."""
+    before it, of the log's point-to-point noise from the climb's start on), gives back a share of
+    the fall before it, and never comes back below `recovered` x its start."""
     prev = lx[max(0, a + 1 - lim.history):a + 1]
     if prev.size >= lim.climb_noise_points:
         med = float(np.median(prev))
@@ -510,8 +510,10 @@ _CE_KEY = re.compile(r"(^|[_\W])(ce|xent|nll|lm|mlm)([_\W]|$)|cross.?entropy")
 
 
 def _absurd(run: Run, q: Quantities) -> list[Symptom]:
-    """A loss no run of its kind prints: >= 1e6, or a cross-entropy above what any vocabulary
-    allows or below 0."""
+    """A loss no run of its kind prints: >= 1e6, or a cross-entropy (`is_ce`) above what any
+    vocabulary allows after its first `ce_grace_steps` steps (the symptom then begins at the first
+    point when every point before was out of range too), or one the log names a CE (`ce_named`)
+    below 0."""
     lf = q.finite_loss
     x = q.loss[lf]
     if x.size == 0:
@@ -520,11 +522,11 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     bad = np.abs(x) >= LIMITS.absurd
     if ce:
         # above any vocabulary's range after the first forward passes (before them an init's large
-        # logits may still sit there: bad_init judges those), or below 0 at any step
+        # logits may still sit there: bad_init judges those)
         settled = q.steps[lf] > LIMITS.ce_grace_steps
         bad |= (x > LIMITS.ce_max) & settled
     if ce_named(run):
-        bad |= x < -1e-6
+        bad |= x < -1e-6  # below 0 at any step: only where the log itself says it is a CE
     if not bad.any():
         return []
     j = int(np.argmax(bad))
