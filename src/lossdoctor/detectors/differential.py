@@ -47,10 +47,14 @@ from .lr_usual import judge_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
 from .symptoms import (
+    LIMITS as SYMPTOM_LIMITS,
+)
+from .symptoms import (
     Symptom,
     fast_fall,
     fp16_prone_model,
     identical,
+    is_ce,
     precision_of,
     scale_path,
     steps_known,
@@ -228,6 +232,8 @@ _ABSURD_ROWS = (
     Row("at_start", "bad_init", 1.0, "absurd from the first step: before any update, the init or the data"),
     Row("at_start", "grad_explosion", -1.0, "no updates yet"),
     Row("grad_big", "grad_explosion", 1.0, "the gradient norm is in the thousands"),
+    Row("grad_big_unclipped", "grad_explosion", 0.5, "a language model's gradient norm in the thousands with no "
+        "clipping configured: every update is taken at that size and blows the weights up"),
     Row("loss_rose", "lr_too_high", 1.2, "it was sane, then rose to this"),
     Row("negative", "nonfinite_data", 1.0, "a cross-entropy below 0 means the targets are not probabilities"),
     Row("after_sane", "bad_init", -1.0, "the loss was in range before: the init was sane"),
@@ -240,9 +246,15 @@ _ZERO_ROWS = (
     Row(ALWAYS, "label_mask_empty", 0.6, "a mean over zero supervised tokens is logged as 0"),
     Row(ALWAYS, "nonfinite_data", 0.1, "NaN steps logged as 0 (the HF Trainer's NaN filter)"),
     Row(ALWAYS, "loss_scale_collapse", 0.1, "every step skipped"),
-    Row("lr_zero_all", "label_mask_empty", -1.0, "an LR of 0 on every step is no masking's doing"),
+    # an LR of 0 on every step leaves the weights at their init, whose loss is the init's, not 0: the
+    # schedule explains the stall (the LR finding says so) but not the zero, so it is no candidate
+    # here; one cause that makes both (every step skipped: NaN losses logged as 0, the scheduler left
+    # unstepped at 0) is likelier than two faults at once, yet the LR does not rule a mask out
+    Row("lr_zero_all", "label_mask_empty", -0.3, "one cause for both a zero loss and a zero LR (every step "
+        "skipped) is likelier than an empty mask beside a schedule that never started"),
     Row("lr_zero_all", "loss_scale_collapse", 0.6, "every step skipped leaves the scheduler unstepped at 0"),
-    Row("lr_zero_all", "lr_schedule_error", 0.9, "the schedule never left 0"),
+    Row("lr_zero_all", "nonfinite_data", 0.4, "every step NaN and skipped: the loss logged as 0 (a NaN filter's "
+        "mean over no finite loss), the scheduler never stepped"),
     Row("grad_nonfinite", "nonfinite_data", 1.0, "NaN gradients: the steps went NaN and were logged as 0"),
     Row("grad_nonfinite", "label_mask_empty", -0.3, "an empty mask gives zero gradients, not NaN"),
     Row("fp16", "loss_scale_collapse", 0.8, "fp16 skips overflowing steps"),
@@ -286,6 +298,10 @@ _GRAD_ROWS = (
     Row("lr_high", "lr_too_high", 1.2, "the LR is far above what is usual for the optimizer"),
     Row("warmup_end", "lr_too_high", 0.6, "the gradient norm jumped as the LR reached its peak after a warm-up"),
     Row("scale_fell", "loss_scale_collapse", 1.2, "the fp16 scale fell with it"),
+    Row("grad_big_unclipped", "grad_explosion", 0.6, "a language model's gradient norm in the thousands with no "
+        "clipping configured (healthy LLM runs print pre-clip norms of 0.1-10): every update is that large"),
+    Row("clips", "grad_explosion", -0.3, "the run clips at max_grad_norm: the printed norm is before clipping, "
+        "the update is bounded", DOCUMENTED),
 )
 
 _SCALE_ROWS = (
@@ -616,7 +632,24 @@ def _ev_grad_rose(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 def _ev_grad_big(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     g = q.grad_norm[np.isfinite(q.grad_norm)]
-    return Msg("diff.ev.grad_big", g=float(np.max(g))) if g.size and float(np.max(g)) >= 1e3 else None
+    big = g.size and float(np.max(g)) >= SYMPTOM_LIMITS.grad_level
+    return Msg("diff.ev.grad_big", g=float(np.max(g))) if big else None
+
+
+def _ev_grad_big_unclipped(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """A language model's (a cross-entropy's, `is_ce`) median gradient norm in the thousands, and
+    no clipping in the run's configuration: every update is taken at that size (healthy LLM runs
+    print pre-clip norms of 0.1-10; one that clips at max_grad_norm bounds the step whatever it prints)."""
+    g = q.grad_norm[np.isfinite(q.grad_norm)]
+    if g.size < 2 or float(np.median(g)) < SYMPTOM_LIMITS.grad_level or not is_ce(run) \
+            or clip_in_place(run) is not None:
+        return None
+    return Msg("diff.ev.grad_big_unclipped", g=float(np.median(g)))
+
+
+def _ev_clips(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    clip = clip_in_place(run)
+    return Msg("diff.ev.clips", max_norm=clip) if clip is not None else None
 
 
 def _ev_grad_jump_here(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -787,7 +820,8 @@ def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 EVIDENCE: dict[str, Evidence] = {
     "fp16": _ev_fp16, "wide_dtype": _ev_wide, "scale_fell": _ev_scale_fell,
     "overflow_lines": _ev_overflow_lines, "fp16_model": _ev_fp16_model, "grad_rose": _ev_grad_rose,
-    "grad_big": _ev_grad_big, "grad_jump_here": _ev_grad_jump_here, "loss_rose": _ev_loss_rose,
+    "grad_big": _ev_grad_big, "grad_big_unclipped": _ev_grad_big_unclipped, "clips": _ev_clips,
+    "grad_jump_here": _ev_grad_jump_here, "loss_rose": _ev_loss_rose,
     "calm": _ev_calm, "at_start": _ev_at_start, "lr_high": _ev_lr_judged("high"),
     "lr_usual": _ev_lr_judged("usual"), "warmup_end": _ev_warmup_end, "warming": _ev_warming,
     "nonfinite_text": _ev_text(("nonfinite_warning",), "diff.ev.nonfinite_text"),

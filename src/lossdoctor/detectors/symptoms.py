@@ -48,6 +48,18 @@ class SymptomLimits:
     #: with the gradient norm up this many times over the same stretch, a smaller rise suffices
     diverged_with_grad: float = 1.3
     grad_rise: float = 10.0
+    #: and the rise (log of end over best) clears this many times the log's own point-to-point noise
+    #: (`point_noise`: robust sigma of the log-differences, per point): a mid-run excerpt of a noisy
+    #: loss (a detector's summed component losses swinging 0.33 -> 0.81 -> 0.52 between prints) has a
+    #: lucky low draw for its "best" and an end 1.6x above it that is one more draw of the same noise
+    #: (1.5 sigma on the dev split's healthy radiant excerpt); a real rise is a trend, whose steady
+    #: log-differences have a small spread. Not asked when the gradient norm rose >= grad_rise x
+    #: with it (a noisy LLM fine-tune whose loss climbs 1.45x while its grad norm goes 0.3 -> 20).
+    #: The noise is measured from the best (or a climb's start) on: a descent before it would
+    #: count its own trend as noise
+    rise_z: float = 3.0
+    #: point-to-point differences needed to measure that noise (fewer: no bar, as before)
+    noise_diffs: int = 3
     #: and it gave back at least this share of the fall before its best (a converged loss near 0
     #: that triples is noise around nothing, not a divergence); the same for a jump (the long-log
     #: spike rule's 20%, loss_shape.is_spike, rounded up)
@@ -55,6 +67,9 @@ class SymptomLimits:
     #: a cross-entropy above ln(256000) (the largest common vocabulary, ~12.45) is no softmax loss;
     #: 5% slack for a first step on a bad init that is still the model's (bad_init judges those)
     ce_max: float = math.log(256000) * 1.05
+    #: the optimizer steps (0, 1, 2) at which a cross-entropy above ce_max is still the init's first
+    #: forward (a large-logit init starts above ln V and falls under it within a few updates)
+    ce_grace_steps: int = 2
     #: any loss this large is not a loss a healthy run prints (fp32 sums of squares included)
     absurd: float = 1e6
     #: a gradient norm jump this many times its prior median (and >= 1 in absolute terms: a
@@ -340,14 +355,18 @@ def _climb_end(lx: np.ndarray, a: int, b: int, lim: SymptomLimits) -> int | None
 
 
 def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, lim: SymptomLimits) -> bool:
-    """A climb from a to e stands out of the noise before it, gives back a share of the fall before
-    it, and never comes back below `recovered` x its start."""
+    """A climb from a to e stands out of the noise before it (with fewer than `climb_noise_points`
+    before it, of the log's point-to-point noise from the climb's start on), gives back a share of
+    the fall before it, and never comes back below `recovered` x its start."""
     prev = lx[max(0, a + 1 - lim.history):a + 1]
     if prev.size >= lim.climb_noise_points:
         med = float(np.median(prev))
         sigma = max(1.4826 * float(np.median(np.abs(prev - med))), 0.02)
         if (lx[e] - med) / sigma < lim.spike_z:
             return False
+    elif lx[e] - lx[a] < lim.rise_z * diff_noise(x[a:]):
+        return False  # too few points before it to measure their noise: the log's own noise, over two
+        # single points (its start and its end), must not explain it (a mid-run excerpt's low first draw)
     if x[e] - x[a] < lim.give_back * max(start - float(x[a]), 0.0):
         return False  # noise around a loss that fell far
     return not bool((x[e + 1:] < lim.recovered * x[a]).any())
@@ -404,6 +423,9 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
         return []
     if end < float(np.percentile(x[:-k], 75)):
         return []  # the end sits inside the run's own spread: noise, not a rise
+    if need == LIMITS.diverged and math.log(end / best) < LIMITS.rise_z * point_noise(x[b:]):
+        return []  # a rise no larger than the log's own swings from one print to the next, and no
+        # gradient norm that rose with it (>= grad_rise x: evidence the swings cannot fake)
     # the onset: the first point after the best at or above halfway (in log space) to the end level
     half = math.sqrt(best * end)
     on = b + int(np.argmax(x[b:] >= half))
@@ -411,6 +433,24 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
         return []  # a crest like those before it: an oscillation, not a loss that rose and stayed
     return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
                  grad_ratio=grad_x, n=int(x.size))]
+
+
+def diff_noise(x: np.ndarray) -> float:
+    """The noise of one point-to-point difference of ln x: the robust sigma (1.4826 MAD) of those
+    differences about their median. A trend (a steady rise, one step up that stays) shifts their
+    median or adds one outlier, so the spread it leaves is the noise's, not the trend's; a V (a
+    descent, then a rise) would not, so callers pass the stretch from the turn on. Fewer than
+    `noise_diffs` differences measure nothing: 0."""
+    d = np.diff(np.log(x))
+    if d.size < LIMITS.noise_diffs:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d))))
+
+
+def point_noise(x: np.ndarray) -> float:
+    """The log's own noise per point, in log space: `diff_noise` over sqrt 2 (a difference carries
+    two points' noise)."""
+    return diff_noise(x) / math.sqrt(2)
 
 
 def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
@@ -427,16 +467,42 @@ def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
 
 
 def is_ce(run: Run) -> bool:
-    """The loss is a softmax cross-entropy, as far as the log says (a task, a vocabulary or a
-    class count in its configuration, a key named for it)."""
+    """The loss is a softmax cross-entropy, as far as the log says (`ce_named`, or a language-model
+    trainer whose loss is a token cross-entropy unless the task says otherwise)."""
+    if _not_ce(run):
+        return False
+    return ce_named(run) or run.meta.get("framework") in LM_TRAINERS
+
+
+def ce_named(run: Run) -> bool:
+    """The log itself names the loss a cross-entropy (a task, a vocabulary or a class count in its
+    configuration, a key named for it), not only its trainer's default: only then is a negative
+    value absurd (a trainer's default is no proof: a signed objective printed in its format is not
+    one)."""
     meta = run.meta
+    if _not_ce(run):
+        return False
     if meta.get("vocab_size") or meta.get("n_classes"):
         return True
-    if meta.get("task_hint") in ("sft", "pretrain", "classification") or meta.get("task") in (
-            "sft", "pretrain", "classification"):
+    if (meta.get("task_hint") or meta.get("task")) in ("sft", "pretrain", "classification"):
         return True
-    key = str(meta.get("loss_key") or "").lower()
-    return bool(_CE_KEY.search(key))
+    return bool(_CE_KEY.search(str(meta.get("loss_key") or "").lower()))
+
+
+def _not_ce(run: Run) -> bool:
+    """A regression's MSE, a preference loss (-log sigmoid of a margin): no softmax range."""
+    task = run.meta.get("task_hint") or run.meta.get("task")
+    return task in NOT_CE_TASKS or any(run.has(c) for c in PREFERENCE_SIGNS)
+
+
+#: frameworks (the readers' `meta["framework"]`) whose training loss is a language model's token
+#: cross-entropy by default (issue 25: "HF/Megatron/nanoGPT/TRL are LM CE by default"; TRL's SFT
+#: logs are the HF Trainer's dicts)
+LM_TRAINERS = ("megatron", "transformers", "nanoGPT", "litgpt", "mlx-lm", "torchtitan")
+#: tasks whose loss is no softmax cross-entropy
+NOT_CE_TASKS = ("regression", "dpo", "preference")
+#: columns only a preference trainer logs (TRL's DPO/ORPO/KTO: rewards/chosen ...): its loss is not a CE
+PREFERENCE_SIGNS = ("rewards_chosen", "rewards_margins")
 
 
 #: a series named for a softmax cross-entropy: lm_loss, loss_ce, xent, nll, mlm, cross_entropy
@@ -444,8 +510,10 @@ _CE_KEY = re.compile(r"(^|[_\W])(ce|xent|nll|lm|mlm)([_\W]|$)|cross.?entropy")
 
 
 def _absurd(run: Run, q: Quantities) -> list[Symptom]:
-    """A loss no run of its kind prints: >= 1e6, or a cross-entropy above what any vocabulary
-    allows or below 0."""
+    """A loss no run of its kind prints: >= 1e6, or a cross-entropy (`is_ce`) above what any
+    vocabulary allows after its first `ce_grace_steps` steps (the symptom then begins at the first
+    point when every point before was out of range too), or one the log names a CE (`ce_named`)
+    below 0."""
     lf = q.finite_loss
     x = q.loss[lf]
     if x.size == 0:
@@ -453,10 +521,17 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     ce = is_ce(run)
     bad = np.abs(x) >= LIMITS.absurd
     if ce:
-        bad |= (x > LIMITS.ce_max) | (x < -1e-6)
+        # above any vocabulary's range after the first forward passes (before them an init's large
+        # logits may still sit there: bad_init judges those)
+        settled = q.steps[lf] > LIMITS.ce_grace_steps
+        bad |= (x > LIMITS.ce_max) & settled
+    if ce_named(run):
+        bad |= x < -1e-6  # below 0 at any step: only where the log itself says it is a CE
     if not bad.any():
         return []
     j = int(np.argmax(bad))
+    if ce and bool((x[:j] > LIMITS.ce_max).all()):
+        j = 0  # out of range from the first forward on (the grace steps included): it begins there
     return [_sym(q, "absurd", lf[j], loss=float(x[j]), ce=ce, at_start=bool(j == 0),
                  negative=bool(x[j] < 0), first=float(x[0]))]
 

@@ -94,6 +94,11 @@ TEMPLATES = {
     "diff.ev.grad_rose": ("the gradient norm rose to {top} before it, {ratio}x its earlier median {base}",
                           "在此之前 grad norm 升到 {top}，是早先中位数 {base} 的 {ratio} 倍"),
     "diff.ev.grad_big": ("the gradient norm reached {g}", "grad norm 达到 {g}"),
+    "diff.ev.grad_big_unclipped": ("a language model's gradient norm at a median of {g}, and no clipping in the "
+                                   "configuration the log shows: every update is taken at that size",
+                                   "语言模型的 grad norm 中位数为 {g}，且日志所示的配置中没有梯度裁剪：每次更新都按这个大小进行"),
+    "diff.ev.clips": ("the run clips gradients at max_norm={max_norm}: the norm printed is before clipping",
+                      "该运行以 max_norm={max_norm} 裁剪梯度：打印的范数是裁剪前的"),
     "diff.ev.grad_jump": ("the gradient norm jumped to {g} at step {step} (median {base} before)",
                           "grad norm 在 step {step} 跳到 {g}（此前中位数 {base}）"),
     "diff.ev.loss_rose": ("the loss rose to {top} just before, over its median {base}",

@@ -1,0 +1,187 @@
+"""Absurd magnitudes and a loss of exactly 0 (issue 25): a cross-entropy above what any vocabulary
+allows after the first forward passes, a negative one, a loss >= 1e6 are critical symptoms; a
+language-model trainer's loss is a cross-entropy by default; a gradient norm in the thousands on an
+unclipped language model is evidence in the differential; a loss of 0 on a run whose LR is 0 on
+every logged step is the schedule's, not an empty label mask.
+
+The logs are generated (seeded curves printed the way Megatron, nanoGPT and the HF Trainer print
+them), read from files by the real readers and diagnosed by the engine, as `lossdoctor diagnose
+train.log` does. Each fault has a healthy twin that must stay silent."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from lossdoctor.detectors.differential import finding_for
+from lossdoctor.detectors.engine import diagnose_runs
+from lossdoctor.detectors.quantities import Quantities
+from lossdoctor.detectors.symptoms import LIMITS, is_ce, symptoms_of
+from lossdoctor.records import from_columns
+from lossdoctor.sources import load_path
+
+SEEDS = range(4)
+
+
+def _megatron(loss, grad, lr=3e-4, every=10) -> str:
+    return "".join(f" iteration {every * (k + 1)}/ 100000 | consumed samples: {512 * every * (k + 1)} | "
+                   f"learning rate: {lr:.6E} | global batch size: 512 | lm loss: {v:.6E} | "
+                   f"grad norm: {g:.3f} | number of skipped iterations: 0 | number of nan iterations: 0 |\n"
+                   for k, (v, g) in enumerate(zip(loss, grad)))
+
+
+def _nanogpt(loss, first=0) -> str:
+    return "".join(f"iter {first + k}: loss {v:.4f}, time 120.50ms, mfu 38.12%\n" for k, v in enumerate(loss))
+
+
+def _plain(loss) -> str:
+    """A small project's print with no trainer and no loss name that says what the loss is."""
+    return "".join(f"step {10 * (k + 1)} | loss {v:.4f} | lr 3.00e-04\n" for k, v in enumerate(loss))
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "train.log"
+    path.write_text(text)
+    return path
+
+
+def _read(tmp_path, text):
+    runs = load_path(str(_write(tmp_path, text)))
+    return runs, diagnose_runs(runs)
+
+
+def _alarms(report):
+    return [f for f in report.findings if f.severity in ("warning", "critical")]
+
+
+def _show(report):
+    return [(f.rule, f.cause, f.symptom, f.severity, f.step) for f in report.findings]
+
+
+def _kinds(run):
+    return {s.kind: s for s in symptoms_of(Quantities(run))}
+
+
+def _keys(f):
+    """The evidence keys of a finding, those it lists against its cause included (`diff.against`)."""
+    out = []
+    for m in f.evidence:
+        out.append(getattr(m, "key", None))
+        if out[-1] == "diff.against":
+            out.extend(getattr(x, "key", None) for x in m.values["items"])
+    return out
+
+
+def _noisy(rng, n, level, rel):
+    return [float(v) for v in level * np.exp(rel * rng.standard_normal(n))]
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_an_llm_loss_in_the_hundreds_with_a_grad_norm_in_the_thousands_is_critical(seed, tmp_path):
+    # the issue's "an LLM loss of 186 with a grad norm of 8,000 (healthy)": Megatron prints `lm loss`
+    # (read as the loss); its trainer says it is a token cross-entropy, far above ln 256000
+    rng = np.random.default_rng(seed)
+    loss, grad = _noisy(rng, 12, 186.0, 0.05), _noisy(rng, 12, 8000.0, 0.1)
+    runs, report = _read(tmp_path, _megatron(loss, grad))
+    assert is_ce(runs[0])
+    a = _alarms(report)
+    assert a and a[0].severity == "critical" and a[0].step == 10, _show(report)
+    assert _keys(a[0])[0] == "diff.what.absurd"
+    assert "diff.ev.grad_big_unclipped" in _keys(a[0]), _keys(a[0])
+    # the healthy twin: the same trainer at an LLM's usual levels is silent
+    loss, grad = _noisy(rng, 12, 2.4, 0.02), _noisy(rng, 12, 0.8, 0.1)
+    _, report = _read(tmp_path, _megatron(loss, grad))
+    assert not _alarms(report), _show(report)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_loss_of_that_size_from_a_log_that_does_not_say_it_is_a_cross_entropy_is_no_absurd_ce(seed, tmp_path):
+    # a regression's MSE of 186 is a value, not a range violation: only >= 1e6 is absurd whatever the loss
+    rng = np.random.default_rng(seed)
+    runs, _ = _read(tmp_path, _plain(_noisy(rng, 12, 186.0, 0.05)))
+    assert not is_ce(runs[0]) and "absurd" not in _kinds(runs[0])
+    runs, report = _read(tmp_path, _plain(_noisy(rng, 12, 3e6, 0.05)))
+    assert "absurd" in _kinds(runs[0]) and _alarms(report)[0].severity == "critical", _show(report)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_cross_entropy_above_any_vocabulary_only_counts_after_the_first_forward_passes(seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    # healthy: a large-logit init starts above ln V at steps 0-2 and falls under it (nanoGPT's lines)
+    start = float(rng.uniform(14.0, 18.0))
+    falls = [start, start * 0.9, start * 0.8] + list(np.linspace(11.0, 6.0, 9))
+    runs, report = _read(tmp_path, _nanogpt(falls))
+    assert is_ce(runs[0]) and "absurd" not in _kinds(runs[0])
+    assert not any(f.symptom == "divergence" for f in _alarms(report)), _show(report)
+    # the fault twin: it stays above ln 256000 past the grace steps: absurd from the first step on
+    stays = [start * (1 + 0.01 * k) for k in range(12)]
+    runs, report = _read(tmp_path, _nanogpt(stays))
+    sym = _kinds(runs[0])["absurd"]
+    assert sym.step == 0 and sym.data["at_start"], sym
+    assert _alarms(report)[0].severity == "critical", _show(report)
+    # and a mid-run excerpt (steps 5000 on) has no grace at all
+    runs, _ = _read(tmp_path, _nanogpt(stays, first=5000))
+    assert _kinds(runs[0])["absurd"].step == 5000
+    assert LIMITS.ce_grace_steps < 5000
+
+
+def test_a_negative_cross_entropy_is_absurd_and_a_negative_signed_objective_is_not(tmp_path):
+    run = from_columns(range(10, 110, 10), {"loss": [1.2, 1.0, 0.8, -0.4, -0.9, -1.3, -1.5, -1.7, -1.8, -2.0]},
+                       meta={"loss_key": "lm_loss"})
+    assert _kinds(run)["absurd"].data["negative"]
+    signed = [0.02, -0.01, 0.03, -0.02, 0.01, -0.03, 0.0, 0.02, -0.01, 0.01]
+    assert "absurd" not in _kinds(from_columns(range(10, 110, 10), {"loss": signed}))
+    # printed in an LM trainer's format the loss is a CE by default only: no proof against its own signs
+    runs = load_path(str(_write(tmp_path, _nanogpt(signed, first=100))))
+    assert is_ce(runs[0]) and "absurd" not in _kinds(runs[0])
+
+
+def test_a_preference_trainers_loss_is_no_cross_entropy():
+    cols = {"loss": [0.69, 0.6, 0.5], "rewards_chosen": [0.0, 0.1, 0.2], "rewards_margins": [0.0, 0.2, 0.4]}
+    assert not is_ce(from_columns(range(3), cols, meta={"framework": "transformers"}))
+    assert is_ce(from_columns(range(3), {"loss": [2.0, 1.9, 1.8]}, meta={"framework": "transformers"}))
+
+
+def test_a_grad_norm_in_the_thousands_weighs_for_an_explosion_unless_the_run_clips():
+    g = [8000.0 * (1 + 0.05 * math.sin(i)) for i in range(12)]
+    loss = [2.5 - 0.02 * i for i in range(12)]
+    meta = {"framework": "megatron"}
+    run = from_columns(range(10, 130, 10), {"loss": loss, "grad_norm": g}, meta=meta)
+    q = Quantities(run)
+    f = finding_for(run, q, _kinds(run)["grad_level"])
+    assert f.cause == "grad_explosion" and "diff.ev.grad_big_unclipped" in _keys(f), _keys(f)
+    clipped = from_columns(range(10, 130, 10), {"loss": loss, "grad_norm": g}, meta=dict(meta, max_grad_norm=1.0))
+    q = Quantities(clipped)
+    f = finding_for(clipped, q, _kinds(clipped)["grad_level"])
+    assert "diff.ev.grad_big_unclipped" not in _keys(f) and "diff.ev.clips" in _keys(f), _keys(f)
+    assert not any(getattr(x, "kind", None) == "clip" for x in f.fixes)
+
+
+def _hf_dicts(loss, lr, grad=None) -> str:
+    g = "" if grad is None else f"'grad_norm': {grad}, "
+    return "".join(f"{{'loss': {v}, {g}'learning_rate': {lr}, 'epoch': {0.05 * (k + 1):.2f}}}\n"
+                   for k, v in enumerate(loss))
+
+
+@pytest.mark.parametrize("n", [6, 12, 30])
+def test_a_zero_loss_with_the_lr_0_on_every_step_is_weighed_not_named_an_empty_mask(n, tmp_path):
+    # an LR of 0 leaves the weights at their init, whose loss is not 0: the schedule is the stall's
+    # cause (its own finding) but no candidate for the zero; one cause of both (every step skipped)
+    # ranks over an empty mask
+    _, report = _read(tmp_path, _hf_dicts([0.0] * n, 0.0))
+    zero = [f for f in _alarms(report) if f.symptom == "zero_loss"]
+    assert zero and zero[0].severity == "critical" and zero[0].cause != "label_mask_empty", _show(report)
+    assert "diff.ev.lr_zero_all" in _keys(zero[0])
+    ranked = next(m for m in zero[0].evidence if getattr(m, "key", None) == "diff.ranked")
+    assert "lr_schedule_error" not in (ranked.values["first"], ranked.values["second"])
+    if n >= 10:  # the schedule rule's own finding needs 10 logged LRs; below, the zero finding says LR 0
+        assert any(f.cause == "lr_schedule_error" for f in _alarms(report)), _show(report)
+    # the twin: the same zero loss while the LR is set (2e-5 every step) is the empty mask's
+    _, report = _read(tmp_path, _hf_dicts([0.0] * n, 2e-05))
+    assert _alarms(report)[0].cause == "label_mask_empty", _show(report)
+    # and a zero gradient norm beside the zero loss still says nothing was supervised, LR 0 or not
+    _, report = _read(tmp_path, _hf_dicts([0.0] * n, 0.0, grad=0.0))
+    zero = [f for f in _alarms(report) if f.symptom == "zero_loss"]
+    assert zero and zero[0].cause == "label_mask_empty", _show(report)
