@@ -35,7 +35,9 @@ MANIFEST = CORPUS / "manifest.json"
 FAMILIES: dict[str, set[str]] = {
     "divergence": {"divergence", "nonfinite", "oscillation"},
     "spike": {"spike"},
-    "plateau": {"plateau", "slow_convergence", "stall"},
+    # a loss stuck at exactly zero is a plateau too (issue 25: "plateau (at a chance level ln K or ln V,
+    # at exactly zero, exactly constant)")
+    "plateau": {"plateau", "slow_convergence", "stall", "zero_loss"},
 }
 ALARM = ("warning", "critical")
 TOP = 3  # how deep in the ranked findings an expected cause still counts as found
