@@ -860,6 +860,14 @@ case("table_resumed_after_other_lines",
                f"         20      0.5        0.4        0.3        0.2\n" for e, b in ((0, 0.1), (1, 0.09), (2, 0.08))),
      (ORDERED, [0.13, 0.12, 0.11]))
 
+# a detector-style print of its parts and their total, `print('Epoch {} train Loc Loss: {:.4f} Cls Loss:
+# {:.4f} Tot Loss: {:.4f} Accu :{:.4f}'.format(...))` (WLASL's I3D/TGCN train loops): the total is `Tot
+# Loss`, never the first `Loss`
+case("parts_then_tot_loss",
+     "".join(f"Epoch {e} train Loc Loss: {v - 0.1:.4f} Cls Loss: {v + 0.1:.4f} Tot Loss: {v:.4f} Accu :0.{e}000\n"
+             for e, v in zip(range(1, 5), L)),
+     (ORDERED, [round(v, 4) for v in L[:4]]))
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):

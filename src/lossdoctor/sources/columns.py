@@ -89,7 +89,7 @@ def _strip(n: str) -> tuple[str, int]:
 
 
 _add("loss", 0, "loss")
-_add("loss", 1, "lm loss", "lm_loss", "total_loss", "loss_value", "train_loss", "objective",
+_add("loss", 1, "lm loss", "lm_loss", "total_loss", "tot_loss", "tot loss", "loss_value", "train_loss", "objective",
      "nll", "nll_loss", "ce_loss", "cross_entropy", "mlm_loss", "xent",  # xent: OpenNMT-py's cross-entropy
      "closs")  # closs: LLaMA2-Accessory's `metric_logger.update(closs=c_loss_value)`
 _add("grad_norm", 0, "grad_norm", "grad norm", "gradient_norm", "grad_2.0_norm_total",

@@ -54,7 +54,7 @@ _EPOCH_NAMES = ("epoch", "epochs", "ep", "pass")  # pass: PaddlePaddle's (v2, fl
 
 #: total-loss names, best first: anything else holding `loss` is a guess
 _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
-          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
+          "loss_total", "tot loss", "tot_loss", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
           "xent",  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
           "cost")  # cost: what PaddlePaddle's and TF1's tutorials call the loss (`Pass 0, Batch 100, Cost 2.31`)
 
