@@ -868,6 +868,30 @@ case("parts_then_tot_loss",
              for e, v in zip(range(1, 5), L)),
      (ORDERED, [round(v, 4) for v in L[:4]]))
 
+# pytorch-CycleGAN-and-pix2pix util/visualizer.py print_current_losses: `'(epoch: %d, iters: %d, time: %.3f,
+# data: %.3f) ' % ...` then `'%s: %.3f ' % (k, v)` per loss (cycle_gan_model's loss_names D_A, G_A, cycle_A,
+# idt_A, D_B...): two adversaries' parts, cycle and identity terms among them; no training loss
+case("cyclegan_loss_log_parts",
+     "".join(f"(epoch: 1, iters: {i}, time: 0.5{k}1, data: 0.00{k}) D_A: {0.2 + k / 100:.3f} G_A: {0.3 + k / 50:.3f} "
+             f"cycle_A: {2.0 - k / 10:.3f} idt_A: {1.0 - k / 20:.3f} D_B: 0.250 G_B: 0.420 cycle_B: {2.2 - k / 10:.3f} "
+             f"idt_B: 1.100 \n" for k, i in enumerate((100, 200, 300))), None,
+     components={100: {"d_a": 0.2, "cycle_a": 2.0, "idt_b": 1.1}, 300: {"g_a": 0.34, "cycle_b": 2.0}})
+# the PyTorch DCGAN tutorial (examples/dcgan/main.py): `'[%d/%d][%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f
+# D(G(z)): %.4f / %.4f'`: the side named after the loss; never summed, and D(x) is no loss
+case("dcgan_loss_d_loss_g",
+     "".join(f"[0/25][{i}/782] Loss_D: {d:.4f} Loss_G: {g:.4f} D(x): 0.5{i} D(G(z)): 0.4{i} / 0.3{i}\n"
+             for i, d, g in ((1, 1.3, 2.1), (2, 1.1, 2.6), (3, 0.9, 3.2))), None,
+     components={1: {"loss_d": 1.3, "loss_g": 2.1}, 3: {"loss_d": 0.9, "loss_g": 3.2}})
+# a GAN's losses printed in one bracketed group per side (`"[Epoch %d/%d] [Batch %d/%d] [G - gan: %.3f, rec:
+# %.3f] [D - real: %.3f, fake: %.3f]"`), pasted with the newline between the last two records lost and
+# Markdown bold typed around two values
+case("gan_side_groups_pasted",
+     "".join(f"[Epoch 2/5] [Batch {b}/90] [G - gan: {g:.3f}, rec: 0.15{b // 10}] [D - real: 0.4{b // 10}0, fake: 0.020]\n"
+             for b, g in ((10, 6.1), (20, 6.2)))
+     + "[Epoch 2/5] [Batch 30/90] [G - gan: **6.300**, rec: 0.153] [D - real: 0.430, fake: 0.020]"
+     + "[Epoch 2/5] [Batch 40/90] [G - gan: 6.400, rec: 0.154] [D - real: **0.440**, fake: 0.020]\n", None,
+     components={(ORDERED, "gan"): [6.1, 6.2, 6.3, 6.4], (ORDERED, "real"): [0.41, 0.42, 0.43, 0.44]})
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):
@@ -906,13 +930,26 @@ def test_the_gallery_reads_each_tool_as_it_prints(c, tmp_path):
     run = read_case(c, tmp_path)
     if c["loss"] is None:  # two adversaries: no training loss, both kept as components
         assert not run.has("loss") or not run.logged("loss").any()
-        comps = {k for v in run.events.get("loss_components", {}).values() for k in v}
+        by_step = run.events.get("loss_components", {})
+        comps = {k for v in by_step.values() for k in v}
         assert len(comps) >= 2
+        _check_components(by_step, c.get("components", {}))
         return
     _check(_at(run, "loss"), c["loss"], "loss")
     for col in ("eval_loss", "grad_norm", "lr", "scale"):
         if col in c:
             _check(_at(run, col), c[col], col)
+
+
+def _check_components(by_step, want):
+    """`{step: {name: value}}` read at those steps, or `{(ORDERED, name): [values]}` in step order."""
+    for key, values in want.items():
+        if isinstance(key, tuple):
+            got = [by_step[s][key[1]] for s in sorted(by_step) if key[1] in by_step[s]]
+            assert got == pytest.approx(values, rel=1e-6), (key, got)
+            continue
+        for name, v in values.items():
+            assert by_step[key][name] == pytest.approx(v, rel=1e-6), (key, name, by_step.get(key))
 
 
 def test_the_gallery_has_forty_shapes():

@@ -504,7 +504,7 @@ def test_mxnet_speedometer_tab_separated_metrics(tmp_path):
         text += "INFO:root:" + msg % (0, batch, 3.22, "CrossEntropy", ce, "SmoothL1", l1) + "\n"
     run = _read(tmp_path, text)
     comp = _components_at(run)
-    assert comp[10]["CrossEntropy"] == pytest.approx(4.200497) and comp[30]["SmoothL1"] == pytest.approx(0.77)
+    assert comp[10]["crossentropy"] == pytest.approx(4.200497) and comp[30]["smoothl1"] == pytest.approx(0.77)
     _same(_at(run, "loss"), {10: 4.200497 + 0.816728, 20: 4.7, 30: 4.47})
 
 

@@ -78,6 +78,7 @@ from .text_slots import (
     _eval_context,
     _slash,
     adversaries,
+    gan_parts,
     base_name,
     classify_slot,
     latin,
@@ -164,11 +165,24 @@ class TextParser:
             if joined is None:
                 return
             text = joined
-        zeroed = text.translate(_ZERO_DIGITS)
-        hit = self._cache.get(zeroed)
-        if hit is not None and self.header is None and self.block is None and not self.pending:
-            self._values(text, *hit)  # a shape read before: a row again (the common case)
+        if self._known(text):
+            return  # a shape read before: a row again (the common case)
+        pieces = _pasted_pieces(text)
+        if len(pieces) > 1 or pieces[0] != text:
+            for piece in pieces:
+                if not self._known(piece):
+                    self._fresh(piece)
             return
+        self._fresh(text)
+
+    def _known(self, text: str) -> bool:
+        hit = self._cache.get(text.translate(_ZERO_DIGITS))
+        if hit is not None and self.header is None and self.block is None and not self.pending:
+            self._values(text, *hit)
+            return True
+        return False
+
+    def _fresh(self, text: str) -> None:
         if len(text) <= 64 and EVAL_SECTION.match(text):  # a line without numbers: never a cached shape
             self.in_eval = True
             return
@@ -287,6 +301,8 @@ class TextParser:
             t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
                              for j in range(len(spans))]
             t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
+            t.losses = gan_parts(text, names)
+            t.adversarial = bool(t.losses)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
                 t.bracketed[0] = True  # `120: loss 2.31`, `120 loss: 2.31`, Darknet's ` 1: 2.31, ...`: a leading counter
             self.templates[key] = t
@@ -438,6 +454,33 @@ class TextParser:
 _SPACES = re.compile(r"\s+")
 
 
+#: Markdown emphasis typed around a value in a pasted log (`gan1: **6.840**`)
+_BOLD = re.compile(r"\*\*([^*\s]{1,40})\*\*")
+#: where a line's opening words start again right after a closing bracket: two records glued where a
+#: paste lost the newline between them (`... fake2: 0.022][Epoch 11/11] [Batch 3871/3880] ...`)
+_OPENING = re.compile(r"^(\[?[A-Za-z][A-Za-z _]{2,}[:=\s]*)\d")
+
+
+def _pasted_pieces(text: str) -> list[str]:
+    """A line as it was printed before a paste: Markdown bold around its values dropped, two records
+    glued together split apart (only a line of a shape not read before comes here)."""
+    if "**" in text:
+        text = _BOLD.sub(r"\1", text)
+    m = _OPENING.match(text)
+    if m is None:
+        return [text]
+    head = m.group(1)
+    pieces, start = [], 0
+    i = text.find(head, len(head))
+    while i > 0:
+        if text[i - 1] in ")]":
+            pieces.append(text[start:i])
+            start = i
+        i = text.find(head, i + len(head))
+    pieces.append(text[start:])
+    return pieces
+
+
 def _shape_key(text: str, spans: Sequence[tuple[int, int]]) -> tuple[list[str], str]:
     """The pieces of a line around its numbers, and its template's key: the pieces without their
     spaces (padding varies with the digits)."""
@@ -533,7 +576,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
     summed = None
     if train is None and cands["component"]:
         summed = _summed(cands["component"])
-        if summed is None and not adversaries(c[4].names[c[5]] for c in cands["component"]):
+        if summed is None and not _rivals(cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
     rival = train is None and summed is None and bool(cands["component"])
     if train is None and summed is None and not rival:
@@ -588,7 +631,7 @@ def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
     `losses = sum(loss_dict.values())`, YOLOv5's box + obj + cls) on the line that holds every
     component seen in the log; None when no line holds them all or they are two adversaries'."""
     names = {name_key(c[4].names[c[5]]) for c in found}
-    if len(names) < 2 or adversaries(names):
+    if len(names) < 2 or _rivals(found):
         return None
     by_t: dict[int, list[tuple[Any, ...]]] = {}
     for c in found:
@@ -598,6 +641,11 @@ def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
         return None
     best = max(full, key=lambda cs: len(cs[0][4].rows))
     return best[0][4], [c[5] for c in best]
+
+
+def _rivals(found: list[tuple[Any, ...]]) -> bool:
+    """Whether the components are two adversaries' (by their names, or by their line's)."""
+    return adversaries(c[4].names[c[5]] for c in found) or any(c[4].adversarial for c in found)
 
 
 def _bare(parser: TextParser) -> tuple[Any, ...] | None:
@@ -925,10 +973,9 @@ def _nonfinite_components(components: dict[int, dict[str, float]], lines: dict[i
 
 
 def _component_key(name: str) -> str:
-    """A component's name as printed, a name of several words in snake case (RSL-RL's `Value
-    function loss` -> `value_function_loss`)."""
-    n = name.strip()
-    return re.sub(r"\s+", "_", n.lower()) if " " in n else n
+    """A component's name in lower snake case (RSL-RL's `Value function loss` ->
+    `value_function_loss`, CycleGAN's `D_A` -> `d_a`): the same part printed by two tools has one key."""
+    return re.sub(r"\s+", "_", name.strip().lower())
 
 
 def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],

@@ -154,6 +154,7 @@ class Template:
         self.bracketed: list[bool] = [False] * len(names)  # slot j is a bare `[N]` with no name
         self.in_brackets: list[bool] = [False] * len(names)  # slot j is printed `[N]` (`Epoch: [0]`)
         self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
+        self.adversarial = False  # the components of this line are two adversaries' (a GAN's D and G)
         self.steps_memo: tuple[int, Any] | None = None  # (rows, steps_of(self)) when last computed
 
 
@@ -322,9 +323,43 @@ def total_rank(name: str) -> float:
 _ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
 
 
+#: the same side named after the loss (the DCGAN tutorial's `Loss_D`, `errD`, `Err_G`)
+_SIDE_AFTER = re.compile(r"^(?:loss|err|error)[_ ]?(d|g)$", re.IGNORECASE)
+
+
 def adversaries(names: Iterable[str]) -> bool:
-    """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`)."""
-    return any(_ADVERSARIES.match(name_key(n)) for n in names)
+    """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`,
+    `Loss_D` and `Loss_G`)."""
+    return any(_ADVERSARIES.match(name_key(n)) or _SIDE_AFTER.match(name_key(n)) for n in names)
+
+
+def _side(name: str) -> str | None:
+    """"d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`)."""
+    n = name_key(name)
+    m = _SIDE_AFTER.match(n)
+    if m:
+        return m.group(1).lower()
+    m = _ADVERSARIES.match(n)
+    return ("d" if n[0] in "dc" else "g") if m and n[0] in "dgc" else None
+
+
+#: a bracketed group of one adversary's losses (`[G - gan1: 6.8, rec: 0.15] [D - real: 0.4]`)
+_SIDE_GROUP = re.compile(r"\[\s*([DG])\s*[-:]\s*[A-Za-z]")
+#: names on a GAN's line that are no loss: timing, data loading, the LR, accuracies, counters
+_NOT_A_PART = re.compile(r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memory|acc|accuracy|fps|sec|secs)\b",
+                         re.IGNORECASE)
+
+
+def gan_parts(text: str, names: list[str]) -> frozenset[str]:
+    """The loss components of a GAN's line (CycleGAN's and pix2pix's `D_A: # G_A: # cycle_A: #`, the
+    DCGAN tutorial's `Loss_D: # Loss_G: #`, `[G - gan1: #, rec: #] [D - real: #]`): when the line
+    names both adversaries, every named number but counters, timings and the LR is one of their
+    parts (cycle and identity terms included), kept apart and never summed; empty otherwise."""
+    sides = {_side(n) for n in names if n} | {g.lower() for g in _SIDE_GROUP.findall(text)}
+    if not {"d", "g"} <= sides:
+        return frozenset()
+    return frozenset(base_name(n) for n in names if len(n) >= 2 and step_rank(n) is None
+                     and name_key(n) not in _EPOCH_NAMES and not _NOT_A_PART.match(n) and not n.startswith("(avg)"))
 
 
 #: Chinese training prints in the words the names above are written in (`第3轮 损失: 0.41` is `epoch 3
