@@ -892,6 +892,24 @@ case("gan_side_groups_pasted",
      + "[Epoch 2/5] [Batch 40/90] [G - gan: 6.400, rec: 0.154] [D - real: **0.440**, fake: 0.020]\n", None,
      components={(ORDERED, "gan"): [6.1, 6.2, 6.3, 6.4], (ORDERED, "real"): [0.41, 0.42, 0.43, 0.44]})
 
+# pjreddie/darknet examples/detector.c train_detector: `printf("%ld: %f, %f avg, %f rate, %lf seconds, %d
+# images\n", get_current_batch(net), loss, avg_loss, get_current_rate(net), ...)` after the `Region %d Avg IOU:
+# %f, Class: %f, ...` lines, seen through pm2's log view, which tags each line `ID|NAME | ` (padded): the
+# loss is the number `avg` averages (a guess, no name says so), `rate` the LR
+case("darknet_pjreddie_behind_pm2",
+     "".join(f"0|yolo     | Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No Obj: 0.000001, .5R: -nan, .75R: -nan,  count: 0\n"
+             f"0|yolo     | Region 94 Avg IOU: 0.86{k}, Class: 0.999, Obj: 0.998, No Obj: 0.008, .5R: 1.0, .75R: 1.0,  count: 3{k}\n"
+             f"0|yolo     | {s}: {v:.6f}, {v + 0.1:.6f} avg, 0.001000 rate, 3.99 seconds, {s * 64} images\n"
+             f"0|yolo     | Loaded: 0.000031 seconds\n" for k, (s, v) in enumerate(zip((501, 502, 503), L))),
+     {501: round(L[0], 6), 502: round(L[1], 6), 503: round(L[2], 6)}, lr={501: 0.001, 502: 0.001, 503: 0.001})
+# docker compose's `docker compose logs`: `SERVICE-N  | ` in front of every line of a container (compose v1
+# wrote `SERVICE_N`), around AlexeyAB/darknet's detector.c `printf("\n %d: %f, %f avg loss, %f rate, %lf
+# seconds, %d images, %f hours left\n", ...)`: its leading counter is the step once the tag is gone
+case("darknet_alexeyab_behind_docker_compose",
+     "".join(f"trainer-1  |  {s}: {v:.6f}, {v + 0.1:.6f} avg loss, 0.001000 rate, 2.1 seconds, {s * 64} images, 9.5 hours left\n"
+             for s, v in zip((10, 20, 30), L)),
+     {10: round(L[0], 6), 20: round(L[1], 6), 30: round(L[2], 6)}, lr={10: 0.001, 20: 0.001, 30: 0.001})
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):

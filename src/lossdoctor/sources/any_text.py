@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -936,8 +936,9 @@ def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
 
 
 #: bare names the records' column table does not hold, as the tools that print them mean them: llm.c's
-#: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named grad norm
-_ALIASES = {"norm": ("grad_norm", 9)}
+#: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named column
+#: `%f rate` (Darknet's `get_current_rate(net)`, the learning rate of the step)
+_ALIASES = {"norm": ("grad_norm", 9), "rate": ("lr", 9)}
 #: a name whose last `_` part is an LR of a numbered optimizer or group (ESPnet's `optim0_lr0`)
 _NUMBERED_LR = re.compile(r"^(?:\w+_)?lr\d+$")
 
@@ -1026,7 +1027,37 @@ def _sniff(p: Path) -> bool:
     return p.is_file() and p.suffix.lower() not in _NOT_TEXT and not looks_binary(head(p, 65536))
 
 
+#: a process manager's or a log collector's tag in front of every line: pm2's `0|yolo     | `,
+#: docker compose's `trainer_1  | ` / `trainer-1  | `, a bracketed job or container name `[job-7]: `
+_MANAGER_PREFIX = re.compile(r"^(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?)")
+#: the share of a text's first lines that must start with the same tag for it to be stripped
+_PREFIX_SHARE = 0.8
+
+
+def shared_prefix(sample: Sequence[str]) -> str:
+    """The process manager's tag most lines of the sample start with ("" when none): constant in
+    front of every line, it hides each line's own shape from the template miner."""
+    lines = [s for s in sample if s.strip()][:200]
+    counts: dict[str, int] = {}
+    for line in lines:
+        m = _MANAGER_PREFIX.match(line)
+        if m is not None:
+            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    if not counts:
+        return ""
+    tag, n = max(counts.items(), key=lambda kv: kv[1])
+    return tag if len(lines) >= 2 and n >= _PREFIX_SHARE * len(lines) else ""
+
+
+def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
+    k = len(prefix)
+    for line in lines:
+        yield line[k:] if line.startswith(prefix) else line
+
+
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
+    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").splitlines())
     with open_regular(path) as f:
-        return [build(parse(segments(f)), path.name)]
+        lines = segments(f)
+        return [build(parse(_without(prefix, lines) if prefix else lines), path.name)]

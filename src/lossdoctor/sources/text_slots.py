@@ -105,6 +105,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         avg = _AVG_WORD.match(names[i])
         if avg and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
             names[i - 1], names[i] = avg.group(1), "(avg) " + avg.group(1)  # `2.31, 2.71 avg loss`
+        elif names[i].lower() in _AVG_ALONE and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
+            names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
     return names
 
 
@@ -115,6 +117,10 @@ _SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
 #: the words right after a number that has none in front of it, up to a separator: its name (`64 images,`)
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
 _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b")
+#: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
+#: it is what a training print averages, its loss, taken as a guess (no total name: a note says so)
+_AVG_ALONE = frozenset({"avg", "average", "running avg", "running average"})
+UNNAMED_AVERAGED = "loss (unnamed, averaged)"
 _AVG_WORD = re.compile(r"^(?:avg|average|running)[ _](\S.*)$", re.IGNORECASE)
 
 
