@@ -910,6 +910,13 @@ case("darknet_alexeyab_behind_docker_compose",
              for s, v in zip((10, 20, 30), L)),
      {10: round(L[0], 6), 20: round(L[1], 6), 30: round(L[2], 6)}, lr={10: 0.001, 20: 0.001, 30: 0.001})
 
+# a training script's own CSV written row by row with no header, `csv.writer(f).writerow([step, loss,
+# avg_loss])` (Tacotron-2's step, loss and running average, cut out of its log): the first column counts
+# up, so it is the step; the loss is the first column after it (a guess, said in a note)
+case("csv_no_header_step_loss_avg",
+     "".join(f"{s},{v:.5f},{v + 0.05:.5f}\n" for s, v in zip((12250, 12251, 12252, 12253), L)),
+     {12250: round(L[0], 5), 12251: round(L[1], 5), 12252: round(L[2], 5), 12253: round(L[3], 5)}, file="train.csv")
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):
