@@ -917,6 +917,18 @@ case("csv_no_header_step_loss_avg",
      "".join(f"{s},{v:.5f},{v + 0.05:.5f}\n" for s, v in zip((12250, 12251, 12252, 12253), L)),
      {12250: round(L[0], 5), 12251: round(L[1], 5), 12252: round(L[2], 5), 12253: round(L[3], 5)}, file="train.csv")
 
+# GluonTS's MXNet Trainer (gluonts/mx/trainer/_base.py): a tqdm bar with `avg_epoch_loss` rounded to 3 digits,
+# then `logger.info("Epoch[%d] Evaluation metric '%s'=%f", epoch_no, ("" if is_training else "validation_") +
+# "epoch_loss", lv)`: the named epoch loss (full precision) is the training loss, `validation_epoch_loss` the
+# evaluation's, however the phrase in front of both reads
+case("gluonts_epoch_loss_beside_bar",
+     "".join(f"100%|██████████| 50/50 [00:10<00:00,  4.95it/s, epoch={e + 1}/100, avg_epoch_loss={v:.3f}]\n"
+             f"2020-05-19 18:29:27,221 : INFO : Epoch[{e}] Elapsed time 10.823 seconds\n"
+             f"2020-05-19 18:29:27,223 : INFO : Epoch[{e}] Evaluation metric 'epoch_loss'={v:.6f}\n"
+             f"2020-05-19 18:29:28,223 : INFO : Epoch[{e}] Evaluation metric 'validation_epoch_loss'={w:.6f}\n"
+             for e, (v, w) in enumerate(zip(L, V))),
+     {0: L[0], 1: L[1], 2: L[2]}, eval_loss={0: V[0], 1: V[1], 2: V[2]})
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):

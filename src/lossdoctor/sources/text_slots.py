@@ -34,7 +34,10 @@ _MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                        r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
+                        r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+                        # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
+                        # quoted name says which (`'validation_epoch_loss'`)
+                        r"(?!\s+metric\s+['\"])", re.IGNORECASE)
 
 
 _TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
@@ -54,7 +57,7 @@ _EPOCH_NAMES = ("epoch", "epochs", "ep", "pass")  # pass: PaddlePaddle's (v2, fl
 
 #: total-loss names, best first: anything else holding `loss` is a guess
 _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
-          "loss_total", "tot loss", "tot_loss", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
+          "loss_total", "tot loss", "tot_loss", "epoch_loss", "epoch loss", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
           "xent",  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
           "cost")  # cost: what PaddlePaddle's and TF1's tutorials call the loss (`Pass 0, Batch 100, Cost 2.31`)
 
