@@ -929,6 +929,14 @@ case("gluonts_epoch_loss_beside_bar",
              for e, (v, w) in enumerate(zip(L, V))),
      {0: L[0], 1: L[1], 2: L[2]}, eval_loss={0: V[0], 1: V[1], 2: V[2]})
 
+# kohya-ss sd-scripts train_network.py: `accelerator.print(f"\\nepoch {epoch+1}/{num_train_epochs}")` and a
+# tqdm bar `desc="steps"` with `set_postfix(avr_loss=...)`: `steps:  22%|███   | 176/800 [...]`; the bar's
+# percentage follows the word `steps`, the step is `176/800`
+case("kohya_steps_bar_percent",
+     "".join(f"epoch {e}/50\nsteps:  {p}%|{'█' * (p // 2)}{' ' * (50 - p // 2)}| {s}/800 [00:46<02:44,  3.79it/s, avr_loss={v}]\n"
+             for e, p, s, v in zip((11, 12, 13, 14), (22, 24, 26, 28), (176, 192, 208, 224), L)),
+     {176: L[0], 192: L[1], 208: L[2], 224: L[3]})
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):

@@ -91,6 +91,9 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     pieces.append(text[spans[-1][1]:] if spans else text)
     names: list[str] = []
     for i, piece in enumerate(pieces[:-1]):
+        if pieces[i + 1][:1] == "%":  # a progress bar's percentage (`steps:  22%|███`): never a counter's value
+            names.append(PERCENT)
+            continue
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
@@ -120,6 +123,8 @@ _SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
 #: the words right after a number that has none in front of it, up to a separator: its name (`64 images,`)
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
 _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b")
+#: the name of a number printed as a percentage
+PERCENT = "percent"
 #: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
 #: it is what a training print averages, its loss, taken as a guess (no total name: a note says so)
 _AVG_ALONE = frozenset({"avg", "average", "running avg", "running average"})
