@@ -937,6 +937,17 @@ case("kohya_steps_bar_percent",
              for e, p, s, v in zip((11, 12, 13, 14), (22, 24, 26, 28), (176, 192, 208, 224), L)),
      {176: L[0], 192: L[1], 208: L[2], 224: L[3]})
 
+# Megatron-LM's training_log (`' iteration {:8d}/{:8d} |'`, `' elapsed time per iteration (ms): {:.1f} |'`, ...,
+# `' lm loss: {:.6E} |'`, `' grad norm: {:.3f} |'`, `' number of skipped iterations: {:3d} |'`, `' number of nan
+# iterations: {:3d} |'`) as a narrow terminal or a chat paste wraps it: every piece ends with `|`, the pieces
+# are one line again
+case("megatron_iteration_wrapped",
+     "".join(f" iteration {s:8d}/     500 | consumed samples: {s * 256} | elapsed time per iteration (ms): 812.5 |\n"
+             f" learning rate: 1.500000E-04 | global batch size:   256 | lm loss: {v:.6E} |\n"
+             f" loss scale: 1.0 | grad norm: {g:.3f} | number of skipped iterations:   0 |\n"
+             f" number of nan iterations:   0 |\n" for s, v, g in zip((10, 20, 30), L, G)),
+     {10: L[0], 20: L[1], 30: L[2]}, grad_norm={10: G[0], 20: G[1], 30: G[2]})
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):
