@@ -948,6 +948,17 @@ case("megatron_iteration_wrapped",
              f" number of nan iterations:   0 |\n" for s, v, g in zip((10, 20, 30), L, G)),
      {10: L[0], 20: L[1], 30: L[2]}, grad_norm={10: G[0], 20: G[1], 30: G[2]})
 
+# rsl_rl/runners/on_policy_runner.py `log`: a `#` rule, `Learning iteration {it}/{tot_iter}` centred, then
+# `f"{'Value function loss:':>{pad}} {mean_value_loss:.4f}"` and `Surrogate loss` lines: PPO prints no total, the
+# loss read is the sum of its two terms (said in a note), both kept as components
+case("rsl_rl_ppo_block",
+     "".join("#" * 80 + "\n" + f" Learning iteration {it}/1500 ".center(80) + "\n\n"
+             + f"{'Computation:':>35} 14963 steps/s (collection: 6.407s, learning 0.163s)\n"
+             + f"{'Value function loss:':>35} {v:.4f}\n{'Surrogate loss:':>35} {-0.0100:.4f}\n"
+             + f"{'Mean action noise std:':>35} 0.56\n{'Mean reward:':>35} 25.66\n" + "-" * 80 + "\n"
+             + f"{'Total timesteps:':>35} {it * 4096}\n" for it, v in ((101, 0.31), (102, 0.42), (103, 0.25))),
+     {101: 0.30, 102: 0.41, 103: 0.24})
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):

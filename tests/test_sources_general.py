@@ -463,7 +463,9 @@ def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
     comp = _components_at(run)
     assert set(comp) == {8389, 8390, 8391}
     assert comp[8390]["value_function_loss"] == pytest.approx(0.42) and math.isinf(comp[8391]["value_function_loss"])
-    assert run.meta["loss_key"] == "Surrogate loss"
+    # no total is printed: PPO's loss is made of its value and surrogate terms, their sum is the loss read
+    assert run.meta["loss_key"] == "Value function loss + Surrogate loss"
+    assert _at(run, "loss")[8390] == pytest.approx(0.41) and math.isinf(_at(run, "loss")[8391])
 
 
 def test_llama_recipes_key_value_summary_is_one_row(tmp_path):

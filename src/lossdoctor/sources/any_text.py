@@ -790,6 +790,9 @@ def build(parser: TextParser, what: str) -> Run:
     if picked["rivals"]:
         meta["adversaries"] = list(picked["rivals"])  # two adversaries' losses: no training loss, on purpose
     run = from_columns(steps, arrays, events=events, meta=meta, source="text", logged=logged)
+    if len(run) == 0:  # every step out of range (`step 99999999999999999999 OVERFLOW!`): nothing to read
+        raise SourceError(f"{what}: not a log format lossdoctor knows: no numeric series in this text "
+                          f"(looked for {_looked_for()})")
     shape = {"named": None, "counter": None, "epoch_counter": None, "hinted": None, "epoch": "text.epoch_is_step",
              "numbered": "text.numbered"}[place.how]
     head_notes = [Msg("text.read", what=what, n=len(main.rows), shape=_shape_name(main),

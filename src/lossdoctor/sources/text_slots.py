@@ -62,8 +62,9 @@ _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trlos
           "cost")  # cost: what PaddlePaddle's and TF1's tutorials call the loss (`Pass 0, Batch 100, Cost 2.31`)
 
 
+#: names of the parts of a loss (`surrogate`: PPO's clipped policy objective, beside its value loss)
 _COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
-                        r"value|policy|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
+                        r"value|policy|surrogate|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
 
 
 #: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
