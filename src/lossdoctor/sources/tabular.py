@@ -29,7 +29,7 @@ import orjson
 
 from ..messages import Msg
 from ..records import THINNING, Run, Thinning, from_columns
-from .columns import SIGNAL_NAMES, column_for, map_names, step_number, step_rank
+from .columns import SIGNAL_NAMES, column_for, epoch_steps, is_epoch_axis, map_names, step_number, step_rank
 from .files import (
     MAX_WHOLE_READ,
     head,
@@ -108,7 +108,12 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
             except (TypeError, ValueError, OverflowError):
                 steps = np.array([step_number(x) for x in sv], dtype=np.float64)
         missing = int(np.isnan(steps).sum())
-        if missing == len(steps):
+        if is_epoch_axis(mapping.step) and not epoch_steps(steps):
+            notes.append(Msg("source.no_step_column"))  # fractional or repeated epochs: no step axis
+            steps = row_index
+        elif is_epoch_axis(mapping.step):
+            notes.append(Msg("text.epoch_is_step", n=len(steps)))
+        elif missing == len(steps):
             notes.append(Msg("source.step_column_empty", column=repr(mapping.step)))
             steps = row_index
         elif missing:
@@ -298,7 +303,7 @@ def _wanted_columns(names: list[str]) -> list[int]:
     out = []
     for i, n in enumerate(names):
         m = _WANDB_RUN_COL.match(n)
-        if column_for(n) or step_rank(n) is not None or (m and column_for(m["metric"])):
+        if column_for(n) or step_rank(n) is not None or is_epoch_axis(n) or (m and column_for(m["metric"])):
             out.append(i)
     return out
 
