@@ -18,6 +18,7 @@ no counter): the values must then be read in that order at strictly increasing s
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -963,13 +964,13 @@ case("rsl_rl_ppo_block",
 # 'n_parameters': n_parameters}` written `json.dumps(log_stats) + "\n"` to `log.txt`, once per epoch, the test
 # keys only on evaluation epochs: no step is named, the epoch is the step
 case("deit_log_txt_json_epochs",
-     "".join('{"train_lr": 0.0009, "train_loss": %r, %s"epoch": %d, "n_parameters": 5717416}\n'
-             % (v, '"test_loss": 1.47, "test_acc1": 67.5, ' if e % 2 else "", e) for e, v in zip(range(49, 53), L)),
+     "".join(json.dumps({"train_lr": 0.0009, "train_loss": v, **({"test_loss": 1.47, "test_acc1": 67.5} if e % 2 else {}),
+                         "epoch": e, "n_parameters": 5717416}) + "\n" for e, v in zip(range(49, 53), L)),
      {49: L[0], 50: L[1], 51: L[2], 52: L[3]}, file="log.txt", lr={49: 0.0009, 50: 0.0009, 51: 0.0009, 52: 0.0009})
 # the same per-epoch JSON lines with a fractional epoch (`{'loss': ..., 'epoch': 0.25}` as a Trainer's logs are
 # dumped): no step axis, the rows are numbered in order
 case("json_lines_fractional_epoch",
-     "".join('{"loss": %r, "epoch": %.2f}\n' % (v, 0.25 * (k + 1)) for k, v in enumerate(L[:3])),
+     "".join(json.dumps({"loss": v, "epoch": 0.25 * (k + 1)}) + "\n" for k, v in enumerate(L[:3])),
      (ORDERED, L[:3]), file="metrics.jsonl")
 
 # --- the test ----------------------------------------------------------------------------------
