@@ -18,6 +18,7 @@ no counter): the values must then be read in that order at strictly increasing s
 from __future__ import annotations
 
 import itertools
+import json
 import math
 
 import pytest
@@ -860,6 +861,118 @@ case("table_resumed_after_other_lines",
                f"         20      0.5        0.4        0.3        0.2\n" for e, b in ((0, 0.1), (1, 0.09), (2, 0.08))),
      (ORDERED, [0.13, 0.12, 0.11]))
 
+# a detector-style print of its parts and their total, `print('Epoch {} train Loc Loss: {:.4f} Cls Loss:
+# {:.4f} Tot Loss: {:.4f} Accu :{:.4f}'.format(...))` (WLASL's I3D/TGCN train loops): the total is `Tot
+# Loss`, never the first `Loss`
+case("parts_then_tot_loss",
+     "".join(f"Epoch {e} train Loc Loss: {v - 0.1:.4f} Cls Loss: {v + 0.1:.4f} Tot Loss: {v:.4f} Accu :0.{e}000\n"
+             for e, v in zip(range(1, 5), L)),
+     (ORDERED, [round(v, 4) for v in L[:4]]))
+
+# pytorch-CycleGAN-and-pix2pix util/visualizer.py print_current_losses: `'(epoch: %d, iters: %d, time: %.3f,
+# data: %.3f) ' % ...` then `'%s: %.3f ' % (k, v)` per loss (cycle_gan_model's loss_names D_A, G_A, cycle_A,
+# idt_A, D_B...): two adversaries' parts, cycle and identity terms among them; no training loss
+case("cyclegan_loss_log_parts",
+     "".join(f"(epoch: 1, iters: {i}, time: 0.5{k}1, data: 0.00{k}) D_A: {0.2 + k / 100:.3f} G_A: {0.3 + k / 50:.3f} "
+             f"cycle_A: {2.0 - k / 10:.3f} idt_A: {1.0 - k / 20:.3f} D_B: 0.250 G_B: 0.420 cycle_B: {2.2 - k / 10:.3f} "
+             f"idt_B: 1.100 \n" for k, i in enumerate((100, 200, 300))), None,
+     components={100: {"d_a": 0.2, "cycle_a": 2.0, "idt_b": 1.1}, 300: {"g_a": 0.34, "cycle_b": 2.0}})
+# the PyTorch DCGAN tutorial (examples/dcgan/main.py): `'[%d/%d][%d/%d] Loss_D: %.4f Loss_G: %.4f D(x): %.4f
+# D(G(z)): %.4f / %.4f'`: the side named after the loss; never summed, and D(x) is no loss
+case("dcgan_loss_d_loss_g",
+     "".join(f"[0/25][{i}/782] Loss_D: {d:.4f} Loss_G: {g:.4f} D(x): 0.5{i} D(G(z)): 0.4{i} / 0.3{i}\n"
+             for i, d, g in ((1, 1.3, 2.1), (2, 1.1, 2.6), (3, 0.9, 3.2))), None,
+     components={1: {"loss_d": 1.3, "loss_g": 2.1}, 3: {"loss_d": 0.9, "loss_g": 3.2}})
+# a GAN's losses printed in one bracketed group per side (`"[Epoch %d/%d] [Batch %d/%d] [G - gan: %.3f, rec:
+# %.3f] [D - real: %.3f, fake: %.3f]"`), pasted with the newline between the last two records lost and
+# Markdown bold typed around two values
+case("gan_side_groups_pasted",
+     "".join(f"[Epoch 2/5] [Batch {b}/90] [G - gan: {g:.3f}, rec: 0.15{b // 10}] [D - real: 0.4{b // 10}0, fake: 0.020]\n"
+             for b, g in ((10, 6.1), (20, 6.2)))
+     + "[Epoch 2/5] [Batch 30/90] [G - gan: **6.300**, rec: 0.153] [D - real: 0.430, fake: 0.020]"
+     + "[Epoch 2/5] [Batch 40/90] [G - gan: 6.400, rec: 0.154] [D - real: **0.440**, fake: 0.020]\n", None,
+     components={(ORDERED, "gan"): [6.1, 6.2, 6.3, 6.4], (ORDERED, "real"): [0.41, 0.42, 0.43, 0.44]})
+
+# pjreddie/darknet examples/detector.c train_detector: `printf("%ld: %f, %f avg, %f rate, %lf seconds, %d
+# images\n", get_current_batch(net), loss, avg_loss, get_current_rate(net), ...)` after the `Region %d Avg IOU:
+# %f, Class: %f, ...` lines, seen through pm2's log view, which tags each line `ID|NAME | ` (padded): the
+# loss is the number `avg` averages (a guess, no name says so), `rate` the LR
+case("darknet_pjreddie_behind_pm2",
+     "".join(f"0|yolo     | Region 82 Avg IOU: -nan, Class: -nan, Obj: -nan, No Obj: 0.000001, .5R: -nan, .75R: -nan,  count: 0\n"
+             f"0|yolo     | Region 94 Avg IOU: 0.86{k}, Class: 0.999, Obj: 0.998, No Obj: 0.008, .5R: 1.0, .75R: 1.0,  count: 3{k}\n"
+             f"0|yolo     | {s}: {v:.6f}, {v + 0.1:.6f} avg, 0.001000 rate, 3.99 seconds, {s * 64} images\n"
+             f"0|yolo     | Loaded: 0.000031 seconds\n" for k, (s, v) in enumerate(zip((501, 502, 503), L))),
+     {501: round(L[0], 6), 502: round(L[1], 6), 503: round(L[2], 6)}, lr={501: 0.001, 502: 0.001, 503: 0.001})
+# docker compose's `docker compose logs`: `SERVICE-N  | ` in front of every line of a container (compose v1
+# wrote `SERVICE_N`), around AlexeyAB/darknet's detector.c `printf("\n %d: %f, %f avg loss, %f rate, %lf
+# seconds, %d images, %f hours left\n", ...)`: its leading counter is the step once the tag is gone
+case("darknet_alexeyab_behind_docker_compose",
+     "".join(f"trainer-1  |  {s}: {v:.6f}, {v + 0.1:.6f} avg loss, 0.001000 rate, 2.1 seconds, {s * 64} images, 9.5 hours left\n"
+             for s, v in zip((10, 20, 30), L)),
+     {10: round(L[0], 6), 20: round(L[1], 6), 30: round(L[2], 6)}, lr={10: 0.001, 20: 0.001, 30: 0.001})
+
+# a training script's own CSV written row by row with no header, `csv.writer(f).writerow([step, loss,
+# avg_loss])` (Tacotron-2's step, loss and running average, cut out of its log): the first column counts
+# up, so it is the step; the loss is the first column after it (a guess, said in a note)
+case("csv_no_header_step_loss_avg",
+     "".join(f"{s},{v:.5f},{v + 0.05:.5f}\n" for s, v in zip((12250, 12251, 12252, 12253), L)),
+     {12250: round(L[0], 5), 12251: round(L[1], 5), 12252: round(L[2], 5), 12253: round(L[3], 5)}, file="train.csv")
+
+# GluonTS's MXNet Trainer (gluonts/mx/trainer/_base.py): a tqdm bar with `avg_epoch_loss` rounded to 3 digits,
+# then `logger.info("Epoch[%d] Evaluation metric '%s'=%f", epoch_no, ("" if is_training else "validation_") +
+# "epoch_loss", lv)`: the named epoch loss (full precision) is the training loss, `validation_epoch_loss` the
+# evaluation's, however the phrase in front of both reads
+case("gluonts_epoch_loss_beside_bar",
+     "".join(f"100%|██████████| 50/50 [00:10<00:00,  4.95it/s, epoch={e + 1}/100, avg_epoch_loss={v:.3f}]\n"
+             f"2020-05-19 18:29:27,221 : INFO : Epoch[{e}] Elapsed time 10.823 seconds\n"
+             f"2020-05-19 18:29:27,223 : INFO : Epoch[{e}] Evaluation metric 'epoch_loss'={v:.6f}\n"
+             f"2020-05-19 18:29:28,223 : INFO : Epoch[{e}] Evaluation metric 'validation_epoch_loss'={w:.6f}\n"
+             for e, (v, w) in enumerate(zip(L, V))),
+     {0: L[0], 1: L[1], 2: L[2]}, eval_loss={0: V[0], 1: V[1], 2: V[2]})
+
+# kohya-ss sd-scripts train_network.py: `accelerator.print(f"\\nepoch {epoch+1}/{num_train_epochs}")` and a
+# tqdm bar `desc="steps"` with `set_postfix(avr_loss=...)`: `steps:  22%|███   | 176/800 [...]`; the bar's
+# percentage follows the word `steps`, the step is `176/800`
+case("kohya_steps_bar_percent",
+     "".join(f"epoch {e}/50\nsteps:  {p}%|{'█' * (p // 2)}{' ' * (50 - p // 2)}| {s}/800 [00:46<02:44,  3.79it/s, avr_loss={v}]\n"
+             for e, p, s, v in zip((11, 12, 13, 14), (22, 24, 26, 28), (176, 192, 208, 224), L)),
+     {176: L[0], 192: L[1], 208: L[2], 224: L[3]})
+
+# Megatron-LM's training_log (`' iteration {:8d}/{:8d} |'`, `' elapsed time per iteration (ms): {:.1f} |'`, ...,
+# `' lm loss: {:.6E} |'`, `' grad norm: {:.3f} |'`, `' number of skipped iterations: {:3d} |'`, `' number of nan
+# iterations: {:3d} |'`) as a narrow terminal or a chat paste wraps it: every piece ends with `|`, the pieces
+# are one line again
+case("megatron_iteration_wrapped",
+     "".join(f" iteration {s:8d}/     500 | consumed samples: {s * 256} | elapsed time per iteration (ms): 812.5 |\n"
+             f" learning rate: 1.500000E-04 | global batch size:   256 | lm loss: {v:.6E} |\n"
+             f" loss scale: 1.0 | grad norm: {g:.3f} | number of skipped iterations:   0 |\n"
+             f" number of nan iterations:   0 |\n" for s, v, g in zip((10, 20, 30), L, G)),
+     {10: L[0], 20: L[1], 30: L[2]}, grad_norm={10: G[0], 20: G[1], 30: G[2]})
+
+# rsl_rl/runners/on_policy_runner.py `log`: a `#` rule, `Learning iteration {it}/{tot_iter}` centred, then
+# `f"{'Value function loss:':>{pad}} {mean_value_loss:.4f}"` and `Surrogate loss` lines: PPO prints no total, the
+# loss read is the sum of its two terms (said in a note), both kept as components
+case("rsl_rl_ppo_block",
+     "".join("#" * 80 + "\n" + f" Learning iteration {it}/1500 ".center(80) + "\n\n"
+             + f"{'Computation:':>35} 14963 steps/s (collection: 6.407s, learning 0.163s)\n"
+             + f"{'Value function loss:':>35} {v:.4f}\n{'Surrogate loss:':>35} {-0.0100:.4f}\n"
+             + f"{'Mean action noise std:':>35} 0.56\n{'Mean reward:':>35} 25.66\n" + "-" * 80 + "\n"
+             + f"{'Total timesteps:':>35} {it * 4096}\n" for it, v in ((101, 0.31), (102, 0.42), (103, 0.25))),
+     {101: 0.30, 102: 0.41, 103: 0.24})
+
+# DeiT's and timm-style main.py: `log_stats = {**{f'train_{k}': v ...}, **{f'test_{k}': v ...}, 'epoch': epoch,
+# 'n_parameters': n_parameters}` written `json.dumps(log_stats) + "\n"` to `log.txt`, once per epoch, the test
+# keys only on evaluation epochs: no step is named, the epoch is the step
+case("deit_log_txt_json_epochs",
+     "".join(json.dumps({"train_lr": 0.0009, "train_loss": v, **({"test_loss": 1.47, "test_acc1": 67.5} if e % 2 else {}),
+                         "epoch": e, "n_parameters": 5717416}) + "\n" for e, v in zip(range(49, 53), L)),
+     {49: L[0], 50: L[1], 51: L[2], 52: L[3]}, file="log.txt", lr={49: 0.0009, 50: 0.0009, 51: 0.0009, 52: 0.0009})
+# the same per-epoch JSON lines with a fractional epoch (`{'loss': ..., 'epoch': 0.25}` as a Trainer's logs are
+# dumped): no step axis, the rows are numbered in order
+case("json_lines_fractional_epoch",
+     "".join(json.dumps({"loss": v, "epoch": 0.25 * (k + 1)}) + "\n" for k, v in enumerate(L[:3])),
+     (ORDERED, L[:3]), file="metrics.jsonl")
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):
@@ -898,13 +1011,26 @@ def test_the_gallery_reads_each_tool_as_it_prints(c, tmp_path):
     run = read_case(c, tmp_path)
     if c["loss"] is None:  # two adversaries: no training loss, both kept as components
         assert not run.has("loss") or not run.logged("loss").any()
-        comps = {k for v in run.events.get("loss_components", {}).values() for k in v}
+        by_step = run.events.get("loss_components", {})
+        comps = {k for v in by_step.values() for k in v}
         assert len(comps) >= 2
+        _check_components(by_step, c.get("components", {}))
         return
     _check(_at(run, "loss"), c["loss"], "loss")
     for col in ("eval_loss", "grad_norm", "lr", "scale"):
         if col in c:
             _check(_at(run, col), c[col], col)
+
+
+def _check_components(by_step, want):
+    """`{step: {name: value}}` read at those steps, or `{(ORDERED, name): [values]}` in step order."""
+    for key, values in want.items():
+        if isinstance(key, tuple):
+            got = [by_step[s][key[1]] for s in sorted(by_step) if key[1] in by_step[s]]
+            assert got == pytest.approx(values, rel=1e-6), (key, got)
+            continue
+        for name, v in values.items():
+            assert by_step[key][name] == pytest.approx(v, rel=1e-6), (key, name, by_step.get(key))
 
 
 def test_the_gallery_has_forty_shapes():

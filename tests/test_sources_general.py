@@ -463,7 +463,9 @@ def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
     comp = _components_at(run)
     assert set(comp) == {8389, 8390, 8391}
     assert comp[8390]["value_function_loss"] == pytest.approx(0.42) and math.isinf(comp[8391]["value_function_loss"])
-    assert run.meta["loss_key"] == "Surrogate loss"
+    # no total is printed: PPO's loss is made of its value and surrogate terms, their sum is the loss read
+    assert run.meta["loss_key"] == "Value function loss + Surrogate loss"
+    assert _at(run, "loss")[8390] == pytest.approx(0.41) and math.isinf(_at(run, "loss")[8391])
 
 
 def test_llama_recipes_key_value_summary_is_one_row(tmp_path):
@@ -504,7 +506,7 @@ def test_mxnet_speedometer_tab_separated_metrics(tmp_path):
         text += "INFO:root:" + msg % (0, batch, 3.22, "CrossEntropy", ce, "SmoothL1", l1) + "\n"
     run = _read(tmp_path, text)
     comp = _components_at(run)
-    assert comp[10]["CrossEntropy"] == pytest.approx(4.200497) and comp[30]["SmoothL1"] == pytest.approx(0.77)
+    assert comp[10]["crossentropy"] == pytest.approx(4.200497) and comp[30]["smoothl1"] == pytest.approx(0.77)
     _same(_at(run, "loss"), {10: 4.200497 + 0.816728, 20: 4.7, 30: 4.47})
 
 

@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,7 @@ from .text_slots import (
     adversaries,
     base_name,
     classify_slot,
+    gan_parts,
     latin,
     name_key,
     names_a_loss,
@@ -164,11 +165,24 @@ class TextParser:
             if joined is None:
                 return
             text = joined
-        zeroed = text.translate(_ZERO_DIGITS)
-        hit = self._cache.get(zeroed)
-        if hit is not None and self.header is None and self.block is None and not self.pending:
-            self._values(text, *hit)  # a shape read before: a row again (the common case)
+        if self._known(text):
+            return  # a shape read before: a row again (the common case)
+        pieces = _pasted_pieces(text)
+        if len(pieces) > 1 or pieces[0] != text:
+            for piece in pieces:
+                if not self._known(piece):
+                    self._fresh(piece)
             return
+        self._fresh(text)
+
+    def _known(self, text: str) -> bool:
+        hit = self._cache.get(text.translate(_ZERO_DIGITS))
+        if hit is not None and self.header is None and self.block is None and not self.pending:
+            self._values(text, *hit)
+            return True
+        return False
+
+    def _fresh(self, text: str) -> None:
         if len(text) <= 64 and EVAL_SECTION.match(text):  # a line without numbers: never a cached shape
             self.in_eval = True
             return
@@ -287,6 +301,8 @@ class TextParser:
             t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
                              for j in range(len(spans))]
             t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
+            t.losses = gan_parts(text, names)
+            t.adversarial = bool(t.losses)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
                 t.bracketed[0] = True  # `120: loss 2.31`, `120 loss: 2.31`, Darknet's ` 1: 2.31, ...`: a leading counter
             self.templates[key] = t
@@ -438,6 +454,33 @@ class TextParser:
 _SPACES = re.compile(r"\s+")
 
 
+#: Markdown emphasis typed around a value in a pasted log (`gan1: **6.840**`)
+_BOLD = re.compile(r"\*\*([^*\s]{1,40})\*\*")
+#: where a line's opening words start again right after a closing bracket: two records glued where a
+#: paste lost the newline between them (`... fake2: 0.022][Epoch 11/11] [Batch 3871/3880] ...`)
+_OPENING = re.compile(r"^(\[?[A-Za-z][A-Za-z _]{2,}[:=\s]*)\d")
+
+
+def _pasted_pieces(text: str) -> list[str]:
+    """A line as it was printed before a paste: Markdown bold around its values dropped, two records
+    glued together split apart (only a line of a shape not read before comes here)."""
+    if "**" in text:
+        text = _BOLD.sub(r"\1", text)
+    m = _OPENING.match(text)
+    if m is None:
+        return [text]
+    head = m.group(1)
+    pieces, start = [], 0
+    i = text.find(head, len(head))
+    while i > 0:
+        if text[i - 1] in ")]":
+            pieces.append(text[start:i])
+            start = i
+        i = text.find(head, i + len(head))
+    pieces.append(text[start:])
+    return pieces
+
+
 def _shape_key(text: str, spans: Sequence[tuple[int, int]]) -> tuple[list[str], str]:
     """The pieces of a line around its numbers, and its template's key: the pieces without their
     spaces (padding varies with the digits)."""
@@ -533,7 +576,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
     summed = None
     if train is None and cands["component"]:
         summed = _summed(cands["component"])
-        if summed is None and not adversaries(c[4].names[c[5]] for c in cands["component"]):
+        if summed is None and not _rivals(cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
     rival = train is None and summed is None and bool(cands["component"])
     if train is None and summed is None and not rival:
@@ -588,7 +631,7 @@ def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
     `losses = sum(loss_dict.values())`, YOLOv5's box + obj + cls) on the line that holds every
     component seen in the log; None when no line holds them all or they are two adversaries'."""
     names = {name_key(c[4].names[c[5]]) for c in found}
-    if len(names) < 2 or adversaries(names):
+    if len(names) < 2 or _rivals(found):
         return None
     by_t: dict[int, list[tuple[Any, ...]]] = {}
     for c in found:
@@ -598,6 +641,11 @@ def _summed(found: list[tuple[Any, ...]]) -> tuple[Template, list[int]] | None:
         return None
     best = max(full, key=lambda cs: len(cs[0][4].rows))
     return best[0][4], [c[5] for c in best]
+
+
+def _rivals(found: list[tuple[Any, ...]]) -> bool:
+    """Whether the components are two adversaries' (by their names, or by their line's)."""
+    return adversaries(c[4].names[c[5]] for c in found) or any(c[4].adversarial for c in found)
 
 
 def _bare(parser: TextParser) -> tuple[Any, ...] | None:
@@ -742,6 +790,9 @@ def build(parser: TextParser, what: str) -> Run:
     if picked["rivals"]:
         meta["adversaries"] = list(picked["rivals"])  # two adversaries' losses: no training loss, on purpose
     run = from_columns(steps, arrays, events=events, meta=meta, source="text", logged=logged)
+    if len(run) == 0:  # every step out of range (`step 99999999999999999999 OVERFLOW!`): nothing to read
+        raise SourceError(f"{what}: not a log format lossdoctor knows: no numeric series in this text "
+                          f"(looked for {_looked_for()})")
     shape = {"named": None, "counter": None, "epoch_counter": None, "hinted": None, "epoch": "text.epoch_is_step",
              "numbered": "text.numbered"}[place.how]
     head_notes = [Msg("text.read", what=what, n=len(main.rows), shape=_shape_name(main),
@@ -888,8 +939,9 @@ def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
 
 
 #: bare names the records' column table does not hold, as the tools that print them mean them: llm.c's
-#: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named grad norm
-_ALIASES = {"norm": ("grad_norm", 9)}
+#: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named column
+#: `%f rate` (Darknet's `get_current_rate(net)`, the learning rate of the step)
+_ALIASES = {"norm": ("grad_norm", 9), "rate": ("lr", 9)}
 #: a name whose last `_` part is an LR of a numbered optimizer or group (ESPnet's `optim0_lr0`)
 _NUMBERED_LR = re.compile(r"^(?:\w+_)?lr\d+$")
 
@@ -925,10 +977,9 @@ def _nonfinite_components(components: dict[int, dict[str, float]], lines: dict[i
 
 
 def _component_key(name: str) -> str:
-    """A component's name as printed, a name of several words in snake case (RSL-RL's `Value
-    function loss` -> `value_function_loss`)."""
-    n = name.strip()
-    return re.sub(r"\s+", "_", n.lower()) if " " in n else n
+    """A component's name in lower snake case (RSL-RL's `Value function loss` ->
+    `value_function_loss`, CycleGAN's `D_A` -> `d_a`): the same part printed by two tools has one key."""
+    return re.sub(r"\s+", "_", name.strip().lower())
 
 
 def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
@@ -979,7 +1030,37 @@ def _sniff(p: Path) -> bool:
     return p.is_file() and p.suffix.lower() not in _NOT_TEXT and not looks_binary(head(p, 65536))
 
 
+#: a process manager's or a log collector's tag in front of every line: pm2's `0|yolo     | `,
+#: docker compose's `trainer_1  | ` / `trainer-1  | `, a bracketed job or container name `[job-7]: `
+_MANAGER_PREFIX = re.compile(r"^(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?)")
+#: the share of a text's first lines that must start with the same tag for it to be stripped
+_PREFIX_SHARE = 0.8
+
+
+def shared_prefix(sample: Sequence[str]) -> str:
+    """The process manager's tag most lines of the sample start with ("" when none): constant in
+    front of every line, it hides each line's own shape from the template miner."""
+    lines = [s for s in sample if s.strip()][:200]
+    counts: dict[str, int] = {}
+    for line in lines:
+        m = _MANAGER_PREFIX.match(line)
+        if m is not None:
+            counts[m.group(0)] = counts.get(m.group(0), 0) + 1
+    if not counts:
+        return ""
+    tag, n = max(counts.items(), key=lambda kv: kv[1])
+    return tag if len(lines) >= 2 and n >= _PREFIX_SHARE * len(lines) else ""
+
+
+def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
+    k = len(prefix)
+    for line in lines:
+        yield line[k:] if line.startswith(prefix) else line
+
+
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
+    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").splitlines())
     with open_regular(path) as f:
-        return [build(parse(segments(f)), path.name)]
+        lines = segments(f)
+        return [build(parse(_without(prefix, lines) if prefix else lines), path.name)]

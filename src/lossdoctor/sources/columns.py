@@ -89,7 +89,7 @@ def _strip(n: str) -> tuple[str, int]:
 
 
 _add("loss", 0, "loss")
-_add("loss", 1, "lm loss", "lm_loss", "total_loss", "loss_value", "train_loss", "objective",
+_add("loss", 1, "lm loss", "lm_loss", "total_loss", "tot_loss", "tot loss", "loss_value", "train_loss", "objective",
      "nll", "nll_loss", "ce_loss", "cross_entropy", "mlm_loss", "xent",  # xent: OpenNMT-py's cross-entropy
      "closs")  # closs: LLaMA2-Accessory's `metric_logger.update(closs=c_loss_value)`
 _add("grad_norm", 0, "grad_norm", "grad norm", "gradient_norm", "grad_2.0_norm_total",
@@ -158,6 +158,21 @@ for _i, _s in enumerate(STEP_NAMES):
     _STEP_RANK.setdefault(normalise(_s), _i)
 
 
+#: an epoch counter: the step axis of a table that logs once per epoch and names no step (DeiT's and
+#: timm's `log.txt`, `{"train_loss": ..., "epoch": 49}`), used only when its values count up in whole numbers
+EPOCH_NAMES = ("epoch", "epochs")
+
+
+def is_epoch_axis(name: str) -> bool:
+    return normalise(name) in EPOCH_NAMES
+
+
+def epoch_steps(values: np.ndarray) -> bool:
+    """Whether an epoch column can be the step axis: whole numbers, each row's above the one before."""
+    v = np.asarray(values, dtype=np.float64)
+    return bool(v.size and np.all(np.isfinite(v)) and np.all(v == np.round(v)) and np.all(np.diff(v) > 0))
+
+
 @dataclass
 class Mapping:
     """Which logged name feeds which column (`used[column] = name`)."""
@@ -184,7 +199,7 @@ def map_names(names: list[str]) -> Mapping:
         if col not in best or key < best[col]:
             best[col] = key
     steps = [(r, i, n) for i, n in enumerate(names) if (r := step_rank(n)) is not None]
-    step = min(steps)[2] if steps else None
+    step = min(steps)[2] if steps else next((n for n in names if is_epoch_axis(n)), None)
     return Mapping(step=step, used={col: k[2] for col, k in best.items()})
 
 

@@ -52,6 +52,10 @@ _PLAIN_COUNTERS = (_PLAIN_RANKS[0], max(_PLAIN_RANKS))
 _cache: dict[str, tuple[str, int] | None] = {}
 
 
+#: how much a loss name read by its tail only (`Loc Loss` as `loss`) ranks below the bare name
+_QUALIFIED = 2
+
+
 def classify(key: str) -> tuple[str, int] | None:
     """(column or "step", rank) for the words in front of a number; None for anything else,
     including evaluation metrics. The longest known tail of the words wins (`Train loss` -> loss,
@@ -81,7 +85,9 @@ def classify(key: str) -> tuple[str, int] | None:
             break
         col = column_for(name)
         if col is not None and col[0] in METRICS:
-            hit = col
+            # a loss named by a qualifier the table does not know (`Loc Loss`, `Cls Loss`) is a part
+            # of the loss more often than the total: it ranks below a named total (`Tot Loss`)
+            hit = (col[0], col[1] + _QUALIFIED) if col[0] == "loss" and k < len(words) else col
             break
     if len(_cache) > 4096:
         _cache.clear()

@@ -128,6 +128,18 @@ def args_meta(args: dict[str, Any]) -> dict[str, Any]:
     return meta
 
 
+#: a piece of an iteration line wrapped by a terminal or a paste: `key: value |` fields and nothing else
+CONTINUATION = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9 _()/.\-]*?:\s*[^|:]+?\s*(?:\||$)\s*)+$")
+#: the fields Megatron's `training_log` prints last: a line without them was cut, the rest follows
+_LAST_FIELDS = ("skipped iterations", "nan iterations")
+
+
+def wrapped_iteration(text: str) -> bool:
+    """Whether an iteration line stops short (ends with `|` before its last fields): wrapped."""
+    return text.rstrip().endswith("|") and ITERATION.search(text) is not None \
+        and not any(f in text for f in _LAST_FIELDS)
+
+
 class MegatronLines:
     """The state a console reader keeps for Megatron's lines: the arguments block (its log interval
     says how many iterations one iteration line sums up), the previous iteration (the interval when
@@ -138,6 +150,26 @@ class MegatronLines:
         self.in_args = False
         self.prev_iteration: int | None = None
         self.dropped_loss: Counter[str] = Counter()
+        self.wrapped: str | None = None  # the head of an iteration line wrapped over several lines
+
+    def unwrap(self, text: str) -> tuple[str | None, str | None]:
+        """(a held iteration line to read now, the text to read after it). A wrapped iteration line is
+        held, the `key: value |` pieces that follow are joined to it until one does not end with `|`."""
+        held = self.wrapped
+        if held is None:
+            if wrapped_iteration(text):
+                self.wrapped = text
+                return None, None
+            return None, text
+        if ITERATION.search(text) is None and CONTINUATION.match(text):
+            joined = held.rstrip() + " " + text.strip()
+            if text.rstrip().endswith("|") and not any(f in joined for f in _LAST_FIELDS):
+                self.wrapped = joined
+                return None, None
+            self.wrapped = None
+            return None, joined
+        self.wrapped = None
+        return held, self.unwrap(text)[1]
 
     def argument_line(self, text: str) -> bool:
         """True when `text` was the arguments block's start, end or one of its arguments."""

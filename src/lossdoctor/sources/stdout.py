@@ -201,7 +201,7 @@ class ConsoleParser:
     def _idle(self) -> bool:
         """No arguments block or Composer block open that a line could belong to."""
         return not (self.megatron.in_args or self.composer.block is not None or self.composer.in_eval
-                    or self.in_eval)
+                    or self.in_eval or self.megatron.wrapped is not None)
 
     def can_bulk(self) -> bool:
         """True when a learned line would be read the same whatever came before it, and its row can go
@@ -265,6 +265,16 @@ class ConsoleParser:
         self.marker, self.since_marker = int(values[-1, si]), 0
 
     def _line(self, text: str) -> None:
+        if self.megatron.wrapped is not None or "iteration" in text:
+            held, rest = self.megatron.unwrap(text)
+            if held is not None:
+                self._read_line(held)
+            if rest is None:
+                return
+            text = rest
+        self._read_line(text)
+
+    def _read_line(self, text: str) -> None:
         if self.in_eval or len(text) <= 64 and EVAL_SECTION.match(text):
             if self._section(text):
                 return
@@ -545,6 +555,9 @@ class ConsoleParser:
         self.bar_before, self.bar_tail = None, []
 
     def finish(self) -> None:
+        if self.megatron.wrapped is not None:  # a wrapped iteration line the log ends in
+            held, self.megatron.wrapped = self.megatron.wrapped, None
+            self._read_line(held)
         self._composer("")  # the last block ends with the log
         if self.bar_done:  # a bar that stopped short of its total was cut, not closed: its last draw is a step
             self._drop_closing_render()

@@ -29,7 +29,7 @@ import orjson
 
 from ..messages import Msg
 from ..records import THINNING, Run, Thinning, from_columns
-from .columns import SIGNAL_NAMES, column_for, map_names, step_number, step_rank
+from .columns import SIGNAL_NAMES, column_for, epoch_steps, is_epoch_axis, map_names, step_number, step_rank
 from .files import (
     MAX_WHOLE_READ,
     head,
@@ -43,7 +43,8 @@ from .files import (
 from .registry import SourceError, reader
 from .table_stream import JsonColumns, TableColumns, column, flatten, json_column, parse_str_column
 
-__all__ = ["parse_str_column", "flatten", "table_run", "read_csv_table", "read_csv", "read_jsonl", "parse_jsonl",
+__all__ = ["parse_str_column", "flatten", "table_run", "read_csv_table", "read_csv", "read_headerless_csv",
+           "read_jsonl", "parse_jsonl",
            "rows_run", "wandb_export_names", "is_wandb_export", "CsvTable"]
 
 #: columns whose absence is worth a note (the detectors say more precisely what they skip)
@@ -107,7 +108,12 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
             except (TypeError, ValueError, OverflowError):
                 steps = np.array([step_number(x) for x in sv], dtype=np.float64)
         missing = int(np.isnan(steps).sum())
-        if missing == len(steps):
+        if is_epoch_axis(mapping.step) and not epoch_steps(steps):
+            notes.append(Msg("source.no_step_column"))  # fractional or repeated epochs: no step axis
+            steps = row_index
+        elif is_epoch_axis(mapping.step):
+            notes.append(Msg("text.epoch_is_step", n=len(steps)))
+        elif missing == len(steps):
             notes.append(Msg("source.step_column_empty", column=repr(mapping.step)))
             steps = row_index
         elif missing:
@@ -297,7 +303,7 @@ def _wanted_columns(names: list[str]) -> list[int]:
     out = []
     for i, n in enumerate(names):
         m = _WANDB_RUN_COL.match(n)
-        if column_for(n) or step_rank(n) is not None or (m and column_for(m["metric"])):
+        if column_for(n) or step_rank(n) is not None or is_epoch_axis(n) or (m and column_for(m["metric"])):
             out.append(i)
     return out
 
@@ -359,8 +365,60 @@ def is_wandb_export(names: list[str]) -> bool:
         n in ("Step", "_step") or n.lower().endswith("step") for n in names)
 
 
+#: a cell of a headerless table: a plain number (a header cell is a name)
+_NUMBER_CELL = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$|^\s*[-+]?(?:nan|inf)\s*$",
+                          re.IGNORECASE)
+
+
+def _headerless_delimiter(path: Path) -> str | None:
+    """The delimiter of a table whose first line is already a row of numbers (no header: `12250,0.741,0.733`,
+    a trainer's own CSV or one cut out of a log); None when the first line names its columns."""
+    t = text_head(path, 8192)
+    if t is None:
+        return None
+    first = t.lstrip("\ufeff").split("\n", 1)[0].strip()
+    delim = max(",\t;", key=first.count)
+    cells = first.split(delim)
+    return delim if len(cells) >= 2 and all(_NUMBER_CELL.match(c) for c in cells) else None
+
+
+def _cell_value(c: str) -> float:
+    try:
+        return float(c)
+    except ValueError:
+        return float("nan")
+
+
+def read_headerless_csv(path: Path, delim: str, *, source: str = "csv", what: str | None = None,
+                        meta: dict[str, Any] | None = None) -> list[Run]:
+    """A table of numbers with no header. Nothing names its columns, so the reading follows the order
+    such tables are written in (`step, loss[, more]`: Tacotron-2's `step,loss,avg_loss` lines): a first
+    column of strictly increasing integers is the step, the first column after it the training loss,
+    said as a guess in the notes; the other columns have no name the reader could trust and are not read."""
+    with open_regular(path) as f:
+        text = io.TextIOWrapper(f, encoding="utf-8", errors="replace")
+        rows = [[_cell_value(c) for c in line.strip().lstrip("\ufeff").split(delim)] for line in text if line.strip()]
+    width = len(rows[0])
+    table = np.array([r for r in rows if len(r) == width], dtype=np.float64)
+    first = table[:, 0]
+    is_step = bool(np.all(np.isfinite(first)) and np.all(first == np.round(first)) and np.all(np.diff(first) > 0))
+    steps = first if is_step else np.arange(len(table), dtype=np.float64)
+    j = 1 if is_step else 0
+    key = f"column {j + 1}"
+    run = from_columns(steps, {"loss": table[:, j]}, meta={**(meta or {}), "loss_key": key, "loss_guessed": True},
+                       source=source)
+    name = what or path.name
+    run.notes.extend([Msg("source.no_header", what=name, n=len(table), width=width),
+                      Msg("source.no_step_column") if not is_step else Msg("source.first_column_step"),
+                      Msg("text.loss_guessed", key=key)])
+    return [run]
+
+
 def read_csv(path: Path, *, source: str = "csv", what: str | None = None,
              meta: dict[str, Any] | None = None, rules: Thinning = THINNING) -> list[Run]:
+    delim = _headerless_delimiter(path)
+    if delim is not None:
+        return read_headerless_csv(path, delim, source=source, what=what, meta=meta)
     t = read_csv_table(path, rules)
     names, cols, logged, notes, text_cells = t.names, t.cols, t.logged, t.notes, t.text_cells
     if t.nrows == 0:

@@ -34,7 +34,10 @@ _MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                        r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))", re.IGNORECASE)
+                        r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+                        # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
+                        # quoted name says which (`'validation_epoch_loss'`)
+                        r"(?!\s+metric\s+['\"])", re.IGNORECASE)
 
 
 _TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
@@ -54,13 +57,14 @@ _EPOCH_NAMES = ("epoch", "epochs", "ep", "pass")  # pass: PaddlePaddle's (v2, fl
 
 #: total-loss names, best first: anything else holding `loss` is a guess
 _TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
-          "loss_total", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
+          "loss_total", "tot loss", "tot_loss", "epoch_loss", "epoch loss", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
           "xent",  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
           "cost")  # cost: what PaddlePaddle's and TF1's tutorials call the loss (`Pass 0, Batch 100, Cost 2.31`)
 
 
+#: names of the parts of a loss (`surrogate`: PPO's clipped policy objective, beside its value loss)
 _COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
-                        r"value|policy|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
+                        r"value|policy|surrogate|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
 
 
 #: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
@@ -88,6 +92,9 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     pieces.append(text[spans[-1][1]:] if spans else text)
     names: list[str] = []
     for i, piece in enumerate(pieces[:-1]):
+        if pieces[i + 1][:1] == "%":  # a progress bar's percentage (`steps:  22%|███`): never a counter's value
+            names.append(PERCENT)
+            continue
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
@@ -105,6 +112,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         avg = _AVG_WORD.match(names[i])
         if avg and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
             names[i - 1], names[i] = avg.group(1), "(avg) " + avg.group(1)  # `2.31, 2.71 avg loss`
+        elif names[i].lower() in _AVG_ALONE and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
+            names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
     return names
 
 
@@ -115,6 +124,12 @@ _SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
 #: the words right after a number that has none in front of it, up to a separator: its name (`64 images,`)
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
 _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b")
+#: the name of a number printed as a percentage
+PERCENT = "percent"
+#: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
+#: it is what a training print averages, its loss, taken as a guess (no total name: a note says so)
+_AVG_ALONE = frozenset({"avg", "average", "running avg", "running average"})
+UNNAMED_AVERAGED = "loss (unnamed, averaged)"
 _AVG_WORD = re.compile(r"^(?:avg|average|running)[ _](\S.*)$", re.IGNORECASE)
 
 
@@ -154,6 +169,7 @@ class Template:
         self.bracketed: list[bool] = [False] * len(names)  # slot j is a bare `[N]` with no name
         self.in_brackets: list[bool] = [False] * len(names)  # slot j is printed `[N]` (`Epoch: [0]`)
         self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
+        self.adversarial = False  # the components of this line are two adversaries' (a GAN's D and G)
         self.steps_memo: tuple[int, Any] | None = None  # (rows, steps_of(self)) when last computed
 
 
@@ -322,9 +338,43 @@ def total_rank(name: str) -> float:
 _ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
 
 
+#: the same side named after the loss (the DCGAN tutorial's `Loss_D`, `errD`, `Err_G`)
+_SIDE_AFTER = re.compile(r"^(?:loss|err|error)[_ ]?(d|g)$", re.IGNORECASE)
+
+
 def adversaries(names: Iterable[str]) -> bool:
-    """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`)."""
-    return any(_ADVERSARIES.match(name_key(n)) for n in names)
+    """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`,
+    `Loss_D` and `Loss_G`)."""
+    return any(_ADVERSARIES.match(name_key(n)) or _SIDE_AFTER.match(name_key(n)) for n in names)
+
+
+def _side(name: str) -> str | None:
+    """"d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`)."""
+    n = name_key(name)
+    m = _SIDE_AFTER.match(n)
+    if m:
+        return m.group(1).lower()
+    m = _ADVERSARIES.match(n)
+    return ("d" if n[0] in "dc" else "g") if m and n[0] in "dgc" else None
+
+
+#: a bracketed group of one adversary's losses (`[G - gan1: 6.8, rec: 0.15] [D - real: 0.4]`)
+_SIDE_GROUP = re.compile(r"\[\s*([DG])\s*[-:]\s*[A-Za-z]")
+#: names on a GAN's line that are no loss: timing, data loading, the LR, accuracies, counters
+_NOT_A_PART = re.compile(r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memory|acc|accuracy|fps|sec|secs)\b",
+                         re.IGNORECASE)
+
+
+def gan_parts(text: str, names: list[str]) -> frozenset[str]:
+    """The loss components of a GAN's line (CycleGAN's and pix2pix's `D_A: # G_A: # cycle_A: #`, the
+    DCGAN tutorial's `Loss_D: # Loss_G: #`, `[G - gan1: #, rec: #] [D - real: #]`): when the line
+    names both adversaries, every named number but counters, timings and the LR is one of their
+    parts (cycle and identity terms included), kept apart and never summed; empty otherwise."""
+    sides = {_side(n) for n in names if n} | {g.lower() for g in _SIDE_GROUP.findall(text)}
+    if not {"d", "g"} <= sides:
+        return frozenset()
+    return frozenset(base_name(n) for n in names if len(n) >= 2 and step_rank(n) is None
+                     and name_key(n) not in _EPOCH_NAMES and not _NOT_A_PART.match(n) and not n.startswith("(avg)"))
 
 
 #: Chinese training prints in the words the names above are written in (`第3轮 损失: 0.41` is `epoch 3
