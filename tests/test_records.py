@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from lossdoctor.live.runlog import RunLogWriter
-from lossdoctor.records import from_columns, make_run
+from lossdoctor.records import from_columns, make_run, text_number, to_float
 from lossdoctor.sources.rundir import read_run_dir
 
 
@@ -51,3 +51,11 @@ def test_run_log_round_trip_and_torn_tail(tmp_path):
     assert np.isinf(run.layers.stats["grad_absmax"][0, 1])
     assert run.live_findings == [{"cause": "loss_spike"}]
     assert any("unreadable" in n for n in run.notes) and any("torn" in n for n in run.notes)
+
+
+def test_msvc_nonfinite_spellings_read_as_the_values_they_stand_for():
+    """A C++ trainer built with MSVC prints `1.#INF`, `-1.#INF`, `-1.#IND`, `1.#QNAN`: an infinity with
+    its sign, or a NaN; a plain number and a word that is no number read as before."""
+    assert text_number("1.#INF") == np.inf and text_number("-1.#INF") == -np.inf
+    assert all(np.isnan(text_number(s)) for s in ("-1.#IND", "1.#QNAN", "1.#SNAN", "abc", "1.#"))
+    assert text_number("2.5e-3") == 2.5e-3 and to_float(" 1.#INF ") == np.inf

@@ -11,6 +11,7 @@ This module is deliberately torch-free: the offline CLI imports it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -273,11 +274,23 @@ def to_float(v: Any) -> float:
         except OverflowError:  # an integer beyond float range (a 400-digit number): as 1e400 reads
             return np.inf if v > 0 else -np.inf
     if isinstance(v, str):
-        try:
-            return float(v.strip())
-        except ValueError:
-            return np.nan
+        return text_number(v.strip())
     return np.nan
+
+
+#: MSVC's printf spells the non-finite values `1.#INF`, `-1.#IND`, `1.#QNAN`, `1.#SNAN` (a C++ trainer on
+#: Windows): `INF` is an infinity with its sign, the others a NaN
+MSVC_NONFINITE = r"[-+]?\d\.#(?:INF|IND|QNAN|SNAN)\d*"
+
+
+def text_number(s: str) -> float:
+    """A number as a log writes it, MSVC's non-finite spellings included; NaN for anything else."""
+    try:
+        return float(s)
+    except ValueError:
+        if re.fullmatch(MSVC_NONFINITE, s, re.IGNORECASE) and "#INF" in s.upper():
+            return -np.inf if s.startswith("-") else np.inf
+        return np.nan  # `-1.#IND`, `1.#QNAN`, or no number at all
 
 
 # --- a log read in order, as growable columns ---------------------------------------------------

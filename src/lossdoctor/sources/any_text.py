@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from ..messages import Msg
-from ..records import Run, from_columns
+from ..records import Run, from_columns, text_number
 from .columns import column_for, normalise
 from .console_text import EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
@@ -282,8 +282,10 @@ class TextParser:
     def _values(self, text: str, t: Template, spans: tuple[tuple[int, int], ...]) -> None:
         try:
             values = [float(text[a:b]) for a, b in spans]
-        except ValueError:
-            return
+        except ValueError:  # MSVC's `1.#INF`: read by the slower parser; anything else is no row
+            values = [text_number(text[a:b]) for a, b in spans]
+            if not any("#" in text[a:b] for a, b in spans):
+                return
         self._row(t, values)
 
     def _new_shape(self, text: str) -> tuple[Template, tuple[tuple[int, int], ...]] | None:
@@ -304,7 +306,7 @@ class TextParser:
             t.losses = gan_parts(text, names)
             t.adversarial = bool(t.losses)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
-                t.bracketed[0] = True  # `120: loss 2.31`, `120 loss: 2.31`, Darknet's ` 1: 2.31, ...`: a leading counter
+                t.bracketed[0] = True  # `120: loss 2.31`, `120 loss: 2.31`, `120 | loss`, Darknet's ` 1: 2.31`: a counter
             self.templates[key] = t
         return t, spans
 
@@ -496,7 +498,7 @@ def _shape(text: str) -> str:
     """A line without its numbers and spaces (`iteration 100/ 500 |` and `iteration  2000/ 500 |` alike)."""
     return _SPACES.sub("", NUMBER.sub("#", text))
 #: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
-_LEADING_SLOT = re.compile(r":|\s+[A-Za-z]")
+_LEADING_SLOT = re.compile(r":|\s+[A-Za-z]|\s*\|\s*[A-Za-z]")  # llama2.c's `10 | loss 2.31 |`: a column
 #: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
 _LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
@@ -941,7 +943,8 @@ def _column_slots(t: Template) -> list[tuple[int, tuple[str, int]]]:
 #: bare names the records' column table does not hold, as the tools that print them mean them: llm.c's
 #: `| norm 1.2345 |` (train_gpt2.cu: the global gradient norm); ranked after every named column
 #: `%f rate` (Darknet's `get_current_rate(net)`, the learning rate of the step)
-_ALIASES = {"norm": ("grad_norm", 9), "rate": ("lr", 9)}
+#: `L.r. 3.0000e-04` (Marian's scheduler line: the learning rate, its letters dotted)
+_ALIASES = {"norm": ("grad_norm", 9), "rate": ("lr", 9), "l.r": ("lr", 9)}
 #: a name whose last `_` part is an LR of a numbered optimizer or group (ESPnet's `optim0_lr0`)
 _NUMBERED_LR = re.compile(r"^(?:\w+_)?lr\d+$")
 

@@ -20,14 +20,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..records import to_float
+from ..records import MSVC_NONFINITE, text_number, to_float
 from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, step_rank
+from .text_slots import averaged_beside
 
 #: the columns a console line can fill
 METRICS = ("loss", "grad_norm", "lr", "scale")
 
 #: a number, possibly with a unit glued to it (`120.50ms`, `2.47GiB`); `nan`/`inf` as whole words
-_NUMBER = re.compile(r"(?<![\w.])(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
+_NUMBER = re.compile(r"(?<![\w.])(?:" + MSVC_NONFINITE + r"(?![\w.])|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
                      r"[-+]?(?:infinity|nan|inf)(?![\w.]))", re.IGNORECASE)
 NUMBER = _NUMBER
 #: up to three words right before a number, with only separators between them and the number
@@ -124,9 +125,9 @@ def key_values(text: str) -> dict[str, Any] | None:
                 else:
                     counters.append((rank, int(value)))
         elif col[0] == "_":  # `_c:NAME`: a component loss (`aux_loss 0.01`), kept apart from the total
-            row.setdefault("_components", {})[col[3:]] = float(value)
+            row.setdefault("_components", {})[col[3:]] = text_number(value)
         else:
-            row[col] = float(value)
+            row[col] = text_number(value)
     if counters:
         row["step"] = _pick_step(counters)
         if len(counters) > 1 and row["step"] != min(counters)[1]:
@@ -227,6 +228,10 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
             steps.append(("step", m.start(), m.end(), rank))
         elif col not in best or rank < best[col][0]:
             best[col] = (rank, m.start(), m.end())
+    parts = [k[3:] for k in best if k.startswith("_c:")]
+    for name in parts:  # OpenRLHF's `gpt_loss=2.31, loss_mean=2.41`: the mean is no part of the loss
+        if averaged_beside(name, [p for p in parts if p != name]):
+            del best["_c:" + name]
     if "loss" in best and eval_before(text, best["loss"][1]):
         loss = best.pop("loss")  # `Epoch 3, validation: loss 2.40`: an evaluation's loss, no training loss
         best.setdefault("eval_loss", loss)

@@ -13,14 +13,17 @@ from typing import Any
 
 import numpy as np
 
-#: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word
+from ..records import MSVC_NONFINITE
+
+#: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word (MSVC's `1.#INF` too)
 #: (a sentence may end right after it: `Loss is 2.3102.`; a version `1.2.3` is no number)
-NUMBER = re.compile(r"(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
+NUMBER = re.compile(r"(?<![\w.@])" + MSVC_NONFINITE + r"(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
                     r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
 
 
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
-_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
+#: (a possessive joins a set to its metric: LightGBM's `valid_1's binary_logloss: 0.55`)
+_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
 
 
 #: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
@@ -37,7 +40,9 @@ EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|eva
                         r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
                         # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
                         # quoted name says which (`'validation_epoch_loss'`)
-                        r"(?!\s+metric\s+['\"])", re.IGNORECASE)
+                        r"(?!\s+metric\s+['\"])"
+                        # a phase's size, not its values: Poutyne's `Train steps: 938 Val steps: 157 ... loss:`
+                        r"(?!\s+(?:steps|batches|samples|examples|iters|iterations)\s*[:=]\s*\d+\s)", re.IGNORECASE)
 
 
 _TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
@@ -49,7 +54,9 @@ EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|te
 
 #: step-like names, best first
 _STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "iters", "it",
-               "update", "updates", "n_updates", "num_updates", "batch", "batches", "total_timesteps", "timesteps")
+               "update", "updates", "n_updates", "num_updates", "batch", "batches", "total_timesteps", "timesteps",
+               "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
+               "#")  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
 
 
 _EPOCH_NAMES = ("epoch", "epochs", "ep", "pass")  # pass: PaddlePaddle's (v2, fluid) epoch
@@ -306,6 +313,8 @@ def classify_slot(t: Template, j: int) -> str | None:
     n = base_name(raw)
     if n in t.losses:
         return "component"
+    if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
+        return "avg"
     comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) == 50 \
         and not n.startswith(("total", "train", "tr."))
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
@@ -314,6 +323,18 @@ def classify_slot(t: Template, j: int) -> str | None:
     if EVAL_NAME.search(raw) or (t.eval_context[j] and not _TRAIN_WORD.search(raw)):
         return "eval"
     return "component" if comp_name else "train"
+
+
+#: a loss name that says it is a running average by its tail (OpenRLHF's `gpt_loss=2.31, loss_mean=2.41`)
+AVERAGE_TAIL = re.compile(r"[_ ](?:mean|avg|average|ema|smooth|smoothed|running)$", re.IGNORECASE)
+
+
+def averaged_beside(name: str, others: Iterable[str]) -> bool:
+    """Whether a loss named as an average (`loss_mean`) sits beside a loss that is not one: it then
+    averages that loss over past steps, and is neither the loss nor a part of it. Alone, it is the
+    only loss the line holds and is read as such."""
+    return bool(AVERAGE_TAIL.search(name)) and _is_loss(name) and any(
+        _is_loss(o) and not AVERAGE_TAIL.search(o) for o in others)
 
 
 #: words in front of a total's name that keep it the total (`avg_train_loss`, kohya's `avr_loss`)
