@@ -973,6 +973,322 @@ case("json_lines_fractional_epoch",
      "".join(json.dumps({"loss": v, "epoch": 0.25 * (k + 1)}) + "\n" for k, v in enumerate(L[:3])),
      (ORDERED, L[:3]), file="metrics.jsonl")
 
+# --- breadth: tools outside the corpus, each written from its print code --------------------------------------
+# mindspore/train/callback/_loss.py LossMonitor.step_end: `print("epoch: %s step: %s, loss is %s" % (cur_epoch_num,
+# cur_step_in_epoch, loss), flush=True)`; TimeMonitor: `epoch time: ... ms, per step time: ... ms`
+case("mindspore_loss_monitor",
+     "".join(f"epoch: 1 step: {s}, loss is {v}\n" for s, v in zip((100, 200, 300), L))
+     + "epoch time: 61234.567 ms, per step time: 204.115 ms\n",
+     {100: L[0], 200: L[1], 300: L[2]})
+# mindspore model_zoo resnet src/callback LossCallBack: `"epoch: [{:3d}/{:3d}], step:[{:5d}/{:5d}], loss:[{:5.3f}/{:5.3f}],
+# time:[{:5.3f}], lr:[{:5.3f}]"`: the current loss, then the epoch's running average
+case("mindspore_zoo_loss_callback",
+     "".join(f"epoch: [  1/ 90], step:[{s:5d}/ 5004], loss:[{v:5.3f}/{v + 0.1:5.3f}], time:[123.456], lr:[0.100]\n"
+             for s, v in zip((100, 200, 300), L)),
+     {100: round(L[0], 3), 200: round(L[1], 3), 300: round(L[2], 3)}, lr={100: 0.1, 200: 0.1, 300: 0.1})
+# Oneflow-Inc/libai libai/utils/events.py CommonMetricPrinter: `" {eta}iteration: {iter}/{max_iter}  consumed_samples:
+# {n}  {losses}  {time}{data_time} tpt: ... samples/s  lr: {lr:.2e}  {memory}"`, losses `total_loss: 2.310`
+case("oneflow_libai_metric_printer",
+     "".join(f"[12/04 10:00:{k:02d} lb.utils.events]:  eta: 1:00:00  iteration: {s}/10000  consumed_samples: {s * 32}  "
+             f"total_loss: {v:.4f}  time: 0.5123 s/iter  data_time: 0.0101 s/iter total_throughput: 62.46 samples/s  "
+             f"lr: 1.00e-04  \n" for k, (s, v) in enumerate(zip((99, 199, 299), L))),
+     {99: round(L[0], 4), 199: round(L[1], 4), 299: round(L[2], 4)}, lr={99: 1e-4, 199: 1e-4, 299: 1e-4})
+# MegEngine/Models official/vision/classification/resnet/train.py: `logging.info("Epoch %d Step %d, LR %.4f, %s %s %s",
+# ...)` of AverageMeters printed `"{name} {val:.3f} ({avg:.3f})"`: the value, then the average (never the average)
+case("megengine_meters",
+     "".join(f"Epoch 0 Step {s}, LR 0.1000, Loss {v:.3f} ({v + 0.2:.3f}) Acc@1 10.000 (9.800) Acc@5 50.000 (49.000)\n"
+             for s, v in zip((100, 200, 300), L)),
+     {100: round(L[0], 3), 200: round(L[1], 3), 300: round(L[2], 3)})
+# chainer/training/extensions/print_report.py PrintReport: a header of the entries, each cell left-aligned in
+# `len(name) + 2` columns; `validation/main/loss` is the evaluator's
+case("chainer_print_report",
+     "epoch       main/loss   validation/main/loss  main/accuracy  validation/main/accuracy  elapsed_time\n"
+     + "".join(f"{e:<12d}{v:<12.6f}{w:<22.6f}{0.4 + e / 10:<15.6f}{0.4 + e / 10:<26.6f}{5.1 * e:<12.4f}\n"
+               for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 6), 2: round(L[1], 6), 3: round(L[2], 6)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# cntk/logging/progress_print.py ProgressPrinter.update_with_trainer: `" Minibatch[{:4d}-{:4d}]: loss = {:0.6f} * {:d},
+# metric = {:0.2f}% * {:d};"`: the step is the range's end
+case("cntk_progress_printer",
+     "Learning rate per minibatch: 0.01\n"
+     + "".join(f" Minibatch[{a:4d}-{b:4d}]: loss = {v:0.6f} * 6400, metric = {85 - 5 * k:0.2f}% * 6400;\n"
+               for k, (a, b, v) in enumerate(zip((1, 101, 201), (100, 200, 300), L))),
+     {100: round(L[0], 6), 200: round(L[1], 6), 300: round(L[2], 6)},
+     xfail="a counter printed as a range (`Minibatch[ 101- 200]`) is not read as its end: numbered")
+# Lasagne/examples/mnist.py: `print("Epoch {} of {} took {:.3f}s".format(...))`, then `"  training loss:\t\t{:.6f}"`,
+# `"  validation loss:\t\t{:.6f}"`, `"  validation accuracy:\t\t{:.2f} %"`: a record of four lines per epoch
+case("lasagne_mnist_epoch_block",
+     "".join(f"Epoch {e} of 500 took 10.123s\n  training loss:\t\t{v:.6f}\n  validation loss:\t\t{w:.6f}\n"
+             f"  validation accuracy:\t\t{80 + e:.2f} %\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 6), 2: round(L[1], 6), 3: round(L[2], 6)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# karpathy/char-rnn train.lua (Torch7): `print(string.format("%d/%d (epoch %.3f), train_loss = %6.8f, grad/param
+# norm = %6.4e, time/batch = %.4fs", i, iterations, epoch, train_loss, grad_params:norm() / params:norm(), time))`
+case("torch7_char_rnn",
+     "".join(f"{i}/21150 (epoch {i / 423:.3f}), train_loss = {v:6.8f}, grad/param norm = 1.2340e-01, "
+             f"time/batch = 0.1234s\n" for i, v in zip((100, 200, 300), L))
+     + "evaluating loss over split index 2\n",
+     {100: L[0], 200: L[1], 300: L[2]})
+# scikit-learn linear_model/_sgd_fast.pyx: `print("-- Epoch %d" % (epoch + 1))`, `print("Norm: %.2f, NNZs: %d, Bias:
+# %.6f, T: %d, Avg. loss: %f" % ...)`, `print("Total training time: %.2f seconds." % ...)`
+case("sklearn_sgd_verbose",
+     "".join(f"-- Epoch {e}\nNorm: {10 + e:.2f}, NNZs: 20, Bias: -0.12{e}000, T: {1000 * e}, Avg. loss: {v:f}\n"
+             f"Total training time: 0.0{e} seconds.\n" for e, v in zip((1, 2, 3), L)),
+     {1: round(L[0], 6), 2: round(L[1], 6), 3: round(L[2], 6)})
+# catboost/libs/logging (the learn/test/best console line): `0:\tlearn: 0.6812345\ttest: 0.6823456\tbest: 0.6823456
+# (0)\ttotal: 52.3ms\tremaining: 52.2s`, every `verbose` iterations and the last
+case("catboost_verbose",
+     "Learning rate set to 0.05\n"
+     + "".join(f"{i}:\tlearn: {v:.7f}\ttest: {w:.7f}\tbest: {w:.7f} ({i})\ttotal: {52 + i}ms\tremaining: 52.2s\n"
+               for i, v, w in zip((0, 100, 200), (0.6812345, 0.5123456, 0.4567891), (0.6823456, 0.5234567, 0.4789123)))
+     + "\nbestTest = 0.4789123\nbestIteration = 200\n",
+     {0: 0.6812345, 100: 0.5123456, 200: 0.4567891}, eval_loss={0: 0.6823456, 100: 0.5234567, 200: 0.4789123},
+     xfail="the general reader knows no loss by its set's name alone (`learn:`, `test:`): refused")
+# microsoft/LightGBM python-package callback.py log_evaluation: `"[%d]\t%s" % (env.iteration + 1, "\t".join(
+# "%s's %s: %g" ...))`, the training set named `training`, a validation set `valid_1`
+case("lightgbm_log_evaluation",
+     "[LightGBM] [Info] Number of positive: 500, number of negative: 500\n"
+     "[LightGBM] [Info] Total Bins 1234\n"
+     + "".join(f"[{i}]\ttraining's binary_logloss: {v:g}\tvalid_1's binary_logloss: {w:g}\n"
+               for i, v, w in zip((10, 20, 30), (0.612345, 0.543211, 0.498761), (0.623451, 0.560112, 0.523413))),
+     {10: 0.612345, 20: 0.543211, 30: 0.498761}, eval_loss={10: 0.623451, 20: 0.560112, 30: 0.523413})
+# fastai v1 basic_train.py Recorder: `epoch  train_loss  valid_loss  accuracy  time` (v1.0.5x prints epochs from 1),
+# then `Total time: 01:03` after fit
+case("fastai_v1_table",
+     "epoch     train_loss  valid_loss  accuracy  time    \n"
+     + "".join(f"{e:<10d}{v:<12.6f}{w:<12.6f}{0.4 + e / 10:<10.6f}00:21   \n" for e, v, w in zip((1, 2, 3), L, V))
+     + "Total time: 01:03\n",
+     {1: round(L[0], 6), 2: round(L[1], 6), 3: round(L[2], 6)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# catalyst/callbacks/... ConsoleLogger.log_metrics: `f"{loader_key} ({epoch}/{num_epochs}) " + " | ".join(f"{k}: {v}")`
+# for each loader at the end of its epoch
+case("catalyst_console_logger",
+     "".join(f"train ({e}/3) accuracy01: 0.8{e} | loss: {v} | lr: 0.02 | momentum: 0.9\n"
+             f"valid ({e}/3) accuracy01: 0.8{e} | loss: {w}\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# GRAAL-Research/poutyne callbacks/progress.py ProgressionCallback.on_epoch_end: `"Epoch: {:d}/{:d} Train steps: {:d}
+# Val steps: {:d} {:.2f}s loss: {:f} ... val_loss: {:f}"`
+case("poutyne_progression",
+     "".join(f"Epoch: {e}/5 Train steps: 938 Val steps: 157 12.34s loss: {v:f} acc: 90.12 val_loss: {w:f} "
+             f"val_acc: 91.00\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 6), 2: round(L[1], 6), 3: round(L[2], 6)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# skorch/callbacks/logging.py PrintLog: a tabulate table (`tablefmt='simple'`), right-aligned, dashed rule
+case("skorch_print_log",
+     "  epoch    train_loss    valid_acc    valid_loss     dur\n-------  ------------  -----------  ------------  ------\n"
+     + "".join(f"{e:>7d}  {v:>12.4f}  {0.4 + e / 10:>11.4f}  {w:>12.4f}  0.5123\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# keras 3 src/utils/progbar.py (verbose=1, the bar of `━`), behind TensorFlow's own start-up lines
+case("keras3_bar_behind_tf_noise",
+     "2024-06-01 12:00:00.123456: I tensorflow/core/platform/cpu_feature_guard.cc:210] This TensorFlow binary is "
+     "optimized to use available CPU instructions.\n"
+     + "".join(f"Epoch {e}/10\n\x1b[1m938/938\x1b[0m \x1b[32m━━━━━━━━━━━━━━━━━━━━\x1b[0m\x1b[37m\x1b[0m \x1b[1m3s\x1b[0m "
+               f"3ms/step - accuracy: 0.8{e} - loss: {v:.4f} - val_accuracy: 0.8{e} - val_loss: {w:.4f}\n"
+               for e, v, w in zip((1, 2, 3), L, V)),
+     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, [round(v, 4) for v in V]))
+# tensorflow/docs quickstart/advanced.ipynb: `print(f'Epoch {epoch + 1}, Loss: {train_loss.result()}, Accuracy:
+# {train_accuracy.result() * 100}, Test Loss: {test_loss.result()}, Test Accuracy: {test_accuracy.result() * 100}')`
+case("tf2_custom_loop_test_loss",
+     "".join(f"Epoch {e}, Loss: {v}, Accuracy: {90 + e}.12345, Test Loss: {w}, Test Accuracy: {89 + e}.5\n"
+             for e, v, w in zip((1, 2, 3), L, V)),
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# haiku examples (transformer/train.py): `logging.info({'step': step, 'loss': float(loss)})` under absl's prefix
+case("haiku_absl_dict",
+     "".join(f"I1204 10:00:0{k}.123456 140234 train.py:120] {{'step': {s}, 'loss': {v}, 'steps_per_sec': 12.3}}\n"
+             for k, (s, v) in enumerate(zip((0, 100, 200), L))),
+     {0: L[0], 100: L[1], 200: L[2]})
+# marian-nmt src/training/scheduler.h: `"Ep. {} : Up. {} : Sen. {} : Cost {:.8f} * {} @ {} after {} : Time {:.2f}s :
+# {:.2f} words/s : gNorm {:.4f} : L.r. {:.4e}"`; validation `[valid] Ep. 1 : Up. 5000 : ce-mean-words : 4.123 : new best`
+case("marian_updates",
+     "".join(f"[2024-01-01 12:00:0{k}] Ep. 1 : Up. {u} : Sen. {u * 64:,} : Cost {v:.8f} * 1,234,567 @ 12,345 after "
+             f"{u * 12345:,} : Time 120.12s : 10234.56 words/s : gNorm {g:.4f} : L.r. 3.0000e-04\n"
+             for k, (u, v, g) in enumerate(zip((1000, 2000, 3000), L, G)))
+     + "[2024-01-01 12:00:09] [valid] Ep. 1 : Up. 3000 : ce-mean-words : 2.5001 : new best\n",
+     {1000: round(L[0], 8), 2000: round(L[1], 8), 3000: round(L[2], 8)},
+     grad_norm={1000: G[0], 2000: G[1], 3000: G[2]}, lr={1000: 3e-4, 2000: 3e-4, 3000: 3e-4})
+# PaddlePaddle/PaddleNLP paddlenlp/trainer/trainer_callback.py ProgressCallback / the logger: `loss: ..., learning_rate:
+# ..., global_step: ..., ... interval_samples_per_second: ..., epoch: ...` under `[time] [    INFO] - `
+case("paddlenlp_trainer_logs",
+     "".join(f"[2024-01-01 12:00:0{k},123] [    INFO] - loss: {v:.8f}, learning_rate: 5e-05, global_step: {s}, "
+             f"current_memory_allocated: 1.2, current_memory_reserved: 2.3, interval_runtime: 1.2, "
+             f"interval_samples_per_second: 13.3, interval_steps_per_second: 0.8, epoch: 0.0{k + 1}\n"
+             for k, (s, v) in enumerate(zip((10, 20, 30), L))),
+     {10: round(L[0], 8), 20: round(L[1], 8), 30: round(L[2], 8)}, lr={10: 5e-5, 20: 5e-5, 30: 5e-5})
+# PaddlePaddle/PaddleDetection ppdet/engine/callbacks.py LogPrinter: `'Epoch: [{}] [{' + space_fmt + '}/{}] learning_rate:
+# {lr:.6f} {meters} eta: {eta} batch_cost: {btime} data_cost: {dtime} ips: {ips:.4f} images/s'`, one epoch in view
+case("paddledet_log_printer",
+     "".join(f"[01/01 12:00:0{k}] ppdet.engine INFO: Epoch: [0] [{b:4d}/7329] learning_rate: 0.000100 loss_cls: 0.5123 "
+             f"loss_bbox: 0.3012 loss: {v:.6f} eta: 1 day, 0:00:00 batch_cost: 0.5123 data_cost: 0.0101 ips: 15.6 images/s\n"
+             for k, (b, v) in enumerate(zip((20, 40, 60), L))),
+     {20: round(L[0], 6), 40: round(L[1], 6), 60: round(L[2], 6)}, lr={20: 1e-4, 40: 1e-4, 60: 1e-4})
+# hiyouga/LLaMA-Factory (and Axolotl) run the HF Trainer: its tqdm bar redrawn with `\r`, the log dict printed
+# between redraws (with `num_input_tokens_seen`); no step in the dict
+case("llama_factory_bar_then_dict",
+     "".join(f"\r  {s}%|#         | {s}/100 [00:{s:02d}<01:00,  1.00s/it]\r                                         \r"
+             f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 4.9e-05, 'epoch': 0.{s // 10}, "
+             f"'num_input_tokens_seen': {s * 4096}}}\n" for s, v, g in zip((10, 20, 30), L, G)),
+     (ORDERED, L[:3]), grad_norm=(ORDERED, G[:3]))
+# modelscope/ms-swift: the `Train:` bar, then the log dict with `'global_step/max_steps': '10/100'`
+case("swift_train_bar_dict",
+     "".join(f"Train:  {s}%|#   | {s}/100 [00:{s:02d}<01:00,  1.66it/s]{{'loss': {v}, 'acc': 0.55, 'grad_norm': {g}, "
+             f"'learning_rate': 9.9e-05, 'memory(GiB)': 20.1, 'train_speed(iter/s)': 1.66, 'epoch': 0.{s // 10}, "
+             f"'global_step/max_steps': '{s}/100', 'percentage': '{s}.00%', 'elapsed_time': '1m', "
+             f"'remaining_time': '9m'}}\n" for s, v, g in zip((10, 20, 30), L, G)),
+     {10: L[0], 20: L[1], 30: L[2]}, grad_norm={10: G[0], 20: G[1], 30: G[2]})
+# OpenRLHF openrlhf/trainer/sft_trainer.py: `logs_dict = {"gpt_loss": ..., "lr": ...}; logs_dict["loss_mean"] =
+# loss_mean; step_bar.set_postfix(logs_dict)`: the step's loss beside a running mean (never the mean)
+case("openrlhf_sft_postfix",
+     "".join(f"Train step of epoch 0:  {s}%|#  | {s}/100 [00:{s:02d}<01:30,  1.00s/it, gpt_loss={v:.3f}, lr=5e-6, "
+             f"loss_mean={v + 0.1:.3f}]\n" for s, v in zip((10, 20, 30), L)),
+     {10: round(L[0], 3), 20: round(L[1], 3), 30: round(L[2], 3)})
+# volcengine/verl verl/utils/tracking.py (console backend) for the SFT trainer: `f"step:{step} - " + " - ".join(
+# f"{k}:{v:.3f}")`, train and val keys apart
+case("verl_sft_console",
+     "".join(f"step:{s} - train/loss:{v:.3f} - train/lr(1e-3):0.010\n" for s, v in zip((10, 20, 30), L))
+     + "step:30 - val/loss:2.500\n",
+     {10: round(L[0], 3), 20: round(L[1], 3), 30: round(L[2], 3)}, eval_loss={30: 2.5})
+# huggingface/diffusers examples/text_to_image/train_text_to_image.py: `logs = {"step_loss": ..., "lr": ...};
+# progress_bar.set_postfix(**logs)` (tqdm sorts the keys and writes floats `{:5.3g}`), the bar named `Steps`
+case("diffusers_steps_postfix",
+     "".join(f"\rSteps:  {s // 10}%|#   | {s}/1000 [00:{s // 10:02d}<09:00,  1.66it/s, lr=1e-5, step_loss={v:.3g}]"
+             for s, v in zip((100, 200, 300), (0.123, 0.0987, 0.154))) + "\n",
+     {100: 0.123, 200: 0.0987, 300: 0.154})
+# Nerogar/OneTrainer modules/trainer/GenericTrainer.py: `step_tqdm.set_postfix({'loss': loss, 'smooth loss':
+# smooth_loss})`: the raw loss beside an exponential average (never the average)
+case("onetrainer_smooth_loss",
+     "".join(f"step:  {s}%|#   | {s}/100 [00:{s:02d}<01:00,  1.66it/s, loss={v:.4f}, smooth loss={v + 0.02:.4f}]\n"
+             for s, v in zip((10, 20, 30), (0.1234, 0.0987, 0.1543))),
+     {10: 0.1234, 20: 0.0987, 30: 0.1543})
+# facebookresearch/fastText src/fasttext.cc printInfo: `"\rProgress: " << 100*progress << "% words/sec/thread: " <<
+# wst << " lr: " << lr << " avg.loss: " << loss << " ETA: ..."`: redrawn with `\r`; the only loss is the running one
+case("fasttext_progress",
+     "Read 0M words\nNumber of words:  12345\nNumber of labels: 10\n"
+     + "".join(f"\rProgress: {p:5.1f}% words/sec/thread:  123456 lr:  {0.1 * (1 - p / 100):.6f} avg.loss:  {v:.6f} "
+               f"ETA:   0h 0m{9 - k:2d}s" for k, (p, v) in enumerate(zip((10.0, 20.0, 30.0), L))) + "\n",
+     (ORDERED, [round(v, 6) for v in L[:3]]))
+# allenai/allennlp training/callbacks/console_logger.py: per epoch, `"%s |  %s"`-aligned `Training |  Validation`
+# rows, one per metric, under the logger's prefix; `Epoch 0/9` from the trainer
+case("allennlp_metric_table",
+     "".join(f"2021-01-01 12:00:0{e} - INFO - allennlp.training.gradient_descent_trainer - Epoch {e}/9\n"
+             f"2021-01-01 12:00:0{e} - INFO - allennlp.training.callbacks.console_logger -                        "
+             f"Training |  Validation\n"
+             f"2021-01-01 12:00:0{e} - INFO - allennlp.training.callbacks.console_logger - accuracy           |     "
+             f"0.8{e}0  |     0.7{e}0\n"
+             f"2021-01-01 12:00:0{e} - INFO - allennlp.training.callbacks.console_logger - loss               |     "
+             f"{v:.3f}  |     {w:.3f}\n" for e, v, w in zip((0, 1, 2), L, V)),
+     {0: round(L[0], 3), 1: round(L[1], 3), 2: round(L[2], 3)},
+     eval_loss={0: round(V[0], 3), 1: round(V[1], 3), 2: round(V[2], 3)},
+     xfail="a transposed table (a row per metric, a column per phase) is not read: no eval_loss")
+# explosion/spaCy spacy/training/loggers.py console_logger: a wasabi table `E  #  LOSS NER  ENTS_F  ENTS_P  ENTS_R
+# SCORE`, the step in `#`, the loss summed since the last evaluation
+case("spacy_train_table",
+     "=========================== Training pipeline ===========================\n"
+     "E    #       LOSS NER  ENTS_F  ENTS_P  ENTS_R  SCORE \n---  ------  --------  ------  ------  ------  ------\n"
+     + "".join(f"{e:>3d}  {s:>6d}  {v:>8.2f}  {f:>6.2f}  {f:>6.2f}  {f:>6.2f}    {f / 100:.2f}\n"
+               for e, s, v, f in ((0, 0, 49.33, 0.0), (0, 200, 1234.56, 45.12), (1, 400, 987.65, 60.34))),
+     {0: 49.33, 200: 1234.56, 400: 987.65})
+# FluxML (Julia): `@info "Epoch $epoch" loss=train_loss acc=acc` printed by the ConsoleLogger as a box of lines
+case("julia_flux_info_block",
+     "".join(f"┌ Info: Epoch {e}\n│   loss = {v}\n└   acc = 0.{40 + e}\n" for e, v in zip((1, 2, 3), L)),
+     {1: L[0], 2: L[1], 3: L[2]})
+# mlverse/luz (R torch) R/callbacks.R luz_callback_progress: `Epoch 1/10` then `Train metrics: Loss: 2.3102 - Acc:
+# 0.41` and `Valid metrics: Loss: ...`
+case("r_luz_epoch_metrics",
+     "".join(f"Epoch {e}/10\nTrain metrics: Loss: {v:.4f} - Acc: 0.4{e}\nValid metrics: Loss: {w:.4f} - Acc: 0.4{e}\n"
+             for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# karpathy/minGPT projects/chargpt: `print(f"iter_dt {trainer.iter_dt * 1000:.2f}ms; iter {trainer.iter_num}: train
+# loss {trainer.loss.item():.5f}")`
+case("mingpt_iter_dt",
+     "".join(f"iter_dt {12.34 + k:.2f}ms; iter {i}: train loss {v:.5f}\n" for k, (i, v) in enumerate(zip((0, 10, 20), L))),
+     {0: round(L[0], 5), 10: round(L[1], 5), 20: round(L[2], 5)})
+# karpathy/llama2.c train.py: `print(f"{iter_num} | loss {lossf:.4f} | lr {lr:e} | {dt*1000:.2f}ms | mfu {mfu*100:.2f}%")`
+case("llama2c_pipes",
+     "".join(f"{i} | loss {v:.4f} | lr {5e-4:e} | 1234.56ms | mfu 12.34%\n" for i, v in zip((10, 20, 30), L)),
+     {10: round(L[0], 4), 20: round(L[1], 4), 30: round(L[2], 4)}, lr={10: 5e-4, 20: 5e-4, 30: 5e-4})
+# EleutherAI/gpt-neox megatron/logging.py training_log: ` samples/sec: ... | iteration {:8d}/{:8d} | elapsed time per
+# iteration (ms): ... | learning rate: {:.3E} | approx flops per GPU: ... | lm_loss: {:.6E} | loss scale: {:.1f} |
+# number of skipped iterations: {:3d} | number of nan iterations: {:3d} |`
+case("gpt_neox_training_log",
+     "".join(f" samples/sec: 12.345 | iteration {i:8d}/  320000 | elapsed time per iteration (ms): 1234.5 | "
+             f"learning rate: 6.000E-05 | approx flops per GPU: 123.4TFLOPS | lm_loss: {v:.6E} | loss scale: 65536.0 | "
+             f"number of skipped iterations:   0 | number of nan iterations:   0 |\n" for i, v in zip((100, 200, 300), L)),
+     {100: float(f"{L[0]:.6E}"), 200: float(f"{L[1]:.6E}"), 300: float(f"{L[2]:.6E}")},
+     lr={100: 6e-5, 200: 6e-5, 300: 6e-5}, scale={100: 65536.0, 200: 65536.0, 300: 65536.0})
+# pyg-team/pytorch_geometric examples/gcn.py: `log(Epoch=epoch, Loss=loss, Train=train_acc, Val=val_acc, Test=test_acc)`
+# printed `Epoch: 001, Loss: 2.3102, Train: 0.4100, Val: 0.4000, Test: 0.3900` (Train/Val/Test are accuracies)
+case("pyg_epoch_loss_accuracies",
+     "".join(f"Epoch: {e:03d}, Loss: {v:.4f}, Train: 0.{40 + e}00, Val: 0.{39 + e}00, Test: 0.{38 + e}00\n"
+             for e, v in zip((1, 2, 3), L)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)})
+# dmlc/dgl examples/pytorch/gcn/train.py: `print("Epoch {:05d} | Loss {:.4f} | Accuracy {:.4f} ".format(...))`
+case("dgl_epoch_pipes",
+     "".join(f"Epoch {e:05d} | Loss {v:.4f} | Accuracy 0.{40 + e}00 \n" for e, v in zip((0, 1, 2), L)),
+     {0: round(L[0], 4), 1: round(L[1], 4), 2: round(L[2], 4)})
+# tensorflow/models (TF1) mnist fully_connected_feed.py: `print('Step %d: loss = %.2f (%.3f sec)' % ...)`, then the
+# evaluation's `Training Data Eval:` / `Num examples: ... Precision @ 1: ...`
+case("tf1_fully_connected_feed",
+     "".join(f"Step {s}: loss = {v:.2f} (0.003 sec)\n" for s, v in zip((0, 100, 200), L))
+     + "Training Data Eval:\n  Num examples: 55000  Num correct: 49000  Precision @ 1: 0.8909\n",
+     {0: 2.31, 100: 2.25, 200: 2.2})
+# tensorflow/models (TF1) tutorials/image/cifar10/cifar10_train.py: `'%s: step %d, loss = %.2f (%.1f examples/sec;
+# %.3f sec/batch)'` with `datetime.now()` first
+case("tf1_cifar10_train",
+     "".join(f"2016-01-01 12:00:0{k}.123456: step {s}, loss = {v:.2f} (1234.5 examples/sec; 0.104 sec/batch)\n"
+             for k, (s, v) in enumerate(zip((10, 20, 30), L))),
+     {10: 2.31, 20: 2.25, 30: 2.2})
+# PaddlePaddle/PaddleOCR-style console line with the reader/batch costs after the loss (tools/program.py train:
+# `'{}: {}'`-joined stats)
+case("paddleocr_reader_costs",
+     "".join(f"[2024/01/01 12:00:0{k}] ppocr INFO: epoch: [1/500], global_step: {s}, lr: 0.001000, loss: {v:.6f}, "
+             f"avg_reader_cost: 0.01234 s, avg_batch_cost: 0.51234 s, avg_samples: 16.0, ips: 31.2 samples/s, "
+             f"eta: 1 day, 2:03:04\n" for k, (s, v) in enumerate(zip((10, 20, 30), L))),
+     {10: round(L[0], 6), 20: round(L[1], 6), 30: round(L[2], 6)}, lr={10: 1e-3, 20: 1e-3, 30: 1e-3})
+
+# --- Chinese-language prints of common Chinese projects -------------------------------------------------------------
+case("chinese_training_round_current_loss",
+     "".join(f"训练轮次: {e}/10, 当前损失: {v:.4f}, 学习率: 0.0010\n" for e, v in zip((1, 2, 3), L)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, lr={1: 1e-3, 2: 1e-3, 3: 1e-3})
+case("chinese_epoch_step_loss_is",
+     "".join(f"第 1 个 epoch 第 {s} 步, 损失为 {v:.4f}\n" for s, v in zip((100, 200, 300), L))
+     + "第 1 个 epoch 结束, 验证集损失为 2.5001\n",
+     {100: round(L[0], 4), 200: round(L[1], 4), 300: round(L[2], 4)})
+case("chinese_iter_train_loss_val_loss",
+     "".join(f"[迭代 {s}] 训练损失={v:.4f} 耗时 0.51秒\n" for s, v in zip((50, 100, 150), L))
+     + "[迭代 150] 验证损失=2.5001\n",
+     {50: round(L[0], 4), 100: round(L[1], 4), 150: round(L[2], 4)}, eval_loss={150: V[0]})
+
+# --- non-finite values written the tools' own ways ---------------------------------------------------------------
+# Caffe on glibc prints a NaN with its sign: `Iteration 300, loss = -nan`
+case("caffe_minus_nan",
+     "".join(f"I0601 12:00:0{k}.123456  1234 solver.cpp:218] Iteration {i} (1.2 iter/s, 8.3s/10 iters), loss = {v}\n"
+             f"I0601 12:00:0{k}.123457  1234 solver.cpp:237]     Train net output #0: loss = {v} (* 1 = {v} loss)\n"
+             for k, (i, v) in enumerate(((100, "2.3102"), (200, "2.2531"), (300, "-nan")))),
+     {100: 2.3102, 200: 2.2531, 300: NAN})
+# MSVC's printf writes infinity `1.#INF` and NaN `-1.#IND` (a C++ trainer on Windows)
+case("msvc_printf_nonfinite",
+     "".join(f"step {s} loss {v}\n" for s, v in ((10, "2.3102"), (20, "2.2531"), (30, "1.#INF"), (40, "-1.#IND"))),
+     {10: 2.3102, 20: 2.2531, 30: math.inf, 40: NAN})
+# deeplearning4j ScoreIterationListener: `"Score at iteration {} is {}"` (Java writes `NaN`, `Infinity`)
+case("dl4j_score_iteration_nan",
+     "".join(f"12:00:0{k}.123 [main] INFO  o.d.o.l.ScoreIterationListener - Score at iteration {i} is {v}\n"
+             for k, (i, v) in enumerate(((10, "2.3102"), (20, "2.2531"), (30, "Infinity"), (40, "NaN")))),
+     {10: 2.3102, 20: 2.2531, 30: math.inf, 40: NAN},
+     xfail="`Score` is no loss name (it names a metric in other tools): nothing read")
+# Keras once the loss is NaN: `loss: nan` and an accuracy shown `nan` beside it
+case("keras_epoch_nan_loss",
+     "".join(f"Epoch {e}/10\n100/100 [==============================] - 2s 15ms/step - loss: {v} - accuracy: {a}\n"
+             for e, v, a in ((1, "2.3102", "0.4100"), (2, "2.2531", "0.5200"), (3, "nan", "nan"))),
+     (ORDERED, [2.3102, 2.2531, NAN]))
+# the HF Trainer's dict once the gradient overflows: `'grad_norm': nan`, then the loss `0.0` with `inf` beside it
+# (`logging_nan_inf_filter` logs an all-NaN interval as 0.0: read as the NaN it stands for)
+case("hf_dict_grad_norm_nan",
+     "".join(f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 5e-05, 'epoch': 0.{k + 1}}}\n"
+             for k, (v, g) in enumerate(((2.3102, 1.234), (2.2531, "nan"), (0.0, "inf")))),
+     (ORDERED, [2.3102, 2.2531, NAN]), grad_norm=(ORDERED, [1.234, NAN, math.inf]))
+# a percentage gone NaN beside the loss: `acc: nan%` must not take the loss's place
+case("plain_nan_percent_beside_loss",
+     "".join(f"[epoch {e}] loss: {v} | acc: {a}%\n" for e, v, a in ((1, "2.3102", "41.00"), (2, "2.2531", "52.00"),
+                                                                     (3, "nan", "nan"))),
+     {1: 2.3102, 2: 2.2531, 3: NAN})
+
+
 # --- the test ----------------------------------------------------------------------------------
 
 def _at(run, col):
