@@ -55,6 +55,7 @@ EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|te
 #: step-like names, best first
 _STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "iters", "it",
                "update", "updates", "n_updates", "num_updates", "batch", "batches", "total_timesteps", "timesteps",
+               "minibatch", "minibatches",
                "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
                "#")  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
 
@@ -121,7 +122,19 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             names[i - 1], names[i] = avg.group(1), "(avg) " + avg.group(1)  # `2.31, 2.71 avg loss`
         elif names[i].lower() in _AVG_ALONE and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
             names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
+    _range_ends(pieces, names)
     return names
+
+
+def _range_ends(pieces: list[str], names: list[str]) -> None:
+    """A counter printed as a range in brackets (CNTK's ` Minibatch[ 101- 200]: loss = ...`): the
+    values were taken over the whole range, so the range's end carries the counter's name and the
+    start none."""
+    for i in range(1, len(names)):
+        if names[i] or not names[i - 1] or pieces[i].strip() != "-":
+            continue
+        if pieces[i - 1].rstrip().endswith("[") and pieces[i + 1].lstrip().startswith("]"):
+            names[i], names[i - 1] = names[i - 1], ""
 
 
 #: words that join a name to its value and are not part of the name (`Loss is 2.3`, `loss was 2.3`)
