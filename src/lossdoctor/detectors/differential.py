@@ -991,13 +991,35 @@ def fill_gaps(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]
     never = _grads_never_finite(q)
     for sym in symptoms_of(q) + ([never] if never else []):
         symptom = KINDS[sym.kind][1]
-        if shown & set(COVERS[symptom]):
+        if shown & set(COVERS[symptom]) and not _predates(q, sym, findings + out):
             continue
         if q.first_bad is not None and sym.kind != "nonfinite" and sym.row >= q.first_bad:
             continue
         out.append(finding_for(run, q, sym))
         shown.add(symptom)
     return out
+
+
+#: a symptom that begins more than this many logged rows before every alarm that covers it is
+#: reported too: those alarms date the fault where one of its points first crossed their bar (a
+#: long log's level shift of x1.7 under 3% noise: the spike rule's first point past x2 came 20-40
+#: rows after the step), the symptom where it began
+EARLIER_ROWS = 5
+
+
+def _predates(q: Quantities, sym: Symptom, findings: list[Finding]) -> bool:
+    """The symptom (a level shift or a rise, the kinds dated where they began) begins more than
+    EARLIER_ROWS logged rows before every warning/critical finding that shows the same symptom."""
+    if sym.kind not in ("jump_stayed", "rise"):
+        return False
+    if sym.kind == "rise" and any(s.kind == "jump_stayed" for s in symptoms_of(q)):
+        return False  # a step up: the jump dates it, the rise's fit of a trend does not
+    symptom = KINDS[sym.kind][1]
+    steps = [f.step for f in findings if f.severity in ("warning", "critical") and f.symptom in COVERS[symptom]]
+    if not steps or any(s is None for s in steps):
+        return False
+    first = int(np.searchsorted(q.steps, min(int(s) for s in steps)))
+    return first - sym.row > EARLIER_ROWS
 
 
 #: the loss moved at least this share of its first value between the first and the last logged point
