@@ -126,7 +126,7 @@ def f_scale_collapse(rng, c: Curve) -> int:
     n = c["loss"].size
     on = _onset(rng, n)
     k = np.arange(n - on)
-    c["scale"][on:] = np.maximum(65536.0 / 2.0 ** (k + 1), 2.0 ** -8)
+    c["scale"][on:] = 65536.0 / 2.0 ** np.minimum(k + 1, 24)
     c["skipped"][on:] = 1.0
     c["loss"][on:] = c["loss"][on - 1] * _noise(rng, n - on, 0.01)
     return on
@@ -158,9 +158,11 @@ def f_oscillation(rng, c: Curve) -> int:
 
 
 def f_zero(rng, c: Curve) -> int:
-    """The loss is exactly 0 from some step on (an empty label mask, a bug in the loss)."""
+    """The loss is exactly 0 from some step on (an empty label mask, a bug in the loss): its
+    gradient is exactly 0 too."""
     on = _onset(rng, c["loss"].size)
     c["loss"][on:] = 0.0
+    c["grad_norm"][on:] = 0.0
     return on
 
 
@@ -271,6 +273,13 @@ HEALTHY: dict[str, tuple[Callable[..., object], float, float, float]] = {
 Printer = Callable[[list[int], Curve, "np.random.Generator", dict[int, str]], str]
 
 
+def _recent(c: Curve, k: int) -> float:
+    """The median of the last few finite losses up to row k (what an eval near it would print)."""
+    w = c["loss"][max(0, k - 5):k + 1]
+    w = w[np.isfinite(w)]
+    return float(np.median(w)) if w.size else float("nan")
+
+
 def _f(v: float, digits: int = 4) -> str:
     if not math.isfinite(v):
         return "nan" if math.isnan(v) else "inf"
@@ -289,7 +298,7 @@ def _hf(steps, c, rng, notes) -> str:
              "learning_rate": float(f"{c['lr'][k]:.3e}"), "epoch": round(3.0 * (k + 1) / len(steps), 2)}
         out.append("\n" + repr(d).replace("nan", "nan") + "\n")
         if k % every_eval == every_eval - 1:
-            ev = {"eval_loss": round(float(np.nanmedian(c["loss"][max(0, k - 5):k + 1])) * 1.05, 4),
+            ev = {"eval_loss": round(_recent(c, k) * 1.05, 4),
                   "eval_runtime": 12.3, "epoch": d["epoch"]}
             out.append(repr(ev) + "\n")
     return "".join(out)
@@ -303,7 +312,7 @@ def _nanogpt(steps, c, rng, notes) -> str:
         if k in notes:
             out.append(notes[k] + "\n")
         if k % every_eval == 0:
-            v = float(np.nanmedian(c["loss"][max(0, k - 5):k + 1]))
+            v = _recent(c, k)
             out.append(f"step {s}: train loss {_f(v)}, val loss {_f(v * 1.03)}\n")
         out.append(f"iter {s}: loss {_f(float(c['loss'][k]))}, time 120.50ms, mfu 38.12%\n")
     return "".join(out)
@@ -335,7 +344,7 @@ def _lightning_csv(steps, c, rng, notes) -> str:
         rows.append(f"{e},{c['lr'][k]:.6g},{s},,")
         rows.append(f"{e},,{s},{_f(float(c['loss'][k]), 6)},")
         if k % every_eval == every_eval - 1:
-            rows.append(f"{e},,{s},,{_f(float(np.nanmedian(c['loss'][max(0, k - 5):k + 1])) * 1.04, 6)}")
+            rows.append(f"{e},,{s},,{_f(_recent(c, k) * 1.04, 6)}")
     return "\n".join(rows) + "\n"
 
 
@@ -363,7 +372,7 @@ def _jsonl(steps, c, rng, notes) -> str:
             rec["note"] = notes[k]
         out.append(json.dumps(rec).replace('"NaN"', "NaN") + "\n")
         if k % every_eval == every_eval - 1:
-            out.append(json.dumps({"step": s, "eval_loss": round(float(np.nanmedian(c["loss"][max(0, k - 5):k + 1])), 5)})
+            out.append(json.dumps({"step": s, "eval_loss": round(_recent(c, k), 5)})
                        + "\n")
     return "".join(out)
 

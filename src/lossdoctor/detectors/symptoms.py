@@ -162,17 +162,20 @@ class SymptomLimits:
     #: candidate turns tried by that fit, and the most points it fits (longer: block means)
     turn_candidates: int = 256
     turn_points: int = 2048
+    #: points (or blocks) a two-line fit needs before the half-way point: fewer, the half-way point stands
+    turn_min_points: int = 4
     #: a level shift: the median of the `shift_window` points after a point sits >= `diverged` x
     #: the median of those before it and >= `shift_z` robust sigmas (of the noisier of the two
     #: windows) above it, and no later window's median comes back below `recovered` x the level
     #: before: a step up that stays, each point of it smaller than a jump (x1.5-2 under 3% noise is
     #: 13-23 sigma; a noisy fine-tune's 8% scatter does not fake 6). The window is a 40th of the
-    #: log, within [shift_min_window, shift_max_window]; logs under 4 windows or over
+    #: log, within [shift_min_window, shift_max_window]; logs under `shift_min_windows` windows or over
     #: `shift_max_points` are not scanned (the jump and rise rules judge those)
     shift_z: float = 6.0
     shift_min_window: int = 5
     shift_max_window: int = 25
     shift_windows: int = 40
+    shift_min_windows: int = 4
     shift_max_points: int = 200000
     #: a loss exactly 0 from some row to the end: at least this share of the rows from the first
     #: zero on are 0 (a label mask that went empty mid-run, not only one empty from the start)
@@ -363,7 +366,7 @@ def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimi
     of which is a jump). Dated at the first point of the step (the first of two points past half-way)."""
     n = lx.size
     w = int(min(lim.shift_max_window, max(lim.shift_min_window, n // lim.shift_windows)))
-    if n < 4 * w or n > lim.shift_max_points:
+    if n < lim.shift_min_windows * w or n > lim.shift_max_points:
         return []
     win = np.lib.stride_tricks.sliding_window_view(lx, w)
     med = np.median(win, axis=1)  # med[i]: the median of lx[i:i + w]
@@ -513,7 +516,7 @@ def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) 
     `upto`. A slow climb under heavy-tailed noise is a trend no single point shows; the fit sees
     it from all the points at once. Long stretches are fit on block means (`turn_points`)."""
     s0 = int(np.argmax(x <= lim.turn_near_best * best))
-    if upto - s0 < 4:
+    if upto - s0 < lim.turn_min_points:
         return upto
     y = np.log(x[s0:])
     blk = max(1, -(-y.size // lim.turn_points))
@@ -524,7 +527,7 @@ def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) 
     cands = np.unique(np.linspace(1, max(1, hi), min(lim.turn_candidates, max(1, hi))).astype(int))
     ones = np.ones(m)
     err = [float(np.linalg.lstsq(np.stack([ones, t, np.maximum(t - c, 0.0)], 1), yb, rcond=None)[1].sum())
-           if m > 3 else np.inf for c in cands]
+           if m >= lim.turn_min_points else np.inf for c in cands]
     if not err or not np.isfinite(min(err)):
         return upto
     return s0 + int(cands[int(np.argmin(err))]) * blk + blk // 2
@@ -654,13 +657,26 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     z = int(np.argmax(x == 0.0))
     # from the start, or straight down from a loss no four-decimal log rounds to 0 (a loss that
     # converged towards 0 and printed 0.0 is the run done, not broken)
-    if x[z] == 0.0 and float(np.mean(x[z:] == 0.0)) >= LIMITS.zero_share and x.size - z >= LIMITS.constant_points \
-            and (z == 0 or float(x[z - 1]) >= 0.05):
+    if x[z] == 0.0 and _zero_from(q, lf, x, z) and (z == 0 or float(x[z - 1]) >= 0.05):
         return [_sym(q, "zero", lf[z], n=int((x == 0.0).sum()))]
     ch = chance_of(run, float(x[0]))
     if not identical(run, q, x) or (ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]):
         return []  # at ln K: `_chance_plateau` names it with its K
     return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
+
+
+def _zero_from(q: Quantities, lf: np.ndarray, x: np.ndarray, z: int) -> bool:
+    """The loss is exactly 0 from row z on: >= zero_share of all the rows (as before), or of the
+    rows from z to the end (>= constant_points of them) while no gradient flows there (the grad
+    norm, where logged, is 0: a loss of exactly 0 has a zero gradient; zeros printed while the norm
+    stays up are a logging filter's, not the loss the weights saw)."""
+    if float(np.mean(x == 0.0)) >= LIMITS.zero_share:
+        return True
+    if x.size - z < LIMITS.constant_points or float(np.mean(x[z:] == 0.0)) < LIMITS.zero_share:
+        return False
+    g = q.grad_norm[lf[z:]]
+    g = g[np.isfinite(g)]
+    return not (g.size and float(np.median(g)) > 0)
 
 
 def identical(run: Run, q: Quantities, x: np.ndarray) -> bool:
