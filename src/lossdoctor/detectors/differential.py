@@ -1015,10 +1015,11 @@ def _predates(q: Quantities, sym: Symptom, findings: list[Finding]) -> bool:
     if sym.kind == "rise" and any(s.kind == "jump_stayed" for s in symptoms_of(q)):
         return False  # a step up: the jump dates it, the rise's fit of a trend does not
     symptom = KINDS[sym.kind][1]
-    steps = [f.step for f in findings if f.severity in ("warning", "critical") and f.symptom in COVERS[symptom]]
-    if not steps or any(s is None for s in steps):
-        return False
-    first = int(np.searchsorted(q.steps, min(int(s) for s in steps)))
+    covering = [f for f in findings if f.severity in ("warning", "critical") and f.symptom in COVERS[symptom]]
+    steps = [int(f.step) for f in covering if f.step is not None]
+    if not steps or len(steps) < len(covering):
+        return False  # an undated alarm: nothing to say the symptom came first
+    first = int(np.searchsorted(q.steps, min(steps)))
     return first - sym.row > EARLIER_ROWS
 
 

@@ -177,6 +177,9 @@ class SymptomLimits:
     shift_windows: int = 40
     shift_min_windows: int = 4
     shift_max_points: int = 200000
+    #: up to this many points every window is scanned; beyond, windows start every n / this points
+    #: (the cost of a 20,000-point log for any longer one)
+    shift_dense_points: int = 20000
     #: a loss exactly 0 from some row to the end: at least this share of the rows from the first
     #: zero on are 0 (a label mask that went empty mid-run, not only one empty from the start)
     zero_share: float = 0.9
@@ -368,20 +371,24 @@ def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimi
     w = int(min(lim.shift_max_window, max(lim.shift_min_window, n // lim.shift_windows)))
     if n < lim.shift_min_windows * w or n > lim.shift_max_points:
         return []
-    win = np.lib.stride_tricks.sliding_window_view(lx, w)
-    med = np.median(win, axis=1)  # med[i]: the median of lx[i:i + w]
+    # windows start every `stride` points (1 up to shift_dense_points: every point), w a multiple of it
+    stride = max(1, -(-n // lim.shift_dense_points))
+    w = max(stride, stride * (w // stride))
+    win = np.lib.stride_tricks.sliding_window_view(lx, w)[::stride]
+    med = np.median(win, axis=1)  # med[i]: the median of lx[i * stride:i * stride + w]
     sig = np.maximum(1.4826 * np.median(np.abs(win - med[:, None]), axis=1), 0.01)
-    pre, post = med[:-w], med[w:]  # the windows before and after point j = i + w
+    k = w // stride  # windows from one to the next that does not overlap it
+    pre, post = med[:-k], med[k:]  # the windows before and after point j = i * stride + w
     rise = post - pre
-    ok = (rise >= math.log(lim.diverged)) & (rise >= lim.shift_z * np.maximum(sig[:-w], sig[w:]))
+    ok = (rise >= math.log(lim.diverged)) & (rise >= lim.shift_z * np.maximum(sig[:-k], sig[k:]))
     # no later window comes back near the level before
-    later_low = np.minimum.accumulate(med[::-1])[::-1][w:]
+    later_low = np.minimum.accumulate(med[::-1])[::-1][k:]
     ok &= later_low >= pre + math.log(lim.recovered)
     hit = np.flatnonzero(ok)
     if hit.size == 0:
         return []
     i = int(hit[0])
-    j, base, level = i + w, float(pre[i]), float(post[i])
+    j, base, level = i * stride + w, float(pre[i]), float(post[i])
     mid = 0.5 * (base + level)
     lo = max(1, j - w)
     up = (lx[lo:j + w] >= mid) & (lx[lo + 1:j + w + 1] >= mid)
