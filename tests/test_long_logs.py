@@ -21,7 +21,8 @@ from lossdoctor.detectors.symptoms import LIMITS, symptoms_of, turn_of
 from lossdoctor.records import from_columns
 from lossdoctor.sources import load_path
 
-SEEDS = (0, 1)
+#: seeds 0-5 were measured (the report's figure); these three hold the one miss left
+SEEDS = (0, 1, 3)
 #: a finding's step may sit this many logged rows from the onset
 ROWS_OFF = 3
 #: a slow trend's turn is dated to a share of the log's rows, not to a row: under 3% heavy-tailed
@@ -30,9 +31,9 @@ ROWS_OFF = 3
 TREND_SHARE = {"slow_divergence": 0.04}
 #: generated cases the detectors still miss (the report's figure); strict: a fix flips them to a failure
 KNOWN_MISSES = {
-    # the loss swings x2-3 around its level every 4-8 rows after 35% of a 2,681-row HF log: no rule
-    # yet names an oscillation from the loss alone (the spike rule catches the other formats' swings)
-    "oscillation-hf-0-0-n2681",
+    # the loss swings x2-3 around its level every few rows from row 30 of a 114-row HF log: no rule
+    # yet names an oscillation from the loss alone (the spike rule catches most formats' swings)
+    "oscillation-hf-3-0-n114",
 }
 
 
@@ -80,6 +81,7 @@ def test_a_healthy_long_log_stays_clean(case, tmp_path):
 
 
 def test_the_generator_covers_every_kind_format_and_length():
+    assert KNOWN_MISSES <= {c.name for c in FAULTY + HEALTHY}  # a stale name would hide nothing
     assert {c.kind for c in FAULTY} == set(FAULTS)
     assert {c.kind for c in HEALTHY} == {"pretrain", "finetune_low", "sgdr", "label_smoothing", "curriculum",
                                          "resumed", "gan"}
