@@ -351,6 +351,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "skips": ("scale", "skipped_steps", "warning"),
     "lr_zero": ("lr_zero", "stall", "warning"),
     "lr_tiny": ("lr_tiny", "slow_convergence", "warning"),
+    "oscillation": ("divergence", "oscillation", "warning"),
 }
 
 #: the one measurement that tells the two leading causes apart (a message key under diff.sep.)
@@ -910,7 +911,8 @@ def what(sym: Symptom) -> Msg:
             "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
             "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
             "no_fall": ("first", "low", "last", "n", "step", "end_step"),
-            "epoch_flat": ("first", "last", "n", "step", "end_step")}[sym.kind]
+            "epoch_flat": ("first", "last", "n", "step", "end_step"),
+            "oscillation": ("step", "swing", "base", "n")}[sym.kind]
     return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
 
 
@@ -972,6 +974,7 @@ COVERS: dict[str, tuple[str, ...]] = {
     "nonfinite": ("nonfinite",),
     "spike": ("spike", "divergence", "nonfinite", "oscillation"),
     "divergence": ("divergence", "nonfinite", "oscillation", "spike"),
+    "oscillation": ("oscillation", "divergence", "nonfinite", "spike"),
     "zero_loss": ("zero_loss", "nonfinite"),
     "stall": ("stall", "plateau", "slow_convergence", "zero_loss", "skipped_steps"),
     "plateau": ("stall", "plateau", "slow_convergence", "zero_loss"),

@@ -180,6 +180,29 @@ class SymptomLimits:
     #: up to this many points every window is scanned; beyond, windows start every n / this points
     #: (the cost of a 20,000-point log for any longer one)
     shift_dense_points: int = 20000
+    #: an oscillation: from some block of the log on, the point-to-point swings of the log-loss
+    #: (robust sigma of its differences, per block of a 20th of the log, >= osc_window points) are
+    #: >= osc_ratio x their median over the blocks before, >= osc_min in size (swings of 22% from
+    #: one print to the next), stay >= half that ratio to the end, and the loss does not fall over
+    #: them (the last block's median >= osc_no_fall x the onset block's): the run went from its own
+    #: batch noise into swinging. A GAN's losses swing from the start (no change of regime), and a
+    #: run whose noise merely grows as its loss falls stays under osc_min; >= osc_points points
+    osc_ratio: float = 4.0
+    osc_min: float = 0.2
+    osc_window: int = 10
+    osc_blocks: int = 20
+    osc_no_fall: float = 0.9
+    osc_points: int = 60
+    #: share of osc_ratio every later block keeps (the swinging goes on to the end)
+    osc_persist: float = 0.5
+    #: and the swinging blocks' median sits >= this many times the block's before the onset: a loss
+    #: swinging up from its level, not a converged small-batch loss whose relative noise grows as it
+    #: nears 0 (a healthy batch-4 SGD run's log-noise grows 5x there while its level falls)
+    osc_level_up: float = 1.1
+    #: ... and the swings go up from that level: their low decile (`osc_low_pct`) stays >= this share of it (a
+    #: batch-4 run's per-batch losses scatter from 0.01 to 5 around 1: swings down towards 0)
+    osc_floor: float = 0.7
+    osc_low_pct: float = 10.0
     #: a loss exactly 0 from some row to the end: at least this share of the rows from the first
     #: zero on are 0 (a label mask that went empty mid-run, not only one empty from the start)
     zero_share: float = 0.9
@@ -213,7 +236,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
-    for fn in (_nonfinite, _absurd, _jumps, _divergence, _zero_or_constant, _chance_plateau, _repeats,
+    for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _repeats,
                _no_fall, _epoch_flat, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
@@ -538,6 +561,39 @@ def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) 
     if not err or not np.isfinite(min(err)):
         return upto
     return s0 + int(cands[int(np.argmin(err))]) * blk + blk // 2
+
+
+def _oscillation(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """The first block of the log from which the loss swings (see `osc_ratio`): its point-to-point
+    noise far above the blocks' before, to the end, with no fall. Dated at the first swing of the
+    new size in that block or the one before."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.osc_points or (x <= 0).any():
+        return []
+    d = np.diff(np.log(x))
+    w = max(lim.osc_window, d.size // lim.osc_blocks)
+    nb = d.size // w
+    blocks = d[:nb * w].reshape(nb, w)
+    sig = 1.4826 * np.median(np.abs(blocks - np.median(blocks, axis=1)[:, None]), axis=1)
+    for b in range(2, nb):
+        base = float(np.median(sig[:b]))
+        if sig[b] < lim.osc_min or sig[b] < lim.osc_ratio * base:
+            continue
+        if (sig[b:] < lim.osc_persist * lim.osc_ratio * base).any():
+            return []
+        if float(np.median(x[-w:])) < lim.osc_no_fall * float(np.median(x[b * w:(b + 1) * w + 1])):
+            return []
+        lo = (b - 1) * w
+        level = float(np.median(x[lo:b * w + 1]))
+        after = x[b * w:]
+        if float(np.median(after)) < lim.osc_level_up * level or float(np.percentile(after, lim.osc_low_pct)) < lim.osc_floor * level:
+            return []
+        big = np.flatnonzero(np.abs(d[lo:(b + 1) * w]) >= max(lim.osc_min, lim.osc_ratio * base))
+        on = lo + int(big[0]) + 1 if big.size else b * w + 1
+        return [_sym(q, "oscillation", lf[on], swing=float(math.exp(sig[b])), base=float(math.exp(base)),
+                     noise_ratio=float(sig[b] / max(base, 1e-12)), n=int(x.size - on))]
+    return []
 
 
 def diff_noise(x: np.ndarray) -> float:
