@@ -207,6 +207,11 @@ def _join_same_cause(findings: list[Finding], new: Finding) -> None:
         return
     if new.severity_rank > same.severity_rank:
         same.severity = new.severity
+    from .differential import COVERS
+
+    if new.symptom in COVERS.get(same.symptom, (same.symptom,)) and new.step is not None and same.step is not None \
+            and new.step < same.step:
+        same.step = new.step  # the same symptom seen where it began (a step up before its first big point)
     same.confidence = max(same.confidence, new.confidence)
     same.evidence.extend(e for e in new.evidence if e not in same.evidence)
 

@@ -58,6 +58,11 @@ class SymptomLimits:
     #: The noise is measured from the best (or a climb's start) on: a descent before it would
     #: count its own trend as noise
     rise_z: float = 3.0
+    #: a rise this many times the log's own point noise needs no `give_back`: that guard keeps a
+    #: converged loss near 0 tripling in its noise from counting, but a loss whose prints scatter 2%
+    #: and that climbs 1.9x over hundreds of points rose, however far it had fallen before (a long
+    #: LLM log from ~10 down to 1.7, then slowly back up to 3: under a quarter of its fall)
+    rise_clear_z: float = 8.0
     #: point-to-point differences needed to measure that noise (fewer: no bar, as before)
     noise_diffs: int = 3
     #: and it gave back at least this share of the fall before its best (a converged loss near 0
@@ -138,6 +143,9 @@ class SymptomLimits:
     rise_seen: float = 0.9
     #: before that first fall, a point this many times the first loss is a crest, not the descent's noise
     rise_over_first: float = 1.1
+    #: ... judged on medians of blocks of this share of the log's points (1 point in a log under 100:
+    #: as before; a 4,000-point LLM log's first descent throws single draws 10% above its first loss)
+    crest_block_share: float = 0.01
     #: an epoch-level log (one point per pass over the data) that does not fall: at least this many
     #: epochs from the run's first, or `epoch_long` anywhere in the run, the last third's median no
     #: more than `epoch_fall` below the first third's, and no consistent fall (Kendall's tau above
@@ -146,6 +154,58 @@ class SymptomLimits:
     epoch_long: int = 10
     epoch_fall: float = 0.01
     epoch_tau: float = 0.5
+    #: a rise is dated at the turn of a two-line fit (in log space) from where the loss first came
+    #: within this factor of its best: a slow climb under heavy noise crosses its half-way level
+    #: hundreds of rows after it turned (long generated logs: the half-way point sat 5-10% of the
+    #: rows late; the turn of the fit within 1-2%)
+    turn_near_best: float = 1.3
+    #: candidate turns tried by that fit, and the most points it fits (longer: block means)
+    turn_candidates: int = 256
+    turn_points: int = 2048
+    #: points (or blocks) a two-line fit needs before the half-way point: fewer, the half-way point stands
+    turn_min_points: int = 4
+    #: a level shift: the median of the `shift_window` points after a point sits >= `diverged` x
+    #: the median of those before it and >= `shift_z` robust sigmas (of the noisier of the two
+    #: windows) above it, and no later window's median comes back below `recovered` x the level
+    #: before: a step up that stays, each point of it smaller than a jump (x1.5-2 under 3% noise is
+    #: 13-23 sigma; a noisy fine-tune's 8% scatter does not fake 6). The window is a 40th of the
+    #: log, within [shift_min_window, shift_max_window]; logs under `shift_min_windows` windows or over
+    #: `shift_max_points` are not scanned (the jump and rise rules judge those)
+    shift_z: float = 6.0
+    shift_min_window: int = 5
+    shift_max_window: int = 25
+    shift_windows: int = 40
+    shift_min_windows: int = 4
+    shift_max_points: int = 200000
+    #: up to this many points every window is scanned; beyond, windows start every n / this points
+    #: (the cost of a 20,000-point log for any longer one)
+    shift_dense_points: int = 20000
+    #: an oscillation: from some block of the log on, the point-to-point swings of the log-loss
+    #: (robust sigma of its differences, per block of a 20th of the log, >= osc_window points) are
+    #: >= osc_ratio x their median over the blocks before, >= osc_min in size (swings of 22% from
+    #: one print to the next), stay >= half that ratio to the end, and the loss does not fall over
+    #: them (the last block's median >= osc_no_fall x the onset block's): the run went from its own
+    #: batch noise into swinging. A GAN's losses swing from the start (no change of regime), and a
+    #: run whose noise merely grows as its loss falls stays under osc_min; >= osc_points points
+    osc_ratio: float = 4.0
+    osc_min: float = 0.2
+    osc_window: int = 10
+    osc_blocks: int = 20
+    osc_no_fall: float = 0.9
+    osc_points: int = 60
+    #: share of osc_ratio every later block keeps (the swinging goes on to the end)
+    osc_persist: float = 0.5
+    #: and the swinging blocks' median sits >= this many times the block's before the onset: a loss
+    #: swinging up from its level, not a converged small-batch loss whose relative noise grows as it
+    #: nears 0 (a healthy batch-4 SGD run's log-noise grows 5x there while its level falls)
+    osc_level_up: float = 1.1
+    #: ... and the swings go up from that level: their low decile (`osc_low_pct`) stays >= this share of it (a
+    #: batch-4 run's per-batch losses scatter from 0.01 to 5 around 1: swings down towards 0)
+    osc_floor: float = 0.7
+    osc_low_pct: float = 10.0
+    #: a loss exactly 0 from some row to the end: at least this share of the rows from the first
+    #: zero on are 0 (a label mask that went empty mid-run, not only one empty from the start)
+    zero_share: float = 0.9
 
 
 LIMITS = SymptomLimits()
@@ -176,7 +236,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
-    for fn in (_nonfinite, _absurd, _jumps, _divergence, _zero_or_constant, _chance_plateau, _repeats,
+    for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _repeats,
                _no_fall, _epoch_flat, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
@@ -299,6 +359,7 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         return []
     lx = np.log(x)
     start = float(np.median(x[:3]))
+    shift = _level_shift(q, lf, lx)
     for j in _candidates(lx, math.log(LIMITS.spike_ratio)):
         ratio = jump_at(lx, j)
         if ratio is None:
@@ -317,9 +378,47 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
             continue  # a long log's one-off that came back: the spike rule tuned for it judges
         on = j - 1 if climb else j  # a climb begins at its first raised point
+        if kind == "jump_stayed" and shift and shift[0].row < lf[on]:
+            return shift  # a step up that stayed began before its first point past the jump bar
         return [_sym(q, kind, lf[on], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
                      before=int(min(j, LIMITS.history)), after=int(after.size), climb=climb)]
-    return _climb(q, lf, x, lx, start)
+    return _climb(q, lf, x, lx, start) or shift
+
+
+def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """The first point where the loss steps up to a level it keeps: the median of the window after
+    it >= `diverged` x and >= `shift_z` robust sigmas above the median of the window before, and
+    no later window back below `recovered` x that level (a long log's step up of x1.5-2, no point
+    of which is a jump). Dated at the first point of the step (the first of two points past half-way)."""
+    n = lx.size
+    w = int(min(lim.shift_max_window, max(lim.shift_min_window, n // lim.shift_windows)))
+    if n < lim.shift_min_windows * w or n > lim.shift_max_points:
+        return []
+    # windows start every `stride` points (1 up to shift_dense_points: every point), w a multiple of it
+    stride = max(1, -(-n // lim.shift_dense_points))
+    w = max(stride, stride * (w // stride))
+    win = np.lib.stride_tricks.sliding_window_view(lx, w)[::stride]
+    med = np.median(win, axis=1)  # med[i]: the median of lx[i * stride:i * stride + w]
+    sig = np.maximum(1.4826 * np.median(np.abs(win - med[:, None]), axis=1), 0.01)
+    k = w // stride  # windows from one to the next that does not overlap it
+    pre, post = med[:-k], med[k:]  # the windows before and after point j = i * stride + w
+    rise = post - pre
+    ok = (rise >= math.log(lim.diverged)) & (rise >= lim.shift_z * np.maximum(sig[:-k], sig[k:]))
+    # no later window comes back near the level before
+    later_low = np.minimum.accumulate(med[::-1])[::-1][k:]
+    ok &= later_low >= pre + math.log(lim.recovered)
+    hit = np.flatnonzero(ok)
+    if hit.size == 0:
+        return []
+    i = int(hit[0])
+    j, base, level = i * stride + w, float(pre[i]), float(post[i])
+    mid = 0.5 * (base + level)
+    lo = max(1, j - w)
+    up = (lx[lo:j + w] >= mid) & (lx[lo + 1:j + w + 1] >= mid)
+    on = lo + int(np.argmax(up)) if up.any() else j
+    return [_sym(q, "jump_stayed", lf[on], loss=float(math.exp(level)), base=float(math.exp(base)),
+                 ratio=float(math.exp(level - base)), recovered=False, before=w, after=int(n - on - 1),
+                 climb=False, shift=True)]
 
 
 def _climb(q: Quantities, lf: np.ndarray, x: np.ndarray, lx: np.ndarray, start: float,
@@ -419,20 +518,82 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
         float(np.median(g_best)) > 0 else None
     need = LIMITS.diverged_with_grad if grad_x is not None and grad_x >= LIMITS.grad_rise else LIMITS.diverged
     start = float(np.median(x[:min(3, b + 1)]))
-    if best <= 0 or end < need * best or end < mid or end - best < LIMITS.give_back * max(start - best, 0.0):
+    if best <= 0 or end < need * best or end < mid:
+        return []
+    noise = point_noise(x[b:])
+    clear = noise > 0 and math.log(end / best) >= LIMITS.rise_clear_z * noise
+    if end - best < LIMITS.give_back * max(start - best, 0.0) and not clear:
         return []
     if end < float(np.percentile(x[:-k], 75)):
         return []  # the end sits inside the run's own spread: noise, not a rise
-    if need == LIMITS.diverged and math.log(end / best) < LIMITS.rise_z * point_noise(x[b:]):
+    if need == LIMITS.diverged and math.log(end / best) < LIMITS.rise_z * noise:
         return []  # a rise no larger than the log's own swings from one print to the next, and no
         # gradient norm that rose with it (>= grad_rise x: evidence the swings cannot fake)
-    # the onset: the first point after the best at or above halfway (in log space) to the end level
+    # the first point after the best at or above halfway (in log space) to the end level
     half = math.sqrt(best * end)
     on = b + int(np.argmax(x[b:] >= half))
     if _been_there(x, on, half, end):
         return []  # a crest like those before it: an oscillation, not a loss that rose and stayed
+    on = min(on, turn_of(x, best, on))  # dated where it turned, not where it crossed half-way
     return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
                  grad_ratio=grad_x, n=int(x.size))]
+
+
+def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) -> int:
+    """The index where a rise began: the knee of a continuous two-line least-squares fit of ln x
+    (a line, then a line with another slope) over the stretch from the loss's first point within
+    `turn_near_best` x its best to the end, the knee tried at up to `turn_candidates` points before
+    `upto`. A slow climb under heavy-tailed noise is a trend no single point shows; the fit sees
+    it from all the points at once. Long stretches are fit on block means (`turn_points`)."""
+    s0 = int(np.argmax(x <= lim.turn_near_best * best))
+    if upto - s0 < lim.turn_min_points:
+        return upto
+    y = np.log(x[s0:])
+    blk = max(1, -(-y.size // lim.turn_points))
+    m = y.size // blk
+    yb = y[:m * blk].reshape(m, blk).mean(axis=1)
+    t = np.arange(m, dtype=float)
+    hi = min(m - 2, (upto - s0) // blk)
+    cands = np.unique(np.linspace(1, max(1, hi), min(lim.turn_candidates, max(1, hi))).astype(int))
+    ones = np.ones(m)
+    err = [float(np.linalg.lstsq(np.stack([ones, t, np.maximum(t - c, 0.0)], 1), yb, rcond=None)[1].sum())
+           if m >= lim.turn_min_points else np.inf for c in cands]
+    if not err or not np.isfinite(min(err)):
+        return upto
+    return s0 + int(cands[int(np.argmin(err))]) * blk + blk // 2
+
+
+def _oscillation(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """The first block of the log from which the loss swings (see `osc_ratio`): its point-to-point
+    noise far above the blocks' before, to the end, with no fall. Dated at the first swing of the
+    new size in that block or the one before."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.osc_points or (x <= 0).any():
+        return []
+    d = np.diff(np.log(x))
+    w = max(lim.osc_window, d.size // lim.osc_blocks)
+    nb = d.size // w
+    blocks = d[:nb * w].reshape(nb, w)
+    sig = 1.4826 * np.median(np.abs(blocks - np.median(blocks, axis=1)[:, None]), axis=1)
+    for b in range(2, nb):
+        base = float(np.median(sig[:b]))
+        if sig[b] < lim.osc_min or sig[b] < lim.osc_ratio * base:
+            continue
+        if (sig[b:] < lim.osc_persist * lim.osc_ratio * base).any():
+            return []
+        if float(np.median(x[-w:])) < lim.osc_no_fall * float(np.median(x[b * w:(b + 1) * w + 1])):
+            return []
+        lo = (b - 1) * w
+        level = float(np.median(x[lo:b * w + 1]))
+        after = x[b * w:]
+        if float(np.median(after)) < lim.osc_level_up * level or float(np.percentile(after, lim.osc_low_pct)) < lim.osc_floor * level:
+            return []
+        big = np.flatnonzero(np.abs(d[lo:(b + 1) * w]) >= max(lim.osc_min, lim.osc_ratio * base))
+        on = lo + int(big[0]) + 1 if big.size else b * w + 1
+        return [_sym(q, "oscillation", lf[on], swing=float(math.exp(sig[b])), base=float(math.exp(base)),
+                     noise_ratio=float(sig[b] / max(base, 1e-12)), n=int(x.size - on))]
+    return []
 
 
 def diff_noise(x: np.ndarray) -> float:
@@ -461,9 +622,22 @@ def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
         return False
     seen = x[1:on] >= LIMITS.rise_seen * end
     # before that first fall only a crest that rose over the first loss counts (noise in the run's
-    # first descent does not)
-    seen &= (np.arange(1, on) >= below[0]) | (x[1:on] >= LIMITS.rise_over_first * x[0])
-    return bool(seen.any())
+    # first descent does not); in a long log a crest is a stretch, not one heavy-tailed draw: the
+    # points are judged by the median of their block of `crest_block_share` of the log
+    pre = (np.arange(1, on) < below[0])
+    xs = block_median(x, max(1, int(x.size * LIMITS.crest_block_share)))[1:on]
+    crest = (xs >= LIMITS.rise_over_first * x[0]) & (xs >= LIMITS.rise_seen * end)
+    return bool((seen & ~pre).any() or (pre & crest).any())
+
+
+def block_median(x: np.ndarray, w: int) -> np.ndarray:
+    """Each point replaced by the median of its block of w consecutive points (w = 1: x)."""
+    if w <= 1:
+        return x
+    nb = -(-x.size // w)
+    pad = np.full(nb * w, np.nan)
+    pad[:x.size] = x
+    return np.repeat(np.nanmedian(pad.reshape(nb, w), axis=1), w)[:x.size]
 
 
 def is_ce(run: Run) -> bool:
@@ -546,12 +720,26 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     z = int(np.argmax(x == 0.0))
     # from the start, or straight down from a loss no four-decimal log rounds to 0 (a loss that
     # converged towards 0 and printed 0.0 is the run done, not broken)
-    if float(np.mean(x == 0.0)) >= 0.9 and (z == 0 or float(x[z - 1]) >= 0.05):
+    if x[z] == 0.0 and _zero_from(q, lf, x, z) and (z == 0 or float(x[z - 1]) >= 0.05):
         return [_sym(q, "zero", lf[z], n=int((x == 0.0).sum()))]
     ch = chance_of(run, float(x[0]))
     if not identical(run, q, x) or (ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]):
         return []  # at ln K: `_chance_plateau` names it with its K
     return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
+
+
+def _zero_from(q: Quantities, lf: np.ndarray, x: np.ndarray, z: int) -> bool:
+    """The loss is exactly 0 from row z on: >= zero_share of all the rows (as before), or of the
+    rows from z to the end (>= constant_points of them) while no gradient flows there (the grad
+    norm, where logged, is 0: a loss of exactly 0 has a zero gradient; zeros printed while the norm
+    stays up are a logging filter's, not the loss the weights saw)."""
+    if float(np.mean(x == 0.0)) >= LIMITS.zero_share:
+        return True
+    if x.size - z < LIMITS.constant_points or float(np.mean(x[z:] == 0.0)) < LIMITS.zero_share:
+        return False
+    g = q.grad_norm[lf[z:]]
+    g = g[np.isfinite(g)]
+    return not (g.size and float(np.median(g)) > 0)
 
 
 def identical(run: Run, q: Quantities, x: np.ndarray) -> bool:

@@ -42,6 +42,10 @@ TEMPLATES = {
         "the loss rose from its best {best} (step {best_step}) to {end} at the end of the log ({ratio}x), "
         "from step {step} on",
         "loss 从最低的 {best}（step {best_step}）上升到日志末尾的 {end}（{ratio} 倍），自 step {step} 起"),
+    "diff.what.oscillation": (
+        "from step {step} on the loss swings by x{swing} from one logged point to the next (its noise "
+        "before: x{base}) over {n} points, and does not fall",
+        "自 step {step} 起 loss 在相邻记录点之间摆动 {swing} 倍（此前的噪声：{base} 倍），共 {n} 个点，且没有下降"),
     "diff.what.absurd": ("a loss of {loss} at step {step}: {why}", "step {step} 的 loss 为 {loss}：{why}"),
     "diff.absurd.ce_high": (
         "above ln(256000) = 12.5, what a cross-entropy over the largest vocabulary starts at",
