@@ -63,7 +63,8 @@ def _hf_console(path: Path, n: int, **kw) -> Path:
     return path
 
 
-def _same_run(a, b) -> None:
+def same_run(a, b) -> None:
+    """Two readings of one file are the same run: steps, columns, logged masks, notes, events, meta."""
     assert np.array_equal(a.steps, b.steps)
     assert sorted(a.cols) == sorted(b.cols)
     for k in a.cols:
@@ -73,6 +74,7 @@ def _same_run(a, b) -> None:
     assert list(map(str, a.notes)) == list(map(str, b.notes))
     assert repr(a.events) == repr(b.events)
     assert {k: v for k, v in a.meta.items()} == {k: v for k, v in b.meta.items()}
+    assert a.source == b.source
 
 
 def _both(path: Path, monkeypatch):
@@ -82,7 +84,7 @@ def _both(path: Path, monkeypatch):
     fast = load_path(path)
     assert len(slow) == len(fast)
     for a, b in zip(slow, fast):
-        _same_run(a, b)
+        same_run(a, b)
     return fast
 
 
@@ -144,7 +146,7 @@ def test_fast_path_reads_the_dev_corpus_as_the_line_parser(monkeypatch):
             assert out[0] == out[1], name
             continue
         for a, b in zip(*out):
-            _same_run(a, b)
+            same_run(a, b)
         compared += 1
     assert compared >= 50
 

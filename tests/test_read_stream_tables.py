@@ -21,6 +21,7 @@ import pytest
 
 from lossdoctor.records import Thinning
 from lossdoctor.sources import load_path, tabular
+from test_read_stream import same_run
 
 N = 1500
 
@@ -84,17 +85,6 @@ def _jsonl(d: Path, name: str, kind: str) -> Path:
     return p
 
 
-def _same_run(a, b) -> None:
-    assert np.array_equal(a.steps, b.steps)
-    assert sorted(a.cols) == sorted(b.cols)
-    for k in a.cols:
-        np.testing.assert_array_equal(a.cols[k], b.cols[k], err_msg=k)
-        np.testing.assert_array_equal(a.logged(k), b.logged(k), err_msg=k)
-    assert [getattr(n, "key", n) for n in a.notes] == [getattr(n, "key", n) for n in b.notes]
-    assert list(map(str, a.notes)) == list(map(str, b.notes))
-    assert a.meta == b.meta and a.source == b.source
-
-
 def _in_small_chunks(path: Path, monkeypatch):
     whole = load_path(path)
     monkeypatch.setattr(tabular, "CSV_CHUNK", 257)
@@ -102,7 +92,7 @@ def _in_small_chunks(path: Path, monkeypatch):
     monkeypatch.setattr(tabular, "_CSV_BATCH", 5)
     chunked = load_path(path)
     assert len(whole) == len(chunked) == 1
-    _same_run(whole[0], chunked[0])
+    same_run(whole[0], chunked[0])
     return chunked[0]
 
 
