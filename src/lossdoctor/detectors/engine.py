@@ -222,7 +222,7 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     1. Once training went non-finite, every later non-finite finding is a consequence of the first
        one (NaN weights make NaN activations everywhere).
     2. At the first non-finite step, the most direct explanation wins (DIRECTNESS): NaN in the
-       batch beats the gradient explosion it caused; but a guess (confidence < GUESS) never
+       batch beats the gradient explosion it caused; but a guess (confidence < ARBITRATION.guess) never
        beats an observation, and the winner keeps the op/layer/samples the others saw.
     3. A cause drops the findings it explains (EXPLAINS), e.g. an all-masked label batch explains
        the "vanishing" zero gradient; a loss spike explains the divergence that follows it.
@@ -263,13 +263,12 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
 
 
 #: below this confidence a finding is a guess (`ArbitrationLimits.guess`)
-GUESS = ARBITRATION.guess
 
 
 def _onset_key(f: Finding) -> tuple:
-    """Evidence first (a guess below GUESS ranks after every observation), then how direct the
+    """Evidence first (a guess below ARBITRATION.guess ranks after every observation), then how direct the
     cause is (DIRECTNESS), then confidence."""
-    return (f.confidence < GUESS, _direct_rank(f), -f.confidence)
+    return (f.confidence < ARBITRATION.guess, _direct_rank(f), -f.confidence)
 
 
 def _lend_place(winner: Finding, others: list[Finding]) -> None:

@@ -198,7 +198,6 @@ def _zero_loss_from_start(q: Quantities) -> list[Finding]:
 
 
 #: the loss just before a drop to exactly 0 is at least this (`LabelMaskLimits.zero_drop_from`)
-ZERO_DROP_FROM = LIMITS.zero_drop_from
 
 
 def _zero_loss_drop(run: Run, q: Quantities) -> list[Finding]:
@@ -212,7 +211,7 @@ def _zero_loss_drop(run: Run, q: Quantities) -> list[Finding]:
     if lf.size < LIMITS.drop_min_points or not zero[-1]:
         return []
     start = len(zero) - int(np.argmin(zero[::-1])) if not zero.all() else 0
-    if start == 0 or len(zero) - start < LIMITS.zeros_after_drop or q.loss[lf[start - 1]] < ZERO_DROP_FROM:
+    if start == 0 or len(zero) - start < LIMITS.zeros_after_drop or q.loss[lf[start - 1]] < LIMITS.zero_drop_from:
         return []
     gn = q.grad_norm[lf[start:]]
     if (np.isfinite(gn) & (gn > 0)).any():

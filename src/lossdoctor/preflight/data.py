@@ -56,11 +56,6 @@ class DataLimits:
 
 
 LIMITS = DataLimits()
-#: the same values under their former names (`DataLimits`' fields)
-SCALE_LIMIT = LIMITS.scale
-SPREAD_LIMIT = LIMITS.spread
-TARGET_SCALE_LIMIT = LIMITS.target_scale
-LONG_FACTOR = LIMITS.long_factor
 
 
 @dataclass
@@ -274,9 +269,9 @@ class DataCheck:
         hi = float(rms[hi_i])
         pos = used & (rms > 0)
         lo = float(rms[pos].min()) if pos.any() else 0.0
-        limit = TARGET_SCALE_LIMIT if target else SCALE_LIMIT
+        limit = LIMITS.target_scale if target else LIMITS.scale
         spread = hi / lo if lo > 0 else 0.0
-        if hi < limit and not (not target and spread >= SPREAD_LIMIT and hi >= 1.0):
+        if hi < limit and not (not target and spread >= LIMITS.spread and hi >= 1.0):
             return None
         std = float(np.sqrt(m.m2[hi_i] / max(1, m.n[hi_i])))
         where = Msg("data.feature_i", i=hi_i) if len(rms) > 1 else Msg("data.it")
@@ -292,7 +287,7 @@ class DataCheck:
             else:
                 fix = [Msg("data.fix_standardise_inputs", mean=float(np.abs(m.mean[used]).max()),
                            std=float(np.sqrt(m.m2[used] / np.maximum(1, m.n[used])).max()))]
-            if spread >= SPREAD_LIMIT:
+            if spread >= LIMITS.spread:
                 ev.append(Msg("data.scale_spread", spread=spread))
         return make_finding("nonfinite_data", "divergence", "warning", 0.8, ev, fix, ctx=self.ctx, batch=0)
 
@@ -332,11 +327,11 @@ class DataCheck:
         if lengths.size >= LIMITS.min_lengths:
             med = float(np.median(lengths))
             top = max(s.lengths)
-            if med >= LIMITS.min_median_length and top[0] >= LONG_FACTOR * med:
-                long = [x for x in s.lengths if x[0] >= LONG_FACTOR * med]
+            if med >= LIMITS.min_median_length and top[0] >= LIMITS.long_factor * med:
+                long = [x for x in s.lengths if x[0] >= LIMITS.long_factor * med]
                 out.append(make_finding(
                     "noisy_data", "spike", "info", 0.6,
-                    [Msg("data.long_samples", n=len(long), total=s.samples, factor=float(LONG_FACTOR), median=med,
+                    [Msg("data.long_samples", n=len(long), total=s.samples, factor=float(LIMITS.long_factor), median=med,
                          batch=top[1], sample=top[2], length=top[0])],
                     [Msg("data.fix_cap_length", max_length=int(np.percentile(lengths, 99)))],
                     ctx=self.ctx, batch=top[1], samples=[top[2]]))

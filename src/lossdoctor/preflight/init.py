@@ -59,10 +59,6 @@ class InitCheckLimits:
 
 
 LIMITS = InitCheckLimits()
-#: the same values under their former names (`InitCheckLimits`' fields)
-GAIN_LIMIT = LIMITS.gain
-GROWTH_LIMIT = LIMITS.growth
-PER_BLOCK = LIMITS.per_block
 #: residual projection names (GPT-2, Llama, BERT/T5/Megatron spellings)
 RESIDUAL_NAMES = ("c_proj", "o_proj", "out_proj", "down_proj", "fc2", "dense_4h_to_h", "wo", "w2")
 _INDEXED = re.compile(r"^(.*?)\.(\d+)\.(.+)$")
@@ -279,7 +275,7 @@ class ActivationProbe:
         hi = max(range(n), key=lambda k: outs[k])
         lo = min(range(n), key=lambda k: outs[k])
         prev = [rin] + outs[:-1]
-        jump = next((k for k in range(n) if prev[k] > 0 and outs[k] / prev[k] >= PER_BLOCK), 0)
+        jump = next((k for k in range(n) if prev[k] > 0 and outs[k] / prev[k] >= LIMITS.per_block), 0)
         return {"n": n, "rms_in": rin, "first": self.names[first], "last": self.names[last],
                 "jump": self.names[order[jump]],
                 "up": _span(rin, outs[hi], hi + 1, self.names[order[hi]]),
@@ -363,14 +359,14 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
     votes = 0
     layer = None
     model = unwrap_model(ctx.model)
-    hot = [s for s in stats if s["gain"] >= GAIN_LIMIT]
+    hot = [s for s in stats if s["gain"] >= LIMITS.gain]
     if hot:
         votes += 1
         severity = "warning"
         worst = max(hot, key=lambda s: s["gain"])
         first = hot[0]
         layer = first["layer"]
-        ev.append(Msg("pinit.hot_weights", n=len(hot), total=len(stats), limit=float(GAIN_LIMIT), layer=first["layer"],
+        ev.append(Msg("pinit.hot_weights", n=len(hot), total=len(stats), limit=float(LIMITS.gain), layer=first["layer"],
                       std=float(first["rms"]), fan_in=first["fan_in"], gain=float(first["gain"]), worst=worst["layer"],
                       worst_gain=float(worst["gain"])))
         fixes.append(Msg("pinit.fix_std", std=float(round_sig(1 / math.sqrt(first["fan_in"]))), layer=first["layer"],
@@ -388,7 +384,7 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
         # an output that overflowed (inf) under fp16 autocast is a range problem the live
         # activation_overflow check names with its op; it is init only when the weights are hot
         overflowed = not math.isfinite(up["rms"]) and not hot
-        if not overflowed and ((g >= GROWTH_LIMIT and up["per_layer"] >= PER_BLOCK) or not math.isfinite(g)):
+        if not overflowed and ((g >= LIMITS.growth and up["per_layer"] >= LIMITS.per_block) or not math.isfinite(g)):
             votes += 1
             critical = g >= LIMITS.critical_growth or not math.isfinite(g) or up["rms"] >= LIMITS.critical_rms
             severity = "critical" if critical else \
@@ -396,7 +392,7 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
             layer = layer or growth["jump"]
             ev.append(Msg("pinit.rms_grows", start=float(growth["rms_in"]), first=growth["first"], end=float(up["rms"]),
                           last=up["name"], ratio=float(g), layers=up["layers"], per_layer=float(up["per_layer"])))
-        elif down["ratio"] <= 1 / (GROWTH_LIMIT * GROWTH_LIMIT) and down["per_layer"] <= 1 / PER_BLOCK:
+        elif down["ratio"] <= 1 / (LIMITS.growth * LIMITS.growth) and down["per_layer"] <= 1 / LIMITS.per_block:
             votes += 1
             severity = _max_sev(severity, "warning")
             layer = layer or growth["first"]
