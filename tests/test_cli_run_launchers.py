@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 # Rank 1's batch of step 3 holds a NaN sample; the losses and the weights before it are saved.
 DEEPSPEED_SCRIPT = textwrap.dedent("""
-    import json, torch, deepspeed
+    import gc, json, torch, deepspeed
     deepspeed.init_distributed(dist_backend="gloo")
     rank = torch.distributed.get_rank()
     torch.manual_seed(0)
@@ -49,6 +49,8 @@ DEEPSPEED_SCRIPT = textwrap.dedent("""
         if step == 2:
             torch.save(model.state_dict(), f"before_nan-{rank}.pt")
     torch.save({"losses": losses, "after": model.state_dict()}, f"final-{rank}.pt")
+    del engine, model  # what holds the process group goes before it (see test_cli_run.DDP_SCRIPT)
+    gc.collect()
     torch.distributed.destroy_process_group()
 """)
 
@@ -78,6 +80,10 @@ ACCELERATE_SCRIPT = textwrap.dedent("""
         if step == 4:
             torch.save(acc.unwrap_model(model).state_dict(), f"before_nan-{rank}.pt")
     torch.save({"losses": losses, "world": acc.num_processes}, f"final-{rank}.pt")
+    # the DDP wrapper before the process group (see test_cli_run.DDP_SCRIPT): the script's names and
+    # the Accelerator's own references (free_memory)
+    del model, opt
+    acc.free_memory()
     acc.end_training()
 """)
 
