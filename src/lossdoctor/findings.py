@@ -28,13 +28,13 @@ from .messages import Msg, _from_json, _to_json, templates, too_deep
 from .vocabulary import CAUSES, SCHEMA, SEVERITY_RANK, SYMPTOMS
 
 #: what a fix asks to change (a closed vocabulary: add, never rename). A replay can apply the state
-#: kinds (clip, lr, scaler, adam_eps, fp32_module) and the data kinds (drop_samples, skip_batch); the
+#: kinds (clip, lr, scaler, adam_eps, fp32_module, unfreeze) and the data kinds (drop_samples, skip_batch); the
 #: others are said, not replayed: `lr_range` (an LR range to try, no point), `code` (a change to the
 #: code, the data pipeline or the configuration), `measure` (log a signal that tells causes apart),
 #: `rerun` (run again with the monitor on), `add_scaler` (train with a GradScaler: never said to a
 #: run that has one)
 FIX_KINDS = ("clip", "lr", "lr_range", "scaler", "adam_eps", "fp32_module", "drop_samples", "skip_batch",
-             "code", "measure", "rerun", "add_scaler")
+             "code", "measure", "rerun", "add_scaler", "unfreeze")
 #: the numbers a fix may carry: `max_norm` (clip); `lr` (the LR to set), `lr_now` (the LR the
 #: suggestion starts from), `lr_factor` (or: the LR times this); `lo`/`hi` (an LR range);
 #: `samples` (the batch rows to drop; absent: the finding's samples); `init_scale`,
@@ -111,6 +111,11 @@ class Fix:
             else cls("code", None, text)
 
     @classmethod
+    def unfreeze(cls, text: str) -> Fix:
+        """Train every parameter of the model: `requires_grad` on, and each one in the optimizer."""
+        return cls("unfreeze", None, text)
+
+    @classmethod
     def drop(cls, text: str, samples: list[int] | None = None) -> Fix:
         """Drop samples from the batch (`samples` absent: the finding's own samples)."""
         return cls("drop_samples", {"samples": samples}, text)
@@ -179,7 +184,7 @@ class Fix:
 
 
 #: the kinds a replay from a snapshot applies (triage/verify.py)
-STATE_FIXES = ("clip", "lr", "scaler", "adam_eps", "fp32_module")
+STATE_FIXES = ("clip", "lr", "scaler", "adam_eps", "fp32_module", "unfreeze")
 DATA_FIXES = ("drop_samples", "skip_batch")
 REPLAYABLE = STATE_FIXES + DATA_FIXES
 
@@ -222,6 +227,8 @@ def _describe(kind: str, p: dict[str, Any], step: int | None = None) -> Msg:
         return Msg("verify.fix.drop", ids=[int(i) for i in p.get("samples") or []], step=step)
     if kind == "skip_batch":
         return Msg("verify.fix.skip", step=step)
+    if kind == "unfreeze":
+        return Msg("verify.fix.unfreeze")
     return Msg("verify.fix.code")
 
 

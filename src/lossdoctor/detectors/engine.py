@@ -289,11 +289,19 @@ def _direct_rank(f: Finding) -> int:
 
 
 def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
+    """One finding per cause, step, layer and rank: the most important, with the evidence the
+    others saw appended (two detectors naming one cause from different signals, e.g. the
+    optimizer's parameter count and the gradient norm that grows while nothing steps, are
+    stronger together; the loser's evidence is not lost)."""
     seen: dict[tuple, Finding] = {}
     for f in findings:
         key = (f.cause, f.step, f.layer, f.rank)
-        if key not in seen or importance_key(f) < importance_key(seen[key]):
+        if key not in seen:
             seen[key] = f
+            continue
+        win, lose = (f, seen[key]) if importance_key(f) < importance_key(seen[key]) else (seen[key], f)
+        win.evidence.extend(e for e in lose.evidence if e not in win.evidence)
+        seen[key] = win
     return list(seen.values())
 
 

@@ -75,7 +75,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..findings import Finding, FixLike, as_fixes
+from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
@@ -236,10 +236,12 @@ def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
     if trainable / total < FROZEN.trainable_share:
         evidence.append(Msg("bugs.frozen.few_trainable", trainable=trainable, total=total,
                             pct=100 * trainable / total))
-        fixes.append(Msg("bugs.frozen.fix_requires_grad"))
+        fixes.append(Fix.unfreeze(Msg("bugs.frozen.fix_requires_grad")))
     if isinstance(in_opt, int) and trainable > 0 and in_opt < FROZEN.optimizer_share * trainable:
         evidence.append(Msg("bugs.frozen.optimizer_subset", n=in_opt, trainable=trainable))
-        fixes.append(Msg("bugs.frozen.fix_optimizer"))
+        # the same change to a replay as unfreezing ("train every parameter"): the first fix
+        # carries it (a probe tries it from a snapshot), a second stays words
+        fixes.append(Msg("bugs.frozen.fix_optimizer") if fixes else Fix.unfreeze(Msg("bugs.frozen.fix_optimizer")))
     if not evidence:
         return []
     y = q.loss[lf]
@@ -288,9 +290,13 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     if peak is not None and peak > hi and slope > 0:
         would = int(round(int(q.steps[idx[0]]) + (peak - lo) / slope))
         evidence.append(Msg("bugs.warmup.would_reach", peak=peak, step=would, n=n, x=would / n))
+    # the LR held at the peak the optimizer was built with (as a warm-up that ended would): what a
+    # replay from a snapshot can try; without a known peak the fix stays words
+    units = Msg("bugs.warmup.fix_units")
+    first = Fix.lr(units, to=peak) if peak is not None and peak > hi else units
     return [Finding(cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.8,
                     step=int(q.steps[idx[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("bugs.warmup.fix_units"), Msg("bugs.warmup.fix_hf")]))]
+                    fixes=as_fixes([first, Msg("bugs.warmup.fix_hf")]))]
 
 
 def _configured_warmup(run: Run) -> int:
@@ -505,4 +511,4 @@ def grad_clip_too_tight(run: Run, q: Quantities) -> list[Finding]:
                                norm=float(np.median(gn[idx])), x=float(1 / np.median(ratio)))]
     return [Finding(cause="grad_clip_too_tight", symptom="slow_convergence", severity="warning", confidence=0.85,
                     step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("bugs.clip.fix", p95=p95, now=max_norm)]))]
+                    fixes=[Fix.clip(Msg("bugs.clip.fix", p95=p95, now=max_norm), max_norm=p95)])]

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..findings import Finding, Fix, as_fix
+from ..findings import Finding, Fix, as_fix, describe_fix
 from ..messages import Msg, round_sig
 from ..records import Run
 from .fix_kinds import order_by_verdict
 
 LR_CAUSES = ("lr_too_high", "lr_too_low")
+#: a finding whose fix a replay verified is held at least this confident (the confirmed LR's too):
+#: a measured improvement outranks a cause only the curve's shape suggests, so a look-alike at the
+#: detectors' usual 0.75-0.8 no longer ties with it
+VERIFIED_CONFIDENCE = 0.85
 
 
 def probe_records(run: Run) -> list[dict[str, Any]]:
@@ -113,7 +117,7 @@ def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any],
         f.fixes = [fix, *kept]
         f.fix_checks = [dict(check, sentence_data=check["sentence"].data())]
         f.evidence.append(table)
-        f.confidence = max(f.confidence, 0.85)
+        f.confidence = max(f.confidence, VERIFIED_CONFIDENCE)
     return out
 
 
@@ -131,13 +135,17 @@ def _state_verdicts(f: Finding, probe: dict[str, Any]) -> None:
         i = t.get("index") if isinstance(t, dict) else None
         if not isinstance(i, int) or not 0 <= i < len(f.fixes) or any(c.get("fix") == i for c in checks):
             continue
-        s = Msg("probe.tried", fix=as_fix(f.fixes[i]).text, loss=_num(t.get("loss")), unfixed=ctl,
+        if t.get("kind") != as_fix(f.fixes[i]).kind:  # a trial of another finding's fix list
+            continue
+        s = Msg("probe.tried", fix=describe_fix(as_fix(f.fixes[i])), loss=_num(t.get("loss")), unfixed=ctl,
                 start=probe.get("from_step"), end=probe.get("to_step"))
         checks.append({"fix": i, "kind": t.get("kind"), "verdict": t.get("verdict"), "sentence": s,
                        "sentence_data": s.data(), "loss_after": t.get("loss"), "loss_before": ctl, "probe": True})
     if checks:
         f.fix_checks = checks
         order_by_verdict(f)
+    if any(c.get("probe") and c.get("verdict") == "verified" for c in checks):
+        f.confidence = max(f.confidence, VERIFIED_CONFIDENCE)
 
 
 def withdrawn_notes(run: Run, findings: list[Finding], notes: list[str],

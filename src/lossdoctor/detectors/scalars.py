@@ -337,7 +337,9 @@ def accumulating_grads(run: Run, q: Quantities) -> list[Finding]:
                                   ratio=sixths[-1] / sixths[0], corr=corr),
                               Msg("scalars.accumulating.loss", first=first, last=last),
                               Msg("scalars.accumulating.why")],
-                    fixes=as_fixes([Msg("scalars.accumulating.fix_optimizer")]))]
+                    # every parameter in the optimizer: what a replay's `unfreeze` applies, so a
+                    # probe tries it from a snapshot
+                    fixes=[Fix.unfreeze(Msg("scalars.accumulating.fix_optimizer"))])]
 
 
 def progress_kind(x: np.ndarray) -> tuple[str, float, float]:

@@ -7,6 +7,8 @@ TEMPLATES = {
     "verify.fix.lr_factor": ("the LR lowered {x}x", "LR 降低 {x} 倍"),
     "verify.fix.scaler": ("GradScaler({settings})", "GradScaler({settings})"),
     "verify.fix.eps": ("the optimizer's eps={eps:g}", "optimizer 的 eps={eps:g}"),
+    "verify.fix.unfreeze": ("every parameter trained (requires_grad on, all of them in the optimizer)",
+                            "训练所有参数（全部 requires_grad=True，并且都交给优化器）"),
     "verify.fix.fp32": ("{module} run in fp32 (autocast off for it)", "{module} 用 fp32 计算（对它关闭 autocast）"),
     "verify.fix.drop": ("sample(s) {ids} dropped from the batch of step {step}",
                         "从第 {step} 步的 batch 中去掉样本 {ids}"),

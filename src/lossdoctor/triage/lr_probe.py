@@ -5,8 +5,9 @@ each candidate; this does the same on what the snapshot ring recorded: from a sn
 own recorded batches are replayed on the triage workspace (a scratch copy, never the user's model
 or optimizer) at the recorded LR (the control, which must agree with the logged losses) and at
 x1/3 and x1/10 of it (x3 and x10 when the LR is suspected too low), the schedule's shape kept.
-A finding of a plateau or slow convergence whose fixes change the training state (the LR, a
-clipping threshold) gets the same treatment with its own fixes.
+A finding of a plateau or slow convergence whose fixes change the training state (the LR or the
+LR a schedule never reached, a clipping threshold, the parameters left frozen) gets the same
+treatment with its own fixes: each becomes verified or did-not-help, with both losses.
 
 The losses are compared on the window's second half (the same batches for every trial). A trial
 *beats* the recorded LR when its mean loss there is at most `BEAT` times the control's. The
@@ -55,6 +56,9 @@ class ProbeSettings:
 SETTINGS = ProbeSettings()
 #: symptoms of a finding whose state fixes a probe tries (incidents have their own verification)
 SLOW = ("plateau", "slow_convergence", "stall", "oscillation", "divergence")
+#: the fix kinds of such a finding a probe replays: the LR (a schedule's too), a clipping threshold,
+#: every parameter trained (a frozen model)
+PROBED = ("lr", "clip", "unfreeze")
 
 
 def probe_plan(finding: Finding) -> list[Candidate]:
@@ -68,7 +72,7 @@ def probe_plan(finding: Finding) -> list[Candidate]:
         return [Candidate(Fix("lr", lr_factor=x)) for x in SETTINGS.up]
     if finding.symptom not in SLOW:
         return []
-    return [f for f in candidate_fixes(finding) if f.kind in ("lr", "clip")]
+    return [f for f in candidate_fixes(finding) if f.kind in PROBED]
 
 
 def start_snapshot(ring: SnapshotRing) -> Any:

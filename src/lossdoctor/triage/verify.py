@@ -13,7 +13,8 @@ Which fixes a replay can try (each fix's kind and numbers, `findings.Fix`; detec
 makes them candidates, with their place in the finding): a
 change of training state (the LR scaled to the suggested value, `clip_grad_norm_` at the suggested
 `max_norm`, a fresh GradScaler with the suggested `init_scale`/`growth_interval`, the optimizer's
-`eps`, one module run in fp32 with autocast off for it and its inputs cast to float32; all applied
+`eps`, one module run in fp32 with autocast off for it and its inputs cast to float32, every
+parameter trained (frozen ones unfrozen, those the optimizer lacks given to it); all applied
 from the snapshot on, as they would be after restoring that checkpoint) or of the data (the
 offending samples dropped from the batch of the incident step, or that batch skipped). A fix that
 is a change of code is marked "not verifiable by replay" with the reason. State fixes replace the
@@ -192,8 +193,39 @@ def run_replay(plan: Plan, fix: Candidate | None) -> Trajectory:
             return Trajectory(error=f"no module {fix.module!r} in the model")
         with fp32_forward(module):
             return _replay_steps(plan, fix, plan.ws.scaler)
+    if fix is not None and fix.kind == "unfreeze":
+        with every_parameter_trained(plan.ws):
+            return _replay_steps(plan, fix, plan.ws.scaler)
     scaler = fresh_scaler(plan.ws, fix) if fix is not None and fix.kind == "scaler" else plan.ws.scaler
     return _replay_steps(plan, fix, scaler)
+
+
+@contextmanager
+def every_parameter_trained(ws: Workspace) -> Iterator[None]:
+    """The `unfreeze` fix for the replay: every floating-point parameter of the workspace's model
+    requires grad, and those its optimizer lacks train in one added group (the first group's
+    settings; its LR follows that group's recorded schedule, see `_step`). Put back afterwards:
+    the flags, the group and its state, so the next replay (and a workspace that is the user's own
+    model, restored in place) starts from the run as it was."""
+    model, opt = ws.model, ws.optimizer
+    frozen = [p for p in model.parameters() if p.is_floating_point() and not p.requires_grad]
+    held = {id(p) for g in opt.param_groups for p in g["params"]}
+    missing = [p for p in dict.fromkeys(model.parameters()) if p.is_floating_point() and id(p) not in held]
+    for p in frozen:
+        p.requires_grad_(True)
+    added = bool(missing)
+    if added:
+        opt.add_param_group({**{k: v for k, v in opt.param_groups[0].items() if k != "params"}, "params": missing})
+    try:
+        yield
+    finally:
+        if added:
+            opt.param_groups.pop()
+            for p in missing:
+                opt.state.pop(p, None)
+        for p in frozen:
+            p.grad = None
+            p.requires_grad_(False)
 
 
 def _replay_steps(plan: Plan, fix: Candidate | None, scaler: Any) -> Trajectory:
@@ -241,6 +273,9 @@ def _step(plan: Plan, e: StepEntry, fix: Candidate | None, params: list[torch.Te
     if hp:
         for g, h in zip(ws.optimizer.param_groups, hp):
             g.update(h)
+        for g in ws.optimizer.param_groups[len(hp):]:  # a group the `unfreeze` fix added: the first's LR
+            if "lr" in hp[0]:
+                g["lr"] = hp[0]["lr"]
     if fix is not None and fix.kind == "adam_eps" and fix.eps is not None:
         for g in ws.optimizer.param_groups:
             if "eps" in g:
