@@ -22,7 +22,8 @@ from typing import Any
 
 from ..records import MSVC_NONFINITE, text_number, to_float
 from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, step_rank
-from .text_slots import averaged_beside
+from . import text_slots
+from .text_slots import TRAIN_WORD, averaged_beside
 
 #: the columns a console line can fill
 METRICS = ("loss", "grad_norm", "lr", "scale")
@@ -184,11 +185,8 @@ def _pick_step(counters: list[tuple[int, int]]) -> int:
 
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 
-#: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
-EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                       r")(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
-                       r"|Saving dict for global step", re.IGNORECASE)  # TF Estimator's evaluation results line
-_TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training)(?![A-Za-z])", re.IGNORECASE)
+#: text_slots' evaluation word (one definition), and TF Estimator's evaluation results line
+EVAL_WORD = re.compile(text_slots.EVAL_WORD.pattern + r"|Saving dict for global step", re.IGNORECASE)
 
 
 def eval_before(text: str, at: int) -> bool:
@@ -198,7 +196,7 @@ def eval_before(text: str, at: int) -> bool:
     last = None
     for m in EVAL_WORD.finditer(text, 0, at):
         last = m
-    return last is not None and _TRAIN_WORD.search(text, last.end(), at) is None
+    return last is not None and TRAIN_WORD.search(text, last.end(), at) is None
 
 
 _plans: dict[str, tuple[tuple[tuple[str, int, int, int], ...], str]] = {}

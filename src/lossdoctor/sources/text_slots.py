@@ -45,7 +45,7 @@ EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|eva
                         r"(?!\s+(?:steps|batches|samples|examples|iters|iterations)\s*[:=]\s*\d+\s)", re.IGNORECASE)
 
 
-_TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
+TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
 
 
 #: an evaluation word inside a series' own name (`val_loss`, `Validation Loss`, `eval/loss`)
@@ -207,7 +207,7 @@ def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> 
             out.append(False)
             continue
         after = before[ev.end():]
-        out.append(_TRAIN_WORD.search(after) is None)
+        out.append(TRAIN_WORD.search(after) is None)
     return out
 
 
@@ -235,7 +235,7 @@ def step_rank(name: str) -> int | None:
         return _STEP_NAMES.index(n)
     head, _, last = n.rpartition(" ")
     before = head.rsplit(" ", 1)[-1]  # the word right before: `INFO optimizer step`, not `time per iteration`
-    if head and last in _STEP_NAMES and (_TRAIN_WORD.fullmatch(before) or before in _STEP_HEADS):
+    if head and last in _STEP_NAMES and (TRAIN_WORD.fullmatch(before) or before in _STEP_HEADS):
         return _STEP_NAMES.index(last)
     return None
 
@@ -333,7 +333,7 @@ def classify_slot(t: Template, j: int) -> str | None:
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
         return None
-    if EVAL_NAME.search(raw) or (t.eval_context[j] and not _TRAIN_WORD.search(raw)):
+    if EVAL_NAME.search(raw) or (t.eval_context[j] and not TRAIN_WORD.search(raw)):
         return "eval"
     return "component" if comp_name else "train"
 
