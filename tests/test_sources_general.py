@@ -10,6 +10,7 @@ written by a copy of the tool's print statement, cited at each writer.
 from __future__ import annotations
 
 import io
+import json
 import math
 
 import numpy as np
@@ -541,6 +542,17 @@ def test_apex_overflow_lines_alone_are_rows_with_their_scale(tmp_path):
     run = _read(tmp_path, text)
     _same(_at(run, "scale"), {k + 1: s for k, s in enumerate(scales)})
     assert int((run.col("skipped") == 1).sum()) == 17
+
+
+def test_the_error_line_alone_is_a_nan_at_the_step_it_names(tmp_path):
+    """detectron2/engine/train_loop.py `_write_metrics`: `raise FloatingPointError(f"Loss became
+    infinite or NaN at iteration={cur_iter}!\nloss_dict = {metrics_dict}")`: pasted without its dict,
+    the one line is the symptom and names its step; refusing it would hide the NaN the user saw."""
+    run = _read(tmp_path, "FloatingPointError: Loss became infinite or NaN at iteration=27!\n")
+    assert list(run.steps) == [27.0] and math.isnan(run.cols["loss"][0]) and run.logged("loss").all()
+    r = run_cli("diagnose", tmp_path / "train.log", "--format", "json")
+    first = json.loads(r.stdout)["findings"][0]
+    assert r.returncode != 2 and (first["symptom"], first["severity"], first["step"]) == ("nonfinite", "critical", 27)
 
 
 def test_kohya_bar_avr_loss_is_the_loss(tmp_path):

@@ -139,6 +139,9 @@ class TextParser:
         self.n_events = 0
         self.scale_seq: list[int] = []  # the event number of each scale point and overflow
         self.overflow_seq: list[int] = []
+        #: (event number, step the line names or None) of each "the loss became NaN" line
+        self.nan_seq: list[tuple[int, float | None]] = []
+        self.nan_rows: list[int] = []  # rows of an events-only text that are such lines
         self.header_key: tuple[str, ...] | None = None
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
         self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
@@ -259,6 +262,8 @@ class TextParser:
         if m is not None:
             self.hints.append((self.n_rows, float(m.group(1))))
         self.n_events += 1
+        if kind == "nonfinite_loss":
+            self.nan_seq.append((self.n_events, float(m.group(1)) if m is not None else None))
         if kind == "overflow":
             self.overflows.append(self.n_rows)
             self.overflow_seq.append(self.n_events)
@@ -774,6 +779,8 @@ def build(parser: TextParser, what: str) -> Run:
     meta: dict[str, Any] = {"framework": "text"}
     notes: list[Msg] = []
     _loss_columns(picked, place, cols, meta, notes)
+    if parser.nan_rows and main is not picked["main"]:
+        _fill(cols, "loss", place.steps[parser.nan_rows], [math.nan] * len(parser.nan_rows))
     _other_columns(parser, place, cols, picked["siblings"])
     _skip_counters(parser, place, cols)
     comp_lines: dict[int, int] = {}
@@ -833,16 +840,23 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
 
 
 def _events_only(parser: TextParser) -> Template | None:
-    """A text of overflow / loss-scale lines only (apex's `Gradient overflow.  Skipping step, loss
-    scaler 0 reducing loss scale to 32768.0`, repeated): each such line is a row, numbered in order."""
-    if not parser.scale_points and not parser.overflows:
+    """A text of event lines only, each such line a row: overflow / loss-scale lines (apex's `Gradient
+    overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0`, repeated), numbered in
+    order, and lines saying the loss became non-finite (detectron2's `FloatingPointError: Loss became
+    infinite or NaN at iteration=27!` pasted alone): a NaN loss at the step the line names. The user
+    pasted the one line that matters; refusing it would hide a symptom the text states."""
+    if not parser.scale_points and not parser.overflows and not parser.nan_seq:
         return None
-    t = Template("events", [], [])
-    seq = sorted(set(parser.scale_seq) | set(parser.overflow_seq))
-    t.rows, t.order = [[] for _ in seq], list(range(len(seq)))
+    nan_steps = dict(parser.nan_seq)
+    seq = sorted(set(parser.scale_seq) | set(parser.overflow_seq) | set(nan_steps))
+    named = all(nan_steps.get(e) is not None for e in seq)  # only NaN lines, each naming its step
+    t = Template("events", ["iteration"] if named else [], [False] if named else [])
+    t.rows = [[nan_steps[e]] if named else [] for e in seq]  # type: ignore[list-item]
+    t.order = list(range(len(seq)))
     row = {e: k for k, e in enumerate(seq)}
     parser.scale_points = [(row[e] + 1, v) for e, (_, v) in zip(parser.scale_seq, parser.scale_points)]
     parser.overflows = [row[e] + 1 for e in parser.overflow_seq]
+    parser.nan_rows = [row[e] for e in nan_steps]
     return t
 
 

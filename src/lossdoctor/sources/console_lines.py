@@ -21,8 +21,8 @@ import re
 from typing import Any
 
 from ..records import MSVC_NONFINITE, text_number, to_float
-from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, step_rank
 from . import text_slots
+from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, step_rank
 from .text_slots import TRAIN_WORD, averaged_beside
 
 #: the columns a console line can fill
@@ -185,8 +185,8 @@ def _pick_step(counters: list[tuple[int, int]]) -> int:
 
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
 
-#: text_slots' evaluation word (one definition), and TF Estimator's evaluation results line
-EVAL_WORD = re.compile(text_slots.EVAL_WORD.pattern + r"|Saving dict for global step", re.IGNORECASE)
+#: text_slots' evaluation word standing alone (one definition), and TF Estimator's evaluation results line
+EVAL_WORD = re.compile(text_slots.EVAL_ALONE + r"|Saving dict for global step", re.IGNORECASE)
 
 
 def eval_before(text: str, at: int) -> bool:

@@ -36,13 +36,15 @@ _MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
-EVAL_WORD = re.compile(r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-                        r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
-                        # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
-                        # quoted name says which (`'validation_epoch_loss'`)
-                        r"(?!\s+metric\s+['\"])"
-                        # a phase's size, not its values: Poutyne's `Train steps: 938 Val steps: 157 ... loss:`
-                        r"(?!\s+(?:steps|batches|samples|examples|iters|iterations)\s*[:=]\s*\d+\s)", re.IGNORECASE)
+EVAL_ALONE = (r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
+              r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+              # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
+              # quoted name says which (`'validation_epoch_loss'`)
+              r"(?!\s+metric\s+['\"])")
+#: ... and not a phase's size, whose values follow: Poutyne's `Train steps: 938 Val steps: 157 ... loss:`
+#: (the template reader's; the console reader keeps `Val steps: 157` an evaluation's, out of its step counter)
+EVAL_WORD = re.compile(EVAL_ALONE + r"(?!\s+(?:steps|batches|samples|examples|iters|iterations)\s*[:=]\s*\d+\s)",
+                       re.IGNORECASE)
 
 
 TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
