@@ -389,15 +389,15 @@ def test_a_loop_that_switches_back_to_train_reads_clean(tmp_path, freeze_bn):
     assert all(f.cause != "eval_mode_training" for f in mon.diagnose().findings)
 
 
-def _regress(tmp_path, squeeze: bool, steps: int = 40):
+def _regress(tmp_path, squeeze: bool, steps: int = 40, lr: float = 1e-2, offset: float = 0.0):
     g = torch.Generator().manual_seed(7)
     w = torch.randn(8, generator=g)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="regression")
     for _ in range(steps):
         x = torch.randn(32, 8, generator=g)
-        y = x @ w  # (B,)
+        y = x @ w + offset  # (B,)
         opt.zero_grad()
         pred = model(x)  # (B, 1)
         with pytest.warns(UserWarning, match="target size") if not squeeze else _nothing():
@@ -428,6 +428,60 @@ def test_a_b1_prediction_against_a_b_target_is_loss_broadcast(tmp_path):
 def test_the_squeezed_prediction_reads_clean(tmp_path):
     mon = _regress(tmp_path, squeeze=True)
     assert all(f.cause != "loss_broadcast" for f in mon.diagnose().findings)
+
+
+def _steps(tmp_path) -> list[dict]:
+    return [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+
+
+def test_both_mses_are_measured_and_the_loss_is_the_one_the_loop_computed(tmp_path):
+    """The broadcast MSE from the moments is torch's own F.mse_loss((B, 1), (B,)); the elementwise
+    one is the squeezed loss: each reported loss is one of them, to float precision."""
+    for squeeze, sub in ((True, "sq"), (False, "bc")):
+        _regress(tmp_path / sub, squeeze=squeeze)
+        rows = [r for r in _steps(tmp_path / sub) if "mse_broadcast" in r]
+        assert len(rows) >= 5
+        key = "mse_elementwise" if squeeze else "mse_broadcast"
+        assert all(abs(r[key] - r["loss"]) <= 1e-5 * abs(r["loss"]) for r in rows)
+
+
+def test_a_squeezed_regression_still_at_its_targets_variance_reads_clean(tmp_path):
+    """An unscaled target (mean 20) at a modest LR: after 60 steps the loss is still above the
+    targets' variance, the level a broadcast MSE keeps; the measured MSEs say it is the elementwise
+    one, and the predictions already follow the targets, so it is no broadcast."""
+    mon = _regress(tmp_path, squeeze=True, steps=60, lr=3e-3, offset=20.0)
+    rows = [r for r in _steps(tmp_path) if "target_var" in r]
+    tail = rows[-len(rows) // 3:]
+    assert sorted(r["loss"] / r["target_var"] for r in tail)[len(tail) // 2] >= 0.8  # the level rule alone fires
+    assert all(f.cause != "loss_broadcast" for f in mon.diagnose().findings)
+
+
+def _ce_one_output(tmp_path, steps: int = 30):
+    g = torch.Generator().manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
+    before = [p.detach().clone() for p in model.parameters()]
+    for _ in range(steps):
+        x = torch.randn(32, 8, generator=g)
+        y = x.sum(dim=1)  # a quantity, (B,)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y.unsqueeze(-1))  # one logit: log-softmax is 0
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=(x, y))
+    mon.close()
+    return mon, before, model
+
+
+def test_cross_entropy_over_one_output_is_wrong_loss_not_an_empty_mask(tmp_path):
+    mon, before, model = _ce_one_output(tmp_path)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # nothing trains: the fault is real
+    top = mon.diagnose().findings[0]
+    assert (top.cause, top.symptom, top.severity) == ("wrong_loss", "zero_loss", "critical")
+    ev = {d["key"]: d["values"] for d in top.to_dict()["evidence_data"]}
+    assert ev["wiring.wrong_loss.one_class"]["n"] == ev["wiring.wrong_loss.one_class"]["of"] >= 5
+    assert top.to_dict()["fixes_data"][0]["key"] == "wiring.wrong_loss.fix_one_output"
 
 
 def test_two_causes_that_tie_name_each_other_and_a_clear_winner_does_not():

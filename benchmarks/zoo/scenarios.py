@@ -800,6 +800,44 @@ def _(seed: int) -> Setup:
                  lambda m, b: F.mse_loss(m(b[0]).squeeze(-1), b[1]), steps=80)
 
 
+def _regression_1d_unscaled(seed: int):
+    """The (B,) target in raw units (x4, +20: a price or a count nobody standardised): a model is
+    still learning its mean after 150 steps, its loss at or above the targets' variance, as a
+    broadcast MSE's is, while its predictions already follow the targets."""
+    one_d = _regression_1d(seed)
+
+    def batches(step: int):
+        x, y = one_d(step)
+        return x, 4.0 * y + 20.0
+
+    return batches
+
+
+@scenario("healthy_mlp_mse_squeezed_slow_start", family="mlp", optimizer="Adam", precision="fp32",
+          task="regression", ci=True,
+          fault="none: a (B, 1) head squeezed against an unscaled (B,) target (mean 20): after 150 steps the loss "
+                "is still 1.5-3.5x the targets' variance, as a broadcast one stays, but the predictions follow the targets")
+def _(seed: int) -> Setup:
+    model = MLP(16, 1)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=1e-3), _regression_1d_unscaled(seed),
+                 lambda m, b: F.mse_loss(m(b[0]).squeeze(-1), b[1]), steps=150)
+
+
+def _cross_entropy_one_output(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    return F.cross_entropy(model(x), y.unsqueeze(-1))  # (B, 1) logits, (B, 1) "probabilities": always 0
+
+
+@scenario("mlp_cross_entropy_one_output", family="mlp", optimizer="Adam", precision="fp32", task="regression",
+          causes={"wrong_loss"}, onset=0, ci=True,
+          fault="F.cross_entropy of a (B, 1) regression head against the (B,) target unsqueezed: log-softmax of "
+                "one logit is 0, the loss is exactly 0 at every step and nothing trains")
+def _(seed: int) -> Setup:
+    model = MLP(16, 1)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), _regression_1d(seed),
+                 _cross_entropy_one_output, steps=60)
+
+
 @scenario("mlp_sgd_clip_tiny_max_norm", family="mlp", optimizer="SGD", precision="fp32",
           task="classification", causes={"grad_clip_too_tight", "lr_too_low"}, onset=1, ci=True,
           fault="clip_grad_norm_(max_norm=1e-3) on gradients of norm ~1: every SGD update divided by ~1000")

@@ -61,6 +61,10 @@ COLUMNS: dict[str, str] = {
     "out_rank": "number of dimensions of the model's output (sampled)",
     "out_last_dim": "size of the last dimension of the model's output (sampled; 1 for a (B, 1) regression head)",
     "target_var": "variance of the batch's first 1-D floating tensor of 4+ values (a (B,) target)",
+    "mse_elementwise": "mean squared error of a (B, 1) output against the batch's (B,) floating target, "
+                       "sample by sample (what the loss is when the prediction is squeezed; sampled)",
+    "mse_broadcast": "the same MSE over the (B, B) broadcast of the two shapes, every prediction against "
+                     "every target (what F.mse_loss((B, 1), (B,)) computes; sampled)",
     "grad_norm_applied": "total L2 norm of the gradients at the optimizer's step, after any clipping (sampled)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
                   "never zeroed), 0 when .grad was None or zero; absent when not measured",

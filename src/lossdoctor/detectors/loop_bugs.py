@@ -57,7 +57,11 @@ output is (B, 1)), `target_var` (the batch holds a (B,) floating target, and its
 of (B, 1) against (B,) broadcasts to (B, B): it scores every prediction against every target, is
 never below the targets' variance, and the best the model can do is predict their mean. So: a
 (B, 1) output, a (B,) target, and a loss that stays at the targets' variance or above. The same
-model whose loss squeezes the output learns below it and is left alone.
+model whose loss squeezes the output learns below it and is left alone. Where the monitor measured
+both MSEs (`mse_elementwise`, `mse_broadcast`: signals/output_probs.py), the loss is compared with
+each instead: the broadcast one is the bug, measured; the elementwise one is a model that is slow to
+learn (its loss sits at the targets' variance too, for a while), left alone; neither (another loss)
+falls back to the level rule.
 
 Clipping at a tiny max_norm (`grad_clip_too_tight`). Signals: `grad_norm` (end of backward) and
 `grad_norm_applied` (at the optimizer's step, after clipping; sampled steps). When the gradient the
@@ -447,9 +451,38 @@ class BroadcastThresholds:
     #: the predictions' spread around the mean); a model that learns ends far below (measured on
     #: the zoo's regression: < 0.1)
     ratio: float = 0.8
+    #: relative distance within which the reported loss is one of the two measured MSEs: both are
+    #: computed in fp32 from the same output and target, so a mean loss agrees with its own to ~1e-7
+    same_loss: float = 1e-4
+    #: and the other MSE at least this far away, relatively, or the two cannot be told apart: they
+    #: differ by 2 Cov(prediction, target), zero for a model that has not learned at all and for the
+    #: broadcast bug alike (its gradient does not correlate the two); a model learning through the
+    #: elementwise loss is 4e-4 to 1e-1 away from the broadcast one within tens of steps (measured on
+    #: tests/test_loop_bugs.py's regressions, targets' mean 0 to 50). Any value above `same_loss`
+    #: cannot mistake one for the other (only the loss's own MSE agrees with it to float precision);
+    #: a larger one only leaves more runs to the level rule
+    apart: float = 3e-4
 
 
 BROADCAST = BroadcastThresholds()
+
+
+def _which_mse(run: Run, q: Quantities, idx: np.ndarray) -> tuple[str, dict[str, float]] | None:
+    """"broadcast" or "elementwise": which measured MSE the reported loss is at the sampled steps
+    (their median relative distances), with the medians for the evidence; None when unmeasured or
+    neither (another loss, a weighted sum)."""
+    e, b = run.col("mse_elementwise")[idx], run.col("mse_broadcast")[idx]
+    ok = np.isfinite(e) & np.isfinite(b) & (np.abs(q.loss[idx]) > 0)
+    if int(ok.sum()) < BROADCAST.min_steps:
+        return None
+    loss = q.loss[idx][ok]
+    de, db = np.median(np.abs(e[ok] - loss) / np.abs(loss)), np.median(np.abs(b[ok] - loss) / np.abs(loss))
+    medians = {"loss": float(np.median(loss)), "elementwise": float(np.median(e[ok])),
+               "broadcast": float(np.median(b[ok])), "n": int(ok.sum())}
+    for kind, near, far in (("broadcast", db, de), ("elementwise", de, db)):
+        if near <= BROADCAST.same_loss and far >= BROADCAST.apart:
+            return kind, medians
+    return None
 
 
 @detector("loss_broadcast", needs=("out_last_dim", "target_var", "loss"))
@@ -460,13 +493,19 @@ def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
     if idx.size < BROADCAST.min_steps or not np.all((rank[idx] == 2) & (last[idx] == 1)):
         return []
     tail = idx[-max(1, idx.size // 3):]
+    measured = _which_mse(run, q, idx[-max(BROADCAST.min_steps, idx.size // 3):])
+    if measured is not None and measured[0] == "elementwise":
+        return []  # the loss is the sample-by-sample MSE, learning: the shapes do not broadcast in it
     r = float(np.median(q.loss[tail] / var[tail]))
-    if r < BROADCAST.ratio:
+    if measured is None and r < BROADCAST.ratio:
         return []
-    evidence: list[str] = [Msg("bugs.broadcast.shapes"),
-                           Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])),
-                               var=float(np.median(var[tail])), r=r)]
-    return [Finding(cause="loss_broadcast", symptom="plateau", severity="warning", confidence=0.85,
+    evidence: list[str] = [Msg("bugs.broadcast.shapes")]
+    if measured is not None:
+        evidence.append(Msg("bugs.broadcast.measured", **measured[1]))
+    evidence.append(Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])), var=float(np.median(var[tail])),
+                        r=r))
+    return [Finding(cause="loss_broadcast", symptom="plateau", severity="warning",
+                    confidence=0.95 if measured is not None else 0.85,
                     step=int(run.steps[idx[0]]), evidence=evidence, fixes=as_fixes([Msg("bugs.broadcast.fix")]))]
 
 

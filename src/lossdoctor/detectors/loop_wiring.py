@@ -24,7 +24,11 @@ The wrong loss for the task (`wrong_loss`). Signals: `out_rank`/`out_last_dim` (
 An MSE (or a BCE) of one output against class indices treats class 7 as "more" than class 3; a
 cross-entropy over K classes needs K outputs. Fired when the run says it is a classification, or,
 without a hint, when the loss does not get below half the labels' variance; an integer target
-regressed on purpose (a count, a rating: task="regression") is left alone.
+regressed on purpose (a count, a rating: task="regression") is left alone. A cross-entropy over
+one output is the other wrong loss: log-softmax of a single logit is 0, so the loss is exactly 0 at
+every step whatever the target (`F.cross_entropy` of a (B, 1) regression head against soft or
+one-column targets): a loss exactly 0 from the first step with a (B, 1) output is this, not an
+empty label mask.
 
 A param group at LR 0 (`frozen_model`). Signals: `lr_groups` (every group's LR at each step, when
 they differ) and the optimizer's groups in meta.json (`n_params`). A group whose LR is 0 at every
@@ -223,6 +227,34 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="wrong_loss", symptom=symptom, severity=severity, confidence=conf,
                     step=int(run.steps[idx[0]]), evidence=evidence,
                     fixes=as_fixes([Msg("wiring.wrong_loss.fix", k=k), Msg("wiring.wrong_loss.fix_regression")]))]
+
+
+@dataclass(frozen=True)
+class OneClassThresholds:
+    #: steps with the output's shape needed
+    min_steps: int = 5
+    #: share of those steps whose loss is exactly 0 (log-softmax of one logit is 0.0 exactly, in
+    #: every dtype: no float noise to allow for)
+    zero_share: float = 0.9
+
+
+ONE_CLASS = OneClassThresholds()
+
+
+@detector("wrong_loss_one_class", needs=("out_last_dim", "loss"))
+def wrong_loss_one_class(run: Run, q: Quantities) -> list[Finding]:
+    """A cross-entropy over a (B, 1) output: the loss is exactly 0 from the first step on."""
+    rank, last = run.col("out_rank"), run.col("out_last_dim")
+    idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(q.loss))
+    if idx.size < ONE_CLASS.min_steps or not np.all((rank[idx] == 2) & (last[idx] == 1)):
+        return []
+    zero = q.loss[idx] == 0.0
+    if not zero[0] or float(zero.mean()) < ONE_CLASS.zero_share:
+        return []
+    return [Finding(cause="wrong_loss", symptom="zero_loss", severity="critical", confidence=0.9,
+                    step=int(run.steps[idx[0]]),
+                    evidence=[Msg("wiring.wrong_loss.one_class", n=int(zero.sum()), of=int(idx.size))],
+                    fixes=as_fixes([Msg("wiring.wrong_loss.fix_one_output")]))]
 
 
 @dataclass(frozen=True)

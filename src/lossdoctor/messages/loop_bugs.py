@@ -126,6 +126,11 @@ TEMPLATES = {
         "the loss stays at {loss}, {r}x the targets' variance {var}: what predicting their mean gives, the "
         "floor of a broadcast MSE",
         "loss 停在 {loss}，是目标方差 {var} 的 {r} 倍：这正是预测均值的结果，也是广播后 MSE 的下限"),
+    "bugs.broadcast.measured": (
+        "measured: the loss the steps reported ({loss}) is the MSE of every prediction against every target "
+        "({broadcast}), not the one sample by sample ({elementwise}), at {n} sampled steps",
+        "实测：各步报告的 loss（{loss}）等于每个预测对所有目标的 MSE（{broadcast}），而不是逐样本的 MSE"
+        "（{elementwise}），共 {n} 个采样步"),
     "bugs.broadcast.fix": (
         "make the shapes equal before the loss: F.mse_loss(pred.squeeze(-1), y) (or y.unsqueeze(-1)); torch "
         "warns \"Using a target size that is different to the input size\"",

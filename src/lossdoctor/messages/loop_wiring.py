@@ -63,6 +63,17 @@ TEMPLATES = {
         "if the target is a quantity (a count, a rating) and regression is meant, say so with "
         "watch(..., task=\"regression\")",
         "如果目标是一个数量（计数、评分），本来就要做回归：用 watch(..., task=\"regression\") 说明"),
+    "wiring.wrong_loss.one_class": (
+        "the loss is exactly 0 at {n} of {of} steps from the first, and the model has one output ((B, 1)): a "
+        "cross-entropy over one class is always 0 (log-softmax of a single logit is 0), so nothing is learned",
+        "从第一步起 {of} 步中有 {n} 步 loss 恰好为 0，而模型只有一个输出（(B, 1)）：只有一个类别的交叉熵恒为 0"
+        "（单个 logit 的 log-softmax 是 0），模型什么也学不到"),
+    "wiring.wrong_loss.fix_one_output": (
+        "use the loss of the task: F.mse_loss(pred.squeeze(-1), y) or F.l1_loss for a quantity, "
+        "F.binary_cross_entropy_with_logits(pred.squeeze(-1), y.float()) for a 0/1 target, or K outputs and "
+        "F.cross_entropy for K classes",
+        "换成与任务相符的 loss：数量用 F.mse_loss(pred.squeeze(-1), y) 或 F.l1_loss；0/1 目标用 "
+        "F.binary_cross_entropy_with_logits(pred.squeeze(-1), y.float())；K 个类别则输出 K 维并用 F.cross_entropy"),
     "wiring.zero_lr.groups": (
         "param group(s) {groups} of {of} have LR 0 at every one of {steps} steps while another group trains at "
         "{other}: their parameters never move",

@@ -29,7 +29,12 @@ that normalises a batch of one sample (the last, incomplete batch of an epoch).
 
 A (B, 1) output is measured too (its min and max): a model ending in `sigmoid` whose probability
 goes to `BCEWithLogitsLoss` has every output in [0, 1] and a loss that cannot go below
--ln sigmoid(1) = 0.313.
+-ln sigmoid(1) = 0.313. Against a (B,) floating target of the same batch (the first 1-D floating
+tensor of B values, on the output's device), the MSE two ways: sample by sample
+(`mse_elementwise`) and over the (B, B) broadcast that `F.mse_loss((B, 1), (B,))` computes
+(`mse_broadcast`, from centred moments: mean((o - mean y)^2) + the targets' variance). The loss the user
+passed is one of the two, or neither (another loss): the detector reads which, instead of guessing
+from the loss level, which a slowly learning regression shares with a broadcast one.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .batch import walk_batch
 from .sharding import local
 from .tracer import compiling, first_float_tensor
 
@@ -56,6 +62,7 @@ class OutputProbe:
         self._classes: int | None = None
         self._mode: bool | None = None  # the root's `training` at the step's first forward
         self._shape: tuple[int, int] | None = None  # (dim, size of the last dim) of the output
+        self._head: torch.Tensor | None = None  # a (B, 1) output at a sampled step, for the MSE forms
         self.mode_modules = sum(1 for m in model.modules() if isinstance(
             m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)))
         self._bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
@@ -79,6 +86,8 @@ class OutputProbe:
             d = local(t.detach())
             if tuple(d.shape) != tuple(t.shape):
                 return  # a tensor-parallel head's shard of the classes: its rows are not distributions
+            if d.dim() == 2 and d.shape[-1] == 1 and not d.is_complex():
+                self._head = d  # a reference, no copy: read at the step's flush against the target
             with torch.no_grad():
                 if d.is_complex():  # a complex output is measured by its magnitudes (no order on C)
                     d = d.abs()
@@ -94,15 +103,19 @@ class OutputProbe:
 
     def reset(self) -> None:
         self._stats, self._classes, self._mode, self._shape = None, None, None, None
-        self._bn_train = None
+        self._bn_train, self._head = None, None
 
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
         stats, k, mode, shape, bn = self._stats, self._classes, self._mode, self._shape, self._bn_train
+        head = self._head
         self.reset()
         if not self.enabled:
             return None
         if stats is not None:
             packer.add("out_stats", stats)
+        forms = _mse_forms(head, getattr(step, "batch", None)) if head is not None else None
+        if forms is not None:
+            packer.add("mse_forms", forms)
         return {"classes": k, "mode": mode if self.mode_modules else None, "shape": shape, "bn_train": bn}
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any] | None, rec: dict[str, Any]) -> None:
@@ -112,6 +125,8 @@ class OutputProbe:
             rec["bn_train"] = int(ctx["bn_train"])
         if ctx and ctx["shape"] is not None:
             rec["out_rank"], rec["out_last_dim"] = ctx["shape"]
+        if "mse_forms" in values:
+            rec["mse_elementwise"], rec["mse_broadcast"] = (float(v) for v in values["mse_forms"][:2])
         if not ctx or "out_stats" not in values:
             return
         mn, mx, dev, copy = (float(v) for v in values["out_stats"][:4])
@@ -124,6 +139,27 @@ class OutputProbe:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+
+
+def _mse_forms(head: torch.Tensor, batch: Any) -> torch.Tensor | None:
+    """[elementwise, broadcast] MSE of the (B, 1) output `head` against the batch's first 1-D
+    floating tensor of B values on the same device (None without one): two device scalars, no sync."""
+    if batch is None:
+        return None
+    try:
+        n = int(head.shape[0])
+        y = next((t for _, t in walk_batch(batch).items if t.dim() == 1 and t.shape[0] == n and n >= 4
+                  and t.is_floating_point() and not t.is_complex() and t.device == head.device), None)
+        if y is None:
+            return None
+        with torch.no_grad():
+            o, yf = head.reshape(-1).float(), y.detach().float()
+            elementwise = ((o - yf) ** 2).mean()
+            ym = yf.mean()  # E_ij (o_i - y_j)^2 = E_i (o_i - mean y)^2 + E_j (y_j - mean y)^2, centred: no cancellation
+            broadcast = ((o - ym) ** 2).mean() + ((yf - ym) ** 2).mean()
+            return torch.stack([elementwise, broadcast])
+    except Exception:  # a batch this cannot read costs these two numbers, never the probe's others
+        return None
 
 
 def _input_ids(args: Any, kwargs: Any) -> torch.Tensor | None:
