@@ -594,3 +594,55 @@ def test_a_sharded_run_compares_the_applied_norm_with_its_own_shard():
 
     assert "grad_clip_too_tight" not in causes({"optimizer": "SGD", "distributed": {"kind": "fsdp2"}})
     assert "grad_clip_too_tight" in causes({"optimizer": "SGD", "distributed": {"kind": "ddp"}})
+
+
+def _by_length(tmp_path, order: str, steps: int = 80, batch: int = 8):
+    """A token classifier over variable-length samples (2 to 20 tokens, padded to 24, with their
+    attention mask), read in the order `order` says: "sorted" (a dataset sorted by length, no
+    shuffle), "shuffled", or "grouped" (transformers' own LengthGroupedSampler: mega-batches of 50
+    batches, sorted within)."""
+    g = torch.Generator().manual_seed(5)
+    n = steps * batch
+    lengths = torch.randint(2, 21, (n,), generator=g)
+    ids = torch.randint(1, 50, (n, 24), generator=g)
+    mask = (torch.arange(24)[None, :] < lengths[:, None]).long()
+    ids = ids * mask
+    y = (ids.sum(dim=1) % 5)
+    if order == "sorted":
+        perm = torch.argsort(lengths, stable=True)
+    elif order == "shuffled":
+        perm = torch.randperm(n, generator=g)
+    else:
+        from transformers.trainer_pt_utils import LengthGroupedSampler
+
+        perm = torch.tensor(list(LengthGroupedSampler(batch, lengths=lengths.tolist(), generator=g)))
+    emb = torch.nn.Embedding(50, 16)
+    head = torch.nn.Linear(16, 5)
+    model = torch.nn.ModuleDict({"emb": emb, "head": head})
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
+    for s in range(steps):
+        rows = perm[s * batch:(s + 1) * batch]
+        b = {"input_ids": ids[rows], "attention_mask": mask[rows], "labels": y[rows]}
+        opt.zero_grad()
+        m = b["attention_mask"][..., None]
+        logits = head((emb(b["input_ids"]) * m).sum(1) / m.sum(1))  # mean over the real tokens
+        loss = F.cross_entropy(logits, b["labels"])
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=b)
+    mon.close()
+    return mon
+
+
+def test_data_sorted_by_length_is_unshuffled_data_from_the_first_step(tmp_path):
+    f = next(f for f in _by_length(tmp_path, "sorted").diagnose().findings if f.cause == "unshuffled_data")
+    ev = {d["key"]: d["values"] for d in f.to_dict()["evidence_data"]}["bugs.unshuffled.by_length.rises"]
+    assert f.step == 0 and ev["n"] == 80 and ev["lo"] <= 3 and ev["hi"] >= 19
+    assert f.to_dict()["fixes_data"][0]["key"] == "bugs.unshuffled.fix_length"
+
+
+@pytest.mark.parametrize("order", ["shuffled", "grouped"])
+def test_shuffled_or_length_grouped_batches_read_clean(tmp_path, order):
+    """transformers' group_by_length sorts within random mega-batches on purpose: no finding."""
+    assert all(f.cause != "unshuffled_data" for f in _by_length(tmp_path, order).diagnose().findings)

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .data import SFT, Blobs, MarkovLM, Regression, Sequences, Squares, lm_loss
+from .data import SFT, Blobs, MarkovLM, Regression, Sequences, Squares, gen, lm_loss
 from .harness import FIRST_NONFINITE, Setup, scenario
 from .models import CNN, MLP, NaNOnce, ResMLP, SeqClassifier, TinyTransformer, gpt2
 
@@ -836,6 +836,44 @@ def _(seed: int) -> Setup:
     model = MLP(16, 1)
     return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), _regression_1d(seed),
                  _cross_entropy_one_output, steps=60)
+
+
+def _sft_in_order(seed: int, steps: int, order: str):
+    """SFT samples of prompts 2 to 16 tokens long, one epoch of `steps` batches, read in `order`:
+    "sorted" by length (a dataset sorted on disk, no shuffle) or "grouped" by transformers' own
+    LengthGroupedSampler (sorted within random mega-batches of 50 batches: group_by_length=True)."""
+    data = SFT(seed)
+    g = gen(seed, -2)
+    n = steps * data.batch_size
+    samples = [data.sample(g, int(k)) for k in torch.randint(2, 17, (n,), generator=g).tolist()]
+    lengths = [len(seq) for seq, _ in samples]
+    if order == "sorted":
+        perm = sorted(range(n), key=lambda i: lengths[i])
+    else:
+        from transformers.trainer_pt_utils import LengthGroupedSampler
+
+        perm = list(LengthGroupedSampler(data.batch_size, lengths=lengths, generator=g))
+
+    def batches(step: int):
+        rows = perm[step * data.batch_size:(step + 1) * data.batch_size]
+        return data.collate([samples[i] for i in rows])
+
+    return batches
+
+
+@scenario("gpt2_sft_sorted_by_length", family="gpt2", optimizer="AdamW", precision="fp32", task="sft",
+          causes={"unshuffled_data"}, onset=0, ci=True,
+          fault="the SFT dataset is sorted by length and read in order (no shuffle): short prompts first, long last")
+def _(seed: int) -> Setup:
+    model = gpt2()
+    return Setup(model, adamw(model, 1e-3), _sft_in_order(seed, 80, "sorted"), hf_loss, steps=80)
+
+
+@scenario("healthy_gpt2_sft_length_grouped", family="gpt2", optimizer="AdamW", precision="fp32", task="sft",
+          ci=True, fault="none: the same data through transformers' LengthGroupedSampler (group_by_length=True)")
+def _(seed: int) -> Setup:
+    model = gpt2()
+    return Setup(model, adamw(model, 1e-3), _sft_in_order(seed, 80, "grouped"), hf_loss, steps=80)
 
 
 @scenario("mlp_sgd_clip_tiny_max_norm", family="mlp", optimizer="SGD", precision="fp32",

@@ -61,6 +61,7 @@ COLUMNS: dict[str, str] = {
     "out_rank": "number of dimensions of the model's output (sampled)",
     "out_last_dim": "size of the last dimension of the model's output (sampled; 1 for a (B, 1) regression head)",
     "target_var": "variance of the batch's first 1-D floating tensor of 4+ values (a (B,) target)",
+    "batch_tokens_mean": "mean tokens per sample of the batch, from its attention_mask (the samples' lengths)",
     "mse_elementwise": "mean squared error of a (B, 1) output against the batch's (B,) floating target, "
                        "sample by sample (what the loss is when the prediction is squeezed; sampled)",
     "mse_broadcast": "the same MSE over the (B, B) broadcast of the two shapes, every prediction against "

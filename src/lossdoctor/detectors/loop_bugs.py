@@ -34,7 +34,9 @@ step of the run and is still rising at the last one. With the peak LR the optimi
 (`initial_lr`, which torch schedulers record), the warm-up's length at that rate is estimated and
 set against the run's. One-cycle and warm restarts fall again and are left alone.
 
-Data not shuffled (`unshuffled_data`). Signals: `batch_one_class`, `batch_class` (the batch probe:
+Data not shuffled (`unshuffled_data`), ordered by length too (`batch_tokens_mean`, the batch's
+mean tokens per sample from its attention mask: a sorted dataset read in order makes it rise at
+every step for a whole epoch). Signals: `batch_one_class`, `batch_class` (the batch probe:
 is every class label of the batch the same?). When most batches hold a single class and that class
 changes along the run, the data is ordered by class: the model fits one class, then the next, and
 the loss jumps at each change (where the hidden fault's spike was). Shuffled batches of 4+ from
@@ -360,6 +362,53 @@ def unshuffled_data(run: Run, q: Quantities) -> list[Finding]:
                     severity="warning", confidence=0.9,
                     step=int(run.steps[jump[0] if jump is not None else change[0]]), evidence=evidence,
                     fixes=as_fixes([Msg("bugs.unshuffled.fix"), Msg("bugs.unshuffled.fix_hf")]))]
+
+
+@dataclass(frozen=True)
+class ByLengthThresholds:
+    #: consecutive steps whose batch mean length never turns back: transformers' LengthGroupedSampler
+    #: sorts within mega-batches of 50 batches (a deliberate run of <= 50, then a jump); shuffled
+    #: batches turn back every other step (a run of 64 by chance: 2^-63)
+    min_run: int = 64
+    #: and the lengths grow (or shrink) this much along it: fixed-length or packed batches tie
+    #: at every step, which is no order
+    min_ratio: float = 1.5
+
+
+BY_LENGTH = ByLengthThresholds()
+
+
+def _monotone_run(x: np.ndarray) -> tuple[int, int, int]:
+    """(start, end, direction +1/-1) of the longest stretch of x that never turns back (ties allowed)."""
+    d = np.sign(np.diff(x))
+    best = (0, 0, 1)
+    for sign in (1, -1):
+        start = 0
+        for i, v in enumerate(d.tolist()):
+            if v == -sign:
+                start = i + 1
+            elif i + 1 - start > best[1] - best[0]:
+                best = (start, i + 1, sign)
+    return best
+
+
+@detector("unshuffled_by_length", needs=("batch_tokens_mean",))
+def unshuffled_by_length(run: Run, q: Quantities) -> list[Finding]:
+    """Batches whose mean length rises (or falls) at every step for `min_run` steps: a dataset
+    sorted by length and read in order (the DataLoader without shuffle=True)."""
+    tok = run.col("batch_tokens_mean")
+    idx = np.flatnonzero(np.isfinite(tok) & (tok > 0))
+    if idx.size < BY_LENGTH.min_run:
+        return []
+    a, b, sign = _monotone_run(tok[idx])
+    lo, hi = sorted((float(tok[idx[a]]), float(tok[idx[b]])))
+    if b - a + 1 < BY_LENGTH.min_run or hi < BY_LENGTH.min_ratio * lo:
+        return []
+    first = int(run.steps[idx[a]])
+    key = "bugs.unshuffled.by_length.rises" if sign > 0 else "bugs.unshuffled.by_length.falls"
+    evidence: list[str] = [Msg(key, n=int(b - a + 1), first=first, lo=lo, hi=hi)]
+    return [Finding(cause="unshuffled_data", symptom="slow_convergence", severity="warning", confidence=0.9,
+                    step=first, evidence=evidence, fixes=as_fixes([Msg("bugs.unshuffled.fix_length")]))]
 
 
 def _worst_jump(q: Quantities, change: np.ndarray) -> tuple[int, Msg] | None:

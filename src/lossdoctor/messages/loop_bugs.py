@@ -89,6 +89,21 @@ TEMPLATES = {
     "bugs.unshuffled.jump": (
         "at step {s}, where the class changes, the loss jumps to {loss}, {x}x the {base} of the steps before it",
         "在类别切换的 step {s}，loss 跳到 {loss}，是之前几步 {base} 的 {x} 倍"),
+    "bugs.unshuffled.by_length.rises": (
+        "the batches' mean length rises at every one of {n} consecutive steps (from step {first}: {lo} to {hi} "
+        "tokens per sample): the data is ordered by length, not shuffled",
+        "连续 {n} 个 step 里 batch 的平均长度每一步都在上升（从 step {first} 起：每个样本 {lo} 到 {hi} 个 token）："
+        "数据按长度排序，没有打乱"),
+    "bugs.unshuffled.by_length.falls": (
+        "the batches' mean length falls at every one of {n} consecutive steps (from step {first}: {hi} down to {lo} "
+        "tokens per sample): the data is ordered by length, not shuffled",
+        "连续 {n} 个 step 里 batch 的平均长度每一步都在下降（从 step {first} 起：每个样本从 {hi} 降到 {lo} 个 token）："
+        "数据按长度排序，没有打乱"),
+    "bugs.unshuffled.fix_length": (
+        "shuffle the training data (DataLoader(..., shuffle=True)); to batch by length without ordering the "
+        "run, group lengths within random mega-batches (transformers: group_by_length=True)",
+        "打乱训练数据（DataLoader(..., shuffle=True)）；若想按长度组 batch 又不让整个训练有序，就在随机的大块内"
+        "按长度分组（transformers：group_by_length=True）"),
     "bugs.unshuffled.fix": (
         "shuffle the training data: DataLoader(dataset, shuffle=True) (or a sampler that mixes classes in every batch)",
         "打乱训练数据：DataLoader(dataset, shuffle=True)（或用让每个 batch 混合各类别的 sampler）"),

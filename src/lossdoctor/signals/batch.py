@@ -264,6 +264,8 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
             rec["label_empty_sample_ids"] = [int(i) for i in empty[:32]]
     if ctx.get("mask_key"):
         tok = values["mask_tokens_per_sample"]
+        if tok.size:
+            rec["batch_tokens_mean"] = float(tok.mean())  # data ordered by length: this rises step after step
         empty = np.flatnonzero(tok <= 0)
         if empty.size:
             rec["mask_empty_sample_ids"] = [int(i) for i in empty[:32]]
