@@ -646,3 +646,48 @@ def test_data_sorted_by_length_is_unshuffled_data_from_the_first_step(tmp_path):
 def test_shuffled_or_length_grouped_batches_read_clean(tmp_path, order):
     """transformers' group_by_length sorts within random mega-batches on purpose: no finding."""
     assert all(f.cause != "unshuffled_data" for f in _by_length(tmp_path, order).diagnose().findings)
+
+
+def _padded_lm(tmp_path, pad_labels: str, steps: int = 30, batch: int = 8):
+    """A next-token LM over samples of 4 to 24 tokens padded to 24 (pad id 0, attention mask 0),
+    its labels the input ids with the padding either kept ("kept": the collator copied input_ids
+    after padding), set to -100 ("masked"), or no padding at all ("none": every sample full)."""
+    g = torch.Generator().manual_seed(9)
+    emb, head = torch.nn.Embedding(50, 16), torch.nn.Linear(16, 50)
+    model = torch.nn.ModuleDict({"emb": emb, "head": head})
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="pretrain")
+    for _ in range(steps):
+        lengths = torch.randint(4, 25, (batch,), generator=g) if pad_labels != "none" else torch.full((batch,), 24)
+        mask = (torch.arange(24)[None, :] < lengths[:, None]).long()
+        ids = torch.randint(1, 50, (batch, 24), generator=g) * mask
+        labels = ids.clone()
+        if pad_labels == "masked":
+            labels[mask == 0] = -100
+        b = {"input_ids": ids, "attention_mask": mask, "labels": labels}
+        opt.zero_grad()
+        logits = head(emb(ids))
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, 50), labels[:, 1:].reshape(-1), ignore_index=-100)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=b)
+    mon.close()
+    return mon
+
+
+def test_labels_on_the_padding_are_label_mask_leak_with_the_share(tmp_path):
+    f = next(f for f in _padded_lm(tmp_path, "kept").diagnose().findings if f.cause == "label_mask_leak")
+    ev = {d["key"]: d["values"] for d in f.to_dict()["evidence_data"]}["labels.pad_supervised"]
+    assert ev["pct"] == 100 and ev["n"] == ev["of"] >= 5
+    assert f.to_dict()["fixes_data"][0]["key"] == "labels.fix_mask_padding"
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    padded = [r for r in rows if r.get("pad_positions")]
+    assert padded and all(r["pad_supervised"] == r["pad_positions"] for r in padded)
+
+
+@pytest.mark.parametrize("pad_labels", ["masked", "none"])
+def test_masked_padding_or_no_padding_reads_clean(tmp_path, pad_labels):
+    mon = _padded_lm(tmp_path, pad_labels)
+    assert all(f.cause != "label_mask_leak" for f in mon.diagnose().findings)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert all(not r.get("pad_supervised") for r in rows)

@@ -141,8 +141,9 @@ class SFT:
     the prompt's last token (t+1, t+2, t+3). A correct collator masks the prompt and the padding
     with -100 in `labels`.
 
-    `mask_prompt=False` is the classic leak (labels = input_ids); `max_len` truncation of a long
-    prompt leaves a sample with no supervised token at all.
+    `mask_prompt=False` is the classic leak (labels = input_ids); `mask_padding=False` supervises
+    the padding too (labels copied from input_ids after padding, never set to -100); `max_len`
+    truncation of a long prompt leaves a sample with no supervised token at all.
     """
 
     seed: int
@@ -150,6 +151,7 @@ class SFT:
     max_len: int = 24
     batch_size: int = 8
     mask_prompt: bool = True
+    mask_padding: bool = True
     prompt_len: tuple[int, int] = (4, 8)
 
     def sample(self, g: torch.Generator, prompt_len: int) -> tuple[list[int], int]:
@@ -168,6 +170,8 @@ class SFT:
             mask[i, : len(seq)] = 1
             start = 0 if not self.mask_prompt else min(n_prompt, len(seq))
             labels[i, start: len(seq)] = ids[i, start: len(seq)]
+            if not self.mask_padding:
+                labels[i, len(seq):] = PAD
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
     def batch(self, step: int, batch_size: int | None = None,

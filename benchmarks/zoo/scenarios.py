@@ -876,6 +876,14 @@ def _(seed: int) -> Setup:
     return Setup(model, adamw(model, 1e-3), _sft_in_order(seed, 80, "grouped"), hf_loss, steps=80)
 
 
+@scenario("gpt2_sft_padding_supervised", family="gpt2", optimizer="AdamW", precision="fp32", task="sft",
+          causes={"label_mask_leak"}, onset=0, ci=True,
+          fault="the collator pads the labels with the pad token instead of -100: the padding is supervised")
+def _(seed: int) -> Setup:
+    model = gpt2()
+    return Setup(model, adamw(model, 1e-3), SFT(seed, mask_padding=False).batch, hf_loss, steps=60)
+
+
 @scenario("mlp_sgd_clip_tiny_max_norm", family="mlp", optimizer="SGD", precision="fp32",
           task="classification", causes={"grad_clip_too_tight", "lr_too_low"}, onset=1, ci=True,
           fault="clip_grad_norm_(max_norm=1e-3) on gradients of norm ~1: every SGD update divided by ~1000")

@@ -61,6 +61,8 @@ COLUMNS: dict[str, str] = {
     "out_rank": "number of dimensions of the model's output (sampled)",
     "out_last_dim": "size of the last dimension of the model's output (sampled; 1 for a (B, 1) regression head)",
     "target_var": "variance of the batch's first 1-D floating tensor of 4+ values (a (B,) target)",
+    "pad_positions": "padding positions of the batch (attention_mask 0) where labels has the mask's shape",
+    "pad_supervised": "of those, the positions whose label is not -100: padding the loss is trained on",
     "batch_tokens_mean": "mean tokens per sample of the batch, from its attention_mask (the samples' lengths)",
     "mse_elementwise": "mean squared error of a (B, 1) output against the batch's (B,) floating target, "
                        "sample by sample (what the loss is when the prediction is squeezed; sampled)",

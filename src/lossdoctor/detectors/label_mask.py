@@ -248,6 +248,36 @@ def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
                     fixes=as_fixes([Msg("labels.fix_mask_prompt")]))]
 
 
+@dataclass(frozen=True)
+class PaddingLimits:
+    #: batches with padding (and labels of the mask's shape) needed
+    min_batches: int = 5
+    #: share of those batches, and of their padding positions, that are supervised: a collator that
+    #: copies input_ids to labels supervises all of them (1.0); one that masks them, none
+    share: float = 0.5
+
+
+PADDING = PaddingLimits()
+
+
+@detector("padding_supervised", needs=("pad_positions",))
+def padding_supervised(run: Run, q: Quantities) -> list[Finding]:
+    """Labels on the padding (attention_mask 0): the batches' own tensors say it, whatever the task."""
+    pos, sup = run.col("pad_positions"), run.col("pad_supervised")
+    idx = np.flatnonzero(np.isfinite(pos) & (pos > 0) & np.isfinite(sup))
+    if idx.size < PADDING.min_batches:
+        return []
+    share = sup[idx] / pos[idx]
+    hit = idx[share >= PADDING.share]
+    if hit.size < PADDING.share * idx.size:
+        return []
+    s = int(q.steps[hit[0]])
+    return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.9, step=s, batch=s,
+                    evidence=[Msg("labels.pad_supervised", pct=float(np.median(share)) * 100, n=int(hit.size),
+                                  of=int(idx.size))],
+                    fixes=as_fixes([Msg("labels.fix_mask_padding")]))]
+
+
 def _ignored_beyond_packing(run: Run) -> np.ndarray:
     """The ignored fraction of the label positions, not counting the first token of each packed
     example (a packing collator masks it: nothing before it in the example predicts it), so a

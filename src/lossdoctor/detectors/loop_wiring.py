@@ -198,6 +198,11 @@ class WrongLossThresholds:
 WRONG_LOSS = WrongLossThresholds()
 
 
+def _one_output_column(rank: np.ndarray, last: np.ndarray) -> bool:
+    """Every measured step's model output was (B, 1): one number per sample, a regression head."""
+    return bool(np.all((rank == 2) & (last == 1)))
+
+
 @detector("wrong_loss", needs=("out_last_dim", "class_max", "loss"))
 def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
     task = _task(run)
@@ -205,7 +210,7 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
         return []
     rank, last, top, var = (run.col(c) for c in ("out_rank", "out_last_dim", "class_max", "class_var"))
     idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(top) & np.isfinite(q.loss))
-    if idx.size < WRONG_LOSS.min_steps or not np.all((rank[idx] == 2) & (last[idx] == 1)):
+    if idx.size < WRONG_LOSS.min_steps or not _one_output_column(rank[idx], last[idx]):
         return []
     k = int(np.max(top[idx])) + 1
     if k - 1 < WRONG_LOSS.min_class_max:
@@ -246,7 +251,7 @@ def wrong_loss_one_class(run: Run, q: Quantities) -> list[Finding]:
     """A cross-entropy over a (B, 1) output: the loss is exactly 0 from the first step on."""
     rank, last = run.col("out_rank"), run.col("out_last_dim")
     idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(q.loss))
-    if idx.size < ONE_CLASS.min_steps or not np.all((rank[idx] == 2) & (last[idx] == 1)):
+    if idx.size < ONE_CLASS.min_steps or not _one_output_column(rank[idx], last[idx]):
         return []
     zero = q.loss[idx] == 0.0
     if not zero[0] or float(zero.mean()) < ONE_CLASS.zero_share:

@@ -382,6 +382,16 @@ LABELS = {
     "labels.fix_some_labels_not_ignored": (
         "check that some label positions are not -100 (the loss over zero tokens is 0/NaN)",
         "检查是否有标签位置不是 -100（在零个 token 上算出的 loss 是 0 或 NaN）"),
+    "labels.pad_supervised": (
+        "{pct}% of the padding positions (attention_mask 0) carry a label, in {n} of {of} padded batches: the "
+        "model is trained to predict padding, and the loss averages over those easy tokens",
+        "在 {of} 个带填充的 batch 中有 {n} 个：{pct}% 的填充位置（attention_mask 为 0）带有标签：模型在学习预测填充，"
+        "loss 也把这些容易的 token 平均了进去"),
+    "labels.fix_mask_padding": (
+        "set the labels of padding to -100 (labels[attention_mask == 0] = -100), or collate with "
+        "DataCollatorForLanguageModeling / DataCollatorForSeq2Seq, which do",
+        "把填充位置的标签设为 -100（labels[attention_mask == 0] = -100），或用会这样做的 "
+        "DataCollatorForLanguageModeling / DataCollatorForSeq2Seq 来组 batch"),
     "labels.leak": (
         "task='sft' but only {pct}% of label positions are masked (median over batches): prompt tokens are "
         "supervised",

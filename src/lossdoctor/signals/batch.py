@@ -205,7 +205,23 @@ class BatchProbe:
                     ctx["position_ids"] = t
             if "packed_shape" in ctx:
                 _flush_packed(pairs, ctx, packer)
+            _flush_pad_labels(pairs, ctx, packer)
         return ctx
+
+
+def _flush_pad_labels(pairs: list[tuple[str, torch.Tensor]], ctx: dict[str, Any], packer: Any) -> None:
+    """[padding positions supervised, padding positions] of a batch with both `labels` (B, T) and an
+    `attention_mask` of the same shape: a collator that copies input_ids to labels without setting
+    the padding to -100 trains the model to predict padding (two device scalars, no sync)."""
+    if not ctx.get("label_key") or not ctx.get("mask_key"):
+        return
+    found = dict(pairs)
+    labels, mask = found.get(ctx["label_key"]), found.get(ctx["mask_key"])
+    if labels is None or mask is None or tuple(labels.shape) != tuple(mask.shape) or labels.dim() != 2:
+        return
+    pad = mask.detach() == 0
+    packer.add("label_pad", torch.stack([(pad & (labels.detach() != IGNORE_INDEX)).sum(), pad.sum()]))
+    ctx["label_pad"] = True
 
 
 def _flush_packed(pairs: list[tuple[str, torch.Tensor]], ctx: dict[str, Any], packer: Any) -> None:
@@ -269,6 +285,8 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
         empty = np.flatnonzero(tok <= 0)
         if empty.size:
             rec["mask_empty_sample_ids"] = [int(i) for i in empty[:32]]
+    if ctx.get("label_pad") and "label_pad" in values:
+        rec["pad_supervised"], rec["pad_positions"] = (int(v) for v in values["label_pad"][:2])
     if ctx.get("target_key") and "target_var" in values:
         rec["target_var"] = float(values["target_var"][0])
     if ctx.get("class_key") and "class_single" in values:
