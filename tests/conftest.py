@@ -57,3 +57,23 @@ def _torch_threads():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+#: tracker libraries that keep their state in the process's environment: `mlflow.set_experiment`
+#: exports MLFLOW_EXPERIMENT_ID, which a later test's subprocess would inherit (pointing into a
+#: store that test never made)
+_TRACKER_ENV = ("MLFLOW_", "WANDB_")
+
+
+@pytest.fixture(autouse=True)
+def _tracker_state():
+    """Each test starts with the trackers' environment and MLflow's fluent state as the suite found them."""
+    before = {k: v for k, v in os.environ.items() if k.startswith(_TRACKER_ENV)}
+    yield
+    for k in [k for k in os.environ if k.startswith(_TRACKER_ENV)]:
+        if k not in before:
+            del os.environ[k]
+    os.environ.update(before)
+    fluent = sys.modules.get("mlflow.tracking.fluent")
+    if fluent is not None and hasattr(fluent, "_active_experiment_id"):
+        fluent._active_experiment_id = None
