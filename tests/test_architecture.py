@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("command line", {"cli", "__main__"}),
 ]
 
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
 
 
 def _modules() -> dict[str, Path]:

@@ -113,8 +113,26 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
     quantities, when the caller needs them too (computed once)."""
     load_all()
     q = q if q is not None else Quantities(run)
-    findings: list[Finding] = []
     notes: list[str] = []
+    findings = _run_detectors(run, q, notes)
+    misuse = misuse_note(run)
+    if misuse:
+        notes.append(misuse)
+    survived = q.survived_nonfinite_grad
+    if survived is not None:
+        notes.append(Msg("engine.skipped_update", step=int(q.steps[survived])))
+    if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
+        findings = _join_preflight(findings, run, q, notes)
+    findings = apply_probes(findings, run, notes)  # what the LR probe measured: confirms or withdraws
+    findings = merge_incidents(findings, run)
+    _differential(run, q, findings, notes)  # after the preflight's and the incidents' findings joined
+    return _nonfinite_explained(run, q, findings), notes
+
+
+def _run_detectors(run: Run, q: Quantities, notes: list[str]) -> list[Finding]:
+    """Every registered detector that can run on `run`, each finding filed under its rank and rule;
+    a detector that cannot run leaves a note with its hint, one that fails a note with its error."""
+    findings: list[Finding] = []
     for d in REGISTRY:
         if not d.can_run(run):
             if d.hint:
@@ -135,46 +153,48 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
             if f.rule is None:  # a detector's one rule: named after it
                 f.rule = rule_name(d)
         findings.extend(found)
-    misuse = misuse_note(run)
-    if misuse:
-        notes.append(misuse)
-    survived = q.survived_nonfinite_grad
-    if survived is not None:
-        notes.append(Msg("engine.skipped_update", step=int(q.steps[survived])))
-    if run.preflight:  # findings of the preflight checks, joined with the detectors' of the same cause
-        from .merge import merge_findings
+    return findings
 
-        findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
-        if q.first_bad_step is not None:
-            for f in findings:
-                if f.step is None and f.symptom == "nonfinite" and f.severity == "critical":
-                    f.step = q.first_bad_step  # a configuration that predicted the NaN, dated by it
-    findings = apply_probes(findings, run, notes)  # what the LR probe measured: confirms or withdraws
-    findings = merge_incidents(findings, run)
-    _differential(run, q, findings, notes)  # after the preflight's and the incidents' findings joined
+
+def _join_preflight(findings: list[Finding], run: Run, q: Quantities, notes: list[str]) -> list[Finding]:
+    """The preflight checks' findings joined with the detectors' of the same cause; a configuration
+    that predicted the NaN is dated by the first non-finite step."""
+    from .merge import merge_findings
+
+    findings = merge_findings(findings, run.preflight, rank=run.rank, notes=notes)
+    if q.first_bad_step is not None:
+        for f in findings:
+            if f.step is None and f.symptom == "nonfinite" and f.severity == "critical":
+                f.step = q.first_bad_step
+    return findings
+
+
+def _nonfinite_explained(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]:
+    """The arbitrated findings; a run that went non-finite is never "healthy" nor a mere warning,
+    however little the log says. Judged after arbitration, so that a cause which explained away the
+    only critical finding (bad_init dropping an early lr_too_high jump) cannot leave the NaN
+    unexplained."""
     kept = arbitrate(findings)
     s = q.first_bad_step
 
     def explained(fs: list[Finding]) -> bool:  # a critical finding dated at or before the first NaN
         return any(f.severity == "critical" and f.step is not None and s is not None and f.step <= s for f in fs)
 
-    if s is not None and not explained(kept):
-        # a run that went non-finite is never "healthy" nor a mere warning, however little the log
-        # says; judged after arbitration, so that a cause which explained away the only critical
-        # finding (bad_init dropping an early lr_too_high jump) cannot leave the NaN unexplained
-        from .gradients import unexplained_nonfinite
+    if s is None or explained(kept):
+        return kept
+    from .gradients import unexplained_nonfinite
 
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            net = unexplained_nonfinite(run, q)
-        for f in net:  # filed under its rank like every other finding (many ranks: where it began)
-            f.rank = run.rank if f.rank is None else f.rank
-        # arbitrated with the rest (later non-finite findings are its consequences), and kept even
-        # if another cause would explain it away
-        kept = arbitrate(findings + net)
-        if not explained(kept):
-            kept = sorted(kept + net, key=importance_key)
-    return kept, notes
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        net = unexplained_nonfinite(run, q)
+    for f in net:  # filed under its rank like every other finding (many ranks: where it began)
+        f.rank = run.rank if f.rank is None else f.rank
+    # arbitrated with the rest (later non-finite findings are its consequences), and kept even
+    # if another cause would explain it away
+    kept = arbitrate(findings + net)
+    if not explained(kept):
+        kept = sorted(kept + net, key=importance_key)
+    return kept
 
 
 def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[str]) -> None:

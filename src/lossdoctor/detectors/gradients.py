@@ -144,46 +144,65 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
     (overflow there is the scaler's normal probing). The numbers are `GradientLimits`' fields.
     """
     gn = np.where(q.skipped, np.nan, q.grad_norm)
-    end = q.healthy_end
-    fin = np.flatnonzero(np.isfinite(gn[:end]))
+    fin = np.flatnonzero(np.isfinite(gn[:q.healthy_end]))
     if fin.size < LIMITS.explosion_min_points:
         return []
     early = gn[fin[: max(LIMITS.early_min, min(LIMITS.early_max, fin.size // 5))]]
     base = float(np.median(early))
     if q.first_bad is not None:
-        lo = max(0, end - LIMITS.prelude_steps)
-        recent = gn[lo:end]
-        recent = recent[np.isfinite(recent)]
-        if recent.size == 0 or base <= 0:
-            return []
-        peak = float(recent.max())
-        if peak < LIMITS.prelude_growth * base:
-            return []
-        s = int(q.steps[q.first_bad])  # the first non-finite step
-        grew_from = int(q.steps[lo])
-        ev: list[str] = [Msg("grad.rose_then_nonfinite", start=base, peak=peak, first=grew_from, last=s - 1, step=s)]
-        bad_params = run.event("nonfinite_params").get(s)
-        if bad_params:
-            ev.append(Msg("grad.first_nonfinite_params", params=[str(n) for n in bad_params[:4]]))
-        fixes: list[FixLike] = [f for f in [clip_fix(q, max(1, lo))] if f]
-        if q.run.has("lr"):
-            lr = q.lr[end - 1] if np.isfinite(q.lr[end - 1]) else np.nan
-            if np.isfinite(lr):
-                to = float(round_sig(lr / 3, 2))
-                fixes.append(Fix.lr(Msg("grad.fix_lower_lr", lr=float(lr), to=to), to=to, now=float(lr)))
-        layer = None
-        bwd = run.event("bwd_first_nonfinite").get(s)
-        if isinstance(bwd, dict):
-            layer = bwd.get("layer")
-        # a loss that never improved before blowing up early is the learning rate (lr_too_high)
-        pre = q.loss[:end]
-        pre = pre[np.isfinite(pre)]
-        never_improved = (pre.size > 0 and float(pre.min()) >= LIMITS.never_improved_share * q.loss_start
-                          and end <= max(LIMITS.never_improved_steps, q.n // 10))
-        return [Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",
-                        confidence=0.6 if never_improved else 0.85,
-                        step=s, batch=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
-    # finite: sustained growth with no progress
+        return _explosion_before_nonfinite(run, q, gn, base)
+    return _sustained_growth(q, gn, fin, base)
+
+
+def _explosion_before_nonfinite(run: Run, q: Quantities, gn: np.ndarray, base: float) -> list[Finding]:
+    """Critical: the norm peaked `prelude_growth` times its early median `base` in the
+    `prelude_steps` before the first non-finite step."""
+    end = q.healthy_end
+    lo = max(0, end - LIMITS.prelude_steps)
+    recent = gn[lo:end]
+    recent = recent[np.isfinite(recent)]
+    if recent.size == 0 or base <= 0:
+        return []
+    peak = float(recent.max())
+    if peak < LIMITS.prelude_growth * base:
+        return []
+    s = int(q.steps[q.first_bad])  # the first non-finite step
+    ev: list[str] = [Msg("grad.rose_then_nonfinite", start=base, peak=peak, first=int(q.steps[lo]), last=s - 1,
+                         step=s)]
+    bad_params = run.event("nonfinite_params").get(s)
+    if bad_params:
+        ev.append(Msg("grad.first_nonfinite_params", params=[str(n) for n in bad_params[:4]]))
+    fixes: list[FixLike] = [f for f in [clip_fix(q, max(1, lo)), _lower_lr_fix(q, end)] if f]
+    bwd = run.event("bwd_first_nonfinite").get(s)
+    layer = bwd.get("layer") if isinstance(bwd, dict) else None
+    return [Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",
+                    confidence=0.6 if _never_improved(q, end) else 0.85,
+                    step=s, batch=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
+
+
+def _lower_lr_fix(q: Quantities, end: int) -> Fix | None:
+    """A third of the LR logged at the last healthy row, when the run logs a finite one."""
+    if not q.run.has("lr"):
+        return None
+    lr = q.lr[end - 1]
+    if not np.isfinite(lr):
+        return None
+    to = float(round_sig(lr / 3, 2))
+    return Fix.lr(Msg("grad.fix_lower_lr", lr=float(lr), to=to), to=to, now=float(lr))
+
+
+def _never_improved(q: Quantities, end: int) -> bool:
+    """The loss never got below `never_improved_share` of its start before blowing up early: that
+    is the learning rate (lr_too_high), so the explosion is less sure."""
+    pre = q.loss[:end]
+    pre = pre[np.isfinite(pre)]
+    return bool(pre.size > 0 and float(pre.min()) >= LIMITS.never_improved_share * q.loss_start
+                and end <= max(LIMITS.never_improved_steps, q.n // 10))
+
+
+def _sustained_growth(q: Quantities, gn: np.ndarray, fin: np.ndarray, base: float) -> list[Finding]:
+    """Warning: the late median norm is `sustained_growth` times the early one `base` (and above
+    `sustained_floor`) while the loss made no progress."""
     n = fin.size
     if n < LIMITS.sustained_min_points:
         return []

@@ -195,6 +195,25 @@ class Monitor:
         self.replay_fn = replay_fn
         self.layer_every = opts.layer_every
         self.rank, self.world_size = _dist_rank()
+        slot = self._claim_run_dir(log_dir)
+        self._init_state()
+        self.writer = open_run_log(self.run_dir, slot, self.world_size > 1, self.notes)
+        try:
+            self._install(model, optimizer, opts)
+        except BaseException:
+            # a watch() that raises must leave nothing behind: no hook on the model or the
+            # optimizer, no tracer collecting every step with nobody to flush it
+            self._teardown()
+            self.closed = True
+            raise
+        _OPEN_MONITORS.add(self)
+        # where to look afterwards: one line, once, on rank 0 (a new version folder was named already)
+        if opts.alerts and not self.rank and self.version == VERSION_PREFIX + "0":
+            write_alert(Msg("monitor.run_dir", path=str(self.run_dir)).render(_alert_lang()))
+
+    def _claim_run_dir(self, log_dir: str | os.PathLike[str] | None) -> ConfinedDir:
+        """This run's own directory: `log_dir` itself, or a fresh `version_N/` inside it when it
+        already holds a run (two runs are never mixed); a rank of several writes in `rank-N/`."""
         root = Path(log_dir) if log_dir is not None else default_log_dir(self.world_size)
         #: the directory the user named; this run's own is `log_dir` (itself, or a fresh
         #: `version_N/` inside it when it already holds a run: two runs are never mixed)
@@ -207,6 +226,10 @@ class Monitor:
         self.run_dir = slot.path / f"rank-{self.rank}" if self.world_size > 1 else slot.path
         if self.version != VERSION_PREFIX + "0" and not self.rank:
             log.warning("lossdoctor: %s", Msg("monitor.new_version", root=str(root), path=str(slot.path)))
+        return slot
+
+    def _init_state(self) -> None:
+        """The run's state before its first step: counters, the probes' list, incidents, notes, sinks."""
         self.step_idx = 0
         self.closed = False
         #: what is measured each step: the built-in probes, then those integrations add (`add_probe`)
@@ -230,19 +253,6 @@ class Monitor:
         #: report (`final(report, step)`): `on_finding` and the run's TensorBoard/W&B/MLflow
         #: (`integrations.sinks`, attached by `lossdoctor.watch`)
         self.sinks: list[Any] = []
-        self.writer = open_run_log(self.run_dir, slot, self.world_size > 1, self.notes)
-        try:
-            self._install(model, optimizer, opts)
-        except BaseException:
-            # a watch() that raises must leave nothing behind: no hook on the model or the
-            # optimizer, no tracer collecting every step with nobody to flush it
-            self._teardown()
-            self.closed = True
-            raise
-        _OPEN_MONITORS.add(self)
-        # where to look afterwards: one line, once, on rank 0 (a new version folder was named already)
-        if opts.alerts and not self.rank and self.version == VERSION_PREFIX + "0":
-            write_alert(Msg("monitor.run_dir", path=str(self.run_dir)).render(_alert_lang()))
 
     def _install(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:
         """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 import torch
@@ -350,71 +350,96 @@ def chance(logits_dim: int | None, task: str | None) -> float | None:
     return math.log(logits_dim)
 
 
+@dataclass
+class _Votes:
+    """The evidence for bad_init as it is gathered: each check that fires votes, raises the severity
+    and may name the layer (the first check to name one keeps it)."""
+
+    ev: list[str] = field(default_factory=list)
+    fixes: list[FixLike] = field(default_factory=list)
+    severity: str = "info"
+    votes: int = 0
+    layer: str | None = None
+
+    def vote(self, severity: str, layer: str | None = None) -> None:
+        self.votes += 1
+        self.severity = _max_sev(self.severity, severity)
+        self.layer = self.layer or layer
+
+
 def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, Any] | None,
                   loss: float | None, chance_loss: float | None) -> list[Finding]:
     """One bad_init finding from the weight, activation and initial-loss evidence, or none."""
-    ev: list[str] = []
-    fixes: list[FixLike] = []
-    severity = "info"
-    votes = 0
-    layer = None
-    model = unwrap_model(ctx.model)
-    hot = [s for s in stats if s["gain"] >= LIMITS.gain]
-    if hot:
-        votes += 1
-        severity = "warning"
-        worst = max(hot, key=lambda s: s["gain"])
-        first = hot[0]
-        layer = first["layer"]
-        ev.append(Msg("pinit.hot_weights", n=len(hot), total=len(stats), limit=float(LIMITS.gain), layer=first["layer"],
-                      std=float(first["rms"]), fan_in=first["fan_in"], gain=float(first["gain"]), worst=worst["layer"],
-                      worst_gain=float(worst["gain"])))
-        fixes.append(Msg("pinit.fix_std", std=float(round_sig(1 / math.sqrt(first["fan_in"]))), layer=first["layer"],
-                         how=Msg("pinit.how_hf") if _is_hf(model) else Msg("pinit.how_torch")))
+    v = _Votes()
+    hot = _hot_weights(v, stats, unwrap_model(ctx.model))
     res = residual_scaling(stats)
     res_missing = res is not None and res["layers"] >= LIMITS.residual_min_layers \
         and res["ratio"] >= LIMITS.residual_over_expected * res["expected"] and res["ratio"] >= LIMITS.residual_ratio_floor
     if res_missing and res is not None:
-        ev.append(Msg("pinit.residual_unscaled", names=list(RESIDUAL_NAMES[:3]), layers=res["layers"],
-                      prefix=res["prefix"], ratio=float(res["ratio"]), expected=float(res["expected"])))
-        fixes.append(Msg("pinit.fix_residual", factor=float(round_sig(res["expected"]))))
+        v.ev.append(Msg("pinit.residual_unscaled", names=list(RESIDUAL_NAMES[:3]), layers=res["layers"],
+                        prefix=res["prefix"], ratio=float(res["ratio"]), expected=float(res["expected"])))
+        v.fixes.append(Msg("pinit.fix_residual", factor=float(round_sig(res["expected"]))))
     if growth is not None and growth["n"] >= 2:
-        up, down = growth["up"], growth["down"]
-        g = up["ratio"]
-        # an output that overflowed (inf) under fp16 autocast is a range problem the live
-        # activation_overflow check names with its op; it is init only when the weights are hot
-        overflowed = not math.isfinite(up["rms"]) and not hot
-        if not overflowed and ((g >= LIMITS.growth and up["per_layer"] >= LIMITS.per_block) or not math.isfinite(g)):
-            votes += 1
-            critical = g >= LIMITS.critical_growth or not math.isfinite(g) or up["rms"] >= LIMITS.critical_rms
-            severity = "critical" if critical else \
-                _max_sev(severity, "warning")
-            layer = layer or growth["jump"]
-            ev.append(Msg("pinit.rms_grows", start=float(growth["rms_in"]), first=growth["first"], end=float(up["rms"]),
-                          last=up["name"], ratio=float(g), layers=up["layers"], per_layer=float(up["per_layer"])))
-        elif down["ratio"] <= 1 / (LIMITS.growth * LIMITS.growth) and down["per_layer"] <= 1 / LIMITS.per_block:
-            votes += 1
-            severity = _max_sev(severity, "warning")
-            layer = layer or growth["first"]
-            ev.append(Msg("pinit.rms_shrinks", start=float(growth["rms_in"]), first=growth["first"],
-                          end=float(down["rms"]), last=down["name"], ratio=float(down["ratio"]), layers=down["layers"]))
-            fixes.append(Msg("pinit.fix_he_init"))
+        _activation_growth(v, growth, hot=bool(hot))
     if loss is not None and chance_loss is not None and math.isfinite(loss):
-        excess = loss - chance_loss
-        if excess > max(LIMITS.loss_excess_nats, LIMITS.loss_excess_share * chance_loss):
-            votes += 1
-            severity = "critical" if loss >= LIMITS.loss_over_chance * chance_loss else _max_sev(severity, "warning")
-            ev.append(Msg("pinit.initial_loss", loss=float(loss), ratio=float(loss / chance_loss),
-                          classes=round(math.exp(chance_loss)), chance=float(chance_loss)))
-            if not fixes:
-                fixes.append(Msg("pinit.fix_output_layer", chance=float(chance_loss)))
-    if votes == 0:
+        _initial_loss(v, loss, chance_loss)
+    if v.votes == 0:
         if res_missing and res is not None and res["layers"] >= LIMITS.residual_info_layers:
-            return [make_finding("bad_init", "slow_convergence", "info", 0.5, ev, fixes, ctx=ctx)]
+            return [make_finding("bad_init", "slow_convergence", "info", 0.5, v.ev, v.fixes, ctx=ctx)]
         return []
-    conf = min(0.95, 0.6 + 0.15 * votes)
-    return [make_finding("bad_init", "slow_convergence" if severity != "critical" else "divergence", severity,
-                         conf, ev, fixes, ctx=ctx, layer=layer)]
+    conf = min(0.95, 0.6 + 0.15 * v.votes)
+    return [make_finding("bad_init", "slow_convergence" if v.severity != "critical" else "divergence", v.severity,
+                         conf, v.ev, v.fixes, ctx=ctx, layer=v.layer)]
+
+
+def _hot_weights(v: _Votes, stats: list[dict[str, Any]], model: Any) -> list[dict[str, Any]]:
+    """The layers whose weights are `LIMITS.gain` times larger than their fan-in calls for (a
+    warning, with the std to use); returned, since an overflow is init only when weights are hot."""
+    hot = [s for s in stats if s["gain"] >= LIMITS.gain]
+    if not hot:
+        return hot
+    worst = max(hot, key=lambda s: s["gain"])
+    first = hot[0]
+    v.vote("warning", first["layer"])
+    v.ev.append(Msg("pinit.hot_weights", n=len(hot), total=len(stats), limit=float(LIMITS.gain), layer=first["layer"],
+                    std=float(first["rms"]), fan_in=first["fan_in"], gain=float(first["gain"]), worst=worst["layer"],
+                    worst_gain=float(worst["gain"])))
+    v.fixes.append(Msg("pinit.fix_std", std=float(round_sig(1 / math.sqrt(first["fan_in"]))), layer=first["layer"],
+                       how=Msg("pinit.how_hf") if _is_hf(model) else Msg("pinit.how_torch")))
+    return hot
+
+
+def _activation_growth(v: _Votes, growth: dict[str, Any], *, hot: bool) -> None:
+    """Activations that grow (`LIMITS.growth` overall and `per_block` per block; critical past
+    `critical_growth` or `critical_rms`) or shrink (the inverse) through the blocks at init."""
+    up, down = growth["up"], growth["down"]
+    g = up["ratio"]
+    # an output that overflowed (inf) under fp16 autocast is a range problem the live
+    # activation_overflow check names with its op; it is init only when the weights are hot
+    overflowed = not math.isfinite(up["rms"]) and not hot
+    if not overflowed and ((g >= LIMITS.growth and up["per_layer"] >= LIMITS.per_block) or not math.isfinite(g)):
+        critical = g >= LIMITS.critical_growth or not math.isfinite(g) or up["rms"] >= LIMITS.critical_rms
+        v.vote("critical" if critical else "warning", growth["jump"])
+        v.ev.append(Msg("pinit.rms_grows", start=float(growth["rms_in"]), first=growth["first"], end=float(up["rms"]),
+                        last=up["name"], ratio=float(g), layers=up["layers"], per_layer=float(up["per_layer"])))
+    elif down["ratio"] <= 1 / (LIMITS.growth * LIMITS.growth) and down["per_layer"] <= 1 / LIMITS.per_block:
+        v.vote("warning", growth["first"])
+        v.ev.append(Msg("pinit.rms_shrinks", start=float(growth["rms_in"]), first=growth["first"],
+                        end=float(down["rms"]), last=down["name"], ratio=float(down["ratio"]), layers=down["layers"]))
+        v.fixes.append(Msg("pinit.fix_he_init"))
+
+
+def _initial_loss(v: _Votes, loss: float, chance_loss: float) -> None:
+    """The first loss well above a uniform guess's (`loss_excess_nats` or `loss_excess_share` of
+    it; critical past `loss_over_chance` times it): the output layer starts confident and wrong."""
+    excess = loss - chance_loss
+    if not excess > max(LIMITS.loss_excess_nats, LIMITS.loss_excess_share * chance_loss):  # NaN: no vote
+        return
+    v.vote("critical" if loss >= LIMITS.loss_over_chance * chance_loss else "warning")
+    v.ev.append(Msg("pinit.initial_loss", loss=float(loss), ratio=float(loss / chance_loss),
+                    classes=round(math.exp(chance_loss)), chance=float(chance_loss)))
+    if not v.fixes:
+        v.fixes.append(Msg("pinit.fix_output_layer", chance=float(chance_loss)))
 
 
 def _max_sev(a: str, b: str) -> str:

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..findings import Report
+from ..findings import Finding, Report
 from ..messages import render
 from ..records import Run
 from .i18n import cause_text, say, symptom_text, ui
@@ -54,65 +54,73 @@ def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = 
                          lang=lang, runs=list(runs or [])[:1])
         return "\n".join(compare_md(report.comparison, lang)) + "\n" + rest
     t = ui(lang)
-    status = report.status
-    out: list[str] = []
-    head = f"## {_ICON[status]} lossdoctor{t['colon']}{t[status]}"
+    out = _headline(report, lang)
+    if not report.findings:
+        out += [t["no_findings"], ""]
+    else:
+        out += _findings_table(report.findings, lang)
+        for i, f in enumerate(report.findings, 1):
+            out += _finding_section(i, f, lang)
+    verified = incident_lines(runs)
+    if verified:
+        out += [f"### {t['verification']}", ""]
+        out.extend(f"- {md_escape(say(m, lang))}" for m in verified)
+        out.append("")
+    if report.notes:
+        out += [f"<details><summary>{t['notes']}{t['lparen']}{len(report.notes)}{t['rparen']}</summary>", ""]
+        out.extend(f"- {md_escape(say(n, lang))}" for n in report.notes)
+        out += ["", "</details>", ""]
+    out.append(f"<sub>{t['generated']}</sub>")
+    return "\n".join(out) + "\n"
+
+
+def _headline(report: Report, lang: str) -> list[str]:
+    """The status line (with the primary cause and its step) and the source line."""
+    t = ui(lang)
+    head = f"## {_ICON[report.status]} lossdoctor{t['colon']}{t[report.status]}"
     if report.primary is not None:
         p = report.primary
         head += f" — `{p.cause}`" + (f"{t['lparen']}{render('ui.where_step', {'step': int(p.step)}, lang)}{t['rparen']}"
                                      if p.step is not None else "")
-    out.append(head)
-    out.append("")
     src = f"{report.steps} {t['steps']}"
     if report.source:
         src += f" · {t['from']} {md_escape(report.source)}"
-    out.append(src)
+    return [head, "", src, ""]
+
+
+def _findings_table(findings: Sequence[Finding], lang: str) -> list[str]:
+    """One row per finding: severity, cause, symptom, where, confidence."""
+    t = ui(lang)
+    out = [f"| # | {t['severity']} | {t['cause']} | {t['symptom']} | {t['where']} | {t['confidence']} |",
+           "|---|---|---|---|---|---|"]
+    for i, f in enumerate(findings, 1):
+        sev = f"{_ICON[f.severity]} {t[f.severity]}"
+        out.append(f"| {i} | {sev} | `{f.cause}` | {f.symptom} | {md_escape(where(f, lang)) or '—'} | "
+                   f"{f.confidence:.2f} |")
     out.append("")
-    if not report.findings:
-        out.append(t["no_findings"])
+    return out
+
+
+def _finding_section(i: int, f: Finding, lang: str) -> list[str]:
+    """A finding's own section: what it means, where, its evidence and its fixes (each with the
+    checks replayed from the snapshot)."""
+    t = ui(lang)
+    label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
+    out = [f"### {i}. `{f.cause}` — {label}", "",
+           f"{md_escape(cause_text(f.cause, lang))}{t['lparen']}{md_escape(symptom_text(f.symptom, lang))}"
+           f"{t['rparen']}", ""]
+    w = where(f, lang)
+    if w:
+        out += [f"**{t['where']}{t['colon'].rstrip()}** {md_escape(w)}", ""]
+    if f.evidence:
+        out.append(f"**{t['evidence']}{t['colon'].rstrip()}**")
+        out.extend(f"- {md_escape(say(e, lang))}" for e in f.evidence)
         out.append("")
-    else:
-        out.append(f"| # | {t['severity']} | {t['cause']} | {t['symptom']} | {t['where']} | {t['confidence']} |")
-        out.append("|---|---|---|---|---|---|")
-        for i, f in enumerate(report.findings, 1):
-            sev = f"{_ICON[f.severity]} {t[f.severity]}"
-            out.append(f"| {i} | {sev} | `{f.cause}` | {f.symptom} | {md_escape(where(f, lang)) or '—'} | "
-                       f"{f.confidence:.2f} |")
+    if f.fixes:
+        out.append(f"**{t['fixes']}{t['colon'].rstrip()}**")
+        for j, x in enumerate(f.fixes):
+            out.append(f"- {md_escape(say(x, lang))}")
+            out.extend(f"  - {ICON.get(str(c.get('verdict')), '')} {md_escape(sentence(c, lang))}"
+                       for c in checks_of(f, j))  # replayed from the snapshot
         out.append("")
-        for i, f in enumerate(report.findings, 1):
-            label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
-            out.append(f"### {i}. `{f.cause}` — {label}")
-            out.append("")
-            out.append(f"{md_escape(cause_text(f.cause, lang))}{t['lparen']}{md_escape(symptom_text(f.symptom, lang))}"
-                       f"{t['rparen']}")
-            out.append("")
-            w = where(f, lang)
-            if w:
-                out.append(f"**{t['where']}{t['colon'].rstrip()}** {md_escape(w)}")
-                out.append("")
-            if f.evidence:
-                out.append(f"**{t['evidence']}{t['colon'].rstrip()}**")
-                out.extend(f"- {md_escape(say(e, lang))}" for e in f.evidence)
-                out.append("")
-            if f.fixes:
-                out.append(f"**{t['fixes']}{t['colon'].rstrip()}**")
-                for j, x in enumerate(f.fixes):
-                    out.append(f"- {md_escape(say(x, lang))}")
-                    out.extend(f"  - {ICON.get(str(c.get('verdict')), '')} {md_escape(sentence(c, lang))}"
-                               for c in checks_of(f, j))  # replayed from the snapshot
-                out.append("")
-    verified = incident_lines(runs)
-    if verified:
-        out.append(f"### {t['verification']}")
-        out.append("")
-        out.extend(f"- {md_escape(say(m, lang))}" for m in verified)
-        out.append("")
-    if report.notes:
-        out.append(f"<details><summary>{t['notes']}{t['lparen']}{len(report.notes)}{t['rparen']}</summary>")
-        out.append("")
-        out.extend(f"- {md_escape(say(n, lang))}" for n in report.notes)
-        out.append("")
-        out.append("</details>")
-        out.append("")
-    out.append(f"<sub>{t['generated']}</sub>")
-    return "\n".join(out) + "\n"
+    return out

@@ -13,6 +13,7 @@ the log is too sparse to localise a fault to a step.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -74,19 +75,9 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
     from .mlflow_store import uri_path
 
     p = Path(uri_path(path))  # MLflow's tracking URIs (sqlite:///mlflow.db, file:./mlruns) as paths
-    if not p.exists():
-        raise SourceError(f"{p}: no such file or directory")
-    from .files import check_kind
-
-    check_kind(p, p.stat())  # a FIFO, device or socket would block or never end: refused here
-    if p.is_file() and p.stat().st_size == 0:
-        raise SourceError(f"{p}: the file is empty")
+    _check_input(p)
     _load_readers()
-    forced = None
-    if fmt is not None:
-        forced = FORMAT_NAMES.get(fmt.lower(), fmt)
-        if forced not in {n for n, _, _ in READERS}:
-            raise SourceError(f"unknown input format {fmt!r} (known: {', '.join(reader_names())})")
+    forced = _forced_reader(fmt)
     for name, sniff, read in READERS:
         if forced is not None and name != forced:
             continue
@@ -99,47 +90,83 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
         if ok:
             if select is not None and name not in SELECTABLE:
                 raise SourceError(f"{p}: --run selects a run in an MLflow store or a run directory; this is a {name}")
-            try:
-                runs = read(p) if select is None else read(p, select)
-            except SourceError:
-                if forced is not None or name not in _TEXT_FALLBACK or not p.is_file() \
-                        or p.suffix.lower() in _NAMED_TABLES:
-                    raise
-                runs = _general_or_raise(p)  # a text the reader sniffed (console lines, a JSON config
-                # printed at the top) but holding no series it knows: the general reader tries it
-            except RecursionError as e:
-                raise SourceError(f"{p}: cannot read this {name} (nested too deeply)") from e
-            except MemoryError as e:
-                raise SourceError(f"{p}: cannot read this {name} (out of memory)") from e
-            except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
-                    OverflowError) as e:
-                raise SourceError(f"{p}: cannot read this {name} ({type(e).__name__}: {e})"
-                                  .splitlines()[0][:300]) from e
-            if forced is None and name in _TEXT_FALLBACK and p.is_file() and p.suffix.lower() not in _NAMED_TABLES:
-                from .text_choice import better_of
-
-                runs = better_of(name, p, runs)  # a weak reading: the general reader's, when better
+            runs = _read_with(name, read, p, select, forced=forced is not None)
             if not runs or all(len(r) == 0 for r in runs):
                 raise SourceError(f"{p}: the {name} holds no training steps")
             for run in runs:
                 finish(run, name, p)
             return runs
+    raise _no_reader(p)
+
+
+def _check_input(p: Path) -> None:
+    """Refuse, before any reader runs, a path that is missing, empty or a special file (a FIFO,
+    device or socket would block or never end)."""
+    if not p.exists():
+        raise SourceError(f"{p}: no such file or directory")
+    from .files import check_kind
+
+    check_kind(p, p.stat())
+    if p.is_file() and p.stat().st_size == 0:
+        raise SourceError(f"{p}: the file is empty")
+
+
+def _forced_reader(fmt: str | None) -> str | None:
+    """The registered reader's name `--format-in fmt` asks for (None: sniff), or a refusal."""
+    if fmt is None:
+        return None
+    forced = FORMAT_NAMES.get(fmt.lower(), fmt)
+    if forced not in {n for n, _, _ in READERS}:
+        raise SourceError(f"unknown input format {fmt!r} (known: {', '.join(reader_names())})")
+    return forced
+
+
+def _read_with(name: str, read: Callable[..., list[Run]], p: Path, select: str | None, *,
+               forced: bool) -> list[Run]:
+    """Run one reader on `p`; its failures become one SourceError line. A text file a text reader
+    sniffed but could not read, or read weakly, gets the general text reader's reading instead
+    (not for a forced format or a file named as a table)."""
+    text_fallback = not forced and name in _TEXT_FALLBACK and p.is_file() and p.suffix.lower() not in _NAMED_TABLES
+    try:
+        runs = read(p) if select is None else read(p, select)
+    except SourceError:
+        if not text_fallback:
+            raise
+        return _general_or_raise(p)  # a text the reader sniffed (console lines, a JSON config
+        # printed at the top) but holding no series it knows: the general reader tries it
+    except RecursionError as e:
+        raise SourceError(f"{p}: cannot read this {name} (nested too deeply)") from e
+    except MemoryError as e:
+        raise SourceError(f"{p}: cannot read this {name} (out of memory)") from e
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
+            OverflowError) as e:
+        raise SourceError(f"{p}: cannot read this {name} ({type(e).__name__}: {e})"
+                          .splitlines()[0][:300]) from e
+    if text_fallback:
+        from .text_choice import better_of
+
+        runs = better_of(name, p, runs)  # a weak reading: the general reader's, when better
+    return runs
+
+
+def _no_reader(p: Path) -> SourceError:
+    """The error for a path no reader accepted: a directory, binary data, or text with no
+    training log lines in it."""
     if p.is_dir():
-        raise NoReader(f"{p}: no known training log in this directory (looked for a lossdoctor run "
-                          "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
-                          "an MLflow store, console logs, CSV or JSONL)")
+        return NoReader(f"{p}: no known training log in this directory (looked for a lossdoctor run "
+                        "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
+                        "an MLflow store, console logs, CSV or JSONL)")
     from .files import head, looks_binary
 
-    kind = "binary data, " if looks_binary(head(p, 65536)) else ""
-    if kind:
-        raise SourceError(f"{p}: binary data, not a log format lossdoctor knows (supported: "
-                          "trainer_state.json, TensorBoard events, metrics.csv, W&B runs and CSV exports, "
-                          "MLflow stores, console logs, CSV, JSONL)")
+    if looks_binary(head(p, 65536)):
+        return SourceError(f"{p}: binary data, not a log format lossdoctor knows (supported: "
+                           "trainer_state.json, TensorBoard events, metrics.csv, W&B runs and CSV exports, "
+                           "MLflow stores, console logs, CSV, JSONL)")
     from .stdout import LOOKED_FOR
 
-    raise SourceError(f"{p}: not a log format lossdoctor knows: no training log lines in this text "
-                      f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
-                      "CSV, JSONL)")
+    return SourceError(f"{p}: not a log format lossdoctor knows: no training log lines in this text "
+                       f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
+                       "CSV, JSONL)")
 
 
 #: readers whose refusal of a text file (not named .csv/.json...) lets the general text reader try it,

@@ -283,27 +283,44 @@ class ConsoleParser:
         if (text[:1] == "[" or self.composer.block is not None or self.composer.in_eval) \
                 and self._composer(text):
             return
+        if self._keras_line(text) or self._megatron_deepspeed_line(text):
+            return
+        if "{" in text and self._dict_line(text):
+            return
+        if _HINT.search(text) and self._key_value(text):
+            return
+        # a row waiting for its counter (an HF dict before its bar) is read already: the event is after it
+        self.events.scan(self.line_no, text, self.n_rows() + (self.pending is not None))
+        self.ignored += 1
+
+    def _keras_line(self, text: str) -> bool:
+        """A Keras progress bar (`12/100 [==>...] - loss: ...`) or its `Epoch 3/10` header: True when read."""
         if text[:1].isdigit() and " - " in text:
             keras = cl.keras_bar(text)
             if keras is not None:
                 self._keras(*keras)
-                return
+                return True
         if text.startswith("Epoch "):
             e = cl.KERAS_EPOCH.match(text)
             if e is not None:
                 self.keras_epoch = int(e.group(1))
-                return
+                return True
+        return False
+
+    def _megatron_deepspeed_line(self, text: str) -> bool:
+        """A Megatron iteration line, a gradient-overflow line, a DeepSpeed `step=` line or an
+        OVERFLOW report (placed at the step it belongs to): True when read."""
         if "iteration" in text:
             row = self.megatron.iteration(text)
             if row is not None:
                 self.counts["megatron"] += 1
                 self._add(row, marker=True)
-                return
+                return True
             it = ds.parse_grad_overflow(text)
             if it is not None:
                 self.counts["grad_overflow"] += 1
                 self._add({"step": it, "skipped": 1.0}, marker=True)
-                return
+                return True
         if "step=" in text:
             row = self.deepspeed.step(text)
             if row is not None:
@@ -311,7 +328,7 @@ class ConsoleParser:
                 self._add(row, marker=True)
                 if row.get("skipped_in_interval"):  # DeepSpeed's `skipped=N` counter rose
                     self.events.add(self.line_no, "overflow", text, self.n_rows())
-                return
+                return True
         if "VERFLOW" in text or "verflow" in text:
             ov = self.deepspeed.overflow(text)
             if ov is not None:
@@ -320,26 +337,26 @@ class ConsoleParser:
                     self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
                                                                       self.since_marker, *ov)
                     self.events.add(self.line_no, "overflow", text, self.n_rows())
-                return
-        if "{" in text:
-            row = cl.hf_dict(text)
-            if row is not None:
-                if row:
-                    if len(self.dict_templates) < fast.MAX_TEMPLATES and self._idle() and fast.FAST \
-                            and self._new_shape(text):
-                        t = fast.learn_dict(text, row)
-                        if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.dict_templates):
-                            self.dict_templates.append(t)
-                    self._hf(row)
-                else:
-                    self.eval_dicts += 1
-                    self._eval({"step": None, "eval_loss": cl.hf_eval_loss(text)})
-                return
-        if _HINT.search(text) and self._key_value(text):
-            return
-        # a row waiting for its counter (an HF dict before its bar) is read already: the event is after it
-        self.events.scan(self.line_no, text, self.n_rows() + (self.pending is not None))
-        self.ignored += 1
+                return True
+        return False
+
+    def _dict_line(self, text: str) -> bool:
+        """A Hugging Face Trainer dict (`{'loss': ...}`; its shape learned for the fast path) or an
+        evaluation's dict: True when read."""
+        row = cl.hf_dict(text)
+        if row is None:
+            return False
+        if row:
+            if len(self.dict_templates) < fast.MAX_TEMPLATES and self._idle() and fast.FAST \
+                    and self._new_shape(text):
+                t = fast.learn_dict(text, row)
+                if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.dict_templates):
+                    self.dict_templates.append(t)
+            self._hf(row)
+        else:
+            self.eval_dicts += 1
+            self._eval({"step": None, "eval_loss": cl.hf_eval_loss(text)})
+        return True
 
     def _section(self, text: str) -> bool:
         """A line of an evaluation section: its opening line, or a line shaped like the last training

@@ -69,16 +69,45 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
         shown = ", ".join(repr(n) for n in names[:12]) + (" ..." if len(names) > 12 else "")
         raise SourceError(f"{what}: no training metric found among its columns ({shown}); "
                           "expected names like loss, grad_norm, lr or loss_scale")
+    cols, masks = _metric_columns(mapping.used, columns, notes, logged=logged, text_cells=text_cells)
+    n = nrows if nrows is not None else len(next(iter(columns.values())))
+    row_index = rows_at if rows_at is not None else np.arange(n, dtype=np.float64)
+    if mapping.step is not None:
+        sv = step_values[mapping.step] if step_values and mapping.step in step_values else columns[mapping.step]
+        steps = _step_axis(mapping.step, _step_numbers(sv), row_index, notes)
+    else:
+        steps = row_index
+        notes.append(Msg("source.no_step_column"))
+    notes.insert(0, Msg("source.read_columns", what=what, columns=mapping.describe()))
+    absent = [SIGNAL_NAMES[c] for c in _KEY_SIGNALS if c not in mapping.used]
+    if absent:
+        notes.insert(1, Msg("source.not_in_log", signals=absent))
+    run = from_columns(steps, cols, meta=meta, source=source, logged=masks)
+    run.meta.setdefault("columns", dict(mapping.used))
+    run.notes.extend(notes)
+    return run
+
+
+def _is_text(v: Any) -> bool:
+    """A column of strings: CSV cells, as a numpy unicode array or a list."""
+    return (isinstance(v, np.ndarray) and v.dtype.kind == "U") or (isinstance(v, list) and bool(v)
+                                                                     and isinstance(v[0], str))
+
+
+def _metric_columns(used: dict[str, str], columns: dict[str, Any], notes: list[Any], *,
+                    logged: dict[str, np.ndarray] | None,
+                    text_cells: dict[str, int] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The signals' columns (`used`: signal -> the table's name) as floats with their logged masks,
+    whatever form the table holds them in; a column with text among its numbers gets a note."""
     masks: dict[str, np.ndarray] = {}
     cols: dict[str, Any] = {}
-    for col, name in mapping.used.items():
+    for col, name in used.items():
         v = columns[name]
         if logged is not None and name in logged:
             cols[col], masks[col] = v, logged[name]
             if text_cells and text_cells.get(name):
                 notes.append(Msg("source.not_numbers", name=repr(name), n=text_cells[name]))
-        elif isinstance(v, np.ndarray) and v.dtype.kind == "U" or (isinstance(v, list) and v and
-                                                                    isinstance(v[0], str)):
+        elif _is_text(v):
             vals, mask, bad = parse_str_column(v)
             if bad:
                 notes.append(Msg("source.not_numbers", name=repr(name), n=bad))
@@ -91,45 +120,41 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
                 cols[col], masks[col] = fast
         else:
             cols[col] = v
-    n = nrows if nrows is not None else len(next(iter(columns.values())))
-    row_index = rows_at if rows_at is not None else np.arange(n, dtype=np.float64)
-    if mapping.step is not None:
-        sv = step_values[mapping.step] if step_values and mapping.step in step_values else columns[mapping.step]
-        if isinstance(sv, np.ndarray) and sv.dtype.kind == "f":
-            steps = sv
-        elif isinstance(sv, list) and sv and isinstance(sv[0], str) or (
-                isinstance(sv, np.ndarray) and sv.dtype.kind == "U"):
-            steps = parse_str_column(sv)[0]
-        else:
-            try:
-                steps = np.array(sv, dtype=np.float64)  # plain numbers (None -> NaN)
-                if steps.shape != (len(sv),):
-                    raise ValueError("not one step per row")
-            except (TypeError, ValueError, OverflowError):
-                steps = np.array([step_number(x) for x in sv], dtype=np.float64)
-        missing = int(np.isnan(steps).sum())
-        if is_epoch_axis(mapping.step) and not epoch_steps(steps):
-            notes.append(Msg("source.no_step_column"))  # fractional or repeated epochs: no step axis
-            steps = row_index
-        elif is_epoch_axis(mapping.step):
-            notes.append(Msg("text.epoch_is_step", n=len(steps)))
-        elif missing == len(steps):
-            notes.append(Msg("source.step_column_empty", column=repr(mapping.step)))
-            steps = row_index
-        elif missing:
-            # a row without a step number (e.g. a Lightning epoch-end row) belongs to the step before
-            steps = _fill_forward(steps)
-    else:
-        steps = row_index
-        notes.append(Msg("source.no_step_column"))
-    notes.insert(0, Msg("source.read_columns", what=what, columns=mapping.describe()))
-    absent = [SIGNAL_NAMES[c] for c in _KEY_SIGNALS if c not in mapping.used]
-    if absent:
-        notes.insert(1, Msg("source.not_in_log", signals=absent))
-    run = from_columns(steps, cols, meta=meta, source=source, logged=masks)
-    run.meta.setdefault("columns", dict(mapping.used))
-    run.notes.extend(notes)
-    return run
+    return cols, masks
+
+
+def _step_numbers(sv: Any) -> np.ndarray:
+    """A step column as floats (NaN where a row has none): floats as they are, text parsed, plain
+    numbers converted, anything else read value by value."""
+    if isinstance(sv, np.ndarray) and sv.dtype.kind == "f":
+        return sv
+    if _is_text(sv):
+        return parse_str_column(sv)[0]
+    try:
+        steps = np.array(sv, dtype=np.float64)  # plain numbers (None -> NaN)
+        if steps.shape != (len(sv),):
+            raise ValueError("not one step per row")
+        return steps
+    except (TypeError, ValueError, OverflowError):
+        return np.array([step_number(x) for x in sv], dtype=np.float64)
+
+
+def _step_axis(name: str, steps: np.ndarray, row_index: np.ndarray, notes: list[Any]) -> np.ndarray:
+    """The run's step axis from the column `name`: an epoch column only when it counts whole epochs,
+    the row index when the column is empty, and a row without a step belongs to the step before."""
+    missing = int(np.isnan(steps).sum())
+    if is_epoch_axis(name) and not epoch_steps(steps):
+        notes.append(Msg("source.no_step_column"))  # fractional or repeated epochs: no step axis
+        return row_index
+    if is_epoch_axis(name):
+        notes.append(Msg("text.epoch_is_step", n=len(steps)))
+    elif missing == len(steps):
+        notes.append(Msg("source.step_column_empty", column=repr(name)))
+        return row_index
+    elif missing:
+        # a row without a step number (e.g. a Lightning epoch-end row) belongs to the step before
+        return _fill_forward(steps)
+    return steps
 
 
 def _fill_forward(steps: np.ndarray) -> np.ndarray:

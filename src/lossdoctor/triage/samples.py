@@ -68,6 +68,38 @@ def padded_note(why: str, k: int) -> Msg:
     return Msg("triage.samples.padded", why=why, k=k)
 
 
+class _Prober:
+    """Probes sub-batches for `bisect`, padding a set smaller than `res.min_group` with samples
+    known to be good (`good`, filled as halves test good)."""
+
+    def __init__(self, batch: Any, size: int, bad: Callable[[Any], bool], why: str,
+                 select: Callable[[Any, list[int], int], Any], res: SampleSearch) -> None:
+        self.batch, self.size, self.bad, self.why, self.select, self.res = batch, size, bad, why, select, res
+        self.good: list[int] = []
+
+    def run(self, idx: list[int]) -> bool:
+        self.res.probes += 1
+        return self.bad(self.select(self.batch, idx, self.size))
+
+    def test(self, idx: list[int]) -> bool | None:
+        """None: this set cannot be probed (too few known-good samples to pad it with). A probe of
+        one sample that raises makes every later set of one padded to two."""
+        res = self.res
+        if len(idx) < res.min_group:
+            pad = [i for i in self.good if i not in idx][: res.min_group - len(idx)]
+            if len(idx) + len(pad) < res.min_group:
+                return None
+            return self.run(idx + pad)
+        try:
+            return self.run(idx)
+        except Exception as e:
+            if len(idx) >= 2:
+                raise
+            res.min_group, why_now = 2, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            res.note = padded_note(self.why or why_now, 2)
+            return self.test(idx)
+
+
 def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = MAX_PROBES,
            min_group: int = 1, why: str = "",
            select: Callable[[Any, list[int], int], Any] = select_samples) -> SampleSearch:
@@ -77,31 +109,24 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
     `min_group` is padded with samples from halves that tested good (they add nothing bad); a set
     that cannot be padded yet is reported whole."""
     res = SampleSearch(samples=None, method="bisection", size=size, min_group=max(1, min_group))
+    found, together = _halve(_Prober(batch, size, bad, why, select, res), max_probes)
+    res.samples = sorted(found)
+    res.together = together
+    if res.min_group > 1 and res.note is None:
+        res.note = padded_note(why, res.min_group)
+    if together:
+        res.note = Msg("triage.samples.only_together",
+                       more=Msg("triage.samples.and", note=res.note) if res.note else "")
+    return res
+
+
+def _halve(prober: _Prober, max_probes: int) -> tuple[list[int], bool]:
+    """The halving itself: the samples found bad (a single sample, a set whose halves are fine
+    alone, or a set left untested), and whether some were bad only together."""
+    res = prober.res
     found: list[int] = []
-    good: list[int] = []
     together = False
-
-    def run(idx: list[int]) -> bool:
-        res.probes += 1
-        return bad(select(batch, idx, size))
-
-    def test(idx: list[int]) -> bool | None:
-        """None: this set cannot be probed (too few known-good samples to pad it with)."""
-        if len(idx) < res.min_group:
-            pad = [i for i in good if i not in idx][: res.min_group - len(idx)]
-            if len(idx) + len(pad) < res.min_group:
-                return None
-            return run(idx + pad)
-        try:
-            return run(idx)
-        except Exception as e:
-            if len(idx) >= 2:
-                raise
-            res.min_group, why_now = 2, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-            res.note = padded_note(why or why_now, 2)
-            return test(idx)
-
-    stack = [list(range(size))]
+    stack = [list(range(prober.size))]
     while stack:
         idx = stack.pop()
         if len(idx) == 1:
@@ -113,27 +138,20 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
             continue
         mid = len(idx) // 2
         halves = [idx[:mid], idx[mid:]]
-        verdicts = [test(h) for h in halves]
+        verdicts = [prober.test(h) for h in halves]
         if None in verdicts:  # too few known-good samples to test these alone: report them
             found.extend(idx)
             continue
         for h, v in zip(halves, verdicts):
             if not v:
-                good.extend(h)
+                prober.good.extend(h)
         bad_halves = [h for h, v in zip(halves, verdicts) if v]
         if not bad_halves:
             found.extend(idx)
             together = True
             continue
         stack.extend(reversed(bad_halves))
-    res.samples = sorted(found)
-    res.together = together
-    if res.min_group > 1 and res.note is None:
-        res.note = padded_note(why, res.min_group)
-    if together:
-        res.note = Msg("triage.samples.only_together",
-                       more=Msg("triage.samples.and", note=res.note) if res.note else "")
-    return res
+    return found, together
 
 
 def per_sample_outliers(batch: Any, size: int, loss_of: Callable[[Any], float]) -> SampleSearch:
