@@ -41,7 +41,7 @@ def find(items: Iterable[Any], key: str) -> Any:
     raise AssertionError(f"no message {key!r} among {sorted(all_keys(items))}")
 
 
-def has(items: Iterable[Any], key: str, **values: Any) -> bool:
+def has(items: Iterable[Any], key: str, /, **values: Any) -> bool:
     """A message with `key` (a prefix when it ends with ".") whose values include `values`."""
     return any((m.key == key or (key.endswith(".") and m.key.startswith(key)))
                and all(m.values.get(k) == v for k, v in values.items()) for m in walk(items))
