@@ -58,3 +58,11 @@ def from_json(d: dict[str, Any], field: str) -> list[Any]:
     from lossdoctor.findings import restore_messages
 
     return list(restore_messages(list(d.get(field, [])), d.get(f"{field}_data")))
+
+
+def sentence_of(check: dict[str, Any]) -> Any:
+    """A fix check's verdict sentence (`sentence_data`, or `note_data` of a verification that gave
+    none) as a message again."""
+    from lossdoctor.messages import Msg
+
+    return Msg.from_data(check.get("sentence_data") or check.get("note_data"))
