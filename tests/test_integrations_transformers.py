@@ -13,6 +13,7 @@ from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
 from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
+from msgs import has  # noqa: E402
 
 VOCAB, SEQ = 64, 16
 
@@ -110,7 +111,7 @@ def test_accumulation_normalisation_bug_is_found(tmp_path):
     report = cb.diagnose()
     (f,) = [f for f in report.findings if f.cause == "grad_accum_normalization"]
     assert f.severity == "warning" and f.step == 0
-    assert any("summed, not averaged" in e for e in f.evidence)
+    assert has(f.evidence, "accum.summed", k=4), [m.data() for m in f.evidence]
 
 
 def test_evaluation_between_steps_is_not_recorded(tmp_path):

@@ -13,6 +13,7 @@ pytest.importorskip("trl")
 import trl_kit  # noqa: E402
 from lossdoctor.integrations.transformers import LossDoctorCallback, trainer_task  # noqa: E402
 from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
+from msgs import find, has  # noqa: E402
 
 
 def _sft(tmp_path, **config):
@@ -34,13 +35,13 @@ def test_unmasked_prompt_in_sft_trainer_is_a_label_mask_leak(tmp_path):
     (leak,) = [f for f in report.findings if f.cause == "label_mask_leak"]
     assert leak.severity == "warning" and leak.confidence >= 0.9
     # the prompt boundary came from the trainer's tokenizer's chat template
-    assert "prompt tokens (100%)" in leak.evidence[0]
-    assert any("<|user|>" in e for e in leak.evidence[1:])
+    assert has(leak.evidence[:1], "plabels.prompt_supervised", pct="100%"), leak.evidence[0].data()
+    assert any("<|user|>" in m.values["text"] for m in leak.evidence[1:] if m.key == "plabels.supervised_text")
     # the fix names the options of the TRL that runs, with what this run set them to
-    fix = " ".join(map(str, leak.fixes))
-    assert "DataCollatorForCompletionOnlyLM" not in fix
-    assert f"TRL {fw['trl_version']}: set assistant_only_loss=True in SFTConfig" in fix
-    assert "this run has assistant_only_loss=False, completion_only_loss=None" in fix
+    assert not has(leak.fixes, "plabels.fix_mask_prompt_trl_collator")  # not the collator of TRL < 0.20
+    trl_fix = find(leak.fixes, "plabels.fix_mask_prompt_trl")
+    assert {k: trl_fix.values[k] for k in ("version", "assistant", "completion")} == \
+        {"version": fw["trl_version"], "assistant": "False", "completion": "None"}, trl_fix.data()
     zh = [x.render("zh") for x in leak.fixes if hasattr(x, "render")]
     assert any("assistant_only_loss=True" in x and "这次训练" in x for x in zh)
 
@@ -92,12 +93,12 @@ def test_lr_fix_knows_the_trainer_already_clips(tmp_path, max_grad_norm):
                             max_grad_norm=max_grad_norm)
     assert run.meta.get("max_grad_norm") == (1.0 if max_grad_norm else None)
     (f,) = [f for f in cb.diagnose().findings if f.cause == "lr_too_high"]
-    fixes = " ".join(map(str, f.fixes))
+    data = [x.data() for x in f.fixes]
     if max_grad_norm:
-        assert "clip gradients (max_norm=1.0)" not in fixes
-        assert "already clipped (max_grad_norm=1)" in fixes
+        assert not has(f.fixes, "lr.fix.warmup_clip"), data  # not "clip gradients (max_norm=1.0)"
+        assert has(f.fixes, "lr.fix_warmup_already_clipped", max_norm=1.0), data
     else:
-        assert "clip gradients (max_norm=1.0)" in fixes and "already clipped" not in fixes
+        assert has(f.fixes, "lr.fix.warmup_clip") and not has(f.fixes, "lr.fix_warmup_already_clipped"), data
 
 
 def test_accumulation_check_runs_on_the_loss_sft_trainer_backpropagates(tmp_path):
@@ -121,4 +122,4 @@ def test_dpo_trainer_is_preference_training_and_healthy(tmp_path):
     report = cb.diagnose()
     assert not [f for f in report.findings if f.severity != "info"], [f.to_dict() for f in report.findings]
     # DPO's loss is TRL's own: the accumulation check says it could not run
-    assert any("DPOTrainer backpropagates a loss it computes itself" in n for n in report.notes)
+    assert has(report.notes, "integrations.loss_not_backpropagated", trainer="DPOTrainer"), report.notes

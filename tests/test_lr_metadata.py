@@ -15,6 +15,7 @@ import pytest
 import lightning_kit
 from lossdoctor import diagnose
 from lossdoctor.sources import load_path
+from msgs import find, has
 
 ALARM = ("warning", "critical")
 
@@ -44,14 +45,16 @@ def test_lightning_hparams_name_the_optimizer_and_support_an_lr_finding(tmp_path
     r = diagnose(version)
     f = _alarms(r)[0]
     assert f.cause == "lr_too_high", _show(r)
-    assert any("far above what is usual for SGD with momentum (1e-3 to 1e-1" in e for e in f.evidence), f.evidence
+    high = find(f.evidence, "lr_usual.high")
+    assert (high.values["lr"], high.values["lo"], high.values["hi"]) == (1.0, "1e-3", "1e-1") \
+        and has([high], "lr_usual.for.sgd"), high.data()
     # the same log without its hparams.yaml: the finding stands on the curve alone, as sure as before
     # (the configuration is evidence, never the reason for a critical finding)
     (version / "hparams.yaml").unlink()
     r2 = diagnose(version)
     f2 = _alarms(r2)[0]
     assert (f2.cause, f2.severity, f2.confidence) == (f.cause, f.severity, f.confidence)
-    assert not any("usual for SGD" in e for e in f2.evidence)
+    assert not has(f2.evidence, "lr_usual.for.sgd"), [m.data() for m in f2.evidence]
 
 
 def test_lightning_hparams_of_a_healthy_run_raise_nothing(tmp_path):
@@ -80,7 +83,7 @@ def test_an_lr_below_usual_for_the_named_optimizer_breaks_the_tie_at_chance(tmp_
     r = diagnose(log)
     f = _alarms(r)[0]
     assert f.cause == "lr_too_low" and f.severity == "warning", _show(r)
-    assert any("far below what is usual for SGD with momentum" in e for e in f.evidence), f.evidence
+    assert has([find(f.evidence, "lr_usual.low")], "lr_usual.for.sgd"), [m.data() for m in f.evidence]
 
 
 def test_an_lr_above_usual_for_adam_ranks_lr_too_high_first_at_chance(tmp_path):
@@ -91,7 +94,7 @@ def test_an_lr_above_usual_for_adam_ranks_lr_too_high_first_at_chance(tmp_path):
     r = diagnose(log)
     f = _alarms(r)[0]
     assert (f.cause, f.severity) == ("lr_too_high", "warning"), _show(r)  # a warning, never critical on it
-    assert any("far above what is usual for Adam/AdamW" in e for e in f.evidence)
+    assert has([find(f.evidence, "lr_usual.high")], "lr_usual.for.adam"), [m.data() for m in f.evidence]
 
 
 def _load_when_flushed(path, timeout=20.0):
@@ -140,7 +143,8 @@ def test_hf_trainer_output_dir_with_llamafactory_training_args(tmp_path):
     r = diagnose(tmp_path)
     lr_findings = [f for f in r.findings if f.cause == "lr_too_high"]
     assert r.status == "critical" and lr_findings, _show(r)
-    assert any("far above what is usual for SGD" in e for e in lr_findings[0].evidence)
+    assert has([find(lr_findings[0].evidence, "lr_usual.high")], "lr_usual.for.sgd"), \
+        [m.data() for m in lr_findings[0].evidence]
 
 
 def test_megatron_arguments_name_the_optimizer_and_the_task(tmp_path):

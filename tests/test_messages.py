@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from latin_check import latin_runs
-from lossdoctor.findings import Finding, Report
-from lossdoctor.messages import LANGS, Msg, fmt, placeholders, render, templates
+from lossdoctor.findings import Finding, Fix, Report
+from lossdoctor.messages import LANGS, Msg, fmt, holds, identity, not_in, placeholders, render, templates, unique
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "lossdoctor"
 
@@ -166,6 +166,22 @@ def test_values_round_trip_including_non_finite_numbers_and_nested_messages():
     assert isinstance(m.values["w"], Msg) and m.values["w"].render("zh") == "持平"
     assert m.data()["values"]["x"] == {"float": "nan"}
     assert Msg.from_data({"nokey": 1}) is None
+
+
+def test_sentences_are_told_apart_by_key_and_values_not_by_their_english():
+    """The evidence and notes a merge keeps once are compared as data: two messages whose English
+    reads alike (0.12341 and 0.12344 both print 0.123) are two, one message rebuilt is one."""
+    a, b = Msg("grad.median_rose", start=0.12341, end=5.0, step=3, ratio=40.5), \
+        Msg("grad.median_rose", start=0.12344, end=5.0, step=3, ratio=40.5)
+    assert a == b  # the English is the same string ...
+    assert identity(a) != identity(b) and not_in([b], [a]) == [b] and unique([a, b]) == [a, b]  # ... the data is not
+    again = Msg.from_data(json.loads(json.dumps(a.data())))
+    assert identity(again) == identity(a) and unique([a, again]) == [a] and holds([a], again)
+    nan = Msg("grad.median_rose", start=float("nan"), end=5.0, step=3, ratio=float("nan"))
+    assert unique([nan, Msg.from_data(nan.data())]) == [nan]  # NaN values still match themselves
+    assert not_in([Fix.clip(a, max_norm=2.0), Fix.clip(again, max_norm=1.0)], [Fix.clip(a, max_norm=1.0)]) \
+        == [Fix.clip(a, max_norm=2.0)]  # a fix: its kind, numbers and sentence
+    assert identity(Fix.code(a)) == identity(a)  # a code change is its sentence (a fix in the old form)
 
 
 def test_an_unknown_key_still_shows_its_numbers_instead_of_raising():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import lossdoctor
+from msgs import find, has
 from preflight_kit import chat_tokenizer, sft_batch
 
 
@@ -31,7 +33,7 @@ def test_nonfinite_samples_are_named():
     x[9, 0] = float("inf")
     [f] = _findings(lossdoctor.check(batches=(x, y)), "nonfinite_data")
     assert (f.severity, f.symptom, f.samples) == ("critical", "nonfinite", [5, 9])
-    assert "2 of 64 samples hold non-finite values (1 NaN, 1 Inf" in f.evidence[0]
+    assert has(f.evidence[:1], "data.nonfinite_samples", n=2, total=64, what="1 NaN, 1 Inf"), f.evidence[0].data()
 
 
 def test_unnormalised_features():
@@ -41,9 +43,11 @@ def test_unnormalised_features():
     assert f.severity == "warning"
     col = x[:, 3].double()
     rms, mean, std = (float(v) for v in (col.square().mean().sqrt(), col.mean(), col.std(unbiased=False)))
-    assert f"to {rms:.2e} over 64 values (feature 3: mean {mean:.2e}, std {std:.2e})" in f.evidence[0]
-    assert "the feature scales span a factor of" in f.evidence[1]
-    assert "x = (x - mean) / std" in str(f.fixes[0])
+    scale = f.evidence[0]
+    assert scale.key == "data.input_scale" and scale.values["n"] == 64, scale.data()
+    assert [scale.values[k] for k in ("hi", "mean", "std")] == pytest.approx([rms, mean, std], rel=1e-3), scale.data()
+    assert f.evidence[1].key == "data.scale_spread"
+    assert f.fixes[0].key == "data.fix_standardise_inputs"  # x = (x - mean) / std
 
 
 def test_raw_pixels():
@@ -57,8 +61,8 @@ def test_regression_targets_on_a_huge_scale():
     x, _ = _features()
     y = (x[:, :1] * 5e4 + 2e5)
     [f] = _findings(lossdoctor.check(batches=(x, y), task="regression"), "nonfinite_data")
-    assert f.evidence[0].startswith("targets '1' have RMS")
-    assert "standardise the targets" in str(f.fixes[0])
+    assert has(f.evidence[:1], "data.targets_scale", key="'1'"), f.evidence[0].data()
+    assert f.fixes[0].key == "data.fix_standardise_targets"
 
 
 def test_mojibake_and_replacement_characters():
@@ -67,8 +71,9 @@ def test_mojibake_and_replacement_characters():
     report = lossdoctor.check(batches=[{"text": good[:4]}, {"text": good[4:] + bad}])
     [f] = _findings(report, "noisy_data")
     ev = " ".join(f.evidence)
-    assert f.evidence[0].startswith("3 of 11 samples hold text decoding errors")
-    assert '"cafÃ© au lait" should read "café au lait"' in ev
+    assert has(f.evidence[:1], "data.decoding_errors", bad=3, n=11), f.evidence[0].data()
+    mojibake = find(f.evidence, "data.mojibake")
+    assert (mojibake.values["text"], mojibake.values["fixed"]) == ('"cafÃ© au lait"', '"café au lait"'), mojibake.data()
     assert "U+FFFD" in ev
     assert f.batch == 1
 
@@ -90,11 +95,12 @@ def test_empty_long_and_duplicate_samples():
     report = lossdoctor.check(batches=[{"text": texts[:6]}, {"text": texts[6:]}])
     [f] = _findings(report, "noisy_data")  # one finding per cause, one evidence line per problem
     assert f.severity == "warning" and f.samples == [3]
-    assert f.evidence[0].startswith("1 of 12 samples are empty (no real token; batch 0: samples [3])")
-    assert f.evidence[1].startswith("1 of 12 samples are at least 8x the median length 21; the longest "
-                                    "(batch 1 sample 1) has 1999")
-    assert f.evidence[2].startswith("2 of 12 samples (17%) are exact duplicates of an earlier one "
-                                    "(e.g. batch 1 sample 4 = batch 1 sample 3)")
+    assert [m.key for m in f.evidence[:3]] == ["data.empty_samples", "data.long_samples", "data.duplicates"]
+    empty, long, dup = (m.values for m in f.evidence[:3])
+    assert (empty["n"], empty["total"], empty["batch"], empty["samples"]) == (1, 12, 0, "[3]"), empty
+    assert (long["n"], long["total"], long["factor"], long["median"], long["batch"], long["sample"], long["length"]) \
+        == (1, 12, 8, 21, 1, 1, 1999), long
+    assert (dup["n"], dup["total"], dup["pct"], dup["b1"], dup["j1"], dup["b0"], dup["j0"]) == (2, 12, "17%", 1, 4, 1, 3), dup
 
 
 def test_token_ids_beyond_the_embedding():

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 import lossdoctor
+from msgs import find, has
 from preflight_kit import chat_tokenizer, sft_batch, tiny_gpt2, train
 
 
@@ -26,17 +27,19 @@ def test_gpt2_with_std_1_is_bad_init():
     f = report.primary
     assert f.cause == "bad_init" and f.severity in ("warning", "critical")
     assert f.layer == "transformer.h.0.attn.c_attn"
-    ev = " | ".join(f.evidence)
     w = model.transformer.h[0].attn.c_attn.weight
-    assert f"std {float(w.detach().std()):.3g} with fan_in 32" in ev
-    assert "activation RMS grows" in ev
+    hot = find(f.evidence, "pinit.hot_weights")
+    assert hot.values["std"] == pytest.approx(float(w.detach().std()), rel=1e-2) and hot.values["fan_in"] == 32, hot.data()
+    assert has(f.evidence, "pinit.rms_grows"), [m.data() for m in f.evidence]
     # the initial loss it reports is the model's own, compared with ln(vocab)
     with torch.no_grad():
         loss = float(model(**_batches()[0]).loss)
-    assert f"the initial loss is {loss:.3g}" in ev
-    assert f"ln {len(chat_tokenizer())} = {math.log(len(chat_tokenizer())):.3g}" in ev
-    assert loss > math.log(len(chat_tokenizer())) + 5
-    assert "initializer_range=0.02" in str(f.fixes[0])
+    initial = find(f.evidence, "pinit.initial_loss").values
+    vocab = len(chat_tokenizer())
+    assert initial["loss"] == pytest.approx(loss, rel=1e-4), initial
+    assert initial["classes"] == vocab and initial["chance"] == pytest.approx(math.log(vocab)), initial
+    assert loss > math.log(vocab) + 5
+    assert has(f.fixes[:1], "pinit.how_hf")  # config.initializer_range=0.02, then model.init_weights()
 
 
 def test_default_gpt2_init_is_silent():
@@ -71,7 +74,7 @@ def test_bad_init_caught_live_and_default_init_silent(tmp_path):
         else:
             f = report.primary
             assert f.cause == expect
-            assert any("activation RMS grows" in e for e in f.evidence)
+            assert has(f.evidence, "pinit.rms_grows"), [m.data() for m in f.evidence]
 
 
 def test_deep_relu_mlp_with_tiny_init_vanishes():
@@ -86,7 +89,7 @@ def test_deep_relu_mlp_with_tiny_init_vanishes():
     x, y = torch.randn(64, 32), torch.randint(0, 4, (64,))
     f = lossdoctor.check(model, batches=(x, y), task="classification").primary
     assert f.cause == "bad_init" and f.severity == "warning"
-    assert "activation RMS shrinks" in f.evidence[0] and "(output of 14): x" in f.evidence[0]
+    assert has(f.evidence[:1], "pinit.rms_shrinks", last="14"), f.evidence[0].data()
 
 
 def test_check_leaves_model_rng_and_grads_alone():

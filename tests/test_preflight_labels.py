@@ -11,6 +11,7 @@ import torch
 import lossdoctor
 from conftest import run_cli
 from lossdoctor.sources.rundir import PREFLIGHT
+from msgs import find, has
 from preflight_kit import chat_tokenizer, sft_batch, tiny_gpt2, train
 
 
@@ -45,22 +46,24 @@ def test_unmasked_prompt_is_a_leak_with_the_decoded_span(tok):
     report = lossdoctor.check(batches=_batches("none"), task="sft", tokenizer=tok)
     f = _one(report, "label_mask_leak")
     assert f.severity == "warning" and f.confidence >= 0.9
-    text = " ".join(f.evidence)
     # every prompt token of both batches is supervised, and the evidence counts them: the prompt is
     # what the right mask hides, less the newline ending the assistant header (templates differ on it)
     right = _batches("right")
     prompt_tokens = sum(int(b["attention_mask"].sum()) - int((b["labels"] != -100).sum()) - len(b["labels"])
                         for b in right)
-    assert f"{prompt_tokens} of {prompt_tokens} prompt tokens (100%)" in text
+    counted = find(f.evidence, "plabels.prompt_supervised").values
+    assert (counted["n"], counted["prompt"], counted["pct"], counted["batches"]) == (prompt_tokens, prompt_tokens,
+                                                                                   "100%", 2), counted
     # the decoded supervised span shows the user's turn
-    assert '"<|im_start|>user\\nwhat is two plus two' in text
-    assert any("<|im_start|>assistant\\n" in str(x) for x in f.fixes)
+    assert find(f.evidence, "plabels.supervised_text").values["text"].startswith('"<|im_start|>user\\nwhat is two plus two')
+    assert find(f.fixes, "plabels.fix_mask_prompt").values["header"] == '"<|im_start|>assistant\\n"'
 
 
 def test_unmasked_without_template_is_still_a_leak_for_sft():
     report = lossdoctor.check(batches=_batches("none"), task="sft")
     f = _one(report, "label_mask_leak")
-    assert "every real token of 8 of 8 samples is supervised" in f.evidence[0]
+    assert (f.evidence[0].key, f.evidence[0].values["n"], f.evidence[0].values["total"]) == \
+        ("plabels.all_real_supervised", 8, 8), f.evidence[0].data()
     # pre-training supervises every token on purpose: no leak there
     assert "label_mask_leak" not in _causes(lossdoctor.check(batches=_batches("none"), task="pretrain"))
 
@@ -71,7 +74,7 @@ def test_everything_masked_is_label_mask_empty(tok):
     f = report.primary
     assert (f.cause, f.severity, f.symptom) == ("label_mask_empty", "critical", "nonfinite")
     n = batches[0]["labels"].numel()
-    assert f"all {n} label positions of batch 0 are -100" in f.evidence[0]
+    assert has(f.evidence[:1], "plabels.all_masked", n=n, batch=0, ignore=-100), f.evidence[0].data()
     assert f.samples == [0, 1, 2, 3]
     # the claim in the evidence is what torch does
     model = tiny_gpt2()
@@ -85,14 +88,15 @@ def test_padding_supervised_and_eos_never_supervised(tok):
     report = lossdoctor.check(batches={**b, "labels": pad_labels}, task="sft", tokenizer=tok)
     leak = _one(report, "label_mask_leak")
     n_pad = int((b["attention_mask"] == 0).sum())
-    assert leak.evidence[0].startswith(f"{n_pad} supervised label positions are padding")
+    assert has(leak.evidence[:1], "plabels.padding_supervised", n=n_pad), leak.evidence[0].data()
 
     no_eos = b["labels"].clone()
     no_eos[no_eos == tok.eos_token_id] = -100
     report = lossdoctor.check(batches={**b, "labels": no_eos}, task="sft", tokenizer=tok)
     f = _one(report, "label_mask_empty")
-    assert f.severity == "warning" and '"<|im_end|>"' in f.evidence[0]
-    assert "never learns to end" in f.evidence[0]
+    eos = f.evidence[0]
+    assert f.severity == "warning" and eos.key == "plabels.eos_never_supervised", eos.data()  # never learns to end
+    assert eos.values["names"].startswith('"<|im_end|>"'), eos.data()
 
 
 def test_a_sample_whose_response_was_truncated_away(tok):
@@ -102,7 +106,7 @@ def test_a_sample_whose_response_was_truncated_away(tok):
     report = lossdoctor.check(batches={**b, "labels": labels}, task="sft", tokenizer=tok)
     f = _one(report, "label_mask_empty")
     assert f.severity == "warning" and f.samples == [2]
-    assert f.evidence[0].startswith("1 of 4 samples have no supervised token")
+    assert has(f.evidence[:1], "plabels.no_supervised_token", n=1, total=4), f.evidence[0].data()
 
 
 def test_labels_shifted_twice(tok):
@@ -111,12 +115,12 @@ def test_labels_shifted_twice(tok):
     shifted[:, :-1] = b["labels"][:, 1:]  # the collator shifted; GPT-2 shifts again
     model = tiny_gpt2()
     f = _one(lossdoctor.check(model, batches={**b, "labels": shifted}, task="sft", tokenizer=tok), "noisy_data")
-    assert "labels[i] == input_ids[i+1] at 100%" in f.evidence[0]
-    assert "GPT2LMHeadModel shifts the labels again" in f.evidence[1]
+    assert has(f.evidence[:1], "plabels.shifted", shifted="100%"), f.evidence[0].data()
+    assert has(f.evidence[1:2], "plabels.shifted_again", model="GPT2LMHeadModel"), f.evidence[1].data()
     # without a model that shifts, pre-shifted labels are legitimate: a note, no finding
     report = lossdoctor.check(batches={**b, "labels": shifted}, task="sft", tokenizer=tok)
     assert "noisy_data" not in _causes(report)
-    assert any("already shifted" in n for n in report.notes)
+    assert has(report.notes, "plabels.already_shifted")
 
 
 @pytest.mark.parametrize("mask,cause,severity", [("right", None, None),
@@ -154,7 +158,8 @@ def test_watch_takes_the_tokenizer_for_plain_loops(tmp_path, tok):
             train(model, opt, _batches("none"), 6, mon=mon)
         found[given] = [f for f in mon.diagnose().findings if f.cause == "label_mask_leak"]
     (leak,) = found[True]
-    assert "prompt tokens" in leak.evidence[0] and "<|im_start|>" in " ".join(leak.evidence)
+    assert leak.evidence[0].key == "plabels.prompt_supervised", leak.evidence[0].data()
+    assert find(leak.evidence, "plabels.supervised_text").values["text"].startswith('"<|im_start|>')
     assert found[False] == []
 
 

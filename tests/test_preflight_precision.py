@@ -14,6 +14,7 @@ from torch.nn import functional as F
 
 import lossdoctor
 from lossdoctor.sources.rundir import read_run_dir
+from msgs import find, has
 from preflight_kit import train
 
 LR = 1e-5
@@ -66,12 +67,13 @@ def test_bf16_twin_does_not_learn_and_check_says_why(twins):
     assert losses[-1] == losses[0]  # the same bf16 loss after 40 steps
     assert moved < 0.1  # over 90% of the bf16 weights never changed
     [f] = _only(report, "precision_stall")
-    ev = " ".join(f.evidence)
-    frozen = float(ev.split("lr=1.00e-05 (Adam's first update is ~lr per entry), ")[1].split("%")[0])
+    away = find(f.evidence, "pprec.updates_round_away")
+    assert (away.values["lr"], away.values["dtype"], away.values["bits"]) == (LR, "bfloat16", 8), away.data()
+    assert has([away], "pprec.how_adam")  # Adam's first update is ~lr per entry
+    frozen = float(away.values["pct"].rstrip("%"))
     assert frozen / 100 == pytest.approx(1 - moved, abs=0.05)  # the prediction matches what happened
-    assert "bfloat16 keeps 8 significant bits" in ev
-    assert "the loss is computed in bfloat16" in ev  # the custom head's cross-entropy ran in bf16
-    assert "torch.autocast(dtype=torch.bfloat16)" in str(f.fixes[0])
+    assert find(f.evidence, "pprec.loss_dtype_grid").values["dtype"] == "bfloat16"  # the custom head's cross-entropy
+    assert (f.fixes[0].key, f.fixes[0].values["dtype"]) == ("pprec.fix_master_weights", "bfloat16")
 
 
 def test_bf16_stall_caught_live(tmp_path):
@@ -82,7 +84,7 @@ def test_bf16_stall_caught_live(tmp_path):
         train(model, opt, [batch], 30, loss_fn=_loss, mon=mon)
     [f] = _only(mon.diagnose(), "precision_stall")
     assert f.severity in ("warning", "critical")
-    assert any("bfloat16 weight entries would not change" in e for e in f.evidence)
+    assert find(f.evidence, "pprec.updates_round_away").values["dtype"] == "bfloat16", [m.data() for m in f.evidence]
 
 
 def _fp16_run(scaler, steps, mon=None):
@@ -97,8 +99,9 @@ def test_gradscaler_init_scale_2_60(tmp_path):
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     [f] = _only(lossdoctor.check(model, opt, batches=[batch], scaler=scaler), "loss_scale_collapse")
-    assert "GradScaler starts at 2^60" in f.evidence[0] and "~44 skipped steps" in f.evidence[0]
-    assert "init_scale=2**16" in str(f.fixes[0])
+    huge = f.evidence[0]
+    assert (huge.key, huge.values["start"], huge.values["skipped"]) == ("pprec.init_scale_huge", "2^60", 44), huge.data()
+    assert f.fixes[0].key in ("pprec.fix_init_scale", "pprec.fix_init_scale_default"), f.fixes[0].data()
     # what really happens: fp16 autocast on CPU, 50 steps, most of them skipped at first
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)
     with lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False) as mon:
@@ -107,7 +110,7 @@ def test_gradscaler_init_scale_2_60(tmp_path):
     assert abs(skipped - 44) <= 8, skipped  # the estimate in the evidence is what happened
     assert scaler.get_scale() == 2.0 ** (60 - skipped)
     [f] = _only(mon.diagnose(), "loss_scale_collapse")
-    assert any("GradScaler starts at 2^60" in e for e in f.evidence)
+    assert has(f.evidence, "pprec.init_scale_huge", start="2^60"), [m.data() for m in f.evidence]
 
 
 def test_fp16_autocast_without_scaler_caught_live(tmp_path):
@@ -116,7 +119,9 @@ def test_fp16_autocast_without_scaler_caught_live(tmp_path):
     with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
         train(model, opt, [batch], 5, loss_fn=_loss, autocast=torch.float16, mon=mon)
     [f] = _only(mon.diagnose(), "precision_stall")
-    assert "torch.autocast(dtype=torch.float16) and no GradScaler" in f.evidence[0]
+    no_scaler = f.evidence[0]
+    assert no_scaler.key == "pprec.no_scaler" and has([no_scaler], "pprec.fp16_autocast") \
+        and has([no_scaler], "pprec.scaler_absent"), no_scaler.data()
     # with a sane GradScaler the same run is silent
     model, batch = _classifier()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -133,7 +138,7 @@ def test_adam_eps_is_zero_in_fp16_state():
     report = lossdoctor.check(model, opt, batches=[(x.half(), y)], scaler=torch.amp.GradScaler("cpu"))
     f = report.primary
     assert (f.cause, f.severity, f.symptom) == ("precision_stall", "critical", "nonfinite")
-    assert "eps=1e-08 is 0 in float16" in f.evidence[0]
+    assert has(f.evidence[:1], "pprec.eps_underflows", eps=1e-8, dtype="float16"), f.evidence[0].data()
     # the NaN it predicts: one step with gradients small enough to underflow v
     (model(x.half()).float().square().mean() * 1e-6).backward()
     opt.step()

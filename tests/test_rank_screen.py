@@ -15,6 +15,7 @@ from lossdoctor.detectors.ranks import local_onset, ranges
 from lossdoctor.live.runlog import RunLogWriter
 from lossdoctor.sources import rank_screen
 from lossdoctor.sources.rundir import read_run_dir
+from msgs import has
 
 RANKS, STEPS, NAN_RANK, NAN_STEP = 40, 300, 23, 220
 
@@ -86,7 +87,7 @@ def test_many_healthy_ranks_read_the_first_and_last(tmp_path):
     assert [r.rank for r in read_run_dir(root)] == [0, 19]
     report = diagnose(str(root))
     assert [g.cause for g in report.findings if g.severity != "info"] == []
-    assert any("20 ranks: every rank's log was screened" in n for n in report.notes)
+    assert has(report.notes, "distributed.screened_note", n=20), [getattr(m, "key", m) for m in report.notes]
 
 
 def test_two_ranks_with_nan_at_the_same_step_are_both_read(tmp_path):

@@ -24,11 +24,18 @@ import logfaults
 from conftest import cli_env, run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import SourceError, load_path
+from msgs import from_json, has, walk
 
 HERE = Path(__file__).resolve().parent
 
 
 # --- Hugging Face Trainer, the real one -------------------------------------------------------
+
+def read_counts(notes) -> dict[str, int]:
+    """What the console reader's first note says it read: {the kind's key: how many lines}."""
+    return {m.values["kind"].key: m.values["n"] for m in walk(notes)
+            if m.key == "console.n_kind" and hasattr(m.values["kind"], "key")}
+
 
 def _console_log(script: str, out: Path, *args) -> Path:
     """Run a training script with its console progress bar on; stdout and stderr go to one file,
@@ -85,9 +92,9 @@ def test_hf_trainer_console_steps_match_trainer_state(hf_logs):
     artefact = ~finite & (state_loss == 0)
     assert artefact.any() and np.isnan(run.cols["loss"][artefact]).all() and run.logged("loss")[artefact].all()
     assert run.meta["framework"] == "transformers" and run.meta["log_interval"] == 2
-    notes = " ".join(run.notes)
-    assert "15 HF Trainer dict lines" in notes and "evaluation/summary dicts" in notes
-    assert "logging_nan_inf_filter" in notes and "counter of the progress bar" in notes
+    assert read_counts(run.notes)["console.kind_hf"] == 15 and has(run.notes, "console.eval_dicts"), \
+        [m.data() for m in run.notes]
+    assert has(run.notes, "source.hf_filtered_nan") and has(run.notes, "console.took_bar_counter")
 
 
 def test_hf_trainer_console_diagnosed_like_trainer_state(hf_logs):
@@ -126,7 +133,7 @@ def test_trl_sft_trainer_console_matches_trainer_state(tmp_path):
     # TRL 1.x prints values rounded to 4 significant digits
     np.testing.assert_allclose(run.cols["loss"], [e["loss"] for e in entries], rtol=6e-4)
     np.testing.assert_allclose(run.cols["grad_norm"], [e["grad_norm"] for e in entries], rtol=6e-4)
-    assert "6 HF Trainer dict lines" in " ".join(run.notes)
+    assert read_counts(run.notes)["console.kind_hf"] == 6
     assert run_cli("diagnose", log).returncode == 0
 
 
@@ -189,7 +196,7 @@ def test_hf_dicts_pasted_above_the_last_bar(tmp_path):
                          for s in (5, 10, 15, 20)) + " 20%|##        | 20/100 [00:10<00:40,  2.00it/s]\n")
     run = load_path(p)[0]
     assert list(run.steps) == [5, 10, 15, 20]
-    assert any("placed every logging interval" in n for n in run.notes)
+    assert has(run.notes, "console.spaced", n=3), [m.data() for m in run.notes]  # the fourth took the bar's counter
 
 
 def test_llama_factory_trainer_log_jsonl(tmp_path):
@@ -419,7 +426,7 @@ def test_trainer_print_formats(tmp_path, kind):
     if kind == "litgpt":  # micro-batch lines: every one kept, on the iteration counter
         assert list(run.steps) == list(range(4 * n))
         np.testing.assert_allclose(run.cols["loss"][::4], curve["loss"], rtol=2e-3, equal_nan=True)
-        assert any("two step counters" in note for note in run.notes)
+        assert has(run.notes, "console.two_counters"), [m.data() for m in run.notes]
     else:
         assert list(run.steps) == list(curve["step"] + offset)
         digits = {"timm": 6e-3, "onmt": 5e-3}.get(kind, 2e-3)  # timm: three significant digits; onmt: 2 decimals
@@ -523,7 +530,7 @@ def test_megatron_iteration_without_lm_loss_is_nonfinite_or_skipped(tmp_path):
     assert run.cols["skipped"][i12] == 1.0 and not run.logged("loss")[i12]
     assert np.isnan(run.cols["loss"][i16:]).all() and run.logged("loss")[i16:].all()
     assert np.isfinite(run.cols["loss"][:i12]).all()
-    assert any("without `lm loss` read as a non-finite loss" in n for n in run.notes)
+    assert has(run.notes, "console.megatron_nan"), [m.data() for m in run.notes]
     report = diagnose_runs([run])
     assert report.status == "critical" and report.findings[0].step == 16
 
@@ -550,8 +557,8 @@ def test_deepspeed_overflow_on_hf_steps(tmp_path):
     assert [steps[i] for i in np.flatnonzero(run.cols["skipped"] == 1.0)] == [7, 8, 9]
     assert run.cols["scale"][steps.index(9)] == 8192
     assert [s for s in steps if run.logged("loss")[steps.index(s)]] == [5, 10, 15, 20]
-    notes = " ".join(run.notes)
-    assert "4 HF Trainer dict lines" in notes and "3 DeepSpeed OVERFLOW lines" in notes
+    counts = read_counts(run.notes)
+    assert (counts["console.kind_hf"], counts["console.kind_ds_overflow"]) == (4, 3), counts
 
 
 def test_overflow_printed_by_every_rank_counts_once(tmp_path):
@@ -566,7 +573,7 @@ def test_overflow_printed_by_every_rank_counts_once(tmp_path):
     steps = list(run.steps)
     assert [steps[i] for i in np.flatnonzero(run.cols["skipped"] == 1.0)] == [11, 12]
     assert run.cols["scale"][steps.index(12)] == 16384
-    assert any("printed by each rank" in n for n in run.notes)
+    assert has(run.notes, "console.other_rank_overflows"), [m.data() for m in run.notes]
 
 
 def test_overflow_after_megatron_iteration_lines(tmp_path):
@@ -598,7 +605,7 @@ def test_stdin_paste(tmp_path):
                        capture_output=True, text=True, env=cli_env(), timeout=120)
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
-    assert doc["steps"] == 5 and any("stdin: read 5 lines with a step" in n for n in doc["notes"])
+    assert doc["steps"] == 5 and read_counts(from_json(doc, "notes"))["console.kind_key_value"] == 5, doc["notes_data"]
 
 
 def test_mixed_formats_are_one_run_and_notes_say_which_lines(tmp_path):
@@ -611,8 +618,9 @@ def test_mixed_formats_are_one_run_and_notes_say_which_lines(tmp_path):
     p.write_text(text)
     doc = json.loads(run_cli("diagnose", p, "--format", "json").stdout)
     assert doc["steps"] == 60
-    first = doc["notes"][0]
-    assert "30 HF Trainer dict lines" in first and "nanoGPT lines" in first and "other lines ignored" in first
+    first = from_json(doc, "notes")[:1]
+    assert first[0].key == "console.read_ignored" and has(first, "console.other_lines"), doc["notes_data"][0]
+    assert read_counts(first)["console.kind_hf"] == 30 and "console.kind_nanogpt" in read_counts(first)
 
 
 @pytest.mark.parametrize("content", ["hello world\nthis is not a log\n", "Epoch 1 done. Accuracy 93%\n" * 5,
@@ -717,7 +725,7 @@ def test_epoch_is_the_step_when_nothing_finer_is_printed(tmp_path):
     p.write_text("".join(f"epoch: {e} loss: {x}\n" for e, x in [(10, 0.21), (11, 0.20), (12, "nan")]))
     run = load_path(p)[0]
     assert list(run.steps) == [10, 11, 12] and np.isnan(run.cols["loss"][2])
-    assert any("the epoch is the step" in n for n in run.notes)
+    assert has(run.notes, "console.epoch_is_step", n=3), [m.data() for m in run.notes]
     q = tmp_path / "batches.txt"
     q.write_text("".join(f"Epoch {e} loss: {x}\n" for e, x in [(1, 0.9), (1, 0.8), (2, 0.7), (2, 0.6)]))
     run = load_path(q)[0]
@@ -767,7 +775,7 @@ def test_fairseq_valid_lines_are_not_training_steps(tmp_path):
     assert list(run.steps) == [695, 700]
     np.testing.assert_allclose(run.cols["loss"], [9.803, 9.44])
     np.testing.assert_allclose(run.cols["grad_norm"], [55.005, 156.036])
-    assert any("1 evaluation lines" in n for n in run.notes)
+    assert has(run.notes, "console.eval_lines", n=1), [m.data() for m in run.notes]
 
 
 def test_folder_holding_only_console_logs_reads_the_newest(hf_logs, tmp_path):

@@ -12,6 +12,7 @@ from conftest import run_cli
 from hf_console_train import train
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
+from msgs import has
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +83,7 @@ def test_coarse_log_says_so(hf_runs):
     p.write_text(json.dumps(state))
     run = load_path(p)[0]
     assert run.meta["log_interval"] == 500
-    assert any("average over 500 steps" in n for n in run.notes)
+    assert has(run.notes, "source.coarse_averaged", n=500), [getattr(m, "key", m) for m in run.notes]
 
 
 def test_truncated_trainer_state_is_a_partial_read(hf_runs, tmp_path):

@@ -13,6 +13,7 @@ import logfaults
 from conftest import run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
+from msgs import has
 
 ARGS = """------------------------ arguments ------------------------
   bf16 ............................................ False
@@ -108,7 +109,7 @@ def test_megatron_log_interval_averages(tmp_path):
     assert run.meta["log_interval"] == 10
     assert run.cols["skipped_in_interval"].max() == 10
     assert run.cols["skipped"].max() == pytest.approx(1.0)  # every iteration of the interval skipped
-    assert any("average over 10 steps" in n for n in run.notes)
+    assert has(run.notes, "source.coarse_averaged", n=10), [getattr(m, "key", m) for m in run.notes]
     logfaults.check(diagnose_runs([run]), "scale_collapse")
 
 
@@ -165,4 +166,4 @@ def test_grad_overflow_names_its_step(tmp_path):
         i = steps.index(it)
         assert run.cols["skipped"][i] == 1.0 and run.cols["scale"][i] == scale
     assert run.cols["skipped_in_interval"][steps.index(20)] == 3
-    assert not any("placed on the steps" in n for n in run.notes)  # the steps were named exactly
+    assert not has(run.notes, "console.deepspeed_overflow_placed")  # the steps were named exactly

@@ -23,6 +23,7 @@ from conftest import cli_env, run_cli
 from hf_console_train import train
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
+from msgs import find, has
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -174,7 +175,7 @@ def test_fault_curves_through_log_batch(tmp_path, tracking, name):
     _file_run(tmp_path / "mlruns", "older", [1.0, 0.9, 0.8])
     run = load_path(tmp_path)[0]  # the folder holding mlflow.db
     np.testing.assert_array_equal(run.cols["loss"], curve["loss"])
-    assert any("also holds an MLflow file store" in n for n in run.notes)
+    assert has(run.notes, "source.mlflow_also_file_store"), [getattr(m, "key", m) for m in run.notes]
     assert len(load_path(tmp_path / "mlruns")[0]) == 3
     logfaults.check(diagnose_runs([run]), name)
 
@@ -232,7 +233,8 @@ def test_several_runs_newest_read_and_run_dir_selects(tmp_path, tracking):
         mlflow.log_param("x", 1)
     run = load_path(tmp_path)[0]  # the folder holding mlruns/
     assert run.meta["mlflow"]["id"] == new and len(run) == 20
-    assert any("3 MLflow runs" in n and old in n for n in run.notes)
+    runs = find(run.notes, "source.mlflow_runs")
+    assert runs.values["n"] == 3 and old in runs.values["others"], runs.data()
     run_dir = next((tmp_path / "mlruns").glob(f"*/{old}"))
     picked = load_path(run_dir)[0]
     assert picked.meta["mlflow"]["id"] == old and len(picked) == 12
@@ -325,7 +327,7 @@ def test_malformed_metric_line_reads_up_to_the_damage(tmp_path, tracking):
     f.write_text("\n".join(lines[:20] + ["1796118441000 2.0 garbage"] + lines[21:]) + "\n")
     run = load_path(tmp_path / "mlruns")[0]
     assert len(run) == 20 and run.cols["loss"][19] == pytest.approx(3.0 - 0.05 * 19)
-    assert any("stopped at line 21" in n for n in run.notes)
+    assert has(run.notes, "source.mlflow_stopped", line=21, n=20), [getattr(m, "key", m) for m in run.notes]
     p = run_cli("diagnose", tmp_path / "mlruns")
     assert p.returncode == 0 and "warning" in p.stderr and "line 21" in p.stderr
     f.write_text("not a metric line\n")
@@ -356,9 +358,9 @@ def test_misaligned_lines_are_not_regrouped():
     notes: list[str] = []
     steps, values = parse_metric_file(b"1 2.5 0\n2 2.0\n3 1.5 1 7\n", "loss", notes)
     assert list(steps) == [0] and list(values) == [2.5]
-    assert notes and "stopped at line 2" in notes[0]
+    assert notes and has(notes[:1], "source.mlflow_stopped", line=2, n=1), notes
     steps, values = parse_metric_file(b"1 2.5\n2 2.0\n", "loss", notes)  # MLflow 0.x: no step
-    assert list(steps) == [0, 1] and list(values) == [2.5, 2.0] and "MLflow 0.x" in notes[-1]
+    assert list(steps) == [0, 1] and list(values) == [2.5, 2.0] and has(notes[-1:], "source.mlflow_no_steps")
 
 
 def test_reading_imports_neither_mlflow_nor_torch(tmp_path, tracking):
@@ -389,7 +391,7 @@ def test_logged_model_metrics_are_not_a_run(tmp_path, tracking):
     assert list((tmp_path / "mlruns").glob("*/models/*/metrics/loss"))
     run = load_path(tmp_path / "mlruns")[0]
     assert run.meta["mlflow"]["id"] == active.info.run_id and len(run) == 12
-    assert not any("MLflow runs here" in n for n in run.notes), run.notes
+    assert not has(run.notes, "source.mlflow_runs"), run.notes
 
 
 def test_lightning_mlflow_logger(tmp_path, tracking):
@@ -420,7 +422,7 @@ def test_metric_logged_without_step_is_numbered_in_order(tmp_path, tracking, sto
     run = load_path(tmp_path / ("mlruns" if store == "file" else "mlflow.db"))[0]
     assert list(run.steps) == list(range(20))
     np.testing.assert_array_equal(run.cols["loss"], losses)
-    assert any("without step=" in n for n in run.notes)
+    assert has(run.notes, "source.mlflow_unstepped", step=0), [getattr(m, "key", m) for m in run.notes]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -14,6 +14,7 @@ from conftest import run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
 from lossdoctor.sources.columns import column_for, map_names
+from msgs import has
 
 
 def write_csv(path, curve: dict, names: dict[str, str]) -> None:
@@ -81,7 +82,7 @@ def test_nan_strings_and_mixed_types_are_a_partial_read(tmp_path):
     run = load_path(p)[0]
     i10, i20 = list(run.steps).index(10), list(run.steps).index(20)
     assert not run.logged("loss")[i10] and run.logged("loss")[i20] and math.isnan(run.cols["loss"][i20])
-    assert any("not numbers" in n for n in run.notes)
+    assert has(run.notes, "source.not_numbers"), [getattr(m, "key", m) for m in run.notes]
     proc = run_cli("diagnose", p)
     assert proc.returncode == 0 and "warning" in proc.stderr and "Traceback" not in proc.stderr
 
@@ -92,7 +93,7 @@ def test_jsonl_torn_last_line_and_nested(tmp_path):
     p.write_text("\n".join(lines) + '\n{"step": 30, "train": {"lo')
     run = load_path(p)[0]
     assert len(run) == 30 and run.meta["columns"]["loss"] == "train/loss"
-    assert any("the last line" in n for n in run.notes)
+    assert has(run.notes, "source.the_last_line"), [getattr(m, "key", m) for m in run.notes]
 
 
 def test_no_step_column(tmp_path):
@@ -100,7 +101,7 @@ def test_no_step_column(tmp_path):
     p.write_text("loss\n" + "\n".join(str(3 - 0.01 * i) for i in range(50)) + "\n")
     run = load_path(p)[0]
     assert list(run.steps[:3]) == [0, 1, 2]
-    assert any("no step column" in n for n in run.notes)
+    assert has(run.notes, "source.no_step_column")
 
 
 def test_every_10_steps_still_diagnosed(tmp_path):
@@ -110,7 +111,7 @@ def test_every_10_steps_still_diagnosed(tmp_path):
     write_csv(p, sub, CSV_NAMES)
     runs = load_path(p)
     assert runs[0].meta["log_interval"] == 10
-    assert any("one point every 10 steps" in n for n in runs[0].notes)
+    assert has(runs[0].notes, "source.coarse_sampled", n=10), [getattr(m, "key", m) for m in runs[0].notes]
     logfaults.check(diagnose_runs(runs), "grad_explosion")
 
 

@@ -14,6 +14,7 @@ import logfaults
 from conftest import run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
+from msgs import find, has
 
 #: how HF's TensorBoard callback names the scalars (Megatron's names in the second test)
 HF_TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "lr": "train/learning_rate",
@@ -72,10 +73,11 @@ def test_newest_of_several_runs_and_missing_signals(tmp_path):
     new.close()
     run = load_path(tmp_path)[0]
     assert len(run) == 30 and run.cols["loss"][0] == pytest.approx(3.0)
-    assert any("2 TensorBoard runs" in n and "old" in n for n in run.notes)
-    assert any("not in this log" in n and "gradient norm" in n for n in run.notes)
+    runs = find(run.notes, "source.tb_runs")
+    assert runs.values["n"] == 2 and "old" in runs.values["others"], runs.data()
+    assert has(run.notes, "source.not_in_log"), [getattr(m, "key", m) for m in run.notes]
     report = diagnose_runs([run])
-    assert any(n.startswith("grad_explosion: not checked") for n in report.notes)
+    assert has(report.notes, "engine.not_checked", name="grad_explosion")
 
 
 def test_event_file_without_training_metrics(tmp_path):
@@ -95,6 +97,6 @@ def test_torn_event_file_is_a_partial_read(tmp_path):
     f.write_bytes(data[: len(data) // 2 + 7])  # cut inside a record, as a killed writer leaves it
     run = load_path(f)[0]
     assert 50 < len(run) < 300
-    assert any("torn record" in n for n in run.notes)
+    assert has(run.notes, "source.tb_torn"), [getattr(m, "key", m) for m in run.notes]
     p = run_cli("diagnose", f)
     assert p.returncode == 0 and "warning" in p.stderr and "Traceback" not in p.stderr

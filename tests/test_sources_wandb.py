@@ -13,6 +13,7 @@ import logfaults
 from conftest import run_cli
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.sources import load_path
+from msgs import has
 
 
 def _offline_run(root, curve: dict) -> None:
@@ -54,7 +55,7 @@ def test_torn_wandb_file_is_a_partial_read(wandb_runs, tmp_path):
     torn.write_bytes(data[: len(data) * 2 // 3])
     run = load_path(torn)[0]
     assert 0 < len(run) < 300
-    assert any("torn record" in n or "bad checksum" in n for n in run.notes)
+    assert has(run.notes, "source.wandb_torn") or has(run.notes, "source.wandb_bad_checksum"), [getattr(m, "key", m) for m in run.notes]
     p = run_cli("diagnose", torn)
     assert p.returncode == 0 and "warning" in p.stderr
 

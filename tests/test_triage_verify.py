@@ -17,6 +17,7 @@ from conftest import run_cli
 from lossdoctor.findings import Finding, Report
 from lossdoctor.messages import Msg
 from lossdoctor.triage.verify import Fix
+from msgs import find, has, sentence_of
 from triage_models import MLP, mse_loss, regression_batches, state_bytes, train
 
 SCHEMA = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
@@ -59,18 +60,19 @@ def test_grad_explosion_clipping_is_verified_and_dropping_a_random_sample_does_n
     assert clip["verdict"] == "verified" and clip["max_norm"] == 1.0 and clip["first_bad"] is None
     assert clip["steps_after"] == 20 and np.isfinite(clip["loss_after"]) and clip["loss_after"] < 10
     assert clip["unfixed_first_bad"] == 16
-    assert clip["sentence"].startswith("verified: with max_norm=1 the replay passes step 16 and the loss is")
-    assert "20 steps later (unfixed: inf at 16)" in clip["sentence"]
-    assert clip["sentence_data"]["key"] == "verify.verified"
+    said = sentence_of(clip)
+    assert (said.key, said.values["step"], said.values["n"]) == ("verify.verified", 16, 20), said.data()
+    assert has([said], "verify.fix.clip", max_norm=1.0) and has([said], "verify.outcome.nonfinite", step=16)
     [drop] = _checks(res, "drop_samples")
     assert drop["verdict"] == "did_not_help" and drop["first_bad"] == 16
-    assert drop["sentence"].startswith("did not help: with sample(s) 0 dropped from the batch of step 16")
+    said = sentence_of(drop)
+    assert said.key == "verify.did_not_help" and has([said], "verify.fix.drop", step=16), said.data()
     # verified first; a code change is said to be one, with the reason
     verdicts = [c["verdict"] for c in r["checks"]]
     assert verdicts[0] == "verified" and verdicts == sorted(verdicts, key=["verified", "did_not_help",
                                                                          "not_checked", "not_verifiable"].index)
     code = [c for c in r["checks"] if c["verdict"] == "not_verifiable"]
-    assert code and all(c["sentence"].startswith("not verifiable by replay: ") for c in code)
+    assert code and all(sentence_of(c).key == "verify.not_verifiable" for c in code)
     # the cost is recorded: one replay per distinct fix (one suggested twice is replayed once)
     distinct = {(c["kind"], c.get("max_norm"), c.get("lr"), tuple(c.get("samples") or ())) for c in r["checks"]
                 if c["kind"] != "code"}
@@ -113,9 +115,10 @@ def test_nan_in_the_data_dropping_the_offending_sample_is_verified(tmp_path):
     assert r["status"] == "checked" and r["step"] == 14
     found = [c for c in r["checks"] if c["cause"] == "nonfinite_data" and c["kind"] == "drop_samples"]
     assert found and found[0]["samples"] == [3] and found[0]["verdict"] == "verified"
-    assert found[0]["sentence"].startswith("verified: with sample(s) 3 dropped from the batch of step 14 the "
-                                           "replay passes step 14")
-    assert found[0]["sentence"].endswith("(unfixed: NaN at 14)")
+    said = sentence_of(found[0])
+    assert (said.key, said.values["step"]) == ("verify.verified", 14) and has([said], "verify.fix.drop", step=14), \
+        said.data()
+    assert find([said], "verify.outcome.nonfinite").values["step"] == 14  # unfixed: NaN at 14
     wrong = [c for c in r["checks"] if c["cause"] is None]
     assert wrong[0]["verdict"] == "did_not_help"
     rec = _record(tmp_path, 14)
@@ -171,8 +174,7 @@ def test_a_replay_that_diverges_from_the_log_gives_no_verdict(tmp_path):
     train(model, opt, batches, mse_loss, mon)
     [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0),))
     assert r["status"] == "diverged" and r["checks"] == []
-    assert r["note"].startswith("no verdict: the replay diverges from the log at step 10")
-    assert r["note_data"]["key"] == "verify.diverged"
+    assert has([sentence_of(r)], "verify.diverged", step=10), r["note_data"]
     rec = _record(tmp_path, 16)
     assert rec["verification"]["status"] == "diverged"
     assert all("fix_checks" not in f for f in rec["findings"])
@@ -214,7 +216,7 @@ def test_the_budget_in_steps_bounds_the_replays(tmp_path):
     [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0), Fix("clip", max_norm=2.0)))
     assert r["cost"]["steps_replayed"] <= 60 and r["cost"]["budget_steps"] == 60
     skipped = [c for c in r["checks"] if c["verdict"] == "not_checked"]
-    assert skipped and all("budget of 60 replayed steps" in c["sentence"] for c in skipped)
+    assert skipped and all(has([sentence_of(c)], "verify.reason.budget", budget=60) for c in skipped)
     mon.close()
     mon, *_ = _explosion_run(tmp_path / "tiny", verify=False, verify_budget=10)
     [r] = mon.verify_fixes()
@@ -261,11 +263,13 @@ def test_a_one_off_spike_skipping_the_batch_is_verified_and_clipping_does_not_he
     assert r["status"] == "checked" and r["step"] == 60 and r["from_step"] == 0 and r["to_step"] == 80
     [skip] = [c for c in r["checks"] if c["kind"] == "skip_batch"]
     assert skip["cause"] == "loss_spike" and skip["verdict"] == "verified" and skip["first_bad"] is None
-    assert skip["sentence"].startswith("verified: with the batch of step 60 skipped the replay passes step 60")
-    assert "(unfixed: the loss spikes to " in skip["sentence"] and skip["unfixed_first_bad"] == 60
+    said = sentence_of(skip)
+    assert (said.key, said.values["step"]) == ("verify.verified", 60) and has([said], "verify.fix.skip", step=60), \
+        said.data()
+    assert has([said], "verify.outcome.bad", step=60) and skip["unfixed_first_bad"] == 60  # the loss spikes
     [clip] = [c for c in r["checks"] if c["kind"] == "clip"]
     assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 60
-    assert "the loss spikes to" in clip["sentence"]
+    assert has([sentence_of(clip)], "verify.outcome.bad"), clip["sentence_data"]
     mon.close()
 
 
@@ -286,7 +290,8 @@ def test_with_a_grad_scaler_the_fixes_are_checked_before_the_next_snapshot_drops
     assert (v["status"], v["from_step"], v["to_step"]) == ("checked", 10, 24)
     [drop] = [c for c in v["checks"] if c["kind"] == "drop_samples"]
     assert drop["verdict"] == "verified" and drop["samples"] == [3] and drop["steps_after"] == 10
-    assert drop["sentence"].endswith("10 steps later (unfixed: NaN at 14)")
+    said = sentence_of(drop)
+    assert said.values["n"] == 10 and has([said], "verify.outcome.nonfinite", step=14), said.data()
 
 
 def test_the_text_report_shows_each_fix_with_its_verdict_in_english_and_chinese(tmp_path):

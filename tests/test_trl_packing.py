@@ -7,7 +7,6 @@ tokens, and the label checks work per example."""
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ pytest.importorskip("trl")
 import trl_kit  # noqa: E402
 from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
 from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
+from msgs import find, has  # noqa: E402
 
 
 def _train(tmp_path, convs=None, **config):
@@ -64,11 +64,12 @@ def test_all_masked_example_inside_a_packed_row_is_named_by_its_example(tmp_path
     assert f.examples and all(set(e) == {"row", "example", "start", "end"} for e in f.examples)
     # the examples named are really the fully masked ones of the packed row
     assert {(e["start"], e["end"]) for e in f.examples} >= {(e["start"], e["end"]) for e in ev0["at"]}
-    text = " ".join(f.evidence)
     first = f.examples[0]
-    assert f"packed row 0, example {first['example']} (tokens {first['start']}-{first['end']})" in text
-    assert "max_length (64) tokens long" in text
-    assert any("drop examples whose prompt" in str(x) for x in f.fixes)
+    ends = find(f.evidence, "plabels.packed_example_ends_with").values
+    assert {k: ends[k] for k in ("row", "example", "start", "end")} == \
+        {"row": 0, "example": first["example"], "start": first["start"], "end": first["end"]}, ends
+    assert has(f.evidence, "plabels.truncated_response_packed", max_length=64), [m.data() for m in f.evidence]
+    assert has(f.fixes, "plabels.fix_truncate_and_drop_packed") or has(f.fixes, "labels.fix_packed_unsupervised")
     zh = " ".join(e.render("zh") for e in f.evidence if hasattr(e, "render"))
     assert "packed 行" in zh and "样本" in zh
     d = json.loads(json.dumps(report.to_dict()))
@@ -99,10 +100,9 @@ def test_prompt_leak_is_judged_per_packed_example(tmp_path):
     report = cb.diagnose()
     (leak,) = [f for f in report.findings if f.cause == "label_mask_leak"]
     assert leak.confidence >= 0.9
-    text = " ".join(leak.evidence)
-    assert "only 0% of label positions are masked" in text
-    named = re.findall(r"packed row 0, example (\d+) \(tokens (\d+)-(\d+)\) supervised text", text)
-    assert named and all(int(b) - int(a) >= 2 for _, a, b in named)
+    assert has(leak.evidence, "labels.leak", pct=0), [m.data() for m in leak.evidence]  # 0% of labels masked
+    named = [m.values for m in leak.evidence if getattr(m, "key", None) == "plabels.packed_supervised_text"]
+    assert named and all(v["row"] == 0 and v["end"] - v["start"] >= 2 for v in named), named
     assert any("assistant_only_loss=True" in str(x) for x in leak.fixes)
 
 
@@ -120,8 +120,8 @@ def test_fused_lm_head_loss_is_never_an_activation(tmp_path):
     assert "<model>" not in run.event("act_absmax_layer").values()
     # the largest activation is a real module output, not the loss
     assert not np.isclose(run.col("act_absmax"), run.col("loss")).any()
-    (note,) = [n for n in cb.diagnose().notes if "lm_head" in n]
-    assert "never ran as a module" in note and "not traced" in note
+    (note,) = [n for n in cb.diagnose().notes if getattr(n, "key", None) == "tracer.head_bypassed"]
+    assert note.values["head"] == "lm_head"  # never ran as a module: not traced
     (msg,) = [n for n in cb.monitor.notes if getattr(n, "key", "") == "tracer.head_bypassed"]
     assert "隐藏状态" in msg.render("zh") and "lm_head" in msg.render("zh")
 
@@ -144,7 +144,7 @@ def test_model_outputs_with_logits_report_the_logits_not_the_loss(tmp_path):
     (run,) = read_run_dir(tmp_path / "ld")
     root = run.layers.stats["act_absmax"][0, run.layers.modules.index("<model>")]
     assert root == pytest.approx(logits_max, rel=1e-5) and root != pytest.approx(float(out.loss), rel=1e-3)
-    assert not [n for n in mon.notes if "never ran as a module" in n]
+    assert not has(mon.notes, "tracer.head_bypassed")
 
 
 def _packed_embeds_batch(model, lengths, nan_at=None, seed=0):
@@ -177,7 +177,8 @@ def test_localize_bisects_the_examples_of_a_packed_row():
     assert loc.sample_search.examples == [{"row": 0, "example": 2, "start": 22, "end": 31}]
     f = loc.finding(step=0)
     assert f.examples == [{"row": 0, "example": 2, "start": 22, "end": 31}]
-    assert any("row 0 example 2 (tokens 22-31)" in e for e in f.evidence)
+    assert has(f.evidence, "triage.samples.row_example", row=0, example=2, start=22, end=31), \
+        [m.data() for m in f.evidence]
 
 
 def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
@@ -206,9 +207,9 @@ def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
     assert f.step == 2 and f.samples == [0]
     assert {"row": 0, "example": 3, "start": 31, "end": 45} in [
         {k: e[k] for k in ("row", "example", "start", "end")} for e in f.examples]
-    assert any("row 0 example 3 (tokens 31-45)" in e for e in f.evidence)
-    assert any("a bisection over the examples inside them" in e and "names 1 example(s): row 0 example 3" in e
-               for e in f.evidence), f.evidence
+    bisection = find(f.evidence, "triage.samples.packed_examples")  # a bisection over the packed examples
+    assert bisection.values["n"] == 1 and has([bisection], "triage.samples.row_example", row=0, example=3, start=31,
+                                              end=45), bisection.data()
     (alert,) = [x for x in capfd.readouterr().err.splitlines() if "nonfinite_data" in x]
     assert "packed row 0 example 3 (tokens 31-45)" in alert
     # the reports' "where" line names the example too (text, Markdown and HTML share it)

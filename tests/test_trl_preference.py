@@ -121,7 +121,7 @@ def test_lr_too_high_both_rewards_fall_named_live(lr_too_high):
     assert "rpo_alpha" not in " ".join(map(str, f.fixes)) and "rpo_alpha" not in fields
     assert trl.DPOConfig(output_dir="x", use_cpu=True, report_to=[], loss_type=["sigmoid", "sft"],
                          loss_weights=[1.0, 1.0]).loss_type == ["sigmoid", "sft"]
-    assert "lower learning_rate from 0.05 to 0.005" in str(f.fixes[1])
+    assert (f.fixes[1].key, f.fixes[1].values["lr"], f.fixes[1].values["new"]) == ("pref.fix_lower_lr", 0.05, 0.005)
     assert "把 learning_rate 从 0.05 降到 0.005" in f.fixes[1].render("zh")
     assert not [g for g in lr_too_high.cb.diagnose().findings if g.cause == "reward_overoptimization"]
 

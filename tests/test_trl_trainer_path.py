@@ -13,6 +13,7 @@ pytest.importorskip("trl")
 import trl_kit  # noqa: E402
 from lossdoctor.integrations.transformers import LossDoctorCallback  # noqa: E402
 from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
+from msgs import has  # noqa: E402
 
 
 def _sft(out_dir, *, trainer_cls=None, callback=None, steps=4, lr=1e-3, warmup_steps=1, n=64, **config):
@@ -76,7 +77,7 @@ def test_compute_loss_that_ignores_num_items_is_a_normalisation_fault(tmp_path):
     w = run.col("loss_weight")
     assert w.tolist() == pytest.approx([2.0] * 4, rel=0.1)  # two micro-batch means summed
     (f,) = [f for f in cb.diagnose().findings if f.cause == "grad_accum_normalization"]
-    assert "2 micro-batches per step: their losses are summed, not averaged" in f.evidence
+    assert has(f.evidence, "accum.summed", k=2), [m.data() for m in f.evidence]
     assert any("num_items_in_batch" in str(x) for x in f.fixes)
     assert f.step == 0
 
@@ -117,7 +118,7 @@ def test_trainer_whose_loss_never_reaches_backward_keeps_the_note(tmp_path):
 
     cb, trainer, run = _sft_watched(tmp_path, trainer_cls=OwnStep, steps=3, gradient_accumulation_steps=2)
     report = cb.diagnose()
-    assert any("OwnStep backpropagates a loss it computes itself" in n for n in report.notes), report.notes
+    assert has(report.notes, "integrations.loss_not_backpropagated", trainer="OwnStep"), report.notes
     assert not [f for f in report.findings if f.cause == "grad_accum_normalization"]
 
 
@@ -156,12 +157,14 @@ def test_lr_finding_names_the_peak_lr_and_the_step_the_climb_began(lr_one):
     loss, first = run.col("loss"), run.col("loss")[0]
     onset = next(i for i in range(1, len(loss)) if all(loss[i:i + 2] >= 1.5 * first))
     assert f.step == onset, (f.step, loss[:6].tolist())
-    assert "the LR reached 1 at step 5" in f.evidence
-    fixes = " ".join(map(str, f.fixes))
-    assert "(now 1;" in fixes or "(now 1)" in fixes, fixes
+    assert has(f.evidence, "lr.high.peak_at", lr=1.0, s=5), [m.data() for m in f.evidence]
+    assert [x for x in f.fixes if x.kind in ("lr", "lr_range") and x.params.get("lr_now") == 1.0], \
+        [x.data() for x in f.fixes]  # the LR it names is the peak, now 1
     # the Trainer clips at 1.0: no fix tells the run to clip at 1.0 again
     assert run.meta["max_grad_norm"] == 1.0
-    assert "max_norm=1.0)" not in fixes and "already clipped (max_grad_norm=1)" in fixes
+    assert not [x for x in f.fixes if x.kind == "clip" or x.key == "lr.fix.warmup_clip"], [x.data() for x in f.fixes]
+    assert [x for x in f.fixes if x.key in ("grad.fix_already_clipped", "grad.fix_clip_tighter", "lr.fix_warmup_already_clipped") and 1.0 in (x.values.get("clip"), x.values.get("max_norm"))], \
+        [x.data() for x in f.fixes]
 
 
 def test_offline_trainer_state_names_the_same_lr_at_the_trainers_own_step(lr_one):
@@ -174,8 +177,9 @@ def test_offline_trainer_state_names_the_same_lr_at_the_trainers_own_step(lr_one
     live = _lr_finding(cb.diagnose())
     (f,) = [f for f in diagnose_runs(load_path(state)).findings if f.cause == "lr_too_high"]
     assert f.step == live.step + 1
-    assert "the LR reached 1 at step 6" in f.evidence
-    assert "(now 1" in " ".join(map(str, f.fixes))
+    assert has(f.evidence, "lr.high.peak_at", lr=1.0, s=6), [m.data() for m in f.evidence]
+    assert [x for x in f.fixes if x.kind in ("lr", "lr_range") and x.params.get("lr_now") == 1.0], \
+        [x.data() for x in f.fixes]  # the LR it names is the peak, now 1
 
 
 @pytest.mark.parametrize("clip", [None, 1.0, 100.0])
@@ -191,11 +195,12 @@ def test_gradient_clipping_fixes_know_the_run_already_clips(clip):
     cols = {"loss": [2.2, 2.3, 2.6, 3.4, 4.4, 5.1], "grad_norm": [0.24, 1.9, 15, 120, 480, 960], "lr": [1e-3] * 6}
     meta = {"max_grad_norm": clip} if clip else {}
     (f,) = [f for f in diagnose_runs([from_columns(steps, cols, meta=meta)]).findings if f.cause == "grad_explosion"]
-    fixes = " ".join(map(str, f.fixes))
+    data = [x.data() for x in f.fixes]
     if clip is None:
-        assert "clip gradients: torch.nn.utils.clip_grad_norm_" in fixes
+        assert [x for x in f.fixes if x.kind == "clip"], data  # clip gradients: clip_grad_norm_(..., max_norm=...)
     else:
-        assert "clip_grad_norm_" not in fixes and f"already clipped (max_grad_norm={clip:g})" in fixes, fixes
+        assert not [x for x in f.fixes if x.kind == "clip"], data
+        assert [x for x in f.fixes if x.key in ("grad.fix_already_clipped", "grad.fix_clip_tighter", "lr.fix_warmup_already_clipped") and x.values.get("clip") == clip], data
 
 
 # --- 3. Trainer(torch_compile=True) ------------------------------------------------------------------
@@ -301,7 +306,7 @@ def test_llamafactory_style_train_on_prompt_is_a_label_mask_leak(tmp_path):
     cb = LossDoctorCallback(log_dir=tmp_path / "ld")
     _llamafactory_sft(tmp_path / "out", callback=cb, train_on_prompt=True)
     (leak,) = [f for f in cb.diagnose().findings if f.cause == "label_mask_leak"]
-    assert leak.severity == "warning" and "prompt tokens" in leak.evidence[0]
+    assert leak.severity == "warning" and leak.evidence[0].key == "plabels.prompt_supervised", leak.evidence[0].data()
 
 
 def test_backpropagated_loss_pairs_with_the_models_only_up_to_a_normalisation():

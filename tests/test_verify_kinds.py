@@ -19,6 +19,7 @@ from conftest import run_cli
 from lossdoctor.detectors.fix_kinds import candidate, order_by_verdict
 from lossdoctor.findings import Finding, Fix, Report
 from lossdoctor.messages import Msg
+from msgs import has, sentence_of
 from triage_models import MLP, mse_loss, regression_batches, train
 
 SCHEMA = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
@@ -78,13 +79,15 @@ def test_loss_scale_collapse_the_suggested_init_scale_is_verified_and_clipping_d
     [check] = [c for c in rec["verification"]["checks"] if c["cause"] == "loss_scale_collapse" and c["kind"] == "scaler"]
     assert (check["kind"], check["verdict"], check["init_scale"]) == ("scaler", "verified", 2.0**16)
     assert check["unfixed_first_bad"] == 11 and check["first_bad"] is None
-    assert "(unfixed: the GradScaler skips 12 steps in a row up to step 11)" in check["sentence"]
+    assert has([sentence_of(check)], "verify.outcome.skips", n=12, step=11), check["sentence_data"]
     # a wrong fix: clipping the (unscaled, infinite) gradients changes nothing
     scale = scaler.get_scale()
     [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0),))
     [clip] = [c for c in r["checks"] if c["cause"] is None]
     assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 11
-    assert clip["sentence"].startswith("did not help: with max_norm=1, the GradScaler skips 12 steps in a row")
+    said = sentence_of(clip)
+    assert said.key == "verify.did_not_help" and has([said], "verify.fix.clip", max_norm=1.0) \
+        and has([said], "verify.outcome.skips", n=12), said.data()
     assert scaler.get_scale() == scale, "the user's scaler is left alone"
     mon.close()
     top = mon.diagnose().findings[0]
@@ -126,9 +129,10 @@ def test_an_fp16_overflow_running_that_module_in_fp32_is_verified_and_clipping_d
     [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0),))
     [check] = [c for c in r["checks"] if c["kind"] == "fp32_module"]
     assert check["verdict"] == "verified" and check["module"] == "up" and check["first_bad"] is None
-    assert check["sentence"].startswith("verified: with up run in fp32 (autocast off for it) the replay passes "
-                                        "step 14")
-    assert check["sentence"].endswith("(unfixed: NaN at 14)") and check["loss_after"] < 3
+    said = sentence_of(check)
+    assert (said.key, said.values["step"]) == ("verify.verified", 14) and has([said], "verify.fix.fp32", module="up"), \
+        said.data()
+    assert has([said], "verify.outcome.nonfinite", step=14) and check["loss_after"] < 3  # unfixed: NaN at 14
     [clip] = [c for c in r["checks"] if c["cause"] is None]
     assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 14
     # the replay wrapped the scratch copy's module only

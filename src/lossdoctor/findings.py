@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from .messages import Msg, _from_json, _to_json, templates, too_deep
+from .messages import Msg, _from_json, _to_json, identity, templates, too_deep
 from .vocabulary import CAUSES, SCHEMA, SEVERITY_RANK, SYMPTOMS
 
 #: what a fix asks to change (a closed vocabulary: add, never rename). A replay can apply the state
@@ -127,6 +127,14 @@ class Fix:
     @classmethod
     def code(cls, text: str) -> Fix:
         return cls("code", None, text)
+
+    def identity(self) -> Any:
+        """What the fix asks for, as data (`messages.identity`): its kind, numbers and sentence's key
+        and values; a code change with no numbers is its sentence (as a fix in the old form is)."""
+        if self.kind == "code" and not self.params:
+            return identity(self.text)
+        return ("fix", self.kind, repr(sorted((k, repr(_to_json(v))) for k, v in self.params.items())),
+                identity(self.text))
 
     # --- the sentence ---------------------------------------------------------------------------
     @property

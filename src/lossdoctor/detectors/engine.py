@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..findings import Finding, Report, importance_key
-from ..messages import Msg
+from ..messages import Msg, not_in, unique
 from ..records import Run
 from . import REGISTRY, load_all
 from .incident_merge import merge_incidents
@@ -233,7 +233,7 @@ def _join_same_cause(findings: list[Finding], new: Finding) -> None:
             and new.step < same.step:
         same.step = new.step  # the same symptom seen where it began (a step up before its first big point)
     same.confidence = max(same.confidence, new.confidence)
-    same.evidence.extend(e for e in new.evidence if e not in same.evidence)
+    same.evidence.extend(not_in(new.evidence, same.evidence))
 
 
 def arbitrate(findings: list[Finding]) -> list[Finding]:
@@ -320,7 +320,7 @@ def _dedupe(findings: Iterable[Finding]) -> list[Finding]:
             seen[key] = f
             continue
         win, lose = (f, seen[key]) if importance_key(f) < importance_key(seen[key]) else (seen[key], f)
-        win.evidence.extend(e for e in lose.evidence if e not in win.evidence)
+        win.evidence.extend(not_in(lose.evidence, win.evidence))
         seen[key] = win
     return list(seen.values())
 
@@ -379,7 +379,7 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
 
     mark_ties(findings)  # two causes the evidence does not tell apart: each finding names the other
     steps = max((len(r) for r in runs), default=0)
-    notes = list(dict.fromkeys(notes))  # same note from every rank once
+    notes = unique(notes)  # same note from every rank once
     # "healthy" means the checks the log allows ran and passed: a log too short to judge says so
     return Report(findings=findings, steps=steps, notes=notes,
                   source=source or (runs[0].source if runs else None),

@@ -22,7 +22,7 @@ Torch-free: the offline CLI reads incident records too.
 from __future__ import annotations
 
 from ..findings import Finding, importance_key
-from ..messages import Msg
+from ..messages import Msg, not_in, unique
 from ..records import Run
 from .fix_kinds import order_by_verdict, same_fix
 
@@ -65,7 +65,7 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
             for f in sorted(same, key=lambda f: f.cause != inc.cause):  # same cause first
                 keep.remove(f)
                 context.extend(Msg("incident.live_monitor", evidence=e) for e in f.evidence)
-            inc.evidence.extend([e for e in dict.fromkeys(context) if e not in inc.evidence][:MAX_CONTEXT])
+            inc.evidence.extend(not_in(unique(context), inc.evidence)[:MAX_CONTEXT])
             keep.append(inc)
         else:
             # the live flags are the detectors' own input: enrich their finding of this step (or,
@@ -82,7 +82,7 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
                         continue  # an op belongs to its layer: not lent to a finding about another layer
                     if getattr(target, attr) is None and getattr(inc, attr) is not None:
                         setattr(target, attr, getattr(inc, attr))
-            new = [e for e in inc.evidence if e not in target.evidence]
+            new = not_in(inc.evidence, target.evidence)
             target.evidence.extend(new[-1:] if level == "live" else new[:MAX_STATE_LINES])
             carry_checks(inc, target)
     for f in verified_elsewhere(run):

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..findings import Finding, importance_key
-from ..messages import Msg
+from ..messages import Msg, not_in
 from ..vocabulary import SEVERITY_RANK
 
 
@@ -43,8 +43,8 @@ def merge_findings(base: list[Finding], extra: Iterable[Finding | dict[str, Any]
 def _fold(f: Finding, p: Finding) -> None:
     """Add `p` to `f`; the more severe of the two leads (its symptom, its evidence first)."""
     lead = SEVERITY_RANK[p.severity] > SEVERITY_RANK[f.severity]
-    new_ev = [e for e in p.evidence if e not in f.evidence]
-    new_fix = [x for x in p.fixes if x not in f.fixes]
+    new_ev = not_in(p.evidence, f.evidence)
+    new_fix = not_in(p.fixes, f.fixes)
     f.evidence = new_ev + f.evidence if lead else f.evidence + new_ev
     f.fixes = new_fix + f.fixes if lead else f.fixes + new_fix
     if lead:  # the finding is the lead's now: its symptom and its rule

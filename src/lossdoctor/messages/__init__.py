@@ -206,6 +206,51 @@ def say(text: str | Renders, lang: str) -> str:
     return kept
 
 
+def identity(x: Any) -> Any:
+    """What a sentence says, as data, for telling two apart: a message's key and its values in
+    their JSON form (so two messages are the same when these are, not when their English reads
+    alike: 0.1234 and 0.1236 both print as 0.123), an object with its own `identity()` (a fix: its
+    kind, numbers and sentence) that, and a plain string (a reader's note quoting the log) its text."""
+    if isinstance(x, Msg):
+        return ("msg", x.key, repr(_sorted_json(x.data()["values"])))
+    own = getattr(x, "identity", None)
+    if callable(own):
+        return own()
+    return ("text", str.__str__(x) if isinstance(x, str) else repr(x))
+
+
+def _sorted_json(v: Any) -> Any:
+    if isinstance(v, dict):
+        return tuple(sorted((str(k), _sorted_json(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return tuple(_sorted_json(x) for x in v)
+    return v
+
+
+def unique(items: Any) -> list[Any]:
+    """`items` in order, each sentence once (by `identity`)."""
+    seen: set[Any] = set()
+    out = []
+    for x in items:
+        i = identity(x)
+        if i not in seen:
+            seen.add(i)
+            out.append(x)
+    return out
+
+
+def not_in(items: Any, existing: Any) -> list[Any]:
+    """The sentences of `items` that `existing` does not hold already (by `identity`), in order."""
+    have = {identity(x) for x in existing}
+    return [x for x in items if identity(x) not in have]
+
+
+def holds(items: Any, x: Any) -> bool:
+    """`x` is among `items` (by `identity`, not by its English)."""
+    i = identity(x)
+    return any(identity(y) == i for y in items)
+
+
 #: what never reaches a terminal or a document raw: C0 controls (a newline and a tab are kept where
 #: allowed), DEL, C1 (U+0080-U+009F, U+009B is a one-byte CSI), the bidirectional marks, embeddings,
 #: overrides and isolates (U+200E/F, U+061C, U+202A-U+202E, U+2066-U+2069: "Trojan Source"), the

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ..findings import Finding, FixLike, as_fixes
-from ..messages import fmt, round_sig
+from ..messages import fmt, holds, round_sig
 from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 from ..signals.packing import Example, packed_examples
 from ..signals.safe_reads import stored_attr, unreadable
@@ -49,7 +49,7 @@ class Context:
     trainer: dict[str, Any] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
-        if text not in self.notes:
+        if not holds(self.notes, text):
             self.notes.append(text)
 
 

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..messages import Msg
+from ..messages import Msg, holds
 from .safe_reads import norm_fp32, real_view, stored_attr
 from .sharding import local
 
@@ -446,7 +446,7 @@ class ModuleTracer:
             self._note_head_bypassed()
         if len(self.traced) < len(self.modules):
             note = Msg("tracer.subset", traced=len(self.traced), modules=len(self.modules))
-            if note not in self.notes:
+            if not holds(self.notes, note):
                 self.notes.append(note)
 
     def _note_head_bypassed(self) -> None:
@@ -456,7 +456,7 @@ class ModuleTracer:
         if self.head is None:
             return
         note = Msg("tracer.head_bypassed", head=self.names[self.head])
-        if note not in self.notes:
+        if not holds(self.notes, note):
             self.notes.append(note)
 
     def remove(self) -> None:

@@ -416,6 +416,10 @@ def params_meta(raw: dict[str, str]) -> dict[str, Any]:
     return meta
 
 
+#: the notes about one metric's values (`name`: its repr), quoted when that metric is why nothing was read
+_METRIC_NOTES = ("source.mlflow_stopped", "source.mlflow_no_steps", "source.mlflow_unstepped")
+
+
 def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, notes: list[str],
                meta: dict[str, Any], logged_names: list[str]) -> Run:
     """metric name -> (steps, values) -> a Run, the best-ranked name per column (as TensorBoard tags)."""
@@ -430,7 +434,8 @@ def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, n
     if not best:
         empty = [n for n, (st, _) in series.items() if st.size == 0]
         if empty:
-            why = next((n for n in notes if n.startswith(f"metric {empty[0]!r}")), "")
+            why = next((n for n in notes if isinstance(n, Msg) and n.key in _METRIC_NOTES
+                        and n.values.get("name") == repr(empty[0])), "")
             raise SourceError(f"{what}: the MLflow metric {empty[0]!r} holds no readable value"
                               + (f" ({why})" if why else ""))
         raise SourceError(f"{what}: no training metric among the MLflow metrics "

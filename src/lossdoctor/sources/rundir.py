@@ -32,7 +32,7 @@ import numpy as np
 import orjson
 
 from ..findings import restore_messages
-from ..messages import JSON_LIMITS, Msg, cap_depth
+from ..messages import JSON_LIMITS, Msg, cap_depth, holds
 from ..records import LayerStats, Run, make_run
 from . import rank_screen
 from .files import open_regular, read_bytes
@@ -119,7 +119,7 @@ def _loads(data: bytes, name: str, notes: list[str]) -> Any:
     obj, cut = cap_depth(obj)
     if cut:
         note = Msg("source.json_too_deep", name=name, limit=JSON_LIMITS.max_depth)
-        if note not in notes:
+        if not holds(notes, note):
             notes.append(note)
     return obj
 

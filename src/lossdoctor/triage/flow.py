@@ -37,7 +37,7 @@ import torch
 
 from ..detectors.gradients import clip_threshold
 from ..findings import Finding, Fix, as_fixes
-from ..messages import Msg, round_sig
+from ..messages import Msg, identity, not_in, round_sig
 from . import batches as B
 from .explain import live_findings, nondeterministic_finding, replay_finding, spike_finding, verdict, verdict_sentence
 from .host import TriageHost
@@ -363,11 +363,12 @@ def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], re
         state_fixes.append(Fix.lr(Msg("triage.state.fix_lower_lr", lr=lr, to=to), to=to, now=lr))
     for f in findings:
         f.samples = None
-        f.fixes = [x for x in state_fixes if x not in f.fixes] + list(f.fixes)
+        f.fixes = not_in(state_fixes, f.fixes) + list(f.fixes)
         vs = verdict_sentence(step, bvs)
-        if vs in f.evidence:
-            f.evidence.remove(vs)
-            f.evidence.insert(0, vs)
+        at = next((i for i, e in enumerate(f.evidence) if identity(e) == identity(vs)), None) \
+            if vs is not None else None
+        if at is not None:  # the verdict is among the evidence: it goes first
+            f.evidence.insert(0, f.evidence.pop(at))
 
 
 def eps_underflow(optimizer: Any) -> tuple[float, str, float] | None:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..messages import Msg
+from ..messages import Msg, holds
 from ..signals.gradients import foreach_norm_fp32
 from ..signals.tracer import compiling
 from . import batches as B
@@ -254,7 +254,7 @@ class SnapshotRing:
         return ok[-1] if ok else None
 
     def _note(self, msg: str) -> None:
-        if msg not in self.notes:
+        if not holds(self.notes, msg):
             self.notes.append(msg)
             log.warning("%s", Msg("triage.log.ring_note", note=msg))
 
