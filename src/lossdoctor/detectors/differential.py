@@ -404,6 +404,8 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("frozen_model", "noisy_data")): "update_size",
     frozenset(("frozen_model", "lr_too_low")): "update_size",
     frozenset(("frozen_model", "lr_too_high")): "outputs_constant",
+    frozenset(("wrong_loss", "frozen_model")): "targets_range",
+    frozenset(("wrong_loss", "lr_too_high")): "targets_range",
     frozenset(("noisy_data", "lr_too_low")): "overfit_one",
     frozenset(("lr_schedule_error", "frozen_model")): "update_size",
     frozenset(("lr_too_low", "lr_schedule_error")): "print_schedule",
@@ -438,6 +440,7 @@ FIXES: dict[str, tuple[str, ...]] = {
     "bad_init": ("first_forward",),
     "attention_overflow": ("attention_mask",),
     "precision_stall": ("fp32_optimizer_state",),
+    "wrong_loss": ("loss_fits_targets",),
 }
 
 #: the leader's share of the differential at or above which its own fixes are said (below it the

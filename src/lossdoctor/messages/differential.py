@@ -130,8 +130,8 @@ TEMPLATES = {
     "diff.ev.sudden": ("it happened in one logged interval ({ratio}x)", "它发生在一个记录间隔内（{ratio} 倍）"),
     "diff.ev.to_chance": ("it jumped to {loss}, the chance level of a {k}-way softmax: the weights were wrecked",
                           "它跳到 {loss}，即 {k} 类 softmax 的随机水平：权重已被破坏"),
-    "diff.ev.froze_after_moving": ("the {n} losses before it differed: the loss moved, then froze at {level}",
-                                   "此前的 {n} 个 loss 各不相同：loss 先有变化，随后停在 {level}"),
+    "diff.ev.froze_after_moving": ("the loss moved before it ({n} earlier point(s) differ), then froze at {level}",
+                                   "在此之前 loss 有变化（之前 {n} 个点的值不同），随后停在 {level}"),
     "diff.ev.negative": ("the loss is negative", "loss 为负"),
     "diff.ev.constant": ("the loss repeats to the last digit across batches", "不同 batch 的 loss 完全相同"),
     "diff.ev.scale_below_one": ("the scale is {low}, below 1", "scale 为 {low}，低于 1"),
@@ -202,6 +202,11 @@ TEMPLATES = {
         "does not move are weights that stopped updating (check requires_grad and the optimizer's parameters)",
         "在 step {step} 打印模型在两个不同 batch 上的输出：两者输出相同说明网络的单元已死亡或饱和（从此前的 checkpoint "
         "以更低的 LR 重新开始）；输出不同而 loss 不变说明权重不再更新（检查 requires_grad 与优化器的参数）"),
+    "diff.sep.targets_range": (
+        "print the targets' smallest and largest values and the model's output shape beside the loss function: "
+        "targets outside the loss's range (class indices fed to a binary cross-entropy) are the wrong loss",
+        "在 loss 函数旁打印目标的最小值、最大值以及模型输出的形状：目标超出 loss 的取值范围"
+        "（把类别索引喂给二元交叉熵）就是用错了 loss"),
     "diff.sep.overfit_one": ("train on one batch repeatedly: a loss that falls to ~0 rules out the optimizer",
                              "在同一个 batch 上反复训练：loss 能降到接近 0 就排除了优化器的问题"),
     "diff.sep.print_schedule": ("print the scheduler's LR for the first and the last steps of the run",
@@ -236,6 +241,11 @@ TEMPLATES = {
                                      "检查 loss 依赖的参数是否 requires_grad 且在优化器中"),
     "diff.fix.overfit_one": ("train on one batch repeatedly; if the loss falls, audit the labels",
                              "在同一个 batch 上反复训练；若 loss 能下降，检查标签"),
+    "diff.fix.loss_fits_targets": (
+        "match the loss to the targets: a binary cross-entropy needs targets in [0, 1] (one sigmoid output per label); "
+        "class indices 0..K-1 need a categorical cross-entropy over K outputs",
+        "让 loss 与目标匹配：二元交叉熵要求目标在 [0, 1] 之内（每个标签一个 sigmoid 输出）；"
+        "类别索引 0..K-1 需要在 K 个输出上使用分类交叉熵"),
     "diff.fix.raise_lr": ("raise the learning rate to the usual range for the optimizer",
                           "把学习率提高到该优化器的常用范围"),
     "diff.fix.fp32_optimizer_state": (
