@@ -219,15 +219,16 @@ def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[
 
 
 def _join_same_cause(findings: list[Finding], new: Finding) -> None:
-    """A differential finding whose cause a finding of the same rank already names, and whose symptom
-    that finding shows (`COVERS`), joins it (one cause, one finding): the stronger severity and
-    confidence, its evidence appended. A symptom the other does not show stays a finding of its own
-    with its own step (a NaN after the divergence the LR finding dates, a loss frozen at chance after
-    a jump), even where one cause explains both: the user looks for each where it happened."""
+    """A differential finding whose cause a finding of the same rank already names joins it (one
+    cause, one finding): the stronger severity and confidence, its evidence appended. Unless that
+    finding is dated and does not show the new one's symptom (`COVERS`): then the symptom stays a
+    finding of its own with its own step (a NaN after the divergence the LR finding dates, a loss
+    frozen at chance after a jump), even where one cause explains both: the user looks for each
+    where it happened. (An undated finding, a preflight check's prediction, takes the symptom in.)"""
     from .differential import COVERS
 
     same = next((f for f in findings if f.cause == new.cause and f.rank == new.rank
-                 and f.symptom in COVERS.get(new.symptom, (new.symptom,))), None)
+                 and (f.step is None or f.symptom in COVERS.get(new.symptom, (new.symptom,)))), None)
     if same is None:
         findings.append(new)
         return
