@@ -6,10 +6,11 @@ console shows. Every curve is drawn from a seeded generator, so a case is reprod
 and seed. The faulty curves carry the shapes real short logs show (issue 25): a loss that triples
 over two logged intervals, one that goes from 1.1 to 5e26, a NaN after one finite point, a loss
 flat at ln K, exactly 0 or exactly constant, >= 1e6, a monotonic rise over four points, an
-epoch-level log that does not fall. The healthy ones are what a short log of a sound run looks
+epoch-level log that does not fall, a loss that moves and then prints one value to the last digit. The healthy ones are what a short log of a sound run looks
 like: a few epochs of a falling loss, noisy per-batch losses, a dip and a recovery of a few
 percent, a fine-tune that starts low and stays flat-ish with noise, a GAN's oscillating component
-losses, an RL run's policy loss around 0.
+losses, an RL run's policy loss around 0, a progress bar's running mean that settles below its
+print's last digit, single-batch losses with two hard batches at x4.
 """
 
 from __future__ import annotations
@@ -212,9 +213,21 @@ FAULTS: dict[str, tuple[Callable[[np.random.Generator, int], tuple[np.ndarray, i
     "absurd": (f_absurd, 1, 10),
     "rise": (f_rise, 4, 20),
 }
+def f_stuck(rng: np.random.Generator, n: int) -> tuple[np.ndarray, int]:
+    """A loss that falls with batch noise, then prints one value to the last digit on its last
+    3-6 points (the network's outputs went constant; n >= 4: one moving point at least)."""
+    k = int(rng.integers(3, min(6, n - 1) + 1))
+    x = _falling(rng, n, float(rng.uniform(1.5, 3.0)), float(rng.uniform(0.5, 1.2)), 0.03)
+    x[n - k:] = round(float(x[n - k - 1]) * float(rng.uniform(0.97, 1.03)), 4)
+    return x, n - k
+
+
 EPOCH_FAULTS = {"epoch_flat": (f_epoch_flat, 5, 10)}
 #: faults of an excerpt from the middle of a run (ten or more epochs: the start is not shown)
 MID_FAULTS = {"epoch_flat_mid": (f_epoch_flat, 10, 14)}
+#: faults added after the ones above (drawn after them, so the earlier cases keep their draws),
+#: printed in every format but the mid-run one
+LATER_FAULTS = {"stuck": (f_stuck, 4, 20)}
 
 
 def h_epochs(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -264,6 +277,27 @@ def h_llm_start(rng: np.random.Generator, n: int) -> np.ndarray:
     return _falling(rng, n, float(rng.uniform(10.9, 11.5)), float(rng.uniform(3.0, 5.0)), 0.01)
 
 
+def h_running_mean(rng: np.random.Generator, n: int) -> np.ndarray:
+    """What a progress bar prints: the mean of the epoch's batch losses so far (30% batch noise), every
+    10-200 batches; late in the epoch it moves by a unit of the fourth decimal or less between prints
+    and may print one value several times."""
+    every = int(rng.choice([10, 50, 200]))
+    level = float(rng.uniform(0.05, 2.0))
+    b = _falling(rng, n * every, 1.5 * level, level, 0.3)  # a run's first epoch: its batch losses fall
+    return (np.cumsum(b) / np.arange(1, b.size + 1))[every - 1::every]
+
+
+def h_batch_swings(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Single-batch losses of a converged model (fairseq's per-batch `loss=`): 10% noise around a
+    level, and twice a hard batch at x3.5-4.5 that the next batch does not repeat."""
+    x = float(rng.uniform(0.4, 1.2)) * _noise(rng, n, 0.1)
+    a = int(rng.integers(2, n // 2))
+    b = int(rng.integers(a + 2, n - 1))
+    for i in (a, b):
+        x[i] *= float(rng.uniform(3.5, 4.5))
+    return x
+
+
 def h_epochs_late(rng: np.random.Generator, n: int) -> np.ndarray:
     """Ten-odd epochs late in a long run: a converging loss that still falls a little each pass."""
     level = float(rng.uniform(0.2, 2.0))
@@ -309,7 +343,7 @@ def faulty_cases(seed: int, per: int = 2) -> list[Case]:
     """`per` cases of each fault in each format (seeded), lengths drawn in the fault's range."""
     rng = np.random.default_rng(seed)
     out = []
-    for fault, (fn, lo, hi) in {**FAULTS, **EPOCH_FAULTS, **MID_FAULTS}.items():
+    for fault, (fn, lo, hi) in {**FAULTS, **EPOCH_FAULTS, **MID_FAULTS, **LATER_FAULTS}.items():
         fmts = EPOCH_ONLY if fault in EPOCH_FAULTS else MID_FORMATS if fault in MID_FAULTS else \
             tuple(f for f in FORMATS if f not in MID_FORMATS)
         for fmt in fmts:
@@ -324,7 +358,8 @@ def faulty_cases(seed: int, per: int = 2) -> list[Case]:
 def healthy_cases(seed: int, per: int = 2) -> list[Case]:
     rng = np.random.default_rng(seed + 1000)
     out = []
-    for kind, (fn, lo, hi) in {**HEALTHY, "epochs_late": (h_epochs_late, 10, 14)}.items():
+    later = {"running_mean": (h_running_mean, 8, 30), "batch_swings": (h_batch_swings, 8, 12)}
+    for kind, (fn, lo, hi) in {**HEALTHY, "epochs_late": (h_epochs_late, 10, 14), **later}.items():
         fmts = EPOCH_FORMATS if kind == "epochs" else MID_FORMATS if kind == "epochs_late" else STEP_FORMATS
         for fmt in fmts:
             for k in range(per):

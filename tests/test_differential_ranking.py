@@ -186,6 +186,70 @@ def test_a_grad_blowup_right_after_the_warmup_is_the_lr_and_without_a_warmup_an_
         assert "grad_rose_at_peak" not in r.present and r.leader == "grad_explosion", (r.causes, list(r.present))
 
 
+# ------------------------------------------------------------------ when it broke, and in which framework
+
+@pytest.mark.parametrize("seed", (0, 1, 2))
+def test_a_nan_in_the_runs_first_hundred_updates_leans_to_the_lr_and_a_late_one_away_from_it(seed):
+    early = from_columns([60], {"loss": [NAN]})
+    q, sym = _nan_symptom(early)
+    r = rank(early, q, sym, "nonfinite")
+    assert r.leader == "lr_too_high" and "early" in r.present, (r.causes, list(r.present))
+    # the same NaN after thousands of calm steps: the LR is no longer the first suspect
+    late = from_columns(range(18000, 18000 + 31), {"loss": _calm(seed, 30) + [NAN]})
+    q, sym = _nan_symptom(late)
+    r = rank(late, q, sym, "nonfinite")
+    assert r.leader != "lr_too_high" and "late" in r.present, (r.causes, list(r.present))
+
+
+@pytest.mark.parametrize("seed,calm", CASES)
+def test_a_framework_that_trains_in_fp32_by_default_moves_the_nan_away_from_the_fp16_causes(seed, calm):
+    base = _shares(_nan_log(seed, calm))
+    keras = _shares(_nan_log(seed, calm, meta={"framework": "keras"}))
+    assert _fp16(keras) < _fp16(base), (base, keras)
+    # unless the log shows fp16 itself
+    shown = _shares(_nan_log(seed, calm, meta={"framework": "keras", "precision": "fp16"}))
+    assert _fp16(shown) > _fp16(keras), (keras, shown)
+
+
+def test_a_nan_after_a_blow_up_is_its_own_finding_at_its_step_beside_the_divergence():
+    # per-iteration losses of a detector at a too-large LR: 39 -> 1.4e6, NaN from iteration 7
+    loss = [39.6567, 22.2189, 68.6095, 1266.86, 332.03, 1.43618e06, NAN, NAN, NAN, NAN]
+    r = diagnose_runs([from_columns(range(1, 11), {"loss": loss})])
+    nan = [f for f in r.findings if f.symptom == "nonfinite" and f.severity == "critical"]
+    assert [f.step for f in nan] == [7], [(f.cause, f.symptom, f.step) for f in r.findings]
+    assert nan[0].cause == "lr_too_high"
+    assert any(f.symptom == "divergence" and f.step is not None and f.step < 7 for f in r.findings)
+
+
+def test_a_loss_scale_at_zero_with_the_loss_nan_is_a_critical_nan_not_a_skipped_step():
+    run = from_columns([2750, 2800, 2850], {"loss": [44.1258, 43.0147, NAN], "scale": [12800.0, 12800.0, 0.0]},
+                       meta={"precision": "fp16"})
+    r = diagnose_runs([run])
+    f = r.findings[0]
+    assert (f.severity, f.symptom, f.step) == ("critical", "nonfinite", 2850), [(g.cause, g.symptom) for g in r.findings]
+    assert f.cause in FP16_CAUSES
+    # a healthy scaler backing off once at the last row (scale >= 1) is still its own business
+    ok = from_columns([2750, 2800, 2850], {"loss": [44.1258, 43.0147, NAN], "scale": [65536.0, 65536.0, 32768.0]},
+                      meta={"precision": "fp16"})
+    assert not any(g.symptom == "nonfinite" for g in diagnose_runs([ok]).findings)
+
+
+# ------------------------------------------------------------------ a divergence from the first updates
+
+def test_a_loss_that_rises_from_the_first_epoch_on_is_the_lr_and_at_a_tiny_lr_it_is_not():
+    # fastai's documented too-high LR: train loss 38 -> 377 -> 839 over three epochs
+    run = from_columns([0, 1, 2], {"loss": [38.2141, 377.146, 839.393]}, meta={"steps_from": "epoch"})
+    q = Quantities(run)
+    sym = next(s for s in symptoms_of(q) if s.kind == "jump_stayed")
+    r = rank(run, q, sym, "divergence")
+    assert r.leader == "lr_too_high" and {"first_updates", "kept_rising"} <= set(r.present), (r.causes, list(r.present))
+    # the same jump at an LR of 2e-9 (a fine-tune's first warm-up step) is not the step size
+    tiny = from_columns([1, 2], {"loss": [2.27581, 11.0545], "lr": [1.212e-09, 2.424e-09]})
+    q = Quantities(tiny)
+    sym = next(s for s in symptoms_of(q) if s.kind == "jump_stayed")
+    assert rank(tiny, q, sym, "divergence").leader != "lr_too_high"
+
+
 # ------------------------------------------------------------------ certainty: said, and followed by the advice
 
 def test_a_nan_the_log_says_nothing_about_is_critical_unseparated_and_gets_only_measurements():

@@ -28,6 +28,7 @@ EXPECTED = {
     "triple": {"divergence", "spike"}, "blowup": {"divergence"}, "rise": {"divergence"},
     "nan": {"nonfinite"}, "chance": {"plateau"}, "zero": {"zero_loss"}, "constant": {"stall", "plateau"},
     "absurd": {"divergence"}, "epoch_flat": {"plateau"}, "epoch_flat_mid": {"plateau"},
+    "stuck": {"stall", "plateau"},
 }
 #: a finding's step may sit this many logged rows from the onset (the corpus scorer's window: a
 #: curve rule dates a divergence where its climb began, a row or two before the generator's onset)
@@ -210,3 +211,119 @@ def test_the_noise_bar_is_the_robust_spread_of_the_log_differences():
     # its second print) does not clear rise_z sigmas
     radiant = np.array([0.326567, 0.806502, 0.517228, 0.772954, 0.901844, 0.904489, 0.746246])
     assert math.log(0.8254 / 0.5172) < LIMITS.rise_z * point_noise(radiant[1:])
+
+
+# ------------------------------------------------------------------ a loss that stops changing
+
+def _keys(f) -> list:
+    return [getattr(m, "key", None) for m in f.evidence]
+
+
+def test_a_loss_that_moves_then_prints_one_value_is_a_stall_at_the_first_equal_point():
+    # Keras epoch means: 1.9112, then 1.9105 on every later epoch (the outputs went constant)
+    loss = [1.9112] + [1.9105] * 9
+    sym = _kinds([100 * (i + 1) for i in range(10)], loss)["stuck"]
+    assert sym.step == 200 and sym.data["n"] == 9 and sym.data["level"] == 1.9105
+    r = diagnose_runs([from_columns([100 * (i + 1) for i in range(10)], {"loss": loss})])
+    [f] = _alarms(r)
+    assert (f.symptom, f.severity, f.step, f.rule) == ("stall", "warning", 200, "differential.stuck")
+    assert "diff.ev.froze_after_moving" in _keys(f)
+    # three equal prints after one that differed by 79 units of the last digit are enough
+    assert "stuck" in _kinds([1, 2, 3, 4], [5.7178, 5.7257, 5.7257, 5.7257])
+    # two are not
+    assert "stuck" not in _kinds([1, 2, 3, 4], [5.7178, 5.7190, 5.7257, 5.7257])
+
+
+def test_a_running_mean_that_settles_below_its_last_digit_is_no_stall():
+    # a progress bar's epoch mean late in the epoch moves by a unit of the 4th decimal between redraws:
+    # three equal prints are what rounding makes of it
+    loss = [0.0542, 0.0536, 0.0531, 0.0528, 0.0526, 0.0525, 0.0524, 0.0523, 0.0523, 0.0523]
+    assert "stuck" not in _kinds(list(range(100, 1100, 100)), loss)
+    # the same three equal prints after steps of 30-80 units are no rounding
+    moving = [0.0842, 0.0776, 0.0731, 0.0658, 0.0523, 0.0523, 0.0523]
+    assert "stuck" in _kinds(list(range(100, 800, 100)), moving)
+
+
+def test_a_loss_frozen_at_ln_k_after_a_jump_is_a_chance_plateau_beside_the_divergence():
+    # the per-batch loss of a segmentation net: 0.09, a jump, then exactly ln 2 on every batch
+    loss = [0.09, 0.3945, 0.3875, 0.6931, 0.6931, 0.6931, 0.6931, 0.6931]
+    steps = list(range(947, 955))
+    sym = _kinds(steps, loss)["chance"]
+    assert sym.data["k"] == 2 and sym.step == 950 and sym.data["tail"] is True
+    r = diagnose_runs([from_columns(steps, {"loss": loss})])
+    symptoms = {f.symptom: f for f in _alarms(r)}
+    assert {"divergence", "plateau"} <= set(symptoms), _show(r)
+    assert symptoms["plateau"].step == 950 and symptoms["plateau"].cause == "lr_too_high"
+
+
+def test_a_loss_equal_to_fp32_precision_on_every_batch_is_a_constant_loss():
+    # a hinge loss printed with 17 digits: 25.600017, 25.600010 ... one number computed in fp32
+    loss = [25.600017547607422, 25.60001564025879, 25.600017547607422, 25.600017547607422,
+            25.600013732910156, 25.60000991821289, 25.600013732910156]
+    sym = _kinds(list(range(12400, 13100, 100)), loss)["constant"]
+    assert sym.step == 12400 and sym.data["n"] == 7
+    # a loss that moves in its 4th significant digit is no constant
+    assert "constant" not in _kinds(list(range(12400, 13100, 100)), [v + 0.01 * (i % 3) for i, v in enumerate(loss)])
+
+
+def test_a_constant_negative_loss_is_the_wrong_loss_first():
+    # binary cross-entropy on class indices 0-9: a saturated output pins the loss below 0
+    loss = [-55.0254] + [-55.0284] * 6
+    r = diagnose_runs([from_columns([40199 * (i + 1) for i in range(7)], {"loss": loss})])
+    [f] = _alarms(r)
+    assert (f.cause, f.symptom, f.step) == ("wrong_loss", "stall", 80398)
+    assert "diff.ev.negative" in _keys(f)
+
+
+def test_a_loss_of_exactly_zero_from_the_runs_first_steps_needs_two_points():
+    sym = _kinds([46, 92], [0.0, 0.0])["zero"]
+    assert sym.step == 46
+    # mid-run, two zeros are a converged loss printed to few digits
+    assert "zero" not in _kinds([46000, 46046], [0.0, 0.0])
+    # a start that printed a loss first is not "zero from the start"
+    assert "zero" not in _kinds([46, 92], [0.3, 0.0])
+
+
+def test_a_loss_at_ln_k_to_its_third_decimal_mid_run_is_a_chance_plateau_and_at_the_start_is_not():
+    # per-batch losses at ln(1000) = 6.9078 in an ImageNet run's epoch 11
+    loss = [6.9076, 6.9091, 6.9048, 6.9069, 6.9074, 6.9080, 6.9067, 6.9071, 6.9045]
+    sym = _kinds(list(range(111383, 111392)), loss)["chance"]
+    assert sym.data["k"] == 1000
+    # the same nine points at the run's first steps are a model that has not learnt yet
+    assert "chance" not in _kinds(list(range(1, 10)), loss)
+
+
+# ------------------------------------------------------------------ a jump judged by the log's own noise
+
+def test_a_jump_against_a_smooth_trend_is_a_spike_with_one_point_before_it():
+    # an NMT cost averaged over 2,000 updates: falls 8-15% per print, rises 27% once, comes back
+    cost = [5.20175, 6.59609, 6.29689, 5.85168, 5.25473, 4.57148, 3.89088]
+    steps = list(range(14000, 28000, 2000))
+    sym = _kinds(steps, cost)["spike"]
+    assert sym.step == 16000 and sym.data["recovered"] is True
+    [f] = _alarms(diagnose_runs([from_columns(steps, {"loss": cost})]))
+    assert (f.symptom, f.step) == ("spike", 16000)
+    # a recovered one-off gets no LR cut
+    assert not any(x.kind in ("lr", "lr_range") or getattr(x.text, "key", "").endswith("lower_lr") for x in f.fixes)
+    # at a run's start the loss rises and falls with its warm-up: no trend to break yet
+    dino = [7.69836, 9.55839, 8.00192, 6.87829, 6.25286, 5.57406, 5.03105, 4.85569]
+    assert not _alarms(diagnose_runs([from_columns(list(range(8)), {"loss": dino})]))
+
+
+def test_single_batch_losses_that_swing_x4_more_than_once_are_noise():
+    # fairseq's per-batch loss of a sound run (its running mean falls 0.96 -> 0.86)
+    loss = [0.73, 0.73, 2.99, 0.66, 3.33, 0.56, 0.52, 0.78, 0.57, 0.38]
+    steps = [119122, 120122, 121122, 122122, 123122, 124345, 125345, 126345, 127345, 128345]
+    r = diagnose_runs([from_columns(steps, {"loss": loss})])
+    assert not _alarms(r), _show(r)
+    # one such swing in a calm log is a spike
+    once = [0.73, 0.71, 2.99, 0.66, 0.69, 0.56, 0.62, 0.6, 0.57, 0.58]
+    assert "spike" in _kinds(steps, once)
+
+
+def test_a_climb_whose_rise_is_one_interval_is_left_to_the_jump_rules():
+    # +25%, +5%, then x4 in one interval, back near the start one point later: a hard batch
+    loss = [1.021571, 1.027246, 4.266449, 0.860662, 1.07448, 1.12876, 4.595565, 1.120292]
+    assert "jump_stayed" not in _kinds(list(range(1, 9)), loss)
+    # a climb step after step stays one: 2.1 -> 4.0 -> 7.2
+    assert _kinds([100, 200, 300, 400], [2.0, 2.1, 4.0, 7.2])["jump_stayed"].data["climb"] is True

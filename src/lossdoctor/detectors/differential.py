@@ -91,26 +91,32 @@ class Row:
 
 ALWAYS = "always"
 
-#: the dev split's NaN threads that name a cause, by cause (the priors of `_NAN_ROWS`, ordered by
-#: these counts and shrunk towards equal weights: ten threads are a small sample)
+#: the dev split's NaN threads whose resolution names a cause (a fix that worked, a maintainer's
+#: finding), by cause: the priors of `_NAN_ROWS`, ordered by these counts and shrunk towards equal
+#: weights (eleven threads are a small sample). Threads that name two at once (byteps: lowering the
+#: LR or fp32 both removed the NaN; yanmtt: fp16 needs a smaller LR) and unconfirmed suggestions
+#: (caffe's "lower the LR", a maintainer's "check the data") are left out
 DEV_NAN_CAUSES: dict[str, tuple[str, ...]] = {
     "activation_overflow": ("metriclogger_mar_loss_is_nan_stopping.log", "gemma_sft_dicts_intermittent_nan_fp16_weights.txt",
                             "musubi_tuner_avr_loss_nan_fp16.txt", "mmdet_bevdet_fp16_dynamic_scale_nan.log",
                             "guided_diffusion_logger_block_nan_lg_loss_scale.txt"),
     "lr_too_high": ("detectron2_loss_dict_tensor_nan_lr.txt", "sequence_tagging_train_loss_nan_high_lr.log",
-                    "hf_vicuna_lora_loss_huge_inf_nan.txt"),
+                    "hf_vicuna_lora_loss_huge_inf_nan.txt", "cpm_pose_step_loss_nan_lr_lowered.log",
+                    "tf_faster_rcnn_iter_blocks_total_loss_nan_lr001.txt"),
     "nonfinite_data": ("bmn_training_loss_components_then_nan.log",),
     "grad_explosion": (),
 }
 
 _NAN_ROWS = (
-    Row(ALWAYS, "activation_overflow", 0.4, "the cause the dev split's NaN threads name most (fp16 autocast or "
-        "half-precision weights: 5 of 9); a log that does not say its precision is most often a mixed-precision run",
+    # on a tie the cause listed first leads: the fp16 overflow, whose check (a re-run in bf16/fp32) needs no
+    # change of the optimizer; the step size and the batch follow on what the log shows (early, late, calm)
+    Row(ALWAYS, "activation_overflow", 0.4, "one of the two causes the dev split's NaN threads name most (fp16 "
+        "autocast or half-precision weights: 5 of 11), most of them in logs that do not print their precision",
         DEV_BASE_RATE),
-    # on a tie the cause listed first leads: a bad batch before the LR, its check (one batch) is the cheaper
-    Row(ALWAYS, "nonfinite_data", 0.3, "a bad batch breaks one step of an otherwise sound run (1 of 9 dev threads; "
-        "the zoo's commonest NaN)", DEV_BASE_RATE),
-    Row(ALWAYS, "lr_too_high", 0.3, "a too-large step blows the weights up (3 of 9 dev threads)", DEV_BASE_RATE),
+    Row(ALWAYS, "lr_too_high", 0.4, "the other (5 of 11: a too-large step blows the weights up; a lower LR fixed "
+        "it)", DEV_BASE_RATE),
+    Row(ALWAYS, "nonfinite_data", 0.3, "a bad batch breaks one step of an otherwise sound run (1 of 11 dev "
+        "threads; the zoo's commonest NaN)", DEV_BASE_RATE),
     Row(ALWAYS, "grad_explosion", 0.2, "named by no dev NaN thread alone: its own evidence (a rising gradient norm) "
         "is what names it", DEV_BASE_RATE),
     Row("fp16", "activation_overflow", 0.5, "fp16's range ends at 65504: activations overflow where bf16's do not",
@@ -125,6 +131,9 @@ _NAN_ROWS = (
     Row("fp16_model", "activation_overflow", 1.5, "the model is known to overflow in fp16"),
     Row("wide_dtype", "loss_scale_collapse", -2.0, "bf16/fp32 need no loss scale", DOCUMENTED),
     Row("wide_dtype", "activation_overflow", -0.8, "bf16/fp32 have fp32's range", DOCUMENTED),
+    Row("fp32_default", "activation_overflow", -0.6, "the framework trains in fp32 unless a mixed-precision policy "
+        "is set, and the log shows none: fp32's range is overflowed only by values that already blew up", DOCUMENTED),
+    Row("fp32_default", "loss_scale_collapse", -1.0, "no fp16 policy, no loss scaler", DOCUMENTED),
     Row("grad_rose", "grad_explosion", 2.0, "the gradient norm built up before the NaN"),
     Row("grad_rose", "nonfinite_data", -1.0, "a bad batch breaks a step without a build-up"),
     Row("loss_rose", "lr_too_high", 1.5, "the loss diverged before it went NaN",
@@ -171,7 +180,10 @@ _NAN_ROWS = (
     Row("grad_zero", "label_mask_empty", 2.0, "only a mean over zero supervised tokens is NaN with a zero gradient"),
     Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
     Row("loss_finite", "grad_explosion", 0.3, "the gradient overflowed while the loss was still finite"),
-    Row("early", "lr_too_high", 0.6, "a too-large LR blows up in a run's first tens of steps; a bad batch comes at any step"),
+    # (0.5 with the LR's prior at 0.4: the step alone leaves the LR under a clear lead, so its fix waits for
+    # the measurement)
+    Row("early", "lr_too_high", 0.5, "a too-large LR blows up in a run's first hundred steps; a bad batch comes at any "
+        "step"),
     Row("early", "grad_explosion", 0.2, "an explosion that grows from the first updates"),
     Row("intermittent", "activation_overflow", 1.0,
         "finite losses at the old level between the NaNs: the weights survived, some batches overflow in the forward"),
@@ -223,6 +235,16 @@ _DIVERGE_ROWS = (
     Row("to_chance", "lr_too_high", 0.3, "back at chance: the weights were wrecked, as a too-large step does"),
     Row("resumed", "lr_too_high", -0.5, "the level changed where the log resumed: the resumed state, not the step size"),
     Row("resumed", "loss_spike", 0.5, "a resume that did not restore the state is an event, not a drift"),
+    Row("first_updates", "lr_too_high", 1.0, "it diverged within the run's first logged updates: steps too large "
+        "from the start (a bad batch or a corrupted state kicks a run that had trained first)",
+        DEV + "fastai_docs_gradientclip_fp16_lr_too_high_table.md"),
+    Row("first_updates", "loss_spike", -0.8, "a spike is a jump after training well; this run had not trained yet"),
+    Row("kept_rising", "lr_too_high", 0.6, "the loss rose again at every logged point to the end: a drift the "
+        "updates drive, not one event the run absorbed"),
+    Row("lr_small", "lr_too_high", -2.0, "an LR of at most 1e-5 up to that step does not blow the weights up: "
+        "something else wrecked them", DEV + "neox_llama_bf16_loss_jump.log"),
+    Row("kept_rising", "loss_spike", -0.4, "after a bad batch the loss stays at its new level or comes back; it "
+        "does not go on rising"),
 )
 
 _ABSURD_ROWS = (
@@ -274,6 +296,16 @@ _FLAT_ROWS = (
     Row("grad_zero", "frozen_model", 1.0, "a zero gradient: nothing reaches the weights"),
     Row("repeats", "frozen_model", 1.5, "the same batches gave the same losses again: the weights did not change"),
     Row("repeats", "noisy_data", -0.5, "unrelated labels still change the weights, and so the next pass's losses"),
+    # the loss moved, then froze to the last digit: the weights did update, then the outputs went constant
+    Row("froze_after_moving", "lr_too_high", 0.8, "the loss moved and then froze at one value: a step large enough "
+        "to push the units into saturation (dead ReLUs, a sigmoid at 0 or 1) leaves no gradient to move them back",
+        DEV + "tf_unet_minibatch_loss_collapses_to_ln2.md,keras_conv1d_adagrad_lr1_loss_identical.txt"),
+    Row("froze_after_moving", "frozen_model", -0.6, "the loss changed before it froze: the weights did update, and "
+        "weights that stop updating still give each batch its own loss"),
+    Row("negative", "wrong_loss", 1.2, "a loss that sits below 0 and does not move: a bounded loss (binary or "
+        "categorical cross-entropy) fed targets outside [0, 1] saturates at a negative value",
+        DEV + "keras_mnist_sigmoid_bce_negative_loss_constant.txt"),
+    Row("negative", "frozen_model", -0.3, "weights that never change give the loss the init gives, not one below 0"),
 )
 
 _STUCK_ROWS = (
@@ -341,6 +373,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "absurd": ("absurd", "divergence", "critical"),
     "zero": ("zero", "zero_loss", "critical"),
     "constant": ("flat", "stall", "warning"),
+    "stuck": ("flat", "stall", "warning"),
     "chance": ("flat", "plateau", "warning"),
     "repeat": ("flat", "stall", "warning"),
     "no_fall": ("stuck", "plateau", "warning"),
@@ -370,6 +403,9 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("lr_schedule_error", "loss_scale_collapse")): "log_skips",
     frozenset(("frozen_model", "noisy_data")): "update_size",
     frozenset(("frozen_model", "lr_too_low")): "update_size",
+    frozenset(("frozen_model", "lr_too_high")): "outputs_constant",
+    frozenset(("wrong_loss", "frozen_model")): "targets_range",
+    frozenset(("wrong_loss", "lr_too_high")): "targets_range",
     frozenset(("noisy_data", "lr_too_low")): "overfit_one",
     frozenset(("lr_schedule_error", "frozen_model")): "update_size",
     frozenset(("lr_too_low", "lr_schedule_error")): "print_schedule",
@@ -404,6 +440,7 @@ FIXES: dict[str, tuple[str, ...]] = {
     "bad_init": ("first_forward",),
     "attention_overflow": ("attention_mask",),
     "precision_stall": ("fp32_optimizer_state",),
+    "wrong_loss": ("loss_fits_targets",),
 }
 
 #: the leader's share of the differential at or above which its own fixes are said (below it the
@@ -434,9 +471,11 @@ def _prev_rows(q: Quantities, sym: Symptom) -> np.ndarray:
 
 
 #: a NaN at or before this optimizer step (the trainer's step number, wherever the excerpt starts)
-#: comes in the first tens of updates, where a too-large LR blows up (the lr_too_high rule's first
-#: 50 steps); weights of its rows set on the dev split's NaN logs
-EARLY_STEPS = 50
+#: comes in the first updates, where a too-large LR without a warm-up blows up (the dev split's NaN
+#: threads that concluded the LR was too high broke at steps 4-60: maskrcnn_benchmark 7,
+#: tf_faster_rcnn 20, cpm_pose 60; an fp16 overflow or a bad batch comes at any step); weights of
+#: its rows set on the dev split's NaN logs
+EARLY_STEPS = 100
 #: the median |change of ln loss| between consecutive points at or above which a loss swings
 #: (>= 20% per logged interval; set on the dev split's NaN logs)
 UNSTEADY = 0.2
@@ -450,7 +489,7 @@ def _ev_early(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     first_epoch = run.meta.get("first_epoch")
     if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
         return None
-    return Msg("diff.ev.early", step=sym.step)
+    return Msg("diff.ev.early", step=sym.step, n=EARLY_STEPS)
 
 
 #: a NaN at or after this optimizer step came after thousands of updates: past where a too-large LR
@@ -587,6 +626,18 @@ def _ev_wide(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     if p in ("bf16", "fp32") and precision_of(run) != "fp16":
         return Msg("diff.ev.wide_dtype", dtype=str(p))
     return Msg("diff.ev.unit_scale") if unit_scale(run) else None
+
+
+#: frameworks (the readers' `meta["framework"]`) whose training runs in fp32 unless the user sets a
+#: mixed-precision policy (Keras: the global dtype policy is "float32" by default)
+FP32_DEFAULT = ("keras",)
+
+
+def _ev_fp32_default(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    fw = run.meta.get("framework")
+    if fw in FP32_DEFAULT and precision_of(run) is None:
+        return Msg("diff.ev.fp32_default", framework=str(fw))
+    return None
 
 
 def _ev_scale_steady(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -791,7 +842,23 @@ def _ev_negative(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _ev_constant(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    return Msg("diff.ev.constant") if identical(run, q, q.loss[q.finite_loss]) else None
+    tail = sym.kind == "stuck" or sym.data.get("tail")
+    return Msg("diff.ev.constant") if tail or identical(run, q, q.loss[q.finite_loss]) else None
+
+
+def _ev_froze_after_moving(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The flat tail (`stuck`, or a chance level on the log's last points) came after losses that differed."""
+    if not (sym.kind == "stuck" or sym.data.get("tail")):
+        return None
+    before = q.loss[q.finite_loss[q.finite_loss < sym.row]]
+    return Msg("diff.ev.froze_after_moving", n=int(before.size), level=f"{sym.data['level']:.10g}") if before.size else None
+
+
+def _ev_negative_level(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The negative-loss evidence: an absurd symptom's own, or a flat loss that sits below 0."""
+    if sym.kind in ("stuck", "constant") and float(sym.data.get("level", 0.0)) < 0:
+        return Msg("diff.ev.negative")
+    return _ev_negative(run, q, sym)
 
 
 def _ev_scale_below_one(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -811,6 +878,21 @@ def _ev_first_updates(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.first_updates", n=int(_prev_rows(q, sym).size))
 
 
+#: a climb that goes on: the point before the symptom and at least this many after it, rising at each
+KEPT_RISING_AFTER = 2
+
+
+def _ev_kept_rising(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """From the point before the symptom to the end of the log the loss rose at every logged point,
+    over >= 2 intervals (a climb that goes on, not a step up that levels off)."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    k = int(np.searchsorted(lf, sym.row))
+    x = q.loss[lf[max(0, k - 1):]]
+    if k == 0 or x.size <= KEPT_RISING_AFTER or not bool((np.diff(x) > 0).all()):
+        return None
+    return Msg("diff.ev.kept_rising", n=int(x.size - 1), last=float(x[-1]))
+
+
 def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     i = sym.row
     if sym.data.get("from_text") or sym.data.get("source") in ("text", "component"):
@@ -819,7 +901,7 @@ def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 EVIDENCE: dict[str, Evidence] = {
-    "fp16": _ev_fp16, "wide_dtype": _ev_wide, "scale_fell": _ev_scale_fell,
+    "fp16": _ev_fp16, "wide_dtype": _ev_wide, "fp32_default": _ev_fp32_default, "scale_fell": _ev_scale_fell,
     "overflow_lines": _ev_overflow_lines, "fp16_model": _ev_fp16_model, "grad_rose": _ev_grad_rose,
     "grad_big": _ev_grad_big, "grad_big_unclipped": _ev_grad_big_unclipped, "clips": _ev_clips,
     "grad_jump_here": _ev_grad_jump_here, "loss_rose": _ev_loss_rose,
@@ -829,13 +911,13 @@ EVIDENCE: dict[str, Evidence] = {
     "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
     "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "lr_zero_all": _ev_lr_zero_all,
     "lr_tiny": _ev_lr_tiny, "recovered": _ev_recovered, "sudden": _ev_sudden, "to_chance": _ev_to_chance,
-    "negative": _ev_negative, "constant_loss": _ev_constant, "scale_below_one": _ev_scale_below_one,
+    "negative": _ev_negative_level, "constant_loss": _ev_constant, "froze_after_moving": _ev_froze_after_moving, "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
     # the text's events (detectors/log_events.py)
     "nan_input": ev_nan_input, "scale_floor": ev_scale_floor, "op_attention": ev_op_attention,
     "op_domain": ev_op_domain, "op_overflow": ev_op_overflow, "grad_text": ev_grad_text,
     "resumed": ev_resumed_here,
-    "first_updates": _ev_first_updates, "early": _ev_early, "intermittent": _ev_intermittent,
+    "first_updates": _ev_first_updates, "kept_rising": _ev_kept_rising, "early": _ev_early, "intermittent": _ev_intermittent,
     "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
     "rising": _ev_rising, "first_update": _ev_first_update, "late": _ev_late,
     "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "blew_up": _ev_blew_up,
@@ -906,13 +988,15 @@ def what(sym: Symptom) -> Msg:
     keys = {"nonfinite": ("step",), "spike": ("loss", "step", "ratio", "base", "before"),
             "jump_stayed": ("loss", "step", "ratio", "base", "before"),
             "rise": ("best", "best_step", "end", "ratio", "step"), "zero": ("n", "step"),
-            "constant": ("level", "n"), "chance": ("level", "n", "k", "chance"),
+            "constant": ("level", "n"), "chance": ("level", "n", "k", "chance"), "stuck": ("level", "n", "step", "before"),
             "grad_jump": ("g", "step", "ratio", "base"), "grad_level": ("median", "top"),
             "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
             "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
             "no_fall": ("first", "low", "last", "n", "step", "end_step"),
             "epoch_flat": ("first", "last", "n", "step", "end_step"),
             "oscillation": ("step", "swing", "base", "n")}[sym.kind]
+    if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded
+        d.update({k: f"{d[k]:.10g}" for k in ("level", "before") if k in d})
     return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
 
 

@@ -220,15 +220,20 @@ def _differential(run: Run, q: Quantities, findings: list[Finding], notes: list[
 
 def _join_same_cause(findings: list[Finding], new: Finding) -> None:
     """A differential finding whose cause a finding of the same rank already names joins it (one
-    cause, one finding): the stronger severity and confidence, its evidence appended."""
-    same = next((f for f in findings if f.cause == new.cause and f.rank == new.rank), None)
+    cause, one finding): the stronger severity and confidence, its evidence appended. Unless that
+    finding is dated and does not show the new one's symptom (`COVERS`): then the symptom stays a
+    finding of its own with its own step (a NaN after the divergence the LR finding dates, a loss
+    frozen at chance after a jump), even where one cause explains both: the user looks for each
+    where it happened. (An undated finding, a preflight check's prediction, takes the symptom in.)"""
+    from .differential import COVERS
+
+    same = next((f for f in findings if f.cause == new.cause and f.rank == new.rank
+                 and (f.step is None or f.symptom in COVERS.get(new.symptom, (new.symptom,)))), None)
     if same is None:
         findings.append(new)
         return
     if new.severity_rank > same.severity_rank:
         same.severity = new.severity
-    from .differential import COVERS
-
     if new.symptom in COVERS.get(same.symptom, (same.symptom,)) and new.step is not None and same.step is not None \
             and new.step < same.step:
         same.step = new.step  # the same symptom seen where it began (a step up before its first big point)

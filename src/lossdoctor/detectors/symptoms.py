@@ -20,7 +20,7 @@ import numpy as np
 
 from ..records import Run
 from .quantities import Quantities
-from .scalars import COMMON_K, bar_redraw
+from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,22 @@ class SymptomLimits:
     few_ratio: float = 3.0
     #: ... and this many times the largest of those points (a noisy first draw is not a baseline)
     few_over_max: float = 2.0
+    #: ... unless the rest of the log measures its noise: with >= `trend_diffs` point-to-point differences
+    #: of ln loss away from the point (the two that touch it left out), the jump's own difference must
+    #: clear `spike_z` robust sigmas of theirs about their median (the log's trend); then a jump of
+    #: `trend_ratio` suffices (an NMT cost averaged over 2,000 updates that falls 8-15% per print and
+    #: rises 27% once is a spike; single-batch losses that swing x4 later in the log are noise)
+    trend_diffs: int = 4
+    trend_ratio: float = 1.2
+    #: ... in a log whose first logged step is past this one (the trainer's steps): a run's first
+    #: steps rise and fall with its warm-up (a DINO loss climbs 7.7 -> 9.6 in its first epoch, then
+    #: falls), with no trend yet to break
+    trend_after: int = 100
+    #: the least noise a difference is credited with (a perfectly smooth curve's spread is not 0)
+    trend_floor: float = 0.02
+    #: a jump that came back is noise when another step up elsewhere in the log is at least this share
+    #: of its own (in ln loss): heavy-tailed single-batch losses swing x3-x5 and back more than once
+    recur_share: float = 0.5
     #: from this many points on, a jump that came back is the long-log spike rule's to judge
     #: (loss_shape.loss_spike, tuned on the zoo's healthy controls: heavy-tailed small-batch
     #: losses jump 5x and come back), unless it is this many times its baseline
@@ -45,6 +61,10 @@ class SymptomLimits:
     recovered: float = 1.3
     #: the end of the log sits this many times above the best (rolling median of 3): it diverged
     diverged: float = 1.5
+    #: a log whose end is this few points (a fifth of it, at least 2): every one of them must be up,
+    #: not their median (one heavy-tailed draw among the last two is not where the loss ended, and a
+    #: last point alone is a jump's to judge)
+    end_pair: int = 2
     #: with the gradient norm up this many times over the same stretch, a smaller rise suffices
     diverged_with_grad: float = 1.3
     grad_rise: float = 10.0
@@ -109,6 +129,17 @@ class SymptomLimits:
     #: (three identical values are no batch noise: issue 25's "exactly constant")
     constant_points: int = 3
     constant_resolution: float = 0.01
+    #: the log ends on this many (or more) losses exactly equal to the digits printed, after points that
+    #: differed (a whole log of them is `constant_points`'s): the loss stopped changing at some point and
+    #: never moved again; three is the bar of `constant_points` (batch noise or an epoch mean that
+    #: learns changes the 4th-5th digit of every print), printed with at most `constant_resolution`
+    stuck_points: int = 3
+    #: ... and rounding alone makes that many equal prints of a moving loss with at most this chance
+    #: (`_beyond_rounding`; rule of thumb: one in a thousand logs)
+    stuck_chance: float = 1e-3
+    #: values within this relative distance are one number computed in fp32 (~8 ulps of float32's
+    #: 1.2e-7): a log printing 17 digits shows a collapsed loss as 25.600017, 25.600010, 25.600014
+    f32_rel: float = 1e-6
     #: a block of this many consecutive, distinct values recurring exactly later in the log: the same
     #: batches give the same loss, so the weights did not change between the two passes
     repeat_block: int = 4
@@ -132,6 +163,9 @@ class SymptomLimits:
     climb_ratio: float = 3.0
     #: points before a climb from which their noise is measured (fewer: the climb alone must be large)
     climb_noise_points: int = 4
+    #: the largest interval of a climb carries at most this share of its rise (in ln): a climb rises
+    #: step after step (2.1 -> 4.0 -> 7.2: 52%); +25%, +5%, then x4 in one interval is a jump (84%)
+    climb_step_share: float = 0.7
     #: a few points at ln K with no batch noise to speak of: every point within this share of ln K
     #: (a model guessing uniformly prints ln K to its third digit; a learning one leaves it by more),
     #: on at least `constant_points` points over >= span_steps steps or epochs (a healthy start
@@ -206,6 +240,9 @@ class SymptomLimits:
     #: a loss exactly 0 from some row to the end: at least this share of the rows from the first
     #: zero on are 0 (a label mask that went empty mid-run, not only one empty from the start)
     zero_share: float = 0.9
+    #: a loss exactly 0 on every point of a log of the run's first updates: two points suffice (a loss
+    #: that no print of a learning model shows that early; the zero itself carries no batch noise)
+    zero_start_points: int = 2
 
 
 LIMITS = SymptomLimits()
@@ -236,8 +273,8 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
-    for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _repeats,
-               _no_fall, _epoch_flat, _grad, _scale, _skips, _lr):
+    for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _stuck_tail,
+               _repeats, _no_fall, _epoch_flat, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -264,6 +301,9 @@ def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
         return [_sym(q, "nonfinite", i)]
     if q.n == 0:
         return []
+    dead = _scaler_gave_up(run, q)
+    if dead is not None:
+        return [_sym(q, "nonfinite", dead, source="scale")]
     for step, comps in sorted(run.event("loss_components").items()):
         bad = [k for k, v in comps.items() if isinstance(v, (int, float)) and not math.isfinite(v)] \
             if isinstance(comps, dict) else []
@@ -282,6 +322,22 @@ def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
     return [sym]
 
 
+def _scaler_gave_up(run: Run, q: Quantities) -> int | None:
+    """The first of the non-finite losses the log ends on, when the loss scale there is below 1: a
+    NaN step is the scaler's business only while it backs off and the run comes back (`Quantities`
+    files a NaN on a back-off step as skipped); a scale under 1 with no finite loss after it is a
+    scaler that ran out of room, and the run is stuck at NaN."""
+    if not run.has("scale"):
+        return None
+    rows = np.flatnonzero(q.loss_logged)
+    fin = rows[np.isfinite(q.loss[rows])]
+    tail = rows[rows > fin[-1]] if fin.size else rows
+    s = run.col("scale")[tail]
+    if tail.size == 0 or not (np.isfinite(s) & (s < 1)).any():
+        return None
+    return int(tail[0])
+
+
 def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float, float] | None:
     """(median, robust sigma, largest) of up to `history` log-losses before point j."""
     prev = lx[max(0, j - lim.history):j]
@@ -292,7 +348,7 @@ def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float,
     return med, max(sigma, 0.02), float(np.max(prev))
 
 
-def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> float | None:
+def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = False) -> float | None:
     """The ratio of point j over the median of the points before it when it stands out of their
     noise (>= spike_z robust sigmas and >= spike_ratio x with >= 4 points before it; >= few_ratio x
     the median and >= few_over_max x their largest with 1-3); None when it does not."""
@@ -304,9 +360,37 @@ def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> float | None
     k = min(j, lim.history)
     if k >= 4:
         ok = (lx[j] - med) / sigma >= lim.spike_z and ratio >= lim.spike_ratio
+    elif trend and (z := trend_break(lx, j, lim)) is not None:
+        ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     else:
         ok = ratio >= lim.few_ratio + (1.0 if k == 1 else 0.0) and lx[j] - top >= math.log(lim.few_over_max)
     return ratio if ok else None
+
+
+def _recurs(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> bool:
+    """Another step up of ln loss in the log, not touching point j, is at least `recur_share` of the
+    step into j: the log swings that far again (single-batch losses of a sound run: 0.73 -> 2.99 ->
+    0.66 -> 3.33 -> 0.56), so a jump that came back is its noise, not an event."""
+    d = np.diff(lx)
+    if j < 1 or d[j - 1] <= 0:
+        return False
+    others = np.delete(d, [j - 1, j] if j < d.size else [j - 1])
+    return bool((others >= lim.recur_share * d[j - 1]).any())
+
+
+def trend_break(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> float | None:
+    """How far the step into point j departs from the log's other steps: (its difference of ln loss
+    - their median) over their robust sigma (at least `trend_floor`), from the differences that do
+    not touch j; None with fewer than `trend_diffs` of them."""
+    d = np.diff(lx)
+    if j < 1:
+        return None
+    others = np.delete(d, [j - 1, j] if j < d.size else [j - 1])
+    if others.size < lim.trend_diffs:
+        return None
+    med = float(np.median(others))
+    sigma = max(1.4826 * float(np.median(np.abs(others - med))), lim.trend_floor)
+    return (float(d[j - 1]) - med) / sigma
 
 
 def _shift(a: np.ndarray, k: int) -> np.ndarray:
@@ -360,8 +444,11 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
     lx = np.log(x)
     start = float(np.median(x[:3]))
     shift = _level_shift(q, lf, lx)
-    for j in _candidates(lx, math.log(LIMITS.spike_ratio)):
-        ratio = jump_at(lx, j)
+    # a mid-run excerpt: with 1-3 points before it the rest of the log's trend judges a jump (`trend_ratio`)
+    trend = steps_known(run) and int(q.steps[lf[0]]) > LIMITS.trend_after
+    few = np.arange(1, min(4, x.size)) if trend else np.arange(0)
+    for j in np.union1d(few, _candidates(lx, math.log(LIMITS.spike_ratio))):
+        ratio = jump_at(lx, int(j), trend=trend)
         if ratio is None:
             continue
         base = float(math.exp(lx[j]) / ratio)
@@ -377,6 +464,8 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         kind = "spike" if back is not False else "jump_stayed"
         if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
             continue  # a long log's one-off that came back: the spike rule tuned for it judges
+        if kind == "spike" and x.size < LIMITS.long_log and _recurs(lx, int(j)):
+            continue  # a swing the short log makes again elsewhere: its own (heavy-tailed) noise
         on = j - 1 if climb else j  # a climb begins at its first raised point
         if kind == "jump_stayed" and shift and shift[0].row < lf[on]:
             return shift  # a step up that stayed began before its first point past the jump bar
@@ -468,6 +557,8 @@ def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, l
         # single points (its start and its end), must not explain it (a mid-run excerpt's low first draw)
     if x[e] - x[a] < lim.give_back * max(start - float(x[a]), 0.0):
         return False  # noise around a loss that fell far
+    if float(np.max(np.diff(lx[a:e + 1]))) > lim.climb_step_share * float(lx[e] - lx[a]):
+        return False  # one interval carries the rise: a jump, which the jump rules judge
     return not bool((x[e + 1:] < lim.recovered * x[a]).any())
 
 
@@ -518,7 +609,8 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
         float(np.median(g_best)) > 0 else None
     need = LIMITS.diverged_with_grad if grad_x is not None and grad_x >= LIMITS.grad_rise else LIMITS.diverged
     start = float(np.median(x[:min(3, b + 1)]))
-    if best <= 0 or end < need * best or end < mid:
+    pair_down = k <= LIMITS.end_pair and float(np.min(x[-k:])) < need * best
+    if best <= 0 or end < need * best or end < mid or pair_down:
         return []
     noise = point_noise(x[b:])
     clear = noise > 0 and math.log(end / best) >= LIMITS.rise_clear_z * noise
@@ -715,6 +807,8 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     level (`_chance_plateau` names those with their K)."""
     lf = q.finite_loss
     x = q.loss[lf]
+    if _zero_at_start(run, q, x):
+        return [_sym(q, "zero", lf[0], n=int(x.size))]
     if x.size < 3:
         return []
     z = int(np.argmax(x == 0.0))
@@ -726,6 +820,18 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     if not identical(run, q, x) or (ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]):
         return []  # at ln K: `_chance_plateau` names it with its K
     return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
+
+
+def _zero_at_start(run: Run, q: Quantities, x: np.ndarray) -> bool:
+    """Every loss exactly 0 on >= `zero_start_points` points of a log that shows the run's first
+    updates (the trainer's steps, the first at or before `trend_after`): no model has learnt its task
+    to a loss of 0 that early, so the loss is empty (nothing supervised), not converged."""
+    if x.size < LIMITS.zero_start_points or bool((x != 0.0).any()) or not steps_known(run):
+        return False
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return False
+    return int(q.steps[q.finite_loss[0]]) <= LIMITS.trend_after
 
 
 def _zero_from(q: Quantities, lf: np.ndarray, x: np.ndarray, z: int) -> bool:
@@ -751,6 +857,61 @@ def identical(run: Run, q: Quantities, x: np.ndarray) -> bool:
     if _resolution(float(x[0])) / abs(float(x[0])) > LIMITS.constant_resolution and float(x[0]) != 1.0:
         return False
     return not bar_redraw(run, q, x.size)
+
+
+def _stuck_tail(run: Run, q: Quantities) -> list[Symptom]:
+    """The log ends on >= `stuck_points` losses equal to the digits printed (or, printed with more
+    digits than fp32 holds, within `f32_rel` of each other), fine enough to show a 1% change, not 0,
+    not a progress bar's redraw, after points that moved by more than rounding explains
+    (`_beyond_rounding`): the loss moved, then stopped changing for good (a network whose outputs went
+    constant: dead units, a saturated output, weights that no longer update). At ln K it is a
+    chance plateau (with its K), else a stall; dated at the first of the equal points. A whole log
+    equal to fp32's precision but not to the last digit is a constant loss too."""
+    lf = q.finite_loss
+    x = q.loss[lf]
+    if x.size < LIMITS.stuck_points or float(np.ptp(x)) == 0.0:
+        return []  # a whole log of exactly equal values is `_zero_or_constant`'s / `_chance_plateau`'s
+    v = float(x[-1])
+    moved = np.flatnonzero(np.abs(x - v) > LIMITS.f32_rel * abs(v))
+    t = int(moved[-1]) + 1 if moved.size else 0  # the first point of the equal tail
+    if x.size - t < LIMITS.stuck_points or v == 0.0 or not fine_print(v) or _tail_redraw(run, q, lf[t:]):
+        return []
+    if t and not _beyond_rounding(x[:t + 1], v, x.size - t):
+        return []  # a running mean that settles below its print's resolution
+    ch = chance_of(run, v)
+    if ch is not None and abs(v - ch[0]) <= LIMITS.chance_tol * ch[0]:
+        return [_sym(q, "chance", lf[t], level=v, chance=ch[0], k=ch[1], n=int(x.size - t), tail=True,
+                     known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None)]
+    if t == 0:
+        return [_sym(q, "constant", lf[0], level=v, n=int(x.size), tail=True)]
+    return [_sym(q, "stuck", lf[t], level=v, n=int(x.size - t), before=float(x[t - 1]))]
+
+
+def _beyond_rounding(x: np.ndarray, v: float, k: int) -> bool:
+    """k equal prints are more than rounding can make of a loss that still moves: its last
+    `stuck_points` steps up to and into the tail were u units of the print's last digit (median), so
+    one step rounds to no change with a chance of about 1/u, and k - 1 of them in a row with
+    (1/u)^(k-1), which must be under `stuck_chance` (a Keras bar's epoch mean late in an epoch moves by
+    a unit or two between redraws and repeats itself; a loss that moved by 79 units and then printed
+    the same value three times did not round to it)."""
+    recent = x[-(LIMITS.stuck_points + 1):]
+    # the print's last digit: the finest of these values' (1.0960 reads back as 1.096)
+    res = min(_resolution(float(w)) for w in recent if w)
+    units = float(np.median(np.abs(np.diff(recent)) / res))
+    return units > 1 and (k - 1) * math.log(1.0 / units) <= math.log(LIMITS.stuck_chance)
+
+
+def fine_print(v: float) -> bool:
+    """v is printed fine enough to show a change of `constant_resolution` (or is exactly 1, the ceiling
+    of a bounded loss such as 1 - dice)."""
+    return _resolution(v) / abs(v) <= LIMITS.constant_resolution or v == 1.0
+
+
+def _tail_redraw(run: Run, q: Quantities, rows: np.ndarray) -> bool:
+    """The rows are progress-bar points past the run's first BAR_CADENCE steps, over fewer than
+    BAR_CADENCE steps: what a bar may redraw between refreshes (`scalars.bar_redraw`'s rule)."""
+    span = int(q.steps[rows[-1]] - q.steps[rows[0]])
+    return run.meta.get("framework") == "tqdm" and span < BAR_CADENCE and int(q.steps[rows[0]]) >= BAR_CADENCE
 
 
 def steps_known(run: Run) -> bool:
@@ -882,7 +1043,8 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     span = int(q.steps[lf[-1]] - q.steps[lf[0]])
     exact = float(np.ptp(x)) == 0.0  # identical values at chance: no batch noise to wait out
     off = float(np.max(np.abs(x - c)))
-    if off > LIMITS.chance_tol * c or not (exact or _long_enough_at(run, x.size, span, off <= LIMITS.chance_tight * c)):
+    tight = off <= LIMITS.chance_tight * c
+    if off > LIMITS.chance_tol * c or not (exact or _long_enough_at(run, x.size, span, tight, int(q.steps[lf[0]]))):
         return []
     third = max(1, x.size // 3)
     if float(np.median(x[-third:])) < float(np.median(x[:third])) - 0.005 * c:
@@ -891,20 +1053,31 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
                  known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None)]
 
 
-def _long_enough_at(run: Run, n: int, span: int, tight: bool) -> bool:
+def _long_enough_at(run: Run, n: int, span: int, tight: bool, first: int) -> bool:
     """Whether n points at a chance level over `span` steps show more than a run's first moments:
     >= 20 points, or >= chance_points over >= span_steps steps; with no batch noise (`tight`), three
-    points over >= span_steps steps or three epochs, or chance_points numbered lines."""
+    points over >= span_steps steps or three epochs, or in an excerpt that starts past the run's
+    first `trend_after` steps (its first logged step `first`, or an epoch >= 1: a model still at
+    uniform guessing after that many updates), or chance_points numbered lines."""
     how = run.meta.get("steps_from", "log")
     if n >= 20 or (n >= LIMITS.chance_points and span >= LIMITS.span_steps):
         return True
     if not tight:
         return False
-    if how == "epoch":
+    if how == "epoch" or _mid_run(run, first):
         return n >= LIMITS.constant_points
     if how == "log":
         return span >= LIMITS.span_steps
     return n >= LIMITS.chance_points
+
+
+def _mid_run(run: Run, first: int) -> bool:
+    """The log starts past the run's first `trend_after` updates: its first logged step (the
+    trainer's) is beyond them, or the reader saw an epoch >= 1 at its start."""
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return True
+    return steps_known(run) and first > LIMITS.trend_after
 
 
 def _grad(run: Run, q: Quantities) -> list[Symptom]:

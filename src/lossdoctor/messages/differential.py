@@ -56,6 +56,9 @@ TEMPLATES = {
                        "从 step {step} 起 {n} 个记录的 step 上 loss 恰好为 0"),
     "diff.what.constant": ("the loss is exactly {level} on all {n} logged steps",
                            "全部 {n} 个记录的 step 上 loss 都恰好是 {level}"),
+    "diff.what.stuck": ("the loss is exactly {level} on the last {n} logged steps, from step {step} (it was {before} "
+                        "before): it stopped changing",
+                        "从 step {step} 起最后 {n} 个记录的 step 上 loss 都恰好是 {level}（此前为 {before}）：它不再变化"),
     "diff.what.chance": (
         "the loss sits at {level} on {n} points: the chance level ln({k}) = {chance}, a model that has learnt "
         "nothing about its labels",
@@ -127,14 +130,20 @@ TEMPLATES = {
     "diff.ev.sudden": ("it happened in one logged interval ({ratio}x)", "它发生在一个记录间隔内（{ratio} 倍）"),
     "diff.ev.to_chance": ("it jumped to {loss}, the chance level of a {k}-way softmax: the weights were wrecked",
                           "它跳到 {loss}，即 {k} 类 softmax 的随机水平：权重已被破坏"),
+    "diff.ev.froze_after_moving": ("the loss moved before it ({n} earlier point(s) differ), then froze at {level}",
+                                   "在此之前 loss 有变化（之前 {n} 个点的值不同），随后停在 {level}"),
     "diff.ev.negative": ("the loss is negative", "loss 为负"),
     "diff.ev.constant": ("the loss repeats to the last digit across batches", "不同 batch 的 loss 完全相同"),
     "diff.ev.scale_below_one": ("the scale is {low}, below 1", "scale 为 {low}，低于 1"),
     "diff.ev.loss_moving": ("the loss moves from step to step", "loss 在各 step 之间有变化"),
     "diff.ev.first_updates": ("it came after only {n} logged step(s) of the run's start: the first updates",
                               "它出现在训练开始后仅 {n} 个记录的 step：即最初的几次更新"),
-    "diff.ev.early": ("it came at step {step}, within the run's first 50 updates",
-                      "它出现在 step {step}，即训练最初的 50 次更新之内"),
+    "diff.ev.kept_rising": ("the loss rose at each of the {n} logged intervals to the end of the log (last {last})",
+                            "直到日志末尾，loss 在全部 {n} 个记录间隔上都在上升（最后为 {last}）"),
+    "diff.ev.early": ("it came at step {step}, within the run's first {n} updates",
+                      "它出现在 step {step}，即训练最初的 {n} 次更新之内"),
+    "diff.ev.fp32_default": ("{framework} trains in fp32 unless a mixed-precision policy is set, and the log shows "
+                             "none", "{framework} 默认以 fp32 训练（除非设置了混合精度策略），日志中也没有显示使用混合精度"),
     "diff.ev.intermittent": ("{n} finite losses after it at the earlier level ({base}): the weights survived",
                              "之后有 {n} 个有限的 loss 回到先前水平（{base}）：权重没有被破坏"),
     "diff.ev.unsteady": ("before it the loss swung by a median {swing} in ln per logged interval (>= 20%)",
@@ -187,6 +196,17 @@ TEMPLATES = {
                            "记录每个优化器 step 是否被跳过（scaler 更新前后的 scale）"),
     "diff.sep.update_size": ("measure ||ΔW||/||W|| for one step: 0 is a model that does not update",
                              "测量一个 step 的 ||ΔW||/||W||：为 0 说明模型没有更新"),
+    "diff.sep.outputs_constant": (
+        "print the model's outputs on two different batches at step {step}: the same outputs for both are a network "
+        "whose units died or saturated (restart from before it at a lower LR); outputs that differ while the loss "
+        "does not move are weights that stopped updating (check requires_grad and the optimizer's parameters)",
+        "在 step {step} 打印模型在两个不同 batch 上的输出：两者输出相同说明网络的单元已死亡或饱和（从此前的 checkpoint "
+        "以更低的 LR 重新开始）；输出不同而 loss 不变说明权重不再更新（检查 requires_grad 与优化器的参数）"),
+    "diff.sep.targets_range": (
+        "print the targets' smallest and largest values and the model's output shape beside the loss function: "
+        "targets outside the loss's range (class indices fed to a binary cross-entropy) are the wrong loss",
+        "在 loss 函数旁打印目标的最小值、最大值以及模型输出的形状：目标超出 loss 的取值范围"
+        "（把类别索引喂给二元交叉熵）就是用错了 loss"),
     "diff.sep.overfit_one": ("train on one batch repeatedly: a loss that falls to ~0 rules out the optimizer",
                              "在同一个 batch 上反复训练：loss 能降到接近 0 就排除了优化器的问题"),
     "diff.sep.print_schedule": ("print the scheduler's LR for the first and the last steps of the run",
@@ -221,6 +241,11 @@ TEMPLATES = {
                                      "检查 loss 依赖的参数是否 requires_grad 且在优化器中"),
     "diff.fix.overfit_one": ("train on one batch repeatedly; if the loss falls, audit the labels",
                              "在同一个 batch 上反复训练；若 loss 能下降，检查标签"),
+    "diff.fix.loss_fits_targets": (
+        "match the loss to the targets: a binary cross-entropy needs targets in [0, 1] (one sigmoid output per label); "
+        "class indices 0..K-1 need a categorical cross-entropy over K outputs",
+        "让 loss 与目标匹配：二元交叉熵要求目标在 [0, 1] 之内（每个标签一个 sigmoid 输出）；"
+        "类别索引 0..K-1 需要在 K 个输出上使用分类交叉熵"),
     "diff.fix.raise_lr": ("raise the learning rate to the usual range for the optimizer",
                           "把学习率提高到该优化器的常用范围"),
     "diff.fix.fp32_optimizer_state": (
