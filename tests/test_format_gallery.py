@@ -1039,8 +1039,7 @@ case("catboost_verbose",
      + "".join(f"{i}:\tlearn: {v:.7f}\ttest: {w:.7f}\tbest: {w:.7f} ({i})\ttotal: {52 + i}ms\tremaining: 52.2s\n"
                for i, v, w in zip((0, 100, 200), (0.6812345, 0.5123456, 0.4567891), (0.6823456, 0.5234567, 0.4789123)))
      + "\nbestTest = 0.4789123\nbestIteration = 200\n",
-     {0: 0.6812345, 100: 0.5123456, 200: 0.4567891}, eval_loss={0: 0.6823456, 100: 0.5234567, 200: 0.4789123},
-     xfail="the general reader knows no loss by its set's name alone (`learn:`, `test:`): refused")
+     {0: 0.6812345, 100: 0.5123456, 200: 0.4567891}, eval_loss={0: 0.6823456, 100: 0.5234567, 200: 0.4789123})
 # microsoft/LightGBM python-package callback.py log_evaluation: `"[%d]\t%s" % (env.iteration + 1, "\t".join(
 # "%s's %s: %g" ...))`, the training set named `training`, a validation set `valid_1`
 case("lightgbm_log_evaluation",

@@ -72,6 +72,7 @@ from .text_events import TEXT_MAX, Events, classify, scale_in
 
 # NUMBER, Template, slot_names and _eval_context are also read from here (benchmarks, tests)
 from .text_slots import (
+    _NOT_A_PART,
     EVAL_NAME,
     NUMBER,
     Template,
@@ -82,6 +83,8 @@ from .text_slots import (
     classify_slot,
     gan_parts,
     latin,
+    leading_slots,
+    lone_metric,
     name_key,
     names_a_loss,
     slot_names,
@@ -308,6 +311,7 @@ class TextParser:
             t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
                              for j in range(len(spans))]
             t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
+            t.leading = leading_slots(parts, names)
             t.losses = gan_parts(text, names)
             t.adversarial = bool(t.losses)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
@@ -558,8 +562,9 @@ def _cell(c: str) -> float | None:
         return None
 
 
+#: a number cell (a tensor's repr, a percentage, a size, a duration such as nolearn's `dur` `0.05s`)
 _CELL_NUMBER = re.compile(r"^(?:(?:torch\.)?tensor\(|np\.float\d+\()?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|"
-                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?)?$", re.IGNORECASE)
+                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?|s|ms|sec|min|h)?$", re.IGNORECASE)
 #: a counter cell `N/TOTAL` (YOLOv5's epoch `1/99`): its N
 _CELL_COUNTER = re.compile(r"^(\d+)/\d+$")
 
@@ -586,8 +591,11 @@ def choose(parser: TextParser) -> dict[str, Any]:
         if summed is None and not _rivals(cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
     rival = train is None and summed is None and bool(cands["component"])
+    parts: list[tuple[Template, int]] = []
     if train is None and summed is None and not rival:
-        train = _bare(parser)
+        total = _total_of_parts(parser)
+        train, parts, guessed = (total[0], total[1], False) if total is not None else (_lone(parser), [], True)
+        train = train or _bare(parser)
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
     if rival:  # two adversaries only: their line is the one that holds them
         main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
@@ -595,7 +603,71 @@ def choose(parser: TextParser) -> dict[str, Any]:
             "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_LINES else [],
             "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
-            "components": [c[4:] for c in cands["component"]]}
+            "components": [c[4:] for c in cands["component"]] + parts, "parts": parts}
+
+
+#: most parts a total is looked for over (a detection loss has 3 to 6)
+_MAX_PARTS = 8
+
+
+def _total_of_parts(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Template, int]]] | None:
+    """With no number named a loss: a number that is, on every row, the sum of the two or more named
+    numbers right before it (or right after it), up to their rounding, is their total and they its
+    parts (YOLACT's `B: 5.495 | C: 3.668 | M: 6.919 | S: 1.564 | T: 17.647`): a human adds them up
+    to tell the loss. Timings, counters and averages are no parts."""
+    for t in sorted(parser.templates.values(), key=lambda t: -len(t.rows)):
+        if len(t.rows) < _MIN_ROWS or t.text in _NOT_LINES:
+            continue
+        a = np.array(t.rows, dtype=np.float64)
+        ok = np.all(np.isfinite(a), axis=1)
+        if ok.sum() < _MIN_ROWS:
+            continue
+        a = a[ok]
+        named = [j for j in range(len(t.names)) if _part_like(t, j, a)]
+        for j in named:
+            for run in (_run_before(named, j), _run_after(named, j)):
+                k = _summing(a, j, run)
+                if k:
+                    return (50, -len(t.rows), t.order[0], id(t), t, j), [(t, i) for i in k]
+    return None
+
+
+def _part_like(t: Template, j: int, a: np.ndarray) -> bool:
+    n = name_key(t.names[j])
+    return bool(n) and not n.startswith("(avg)") and step_rank(n) is None and not _NOT_A_PART.match(n) \
+        and not np.all(a[:, j] == np.round(a[:, j]))
+
+
+def _run_before(named: list[int], j: int) -> list[int]:
+    run: list[int] = []
+    while j - 1 - len(run) in named and len(run) < _MAX_PARTS:
+        run.insert(0, j - 1 - len(run))
+    return run
+
+
+def _run_after(named: list[int], j: int) -> list[int]:
+    run: list[int] = []
+    while j + 1 + len(run) in named and len(run) < _MAX_PARTS:
+        run.append(j + 1 + len(run))
+    return run
+
+
+def _summing(a: np.ndarray, j: int, run: list[int]) -> list[int]:
+    """The longest tail of `run` (nearest to `j` first) of two or more slots whose sum is slot j's value
+    on every row, within the rounding of the printed digits; [] when none."""
+    for size in range(len(run), 1, -1):
+        k = run[-size:] if run and run[-1] < j else run[:size]
+        total, parts = a[:, j], a[:, k].sum(axis=1)
+        tol = (size + 1) * 0.5 * 10.0 ** -_decimals(a[:, [j, *k]])
+        if np.any(total != 0) and np.all(np.abs(total - parts) <= tol):
+            return k
+    return []
+
+
+def _decimals(a: np.ndarray) -> int:
+    """How many decimals these columns were printed with: the most any of their values shows (17.647 -> 3)."""
+    ds = [len(repr(float(v)).partition(".")[2].rstrip("0")) if "e" not in repr(float(v)) else 6 for v in a.ravel()]
+    return min(max(ds), 8) if ds else 0
 
 
 def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template, int]]:
@@ -662,10 +734,44 @@ def _bare(parser: TextParser) -> tuple[Any, ...] | None:
     found = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and t.text not in _NOT_LINES
              and t.text.split("\x00", 1)[0].strip().lower() in ("tensor(", "torch.tensor(")
              and not t.names[0]]
-    if not found:
+    if found:
+        t = max(found, key=lambda t: (len(t.rows), -t.order[0]))
+        return (50, -len(t.rows), t.order[0], id(t), t, 0)
+    columns = [(t, j) for t in parser.templates.values() if (j := _unnamed_value(t)) is not None]
+    if not columns:
         return None
-    t = max(found, key=lambda t: (len(t.rows), -t.order[0]))
-    return (50, -len(t.rows), t.order[0], id(t), t, 0)
+    t, j = max(columns, key=lambda c: (len(c[0].rows), -c[0].order[0]))
+    return (50, -len(t.rows), t.order[0], id(t), t, j)
+
+
+def _lone(parser: TextParser) -> tuple[Any, ...] | None:
+    """The busiest counted line whose one named number left is no known column (`text_slots.lone_metric`)."""
+    for t in sorted(parser.templates.values(), key=lambda t: (-len(t.rows), t.order[0] if t.order else 0)):
+        if len(t.rows) < _MIN_ROWS or t.text in _NOT_LINES:
+            continue
+        _, counters, how = steps_of(t)
+        if how not in ("named", "counter", "epoch_counter"):
+            continue
+        j = lone_metric(t, counters, (k for k, _ in _column_slots(t)))
+        if j is not None:
+            return (50, -len(t.rows), t.order[0], id(t), t, j)
+    return None
+
+
+def _unnamed_value(t: Template) -> int | None:
+    """Numbers printed with no name at all, a counter first (`76930 2.6496577`, a GAN script's `10:
+    0.69  1.38`): the first value after the counter, when it is no whole number on some row (NaN and
+    Inf count as values), is what a training print puts there first, its loss (a guess, said in a
+    note); the counter must count up, so a table of measurements is not taken for it."""
+    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES or any(t.names) or len(t.names) > 4:
+        return None
+    _, counters, how = steps_of(t)
+    if how != "counter" or not t.leading[0] or 0 not in counters:
+        return None
+    j = next((j for j in range(1, len(t.names)) if j not in counters), None)
+    if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
+        return None
+    return j
 
 
 _NOT_LINES = ("table", "block", "record", "events")
@@ -709,8 +815,10 @@ class Placed:
     def of(self, t: Template) -> np.ndarray:
         if t is self.main:
             return self.steps
-        own, _, how = steps_of(t)
-        if own is not None and (how == "named" or how in ("counter", "epoch_counter") and not any(t.eval_context)):
+        own, counters, how = steps_of(t)
+        # a counter an evaluation word stands before is the evaluation's (its own batches), not the step
+        if own is not None and (how == "named" or how in ("counter", "epoch_counter")
+                                and not any(t.eval_context[k] for k in counters)):
             return own
         steps = self.at(np.asarray(t.order))
         return steps if not self.hints else self._hinted_rows(t.order, steps)
@@ -826,6 +934,8 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
         meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
         if picked["guessed"]:
             notes.append(Msg("text.loss_guessed", key=t.names[j]))
+        if picked["parts"]:
+            notes.append(Msg("text.total_of_parts", key=t.names[j], keys=[u.names[k] for u, k in picked["parts"]]))
     elif picked["summed"] is not None:
         t, slots = picked["summed"]
         _fill(cols, "loss", place.of(t), [float(sum(r[j] for j in slots)) for r in t.rows])

@@ -35,7 +35,7 @@ _PREFIX = re.compile(
     r"""\s*(?:
         \[(?:default|rank|Rank\ |RANK\ |node\ ?)?\d+\]:?          # [default7]:  [rank0]:  [Rank 0]
       | (?:rank)?\d{1,5}:\s(?=\s*[\[{<(]|\s*\d{4}-\d\d-\d\d)      # srun --label "0: " before a tag/time
-      | \[?\d{4}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?  # timestamps
+      | \[?\d{2,4}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?  # timestamps (%y too)
       | \[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?=\s)                     # time only
       | \[(?:titan|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|I|W|E|[\w.-]+\.py:\d+(?::\w+)?|[\w.|-]+\.py:\d+)\]
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?::[\w.]+)*:(?=\S)    # INFO:root:
@@ -44,6 +44,7 @@ _PREFIX = re.compile(
       | \|\ *(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\ *\|   # loguru: "| INFO     | mod:fn:42 - "
         (?:\s*[\w.<>-]+:[\w.<>-]+:\d+\ -(?=\s))?
       | >(?=\s)                                                     # a Markdown quote
+      | `+(?=\S)                                                    # Markdown code ticks around a pasted line
     )\s*""", re.VERBOSE)
 
 
@@ -55,7 +56,7 @@ EVAL_SECTION = re.compile(r"^[\W_]*(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|e
 
 
 #: the characters a prefix can start with (a line starting otherwise has none: skip the pattern)
-_PREFIX_FIRST = set("[0123456789 \t-<>|rDIWEC")
+_PREFIX_FIRST = set("[0123456789 \t-<>|rDIWEC`")
 
 
 def segments(f: IO[bytes] | Readable) -> Iterator[str]:
@@ -104,4 +105,5 @@ def clean(segment: str) -> str:
         if m is None or m.end() == pos:
             break
         pos = m.end()
-    return segment[pos:].strip()
+    out = segment[pos:].strip()
+    return out[:-1].rstrip() if out[-1:] == "`" and "`" not in out[:-1] else out  # the closing tick of a pasted line
