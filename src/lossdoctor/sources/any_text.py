@@ -146,6 +146,7 @@ class TextParser:
         self.nan_seq: list[tuple[int, float | None]] = []
         self.nan_rows: list[int] = []  # rows of an events-only text that are such lines
         self.header_key: tuple[str, ...] | None = None
+        self.name_line: tuple[int, list[str]] | None = None  # (line number, words) of a line of names only
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
         self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
@@ -332,8 +333,9 @@ class TextParser:
         header, key = self.header, self.header_key
         if header is None and self.last_table is not None:
             header, key = self.last_table  # a table resumed after another's lines (YOLOv5's val rows between epochs)
-        if header is not None and len(cells) != len(header) and len(text.split()) == len(header):
-            cells = text.split()  # a table printed with single spaces (fastai's `epoch train_loss valid_loss`)
+        mark = None
+        if header is not None and len(cells) != len(header):
+            cells, mark = _spaced_row(text, cells, len(header))
         if len(cells) < 2:
             return self._spaced_header(text)
         if header is not None and len(cells) > len(header) and "|" in text:
@@ -344,15 +346,19 @@ class TextParser:
             values = [_cell(c) for c in cells]
             if all(v is not None for v in values) and any(v == v for v in values):
                 phase = _phase_column(header)
-                evaluating = phase is not None and values[phase] == 0.0
+                evaluating = phase is not None and values[phase] == 0.0 or bool(mark)
                 t = self._table_template(header, key, evaluating)
                 self.header, self.header_key, self.last_table = header, key, (header, key)
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
         self.header = None  # the table ended
+        names_before, self.name_line = self.name_line, None
         if _is_header(cells):
+            cells = _stacked(names_before, self.line_no, text) or cells
             self.header, self.header_key = cells, tuple(cells)
             return True
+        if _NAMES_ONLY.match(text):
+            self.name_line = (self.line_no, text.split())
         return False
 
     def _spaced_header(self, text: str) -> bool:
@@ -508,8 +514,9 @@ def _shape(text: str) -> str:
     return _SPACES.sub("", NUMBER.sub("#", text))
 #: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
 _LEADING_SLOT = re.compile(r":|\s+[A-Za-z]|\s*\|\s*[A-Za-z]")  # llama2.c's `10 | loss 2.31 |`: a column
-#: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
-_LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
+#: a line that starts with a bare `[N]` (what `clean` takes for a log prefix), maybe behind a clock
+#: (XGBoost's logger: `[10:32:11] [0]\ttrain-rmse:17.41`)
+_LEADING_COUNTER = re.compile(r"^(?:\[\d\d:\d\d:\d\d\]\s+)?(\[\d+\])\s")
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 _PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
@@ -531,6 +538,35 @@ _PHASE_NAMES = {"train", "training", "is_train"}
 #: a Markdown table's rule row under the header (`--`, `:---:`)
 _CELL_RULE = re.compile(r"^:?-{2,}:?$")
 _NAME_WORD = re.compile(r"^[A-Za-z_][\w.]*$")
+
+
+#: a line of three or more words and nothing else (maybe the first line of a header printed over two)
+_NAMES_ONLY = re.compile(r"^\s*[A-Za-z_][\w./%-]*(?:\s+[A-Za-z_][\w./%-]*){2,}\s*$")
+#: a word a table row may end with beyond its header's cells, and whether it marks the row as an
+#: evaluation's (Vowpal Wabbit's ` h`: past the first pass, a row of the holdout set's loss)
+_ROW_MARKS = {"h": True, "*": False}
+
+
+def _spaced_row(text: str, cells: list[str], width: int) -> tuple[list[str], bool | None]:
+    """A row whose cells did not split as its header did: printed with single spaces (fastai's
+    `epoch train_loss valid_loss`, Vowpal Wabbit's `0.693147 0.693147  1`), maybe with a mark after
+    the last cell; (the cells, whether the mark says evaluation, None when there is none)."""
+    words = text.split()
+    if len(words) == width:
+        return words, None
+    if len(words) == width + 1 and words[-1] in _ROW_MARKS:
+        return words[:-1], _ROW_MARKS[words[-1]]
+    return cells, None
+
+
+def _stacked(before: tuple[int, list[str]] | None, line_no: int, text: str) -> list[str] | None:
+    """A header printed over two lines, each column's name stacked in it (Vowpal Wabbit's `average  since
+    example ...` over `loss  last  counter ...`): the names joined word by word, when the line of names
+    right before has as many words as this one."""
+    words = text.split()
+    if before is None or before[0] != line_no - 1 or len(before[1]) != len(words):
+        return None
+    return [f"{a} {b}" for a, b in zip(before[1], words)]
 
 
 def _is_header(cells: list[str]) -> bool:
@@ -801,8 +837,10 @@ class Placed:
         steps, _, self.how = steps_of(main)
         if companion is not None and self.how != "named":
             steps, self.how = companion, "named"
+        if steps is not None and np.any(np.diff(steps) < 0):
+            steps = _unrolled(steps)  # a batch counter that starts again each epoch: counted on
         if steps is not None and (np.sum(np.diff(steps) < 0) >= 2 or len(steps) > 1 and np.all(np.diff(steps) == 0)):
-            # a counter that restarts (a batch within an epoch) or stays (Keras' `60000/60000` at each epoch's end)
+            # a counter that goes back and forth, or stays (Keras' `60000/60000` at each epoch's end)
             steps, self.how = None, "numbered"
         if steps is None and hints:
             steps = _hinted(main.order, hints)
@@ -839,6 +877,25 @@ class Placed:
         """The step of the training row read before each row index (the first one's before it)."""
         idx = np.searchsorted(self.order, order, side="right") - 1
         return self.steps[np.maximum(idx, 0)]
+
+
+def _unrolled(steps: np.ndarray) -> np.ndarray:
+    """A counter that starts again from its beginning (at or below the first value it printed: a batch
+    within an epoch whose number the line does not print, glample's `50, cost average`) counted on
+    from the epoch before: each restart goes on one interval after the last value reached. A counter
+    that goes back to a middle value (a resume from a checkpoint) is left as printed."""
+    d = np.diff(steps)
+    up = d[d > 0]
+    gap = float(np.median(up)) if up.size else 1.0
+    if np.any(steps[1:][d < 0] > steps[0] + gap):
+        return steps
+    out = steps.astype(np.float64).copy()
+    offset = 0.0
+    for i in range(1, len(steps)):
+        if steps[i] < steps[i - 1]:
+            offset = out[i - 1] + gap - steps[i]
+        out[i] = steps[i] + offset
+    return out
 
 
 def _companion(parser: TextParser, main: Template) -> np.ndarray | None:

@@ -60,6 +60,7 @@ _STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iter
                "update", "updates", "n_updates", "num_updates", "batch", "batches", "total_timesteps", "timesteps",
                "minibatch", "minibatches",
                "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
+               "counter",  # counter: Vowpal Wabbit's `example counter` column (the examples seen)
                "#")  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
 
 
@@ -110,6 +111,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
+    _counted_values(text, spans, pieces, names)
     for i, name in enumerate(names):
         if name:
             continue
@@ -127,6 +129,19 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
     _range_ends(pieces, names)
     return names
+
+
+def _counted_values(text: str, spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
+    """A loss's name followed by a whole number and then, after spaces or a colon only, an unnamed
+    number with a point (NVIDIA tacotron2's `Train loss 120 0.512345`, `Validation loss 6312:
+    0.149928`): the whole number counts the steps it was taken at, the other is the loss."""
+    for i in range(len(names) - 1):
+        if not names[i] or names[i + 1] or pieces[i + 1].strip() not in ("", ":"):
+            continue
+        first, second = text[spans[i][0]:spans[i][1]], text[spans[i + 1][0]:spans[i + 1][1]]
+        if first.isdigit() and ("." in second or second.lower().lstrip("+-") in ("nan", "inf")) \
+                and _is_loss(name_key(names[i])):
+            names[i], names[i + 1] = "step", names[i]
 
 
 def _range_ends(pieces: list[str], names: list[str]) -> None:
@@ -247,7 +262,7 @@ def step_rank(name: str) -> int | None:
 #: words that may stand before a step counter's name and keep it the step (`loss 2.3 at step 100`,
 #: `optimizer step 12`, MaxText's `completed step: 10`); not `total`, `max`, `per`, `skipped`...
 _STEP_HEADS = frozenset({"at", "optimizer", "opt", "current", "cur", "completed", "done", "finished", "after",
-                         "on", "in", "global"})
+                         "on", "in", "global", "example"})
 
 
 def _slash(parts: list[str], j: int) -> bool:
