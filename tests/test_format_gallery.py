@@ -1424,6 +1424,32 @@ case("plain_validation_named_by_epoch_between_steps",
      + "".join(f"step {s} loss {v}\n" for s, v in zip((300, 400), L[2:4])) + f"Epoch 2 validation loss: {V[1]}\n",
      {100: L[0], 200: L[1], 300: L[2], 400: L[3]}, eval_loss={200: V[0], 400: V[1]})
 
+# WongKinYiu/yolov7 train.py: the header `('%10s' * 8) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls', 'total', 'labels',
+# 'img_size')`, the bar's description `('%10s' * 2 + '%10.4g' * 6) % ('%g/%g' % (epoch, epochs - 1), mem, *mloss, ...)`:
+# `total` is the printed sum of the parts, the loss (not a sum recomputed from the rounded parts)
+_Y7 = [(0.07012, 0.02845, 0.03012), (0.06534, 0.02712, 0.02801), (0.06101, 0.02633, 0.02579)]
+case("yolov7_epoch_table_total",
+     ("%10s" * 8) % ("Epoch", "gpu_mem", "box", "obj", "cls", "total", "labels", "img_size") + "\n"
+     + "".join(("%10s" * 2 + "%10.4g" * 6) % (f"{e}/299", "4.52G", *p, sum(p), 45, 640)
+               + ": 100%|##########| 92/92 [00:45<00:00,  2.01it/s]\n" for e, p in enumerate(_Y7)),
+     {e: float("%.4g" % sum(p)) for e, p in enumerate(_Y7)})
+# google/paxml trainer_lib.py: `logging.info('step_i: %d, training loss: %s', step_i, loss)` then the weighted
+# scalars, under absl's `I0812 10:00:00.123456 140123 trainer_lib.py:123]` prefix
+case("pax_step_i_training_loss",
+     "".join(f"I0812 10:00:0{k}.123456 140123 trainer_lib.py:123] step_i: {s}, training loss: {v}\n"
+             f"I0812 10:00:0{k}.123457 140123 trainer_lib.py:124] weighted_scalars: {{'log_pplx': (Array({v + 0.1:.4f}, "
+             f"dtype=float32), Array(8192., dtype=float32)), 'fraction_of_correct_next_step_preds': (Array(0.41, "
+             f"dtype=float32), Array(8192., dtype=float32))}}\n"
+             for k, (s, v) in enumerate(zip((99, 199, 299), L))),
+     {99: L[0], 199: L[1], 299: L[2]})
+# facebookresearch/fairseq2 metrics/recorders/_log.py LogMetricRecorder: `"{title} Metrics (step {step_nr})"` then
+# `" | ".join(f"{display_name}: {formatted}")`, floats `f"{f:g}"`, seconds `12s` (the logger's prefix left out)
+case("fairseq2_log_metric_recorder",
+     "".join(f"Train Metrics (step {s}) - Loss: {v:g} | NLL Loss: {v - 0.01:g} | Gradient Norm: {g:g} | Learning Rate: "
+             f"0.0001 | Elapsed Time: 12s | Wall Time: 1{k}s\n" for k, (s, v, g) in enumerate(zip((10, 20, 30), L, G)))
+     + f"Validation Metrics (step 30) - Loss: {V[0]:g} | NLL Loss: {V[0] - 0.01:g} | Elapsed Time: 3s\n",
+     {10: L[0], 20: L[1], 30: L[2]}, eval_loss={30: V[0]}, grad_norm={10: G[0], 20: G[1], 30: G[2]})
+
 
 # --- the test ----------------------------------------------------------------------------------
 

@@ -159,10 +159,8 @@ class TextParser:
         text = latin(clean(raw))
         if not text:
             return
-        if raw[:1] == "[" and text[:1] != "[":
-            m = _LEADING_COUNTER.match(raw)  # XGBoost's `[0]\ttrain-logloss:...`: a counter, not a log prefix
-            if m is not None:
-                text = m.group(1) + " " + text
+        if text[:1] != "[" and "]" in raw[:160]:
+            text = _counter_back(raw, text)
         if self.in_eval:
             text = self._section(text)
             if not text:
@@ -514,9 +512,18 @@ def _shape(text: str) -> str:
     return _SPACES.sub("", NUMBER.sub("#", text))
 #: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
 _LEADING_SLOT = re.compile(r":|\s+[A-Za-z]|\s*\|\s*[A-Za-z]")  # llama2.c's `10 | loss 2.31 |`: a column
-#: a line that starts with a bare `[N]` (what `clean` takes for a log prefix), maybe behind a clock
-#: (XGBoost's logger: `[10:32:11] [0]\ttrain-rmse:17.41`)
-_LEADING_COUNTER = re.compile(r"^(?:\[\d\d:\d\d:\d\d\]\s+)?(\[\d+\])\s")
+#: a bare `[N]` right before a line's content (what `clean` takes for a rank's log prefix)
+_COUNTER_TAIL = re.compile(r"\[\d+\]\s+$")
+
+
+def _counter_back(raw: str, text: str) -> str:
+    """The line with the bare `[N]` that `clean` took for a rank's prefix put back in front: right
+    before the content it is the line's counter (XGBoost's `[0]\ttrain-logloss:0.61`, behind its
+    logger's clock `[10:32:11] `; CLU's `[100] loss=2.31` behind absl's `I0601 12:00:00.1 1402
+    logging_writer.py:48] `); a rank's tag stays the same on every line, so it never counts up."""
+    k = raw.find(text[:16])
+    m = _COUNTER_TAIL.search(raw, 0, k) if k > 0 else None
+    return text if m is None else m.group(0).strip() + " " + text
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 _PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
@@ -621,10 +628,13 @@ def choose(parser: TextParser) -> dict[str, Any]:
         cands = _candidates(parser, 1)
     train = min(cands["train"], key=lambda c: c[:4]) if cands["train"] else None
     guessed = train is None or train[0] >= 50
-    summed = None
+    summed, of_parts = None, []
     if train is None and cands["component"]:
         summed = _summed(cands["component"])
-        if summed is None and not _rivals(cands["component"]):
+        total = _printed_total(*summed) if summed is not None else None
+        if total is not None and summed is not None:  # the parts' sum printed under a name of its own (YOLOv7's `total`)
+            train, of_parts, summed, guessed = total, [(summed[0], k) for k in summed[1]], None, False
+        elif summed is None and not _rivals(cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
     rival = train is None and summed is None and bool(cands["component"])
     parts: list[tuple[Template, int]] = []
@@ -639,7 +649,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
             "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_LINES else [],
             "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
-            "components": [c[4:] for c in cands["component"]] + parts, "parts": parts}
+            "components": [c[4:] for c in cands["component"]] + parts, "parts": parts or of_parts}
 
 
 #: most parts a total is looked for over (a detection loss has 3 to 6)
@@ -674,6 +684,22 @@ def _part_like(t: Template, j: int, a: np.ndarray) -> bool:
         and not np.all(a[:, j] == np.round(a[:, j]))
 
 
+def _printed_total(t: Template, slots: list[int]) -> tuple[Any, ...] | None:
+    """Where the components' line also prints their sum under a name of its own (YOLOv7's `box obj cls
+    total` columns), that printed number is the loss, not a sum taken again of the rounded parts."""
+    rows = [r for r in t.rows if all(math.isfinite(v) for v in r)]
+    if len(rows) < 1:
+        return None
+    a = np.array(rows, dtype=np.float64)
+    _, counters, _ = steps_of(t)
+    for j in range(len(t.names)):
+        if j in slots or j in counters or not t.names[j] or name_key(t.names[j]).startswith("(avg)"):
+            continue
+        if _summing(a, j, list(slots)) == list(slots):
+            return (50, -len(t.rows), t.order[0], id(t), t, j)
+    return None
+
+
 def _run_before(named: list[int], j: int) -> list[int]:
     run: list[int] = []
     while j - 1 - len(run) in named and len(run) < _MAX_PARTS:
@@ -690,18 +716,18 @@ def _run_after(named: list[int], j: int) -> list[int]:
 
 def _summing(a: np.ndarray, j: int, run: list[int]) -> list[int]:
     """The longest tail of `run` (nearest to `j` first) of two or more slots whose sum is slot j's value
-    on every row, within the rounding of the printed digits; [] when none."""
+    on every row, within the rounding of each column's printed digits; [] when none."""
     for size in range(len(run), 1, -1):
-        k = run[-size:] if run and run[-1] < j else run[:size]
+        k = run[-size:] if run[-1] < j else run[:size]
         total, parts = a[:, j], a[:, k].sum(axis=1)
-        tol = (size + 1) * 0.5 * 10.0 ** -_decimals(a[:, [j, *k]])
+        tol = sum(0.5 * 10.0 ** -_decimals(a[:, c]) for c in (j, *k))  # each column's rounding
         if np.any(total != 0) and np.all(np.abs(total - parts) <= tol):
             return k
     return []
 
 
 def _decimals(a: np.ndarray) -> int:
-    """How many decimals these columns were printed with: the most any of their values shows (17.647 -> 3)."""
+    """How many decimals a column was printed with: the most any of its values shows (17.647 -> 3)."""
     ds = [len(repr(float(v)).partition(".")[2].rstrip("0")) if "e" not in repr(float(v)) else 6 for v in a.ravel()]
     return min(max(ds), 8) if ds else 0
 

@@ -37,6 +37,7 @@ _PREFIX = re.compile(
       | (?:rank)?\d{1,5}:\s(?=\s*[\[{<(]|\s*\d{4}-\d\d-\d\d)      # srun --label "0: " before a tag/time
       | \[?\d{2,4}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?  # timestamps (%y too)
       | \[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?=\s)                     # time only
+      | [IWEF]\d{4}\ \d\d:\d\d:\d\d\.\d+\s+\d+\ [\w.-]+:\d+\]         # glog/absl: I0812 10:00:00.123 1401 f.py:12]
       | \[(?:titan|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|I|W|E|[\w.-]+\.py:\d+(?::\w+)?|[\w.|-]+\.py:\d+)\]
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?::[\w.]+)*:(?=\S)    # INFO:root:
       | -\ [\w.]+\ -\ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -      # " - root - INFO - "
@@ -56,7 +57,7 @@ EVAL_SECTION = re.compile(r"^[\W_]*(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|e
 
 
 #: the characters a prefix can start with (a line starting otherwise has none: skip the pattern)
-_PREFIX_FIRST = set("[0123456789 \t-<>|rDIWEC`")
+_PREFIX_FIRST = set("[0123456789 \t-<>|rDIWECF`")
 
 
 def segments(f: IO[bytes] | Readable) -> Iterator[str]:

@@ -246,12 +246,20 @@ def base_name(name: str) -> str:
 _SPLITS = frozenset({"train", "training", "val", "valid", "validation", "eval", "test", "dev"})
 
 
+#: what a variable holding a counter adds to its name (Pax's `step_i`, `batch_idx`, `iter_num`, `step_nr`)
+_INDEX_TAIL = re.compile(r"[_ ](?:i|idx|index|id|num|nr|no|cnt|count)$")
+
+
 def step_rank(name: str) -> int | None:
     """The rank of a step counter's name (lower is better), None when it names no step: `iter`,
-    `global_step`, also after a training word (`train iter`: mmengine's `Iter(train)`)."""
+    `global_step`, also after a training word (`train iter`: mmengine's `Iter(train)`), and a
+    counter variable's name (`step_i`, `batch_idx`)."""
     n = base_name(name)
     if n in _STEP_NAMES:
         return _STEP_NAMES.index(n)
+    bare = _INDEX_TAIL.sub("", n)
+    if bare != n and bare in _STEP_NAMES:
+        return _STEP_NAMES.index(bare)
     head, _, last = n.rpartition(" ")
     before = head.rsplit(" ", 1)[-1]  # the word right before: `INFO optimizer step`, not `time per iteration`
     if head and last in _STEP_NAMES and (TRAIN_WORD.fullmatch(before) or before in _STEP_HEADS):
@@ -290,8 +298,9 @@ def leading_slots(parts: list[str], names: list[str]) -> list[bool]:
 
 
 def _word(name: str) -> str:
-    """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`)."""
-    n = base_name(name).split()
+    """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`,
+    `epoch_idx` -> `epoch`)."""
+    n = _INDEX_TAIL.sub("", base_name(name)).split()
     return n[-1] if n else ""
 
 
