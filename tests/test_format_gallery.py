@@ -1432,7 +1432,7 @@ case("yolov7_epoch_table_total",
      ("%10s" * 8) % ("Epoch", "gpu_mem", "box", "obj", "cls", "total", "labels", "img_size") + "\n"
      + "".join(("%10s" * 2 + "%10.4g" * 6) % (f"{e}/299", "4.52G", *p, sum(p), 45, 640)
                + ": 100%|##########| 92/92 [00:45<00:00,  2.01it/s]\n" for e, p in enumerate(_Y7)),
-     {e: float("%.4g" % sum(p)) for e, p in enumerate(_Y7)})
+     {e: float(f"{sum(p):.4g}") for e, p in enumerate(_Y7)})
 # google/paxml trainer_lib.py: `logging.info('step_i: %d, training loss: %s', step_i, loss)` then the weighted
 # scalars, under absl's `I0812 10:00:00.123456 140123 trainer_lib.py:123]` prefix
 case("pax_step_i_training_loss",

@@ -159,7 +159,7 @@ class TextParser:
         text = latin(clean(raw))
         if not text:
             return
-        if text[:1] != "[" and "]" in raw[:160]:
+        if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?
             text = _counter_back(raw, text)
         if self.in_eval:
             text = self._section(text)
@@ -512,18 +512,19 @@ def _shape(text: str) -> str:
     return _SPACES.sub("", NUMBER.sub("#", text))
 #: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
 _LEADING_SLOT = re.compile(r":|\s+[A-Za-z]|\s*\|\s*[A-Za-z]")  # llama2.c's `10 | loss 2.31 |`: a column
-#: a bare `[N]` right before a line's content (what `clean` takes for a rank's log prefix)
-_COUNTER_TAIL = re.compile(r"\[\d+\]\s+$")
-
-
 def _counter_back(raw: str, text: str) -> str:
     """The line with the bare `[N]` that `clean` took for a rank's prefix put back in front: right
     before the content it is the line's counter (XGBoost's `[0]\ttrain-logloss:0.61`, behind its
     logger's clock `[10:32:11] `; CLU's `[100] loss=2.31` behind absl's `I0601 12:00:00.1 1402
     logging_writer.py:48] `); a rank's tag stays the same on every line, so it never counts up."""
-    k = raw.find(text[:16])
-    m = _COUNTER_TAIL.search(raw, 0, k) if k > 0 else None
-    return text if m is None else m.group(0).strip() + " " + text
+    k = len(raw.rstrip()) - len(text)  # where the content starts (clean cut the front only)
+    if k < 4 or raw[k - 1] not in " \t" or not raw.startswith(text[:8], k):
+        return text
+    head = raw[:k].rstrip()
+    if head[-1:] != "]":
+        return text
+    counter = head[head.rfind("["):]
+    return f"{counter} {text}" if counter[1:-1].isdigit() else text
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 _PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
