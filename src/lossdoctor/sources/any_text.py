@@ -75,6 +75,7 @@ from .text_slots import (
     _NOT_A_PART,
     EVAL_NAME,
     NUMBER,
+    PERCENT,
     Template,
     _eval_context,
     _slash,
@@ -627,7 +628,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
     cands = _candidates(parser, _MIN_ROWS)
     if not cands["train"] and not any(len(c[4].rows) >= _MIN_ROWS for c in cands["component"]):
         cands = _candidates(parser, 1)
-    train = min(cands["train"], key=lambda c: c[:4]) if cands["train"] else None
+    train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
     guessed = train is None or train[0] >= 50
     summed, of_parts = None, []
     if train is None and cands["component"]:
@@ -685,6 +686,21 @@ def _part_like(t: Template, j: int, a: np.ndarray) -> bool:
         and not np.all(a[:, j] == np.round(a[:, j]))
 
 
+def _on_bar(t: Template) -> bool:
+    """Whether the template is a progress bar's line (tqdm's `100%|...| 2785/2785 [00:53<00:00, 52.28it/s]`)."""
+    return PERCENT in t.names and ("it/s" in t.text or "s/it" in t.text)
+
+
+def _off_bar(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A loss shown on a progress bar is what the bar showed when it was last drawn (its last batch);
+    a training loss printed on a line of its own as often or more (DMRGCN's `Train_loss: 46.05` after
+    each epoch's bar) is the record the script meant: it is taken instead."""
+    if not _on_bar(best[4]):
+        return best
+    steady = [c for c in found if not _on_bar(c[4]) and len(c[4].rows) >= len(best[4].rows)]
+    return min(steady, key=lambda c: c[:4]) if steady else best
+
+
 def _printed_total(t: Template, slots: list[int]) -> tuple[Any, ...] | None:
     """Where the components' line also prints their sum under a name of its own (YOLOv7's `box obj cls
     total` columns), that printed number is the loss, not a sum taken again of the rounded parts."""
@@ -721,8 +737,9 @@ def _summing(a: np.ndarray, j: int, run: list[int]) -> list[int]:
     for size in range(len(run), 1, -1):
         k = run[-size:] if run[-1] < j else run[:size]
         total, parts = a[:, j], a[:, k].sum(axis=1)
-        tol = sum(0.5 * 10.0 ** -_decimals(a[:, c]) for c in (j, *k))  # each column's rounding
-        if np.any(total != 0) and np.all(np.abs(total - parts) <= tol):
+        # each column's rounding; a column of whole numbers is taken as exact (`unsuper_loss: 0.0`)
+        tol = sum(0.5 * 10.0 ** -d for c in (j, *k) if (d := _decimals(a[:, c])) > 0)
+        if _decimals(total) > 0 and np.all(np.abs(total - parts) <= tol):
             return k
     return []
 

@@ -392,18 +392,27 @@ METRIC_LOSS_WORDS = frozenset({"logloss", "mlogloss", "rmse", "mse", "mae", "l1"
 #: objective on that set, a training or an evaluation loss (ranked after every other loss name)
 _SET_TRAIN = frozenset({"learn", "train", "training"})
 _SET_EVAL = frozenset({"test", "valid", "validation", "eval", "val"})
-_LAST_WORD = re.compile(r"[\s'_./-]+")
+#: what separates a set's name from its metric's (`train-rmse`, `training's l2`, `valid_1 l2`)
+_SET_SEP = re.compile(r"[\s'-]+")
+#: words that may stand before a metric's name in one `_`-joined name (`binary_logloss`, `valid_rmse`);
+#: any other (`lin_vel_z_l2`, an RL reward term) makes it the name of something else
+_METRIC_HEADS = frozenset({"train", "training", "val", "valid", "validation", "test", "eval", "dev", "binary",
+                           "multi", "avg", "mean", "weighted", "total"})
 
 
-def _last_word(n: str) -> str:
-    return _LAST_WORD.split(n)[-1]
+def _metric_named(n: str) -> bool:
+    """Whether a name is an objective's metric (`train-logloss`, `training's l2`, `valid_1's
+    binary_logloss`, `rmse`), not a name that merely ends like one (`Episode_Reward/lin_vel_z_l2`)."""
+    last = _SET_SEP.split(n)[-1]
+    words = last.split("_")
+    return words[-1] in METRIC_LOSS_WORDS and all(w in _METRIC_HEADS for w in words[:-1])
 
 
 def _is_loss(n: str) -> bool:
     n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
     if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
-    return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _last_word(n) in METRIC_LOSS_WORDS
+    return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n)
 
 
 def _set_named(t: Template, j: int, n: str) -> str | None:
@@ -467,7 +476,7 @@ def total_rank(name: str) -> float:
     tail = AVERAGE_TAIL.search(n)
     if tail is not None and n[:tail.start()] in _TOTAL:  # glample's `cost average`: the total, averaged
         return _TOTAL.index(n[:tail.start()]) + 0.5
-    if "loss" not in n and (n in _LOSS_NAMES or _last_word(n) in METRIC_LOSS_WORDS):
+    if "loss" not in n and (n in _LOSS_NAMES or _metric_named(n)):
         return _METRIC_RANK
     return _SET_RANK if n in _SET_TRAIN or n in _SET_EVAL else 50
 
@@ -526,7 +535,7 @@ def lone_metric(t: Template, counters: set[int], known: Iterable[int]) -> int | 
     more are left (which one is unknown)."""
     known = set(known)
     left = [j for j, n in enumerate(t.names) if n and j not in counters and j not in known
-            and not t.eval_context[j] and not name_key(n).startswith(("(avg)", PERCENT))
+            and not t.eval_context[j] and not EVAL_NAME.search(n) and not name_key(n).startswith(("(avg)", PERCENT))
             and not _NOT_A_PART.match(n) and not _NOT_A_LOSS.match(n) and name_key(n) not in _EPOCH_NAMES
             and not all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows)
             and any(r[j] != t.rows[0][j] for r in t.rows)]
