@@ -82,6 +82,7 @@ from .text_slots import (
     adversaries,
     base_name,
     classify_slot,
+    counted_on,
     gan_parts,
     latin,
     leading_slots,
@@ -882,7 +883,7 @@ class Placed:
         if companion is not None and self.how != "named":
             steps, self.how = companion, "named"
         if steps is not None and np.any(np.diff(steps) < 0):
-            steps = _unrolled(steps)  # a batch counter that starts again each epoch: counted on
+            steps = counted_on(steps)  # a batch counter that starts again each epoch: counted on
         if steps is not None and (np.sum(np.diff(steps) < 0) >= 2 or len(steps) > 1 and np.all(np.diff(steps) == 0)):
             # a counter that goes back and forth, or stays (Keras' `60000/60000` at each epoch's end)
             steps, self.how = None, "numbered"
@@ -921,25 +922,6 @@ class Placed:
         """The step of the training row read before each row index (the first one's before it)."""
         idx = np.searchsorted(self.order, order, side="right") - 1
         return self.steps[np.maximum(idx, 0)]
-
-
-def _unrolled(steps: np.ndarray) -> np.ndarray:
-    """A counter that starts again from its beginning (at or below the first value it printed: a batch
-    within an epoch whose number the line does not print, glample's `50, cost average`) counted on
-    from the epoch before: each restart goes on one interval after the last value reached. A counter
-    that goes back to a middle value (a resume from a checkpoint) is left as printed."""
-    d = np.diff(steps)
-    up = d[d > 0]
-    gap = float(np.median(up)) if up.size else 1.0
-    if np.any(steps[1:][d < 0] > steps[0] + gap):
-        return steps
-    out = steps.astype(np.float64).copy()
-    offset = 0.0
-    for i in range(1, len(steps)):
-        if steps[i] < steps[i - 1]:
-            offset = out[i - 1] + gap - steps[i]
-        out[i] = steps[i] + offset
-    return out
 
 
 def _companion(parser: TextParser, main: Template) -> np.ndarray | None:

@@ -52,6 +52,7 @@ from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
 from .registry import SourceError, reader
 from .text_events import Events
+from .text_slots import counted_on
 
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
@@ -776,8 +777,19 @@ def _kept_rows(p: ConsoleParser) -> np.ndarray:
     return idx[np.argsort(st.step[idx], kind="stable")]
 
 
+def _count_on(st: StepColumns) -> None:
+    """A line's counter that starts again from its beginning (a batch within an epoch the line does
+    not number: `iter 10 ... iter 200`, then `iter 10` again) counted on, in reading order, from the
+    epoch before (`text_slots.counted_on`); a resume to a middle value stays as printed."""
+    steps = st.step[:st.n]
+    have = np.isfinite(steps)
+    if have.sum() >= 3:
+        steps[have] = counted_on(steps[have])
+
+
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
     st = p.store
+    _count_on(st)
     order = _kept_rows(p)
     steps = st.step[order]
     framework = _framework(p)

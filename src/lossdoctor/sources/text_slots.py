@@ -408,6 +408,27 @@ def _metric_named(n: str) -> bool:
     return words[-1] in METRIC_LOSS_WORDS and all(w in _METRIC_HEADS for w in words[:-1])
 
 
+def counted_on(steps: np.ndarray) -> np.ndarray:
+    """The steps of rows in reading order, a counter that starts again from its beginning (back at or
+    below every value printed before: a batch within an epoch whose number the line does not print,
+    glample's `50, cost average`) counted on from the epoch before: each restart goes on one interval
+    after the last value reached. A counter that goes back to a middle value (a resume from a
+    checkpoint), or two counters of different scales in one sequence, are left as printed."""
+    d = np.diff(steps)
+    back = d < 0
+    # every restart lands at or below all the values printed before it (the counter's beginning)
+    if not back.any() or np.any(steps[1:][back] > np.minimum.accumulate(steps)[:-1][back]):
+        return steps
+    up = d[d > 0]
+    gap = max(1.0, float(np.round(np.median(up)))) if up.size else 1.0
+    starts = np.concatenate(([0], np.nonzero(back)[0] + 1))  # where each run of the counter begins
+    ends = np.concatenate((starts[1:] - 1, [len(steps) - 1]))
+    offsets = np.zeros(len(starts))
+    for k in range(1, len(starts)):  # one step per restart, not per row
+        offsets[k] = steps[ends[k - 1]] + offsets[k - 1] + gap - steps[starts[k]]
+    return steps + offsets[np.cumsum(np.concatenate(([False], back)))]
+
+
 def _is_loss(n: str) -> bool:
     n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
     if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
