@@ -1450,6 +1450,16 @@ case("fairseq2_log_metric_recorder",
      + f"Validation Metrics (step 30) - Loss: {V[0]:g} | NLL Loss: {V[0] - 0.01:g} | Elapsed Time: 3s\n",
      {10: L[0], 20: L[1], 30: L[2]}, eval_loss={30: V[0]}, grad_norm={10: G[0], 20: G[1], 30: G[2]})
 
+# Lightning-AI/litgpt finetune/lora.py and pretrain.py: `fabric.print(f"Epoch {metrics['epoch'] + 1} | iter
+# {metrics['iter']} step {metrics['step']} | loss train: {metrics['loss']:.3f}, val: {val_loss} | iter time: ...
+# ms{' (step)' if not is_accumulating else ''} remaining time: {timedelta(...)}")`, `val: n/a` before the first
+# evaluation, then the last one repeated
+case("litgpt_epoch_iter_step_loss_train",
+     "".join(f"Epoch 1 | iter {i} step {i // 2} | loss train: {v:.3f}, val: {w} | iter time: 123.45 ms"
+             f"{' (step)' if i % 2 == 0 else ''} remaining time: 0:10:0{i}\n"
+             for i, v, w in zip((1, 2, 3, 4), L, ("n/a", "n/a", "2.500", "2.500"))),
+     (ORDERED, [round(v, 3) for v in L[:4]]))
+
 
 # --- the test ----------------------------------------------------------------------------------
 
