@@ -36,6 +36,14 @@ reader finds them without knowing the tool:
   summary); a row with no counter takes the step its line before names (`at iteration=27!`,
   `Learning iteration 8391/10000`).
 
+- **when no name says loss** (what a human reader does next): a number equal on every row to the
+  sum of the named numbers beside it is their total (YOLACT's `T`), a printed total beats a sum taken
+  again (YOLOv7's `total`); the one named number of a counted line left once counters, the LR,
+  timings, scores and settings are known is the loss (VSE++'s `Le`, a guess); bare numbers behind a
+  first number that counts up are the step and the loss (`print(step, loss)`, a guess); a set's name
+  alone (`learn:` / `test:`) or its metric (`train-rmse`, `training's l2`) names the objective. A
+  counter that starts again from its beginning is counted on from the epoch before (`counted_on`).
+
 Series keep their names. Train, evaluation and component losses stay apart: an evaluation loss
 (by its name, or by an evaluation word in its line's own words) fills `eval_loss`, component losses
 (`loss_cls`, `aux_loss`, `z_loss`...) go to `events["loss_components"]`, and the training loss is
