@@ -1039,8 +1039,7 @@ case("catboost_verbose",
      + "".join(f"{i}:\tlearn: {v:.7f}\ttest: {w:.7f}\tbest: {w:.7f} ({i})\ttotal: {52 + i}ms\tremaining: 52.2s\n"
                for i, v, w in zip((0, 100, 200), (0.6812345, 0.5123456, 0.4567891), (0.6823456, 0.5234567, 0.4789123)))
      + "\nbestTest = 0.4789123\nbestIteration = 200\n",
-     {0: 0.6812345, 100: 0.5123456, 200: 0.4567891}, eval_loss={0: 0.6823456, 100: 0.5234567, 200: 0.4789123},
-     xfail="the general reader knows no loss by its set's name alone (`learn:`, `test:`): refused")
+     {0: 0.6812345, 100: 0.5123456, 200: 0.4567891}, eval_loss={0: 0.6823456, 100: 0.5234567, 200: 0.4789123})
 # microsoft/LightGBM python-package callback.py log_evaluation: `"[%d]\t%s" % (env.iteration + 1, "\t".join(
 # "%s's %s: %g" ...))`, the training set named `training`, a validation set `valid_1`
 case("lightgbm_log_evaluation",
@@ -1286,6 +1285,180 @@ case("plain_nan_percent_beside_loss",
      "".join(f"[epoch {e}] loss: {v} | acc: {a}%\n" for e, v, a in ((1, "2.3102", "41.00"), (2, "2.2531", "52.00"),
                                                                      (3, "nan", "nan"))),
      {1: 2.3102, 2: 2.2531, 3: NAN})
+
+
+# --- issue 25: shapes of tools the real logs showed, each from its print code ---------------------------------------
+# pjreddie darknet examples/classifier.c train_classifier: `printf("%ld, %.3f: %f, %f avg, %f rate, %lf seconds, %ld
+# images\n", get_current_batch(net), (float)(*net->seen)/N, loss, avg_loss, get_current_rate(net), ..., *net->seen)`
+case("darknet_classifier_batch_epoch",
+     "".join(f"{b}, {b * 128 / 1281167:.3f}: {v:f}, {v + 0.05:f} avg, 0.081346 rate, 0.385639 seconds, {b * 128} images\n"
+             for b, v in zip((40245, 40246, 40247, 40248), L)),
+     {40245: round(L[0], 6), 40246: round(L[1], 6), 40247: round(L[2], 6), 40248: round(L[3], 6)})
+# soumith/imagenet-multiGPU.torch train.lua: `print(('Epoch: [%d][%d/%d]\tTime %.3f Err %.4f Top1-%%: %.2f LR %.0e
+# DataLoadingTime %.3f'):format(epoch, batchNumber, opt.epochSize, ...))`: `Err` is the criterion's loss
+case("torch7_imagenet_err",
+     "".join(f"Epoch: [2][{b}/10000]\tTime 0.675 Err {v:.4f} Top1-%: 1.56 LR 1e-02 DataLoadingTime 0.015\n"
+             for b, v in zip((1, 2, 3, 4), L)),
+     (ORDERED, [round(v, 4) for v in L[:4]]))
+# dbolya/yolact train.py: `print(('[%3d] %7d ||' + (' %s: %.3f |' * len(loss_labels)) + ' T: %.3f || ETA: %s ||
+# timer: %.3f') % tuple([epoch, iteration] + loss_labels + [total, eta_str, elapsed]))`, T the sum of the parts
+_YOLACT = [(5.495, 3.668, 6.919, 1.564), (5.514, 3.519, 6.986, 1.640), (5.534, 3.423, 7.028, 1.677)]
+case("yolact_parts_and_total_t",
+     "".join(f"[{1:3d}] {it:7d} || B: {b:.3f} | C: {c:.3f} | M: {m:.3f} | S: {s_:.3f} | T: {b + c + m + s_:.3f} || "
+             f"ETA: 197 days, 23:50:39 || timer: 0.298\n" for it, (b, c, m, s_) in zip((1440, 1450, 1460), _YOLACT)),
+     {it: round(sum(p), 3) for it, p in zip((1440, 1450, 1460), _YOLACT)})
+# fartashf/vsepp train.py: `'Epoch: [{0}][{1}/{2}]\t{e_log}\tTime {batch_time.val:.3f} ({batch_time.avg:.3f})\t'`,
+# e_log from LogCollector (`Eit` the global iteration, `lr`, `Le` the loss, two spaces between): no name says loss
+case("vsepp_log_collector",
+     "".join(f"Epoch: [5][{i}/2266]\tEit {11330 + i}  lr 0.0002  Le {v:.4f} ({v + 0.01:.4f})\tTime 0.900 (0.910)\t"
+             f"Data 0.039 (0.040)\t\n" for i, v in zip((1069, 1169, 1269, 1369), L)),
+     {12399: round(L[0], 4), 12499: round(L[1], 4), 12599: round(L[2], 4), 12699: round(L[3], 4)})
+# glample/tagger train.py: `print "Starting epoch %i..." % epoch` and `print "%i, cost average: %f" % (i,
+# np.mean(epoch_costs[-50:]))`, i counted from 0 again in each epoch (`enumerate(np.random.permutation(...))`)
+case("glample_tagger_cost_average",
+     "Starting epoch 0...\n" + "".join(f"{i}, cost average: {v:f}\n" for i, v in zip((50, 100), L[:2]))
+     + "Starting epoch 1...\n" + "".join(f"{i}, cost average: {v:f}\n" for i, v in zip((50, 100), L[2:4])),
+     (ORDERED, [round(v, 6) for v in L[:4]]))
+# a script's `print(step, loss)`: two bare numbers a line, the step first
+case("plain_print_step_loss_pairs",
+     "".join(f"{s} {v}\n" for s, v in zip((76930, 76940, 76950, 76960), L)) + "Saving the model\n",
+     {76930: L[0], 76940: L[1], 76950: L[2], 76960: L[3]})
+# a loop whose batch counter starts again each epoch and prints no epoch: the steps go on from the epoch before
+case("plain_batch_counter_restarts_unnumbered_epochs",
+     "".join(f"[batch {b}] loss: {v}\n" for b, v in zip((100, 200, 100, 200), L)),
+     (ORDERED, L[:4]))
+# microsoft/LightGBM src/boosting/gbdt.cpp OutputMetric (the CLI, `[LightGBM] [Info]` before each line):
+# `"Iteration:" << iter << ", training " << name << " : " << score`, then `", valid_" << i + 1 << " " << name`
+case("lightgbm_cli_iteration_lines",
+     "[LightGBM] [Info] Total Bins 6132\n"
+     + "".join(f"[LightGBM] [Info] Iteration:{i}, training l2 : {v:g}\n[LightGBM] [Info] Iteration:{i}, valid_1 l2 : {w:g}\n"
+               for i, v, w in zip((1, 2, 3), (0.612345, 0.543211, 0.498761), (0.623451, 0.560112, 0.523413))),
+     {1: 0.612345, 2: 0.543211, 3: 0.498761}, eval_loss={1: 0.623451, 2: 0.560112, 3: 0.523413})
+# LightGBM python-package log_evaluation with `valid_names=["train", "valid"]`: `[10]\ttrain's l2: 0.5\tvalid's l2: 0.6`
+case("lightgbm_named_sets_l2",
+     "".join(f"[{i}]\ttrain's l2: {v:g}\tvalid's l2: {w:g}\n"
+             for i, v, w in zip((10, 20, 30), (0.612345, 0.543211, 0.498761), (0.623451, 0.560112, 0.523413))),
+     {10: 0.612345, 20: 0.543211, 30: 0.498761}, eval_loss={10: 0.623451, 20: 0.560112, 30: 0.523413})
+# dmlc/xgboost include/xgboost/logging.h BaseLogger: `log_stream_ << "[" << HumanDate() << "] "` in front of what the
+# CLI's LOG(CONSOLE) prints, the evaluation line `[0]\ttrain-rmse:17.41\ttest-rmse:17.62`
+case("xgboost_cli_time_prefix",
+     "".join(f"[10:32:1{i}] [{i}]\ttrain-rmse:{v:.5f}\ttest-rmse:{w:.5f}\n"
+             for i, v, w in zip((0, 1, 2), (17.41234, 12.34567, 9.87654), (17.62345, 12.5678, 10.12345))),
+     {0: 17.41234, 1: 12.34567, 2: 9.87654}, eval_loss={0: 17.62345, 1: 12.5678, 2: 10.12345})
+# VowpalWabbit core/src/shared_data.cc print_update: the header over two lines (`average  since  example ...` /
+# `loss  last  counter ...`), a row each time the example counter doubles; past the first pass with a holdout set,
+# the row is the holdout loss and ends with ` h`
+case("vowpal_wabbit_progress_with_holdout",
+     "Num weight bits = 18\nlearning rate = 0.5\n"
+     "average  since         example        example  current  current  current\n"
+     "loss     last          counter         weight    label  predict features\n"
+     + "".join(f"{v:.6f} {v - 0.01:.6f} {n:12d} {n:14.1f} {1.0:8.4f} {0.25:8.4f} {15:8d}\n"
+               for n, v in zip((1, 2, 4, 8), L))
+     + "".join(f"{w:.6f} {w - 0.01:.6f} {n:12d} {n:14.1f} {1.0:8.4f} {0.25:8.4f} {15:8d} h\n"
+               for n, w in zip((16, 32), V))
+     + "\nfinished run\nnumber of examples per pass = 12\npasses used = 3\naverage loss = 2.401300 h\n",
+     {1: round(L[0], 6), 2: round(L[1], 6), 4: round(L[2], 6), 8: round(L[3], 6)},
+     eval_loss={16: V[0], 32: V[1]})
+# nolearn lasagne/handlers.py PrintLog: `tabulate([info], headers="keys", floatfmt='.5f')`, the header and its rule
+# printed with the first epoch only, `dur` a duration with its unit (`0.05s`)
+case("nolearn_print_log",
+     "  epoch    train loss    valid loss    train/val    valid acc  dur\n"
+     "-------  ------------  ------------  -----------  -----------  -----\n"
+     + "".join(f"{e:7d}  {v:12.5f}  {w:12.5f}  {v / w:11.5f}  {0.5:11.5f}  0.0{e}s\n"
+               for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 5), 2: round(L[1], 5), 3: round(L[2], 5)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# the same table in tabulate's `pipe` format (a Markdown table)
+case("nolearn_print_log_pipe",
+     "|   epoch |   train loss |   valid loss |   train/val |   valid acc | dur   |\n"
+     "|--------:|-------------:|-------------:|------------:|------------:|:------|\n"
+     + "".join(f"| {e:7d} | {v:12.5f} | {w:12.5f} | {v / w:11.5f} | {0.5:11.5f} | 0.0{e}s |\n"
+               for e, v, w in zip((1, 2, 3), L, V)),
+     {1: round(L[0], 5), 2: round(L[1], 5), 3: round(L[2], 5)}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+# scikit-learn ensemble/_gb.py VerboseReporter: `("%10s " + "%16s " * (n - 1)) % ("Iter", "Train Loss",
+# "Remaining Time")`, rows `{iter:>10d} {train_score:>16.4f} {remaining_time:>16s}` (`0.35s`, `1.20m`)
+case("sklearn_gradient_boosting_verbose",
+     "      Iter       Train Loss   Remaining Time \n"
+     + "".join(f"{i:>10d} {v:>16.4f} {t:>16s}\n" for i, v, t in zip((1, 2, 3), L, ("1.20m", "55.31s", "0.35s"))),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)})
+# tf.keras 2.x callbacks: LearningRateScheduler `print('\nEpoch %05d: LearningRateScheduler setting learning rate to
+# %s.' % (epoch + 1, lr))` and ReduceLROnPlateau `'\nEpoch %05d: ReduceLROnPlateau reducing learning rate to %s.'`
+# between the `Epoch N/M` header and the bar
+case("keras2_lr_scheduler_lines",
+     "".join(f"Epoch {e}/20\n\nEpoch {e:05d}: LearningRateScheduler setting learning rate to 0.003.\n"
+             f"60000/60000 [==============================] - 17s 279us/step - loss: {v:.4f} - acc: 0.8625 - "
+             f"val_loss: {w:.4f} - val_acc: 0.9831\n" for e, v, w in zip((1, 2, 3), L, V))
+     + "\nEpoch 00003: ReduceLROnPlateau reducing learning rate to 0.0005000000237487257.\n",
+     (ORDERED, [round(v, 4) for v in L[:3]]), eval_loss=(ORDERED, [round(w, 4) for w in V]))
+# keras.utils.generic_utils.Progbar in a script's own loop (Keras 1), no `Epoch N/M` header: `progbar.add(batch_size,
+# values=[("train loss", loss)])`, one finished bar per epoch (its count may pass the target)
+case("keras1_progbar_no_epoch_header",
+     "".join(f"215424/215375 [==============================] - {418 + e}s - train loss: {v:.4f}     \n"
+             for e, v in enumerate(L[:4])),
+     (ORDERED, [round(v, 4) for v in L[:4]]))
+# NVIDIA/tacotron2 train.py: `print("Train loss {} {:.6f} Grad Norm {:.6f} {:.2f}s/it".format(iteration,
+# reduced_loss, grad_norm, duration))` and validate(): `print("Validation loss {}: {:9f}  ".format(iteration, val_loss))`
+case("tacotron2_train_and_validation_loss",
+     "Epoch: 0\n"
+     + "".join(f"Train loss {i} {v:.6f} Grad Norm {g:.6f} 0.45s/it\n" for i, v, g in zip((0, 1, 2), L, G))
+     + f"Validation loss 2: {V[0]:9f}  \nSaving model and optimizer state at iteration 2 to outdir/checkpoint_2\n"
+     + "".join(f"Train loss {i} {v:.6f} Grad Norm {g:.6f} 0.45s/it\n" for i, v, g in zip((3, 4), L[3:], G[3:]))
+     + f"Validation loss 4: {V[1]:9f}  \n",
+     dict(zip(range(5), L)), eval_loss={2: V[0], 4: V[1]}, grad_norm=dict(zip(range(5), G)))
+# huggingface/trl DPOTrainer's logged dict (printed by the Trainer): the loss beside rewards/logps/logits per side
+case("trl_dpo_console_dicts",
+     "".join(f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 5e-07, 'rewards/chosen': 0.0{k}, "
+             f"'rewards/rejected': -0.0{k}, 'rewards/accuracies': 0.5, 'rewards/margins': 0.0{2 * k}, 'logps/chosen': "
+             f"-120.5, 'logps/rejected': -130.2, 'logits/chosen': -2.1, 'logits/rejected': -2.2, 'epoch': 0.0{k + 1}}}\n"
+             for k, (v, g) in enumerate(zip(L[:3], G))),
+     {1: L[0], 2: L[1], 3: L[2]}, grad_norm={1: G[0], 2: G[1], 3: G[2]})
+# huggingface/trl GRPOTrainer's logged dict: the loss (near 0 at the start, by design), rewards and the KL beside it
+case("trl_grpo_console_dicts",
+     "".join(f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 1e-06, 'completion_length': 120.5, "
+             f"'rewards/accuracy_reward': 0.2{k}, 'reward': 0.2{k}, 'reward_std': 0.31, 'kl': 0.00{k + 1}, "
+             f"'epoch': 0.0{k + 1}}}\n" for k, (v, g) in enumerate(zip((0.0, 0.0001, 0.0003), G))),
+     {1: 0.0, 2: 0.0001, 3: 0.0003}, grad_norm={1: G[0], 2: G[1], 3: G[2]})
+# a script that prints its training steps and, once an epoch, a validation line naming the epoch only: the
+# validation loss is dated by the training step printed before it, not by the epoch number
+case("plain_validation_named_by_epoch_between_steps",
+     "".join(f"step {s} loss {v}\n" for s, v in zip((100, 200), L[:2])) + f"Epoch 1 validation loss: {V[0]}\n"
+     + "".join(f"step {s} loss {v}\n" for s, v in zip((300, 400), L[2:4])) + f"Epoch 2 validation loss: {V[1]}\n",
+     {100: L[0], 200: L[1], 300: L[2], 400: L[3]}, eval_loss={200: V[0], 400: V[1]})
+
+# WongKinYiu/yolov7 train.py: the header `('%10s' * 8) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls', 'total', 'labels',
+# 'img_size')`, the bar's description `('%10s' * 2 + '%10.4g' * 6) % ('%g/%g' % (epoch, epochs - 1), mem, *mloss, ...)`:
+# `total` is the printed sum of the parts, the loss (not a sum recomputed from the rounded parts)
+_Y7 = [(0.07012, 0.02845, 0.03012), (0.06534, 0.02712, 0.02801), (0.06101, 0.02633, 0.02579)]
+case("yolov7_epoch_table_total",
+     ("%10s" * 8) % ("Epoch", "gpu_mem", "box", "obj", "cls", "total", "labels", "img_size") + "\n"
+     + "".join(("%10s" * 2 + "%10.4g" * 6) % (f"{e}/299", "4.52G", *p, sum(p), 45, 640)
+               + ": 100%|##########| 92/92 [00:45<00:00,  2.01it/s]\n" for e, p in enumerate(_Y7)),
+     {e: float(f"{sum(p):.4g}") for e, p in enumerate(_Y7)})
+# google/paxml trainer_lib.py: `logging.info('step_i: %d, training loss: %s', step_i, loss)` then the weighted
+# scalars, under absl's `I0812 10:00:00.123456 140123 trainer_lib.py:123]` prefix
+case("pax_step_i_training_loss",
+     "".join(f"I0812 10:00:0{k}.123456 140123 trainer_lib.py:123] step_i: {s}, training loss: {v}\n"
+             f"I0812 10:00:0{k}.123457 140123 trainer_lib.py:124] weighted_scalars: {{'log_pplx': (Array({v + 0.1:.4f}, "
+             f"dtype=float32), Array(8192., dtype=float32)), 'fraction_of_correct_next_step_preds': (Array(0.41, "
+             f"dtype=float32), Array(8192., dtype=float32))}}\n"
+             for k, (s, v) in enumerate(zip((99, 199, 299), L))),
+     {99: L[0], 199: L[1], 299: L[2]})
+# facebookresearch/fairseq2 metrics/recorders/_log.py LogMetricRecorder: `"{title} Metrics (step {step_nr})"` then
+# `" | ".join(f"{display_name}: {formatted}")`, floats `f"{f:g}"`, seconds `12s` (the logger's prefix left out)
+case("fairseq2_log_metric_recorder",
+     "".join(f"Train Metrics (step {s}) - Loss: {v:g} | NLL Loss: {v - 0.01:g} | Gradient Norm: {g:g} | Learning Rate: "
+             f"0.0001 | Elapsed Time: 12s | Wall Time: 1{k}s\n" for k, (s, v, g) in enumerate(zip((10, 20, 30), L, G)))
+     + f"Validation Metrics (step 30) - Loss: {V[0]:g} | NLL Loss: {V[0] - 0.01:g} | Elapsed Time: 3s\n",
+     {10: L[0], 20: L[1], 30: L[2]}, eval_loss={30: V[0]}, grad_norm={10: G[0], 20: G[1], 30: G[2]})
+
+# Lightning-AI/litgpt finetune/lora.py and pretrain.py: `fabric.print(f"Epoch {metrics['epoch'] + 1} | iter
+# {metrics['iter']} step {metrics['step']} | loss train: {metrics['loss']:.3f}, val: {val_loss} | iter time: ...
+# ms{' (step)' if not is_accumulating else ''} remaining time: {timedelta(...)}")`, `val: n/a` before the first
+# evaluation, then the last one repeated
+case("litgpt_epoch_iter_step_loss_train",
+     "".join(f"Epoch 1 | iter {i} step {i // 2} | loss train: {v:.3f}, val: {w} | iter time: 123.45 ms"
+             f"{' (step)' if i % 2 == 0 else ''} remaining time: 0:10:0{i}\n"
+             for i, v, w in zip((1, 2, 3, 4), L, ("n/a", "n/a", "2.500", "2.500"))),
+     (ORDERED, [round(v, 3) for v in L[:4]]))
 
 
 # --- the test ----------------------------------------------------------------------------------

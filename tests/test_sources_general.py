@@ -694,3 +694,77 @@ def test_a_training_line_that_carries_an_event_cue_is_still_a_row(tmp_path):
     scaled.write_text("".join(f"step {i} loss {3.0 - i / 100:.2f} loss_scale: 65536\n" for i in range(30)))
     (run,) = load_path(scaled)
     assert run.col("loss")[0] == 3.0 and len(run.steps) == 30 and run.meta.get("loss_key") != "loss_scale"
+
+
+# --- issue 25: the rules a reader applies when no name says loss, and where they must not fire ------------------
+
+
+def test_a_number_that_sums_the_named_numbers_beside_it_is_the_total(tmp_path):
+    """No name says loss: the number equal to the sum of the named numbers before it on every row
+    (within their rounding) is the total, they its components (the note says so)."""
+    parts = [(0.512, 0.331, 1.204), (0.498, 0.329, 1.187), (0.471, 0.318, 1.166)]
+    text = "".join(f"it {i} | B: {b:.3f} | C: {c:.3f} | M: {m:.3f} | T: {b + c + m:.3f} | timer: 0.31\n"
+                   for i, (b, c, m) in zip((10, 20, 30), parts))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {10: round(sum(parts[0]), 3), 20: round(sum(parts[1]), 3), 30: round(sum(parts[2]), 3)})
+    assert run.events["loss_components"][10] == {"b": 0.512, "c": 0.331, "m": 1.204}
+    assert any(getattr(n, "key", None) == "text.total_of_parts" and n.values["key"] == "T" for n in run.notes)
+
+
+def test_a_count_beside_the_parts_is_no_total(tmp_path):
+    """DeepSpeed-Chat's `ppo_ep: 1` stands right before its losses: a whole number is no sum of them,
+    however the rounding is counted; the named components are summed instead."""
+    rows = [(0.0253, 0.2144), (0.1915, 0.3261), (-0.1837, 0.2259)]
+    text = "".join(f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: {a}|cri_loss: {c}|unsuper_loss: 0.0\n"
+                   for s, (a, c) in zip((259, 260, 261), rows))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] != "ppo_ep"
+    _same(_at(run, "loss"), {s: a + c for s, (a, c) in zip((259, 260, 261), rows)})
+
+
+def test_the_one_metric_left_is_taken_only_when_it_is_one_and_it_moves(tmp_path):
+    """VSE++'s `Eit 12400  lr 0.0002  Le 25.6000`: `Le` is what is left once counters, the LR and
+    timings are known, so it is the loss (a guess, noted). Two unknown metrics, or one that never
+    changes (a setting such as a momentum), leave the loss unread."""
+    one = "".join(f"Epoch: [5][{i}/2266]\tEit {11330 + i}  lr 0.0002  Le {v}\tTime 0.9 (0.9)\n"
+                  for i, v in zip((1069, 1169, 1269), (25.61, 25.58, 25.62)))
+    run = _read(tmp_path, one)
+    assert run.meta["loss_key"] == "Le" and run.meta["loss_guessed"]
+    _same(_at(run, "loss"), {12399: 25.61, 12499: 25.58, 12599: 25.62})
+    two = one.replace("\tTime", "  Lr2 0.5\tTime").replace("Lr2 0.5", "Lx {}")
+    two = "".join(line.replace("{}", str(0.1 * k)) for k, line in enumerate(two.splitlines(keepends=True)))
+    assert not _read(tmp_path, two).has("loss")
+    setting = "".join(f"step={s}, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]\n" for s in (10, 20, 30))
+    assert not _read(tmp_path, setting).has("loss")
+
+
+def test_a_metric_word_names_a_loss_only_as_a_sets_metric(tmp_path):
+    """`train-rmse`, `training's l2` and `valid_1's binary_logloss` are an objective on a set; a reward
+    term whose name ends like one (`Episode_Reward/lin_vel_z_l2`) is not, and is never the loss."""
+    text = "".join(f"[{i}]\ttraining's l2: {v}\tvalid_1's l2: {w}\n" for i, v, w in ((1, 0.61, 0.62), (2, 0.54, 0.56)))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {1: 0.61, 2: 0.54})
+    _same(_at(run, "eval_loss"), {1: 0.62, 2: 0.56})
+    block = ("Learning iteration 10/100\nValue function loss: 0.51\nSurrogate loss: 0.01\n"
+             "Episode_Reward/lin_vel_z_l2: -0.0483\nEpisode_Reward/dof_acc_l2: -0.18\n")
+    run = _read(tmp_path, block)
+    assert "l2" not in run.meta.get("loss_key", "")
+
+
+def test_unnamed_numbers_are_read_only_behind_a_counter_that_counts_up(tmp_path):
+    """`print(step, loss)`: two bare numbers, the first counting up, are the step and a guessed loss; a
+    table of measurements whose first column does not count up stays unread."""
+    run = _read(tmp_path, "".join(f"{s} {v}\n" for s, v in ((100, 2.31), (110, 2.25), (120, "nan"))))
+    _same(_at(run, "loss"), {100: 2.31, 110: 2.25, 120: math.nan})
+    assert run.meta["loss_guessed"]
+    with pytest.raises(SourceError):
+        _read(tmp_path, "".join(f"{x} {y}\n" for x, y in ((3, 0.5), (1, 0.7), (2, 0.2), (5, 0.9))))
+
+
+def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
+    """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
+    one that goes back to a middle value (a resume from a checkpoint) is left as printed."""
+    run = _read(tmp_path, "".join(f"iter {i} loss {v}\n" for i, v in ((10, 2.3), (20, 2.2), (10, 2.1), (20, 2.0))))
+    _same(_at(run, "loss"), {10: 2.3, 20: 2.2, 30: 2.1, 40: 2.0})
+    resumed = "".join(f"iter {i} loss {v}\n" for i, v in ((100, 2.3), (200, 2.2), (300, 2.1), (150, 2.15), (250, 2.05)))
+    assert sorted(_at(_read(tmp_path, resumed), "loss")) == [100, 150, 200, 250, 300]

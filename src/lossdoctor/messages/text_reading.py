@@ -12,6 +12,10 @@ TEMPLATES = {
     "text.loss_summed": ("no total loss is printed: the training loss is the sum of the components {keys} "
                          "({n} row(s); a NaN in any of them makes the sum NaN)",
                          "日志没有打印总 loss：训练 loss 取各分项 {keys} 之和（{n} 行；任一分项为 NaN 则和为 NaN）"),
+    "text.total_of_parts": (
+        "no series is named as the loss: `{key}` is the sum of {keys} on every row, so it was taken for the "
+        "total training loss and they for its components",
+        "没有名为 loss 的序列：`{key}` 在每一行都等于 {keys} 之和，因此把它当作总训练 loss，其余作为分项"),
     "text.components": ("component losses kept apart from the total: {names}",
                         "与总 loss 分开保存的分项 loss：{names}"),
     "text.adversaries": (

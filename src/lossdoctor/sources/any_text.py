@@ -36,6 +36,14 @@ reader finds them without knowing the tool:
   summary); a row with no counter takes the step its line before names (`at iteration=27!`,
   `Learning iteration 8391/10000`).
 
+- **when no name says loss** (what a human reader does next): a number equal on every row to the
+  sum of the named numbers beside it is their total (YOLACT's `T`), a printed total beats a sum taken
+  again (YOLOv7's `total`); the one named number of a counted line left once counters, the LR,
+  timings, scores and settings are known is the loss (VSE++'s `Le`, a guess); bare numbers behind a
+  first number that counts up are the step and the loss (`print(step, loss)`, a guess); a set's name
+  alone (`learn:` / `test:`) or its metric (`train-rmse`, `training's l2`) names the objective. A
+  counter that starts again from its beginning is counted on from the epoch before (`counted_on`).
+
 Series keep their names. Train, evaluation and component losses stay apart: an evaluation loss
 (by its name, or by an evaluation word in its line's own words) fills `eval_loss`, component losses
 (`loss_cls`, `aux_loss`, `z_loss`...) go to `events["loss_components"]`, and the training loss is
@@ -72,16 +80,21 @@ from .text_events import TEXT_MAX, Events, classify, scale_in
 
 # NUMBER, Template, slot_names and _eval_context are also read from here (benchmarks, tests)
 from .text_slots import (
+    _NOT_A_PART,
     EVAL_NAME,
     NUMBER,
+    PERCENT,
     Template,
     _eval_context,
     _slash,
     adversaries,
     base_name,
     classify_slot,
+    counted_on,
     gan_parts,
     latin,
+    leading_slots,
+    lone_metric,
     name_key,
     names_a_loss,
     slot_names,
@@ -143,6 +156,7 @@ class TextParser:
         self.nan_seq: list[tuple[int, float | None]] = []
         self.nan_rows: list[int] = []  # rows of an events-only text that are such lines
         self.header_key: tuple[str, ...] | None = None
+        self.name_line: tuple[int, list[str]] | None = None  # (line number, words) of a line of names only
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
         self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
@@ -155,10 +169,8 @@ class TextParser:
         text = latin(clean(raw))
         if not text:
             return
-        if raw[:1] == "[" and text[:1] != "[":
-            m = _LEADING_COUNTER.match(raw)  # XGBoost's `[0]\ttrain-logloss:...`: a counter, not a log prefix
-            if m is not None:
-                text = m.group(1) + " " + text
+        if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?
+            text = _counter_back(raw, text)
         if self.in_eval:
             text = self._section(text)
             if not text:
@@ -308,6 +320,7 @@ class TextParser:
             t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
                              for j in range(len(spans))]
             t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
+            t.leading = leading_slots(parts, names)
             t.losses = gan_parts(text, names)
             t.adversarial = bool(t.losses)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
@@ -328,8 +341,9 @@ class TextParser:
         header, key = self.header, self.header_key
         if header is None and self.last_table is not None:
             header, key = self.last_table  # a table resumed after another's lines (YOLOv5's val rows between epochs)
-        if header is not None and len(cells) != len(header) and len(text.split()) == len(header):
-            cells = text.split()  # a table printed with single spaces (fastai's `epoch train_loss valid_loss`)
+        mark = None
+        if header is not None and len(cells) != len(header):
+            cells, mark = _spaced_row(text, cells, len(header))
         if len(cells) < 2:
             return self._spaced_header(text)
         if header is not None and len(cells) > len(header) and "|" in text:
@@ -340,15 +354,19 @@ class TextParser:
             values = [_cell(c) for c in cells]
             if all(v is not None for v in values) and any(v == v for v in values):
                 phase = _phase_column(header)
-                evaluating = phase is not None and values[phase] == 0.0
+                evaluating = phase is not None and values[phase] == 0.0 or bool(mark)
                 t = self._table_template(header, key, evaluating)
                 self.header, self.header_key, self.last_table = header, key, (header, key)
                 self._row(t, values)  # type: ignore[arg-type]
                 return True
         self.header = None  # the table ended
+        names_before, self.name_line = self.name_line, None
         if _is_header(cells):
+            cells = _stacked(names_before, self.line_no, text) or cells
             self.header, self.header_key = cells, tuple(cells)
             return True
+        if _NAMES_ONLY.match(text):
+            self.name_line = (self.line_no, text.split())
         return False
 
     def _spaced_header(self, text: str) -> bool:
@@ -504,8 +522,19 @@ def _shape(text: str) -> str:
     return _SPACES.sub("", NUMBER.sub("#", text))
 #: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
 _LEADING_SLOT = re.compile(r":|\s+[A-Za-z]|\s*\|\s*[A-Za-z]")  # llama2.c's `10 | loss 2.31 |`: a column
-#: a line that starts with a bare `[N]` (what `clean` takes for a log prefix)
-_LEADING_COUNTER = re.compile(r"^(\[\d+\])\s")
+def _counter_back(raw: str, text: str) -> str:
+    """The line with the bare `[N]` that `clean` took for a rank's prefix put back in front: right
+    before the content it is the line's counter (XGBoost's `[0]\ttrain-logloss:0.61`, behind its
+    logger's clock `[10:32:11] `; CLU's `[100] loss=2.31` behind absl's `I0601 12:00:00.1 1402
+    logging_writer.py:48] `); a rank's tag stays the same on every line, so it never counts up."""
+    k = len(raw.rstrip()) - len(text)  # where the content starts (clean cut the front only)
+    if k < 4 or raw[k - 1] not in " \t" or not raw.startswith(text[:8], k):
+        return text
+    head = raw[:k].rstrip()
+    if head[-1:] != "]":
+        return text
+    counter = head[head.rfind("["):]
+    return f"{counter} {text}" if counter[1:-1].isdigit() else text
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 _PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
@@ -527,6 +556,35 @@ _PHASE_NAMES = {"train", "training", "is_train"}
 #: a Markdown table's rule row under the header (`--`, `:---:`)
 _CELL_RULE = re.compile(r"^:?-{2,}:?$")
 _NAME_WORD = re.compile(r"^[A-Za-z_][\w.]*$")
+
+
+#: a line of three or more words and nothing else (maybe the first line of a header printed over two)
+_NAMES_ONLY = re.compile(r"^\s*[A-Za-z_][\w./%-]*(?:\s+[A-Za-z_][\w./%-]*){2,}\s*$")
+#: a word a table row may end with beyond its header's cells, and whether it marks the row as an
+#: evaluation's (Vowpal Wabbit's ` h`: past the first pass, a row of the holdout set's loss)
+_ROW_MARKS = {"h": True, "*": False}
+
+
+def _spaced_row(text: str, cells: list[str], width: int) -> tuple[list[str], bool | None]:
+    """A row whose cells did not split as its header did: printed with single spaces (fastai's
+    `epoch train_loss valid_loss`, Vowpal Wabbit's `0.693147 0.693147  1`), maybe with a mark after
+    the last cell; (the cells, whether the mark says evaluation, None when there is none)."""
+    words = text.split()
+    if len(words) == width:
+        return words, None
+    if len(words) == width + 1 and words[-1] in _ROW_MARKS:
+        return words[:-1], _ROW_MARKS[words[-1]]
+    return cells, None
+
+
+def _stacked(before: tuple[int, list[str]] | None, line_no: int, text: str) -> list[str] | None:
+    """A header printed over two lines, each column's name stacked in it (Vowpal Wabbit's `average  since
+    example ...` over `loss  last  counter ...`): the names joined word by word, when the line of names
+    right before has as many words as this one."""
+    words = text.split()
+    if before is None or before[0] != line_no - 1 or len(before[1]) != len(words):
+        return None
+    return [f"{a} {b}" for a, b in zip(before[1], words)]
 
 
 def _is_header(cells: list[str]) -> bool:
@@ -558,8 +616,9 @@ def _cell(c: str) -> float | None:
         return None
 
 
+#: a number cell (a tensor's repr, a percentage, a size, a duration such as nolearn's `dur` `0.05s`)
 _CELL_NUMBER = re.compile(r"^(?:(?:torch\.)?tensor\(|np\.float\d+\()?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|"
-                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?)?$", re.IGNORECASE)
+                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?|s|ms|sec|min|h)?$", re.IGNORECASE)
 #: a counter cell `N/TOTAL` (YOLOv5's epoch `1/99`): its N
 _CELL_COUNTER = re.compile(r"^(\d+)/\d+$")
 
@@ -578,16 +637,22 @@ def choose(parser: TextParser) -> dict[str, Any]:
     cands = _candidates(parser, _MIN_ROWS)
     if not cands["train"] and not any(len(c[4].rows) >= _MIN_ROWS for c in cands["component"]):
         cands = _candidates(parser, 1)
-    train = min(cands["train"], key=lambda c: c[:4]) if cands["train"] else None
+    train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
     guessed = train is None or train[0] >= 50
-    summed = None
+    summed, of_parts = None, []
     if train is None and cands["component"]:
         summed = _summed(cands["component"])
-        if summed is None and not _rivals(cands["component"]):
+        total = _printed_total(*summed) if summed is not None else None
+        if total is not None and summed is not None:  # the parts' sum printed under a name of its own (YOLOv7's `total`)
+            train, of_parts, summed, guessed = total, [(summed[0], k) for k in summed[1]], None, False
+        elif summed is None and not _rivals(cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
     rival = train is None and summed is None and bool(cands["component"])
+    parts: list[tuple[Template, int]] = []
     if train is None and summed is None and not rival:
-        train = _bare(parser)
+        total = _total_of_parts(parser)
+        train, parts, guessed = (total[0], total[1], False) if total is not None else (_lone(parser), [], True)
+        train = train or _bare(parser)
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
     if rival:  # two adversaries only: their line is the one that holds them
         main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
@@ -595,7 +660,103 @@ def choose(parser: TextParser) -> dict[str, Any]:
             "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_LINES else [],
             "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
-            "components": [c[4:] for c in cands["component"]]}
+            "components": [c[4:] for c in cands["component"]] + parts, "parts": parts or of_parts}
+
+
+#: most parts a total is looked for over (a detection loss has 3 to 6)
+_MAX_PARTS = 8
+
+
+def _total_of_parts(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Template, int]]] | None:
+    """With no number named a loss: a number that is, on every row, the sum of the two or more named
+    numbers right before it (or right after it), up to their rounding, is their total and they its
+    parts (YOLACT's `B: 5.495 | C: 3.668 | M: 6.919 | S: 1.564 | T: 17.647`): a human adds them up
+    to tell the loss. Timings, counters and averages are no parts."""
+    for t in sorted(parser.templates.values(), key=lambda t: -len(t.rows)):
+        if len(t.rows) < _MIN_ROWS or t.text in _NOT_LINES:
+            continue
+        a = np.array(t.rows, dtype=np.float64)
+        ok = np.all(np.isfinite(a), axis=1)
+        if ok.sum() < _MIN_ROWS:
+            continue
+        a = a[ok]
+        named = [j for j in range(len(t.names)) if _part_like(t, j, a)]
+        for j in named:
+            for run in (_run_before(named, j), _run_after(named, j)):
+                k = _summing(a, j, run)
+                if k:
+                    return (50, -len(t.rows), t.order[0], id(t), t, j), [(t, i) for i in k]
+    return None
+
+
+def _part_like(t: Template, j: int, a: np.ndarray) -> bool:
+    n = name_key(t.names[j])
+    return bool(n) and not n.startswith("(avg)") and step_rank(n) is None and not _NOT_A_PART.match(n) \
+        and not np.all(a[:, j] == np.round(a[:, j]))
+
+
+def _on_bar(t: Template) -> bool:
+    """Whether the template is a progress bar's line (tqdm's `100%|...| 2785/2785 [00:53<00:00, 52.28it/s]`)."""
+    return PERCENT in t.names and ("it/s" in t.text or "s/it" in t.text)
+
+
+def _off_bar(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A loss shown on a progress bar is what the bar showed when it was last drawn (its last batch);
+    a training loss printed on a line of its own as often or more (DMRGCN's `Train_loss: 46.05` after
+    each epoch's bar) is the record the script meant: it is taken instead."""
+    if not _on_bar(best[4]):
+        return best
+    steady = [c for c in found if not _on_bar(c[4]) and len(c[4].rows) >= len(best[4].rows)]
+    return min(steady, key=lambda c: c[:4]) if steady else best
+
+
+def _printed_total(t: Template, slots: list[int]) -> tuple[Any, ...] | None:
+    """Where the components' line also prints their sum under a name of its own (YOLOv7's `box obj cls
+    total` columns), that printed number is the loss, not a sum taken again of the rounded parts."""
+    rows = [r for r in t.rows if all(math.isfinite(v) for v in r)]
+    if len(rows) < 1:
+        return None
+    a = np.array(rows, dtype=np.float64)
+    _, counters, _ = steps_of(t)
+    for j in range(len(t.names)):
+        if j in slots or j in counters or not t.names[j] or name_key(t.names[j]).startswith("(avg)"):
+            continue
+        if _summing(a, j, list(slots)) == list(slots):
+            return (50, -len(t.rows), t.order[0], id(t), t, j)
+    return None
+
+
+def _run_before(named: list[int], j: int) -> list[int]:
+    run: list[int] = []
+    while j - 1 - len(run) in named and len(run) < _MAX_PARTS:
+        run.insert(0, j - 1 - len(run))
+    return run
+
+
+def _run_after(named: list[int], j: int) -> list[int]:
+    run: list[int] = []
+    while j + 1 + len(run) in named and len(run) < _MAX_PARTS:
+        run.append(j + 1 + len(run))
+    return run
+
+
+def _summing(a: np.ndarray, j: int, run: list[int]) -> list[int]:
+    """The longest tail of `run` (nearest to `j` first) of two or more slots whose sum is slot j's value
+    on every row, within the rounding of each column's printed digits; [] when none."""
+    for size in range(len(run), 1, -1):
+        k = run[-size:] if run[-1] < j else run[:size]
+        total, parts = a[:, j], a[:, k].sum(axis=1)
+        # each column's rounding; a column of whole numbers is taken as exact (`unsuper_loss: 0.0`)
+        tol = sum(0.5 * 10.0 ** -d for c in (j, *k) if (d := _decimals(a[:, c])) > 0)
+        if _decimals(total) > 0 and np.all(np.abs(total - parts) <= tol):
+            return k
+    return []
+
+
+def _decimals(a: np.ndarray) -> int:
+    """How many decimals a column was printed with: the most any of its values shows (17.647 -> 3)."""
+    ds = [len(repr(float(v)).partition(".")[2].rstrip("0")) if "e" not in repr(float(v)) else 6 for v in a.ravel()]
+    return min(max(ds), 8) if ds else 0
 
 
 def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template, int]]:
@@ -662,10 +823,44 @@ def _bare(parser: TextParser) -> tuple[Any, ...] | None:
     found = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and t.text not in _NOT_LINES
              and t.text.split("\x00", 1)[0].strip().lower() in ("tensor(", "torch.tensor(")
              and not t.names[0]]
-    if not found:
+    if found:
+        t = max(found, key=lambda t: (len(t.rows), -t.order[0]))
+        return (50, -len(t.rows), t.order[0], id(t), t, 0)
+    columns = [(t, j) for t in parser.templates.values() if (j := _unnamed_value(t)) is not None]
+    if not columns:
         return None
-    t = max(found, key=lambda t: (len(t.rows), -t.order[0]))
-    return (50, -len(t.rows), t.order[0], id(t), t, 0)
+    t, j = max(columns, key=lambda c: (len(c[0].rows), -c[0].order[0]))
+    return (50, -len(t.rows), t.order[0], id(t), t, j)
+
+
+def _lone(parser: TextParser) -> tuple[Any, ...] | None:
+    """The busiest counted line whose one named number left is no known column (`text_slots.lone_metric`)."""
+    for t in sorted(parser.templates.values(), key=lambda t: (-len(t.rows), t.order[0] if t.order else 0)):
+        if len(t.rows) < _MIN_ROWS or t.text in _NOT_LINES:
+            continue
+        _, counters, how = steps_of(t)
+        if how not in ("named", "counter", "epoch_counter"):
+            continue
+        j = lone_metric(t, counters, (k for k, _ in _column_slots(t)))
+        if j is not None:
+            return (50, -len(t.rows), t.order[0], id(t), t, j)
+    return None
+
+
+def _unnamed_value(t: Template) -> int | None:
+    """Numbers printed with no name at all, a counter first (`76930 2.6496577`, a GAN script's `10:
+    0.69  1.38`): the first value after the counter, when it is no whole number on some row (NaN and
+    Inf count as values), is what a training print puts there first, its loss (a guess, said in a
+    note); the counter must count up, so a table of measurements is not taken for it."""
+    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES or any(t.names) or len(t.names) > 4:
+        return None
+    _, counters, how = steps_of(t)
+    if how != "counter" or not t.leading[0] or 0 not in counters:
+        return None
+    j = next((j for j in range(1, len(t.names)) if j not in counters), None)
+    if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
+        return None
+    return j
 
 
 _NOT_LINES = ("table", "block", "record", "events")
@@ -695,8 +890,10 @@ class Placed:
         steps, _, self.how = steps_of(main)
         if companion is not None and self.how != "named":
             steps, self.how = companion, "named"
+        if steps is not None and np.any(np.diff(steps) < 0):
+            steps = counted_on(steps)  # a batch counter that starts again each epoch: counted on
         if steps is not None and (np.sum(np.diff(steps) < 0) >= 2 or len(steps) > 1 and np.all(np.diff(steps) == 0)):
-            # a counter that restarts (a batch within an epoch) or stays (Keras' `60000/60000` at each epoch's end)
+            # a counter that goes back and forth, or stays (Keras' `60000/60000` at each epoch's end)
             steps, self.how = None, "numbered"
         if steps is None and hints:
             steps = _hinted(main.order, hints)
@@ -709,8 +906,10 @@ class Placed:
     def of(self, t: Template) -> np.ndarray:
         if t is self.main:
             return self.steps
-        own, _, how = steps_of(t)
-        if own is not None and (how == "named" or how in ("counter", "epoch_counter") and not any(t.eval_context)):
+        own, counters, how = steps_of(t)
+        # a counter an evaluation word stands before is the evaluation's (its own batches), not the step
+        if own is not None and (how == "named" or how in ("counter", "epoch_counter")
+                                and not any(t.eval_context[k] for k in counters)):
             return own
         steps = self.at(np.asarray(t.order))
         return steps if not self.hints else self._hinted_rows(t.order, steps)
@@ -826,6 +1025,8 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
         meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
         if picked["guessed"]:
             notes.append(Msg("text.loss_guessed", key=t.names[j]))
+        if picked["parts"]:
+            notes.append(Msg("text.total_of_parts", key=t.names[j], keys=[u.names[k] for u, k in picked["parts"]]))
     elif picked["summed"] is not None:
         t, slots = picked["summed"]
         _fill(cols, "loss", place.of(t), [float(sum(r[j] for j in slots)) for r in t.rows])

@@ -202,6 +202,23 @@ def eval_before(text: str, at: int) -> bool:
 _plans: dict[str, tuple[tuple[tuple[str, int, int, int], ...], str]] = {}
 
 
+#: the rank of a counter that stands between a loss's name and its value (after every named counter)
+_STEP_RANK_COUNTED = 50
+#: a loss's name, a whole number, then (spaces or a colon between) the value: the whole number counts
+_COUNTED_GAP = re.compile(r"\s*:?\s*$")
+
+
+def _counted_value(text: str, m: re.Match[str], nxt: re.Match[str] | None,
+                   hit: tuple[str, int] | None) -> re.Match[str] | None:
+    """The loss's own number when a whole number stands between its name and it (NVIDIA tacotron2's
+    `Train loss 120 0.512345`, `Validation loss 6312:  0.149928`), else None."""
+    if nxt is None or not m.group(0).isdigit() or "." not in nxt.group(0) and nxt.group(0).isdigit():
+        return None
+    if _COUNTED_GAP.match(text, m.end(), nxt.start()) is None:
+        return None
+    return nxt if hit is not None and hit[0] in ("loss", "eval_loss") else None
+
+
 def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
     """((column, start, end, rank)...) of the numbers a line's names point at, and its dialect;
     empty when it names no training metric. Every step counter is kept (`key_values` picks one by
@@ -209,13 +226,18 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
     best: dict[str, tuple[int, int, int]] = {}
     steps: list[tuple[str, int, int, int]] = []
     prev = 0
-    for m in _NUMBER.finditer(text):
+    numbers = list(_NUMBER.finditer(text))
+    for i, m in enumerate(numbers):
         piece = text[prev:m.start()]
         prev = m.end()
         km = _KEY.search(piece)
         if km is None:
             continue
         hit = classify(km.group(1))
+        counted = _counted_value(text, m, numbers[i + 1] if i + 1 < len(numbers) else None, hit)
+        if counted is not None:  # tacotron2's `Validation loss 6312:  0.149928`: the step, then the value
+            steps.append(("step", m.start(), m.end(), _STEP_RANK_COUNTED))
+            m = counted
         if hit is None:
             name = km.group(1).split()[-1]
             if _COMPONENT_KEY.match(name) and not EVAL_WORD.search(name) and not name.startswith(("val", "eval")):

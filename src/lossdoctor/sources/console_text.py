@@ -35,7 +35,7 @@ _PREFIX = re.compile(
     r"""\s*(?:
         \[(?:default|rank|Rank\ |RANK\ |node\ ?)?\d+\]:?          # [default7]:  [rank0]:  [Rank 0]
       | (?:rank)?\d{1,5}:\s(?=\s*[\[{<(]|\s*\d{4}-\d\d-\d\d)      # srun --label "0: " before a tag/time
-      | \[?\d{4}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?  # timestamps
+      | \[?\d{2,4}[-/]\d\d[-/]\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?  # timestamps (%y too)
       | \[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?(?=\s)                     # time only
       | \[(?:titan|DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|I|W|E|[\w.-]+\.py:\d+(?::\w+)?|[\w.|-]+\.py:\d+)\]
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)(?::[\w.]+)*:(?=\S)    # INFO:root:
@@ -54,8 +54,13 @@ EVAL_SECTION = re.compile(r"^[\W_]*(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|e
                           r"running\s+(?:validation|evaluation|eval))\b[^\d]{0,40}$", re.IGNORECASE)
 
 
+#: glog's and absl's prefix (Caffe, TensorFlow's C++ side, JAX trainers: `I0812 10:00:00.123456 140123
+#: trainer_lib.py:123] `), tried apart: only a line that starts with its letter can hold it
+_GLOG_FIRST = frozenset("IWEF")
+_GLOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\]\s*")
+
 #: the characters a prefix can start with (a line starting otherwise has none: skip the pattern)
-_PREFIX_FIRST = set("[0123456789 \t-<>|rDIWEC")
+_PREFIX_FIRST = set("[0123456789 \t-<>|rDIWECF")
 
 
 def segments(f: IO[bytes] | Readable) -> Iterator[str]:
@@ -96,9 +101,15 @@ def clean(segment: str) -> str:
         segment = _ANSI.sub("", segment)
     if not segment.isascii():
         segment = segment.translate(_INVISIBLE)
-    if segment[:1] not in _PREFIX_FIRST:
-        return segment.strip()
+    first = segment[:1]
+    if first not in _PREFIX_FIRST:
+        if first != "`":
+            return segment.strip()
+        segment = segment.strip().strip("`")  # a line pasted between Markdown code ticks: `[  1]  1440 || ...`
     pos = 0
+    if first in _GLOG_FIRST:
+        g = _GLOG.match(segment)
+        pos = 0 if g is None else g.end()
     for _ in range(8):
         m = _PREFIX.match(segment, pos)
         if m is None or m.end() == pos:

@@ -52,6 +52,7 @@ from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
 from .registry import SourceError, reader
 from .text_events import Events
+from .text_slots import counted_on
 
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
@@ -119,6 +120,8 @@ class ConsoleParser:
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
         self.keras_epoch = 0  # the last "Epoch N/M" line
+        self.keras_restarts = 0  # bars begun again since that line with no header of their own (Keras 1)
+        self.keras_last: tuple[int, int] | None = None  # (batch, total) of the last bar read
         self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
         self.events = Events()  # overflow, NaN-warning, OOM... lines at the row read before them
         self.eval_rows = 0  # rows holding only an evaluation's loss
@@ -303,7 +306,7 @@ class ConsoleParser:
         if text.startswith("Epoch "):
             e = cl.KERAS_EPOCH.match(text)
             if e is not None:
-                self.keras_epoch = int(e.group(1))
+                self.keras_epoch, self.keras_restarts, self.keras_last = int(e.group(1)), 0, None
                 return True
         return False
 
@@ -464,8 +467,14 @@ class ConsoleParser:
         return consumed
 
     def _keras(self, batch: int, per_epoch: int, metrics: dict[str, Any]) -> None:
-        """Keras counts batches within an epoch: the step is (epoch - 1) * batches per epoch + batch."""
-        step = (max(self.keras_epoch, 1) - 1) * per_epoch + batch
+        """Keras counts batches within an epoch: the step is (epoch - 1) * batches per epoch + batch. A
+        bar that begins again (at or below the last bar's batch, the same total) with no `Epoch N/M`
+        line between is the next epoch's (Keras 1 printed no header: `215424/215375 [====] - 418s -
+        train loss: 3.7656` once per epoch)."""
+        if self.keras_last is not None and self.keras_last[1] == per_epoch and batch <= self.keras_last[0]:
+            self.keras_restarts += 1
+        self.keras_last = (batch, per_epoch)
+        step = (max(self.keras_epoch, 1) - 1 + self.keras_restarts) * per_epoch + batch
         if metrics:
             self.counts["keras"] += 1
             self._add({"step": step, **metrics}, marker=True)
@@ -768,8 +777,19 @@ def _kept_rows(p: ConsoleParser) -> np.ndarray:
     return idx[np.argsort(st.step[idx], kind="stable")]
 
 
+def _count_on(st: StepColumns) -> None:
+    """A line's counter that starts again from its beginning (a batch within an epoch the line does
+    not number: `iter 10 ... iter 200`, then `iter 10` again) counted on, in reading order, from the
+    epoch before (`text_slots.counted_on`); a resume to a middle value stays as printed."""
+    steps = st.step[:st.n]
+    have = np.isfinite(steps)
+    if have.sum() >= 3:
+        steps[have] = counted_on(steps[have])
+
+
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
     st = p.store
+    _count_on(st)
     order = _kept_rows(p)
     steps = st.step[order]
     framework = _framework(p)

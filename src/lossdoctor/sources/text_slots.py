@@ -7,6 +7,7 @@ the rows already read; `any_text` reads the lines and chooses the series."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -59,6 +60,7 @@ _STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iter
                "update", "updates", "n_updates", "num_updates", "batch", "batches", "total_timesteps", "timesteps",
                "minibatch", "minibatches",
                "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
+               "counter",  # counter: Vowpal Wabbit's `example counter` column (the examples seen)
                "#")  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
 
 
@@ -109,6 +111,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
+    _counted_values(text, spans, pieces, names)
     for i, name in enumerate(names):
         if name:
             continue
@@ -126,6 +129,19 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
     _range_ends(pieces, names)
     return names
+
+
+def _counted_values(text: str, spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
+    """A loss's name followed by a whole number and then, after spaces or a colon only, an unnamed
+    number with a point (NVIDIA tacotron2's `Train loss 120 0.512345`, `Validation loss 6312:
+    0.149928`): the whole number counts the steps it was taken at, the other is the loss."""
+    for i in range(len(names) - 1):
+        if not names[i] or names[i + 1] or pieces[i + 1].strip() not in ("", ":"):
+            continue
+        first, second = text[spans[i][0]:spans[i][1]], text[spans[i + 1][0]:spans[i + 1][1]]
+        if first.isdigit() and ("." in second or second.lower().lstrip("+-") in ("nan", "inf")) \
+                and _is_loss(name_key(names[i])):
+            names[i], names[i + 1] = "step", names[i]
 
 
 def _range_ends(pieces: list[str], names: list[str]) -> None:
@@ -189,6 +205,7 @@ class Template:
         self.rows: list[list[float]] = []
         self.slash: list[bool] = [False] * len(names)  # slot j is printed as `N/TOTAL` (slot j+1 the total)
         self.bracketed: list[bool] = [False] * len(names)  # slot j is a bare `[N]` with no name
+        self.leading: list[bool] = [False] * len(names)  # slot j opens the line with no name (nor any before it)
         self.in_brackets: list[bool] = [False] * len(names)  # slot j is printed `[N]` (`Epoch: [0]`)
         self.losses: frozenset[str] = frozenset()  # names that are loss components in this table only
         self.adversarial = False  # the components of this line are two adversaries' (a GAN's D and G)
@@ -229,12 +246,20 @@ def base_name(name: str) -> str:
 _SPLITS = frozenset({"train", "training", "val", "valid", "validation", "eval", "test", "dev"})
 
 
+#: what a variable holding a counter adds to its name (Pax's `step_i`, `batch_idx`, `iter_num`, `step_nr`)
+_INDEX_TAIL = re.compile(r"[_ ](?:i|idx|index|id|num|nr|no|cnt|count)$")
+
+
 def step_rank(name: str) -> int | None:
     """The rank of a step counter's name (lower is better), None when it names no step: `iter`,
-    `global_step`, also after a training word (`train iter`: mmengine's `Iter(train)`)."""
+    `global_step`, also after a training word (`train iter`: mmengine's `Iter(train)`), and a
+    counter variable's name (`step_i`, `batch_idx`)."""
     n = base_name(name)
     if n in _STEP_NAMES:
         return _STEP_NAMES.index(n)
+    bare = _INDEX_TAIL.sub("", n)
+    if bare != n and bare in _STEP_NAMES:
+        return _STEP_NAMES.index(bare)
     head, _, last = n.rpartition(" ")
     before = head.rsplit(" ", 1)[-1]  # the word right before: `INFO optimizer step`, not `time per iteration`
     if head and last in _STEP_NAMES and (TRAIN_WORD.fullmatch(before) or before in _STEP_HEADS):
@@ -245,7 +270,7 @@ def step_rank(name: str) -> int | None:
 #: words that may stand before a step counter's name and keep it the step (`loss 2.3 at step 100`,
 #: `optimizer step 12`, MaxText's `completed step: 10`); not `total`, `max`, `per`, `skipped`...
 _STEP_HEADS = frozenset({"at", "optimizer", "opt", "current", "cur", "completed", "done", "finished", "after",
-                         "on", "in", "global"})
+                         "on", "in", "global", "example"})
 
 
 def _slash(parts: list[str], j: int) -> bool:
@@ -256,9 +281,26 @@ def _slash(parts: list[str], j: int) -> bool:
     return not (parts[j + 2].strip() == "" and j + 3 < len(parts) and parts[j + 3].startswith(":"))
 
 
+#: what joins the numbers of one date or clock (`2020-09-15`, `21:05:17,981`): no counter stands there
+_CLOCK_JOINS = frozenset({":", "-", ",", "."})
+
+
+def leading_slots(parts: list[str], names: list[str]) -> list[bool]:
+    """Which slots open the line with no name (nor any named one before them) and are no part of
+    a date or a clock: where a print puts its own counter when it names none."""
+    out = [False] * len(names)
+    for j, name in enumerate(names):
+        if name:
+            break
+        inner_join = parts[j] in _CLOCK_JOINS and j > 0 or parts[j + 1] in _CLOCK_JOINS and j + 1 < len(names)
+        out[j] = not inner_join
+    return out
+
+
 def _word(name: str) -> str:
-    """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`)."""
-    n = base_name(name).split()
+    """The last word of a slot's name (`Train Epoch` -> `epoch`, `time/iterations` -> `iterations`,
+    `epoch_idx` -> `epoch`)."""
+    n = _INDEX_TAIL.sub("", base_name(name)).split()
     return n[-1] if n else ""
 
 
@@ -293,6 +335,10 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     inner = min(named)[1] if named else next((j for j in reversed(of_total) if j != epoch), None)
     if inner is None:
         inner = next((j for j in whole if t.bracketed[j] and np.all(np.diff(a[:, j]) > 0)), None)  # `[100] loss=`
+        if inner is None and a.shape[0] >= 2:
+            # the first number of the line, named by nothing, counting up: its step (`76930 2.6496`,
+            # `0: inf nan`, glample's `50, cost average: 110.2`, YOLACT's `[  1]    1440 || B: ...`)
+            inner = next((j for j in whole if t.leading[j] and np.all(np.diff(a[:, j]) > 0)), None)
         if inner is not None:
             counters.add(inner)
     if inner is None:
@@ -304,6 +350,10 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
         # no epoch, a counter that is not `N/TOTAL` within one epoch, or one that goes on across epochs
         # (PaddleSeg's `epoch: 2, iter: 30/1000`): the counter as printed
         return steps, counters, "named" if named else "counter"
+    run_on = _running_beside(t, a, whole, counters, inner)
+    if run_on is not None:
+        counters.add(run_on)
+        return a[:, run_on], counters, "counter"
     per_epoch = a[0, inner + 1] if inner in of_total else np.max(steps) + 1
     # an epoch printed `E/TOTAL` or as a bare number counts from 1 (`Epoch [1/10]`, OpenNMT's `Epoch  1,
     # 12900/37527`); one in brackets as the PyTorch reference scripts' from 0 (`Epoch: [0][ 10/5005]`)
@@ -312,12 +362,87 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
 
 
+def _running_beside(t: Template, a: np.ndarray, whole: list[int], counters: set[int], inner: int) -> int | None:
+    """A whole number that counts up on every row by just as much as the counter within the epoch
+    (VSE++'s `Epoch: [5][1069/2266]  Eit 12400`, whatever its name): the same iterations counted on
+    across epochs, the step as printed (no epoch arithmetic needed)."""
+    if a.shape[0] < 2:
+        return None
+    d_inner = np.diff(a[:, inner])
+    on = d_inner > 0
+    if not on.any():
+        return None
+    for k in whole:
+        if k in counters or t.eval_context[k] or name_key(t.names[k]).startswith(("(avg)", PERCENT)):
+            continue
+        d = np.diff(a[:, k])
+        if np.all(d > 0) and np.all(d[on] == d_inner[on]):
+            return k
+    return None
+
+
+#: names that are a loss by themselves, whole (Torch7's imagenet `Err 6.9076`: its criterion's value)
+_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", *_LOSS_METRICS})
+#: the last word of a name that makes it an objective's value, the metric a tool prints for its loss
+#: (XGBoost's `train-logloss`, LightGBM's `training's l2` / `valid_1's binary_logloss`, `train-rmse`):
+#: ranked after every name that says loss
+METRIC_LOSS_WORDS = frozenset({"logloss", "mlogloss", "rmse", "mse", "mae", "l1", "l2", "nll", "xent", "huber",
+                               "crossentropy", "cross_entropy", "objective", "cost"})
+#: a dataset's name alone naming the value printed for it (CatBoost's `learn: 0.65  test: 0.66`): the
+#: objective on that set, a training or an evaluation loss (ranked after every other loss name)
+_SET_TRAIN = frozenset({"learn", "train", "training"})
+_SET_EVAL = frozenset({"test", "valid", "validation", "eval", "val"})
+#: what separates a set's name from its metric's (`train-rmse`, `training's l2`, `valid_1 l2`)
+_SET_SEP = re.compile(r"[\s'-]+")
+#: words that may stand before a metric's name in one `_`-joined name (`binary_logloss`, `valid_rmse`);
+#: any other (`lin_vel_z_l2`, an RL reward term) makes it the name of something else
+_METRIC_HEADS = frozenset({"train", "training", "val", "valid", "validation", "test", "eval", "dev", "binary",
+                           "multi", "avg", "mean", "weighted", "total"})
+
+
+def _metric_named(n: str) -> bool:
+    """Whether a name is an objective's metric (`train-logloss`, `training's l2`, `valid_1's
+    binary_logloss`, `rmse`), not a name that merely ends like one (`Episode_Reward/lin_vel_z_l2`)."""
+    last = _SET_SEP.split(n)[-1]
+    words = last.split("_")
+    return words[-1] in METRIC_LOSS_WORDS and all(w in _METRIC_HEADS for w in words[:-1])
+
+
+def counted_on(steps: np.ndarray) -> np.ndarray:
+    """The steps of rows in reading order, a counter that starts again from its beginning (back at or
+    below every value printed before: a batch within an epoch whose number the line does not print,
+    glample's `50, cost average`) counted on from the epoch before: each restart goes on one interval
+    after the last value reached. A counter that goes back to a middle value (a resume from a
+    checkpoint), or two counters of different scales in one sequence, are left as printed."""
+    d = np.diff(steps)
+    back = d < 0
+    # every restart lands at or below all the values printed before it (the counter's beginning)
+    if not back.any() or np.any(steps[1:][back] > np.minimum.accumulate(steps)[:-1][back]):
+        return steps
+    up = d[d > 0]
+    gap = max(1.0, float(np.round(np.median(up)))) if up.size else 1.0
+    starts = np.concatenate(([0], np.nonzero(back)[0] + 1))  # where each run of the counter begins
+    ends = np.concatenate((starts[1:] - 1, [len(steps) - 1]))
+    offsets = np.zeros(len(starts))
+    for k in range(1, len(starts)):  # one step per restart, not per row
+        offsets[k] = steps[ends[k - 1]] + offsets[k - 1] + gap - steps[starts[k]]
+    return steps + offsets[np.cumsum(np.concatenate(([False], back)))]
+
+
 def _is_loss(n: str) -> bool:
-    n = n.removeprefix("train_").removeprefix("training_")
+    n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
     if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
-    return "loss" in n or n in ("nll", "xent", "objective", "ce", "perplexity", "ppl", "cost") or n.endswith("loss") or \
-        n in _LOSS_METRICS
+    return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n)
+
+
+def _set_named(t: Template, j: int, n: str) -> str | None:
+    """"train" or "eval" for a slot named by a dataset alone whose values are no counts (a loss is
+    not a whole number on every row; `train: 50000` is a set's size)."""
+    kind = "train" if n in _SET_TRAIN else "eval" if n in _SET_EVAL else None
+    if kind is None or not t.rows or all(float(r[j]).is_integer() for r in t.rows if math.isfinite(r[j])):
+        return None
+    return kind
 
 
 def classify_slot(t: Template, j: int) -> str | None:
@@ -330,11 +455,11 @@ def classify_slot(t: Template, j: int) -> str | None:
         return "component"
     if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
         return "avg"
-    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) == 50 \
+    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) >= 50 \
         and not n.startswith(("total", "train", "tr."))
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
-        return None
+        return _set_named(t, j, n) if not EVAL_NAME.search(raw) or n in _SET_EVAL else None
     if EVAL_NAME.search(raw) or (t.eval_context[j] and not TRAIN_WORD.search(raw)):
         return "eval"
     return "component" if comp_name else "train"
@@ -367,7 +492,20 @@ def total_rank(name: str) -> float:
     for prefix in ("train ", "train_", "training "):
         if n.startswith(prefix) and n[len(prefix):] in _TOTAL:
             return _TOTAL.index(n[len(prefix):]) + 1
-    return _TOTAL.index(n) if n in _TOTAL else 50
+    if n in _TOTAL:
+        return _TOTAL.index(n)
+    tail = AVERAGE_TAIL.search(n)
+    if tail is not None and n[:tail.start()] in _TOTAL:  # glample's `cost average`: the total, averaged
+        return _TOTAL.index(n[:tail.start()]) + 0.5
+    if "loss" not in n and (n in _LOSS_NAMES or _metric_named(n)):
+        return _METRIC_RANK
+    return _SET_RANK if n in _SET_TRAIN or n in _SET_EVAL else 50
+
+
+#: the rank of a loss named by its metric (`train-logloss`, `rmse`): after every name holding `loss`
+_METRIC_RANK = 60
+#: the rank of a value named by its dataset alone (`learn:`): after every other name
+_SET_RANK = 70
 
 
 #: component names of two adversaries (a GAN's D and G): their sum is no training loss
@@ -399,6 +537,30 @@ _SIDE_GROUP = re.compile(r"\[\s*([DG])\s*[-:]\s*[A-Za-z]")
 #: names on a GAN's line that are no loss: timing, data loading, the LR, accuracies, counters
 _NOT_A_PART = re.compile(r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memory|acc|accuracy|fps|sec|secs)\b",
                          re.IGNORECASE)
+
+
+#: names of what a training line prints beside its loss that is no loss: scores, accuracies, rewards,
+#: throughput, sizes, regularisation settings (the LR, the norms, the scale are the records' own columns)
+_NOT_A_LOSS = re.compile(r"^(?:top-?\d|acc|prec|precision|recall|f1|auc|m?ap\b|m?iou|bleu|rouge|reward|return|score|"
+                         r"psnr|ssim|tokens?|samples?|images?|imgs?|throughput|tps|wd|weight[ _]decay|momentum|temp|"
+                         r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
+                         r"clip|warmup)",
+                         re.IGNORECASE)
+
+
+def lone_metric(t: Template, counters: set[int], known: Iterable[int]) -> int | None:
+    """With no number named a loss: the one named number of a counted training line that is no
+    counter, timing, LR or other known column, no score, size or running average, no whole number on
+    every row and no setting (it changes between rows) (VSE++'s `Eit 12400  lr 0.0002  Le 25.6000
+    Time 0.900`: `Le`). What a reader takes for the loss when nothing else is left; None when two or
+    more are left (which one is unknown)."""
+    known = set(known)
+    left = [j for j, n in enumerate(t.names) if n and j not in counters and j not in known
+            and not t.eval_context[j] and not EVAL_NAME.search(n) and not name_key(n).startswith(("(avg)", PERCENT))
+            and not _NOT_A_PART.match(n) and not _NOT_A_LOSS.match(n) and name_key(n) not in _EPOCH_NAMES
+            and not all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows)
+            and any(r[j] != t.rows[0][j] for r in t.rows)]
+    return left[0] if len(left) == 1 else None
 
 
 def gan_parts(text: str, names: list[str]) -> frozenset[str]:
