@@ -167,7 +167,8 @@ class Monitor:
       snapshot_every  K: a snapshot of model/optimizer/scaler/scheduler/RNG every K steps (with replay_fn)
       snapshot        "memory" (default), "disk" (under the run directory) or "off"
       snapshot_budget bytes of host memory for snapshots and recorded batches (default: 1/4 of RAM, at most
-                      8 GiB); beyond it batches are kept as fingerprints only
+                      8 GiB); beyond it batches are kept as fingerprints only (on a pipeline stage it
+                      bounds its recorded micro-batches too: `lossdoctor.triage.stage_tape`)
       triage_inplace  replay on the user's model (restored bit for bit afterwards) instead of a scratch copy
       max_incidents   incidents triaged per run (the first step of each non-finite episode)
       verify          replay each fix of a replayed incident from the snapshot and record its verdict

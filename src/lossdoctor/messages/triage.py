@@ -460,6 +460,11 @@ TEMPLATES.update({
     "triage.stage.within": (
         "; the samples named here are counted within it: [{local}] there are [{ids}] of the step's batch",
         "；这里所说的样本按该 micro-batch 内部编号：其中的 [{local}] 即该步 batch 的 [{ids}]"),
+    "triage.stage.isolated": (
+        "bisecting the micro-batch ({probes} forward probes of the stage) isolates sample(s) {ids}: each makes "
+        "the stage's forward non-finite on its own, the rest of the micro-batch does not",
+        "对该 micro-batch 做二分（{probes} 次该 stage 的前向探测）定位到样本 {ids}：它们各自单独就会让该 stage "
+        "的前向出现 NaN/Inf，micro-batch 中其余样本不会"),
     "triage.stage.nondet": (
         "pipeline stage {stage} of {stages} was replayed alone from the snapshot of step {start} on the inputs and "
         "output gradients it recorded ({n} earlier steps, its outputs matching the recorded ones {close}), and the "

@@ -231,11 +231,18 @@ def _micro_batch_sentence(at: Any) -> Msg:
                within=within)
 
 
+def _forward_probes(sentence: Any) -> Any:
+    """The bisection's sentence as a stage's replay ran it: forward probes of the micro-batch."""
+    if getattr(sentence, "key", None) == "triage.samples.isolated":
+        return Msg("triage.stage.isolated", **sentence.values)
+    return sentence
+
+
 def stage_finding(step: int, rep: Any, loc: Localization, at: Any, stage: Any) -> Finding:
     """The replay of one pipeline stage found the first non-finite op of the failing step's forward:
     the finding names the layer, the op, and the samples in the step's batch; its evidence says the
     stage and the micro-batch."""
-    evidence = list(loc.evidence)
+    evidence = [_forward_probes(e) for e in loc.evidence]
     evidence.insert(min(2, len(evidence)), _stage_replay_sentence(step, rep, stage))
     evidence.insert(min(3, len(evidence)), _micro_batch_sentence(at))
     cause = loc.cause

@@ -84,6 +84,8 @@ class Triage:
                     self.tape = ring.tape = StageTape(self.model, ring._device, paused=lambda: ring.paused)
                     self.verify_on = False
                 self.ring.snapshot(0)
+                if self.tape is not None:
+                    self.tape.limit = self.ring.tape_limit()  # the first step is bounded too
             if on_incident == "skip":
                 from .policy import SkipGuard
 
