@@ -95,6 +95,8 @@ def test_tape_keeps_copies_of_each_micro_batch_and_the_gradient_its_output_recei
     model = Stage()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     ring = stage_ring(model, opt)
+    with torch.no_grad():  # a forward-only pass (an evaluation) is not one of the step's micro-batches
+        model(*micro_batches(7)[0])
     train_stage(model, opt, ring, 1)
     tape = ring.entries[0].stage
     assert tape is not None and len(tape.micro) == MICRO and tape.scale == MICRO

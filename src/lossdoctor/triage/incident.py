@@ -81,7 +81,9 @@ class Triage:
                                          directory=Path(host.run_dir) / "snapshots")
                 if host.stage is not None:  # one stage is replayed alone: no loss of its own to verify
                     ring = self.ring
-                    self.tape = ring.tape = StageTape(self.model, ring._device, paused=lambda: ring.paused)
+                    obj = host.stage.obj  # its `has_backward` is off while `schedule.eval()` runs
+                    self.tape = ring.tape = StageTape(self.model, ring._device, paused=lambda: ring.paused,
+                                                      trains=lambda: bool(getattr(obj, "has_backward", True)))
                     self.verify_on = False
                 self.ring.snapshot(0)
                 if self.tape is not None:

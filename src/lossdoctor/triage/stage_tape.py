@@ -20,7 +20,8 @@ Nothing is read to the host while training: the copies and the norm are kernels 
 stage's stream. The ring (`ring.py`) holds one `StageStep` per recorded step and bounds their bytes
 (`tape_limit`): the oldest steps' tapes are dropped first, with a note; a step whose tape alone is
 over the bound is not kept. The monitor's hooks are off during the schedule's placeholder passes,
-and so is the tape (`enabled`, `reset`).
+and so is the tape (`enabled`, `reset`); a forward-only pass (`schedule.eval()`, or under
+`torch.no_grad()`) is not recorded.
 """
 
 from __future__ import annotations
@@ -108,11 +109,14 @@ class StageTape:
     step's record to the ring when `mon.step` closes the step."""
 
     def __init__(self, module: nn.Module, device: torch.device | None,
-                 paused: Callable[[], bool] = lambda: False) -> None:
+                 paused: Callable[[], bool] = lambda: False, trains: Callable[[], bool] = lambda: True) -> None:
         self.module = module
         self.device = device
         self.enabled = True
         self.paused = paused     # triage is replaying (on the user's model): nothing is recorded
+        #: the schedule runs a training step (not `schedule.eval()`, a forward-only pass): only its
+        #: micro-batches belong to the step `mon.step` records
+        self.trains = trains
         self.limit: int | None = None  # bytes one step may take (set by the ring from its budget)
         self.over = False        # a step was over the bound (the ring says so once)
         self._step = StageStep()
@@ -121,7 +125,7 @@ class StageTape:
                          module.register_forward_hook(self._on_output)]
 
     def _active(self) -> bool:
-        return self.enabled and not self.paused() and not compiling()
+        return self.enabled and not self.paused() and not compiling() and torch.is_grad_enabled() and self.trains()
 
     def _on_forward(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self._current = None
