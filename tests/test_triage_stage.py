@@ -201,3 +201,42 @@ def test_the_tape_stays_within_the_budget_and_says_so():
     tight = run(snapshots + one_step // 2, 2)  # not even one step fits: none is kept, said once
     assert all(e.stage is None for e in tight.entries.values()) and tight.tape_bytes() == 0
     assert has(tight.notes, "triage.ring.stage_too_big")
+
+
+SHARDED_STAGE = """
+import json, os, sys, torch, torch.distributed as dist
+from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+from lossdoctor.signals.pipeline import StageInfo, refuse_pp_replay
+
+dist.init_process_group("gloo")
+fn = lambda m, b: m(b).sum()
+stage = StageInfo(index=1, n_stages=2, group=None, group_size=1, group_rank=0)
+plain = nn.Sequential(nn.Linear(4, 4))
+sharded = parallelize_module(nn.Sequential(nn.Linear(4, 4)), init_device_mesh("cpu", (1,)), {"0": ColwiseParallel()})
+out = {}
+for name, model in (("plain", plain), ("sharded", sharded)):
+    kept, why = refuse_pp_replay(model, stage, fn)
+    out[name] = [kept is fn, getattr(why, "key", None)]
+print(json.dumps(out))
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.slow
+def test_a_stage_sharded_by_tensor_parallel_keeps_the_refusal():
+    """A stage whose parameters are DTensors (PP x TP) is not replayed on one rank; a plain stage is."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+    from dist_workers import free_port
+
+    env = {**cli_env(), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port())}
+    p = subprocess.run([sys.executable, "-c", SHARDED_STAGE], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr[-2000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out == {"plain": [True, None], "sharded": [False, "distributed.replay_skipped_pp_sharded"]}
