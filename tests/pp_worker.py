@@ -12,7 +12,14 @@ Arguments: OUT FAULT FAULT_STEP [SCHEDULE]
   step's forward): the first bad layer is in stage 0, stage 1 receives NaN activations;
 - `batch`: at FAULT_STEP, the activations stage 1 receives (its batch, from stage 0) get one NaN
   for one micro-batch (a forward pre-hook on stage 1's first layer): stage 0 stays finite in the
-  forward, stage 1's `layers.2` is the first bad layer.
+  forward, stage 1's `layers.2` is the first bad layer;
+- `temper`: the last stage divides its logits by a per-sample temperature passed to its
+  `schedule.step` (a keyword input of the stage, split into micro-batches with the rest), its own
+  module `temper`; at FAULT_STEP sample `BAD_SAMPLE` (micro-batch 2) has a temperature of 0: the
+  division makes Inf in the last stage's forward, from its inputs of that step;
+- `input`: the first stage adds a projection (`feat_proj`) of per-token float features passed to
+  its `schedule.step`; at FAULT_STEP sample `BAD_SAMPLE`'s features hold one NaN: stage 0's input
+  batch is bad.
 SCHEDULE: `gpipe` (default) or `1f1b`.
 
 CONSOLE (optional 5th argument): what the ranks print to stdout each step, as the trainers print
@@ -30,6 +37,8 @@ Steps are printed from 1 (both trainers count iterations from 1).
 WATCHED (optional 6th argument): `stage` (default: `watch(stage, opt)`), `module`
 (`watch(stage.submod, opt)`: the monitor finds the stage the module belongs to) or `none` (no
 `watch`: the script as `lossdoctor run` starts it unedited).
+REPLAY (optional 7th argument): `on` (default: a `replay_fn` is given, so each stage's micro-batches
+are recorded and an incident is replayed on its stage alone) or `off` (no `replay_fn`).
 
 Each rank writes rankN.json: the total gradient norm `clip_grad_norm_` computes across the stages
 (each stage's norm squared, all-reduced over the pipeline group: torchtitan's way), the monitor's
@@ -51,6 +60,9 @@ from torch import nn
 STEPS = 12
 VOCAB, DIM, HEADS, LAYERS, SEQ = 64, 32, 2, 4, 16
 MICRO, BATCH = 4, 16
+FEATS = 8
+#: the sample of the step's batch the `temper` and `input` faults spoil: micro-batch 2, its sample 1
+BAD_SAMPLE = 9
 
 
 class Block(nn.Module):
@@ -71,9 +83,17 @@ class Block(nn.Module):
         return h + self.mlp(self.ln2(h))
 
 
+class Temper(nn.Module):
+    """Logits divided by a per-sample temperature (distillation's way)."""
+
+    def forward(self, logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
+        return logits / temperature
+
+
 class Transformer(nn.Module):
     """torchtitan's shape: optional embeddings, a ModuleDict of layers, optional norm and output, so
-    that a pipeline stage is the full model with the other stages' parts deleted."""
+    that a pipeline stage is the full model with the other stages' parts deleted. `feat_proj` and
+    `temper` exist only on the stage a fault needs them (the `input` and `temper` faults)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -82,18 +102,25 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleDict({str(i): Block() for i in range(LAYERS)})
         self.norm: nn.Module | None = nn.LayerNorm(DIM)
         self.output: nn.Module | None = nn.Linear(DIM, VOCAB)
+        self.feat_proj: nn.Module | None = None
+        self.temper: nn.Module | None = None
 
-    def forward(self, h: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, feats: torch.Tensor | None = None,
+                temperature: torch.Tensor | None = None) -> torch.Tensor:
         if self.tok_embeddings is not None:
             h = self.tok_embeddings(h) + self.pos_embeddings(torch.arange(h.shape[1]))
+            if feats is not None and self.feat_proj is not None:
+                h = h + self.feat_proj(feats)
         for layer in self.layers.values():
             h = layer(h)
         if self.norm is not None:
             h = self.output(self.norm(h))
+            if temperature is not None and self.temper is not None:
+                h = self.temper(h, temperature)
         return h
 
 
-def stage_model(stage: int, n_stages: int) -> Transformer:
+def stage_model(stage: int, n_stages: int, fault: str = "none") -> Transformer:
     torch.manual_seed(0)  # the same full model on every rank, before it is cut
     model = Transformer()
     per = LAYERS // n_stages
@@ -104,7 +131,30 @@ def stage_model(stage: int, n_stages: int) -> Transformer:
         model.tok_embeddings = model.pos_embeddings = None
     if stage != n_stages - 1:
         model.norm = model.output = None
+    if fault == "input" and stage == 0:
+        model.feat_proj = nn.Linear(FEATS, DIM)
+    if fault == "temper" and stage == n_stages - 1:
+        model.temper = Temper()
     return model
+
+
+def stage_inputs(fault: str, first: bool, last: bool, step: int, fault_step: int) -> dict[str, torch.Tensor]:
+    """The keyword inputs of this rank's `schedule.step` (split into micro-batches like the batch):
+    the first stage's features (`input`), the last stage's temperatures (`temper`); one sample of
+    them spoilt at the fault step."""
+    g = torch.Generator().manual_seed(1000 + step)
+    out: dict[str, torch.Tensor] = {}
+    if fault == "input" and first:
+        feats = torch.randn(BATCH, SEQ, FEATS, generator=g)
+        if step == fault_step:
+            feats[BAD_SAMPLE, 3, 2] = float("nan")
+        out["feats"] = feats
+    if fault == "temper" and last:
+        temperature = 1.0 + torch.rand(BATCH, 1, 1, generator=g)
+        if step == fault_step:
+            temperature[BAD_SAMPLE] = 0.0
+        out["temperature"] = temperature
+    return out
 
 
 def loss_fn(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -186,6 +236,7 @@ def main() -> None:
     schedule_name = sys.argv[4] if len(sys.argv) > 4 else "gpipe"
     console_kind = sys.argv[5] if len(sys.argv) > 5 else "titan"
     watched = sys.argv[6] if len(sys.argv) > 6 else "stage"  # or `module`: watch(stage.submod, opt)
+    replay = (sys.argv[7] if len(sys.argv) > 7 else "on") == "on"
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -193,7 +244,7 @@ def main() -> None:
 
     import lossdoctor
 
-    model = stage_model(rank, world)
+    model = stage_model(rank, world, fault)
     stage = PipelineStage(model, rank, world, torch.device("cpu"))
     kind = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}[schedule_name]
     schedule = kind(stage, n_microbatches=MICRO, loss_fn=loss_fn)
@@ -223,7 +274,7 @@ def main() -> None:
     calls = count_all_reduces()
     mon = None if watched == "none" else lossdoctor.watch(
         stage if watched == "stage" else model, opt, log_dir=out / "ld", alerts=False,
-        replay_fn=lambda m, b: m(b["input_ids"]).float().square().mean())
+        replay_fn=(lambda m, b: m(b["input_ids"]).float().square().mean()) if replay else None)
     ref, losses_seen = [], []
     group = stage.group
     for step in range(STEPS):
@@ -232,13 +283,14 @@ def main() -> None:
             with torch.no_grad():
                 model.layers["1"].mlp.up.weight[5, 7] = float("nan")
         tokens, labels = batch_at(step)
+        extra = stage_inputs(fault, stage.is_first, stage.is_last, step, fault_step)
         losses: list[torch.Tensor] = []
         if stage.is_first and stage.is_last:  # a 1-stage pipeline (one process)
-            schedule.step(tokens, target=labels, losses=losses)
+            schedule.step(tokens, target=labels, losses=losses, **extra)
         elif stage.is_first:
-            schedule.step(tokens)
+            schedule.step(tokens, **extra)
         else:
-            schedule.step(target=labels, losses=losses)
+            schedule.step(target=labels, losses=losses, **extra)
         # torchtitan's total norm over the stages: this stage's norm, squared, summed over the pp group
         local = nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
         sq = (local.double() ** 2).reshape(1)
@@ -250,7 +302,7 @@ def main() -> None:
         losses_seen.append(None if loss is None else float(loss.detach()))
         console.step(step, losses_seen[-1], ref[-1])
         if mon is not None:
-            mon.step(loss, batch={"input_ids": tokens} if stage.is_first else {"labels": labels})
+            mon.step(loss, batch={"input_ids": tokens, **extra} if stage.is_first else {"labels": labels, **extra})
     if mon is not None:
         mon.close()
     (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "calls": calls,

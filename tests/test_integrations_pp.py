@@ -20,21 +20,25 @@ pytest.importorskip("torch.distributed.pipelining")
 
 import pp_worker  # noqa: E402
 from conftest import cli_env  # noqa: E402
+from lossdoctor.findings import Finding  # noqa: E402
 from lossdoctor.sources.rundir import read_run_dir  # noqa: E402
+from msgs import has  # noqa: E402
 
 WORKER = Path(__file__).with_name("pp_worker.py")
 FAULT_STEP = 5
 
 
-def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan", watched: str = "stage") -> list[dict]:
+def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan", watched: str = "stage",
+           replay: str = "on") -> list[dict]:
     """`torchrun --nproc_per_node 2 --role rank --tee 3 pp_worker.py` (torchtitan's launcher flags:
     every line the ranks print comes prefixed `[rankN]:`); each rank's reference numbers. What the
-    ranks printed, as torchtitan or Megatron print it, is kept in OUT/console.log."""
+    ranks printed, as torchtitan or Megatron print it, is kept in OUT/console.log. `replay="on"`:
+    each rank passes a `replay_fn` (its stage's micro-batches are recorded, an incident replayed)."""
     from dist_workers import free_port
 
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
            str(free_port()), "--role", "rank", "--tee", "3", str(WORKER), str(out), fault, str(FAULT_STEP),
-           schedule, console, watched]
+           schedule, console, watched, replay]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (out / "console.log").write_text(p.stdout)
@@ -122,10 +126,27 @@ def test_pp_healthy_run_stays_healthy(healthy):
     report = diagnose(out / "ld")
     # no false bad_init on stage 1 (fed placeholders once), no "no loss" finding on stage 0
     assert report.status == "healthy", [f.to_dict() for f in report.findings]
-    # the replay_fn the worker passed is refused on both stages, each saying why
+    # the replay_fn the worker passed turns on the replay of each stage alone: nothing refused
     runs = read_run_dir(out / "ld")
-    assert "distributed.replay_skipped_pp_first" in keys(runs[0].notes)
-    assert "distributed.replay_skipped_pp_later" in keys(runs[1].notes)
+    for run in runs:
+        assert run.meta["triage"]["replay"] == "stage"
+        assert not [k for k in keys(run.notes) if k and "replay_skipped" in k]
+        assert not (out / "ld" / f"rank-{run.rank}" / "incidents").exists()
+
+
+@pytest.mark.slow
+def test_pp_recording_the_stages_leaves_training_bit_identical(healthy, tmp_path):
+    """The same run without a replay_fn (no stage tape, no snapshots): every loss and every total
+    gradient norm the ranks computed themselves is the same to the last bit, and no collective was
+    added."""
+    _, with_tape = healthy
+    without = launch(tmp_path, "none", replay="off")
+    for rank in range(2):
+        assert with_tape[rank]["losses"] == without[rank]["losses"]
+        assert with_tape[rank]["ref"] == without[rank]["ref"]
+        assert with_tape[rank]["calls"] == without[rank]["calls"] == {"all_reduce": pp_worker.STEPS}
+    (run,) = [r for r in read_run_dir(tmp_path / "ld") if r.rank == 1]
+    assert run.meta["triage"]["replay"] is False
 
 
 def _began(f) -> dict:
@@ -149,6 +170,11 @@ def test_pp_nan_in_stage0_weights_is_found_at_its_step_stage_and_layer(weight_na
     assert _began(f) == {"rank": 0, "stage": 0, "stages": 2, "coordinate": "pp=0", "layer": "layers.1.mlp.up"}
     echoed = [e for e in f.evidence if getattr(e, "key", "") == "distributed.echoed_pp"]
     assert echoed and (echoed[0].values["ranks"], echoed[0].values["stages"]) == ("1", "1")
+    # stage 0 replayed alone (1F1B), faithfully from step 0: the weight the worker spoilt between two
+    # steps is not what training made of the recorded micro-batches, so the forward stays finite
+    rec = incident(out / "ld", 0)
+    assert rec["replay"]["steps_replayed"] == FAULT_STEP and rec["replay"]["faithful"]
+    assert (rec["reproducible"], f.cause) == (False, "nondeterministic_fault")
 
 
 @pytest.mark.slow
@@ -170,6 +196,17 @@ def test_pp_nan_in_the_last_stages_batch_is_found_on_that_stage(tmp_path):
     # stage 0's echo is not a finding of its own
     assert [x.rank for x in report.findings if x.symptom == "nonfinite"] == [1]
     assert math.isnan(runs[1].col("loss")[FAULT_STEP])
+    # a fault that reached stage 0 in its backward is not replayed there; its record says why: the
+    # gradient stage 1 sent back for the first micro-batch was already non-finite
+    first = incident(ld, 0)
+    assert (first["level"], first.get("replay")) == ("live", None)
+    assert has(Finding.from_dict(first["findings"][0]).evidence, "triage.stage.bwd_from_next",
+               stage=0, step=FAULT_STEP, next=1, micro=0)
+    # stage 1, replayed alone on the activations it received (recorded before the worker's hook on
+    # its first layer spoilt them) and its weights, stays finite: the NaN was not made by them
+    last = incident(ld, 1)
+    assert last["replay"]["reached"] and last["replay"]["faithful"] and last["reproducible"] is False
+    assert last["findings"][0]["cause"] == "nondeterministic_fault"
 
     # offline: what the ranks printed (torchtitan's lines, rank 0's placeholder loss among them)
     console = diagnose(tmp_path / "console.log")
@@ -180,6 +217,58 @@ def test_pp_nan_in_the_last_stages_batch_is_found_on_that_stage(tmp_path):
     assert notes["parallel_logs.first_nonfinite"].values["rank"] == 1
     assert notes["parallel_logs.first_nonfinite"].values["step"] == FAULT_STEP + 1
     assert run.col("loss")[:FAULT_STEP].tolist() == pytest.approx(ref[1]["losses"][:FAULT_STEP], abs=1e-4)
+
+
+def incident(ld: Path, rank: int) -> dict:
+    return json.loads((ld / f"rank-{rank}" / "incidents" / f"step-{FAULT_STEP:08d}.json").read_text())
+
+
+@pytest.mark.slow
+def test_pp_last_stage_replayed_alone_names_the_layer_op_and_micro_batch(tmp_path):
+    """A temperature of 0 for one sample, a keyword input of the last stage (ScheduleGPipe): the
+    last stage, replayed alone from the snapshot of step 0 on its recorded micro-batches, names
+    the op and layer that made the Inf, the micro-batch, and the sample in the step's batch."""
+    from lossdoctor import diagnose
+
+    launch(tmp_path, "temper")
+    ld = tmp_path / "ld"
+    f = diagnose(ld).primary
+    assert (f.symptom, f.rank, f.step) == ("nonfinite", 1, FAULT_STEP)
+    assert (f.rule, f.layer, f.op, f.samples) == ("triage.stage_replay", "temper", "aten.div", [pp_worker.BAD_SAMPLE])
+    assert has(f.evidence, "triage.stage.replayed_from", stage=1, stages=2, start=0, step=FAULT_STEP, n=FAULT_STEP)
+    micro, first = divmod(pp_worker.BAD_SAMPLE, pp_worker.BATCH // pp_worker.MICRO)
+    size = pp_worker.BATCH // pp_worker.MICRO
+    assert has(f.evidence, "triage.stage.micro_batch", micro=micro, n=pp_worker.MICRO, first=micro * size,
+               last=micro * size + size - 1)
+    assert has(f.evidence, "triage.stage.within", local=[first], ids=[pp_worker.BAD_SAMPLE])
+    assert _began(f)["stage"] == 1 and _began(f)["layer"] == "temper"
+    rec = incident(ld, 1)
+    rep = rec["replay"]
+    assert (rep["from_step"], rep["steps_replayed"], rep["reached"], rep["faithful"]) == (0, FAULT_STEP, True, True)
+    assert rep["max_rel_deviation"] < 1e-6 and [s["micro_batches"] for s in rep["steps"]] == [pp_worker.MICRO] * 5
+    loc = rec["localization"]
+    assert (loc["micro_batch"], loc["micro_batch_samples"], loc["step_samples"]) == (micro, [first], [pp_worker.BAD_SAMPLE])
+    assert rec["reproducible"] is True and rec["level"] == "replay"
+    # stage 0's forward stayed finite: not replayed, and its record says the gradient came back bad
+    assert has(Finding.from_dict(incident(ld, 0)["findings"][0]).evidence, "triage.stage.bwd_from_next",
+               stage=0, next=1, micro=micro)
+
+
+@pytest.mark.slow
+def test_pp_first_stage_replayed_alone_names_the_bad_input_sample(tmp_path):
+    """A NaN in the first stage's input features (Schedule1F1B): stage 0's replay names the batch
+    tensor, the layer that read it, the micro-batch and the sample."""
+    from lossdoctor import diagnose
+
+    launch(tmp_path, "input", "1f1b", console="megatron")
+    f = diagnose(tmp_path / "ld").primary
+    assert (f.cause, f.rank, f.step, f.layer, f.op) == ("nonfinite_data", 0, FAULT_STEP, "feat_proj", "aten.addmm")
+    assert f.samples == [pp_worker.BAD_SAMPLE]
+    micro = pp_worker.BAD_SAMPLE // (pp_worker.BATCH // pp_worker.MICRO)
+    assert has(f.evidence, "triage.stage.micro_batch", micro=micro, n=pp_worker.MICRO)
+    assert has(f.evidence, "triage.data.nonfinite", keys=["'feats'"])
+    rec = incident(tmp_path / "ld", 0)
+    assert rec["localization"]["step_samples"] == [pp_worker.BAD_SAMPLE] and rec["replay"]["faithful"]
 
 
 def load_path(path):

@@ -167,7 +167,8 @@ class Monitor:
       snapshot_every  K: a snapshot of model/optimizer/scaler/scheduler/RNG every K steps (with replay_fn)
       snapshot        "memory" (default), "disk" (under the run directory) or "off"
       snapshot_budget bytes of host memory for snapshots and recorded batches (default: 1/4 of RAM, at most
-                      8 GiB); beyond it batches are kept as fingerprints only
+                      8 GiB); beyond it batches are kept as fingerprints only (on a pipeline stage it
+                      bounds its recorded micro-batches too: `lossdoctor.triage.stage_tape`)
       triage_inplace  replay on the user's model (restored bit for bit afterwards) instead of a scratch copy
       max_incidents   incidents triaged per run (the first step of each non-finite episode)
       verify          replay each fix of a replayed incident from the snapshot and record its verdict
@@ -292,12 +293,6 @@ class Monitor:
         if self.world_size > 1 or self.stage is not None:  # (a 1-stage pipeline: its group of one)
             self._attach_distributed(wrapper)
         self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
-        if self.stage is not None and self.stage.obj is not None:
-            pf = self.preflight
-            self._unhook_stage = hook_stage(self.stage, [*self.probes, pf, getattr(pf, "probe", None)],
-                                            self._recapture)
-            if self.grads.should_capture is None and defers_capture(self.stage):
-                self.grads.should_capture = _never  # one capture per step, after the schedule's last backward
         # incident triage (snapshot ring, replay, op-level localisation, on_incident policy)
         self.triage = Triage(self._triage_host(), self.replay_fn, on_incident=opts.on_incident,
                              snapshot_every=opts.snapshot_every, snapshot=opts.snapshot,
@@ -305,6 +300,12 @@ class Monitor:
                              max_incidents=opts.max_incidents, verify=opts.verify,
                              verify_window=opts.verify_window, verify_budget=opts.verify_budget)
         self.live.probes = self.triage.probe_records  # what the LR probe measured, for the next evaluations
+        if self.stage is not None and self.stage.obj is not None:
+            pf, tape = self.preflight, self.triage.tape
+            self._unhook_stage = hook_stage(self.stage, [*self.probes, pf, getattr(pf, "probe", None), tape],
+                                            self._recapture, on_scale=tape.scaled if tape is not None else None)
+            if self.grads.should_capture is None and defers_capture(self.stage):
+                self.grads.should_capture = _never  # one capture per step, after the schedule's last backward
 
     def _attach_distributed(self, wrapper: nn.Module) -> None:
         """The probe of how gradients cross ranks (DDP's all-reduce, FSDP2's shards), if any; the
@@ -332,14 +333,15 @@ class Monitor:
 
     def _triage_host(self) -> TriageHost:
         pf = self.preflight
-        hooked = [p for p in (self.tracer, self.grads, self.opt_probe, self.stale, self.outputs, self.applied, pf, getattr(pf, "probe", None))
-                  if p is not None]
+        # every probe so far (an add-on one, such as a pipeline stage's, may hook the model too)
+        hooked = [p for p in (*self.probes, pf, getattr(pf, "probe", None)) if p is not None]
         return TriageHost(model=self.model, optimizer=self.optimizer, scaler=self.scaler,
                           scheduler=self.scheduler, run_dir=self.run_dir, rank=self.rank, writer=self.writer,
                           meta=self.meta, incidents=self.incidents, step=lambda: self.step_idx,
                           paused=self.paused, mark_skipped=self.opt_probe.mark_skipped, hooked=hooked,
                           shared=(self, self.writer, self.live), replay_refused=lambda: self.replay_refused,
-                          findings=lambda: self.findings)
+                          findings=lambda: self.findings,
+                          stage=self.stage if self.stage is not None and self.stage.n_stages > 1 else None)
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
@@ -378,6 +380,9 @@ class Monitor:
         losses, the data-parallel reduction); a probe with `presync()` has it called on every rank
         at every step, before anything else (collectives)."""
         self.probes.append(probe)
+        triage = getattr(self, "triage", None)
+        if triage is not None:  # a scratch copy of the model for replay leaves its hooks out
+            triage.host.hooked.append(probe)
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -696,7 +701,7 @@ def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler
     if why is None:
         replay_fn, why = refuse_tp_replay(unwrap_data_parallel(inner), replay_fn)  # and tensor parallel
     if why is None:
-        replay_fn, why = refuse_pp_replay(stage, replay_fn)  # and a pipeline stage
+        replay_fn, why = refuse_pp_replay(inner, stage, replay_fn)  # and a sharded pipeline stage
     mon = Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
                   replay_fn=replay_fn, **options)
     if why:

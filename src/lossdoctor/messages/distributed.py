@@ -58,21 +58,13 @@ TEMPLATES.update({
 })
 
 TEMPLATES.update({
-    "distributed.replay_skipped_pp_first": (
-        "replay not run: this is the first of {stages} pipeline stages, and the loss is computed on the "
-        "last one, so a replay of this stage alone has no loss to reproduce, and the other stages would "
-        "have to replay with it; the live localisation (batch check, first non-finite layer forward and "
-        "backward, the stage it began on) ran on every stage",
-        "未运行 replay：这是 {stages} 个流水线 stage 中的第一个，而 loss 在最后一个 stage 上计算，"
-        "只 replay 这一个 stage 没有可复现的 loss，其他 stage 也必须一起 replay；在线定位（batch 检查、"
-        "前向和反向中第一个出现非有限值的层、最先出错的 stage）已在每个 stage 上运行"),
-    "distributed.replay_skipped_pp_later": (
-        "replay not run: the inputs of pipeline stage {stage} are the activations stage {previous} sends it "
-        "during the schedule's step, which are not recorded, so this stage cannot be replayed alone; the "
-        "live localisation (first non-finite layer forward and backward, the stage it began on) ran on "
-        "every stage",
-        "未运行 replay：流水线 stage {stage} 的输入是 stage {previous} 在调度的 step 中发来的激活值，"
-        "这些没有被记录，所以无法单独 replay 这个 stage；在线定位（前向和反向中第一个出现非有限值的层、"
+    "distributed.replay_skipped_pp_sharded": (
+        "replay not run: this pipeline stage's parameters are DTensors (PP with TP or FSDP2), so its forward "
+        "exchanges tensors with the other ranks of its mesh and a replay on one rank would wait for peers that "
+        "are not replaying; the live localisation (first non-finite layer forward and backward, the stage it "
+        "began on) ran on every stage",
+        "未运行 replay：该流水线 stage 的参数是 DTensor（PP 与 TP 或 FSDP2 组合），它的前向要和网格中的其他 rank "
+        "交换张量，只在一个 rank 上 replay 会一直等待并未重放的对端；在线定位（前向和反向中第一个出现非有限值的层、"
         "最先出错的 stage）已在每个 stage 上运行"),
     "distributed.began_on_stage": (
         "it began on rank {rank}, pipeline stage {stage} of {stages} (mesh coordinate {coordinate}), "

@@ -433,3 +433,102 @@ TEMPLATES = {
     "triage.log.ring_disabled": ("lossdoctor: snapshot ring disabled after an internal error: {error}",
                                  "lossdoctor：snapshot 环形缓冲 因内部错误被停用：{error}"),
 }
+
+# a pipeline stage replayed alone (triage/stage_flow.py) and its tape in the ring (triage/stage_tape.py)
+TEMPLATES.update({
+    "triage.stage.right_before": (
+        "pipeline stage {stage} of {stages}, replayed alone from the snapshot taken right before step {step} on the "
+        "inputs it recorded, goes non-finite again in the forward of step {step}",
+        "流水线 stage {stage}（共 {stages} 个）用它记录的输入、从紧挨着第 {step} 步之前的 snapshot 单独重放，"
+        "第 {step} 步的前向再次出现 NaN/Inf"),
+    "triage.stage.replayed_from": (
+        "pipeline stage {stage} of {stages}, replayed alone from the snapshot of step {start} on the inputs and output "
+        "gradients it recorded ({n} earlier steps, its outputs matching the recorded ones {close}), goes non-finite "
+        "again in the forward of step {step}",
+        "流水线 stage {stage}（共 {stages} 个）用它记录的输入和输出梯度、从第 {start} 步的 snapshot 单独重放"
+        "（之前 {n} 步的输出与记录{close}），第 {step} 步的前向再次出现 NaN/Inf"),
+    "triage.stage.replayed_approx": (
+        "pipeline stage {stage} of {stages} was replayed alone up to step {at} (the inputs of that step were not "
+        "kept), and the inputs of step {step} run on the weights reached there go non-finite in the forward",
+        "流水线 stage {stage}（共 {stages} 个）单独重放到第 {at} 步（该步的输入没有保留），"
+        "在那里得到的权重上运行第 {step} 步的输入，前向出现 NaN/Inf"),
+    "triage.stage.micro_batch": (
+        "micro-batch {micro} of the step's {n} (samples {first}-{last} of the step's batch) is the first whose "
+        "forward goes non-finite{within}",
+        "该步 {n} 个 micro-batch 中第一个前向出现 NaN/Inf 的是 micro-batch {micro}（该步 batch 的样本 "
+        "{first}-{last}）{within}"),
+    "triage.stage.within": (
+        "; the samples named here are counted within it: [{local}] there are [{ids}] of the step's batch",
+        "；这里所说的样本按该 micro-batch 内部编号：其中的 [{local}] 即该步 batch 的 [{ids}]"),
+    "triage.stage.isolated": (
+        "bisecting the micro-batch ({probes} forward probes of the stage) isolates sample(s) {ids}: each makes "
+        "the stage's forward non-finite on its own, the rest of the micro-batch does not",
+        "对该 micro-batch 做二分（{probes} 次该 stage 的前向探测）定位到样本 {ids}：它们各自单独就会让该 stage "
+        "的前向出现 NaN/Inf，micro-batch 中其余样本不会"),
+    "triage.stage.nondet": (
+        "pipeline stage {stage} of {stages} was replayed alone from the snapshot of step {start} on the inputs and "
+        "output gradients it recorded ({n} earlier steps, its outputs matching the recorded ones {close}), and the "
+        "forward of step {step} stays finite in all its {micro} micro-batches",
+        "流水线 stage {stage}（共 {stages} 个）用它记录的输入和输出梯度、从第 {start} 步的 snapshot 单独重放"
+        "（之前 {n} 步的输出与记录{close}），第 {step} 步全部 {micro} 个 micro-batch 的前向都保持有限"),
+    "triage.stage.not_kept": (
+        "stage not replayed: its inputs of step {step} were not kept (over the triage budget, or a tensor that "
+        "cannot be copied)",
+        "未重放该 stage：它在第 {step} 步的输入没有保留（超出 triage 内存预算，或有无法复制的张量）"),
+    "triage.stage.approximated": (
+        "the stage's replay stopped at step {at}, whose inputs were not kept: step {step} was run on the weights "
+        "reached there, not on those it had in training",
+        "该 stage 的重放停在第 {at} 步（该步的输入没有保留）：第 {step} 步是在那里得到的权重上运行的，"
+        "而不是训练时的权重"),
+    "triage.stage.diverged": (
+        "the stage's replay diverged from training at step {step} (its outputs no longer matched the recorded "
+        "ones), so the step's forward was not judged on it",
+        "该 stage 的重放在第 {step} 步与训练分叉（输出与记录不再一致），因此没有据此判断该步的前向"),
+    "triage.stage.not_nonfinite": (
+        "stage {stage} not replayed: a {trigger} is judged on the loss, which needs every pipeline stage; one "
+        "stage's replay localises a non-finite forward only",
+        "未重放 stage {stage}：{trigger} 要根据 loss 判断，而 loss 需要所有流水线 stage；"
+        "单个 stage 的重放只定位非有限的前向"),
+    "triage.stage.bwd_only": (
+        "stage {stage} not replayed: its forward stayed finite at step {step} and the non-finite values came in "
+        "its backward; one stage's replay runs its forward only, and its inputs of that step were not kept",
+        "未重放 stage {stage}：它在第 {step} 步的前向保持有限，NaN/Inf 出现在反向中；"
+        "单个 stage 的重放只运行前向，而且该步的输入没有保留"),
+    "triage.stage.bwd_own": (
+        "stage {stage} not replayed: its forward stayed finite at step {step} and the gradients its outputs "
+        "received were finite, so its own backward made them non-finite; one stage's replay runs its forward "
+        "only and does not localise a backward",
+        "未重放 stage {stage}：它在第 {step} 步的前向保持有限，输出收到的梯度也是有限的，"
+        "所以是它自己的反向产生了 NaN/Inf；单个 stage 的重放只运行前向，不定位反向"),
+    "triage.stage.bwd_from_next": (
+        "stage {stage} not replayed: its forward stayed finite at step {step}, and the gradient stage {next} sent "
+        "back for micro-batch {micro} was already non-finite: the fault began in stage {next} or later, which a "
+        "replay of this stage's forward cannot localise",
+        "未重放 stage {stage}：它在第 {step} 步的前向保持有限，而 stage {next} 为 micro-batch {micro} "
+        "传回的梯度已经是 NaN/Inf：问题始于 stage {next} 或更后面的 stage，重放该 stage 的前向无法定位"),
+    "triage.stage.bwd_from_loss": (
+        "stage {stage} not replayed: its forward stayed finite at step {step}, and the gradient of the loss "
+        "(computed outside the stage's module) for micro-batch {micro} was already non-finite: the fault began in "
+        "the loss, which a replay of this stage's forward cannot localise",
+        "未重放 stage {stage}：它在第 {step} 步的前向保持有限，而 loss（在该 stage 的模块之外计算）对 "
+        "micro-batch {micro} 的梯度已经是 NaN/Inf：问题始于 loss，重放该 stage 的前向无法定位"),
+    "triage.stage.no_probe": (
+        "not probed: a change of learning rate is judged on the loss, which needs every pipeline stage; stage "
+        "{stage} is replayed alone only to localise a non-finite forward",
+        "未做探测：学习率的改动要根据 loss 判断，而 loss 需要所有流水线 stage；stage {stage} "
+        "只为定位非有限的前向而单独重放"),
+    "triage.stage.no_verify": (
+        "fixes not verified: a fix is judged on the loss, which needs every pipeline stage; stage {stage} is "
+        "replayed alone only to localise a non-finite forward",
+        "未验证修复：修复要根据 loss 判断，而 loss 需要所有流水线 stage；stage {stage} 只为定位非有限的前向而单独重放"),
+    "triage.ring.stage_too_big": (
+        "a step's pipeline-stage inputs and output gradients do not fit in the triage budget ({budget:.0f} MiB "
+        "for them): that step's stage cannot be replayed; raise snapshot_budget",
+        "某一步的流水线 stage 输入和输出梯度放不进 triage 内存预算（可用 {budget:.0f} MiB）："
+        "该步的 stage 无法重放；请调大 snapshot_budget"),
+    "triage.ring.stage_dropped": (
+        "older steps' pipeline-stage inputs were dropped to stay within the triage budget ({budget:.0f} MiB for "
+        "them): a replay of the stage stops at the first of them",
+        "为了不超出 triage 内存预算（可用 {budget:.0f} MiB），较早步骤的流水线 stage 输入已丢弃："
+        "stage 的重放会停在其中第一个"),
+})

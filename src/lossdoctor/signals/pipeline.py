@@ -14,10 +14,13 @@ step over the pipeline group (`ShardedGradProbe` with the stage's group, every w
 loss lives on the last stage: the other stages call `mon.step(None, batch=...)`, and their runs say
 so in the metadata (`loss_stage`), so no "no loss" finding is made there.
 
-Replay is not run under PP: the loss needs every stage (a stage's replay would need the other
-stages' activations and gradients), and the activations a later stage receives are not recorded;
-a note says so. The live localisation (the first non-finite layer forward and backward, the batch
-check on the first stage) runs on every stage.
+Replay under PP is of one stage alone: the loss needs every stage, so a stage cannot replay the
+loss, but with a `replay_fn` given triage records each micro-batch's inputs and output gradients
+on the stage (`triage/stage_tape.py`, whose recording the stage's gradient scaling here tells the
+factor) and replays the stage's own forward to localise a NaN that began in it
+(`triage/stage_flow.py`). A stage whose parameters are DTensors (PP with TP or FSDP2) is refused,
+with a note: its forward meets the other ranks of its mesh. The live localisation (the first
+non-finite layer forward and backward, the batch check on the first stage) runs on every stage.
 """
 
 from __future__ import annotations
@@ -100,13 +103,13 @@ def split_stage(obj: Any) -> tuple[Any, StageInfo | None]:
     return obj.submod, info
 
 
-def refuse_pp_replay(stage: StageInfo | None, replay_fn: Any) -> tuple[Any, Msg | None]:
-    """(replay_fn to use, the note saying why replay was refused) for a pipeline stage."""
-    if stage is None or stage.n_stages <= 1:
+def refuse_pp_replay(model: nn.Module, stage: StageInfo | None, replay_fn: Any) -> tuple[Any, Msg | None]:
+    """(replay_fn to use, the note saying why replay was refused) for a pipeline stage: one whose
+    parameters are DTensors (PP with TP or FSDP2) cannot be replayed on one rank; any other stage
+    is replayed alone (`triage/stage_flow.py`)."""
+    if stage is None or stage.n_stages <= 1 or replay_fn is None or not has_dtensor_params(model):
         return replay_fn, None
-    if stage.index == 0:
-        return None, Msg("distributed.replay_skipped_pp_first", stages=stage.n_stages)
-    return None, Msg("distributed.replay_skipped_pp_later", stage=stage.index, previous=stage.index - 1)
+    return None, Msg("distributed.replay_skipped_pp_sharded")
 
 
 class PipelineGradProbe(ShardedGradProbe):
@@ -148,7 +151,8 @@ def pipeline_probe(model: nn.Module, grads: Any, stage: StageInfo) -> PipelineGr
 _PLACEHOLDER_PASSES = ("_forward_metadata_inference", "_backward_metadata_inference", "_shape_inference")
 
 
-def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], None]) -> Callable[[], None]:
+def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], None],
+               on_scale: Callable[[Any], None] | None = None) -> Callable[[], None]:
     """Wrap the stage object's own methods, on that instance only, and return what undoes it:
 
     - the passes that run the stage's module on uninitialised placeholder tensors (the first
@@ -158,7 +162,8 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
       schedule divides the accumulated gradients by the number of micro-batches there,
       `scale_grads=True`): the gradient norms are taken after them, once per step, so the recorded
       norm is the one the optimizer sees (and `clip_grad_norm_` measures). The monitor skips the
-      capture at the end of each micro-batch's backward (`defer_capture`).
+      capture at the end of each micro-batch's backward (`defer_capture`); `on_scale` is told the
+      factor the gradients were divided by (the stage's tape replays it).
 
     Each wrapper calls the original with the same arguments and returns its result."""
     obj = stage.obj
@@ -179,6 +184,8 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
 
     def rescaled(fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
+            if not inside[0] and on_scale is not None:
+                _tell(on_scale, args[0] if args else kwargs.get("grad_scale_factor"))
             inside[0] += 1
             try:
                 out = fn(*args, **kwargs)
@@ -202,6 +209,14 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
         for name in undo:
             obj.__dict__.pop(name, None)  # the class's method again
     return remove
+
+
+def _tell(fn: Callable[[Any], None], value: Any) -> None:
+    """Call a listener inside the user's schedule step: nothing may escape."""
+    try:
+        fn(value)
+    except Exception:
+        pass
 
 
 def _switch(parts: list[Any], on: list[bool], reset: bool = False) -> None:

@@ -207,3 +207,66 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: l
                     cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
                     layer=layer, samples=samples, evidence=ev,
                     fixes=as_fixes([Msg("triage.live.fix")]))]
+
+
+# --- a pipeline stage replayed alone (stage_flow.py) ------------------------------------------------
+
+def _stage_replay_sentence(step: int, rep: Any, stage: Any) -> Msg:
+    """How the stage was replayed: from a snapshot right before the step, through the steps after
+    the snapshot, or up to a step whose tape was not kept (then an approximation)."""
+    where = {"stage": stage.index, "stages": stage.n_stages, "step": step}
+    if rep.reached and rep.start == step:
+        return Msg("triage.stage.right_before", **where)
+    if rep.reached:
+        return Msg("triage.stage.replayed_from", start=rep.start, n=len(rep.steps), close=_closeness(rep), **where)
+    return Msg("triage.stage.replayed_approx", at=rep.stopped_at, **where)
+
+
+def _micro_batch_sentence(at: Any) -> Msg:
+    """Which micro-batch of the step broke, where it sits in the step's batch, and its samples (the
+    tracer's and the bisection's sentences count samples within the micro-batch)."""
+    within = Msg("triage.stage.within", local=list(at.local), ids=list(at.samples or [])) if at.local else ""
+    last = at.first + at.size - 1 if at.size else at.first
+    return Msg("triage.stage.micro_batch", micro=at.micro, n=at.micro_batches, first=at.first, last=last,
+               within=within)
+
+
+def _forward_probes(sentence: Any) -> Any:
+    """The bisection's sentence as a stage's replay ran it: forward probes of the micro-batch."""
+    if getattr(sentence, "key", None) == "triage.samples.isolated":
+        return Msg("triage.stage.isolated", **sentence.values)
+    return sentence
+
+
+def stage_finding(step: int, rep: Any, loc: Localization, at: Any, stage: Any) -> Finding:
+    """The replay of one pipeline stage found the first non-finite op of the failing step's forward:
+    the finding names the layer, the op, and the samples in the step's batch; its evidence says the
+    stage and the micro-batch."""
+    evidence = [_forward_probes(e) for e in loc.evidence]
+    evidence.insert(min(2, len(evidence)), _stage_replay_sentence(step, rep, stage))
+    evidence.insert(min(3, len(evidence)), _micro_batch_sentence(at))
+    cause = loc.cause
+    if cause is None:
+        cause = "activation_overflow"
+        evidence.append(Msg("triage.replay.no_op"))
+    conf = (loc.confidence or 0.6) * (1.0 if rep.reached else 0.9)
+    return Finding(rule="triage.stage_replay", cause=cause, symptom="nonfinite", severity="critical",
+                   confidence=conf, step=step, batch=step, layer=loc.layer, op=loc.op, samples=at.samples,
+                   evidence=evidence, fixes=as_fixes(list(loc.fixes)), code=loc.code)
+
+
+def stage_nondeterministic_finding(step: int, trig: dict[str, Any], rep: Any, rec: dict[str, Any], stage: Any,
+                                   micro: int) -> Finding:
+    """A faithful replay of the stage whose forward of the failing step stays finite: the stage's
+    weights and inputs did not make the value non-finite."""
+    ev: list[str] = [Msg("triage.stage.nondet", stage=stage.index, stages=stage.n_stages, start=rep.start,
+                         step=step, n=len(rep.steps), close=_closeness(rep), micro=micro),
+                     Msg("triage.nondet.not_data")]
+    fwd = rec.get("fwd_first_nonfinite")
+    layer = fwd.get("layer") if isinstance(fwd, dict) else None
+    if layer:
+        ev.append(Msg("triage.nondet.layer", layer=layer))
+    return Finding(rule="triage.nondeterministic",
+                   cause="nondeterministic_fault", symptom="nonfinite", severity="critical", confidence=0.85,
+                   step=step, batch=step, layer=layer, evidence=ev,
+                   fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]))

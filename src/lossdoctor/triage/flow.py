@@ -18,7 +18,8 @@
    batch when its update already damaged it).
 
 Without `replay_fn` (or without a snapshot before the step) the record carries the layer-level
-answer the live flags give, and says what replay would add.
+answer the live flags give, and says what replay would add. On a pipeline stage, steps 2-5 are
+that stage's alone (`stage_flow.py`).
 
 Everything runs on copies; the user's model, optimizer, gradients and RNG are left bit-identical
 (the `report` and `raise` policies never change them).
@@ -46,6 +47,7 @@ from .record import IncidentRecord
 from .replay import BatchTrial, replay, scalar_loss, try_batch
 from .ring import SnapshotRing, StepEntry
 from .samples import per_sample_outliers
+from .stage_flow import StageFlow
 from .state import (
     InplaceGuard,
     RngState,
@@ -106,7 +108,9 @@ class IncidentFlow:
             else:
                 if self.ring.notes:
                     record.notes.extend(self.ring.notes)
-                if trig["kind"] == "scale_collapse":
+                if self.ring.tape is not None:  # a pipeline stage: replayed alone (stage_flow.py)
+                    findings = StageFlow(self.host, self.ring, self.workspace).run(step, trig, rec, record)
+                elif trig["kind"] == "scale_collapse":
                     findings = self._scale_flow(step, trig, rec, record)
                 else:
                     findings = self._replay_flow(step, trig, rec, record)
@@ -138,7 +142,8 @@ class IncidentFlow:
             return self._inplace_workspace()
         # the monitor's own parts and triage's: their hooks are stripped from the copy, and the
         # copy must not duplicate them (bound-method hooks reach them)
-        parts = [p for p in (*self.host.hooked, self.ring, self.guard) if p is not None]
+        tape = self.ring.tape if self.ring is not None else None
+        parts = [p for p in (*self.host.hooked, self.ring, tape, self.guard) if p is not None]
         ids = {h.id for part in parts for h in getattr(part, "_handles", []) if hasattr(h, "id")}
         keep = tuple(parts) + (self.owner, *self.host.shared)
         return nullcontext(scratch_workspace(self.model, self.optimizer, self.scaler, ids, keep))

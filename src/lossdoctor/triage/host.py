@@ -5,8 +5,9 @@ records, the step the loop is at, and four services of the monitor: switch its o
 while a replay runs on the user's model, name its objects a scratch copy of the model must not
 duplicate, record the step a skip policy undid as skipped, and say why replay was refused on a
 sharded model (DeepSpeed ZeRO, FSDP1); and it reads the live engine's findings, whose fixes
-verification checks with the incident's. The monitor builds one `TriageHost` and hands it over;
-triage never sees the monitor itself, so what it touches is written here.
+verification checks with the incident's, and, on a pipeline stage, where the stage sits. The
+monitor builds one `TriageHost` and hands it over; triage never sees the monitor itself, so what
+it touches is written here.
 """
 
 from __future__ import annotations
@@ -60,3 +61,6 @@ class TriageHost:
     #: detectors' advice (lower the LR, clip) reaches the report verified or not without a call to
     #: `mon.verify_fixes()`
     findings: Callable[[], list[Any]] = _no_findings
+    #: a pipeline stage of several (`signals.pipeline.StageInfo`: its index, the number of stages,
+    #: `last`): replay runs that stage alone on what its tape recorded (`stage_flow.py`); None elsewhere
+    stage: Any = None

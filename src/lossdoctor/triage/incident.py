@@ -3,6 +3,7 @@
     trigger.py       IncidentTrigger: which step record starts an incident
     flow.py          IncidentFlow: replay, reproduce, localise, batch vs state -> the IncidentRecord
     fix_verifier.py  FixVerifier: the incident's fixes replayed once the window after it is recorded
+    stage_flow.py    StageFlow: on a pipeline stage, that stage replayed alone (its tape: stage_tape.py)
 
 `Triage` feeds them the step records in order, writes each record to `incidents/step-N.json`,
 applies the policy (report, raise: `TrainingIncident`, skip: the guard), and schedules the LR probe
@@ -27,6 +28,7 @@ from .flow import IncidentFlow
 from .host import TriageHost
 from .record import IncidentRecord
 from .ring import SnapshotRing
+from .stage_tape import StageTape
 from .state import RngState
 from .trigger import IncidentTrigger
 
@@ -69,13 +71,23 @@ class Triage:
         self._probed: set[str] = set()      # causes probed (or asked for) once already
         self.probe_records: list[dict[str, Any]] = []  # the live engine reads them (monitor shares the list)
         self.ring: SnapshotRing | None = None
+        #: a pipeline stage's tape (its micro-batches' inputs and output gradients), in the ring
+        self.tape: StageTape | None = None
         self.guard = None
         try:
             if replay_fn is not None and snapshot != "off":
                 self.ring = SnapshotRing(self.model, self.optimizer, host.scaler, host.scheduler,
                                          every=snapshot_every, mode=snapshot, budget=snapshot_budget,
                                          directory=Path(host.run_dir) / "snapshots")
+                if host.stage is not None:  # one stage is replayed alone: no loss of its own to verify
+                    ring = self.ring
+                    obj = host.stage.obj  # its `has_backward` is off while `schedule.eval()` runs
+                    self.tape = ring.tape = StageTape(self.model, ring._device, paused=lambda: ring.paused,
+                                                      trains=lambda: bool(getattr(obj, "has_backward", True)))
+                    self.verify_on = False
                 self.ring.snapshot(0)
+                if self.tape is not None:
+                    self.tape.limit = self.ring.tape_limit()  # the first step is bounded too
             if on_incident == "skip":
                 from .policy import SkipGuard
 
@@ -90,6 +102,8 @@ class Triage:
         host.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
                               "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
                               "budget": self.ring.budget if self.ring else None}
+        if self.tape is not None:
+            host.meta["triage"]["replay"] = "stage"  # this stage alone, on its recorded micro-batches
 
     # --- called by the monitor ------------------------------------------------------------------
     def begin_step(self, step: int, batch: Any) -> None:
@@ -142,6 +156,9 @@ class Triage:
         """Replay the incident of `record` unfixed and with each fix of its findings, of `others`
         (the diagnosis's) and of `extra` (`findings.Fix`, e.g. `Fix("clip", max_norm=1.0)`); see
         `FixVerifier.verify_fixes`."""
+        if self.tape is not None:  # a pipeline stage: a fix is judged on the loss, which needs every stage
+            return {"step": record.step, "status": "no_replay", "checks": [],
+                    "note": Msg("triage.stage.no_verify", stage=self.host.stage.index)}
         return self.verifier.verify_fixes(record, others, extra)
 
     # --- the LR probe (lr_probe.py) -----------------------------------------------------------------
@@ -154,6 +171,10 @@ class Triage:
                 or not P.probe_plan(finding):
             return
         self._probed.add(finding.cause)
+        if self.tape is not None:  # a pipeline stage: the loss an LR is judged on needs every stage
+            self._keep_probe(finding, P.no_probe_record(finding, Msg("triage.stage.no_probe",
+                                                                     stage=self.host.stage.index)))
+            return
         if self.replay_fn is None or self.ring is None:
             why = self.host.replay_refused() or Msg("triage.note.no_replay_fn" if self.replay_fn is None
                                                     else "triage.note.snapshots_off")

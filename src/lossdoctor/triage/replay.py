@@ -147,7 +147,7 @@ class ReplayResult:
                 "losses": [s.to_dict() for s in self.steps], "error": self.error}
 
 
-def _flat_params(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
+def flat_params(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [p for g in opt.param_groups for p in g["params"]]
 
 
@@ -180,7 +180,7 @@ def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: R
     but not stepped, so the workspace ends in the state the failing step started from)."""
     res = ReplayResult(start=snap.step, target=target)
     ws.load(snap)
-    params = _flat_params(ws.optimizer)
+    params = flat_params(ws.optimizer)
     for step in range(snap.step, target + 1):
         e = entries[step - snap.step] if step - snap.step < len(entries) else None
         if e is None or not e.kept:
@@ -204,22 +204,29 @@ def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: R
             return res
         scaler = ws.scaler
         (scaler.scale(loss) if scaler is not None else loss).backward()
-        clip = None
-        # a GradScaler decides itself whether to step (and must update its scale either way); a
-        # plain optimizer steps where the logged run did
-        if e.stepped or scaler is not None:
-            if e.hparams:
-                for g, hp in zip(ws.optimizer.param_groups, e.hparams):
-                    g.update(hp)
-            if scaler is not None:
-                scaler.unscale_(ws.optimizer)
-            clip = _emulate_clipping(e, params)
-            if scaler is None:
-                ws.optimizer.step()
-            else:
-                if not e.skipped_by_policy:  # the skip policy kept this update out of training
-                    scaler.step(ws.optimizer)
-                scaler.update()
+        clip = optimizer_step(ws, e, params)
         ws.zero_grad()
         res.steps.append(StepReplay(step, e.loss, value, losses_agree(e.loss, value, rtol), clip))
     return res
+
+
+def optimizer_step(ws: Workspace, e: StepEntry, params: list[torch.Tensor]) -> float | None:
+    """The update of step `e` on the workspace, its gradients computed: with the hyper-parameters it
+    had and the factor of the loop's clipping (returned); a GradScaler decides itself whether to step
+    (and must update its scale either way), a plain optimizer steps where the logged run did."""
+    scaler = ws.scaler
+    clip = None
+    if e.stepped or scaler is not None:
+        if e.hparams:
+            for g, hp in zip(ws.optimizer.param_groups, e.hparams):
+                g.update(hp)
+        if scaler is not None:
+            scaler.unscale_(ws.optimizer)
+        clip = _emulate_clipping(e, params)
+        if scaler is None:
+            ws.optimizer.step()
+        else:
+            if not e.skipped_by_policy:  # the skip policy kept this update out of training
+                scaler.step(ws.optimizer)
+            scaler.update()
+    return clip

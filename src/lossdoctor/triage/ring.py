@@ -17,6 +17,11 @@ first (two if they fit, else one, else none: triage then falls back to the live 
 fill what is left; when the next batch does not fit, the oldest kept batches are replaced by
 fingerprints (a short content hash), and a batch that alone exceeds the budget is fingerprinted
 at once. A step whose batch was fingerprinted cannot be replayed; the incident record says so.
+
+On a pipeline stage (`tape`, `stage_tape.py`) the step's entry keeps the stage's own micro-batches
+(its inputs and the gradients its outputs received) instead of the batch given to `mon.step`: the
+schedule, not the loop, feeds the stage. Their bytes are bounded by `stage_tape.tape_limit` (on the
+host, what the snapshots leave of the budget); the oldest steps' tapes are dropped first.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ..messages import Msg, holds
 from ..signals.gradients import foreach_norm_fp32
 from ..signals.tracer import compiling
 from . import batches as B
+from .stage_tape import StageStep, StageTape, tape_limit
 from .state import Snapshot, SnapshotTaker, StepRng, save_snapshot, state_nbytes
 
 log = logging.getLogger("lossdoctor")
@@ -68,6 +74,7 @@ class StepEntry:
     skipped_by_policy: bool = False
     loss: float | None = None          # the logged loss, filled in when the record is read back
     event: Any = None                  # CUDA event of the asynchronous copy of the batch
+    stage: StageStep | None = None     # a pipeline stage's micro-batches (the ring's `tape`)
 
     @property
     def kept(self) -> bool:
@@ -107,6 +114,9 @@ class SnapshotRing:
         self._params = [p for g in optimizer.param_groups for p in g["params"]]
         self._device = next((p.device for p in self._params), None)
         self._batch_bytes = 0
+        self._tape_bytes = 0
+        #: a pipeline stage's tape (`stage_tape.py`): set by triage on a stage, None elsewhere
+        self.tape: StageTape | None = None
         self._probe_idx: list[int] | None = None
         self._handles = []
         if self.enabled:
@@ -156,9 +166,14 @@ class SnapshotRing:
     def record(self, step: int, batch: Any) -> None:
         """Close the step: keep its batch (or its fingerprint) with what the hooks recorded."""
         e, self._pending = self._pending, StepEntry(step=-1)
+        stage = self.tape.take() if self.tape is not None else None  # (taken even when not kept)
         if not self.enabled:
             return
         e.step = step
+        if self.tape is not None:  # a pipeline stage: its own inputs, not the loop's batch
+            self._keep_stage(e, stage)
+            self.entries[step] = e
+            return
         unkept = B.unkeepable(batch) if batch is not None else None
         if unkept is not None:
             self._note(unkept)  # only replay of this step is lost
@@ -179,6 +194,37 @@ class SnapshotRing:
                 e.nbytes = size
                 self._batch_bytes += size
         self.entries[step] = e
+
+    def tape_limit(self) -> int:
+        return tape_limit(self._device, self.budget - self.snapshot_bytes() - self._batch_bytes)
+
+    def _keep_stage(self, e: StepEntry, stage: StageStep | None) -> None:
+        """Keep the stage's micro-batches of this step, dropping the oldest steps' to make room."""
+        assert self.tape is not None
+        limit = self.tape_limit()
+        self.tape.limit = limit
+        if self.tape.over:
+            self.tape.over = False
+            self._note(Msg("triage.ring.stage_too_big", budget=limit / 2**20))
+        if stage is None:
+            return
+        if stage.nbytes > limit:
+            self._note(Msg("triage.ring.stage_too_big", budget=limit / 2**20))
+            return
+        self._drop_stages(limit - stage.nbytes)
+        e.stage = stage
+        self._tape_bytes += stage.nbytes
+
+    def _drop_stages(self, limit: int) -> None:
+        """Drop the oldest steps' stage records until the kept ones take at most `limit` bytes."""
+        for s in sorted(self.entries):
+            if self._tape_bytes <= limit:
+                return
+            e = self.entries[s]
+            if e.stage is not None:
+                self._tape_bytes -= e.stage.nbytes
+                e.stage = None
+                self._note(Msg("triage.ring.stage_dropped", budget=limit / 2**20))
 
     def _make_room(self, limit: int) -> None:
         """Fingerprint the oldest kept batches until the kept ones take at most `limit` bytes."""
@@ -235,9 +281,13 @@ class SnapshotRing:
                 e = self.entries.pop(s)
                 if e.batch is not None:
                     self._batch_bytes -= e.nbytes
+                if e.stage is not None:
+                    self._tape_bytes -= e.stage.nbytes
             room = self.budget - self.snapshot_bytes()
             if self._batch_bytes > room:
                 self._make_room(room)
+            if self.tape is not None and self._tape_bytes > self.tape_limit():
+                self._drop_stages(self.tape_limit())
         except Exception as e:
             self._fail(e)
 
@@ -247,6 +297,9 @@ class SnapshotRing:
 
     def batch_bytes(self) -> int:
         return self._batch_bytes
+
+    def tape_bytes(self) -> int:
+        return self._tape_bytes
 
     def snapshot_for(self, step: int, before: bool = False) -> Snapshot | None:
         """The latest snapshot taken at or before `step` (strictly before with `before`)."""
@@ -263,6 +316,9 @@ class SnapshotRing:
             self.error = e
             log.warning("%s", Msg("triage.log.ring_disabled", error=f"{type(e).__name__}: {e}"))
         self.enabled = False
+        if self.tape is not None:
+            self.tape.enabled = False
+            self.tape.reset()
 
     def drop(self) -> None:
         for s in self.snapshots:
@@ -270,12 +326,16 @@ class SnapshotRing:
                 _unlink(s.path)
         self.snapshots.clear()
         self.entries.clear()
-        self._batch_bytes = 0
+        self._batch_bytes = self._tape_bytes = 0
+        if self.tape is not None:
+            self.tape.reset()
 
     def remove(self) -> None:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        if self.tape is not None:
+            self.tape.remove()
 
 
 def _unlink(path: str) -> None:

@@ -53,7 +53,7 @@ from ..findings import (
 )
 from ..messages import Msg
 from . import batches as B
-from .replay import ReplayFn, _emulate_clipping, _flat_params, grads_finite, losses_agree, scalar_loss
+from .replay import ReplayFn, _emulate_clipping, flat_params, grads_finite, losses_agree, scalar_loss
 from .ring import SnapshotRing, StepEntry
 from .state import Snapshot, Workspace, state_nbytes
 from .trigger import SCALE_STREAK  # the fallback for records written before the streak was recorded
@@ -230,7 +230,7 @@ def every_parameter_trained(ws: Workspace) -> Iterator[None]:
 
 def _replay_steps(plan: Plan, fix: Candidate | None, scaler: Any) -> Trajectory:
     ws, tr = plan.ws, Trajectory()
-    params = _flat_params(ws.optimizer)
+    params = flat_params(ws.optimizer)
     skips = 0  # the scaler's skips in a row
     for step in range(plan.snap.step, plan.end + 1):
         e = plan.entries.get(step)
