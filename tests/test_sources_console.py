@@ -587,6 +587,26 @@ def test_overflow_after_megatron_iteration_lines(tmp_path):
     assert run.cols["skipped"][i3] == 1.0 and run.cols["scale"][i3] == 2048
 
 
+def test_overflows_between_trainer_dicts_without_steps_are_steps_of_their_own(tmp_path):
+    """No counter anywhere: the dicts are numbered in reading order and each OVERFLOW line is a
+    skipped step between the dicts around it (not stacked onto the dicts' own numbers)."""
+    ov = "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {}, reducing to {}"
+    d = "{{'loss': {}, 'grad_norm': {}, 'learning_rate': 2e-05, 'epoch': {}}}"
+    lines = [d.format(2.14, 1.3, 0.1), d.format(1.99, 1.1, 0.2), ov.format(65536, 32768), ov.format(32768, 16384),
+             d.format(1.89, 1.3, 0.3), ov.format(16384, 8192), d.format("nan", "nan", 0.4), d.format("nan", "nan", 0.5)]
+    p = tmp_path / "hf_ds.txt"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    steps = list(run.steps)
+    assert steps == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [steps[i] for i in np.flatnonzero(run.cols["skipped"] == 1.0)] == [3, 4, 6]
+    logged = [steps[i] for i in np.flatnonzero(run.logged("loss"))]
+    assert logged == [1, 2, 5, 7, 8] and np.isnan(run.cols["loss"][steps.index(7)])
+    assert run.cols["scale"][steps.index(6)] == 8192
+    report = diagnose_runs([run])
+    assert report.status == "critical" and report.primary.step == 7 and report.primary.symptom == "nonfinite"
+
+
 # --- pastes, mixed logs, unknown text ---------------------------------------------------------
 
 def test_markdown_paste_of_three_lines(tmp_path):

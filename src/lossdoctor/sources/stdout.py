@@ -337,8 +337,11 @@ class ConsoleParser:
             if ov is not None:
                 if ov:  # () is another rank's copy of an overflow already read
                     self.counts["ds_overflow"] += 1
-                    self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
-                                                                      self.since_marker, *ov)
+                    if self.marker is None and self.last_counter is None:
+                        self._overflow_in_order(ov)
+                    else:
+                        self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
+                                                                          self.since_marker, *ov)
                     self.events.add(self.line_no, "overflow", text, self.n_rows())
                 return True
         return False
@@ -532,6 +535,15 @@ class ConsoleParser:
             self._spill()
         if marker:
             self.marker, self.since_marker = row["step"], 0
+
+    def _overflow_in_order(self, ov: tuple[float, float]) -> None:
+        """An OVERFLOW line in a log with no counter at all, whose rows are numbered in reading order:
+        the skipped step takes the next number too, between the rows read before and after it (placed
+        after the last counter, as with counters, it would land on rows numbered from 1 and mark them
+        skipped)."""
+        self._flush_pending()
+        self.deepspeed.place_overflow(self.rows, self.numbered, 0, *ov)
+        self.numbered += 1
 
     def _wait_for_step(self, row: dict[str, Any]) -> None:
         self._flush_pending()
