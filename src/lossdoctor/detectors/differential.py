@@ -43,6 +43,7 @@ from .log_events import (
     ev_resumed_here,
     ev_scale_floor,
 )
+from .lr_advice import cut_evidence, withheld
 from .lr_usual import judge_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
@@ -1017,7 +1018,16 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
         sep = Msg("diff.sep." + SEPARATE.get(frozenset((lead, second)), "generic"), first=lead, second=second,
                   step=sym.step)
         ev.append(Msg("diff.separate", how=sep))
-    fixes = _fixes(run, q, sym, lead, share, sep)
+    cut = cut_evidence(run, q, _rise_onset(q, sym), sym.kind == "nonfinite") if lead == "lr_too_high" else None
+    if cut is not None:  # a too-large LR leads: its cut only on evidence that holds (`lr_advice`)
+        held, why = cut
+        if held is None:
+            ev.append(withheld(why))
+        elif getattr(held, "key", "").startswith("lr.advice."):
+            ev.append(held)  # what the cut rests on (the LR's usual range is a row of its own)
+        if held is None and severity == "critical" and sym.kind != "nonfinite":
+            severity = "warning"  # the symptom with the LR as one candidate, and the measurement
+    fixes = _fixes(run, q, sym, lead, share, sep, cut is not None and cut[0] is not None)
     conf = min(CONF_CAP, max(CONF_FLOOR, share))
     if second and _unseparated(r):
         conf = min(conf, UNSEPARATED_CONF)  # nothing in the log separates the causes: it says so
@@ -1027,6 +1037,16 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
                    batch=batch, rank=run.rank, evidence=ev, fixes=as_fixes(fixes), rule=f"differential.{sym.kind}")
 
 
+def _rise_onset(q: Quantities, sym: Symptom) -> int:
+    """The row an LR cut's evidence is measured from: the symptom's, or for a loss beyond its
+    kind's range the start of the rise or jump that took it there (the LR made the climb, not the
+    point where it crossed a range)."""
+    if sym.kind != "absurd":
+        return sym.row
+    rows = [s.row for s in symptoms_of(q) if s.kind in ("rise", "jump_stayed") and s.row <= sym.row]
+    return min(rows, default=sym.row)
+
+
 def _unseparated(r: Ranked) -> bool:
     """The log's evidence does not separate the leader from the runner-up: no clear lead, and either
     nothing but the prior speaks for the leader or the runner-up's share is within SEPARATED_RATIO."""
@@ -1034,14 +1054,16 @@ def _unseparated(r: Ranked) -> bool:
     return share < CLEAR_LEAD and (not r.said(r.leader, 1) or share < SEPARATED_RATIO * second)
 
 
-def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None) -> list[FixLike]:
+def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None,
+           cut_holds: bool = False) -> list[FixLike]:
     out: list[FixLike] = []
     if share >= CLEAR_LEAD:
         for key in FIXES.get(lead, ()):
             if key == "clip" and clip_in_place(run) is not None:
                 continue  # the run clips already: clipping again is no fix
-            if key == "lower_lr" and (sym.kind in ("spike", "grad_jump") or sym.data.get("recovered")):
-                continue  # a one-off that came back calls for no slower run
+            if key == "lower_lr" and (sym.kind in ("spike", "grad_jump") or sym.data.get("recovered")
+                                      or not cut_holds):
+                continue  # a one-off that came back, or a rise the log does not show held: no slower run
             if key in ("bf16_or_fp32_op",) and precision_of(run) in ("bf16", "fp32"):
                 continue
             out.append(Msg("diff.fix." + key, step=sym.step))
@@ -1180,8 +1202,9 @@ def _precision_first(run: Run, q: Quantities, f: Finding) -> Finding:
 
 
 #: the evidence of the LR rule's "never improved, then NaN" when it is all that rule saw: a
-#: default (a loss that fell 17% in three points and then went NaN says nothing of the LR by itself)
-SOFT_LR_KEYS = frozenset({"lr.high.never_improved", "lr.high.peak_at"})
+#: default (a loss that fell 17% in three points and then went NaN says nothing of the LR by itself);
+#: with the reason its cut was withheld (`lr_advice`: no climb before the NaN)
+SOFT_LR_KEYS = frozenset({"lr.high.never_improved", "lr.high.peak_at", "lr.advice.withheld"})
 
 
 def _soft_lr_default(f: Finding) -> bool:

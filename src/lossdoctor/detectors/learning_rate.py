@@ -17,6 +17,7 @@ from ..records import Run
 from ..sources.metadata import optimizer_family
 from .base import detector, round_sig
 from .gradients import clip_in_place
+from .lr_advice import cut_evidence, measure_fix, withheld
 from .lr_usual import judge_lr, peak_lr, with_lr_evidence
 from .quantities import Quantities
 
@@ -117,14 +118,40 @@ def lr_too_high(run: Run, q: Quantities) -> list[Finding]:
         activations that grew >= 30x and a loss that kept >= half of its first level (OVERSHOOT).
         A warning: the LR probe (triage/lr_probe.py) confirms it by replay or withdraws it.
     The rules are tried in this order: (b), (a), then on >= 20 points (c), (e), (d), (f).
+    (a), (b) and (c) read the curve alone: their LR cut stands only on evidence that holds
+    (`lr_advice.cut_evidence`), else they name the symptom with a measurement (`_as_certain`);
+    (d), (e) and (f) rest on measured update sizes and the LR's usual range.
     """
     if q.finite_loss.size < 3:
         return []
-    found = _nonfinite_from_start(run, q) or _early_jump(run, q)
-    if found or q.finite_loss.size < 20:
-        return found
-    return (_late_divergence(run, q) or _blown_update(run, q) or _oscillation(run, q)
-            or _above_usual_and_growing(run, q))
+    short = q.finite_loss.size < 20
+    found = _nonfinite_from_start(run, q) or _early_jump(run, q) or ([] if short else _late_divergence(run, q))
+    if found or short:
+        return [_as_certain(run, q, f) for f in found]
+    return _blown_update(run, q) or _oscillation(run, q) or _above_usual_and_growing(run, q)
+
+
+#: the confidence of a curve rule's LR finding whose cut is withheld: the symptom is certain, the
+#: LR one candidate among several (the differential's `UNSEPARATED_CONF` is 0.4, the weakest curve
+#: rule's 0.5)
+UNCERTAIN_LR = 0.5
+
+
+def _as_certain(run: Run, q: Quantities, f: Finding) -> Finding:
+    """The finding as its evidence supports it: its LR cut when the curve's evidence holds (a rise
+    that held, a NaN after a climb, an LR beyond the usual range), else a warning (a NaN stays
+    critical) whose fix is the measurement that tells, with the reason no cut is advised."""
+    nonfinite = f.symptom == "nonfinite"
+    row = q.first_bad if nonfinite and q.first_bad is not None else int(np.searchsorted(q.steps, f.step or 0))
+    held, why = cut_evidence(run, q, row, nonfinite)
+    if held is not None:
+        return f
+    f.evidence.append(withheld(why))
+    f.fixes = as_fixes([measure_fix(int(f.step) if f.step is not None else int(q.steps[row]))])
+    f.confidence = min(f.confidence, UNCERTAIN_LR)
+    if not nonfinite:
+        f.severity = "warning"
+    return f
 
 
 def _first_loss_ref(q: Quantities) -> tuple[float, float]:
@@ -262,9 +289,14 @@ def _fifths(q: Quantities) -> tuple[float, float, float]:
 
 def _late_divergence(run: Run, q: Quantities) -> list[Finding]:
     """(c) the last fifth's median >= 2x the best fifth's and >= 1.5x the first's, no NaN: judged on
-    block medians so noise around a tiny best loss is not a rise."""
+    block medians so noise around a tiny best loss is not a rise. On a log that shows the run's start
+    the loss fell first (`_fell_first`): one that rose from the run's first print never improved,
+    which the differential's no-fall symptom weighs (an objective growing from 0 rises so by
+    design); an excerpt may begin at its best."""
     first, last, best = _fifths(q)
     if not (best > 0 and last >= 2 * best and last >= 1.5 * first and q.first_bad is None):
+        return []
+    if shows_run_start(run, q) and not _fell_first(q.loss[q.finite_loss]):
         return []
     i = _divergence_onset(q.loss, q.finite_loss, best)
     s = int(q.steps[i])
@@ -272,6 +304,23 @@ def _late_divergence(run: Run, q: Quantities) -> list[Finding]:
     return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.65,
                     step=s, evidence=[Msg("lr.high.fell_then_rose", best=best, last=last, x=last / best, s=s)],
                     fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3, adam=_adam(q))])]
+
+
+#: a loss fell first when its lowest block median is at most this share of its first block's
+#: (blocks of `_divergence_onset`'s size; rule of thumb, untuned)
+FELL_FIRST = 0.9
+
+
+def _fell_first(x: np.ndarray) -> bool:
+    """The lowest median of blocks of max(5, n/20) points is not the first block's, and is at most
+    FELL_FIRST of it: the loss improved before anything else happened."""
+    w = max(5, x.size // 20)
+    nb = x.size // w
+    if not nb:
+        return False
+    med = np.median(x[:nb * w].reshape(nb, w), axis=1)
+    b = int(np.argmin(med))
+    return b > 0 and float(med[b]) <= FELL_FIRST * float(med[0])
 
 
 def _blown_update(run: Run, q: Quantities) -> list[Finding]:

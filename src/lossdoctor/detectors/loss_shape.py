@@ -13,6 +13,7 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector
 from .gradients import clip_fix
+from .lr_advice import held_rise, lr_beyond_usual, withheld
 from .quantities import Quantities, trailing_baseline
 
 
@@ -109,14 +110,17 @@ def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
         & (base < L.trained_share * start) & ((loss - base) >= L.give_back * (start - base))
 
 
-def spike_fixes(step: int, *, recovered: bool, recurring: bool) -> list[FixLike]:
+def spike_fixes(step: int, *, recovered: bool, recurring: bool, lr_high: bool = False) -> list[FixLike]:
     """The fix that fits the spike. A one-off that recovered is a data window the model could not
     digest: skip it (PaLM and OLMo rewind to a checkpoint before the spike and skip the batches
     around it); cutting the LR would slow the whole run for one bad window, so it is never advised.
-    Recurring spikes are the optimiser's instability: lower the peak LR, QK-layernorm, z-loss."""
+    Recurring spikes are the optimiser's instability: QK-layernorm, z-loss, and a lower peak LR when
+    the LR is far above what is usual for the optimizer (`lr_high`); otherwise the LR's part is
+    measured (the window replayed at half the LR), not cut: small batches' heavy-tailed losses
+    spike and come back again and again in runs that train (`lr_advice`)."""
     skip = Msg("spike.fix.skip_window", step=step, first=max(0, step - LIMITS.skip_before))
     if recurring:
-        return [Msg("spike.fix.recurring"), skip]
+        return [Msg("spike.fix.recurring") if lr_high else Msg("spike.fix.recurring_measure", step=step), skip]
     if recovered:
         return [skip]
     return [skip, Msg("spike.fix.if_again")]
@@ -216,11 +220,18 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         c = clip_fix(q, i)
         if c and not one_off:
             fixes.append(c)
-    fixes += spike_fixes(s, recovered=recovered, recurring=n_incidents > 1)
+    # a jump that did not come back is a divergence only while the rise holds (`lr_advice.held_rise`):
+    # a run that trains its loss down again at the new level (a data-mix change, a resume) needs no LR
+    # cut if it spikes again, and is a warning
+    held = recovered or held_rise(q, i)[0] is not None
+    if not held:
+        ev.append(withheld(held_rise(q, i)[1]))
+    fixes += spike_fixes(s, recovered=recovered or not held, recurring=n_incidents > 1,
+                         lr_high=lr_beyond_usual(run, q) is not None)
     if one_off:
         ev.append(Msg("scalars.spike.one_off"))
     return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
-                   severity="warning" if recovered else "critical", confidence=0.7, step=s, batch=s,
+                   severity="warning" if recovered or not held else "critical", confidence=0.7, step=s, batch=s,
                    evidence=ev, fixes=as_fixes(fixes))
 
 

@@ -53,6 +53,16 @@ def judge_lr(run: Run, q: Quantities, lr: float | None) -> tuple[str, Msg] | Non
     return verdict, Msg(f"lr_usual.{verdict}", lr=lr, lo=_short(lo), hi=_short(hi), what=Msg(what), opt=str(opt))
 
 
+def above_every_family(lr: float | None) -> Msg | None:
+    """The sentence saying `lr` is far above the usual peak of every optimizer family (beyond SLACK
+    x the highest usual peak, SGD's), so that the run's unnamed optimizer does not matter; None when
+    it is not (or unknown)."""
+    top = max(hi for _, hi, _ in USUAL_LR.values())
+    if lr is None or not lr > top * SLACK:
+        return None
+    return Msg("lr_usual.high_any", lr=lr, hi=_short(top))
+
+
 def _short(x: float) -> str:
     """1e-4, 2e-4, 1e-1: a range's ends as people write them."""
     m, e = f"{x:.0e}".split("e")

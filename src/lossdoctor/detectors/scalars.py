@@ -20,6 +20,7 @@ from ..records import Run
 from .base import detector
 from .gradients import already_clipped_fix, clip_in_place
 from .loss_shape import is_spike, robust_sigma, spike_fixes
+from .lr_advice import cut_evidence, lr_beyond_usual, measure_fix, withheld
 from .lr_usual import judge_lr, with_lr_evidence
 from .quantities import Quantities
 
@@ -518,6 +519,10 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
 #: the rule of `lr_rise_divergence`'s finding: the divergence it dates explains the later "spikes"
 #: (engine.arbitrate reads it)
 RUNAWAY_LR = "scalars.runaway_lr"
+#: the runaway rule reads a loss that improved as the LR climbed, then turned: its best at most this
+#: share of its first print (a fine-tune's loss that rises over a warm-up's first updates never
+#: improved, and a schedule past its best LR is not what that shows; rule of thumb, untuned)
+RUNAWAY_FELL = 0.9
 
 
 @detector("lr_rise_divergence", needs=("loss", "lr"))
@@ -525,8 +530,9 @@ RUNAWAY_LR = "scalars.runaway_lr"
 def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     """The loss diverges while the LR is still climbing: the LR rose >= 10x over the run (a warm-up
     with no end, a peak LR far too high, a range test left on) and the loss ends >= 1.5x its best
-    (or goes non-finite) after the LR passed the level where it was best. The fix is the schedule
-    or its peak, not clipping a "spike". Named `lr_too_high` (the peak the schedule reached), with
+    (or goes non-finite) after the LR passed the level where it was best, having improved first
+    (its best <= RUNAWAY_FELL x its first print). The fix is the schedule or its peak, not clipping
+    a "spike". Named `lr_too_high` (the peak the schedule reached), with
     the LR's trajectory as its evidence and `RUNAWAY_LR` as its rule."""
     lf = q.finite_loss
     if lf.size < 5:
@@ -538,6 +544,8 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     x = q.loss[lf]
     b = int(np.argmin(x))
     best = float(x[b])
+    if best > RUNAWAY_FELL * float(x[0]):
+        return []  # it never improved as the LR climbed: a warm-up's first updates, not a range run past its best
     end = q.first_bad if q.first_bad is not None else int(lf[-1])
     after = lf[lf > lf[b]]
     diverged = q.first_bad is not None or (after.size >= 2 and best > 0
@@ -618,7 +626,8 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
     ev.append(Msg("scalars.spike.short_log", n=int(n)))
     return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                     severity="warning" if recovered else "critical", confidence=0.6, step=s, batch=s,
-                    evidence=ev, fixes=as_fixes(spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1)))]
+                    evidence=ev, fixes=as_fixes(spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1,
+                                                            lr_high=lr_beyond_usual(run, q) is not None)))]
 
 
 @detector("lr_collapse", needs=("loss", "lr"))
@@ -686,8 +695,8 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
         return []
     x = q.loss[lf]
     x0 = float(x[0])
-    if x0 <= 0:
-        return []
+    if x0 <= 0 or bool((x < 0).any()):
+        return []  # a signed objective (an RL policy loss around 0): a ratio to its first value means nothing
     head = x[1:4]
     j = int(np.argmax(head)) + 1
     k = max(3, x.size // 3)
@@ -706,13 +715,17 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
                      Msg("scalars.jump.never_below", n=int(x.size), last=last)]
     lr, _ = _lr_reached(q, lf)
     fixes: list[FixLike] = [Msg("scalars.jump.fix")]
+    guess = lr is not None and lr >= 1e-2 and judge_lr(run, q, lr) is None
     if lr is not None and lr > 0:
         # the optimizer unknown: say what an LR this size would mean for the common one (when the
         # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
-        guess = lr >= 1e-2 and judge_lr(run, q, lr) is None
         ev.append(Msg("scalars.jump.lr_adam_guess" if guess else "scalars.alt.lr_value", lr=lr))
         fixes = [Fix.lr(Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10),
                         to=lr / 10, now=lr)]
+    held, why = cut_evidence(run, q, int(lf[j]))
+    if held is None:  # the rise does not hold (`lr_advice`): name it, measure the LR, cut nothing
+        ev.append(withheld(why))
+        fixes = [measure_fix(s)]
     return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
                     evidence=ev, fixes=as_fixes(fixes))]
 

@@ -26,6 +26,61 @@ TEMPLATES = {
     "lr.fix.warmup_clip": (
         "add or lengthen the LR warm-up, and clip gradients (max_norm=1.0)",
         "加上或加长 LR warmup，并做梯度裁剪（max_norm=1.0）"),
+    # how certain an LR cut is (detectors/lr_advice.py)
+    "lr.fix.measure_first": (
+        "before changing the LR, measure it: re-run from a checkpoint before step {step} for the same number of "
+        "steps at a third of the LR and at the current one; the LR is the cause only if the loss stays down at "
+        "the smaller one and not at the current one",
+        "改 LR 之前先测量：从 step {step} 之前的 checkpoint 出发，分别用三分之一的 LR 和当前 LR 跑同样的步数；"
+        "只有较小 LR 下 loss 保持下降、当前 LR 下不能时，原因才是 LR"),
+    "lr.advice.withheld": ("no LR cut is advised on this evidence: {why}", "依据不足，不建议降低 LR：{why}"),
+    "lr.advice.held": (
+        "the loss rose from {base} to {end} ({x}x) from step {step} on and stayed up to the end of the log",
+        "loss 从 step {step} 起由 {base} 升到 {end}（{x} 倍），并一直保持到日志结尾"),
+    "lr.advice.blown": (
+        "the loss blew up to {top} from {base} after step {step}: a jump of that size is a step far too large for "
+        "the weights, however the run went on",
+        "step {step} 之后 loss 从 {base} 暴涨到 {top}：这么大的跳变说明步长对权重来说过大，无论之后训练如何"),
+    "lr.advice.fell_again": (
+        "the loss came back down after the rise (from its peak {peak} to {end} at the end of the log, against "
+        "{base} before step {step}): a run that trains its loss down again after a bump (a warm-up, an LR "
+        "restart, a resume, a change of the data, a running mean filling up) is not one a smaller LR helps",
+        "上升之后 loss 又降了下来（从峰值 {peak} 降到日志结尾的 {end}，step {step} 之前为 {base}）：出现波峰后"
+        "又能把 loss 降下来的训练（warm-up、LR 重启、恢复训练、数据变化、滑动平均的起步）不需要更小的 LR"),
+    "lr.advice.fills_up": (
+        "the loss rises gradually from the log's first print ({first}), its lowest, each step adding less than "
+        "the one before: the shape of a running mean started at 0 or of an objective that grows from 0 (a KL to "
+        "a reference); a model at its init prints its highest loss first, and a step too large makes a rise that "
+        "grows",
+        "loss 从日志第一条（{first}，也是最低点）开始逐步上升，且每步增幅都比前一步小：这是从 0 开始的滑动平均"
+        "或从 0 增长的目标（如相对参考模型的 KL）的形状；初始化时模型的第一条 loss 最高，步长过大造成的上升会越来越快"),
+    "lr.advice.tiny": (
+        "the loss rose from {base} to {end} after step {step} but stays below {level}: weights a step too large "
+        "blew up print losses back near their init's, and an objective near 0 by design (an RL loss, a KL "
+        "penalty) moves down there",
+        "step {step} 之后 loss 从 {base} 升到 {end}，但仍低于 {level}：被过大步长破坏的权重，其 loss 会回到接近初始化时的水平；"
+        "而本就接近 0 的目标（强化学习的目标函数、KL 惩罚）会在这个范围内波动"),
+    "lr.advice.small_rise": (
+        "the loss ended at {x}x its level before step {step} ({base} -> {end}), under the {need}x a step too large "
+        "for the weights leaves behind",
+        "loss 最终是 step {step} 之前水平的 {x} 倍（{base} -> {end}），低于步长过大时会留下的 {need} 倍"),
+    "lr.advice.in_noise": (
+        "the rise from {base} to {end} after step {step} is only {z} sigma of the log's own point-to-point noise",
+        "step {step} 之后从 {base} 到 {end} 的上升只有日志自身逐点噪声的 {z} 个 sigma"),
+    "lr.advice.unmeasured": (
+        "the rise cannot be measured against a level before it (the loss is not positive there)",
+        "无法与此前的水平比较这次上升（那里的 loss 不是正数）"),
+    "lr.advice.nan_first": ("no finite loss came before the NaN/Inf: nothing shows a climb",
+                            "NaN/Inf 之前没有有限的 loss：看不出有上升过程"),
+    "lr.advice.nan_calm": (
+        "the loss did not climb before the NaN/Inf (last {last}, {base} before it): a NaN out of a calm run is as "
+        "often fp16's range or one bad batch as a step too large",
+        "NaN/Inf 之前 loss 没有上升（最后为 {last}，此前为 {base}）：平稳训练中突然出现的 NaN，"
+        "同样常见于 fp16 的范围或一个坏 batch，而不只是步长过大"),
+    "lr.advice.nan_climb": ("the loss climbed to {top} (from {base}) right before the NaN/Inf",
+                            "NaN/Inf 之前 loss 刚刚从 {base} 升到 {top}"),
+    "lr.advice.nan_blown": ("the loss had blown up to {loss} before the NaN/Inf",
+                            "NaN/Inf 之前 loss 已经爆到 {loss}"),
     # too high: the loss never improved and went non-finite
     "lr.high.never_improved": (
         "the loss never improved (best {best} vs start {start}) and went non-finite at step {s}",

@@ -11,6 +11,11 @@ TEMPLATES = {
         "spikes recur: lower the peak LR (e.g. 2x), add QK-layernorm to attention and a z-loss of 1e-4 on the "
         "output logits",
         "尖峰反复出现：降低峰值 LR（比如降 2 倍），给 attention 加 QK-layernorm，并对输出 logits 加 1e-4 的 z-loss"),
+    "spike.fix.recurring_measure": (
+        "spikes recur: add QK-layernorm to attention and a z-loss of 1e-4 on the output logits; to see whether the "
+        "step size drives them, replay the window before step {step} at half the LR beside the current one",
+        "尖峰反复出现：给 attention 加 QK-layernorm，并对输出 logits 加 1e-4 的 z-loss；要判断是否由步长引起，"
+        "可在 step {step} 之前的这段数据上分别用一半的 LR 和当前 LR 重放对比"),
     "spike.fix.if_again": (
         "if it spikes again after the rewind: lower the peak LR and add QK-layernorm or a z-loss of 1e-4",
         "如果回退之后还出现尖峰：降低峰值 LR，并加 QK-layernorm 或 1e-4 的 z-loss"),

@@ -324,6 +324,9 @@ TEMPLATES = {
     "lr_usual.high": (
         "the LR {lr} is far above what is usual for {what} ({lo} to {hi}; optimizer {opt})",
         "LR {lr} 远高于{what}的常用范围（{lo} 到 {hi}；optimizer 为 {opt}）"),
+    "lr_usual.high_any": (
+        "the LR {lr} is far above the usual peak of every common optimizer (at most {hi}, SGD with momentum's)",
+        "LR {lr} 远高于所有常用优化器的常用峰值（最高为 SGD+momentum 的 {hi}）"),
     "lr_usual.for.adam_pretrain": ("Adam/AdamW LM pre-training", " Adam/AdamW 语言模型预训练"),
     "lr_usual.for.adam_finetune": ("Adam/AdamW fine-tuning", " Adam/AdamW 微调"),
     "lr_usual.for.adam": ("Adam/AdamW", " Adam/AdamW "),
