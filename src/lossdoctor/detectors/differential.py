@@ -246,6 +246,13 @@ _DIVERGE_ROWS = (
         "something else wrecked them", DEV + "neox_llama_bf16_loss_jump.log"),
     Row("kept_rising", "loss_spike", -0.4, "after a bad batch the loss stays at its new level or comes back; it "
         "does not go on rising"),
+    # a V traced point by point: what a too-large step makes, and what gradients summed over steps make
+    # (each update adds all the earlier ones: the loss falls fast, overshoots, climbs at every step);
+    # a loss alone does not tell them apart, so the weight makes the two as likely (the LR's prior and
+    # its kept_rising row) and the finding says that nothing separates them
+    Row("v_turn", "grad_not_zeroed", 1.2, "the loss fell at every point, then rose at every point from its best, "
+        "smoothly: gradients never zeroed sum every step's gradient into the next update, which makes this V as "
+        "a step too large does", DEV + "aihwkit_loss_error_lines_no_zero_grad_rises.log"),
 )
 
 _ABSURD_ROWS = (
@@ -307,6 +314,12 @@ _FLAT_ROWS = (
         "categorical cross-entropy) fed targets outside [0, 1] saturates at a negative value",
         DEV + "keras_mnist_sigmoid_bce_negative_loss_constant.txt"),
     Row("negative", "frozen_model", -0.3, "weights that never change give the loss the init gives, not one below 0"),
+    Row("bce_base_rate", "wrong_loss", 1.5, "the loss sits at the binary cross-entropy of a 1/K base rate: a "
+        "binary cross-entropy over K one-hot columns (a multi-class target compiled with binary_crossentropy) whose "
+        "outputs learnt the prior and nothing else",
+        DEV + "keras_lstm_newsgroups_dense1_sigmoid_bce_loss_acc_frozen.txt"),
+    Row("bce_base_rate", "frozen_model", -0.8, "weights that never changed give their init's loss (ln 2 per column for "
+        "sigmoids at 0.5), not the class prior's binary entropy to four digits: they were trained to it"),
 )
 
 _STUCK_ROWS = (
@@ -386,6 +399,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "lr_zero": ("lr_zero", "stall", "warning"),
     "lr_tiny": ("lr_tiny", "slow_convergence", "warning"),
     "oscillation": ("divergence", "oscillation", "warning"),
+    "rising_start": ("divergence", "divergence", "warning"),
+    "creep": ("divergence", "divergence", "warning"),
 }
 
 #: the one measurement that tells the two leading causes apart (a message key under diff.sep.)
@@ -423,6 +438,8 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("activation_overflow", "grad_explosion")): "scale_vs_batch",
     frozenset(("precision_stall", "nonfinite_data")): "scale_vs_batch",
     frozenset(("precision_stall", "lr_too_high")): "scale_vs_batch",
+    frozenset(("grad_not_zeroed", "lr_too_high")): "zero_grad",
+    frozenset(("grad_not_zeroed", "grad_explosion")): "zero_grad",
 }
 
 #: a cause's own fixes (message keys under diff.fix.), said only when it leads clearly
@@ -442,6 +459,7 @@ FIXES: dict[str, tuple[str, ...]] = {
     "attention_overflow": ("attention_mask",),
     "precision_stall": ("fp32_optimizer_state",),
     "wrong_loss": ("loss_fits_targets",),
+    "grad_not_zeroed": ("zero_grad",),
 }
 
 #: the leader's share of the differential at or above which its own fixes are said (below it the
@@ -862,6 +880,26 @@ def _ev_negative_level(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return _ev_negative(run, q, sym)
 
 
+#: class counts whose binary entropy H(1/K) a flat loss is compared with (K >= 3: at K = 2 it is ln 2,
+#: a softmax's chance level too), and the relative tolerance (`chance_of`'s 0.2%)
+BCE_KS = tuple(k for k in COMMON_K if k >= 3)
+BCE_TOL = 0.002
+
+
+def _ev_bce_base_rate(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The flat level is H(1/K) = -(1/K) ln(1/K) - (1 - 1/K) ln(1 - 1/K) for a common K >= 3: the mean
+    binary cross-entropy of K one-hot columns predicted at their base rate 1/K (Keras'
+    binary_crossentropy on a 20-class softmax target sits at 0.1985, its accuracy at 0.95)."""
+    level = sym.data.get("level")
+    if not isinstance(level, (int, float)) or not level > 0:
+        return None
+    for k in BCE_KS:
+        h = -(1 / k) * math.log(1 / k) - (1 - 1 / k) * math.log(1 - 1 / k)
+        if abs(float(level) - h) <= BCE_TOL * h:
+            return Msg("diff.ev.bce_base_rate", level=float(level), k=k, h=h)
+    return None
+
+
 def _ev_scale_below_one(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.scale_below_one", low=sym.data["low"]) if sym.data.get("low", 2.0) < 1 else None
 
@@ -881,14 +919,39 @@ def _ev_first_updates(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 #: a climb that goes on: the point before the symptom and at least this many after it, rising at each
 KEPT_RISING_AFTER = 2
+#: a V: at least this many falling intervals to the best, and as many rising ones from it to the end
+V_SIDE = 3
+#: ... rising smoothly: no interval of the rise carries more than this share of it (`climb_step_share`'s
+#: 0.7 is a jump; a V climbs in even steps)
+V_STEP_SHARE = 0.5
+
+
+def _ev_v_turn(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The loss fell at every logged point to its lowest (>= V_SIDE intervals), then rose at every
+    point from there to the end (>= V_SIDE intervals), no interval carrying more than V_STEP_SHARE of
+    the rise."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if sym.kind not in ("rise", "jump_stayed") or x.size <= V_SIDE + V_SIDE:
+        return None
+    b = int(np.argmin(x))
+    down, up = np.diff(x[:b + 1]), np.diff(x[b:])
+    if down.size < V_SIDE or up.size < V_SIDE or (down >= 0).any() or (up <= 0).any():
+        return None
+    if float(np.max(up)) > V_STEP_SHARE * float(x[-1] - x[b]):
+        return None
+    return Msg("diff.ev.v_turn", best=float(x[b]), step=int(q.steps[lf[b]]), first=float(x[0]), last=float(x[-1]))
 
 
 def _ev_kept_rising(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    """From the point before the symptom to the end of the log the loss rose at every logged point,
-    over >= 2 intervals (a climb that goes on, not a step up that levels off)."""
+    """From the point before the symptom (or the symptom's own point when it is the lower: a rise
+    dated at its lowest point) to the end of the log the loss rose at every logged point, over >= 2
+    intervals (a climb that goes on, not a step up that levels off)."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     k = int(np.searchsorted(lf, sym.row))
     x = q.loss[lf[max(0, k - 1):]]
+    if k > 0 and x.size > 1 and x[1] < x[0]:
+        x = x[1:]
     if k == 0 or x.size <= KEPT_RISING_AFTER or not bool((np.diff(x) > 0).all()):
         return None
     return Msg("diff.ev.kept_rising", n=int(x.size - 1), last=float(x[-1]))
@@ -912,13 +975,13 @@ EVIDENCE: dict[str, Evidence] = {
     "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
     "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "lr_zero_all": _ev_lr_zero_all,
     "lr_tiny": _ev_lr_tiny, "recovered": _ev_recovered, "sudden": _ev_sudden, "to_chance": _ev_to_chance,
-    "negative": _ev_negative_level, "constant_loss": _ev_constant, "froze_after_moving": _ev_froze_after_moving, "scale_below_one": _ev_scale_below_one,
+    "negative": _ev_negative_level, "constant_loss": _ev_constant, "bce_base_rate": _ev_bce_base_rate, "froze_after_moving": _ev_froze_after_moving, "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
     # the text's events (detectors/log_events.py)
     "nan_input": ev_nan_input, "scale_floor": ev_scale_floor, "op_attention": ev_op_attention,
     "op_domain": ev_op_domain, "op_overflow": ev_op_overflow, "grad_text": ev_grad_text,
     "resumed": ev_resumed_here,
-    "first_updates": _ev_first_updates, "kept_rising": _ev_kept_rising, "early": _ev_early, "intermittent": _ev_intermittent,
+    "first_updates": _ev_first_updates, "kept_rising": _ev_kept_rising, "v_turn": _ev_v_turn, "early": _ev_early, "intermittent": _ev_intermittent,
     "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
     "rising": _ev_rising, "first_update": _ev_first_update, "late": _ev_late,
     "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "blew_up": _ev_blew_up,
@@ -995,6 +1058,7 @@ def what(sym: Symptom) -> Msg:
             "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
             "no_fall": ("first", "low", "last", "n", "step", "end_step"),
             "epoch_flat": ("first", "last", "n", "step", "end_step"),
+            "rising_start": ("first", "last", "n", "ratio"), "creep": ("best", "best_step", "end", "ratio", "step", "n"),
             "oscillation": ("step", "swing", "base", "n")}[sym.kind]
     if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded
         d.update({k: f"{d[k]:.10g}" for k in ("level", "before") if k in d})

@@ -153,6 +153,22 @@ class SymptomLimits:
     no_fall_tol: float = 0.02
     rise_tau: float = 0.5
     no_fall_long: int = 30
+    #: a shorter log of the run's start (at least this many points, fewer than `no_fall_points`)
+    #: whose loss rises strongly is a symptom already: rising at most pairs (Kendall's tau >=
+    #: `rise_start_tau`: 9 of 10 pairs for 5 points) to `diverged` x its first loss at the end (a
+    #: Qwen fine-tune's first five steps 1.28 -> 2.13 that went NaN at step 20); a warm-up that
+    #: still climbs is too early to judge, as for `no_fall`
+    rise_start_points: int = 5
+    rise_start_tau: float = 0.6
+    #: a creep: a loss that rises steadily from its best to the end of the log, by less than `diverged`
+    #: but at least `creep_min`, over >= `creep_points` points from its best (>= `creep_log` in the log),
+    #: rising at most pairs (Kendall's tau >= `creep_tau`) and `rise_z` point-noise sigmas out of its own
+    #: noise: epoch means (a Keras run's 1.084 -> 1.155 over nine epochs) carry little batch noise, so
+    #: a few percent that keep coming are a trend; a per-batch log's noise hides a creep that small
+    creep_min: float = 0.03
+    creep_points: int = 5
+    creep_log: int = 8
+    creep_tau: float = 0.6
     #: a log of this many steps or more shows more than a warm-up's first moments
     span_steps: int = 100
     #: a climb: consecutive rising intervals (at least this many) that multiply the loss by at least
@@ -243,6 +259,17 @@ class SymptomLimits:
     #: a loss exactly 0 on every point of a log of the run's first updates: two points suffice (a loss
     #: that no print of a learning model shows that early; the zero itself carries no batch noise)
     zero_start_points: int = 2
+    #: a zero straight after a loss at least this large is a fall no four-decimal print rounds to 0 (a
+    #: loss that converged towards 0 and printed 0.0 is the run done, not broken)
+    zero_drop_from: float = 0.05
+    #: a gradient norm at least this (median) on the rows where the loss is exactly 0: gradients flow,
+    #: so the 0 is not the loss the weights are trained on (GRPO with beta = 0 logs 0 by construction
+    #: while its norms are 0.03-0.5: TRL's maintainers call it expected); an empty label mask's
+    #: gradient is 0, or ~1e-6 of bf16 rounding
+    zero_grad_live: float = 1e-3
+    #: ... and at most this on every zero row: no gradient flows, so one zero print after a sane loss
+    #: is the symptom already (a Qwen2 SFT: 1.73, then 0.0 with grad norm 3.9e-6)
+    zero_grad_dead: float = 1e-4
 
 
 LIMITS = SymptomLimits()
@@ -274,7 +301,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
     for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _stuck_tail,
-               _repeats, _no_fall, _epoch_flat, _grad, _scale, _skips, _lr):
+               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -804,22 +831,50 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
 
 def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     """Every loss point exactly 0 (>= 3 points), or exactly equal (`identical`) and not at a chance
-    level (`_chance_plateau` names those with their K)."""
+    level (`_chance_plateau` names those with their K). Zeros while gradients flow (`zero_grad_live`)
+    are no loss the weights saw; zeros the log ends on after a sane loss with no gradient
+    (`zero_grad_dead`) are one at any length."""
     lf = q.finite_loss
     x = q.loss[lf]
+    zeros = lf[x == 0.0]
+    if zeros.size and _grad_at(q, zeros, np.median) >= LIMITS.zero_grad_live:
+        return []
     if _zero_at_start(run, q, x):
         return [_sym(q, "zero", lf[0], n=int(x.size))]
+    tail = _zero_tail(q, lf, x)
+    if tail is not None:
+        return [_sym(q, "zero", lf[tail], n=int(x.size - tail))]
     if x.size < 3:
         return []
     z = int(np.argmax(x == 0.0))
     # from the start, or straight down from a loss no four-decimal log rounds to 0 (a loss that
     # converged towards 0 and printed 0.0 is the run done, not broken)
-    if x[z] == 0.0 and _zero_from(q, lf, x, z) and (z == 0 or float(x[z - 1]) >= 0.05):
+    if x[z] == 0.0 and _zero_from(q, lf, x, z) and (z == 0 or float(x[z - 1]) >= LIMITS.zero_drop_from):
         return [_sym(q, "zero", lf[z], n=int((x == 0.0).sum()))]
     ch = chance_of(run, float(x[0]))
     if not identical(run, q, x) or (ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]):
         return []  # at ln K: `_chance_plateau` names it with its K
     return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
+
+
+def _grad_at(q: Quantities, rows: np.ndarray, how=np.median) -> float:
+    """`how` (median, max) of the finite gradient norms logged on `rows`; NaN when none is."""
+    g = q.grad_norm[rows]
+    g = g[np.isfinite(g)]
+    return float(how(g)) if g.size else math.nan
+
+
+def _zero_tail(q: Quantities, lf: np.ndarray, x: np.ndarray) -> int | None:
+    """The first of the zeros the log ends on, when the loss before them was >= zero_drop_from and
+    every one of them has a gradient norm logged, all <= zero_grad_dead: the loss went to exactly 0
+    in one interval and nothing flows back (an empty label mask, a loss that lost its targets)."""
+    nz = np.flatnonzero(x != 0.0)
+    t = int(nz[-1]) + 1 if nz.size else 0
+    if t == 0 or t >= x.size or float(x[t - 1]) < LIMITS.zero_drop_from:
+        return None
+    g = q.grad_norm[lf[t:]]
+    dead = bool(np.isfinite(g).all()) and float(np.max(g)) <= LIMITS.zero_grad_dead
+    return t if dead else None
 
 
 def _zero_at_start(run: Run, q: Quantities, x: np.ndarray) -> bool:
@@ -959,15 +1014,74 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
         return []  # an HF console paste from epoch 1 on: not the run's start
     if float(np.min(x[1:])) < (1 - LIMITS.no_fall_tol) * float(x[0]) or identical(run, q, x):
         return []
-    lr = q.lr[lf]
-    lr = lr[np.isfinite(lr)]
-    if lr.size >= 2 and lr[-1] >= 1.5 * lr[0] and lr[-1] > 0:
+    if _warming(q, lf):
         return []  # a warm-up: too early to call it stuck
     tau = kendall_tau(x[:200])
     if tau < LIMITS.rise_tau and x.size < LIMITS.no_fall_long:
         return []
     return [_sym(q, "no_fall", lf[0], first=float(x[0]), low=float(np.min(x)), last=float(x[-1]),
                  n=int(x.size), end_step=int(q.steps[lf[-1]]), rising=bool(tau >= LIMITS.rise_tau), tau=tau)]
+
+
+def _rising_start(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A log of the run's start too short for `_no_fall` (`rise_start_points` to `no_fall_points`
+    points) whose loss never fell below its first value and rose: Kendall's tau >= rise_start_tau and
+    the last point >= `diverged` x the first, the LR (where logged) not still warming up."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if not lim.rise_start_points <= x.size < lim.no_fall_points or x[0] <= 0 or not _shows_start(run, q, lf):
+        return []
+    if float(np.min(x[1:])) < (1 - lim.no_fall_tol) * float(x[0]) or float(x[-1]) < lim.diverged * float(x[0]):
+        return []
+    tau = kendall_tau(x)
+    if tau < lim.rise_start_tau or _warming(q, lf):
+        return []
+    return [_sym(q, "rising_start", lf[1], first=float(x[0]), last=float(x[-1]), n=int(x.size), tau=tau,
+                 ratio=float(x[-1] / x[0]))]
+
+
+def _shows_start(run: Run, q: Quantities, lf: np.ndarray) -> bool:
+    """The log's steps are the trainer's and its first is at most `start_steps`, and it is not an HF
+    console paste from epoch 1 on: the run's first updates are shown."""
+    first_epoch = run.meta.get("first_epoch")
+    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
+        return False
+    return steps_known(run) and int(q.steps[lf[0]]) <= LIMITS.start_steps
+
+
+def _warming(q: Quantities, lf: np.ndarray) -> bool:
+    """The logged LR is still climbing over the rows (a warm-up: last >= 1.5x first)."""
+    lr = q.lr[lf]
+    lr = lr[np.isfinite(lr)]
+    return bool(lr.size >= 2 and lr[-1] >= 1.5 * lr[0] and lr[-1] > 0)
+
+
+def _creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A loss that creeps up from its best to the end of the log (see `creep_min`): too little for
+    `_divergence` (which this defers to), steady enough to stand out of the log's own noise."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.creep_log or (x <= 0).any():
+        return []
+    best, b = rolling_best(x)
+    after = x[b:]
+    k = max(2, x.size // 5)
+    end = float(np.median(x[-k:]))
+    if after.size < lim.creep_points or b >= x.size - k or end < (1 + lim.creep_min) * best or end >= lim.diverged * best:
+        return []
+    rise = math.log(end / best)
+    if kendall_tau(after) < lim.creep_tau or rise < lim.rise_z * point_noise(after) \
+            or end < float(np.percentile(x[:-k], 75)) or _warming(q, lf[b:]):
+        return []  # (a loss that rises while the LR still warms up is a warm-up's first updates)
+    if _shows_start(run, q, lf) and float(np.min(x[1:])) >= (1 - lim.no_fall_tol) * float(x[0]):
+        return []  # it never fell from the run's first loss: `_no_fall` / `_rising_start` judge that
+    half = math.sqrt(best * end)
+    on = b + int(np.argmax(after >= half))
+    # (`rise_seen` in log space: a creep of a few percent has been at 90% of its end level all along)
+    if (x[b + 1:on] >= best * math.exp(lim.rise_seen * rise)).any():
+        return []  # one more crest of an oscillation
+    return [_sym(q, "creep", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
+                 n=int(after.size))]
 
 
 def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:

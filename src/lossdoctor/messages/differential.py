@@ -2,6 +2,14 @@
 
 TEMPLATES = {
     # the symptoms, as the log shows them
+    "diff.what.rising_start": (
+        "the loss rose over the run's first {n} logged points, from {first} to {last} ({ratio}x), never below its start",
+        "在训练最初的 {n} 个记录点里 loss 一路上升，从 {first} 到 {last}（{ratio} 倍），从未低于起点"),
+    "diff.what.creep": (
+        "the loss crept up from its best {best} (step {best_step}) to {end} ({ratio}x) over its last {n} points, "
+        "rising at most of them, from step {step} on",
+        "loss 从最好的 {best}（step {best_step}）在最后 {n} 个点里缓慢上升到 {end}（{ratio} 倍），多数点都在上升，"
+        "始于 step {step}"),
     "diff.what.nonfinite": ("the loss or the gradient norm went non-finite at step {step}",
                             "loss 或 grad norm 在 step {step} 变成了 NaN/Inf"),
     "diff.what.nonfinite_component": ("the component loss {name} is non-finite at step {step}",
@@ -133,6 +141,14 @@ TEMPLATES = {
     "diff.ev.froze_after_moving": ("the loss moved before it ({n} earlier point(s) differ), then froze at {level}",
                                    "在此之前 loss 有变化（之前 {n} 个点的值不同），随后停在 {level}"),
     "diff.ev.negative": ("the loss is negative", "loss 为负"),
+    "diff.ev.v_turn": (
+        "the loss fell at every logged point from {first} to {best} (step {step}), then rose at every point to {last}",
+        "loss 从 {first} 逐点下降到 {best}（step {step}），之后又逐点上升到 {last}"),
+    "diff.ev.bce_base_rate": (
+        "the loss sits at {level}, the binary cross-entropy of K = {k} one-hot columns predicted at their base rate "
+        "1/{k} ({h}): the outputs learnt the class prior under a binary loss",
+        "loss 停在 {level}，正好是 K = {k} 个 one-hot 列都预测为基础比例 1/{k} 时的二元交叉熵（{h}）："
+        "在二元 loss 下输出只学到了类别先验"),
     "diff.ev.constant": ("the loss repeats to the last digit across batches", "不同 batch 的 loss 完全相同"),
     "diff.ev.scale_below_one": ("the scale is {low}, below 1", "scale 为 {low}，低于 1"),
     "diff.ev.loss_moving": ("the loss moves from step to step", "loss 在各 step 之间有变化"),
@@ -216,6 +232,16 @@ TEMPLATES = {
     "diff.sep.first_forward": ("run one forward pass before any update and compare the loss with ln(classes)",
                                "在任何更新之前做一次前向，把 loss 与 ln(类别数) 比较"),
     # fixes
+    "diff.sep.zero_grad": (
+        "check that optimizer.zero_grad() runs once per step before backward, and log the gradient norm from the "
+        "first step: gradients summed over steps make it grow at every step even while the loss still falls",
+        "检查每一步在 backward 之前是否调用了一次 optimizer.zero_grad()，并从第一步起记录 grad norm："
+        "梯度跨步累加时，即使 loss 仍在下降，grad norm 也会逐步增大"),
+    "diff.fix.zero_grad": (
+        "zero the gradients once per optimizer step (optimizer.zero_grad(set_to_none=True) before backward, or after "
+        "step() when accumulating)",
+        "每个优化器 step 清零一次梯度（在 backward 之前调用 optimizer.zero_grad(set_to_none=True)，"
+        "梯度累积时在 step() 之后调用）"),
     "diff.fix.measure": ("first, measure: {how}", "先测量：{how}"),
     "diff.fix.rerun": (
         "cheapest re-run that localises it: resume from the last checkpoint at or before step {step} and run "
