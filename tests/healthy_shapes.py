@@ -18,7 +18,8 @@ trainers' documented behaviour):
   stage at a higher LR), a curriculum or data-mix change (a step up, then the loss falls again);
 - a validation loss read as the training loss (it falls, then creeps up as the model overfits);
 - a VAE whose KL weight is annealed from 0 (the total rises while the weight grows);
-- an excerpt from the middle of a run (no step printed, or epochs far from the first).
+- an excerpt from the middle of a run (no step printed, or epochs far from the first), and one of a
+  fine-tune that has fit its data (a loss near 0.001-0.01 whose hard batches jump x50-x300).
 
 A case is reproducible from its name (shape, format, seed, index).
 """
@@ -293,6 +294,19 @@ def s_kl_anneal(rng: np.random.Generator, n: int) -> Shape:
     return Shape(_curve(loss, lr, _grad(rng, loss)), _steps(rng, n))
 
 
+def s_converged_near_zero(rng: np.random.Generator, n: int) -> Shape:
+    """A fine-tune that has fit its data: the loss sits at 1e-3 to 1e-2 and the odd hard batch
+    throws x50-x300 (0.1-1), which the next batch does not repeat."""
+    level = float(10 ** rng.uniform(-3, -2))
+    loss = level * _heavy(rng, n, 0.3)
+    hard = rng.random(n) < 0.05
+    hard[int(rng.integers(1, n))] = True
+    loss[hard] *= rng.uniform(50.0, 300.0, int(hard.sum()))
+    lr = np.full(n, float(rng.choice([1e-5, 2e-5, 1e-4])))
+    return Shape(_curve(loss, lr, _grad(rng, loss)), _steps(rng, n, first=int(rng.choice([500, 3000]))),
+                 first_epoch=float(rng.uniform(1.0, 5.0)))
+
+
 def s_excerpt(rng: np.random.Generator, n: int) -> Shape:
     """An excerpt from the middle of a long run: a loss near its floor, batch noise of 3-15%, falling
     a little or not at all; its first printed step far from the run's start (or, when the format
@@ -322,6 +336,7 @@ SHAPES: dict[str, tuple[Callable[[np.random.Generator, int], Shape], int, int]] 
     "eval_overfit": (s_eval_overfit, 8, 80),
     "kl_anneal": (s_kl_anneal, 20, 400),
     "excerpt": (s_excerpt, 5, 200),
+    "converged_near_zero": (s_converged_near_zero, 10, 300),
 }
 
 

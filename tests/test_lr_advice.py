@@ -122,6 +122,9 @@ def test_a_rise_inside_the_logs_own_noise_or_below_any_init_level_is_no_evidence
     noisy[0] = 0.15  # one lucky first draw
     held, why = held_rise(_q(noisy), 1)
     assert held is None and why.key == "lr.advice.in_noise"
+    # a converged loss near 0.002 whose hard batches reach x100-x200: no blow-up, and it trains on
+    converged = [0.003, 0.002, 0.0025, 0.4, 0.002, 0.0021, 0.3, 0.0019, 0.002, 0.0018]
+    assert held_rise(_q(converged), 3)[0] is None
     tiny = [0.002, 0.004, 0.009, 0.015, 0.02, 0.025, 0.03]  # a KL penalty growing from ~0
     held, why = held_rise(_q(tiny), 1)
     assert held is None and why.key in ("lr.advice.tiny", "lr.advice.fills_up")

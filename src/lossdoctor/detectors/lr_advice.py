@@ -71,6 +71,11 @@ class LrAdviceLimits:
     #: a rise whose highest point reached this many times its level before blew the weights up,
     #: however the log ends (`differential.BLOWN_UP_RATIO`): healthy bumps reach x1.1-2
     blown_ratio: float = 100.0
+    #: ... to a loss at least this large: a converged loss near 0.001-0.01 throws single batches
+    #: x50-x300 (to 0.1-3) and trains on; a blow-up takes the loss past any trained model's (a
+    #: cross-entropy of 100 is beyond every vocabulary's ln V; the zoo's Adam at LR 0.3 went
+    #: 0.14 -> 194 and 1.2 -> 9.5e4)
+    blown_floor: float = 100.0
     #: a rise from the log's first print, its lowest, that covers at least this share of its height
     #: in the first half of its points (each step adding less than the one before) fills up like an
     #: average started at 0 or an objective growing from 0 (a KL to a reference); a blow-up grows
@@ -153,7 +158,7 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
     noise = _point_noise(after)
     data = dict(base=base, end=end, peak=peak, x=end / base, step=int(q.steps[lf[i]]))
     high = float(np.max(after))
-    if high >= lim.blown_ratio * base or high >= lim.blown:
+    if (high >= lim.blown_ratio * base and high >= lim.blown_floor) or high >= lim.blown:
         return Msg("lr.advice.blown", top=high, **data), Msg("lr.advice.blown", top=high, **data)
     if top > 0 and rise < lim.keep_share * top:
         return None, Msg("lr.advice.fell_again", **data)
