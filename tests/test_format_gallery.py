@@ -1416,7 +1416,24 @@ case("trl_grpo_console_dicts",
      "".join(f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 1e-06, 'completion_length': 120.5, "
              f"'rewards/accuracy_reward': 0.2{k}, 'reward': 0.2{k}, 'reward_std': 0.31, 'kl': 0.00{k + 1}, "
              f"'epoch': 0.0{k + 1}}}\n" for k, (v, g) in enumerate(zip((0.0, 0.0001, 0.0003), G))),
-     {1: 0.0, 2: 0.0001, 3: 0.0003}, grad_norm={1: G[0], 2: G[1], 3: G[2]})
+     {1: 0.0, 2: 0.0001, 3: 0.0003}, grad_norm={1: G[0], 2: G[1], 3: G[2]}, reward={1: 0.20, 2: 0.21, 3: 0.22})
+
+# RL fine-tuning's reward, printed the ways other RL trainers print it: a PPO script's own `|` line (the policy
+# loss below 0 by design, `mean_reward`), a notebook's table with a `reward` column beside `Training Loss`, JSON
+# lines whose `rewards/mean` is the reward and `rewards/format` one reward function's term (not the reward)
+R = [0.412, 0.455, 0.498, 0.531]
+case("ppo_script_pipe_line_mean_reward",
+     "".join(f"step {s} | policy_loss {v} | mean_reward {r} | kl 0.00{k + 2} | lr 1e-06\n"
+             for k, (s, v, r) in enumerate(zip((10, 20, 30), (-0.0123, -0.0311, 0.0042), R))),
+     {10: -0.0123, 20: -0.0311, 30: 0.0042}, reward={10: R[0], 20: R[1], 30: R[2]})
+case("rl_notebook_table_reward_column",
+     "| Step | Training Loss | reward | reward_std | kl |\n|---|---|---|---|---|\n"
+     + "".join(f"| {s} | {v} | {r} | 0.2{k} | 0.00{k + 1} |\n" for k, (s, v, r) in enumerate(zip((5, 10, 15), L, R))),
+     {5: L[0], 10: L[1], 15: L[2]}, file="train.md", reward={5: R[0], 10: R[1], 15: R[2]})
+case("rl_jsonl_rewards_mean",
+     "".join(json.dumps({"step": s, "loss": v, "rewards/format": 1.0, "rewards/mean": r, "lr": 1e-6}) + "\n"
+             for s, v, r in zip((1, 2, 3), (0.011, -0.004, 0.002), R)),
+     {1: 0.011, 2: -0.004, 3: 0.002}, file="metrics.jsonl", reward={1: R[0], 2: R[1], 3: R[2]})
 # a script that prints its training steps and, once an epoch, a validation line naming the epoch only: the
 # validation loss is dated by the training step printed before it, not by the epoch number
 case("plain_validation_named_by_epoch_between_steps",
@@ -1505,7 +1522,7 @@ def test_the_gallery_reads_each_tool_as_it_prints(c, tmp_path):
         _check_components(by_step, c.get("components", {}))
         return
     _check(_at(run, "loss"), c["loss"], "loss")
-    for col in ("eval_loss", "grad_norm", "lr", "scale"):
+    for col in ("eval_loss", "grad_norm", "lr", "scale", "reward"):
         if col in c:
             _check(_at(run, col), c[col], col)
 

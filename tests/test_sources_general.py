@@ -768,3 +768,21 @@ def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp
     _same(_at(run, "loss"), {10: 2.3, 20: 2.2, 30: 2.1, 40: 2.0})
     resumed = "".join(f"iter {i} loss {v}\n" for i, v in ((100, 2.3), (200, 2.2), (300, 2.1), (150, 2.15), (250, 2.05)))
     assert sorted(_at(_read(tmp_path, resumed), "loss")) == [100, 150, 200, 250, 300]
+
+
+def test_an_rl_reward_is_read_beside_the_loss_and_a_reward_term_is_not(tmp_path):
+    """RL fine-tuning's reward (`reward`, `rewards/mean`, verl's `critic/rewards/mean`) is its own
+    column in every reader; a reward function's own term (`rewards/format_reward`) and the spread
+    (`reward_std`) are not the reward, and no reward is ever the loss."""
+    from lossdoctor.sources.columns import column_for
+
+    assert column_for("reward")[0] == column_for("critic/rewards/mean")[0] == column_for("rewards/mean")[0] == "reward"
+    assert column_for("rewards/format_reward") is None and column_for("reward_std") is None
+    dicts = "".join(f"{{'loss': {v}, 'rewards/format_reward': 1.0, 'reward': {r}, 'reward_std': 0.4, 'epoch': 0.{k}}}\n"
+                    for k, (v, r) in enumerate(((0.0, 0.61), (-0.02, 0.66), (0.01, 0.7)), 1))
+    run = _read(tmp_path, dicts)
+    assert list(run.cols["reward"][run.logged("reward")]) == [0.61, 0.66, 0.7]
+    assert list(run.cols["loss"][run.logged("loss")]) == [0.0, -0.02, 0.01]
+    lines = "".join(f"Episode {e} reward: {r} step {s}\n" for e, s, r in ((1, 10, 0.5), (2, 20, 0.7), (3, 30, 0.9)))
+    run = _read(tmp_path, lines)  # a reward and no loss: the reward read, no loss taken for it
+    assert not run.has("loss") and _at(run, "reward") == {10: 0.5, 20: 0.7, 30: 0.9}

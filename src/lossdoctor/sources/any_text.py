@@ -72,7 +72,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns, text_number
-from .columns import column_for, normalise
+from .columns import SIDE_COLUMNS, column_for, normalise
 from .console_text import EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
@@ -878,7 +878,7 @@ def _busiest(parser: TextParser) -> Template | None:
 
 
 #: the records columns other slots may fill (by `columns.column_for`), never from evaluation lines
-_OTHER_COLUMNS = ("grad_norm", "lr", "scale", "param_norm", "batch_size")
+_OTHER_COLUMNS = ("grad_norm", "lr", "scale", "param_norm", "batch_size", *SIDE_COLUMNS)
 
 
 class Placed:

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..records import MSVC_NONFINITE, text_number, to_float
 from . import text_slots
-from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, step_rank
+from .columns import SIDE_COLUMNS, column_for, normalise, step_number, step_rank
 from .text_slots import TRAIN_WORD, averaged_beside
 
 #: the columns a console line can fill
@@ -86,7 +86,7 @@ def classify(key: str) -> tuple[str, int] | None:
             hit = ("step", r)
             break
         col = column_for(name)
-        if col is not None and col[0] in METRICS:
+        if col is not None and (col[0] in METRICS or col[0] in SIDE_COLUMNS and k == len(words)):
             # a loss named by a qualifier the table does not know (`Loc Loss`, `Cls Loss`) is a part
             # of the loss more often than the total: it ranks below a named total (`Tot Loss`)
             hit = (col[0], col[1] + _QUALIFIED) if col[0] == "loss" and k < len(words) else col
@@ -349,7 +349,7 @@ def _dict_key(key: str) -> tuple[str, int] | None:
     hit = column_for(key)
     if r is not None:
         out: tuple[str, int] | None = ("step", r)
-    elif hit is not None and (hit[0] in METRICS or hit[0] in PREFERENCE_COLUMNS):  # TRL's rewards/logps too
+    elif hit is not None and (hit[0] in METRICS or hit[0] in SIDE_COLUMNS):  # RL rewards, TRL's rewards/logps too
         out = hit
     elif normalise(key) == "epoch":
         out = ("epoch", 0)

@@ -46,7 +46,7 @@ from . import console_fast as fast
 from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
-from .columns import PREFERENCE_COLUMNS
+from .columns import SIDE_COLUMNS
 from .console_text import CURSOR_UP, EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
@@ -742,7 +742,7 @@ def _framework(p: ConsoleParser) -> str:
 
 
 _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
-            "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
+            "skipped_in_interval", "nan_in_interval", *SIDE_COLUMNS)
 
 
 #: rows kept as dicts while newer lines may still change them (a bar's closing draw, an overflow's
