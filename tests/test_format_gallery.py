@@ -284,6 +284,18 @@ case("megatron_iteration",
      {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: 1.234, 200: 1.111, 300: 0.987},
      scale={100: 65536.0, 200: 65536.0, 300: 65536.0})
 
+# Megatron forks that print `| name value |` with no colon (CPM-2's finetune script: `epoch   0/ 10 | global
+# iteration       20/    3402 | learning rate 3e-06 | lm loss 7.72363 | loss scale 512.0 |`), and the same
+# fields spelled in other orders and cases: each a field of the iteration line, colon or not
+case("megatron_fork_fields_without_colons",
+     "".join(f"epoch   0/ 3 | global iteration {s:8d}/    900 | learning rate 2e-05 | lm loss {v:g} | loss scale "
+             f"{sc} |\n" for s, v, sc in zip((10, 20, 30), L, (1024.0, 1024.0, 2048.0))),
+     {10: L[0], 20: L[1], 30: L[2]}, lr={10: 2e-05, 20: 2e-05, 30: 2e-05}, scale={10: 1024.0, 20: 1024.0, 30: 2048.0})
+case("megatron_iteration_mixed_colons",
+     "".join(f" iteration {s:6d}/ 1000 | consumed samples {s * 64} | Learning Rate 1.0E-04 | LM Loss {v:.5E} | "
+             f"grad norm: {g} | loss scale 1.0 |\n" for s, v, g in zip((100, 200, 300), L, G)),
+     {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: G[0], 200: G[1], 300: G[2]}, lr={100: 1e-4, 200: 1e-4, 300: 1e-4})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",
