@@ -245,6 +245,25 @@ def test_tqdm_postfix_with_real_tqdm(tmp_path):
     logfaults.check(diagnose_runs([run]), "grad_explosion")
 
 
+@pytest.mark.parametrize("describe", ["{e}|{s}|Loss: {v}", "Step {s} | loss {v}", "epoch {e} global_step={s} loss={v}"])
+def test_a_bar_description_that_names_its_step_dates_its_loss(tmp_path, describe):
+    """A bar whose description says which step its loss is of (torchtune's `f"{epoch + 1}|{global_step}|Loss:
+    {loss}"`, a named `Step`, `global_step=`): that step, not the bar's counter (updated before the
+    description, or counting micro-batches). Real tqdm, redrawn as a terminal gets it."""
+    from tqdm import tqdm
+
+    losses = [2.31, 2.27, 2.19, 2.12, 2.08, 2.01]
+    buf = io.StringIO()
+    bar = tqdm(total=20, file=buf, mininterval=0, miniters=1)
+    for s, v in enumerate(losses, start=40):
+        bar.update(3)  # three micro-batches a step
+        bar.set_description(describe.format(e=1, s=s, v=v))
+    bar.close()
+    run = _read_text(tmp_path, buf.getvalue())
+    lg = run.logged("loss")
+    assert dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist())) == dict(enumerate(losses, start=40))
+
+
 def test_tqdm_lightning_epochs_become_global_steps(tmp_path):
     """Lightning's bar restarts each epoch (`Epoch 1: 40%|...| 4/10`): step = epoch * total + n."""
     from tqdm import tqdm

@@ -369,6 +369,11 @@ _POSTFIX = re.compile(r"([A-Za-z_][\w./ -]{0,60}?)\s*=\s*([^,\]=]+)")
 _EPOCH = re.compile(r"\bEpoch\s+(\d+)", re.IGNORECASE)
 
 
+#: a description that opens with its own counters, unnamed, joined by `|` before the loss's name (torchtune's
+#: `f"{curr_epoch + 1}|{self.global_step}|Loss: {loss_to_log}"`): the epoch, then the step
+_DESC_COUNTERS = re.compile(r"(?<![\w.|])(\d+)\|(\d+)\|\s*[A-Za-z]")
+
+
 #: the batch's own loss in a Lightning bar, beside `loss=` (Lightning 1.x's progress bar adds `loss`,
 #: the running mean of the last 20 batches, `fit_loop.running_loss.mean()`): the value, not the mean
 _BATCH_LOSS_KEYS = frozenset({"train_loss", "train_loss_step"})
@@ -408,6 +413,11 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
         for col in METRICS:
             if col in found and col not in metrics:
                 metrics[col] = found[col]
+        own = found.get("step")
+        if own is None and (c := _DESC_COUNTERS.search(desc)) is not None:
+            own = int(c.group(2))
+        if own is not None and "_step" not in metrics and metrics:
+            metrics["_step"] = own  # the step the description's loss is of, not how far the bar got
         e = _EPOCH.search(desc)
         if e and total:
             metrics["_epoch"] = int(e.group(1))
