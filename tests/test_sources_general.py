@@ -786,3 +786,29 @@ def test_an_rl_reward_is_read_beside_the_loss_and_a_reward_term_is_not(tmp_path)
     lines = "".join(f"Episode {e} reward: {r} step {s}\n" for e, s, r in ((1, 10, 0.5), (2, 20, 0.7), (3, 30, 0.9)))
     run = _read(tmp_path, lines)  # a reward and no loss: the reward read, no loss taken for it
     assert not run.has("loss") and _at(run, "reward") == {10: 0.5, 20: 0.7, 30: 0.9}
+
+
+@pytest.mark.parametrize("line", ["Epoch: 1/1, Iteration: {s}/5000, Training Loss: {v}",
+                                  "[rank{r}] step {s} | loss {v:.4f}", "it={s} objective {v} (rank {r})"])
+def test_a_steps_late_copy_from_another_rank_is_no_restart(tmp_path, line):
+    """Every rank prints each step; one rank's copy of step 1 arrives after another's step 2. The
+    counter did not start again: the steps stay 1, 2, 3 (a counter back at its beginning that then
+    goes on from there is still counted on: `test_a_batch_counter_that_starts_again...`)."""
+    order = [(0, 1), (1, 1), (2, 1), (0, 2), (3, 1), (1, 2), (2, 2), (3, 2), (0, 3), (1, 3), (2, 3), (3, 3)]
+    loss = {1: 2.5, 2: 2.25, 3: 2.0}
+    run = _read(tmp_path, "".join(line.format(r=r, s=s, v=loss[s]) + "\n" for r, s in order))
+    assert sorted(set(run.steps.tolist())) == [1, 2, 3]
+    _same(_at(run, "loss"), loss)
+
+
+@pytest.mark.parametrize("glue", ["", "]"])
+def test_two_records_glued_after_a_value_are_read_apart(tmp_path, glue):
+    """Two processes writing one terminal lose a newline: `... Training Loss: nanEpoch: 1/1, Iteration: 2/...`.
+    The general reader splits where the line's opening words start again right after a value (or a
+    bracket), so both records are read."""
+    rec = "Epoch: 1/1, Iteration: {s}/900, Training Loss: {v}" + glue
+    lines = [rec.format(s=1, v=2.5) + rec.format(s=2, v="nan"), rec.format(s=3, v=2.1), rec.format(s=4, v=2.0)]
+    p = tmp_path / "glued.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = any_text.read(p)[0]
+    _same(_at(run, "loss"), {1: 2.5, 2: math.nan, 3: 2.1, 4: 2.0})

@@ -481,8 +481,9 @@ _SPACES = re.compile(r"\s+")
 
 #: Markdown emphasis typed around a value in a pasted log (`gan1: **6.840**`)
 _BOLD = re.compile(r"\*\*([^*\s]{1,40})\*\*")
-#: where a line's opening words start again right after a closing bracket: two records glued where a
-#: paste lost the newline between them (`... fake2: 0.022][Epoch 11/11] [Batch 3871/3880] ...`)
+#: where a line's opening words start again right after a closing bracket or a value: two records glued
+#: where a paste or two processes lost the newline between them (`... fake2: 0.022][Epoch 11/11] [Batch
+#: 3871/3880] ...`, two ranks' `Training Loss: nanEpoch: 1/1, Iteration: 2/160782, ...`)
 _OPENING = re.compile(r"^(\[?[A-Za-z][A-Za-z _]{2,}[:=\s]*)\d")
 
 
@@ -498,7 +499,7 @@ def _pasted_pieces(text: str) -> list[str]:
     pieces, start = [], 0
     i = text.find(head, len(head))
     while i > 0:
-        if text[i - 1] in ")]":
+        if text[i - 1] in ")]" or text[i - 1].isdigit() or text[i - 3:i].lower() in ("nan", "inf"):
             pieces.append(text[start:i])
             start = i
         i = text.find(head, i + len(head))

@@ -416,6 +416,8 @@ def counted_on(steps: np.ndarray) -> np.ndarray:
     checkpoint), or two counters of different scales in one sequence, are left as printed."""
     d = np.diff(steps)
     back = d < 0
+    if back.any():
+        back &= ~_late_copies(steps, back)
     # every restart lands at or below all the values printed before it (the counter's beginning)
     if not back.any() or np.any(steps[1:][back] > np.minimum.accumulate(steps)[:-1][back]):
         return steps
@@ -427,6 +429,18 @@ def counted_on(steps: np.ndarray) -> np.ndarray:
     for k in range(1, len(starts)):  # one step per restart, not per row
         offsets[k] = steps[ends[k - 1]] + offsets[k - 1] + gap - steps[starts[k]]
     return steps + offsets[np.cumsum(np.concatenate(([False], back)))]
+
+
+def _late_copies(steps: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """Which steps back are one line out of order, not a restart: a value printed more than once before
+    (several ranks print each step) that the counter leaves at once for where it was (`1 1 1 2 1 2 2`:
+    a rank's late copy of step 1, printed after another rank's step 2)."""
+    out = np.zeros_like(back)
+    for i in np.nonzero(back)[0].tolist():
+        j = i + 1
+        if j + 1 < len(steps) and steps[j + 1] >= steps[i] and np.count_nonzero(steps[:j] == steps[j]) >= 2:
+            out[i] = True
+    return out
 
 
 def _is_loss(n: str) -> bool:
