@@ -812,3 +812,57 @@ def test_two_records_glued_after_a_value_are_read_apart(tmp_path, glue):
     p.write_text("\n".join(lines) + "\n")
     run = any_text.read(p)[0]
     _same(_at(run, "loss"), {1: 2.5, 2: math.nan, 3: 2.1, 4: 2.0})
+
+
+@pytest.mark.parametrize("fmt", ["iter: {s:>9,}, lr: 0.0002, loss: {v}", "step={s:,} tokens={t:,} loss={v}",
+                                 "[step: {s:,}] loss: {v} | seen: {t:,}"])
+def test_a_number_with_thousands_separators_is_one_number(tmp_path, fmt):
+    """`25,390` after a name's `:` or `=` is twenty-five thousand (BasicSR's `iter:  25,390,`, OLMo's
+    `total_tokens=1,048,576`); a comma list (`1,200,0.5`) is not one number."""
+    rows = [(25390, 2.31), (25400, 2.25), (1002000, 2.19)]
+    run = _read(tmp_path, "".join(fmt.format(s=s, t=s * 4096, v=v) + "\n" for s, v in rows))
+    _same(_at(run, "loss"), dict(rows))
+    from lossdoctor.sources.text_slots import whole_numbers
+
+    assert whole_numbers("x=1,200,0.5") == "x=1,200,0.5" and whole_numbers("a: 1,2") == "a: 1,2"
+
+
+@pytest.mark.parametrize("names", [("CrossEntropyLoss", "Perplexity"), ("MSELoss", "RMSE"), ("NLLLoss", "ppl")])
+def test_a_loss_named_by_its_criterion_class_is_the_loss(tmp_path, names):
+    """A loss printed under its criterion's class name (`nn.CrossEntropyLoss`: OLMo's
+    `train/CrossEntropyLoss`, `type(criterion).__name__`) is the training loss, not a part of one,
+    and beats a derived metric beside it (perplexity); two criteria on one line are parts."""
+    crit, other = names
+    rows = [(1, 4.1, 60.3), (2, 3.2, 24.5), (3, 2.9, 18.1)]
+    run = _read(tmp_path, "".join(f"epoch {e} train/{crit}={v} train/{other}={p}\n" for e, v, p in rows))
+    _same(_at(run, "loss"), {e: v for e, v, _ in rows})
+    two = "".join(f"step {s} DiceLoss: {a} BCEWithLogitsLoss: {b}\n" for s, a, b in ((1, 0.5, 0.25), (2, 0.4, 0.125)))
+    run = _read(tmp_path, two)
+    _same(_at(run, "loss"), {1: 0.75, 2: 0.525})
+    assert run.meta["loss_key"] == "DiceLoss + BCEWithLogitsLoss"
+
+
+_HEADED_RECORDS = [
+    # OLMo-like: a logger's header naming the step, then indented name=value lines
+    ("2024-08-06 10:00:0{k}.5 host-77:0  trainer.loop:412  INFO    [step={s}/5000,epoch=0]\n"
+     "    optim/total_grad_norm={g}\n    train/CrossEntropyLoss={v}\n    train/Perplexity={p}\n", "train/CrossEntropyLoss"),
+    # Coqui-like: a header with the time and two counters, then `| > name: value  (average)` lines
+    (" --> TIME: 2024-03-18 13:3{k}:18 -- STEP: {s}/496 -- GLOBAL_STEP: {s}\n     | > loss: {v}  (2.9)\n"
+     "     | > grad_norm: {g}  (1.1)\n     | > current_lr: 0.0001 \n", "loss"),
+    # another trainer's: `==> step N (when)` then `  * name = value`
+    ("==> step {s} (2024-01-01 10:0{k}:00)\n  * objective = {v}\n  * grad norm = {g}\n", "objective"),
+]
+
+
+@pytest.mark.parametrize("block,key", _HEADED_RECORDS)
+def test_records_under_a_header_that_names_the_step_take_that_step(tmp_path, block, key):
+    """A record printed one `name: value` a line under a header line that names the step and else
+    only when it was printed: the record is that step's, whatever keys each block holds (the last
+    block below is cut short: a key less is the same series)."""
+    rows = [(10, 3.1, 5.5, 22.2), (20, 2.7, 4.4, 14.9), (30, 2.5, 3.3, 12.2)]
+    text = "".join(block.format(k=k, s=s, v=v, g=g, p=p) for k, (s, v, g, p) in enumerate(rows))
+    text = text[: text.rfind("\n", 0, len(text) - 1) + 1]  # the log ends before the last line of the last block
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {s: v for s, v, _, _ in rows})
+    assert run.meta["loss_key"] == key and run.meta["steps_from"] == "log"
+    assert {10: 5.5, 20: 4.4}.items() <= _at(run, "grad_norm").items() <= {10: 5.5, 20: 4.4, 30: 3.3}.items()

@@ -101,6 +101,7 @@ from .text_slots import (
     step_rank,
     steps_of,
     total_rank,
+    whole_numbers,
 )
 
 LOOKED_FOR = ("numbers repeated under the same words on many lines (a line template), a table with a "
@@ -160,6 +161,7 @@ class TextParser:
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
         self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
+        self.record_keys: set[str] = set()  # the keys of the records of several pairs read so far
         self.section = ""
         #: a line's text with its digits zeroed -> its template and where its numbers are
         self._cache: dict[str, tuple[Template, tuple[tuple[int, int], ...]]] = {}
@@ -169,6 +171,8 @@ class TextParser:
         text = latin(clean(raw))
         if not text:
             return
+        if "," in text:
+            text = whole_numbers(text)
         if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?
             text = _counter_back(raw, text)
         if self.in_eval:
@@ -448,6 +452,8 @@ class TextParser:
         if m is None or _DIGIT_WORD.search(m.group(1)):
             return False
         key, raw = m.group(1).strip(), m.group(2).strip()
+        if raw[-1:] == ")" and (avg := _WITH_AVERAGE.match(raw)) is not None:
+            raw = avg.group(1)
         if "," in raw and raw[:1] not in "'\"" and not _WRAPPED_VALUE.match(raw) and len(NUMBER.findall(raw)) > 1:
             return False  # `loss = 2.3, step = 101 (9.5 sec)`: several pairs, a line of its own shape
         value = _cell(raw)
@@ -460,12 +466,14 @@ class TextParser:
 
     def _flush_record(self) -> None:
         pending, self.pending = self.pending, []
-        if len(pending) == 1:
+        if len(pending) == 1 and pending[0][2] not in self.record_keys:  # one pair alone: a line of its own
             line_no, self.line_no = self.line_no, pending[0][0]
             self._line(pending[0][1])
             self.line_no = line_no
             return
         names = tuple(k for _, _, k, _ in pending)
+        if len(names) > 1:
+            self.record_keys.update(names)  # a record cut to one of these keys is still a record
         key = ("record", names)
         t = self.templates.get(key)
         if t is None:
@@ -537,7 +545,11 @@ def _counter_back(raw: str, text: str) -> str:
     counter = head[head.rfind("["):]
     return f"{counter} {text}" if counter[1:-1].isdigit() else text
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
-_PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
+#: (a list's marker may stand before it: Coqui's `| > loss: 3.63  (3.53)`, `* loss = 3.63`, `• loss: 3.63`; not
+#: a `-`, which a logger's ` - INFO - ` leaves)
+_PAIR = re.compile(r"^(?:[{\s'\"]|[|>*•](?=[\s|>]))*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
+#: a value followed by its running average in parentheses (`3.6332  (3.5348)`): the value
+_WITH_AVERAGE = re.compile(r"^(\S+)\s+\(\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*\)$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
 #: a value printed inside a wrapper whose own arguments hold numbers (`tensor(2.3, device='cuda:0')`)
 _WRAPPED_VALUE = re.compile(r"^['\"]?(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?\w+\d*)\(")
@@ -658,7 +670,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
     if rival:  # two adversaries only: their line is the one that holds them
         main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
     return {"main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
-            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_LINES else [],
+            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_BLOCKS else [],
             "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
             "components": [c[4:] for c in cands["component"]] + parts, "parts": parts or of_parts}
@@ -769,7 +781,7 @@ def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template
     steps_named = sorted(name_key(main.names[k]) for k in counters)
     out = []
     for t in parser.templates.values():
-        if t is main or t.text in _NOT_LINES:
+        if t is main or t.text in _NOT_BLOCKS or t.text != main.text and main.text == "record":
             continue
         for k, n in enumerate(t.names):
             if name_key(n) != name or classify_slot(t, k) != "train":
@@ -783,14 +795,21 @@ def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template
 
 def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, ...]]]:
     cands: dict[str, list[tuple[Any, ...]]] = {"train": [], "eval": [], "component": []}
+    family: dict[str, int] = {}  # rows of each component's name over every shape that prints it
+    for t in parser.templates.values():
+        for n in set(t.losses or ()) | {name_key(n) for n in t.names if n and _COMPONENT_LIKE.search(n)}:
+            family[n] = family.get(n, 0) + len(t.rows)
     for t in parser.templates.values():
         _, counters, _ = steps_of(t)
         for j in range(len(t.names)):
             if j in counters:
                 continue
             kind = classify_slot(t, j)
-            once = kind == "eval" or kind == "component" and not all(math.isfinite(r[j]) for r in t.rows)
-            if kind in cands and (len(t.rows) >= min_rows or once):  # one evaluation, one NaN component is enough
+            # one evaluation, one NaN component is enough; a component printed by a shape of one row
+            # whose name other shapes print too is a row of that series (a record cut short at the log's end)
+            once = kind == "eval" or kind == "component" and (not all(math.isfinite(r[j]) for r in t.rows)
+                                                              or family.get(name_key(t.names[j]), 0) >= min_rows)
+            if kind in cands and (len(t.rows) >= min_rows or once):
                 cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
     return cands
 
@@ -865,6 +884,10 @@ def _unnamed_value(t: Template) -> int | None:
 
 
 _NOT_LINES = ("table", "block", "record", "events")
+_COMPONENT_LIKE = re.compile(r"loss|aux|_l\b|^l_", re.IGNORECASE)
+#: shapes whose siblings are not looked for: a table's or a block's columns are its own (records printed one
+#: pair a line with a key more or less are one series, as lines are: OLMo's blocks, Coqui's `| > key:` lines)
+_NOT_BLOCKS = ("table", "block", "events")
 
 
 def _busiest(parser: TextParser) -> Template | None:
@@ -1070,9 +1093,28 @@ def _hints(parser: TextParser, main: Template) -> list[tuple[int, float]]:
         if t is main or t.text in _NOT_LINES:
             continue
         steps, counters, how = steps_of(t)
-        if steps is not None and how in ("named", "counter", "epoch") and len(counters) == len(t.names):
+        if steps is not None and how in ("named", "counter", "epoch") and len(counters) == len(t.names) \
+                or how in ("named", "epoch_counter") and steps is not None and _header_only(t, counters):
             out.extend((o + 1, s) for o, s in zip(t.order, steps.tolist()))
     return sorted(out)
+
+
+#: the name of when or where a line was printed (a header's clock, a host's or a process's id)
+_WHEN = re.compile(r"^(?:time|date|timestamp|eta|elapsed|wall|clock|host|pid|rank|node)\b", re.IGNORECASE)
+
+
+def _header_only(t: Template, counters: set[int]) -> bool:
+    """A line that names a step counter and says nothing else that changes but when it was printed
+    (OLMo's `... olmo.train:908  INFO  [step=2/739328,epoch=0]`, Coqui's `--> TIME: 2024-03-18 13:31:34
+    -- STEP: 25/496 -- GLOBAL_STEP: 25`): the header of the record printed under it. Its other numbers
+    are unnamed (a date, a clock), named for the time or the host, or the same on every row."""
+    first = t.rows[0]
+    for j, name in enumerate(t.names):
+        if j in counters or not name or _WHEN.match(name):
+            continue
+        if len(t.rows) < 2 or classify_slot(t, j) is not None or any(r[j] != first[j] for r in t.rows):
+            return False
+    return True
 
 
 def _shape_name(t: Template) -> str:

@@ -52,7 +52,7 @@ from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
 from .registry import SourceError, reader
 from .text_events import Events
-from .text_slots import counted_on
+from .text_slots import counted_on, whole_numbers
 
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
@@ -386,6 +386,8 @@ class ConsoleParser:
 
     def _key_value(self, text: str) -> bool:
         """A `name: number` line with a step counter (or two training metrics): True when used."""
+        if "," in text:
+            text = whole_numbers(text)  # `iter:  25,390,`: one number
         if _EVAL_LINE.match(text):
             self.eval_lines += 1
             self._eval(cl.key_values(cl.EVAL_WORD.sub(" ", text)) or {})

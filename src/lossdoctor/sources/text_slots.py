@@ -22,6 +22,20 @@ NUMBER = re.compile(r"(?<![\w.@])" + MSVC_NONFINITE + r"(?![\w.])|(?<![\w.@])[-+
                     r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
 
 
+#: a number printed with thousands separators right after its name's `:` or `=` (`iter:  25,390,`, OLMo's
+#: `throughput/total_tokens=1,048,576`): one number; a comma not followed by three digits and no more is a
+#: list's (`1,2`, `1,200,0.5`)
+THOUSANDS = re.compile(r"(?<=[=:])(\s*)(\d{1,3}(?:,\d{3})+)(?![\d.]|,\d)")
+
+
+def whole_numbers(text: str) -> str:
+    """The line with its thousands-separated numbers written without the separators (called on lines
+    holding a comma)."""
+    if THOUSANDS.search(text) is None:
+        return text
+    return THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
+
+
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
 #: (a possessive joins a set to its metric: LightGBM's `valid_1's binary_logloss: 0.55`)
 _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
@@ -470,7 +484,8 @@ def classify_slot(t: Template, j: int) -> str | None:
     if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
         return "avg"
     comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) >= 50 \
-        and not n.startswith(("total", "train", "tr."))
+        and not n.startswith(("total", "train", "tr.")) \
+        or criterion_named(n) and any(criterion_named(base_name(x)) for i, x in enumerate(t.names) if i != j and x)
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
         return _set_named(t, j, n) if not EVAL_NAME.search(raw) or n in _SET_EVAL else None
@@ -511,9 +526,25 @@ def total_rank(name: str) -> float:
     tail = AVERAGE_TAIL.search(n)
     if tail is not None and n[:tail.start()] in _TOTAL:  # glample's `cost average`: the total, averaged
         return _TOTAL.index(n[:tail.start()]) + 0.5
+    if criterion_named(n):
+        return _CRITERION_RANK
     if "loss" not in n and (n in _LOSS_NAMES or _metric_named(n)):
         return _METRIC_RANK
     return _SET_RANK if n in _SET_TRAIN or n in _SET_EVAL else 50
+
+
+#: a loss named by its criterion's class (PyTorch's `nn.CrossEntropyLoss`, `nn.MSELoss`...: OLMo's
+#: `train/CrossEntropyLoss`, a script's `print(f"{type(criterion).__name__}: {loss}")`): the objective itself,
+#: ranked after every total's name; two such names on one line are parts of one objective
+_CRITERIA = frozenset({"crossentropy", "nll", "mse", "l1", "smoothl1", "huber", "bce", "bcewithlogits", "kldiv", "ctc",
+                       "marginranking", "hingeembedding", "cosineembedding", "tripletmargin", "poissonnll",
+                       "gaussiannll", "multilabelsoftmargin", "softmargin", "multimargin", "focal", "dice"})
+_CRITERION_RANK = 30
+
+
+def criterion_named(n: str) -> bool:
+    """Whether a (lower-case, sectionless) name is a loss criterion's class name (`crossentropyloss`)."""
+    return n.endswith("loss") and n[:-4] in _CRITERIA
 
 
 #: the rank of a loss named by its metric (`train-logloss`, `rmse`): after every name holding `loss`
