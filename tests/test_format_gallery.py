@@ -296,6 +296,24 @@ case("megatron_iteration_mixed_colons",
              f"grad norm: {g} | loss scale 1.0 |\n" for s, v, g in zip((100, 200, 300), L, G)),
      {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: G[0], 200: G[1], 300: G[2]}, lr={100: 1e-4, 200: 1e-4, 300: 1e-4})
 
+# a line of component losses with no total (DAFormer's mmseg line: `decode.loss_seg`, `src.loss_imnet_feat_dist`,
+# `mix.decode.loss_seg`) whose ETA field changes shape as the run goes (`eta: 1 day, 0:29:42` -> `eta: 23:54:54`):
+# one training line; the loss is the sum of its parts on every row, the reshaped one included
+_PARTS = [(0.812, 0.101), (0.744, 0.097), (0.701, 0.090), (0.655, 0.088)]
+case("mm_components_eta_loses_its_day",
+     "".join(f"2022-05-07 17:0{k}:57,696 - mmseg - INFO - Iter [{s}/40000]\tlr: 1.9e-06, eta: {eta}, time: 2.207, "
+             f"data_time: 0.029, memory: 9801, decode.loss_seg: {a}, decode.acc_seg: 32.26, aux.loss_seg: {b}\n"
+             for k, (s, eta, (a, b)) in enumerate(zip((50, 100, 150, 200), ("1 day, 0:29:42", "1 day, 0:08:59",
+                                                                             "23:59:44", "23:54:54"), _PARTS))),
+     {s: a + b for s, (a, b) in zip((50, 100, 150, 200), _PARTS)})
+# the same, a detectron2-style line whose `eta:` is printed without its day once under a day
+case("detectron_style_components_eta_reshaped",
+     "".join(f"[07/01 10:0{k}:00 d2.utils.events]:  eta: {eta}  iter: {s}  loss_cls: {a}  loss_box_reg: {b}  lr: "
+             f"0.02  max_mem: 4011M\n" for k, (s, eta, (a, b)) in enumerate(zip((19, 39, 59), ("1 day, 2:03:04",
+                                                                                            "23:10:00", "22:59:59"),
+                                                                                           _PARTS))),
+     {s: a + b for s, (a, b) in zip((19, 39, 59), _PARTS)})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",

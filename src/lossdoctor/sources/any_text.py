@@ -669,8 +669,9 @@ def choose(parser: TextParser) -> dict[str, Any]:
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
     if rival:  # two adversaries only: their line is the one that holds them
         main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
-    return {"main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
-            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_BLOCKS else [],
+    return {"all": list(parser.templates.values()), "main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
+            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_BLOCKS
+            else [(t, k[0]) for t, k in _summed_siblings(list(parser.templates.values()), *summed)] if summed else [],
             "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
             "components": [c[4:] for c in cands["component"]] + parts, "parts": parts or of_parts}
@@ -790,6 +791,26 @@ def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template
             if how2 == how and sorted(name_key(t.names[i]) for i in c2) == steps_named:
                 out.append((t, k))
             break
+    return out
+
+
+def _summed_siblings(templates: list[Template], main: Template, slots: list[int]) -> list[tuple[Template, list[int]]]:
+    """The other line shapes holding every component the loss is summed from, under the same step
+    counters (the same training line with a field reshaped: mmengine's `eta: 1 day, 0:29:42` becoming
+    `eta: 23:54:54`): their rows are sums of the same parts."""
+    names = [name_key(main.names[j]) for j in slots]
+    _, counters, how = steps_of(main)
+    steps_named = sorted(name_key(main.names[k]) for k in counters)
+    out = []
+    for t in templates:
+        if t is main or t.text in _NOT_LINES:
+            continue
+        keys = [name_key(n) for n in t.names]
+        if not all(n in keys for n in names):
+            continue
+        _, c2, how2 = steps_of(t)
+        if how2 == how and sorted(keys[i] for i in c2) == steps_named:
+            out.append((t, [keys.index(n) for n in names]))
     return out
 
 
@@ -1053,6 +1074,8 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
             notes.append(Msg("text.total_of_parts", key=t.names[j], keys=[u.names[k] for u, k in picked["parts"]]))
     elif picked["summed"] is not None:
         t, slots = picked["summed"]
+        for t2, slots2 in _summed_siblings(picked["all"], t, slots):  # (their lr... come with `siblings`)
+            _fill(cols, "loss", place.of(t2), [float(sum(r[j] for j in slots2)) for r in t2.rows])
         _fill(cols, "loss", place.of(t), [float(sum(r[j] for j in slots)) for r in t.rows])
         keys = [t.names[j] for j in slots]
         meta["loss_key"], meta["loss_guessed"] = " + ".join(keys), False

@@ -175,7 +175,8 @@ _COPULA = frozenset({"is", "was", "are", "were", "becomes", "became", "now", "re
 _SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
 #: the words right after a number that has none in front of it, up to a separator: its name (`64 images,`)
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
-_SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b")
+#: (a word followed by its own separator names the number after it, not the one before: `2:03:04  iter: 19`)
+_SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
 #: the name of a number printed as a percentage
 PERCENT = "percent"
 #: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
