@@ -314,6 +314,22 @@ case("detectron_style_components_eta_reshaped",
                                                                                            _PARTS))),
      {s: a + b for s, (a, b) in zip((19, 39, 59), _PARTS)})
 
+# rows of unnamed columns whose total is the printed sum of the parts before it: YOLOv7's results.txt (train.py:
+# `f.write(s + '%10.4g' * 7 % results + '\n')`, s = the bar's description: epoch `0/149`, memory `13.6G`, box,
+# obj, cls, total, labels, img_size; then P, R, mAP@.5, mAP@.5:.95, val box/obj/cls), a script's comma-separated
+# `epoch, part, part, total, acc` print, and a space-separated `step l1 l2 l3 sum` one
+_P3 = [(0.04854, 0.00671, 0.0135), (0.02125, 0.003635, 0.00429), (0.01919, 0.003306, 0.002792)]
+case("yolov7_results_txt_unnamed_total",
+     "".join(("%10s" * 2 + "%10.4g" * 6) % (f"{e}/149", "13.6G", *p, float(f"{sum(p):.4g}"), 17 - e, 640)
+             + "%10.4g" * 7 % (0.19 + e / 10, 0.3, 0.17, 0.08, 0.059, 0.0092, 0.0136) + "\n" for e, p in enumerate(_P3)),
+     {e: float(f"{sum(p):.4g}") for e, p in enumerate(_P3)})
+case("unnamed_comma_columns_with_total",
+     "".join(f"{e}, {a:.4f}, {b:.4f}, {a + b:.4f}, {0.5 + e / 10:.3f}\n" for e, (a, b, _) in enumerate(_P3, start=1)),
+     {e: round(a + b, 4) for e, (a, b, _) in enumerate(_P3, start=1)})
+case("unnamed_space_columns_sum_last",
+     "".join(f"{s} {a:.5f} {b:.5f} {c:.5f} {a + b + c:.5f}\n" for s, (a, b, c) in zip((100, 200, 300), _P3)),
+     {s: round(a + b + c, 5) for s, (a, b, c) in zip((100, 200, 300), _P3)})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",

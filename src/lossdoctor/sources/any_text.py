@@ -663,7 +663,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
     rival = train is None and summed is None and bool(cands["component"])
     parts: list[tuple[Template, int]] = []
     if train is None and summed is None and not rival:
-        total = _total_of_parts(parser)
+        total = _total_of_parts(parser) or _unnamed_total(parser)
         train, parts, guessed = (total[0], total[1], False) if total is not None else (_lone(parser), [], True)
         train = train or _bare(parser)
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
@@ -700,6 +700,32 @@ def _total_of_parts(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Tem
                 k = _summing(a, j, run)
                 if k:
                     return (50, -len(t.rows), t.order[0], id(t), t, j), [(t, i) for i in k]
+    return None
+
+
+def _unnamed_total(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Template, int]]] | None:
+    """A counted line of numbers with no names at all (YOLOv7's `results.txt`: epoch, memory, box, obj, cls,
+    total, labels, size, P, R, mAP...): a column equal on every row to the sum of two or more columns
+    right before it, up to their rounding, is the total and they its parts, as with named parts. The
+    columns are then named by their place (`column 6`)."""
+    for t in sorted(parser.templates.values(), key=lambda t: -len(t.rows)):
+        if len(t.rows) < _MIN_ROWS or t.text in _NOT_LINES or any(n not in ("", PERCENT) for n in t.names):
+            continue
+        _, counters, how = steps_of(t)
+        if how not in ("counter", "named", "epoch_counter"):
+            continue
+        a = np.array(t.rows, dtype=np.float64)
+        a = a[np.all(np.isfinite(a), axis=1)]
+        if a.shape[0] < _MIN_ROWS:
+            continue
+        cols = [j for j in range(len(t.names)) if j not in counters and not t.names[j]
+                and not np.all(a[:, j] == np.round(a[:, j]))]
+        for j in cols:
+            k = _summing(a, j, _run_before(cols, j))
+            if k:
+                for i in (j, *k):  # counted as printed: `0/149` is one column
+                    t.names[i] = f"column {i + 1 - sum(t.slash[:i])}"
+                return (50, -len(t.rows), t.order[0], id(t), t, j), [(t, i) for i in k]
     return None
 
 

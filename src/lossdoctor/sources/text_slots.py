@@ -124,10 +124,15 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
+        if i and piece[:1].isalpha() and (unit := _GLUED_UNIT.match(piece)) is not None:
+            piece = piece[unit.end():]  # the unit of the number before (`13.6G   0.0485`), no name of this one
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
     for i, name in enumerate(names):
         if name:
+            continue
+        if _TIME_UNIT.match(pieces[i + 1]):  # `(0m 12s)`: a duration's parts
+            names[i] = "time"
             continue
         after = _SUFFIX.match(pieces[i + 1])
         if after is None:
@@ -177,6 +182,11 @@ _SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
 #: (a word followed by its own separator names the number after it, not the one before: `2:03:04  iter: 19`)
 _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
+#: letters glued to a number, then a space or a separator: its unit (`13.6G`, `4011M`, `0.82s,`), never the
+#: name of the number after it
+_GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
+#: a time unit glued to a number with no name (`(0m 12s)`, `1h 2m`): a duration, not a value
+_TIME_UNIT = re.compile(r"(?:ms|us|s|sec|secs|min|m|h|hr)(?![A-Za-z/])")
 #: the name of a number printed as a percentage
 PERCENT = "percent"
 #: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
