@@ -330,6 +330,26 @@ case("unnamed_space_columns_sum_last",
      "".join(f"{s} {a:.5f} {b:.5f} {c:.5f} {a + b + c:.5f}\n" for s, (a, b, c) in zip((100, 200, 300), _P3)),
      {s: round(a + b + c, 5) for s, (a, b, c) in zip((100, 200, 300), _P3)})
 
+# pytorch/tutorials char_rnn_classification_tutorial: `print('%d %d%% (%s) %.4f %s / %s %s' % (iter, iter / n_iters *
+# 100, timeSince(start), loss, line, guess, correct))`, timeSince `'%dm %ds'`: a sample's name and the guess after the
+# loss make every line's words differ; the seq2seq tutorial's `'%s (%d %d%%) %.4f' % (timeSince(start, iter /
+# n_iters), iter, iter / n_iters * 100, print_loss_avg)` puts two durations before the counter; a script that ends its
+# named loss line with a generated sample
+_SAMPLES = [("Kovacs / Czech", "✓"), ("Moreau / Dutch", "✗ (French)"), ("Sato / Japanese", "✓"),
+            ("Ivanov / Polish", "✗ (Russian)")]
+case("char_rnn_tutorial_free_text_tail",
+     "".join(f"{i} {i // 1000}% ({k}m {7 * k + 3}s) {v:.4f} {name} {mark}\n"
+             for k, (i, v, (name, mark)) in enumerate(zip((1000, 2000, 3000, 4000), L, _SAMPLES))),
+     {1000: round(L[0], 4), 2000: round(L[1], 4), 3000: round(L[2], 4), 4000: round(L[3], 4)})
+case("seq2seq_tutorial_durations_before_counter",
+     "".join(f"{k}m {9 * k + 5}s (- {40 - k}m 2s) ({i} {i // 750}%) {v:.4f}\n"
+             for k, (i, v) in enumerate(zip((5000, 10000, 15000, 20000), L))),
+     {5000: round(L[0], 4), 10000: round(L[1], 4), 15000: round(L[2], 4), 20000: round(L[3], 4)})
+case("named_loss_line_ending_with_a_sample",
+     "".join(f"epoch 1 iter {i} loss {v:.4f} >> sample: {text}\n"
+             for i, v, text in zip((10, 20, 30, 40), L, ("the cat sat", "a dog ran off", "then the sun", "we went"))),
+     {10: round(L[0], 4), 20: round(L[1], 4), 30: round(L[2], 4), 40: round(L[3], 4)})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",

@@ -139,7 +139,9 @@ class TextParser:
     """Feed it raw segments; then `templates` holds every repeated shape (line templates, tables and
     key/value blocks alike: a table's header and a block's keys are their slot names)."""
 
-    def __init__(self) -> None:
+    def __init__(self, loose: bool = False) -> None:
+        #: whether the words after a line's last number are left out of its shape (`free_tails`)
+        self.loose = loose
         self.templates: dict[Any, Template] = {}
         self.events = Events()
         self.scale_points: list[tuple[int, float]] = []  # (row index before it, scale) from event lines
@@ -314,6 +316,8 @@ class TextParser:
         if not spans or len(spans) > 64:
             return None
         parts, key = _shape_key(text, spans)
+        if self.loose:
+            key = key[: key.rfind("\x00") + 1]  # the words after the last number are free text
         t = self.templates.get(key)
         if t is None:
             if len(self.templates) >= _MAX_TEMPLATES:
@@ -897,6 +901,7 @@ def _bare(parser: TextParser) -> tuple[Any, ...] | None:
     if not columns:
         return None
     t, j = max(columns, key=lambda c: (len(c[0].rows), -c[0].order[0]))
+    t.names[j] = f"column {j + 1 - sum(t.slash[:j])}"  # named by its place, as printed, for the notes
     return (50, -len(t.rows), t.order[0], id(t), t, j)
 
 
@@ -919,12 +924,14 @@ def _unnamed_value(t: Template) -> int | None:
     0.69  1.38`): the first value after the counter, when it is no whole number on some row (NaN and
     Inf count as values), is what a training print puts there first, its loss (a guess, said in a
     note); the counter must count up, so a table of measurements is not taken for it."""
-    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES or any(t.names) or len(t.names) > 4:
+    bare = [j for j, n in enumerate(t.names) if not n]  # a percentage or a duration beside them names nothing
+    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES or not bare or len(bare) > 4 \
+            or any(n not in ("", PERCENT, "time") for n in t.names):
         return None
     _, counters, how = steps_of(t)
-    if how != "counter" or not t.leading[0] or 0 not in counters:
+    if how != "counter" or not t.leading[bare[0]] or bare[0] not in counters:
         return None
-    j = next((j for j in range(1, len(t.names)) if j not in counters), None)
+    j = next((j for j in bare[1:] if j not in counters), None)
     if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
         return None
     return j
@@ -1323,8 +1330,8 @@ def _looked_for() -> str:
 NO_SERIES_LINES = 200_000
 
 
-def parse(lines: Iterable[str]) -> TextParser:
-    p = TextParser()
+def parse(lines: Iterable[str], loose: bool = False) -> TextParser:
+    p = TextParser(loose)
     for line in lines:
         p.feed(line)
         if p.n_rows == 0 and p.line_no >= NO_SERIES_LINES:
@@ -1371,6 +1378,41 @@ def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
     prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").splitlines())
+    run, refused, free = None, None, False
     with open_regular(path) as f:
         lines = segments(f)
-        return [build(parse(_without(prefix, lines) if prefix else lines), path.name)]
+        parser = parse(_without(prefix, lines) if prefix else lines)
+        free = free_tails(parser)
+        try:
+            run = build(parser, path.name)
+        except SourceError as e:
+            refused = e
+    if free and (run is None or not run.meta.get("adversaries")):
+        with open_regular(path) as f:  # read again with the free text after each line's last number left out
+            lines = segments(f)
+            try:
+                loose = build(parse(_without(prefix, lines) if prefix else lines, loose=True), path.name)
+            except SourceError:
+                loose = None
+        if loose is not None and loose.has("loss") and _loss_points(loose) > _loss_points(run):
+            loose.notes.insert(1, Msg("text.free_tails"))
+            run = loose
+    if run is None:
+        raise refused or SourceError(f"{path.name}: not a log format lossdoctor knows")
+    return [run]
+
+
+def _loss_points(run: Run | None) -> int:
+    return int(run.logged("loss").sum()) if run is not None and run.has("loss") else 0
+
+
+def free_tails(parser: TextParser) -> bool:
+    """Whether several line shapes differ only in the words after their last number: a print that
+    ends each line with free text (the PyTorch char-RNN tutorial's `5000 5% (0m 12s) 2.4177 Coelho /
+    Portuguese ✓`: a name and a guess), which makes every line a shape of its own."""
+    groups: dict[str, int] = {}
+    for key in parser.templates:
+        if isinstance(key, str) and "\x00" in key:
+            head_key = key[: key.rfind("\x00")]
+            groups[head_key] = groups.get(head_key, 0) + 1
+    return any(n > _MIN_ROWS for n in groups.values())

@@ -315,6 +315,8 @@ def leading_slots(parts: list[str], names: list[str]) -> list[bool]:
     a date or a clock: where a print puts its own counter when it names none."""
     out = [False] * len(names)
     for j, name in enumerate(names):
+        if name in (PERCENT, "time"):  # a duration or a percentage printed first (`0m 5s (5000 5%) 2.85`)
+            continue
         if name:
             break
         inner_join = parts[j] in _CLOCK_JOINS and j > 0 or parts[j + 1] in _CLOCK_JOINS and j + 1 < len(names)
