@@ -350,6 +350,37 @@ case("named_loss_line_ending_with_a_sample",
              for i, v, text in zip((10, 20, 30, 40), L, ("the cat sat", "a dog ran off", "then the sun", "we went"))),
      {10: round(L[0], 4), 20: round(L[1], 4), 30: round(L[2], 4), 40: round(L[3], 4)})
 
+# Julia: Flux's model-zoo MNIST `@show loss(X, Y)` and `@show accuracy(m, X, labels, 0:9)` (Tracker printed the loss
+# as `param(0.0913)`, Zygote as a bare number), and a REPL's `mse(model, data): 0.25`: the called function names the
+# value, whatever numbers its arguments hold; the accuracy line is no loss
+case("julia_show_call_tracked_param",
+     "".join(f"loss(x, y) = param({v})\naccuracy(m, x, label, 0.0:9) = 0.{k + 4}1\n" for k, v in enumerate(L[:4])),
+     (ORDERED, L[:4]))
+case("julia_show_call_bare_value",
+     "".join(f"accuracy(m, X, labels, 0:9) = 0.{k + 2}8\nloss(X, Y) = {v}\n" for k, v in enumerate(L[:4])),
+     (ORDERED, L[:4]))
+case("repl_call_colon_value",
+     "".join(f"epoch {e}: mse(model, batch_{e}): {v}\n" for e, v in zip((1, 2, 3), L)),
+     {1: L[0], 2: L[1], 3: L[2]})
+
+# a from-scratch network's `print("Error: ", error)` under an epoch banner (the objective a script names `error`), and
+# a line that names it after its epoch; `top-1 error` is no loss name
+case("scratch_net_error_under_epoch_banner",
+     "".join(f"== EPOCH: {e} / 4 ==\nError:  {v}\n" for e, v in zip((1, 2, 3, 4), L)),
+     (ORDERED, L[:4]))
+case("scratch_net_epoch_error_line",
+     "".join(f"epoch {e} error {v} top-1 error 0.{e}5\n" for e, v in zip((1, 2, 3), L)),
+     {1: L[0], 2: L[1], 3: L[2]})
+
+# Chinese tutorials' counters: `训练次数：{}, Loss：{}` (the PyTorch tutorial most Chinese courses follow: the number of
+# training steps so far), `训练步数` and `训练次数` with a Chinese loss word; the test set's `整体测试集上的Loss` is an evaluation
+case("chinese_train_count_loss",
+     "".join(f"训练次数：{s}, Loss：{v}\n" for s, v in zip((100, 200, 300), L)) + f"整体测试集上的Loss: {V[0]}\n",
+     {100: L[0], 200: L[1], 300: L[2]}, eval_loss={300: V[0]})
+case("chinese_train_steps_loss_word",
+     "".join(f"第 1 轮，训练步数 {s}，训练损失 {v}\n" for s, v in zip((50, 100, 150), L)),
+     {50: L[0], 100: L[1], 150: L[2]})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",

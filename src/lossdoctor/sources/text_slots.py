@@ -129,7 +129,9 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
     for i, name in enumerate(names):
-        if name:
+        if not name and ")" in pieces[i] and (call := _CALL.search(text, 0, spans[i][0])) is not None:
+            names[i] = call.group(1)  # a call whose arguments hold numbers: `accuracy(m, x, 0.0:9) = 0.91`
+        if names[i]:
             continue
         if _TIME_UNIT.match(pieces[i + 1]):  # `(0m 12s)`: a duration's parts
             names[i] = "time"
@@ -202,6 +204,8 @@ def _prefix_name(piece: str, before: str) -> str:
     cut = max(piece.rfind(","), piece.rfind(";"))
     if cut >= 0 and _NAME_CHAR.search(piece[cut:]) is None:
         return ""
+    if ")" in piece and (call := _CALL.search(piece)) is not None:
+        return call.group(1)  # Julia's `@show loss(x, y)`: `loss(x, y) = param(0.0913)`
     piece = _MODE.sub(r"\2 \1", _WRAP.sub("", piece))  # mmengine's `Iter(train)`, `Epoch(val)`
     m = _NAME.search(piece)
     if not m:
@@ -218,6 +222,9 @@ def _prefix_name(piece: str, before: str) -> str:
 
 
 _NAME_CHAR = re.compile(r"[A-Za-z]")
+#: a call printed with its value (Julia's `@show loss(x, y)`, a REPL's `accuracy(m, x) = 0.91`, `f(x): 2.3`): the
+#: function's name names the value; a wrapper around the value after the `=` (`param(`, `Float32(`) is skipped
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\([^()]*\)\s*[=:]\s*(?:[A-Za-z_][\w.]*\(\s*)?$")
 
 
 class Template:
@@ -409,7 +416,10 @@ def _running_beside(t: Template, a: np.ndarray, whole: list[int], counters: set[
 
 
 #: names that are a loss by themselves, whole (Torch7's imagenet `Err 6.9076`: its criterion's value)
-_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", *_LOSS_METRICS})
+#: (`error`: what a from-scratch net prints for its objective, `print("Error: ", error)`; `top-1 error`, `error rate`
+#: are other names)
+_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", "error",
+                         *_LOSS_METRICS})
 #: the last word of a name that makes it an objective's value, the metric a tool prints for its loss
 #: (XGBoost's `train-logloss`, LightGBM's `training's l2` / `valid_1's binary_logloss`, `train-rmse`):
 #: ranked after every name that says loss
@@ -641,7 +651,7 @@ _ZH_COUNTER = (
     (re.compile(r"第\s*(\d+)\s*(?:个\s*)?(?:轮次?|回合|周期|代|epoch)", re.IGNORECASE), r" epoch \1 "),
     (re.compile(r"第\s*(\d+)\s*(?:次迭代|步|次)"), r" step \1 "),
 )
-_ZH_WORDS = (("训练损失", "train loss"), ("验证损失", "val loss"), ("验证集损失", "val loss"), ("测试损失", "test loss"),
+_ZH_WORDS = (("训练次数", "train step"), ("训练步数", "train step"), ("训练损失", "train loss"), ("验证损失", "val loss"), ("验证集损失", "val loss"), ("测试损失", "test loss"),
              ("损失函数", "loss"), ("损失值", "loss"), ("平均损失", "avg loss"), ("总损失", "total loss"), ("损失", "loss"),
              ("迭代次数", "iter"), ("迭代", "iter"), ("步数", "step"), ("轮次", "epoch"), ("轮数", "epoch"),
              ("学习率", "lr"), ("梯度范数", "grad_norm"), ("准确率", "acc"), ("训练", "train"), ("验证", "val"),
