@@ -381,6 +381,24 @@ case("chinese_train_steps_loss_word",
      "".join(f"第 1 轮，训练步数 {s}，训练损失 {v}\n" for s, v in zip((50, 100, 150), L)),
      {50: L[0], 100: L[1], 150: L[2]})
 
+# GAN losses named by a loss dict's prefix or with a numbered discriminator: BasicSR's MessageLogger (`[epoch:  1, iter:
+# 12,000, lr:(1.000e-04,)] [eta: ..., time (data): ...] l_g_pix: 1.2e-02 ... out_d_real: ...`, its `l_` terms, its
+# discriminator's outputs no loss), AdaptSegNet's `print('iter = {0:8d}/{1:8d}, loss_seg1 = {2:.3f} loss_adv1 = {3:.3f},
+# loss_D1 = {4:.3f} ...')` and a script's `loss_G=..., loss_D=...`: two adversaries' parts, kept, none the loss
+case("basicsr_gan_l_terms",
+     "".join(f"2024-01-01 10:00:0{k},000 INFO: [train..][epoch:  1, iter:  {s:,}, lr:(1.000e-04,)] [eta: 2 days, 1:00:00, "
+             f"time (data): 0.412 (0.003)] l_g_pix: {a:.4e} l_g_gan: {b:.4e} l_d_real: 0.6{k} out_d_real: 2.{k} "
+             f"l_d_fake: 0.7{k} out_d_fake: -1.{k}\n" for k, (s, (a, b, _)) in enumerate(zip((12000, 12100, 12200), _P3))),
+     None, components={12000: {"l_g_pix": float(f"{_P3[0][0]:.4e}"), "l_d_real": 0.60},
+                       12200: {"l_g_gan": float(f"{_P3[2][1]:.4e}"), "l_d_fake": 0.72}})
+case("adaptseg_numbered_discriminators",
+     "".join(f"iter = {s:8d}/  250000, loss_seg1 = {a:.3f} loss_adv1 = 0.{k}01, loss_D1 = 0.69{k} loss_seg2 = {b:.3f} "
+             f"loss_adv2 = 0.0{k}2 loss_D2 = 0.68{k}\n" for k, (s, (a, b, _)) in enumerate(zip((10, 20, 30), _P3))),
+     None, components={10: {"loss_seg1": round(_P3[0][0], 3), "loss_d1": 0.69}, 30: {"loss_d2": 0.682}})
+case("gan_loss_g_loss_d_equals",
+     "".join(f"[{e}/{s}] loss_G={a:.4f}, loss_D={b:.4f}\n" for e, (s, (a, b, _)) in enumerate(zip((100, 200, 300), _P3))),
+     None, components={(ORDERED, "loss_g"): [round(a, 4) for a, _, _ in _P3]})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",

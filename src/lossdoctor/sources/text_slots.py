@@ -484,7 +484,12 @@ def _is_loss(n: str) -> bool:
     n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
     if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
-    return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n)
+    return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n) or bool(_TERM.match(n))
+
+
+#: a loss term named by the short prefix of a loss dict's keys (BasicSR's `l_pix`, `l_g_gan`, `l_d_real`, `l_p_8`):
+#: one part of the loss the optimizer steps on
+_TERM = re.compile(r"^l_[a-z]")
 
 
 def _set_named(t: Template, j: int, n: str) -> str | None:
@@ -506,7 +511,8 @@ def classify_slot(t: Template, j: int) -> str | None:
         return "component"
     if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
         return "avg"
-    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) >= 50 \
+    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n))) \
+        and total_rank(n) >= 50 \
         and not n.startswith(("total", "train", "tr.")) \
         or criterion_named(n) and any(criterion_named(base_name(x)) for i, x in enumerate(t.names) if i != j and x)
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
@@ -580,8 +586,9 @@ _SET_RANK = 70
 _ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
 
 
-#: the same side named after the loss (the DCGAN tutorial's `Loss_D`, `errD`, `Err_G`)
-_SIDE_AFTER = re.compile(r"^(?:loss|err|error)[_ ]?(d|g)$", re.IGNORECASE)
+#: the same side named after the loss (the DCGAN tutorial's `Loss_D`, `errD`, `Err_G`; AdaptSegNet's `loss_D1`, one
+#: discriminator of several), or after a loss term's prefix (BasicSR's `l_d_real`, `l_g_gan`)
+_SIDE_AFTER = re.compile(r"^(?:loss|err|error|l)[_ ]?(d|g)\d*(?:$|_)", re.IGNORECASE)
 
 
 def adversaries(names: Iterable[str]) -> bool:
@@ -640,7 +647,13 @@ def gan_parts(text: str, names: list[str]) -> frozenset[str]:
     if not {"d", "g"} <= sides:
         return frozenset()
     return frozenset(base_name(n) for n in names if len(n) >= 2 and step_rank(n) is None
-                     and name_key(n) not in _EPOCH_NAMES and not _NOT_A_PART.match(n) and not n.startswith("(avg)"))
+                     and name_key(n) not in _EPOCH_NAMES and not _NOT_A_PART.match(n) and not n.startswith("(avg)")
+                     and not _SCORE_TAIL.search(n))
+
+
+#: a GAN line's measurements that are no loss: the discriminator's scores, outputs and accuracies (BasicSR's
+#: `real_score`, `fake_score`, `out_d_real`, a `D_acc`), image quality
+_SCORE_TAIL = re.compile(r"(?:^|[_ ])(?:score|scores|acc|accuracy|prob|psnr|ssim)$|^out_", re.IGNORECASE)
 
 
 #: Chinese training prints in the words the names above are written in (`第3轮 损失: 0.41` is `epoch 3
