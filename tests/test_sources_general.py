@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
+from msgs import has
 from lossdoctor.records import TEXT_EVENT_KINDS
 from lossdoctor.sources import SourceError, any_text, load_path
 
@@ -713,13 +714,14 @@ def test_a_number_that_sums_the_named_numbers_beside_it_is_the_total(tmp_path):
 
 def test_a_count_beside_the_parts_is_no_total(tmp_path):
     """DeepSpeed-Chat's `ppo_ep: 1` stands right before its losses: a whole number is no sum of them,
-    however the rounding is counted; the named components are summed instead."""
+    however the rounding is counted; the actor's loss is the training loss (the critic is another
+    model: its loss is kept apart, `test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component`)."""
     rows = [(0.0253, 0.2144), (0.1915, 0.3261), (-0.1837, 0.2259)]
     text = "".join(f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: {a}|cri_loss: {c}|unsuper_loss: 0.0\n"
                    for s, (a, c) in zip((259, 260, 261), rows))
     run = _read(tmp_path, text)
-    assert run.meta["loss_key"] != "ppo_ep"
-    _same(_at(run, "loss"), {s: a + c for s, (a, c) in zip((259, 260, 261), rows)})
+    assert run.meta["loss_key"] == "act_loss"
+    _same(_at(run, "loss"), {s: a for s, (a, _) in zip((259, 260, 261), rows)})
 
 
 def test_the_one_metric_left_is_taken_only_when_it_is_one_and_it_moves(tmp_path):
@@ -866,3 +868,28 @@ def test_records_under_a_header_that_names_the_step_take_that_step(tmp_path, blo
     _same(_at(run, "loss"), {s: v for s, v, _, _ in rows})
     assert run.meta["loss_key"] == key and run.meta["steps_from"] == "log"
     assert {10: 5.5, 20: 4.4}.items() <= _at(run, "grad_norm").items() <= {10: 5.5, 20: 4.4, 30: 3.3}.items()
+
+
+_RL_LINES = [
+    # verl's console logger: `step:N - key:value - ...`, the actor's and the critic's metrics by section
+    ("step:{s} - actor/pg_loss:{p} - actor/kl_loss:0.001 - actor/entropy_loss:0.{k}3 - critic/vf_loss:{c} - "
+     "critic/score/mean:0.4{k} - response_length/mean:212.{k}", "actor/pg_loss"),
+    # OpenRLHF-style postfix of a PPO trainer's bar: the policy's and the critic's losses, the reward, the KL
+    ("Train step {s}: policy_loss={p}, critic_loss={c}, reward=0.4{k}, kl=0.00{k}, lr=1e-06", "policy_loss"),
+    # DeepSpeed-Chat's step-3 print: `act_loss`, `cri_loss` and the unsupervised loss
+    ("epoch: 0|step: {s}|ppo_ep: 1|act_loss: {p}|cri_loss: {c}|unsuper_loss: 0.0", "act_loss"),
+]
+
+
+@pytest.mark.parametrize("line,key", _RL_LINES)
+def test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component(tmp_path, line, key):
+    """With no total printed, an RL trainer's policy loss (`actor/pg_loss`, `policy_loss`, `act_loss`) is
+    the training loss, near 0 or below it by design; the critic's loss (another model) and the KL and
+    entropy terms are kept as components, never summed into it. A GAN's adversaries stay two."""
+    rows = [(5, -0.012, 0.52), (6, 0.031, 0.48), (7, "nan", 0.47)]
+    run = _read(tmp_path, "".join(line.format(s=s, p=p, c=c, k=k) + "\n" for k, (s, p, c) in enumerate(rows)))
+    assert run.meta["loss_key"] == key
+    _same(_at(run, "loss"), {5: -0.012, 6: 0.031, 7: math.nan})
+    comps = run.events["loss_components"]
+    assert any(v == 0.48 for v in comps[6].values())  # the critic's loss, kept
+    assert has(run.notes, "text.policy_loss", key=key)

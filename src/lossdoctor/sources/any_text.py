@@ -97,6 +97,7 @@ from .text_slots import (
     lone_metric,
     name_key,
     names_a_loss,
+    policy_named,
     slot_names,
     step_rank,
     steps_of,
@@ -657,7 +658,10 @@ def choose(parser: TextParser) -> dict[str, Any]:
     train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
     guessed = train is None or train[0] >= 50
     summed, of_parts = None, []
-    if train is None and cands["component"]:
+    policy = _policy(cands["component"]) if train is None else None
+    if policy is not None:  # an RL run's policy loss: the loss, its value/KL/entropy terms kept beside it
+        train, guessed = policy, False
+    elif train is None and cands["component"]:
         summed = _summed(cands["component"])
         total = _printed_total(*summed) if summed is not None else None
         if total is not None and summed is not None:  # the parts' sum printed under a name of its own (YOLOv7's `total`)
@@ -673,12 +677,22 @@ def choose(parser: TextParser) -> dict[str, Any]:
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
     if rival:  # two adversaries only: their line is the one that holds them
         main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
-    return {"all": list(parser.templates.values()), "main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
+    return {"all": list(parser.templates.values()), "main": main, "loss": train[4:] if train else None,
+            "guessed": guessed, "summed": summed, "policy": policy is not None,
             "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_BLOCKS
             else [(t, k[0]) for t, k in _summed_siblings(list(parser.templates.values()), *summed)] if summed else [],
             "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
             "components": [c[4:] for c in cands["component"]] + parts, "parts": parts or of_parts}
+
+
+def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """With no total printed, an RL trainer's policy loss (verl's `actor/pg_loss`, DeepSpeed-Chat's `act_loss`,
+    RSL-RL's `Surrogate loss`, `policy_loss`) is the training loss: what the run optimises its policy by. The
+    value, critic, KL and entropy terms beside it are kept as components and not added to it (their weights
+    are not printed, and a critic is another model); the policy loss may sit near 0 or below it."""
+    policy = [c for c in found if policy_named(c[4].names[c[5]])]
+    return min(policy, key=lambda c: (c[1], c[2], c[3])) if policy else None
 
 
 #: most parts a total is looked for over (a detection loss has 3 to 6)
@@ -1103,6 +1117,9 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
         meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
         if picked["guessed"]:
             notes.append(Msg("text.loss_guessed", key=t.names[j]))
+        if picked["policy"]:
+            others = sorted({u.names[k] for u, k in picked["components"] if (u, k) != (t, j)})
+            notes.append(Msg("text.policy_loss", key=t.names[j], keys=others))
         if picked["parts"]:
             notes.append(Msg("text.total_of_parts", key=t.names[j], keys=[u.names[k] for u, k in picked["parts"]]))
     elif picked["summed"] is not None:

@@ -582,6 +582,16 @@ _METRIC_RANK = 60
 _SET_RANK = 70
 
 
+#: an RL trainer's policy loss, by its name (the section dropped: verl's `actor/pg_loss`): a policy-gradient loss,
+#: the actor's loss (DeepSpeed-Chat's `act_loss`, OpenRLHF's `policy_loss`), trained apart from its critic; not
+#: one actor-critic network's `Surrogate loss` beside its `Value function loss` (RSL-RL: one loss, their sum)
+_POLICY = re.compile(r"^(?:pg|policy|policy_gradient|actor|act)[_ ]loss$")
+
+
+def policy_named(name: str) -> bool:
+    return _POLICY.match(base_name(name)) is not None
+
+
 #: component names of two adversaries (a GAN's D and G): their sum is no training loss
 _ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
 
