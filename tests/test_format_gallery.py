@@ -399,6 +399,28 @@ case("gan_loss_g_loss_d_equals",
      "".join(f"[{e}/{s}] loss_G={a:.4f}, loss_D={b:.4f}\n" for e, (s, (a, b, _)) in enumerate(zip((100, 200, 300), _P3))),
      None, components={(ORDERED, "loss_g"): [round(a, 4) for a, _, _ in _P3]})
 
+# the Informer family (Informer2020, Autoformer, Time-Series-Library exp_long_term_forecasting.py): `print("Epoch: {0},
+# Steps: {1} | Train Loss: {2:.7f} Vali Loss: {3:.7f} Test Loss: {4:.7f}".format(epoch + 1, train_steps, ...))`, where
+# `train_steps = len(train_loader)` is the same count every epoch (no step) and `Vali` is its validation; a script's
+# `epoch 3 | batches 120 | train_loss ... | vali_loss ...` the same way
+case("informer_epoch_steps_count_vali",
+     "".join(f"Epoch: {e}, Steps: 569 | Train Loss: {v:.7f} Vali Loss: {w:.7f} Test Loss: {w + 0.02:.7f}\n"
+             for e, v, w in zip((1, 2, 3), L, V)),
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+case("epoch_line_constant_batch_count",
+     "".join(f"epoch {e} | batches 120 | train_loss {v} | vali_loss {w}\n" for e, v, w in zip((1, 2, 3, 4), L, V + [2.39])),
+     {1: L[0], 2: L[1], 3: L[2], 4: L[3]}, eval_loss={1: V[0], 2: V[1], 3: V[2], 4: 2.39})
+
+# names abbreviated with a dot: prime-rl's trainer line (`Step {step} | Time: ... | Loss: ... | Grad. Norm: ... | LR:
+# ...`), `Avg. Loss` and `Val. Loss` a script prints: the dot ends no sentence, the name is whole
+case("prime_rl_grad_dot_norm",
+     "".join(f"Step {s} | Time: 3.2{s}s | Loss: {v:.4f} | Grad. Norm: {g:.4f} | LR: 1.00e-05\n"
+             for s, v, g in zip((1, 2, 3), L, G)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, grad_norm={1: G[0], 2: G[1], 3: G[2]})
+case("avg_dot_loss_val_dot_loss",
+     "".join(f"[{e}/10] Avg. Loss: {v} Val. Loss: {w} Tot. time 12s\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",

@@ -50,7 +50,7 @@ def step_number(v: Any) -> float:
     return to_float(v)
 
 #: words that mark a metric as evaluation, not training
-_EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|valid|validation|test|dev)([/_ .-]|$)")
+_EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|vali|valid|validation|test|dev)([/_ .-]|$)")  # vali: the Informer family's `Vali Loss`
 _PREFIXES = ("train/", "training/", "trainer/", "train_", "training_", "train-", "train ", "train.",
              "optim/", "optimizer/", "samples/", "metrics/")
 _SUFFIXES = ("_step", "/step", "-step")

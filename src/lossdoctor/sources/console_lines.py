@@ -37,7 +37,7 @@ NUMBER = _NUMBER
 #: (or a call's parenthesis or an arrow: `grad_norm(1.23)`, `loss -> 2.31`)
 _KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*\]?[\s'\"]*(?:[:=(]|->)?[\s'\"]*$")
 _INT = re.compile(r"\+?\d+$")
-_EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
+_EVAL_WORDS = {"val", "vali", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
 #: names console prints use that the tabular table does not hold
 _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
           "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
@@ -65,7 +65,7 @@ def classify(key: str) -> tuple[str, int] | None:
     hit = _cache.get(key, False)
     if hit is not False:
         return hit  # type: ignore[return-value]
-    words = key.lower().split()
+    words = [w.rstrip(".") if w[:-1].rstrip(".") in text_slots.ABBREVIATIONS else w for w in key.lower().split()]
     hit = None
     for k in range(len(words), 0, -1):
         tail = words[-k:]

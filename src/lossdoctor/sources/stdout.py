@@ -887,6 +887,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     notes = p.notes(what)
     meta["steps_from"] = p.steps_from()
     meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)
+    meta["steps_collapsed"] = _collapsed(st, order)
     absent = [n for c, n in (("loss", Msg("signal.loss")), ("grad_norm", Msg("signal.grad_norm")),
                              ("scale", Msg("signal.scale"))) if c not in cols]
     if absent:
@@ -905,6 +906,20 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)
     return run
+
+
+def _collapsed(st: StepColumns, order: np.ndarray) -> bool:
+    """Whether rows of three or more different losses were put at one step, so that all but one are
+    lost: the step read is no step (the Informer family's `Epoch: 3, Steps: 9 | Train Loss: ...`, `Steps`
+    the same count each epoch); the reading is then weak (`text_choice`). Two values at a step are a
+    bar drawn again before its counter moved, with its new postfix."""
+    if "loss" not in st.vals:
+        return False
+    have = st.logged("loss")[order]
+    steps, loss = st.step[order][have], st.view("loss")[order][have]
+    ok = np.isfinite(loss)
+    pairs = np.unique(np.stack([steps[ok], loss[ok]]), axis=1) if ok.any() else np.zeros((2, 0))
+    return bool(pairs.shape[1]) and int(np.unique(pairs[0], return_counts=True)[1].max()) >= 3
 
 
 def _components(p: ConsoleParser, order: np.ndarray) -> dict[int, Any]:

@@ -66,7 +66,7 @@ TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IG
 
 
 #: an evaluation word inside a series' own name (`val_loss`, `Validation Loss`, `eval/loss`)
-EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
+EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|vali|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
 
 
 #: step-like names, best first
@@ -210,7 +210,7 @@ def _prefix_name(piece: str, before: str) -> str:
     m = _NAME.search(piece)
     if not m:
         return ""
-    name = m.group(1).strip(" ./-").rsplit(". ", 1)[-1]  # a sentence before it is not its name
+    name = _after_sentence(m.group(1).strip(" ./-"))  # a sentence before it is not its name
     words = name.split()
     while words and words[-1].lower() in _COPULA:
         words.pop()
@@ -222,6 +222,21 @@ def _prefix_name(piece: str, before: str) -> str:
 
 
 _NAME_CHAR = re.compile(r"[A-Za-z]")
+#: words a name abbreviates with a dot (prime-rl's `Grad. Norm`, `Avg. Loss`, `Tr. Loss`): the dot ends no sentence
+ABBREVIATIONS = frozenset({"grad", "avg", "tr", "val", "eval", "acc", "approx", "est", "tot", "iter", "ep", "no", "num",
+                           "norm", "max", "min", "std", "lr", "l", "r", "cur", "prev"})
+
+
+def _after_sentence(name: str) -> str:
+    """The name without a sentence before it (`Epoch done. Loss` -> `Loss`); an abbreviation's dot is
+    kept inside the name, as a space (`Grad. Norm` -> `Grad Norm`)."""
+    if ". " not in name:
+        return name
+    parts = name.split(". ")
+    k = len(parts) - 1
+    while k and parts[k - 1].rsplit(" ", 1)[-1].lower() in ABBREVIATIONS:
+        k -= 1
+    return " ".join(parts[k:])
 #: a call printed with its value (Julia's `@show loss(x, y)`, a REPL's `accuracy(m, x) = 0.91`, `f(x): 2.3`): the
 #: function's name names the value; a wrapper around the value after the `=` (`param(`, `Float32(`) is skipped
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\([^()]*\)\s*[=:]\s*(?:[A-Za-z_][\w.]*\(\s*)?$")
@@ -362,6 +377,9 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
     named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
     counters.update(j for _, j in named)
+    if epoch is not None and a.shape[0] >= 2 and np.all(np.diff(a[:, epoch]) > 0):
+        # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step
+        named = [(k, j) for k, j in named if np.any(a[:, j] != a[0, j])]
     if epoch is None and len(of_total) > 1:
         epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
     if epoch is not None:
