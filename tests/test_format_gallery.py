@@ -1571,6 +1571,16 @@ case("rl_jsonl_rewards_mean",
      "".join(json.dumps({"step": s, "loss": v, "rewards/format": 1.0, "rewards/mean": r, "lr": 1e-6}) + "\n"
              for s, v, r in zip((1, 2, 3), (0.011, -0.004, 0.002), R)),
      {1: 0.011, 2: -0.004, 3: 0.002}, file="metrics.jsonl", reward={1: R[0], 2: R[1], 3: R[2]})
+# DPO metrics printed by a script with its step in front (`print(f"step {step}: {metrics}")` of TRL's names) and in a
+# `|`-separated line: `rewards/chosen` is the preference column wherever it is printed
+case("dpo_step_labelled_dicts",
+     "".join(f"step {s}: {{'loss': {v}, 'rewards/chosen': {c}, 'rewards/rejected': -{c}, 'rewards/accuracies': 0.6}}\n"
+             for s, v, c in zip((10, 20, 30), (0.6931, 0.6512, 0.6044), (0.01, 0.05, 0.12))),
+     {10: 0.6931, 20: 0.6512, 30: 0.6044}, rewards_chosen={10: 0.01, 20: 0.05, 30: 0.12})
+case("dpo_pipe_line_rewards_chosen",
+     "".join(f"it {s} | dpo loss {v} | rewards/chosen {c} | rewards/margins {2 * c}\n"
+             for s, v, c in zip((10, 20, 30), (0.6931, 0.6512, 0.6044), (0.01, 0.05, 0.12))),
+     {10: 0.6931, 20: 0.6512, 30: 0.6044}, rewards_chosen={10: 0.01, 20: 0.05, 30: 0.12})
 # a script that prints its training steps and, once an epoch, a validation line naming the epoch only: the
 # validation loss is dated by the training step printed before it, not by the epoch number
 case("plain_validation_named_by_epoch_between_steps",
@@ -1659,7 +1669,7 @@ def test_the_gallery_reads_each_tool_as_it_prints(c, tmp_path):
         _check_components(by_step, c.get("components", {}))
         return
     _check(_at(run, "loss"), c["loss"], "loss")
-    for col in ("eval_loss", "grad_norm", "lr", "scale", "reward"):
+    for col in ("eval_loss", "grad_norm", "lr", "scale", "reward", "rewards_chosen"):
         if col in c:
             _check(_at(run, col), c[col], col)
 
