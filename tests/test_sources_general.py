@@ -20,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
-from msgs import has
 from lossdoctor.records import TEXT_EVENT_KINDS
 from lossdoctor.sources import SourceError, any_text, load_path
+from msgs import has
 
 
 def _read(tmp_path, text, name="train.log"):
