@@ -916,7 +916,12 @@ def _collapsed(st: StepColumns, order: np.ndarray) -> bool:
     if "loss" not in st.vals:
         return False
     have = st.logged("loss")[order]
-    steps, loss = st.step[order][have], st.view("loss")[order][have]
+    steps, loss = st.step[order][have], st.view("loss")[order][have]  # in step order
+    again = np.diff(steps) == 0
+    if np.count_nonzero(again) < 2:
+        return False  # the common case: a step a row
+    shared = np.concatenate(([False], again)) | np.concatenate((again, [False]))
+    steps, loss = steps[shared], loss[shared]
     ok = np.isfinite(loss)
     pairs = np.unique(np.stack([steps[ok], loss[ok]]), axis=1) if ok.any() else np.zeros((2, 0))
     return bool(pairs.shape[1]) and int(np.unique(pairs[0], return_counts=True)[1].max()) >= 3

@@ -26,12 +26,13 @@ NUMBER = re.compile(r"(?<![\w.@])" + MSVC_NONFINITE + r"(?![\w.])|(?<![\w.@])[-+
 #: `throughput/total_tokens=1,048,576`): one number; a comma not followed by three digits and no more is a
 #: list's (`1,2`, `1,200,0.5`)
 THOUSANDS = re.compile(r"(?<=[=:])(\s*)(\d{1,3}(?:,\d{3})+)(?![\d.]|,\d)")
+_GROUP = re.compile(r",\d\d\d")  # what the pattern needs, found ten times faster (most lines have none)
 
 
 def whole_numbers(text: str) -> str:
     """The line with its thousands-separated numbers written without the separators (called on lines
     holding a comma)."""
-    if THOUSANDS.search(text) is None:
+    if _GROUP.search(text) is None or THOUSANDS.search(text) is None:
         return text
     return THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
 
