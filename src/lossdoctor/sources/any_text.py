@@ -31,7 +31,11 @@ reader finds them without knowing the tool:
   the training line's shape are the evaluation's (`eval_loss`), until a line of another shape;
 
 - **records printed one pair a line**: `key: value`, `'key': value,`, `Key: k, Value: v` lines in a
-  row (a pretty-printed dict, RSL-RL's block) are one row; a key seen again starts the next;
+  row (a pretty-printed dict, RSL-RL's block, Coqui's `| > loss: 3.63  (3.53)` behind a list marker, its
+  running average dropped) are one row; a key seen again starts the next; records with a key more or less
+  are one series. A line that names a step counter and else only when or where it was printed (a clock, a
+  host; OLMo's `[step=2/739328,epoch=0]`, Coqui's `--> TIME: ... STEP: 25/496 -- GLOBAL_STEP: 25`) is the
+  header of the record under it: its step;
 - **one row**: when no loss has two rows, one is enough (a `loss_dict = {...}` in an error, one
   summary); a row with no counter takes the step its line before names (`at iteration=27!`,
   `Learning iteration 8391/10000`).
@@ -42,7 +46,15 @@ reader finds them without knowing the tool:
   timings, scores and settings are known is the loss (VSE++'s `Le`, a guess); bare numbers behind a
   first number that counts up are the step and the loss (`print(step, loss)`, a guess); a set's name
   alone (`learn:` / `test:`) or its metric (`train-rmse`, `training's l2`) names the objective. A
-  counter that starts again from its beginning is counted on from the epoch before (`counted_on`).
+  counter that starts again from its beginning is counted on from the epoch before (`counted_on`), one
+  rank's late copy of a step is not such a restart. On lines of unnamed numbers a column that is the
+  sum of the columns before it is their total (YOLOv7's results.txt); a criterion's class name
+  (`CrossEntropyLoss`) names the objective; an RL trainer's policy loss (`actor/pg_loss`, `act_loss`)
+  is the loss when no total is printed, its critic's, KL and entropy terms kept beside it; a call
+  printed with its value is named by the function (Julia's `loss(x, y) = param(0.09)`).
+- **free text after the numbers**: when several line shapes differ only in the words after their last
+  number (the char-RNN tutorial's sample name and guess), the text is read again with those words left
+  out of the shape, and that reading kept when it holds more loss points.
 
 Series keep their names. Train, evaluation and component losses stay apart: an evaluation loss
 (by its name, or by an evaluation word in its line's own words) fills `eval_loss`, component losses
