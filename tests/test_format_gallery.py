@@ -284,6 +284,143 @@ case("megatron_iteration",
      {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: 1.234, 200: 1.111, 300: 0.987},
      scale={100: 65536.0, 200: 65536.0, 300: 65536.0})
 
+# Megatron forks that print `| name value |` with no colon (CPM-2's finetune script: `epoch   0/ 10 | global
+# iteration       20/    3402 | learning rate 3e-06 | lm loss 7.72363 | loss scale 512.0 |`), and the same
+# fields spelled in other orders and cases: each a field of the iteration line, colon or not
+case("megatron_fork_fields_without_colons",
+     "".join(f"epoch   0/ 3 | global iteration {s:8d}/    900 | learning rate 2e-05 | lm loss {v:g} | loss scale "
+             f"{sc} |\n" for s, v, sc in zip((10, 20, 30), L, (1024.0, 1024.0, 2048.0))),
+     {10: L[0], 20: L[1], 30: L[2]}, lr={10: 2e-05, 20: 2e-05, 30: 2e-05}, scale={10: 1024.0, 20: 1024.0, 30: 2048.0})
+case("megatron_iteration_mixed_colons",
+     "".join(f" iteration {s:6d}/ 1000 | consumed samples {s * 64} | Learning Rate 1.0E-04 | LM Loss {v:.5E} | "
+             f"grad norm: {g} | loss scale 1.0 |\n" for s, v, g in zip((100, 200, 300), L, G)),
+     {100: L[0], 200: L[1], 300: L[2]}, grad_norm={100: G[0], 200: G[1], 300: G[2]}, lr={100: 1e-4, 200: 1e-4, 300: 1e-4})
+
+# a line of component losses with no total (DAFormer's mmseg line: `decode.loss_seg`, `src.loss_imnet_feat_dist`,
+# `mix.decode.loss_seg`) whose ETA field changes shape as the run goes (`eta: 1 day, 0:29:42` -> `eta: 23:54:54`):
+# one training line; the loss is the sum of its parts on every row, the reshaped one included
+_PARTS = [(0.812, 0.101), (0.744, 0.097), (0.701, 0.090), (0.655, 0.088)]
+case("mm_components_eta_loses_its_day",
+     "".join(f"2022-05-07 17:0{k}:57,696 - mmseg - INFO - Iter [{s}/40000]\tlr: 1.9e-06, eta: {eta}, time: 2.207, "
+             f"data_time: 0.029, memory: 9801, decode.loss_seg: {a}, decode.acc_seg: 32.26, aux.loss_seg: {b}\n"
+             for k, (s, eta, (a, b)) in enumerate(zip((50, 100, 150, 200), ("1 day, 0:29:42", "1 day, 0:08:59",
+                                                                             "23:59:44", "23:54:54"), _PARTS))),
+     {s: a + b for s, (a, b) in zip((50, 100, 150, 200), _PARTS)})
+# the same, a detectron2-style line whose `eta:` is printed without its day once under a day
+case("detectron_style_components_eta_reshaped",
+     "".join(f"[07/01 10:0{k}:00 d2.utils.events]:  eta: {eta}  iter: {s}  loss_cls: {a}  loss_box_reg: {b}  lr: "
+             f"0.02  max_mem: 4011M\n" for k, (s, eta, (a, b)) in enumerate(zip((19, 39, 59), ("1 day, 2:03:04",
+                                                                                            "23:10:00", "22:59:59"),
+                                                                                           _PARTS))),
+     {s: a + b for s, (a, b) in zip((19, 39, 59), _PARTS)})
+
+# rows of unnamed columns whose total is the printed sum of the parts before it: YOLOv7's results.txt (train.py:
+# `f.write(s + '%10.4g' * 7 % results + '\n')`, s = the bar's description: epoch `0/149`, memory `13.6G`, box,
+# obj, cls, total, labels, img_size; then P, R, mAP@.5, mAP@.5:.95, val box/obj/cls), a script's comma-separated
+# `epoch, part, part, total, acc` print, and a space-separated `step l1 l2 l3 sum` one
+_P3 = [(0.04854, 0.00671, 0.0135), (0.02125, 0.003635, 0.00429), (0.01919, 0.003306, 0.002792)]
+case("yolov7_results_txt_unnamed_total",
+     "".join(("%10s" * 2 + "%10.4g" * 6) % (f"{e}/149", "13.6G", *p, float(f"{sum(p):.4g}"), 17 - e, 640)
+             + "%10.4g" * 7 % (0.19 + e / 10, 0.3, 0.17, 0.08, 0.059, 0.0092, 0.0136) + "\n" for e, p in enumerate(_P3)),
+     {e: float(f"{sum(p):.4g}") for e, p in enumerate(_P3)})
+case("unnamed_comma_columns_with_total",
+     "".join(f"{e}, {a:.4f}, {b:.4f}, {a + b:.4f}, {0.5 + e / 10:.3f}\n" for e, (a, b, _) in enumerate(_P3, start=1)),
+     {e: round(a + b, 4) for e, (a, b, _) in enumerate(_P3, start=1)})
+case("unnamed_space_columns_sum_last",
+     "".join(f"{s} {a:.5f} {b:.5f} {c:.5f} {a + b + c:.5f}\n" for s, (a, b, c) in zip((100, 200, 300), _P3)),
+     {s: round(a + b + c, 5) for s, (a, b, c) in zip((100, 200, 300), _P3)})
+
+# pytorch/tutorials char_rnn_classification_tutorial: `print('%d %d%% (%s) %.4f %s / %s %s' % (iter, iter / n_iters *
+# 100, timeSince(start), loss, line, guess, correct))`, timeSince `'%dm %ds'`: a sample's name and the guess after the
+# loss make every line's words differ; the seq2seq tutorial's `'%s (%d %d%%) %.4f' % (timeSince(start, iter /
+# n_iters), iter, iter / n_iters * 100, print_loss_avg)` puts two durations before the counter; a script that ends its
+# named loss line with a generated sample
+_SAMPLES = [("Kovacs / Czech", "✓"), ("Moreau / Dutch", "✗ (French)"), ("Sato / Japanese", "✓"),
+            ("Ivanov / Polish", "✗ (Russian)")]
+case("char_rnn_tutorial_free_text_tail",
+     "".join(f"{i} {i // 1000}% ({k}m {7 * k + 3}s) {v:.4f} {name} {mark}\n"
+             for k, (i, v, (name, mark)) in enumerate(zip((1000, 2000, 3000, 4000), L, _SAMPLES))),
+     {1000: round(L[0], 4), 2000: round(L[1], 4), 3000: round(L[2], 4), 4000: round(L[3], 4)})
+case("seq2seq_tutorial_durations_before_counter",
+     "".join(f"{k}m {9 * k + 5}s (- {40 - k}m 2s) ({i} {i // 750}%) {v:.4f}\n"
+             for k, (i, v) in enumerate(zip((5000, 10000, 15000, 20000), L))),
+     {5000: round(L[0], 4), 10000: round(L[1], 4), 15000: round(L[2], 4), 20000: round(L[3], 4)})
+case("named_loss_line_ending_with_a_sample",
+     "".join(f"epoch 1 iter {i} loss {v:.4f} >> sample: {text}\n"
+             for i, v, text in zip((10, 20, 30, 40), L, ("the cat sat", "a dog ran off", "then the sun", "we went"))),
+     {10: round(L[0], 4), 20: round(L[1], 4), 30: round(L[2], 4), 40: round(L[3], 4)})
+
+# Julia: Flux's model-zoo MNIST `@show loss(X, Y)` and `@show accuracy(m, X, labels, 0:9)` (Tracker printed the loss
+# as `param(0.0913)`, Zygote as a bare number), and a REPL's `mse(model, data): 0.25`: the called function names the
+# value, whatever numbers its arguments hold; the accuracy line is no loss
+case("julia_show_call_tracked_param",
+     "".join(f"loss(x, y) = param({v})\naccuracy(m, x, label, 0.0:9) = 0.{k + 4}1\n" for k, v in enumerate(L[:4])),
+     (ORDERED, L[:4]))
+case("julia_show_call_bare_value",
+     "".join(f"accuracy(m, X, labels, 0:9) = 0.{k + 2}8\nloss(X, Y) = {v}\n" for k, v in enumerate(L[:4])),
+     (ORDERED, L[:4]))
+case("repl_call_colon_value",
+     "".join(f"epoch {e}: mse(model, batch_{e}): {v}\n" for e, v in zip((1, 2, 3), L)),
+     {1: L[0], 2: L[1], 3: L[2]})
+
+# a from-scratch network's `print("Error: ", error)` under an epoch banner (the objective a script names `error`), and
+# a line that names it after its epoch; `top-1 error` is no loss name
+case("scratch_net_error_under_epoch_banner",
+     "".join(f"== EPOCH: {e} / 4 ==\nError:  {v}\n" for e, v in zip((1, 2, 3, 4), L)),
+     (ORDERED, L[:4]))
+case("scratch_net_epoch_error_line",
+     "".join(f"epoch {e} error {v} top-1 error 0.{e}5\n" for e, v in zip((1, 2, 3), L)),
+     {1: L[0], 2: L[1], 3: L[2]})
+
+# Chinese tutorials' counters: `训练次数：{}, Loss：{}` (the PyTorch tutorial most Chinese courses follow: the number of
+# training steps so far), `训练步数` and `训练次数` with a Chinese loss word; the test set's `整体测试集上的Loss` is an evaluation
+case("chinese_train_count_loss",
+     "".join(f"训练次数：{s}, Loss：{v}\n" for s, v in zip((100, 200, 300), L)) + f"整体测试集上的Loss: {V[0]}\n",
+     {100: L[0], 200: L[1], 300: L[2]}, eval_loss={300: V[0]})
+case("chinese_train_steps_loss_word",
+     "".join(f"第 1 轮，训练步数 {s}，训练损失 {v}\n" for s, v in zip((50, 100, 150), L)),
+     {50: L[0], 100: L[1], 150: L[2]})
+
+# GAN losses named by a loss dict's prefix or with a numbered discriminator: BasicSR's MessageLogger (`[epoch:  1, iter:
+# 12,000, lr:(1.000e-04,)] [eta: ..., time (data): ...] l_g_pix: 1.2e-02 ... out_d_real: ...`, its `l_` terms, its
+# discriminator's outputs no loss), AdaptSegNet's `print('iter = {0:8d}/{1:8d}, loss_seg1 = {2:.3f} loss_adv1 = {3:.3f},
+# loss_D1 = {4:.3f} ...')` and a script's `loss_G=..., loss_D=...`: two adversaries' parts, kept, none the loss
+case("basicsr_gan_l_terms",
+     "".join(f"2024-01-01 10:00:0{k},000 INFO: [train..][epoch:  1, iter:  {s:,}, lr:(1.000e-04,)] [eta: 2 days, 1:00:00, "
+             f"time (data): 0.412 (0.003)] l_g_pix: {a:.4e} l_g_gan: {b:.4e} l_d_real: 0.6{k} out_d_real: 2.{k} "
+             f"l_d_fake: 0.7{k} out_d_fake: -1.{k}\n" for k, (s, (a, b, _)) in enumerate(zip((12000, 12100, 12200), _P3))),
+     None, components={12000: {"l_g_pix": float(f"{_P3[0][0]:.4e}"), "l_d_real": 0.60},
+                       12200: {"l_g_gan": float(f"{_P3[2][1]:.4e}"), "l_d_fake": 0.72}})
+case("adaptseg_numbered_discriminators",
+     "".join(f"iter = {s:8d}/  250000, loss_seg1 = {a:.3f} loss_adv1 = 0.{k}01, loss_D1 = 0.69{k} loss_seg2 = {b:.3f} "
+             f"loss_adv2 = 0.0{k}2 loss_D2 = 0.68{k}\n" for k, (s, (a, b, _)) in enumerate(zip((10, 20, 30), _P3))),
+     None, components={10: {"loss_seg1": round(_P3[0][0], 3), "loss_d1": 0.69}, 30: {"loss_d2": 0.682}})
+case("gan_loss_g_loss_d_equals",
+     "".join(f"[{e}/{s}] loss_G={a:.4f}, loss_D={b:.4f}\n" for e, (s, (a, b, _)) in enumerate(zip((100, 200, 300), _P3))),
+     None, components={(ORDERED, "loss_g"): [round(a, 4) for a, _, _ in _P3]})
+
+# the Informer family (Informer2020, Autoformer, Time-Series-Library exp_long_term_forecasting.py): `print("Epoch: {0},
+# Steps: {1} | Train Loss: {2:.7f} Vali Loss: {3:.7f} Test Loss: {4:.7f}".format(epoch + 1, train_steps, ...))`, where
+# `train_steps = len(train_loader)` is the same count every epoch (no step) and `Vali` is its validation; a script's
+# `epoch 3 | batches 120 | train_loss ... | vali_loss ...` the same way
+case("informer_epoch_steps_count_vali",
+     "".join(f"Epoch: {e}, Steps: 569 | Train Loss: {v:.7f} Vali Loss: {w:.7f} Test Loss: {w + 0.02:.7f}\n"
+             for e, v, w in zip((1, 2, 3), L, V)),
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+case("epoch_line_constant_batch_count",
+     "".join(f"epoch {e} | batches 120 | train_loss {v} | vali_loss {w}\n" for e, v, w in zip((1, 2, 3, 4), L, V + [2.39])),
+     {1: L[0], 2: L[1], 3: L[2], 4: L[3]}, eval_loss={1: V[0], 2: V[1], 3: V[2], 4: 2.39})
+
+# names abbreviated with a dot: prime-rl's trainer line (`Step {step} | Time: ... | Loss: ... | Grad. Norm: ... | LR:
+# ...`), `Avg. Loss` and `Val. Loss` a script prints: the dot ends no sentence, the name is whole
+case("prime_rl_grad_dot_norm",
+     "".join(f"Step {s} | Time: 3.2{s}s | Loss: {v:.4f} | Grad. Norm: {g:.4f} | LR: 1.00e-05\n"
+             for s, v, g in zip((1, 2, 3), L, G)),
+     {1: round(L[0], 4), 2: round(L[1], 4), 3: round(L[2], 4)}, grad_norm={1: G[0], 2: G[1], 3: G[2]})
+case("avg_dot_loss_val_dot_loss",
+     "".join(f"[{e}/10] Avg. Loss: {v} Val. Loss: {w} Tot. time 12s\n" for e, v, w in zip((1, 2, 3), L, V)),
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
+
 # pytorch/torchtitan torchtitan/train.py: `f"{color.red}step: {step:2}  {color.green}loss: {loss:7.4f}
 # {color.yellow}memory: {gib:5.2f}GiB({pct:.2f}%)  {color.blue}tps: {round(tps):,}  {color.magenta}mfu: ..."`
 case("torchtitan_step",
@@ -1416,7 +1553,34 @@ case("trl_grpo_console_dicts",
      "".join(f"{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': 1e-06, 'completion_length': 120.5, "
              f"'rewards/accuracy_reward': 0.2{k}, 'reward': 0.2{k}, 'reward_std': 0.31, 'kl': 0.00{k + 1}, "
              f"'epoch': 0.0{k + 1}}}\n" for k, (v, g) in enumerate(zip((0.0, 0.0001, 0.0003), G))),
-     {1: 0.0, 2: 0.0001, 3: 0.0003}, grad_norm={1: G[0], 2: G[1], 3: G[2]})
+     {1: 0.0, 2: 0.0001, 3: 0.0003}, grad_norm={1: G[0], 2: G[1], 3: G[2]}, reward={1: 0.20, 2: 0.21, 3: 0.22})
+
+# RL fine-tuning's reward, printed the ways other RL trainers print it: a PPO script's own `|` line (the policy
+# loss below 0 by design, `mean_reward`), a notebook's table with a `reward` column beside `Training Loss`, JSON
+# lines whose `rewards/mean` is the reward and `rewards/format` one reward function's term (not the reward)
+R = [0.412, 0.455, 0.498, 0.531]
+case("ppo_script_pipe_line_mean_reward",
+     "".join(f"step {s} | policy_loss {v} | mean_reward {r} | kl 0.00{k + 2} | lr 1e-06\n"
+             for k, (s, v, r) in enumerate(zip((10, 20, 30), (-0.0123, -0.0311, 0.0042), R))),
+     {10: -0.0123, 20: -0.0311, 30: 0.0042}, reward={10: R[0], 20: R[1], 30: R[2]})
+case("rl_notebook_table_reward_column",
+     "| Step | Training Loss | reward | reward_std | kl |\n|---|---|---|---|---|\n"
+     + "".join(f"| {s} | {v} | {r} | 0.2{k} | 0.00{k + 1} |\n" for k, (s, v, r) in enumerate(zip((5, 10, 15), L, R))),
+     {5: L[0], 10: L[1], 15: L[2]}, file="train.md", reward={5: R[0], 10: R[1], 15: R[2]})
+case("rl_jsonl_rewards_mean",
+     "".join(json.dumps({"step": s, "loss": v, "rewards/format": 1.0, "rewards/mean": r, "lr": 1e-6}) + "\n"
+             for s, v, r in zip((1, 2, 3), (0.011, -0.004, 0.002), R)),
+     {1: 0.011, 2: -0.004, 3: 0.002}, file="metrics.jsonl", reward={1: R[0], 2: R[1], 3: R[2]})
+# DPO metrics printed by a script with its step in front (`print(f"step {step}: {metrics}")` of TRL's names) and in a
+# `|`-separated line: `rewards/chosen` is the preference column wherever it is printed
+case("dpo_step_labelled_dicts",
+     "".join(f"step {s}: {{'loss': {v}, 'rewards/chosen': {c}, 'rewards/rejected': -{c}, 'rewards/accuracies': 0.6}}\n"
+             for s, v, c in zip((10, 20, 30), (0.6931, 0.6512, 0.6044), (0.01, 0.05, 0.12))),
+     {10: 0.6931, 20: 0.6512, 30: 0.6044}, rewards_chosen={10: 0.01, 20: 0.05, 30: 0.12})
+case("dpo_pipe_line_rewards_chosen",
+     "".join(f"it {s} | dpo loss {v} | rewards/chosen {c} | rewards/margins {2 * c}\n"
+             for s, v, c in zip((10, 20, 30), (0.6931, 0.6512, 0.6044), (0.01, 0.05, 0.12))),
+     {10: 0.6931, 20: 0.6512, 30: 0.6044}, rewards_chosen={10: 0.01, 20: 0.05, 30: 0.12})
 # a script that prints its training steps and, once an epoch, a validation line naming the epoch only: the
 # validation loss is dated by the training step printed before it, not by the epoch number
 case("plain_validation_named_by_epoch_between_steps",
@@ -1505,7 +1669,7 @@ def test_the_gallery_reads_each_tool_as_it_prints(c, tmp_path):
         _check_components(by_step, c.get("components", {}))
         return
     _check(_at(run, "loss"), c["loss"], "loss")
-    for col in ("eval_loss", "grad_norm", "lr", "scale"):
+    for col in ("eval_loss", "grad_norm", "lr", "scale", "reward", "rewards_chosen"):
         if col in c:
             _check(_at(run, col), c[col], col)
 

@@ -245,6 +245,25 @@ def test_tqdm_postfix_with_real_tqdm(tmp_path):
     logfaults.check(diagnose_runs([run]), "grad_explosion")
 
 
+@pytest.mark.parametrize("describe", ["{e}|{s}|Loss: {v}", "Step {s} | loss {v}", "epoch {e} global_step={s} loss={v}"])
+def test_a_bar_description_that_names_its_step_dates_its_loss(tmp_path, describe):
+    """A bar whose description says which step its loss is of (torchtune's `f"{epoch + 1}|{global_step}|Loss:
+    {loss}"`, a named `Step`, `global_step=`): that step, not the bar's counter (updated before the
+    description, or counting micro-batches). Real tqdm, redrawn as a terminal gets it."""
+    from tqdm import tqdm
+
+    losses = [2.31, 2.27, 2.19, 2.12, 2.08, 2.01]
+    buf = io.StringIO()
+    bar = tqdm(total=20, file=buf, mininterval=0, miniters=1)
+    for s, v in enumerate(losses, start=40):
+        bar.update(3)  # three micro-batches a step
+        bar.set_description(describe.format(e=1, s=s, v=v))
+    bar.close()
+    run = _read_text(tmp_path, buf.getvalue())
+    lg = run.logged("loss")
+    assert dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist())) == dict(enumerate(losses, start=40))
+
+
 def test_tqdm_lightning_epochs_become_global_steps(tmp_path):
     """Lightning's bar restarts each epoch (`Epoch 1: 40%|...| 4/10`): step = epoch * total + n."""
     from tqdm import tqdm
@@ -605,6 +624,38 @@ def test_overflows_between_trainer_dicts_without_steps_are_steps_of_their_own(tm
     assert run.cols["scale"][steps.index(6)] == 8192
     report = diagnose_runs([run])
     assert report.status == "critical" and report.primary.step == 7 and report.primary.symptom == "nonfinite"
+
+
+def test_one_log_record_printed_by_two_loggers_is_one_step(tmp_path):
+    """A tool that logs the Trainer's record itself (LLaMA-Factory's callback, rounded, behind its own
+    logger's prefix) before or after the Trainer prints it: one step, each key's fuller value kept, and
+    the NaN-filter reading (loss 0.0 beside a NaN grad norm) made on the merged record. Two records of
+    the same keys are never merged, even with equal values (a loss stuck at 0.0, a constant LR)."""
+    bar = "  {pct}%|##        | {n}/500 [00:30<03:00,  2.74it/s]"
+    cb = "[INFO|2025-01-02 10:00:{k:02d}] mytool.callbacks:88 >> {{'loss': {v:.4f}, 'learning_rate': {lr:.4e}, 'epoch': {e}}}"
+    tr = "{{'loss': {v}, 'grad_norm': {g}, 'learning_rate': {lr}, 'epoch': {e}}}"
+    lr = [4.99871234e-05, 4.99712345e-05, 4.99523456e-05]
+    recs = [(2.310211, 1.31, 0.02), (0.0, "nan", 0.04), (2.05, 0.9, 0.06)]
+    lines = []
+    for k, ((v, g, e), r, n) in enumerate(zip(recs, lr, (10, 20, 30))):
+        pair = [cb.format(k=k, v=v, lr=r, e=e), tr.format(v=v, g=g, lr=r, e=e)]
+        lines += (pair if k != 1 else pair[::-1]) + [bar.format(pct=n // 5, n=n)]
+    run = _read_text(tmp_path, "\n".join(lines) + "\n")
+    assert list(run.steps) == [10, 20, 30]
+    loss = run.cols["loss"]
+    assert loss[0] == 2.310211 and math.isnan(loss[1]) and loss[2] == 2.05
+    assert list(run.cols["lr"]) == lr
+    assert has(run.notes, "console.printed_twice", n=3)
+    same = "\n".join(tr.format(v=0.0, g=0.5, lr=1e-05, e=0.01) for _ in range(3)) + "\n"
+    assert len(_read_text(tmp_path, same).steps) == 3
+    other = tr.format(v=2.3, g=1.0, lr=1e-05, e=0.01) + "\n" + cb.format(k=0, v=2.1, lr=1e-05, e=0.01) + "\n"
+    assert len(_read_text(tmp_path, other).steps) == 2  # values that disagree: two records
+
+
+def _read_text(tmp_path, text):
+    p = tmp_path / "console.txt"
+    p.write_text(text)
+    return load_path(p)[0]
 
 
 # --- pastes, mixed logs, unknown text ---------------------------------------------------------

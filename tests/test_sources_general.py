@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from conftest import run_cli
 from lossdoctor.records import TEXT_EVENT_KINDS
 from lossdoctor.sources import SourceError, any_text, load_path
+from msgs import has
 
 
 def _read(tmp_path, text, name="train.log"):
@@ -713,13 +714,14 @@ def test_a_number_that_sums_the_named_numbers_beside_it_is_the_total(tmp_path):
 
 def test_a_count_beside_the_parts_is_no_total(tmp_path):
     """DeepSpeed-Chat's `ppo_ep: 1` stands right before its losses: a whole number is no sum of them,
-    however the rounding is counted; the named components are summed instead."""
+    however the rounding is counted; the actor's loss is the training loss (the critic is another
+    model: its loss is kept apart, `test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component`)."""
     rows = [(0.0253, 0.2144), (0.1915, 0.3261), (-0.1837, 0.2259)]
     text = "".join(f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: {a}|cri_loss: {c}|unsuper_loss: 0.0\n"
                    for s, (a, c) in zip((259, 260, 261), rows))
     run = _read(tmp_path, text)
-    assert run.meta["loss_key"] != "ppo_ep"
-    _same(_at(run, "loss"), {s: a + c for s, (a, c) in zip((259, 260, 261), rows)})
+    assert run.meta["loss_key"] == "act_loss"
+    _same(_at(run, "loss"), {s: a for s, (a, _) in zip((259, 260, 261), rows)})
 
 
 def test_the_one_metric_left_is_taken_only_when_it_is_one_and_it_moves(tmp_path):
@@ -768,3 +770,126 @@ def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp
     _same(_at(run, "loss"), {10: 2.3, 20: 2.2, 30: 2.1, 40: 2.0})
     resumed = "".join(f"iter {i} loss {v}\n" for i, v in ((100, 2.3), (200, 2.2), (300, 2.1), (150, 2.15), (250, 2.05)))
     assert sorted(_at(_read(tmp_path, resumed), "loss")) == [100, 150, 200, 250, 300]
+
+
+def test_an_rl_reward_is_read_beside_the_loss_and_a_reward_term_is_not(tmp_path):
+    """RL fine-tuning's reward (`reward`, `rewards/mean`, verl's `critic/rewards/mean`) is its own
+    column in every reader; a reward function's own term (`rewards/format_reward`) and the spread
+    (`reward_std`) are not the reward, and no reward is ever the loss."""
+    from lossdoctor.sources.columns import column_for
+
+    assert column_for("reward")[0] == column_for("critic/rewards/mean")[0] == column_for("rewards/mean")[0] == "reward"
+    assert column_for("rewards/format_reward") is None and column_for("reward_std") is None
+    dicts = "".join(f"{{'loss': {v}, 'rewards/format_reward': 1.0, 'reward': {r}, 'reward_std': 0.4, 'epoch': 0.{k}}}\n"
+                    for k, (v, r) in enumerate(((0.0, 0.61), (-0.02, 0.66), (0.01, 0.7)), 1))
+    run = _read(tmp_path, dicts)
+    assert list(run.cols["reward"][run.logged("reward")]) == [0.61, 0.66, 0.7]
+    assert list(run.cols["loss"][run.logged("loss")]) == [0.0, -0.02, 0.01]
+    lines = "".join(f"Episode {e} reward: {r} step {s}\n" for e, s, r in ((1, 10, 0.5), (2, 20, 0.7), (3, 30, 0.9)))
+    run = _read(tmp_path, lines)  # a reward and no loss: the reward read, no loss taken for it
+    assert not run.has("loss") and _at(run, "reward") == {10: 0.5, 20: 0.7, 30: 0.9}
+
+
+@pytest.mark.parametrize("line", ["Epoch: 1/1, Iteration: {s}/5000, Training Loss: {v}",
+                                  "[rank{r}] step {s} | loss {v:.4f}", "it={s} objective {v} (rank {r})"])
+def test_a_steps_late_copy_from_another_rank_is_no_restart(tmp_path, line):
+    """Every rank prints each step; one rank's copy of step 1 arrives after another's step 2. The
+    counter did not start again: the steps stay 1, 2, 3 (a counter back at its beginning that then
+    goes on from there is still counted on: `test_a_batch_counter_that_starts_again...`)."""
+    order = [(0, 1), (1, 1), (2, 1), (0, 2), (3, 1), (1, 2), (2, 2), (3, 2), (0, 3), (1, 3), (2, 3), (3, 3)]
+    loss = {1: 2.5, 2: 2.25, 3: 2.0}
+    run = _read(tmp_path, "".join(line.format(r=r, s=s, v=loss[s]) + "\n" for r, s in order))
+    assert sorted(set(run.steps.tolist())) == [1, 2, 3]
+    _same(_at(run, "loss"), loss)
+
+
+@pytest.mark.parametrize("glue", ["", "]"])
+def test_two_records_glued_after_a_value_are_read_apart(tmp_path, glue):
+    """Two processes writing one terminal lose a newline: `... Training Loss: nanEpoch: 1/1, Iteration: 2/...`.
+    The general reader splits where the line's opening words start again right after a value (or a
+    bracket), so both records are read."""
+    rec = "Epoch: 1/1, Iteration: {s}/900, Training Loss: {v}" + glue
+    lines = [rec.format(s=1, v=2.5) + rec.format(s=2, v="nan"), rec.format(s=3, v=2.1), rec.format(s=4, v=2.0)]
+    p = tmp_path / "glued.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = any_text.read(p)[0]
+    _same(_at(run, "loss"), {1: 2.5, 2: math.nan, 3: 2.1, 4: 2.0})
+
+
+@pytest.mark.parametrize("fmt", ["iter: {s:>9,}, lr: 0.0002, loss: {v}", "step={s:,} tokens={t:,} loss={v}",
+                                 "[step: {s:,}] loss: {v} | seen: {t:,}"])
+def test_a_number_with_thousands_separators_is_one_number(tmp_path, fmt):
+    """`25,390` after a name's `:` or `=` is twenty-five thousand (BasicSR's `iter:  25,390,`, OLMo's
+    `total_tokens=1,048,576`); a comma list (`1,200,0.5`) is not one number."""
+    rows = [(25390, 2.31), (25400, 2.25), (1002000, 2.19)]
+    run = _read(tmp_path, "".join(fmt.format(s=s, t=s * 4096, v=v) + "\n" for s, v in rows))
+    _same(_at(run, "loss"), dict(rows))
+    from lossdoctor.sources.text_slots import whole_numbers
+
+    assert whole_numbers("x=1,200,0.5") == "x=1,200,0.5" and whole_numbers("a: 1,2") == "a: 1,2"
+
+
+@pytest.mark.parametrize("names", [("CrossEntropyLoss", "Perplexity"), ("MSELoss", "RMSE"), ("NLLLoss", "ppl")])
+def test_a_loss_named_by_its_criterion_class_is_the_loss(tmp_path, names):
+    """A loss printed under its criterion's class name (`nn.CrossEntropyLoss`: OLMo's
+    `train/CrossEntropyLoss`, `type(criterion).__name__`) is the training loss, not a part of one,
+    and beats a derived metric beside it (perplexity); two criteria on one line are parts."""
+    crit, other = names
+    rows = [(1, 4.1, 60.3), (2, 3.2, 24.5), (3, 2.9, 18.1)]
+    run = _read(tmp_path, "".join(f"epoch {e} train/{crit}={v} train/{other}={p}\n" for e, v, p in rows))
+    _same(_at(run, "loss"), {e: v for e, v, _ in rows})
+    two = "".join(f"step {s} DiceLoss: {a} BCEWithLogitsLoss: {b}\n" for s, a, b in ((1, 0.5, 0.25), (2, 0.4, 0.125)))
+    run = _read(tmp_path, two)
+    _same(_at(run, "loss"), {1: 0.75, 2: 0.525})
+    assert run.meta["loss_key"] == "DiceLoss + BCEWithLogitsLoss"
+
+
+_HEADED_RECORDS = [
+    # OLMo-like: a logger's header naming the step, then indented name=value lines
+    ("2024-08-06 10:00:0{k}.5 host-77:0  trainer.loop:412  INFO    [step={s}/5000,epoch=0]\n"
+     "    optim/total_grad_norm={g}\n    train/CrossEntropyLoss={v}\n    train/Perplexity={p}\n", "train/CrossEntropyLoss"),
+    # Coqui-like: a header with the time and two counters, then `| > name: value  (average)` lines
+    (" --> TIME: 2024-03-18 13:3{k}:18 -- STEP: {s}/496 -- GLOBAL_STEP: {s}\n     | > loss: {v}  (2.9)\n"
+     "     | > grad_norm: {g}  (1.1)\n     | > current_lr: 0.0001 \n", "loss"),
+    # another trainer's: `==> step N (when)` then `  * name = value`
+    ("==> step {s} (2024-01-01 10:0{k}:00)\n  * objective = {v}\n  * grad norm = {g}\n", "objective"),
+]
+
+
+@pytest.mark.parametrize("block,key", _HEADED_RECORDS)
+def test_records_under_a_header_that_names_the_step_take_that_step(tmp_path, block, key):
+    """A record printed one `name: value` a line under a header line that names the step and else
+    only when it was printed: the record is that step's, whatever keys each block holds (the last
+    block below is cut short: a key less is the same series)."""
+    rows = [(10, 3.1, 5.5, 22.2), (20, 2.7, 4.4, 14.9), (30, 2.5, 3.3, 12.2)]
+    text = "".join(block.format(k=k, s=s, v=v, g=g, p=p) for k, (s, v, g, p) in enumerate(rows))
+    text = text[: text.rfind("\n", 0, len(text) - 1) + 1]  # the log ends before the last line of the last block
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {s: v for s, v, _, _ in rows})
+    assert run.meta["loss_key"] == key and run.meta["steps_from"] == "log"
+    assert {10: 5.5, 20: 4.4}.items() <= _at(run, "grad_norm").items() <= {10: 5.5, 20: 4.4, 30: 3.3}.items()
+
+
+_RL_LINES = [
+    # verl's console logger: `step:N - key:value - ...`, the actor's and the critic's metrics by section
+    ("step:{s} - actor/pg_loss:{p} - actor/kl_loss:0.001 - actor/entropy_loss:0.{k}3 - critic/vf_loss:{c} - "
+     "critic/score/mean:0.4{k} - response_length/mean:212.{k}", "actor/pg_loss"),
+    # OpenRLHF-style postfix of a PPO trainer's bar: the policy's and the critic's losses, the reward, the KL
+    ("Train step {s}: policy_loss={p}, critic_loss={c}, reward=0.4{k}, kl=0.00{k}, lr=1e-06", "policy_loss"),
+    # DeepSpeed-Chat's step-3 print: `act_loss`, `cri_loss` and the unsupervised loss
+    ("epoch: 0|step: {s}|ppo_ep: 1|act_loss: {p}|cri_loss: {c}|unsuper_loss: 0.0", "act_loss"),
+]
+
+
+@pytest.mark.parametrize("line,key", _RL_LINES)
+def test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component(tmp_path, line, key):
+    """With no total printed, an RL trainer's policy loss (`actor/pg_loss`, `policy_loss`, `act_loss`) is
+    the training loss, near 0 or below it by design; the critic's loss (another model) and the KL and
+    entropy terms are kept as components, never summed into it. A GAN's adversaries stay two."""
+    rows = [(5, -0.012, 0.52), (6, 0.031, 0.48), (7, "nan", 0.47)]
+    run = _read(tmp_path, "".join(line.format(s=s, p=p, c=c, k=k) + "\n" for k, (s, p, c) in enumerate(rows)))
+    assert run.meta["loss_key"] == key
+    _same(_at(run, "loss"), {5: -0.012, 6: 0.031, 7: math.nan})
+    comps = run.events["loss_components"]
+    assert any(v == 0.48 for v in comps[6].values())  # the critic's loss, kept
+    assert has(run.notes, "text.policy_loss", key=key)

@@ -79,6 +79,10 @@ COLUMNS: dict[str, str] = {
                    "share of the step (1 = the step optimises the mean; k = the sum of k micro-batches)",
     "grad_norm_local": "this rank's gradient norm before the data-parallel reduction (DDP, DeepSpeed, "
                        "FSDP1) or of its shard (FSDP2); grad_norm is then the reduced/total one",
+    # RL fine-tuning (PPO, GRPO, RLOO through TRL, OpenRLHF, LLaMA-Factory, verl): its policy loss can sit
+    # near 0 or below it by design, so the reward says whether the run learns
+    "reward": "RL training: mean reward of the policy's samples over the logging interval (the reward "
+              "model's or the reward functions' score)",
     # preference training (DPO, ORPO, KTO, CPO through TRL): the scalars the trainer logs, mean over
     # the logging interval (TRL's `rewards/chosen`, `logps/chosen`...); rewards are beta x the
     # policy/reference log-ratio (ORPO: beta x the policy's own log-probs)

@@ -23,19 +23,19 @@ from typing import Any
 import numpy as np
 
 from ..records import to_float
-from ..sources.columns import PREFERENCE_COLUMNS, column_for
+from ..sources.columns import SIDE_COLUMNS, column_for
 from ..sources.hf_trainer import is_filtered_nan
 
 
 def logged_scalars(logs: Mapping[str, Any]) -> dict[str, float]:
     """{column: value} of the training scalars in one `on_log` dict that the Trainer's own
-    signals do not already give (the loss, and the preference columns); NaN/inf kept."""
+    signals do not already give (the loss, an RL reward and the preference columns); NaN/inf kept."""
     out: dict[str, tuple[int, float]] = {}
     for key, value in logs.items():
         if not isinstance(key, str) or value is None or isinstance(value, (str, bytes)):
             continue
         hit = column_for(key)
-        if hit is None or not (hit[0] == "loss" or hit[0] in PREFERENCE_COLUMNS):
+        if hit is None or not (hit[0] == "loss" or hit[0] in SIDE_COLUMNS):
             continue
         v = to_float(value)
         if hit[0] not in out or hit[1] < out[hit[0]][0]:

@@ -176,6 +176,10 @@ CONSOLE = {
     "console.other_lines": ("{n} other lines", "{n} 条其他行"),
     "console.read": ("{what}: read {used}", "{what}：读取了 {used}"),
     "console.read_ignored": ("{what}: read {used}; {ignored} ignored", "{what}：读取了 {used}；忽略了 {ignored}"),
+    "console.printed_twice": (
+        "{n} log dict(s) printed a second time by another logger (rounded, or with a field more) read as the "
+        "record they repeat",
+        "{n} 条由另一个日志器再次输出的日志字典（数值经过舍入，或多一个字段）按其重复的那条记录读取"),
     "console.took_bar_counter": (
         "{n} logged line(s) without a step took the counter of the progress bar drawn with them",
         "{n} 条没有 step 的日志行用了同时输出的进度条上的计数"),

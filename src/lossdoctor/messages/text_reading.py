@@ -16,6 +16,14 @@ TEMPLATES = {
         "no series is named as the loss: `{key}` is the sum of {keys} on every row, so it was taken for the "
         "total training loss and they for its components",
         "没有名为 loss 的序列：`{key}` 在每一行都等于 {keys} 之和，因此把它当作总训练 loss，其余作为分项"),
+    "text.policy_loss": (
+        "no total loss is printed: `{key}`, the RL policy's loss, is the training loss (it may sit near 0 or below "
+        "by design); {keys} are kept as components, not added to it",
+        "日志没有打印总 loss：强化学习策略的 loss `{key}` 作为训练 loss（按设计可能接近 0 或为负）；{keys} 作为分项保存，不计入总和"),
+    "text.free_tails": (
+        "each line ends with free text after its last number (a sample, a prediction): lines were grouped by "
+        "what comes before it",
+        "每行在最后一个数字之后还有自由文本（样本、预测）：按其之前的部分归并行格式"),
     "text.components": ("component losses kept apart from the total: {names}",
                         "与总 loss 分开保存的分项 loss：{names}"),
     "text.adversaries": (

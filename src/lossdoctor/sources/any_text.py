@@ -31,7 +31,11 @@ reader finds them without knowing the tool:
   the training line's shape are the evaluation's (`eval_loss`), until a line of another shape;
 
 - **records printed one pair a line**: `key: value`, `'key': value,`, `Key: k, Value: v` lines in a
-  row (a pretty-printed dict, RSL-RL's block) are one row; a key seen again starts the next;
+  row (a pretty-printed dict, RSL-RL's block, Coqui's `| > loss: 3.63  (3.53)` behind a list marker, its
+  running average dropped) are one row; a key seen again starts the next; records with a key more or less
+  are one series. A line that names a step counter and else only when or where it was printed (a clock, a
+  host; OLMo's `[step=2/739328,epoch=0]`, Coqui's `--> TIME: ... STEP: 25/496 -- GLOBAL_STEP: 25`) is the
+  header of the record under it: its step;
 - **one row**: when no loss has two rows, one is enough (a `loss_dict = {...}` in an error, one
   summary); a row with no counter takes the step its line before names (`at iteration=27!`,
   `Learning iteration 8391/10000`).
@@ -42,7 +46,15 @@ reader finds them without knowing the tool:
   timings, scores and settings are known is the loss (VSE++'s `Le`, a guess); bare numbers behind a
   first number that counts up are the step and the loss (`print(step, loss)`, a guess); a set's name
   alone (`learn:` / `test:`) or its metric (`train-rmse`, `training's l2`) names the objective. A
-  counter that starts again from its beginning is counted on from the epoch before (`counted_on`).
+  counter that starts again from its beginning is counted on from the epoch before (`counted_on`), one
+  rank's late copy of a step is not such a restart. On lines of unnamed numbers a column that is the
+  sum of the columns before it is their total (YOLOv7's results.txt); a criterion's class name
+  (`CrossEntropyLoss`) names the objective; an RL trainer's policy loss (`actor/pg_loss`, `act_loss`)
+  is the loss when no total is printed, its critic's, KL and entropy terms kept beside it; a call
+  printed with its value is named by the function (Julia's `loss(x, y) = param(0.09)`).
+- **free text after the numbers**: when several line shapes differ only in the words after their last
+  number (the char-RNN tutorial's sample name and guess), the text is read again with those words left
+  out of the shape, and that reading kept when it holds more loss points.
 
 Series keep their names. Train, evaluation and component losses stay apart: an evaluation loss
 (by its name, or by an evaluation word in its line's own words) fills `eval_loss`, component losses
@@ -72,7 +84,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns, text_number
-from .columns import column_for, normalise
+from .columns import SIDE_COLUMNS, column_for, normalise
 from .console_text import EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
 from .registry import SourceError, reader
@@ -97,10 +109,12 @@ from .text_slots import (
     lone_metric,
     name_key,
     names_a_loss,
+    policy_named,
     slot_names,
     step_rank,
     steps_of,
     total_rank,
+    whole_numbers,
 )
 
 LOOKED_FOR = ("numbers repeated under the same words on many lines (a line template), a table with a "
@@ -138,7 +152,9 @@ class TextParser:
     """Feed it raw segments; then `templates` holds every repeated shape (line templates, tables and
     key/value blocks alike: a table's header and a block's keys are their slot names)."""
 
-    def __init__(self) -> None:
+    def __init__(self, loose: bool = False) -> None:
+        #: whether the words after a line's last number are left out of its shape (`free_tails`)
+        self.loose = loose
         self.templates: dict[Any, Template] = {}
         self.events = Events()
         self.scale_points: list[tuple[int, float]] = []  # (row index before it, scale) from event lines
@@ -160,6 +176,7 @@ class TextParser:
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
         self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
+        self.record_keys: set[str] = set()  # the keys of the records of several pairs read so far
         self.section = ""
         #: a line's text with its digits zeroed -> its template and where its numbers are
         self._cache: dict[str, tuple[Template, tuple[tuple[int, int], ...]]] = {}
@@ -169,6 +186,8 @@ class TextParser:
         text = latin(clean(raw))
         if not text:
             return
+        if "," in text:
+            text = whole_numbers(text)
         if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?
             text = _counter_back(raw, text)
         if self.in_eval:
@@ -310,6 +329,8 @@ class TextParser:
         if not spans or len(spans) > 64:
             return None
         parts, key = _shape_key(text, spans)
+        if self.loose:
+            key = key[: key.rfind("\x00") + 1]  # the words after the last number are free text
         t = self.templates.get(key)
         if t is None:
             if len(self.templates) >= _MAX_TEMPLATES:
@@ -448,6 +469,8 @@ class TextParser:
         if m is None or _DIGIT_WORD.search(m.group(1)):
             return False
         key, raw = m.group(1).strip(), m.group(2).strip()
+        if raw[-1:] == ")" and (avg := _WITH_AVERAGE.match(raw)) is not None:
+            raw = avg.group(1)
         if "," in raw and raw[:1] not in "'\"" and not _WRAPPED_VALUE.match(raw) and len(NUMBER.findall(raw)) > 1:
             return False  # `loss = 2.3, step = 101 (9.5 sec)`: several pairs, a line of its own shape
         value = _cell(raw)
@@ -460,12 +483,14 @@ class TextParser:
 
     def _flush_record(self) -> None:
         pending, self.pending = self.pending, []
-        if len(pending) == 1:
+        if len(pending) == 1 and pending[0][2] not in self.record_keys:  # one pair alone: a line of its own
             line_no, self.line_no = self.line_no, pending[0][0]
             self._line(pending[0][1])
             self.line_no = line_no
             return
         names = tuple(k for _, _, k, _ in pending)
+        if len(names) > 1:
+            self.record_keys.update(names)  # a record cut to one of these keys is still a record
         key = ("record", names)
         t = self.templates.get(key)
         if t is None:
@@ -481,8 +506,9 @@ _SPACES = re.compile(r"\s+")
 
 #: Markdown emphasis typed around a value in a pasted log (`gan1: **6.840**`)
 _BOLD = re.compile(r"\*\*([^*\s]{1,40})\*\*")
-#: where a line's opening words start again right after a closing bracket: two records glued where a
-#: paste lost the newline between them (`... fake2: 0.022][Epoch 11/11] [Batch 3871/3880] ...`)
+#: where a line's opening words start again right after a closing bracket or a value: two records glued
+#: where a paste or two processes lost the newline between them (`... fake2: 0.022][Epoch 11/11] [Batch
+#: 3871/3880] ...`, two ranks' `Training Loss: nanEpoch: 1/1, Iteration: 2/160782, ...`)
 _OPENING = re.compile(r"^(\[?[A-Za-z][A-Za-z _]{2,}[:=\s]*)\d")
 
 
@@ -498,7 +524,7 @@ def _pasted_pieces(text: str) -> list[str]:
     pieces, start = [], 0
     i = text.find(head, len(head))
     while i > 0:
-        if text[i - 1] in ")]":
+        if text[i - 1] in ")]" or text[i - 1].isdigit() or text[i - 3:i].lower() in ("nan", "inf"):
             pieces.append(text[start:i])
             start = i
         i = text.find(head, i + len(head))
@@ -536,7 +562,11 @@ def _counter_back(raw: str, text: str) -> str:
     counter = head[head.rfind("["):]
     return f"{counter} {text}" if counter[1:-1].isdigit() else text
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
-_PAIR = re.compile(r"^[{\s'\"]*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
+#: (a list's marker may stand before it: Coqui's `| > loss: 3.63  (3.53)`, `* loss = 3.63`, `• loss: 3.63`; not
+#: a `-`, which a logger's ` - INFO - ` leaves)
+_PAIR = re.compile(r"^(?:[{\s'\"]|[|>*•](?=[\s|>]))*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
+#: a value followed by its running average in parentheses (`3.6332  (3.5348)`): the value
+_WITH_AVERAGE = re.compile(r"^(\S+)\s+\(\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*\)$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
 #: a value printed inside a wrapper whose own arguments hold numbers (`tensor(2.3, device='cuda:0')`)
 _WRAPPED_VALUE = re.compile(r"^['\"]?(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?\w+\d*)\(")
@@ -640,7 +670,10 @@ def choose(parser: TextParser) -> dict[str, Any]:
     train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
     guessed = train is None or train[0] >= 50
     summed, of_parts = None, []
-    if train is None and cands["component"]:
+    policy = _policy(cands["component"]) if train is None else None
+    if policy is not None:  # an RL run's policy loss: the loss, its value/KL/entropy terms kept beside it
+        train, guessed = policy, False
+    elif train is None and cands["component"]:
         summed = _summed(cands["component"])
         total = _printed_total(*summed) if summed is not None else None
         if total is not None and summed is not None:  # the parts' sum printed under a name of its own (YOLOv7's `total`)
@@ -650,17 +683,28 @@ def choose(parser: TextParser) -> dict[str, Any]:
     rival = train is None and summed is None and bool(cands["component"])
     parts: list[tuple[Template, int]] = []
     if train is None and summed is None and not rival:
-        total = _total_of_parts(parser)
+        total = _total_of_parts(parser) or _unnamed_total(parser)
         train, parts, guessed = (total[0], total[1], False) if total is not None else (_lone(parser), [], True)
         train = train or _bare(parser)
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
     if rival:  # two adversaries only: their line is the one that holds them
         main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
-    return {"main": main, "loss": train[4:] if train else None, "guessed": guessed, "summed": summed,
-            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_LINES else [],
+    return {"all": list(parser.templates.values()), "main": main, "loss": train[4:] if train else None,
+            "guessed": guessed, "summed": summed, "policy": policy is not None,
+            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_BLOCKS
+            else [(t, k[0]) for t, k in _summed_siblings(list(parser.templates.values()), *summed)] if summed else [],
             "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
             "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
             "components": [c[4:] for c in cands["component"]] + parts, "parts": parts or of_parts}
+
+
+def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """With no total printed, an RL trainer's policy loss (verl's `actor/pg_loss`, DeepSpeed-Chat's `act_loss`,
+    RSL-RL's `Surrogate loss`, `policy_loss`) is the training loss: what the run optimises its policy by. The
+    value, critic, KL and entropy terms beside it are kept as components and not added to it (their weights
+    are not printed, and a critic is another model); the policy loss may sit near 0 or below it."""
+    policy = [c for c in found if policy_named(c[4].names[c[5]])]
+    return min(policy, key=lambda c: (c[1], c[2], c[3])) if policy else None
 
 
 #: most parts a total is looked for over (a detection loss has 3 to 6)
@@ -686,6 +730,32 @@ def _total_of_parts(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Tem
                 k = _summing(a, j, run)
                 if k:
                     return (50, -len(t.rows), t.order[0], id(t), t, j), [(t, i) for i in k]
+    return None
+
+
+def _unnamed_total(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Template, int]]] | None:
+    """A counted line of numbers with no names at all (YOLOv7's `results.txt`: epoch, memory, box, obj, cls,
+    total, labels, size, P, R, mAP...): a column equal on every row to the sum of two or more columns
+    right before it, up to their rounding, is the total and they its parts, as with named parts. The
+    columns are then named by their place (`column 6`)."""
+    for t in sorted(parser.templates.values(), key=lambda t: -len(t.rows)):
+        if len(t.rows) < _MIN_ROWS or t.text in _NOT_LINES or any(n not in ("", PERCENT) for n in t.names):
+            continue
+        _, counters, how = steps_of(t)
+        if how not in ("counter", "named", "epoch_counter"):
+            continue
+        a = np.array(t.rows, dtype=np.float64)
+        a = a[np.all(np.isfinite(a), axis=1)]
+        if a.shape[0] < _MIN_ROWS:
+            continue
+        cols = [j for j in range(len(t.names)) if j not in counters and not t.names[j]
+                and not np.all(a[:, j] == np.round(a[:, j]))]
+        for j in cols:
+            k = _summing(a, j, _run_before(cols, j))
+            if k:
+                for i in (j, *k):  # counted as printed: `0/149` is one column
+                    t.names[i] = f"column {i + 1 - sum(t.slash[:i])}"
+                return (50, -len(t.rows), t.order[0], id(t), t, j), [(t, i) for i in k]
     return None
 
 
@@ -768,7 +838,7 @@ def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template
     steps_named = sorted(name_key(main.names[k]) for k in counters)
     out = []
     for t in parser.templates.values():
-        if t is main or t.text in _NOT_LINES:
+        if t is main or t.text in _NOT_BLOCKS or t.text != main.text and main.text == "record":
             continue
         for k, n in enumerate(t.names):
             if name_key(n) != name or classify_slot(t, k) != "train":
@@ -780,16 +850,43 @@ def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template
     return out
 
 
+def _summed_siblings(templates: list[Template], main: Template, slots: list[int]) -> list[tuple[Template, list[int]]]:
+    """The other line shapes holding every component the loss is summed from, under the same step
+    counters (the same training line with a field reshaped: mmengine's `eta: 1 day, 0:29:42` becoming
+    `eta: 23:54:54`): their rows are sums of the same parts."""
+    names = [name_key(main.names[j]) for j in slots]
+    _, counters, how = steps_of(main)
+    steps_named = sorted(name_key(main.names[k]) for k in counters)
+    out = []
+    for t in templates:
+        if t is main or t.text in _NOT_LINES:
+            continue
+        keys = [name_key(n) for n in t.names]
+        if not all(n in keys for n in names):
+            continue
+        _, c2, how2 = steps_of(t)
+        if how2 == how and sorted(keys[i] for i in c2) == steps_named:
+            out.append((t, [keys.index(n) for n in names]))
+    return out
+
+
 def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, ...]]]:
     cands: dict[str, list[tuple[Any, ...]]] = {"train": [], "eval": [], "component": []}
+    family: dict[str, int] = {}  # rows of each component's name over every shape that prints it
+    for t in parser.templates.values():
+        for n in set(t.losses or ()) | {name_key(n) for n in t.names if n and _COMPONENT_LIKE.search(n)}:
+            family[n] = family.get(n, 0) + len(t.rows)
     for t in parser.templates.values():
         _, counters, _ = steps_of(t)
         for j in range(len(t.names)):
             if j in counters:
                 continue
             kind = classify_slot(t, j)
-            once = kind == "eval" or kind == "component" and not all(math.isfinite(r[j]) for r in t.rows)
-            if kind in cands and (len(t.rows) >= min_rows or once):  # one evaluation, one NaN component is enough
+            # one evaluation, one NaN component is enough; a component printed by a shape of one row
+            # whose name other shapes print too is a row of that series (a record cut short at the log's end)
+            once = kind == "eval" or kind == "component" and (not all(math.isfinite(r[j]) for r in t.rows)
+                                                              or family.get(name_key(t.names[j]), 0) >= min_rows)
+            if kind in cands and (len(t.rows) >= min_rows or once):
                 cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
     return cands
 
@@ -830,6 +927,7 @@ def _bare(parser: TextParser) -> tuple[Any, ...] | None:
     if not columns:
         return None
     t, j = max(columns, key=lambda c: (len(c[0].rows), -c[0].order[0]))
+    t.names[j] = f"column {j + 1 - sum(t.slash[:j])}"  # named by its place, as printed, for the notes
     return (50, -len(t.rows), t.order[0], id(t), t, j)
 
 
@@ -852,18 +950,24 @@ def _unnamed_value(t: Template) -> int | None:
     0.69  1.38`): the first value after the counter, when it is no whole number on some row (NaN and
     Inf count as values), is what a training print puts there first, its loss (a guess, said in a
     note); the counter must count up, so a table of measurements is not taken for it."""
-    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES or any(t.names) or len(t.names) > 4:
+    bare = [j for j, n in enumerate(t.names) if not n]  # a percentage or a duration beside them names nothing
+    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES or not bare or len(bare) > 4 \
+            or any(n not in ("", PERCENT, "time") for n in t.names):
         return None
     _, counters, how = steps_of(t)
-    if how != "counter" or not t.leading[0] or 0 not in counters:
+    if how != "counter" or not t.leading[bare[0]] or bare[0] not in counters:
         return None
-    j = next((j for j in range(1, len(t.names)) if j not in counters), None)
+    j = next((j for j in bare[1:] if j not in counters), None)
     if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
         return None
     return j
 
 
 _NOT_LINES = ("table", "block", "record", "events")
+_COMPONENT_LIKE = re.compile(r"loss|aux|_l\b|^l_", re.IGNORECASE)
+#: shapes whose siblings are not looked for: a table's or a block's columns are its own (records printed one
+#: pair a line with a key more or less are one series, as lines are: OLMo's blocks, Coqui's `| > key:` lines)
+_NOT_BLOCKS = ("table", "block", "events")
 
 
 def _busiest(parser: TextParser) -> Template | None:
@@ -878,7 +982,7 @@ def _busiest(parser: TextParser) -> Template | None:
 
 
 #: the records columns other slots may fill (by `columns.column_for`), never from evaluation lines
-_OTHER_COLUMNS = ("grad_norm", "lr", "scale", "param_norm", "batch_size")
+_OTHER_COLUMNS = ("grad_norm", "lr", "scale", "param_norm", "batch_size", *SIDE_COLUMNS)
 
 
 class Placed:
@@ -1025,10 +1129,15 @@ def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[in
         meta["loss_key"], meta["loss_guessed"] = t.names[j], picked["guessed"]
         if picked["guessed"]:
             notes.append(Msg("text.loss_guessed", key=t.names[j]))
+        if picked["policy"]:
+            others = sorted({u.names[k] for u, k in picked["components"] if (u, k) != (t, j)})
+            notes.append(Msg("text.policy_loss", key=t.names[j], keys=others))
         if picked["parts"]:
             notes.append(Msg("text.total_of_parts", key=t.names[j], keys=[u.names[k] for u, k in picked["parts"]]))
     elif picked["summed"] is not None:
         t, slots = picked["summed"]
+        for t2, slots2 in _summed_siblings(picked["all"], t, slots):  # (their lr... come with `siblings`)
+            _fill(cols, "loss", place.of(t2), [float(sum(r[j] for j in slots2)) for r in t2.rows])
         _fill(cols, "loss", place.of(t), [float(sum(r[j] for j in slots)) for r in t.rows])
         keys = [t.names[j] for j in slots]
         meta["loss_key"], meta["loss_guessed"] = " + ".join(keys), False
@@ -1069,9 +1178,28 @@ def _hints(parser: TextParser, main: Template) -> list[tuple[int, float]]:
         if t is main or t.text in _NOT_LINES:
             continue
         steps, counters, how = steps_of(t)
-        if steps is not None and how in ("named", "counter", "epoch") and len(counters) == len(t.names):
+        if steps is not None and how in ("named", "counter", "epoch") and len(counters) == len(t.names) \
+                or how in ("named", "epoch_counter") and steps is not None and _header_only(t, counters):
             out.extend((o + 1, s) for o, s in zip(t.order, steps.tolist()))
     return sorted(out)
+
+
+#: the name of when or where a line was printed (a header's clock, a host's or a process's id)
+_WHEN = re.compile(r"^(?:time|date|timestamp|eta|elapsed|wall|clock|host|pid|rank|node)\b", re.IGNORECASE)
+
+
+def _header_only(t: Template, counters: set[int]) -> bool:
+    """A line that names a step counter and says nothing else that changes but when it was printed
+    (OLMo's `... olmo.train:908  INFO  [step=2/739328,epoch=0]`, Coqui's `--> TIME: 2024-03-18 13:31:34
+    -- STEP: 25/496 -- GLOBAL_STEP: 25`): the header of the record printed under it. Its other numbers
+    are unnamed (a date, a clock), named for the time or the host, or the same on every row."""
+    first = t.rows[0]
+    for j, name in enumerate(t.names):
+        if j in counters or not name or _WHEN.match(name):
+            continue
+        if len(t.rows) < 2 or classify_slot(t, j) is not None or any(r[j] != first[j] for r in t.rows):
+            return False
+    return True
 
 
 def _shape_name(t: Template) -> str:
@@ -1231,8 +1359,8 @@ def _looked_for() -> str:
 NO_SERIES_LINES = 200_000
 
 
-def parse(lines: Iterable[str]) -> TextParser:
-    p = TextParser()
+def parse(lines: Iterable[str], loose: bool = False) -> TextParser:
+    p = TextParser(loose)
     for line in lines:
         p.feed(line)
         if p.n_rows == 0 and p.line_no >= NO_SERIES_LINES:
@@ -1279,6 +1407,41 @@ def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
     prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").splitlines())
+    run, refused, free = None, None, False
     with open_regular(path) as f:
         lines = segments(f)
-        return [build(parse(_without(prefix, lines) if prefix else lines), path.name)]
+        parser = parse(_without(prefix, lines) if prefix else lines)
+        free = free_tails(parser)
+        try:
+            run = build(parser, path.name)
+        except SourceError as e:
+            refused = e
+    if free and (run is None or not run.meta.get("adversaries")):
+        with open_regular(path) as f:  # read again with the free text after each line's last number left out
+            lines = segments(f)
+            try:
+                loose = build(parse(_without(prefix, lines) if prefix else lines, loose=True), path.name)
+            except SourceError:
+                loose = None
+        if loose is not None and loose.has("loss") and _loss_points(loose) > _loss_points(run):
+            loose.notes.insert(1, Msg("text.free_tails"))
+            run = loose
+    if run is None:
+        raise refused or SourceError(f"{path.name}: not a log format lossdoctor knows")
+    return [run]
+
+
+def _loss_points(run: Run | None) -> int:
+    return int(run.logged("loss").sum()) if run is not None and run.has("loss") else 0
+
+
+def free_tails(parser: TextParser) -> bool:
+    """Whether several line shapes differ only in the words after their last number: a print that
+    ends each line with free text (the PyTorch char-RNN tutorial's `5000 5% (0m 12s) 2.4177 Coelho /
+    Portuguese ✓`: a name and a guess), which makes every line a shape of its own."""
+    groups: dict[str, int] = {}
+    for key in parser.templates:
+        if isinstance(key, str) and "\x00" in key:
+            head_key = key[: key.rfind("\x00")]
+            groups[head_key] = groups.get(head_key, 0) + 1
+    return any(n > _MIN_ROWS for n in groups.values())

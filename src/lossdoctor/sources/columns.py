@@ -50,7 +50,7 @@ def step_number(v: Any) -> float:
     return to_float(v)
 
 #: words that mark a metric as evaluation, not training
-_EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|valid|validation|test|dev)([/_ .-]|$)")
+_EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|vali|valid|validation|test|dev)([/_ .-]|$)")  # vali: the Informer family's `Vali Loss`
 _PREFIXES = ("train/", "training/", "trainer/", "train_", "training_", "train-", "train ", "train.",
              "optim/", "optimizer/", "samples/", "metrics/")
 _SUFFIXES = ("_step", "/step", "-step")
@@ -118,6 +118,17 @@ for _col in PREFERENCE_COLUMNS:
     _add(_col, 1, f"{_what}_{_side}")
 _add("rewards_accuracies", 1, "rewards/accuracy", "reward_accuracy")
 _add("rewards_margins", 1, "rewards/margin", "reward_margin")
+
+#: RL fine-tuning's reward (TRL's GRPO/RLOO/PPO `reward`, `env/reward_mean`, `objective/scores`; OpenRLHF's and
+#: LLaMA-Factory's `reward`; verl's `critic/rewards/mean` and its score before the KL penalty,
+#: `critic/score/mean`); a reward function's own term (`rewards/format_reward`) or its spread (`reward_std`) is not
+_add("reward", 0, "reward", "rewards", "reward_mean", "mean_reward", "avg_reward", "reward/mean", "rewards/mean",
+     "critic/rewards/mean")
+_add("reward", 1, "env/reward_mean", "objective/scores", "critic/score/mean", "score/mean", "rlhf_reward",
+     "objective/rlhf_reward")
+#: what a log prints beside its loss that no divergence detector reads but the report and the RL and
+#: preference checks do: every reader keeps these too
+SIDE_COLUMNS = ("reward", *PREFERENCE_COLUMNS)
 
 
 @lru_cache(maxsize=1 << 14)

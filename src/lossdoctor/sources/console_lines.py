@@ -22,7 +22,7 @@ from typing import Any
 
 from ..records import MSVC_NONFINITE, text_number, to_float
 from . import text_slots
-from .columns import PREFERENCE_COLUMNS, column_for, normalise, step_number, step_rank
+from .columns import SIDE_COLUMNS, column_for, normalise, step_number, step_rank
 from .text_slots import TRAIN_WORD, averaged_beside
 
 #: the columns a console line can fill
@@ -37,7 +37,7 @@ NUMBER = _NUMBER
 #: (or a call's parenthesis or an arrow: `grad_norm(1.23)`, `loss -> 2.31`)
 _KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*\]?[\s'\"]*(?:[:=(]|->)?[\s'\"]*$")
 _INT = re.compile(r"\+?\d+$")
-_EVAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
+_EVAL_WORDS = {"val", "vali", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
 #: names console prints use that the tabular table does not hold
 _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
           "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
@@ -65,7 +65,7 @@ def classify(key: str) -> tuple[str, int] | None:
     hit = _cache.get(key, False)
     if hit is not False:
         return hit  # type: ignore[return-value]
-    words = key.lower().split()
+    words = [w.rstrip(".") if w[:-1].rstrip(".") in text_slots.ABBREVIATIONS else w for w in key.lower().split()]
     hit = None
     for k in range(len(words), 0, -1):
         tail = words[-k:]
@@ -86,7 +86,7 @@ def classify(key: str) -> tuple[str, int] | None:
             hit = ("step", r)
             break
         col = column_for(name)
-        if col is not None and col[0] in METRICS:
+        if col is not None and (col[0] in METRICS or col[0] in SIDE_COLUMNS and k == len(words)):
             # a loss named by a qualifier the table does not know (`Loc Loss`, `Cls Loss`) is a part
             # of the loss more often than the total: it ranks below a named total (`Tot Loss`)
             hit = (col[0], col[1] + _QUALIFIED) if col[0] == "loss" and k < len(words) else col
@@ -349,7 +349,7 @@ def _dict_key(key: str) -> tuple[str, int] | None:
     hit = column_for(key)
     if r is not None:
         out: tuple[str, int] | None = ("step", r)
-    elif hit is not None and (hit[0] in METRICS or hit[0] in PREFERENCE_COLUMNS):  # TRL's rewards/logps too
+    elif hit is not None and (hit[0] in METRICS or hit[0] in SIDE_COLUMNS):  # RL rewards, TRL's rewards/logps too
         out = hit
     elif normalise(key) == "epoch":
         out = ("epoch", 0)
@@ -367,6 +367,11 @@ def _dict_key(key: str) -> tuple[str, int] | None:
 _BAR = re.compile(r"(?<![\w.])(\d+)(?:/(\d+|\?))?(?:[A-Za-z]{1,12})?\s*\[((?:\d+:)?\d+:\d\d(?:<[^,\]]*)?[^\]]*)\]")
 _POSTFIX = re.compile(r"([A-Za-z_][\w./ -]{0,60}?)\s*=\s*([^,\]=]+)")
 _EPOCH = re.compile(r"\bEpoch\s+(\d+)", re.IGNORECASE)
+
+
+#: a description that opens with its own counters, unnamed, joined by `|` before the loss's name (torchtune's
+#: `f"{curr_epoch + 1}|{self.global_step}|Loss: {loss_to_log}"`): the epoch, then the step
+_DESC_COUNTERS = re.compile(r"(?<![\w.|])(\d+)\|(\d+)\|\s*[A-Za-z]")
 
 
 #: the batch's own loss in a Lightning bar, beside `loss=` (Lightning 1.x's progress bar adds `loss`,
@@ -408,6 +413,11 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
         for col in METRICS:
             if col in found and col not in metrics:
                 metrics[col] = found[col]
+        own = found.get("step")
+        if own is None and (c := _DESC_COUNTERS.search(desc)) is not None:
+            own = int(c.group(2))
+        if own is not None and "_step" not in metrics and metrics:
+            metrics["_step"] = own  # the step the description's loss is of, not how far the bar got
         e = _EPOCH.search(desc)
         if e and total:
             metrics["_epoch"] = int(e.group(1))

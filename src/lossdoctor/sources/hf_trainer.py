@@ -28,7 +28,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns, to_float
-from .columns import PREFERENCE_COLUMNS, column_for
+from .columns import SIDE_COLUMNS, column_for
 from .files import head, json_array_prefix, looks_binary, numbered, read_bytes, tail, walk
 from .registry import SourceError, reader
 
@@ -150,7 +150,7 @@ def _preference_keys(entries: list[dict[str, Any]]) -> dict[str, str]:
     best: dict[str, tuple[int, str]] = {}
     for key in {k for e in entries[:64] for k in e if isinstance(k, str)}:
         hit = column_for(key)
-        if hit is not None and hit[0] in PREFERENCE_COLUMNS and (hit[0] not in best or (hit[1], key) < best[hit[0]]):
+        if hit is not None and hit[0] in SIDE_COLUMNS and (hit[0] not in best or (hit[1], key) < best[hit[0]]):
             best[hit[0]] = (hit[1], key)
     return {key: col for col, (_, key) in best.items()}
 

@@ -30,7 +30,10 @@ from ..messages import Msg
 from ..records import to_float
 
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
-_FIELD = re.compile(r"\s*([A-Za-z][A-Za-z0-9 _()/.\-]*?)\s*:\s*([^|]*?)\s*(?=\||$)")
+#: one `|`-separated field: `name: value`, or `name value` where the value is one number and nothing else (CPM-2's and other
+#: Megatron forks' `| learning rate 3e-06 | lm loss 7.72363 | loss scale 512.0 |`)
+_FIELD = re.compile(r"\s*([A-Za-z][A-Za-z0-9 _()/.\-]*?)(?:\s*:|\s+(?=[-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|\.\d+|nan|inf)\s*(?:\||$)))\s*([^|]*?)\s*(?=\||$)",
+                    re.IGNORECASE)
 ARG_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s\.{3,}\s(.*?)(?:\.{3,}\s*(?:updated|default))?\s*$")
 ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}|NeoXArgs\.|^\s*arguments:\s*$")
 ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")

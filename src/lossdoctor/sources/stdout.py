@@ -46,13 +46,13 @@ from . import console_fast as fast
 from . import console_lines as cl
 from . import deepspeed as ds
 from . import megatron as mg
-from .columns import PREFERENCE_COLUMNS
+from .columns import SIDE_COLUMNS
 from .console_text import CURSOR_UP, EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
 from .hf_trainer import filtered_nan_note, is_filtered_nan
 from .registry import SourceError, reader
 from .text_events import Events
-from .text_slots import counted_on
+from .text_slots import counted_on, whole_numbers
 
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
@@ -134,6 +134,8 @@ class ConsoleParser:
         self._shapes: set[str] = set()  # line shapes already offered to `fast.learn`
         self.in_eval = False  # inside an evaluation section (`Eval begin...`: console_text.EVAL_SECTION)
         self.last_train_line: str | None = None  # the last `name: number` line read as a training row
+        self.pending_epoch: Any = None  # the epoch of the waiting log dict
+        self.twice = 0  # log dicts printed a second time by another logger, merged into the first
 
     def n_rows(self) -> int:
         """Rows read so far (the next row's ordinal)."""
@@ -384,6 +386,8 @@ class ConsoleParser:
 
     def _key_value(self, text: str) -> bool:
         """A `name: number` line with a step counter (or two training metrics): True when used."""
+        if "," in text:
+            text = whole_numbers(text)  # `iter:  25,390,`: one number
         if _EVAL_LINE.match(text):
             self.eval_lines += 1
             self._eval(cl.key_values(cl.EVAL_WORD.sub(" ", text)) or {})
@@ -483,17 +487,45 @@ class ConsoleParser:
             self._add({"step": step, **metrics}, marker=True)
 
     def _hf(self, row: dict[str, Any]) -> None:
-        self.counts["hf"] += 1
-        self.component_rows += "_components" in row
         epoch = row.pop("epoch", None)
-        self.first_epoch = epoch if self.first_epoch is None and isinstance(epoch, float) else self.first_epoch
+        if row["step"] is None and self._printed_twice(row, epoch):
+            row = self.pending  # type: ignore[assignment]
+        else:
+            self.counts["hf"] += 1
+            self.component_rows += "_components" in row
+            self.first_epoch = epoch if self.first_epoch is None and isinstance(epoch, float) else self.first_epoch
         if is_filtered_nan(row.get("loss"), row.get("grad_norm")):
             row["loss"] = float("nan")  # logging_nan_inf_filter logs an all-NaN interval as 0.0
             row["_nan_filter"] = True
+        if row is self.pending:
+            return
         if row["step"] is None:
             self._wait_for_step(row)
+            self.pending_epoch = epoch
         else:
             self._add(row, marker=False)
+
+    def _printed_twice(self, row: dict[str, Any], epoch: Any) -> bool:
+        """One log record printed by two loggers (LLaMA-Factory's callback logs the Trainer's record,
+        rounded, and the Trainer prints it again in full, or with a field more): a dict with no step
+        right after a waiting one of the same epoch, whose keys are a subset or a superset of its keys
+        and whose shared values agree to the shorter print's rounding. Merged into the waiting row
+        (the fuller value of each key kept); True when it was."""
+        held = self.pending
+        if held is None or held["step"] is not None or epoch is None or epoch != self.pending_epoch:
+            return False
+        mine = {k for k in row if k[0] != "_" and k != "step"}
+        theirs = {k for k in held if k[0] != "_" and k != "step"}
+        if mine == theirs or not (mine <= theirs or theirs <= mine) or not mine & theirs:
+            return False
+        printed = dict(held, loss=0.0) if held.get("_nan_filter") else held  # the 0.0 it printed
+        if not all(_same_print(row[k], printed[k]) for k in mine & theirs):
+            return False
+        for k in mine:
+            if k not in held or len(repr(row[k])) > len(repr(printed[k])):
+                held[k] = row[k]
+        self.twice += 1
+        return True
 
     def _bar(self, n: int, total: int | None, metrics: dict[str, Any], nested: bool) -> None:
         if nested:
@@ -672,6 +704,8 @@ class ConsoleParser:
             out.append(Msg("console.placed_one_interval", n=how["interval"]))
         if self.finer_counter:
             out.append(Msg("console.two_counters", n=self.finer_counter))
+        if self.twice:
+            out.append(Msg("console.printed_twice", n=self.twice))
         if how.get("epoch"):
             out.append(Msg("console.epoch_is_step", n=how["epoch"]))
         if how.get("numbered"):
@@ -688,6 +722,19 @@ class ConsoleParser:
         if st.thinned:
             out.append(Msg("source.thinned", n=st.total, kept=st.n, stride=st.stride))
         return out
+
+
+#: how far apart two prints of one value may be: the rounding of a shorter print (`0.0000`, `4.9985e-05`)
+_PRINT_REL, _PRINT_ABS = 1e-3, 5e-5
+
+
+def _same_print(a: Any, b: Any) -> bool:
+    """Whether two printed values are one value, one of them rounded (NaN and NaN alike)."""
+    if not isinstance(a, float) or not isinstance(b, float):
+        return a == b
+    if a != a or b != b:
+        return a != a and b != b
+    return abs(a - b) <= max(_PRINT_ABS, _PRINT_REL * max(abs(a), abs(b)))
 
 
 def _and(items: list[Msg], all_and: bool = False) -> Msg:
@@ -742,7 +789,7 @@ def _framework(p: ConsoleParser) -> str:
 
 
 _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
-            "skipped_in_interval", "nan_in_interval", *PREFERENCE_COLUMNS)
+            "skipped_in_interval", "nan_in_interval", *SIDE_COLUMNS)
 
 
 #: rows kept as dicts while newer lines may still change them (a bar's closing draw, an overflow's
@@ -840,6 +887,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     notes = p.notes(what)
     meta["steps_from"] = p.steps_from()
     meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)
+    meta["steps_collapsed"] = _collapsed(st, order)
     absent = [n for c, n in (("loss", Msg("signal.loss")), ("grad_norm", Msg("signal.grad_norm")),
                              ("scale", Msg("signal.scale"))) if c not in cols]
     if absent:
@@ -858,6 +906,25 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)
     return run
+
+
+def _collapsed(st: StepColumns, order: np.ndarray) -> bool:
+    """Whether rows of three or more different losses were put at one step, so that all but one are
+    lost: the step read is no step (the Informer family's `Epoch: 3, Steps: 9 | Train Loss: ...`, `Steps`
+    the same count each epoch); the reading is then weak (`text_choice`). Two values at a step are a
+    bar drawn again before its counter moved, with its new postfix."""
+    if "loss" not in st.vals:
+        return False
+    have = st.logged("loss")[order]
+    steps, loss = st.step[order][have], st.view("loss")[order][have]  # in step order
+    again = np.diff(steps) == 0
+    if np.count_nonzero(again) < 2:
+        return False  # the common case: a step a row
+    shared = np.concatenate(([False], again)) | np.concatenate((again, [False]))
+    steps, loss = steps[shared], loss[shared]
+    ok = np.isfinite(loss)
+    pairs = np.unique(np.stack([steps[ok], loss[ok]]), axis=1) if ok.any() else np.zeros((2, 0))
+    return bool(pairs.shape[1]) and int(np.unique(pairs[0], return_counts=True)[1].max()) >= 3
 
 
 def _components(p: ConsoleParser, order: np.ndarray) -> dict[int, Any]:

@@ -22,6 +22,21 @@ NUMBER = re.compile(r"(?<![\w.@])" + MSVC_NONFINITE + r"(?![\w.])|(?<![\w.@])[-+
                     r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
 
 
+#: a number printed with thousands separators right after its name's `:` or `=` (`iter:  25,390,`, OLMo's
+#: `throughput/total_tokens=1,048,576`): one number; a comma not followed by three digits and no more is a
+#: list's (`1,2`, `1,200,0.5`)
+THOUSANDS = re.compile(r"(?<=[=:])(\s*)(\d{1,3}(?:,\d{3})+)(?![\d.]|,\d)")
+_GROUP = re.compile(r",\d\d\d")  # what the pattern needs, found ten times faster (most lines have none)
+
+
+def whole_numbers(text: str) -> str:
+    """The line with its thousands-separated numbers written without the separators (called on lines
+    holding a comma)."""
+    if _GROUP.search(text) is None or THOUSANDS.search(text) is None:
+        return text
+    return THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
+
+
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
 #: (a possessive joins a set to its metric: LightGBM's `valid_1's binary_logloss: 0.55`)
 _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
@@ -52,7 +67,7 @@ TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IG
 
 
 #: an evaluation word inside a series' own name (`val_loss`, `Validation Loss`, `eval/loss`)
-EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
+EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|vali|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
 
 
 #: step-like names, best first
@@ -110,10 +125,17 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
+        if i and piece[:1].isalpha() and (unit := _GLUED_UNIT.match(piece)) is not None:
+            piece = piece[unit.end():]  # the unit of the number before (`13.6G   0.0485`), no name of this one
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
     for i, name in enumerate(names):
-        if name:
+        if not name and ")" in pieces[i] and (call := _CALL.search(text, 0, spans[i][0])) is not None:
+            names[i] = call.group(1)  # a call whose arguments hold numbers: `accuracy(m, x, 0.0:9) = 0.91`
+        if names[i]:
+            continue
+        if _TIME_UNIT.match(pieces[i + 1]):  # `(0m 12s)`: a duration's parts
+            names[i] = "time"
             continue
         after = _SUFFIX.match(pieces[i + 1])
         if after is None:
@@ -161,7 +183,13 @@ _COPULA = frozenset({"is", "was", "are", "were", "becomes", "became", "now", "re
 _SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
 #: the words right after a number that has none in front of it, up to a separator: its name (`64 images,`)
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
-_SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b")
+#: (a word followed by its own separator names the number after it, not the one before: `2:03:04  iter: 19`)
+_SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
+#: letters glued to a number, then a space or a separator: its unit (`13.6G`, `4011M`, `0.82s,`), never the
+#: name of the number after it
+_GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
+#: a time unit glued to a number with no name (`(0m 12s)`, `1h 2m`): a duration, not a value
+_TIME_UNIT = re.compile(r"(?:ms|us|s|sec|secs|min|m|h|hr)(?![A-Za-z/])")
 #: the name of a number printed as a percentage
 PERCENT = "percent"
 #: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
@@ -177,11 +205,13 @@ def _prefix_name(piece: str, before: str) -> str:
     cut = max(piece.rfind(","), piece.rfind(";"))
     if cut >= 0 and _NAME_CHAR.search(piece[cut:]) is None:
         return ""
+    if ")" in piece and (call := _CALL.search(piece)) is not None:
+        return call.group(1)  # Julia's `@show loss(x, y)`: `loss(x, y) = param(0.0913)`
     piece = _MODE.sub(r"\2 \1", _WRAP.sub("", piece))  # mmengine's `Iter(train)`, `Epoch(val)`
     m = _NAME.search(piece)
     if not m:
         return ""
-    name = m.group(1).strip(" ./-").rsplit(". ", 1)[-1]  # a sentence before it is not its name
+    name = _after_sentence(m.group(1).strip(" ./-"))  # a sentence before it is not its name
     words = name.split()
     while words and words[-1].lower() in _COPULA:
         words.pop()
@@ -193,6 +223,24 @@ def _prefix_name(piece: str, before: str) -> str:
 
 
 _NAME_CHAR = re.compile(r"[A-Za-z]")
+#: words a name abbreviates with a dot (prime-rl's `Grad. Norm`, `Avg. Loss`, `Tr. Loss`): the dot ends no sentence
+ABBREVIATIONS = frozenset({"grad", "avg", "tr", "val", "eval", "acc", "approx", "est", "tot", "iter", "ep", "no", "num",
+                           "norm", "max", "min", "std", "lr", "l", "r", "cur", "prev"})
+
+
+def _after_sentence(name: str) -> str:
+    """The name without a sentence before it (`Epoch done. Loss` -> `Loss`); an abbreviation's dot is
+    kept inside the name, as a space (`Grad. Norm` -> `Grad Norm`)."""
+    if ". " not in name:
+        return name
+    parts = name.split(". ")
+    k = len(parts) - 1
+    while k and parts[k - 1].rsplit(" ", 1)[-1].lower() in ABBREVIATIONS:
+        k -= 1
+    return " ".join(parts[k:])
+#: a call printed with its value (Julia's `@show loss(x, y)`, a REPL's `accuracy(m, x) = 0.91`, `f(x): 2.3`): the
+#: function's name names the value; a wrapper around the value after the `=` (`param(`, `Float32(`) is skipped
+_CALL = re.compile(r"([A-Za-z_][\w.]*)\([^()]*\)\s*[=:]\s*(?:[A-Za-z_][\w.]*\(\s*)?$")
 
 
 class Template:
@@ -290,6 +338,8 @@ def leading_slots(parts: list[str], names: list[str]) -> list[bool]:
     a date or a clock: where a print puts its own counter when it names none."""
     out = [False] * len(names)
     for j, name in enumerate(names):
+        if name in (PERCENT, "time"):  # a duration or a percentage printed first (`0m 5s (5000 5%) 2.85`)
+            continue
         if name:
             break
         inner_join = parts[j] in _CLOCK_JOINS and j > 0 or parts[j + 1] in _CLOCK_JOINS and j + 1 < len(names)
@@ -328,6 +378,9 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
     named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
     counters.update(j for _, j in named)
+    if epoch is not None and a.shape[0] >= 2 and np.all(np.diff(a[:, epoch]) > 0):
+        # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step
+        named = [(k, j) for k, j in named if np.any(a[:, j] != a[0, j])]
     if epoch is None and len(of_total) > 1:
         epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
     if epoch is not None:
@@ -382,7 +435,10 @@ def _running_beside(t: Template, a: np.ndarray, whole: list[int], counters: set[
 
 
 #: names that are a loss by themselves, whole (Torch7's imagenet `Err 6.9076`: its criterion's value)
-_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", *_LOSS_METRICS})
+#: (`error`: what a from-scratch net prints for its objective, `print("Error: ", error)`; `top-1 error`, `error rate`
+#: are other names)
+_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", "error",
+                         *_LOSS_METRICS})
 #: the last word of a name that makes it an objective's value, the metric a tool prints for its loss
 #: (XGBoost's `train-logloss`, LightGBM's `training's l2` / `valid_1's binary_logloss`, `train-rmse`):
 #: ranked after every name that says loss
@@ -416,6 +472,8 @@ def counted_on(steps: np.ndarray) -> np.ndarray:
     checkpoint), or two counters of different scales in one sequence, are left as printed."""
     d = np.diff(steps)
     back = d < 0
+    if back.any():
+        back &= ~_late_copies(steps, back)
     # every restart lands at or below all the values printed before it (the counter's beginning)
     if not back.any() or np.any(steps[1:][back] > np.minimum.accumulate(steps)[:-1][back]):
         return steps
@@ -429,11 +487,28 @@ def counted_on(steps: np.ndarray) -> np.ndarray:
     return steps + offsets[np.cumsum(np.concatenate(([False], back)))]
 
 
+def _late_copies(steps: np.ndarray, back: np.ndarray) -> np.ndarray:
+    """Which steps back are one line out of order, not a restart: a value printed more than once before
+    (several ranks print each step) that the counter leaves at once for where it was (`1 1 1 2 1 2 2`:
+    a rank's late copy of step 1, printed after another rank's step 2)."""
+    out = np.zeros_like(back)
+    for i in np.nonzero(back)[0].tolist():
+        j = i + 1
+        if j + 1 < len(steps) and steps[j + 1] >= steps[i] and np.count_nonzero(steps[:j] == steps[j]) >= 2:
+            out[i] = True
+    return out
+
+
 def _is_loss(n: str) -> bool:
     n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
     if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
-    return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n)
+    return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n) or bool(_TERM.match(n))
+
+
+#: a loss term named by the short prefix of a loss dict's keys (BasicSR's `l_pix`, `l_g_gan`, `l_d_real`, `l_p_8`):
+#: one part of the loss the optimizer steps on
+_TERM = re.compile(r"^l_[a-z]")
 
 
 def _set_named(t: Template, j: int, n: str) -> str | None:
@@ -455,8 +530,10 @@ def classify_slot(t: Template, j: int) -> str | None:
         return "component"
     if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
         return "avg"
-    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n))) and total_rank(n) >= 50 \
-        and not n.startswith(("total", "train", "tr."))
+    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n))) \
+        and total_rank(n) >= 50 \
+        and not n.startswith(("total", "train", "tr.")) \
+        or criterion_named(n) and any(criterion_named(base_name(x)) for i, x in enumerate(t.names) if i != j and x)
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
         return _set_named(t, j, n) if not EVAL_NAME.search(raw) or n in _SET_EVAL else None
@@ -497,9 +574,25 @@ def total_rank(name: str) -> float:
     tail = AVERAGE_TAIL.search(n)
     if tail is not None and n[:tail.start()] in _TOTAL:  # glample's `cost average`: the total, averaged
         return _TOTAL.index(n[:tail.start()]) + 0.5
+    if criterion_named(n):
+        return _CRITERION_RANK
     if "loss" not in n and (n in _LOSS_NAMES or _metric_named(n)):
         return _METRIC_RANK
     return _SET_RANK if n in _SET_TRAIN or n in _SET_EVAL else 50
+
+
+#: a loss named by its criterion's class (PyTorch's `nn.CrossEntropyLoss`, `nn.MSELoss`...: OLMo's
+#: `train/CrossEntropyLoss`, a script's `print(f"{type(criterion).__name__}: {loss}")`): the objective itself,
+#: ranked after every total's name; two such names on one line are parts of one objective
+_CRITERIA = frozenset({"crossentropy", "nll", "mse", "l1", "smoothl1", "huber", "bce", "bcewithlogits", "kldiv", "ctc",
+                       "marginranking", "hingeembedding", "cosineembedding", "tripletmargin", "poissonnll",
+                       "gaussiannll", "multilabelsoftmargin", "softmargin", "multimargin", "focal", "dice"})
+_CRITERION_RANK = 30
+
+
+def criterion_named(n: str) -> bool:
+    """Whether a (lower-case, sectionless) name is a loss criterion's class name (`crossentropyloss`)."""
+    return n.endswith("loss") and n[:-4] in _CRITERIA
 
 
 #: the rank of a loss named by its metric (`train-logloss`, `rmse`): after every name holding `loss`
@@ -508,12 +601,23 @@ _METRIC_RANK = 60
 _SET_RANK = 70
 
 
+#: an RL trainer's policy loss, by its name (the section dropped: verl's `actor/pg_loss`): a policy-gradient loss,
+#: the actor's loss (DeepSpeed-Chat's `act_loss`, OpenRLHF's `policy_loss`), trained apart from its critic; not
+#: one actor-critic network's `Surrogate loss` beside its `Value function loss` (RSL-RL: one loss, their sum)
+_POLICY = re.compile(r"^(?:pg|policy|policy_gradient|actor|act)[_ ]loss$")
+
+
+def policy_named(name: str) -> bool:
+    return _POLICY.match(base_name(name)) is not None
+
+
 #: component names of two adversaries (a GAN's D and G): their sum is no training loss
 _ADVERSARIES = re.compile(r"^(?:d|g|disc|gen|discriminator|generator|critic|actor)(?:[_ ./]|$)", re.IGNORECASE)
 
 
-#: the same side named after the loss (the DCGAN tutorial's `Loss_D`, `errD`, `Err_G`)
-_SIDE_AFTER = re.compile(r"^(?:loss|err|error)[_ ]?(d|g)$", re.IGNORECASE)
+#: the same side named after the loss (the DCGAN tutorial's `Loss_D`, `errD`, `Err_G`; AdaptSegNet's `loss_D1`, one
+#: discriminator of several), or after a loss term's prefix (BasicSR's `l_d_real`, `l_g_gan`)
+_SIDE_AFTER = re.compile(r"^(?:loss|err|error|l)[_ ]?(d|g)\d*(?:$|_)", re.IGNORECASE)
 
 
 def adversaries(names: Iterable[str]) -> bool:
@@ -572,7 +676,13 @@ def gan_parts(text: str, names: list[str]) -> frozenset[str]:
     if not {"d", "g"} <= sides:
         return frozenset()
     return frozenset(base_name(n) for n in names if len(n) >= 2 and step_rank(n) is None
-                     and name_key(n) not in _EPOCH_NAMES and not _NOT_A_PART.match(n) and not n.startswith("(avg)"))
+                     and name_key(n) not in _EPOCH_NAMES and not _NOT_A_PART.match(n) and not n.startswith("(avg)")
+                     and not _SCORE_TAIL.search(n))
+
+
+#: a GAN line's measurements that are no loss: the discriminator's scores, outputs and accuracies (BasicSR's
+#: `real_score`, `fake_score`, `out_d_real`, a `D_acc`), image quality
+_SCORE_TAIL = re.compile(r"(?:^|[_ ])(?:score|scores|acc|accuracy|prob|psnr|ssim)$|^out_", re.IGNORECASE)
 
 
 #: Chinese training prints in the words the names above are written in (`第3轮 损失: 0.41` is `epoch 3
@@ -583,7 +693,7 @@ _ZH_COUNTER = (
     (re.compile(r"第\s*(\d+)\s*(?:个\s*)?(?:轮次?|回合|周期|代|epoch)", re.IGNORECASE), r" epoch \1 "),
     (re.compile(r"第\s*(\d+)\s*(?:次迭代|步|次)"), r" step \1 "),
 )
-_ZH_WORDS = (("训练损失", "train loss"), ("验证损失", "val loss"), ("验证集损失", "val loss"), ("测试损失", "test loss"),
+_ZH_WORDS = (("训练次数", "train step"), ("训练步数", "train step"), ("训练损失", "train loss"), ("验证损失", "val loss"), ("验证集损失", "val loss"), ("测试损失", "test loss"),
              ("损失函数", "loss"), ("损失值", "loss"), ("平均损失", "avg loss"), ("总损失", "total loss"), ("损失", "loss"),
              ("迭代次数", "iter"), ("迭代", "iter"), ("步数", "step"), ("轮次", "epoch"), ("轮数", "epoch"),
              ("学习率", "lr"), ("梯度范数", "grad_norm"), ("准确率", "acc"), ("训练", "train"), ("验证", "val"),
