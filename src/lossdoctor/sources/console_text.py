@@ -63,10 +63,29 @@ _GLOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\]\s*")
 _PREFIX_FIRST = set("[0123456789 \t-<>|rDIWECF")
 
 
+#: a number, however a cut left it (`0.958123` cut to `0.` or `0`): one `#` in a line's shape
+_NUMBER_SHAPE = re.compile(r"\d+(?:\.\d*)?(?:[eE][+-]?\d+)?")
+
+
+def cut_short(last: str, prev: str | None) -> bool:
+    """Whether a text's last segment, which no line break ends, is a line cut in the middle (a log
+    copied or killed mid-print, an excerpt cut at a byte count): its shape (numbers as `#`) is a
+    proper beginning of the shape of the line before it (`| 800 | 0` after `| 760 | 0.958123 |`,
+    an iteration line that stops at `global batch`). Its last number may be cut too (`0.958123` read
+    as `0`), and a field it lacks is not one the trainer left out: such a line is not read. A last
+    line of its own shape (`loss: 2.3` after `loss: 2.4`) is read: nothing shows it was cut."""
+    if not prev:
+        return False
+    a = _NUMBER_SHAPE.sub("#", last).rstrip()
+    b = _NUMBER_SHAPE.sub("#", prev).rstrip()
+    return bool(a) and len(a) < len(b) and b.startswith(a)
+
+
 def segments(f: IO[bytes] | Readable) -> Iterator[str]:
     """Every `\\r`/`\\n`-separated segment of a binary stream, decoded leniently, at most
     MAX_SEGMENT characters each (raw: colours and prefixes still there)."""
     carry = ""
+    prev: str | None = None  # the last whole segment (for a last one no line break ends: `cut_short`)
     skipping = False  # inside an over-long segment whose head was already yielded
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character cut by a chunk stays whole
     while True:
@@ -80,13 +99,14 @@ def segments(f: IO[bytes] | Readable) -> Iterator[str]:
             if skipping:
                 skipping = False
                 continue
+            prev = part
             yield part[:MAX_SEGMENT]
         if len(carry) > MAX_SEGMENT:
             if not skipping:
                 yield carry[:MAX_SEGMENT]
             skipping = True
             carry = ""
-    if carry and not skipping:
+    if carry and not skipping and not cut_short(carry, prev):
         yield carry[:MAX_SEGMENT]
 
 
