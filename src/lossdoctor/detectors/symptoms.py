@@ -50,10 +50,16 @@ class SymptomLimits:
     #: a jump that came back is noise when another step up elsewhere in the log is at least this share
     #: of its own (in ln loss): heavy-tailed single-batch losses swing x3-x5 and back more than once
     recur_share: float = 0.5
-    #: from this many points on, a jump that came back is the long-log spike rule's to judge
-    #: (loss_shape.loss_spike, tuned on the zoo's healthy controls: heavy-tailed small-batch
-    #: losses jump 5x and come back), unless it is this many times its baseline
+    #: from this many points on, a jump of `huge_jump` that came back is a spike even if the log swings
+    #: that far again elsewhere
     long_log: int = 40
+    #: from this many points on, a jump that came back and that the log does not make again is the
+    #: long-log spike rule's to judge (loss_shape.loss_spike, tuned on the zoo's healthy controls:
+    #: heavy-tailed small-batch losses jump 5x and come back), unless it is this many times its
+    #: baseline. Below it that rule's block baseline (10 points, up to two blocks behind) lags a
+    #: falling loss, and its "trained" test fails a run still in its first fall: a 40-point log with
+    #: one x6 point between 2% noise was called healthy
+    long_log_spike: int = 100
     huge_jump: float = 10.0
     #: points of history a point is judged against (the median/MAD of the 20 before it)
     history: int = 20
@@ -350,8 +356,9 @@ def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float,
 
 def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = False) -> float | None:
     """The ratio of point j over the median of the points before it when it stands out of their
-    noise (>= spike_z robust sigmas and >= spike_ratio x with >= 4 points before it; >= few_ratio x
-    the median and >= few_over_max x their largest with 1-3); None when it does not."""
+    noise (>= spike_z robust sigmas and >= spike_ratio x with >= 4 points before it, or, above all of
+    them, a step into it >= spike_z robust sigmas of the log's other steps: `trend_break`; >=
+    few_ratio x the median and >= few_over_max x their largest with 1-3); None when it does not."""
     b = _baseline(lx, j, lim)
     if b is None:
         return None
@@ -360,6 +367,11 @@ def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = F
     k = min(j, lim.history)
     if k >= 4:
         ok = (lx[j] - med) / sigma >= lim.spike_z and ratio >= lim.spike_ratio
+        if not ok and ratio >= lim.spike_ratio and lx[j] > top:
+            # the spread of the points before it is the loss's own fall (a fast first descent), not
+            # its noise: the step into it is judged against the log's other steps instead
+            z = trend_break(lx, j, lim)
+            ok = z is not None and z >= lim.spike_z
     elif trend and (z := trend_break(lx, j, lim)) is not None:
         ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     else:
@@ -462,10 +474,10 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         if climb:
             back = False  # the last point, the second of two rising intervals (x1.5, then beyond): a climb
         kind = "spike" if back is not False else "jump_stayed"
-        if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
+        if kind == "spike" and x.size >= LIMITS.long_log_spike and ratio < LIMITS.huge_jump:
             continue  # a long log's one-off that came back: the spike rule tuned for it judges
-        if kind == "spike" and x.size < LIMITS.long_log and _recurs(lx, int(j)):
-            continue  # a swing the short log makes again elsewhere: its own (heavy-tailed) noise
+        if kind == "spike" and (x.size < LIMITS.long_log or ratio < LIMITS.huge_jump) and _recurs(lx, int(j)):
+            continue  # a swing the log makes again elsewhere: its own (heavy-tailed) noise
         on = j - 1 if climb else j  # a climb begins at its first raised point
         if kind == "jump_stayed" and shift and shift[0].row < lf[on]:
             return shift  # a step up that stayed began before its first point past the jump bar
