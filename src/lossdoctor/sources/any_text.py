@@ -112,6 +112,11 @@ _YOLO_HEADER = re.compile(r"^gpu_mem$", re.IGNORECASE)
 _YOLO_LOSSES = frozenset({"box", "obj", "cls", "dfl", "seg"})
 #: a tqdm bar after a table row (YOLOv5: `  416: 100%|####| 7/7 [00:15<00:00,  2.27s/it]`)
 _BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")
+#: a tqdm bar at the start of a line with another print glued right after it (the bar on stderr had no
+#: line break yet when the script printed on stdout): `50/300 [00:50<04:00, 2.00it/s]Epoch: [0][ 50/300] ...`
+#: (a bar with metrics of its own in its postfix, `[..., train_loss=10.90]`, stays one line with the print:
+#: the two together are the record)
+_GLUED_BAR = re.compile(r"^\s*(?:[^|\[\]=]{0,60}:\s*)?\d{1,3}%\|[^|]*\|\s*\d+/\d+\s*\[[^\]=]*\](?=\S)")
 _MIN_ROWS = 2
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
@@ -166,7 +171,11 @@ class TextParser:
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
-        text = latin(clean(raw))
+        text = clean(raw)
+        bar = _GLUED_BAR.match(text)
+        if bar is not None:  # the print glued to a bar is a line of its own (its own prefix too)
+            text = clean(text[bar.end():])
+        text = latin(text)
         if not text:
             return
         if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?

@@ -183,7 +183,9 @@ class ConsoleParser:
                 break
             n, total, metrics, end = parsed
             self._bar(n, total, metrics, nested=nested)
-            text = text[end:].strip()
+            # what a print wrote right after the bar (no line break between them: the bar on
+            # stderr, the print on stdout) is a line of its own, with its own timestamp or logger prefix
+            text = clean(text[end:]).strip()
             if len(text) <= 2:
                 return
         if text:
