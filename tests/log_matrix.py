@@ -470,12 +470,14 @@ def c_healthy(rng: np.random.Generator, n: int) -> Curve:
     return Curve(**_base(rng, n), symptoms=frozenset())
 
 
-def c_healthy_late(rng: np.random.Generator, n: int) -> Curve:
+def c_healthy_late(rng: np.random.Generator, n: int, epochs: bool = False) -> Curve:
     """An excerpt from late in a long run: flat-ish at a level no chance level names, still falling
-    by ~2% over the excerpt, a small decaying LR."""
+    by ~2% over the excerpt (by 0.4% a pass when its rows are epochs: a converging run still learns
+    something each pass over its data), a small decaying LR."""
     d = _base(rng, n)
     level = float(rng.uniform(0.9, 2.1))
-    d["loss"] = level * np.linspace(1.0, 0.98, n) * _noise(rng, n, 0.015)
+    trend = np.exp(-0.004 * np.arange(n)) if epochs else np.linspace(1.0, 0.98, n)
+    d["loss"] = level * trend * _noise(rng, n, 0.0015 if epochs else 0.015)
     d["lr"] = np.linspace(3e-5, 2e-5, n)
     d["grad_norm"] = 0.3 * _noise(rng, n, 0.1)
     d["scale"] = np.full(n, 16384.0)
@@ -573,7 +575,7 @@ def c_grad_explosion(rng: np.random.Generator, n: int) -> Curve:
     return Curve(**d, symptoms=frozenset({"nonfinite", "divergence"}), window=(k - 1, end + 1))
 
 
-CURVES: dict[str, Callable[[np.random.Generator, int], Curve]] = {
+CURVES: dict[str, Callable[..., Curve]] = {
     "healthy": c_healthy, "healthy_late": c_healthy_late, "nan": c_nan, "inf_nan": c_inf_nan,
     "divergence": c_divergence, "spike_recovers": c_spike_recovers, "spike_stays": c_spike_stays,
     "plateau_ln10": c_plateau_ln10, "zero": c_zero, "fp16_overflow": c_fp16_overflow,
@@ -694,8 +696,8 @@ class Case:
 
 
 def _rows(fmt: Format, cv: Curve, rng: np.random.Generator, n: int, restart: bool) -> list[Row]:
-    if fmt.epochs:
-        every, first = 1, 1
+    if fmt.epochs:  # a late excerpt of an epoch log starts at a late epoch
+        every, first = 1, (1 if not cv.late else int(rng.integers(40, 200)))
     else:
         every = int(rng.choice([1, 5, 10, 50]))
         first = every if not cv.late else every * int(rng.integers(400, 2000))
@@ -825,7 +827,8 @@ def make_case(fmt_name: str, curve_name: str, inter: tuple[str, ...], seed: int)
     fmt = FORMATS[fmt_name]
     rng = np.random.default_rng([seed, len(fmt_name), sum(map(ord, fmt_name + curve_name + "+".join(inter)))])
     n = int(rng.choice([24, 40, 80, 150]))
-    cv = CURVES[curve_name](rng, n)
+    cv = CURVES[curve_name](rng, n, epochs=True) if fmt.epochs and curve_name == "healthy_late" else \
+        CURVES[curve_name](rng, n)
     text, truth, optional, eval_truth = render(fmt, cv, inter, rng, n)
     mode = ORDERED if "epoch_restart" in inter else fmt.steps
     return Case(name=f"{fmt_name}/{curve_name}/{'+'.join(inter)}/{seed}", fmt=fmt_name, curve=curve_name, inter=inter,
