@@ -1258,8 +1258,10 @@ def _sniff(p: Path) -> bool:
 
 
 #: a process manager's or a log collector's tag in front of every line: pm2's `0|yolo     | `,
-#: docker compose's `trainer_1  | ` / `trainer-1  | `, a bracketed job or container name `[job-7]: `
-_MANAGER_PREFIX = re.compile(r"^(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?)")
+#: docker compose's `trainer_1  | ` / `trainer-1  | `, a bracketed job or container name `[job-7]: `,
+#: `srun --label`'s task number `0: ` (one tag on most lines: a counter `0:` would differ line by line);
+#: inside a Markdown quote (`> 0: `) too
+_MANAGER_PREFIX = re.compile(r"^(?:>\s?)?(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?|\d{1,5}:\s)")
 #: the share of a text's first lines that must start with the same tag for it to be stripped
 _PREFIX_SHARE = 0.8
 
