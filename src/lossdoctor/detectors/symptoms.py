@@ -121,6 +121,10 @@ class SymptomLimits:
     #: the first steps of a run, where a dynamic scaler halves its initial scale until it fits
     #: (DeepSpeed starts at 2^32: ~16 halvings; torch's GradScaler at 2^16)
     search_steps: int = 50
+    #: ... unless the scale held one value on this many logged rows before it fell: the search had
+    #: found a scale that fits (16384 for 12 steps, then halving at every step to 32 with the loss NaN
+    #: is a collapse, not the search)
+    scale_held: int = 5
     #: share of steps skipped above which training visibly loses steps
     skip_rate: float = 0.2
     skip_min: int = 3
@@ -1148,6 +1152,22 @@ def fast_fall(run: Run, upto: int | None = None) -> tuple[float, float, int] | N
     return float(top[j]), float(v[j]), int(rows[j])
 
 
+def held_before(s: np.ndarray, row: int, top: float) -> bool:
+    """Whether the loss scale held one value on >= `scale_held` logged rows before it fell from `top`
+    to its value at `row`: a scaler's start-up search had ended (it found a scale that fits), so the
+    fall after it is overflow after overflow, however early in the run."""
+    v = s[:row + 1]
+    v = v[np.isfinite(v)]
+    at_top = np.flatnonzero(v >= top)
+    if at_top.size == 0:
+        return False
+    k = int(at_top[-1])  # the last row at the top: the fall begins after it
+    j = k
+    while j > 0 and v[j - 1] == v[k]:
+        j -= 1
+    return k - j + 1 >= LIMITS.scale_held
+
+
 def _scale(run: Run, q: Quantities) -> list[Symptom]:
     """The loss scale fell >= scale_fall x from its largest, or below 1, or to 1 from above."""
     p = scale_path(run)
@@ -1159,9 +1179,10 @@ def _scale(run: Run, q: Quantities) -> list[Symptom]:
         return []
     if low >= 1 and fell is not None:
         top, low, row = fell
-    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= 2 * LIMITS.search_steps:
-        return []  # a dynamic scaler searching down from its initial 2^16 / 2^32 at the run's start
     s = run.col("scale")
+    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= 2 * LIMITS.search_steps \
+            and not held_before(s, row, top):
+        return []  # a dynamic scaler searching down from its initial 2^16 / 2^32 at the run's start
     first = int(np.flatnonzero(np.isfinite(s) & (s <= max(low, top / LIMITS.scale_fall)))[0])
     return [_sym(q, "scale_collapse", first, top=top, low=low, low_step=int(q.steps[row]))]
 
