@@ -370,9 +370,9 @@ def _explained_nonfinite(run: Run, q: Quantities) -> bool:
 
 
 def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
-    """First row of the first block (after the best block) whose median gave back a real share of
-    the progress made (> best + max(0.5*best, 10% of start-best)) and after which no block comes
-    back below half that margin. Relative-only thresholds would fire on noise around a loss of 1e-4."""
+    """The first row past the margin in the first block (after the best block) whose median gave
+    back a real share of the progress made (> best + max(0.5*best, 10% of start-best)) and after
+    which no block comes back below half that margin. Relative-only thresholds would fire on noise around a loss of 1e-4."""
     x = loss[lf]
     w = max(5, x.size // 20)
     nb = x.size // w
@@ -381,7 +381,10 @@ def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
     margin = max(0.5 * med[b_best], 0.1 * (med[0] - med[b_best]))
     for b in range(b_best + 1, nb):
         if med[b] > med[b_best] + margin and (med[b:] > med[b_best] + 0.5 * margin).all():
-            return int(lf[b * w])
+            # the block's first row past that margin: a block is 5+ rows, and a climb that began at
+            # its third row did not begin at its first
+            above = np.flatnonzero(x[b * w:(b + 1) * w] > med[b_best] + margin)
+            return int(lf[b * w + (int(above[0]) if above.size else 0)])
     return int(lf[min(x.size - 1, (b_best + 1) * w)])
 
 

@@ -642,7 +642,12 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
     on = b + int(np.argmax(x[b:] >= half))
     if _been_there(x, on, half, end):
         return []  # a crest like those before it: an oscillation, not a loss that rose and stayed
-    on = min(on, turn_of(x, best, on))  # dated where it turned, not where it crossed half-way
+    # dated where it turned, not where it crossed half-way; but a climb that left its best in one
+    # print (the next point >= `diverged` x it) began right there: the knee of a fall that flattened
+    # and then climbed can land rows before the climb
+    back = b + int(np.flatnonzero(x[b:on] <= best)[-1]) if (x[b:on] <= best).any() else b
+    abrupt = back + 1 <= on and x[back + 1] >= LIMITS.diverged * best
+    on = back + 1 if abrupt else min(on, turn_of(x, best, on))
     return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
                  grad_ratio=grad_x, n=int(x.size))]
 
@@ -650,13 +655,18 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
 def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) -> int:
     """The index where a rise began: the knee of a continuous two-line least-squares fit of ln x
     (a line, then a line with another slope) over the stretch from the loss's first point within
-    `turn_near_best` x its best to the end, the knee tried at up to `turn_candidates` points before
+    `turn_near_best` x its best to where it first reached the level it ends at, the knee tried at up to `turn_candidates` points before
     `upto`. A slow climb under heavy-tailed noise is a trend no single point shows; the fit sees
     it from all the points at once. Long stretches are fit on block means (`turn_points`)."""
     s0 = int(np.argmax(x <= lim.turn_near_best * best))
     if upto - s0 < lim.turn_min_points:
         return upto
-    y = np.log(x[s0:])
+    # fit up to where it first reached the level it ends at: a loss that climbed and then stayed
+    # there (x3 a print to 1e7, then flat) bends twice, and a two-line fit of it all puts its one
+    # knee rows before the climb
+    end = float(np.median(x[-max(2, x.size // 5):]))
+    top = upto + int(np.argmax(x[upto:] >= end)) if (x[upto:] >= end).any() else x.size - 1
+    y = np.log(x[s0:top + 1])
     blk = max(1, -(-y.size // lim.turn_points))
     m = y.size // blk
     yb = y[:m * blk].reshape(m, blk).mean(axis=1)
