@@ -997,7 +997,7 @@ def build(parser: TextParser, what: str) -> Run:
     if components:
         events["loss_components"] = components
         notes.append(Msg("text.components", names=sorted({k for v in components.values() for k in v})[:8]))
-    _event_columns(parser, place, cols, events)
+    _event_columns(parser, place, cols, events, events_only=main is not picked["main"])
     _nonfinite_components(components, comp_lines, cols, events)
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
@@ -1210,15 +1210,21 @@ def _component_key(name: str) -> str:
 
 
 def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
-                   events: dict[str, dict[int, Any]]) -> None:
-    """Loss scales and overflows read from event lines, and the events themselves, at their step."""
+                   events: dict[str, dict[int, Any]], events_only: bool = False) -> None:
+    """Loss scales and overflows read from event lines, and the events themselves, at their step
+    (in a text of event lines only, each overflow line is its own row)."""
     if parser.scale_points:
         at = place.at(np.asarray([i - 1 for i, _ in parser.scale_points]))
         named = dict(cols.get("scale", {}))  # a row's own `loss_scale=128` beats what its event line is read as
         _fill(cols, "scale", at, [v for _, v in parser.scale_points])
         cols["scale"].update(named)
     if parser.overflows:
-        at = place.at(np.asarray([i - 1 for i in parser.overflows]))
+        before = np.asarray([i - 1 for i in parser.overflows])
+        # the step an overflow skipped came after the training row read before it (whose loss is a
+        # finished step's: DeepSpeed prints OVERFLOW during the step it skips), as the console reader
+        # places it; one read before every row goes to the first row's step
+        after = (before >= (place.order[0] if len(place.order) else 0)) & (not events_only)
+        at = place.at(before) + after.astype(place.steps.dtype)
         _fill(cols, "skipped", at, [1.0] * len(at))
     if parser.events.items:
         by_step: dict[int, list[dict[str, Any]]] = {}
