@@ -381,10 +381,14 @@ def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
     margin = max(0.5 * med[b_best], 0.1 * (med[0] - med[b_best]))
     for b in range(b_best + 1, nb):
         if med[b] > med[b_best] + margin and (med[b:] > med[b_best] + 0.5 * margin).all():
-            # the block's first row past that margin: a block is 5+ rows, and a climb that began at
-            # its third row did not begin at its first
-            above = np.flatnonzero(x[b * w:(b + 1) * w] > med[b_best] + margin)
-            return int(lf[b * w + (int(above[0]) if above.size else 0)])
+            # the first row of the unbroken run of rows past that margin that reaches into this block:
+            # a block is 5+ rows, and a climb that began at the fourth row of the block before (too
+            # few to move that block's median) or at the third of this one began there
+            past = x > med[b_best] + margin
+            i = b * w + (int(np.argmax(past[b * w:(b + 1) * w])) if past[b * w:(b + 1) * w].any() else 0)
+            while i > 0 and past[i - 1] and past[i]:
+                i -= 1
+            return int(lf[i])
     return int(lf[min(x.size - 1, (b_best + 1) * w)])
 
 
