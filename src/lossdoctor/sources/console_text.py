@@ -71,14 +71,31 @@ def cut_short(last: str, prev: str | None) -> bool:
     """Whether a text's last segment, which no line break ends, is a line cut in the middle (a log
     copied or killed mid-print, an excerpt cut at a byte count): its shape (numbers as `#`) is a
     proper beginning of the shape of the line before it (`| 800 | 0` after `| 760 | 0.958123 |`,
-    an iteration line that stops at `global batch`). Its last number may be cut too (`0.958123` read
-    as `0`), and a field it lacks is not one the trainer left out: such a line is not read. A last
-    line of its own shape (`loss: 2.3` after `loss: 2.4`) is read: nothing shows it was cut."""
+    an iteration line that stops at `global batch`), or a line of the same shape whose last number
+    has fewer decimals than the line before printed there (`2000\t2.` after `1950\t2.301234`). Its
+    last number may be cut (`0.958123` read as `0`), and a field it lacks is not one the trainer left
+    out: such a line is not read. A last line of its own shape and precision (`loss: 2.3` after
+    `loss: 2.4`) is read: nothing shows it was cut."""
     if not prev:
         return False
     a = _NUMBER_SHAPE.sub("#", last).rstrip()
     b = _NUMBER_SHAPE.sub("#", prev).rstrip()
+    if a and a == b and a.endswith("#"):  # the same shape, ending in a number: shorter and with fewer
+        # decimals than the line before printed there (`2.` after `2.301234`) is a cut number; a longer
+        # one (`12345.6` after `2.41`) is a value of its own
+        x, y = _last_number(last), _last_number(prev)
+        return len(x) < len(y) and _decimals(x) < _decimals(y)
     return bool(a) and len(a) < len(b) and b.startswith(a)
+
+
+def _last_number(line: str) -> str:
+    m = list(_NUMBER_SHAPE.finditer(line.rstrip()))
+    return m[-1].group(0) if m else ""
+
+
+def _decimals(number: str) -> int:
+    """How many digits follow the point in a number (0 without a point)."""
+    return len(re.split(r"[eE]", number.split(".", 1)[1])[0]) if "." in number else 0
 
 
 def segments(f: IO[bytes] | Readable) -> Iterator[str]:

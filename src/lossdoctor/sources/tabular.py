@@ -205,7 +205,7 @@ def read_csv_table(path: Path, rules: Thinning = THINNING) -> CsvTable:
     if looks_binary(head(path, 65536)):  # checked before the file is read
         raise SourceError(f"{path}: binary data, not a CSV file")
     with open_regular(path) as f:
-        texts = _csv_texts(path, line_chunks(f, CSV_CHUNK, MAX_LINE_BYTES))
+        texts = _csv_texts(path, line_chunks(f, CSV_CHUNK, MAX_LINE_BYTES, drop_cut_last=True))
         text = next(texts, "").lstrip("\ufeff")
         first_nl = text.find("\n")
         header_line = text if first_nl < 0 else text[:first_nl]
