@@ -1218,7 +1218,7 @@ def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, 
         named = dict(cols.get("scale", {}))  # a row's own `loss_scale=128` beats what its event line is read as
         _fill(cols, "scale", at, [v for _, v in parser.scale_points])
         cols["scale"].update(named)
-    if parser.overflows:
+    if parser.overflows and place.how != "epoch":  # a row per epoch: the skipped step is inside one (an event)
         before = np.asarray([i - 1 for i in parser.overflows])
         # the step an overflow skipped came after the training row read before it (whose loss is a
         # finished step's: DeepSpeed prints OVERFLOW during the step it skips), as the console reader

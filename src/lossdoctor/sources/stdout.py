@@ -121,6 +121,7 @@ class ConsoleParser:
         self.last_pending_step: int | None = None
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
+        self.epoch_rows = 0  # rows placed at their epoch, for want of anything finer
         self.leading_spaced = 0  # rows with no step before the first counted one, placed an interval apart
         self.keras_epoch = 0  # the last "Epoch N/M" line
         self.keras_restarts = 0  # bars begun again since that line with no header of their own (Keras 1)
@@ -342,7 +343,9 @@ class ConsoleParser:
             if ov is not None:
                 if ov:  # () is another rank's copy of an overflow already read
                     self.counts["ds_overflow"] += 1
-                    if self.marker is None and self.last_counter is None:
+                    if self.epoch_rows and self.marker is None and self.last_counter is None:
+                        pass  # rows at their epoch: the skipped step is one of thousands inside it (an event)
+                    elif self.marker is None and self.last_counter is None:
                         self._overflow_in_order(ov)
                     else:
                         self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
@@ -423,6 +426,7 @@ class ConsoleParser:
             if row["step"] is None and epoch is not None and self.last_counter is None \
                     and self.marker is None:
                 row["step"], row["_how"] = epoch, "epoch"  # nothing finer than the epoch
+                self.epoch_rows += 1
                 self._add(row, marker=False)
             elif row["step"] is None:
                 self._wait_for_step(row)
@@ -858,7 +862,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
             cols[name] = st.view(name)[order]
             logged[name] = present
     _event_series(p, steps, cols, logged)
-    if "skipped_in_interval" in cols:
+    if "skipped_in_interval" in cols and p.steps_from() != "epoch":
+        # (rows at their epoch: an epoch's steps are not known, so a count is no share of them)
         interval = np.diff(steps, prepend=steps[0] - float(meta.get("log_interval", 1) or 1))
         interval = np.maximum(interval, 1.0)
         frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
