@@ -804,8 +804,9 @@ _CE_KEY = re.compile(r"(^|[_\W])(ce|xent|nll|lm|mlm)([_\W]|$)|cross.?entropy")
 def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     """A loss no run of its kind prints: >= 1e6, or a cross-entropy (`is_ce`) above what any
     vocabulary allows after its first `ce_grace_steps` steps (the symptom then begins at the first
-    point when every point before was out of range too), or one the log names a CE (`ce_named`)
-    below 0."""
+    point when every point before was out of range too; a stretch out of range between in-range
+    points, the last one among them, is a spike for the jump rules), or one the log names a CE
+    (`ce_named`) below 0."""
     lf = q.finite_loss
     x = q.loss[lf]
     if x.size == 0:
@@ -822,6 +823,10 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     if not bad.any():
         return []
     j = int(np.argmax(bad))
+    huge = bad & ((np.abs(x) >= LIMITS.absurd) | (x < -1e-6))
+    if not huge.any() and 0 < j and x[-1] <= LIMITS.ce_max and x[j - 1] <= LIMITS.ce_max:
+        return []  # a cross-entropy that left its range after in-range points and came back into it: the
+        # jump rules' spike (a batch at 28 nats between prints at 3.2), not a loss of another kind
     if ce and bool((x[:j] > LIMITS.ce_max).all()):
         j = 0  # out of range from the first forward on (the grace steps included): it begins there
     return [_sym(q, "absurd", lf[j], loss=float(x[j]), ce=ce, at_start=bool(j == 0),
