@@ -952,8 +952,9 @@ def steps_known(run: Run) -> bool:
 
 def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     """A block of `repeat_block` consecutive, distinct losses (printed to >= 3 significant digits)
-    that recurs exactly at later steps: the same batches gave the same losses, so the weights did
-    not change in between (a second epoch repeating the first one's losses)."""
+    that recurs exactly at later steps, beyond what the log's own few printed values make likely
+    (`stuck_chance`): the same batches gave the same losses, so the weights did not change in
+    between (a second epoch repeating the first one's losses)."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     b = LIMITS.repeat_block
@@ -967,10 +968,22 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     blocks = np.ascontiguousarray(w[rows], dtype=np.float64).view(np.dtype((np.void, 8 * b))).ravel()
     _, first, inv = np.unique(blocks, return_index=True, return_inverse=True)
     start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
+    # the chance that a printed value comes again: its print's resolution over the spread of the
+    # loss from one print to the next (at most the density at the mode of that spread)
+    sigma = 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2)
+    pairs = rows.size * (rows.size - 1) / 2
     for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
         i, j = int(rows[k]), int(start[k])
-        if all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i:i + b]):
-            return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
+        if not all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i:i + b]):
+            continue
+        # a coarse print (3 significant digits over a flat, noisy stretch) takes few values: a block
+        # of them recurs somewhere by chance (expected recurrences: pairs of blocks x the chance that
+        # one block's values come again), which is no evidence of the same batches
+        p = min(1.0, max(_resolution(float(v)) for v in x[i:i + b]) / (math.sqrt(2 * math.pi) * sigma)) \
+            if sigma > 0 else 1.0
+        if pairs * p ** b > LIMITS.stuck_chance:
+            continue
+        return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
     return []
 
 
