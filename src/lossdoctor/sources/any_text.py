@@ -1295,7 +1295,8 @@ def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
 
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
-    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").splitlines())
+    # lines as a terminal starts them (a `\r` redraw of a bar is no new line: a launcher's tag is not on it)
+    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").split("\n"))
     with open_regular(path) as f:
         lines = segments(f)
         return [build(parse(_without(prefix, lines) if prefix else lines), path.name)]
