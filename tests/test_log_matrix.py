@@ -59,6 +59,7 @@ FIXED = {
     "yolo/fp16_overflow/md_quote+srun_prefix/0": "srun's `0: ` tag (in a quote too) is stripped",
     "yolo/healthy_late/srun_prefix+tqdm/5": "a launcher's tag is looked for on the lines a terminal starts",
     "fairseq/fp16_overflow/fence+md_quote/0": "a scale that held before it fell is past the scaler's search",
+    "logging/fp16_overflow/overflow/0": "a scale known only at overflow lines held over the rows between them",
     "deepspeed/divergence/crlf/0": "a climb that left its best in one print is dated there",
     "deepspeed_chat/spike_stays/srun_prefix/2": "lr_too_high's onset is the run of risen rows' first",
     "keras_verbose2/divergence/srun_prefix/0": "an alarm 1-5 rows after a step up is dated where it began",

@@ -1181,19 +1181,25 @@ def fast_fall(run: Run, upto: int | None = None) -> tuple[float, float, int] | N
 
 
 def held_before(s: np.ndarray, row: int, top: float) -> bool:
-    """Whether the loss scale held one value on >= `scale_held` logged rows before it fell from `top`
-    to its value at `row`: a scaler's start-up search had ended (it found a scale that fits), so the
-    fall after it is overflow after overflow, however early in the run."""
-    v = s[:row + 1]
-    v = v[np.isfinite(v)]
+    """Whether the loss scale held one value over >= `scale_held` logged rows on its way from `top`
+    down to its value at `row`: a scaler's start-up search had ended (it found a scale that fits),
+    so the fall after it is overflow after overflow, however early in the run. A scale read from
+    overflow lines is known only at their rows (16384 after the third step's overflow and again
+    before the 18th's): the rows between count as held."""
+    rows = np.flatnonzero(np.isfinite(s[:row + 1]))
+    v = s[rows]
     at_top = np.flatnonzero(v >= top)
     if at_top.size == 0:
         return False
-    k = int(at_top[-1])  # the last row at the top: the fall begins after it
-    j = k
-    while j > 0 and v[j - 1] == v[k]:
+    j = int(at_top[-1])
+    while j > 0 and v[j - 1] == v[j]:  # the run the last top belongs to, from its start
         j -= 1
-    return k - j + 1 >= LIMITS.scale_held
+    for k in range(j + 1, v.size + 1):
+        if k == v.size or v[k] != v[j]:  # a run of one value from j to k - 1
+            if int(rows[k - 1] - rows[j]) + 1 >= LIMITS.scale_held:
+                return True
+            j = k
+    return False
 
 
 def _scale(run: Run, q: Quantities) -> list[Symptom]:
