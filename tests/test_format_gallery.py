@@ -609,8 +609,7 @@ case("jsonl_steps", "".join(f'{{"step": {s}, "loss": {v}, "lr": 0.0003, "grad_no
                             for s, v, g in zip((1, 2, 3), L, G)),
      {1: L[0], 2: L[1], 3: L[2]}, file="metrics.jsonl", grad_norm={1: G[0], 2: G[1], 3: G[2]})
 case("csv_steps", "step,loss,val_loss,lr\n" + "".join(f"{s},{v},{w},0.001\n" for s, v, w in zip((1, 2, 3), L, V)),
-     {1: L[0], 2: L[1], 3: L[2]}, file="metrics.csv", eval_loss={1: V[0], 2: V[1], 3: V[2]},
-     xfail="the CSV reader (sources/tabular.py) skips evaluation columns rather than keeping val_loss as eval_loss")
+     {1: L[0], 2: L[1], 3: L[2]}, file="metrics.csv", eval_loss={1: V[0], 2: V[1], 3: V[2]})
 case("whitespace_aligned_table",
      "step      loss        lr          grad_norm\n"
      + "".join(f"{s:<10d}{v:<12.4f}{3e-4:<12.2e}{g:<10.3f}\n" for s, v, g in zip((10, 20, 30), L, G)),
@@ -891,8 +890,7 @@ case("dict_repr_tensor_nan",
 case("json_lines_in_console_nested",
      "".join(f'{{"epoch": {e}, "train": {{"loss": {v}, "acc": 0.5}}, "val": {{"loss": {w}, "acc": 0.6}}}}\n'
              for e, v, w in zip((1, 2, 3), L, V)),
-     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]},
-     xfail="the JSON-lines reader (sources/tabular.py) numbers the objects from 0 and keeps no nested `val` loss")
+     {1: L[0], 2: L[1], 3: L[2]}, eval_loss={1: V[0], 2: V[1], 3: V[2]})
 # an ASCII box table (prettytable / tabulate's `grid` and `psql` styles)
 case("ascii_box_table",
      "+------+--------+----------+\n| step |  loss  | val_loss |\n+------+--------+----------+\n"

@@ -64,7 +64,9 @@ def test_jsonl_curves(tmp_path, name):
 def test_column_names():
     assert column_for("train/loss") == ("loss", 1)
     assert column_for("loss")[0] == "loss" and column_for("lm loss")[0] == "loss"
-    assert column_for("eval/loss") is None and column_for("val_loss") is None
+    # an evaluation's loss is its own column, never the training loss; other evaluation metrics are not read
+    assert column_for("eval/loss") == ("eval_loss", 0) and column_for("val_loss") == ("eval_loss", 0)
+    assert column_for("eval_accuracy") is None and column_for("eval_runtime") is None
     assert column_for("lr-AdamW")[0] == "lr" and column_for("lr-AdamW-momentum") is None
     assert column_for("grad_2.0_norm_total")[0] == "grad_norm"
     assert column_for("train/loss__MAX") is None and column_for("lm loss vs samples") is None

@@ -1165,6 +1165,7 @@ def fill_gaps(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]
     for sym in symptoms_of(q) + ([never] if never else []):
         symptom = KINDS[sym.kind][1]
         if shown & set(COVERS[symptom]) and not _predates(q, sym, findings + out):
+            _date_back(q, sym, findings)
             continue
         if q.first_bad is not None and sym.kind != "nonfinite" and sym.row >= q.first_bad:
             continue
@@ -1194,6 +1195,23 @@ def _predates(q: Quantities, sym: Symptom, findings: list[Finding]) -> bool:
         return False  # an undated alarm: nothing to say the symptom came first
     first = int(np.searchsorted(q.steps, min(steps)))
     return first - sym.row > EARLIER_ROWS
+
+
+def _date_back(q: Quantities, sym: Symptom, findings: list[Finding]) -> None:
+    """A step up or a rise (the kinds dated where they began) that alarms of the same symptom date up
+    to EARLIER_ROWS rows later (where a point first crossed their bar: the spike rule's third point
+    of a loss climbing x4 a print): those alarms are dated where it began, as `engine` dates a
+    finding of the same cause. (A NaN alarm stays at its NaN.)"""
+    if sym.kind not in ("jump_stayed", "rise"):
+        return
+    if sym.kind == "rise" and any(s.kind == "jump_stayed" for s in symptoms_of(q)):
+        return  # a step up: the jump dates it
+    symptom = KINDS[sym.kind][1]
+    for f in findings:
+        if f.severity in ("warning", "critical") and f.symptom == symptom and f.step is not None:
+            rows = int(np.searchsorted(q.steps, int(f.step))) - sym.row
+            if 0 < rows <= EARLIER_ROWS:
+                f.step = sym.step
 
 
 #: the loss moved at least this share of its first value between the first and the last logged point

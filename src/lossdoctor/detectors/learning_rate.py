@@ -419,9 +419,9 @@ def _explained_nonfinite(run: Run, q: Quantities) -> bool:
 
 
 def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
-    """First row of the first block (after the best block) whose median gave back a real share of
-    the progress made (> best + max(0.5*best, 10% of start-best)) and after which no block comes
-    back below half that margin. Relative-only thresholds would fire on noise around a loss of 1e-4."""
+    """The first row past the margin in the first block (after the best block) whose median gave
+    back a real share of the progress made (> best + max(0.5*best, 10% of start-best)) and after
+    which no block comes back below half that margin. Relative-only thresholds would fire on noise around a loss of 1e-4."""
     x = loss[lf]
     w = max(5, x.size // 20)
     nb = x.size // w
@@ -430,7 +430,14 @@ def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
     margin = max(0.5 * med[b_best], 0.1 * (med[0] - med[b_best]))
     for b in range(b_best + 1, nb):
         if med[b] > med[b_best] + margin and (med[b:] > med[b_best] + 0.5 * margin).all():
-            return int(lf[b * w])
+            # the first row of the unbroken run of rows past that margin that reaches into this block:
+            # a block is 5+ rows, and a climb that began at the fourth row of the block before (too
+            # few to move that block's median) or at the third of this one began there
+            past = x > med[b_best] + margin
+            i = b * w + (int(np.argmax(past[b * w:(b + 1) * w])) if past[b * w:(b + 1) * w].any() else 0)
+            while i > 0 and past[i - 1] and past[i]:
+                i -= 1
+            return int(lf[i])
     return int(lf[min(x.size - 1, (b_best + 1) * w)])
 
 

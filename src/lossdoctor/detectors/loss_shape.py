@@ -13,6 +13,7 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector
 from .gradients import clip_fix
+from .learning_rate import shows_run_start
 from .lr_advice import held_rise, lr_beyond_usual, withheld
 from .quantities import Quantities, trailing_baseline
 
@@ -235,6 +236,29 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
                    evidence=ev, fixes=as_fixes(fixes))
 
 
+def _chance_evidence(chance: Any, at_chance: bool, end: float, ur: np.ndarray) -> list[str]:
+    """What the chance level adds to a stall's evidence: the loss sits at it (with the update size
+    when logged, else the alternatives that fit as well), or what it is."""
+    if not isinstance(chance, (int, float)):
+        return []
+    if not at_chance:
+        return [Msg("noisy.chance", c=float(chance))]
+    at = dict(pct=end / float(chance) * 100, c=float(chance))
+    if ur.size:
+        return [Msg("noisy.at_chance_moving", **at, r=float(np.median(ur)))]
+    # without the update size, the chance-level alternatives fit as well
+    return [Msg("noisy.at_chance", **at), Msg("noisy.at_chance_alternatives")]
+
+
+def _stall_began(x: np.ndarray, end: float, k: int, share: float) -> int:
+    """Where a stalled loss stopped falling: the start of the first block of `k` points after the
+    last block whose median is above what the stall allows (`end / share`); 0 for a loss that never
+    fell (a model at chance from its first step stalled there, not at the log's middle)."""
+    starts = np.arange(0, x.size - k + 1, k)
+    above = [i for i in starts if float(np.median(x[i:i + k])) > end / share]
+    return int(above[-1]) + k if above else 0
+
+
 @detector("noisy_data", needs=("loss", "grad_norm"))
 def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     """The loss stalls high while the optimizer keeps moving: noisy or mismatched labels.
@@ -268,6 +292,8 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     stalled_mid = LIMITS.stalled_mid_share_at_chance if at_chance else LIMITS.stalled_mid_share
     if start <= 0 or end < LIMITS.stalled_high_share * start or end < stalled_mid * mid:
         return []
+    if not at_chance and not shows_run_start(run, q):
+        return []  # an excerpt from mid-run: its first loss is no start to have stalled near
     gn = q.grad_norm[lf]
     g = gn[np.isfinite(gn)]
     if g.size < LIMITS.plateau_min_grads:
@@ -285,14 +311,8 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     ev: list[str] = [Msg("noisy.plateau_gain", **plateau, gain=gain) if gain > 0 else Msg("noisy.plateau_flat", **plateau)]
     if g1 >= LIMITS.grad_stays_share * g0:
         ev.append(Msg("noisy.grad_stays", g=g1, x=g1 / g0))
-    if at_chance and isinstance(chance, (int, float)):  # (at_chance says it is a number)
-        at = dict(pct=end / float(chance) * 100, c=float(chance))
-        ev.append(Msg("noisy.at_chance_moving", **at, r=float(np.median(ur))) if ur.size
-                  else Msg("noisy.at_chance", **at))
-        if not ur.size:  # without the update size, the chance-level alternatives fit as well
-            ev.append(Msg("noisy.at_chance_alternatives"))
-    elif isinstance(chance, (int, float)):
-        ev.append(Msg("noisy.chance", c=float(chance)))
+    ev += _chance_evidence(chance, at_chance, end, ur)
+    began = min(h, _stall_began(x, end, k, stalled_mid))
     return [Finding(cause="noisy_data", symptom="plateau", severity="warning", confidence=0.45,
-                    step=int(q.steps[lf[h]]), evidence=ev,
+                    step=int(q.steps[lf[began]]), evidence=ev,
                     fixes=as_fixes([Msg("noisy.fix.audit"), Msg("noisy.fix.smoothing")]))]

@@ -44,10 +44,11 @@ class Quantities:
         Logs differ on whether a row holds the scale before or after that step's `update()`: the
         back-off of a step shows in its own row (after) or in the next one (before). A row whose
         gradient norm is non-finite is taken as skipped when the scale falls at either; that also
-        covers the first row, which has no previous scale to compare with."""
+        covers the first row, which has no previous scale to compare with. A row per epoch is never
+        inferred skipped: the overflow that lowered the scale skipped one of its thousands of steps."""
         if self.run.has("skipped"):
             return np.nan_to_num(self.run.col("skipped"), nan=0.0) > 0.5
-        if self.run.has("scale"):
+        if self.run.has("scale") and self.run.meta.get("steps_from") != "epoch":
             s = self.run.col("scale")
             prev = np.concatenate([[np.nan], s[:-1]])
             nxt = np.concatenate([s[1:], [np.nan]])

@@ -19,6 +19,7 @@ from ..messages import Msg
 from ..records import Run
 from .base import detector
 from .gradients import already_clipped_fix, clip_in_place
+from .learning_rate import shows_run_start
 from .loss_shape import is_spike, robust_sigma, spike_fixes
 from .lr_advice import cut_evidence, lr_beyond_usual, measure_fix, withheld
 from .lr_usual import judge_lr, with_lr_evidence
@@ -99,14 +100,17 @@ def _median_se(a: np.ndarray, b: np.ndarray) -> float:
     return math.hypot(one(a), one(b))
 
 
-def _tiny_sgd_step(q: Quantities, lf: np.ndarray, lr: float | None, gn: np.ndarray) -> float | None:
+def _tiny_sgd_step(run: Run, q: Quantities, lf: np.ndarray, lr: float | None, gn: np.ndarray) -> float | None:
     """LR x median gradient norm when it is at most TINY_SGD_STEP on a log that covers the run's
     start (>= 10 gradient norms), unless the optimizer is known to be Adam-like (whose step does not
     scale with the gradient). None otherwise."""
     if lr is None or lr <= 0 or gn.size < 10 or q.adam_like:
         return None
-    if int(q.steps[lf[0]]) > 0.05 * max(1, int(q.steps[lf[-1]])):
-        return None  # a log that starts mid-run: its flat stretch may follow a fall it does not show
+    if int(q.steps[lf[0]]) > 0.05 * max(1, int(q.steps[lf[-1]])) or not shows_run_start(run, q):
+        # a log that starts mid-run (by its steps, or by the epoch its reader saw at its start, where
+        # its steps are line numbers): its flat stretch may follow a fall it does not show, and its
+        # LR may be a schedule's decayed end
+        return None
     step = lr * float(np.median(gn))
     return step if 0 < step <= TINY_SGD_STEP else None  # a zero gradient is another story
 
@@ -181,7 +185,7 @@ def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat
     lr, warming = _lr_reached(q, lf)
     gn = q.grad_norm[lf]
     gn = gn[np.isfinite(gn)]
-    step = _tiny_sgd_step(q, lf, lr, gn)
+    step = _tiny_sgd_step(run, q, lf, lr, gn)
     judged = judge_lr(run, q, lr)
     verdict = judged[0] if judged else None
     tiny_lr = (lr is not None and 0 < lr <= TINY_LR) or step is not None or verdict == "low"
@@ -387,7 +391,7 @@ def slow_learning(run: Run, q: Quantities) -> list[Finding]:
         return []
     gn = q.grad_norm[lf]
     gn = gn[np.isfinite(gn)]
-    step = _tiny_sgd_step(q, lf, lr, gn)
+    step = _tiny_sgd_step(run, q, lf, lr, gn)
     judged = judge_lr(run, q, lr)
     if not (0 < lr <= TINY_LR or step is not None or (judged and judged[0] == "low")):
         return []

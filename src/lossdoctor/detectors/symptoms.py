@@ -50,10 +50,16 @@ class SymptomLimits:
     #: a jump that came back is noise when another step up elsewhere in the log is at least this share
     #: of its own (in ln loss): heavy-tailed single-batch losses swing x3-x5 and back more than once
     recur_share: float = 0.5
-    #: from this many points on, a jump that came back is the long-log spike rule's to judge
-    #: (loss_shape.loss_spike, tuned on the zoo's healthy controls: heavy-tailed small-batch
-    #: losses jump 5x and come back), unless it is this many times its baseline
+    #: from this many points on, a jump of `huge_jump` that came back is a spike even if the log swings
+    #: that far again elsewhere
     long_log: int = 40
+    #: from this many points on, a jump that came back and that the log does not make again is the
+    #: long-log spike rule's to judge (loss_shape.loss_spike, tuned on the zoo's healthy controls:
+    #: heavy-tailed small-batch losses jump 5x and come back), unless it is this many times its
+    #: baseline. Below it that rule's block baseline (10 points, up to two blocks behind) lags a
+    #: falling loss, and its "trained" test fails a run still in its first fall: a 40-point log with
+    #: one x6 point between 2% noise was called healthy
+    long_log_spike: int = 100
     huge_jump: float = 10.0
     #: points of history a point is judged against (the median/MAD of the 20 before it)
     history: int = 20
@@ -115,6 +121,10 @@ class SymptomLimits:
     #: the first steps of a run, where a dynamic scaler halves its initial scale until it fits
     #: (DeepSpeed starts at 2^32: ~16 halvings; torch's GradScaler at 2^16)
     search_steps: int = 50
+    #: ... unless the scale held one value on this many logged rows before it fell: the search had
+    #: found a scale that fits (16384 for 12 steps, then halving at every step to 32 with the loss NaN
+    #: is a collapse, not the search)
+    scale_held: int = 5
     #: share of steps skipped above which training visibly loses steps
     skip_rate: float = 0.2
     skip_min: int = 3
@@ -377,8 +387,9 @@ def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float,
 
 def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = False) -> float | None:
     """The ratio of point j over the median of the points before it when it stands out of their
-    noise (>= spike_z robust sigmas and >= spike_ratio x with >= 4 points before it; >= few_ratio x
-    the median and >= few_over_max x their largest with 1-3); None when it does not."""
+    noise (>= spike_z robust sigmas and >= spike_ratio x with >= 4 points before it, or, above all of
+    them, a step into it >= spike_z robust sigmas of the log's other steps: `trend_break`; >=
+    few_ratio x the median and >= few_over_max x their largest with 1-3); None when it does not."""
     b = _baseline(lx, j, lim)
     if b is None:
         return None
@@ -387,6 +398,11 @@ def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = F
     k = min(j, lim.history)
     if k >= 4:
         ok = (lx[j] - med) / sigma >= lim.spike_z and ratio >= lim.spike_ratio
+        if not ok and ratio >= lim.spike_ratio and lx[j] > top:
+            # the spread of the points before it is the loss's own fall (a fast first descent), not
+            # its noise: the step into it is judged against the log's other steps instead
+            z = trend_break(lx, j, lim)
+            ok = z is not None and z >= lim.spike_z
     elif trend and (z := trend_break(lx, j, lim)) is not None:
         ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     else:
@@ -489,10 +505,10 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         if climb:
             back = False  # the last point, the second of two rising intervals (x1.5, then beyond): a climb
         kind = "spike" if back is not False else "jump_stayed"
-        if kind == "spike" and x.size >= LIMITS.long_log and ratio < LIMITS.huge_jump:
+        if kind == "spike" and x.size >= LIMITS.long_log_spike and ratio < LIMITS.huge_jump:
             continue  # a long log's one-off that came back: the spike rule tuned for it judges
-        if kind == "spike" and x.size < LIMITS.long_log and _recurs(lx, int(j)):
-            continue  # a swing the short log makes again elsewhere: its own (heavy-tailed) noise
+        if kind == "spike" and (x.size < LIMITS.long_log or ratio < LIMITS.huge_jump) and _recurs(lx, int(j)):
+            continue  # a swing the log makes again elsewhere: its own (heavy-tailed) noise
         on = j - 1 if climb else j  # a climb begins at its first raised point
         if kind == "jump_stayed" and shift and shift[0].row < lf[on]:
             return shift  # a step up that stayed began before its first point past the jump bar
@@ -653,7 +669,12 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
     on = b + int(np.argmax(x[b:] >= half))
     if _been_there(x, on, half, end):
         return []  # a crest like those before it: an oscillation, not a loss that rose and stayed
-    on = min(on, turn_of(x, best, on))  # dated where it turned, not where it crossed half-way
+    # dated where it turned, not where it crossed half-way; but a climb that left its best in one
+    # print (the next point >= `diverged` x it) began right there: the knee of a fall that flattened
+    # and then climbed can land rows before the climb
+    back = b + int(np.flatnonzero(x[b:on] <= best)[-1]) if (x[b:on] <= best).any() else b
+    abrupt = back + 1 <= on and x[back + 1] >= LIMITS.diverged * best
+    on = back + 1 if abrupt else min(on, turn_of(x, best, on))
     return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
                  grad_ratio=grad_x, n=int(x.size))]
 
@@ -661,13 +682,18 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
 def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) -> int:
     """The index where a rise began: the knee of a continuous two-line least-squares fit of ln x
     (a line, then a line with another slope) over the stretch from the loss's first point within
-    `turn_near_best` x its best to the end, the knee tried at up to `turn_candidates` points before
+    `turn_near_best` x its best to where it first reached the level it ends at, the knee tried at up to `turn_candidates` points before
     `upto`. A slow climb under heavy-tailed noise is a trend no single point shows; the fit sees
     it from all the points at once. Long stretches are fit on block means (`turn_points`)."""
     s0 = int(np.argmax(x <= lim.turn_near_best * best))
     if upto - s0 < lim.turn_min_points:
         return upto
-    y = np.log(x[s0:])
+    # fit up to where it first reached the level it ends at: a loss that climbed and then stayed
+    # there (x3 a print to 1e7, then flat) bends twice, and a two-line fit of it all puts its one
+    # knee rows before the climb
+    end = float(np.median(x[-max(2, x.size // 5):]))
+    top = upto + int(np.argmax(x[upto:] >= end)) if (x[upto:] >= end).any() else x.size - 1
+    y = np.log(x[s0:top + 1])
     blk = max(1, -(-y.size // lim.turn_points))
     m = y.size // blk
     yb = y[:m * blk].reshape(m, blk).mean(axis=1)
@@ -805,8 +831,9 @@ _CE_KEY = re.compile(r"(^|[_\W])(ce|xent|nll|lm|mlm)([_\W]|$)|cross.?entropy")
 def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     """A loss no run of its kind prints: >= 1e6, or a cross-entropy (`is_ce`) above what any
     vocabulary allows after its first `ce_grace_steps` steps (the symptom then begins at the first
-    point when every point before was out of range too), or one the log names a CE (`ce_named`)
-    below 0."""
+    point when every point before was out of range too; a stretch out of range between in-range
+    points, the last one among them, is a spike for the jump rules), or one the log names a CE
+    (`ce_named`) below 0."""
     lf = q.finite_loss
     x = q.loss[lf]
     if x.size == 0:
@@ -823,6 +850,10 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     if not bad.any():
         return []
     j = int(np.argmax(bad))
+    huge = bad & ((np.abs(x) >= LIMITS.absurd) | (x < -1e-6))
+    if not huge.any() and 0 < j and x[-1] <= LIMITS.ce_max and x[j - 1] <= LIMITS.ce_max:
+        return []  # a cross-entropy that left its range after in-range points and came back into it: the
+        # jump rules' spike (a batch at 28 nats between prints at 3.2), not a loss of another kind
     if ce and bool((x[:j] > LIMITS.ce_max).all()):
         j = 0  # out of range from the first forward on (the grace steps included): it begins there
     return [_sym(q, "absurd", lf[j], loss=float(x[j]), ce=ce, at_start=bool(j == 0),
@@ -976,8 +1007,9 @@ def steps_known(run: Run) -> bool:
 
 def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     """A block of `repeat_block` consecutive, distinct losses (printed to >= 3 significant digits)
-    that recurs exactly at later steps: the same batches gave the same losses, so the weights did
-    not change in between (a second epoch repeating the first one's losses)."""
+    that recurs exactly at later steps, beyond what the log's own few printed values make likely
+    (`stuck_chance`): the same batches gave the same losses, so the weights did not change in
+    between (a second epoch repeating the first one's losses)."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     b = LIMITS.repeat_block
@@ -991,10 +1023,22 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     blocks = np.ascontiguousarray(w[rows], dtype=np.float64).view(np.dtype((np.void, 8 * b))).ravel()
     _, first, inv = np.unique(blocks, return_index=True, return_inverse=True)
     start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
+    # the chance that a printed value comes again: its print's resolution over the spread of the
+    # loss from one print to the next (at most the density at the mode of that spread)
+    sigma = 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2)
+    pairs = rows.size * (rows.size - 1) / 2
     for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
         i, j = int(rows[k]), int(start[k])
-        if all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i:i + b]):
-            return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
+        if not all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i:i + b]):
+            continue
+        # a coarse print (3 significant digits over a flat, noisy stretch) takes few values: a block
+        # of them recurs somewhere by chance (expected recurrences: pairs of blocks x the chance that
+        # one block's values come again), which is no evidence of the same batches
+        p = min(1.0, max(_resolution(float(v)) for v in x[i:i + b]) / (math.sqrt(2 * math.pi) * sigma)) \
+            if sigma > 0 else 1.0
+        if pairs * p ** b > LIMITS.stuck_chance:
+            continue
+        return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
     return []
 
 
@@ -1250,6 +1294,28 @@ def fast_fall(run: Run, upto: int | None = None) -> tuple[float, float, int] | N
     return float(top[j]), float(v[j]), int(rows[j])
 
 
+def held_before(s: np.ndarray, row: int, top: float) -> bool:
+    """Whether the loss scale held one value over >= `scale_held` logged rows on its way from `top`
+    down to its value at `row`: a scaler's start-up search had ended (it found a scale that fits),
+    so the fall after it is overflow after overflow, however early in the run. A scale read from
+    overflow lines is known only at their rows (16384 after the third step's overflow and again
+    before the 18th's): the rows between count as held."""
+    rows = np.flatnonzero(np.isfinite(s[:row + 1]))
+    v = s[rows]
+    at_top = np.flatnonzero(v >= top)
+    if at_top.size == 0:
+        return False
+    j = int(at_top[-1])
+    while j > 0 and v[j - 1] == v[j]:  # the run the last top belongs to, from its start
+        j -= 1
+    for k in range(j + 1, v.size + 1):
+        if k == v.size or v[k] != v[j]:  # a run of one value from j to k - 1
+            if int(rows[k - 1] - rows[j]) + 1 >= LIMITS.scale_held:
+                return True
+            j = k
+    return False
+
+
 def _scale(run: Run, q: Quantities) -> list[Symptom]:
     """The loss scale fell >= scale_fall x from its largest, or below 1, or to 1 from above."""
     p = scale_path(run)
@@ -1261,9 +1327,10 @@ def _scale(run: Run, q: Quantities) -> list[Symptom]:
         return []
     if low >= 1 and fell is not None:
         top, low, row = fell
-    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= 2 * LIMITS.search_steps:
-        return []  # a dynamic scaler searching down from its initial 2^16 / 2^32 at the run's start
     s = run.col("scale")
+    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= 2 * LIMITS.search_steps \
+            and not held_before(s, row, top):
+        return []  # a dynamic scaler searching down from its initial 2^16 / 2^32 at the run's start
     first = int(np.flatnonzero(np.isfinite(s) & (s <= max(low, top / LIMITS.scale_fall)))[0])
     return [_sym(q, "scale_collapse", first, top=top, low=low, low_step=int(q.steps[row]))]
 

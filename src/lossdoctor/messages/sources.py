@@ -209,6 +209,10 @@ CONSOLE = {
         "{n} logged line(s) above the first progress bar carry no step: placed every logging interval before the "
         "first step the bar gave (a guess)",
         "第一个进度条之前的 {n} 条日志行没有 step：从进度条给出的第一步往前，每隔一个记录间隔放一条（推测）"),
+    "console.spaced_leading": (
+        "{n} logged line(s) before the first line with a step carry none (the excerpt may begin in the middle of "
+        "a line): placed every logging interval before that first step (a guess)",
+        "第一条带 step 的日志行之前有 {n} 条日志行没有 step（摘录可能从一行的中间开始）：从那个第一步往前，每隔一个记录间隔放一条（推测）"),
     "console.deepspeed_overflow_placed": (
         "DeepSpeed prints no step with an OVERFLOW line: overflows were placed on the steps right after the last "
         "step counter (iteration line, step= line or bar)",

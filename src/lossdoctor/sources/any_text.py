@@ -126,6 +126,11 @@ _YOLO_HEADER = re.compile(r"^gpu_mem$", re.IGNORECASE)
 _YOLO_LOSSES = frozenset({"box", "obj", "cls", "dfl", "seg"})
 #: a tqdm bar after a table row (YOLOv5: `  416: 100%|####| 7/7 [00:15<00:00,  2.27s/it]`)
 _BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")
+#: a tqdm bar at the start of a line with another print glued right after it (the bar on stderr had no
+#: line break yet when the script printed on stdout): `50/300 [00:50<04:00, 2.00it/s]Epoch: [0][ 50/300] ...`
+#: (a bar with metrics of its own in its postfix, `[..., train_loss=10.90]`, stays one line with the print:
+#: the two together are the record)
+_GLUED_BAR = re.compile(r"^\s*(?:[^|\[\]=]{0,60}:\s*)?\d{1,3}%\|[^|]*\|\s*\d+/\d+\s*\[[^\]=]*\](?=\S)")
 _MIN_ROWS = 2
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
@@ -183,7 +188,11 @@ class TextParser:
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
-        text = latin(clean(raw))
+        text = clean(raw)
+        bar = _GLUED_BAR.match(text)
+        if bar is not None:  # the print glued to a bar is a line of its own (its own prefix too)
+            text = clean(text[bar.end():])
+        text = latin(text)
         if not text:
             return
         if "," in text:
@@ -1092,7 +1101,7 @@ def build(parser: TextParser, what: str) -> Run:
     if components:
         events["loss_components"] = components
         notes.append(Msg("text.components", names=sorted({k for v in components.values() for k in v})[:8]))
-    _event_columns(parser, place, cols, events)
+    _event_columns(parser, place, cols, events, events_only=main is not picked["main"])
     _nonfinite_components(components, comp_lines, cols, events)
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
@@ -1329,15 +1338,21 @@ def _component_key(name: str) -> str:
 
 
 def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
-                   events: dict[str, dict[int, Any]]) -> None:
-    """Loss scales and overflows read from event lines, and the events themselves, at their step."""
+                   events: dict[str, dict[int, Any]], events_only: bool = False) -> None:
+    """Loss scales and overflows read from event lines, and the events themselves, at their step
+    (in a text of event lines only, each overflow line is its own row)."""
     if parser.scale_points:
         at = place.at(np.asarray([i - 1 for i, _ in parser.scale_points]))
         named = dict(cols.get("scale", {}))  # a row's own `loss_scale=128` beats what its event line is read as
         _fill(cols, "scale", at, [v for _, v in parser.scale_points])
         cols["scale"].update(named)
-    if parser.overflows:
-        at = place.at(np.asarray([i - 1 for i in parser.overflows]))
+    if parser.overflows and place.how != "epoch":  # a row per epoch: the skipped step is inside one (an event)
+        before = np.asarray([i - 1 for i in parser.overflows])
+        # the step an overflow skipped came after the training row read before it (whose loss is a
+        # finished step's: DeepSpeed prints OVERFLOW during the step it skips), as the console reader
+        # places it; one read before every row goes to the first row's step
+        after = (before >= (place.order[0] if len(place.order) else 0)) & (not events_only)
+        at = place.at(before) + after.astype(place.steps.dtype)
         _fill(cols, "skipped", at, [1.0] * len(at))
     if parser.events.items:
         by_step: dict[int, list[dict[str, Any]]] = {}
@@ -1377,8 +1392,10 @@ def _sniff(p: Path) -> bool:
 
 
 #: a process manager's or a log collector's tag in front of every line: pm2's `0|yolo     | `,
-#: docker compose's `trainer_1  | ` / `trainer-1  | `, a bracketed job or container name `[job-7]: `
-_MANAGER_PREFIX = re.compile(r"^(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?)")
+#: docker compose's `trainer_1  | ` / `trainer-1  | `, a bracketed job or container name `[job-7]: `,
+#: `srun --label`'s task number `0: ` (one tag on most lines: a counter `0:` would differ line by line);
+#: inside a Markdown quote (`> 0: `) too
+_MANAGER_PREFIX = re.compile(r"^(?:>\s?)?(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?|\d{1,5}:\s)")
 #: the share of a text's first lines that must start with the same tag for it to be stripped
 _PREFIX_SHARE = 0.8
 
@@ -1406,7 +1423,8 @@ def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
 
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
-    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").splitlines())
+    # lines as a terminal starts them (a `\r` redraw of a bar is no new line: a launcher's tag is not on it)
+    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").split("\n"))
     run, refused, free = None, None, False
     with open_regular(path) as f:
         lines = segments(f)

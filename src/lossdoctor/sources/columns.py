@@ -14,6 +14,7 @@ taken for the training loss. When several names map to the same column, the one 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -139,7 +140,7 @@ def column_for(name: str) -> tuple[str, int] | None:
     if n.endswith(("__min", "__max")) or "vs_samples" in n or "vs_tokens" in n:
         return None  # W&B export envelopes; Megatron's alternative x-axes
     if _EVAL.search(n):
-        return None
+        return _eval_loss(n)
     epoch_penalty = 0
     if n.endswith("_epoch"):  # Lightning's per-epoch aggregate: use only when nothing else exists
         n = n[: -len("_epoch")]
@@ -157,6 +158,24 @@ def column_for(name: str) -> tuple[str, int] | None:
         group = int(m.group(2) or 0)
         return "lr", 2 + group * 3
     return None
+
+
+def _eval_loss(n: str) -> tuple[str, int] | None:
+    """An evaluation's loss (`val_loss`, `eval/loss`, `validation_loss`, `valid_nll_loss`): the
+    `eval_loss` column, kept apart from the training loss at the rank its training name would have;
+    any other evaluation metric (`eval_runtime`, `test_acc`): None."""
+    base = _EVAL.sub("_", n).strip("_/ .-")
+    hit = column_for(base) if base and base != n else None
+    return ("eval_loss", hit[1]) if hit is not None and hit[0] == "loss" else None
+
+
+#: a column an evaluation fills: read and kept apart, but a log of nothing else has no training metric
+EVAL_COLUMNS = frozenset({"eval_loss"})
+
+
+def trains(columns: Iterable[str]) -> bool:
+    """Whether any of these records columns is a training metric (not only an evaluation's)."""
+    return any(c not in EVAL_COLUMNS for c in columns)
 
 
 def step_rank(name: str) -> int | None:

@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 
 from .console_lines import _HF_ITEM, _NUMBER, METRICS, _dict_key
-from .console_text import MAX_SEGMENT
+from .console_text import MAX_SEGMENT, cut_short
 
 #: the fast path on (the tests read the same logs with it off and compare)
 FAST = True
@@ -211,6 +211,7 @@ def feed_stream(f: IO[bytes], parser: Any) -> None:
     at `\r`, `\n` and `\r\n`, decoded leniently, its first MAX_SEGMENT characters). A chunk is cut
     at its last separator, so no segment and no UTF-8 character is split between two chunks."""
     carry = b""
+    prev: str | None = None  # the last whole segment (for a last one no line break ends: `cut_short`)
     skipping = False  # inside an over-long segment whose head was already fed
     size = _FIRST_CHUNK  # small at first: the lines read before a shape is learned are read one by one
     while True:
@@ -229,13 +230,21 @@ def feed_stream(f: IO[bytes], parser: Any) -> None:
                 body = body[cut.end():] if cut is not None else b""
                 skipping = False
             _feed_bytes(body, parser)
+            prev = _last_segment(body) or prev
         if len(carry) > 4 * MAX_SEGMENT + 4:  # more than MAX_SEGMENT characters, whatever they are
             if not skipping:
                 parser.feed(_decode(carry)[:MAX_SEGMENT])
             skipping = True
             carry = b""
-    if carry and not skipping:
+    if carry and not skipping and not cut_short(_decode(carry), prev):
         parser.feed(_decode(carry)[:MAX_SEGMENT])
+
+
+def _last_segment(body: bytes) -> str | None:
+    """The last segment of `body` (which ends with a separator), decoded; None when it is empty."""
+    end = len(body.rstrip(b"\r\n"))
+    seg = body[max(body.rfind(b"\n", 0, end), body.rfind(b"\r", 0, end)) + 1:end]
+    return _decode(seg) if seg.strip() else None
 
 
 def _decode(data: bytes) -> str:

@@ -149,10 +149,12 @@ def plan_fields(text: str) -> tuple[tuple[str, int, int, int], ...]:
 
 #: an epoch counter followed by the batch within it: mmengine `Epoch(train)  [2][ 50/788]` and mmcv
 #: `Epoch [1][100/62598]` (epochs and iterations from 1); timm `Train: 0 [  50/1251 (  4%)]`
-#: (`f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch} ...]'`, both from 0)
+#: (`f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch} ...]'`, both from 0); and the iteration-based
+#: runners' `Iter(train) [  50/80000]` (mmengine) and `Iter [50/80000]` (mmcv), whose counter is the step
 _EPOCH_BATCH = re.compile(r"\bEpoch(?:\(train\))?\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]"
                           r"|^Train:\s*(\d+)\s*\[\s*(\d+)\s*/\s*(\d+)\b"
-                          r"|^(?:Epoch:\s*\[(\d+)\]\s+)?\[\s*(\d+)\s*/\s*(\d+)\]\s+eta:")
+                          r"|^(?:Epoch:\s*\[(\d+)\]\s+)?\[\s*(\d+)\s*/\s*(\d+)\]\s+eta:"
+                          r"|\bIter(?:\(train\))?\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
 #: torchvision's / DETR's / DeiT's `MetricLogger.log_every`: `"  ".join([header, "[{0:>N}/{1}]", "eta:
 #: {eta}", "{meters}", ...])` with the header `Epoch: [{epoch}]` (epochs and batches from 0)
 
@@ -165,6 +167,8 @@ def epoch_batch_step(text: str) -> int | None:
     if m.group(1) is not None:
         epoch, batch, per_epoch = int(m.group(1)), int(m.group(2)), int(m.group(3))
         return (max(epoch, 1) - 1) * per_epoch + batch
+    if m.group(10) is not None:
+        return int(m.group(10))
     if m.group(4) is not None:
         epoch, batch, per_epoch = int(m.group(4)), int(m.group(5)), int(m.group(6))
         return epoch * per_epoch + batch + 1

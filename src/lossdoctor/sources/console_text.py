@@ -63,10 +63,46 @@ _GLOG = re.compile(r"[IWEF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+ [\w.-]+:\d+\]\s*")
 _PREFIX_FIRST = set("[0123456789 \t-<>|rDIWECF")
 
 
+#: a number, however a cut left it (`0.958123` cut to `0.` or `0`): one `#` in a line's shape
+_NUMBER_SHAPE = re.compile(r"\d+(?:\.\d*)?(?:[eE][+-]?\d+)?")
+
+
+def cut_short(last: str, prev: str | None) -> bool:
+    """Whether a text's last segment, which no line break ends, is a line cut in the middle (a log
+    copied or killed mid-print, an excerpt cut at a byte count): its shape (numbers as `#`) is a
+    proper beginning of the shape of the line before it (`| 800 | 0` after `| 760 | 0.958123 |`,
+    an iteration line that stops at `global batch`), or a line of the same shape whose last number
+    has fewer decimals than the line before printed there (`2000\t2.` after `1950\t2.301234`). Its
+    last number may be cut (`0.958123` read as `0`), and a field it lacks is not one the trainer left
+    out: such a line is not read. A last line of its own shape and precision (`loss: 2.3` after
+    `loss: 2.4`) is read: nothing shows it was cut."""
+    if not prev:
+        return False
+    a = _NUMBER_SHAPE.sub("#", last).rstrip()
+    b = _NUMBER_SHAPE.sub("#", prev).rstrip()
+    if a and a == b and a.endswith("#"):  # the same shape, ending in a number: shorter and with fewer
+        # decimals than the line before printed there (`2.` after `2.301234`) is a cut number; a longer
+        # one (`12345.6` after `2.41`) is a value of its own
+        x, y = _last_number(last), _last_number(prev)
+        return len(x) < len(y) and _decimals(x) < _decimals(y)
+    return bool(a) and len(a) < len(b) and b.startswith(a)
+
+
+def _last_number(line: str) -> str:
+    m = list(_NUMBER_SHAPE.finditer(line.rstrip()))
+    return m[-1].group(0) if m else ""
+
+
+def _decimals(number: str) -> int:
+    """How many digits follow the point in a number (0 without a point)."""
+    return len(re.split(r"[eE]", number.split(".", 1)[1])[0]) if "." in number else 0
+
+
 def segments(f: IO[bytes] | Readable) -> Iterator[str]:
     """Every `\\r`/`\\n`-separated segment of a binary stream, decoded leniently, at most
     MAX_SEGMENT characters each (raw: colours and prefixes still there)."""
     carry = ""
+    prev: str | None = None  # the last whole segment (for a last one no line break ends: `cut_short`)
     skipping = False  # inside an over-long segment whose head was already yielded
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a character cut by a chunk stays whole
     while True:
@@ -80,13 +116,14 @@ def segments(f: IO[bytes] | Readable) -> Iterator[str]:
             if skipping:
                 skipping = False
                 continue
+            prev = part
             yield part[:MAX_SEGMENT]
         if len(carry) > MAX_SEGMENT:
             if not skipping:
                 yield carry[:MAX_SEGMENT]
             skipping = True
             carry = ""
-    if carry and not skipping:
+    if carry and not skipping and not cut_short(carry, prev):
         yield carry[:MAX_SEGMENT]
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from .console_text import cut_short
 from .registry import SourceError
 
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages"}
@@ -102,13 +103,16 @@ def read_bytes(path: Path, limit: int = MAX_WHOLE_READ) -> bytes:
         return data
 
 
-def line_chunks(f: IO[bytes], size: int, max_line: int) -> Iterator[bytes]:
+def line_chunks(f: IO[bytes], size: int, max_line: int, *, drop_cut_last: bool = False) -> Iterator[bytes]:
     """A stream's bytes in chunks of about `size` that end right after a newline (the last one
     where the data ends): no line, no `\r\n` and no UTF-8 character is cut between two chunks, so
     a line-based format (CSV, JSON lines) is read chunk by chunk in bounded memory whatever the
     file's size. A line longer than `max_line` is yielded cut once past it (the reader then says the
-    file has a line too long), so one huge line cannot take the memory either."""
+    file has a line too long), so one huge line cannot take the memory either. With `drop_cut_last`,
+    a last line that no line break ends and that was cut mid-print (`console_text.cut_short`: a table
+    row that stops short, or whose last number lost its decimals) is not yielded."""
     carry = b""
+    prev = b""  # the last whole line yielded (for a last one no line break ends: `cut_short`)
     while True:
         data = f.read(size)
         if not data:
@@ -120,8 +124,9 @@ def line_chunks(f: IO[bytes], size: int, max_line: int) -> Iterator[bytes]:
             continue
         cut = last + 1 if last >= 0 else len(data)
         carry = data[cut:]
+        prev = data[data.rfind(b"\n", 0, max(0, cut - 1)) + 1:cut].rstrip(b"\r\n") or prev
         yield data[:cut]
-    if carry:
+    if carry and not (drop_cut_last and cut_short(carry.decode("utf-8", "replace"), prev.decode("utf-8", "replace"))):
         yield carry
 
 

@@ -74,15 +74,19 @@ def parse_iteration(line: str) -> dict[str, Any] | None:
 
 #: fields only a training iteration line has (an evaluation line also says "iteration")
 _TRAINING_FIELDS = ("learning rate", "consumed samples", "elapsed time", "global batch size")
+#: the fields `training_log` prints after the losses: a line with none of them stops before the place
+#: of its loss (the log was cut in the middle of the line), so the loss is not known to be left out
+_AFTER_LOSS = ("loss scale", "grad norm", "num zeros", "params norm", "skipped iterations", "nan iterations")
 
 
 def fill_dropped_loss(row: dict[str, Any], interval: int, line: str) -> str | None:
     """Megatron prints `lm loss` only when the interval's mean is > 0 (`training_log`: `if avg >
     0.0`), so an iteration line *without* it is not a missing step: every iteration of the interval
-    was skipped (fp16 overflow), or the mean was NaN (`nan > 0` is False). Returns what happened
+    was skipped (fp16 overflow), or the mean was NaN (`nan > 0` is False). A line that stops before
+    the fields printed after the losses was cut there: its loss is unknown, not left out. Returns what happened
     ("nan" or "skipped"), with the row completed, or None when the loss is there or the line is
     not a training iteration line."""
-    if "loss" in row or not any(f in line for f in _TRAINING_FIELDS):
+    if "loss" in row or not any(f in line for f in _TRAINING_FIELDS) or not any(f in line for f in _AFTER_LOSS):
         return None
     skipped = row.get("skipped_in_interval", 0.0)
     nan = row.get("nan_in_interval", 0.0)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns
-from .columns import SIGNAL_NAMES, aligned, column_for
+from .columns import SIGNAL_NAMES, aligned, column_for, trains
 from .files import head, read_bytes, walk
 from .hf_trainer import restore_filtered_nan
 from .registry import SourceError, reader
@@ -431,7 +431,7 @@ def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, n
         col, rank = hit
         if col not in best or (rank, name) < best[col]:
             best[col] = (rank, name)
-    if not best:
+    if not trains(best):
         empty = [n for n, (st, _) in series.items() if st.size == 0]
         if empty:
             why = next((n for n in notes if isinstance(n, Msg) and n.key in _METRIC_NOTES

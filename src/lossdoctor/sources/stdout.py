@@ -63,9 +63,11 @@ _ANY = re.compile(rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skippe
 _HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
 #: a line that reports an evaluation, not a training step: it starts with an evaluation word as its own
 #: field (fairseq's `valid | epoch 002 | valid on 'valid' subset | loss 9.393 | ...`, `eval: loss ...`),
-#: or names the subset it was evaluated on (fairseq's `valid on 'valid' subset`). Its `loss` is no
-#: training loss even though the name alone does not say so.
-_EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset",
+#: or names the subset it was evaluated on (fairseq's `valid on 'valid' subset`), or opens with an
+#: evaluation's loss and what it was taken at (Megatron's ` validation loss at iteration 500 | lm loss
+#: value: 2.1 | ...`). Its `loss` is no training loss even though the name alone does not say so.
+_EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset|"
+                        r"\s*(?:val|valid|validation|eval|evaluation|test|dev)\s+loss\s+(?:at|after|for|on|of)\b",
                         re.IGNORECASE)
 #: a tqdm bar with nothing around it, `  45%|####      | 45/100 [00:10<00:12,  4.50it/s]`: no prefix for
 #: `clean` to strip, no description or postfix for `console_lines.tqdm_bar` to read, no cursor-up; read
@@ -119,6 +121,8 @@ class ConsoleParser:
         self.last_pending_step: int | None = None
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
+        self.epoch_rows = 0  # rows placed at their epoch, for want of anything finer
+        self.leading_spaced = 0  # rows with no step before the first counted one, placed an interval apart
         self.keras_epoch = 0  # the last "Epoch N/M" line
         self.keras_restarts = 0  # bars begun again since that line with no header of their own (Keras 1)
         self.keras_last: tuple[int, int] | None = None  # (batch, total) of the last bar read
@@ -182,7 +186,9 @@ class ConsoleParser:
                 break
             n, total, metrics, end = parsed
             self._bar(n, total, metrics, nested=nested)
-            text = text[end:].strip()
+            # what a print wrote right after the bar (no line break between them: the bar on
+            # stderr, the print on stdout) is a line of its own, with its own timestamp or logger prefix
+            text = clean(text[end:]).strip()
             if len(text) <= 2:
                 return
         if text:
@@ -339,7 +345,9 @@ class ConsoleParser:
             if ov is not None:
                 if ov:  # () is another rank's copy of an overflow already read
                     self.counts["ds_overflow"] += 1
-                    if self.marker is None and self.last_counter is None:
+                    if self.epoch_rows and self.marker is None and self.last_counter is None:
+                        pass  # rows at their epoch: the skipped step is one of thousands inside it (an event)
+                    elif self.marker is None and self.last_counter is None:
                         self._overflow_in_order(ov)
                     else:
                         self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
@@ -422,6 +430,7 @@ class ConsoleParser:
             if row["step"] is None and epoch is not None and self.last_counter is None \
                     and self.marker is None:
                 row["step"], row["_how"] = epoch, "epoch"  # nothing finer than the epoch
+                self.epoch_rows += 1
                 self._add(row, marker=False)
             elif row["step"] is None:
                 self._wait_for_step(row)
@@ -635,6 +644,7 @@ class ConsoleParser:
         self._spill(final=True)
         self._number_repeated_epochs()
         self._space_numbered()
+        self._space_leading()
 
     def _number_repeated_epochs(self) -> None:
         """Lines placed at their epoch: if an epoch comes twice, the lines are finer than epochs
@@ -668,6 +678,27 @@ class ConsoleParser:
             return
         st.step[numbered] = every * np.arange(1, k)
         st.how[numbered] = HOW["spaced"]
+
+    def _space_leading(self) -> None:
+        """One or two lines with no step read before the first line that carries the log's own counter
+        (an excerpt whose first line was cut in the middle: ` size: 512 | lm loss: 2.1 | ...`): when
+        the counted lines after them are evenly spaced (L), they were the logging steps just before
+        the first counted one (S - kL, ..., S - L). Numbered 1, 2 instead, they would put the log's
+        start thousands of steps before its excerpt and make the whole reading one of line numbers."""
+        st = self.store
+        how = st.how[:st.n]
+        k = int(np.count_nonzero(how == HOW["numbered"]))
+        if not 0 < k <= _LEADING_MAX or st.n < k + _LEADING_SPACING or np.any(how[:k] != HOW["numbered"]) \
+                or np.any(how[k:] != HOW[None]):
+            return
+        gaps = np.diff(st.step[k:k + _LEADING_SPACING])
+        every = int(gaps[0])
+        first = int(st.step[k]) - k * every
+        if every < 1 or np.any(gaps != every) or first < 0:
+            return
+        st.step[:k] = first + every * np.arange(k)
+        st.how[:k] = HOW["spaced"]
+        self.leading_spaced = k
 
     # --- notes ---------------------------------------------------------------------------
 
@@ -712,7 +743,7 @@ class ConsoleParser:
             out.append(Msg("console.numbered", n=how["numbered"]))
         out.extend(self.deepspeed.rank_notes())
         if how.get("spaced"):
-            out.append(Msg("console.spaced", n=how["spaced"]))
+            out.append(Msg("console.spaced_leading" if self.leading_spaced else "console.spaced", n=how["spaced"]))
         out.extend(self.deepspeed.placement_notes())
         out.extend(self.megatron.notes())
         out.extend(self.composer.notes())
@@ -795,6 +826,11 @@ _COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skip
 #: rows kept as dicts while newer lines may still change them (a bar's closing draw, an overflow's
 #: scale); older rows go to the column store in batches of this size
 _KEEP_RECENT = 256
+#: at most this many stepless lines before the first counted one are placed before it (the cut head
+#: of an excerpt is one line; more stepless lines are a shape of their own, numbered in order)
+_LEADING_MAX = 2
+#: the first counted lines that must be evenly spaced for that placement (three equal gaps)
+_LEADING_SPACING = 4
 
 
 #: a running count of skipped steps in a key/value line (`steps: 100 loss: 2.1 ... skipped: 3`)
@@ -873,7 +909,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
             cols[name] = st.view(name)[order]
             logged[name] = present
     _event_series(p, steps, cols, logged)
-    if "skipped_in_interval" in cols:
+    if "skipped_in_interval" in cols and p.steps_from() != "epoch":
+        # (rows at their epoch: an epoch's steps are not known, so a count is no share of them)
         interval = np.diff(steps, prepend=steps[0] - float(meta.get("log_interval", 1) or 1))
         interval = np.maximum(interval, 1.0)
         frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)

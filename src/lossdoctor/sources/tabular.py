@@ -29,7 +29,7 @@ import orjson
 
 from ..messages import Msg
 from ..records import THINNING, Run, Thinning, from_columns
-from .columns import SIGNAL_NAMES, column_for, epoch_steps, is_epoch_axis, map_names, step_number, step_rank
+from .columns import SIGNAL_NAMES, column_for, epoch_steps, is_epoch_axis, map_names, step_number, step_rank, trains
 from .files import (
     MAX_WHOLE_READ,
     head,
@@ -65,7 +65,7 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
     read as steps, where the same name also feeds a metric)."""
     notes = list(notes or [])
     mapping = map_names(names)
-    if not mapping.used:
+    if not trains(mapping.used):
         shown = ", ".join(repr(n) for n in names[:12]) + (" ..." if len(names) > 12 else "")
         raise SourceError(f"{what}: no training metric found among its columns ({shown}); "
                           "expected names like loss, grad_norm, lr or loss_scale")
@@ -82,6 +82,8 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
     absent = [SIGNAL_NAMES[c] for c in _KEY_SIGNALS if c not in mapping.used]
     if absent:
         notes.insert(1, Msg("source.not_in_log", signals=absent))
+    if steps is row_index:  # the rows' steps are their order, as the console reader's numbered rows are
+        meta = {**(meta or {}), "steps_from": "numbered"}
     run = from_columns(steps, cols, meta=meta, source=source, logged=masks)
     run.meta.setdefault("columns", dict(mapping.used))
     run.notes.extend(notes)
@@ -203,7 +205,7 @@ def read_csv_table(path: Path, rules: Thinning = THINNING) -> CsvTable:
     if looks_binary(head(path, 65536)):  # checked before the file is read
         raise SourceError(f"{path}: binary data, not a CSV file")
     with open_regular(path) as f:
-        texts = _csv_texts(path, line_chunks(f, CSV_CHUNK, MAX_LINE_BYTES))
+        texts = _csv_texts(path, line_chunks(f, CSV_CHUNK, MAX_LINE_BYTES, drop_cut_last=True))
         text = next(texts, "").lstrip("\ufeff")
         first_nl = text.find("\n")
         header_line = text if first_nl < 0 else text[:first_nl]
@@ -481,8 +483,8 @@ def _sniff_csv(p: Path) -> bool:
     line = t.lstrip("\ufeff").split("\n", 1)[0]
     if line.lstrip().startswith(("{", "[")):
         return False
-    return any(line.count(d) >= 1 for d in ",\t") and any(
-        map_names([c.strip() for c in re.split(r"[,\t]", line)]).used.values())
+    return any(line.count(d) >= 1 for d in ",\t") and trains(
+        map_names([c.strip() for c in re.split(r"[,\t]", line)]).used)
 
 
 @reader("CSV log", _sniff_csv, priority=90)

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns
-from .columns import SIGNAL_NAMES, aligned, column_for
+from .columns import SIGNAL_NAMES, aligned, column_for, trains
 from .files import open_regular
 from .registry import SourceError, reader
 
@@ -216,7 +216,7 @@ def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: s
         col, rank = hit
         if col not in best or (rank, tag) < best[col]:
             best[col] = (rank, tag)
-    if not best:
+    if not trains(best):
         tags = ", ".join(repr(t) for t in list(scalars)[:12]) or "none"
         raise SourceError(f"{what}: no training metric among the TensorBoard scalar tags ({tags})")
     all_steps, cols, logged = aligned({col: (scalars[tag][0], scalars[tag][1]) for col, (_, tag) in best.items()})
