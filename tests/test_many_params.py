@@ -14,7 +14,14 @@ import lossdoctor
 from lossdoctor.detectors.gradients import _param_modules
 from lossdoctor.records import LayerStats, from_columns
 from lossdoctor.signals.optimizer import TENSOR_BUDGET, OptimizerProbe
-from lossdoctor.signals.tracer import TRACE_MODULE_LIMIT, ModuleTracer, traced_subset
+from lossdoctor.signals.readout import Packer
+from lossdoctor.signals.tracer import (
+    EVERY_STEP_MODULE_LIMIT,
+    TRACE_MODULE_LIMIT,
+    ModuleTracer,
+    every_step_subset,
+    traced_subset,
+)
 
 
 def _stack(blocks: int) -> nn.Module:
@@ -49,9 +56,71 @@ def test_a_model_past_the_limit_is_hooked_on_a_subset_and_a_note_says_so(tmp_pat
         mon.step(loss)
     mon.close()
     (note,) = [n for n in mon.notes if getattr(n, "key", "") == "tracer.subset"]
-    assert note.values == {"traced": len(tracer.traced), "modules": n_modules}
+    assert note.values == {"traced": len(tracer.traced), "modules": n_modules,
+                           "every_step": sum(tracer.every_step)}
+    assert EVERY_STEP_MODULE_LIMIT // 2 <= note.values["every_step"] <= EVERY_STEP_MODULE_LIMIT + 2
     notes = mon.diagnose().notes  # written to the run directory with the monitor's other notes
     assert any(str(note) in str(n) for n in notes)
+
+
+def test_every_step_subset_is_all_modules_up_to_the_limit_and_a_spread_of_the_traced_beyond() -> None:
+    assert every_step_subset(list(range(10)), 10, head=None) == list(range(10))
+    traced = traced_subset(5000, head=4999)
+    every = every_step_subset(traced, 5000, head=4999)
+    assert set(every) <= set(traced) and 0 in every and 4999 in every
+    assert EVERY_STEP_MODULE_LIMIT // 2 <= len(every) <= EVERY_STEP_MODULE_LIMIT + 2
+
+
+def _records(model: nn.Module, tracer: ModuleTracer, sampled: bool) -> set[int]:
+    tracer.sampled = sampled
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    loss.backward()
+    fwd, bwd = set(tracer.ev_module), set(tracer.bw_module)
+    tracer.flush(Packer())
+    return fwd | bwd
+
+
+def test_past_the_limit_only_the_every_step_modules_record_between_sampled_steps() -> None:
+    torch.manual_seed(0)
+    model = _stack(TRACE_MODULE_LIMIT // 2 + 10)
+    tracer = ModuleTracer(model)
+    every = {i for i, on in enumerate(tracer.every_step) if on}
+    quiet = _records(model, tracer, sampled=False)
+    busy = _records(model, tracer, sampled=True)
+    tracer.remove()
+    assert 0 in quiet and quiet <= every and len(quiet) >= len(every) // 2
+    assert busy <= set(tracer.traced) and len(busy - every) >= len(tracer.traced) // 2
+    small = _stack(20)  # under the limit: every module records at every step (as it did before)
+    tracer = ModuleTracer(small)
+    assert all(tracer.every_step) and _records(small, tracer, sampled=False) >= {0, *range(1, 60, 3)}
+    tracer.remove()
+
+
+def test_a_nan_made_between_every_step_modules_is_caught_at_an_unsampled_step(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = _stack(TRACE_MODULE_LIMIT // 2 + 10)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "run", alerts=False)
+    names = mon.tracer.names
+    quiet = [i for i in mon.tracer.traced if not mon.tracer.every_step[i] and names[i].endswith(".0")]
+    bad = quiet[len(quiet) // 2]  # a traced Linear that records on sampled steps only
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    for step in range(8):
+        if step == 7:  # not sampled (steps 0-4 and every 10th are)
+            with torch.no_grad():
+                mon.tracer.modules[bad].weight[0, 0] = float("nan")
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        mon.step(loss)
+    mon.close()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
+    (row,) = [r for r in rows if r.get("step") == 7]
+    first = row["fwd_first_nonfinite"]
+    assert names.index(first["module"]) > bad  # the next module that records there
+    assert row["grad_nonfinite"] > 0 and row["loss"] == "nan"  # (the run log writes NaN as "nan")
+    assert all("fwd_first_nonfinite" not in r for r in rows if r.get("step", 99) < 7)
 
 
 def test_the_optimizer_probe_reads_a_bounded_sample_of_tensors() -> None:
