@@ -3,6 +3,7 @@ thousands): the per-step ratio against the plain loop, side by side in one proce
 
     python benchmarks/many_params.py                       # 1,000 and 10,000 tensors; writes docs
     python benchmarks/many_params.py --tensors 10000 --rounds 4 --no-docs
+    python benchmarks/many_params.py --warmup 3 --steps 6      # a young run: 2 of 6 timed steps sampled
     python benchmarks/many_params.py --tensors 10000 --profile   # where watch's time goes (cProfile)
 
 Two shapes of model, both residual stacks of small blocks whose tensor count grows with depth while
@@ -13,14 +14,21 @@ matrices and an output matrix held in one module (17 tensors a module). AdamW wi
 foreach implementation; batches of 8x64 features; one torch thread.
 
 Method: as benchmarks/overhead.py: one model and optimizer per size, plain and watch in
-interleaved chunks (the order flips every round), 3 untimed warm-up steps then `--steps` timed
-ones per chunk, a fresh `watch` per chunk. Reported: the median chunk step time of each, and the
-median, min and max of the per-round ratios watch/plain (wall time), and the same for CPU time.
+interleaved chunks (the order flips every round), `--warmup` untimed warm-up steps (default 5: past
+the first five steps of a run, which are all sampled) then `--steps` timed ones per chunk (default
+10, of which watch samples one, as it does 1 step in 10 of a run), a fresh `watch` per chunk. Before
+the timed steps of every chunk, plain or watched, the garbage collector runs once: a full
+collection on these models takes ~0.2 s (tens of thousands of tensors and optimizer-state objects
+to traverse), and whether one falls inside a chunk of 6-10 steps otherwise depends on what the
+previous chunk (or the `watch` construction) left behind, not on the step being timed. Reported:
+the median chunk step time of each, and the median, min and max of the per-round ratios
+watch/plain (wall time), and the same for CPU time.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import tempfile
@@ -85,13 +93,15 @@ def step(model: Any, opt: Any, batch: Any, mon: Any) -> None:
         mon.step(loss, batch={"x": x, "y": y})
 
 
-def chunk(model: Any, opt: Any, batch: Any, watched: bool, steps: int, workdir: str) -> tuple[float, float]:
+def chunk(model: Any, opt: Any, batch: Any, watched: bool, steps: int, workdir: str,
+          warmup: int = 5) -> tuple[float, float]:
     import lossdoctor
 
     mon = lossdoctor.watch(model, opt, log_dir=tempfile.mkdtemp(dir=workdir), alerts=False) if watched else None
     try:
-        for _ in range(3):
+        for _ in range(warmup):
             step(model, opt, batch, mon)
+        gc.collect()
         t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step(model, opt, batch, mon)
@@ -101,16 +111,16 @@ def chunk(model: Any, opt: Any, batch: Any, watched: bool, steps: int, workdir: 
             mon.close()
 
 
-def measure(n_tensors: int, shape: str, rounds: int, steps: int, workdir: str) -> dict[str, Any]:
+def measure(n_tensors: int, shape: str, rounds: int, steps: int, workdir: str, warmup: int = 5) -> dict[str, Any]:
     model, opt, batch = build(n_tensors, shape)
     modules = sum(1 for _ in model.modules())
     real = sum(1 for _ in model.parameters())
     wall: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
-    chunk(model, opt, batch, False, 2, workdir)
+    chunk(model, opt, batch, False, 2, workdir, warmup)
     for r in range(rounds):
         for watched in ((False, True) if r % 2 == 0 else (True, False)):
-            w, c = chunk(model, opt, batch, watched, steps, workdir)
+            w, c = chunk(model, opt, batch, watched, steps, workdir, warmup)
             wall[watched].append(w)
             cpu[watched].append(c)
         print(f"  {shape}: {real} tensors round {r + 1}/{rounds}: plain {wall[False][-1] * 1e3:.1f} ms, "
@@ -141,12 +151,21 @@ def profile(n_tensors: int, steps: int, workdir: str) -> None:
     pstats.Stats(pr).sort_stats("tottime").print_stats(25)
 
 
-def render(results: list[dict[str, Any]]) -> str:
+def sampled_steps(warmup: int, steps: int, layer_every: int = 10) -> int:
+    """How many of a chunk's timed steps `watch` samples (steps 0-4 and every `layer_every`-th)."""
+    return sum(1 for s in range(warmup, warmup + steps) if s < 5 or s % layer_every == 0)
+
+
+def render(results: list[dict[str, Any]], warmup: int, steps: int) -> str:
+    young = " A young run's first five steps are all sampled: timing them overstates the steady-state cost." \
+        if warmup < 5 else ""
     lines = ["## Overhead with many parameter tensors", "",
              docs.provenance(docs.command_line()) + " One torch thread; wall-time ratios are medians of "
-             "per-round pairs (in-process, interleaved). A fresh `watch` per chunk (3 warm-up steps) "
-             "times a young run, whose early steps are all sampled: this overstates the steady-state cost, "
-             "as in the overhead section.", "",
+             f"per-round pairs (in-process, interleaved). A fresh `watch` per chunk: {warmup} untimed steps, "
+             f"then {steps} timed ones, of which watch samples {sampled_steps(warmup, steps)} (per-layer "
+             f"statistics; a run samples 1 step in 10).{young} The garbage collector runs once before the "
+             "timed steps of every chunk, plain or watched (a full collection on these models takes ~0.2 s: "
+             "left to chance, it lands in one chunk or another).", "",
              "| model | parameter tensors | modules | plain step | watch step | ratio (min–max) | CPU-time ratio |",
              "|---|---|---|---|---|---|---|"]
     for r in results:
@@ -162,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="adapters: a block of 4 tensors per module pair; experts: 17 tensors per module")
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps per chunk (steps 0-4 are all sampled)")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--no-docs", dest="write_docs", action="store_false")
     args = ap.parse_args(argv)
@@ -174,9 +194,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             profile(counts[-1], args.steps, workdir)
             return 0
-        results = [measure(n, shape, args.rounds, args.steps, workdir)
+        results = [measure(n, shape, args.rounds, args.steps, workdir, args.warmup)
                    for shape in args.shapes.split(",") for n in counts]
-    text = render(results)
+    text = render(results, args.warmup, args.steps)
     print(text)
     if args.write_docs:
         print(f"wrote {docs.write_section('many-params', text)}")

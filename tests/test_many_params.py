@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -14,7 +15,14 @@ import lossdoctor
 from lossdoctor.detectors.gradients import _param_modules
 from lossdoctor.records import LayerStats, from_columns
 from lossdoctor.signals.optimizer import TENSOR_BUDGET, OptimizerProbe
-from lossdoctor.signals.tracer import TRACE_MODULE_LIMIT, ModuleTracer, traced_subset
+from lossdoctor.signals.readout import Packer
+from lossdoctor.signals.tracer import (
+    EVERY_STEP_MODULE_LIMIT,
+    TRACE_MODULE_LIMIT,
+    ModuleTracer,
+    every_step_subset,
+    traced_subset,
+)
 
 
 def _stack(blocks: int) -> nn.Module:
@@ -49,9 +57,101 @@ def test_a_model_past_the_limit_is_hooked_on_a_subset_and_a_note_says_so(tmp_pat
         mon.step(loss)
     mon.close()
     (note,) = [n for n in mon.notes if getattr(n, "key", "") == "tracer.subset"]
-    assert note.values == {"traced": len(tracer.traced), "modules": n_modules}
+    assert note.values == {"traced": len(tracer.traced), "modules": n_modules,
+                           "every_step": sum(tracer.every_step)}
+    assert EVERY_STEP_MODULE_LIMIT // 2 <= note.values["every_step"] <= EVERY_STEP_MODULE_LIMIT + 2
     notes = mon.diagnose().notes  # written to the run directory with the monitor's other notes
     assert any(str(note) in str(n) for n in notes)
+
+
+def test_every_step_subset_is_all_modules_up_to_the_limit_and_a_spread_of_the_traced_beyond() -> None:
+    assert every_step_subset(list(range(10)), 10, head=None) == list(range(10))
+    traced = traced_subset(5000, head=4999)
+    every = every_step_subset(traced, 5000, head=4999)
+    assert set(every) <= set(traced) and 0 in every and 4999 in every
+    assert EVERY_STEP_MODULE_LIMIT // 2 <= len(every) <= EVERY_STEP_MODULE_LIMIT + 2
+
+
+def _records(model: nn.Module, tracer: ModuleTracer, sampled: bool) -> set[int]:
+    tracer.sampled = sampled
+    loss = model(torch.randn(4, 8)).pow(2).mean()
+    loss.backward()
+    fwd, bwd = set(tracer.ev_module), set(tracer.bw_module)
+    tracer.flush(Packer())
+    return fwd | bwd
+
+
+def test_past_the_limit_only_the_every_step_modules_record_between_sampled_steps() -> None:
+    torch.manual_seed(0)
+    model = _stack(TRACE_MODULE_LIMIT // 2 + 10)
+    tracer = ModuleTracer(model)
+    every = {i for i, on in enumerate(tracer.every_step) if on}
+    quiet = _records(model, tracer, sampled=False)
+    busy = _records(model, tracer, sampled=True)
+    tracer.remove()
+    assert 0 in quiet and quiet <= every and len(quiet) >= len(every) // 2
+    assert busy <= set(tracer.traced) and len(busy - every) >= len(tracer.traced) // 2
+    small = _stack(20)  # under the limit: every module records at every step (as it did before)
+    tracer = ModuleTracer(small)
+    assert all(tracer.every_step) and _records(small, tracer, sampled=False) >= {0, *range(1, 60, 3)}
+    tracer.remove()
+
+
+def test_a_nan_made_between_every_step_modules_is_caught_at_an_unsampled_step(tmp_path) -> None:
+    torch.manual_seed(0)
+    model = _stack(TRACE_MODULE_LIMIT // 2 + 10)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "run", alerts=False)
+    names = mon.tracer.names
+    quiet = [i for i in mon.tracer.traced if not mon.tracer.every_step[i] and names[i].endswith(".0")]
+    bad = quiet[len(quiet) // 2]  # a traced Linear that records on sampled steps only
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    for step in range(8):
+        if step == 7:  # not sampled (steps 0-4 and every 10th are)
+            with torch.no_grad():
+                mon.tracer.modules[bad].weight[0, 0] = float("nan")
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        mon.step(loss)
+    mon.close()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
+    (row,) = [r for r in rows if r.get("step") == 7]
+    first = row["fwd_first_nonfinite"]
+    assert names.index(first["module"]) > bad  # the next module that records there
+    assert row["grad_nonfinite"] > 0 and row["loss"] == "nan"  # (the run log writes NaN as "nan")
+    assert all("fwd_first_nonfinite" not in r for r in rows if r.get("step", 99) < 7)
+
+
+def test_past_the_hook_limit_the_gradients_are_still_captured_when_each_backward_ends(tmp_path) -> None:
+    """A subset of the parameters carries the capture hook; the capture still reads every gradient
+    at the end of backward: before a clipping that follows it, once per micro-batch counted."""
+    from lossdoctor.signals.gradients import HOOKED_PARAMS
+
+    torch.manual_seed(0)
+    model = _stack(HOOKED_PARAMS // 2 + 100)  # 2 tensors a block: past the limit
+    params = list(model.parameters())
+    opt = torch.optim.SGD(params, lr=1e-3)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path / "run", alerts=False)
+    hooked = sum(len(getattr(p, "_post_accumulate_grad_hooks", None) or {}) for p in params)
+    assert len(params) > HOOKED_PARAMS and 0 < hooked <= HOOKED_PARAMS
+    x, y = torch.randn(4, 8), torch.randn(4, 1)
+    before = []
+    for _ in range(3):
+        opt.zero_grad()
+        for half in (x[:2], x[2:]):  # two micro-batches
+            loss = ((model(half) - y[:2]) ** 2).mean()
+            loss.backward()
+        before.append(float(torch.stack([p.grad.double().norm() for p in params]).norm()))
+        torch.nn.utils.clip_grad_norm_(params, 1e-3)
+        opt.step()
+        mon.step(loss)
+    mon.close()
+    rows = [json.loads(line) for line in (tmp_path / "run" / "steps.jsonl").read_text().splitlines()]
+    assert [r["accum_steps"] for r in rows] == [2, 2, 2]
+    assert [r["grad_norm"] for r in rows] == pytest.approx(before, rel=1e-5)
+    assert all(r["grad_norm_applied"] == pytest.approx(1e-3, rel=1e-3) for r in rows)  # the clipped ones
 
 
 def test_the_optimizer_probe_reads_a_bounded_sample_of_tensors() -> None:
@@ -63,6 +163,44 @@ def test_the_optimizer_probe_reads_a_bounded_sample_of_tensors() -> None:
     assert len(small._sampled_params()) == 10
     probe.remove()
     small.remove()
+
+
+def _update_stats(dtype: torch.dtype) -> dict[str, float]:
+    from lossdoctor.signals.readout import _assemble
+
+    torch.manual_seed(0)
+    model = _stack(60).to(dtype)  # 122 tensors of 4 shapes
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    probe = OptimizerProbe(opt)
+    probe.sampled = True
+    x = torch.randn(4, 8, dtype=dtype)
+    for _ in range(2):
+        opt.zero_grad()
+        model(x).float().pow(2).mean().backward()
+        opt.step()
+    packer = Packer()
+    ctx = probe.flush(packer)
+    probe.remove()
+    arrays = {dev: t.numpy() for dev, t in packer.pack().items()}
+    return {k: float(_assemble(arrays, packer.layout[k])[0]) for k in ctx["opt_stats"]}
+
+
+def test_the_update_statistics_from_stacks_match_the_per_tensor_ones(monkeypatch) -> None:
+    """Past `GROUP_MIN` sampled tensors on CPU the optimizer probe copies and compares them as one
+    stack per shape: the same sums as the per-tensor `_foreach` path (also in bf16, where entries
+    that did not move are counted)."""
+    import lossdoctor.signals.optimizer as optimizer
+
+    for dtype in (torch.float32, torch.bfloat16):
+        stacked = _update_stats(dtype)
+        monkeypatch.setattr(optimizer, "GROUP_MIN", 10**9)
+        per_tensor = _update_stats(dtype)
+        monkeypatch.undo()
+        assert set(stacked) == set(per_tensor) >= {"delta_sq", "param_sq", "eps_above_n"}
+        if dtype == torch.bfloat16:
+            assert {"lowp_frozen", "lowp_moving"} <= set(stacked) and stacked["lowp_moving"] > 0
+        for k in stacked:
+            assert stacked[k] == pytest.approx(per_tensor[k], rel=1e-5), k
 
 
 def test_vanishing_gradient_leaf_search_keeps_the_leaves_of_many_modules() -> None:

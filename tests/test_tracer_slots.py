@@ -65,3 +65,50 @@ def test_slots_grow_past_their_first_capacity(tmp_path):
     assert all("fwd_first_nonfinite" not in r for r in steps[:6])
     assert steps[6]["fwd_first_nonfinite"]["layer"] == name
     assert steps[5]["act_absmax"] > 0
+
+
+def _packed(tracer, names):
+    """What `flush` hands the packer, as host arrays, and the per-event views stacked beforehand."""
+    from lossdoctor.signals.readout import Packer, _assemble
+
+    expected = {"fwd_min": tracer.ev_min, "fwd_max": tracer.ev_max, "bwd_min": tracer.bw_min, "bwd_max": tracer.bw_max}
+    expected = {k: torch.stack([t.float() for t in v]).numpy().copy() for k, v in expected.items()}
+    packer = Packer()
+    tracer.flush(packer)
+    arrays = {dev: t.numpy() for dev, t in packer.pack().items()}
+    return {k: _assemble(arrays, packer.layout[k]) for k in names}, expected
+
+
+def test_the_step_statistics_leave_the_slots_in_one_gather_equal_to_the_per_event_values():
+    """An aliased container (the root returns its last child's tensor) and a vouched-for wide linear
+    layer (zeros): the events are not in slot order, and one gather of the slot buffer still gives
+    each event its own values; past the buffer's capacity (a second buffer) the stack does."""
+    from lossdoctor.signals.readout import Packer
+    from lossdoctor.signals.tracer import ZERO_SLOT, ModuleTracer
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 256), nn.Tanh(), nn.Linear(256, 4))
+    tracer = ModuleTracer(model)
+    names = ("fwd_min", "fwd_max", "bwd_min", "bwd_max")
+    for _ in range(2):
+        model(torch.randn(64, 4)).square().mean().backward()
+        assert ZERO_SLOT in tracer.ev_slot and tracer.ev_slot[-1] == tracer.ev_slot[-2] and tracer._one_buf
+        got, expected = _packed(tracer, names)
+        for k in names:
+            assert got[k].tolist() == expected[k].tolist()
+    tracer.remove()
+    deep = _deep(150)  # ~600 events: the slots grow during the first step
+    tracer = ModuleTracer(deep)
+    deep(torch.randn(4, 8)).square().mean().backward()
+    assert not tracer._one_buf
+    got, expected = _packed(tracer, names)
+    for k in names:
+        assert got[k].tolist() == expected[k].tolist()
+    for _ in range(2):  # (it grows twice: 256, 512, 1,024 slots) then one buffer holds a step, in slot order
+        tracer.flush(Packer())
+        deep(torch.randn(4, 8)).square().mean().backward()
+    assert tracer._one_buf
+    got, expected = _packed(tracer, names)
+    for k in names:
+        assert got[k].tolist() == expected[k].tolist()
+    tracer.remove()

@@ -28,8 +28,11 @@ TEMPLATES = {
         "LM head loss，比如 TRL 的），logits 根本没有生成，所以无法追踪；activation 检查止于最后一层隐藏状态"),
     "tracer.subset": (
         "the model has {modules} modules: live per-layer statistics cover {traced} of them, evenly spaced (a hook "
-        "on every module would slow each step); a replayed incident traces every module",
-        "模型有 {modules} 个 module：实时的逐层统计只覆盖其中均匀分布的 {traced} 个（给每个 module 都挂 hook 会拖慢每一步）；"
+        "on every module would slow each step), and between sampled steps the activation checks run on {every_step} "
+        "of those (the loss and every gradient are still checked at every step); a replayed incident traces every "
+        "module",
+        "模型有 {modules} 个 module：实时的逐层统计只覆盖其中均匀分布的 {traced} 个（给每个 module 都挂 hook 会拖慢每一步），"
+        "在两次采样 step 之间，activation 检查只在其中 {every_step} 个上进行（loss 和每个梯度仍然每步检查）；"
         "重放 incident 时会追踪所有 module"),
     "tracer.events_capped": (
         "module trace: a step held {events} forward events (forwards with no mon.step between them: an "

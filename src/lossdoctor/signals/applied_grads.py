@@ -21,6 +21,8 @@ from .optimizer import unwrap_optimizer
 from .safe_reads import foreach_norm_any
 from .sharding import local
 
+_PLAIN = {torch.Tensor}
+
 
 class AppliedGradProbe:
     """See the module docstring; follows `signals.probe.Probe`."""
@@ -65,8 +67,9 @@ class AppliedGradProbe:
             return None
         params = [p for g in self.opt.param_groups for p in g["params"]]
         grads = [p.grad for p in params]
-        if not grads or not all(type(t) is torch.Tensor and t.layout is torch.strided and not t.requires_grad
-                                for t in grads) or grads[0].device.type != "cpu":
+        # one C-level pass of `type` (None, a DTensor: per tensor); the stacks check the rest (see
+        # `GradProbe._grouped`)
+        if not grads or set(map(type, grads)) != _PLAIN or grads[0].device.type != "cpu":
             return None
         try:
             if self._plan is None or self._plan.n != len(grads):

@@ -1,10 +1,11 @@
 """Per-parameter gradient norms, captured when backward ends: before clipping, before the
 optimizer consumes them, whatever the loop does with `zero_grad` afterwards.
 
-A post-accumulate-grad hook on every parameter queues one callback on the autograd engine; the
-callback runs once when the backward pass finishes and takes all per-parameter L2 norms with a
-single `torch._foreach_norm` (one pass over the gradients, in fp32 so fp16 gradients do not
-overflow the norm). Under a GradScaler the gradients are still scaled at that point, so the scale
+A post-accumulate-grad hook on the parameters (every one up to `HOOKED_PARAMS`, an evenly spaced
+subset beyond) queues one callback on the autograd engine; the callback runs once when the
+backward pass finishes and takes all per-parameter L2 norms with a single `torch._foreach_norm`
+(one pass over the gradients, in fp32 so fp16 gradients do not overflow the norm; on CPU, a few
+stacked kernels, `grouped_norms`). Under a GradScaler the gradients are still scaled at that point, so the scale
 in effect is captured with them and divided out on the host. With gradient accumulation the last
 backward of the step wins: its gradients are the accumulated ones; `backwards` counts the backward
 passes of the step (the number of micro-batches), and `should_capture` (set by integrations that
@@ -17,6 +18,7 @@ On sampled steps the probe also takes every parameter's norm (the per-layer `par
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -27,6 +29,19 @@ from torch import nn
 from .grouped_norms import plan_for
 from .safe_reads import foreach_norm_any, uninitialized
 from .sharding import local, local_list
+
+#: Parameters that carry the hook queueing the capture: all of them up to this many, else an evenly
+#: spaced subset of about this many. One reached by a backward is enough (the capture takes every
+#: parameter's gradient at the end of that backward); the hook is a Python call per parameter and
+#: backward (~1 us on CPU: ~10 ms a step on a model of 10,000 tensors, benchmarks/many_params.py).
+#: A backward that reaches none of the hooked parameters is captured at `mon.step` instead (after
+#: the optimizer step), as gradients made without autograd's accumulation are.
+HOOKED_PARAMS = 1024
+
+
+def hooked_subset(params: list[Any], limit: int = HOOKED_PARAMS) -> list[Any]:
+    """The parameters that get the capture hook (see `HOOKED_PARAMS`)."""
+    return params if len(params) <= limit else params[::math.ceil(len(params) / limit)]
 
 
 def foreach_norm_fp32(grads: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -50,6 +65,7 @@ def foreach_norm_wide(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 _WIDENED = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+_PLAIN = {torch.Tensor}  # the type of every gradient the grouped path reads
 
 
 class GradProbe:
@@ -84,7 +100,7 @@ class GradProbe:
         self._handles = []
         self._lazy: list[nn.Parameter] = []  # a lazy module's parameters, hooked once materialised
         if hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
-            self._hook_params(self.params)
+            self._hook_params(hooked_subset(self.params))
             if self._lazy:
                 self._handles.append(model.register_forward_hook(self._hook_materialised))
         self._owners = np.asarray(self.owner, dtype=np.int64)  # module of each parameter, for the host side
@@ -141,12 +157,12 @@ class GradProbe:
 
     def capture(self) -> None:
         """Take per-parameter norms of the gradients as they are now."""
-        idx, grads = self._current_grads()
-        if not grads:
-            return
-        scale = self._scale_fn()
-        kept: Any = self._grouped(idx, grads)
+        idx: Any = self._all_idx
+        kept: Any = self._grouped()
         if kept is None:
+            idx, grads = self._current_grads()
+            if not grads:
+                return
             norms = foreach_norm_wide(grads)
             # one tensor kept until the step is collected, not one per parameter (see the tracer's
             # slots: small tensors alive across the optimizer step fragment the heap); a model spread
@@ -155,20 +171,34 @@ class GradProbe:
                 kept = torch.stack(norms)
             except RuntimeError:
                 kept = norms
+        scale = self._scale_fn()
         for listener in self.listeners:  # the stacked norms: a listener need not stack them again
             listener(idx, kept)
         self._captured = (idx, kept, None if scale is None else scale.detach().clone())
         self.fresh = True
 
-    def _grouped(self, idx: Any, grads: list[torch.Tensor]) -> torch.Tensor | None:
+    def _grouped(self) -> torch.Tensor | None:
         """Every parameter's gradient norm (float64) in a few stacked kernels, when every parameter
-        has a plain dense CPU gradient (`grouped_norms`); None: use the per-tensor path."""
-        if idx is not self._all_idx or self._plan is False or grads[0].device.type != "cpu":
+        has a plain CPU gradient (`grouped_norms`); None: use the per-tensor path.
+
+        The only check in Python is one pass of `type` (C-level `map`): a gradient that is None or a
+        tensor subclass (a DTensor shard) takes the per-tensor path this step. The stacks check the
+        rest in C++ (a device, shape or sparse layout that does not fit the plan raises: per tensor
+        from then on). A per-gradient check of its layout and `requires_grad` in Python cost ~2 ms a
+        step on 10,000 tensors; a gradient that requires grad (`create_graph=True`) is read under
+        `no_grad`, as the per-tensor path reads its detached copy."""
+        if self._plan is False or not self.params:
+            return None
+        grads = [p.grad for p in self.params]
+        if set(map(type, grads)) != _PLAIN:
             return None
         try:
             if self._plan is None:
                 self._plan = plan_for(self.params) or False
-            return self._plan.norms(grads) if self._plan else None
+            if not self._plan:
+                return None
+            with torch.no_grad():
+                return self._plan.norms(grads)
         except (RuntimeError, ValueError, TypeError):  # a parameter replaced since: per tensor from now on
             self._plan = False
             return None

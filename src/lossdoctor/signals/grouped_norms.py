@@ -71,6 +71,8 @@ class GroupedNorms:
         parts: list[torch.Tensor] = []
         for idx, dims in self.chunks:
             s = torch.stack([ts[i] for i in idx])
+            if s.layout is not torch.strided:  # sparse gradients stack too: not this plan's to read
+                raise ValueError("tensors do not match the norm plan")
             parts.append(torch.linalg.vector_norm(s, dim=dims, dtype=dtype) if dims else s.to(dtype).abs())
         if self.large:
             parts.append(torch.stack(list(torch._foreach_norm([ts[i] for i in self.large], 2, dtype=dtype))))

@@ -35,6 +35,12 @@ from .sharding import local
 #: entry stride does. 512 keeps a sampled step's host work under ~5 ms on CPU.
 TENSOR_BUDGET = 512
 
+#: sampled tensors on CPU from which the update is measured with one stack per shape (a copy and a
+#: few kernels per shape) instead of `_foreach_*` calls, which on CPU run one kernel per tensor
+#: (~3-4 us each: ~8 ms a sampled step for 512 tensors, benchmarks/many_params.py); below it the
+#: fused calls are as cheap (measured default, as `grouped_norms.GroupLimits.min_tensors`)
+GROUP_MIN = 64
+
 
 def unwrap_optimizer(opt: Any) -> torch.optim.Optimizer:
     """The torch optimizer inside Accelerate / Lightning / DeepSpeed-style wrappers."""
@@ -69,7 +75,9 @@ class OptimizerProbe:
         self.enabled = True
         self.error: BaseException | None = None
         self.stepped = False
-        self._snapshot: tuple[list[torch.Tensor], list[torch.Tensor] | tuple[torch.Tensor, ...]] | None = None
+        #: the sampled views, their copy before the step (one per tensor, or one stack per shape
+        #: group), and those groups (None: per tensor)
+        self._snapshot: tuple[list[torch.Tensor], Any, list[list[int]] | None] | None = None
         self._grads: list[torch.Tensor] = []
         self._stats: dict[str, list[torch.Tensor]] = {}
         self._eps_total = 0
@@ -146,21 +154,30 @@ class OptimizerProbe:
                 grads.append(grad)
         if params:
             self._grads = grads
-            self._snapshot = (params, torch._foreach_mul(params, 1.0))  # one fused copy of the sample
+            groups = shape_groups(params)
+            # one fused copy of the sample, or one stack per shape
+            before = torch._foreach_mul(params, 1.0) if groups is None else stack_groups(params, groups)
+            self._snapshot = (params, before, groups)
 
     def _measure_update(self) -> None:
         if self._snapshot is None:  # (the step hook checked already)
             return
-        params, before = self._snapshot
+        params, before, groups = self._snapshot
         grads, self._grads = self._grads, []  # do not keep gradients alive past the step
         self._snapshot = None
         with torch.no_grad():
-            delta = torch._foreach_sub(params, before)
-            dn = foreach_norm_any(delta)
-            pn = foreach_norm_any(params)
-            self._stats["delta_sq"] = [torch.stack(list(dn)).square().sum()]
-            self._stats["param_sq"] = [torch.stack(list(pn)).square().sum()]
-            low = [(g, d) for p, d, g in zip(params, delta, grads) if p.dtype in (torch.bfloat16, torch.float16)]
+            delta: list[torch.Tensor] | tuple[torch.Tensor, ...]
+            if groups is None:
+                delta = torch._foreach_sub(params, before)
+                dn, pn = torch.stack(foreach_norm_any(delta)), torch.stack(foreach_norm_any(params))
+                low = [(g, d) for p, d, g in zip(params, delta, grads) if p.dtype in _LOW]
+            else:  # the same statistics, one row of a stack per tensor
+                after = stack_groups(params, groups)
+                delta = [a - b for a, b in zip(after, before)]
+                dn, pn = torch.cat([row_norms(d) for d in delta]), torch.cat([row_norms(a) for a in after])
+                low = [(torch.stack([grads[i] for i in g]), d) for g, d in zip(groups, delta) if d.dtype in _LOW]
+            self._stats["delta_sq"] = [dn.square().sum()]
+            self._stats["param_sq"] = [pn.square().sum()]
             if low:
                 frozen = [((d == 0) & (g != 0)).sum() for g, d in low]
                 moved = [(g != 0).sum() for g, _ in low]
@@ -246,6 +263,35 @@ class OptimizerProbe:
         for h in self._handles:
             h.remove()
         self._handles.clear()
+
+
+_LOW = (torch.bfloat16, torch.float16)
+_NARROW = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def shape_groups(ts: list[torch.Tensor]) -> list[list[int]] | None:
+    """Indices of `ts` by shape and dtype, when there are `GROUP_MIN` or more plain CPU tensors
+    (the stacked path); None: the per-tensor `_foreach_*` path."""
+    if len(ts) < GROUP_MIN or not all(type(t) is torch.Tensor and t.device.type == "cpu" for t in ts):
+        return None
+    by: dict[tuple[Any, ...], list[int]] = {}
+    for i, t in enumerate(ts):
+        by.setdefault((tuple(t.shape), t.dtype), []).append(i)
+    return list(by.values())
+
+
+def stack_groups(ts: list[torch.Tensor], groups: list[list[int]]) -> list[torch.Tensor]:
+    """One copy of `ts`: a stack per group of `shape_groups`."""
+    return [torch.stack([ts[i] for i in g]) for g in groups]
+
+
+def row_norms(s: torch.Tensor) -> torch.Tensor:
+    """The fp32 L2 norm of each stacked tensor (as `foreach_norm_any` gives them: accumulated in
+    fp32 for fp16/bf16/fp32, in the tensor's own precision otherwise)."""
+    flat = s.reshape(s.shape[0], -1)
+    if s.dtype in _NARROW:
+        return torch.linalg.vector_norm(flat, dim=1, dtype=torch.float32)
+    return torch.linalg.vector_norm(flat, dim=1).float()
 
 
 def _lr_now(v: Any) -> Any:

@@ -34,11 +34,11 @@ class Packer:
             return
         if not t:
             return
-        first = t[0]
-        if all(x.dtype == first.dtype and x.device == first.device for x in t):
-            # the common case: one stack of the 0-d statistics, no per-element work; a copy even of
-            # one (the tracer's statistics are views of slots it reuses at the next step)
-            self._segment(name, torch.stack(t).detach(), None)
+        stacked = _stack_one_device(t)
+        if stacked is not None:
+            # the common case: one stack of the 0-d statistics, no per-element work in Python; a
+            # copy even of one (the tracer's statistics are views of slots it reuses at the next step)
+            self._segment(name, stacked, None)
             return
         groups: dict[tuple[torch.dtype, torch.device], list[int]] = {}
         for i, x in enumerate(t):
@@ -58,6 +58,20 @@ class Packer:
 
     def pack(self) -> dict[torch.device, torch.Tensor]:
         return {dev: torch.cat(ts) if len(ts) > 1 else ts[0] for dev, ts in self.parts.items()}
+
+
+def _stack_one_device(t: list[torch.Tensor]) -> torch.Tensor | None:
+    """The 0-d tensors of `t` as one real tensor when they share a device, else None. The stack
+    itself checks the devices (and raises on a mix) in C++: a Python check of each element's dtype
+    and device cost ~1 us an element, 10 ms a step for the tracer's ~5,000 statistics on a model of
+    1,000 traced modules (benchmarks/many_params.py). Mixed floating dtypes are promoted by the
+    stack, which is exact (fp16/bf16 into fp32, fp32 into fp64) and then sent as float32 like any
+    segment; a complex result would lose its imaginary part there: the per-dtype path is used."""
+    try:
+        s = torch.stack(t).detach()
+    except (RuntimeError, TypeError):
+        return None
+    return None if s.is_complex() else s
 
 
 def _assemble(arrays: dict[torch.device, np.ndarray],

@@ -20,7 +20,9 @@ number on the host, which on CPU is no device synchronisation; on GPU these laye
 The results are written into preallocated slots (views of one buffer per device and dtype, made
 once and reused every step), so a step allocates nothing per module: small tensors kept alive from
 the forward pass to the end of the step would otherwise be scattered between the activations and
-fragment the heap the large buffers come from. `flush` hands them to the Packer, once per step.
+fragment the heap the large buffers come from. `flush` hands them to the Packer, once per step: as
+one slice or one gather of that buffer when the step's statistics are all in it, not a stack of
+one 0-d view per event.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from .safe_reads import norm_fp32, real_view, stored_attr
 from .sharding import local
 
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
+#: an event's slot (`ModuleTracer.ev_slot`): its statistics are zeros (vouched for), or not in a slot
+ZERO_SLOT, NOT_POOLED = -1, -2
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,15 @@ PASSTHROUGH = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDro
 #: an incident step traces every module, so the first bad layer is named exactly there.
 TRACE_MODULE_LIMIT = 1024
 
+#: Past `TRACE_MODULE_LIMIT` modules, the traced modules that also record between sampled steps
+#: (evenly spaced among them, plus the root and the output head); the others' hooks return at once
+#: then (~2-3 us a call, torch's hooked call path). Why: a recording module costs ~30-45 us of host
+#: time a step on CPU (forward and gradient hooks, two statistics kernels), ~45 ms for 1,024 of them,
+#: 7% of a step of a 10,000-tensor adapter stack (benchmarks/many_params.py). A non-finite value
+#: still shows at the next recording module, and the loss and every gradient are checked every step;
+#: sampled steps (per-layer rows) and replayed incidents trace as before.
+EVERY_STEP_MODULE_LIMIT = 256
+
 
 def traced_subset(n_modules: int, head: int | None, limit: int = TRACE_MODULE_LIMIT) -> list[int]:
     """Indices (in `named_modules` order) of the modules that get hooks: all of them up to `limit`,
@@ -79,6 +92,19 @@ def traced_subset(n_modules: int, head: int | None, limit: int = TRACE_MODULE_LI
     if n_modules <= limit:
         return list(range(n_modules))
     keep = set(range(0, n_modules, math.ceil(n_modules / limit)))
+    keep.add(0)
+    if head is not None:
+        keep.add(head)
+    return sorted(keep)
+
+
+def every_step_subset(traced: list[int], n_modules: int, head: int | None,
+                      limit: int = EVERY_STEP_MODULE_LIMIT) -> list[int]:
+    """Of the traced modules, those that record at every step: all of them when every module is
+    traced, else every k-th traced one (about `limit`), plus the root and the output head."""
+    if len(traced) >= n_modules:
+        return list(traced)
+    keep = set(traced[::max(1, math.ceil(len(traced) / limit))])
     keep.add(0)
     if head is not None:
         keep.add(head)
@@ -184,6 +210,10 @@ class ModuleTracer:
         self.idle = False
         #: events one step may hold (`TraceLimits`); past it the step's later forwards are not traced
         self.traced = traced_subset(len(self.modules), self.head)  # the modules that get hooks
+        #: per module: it records at every step; the other traced ones on sampled steps only
+        self.every_step = [False] * len(self.modules)
+        for i in every_step_subset(self.traced, len(self.modules), self.head):
+            self.every_step[i] = True
         self._capped = False
         self.max_events = max(TRACE.min_events, TRACE.forwards_per_step * 2 * len(self.traced))
         self.error: BaseException | None = None  # first internal error; the part is disabled then
@@ -210,6 +240,13 @@ class ModuleTracer:
         self.ev_min: list[torch.Tensor] = []
         self.ev_max: list[torch.Tensor] = []
         self.ev_rms: list[torch.Tensor] = []
+        #: each event's column in the step's slot buffer (`ZERO_SLOT`, `NOT_POOLED`), so that `flush`
+        #: reads them with one slice or gather; `_buf`: that buffer, `_one_buf`: no other was used
+        self.ev_slot: list[int] = []
+        self.bw_slot: list[int] = []
+        self._buf: torch.Tensor | None = None
+        self._one_buf = True
+        self._slot = NOT_POOLED  # the slot the last `_aminmax` wrote
         #: backward events in the order gradients arrived
         self.bw_module: list[int] = []
         self.bw_kind: list[int] = []
@@ -232,27 +269,36 @@ class ModuleTracer:
         if type(d) is not torch.Tensor:
             d = local(d)  # a DTensor: this rank's shard, no collective and a plain result
         if type(d) is not torch.Tensor:  # another tensor subclass: its own result type
+            self._slot = NOT_POOLED
             return torch.aminmax(d)
         key = (d.device, d.dtype)
         pool = self._slots.get(key)
         if pool is None or pool[1] == len(pool[0]):
             # (re)made twice as large; slots already used this step keep their old buffer alive
-            # until the packer has copied them
+            # until the packer has copied them. The last column holds zeros (`ZERO_SLOT`).
             cap = 2 * len(pool[0]) if pool else 256
-            buf = torch.empty(2, cap, dtype=d.dtype, device=d.device)
-            pool = self._slots[key] = [[(buf[0, k], buf[1, k]) for k in range(cap)], 0]
-        slot = pool[0][pool[1]]
+            buf = torch.empty(2, cap + 1, dtype=d.dtype, device=d.device)
+            buf[:, cap] = 0
+            pool = self._slots[key] = [[(buf[0, k], buf[1, k]) for k in range(cap)], 0, buf]
+        k = pool[1]
         pool[1] += 1
-        return torch.aminmax(d, out=slot)
+        if self._buf is None:
+            self._buf = pool[2]
+        elif self._buf is not pool[2]:
+            self._one_buf = False
+        self._slot = k
+        return torch.aminmax(d, out=pool[0][k])
 
-    def _event(self, i: int, kind: int, dmax: float, mn: torch.Tensor, mx: torch.Tensor) -> None:
+    def _event(self, i: int, kind: int, dmax: float, mn: torch.Tensor, mx: torch.Tensor, slot: int) -> None:
+        self.ev_slot.append(slot)
         self.ev_module.append(i)
         self.ev_kind.append(kind)
         self.ev_dtype_max.append(dmax)
         self.ev_min.append(mn)
         self.ev_max.append(mx)
 
-    def _bw_event(self, i: int, kind: int, mn: torch.Tensor, mx: torch.Tensor) -> int:
+    def _bw_event(self, i: int, kind: int, mn: torch.Tensor, mx: torch.Tensor, slot: int) -> int:
+        self.bw_slot.append(slot)
         self.bw_module.append(i)
         self.bw_kind.append(kind)
         self.bw_min.append(mn)
@@ -262,14 +308,14 @@ class ModuleTracer:
     def _record(self, i: int, kind: int, t: torch.Tensor) -> None:
         d = local(t.detach())
         mn, mx = self._aminmax(real_view(d))
-        self._event(i, kind, dtype_max(d.dtype), mn, mx)
+        self._event(i, kind, dtype_max(d.dtype), mn, mx, self._slot)
         self._last_rec = (t, mn, mx)
         if self.sampled and kind == OUTPUT:
             self.ev_rms.append(norm_fp32(d) / math.sqrt(d.numel()))
 
     def _alias(self, i: int) -> None:
         k, r = self._last_out_ev
-        self._event(i, self.ev_kind[k], self.ev_dtype_max[k], self.ev_min[k], self.ev_max[k])
+        self._event(i, self.ev_kind[k], self.ev_dtype_max[k], self.ev_min[k], self.ev_max[k], self.ev_slot[k])
         if self.sampled and r >= 0:
             self.ev_rms.append(self.ev_rms[r])
 
@@ -288,7 +334,8 @@ class ModuleTracer:
 
     def _make_pre(self, i: int):
         def pre(module: nn.Module, args: tuple) -> None:
-            if compiling() or not self.enabled or self.idle or not args or not torch.is_grad_enabled() \
+            if compiling() or not (self.every_step[i] or self.sampled) or not self.enabled or self.idle \
+                    or not args or not torch.is_grad_enabled() \
                     or (len(self.ev_module) >= self.max_events and self._full()):
                 return
             try:
@@ -302,9 +349,10 @@ class ModuleTracer:
 
     def _make_fwd(self, i: int):
         def fwd(module: nn.Module, args: tuple, out: Any) -> None:
-            # evaluation passes (no_grad) between training steps are not part of the step
-            if compiling() or not self.enabled or self.idle or not torch.is_grad_enabled() \
-                    or (len(self.ev_module) >= self.max_events and self._full()):
+            # evaluation passes (no_grad) between training steps are not part of the step; between
+            # sampled steps a model of many modules records on a subset (`EVERY_STEP_MODULE_LIMIT`)
+            if compiling() or not (self.every_step[i] or self.sampled) or not self.enabled or self.idle \
+                    or not torch.is_grad_enabled() or (len(self.ev_module) >= self.max_events and self._full()):
                 return
             try:
                 t = first_float_tensor(out)
@@ -344,7 +392,7 @@ class ModuleTracer:
                 return
             try:
                 mn, mx = self._aminmax(real_view(grad.detach()))  # max |g| is taken on the host
-                self._bw_event(i, OUTPUT, mn, mx)
+                self._bw_event(i, OUTPUT, mn, mx, self._slot)
                 self._last_grad = (weakref.ref(grad), mn, mx)
             except Exception as e:
                 self._fail(e)
@@ -375,7 +423,7 @@ class ModuleTracer:
         return max(w_max, x_max, b_max) <= limit and bound <= limit
 
     def _record_vouched(self, i: int, t: torch.Tensor) -> None:
-        self._event(i, VOUCHED, dtype_max(t.dtype), self._zero, self._zero)
+        self._event(i, VOUCHED, dtype_max(t.dtype), self._zero, self._zero, ZERO_SLOT)
         self._last_out = t
         self._last_out_ev = (len(self.ev_min) - 1, -1)
 
@@ -388,7 +436,7 @@ class ModuleTracer:
             if not self.enabled or grad is None:
                 return
             try:
-                cell[0], cell[1] = grad.detach(), self._bw_event(i, VOUCHED, self._zero, self._zero)
+                cell[0], cell[1] = grad.detach(), self._bw_event(i, VOUCHED, self._zero, self._zero, ZERO_SLOT)
             except Exception as e:
                 self._fail(e)
 
@@ -412,6 +460,7 @@ class ModuleTracer:
         if g is None:
             return
         self.bw_min[k], self.bw_max[k] = self._aminmax(g)
+        self.bw_slot[k] = self._slot
         self.bw_kind[k] = OUTPUT
         cell[0] = None
 
@@ -425,17 +474,35 @@ class ModuleTracer:
             "bw_module": self.bw_module, "bw_kind": self.bw_kind, "rms": bool(self.ev_rms),
         }
         if self.ev_min:
-            packer.add("fwd_min", self.ev_min)
-            packer.add("fwd_max", self.ev_max)
+            self._pack(packer, "fwd", self.ev_min, self.ev_max, self.ev_slot)
         if self.ev_rms:
             packer.add("fwd_rms", self.ev_rms)
         if self.bw_max:
-            packer.add("bwd_min", self.bw_min)
-            packer.add("bwd_max", self.bw_max)
+            self._pack(packer, "bwd", self.bw_min, self.bw_max, self.bw_slot)
         for pool in self._slots.values():  # the packer has copied the slots: free for the next step
             pool[1] = 0
         self.reset()
         return ctx
+
+    def _pack(self, packer: Any, prefix: str, mins: list[torch.Tensor], maxs: list[torch.Tensor],
+              slots: list[int]) -> None:
+        """`<prefix>_min` / `_max` into the packer: when every statistic of the step is in one slot
+        buffer, its columns in one copy (a slice; on CPU, a gather when the events are not in slot
+        order: aliases, vouched-for zeros); else a stack of the 0-d views (a device op per event,
+        ~1 us of host time each: 5-10 ms a step on 1,000 traced modules)."""
+        buf, n = self._buf, len(slots)
+        first = slots[0]
+        if buf is None or not self._one_buf or NOT_POOLED in slots:
+            both = None
+        elif first >= 0 and slots == list(range(first, first + n)):
+            both = buf[:, first:first + n].clone()
+        elif buf.device.type == "cpu":
+            idx = torch.tensor(slots, dtype=torch.long)
+            both = buf.index_select(1, idx.masked_fill_(idx == ZERO_SLOT, buf.shape[1] - 1))
+        else:
+            both = None
+        packer.add(prefix + "_min", mins if both is None else both[0])
+        packer.add(prefix + "_max", maxs if both is None else both[1])
 
     def interpret(self, values: dict[str, Any], ctx: dict[str, Any], rec: Any) -> None:
         """Host side: the record's activation fields, the per-module rows into `rec.layers`."""
@@ -445,7 +512,8 @@ class ModuleTracer:
         if self.head is not None and ctx["ev_module"] and self.head not in ctx["ev_module"]:
             self._note_head_bypassed()
         if len(self.traced) < len(self.modules):
-            note = Msg("tracer.subset", traced=len(self.traced), modules=len(self.modules))
+            note = Msg("tracer.subset", traced=len(self.traced), modules=len(self.modules),
+                       every_step=sum(self.every_step))
             if not holds(self.notes, note):
                 self.notes.append(note)
 
