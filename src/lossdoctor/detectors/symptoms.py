@@ -121,6 +121,9 @@ class SymptomLimits:
     #: the first steps of a run, where a dynamic scaler halves its initial scale until it fits
     #: (DeepSpeed starts at 2^32: ~16 halvings; torch's GradScaler at 2^16)
     search_steps: int = 50
+    #: ... and its fall has reached its lowest by this step (twice `search_steps`: a search that
+    #: started late in those first steps still ends within as many again)
+    search_fall_by: int = 100
     #: ... unless the scale held one value on this many logged rows before it fell: the search had
     #: found a scale that fits (16384 for 12 steps, then halving at every step to 32 with the loss NaN
     #: is a collapse, not the search)
@@ -1328,7 +1331,7 @@ def _scale(run: Run, q: Quantities) -> list[Symptom]:
     if low >= 1 and fell is not None:
         top, low, row = fell
     s = run.col("scale")
-    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= 2 * LIMITS.search_steps \
+    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= LIMITS.search_fall_by \
             and not held_before(s, row, top):
         return []  # a dynamic scaler searching down from its initial 2^16 / 2^32 at the run's start
     first = int(np.flatnonzero(np.isfinite(s) & (s <= max(low, top / LIMITS.scale_fall)))[0])

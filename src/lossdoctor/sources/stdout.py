@@ -911,13 +911,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     _event_series(p, steps, cols, logged)
     if "skipped_in_interval" in cols and p.steps_from() != "epoch":
         # (rows at their epoch: an epoch's steps are not known, so a count is no share of them)
-        interval = np.diff(steps, prepend=steps[0] - float(meta.get("log_interval", 1) or 1))
-        interval = np.maximum(interval, 1.0)
-        frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
-        lg = logged["skipped_in_interval"]
-        base = cols.get("skipped", np.full(len(order), np.nan))
-        cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
-        logged["skipped"] = logged.get("skipped", np.zeros(len(order), dtype=bool)) | lg
+        _skipped_share(steps, cols, logged, float(meta.get("log_interval", 1) or 1))
     if "loss" not in cols and "scale" not in cols and "grad_norm" not in cols:
         raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
                           "norm or loss scale in them")
@@ -944,6 +938,18 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     run.notes.extend(notes)
     return run
 
+
+
+def _skipped_share(steps: np.ndarray, cols: dict[str, np.ndarray], logged: dict[str, np.ndarray],
+                   log_interval: float) -> None:
+    """`skipped` from a count of skipped steps per logged interval (DeepSpeed's `skipped=N`): the
+    share of the interval's steps, where the log gives no per-step skip flag of its own."""
+    interval = np.maximum(np.diff(steps, prepend=steps[0] - log_interval), 1.0)
+    frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
+    lg = logged["skipped_in_interval"]
+    base = cols.get("skipped", np.full(len(steps), np.nan))
+    cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
+    logged["skipped"] = logged.get("skipped", np.zeros(len(steps), dtype=bool)) | lg
 
 def _collapsed(st: StepColumns, order: np.ndarray) -> bool:
     """Whether rows of three or more different losses were put at one step, so that all but one are
