@@ -12,6 +12,7 @@ import math
 from importlib import resources
 
 import jsonschema
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -179,6 +180,22 @@ def test_grad_norm_x4000_in_five_steps_is_an_explosion_in_a_six_line_log(tmp_pat
     assert f["cause"] == "grad_explosion" and f["step"] <= 2, doc["findings"]
     ev = from_json(f, "evidence")
     assert 0.24 in ev[0].values.values() and has(ev, "scalars.surge.short_log", n=6), [m.data() for m in ev]
+
+
+def _lr_zero_rows(first_step, n=70, seed=0):
+    """A trained LM's loss in its noise (3.27 +- 2%) with the LR printed as 0 on every row."""
+    rng = np.random.default_rng(seed)
+    return [(first_step + i, round(3.27 * (1 + 0.02 * rng.standard_normal()), 4), 0.23, 0.0) for i in range(n)]
+
+
+def test_an_lr_of_0_throughout_alarms_from_the_run_start_and_not_in_an_excerpt_from_its_end(tmp_path):
+    # from step 0, the scheduler never let the LR rise; an excerpt from step 19,491 on is a schedule that
+    # decayed to 0 (and a fixed-decimals print of its last small LR): the run ends as planned
+    start = diagnose(_write(tmp_path / "start.csv", _lr_zero_rows(0)))
+    assert any(f.cause == "lr_schedule_error" and f.severity == "critical" for f in start.findings), \
+        [f.data() for f in start.findings]
+    late = diagnose(_write(tmp_path / "late.csv", _lr_zero_rows(19491)))
+    assert not _alarms(late), [f.data() for f in late.findings]
 
 
 def _surge_rows(tail):

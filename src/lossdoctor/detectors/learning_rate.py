@@ -492,6 +492,8 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
       above half the peak (suppressed for schedulers that restart on purpose);
     - an LR that rises >= 10x in one step after warm-up began (a drop is a normal step decay);
     - LR stuck at 0 for 10+ steps after the first.
+    An LR of 0 throughout is critical in a log that shows the run's start; in a late excerpt it is
+    a schedule's end (silent).
     The last two are reported only when neither of the first two was.
     """
     idx = np.flatnonzero(np.isfinite(q.lr))
@@ -500,6 +502,11 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
     x = q.lr[idx]
     if float(x.max()) <= 0:
         if _another_group_trains(run):  # the first group at LR 0 only: loop_wiring.param_group_lr_zero
+            return []
+        if not shows_run_start(run, q):
+            # an excerpt from past the run's start: what a schedule decaying to 0 (linear or
+            # trapezoidal to zero, a cosine to 0, a WSD cool-down) prints over its last steps, and
+            # what a fixed-decimals print of its small final LR rounds to; no sign of a fault
             return []
         return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
                         step=int(q.steps[idx[0]]), evidence=[Msg("lr.schedule.all_zero")],

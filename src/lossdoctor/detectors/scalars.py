@@ -143,6 +143,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     if first <= 0 or (last < 0.97 * first and first - last > 3 * se) or last <= 0.05 * q.loss_start:
         return []  # it fell, or it converged (to <= 5% of its start) within the first third
     f = _flat_facts(run, q, lf, x)
+    if f.lr == 0 and not shows_run_start(run, q):
+        return []  # a schedule's end: its LR reached 0, nothing moves by design (`learning_rate.lr_schedule_error`)
     s0 = int(q.steps[lf[0]])
     ev: list[str] = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
     if last < 0.97 * first:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Run
+from .learning_rate import shows_run_start
 from .quantities import Quantities
 from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
 
@@ -1374,7 +1375,8 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
         return []
     v = lr[rows]
     if float(np.max(np.abs(v))) == 0.0:
-        return [_sym(q, "lr_zero", rows[0], n=int(rows.size))]
+        # in an excerpt from past the run's start, a schedule's end (`learning_rate.lr_schedule_error`)
+        return [_sym(q, "lr_zero", rows[0], n=int(rows.size))] if shows_run_start(run, q) else []
     lf = q.finite_loss
     x = q.loss[lf]
     # a decay's tail (the LR falling to ~0 at the end of a schedule) is a run finishing: there the
