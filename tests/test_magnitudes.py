@@ -185,3 +185,37 @@ def test_a_zero_loss_with_the_lr_0_on_every_step_is_weighed_not_named_an_empty_m
     _, report = _read(tmp_path, _hf_dicts([0.0] * n, 0.0, grad=0.0))
     zero = [f for f in _alarms(report) if f.symptom == "zero_loss"]
     assert zero and zero[0].cause == "label_mask_empty", _show(report)
+
+
+def _level_run(tmp_path, loss, grad_scale=1e5):
+    """A Megatron print of a 104B-style fp16 run: gradient norms in the 1e4-1e6 throughout."""
+    rng = np.random.default_rng(0)
+    grad = [grad_scale * float(np.exp(0.3 * rng.standard_normal())) for _ in loss]
+    return load_path(str(_write(tmp_path, _megatron(loss, grad, lr=6e-5))))[0]
+
+
+@pytest.mark.parametrize("loss, symptom", [
+    ([6.44, 11.42, 7.16], "spike"),  # one interval x1.77, then part of the way back
+    ([3.06, 3.11, 7.71], "spike"),  # the last interval x2.5
+    ([3.32, 3.42, 3.68, 7.27, 4.13, 7.60], "spike"),  # x1.97 in one interval, then swinging
+    ([3.0, 3.6, 4.3, 5.2, 6.2, 7.5], "divergence"),  # x1.2 per print: a climb, not a jump
+    ([3.0, 4.6, 7.0, 10.6], "divergence"),  # x1.5 per print: a climb from its first interval on
+    ([3.2, 3.1, 3.15, 3.05, 3.1], "divergence"),  # the norm alone: no loss jump to call a spike
+])
+def test_a_huge_gradient_norm_with_a_one_interval_loss_jump_is_a_spike_and_a_climb_a_divergence(
+        tmp_path, loss, symptom):
+    run = _level_run(tmp_path, loss)
+    kinds = _kinds(run)
+    assert ("grad_level_jump" in kinds) is (symptom == "spike"), sorted(kinds)
+    found = diagnose_runs([run]).findings
+    assert found[0].symptom == symptom, [f.data() for f in found]  # a climb is the loss rules' divergence
+    if symptom == "spike":
+        assert (found[0].cause, found[0].severity) == ("grad_explosion", "warning")
+        assert "diff.what.grad_level_jump" in _keys(found[0])
+    assert not [f for f in found if f.symptom == "spike"] or symptom == "spike"
+
+
+def test_a_one_interval_loss_jump_with_sane_gradient_norms_is_no_grad_level_symptom(tmp_path):
+    # the twin: the same jump in a run whose norms are O(1) is left to the loss's own jump rules
+    run = _level_run(tmp_path, [6.44, 11.42, 7.16], grad_scale=0.3)
+    assert not {"grad_level", "grad_level_jump"} & set(_kinds(run))

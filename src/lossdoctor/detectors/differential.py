@@ -394,6 +394,8 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "epoch_flat": ("stuck", "plateau", "warning"),
     "grad_jump": ("grad", "spike", "warning"),
     "grad_level": ("grad", "divergence", "warning"),
+    # the same, with the loss jumping in one logged interval: what the threads call a spike
+    "grad_level_jump": ("grad", "spike", "warning"),
     "scale_collapse": ("scale", "skipped_steps", "warning"),
     "skips": ("scale", "skipped_steps", "warning"),
     "lr_zero": ("lr_zero", "stall", "warning"),
@@ -1054,6 +1056,7 @@ def what(sym: Symptom) -> Msg:
             "rise": ("best", "best_step", "end", "ratio", "step"), "zero": ("n", "step"),
             "constant": ("level", "n"), "chance": ("level", "n", "k", "chance"), "stuck": ("level", "n", "step", "before"),
             "grad_jump": ("g", "step", "ratio", "base"), "grad_level": ("median", "top"),
+            "grad_level_jump": ("median", "top", "base", "loss", "ratio", "step"),
             "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
             "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
             "no_fall": ("first", "low", "last", "n", "step", "end_step"),

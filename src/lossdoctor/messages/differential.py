@@ -75,6 +75,11 @@ TEMPLATES = {
                             "grad norm 在 step {step} 跳到 {g}，是之前中位数 {base} 的 {ratio} 倍"),
     "diff.what.grad_level": ("the gradient norm's median over the log is {median} (largest {top})",
                              "整个日志中 grad norm 的中位数为 {median}（最大 {top}）"),
+    "diff.what.grad_level_jump": (
+        "the gradient norm's median over the log is {median} (largest {top}), and the loss jumped from {base} to "
+        "{loss} ({ratio}x) in one logged interval at step {step}",
+        "整个日志中 grad norm 的中位数为 {median}（最大 {top}），loss 在 step {step} 一个记录间隔内从 {base} 跳到 "
+        "{loss}（{ratio} 倍）"),
     "diff.what.scale_collapse": ("the loss scale fell from {top} to {low} (step {low_step})",
                                  "loss scale 从 {top} 降到 {low}（step {low_step}）"),
     "diff.what.skips": ("{k} of {n} logged steps were skipped for overflow, from step {step}",
