@@ -219,3 +219,30 @@ def test_a_one_interval_loss_jump_with_sane_gradient_norms_is_no_grad_level_symp
     # the twin: the same jump in a run whose norms are O(1) is left to the loss's own jump rules
     run = _level_run(tmp_path, [6.44, 11.42, 7.16], grad_scale=0.3)
     assert not {"grad_level", "grad_level_jump"} & set(_kinds(run))
+
+
+def _epoch_pipes(loss, first=0) -> str:
+    """A small tabular library's print: one line per epoch, the epoch's loss and its wall time."""
+    return "".join(f"epoch {first + k:<3d}| loss: {v:<8.5g}|  0:00:0{k % 3}s\n" for k, v in enumerate(loss))
+
+
+@pytest.mark.parametrize("first", [0, 85])
+def test_an_epoch_loss_of_exactly_0_at_every_epoch_ranks_an_empty_loader_over_an_empty_mask(tmp_path, first):
+    (run,) = load_path(str(_write(tmp_path, _epoch_pipes([0.0] * 15, first))))
+    found = diagnose_runs([run]).findings
+    f = found[0]
+    assert (f.cause, f.symptom, f.severity) == ("frozen_model", "zero_loss", "critical"), [x.data() for x in found]
+    assert "diff.ev.epoch_zero" in _keys(f)
+    sep = next(m for m in f.evidence if getattr(m, "key", None) == "diff.separate")
+    assert sep.values["how"].key == "diff.sep.count_batches"
+
+
+def test_a_per_step_zero_loss_keeps_the_empty_mask_first_and_a_loss_that_converged_to_0_stays_silent(tmp_path):
+    # the twin printed per optimizer step (every 10): batches ran, an empty mask leads as before
+    (run,) = load_path(str(_write(tmp_path, _megatron([0.0] * 15, [0.0] * 15))))
+    f = diagnose_runs([run]).findings[0]
+    assert f.cause == "label_mask_empty" and "diff.ev.epoch_zero" not in _keys(f), f.data()
+    # an epoch loss that fell to 0 at the printed digits: a converged run, no fault
+    fell = [round(0.7 * 0.4 ** k, 5) for k in range(15)]
+    (run,) = load_path(str(_write(tmp_path, _epoch_pipes(fell))))
+    assert not [x for x in diagnose_runs([run]).findings if x.severity in ("warning", "critical")]

@@ -290,6 +290,11 @@ _ZERO_ROWS = (
     Row("fp16", "loss_scale_collapse", 0.8, "fp16 skips overflowing steps"),
     Row("grad_zero", "label_mask_empty", 1.0, "a zero gradient with a zero loss: nothing supervised"),
     Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
+    # an epoch's loss is a sum or mean over its batches, started at 0: with no batch in the epoch it
+    # prints that start, and no step is taken (tabnet: a dataset smaller than the batch size with
+    # drop_last); an empty mask gives 0 only where the framework's mean over no token is 0, NaN elsewhere
+    Row("epoch_zero", "frozen_model", 0.8, "exactly 0 at every epoch: the start value of an epoch's running loss "
+        "when no batch ran (a loader that drops its only, incomplete batch), and then nothing updates"),
 )
 
 _FLAT_ROWS = (
@@ -418,6 +423,7 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("label_mask_empty", "loss_scale_collapse")): "count_labels",
     frozenset(("label_mask_empty", "nonfinite_data")): "count_labels",
     frozenset(("label_mask_empty", "lr_schedule_error")): "count_labels",
+    frozenset(("label_mask_empty", "frozen_model")): "count_batches",
     frozenset(("lr_schedule_error", "loss_scale_collapse")): "log_skips",
     frozenset(("frozen_model", "noisy_data")): "update_size",
     frozenset(("frozen_model", "lr_too_low")): "update_size",
@@ -820,6 +826,22 @@ def _ev_grad_zero(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.grad_zero") if run.has("grad_norm") and (np.isfinite(g) & (g == 0)).any() else None
 
 
+#: logged epochs, all exactly 0, that make an epoch-level zero (fewer: two prints say little)
+EPOCH_ZERO_POINTS = 3
+
+
+def _ev_epoch_zero(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The log prints one loss per epoch (its step is the epoch, one row per epoch in a row) and it
+    is exactly 0 at every one from the symptom's on."""
+    if run.meta.get("steps_from") != "epoch":
+        return None
+    lf = q.finite_loss[q.finite_loss >= sym.row]
+    x = q.loss[lf]
+    if x.size < EPOCH_ZERO_POINTS or not bool((x == 0).all()) or not bool((np.diff(q.steps[lf]) == 1).all()):
+        return None
+    return Msg("diff.ev.epoch_zero", n=int(x.size))
+
+
 def _ev_grad_nonfinite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     bad = run.logged("grad_norm") & ~np.isfinite(q.grad_norm)
     return Msg("diff.ev.grad_nonfinite", n=int(bad.sum())) if bad.any() else None
@@ -975,7 +997,7 @@ EVIDENCE: dict[str, Evidence] = {
     "lr_usual": _ev_lr_judged("usual"), "warmup_end": _ev_warmup_end, "warming": _ev_warming,
     "nonfinite_text": _ev_text(("nonfinite_warning",), "diff.ev.nonfinite_text"),
     "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
-    "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "lr_zero_all": _ev_lr_zero_all,
+    "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "epoch_zero": _ev_epoch_zero, "lr_zero_all": _ev_lr_zero_all,
     "lr_tiny": _ev_lr_tiny, "recovered": _ev_recovered, "sudden": _ev_sudden, "to_chance": _ev_to_chance,
     "negative": _ev_negative_level, "constant_loss": _ev_constant, "bce_base_rate": _ev_bce_base_rate, "froze_after_moving": _ev_froze_after_moving, "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,

@@ -135,6 +135,8 @@ TEMPLATES = {
     "diff.ev.labels_ignored": ("the log says labels were dropped or truncated {n} times, the first at step {first}",
                                "日志 {n} 次提示标签被忽略或截断，第一次在 step {first}"),
     "diff.ev.grad_zero": ("the gradient norm is exactly 0 there", "那里的 grad norm 恰好为 0"),
+    "diff.ev.epoch_zero": ("the log prints one loss per epoch, and it is exactly 0 at all {n} of them",
+                           "日志每个 epoch 打印一个 loss，{n} 个 epoch 全都恰好为 0"),
     "diff.ev.grad_nonfinite": ("the gradient norm is non-finite on {n} logged steps",
                                "{n} 个记录的 step 上 grad norm 为 NaN/Inf"),
     "diff.ev.lr_zero_all": ("the LR is exactly 0 on all {n} logged steps", "全部 {n} 个记录的 step 上 LR 都恰好为 0"),
@@ -210,6 +212,12 @@ TEMPLATES = {
         "replay the batch of step {step} on the weights just before it: a jump again is the batch; none is the "
         "optimizer's state",
         "在 step {step} 之前的权重上重放该 step 的 batch：再次跳变是 batch 的问题；没有跳变则是优化器状态的问题"),
+    "diff.sep.count_batches": (
+        "count the batches the training loader yields in one epoch (len(train_loader)) and the labels that are not "
+        "-100 in them: no batch is an empty loader (drop_last with fewer samples than one batch), no label an empty "
+        "mask",
+        "统计训练 loader 每个 epoch 产出的 batch 数（len(train_loader)）以及其中不等于 -100 的标签数：没有 batch 说明 "
+        "loader 是空的（样本数不足一个 batch 且 drop_last），没有标签说明标签全被 mask"),
     "diff.sep.count_labels": (
         "count the label positions that are not -100 in the batches around step {step}: 0 is an empty mask",
         "统计 step {step} 附近 batch 中不等于 -100 的标签位置数：为 0 即标签全被 mask"),
