@@ -246,3 +246,26 @@ def test_a_per_step_zero_loss_keeps_the_empty_mask_first_and_a_loss_that_converg
     fell = [round(0.7 * 0.4 ** k, 5) for k in range(15)]
     (run,) = load_path(str(_write(tmp_path, _epoch_pipes(fell))))
     assert not [x for x in diagnose_runs([run]).findings if x.severity in ("warning", "critical")]
+
+
+def _periods(train, held_out, first=0):
+    """One row per evaluation period: that period's mean training loss and the held-out loss after it."""
+    return from_columns(range(first, first + len(train)), {"loss": train, "eval_loss": held_out})
+
+
+@pytest.mark.parametrize("train, held_out, first, stuck", [
+    ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 0, True),  # nothing fitted from the first period on
+    ([2.31, 2.30, 2.31, 2.30, 2.30], [2.30, 2.31, 2.30, 2.30, 2.31], 1, True),
+    ([0.52, 0.31, 0.22, 0.15], [0.35, 0.33, 0.34, 0.37], 0, False),  # a fine-tune that fits, then overfits
+    ([0.30, 0.29, 0.29, 0.29], [0.45, 0.45, 0.45, 0.45], 0, False),  # fitted in its first period, below held-out
+    ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 12, False),  # an excerpt from period 12: no start shown
+])
+def test_train_and_held_out_losses_flat_from_the_first_period_at_one_level_are_a_plateau(train, held_out, first, stuck):
+    run = _periods(train, held_out, first)
+    assert ("fit_flat" in _kinds(run)) is stuck, sorted(_kinds(run))
+    alarms = [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")]
+    if stuck:
+        assert alarms and alarms[0].symptom == "plateau" and "diff.what.fit_flat" in _keys(alarms[0]), \
+            [f.data() for f in alarms]
+    else:
+        assert not alarms, [f.data() for f in alarms]

@@ -397,6 +397,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "repeat": ("flat", "stall", "warning"),
     "no_fall": ("stuck", "plateau", "warning"),
     "epoch_flat": ("stuck", "plateau", "warning"),
+    "fit_flat": ("stuck", "plateau", "warning"),
     "grad_jump": ("grad", "spike", "warning"),
     "grad_level": ("grad", "divergence", "warning"),
     # the same, with the loss jumping in one logged interval: what the threads call a spike
@@ -1083,6 +1084,7 @@ def what(sym: Symptom) -> Msg:
             "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
             "no_fall": ("first", "low", "last", "n", "step", "end_step"),
             "epoch_flat": ("first", "last", "n", "step", "end_step"),
+            "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
             "rising_start": ("first", "last", "n", "ratio"), "creep": ("best", "best_step", "end", "ratio", "step", "n"),
             "oscillation": ("step", "swing", "base", "n")}[sym.kind]
     if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded

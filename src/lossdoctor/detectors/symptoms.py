@@ -215,6 +215,15 @@ class SymptomLimits:
     epoch_long: int = 10
     epoch_fall: float = 0.01
     epoch_tau: float = 0.5
+    #: a log whose every row holds a training loss and a held-out loss (one row per evaluation period,
+    #: the training loss that period's mean) from the run's first period, at least this many rows ...
+    fit_points: int = 4
+    #: ... whose training loss after the first period and held-out loss from the first period on fell
+    #: by at most `epoch_fall`, with the training loss at least this share of the held-out one at the
+    #: end: nothing fitted, not even the training data (a sound run, fine-tune or from scratch,
+    #: lowers its training loss period after period, below its held-out loss as it fits; rule of
+    #: thumb, untuned)
+    fit_gap: float = 0.95
     #: a rise is dated at the turn of a two-line fit (in log space) from where the loss first came
     #: within this factor of its best: a slow climb under heavy noise crosses its half-way level
     #: hundreds of rows after it turned (long generated logs: the half-way point sat 5-10% of the
@@ -312,7 +321,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
     for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _stuck_tail,
-               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _grad, _scale, _skips, _lr):
+               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _fit_flat, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -1150,6 +1159,27 @@ def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
         return []
     return [_sym(q, "epoch_flat", lf[0], first=first, last=last, n=int(x.size),
                  end_step=int(q.steps[lf[-1]]), from_start=from_start, tau=tau)]
+
+
+def _fit_flat(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """Per-period rows from the run's first (a training loss and a held-out loss on every row:
+    `fit_points` or more, the first step <= 1) where neither loss fell after the first period
+    (`epoch_fall`) and the training loss ends at the held-out level (`fit_gap`): the model fits
+    nothing. Four such rows say it where `_epoch_flat` needs five epochs of the training loss alone,
+    because the held-out loss is the second witness."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    if lf.size < lim.fit_points or not steps_known(run) or int(q.steps[lf[0]]) > 1 or not run.has("eval_loss"):
+        return []
+    e = run.col("eval_loss")[lf]
+    x = q.loss[lf]
+    if not np.isfinite(e).all() or (x <= 0).any() or (e <= 0).any() or identical(run, q, x):
+        return []
+    fell = float(np.min(x[2:])) < (1 - lim.epoch_fall) * float(x[1]) \
+        or float(np.min(e[1:])) < (1 - lim.epoch_fall) * float(e[0])
+    if fell or float(x[-1]) < lim.fit_gap * float(e[-1]):
+        return []
+    return [_sym(q, "fit_flat", lf[1], first=float(x[1]), last=float(x[-1]), n=int(x.size),
+                 end_step=int(q.steps[lf[-1]]), eval_first=float(e[0]), eval_last=float(e[-1]))]
 
 
 def kendall_tau(x: np.ndarray) -> float:

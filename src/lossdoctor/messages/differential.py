@@ -37,6 +37,12 @@ TEMPLATES = {
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, and did not come back",
         "loss 在 step {step} 跳到 {loss}，是之前 {before} 个点中位数 {base} 的 {ratio} 倍，之后没有回落"),
+    "diff.what.fit_flat": (
+        "over the first {n} evaluation periods (to step {end_step}) neither loss fell after the first: the "
+        "training loss went {first} -> {last} from step {step}, the held-out loss {eval_first} -> {eval_last}, "
+        "and the training loss sits at the held-out one: the model is not fitting even its training data",
+        "前 {n} 个评估周期（到 step {end_step}）里两个 loss 在第一个周期之后都没有下降：训练 loss 从 step {step} 起 "
+        "{first} -> {last}，验证 loss {eval_first} -> {eval_last}，且训练 loss 和验证 loss 持平：模型连训练数据都没有拟合"),
     "diff.what.epoch_flat": (
         "the loss did not fall over {n} epochs from epoch {step} to {end_step} (median of the first third "
         "{first}, of the last third {last}): pass after pass over the data, nothing was learnt",
