@@ -154,6 +154,11 @@ _NAN_ROWS = (
         "term's arithmetic on this batch (a ratio over zero positives, a log of 0)",
         DEV + "bmn_training_loss_components_then_nan.log"),
     Row("one_term", "activation_overflow", -0.3, "an overflow in the shared layers makes every term NaN"),
+    Row("term_stays", "nonfinite_data", 0.6, "the same term stays NaN print after print while the others stay "
+        "finite: the shared weights are finite, so that term's own input (its targets: a box of zero or negative "
+        "size, a log of 0) makes the NaN, batch after batch"),
+    Row("term_stays", "lr_too_high", -1.0, "weights a too-large step blew up make every term NaN, not one"),
+    Row("term_stays", "grad_explosion", -0.8, "an explosion that reached the weights makes every term NaN"),
     Row("blew_up", "lr_too_high", 0.8, "the loss was already huge and finite just before: the weights were blown "
         "up over steps, as a too-large LR does", DEV + "hf_vicuna_lora_loss_huge_inf_nan.txt"),
     Row("blew_up", "grad_explosion", 0.6, "... or gradients that grew without bound"),
@@ -569,6 +574,30 @@ def _ev_one_term(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     bad = sorted(k for k, v in vals.items() if not math.isfinite(v))
     good = [k for k, v in vals.items() if math.isfinite(v)]
     return Msg("diff.ev.one_term", bad=bad, n=len(good)) if bad and good else None
+
+
+#: prints from the NaN's on (it included) with the same term NaN/Inf and another finite: the weights
+#: stayed finite (one print is `one_term`; three are a pattern, not one batch)
+TERM_STAYS_PRINTS = 3
+
+
+def _ev_term_stays(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """From the NaN's step on, the log's loss terms show the same term(s) non-finite and some other
+    term finite on at least TERM_STAYS_PRINTS prints."""
+    comps = run.event("loss_components")
+    bad_sets = []
+    for step in sorted(k for k in comps if int(k) >= sym.step):
+        vals = comps[step]
+        if not isinstance(vals, dict):
+            continue
+        nums = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        bad = frozenset(k for k, v in nums.items() if not math.isfinite(v))
+        if bad and len(bad) < len(nums):
+            bad_sets.append(bad)
+    common = frozenset.intersection(*bad_sets) if bad_sets else frozenset()
+    if len(bad_sets) < TERM_STAYS_PRINTS or not common:
+        return None
+    return Msg("diff.ev.term_stays", terms=sorted(common), n=len(bad_sets))
 
 
 #: a finite loss at least this large just before the NaN had already blown up (no common loss reaches
@@ -1009,7 +1038,7 @@ EVIDENCE: dict[str, Evidence] = {
     "first_updates": _ev_first_updates, "kept_rising": _ev_kept_rising, "v_turn": _ev_v_turn, "early": _ev_early, "intermittent": _ev_intermittent,
     "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
     "rising": _ev_rising, "first_update": _ev_first_update, "late": _ev_late,
-    "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "blew_up": _ev_blew_up,
+    "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "term_stays": _ev_term_stays, "blew_up": _ev_blew_up,
 }
 
 

@@ -186,6 +186,10 @@ TEMPLATES = {
     "diff.ev.repeats": ("the losses from step {first} recur exactly from step {again}",
                         "从 step {first} 起的 loss 在 step {again} 起完全重复"),
     "diff.ev.rising": ("the loss rose from {first} to {last}", "loss 从 {first} 升到 {last}"),
+    "diff.ev.term_stays": (
+        "{terms} stayed NaN/Inf on {n} prints from there on while the other terms stayed finite: the weights did "
+        "not go NaN",
+        "从那里起 {n} 次打印中 {terms} 一直是 NaN/Inf，而其他项保持有限：权重并没有变成 NaN"),
     "diff.ev.one_term": ("at that step the loss term(s) {bad} went non-finite while {n} other term(s) stayed finite",
                          "该 step 上 loss 分项 {bad} 变成 NaN/Inf，而其余 {n} 个分项仍是有限值"),
     "diff.ev.blew_up": ("the last finite loss before it was {loss}: it had blown up before it went non-finite",
