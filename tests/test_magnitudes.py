@@ -269,3 +269,30 @@ def test_train_and_held_out_losses_flat_from_the_first_period_at_one_level_are_a
             [f.data() for f in alarms]
     else:
         assert not alarms, [f.data() for f in alarms]
+
+
+def _lm_excerpt(level, first=7400, fall=0.0, rel=0.001, n=10, meta=None):
+    """A language model's loss printed every 200 steps from `first`, averaged over the interval
+    (noise `rel`), falling by `fall` (a share of `level`) over the excerpt."""
+    rng = np.random.default_rng(1)
+    loss = [level * (1 - fall * k / (n - 1)) * (1 + rel * rng.standard_normal()) for k in range(n)]
+    steps = range(first, first + 200 * n, 200)
+    return from_columns(steps, {"loss": loss, "lr": [2.5e-4] * n}, meta=meta or {"framework": "megatron"})
+
+
+@pytest.mark.parametrize("run, stuck", [
+    (_lm_excerpt(7.42), True),  # Transformer-XL's wt103 excerpt: flat at ppl ~1700 from step 7400
+    (_lm_excerpt(7.62, first=21500, rel=0.005), True),
+    (_lm_excerpt(3.3), False),  # a trained LM's late plateau
+    (_lm_excerpt(7.4, fall=0.1), False),  # still falling through the unigram level
+    (_lm_excerpt(7.42, first=10), False),  # a run's first steps: the run-start rules judge those
+    (_lm_excerpt(7.42, meta={"framework": "text"}), False),  # no sign the loss is a token cross-entropy
+])
+def test_a_language_models_loss_flat_near_the_unigram_level_long_into_a_run_is_a_plateau(run, stuck):
+    assert ("lm_untrained" in _kinds(run)) is stuck, sorted(_kinds(run))
+    alarms = [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")]
+    if stuck:
+        assert alarms[0].symptom == "plateau" and "diff.what.lm_untrained" in _keys(alarms[0]), \
+            [f.data() for f in alarms]
+    elif run.steps[0] > 1000:
+        assert not alarms, [f.data() for f in alarms]

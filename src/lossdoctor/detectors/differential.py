@@ -403,6 +403,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "no_fall": ("stuck", "plateau", "warning"),
     "epoch_flat": ("stuck", "plateau", "warning"),
     "fit_flat": ("stuck", "plateau", "warning"),
+    "lm_untrained": ("stuck", "plateau", "warning"),
     "grad_jump": ("grad", "spike", "warning"),
     "grad_level": ("grad", "divergence", "warning"),
     # the same, with the loss jumping in one logged interval: what the threads call a spike
@@ -1114,6 +1115,7 @@ def what(sym: Symptom) -> Msg:
             "no_fall": ("first", "low", "last", "n", "step", "end_step"),
             "epoch_flat": ("first", "last", "n", "step", "end_step"),
             "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
+            "lm_untrained": ("first", "last", "n", "step", "end_step", "level"),
             "rising_start": ("first", "last", "n", "ratio"), "creep": ("best", "best_step", "end", "ratio", "step", "n"),
             "oscillation": ("step", "swing", "base", "n")}[sym.kind]
     if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded

@@ -224,6 +224,16 @@ class SymptomLimits:
     #: lowers its training loss period after period, below its held-out loss as it fits; rule of
     #: thumb, untuned)
     fit_gap: float = 0.95
+    #: a language model's token cross-entropy at or above this (nats; perplexity ~400) is no trained
+    #: model's: trained LMs sit at 1.5-4.5 on natural text (GPT-2 ~3, Transformer-XL on WikiText-103
+    #: ~3.0, BLOOM 2.2), and 6.5-7.7 is the entropy of a subword or word vocabulary's token
+    #: frequencies (a unigram model), which an LM passes in its first few hundred steps
+    lm_untrained: float = 6.0
+    #: ... flat over at least this many prints, from at least `lm_after` steps on and over at least
+    #: `lm_span` steps: long past where a learning LM leaves it
+    lm_points: int = 8
+    lm_after: int = 1000
+    lm_span: int = 1000
     #: a rise is dated at the turn of a two-line fit (in log space) from where the loss first came
     #: within this factor of its best: a slow climb under heavy noise crosses its half-way level
     #: hundreds of rows after it turned (long generated logs: the half-way point sat 5-10% of the
@@ -321,7 +331,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
     for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _stuck_tail,
-               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _fit_flat, _grad, _scale, _skips, _lr):
+               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _fit_flat, _lm_untrained, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -1180,6 +1190,34 @@ def _fit_flat(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symp
         return []
     return [_sym(q, "fit_flat", lf[1], first=float(x[1]), last=float(x[-1]), n=int(x.size),
                  end_step=int(q.steps[lf[-1]]), eval_first=float(e[0]), eval_last=float(e[-1]))]
+
+
+def lm_ce(run: Run) -> bool:
+    """The loss is a language model's token cross-entropy as far as the log says (`is_ce`, with no
+    class count and no classification task)."""
+    task = run.meta.get("task_hint") or run.meta.get("task")
+    return is_ce(run) and not run.meta.get("n_classes") and task != "classification"
+
+
+def _lm_untrained(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A language model's loss flat at or above `lm_untrained` nats over `lm_points` prints spanning
+    `lm_span` steps, `lm_after` steps or more into the run: stuck near the unigram level, where a
+    learning LM spends only its first few hundred steps. Flat: the last third's median is not below
+    the first third's by 1% and by 3 standard errors of the log's own point noise."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.lm_points or not steps_known(run) or not lm_ce(run) or (x <= 0).any():
+        return []
+    s0, s1 = int(q.steps[lf[0]]), int(q.steps[lf[-1]])
+    if s0 < lim.lm_after or s1 - s0 < lim.lm_span or float(np.median(x)) < lim.lm_untrained:
+        return []
+    k = max(2, x.size // 3)
+    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
+    se = point_noise(x) * math.sqrt(2 / k)
+    if math.log(last / first) <= min(math.log(1 - lim.epoch_fall), -3 * se):
+        return []  # it is still falling
+    return [_sym(q, "lm_untrained", lf[0], first=first, last=last, n=int(x.size), end_step=s1,
+                 level=lim.lm_untrained)]
 
 
 def kendall_tau(x: np.ndarray) -> float:

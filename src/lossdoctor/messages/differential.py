@@ -37,6 +37,12 @@ TEMPLATES = {
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, and did not come back",
         "loss 在 step {step} 跳到 {loss}，是之前 {before} 个点中位数 {base} 的 {ratio} 倍，之后没有回落"),
+    "diff.what.lm_untrained": (
+        "a language model's loss sat at {first} -> {last} over {n} prints from step {step} to {end_step}, above "
+        "{level} nats: near the entropy of the tokens' frequencies (a unigram model), which a learning model leaves "
+        "in its first few hundred steps; trained models sit at 1.5-4.5",
+        "语言模型的 loss 在 step {step} 到 {end_step} 的 {n} 次打印中停在 {first} -> {last}，高于 {level} nats："
+        "接近 token 频率的熵（unigram 模型），正常学习的模型在最初几百步内就会离开这个水平；训练好的模型在 1.5-4.5"),
     "diff.what.fit_flat": (
         "over the first {n} evaluation periods (to step {end_step}) neither loss fell after the first: the "
         "training loss went {first} -> {last} from step {step}, the held-out loss {eval_first} -> {eval_last}, "
