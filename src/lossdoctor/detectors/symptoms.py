@@ -1203,7 +1203,7 @@ def _lm_untrained(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
     """A language model's loss flat at or above `lm_untrained` nats over `lm_points` prints spanning
     `lm_span` steps, `lm_after` steps or more into the run: stuck near the unigram level, where a
     learning LM spends only its first few hundred steps. Flat: the last third's median is not below
-    the first third's by 1% and by 3 standard errors of the log's own point noise."""
+    the first third's by `epoch_fall` and by `rise_z` standard errors of the log's own point noise."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     if x.size < lim.lm_points or not steps_known(run) or not lm_ce(run) or (x <= 0).any():
@@ -1214,8 +1214,8 @@ def _lm_untrained(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
     k = max(2, x.size // 3)
     first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
     se = point_noise(x) * math.sqrt(2 / k)
-    if math.log(last / first) <= min(math.log(1 - lim.epoch_fall), -3 * se):
-        return []  # it is still falling
+    if math.log(last / first) <= min(math.log(1 - lim.epoch_fall), -lim.rise_z * se):
+        return []  # it is still falling (the fall clears `rise_z` standard errors: the rise test's bar)
     return [_sym(q, "lm_untrained", lf[0], first=first, last=last, n=int(x.size), end_step=s1,
                  level=lim.lm_untrained)]
 
@@ -1348,8 +1348,8 @@ def sudden_jump(q: Quantities, lim: SymptomLimits = LIMITS) -> tuple[int, dict[s
     norm says the run is in trouble."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size < 2 or (x <= 0).any():
-        return None
+    if x.size <= 1 or (x <= 0).any():
+        return None  # no interval to jump in
     d = np.diff(np.log(x))
     j = int(np.argmax(d))
     build_up = float(np.sum(np.clip(d[:j], 0, None)))
