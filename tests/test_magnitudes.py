@@ -185,3 +185,114 @@ def test_a_zero_loss_with_the_lr_0_on_every_step_is_weighed_not_named_an_empty_m
     _, report = _read(tmp_path, _hf_dicts([0.0] * n, 0.0, grad=0.0))
     zero = [f for f in _alarms(report) if f.symptom == "zero_loss"]
     assert zero and zero[0].cause == "label_mask_empty", _show(report)
+
+
+def _level_run(tmp_path, loss, grad_scale=1e5):
+    """A Megatron print of a 104B-style fp16 run: gradient norms in the 1e4-1e6 throughout."""
+    rng = np.random.default_rng(0)
+    grad = [grad_scale * float(np.exp(0.3 * rng.standard_normal())) for _ in loss]
+    return load_path(str(_write(tmp_path, _megatron(loss, grad, lr=6e-5))))[0]
+
+
+@pytest.mark.parametrize("loss, symptom", [
+    ([6.44, 11.42, 7.16], "spike"),  # one interval x1.77, then part of the way back
+    ([3.06, 3.11, 7.71], "spike"),  # the last interval x2.5
+    ([3.32, 3.42, 3.68, 7.27, 4.13, 7.60], "spike"),  # x1.97 in one interval, then swinging
+    ([3.0, 3.6, 4.3, 5.2, 6.2, 7.5], "divergence"),  # x1.2 per print: a climb, not a jump
+    ([3.0, 4.6, 7.0, 10.6], "divergence"),  # x1.5 per print: a climb from its first interval on
+    ([3.2, 3.1, 3.15, 3.05, 3.1], "divergence"),  # the norm alone: no loss jump to call a spike
+])
+def test_a_huge_gradient_norm_with_a_one_interval_loss_jump_is_a_spike_and_a_climb_a_divergence(
+        tmp_path, loss, symptom):
+    run = _level_run(tmp_path, loss)
+    kinds = _kinds(run)
+    assert ("grad_level_jump" in kinds) is (symptom == "spike"), sorted(kinds)
+    found = diagnose_runs([run]).findings
+    assert found[0].symptom == symptom, [f.data() for f in found]  # a climb is the loss rules' divergence
+    if symptom == "spike":
+        assert (found[0].cause, found[0].severity) == ("grad_explosion", "warning")
+        assert "diff.what.grad_level_jump" in _keys(found[0])
+    assert not [f for f in found if f.symptom == "spike"] or symptom == "spike"
+
+
+def test_a_one_interval_loss_jump_with_sane_gradient_norms_is_no_grad_level_symptom(tmp_path):
+    # the twin: the same jump in a run whose norms are O(1) is left to the loss's own jump rules
+    run = _level_run(tmp_path, [6.44, 11.42, 7.16], grad_scale=0.3)
+    assert not {"grad_level", "grad_level_jump"} & set(_kinds(run))
+
+
+def _epoch_pipes(loss, first=0) -> str:
+    """A small tabular library's print: one line per epoch, the epoch's loss and its wall time."""
+    return "".join(f"epoch {first + k:<3d}| loss: {v:<8.5g}|  0:00:0{k % 3}s\n" for k, v in enumerate(loss))
+
+
+@pytest.mark.parametrize("first", [0, 85])
+def test_an_epoch_loss_of_exactly_0_at_every_epoch_ranks_an_empty_loader_over_an_empty_mask(tmp_path, first):
+    (run,) = load_path(str(_write(tmp_path, _epoch_pipes([0.0] * 15, first))))
+    found = diagnose_runs([run]).findings
+    f = found[0]
+    assert (f.cause, f.symptom, f.severity) == ("frozen_model", "zero_loss", "critical"), [x.data() for x in found]
+    assert "diff.ev.epoch_zero" in _keys(f)
+    sep = next(m for m in f.evidence if getattr(m, "key", None) == "diff.separate")
+    assert sep.values["how"].key == "diff.sep.count_batches"
+
+
+def test_a_per_step_zero_loss_keeps_the_empty_mask_first_and_a_loss_that_converged_to_0_stays_silent(tmp_path):
+    # the twin printed per optimizer step (every 10): batches ran, an empty mask leads as before
+    (run,) = load_path(str(_write(tmp_path, _megatron([0.0] * 15, [0.0] * 15))))
+    f = diagnose_runs([run]).findings[0]
+    assert f.cause == "label_mask_empty" and "diff.ev.epoch_zero" not in _keys(f), f.data()
+    # an epoch loss that fell to 0 at the printed digits: a converged run, no fault
+    fell = [round(0.7 * 0.4 ** k, 5) for k in range(15)]
+    (run,) = load_path(str(_write(tmp_path, _epoch_pipes(fell))))
+    assert not [x for x in diagnose_runs([run]).findings if x.severity in ("warning", "critical")]
+
+
+def _periods(train, held_out, first=0):
+    """One row per evaluation period: that period's mean training loss and the held-out loss after it."""
+    return from_columns(range(first, first + len(train)), {"loss": train, "eval_loss": held_out})
+
+
+@pytest.mark.parametrize("train, held_out, first, stuck", [
+    ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 0, True),  # nothing fitted from the first period on
+    ([2.31, 2.30, 2.31, 2.30, 2.30], [2.30, 2.31, 2.30, 2.30, 2.31], 1, True),
+    ([0.52, 0.31, 0.22, 0.15], [0.35, 0.33, 0.34, 0.37], 0, False),  # a fine-tune that fits, then overfits
+    ([0.30, 0.29, 0.29, 0.29], [0.45, 0.45, 0.45, 0.45], 0, False),  # fitted in its first period, below held-out
+    ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 12, False),  # an excerpt from period 12: no start shown
+])
+def test_train_and_held_out_losses_flat_from_the_first_period_at_one_level_are_a_plateau(train, held_out, first, stuck):
+    run = _periods(train, held_out, first)
+    assert ("fit_flat" in _kinds(run)) is stuck, sorted(_kinds(run))
+    alarms = [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")]
+    if stuck:
+        assert alarms and alarms[0].symptom == "plateau" and "diff.what.fit_flat" in _keys(alarms[0]), \
+            [f.data() for f in alarms]
+    else:
+        assert not alarms, [f.data() for f in alarms]
+
+
+def _lm_excerpt(level, first=7400, fall=0.0, rel=0.001, n=10, meta=None):
+    """A language model's loss printed every 200 steps from `first`, averaged over the interval
+    (noise `rel`), falling by `fall` (a share of `level`) over the excerpt."""
+    rng = np.random.default_rng(1)
+    loss = [level * (1 - fall * k / (n - 1)) * (1 + rel * rng.standard_normal()) for k in range(n)]
+    steps = range(first, first + 200 * n, 200)
+    return from_columns(steps, {"loss": loss, "lr": [2.5e-4] * n}, meta=meta or {"framework": "megatron"})
+
+
+@pytest.mark.parametrize("run, stuck", [
+    (_lm_excerpt(7.42), True),  # Transformer-XL's wt103 excerpt: flat at ppl ~1700 from step 7400
+    (_lm_excerpt(7.62, first=21500, rel=0.005), True),
+    (_lm_excerpt(3.3), False),  # a trained LM's late plateau
+    (_lm_excerpt(7.4, fall=0.1), False),  # still falling through the unigram level
+    (_lm_excerpt(7.42, first=10), False),  # a run's first steps: the run-start rules judge those
+    (_lm_excerpt(7.42, meta={"framework": "text"}), False),  # no sign the loss is a token cross-entropy
+])
+def test_a_language_models_loss_flat_near_the_unigram_level_long_into_a_run_is_a_plateau(run, stuck):
+    assert ("lm_untrained" in _kinds(run)) is stuck, sorted(_kinds(run))
+    alarms = [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")]
+    if stuck:
+        assert alarms[0].symptom == "plateau" and "diff.what.lm_untrained" in _keys(alarms[0]), \
+            [f.data() for f in alarms]
+    elif run.steps[0] > 1000:
+        assert not alarms, [f.data() for f in alarms]

@@ -12,6 +12,7 @@ import math
 from importlib import resources
 
 import jsonschema
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -179,6 +180,53 @@ def test_grad_norm_x4000_in_five_steps_is_an_explosion_in_a_six_line_log(tmp_pat
     assert f["cause"] == "grad_explosion" and f["step"] <= 2, doc["findings"]
     ev = from_json(f, "evidence")
     assert 0.24 in ev[0].values.values() and has(ev, "scalars.surge.short_log", n=6), [m.data() for m in ev]
+
+
+def _lr_zero_rows(first_step, n=70, seed=0):
+    """A trained LM's loss in its noise (3.27 +- 2%) with the LR printed as 0 on every row."""
+    rng = np.random.default_rng(seed)
+    return [(first_step + i, round(3.27 * (1 + 0.02 * rng.standard_normal()), 4), 0.23, 0.0) for i in range(n)]
+
+
+def test_an_lr_of_0_throughout_alarms_from_the_run_start_and_not_in_an_excerpt_from_its_end(tmp_path):
+    # from step 0, the scheduler never let the LR rise; an excerpt from step 19,491 on is a schedule that
+    # decayed to 0 (and a fixed-decimals print of its last small LR): the run ends as planned
+    start = diagnose(_write(tmp_path / "start.csv", _lr_zero_rows(0)))
+    assert any(f.cause == "lr_schedule_error" and f.severity == "critical" for f in start.findings), \
+        [f.data() for f in start.findings]
+    late = diagnose(_write(tmp_path / "late.csv", _lr_zero_rows(19491)))
+    assert not _alarms(late), [f.data() for f in late.findings]
+
+
+def _surge_rows(tail):
+    """A short log whose gradient norm goes x4000 in five steps with the loss x2.3, then `tail`."""
+    return [(0, 2.2, 0.24, 1e-4), (1, 2.22, 0.9, 1e-4), (2, 2.6, 2.4, 1e-4), (3, 2.25, 16, 1e-4),
+            (4, 2.35, 145, 1e-4), (5, 5.1, 960, 1e-4), (6, 3.5, 350, 1e-4), (7, 3.2, 380, 1e-4)] + tail
+
+
+def _lr_cuts(f):
+    return [x.data() for x in f.fixes if x.kind in ("lr", "lr_range")]
+
+
+def test_a_gradient_surge_the_run_came_back_from_is_a_spike_with_no_lr_cut(tmp_path):
+    # norm and loss both back near their levels before by the log's end: the run survived it
+    r = diagnose(_write(tmp_path / "log.csv", _surge_rows([(8, 2.8, 650, 1e-4), (9, 2.21, 0.27, 1e-4),
+                                                           (10, 2.23, 0.2, 1e-4)])))
+    (f,) = [x for x in r.findings if x.cause == "grad_explosion"]
+    assert (f.severity, f.symptom) == ("warning", "spike"), f.data()
+    assert has(f.evidence, "scalars.surge.loss_came_back", best=2.2, top=5.1, back=2.23), keys(f.evidence)
+    assert not _lr_cuts(f) and [x for x in f.fixes if x.kind == "clip"], [x.data() for x in f.fixes]
+
+
+@pytest.mark.parametrize("tail, cut", [
+    ([(8, 2.6, 300, 1e-4), (9, 2.4, 320, 1e-4), (10, 2.3, 310, 1e-4)], False),  # the loss trained back down
+    ([(8, 5.6, 700, 1e-4), (9, 6.3, 900, 1e-4), (10, 7.0, 1200, 1e-4)], True)])  # the loss kept climbing
+def test_a_gradient_surge_still_up_cuts_the_lr_only_when_the_loss_rise_holds(tmp_path, tail, cut):
+    r = diagnose(_write(tmp_path / "log.csv", _surge_rows(tail)))
+    (f,) = [x for x in r.findings if x.cause == "grad_explosion"]
+    assert (f.severity, f.symptom) == ("critical", "divergence"), f.data()
+    assert bool(_lr_cuts(f)) is cut, [x.data() for x in f.fixes]
+    assert has(f.evidence, "lr.advice.withheld") is not cut, keys(f.evidence)
 
 
 def test_short_real_loop_with_an_exploding_gradient(tmp_path):

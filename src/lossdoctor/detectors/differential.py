@@ -154,6 +154,11 @@ _NAN_ROWS = (
         "term's arithmetic on this batch (a ratio over zero positives, a log of 0)",
         DEV + "bmn_training_loss_components_then_nan.log"),
     Row("one_term", "activation_overflow", -0.3, "an overflow in the shared layers makes every term NaN"),
+    Row("term_stays", "nonfinite_data", 0.6, "the same term stays NaN print after print while the others stay "
+        "finite: the shared weights are finite, so that term's own input (its targets: a box of zero or negative "
+        "size, a log of 0) makes the NaN, batch after batch"),
+    Row("term_stays", "lr_too_high", -1.0, "weights a too-large step blew up make every term NaN, not one"),
+    Row("term_stays", "grad_explosion", -0.8, "an explosion that reached the weights makes every term NaN"),
     Row("blew_up", "lr_too_high", 0.8, "the loss was already huge and finite just before: the weights were blown "
         "up over steps, as a too-large LR does", DEV + "hf_vicuna_lora_loss_huge_inf_nan.txt"),
     Row("blew_up", "grad_explosion", 0.6, "... or gradients that grew without bound"),
@@ -290,6 +295,11 @@ _ZERO_ROWS = (
     Row("fp16", "loss_scale_collapse", 0.8, "fp16 skips overflowing steps"),
     Row("grad_zero", "label_mask_empty", 1.0, "a zero gradient with a zero loss: nothing supervised"),
     Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
+    # an epoch's loss is a sum or mean over its batches, started at 0: with no batch in the epoch it
+    # prints that start, and no step is taken (tabnet: a dataset smaller than the batch size with
+    # drop_last); an empty mask gives 0 only where the framework's mean over no token is 0, NaN elsewhere
+    Row("epoch_zero", "frozen_model", 0.8, "exactly 0 at every epoch: the start value of an epoch's running loss "
+        "when no batch ran (a loader that drops its only, incomplete batch), and then nothing updates"),
 )
 
 _FLAT_ROWS = (
@@ -392,8 +402,12 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "repeat": ("flat", "stall", "warning"),
     "no_fall": ("stuck", "plateau", "warning"),
     "epoch_flat": ("stuck", "plateau", "warning"),
+    "fit_flat": ("stuck", "plateau", "warning"),
+    "lm_untrained": ("stuck", "plateau", "warning"),
     "grad_jump": ("grad", "spike", "warning"),
     "grad_level": ("grad", "divergence", "warning"),
+    # the same, with the loss jumping in one logged interval: what the threads call a spike
+    "grad_level_jump": ("grad", "spike", "warning"),
     "scale_collapse": ("scale", "skipped_steps", "warning"),
     "skips": ("scale", "skipped_steps", "warning"),
     "lr_zero": ("lr_zero", "stall", "warning"),
@@ -416,6 +430,7 @@ SEPARATE: dict[frozenset[str], str] = {
     frozenset(("label_mask_empty", "loss_scale_collapse")): "count_labels",
     frozenset(("label_mask_empty", "nonfinite_data")): "count_labels",
     frozenset(("label_mask_empty", "lr_schedule_error")): "count_labels",
+    frozenset(("label_mask_empty", "frozen_model")): "count_batches",
     frozenset(("lr_schedule_error", "loss_scale_collapse")): "log_skips",
     frozenset(("frozen_model", "noisy_data")): "update_size",
     frozenset(("frozen_model", "lr_too_low")): "update_size",
@@ -560,6 +575,30 @@ def _ev_one_term(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     bad = sorted(k for k, v in vals.items() if not math.isfinite(v))
     good = [k for k, v in vals.items() if math.isfinite(v)]
     return Msg("diff.ev.one_term", bad=bad, n=len(good)) if bad and good else None
+
+
+#: prints from the NaN's on (it included) with the same term NaN/Inf and another finite: the weights
+#: stayed finite (one print is `one_term`; three are a pattern, not one batch)
+TERM_STAYS_PRINTS = 3
+
+
+def _ev_term_stays(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """From the NaN's step on, the log's loss terms show the same term(s) non-finite and some other
+    term finite on at least TERM_STAYS_PRINTS prints."""
+    comps = run.event("loss_components")
+    bad_sets = []
+    for step in sorted(k for k in comps if int(k) >= sym.step):
+        vals = comps[step]
+        if not isinstance(vals, dict):
+            continue
+        nums = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        bad = frozenset(k for k, v in nums.items() if not math.isfinite(v))
+        if bad and len(bad) < len(nums):
+            bad_sets.append(bad)
+    common = frozenset.intersection(*bad_sets) if bad_sets else frozenset()
+    if len(bad_sets) < TERM_STAYS_PRINTS or not common:
+        return None
+    return Msg("diff.ev.term_stays", terms=sorted(common), n=len(bad_sets))
 
 
 #: a finite loss at least this large just before the NaN had already blown up (no common loss reaches
@@ -818,6 +857,22 @@ def _ev_grad_zero(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.grad_zero") if run.has("grad_norm") and (np.isfinite(g) & (g == 0)).any() else None
 
 
+#: logged epochs, all exactly 0, that make an epoch-level zero (fewer: two prints say little)
+EPOCH_ZERO_POINTS = 3
+
+
+def _ev_epoch_zero(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The log prints one loss per epoch (its step is the epoch, one row per epoch in a row) and it
+    is exactly 0 at every one from the symptom's on."""
+    if run.meta.get("steps_from") != "epoch":
+        return None
+    lf = q.finite_loss[q.finite_loss >= sym.row]
+    x = q.loss[lf]
+    if x.size < EPOCH_ZERO_POINTS or not bool((x == 0).all()) or not bool((np.diff(q.steps[lf]) == 1).all()):
+        return None
+    return Msg("diff.ev.epoch_zero", n=int(x.size))
+
+
 def _ev_grad_nonfinite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     bad = run.logged("grad_norm") & ~np.isfinite(q.grad_norm)
     return Msg("diff.ev.grad_nonfinite", n=int(bad.sum())) if bad.any() else None
@@ -973,7 +1028,7 @@ EVIDENCE: dict[str, Evidence] = {
     "lr_usual": _ev_lr_judged("usual"), "warmup_end": _ev_warmup_end, "warming": _ev_warming,
     "nonfinite_text": _ev_text(("nonfinite_warning",), "diff.ev.nonfinite_text"),
     "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
-    "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "lr_zero_all": _ev_lr_zero_all,
+    "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "epoch_zero": _ev_epoch_zero, "lr_zero_all": _ev_lr_zero_all,
     "lr_tiny": _ev_lr_tiny, "recovered": _ev_recovered, "sudden": _ev_sudden, "to_chance": _ev_to_chance,
     "negative": _ev_negative_level, "constant_loss": _ev_constant, "bce_base_rate": _ev_bce_base_rate, "froze_after_moving": _ev_froze_after_moving, "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
@@ -984,7 +1039,7 @@ EVIDENCE: dict[str, Evidence] = {
     "first_updates": _ev_first_updates, "kept_rising": _ev_kept_rising, "v_turn": _ev_v_turn, "early": _ev_early, "intermittent": _ev_intermittent,
     "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
     "rising": _ev_rising, "first_update": _ev_first_update, "late": _ev_late,
-    "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "blew_up": _ev_blew_up,
+    "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "term_stays": _ev_term_stays, "blew_up": _ev_blew_up,
 }
 
 
@@ -1054,10 +1109,13 @@ def what(sym: Symptom) -> Msg:
             "rise": ("best", "best_step", "end", "ratio", "step"), "zero": ("n", "step"),
             "constant": ("level", "n"), "chance": ("level", "n", "k", "chance"), "stuck": ("level", "n", "step", "before"),
             "grad_jump": ("g", "step", "ratio", "base"), "grad_level": ("median", "top"),
+            "grad_level_jump": ("median", "top", "base", "loss", "ratio", "step"),
             "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
             "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
             "no_fall": ("first", "low", "last", "n", "step", "end_step"),
             "epoch_flat": ("first", "last", "n", "step", "end_step"),
+            "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
+            "lm_untrained": ("first", "last", "n", "step", "end_step", "level"),
             "rising_start": ("first", "last", "n", "ratio"), "creep": ("best", "best_step", "end", "ratio", "step", "n"),
             "oscillation": ("step", "swing", "base", "n")}[sym.kind]
     if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded

@@ -7,6 +7,7 @@ lr_new = lr * 1e-3 / ratio.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,7 @@ from ..records import Run
 from ..sources.metadata import optimizer_family
 from .base import detector, round_sig
 from .gradients import clip_in_place
-from .lr_advice import cut_evidence, measure_fix, withheld
+from .lr_advice import cut_evidence, measure_fix, point_noise, withheld
 from .lr_usual import judge_lr, peak_lr, with_lr_evidence
 from .quantities import Quantities
 
@@ -194,7 +195,7 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     # where it finally overflowed
     rising = lf[(lf >= 1) & (lf < q.first_bad)]
     rising = rising[loss[rising] >= 1.5 * ref0]
-    if rising.size and ref0 > 0:
+    if rising.size and ref0 > 0 and _rose_out_of_noise(loss[lf[(lf >= rising[0]) & (lf < q.first_bad)]], ref0):
         r0 = int(rising[0])
         ev.append(Msg("lr.high.already_rising", s=int(q.steps[r0]), loss=float(loss[r0]),
                       x=float(loss[r0]) / ref0))
@@ -211,6 +212,23 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
                     step=int(q.steps[0] if s is None else s), evidence=ev + more,
                     fixes=as_fixes([_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1, adam=_adam(q)),
                                     _warmup_fix(run, q)]))]
+
+
+#: robust sigmas of the log's own point noise the level after a rise's first point must clear over the
+#: first loss to date the finding there (`lr_advice.LrAdviceLimits.hold_z`'s bar)
+ONSET_Z = 3.0
+
+
+def _rose_out_of_noise(after: np.ndarray, ref0: float) -> bool:
+    """The losses from a rise's first point to the NaN sit above the first loss `ref0` by more than
+    ONSET_Z x their own point-to-point noise (`lr_advice.point_noise`; with too few points to
+    measure it, any rise counts): micro-batch losses of one optimizer step that swing x2-x7 around
+    a lucky low first draw (litgpt's 0.53, 1.55, 2.33, 1.14, 3.67, 1.13 before any update) are no
+    rise to date a divergence from."""
+    if after.size == 0 or (after <= 0).any():
+        return True
+    rise = math.log(float(np.median(after)) / ref0)
+    return rise >= ONSET_Z * point_noise(after) * math.sqrt(1 + 1 / after.size)
 
 
 def _lr_reached(q: Quantities, i: int) -> tuple[float | None, list[str]]:
@@ -492,6 +510,8 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
       above half the peak (suppressed for schedulers that restart on purpose);
     - an LR that rises >= 10x in one step after warm-up began (a drop is a normal step decay);
     - LR stuck at 0 for 10+ steps after the first.
+    An LR of 0 throughout is critical in a log that shows the run's start; in a late excerpt it is
+    a schedule's end (silent).
     The last two are reported only when neither of the first two was.
     """
     idx = np.flatnonzero(np.isfinite(q.lr))
@@ -500,6 +520,11 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
     x = q.lr[idx]
     if float(x.max()) <= 0:
         if _another_group_trains(run):  # the first group at LR 0 only: loop_wiring.param_group_lr_zero
+            return []
+        if not shows_run_start(run, q):
+            # an excerpt from past the run's start: what a schedule decaying to 0 (linear or
+            # trapezoidal to zero, a cosine to 0, a WSD cool-down) prints over its last steps, and
+            # what a fixed-decimals print of its small final LR rounds to; no sign of a fault
             return []
         return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
                         step=int(q.steps[idx[0]]), evidence=[Msg("lr.schedule.all_zero")],

@@ -155,7 +155,7 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
     nb = max(1, after.size // w)
     peak = max(float(np.max(np.median(after[:nb * w].reshape(nb, w), axis=1))), end)
     rise, top = math.log(end / base), math.log(peak / base)
-    noise = _point_noise(after)
+    noise = point_noise(after)
     data = dict(base=base, end=end, peak=peak, x=end / base, step=int(q.steps[lf[i]]))
     high = float(np.max(after))
     if (high >= lim.blown_ratio * base and high >= lim.blown_floor) or high >= lim.blown:
@@ -174,7 +174,7 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
     return Msg("lr.advice.held", **data), Msg("lr.advice.held", **data)
 
 
-def _point_noise(x: np.ndarray, lim: LrAdviceLimits = LIMITS) -> float:
+def point_noise(x: np.ndarray, lim: LrAdviceLimits = LIMITS) -> float:
     """The noise of one point, in log space: the robust sigma of the point-to-point differences of
     ln x over sqrt 2 (as `symptoms.point_noise`); 0 with fewer than `noise_diffs` differences."""
     if x.size <= lim.noise_diffs:

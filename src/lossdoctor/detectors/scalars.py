@@ -143,6 +143,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     if first <= 0 or (last < 0.97 * first and first - last > 3 * se) or last <= 0.05 * q.loss_start:
         return []  # it fell, or it converged (to <= 5% of its start) within the first third
     f = _flat_facts(run, q, lf, x)
+    if f.lr == 0 and not shows_run_start(run, q):
+        return []  # a schedule's end: its LR reached 0, nothing moves by design (`learning_rate.lr_schedule_error`)
     s0 = int(q.steps[lf[0]])
     ev: list[str] = [Msg("scalars.flat.what", n=int(n), s0=s0, s1=int(q.steps[lf[-1]]), first=first, last=last)]
     if last < 0.97 * first:
@@ -442,7 +444,9 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
     while the loss rises >= 1.5x its best and back to >= 0.9x its start: an explosion in a 6-line log as in a long one. (The long-log rule of `grad_explosion`
     needs 40 points and a sustained late median; this one runs below that.) Silent on non-finite runs (the non-finite
     detectors date those) and when the LR itself jumped or climbed over the window, which
-    `lr_rise_divergence` explains."""
+    `lr_rise_divergence` explains. A surge whose norm and loss are both back by the log's end is one
+    the run survived (`_surge_came_back`: a spike, `_transient_surge`); the LR cut of one that is
+    not back stands only on `lr_advice.cut_evidence` (a cut slows every later step)."""
     if q.first_bad is not None:
         return []
     gn = q.grad_norm
@@ -470,6 +474,8 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         lr = q.lr[rows]
         if np.isfinite(lr[i0]) and np.isfinite(lr[j]) and lr[i0] > 0 and lr[j] >= 3 * lr[i0]:
             return []  # the LR rose with it: the schedule's story
+        if _surge_came_back(g, loss, i0):
+            return _transient_surge(q, rows, g, (i0, j), loss_rose=(best, float(np.max(tail)), float(loss[-1])))
         s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
         peak_g = float(np.max(g[j:]))
         rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
@@ -480,9 +486,13 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
             ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
         healthy = g[:i0 + 1]
         clip = float(np.max(healthy)) if healthy.size else float(g[i0])
-        fixes = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
-                 Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3) if np.isfinite(lr[j])
-                 else Msg("scalars.surge.fix_lr_qk")]
+        fixes: list[FixLike] = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
+                                Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3)
+                                if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
+        held, why = cut_evidence(run, q, int(rows[i0 + 1]))
+        if held is None:  # the loss's rise does not hold (`lr_advice`): clip and measure, cut nothing
+            ev.append(withheld(why))
+            fixes = [fixes[0], measure_fix(s0)]
         return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
                         step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=as_fixes(fixes))]
     return _transient_surge(q, rows, g, transient) if transient else []
@@ -499,13 +509,29 @@ def _surge_clip_fix(q: Quantities, key: str, healthy_max: float) -> Fix:
 
 #: a gradient norm this many times its recent minimum is an explosion even when the run recovered
 TRANSIENT_SURGE = 1000.0
+#: a surge is over when the log's last norm is back within this factor of its level before (an order
+#: of magnitude: `GradientLimits.prelude_growth`'s growth the other way) ...
+SURGE_BACK_NORM = 10.0
+#: ... and its last loss within this factor of the median loss before it (`short_spike`'s recovery)
+SURGE_BACK_LOSS = 1.3
 
 
-def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tuple[int, int]) -> list[Finding]:
-    """A gradient norm that jumped >= 1000x and came back while the loss did not diverge: a
-    gradient explosion the run survived (a guard skipped it, or clipping and Adam absorbed it).
-    Not `healthy` -- the next one may not be survived -- but only a warning, and the fix is
-    clipping at the healthy norm, which cannot make a run worse; no LR cut for a survived event."""
+def _surge_came_back(g: np.ndarray, loss: np.ndarray, i0: int) -> bool:
+    """The log's last gradient norm and loss are back near their levels before the surge that began
+    after row `i0`: the run survived it (BLOOM-176B's norm 0.24 -> 960 -> 0.2 with the loss 2.2 ->
+    5.1 -> 2.2 went on unchanged); a surge that is still up at the end of the log has not."""
+    before = loss[:i0 + 1]
+    return bool(g[-1] <= SURGE_BACK_NORM * float(g[i0]) and float(loss[-1]) <= SURGE_BACK_LOSS * float(np.median(before)))
+
+
+def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tuple[int, int],
+                     loss_rose: tuple[float, float, float] | None = None) -> list[Finding]:
+    """A gradient norm that jumped >= 1000x and came back while the loss did not diverge, or one
+    that jumped >= 100x with the loss and both came back by the log's end (`loss_rose`: the loss's
+    best before, its top and its last): a gradient explosion the run survived (a guard skipped it,
+    or clipping and Adam absorbed it). Not `healthy` -- the next one may not be survived -- but only
+    a warning (a spike), and the fix is clipping at the healthy norm, which cannot make a run worse;
+    no LR cut for a survived event."""
     i0, j = where
     s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
     peak = float(np.max(g[j:]))
@@ -513,7 +539,8 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     jump = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=peak / float(g[i0]), back=float(g[-1]))
     ev: list[str] = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
                      else Msg("scalars.surge.jumped", **jump),
-                     Msg("scalars.surge.survived")]
+                     Msg("scalars.surge.survived") if loss_rose is None
+                     else Msg("scalars.surge.loss_came_back", best=loss_rose[0], top=loss_rose[1], back=loss_rose[2])]
     fixes: list[FixLike] = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip),
                             Msg("scalars.surge.fix_find_batch")]
     return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Run
+from .learning_rate import shows_run_start
 from .quantities import Quantities
 from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
 
@@ -217,6 +218,25 @@ class SymptomLimits:
     epoch_long: int = 10
     epoch_fall: float = 0.01
     epoch_tau: float = 0.5
+    #: a log whose every row holds a training loss and a held-out loss (one row per evaluation period,
+    #: the training loss that period's mean) from the run's first period, at least this many rows ...
+    fit_points: int = 4
+    #: ... whose training loss after the first period and held-out loss from the first period on fell
+    #: by at most `epoch_fall`, with the training loss at least this share of the held-out one at the
+    #: end: nothing fitted, not even the training data (a sound run, fine-tune or from scratch,
+    #: lowers its training loss period after period, below its held-out loss as it fits; rule of
+    #: thumb, untuned)
+    fit_gap: float = 0.95
+    #: a language model's token cross-entropy at or above this (nats; perplexity ~400) is no trained
+    #: model's: trained LMs sit at 1.5-4.5 on natural text (GPT-2 ~3, Transformer-XL on WikiText-103
+    #: ~3.0, BLOOM 2.2), and 6.5-7.7 is the entropy of a subword or word vocabulary's token
+    #: frequencies (a unigram model), which an LM passes in its first few hundred steps
+    lm_untrained: float = 6.0
+    #: ... flat over at least this many prints, from at least `lm_after` steps on and over at least
+    #: `lm_span` steps: long past where a learning LM leaves it
+    lm_points: int = 8
+    lm_after: int = 1000
+    lm_span: int = 1000
     #: a rise is dated at the turn of a two-line fit (in log space) from where the loss first came
     #: within this factor of its best: a slow climb under heavy noise crosses its half-way level
     #: hundreds of rows after it turned (long generated logs: the half-way point sat 5-10% of the
@@ -314,7 +334,7 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
     for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _stuck_tail,
-               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _grad, _scale, _skips, _lr):
+               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _fit_flat, _lm_untrained, _grad, _scale, _skips, _lr):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -1154,6 +1174,55 @@ def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
                  end_step=int(q.steps[lf[-1]]), from_start=from_start, tau=tau)]
 
 
+def _fit_flat(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """Per-period rows from the run's first (a training loss and a held-out loss on every row:
+    `fit_points` or more, the first step <= 1) where neither loss fell after the first period
+    (`epoch_fall`) and the training loss ends at the held-out level (`fit_gap`): the model fits
+    nothing. Four such rows say it where `_epoch_flat` needs five epochs of the training loss alone,
+    because the held-out loss is the second witness."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    if lf.size < lim.fit_points or not steps_known(run) or int(q.steps[lf[0]]) > 1 or not run.has("eval_loss"):
+        return []
+    e = run.col("eval_loss")[lf]
+    x = q.loss[lf]
+    if not np.isfinite(e).all() or (x <= 0).any() or (e <= 0).any() or identical(run, q, x):
+        return []
+    fell = float(np.min(x[2:])) < (1 - lim.epoch_fall) * float(x[1]) \
+        or float(np.min(e[1:])) < (1 - lim.epoch_fall) * float(e[0])
+    if fell or float(x[-1]) < lim.fit_gap * float(e[-1]):
+        return []
+    return [_sym(q, "fit_flat", lf[1], first=float(x[1]), last=float(x[-1]), n=int(x.size),
+                 end_step=int(q.steps[lf[-1]]), eval_first=float(e[0]), eval_last=float(e[-1]))]
+
+
+def lm_ce(run: Run) -> bool:
+    """The loss is a language model's token cross-entropy as far as the log says (`is_ce`, with no
+    class count and no classification task)."""
+    task = run.meta.get("task_hint") or run.meta.get("task")
+    return is_ce(run) and not run.meta.get("n_classes") and task != "classification"
+
+
+def _lm_untrained(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A language model's loss flat at or above `lm_untrained` nats over `lm_points` prints spanning
+    `lm_span` steps, `lm_after` steps or more into the run: stuck near the unigram level, where a
+    learning LM spends only its first few hundred steps. Flat: the last third's median is not below
+    the first third's by `epoch_fall` and by `rise_z` standard errors of the log's own point noise."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.lm_points or not steps_known(run) or not lm_ce(run) or (x <= 0).any():
+        return []
+    s0, s1 = int(q.steps[lf[0]]), int(q.steps[lf[-1]])
+    if s0 < lim.lm_after or s1 - s0 < lim.lm_span or float(np.median(x)) < lim.lm_untrained:
+        return []
+    k = max(2, x.size // 3)
+    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
+    se = point_noise(x) * math.sqrt(2 / k)
+    if math.log(last / first) <= min(math.log(1 - lim.epoch_fall), -lim.rise_z * se):
+        return []  # it is still falling (the fall clears `rise_z` standard errors: the rise test's bar)
+    return [_sym(q, "lm_untrained", lf[0], first=first, last=last, n=int(x.size), end_step=s1,
+                 level=lim.lm_untrained)]
+
+
 def kendall_tau(x: np.ndarray) -> float:
     """Kendall's tau of x against its index: +1 rising at every pair, -1 falling, ~0 noise."""
     n = x.size
@@ -1243,7 +1312,7 @@ def _mid_run(run: Run, first: int) -> bool:
 
 def _grad(run: Run, q: Quantities) -> list[Symptom]:
     """The gradient norm jumps >= grad_jump x its prior median (and >= 1), or its median over the
-    log is >= grad_level."""
+    log is >= grad_level (`grad_level_jump` when the loss also jumped in one interval: `sudden_jump`)."""
     gn = q.grad_norm[:q.healthy_end]
     rows = np.flatnonzero(np.isfinite(gn) & (gn >= 0))
     if rows.size == 0:
@@ -1265,8 +1334,33 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
                             recovered=bool((back < 3 * med).any()) if back.size else None))
             break
     if g.size >= 2 and float(np.median(g)) >= LIMITS.grad_level:
-        out.append(_sym(q, "grad_level", rows[0], median=float(np.median(g)), top=float(np.max(g))))
+        level = dict(median=float(np.median(g)), top=float(np.max(g)))
+        jump = sudden_jump(q)
+        out.append(_sym(q, "grad_level_jump", jump[0], **level, **jump[1]) if jump
+                   else _sym(q, "grad_level", rows[0], **level))
     return out
+
+
+def sudden_jump(q: Quantities, lim: SymptomLimits = LIMITS) -> tuple[int, dict[str, float]] | None:
+    """(row, facts) of the loss's largest rise from one logged point to the next when it is sudden:
+    >= `diverged` x in that one interval, above every point before it, larger than the rises before
+    it together (in ln loss: no build-up) and not climbed past by `diverged` x later: a spike as the
+    threads name one (the loss 6.4 -> 11.4 in ten iterations of a 104B run), not a climb over many
+    prints (which also rises point after point). None when the loss shows none. For
+    a log whose jump rules cannot judge one (1-3 points before it: `jump_at`) while the gradient
+    norm says the run is in trouble."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size <= 1 or (x <= 0).any():
+        return None  # no interval to jump in
+    d = np.diff(np.log(x))
+    j = int(np.argmax(d))
+    build_up = float(np.sum(np.clip(d[:j], 0, None)))
+    later = x[j + 2:]
+    if d[j] < math.log(lim.diverged) or d[j] <= build_up or x[j + 1] <= float(np.max(x[:j + 1])) \
+            or (later.size and float(np.max(later)) >= lim.diverged * float(x[j + 1])):
+        return None
+    return int(lf[j + 1]), dict(loss=float(x[j + 1]), base=float(x[j]), ratio=float(x[j + 1] / x[j]))
 
 
 def scale_path(run: Run, upto: int | None = None) -> tuple[float, float, int] | None:
@@ -1377,7 +1471,8 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
         return []
     v = lr[rows]
     if float(np.max(np.abs(v))) == 0.0:
-        return [_sym(q, "lr_zero", rows[0], n=int(rows.size))]
+        # in an excerpt from past the run's start, a schedule's end (`learning_rate.lr_schedule_error`)
+        return [_sym(q, "lr_zero", rows[0], n=int(rows.size))] if shows_run_start(run, q) else []
     lf = q.finite_loss
     x = q.loss[lf]
     # a decay's tail (the LR falling to ~0 at the end of a schedule) is a run finishing: there the

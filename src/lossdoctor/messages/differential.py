@@ -37,6 +37,18 @@ TEMPLATES = {
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, and did not come back",
         "loss 在 step {step} 跳到 {loss}，是之前 {before} 个点中位数 {base} 的 {ratio} 倍，之后没有回落"),
+    "diff.what.lm_untrained": (
+        "a language model's loss sat at {first} -> {last} over {n} prints from step {step} to {end_step}, above "
+        "{level} nats: near the entropy of the tokens' frequencies (a unigram model), which a learning model leaves "
+        "in its first few hundred steps; trained models sit at 1.5-4.5",
+        "语言模型的 loss 在 step {step} 到 {end_step} 的 {n} 次打印中停在 {first} -> {last}，高于 {level} nats："
+        "接近 token 频率的熵（unigram 模型），正常学习的模型在最初几百步内就会离开这个水平；训练好的模型在 1.5-4.5"),
+    "diff.what.fit_flat": (
+        "over the first {n} evaluation periods (to step {end_step}) neither loss fell after the first: the "
+        "training loss went {first} -> {last} from step {step}, the held-out loss {eval_first} -> {eval_last}, "
+        "and the training loss sits at the held-out one: the model is not fitting even its training data",
+        "前 {n} 个评估周期（到 step {end_step}）里两个 loss 在第一个周期之后都没有下降：训练 loss 从 step {step} 起 "
+        "{first} -> {last}，验证 loss {eval_first} -> {eval_last}，且训练 loss 和验证 loss 持平：模型连训练数据都没有拟合"),
     "diff.what.epoch_flat": (
         "the loss did not fall over {n} epochs from epoch {step} to {end_step} (median of the first third "
         "{first}, of the last third {last}): pass after pass over the data, nothing was learnt",
@@ -75,6 +87,11 @@ TEMPLATES = {
                             "grad norm 在 step {step} 跳到 {g}，是之前中位数 {base} 的 {ratio} 倍"),
     "diff.what.grad_level": ("the gradient norm's median over the log is {median} (largest {top})",
                              "整个日志中 grad norm 的中位数为 {median}（最大 {top}）"),
+    "diff.what.grad_level_jump": (
+        "the gradient norm's median over the log is {median} (largest {top}), and the loss jumped from {base} to "
+        "{loss} ({ratio}x) in one logged interval at step {step}",
+        "整个日志中 grad norm 的中位数为 {median}（最大 {top}），loss 在 step {step} 一个记录间隔内从 {base} 跳到 "
+        "{loss}（{ratio} 倍）"),
     "diff.what.scale_collapse": ("the loss scale fell from {top} to {low} (step {low_step})",
                                  "loss scale 从 {top} 降到 {low}（step {low_step}）"),
     "diff.what.skips": ("{k} of {n} logged steps were skipped for overflow, from step {step}",
@@ -130,6 +147,8 @@ TEMPLATES = {
     "diff.ev.labels_ignored": ("the log says labels were dropped or truncated {n} times, the first at step {first}",
                                "日志 {n} 次提示标签被忽略或截断，第一次在 step {first}"),
     "diff.ev.grad_zero": ("the gradient norm is exactly 0 there", "那里的 grad norm 恰好为 0"),
+    "diff.ev.epoch_zero": ("the log prints one loss per epoch, and it is exactly 0 at all {n} of them",
+                           "日志每个 epoch 打印一个 loss，{n} 个 epoch 全都恰好为 0"),
     "diff.ev.grad_nonfinite": ("the gradient norm is non-finite on {n} logged steps",
                                "{n} 个记录的 step 上 grad norm 为 NaN/Inf"),
     "diff.ev.lr_zero_all": ("the LR is exactly 0 on all {n} logged steps", "全部 {n} 个记录的 step 上 LR 都恰好为 0"),
@@ -173,6 +192,10 @@ TEMPLATES = {
     "diff.ev.repeats": ("the losses from step {first} recur exactly from step {again}",
                         "从 step {first} 起的 loss 在 step {again} 起完全重复"),
     "diff.ev.rising": ("the loss rose from {first} to {last}", "loss 从 {first} 升到 {last}"),
+    "diff.ev.term_stays": (
+        "{terms} stayed NaN/Inf on {n} prints from there on while the other terms stayed finite: the weights did "
+        "not go NaN",
+        "从那里起 {n} 次打印中 {terms} 一直是 NaN/Inf，而其他项保持有限：权重并没有变成 NaN"),
     "diff.ev.one_term": ("at that step the loss term(s) {bad} went non-finite while {n} other term(s) stayed finite",
                          "该 step 上 loss 分项 {bad} 变成 NaN/Inf，而其余 {n} 个分项仍是有限值"),
     "diff.ev.blew_up": ("the last finite loss before it was {loss}: it had blown up before it went non-finite",
@@ -205,6 +228,12 @@ TEMPLATES = {
         "replay the batch of step {step} on the weights just before it: a jump again is the batch; none is the "
         "optimizer's state",
         "在 step {step} 之前的权重上重放该 step 的 batch：再次跳变是 batch 的问题；没有跳变则是优化器状态的问题"),
+    "diff.sep.count_batches": (
+        "count the batches the training loader yields in one epoch (len(train_loader)) and the labels that are not "
+        "-100 in them: no batch is an empty loader (drop_last with fewer samples than one batch), no label an empty "
+        "mask",
+        "统计训练 loader 每个 epoch 产出的 batch 数（len(train_loader)）以及其中不等于 -100 的标签数：没有 batch 说明 "
+        "loader 是空的（样本数不足一个 batch 且 drop_last），没有标签说明标签全被 mask"),
     "diff.sep.count_labels": (
         "count the label positions that are not -100 in the batches around step {step}: 0 is an empty mask",
         "统计 step {step} 附近 batch 中不等于 -100 的标签位置数：为 0 即标签全被 mask"),

@@ -93,6 +93,10 @@ TEMPLATES = {
     "scalars.surge.survived": (
         "the loss did not diverge: the run survived this explosion, the next one may not be",
         "loss 没有发散：这次梯度爆炸挺过来了，下一次未必"),
+    "scalars.surge.loss_came_back": (
+        "the loss rose with it from {best} to {top} and came back to {back}: the run survived this explosion, "
+        "the next one may not be",
+        "loss 也跟着从 {best} 升到 {top}，之后回到 {back}：这次梯度爆炸挺过来了，下一次未必"),
     "scalars.surge.fix_clip_before": (
         "clip gradients: torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={max_norm}) (the largest "
         "norm before the jump)",
