@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .output import (  # noqa: F401
     EXIT_BAD_INPUT,
@@ -48,6 +48,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"lossdoctor {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
+    _add_diagnose_parser(sub, FORMATS, LANGS)
+    _add_demo_parser(sub, FORMATS, LANGS)
+
+    from .check import add_parser as add_check_parser
+    from .run import add_parser as add_run_parser
+    from .verify_command import add_parser as add_verify_parser
+
+    add_run_parser(sub)
+    add_check_parser(sub, FORMATS)
+    add_verify_parser(sub)
+    c = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
+                       epilog=examples("completion"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    c.add_argument("shell", choices=("bash", "zsh"))
+    return p
+
+
+def _add_diagnose_parser(sub: Any, formats: Sequence[str], langs: Sequence[str]) -> None:
+    """The `diagnose` subcommand's options, apart from build_parser so that each stays short
+    enough to read whole (the option list is long: one entry per way of pointing at a run)."""
     d = sub.add_parser("diagnose", help="diagnose a run directory or a training log; several: compare them",
                        epilog=examples("diagnose"), formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("path", metavar="PATH", nargs="+",
@@ -63,34 +82,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="in an MLflow store holding several runs, read this one (its id, a prefix of "
                         "it, or its name) instead of the newest; in a run directory used by several runs, "
                         "version_N (or N; version_0 is the first)")
-    d.add_argument("--format", choices=FORMATS, default="text", help="output format (default: text)")
+    d.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    d.add_argument("--lang", choices=LANGS, default=None,
+    d.add_argument("--lang", choices=langs, default=None,
                    help="language of the text, md and html reports (default: the locale's, zh for "
                         "LANG=zh_CN.UTF-8, else en; JSON is always English)")
     d.add_argument("--fail-on", choices=("warning", "critical"),
                    help="exit 1 when a finding has this severity or worse")
 
+
+def _add_demo_parser(sub: Any, formats: Sequence[str], langs: Sequence[str]) -> None:
+    """The `demo` subcommand's options, apart from build_parser for the same reason as diagnose's."""
     m = sub.add_parser("demo", help="train a small model with a realistic fault and diagnose it")
     m.add_argument("--fault", default=None, metavar="NAME", help="fault to inject; 'list' lists them")
     m.add_argument("--log-dir", metavar="DIR", help="where to leave the run directory")
-    m.add_argument("--format", choices=FORMATS, default="text")
+    m.add_argument("--format", choices=formats, default="text")
     m.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    m.add_argument("--lang", choices=LANGS, default=None,
+    m.add_argument("--lang", choices=langs, default=None,
                    help="language of the report and the live alerts (default: the locale's)")
     m.add_argument("--seed", type=int, default=0)
-
-    from .check import add_parser as add_check_parser
-    from .run import add_parser as add_run_parser
-    from .verify_command import add_parser as add_verify_parser
-
-    add_run_parser(sub)
-    add_check_parser(sub, FORMATS)
-    add_verify_parser(sub)
-    c = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
-                       epilog=examples("completion"), formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("shell", choices=("bash", "zsh"))
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:

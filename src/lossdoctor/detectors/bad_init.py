@@ -52,31 +52,15 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
     Suppressed: non-finite inputs at step 0 (that is data), a loss below chance (pretrained).
     """
     out: list[Finding] = []
-    lf = q.finite_loss
-    chance = run.meta.get("chance_loss")
-    if lf.size and isinstance(chance, (int, float)) and chance > 0 and int(lf[0]) <= LIMITS.first_row_max:
-        l0 = float(q.loss[lf[0]])
-        if l0 >= LIMITS.loss_over_chance * chance and l0 >= chance + LIMITS.nats_over_chance:
-            ev: list[str] = [Msg("init.loss_above_chance", loss=l0, chance=float(chance), ratio=l0 / chance)]
-            init_range = (run.meta.get("model") or {}).get("initializer_range")
-            fixes: list[FixLike] = [Msg("init.fix_small_std")]
-            if init_range is not None:
-                ev.append(Msg("init.initializer_range", value=str(init_range)))
-            out.append(Finding(cause="bad_init", symptom="divergence", severity="critical", confidence=0.85,
-                               step=int(q.steps[lf[0]]), evidence=ev, fixes=as_fixes(fixes)))
+    high = _loss_over_chance(run, q)
+    if high is not None:
+        out.append(high)
     if run.event("batch_nonfinite_detail").get(int(q.steps[0])) is not None:
         return out
-    act = run.col("act_absmax")
-    inp = run.col("input_absmax")
-    if not out and np.isfinite(act[:1]).any() and act[0] > LIMITS.step0_activation:
-        src = inp[0] if np.isfinite(inp[0]) else 0.0
-        if src < LIMITS.input_share * act[0]:
-            layer = run.event("act_absmax_layer").get(int(q.steps[0]))
-            out.append(Finding(
-                cause="bad_init", symptom="divergence", severity="warning", confidence=0.7,
-                step=int(q.steps[0]), layer=layer if isinstance(layer, str) else None,
-                evidence=[Msg("init.activation_at_step0", layer=str(layer), act=float(act[0]), input=float(src))],
-                fixes=as_fixes([Msg("init.fix_fan_in")])))
+    if not out:
+        large = _step0_activation(run, q)
+        if large is not None:
+            out.append(large)
     growth = _residual_growth(run)
     if growth is not None and not out:
         first, last, r, s = growth
@@ -85,6 +69,43 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
             evidence=[Msg("init.residual_growth", step=s, ratio=r, first=first, last=last)],
             fixes=as_fixes([Msg("init.fix_residual_scaling")])))
     return out
+
+
+def _loss_over_chance(run: Run, q: Quantities) -> Finding | None:
+    """The first loss far above the chance-level loss (logits too large at init). Apart from
+    `bad_init` to keep it short."""
+    lf = q.finite_loss
+    chance = run.meta.get("chance_loss")
+    if not (lf.size and isinstance(chance, (int, float)) and chance > 0 and int(lf[0]) <= LIMITS.first_row_max):
+        return None
+    l0 = float(q.loss[lf[0]])
+    if not (l0 >= LIMITS.loss_over_chance * chance and l0 >= chance + LIMITS.nats_over_chance):
+        return None
+    ev: list[str] = [Msg("init.loss_above_chance", loss=l0, chance=float(chance), ratio=l0 / chance)]
+    init_range = (run.meta.get("model") or {}).get("initializer_range")
+    fixes: list[FixLike] = [Msg("init.fix_small_std")]
+    if init_range is not None:
+        ev.append(Msg("init.initializer_range", value=str(init_range)))
+    return Finding(cause="bad_init", symptom="divergence", severity="critical", confidence=0.85,
+                   step=int(q.steps[lf[0]]), evidence=ev, fixes=as_fixes(fixes))
+
+
+def _step0_activation(run: Run, q: Quantities) -> Finding | None:
+    """Activations at step 0 beyond `step0_activation` from inputs that are not themselves that
+    large. Apart from `bad_init` to keep it short."""
+    act = run.col("act_absmax")
+    inp = run.col("input_absmax")
+    if not (np.isfinite(act[:1]).any() and act[0] > LIMITS.step0_activation):
+        return None
+    src = inp[0] if np.isfinite(inp[0]) else 0.0
+    if not src < LIMITS.input_share * act[0]:
+        return None
+    layer = run.event("act_absmax_layer").get(int(q.steps[0]))
+    return Finding(
+        cause="bad_init", symptom="divergence", severity="warning", confidence=0.7,
+        step=int(q.steps[0]), layer=layer if isinstance(layer, str) else None,
+        evidence=[Msg("init.activation_at_step0", layer=str(layer), act=float(act[0]), input=float(src))],
+        fixes=as_fixes([Msg("init.fix_fan_in")]))
 
 
 def _residual_growth(run: Run) -> tuple[str, str, float, int] | None:

@@ -254,17 +254,7 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     4. `noisy_data` guessed from the curve's shape is a diagnosis of last resort: dropped when
        anything else is wrong (noisy data seen directly, e.g. by the preflight checks, stays).
     """
-    nonfinite = [f for f in findings if f.symptom == "nonfinite" and f.severity == "critical"
-                 and f.step is not None]
-    keep = list(findings)
-    if nonfinite:
-        onset = min(f.step for f in nonfinite if f.step is not None)
-        at_onset = [f for f in nonfinite if f.step == onset]
-        winner = min(at_onset, key=_onset_key)
-        _lend_place(winner, [f for f in at_onset if f is not winner and f.rank == winner.rank])
-        keep = [f for f in keep if not (f.symptom == "nonfinite" and f.step is not None
-                                        and (f.step > onset or (f.step == onset and f is not winner
-                                                                and f.rank == winner.rank)))]
+    keep = _first_nonfinite_only(findings)
     # an overflow explains only once it happened (a near-overflow warning explains nothing yet)
     present = {f.cause for f in keep if f.severity != "info"
                and not (f.cause in ("activation_overflow", "attention_overflow") and f.symptom != "nonfinite")}
@@ -284,6 +274,24 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
         keep = [f for f in keep if not (f.cause == "noisy_data" and f.confidence < ARBITRATION.guess)]
     keep = _dedupe(keep)
     keep.sort(key=importance_key)
+    return keep
+
+
+def _first_nonfinite_only(findings: list[Finding]) -> list[Finding]:
+    """`arbitrate`'s rules 1 and 2: the non-finite findings after the first non-finite step go; at
+    that step the most direct one (`_onset_key`) stays over the others of its rank and is lent the
+    place they saw. Apart from `arbitrate` to keep it short."""
+    nonfinite = [f for f in findings if f.symptom == "nonfinite" and f.severity == "critical"
+                 and f.step is not None]
+    keep = list(findings)
+    if nonfinite:
+        onset = min(f.step for f in nonfinite if f.step is not None)
+        at_onset = [f for f in nonfinite if f.step == onset]
+        winner = min(at_onset, key=_onset_key)
+        _lend_place(winner, [f for f in at_onset if f is not winner and f.rank == winner.rank])
+        keep = [f for f in keep if not (f.symptom == "nonfinite" and f.step is not None
+                                        and (f.step > onset or (f.step == onset and f is not winner
+                                                                and f.rank == winner.rank)))]
     return keep
 
 

@@ -302,33 +302,8 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     i = q.first_bad
     s = q.first_bad_step
     ev: list[str] = [Msg("grad.went_nonfinite", step=s)]
-    pre = q.loss[:i]
-    fin = np.flatnonzero(np.isfinite(pre))
-    gn = q.grad_norm[:i]
-    gfin = gn[np.isfinite(gn)]
-    if i == 0 or fin.size == 0:
-        cause, conf = "nonfinite_data", 0.3
-        ev.append(Msg("grad.before_any_update"))
-    elif gfin.size >= LIMITS.net_min_points and float(np.median(gfin)) > 0 \
-            and gfin[-1] >= LIMITS.net_grad_growth * float(np.median(gfin)):
-        cause, conf = "grad_explosion", 0.5
-        ev.append(Msg("grad.rose_just_before", grad=float(gfin[-1]), ratio=float(gfin[-1] / np.median(gfin))))
-    else:
-        tail = pre[fin[-max(2, min(10, fin.size // 4)):]]
-        base = float(np.median(pre[fin]))
-        if tail.size and base > 0 and float(tail.max()) >= LIMITS.net_loss_rise * base:
-            cause, conf = "lr_too_high", 0.4
-            ev.append(Msg("grad.loss_rose_just_before", loss=float(tail.max()), ratio=float(tail.max()) / base,
-                          median=base))
-        elif not np.isfinite(q.loss[i]) and q.loss_logged[i]:
-            # the step's own forward pass broke on weights that a healthy update had just produced:
-            # explosions build up over steps, a bad batch breaks the very step that uses it
-            cause, conf = "nonfinite_data", 0.3
-            seen = Msg("grad.seen_curve_and_grad") if gfin.size else Msg("grad.seen_curve")
-            ev.append(Msg("grad.healthy_then_forward_broke", seen=seen))
-        else:
-            cause, conf = "grad_explosion", 0.3
-            ev.append(Msg("grad.sudden_blow_up"))
+    cause, conf, said = _likely_cause(q, i)
+    ev.append(said)
     interval = run.meta.get("log_interval")
     if isinstance(interval, (int, float)) and interval > 1:
         ev.append(Msg("grad.log_too_coarse", n=int(interval)))
@@ -338,3 +313,38 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
         fixes.insert(0, c)
     return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=s,
                     batch=s, evidence=ev, fixes=as_fixes(fixes), rule="gradients.unexplained_nonfinite")]
+
+
+def _likely_cause(q: Quantities, i: int) -> tuple[str, float, str]:
+    """`unexplained_nonfinite`'s guess from the curve before row `i` (the first non-finite one):
+    non-finite data (before any update, or a healthy curve whose forward then broke), a gradient
+    explosion (the norm rose just before, or a sudden blow-up), a too-high LR (the loss rose
+    first); with its confidence and the sentence that says why. Apart from it to keep it short."""
+    pre = q.loss[:i]
+    fin = np.flatnonzero(np.isfinite(pre))
+    gn = q.grad_norm[:i]
+    gfin = gn[np.isfinite(gn)]
+    if i == 0 or fin.size == 0:
+        cause, conf = "nonfinite_data", 0.3
+        said = Msg("grad.before_any_update")
+    elif gfin.size >= LIMITS.net_min_points and float(np.median(gfin)) > 0 \
+            and gfin[-1] >= LIMITS.net_grad_growth * float(np.median(gfin)):
+        cause, conf = "grad_explosion", 0.5
+        said = Msg("grad.rose_just_before", grad=float(gfin[-1]), ratio=float(gfin[-1] / np.median(gfin)))
+    else:
+        tail = pre[fin[-max(2, min(10, fin.size // 4)):]]
+        base = float(np.median(pre[fin]))
+        if tail.size and base > 0 and float(tail.max()) >= LIMITS.net_loss_rise * base:
+            cause, conf = "lr_too_high", 0.4
+            said = Msg("grad.loss_rose_just_before", loss=float(tail.max()), ratio=float(tail.max()) / base,
+                       median=base)
+        elif not np.isfinite(q.loss[i]) and q.loss_logged[i]:
+            # the step's own forward pass broke on weights that a healthy update had just produced:
+            # explosions build up over steps, a bad batch breaks the very step that uses it
+            cause, conf = "nonfinite_data", 0.3
+            seen = Msg("grad.seen_curve_and_grad") if gfin.size else Msg("grad.seen_curve")
+            said = Msg("grad.healthy_then_forward_broke", seen=seen)
+        else:
+            cause, conf = "grad_explosion", 0.3
+            said = Msg("grad.sudden_blow_up")
+    return cause, conf, said

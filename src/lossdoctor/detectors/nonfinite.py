@@ -193,24 +193,51 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     i = _row(q, s)
     frac = run.col("act_range_frac")
     overflow = e.get("value") == "inf"
-    if _grew_before(q, i):
-        return []  # weights grew with exploding gradients: that is grad_explosion's story
-    pn = run.col("param_norm")[:i][run.logged("param_norm")[:i]]
-    if not np.isfinite(pn).all():
-        return []  # the weights were already non-finite: a module fed NaN weights did not overflow
-    if overflow and i >= 1 and _wide_dtype(frac[:i]) and _blew_up_before(run, q, i):
-        # an fp32/bf16 activation past 3e38 after updates that blew the weights up is the
-        # learning rate's doing (lr_too_high / grad_explosion), not a range problem of the dtype
+    if _updates_broke_it(run, q, i, frac, overflow):
         return []
     ev: list[str] = [Msg("nonfinite.forward_became", step=s, layer=layer, value=_value(e),
                          index=_int(e.get("index"), 0) + 1, of=e.get("of", "?"))]
+    more, beyond_fp16 = _overflow_context(run, q, i, frac)
+    ev += more
+    overflow = overflow or beyond_fp16
+    fixes: list[FixLike] = []
+    if overflow:
+        fixes.append(Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer=layer), module=layer))
+        fixes.append(Msg("nonfinite.fix_normalise_activations"))
+    else:
+        fixes.append(Msg("nonfinite.fix_find_nan_op", layer=layer))
+    return [Finding(cause="activation_overflow", symptom="nonfinite", severity="critical",
+                    confidence=0.85 if overflow else 0.6, step=s, batch=s, layer=layer, evidence=ev,
+                    fixes=as_fixes(fixes))]
+
+
+def _updates_broke_it(run: Run, q: Quantities, i: int, frac: np.ndarray, overflow: bool) -> bool:
+    """An update, not the activations, broke row `i`: the weights grew with exploding gradients,
+    were already non-finite, or (an fp32/bf16 Inf) were blown up by the updates before. Apart from
+    `activation_overflow` to keep it short."""
+    if _grew_before(q, i):
+        return True  # weights grew with exploding gradients: that is grad_explosion's story
+    pn = run.col("param_norm")[:i][run.logged("param_norm")[:i]]
+    if not np.isfinite(pn).all():
+        return True  # the weights were already non-finite: a module fed NaN weights did not overflow
+    # an fp32/bf16 activation past 3e38 after updates that blew the weights up is the
+    # learning rate's doing (lr_too_high / grad_explosion), not a range problem of the dtype
+    return bool(overflow and i >= 1 and _wide_dtype(frac[:i]) and _blew_up_before(run, q, i))
+
+
+def _overflow_context(run: Run, q: Quantities, i: int, frac: np.ndarray) -> tuple[list[str], bool]:
+    """The evidence around a forward fault at row `i`: in an fp16 run, a batch beyond fp16's range
+    (then it is an overflow: the second value), the largest activation before, what the GradScaler
+    made of it. Apart from `activation_overflow` to keep it short."""
+    ev: list[str] = []
+    beyond_fp16 = False
     ia = run.col("input_absmax")
     # fp16 activations: a share of the range no fp32/bf16 model reaches, or a GradScaler (fp16's tool)
     fp16 = bool(run.meta.get("scaler")) or (np.isfinite(frac[: i + 1]).any() and float(
         np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > LIMITS.fp16_range_share)
     if i < q.n and np.isfinite(ia[i]) and ia[i] > FP16_MAX and fp16:
         ev.append(Msg("nonfinite.batch_beyond_fp16", absmax=float(ia[i])))
-        overflow = True
+        beyond_fp16 = True
     prior = frac[max(0, i - LIMITS.prior_rows): i]
     prior = prior[np.isfinite(prior)]
     if prior.size:
@@ -223,15 +250,7 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         if sc.size:
             ev.append(Msg("nonfinite.scaler_after_overflow", skipped=n_skip, n=q.n - i, start=float(sc[0]),
                           end=float(sc.min())))
-    fixes: list[FixLike] = []
-    if overflow:
-        fixes.append(Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer=layer), module=layer))
-        fixes.append(Msg("nonfinite.fix_normalise_activations"))
-    else:
-        fixes.append(Msg("nonfinite.fix_find_nan_op", layer=layer))
-    return [Finding(cause="activation_overflow", symptom="nonfinite", severity="critical",
-                    confidence=0.85 if overflow else 0.6, step=s, batch=s, layer=layer, evidence=ev,
-                    fixes=as_fixes(fixes))]
+    return ev, beyond_fp16
 
 
 def _wide_dtype(frac: np.ndarray) -> bool:

@@ -112,6 +112,20 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     if pattern is None:
         return []
     s = int(q.steps[pattern.start])
+    ev, fixes, layer = _collapse_evidence(run, q, pattern, fin_scale, s)
+    if not pattern.ongoing and not pattern.below_one:
+        fixes = _ended_streak(run, pattern, fin_scale, ev) + fixes
+        return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning",
+                        confidence=0.7, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
+    return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",
+                    confidence=0.9, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
+
+
+def _collapse_evidence(run: Run, q: Quantities, pattern: SkipPattern, fin_scale: np.ndarray,
+                       s: int) -> tuple[list[str], list[FixLike], str | None]:
+    """A loss-scale collapse's evidence and fixes: how far the scale fell, the skipped steps and
+    the longest streak, what overflowed (its layer, the third value), the scaler's floor, inputs
+    not normalised. Apart from `loss_scale_collapse` to keep it short."""
     ev: list[str] = []
     if fin_scale.size:
         ev.append(Msg("precision.scale_fell", start=float(fin_scale[0]), end=float(fin_scale.min())))
@@ -125,12 +139,7 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     if floor is not None:
         ev.append(floor[1])
     _unnormalised_inputs(run, ev, fixes)
-    if not pattern.ongoing and not pattern.below_one:
-        fixes = _ended_streak(run, pattern, fin_scale, ev) + fixes
-        return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning",
-                        confidence=0.7, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
-    return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",
-                    confidence=0.9, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
+    return ev, fixes, layer
 
 
 def _scale_floor(run: Run) -> tuple[int, Msg] | None:
@@ -258,45 +267,62 @@ def precision_stall(run: Run, q: Quantities) -> list[Finding]:
     2^(floor(log2 L) - 7); values are checked only where the grid is `grid_over_rounding` times
     coarser than the log's rounding, so rounded logs cannot fake it (numbers: `PrecisionLimits`).
     """
-    out: list[Finding] = []
+    found = [_frozen_weights(run, q), _eps_dominated(run, q), _bf16_loss(q)]
+    return [f for f in found if f is not None]
+
+
+def _frozen_weights(run: Run, q: Quantities) -> Finding | None:
+    """`precision_stall`'s frozen weights (one helper per cause, to keep each short)."""
     ff = run.col("frozen_frac")
     ffv = ff[np.isfinite(ff)]
-    if ffv.size >= LIMITS.frozen_min_samples:
-        med = float(np.median(ffv[1:] if ffv.size > LIMITS.frozen_min_samples else ffv))
-        if med >= LIMITS.frozen_share:
-            i = int(np.flatnonzero(np.isfinite(ff))[0])
-            dtypes = (run.meta.get("model") or {}).get("param_dtypes", {})
-            lr = q.lr[np.isfinite(q.lr)]
-            ev: list[str] = [Msg("precision.frozen_entries", pct=med * 100, n=int(ffv.size))]
-            if dtypes:
-                ev.append(Msg("precision.param_dtypes", dtypes=str(dtypes)))
-            if lr.size:
-                ev.append(Msg("precision.below_bf16_resolution", lr=float(lr[-1])))
-            out.append(Finding(
-                cause="precision_stall", symptom="stall", severity="critical" if med >= LIMITS.frozen_critical else "warning",
-                confidence=0.85, step=int(q.steps[i]), evidence=ev,
-                fixes=as_fixes([Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")])))
+    if ffv.size < LIMITS.frozen_min_samples:
+        return None
+    med = float(np.median(ffv[1:] if ffv.size > LIMITS.frozen_min_samples else ffv))
+    if not med >= LIMITS.frozen_share:
+        return None
+    i = int(np.flatnonzero(np.isfinite(ff))[0])
+    dtypes = (run.meta.get("model") or {}).get("param_dtypes", {})
+    lr = q.lr[np.isfinite(q.lr)]
+    ev: list[str] = [Msg("precision.frozen_entries", pct=med * 100, n=int(ffv.size))]
+    if dtypes:
+        ev.append(Msg("precision.param_dtypes", dtypes=str(dtypes)))
+    if lr.size:
+        ev.append(Msg("precision.below_bf16_resolution", lr=float(lr[-1])))
+    return Finding(
+        cause="precision_stall", symptom="stall", severity="critical" if med >= LIMITS.frozen_critical else "warning",
+        confidence=0.85, step=int(q.steps[i]), evidence=ev,
+        fixes=as_fixes([Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")]))
+
+
+def _eps_dominated(run: Run, q: Quantities) -> Finding | None:
+    """`precision_stall`'s eps-dominated Adam with a loss that stalls."""
     ed = run.col("eps_dominated")
     edv = ed[np.isfinite(ed)]
-    if edv.size >= LIMITS.eps_min_samples and float(np.median(edv)) >= LIMITS.eps_dominated_share and _stalled(q):
-        i = int(np.flatnonzero(np.isfinite(ed))[0])
-        eps = _adam_eps(run)
-        out.append(Finding(
-            cause="precision_stall", symptom="stall", severity="warning", confidence=0.6,
-            step=int(q.steps[i]),
-            evidence=[Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
-                      Msg("common.loss_not_improving")],
-            fixes=[Fix.adam_eps(Msg("precision.fix_eps", eps=LIMITS.suggested_eps), eps=LIMITS.suggested_eps)]))
+    if not (edv.size >= LIMITS.eps_min_samples and float(np.median(edv)) >= LIMITS.eps_dominated_share
+            and _stalled(q)):
+        return None
+    i = int(np.flatnonzero(np.isfinite(ed))[0])
+    eps = _adam_eps(run)
+    return Finding(
+        cause="precision_stall", symptom="stall", severity="warning", confidence=0.6,
+        step=int(q.steps[i]),
+        evidence=[Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
+                  Msg("common.loss_not_improving")],
+        fixes=[Fix.adam_eps(Msg("precision.fix_eps", eps=LIMITS.suggested_eps), eps=LIMITS.suggested_eps)])
+
+
+def _bf16_loss(q: Quantities) -> Finding | None:
+    """`precision_stall`'s loss computed in bf16 (its values on the bf16 grid)."""
     grid = _bf16_loss_fraction(q)
-    if grid is not None and grid[0] >= LIMITS.bf16_on_grid_share:
-        # a bf16 loss is a plateau's cause only where the loss stalls: one that falls (a bf16 LLM
-        # speedrun's 11.6 -> 4.0) trains through the coarse grid, and the grid alone is a note
-        out.append(Finding(
-            cause="precision_stall", symptom="plateau", severity="warning" if _stalled(q) else "info", confidence=0.75,
-            step=int(q.steps[q.finite_loss[0]]),
-            evidence=[Msg("precision.bf16_loss_grid", on=grid[1], n=grid[2])],
-            fixes=as_fixes([Msg("precision.fix_loss_in_fp32")])))
-    return out
+    if not (grid is not None and grid[0] >= LIMITS.bf16_on_grid_share):
+        return None
+    # a bf16 loss is a plateau's cause only where the loss stalls: one that falls (a bf16 LLM
+    # speedrun's 11.6 -> 4.0) trains through the coarse grid, and the grid alone is a note
+    return Finding(
+        cause="precision_stall", symptom="plateau", severity="warning" if _stalled(q) else "info", confidence=0.75,
+        step=int(q.steps[q.finite_loss[0]]),
+        evidence=[Msg("precision.bf16_loss_grid", on=grid[1], n=grid[2])],
+        fixes=as_fixes([Msg("precision.fix_loss_in_fp32")]))
 
 
 def _adam_eps(run: Run) -> float | None:

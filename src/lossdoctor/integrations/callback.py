@@ -43,6 +43,32 @@ def _close_all() -> None:
         cb._close_guarded()
 
 
+def _watch_target(model: torch.nn.Module, wrapped: Any) -> Any:
+    """What to watch: the DDP wrapper (gradients before and after the all-reduce), the DeepSpeed
+    engine (its global norm, loss scale, skipped steps) or the FSDP1 root (its flat parameters),
+    when the trainer wrapped the model in one of them; else the model. Apart from `_open` to keep
+    it short."""
+    from ..signals.distributed import is_fsdp1
+    from .deepspeed import is_deepspeed_engine
+
+    wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped) \
+        or (isinstance(wrapped, torch.nn.Module) and is_fsdp1(wrapped))
+    return wrapped if wrapping else model
+
+
+def _record_framework(mon: Any, framework: dict[str, Any]) -> None:
+    """Put the trainer's settings where the rest reads them: the run's metadata (with its gradient
+    clip where the log readers put it, so the detectors read it there) and preflight's context
+    (fix texts name the trainer's own options). Apart from `_open` to keep it short."""
+    mon.meta["framework"] = framework
+    clip = framework.get("max_grad_norm", framework.get("gradient_clip_val"))
+    if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0:
+        mon.meta["max_grad_norm"] = clip
+    mon.writer.write_meta(mon.meta)
+    if mon.preflight is not None:
+        mon.preflight.ctx.trainer = framework
+
+
 class WatchingCallback:
     """Mixin: `_init_watching` in the callback's `__init__`, `_start_guarded` when training starts,
     `_end_step` after every optimizer step, `_finish` when it ends."""
@@ -86,16 +112,9 @@ class WatchingCallback:
         class is the tokenizer): used when the user gave none, so the checks that need them run
         with the callback added as the README shows it. `framework` goes into the run's metadata
         and to preflight (fix texts name the trainer's own options)."""
-        from ..signals.distributed import is_fsdp1
-        from .deepspeed import is_deepspeed_engine
         from .entry import watch
 
-        # the DDP wrapper (gradients before and after the all-reduce), the DeepSpeed engine (its
-        # global norm, loss scale, skipped steps) or the FSDP1 root (its flat parameters): what the
-        # trainer wrapped the model in
-        wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped) \
-            or (isinstance(wrapped, torch.nn.Module) and is_fsdp1(wrapped))
-        target = wrapped if wrapping else model
+        target = _watch_target(model, wrapped)
         _close_orphans(model, keep=self)  # hooks a run interrupted by an exception left on the model
         log_dir = self.log_dir
         self._runs += 1
@@ -107,13 +126,7 @@ class WatchingCallback:
         mon = watch(target, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir,
                     task=self.task if self.task is not None else task, replay_fn=self.replay_fn, **options)
         self.monitor = mon
-        mon.meta["framework"] = framework
-        clip = framework.get("max_grad_norm", framework.get("gradient_clip_val"))
-        if isinstance(clip, (int, float)) and not isinstance(clip, bool) and clip > 0:
-            mon.meta["max_grad_norm"] = clip  # where the log readers put it: the detectors read it there
-        mon.writer.write_meta(mon.meta)
-        if mon.preflight is not None:
-            mon.preflight.ctx.trainer = framework
+        _record_framework(mon, framework)
         self.probe = MicroBatchProbe(mon, **probe_options)
         mon.add_probe(self.probe)
         mon.tracer.idle = True  # until the first step begins

@@ -259,23 +259,7 @@ class Monitor:
         """Everything `watch` installs, in order; `_teardown` removes whatever of it exists."""
         wrapper, model = model, unwrap_data_parallel(model)  # names as the user's model has them
         self.model = model  # replay runs the bare model: a DDP forward without backward would stall DDP
-        self.tracer = ModuleTracer(model, check_inputs=opts.check_inputs)
-        self.tracer.notes = self.notes  # what the trace cannot see goes into the run's notes
-        self.probes.append(self.tracer)
-        self.grads = GradProbe(model, self.tracer.names, self._scale)
-        self.probes.append(self.grads)
-        self.grads.should_capture = sync_gradients_flag(optimizer)  # skip non-final micro-batches
-        self.opt_probe = OptimizerProbe(self.optimizer, budget=opts.update_budget)
-        self.probes.append(self.opt_probe)
-        self.batch_probe = BatchProbe()
-        self.batch_probe.notes = self.notes  # what the batch checks could not read, said once
-        self.probes.append(self.batch_probe)
-        self.stale = StaleGradProbe(self.optimizer)  # gradients never zeroed
-        self.probes.append(self.stale)
-        self.outputs = OutputProbe(model)  # probabilities fed to a softmax-applying loss
-        self.probes.append(self.outputs)
-        self.applied = AppliedGradProbe(self.optimizer)  # clipping at a tiny max_norm
-        self.probes.append(self.applied)
+        self._add_probes(model, optimizer, opts)
         self.readout = Readout()
         self.meta = self._describe(model, self.scaler, self.scheduler, self.task,
                                    {"rank": self.rank, "world_size": self.world_size,
@@ -306,6 +290,27 @@ class Monitor:
                                             self._recapture, on_scale=tape.scaled if tape is not None else None)
             if self.grads.should_capture is None and defers_capture(self.stage):
                 self.grads.should_capture = _never  # one capture per step, after the schedule's last backward
+
+    def _add_probes(self, model: nn.Module, optimizer: Any, opts: WatchOptions) -> None:
+        """The per-step probes on the bare model and the optimizer, appended to `self.probes` in
+        this order: the first of `_install`'s steps, apart from it to keep `_install` short."""
+        self.tracer = ModuleTracer(model, check_inputs=opts.check_inputs)
+        self.tracer.notes = self.notes  # what the trace cannot see goes into the run's notes
+        self.probes.append(self.tracer)
+        self.grads = GradProbe(model, self.tracer.names, self._scale)
+        self.probes.append(self.grads)
+        self.grads.should_capture = sync_gradients_flag(optimizer)  # skip non-final micro-batches
+        self.opt_probe = OptimizerProbe(self.optimizer, budget=opts.update_budget)
+        self.probes.append(self.opt_probe)
+        self.batch_probe = BatchProbe()
+        self.batch_probe.notes = self.notes  # what the batch checks could not read, said once
+        self.probes.append(self.batch_probe)
+        self.stale = StaleGradProbe(self.optimizer)  # gradients never zeroed
+        self.probes.append(self.stale)
+        self.outputs = OutputProbe(model)  # probabilities fed to a softmax-applying loss
+        self.probes.append(self.outputs)
+        self.applied = AppliedGradProbe(self.optimizer)  # clipping at a tiny max_norm
+        self.probes.append(self.applied)
 
     def _attach_distributed(self, wrapper: nn.Module) -> None:
         """The probe of how gradients cross ranks (DDP's all-reduce, FSDP2's shards), if any; the

@@ -54,16 +54,7 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
       `scheduler_interval="epoch"` (with `steps_per_epoch`) when the loop steps it per epoch;
     - `scaler`: the GradScaler, for fp16 runs; `forward=False` skips the forward pass.
     """
-    if task not in TASKS:
-        raise ValueError(f"task must be one of {', '.join(t for t in TASKS if t)} (got {task!r})")
-    if total_steps is not None and (not isinstance(total_steps, (int, np.integer)) or total_steps <= 0):
-        raise ValueError(f"total_steps must be a positive integer (got {total_steps!r})")
-    if scheduler_interval not in ("step", "epoch"):
-        raise ValueError(f"scheduler_interval must be 'step' or 'epoch' (got {scheduler_interval!r})")
-    if scheduler_interval == "epoch" and steps_per_epoch is None:
-        steps_per_epoch = _len(batches)
-        if steps_per_epoch is None:
-            raise ValueError("scheduler_interval='epoch' needs steps_per_epoch (optimizer steps per epoch)")
+    steps_per_epoch = _checked_arguments(task, total_steps, scheduler_interval, steps_per_epoch, batches)
     ctx = Context(model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
                   total_steps=None if total_steps is None else int(total_steps), task=task,
                   tokenizer=tokenizer, scheduler_interval=scheduler_interval,
@@ -75,16 +66,7 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
         found += guarded(ctx, "label and data checks", _batch_checks, ctx, views)
         run = _first_forward(ctx, raw[0] if raw else None, views[0] if views else None, forward)
     found += guarded(ctx, "schedule check", schedule_findings, ctx)
-    if model is not None:
-        found += guarded(ctx, "init check", lambda: init_findings(
-            ctx, weight_stats(unwrap_model(model)), run.get("growth"), run.get("loss"), run.get("chance")))
-        found += guarded(ctx, "init check", _note_unread, ctx, unwrap_model(model))
-    if model is not None or optimizer is not None or scaler is not None:
-        found += guarded(ctx, "precision check", lambda: config_findings(
-            ctx, autocast=run.get("autocast"), grads=run.get("grads"), peak_lr=ctx.peak_lr))
-        f = loss_dtype_finding(ctx, run.get("loss_dtype"), run.get("loss"), batch=0 if raw else None)
-        if f is not None:
-            found.append(f)
+    found += _model_checks(ctx, run, batch=0 if raw else None)
     if not raw and batches is None:
         ctx.note(Msg("pcheck.no_batches"))
     findings = ordered(merge_findings([], found))
@@ -92,6 +74,43 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
     failed = any(getattr(n, "key", None) in CHECK_FAILED for n in ctx.notes)
     return Report(findings=findings, steps=0, notes=list(ctx.notes), source="preflight", inconclusive=failed)
 
+
+
+def _checked_arguments(task: str | None, total_steps: Any, scheduler_interval: str,
+                       steps_per_epoch: int | None, batches: Any) -> int | None:
+    """`check`'s arguments checked (a ValueError naming the bad one) before anything runs; returns
+    the steps per epoch, taken from `batches`' length when an epoch schedule has none. Apart from
+    `check` to keep it short."""
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(t for t in TASKS if t)} (got {task!r})")
+    if total_steps is not None and (not isinstance(total_steps, (int, np.integer)) or total_steps <= 0):
+        raise ValueError(f"total_steps must be a positive integer (got {total_steps!r})")
+    if scheduler_interval not in ("step", "epoch"):
+        raise ValueError(f"scheduler_interval must be 'step' or 'epoch' (got {scheduler_interval!r})")
+    if scheduler_interval == "epoch" and steps_per_epoch is None:
+        steps_per_epoch = _len(batches)
+        if steps_per_epoch is None:
+            raise ValueError("scheduler_interval='epoch' needs steps_per_epoch (optimizer steps per epoch)")
+    return steps_per_epoch
+
+
+def _model_checks(ctx: Context, run: dict[str, Any], batch: int | None) -> list[Finding]:
+    """The init and precision checks, on what the first forward measured (`run`); each runs when
+    what it needs was given (the model; the model, optimizer or scaler). Apart from `check` to keep
+    it short."""
+    found: list[Finding] = []
+    model = ctx.model
+    if model is not None:
+        found += guarded(ctx, "init check", lambda: init_findings(
+            ctx, weight_stats(unwrap_model(model)), run.get("growth"), run.get("loss"), run.get("chance")))
+        found += guarded(ctx, "init check", _note_unread, ctx, unwrap_model(model))
+    if model is not None or ctx.optimizer is not None or ctx.scaler is not None:
+        found += guarded(ctx, "precision check", lambda: config_findings(
+            ctx, autocast=run.get("autocast"), grads=run.get("grads"), peak_lr=ctx.peak_lr))
+        f = loss_dtype_finding(ctx, run.get("loss_dtype"), run.get("loss"), batch=batch)
+        if f is not None:
+            found.append(f)
+    return found
 
 #: notes saying a check did not run because something raised (the user's forward, or lossdoctor)
 CHECK_FAILED = frozenset({"pcheck.forward_failed", "engine.internal_error"})

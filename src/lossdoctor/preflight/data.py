@@ -313,39 +313,57 @@ class DataCheck:
         return out
 
     def _shape_findings(self) -> list[Finding]:
+        """What the samples' shapes say: empty samples, very long ones, duplicates (one helper each,
+        to keep each short)."""
+        found = [self._empty_finding(), self._long_finding(), self._duplicate_finding()]
+        return [f for f in found if f is not None]
+
+    def _empty_finding(self) -> Finding | None:
+        """Empty samples (no tokens): the first batch that has any is named."""
         s = self.seen
-        out = []
-        if s.empty:
-            b0 = s.empty[0][0]
-            samples = [j for b, j in s.empty if b == b0]
-            out.append(make_finding(
-                "noisy_data", "plateau", "warning", 0.85,
-                [Msg("data.empty_samples", n=len(s.empty), total=s.samples, batch=b0, samples=str(samples[:8]))],
-                [Msg("data.fix_filter_empty")],
-                ctx=self.ctx, batch=b0, samples=samples[:32]))
+        if not s.empty:
+            return None
+        b0 = s.empty[0][0]
+        samples = [j for b, j in s.empty if b == b0]
+        return make_finding(
+            "noisy_data", "plateau", "warning", 0.85,
+            [Msg("data.empty_samples", n=len(s.empty), total=s.samples, batch=b0, samples=str(samples[:8]))],
+            [Msg("data.fix_filter_empty")],
+            ctx=self.ctx, batch=b0, samples=samples[:32])
+
+    def _long_finding(self) -> Finding | None:
+        """Samples many times the median length: the longest is named."""
+        s = self.seen
         lengths = np.asarray([x[0] for x in s.lengths if x[0] > 0])
-        if lengths.size >= LIMITS.min_lengths:
-            med = float(np.median(lengths))
-            top = max(s.lengths)
-            if med >= LIMITS.min_median_length and top[0] >= LIMITS.long_factor * med:
-                long = [x for x in s.lengths if x[0] >= LIMITS.long_factor * med]
-                out.append(make_finding(
-                    "noisy_data", "spike", "info", 0.6,
-                    [Msg("data.long_samples", n=len(long), total=s.samples, factor=float(LIMITS.long_factor), median=med,
-                         batch=top[1], sample=top[2], length=top[0])],
-                    [Msg("data.fix_cap_length", max_length=int(np.percentile(lengths, 99)))],
-                    ctx=self.ctx, batch=top[1], samples=[top[2]]))
-        if s.samples >= LIMITS.min_samples_for_duplicates and s.duplicates:
-            frac = len(s.duplicates) / s.samples
-            if frac >= LIMITS.duplicate_share:
-                (b0, j0), (b1, j1) = s.duplicates[0]
-                out.append(make_finding(
-                    "noisy_data", "plateau", "warning" if frac >= LIMITS.duplicate_warning else "info", 0.7,
-                    [Msg("data.duplicates", n=len(s.duplicates), total=s.samples, pct=pct(len(s.duplicates), s.samples),
-                         b1=b1, j1=j1, b0=b0, j0=j0)],
-                    [Msg("data.fix_deduplicate")],
-                    ctx=self.ctx, batch=b1, samples=[j1]))
-        return out
+        if lengths.size < LIMITS.min_lengths:
+            return None
+        med = float(np.median(lengths))
+        top = max(s.lengths)
+        if not (med >= LIMITS.min_median_length and top[0] >= LIMITS.long_factor * med):
+            return None
+        long = [x for x in s.lengths if x[0] >= LIMITS.long_factor * med]
+        return make_finding(
+            "noisy_data", "spike", "info", 0.6,
+            [Msg("data.long_samples", n=len(long), total=s.samples, factor=float(LIMITS.long_factor), median=med,
+                 batch=top[1], sample=top[2], length=top[0])],
+            [Msg("data.fix_cap_length", max_length=int(np.percentile(lengths, 99)))],
+            ctx=self.ctx, batch=top[1], samples=[top[2]])
+
+    def _duplicate_finding(self) -> Finding | None:
+        """Repeated samples, when their share is large enough: the first repeat is named."""
+        s = self.seen
+        if not (s.samples >= LIMITS.min_samples_for_duplicates and s.duplicates):
+            return None
+        frac = len(s.duplicates) / s.samples
+        if frac < LIMITS.duplicate_share:
+            return None
+        (b0, j0), (b1, j1) = s.duplicates[0]
+        return make_finding(
+            "noisy_data", "plateau", "warning" if frac >= LIMITS.duplicate_warning else "info", 0.7,
+            [Msg("data.duplicates", n=len(s.duplicates), total=s.samples, pct=pct(len(s.duplicates), s.samples),
+                 b1=b1, j1=j1, b0=b0, j0=j0)],
+            [Msg("data.fix_deduplicate")],
+            ctx=self.ctx, batch=b1, samples=[j1])
 
 
 def _accumulate(m: _Moments, t: torch.Tensor) -> None:

@@ -285,17 +285,27 @@ class LabelCheck:
             ctx=self.ctx)
 
     def _leaks(self) -> list[Finding]:
+        """Supervised tokens that should be masked: padding (any task), the prompt (SFT only). One
+        helper each, to keep each short."""
+        found = [self._padding_leak(), self._prompt_leak() if self.sft else None]
+        return [f for f in found if f is not None]
+
+    def _padding_leak(self) -> Finding | None:
+        """Padding positions whose label is supervised."""
         c = self.c
-        out = []
-        if c.pad_supervised:
-            total = max(1, c.supervised)
-            out.append(make_finding(
-                "label_mask_leak", "plateau", "warning", 0.9,
-                [Msg("plabels.padding_supervised", n=c.pad_supervised, pct=pct(c.pad_supervised, total), total=total)],
-                [Msg("plabels.fix_mask_padding", ignore=IGNORE_INDEX)],
-                ctx=self.ctx))
-        if not self.sft:
-            return out
+        if not c.pad_supervised:
+            return None
+        total = max(1, c.supervised)
+        return make_finding(
+            "label_mask_leak", "plateau", "warning", 0.9,
+            [Msg("plabels.padding_supervised", n=c.pad_supervised, pct=pct(c.pad_supervised, total), total=total)],
+            [Msg("plabels.fix_mask_padding", ignore=IGNORE_INDEX)],
+            ctx=self.ctx)
+
+    def _prompt_leak(self) -> Finding | None:
+        """SFT: the prompt is supervised (the assistant header found), or every real token is (not
+        found)."""
+        c = self.c
         ev: list[str] = []
         conf = 0.0
         if c.header_found and c.prompt and c.prompt_supervised >= max(LIMITS.min_prompt_supervised,
@@ -311,15 +321,14 @@ class LabelCheck:
             if self.chat is not None:
                 ev.append(Msg("plabels.header_not_found", header=quote(self.chat.header_text)))
         if not conf:
-            return out
+            return None
         for b, s, text in c.examples:
             ev.append(_about(b, s, "plabels.supervised_text", "plabels.packed_supervised_text", text=quote(text)))
         header = quote(self.chat.header_text) if self.chat is not None else Msg("plabels.the_assistant_header")
-        out.append(make_finding(
+        return make_finding(
             "label_mask_leak", "plateau", "warning", conf, ev,
             [mask_prompt_fix(self.ctx.trainer, header)],
-            ctx=self.ctx))
-        return out
+            ctx=self.ctx)
 
     def _empty_samples(self) -> list[Finding]:
         c = self.c

@@ -115,18 +115,24 @@ def fp16_without_scaler(ctx: Context, autocast: torch.dtype | None) -> Finding:
 
 
 def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
-    out: list[Finding] = []
+    """A GradScaler configured to collapse: a backoff or start that breaks it outright, else a start
+    far from the default and growth that outruns the backoff (one helper each, to keep each short)."""
     init, g, b, interval = cfg["init_scale"], cfg["growth_factor"], cfg["backoff_factor"], cfg["growth_interval"]
     start = cfg["scale"] if cfg["scale"] is not None else init
     if not all(isinstance(x, (int, float)) for x in (start, g, b, interval)):
-        return out
+        return []
     fix_default = Msg("pprec.fix_default_scaler")
     if b >= 1 or b <= 0 or start <= 0:
         ev = Msg("pprec.backoff_ge_1", b=str(b)) if b >= 1 else Msg("pprec.backoff_le_0", b=str(b)) if b <= 0 \
             else Msg("pprec.scale_nonpositive", scale=float(start))
-        out.append(make_finding("loss_scale_collapse", "skipped_steps", "critical", 0.9,
-                                [ev], [fix_default], ctx=ctx))
-        return out
+        return [make_finding("loss_scale_collapse", "skipped_steps", "critical", 0.9,
+                             [ev], [fix_default], ctx=ctx)]
+    return _scaler_start(ctx, start, b, fix_default) + _scaler_growth(ctx, g, b, interval, fix_default)
+
+
+def _scaler_start(ctx: Context, start: float, b: float, fix_default: Msg) -> list[Finding]:
+    """A start scale so large that the first steps are skipped backing off, or below one."""
+    out: list[Finding] = []
     if start > LIMITS.absurd_init_scale:
         skipped = math.ceil(math.log(start / LIMITS.default_init_scale) / math.log(1 / b))
         evs: list[str] = [Msg("pprec.init_scale_huge", start=_pow2(start), skipped=skipped, b=str(b))]
@@ -139,6 +145,12 @@ def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
             "loss_scale_collapse", "skipped_steps", "warning", 0.8,
             [Msg("pprec.init_scale_below_one", start=float(start), tiny=FP16_TINY)],
             [Msg("pprec.fix_init_scale", fix=fix_default)], ctx=ctx))
+    return out
+
+
+def _scaler_growth(ctx: Context, g: float, b: float, interval: float, fix_default: Msg) -> list[Finding]:
+    """Growth so frequent that overflows undo it at a steady rate, or a growth factor below one."""
+    out: list[Finding] = []
     if g > 1 and interval >= 1:
         per = math.log(g) / math.log(1 / b)  # overflow steps needed to undo one growth
         rate = per / (interval + per)
@@ -194,28 +206,17 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
     need: list[torch.Tensor] = []  # per parameter: the median half-ulp, the smallest update that counts
     with torch.no_grad():
         for group in opt.param_groups:
-            lr = group.get("initial_lr", group.get("lr"))
-            if isinstance(lr, torch.Tensor):
-                lr = float(lr)
-            if peak_lr is not None:
-                lr = max(float(lr or 0), peak_lr)
-            if not isinstance(lr, (int, float)) or lr <= 0:
+            lr = _group_lr(group, peak_lr)
+            if lr is None:
                 continue
             for p in group["params"]:
                 if p.dtype not in LOW or not p.requires_grad:
                     continue
-                w = _sample(p.detach())
-                if adam:
-                    step = torch.full_like(w, float(lr), dtype=torch.float32)
-                elif grads is not None and p in grads:
-                    step = float(lr) * _sample(grads[p]).float().abs()
-                else:
+                got = _stuck(p, lr, adam, grads)
+                if got is None:
                     continue
-                half_ulp = torch.ldexp(torch.ones_like(w, dtype=torch.float32),
-                                       torch.frexp(w.float()).exponent - MANTISSA[p.dtype] - 2)
-                nonzero = w != 0
-                stuck_share.append(((step < half_ulp) & nonzero).float().mean())
-                need.append(torch.where(nonzero, half_ulp, torch.nan).nanmedian())
+                stuck_share.append(got[0])
+                need.append(got[1])
                 sizes.append(p.numel())
                 total += p.numel()
                 lr_used = lr
@@ -226,6 +227,13 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
     frozen = sum(s * n for s, n in zip(shares, sizes))
     if frozen < LIMITS.frozen_share * total:
         return None
+    return _round_away_finding(ctx, opt, adam, lr_used, frozen, total, needs)
+
+
+def _round_away_finding(ctx: Context, opt: torch.optim.Optimizer, adam: bool, lr_used: float, frozen: float,
+                        total: float, needs: list[float]) -> Finding:
+    """`_resolution`'s finding, from what it measured: `frozen` of `total` weight entries stuck,
+    `needs` the per-parameter median half-ulps. Apart from it to keep it short."""
     share = frozen / total
     dtype = next((p.dtype for g in opt.param_groups for p in g["params"] if p.dtype in LOW), torch.bfloat16)
     name = str(dtype).replace("torch.", "")
@@ -239,6 +247,39 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
              dtype=name, bits=bits, exp=bits + 1, need=float(need_lr))],
         [Msg("pprec.fix_master_weights", dtype=name, lr=float(round_sig(need_lr * 2)))],
         ctx=ctx)
+
+
+def _group_lr(group: dict[str, Any], peak_lr: float | None) -> Any:
+    """The learning rate a parameter group's first update uses (its initial one, or the schedule's
+    peak when that is larger), or None when it has no positive one. Apart from `_resolution` to
+    keep it short."""
+    lr = group.get("initial_lr", group.get("lr"))
+    if isinstance(lr, torch.Tensor):
+        lr = float(lr)
+    if peak_lr is not None:
+        lr = max(float(lr or 0), peak_lr)
+    if not isinstance(lr, (int, float)) or lr <= 0:
+        return None
+    return lr
+
+
+def _stuck(p: torch.Tensor, lr: float, adam: bool,
+           grads: dict[torch.Tensor, torch.Tensor] | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """One low-precision parameter (sampled) under its first update: the share of its nonzero entries
+    the update cannot move (below half a unit in the last place) and their median half-ulp, both
+    still on the device; None when the update's size is unknown (not Adam, no gradient). Apart
+    from `_resolution` to keep it short."""
+    w = _sample(p.detach())
+    if adam:
+        step = torch.full_like(w, float(lr), dtype=torch.float32)
+    elif grads is not None and p in grads:
+        step = float(lr) * _sample(grads[p]).float().abs()
+    else:
+        return None
+    half_ulp = torch.ldexp(torch.ones_like(w, dtype=torch.float32),
+                           torch.frexp(w.float()).exponent - MANTISSA[p.dtype] - 2)
+    nonzero = w != 0
+    return ((step < half_ulp) & nonzero).float().mean(), torch.where(nonzero, half_ulp, torch.nan).nanmedian()
 
 
 def _sample(t: torch.Tensor) -> torch.Tensor:

@@ -140,7 +140,27 @@ def chart_data(report: Report, runs: Sequence[Run], labels: dict[str, str]) -> d
     labels_of_runs = [str(r.get("label")) for r in (report.comparison or {}).get("runs", [])]
     if len(labels_of_runs) != len(list(runs)):
         labels_of_runs = []
-    charts = []
+    charts = _charts(shown, labels_of_runs, labels)
+    clip = _run_clip(shown)
+    # the clipping threshold a fix suggests (its number as data: the first clip fix)
+    suggested = next((float(x.params["max_norm"]) for f in report.findings for x in map(as_fix, f.fixes)
+                      if x.kind == "clip" and isinstance(x.params.get("max_norm"), float)
+                      and math.isfinite(x.params["max_norm"])), None)
+    findings = [{"i": i, "step": f.step, "cause": f.cause, "severity": f.severity}
+                for i, f in enumerate(report.findings, 1) if f.step is not None]
+    heat = []
+    for r in shown:
+        heat = layer_heatmaps(r)
+        if heat:
+            break
+    return {"charts": charts, "findings": findings, "clip": clip, "suggested_clip": suggested, "heatmaps": heat,
+            "labels": labels, "ranks": len(runs)}
+
+
+def _charts(shown: list[Run], labels_of_runs: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
+    """One chart per column the runs have (the main ones always), each with a series per rank or
+    compared run. Apart from `chart_data` to keep it short."""
+    charts: list[dict[str, Any]] = []
     present = [c for c in COLUMNS if any(r.has(c) and c in r.cols for r in shown)]
     for name in list(MAIN) + [c for c in present if c not in MAIN and c not in _SKIP_OTHER]:
         per_rank = []
@@ -157,6 +177,12 @@ def chart_data(report: Report, runs: Sequence[Run], labels: dict[str, str]) -> d
                        "log": name in LOG_SCALE or (name == "loss" and _wide(per_rank)),
                        "main": name in MAIN, "series": per_rank,
                        "skipped": [skipped_steps(r) for r in shown]})
+    return charts
+
+
+def _run_clip(shown: list[Run]) -> float | None:
+    """The gradient-clip threshold in the runs' metadata (the last run that has one; its first key
+    that does). Apart from `chart_data` to keep it short."""
     clip = None
     for r in shown:
         for key in ("max_grad_norm", "clip_grad", "grad_clip"):
@@ -164,16 +190,4 @@ def chart_data(report: Report, runs: Sequence[Run], labels: dict[str, str]) -> d
             if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and math.isfinite(v):
                 clip = float(v)
                 break
-    # the clipping threshold a fix suggests (its number as data: the first clip fix)
-    suggested = next((float(x.params["max_norm"]) for f in report.findings for x in map(as_fix, f.fixes)
-                      if x.kind == "clip" and isinstance(x.params.get("max_norm"), float)
-                      and math.isfinite(x.params["max_norm"])), None)
-    findings = [{"i": i, "step": f.step, "cause": f.cause, "severity": f.severity}
-                for i, f in enumerate(report.findings, 1) if f.step is not None]
-    heat = []
-    for r in shown:
-        heat = layer_heatmaps(r)
-        if heat:
-            break
-    return {"charts": charts, "findings": findings, "clip": clip, "suggested_clip": suggested, "heatmaps": heat,
-            "labels": labels, "ranks": len(runs)}
+    return clip

@@ -7,7 +7,7 @@ colour terminal."""
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..findings import Finding, Report
@@ -112,21 +112,7 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
     if not report.findings:
         con.print(t["no_findings"])
     for i, f in enumerate(report.findings, 1):
-        con.print()
-        label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
-        sev = f.severity.upper() if lang == "en" else t[f.severity]
-        con.print(f"[{_STYLE[f.severity]}]{sev}[/] {label}{t['colon']}[bold]{escape(f.cause)}[/]"
-                  f"{t['lparen']}{escape(f.symptom)}{t['comma']}{t['confidence']} {f.confidence:.2f}{t['rparen']}")
-        con.print(f"  {escape(cause_text(f.cause, lang))}")
-        w = where(f, lang)
-        if w:
-            con.print(f"  {t['where']}{t['colon']}{escape(w)}")
-        for e in f.evidence:
-            con.print(f"  - {escape(say(e, lang))}")
-        for j, fix in enumerate(f.fixes):
-            con.print(f"  [green]{t['fix']}{t['colon']}[/]{escape(say(fix, lang))}")
-            for check in fix_verdicts(f, j, lang):  # replayed from the snapshot (triage/verify.py)
-                con.print(f"    [dim]->[/] {escape(check)}")
+        _print_finding(con, i, f, t, lang, escape)
     verified = incident_lines(runs)
     if verified:
         con.print()
@@ -139,6 +125,27 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
         for n in report.notes:
             con.print(f"[dim]  - {escape(say(n, lang))}[/]")
     return buf.getvalue()
+
+
+def _print_finding(con: Any, i: int, f: Finding, t: dict[str, str], lang: str,
+                   escape: Callable[[str], str]) -> None:
+    """Finding `i` (1 is the primary): its headline, cause, place, evidence, fixes with their
+    verdicts; `t` the report's labels in `lang`. Apart from `render_text` to keep it short."""
+    con.print()
+    label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
+    sev = f.severity.upper() if lang == "en" else t[f.severity]
+    con.print(f"[{_STYLE[f.severity]}]{sev}[/] {label}{t['colon']}[bold]{escape(f.cause)}[/]"
+              f"{t['lparen']}{escape(f.symptom)}{t['comma']}{t['confidence']} {f.confidence:.2f}{t['rparen']}")
+    con.print(f"  {escape(cause_text(f.cause, lang))}")
+    w = where(f, lang)
+    if w:
+        con.print(f"  {t['where']}{t['colon']}{escape(w)}")
+    for e in f.evidence:
+        con.print(f"  - {escape(say(e, lang))}")
+    for j, fix in enumerate(f.fixes):
+        con.print(f"  [green]{t['fix']}{t['colon']}[/]{escape(say(fix, lang))}")
+        for check in fix_verdicts(f, j, lang):  # replayed from the snapshot (triage/verify.py)
+            con.print(f"    [dim]->[/] {escape(check)}")
 
 
 def fix_verdicts(f: Finding, index: int, lang: str) -> list[str]:

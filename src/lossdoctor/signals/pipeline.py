@@ -169,46 +169,53 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
     obj = stage.obj
     parts = [p for p in parts if p is not None and hasattr(p, "enabled")]
     undo: list[str] = []
-
-    def quiet(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            state = [p.enabled for p in parts]
-            _switch(parts, [False] * len(parts))
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                _switch(parts, state, reset=True)
-        return call
-
     inside = [0]  # perform_reduce_grad calls scale_grads: one capture, after the outer call
-
-    def rescaled(fn: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if not inside[0] and on_scale is not None:
-                _tell(on_scale, args[0] if args else kwargs.get("grad_scale_factor"))
-            inside[0] += 1
-            try:
-                out = fn(*args, **kwargs)
-            finally:
-                inside[0] -= 1
-            if not inside[0]:
-                recapture()
-            return out
-        return call
-
     for name in _PLACEHOLDER_PASSES:
         if callable(getattr(obj, name, None)):
-            setattr(obj, name, quiet(getattr(obj, name)))
+            setattr(obj, name, _quiet(getattr(obj, name), parts))
             undo.append(name)
     for name in ("perform_reduce_grad", "scale_grads"):
         if callable(getattr(obj, name, None)):
-            setattr(obj, name, rescaled(getattr(obj, name)))
+            setattr(obj, name, _rescaled(getattr(obj, name), inside, recapture, on_scale))
             undo.append(name)
 
     def remove() -> None:
         for name in undo:
             obj.__dict__.pop(name, None)  # the class's method again
     return remove
+
+
+def _quiet(fn: Callable[..., Any], parts: list[Any]) -> Callable[..., Any]:
+    """`fn` (a placeholder pass) wrapped to run with `parts` switched off, their state restored and
+    what they collected dropped after. Apart from `hook_stage` to keep it short."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        state = [p.enabled for p in parts]
+        _switch(parts, [False] * len(parts))
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _switch(parts, state, reset=True)
+    return call
+
+
+def _rescaled(fn: Callable[..., Any], inside: list[int], recapture: Callable[[], None],
+              on_scale: Callable[[Any], None] | None) -> Callable[..., Any]:
+    """`fn` (`perform_reduce_grad` or `scale_grads`) wrapped to tell `on_scale` the factor and
+    capture the gradients after it; `inside` is the depth shared by both wrappers, so the nested
+    call captures nothing and the outer one captures once. Apart from `hook_stage` to keep it
+    short."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not inside[0] and on_scale is not None:
+            _tell(on_scale, args[0] if args else kwargs.get("grad_scale_factor"))
+        inside[0] += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            inside[0] -= 1
+        if not inside[0]:
+            recapture()
+        return out
+    return call
 
 
 def _tell(fn: Callable[[Any], None], value: Any) -> None:

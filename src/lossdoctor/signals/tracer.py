@@ -566,11 +566,28 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
     leaf whose output went bad from a good input, a container whose children all stayed finite, or,
     when a leaf's *input* is already bad, the parent that computed that input between modules.
     """
+    rec: dict[str, Any] = {}
+    per: dict[str, Any] = {}
+    _interpret_forward(names, parents, values, ctx, passthrough, rec, per)
+    _interpret_backward(names, values, ctx, rec, per)
+    return rec, per
+
+
+def _host_absmax(t: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | None = None) -> float:
+    """max |t| as a Python float (NaN if any NaN, inf if any inf), from its aminmax when `known`,
+    else from a scan; CPU tensors only."""
+    mn, mx = known if known is not None else torch.aminmax(t.detach())
+    return float(_absmax(float(mn), float(mx)))
+
+
+def _interpret_forward(names: list[str], parents: list[int], values: dict[str, Any], ctx: dict[str, Any],
+                       passthrough: list[bool] | None, rec: dict[str, Any], per: dict[str, Any]) -> None:
+    """`interpret`'s forward half, into `rec` and `per`: the largest activation, the first
+    non-finite forward value and the module that made it, the per-module maxima. Apart from
+    `interpret` to keep it short."""
     import numpy as np
 
     n_mod = len(names)
-    rec: dict[str, Any] = {}
-    per: dict[str, Any] = {}
     ev_module = np.asarray(ctx["ev_module"], dtype=np.int64)
     if ev_module.size and "fwd_min" in values:
         fmin, fmax = values["fwd_min"].astype(np.float64), values["fwd_max"].astype(np.float64)
@@ -602,6 +619,16 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
         if ctx.get("rms") and "fwd_rms" in values:
             rms = values["fwd_rms"].astype(np.float64)
             per["act_rms"] = _per_module_max(n_mod, ev_module[out_ev], np.where(np.isfinite(rms), rms, np.inf))
+
+
+def _interpret_backward(names: list[str], values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any],
+                        per: dict[str, Any]) -> None:
+    """`interpret`'s backward half, into `rec` and `per`: the first non-finite gradient (and the
+    module whose backward made it), the per-module gradient maxima. Apart from `interpret` to keep
+    it short."""
+    import numpy as np
+
+    n_mod = len(names)
     bw_module = np.asarray(ctx["bw_module"], dtype=np.int64)
     if bw_module.size and "bwd_max" in values:
         bmax = _absmax(values["bwd_min"].astype(np.float64), values["bwd_max"].astype(np.float64))
@@ -616,14 +643,6 @@ def interpret(names: list[str], parents: list[int], values: dict[str, Any],
                 rec["bwd_first_nonfinite"]["after"] = names[bw_module[j - 1]]
         measured = np.asarray(ctx["bw_kind"]) == OUTPUT
         per["grad_absmax"] = _per_module_max(n_mod, bw_module[measured], np.where(bad, np.inf, bmax)[measured])
-    return rec, per
-
-
-def _host_absmax(t: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | None = None) -> float:
-    """max |t| as a Python float (NaN if any NaN, inf if any inf), from its aminmax when `known`,
-    else from a scan; CPU tensors only."""
-    mn, mx = known if known is not None else torch.aminmax(t.detach())
-    return float(_absmax(float(mn), float(mx)))
 
 
 def _absmax(mn: Any, mx: Any) -> Any:

@@ -123,20 +123,8 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
     ev: list[str] = [Msg("triage.spike.jumped", loss=float(rec.get("loss", math.nan)), step=step, ratio=float(trig["ratio"]),
                          median=float(trig["median"]), z=float(trig["z"])),
                      _replay_sentence(step, rep, reproduced=True)]
-    samples = None
-    if search is not None:
-        if search.samples and search.examples:  # packed rows: the examples inside them
-            samples = search.samples
-            top = [Msg("triage.spike.example_loss", row=e["row"], example=e["example"], start=e["start"],
-                       end=e["end"], loss=float(e.get("loss", math.nan))) for e in search.examples[:4]]
-            ev.append(Msg("triage.spike.per_example", top=top, median=float(search.median or math.nan)))
-        elif search.samples:
-            samples = search.samples
-            top = [Msg("triage.spike.sample_loss", i=i, loss=float(search.losses[i]))
-                   for i in samples[:4] if i in search.losses]
-            ev.append(Msg("triage.spike.per_sample", top=top, median=float(search.median or math.nan)))
-        elif search.note:
-            ev.append(search.note)
+    samples, said = _search_sentences(search)
+    ev += said
     vs = verdict_sentence(step, bvs)
     if vs:
         ev.append(vs)
@@ -154,11 +142,31 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
                    batch=step, samples=samples, evidence=ev, fixes=as_fixes(fixes), examples=examples)
 
 
+def _search_sentences(search: SampleSearch | None) -> tuple[list[int] | None, list[str]]:
+    """What the sample search found for a spike: the samples (or packed examples) with the highest
+    losses and the sentence that names them, or its note when it found none. Apart from
+    `spike_finding` to keep it short."""
+    samples = None
+    ev: list[str] = []
+    if search is not None:
+        if search.samples and search.examples:  # packed rows: the examples inside them
+            samples = search.samples
+            top = [Msg("triage.spike.example_loss", row=e["row"], example=e["example"], start=e["start"],
+                       end=e["end"], loss=float(e.get("loss", math.nan))) for e in search.examples[:4]]
+            ev.append(Msg("triage.spike.per_example", top=top, median=float(search.median or math.nan)))
+        elif search.samples:
+            samples = search.samples
+            top = [Msg("triage.spike.sample_loss", i=i, loss=float(search.losses[i]))
+                   for i in samples[:4] if i in search.losses]
+            ev.append(Msg("triage.spike.per_sample", top=top, median=float(search.median or math.nan)))
+        elif search.note:
+            ev.append(search.note)
+    return samples, ev
+
+
 def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: list[str]) -> list[Finding]:
     """The layer-level answer from the live flags, and what replay would add (`notes`: the incident
     record's, the first saying why there was no replay)."""
-    from ..detectors.nonfinite import ATTENTION
-
     why = notes[0] if notes else ""
     add = REPLAY_HINT if getattr(why, "key", None) == "triage.note.no_replay_fn" else \
         Msg("triage.live.why_would", why=why) if why else Msg("triage.live.would")
@@ -170,6 +178,22 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: l
         return [Finding(rule="triage.live_spike",
                         cause="loss_spike", symptom="spike", severity="critical", confidence=0.6, step=step,
                         batch=step, evidence=[jumped, add], fixes=as_fixes([Msg("triage.spike.fix_live")]))]
+    cause, layer, samples, ev = _live_nonfinite(trig, rec)
+    ev.append(add)
+    return [Finding(rule="triage.live",
+                    cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
+                    layer=layer, samples=samples, evidence=ev,
+                    fixes=as_fixes([Msg("triage.live.fix")]))]
+
+
+def _live_nonfinite(trig: dict[str, Any], rec: dict[str, Any]
+                    ) -> tuple[str, str | None, list[int] | None, list[str]]:
+    """A non-finite step's cause from the live flags alone, first that holds: non-finite data, the
+    forward (attention, with the samples whose mask is empty, or another layer), empty labels, the
+    backward, the loss's own code, else the gradients. Returns the cause, its layer, samples and
+    evidence. Apart from `live_findings` to keep it short."""
+    from ..detectors.nonfinite import ATTENTION
+
     detail = rec.get("batch_nonfinite_detail")
     fwd = rec.get("fwd_first_nonfinite") if isinstance(rec.get("fwd_first_nonfinite"), dict) else None
     bwd = rec.get("bwd_first_nonfinite") if isinstance(rec.get("bwd_first_nonfinite"), dict) else None
@@ -202,11 +226,7 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: l
         cause = "grad_explosion"
         params = rec.get("nonfinite_params") or []
         ev.append(Msg("triage.live.grads", params=[str(x) for x in params[:4]]))
-    ev.append(add)
-    return [Finding(rule="triage.live",
-                    cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
-                    layer=layer, samples=samples, evidence=ev,
-                    fixes=as_fixes([Msg("triage.live.fix")]))]
+    return cause, layer, samples, ev
 
 
 # --- a pipeline stage replayed alone (stage_flow.py) ------------------------------------------------

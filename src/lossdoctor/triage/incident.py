@@ -19,7 +19,7 @@ import logging
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..findings import Finding
 from ..messages import Msg
@@ -31,6 +31,9 @@ from .ring import SnapshotRing
 from .stage_tape import StageTape
 from .state import RngState
 from .trigger import IncidentTrigger
+
+if TYPE_CHECKING:
+    from .policy import SkipGuard
 
 log = logging.getLogger("lossdoctor")
 
@@ -73,7 +76,19 @@ class Triage:
         self.ring: SnapshotRing | None = None
         #: a pipeline stage's tape (its micro-batches' inputs and output gradients), in the ring
         self.tape: StageTape | None = None
-        self.guard = None
+        self.guard: SkipGuard | None = None  # on_incident="skip" only
+        self._install(host, replay_fn, on_incident, snapshot_every, snapshot, snapshot_budget)
+        self.flow = IncidentFlow(host, replay_fn, self.ring, self.guard, self, policy=on_incident, inplace=inplace,
+                                 skipped_steps=self.skipped_steps)
+        self.verifier = FixVerifier(host, self.ring, replay_fn, self.flow.workspace, window=verify_window,
+                                    budget=verify_budget)
+        self._describe(host, replay_fn, on_incident, snapshot, snapshot_every)
+
+    def _install(self, host: TriageHost, replay_fn: Callable | None, on_incident: str, snapshot_every: int,
+                 snapshot: str, snapshot_budget: int | None) -> None:
+        """The snapshot ring (with a replay function), a pipeline stage's tape, the skip guard; on
+        any failure what was installed is removed before it is raised. Apart from `__init__` to
+        keep it short."""
         try:
             if replay_fn is not None and snapshot != "off":
                 self.ring = SnapshotRing(self.model, self.optimizer, host.scaler, host.scheduler,
@@ -95,10 +110,11 @@ class Triage:
         except BaseException:
             _run_all(self._removals())  # the monitor cannot reach a triage it never got: its hooks go here
             raise
-        self.flow = IncidentFlow(host, replay_fn, self.ring, self.guard, self, policy=on_incident, inplace=inplace,
-                                 skipped_steps=self.skipped_steps)
-        self.verifier = FixVerifier(host, self.ring, replay_fn, self.flow.workspace, window=verify_window,
-                                    budget=verify_budget)
+
+    def _describe(self, host: TriageHost, replay_fn: Callable | None, on_incident: str, snapshot: str,
+                  snapshot_every: int) -> None:
+        """The run's metadata says how incidents are triaged (policy, replay, snapshots). Apart from
+        `__init__` to keep it short."""
         host.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
                               "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
                               "budget": self.ring.budget if self.ring else None}
