@@ -200,27 +200,8 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
         ev.append(Msg("spike.steps_in_incident", n=len(group)))
     if n_incidents > 1:
         ev.append(Msg("spike.incidents", n=n_incidents))
-    fixes: list[FixLike] = []
-    ia = run.col("input_absmax")
-    if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= LIMITS.min_prior_inputs:
-        m = float(np.nanmedian(ia[max(0, i - w):i]))
-        if ia[i] > LIMITS.outlier_input * m:
-            ev.append(Msg("spike.outlier_batch", s=s, a=float(ia[i]), m=m))
-            fixes.append(Msg("spike.fix.outlier_batch", s=s))
-    lr = q.lr
-    if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > LIMITS.lr_jump:
-        ev.append(Msg("spike.lr_changed", a=float(lr[i - 1]), b=float(lr[i])))
-    gn = q.grad_norm
     one_off = recovered and n_incidents == 1
-    if np.isfinite(gn[max(0, i - w):i]).sum() >= LIMITS.min_prior_grads and np.isfinite(gn[i]):
-        g = gn[max(0, i - w):i]
-        g = g[np.isfinite(g)]
-        gm = float(np.median(g))
-        if gn[i] > LIMITS.grad_surge * gm:
-            ev.append(Msg("spike.grad_surged", g=float(gn[i]), x=float(gn[i]) / gm))
-        c = clip_fix(q, i)
-        if c and not one_off:
-            fixes.append(c)
+    fixes = _spike_context(run, q, i, w, ev, clip=not one_off)
     # a jump that did not come back is a divergence only while the rise holds (`lr_advice.held_rise`):
     # a run that trains its loss down again at the new level (a data-mix change, a resume) needs no LR
     # cut if it spikes again, and is a warning
@@ -234,6 +215,34 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
     return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
                    severity="warning" if recovered or not held else "critical", confidence=0.7, step=s, batch=s,
                    evidence=ev, fixes=as_fixes(fixes))
+
+
+def _spike_context(run: Run, q: Quantities, i: int, w: int, ev: list[str], clip: bool) -> list[FixLike]:
+    """What stood out at the spike's row against the `w` rows before it (an outlier batch, an LR
+    that jumped, a gradient that surged), added to `ev`; the fixes that follow from it. Kept apart
+    from the spike's own shape so each reads on its own."""
+    s = int(q.steps[i])
+    fixes: list[FixLike] = []
+    ia = run.col("input_absmax")
+    if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= LIMITS.min_prior_inputs:
+        m = float(np.nanmedian(ia[max(0, i - w):i]))
+        if ia[i] > LIMITS.outlier_input * m:
+            ev.append(Msg("spike.outlier_batch", s=s, a=float(ia[i]), m=m))
+            fixes.append(Msg("spike.fix.outlier_batch", s=s))
+    lr = q.lr
+    if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > LIMITS.lr_jump:
+        ev.append(Msg("spike.lr_changed", a=float(lr[i - 1]), b=float(lr[i])))
+    gn = q.grad_norm
+    if np.isfinite(gn[max(0, i - w):i]).sum() >= LIMITS.min_prior_grads and np.isfinite(gn[i]):
+        g = gn[max(0, i - w):i]
+        g = g[np.isfinite(g)]
+        gm = float(np.median(g))
+        if gn[i] > LIMITS.grad_surge * gm:
+            ev.append(Msg("spike.grad_surged", g=float(gn[i]), x=float(gn[i]) / gm))
+        c = clip_fix(q, i)
+        if c and clip:
+            fixes.append(c)
+    return fixes
 
 
 def _chance_evidence(chance: Any, at_chance: bool, end: float, ur: np.ndarray) -> list[str]:
@@ -257,6 +266,18 @@ def _stall_began(x: np.ndarray, end: float, k: int, share: float) -> int:
     starts = np.arange(0, x.size - k + 1, k)
     above = [i for i in starts if float(np.median(x[i:i + k])) > end / share]
     return int(above[-1]) + k if above else 0
+
+
+def _grad_levels(q: Quantities, lf: np.ndarray) -> tuple[float, float] | None:
+    """The gradient norm's median over the first and the last tenth of the finite-loss rows (at
+    least `end_min_points` each): whether the model is still pushed as hard as at its start. None
+    with fewer than `plateau_min_grads` norms logged."""
+    gn = q.grad_norm[lf]
+    g = gn[np.isfinite(gn)]
+    if g.size < LIMITS.plateau_min_grads:
+        return None
+    k = max(LIMITS.end_min_points, g.size // 10)
+    return float(np.median(g[:k])), float(np.median(g[-k:]))
 
 
 @detector("noisy_data", needs=("loss", "grad_norm"))
@@ -294,12 +315,10 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
         return []
     if not at_chance and not shows_run_start(run, q):
         return []  # an excerpt from mid-run: its first loss is no start to have stalled near
-    gn = q.grad_norm[lf]
-    g = gn[np.isfinite(gn)]
-    if g.size < LIMITS.plateau_min_grads:
+    levels = _grad_levels(q, lf)
+    if levels is None:
         return []
-    g0 = float(np.median(g[: max(LIMITS.end_min_points, g.size // 10)]))
-    g1 = float(np.median(g[-max(LIMITS.end_min_points, g.size // 10):]))
+    g0, g1 = levels
     if g0 <= 0 or mid <= 0 or (g1 < LIMITS.grad_stays_share * g0 and not at_chance):
         return []  # no gradient at all is not a data problem (masked labels, a frozen model)
     ur = run.col("update_ratio")

@@ -212,13 +212,16 @@ def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat
 def _flat_cause(f: _Flat, n: int) -> tuple[str, float, list[str], list[str]] | None:
     """(cause, confidence, the evidence that names it, the fixes) for a flat loss, the first rule
     that fits in order of how directly the log shows it; None when none fits."""
+    return _flat_update_cause(f, n) or _flat_shape_cause(f, n)
+
+
+_FlatCause = tuple[str, float, list[str], list[str]]
+
+
+def _flat_update_cause(f: _Flat, n: int) -> _FlatCause | None:
+    """The rules that read the update itself (an LR of 0, no update measured, an LR too small to
+    move the weights): the most direct evidence a flat loss can have."""
     lr = f.lr
-    labels, frozen = Msg("scalars.alt.labels"), Msg("scalars.alt.frozen")
-    low = Msg("scalars.alt.lr_low", lr=Msg("scalars.alt.lr_value", lr=lr) if lr is not None
-              else Msg("scalars.alt.lr_unlogged"))
-    tell = Msg("scalars.flat.tell")
-    overfit = Msg("scalars.fix.overfit")
-    watch = Msg("scalars.fix.watch_update_size")
     at_most_tiny = lr is not None and lr <= TINY_LR
     if lr is not None and lr == 0:
         return "lr_schedule_error", 0.8, [Msg("scalars.flat.lr_zero")], [Msg("scalars.flat.fix_lr_zero")]
@@ -234,6 +237,18 @@ def _flat_cause(f: _Flat, n: int) -> tuple[str, float, list[str], list[str]] | N
         return "lr_too_low", 0.6, [], [Msg("scalars.flat.fix_raise_usual", lr=lr)]
     if f.tiny_lr:
         return "lr_too_low", 0.75, [Msg("scalars.flat.tiny_lr", lr=lr, n=n)], [Msg("scalars.flat.fix_raise", lr=lr)]
+    return None
+
+
+def _flat_shape_cause(f: _Flat, n: int) -> _FlatCause | None:
+    """The rules that read the flat loss's shape (no gradient, a constant to the last digit, a level
+    at chance): each a ranked differential, since the shape alone rarely tells the causes apart."""
+    labels, frozen = Msg("scalars.alt.labels"), Msg("scalars.alt.frozen")
+    low = Msg("scalars.alt.lr_low", lr=Msg("scalars.alt.lr_value", lr=f.lr) if f.lr is not None
+              else Msg("scalars.alt.lr_unlogged"))
+    tell = Msg("scalars.flat.tell")
+    overfit = Msg("scalars.fix.overfit")
+    watch = Msg("scalars.fix.watch_update_size")
     if f.zero_grad:
         return "frozen_model", 0.6, [Msg("scalars.flat.zero_grad", k=int(f.gn.size))], \
             [Msg("scalars.flat.fix_requires_grad"), overfit]
@@ -476,26 +491,36 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
             return []  # the LR rose with it: the schedule's story
         if _surge_came_back(g, loss, i0):
             return _transient_surge(q, rows, g, (i0, j), loss_rose=(best, float(np.max(tail)), float(loss[-1])))
-        s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
-        peak_g = float(np.max(g[j:]))
-        rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
-        ev: list[str] = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
-                         else Msg("scalars.surge.rose", **rose),
-                         Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
-        if rows.size < SHORT_LOG:
-            ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
-        healthy = g[:i0 + 1]
-        clip = float(np.max(healthy)) if healthy.size else float(g[i0])
-        fixes: list[FixLike] = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
-                                Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3)
-                                if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
-        held, why = cut_evidence(run, q, int(rows[i0 + 1]))
-        if held is None:  # the loss's rise does not hold (`lr_advice`): clip and measure, cut nothing
-            ev.append(withheld(why))
-            fixes = [fixes[0], measure_fix(s0)]
-        return [Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
-                        step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=as_fixes(fixes))]
+        return [_surge_finding(run, q, rows, (i0, j), best)]
     return _transient_surge(q, rows, g, transient) if transient else []
+
+
+def _surge_finding(run: Run, q: Quantities, rows: np.ndarray, at: tuple[int, int], best: float) -> Finding:
+    """The explosion `grad_surge` found: the norm rose from row `at[0]` to row `at[1]` (of `rows`)
+    and stayed up while the loss rose from its `best`. Clip at the largest healthy norm; cut the
+    LR only on `lr_advice.cut_evidence`."""
+    i0, j = at
+    g, lr = q.grad_norm[rows], q.lr[rows]
+    tail = q.loss[rows][j:]
+    s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
+    peak_g = float(np.max(g[j:]))
+    rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
+    ev: list[str] = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
+                     else Msg("scalars.surge.rose", **rose),
+                     Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
+    if rows.size < SHORT_LOG:
+        ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
+    healthy = g[:i0 + 1]
+    clip = float(np.max(healthy)) if healthy.size else float(g[i0])
+    fixes: list[FixLike] = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
+                            Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3)
+                            if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
+    held, why = cut_evidence(run, q, int(rows[i0 + 1]))
+    if held is None:  # the loss's rise does not hold (`lr_advice`): clip and measure, cut nothing
+        ev.append(withheld(why))
+        fixes = [fixes[0], measure_fix(s0)]
+    return Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
+                   step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=as_fixes(fixes))
 
 
 def _surge_clip_fix(q: Quantities, key: str, healthy_max: float) -> Fix:
@@ -595,6 +620,15 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
     tail_lr = lr[rows[(rows >= turn) & (rows <= end)]]
     if tail_lr.size < 2 or float(tail_lr[-1]) < 1.5 * float(tail_lr[0]):
         return []
+    return [_runaway_finding(q, lr_rows, turn, best, after)]
+
+
+def _runaway_finding(q: Quantities, lr_rows: np.ndarray, turn: int, best: float, after: np.ndarray) -> Finding:
+    """The runaway `lr_rise_divergence` found: the LR climbed over `lr_rows` and the loss turned at
+    row `turn` from its `best` (then rose over the rows `after`, or went non-finite). The fix caps
+    the peak at a third of the LR where the loss was best."""
+    lr = q.lr
+    lr0, lr_end = float(lr[lr_rows[0]]), float(lr[lr_rows[-1]])
     lr_best = float(lr[turn]) if np.isfinite(lr[turn]) else lr0
     s_turn = int(q.steps[turn])
     best_at = dict(best=best, s=s_turn, lr=lr_best)
@@ -603,12 +637,29 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
                      Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
                      else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
-    return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
-                    step=s_turn, evidence=ev,
-                    rule=RUNAWAY_LR,
-                    fixes=as_fixes([Fix.lr(Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3), to=lr_best / 3,
-                                           now=lr_best),
-                                    Msg("scalars.runaway.fix_range_test")]))]
+    return Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
+                   step=s_turn, evidence=ev, rule=RUNAWAY_LR,
+                   fixes=as_fixes([Fix.lr(Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3), to=lr_best / 3,
+                                          now=lr_best),
+                                   Msg("scalars.runaway.fix_range_test")]))
+
+
+def _short_spike_hits(q: Quantities, x: np.ndarray) -> list[tuple[int, float]]:
+    """(point, baseline) of every point of the short log `x` that is a spike against the median of
+    the 5 before it (`is_spike` in log space) and >= 2x the largest of them."""
+    lx = np.log(x)
+    hits = []
+    for j in range(4, x.size):
+        prev = lx[max(0, j - 5):j]
+        med = float(np.median(prev))
+        sigma = float(robust_sigma(np.median(np.abs(prev - med))))
+        z = (lx[j] - med) / sigma
+        # five points say little about the noise: the spike must also clear their range (2x their
+        # largest), or a small batch's heavy-tailed loss (MSE on 16 rows) reads as one
+        if lx[j] - float(np.max(prev)) >= math.log(2) and \
+                bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))):
+            hits.append((j, math.exp(med)))
+    return hits
 
 
 @detector("short_spike", needs=("loss",))
@@ -624,18 +675,7 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
     x = q.loss[lf]
     if (x <= 0).any():
         return []
-    lx = np.log(x)
-    hits = []
-    for j in range(4, n):
-        prev = lx[max(0, j - 5):j]
-        med = float(np.median(prev))
-        sigma = float(robust_sigma(np.median(np.abs(prev - med))))
-        z = (lx[j] - med) / sigma
-        # five points say little about the noise: the spike must also clear their range (2x their
-        # largest), or a small batch's heavy-tailed loss (MSE on 16 rows) reads as one
-        if lx[j] - float(np.max(prev)) >= math.log(2) and \
-                bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))):
-            hits.append((j, math.exp(med)))
+    hits = _short_spike_hits(q, x)
     if not hits:
         return []
     # consecutive spiking points are one incident
