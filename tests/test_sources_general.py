@@ -895,3 +895,33 @@ def test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component(tmp_path, line
     comps = run.events["loss_components"]
     assert any(v == 0.48 for v in comps[6].values())  # the critic's loss, kept
     assert has(run.notes, "text.policy_loss", key=key)
+
+
+@pytest.mark.parametrize("line", [
+    # PaddleOCR's tools/program.py: `'{}: {:x<6f}'.format(k, v)` for each metric, joined with `, `
+    "epoch: [3/1000], global_step: {s}, lr: 0.000010, acc: 0.72, loss: {v}, avg_reader_cost: 0.01 s",
+    # the same fill in a line the general reader takes apart
+    "[train] it {s} | objective {v} | seen 1280 samples",
+])
+def test_a_nan_padded_by_a_fill_character_is_a_nan(tmp_path, line):
+    """Python's format with a fill character (`{:x<6f}`) pads a value shorter than its width: NaN
+    prints `nanxxx`, -inf `-infxx` (a finite value has six decimals and is never padded). Both are
+    the non-finite values they spell, never a word that hides the fault."""
+    vals = [2.769068, 2.762494, float("nan"), 2.75, float("-inf")]
+    text = "".join(line.format(s=144 + i, v=f"{v:x<6f}") + "\n" for i, v in enumerate(vals))
+    assert "nanxxx" in text and "-infxx" in text
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {144 + i: v for i, v in enumerate(vals)})
+
+
+def test_a_clocks_seconds_are_not_named_by_the_word_after_them(tmp_path):
+    """semseg-style trainers print the time left as a clock (`Remain 80:39:57 Loss 1.0328`): its
+    minutes and seconds have no name in front of them, and the `Loss` after them names the loss,
+    never the clock's seconds (hours past 23 included)."""
+    line = ("INFO train.py line 249] Epoch: [1/100][{s}/2976] Data 0.001 (0.004) Batch 0.935 (0.982) "
+            "Remain {h}:{m:02d}:{sec:02d} Loss {v} Main Loss {v} Accuracy 0.5974.\n")
+    vals = [1.0328, 0.9971, float("nan")]
+    text = "".join(line.format(s=100 * (i + 1), h=80 - i, m=39 - i, sec=57 - 7 * i, v=v) for i, v in enumerate(vals))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "Loss"
+    _same(_at(run, "loss"), {100 * (i + 1): v for i, v in enumerate(vals)})

@@ -327,9 +327,9 @@ class TextParser:
     def _values(self, text: str, t: Template, spans: tuple[tuple[int, int], ...]) -> None:
         try:
             values = [float(text[a:b]) for a, b in spans]
-        except ValueError:  # MSVC's `1.#INF`: read by the slower parser; anything else is no row
+        except ValueError:  # MSVC's `1.#INF`, a padded `nanxxx`: read by the slower parser; anything else is no row
             values = [text_number(text[a:b]) for a, b in spans]
-            if not any("#" in text[a:b] for a, b in spans):
+            if not any("#" in text[a:b] or text[a:b][-1:] in "xX" for a, b in spans):
                 return
         self._row(t, values)
 

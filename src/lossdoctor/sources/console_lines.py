@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..records import MSVC_NONFINITE, text_number, to_float
+from ..records import FILLED_NONFINITE, MSVC_NONFINITE, text_number, to_float
 from . import text_slots
 from .columns import SIDE_COLUMNS, column_for, normalise, step_number, step_rank
 from .text_slots import TRAIN_WORD, averaged_beside
@@ -29,7 +29,7 @@ from .text_slots import TRAIN_WORD, averaged_beside
 METRICS = ("loss", "grad_norm", "lr", "scale")
 
 #: a number, possibly with a unit glued to it (`120.50ms`, `2.47GiB`); `nan`/`inf` as whole words
-_NUMBER = re.compile(r"(?<![\w.])(?:" + MSVC_NONFINITE + r"(?![\w.])|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
+_NUMBER = re.compile(r"(?<![\w.])(?:" + MSVC_NONFINITE + r"(?![\w.])|" + FILLED_NONFINITE + r"(?![\w.])|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
                      r"[-+]?(?:infinity|nan|inf)(?![\w.]))", re.IGNORECASE)
 NUMBER = _NUMBER
 #: up to three words right before a number, with only separators between them and the number

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from ..records import MSVC_NONFINITE
+from ..records import FILLED_NONFINITE, MSVC_NONFINITE
 
 #: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word (MSVC's `1.#INF` too)
 #: (a sentence may end right after it: `Loss is 2.3102.`; a version `1.2.3` is no number)
-NUMBER = re.compile(r"(?<![\w.@])" + MSVC_NONFINITE + r"(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
+NUMBER = re.compile(r"(?<![\w.@])(?:" + MSVC_NONFINITE + "|" + FILLED_NONFINITE + r")(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
                     r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
 
 
@@ -137,6 +137,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if _TIME_UNIT.match(pieces[i + 1]):  # `(0m 12s)`: a duration's parts
             names[i] = "time"
             continue
+        if i and pieces[i] == ":" and _CLOCK_PART.fullmatch(text, *spans[i]):
+            continue  # `Remain 80:39:57 Loss 1.03`: a clock's seconds, never named by the word after them
         after = _SUFFIX.match(pieces[i + 1])
         if after is None:
             word = _SUFFIX_WORD.match(pieces[i + 1])  # `100 batches Average loss: ...`: a counter's own word
@@ -190,6 +192,8 @@ _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
 _GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
 #: a time unit glued to a number with no name (`(0m 12s)`, `1h 2m`): a duration, not a value
 _TIME_UNIT = re.compile(r"(?:ms|us|s|sec|secs|min|m|h|hr)(?![A-Za-z/])")
+#: the minutes or seconds of a clock (`80:39:57`), joined to the number before by a bare `:`
+_CLOCK_PART = re.compile(r"\d\d(?:\.\d+)?")
 #: the name of a number printed as a percentage
 PERCENT = "percent"
 #: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
