@@ -925,3 +925,44 @@ def test_a_clocks_seconds_are_not_named_by_the_word_after_them(tmp_path):
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "Loss"
     _same(_at(run, "loss"), {100 * (i + 1): v for i, v in enumerate(vals)})
+
+
+def test_a_tuple_of_values_after_a_tuple_of_names_takes_their_names(tmp_path):
+    """A script prints an epoch's extremes and average as tuples (`print("train loss (min, avg, max):",
+    (lo, avg, hi))`): the average is the training loss, the extremes are no loss; the validation
+    line's average is the evaluation loss. A NaN average is read as the NaN it is."""
+    out = io.StringIO()
+    epochs = [(-0.276, 4.1, 1152.61, 3.9), (0.5, 3.2, 7.4, 3.3), (0.0, float("nan"), float("inf"), float("nan"))]
+    for e, (lo, avg, hi, val) in enumerate(epochs, 1):
+        print(f"Epochs:[{e}]/[25]", file=out)
+        print("train loss (min, avg, max):", (lo, avg, hi), file=out)
+        print("validation loss (min, avg, max):", (lo, val, hi), file=out)
+    run = _read(tmp_path, out.getvalue())
+    assert run.meta["loss_key"] == "train loss" and run.meta["eval_loss_key"] == "validation loss"
+    loss = list(_at(run, "loss").values())
+    assert loss[:2] == [4.1, 3.2] and math.isnan(loss[2]) and len(loss) == 3
+
+
+def test_a_loss_whose_name_the_other_losses_extend_is_their_head(tmp_path):
+    """PSENet's train.py logs `batch_loss` beside `batch_loss_c` and `batch_loss_s` (its text and kernel
+    parts): no total's name is printed, but the name the others extend is the loss the script
+    computed, read as printed and never summed with its own parts."""
+    line = ("2019-07-19 02:41:13 INFO      train.py: [0/600], [{s}/2174], step: {s}, 4.418 samples/sec, "
+            "batch_loss: {a:.4f}, batch_loss_c: {b:.4f}, batch_loss_s: {c:.4f}, time:9.0540, lr:0.0001\n")
+    rows = [(10, 0.95, 0.7, 0.25), (20, 0.91, 0.66, 0.25), (30, 0.88, 0.64, 0.24)]
+    run = _read(tmp_path, "".join(line.format(s=s, a=a, b=b, c=c) for s, a, b, c in rows))
+    assert run.meta["loss_key"] == "batch_loss" and not run.meta["loss_guessed"]
+    _same(_at(run, "loss"), {s: a for s, a, _, _ in rows})
+
+
+def test_a_word_between_two_numbers_names_the_one_after_it_and_cv_is_an_evaluation(tmp_path):
+    """WeTTS's and WeNet's executors print `Epoch 1 [TRAIN] progress 10/2754 loss 0.66 ...` and, for the
+    cross-validation pass, `Epoch 0 [CV] progress 290/341 loss nan ...`: `loss` names the number after it,
+    never the batch total before it, and the `[CV]` lines are the evaluation's, not training rows."""
+    train = "Epoch {e} [TRAIN] progress {s}/2754 loss {v} polyphone_loss 0.45 polyphone_acc 0.89 prosody_loss {v} prosody_acc 0.74\n"
+    cv = "Epoch {e} [CV] progress {s}/341 loss {v} polyphone_loss 1.02 polyphone_acc 0.71 prosody_loss {v} prosody_acc 0.70\n"
+    text = "".join(cv.format(e=0, s=s, v=v) for s, v in ((290, "nan"), (300, "0.93"), (310, "0.91")))
+    text += "Epoch 1/10...\n" + "".join(train.format(e=1, s=s, v=v) for s, v in ((0, "0.610886"), (10, "0.666556"), (20, "nan")))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "loss" and run.meta["eval_loss_key"] == "loss"
+    _same(_at(run, "loss"), {0: 0.610886, 10: 0.666556, 20: math.nan})

@@ -682,6 +682,8 @@ def choose(parser: TextParser) -> dict[str, Any]:
     policy = _policy(cands["component"]) if train is None else None
     if policy is not None:  # an RL run's policy loss: the loss, its value/KL/entropy terms kept beside it
         train, guessed = policy, False
+    elif train is None and (head := _named_head(cands["component"])) is not None:
+        train, guessed = head, False  # `batch_loss` beside `batch_loss_c`, `batch_loss_s`: the parts' head
     elif train is None and cands["component"]:
         summed = _summed(cands["component"])
         total = _printed_total(*summed) if summed is not None else None
@@ -714,6 +716,21 @@ def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     are not printed, and a critic is another model); the policy loss may sit near 0 or below it."""
     policy = [c for c in found if policy_named(c[4].names[c[5]])]
     return min(policy, key=lambda c: (c[1], c[2], c[3])) if policy else None
+
+
+def _named_head(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """With no total's name printed: a loss whose name every other loss name of its line extends
+    (PSENet's `batch_loss: 1.0, batch_loss_c: 1.0, batch_loss_s: 1.0`, a `loss_x` beside `loss_x_a`,
+    `loss_x_b`) is the loss the others are parts of, printed by the script (never summed again;
+    its weights are not printed). Two adversaries' losses have no head."""
+    if _rivals(found):
+        return None
+    for c in found:
+        head = base_name(name_key(c[4].names[c[5]]))
+        others = [base_name(name_key(c[4].names[d[5]])) for d in found if d[4] is c[4] and d is not c]
+        if others and all(o.startswith(head) and o[len(head):len(head) + 1] in ("_", " ", ".") for o in others):
+            return c
+    return None
 
 
 #: most parts a total is looked for over (a detection loss has 3 to 6)

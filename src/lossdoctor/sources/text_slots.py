@@ -53,7 +53,9 @@ _MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_ALONE = (r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-              r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+              r"|dev"
+              r"|cv)"  # cv: WeNet's and its kin's (WeTTS, WeKWS) cross-validation pass, `Epoch 0 [CV] progress ...`
+              r"(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
               # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
               # quoted name says which (`'validation_epoch_loss'`)
               r"(?!\s+metric\s+['\"])")
@@ -129,6 +131,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             piece = piece[unit.end():]  # the unit of the number before (`13.6G   0.0485`), no name of this one
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
+    _tuple_names(spans, pieces, names)
     for i, name in enumerate(names):
         if not name and ")" in pieces[i] and (call := _CALL.search(text, 0, spans[i][0])) is not None:
             names[i] = call.group(1)  # a call whose arguments hold numbers: `accuracy(m, x, 0.0:9) = 0.91`
@@ -140,6 +143,9 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if i and pieces[i] == ":" and _CLOCK_PART.fullmatch(text, *spans[i]):
             continue  # `Remain 80:39:57 Loss 1.03`: a clock's seconds, never named by the word after them
         after = _SUFFIX.match(pieces[i + 1])
+        if after is not None and i + 1 < len(spans) and after.end() == len(pieces[i + 1]) \
+                and name_key(names[i + 1]) == name_key(after.group(1).strip(" ./-")):
+            after = None  # `progress 0/2754 loss 0.61`: the word names the number after it, not the total before
         if after is None:
             word = _SUFFIX_WORD.match(pieces[i + 1])  # `100 batches Average loss: ...`: a counter's own word
             if word is not None and (step_rank(word.group(1)) is not None or word.group(1).lower() in _EPOCH_NAMES):
@@ -166,6 +172,29 @@ def _counted_values(text: str, spans: list[tuple[int, int]], pieces: list[str], 
         if first.isdigit() and ("." in second or second.lower().lstrip("+-") in ("nan", "inf")) \
                 and _is_loss(name_key(names[i])):
             names[i], names[i + 1] = "step", names[i]
+
+
+#: a tuple of names right before a tuple of values (`train loss (min, avg, max): (-0.27, nan, 1152.6)`, a
+#: script's `print("loss (min, avg, max):", (lo, avg, hi))`), the subject's name in front of the names
+_NAME_TUPLE = re.compile(r"([A-Za-z_][\w ./-]*?)\s*\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*\)\s*[:=]?\s*[(\[]\s*$")
+#: the names in such a tuple that say the value is the subject itself: its average over the interval
+_AVERAGE_WORDS = frozenset({"avg", "average", "mean"})
+
+
+def _tuple_names(spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
+    """Each value of a tuple printed after a tuple of names takes its name: the average takes the
+    subject's (`train loss`), the others their own word (`min`, `max`), never the subject's (an
+    extreme of the interval is no loss the trainer steps on)."""
+    for i, piece in enumerate(pieces[:len(spans)]):
+        m = _NAME_TUPLE.search(piece)
+        if m is None:
+            continue
+        words = [w.strip() for w in m.group(2).split(",")]
+        if i + len(words) > len(spans) or any(p.strip() != "," for p in pieces[i + 1:i + len(words)]):
+            continue
+        subject = _prefix_name(m.group(1), "")
+        for k, w in enumerate(words):
+            names[i + k] = subject if w.lower() in _AVERAGE_WORDS and subject else w
 
 
 def _range_ends(pieces: list[str], names: list[str]) -> None:
