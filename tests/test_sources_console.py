@@ -894,3 +894,15 @@ def test_composer_values_too_small_for_four_decimals_are_left_out(tmp_path):
     np.testing.assert_array_equal(run.logged("lr"), [False, False, True, True, False])
     assert run.cols["lr"][2] == 0.02
     assert any(getattr(n, "key", "") == "console.composer_rounded" and "2 LR" in n for n in run.notes)
+
+
+def test_a_print_glued_to_a_keras_bar_leaves_its_last_value_read(tmp_path):
+    """Keras draws its progress bar with no newline, so a debug print in the model lands on the bar's
+    line right after its last value (`- loss: nanmf:[16]`): the value is still the loss, a NaN here."""
+    bar = "{b}/984 [====================>.........] - ETA: 4:42 - loss: {v}mf:[16]\nmf:[16]\nloss: [nan][nan][9747]\n"
+    p = tmp_path / "train.log"
+    p.write_text("".join(bar.format(b=b, v=v) for b, v in ((699, "718.5894"), (700, "nan"), (701, "nan"), (702, "inf"))))
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    got = dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))
+    assert got[699] == 718.5894 and math.isnan(got[700]) and math.isnan(got[701]) and got[702] == math.inf

@@ -966,3 +966,15 @@ def test_a_word_between_two_numbers_names_the_one_after_it_and_cv_is_an_evaluati
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "loss" and run.meta["eval_loss_key"] == "loss"
     _same(_at(run, "loss"), {0: 0.610886, 10: 0.666556, 20: math.nan})
+
+
+def test_a_bracketed_evaluation_section_ends_at_the_next_bracketed_label(tmp_path):
+    """Landmark attention's trainer prints `0/1400 [train] loss=nan [val] loss=nan, pp=nan, acc=0.0009
+    [time per itr] 1183.48ms [lr] 0.00041`: the `[val]` section ends at the next label in brackets, so
+    the learning rate after it is the run's, not the evaluation's."""
+    line = "0/{s} [train] loss={v} [val] loss={v}, pp=371.43, acc=0.185491 [time per itr] 1403.69ms [lr] {lr}\n"
+    rows = [(200, "5.945", 0.00003), (400, "5.655", 0.00005), (600, "nan", 0.0001)]
+    run = _read(tmp_path, "".join(line.format(s=s, v=v, lr=f"{lr:.5f}") for s, v, lr in rows))
+    _same(_at(run, "lr"), {s: lr for s, _, lr in rows})
+    _same(_at(run, "loss"), {200: 5.945, 400: 5.655, 600: math.nan})
+    assert run.meta["eval_loss_key"] == "loss"

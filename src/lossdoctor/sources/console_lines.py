@@ -434,6 +434,9 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
 #: (verbose=1) or `100/100 - 2s - 15ms/step - loss: 0.6931` (verbose=2)
 KERAS_EPOCH = re.compile(r"Epoch (\d+)/(\d+)\s*$")
 _KERAS_BAR = re.compile(r"(\d+)/(\d+)(?: \[[=>.]*\])? - ")
+#: Keras draws its bar with no newline, so a script's print lands right after the bar's last value
+#: (`- loss: nanmf:[16]`): a value Keras prints (`%.4f`, `%.4e`, nan, inf) with letters glued after it
+_GLUED_AFTER_BAR = re.compile(r"(?<![\w.])((?:\d+\.\d{4}(?:e[-+]\d+)?|nan|inf))(?=[A-Za-z_][\w]*\s*[:=])")
 
 
 def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
@@ -442,7 +445,8 @@ def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
     m = _KERAS_BAR.match(text)
     if m is None:
         return None
-    found = key_values(text[m.end():].replace(" - ", " , ")) or {}
+    rest = _GLUED_AFTER_BAR.sub(r"\1 ", text[m.end():])
+    found = key_values(rest.replace(" - ", " , ")) or {}
     metrics = {c: found[c] for c in (*METRICS, "eval_loss") if c in found}  # `val_loss` at an epoch's end: kept apart
     return int(m.group(1)), int(m.group(2)), metrics
 

@@ -307,8 +307,14 @@ def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> 
             out.append(False)
             continue
         after = before[ev.end():]
-        out.append(TRAIN_WORD.search(after) is None)
+        # a bracketed section (`[val] loss=5.9, acc=0.2 [time per itr] 1403ms [lr] 0.00003`) ends at the next one
+        closed = before[ev.start() - 1:ev.start()] == "[" and _SECTION.search(after) is not None
+        out.append(TRAIN_WORD.search(after) is None and not closed)
     return out
+
+
+#: a section's label in brackets (`[lr]`, `[time per itr]`): words only
+_SECTION = re.compile(r"\[[A-Za-z][A-Za-z _-]*\]")
 
 
 def base_name(name: str) -> str:
