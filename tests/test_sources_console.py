@@ -906,3 +906,23 @@ def test_a_print_glued_to_a_keras_bar_leaves_its_last_value_read(tmp_path):
     lg = run.logged("loss")
     got = dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))
     assert got[699] == 718.5894 and math.isnan(got[700]) and math.isnan(got[701]) and got[702] == math.inf
+
+
+def test_llm_c_main_log_lines_are_read(tmp_path):
+    """llm.c's logger (train_gpt2.cu, kept by modded-nanogpt) writes `main.log` with
+    `fprintf(logfile, "s:%d trl:%.4f lr:%.6f norm:%.2f\\n", ...)` per training step and `"s:%d
+    tel:%.4f\\n"` per validation: `s` is the step, `trl` the training loss, `tel` the validation loss
+    (kept apart), `norm` the gradient norm."""
+    lines = ["s:%d tel:%.4f" % (0, 10.9689)]
+    lines += ["s:%d trl:%.4f lr:%.6f norm:%.2f" % (s, v, 6e-4, g) for s, v, g in ((0, 10.9656, 1.2), (1, 10.814, 1.1), (2, float("nan"), 0.9))]
+    lines += ["s:%d tel:%.4f" % (3, 6.0344)]
+    p = tmp_path / "main.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    got = dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))
+    assert got[0] == 10.9656 and got[1] == 10.814 and math.isnan(got[2]) and len(got) == 3
+    ev = run.logged("eval_loss")
+    assert dict(zip(run.steps[ev].tolist(), run.cols["eval_loss"][ev].tolist())) == {0: 10.9689, 3: 6.0344}
+    gn = run.logged("grad_norm")
+    assert run.cols["grad_norm"][gn].tolist() == [1.2, 1.1, 0.9]

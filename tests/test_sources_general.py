@@ -978,3 +978,16 @@ def test_a_bracketed_evaluation_section_ends_at_the_next_bracketed_label(tmp_pat
     _same(_at(run, "lr"), {s: lr for s, _, lr in rows})
     _same(_at(run, "loss"), {200: 5.945, 400: 5.655, 600: math.nan})
     assert run.meta["eval_loss_key"] == "loss"
+
+
+def test_the_total_after_a_loss_label_is_the_loss(tmp_path):
+    """pytorch-yolo2's region_loss.py prints `'%d: nGT %d, recall %d, proposals %d, loss: x %f, y %f, w %f,
+    h %f, conf %f, cls %f, total %f'`: the numbers after the `loss:` label are the loss's parts and
+    their `total` is the loss (its float32 sum is not the printed parts' sum to their digits)."""
+    fmt = "%d: nGT %d, recall %d, proposals %d, loss: x %f, y %f, w %f, h %f, conf %f, cls %f, total %f\n"
+    rows = [(64, 27.03, 1711906.125), (80, 23.9, 310.5), (96, 21.0, float("nan"))]
+    text = "".join(fmt % (seen, 42, 1, 35613, x, 28.6, 1.5, 2.5, 30.2, 108.1, total) for seen, x, total in rows)
+    text += "coord_mask: tensor(27.0292, device='cuda:0')\n" * 2
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "total loss" and not run.meta["loss_guessed"]
+    _same(_at(run, "loss"), {seen: total for seen, _, total in rows})

@@ -45,7 +45,10 @@ _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": (
 #: names read only when they are the whole name in front of the number: llm.c's `| norm 1.2345 |`
 #: is the gradient norm (`weight norm` is not), and `epoch: 3` is an epoch counter (used as the step
 #: only when a log has nothing finer, see `stdout`)
-_ALONE = {"norm": ("grad_norm", 2), "epoch": ("epoch", 0)}
+_ALONE = {"norm": ("grad_norm", 2), "epoch": ("epoch", 0),
+          # llm.c's `main.log` (train_gpt2.cu's logger, kept by modded-nanogpt): `s:%d trl:%.4f lr:%.6f
+          # norm:%.2f` for a training step, `s:%d tel:%.4f` for a validation loss
+          "s": ("step", 20), "trl": ("loss", 1), "tel": ("eval_loss", 1)}
 #: the plain counters (`step`, `iteration`, `iter`, `it`): when a line prints two of them, the one
 #: with the larger value is the finer one (litgpt's `iter 1152 step 144`: micro-batches and optimizer
 #: steps; each line is one micro-batch's loss)

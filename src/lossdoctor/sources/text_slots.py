@@ -132,6 +132,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
     _tuple_names(spans, pieces, names)
+    _labelled_total(pieces, names)
     for i, name in enumerate(names):
         if not name and ")" in pieces[i] and (call := _CALL.search(text, 0, spans[i][0])) is not None:
             names[i] = call.group(1)  # a call whose arguments hold numbers: `accuracy(m, x, 0.0:9) = 0.91`
@@ -195,6 +196,21 @@ def _tuple_names(spans: list[tuple[int, int]], pieces: list[str], names: list[st
         subject = _prefix_name(m.group(1), "")
         for k, w in enumerate(words):
             names[i + k] = subject if w.lower() in _AVERAGE_WORDS and subject else w
+
+
+#: a loss's label with no number of its own, its parts listed after it (`loss: x 27.0, y 28.6, ... total 17.1`)
+_LOSS_LABEL = re.compile(r"(?<![\w.-])(?:loss|losses)\s*:\s*[A-Za-z_][\w ]*$", re.IGNORECASE)
+
+
+def _labelled_total(pieces: list[str], names: list[str]) -> None:
+    """pytorch-yolo2's region loss prints `loss: x %f, y %f, w %f, h %f, conf %f, cls %f, total %f`:
+    the label says the numbers after it are the loss's, so their `total` is the loss itself."""
+    label = next((i for i, p in enumerate(pieces[:len(names)]) if _LOSS_LABEL.search(p)), None)
+    if label is None:
+        return
+    for k in range(label, len(names)):
+        if names[k].lower() == "total":
+            names[k] = "total loss"
 
 
 def _range_ends(pieces: list[str], names: list[str]) -> None:
