@@ -991,3 +991,25 @@ def test_the_total_after_a_loss_label_is_the_loss(tmp_path):
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "total loss" and not run.meta["loss_guessed"]
     _same(_at(run, "loss"), {seen: total for seen, _, total in rows})
+
+
+def test_a_step_timing_is_no_loss_and_its_nan_with_a_unit_is_read(tmp_path):
+    """modded-nanogpt prints `step:{step}/{n} val_loss:{v:.4f} train_time:{t:.0f}ms step_avg:{a:.2f}ms`,
+    whose first line has no average yet (`step_avg:nanms`): that line is a row like the others, and a
+    step's timing is never taken for the training loss."""
+    line = "step:{s}/1480 val_loss:{v:.4f} train_time:{t:.0f}ms step_avg:{a:.2f}ms\n"
+    rows = [(0, 7.7109, 0, float("nan")), (125, 4.3719, 29736, 258.57), (250, 3.9992, 62563, 260.68), (375, 3.8241, 96107, 263.31)]
+    run = _read(tmp_path, "".join(line.format(s=s, v=v, t=t, a=a) for s, v, t, a in rows))
+    assert "nanms" in (tmp_path / "train.log").read_text()
+    assert "loss" not in run.cols and run.meta["eval_loss_key"] == "val_loss"
+    _same(_at(run, "eval_loss"), {s: v for s, v, _, _ in rows})
+
+
+def test_a_loss_named_a_total_beats_a_metric_named_loss(tmp_path):
+    """HiFi-GAN's train.py prints `'Steps : {:d}, Gen Loss Total : {:4.3f}, Mel-Spec. Error : {:4.3f}, s/b :
+    {:4.3f}'`: the generator's total is the loss it steps on; the mel error (a metric's name) is not."""
+    fmt = "Steps : {:d}, Gen Loss Total : {:4.3f}, Mel-Spec. Error : {:4.3f}, s/b : {:4.3f}\n"
+    rows = [(1380, 77.188, 1.468), (1385, 75.907, 1.452), (1390, 70.489, 1.303)]
+    run = _read(tmp_path, "".join(fmt.format(s, g, m, 1.16) for s, g, m in rows))
+    assert run.meta["loss_key"] == "Gen Loss Total" and not run.meta["loss_guessed"]
+    _same(_at(run, "loss"), {s: g for s, g, _ in rows})

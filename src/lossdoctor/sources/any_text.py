@@ -678,6 +678,8 @@ def choose(parser: TextParser) -> dict[str, Any]:
         cands = _candidates(parser, 1)
     train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
     guessed = train is None or train[0] >= 50
+    if train is not None and guessed and (total := _total_part(cands["component"])) is not None:
+        train, guessed = total, False
     summed, of_parts = None, []
     policy = _policy(cands["component"]) if train is None else None
     if policy is not None:  # an RL run's policy loss: the loss, its value/KL/entropy terms kept beside it
@@ -716,6 +718,17 @@ def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     are not printed, and a critic is another model); the policy loss may sit near 0 or below it."""
     policy = [c for c in found if policy_named(c[4].names[c[5]])]
     return min(policy, key=lambda c: (c[1], c[2], c[3])) if policy else None
+
+
+_TOTAL_WORD = re.compile(r"(?:^|[ _])total(?:$|[ _])", re.IGNORECASE)
+
+
+def _total_part(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """The one loss named a total (HiFi-GAN's `Gen Loss Total : 77.188, Mel-Spec. Error : 1.468`): the
+    loss the trainer steps on, before a name that is only a metric's (`Error`). A total of each of
+    two adversaries says no one loss."""
+    totals = [c for c in found if _TOTAL_WORD.search(base_name(name_key(c[4].names[c[5]])))]
+    return totals[0] if len(totals) == 1 else None
 
 
 def _named_head(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:

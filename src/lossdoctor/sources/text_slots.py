@@ -19,7 +19,9 @@ from ..records import FILLED_NONFINITE, MSVC_NONFINITE
 #: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word (MSVC's `1.#INF` too)
 #: (a sentence may end right after it: `Loss is 2.3102.`; a version `1.2.3` is no number)
 NUMBER = re.compile(r"(?<![\w.@])(?:" + MSVC_NONFINITE + "|" + FILLED_NONFINITE + r")(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
-                    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
+                    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])|"
+                    # a NaN timing with its unit glued (modded-nanogpt's `step_avg:nanms` at step 0)
+                    r"(?<![\w.])nan(?=ms(?![\w.]))")
 
 
 #: a number printed with thousands separators right after its name's `:` or `=` (`iter:  25,390,`, OLMo's
@@ -703,7 +705,8 @@ _NOT_A_PART = re.compile(r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memor
 _NOT_A_LOSS = re.compile(r"^(?:top-?\d|acc|prec|precision|recall|f1|auc|m?ap\b|m?iou|bleu|rouge|reward|return|score|"
                          r"psnr|ssim|tokens?|samples?|images?|imgs?|throughput|tps|wd|weight[ _]decay|momentum|temp|"
                          r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
-                         r"clip|warmup)",
+                         r"clip|warmup|"
+                         r"step)",  # step: a step's timing or rate (modded-nanogpt's `step_avg:258.57ms`)
                          re.IGNORECASE)
 
 
