@@ -926,3 +926,63 @@ def test_llm_c_main_log_lines_are_read(tmp_path):
     assert dict(zip(run.steps[ev].tolist(), run.cols["eval_loss"][ev].tolist())) == {0: 10.9689, 3: 6.0344}
     gn = run.logged("grad_norm")
     assert run.cols["grad_norm"][gn].tolist() == [1.2, 1.1, 0.9]
+
+
+def test_a_deepspeed_overflow_line_marks_its_step_skipped_where_megatron_counts_none(tmp_path):
+    """Megatron-DeepSpeed with DeepSpeed's ZeRO optimizer: DeepSpeed prints `OVERFLOW! Rank 0 Skipping
+    step` before the iteration line of the step it skipped, and Megatron's own `number of skipped
+    iterations` stays 0 (it does not see that optimizer's skips). The OVERFLOW line's skip wins."""
+    def it(i, loss, scale):
+        return (f" iteration {i:8d}/  159576 | consumed samples: {i * 2048:12d} | learning rate: 5.948E-05 | "
+                f"global batch size:  2048 | lm loss: {loss:.6E} | loss scale: {scale:.1f} | grad norm: 4.5 | "
+                "num zeros: 0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |")
+    ov = ("[2022-01-19 13:09:13,305] [INFO] [stage_1_and_2.py:1644:step] [deepscale] OVERFLOW! Rank 0 Skipping "
+          "step. Attempted loss scale: {a:.1f}, reducing to {b:.1f}")
+    lines = [it(100, 2.66, 1048576.0), it(101, 2.67, 1048576.0)]
+    scale = 1048576.0
+    for i in range(102, 106):
+        lines += [ov.format(a=scale, b=scale / 2), it(i, 4.3, scale / 2)]
+        scale /= 2
+    lines.append(it(106, 4.1, scale))
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    sk = dict(zip(run.steps.tolist(), run.cols["skipped"].tolist()))
+    assert [sk[s] for s in range(100, 107)] == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("width", [120, 153])
+def test_megatron_lines_wrapped_by_a_fixed_width_terminal_are_joined(tmp_path, width):
+    """A terminal of fixed width breaks Megatron's long iteration line anywhere, inside a field's name
+    too (`... | learning` then ` rate: 4.475E-05 | ...`); each piece pasted with its trailing spaces
+    trimmed. The pieces are joined back into the iteration line and read as one."""
+    def line(i, loss, g):
+        return (f"[default7]: iteration {i:7d}/ 115311 | consumed samples: {i * 2048:11d} | consumed tokens: "
+                f"{i * 4194304:12d} | elapsed time per iteration (s): 105.16 | learning rate: 4.475E-05 | global batch "
+                f"size: 2048 | lm loss: {loss:.6E} | grad norm: {g:.3f} | num zeros: 0.0 | number of skipped "
+                "iterations:  0 | number of nan iterations:  0 | samples per second: 19.474 | TFLOPs: 149.10 |")
+    rows = [(42780, 2.117073, 0.15), (42781, 2.116946, 0.14), (42782, 2.110646, 0.144)]
+    pieces = []
+    for i, loss, g in rows:
+        text = line(i, loss, g)
+        pieces += [text[k:k + width].rstrip() for k in range(0, len(text), width)]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(pieces) + "\n")
+    run = load_path(p)[0]
+    assert run.steps.tolist() == [42780, 42781, 42782]
+    assert run.cols["loss"].tolist() == [2.117073, 2.116946, 2.110646]
+    assert run.cols["grad_norm"].tolist() == [0.15, 0.14, 0.144]
+
+
+def test_the_first_deepspeed_skip_total_of_an_excerpt_is_spread_over_the_steps_before_it(tmp_path):
+    """DeepSpeed's `step=N, skipped=K` counts every skipped step since the run began: an excerpt that
+    starts at step 320 with `skipped=21` did not skip its whole first interval (21 of 320 steps were
+    skipped, when is not said); a rise later in the log is that interval's."""
+    line = ("[2023-04-05 11:28:07,877] [INFO] [logging.py:75:log_dist] [Rank 0] step={s}, skipped={k}, lr=[1e-05], "
+            "mom=[[0.9, 0.95]]\nloss:{v}, global_step:{s}\n")
+    rows = [(320, 21, 0.697), (330, 21, 0.455), (340, 21, 0.690), (350, 31, 0.7)]
+    p = tmp_path / "train.log"
+    p.write_text("".join(line.format(s=s, k=k, v=v) for s, k, v in rows))
+    run = load_path(p)[0]
+    sk = dict(zip(run.steps.tolist(), run.cols["skipped"].tolist()))
+    assert sk[320] == pytest.approx(21 / 320) and sk[330] == sk[340] == 0.0 and sk[350] == 1.0

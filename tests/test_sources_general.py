@@ -1013,3 +1013,16 @@ def test_a_loss_named_a_total_beats_a_metric_named_loss(tmp_path):
     run = _read(tmp_path, "".join(fmt.format(s, g, m, 1.16) for s, g, m in rows))
     assert run.meta["loss_key"] == "Gen Loss Total" and not run.meta["loss_guessed"]
     _same(_at(run, "loss"), {s: g for s, g, _ in rows})
+
+
+def test_an_epoch_line_under_a_loguru_prefix_padded_with_spaces_dates_the_rows_after_it(tmp_path):
+    """loguru's default format (`{time} | {level: <8} | {name}:{function}:{line} - {message}`) with the
+    dash padded by an extra space in a paste: the prefix is still cut, so the `epoch=N` line alone dates
+    the `train_loss=...` row after it, as the lines printed with one space do."""
+    head = "2019-11-22 15:36:56.690 | INFO     | bert_sentiment.train:train:{n}{pad}- "
+    text = ""
+    for e, (tr, va) in ((1, (0.0481, 0.0378)), (2, (0.0312, 0.041)), (29, (0.001, 0.0916))):
+        text += head.format(n=86, pad="  " if e == 1 else " ") + f"epoch={e}\n"
+        text += head.format(n=88, pad=" ") + f"train_loss={tr:.4f}, val_loss={va:.4f}, test_loss=0.0370\n"
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {1: 0.0481, 2: 0.0312, 29: 0.001})

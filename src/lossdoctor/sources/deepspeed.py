@@ -86,6 +86,7 @@ class DeepSpeedLines:
 
     def __init__(self) -> None:
         self.skipped_total = 0
+        self.step_lines = 0  # `step=` lines read so far
         self.overflow_rank: str | None = None
         self.other_rank_overflows = 0
         self.placed_guess = False
@@ -98,6 +99,11 @@ class DeepSpeedLines:
         total = row.pop("skipped_total")
         row["skipped_in_interval"] = max(0, total - self.skipped_total)
         self.skipped_total = total
+        self.step_lines += 1
+        if self.step_lines == 1 and total and row.get("step"):
+            # the first line's total counts every skip since the run began (an excerpt from step 320 on:
+            # `step=320, skipped=21`): a share of all the steps before it, not of one interval
+            row["skipped"] = min(1.0, total / row["step"])
         return row
 
     def overflow(self, text: str) -> tuple[float, float] | tuple[()] | None:

@@ -916,6 +916,9 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
         lg = logged["skipped_in_interval"]
         base = cols.get("skipped", np.full(len(order), np.nan))
+        # an OVERFLOW line's skip wins over a count of 0 at its step: Megatron-DeepSpeed's iteration line
+        # counts Megatron's own skips, not those of DeepSpeed's optimizer, which its OVERFLOW line reports
+        frac = np.where(np.isin(steps, steps[base == 1.0]), 1.0, frac)
         cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
         logged["skipped"] = logged.get("skipped", np.zeros(len(order), dtype=bool)) | lg
     if "loss" not in cols and "scale" not in cols and "grad_norm" not in cols:
