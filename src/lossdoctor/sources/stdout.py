@@ -911,16 +911,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     _event_series(p, steps, cols, logged)
     if "skipped_in_interval" in cols and p.steps_from() != "epoch":
         # (rows at their epoch: an epoch's steps are not known, so a count is no share of them)
-        interval = np.diff(steps, prepend=steps[0] - float(meta.get("log_interval", 1) or 1))
-        interval = np.maximum(interval, 1.0)
-        frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
-        lg = logged["skipped_in_interval"]
-        base = cols.get("skipped", np.full(len(order), np.nan))
-        # an OVERFLOW line's skip wins over a count of 0 at its step: Megatron-DeepSpeed's iteration line
-        # counts Megatron's own skips, not those of DeepSpeed's optimizer, which its OVERFLOW line reports
-        frac = np.where(np.isin(steps, steps[base == 1.0]), 1.0, frac)
-        cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
-        logged["skipped"] = logged.get("skipped", np.zeros(len(order), dtype=bool)) | lg
+        _skipped_share(steps, cols, logged, float(meta.get("log_interval", 1) or 1))
     if "loss" not in cols and "scale" not in cols and "grad_norm" not in cols:
         raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
                           "norm or loss scale in them")
@@ -946,6 +937,20 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)
     return run
+
+
+def _skipped_share(steps: np.ndarray, cols: dict[str, np.ndarray], logged: dict[str, np.ndarray],
+                   log_interval: float) -> None:
+    """`skipped` from the interval counts: the share of each logged interval that was skipped. An
+    OVERFLOW line's skip wins over a count of 0 at its step: Megatron-DeepSpeed's iteration line
+    counts Megatron's own skips, not those of DeepSpeed's optimizer, which its OVERFLOW line reports."""
+    interval = np.maximum(np.diff(steps, prepend=steps[0] - log_interval), 1.0)
+    frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
+    lg = logged["skipped_in_interval"]
+    base = cols.get("skipped", np.full(len(steps), np.nan))
+    frac = np.where(np.isin(steps, steps[base == 1.0]), 1.0, frac)
+    cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
+    logged["skipped"] = logged.get("skipped", np.zeros(len(steps), dtype=bool)) | lg
 
 
 def _collapsed(st: StepColumns, order: np.ndarray) -> bool:
