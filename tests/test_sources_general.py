@@ -1026,3 +1026,29 @@ def test_an_epoch_line_under_a_loguru_prefix_padded_with_spaces_dates_the_rows_a
         text += head.format(n=88, pad=" ") + f"train_loss={tr:.4f}, val_loss={va:.4f}, test_loss=0.0370\n"
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {1: 0.0481, 2: 0.0312, 29: 0.001})
+
+
+def _terminal(stream: str) -> str:
+    """What a terminal shows of a stream: `\\r` goes back to the line's start and the next print
+    overwrites it in place, leaving the tail of a longer line (what a paste of the screen holds)."""
+    shown = []
+    for line in stream.split("\n"):
+        screen = ""
+        for part in line.split("\r"):
+            screen = part + screen[len(part):]
+        shown.append(screen)
+    return "\n".join(shown)
+
+
+def test_a_record_value_overwritten_in_place_keeps_its_number(tmp_path):
+    """A Keras callback prints `Epoch    :  7` / `LOSS     :  29.43734` one pair a line while a data
+    generator draws `Generating train data 10/10` with `\\r`: the terminal shows `Epoch    :  7ain data
+    10/10`. The number before the bar's tail is still the epoch, and its loss row is read."""
+    stream = ""
+    for e, loss in ((5, "24.569025"), (6, "20.572273"), (7, "29.43734"), (8, "nan")):
+        gen = "".join(f"Generating train data {k}/10\r" for k in (2, 4, 6, 8, 10)) if e == 7 else ""
+        stream += f"called epoch end, epoch num:  {e - 1}\n{gen}Epoch    :  {e}\nLOSS     :  {loss}\n\n"
+    text = _terminal(stream)
+    assert "Epoch    :  7ain data 10/10" in text
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {5: 24.569025, 6: 20.572273, 7: 29.43734, 8: math.nan})

@@ -483,6 +483,8 @@ class TextParser:
         if "," in raw and raw[:1] not in "'\"" and not _WRAPPED_VALUE.match(raw) and len(NUMBER.findall(raw)) > 1:
             return False  # `loss = 2.3, step = 101 (9.5 sec)`: several pairs, a line of its own shape
         value = _cell(raw)
+        if value is None and key in self.record_keys and (left := _OVERWRITTEN.match(raw)) is not None:
+            value = float(left.group(1))  # `Epoch    :  7ain data 10/10`: a bar's tail left after the value
         if value is None or value != value and not _NAN_WORD.match(raw):
             return bool(self.pending) and raw[:1] in "'\""
         if any(k == key for _, _, k, _ in self.pending):
@@ -581,6 +583,10 @@ _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
 _WRAPPED_VALUE = re.compile(r"^['\"]?(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?\w+\d*)\(")
 _NAN_WORD = re.compile(r"^['\"]?[-+]?(?:nan|inf)", re.I)
 #: llama-recipes' summary (`train_utils.py`: `print(f"Key: {key}, Value: {value}")`)
+#: a whole number with the tail of a longer line glued after it: a progress line drawn with `\r` and
+#: overwritten in place by the next print, pasted as the terminal showed it (`Epoch    :  7ain data 10/10`
+#: over `Generating train data 10/10`)
+_OVERWRITTEN = re.compile(r"^(\d+)[a-z]{2,}\b")
 _KEY_VALUE = re.compile(r"^Key:\s*([A-Za-z_][\w./-]*),\s*Value:\s*(\S+)$")
 #: the step an event line names (detectron2: `Loss became infinite or NaN at iteration=27!`)
 _STEP_HINT = re.compile(r"(?<![A-Za-z])(?:global[_ ]step|iteration|iter|step)\s*[=:]?\s*(\d+)(?![\d.])", re.I)
