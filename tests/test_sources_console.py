@@ -986,3 +986,23 @@ def test_the_first_deepspeed_skip_total_of_an_excerpt_is_spread_over_the_steps_b
     run = load_path(p)[0]
     sk = dict(zip(run.steps.tolist(), run.cols["skipped"].tolist()))
     assert sk[320] == pytest.approx(21 / 320) and sk[330] == sk[340] == 0.0 and sk[350] == 1.0
+
+
+def test_fp16_optimizer_overflows_before_the_first_row_go_on_the_steps_before_it(tmp_path):
+    """NVIDIA's fp16_optimizer (Tacotron 2, WaveGlow) prints `OVERFLOW! Skipping step. Attempted loss scale:
+    {scale}` and no training line for a skipped step, halving the scale from 2**23 at the start: the
+    overflows before the first training line are the steps right before its step, one each; one between
+    two training lines is the step the counter leaves out."""
+    lines = [f"OVERFLOW! Skipping step. Attempted loss scale: {2.0 ** (23 - k)}" for k in range(7)]
+    lines.append("Train iter       16 loss 49.316841 Grad Norm 10.800460 3.22s/it")
+    lines.append("OVERFLOW! Skipping step. Attempted loss scale: 65536.0")
+    lines += [f"Train iter       {s} loss {v:.6f} Grad Norm 8.5 3.18s/it" for s, v in ((18, 40.57), (19, 23.86), (20, 13.44))]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    lg = run.logged("skipped")
+    skipped = sorted(int(s) for s, v in zip(run.steps[lg], run.cols["skipped"][lg]) if v == 1.0)
+    assert skipped == [9, 10, 11, 12, 13, 14, 15, 17]
+    assert has(run.notes, "console.overflow_placed_before", n=7)
+    lg = run.logged("loss")
+    assert dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))[16] == 49.316841
