@@ -1052,3 +1052,18 @@ def test_a_record_value_overwritten_in_place_keeps_its_number(tmp_path):
     assert "Epoch    :  7ain data 10/10" in text
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {5: 24.569025, 6: 20.572273, 7: 29.43734, 8: math.nan})
+
+
+def test_wenet_batch_lines_of_several_ranks_read_rank_zero_at_its_batch(tmp_path):
+    """WeNet's executor logs `'TRAIN Batch {}/{} loss {:.6f} '.format(epoch, batch_idx, loss)`, the loss
+    parts, then `'lr {:.8f} rank {}'.format(lr, rank)`, each rank printing each step: `4/203700` is the
+    epoch and the batch (its second number moves, so it is no total), and the lowest rank's lines are read."""
+    out = []
+    for batch in (203700, 203800, 203900):
+        for rank in (0, 2, 1) if batch != 203800 else (2, 1, 0):
+            loss = 12.0 + batch / 1e5 + rank
+            msg = f"TRAIN Batch 4/{batch} loss {loss:.6f} loss_att {loss - 1:.6f} loss_ctc {loss + 3:.6f} lr {0.00032621:.8f} rank {rank}"
+            out.append(f"2023-01-30 18:47:07,107 DEBUG {msg}")
+    run = _read(tmp_path, "\n".join(out) + "\n")
+    _same(_at(run, "loss"), {b: 12.0 + b / 1e5 for b in (203700, 203800, 203900)})
+    assert has(run.notes, "text.one_rank", n=3)

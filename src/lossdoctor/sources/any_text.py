@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,7 @@ class TextParser:
         self.block: dict[str, float] | None = None
         self.record_keys: set[str] = set()  # the keys of the records of several pairs read so far
         self.section = ""
+        self.ranks = 0  # how many ranks printed lines that name their rank (only the lowest's are read)
         #: a line's text with its digits zeroed -> its template and where its numbers are
         self._cache: dict[str, tuple[Template, tuple[tuple[int, int], ...]]] = {}
 
@@ -1160,6 +1162,8 @@ def build(parser: TextParser, what: str) -> Run:
         head_notes.append(Msg("source.not_in_log", signals=[Msg("signal.loss")]))
     if picked["rivals"]:
         head_notes.append(Msg("text.adversaries", keys=picked["rivals"]))
+    if parser.ranks:
+        head_notes.append(Msg("text.one_rank", n=parser.ranks))
     run.notes.extend(head_notes + notes)
     return run
 
@@ -1417,7 +1421,30 @@ def parse(lines: Iterable[str], loose: bool = False) -> TextParser:
         if p.n_rows == 0 and p.line_no >= NO_SERIES_LINES:
             break  # refused as "no numeric series" below, in bounded time
     p.finish()
+    p.ranks = _one_rank(p)
     return p
+
+
+def _one_rank(parser: TextParser) -> int:
+    """Lines that name the rank that printed them (WeNet's `... lr 0.00032 rank 2`, every rank printing
+    each step): only the lowest rank's are read, as of a launcher's tagged lines; returns how many
+    ranks printed (0: no line names its rank)."""
+    seen = 0
+    for t in parser.templates.values():
+        j = next((j for j, n in enumerate(t.names) if name_key(n) == "rank"), None) if t.text not in _NOT_LINES else None
+        if j is None or len(t.rows) < 2:
+            continue
+        ranks = [r[j] for r in t.rows]
+        counts = Counter(ranks).values()
+        # every rank prints each of its lines: as many of each (a metric named `rank` is no such rota)
+        if not all(math.isfinite(v) and v == round(v) and v >= 0 for v in ranks) or len(counts) < 2 \
+                or min(counts) < 2 or max(counts) - min(counts) > 1:
+            continue
+        keep = [i for i, v in enumerate(ranks) if v == min(ranks)]
+        t.rows, t.lines, t.order = [t.rows[i] for i in keep], [t.lines[i] for i in keep], [t.order[i] for i in keep]
+        t.steps_memo = None
+        seen = max(seen, len(set(ranks)))
+    return seen
 
 
 _NOT_TEXT = (".json", ".jsonl", ".ndjson", ".parquet", ".npz", ".pt", ".wandb", ".db", ".sqlite")

@@ -434,6 +434,8 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
     named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
+    if epoch is None and (swap := _epoch_then_count(t, a, named, whole)) is not None:
+        epoch, named = swap, [(named[0][0], swap + 1)]  # WeNet's `Batch {epoch}/{batch_idx}`
     counters.update(j for _, j in named)
     if epoch is not None and a.shape[0] >= 2 and np.all(np.diff(a[:, epoch]) > 0):
         # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step
@@ -470,6 +472,18 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 \
         else 0.0
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
+
+
+def _epoch_then_count(t: Template, a: np.ndarray, named: list[tuple[int, int]], whole: list[int]) -> int | None:
+    """A named counter printed `N/M` whose N stays while M moves on (WeNet's executor: `TRAIN Batch
+    {epoch}/{batch_idx}`, `Batch 4/203700` then `Batch 4/203800`): M is no total (a total never changes)
+    but the counter, N the epoch. Returns N's slot."""
+    if len(named) != 1 or a.shape[0] < 2:
+        return None
+    j = named[0][1]
+    if not t.slash[j] or j + 1 not in whole or np.any(a[:, j] != a[0, j]) or np.all(a[:, j + 1] == a[0, j + 1]):
+        return None
+    return j
 
 
 def _running_beside(t: Template, a: np.ndarray, whole: list[int], counters: set[int], inner: int) -> int | None:
