@@ -894,3 +894,115 @@ def test_composer_values_too_small_for_four_decimals_are_left_out(tmp_path):
     np.testing.assert_array_equal(run.logged("lr"), [False, False, True, True, False])
     assert run.cols["lr"][2] == 0.02
     assert any(getattr(n, "key", "") == "console.composer_rounded" and "2 LR" in n for n in run.notes)
+
+
+def test_a_print_glued_to_a_keras_bar_leaves_its_last_value_read(tmp_path):
+    """Keras draws its progress bar with no newline, so a debug print in the model lands on the bar's
+    line right after its last value (`- loss: nanmf:[16]`): the value is still the loss, a NaN here."""
+    bar = "{b}/984 [====================>.........] - ETA: 4:42 - loss: {v}mf:[16]\nmf:[16]\nloss: [nan][nan][9747]\n"
+    p = tmp_path / "train.log"
+    p.write_text("".join(bar.format(b=b, v=v) for b, v in ((699, "718.5894"), (700, "nan"), (701, "nan"), (702, "inf"))))
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    got = dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))
+    assert got[699] == 718.5894 and math.isnan(got[700]) and math.isnan(got[701]) and got[702] == math.inf
+
+
+def test_llm_c_main_log_lines_are_read(tmp_path):
+    """llm.c's logger (train_gpt2.cu, kept by modded-nanogpt) writes `main.log` with
+    `fprintf(logfile, "s:%d trl:%.4f lr:%.6f norm:%.2f\\n", ...)` per training step and `"s:%d
+    tel:%.4f\\n"` per validation: `s` is the step, `trl` the training loss, `tel` the validation loss
+    (kept apart), `norm` the gradient norm."""
+    lines = ["s:%d tel:%.4f" % (0, 10.9689)]
+    lines += ["s:%d trl:%.4f lr:%.6f norm:%.2f" % (s, v, 6e-4, g) for s, v, g in ((0, 10.9656, 1.2), (1, 10.814, 1.1), (2, float("nan"), 0.9))]
+    lines += ["s:%d tel:%.4f" % (3, 6.0344)]
+    p = tmp_path / "main.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    got = dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))
+    assert got[0] == 10.9656 and got[1] == 10.814 and math.isnan(got[2]) and len(got) == 3
+    ev = run.logged("eval_loss")
+    assert dict(zip(run.steps[ev].tolist(), run.cols["eval_loss"][ev].tolist())) == {0: 10.9689, 3: 6.0344}
+    gn = run.logged("grad_norm")
+    assert run.cols["grad_norm"][gn].tolist() == [1.2, 1.1, 0.9]
+
+
+def test_a_deepspeed_overflow_line_marks_its_step_skipped_where_megatron_counts_none(tmp_path):
+    """Megatron-DeepSpeed with DeepSpeed's ZeRO optimizer: DeepSpeed prints `OVERFLOW! Rank 0 Skipping
+    step` before the iteration line of the step it skipped, and Megatron's own `number of skipped
+    iterations` stays 0 (it does not see that optimizer's skips). The OVERFLOW line's skip wins."""
+    def it(i, loss, scale):
+        return (f" iteration {i:8d}/  159576 | consumed samples: {i * 2048:12d} | learning rate: 5.948E-05 | "
+                f"global batch size:  2048 | lm loss: {loss:.6E} | loss scale: {scale:.1f} | grad norm: 4.5 | "
+                "num zeros: 0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |")
+    ov = ("[2022-01-19 13:09:13,305] [INFO] [stage_1_and_2.py:1644:step] [deepscale] OVERFLOW! Rank 0 Skipping "
+          "step. Attempted loss scale: {a:.1f}, reducing to {b:.1f}")
+    lines = [it(100, 2.66, 1048576.0), it(101, 2.67, 1048576.0)]
+    scale = 1048576.0
+    for i in range(102, 106):
+        lines += [ov.format(a=scale, b=scale / 2), it(i, 4.3, scale / 2)]
+        scale /= 2
+    lines.append(it(106, 4.1, scale))
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    sk = dict(zip(run.steps.tolist(), run.cols["skipped"].tolist()))
+    assert [sk[s] for s in range(100, 107)] == [0.0, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0]
+
+
+@pytest.mark.parametrize("width", [120, 153])
+def test_megatron_lines_wrapped_by_a_fixed_width_terminal_are_joined(tmp_path, width):
+    """A terminal of fixed width breaks Megatron's long iteration line anywhere, inside a field's name
+    too (`... | learning` then ` rate: 4.475E-05 | ...`); each piece pasted with its trailing spaces
+    trimmed. The pieces are joined back into the iteration line and read as one."""
+    def line(i, loss, g):
+        return (f"[default7]: iteration {i:7d}/ 115311 | consumed samples: {i * 2048:11d} | consumed tokens: "
+                f"{i * 4194304:12d} | elapsed time per iteration (s): 105.16 | learning rate: 4.475E-05 | global batch "
+                f"size: 2048 | lm loss: {loss:.6E} | grad norm: {g:.3f} | num zeros: 0.0 | number of skipped "
+                "iterations:  0 | number of nan iterations:  0 | samples per second: 19.474 | TFLOPs: 149.10 |")
+    rows = [(42780, 2.117073, 0.15), (42781, 2.116946, 0.14), (42782, 2.110646, 0.144)]
+    pieces = []
+    for i, loss, g in rows:
+        text = line(i, loss, g)
+        pieces += [text[k:k + width].rstrip() for k in range(0, len(text), width)]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(pieces) + "\n")
+    run = load_path(p)[0]
+    assert run.steps.tolist() == [42780, 42781, 42782]
+    assert run.cols["loss"].tolist() == [2.117073, 2.116946, 2.110646]
+    assert run.cols["grad_norm"].tolist() == [0.15, 0.14, 0.144]
+
+
+def test_the_first_deepspeed_skip_total_of_an_excerpt_is_spread_over_the_steps_before_it(tmp_path):
+    """DeepSpeed's `step=N, skipped=K` counts every skipped step since the run began: an excerpt that
+    starts at step 320 with `skipped=21` did not skip its whole first interval (21 of 320 steps were
+    skipped, when is not said); a rise later in the log is that interval's."""
+    line = ("[2023-04-05 11:28:07,877] [INFO] [logging.py:75:log_dist] [Rank 0] step={s}, skipped={k}, lr=[1e-05], "
+            "mom=[[0.9, 0.95]]\nloss:{v}, global_step:{s}\n")
+    rows = [(320, 21, 0.697), (330, 21, 0.455), (340, 21, 0.690), (350, 31, 0.7)]
+    p = tmp_path / "train.log"
+    p.write_text("".join(line.format(s=s, k=k, v=v) for s, k, v in rows))
+    run = load_path(p)[0]
+    sk = dict(zip(run.steps.tolist(), run.cols["skipped"].tolist()))
+    assert sk[320] == pytest.approx(21 / 320) and sk[330] == sk[340] == 0.0 and sk[350] == 1.0
+
+
+def test_fp16_optimizer_overflows_before_the_first_row_go_on_the_steps_before_it(tmp_path):
+    """NVIDIA's fp16_optimizer (Tacotron 2, WaveGlow) prints `OVERFLOW! Skipping step. Attempted loss scale:
+    {scale}` and no training line for a skipped step, halving the scale from 2**23 at the start: the
+    overflows before the first training line are the steps right before its step, one each; one between
+    two training lines is the step the counter leaves out."""
+    lines = [f"OVERFLOW! Skipping step. Attempted loss scale: {2.0 ** (23 - k)}" for k in range(7)]
+    lines.append("Train iter       16 loss 49.316841 Grad Norm 10.800460 3.22s/it")
+    lines.append("OVERFLOW! Skipping step. Attempted loss scale: 65536.0")
+    lines += [f"Train iter       {s} loss {v:.6f} Grad Norm 8.5 3.18s/it" for s, v in ((18, 40.57), (19, 23.86), (20, 13.44))]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    lg = run.logged("skipped")
+    skipped = sorted(int(s) for s, v in zip(run.steps[lg], run.cols["skipped"][lg]) if v == 1.0)
+    assert skipped == [9, 10, 11, 12, 13, 14, 15, 17]
+    assert has(run.notes, "console.overflow_placed_before", n=7)
+    lg = run.logged("loss")
+    assert dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))[16] == 49.316841

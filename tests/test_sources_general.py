@@ -895,3 +895,175 @@ def test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component(tmp_path, line
     comps = run.events["loss_components"]
     assert any(v == 0.48 for v in comps[6].values())  # the critic's loss, kept
     assert has(run.notes, "text.policy_loss", key=key)
+
+
+@pytest.mark.parametrize("line", [
+    # PaddleOCR's tools/program.py: `'{}: {:x<6f}'.format(k, v)` for each metric, joined with `, `
+    "epoch: [3/1000], global_step: {s}, lr: 0.000010, acc: 0.72, loss: {v}, avg_reader_cost: 0.01 s",
+    # the same fill in a line the general reader takes apart
+    "[train] it {s} | objective {v} | seen 1280 samples",
+])
+def test_a_nan_padded_by_a_fill_character_is_a_nan(tmp_path, line):
+    """Python's format with a fill character (`{:x<6f}`) pads a value shorter than its width: NaN
+    prints `nanxxx`, -inf `-infxx` (a finite value has six decimals and is never padded). Both are
+    the non-finite values they spell, never a word that hides the fault."""
+    vals = [2.769068, 2.762494, float("nan"), 2.75, float("-inf")]
+    text = "".join(line.format(s=144 + i, v=f"{v:x<6f}") + "\n" for i, v in enumerate(vals))
+    assert "nanxxx" in text and "-infxx" in text
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {144 + i: v for i, v in enumerate(vals)})
+
+
+def test_a_clocks_seconds_are_not_named_by_the_word_after_them(tmp_path):
+    """semseg-style trainers print the time left as a clock (`Remain 80:39:57 Loss 1.0328`): its
+    minutes and seconds have no name in front of them, and the `Loss` after them names the loss,
+    never the clock's seconds (hours past 23 included)."""
+    line = ("INFO train.py line 249] Epoch: [1/100][{s}/2976] Data 0.001 (0.004) Batch 0.935 (0.982) "
+            "Remain {h}:{m:02d}:{sec:02d} Loss {v} Main Loss {v} Accuracy 0.5974.\n")
+    vals = [1.0328, 0.9971, float("nan")]
+    text = "".join(line.format(s=100 * (i + 1), h=80 - i, m=39 - i, sec=57 - 7 * i, v=v) for i, v in enumerate(vals))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "Loss"
+    _same(_at(run, "loss"), {100 * (i + 1): v for i, v in enumerate(vals)})
+
+
+def test_a_tuple_of_values_after_a_tuple_of_names_takes_their_names(tmp_path):
+    """A script prints an epoch's extremes and average as tuples (`print("train loss (min, avg, max):",
+    (lo, avg, hi))`): the average is the training loss, the extremes are no loss; the validation
+    line's average is the evaluation loss. A NaN average is read as the NaN it is."""
+    out = io.StringIO()
+    epochs = [(-0.276, 4.1, 1152.61, 3.9), (0.5, 3.2, 7.4, 3.3), (0.0, float("nan"), float("inf"), float("nan"))]
+    for e, (lo, avg, hi, val) in enumerate(epochs, 1):
+        print(f"Epochs:[{e}]/[25]", file=out)
+        print("train loss (min, avg, max):", (lo, avg, hi), file=out)
+        print("validation loss (min, avg, max):", (lo, val, hi), file=out)
+    run = _read(tmp_path, out.getvalue())
+    assert run.meta["loss_key"] == "train loss" and run.meta["eval_loss_key"] == "validation loss"
+    loss = list(_at(run, "loss").values())
+    assert loss[:2] == [4.1, 3.2] and math.isnan(loss[2]) and len(loss) == 3
+
+
+def test_a_loss_whose_name_the_other_losses_extend_is_their_head(tmp_path):
+    """PSENet's train.py logs `batch_loss` beside `batch_loss_c` and `batch_loss_s` (its text and kernel
+    parts): no total's name is printed, but the name the others extend is the loss the script
+    computed, read as printed and never summed with its own parts."""
+    line = ("2019-07-19 02:41:13 INFO      train.py: [0/600], [{s}/2174], step: {s}, 4.418 samples/sec, "
+            "batch_loss: {a:.4f}, batch_loss_c: {b:.4f}, batch_loss_s: {c:.4f}, time:9.0540, lr:0.0001\n")
+    rows = [(10, 0.95, 0.7, 0.25), (20, 0.91, 0.66, 0.25), (30, 0.88, 0.64, 0.24)]
+    run = _read(tmp_path, "".join(line.format(s=s, a=a, b=b, c=c) for s, a, b, c in rows))
+    assert run.meta["loss_key"] == "batch_loss" and not run.meta["loss_guessed"]
+    _same(_at(run, "loss"), {s: a for s, a, _, _ in rows})
+
+
+def test_a_word_between_two_numbers_names_the_one_after_it_and_cv_is_an_evaluation(tmp_path):
+    """WeTTS's and WeNet's executors print `Epoch 1 [TRAIN] progress 10/2754 loss 0.66 ...` and, for the
+    cross-validation pass, `Epoch 0 [CV] progress 290/341 loss nan ...`: `loss` names the number after it,
+    never the batch total before it, and the `[CV]` lines are the evaluation's, not training rows."""
+    train = "Epoch {e} [TRAIN] progress {s}/2754 loss {v} polyphone_loss 0.45 polyphone_acc 0.89 prosody_loss {v} prosody_acc 0.74\n"
+    cv = "Epoch {e} [CV] progress {s}/341 loss {v} polyphone_loss 1.02 polyphone_acc 0.71 prosody_loss {v} prosody_acc 0.70\n"
+    text = "".join(cv.format(e=0, s=s, v=v) for s, v in ((290, "nan"), (300, "0.93"), (310, "0.91")))
+    text += "Epoch 1/10...\n" + "".join(train.format(e=1, s=s, v=v) for s, v in ((0, "0.610886"), (10, "0.666556"), (20, "nan")))
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "loss" and run.meta["eval_loss_key"] == "loss"
+    _same(_at(run, "loss"), {0: 0.610886, 10: 0.666556, 20: math.nan})
+
+
+def test_a_bracketed_evaluation_section_ends_at_the_next_bracketed_label(tmp_path):
+    """Landmark attention's trainer prints `0/1400 [train] loss=nan [val] loss=nan, pp=nan, acc=0.0009
+    [time per itr] 1183.48ms [lr] 0.00041`: the `[val]` section ends at the next label in brackets, so
+    the learning rate after it is the run's, not the evaluation's."""
+    line = "0/{s} [train] loss={v} [val] loss={v}, pp=371.43, acc=0.185491 [time per itr] 1403.69ms [lr] {lr}\n"
+    rows = [(200, "5.945", 0.00003), (400, "5.655", 0.00005), (600, "nan", 0.0001)]
+    run = _read(tmp_path, "".join(line.format(s=s, v=v, lr=f"{lr:.5f}") for s, v, lr in rows))
+    _same(_at(run, "lr"), {s: lr for s, _, lr in rows})
+    _same(_at(run, "loss"), {200: 5.945, 400: 5.655, 600: math.nan})
+    assert run.meta["eval_loss_key"] == "loss"
+
+
+def test_the_total_after_a_loss_label_is_the_loss(tmp_path):
+    """pytorch-yolo2's region_loss.py prints `'%d: nGT %d, recall %d, proposals %d, loss: x %f, y %f, w %f,
+    h %f, conf %f, cls %f, total %f'`: the numbers after the `loss:` label are the loss's parts and
+    their `total` is the loss (its float32 sum is not the printed parts' sum to their digits)."""
+    fmt = "%d: nGT %d, recall %d, proposals %d, loss: x %f, y %f, w %f, h %f, conf %f, cls %f, total %f\n"
+    rows = [(64, 27.03, 1711906.125), (80, 23.9, 310.5), (96, 21.0, float("nan"))]
+    text = "".join(fmt % (seen, 42, 1, 35613, x, 28.6, 1.5, 2.5, 30.2, 108.1, total) for seen, x, total in rows)
+    text += "coord_mask: tensor(27.0292, device='cuda:0')\n" * 2
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"] == "total loss" and not run.meta["loss_guessed"]
+    _same(_at(run, "loss"), {seen: total for seen, _, total in rows})
+
+
+def test_a_step_timing_is_no_loss_and_its_nan_with_a_unit_is_read(tmp_path):
+    """modded-nanogpt prints `step:{step}/{n} val_loss:{v:.4f} train_time:{t:.0f}ms step_avg:{a:.2f}ms`,
+    whose first line has no average yet (`step_avg:nanms`): that line is a row like the others, and a
+    step's timing is never taken for the training loss."""
+    line = "step:{s}/1480 val_loss:{v:.4f} train_time:{t:.0f}ms step_avg:{a:.2f}ms\n"
+    rows = [(0, 7.7109, 0, float("nan")), (125, 4.3719, 29736, 258.57), (250, 3.9992, 62563, 260.68), (375, 3.8241, 96107, 263.31)]
+    run = _read(tmp_path, "".join(line.format(s=s, v=v, t=t, a=a) for s, v, t, a in rows))
+    assert "nanms" in (tmp_path / "train.log").read_text()
+    assert "loss" not in run.cols and run.meta["eval_loss_key"] == "val_loss"
+    _same(_at(run, "eval_loss"), {s: v for s, v, _, _ in rows})
+
+
+def test_a_loss_named_a_total_beats_a_metric_named_loss(tmp_path):
+    """HiFi-GAN's train.py prints `'Steps : {:d}, Gen Loss Total : {:4.3f}, Mel-Spec. Error : {:4.3f}, s/b :
+    {:4.3f}'`: the generator's total is the loss it steps on; the mel error (a metric's name) is not."""
+    fmt = "Steps : {:d}, Gen Loss Total : {:4.3f}, Mel-Spec. Error : {:4.3f}, s/b : {:4.3f}\n"
+    rows = [(1380, 77.188, 1.468), (1385, 75.907, 1.452), (1390, 70.489, 1.303)]
+    run = _read(tmp_path, "".join(fmt.format(s, g, m, 1.16) for s, g, m in rows))
+    assert run.meta["loss_key"] == "Gen Loss Total" and not run.meta["loss_guessed"]
+    _same(_at(run, "loss"), {s: g for s, g, _ in rows})
+
+
+def test_an_epoch_line_under_a_loguru_prefix_padded_with_spaces_dates_the_rows_after_it(tmp_path):
+    """loguru's default format (`{time} | {level: <8} | {name}:{function}:{line} - {message}`) with the
+    dash padded by an extra space in a paste: the prefix is still cut, so the `epoch=N` line alone dates
+    the `train_loss=...` row after it, as the lines printed with one space do."""
+    head = "2019-11-22 15:36:56.690 | INFO     | bert_sentiment.train:train:{n}{pad}- "
+    text = ""
+    for e, (tr, va) in ((1, (0.0481, 0.0378)), (2, (0.0312, 0.041)), (29, (0.001, 0.0916))):
+        text += head.format(n=86, pad="  " if e == 1 else " ") + f"epoch={e}\n"
+        text += head.format(n=88, pad=" ") + f"train_loss={tr:.4f}, val_loss={va:.4f}, test_loss=0.0370\n"
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {1: 0.0481, 2: 0.0312, 29: 0.001})
+
+
+def _terminal(stream: str) -> str:
+    """What a terminal shows of a stream: `\\r` goes back to the line's start and the next print
+    overwrites it in place, leaving the tail of a longer line (what a paste of the screen holds)."""
+    shown = []
+    for line in stream.split("\n"):
+        screen = ""
+        for part in line.split("\r"):
+            screen = part + screen[len(part):]
+        shown.append(screen)
+    return "\n".join(shown)
+
+
+def test_a_record_value_overwritten_in_place_keeps_its_number(tmp_path):
+    """A Keras callback prints `Epoch    :  7` / `LOSS     :  29.43734` one pair a line while a data
+    generator draws `Generating train data 10/10` with `\\r`: the terminal shows `Epoch    :  7ain data
+    10/10`. The number before the bar's tail is still the epoch, and its loss row is read."""
+    stream = ""
+    for e, loss in ((5, "24.569025"), (6, "20.572273"), (7, "29.43734"), (8, "nan")):
+        gen = "".join(f"Generating train data {k}/10\r" for k in (2, 4, 6, 8, 10)) if e == 7 else ""
+        stream += f"called epoch end, epoch num:  {e - 1}\n{gen}Epoch    :  {e}\nLOSS     :  {loss}\n\n"
+    text = _terminal(stream)
+    assert "Epoch    :  7ain data 10/10" in text
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {5: 24.569025, 6: 20.572273, 7: 29.43734, 8: math.nan})
+
+
+def test_wenet_batch_lines_of_several_ranks_read_rank_zero_at_its_batch(tmp_path):
+    """WeNet's executor logs `'TRAIN Batch {}/{} loss {:.6f} '.format(epoch, batch_idx, loss)`, the loss
+    parts, then `'lr {:.8f} rank {}'.format(lr, rank)`, each rank printing each step: `4/203700` is the
+    epoch and the batch (its second number moves, so it is no total), and the lowest rank's lines are read."""
+    out = []
+    for batch in (203700, 203800, 203900):
+        for rank in (0, 2, 1) if batch != 203800 else (2, 1, 0):
+            loss = 12.0 + batch / 1e5 + rank
+            msg = f"TRAIN Batch 4/{batch} loss {loss:.6f} loss_att {loss - 1:.6f} loss_ctc {loss + 3:.6f} lr {0.00032621:.8f} rank {rank}"
+            out.append(f"2023-01-30 18:47:07,107 DEBUG {msg}")
+    run = _read(tmp_path, "\n".join(out) + "\n")
+    _same(_at(run, "loss"), {b: 12.0 + b / 1e5 for b in (203700, 203800, 203900)})
+    assert has(run.notes, "text.one_rank", n=3)

@@ -137,7 +137,7 @@ def lr_at(run, step: int | None) -> float | None:
 # ---------------------------------------------------------------- harmful advice
 
 _LR = r"(?:learning[ -]rate|\blr\b|peak lr)"
-_CUT_WORDS = re.compile(r"\b(?:lower|reduce|cut|decrease|halve|divide|drop)\b[^.;|]{0,40}" + _LR, re.I)
+_CUT_WORDS = re.compile(r"\b(?:lower|reduce|cut|decrease|halve|divide|drop|cap)\b[^.;|]{0,40}" + _LR, re.I)
 _LR_THEN_CUT = re.compile(_LR + r"[^.;|]{0,20}\b(?:by|down)\b[^.;|]{0,10}\d+\s*x", re.I)
 _SET_LR = re.compile(r"set the " + _LR + r" to (?:about |around |~)?([0-9.]+e?[-+]?\d*)"
                      r"(?:\s*\(now ([0-9.]+e?[-+]?\d*)\))?", re.I)
@@ -153,7 +153,7 @@ def _num(text: str | None) -> float | None:
 def cuts_lr(fix: str, current_lr: float | None) -> bool:
     """True when a fix tells the user to make the learning rate smaller.
 
-    Words: "lower/reduce/cut/decrease/halve/divide/drop ... learning rate (or LR)", or "LR ... by 10x".
+    Words: "lower/reduce/cut/decrease/halve/divide/drop/cap ... learning rate (or LR)", or "LR ... by 10x".
     A number: "set the learning rate to about X" is a cut when X is below the LR the fix itself
     quotes ("(now Y)"), or else below the LR the log shows at the finding's step; with neither
     known it is not counted (the rule flags only cuts it can prove)."""

@@ -292,6 +292,10 @@ def to_float(v: Any) -> float:
 #: MSVC's printf spells the non-finite values `1.#INF`, `-1.#IND`, `1.#QNAN`, `1.#SNAN` (a C++ trainer on
 #: Windows): `INF` is an infinity with its sign, the others a NaN
 MSVC_NONFINITE = r"[-+]?\d\.#(?:INF|IND|QNAN|SNAN)\d*"
+#: Python's format with a fill character pads a value shorter than its width: PaddleOCR prints its
+#: metrics with `{:x<6f}`, so a NaN loss is `nanxxx` and an infinity `infxxx` (a finite value printed
+#: with `f` has six decimals and is never padded)
+FILLED_NONFINITE = r"[-+]?(?:nan|inf)x{1,3}"
 
 
 def text_number(s: str) -> float:
@@ -299,7 +303,8 @@ def text_number(s: str) -> float:
     try:
         return float(s)
     except ValueError:
-        if re.fullmatch(MSVC_NONFINITE, s, re.IGNORECASE) and "#INF" in s.upper():
+        if re.fullmatch(MSVC_NONFINITE, s, re.IGNORECASE) and "#INF" in s.upper() \
+                or re.fullmatch(FILLED_NONFINITE, s, re.IGNORECASE) and "inf" in s.lower():
             return -np.inf if s.startswith("-") else np.inf
         return np.nan  # `-1.#IND`, `1.#QNAN`, or no number at all
 

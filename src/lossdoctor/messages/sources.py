@@ -217,6 +217,10 @@ CONSOLE = {
         "DeepSpeed prints no step with an OVERFLOW line: overflows were placed on the steps right after the last "
         "step counter (iteration line, step= line or bar)",
         "DeepSpeed 的 OVERFLOW 行不带 step：溢出被放在最近一个步数计数（iteration 行、step= 行或进度条）之后的步上"),
+    "console.overflow_placed_before": (
+        "{n} OVERFLOW line(s) came before the first row and print no step: placed on the {n} steps right before "
+        "the first row's step, one each (a guess)",
+        "第一条数据行之前有 {n} 条 OVERFLOW 行，且不带 step：把它们放在第一行的 step 之前紧挨着的 {n} 个步上，每行一步（推测）"),
     "console.megatron_nan": (
         "{n} Megatron iteration line(s) without `lm loss` read as a non-finite loss (Megatron prints the loss "
         "only when the interval's mean is > 0; a NaN mean is not)",

@@ -26,6 +26,9 @@ TEMPLATES = {
         "每行在最后一个数字之后还有自由文本（样本、预测）：按其之前的部分归并行格式"),
     "text.components": ("component losses kept apart from the total: {names}",
                         "与总 loss 分开保存的分项 loss：{names}"),
+    "text.one_rank": (
+        "{n} ranks printed each line, naming their rank: only the lowest rank's lines were read",
+        "{n} 个 rank 各自打印了每一行（行内写明 rank）：只读取了编号最小的 rank 的行"),
     "text.adversaries": (
         "the losses {keys} are two adversaries' (a GAN's discriminator and generator): neither is the training "
         "loss and their sum is none, so both are kept as components and no training loss is read",

@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,7 @@ class TextParser:
         self.block: dict[str, float] | None = None
         self.record_keys: set[str] = set()  # the keys of the records of several pairs read so far
         self.section = ""
+        self.ranks = 0  # how many ranks printed lines that name their rank (only the lowest's are read)
         #: a line's text with its digits zeroed -> its template and where its numbers are
         self._cache: dict[str, tuple[Template, tuple[tuple[int, int], ...]]] = {}
 
@@ -327,9 +329,9 @@ class TextParser:
     def _values(self, text: str, t: Template, spans: tuple[tuple[int, int], ...]) -> None:
         try:
             values = [float(text[a:b]) for a, b in spans]
-        except ValueError:  # MSVC's `1.#INF`: read by the slower parser; anything else is no row
+        except ValueError:  # MSVC's `1.#INF`, a padded `nanxxx`: read by the slower parser; anything else is no row
             values = [text_number(text[a:b]) for a, b in spans]
-            if not any("#" in text[a:b] for a, b in spans):
+            if not any("#" in text[a:b] or text[a:b][-1:] in "xX" for a, b in spans):
                 return
         self._row(t, values)
 
@@ -483,6 +485,8 @@ class TextParser:
         if "," in raw and raw[:1] not in "'\"" and not _WRAPPED_VALUE.match(raw) and len(NUMBER.findall(raw)) > 1:
             return False  # `loss = 2.3, step = 101 (9.5 sec)`: several pairs, a line of its own shape
         value = _cell(raw)
+        if value is None and key in self.record_keys and (left := _OVERWRITTEN.match(raw)) is not None:
+            value = float(left.group(1))  # `Epoch    :  7ain data 10/10`: a bar's tail left after the value
         if value is None or value != value and not _NAN_WORD.match(raw):
             return bool(self.pending) and raw[:1] in "'\""
         if any(k == key for _, _, k, _ in self.pending):
@@ -581,6 +585,10 @@ _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
 _WRAPPED_VALUE = re.compile(r"^['\"]?(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?\w+\d*)\(")
 _NAN_WORD = re.compile(r"^['\"]?[-+]?(?:nan|inf)", re.I)
 #: llama-recipes' summary (`train_utils.py`: `print(f"Key: {key}, Value: {value}")`)
+#: a whole number with the tail of a longer line glued after it: a progress line drawn with `\r` and
+#: overwritten in place by the next print, pasted as the terminal showed it (`Epoch    :  7ain data 10/10`
+#: over `Generating train data 10/10`)
+_OVERWRITTEN = re.compile(r"^(\d+)[a-z]{2,}\b")
 _KEY_VALUE = re.compile(r"^Key:\s*([A-Za-z_][\w./-]*),\s*Value:\s*(\S+)$")
 #: the step an event line names (detectron2: `Loss became infinite or NaN at iteration=27!`)
 _STEP_HINT = re.compile(r"(?<![A-Za-z])(?:global[_ ]step|iteration|iter|step)\s*[=:]?\s*(\d+)(?![\d.])", re.I)
@@ -678,10 +686,14 @@ def choose(parser: TextParser) -> dict[str, Any]:
         cands = _candidates(parser, 1)
     train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
     guessed = train is None or train[0] >= 50
+    if train is not None and guessed and (total := _total_part(cands["component"])) is not None:
+        train, guessed = total, False
     summed, of_parts = None, []
     policy = _policy(cands["component"]) if train is None else None
     if policy is not None:  # an RL run's policy loss: the loss, its value/KL/entropy terms kept beside it
         train, guessed = policy, False
+    elif train is None and (head := _named_head(cands["component"])) is not None:
+        train, guessed = head, False  # `batch_loss` beside `batch_loss_c`, `batch_loss_s`: the parts' head
     elif train is None and cands["component"]:
         summed = _summed(cands["component"])
         total = _printed_total(*summed) if summed is not None else None
@@ -714,6 +726,32 @@ def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     are not printed, and a critic is another model); the policy loss may sit near 0 or below it."""
     policy = [c for c in found if policy_named(c[4].names[c[5]])]
     return min(policy, key=lambda c: (c[1], c[2], c[3])) if policy else None
+
+
+_TOTAL_WORD = re.compile(r"(?:^|[ _])total(?:$|[ _])", re.IGNORECASE)
+
+
+def _total_part(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """The one loss named a total (HiFi-GAN's `Gen Loss Total : 77.188, Mel-Spec. Error : 1.468`): the
+    loss the trainer steps on, before a name that is only a metric's (`Error`). A total of each of
+    two adversaries says no one loss."""
+    totals = [c for c in found if _TOTAL_WORD.search(base_name(name_key(c[4].names[c[5]])))]
+    return totals[0] if len(totals) == 1 else None
+
+
+def _named_head(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """With no total's name printed: a loss whose name every other loss name of its line extends
+    (PSENet's `batch_loss: 1.0, batch_loss_c: 1.0, batch_loss_s: 1.0`, a `loss_x` beside `loss_x_a`,
+    `loss_x_b`) is the loss the others are parts of, printed by the script (never summed again;
+    its weights are not printed). Two adversaries' losses have no head."""
+    if _rivals(found):
+        return None
+    for c in found:
+        head = base_name(name_key(c[4].names[c[5]]))
+        others = [base_name(name_key(c[4].names[d[5]])) for d in found if d[4] is c[4] and d is not c]
+        if others and all(o.startswith(head) and o[len(head):len(head) + 1] in ("_", " ", ".") for o in others):
+            return c
+    return None
 
 
 #: most parts a total is looked for over (a detection loss has 3 to 6)
@@ -1124,6 +1162,8 @@ def build(parser: TextParser, what: str) -> Run:
         head_notes.append(Msg("source.not_in_log", signals=[Msg("signal.loss")]))
     if picked["rivals"]:
         head_notes.append(Msg("text.adversaries", keys=picked["rivals"]))
+    if parser.ranks:
+        head_notes.append(Msg("text.one_rank", n=parser.ranks))
     run.notes.extend(head_notes + notes)
     return run
 
@@ -1381,7 +1421,30 @@ def parse(lines: Iterable[str], loose: bool = False) -> TextParser:
         if p.n_rows == 0 and p.line_no >= NO_SERIES_LINES:
             break  # refused as "no numeric series" below, in bounded time
     p.finish()
+    p.ranks = _one_rank(p)
     return p
+
+
+def _one_rank(parser: TextParser) -> int:
+    """Lines that name the rank that printed them (WeNet's `... lr 0.00032 rank 2`, every rank printing
+    each step): only the lowest rank's are read, as of a launcher's tagged lines; returns how many
+    ranks printed (0: no line names its rank)."""
+    seen = 0
+    for t in parser.templates.values():
+        j = next((j for j, n in enumerate(t.names) if name_key(n) == "rank"), None) if t.text not in _NOT_LINES else None
+        if j is None or len(t.rows) < 2:
+            continue
+        ranks = [r[j] for r in t.rows]
+        counts = Counter(ranks).values()
+        # every rank prints each of its lines: as many of each (a metric named `rank` is no such rota)
+        if not all(math.isfinite(v) and v == round(v) and v >= 0 for v in ranks) or len(counts) < 2 \
+                or min(counts) < 2 or max(counts) - min(counts) > 1:
+            continue
+        keep = [i for i, v in enumerate(ranks) if v == min(ranks)]
+        t.rows, t.lines, t.order = [t.rows[i] for i in keep], [t.lines[i] for i in keep], [t.order[i] for i in keep]
+        t.steps_memo = None
+        seen = max(seen, len(set(ranks)))
+    return seen
 
 
 _NOT_TEXT = (".json", ".jsonl", ".ndjson", ".parquet", ".npz", ".pt", ".wandb", ".db", ".sqlite")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..records import MSVC_NONFINITE, text_number, to_float
+from ..records import FILLED_NONFINITE, MSVC_NONFINITE, text_number, to_float
 from . import text_slots
 from .columns import SIDE_COLUMNS, column_for, normalise, step_number, step_rank
 from .text_slots import TRAIN_WORD, averaged_beside
@@ -29,7 +29,7 @@ from .text_slots import TRAIN_WORD, averaged_beside
 METRICS = ("loss", "grad_norm", "lr", "scale")
 
 #: a number, possibly with a unit glued to it (`120.50ms`, `2.47GiB`); `nan`/`inf` as whole words
-_NUMBER = re.compile(r"(?<![\w.])(?:" + MSVC_NONFINITE + r"(?![\w.])|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
+_NUMBER = re.compile(r"(?<![\w.])(?:" + MSVC_NONFINITE + r"(?![\w.])|" + FILLED_NONFINITE + r"(?![\w.])|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
                      r"[-+]?(?:infinity|nan|inf)(?![\w.]))", re.IGNORECASE)
 NUMBER = _NUMBER
 #: up to three words right before a number, with only separators between them and the number
@@ -45,7 +45,10 @@ _EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": (
 #: names read only when they are the whole name in front of the number: llm.c's `| norm 1.2345 |`
 #: is the gradient norm (`weight norm` is not), and `epoch: 3` is an epoch counter (used as the step
 #: only when a log has nothing finer, see `stdout`)
-_ALONE = {"norm": ("grad_norm", 2), "epoch": ("epoch", 0)}
+_ALONE = {"norm": ("grad_norm", 2), "epoch": ("epoch", 0),
+          # llm.c's `main.log` (train_gpt2.cu's logger, kept by modded-nanogpt): `s:%d trl:%.4f lr:%.6f
+          # norm:%.2f` for a training step, `s:%d tel:%.4f` for a validation loss
+          "s": ("step", 20), "trl": ("loss", 1), "tel": ("eval_loss", 1)}
 #: the plain counters (`step`, `iteration`, `iter`, `it`): when a line prints two of them, the one
 #: with the larger value is the finer one (litgpt's `iter 1152 step 144`: micro-batches and optimizer
 #: steps; each line is one micro-batch's loss)
@@ -434,6 +437,9 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
 #: (verbose=1) or `100/100 - 2s - 15ms/step - loss: 0.6931` (verbose=2)
 KERAS_EPOCH = re.compile(r"Epoch (\d+)/(\d+)\s*$")
 _KERAS_BAR = re.compile(r"(\d+)/(\d+)(?: \[[=>.]*\])? - ")
+#: Keras draws its bar with no newline, so a script's print lands right after the bar's last value
+#: (`- loss: nanmf:[16]`): a value Keras prints (`%.4f`, `%.4e`, nan, inf) with letters glued after it
+_GLUED_AFTER_BAR = re.compile(r"(?<![\w.])((?:\d+\.\d{4}(?:e[-+]\d+)?|nan|inf))(?=[A-Za-z_][\w]*\s*[:=])")
 
 
 def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
@@ -442,7 +448,8 @@ def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
     m = _KERAS_BAR.match(text)
     if m is None:
         return None
-    found = key_values(text[m.end():].replace(" - ", " , ")) or {}
+    rest = _GLUED_AFTER_BAR.sub(r"\1 ", text[m.end():])
+    found = key_values(rest.replace(" - ", " , ")) or {}
     metrics = {c: found[c] for c in (*METRICS, "eval_loss") if c in found}  # `val_loss` at an epoch's end: kept apart
     return int(m.group(1)), int(m.group(2)), metrics
 

@@ -42,7 +42,7 @@ _PREFIX = re.compile(
       | -\ [\w.]+\ -\ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -      # " - root - INFO - "
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -                    # "INFO - "
       | \|\ *(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\ *\|   # loguru: "| INFO     | mod:fn:42 - "
-        (?:\s*[\w.<>-]+:[\w.<>-]+:\d+\ -(?=\s))?
+        (?:\s*[\w.<>-]+:[\w.<>-]+:\d+\ +-(?=\s))?
       | >(?=\s)                                                     # a Markdown quote
     )\s*""", re.VERBOSE)
 

@@ -57,9 +57,19 @@ OVERFLOW_HYSTERESIS = re.compile(r"(?:OVERFLOW!|overflow!).*?Attempted loss scal
                                  r"but hysteresis is")
 
 
+#: NVIDIA's fp16_optimizer (Tacotron 2, WaveGlow; the line DeepSpeed's comes from) prints the attempted
+#: scale alone: `OVERFLOW! Skipping step. Attempted loss scale: 8388608.0` (the scale it falls to unprinted)
+OVERFLOW_ALONE = re.compile(r"^(?:OVERFLOW!|overflow!)\s*Skipping step\.?\s*Attempted loss scale:\s*([0-9.eE+-]+)\s*$")
+
+
 def parse_overflow(line: str) -> tuple[float, float] | None:
-    """(attempted scale, reduced scale) of an overflow line."""
+    """(attempted scale, reduced scale) of an overflow line (NaN: the reduced scale is not printed)."""
     m = OVERFLOW.search(line)
+    if m is None and (alone := OVERFLOW_ALONE.match(line.strip())) is not None:
+        try:
+            return float(alone.group(1)), float("nan")
+        except ValueError:
+            return None
     if m is None:
         h = OVERFLOW_HYSTERESIS.search(line)
         if h is None:
@@ -86,9 +96,11 @@ class DeepSpeedLines:
 
     def __init__(self) -> None:
         self.skipped_total = 0
+        self.step_lines = 0  # `step=` lines read so far
         self.overflow_rank: str | None = None
         self.other_rank_overflows = 0
         self.placed_guess = False
+        self.placed_before = 0  # OVERFLOW lines read before any row, placed on the steps before the first
 
     def step(self, text: str) -> dict[str, Any] | None:
         """The row of a `step=N, skipped=K` line, with the steps skipped since the previous one."""
@@ -98,6 +110,11 @@ class DeepSpeedLines:
         total = row.pop("skipped_total")
         row["skipped_in_interval"] = max(0, total - self.skipped_total)
         self.skipped_total = total
+        self.step_lines += 1
+        if self.step_lines == 1 and total and row.get("step"):
+            # the first line's total counts every skip since the run began (an excerpt from step 320 on:
+            # `step=320, skipped=21`): a share of all the steps before it, not of one interval
+            row["skipped"] = min(1.0, total / row["step"])
         return row
 
     def overflow(self, text: str) -> tuple[float, float] | tuple[()] | None:
@@ -123,14 +140,15 @@ class DeepSpeedLines:
         last = rows[-1] if rows else None
         if (last is not None and since_marker == 0 and last.get("skipped") == 1.0
                 and last["step"] == marker and "scale" not in last):
-            last["scale"] = reduced
+            if math.isfinite(reduced):
+                last["scale"] = reduced
             return since_marker
         since_marker += 1
         step = (marker if marker is not None else 0) + since_marker
         self.placed_guess = True
         if since_marker == 1 and math.isfinite(attempted):
             rows.append({"step": step - 1, "scale": attempted, "_weak": True})
-        rows.append({"step": step, "scale": reduced, "skipped": 1.0})
+        rows.append({"step": step, "scale": reduced, "skipped": 1.0} if math.isfinite(reduced) else {"step": step, "skipped": 1.0})
         return since_marker
 
     def rank_notes(self) -> list[Msg]:
@@ -139,4 +157,7 @@ class DeepSpeedLines:
         return [Msg("console.other_rank_overflows", n=self.other_rank_overflows, rank=self.overflow_rank)]
 
     def placement_notes(self) -> list[Msg]:
-        return [Msg("console.deepspeed_overflow_placed")] if self.placed_guess else []
+        out = [Msg("console.deepspeed_overflow_placed")] if self.placed_guess else []
+        if self.placed_before:
+            out.append(Msg("console.overflow_placed_before", n=self.placed_before))
+        return out

@@ -141,10 +141,18 @@ CONTINUATION = re.compile(r"^\s*(?:[A-Za-z][A-Za-z0-9 _()/.\-]*?:\s*[^|:]+?\s*(?
 _LAST_FIELDS = ("skipped iterations", "nan iterations")
 
 
+#: the head of a field broken by a terminal of fixed width (`... | learning` then ` rate: 4.475E-05 | ...`): a
+#: piece that opens with a field and goes on past a `|`
+_BROKEN = re.compile(r"^\s*[A-Za-z][A-Za-z0-9 _()/.\-]*:\s*[^|:]+?\s*\|")
+
+
 def wrapped_iteration(text: str) -> bool:
-    """Whether an iteration line stops short (ends with `|` before its last fields): wrapped."""
-    return text.rstrip().endswith("|") and ITERATION.search(text) is not None \
-        and not any(f in text for f in _LAST_FIELDS)
+    """Whether an iteration line stops short before its last fields: wrapped after a `|`, or inside a
+    field's name by a terminal of fixed width (BLOOM's `... | learning` / ` rate: 4.475E-05 | ...`)."""
+    if ITERATION.search(text) is None or any(f in text for f in _LAST_FIELDS):
+        return False
+    t = text.rstrip()
+    return t.endswith("|") or ":" not in t.rsplit("|", 1)[-1]
 
 
 class MegatronLines:
@@ -168,7 +176,7 @@ class MegatronLines:
                 self.wrapped = text
                 return None, None
             return None, text
-        if ITERATION.search(text) is None and CONTINUATION.match(text):
+        if ITERATION.search(text) is None and (CONTINUATION.match(text) or _BROKEN.match(text)):
             joined = held.rstrip() + " " + text.strip()
             if text.rstrip().endswith("|") and not any(f in joined for f in _LAST_FIELDS):
                 self.wrapped = joined

@@ -31,6 +31,7 @@ iterations that were skipped (0/1 on a per-step log, the same meaning), and the 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -60,7 +61,7 @@ _SNIFF_SEGMENTS = 20_000
 _ANY = re.compile(rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skipped=\d+|"
                   rb"Attempted loss scale:|Grad overflow on iteration")
 #: a segment worth the key-value parser: names a training metric
-_HINT = re.compile(r"loss|norm|\blr\b|learning|scale", re.IGNORECASE)
+_HINT = re.compile(r"loss|norm|\blr\b|learning|scale|\b(?:trl|tel):", re.IGNORECASE)  # trl, tel: llm.c's main.log
 #: a line that reports an evaluation, not a training step: it starts with an evaluation word as its own
 #: field (fairseq's `valid | epoch 002 | valid on 'valid' subset | loss 9.393 | ...`, `eval: loss ...`),
 #: or names the subset it was evaluated on (fairseq's `valid on 'valid' subset`), or opens with an
@@ -121,6 +122,8 @@ class ConsoleParser:
         self.last_pending_step: int | None = None
         self.pending_interval = 1
         self.numbered = 0  # rows numbered in order, for want of any counter
+        #: (attempted, reduced) scale of the OVERFLOW lines read before any row: placed once the first row says its step
+        self.early_overflows: list[tuple[float, float]] = []
         self.epoch_rows = 0  # rows placed at their epoch, for want of anything finer
         self.leading_spaced = 0  # rows with no step before the first counted one, placed an interval apart
         self.keras_epoch = 0  # the last "Epoch N/M" line
@@ -347,6 +350,9 @@ class ConsoleParser:
                     self.counts["ds_overflow"] += 1
                     if self.epoch_rows and self.marker is None and self.last_counter is None:
                         pass  # rows at their epoch: the skipped step is one of thousands inside it (an event)
+                    elif self.marker is None and self.last_counter is None and not self.rows \
+                            and not self.store.n and self.pending is None:
+                        self.early_overflows.append(ov)
                     elif self.marker is None and self.last_counter is None:
                         self._overflow_in_order(ov)
                     else:
@@ -558,6 +564,7 @@ class ConsoleParser:
             self.tqdm_steps.add(step)
             self.counts["tqdm"] = len(self.tqdm_steps)  # a bar is drawn several times per step
             row = {"step": step, **metrics}
+            self._release_early(step)
             self.rows.append(row)
             if len(self.rows) >= 2 * _KEEP_RECENT:
                 self._spill()
@@ -571,11 +578,28 @@ class ConsoleParser:
 
     def _add(self, row: dict[str, Any], *, marker: bool) -> None:
         self._flush_pending()
+        self._release_early(row["step"] if marker else None)
         self.rows.append(row)
         if len(self.rows) >= 2 * _KEEP_RECENT:
             self._spill()
         if marker:
             self.marker, self.since_marker = row["step"], 0
+
+    def _release_early(self, step: int | None) -> None:
+        """The OVERFLOW lines read before any row (NVIDIA's fp16_optimizer skips the first steps while
+        its scale falls from 2**23, printing no step): on the steps right before the first row's step,
+        one each; with no step to count back from, numbered in order as a log without counters is."""
+        early, self.early_overflows = self.early_overflows, []
+        if step is None or step - len(early) < 0:
+            for ov in early:
+                self._overflow_in_order(ov)
+            return
+        self.deepspeed.placed_before += len(early)
+        for k, (_, reduced) in enumerate(early):
+            row: dict[str, Any] = {"step": step - len(early) + k, "skipped": 1.0}
+            if math.isfinite(reduced):
+                row["scale"] = reduced
+            self.rows.append(row)
 
     def _overflow_in_order(self, ov: tuple[float, float]) -> None:
         """An OVERFLOW line in a log with no counter at all, whose rows are numbered in reading order:
@@ -598,6 +622,7 @@ class ConsoleParser:
         row["step"] = step
         row["_how"] = "counter"
         self.last_pending_step = step
+        self._release_early(step)
         self.rows.append(row)
         if len(self.rows) >= 2 * _KEEP_RECENT:
             self._spill()
@@ -616,6 +641,7 @@ class ConsoleParser:
             row["step"] = self.last_pending_step + self.pending_interval
             row["_how"] = "interval"
         else:
+            self._release_early(None)
             self.numbered += 1
             row["step"] = self.numbered
             row["_how"] = "numbered"
@@ -641,6 +667,7 @@ class ConsoleParser:
         if self.bar_done:  # a bar that stopped short of its total was cut, not closed: its last draw is a step
             self._drop_closing_render()
         self._flush_pending()
+        self._release_early(None)
         self._spill(final=True)
         self._number_repeated_epochs()
         self._space_numbered()
@@ -939,17 +966,19 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     return run
 
 
-
 def _skipped_share(steps: np.ndarray, cols: dict[str, np.ndarray], logged: dict[str, np.ndarray],
                    log_interval: float) -> None:
-    """`skipped` from a count of skipped steps per logged interval (DeepSpeed's `skipped=N`): the
-    share of the interval's steps, where the log gives no per-step skip flag of its own."""
+    """`skipped` from the interval counts: the share of each logged interval that was skipped. An
+    OVERFLOW line's skip wins over a count of 0 at its step: Megatron-DeepSpeed's iteration line
+    counts Megatron's own skips, not those of DeepSpeed's optimizer, which its OVERFLOW line reports."""
     interval = np.maximum(np.diff(steps, prepend=steps[0] - log_interval), 1.0)
     frac = np.clip(cols["skipped_in_interval"] / interval, 0.0, 1.0)
     lg = logged["skipped_in_interval"]
     base = cols.get("skipped", np.full(len(steps), np.nan))
+    frac = np.where(np.isin(steps, steps[base == 1.0]), 1.0, frac)
     cols["skipped"] = np.where(lg & np.isnan(base), frac, base)
     logged["skipped"] = logged.get("skipped", np.zeros(len(steps), dtype=bool)) | lg
+
 
 def _collapsed(st: StepColumns, order: np.ndarray) -> bool:
     """Whether rows of three or more different losses were put at one step, so that all but one are

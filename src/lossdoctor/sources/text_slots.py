@@ -14,12 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from ..records import MSVC_NONFINITE
+from ..records import FILLED_NONFINITE, MSVC_NONFINITE
 
 #: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word (MSVC's `1.#INF` too)
 #: (a sentence may end right after it: `Loss is 2.3102.`; a version `1.2.3` is no number)
-NUMBER = re.compile(r"(?<![\w.@])" + MSVC_NONFINITE + r"(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
-                    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])")
+NUMBER = re.compile(r"(?<![\w.@])(?:" + MSVC_NONFINITE + "|" + FILLED_NONFINITE + r")(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
+                    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])|"
+                    # a NaN timing with its unit glued (modded-nanogpt's `step_avg:nanms` at step 0)
+                    r"(?<![\w.])nan(?=ms(?![\w.]))")
 
 
 #: a number printed with thousands separators right after its name's `:` or `=` (`iter:  25,390,`, OLMo's
@@ -53,7 +55,9 @@ _MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_ALONE = (r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-              r"|dev)(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+              r"|dev"
+              r"|cv)"  # cv: WeNet's and its kin's (WeTTS, WeKWS) cross-validation pass, `Epoch 0 [CV] progress ...`
+              r"(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
               # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
               # quoted name says which (`'validation_epoch_loss'`)
               r"(?!\s+metric\s+['\"])")
@@ -129,6 +133,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             piece = piece[unit.end():]  # the unit of the number before (`13.6G   0.0485`), no name of this one
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
+    _tuple_names(spans, pieces, names)
+    _labelled_total(pieces, names)
     for i, name in enumerate(names):
         if not name and ")" in pieces[i] and (call := _CALL.search(text, 0, spans[i][0])) is not None:
             names[i] = call.group(1)  # a call whose arguments hold numbers: `accuracy(m, x, 0.0:9) = 0.91`
@@ -137,7 +143,12 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if _TIME_UNIT.match(pieces[i + 1]):  # `(0m 12s)`: a duration's parts
             names[i] = "time"
             continue
+        if i and pieces[i] == ":" and _CLOCK_PART.fullmatch(text, *spans[i]):
+            continue  # `Remain 80:39:57 Loss 1.03`: a clock's seconds, never named by the word after them
         after = _SUFFIX.match(pieces[i + 1])
+        if after is not None and i + 1 < len(spans) and after.end() == len(pieces[i + 1]) \
+                and name_key(names[i + 1]) == name_key(after.group(1).strip(" ./-")):
+            after = None  # `progress 0/2754 loss 0.61`: the word names the number after it, not the total before
         if after is None:
             word = _SUFFIX_WORD.match(pieces[i + 1])  # `100 batches Average loss: ...`: a counter's own word
             if word is not None and (step_rank(word.group(1)) is not None or word.group(1).lower() in _EPOCH_NAMES):
@@ -166,6 +177,44 @@ def _counted_values(text: str, spans: list[tuple[int, int]], pieces: list[str], 
             names[i], names[i + 1] = "step", names[i]
 
 
+#: a tuple of names right before a tuple of values (`train loss (min, avg, max): (-0.27, nan, 1152.6)`, a
+#: script's `print("loss (min, avg, max):", (lo, avg, hi))`), the subject's name in front of the names
+_NAME_TUPLE = re.compile(r"([A-Za-z_][\w ./-]*?)\s*\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*\)\s*[:=]?\s*[(\[]\s*$")
+#: the names in such a tuple that say the value is the subject itself: its average over the interval
+_AVERAGE_WORDS = frozenset({"avg", "average", "mean"})
+
+
+def _tuple_names(spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
+    """Each value of a tuple printed after a tuple of names takes its name: the average takes the
+    subject's (`train loss`), the others their own word (`min`, `max`), never the subject's (an
+    extreme of the interval is no loss the trainer steps on)."""
+    for i, piece in enumerate(pieces[:len(spans)]):
+        m = _NAME_TUPLE.search(piece)
+        if m is None:
+            continue
+        words = [w.strip() for w in m.group(2).split(",")]
+        if i + len(words) > len(spans) or any(p.strip() != "," for p in pieces[i + 1:i + len(words)]):
+            continue
+        subject = _prefix_name(m.group(1), "")
+        for k, w in enumerate(words):
+            names[i + k] = subject if w.lower() in _AVERAGE_WORDS and subject else w
+
+
+#: a loss's label with no number of its own, its parts listed after it (`loss: x 27.0, y 28.6, ... total 17.1`)
+_LOSS_LABEL = re.compile(r"(?<![\w.-])(?:loss|losses)\s*:\s*[A-Za-z_][\w ]*$", re.IGNORECASE)
+
+
+def _labelled_total(pieces: list[str], names: list[str]) -> None:
+    """pytorch-yolo2's region loss prints `loss: x %f, y %f, w %f, h %f, conf %f, cls %f, total %f`:
+    the label says the numbers after it are the loss's, so their `total` is the loss itself."""
+    label = next((i for i, p in enumerate(pieces[:len(names)]) if _LOSS_LABEL.search(p)), None)
+    if label is None:
+        return
+    for k in range(label, len(names)):
+        if names[k].lower() == "total":
+            names[k] = "total loss"
+
+
 def _range_ends(pieces: list[str], names: list[str]) -> None:
     """A counter printed as a range in brackets (CNTK's ` Minibatch[ 101- 200]: loss = ...`): the
     values were taken over the whole range, so the range's end carries the counter's name and the
@@ -190,6 +239,8 @@ _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
 _GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
 #: a time unit glued to a number with no name (`(0m 12s)`, `1h 2m`): a duration, not a value
 _TIME_UNIT = re.compile(r"(?:ms|us|s|sec|secs|min|m|h|hr)(?![A-Za-z/])")
+#: the minutes or seconds of a clock (`80:39:57`), joined to the number before by a bare `:`
+_CLOCK_PART = re.compile(r"\d\d(?:\.\d+)?")
 #: the name of a number printed as a percentage
 PERCENT = "percent"
 #: a running average with no name (pjreddie's Darknet: `%ld: %f, %f avg, %f rate`): the number before
@@ -274,8 +325,14 @@ def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> 
             out.append(False)
             continue
         after = before[ev.end():]
-        out.append(TRAIN_WORD.search(after) is None)
+        # a bracketed section (`[val] loss=5.9, acc=0.2 [time per itr] 1403ms [lr] 0.00003`) ends at the next one
+        closed = before[ev.start() - 1:ev.start()] == "[" and _SECTION.search(after) is not None
+        out.append(TRAIN_WORD.search(after) is None and not closed)
     return out
+
+
+#: a section's label in brackets (`[lr]`, `[time per itr]`): words only
+_SECTION = re.compile(r"\[[A-Za-z][A-Za-z _-]*\]")
 
 
 def base_name(name: str) -> str:
@@ -377,6 +434,8 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
     named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
+    if epoch is None and (swap := _epoch_then_count(t, a, named, whole)) is not None:
+        epoch, named = swap, [(named[0][0], swap + 1)]  # WeNet's `Batch {epoch}/{batch_idx}`
     counters.update(j for _, j in named)
     if epoch is not None and a.shape[0] >= 2 and np.all(np.diff(a[:, epoch]) > 0):
         # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step
@@ -413,6 +472,18 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 \
         else 0.0
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
+
+
+def _epoch_then_count(t: Template, a: np.ndarray, named: list[tuple[int, int]], whole: list[int]) -> int | None:
+    """A named counter printed `N/M` whose N stays while M moves on (WeNet's executor: `TRAIN Batch
+    {epoch}/{batch_idx}`, `Batch 4/203700` then `Batch 4/203800`): M is no total (a total never changes)
+    but the counter, N the epoch. Returns N's slot."""
+    if len(named) != 1 or a.shape[0] < 2:
+        return None
+    j = named[0][1]
+    if not t.slash[j] or j + 1 not in whole or np.any(a[:, j] != a[0, j]) or np.all(a[:, j + 1] == a[0, j + 1]):
+        return None
+    return j
 
 
 def _running_beside(t: Template, a: np.ndarray, whole: list[int], counters: set[int], inner: int) -> int | None:
@@ -648,7 +719,8 @@ _NOT_A_PART = re.compile(r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memor
 _NOT_A_LOSS = re.compile(r"^(?:top-?\d|acc|prec|precision|recall|f1|auc|m?ap\b|m?iou|bleu|rouge|reward|return|score|"
                          r"psnr|ssim|tokens?|samples?|images?|imgs?|throughput|tps|wd|weight[ _]decay|momentum|temp|"
                          r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
-                         r"clip|warmup)",
+                         r"clip|warmup|"
+                         r"step)",  # step: a step's timing or rate (modded-nanogpt's `step_avg:258.57ms`)
                          re.IGNORECASE)
 
 
