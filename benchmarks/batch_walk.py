@@ -72,10 +72,8 @@ def set_caps(capped: bool) -> None:
     if capped:
         SB.WALK, TB.KEEP = DEFAULT_WALK, DEFAULT_KEEP
     else:
-        SB.WALK = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=SB.WALK.max_depth,
-                                skip_scalar_lists=False)
-        TB.KEEP = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=TB.KEEP.max_depth,
-                                skip_scalar_lists=False)
+        SB.WALK = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=SB.WALK.max_depth, skip_scalar_lists=False)
+        TB.KEEP = SB.WalkLimits(max_visits=HUGE, max_tensors=HUGE, max_depth=TB.KEEP.max_depth, skip_scalar_lists=False)
 
 
 DEFAULT_WALK, DEFAULT_KEEP = SB.WALK, TB.KEEP

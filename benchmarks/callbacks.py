@@ -40,8 +40,9 @@ def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=LAYERS, n_embd=EMBD, n_head=4, vocab_size=VOCAB, n_positions=SEQ,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        n_layer=LAYERS, n_embd=EMBD, n_head=4, vocab_size=VOCAB, n_positions=SEQ, bos_token_id=0, eos_token_id=0
+    )
     return GPT2LMHeadModel(cfg)
 
 
@@ -72,10 +73,20 @@ def hf_chunk(model, steps: int, watched: bool, tmp: str) -> list[float]:
                 times.append(now - self.last)
             self.last = now
 
-    cbs = ([LossDoctorCallback(log_dir=Path(tmp) / f"hf-{time.time_ns()}", alerts=False)] if watched else [])
-    args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=MICRO, gradient_accumulation_steps=ACCUM,
-                             max_steps=steps, learning_rate=1e-4, save_strategy="no", report_to=[],
-                             use_cpu=True, disable_tqdm=True, logging_steps=10_000, dataloader_num_workers=0)
+    cbs = [LossDoctorCallback(log_dir=Path(tmp) / f"hf-{time.time_ns()}", alerts=False)] if watched else []
+    args = TrainingArguments(
+        output_dir=tmp,
+        per_device_train_batch_size=MICRO,
+        gradient_accumulation_steps=ACCUM,
+        max_steps=steps,
+        learning_rate=1e-4,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        logging_steps=10_000,
+        dataloader_num_workers=0,
+    )
     Trainer(model=model, args=args, train_dataset=Tokens(), callbacks=[*cbs, Timer()]).train()
     return times[WARMUP:]
 
@@ -110,11 +121,21 @@ def lightning_chunk(model, steps: int, watched: bool, tmp: str) -> list[float]:
                 times.append(now - self.last)
             self.last = now
 
-    cbs = ([LossDoctorCallback(log_dir=Path(tmp) / f"pl-{time.time_ns()}", alerts=False)] if watched else [])
+    cbs = [LossDoctorCallback(log_dir=Path(tmp) / f"pl-{time.time_ns()}", alerts=False)] if watched else []
     dl = torch.utils.data.DataLoader(Tokens(), batch_size=MICRO)
-    trainer = L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                        enable_progress_bar=False, enable_model_summary=False, accumulate_grad_batches=ACCUM,
-                        gradient_clip_val=1.0, num_sanity_val_steps=0, callbacks=[*cbs, Timer()])
+    trainer = L.Trainer(
+        max_steps=steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accumulate_grad_batches=ACCUM,
+        gradient_clip_val=1.0,
+        num_sanity_val_steps=0,
+        callbacks=[*cbs, Timer()],
+    )
     trainer.fit(Module(), dl)
     return times[WARMUP:]
 
@@ -167,9 +188,12 @@ def measure(name: str, chunk, chunks: int, steps: int) -> tuple[float, float, fl
             pairs.append(statistics.median(got[True]) / statistics.median(got[False]))
     p, w = statistics.median(plain), statistics.median(watched)
     r = statistics.median(pairs)
-    print(f"{name:10s} plain {p * 1e3:8.1f} ms/step   watched {w * 1e3:8.1f} ms/step   "
-          f"ratio of medians {w / p:.3f}   median of {len(pairs)} paired-chunk ratios {r:.3f} "
-          f"(range {min(pairs):.3f}-{max(pairs):.3f}; {len(plain)} + {len(watched)} steps)", flush=True)
+    print(
+        f"{name:10s} plain {p * 1e3:8.1f} ms/step   watched {w * 1e3:8.1f} ms/step   "
+        f"ratio of medians {w / p:.3f}   median of {len(pairs)} paired-chunk ratios {r:.3f} "
+        f"(range {min(pairs):.3f}-{max(pairs):.3f}; {len(plain)} + {len(watched)} steps)",
+        flush=True,
+    )
     return p, w, r
 
 
@@ -191,8 +215,10 @@ def main() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
-    print(f"GPT-2 {LAYERS}x{EMBD}, vocab {VOCAB}, {ACCUM} micro-batches of {MICRO}x{SEQ} tokens per step, "
-          f"CPU, {a.threads} threads, {a.chunks} interleaved chunks of {a.steps} steps")
+    print(
+        f"GPT-2 {LAYERS}x{EMBD}, vocab {VOCAB}, {ACCUM} micro-batches of {MICRO}x{SEQ} tokens per step, "
+        f"CPU, {a.threads} threads, {a.chunks} interleaved chunks of {a.steps} steps"
+    )
     if a.framework in ("loop", "all"):
         measure("watch loop", loop_chunk, a.chunks, a.steps)
     if a.framework in ("hf", "both", "all"):

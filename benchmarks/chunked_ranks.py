@@ -54,6 +54,9 @@ class Ratios:
         return 1000 * statistics.median(self.res[variant]) / self.steps
 
     def lines(self, head: str) -> list[str]:
-        return [head, f"plain: {self.ms('plain'):.1f} ms/step, watched: {self.ms('watched'):.1f} ms/step",
-                f"ratio (median of {len(self.ratios)} rounds): {self.median:.3f}x "
-                f"(per-round {min(self.ratios):.3f}-{max(self.ratios):.3f})"]
+        return [
+            head,
+            f"plain: {self.ms('plain'):.1f} ms/step, watched: {self.ms('watched'):.1f} ms/step",
+            f"ratio (median of {len(self.ratios)} rounds): {self.median:.3f}x "
+            f"(per-round {min(self.ratios):.3f}-{max(self.ratios):.3f})",
+        ]

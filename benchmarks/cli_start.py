@@ -32,17 +32,28 @@ def main() -> None:
     env = dict(os.environ, PYTHONPATH=str(SRC))
     cli = [sys.executable, "-m", "lossdoctor", "diagnose", "--help"]
     bare = [sys.executable, "-c", "pass"]
-    probe = subprocess.run([sys.executable, "-c", "import sys, runpy; sys.argv=['lossdoctor','diagnose','--help'];"
-                            "\ntry:\n  runpy.run_module('lossdoctor', run_name='__main__')\nexcept SystemExit: pass\n"
-                            "print('torch' in sys.modules)"], env=env, capture_output=True, text=True)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, runpy; sys.argv=['lossdoctor','diagnose','--help'];"
+            "\ntry:\n  runpy.run_module('lossdoctor', run_name='__main__')\nexcept SystemExit: pass\n"
+            "print('torch' in sys.modules)",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     a, b = [], []
     timed(cli, env)
     for _ in range(args.runs):
         a.append(timed(cli, env))
         b.append(timed(bare, env))
-    print(f"lossdoctor diagnose --help: median {statistics.median(a):.3f} s "
-          f"(min {min(a):.3f}, max {max(a):.3f}); bare python: median {statistics.median(b):.3f} s; "
-          f"torch imported: {probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else '?'}")
+    print(
+        f"lossdoctor diagnose --help: median {statistics.median(a):.3f} s "
+        f"(min {min(a):.3f}, max {max(a):.3f}); bare python: median {statistics.median(b):.3f} s; "
+        f"torch imported: {probe.stdout.strip().splitlines()[-1] if probe.stdout.strip() else '?'}"
+    )
 
 
 if __name__ == "__main__":

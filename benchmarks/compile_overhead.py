@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     ratios = []
     for r in range(args.rounds):
         med = {}
-        for name in (("plain", "watch") if r % 2 == 0 else ("watch", "plain")):
+        for name in ("plain", "watch") if r % 2 == 0 else ("watch", "plain"):
             ts = []
             for i in range(10):
                 ids = batches[(r * 10 + i) % 8]
@@ -90,10 +90,12 @@ def main(argv: list[str] | None = None) -> None:
         ratios.append(med["watch"] / med["plain"])
     mon.close()
     mode = "eager" if args.eager else "compiled (inductor)"
-    print(f"{mode}: CPU time plain {statistics.median(cpu['plain']) * 1e3:.1f} ms/step, watch "
-          f"{statistics.median(cpu['watch']) * 1e3:.1f} ms/step; ratio median {statistics.median(ratios):.3f} "
-          f"(rounds {min(ratios):.3f}-{max(ratios):.3f}, {args.rounds} rounds); wall plain "
-          f"{statistics.median(wall['plain']) * 1e3:.1f} ms, watch {statistics.median(wall['watch']) * 1e3:.1f} ms")
+    print(
+        f"{mode}: CPU time plain {statistics.median(cpu['plain']) * 1e3:.1f} ms/step, watch "
+        f"{statistics.median(cpu['watch']) * 1e3:.1f} ms/step; ratio median {statistics.median(ratios):.3f} "
+        f"(rounds {min(ratios):.3f}-{max(ratios):.3f}, {args.rounds} rounds); wall plain "
+        f"{statistics.median(wall['plain']) * 1e3:.1f} ms, watch {statistics.median(wall['watch']) * 1e3:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,17 @@ from benchmarks.chunked_ranks import Ratios, load_average, run_ranks  # noqa: E4
 
 
 def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world),
-                       "DS_ACCELERATOR": "cpu"})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+            "DS_ACCELERATOR": "cpu",
+        }
+    )
     import torch
 
     torch.set_num_threads(1)
@@ -39,13 +47,25 @@ def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
 
     deepspeed.init_distributed(dist_backend="gloo")
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=args["layers"], n_embd=args["embd"], n_head=4, vocab_size=512, n_positions=args["seq"],
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(
+        n_layer=args["layers"],
+        n_embd=args["embd"],
+        n_head=4,
+        vocab_size=512,
+        n_positions=args["seq"],
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     model = GPT2LMHeadModel(cfg)
     n_params = sum(p.numel() for p in model.parameters())
-    ds = {"train_micro_batch_size_per_gpu": args["batch"], "gradient_accumulation_steps": 1,
-          "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "torch_adam": True}}, "gradient_clipping": 1.0,
-          "zero_optimization": {"stage": 2}, "steps_per_print": 10**6}
+    ds = {
+        "train_micro_batch_size_per_gpu": args["batch"],
+        "gradient_accumulation_steps": 1,
+        "optimizer": {"type": "AdamW", "params": {"lr": 3e-4, "torch_adam": True}},
+        "gradient_clipping": 1.0,
+        "zero_optimization": {"stage": 2},
+        "steps_per_print": 10**6,
+    }
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds)
     gen = torch.Generator().manual_seed(rank)
 
@@ -77,8 +97,14 @@ def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    opts = {"rounds": args.rounds, "steps": args.steps, "layers": args.layers, "embd": args.embd,
-                "seq": args.seq, "batch": args.batch}
+    opts = {
+        "rounds": args.rounds,
+        "steps": args.steps,
+        "layers": args.layers,
+        "embd": args.embd,
+        "seq": args.seq,
+        "batch": args.batch,
+    }
     return run_ranks(_worker, 2, opts, "ld-ds-overhead-")
 
 
@@ -97,27 +123,35 @@ def main() -> None:
     res = measure(args)
     wall = time.perf_counter() - t0
     r = Ratios(res, args.steps)
-    lines = r.lines(f"GPT-2 {res['params'] / 1e6:.1f}M params, ZeRO-2 over 2 ranks, batch {args.batch}x{args.seq} per rank")
+    lines = r.lines(
+        f"GPT-2 {res['params'] / 1e6:.1f}M params, ZeRO-2 over 2 ranks, batch {args.batch}x{args.seq} per rank"
+    )
     print("\n".join(lines))
     if args.docs:
         sys.path.insert(0, str(ROOT))
         from benchmarks import docs
 
-        body = "\n".join([
-            "## Overhead under DeepSpeed ZeRO-2", "",
-            docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
-            "",
-            f"transformers GPT-2 built from a config ({res['params'] / 1e6:.1f}M params, {args.layers} layers, "
-            f"width {args.embd}), batch {args.batch}×{args.seq} tokens per rank, AdamW, ZeRO-2 with gradient "
-            "clipping, two ranks on DeepSpeed's CPU accelerator (gloo, one torch thread each). "
-            f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
-            "same engine (the monitor started before and closed after its chunk, outside the timing); timed on "
-            "rank 0. Ratio = median over rounds of watched / plain.", "",
-            "| variant | ms/step (median) | ratio | per-round range |", "|---|---|---|---|",
-            f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
-            f"| watch(engine) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
-            f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
-        ])
+        body = "\n".join(
+            [
+                "## Overhead under DeepSpeed ZeRO-2",
+                "",
+                docs.provenance(docs.command_line())
+                + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+                "",
+                f"transformers GPT-2 built from a config ({res['params'] / 1e6:.1f}M params, {args.layers} layers, "
+                f"width {args.embd}), batch {args.batch}×{args.seq} tokens per rank, AdamW, ZeRO-2 with gradient "
+                "clipping, two ranks on DeepSpeed's CPU accelerator (gloo, one torch thread each). "
+                f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
+                "same engine (the monitor started before and closed after its chunk, outside the timing); timed on "
+                "rank 0. Ratio = median over rounds of watched / plain.",
+                "",
+                "| variant | ms/step (median) | ratio | per-round range |",
+                "|---|---|---|---|",
+                f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
+                f"| watch(engine) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
+                f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
+            ]
+        )
         docs.write_section("deepspeed-overhead", body)
 
 

@@ -34,8 +34,8 @@ def curve(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     gn = 0.8 + 0.1 * np.abs(rng.standard_normal(n))
     onset = int(n * 0.9)
     gn[onset:] *= 1.5 ** np.minimum(s[onset:] - onset, 60)
-    loss[onset + 40:] = np.nan
-    gn[onset + 40:] = np.nan
+    loss[onset + 40 :] = np.nan
+    gn[onset + 40 :] = np.nan
     lr = np.full(n, 3e-4)
     scale = np.full(n, 65536.0)
     return {"step": s, "loss": loss, "grad_norm": gn, "lr": lr, "loss_scale": scale}
@@ -44,8 +44,7 @@ def curve(n: int, seed: int = 0) -> dict[str, np.ndarray]:
 def write_csv(path: Path, c: dict[str, np.ndarray]) -> None:
     keys = list(c)
     table = np.column_stack([c[k] for k in keys])
-    np.savetxt(path, table, delimiter=",", header=",".join(keys), comments="",
-               fmt=["%d"] + ["%.6g"] * (len(keys) - 1))
+    np.savetxt(path, table, delimiter=",", header=",".join(keys), comments="", fmt=["%d"] + ["%.6g"] * (len(keys) - 1))
 
 
 def write_jsonl(path: Path, c: dict[str, np.ndarray]) -> None:
@@ -71,8 +70,10 @@ def write_meter(path: Path, c: dict[str, np.ndarray]) -> None:
     with open(path, "w") as f:
         for s, loss in zip(c["step"].tolist(), c["loss"].tolist()):
             e, b = divmod(s, per_epoch)
-            f.write(f"Epoch: [{e}][{b:4d}/{per_epoch}]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\t"
-                    f"Loss {loss:.4e} ({loss:.4e})\tAcc@1   0.00 (  0.14)\tAcc@5   0.78 (  0.62)\n")
+            f.write(
+                f"Epoch: [{e}][{b:4d}/{per_epoch}]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\t"
+                f"Loss {loss:.4e} ({loss:.4e})\tAcc@1   0.00 (  0.14)\tAcc@5   0.78 (  0.62)\n"
+            )
 
 
 def time_cli(path: Path, repeat: int, fmt: str) -> tuple[float, dict]:
@@ -81,8 +82,12 @@ def time_cli(path: Path, repeat: int, fmt: str) -> tuple[float, dict]:
     doc: dict = {}
     for _ in range(repeat):
         t = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", str(path), "--format", fmt],
-                           capture_output=True, text=True, env=env)
+        p = subprocess.run(
+            [sys.executable, "-m", "lossdoctor", "diagnose", str(path), "--format", fmt],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         times.append(time.perf_counter() - t)
         if p.returncode != 0:
             raise SystemExit(f"CLI failed: {p.stderr}")
@@ -117,8 +122,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--console", action="store_true",
-                    help="also a console log (nanoGPT lines) and a meter log (ImageNet example lines)")
+    ap.add_argument(
+        "--console",
+        action="store_true",
+        help="also a console log (nanoGPT lines) and a meter log (ImageNet example lines)",
+    )
     ap.add_argument("--only-console", action="store_true", help="only the console and meter logs")
     ap.add_argument("--profile", action="store_true", help="cProfile the detect phase (top 15)")
     args = ap.parse_args()
@@ -139,8 +147,10 @@ def main() -> int:
             t, doc = time_cli(path, args.repeat, "json")
             worst = max(worst, t)
             first = doc["findings"][0] if doc["findings"] else {}
-            print(f"{kind:7s} CLI end to end (median of {args.repeat}): {t:.2f} s -> "
-                  f"{first.get('cause')} at step {first.get('step')}")
+            print(
+                f"{kind:7s} CLI end to end (median of {args.repeat}): {t:.2f} s -> "
+                f"{first.get('cause')} at step {first.get('step')}"
+            )
             ph = phases(path)
             print("      in-process: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items()))
         if args.profile:

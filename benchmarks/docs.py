@@ -13,9 +13,28 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
-ORDER = ("intro", "zoo", "zoo-verify", "lr-probe", "generated-dev", "generated-test", "peers", "real-logs", "text-reader", "format-gallery", "read-speed", "overhead", "overhead-spread",
-         "overhead-ablation", "overhead-gpu", "many-params", "many-ranks", "deepspeed-overhead",
-         "tp-overhead", "pp-overhead")
+ORDER = (
+    "intro",
+    "zoo",
+    "zoo-verify",
+    "lr-probe",
+    "generated-dev",
+    "generated-test",
+    "peers",
+    "real-logs",
+    "text-reader",
+    "format-gallery",
+    "read-speed",
+    "overhead",
+    "overhead-spread",
+    "overhead-ablation",
+    "overhead-gpu",
+    "many-params",
+    "many-ranks",
+    "deepspeed-overhead",
+    "tp-overhead",
+    "pp-overhead",
+)
 
 INTRO = """# Benchmarks
 
@@ -49,12 +68,17 @@ its own section.
 def provenance(command: str) -> str:
     """One paragraph: command, time, machine, load, versions, commit."""
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
         # the docs page itself is rewritten by each benchmark: not a change to what is measured
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                                ":!docs/benchmarks.md"], cwd=ROOT, capture_output=True, text=True,
-                               timeout=10).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/benchmarks.md"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         commit = (commit + (" (with uncommitted changes)" if dirty else "")) or "unknown"
     except (OSError, subprocess.SubprocessError):
         commit = "unknown"
@@ -69,8 +93,10 @@ def provenance(command: str) -> str:
     except OSError:
         load = "load unknown"
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"Command: `{command}` — run {when} on {platform.machine()} with {os.cpu_count()} CPUs "
-            f"({load} at the end), Python {platform.python_version()}, torch {tv}, commit {commit}.")
+    return (
+        f"Command: `{command}` — run {when} on {platform.machine()} with {os.cpu_count()} CPUs "
+        f"({load} at the end), Python {platform.python_version()}, torch {tv}, commit {commit}."
+    )
 
 
 def write_section(name: str, body: str, path: Path = DOC) -> Path:

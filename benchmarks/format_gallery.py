@@ -55,8 +55,13 @@ print(json.dumps(out))
 
 
 def gallery(src: Path) -> dict[str, str]:
-    p = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "tests")], capture_output=True, text=True,
-                       env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}, timeout=600)
+    p = subprocess.run(
+        [sys.executable, "-c", CHILD, str(ROOT / "tests")],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+        timeout=600,
+    )
     if p.returncode != 0:
         raise SystemExit(f"gallery run failed: {p.stderr[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -90,21 +95,23 @@ def main() -> int:
     if args.docs:
         read = {label: sum(v == "read" for v in r.values()) for label, r in results.items()}
         before = "".join(f" ({label}: {k}/{n})" for label, k in read.items() if label != "this checkout")
-        body = ("## Format gallery\n\n" + provenance(command_line()) + "\n\n"
-                f"format gallery: {read['this checkout']}/{n} shapes read{before}. "
-                "Each shape is a short log written the way one tool prints it (HF Trainer dicts and notebook tables, "
-                "Lightning and NeMo bars, Keras, fairseq, mmcv/mmengine, detectron2, YOLO, timm, the ImageNet "
-                "example's meters, DETR's MetricLogger, SB3 and guided-diffusion logger blocks, nanoGPT, llm.c, "
-                "Megatron, torchtitan, nanotron, MaxText, CLU, OpenNMT, icefall, Flair, SpeechBrain, PaddleOCR/"
-                "PaddleSeg, PaddlePaddle's Model.fit and fluid prints, MXNet, Caffe, Darknet, the TF Estimator and TF-slim, "
-                "ESPnet2, RLlib, BigDL, T5X, MindSpore, LiBai, MegEngine, Chainer, CNTK, Lasagne, Torch7, CatBoost, LightGBM, "
-                "fastai v1, Catalyst, Poutyne, skorch, Marian, PaddleNLP, LLaMA-Factory, ms-swift, OpenRLHF, verl, diffusers, "
-                "OneTrainer, fastText, AllenNLP, spaCy, Flux.jl, luz, GPT-NeoX, PyG, DGL, plain prints in many phrasings (Chinese ones too), tensor and numpy reprs, "
-                "Markdown/ASCII/aligned tables, evaluation sections, JSON lines, CSV, non-finite values as each tool spells them; "
-                "the list and each tool's source file are in `tests/test_format_gallery.py`), read by `load_path` "
-                "(what `lossdoctor diagnose FILE` does) and compared with its truth: the training loss, and the "
-                "evaluation loss, gradient norm, LR and loss scale where the tool prints them, at their steps. "
-                "**In-sample**: the shapes were written while the reader was changed to read them.\n\n" + table)
+        body = (
+            "## Format gallery\n\n" + provenance(command_line()) + "\n\n"
+            f"format gallery: {read['this checkout']}/{n} shapes read{before}. "
+            "Each shape is a short log written the way one tool prints it (HF Trainer dicts and notebook tables, "
+            "Lightning and NeMo bars, Keras, fairseq, mmcv/mmengine, detectron2, YOLO, timm, the ImageNet "
+            "example's meters, DETR's MetricLogger, SB3 and guided-diffusion logger blocks, nanoGPT, llm.c, "
+            "Megatron, torchtitan, nanotron, MaxText, CLU, OpenNMT, icefall, Flair, SpeechBrain, PaddleOCR/"
+            "PaddleSeg, PaddlePaddle's Model.fit and fluid prints, MXNet, Caffe, Darknet, the TF Estimator and TF-slim, "
+            "ESPnet2, RLlib, BigDL, T5X, MindSpore, LiBai, MegEngine, Chainer, CNTK, Lasagne, Torch7, CatBoost, LightGBM, "
+            "fastai v1, Catalyst, Poutyne, skorch, Marian, PaddleNLP, LLaMA-Factory, ms-swift, OpenRLHF, verl, diffusers, "
+            "OneTrainer, fastText, AllenNLP, spaCy, Flux.jl, luz, GPT-NeoX, PyG, DGL, plain prints in many phrasings (Chinese ones too), tensor and numpy reprs, "
+            "Markdown/ASCII/aligned tables, evaluation sections, JSON lines, CSV, non-finite values as each tool spells them; "
+            "the list and each tool's source file are in `tests/test_format_gallery.py`), read by `load_path` "
+            "(what `lossdoctor diagnose FILE` does) and compared with its truth: the training loss, and the "
+            "evaluation loss, gradient norm, LR and loss scale where the tool prints them, at their steps. "
+            "**In-sample**: the shapes were written while the reader was changed to read them.\n\n" + table
+        )
         write_section("format-gallery", body)
     return 0
 

@@ -71,8 +71,18 @@ def build(size: str, device: str, batch: int, seq: int) -> tuple[Any, Any, dict[
 class Runner:
     """One model trained one way: `step()` is a full training step (and `mon.step` when watched)."""
 
-    def __init__(self, model: Any, opt: Any, batch: dict[str, Any], device: str, *, watched: bool,
-                 compiled: bool, amp: bool, workdir: str) -> None:
+    def __init__(
+        self,
+        model: Any,
+        opt: Any,
+        batch: dict[str, Any],
+        device: str,
+        *,
+        watched: bool,
+        compiled: bool,
+        amp: bool,
+        workdir: str,
+    ) -> None:
         import torch
 
         self.model, self.opt, self.batch, self.device = model, opt, batch, device
@@ -84,8 +94,7 @@ class Runner:
         if self.watched and self.mon is None:
             import lossdoctor
 
-            self.mon = lossdoctor.watch(self.model, self.opt, log_dir=tempfile.mkdtemp(dir=self.workdir),
-                                        alerts=False)
+            self.mon = lossdoctor.watch(self.model, self.opt, log_dir=tempfile.mkdtemp(dir=self.workdir), alerts=False)
 
     def remove(self) -> None:
         if self.mon is not None:
@@ -151,8 +160,10 @@ def count_syncs(r: Runner, steps: int) -> float | None:
 def measure(size: str, args: argparse.Namespace, device: str, workdir: str) -> dict[str, Any]:
     batch, seq = (SMOKE_BATCH, SMOKE_SEQ) if args.smoke else (GPU_BATCH, GPU_SEQ)
     model, opt, data = build(size, device, batch, seq)
-    runners = {"plain": Runner(model, opt, data, device, watched=False, compiled=False, amp=args.amp, workdir=workdir),
-               "watch": Runner(model, opt, data, device, watched=True, compiled=False, amp=args.amp, workdir=workdir)}
+    runners = {
+        "plain": Runner(model, opt, data, device, watched=False, compiled=False, amp=args.amp, workdir=workdir),
+        "watch": Runner(model, opt, data, device, watched=True, compiled=False, amp=args.amp, workdir=workdir),
+    }
     if args.compile:
         for name, watched in (("plain+compile", False), ("watch+compile", True)):
             m, o, d = build(size, device, batch, seq)
@@ -162,20 +173,29 @@ def measure(size: str, args: argparse.Namespace, device: str, workdir: str) -> d
         chunk(r, 1, 2, keep_installed="compile" in name)
     names = list(runners)
     for rnd in range(args.rounds):
-        order = names[rnd % len(names):] + names[: rnd % len(names)]
+        order = names[rnd % len(names) :] + names[: rnd % len(names)]
         for name in order:
             times[name].append(chunk(runners[name], args.steps, args.warmup, keep_installed="compile" in name))
-        print(f"  {size} round {rnd + 1}/{args.rounds}: " +
-              ", ".join(f"{v} {times[v][-1] * 1e3:.1f} ms" for v in names), flush=True)
+        print(
+            f"  {size} round {rnd + 1}/{args.rounds}: " + ", ".join(f"{v} {times[v][-1] * 1e3:.1f} ms" for v in names),
+            flush=True,
+        )
     baseline = {"plain": "plain", "watch": "plain", "plain+compile": "plain+compile", "watch+compile": "plain+compile"}
-    out: dict[str, Any] = {"params": sum(p.numel() for p in model.parameters()), "tokens_per_step": batch * seq,
-                           "variants": {}}
+    out: dict[str, Any] = {
+        "params": sum(p.numel() for p in model.parameters()),
+        "tokens_per_step": batch * seq,
+        "variants": {},
+    }
     for name, r in runners.items():
         base = times[baseline[name]]
         ratios = [t / b for t, b in zip(times[name], base)]
-        out["variants"][name] = {"median_ms": statistics.median(times[name]) * 1e3,
-                                 "ratio": statistics.median(ratios), "ratio_min": min(ratios),
-                                 "ratio_max": max(ratios), "syncs_per_step": count_syncs(r, args.sync_steps)}
+        out["variants"][name] = {
+            "median_ms": statistics.median(times[name]) * 1e3,
+            "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+            "syncs_per_step": count_syncs(r, args.sync_steps),
+        }
         r.remove()
     return out
 
@@ -184,14 +204,20 @@ def render(results: dict[str, Any], args: argparse.Namespace, device_name: str) 
     lines = ["## Overhead on a GPU", "", docs.provenance(docs.command_line()) + f" Device: {device_name}.", ""]
     for size, res in results.items():
         precision = "bf16 autocast" if args.amp and not args.smoke else "fp32"
-        lines += [f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {res['tokens_per_step']} tokens a step, "
-                  f"{precision})", "",
-                  "| variant | median step | ratio (against) | range | host syncs / step |", "|---|---|---|---|---|"]
+        lines += [
+            f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {res['tokens_per_step']} tokens a step, "
+            f"{precision})",
+            "",
+            "| variant | median step | ratio (against) | range | host syncs / step |",
+            "|---|---|---|---|---|",
+        ]
         for name, v in res["variants"].items():
             against = "compiled plain" if "compile" in name else "eager plain"
             syncs = "n/a" if v["syncs_per_step"] is None else f"{v['syncs_per_step']:.1f}"
-            lines.append(f"| {name} | {v['median_ms']:.1f} ms | {v['ratio']:.3f}x ({against}) | "
-                         f"{v['ratio_min']:.3f}–{v['ratio_max']:.3f} | {syncs} |")
+            lines.append(
+                f"| {name} | {v['median_ms']:.1f} ms | {v['ratio']:.3f}x ({against}) | "
+                f"{v['ratio_min']:.3f}–{v['ratio_max']:.3f} | {syncs} |"
+            )
         lines.append("")
     return "\n".join(lines)
 

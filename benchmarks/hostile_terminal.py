@@ -32,8 +32,7 @@ from pathlib import Path
 import numpy as np
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-PAYLOAD = ("\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x07link\x1b]8;;\x07\x1b[2J\x07\x08\r\x7f"
-           "\u009b2J\u202e")
+PAYLOAD = "\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x07link\x1b]8;;\x07\x1b[2J\x07\x08\r\x7f\u009b2J\u202e"
 NAME = PAYLOAD.replace("/", "_")
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 SGR = re.compile(r"\x1b\[[0-9;]*m")
@@ -71,8 +70,9 @@ def build(d: Path) -> dict[str, Path]:
         sw.add_scalar(f"train/{PAYLOAD}", 1.0, int(i))
     sw.close()
     st = TrainerState()
-    st.log_history = [{"step": int(i) + 1, "loss": float(loss[i]), "learning_rate": float(lr[i]), PAYLOAD: 1}
-                      for i in s]
+    st.log_history = [
+        {"step": int(i) + 1, "loss": float(loss[i]), "learning_rate": float(lr[i]), PAYLOAD: 1} for i in s
+    ]
     (d / f"hf{NAME}").mkdir()
     out["trainer_state"] = d / f"hf{NAME}" / "trainer_state.json"
     st.save_to_json(str(out["trainer_state"]))
@@ -83,10 +83,31 @@ def build(d: Path) -> dict[str, Path]:
     for i in s:
         w.append_step({"step": int(i), "loss": float(loss[i]), "lr": float(lr[i])})
         w.append_layers(int(i), np.ones((1, 1)))
-    w.append_preflight({"cause": "lr_too_high", "symptom": "divergence", "severity": "warning", "confidence": 0.9,
-                        "layer": PAYLOAD, "op": PAYLOAD, "evidence": [PAYLOAD], "fixes": [PAYLOAD]})
-    w.write_incident("step-5", {"step": 5, "trigger": PAYLOAD, "findings": [], "verification": {
-        "status": PAYLOAD, "note": PAYLOAD, "checks": [{"fix": None, "verdict": "verified", "sentence": PAYLOAD}]}})
+    w.append_preflight(
+        {
+            "cause": "lr_too_high",
+            "symptom": "divergence",
+            "severity": "warning",
+            "confidence": 0.9,
+            "layer": PAYLOAD,
+            "op": PAYLOAD,
+            "evidence": [PAYLOAD],
+            "fixes": [PAYLOAD],
+        }
+    )
+    w.write_incident(
+        "step-5",
+        {
+            "step": 5,
+            "trigger": PAYLOAD,
+            "findings": [],
+            "verification": {
+                "status": PAYLOAD,
+                "note": PAYLOAD,
+                "checks": [{"fix": None, "verdict": "verified", "sentence": PAYLOAD}],
+            },
+        },
+    )
     w.close()
     return out
 
@@ -98,8 +119,9 @@ def env(src: Path, **extra: str) -> dict[str, str]:
 
 def on_pty(src: Path, *args) -> str:
     master, slave = os.openpty()
-    p = subprocess.Popen([sys.executable, "-m", "lossdoctor", *args], stdin=slave, stdout=slave, stderr=slave,
-                         env=env(src))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "lossdoctor", *args], stdin=slave, stdout=slave, stderr=slave, env=env(src)
+    )
     os.close(slave)
     out = bytearray()
     while select.select([master], [], [], 120)[0]:
@@ -126,8 +148,12 @@ def terminal(src: Path, logs: dict[str, Path]) -> None:
     for kind, path in logs.items():
         runs = [("pty text", on_pty(src, "diagnose", path))]
         for fmt in ("md", "html"):
-            p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", path, "--format", fmt],
-                               capture_output=True, text=True, env=env(src))
+            p = subprocess.run(
+                [sys.executable, "-m", "lossdoctor", "diagnose", path, "--format", fmt],
+                capture_output=True,
+                text=True,
+                env=env(src),
+            )
             runs.append((fmt, p.stdout + p.stderr))
         if kind == "run_dir":
             runs.append(("pty verify", on_pty(src, "verify", path)))
@@ -150,20 +176,34 @@ def names(src: Path, d: Path) -> None:
     w = RunLogWriter(os.fsdecode(rd))
     for i in s:
         w.append_step({"step": int(i), "loss": float(loss[i])})
-    w.write_incident("step-5", {"step": 5, "findings": [], "verification": {
-        "status": "done", "checks": [{"fix": None, "verdict": "verified"}]}})
+    w.write_incident(
+        "step-5",
+        {
+            "step": 5,
+            "findings": [],
+            "verification": {"status": "done", "checks": [{"fix": None, "verdict": "verified"}]},
+        },
+    )
     w.close()
-    locales = {"C.UTF-8": {}, "C.UTF-8 + PYTHONIOENCODING=utf-8:strict": {"LC_ALL": "C.UTF-8",
-                                                                         "PYTHONIOENCODING": "utf-8:strict"},
-               "C": {"LC_ALL": "C"}}
+    locales = {
+        "C.UTF-8": {},
+        "C.UTF-8 + PYTHONIOENCODING=utf-8:strict": {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict"},
+        "C": {"LC_ALL": "C"},
+    }
     bad = n = 0
     for extra in locales.values():
-        for cmd, path, fmts in (("diagnose", log, ("text", "json", "md", "html")),
-                                ("diagnose", rd, ("text", "json", "md", "html")), ("verify", rd, ("text", "json", "md"))):
+        for cmd, path, fmts in (
+            ("diagnose", log, ("text", "json", "md", "html")),
+            ("diagnose", rd, ("text", "json", "md", "html")),
+            ("verify", rd, ("text", "json", "md")),
+        ):
             for fmt in fmts:
                 for o in ([], ["-o", os.path.join(b, b"out\xff\xfe." + fmt.encode())]):
-                    p = subprocess.run([sys.executable, "-m", "lossdoctor", cmd, path, "--format", fmt, *o],
-                                       capture_output=True, env=env(src, **extra))
+                    p = subprocess.run(
+                        [sys.executable, "-m", "lossdoctor", cmd, path, "--format", fmt, *o],
+                        capture_output=True,
+                        env=env(src, **extra),
+                    )
                     n += 1
                     bad += p.returncode != 0 or b"internal error" in p.stderr or b"Traceback" in p.stderr
     print(f"  {bad} of {n} runs ended in an internal error or a traceback")
@@ -180,16 +220,35 @@ def deep(src: Path, d: Path) -> None:
     w.close()
     (rd / "incidents").mkdir()
     (rd / "incidents" / "step-5.json").write_text(
-        '{"step": 5, "findings": [], "verification": {"status": "done", "cost": ' + nest
-        + ', "checks": [{"fix": null, "verdict": "verified", "v": ' + nest + "}]}}")
-    (rd / "preflight.jsonl").write_text(json.dumps({"cause": "lr_too_high", "symptom": "divergence",
-                                                    "severity": "warning", "confidence": 0.5, "evidence": ["e"],
-                                                    "fixes": ["f"]})[:-1] + ', "fix_checks": [{"fix": 0, "x": '
-                                        + nest + "}]}\n")
+        '{"step": 5, "findings": [], "verification": {"status": "done", "cost": '
+        + nest
+        + ', "checks": [{"fix": null, "verdict": "verified", "v": '
+        + nest
+        + "}]}}"
+    )
+    (rd / "preflight.jsonl").write_text(
+        json.dumps(
+            {
+                "cause": "lr_too_high",
+                "symptom": "divergence",
+                "severity": "warning",
+                "confidence": 0.5,
+                "evidence": ["e"],
+                "fixes": ["f"],
+            }
+        )[:-1]
+        + ', "fix_checks": [{"fix": 0, "x": '
+        + nest
+        + "}]}\n"
+    )
     bad = 0
     for cmd in ("diagnose", "verify"):
-        p = subprocess.run([sys.executable, "-m", "lossdoctor", cmd, rd, "--format", "json"], capture_output=True,
-                           text=True, env=env(src))
+        p = subprocess.run(
+            [sys.executable, "-m", "lossdoctor", cmd, rd, "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env(src),
+        )
         bad += "internal error" in p.stderr or "Traceback" in p.stderr
     print(f"  {bad} of 2 runs (diagnose and verify --format json) ended in an internal error")
 

@@ -62,11 +62,15 @@ def summary(results: list[lm.Result]) -> dict:
                 by[k][2] += r.verdict_ok
         return dict(sorted(by.items()))
 
-    return {"cases": len(results), "read": sum(r.read_ok for r in results),
-            "verdict": sum(r.verdict_ok for r in results),
-            "format": rates(lambda r: [r.case.fmt]), "fault": rates(lambda r: [r.case.curve]),
-            "interleaving": rates(lambda r: list(r.case.inter)),
-            "failing": {r.case.name: [r.read_why, r.verdict_why] for r in results if not (r.read_ok and r.verdict_ok)}}
+    return {
+        "cases": len(results),
+        "read": sum(r.read_ok for r in results),
+        "verdict": sum(r.verdict_ok for r in results),
+        "format": rates(lambda r: [r.case.fmt]),
+        "fault": rates(lambda r: [r.case.curve]),
+        "interleaving": rates(lambda r: list(r.case.inter)),
+        "failing": {r.case.name: [r.read_why, r.verdict_why] for r in results if not (r.read_ok and r.verdict_ok)},
+    }
 
 
 def main() -> int:
@@ -90,16 +94,21 @@ def main() -> int:
     import lossdoctor
 
     where = "" if args.src is None else f", sources {Path(lossdoctor.__file__).parents[1]}"
-    print(f"log matrix: {n} cases (seed {args.seed}{', full product' if args.full else ''}{where}), {dt:.1f} s: "
-          f"read {read}/{n} ({100 * read / n:.0f}%), verdict {ok}/{n} ({100 * ok / n:.0f}%)\n")
+    print(
+        f"log matrix: {n} cases (seed {args.seed}{', full product' if args.full else ''}{where}), {dt:.1f} s: "
+        f"read {read}/{n} ({100 * read / n:.0f}%), verdict {ok}/{n} ({100 * ok / n:.0f}%)\n"
+    )
     print(table(results, lambda r: [r.case.fmt], "format") + "\n")
     print(table(results, lambda r: [r.case.curve], "fault") + "\n")
     print(table(results, lambda r: list(r.case.inter), "interleaving") + "\n")
     bad = [r for r in results if not (r.read_ok and r.verdict_ok)]
     print(f"failing combinations: {len(bad)}")
     for r in bad[: args.fails]:
-        print(f"- {r.case.name}: " + "; ".join(x for x in (r.read_why, r.verdict_why) if x)
-              + f"  [{r.status}: {r.findings[:2]}]")
+        print(
+            f"- {r.case.name}: "
+            + "; ".join(x for x in (r.read_why, r.verdict_why) if x)
+            + f"  [{r.status}: {r.findings[:2]}]"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(summary(results), indent=1))
     return 0

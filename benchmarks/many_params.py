@@ -57,8 +57,7 @@ def build(n_tensors: int, shape: str = "adapters") -> tuple[Any, Any, Any]:
 
         def __init__(self) -> None:
             super().__init__()
-            self.experts = nn.ParameterList([nn.Parameter(torch.randn(WIDTH, RANK) * 0.02)
-                                             for _ in range(EXPERTS)])
+            self.experts = nn.ParameterList([nn.Parameter(torch.randn(WIDTH, RANK) * 0.02) for _ in range(EXPERTS)])
             self.out = nn.Parameter(torch.zeros(RANK, WIDTH))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -93,8 +92,9 @@ def step(model: Any, opt: Any, batch: Any, mon: Any) -> None:
         mon.step(loss, batch={"x": x, "y": y})
 
 
-def chunk(model: Any, opt: Any, batch: Any, watched: bool, steps: int, workdir: str,
-          warmup: int = 5) -> tuple[float, float]:
+def chunk(
+    model: Any, opt: Any, batch: Any, watched: bool, steps: int, workdir: str, warmup: int = 5
+) -> tuple[float, float]:
     import lossdoctor
 
     mon = lossdoctor.watch(model, opt, log_dir=tempfile.mkdtemp(dir=workdir), alerts=False) if watched else None
@@ -119,17 +119,28 @@ def measure(n_tensors: int, shape: str, rounds: int, steps: int, workdir: str, w
     cpu: dict[bool, list[float]] = {False: [], True: []}
     chunk(model, opt, batch, False, 2, workdir, warmup)
     for r in range(rounds):
-        for watched in ((False, True) if r % 2 == 0 else (True, False)):
+        for watched in (False, True) if r % 2 == 0 else (True, False):
             w, c = chunk(model, opt, batch, watched, steps, workdir, warmup)
             wall[watched].append(w)
             cpu[watched].append(c)
-        print(f"  {shape}: {real} tensors round {r + 1}/{rounds}: plain {wall[False][-1] * 1e3:.1f} ms, "
-              f"watch {wall[True][-1] * 1e3:.1f} ms", flush=True)
+        print(
+            f"  {shape}: {real} tensors round {r + 1}/{rounds}: plain {wall[False][-1] * 1e3:.1f} ms, "
+            f"watch {wall[True][-1] * 1e3:.1f} ms",
+            flush=True,
+        )
     ratios = [w / p for w, p in zip(wall[True], wall[False])]
     cpu_ratios = [w / p for w, p in zip(cpu[True], cpu[False])]
-    return {"tensors": real, "shape": shape, "modules": modules, "plain_ms": statistics.median(wall[False]) * 1e3,
-            "watch_ms": statistics.median(wall[True]) * 1e3, "ratio": statistics.median(ratios),
-            "ratio_min": min(ratios), "ratio_max": max(ratios), "cpu_ratio": statistics.median(cpu_ratios)}
+    return {
+        "tensors": real,
+        "shape": shape,
+        "modules": modules,
+        "plain_ms": statistics.median(wall[False]) * 1e3,
+        "watch_ms": statistics.median(wall[True]) * 1e3,
+        "ratio": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "cpu_ratio": statistics.median(cpu_ratios),
+    }
 
 
 def profile(n_tensors: int, steps: int, workdir: str) -> None:
@@ -157,28 +168,40 @@ def sampled_steps(warmup: int, steps: int, layer_every: int = 10) -> int:
 
 
 def render(results: list[dict[str, Any]], warmup: int, steps: int) -> str:
-    young = " A young run's first five steps are all sampled: timing them overstates the steady-state cost." \
-        if warmup < 5 else ""
-    lines = ["## Overhead with many parameter tensors", "",
-             docs.provenance(docs.command_line()) + " One torch thread; wall-time ratios are medians of "
-             f"per-round pairs (in-process, interleaved). A fresh `watch` per chunk: {warmup} untimed steps, "
-             f"then {steps} timed ones, of which watch samples {sampled_steps(warmup, steps)} (per-layer "
-             f"statistics; a run samples 1 step in 10).{young} The garbage collector runs once before the "
-             "timed steps of every chunk, plain or watched (a full collection on these models takes ~0.2 s: "
-             "left to chance, it lands in one chunk or another).", "",
-             "| model | parameter tensors | modules | plain step | watch step | ratio (min–max) | CPU-time ratio |",
-             "|---|---|---|---|---|---|---|"]
+    young = (
+        " A young run's first five steps are all sampled: timing them overstates the steady-state cost."
+        if warmup < 5
+        else ""
+    )
+    lines = [
+        "## Overhead with many parameter tensors",
+        "",
+        docs.provenance(docs.command_line()) + " One torch thread; wall-time ratios are medians of "
+        f"per-round pairs (in-process, interleaved). A fresh `watch` per chunk: {warmup} untimed steps, "
+        f"then {steps} timed ones, of which watch samples {sampled_steps(warmup, steps)} (per-layer "
+        f"statistics; a run samples 1 step in 10).{young} The garbage collector runs once before the "
+        "timed steps of every chunk, plain or watched (a full collection on these models takes ~0.2 s: "
+        "left to chance, it lands in one chunk or another).",
+        "",
+        "| model | parameter tensors | modules | plain step | watch step | ratio (min–max) | CPU-time ratio |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results:
-        lines.append(f"| {r['shape']} | {r['tensors']:,} | {r['modules']:,} | {r['plain_ms']:.1f} ms | {r['watch_ms']:.1f} ms | "
-                     f"{r['ratio']:.3f}x ({r['ratio_min']:.3f}–{r['ratio_max']:.3f}) | {r['cpu_ratio']:.3f}x |")
+        lines.append(
+            f"| {r['shape']} | {r['tensors']:,} | {r['modules']:,} | {r['plain_ms']:.1f} ms | {r['watch_ms']:.1f} ms | "
+            f"{r['ratio']:.3f}x ({r['ratio_min']:.3f}–{r['ratio_max']:.3f}) | {r['cpu_ratio']:.3f}x |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tensors", default="1000,10000", help="comma-separated parameter-tensor counts")
-    ap.add_argument("--shapes", default="adapters,experts",
-                    help="adapters: a block of 4 tensors per module pair; experts: 17 tensors per module")
+    ap.add_argument(
+        "--shapes",
+        default="adapters,experts",
+        help="adapters: a block of 4 tensors per module pair; experts: 17 tensors per module",
+    )
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps per chunk (steps 0-4 are all sampled)")
@@ -194,8 +217,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             profile(counts[-1], args.steps, workdir)
             return 0
-        results = [measure(n, shape, args.rounds, args.steps, workdir, args.warmup)
-                   for shape in args.shapes.split(",") for n in counts]
+        results = [
+            measure(n, shape, args.rounds, args.steps, workdir, args.warmup)
+            for shape in args.shapes.split(",")
+            for n in counts
+        ]
     text = render(results, args.warmup, args.steps)
     print(text)
     if args.write_docs:

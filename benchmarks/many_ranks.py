@@ -38,38 +38,46 @@ def _fmt(x: float) -> str:
     return json.dumps(float(x)) if np.isfinite(x) else '"nan"'
 
 
-def write_rank(d: Path, rank: int, world: int, steps: int, nan_rank: int, nan_step: int,
-               reduced: np.ndarray) -> None:
+def write_rank(d: Path, rank: int, world: int, steps: int, nan_rank: int, nan_step: int, reduced: np.ndarray) -> None:
     d.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(rank + 1)
     s = np.arange(steps)
     loss = 2.0 * np.exp(-s / (steps / 4)) + 1.2 + 0.05 * rng.standard_normal(steps)
     local = np.nan_to_num(reduced, nan=1.0) * (1.0 + 0.3 * rng.standard_normal(steps) ** 2)  # own batch
-    loss[nan_step + 1:] = np.nan  # NaN weights after the NaN update, on every rank
-    local[nan_step + 1:] = np.nan
+    loss[nan_step + 1 :] = np.nan  # NaN weights after the NaN update, on every rank
+    local[nan_step + 1 :] = np.nan
     if rank == nan_rank:
         loss[nan_step] = np.nan
         local[nan_step] = np.nan
-    meta = {"format": "lossdoctor.run/1", "rank": rank, "world_size": world, "layer_every": 10,
-            "distributed": {"kind": "ddp", "comm_hook": True, "grad_norm": "all-reduced"}, "closed": True,
-            "steps": steps}
+    meta = {
+        "format": "lossdoctor.run/1",
+        "rank": rank,
+        "world_size": world,
+        "layer_every": 10,
+        "distributed": {"kind": "ddp", "comm_hook": True, "grad_norm": "all-reduced"},
+        "closed": True,
+        "steps": steps,
+    }
     (d / "meta.json").write_text(json.dumps(meta))
     lines = []
     for i in range(steps):
         bad = rank == nan_rank and i == nan_step
-        rec = (f'{{"step":{i},"time":{i * 0.05:.4f},"loss":{_fmt(loss[i])},"skipped":0,"lr":0.0003,'
-               f'"wd":0.1,"grad_norm":{_fmt(reduced[i])},"grad_norm_local":{_fmt(local[i])},'
-               f'"grad_nonfinite":{0 if np.isfinite(local[i]) else 48},"batch_size":8,'
-               f'"batch_nonfinite":{1 if bad else 0},"act_absmax":{3.0 + rng.random():.4f},'
-               f'"act_absmax_layer":"h.3.mlp","accum_steps":1')
+        rec = (
+            f'{{"step":{i},"time":{i * 0.05:.4f},"loss":{_fmt(loss[i])},"skipped":0,"lr":0.0003,'
+            f'"wd":0.1,"grad_norm":{_fmt(reduced[i])},"grad_norm_local":{_fmt(local[i])},'
+            f'"grad_nonfinite":{0 if np.isfinite(local[i]) else 48},"batch_size":8,'
+            f'"batch_nonfinite":{1 if bad else 0},"act_absmax":{3.0 + rng.random():.4f},'
+            f'"act_absmax_layer":"h.3.mlp","accum_steps":1'
+        )
         if i % 10 == 0:
             rec += f',"param_norm":{120.0 + i * 1e-3:.4f},"update_ratio":{1e-3 * (1 + 0.1 * rng.random()):.6g}'
         if bad:
             rec += ',"batch_nonfinite_detail":{"input_ids":[5]}'
         lines.append(rec + "}\n")
     (d / "steps.jsonl").write_text("".join(lines))
-    (d / "layers.json").write_text(json.dumps({"modules": MODULES, "types": [], "stats": STATS,
-                                               "row": ["step"] + [f"{x}[module]" for x in STATS]}))
+    (d / "layers.json").write_text(
+        json.dumps({"modules": MODULES, "types": [], "stats": STATS, "row": ["step"] + [f"{x}[module]" for x in STATS]})
+    )
     sampled = s[s % 10 == 0]
     rows = np.abs(rng.standard_normal((len(sampled), 1 + len(STATS) * len(MODULES)))).astype("<f4")
     rows[:, 0] = sampled
@@ -90,8 +98,12 @@ def time_cli(path: Path, repeat: int) -> tuple[float, dict]:
     times, out = [], {}
     for _ in range(repeat):
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", str(path), "--format", "json"],
-                           capture_output=True, text=True, env=env)
+        p = subprocess.run(
+            [sys.executable, "-m", "lossdoctor", "diagnose", str(path), "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         times.append(time.perf_counter() - t0)
         if p.returncode != 0:
             raise SystemExit(f"diagnose failed ({p.returncode}): {p.stderr.strip()[-500:]}")
@@ -118,24 +130,32 @@ def write_docs(args: argparse.Namespace, size: int, median: float, ph: dict[str,
     from benchmarks import docs
 
     f = report["findings"][0]
-    body = "\n".join([
-        "## Run directories of many ranks", "",
-        docs.provenance(docs.command_line()), "",
-        f"A synthetic data-parallel run directory as `watch` writes it: {args.ranks} `rank-N/` directories of "
-        f"{args.steps:,} steps each ({size / 2**20:.0f} MiB of `steps.jsonl` and `layers.f32`); rank "
-        f"{args.nan_rank} gets a NaN sample at step {args.nan_step:,}, after which every rank's reduced "
-        "gradient and then every rank's loss is NaN. Above 16 ranks every rank's log is screened as bytes "
-        "for locally non-finite values and only the ranks that tell the story are read in full "
-        "(`sources/rank_screen.py`).", "",
-        "| measure | value |", "|---|---|",
-        f"| `lossdoctor diagnose DIR --format json`, fresh process, median of {args.repeat} | {median:.2f} s |",
-        f"| in process: screen + read | {ph['read']:.2f} s |",
-        f"| in process: diagnose | {ph['diagnose']:.2f} s |",
-        f"| primary finding | `{f['cause']}` at step {f['step']} on rank {f['rank']} |",
-        f"| findings in the report | {len(report['findings'])} |", "",
-        "The primary finding's evidence names the other ranks once, in ranges:", "",
-        *[f"- {e}" for e in f["evidence"]],
-    ])
+    body = "\n".join(
+        [
+            "## Run directories of many ranks",
+            "",
+            docs.provenance(docs.command_line()),
+            "",
+            f"A synthetic data-parallel run directory as `watch` writes it: {args.ranks} `rank-N/` directories of "
+            f"{args.steps:,} steps each ({size / 2**20:.0f} MiB of `steps.jsonl` and `layers.f32`); rank "
+            f"{args.nan_rank} gets a NaN sample at step {args.nan_step:,}, after which every rank's reduced "
+            "gradient and then every rank's loss is NaN. Above 16 ranks every rank's log is screened as bytes "
+            "for locally non-finite values and only the ranks that tell the story are read in full "
+            "(`sources/rank_screen.py`).",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            f"| `lossdoctor diagnose DIR --format json`, fresh process, median of {args.repeat} | {median:.2f} s |",
+            f"| in process: screen + read | {ph['read']:.2f} s |",
+            f"| in process: diagnose | {ph['diagnose']:.2f} s |",
+            f"| primary finding | `{f['cause']}` at step {f['step']} on rank {f['rank']} |",
+            f"| findings in the report | {len(report['findings'])} |",
+            "",
+            "The primary finding's evidence names the other ranks once, in ranges:",
+            "",
+            *[f"- {e}" for e in f["evidence"]],
+        ]
+    )
     docs.write_section("many-ranks", body)
 
 
@@ -159,18 +179,22 @@ def main() -> None:
         if not (root / "rank-0" / "steps.jsonl").exists():
             write_run(root, args.ranks, args.steps, args.nan_rank, args.nan_step)
         size = sum(f.stat().st_size for f in root.rglob("*") if f.is_file())
-        print(f"wrote {args.ranks} ranks x {args.steps} steps ({size / 2**20:.0f} MiB) "
-              f"in {time.perf_counter() - t0:.1f} s")
+        print(
+            f"wrote {args.ranks} ranks x {args.steps} steps ({size / 2**20:.0f} MiB) "
+            f"in {time.perf_counter() - t0:.1f} s"
+        )
         median, report = time_cli(root, args.repeat)
         f = report["findings"][0]
         ok = (f["cause"], f["rank"], f["step"]) == ("nonfinite_data", args.nan_rank, args.nan_step)
         longest = max(len(e) for g in report["findings"] for e in g["evidence"])
         ph = phases(root)
-        lines = [f"wrote {args.ranks} ranks x {args.steps} steps ({size / 2**20:.0f} MiB)",
-                 f"diagnose (CLI, fresh process, median of {args.repeat}): {median:.2f} s",
-                 "in-process phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items()),
-                 f"primary: {f['cause']} at step {f['step']} on rank {f['rank']} ({'right' if ok else 'WRONG'}); "
-                 f"{len(report['findings'])} finding(s), longest evidence line {longest} characters"]
+        lines = [
+            f"wrote {args.ranks} ranks x {args.steps} steps ({size / 2**20:.0f} MiB)",
+            f"diagnose (CLI, fresh process, median of {args.repeat}): {median:.2f} s",
+            "in-process phases: " + ", ".join(f"{k} {v:.2f} s" for k, v in ph.items()),
+            f"primary: {f['cause']} at step {f['step']} on rank {f['rank']} ({'right' if ok else 'WRONG'}); "
+            f"{len(report['findings'])} finding(s), longest evidence line {longest} characters",
+        ]
         print("\n".join(lines[1:]))
         for e in f["evidence"]:
             print(f"  - {e}")

@@ -85,6 +85,7 @@ def build(size: str, device: str):
 
 # --- variants: install() -> (per-step context, per-step call, remove) ----------------------------
 
+
 class Variant:
     def __init__(self, model: Any, opt: Any, workdir: Path) -> None:
         self.model, self.opt, self.workdir = model, opt, workdir
@@ -92,6 +93,7 @@ class Variant:
     def install(self) -> None: ...
     def context(self) -> contextlib.AbstractContextManager:
         return contextlib.nullcontext()
+
     def after_step(self, loss: Any, batch: Any) -> None: ...
     def remove(self) -> None: ...
 
@@ -104,8 +106,7 @@ class Watch(Variant):
     def install(self) -> None:
         import lossdoctor
 
-        self.mon = lossdoctor.watch(self.model, self.opt, log_dir=tempfile.mkdtemp(dir=self.workdir),
-                                    alerts=False)
+        self.mon = lossdoctor.watch(self.model, self.opt, log_dir=tempfile.mkdtemp(dir=self.workdir), alerts=False)
 
     def after_step(self, loss: Any, batch: Any) -> None:
         self.mon.step(loss, batch=batch)
@@ -151,8 +152,15 @@ class NaiveHooks(Variant):
             if not isinstance(t, torch.Tensor) or not t.is_floating_point():
                 return
             d = t.detach()
-            self.stats.append((d.min().item(), d.max().item(), d.float().mean().item(),
-                               d.float().std().item(), torch.isnan(d).any().item()))
+            self.stats.append(
+                (
+                    d.min().item(),
+                    d.max().item(),
+                    d.float().mean().item(),
+                    d.float().std().item(),
+                    torch.isnan(d).any().item(),
+                )
+            )
             if t.requires_grad:
                 t.register_hook(on_grad)
 
@@ -167,8 +175,13 @@ class NaiveHooks(Variant):
             h.remove()
 
 
-CLASSES: dict[str, type[Variant]] = {"plain": Plain, "watch": Watch, "anomaly": Anomaly,
-                                     "hf-debug": HFDebug, "naive-hooks": NaiveHooks}
+CLASSES: dict[str, type[Variant]] = {
+    "plain": Plain,
+    "watch": Watch,
+    "anomaly": Anomaly,
+    "hf-debug": HFDebug,
+    "naive-hooks": NaiveHooks,
+}
 
 
 def train_step(model: Any, opt: Any, batch: Any, v: Variant) -> Any:
@@ -188,8 +201,7 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def chunk(model: Any, opt: Any, batch: Any, v: Variant, steps: int, warmup: int,
-          device: str) -> tuple[float, float]:
+def chunk(model: Any, opt: Any, batch: Any, v: Variant, steps: int, warmup: int, device: str) -> tuple[float, float]:
     """Mean wall-clock and process-CPU seconds per timed step of one chunk. CPU time is the less
     noisy of the two on a shared machine (time spent waiting for a core is not in it)."""
     v.install()
@@ -206,8 +218,9 @@ def chunk(model: Any, opt: Any, batch: Any, v: Variant, steps: int, warmup: int,
         v.remove()
 
 
-def measure(size: str, variants: list[str], rounds: int, steps: int, warmup: int, device: str,
-            log: Callable[[str], None]) -> dict[str, Any]:
+def measure(
+    size: str, variants: list[str], rounds: int, steps: int, warmup: int, device: str, log: Callable[[str], None]
+) -> dict[str, Any]:
     model, opt, batch = build(size, device)
     n_params = sum(p.numel() for p in model.parameters())
     times: dict[str, list[float]] = {v: [] for v in variants}
@@ -216,29 +229,33 @@ def measure(size: str, variants: list[str], rounds: int, steps: int, warmup: int
         objs = {v: CLASSES[v](model, opt, Path(tmp)) for v in variants}
         chunk(model, opt, batch, objs["plain"], 2, 1, device)  # allocator and kernels warm
         for r in range(rounds):
-            order = variants[r % len(variants):] + variants[: r % len(variants)]
+            order = variants[r % len(variants) :] + variants[: r % len(variants)]
             for v in order:
                 wall, proc = chunk(model, opt, batch, objs[v], steps, warmup, device)
                 times[v].append(wall)
                 cpu[v].append(proc)
-            log(f"  {size} round {r + 1}/{rounds}: " + ", ".join(f"{v} {times[v][-1] * 1e3:.0f} ms"
-                                                               for v in variants))
+            log(f"  {size} round {r + 1}/{rounds}: " + ", ".join(f"{v} {times[v][-1] * 1e3:.0f} ms" for v in variants))
     base = statistics.median(times["plain"])
     base_cpu = statistics.median(cpu["plain"])
     out: dict[str, Any] = {"params": n_params, "variants": {}}
     for v in variants:
         per_round = [t / p for t, p in zip(times[v], times["plain"])]
-        out["variants"][v] = {"median_ms": statistics.median(times[v]) * 1e3,
-                              "ratio": statistics.median(per_round),
-                              "ratio_of_medians": statistics.median(times[v]) / base,
-                              "ratio_min": min(per_round), "ratio_max": max(per_round),
-                              "cpu_ratio": statistics.median(cpu[v]) / base_cpu if base_cpu > 0 else math.nan,
-                              "best_ratio": min(times[v]) / min(times["plain"]),
-                              "wall_ms": [t * 1e3 for t in times[v]], "cpu_ms": [t * 1e3 for t in cpu[v]]}
+        out["variants"][v] = {
+            "median_ms": statistics.median(times[v]) * 1e3,
+            "ratio": statistics.median(per_round),
+            "ratio_of_medians": statistics.median(times[v]) / base,
+            "ratio_min": min(per_round),
+            "ratio_max": max(per_round),
+            "cpu_ratio": statistics.median(cpu[v]) / base_cpu if base_cpu > 0 else math.nan,
+            "best_ratio": min(times[v]) / min(times["plain"]),
+            "wall_ms": [t * 1e3 for t in times[v]],
+            "cpu_ms": [t * 1e3 for t in cpu[v]],
+        }
     return out
 
 
 # --- peak memory: one fresh process per variant --------------------------------------------------
+
 
 class RSSSampler:
     """Peak resident set size while a block runs, sampled every millisecond from /proc (the CPU
@@ -302,8 +319,13 @@ def peak_memory_child(size: str, variant: str, steps: int, device: str) -> None:
 
 def peak_memory(size: str, variant: str, steps: int, device: str, threads: int) -> float | None:
     env = dict(os.environ, OVERHEAD_THREADS=str(threads))
-    r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_memory-child", size, variant,
-                        str(steps), device], capture_output=True, text=True, env=env, timeout=900)
+    r = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--_memory-child", size, variant, str(steps), device],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     for line in r.stdout.splitlines()[::-1]:
         try:
             return float(json.loads(line)["peak_mb"])
@@ -314,6 +336,7 @@ def peak_memory(size: str, variant: str, steps: int, device: str, threads: int) 
 
 
 # --- CUDA: count host synchronisations --------------------------------------------------------------
+
 
 def count_syncs(size: str, variant: str, steps: int) -> float:
     """Synchronising CUDA calls per step, counted with torch.cuda.set_sync_debug_mode('warn')."""
@@ -341,6 +364,7 @@ def count_syncs(size: str, variant: str, steps: int) -> float:
 
 
 # --- profile: where watch's time goes ----------------------------------------------------------------
+
 
 class WatchWithout(Watch):
     """`watch` with one part switched off, to attribute its cost (ablation)."""
@@ -421,9 +445,11 @@ def profile_watch(size: str, steps: int) -> str:
         tw, cw = watched.get(op, (0.0, 0))
         rows.append((tw - tp, op, tp, tw, cp, cw))
     rows.sort(reverse=True)
-    lines = [f"torch profiler, self CPU per operator over {steps} steps: watched minus plain "
-             f"(plain total {total_plain:.2f} s, watched total {sum(t for t, _ in watched.values()):.2f} s)",
-             f"{'operator':40s} {'+s':>8s} {'% of plain':>10s} {'plain s':>8s} {'watch s':>8s} {'calls':>12s}"]
+    lines = [
+        f"torch profiler, self CPU per operator over {steps} steps: watched minus plain "
+        f"(plain total {total_plain:.2f} s, watched total {sum(t for t, _ in watched.values()):.2f} s)",
+        f"{'operator':40s} {'+s':>8s} {'% of plain':>10s} {'plain s':>8s} {'watch s':>8s} {'calls':>12s}",
+    ]
     for d, op, tp, tw, cp, cw in rows[:15]:
         lines.append(f"{op:40s} {d:8.3f} {100 * d / total_plain:9.1f}% {tp:8.3f} {tw:8.3f} {cp:>5d}->{cw:<6d}")
     out.append("\n".join(lines))
@@ -433,8 +459,10 @@ def profile_watch(size: str, steps: int) -> str:
     from lossdoctor.signals.tracer import first_float_tensor
 
     outs: list[tuple[str, torch.Tensor]] = []
-    hooks = [m.register_forward_hook(lambda m, a, o, n=n: outs.append((n or "<model>", first_float_tensor(o))))
-             for n, m in model.named_modules()]
+    hooks = [
+        m.register_forward_hook(lambda m, a, o, n=n: outs.append((n or "<model>", first_float_tensor(o))))
+        for n, m in model.named_modules()
+    ]
     with torch.no_grad():
         model(**batch)
     for h in hooks:
@@ -452,10 +480,12 @@ def profile_watch(size: str, steps: int) -> str:
         cost.append((min(ts), t.numel(), name))  # the minimum: the uncontended time
     total = sum(c for c, _, _ in cost)
     cost.sort(reverse=True)
-    out.append(f"aminmax of each module's forward output, alone (min of 7 timings; the backward "
-               f"hook does the same on its gradient): all {len(cost)} outputs {total * 1e3:.1f} ms per "
-               f"forward; largest: " + ", ".join(f"{n} {k / 1e6:.2f}M el. {c * 1e3:.1f} ms ({100 * c / total:.0f}%)"
-                                                 for c, k, n in cost[:6]))
+    out.append(
+        f"aminmax of each module's forward output, alone (min of 7 timings; the backward "
+        f"hook does the same on its gradient): all {len(cost)} outputs {total * 1e3:.1f} ms per "
+        f"forward; largest: "
+        + ", ".join(f"{n} {k / 1e6:.2f}M el. {c * 1e3:.1f} ms ({100 * c / total:.0f}%)" for c, k, n in cost[:6])
+    )
     return "\n\n".join(out)
 
 
@@ -472,12 +502,22 @@ def ratio_child(size: str, rounds: int, steps: int, warmup: int) -> None:
     torch.set_num_threads(int(os.environ.get("OVERHEAD_THREADS", "2")))
     res = measure(size, ["plain", "watch"], rounds, steps, warmup, "cpu", lambda msg: None)
     w = res["variants"]["watch"]
-    print(json.dumps({"ratio": w["ratio"], "min": w["ratio_min"], "max": w["ratio_max"],
-                      "plain_ms": res["variants"]["plain"]["median_ms"], "watch_ms": w["median_ms"]}))
+    print(
+        json.dumps(
+            {
+                "ratio": w["ratio"],
+                "min": w["ratio_min"],
+                "max": w["ratio_max"],
+                "plain_ms": res["variants"]["plain"]["median_ms"],
+                "watch_ms": w["median_ms"],
+            }
+        )
+    )
 
 
-def spread(size: str, processes: int, args: argparse.Namespace,
-           log: Callable[[str], None]) -> dict[str, list[dict[str, float]]]:
+def spread(
+    size: str, processes: int, args: argparse.Namespace, log: Callable[[str], None]
+) -> dict[str, list[dict[str, float]]]:
     """`processes` fresh processes per allocator, the two allocators alternating so that both see
     the same drift of the machine."""
     out: dict[str, list[dict[str, float]]] = {"default": [], "steady": []}
@@ -486,9 +526,21 @@ def spread(size: str, processes: int, args: argparse.Namespace,
             env = dict(os.environ, OVERHEAD_THREADS=str(args.threads))
             if name == "steady":
                 env.update(STEADY_ALLOCATOR)
-            r = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_ratio-child", size,
-                                str(args.rounds), str(args.steps), str(args.warmup)],
-                               capture_output=True, text=True, env=env, timeout=3600)
+            r = subprocess.run(
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--_ratio-child",
+                    size,
+                    str(args.rounds),
+                    str(args.steps),
+                    str(args.warmup),
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=3600,
+            )
             try:
                 res = json.loads(r.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
@@ -499,81 +551,124 @@ def spread(size: str, processes: int, args: argparse.Namespace,
     return out
 
 
-def render_spread(size: str, res: dict[str, list[dict[str, float]]], args: argparse.Namespace,
-                  wall: float, load_before: str) -> str:
+def render_spread(
+    size: str, res: dict[str, list[dict[str, float]]], args: argparse.Namespace, wall: float, load_before: str
+) -> str:
     from benchmarks.zoo.report import table
 
     rows = []
     for name, runs in res.items():
         for i, r in enumerate(runs):
-            rows.append([name, str(i + 1), f"{r['plain_ms']:.1f}", f"{r['watch_ms']:.1f}", f"{r['ratio']:.3f}×",
-                         f"{r['min']:.3f}–{r['max']:.3f}"])
+            rows.append(
+                [
+                    name,
+                    str(i + 1),
+                    f"{r['plain_ms']:.1f}",
+                    f"{r['watch_ms']:.1f}",
+                    f"{r['ratio']:.3f}×",
+                    f"{r['min']:.3f}–{r['max']:.3f}",
+                ]
+            )
     summary = []
     for name, runs in res.items():
         if runs:
             ratios = sorted(r["ratio"] for r in runs)
-            summary.append(f"{name} allocator: median {statistics.median(ratios):.3f}× over {len(runs)} "
-                           f"processes ({ratios[0]:.3f}–{ratios[-1]:.3f})")
-    return "\n\n".join([
-        "## Overhead across processes",
-        docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
-        f"`watch` against the plain loop on the {size} GPT-2 (batch {BATCH}×{SEQ}, CPU, {args.threads} threads), "
-        f"measured as in the table above ({args.rounds} interleaved rounds of {args.steps} timed steps in one "
-        "process), repeated in fresh processes. *default*: glibc as it comes. *steady*: glibc told to keep "
-        "the memory it frees (`MALLOC_MMAP_MAX_=0`, `MALLOC_TRIM_THRESHOLD_=2^40`), so that no step pays "
-        "page faults: the plain loop gets faster, and what remains of the ratio is the monitor's own work.",
-        table(["allocator", "process", "plain ms/step", "watch ms/step", "ratio (median of rounds)",
-               "per-round range"], rows),
-        "; ".join(summary) + ".",
-    ])
+            summary.append(
+                f"{name} allocator: median {statistics.median(ratios):.3f}× over {len(runs)} "
+                f"processes ({ratios[0]:.3f}–{ratios[-1]:.3f})"
+            )
+    return "\n\n".join(
+        [
+            "## Overhead across processes",
+            docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+            f"`watch` against the plain loop on the {size} GPT-2 (batch {BATCH}×{SEQ}, CPU, {args.threads} threads), "
+            f"measured as in the table above ({args.rounds} interleaved rounds of {args.steps} timed steps in one "
+            "process), repeated in fresh processes. *default*: glibc as it comes. *steady*: glibc told to keep "
+            "the memory it frees (`MALLOC_MMAP_MAX_=0`, `MALLOC_TRIM_THRESHOLD_=2^40`), so that no step pays "
+            "page faults: the plain loop gets faster, and what remains of the ratio is the monitor's own work.",
+            table(
+                [
+                    "allocator",
+                    "process",
+                    "plain ms/step",
+                    "watch ms/step",
+                    "ratio (median of rounds)",
+                    "per-round range",
+                ],
+                rows,
+            ),
+            "; ".join(summary) + ".",
+        ]
+    )
 
 
 # --- report ------------------------------------------------------------------------------------------
+
 
 def render(results: dict[str, Any], args: argparse.Namespace, wall: float, load_before: str) -> str:
     from benchmarks.zoo.report import table
 
     dev = results["device"]
     title = "## Overhead" if not args.ablate else "## Overhead, part by part"
-    parts = [title, docs.provenance(docs.command_line()) +
-             f" Load average before the run: {load_before}. Took {wall:.0f} s.",
-             f"transformers GPT-2 built from configs, batch {BATCH}×{SEQ} tokens, AdamW, "
-             f"{'CPU with ' + str(args.threads) + ' threads' if dev == 'cpu' else 'CUDA'}; {args.rounds} "
-             f"interleaved rounds of {args.steps} timed steps per variant (after {args.warmup} untimed). "
-             "Ratio = the median over rounds of (variant's chunk / plain's chunk in the same round), "
-             "paired so that both saw the same load; the range is the min–max of those per-round ratios; best-chunk ratio = the variant's fastest chunk / the plain loop's fastest "
-             "(the least disturbed by other processes); the CPU-time ratio is the median ratio with the "
-             "process's CPU time instead of wall time. Peak memory: one fresh process per variant running "
-             f"{args.mem_steps} steps; the peak above what the process held before the first step "
-             f"({'resident set size sampled every ms' if dev == 'cpu' else 'torch.cuda.max_memory_allocated'}),"
-             " i.e. activations, gradients, optimizer state and the instrumentation's own buffers."]
+    parts = [
+        title,
+        docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+        f"transformers GPT-2 built from configs, batch {BATCH}×{SEQ} tokens, AdamW, "
+        f"{'CPU with ' + str(args.threads) + ' threads' if dev == 'cpu' else 'CUDA'}; {args.rounds} "
+        f"interleaved rounds of {args.steps} timed steps per variant (after {args.warmup} untimed). "
+        "Ratio = the median over rounds of (variant's chunk / plain's chunk in the same round), "
+        "paired so that both saw the same load; the range is the min–max of those per-round ratios; best-chunk ratio = the variant's fastest chunk / the plain loop's fastest "
+        "(the least disturbed by other processes); the CPU-time ratio is the median ratio with the "
+        "process's CPU time instead of wall time. Peak memory: one fresh process per variant running "
+        f"{args.mem_steps} steps; the peak above what the process held before the first step "
+        f"({'resident set size sampled every ms' if dev == 'cpu' else 'torch.cuda.max_memory_allocated'}),"
+        " i.e. activations, gradients, optimizer state and the instrumentation's own buffers.",
+    ]
     for size, res in results["sizes"].items():
         rows = []
         for v, r in res["variants"].items():
             mem = res.get("memory", {}).get(v)
             base_mem = res.get("memory", {}).get("plain")
-            rows.append([v, f"{r['median_ms']:.1f}", f"{r['ratio']:.2f}×",
-                         f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}", f"{r['best_ratio']:.2f}×",
-                         f"{r['cpu_ratio']:.2f}×",
-                         "–" if mem is None else f"{mem:.0f}",
-                         "–" if mem is None or base_mem is None else f"{mem - base_mem:+.0f}"]
-                        + ([f"{res['syncs'][v]:.1f}"] if "syncs" in res else []))
-        head = ["variant", "ms/step (median)", "ratio", "per-round range", "best-chunk ratio", "CPU-time ratio",
-                "peak training MB", "Δ vs plain MB"] \
-            + (["syncs/step"] if "syncs" in res else [])
+            rows.append(
+                [
+                    v,
+                    f"{r['median_ms']:.1f}",
+                    f"{r['ratio']:.2f}×",
+                    f"{r['ratio_min']:.2f}–{r['ratio_max']:.2f}",
+                    f"{r['best_ratio']:.2f}×",
+                    f"{r['cpu_ratio']:.2f}×",
+                    "–" if mem is None else f"{mem:.0f}",
+                    "–" if mem is None or base_mem is None else f"{mem - base_mem:+.0f}",
+                ]
+                + ([f"{res['syncs'][v]:.1f}"] if "syncs" in res else [])
+            )
+        head = [
+            "variant",
+            "ms/step (median)",
+            "ratio",
+            "per-round range",
+            "best-chunk ratio",
+            "CPU-time ratio",
+            "peak training MB",
+            "Δ vs plain MB",
+        ] + (["syncs/step"] if "syncs" in res else [])
         parts += [f"### GPT-2 {res['params'] / 1e6:.1f}M params ({size}, {dev})", table(head, rows)]
         again, first = res.get("memory_plain_again"), res.get("memory", {}).get("plain")
         if again is not None and first is not None:
-            parts.append(f"Memory noise floor: the plain run measured twice in two fresh processes gave "
-                         f"{first:.0f} and {again:.0f} MB.")
+            parts.append(
+                f"Memory noise floor: the plain run measured twice in two fresh processes gave "
+                f"{first:.0f} and {again:.0f} MB."
+            )
     target = "≤ 1.05× on CPU" if dev == "cpu" else "≤ 1.03× and no per-module synchronisation on CUDA"
     parts.append(f"Target for the default `watch`: {target}.")
     if args.ablate:
-        parts.append("Each `watch-no-X` row is the default `watch` with one part switched off: the tracer "
-                     "(per-module forward/backward statistics), grads (per-parameter gradient norms), "
-                     "optimizer (LR, update ratio, eps dominance), batch (per-sample NaN/label checks), "
-                     "live (the detection engine during training). Its ratio's drop from `watch`'s is "
-                     "that part's cost, within the per-round noise.")
+        parts.append(
+            "Each `watch-no-X` row is the default `watch` with one part switched off: the tracer "
+            "(per-module forward/backward statistics), grads (per-parameter gradient norms), "
+            "optimizer (LR, update ratio, eps dominance), batch (per-sample NaN/label checks), "
+            "live (the detection engine during training). Its ratio's drop from `watch`'s is "
+            "that part's cost, within the per-round noise."
+        )
     return "\n\n".join(parts)
 
 
@@ -584,27 +679,39 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--_ratio-child":
         ratio_child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
         return 0
-    ap = argparse.ArgumentParser(prog="python benchmarks/overhead.py", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default=None, help="comma list of 1m,10m,124m (default: 1m,10m on CPU, "
-                                                  "plus 124m on CUDA)")
+    ap = argparse.ArgumentParser(
+        prog="python benchmarks/overhead.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--sizes", default=None, help="comma list of 1m,10m,124m (default: 1m,10m on CPU, plus 124m on CUDA)"
+    )
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--steps", type=int, default=10,
-                    help="timed steps per chunk (10: one of them is one of watch's sampled steps)")
-    ap.add_argument("--warmup", type=int, default=5,
-                    help="untimed steps per chunk (5: past watch's always-sampled first steps)")
+    ap.add_argument(
+        "--steps", type=int, default=10, help="timed steps per chunk (10: one of them is one of watch's sampled steps)"
+    )
+    ap.add_argument(
+        "--warmup", type=int, default=5, help="untimed steps per chunk (5: past watch's always-sampled first steps)"
+    )
     ap.add_argument("--mem-steps", type=int, default=12)
     ap.add_argument("--no-memory", action="store_true")
     ap.add_argument("--profile", action="store_true", help="print a profile of watch and exit")
-    ap.add_argument("--ablate", action="store_true",
-                    help="time watch with each of its parts switched off (tracer, grads, optimizer, "
-                         "batch, live) instead of the peers")
-    ap.add_argument("--spread", type=int, default=0, metavar="N",
-                    help="plain vs watch on the first size in N fresh processes per allocator (glibc as it "
-                         "comes, and one that keeps freed memory) instead of the peers")
+    ap.add_argument(
+        "--ablate",
+        action="store_true",
+        help="time watch with each of its parts switched off (tracer, grads, optimizer, "
+        "batch, live) instead of the peers",
+    )
+    ap.add_argument(
+        "--spread",
+        type=int,
+        default=0,
+        metavar="N",
+        help="plain vs watch on the first size in N fresh processes per allocator (glibc as it "
+        "comes, and one that keeps freed memory) instead of the peers",
+    )
     ap.add_argument("--docs", type=Path, default=None, help="markdown file to write (default docs/benchmarks.md)")
     ap.add_argument("--no-docs", action="store_true")
     ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")

@@ -47,8 +47,16 @@ def _stage_model(blocks: int, width: int, stage: int, stages: int):
 
 
 def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+        }
+    )
     import torch
     import torch.distributed as dist
     from torch import nn
@@ -99,8 +107,7 @@ def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width,
-                "batch": args.batch}
+    opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width, "batch": args.batch}
     return run_ranks(_worker, args.world, opts, "ld-pp-overhead-")
 
 
@@ -125,27 +132,36 @@ def main() -> None:
         sys.path.insert(0, str(ROOT))
         from benchmarks import docs
 
-        body = "\n".join([
-            "## Overhead under pipeline parallel", "",
-            docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
-            "",
-            f"An MLP of {args.blocks} residual blocks ({res['params'] / 1e6:.1f}M params, width {args.width}, "
-            f"hidden {4 * args.width}) trained by torch's `ScheduleGPipe` (`torch.distributed.pipelining`, 4 "
-            f"micro-batches of {args.batch // 4} rows a step, MSE loss on the last stage), AdamW, every rank "
-            "`watch(stage, opt)` on its `PipelineStage`; "
-            + ("one process (a 1-stage pipeline over a 1-rank gloo group; one torch thread: the monitor's one "
-               "all-reduce per step over the pipeline group costs nothing there, and no stage waits for another, "
-               "so this understates the cost on real stages; `--world 2` measures them). " if args.world == 1 else
-               f"{args.world} stages, one per rank (gloo on CPU, one torch thread each). ") +
-            f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
-            "same model (the monitor started before and closed after its chunk, outside the timing); timed on "
-            "rank 0. Ratio = median over rounds of watched / plain. The machine is shared: the load average says "
-            "how busy it was.", "",
-            "| variant | ms/step (median) | ratio | per-round range |", "|---|---|---|---|",
-            f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
-            f"| watch(stage, opt) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
-            f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
-        ])
+        body = "\n".join(
+            [
+                "## Overhead under pipeline parallel",
+                "",
+                docs.provenance(docs.command_line())
+                + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+                "",
+                f"An MLP of {args.blocks} residual blocks ({res['params'] / 1e6:.1f}M params, width {args.width}, "
+                f"hidden {4 * args.width}) trained by torch's `ScheduleGPipe` (`torch.distributed.pipelining`, 4 "
+                f"micro-batches of {args.batch // 4} rows a step, MSE loss on the last stage), AdamW, every rank "
+                "`watch(stage, opt)` on its `PipelineStage`; "
+                + (
+                    "one process (a 1-stage pipeline over a 1-rank gloo group; one torch thread: the monitor's one "
+                    "all-reduce per step over the pipeline group costs nothing there, and no stage waits for another, "
+                    "so this understates the cost on real stages; `--world 2` measures them). "
+                    if args.world == 1
+                    else f"{args.world} stages, one per rank (gloo on CPU, one torch thread each). "
+                )
+                + f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
+                "same model (the monitor started before and closed after its chunk, outside the timing); timed on "
+                "rank 0. Ratio = median over rounds of watched / plain. The machine is shared: the load average says "
+                "how busy it was.",
+                "",
+                "| variant | ms/step (median) | ratio | per-round range |",
+                "|---|---|---|---|",
+                f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
+                f"| watch(stage, opt) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
+                f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
+            ]
+        )
         docs.write_section("pp-overhead", body)
 
 

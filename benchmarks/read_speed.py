@@ -92,8 +92,12 @@ def blocks(n: int):
 def write_console(path: Path, n: int) -> None:
     with open(path, "w") as f:
         for c in blocks(n):
-            f.write("".join(f"iter {s}: loss {v:.4f}, time 120.50ms, mfu 38.12%\n"
-                            for s, v in zip(c["step"].tolist(), c["loss"].tolist())))
+            f.write(
+                "".join(
+                    f"iter {s}: loss {v:.4f}, time 120.50ms, mfu 38.12%\n"
+                    for s, v in zip(c["step"].tolist(), c["loss"].tolist())
+                )
+            )
 
 
 def write_hf_tqdm(path: Path, n: int) -> None:
@@ -105,11 +109,12 @@ def write_hf_tqdm(path: Path, n: int) -> None:
         f.write("***** Running training *****\n  Num examples = 1,000,000\n")
         for c in blocks(n):
             out = []
-            for s, v, g, lr in zip(c["step"].tolist(), c["loss"].tolist(), c["grad_norm"].tolist(),
-                                   c["lr"].tolist()):
+            for s, v, g, lr in zip(c["step"].tolist(), c["loss"].tolist(), c["grad_norm"].tolist(), c["lr"].tolist()):
                 bar = tqdm.format_meter(s, n, elapsed=s / 9.0)
-                out.append(f"\r{bar}\r{' ' * len(bar)}\r{{'loss': {v:.4f}, 'grad_norm': {g:.6g}, "
-                           f"'learning_rate': {lr:.1e}, 'epoch': {s / n:.2f}}}\n\r{bar}")
+                out.append(
+                    f"\r{bar}\r{' ' * len(bar)}\r{{'loss': {v:.4f}, 'grad_norm': {g:.6g}, "
+                    f"'learning_rate': {lr:.1e}, 'epoch': {s / n:.2f}}}\n\r{bar}"
+                )
             f.write("".join(out))
         f.write("\n")
 
@@ -151,15 +156,20 @@ def write_mlflow(path: Path, n: int) -> Path:
     from mlflow.store.tracking.file_store import FileStore
 
     store = FileStore(str(path))
-    run = store.create_run(store.create_experiment("bench"), user_id="bench", start_time=1700000000000, tags=[],
-                           run_name="bench")
+    run = store.create_run(
+        store.create_experiment("bench"), user_id="bench", start_time=1700000000000, tags=[], run_name="bench"
+    )
     metrics = Path(run.info.artifact_uri.removeprefix("file://")).parent / "metrics"
     first = min(n, 1000)
     for name, key in (("loss", "loss"), ("grad_norm", "grad_norm"), ("lr", "learning_rate")):
         head = curve(n, 0, first)
         ts = (1700000000000 + head["step"] * 100).tolist()
-        store.log_batch(run.info.run_id, metrics=[Metric(key, v, t, s) for t, v, s in
-                                                  zip(ts, head[name].tolist(), head["step"].tolist())], params=[], tags=[])
+        store.log_batch(
+            run.info.run_id,
+            metrics=[Metric(key, v, t, s) for t, v, s in zip(ts, head[name].tolist(), head["step"].tolist())],
+            params=[],
+            tags=[],
+        )
         if (metrics / key).read_text() != _mlflow_lines(head, name):
             raise SystemExit("the MLflow file store's metric line format is not the one this benchmark appends")
         with open(metrics / key, "a") as f:
@@ -266,15 +276,17 @@ print(json.dumps(out))
 
 
 def measure(path: Path, what: str, src: Path = SRC) -> dict:
-    p = subprocess.run([sys.executable, "-c", _CHILD, str(src), str(path), what], capture_output=True, text=True,
-                       timeout=3600)
+    p = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(src), str(path), what], capture_output=True, text=True, timeout=3600
+    )
     if p.returncode != 0:
         raise SystemExit(f"{what} of {path} failed: {p.stderr.strip().splitlines()[-1:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def best_of(path: Path, what: str, repeat: int, baseline: str | None,
-            before: Path | None = None) -> tuple[dict, dict, dict | None, dict | None]:
+def best_of(
+    path: Path, what: str, repeat: int, baseline: str | None, before: Path | None = None
+) -> tuple[dict, dict, dict | None, dict | None]:
     """The fastest of `repeat` reads, regex passes, (CSV, JSONL) bare format passes and (`before`)
     reads by an earlier version of the package, taken in turn (a shared machine's load moves between
     runs; the fastest is the least disturbed, and each kind sees the same load)."""
@@ -304,7 +316,7 @@ def extract_src(ref: str, where: Path) -> Path:
 
 def parse_size(s: str) -> int:
     s = s.strip().upper()
-    for unit, mult in (("GB", 10 ** 9), ("MB", 10 ** 6), ("KB", 10 ** 3)):
+    for unit, mult in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
         if s.endswith(unit):
             return int(float(s[: -len(unit)]) * mult)
     return int(s)
@@ -312,30 +324,52 @@ def parse_size(s: str) -> int:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", default="10MB", help="comma-separated target sizes, each optionally with its own formats (`1GB:console+csv`); "
-                    "default 10MB: a quick run")
+    ap.add_argument(
+        "--sizes",
+        default="10MB",
+        help="comma-separated target sizes, each optionally with its own formats (`1GB:console+csv`); "
+        "default 10MB: a quick run",
+    )
     ap.add_argument("--formats", default=",".join(FORMATS))
-    ap.add_argument("--reference", action="store_true",
-                    help="first the two reference logs: 1M nanoGPT lines, a 300k-step HF Trainer console")
+    ap.add_argument(
+        "--reference",
+        action="store_true",
+        help="first the two reference logs: 1M nanoGPT lines, a 300k-step HF Trainer console",
+    )
     ap.add_argument("--diagnose", action="store_true", help="also time `diagnose` (read + detectors) per input")
-    ap.add_argument("--repeat", type=int, default=3, help="reads and regex passes per input under 500 MB (the fastest "
-                    "is shown; one above)")
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="reads and regex passes per input under 500 MB (the fastest is shown; one above)",
+    )
     ap.add_argument("--docs", action="store_true", help="write the table into docs/benchmarks.md")
     ap.add_argument("--tmp", default=None, help="where to generate the inputs (a temporary directory under it)")
-    ap.add_argument("--before", default=None, metavar="COMMIT",
-                    help="also read every input with the package as of this git commit, in turn with the others "
-                         "(before/after under the same load)")
+    ap.add_argument(
+        "--before",
+        default=None,
+        metavar="COMMIT",
+        help="also read every input with the package as of this git commit, in turn with the others "
+        "(before/after under the same load)",
+    )
     args = ap.parse_args()
     formats = [f for f in args.formats.split(",") if f.strip()]
-    sized = [(parse_size(s.split(":")[0]), s.split(":")[1].split("+") if ":" in s else formats)
-             for s in args.sizes.split(",") if s.strip()]
+    sized = [
+        (parse_size(s.split(":")[0]), s.split(":")[1].split("+") if ":" in s else formats)
+        for s in args.sizes.split(",")
+        if s.strip()
+    ]
     jobs: list[tuple[str, int, int | None]] = [(f, 0, n) for f, n in REFERENCE] if args.reference else []
     jobs += [(f, size, None) for size, fmts in sized for f in fmts if size <= _MAX_BYTES.get(f, size)]
-    header = ("| input | size | steps | read (wall) | read (CPU) | MB/s (CPU) | peak MB | regex pass (CPU) | read / regex "
-              "| format pass (CPU) | read / format | import | rows kept | first non-finite step |"
-              + (" read + diagnose | first finding |" if args.diagnose else "")
-              + (f" read at {args.before} (CPU) | its MB/s, peak MB | now / then |" if args.before else ""))
-    before = extract_src(args.before, Path(tempfile.mkdtemp(prefix="ld-before-", dir=args.tmp))) if args.before else None
+    header = (
+        "| input | size | steps | read (wall) | read (CPU) | MB/s (CPU) | peak MB | regex pass (CPU) | read / regex "
+        "| format pass (CPU) | read / format | import | rows kept | first non-finite step |"
+        + (" read + diagnose | first finding |" if args.diagnose else "")
+        + (f" read at {args.before} (CPU) | its MB/s, peak MB | now / then |" if args.before else "")
+    )
+    before = (
+        extract_src(args.before, Path(tempfile.mkdtemp(prefix="ld-before-", dir=args.tmp))) if args.before else None
+    )
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     print(header)
     for fmt, size, nsteps in jobs:
@@ -344,18 +378,25 @@ def main() -> int:
             path, steps = generate(fmt, size, d, nsteps)
             mb = size_of(path) / 1e6
             big = size_of(path) >= 500e6
-            rd, rx, bl, bf = best_of(path, "diagnose" if args.diagnose else "read", 1 if big else args.repeat,
-                                     _BASELINE.get(fmt), None if big else before)
+            rd, rx, bl, bf = best_of(
+                path,
+                "diagnose" if args.diagnose else "read",
+                1 if big else args.repeat,
+                _BASELINE.get(fmt),
+                None if big else before,
+            )
         finally:
             shutil.rmtree(d, ignore_errors=True)
         expect = int(math.floor(steps * 0.9)) + 40 + 1
-        row = (f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {rd['cpu']:.2f} s | {mb / rd['cpu']:,.0f} | "
-               f"{rd['peak_mb']:,.0f} | {rx['cpu']:.2f} s | {rd['cpu'] / rx['cpu']:.2f}x | "
-               + (f"{_BASELINE[fmt]} {bl['cpu']:.2f} s | {rd['cpu'] / bl['cpu']:.2f}x | " if bl else "– | – | ")
-               + f"{rd['import_s']:.2f} s | "
-               f"{rd['rows']:,}"
-               f"{' (thinned)' if rd.get('thinned') else ''} | {rd['first_nonfinite']}"
-               f"{'' if rd['first_nonfinite'] == expect else f' (expected {expect})'} |")
+        row = (
+            f"| {fmt} | {mb:,.0f} MB | {steps:,} | {rd['s']:.2f} s | {rd['cpu']:.2f} s | {mb / rd['cpu']:,.0f} | "
+            f"{rd['peak_mb']:,.0f} | {rx['cpu']:.2f} s | {rd['cpu'] / rx['cpu']:.2f}x | "
+            + (f"{_BASELINE[fmt]} {bl['cpu']:.2f} s | {rd['cpu'] / bl['cpu']:.2f}x | " if bl else "– | – | ")
+            + f"{rd['import_s']:.2f} s | "
+            f"{rd['rows']:,}"
+            f"{' (thinned)' if rd.get('thinned') else ''} | {rd['first_nonfinite']}"
+            f"{'' if rd['first_nonfinite'] == expect else f' (expected {expect})'} |"
+        )
         if args.diagnose:
             row += f" {rd['s_all']:.2f} s | {rd.get('first')} |"
         if bf is not None:
@@ -370,20 +411,29 @@ def main() -> int:
         sys.path.insert(0, str(ROOT))
         from benchmarks import docs
 
-        body = "\n".join(["## Read speed", "", docs.provenance(docs.command_line()), "",
-                          "Each input is generated (see `benchmarks/read_speed.py`), read in a fresh process by "
-                          "`sources.load_path` (*read*: its wall and CPU time, imports apart in *import*; MB/s and the ratios on "
-                          "CPU time, which a machine shared with other jobs inflates far less than wall time; "
-                          "*peak MB*: the process's "
-                          "peak resident memory, `VmHWM`, interpreter and imports included), and a bare regex "
-                          "pass (`for line in open(path): rx.search(line)`, a pattern for the number after `loss`) "
-                          "reads the same bytes in another fresh process, and for CSV and JSONL so does the bare "
-                          "standard-library pass of the format (*format pass*: `for row in csv.reader(f)`, `for line "
-                          "in f: json.loads(line)`); each is the fastest of `--repeat` runs "
-                          "taken in turn (one for an input over 500 MB). The curve is healthy, spikes once at "
-                          "50% and goes NaN at 90% + 40 steps: *first non-finite step* is where the read columns "
-                          "put the first NaN loss (it must be the generated one). Synthetic inputs: these are "
-                          "speeds, not accuracies.", "", *lines])
+        body = "\n".join(
+            [
+                "## Read speed",
+                "",
+                docs.provenance(docs.command_line()),
+                "",
+                "Each input is generated (see `benchmarks/read_speed.py`), read in a fresh process by "
+                "`sources.load_path` (*read*: its wall and CPU time, imports apart in *import*; MB/s and the ratios on "
+                "CPU time, which a machine shared with other jobs inflates far less than wall time; "
+                "*peak MB*: the process's "
+                "peak resident memory, `VmHWM`, interpreter and imports included), and a bare regex "
+                "pass (`for line in open(path): rx.search(line)`, a pattern for the number after `loss`) "
+                "reads the same bytes in another fresh process, and for CSV and JSONL so does the bare "
+                "standard-library pass of the format (*format pass*: `for row in csv.reader(f)`, `for line "
+                "in f: json.loads(line)`); each is the fastest of `--repeat` runs "
+                "taken in turn (one for an input over 500 MB). The curve is healthy, spikes once at "
+                "50% and goes NaN at 90% + 40 steps: *first non-finite step* is where the read columns "
+                "put the first NaN loss (it must be the generated one). Synthetic inputs: these are "
+                "speeds, not accuracies.",
+                "",
+                *lines,
+            ]
+        )
         docs.write_section("read-speed", body)
     return 0
 

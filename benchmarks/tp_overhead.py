@@ -45,8 +45,16 @@ def _model(blocks: int, width: int):
 
 
 def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world)})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+        }
+    )
     import torch
     import torch.distributed as dist
     from torch import nn
@@ -96,8 +104,7 @@ def _worker(rank: int, world: int, port: int, out: str, args: dict) -> None:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width,
-                "batch": args.batch}
+    opts = {"rounds": args.rounds, "steps": args.steps, "blocks": args.blocks, "width": args.width, "batch": args.batch}
     return run_ranks(_worker, args.world, opts, "ld-tp-overhead-")
 
 
@@ -116,30 +123,41 @@ def main() -> None:
     res = measure(args)
     wall = time.perf_counter() - t0
     r = Ratios(res, args.steps)
-    lines = r.lines(f"MLP {res['params'] / 1e6:.1f}M params, tensor parallel over {args.world} rank(s), batch {args.batch}")
+    lines = r.lines(
+        f"MLP {res['params'] / 1e6:.1f}M params, tensor parallel over {args.world} rank(s), batch {args.batch}"
+    )
     print("\n".join(lines))
     if args.docs:
         sys.path.insert(0, str(ROOT))
         from benchmarks import docs
 
-        body = "\n".join([
-            "## Overhead under tensor parallel", "",
-            docs.provenance(docs.command_line()) + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
-            "",
-            f"An MLP of {args.blocks} residual blocks ({res['params'] / 1e6:.1f}M params, width {args.width}, "
-            f"hidden {4 * args.width}), up projections `ColwiseParallel`, down projections `RowwiseParallel` "
-            f"(`parallelize_module`), batch {args.batch} rows, AdamW, `clip_grad_norm_` over the mesh, "
-            + ("one process (a 1-rank mesh, gloo; one torch thread: the monitor's one cross-rank all-reduce per step costs nothing there, so this understates its cost on real ranks; `--world 2` measures it). " if args.world == 1 else
-               f"{args.world} ranks (gloo on CPU, one torch thread each). ") +
-            f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
-            "same model (the monitor started before and closed after its chunk, outside the timing); timed on "
-            "rank 0. Ratio = median over rounds of watched / plain. The machine is shared: the load average says "
-            "how busy it was.", "",
-            "| variant | ms/step (median) | ratio | per-round range |", "|---|---|---|---|",
-            f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
-            f"| watch(model, opt) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
-            f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
-        ])
+        body = "\n".join(
+            [
+                "## Overhead under tensor parallel",
+                "",
+                docs.provenance(docs.command_line())
+                + f" Load average before the run: {load_before}. Took {wall:.0f} s.",
+                "",
+                f"An MLP of {args.blocks} residual blocks ({res['params'] / 1e6:.1f}M params, width {args.width}, "
+                f"hidden {4 * args.width}), up projections `ColwiseParallel`, down projections `RowwiseParallel` "
+                f"(`parallelize_module`), batch {args.batch} rows, AdamW, `clip_grad_norm_` over the mesh, "
+                + (
+                    "one process (a 1-rank mesh, gloo; one torch thread: the monitor's one cross-rank all-reduce per step costs nothing there, so this understates its cost on real ranks; `--world 2` measures it). "
+                    if args.world == 1
+                    else f"{args.world} ranks (gloo on CPU, one torch thread each). "
+                )
+                + f"{args.rounds} rounds, each a chunk of {args.steps} plain steps then {args.steps} watched steps on the "
+                "same model (the monitor started before and closed after its chunk, outside the timing); timed on "
+                "rank 0. Ratio = median over rounds of watched / plain. The machine is shared: the load average says "
+                "how busy it was.",
+                "",
+                "| variant | ms/step (median) | ratio | per-round range |",
+                "|---|---|---|---|",
+                f"| plain | {r.ms('plain'):.1f} | 1.00× | 1.00–1.00 |",
+                f"| watch(model, opt) | {r.ms('watched'):.1f} | {r.median:.2f}× | "
+                f"{min(r.ratios):.2f}–{max(r.ratios):.2f} |",
+            ]
+        )
         docs.write_section("tp-overhead", body)
 
 

@@ -30,8 +30,16 @@ import torch
 def build(layers: int, embd: int, vocab: int, seq: int):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPT2Config(n_layer=layers, n_embd=embd, n_head=max(1, embd // 32), vocab_size=vocab, n_positions=seq,
-                     resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1)
+    cfg = GPT2Config(
+        n_layer=layers,
+        n_embd=embd,
+        n_head=max(1, embd // 32),
+        vocab_size=vocab,
+        n_positions=seq,
+        resid_pdrop=0.1,
+        embd_pdrop=0.1,
+        attn_pdrop=0.1,
+    )
     torch.manual_seed(0)
     return GPT2LMHeadModel(cfg)
 
@@ -91,8 +99,14 @@ def ring_overhead(args, base, batches, K: int) -> dict:
         o = torch.optim.AdamW(m.parameters(), lr=1e-4)
         mon = None
         if name != "plain":
-            mon = lossdoctor.watch(m, o, log_dir=tmp / name, alerts=False, snapshot_every=K,
-                                   replay_fn=loss_fn if name == "watch+ring" else None)
+            mon = lossdoctor.watch(
+                m,
+                o,
+                log_dir=tmp / name,
+                alerts=False,
+                snapshot_every=K,
+                replay_fn=loss_fn if name == "watch+ring" else None,
+            )
         variants[name] = (m, o, mon)
     for m, o, mon in variants.values():  # warm-up: optimizer state, caches
         for b in batches[:3]:
@@ -100,14 +114,18 @@ def ring_overhead(args, base, batches, K: int) -> dict:
     times: dict[str, list[float]] = {k: [] for k in variants}
     names = list(variants)
     for i in range(args.steps):
-        for name in names[i % 3:] + names[:i % 3]:  # rotate the order every step
+        for name in names[i % 3 :] + names[: i % 3]:  # rotate the order every step
             m, o, mon = variants[name]
             t0 = time.perf_counter()
             train_step(m, o, batches[i % len(batches)], mon)
             times[name].append(time.perf_counter() - t0)
     ring = variants["watch+ring"][2].triage.ring
-    held = {"snapshots": ring.snapshot_bytes(), "batches": ring.batch_bytes(), "snapshots_held": len(ring.snapshots),
-            "batches_held": sum(1 for e in ring.entries.values() if e.kept)}
+    held = {
+        "snapshots": ring.snapshot_bytes(),
+        "batches": ring.batch_bytes(),
+        "snapshots_held": len(ring.snapshots),
+        "batches_held": sum(1 for e in ring.entries.values() if e.kept),
+    }
     snap_times = []
     for r in range(7):
         t0 = time.perf_counter()
@@ -117,7 +135,8 @@ def ring_overhead(args, base, batches, K: int) -> dict:
     per_step = med["watch+ring"] / med["watch"] - 1
     amortised = statistics.median(snap_times) / K / med["watch"]
     res = {
-        "K": K, "steps_per_variant": args.steps,
+        "K": K,
+        "steps_per_variant": args.steps,
         "median_step_s": {k: round(v, 5) for k, v in med.items()},
         "per_step_cost": round(per_step, 4),
         "snapshot_s": round(statistics.median(snap_times), 5),
@@ -154,11 +173,16 @@ def incident_flow(args, base, batches, K: int) -> dict:
     f = rec["findings"][0]
     loc = rec.get("localization", {})
     out = {
-        "fault_step": fault, "steps_replayed": rec["replay"]["steps_replayed"],
-        "reproducible": rec["reproducible"], "verdict": rec["batch_vs_state"]["verdict"],
+        "fault_step": fault,
+        "steps_replayed": rec["replay"]["steps_replayed"],
+        "reproducible": rec["reproducible"],
+        "verdict": rec["batch_vs_state"]["verdict"],
         "finding": {k: f[k] for k in ("cause", "layer", "op", "samples")},
-        "step_with_flow_s": round(total, 3), "flow_s": rec["seconds"], "timing_s": rec["timing"],
-        "trace_s": loc.get("trace", {}).get("seconds"), "ops_traced": loc.get("trace", {}).get("ops"),
+        "step_with_flow_s": round(total, 3),
+        "flow_s": rec["seconds"],
+        "timing_s": rec["timing"],
+        "trace_s": loc.get("trace", {}).get("seconds"),
+        "ops_traced": loc.get("trace", {}).get("ops"),
         "bisection_probes": (loc.get("sample_search") or {}).get("probes"),
         "peak_rss_added_mb": round((peak - rss0) / 2**20, 1) if have_peak and peak and rss0 else None,
     }
@@ -173,7 +197,7 @@ def tracing_cost(args, base, batches) -> dict:
     b = batches[0]
     plain, traced = [], []
     for r in range(args.rounds * 2):
-        for kind in (("plain", "traced") if r % 2 == 0 else ("traced", "plain")):
+        for kind in ("plain", "traced") if r % 2 == 0 else ("traced", "plain"):
             m.zero_grad(set_to_none=True)
             t0 = time.perf_counter()
             if kind == "plain":
@@ -181,9 +205,11 @@ def tracing_cost(args, base, batches) -> dict:
             else:
                 trace_once(m, b, loss_fn)
             (plain if kind == "plain" else traced).append(time.perf_counter() - t0)
-    return {"plain_fwd_bwd_s": round(statistics.median(plain), 4),
-            "traced_fwd_bwd_s": round(statistics.median(traced), 4),
-            "ratio": statistics.median(traced) / statistics.median(plain)}
+    return {
+        "plain_fwd_bwd_s": round(statistics.median(plain), 4),
+        "traced_fwd_bwd_s": round(statistics.median(traced), 4),
+        "ratio": statistics.median(traced) / statistics.median(plain),
+    }
 
 
 def main() -> None:

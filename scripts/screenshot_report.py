@@ -48,8 +48,14 @@ def find_browser() -> tuple[str, str] | None:
     return None
 
 
-def check_report(html_path: str | Path, png_path: str | Path | None = None, *, width: int = 1400,
-                 height: int = 1000, timeout: float = 20.0) -> dict[str, Any]:
+def check_report(
+    html_path: str | Path,
+    png_path: str | Path | None = None,
+    *,
+    width: int = 1400,
+    height: int = 1000,
+    timeout: float = 20.0,
+) -> dict[str, Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -59,9 +65,16 @@ def check_report(html_path: str | Path, png_path: str | Path | None = None, *, w
     browser, driver_bin = found
     opts = webdriver.ChromeOptions()
     opts.binary_location = browser
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              f"--window-size={width},{height}", "--hide-scrollbars", "--force-device-scale-factor=1",
-              "--allow-file-access-from-files"):
+    for a in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={width},{height}",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+        "--allow-file-access-from-files",
+    ):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(executable_path=driver_bin), options=opts)
@@ -89,9 +102,17 @@ def check_report(html_path: str | Path, png_path: str | Path | None = None, *, w
     finally:
         driver.quit()
     blank = [c for c in canvases if c["drawn"] <= 0 and c["width"] > 0]
-    return {"ready": bool(ready), "state": state, "canvases": canvases, "blank_canvases": blank,
-            "console_errors": errors, "finding_cards": cards, "text": text, "lang": lang,
-            "ok": bool(ready) and not errors and bool(canvases) and not blank}
+    return {
+        "ready": bool(ready),
+        "state": state,
+        "canvases": canvases,
+        "blank_canvases": blank,
+        "console_errors": errors,
+        "finding_cards": cards,
+        "text": text,
+        "lang": lang,
+        "ok": bool(ready) and not errors and bool(canvases) and not blank,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,12 +37,19 @@ def cli_env() -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, timeout: float = 120, cwd: str | os.PathLike[str] | None = None,
-            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, timeout: float = 120, cwd: str | os.PathLike[str] | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`env`: the environment to run in (the PYTHONPATH of this checkout is added to it)."""
     full = cli_env() if env is None else {**env, "PYTHONPATH": cli_env()["PYTHONPATH"]}
-    return subprocess.run([sys.executable, "-m", "lossdoctor", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=full, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "lossdoctor", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full,
+        cwd=cwd,
+    )
 
 
 @pytest.fixture(autouse=True)

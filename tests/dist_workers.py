@@ -25,8 +25,17 @@ def free_port() -> int:
 
 def rank_env(rank: int, world: int, port: int, **more: str) -> None:
     """The environment a launcher (torchrun, Accelerate, deepspeed) gives each rank."""
-    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
-                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(world), **more})
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(world),
+            "LOCAL_WORLD_SIZE": str(world),
+            **more,
+        }
+    )
     torch.set_num_threads(1)
 
 
@@ -43,8 +52,9 @@ def tiny_gpt2_rows() -> tuple[nn.Module, torch.utils.data.Dataset]:
             return {"input_ids": ids, "labels": ids.clone()}
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
-                                       bos_token_id=0, eos_token_id=0))
+    model = GPT2LMHeadModel(
+        GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64, n_positions=16, bos_token_id=0, eos_token_id=0)
+    )
     return model, Rows()
 
 
@@ -97,8 +107,9 @@ def ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_st
         opt.zero_grad()
         mon.step(loss, batch=b)
     mon.close()
-    Path(out, f"rank{rank}.json").write_text(json.dumps(
-        {"ref": ref, "hook_calls": calls[0], "log_dir": str(Path(out) / mon.log_dir)}))
+    Path(out, f"rank{rank}.json").write_text(
+        json.dumps({"ref": ref, "hook_calls": calls[0], "log_dir": str(Path(out) / mon.log_dir)})
+    )
     dist.destroy_process_group()
 
 
@@ -157,14 +168,23 @@ def hf_ddp_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan
 
     model, rows = tiny_gpt2_rows()
     cb = LossDoctorCallback(log_dir=Path(out) / "ld", alerts=False)
-    args = TrainingArguments(output_dir=str(Path(out) / "out"), per_device_train_batch_size=4, max_steps=4,
-                             logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-                             ddp_backend="gloo", disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(Path(out) / "out"),
+        per_device_train_batch_size=4,
+        max_steps=4,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        ddp_backend="gloo",
+        disable_tqdm=True,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[cb])
     trainer.train()
     logged = [h["grad_norm"] for h in trainer.state.log_history if "grad_norm" in h]
-    Path(out, f"rank{rank}.json").write_text(json.dumps(
-        {"ref": logged, "wrapped": type(trainer.model_wrapped).__name__}))
+    Path(out, f"rank{rank}.json").write_text(
+        json.dumps({"ref": logged, "wrapped": type(trainer.model_wrapped).__name__})
+    )
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -181,8 +201,13 @@ def fsdp1_worker(rank: int, world: int, port: int, out: str, nan_rank: int, nan_
 
     model = FSDP(_mlp(), auto_wrap_policy=ModuleWrapPolicy({nn.Linear}), device_id=torch.device("cpu"))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    mon = lossdoctor.watch(model, opt, log_dir=Path(out) / "ld", alerts=False,
-                           replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"]))
+    mon = lossdoctor.watch(
+        model,
+        opt,
+        log_dir=Path(out) / "ld",
+        alerts=False,
+        replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"]),
+    )
     ref = []
     for step in range(STEPS):
         b = _batch(rank, step, nan_rank, nan_step)

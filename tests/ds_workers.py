@@ -68,10 +68,15 @@ def averaged_grad_norm(world: int, step: int) -> float:
 
 
 def _config(stage: int, **extra) -> dict:
-    return {"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
-            "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}},
-            "gradient_clipping": 1.0, "zero_optimization": {"stage": stage}, "steps_per_print": 10**6,
-            **extra}
+    return {
+        "train_micro_batch_size_per_gpu": 4,
+        "gradient_accumulation_steps": 1,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "torch_adam": True}},
+        "gradient_clipping": 1.0,
+        "zero_optimization": {"stage": stage},
+        "steps_per_print": 10**6,
+        **extra,
+    }
 
 
 def _nan_run(rank: int, stage: int, out: Path) -> dict:
@@ -87,8 +92,12 @@ def _nan_run(rank: int, stage: int, out: Path) -> dict:
         refused = None
     except ValueError as e:
         refused = str(e)
-    mon = lossdoctor.watch(engine, log_dir=out / f"zero{stage}", alerts=False,
-                           replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"]))
+    mon = lossdoctor.watch(
+        engine,
+        log_dir=out / f"zero{stage}",
+        alerts=False,
+        replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"]),
+    )
     ds_norms = []
     for step in range(NAN_STEPS):
         b = batch(rank, step)
@@ -197,15 +206,36 @@ def hf_worker(rank: int, world: int, port: int, out: str) -> None:
 
     model, rows = tiny_gpt2_rows()
     cb = LossDoctorCallback(log_dir=Path(out) / "ld", alerts=False)
-    ds = {"train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
-          "train_batch_size": "auto", "gradient_clipping": "auto", "zero_optimization": {"stage": 2},
-          "steps_per_print": 10**6}
-    args = TrainingArguments(output_dir=str(Path(out) / "out"), per_device_train_batch_size=4, max_steps=4,
-                             gradient_accumulation_steps=2, logging_steps=1, save_strategy="no", report_to=[],
-                             use_cpu=True, deepspeed=ds, ddp_backend="gloo", disable_tqdm=True)
+    ds = {
+        "train_micro_batch_size_per_gpu": "auto",
+        "gradient_accumulation_steps": "auto",
+        "train_batch_size": "auto",
+        "gradient_clipping": "auto",
+        "zero_optimization": {"stage": 2},
+        "steps_per_print": 10**6,
+    }
+    args = TrainingArguments(
+        output_dir=str(Path(out) / "out"),
+        per_device_train_batch_size=4,
+        max_steps=4,
+        gradient_accumulation_steps=2,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        deepspeed=ds,
+        ddp_backend="gloo",
+        disable_tqdm=True,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=rows, callbacks=[cb])
     trainer.train()
     logged = [h for h in trainer.state.log_history if "grad_norm" in h]
-    Path(out, f"rank{rank}.json").write_text(json.dumps(
-        {"ref": [h["grad_norm"] for h in logged], "loss": [h["loss"] for h in logged],
-         "wrapped": type(trainer.model_wrapped).__name__}))
+    Path(out, f"rank{rank}.json").write_text(
+        json.dumps(
+            {
+                "ref": [h["grad_norm"] for h in logged],
+                "loss": [h["loss"] for h in logged],
+                "wrapped": type(trainer.model_wrapped).__name__,
+            }
+        )
+    )

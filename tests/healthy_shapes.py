@@ -94,6 +94,7 @@ def _curve(loss: np.ndarray, lr: np.ndarray, gn: np.ndarray) -> Curve:
 
 # ------------------------------------------------------------------ shapes
 
+
 def s_warmup_bump(rng: np.random.Generator, n: int) -> Shape:
     """The loss climbs x1.1-2 over the warm-up's first updates (a fine-tune meeting its new data at a
     rising LR), or a few percent (an LLM starting near ln V), peaks by the warm-up's end, then falls
@@ -106,7 +107,7 @@ def s_warmup_bump(rng: np.random.Generator, n: int) -> Shape:
     peak_at = max(1, int(warm * rng.uniform(0.5, 1.5)))
     # an LLM's first loss is near ln V already: its first updates raise it by a few percent only
     b = float(rng.uniform(1.02, 1.15) if llm else rng.uniform(1.1, 2.0))
-    bump = 1 + (b - 1) * np.exp(-((k - peak_at) / max(1.0, 0.6 * peak_at)) ** 2)
+    bump = 1 + (b - 1) * np.exp(-(((k - peak_at) / max(1.0, 0.6 * peak_at)) ** 2))
     trend = _decay(n, 1.0, float(rng.uniform(0.2, 0.6)), speed=float(rng.uniform(2.0, 5.0)))
     trend = np.where(k <= peak_at, 1.0, trend / trend[min(peak_at, n - 1)])
     loss = start * bump * trend * _noise(rng, n, float(rng.uniform(0.01, 0.05)))
@@ -123,8 +124,11 @@ def s_warmup_start(rng: np.random.Generator, n: int) -> Shape:
     start = float(rng.uniform(0.6, 3.0))
     b = float(rng.uniform(1.1, 1.8))
     k = np.arange(n)
-    loss = start * (1 + (b - 1) * np.sin(0.5 * np.pi * np.clip(k / max(1, n - 2), 0, 1))) \
+    loss = (
+        start
+        * (1 + (b - 1) * np.sin(0.5 * np.pi * np.clip(k / max(1, n - 2), 0, 1)))
         * _noise(rng, n, float(rng.uniform(0.005, 0.03)))
+    )
     loss[0] = start
     return Shape(_curve(loss, lr, _grad(rng, loss, float(rng.uniform(0.5, 3.0)))), _steps(rng, n, first=1))
 
@@ -140,9 +144,9 @@ def s_ema_from_zero(rng: np.random.Generator, n: int) -> Shape:
     for v in raw:
         avg = beta * avg + (1 - beta) * v
         out.append(avg)
-    loss = np.array(out)[every - 1::every]
+    loss = np.array(out)[every - 1 :: every]
     lr = np.full(n, float(rng.choice([1e-4, 3e-4, 1e-3])))
-    return Shape(_curve(loss, lr, _grad(rng, raw[every - 1::every])), [every * (k + 1) for k in range(n)])
+    return Shape(_curve(loss, lr, _grad(rng, raw[every - 1 :: every])), [every * (k + 1) for k in range(n)])
 
 
 def s_epoch_running_mean(rng: np.random.Generator, n: int) -> Shape:
@@ -151,12 +155,13 @@ def s_epoch_running_mean(rng: np.random.Generator, n: int) -> Shape:
     m = int(rng.integers(3, 8))  # prints per epoch
     per = int(rng.choice([5, 20, 50]))  # batches between prints
     epochs = max(2, -(-n // m))
-    raw = _decay(epochs * m * per, float(rng.uniform(1.0, 3.0)), float(rng.uniform(0.1, 0.5))) \
-        * _heavy(rng, epochs * m * per, 0.4)
+    raw = _decay(epochs * m * per, float(rng.uniform(1.0, 3.0)), float(rng.uniform(0.1, 0.5))) * _heavy(
+        rng, epochs * m * per, 0.4
+    )
     out = []
     for e in range(epochs):
-        b = raw[e * m * per:(e + 1) * m * per]
-        out.extend((np.cumsum(b) / np.arange(1, b.size + 1))[per - 1::per])
+        b = raw[e * m * per : (e + 1) * m * per]
+        out.extend((np.cumsum(b) / np.arange(1, b.size + 1))[per - 1 :: per])
     loss = np.array(out[:n])
     lr = np.full(loss.size, 1e-3)
     return Shape(_curve(loss, lr, _grad(rng, loss)), [per * (k + 1) for k in range(loss.size)])
@@ -165,8 +170,9 @@ def s_epoch_running_mean(rng: np.random.Generator, n: int) -> Shape:
 def s_small_batches(rng: np.random.Generator, n: int) -> Shape:
     """Single-batch losses of a small batch (1-8 samples): heavy-tailed noise of 30-70% around a
     slowly falling level, and the odd hard batch at x4-x8."""
-    loss = _decay(n, float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.2, 0.4)) * 2.0) \
-        * _heavy(rng, n, float(rng.uniform(0.3, 0.7)))
+    loss = _decay(n, float(rng.uniform(0.5, 3.0)), float(rng.uniform(0.2, 0.4)) * 2.0) * _heavy(
+        rng, n, float(rng.uniform(0.3, 0.7))
+    )
     hard = rng.random(n) < 0.03
     loss[hard] *= rng.uniform(4.0, 8.0, int(hard.sum()))
     loss = np.minimum(loss, 12.0)  # a batch's mean cross-entropy stays under ln V
@@ -214,8 +220,11 @@ def s_sgdr(rng: np.random.Generator, n: int) -> Shape:
     peak = float(rng.choice([1e-3, 3e-3, 1e-1]))
     lr = 0.5 * peak * (1 + np.cos(np.pi * pos / cycle))
     bump = 1 + float(rng.uniform(0.1, 0.5)) * np.exp(-pos / max(1.0, 0.15 * cycle)) * (k >= cycle)
-    loss = _decay(n, float(rng.uniform(1.5, 4.0)), float(rng.uniform(0.2, 0.6))) * bump \
+    loss = (
+        _decay(n, float(rng.uniform(1.5, 4.0)), float(rng.uniform(0.2, 0.6)))
+        * bump
         * _noise(rng, n, float(rng.uniform(0.01, 0.04)))
+    )
     return Shape(_curve(loss, lr, _grad(rng, loss)), _steps(rng, n))
 
 
@@ -226,8 +235,11 @@ def s_resume_fresh_optimizer(rng: np.random.Generator, n: int) -> Shape:
     k = np.arange(n)
     width = max(1.0, n * rng.uniform(0.03, 0.1))
     bump = 1 + float(rng.uniform(0.3, 1.5)) * np.exp(-np.clip(k - at, 0, None) / width) * (k >= at)
-    loss = _decay(n, float(rng.uniform(1.5, 4.0)), float(rng.uniform(0.3, 0.8))) * bump \
+    loss = (
+        _decay(n, float(rng.uniform(1.5, 4.0)), float(rng.uniform(0.3, 0.8)))
+        * bump
         * _noise(rng, n, float(rng.uniform(0.01, 0.05)))
+    )
     lr = np.full(n, float(rng.choice([1e-4, 3e-4])))
     return Shape(_curve(loss, lr, _grad(rng, loss)), _steps(rng, n))
 
@@ -246,8 +258,9 @@ def s_staged_lr(rng: np.random.Generator, n: int) -> Shape:
     else:
         at = int(n * rng.uniform(0.3, 0.6))
         lr = np.where(k < at, base * 0.1, base)
-        loss = loss * (1 + float(rng.uniform(0.1, 0.4)) * np.exp(-np.clip(k - at, 0, None) / max(1.0, 0.1 * n))
-                       * (k >= at))
+        loss = loss * (
+            1 + float(rng.uniform(0.1, 0.4)) * np.exp(-np.clip(k - at, 0, None) / max(1.0, 0.1 * n)) * (k >= at)
+        )
     loss = loss * _noise(rng, n, float(rng.uniform(0.01, 0.04)))
     return Shape(_curve(loss, lr, _grad(rng, loss)), _steps(rng, n))
 
@@ -303,8 +316,11 @@ def s_converged_near_zero(rng: np.random.Generator, n: int) -> Shape:
     hard[int(rng.integers(1, n))] = True
     loss[hard] *= rng.uniform(50.0, 300.0, int(hard.sum()))
     lr = np.full(n, float(rng.choice([1e-5, 2e-5, 1e-4])))
-    return Shape(_curve(loss, lr, _grad(rng, loss)), _steps(rng, n, first=int(rng.choice([500, 3000]))),
-                 first_epoch=float(rng.uniform(1.0, 5.0)))
+    return Shape(
+        _curve(loss, lr, _grad(rng, loss)),
+        _steps(rng, n, first=int(rng.choice([500, 3000]))),
+        first_epoch=float(rng.uniform(1.0, 5.0)),
+    )
 
 
 def s_excerpt(rng: np.random.Generator, n: int) -> Shape:
@@ -315,8 +331,9 @@ def s_excerpt(rng: np.random.Generator, n: int) -> Shape:
     loss = level * np.linspace(1.0, float(rng.uniform(0.9, 1.0)), n) * _heavy(rng, n, float(rng.uniform(0.03, 0.15)))
     lr = np.full(n, float(rng.choice([1e-5, 1e-4, 3e-4])))
     first = int(rng.choice([1500, 12000, 250000]))
-    return Shape(_curve(loss, lr, _grad(rng, loss)), _steps(rng, n, first=first),
-                 first_epoch=float(rng.uniform(1.5, 20.0)))
+    return Shape(
+        _curve(loss, lr, _grad(rng, loss)), _steps(rng, n, first=first), first_epoch=float(rng.uniform(1.5, 20.0))
+    )
 
 
 #: shape -> (maker, fewest points, most points)
@@ -342,37 +359,53 @@ SHAPES: dict[str, tuple[Callable[[np.random.Generator, int], Shape], int, int]] 
 
 # ------------------------------------------------------------------ formats
 
+
 def _f(v: float, digits: int = 4) -> str:
     if not math.isfinite(v):
         return "nan"
-    return f"{v:.{digits}f}" if abs(v) >= 10 ** -digits or v == 0 else f"{v:.4e}"
+    return f"{v:.{digits}f}" if abs(v) >= 10**-digits or v == 0 else f"{v:.4e}"
 
 
 def p_hf(sh: Shape) -> str:
     """transformers' PrinterCallback: the log dict, no step; the epoch goes on from `first_epoch`."""
     c, n = sh.curve, len(sh.steps)
     span = float(max(1.0, 3.0 * n / 100))
-    return "".join(repr({"loss": round(float(c["loss"][k]), 4), "grad_norm": round(float(c["grad_norm"][k]), 4),
-                         "learning_rate": float(f"{c['lr'][k]:.4e}"),
-                         "epoch": round(sh.first_epoch + span * (k + 1) / n, 2)}) + "\n" for k in range(n))
+    return "".join(
+        repr(
+            {
+                "loss": round(float(c["loss"][k]), 4),
+                "grad_norm": round(float(c["grad_norm"][k]), 4),
+                "learning_rate": float(f"{c['lr'][k]:.4e}"),
+                "epoch": round(sh.first_epoch + span * (k + 1) / n, 2),
+            }
+        )
+        + "\n"
+        for k in range(n)
+    )
 
 
 def p_pipes(sh: Shape) -> str:
     c = sh.curve
-    return "".join(f"step {s} | loss {_f(float(c['loss'][k]))} | lr {c['lr'][k]:.2e} | "
-                   f"grad_norm {_f(float(c['grad_norm'][k]), 3)}\n" for k, s in enumerate(sh.steps))
+    return "".join(
+        f"step {s} | loss {_f(float(c['loss'][k]))} | lr {c['lr'][k]:.2e} | "
+        f"grad_norm {_f(float(c['grad_norm'][k]), 3)}\n"
+        for k, s in enumerate(sh.steps)
+    )
 
 
 def p_jsonl(sh: Shape) -> str:
     c = sh.curve
-    return "".join(json.dumps({"step": s, "loss": round(float(c["loss"][k]), 6), "lr": float(f"{c['lr'][k]:.4e}")})
-                   + "\n" for k, s in enumerate(sh.steps))
+    return "".join(
+        json.dumps({"step": s, "loss": round(float(c["loss"][k]), 6), "lr": float(f"{c['lr'][k]:.4e}")}) + "\n"
+        for k, s in enumerate(sh.steps)
+    )
 
 
 def p_nanogpt(sh: Shape) -> str:
     c = sh.curve
-    return "".join(f"iter {s}: loss {_f(float(c['loss'][k]))}, time 120.50ms, mfu 38.12%\n"
-                   for k, s in enumerate(sh.steps))
+    return "".join(
+        f"iter {s}: loss {_f(float(c['loss'][k]))}, time 120.50ms, mfu 38.12%\n" for k, s in enumerate(sh.steps)
+    )
 
 
 def p_epoch(sh: Shape) -> str:
@@ -385,8 +418,10 @@ def p_keras(sh: Shape) -> str:
     """Keras' progbar at verbose=2, one line per epoch."""
     n = len(sh.steps)
     e0 = int(sh.first_epoch)
-    return "".join(f"Epoch {e0 + k + 1}/{e0 + n}\n100/100 - 2s - 15ms/step - loss: {_f(float(v))}\n"
-                   for k, v in enumerate(sh.curve["loss"]))
+    return "".join(
+        f"Epoch {e0 + k + 1}/{e0 + n}\n100/100 - 2s - 15ms/step - loss: {_f(float(v))}\n"
+        for k, v in enumerate(sh.curve["loss"])
+    )
 
 
 def p_bare(sh: Shape) -> str:
@@ -396,8 +431,12 @@ def p_bare(sh: Shape) -> str:
 
 #: format -> (printer, file name)
 FORMATS: dict[str, tuple[Callable[[Shape], str], str]] = {
-    "hf": (p_hf, "train.log"), "pipes": (p_pipes, "train.log"), "jsonl": (p_jsonl, "metrics.jsonl"),
-    "nanogpt": (p_nanogpt, "train.log"), "epoch": (p_epoch, "train.log"), "keras": (p_keras, "train.log"),
+    "hf": (p_hf, "train.log"),
+    "pipes": (p_pipes, "train.log"),
+    "jsonl": (p_jsonl, "metrics.jsonl"),
+    "nanogpt": (p_nanogpt, "train.log"),
+    "epoch": (p_epoch, "train.log"),
+    "keras": (p_keras, "train.log"),
     "bare": (p_bare, "train.log"),
 }
 #: the formats of a shape whose points are epochs

@@ -13,8 +13,19 @@ import sys
 from typing import Any
 
 
-def train(out: str, *, lr: float, optim: str, max_grad_norm: float, max_steps: int = 30, logging_steps: int = 1,
-          eval_steps: int = 0, report_to: tuple[str, ...] = (), save: bool = True, tqdm: bool = False) -> Any:
+def train(
+    out: str,
+    *,
+    lr: float,
+    optim: str,
+    max_grad_norm: float,
+    max_steps: int = 30,
+    logging_steps: int = 1,
+    eval_steps: int = 0,
+    report_to: tuple[str, ...] = (),
+    save: bool = True,
+    tqdm: bool = False,
+) -> Any:
     """Train and return the Trainer. Healthy: AdamW at 1e-3 with clipping; exploding: SGD at lr=2
     without clipping (the gradient norm grows ~2 -> 1e7, then NaN)."""
     import torch
@@ -37,10 +48,21 @@ def train(out: str, *, lr: float, optim: str, max_grad_norm: float, max_steps: i
 
     extra = {"eval_strategy": "steps", "eval_steps": eval_steps} if eval_steps else {}
     saving = {"save_strategy": "steps", "save_steps": max_steps} if save else {"save_strategy": "no"}
-    args = TrainingArguments(output_dir=str(out), max_steps=max_steps, per_device_train_batch_size=8,
-                             learning_rate=lr, optim=optim, max_grad_norm=max_grad_norm,
-                             lr_scheduler_type="constant", logging_steps=logging_steps, report_to=list(report_to),
-                             use_cpu=True, disable_tqdm=not tqdm, **saving, **extra)
+    args = TrainingArguments(
+        output_dir=str(out),
+        max_steps=max_steps,
+        per_device_train_batch_size=8,
+        learning_rate=lr,
+        optim=optim,
+        max_grad_norm=max_grad_norm,
+        lr_scheduler_type="constant",
+        logging_steps=logging_steps,
+        report_to=list(report_to),
+        use_cpu=True,
+        disable_tqdm=not tqdm,
+        **saving,
+        **extra,
+    )
     trainer = Trainer(model=model, args=args, train_dataset=Data(), eval_dataset=Data() if eval_steps else None)
     trainer.train()
     return trainer
@@ -48,5 +70,13 @@ def train(out: str, *, lr: float, optim: str, max_grad_norm: float, max_steps: i
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    train(a[0], lr=float(a[1]), optim=a[2], max_grad_norm=float(a[3]), max_steps=int(a[4]),
-          logging_steps=int(a[5]), eval_steps=int(a[6]) if len(a) > 6 else 0, tqdm=True)
+    train(
+        a[0],
+        lr=float(a[1]),
+        optim=a[2],
+        max_grad_norm=float(a[3]),
+        max_steps=int(a[4]),
+        logging_steps=int(a[5]),
+        eval_steps=int(a[6]) if len(a) > 6 else 0,
+        tqdm=True,
+    )

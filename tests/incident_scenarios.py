@@ -75,8 +75,9 @@ def spike_skip(log_dir: Path) -> Any:
     batches[50][1][3] = 300.0
     model = MLP()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    mon = lossdoctor.watch(model, opt, log_dir=log_dir, alerts=False, replay_fn=mse_loss, snapshot_every=8,
-                           on_incident="skip")
+    mon = lossdoctor.watch(
+        model, opt, log_dir=log_dir, alerts=False, replay_fn=mse_loss, snapshot_every=8, on_incident="skip"
+    )
     for b in batches:
         opt.zero_grad()
         loss = mse_loss(model, b)
@@ -97,7 +98,7 @@ def scale_collapse(log_dir: Path) -> Any:
         x, y = b
         d = m(x).float()
         same = (y[:, None] == y[None, :]).float()
-        return (same * d ** 2 + (1 - same) * torch.relu(1.0 - d) ** 2).mean()
+        return (same * d**2 + (1 - same) * torch.relu(1.0 - d) ** 2).mean()
 
     def replay(m: Any, b: Any) -> torch.Tensor:
         with torch.autocast("cpu", dtype=torch.float16):
@@ -137,8 +138,7 @@ def fp16_overflow(log_dir: Path) -> Any:
         with torch.autocast("cpu", dtype=torch.float16):
             return ce_loss(m, b)
 
-    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=log_dir, alerts=False, replay_fn=replay,
-                           snapshot_every=4)
+    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=log_dir, alerts=False, replay_fn=replay, snapshot_every=4)
     train(model, opt, batches, ce_loss, mon, scaler=scaler, autocast=torch.float16)
     mon.close()
     return mon
@@ -156,9 +156,14 @@ def replay_error(log_dir: Path) -> Any:
 
 
 SCENARIOS: dict[str, Callable[[Path], Any]] = {
-    "padding_replay": padding_replay, "padding_live": padding_live, "spike_skip": spike_skip,
-    "scale_collapse": scale_collapse, "explosion_verified": explosion_verified, "fp16_overflow": fp16_overflow,
-    "replay_error": replay_error}
+    "padding_replay": padding_replay,
+    "padding_live": padding_live,
+    "spike_skip": spike_skip,
+    "scale_collapse": scale_collapse,
+    "explosion_verified": explosion_verified,
+    "fp16_overflow": fp16_overflow,
+    "replay_error": replay_error,
+}
 
 
 def run_scenario(name: str, log_dir: Path) -> tuple[Any, list[bytes]]:
@@ -175,7 +180,7 @@ def mask_floats(obj: Any) -> Any:
     if isinstance(obj, float):
         return FLOAT
     if isinstance(obj, str):
-        return "<tests>" + obj[len(HERE):] if obj.startswith(HERE) else DECIMAL.sub("<num>", obj)
+        return "<tests>" + obj[len(HERE) :] if obj.startswith(HERE) else DECIMAL.sub("<num>", obj)
     if isinstance(obj, dict):
         ours = isinstance(obj.get("file"), str) and obj["file"].startswith(HERE)  # a line of this folder's code
         return {k: "<line>" if ours and k == "line" else mask_floats(v) for k, v in obj.items()}
@@ -197,6 +202,7 @@ if __name__ == "__main__":
     for name in SCENARIOS:
         with tempfile.TemporaryDirectory() as d:
             _, files = run_scenario(name, Path(d))
-        (out / f"{name}.json").write_bytes(orjson.dumps([orjson.loads(masked(f)) for f in files],
-                                                       option=orjson.OPT_INDENT_2) + b"\n")
+        (out / f"{name}.json").write_bytes(
+            orjson.dumps([orjson.loads(masked(f)) for f in files], option=orjson.OPT_INDENT_2) + b"\n"
+        )
         print(name, len(files))

@@ -17,7 +17,8 @@ import re
 from lossdoctor.report.i18n import say
 
 #: words that stay English in Chinese ML writing (lower case), including names of tools and papers
-ALLOWED = set("""
+ALLOWED = set(
+    """
 loss losses batch batches grad norm scale scaler warmup warm-up lr mask masked padding token tokens prompt
 response logits softmax attention dtype fp16 bf16 fp32 nan inf step steps epoch epochs micro-batch
 micro-batches optimizer adam adamw sgd layernorm pre-ln pre-layernorm relu gelu sigmoid tanh he kaiming xavier
@@ -27,7 +28,8 @@ stochastic rounding kahan summation wortsman et al palm qk-layernorm z-loss auto
 label smoothing head master weights iteration overflow grad-overflow lm dict key value u+fffd mojibake ftfy
 cp1252 latin-1 utf-8 lambdalr reducelronplateau cosine lossdoctor diagnose demo check scaling scheduler id
 device-side assert lambda x chat template pad param group
-""".split())
+""".split()
+)
 
 _RUN = re.compile(r"(?<![\w.\-/'])[A-Za-z][A-Za-z'&+\-]*(?:[ \t]+[A-Za-z][A-Za-z'&+\-]*)+(?![\w.(/=\-])")
 _QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"|\'[^\']*\'|`[^`]*`')

@@ -7,8 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 
-def fit(logger: Any, *, lr: float = 0.01, optimizer: str = "SGD", steps: int = 40, save_hparams: bool = False,
-        hparams: dict[str, Any] | None = None, on_epoch: bool = False, seen: list[float] | None = None) -> None:
+def fit(
+    logger: Any,
+    *,
+    lr: float = 0.01,
+    optimizer: str = "SGD",
+    steps: int = 40,
+    save_hparams: bool = False,
+    hparams: dict[str, Any] | None = None,
+    on_epoch: bool = False,
+    seen: list[float] | None = None,
+) -> None:
     """Fit with `logger`. `save_hparams`: the module calls save_hyperparameters (lr, optimizer and
     `hparams`), so they reach hparams.yaml / the logger's params; `seen` collects each step's loss."""
     import lightning as L
@@ -39,7 +48,14 @@ def fit(logger: Any, *, lr: float = 0.01, optimizer: str = "SGD", steps: int = 4
     g = torch.Generator().manual_seed(0)
     x = torch.randn(256, 8, generator=g)
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True)), batch_size=16)
-    trainer = L.Trainer(max_steps=steps, logger=logger, callbacks=[LearningRateMonitor("step")],
-                        log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu")
+    trainer = L.Trainer(
+        max_steps=steps,
+        logger=logger,
+        callbacks=[LearningRateMonitor("step")],
+        log_every_n_steps=1,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
     trainer.fit(Regressor(lr, optimizer, **(hparams or {})), data)

@@ -37,6 +37,7 @@ ALARM = ("warning", "critical")
 
 # ------------------------------------------------------------------ one row of a run
 
+
 @dataclass(frozen=True)
 class Row:
     """One logged row: its index, the trainer's step, what the format prints as its counter, and
@@ -72,16 +73,21 @@ def _repr(v: float, nd: int = 4) -> str:
 
 # ------------------------------------------------------------------ renderers (one per tool)
 
+
 def r_hf_dicts(r: Row) -> tuple[str, Shown]:
     """transformers PrinterCallback: `print(logs)` of the Trainer's dict; no step in the text."""
     lo, g, lr = _repr(r.loss), _repr(r.grad_norm, 6), repr(float(f"{r.lr:.3e}"))
-    return (f"{{'loss': {lo}, 'grad_norm': {g}, 'learning_rate': {lr}, 'epoch': {r.step / r.total * 3:.2f}}}\n",
-            {"loss": _f(lo), "grad_norm": _f(g), "lr": _f(lr)})
+    return (
+        f"{{'loss': {lo}, 'grad_norm': {g}, 'learning_rate': {lr}, 'epoch': {r.step / r.total * 3:.2f}}}\n",
+        {"loss": _f(lo), "grad_norm": _f(g), "lr": _f(lr)},
+    )
 
 
 def e_hf_dicts(r: Row, v: float) -> str:
-    return (f"{{'eval_loss': {_repr(v)}, 'eval_runtime': 10.12, 'eval_samples_per_second': 98.8, "
-            f"'eval_steps_per_second': 3.1, 'epoch': {r.step / r.total * 3:.2f}}}\n")
+    return (
+        f"{{'eval_loss': {_repr(v)}, 'eval_runtime': 10.12, 'eval_samples_per_second': 98.8, "
+        f"'eval_steps_per_second': 3.1, 'epoch': {r.step / r.total * 3:.2f}}}\n"
+    )
 
 
 def _bar(s: int, total: int, desc: str = "", post: str = "") -> str:
@@ -99,16 +105,30 @@ def r_hf_tqdm(r: Row) -> tuple[str, Shown]:
     and redraws the bar (llama-factory, TRL and most fine-tuning scripts print this)."""
     text, shown = r_hf_dicts(r)
     prev = max(0, r.step - 1)
-    return ("\r" + _bar(prev, r.total) + "\r" + _bar(r.step, r.total) + "\r" + " " * 60 + "\r" + text
-            + "\r" + _bar(r.step, r.total), shown)
+    return (
+        "\r"
+        + _bar(prev, r.total)
+        + "\r"
+        + _bar(r.step, r.total)
+        + "\r"
+        + " " * 60
+        + "\r"
+        + text
+        + "\r"
+        + _bar(r.step, r.total),
+        shown,
+    )
 
 
 def r_keras2_bar(r: Row) -> tuple[str, Shown]:
     """Keras 2 Progbar at the end of an epoch: `Epoch 3/50` then `100/100 [====] - 2s 15ms/step - loss: ...`."""
     lo = f"{r.loss:.4f}"
     val = f" - val_loss: {r.eval_loss:.4f}" if r.eval_loss is not None else ""
-    return (f"Epoch {r.step}/{r.total}\n100/100 [==============================] - 2s 15ms/step - loss: {lo}"
-            f" - accuracy: 0.5123{val}\n", {"loss": _f(lo)})
+    return (
+        f"Epoch {r.step}/{r.total}\n100/100 [==============================] - 2s 15ms/step - loss: {lo}"
+        f" - accuracy: 0.5123{val}\n",
+        {"loss": _f(lo)},
+    )
 
 
 def r_keras_verbose2(r: Row) -> tuple[str, Shown]:
@@ -140,24 +160,31 @@ def e_nanogpt(r: Row, v: float) -> str:
 def r_megatron(r: Row) -> tuple[str, Shown]:
     """Megatron-LM training_log: the iteration line with its loss scale and skipped counts."""
     lo, g, sc, lr = f"{r.loss:.6E}", f"{r.grad_norm:.3f}", f"{r.scale:.1f}", f"{r.lr:.6E}"
-    return (f" iteration {r.step:8d}/{r.total:8d} | consumed samples: {r.step * 512:12d} | elapsed time per iteration "
-            f"(ms): 501.2 | learning rate: {lr} | global batch size:   512 | lm loss: {lo} | loss scale: {sc} | "
-            f"grad norm: {g} | number of skipped iterations: {r.skipped:3d} | number of nan iterations: "
-            f"{int(not math.isfinite(r.loss)):3d} |\n",
-            {"loss": _f(lo), "grad_norm": _f(g), "scale": _f(sc), "lr": _f(lr)})
+    return (
+        f" iteration {r.step:8d}/{r.total:8d} | consumed samples: {r.step * 512:12d} | elapsed time per iteration "
+        f"(ms): 501.2 | learning rate: {lr} | global batch size:   512 | lm loss: {lo} | loss scale: {sc} | "
+        f"grad norm: {g} | number of skipped iterations: {r.skipped:3d} | number of nan iterations: "
+        f"{int(not math.isfinite(r.loss)):3d} |\n",
+        {"loss": _f(lo), "grad_norm": _f(g), "scale": _f(sc), "lr": _f(lr)},
+    )
 
 
 def e_megatron(r: Row, v: float) -> str:
-    return ("-" * 100 + f"\n validation loss at iteration {r.step} | lm loss value: {v:.6E} | lm loss PPL: "
-            f"{math.exp(min(v, 50)):.6E} | \n" + "-" * 100 + "\n")
+    return (
+        "-" * 100 + f"\n validation loss at iteration {r.step} | lm loss value: {v:.6E} | lm loss PPL: "
+        f"{math.exp(min(v, 50)):.6E} | \n" + "-" * 100 + "\n"
+    )
 
 
 def r_deepspeed(r: Row) -> tuple[str, Shown]:
     """DeepSpeed's `[Rank 0] step=N, skipped=K, lr=[...]` every steps_per_print, and the script's loss line."""
     lr = f"{r.lr:.6e}"
-    return (f"[2024-05-01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d},123] [INFO] [logging.py:96:log_dist] [Rank 0] "
-            f"step={r.step}, skipped={r.skipped_total}, lr=[{lr}], mom=[(0.9, 0.95)]\n"
-            f"Epoch 0 step {r.step} loss {_repr(r.loss)}\n", {"loss": _f(_repr(r.loss)), "lr": _f(lr)})
+    return (
+        f"[2024-05-01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d},123] [INFO] [logging.py:96:log_dist] [Rank 0] "
+        f"step={r.step}, skipped={r.skipped_total}, lr=[{lr}], mom=[(0.9, 0.95)]\n"
+        f"Epoch 0 step {r.step} loss {_repr(r.loss)}\n",
+        {"loss": _f(_repr(r.loss)), "lr": _f(lr)},
+    )
 
 
 def r_deepspeed_chat(r: Row) -> tuple[str, Shown]:
@@ -169,45 +196,60 @@ def r_fairseq(r: Row) -> tuple[str, Shown]:
     """fairseq SimpleProgressBar: `epoch 001:  100 / 1000 loss=9.123, ..., num_updates=100, lr=..., gnorm=...,
     loss_scale=128, ...`."""
     lo, g, sc, lr = f"{r.loss:.3f}", f"{r.grad_norm:.3f}", f"{r.scale:g}", f"{r.lr:g}"
-    return (f"2021-03-01 10:{r.k // 60 % 60:02d}:{r.k % 60:02d} | INFO | train_inner | epoch 001:  {r.step:6d} / "
-            f"{r.total} loss={lo}, nll_loss=8.9, ppl=478.2, wps=12000, ups=3.2, wpb=3800, bsz=128, "
-            f"num_updates={r.step}, lr={lr}, gnorm={g}, loss_scale={sc}, train_wall=31, gb_free=10, wall=40\n",
-            {"loss": _f(lo), "grad_norm": _f(g), "scale": _f(sc), "lr": _f(lr)})
+    return (
+        f"2021-03-01 10:{r.k // 60 % 60:02d}:{r.k % 60:02d} | INFO | train_inner | epoch 001:  {r.step:6d} / "
+        f"{r.total} loss={lo}, nll_loss=8.9, ppl=478.2, wps=12000, ups=3.2, wpb=3800, bsz=128, "
+        f"num_updates={r.step}, lr={lr}, gnorm={g}, loss_scale={sc}, train_wall=31, gb_free=10, wall=40\n",
+        {"loss": _f(lo), "grad_norm": _f(g), "scale": _f(sc), "lr": _f(lr)},
+    )
 
 
 def e_fairseq(r: Row, v: float) -> str:
-    return (f"2021-03-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {v:.3f} | nll_loss 8.1 | "
-            f"ppl 275 | wps 30000 | wpb 3000 | bsz 100 | num_updates {r.step}\n")
+    return (
+        f"2021-03-01 10:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss {v:.3f} | nll_loss 8.1 | "
+        f"ppl 275 | wps 30000 | wpb 3000 | bsz 100 | num_updates {r.step}\n"
+    )
 
 
 def r_mmengine_iter(r: Row) -> tuple[str, Shown]:
     """mmengine LogProcessor, iteration-based: `Iter(train) [  50/80000]  lr: ...  loss: ...`."""
     lo, g, lr = f"{r.loss:.4f}", f"{r.grad_norm:.4f}", f"{r.lr:.4e}"
-    return (f"06/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d} - mmengine - INFO - Iter(train) [{r.step:5d}/{r.total}]  "
-            f"lr: {lr}  eta: 1 day, 2:00:00  time: 0.5120  data_time: 0.0110  memory: 3000  grad_norm: {g}  "
-            f"loss: {lo}  decode.loss_ce: 1.2000  aux.loss_ce: 0.5000\n", {"loss": _f(lo), "grad_norm": _f(g), "lr": _f(lr)})
+    return (
+        f"06/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d} - mmengine - INFO - Iter(train) [{r.step:5d}/{r.total}]  "
+        f"lr: {lr}  eta: 1 day, 2:00:00  time: 0.5120  data_time: 0.0110  memory: 3000  grad_norm: {g}  "
+        f"loss: {lo}  decode.loss_ce: 1.2000  aux.loss_ce: 0.5000\n",
+        {"loss": _f(lo), "grad_norm": _f(g), "lr": _f(lr)},
+    )
 
 
 def e_mmengine(r: Row, v: float) -> str:
-    return ("06/01 12:00:00 - mmengine - INFO - Iter(val) [500/500]    aAcc: 80.1200  mIoU: 40.1200  mAcc: 50.3400  "
-            "data_time: 0.0100  time: 0.1200\n")
+    return (
+        "06/01 12:00:00 - mmengine - INFO - Iter(val) [500/500]    aAcc: 80.1200  mIoU: 40.1200  mAcc: 50.3400  "
+        "data_time: 0.0100  time: 0.1200\n"
+    )
 
 
 def r_mmengine_epoch(r: Row) -> tuple[str, Shown]:
     """mmengine LogProcessor, epoch-based: `Epoch(train)  [2][ 50/500]  lr: ...  loss: ...` (the batch
     counter restarts each epoch)."""
     lo, lr = f"{r.loss:.4f}", f"{r.lr:.4e}"
-    return (f"06/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d} - mmengine - INFO - Epoch(train)  [{r.epoch}][{r.batch:3d}/"
-            f"{r.per_epoch}]  lr: {lr}  eta: 1:00:00  time: 0.5120  data_time: 0.0110  memory: 3000  loss: {lo}  "
-            f"loss_cls: 0.9123  loss_bbox: 0.4012\n", {"loss": _f(lo), "lr": _f(lr)})
+    return (
+        f"06/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d} - mmengine - INFO - Epoch(train)  [{r.epoch}][{r.batch:3d}/"
+        f"{r.per_epoch}]  lr: {lr}  eta: 1:00:00  time: 0.5120  data_time: 0.0110  memory: 3000  loss: {lo}  "
+        f"loss_cls: 0.9123  loss_bbox: 0.4012\n",
+        {"loss": _f(lo), "lr": _f(lr)},
+    )
 
 
 def r_detectron2(r: Row) -> tuple[str, Shown]:
     """detectron2 CommonMetricPrinter: ` eta: ...  iter: 19  total_loss: 2.1  loss_cls: ...  lr: ...`."""
     lo, lr = f"{r.loss:.4g}", f"{r.lr:.6g}"
-    return (f"[06/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d} d2.utils.events]:  eta: 0:10:00  iter: {r.step}  "
-            f"total_loss: {lo}  loss_cls: 0.9  loss_box_reg: 0.5  loss_rpn_cls: 0.05  loss_rpn_loc: 0.05  "
-            f"time: 0.4123  data_time: 0.0112  lr: {lr}  max_mem: 3000M\n", {"loss": _f(lo), "lr": _f(lr)})
+    return (
+        f"[06/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d} d2.utils.events]:  eta: 0:10:00  iter: {r.step}  "
+        f"total_loss: {lo}  loss_cls: 0.9  loss_box_reg: 0.5  loss_rpn_cls: 0.05  loss_rpn_loc: 0.05  "
+        f"time: 0.4123  data_time: 0.0112  lr: {lr}  max_mem: 3000M\n",
+        {"loss": _f(lo), "lr": _f(lr)},
+    )
 
 
 _YOLO_HEAD = ("\n" + "%11s" * 7) % ("Epoch", "GPU_mem", "box_loss", "cls_loss", "dfl_loss", "Instances", "Size") + "\n"
@@ -217,7 +259,9 @@ def r_yolo(r: Row) -> tuple[str, Shown]:
     """ultralytics: each epoch prints its header, the bar's last draw `  3/100  2.1G  1.234  2.345  1.111  25  640:
     100%|...` (the loss is box + cls + dfl), then the validation bar and its `all` row."""
     parts = [f"{r.loss * w:.4g}" for w in (0.3, 0.5, 0.2)]
-    line = ("%11s" * 2) % (f"{r.step}/{r.total}", "2.1G") + "".join(f"{p:>11s}" for p in parts) + f"{25:11.4g}{640:11.4g}"
+    line = (
+        ("%11s" * 2) % (f"{r.step}/{r.total}", "2.1G") + "".join(f"{p:>11s}" for p in parts) + f"{25:11.4g}{640:11.4g}"
+    )
     val = ("%22s" + "%11s" * 6) % ("Class", "Images", "Instances", "Box(P", "R", "mAP50", "mAP50-95)")
     val += ": 100%|\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588\u2588| 4/4 [00:01<00:00,  3.5it/s]\n"
     val += ("%22s" + "%11i" * 2 + "%11.3g" * 4) % ("all", 128, 929, 0.642, 0.532, 0.601, 0.441) + "\n"
@@ -228,21 +272,28 @@ def r_yolo(r: Row) -> tuple[str, Shown]:
 def r_timm(r: Row) -> tuple[str, Shown]:
     """timm train.py: `Train: 3 [  50/1251 (  4%)]  Loss: 2.31 (2.36)  Time: ...  LR: 1.000e-04  Data: ...`."""
     lo, lr = f"{r.loss:#.3g}", f"{r.lr:.3e}"
-    return (f"Train: {r.epoch - 1} [{r.batch:>4d}/{r.per_epoch} ({100 * r.batch / r.per_epoch:>3.0f}%)]  Loss: {lo} "
-            f"({r.loss * 1.02:#.3g})  Time: 0.312s,  820.51/s  (0.401s,  638.20/s)  LR: {lr}  Data: 0.011 (0.020)\n",
-            {"loss": _f(lo), "lr": _f(lr)})
+    return (
+        f"Train: {r.epoch - 1} [{r.batch:>4d}/{r.per_epoch} ({100 * r.batch / r.per_epoch:>3.0f}%)]  Loss: {lo} "
+        f"({r.loss * 1.02:#.3g})  Time: 0.312s,  820.51/s  (0.401s,  638.20/s)  LR: {lr}  Data: 0.011 (0.020)\n",
+        {"loss": _f(lo), "lr": _f(lr)},
+    )
 
 
 def e_timm(r: Row, v: float) -> str:
-    return (f"Test: [   0/196]  Time: 0.912 (0.912)  Loss:  {v:6.3f} ({v:6.3f})  Acc@1:  60.000 ( 60.000)  "
-            f"Acc@5:  80.000 ( 80.000)\n")
+    return (
+        f"Test: [   0/196]  Time: 0.912 (0.912)  Loss:  {v:6.3f} ({v:6.3f})  Acc@1:  60.000 ( 60.000)  "
+        f"Acc@5:  80.000 ( 80.000)\n"
+    )
 
 
 def r_imagenet(r: Row) -> tuple[str, Shown]:
     """pytorch/examples imagenet ProgressMeter: `Epoch: [0][  10/5005]\\tTime ...\\tLoss 6.9078e+00 (6.9100e+00)`."""
     lo = f"{r.loss:.4e}"
-    return (f"Epoch: [{r.epoch - 1}][{r.batch:4d}/{r.per_epoch}]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\tLoss {lo} "
-            f"({r.loss * 1.02:.4e})\tAcc@1   0.00 (  0.14)\tAcc@5   0.78 (  0.62)\n", {"loss": _f(lo)})
+    return (
+        f"Epoch: [{r.epoch - 1}][{r.batch:4d}/{r.per_epoch}]\tTime  0.257 ( 0.560)\tData  0.001 ( 0.284)\tLoss {lo} "
+        f"({r.loss * 1.02:.4e})\tAcc@1   0.00 (  0.14)\tAcc@5   0.78 (  0.62)\n",
+        {"loss": _f(lo)},
+    )
 
 
 def r_plain_epoch(r: Row) -> tuple[str, Shown]:
@@ -253,16 +304,20 @@ def r_plain_epoch(r: Row) -> tuple[str, Shown]:
 def r_tutorial(r: Row) -> tuple[str, Shown]:
     """yunjey/pytorch-tutorial: `Epoch [1/5], Step [100/600], Loss: 0.2310` (the step restarts each epoch)."""
     lo = f"{r.loss:.4f}"
-    return f"Epoch [{r.epoch}/{(r.total - 1) // r.per_epoch + 1}], Step [{r.batch}/{r.per_epoch}], Loss: {lo}\n", \
-        {"loss": _f(lo)}
+    return f"Epoch [{r.epoch}/{(r.total - 1) // r.per_epoch + 1}], Step [{r.batch}/{r.per_epoch}], Loss: {lo}\n", {
+        "loss": _f(lo)
+    }
 
 
 def r_logging(r: Row) -> tuple[str, Shown]:
     """Python logging with its default-ish format: `2024-05-01 12:00:03,123 - __main__ - INFO - Step 100:
     loss=2.3102, lr=3.00e-04, grad_norm=1.234`."""
     lo, lr, g = f"{r.loss:.4f}", f"{r.lr:.2e}", f"{r.grad_norm:.3f}"
-    return (f"2024-05-01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d},123 - __main__ - INFO - Step {r.step}: loss={lo}, "
-            f"lr={lr}, grad_norm={g}\n", {"loss": _f(lo), "lr": _f(lr), "grad_norm": _f(g)})
+    return (
+        f"2024-05-01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d},123 - __main__ - INFO - Step {r.step}: loss={lo}, "
+        f"lr={lr}, grad_norm={g}\n",
+        {"loss": _f(lo), "lr": _f(lr), "grad_norm": _f(g)},
+    )
 
 
 def e_logging(r: Row, v: float) -> str:
@@ -302,8 +357,10 @@ def _json_num(v: float) -> str:
 def r_jsonl(r: Row) -> tuple[str, Shown]:
     """One JSON object per logged step (a metrics.jsonl, or json.dumps printed to the console)."""
     lo, lr, g = _json_num(r.loss), _json_num(r.lr), _json_num(r.grad_norm)
-    return (f'{{"step": {r.step}, "loss": {lo}, "lr": {lr}, "grad_norm": {g}}}\n',
-            {"loss": float(json.loads(lo)), "lr": float(json.loads(lr)), "grad_norm": float(json.loads(g))})
+    return (
+        f'{{"step": {r.step}, "loss": {lo}, "lr": {lr}, "grad_norm": {g}}}\n',
+        {"loss": float(json.loads(lo)), "lr": float(json.loads(lr)), "grad_norm": float(json.loads(g))},
+    )
 
 
 def e_jsonl(r: Row, v: float) -> str:
@@ -334,15 +391,21 @@ def r_litgpt(r: Row) -> tuple[str, Shown]:
     """litgpt finetune: `Epoch 1 | iter 4 step 2 | loss train: 2.140, val: n/a | iter time: 123.45 ms (step)`."""
     lo = f"{r.loss:.3f}"
     val = "n/a" if r.eval_loss is None else f"{r.eval_loss:.3f}"
-    return (f"Epoch 1 | iter {2 * r.step} step {r.step} | loss train: {lo}, val: {val} | iter time: 123.45 ms (step) "
-            f"remaining time: 0:10:00\n", {"loss": _f(lo)})
+    return (
+        f"Epoch 1 | iter {2 * r.step} step {r.step} | loss train: {lo}, val: {val} | iter time: 123.45 ms (step) "
+        f"remaining time: 0:10:00\n",
+        {"loss": _f(lo)},
+    )
 
 
 def r_llmc(r: Row) -> tuple[str, Shown]:
     """karpathy/llm.c: `step    1/74 | train loss 2.310200 | norm 1.2340 | lr 1.00e-05 | 1200.00 ms | ...`."""
     lo, g, lr = f"{r.loss:7.6f}", f"{r.grad_norm:6.4f}", f"{r.lr:.2e}"
-    return (f"step {r.step:4d}/{r.total} | train loss {lo} | norm {g} | lr {lr} | 1200.00 ms | 40.1% bf16 MFU | "
-            f"4000 tok/s\n", {"loss": _f(lo), "grad_norm": _f(g), "lr": _f(lr)})
+    return (
+        f"step {r.step:4d}/{r.total} | train loss {lo} | norm {g} | lr {lr} | 1200.00 ms | 40.1% bf16 MFU | "
+        f"4000 tok/s\n",
+        {"loss": _f(lo), "grad_norm": _f(g), "lr": _f(lr)},
+    )
 
 
 def e_llmc(r: Row, v: float) -> str:
@@ -352,10 +415,13 @@ def e_llmc(r: Row, v: float) -> str:
 def r_paddleocr(r: Row) -> tuple[str, Shown]:
     """PaddleOCR program.train: `epoch: [1/500], global_step: 10, lr: 0.001000, loss: 2.345678, ...`."""
     lo, lr = f"{r.loss:.6f}", f"{r.lr:.6f}"
-    return (f"[2022/01/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d}] ppocr INFO: epoch: [1/500], global_step: {r.step}, "
-            f"lr: {lr}, loss: {lo}, loss_shrink_maps: 1.200000, loss_threshold_maps: 0.500000, loss_binary_maps: "
-            f"0.300000, avg_reader_cost: 0.01000 s, avg_batch_cost: 0.50000 s, avg_samples: 8.0, ips: 16.00000 "
-            f"samples/s, eta: 1 day, 2:00:00\n", {"loss": _f(lo), "lr": _f(lr)})
+    return (
+        f"[2022/01/01 12:{r.k // 60 % 60:02d}:{r.k % 60:02d}] ppocr INFO: epoch: [1/500], global_step: {r.step}, "
+        f"lr: {lr}, loss: {lo}, loss_shrink_maps: 1.200000, loss_threshold_maps: 0.500000, loss_binary_maps: "
+        f"0.300000, avg_reader_cost: 0.01000 s, avg_batch_cost: 0.50000 s, avg_samples: 8.0, ips: 16.00000 "
+        f"samples/s, eta: 1 day, 2:00:00\n",
+        {"loss": _f(lo), "lr": _f(lr)},
+    )
 
 
 def e_paddleocr(r: Row, v: float) -> str:
@@ -389,41 +455,45 @@ class Format:
     restartable: bool = False
 
 
-FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("hf_dicts", r_hf_dicts, ORDERED, eval_line=e_hf_dicts, eval_read=True),
-    Format("hf_tqdm", r_hf_tqdm, EXACT, eval_line=e_hf_dicts, eval_read=True),
-    Format("keras2_bar", r_keras2_bar, ORDERED, eval_inline=True, eval_read=True, epochs=True),
-    Format("keras_verbose2", r_keras_verbose2, ORDERED, eval_inline=True, eval_read=True, epochs=True),
-    Format("lightning_bar", r_lightning_bar, EXACT),
-    Format("nanogpt", r_nanogpt, EXACT, eval_line=e_nanogpt, eval_read=True, restartable=True, eval_before=True),
-    Format("megatron", r_megatron, EXACT, eval_line=e_megatron, eval_read=True),
-    Format("deepspeed", r_deepspeed, EXACT),
-    Format("deepspeed_chat", r_deepspeed_chat, EXACT),
-    Format("fairseq", r_fairseq, EXACT, eval_line=e_fairseq),
-    Format("mmengine_iter", r_mmengine_iter, EXACT, eval_line=e_mmengine),
-    Format("mmengine_epoch", r_mmengine_epoch, ORDERED, eval_line=e_mmengine, batched=True),
-    Format("detectron2", r_detectron2, EXACT),
-    Format("yolo", r_yolo, ORDERED, epochs=True),
-    Format("timm", r_timm, ORDERED, eval_line=e_timm, batched=True),
-    Format("imagenet", r_imagenet, ORDERED, batched=True),
-    Format("plain_epoch", r_plain_epoch, EXACT, epochs=True),
-    Format("tutorial", r_tutorial, ORDERED, batched=True),
-    Format("logging", r_logging, EXACT, eval_line=e_logging, restartable=True),
-    Format("md_table", r_md_table, EXACT, kind="table", eval_inline=True, eval_read=True),
-    Format("tab_table", r_tab_table, EXACT, kind="table", eval_inline=True, eval_read=True),
-    Format("kv", r_kv, EXACT, restartable=True),
-    Format("jsonl_file", r_jsonl, EXACT, file="metrics.jsonl", kind="file"),
-    Format("jsonl_console", r_jsonl, EXACT, eval_line=e_jsonl, eval_read=True),
-    Format("csv", r_csv, EXACT, file="metrics.csv", kind="file"),
-    Format("chinese_iter", r_chinese_iter, EXACT, restartable=True),
-    Format("chinese_epoch", r_chinese_epoch, EXACT, eval_inline=True, eval_read=True, epochs=True),
-    Format("litgpt", r_litgpt, ORDERED, eval_inline=True),
-    Format("llmc", r_llmc, EXACT, eval_line=e_llmc, eval_read=True),
-    Format("paddleocr", r_paddleocr, EXACT, eval_line=e_paddleocr),
-)}
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("hf_dicts", r_hf_dicts, ORDERED, eval_line=e_hf_dicts, eval_read=True),
+        Format("hf_tqdm", r_hf_tqdm, EXACT, eval_line=e_hf_dicts, eval_read=True),
+        Format("keras2_bar", r_keras2_bar, ORDERED, eval_inline=True, eval_read=True, epochs=True),
+        Format("keras_verbose2", r_keras_verbose2, ORDERED, eval_inline=True, eval_read=True, epochs=True),
+        Format("lightning_bar", r_lightning_bar, EXACT),
+        Format("nanogpt", r_nanogpt, EXACT, eval_line=e_nanogpt, eval_read=True, restartable=True, eval_before=True),
+        Format("megatron", r_megatron, EXACT, eval_line=e_megatron, eval_read=True),
+        Format("deepspeed", r_deepspeed, EXACT),
+        Format("deepspeed_chat", r_deepspeed_chat, EXACT),
+        Format("fairseq", r_fairseq, EXACT, eval_line=e_fairseq),
+        Format("mmengine_iter", r_mmengine_iter, EXACT, eval_line=e_mmengine),
+        Format("mmengine_epoch", r_mmengine_epoch, ORDERED, eval_line=e_mmengine, batched=True),
+        Format("detectron2", r_detectron2, EXACT),
+        Format("yolo", r_yolo, ORDERED, epochs=True),
+        Format("timm", r_timm, ORDERED, eval_line=e_timm, batched=True),
+        Format("imagenet", r_imagenet, ORDERED, batched=True),
+        Format("plain_epoch", r_plain_epoch, EXACT, epochs=True),
+        Format("tutorial", r_tutorial, ORDERED, batched=True),
+        Format("logging", r_logging, EXACT, eval_line=e_logging, restartable=True),
+        Format("md_table", r_md_table, EXACT, kind="table", eval_inline=True, eval_read=True),
+        Format("tab_table", r_tab_table, EXACT, kind="table", eval_inline=True, eval_read=True),
+        Format("kv", r_kv, EXACT, restartable=True),
+        Format("jsonl_file", r_jsonl, EXACT, file="metrics.jsonl", kind="file"),
+        Format("jsonl_console", r_jsonl, EXACT, eval_line=e_jsonl, eval_read=True),
+        Format("csv", r_csv, EXACT, file="metrics.csv", kind="file"),
+        Format("chinese_iter", r_chinese_iter, EXACT, restartable=True),
+        Format("chinese_epoch", r_chinese_epoch, EXACT, eval_inline=True, eval_read=True, epochs=True),
+        Format("litgpt", r_litgpt, ORDERED, eval_inline=True),
+        Format("llmc", r_llmc, EXACT, eval_line=e_llmc, eval_read=True),
+        Format("paddleocr", r_paddleocr, EXACT, eval_line=e_paddleocr),
+    )
+}
 
 
 # ------------------------------------------------------------------ fault curves
+
 
 @dataclass(frozen=True)
 class Curve:
@@ -453,8 +523,9 @@ def _base(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
     warm = max(1, n // 10)
     k = np.arange(n)
     peak = float(rng.choice([1e-4, 3e-4, 1e-3]))
-    lr = np.where(k < warm, peak * (k + 1) / warm,
-                  0.1 * peak + 0.45 * peak * (1 + np.cos(np.pi * (k - warm) / max(1, n - warm))))
+    lr = np.where(
+        k < warm, peak * (k + 1) / warm, 0.1 * peak + 0.45 * peak * (1 + np.cos(np.pi * (k - warm) / max(1, n - warm)))
+    )
     gn = (0.6 + 0.8 * np.exp(-2.0 * t)) * _noise(rng, n, 0.1)
     scale = np.full(n, 16384.0)
     scale[0], scale[1] = 65536.0, 32768.0
@@ -498,7 +569,7 @@ def c_inf_nan(rng: np.random.Generator, n: int) -> Curve:
     d = _base(rng, n)
     k = _onset(rng, n)
     d["loss"][k] = np.inf
-    d["loss"][k + 1:] = np.nan
+    d["loss"][k + 1 :] = np.nan
     d["grad_norm"][k:] = np.nan
     return Curve(**d, symptoms=frozenset({"nonfinite"}), window=(k - 1, k + 1))
 
@@ -556,8 +627,8 @@ def c_fp16_overflow(rng: np.random.Generator, n: int) -> Curve:
     m = int(rng.integers(3, 7))
     for i in range(k, n):
         d["scale"][i] = d["scale"][i - 1] / 2
-    d["loss"][k:k + m] = d["loss"][k - 1] * _noise(rng, len(d["loss"][k:k + m]), 0.005)
-    d["loss"][k + m:] = np.nan
+    d["loss"][k : k + m] = d["loss"][k - 1] * _noise(rng, len(d["loss"][k : k + m]), 0.005)
+    d["loss"][k + m :] = np.nan
     d["grad_norm"][k:] = np.inf
     return Curve(**d, symptoms=frozenset({"nonfinite", "skipped_steps"}), window=(k - 1, min(n - 1, k + m + 1)))
 
@@ -571,21 +642,29 @@ def c_grad_explosion(rng: np.random.Generator, n: int) -> Curve:
     f = float(rng.uniform(2.0, 3.0))
     end = min(n - 3, k + m)  # two NaN rows at least: a cut end still shows one
     d["grad_norm"][k:end] *= f ** np.arange(1, end - k + 1)
-    d["loss"][end - 2:end] *= np.array([1.3, 1.8])
+    d["loss"][end - 2 : end] *= np.array([1.3, 1.8])
     d["loss"][end:] = np.nan
     d["grad_norm"][end:] = np.nan
     return Curve(**d, symptoms=frozenset({"nonfinite", "divergence"}), window=(k - 1, end + 1))
 
 
 CURVES: dict[str, Callable[..., Curve]] = {
-    "healthy": c_healthy, "healthy_late": c_healthy_late, "nan": c_nan, "inf_nan": c_inf_nan,
-    "divergence": c_divergence, "spike_recovers": c_spike_recovers, "spike_stays": c_spike_stays,
-    "plateau_ln10": c_plateau_ln10, "zero": c_zero, "fp16_overflow": c_fp16_overflow,
+    "healthy": c_healthy,
+    "healthy_late": c_healthy_late,
+    "nan": c_nan,
+    "inf_nan": c_inf_nan,
+    "divergence": c_divergence,
+    "spike_recovers": c_spike_recovers,
+    "spike_stays": c_spike_stays,
+    "plateau_ln10": c_plateau_ln10,
+    "zero": c_zero,
+    "fp16_overflow": c_fp16_overflow,
     "grad_explosion": c_grad_explosion,
 }
 
 
 # ------------------------------------------------------------------ interleavings
+
 
 @dataclass
 class Piece:
@@ -599,7 +678,7 @@ class Piece:
 _WARNINGS = (
     "/opt/conda/lib/python3.10/site-packages/torch/optim/lr_scheduler.py:139: UserWarning: Detected call of "
     "`lr_scheduler.step()` before `optimizer.step()`. In PyTorch 1.1.0 and later, you should call them in the opposite "
-    "order.\n  warnings.warn(\"Detected call of `lr_scheduler.step()` before `optimizer.step()`. \"\n",
+    'order.\n  warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. "\n',
     "[W reducer.cpp:1300] Warning: find_unused_parameters=True was specified in DDP constructor, but did not find any "
     "unused parameters in the forward pass. (function operator())\n",
     "/usr/local/lib/python3.10/dist-packages/torch/utils/checkpoint.py:429: UserWarning: torch.utils.checkpoint: please "
@@ -610,19 +689,21 @@ _WARNINGS = (
 
 _TRACEBACK = (
     "Traceback (most recent call last):\n"
-    "  File \"/home/user/project/train.py\", line 212, in <module>\n"
+    '  File "/home/user/project/train.py", line 212, in <module>\n'
     "    main()\n"
-    "  File \"/home/user/project/train.py\", line 187, in main\n"
+    '  File "/home/user/project/train.py", line 187, in main\n'
     "    for step, batch in enumerate(loader, start=1):\n"
-    "  File \"/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py\", line 1133, in _try_get_data\n"
+    '  File "/opt/conda/lib/python3.10/site-packages/torch/utils/data/dataloader.py", line 1133, in _try_get_data\n'
     "    raise RuntimeError(f'DataLoader worker (pid(s) {pids_str}) exited unexpectedly') from e\n"
     "RuntimeError: DataLoader worker (pid(s) 48213) exited unexpectedly\n"
 )
 
 
 def _overflow_line(prev: float, cur: float, k: int) -> str:
-    return (f"[2024-05-01 12:{k // 60 % 60:02d}:{k % 60:02d},456] [INFO] [loss_scaler.py:183:update_scale] "
-            f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {int(prev)}, reducing to {cur:g}\n")
+    return (
+        f"[2024-05-01 12:{k // 60 % 60:02d}:{k % 60:02d},456] [INFO] [loss_scaler.py:183:update_scale] "
+        f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {int(prev)}, reducing to {cur:g}\n"
+    )
 
 
 def _ckpt_lines(r: Row, j: int) -> str:
@@ -645,24 +726,27 @@ class Interleaving:
     needs: str = ""  # a Format flag it needs ("restartable", "nohead")
 
 
-INTERLEAVINGS: dict[str, Interleaving] = {i.name: i for i in (
-    Interleaving("none", frozenset({"text", "file", "table"})),
-    Interleaving("overflow"),  # DeepSpeed's OVERFLOW line before each row whose loss scale was cut
-    Interleaving("warnings"),  # Python / c10 / TF warnings between rows
-    Interleaving("eval"),  # the tool's evaluation print every fifth of the run
-    Interleaving("tqdm"),  # the training loop's bar redrawn before each row, the print glued after it
-    Interleaving("checkpoint"),  # save lines every fourth of the run
-    Interleaving("traceback"),  # the run ended by a traceback
-    Interleaving("rank_prefix"),  # torchrun's `[default0]:` before each line
-    Interleaving("srun_prefix"),  # `srun -l`'s `0: ` before each line
-    Interleaving("timestamps"),  # `kubectl logs --timestamps` / docker: an ISO time before each line
-    Interleaving("md_quote", frozenset({"text", "table"})),  # pasted as a Markdown quote, `> ` each line
-    Interleaving("fence", frozenset({"text", "table"})),  # pasted in a code fence with words around it
-    Interleaving("crlf", frozenset({"text", "file", "table"})),  # Windows line endings
-    Interleaving("cut_tail", frozenset({"text", "file", "table"})),  # cut in the middle of its last row
-    Interleaving("cut_head", frozenset({"text"}), needs="nohead"),  # starts in the middle of its first row
-    Interleaving("epoch_restart", needs="restartable"),  # `Epoch k` headers; the counter restarts each epoch
-)}
+INTERLEAVINGS: dict[str, Interleaving] = {
+    i.name: i
+    for i in (
+        Interleaving("none", frozenset({"text", "file", "table"})),
+        Interleaving("overflow"),  # DeepSpeed's OVERFLOW line before each row whose loss scale was cut
+        Interleaving("warnings"),  # Python / c10 / TF warnings between rows
+        Interleaving("eval"),  # the tool's evaluation print every fifth of the run
+        Interleaving("tqdm"),  # the training loop's bar redrawn before each row, the print glued after it
+        Interleaving("checkpoint"),  # save lines every fourth of the run
+        Interleaving("traceback"),  # the run ended by a traceback
+        Interleaving("rank_prefix"),  # torchrun's `[default0]:` before each line
+        Interleaving("srun_prefix"),  # `srun -l`'s `0: ` before each line
+        Interleaving("timestamps"),  # `kubectl logs --timestamps` / docker: an ISO time before each line
+        Interleaving("md_quote", frozenset({"text", "table"})),  # pasted as a Markdown quote, `> ` each line
+        Interleaving("fence", frozenset({"text", "table"})),  # pasted in a code fence with words around it
+        Interleaving("crlf", frozenset({"text", "file", "table"})),  # Windows line endings
+        Interleaving("cut_tail", frozenset({"text", "file", "table"})),  # cut in the middle of its last row
+        Interleaving("cut_head", frozenset({"text"}), needs="nohead"),  # starts in the middle of its first row
+        Interleaving("epoch_restart", needs="restartable"),  # `Epoch k` headers; the counter restarts each epoch
+    )
+}
 
 
 def applicable(fmt: Format) -> list[str]:
@@ -681,6 +765,7 @@ def applicable(fmt: Format) -> list[str]:
 
 
 # ------------------------------------------------------------------ a case
+
 
 @dataclass
 class Case:
@@ -713,10 +798,23 @@ def _rows(fmt: Format, cv: Curve, rng: np.random.Generator, n: int, restart: boo
     cuts = np.concatenate([[0], np.cumsum(cv.scale[1:] < cv.scale[:-1])])
     for k, s in enumerate(steps):
         epoch, batch = (1, 0) if not per else ((s - 1) // per + 1, (s - 1) % per + 1)
-        rows.append(Row(k=k, step=s, n=n, total=total, loss=float(cv.loss[k]), lr=float(cv.lr[k]),
-                        grad_norm=float(cv.grad_norm[k]), scale=float(cv.scale[k]),
-                        skipped=int(k > 0 and cv.scale[k] < cv.scale[k - 1]), skipped_total=int(cuts[k]), epoch=epoch, batch=batch,
-                        per_epoch=per))
+        rows.append(
+            Row(
+                k=k,
+                step=s,
+                n=n,
+                total=total,
+                loss=float(cv.loss[k]),
+                lr=float(cv.lr[k]),
+                grad_norm=float(cv.grad_norm[k]),
+                scale=float(cv.scale[k]),
+                skipped=int(k > 0 and cv.scale[k] < cv.scale[k - 1]),
+                skipped_total=int(cuts[k]),
+                epoch=epoch,
+                batch=batch,
+                per_epoch=per,
+            )
+        )
     return rows
 
 
@@ -735,8 +833,9 @@ def _with_eval(fmt: Format, rows: list[Row], rng: np.random.Generator) -> tuple[
     return rows, evals
 
 
-def render(fmt: Format, cv: Curve, inter: tuple[str, ...], rng: np.random.Generator, n: int) -> tuple[
-        str, list[tuple[int, Shown]], set[int], list[float]]:
+def render(
+    fmt: Format, cv: Curve, inter: tuple[str, ...], rng: np.random.Generator, n: int
+) -> tuple[str, list[tuple[int, Shown]], set[int], list[float]]:
     """The log's text, the truth per row, the rows a cut may have taken, the evaluation losses."""
     restart = "epoch_restart" in inter
     rows = _rows(fmt, cv, rng, n, restart)
@@ -781,8 +880,11 @@ def render(fmt: Format, cv: Curve, inter: tuple[str, ...], rng: np.random.Genera
     text = "".join(p.text for p in pieces)
     text = _wrap(text, inter, rng)
     # the evaluations the text still holds: a cut took the lines after its row, and a cut row's own
-    eval_rows = sorted(k for k in evals if k not in optional) if fmt.eval_inline else \
-        sorted(p.eval_row for p in pieces if p.eval_row is not None)
+    eval_rows = (
+        sorted(k for k in evals if k not in optional)
+        if fmt.eval_inline
+        else sorted(p.eval_row for p in pieces if p.eval_row is not None)
+    )
     eval_truth = [evals[k] for k in eval_rows] if fmt.eval_read and "eval" in inter else []
     return text, truth, optional, eval_truth
 
@@ -801,8 +903,8 @@ def _cut_head(pieces: list[Piece], optional: set[int]) -> tuple[list[Piece], set
     first = min(i for i, p in enumerate(pieces) if p.row is not None)
     p = pieces[first]
     lines = p.text.split("\n")
-    lines[0] = lines[0][len(lines[0]) // 2:]
-    return [Piece("\n".join(lines), p.row)] + pieces[first + 1:], optional | {p.row}
+    lines[0] = lines[0][len(lines[0]) // 2 :]
+    return [Piece("\n".join(lines), p.row)] + pieces[first + 1 :], optional | {p.row}
 
 
 def _prefix_lines(text: str, prefix: Callable[[int], str]) -> str:
@@ -819,7 +921,9 @@ def _wrap(text: str, inter: tuple[str, ...], rng: np.random.Generator) -> str:
     if "srun_prefix" in inter:
         text = _prefix_lines(text, lambda i: "0: ")
     if "timestamps" in inter:
-        text = _prefix_lines(text, lambda i: f"2024-05-01T12:{i // 3600 % 60:02d}:{i // 60 % 60:02d}.{i % 60:02d}1234Z ")
+        text = _prefix_lines(
+            text, lambda i: f"2024-05-01T12:{i // 3600 % 60:02d}:{i // 60 % 60:02d}.{i % 60:02d}1234Z "
+        )
     if "md_quote" in inter:
         text = _prefix_lines(text, lambda i: "> ")
     if "fence" in inter:
@@ -833,13 +937,27 @@ def make_case(fmt_name: str, curve_name: str, inter: tuple[str, ...], seed: int)
     fmt = FORMATS[fmt_name]
     rng = np.random.default_rng([seed, len(fmt_name), sum(map(ord, fmt_name + curve_name + "+".join(inter)))])
     n = int(rng.choice([24, 40, 80, 150]))
-    cv = CURVES[curve_name](rng, n, epochs=True) if fmt.epochs and curve_name == "healthy_late" else \
-        CURVES[curve_name](rng, n)
+    cv = (
+        CURVES[curve_name](rng, n, epochs=True)
+        if fmt.epochs and curve_name == "healthy_late"
+        else CURVES[curve_name](rng, n)
+    )
     text, truth, optional, eval_truth = render(fmt, cv, inter, rng, n)
     mode = ORDERED if "epoch_restart" in inter else fmt.steps
-    return Case(name=f"{fmt_name}/{curve_name}/{'+'.join(inter)}/{seed}", fmt=fmt_name, curve=curve_name, inter=inter,
-                text=text, file=fmt.file, steps_mode=mode, truth=truth, optional=optional, eval_truth=eval_truth,
-                symptoms=cv.symptoms, window=cv.window)
+    return Case(
+        name=f"{fmt_name}/{curve_name}/{'+'.join(inter)}/{seed}",
+        fmt=fmt_name,
+        curve=curve_name,
+        inter=inter,
+        text=text,
+        file=fmt.file,
+        steps_mode=mode,
+        truth=truth,
+        optional=optional,
+        eval_truth=eval_truth,
+        symptoms=cv.symptoms,
+        window=cv.window,
+    )
 
 
 def cases(seed: int = 0, per_pair: int = 2, stack: float = 1 / 3, formats: list[str] | None = None) -> list[Case]:
@@ -867,6 +985,7 @@ def full_product(seed: int = 0) -> list[Case]:
 
 
 # ------------------------------------------------------------------ judging
+
 
 @dataclass
 class Result:
@@ -917,7 +1036,7 @@ def _loss_rows(case: Case, run) -> tuple[list[int] | None, str]:
     req = [v for i, _, v in want if i not in case.optional]
     head = 0 in case.optional and len(vals) > len(req)  # the cut first row was read too
     tail = (len(want) - 1) in case.optional and len(vals) > len(req) + head
-    body = vals[int(head):len(vals) - int(tail)]
+    body = vals[int(head) : len(vals) - int(tail)]
     if len(body) != len(req):
         return None, f"{len(vals)} loss values read, {len(req)} printed"
     for i, (a, b) in enumerate(zip(body, req)):
@@ -943,8 +1062,9 @@ def _check_others(case: Case, run, row_steps: list[int]) -> str:
     if case.eval_truth:
         got = [v for _, v in _series(run, "eval_loss")]
         extra = len(got) - len(case.eval_truth)  # the cut row's own evaluation may be read or not
-        if extra not in ((0, 1) if case.optional else (0,)) or \
-                not all(_same(a, b) for a, b in zip(got, case.eval_truth)):
+        if extra not in ((0, 1) if case.optional else (0,)) or not all(
+            _same(a, b) for a, b in zip(got, case.eval_truth)
+        ):
             return f"eval_loss {got[:4]}... ({len(got)}), printed {case.eval_truth[:4]}... ({len(case.eval_truth)})"
     return ""
 
@@ -991,5 +1111,12 @@ def judge(case: Case, tmp: Path) -> Result:
         row_steps = (row_steps + [row_steps[-1]] * len(case.truth))[: len(case.truth)]
     report = diagnose_runs(runs)
     ok, vwhy = _verdict(case, report, row_steps)
-    return Result(case, read_ok, why, ok, vwhy, report.status,
-                  [(f.symptom, f.cause, f.severity, f.step) for f in report.findings[:3]])
+    return Result(
+        case,
+        read_ok,
+        why,
+        ok,
+        vwhy,
+        report.status,
+        [(f.symptom, f.cause, f.severity, f.step) for f in report.findings[:3]],
+    )

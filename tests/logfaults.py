@@ -67,8 +67,7 @@ def scale_collapse(n: int = N, onset: int = 100, seed: int = 2) -> dict[str, np.
     loss[onset:] = loss[onset] + 0.04 * rng.standard_normal(n - onset)
     gn = d["grad_norm"].copy()
     gn[skipped > 0] = np.inf  # the unscaled norm of an overflowing step
-    return {**d, "loss": loss, "grad_norm": gn, "scale": scale, "skipped": skipped,
-            "step": s}
+    return {**d, "loss": loss, "grad_norm": gn, "scale": scale, "skipped": skipped, "step": s}
 
 
 def lr_too_high(n: int = N, seed: int = 3) -> dict[str, np.ndarray]:
@@ -82,8 +81,12 @@ def lr_too_high(n: int = N, seed: int = 3) -> dict[str, np.ndarray]:
     return {"step": s, "loss": np.abs(loss), "grad_norm": gn, "lr": np.full(n, 0.03)}
 
 
-CURVES = {"healthy": healthy, "grad_explosion": grad_explosion, "scale_collapse": scale_collapse,
-          "lr_too_high": lr_too_high}
+CURVES = {
+    "healthy": healthy,
+    "grad_explosion": grad_explosion,
+    "scale_collapse": scale_collapse,
+    "lr_too_high": lr_too_high,
+}
 
 
 def primary(report) -> str | None:
@@ -98,5 +101,7 @@ def check(report, curve: str) -> None:
         assert d["status"] == "healthy", [(f["cause"], f["severity"], f["evidence"]) for f in d["findings"]]
         return
     got = primary(d)
-    assert got in EXPECTED[curve], (curve, [(f["cause"], f["severity"], f["step"], f["evidence"])
-                                           for f in d["findings"]])
+    assert got in EXPECTED[curve], (
+        curve,
+        [(f["cause"], f["severity"], f["step"], f["evidence"]) for f in d["findings"]],
+    )

@@ -36,6 +36,7 @@ class LongCase:
 
 # ------------------------------------------------------------------ the run underneath
 
+
 def _lr(n: int, peak: float, warm: int) -> np.ndarray:
     k = np.arange(n)
     cos = 0.1 * peak + 0.45 * peak * (1 + np.cos(np.pi * np.clip(k - warm, 0, None) / max(1, n - warm)))
@@ -58,8 +59,14 @@ def base_run(rng: np.random.Generator, n: int, start: float, floor: float, rel: 
     # a model at init predicts near-uniformly: its loss (ln V) barely varies from batch to batch;
     # the batch noise grows as the model starts to tell easy batches from hard ones
     spread = 0.2 + 0.8 * np.minimum(1.0, 4 * progress)
-    return {"loss": trend * np.exp(spread * np.log(_noise(rng, n, rel))), "trend": trend, "lr": lr, "grad_norm": gn,
-            "scale": np.full(n, 65536.0), "skipped": np.zeros(n)}
+    return {
+        "loss": trend * np.exp(spread * np.log(_noise(rng, n, rel))),
+        "trend": trend,
+        "lr": lr,
+        "grad_norm": gn,
+        "scale": np.full(n, 65536.0),
+        "skipped": np.zeros(n),
+    }
 
 
 def _warm_end(n: int) -> int:
@@ -72,6 +79,7 @@ def _onset(rng: np.random.Generator, n: int) -> int:
 
 
 # ------------------------------------------------------------------ faults: curve -> onset row
+
 
 def f_slow_divergence(rng, c: Curve) -> int:
     """After warm-up the loss turns up and keeps rising, slowly, under its noise (x2.5-4 by the
@@ -110,7 +118,7 @@ def f_nan_after_grad(rng, c: Curve) -> int:
     """The grad norm grows x1.15 per step for 50 steps, then the loss is NaN to the end."""
     n = c["loss"].size
     on = max(_onset(rng, n), 60)
-    c["grad_norm"][on - 50:on] *= 1.15 ** np.arange(50)
+    c["grad_norm"][on - 50 : on] *= 1.15 ** np.arange(50)
     c["loss"][on:] = np.nan
     c["grad_norm"][on:] = np.nan
     return on
@@ -155,8 +163,11 @@ def f_oscillation(rng, c: Curve) -> int:
     on = _onset(rng, n)
     period = int(rng.integers(4, 9))
     amp = math.log(float(rng.uniform(2.0, 3.0)))
-    c["loss"][on:] = c["loss"][on - 1] * np.exp(amp * (0.5 + 0.5 * np.sin(2 * np.pi * np.arange(n - on) / period))) \
+    c["loss"][on:] = (
+        c["loss"][on - 1]
+        * np.exp(amp * (0.5 + 0.5 * np.sin(2 * np.pi * np.arange(n - on) / period)))
         * _noise(rng, n - on, 0.03)
+    )
     return on
 
 
@@ -174,7 +185,7 @@ def f_lr_zero(rng, c: Curve) -> int:
     n = c["loss"].size
     on = _onset(rng, n)
     c["lr"][on:] = 0.0
-    c["loss"][on:] = float(np.median(c["loss"][on - 5:on])) * _noise(rng, n - on, 0.03)
+    c["loss"][on:] = float(np.median(c["loss"][on - 5 : on])) * _noise(rng, n - on, 0.03)
     return on
 
 
@@ -204,6 +215,7 @@ FAULTS: dict[str, tuple[Callable[..., int], set[str]]] = {
 
 
 # ------------------------------------------------------------------ healthy look-alikes
+
 
 def h_pretrain(rng, c: Curve) -> None:
     """A normal LLM pretrain: from ~11 down towards 2.5-3.5 (what base_run draws for it)."""
@@ -251,8 +263,9 @@ def h_gan(rng, c: Curve) -> None:
     n = c["loss"].size
     k = np.arange(n)
     c["d_loss"] = 0.69 * np.exp(0.3 * np.sin(k * rng.uniform(0.05, 0.3))) * _noise(rng, n, 0.15)
-    c["loss"][:] = float(rng.uniform(1.0, 3.0)) * np.exp(0.4 * np.sin(k * rng.uniform(0.05, 0.3) + 1.0)) \
-        * _noise(rng, n, 0.15)
+    c["loss"][:] = (
+        float(rng.uniform(1.0, 3.0)) * np.exp(0.4 * np.sin(k * rng.uniform(0.05, 0.3) + 1.0)) * _noise(rng, n, 0.15)
+    )
 
 
 def h_resumed(rng, c: Curve) -> None:
@@ -278,7 +291,7 @@ Printer = Callable[[list[int], Curve, "np.random.Generator", dict[int, str]], st
 
 def _recent(c: Curve, k: int) -> float:
     """The median of the last few finite losses up to row k (what an eval near it would print)."""
-    w = c["loss"][max(0, k - 5):k + 1]
+    w = c["loss"][max(0, k - 5) : k + 1]
     w = w[np.isfinite(w)]
     return float(np.median(w)) if w.size else float("nan")
 
@@ -297,12 +310,15 @@ def _hf(steps, c, rng, notes) -> str:
         out.append(f"\r{100 * s // total:3d}%|#         | {s}/{total} [00:10<01:00,  5.00it/s]")
         if k in notes:
             out.append("\n" + notes[k] + "\n")
-        d = {"loss": round(float(c["loss"][k]), 4), "grad_norm": round(float(c["grad_norm"][k]), 4),
-             "learning_rate": float(f"{c['lr'][k]:.3e}"), "epoch": round(3.0 * (k + 1) / len(steps), 2)}
+        d = {
+            "loss": round(float(c["loss"][k]), 4),
+            "grad_norm": round(float(c["grad_norm"][k]), 4),
+            "learning_rate": float(f"{c['lr'][k]:.3e}"),
+            "epoch": round(3.0 * (k + 1) / len(steps), 2),
+        }
         out.append("\n" + repr(d).replace("nan", "nan") + "\n")
         if k % every_eval == every_eval - 1:
-            ev = {"eval_loss": round(_recent(c, k) * 1.05, 4),
-                  "eval_runtime": 12.3, "epoch": d["epoch"]}
+            ev = {"eval_loss": round(_recent(c, k) * 1.05, 4), "eval_runtime": 12.3, "epoch": d["epoch"]}
             out.append(repr(ev) + "\n")
     return "".join(out)
 
@@ -330,10 +346,12 @@ def _megatron(steps, c, rng, notes) -> str:
         loss = float(c["loss"][k])
         lm = f"{loss:.6E}" if math.isfinite(loss) else "nan"
         nan_it = 0 if math.isfinite(loss) else 1
-        out.append(f" iteration {s:8d}/{total:8d} | consumed samples: {s * 256:12d} | elapsed time per "
-                   f"iteration (ms): 500.1 | learning rate: {c['lr'][k]:.6E} | global batch size:   256 | "
-                   f"lm loss: {lm} | loss scale: {c['scale'][k]:.1f} | grad norm: {_f(float(c['grad_norm'][k]), 3)} | "
-                   f"number of skipped iterations: {int(c['skipped'][k]):3d} | number of nan iterations: {nan_it:3d} |\n")
+        out.append(
+            f" iteration {s:8d}/{total:8d} | consumed samples: {s * 256:12d} | elapsed time per "
+            f"iteration (ms): 500.1 | learning rate: {c['lr'][k]:.6E} | global batch size:   256 | "
+            f"lm loss: {lm} | loss scale: {c['scale'][k]:.1f} | grad norm: {_f(float(c['grad_norm'][k]), 3)} | "
+            f"number of skipped iterations: {int(c['skipped'][k]):3d} | number of nan iterations: {nan_it:3d} |\n"
+        )
     return "".join(out)
 
 
@@ -357,8 +375,10 @@ def _pipes(steps, c, rng, notes) -> str:
     for k, s in enumerate(steps):
         if k in notes:
             out.append(notes[k] + "\n")
-        out.append(f"step {s} | loss {_f(float(c['loss'][k]))} | lr {c['lr'][k]:.2e} | "
-                   f"grad_norm {_f(float(c['grad_norm'][k]), 3)}\n")
+        out.append(
+            f"step {s} | loss {_f(float(c['loss'][k]))} | lr {c['lr'][k]:.2e} | "
+            f"grad_norm {_f(float(c['grad_norm'][k]), 3)}\n"
+        )
     return "".join(out)
 
 
@@ -368,15 +388,18 @@ def _jsonl(steps, c, rng, notes) -> str:
     every_eval = max(1, len(steps) // 10)
     for k, s in enumerate(steps):
         loss = float(c["loss"][k])
-        rec = {"step": s, "loss": round(loss, 5) if math.isfinite(loss) else "NaN",
-               "lr": float(f"{c['lr'][k]:.4e}"), "grad_norm": round(float(c["grad_norm"][k]), 4),
-               "loss_scale": float(c["scale"][k])}
+        rec = {
+            "step": s,
+            "loss": round(loss, 5) if math.isfinite(loss) else "NaN",
+            "lr": float(f"{c['lr'][k]:.4e}"),
+            "grad_norm": round(float(c["grad_norm"][k]), 4),
+            "loss_scale": float(c["scale"][k]),
+        }
         if k in notes:
             rec["note"] = notes[k]
         out.append(json.dumps(rec).replace('"NaN"', "NaN") + "\n")
         if k % every_eval == every_eval - 1:
-            out.append(json.dumps({"step": s, "eval_loss": round(_recent(c, k), 5)})
-                       + "\n")
+            out.append(json.dumps({"step": s, "eval_loss": round(_recent(c, k), 5)}) + "\n")
     return "".join(out)
 
 
@@ -388,16 +411,23 @@ def _pipes_gan(steps, c, rng, notes) -> str:
 def _gan(steps, c, rng, notes) -> str:
     """PyTorch-GAN's print: `[Epoch 3/200] [Batch 120/938] [D loss: 0.6812] [G loss: 1.2345]`."""
     per = 938
-    return "".join(f"[Epoch {s // per}/200] [Batch {s % per}/{per}] [D loss: {c['d_loss'][k]:.6f}] "
-                   f"[G loss: {c['loss'][k]:.6f}]\n" for k, s in enumerate(steps))
+    return "".join(
+        f"[Epoch {s // per}/200] [Batch {s % per}/{per}] [D loss: {c['d_loss'][k]:.6f}] [G loss: {c['loss'][k]:.6f}]\n"
+        for k, s in enumerate(steps)
+    )
 
 
 #: formats of the run kinds that print their own series (not drawn for the other kinds)
 OWN_FORMATS = ("gan", "pipes_gan")
 FORMATS: dict[str, tuple[Printer, str]] = {
-    "hf": (_hf, "train.log"), "nanogpt": (_nanogpt, "train.log"), "megatron": (_megatron, "train.log"),
-    "lightning": (_lightning_csv, "metrics.csv"), "pipes": (_pipes, "train.log"), "jsonl": (_jsonl, "metrics.jsonl"),
-    "gan": (_gan, "train.log"), "pipes_gan": (_pipes_gan, "train.log"),
+    "hf": (_hf, "train.log"),
+    "nanogpt": (_nanogpt, "train.log"),
+    "megatron": (_megatron, "train.log"),
+    "lightning": (_lightning_csv, "metrics.csv"),
+    "pipes": (_pipes, "train.log"),
+    "jsonl": (_jsonl, "metrics.jsonl"),
+    "gan": (_gan, "train.log"),
+    "pipes_gan": (_pipes_gan, "train.log"),
 }
 #: formats that print the loss scale and skipped steps (the scale collapse needs one)
 SCALE_FORMATS = ("megatron", "jsonl")
@@ -453,13 +483,15 @@ def faulty_cases(seed: int, per: int = 1, lo: int = 100, hi: int = 5000) -> list
         for fmt in formats_for(kind):
             for k in range(per):
                 n = _length(rng, lo, hi)
-                c = base_run(rng, n, float(rng.uniform(6.0, 11.0)), float(rng.uniform(1.5, 3.5)),
-                             float(rng.uniform(0.02, 0.08)))
+                c = base_run(
+                    rng, n, float(rng.uniform(6.0, 11.0)), float(rng.uniform(1.5, 3.5)), float(rng.uniform(0.02, 0.08))
+                )
                 on = int(fn(rng, c))
                 steps = _steps(rng, n)
                 printer, file = FORMATS[fmt]
-                out.append(LongCase(f"{kind}-{fmt}-{seed}-{k}-n{n}", kind, printer(steps, c, rng, {}), file,
-                                    True, steps[on]))
+                out.append(
+                    LongCase(f"{kind}-{fmt}-{seed}-{k}-n{n}", kind, printer(steps, c, rng, {}), file, True, steps[on])
+                )
     return out
 
 
@@ -479,6 +511,9 @@ def healthy_cases(seed: int, per: int = 1, lo: int = 100, hi: int = 5000) -> lis
                 if kind == "resumed":
                     steps, c = _resume(steps, c, rng, notes)
                 printer, file = FORMATS[fmt]
-                out.append(LongCase(f"healthy_{kind}-{fmt}-{seed}-{k}-n{n}", kind, printer(steps, c, rng, notes),
-                                    file, False, None))
+                out.append(
+                    LongCase(
+                        f"healthy_{kind}-{fmt}-{seed}-{k}-n{n}", kind, printer(steps, c, rng, notes), file, False, None
+                    )
+                )
     return out

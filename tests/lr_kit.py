@@ -33,8 +33,9 @@ def loss_fn(model: torch.nn.Module, b: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(model(b[:, :-1]).reshape(-1, VOCAB), b[:, 1:].reshape(-1))
 
 
-def train(lr: float, steps: int = 300, log_dir: Path | None = None, replay: bool = True,
-          **watch_kw: Any) -> tuple[list[float], Any]:
+def train(
+    lr: float, steps: int = 300, log_dir: Path | None = None, replay: bool = True, **watch_kw: Any
+) -> tuple[list[float], Any]:
     """(the losses, the monitor's `diagnose()` before close, or None when `log_dir` is None)."""
     import lossdoctor
 
@@ -42,9 +43,19 @@ def train(lr: float, steps: int = 300, log_dir: Path | None = None, replay: bool
     torch.manual_seed(0)
     model = TinyTransformer(vocab=VOCAB, d=32, heads=2, n_layer=3, max_len=SEQ)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1, betas=(0.9, 0.95))
-    mon = None if log_dir is None else lossdoctor.watch(
-        model, opt, log_dir=log_dir, task="pretrain", replay_fn=loss_fn if replay else None,
-        alerts=False, **watch_kw)
+    mon = (
+        None
+        if log_dir is None
+        else lossdoctor.watch(
+            model,
+            opt,
+            log_dir=log_dir,
+            task="pretrain",
+            replay_fn=loss_fn if replay else None,
+            alerts=False,
+            **watch_kw,
+        )
+    )
     losses = []
     for b in batches(steps):
         loss = loss_fn(model, b)

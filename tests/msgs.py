@@ -43,8 +43,11 @@ def find(items: Iterable[Any], key: str) -> Any:
 
 def has(items: Iterable[Any], key: str, /, **values: Any) -> bool:
     """A message with `key` (a prefix when it ends with ".") whose values include `values`."""
-    return any((m.key == key or (key.endswith(".") and m.key.startswith(key)))
-               and all(m.values.get(k) == v for k, v in values.items()) for m in walk(items))
+    return any(
+        (m.key == key or (key.endswith(".") and m.key.startswith(key)))
+        and all(m.values.get(k) == v for k, v in values.items())
+        for m in walk(items)
+    )
 
 
 def data_keys(entries: Iterable[dict[str, Any]]) -> list[str | None]:

@@ -105,8 +105,9 @@ class Transformer(nn.Module):
         self.feat_proj: nn.Module | None = None
         self.temper: nn.Module | None = None
 
-    def forward(self, h: torch.Tensor, feats: torch.Tensor | None = None,
-                temperature: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, h: torch.Tensor, feats: torch.Tensor | None = None, temperature: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.tok_embeddings is not None:
             h = self.tok_embeddings(h) + self.pos_embeddings(torch.arange(h.shape[1]))
             if feats is not None and self.feat_proj is not None:
@@ -169,8 +170,16 @@ def batch_at(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     return tokens, tokens.clone()
 
 
-_COLOR = {"red": "\033[31m", "green": "\033[32m", "orange": "\033[33m", "turquoise": "\033[36m",
-          "blue": "\033[34m", "cyan": "\033[96m", "magenta": "\033[35m", "reset": "\033[39m"}
+_COLOR = {
+    "red": "\033[31m",
+    "green": "\033[32m",
+    "orange": "\033[33m",
+    "turquoise": "\033[36m",
+    "blue": "\033[34m",
+    "cyan": "\033[96m",
+    "magenta": "\033[35m",
+    "reset": "\033[39m",
+}
 
 
 class Console:
@@ -189,34 +198,46 @@ class Console:
     def start(self) -> None:
         if self.kind == "titan":
             self.log.info(f"Building 1-D device mesh with ['pp'], [{self.world}]")
-            self.log.info(f"PP rank {self.rank} is building stage_idx {self.rank} with start_layer "
-                          f"{None if self.rank == 0 else f'layers.{self.rank * LAYERS // self.world}'}, stop_layer "
-                          f"{None if self.rank == self.world - 1 else f'layers.{(self.rank + 1) * LAYERS // self.world}'}")
+            self.log.info(
+                f"PP rank {self.rank} is building stage_idx {self.rank} with start_layer "
+                f"{None if self.rank == 0 else f'layers.{self.rank * LAYERS // self.world}'}, stop_layer "
+                f"{None if self.rank == self.world - 1 else f'layers.{(self.rank + 1) * LAYERS // self.world}'}"
+            )
         else:
             if self.rank == 0:
                 print("------------------------ arguments ------------------------", flush=True)
-                for name, value in (("clip_grad", 0.0), ("log_interval", 1), ("micro_batch_size", BATCH // MICRO),
-                                    ("pipeline_model_parallel_size", self.world), ("tensor_model_parallel_size", 1),
-                                    ("train_iters", STEPS)):
+                for name, value in (
+                    ("clip_grad", 0.0),
+                    ("log_interval", 1),
+                    ("micro_batch_size", BATCH // MICRO),
+                    ("pipeline_model_parallel_size", self.world),
+                    ("tensor_model_parallel_size", 1),
+                    ("train_iters", STEPS),
+                ):
                     print(f"  {name} {'.' * (48 - len(name))} {value}", flush=True)
                 print("-------------------- end of arguments ---------------------", flush=True)
-            print(f" > number of parameters on (tensor, pipeline) model parallel rank (0, {self.rank}): 12345",
-                  flush=True)
+            print(
+                f" > number of parameters on (tensor, pipeline) model parallel rank (0, {self.rank}): 12345", flush=True
+            )
 
     def step(self, step: int, loss: float | None, grad_norm: float) -> None:
         n = step + 1
         if self.kind == "titan":
             c = _COLOR
             shown = -1.0 if loss is None else loss  # torchtitan's placeholder on the other stages
-            self.log.info(f"{c['red']}step: {n:2}  {c['green']}loss: {shown:7.4f}  "
-                          f"{c['orange']}grad_norm: {grad_norm:7.4f}  {c['turquoise']}memory:  0.00GiB(0.00%)  "
-                          f"{c['blue']}tps: {1234:,}  {c['cyan']}tflops: {0.01:,.2f}  {c['magenta']}mfu: {0.0:.2f}%{c['reset']}")
+            self.log.info(
+                f"{c['red']}step: {n:2}  {c['green']}loss: {shown:7.4f}  "
+                f"{c['orange']}grad_norm: {grad_norm:7.4f}  {c['turquoise']}memory:  0.00GiB(0.00%)  "
+                f"{c['blue']}tps: {1234:,}  {c['cyan']}tflops: {0.01:,.2f}  {c['magenta']}mfu: {0.0:.2f}%{c['reset']}"
+            )
         elif loss is not None:  # Megatron prints its iteration line on the last rank
-            print(f" [2026-01-01 00:00:{n:02d}] iteration {n:8d}/{STEPS:8d} | consumed samples: {n * BATCH:12d} | "
-                  f"elapsed time per iteration (ms): 12.3 | learning rate: {3e-3:.6E} | global batch size: "
-                  f"{BATCH:5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {grad_norm:.3f} | "
-                  f"number of skipped iterations: {0:3d} | number of nan iterations: {int(not math.isfinite(loss)):3d} |",
-                  flush=True)
+            print(
+                f" [2026-01-01 00:00:{n:02d}] iteration {n:8d}/{STEPS:8d} | consumed samples: {n * BATCH:12d} | "
+                f"elapsed time per iteration (ms): 12.3 | learning rate: {3e-3:.6E} | global batch size: "
+                f"{BATCH:5d} | lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {grad_norm:.3f} | "
+                f"number of skipped iterations: {0:3d} | number of nan iterations: {int(not math.isfinite(loss)):3d} |",
+                flush=True,
+            )
 
 
 def count_all_reduces() -> dict[str, int]:
@@ -272,9 +293,17 @@ def main() -> None:
     console = Console(console_kind, rank, world)
     console.start()
     calls = count_all_reduces()
-    mon = None if watched == "none" else lossdoctor.watch(
-        stage if watched == "stage" else model, opt, log_dir=out / "ld", alerts=False,
-        replay_fn=(lambda m, b: m(b["input_ids"]).float().square().mean()) if replay else None)
+    mon = (
+        None
+        if watched == "none"
+        else lossdoctor.watch(
+            stage if watched == "stage" else model,
+            opt,
+            log_dir=out / "ld",
+            alerts=False,
+            replay_fn=(lambda m, b: m(b["input_ids"]).float().square().mean()) if replay else None,
+        )
+    )
     ref, losses_seen = [], []
     group = stage.group
     for step in range(STEPS):
@@ -305,8 +334,9 @@ def main() -> None:
             mon.step(loss, batch={"input_ids": tokens, **extra} if stage.is_first else {"labels": labels, **extra})
     if mon is not None:
         mon.close()
-    (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "calls": calls,
-                                                      "losses": losses_seen}))
+    (out / f"rank{rank}.json").write_text(
+        json.dumps({"ref": ref, "warnings": warnings, "calls": calls, "losses": losses_seen})
+    )
     dist.destroy_process_group()
 
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import torch
 
-CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 QA = [
     ("what is two plus two", "two plus two is four"),
@@ -35,12 +37,17 @@ def chat_tokenizer() -> Any:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<pad>", "<|im_start|>", "<|im_end|>"]
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=specials,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     corpus = [f"user\n{q}\nassistant\n{a}\n" for q, a in QA] * 4
     tok.train_from_iterator(corpus, trainer)
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>",
-                                   bos_token="<|im_start|>", chat_template=CHATML)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<|im_end|>", bos_token="<|im_start|>", chat_template=CHATML
+    )
 
 
 def sft_batch(mask: str = "right", n: int = 4, start: int = 0) -> dict[str, torch.Tensor]:
@@ -60,12 +67,12 @@ def sft_batch(mask: str = "right", n: int = 4, start: int = 0) -> dict[str, torc
     att = torch.zeros((n, width), dtype=torch.long)
     labels = torch.full((n, width), -100, dtype=torch.long)
     for i, (r, p) in enumerate(zip(rows, prompt_lens)):
-        ids[i, :len(r)] = torch.tensor(r)
-        att[i, :len(r)] = 1
+        ids[i, : len(r)] = torch.tensor(r)
+        att[i, : len(r)] = 1
         if mask == "right":
-            labels[i, p:len(r)] = torch.tensor(r[p:])
+            labels[i, p : len(r)] = torch.tensor(r[p:])
         elif mask == "none":
-            labels[i, :len(r)] = torch.tensor(r)
+            labels[i, : len(r)] = torch.tensor(r)
     return {"input_ids": ids, "attention_mask": att, "labels": labels}
 
 
@@ -75,16 +82,33 @@ def tiny_gpt2(initializer_range: float = 0.02, seed: int = 0, **kw: Any) -> Any:
     tok = chat_tokenizer()
     torch.manual_seed(seed)
     kw = {"n_layer": 2, **kw}
-    cfg = GPT2Config(vocab_size=len(tok), n_positions=64, n_embd=32, n_head=2,
-                     initializer_range=initializer_range, eos_token_id=tok.eos_token_id,
-                     bos_token_id=tok.bos_token_id, pad_token_id=tok.pad_token_id, **kw)
+    cfg = GPT2Config(
+        vocab_size=len(tok),
+        n_positions=64,
+        n_embd=32,
+        n_head=2,
+        initializer_range=initializer_range,
+        eos_token_id=tok.eos_token_id,
+        bos_token_id=tok.bos_token_id,
+        pad_token_id=tok.pad_token_id,
+        **kw,
+    )
     return GPT2LMHeadModel(cfg)
 
 
-def train(model: torch.nn.Module, optimizer: torch.optim.Optimizer, batches: list[Any], steps: int, *,
-          loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None, scheduler: Any = None,
-          scheduler_every: int = 1, scaler: Any = None, autocast: torch.dtype | None = None,
-          mon: Any = None) -> list[float]:
+def train(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: list[Any],
+    steps: int,
+    *,
+    loss_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+    scheduler: Any = None,
+    scheduler_every: int = 1,
+    scaler: Any = None,
+    autocast: torch.dtype | None = None,
+    mon: Any = None,
+) -> list[float]:
     """A plain training loop; returns the losses. `mon.step` is called when a monitor is given."""
     loss_fn = loss_fn or (lambda m, b: m(**b).loss)
     losses = []

@@ -38,12 +38,16 @@ class Case:
 
 # ------------------------------------------------------------------ formats (what a console prints)
 
+
 def _hf_dicts(steps: list[int], c: Curve, epochs: bool) -> str:
     """transformers' PrinterCallback: `print(logs)` of the Trainer's log dict (steps not printed)."""
     n = len(steps)
-    return "".join(f"{{'loss': {_num(v)}, 'grad_norm': {g:.4f}, 'learning_rate': {lr:.3e}, 'epoch': {e:.2f}}}\n"
-                   for v, g, lr, e in zip(c["loss"], c["grad_norm"], c["lr"],
-                                          [(k + 1) * (1.0 if epochs else 3.0 / n) for k in range(n)]))
+    return "".join(
+        f"{{'loss': {_num(v)}, 'grad_norm': {g:.4f}, 'learning_rate': {lr:.3e}, 'epoch': {e:.2f}}}\n"
+        for v, g, lr, e in zip(
+            c["loss"], c["grad_norm"], c["lr"], [(k + 1) * (1.0 if epochs else 3.0 / n) for k in range(n)]
+        )
+    )
 
 
 def _nanogpt(steps: list[int], c: Curve, epochs: bool) -> str:
@@ -53,8 +57,10 @@ def _nanogpt(steps: list[int], c: Curve, epochs: bool) -> str:
 
 def _pipes(steps: list[int], c: Curve, epochs: bool) -> str:
     """A small project's print: `step 10 | loss 2.3102 | lr 3.00e-04 | grad_norm 1.234`."""
-    return "".join(f"step {s} | loss {_num(v, 4)} | lr {lr:.2e} | grad_norm {g:.3f}\n"
-                   for s, v, lr, g in zip(steps, c["loss"], c["lr"], c["grad_norm"]))
+    return "".join(
+        f"step {s} | loss {_num(v, 4)} | lr {lr:.2e} | grad_norm {g:.3f}\n"
+        for s, v, lr, g in zip(steps, c["loss"], c["lr"], c["grad_norm"])
+    )
 
 
 def _plain_epoch(steps: list[int], c: Curve, epochs: bool) -> str:
@@ -70,21 +76,25 @@ def _plain_epoch_mid(steps: list[int], c: Curve, epochs: bool) -> str:
 def _keras(steps: list[int], c: Curve, epochs: bool) -> str:
     """Keras' progbar at verbose=2: `Epoch 1/10` then `100/100 - 2s - 15ms/step - loss: 0.4123`."""
     n = len(steps)
-    return "".join(f"Epoch {k + 1}/{n}\n100/100 - 2s - 15ms/step - loss: {_num(v, 4)}\n"
-                   for k, v in enumerate(c["loss"]))
+    return "".join(
+        f"Epoch {k + 1}/{n}\n100/100 - 2s - 15ms/step - loss: {_num(v, 4)}\n" for k, v in enumerate(c["loss"])
+    )
 
 
 def _jsonl(steps: list[int], c: Curve, epochs: bool) -> str:
     """One JSON object per logged step."""
-    return "".join(f'{{"step": {s}, "loss": {_json(v)}, "lr": {lr:.3e}}}\n'
-                   for s, v, lr in zip(steps, c["loss"], c["lr"]))
+    return "".join(
+        f'{{"step": {s}, "loss": {_json(v)}, "lr": {lr:.3e}}}\n' for s, v, lr in zip(steps, c["loss"], c["lr"])
+    )
 
 
 def _mnist(steps: list[int], c: Curve, epochs: bool) -> str:
     """pytorch/examples mnist: `Train Epoch: 1 [640/60000 (1%)]\tLoss: 2.253100`."""
     per = 6
-    return "".join(f"Train Epoch: {k // per + 1} [{(k % per) * 640}/60000 ({(k % per) * 640 / 600:.0f}%)]\t"
-                   f"Loss: {_num(v, 6)}\n" for k, v in enumerate(c["loss"]))
+    return "".join(
+        f"Train Epoch: {k // per + 1} [{(k % per) * 640}/60000 ({(k % per) * 640 / 600:.0f}%)]\tLoss: {_num(v, 6)}\n"
+        for k, v in enumerate(c["loss"])
+    )
 
 
 def _num(v: float, digits: int | None = None) -> str:
@@ -121,6 +131,7 @@ EPOCH_ONLY = ("plain_epoch",)
 
 
 # ------------------------------------------------------------------ curves
+
 
 def _noise(rng: np.random.Generator, n: int, rel: float) -> np.ndarray:
     return np.exp(rel * rng.standard_normal(n))
@@ -192,7 +203,7 @@ def f_rise(rng: np.random.Generator, n: int) -> tuple[np.ndarray, int]:
     on = n - 4
     factor = rng.uniform(1.6, 2.2)
     for i in range(1, 4):
-        base[on + i] = base[on] * factor ** i
+        base[on + i] = base[on] * factor**i
     return base, on + 1
 
 
@@ -216,12 +227,14 @@ FAULTS: dict[str, tuple[Callable[[np.random.Generator, int], tuple[np.ndarray, i
     "absurd": (f_absurd, 1, 10),
     "rise": (f_rise, 4, 20),
 }
+
+
 def f_stuck(rng: np.random.Generator, n: int) -> tuple[np.ndarray, int]:
     """A loss that falls with batch noise, then prints one value to the last digit on its last
     3-6 points (the network's outputs went constant; n >= 4: one moving point at least)."""
     k = int(rng.integers(3, min(6, n - 1) + 1))
     x = _falling(rng, n, float(rng.uniform(1.5, 3.0)), float(rng.uniform(0.5, 1.2)), 0.03)
-    x[n - k:] = round(float(x[n - k - 1]) * float(rng.uniform(0.97, 1.03)), 4)
+    x[n - k :] = round(float(x[n - k - 1]) * float(rng.uniform(0.97, 1.03)), 4)
     return x, n - k
 
 
@@ -250,7 +263,7 @@ def h_dip_recover(rng: np.random.Generator, n: int) -> np.ndarray:
     """A loss that dips, comes back up by a few percent, and falls on."""
     x = _falling(rng, n, 1.3, 0.9, 0.01)
     mid = n // 2
-    x[mid:mid + 2] *= 1.0 + rng.uniform(0.03, 0.08)
+    x[mid : mid + 2] *= 1.0 + rng.uniform(0.03, 0.08)
     return x
 
 
@@ -287,7 +300,7 @@ def h_running_mean(rng: np.random.Generator, n: int) -> np.ndarray:
     every = int(rng.choice([10, 50, 200]))
     level = float(rng.uniform(0.05, 2.0))
     b = _falling(rng, n * every, 1.5 * level, level, 0.3)  # a run's first epoch: its batch losses fall
-    return (np.cumsum(b) / np.arange(1, b.size + 1))[every - 1::every]
+    return (np.cumsum(b) / np.arange(1, b.size + 1))[every - 1 :: every]
 
 
 def h_batch_swings(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -334,8 +347,9 @@ def _steps(rng: np.random.Generator, n: int, every_from: tuple[int, ...] = EVERY
     return [first + every * k for k in range(n)]
 
 
-def _case(name: str, fmt: str, loss: np.ndarray, rng: np.random.Generator, fault: str | None,
-          onset: int | None) -> Case:
+def _case(
+    name: str, fmt: str, loss: np.ndarray, rng: np.random.Generator, fault: str | None, onset: int | None
+) -> Case:
     printer, file, epochs = FORMATS[fmt]
     steps = _steps(rng, loss.size, FAULT_EVERY.get(fault or "", EVERY))
     text = printer(steps, _extras(rng, loss), epochs)
@@ -347,8 +361,13 @@ def faulty_cases(seed: int, per: int = 2) -> list[Case]:
     rng = np.random.default_rng(seed)
     out = []
     for fault, (fn, lo, hi) in {**FAULTS, **EPOCH_FAULTS, **MID_FAULTS, **LATER_FAULTS}.items():
-        fmts = EPOCH_ONLY if fault in EPOCH_FAULTS else MID_FORMATS if fault in MID_FAULTS else \
-            tuple(f for f in FORMATS if f not in MID_FORMATS)
+        fmts = (
+            EPOCH_ONLY
+            if fault in EPOCH_FAULTS
+            else MID_FORMATS
+            if fault in MID_FAULTS
+            else tuple(f for f in FORMATS if f not in MID_FORMATS)
+        )
         for fmt in fmts:
             for k in range(per):
                 fewest = NUMBERED_FEWEST.get(fault, lo) if fmt == "hf_dicts" else lo

@@ -44,8 +44,9 @@ def test_summed_micro_batch_losses_are_found(tmp_path):
     report = plain_loop(tmp_path, divide=False).diagnose()
     (f,) = [f for f in report.findings if f.cause == "grad_accum_normalization"]
     assert f.severity == "warning" and f.symptom == "oscillation"  # a 4x loss is a 4x step
-    assert f.evidence[0].key in ("accum.summed", "accum.starts_at_k_chance") and f.evidence[0].values["k"] == 4, \
+    assert f.evidence[0].key in ("accum.summed", "accum.starts_at_k_chance") and f.evidence[0].values["k"] == 4, (
         f.evidence[0].data()
+    )
     # a start at 4x the chance level is the sum, not over-confident initial logits
     assert "bad_init" not in {g.cause for g in report.findings}
     # the new cause and symptom are part of the published JSON contract
@@ -65,10 +66,8 @@ def test_averaged_micro_batch_losses_are_quiet(tmp_path):
 
 
 def test_join_batches_pads_like_a_collator():
-    a = {"input_ids": torch.ones(2, 3, dtype=torch.long), "labels": torch.full((2, 3), 5),
-         "pixel": torch.zeros(2, 4)}
-    b = {"input_ids": torch.ones(1, 5, dtype=torch.long), "labels": torch.full((1, 5), 7),
-         "pixel": torch.ones(1, 4)}
+    a = {"input_ids": torch.ones(2, 3, dtype=torch.long), "labels": torch.full((2, 3), 5), "pixel": torch.zeros(2, 4)}
+    b = {"input_ids": torch.ones(1, 5, dtype=torch.long), "labels": torch.full((1, 5), 7), "pixel": torch.ones(1, 4)}
     out = join_batches([a, b])
     assert out["input_ids"].shape == (3, 5) and out["labels"].shape == (3, 5)
     assert out["labels"][0].tolist() == [5, 5, 5, -100, -100]  # padded positions are ignored

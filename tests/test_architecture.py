@@ -103,8 +103,12 @@ def test_every_module_has_a_layer():
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
     """Each import of `graph` that points up the layers, as a line naming both ends."""
-    return [f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
-            for a, targets in graph.items() for b in sorted(targets) if layer_of(b) > layer_of(a)]
+    return [
+        f"{a} ({LAYERS[layer_of(a)][0]}) imports {b} ({LAYERS[layer_of(b)][0]})"
+        for a, targets in graph.items()
+        for b in sorted(targets)
+        if layer_of(b) > layer_of(a)
+    ]
 
 
 def test_imports_point_down_the_layers():
@@ -124,7 +128,7 @@ def _cycle(graph: dict[str, set[str]] | None = None) -> list[str] | None:
         stack.append(m)
         for t in sorted(graph[m]):
             if state.get(t) == 1:
-                return stack[stack.index(t):] + [t]
+                return stack[stack.index(t) :] + [t]
             if t not in state:
                 found = visit(t)
                 if found:
@@ -176,13 +180,16 @@ def test_the_run_directory_reader_does_not_import_the_live_half():
     import nothing from live/, and an import of the writer put back into the reader fails both the
     layer check and the package-cycle check."""
     offline = {"sources", "detectors", "report"}
-    into_live = sorted(f"{a} -> {b}" for a, ts in GRAPH.items() if top_package(a) in offline
-                       for b in ts if top_package(b) == "live")
+    into_live = sorted(
+        f"{a} -> {b}" for a, ts in GRAPH.items() if top_package(a) in offline for b in ts if top_package(b) == "live"
+    )
     assert not into_live, into_live
     graph = {m: set(ts) for m, ts in GRAPH.items()}
     graph["lossdoctor.sources.rundir"].add("lossdoctor.live.runlog")  # the upward import of 0.1.0
-    assert any(line.startswith("lossdoctor.sources.rundir (collect) imports lossdoctor.live.runlog")
-               for line in upward_imports(graph))
+    assert any(
+        line.startswith("lossdoctor.sources.rundir (collect) imports lossdoctor.live.runlog")
+        for line in upward_imports(graph)
+    )
     cycle = _cycle(package_graph(graph))
     assert cycle is not None and {"sources", "live"} <= set(cycle)
 
@@ -204,8 +211,11 @@ def test_the_checks_can_fail():
 
 #: modules that import by a computed name (invisible to the walk above), and what they load:
 #: the facade its `_LAZY` table (read above), the detectors and messages packages their own modules
-DYNAMIC_IMPORTS = {"lossdoctor": "the _LAZY table", "lossdoctor.detectors": "its detector families",
-                   "lossdoctor.messages": "its template tables"}
+DYNAMIC_IMPORTS = {
+    "lossdoctor": "the _LAZY table",
+    "lossdoctor.detectors": "its detector families",
+    "lossdoctor.messages": "its template tables",
+}
 
 
 def test_imports_by_computed_name_are_only_the_known_ones():

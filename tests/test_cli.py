@@ -15,8 +15,7 @@ from lossdoctor.demo.scenarios import run_scenario
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
-    return {name: run_scenario(name, root / name) for name in ("healthy-classifier", "nan-data",
-                                                               "warmup-per-epoch")}
+    return {name: run_scenario(name, root / name) for name in ("healthy-classifier", "nan-data", "warmup-per-epoch")}
 
 
 def _one_line_error(p: subprocess.CompletedProcess) -> None:
@@ -37,7 +36,7 @@ def test_empty_dir(tmp_path):
 def test_empty_and_corrupt_run_dir(tmp_path):
     (tmp_path / "steps.jsonl").write_bytes(b"")
     _one_line_error(run_cli("diagnose", tmp_path))
-    (tmp_path / "steps.jsonl").write_bytes(b"\x00\xff\x13garbage\n{\"step\": \n")
+    (tmp_path / "steps.jsonl").write_bytes(b'\x00\xff\x13garbage\n{"step": \n')
     _one_line_error(run_cli("diagnose", tmp_path))
 
 
@@ -69,13 +68,19 @@ def test_text_report_is_plain_when_piped(runs):
 
 
 def test_offline_path_never_imports_torch(runs):
-    code = ("import sys; from lossdoctor.cli.main import main; "
-            f"rc = main(['diagnose', {str(runs['nan-data'])!r}, '--format', 'json']); "
-            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    code = (
+        "import sys; from lossdoctor.cli.main import main; "
+        f"rc = main(['diagnose', {str(runs['nan-data'])!r}, '--format', 'json']); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env())
     assert p.returncode == 0, p.stderr
-    p = subprocess.run([sys.executable, "-c", "import sys, lossdoctor; assert 'torch' not in sys.modules"],
-                       capture_output=True, text=True, env=cli_env())
+    p = subprocess.run(
+        [sys.executable, "-c", "import sys, lossdoctor; assert 'torch' not in sys.modules"],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+    )
     assert p.returncode == 0, p.stderr
 
 

@@ -46,26 +46,46 @@ def _csv(curve: dict) -> bytes:
     w = csv.writer(f)
     w.writerow(["step", "train_loss", "grad_norm", "learning_rate", "loss_scale"])
     for i, s in enumerate(curve["step"]):
-        w.writerow([int(s)] + [repr(float(curve[k][i])) for k in ("loss", "grad_norm", "lr")]
-                   + [repr(float(curve.get("scale", [65536.0] * len(curve["step"]))[i]))])
+        w.writerow(
+            [int(s)]
+            + [repr(float(curve[k][i])) for k in ("loss", "grad_norm", "lr")]
+            + [repr(float(curve.get("scale", [65536.0] * len(curve["step"]))[i]))]
+        )
     return f.getvalue().encode()
 
 
 def _jsonl(curve: dict) -> bytes:
     # Python's json writes NaN/Infinity literals, as most training scripts' loggers do
-    return "".join(json.dumps({"global_step": int(s), "loss": float(curve["loss"][i]),
-                               "gradient_norm": float(curve["grad_norm"][i]), "lr": float(curve["lr"][i])})
-                   + "\n" for i, s in enumerate(curve["step"])).encode()
+    return "".join(
+        json.dumps(
+            {
+                "global_step": int(s),
+                "loss": float(curve["loss"][i]),
+                "gradient_norm": float(curve["grad_norm"][i]),
+                "lr": float(curve["lr"][i]),
+            }
+        )
+        + "\n"
+        for i, s in enumerate(curve["step"])
+    ).encode()
 
 
 def _trainer_state(curve: dict, d: Path) -> bytes:
     from transformers import TrainerState
 
-    history = [{"epoch": i / 100, "grad_norm": float(curve["grad_norm"][i]),
-                "learning_rate": float(curve["lr"][i]), "loss": float(curve["loss"][i]), "step": int(s) + 1}
-               for i, s in enumerate(curve["step"])]
-    TrainerState(global_step=len(history), logging_steps=1, max_steps=len(history),
-                 log_history=history).save_to_json(str(d / "trainer_state.json"))
+    history = [
+        {
+            "epoch": i / 100,
+            "grad_norm": float(curve["grad_norm"][i]),
+            "learning_rate": float(curve["lr"][i]),
+            "loss": float(curve["loss"][i]),
+            "step": int(s) + 1,
+        }
+        for i, s in enumerate(curve["step"])
+    ]
+    TrainerState(global_step=len(history), logging_steps=1, max_steps=len(history), log_history=history).save_to_json(
+        str(d / "trainer_state.json")
+    )
     return (d / "trainer_state.json").read_bytes()
 
 
@@ -86,8 +106,15 @@ def _steps_jsonl(curve: dict, d: Path) -> bytes:
 
     w = RunLogWriter(d / "run")
     for i, s in enumerate(curve["step"]):
-        w.append_step({"step": int(s), "loss": float(curve["loss"][i]), "grad_norm": float(curve["grad_norm"][i]),
-                       "lr": float(curve["lr"][i]), "scale": float(curve["scale"][i]) if "scale" in curve else None})
+        w.append_step(
+            {
+                "step": int(s),
+                "loss": float(curve["loss"][i]),
+                "grad_norm": float(curve["grad_norm"][i]),
+                "lr": float(curve["lr"][i]),
+                "scale": float(curve["scale"][i]) if "scale" in curve else None,
+            }
+        )
     w.close()
     return (d / "run" / STEPS).read_bytes()
 
@@ -109,16 +136,64 @@ def seeds(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
     }
 
 
-TOKENS = [b"9" * 400, b"-" + b"9" * 400, b"[" * 5000, b"{" * 5000, b'{"a":' * 3000, b"NaN", b"-Infinity",
-          b"1e999", b"null", b"\x00", b"\xff\xfe\xfd", b"\n", b"\r\n", b",", b";", b"\t", b'"', b"]", b"}",
-          b'"step": "x",', b'"step": 1e300,', b'"loss": [[[1]]],', b"x" * 200_000, b",,,,,,,,", b"\x1b[31m",
-          b"<img src=x onerror=alert(1)>", b"@octocat #1", "\ufeff".encode()]
+TOKENS = [
+    b"9" * 400,
+    b"-" + b"9" * 400,
+    b"[" * 5000,
+    b"{" * 5000,
+    b'{"a":' * 3000,
+    b"NaN",
+    b"-Infinity",
+    b"1e999",
+    b"null",
+    b"\x00",
+    b"\xff\xfe\xfd",
+    b"\n",
+    b"\r\n",
+    b",",
+    b";",
+    b"\t",
+    b'"',
+    b"]",
+    b"}",
+    b'"step": "x",',
+    b'"step": 1e300,',
+    b'"loss": [[[1]]],',
+    b"x" * 200_000,
+    b",,,,,,,,",
+    b"\x1b[31m",
+    b"<img src=x onerror=alert(1)>",
+    b"@octocat #1",
+    "\ufeff".encode(),
+]
 
 
 #: what a number in a log is replaced with by the "value" mutation (values parsers choke on)
-VALUES = [b"9" * 400, b"-" + b"9" * 400, b"1e999", b"-1e999", b"1e-400", b"NaN", b"nan", b"Infinity", b"-0",
-          b"null", b"true", b'"3"', b'"x"', b"[]", b"[1, 2]", b"{}", b'{"a": 1}', b"[" * 3000 + b"]" * 3000,
-          b"0x1F", b"1_000", b"", b"4" * 5000, b"2e308"]
+VALUES = [
+    b"9" * 400,
+    b"-" + b"9" * 400,
+    b"1e999",
+    b"-1e999",
+    b"1e-400",
+    b"NaN",
+    b"nan",
+    b"Infinity",
+    b"-0",
+    b"null",
+    b"true",
+    b'"3"',
+    b'"x"',
+    b"[]",
+    b"[1, 2]",
+    b"{}",
+    b'{"a": 1}',
+    b"[" * 3000 + b"]" * 3000,
+    b"0x1F",
+    b"1_000",
+    b"",
+    b"4" * 5000,
+    b"2e308",
+]
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 
 
@@ -135,7 +210,7 @@ def mutated(draw, seed: bytes):
             numbers = list(_NUMBER.finditer(data[:200_000]))
             if numbers:
                 m = numbers[draw(st.integers(0, len(numbers) - 1))]
-                data[m.start():m.end()] = draw(st.sampled_from(VALUES))
+                data[m.start() : m.end()] = draw(st.sampled_from(VALUES))
         elif op == "cut":
             del data[pos:]
         elif op == "flip" and data:
@@ -145,9 +220,9 @@ def mutated(draw, seed: bytes):
         elif op == "insert":
             data[pos:pos] = draw(st.sampled_from(TOKENS) | st.binary(min_size=1, max_size=64))
         elif op == "delete":
-            del data[pos:pos + draw(st.integers(1, 4000))]
+            del data[pos : pos + draw(st.integers(1, 4000))]
         else:
-            data[pos:pos] = data[pos:pos + draw(st.integers(1, 2000))] * draw(st.integers(1, 5))
+            data[pos:pos] = data[pos : pos + draw(st.integers(1, 2000))] * draw(st.integers(1, 5))
     return bytes(data)
 
 
@@ -178,8 +253,9 @@ def test_fuzz_diagnose_mutated_real_logs(seeds, kind):
     name, seed = seeds[kind]
     tried = []
 
-    @settings(max_examples=EXAMPLES, deadline=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+    )
     @given(data=mutated(seed), fmt=st.sampled_from(FORMATS))
     def run(data, fmt):
         with tempfile.TemporaryDirectory() as d:
@@ -216,8 +292,18 @@ def test_fuzz_through_the_real_entry_point(seeds, tmp_path, kind):
 
 
 #: audit events the offline path must never raise: network, unpickling, starting programs
-_FORBIDDEN = ("socket.", "pickle.find_class", "subprocess.Popen", "os.system", "os.exec", "os.posix_spawn",
-              "os.spawn", "os.fork", "urllib.Request", "webbrowser.open")
+_FORBIDDEN = (
+    "socket.",
+    "pickle.find_class",
+    "subprocess.Popen",
+    "os.system",
+    "os.exec",
+    "os.posix_spawn",
+    "os.spawn",
+    "os.fork",
+    "urllib.Request",
+    "webbrowser.open",
+)
 
 _AUDITED = """
 import os, sys
@@ -255,8 +341,13 @@ def test_diagnose_opens_no_socket_runs_nothing_writes_nothing(seeds, tmp_path):
             paths.append(str(target if kind == "run_dir" else target / name))
     env = cli_env()
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    p = subprocess.run([sys.executable, "-c", _AUDITED, ",".join(_FORBIDDEN), *paths], capture_output=True,
-                       text=True, env=env, timeout=240)
+    p = subprocess.run(
+        [sys.executable, "-c", _AUDITED, ",".join(_FORBIDDEN), *paths],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
     line = next((x for x in p.stderr.splitlines() if x.startswith("AUDIT")), None)
     assert p.returncode == 0 and line is not None, p.stderr[-3000:]
     codes, seen = line.split(" ", 1)[1].rsplit("] ", 1)

@@ -46,8 +46,14 @@ def run_dir(path, n: int = 60) -> None:
     w = RunLogWriter(path)
     w.write_meta({"rank": 0, "task": "classification"})
     for i in range(n):
-        w.append_step({"step": int(curve["step"][i]), "loss": float(curve["loss"][i]),
-                       "grad_norm": float(curve["grad_norm"][i]), "lr": float(curve["lr"][i])})
+        w.append_step(
+            {
+                "step": int(curve["step"][i]),
+                "loss": float(curve["loss"][i]),
+                "grad_norm": float(curve["grad_norm"][i]),
+                "lr": float(curve["lr"][i]),
+            }
+        )
     w.close()
 
 
@@ -57,6 +63,7 @@ def jsonl_lines(n: int = 60) -> list[str]:
 
 
 # --- special files: refused, never waited on ---------------------------------------------------
+
 
 @pytest.mark.timeout(120)
 def test_fifo_path_is_refused(tmp_path):
@@ -109,19 +116,18 @@ def test_huge_integer_step_is_dropped(tmp_path):
 
 
 def test_huge_integer_in_trainer_state(tmp_path):
-    history = [{"step": i + 1, "loss": 2.0 - 0.01 * i, "grad_norm": 1.0, "learning_rate": 1e-4}
-               for i in range(40)]
+    history = [{"step": i + 1, "loss": 2.0 - 0.01 * i, "grad_norm": 1.0, "learning_rate": 1e-4} for i in range(40)]
     text = json.dumps({"global_step": 40, "logging_steps": 1, "log_history": history})
-    text = text.replace('"loss": 1.8', f'"loss": {HUGE}', 1).replace('"logging_steps": 1',
-                                                                      f'"logging_steps": {HUGE}')
+    text = text.replace('"loss": 1.8', f'"loss": {HUGE}', 1).replace('"logging_steps": 1', f'"logging_steps": {HUGE}')
     p = tmp_path / "trainer_state.json"
     p.write_text(text)
     doc = report_ok(run_cli("diagnose", p, "--format", "json", timeout=HANG))
     assert doc["steps"] == 40
 
 
-@pytest.mark.parametrize("fmt,key,value", [("html", "clip_grad", HUGE), ("json", "clip_grad", HUGE),
-                                           ("json", "log_interval", "1e999")])
+@pytest.mark.parametrize(
+    "fmt,key,value", [("html", "clip_grad", HUGE), ("json", "clip_grad", HUGE), ("json", "log_interval", "1e999")]
+)
 def test_huge_setting_in_a_megatron_log(tmp_path, fmt, key, value):
     """Found by the fuzz test: a 400-digit `clip_grad` reached the HTML chart's float(), an
     infinite `log_interval` the note's int()."""
@@ -164,15 +170,31 @@ def test_meta_json_holding_a_list(tmp_path):
     assert any("holds no JSON object" in n for n in doc["notes"])
 
 
-@pytest.mark.parametrize("record", [{"findings": 5}, {"findings": [5, "x", None]}, [1, 2],
-                                    {"level": ["replay"], "findings": []},
-                                    {"findings": [{"cause": "lr_too_high", "symptom": "divergence",
-                                                   "severity": "critical", "confidence": 0.9,
-                                                   "step": {"a": 1}}]}])
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"findings": 5},
+        {"findings": [5, "x", None]},
+        [1, 2],
+        {"level": ["replay"], "findings": []},
+        {
+            "findings": [
+                {
+                    "cause": "lr_too_high",
+                    "symptom": "divergence",
+                    "severity": "critical",
+                    "confidence": 0.9,
+                    "step": {"a": 1},
+                }
+            ]
+        },
+    ],
+)
 def test_incident_record_of_the_wrong_shape(tmp_path, record):
     run_dir(tmp_path)
     RunLogWriter(tmp_path).write_incident("step-5", record) if isinstance(record, dict) else (
-        (tmp_path / INCIDENTS).mkdir() or (tmp_path / INCIDENTS / "step-5.json").write_text(json.dumps(record)))
+        (tmp_path / INCIDENTS).mkdir() or (tmp_path / INCIDENTS / "step-5.json").write_text(json.dumps(record))
+    )
     doc = report_ok(run_cli("diagnose", tmp_path, "--format", "json", timeout=HANG))
     assert all(f["step"] is None or isinstance(f["step"], int) for f in doc["findings"])
 
@@ -181,8 +203,17 @@ def test_preflight_finding_with_a_string_step_never_reaches_the_report(tmp_path)
     run_dir(tmp_path)
     w = RunLogWriter(tmp_path)
     payload = "<img src=x onerror=alert(1)>"
-    w.append_preflight({"cause": "lr_too_high", "symptom": "divergence", "severity": "critical",
-                        "confidence": 0.9, "step": payload, "evidence": ["e"], "fixes": ["f"]})
+    w.append_preflight(
+        {
+            "cause": "lr_too_high",
+            "symptom": "divergence",
+            "severity": "critical",
+            "confidence": 0.9,
+            "step": payload,
+            "evidence": ["e"],
+            "fixes": ["f"],
+        }
+    )
     w.close()
     p = run_cli("diagnose", tmp_path, "--format", "md", timeout=HANG)
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
@@ -193,14 +224,25 @@ def test_finding_fields_are_type_checked():
     base = dict(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.9)
     assert Finding(**base, step=np.int64(7), samples=[np.int32(1)]).to_dict()["step"] == 7
     assert type(Finding(**base, step=12.0).step) is int
-    for bad in ({"step": "<b>3</b>"}, {"step": 1.5}, {"step": True}, {"step": float("inf")},
-                {"step": 10 ** 400}, {"layer": 5}, {"evidence": "not a list"}, {"fixes": [1]},
-                {"samples": "0,1"}, {"confidence": "high"}, {"rank": [0]}):
+    for bad in (
+        {"step": "<b>3</b>"},
+        {"step": 1.5},
+        {"step": True},
+        {"step": float("inf")},
+        {"step": 10**400},
+        {"layer": 5},
+        {"evidence": "not a list"},
+        {"fixes": [1]},
+        {"samples": "0,1"},
+        {"confidence": "high"},
+        {"rank": [0]},
+    ):
         with pytest.raises(ValueError):
             Finding(**{**base, **bad})
 
 
 # --- giant CSV lines and headers: bounded ---------------------------------------------------------
+
 
 @pytest.mark.timeout(120)
 def test_million_column_header_is_refused_fast(tmp_path):
@@ -231,10 +273,13 @@ def test_wide_table_reads_its_first_65536_columns(tmp_path):
 
 # --- a JSON array cut mid-way: read up to the damage -------------------------------------------
 
+
 def test_json_array_cut_midway_is_read_up_to_the_damage(tmp_path):
     curve = logfaults.grad_explosion()
-    rows = [{"step": int(s), "loss": float(v), "grad_norm": float(g)}
-            for s, v, g in zip(curve["step"], curve["loss"], curve["grad_norm"])]
+    rows = [
+        {"step": int(s), "loss": float(v), "grad_norm": float(g)}
+        for s, v, g in zip(curve["step"], curve["loss"], curve["grad_norm"])
+    ]
     text = json.dumps(rows, indent=1)
     p = tmp_path / "metrics.json"
     p.write_text(text[: text.index('"step": 201,')])  # cut inside the entry of step 201
@@ -245,6 +290,7 @@ def test_json_array_cut_midway_is_read_up_to_the_damage(tmp_path):
 
 
 # --- the command line itself --------------------------------------------------------------------
+
 
 def test_bare_command_says_what_to_type():
     line = one_line_error(run_cli(timeout=HANG))
@@ -259,8 +305,12 @@ def _healthy_csv(tmp_path):
 
 
 def test_closed_pipe_is_one_sensible_line(tmp_path):
-    p = subprocess.Popen([sys.executable, "-m", "lossdoctor", "diagnose", str(_healthy_csv(tmp_path))],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+    p = subprocess.Popen(
+        [sys.executable, "-m", "lossdoctor", "diagnose", str(_healthy_csv(tmp_path))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
     p.stdout.close()  # `| head -c0`: the reader is gone before the report is written
     err = p.stderr.read().decode()
     assert p.wait(timeout=HANG) == 2
@@ -274,8 +324,14 @@ def test_full_disk_is_one_sensible_line(tmp_path, to_stdout):
     log = _healthy_csv(tmp_path)
     if to_stdout:
         with open("/dev/full", "w") as full:
-            p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", str(log)], stdout=full,
-                               stderr=subprocess.PIPE, text=True, env=cli_env(), timeout=HANG)
+            p = subprocess.run(
+                [sys.executable, "-m", "lossdoctor", "diagnose", str(log)],
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=cli_env(),
+                timeout=HANG,
+            )
     else:
         p = run_cli("diagnose", log, "-o", "/dev/full", timeout=HANG)
     assert p.returncode == 2
@@ -304,6 +360,7 @@ def test_last_line_of_defence(tmp_path, monkeypatch, capsys):
 
 
 # --- Markdown pasted into GitHub: no pings, no links, no markup ---------------------------------
+
 
 def test_md_escape_neutralises_mentions_and_references():
     out = md_escape("@octocat @org/team fixes #123 and GH-4, see a/b#5; C# and #define stay")

@@ -76,15 +76,18 @@ def test_nan_at_a_known_step_is_named(tmp_path):
     assert top.cause in p.stderr  # the diagnosis was printed
     assert steps_recorded(log_dir) == list(range(30))  # one record per optimizer step
     meta = json.loads((log_dir / "meta.json").read_text())
-    assert meta["attached"] == {"model": "Sequential", "optimizer": "Adam", "scaler": None,
-                                "scheduler": None} and meta["closed"]
+    assert (
+        meta["attached"] == {"model": "Sequential", "optimizer": "Adam", "scaler": None, "scheduler": None}
+        and meta["closed"]
+    )
 
 
 @pytest.mark.slow
 def test_healthy_loop_is_healthy_and_trains_bit_identically(tmp_path):
     script = write(tmp_path, "train.py", PLAIN_LOOP)
-    plain = subprocess.run([sys.executable, str(script), "-1"], cwd=tmp_path, capture_output=True, text=True,
-                           timeout=300)
+    plain = subprocess.run(
+        [sys.executable, str(script), "-1"], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert plain.returncode == 0, plain.stderr
     unwatched = (tmp_path / "final.pt").read_bytes()
     (tmp_path / "final.pt").unlink()
@@ -99,8 +102,20 @@ def test_healthy_loop_is_healthy_and_trains_bit_identically(tmp_path):
 @pytest.mark.slow
 def test_a_script_that_raises_keeps_its_exit_code_and_is_diagnosed(tmp_path):
     script = write(tmp_path, "train.py", PLAIN_LOOP)
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/raised", "--", sys.executable, str(script), "4", "30",
-                "raise", cwd=tmp_path, timeout=300)
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/raised",
+        "--",
+        sys.executable,
+        str(script),
+        "4",
+        "30",
+        "raise",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 1, p.stderr
     assert "FloatingPointError" in p.stderr  # the script's own traceback, untouched
     log_dir = tmp_path / "runs" / "raised"
@@ -113,9 +128,27 @@ def test_a_script_that_raises_keeps_its_exit_code_and_is_diagnosed(tmp_path):
 def test_ctrl_c_ends_the_script_and_the_diagnosis_is_printed(tmp_path):
     script = write(tmp_path, "train.py", PLAIN_LOOP)
     env = cli_env()
-    proc = subprocess.Popen([sys.executable, "-m", "lossdoctor", "run", "--log-dir", "runs/int", "--",
-                             sys.executable, str(script), "-1", "100000"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lossdoctor",
+            "run",
+            "--log-dir",
+            "runs/int",
+            "--",
+            sys.executable,
+            str(script),
+            "-1",
+            "100000",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         assert proc.stdout.readline().strip() == "ready"
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal does: the whole group
@@ -132,8 +165,12 @@ def test_ctrl_c_ends_the_script_and_the_diagnosis_is_printed(tmp_path):
 
 
 def test_bad_usage_is_one_line_and_exit_2(tmp_path):
-    for args in (["run"], ["run", "--"], ["run", "--", sys.executable, str(tmp_path / "missing.py")],
-                 ["run", "--", "no-such-program-xyz"]):
+    for args in (
+        ["run"],
+        ["run", "--"],
+        ["run", "--", sys.executable, str(tmp_path / "missing.py")],
+        ["run", "--", "no-such-program-xyz"],
+    ):
         p = run_cli(*args, cwd=tmp_path)
         assert p.returncode == 2, (args, p.stderr)
         assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
@@ -147,9 +184,25 @@ def test_run_process_never_imports_torch(tmp_path):
     (fake / "torch" / "__init__.py").write_text("raise ImportError('torch imported by lossdoctor run')\n")
     env = {**cli_env(), "PYTHONPATH": cli_env()["PYTHONPATH"] + os.pathsep + str(fake)}
     env["PYTHONPATH"] = str(fake) + os.pathsep + env["PYTHONPATH"]
-    p = subprocess.run([sys.executable, "-m", "lossdoctor", "run", "--log-dir", "runs/none", "--", sys.executable,
-                        "-c", "import sys; sys.exit(3)"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                       timeout=120)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lossdoctor",
+            "run",
+            "--log-dir",
+            "runs/none",
+            "--",
+            sys.executable,
+            "-c",
+            "import sys; sys.exit(3)",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 3, p.stderr
     assert "torch imported" not in p.stderr
     assert not (tmp_path / "runs" / "none").exists()
@@ -165,11 +218,16 @@ def test_a_failing_attach_is_a_note_and_the_script_runs_on(tmp_path):
     script = write(tmp_path, "train.py", PLAIN_LOOP)
     subprocess.run([sys.executable, str(script), "-1"], cwd=tmp_path, check=True, timeout=300)
     unwatched = (tmp_path / "final.pt").read_bytes()
-    env = {**cli_env(), "LOSSDOCTOR_ATTACH": "1", "LOSSDOCTOR_LOG_DIR": str(tmp_path / "runs" / "bad"),
-           "LOSSDOCTOR_WATCH": json.dumps({"layer_every": "often"})}
+    env = {
+        **cli_env(),
+        "LOSSDOCTOR_ATTACH": "1",
+        "LOSSDOCTOR_LOG_DIR": str(tmp_path / "runs" / "bad"),
+        "LOSSDOCTOR_WATCH": json.dumps({"layer_every": "often"}),
+    }
     env["PYTHONPATH"] = str(bootstrap_dir()) + os.pathsep + env["PYTHONPATH"]
-    p = subprocess.run([sys.executable, str(script), "-1"], cwd=tmp_path, env=env, capture_output=True,
-                       text=True, timeout=300)
+    p = subprocess.run(
+        [sys.executable, str(script), "-1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "final.pt").read_bytes() == unwatched
     head = render("integrations.attach.failed", {"part": "watch", "error": "X"}, "en").split("(")[0]
@@ -197,8 +255,9 @@ def test_hf_trainer_gets_its_callback_and_records_each_step_once(tmp_path):
     subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
     unwatched = (tmp_path / "final.pt").read_bytes()
     (tmp_path / "final.pt").unlink()
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/hf", "--", sys.executable, str(script), cwd=tmp_path,
-                timeout=300)
+    p = run_cli(
+        "run", "--no-alerts", "--log-dir", "runs/hf", "--", sys.executable, str(script), cwd=tmp_path, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "final.pt").read_bytes() == unwatched
     log_dir = tmp_path / "runs" / "hf"
@@ -242,9 +301,18 @@ def test_torchrun_workers_are_watched_one_rank_dir_each(tmp_path):
     """`-- torchrun --nproc_per_node 2` over gloo: the launcher passes the environment switch to
     its workers, each writes its `rank-N/`, and the diagnosis names the rank the NaN began on."""
     script = write(tmp_path, "ddp.py", DDP_SCRIPT)
+
     def launch() -> list[str]:  # a free port each time: torchrun's default 29500 may be another job's
-        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-                str(free_port()), str(script)]
+        return [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            str(free_port()),
+            str(script),
+        ]
 
     subprocess.run(launch(), cwd=tmp_path, check=True, capture_output=True, timeout=300, env=cli_env())
     unwatched = (tmp_path / "before_nan.pt").read_bytes()
@@ -287,8 +355,9 @@ def test_lightning_trainer_gets_its_callback_and_records_each_step_once(tmp_path
     subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
     unwatched = (tmp_path / "final.pt").read_bytes()
     (tmp_path / "final.pt").unlink()
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/pl", "--", sys.executable, str(script), cwd=tmp_path,
-                timeout=300)
+    p = run_cli(
+        "run", "--no-alerts", "--log-dir", "runs/pl", "--", sys.executable, str(script), cwd=tmp_path, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "final.pt").read_bytes() == unwatched
     log_dir = tmp_path / "runs" / "pl"
@@ -303,7 +372,6 @@ def test_help_has_examples():
     assert "lossdoctor run -- python train.py" in p.stdout and "LOSSDOCTOR_ATTACH=1" in p.stdout
     p = run_cli("run", "--print-bootstrap")
     assert p.returncode == 0 and (Path(p.stdout.strip()) / "sitecustomize.py").is_file()
-
 
 
 RESUME_SCRIPT = """
@@ -340,8 +408,19 @@ def test_rerun_from_the_last_checkpoint_reproduces_the_nan_and_triages_it(tmp_pa
     script = write(tmp_path, "train.py", RESUME_SCRIPT)
     subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
     unwatched = (tmp_path / "out" / "checkpoint-8" / "model.safetensors").read_bytes()
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/resume", "--", sys.executable, str(script),
-                "--resume_from_checkpoint", "out/checkpoint-4", cwd=tmp_path, timeout=300)
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/resume",
+        "--",
+        sys.executable,
+        str(script),
+        "--resume_from_checkpoint",
+        "out/checkpoint-4",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "out" / "checkpoint-8" / "model.safetensors").read_bytes() == unwatched
     log_dir = tmp_path / "runs" / "resume"
@@ -384,8 +463,9 @@ def test_a_grad_scaler_and_scheduler_are_found_the_loss_unscaled_and_skipped_ste
     subprocess.run([sys.executable, str(script)], cwd=tmp_path, check=True, capture_output=True, timeout=300)
     unwatched = (tmp_path / "final.pt").read_bytes()
     losses = torch.load(tmp_path / "final.pt")["losses"]
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/amp", "--", sys.executable, str(script), cwd=tmp_path,
-                timeout=300)
+    p = run_cli(
+        "run", "--no-alerts", "--log-dir", "runs/amp", "--", sys.executable, str(script), cwd=tmp_path, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "final.pt").read_bytes() == unwatched
     log_dir = tmp_path / "runs" / "amp"
@@ -403,15 +483,28 @@ def test_a_grad_scaler_and_scheduler_are_found_the_loss_unscaled_and_skipped_ste
 
 @pytest.mark.slow
 def test_a_script_that_watches_itself_is_not_recorded_twice(tmp_path):
-    own = PLAIN_LOOP.replace('opt = torch.optim.Adam(model.parameters(), lr=3e-3)\n',
-                             'opt = torch.optim.Adam(model.parameters(), lr=3e-3)\n'
-                             'import lossdoctor\nmon = lossdoctor.watch(model, opt, log_dir="runs/own", alerts=False)\n')
+    own = PLAIN_LOOP.replace(
+        "opt = torch.optim.Adam(model.parameters(), lr=3e-3)\n",
+        "opt = torch.optim.Adam(model.parameters(), lr=3e-3)\n"
+        'import lossdoctor\nmon = lossdoctor.watch(model, opt, log_dir="runs/own", alerts=False)\n',
+    )
     own = own.replace("    opt.step()\n", "    opt.step()\n    mon.step(loss, batch=x)\n")
-    own = own.replace('torch.save(model.state_dict(), "final.pt")', 'mon.close()')
+    own = own.replace('torch.save(model.state_dict(), "final.pt")', "mon.close()")
     assert own.count("mon.") == 2
     script = write(tmp_path, "train.py", own)
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/run", "--", sys.executable, str(script), "-1", "10",
-                cwd=tmp_path, timeout=300)
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/run",
+        "--",
+        sys.executable,
+        str(script),
+        "-1",
+        "10",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     assert steps_recorded(tmp_path / "runs" / "own") == list(range(10))
     # lossdoctor run's directory holds the console copy only: no second recording
@@ -425,8 +518,20 @@ def test_python_dash_m_runs_a_module_watched(tmp_path):
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     write(tmp_path / "pkg", "train.py", PLAIN_LOOP)
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/mod", "--", sys.executable, "-m", "pkg.train", "3", "12",
-                cwd=tmp_path, timeout=300)
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/mod",
+        "--",
+        sys.executable,
+        "-m",
+        "pkg.train",
+        "3",
+        "12",
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     top = diagnosis(tmp_path / "runs" / "mod").findings[0]
     assert (top.cause, top.step) == ("nonfinite_data", 3)
@@ -465,9 +570,27 @@ def test_accelerate_launch_is_watched(tmp_path):
     if not accelerate.exists():
         pytest.skip("the accelerate CLI is not installed next to this Python")
     script = write(tmp_path, "train.py", ACCELERATE_LOOP)
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/acc", "--", str(accelerate), "launch", "--cpu",
-                "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                str(script), cwd=tmp_path, timeout=300)
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/acc",
+        "--",
+        str(accelerate),
+        "launch",
+        "--cpu",
+        "--num_processes",
+        "1",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        str(script),
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     log_dir = tmp_path / "runs" / "acc"
     assert steps_recorded(log_dir) == list(range(20))

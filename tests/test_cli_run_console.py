@@ -43,8 +43,9 @@ def script(tmp_path: Path) -> Path:
 
 
 def test_unhooked_command_is_diagnosed_from_its_console(tmp_path):
-    p = run_cli("run", "--log-dir", "runs/c", "--", sys.executable, str(script(tmp_path)), "40",
-                cwd=tmp_path, timeout=120)
+    p = run_cli(
+        "run", "--log-dir", "runs/c", "--", sys.executable, str(script(tmp_path)), "40", cwd=tmp_path, timeout=120
+    )
     assert p.returncode == 3, p.stderr  # the script's own exit code
     lines = p.stdout.splitlines()
     assert lines[0] == "stdout is a terminal: False" and lines[-1] == "step 60 | loss nan | lr 3.0e-04"
@@ -72,9 +73,25 @@ def test_a_terminal_stays_a_terminal_for_the_command(tmp_path):
     """Run under a pseudo-terminal: the command sees a terminal (progress bars behave), and the
     bytes reach it and the copy without newline translation added on the way."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "lossdoctor", "run", "--no-alerts", "--log-dir", "runs/t", "--",
-                             sys.executable, str(script(tmp_path)), "100"], cwd=tmp_path, env=cli_env(),
-                            stdout=slave, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lossdoctor",
+            "run",
+            "--no-alerts",
+            "--log-dir",
+            "runs/t",
+            "--",
+            sys.executable,
+            str(script(tmp_path)),
+            "100",
+        ],
+        cwd=tmp_path,
+        env=cli_env(),
+        stdout=slave,
+        stderr=subprocess.PIPE,
+    )
     os.close(slave)
     seen = bytearray()
     while True:
@@ -99,8 +116,11 @@ def test_the_live_watch_alerts_once_while_the_command_runs(tmp_path, capsys):
     log_dir = tmp_path / "live"
     tee = Tee(log_dir / CONSOLE_FILE)
     tee.start()
-    proc = subprocess.Popen([sys.executable, str(script(tmp_path)), "20", "0.05"],
-                            stdout=tee.child_fds["stdout"], stderr=tee.child_fds["stderr"])
+    proc = subprocess.Popen(
+        [sys.executable, str(script(tmp_path)), "20", "0.05"],
+        stdout=tee.child_fds["stdout"],
+        stderr=tee.child_fds["stderr"],
+    )
     tee.after_spawn()
     watch = ConsoleWatch(log_dir, limits=LiveConsoleLimits(interval_s=0.2, min_bytes=1))
     alerted_while_running = False
@@ -139,8 +159,11 @@ def test_a_full_copy_stops_at_its_limit_and_the_output_still_flows(tmp_path, mon
     tee._parent_fds = [(tee._parent_fds[0][0], stand_in), tee._parent_fds[1]]
     reader = threading.Thread(target=lambda: [read_back.extend(c) for c in iter_read(r)])
     reader.start()
-    proc = subprocess.Popen([sys.executable, "-c", "print('x' * 99)\nfor i in range(50): print('y' * 99)"],
-                            stdout=tee.child_fds["stdout"], stderr=tee.child_fds["stderr"])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "print('x' * 99)\nfor i in range(50): print('y' * 99)"],
+        stdout=tee.child_fds["stdout"],
+        stderr=tee.child_fds["stderr"],
+    )
     tee.after_spawn()
     proc.wait(timeout=60)
     tee.finish()
@@ -161,9 +184,22 @@ def iter_read(fd: int):
 def test_live_alert_reaches_the_terminal_under_lossdoctor_run(tmp_path):
     """End to end at the real interval: the NaN at step 20 is announced while the script runs on
     for ~10 more seconds, then the final diagnosis follows."""
-    p = run_cli("run", "--log-dir", "runs/l", "--", sys.executable, str(script(tmp_path)), "20", "0.25",
-                cwd=tmp_path, timeout=180)
+    p = run_cli(
+        "run",
+        "--log-dir",
+        "runs/l",
+        "--",
+        sys.executable,
+        str(script(tmp_path)),
+        "20",
+        "0.25",
+        cwd=tmp_path,
+        timeout=180,
+    )
     assert p.returncode == 3
-    alert = next((i for i, line in enumerate(p.stderr.splitlines()) if line.startswith("lossdoctor: ") and "nonfinite" in line), None)
+    alert = next(
+        (i for i, line in enumerate(p.stderr.splitlines()) if line.startswith("lossdoctor: ") and "nonfinite" in line),
+        None,
+    )
     report = next(i for i, line in enumerate(p.stderr.splitlines()) if line.startswith("lossdoctor - "))
     assert alert is not None and alert < report, p.stderr

@@ -133,8 +133,17 @@ def test_deepspeed_launcher_workers_are_watched_one_rank_dir_each(tmp_path):
         return [str(deepspeed), "--num_gpus", "2", "--master_port", str(free_port()), str(script)]
 
     plain = start_run(launch(), tmp_path / "plain", DS_ACCELERATOR="cpu")
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/ds", "--", *launch(), cwd=tmp_path, timeout=300,
-                env={**os.environ, "DS_ACCELERATOR": "cpu"})
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/ds",
+        "--",
+        *launch(),
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, "DS_ACCELERATOR": "cpu"},
+    )
     unwatched = finish_run(plain, tmp_path / "plain")
     assert sorted(unwatched) == ["before_nan-0.pt", "before_nan-1.pt", "final-0.pt", "final-1.pt"]
     assert p.returncode == 0, p.stderr[-3000:]
@@ -167,9 +176,22 @@ def test_accelerate_launch_two_processes_are_watched_one_rank_dir_each(tmp_path)
     script = write(tmp_path, "train_acc.py", ACCELERATE_SCRIPT)
 
     def launch() -> list[str]:
-        return [str(accelerate), "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-                "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-                str(script)]
+        return [
+            str(accelerate),
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            str(free_port()),
+            str(script),
+        ]
 
     plain = start_run(launch(), tmp_path / "plain")
     p = run_cli("run", "--no-alerts", "--log-dir", "runs/acc", "--", *launch(), cwd=tmp_path, timeout=300)
@@ -217,8 +239,7 @@ def test_the_environment_switch_watches_a_process_a_launcher_starts_through_a_sh
         export PYTHONPATH=$({lossdoctor} run --print-bootstrap)${{PYTHONPATH:+:$PYTHONPATH}}
         ./launch.sh '{job}'
     """)
-    p = subprocess.run(["sh", "-c", switch], cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                       env=cli_env())
+    p = subprocess.run(["sh", "-c", switch], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stderr
     assert saved(tmp_path / "job") == unwatched
     log_dir = tmp_path / "runs" / "exp1"
@@ -285,16 +306,21 @@ def test_a_deepspeed_engine_joins_micro_steps_under_either_backward(tmp_path):
     import torch
 
     script = write(tmp_path, "train_ds.py", DEEPSPEED_ACCUMULATING)
-    world = {"DS_ACCELERATOR": "cpu", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1",
-             "MASTER_ADDR": "127.0.0.1"}
+    world = {"DS_ACCELERATOR": "cpu", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
     styles = {"engine": 1.0, "torch": 0.5}  # the share of each micro-batch's loss that is backpropagated
     runs = {}
     for style in styles:  # all four runs at once: DeepSpeed's import, not the training, takes the time
         command = [sys.executable, str(script), style]
         watched = tmp_path / f"watched-{style}"
-        runs[style] = (start_run(command, tmp_path / f"plain-{style}", **world, MASTER_PORT=str(free_port())),
-                       start_run([sys.executable, "-m", "lossdoctor", "run", "--no-alerts", "--log-dir", "runs",
-                                        "--", *command], watched, **world, MASTER_PORT=str(free_port())))
+        runs[style] = (
+            start_run(command, tmp_path / f"plain-{style}", **world, MASTER_PORT=str(free_port())),
+            start_run(
+                [sys.executable, "-m", "lossdoctor", "run", "--no-alerts", "--log-dir", "runs", "--", *command],
+                watched,
+                **world,
+                MASTER_PORT=str(free_port()),
+            ),
+        )
     for style, per_micro in styles.items():
         plain, watching = runs[style]
         watched = tmp_path / f"watched-{style}"
@@ -339,8 +365,17 @@ def test_a_deepspeed_pipeline_engine_is_left_unwatched_with_a_note(tmp_path):
     world = {"DS_ACCELERATOR": "cpu", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
     command = [sys.executable, str(script)]
     plain = start_run(command, tmp_path / "plain", **world, MASTER_PORT=str(free_port()))
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/pipe", "--", *command, cwd=tmp_path, timeout=300,
-                env={**os.environ, **world, "MASTER_PORT": str(free_port())})
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/pipe",
+        "--",
+        *command,
+        cwd=tmp_path,
+        timeout=300,
+        env={**os.environ, **world, "MASTER_PORT": str(free_port())},
+    )
     unwatched = finish_run(plain, tmp_path / "plain")
     assert p.returncode == 0, p.stderr[-3000:]
     assert saved(tmp_path) == unwatched

@@ -74,11 +74,14 @@ def test_text_and_markdown_in_english_and_chinese(nan_dir):
     assert en.returncode == 0, en.stderr
     lines = en.stdout.splitlines()
     i = next(k for k, s in enumerate(lines) if s.startswith("- nonfinite_data: drop or repair those samples"))
-    assert lines[i + 1].startswith("  - ✅ verified: with sample(s) 3 dropped from the batch of step 14 the replay "
-                                   "passes step 14 and the loss is")
+    assert lines[i + 1].startswith(
+        "  - ✅ verified: with sample(s) 3 dropped from the batch of step 14 the replay passes step 14 and the loss is"
+    )
     assert any(s.startswith("incident at step 14 (nonfinite_loss)") for s in lines)
-    assert any(s.startswith("- fixes replayed from step 10 to 34: 1 verified") and "replayed steps (budget 400)" in s
-               for s in lines), en.stdout
+    assert any(
+        s.startswith("- fixes replayed from step 10 to 34: 1 verified") and "replayed steps (budget 400)" in s
+        for s in lines
+    ), en.stdout
     zh = run_cli("verify", nan_dir, "--lang", "zh", "--format", "markdown")
     assert zh.returncode == 0, zh.stderr
     assert "### 第 14 步的事故" in zh.stdout and "✅ 已验证：采用「从第 14 步的 batch 中去掉样本 3」" in zh.stdout
@@ -157,9 +160,11 @@ def test_verify_never_imports_torch(nan_dir):
 
     from conftest import cli_env
 
-    code = ("import contextlib, io, sys\nfrom lossdoctor.cli.main import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    rc = main(['verify', {str(nan_dir)!r}, '--format', 'md'])\n"
-            "print(rc, 'torch' in sys.modules)")
+    code = (
+        "import contextlib, io, sys\nfrom lossdoctor.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    rc = main(['verify', {str(nan_dir)!r}, '--format', 'md'])\n"
+        "print(rc, 'torch' in sys.modules)"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=120)
     assert p.stdout.split() == ["0", "False"], p.stdout + p.stderr

@@ -49,8 +49,11 @@ def _train(log_dir: Path, lr: float, seed: int = 0, steps: int = 60) -> Path:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("compare")
-    return {"high": _train(root / "lr3e-2", 3e-2), "low": _train(root / "lr3e-3", 3e-3),
-            "twin": _train(root / "twin" / "lr3e-2", 3e-2)}
+    return {
+        "high": _train(root / "lr3e-2", 3e-2),
+        "low": _train(root / "lr3e-3", 3e-3),
+        "twin": _train(root / "twin" / "lr3e-2", 3e-2),
+    }
 
 
 def _json(*args) -> dict:
@@ -73,8 +76,8 @@ def test_lr_runs_name_the_lr_and_the_parting_step(runs):
     assert np.array_equal(sa, sb)
     beyond = np.abs(yb - ya) > p["threshold"]
     i = int(np.flatnonzero(sa == p["step"])[0])
-    assert beyond[i:i + PARTING.consecutive].all()
-    assert not any(beyond[j:j + PARTING.consecutive].all() for j in range(i))
+    assert beyond[i : i + PARTING.consecutive].all()
+    assert not any(beyond[j : j + PARTING.consecutive].all() for j in range(i))
     assert p["threshold"] == pytest.approx(PARTING.k * p["noise"], rel=1e-4)
     assert 0 < p["step"] < 60
     # the report's other keys are the baseline's: the first run diagnosed alone
@@ -87,7 +90,9 @@ def test_lr_runs_name_the_lr_and_the_parting_step(runs):
     schema = json.loads(resources.files("lossdoctor").joinpath("schema/report.schema.json").read_text())
     jsonschema.validate(d, schema)  # the comparison object is part of the published contract
     r0 = c["runs"][0]
-    assert r0["final_loss"] == pytest.approx(float(ya[-1]), rel=1e-5) and r0["min_loss"] == pytest.approx(float(ya.min()), rel=1e-5)
+    assert r0["final_loss"] == pytest.approx(float(ya[-1]), rel=1e-5) and r0["min_loss"] == pytest.approx(
+        float(ya.min()), rel=1e-5
+    )
     assert r0["steps"] == 60
 
 
@@ -228,8 +233,14 @@ def _pty(args, env, timeout: float = 120):
 
     master, slave = pty.openpty()
     full = {k: v for k, v in cli_env().items() if k != "NO_COLOR"}
-    p = subprocess.Popen([sys.executable, "-m", "lossdoctor", *map(str, args)], stdin=slave, stdout=slave,
-                         stderr=slave, env={**full, "TERM": "xterm-256color", **env}, close_fds=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "lossdoctor", *map(str, args)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**full, "TERM": "xterm-256color", **env},
+        close_fds=True,
+    )
     os.close(slave)
     out = bytearray()
     deadline = time.monotonic() + timeout
@@ -312,8 +323,9 @@ def test_completion_scripts_complete(tmp_path):
 
     def complete(*words):
         line = " ".join(words)
-        cmd = (f'source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _lossdoctor; '
-               'echo "${COMPREPLY[@]}"')
+        cmd = (
+            f'source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _lossdoctor; echo "${{COMPREPLY[@]}}"'
+        )
         return subprocess.run([bash, "-c", cmd], capture_output=True, text=True, timeout=30).stdout.split()
 
     assert complete("lossdoctor", "di") == ["diagnose"]

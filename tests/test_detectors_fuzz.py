@@ -10,11 +10,28 @@ from hypothesis import strategies as st
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.records import from_columns
 
-values = st.one_of(st.floats(allow_nan=True, allow_infinity=True, width=32),
-                   st.sampled_from([0.0, 1.0, -1.0, 1e-30, 1e30, float("nan"), float("inf")]))
-COLS = ("loss", "grad_norm", "lr", "scale", "skipped", "update_ratio", "frozen_frac", "eps_dominated",
-        "label_ignored_frac", "label_empty_samples", "batch_size", "input_absmax", "act_absmax",
-        "act_range_frac", "grad_nonfinite", "batch_nonfinite")
+values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=32),
+    st.sampled_from([0.0, 1.0, -1.0, 1e-30, 1e30, float("nan"), float("inf")]),
+)
+COLS = (
+    "loss",
+    "grad_norm",
+    "lr",
+    "scale",
+    "skipped",
+    "update_ratio",
+    "frozen_frac",
+    "eps_dominated",
+    "label_ignored_frac",
+    "label_empty_samples",
+    "batch_size",
+    "input_absmax",
+    "act_absmax",
+    "act_range_frac",
+    "grad_nonfinite",
+    "batch_nonfinite",
+)
 
 
 @st.composite
@@ -41,17 +58,26 @@ def test_detectors_never_crash(run):
     errors = [n for n in report.notes if "internal error" in n]
     assert not errors, errors
     loss = run.col("loss")
-    if run.has("loss") and not np.isfinite(loss[run.logged("loss")]).all() and not run.has("scale") \
-            and not run.has("skipped"):
+    if (
+        run.has("loss")
+        and not np.isfinite(loss[run.logged("loss")]).all()
+        and not run.has("scale")
+        and not run.has("skipped")
+    ):
         assert report.status == "critical"
 
 
 def test_a_run_that_went_nonfinite_stays_critical_when_its_only_alarm_is_explained_away():
     """Found by the fuzzer: an early 4x loss jump (lr_too_high) is explained away by a bad_init
     warning; the NaN two steps later must still be a critical finding."""
-    run = from_columns(np.arange(4), {"loss": np.array([0.25, 0.0, 1.0, np.inf]),
-                                      "act_absmax": np.array([10001.0, 0, 0, 0]),
-                                      "update_ratio": np.zeros(4)})
+    run = from_columns(
+        np.arange(4),
+        {
+            "loss": np.array([0.25, 0.0, 1.0, np.inf]),
+            "act_absmax": np.array([10001.0, 0, 0, 0]),
+            "update_ratio": np.zeros(4),
+        },
+    )
     report = diagnose_runs([run])
     assert report.status == "critical"
     assert any(f.severity == "critical" and f.step == 3 for f in report.findings)

@@ -42,8 +42,15 @@ def _calm(seed: int, n: int, level: float = 2.0, rel: float = 0.03) -> list[floa
     return [level * (1 - 0.2 * i / n) * math.exp(rel * g.standard_normal()) for i in range(n)]
 
 
-def _nan_log(seed: int, calm: int, *, loss_tail: list[float] | None = None, meta: dict | None = None,
-             cols: dict | None = None, events: dict | None = None) -> Run:
+def _nan_log(
+    seed: int,
+    calm: int,
+    *,
+    loss_tail: list[float] | None = None,
+    meta: dict | None = None,
+    cols: dict | None = None,
+    events: dict | None = None,
+) -> Run:
     """`calm` noisy finite points (loss, grad norm, a constant LR), an optional tail, then a NaN."""
     loss = _calm(seed, calm) + list(loss_tail or []) + [NAN]
     n = len(loss)
@@ -84,14 +91,18 @@ CASES = [(seed, calm) for seed in (0, 1, 2) for calm in (12, 40)]
 
 # ------------------------------------------------------------------ precision
 
+
 def _scale_falls(n: int) -> list[float]:
     """Held at 2^16, then halved on each of the last 7 finite rows (an fp16 scaler backing off)."""
-    return [65536.0] * (n - 8) + [65536.0 / 2 ** k for k in range(1, 8)] + [512.0]
+    return [65536.0] * (n - 8) + [65536.0 / 2**k for k in range(1, 8)] + [512.0]
 
 
 def _overflow_lines(first: int, last: int) -> dict:
-    return {"text_events": {s: [{"kind": "overflow", "line": s, "text": "OVERFLOW! Skipping step."}]
-                            for s in range(first, last)}}
+    return {
+        "text_events": {
+            s: [{"kind": "overflow", "line": s, "text": "OVERFLOW! Skipping step."}] for s in range(first, last)
+        }
+    }
 
 
 FP16_EVIDENCE = {
@@ -126,10 +137,11 @@ def test_bf16_in_the_config_moves_the_same_nan_away_from_the_fp16_causes(seed, c
 
 # ------------------------------------------------------------------ the loss before the NaN
 
+
 @pytest.mark.parametrize("seed,calm", CASES)
 def test_a_loss_rising_for_several_points_before_the_nan_moves_it_to_the_lr(seed, calm):
     level = _calm(seed, calm)[-1]
-    rising = [level * 1.35 ** k for k in range(1, 7)]
+    rising = [level * 1.35**k for k in range(1, 7)]
     base = _shares(_nan_log(seed, calm))
     rose = _nan_log(seed, calm, loss_tail=rising)
     shares = _shares(rose)
@@ -146,6 +158,7 @@ def test_a_nan_out_of_a_long_calm_run_ranks_the_batch_over_the_lr(seed):
 
 # ------------------------------------------------------------------ the LR against its usual range
 
+
 @pytest.mark.parametrize("seed,calm", CASES)
 def test_an_lr_far_above_the_usual_range_moves_the_nan_to_the_lr_and_a_usual_one_away(seed, calm):
     def with_lr(lr, optimizer):
@@ -161,13 +174,14 @@ def test_an_lr_far_above_the_usual_range_moves_the_nan_to_the_lr_and_a_usual_one
 
 # ------------------------------------------------------------------ a grad-norm blow-up: the LR or an explosion
 
+
 def _blowup_log(seed: int, *, warmup: int, calm_after: int) -> Run:
     """A linear warm-up over `warmup` rows to 1e-3 (none when 0), `calm_after` calm rows at the peak,
     then the grad norm doubles for 6 rows and the loss goes NaN."""
     n_calm = warmup + calm_after
     lr = [1e-3 * (i + 1) / warmup if i < warmup else 1e-3 for i in range(n_calm + 7)]
     gn = _calm(seed + 7, n_calm, level=0.8, rel=0.1)
-    gn += [gn[-1] * 2.2 ** k for k in range(1, 7)] + [NAN]
+    gn += [gn[-1] * 2.2**k for k in range(1, 7)] + [NAN]
     loss = _calm(seed, n_calm) + _calm(seed + 1, 6, level=1.6) + [NAN]
     return from_columns(range(START, START + len(loss)), {"loss": loss, "grad_norm": gn, "lr": lr})
 
@@ -187,6 +201,7 @@ def test_a_grad_blowup_right_after_the_warmup_is_the_lr_and_without_a_warmup_an_
 
 
 # ------------------------------------------------------------------ when it broke, and in which framework
+
 
 @pytest.mark.parametrize("seed", (0, 1, 2))
 def test_a_nan_in_the_runs_first_hundred_updates_leans_to_the_lr_and_a_late_one_away_from_it(seed):
@@ -222,19 +237,28 @@ def test_a_nan_after_a_blow_up_is_its_own_finding_at_its_step_beside_the_diverge
 
 
 def test_a_loss_scale_at_zero_with_the_loss_nan_is_a_critical_nan_not_a_skipped_step():
-    run = from_columns([2750, 2800, 2850], {"loss": [44.1258, 43.0147, NAN], "scale": [12800.0, 12800.0, 0.0]},
-                       meta={"precision": "fp16"})
+    run = from_columns(
+        [2750, 2800, 2850],
+        {"loss": [44.1258, 43.0147, NAN], "scale": [12800.0, 12800.0, 0.0]},
+        meta={"precision": "fp16"},
+    )
     r = diagnose_runs([run])
     f = r.findings[0]
-    assert (f.severity, f.symptom, f.step) == ("critical", "nonfinite", 2850), [(g.cause, g.symptom) for g in r.findings]
+    assert (f.severity, f.symptom, f.step) == ("critical", "nonfinite", 2850), [
+        (g.cause, g.symptom) for g in r.findings
+    ]
     assert f.cause in FP16_CAUSES
     # a healthy scaler backing off once at the last row (scale >= 1) is still its own business
-    ok = from_columns([2750, 2800, 2850], {"loss": [44.1258, 43.0147, NAN], "scale": [65536.0, 65536.0, 32768.0]},
-                      meta={"precision": "fp16"})
+    ok = from_columns(
+        [2750, 2800, 2850],
+        {"loss": [44.1258, 43.0147, NAN], "scale": [65536.0, 65536.0, 32768.0]},
+        meta={"precision": "fp16"},
+    )
     assert not any(g.symptom == "nonfinite" for g in diagnose_runs([ok]).findings)
 
 
 # ------------------------------------------------------------------ a divergence from the first updates
+
 
 def test_a_loss_that_rises_from_the_first_epoch_on_is_the_lr_and_at_a_tiny_lr_it_is_not():
     # fastai's documented too-high LR: train loss 38 -> 377 -> 839 over three epochs
@@ -252,6 +276,7 @@ def test_a_loss_that_rises_from_the_first_epoch_on_is_the_lr_and_at_a_tiny_lr_it
 
 # ------------------------------------------------------------------ certainty: said, and followed by the advice
 
+
 def test_a_nan_the_log_says_nothing_about_is_critical_unseparated_and_gets_only_measurements():
     run = from_columns([18544, 18545], {"loss": [0.2606, NAN]})
     q, sym = _nan_symptom(run)
@@ -264,8 +289,13 @@ def test_a_nan_the_log_says_nothing_about_is_critical_unseparated_and_gets_only_
 @pytest.mark.parametrize("seed", (0, 1))
 def test_strong_evidence_separates_the_causes_and_brings_the_leaders_fix(seed):
     level = _calm(seed, 30)[-1]
-    run = _nan_log(seed, 30, loss_tail=[level * 1.4 ** k for k in range(1, 8)],
-                   meta={"optimizer": "AdamW", "precision": "bf16"}, cols={"lr": [0.05] * 38})
+    run = _nan_log(
+        seed,
+        30,
+        loss_tail=[level * 1.4**k for k in range(1, 8)],
+        meta={"optimizer": "AdamW", "precision": "bf16"},
+        cols={"lr": [0.05] * 38},
+    )
     q, sym = _nan_symptom(run)
     f = finding_for(run, q, sym)
     assert f.cause == "lr_too_high" and "diff.unseparated" not in _keys(f), (f.cause, _keys(f))
@@ -273,10 +303,12 @@ def test_strong_evidence_separates_the_causes_and_brings_the_leaders_fix(seed):
 
 
 def test_every_grad_norm_nan_while_the_loss_moves_is_a_critical_nan_and_while_it_is_flat_skipped_updates():
-    moving = from_columns([10, 20, 30], {"loss": [1.70, 1.35, 1.15], "grad_norm": [NAN] * 3,
-                                         "lr": [1.3e-6, 2.7e-6, 4e-6]})
-    flat = from_columns([10, 20, 30], {"loss": [7.13, 7.15, 7.14], "grad_norm": [NAN] * 3,
-                                       "lr": [2.7e-5, 2.7e-5, 2.7e-5]})
+    moving = from_columns(
+        [10, 20, 30], {"loss": [1.70, 1.35, 1.15], "grad_norm": [NAN] * 3, "lr": [1.3e-6, 2.7e-6, 4e-6]}
+    )
+    flat = from_columns(
+        [10, 20, 30], {"loss": [7.13, 7.15, 7.14], "grad_norm": [NAN] * 3, "lr": [2.7e-5, 2.7e-5, 2.7e-5]}
+    )
     f = diagnose_runs([moving]).findings[0]
     assert f.severity == "critical" and f.symptom == "nonfinite" and f.step == 10, (f.cause, f.symptom)
     assert _keys(f)[0] == "diff.what.nonfinite_grad" and f.cause != "nonfinite_data", (f.cause, _keys(f))
@@ -285,6 +317,7 @@ def test_every_grad_norm_nan_while_the_loss_moves_is_a_critical_nan_and_while_it
 
 
 # ------------------------------------------------------------------ the tables name their sources
+
 
 def _dev_files() -> set[str]:
     return {e["file"] for e in json.loads(MANIFEST.read_text(encoding="utf-8")) if e.get("split") == "dev"}
@@ -295,7 +328,7 @@ def test_every_row_names_its_source_and_the_fitted_ones_name_dev_logs_only():
     for name, rows in TABLES.items():
         for r in rows:
             if r.source.startswith(DEV):
-                files = [f.strip() for f in r.source[len(DEV):].split(",")]
+                files = [f.strip() for f in r.source[len(DEV) :].split(",")]
                 assert files and set(files) <= dev, (name, r)
             else:
                 assert r.source in SOURCES, (name, r)
@@ -316,8 +349,10 @@ def _detector_print(nan_prints: int, all_terms: bool = False) -> Run:
     for k in range(n):
         bad = k >= 1
         events["loss_components"][100 * k] = {
-            "rpn_cls": NAN if bad and all_terms else 0.72 - 0.05 * k, "rpn_box": NAN if bad else 1.71,
-            "rcnn_cls": NAN if bad and all_terms else 4.28 - 0.6 * k}
+            "rpn_cls": NAN if bad and all_terms else 0.72 - 0.05 * k,
+            "rpn_box": NAN if bad else 1.71,
+            "rcnn_cls": NAN if bad and all_terms else 4.28 - 0.6 * k,
+        }
     return from_columns([100 * k for k in range(n)], {"loss": loss, "lr": [1e-3] * n}, events=events)
 
 

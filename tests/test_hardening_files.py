@@ -69,6 +69,7 @@ def one_line_error(p: subprocess.CompletedProcess) -> str:
 
 # --- 1. a reused log_dir ---------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def reused(tmp_path_factory):
     d = tmp_path_factory.mktemp("reuse") / "exp1"
@@ -126,6 +127,7 @@ def test_ranks_of_one_launch_share_one_new_version(tmp_path):
 
 # --- 2. an output that is an input -----------------------------------------------------------
 
+
 def csv_log(path: Path, n: int = 60) -> bytes:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -176,10 +178,12 @@ def test_reports_are_written_atomically(tmp_path):
     out = tmp_path / "r.html"
     out.write_bytes(b"the previous report")
     # a file-size limit below the report's size: the write fails half-way (EFBIG)
-    code = ("import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
-            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
-            f"sys.argv = ['lossdoctor', 'diagnose', {str(log)!r}, '--format', 'html', '-o', {str(out)!r}]; "
-            "runpy.run_module('lossdoctor', run_name='__main__')")
+    code = (
+        "import resource, runpy, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN); "
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)); "
+        f"sys.argv = ['lossdoctor', 'diagnose', {str(log)!r}, '--format', 'html', '-o', {str(out)!r}]; "
+        "runpy.run_module('lossdoctor', run_name='__main__')"
+    )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=HANG)
     one_line_error(p)
     assert out.read_bytes() == b"the previous report"
@@ -189,6 +193,7 @@ def test_reports_are_written_atomically(tmp_path):
 
 
 # --- 3. planted links ------------------------------------------------------------------------
+
 
 def plant(log_dir: Path, outside: Path, names: list[str]) -> dict[str, bytes]:
     """Symlinks named like the run log's files, each to a file outside with known bytes."""
@@ -277,18 +282,21 @@ def test_planted_rank_dir_and_incident_file(tmp_path):
 
 # --- 4. bounds ---------------------------------------------------------------------------------
 
+
 def peak_rss_mib(*args: str) -> tuple[int, float, float]:
     """(exit code, peak resident memory in MiB, seconds) of `lossdoctor ARGS` in a fresh Python
     (VmHWM of the process itself: a fork's memory before exec is not counted)."""
     import time
 
-    code = ("import runpy, sys\n"
-            f"sys.argv = ['lossdoctor', *{list(map(str, args))!r}]\n"
-            "rc = 0\n"
-            "try:\n    runpy.run_module('lossdoctor', run_name='__main__')\n"
-            "except SystemExit as e:\n    rc = e.code\n"
-            "hwm = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
-            "print('PEAK', rc, hwm, file=sys.stderr)\n")
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['lossdoctor', *{list(map(str, args))!r}]\n"
+        "rc = 0\n"
+        "try:\n    runpy.run_module('lossdoctor', run_name='__main__')\n"
+        "except SystemExit as e:\n    rc = e.code\n"
+        "hwm = open('/proc/self/status').read().split('VmHWM:')[1].split()[0]\n"
+        "print('PEAK', rc, hwm, file=sys.stderr)\n"
+    )
     t0 = time.perf_counter()
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env(), timeout=HANG)
     seconds = time.perf_counter() - t0
@@ -297,8 +305,9 @@ def peak_rss_mib(*args: str) -> tuple[int, float, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["trainer_state.json", "train.csv", "train.jsonl",
-                                  "events.out.tfevents.1.host", "train.log"])
+@pytest.mark.parametrize(
+    "name", ["trainer_state.json", "train.csv", "train.jsonl", "events.out.tfevents.1.host", "train.log"]
+)
 def test_nul_files_are_read_in_bounded_memory_and_time(tmp_path, name):
     sizes = {}
     for mib in (64, 256):
@@ -316,12 +325,19 @@ def test_nul_files_are_read_in_bounded_memory_and_time(tmp_path, name):
 
 def test_stdin_is_capped_and_the_cut_is_said(tmp_path):
     line = json.dumps({"loss": 0.5, "learning_rate": 1e-4, "epoch": 0.01}) + "\n"
-    gen = subprocess.Popen([sys.executable, "-c", f"import sys\nwhile True: sys.stdout.write({line!r})"],
-                           stdout=subprocess.PIPE)
+    gen = subprocess.Popen(
+        [sys.executable, "-c", f"import sys\nwhile True: sys.stdout.write({line!r})"], stdout=subprocess.PIPE
+    )
     env = {**cli_env(), "LOSSDOCTOR_STDIN_MAX_BYTES": str(1 << 20)}
     try:
-        p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", "-", "--format", "json"],
-                           stdin=gen.stdout, capture_output=True, text=True, env=env, timeout=HANG)
+        p = subprocess.run(
+            [sys.executable, "-m", "lossdoctor", "diagnose", "-", "--format", "json"],
+            stdin=gen.stdout,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=HANG,
+        )
     finally:
         gen.kill()
         gen.wait()
@@ -332,6 +348,7 @@ def test_stdin_is_capped_and_the_cut_is_said(tmp_path):
     assert "warning" in p.stderr
     # the default cap is a named, documented constant
     from lossdoctor.cli.main import STDIN_MAX_BYTES
+
     assert STDIN_MAX_BYTES == 256 << 20
 
 
@@ -342,8 +359,13 @@ def test_text_with_no_series_is_refused_in_bounded_time(tmp_path):
 
     path = tmp_path / "yes.txt"
     path.write_text("y\n" * (3 * NO_SERIES_LINES))
-    p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", str(path)], capture_output=True,
-                       text=True, env=cli_env(), timeout=HANG)
+    p = subprocess.run(
+        [sys.executable, "-m", "lossdoctor", "diagnose", str(path)],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=HANG,
+    )
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "no numeric series" in p.stderr
 
@@ -380,6 +402,7 @@ def test_a_yaml_alias_bomb_beside_a_log_is_refused_fast(tmp_path):
     # a plain hparams.yaml is still read
     ok = lightning_dir(tmp_path / "plain", "optimizer: SGD\nlr: 0.1\n")
     from lossdoctor.sources import load_path
+
     assert load_path(ok)[0].meta.get("optimizer", {}).get("class") == "SGD"
     # and YAML never builds an object from a tag
     evil = lightning_dir(tmp_path / "evil", "x: !!python/object/apply:os.system ['touch pwned']\nlr: 0.1\n")
@@ -388,6 +411,7 @@ def test_a_yaml_alias_bomb_beside_a_log_is_refused_fast(tmp_path):
 
 
 # --- 5. trust in what is read ------------------------------------------------------------------
+
 
 def test_a_tensorboard_record_with_a_flipped_bit_is_not_read(tmp_path):
     import struct
@@ -407,8 +431,8 @@ def test_a_tensorboard_record_with_a_flipped_bit_is_not_read(tmp_path):
     at = data.find(struct.pack("<f", np.float32(1.696)))
     assert at > 0
     # damage of the value: 1.696 becomes NaN (the exponent's bits set), the CRCs left as written
-    data[at:at + 4] = struct.pack("<I", struct.unpack("<I", data[at:at + 4])[0] | 0x7F800001)
-    assert np.isnan(np.frombuffer(bytes(data[at:at + 4]), "<f4")[0])
+    data[at : at + 4] = struct.pack("<I", struct.unpack("<I", data[at : at + 4])[0] | 0x7F800001)
+    assert np.isnan(np.frombuffer(bytes(data[at : at + 4]), "<f4")[0])
     f.write_bytes(bytes(data))
     run = load_path(f)[0]
     assert 50 not in set(run.steps[run.logged("loss")].tolist()) and run.logged("loss").sum() == 99
@@ -472,8 +496,10 @@ def test_an_mlflow_store_in_wal_mode_is_left_as_it_was(tmp_path, monkeypatch):
     writer = sqlite3.connect(db)
     writer.execute("PRAGMA wal_autocheckpoint=0")
     run_id = writer.execute("SELECT run_uuid FROM runs").fetchone()[0]
-    writer.execute("INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) "
-                   "VALUES ('loss', 0.0, 0, ?, 40, 1)", (run_id,))
+    writer.execute(
+        "INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan) VALUES ('loss', 0.0, 0, ?, 40, 1)",
+        (run_id,),
+    )
     writer.commit()
     try:
         held = listing()
@@ -481,6 +507,7 @@ def test_an_mlflow_store_in_wal_mode_is_left_as_it_was(tmp_path, monkeypatch):
         p = run_cli("diagnose", db, "--format", "json", timeout=HANG)
         assert p.returncode == 0, p.stderr
         from lossdoctor.sources import load_path
+
         run = load_path(db)[0]
         assert run.steps[-1] == 40 and np.isnan(run.cols["loss"][-1])  # the WAL's page was read
         assert listing() == held
@@ -489,6 +516,7 @@ def test_an_mlflow_store_in_wal_mode_is_left_as_it_was(tmp_path, monkeypatch):
 
 
 # --- 1b. the ranks of a real DDP launch, twice into one log_dir -------------------------------
+
 
 def reuse_ddp_worker(rank: int, world: int, port: int, out: str, nan: bool) -> None:
     """DDP over gloo, every rank given the same log_dir; a NaN sample on rank 1 at step 2 when `nan`."""
@@ -506,8 +534,9 @@ def reuse_ddp_worker(rank: int, world: int, port: int, out: str, nan: bool) -> N
         opt.zero_grad()
         mon.step(loss, batch=b)
     mon.close()
-    Path(out, f"rank{rank}-{int(nan)}.json").write_text(json.dumps({"log_dir": str(mon.log_dir),
-                                                                     "version": mon.version}))
+    Path(out, f"rank{rank}-{int(nan)}.json").write_text(
+        json.dumps({"log_dir": str(mon.log_dir), "version": mon.version})
+    )
     torch.distributed.destroy_process_group()
 
 

@@ -33,8 +33,7 @@ from lossdoctor.messages import JSON_LIMITS, Msg, cap_depth, safe_output, safe_t
 from lossdoctor.sources.rundir import INCIDENTS, META, PREFLIGHT
 
 #: window title, hyperlink, clear screen, bell, backspace, carriage return, DEL, C1 CSI, RLO
-PAYLOAD = ("\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x07link\x1b]8;;\x07\x1b[2J\x07\x08\r\x7f"
-           "\u009b2J\u202e")
+PAYLOAD = "\x1b]0;pwned\x07\x1b]8;;http://evil.example/\x07link\x1b]8;;\x07\x1b[2J\x07\x08\r\x7f\u009b2J\u202e"
 #: the same, fit for a file name (no slash) and for a CSV header (no ';', which the sniffer would
 #: take for the delimiter; no CR, which would end the row)
 NAME = PAYLOAD.replace("/", "_")
@@ -60,8 +59,14 @@ def run_pty(*args, env: dict[str, str] | None = None, timeout: float = HANG) -> 
     master, slave = os.openpty()
     full = {**cli_env(), "TERM": "xterm-256color", **(env or {})}
     full.pop("NO_COLOR", None)
-    p = subprocess.Popen([sys.executable, "-m", "lossdoctor", *map(str, args)], stdin=slave, stdout=slave,
-                         stderr=slave, env=full, close_fds=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "lossdoctor", *map(str, args)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env=full,
+        close_fds=True,
+    )
     os.close(slave)
     out = bytearray()
     deadline = time.monotonic() + timeout
@@ -85,13 +90,22 @@ def run_pty(*args, env: dict[str, str] | None = None, timeout: float = HANG) -> 
 
 # --- hostile logs, each written by its real writer ---------------------------------------------
 
+
 def console_log(d: Path) -> Path:
     """The Trainer's console lines, interleaved with lines holding the payload."""
     c = logfaults.healthy(60)
     lines = [f"{PAYLOAD} starting {PAYLOAD}"]
     for i in range(60):
-        lines.append(str({"loss": round(float(c["loss"][i]), 4), "grad_norm": 1.0,
-                          "learning_rate": float(c["lr"][i]), "epoch": i / 60}))
+        lines.append(
+            str(
+                {
+                    "loss": round(float(c["loss"][i]), 4),
+                    "grad_norm": 1.0,
+                    "learning_rate": float(c["lr"][i]),
+                    "epoch": i / 60,
+                }
+            )
+        )
         lines.append(f"{PAYLOAD} {PAYLOAD}")
     p = d / f"console{NAME}.log"
     p.write_text("\n".join(lines) + "\n")
@@ -128,8 +142,16 @@ def trainer_state(d: Path) -> Path:
 
     c = logfaults.healthy(60)
     st = TrainerState()
-    st.log_history = [{"step": i + 1, "loss": float(c["loss"][i]), "learning_rate": float(c["lr"][i]),
-                       "epoch": i / 60, PAYLOAD: PAYLOAD} for i in range(60)]
+    st.log_history = [
+        {
+            "step": i + 1,
+            "loss": float(c["loss"][i]),
+            "learning_rate": float(c["lr"][i]),
+            "epoch": i / 60,
+            PAYLOAD: PAYLOAD,
+        }
+        for i in range(60)
+    ]
     st.global_step = st.max_steps = 60
     p = d / f"hf{NAME}"
     p.mkdir()
@@ -146,25 +168,59 @@ def run_directory(d: Path, name: str = f"run{NAME}") -> Path:
     w.write_meta({"rank": 0, "task": "classification", "run_name": PAYLOAD, "monitor_notes": [PAYLOAD]})
     w.start_layers([f"h.0.{PAYLOAD}", "h.1"], ["act_absmax"], [f"Linear{PAYLOAD}", "Linear"])
     for i in range(60):
-        w.append_step({"step": i, "loss": float(c["loss"][i]), "grad_norm": float(c["grad_norm"][i]),
-                       "lr": float(c["lr"][i])})
+        w.append_step(
+            {"step": i, "loss": float(c["loss"][i]), "grad_norm": float(c["grad_norm"][i]), "lr": float(c["lr"][i])}
+        )
         w.append_layers(i, np.ones((1, 2)))
-    w.append_preflight({"cause": "lr_too_high", "symptom": "divergence", "severity": "warning", "confidence": 0.9,
-                        "step": 3, "layer": f"h.0.{PAYLOAD}", "op": PAYLOAD, "evidence": [PAYLOAD],
-                        "fixes": [PAYLOAD]})
-    finding = {"cause": "nonfinite_data", "symptom": "nonfinite", "severity": "critical", "confidence": 0.9,
-               "step": 5, "layer": PAYLOAD, "evidence": [PAYLOAD], "fixes": [PAYLOAD],
-               "fix_checks": [{"fix": 0, "verdict": "verified", "sentence": PAYLOAD}]}
-    w.write_incident("step-5", {"step": 5, "trigger": PAYLOAD, "findings": [finding],
-                                "verification": {"status": PAYLOAD, "note": PAYLOAD, "error": PAYLOAD,
-                                                 "checks": [{"fix": None, "verdict": "verified",
-                                                             "sentence": PAYLOAD}]}})
+    w.append_preflight(
+        {
+            "cause": "lr_too_high",
+            "symptom": "divergence",
+            "severity": "warning",
+            "confidence": 0.9,
+            "step": 3,
+            "layer": f"h.0.{PAYLOAD}",
+            "op": PAYLOAD,
+            "evidence": [PAYLOAD],
+            "fixes": [PAYLOAD],
+        }
+    )
+    finding = {
+        "cause": "nonfinite_data",
+        "symptom": "nonfinite",
+        "severity": "critical",
+        "confidence": 0.9,
+        "step": 5,
+        "layer": PAYLOAD,
+        "evidence": [PAYLOAD],
+        "fixes": [PAYLOAD],
+        "fix_checks": [{"fix": 0, "verdict": "verified", "sentence": PAYLOAD}],
+    }
+    w.write_incident(
+        "step-5",
+        {
+            "step": 5,
+            "trigger": PAYLOAD,
+            "findings": [finding],
+            "verification": {
+                "status": PAYLOAD,
+                "note": PAYLOAD,
+                "error": PAYLOAD,
+                "checks": [{"fix": None, "verdict": "verified", "sentence": PAYLOAD}],
+            },
+        },
+    )
     w.close()
     return p
 
 
-WRITERS = {"console": console_log, "csv": csv_log, "tensorboard": tensorboard_log,
-           "trainer_state": trainer_state, "run_dir": run_directory}
+WRITERS = {
+    "console": console_log,
+    "csv": csv_log,
+    "tensorboard": tensorboard_log,
+    "trainer_state": trainer_state,
+    "run_dir": run_directory,
+}
 
 
 @pytest.fixture(scope="module")
@@ -175,9 +231,30 @@ def hostile(tmp_path_factory) -> dict[str, Path]:
 
 # --- 1. escapes ---------------------------------------------------------------------------------
 
+
 def test_safe_text_escapes_every_class_and_keeps_the_text():
-    for c in ["\x00", "\x07", "\x08", "\x0b", "\x0c", "\r", "\x1b", "\x7f", "\x85", "\x9b", "\u061c", "\u200e",
-              "\u200f", "\u2028", "\u2029", "\u202a", "\u202e", "\u2066", "\u2069", "\udcff"]:
+    for c in [
+        "\x00",
+        "\x07",
+        "\x08",
+        "\x0b",
+        "\x0c",
+        "\r",
+        "\x1b",
+        "\x7f",
+        "\x85",
+        "\x9b",
+        "\u061c",
+        "\u200e",
+        "\u200f",
+        "\u2028",
+        "\u2029",
+        "\u202a",
+        "\u202e",
+        "\u2066",
+        "\u2069",
+        "\udcff",
+    ]:
         out = safe_text(f"a{c}b")
         assert not unsafe_chars(out) and out.startswith("a\\") and out.endswith("b"), (repr(c), out)
         assert safe_text(out) == out  # escaping twice changes nothing
@@ -247,8 +324,11 @@ def test_warnings_and_errors_echo_names_escaped(tmp_path):
     assert rc == 0 and "warning" in screen and "\\x1b]0;pwned" in screen, screen[-2000:]
     assert not unsafe_chars(screen, pty=True), sorted(set(unsafe_chars(screen, pty=True)))
     (tmp_path / "x.jsonl").write_text("\n".join(logfaults_jsonl()) + "\n")
-    for args in (("diagnose", tmp_path / f"missing{NAME}.csv"), ("verify", tmp_path / f"none{NAME}"),
-                 ("diagnose", tmp_path / "x.jsonl", "-o", tmp_path / f"no{NAME}" / "r.txt")):
+    for args in (
+        ("diagnose", tmp_path / f"missing{NAME}.csv"),
+        ("verify", tmp_path / f"none{NAME}"),
+        ("diagnose", tmp_path / "x.jsonl", "-o", tmp_path / f"no{NAME}" / "r.txt"),
+    ):
         p = run_cli(*args, timeout=HANG)
         assert p.returncode == 2 and len(p.stderr.splitlines()) == 1, p.stderr
         assert not unsafe_chars(p.stderr) and "\\x1b]0;pwned" in p.stderr, p.stderr
@@ -265,8 +345,18 @@ def test_live_alert_line_is_escaped(capsys):
     from lossdoctor.live.diagnoser import LiveDiagnoser
 
     live = LiveDiagnoser({"rank": 0}, alerts=True)
-    live._maybe_announce(Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",
-                                 confidence=0.9, step=3, layer=PAYLOAD, evidence=[PAYLOAD], fixes=[PAYLOAD]))
+    live._maybe_announce(
+        Finding(
+            cause="grad_explosion",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.9,
+            step=3,
+            layer=PAYLOAD,
+            evidence=[PAYLOAD],
+            fixes=[PAYLOAD],
+        )
+    )
     err = capsys.readouterr().err
     assert "\\x1b]0;pwned" in err and not unsafe_chars(err) and err.count("\n") == 1, err
 
@@ -276,23 +366,25 @@ def test_monitor_warnings_are_escaped(caplog):
     import logging
 
     with caplog.at_level(logging.WARNING, logger="lossdoctor"):
-        logging.getLogger("lossdoctor").warning("lossdoctor: %s disabled after an internal error: %s", "tracer",
-                                                PAYLOAD)
+        logging.getLogger("lossdoctor").warning(
+            "lossdoctor: %s disabled after an internal error: %s", "tracer", PAYLOAD
+        )
     (record,) = caplog.records
     assert "\\x1b]0;pwned" in record.getMessage() and not unsafe_chars(record.getMessage())
 
 
 # --- 2. names that are not UTF-8 ---------------------------------------------------------------
 
-LOCALES = {"C.UTF-8": {"LC_ALL": "C.UTF-8"},
-           "strict": {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict"},
-           "C": {"LC_ALL": "C"}}
+LOCALES = {
+    "C.UTF-8": {"LC_ALL": "C.UTF-8"},
+    "strict": {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict"},
+    "C": {"LC_ALL": "C"},
+}
 
 
 def _run_bytes(args: list, env: dict[str, str], timeout: float = HANG) -> subprocess.CompletedProcess:
     full = {**cli_env(), **env}
-    return subprocess.run([sys.executable, "-m", "lossdoctor", *args], capture_output=True, env=full,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "lossdoctor", *args], capture_output=True, env=full, timeout=timeout)
 
 
 def _ok(p: subprocess.CompletedProcess, bad_input: bool = False) -> None:
@@ -319,8 +411,18 @@ def odd_names(tmp_path_factory) -> dict[str, bytes]:
     w.write_meta({"rank": 0, "log_dir": os.fsdecode(rd)})  # the writer copes with the name itself
     for i in range(60):
         w.append_step({"step": i, "loss": float(c["loss"][i]), "lr": float(c["lr"][i])})
-    w.write_incident("step-5", {"step": 5, "trigger": "nonfinite_loss", "findings": [], "verification": {
-        "status": "done", "checks": [{"fix": None, "verdict": "verified", "sentence": os.fsdecode(rd)}]}})
+    w.write_incident(
+        "step-5",
+        {
+            "step": 5,
+            "trigger": "nonfinite_loss",
+            "findings": [],
+            "verification": {
+                "status": "done",
+                "checks": [{"fix": None, "verdict": "verified", "sentence": os.fsdecode(rd)}],
+            },
+        },
+    )
     w.close()
     return {"dir": d, "csv": log, "run_dir": rd}
 
@@ -334,9 +436,11 @@ def test_names_that_are_not_utf8(odd_names, locale):
     one line, exit 2."""
     env = LOCALES[locale]
     d = odd_names["dir"]
-    runs = [("diagnose", odd_names["csv"], ("text", "json", "md", "html")),
-            ("diagnose", odd_names["run_dir"], ("text", "json", "md", "html")),
-            ("verify", odd_names["run_dir"], ("text", "json", "md"))]
+    runs = [
+        ("diagnose", odd_names["csv"], ("text", "json", "md", "html")),
+        ("diagnose", odd_names["run_dir"], ("text", "json", "md", "html")),
+        ("verify", odd_names["run_dir"], ("text", "json", "md")),
+    ]
     for cmd, path, fmts in runs:
         for fmt in fmts:
             out = os.path.join(d, f"out-{cmd}-{locale}".encode() + b"\xff\xfe." + fmt.encode())
@@ -358,10 +462,12 @@ def test_check_and_demo_with_names_that_are_not_utf8(tmp_path):
     d = os.fsencode(tmp_path)
     setup = os.path.join(d, b"setup\xff\xfe.py")
     with open(setup, "w") as f:
-        f.write("import torch\n\ndef lossdoctor_setup():\n    torch.manual_seed(0)\n"
-                "    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))\n"
-                "    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)\n"
-                "    return {'model': model, 'optimizer': opt, 'total_steps': 100}\n")
+        f.write(
+            "import torch\n\ndef lossdoctor_setup():\n    torch.manual_seed(0)\n"
+            "    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))\n"
+            "    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)\n"
+            "    return {'model': model, 'optimizer': opt, 'total_steps': 100}\n"
+        )
     env = LOCALES["strict"]
     p = _run_bytes(["check", "--config", setup], env, timeout=300)
     _ok(p)
@@ -371,14 +477,16 @@ def test_check_and_demo_with_names_that_are_not_utf8(tmp_path):
     assert json.loads(Path(os.fsdecode(out)).read_bytes())["schema"] == "lossdoctor.report/1"
     _ok(_run_bytes(["check", "--config", setup + b":nope"], env, timeout=300), bad_input=True)
     log_dir, report = os.path.join(d, b"demo\xff\xfe"), os.path.join(d, b"demo\xff.md")
-    p = _run_bytes(["demo", "--fault", "nan-data", "--log-dir", log_dir, "--format", "md", "-o", report], env,
-                   timeout=540)
+    p = _run_bytes(
+        ["demo", "--fault", "nan-data", "--log-dir", log_dir, "--format", "md", "-o", report], env, timeout=540
+    )
     _ok(p)
     assert b"\\xff\\xfe" in p.stderr and os.path.isfile(os.path.join(log_dir, b"meta.json"))
     assert b"nonfinite_data" in Path(os.fsdecode(report)).read_bytes()
 
 
 # --- 3. JSON nested 1,000 and 100,000 deep -----------------------------------------------------
+
 
 def _deep(n: int, kind: str) -> str:
     return "[" * n + "]" * n if kind == "list" else '{"a":' * n + "1" + "}" * n
@@ -394,15 +502,24 @@ def _plain_run_dir(p: Path) -> Path:
     w.write_meta({"rank": 0})
     for r in _rows():
         w.append_step(r)
-    w.write_incident("step-5", {"step": 5, "trigger": "nonfinite_loss", "findings": [], "verification": {
-        "status": "done", "checks": [{"fix": None, "verdict": "verified", "sentence": "x"}]}})
+    w.write_incident(
+        "step-5",
+        {
+            "step": 5,
+            "trigger": "nonfinite_loss",
+            "findings": [],
+            "verification": {"status": "done", "checks": [{"fix": None, "verdict": "verified", "sentence": "x"}]},
+        },
+    )
     w.close()
     return p
 
 
 def _finding(extra: str) -> str:
-    return ('{"cause": "lr_too_high", "symptom": "divergence", "severity": "warning", "confidence": 0.5, '
-            '"evidence": ["e"], "fixes": ["f"], ' + extra + "}")
+    return (
+        '{"cause": "lr_too_high", "symptom": "divergence", "severity": "warning", "confidence": 0.5, '
+        '"evidence": ["e"], "fixes": ["f"], ' + extra + "}"
+    )
 
 
 def deep_input(d: Path, where: str, deep: str) -> Path:
@@ -418,10 +535,12 @@ def deep_input(d: Path, where: str, deep: str) -> Path:
         (d / "log.json").write_text("[" + ",".join(rows) + "]")
         return d / "log.json"
     if where == "trainer_state":
-        hist = ",".join(json.dumps({"step": r["step"] + 1, "loss": r["loss"], "learning_rate": r["lr"]})
-                        for r in _rows())
-        (d / "trainer_state.json").write_text('{"global_step": 60, "trial_params": ' + deep
-                                              + ', "log_history": [' + hist + "]}")
+        hist = ",".join(
+            json.dumps({"step": r["step"] + 1, "loss": r["loss"], "learning_rate": r["lr"]}) for r in _rows()
+        )
+        (d / "trainer_state.json").write_text(
+            '{"global_step": 60, "trial_params": ' + deep + ', "log_history": [' + hist + "]}"
+        )
         return d / "trainer_state.json"
     if where == "wandb_history":
         (d / "files").mkdir()
@@ -436,26 +555,41 @@ def deep_input(d: Path, where: str, deep: str) -> Path:
         with open(rd / "steps.jsonl", "a") as f:
             f.write('{"step": 60, "loss": 1.0, "x": ' + deep + "}\n")
     elif where == "preflight_fix_checks":
-        (rd / PREFLIGHT).write_text(_finding('"fix_checks": [{"fix": 0, "verdict": "verified", "x": ' + deep + "}]")
-                                    + "\n")
+        (rd / PREFLIGHT).write_text(
+            _finding('"fix_checks": [{"fix": 0, "verdict": "verified", "x": ' + deep + "}]") + "\n"
+        )
     elif where == "preflight_messages":
         n = deep.count("[") + deep.count("{")
         msg = '{"key": "ui.where_step", "values": {"step": ' * (n // 2) + "1" + "}}" * (n // 2)
         (rd / PREFLIGHT).write_text(_finding('"evidence_data": [' + msg + "]") + "\n")
     elif where == "incident":
         (rd / INCIDENTS / "step-5.json").write_text(
-            '{"step": 5, "trigger": "nonfinite_loss", "findings": [' + _finding('"fix_checks": [{"fix": 0, "x": '
-                                                                                + deep + "}]")
-            + '], "verification": {"status": "done", "cost": ' + deep
-            + ', "checks": [{"fix": null, "verdict": "verified", "sentence": "x", "v": ' + deep + "}]}}")
+            '{"step": 5, "trigger": "nonfinite_loss", "findings": ['
+            + _finding('"fix_checks": [{"fix": 0, "x": ' + deep + "}]")
+            + '], "verification": {"status": "done", "cost": '
+            + deep
+            + ', "checks": [{"fix": null, "verdict": "verified", "sentence": "x", "v": '
+            + deep
+            + "}]}}"
+        )
     elif where == "layers":
         (rd / "layers.json").write_text('{"modules": ["a"], "stats": ["s"], "types": ' + deep + "}")
         (rd / "layers.f32").write_bytes(np.zeros(2, "<f4").tobytes())
     return rd
 
 
-DEEP_INPUTS = ["jsonl", "json_array", "trainer_state", "wandb_history", "meta", "steps", "preflight_fix_checks",
-               "preflight_messages", "incident", "layers"]
+DEEP_INPUTS = [
+    "jsonl",
+    "json_array",
+    "trainer_state",
+    "wandb_history",
+    "meta",
+    "steps",
+    "preflight_fix_checks",
+    "preflight_messages",
+    "incident",
+    "layers",
+]
 
 
 @pytest.mark.timeout(600)
@@ -482,8 +616,9 @@ def test_json_nested_deep_is_bounded(tmp_path, capsys, where):
                     out, err = capsys.readouterr()
                     assert INTERNAL_ERROR not in err and "Recursion" not in err, (where, n, kind, fmt, err)
                     # 1,000 levels: cut, and shown; 100,000: beyond the parser, the record is unreadable
-                    assert rc == 0 or (rc == 2 and len(err.splitlines()) == 1 and n == 100_000 and where == "incident"), (
-                        where, n, kind, fmt, rc, err)
+                    assert rc == 0 or (
+                        rc == 2 and len(err.splitlines()) == 1 and n == 100_000 and where == "incident"
+                    ), (where, n, kind, fmt, rc, err)
                     if rc == 0 and fmt == "json":
                         json.loads(out)
 

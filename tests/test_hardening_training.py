@@ -81,8 +81,11 @@ def _custom(m: nn.Module) -> nn.Module:
 
 
 WRAPS: dict[str, Callable[[nn.Module], nn.Module]] = {
-    "spectral_norm_hook": _sn_old, "spectral_norm_parametrizations": _sn_new,
-    "weight_norm_hook": _wn_old, "weight_norm_parametrizations": _wn_new, "custom_parametrization": _custom,
+    "spectral_norm_hook": _sn_old,
+    "spectral_norm_parametrizations": _sn_new,
+    "weight_norm_hook": _wn_old,
+    "weight_norm_parametrizations": _wn_new,
+    "custom_parametrization": _custom,
 }
 
 
@@ -161,8 +164,11 @@ def _train_wgan(kind: str, mode: str, tmp_path, steps: int = 6, materialise_firs
 
 def _assert_identical(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
     assert a.keys() == b.keys()
-    differ = [k for k in a if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape
-              or a[k].numpy().tobytes() != b[k].numpy().tobytes()]
+    differ = [
+        k
+        for k in a
+        if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape or a[k].numpy().tobytes() != b[k].numpy().tobytes()
+    ]
     assert differ == [], differ
 
 
@@ -228,11 +234,16 @@ def _odd(kind: str) -> torch.Tensor:
     raise ValueError(kind)
 
 
-def _small_run(tmp_path, batch_fn: Callable[[int, torch.Tensor, torch.Tensor], Any], steps: int = 20,
-               dtype: torch.dtype = torch.float32):
+def _small_run(
+    tmp_path,
+    batch_fn: Callable[[int, torch.Tensor, torch.Tensor], Any],
+    steps: int = 20,
+    dtype: torch.dtype = torch.float32,
+):
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1)).to(dtype)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
     def replay(m: nn.Module, b: Any) -> torch.Tensor:  # a replay function: triage's snapshot ring is on
         x, y = (b["x"], b["y"]) if isinstance(b, dict) else (b[0], b[1])
         return (m(x) - y).abs().pow(2).mean().real
@@ -338,8 +349,14 @@ def test_huge_batch_containers_are_recorded_with_a_note(tmp_path):
 
 
 # --- hooks left after an exception -------------------------------------------------------------------
-HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-              "_state_dict_hooks", "_load_state_dict_pre_hooks")
+HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_state_dict_hooks",
+    "_load_state_dict_pre_hooks",
+)
 
 
 def _hook_count(model: nn.Module, *optimizers: Any) -> int:
@@ -357,9 +374,18 @@ def _hf_trainer(model: nn.Module, out, steps: int, callbacks: list[Any], accum: 
 
     from test_integrations_transformers import TokenData
 
-    args = TrainingArguments(output_dir=str(out), per_device_train_batch_size=4, max_steps=steps,
-                             gradient_accumulation_steps=accum, logging_steps=1, save_strategy="no",
-                             report_to=[], use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+    args = TrainingArguments(
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        max_steps=steps,
+        gradient_accumulation_steps=accum,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     return Trainer(model=model, args=args, train_dataset=TokenData(64), callbacks=callbacks)
 
 
@@ -456,8 +482,12 @@ def test_check_reads_float64_and_complex_weights(dtype):
             if isinstance(m, nn.Linear):
                 m.weight.normal_(0, 1.0)  # std 1 with fan_in 64: a gain of 8 a layer
     x = torch.randn(16, 64, dtype=dtype)
-    report = lossdoctor.check(model, torch.optim.SGD(model.parameters(), lr=0.01),
-                              batches=[(x, torch.randn(16, 1, dtype=dtype))], task="regression")
+    report = lossdoctor.check(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        batches=[(x, torch.randn(16, 1, dtype=dtype))],
+        task="regression",
+    )
     keys = [getattr(n, "key", None) for n in report.notes]
     assert "engine.internal_error" not in keys and "pcheck.forward_failed" not in keys
     assert report.primary is not None and report.primary.cause == "bad_init"
@@ -506,7 +536,7 @@ def test_a_part_that_switched_itself_off_makes_the_run_inconclusive_not_healthy(
         assert ("monitor.disabled" in keys) == broken
 
 
-CHECK_SETUP = '''
+CHECK_SETUP = """
 import torch
 
 def lossdoctor_setup():
@@ -518,7 +548,7 @@ def lossdoctor_setup():
 
 def skip_forward():
     return {**lossdoctor_setup(), "forward": False}
-'''
+"""
 
 
 @pytest.mark.slow

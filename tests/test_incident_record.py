@@ -37,14 +37,30 @@ def test_the_record_files_are_the_ones_the_dict_version_wrote(tmp_path, name):
 
 
 def _record(**kw):
-    return IncidentRecord(step=7, trigger=kw.pop("trigger", "nonfinite_loss"), rank=None, policy="report",
-                          live={"loss": float("nan")}, **kw)
+    return IncidentRecord(
+        step=7,
+        trigger=kw.pop("trigger", "nonfinite_loss"),
+        rank=None,
+        policy="report",
+        live={"loss": float("nan")},
+        **kw,
+    )
 
 
 def test_absent_parts_are_left_out_and_a_null_answer_is_kept():
     rec = _record()
-    assert list(rec.to_dict()) == ["format", "step", "trigger", "rank", "policy", "level", "live", "notes",
-                                   "action", "findings"]
+    assert list(rec.to_dict()) == [
+        "format",
+        "step",
+        "trigger",
+        "rank",
+        "policy",
+        "level",
+        "live",
+        "notes",
+        "action",
+        "findings",
+    ]
     rec.reproducible = None  # "cannot tell" is an answer: written as null
     rec.samples = None
     assert rec.to_dict()["reproducible"] is None and rec.to_dict()["samples"] is None

@@ -39,8 +39,7 @@ def run_loop(tmp_path, *, nan_batch: int | None = None):
         x[nan_batch * 8 + 1, 2] = float("inf")
     dl = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8)
     model, opt, dl = acc.prepare(model, opt, dl)
-    mon = lossdoctor.watch(model, opt, scaler=acc.scaler, log_dir=tmp_path / "ld", task="classification",
-                           alerts=False)
+    mon = lossdoctor.watch(model, opt, scaler=acc.scaler, log_dir=tmp_path / "ld", task="classification", alerts=False)
     clip_norms = []
     for xb, yb in dl:
         with acc.accumulate(model):

@@ -61,8 +61,9 @@ def test_zero_nan_sample_on_rank_1_is_nonfinite_data_on_rank_1(zero, stage):
     assert all(has(r.notes, "distributed.replay_skipped_zero") == (stage > 0) for r in runs)
     assert "on_incident='skip' is not supported" in res[0][f"zero{stage}"]["skip_refused"]
     if stage:  # the incident says why replay cannot run here, not "pass replay_fn"
-        assert not {"triage.live.hint", "triage.live.fix", "nonfinite.fix_replay", "nonfinite.fix_find_nan_op"} \
-            & set(keys(f.evidence + f.fixes))  # not "pass replay_fn"
+        assert not {"triage.live.hint", "triage.live.fix", "nonfinite.fix_replay", "nonfinite.fix_find_nan_op"} & set(
+            keys(f.evidence + f.fixes)
+        )  # not "pass replay_fn"
         assert has(f.evidence, "distributed.replay_skipped_zero", stage=stage), [m.data() for m in f.evidence]
     cli = run_cli("diagnose", d, "--format", "json")
     assert cli.returncode == 0, cli.stderr
@@ -128,7 +129,7 @@ def test_zero_fp16_overflowing_features_is_loss_scale_collapse(zero):
         skipped = res[rank]["fp16"]["skipped"]
         per_step = [skipped[0]] + [b - a for a, b in zip(skipped, skipped[1:])]
         assert run.col("skipped").tolist() == [float(s) for s in per_step]
-    assert res[0]["fp16"]["scales"][-1] < 2 ** 16 / 1000  # it really collapsed
+    assert res[0]["fp16"]["scales"][-1] < 2**16 / 1000  # it really collapsed
     f = diagnose(str(out / "fp16")).primary
     assert f.cause == "loss_scale_collapse" and f.severity == "critical"
     assert has(f.evidence, "precision.inputs_unnormalised"), [m.data() for m in f.evidence]

@@ -93,7 +93,8 @@ def test_fsdp2_shard_norms_combine_into_the_total(tmp_path):
     shard0, shard1 = runs[0].col("grad_norm_local"), runs[1].col("grad_norm_local")
     total = runs[0].col("grad_norm")
     assert (shard0[:NAN_STEP] ** 2 + shard1[:NAN_STEP] ** 2).tolist() == pytest.approx(
-        (total[:NAN_STEP] ** 2).tolist(), rel=1e-4)
+        (total[:NAN_STEP] ** 2).tolist(), rel=1e-4
+    )
     report = diagnose(tmp_path / "ld")
     f = report.primary
     assert (f.cause, f.rank, f.step) == ("nonfinite_data", 1, NAN_STEP)

@@ -29,8 +29,7 @@ NAN_RANK, NAN_STEP = 1, 3
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_fsdp1_nan_on_rank_1_total_and_local_norms(tmp_path):
-    mp.spawn(dist_workers.fsdp1_worker, args=(2, free_port(), str(tmp_path), NAN_RANK, NAN_STEP), nprocs=2,
-             join=True)
+    mp.spawn(dist_workers.fsdp1_worker, args=(2, free_port(), str(tmp_path), NAN_RANK, NAN_STEP), nprocs=2, join=True)
     ref = [json.loads((tmp_path / f"rank{r}.json").read_text())["ref"] for r in (0, 1)]
     runs = read_run_dir(tmp_path / "ld")
     assert [r.meta["distributed"]["kind"] for r in runs] == ["fsdp1", "fsdp1"]
@@ -118,5 +117,6 @@ def test_a_local_gradient_probe_that_fails_in_backward_leaves_the_training_alone
     assert [torch.equal(p.grad, e) for p, e in zip(model.parameters(), expected)] == [True, True]
     assert not probe.enabled and probe.flush(Packer()) is None
     assert [r.getMessage() for r in caplog.records] == [
-        "lossdoctor: local gradient probe disabled after an internal error: RuntimeError: injected: no loss scale"]
+        "lossdoctor: local gradient probe disabled after an internal error: RuntimeError: injected: no loss scale"
+    ]
     probe.remove()

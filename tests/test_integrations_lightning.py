@@ -52,10 +52,19 @@ def loader(n: int = 80, nan_at: tuple[int, int] | None = None) -> torch.utils.da
 
 def fit(tmp_path, data, *, accumulate=1, epochs=1, extra=()):
     cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
-    trainer = L.Trainer(max_epochs=epochs, accelerator="cpu", devices=1, logger=False,
-                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                        accumulate_grad_batches=accumulate, gradient_clip_val=0.5, num_sanity_val_steps=0,
-                        callbacks=[cb, *extra])
+    trainer = L.Trainer(
+        max_epochs=epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accumulate_grad_batches=accumulate,
+        gradient_clip_val=0.5,
+        num_sanity_val_steps=0,
+        callbacks=[cb, *extra],
+    )
     trainer.fit(Regressor(), data)
     (run,) = read_run_dir(tmp_path / "ld")
     return cb, run

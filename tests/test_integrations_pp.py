@@ -28,17 +28,36 @@ WORKER = Path(__file__).with_name("pp_worker.py")
 FAULT_STEP = 5
 
 
-def launch(out: Path, fault: str, schedule: str = "gpipe", console: str = "titan", watched: str = "stage",
-           replay: str = "on") -> list[dict]:
+def launch(
+    out: Path, fault: str, schedule: str = "gpipe", console: str = "titan", watched: str = "stage", replay: str = "on"
+) -> list[dict]:
     """`torchrun --nproc_per_node 2 --role rank --tee 3 pp_worker.py` (torchtitan's launcher flags:
     every line the ranks print comes prefixed `[rankN]:`); each rank's reference numbers. What the
     ranks printed, as torchtitan or Megatron print it, is kept in OUT/console.log. `replay="on"`:
     each rank passes a `replay_fn` (its stage's micro-batches are recorded, an incident replayed)."""
     from dist_workers import free_port
 
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-           str(free_port()), "--role", "rank", "--tee", "3", str(WORKER), str(out), fault, str(FAULT_STEP),
-           schedule, console, watched, replay]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        "--role",
+        "rank",
+        "--tee",
+        "3",
+        str(WORKER),
+        str(out),
+        fault,
+        str(FAULT_STEP),
+        schedule,
+        console,
+        watched,
+        replay,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (out / "console.log").write_text(p.stdout)
@@ -51,10 +70,22 @@ def test_one_stage_pipeline_in_one_process(tmp_path):
     is taken after the schedule divided the gradients by the micro-batches."""
     from dist_workers import free_port
 
-    env = {**cli_env(), "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
-    p = subprocess.run([sys.executable, str(WORKER), str(tmp_path), "none", str(FAULT_STEP), "gpipe", "megatron"],
-                       capture_output=True, text=True, timeout=120, env=env)
+    env = {
+        **cli_env(),
+        "RANK": "0",
+        "LOCAL_RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_WORLD_SIZE": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
+    p = subprocess.run(
+        [sys.executable, str(WORKER), str(tmp_path), "none", str(FAULT_STEP), "gpipe", "megatron"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ref = json.loads((tmp_path / "rank0.json").read_text())
     (run,) = read_run_dir(tmp_path / "ld")
@@ -105,7 +136,8 @@ def test_pp_stages_record_every_step_and_the_total_grad_norm(healthy):
         applied = run.logged("grad_norm_applied")
         assert applied.any()
         assert run.col("grad_norm_applied")[applied].tolist() == pytest.approx(
-            run.col("grad_norm_local")[applied].tolist(), rel=1e-4)
+            run.col("grad_norm_local")[applied].tolist(), rel=1e-4
+        )
         # one all-reduce per step for it (the pipeline's own traffic is point-to-point)
         assert ref[rank]["calls"] == {"all_reduce": pp_worker.STEPS}
         # the placeholder pass of the first schedule step (torch.empty activations) is not recorded
@@ -200,8 +232,14 @@ def test_pp_nan_in_the_last_stages_batch_is_found_on_that_stage(tmp_path):
     # gradient stage 1 sent back for the first micro-batch was already non-finite
     first = incident(ld, 0)
     assert (first["level"], first.get("replay")) == ("live", None)
-    assert has(Finding.from_dict(first["findings"][0]).evidence, "triage.stage.bwd_from_next",
-               stage=0, step=FAULT_STEP, next=1, micro=0)
+    assert has(
+        Finding.from_dict(first["findings"][0]).evidence,
+        "triage.stage.bwd_from_next",
+        stage=0,
+        step=FAULT_STEP,
+        next=1,
+        micro=0,
+    )
     # stage 1, replayed alone on the activations it received (recorded before the worker's hook on
     # its first layer spoilt them) and its weights, stays finite: the NaN was not made by them
     last = incident(ld, 1)
@@ -238,8 +276,14 @@ def test_pp_last_stage_replayed_alone_names_the_layer_op_and_micro_batch(tmp_pat
     assert has(f.evidence, "triage.stage.replayed_from", stage=1, stages=2, start=0, step=FAULT_STEP, n=FAULT_STEP)
     micro, first = divmod(pp_worker.BAD_SAMPLE, pp_worker.BATCH // pp_worker.MICRO)
     size = pp_worker.BATCH // pp_worker.MICRO
-    assert has(f.evidence, "triage.stage.micro_batch", micro=micro, n=pp_worker.MICRO, first=micro * size,
-               last=micro * size + size - 1)
+    assert has(
+        f.evidence,
+        "triage.stage.micro_batch",
+        micro=micro,
+        n=pp_worker.MICRO,
+        first=micro * size,
+        last=micro * size + size - 1,
+    )
     assert has(f.evidence, "triage.stage.within", local=[first], ids=[pp_worker.BAD_SAMPLE])
     assert _began(f)["stage"] == 1 and _began(f)["layer"] == "temper"
     rec = incident(ld, 1)
@@ -247,11 +291,20 @@ def test_pp_last_stage_replayed_alone_names_the_layer_op_and_micro_batch(tmp_pat
     assert (rep["from_step"], rep["steps_replayed"], rep["reached"], rep["faithful"]) == (0, FAULT_STEP, True, True)
     assert rep["max_rel_deviation"] < 1e-6 and [s["micro_batches"] for s in rep["steps"]] == [pp_worker.MICRO] * 5
     loc = rec["localization"]
-    assert (loc["micro_batch"], loc["micro_batch_samples"], loc["step_samples"]) == (micro, [first], [pp_worker.BAD_SAMPLE])
+    assert (loc["micro_batch"], loc["micro_batch_samples"], loc["step_samples"]) == (
+        micro,
+        [first],
+        [pp_worker.BAD_SAMPLE],
+    )
     assert rec["reproducible"] is True and rec["level"] == "replay"
     # stage 0's forward stayed finite: not replayed, and its record says the gradient came back bad
-    assert has(Finding.from_dict(incident(ld, 0)["findings"][0]).evidence, "triage.stage.bwd_from_next",
-               stage=0, next=1, micro=micro)
+    assert has(
+        Finding.from_dict(incident(ld, 0)["findings"][0]).evidence,
+        "triage.stage.bwd_from_next",
+        stage=0,
+        next=1,
+        micro=micro,
+    )
 
 
 @pytest.mark.slow
@@ -285,11 +338,22 @@ def test_pp_torchtitan_console_of_both_stages_is_one_run_with_the_last_stages_lo
     # the last stage's loss, never stage 0's placeholder -1.0 printed at the same steps
     assert run.col("loss").tolist() == pytest.approx(ref[1]["losses"], abs=1e-4)
     assert run.col("grad_norm").tolist() == pytest.approx(ref[0]["ref"], abs=1e-4)
-    assert run.meta["distributed"] == {"kind": "pp", "mesh": {"pp": 2}, "loss_ranks": [1], "read_rank": 1,
-                                       "loss_stage": 1, "no_loss_ranks": [0]}
+    assert run.meta["distributed"] == {
+        "kind": "pp",
+        "mesh": {"pp": 2},
+        "loss_ranks": [1],
+        "read_rank": 1,
+        "loss_stage": 1,
+        "no_loss_ranks": [0],
+    }
     notes = {getattr(n, "key", None): n for n in run.notes}
-    assert notes["parallel_logs.read_rank_stage"].values == {"rank": 1, "loss_ranks": "1", "others": pp_worker.STEPS,
-                                                             "stage": 1, "mesh": "pp=2"}
+    assert notes["parallel_logs.read_rank_stage"].values == {
+        "rank": 1,
+        "loss_ranks": "1",
+        "others": pp_worker.STEPS,
+        "stage": 1,
+        "mesh": "pp=2",
+    }
     assert notes["parallel_logs.placeholder"].values["ranks"] == "0"
 
 
@@ -315,9 +379,28 @@ def test_pp_script_under_lossdoctor_run_is_watched_per_stage(tmp_path):
     from dist_workers import free_port
 
     ld = tmp_path / "attached"
-    p = run_cli("run", "--log-dir", ld, "--no-alerts", "--", sys.executable, "-m", "torch.distributed.run",
-                "--nproc_per_node", "2", "--master_port", str(free_port()), WORKER, tmp_path, "none",
-                str(FAULT_STEP), "gpipe", "titan", "none", timeout=300)
+    p = run_cli(
+        "run",
+        "--log-dir",
+        ld,
+        "--no-alerts",
+        "--",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        str(free_port()),
+        WORKER,
+        tmp_path,
+        "none",
+        str(FAULT_STEP),
+        "gpipe",
+        "titan",
+        "none",
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     ref = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     runs = read_run_dir(ld)

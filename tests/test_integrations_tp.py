@@ -30,8 +30,20 @@ def launch(out: Path, nan_rank: int, dp: int = 1) -> list[dict]:
     from dist_workers import free_port
 
     n = 2 * dp
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(n), "--master_port",
-           str(free_port()), str(WORKER), str(out), str(nan_rank), str(NAN_STEP), str(dp)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        str(n),
+        "--master_port",
+        str(free_port()),
+        str(WORKER),
+        str(out),
+        str(nan_rank),
+        str(NAN_STEP),
+        str(dp),
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in range(n)]

@@ -40,17 +40,26 @@ class TokenData(torch.utils.data.Dataset):
 
 def gpt2() -> GPT2LMHeadModel:
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=SEQ,
-                     bos_token_id=0, eos_token_id=0)
+    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=SEQ, bos_token_id=0, eos_token_id=0)
     return GPT2LMHeadModel(cfg)
 
 
 def train(tmp_path, *, mask="prompt", accum=1, steps=8, trainer_cls=Trainer, lr=1e-3):
     cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
-                             gradient_accumulation_steps=accum, max_steps=steps, learning_rate=lr,
-                             max_grad_norm=1.0, logging_steps=1, save_strategy="no", report_to=[],
-                             use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=accum,
+        max_steps=steps,
+        learning_rate=lr,
+        max_grad_norm=1.0,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     trainer = trainer_cls(model=gpt2(), args=args, train_dataset=TokenData(64, mask), callbacks=[cb])
     trainer.train()
     (run,) = read_run_dir(tmp_path / "ld")
@@ -116,11 +125,21 @@ def test_accumulation_normalisation_bug_is_found(tmp_path):
 
 def test_evaluation_between_steps_is_not_recorded(tmp_path):
     cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4,
-                             per_device_eval_batch_size=4, max_steps=4, eval_strategy="steps", eval_steps=2,
-                             save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True)
-    trainer = Trainer(model=gpt2(), args=args, train_dataset=TokenData(32),
-                      eval_dataset=TokenData(12, mask="all"), callbacks=[cb])
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        per_device_eval_batch_size=4,
+        max_steps=4,
+        eval_strategy="steps",
+        eval_steps=2,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=gpt2(), args=args, train_dataset=TokenData(32), eval_dataset=TokenData(12, mask="all"), callbacks=[cb]
+    )
     trainer.train()
     (run,) = read_run_dir(tmp_path / "ld")
     assert len(run) == 4

@@ -40,8 +40,11 @@ def test_unmasked_prompt_in_sft_trainer_is_a_label_mask_leak(tmp_path):
     # the fix names the options of the TRL that runs, with what this run set them to
     assert not has(leak.fixes, "plabels.fix_mask_prompt_trl_collator")  # not the collator of TRL < 0.20
     trl_fix = find(leak.fixes, "plabels.fix_mask_prompt_trl")
-    assert {k: trl_fix.values[k] for k in ("version", "assistant", "completion")} == \
-        {"version": fw["trl_version"], "assistant": "False", "completion": "None"}, trl_fix.data()
+    assert {k: trl_fix.values[k] for k in ("version", "assistant", "completion")} == {
+        "version": fw["trl_version"],
+        "assistant": "False",
+        "completion": "None",
+    }, trl_fix.data()
     zh = [x.render("zh") for x in leak.fixes if hasattr(x, "render")]
     assert any("assistant_only_loss=True" in x and "这次训练" in x for x in zh)
 
@@ -89,8 +92,9 @@ def test_mask_prompt_fix_names_the_installed_trl_option():
 def test_lr_fix_knows_the_trainer_already_clips(tmp_path, max_grad_norm):
     """LR 1.0 with a warm-up: lr_too_high. With the Trainer clipping at 1.0 (its default) the fix
     must not tell the user to clip at 1.0; with clipping off (max_grad_norm=0) it may."""
-    cb, trainer, run = _sft(tmp_path, assistant_only_loss=True, lr=1.0, steps=20, warmup_steps=5,
-                            max_grad_norm=max_grad_norm)
+    cb, trainer, run = _sft(
+        tmp_path, assistant_only_loss=True, lr=1.0, steps=20, warmup_steps=5, max_grad_norm=max_grad_norm
+    )
     assert run.meta.get("max_grad_norm") == (1.0 if max_grad_norm else None)
     (f,) = [f for f in cb.diagnose().findings if f.cause == "lr_too_high"]
     data = [x.data() for x in f.fixes]

@@ -50,17 +50,28 @@ def _show(report):
 
 def _hf(loss, gn, lr, epoch0: float = 0.0, per: float = 0.02) -> str:
     """transformers' printed log dicts (no step)."""
-    return "".join(repr({"loss": round(float(v), 4), "grad_norm": float(g), "learning_rate": float(f"{a:.4e}"),
-                         "epoch": round(epoch0 + per * (k + 1), 2)}) + "\n"
-                   for k, (v, g, a) in enumerate(zip(loss, gn, lr)))
+    return "".join(
+        repr(
+            {
+                "loss": round(float(v), 4),
+                "grad_norm": float(g),
+                "learning_rate": float(f"{a:.4e}"),
+                "epoch": round(epoch0 + per * (k + 1), 2),
+            }
+        )
+        + "\n"
+        for k, (v, g, a) in enumerate(zip(loss, gn, lr))
+    )
 
 
 def _pipes(steps, loss, gn, lr) -> str:
-    return "".join(f"step {s} | loss {v:.4f} | lr {a:.2e} | grad_norm {g:.3e}\n"
-                   for s, v, g, a in zip(steps, loss, gn, lr))
+    return "".join(
+        f"step {s} | loss {v:.4f} | lr {a:.2e} | grad_norm {g:.3e}\n" for s, v, g, a in zip(steps, loss, gn, lr)
+    )
 
 
 # ------------------------------------------------------------------ a loss of exactly 0
+
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("fmt", ["hf", "pipes"])
@@ -69,8 +80,11 @@ def test_zeros_while_gradients_flow_are_no_zero_loss(tmp_path, seed, fmt):
     n = int(rng.integers(2, 40))
     gn = float(rng.uniform(0.005, 1.0)) * np.exp(0.2 * rng.standard_normal(n))
     lr = np.full(n, 1e-6)
-    text = _hf(np.zeros(n), gn, lr, epoch0=float(rng.uniform(0, 2))) if fmt == "hf" else \
-        _pipes([10 * (k + 1) for k in range(n)], np.zeros(n), gn, lr)
+    text = (
+        _hf(np.zeros(n), gn, lr, epoch0=float(rng.uniform(0, 2)))
+        if fmt == "hf"
+        else _pipes([10 * (k + 1) for k in range(n)], np.zeros(n), gn, lr)
+    )
     _, report = _diagnose(tmp_path, text)
     assert not [f for f in report.findings if f.symptom == "zero_loss"], _show(report)
 
@@ -80,8 +94,9 @@ def test_zeros_while_gradients_flow_are_no_zero_loss(tmp_path, seed, fmt):
 def test_a_fall_to_exactly_zero_with_no_gradient_left_is_a_zero_loss_at_any_length(tmp_path, seed, fmt):
     rng = np.random.default_rng(100 + seed)
     before, zeros = int(rng.integers(1, 6)), int(rng.integers(1, 4))
-    loss = np.concatenate([np.geomspace(float(rng.uniform(1.0, 3.0)), float(rng.uniform(0.3, 0.9)), before),
-                           np.zeros(zeros)])
+    loss = np.concatenate(
+        [np.geomspace(float(rng.uniform(1.0, 3.0)), float(rng.uniform(0.3, 0.9)), before), np.zeros(zeros)]
+    )
     gn = np.concatenate([np.full(before, float(rng.uniform(1e-5, 2.0))), rng.uniform(0, 5e-5, zeros)])
     lr = np.full(loss.size, 1e-5)
     steps = [8 * (k + 1) for k in range(loss.size)]
@@ -99,6 +114,7 @@ def test_a_loss_that_converged_to_a_printed_zero_is_no_zero_loss(tmp_path):
 
 
 # ------------------------------------------------------------------ a binary loss on a K-class target
+
 
 @pytest.mark.parametrize("k", [k for k in BCE_KS if _h(k) >= 0.1])  # (a four-digit print of a smaller one
 # reads back with three significant digits: too coarse to call it constant)
@@ -125,6 +141,7 @@ def test_a_flat_loss_at_another_level_stays_a_frozen_model(tmp_path, seed):
 
 
 # ------------------------------------------------------------------ a short rising start
+
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_short_start_that_rises_strongly_is_a_divergence(tmp_path, seed):
@@ -156,6 +173,7 @@ def test_a_short_start_that_falls_or_rises_while_the_lr_warms_up_is_not(tmp_path
 
 # ------------------------------------------------------------------ a creep of epoch means
 
+
 def _epochs(loss, e0: int = 91) -> str:
     return "".join(f"epoch {e0 + k} loss = {v:.4f}\n" for k, v in enumerate(loss))
 
@@ -176,26 +194,32 @@ def test_epoch_means_that_fall_or_wander_and_noisy_batches_that_rise_as_much_are
     rng = np.random.default_rng(600 + seed)
     n = int(rng.integers(8, 16))
     level = float(rng.uniform(0.3, 3.0))
-    for loss in (level * np.geomspace(1.0, 0.9, n) * np.exp(0.003 * rng.standard_normal(n)),
-                 level * np.exp(0.005 * rng.standard_normal(n))):
+    for loss in (
+        level * np.geomspace(1.0, 0.9, n) * np.exp(0.003 * rng.standard_normal(n)),
+        level * np.exp(0.005 * rng.standard_normal(n)),
+    ):
         _, report = _diagnose(tmp_path, _epochs(loss))
         assert not [f for f in report.findings if f.rule == "differential.creep"], _show(report)
     m = int(rng.integers(30, 200))
     batches = level * np.geomspace(1.0, 1.05, m) * np.exp(0.1 * rng.standard_normal(m))
-    _, report = _diagnose(tmp_path, _pipes(list(range(1000, 1000 + 10 * m, 10)), batches, np.ones(m),
-                                           np.full(m, 1e-4)))
+    _, report = _diagnose(tmp_path, _pipes(list(range(1000, 1000 + 10 * m, 10)), batches, np.ones(m), np.full(m, 1e-4)))
     assert not [f for f in report.findings if f.rule == "differential.creep"], _show(report)
 
 
 # ------------------------------------------------------------------ a V: summed gradients or the LR
+
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_a_smooth_v_names_gradients_never_zeroed_beside_the_lr_and_says_nothing_separates_them(tmp_path, seed):
     rng = np.random.default_rng(700 + seed)
     down, up = int(rng.integers(4, 8)), int(rng.integers(4, 8))
     start, best = float(rng.uniform(0.8, 3.0)), float(rng.uniform(0.02, 0.2))
-    loss = np.concatenate([np.geomspace(start, best, down + 1), best + (start * 0.9 - best)
-                           * np.linspace(0, 1, up + 1)[1:] ** float(rng.uniform(0.8, 1.2))])
+    loss = np.concatenate(
+        [
+            np.geomspace(start, best, down + 1),
+            best + (start * 0.9 - best) * np.linspace(0, 1, up + 1)[1:] ** float(rng.uniform(0.8, 1.2)),
+        ]
+    )
     text = "".join(f"loss: {v:.4f}  error: 0.5\n" for v in loss)
     _, report = _diagnose(tmp_path, text)
     div = [f for f in _alarms(report) if f.symptom == "divergence"]

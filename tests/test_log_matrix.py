@@ -25,20 +25,75 @@ SUBSET = dict(seed=0, per_pair=1)
 #: what the subset read and judged right when this test was written (cases, read, verdict), per
 #: format, fault and interleaving: a change of the readers or detectors may not lower any of them
 FLOORS: dict[str, dict[str, tuple[int, int, int]]] = {
-    "format": {name: (11, 11, 11) for name in (
-        "chinese_epoch", "chinese_iter", "csv", "deepspeed", "deepspeed_chat", "detectron2", "fairseq", "hf_dicts",
-        "hf_tqdm", "imagenet", "jsonl_console", "jsonl_file", "keras2_bar", "keras_verbose2", "kv", "lightning_bar",
-        "litgpt", "llmc", "logging", "md_table", "megatron", "mmengine_epoch", "mmengine_iter", "nanogpt",
-        "paddleocr", "plain_epoch", "tab_table", "timm", "tutorial", "yolo")},
-    "fault": {name: (30, 30, 30) for name in (
-        "divergence", "fp16_overflow", "grad_explosion", "healthy", "healthy_late", "inf_nan", "nan",
-        "plateau_ln10", "spike_recovers", "spike_stays", "zero")},
-    "interleaving": {"checkpoint": (24, 24, 24), "crlf": (40, 40, 40), "cut_head": (24, 24, 24),
-                     "cut_tail": (42, 42, 42), "epoch_restart": (6, 6, 6), "eval": (18, 18, 18),
-                     "fence": (31, 31, 31), "md_quote": (32, 32, 32), "none": (21, 21, 21),
-                     "overflow": (24, 24, 24), "rank_prefix": (27, 27, 27), "srun_prefix": (25, 25, 25),
-                     "timestamps": (29, 29, 29), "tqdm": (26, 26, 26), "traceback": (29, 29, 29),
-                     "warnings": (26, 26, 26)},
+    "format": {
+        name: (11, 11, 11)
+        for name in (
+            "chinese_epoch",
+            "chinese_iter",
+            "csv",
+            "deepspeed",
+            "deepspeed_chat",
+            "detectron2",
+            "fairseq",
+            "hf_dicts",
+            "hf_tqdm",
+            "imagenet",
+            "jsonl_console",
+            "jsonl_file",
+            "keras2_bar",
+            "keras_verbose2",
+            "kv",
+            "lightning_bar",
+            "litgpt",
+            "llmc",
+            "logging",
+            "md_table",
+            "megatron",
+            "mmengine_epoch",
+            "mmengine_iter",
+            "nanogpt",
+            "paddleocr",
+            "plain_epoch",
+            "tab_table",
+            "timm",
+            "tutorial",
+            "yolo",
+        )
+    },
+    "fault": {
+        name: (30, 30, 30)
+        for name in (
+            "divergence",
+            "fp16_overflow",
+            "grad_explosion",
+            "healthy",
+            "healthy_late",
+            "inf_nan",
+            "nan",
+            "plateau_ln10",
+            "spike_recovers",
+            "spike_stays",
+            "zero",
+        )
+    },
+    "interleaving": {
+        "checkpoint": (24, 24, 24),
+        "crlf": (40, 40, 40),
+        "cut_head": (24, 24, 24),
+        "cut_tail": (42, 42, 42),
+        "epoch_restart": (6, 6, 6),
+        "eval": (18, 18, 18),
+        "fence": (31, 31, 31),
+        "md_quote": (32, 32, 32),
+        "none": (21, 21, 21),
+        "overflow": (24, 24, 24),
+        "rank_prefix": (27, 27, 27),
+        "srun_prefix": (25, 25, 25),
+        "timestamps": (29, 29, 29),
+        "tqdm": (26, 26, 26),
+        "traceback": (29, 29, 29),
+        "warnings": (26, 26, 26),
+    },
 }
 
 #: combinations that were read or judged wrong before the change named beside each (format/fault/
@@ -91,8 +146,11 @@ def _tally(results, key):
     return {k: (n[k], read[k], ok[k]) for k in n}
 
 
-AXES = {"format": lambda r: [r.case.fmt], "fault": lambda r: [r.case.curve],
-        "interleaving": lambda r: list(r.case.inter)}
+AXES = {
+    "format": lambda r: [r.case.fmt],
+    "fault": lambda r: [r.case.curve],
+    "interleaving": lambda r: list(r.case.inter),
+}
 
 
 @pytest.mark.parametrize("axis", sorted(AXES))
@@ -134,9 +192,9 @@ def test_the_judge_fails_a_wrong_reading_and_a_wrong_verdict(tmp_path):
     healthy = lm.make_case("nanogpt", "healthy", ("none",), 0)
     (tmp_path / "h").mkdir()
     (tmp_path / "f").mkdir()
-    as_faulty = lm.judge(lm.Case(**{**healthy.__dict__, "symptoms": frozenset({"nonfinite"}), "window": (0, 1)}),
-                         tmp_path / "h")
+    as_faulty = lm.judge(
+        lm.Case(**{**healthy.__dict__, "symptoms": frozenset({"nonfinite"}), "window": (0, 1)}), tmp_path / "h"
+    )
     assert as_faulty.read_ok and not as_faulty.verdict_ok and as_faulty.verdict_why.startswith("no alarm")
-    faulty_as_healthy = lm.judge(lm.Case(**{**case.__dict__, "symptoms": frozenset(), "window": None}),
-                                 tmp_path / "f")
+    faulty_as_healthy = lm.judge(lm.Case(**{**case.__dict__, "symptoms": frozenset(), "window": None}), tmp_path / "f")
     assert faulty_as_healthy.read_ok and faulty_as_healthy.verdict_why.startswith("false alarm")

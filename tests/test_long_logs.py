@@ -50,8 +50,12 @@ def _read(case: LongCase, tmp_path):
 
 
 def _param(cases: list[LongCase]):
-    return [pytest.param(c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason="known miss")]
-                         if c.name in KNOWN_MISSES else []) for c in cases]
+    return [
+        pytest.param(
+            c, id=c.name, marks=[pytest.mark.xfail(strict=True, reason="known miss")] if c.name in KNOWN_MISSES else []
+        )
+        for c in cases
+    ]
 
 
 FAULTY = [c for s in SEEDS for c in faulty_cases(s)]
@@ -80,8 +84,15 @@ def test_a_healthy_long_log_stays_clean(case, tmp_path):
 def test_the_generator_covers_every_kind_format_and_length():
     assert KNOWN_MISSES <= {c.name for c in FAULTY + HEALTHY}  # a stale name would hide nothing
     assert {c.kind for c in FAULTY} == set(FAULTS)
-    assert {c.kind for c in HEALTHY} == {"pretrain", "finetune_low", "sgdr", "label_smoothing", "curriculum",
-                                         "resumed", "gan"}
+    assert {c.kind for c in HEALTHY} == {
+        "pretrain",
+        "finetune_low",
+        "sgdr",
+        "label_smoothing",
+        "curriculum",
+        "resumed",
+        "gan",
+    }
     assert {c.name.split("-")[1] for c in FAULTY} == {"hf", "nanogpt", "megatron", "lightning", "pipes", "jsonl"}
     lengths = [int(c.name.rsplit("-n", 1)[1]) for c in FAULTY + HEALTHY]
     assert min(lengths) < 200 and max(lengths) > 3000
@@ -91,6 +102,7 @@ def test_the_generator_covers_every_kind_format_and_length():
 
 
 # ------------------------------------------------------------------ each mechanism's edge
+
 
 def _noisy(rng: np.random.Generator, n: int, rel: float = 0.03) -> np.ndarray:
     return np.exp(rel * np.clip(rng.standard_t(3, n), -6, 6) / math.sqrt(3))

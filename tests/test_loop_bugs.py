@@ -91,6 +91,7 @@ def test_gradient_accumulation_on_purpose_is_not_stale(tmp_path):
 
 def test_the_probe_never_changes_training(tmp_path):
     """Bit-identical weights with and without the monitor, in the buggy loop (hooks only read)."""
+
     def final(watched: bool):
         torch.manual_seed(0)
         model = MLP()
@@ -154,8 +155,9 @@ def _frozen(tmp_path, how: str, steps: int = 60):
     backbone with a trained output layer, on purpose)."""
     g = torch.Generator().manual_seed(2)
     centres = 2.0 * torch.randn(10, 16, generator=g)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
-                                torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
+    )
     head = model[-1]
     if how in ("all_but_bias", "head"):
         model.requires_grad_(False)
@@ -175,8 +177,9 @@ def _frozen(tmp_path, how: str, steps: int = 60):
     return mon
 
 
-@pytest.mark.parametrize("how,key", [("all_but_bias", "bugs.frozen.few_trainable"),
-                                     ("optimizer_subset", "bugs.frozen.optimizer_subset")])
+@pytest.mark.parametrize(
+    "how,key", [("all_but_bias", "bugs.frozen.few_trainable"), ("optimizer_subset", "bugs.frozen.optimizer_subset")]
+)
 def test_a_model_frozen_by_mistake_is_frozen_model_with_the_counts(tmp_path, how, key):
     mon = _frozen(tmp_path, how)
     top = mon.diagnose().findings[0]
@@ -227,16 +230,22 @@ def test_a_warmup_sized_in_samples_never_ends_and_says_how_long_it_would_take(tm
     assert abs(would["step"] - 3200) <= 40 and abs(would["peak"] - 3e-3) < 1e-12
 
 
-@pytest.mark.parametrize("make", [
-    pytest.param(lambda o: _linear_warmup(o, 20), id="warmup-that-ends"),
-    pytest.param(lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=120), id="one-cycle"),
-    pytest.param(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=30), id="sgdr"),
-    pytest.param(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=20, T_mult=2), id="sgdr-tmult"),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda o: _linear_warmup(o, 20), id="warmup-that-ends"),
+        pytest.param(lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=120), id="one-cycle"),
+        pytest.param(lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=30), id="sgdr"),
+        pytest.param(
+            lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=20, T_mult=2), id="sgdr-tmult"
+        ),
+    ],
+)
 def test_schedules_done_on_purpose_are_not_schedule_errors(tmp_path, make):
     mon = _scheduled(tmp_path, make)
-    assert all(f.cause != "lr_schedule_error" for f in mon.diagnose().findings), \
-        [(f.cause, f.evidence) for f in mon.diagnose().findings]
+    assert all(f.cause != "lr_schedule_error" for f in mon.diagnose().findings), [
+        (f.cause, f.evidence) for f in mon.diagnose().findings
+    ]
     # the same from the scalars alone (no meta.json naming the scheduler)
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     csv = tmp_path / "scalars_only.csv"
@@ -345,8 +354,13 @@ def _epochs(tmp_path, back_to_train: bool, freeze_bn: bool = False, epochs: int 
     the loop calls model.train() at the start of each epoch, as it should."""
     g = torch.Generator().manual_seed(6)
     centres = 2.0 * torch.randn(5, 16, generator=g)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
-                                torch.nn.Dropout(0.2), torch.nn.Linear(32, 5))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32),
+        torch.nn.BatchNorm1d(32),
+        torch.nn.ReLU(),
+        torch.nn.Dropout(0.2),
+        torch.nn.Linear(32, 5),
+    )
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
 
@@ -378,7 +392,11 @@ def test_a_loop_that_never_calls_train_after_validation_is_eval_mode_training(tm
     mon = _epochs(tmp_path, back_to_train=False)
     f = next(f for f in mon.diagnose().findings if f.cause == "eval_mode_training")
     ev = f.to_dict()["evidence_data"][0]
-    assert ev["key"] == "bugs.eval.seen" and (ev["values"]["n"], ev["values"]["of"], ev["values"]["first"]) == (30, 40, 10)
+    assert ev["key"] == "bugs.eval.seen" and (ev["values"]["n"], ev["values"]["of"], ev["values"]["first"]) == (
+        30,
+        40,
+        10,
+    )
 
 
 @pytest.mark.parametrize("freeze_bn", [False, True])
@@ -451,7 +469,7 @@ def test_a_squeezed_regression_still_at_its_targets_variance_reads_clean(tmp_pat
     one, and the predictions already follow the targets, so it is no broadcast."""
     mon = _regress(tmp_path, squeeze=True, steps=60, lr=3e-3, offset=20.0)
     rows = [r for r in _steps(tmp_path) if "target_var" in r]
-    tail = rows[-len(rows) // 3:]
+    tail = rows[-len(rows) // 3 :]
     assert sorted(r["loss"] / r["target_var"] for r in tail)[len(tail) // 2] >= 0.8  # the level rule alone fires
     assert all(f.cause != "loss_broadcast" for f in mon.diagnose().findings)
 
@@ -499,9 +517,11 @@ def test_two_causes_that_tie_name_each_other_and_a_clear_winner_does_not():
     assert tied[2].evidence == []
     mark_ties(tied)  # once only
     assert len(tied[0].evidence) == 1
-    for pair in ([f("noisy_data", 0.9), f("lr_too_low", 0.6)],            # a clear winner
-                 [f("noisy_data", 0.6, "critical"), f("lr_too_low", 0.6)],  # a worse severity
-                 [f("noisy_data", 0.6), f("noisy_data", 0.6)]):             # the same cause
+    for pair in (
+        [f("noisy_data", 0.9), f("lr_too_low", 0.6)],  # a clear winner
+        [f("noisy_data", 0.6, "critical"), f("lr_too_low", 0.6)],  # a worse severity
+        [f("noisy_data", 0.6), f("noisy_data", 0.6)],
+    ):  # the same cause
         mark_ties(pair)
         assert all(not x.evidence for x in pair)
 
@@ -510,8 +530,11 @@ def _clipped(tmp_path, max_norm: float, optimizer: str = "sgd", steps: int = 40)
     g = torch.Generator().manual_seed(8)
     centres = 2.0 * torch.randn(5, 16, generator=g)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 5))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" \
+    opt = (
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        if optimizer == "sgd"
         else torch.optim.Adam(model.parameters(), lr=3e-3)
+    )
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="classification")
     for _ in range(steps):
         y = torch.randint(0, 5, (16,), generator=g)
@@ -566,11 +589,9 @@ def test_a_uniform_task_id_or_lengths_is_not_read_as_the_class():
     from lossdoctor.signals.readout import Packer
 
     x = torch.randn(8, 4)
-    ctx = BatchProbe().flush_batch({"x": x, "task_id": torch.full((8,), 3), "lengths": torch.full((8,), 17)},
-                                   Packer())
+    ctx = BatchProbe().flush_batch({"x": x, "task_id": torch.full((8,), 3), "lengths": torch.full((8,), 17)}, Packer())
     assert "class_key" not in ctx
-    ctx = BatchProbe().flush_batch({"x": x, "task_id": torch.full((8,), 3), "labels": torch.arange(8) % 2},
-                                   Packer())
+    ctx = BatchProbe().flush_batch({"x": x, "task_id": torch.full((8,), 3), "labels": torch.arange(8) % 2}, Packer())
     assert ctx["class_key"] == "labels"
     assert BatchProbe().flush_batch((x, torch.zeros(8, dtype=torch.long)), Packer())["class_key"] == "1"
 
@@ -586,8 +607,7 @@ def test_a_sharded_run_compares_the_applied_norm_with_its_own_shard():
 
     steps = np.arange(40)
     shard = np.full(40, 0.5)
-    cols = {"loss": 2.0 - 0.01 * steps, "grad_norm": shard * 64, "grad_norm_local": shard,
-            "grad_norm_applied": shard}
+    cols = {"loss": 2.0 - 0.01 * steps, "grad_norm": shard * 64, "grad_norm_local": shard, "grad_norm_applied": shard}
 
     def causes(meta):
         return {f.cause for f in diagnose_runs([from_columns(steps, cols, meta=meta)]).findings}
@@ -607,7 +627,7 @@ def _by_length(tmp_path, order: str, steps: int = 80, batch: int = 8):
     ids = torch.randint(1, 50, (n, 24), generator=g)
     mask = (torch.arange(24)[None, :] < lengths[:, None]).long()
     ids = ids * mask
-    y = (ids.sum(dim=1) % 5)
+    y = ids.sum(dim=1) % 5
     if order == "sorted":
         perm = torch.argsort(lengths, stable=True)
     elif order == "shuffled":
@@ -622,7 +642,7 @@ def _by_length(tmp_path, order: str, steps: int = 80, batch: int = 8):
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
     for s in range(steps):
-        rows = perm[s * batch:(s + 1) * batch]
+        rows = perm[s * batch : (s + 1) * batch]
         b = {"input_ids": ids[rows], "attention_mask": mask[rows], "labels": y[rows]}
         opt.zero_grad()
         m = b["attention_mask"][..., None]

@@ -35,9 +35,16 @@ def _mlp(d_in: int = 24, d_out: int = 10, tail: nn.Module | None = None) -> nn.S
     return nn.Sequential(*layers, *([tail] if tail is not None else []))
 
 
-def _train(tmp_path, model: nn.Module, opt: torch.optim.Optimizer, batches: Callable[[int], Any],
-           loss_fn: Callable[[nn.Module, Any], torch.Tensor], steps: int, task: str | None = None,
-           scheduler: Any = None):
+def _train(
+    tmp_path,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    batches: Callable[[int], Any],
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    steps: int,
+    task: str | None = None,
+    scheduler: Any = None,
+):
     mon = lossdoctor.watch(model, opt, scheduler=scheduler, log_dir=tmp_path, task=task, alerts=False)
     for step in range(steps):
         batch = batches(step)
@@ -60,12 +67,12 @@ def _loaders(x: torch.Tensor, y: torch.Tensor, bs: int = 32, apart: bool = False
         epoch, i = divmod(step * bs, n)
         px = torch.randperm(n, generator=torch.Generator().manual_seed(1000 + epoch))
         py = torch.randperm(n, generator=torch.Generator().manual_seed(2000 + epoch)) if apart else px
-        yb = y[py[i:i + bs]]
+        yb = y[py[i : i + bs]]
         if noise:
             g = torch.Generator().manual_seed(step)
             flip = torch.rand(yb.shape, generator=g) < noise
             yb = torch.where(flip, torch.randint(0, 10, yb.shape, generator=g), yb)
-        return x[px[i:i + bs]], yb
+        return x[px[i : i + bs]], yb
 
     return batches
 
@@ -84,11 +91,19 @@ def _values(f, key: str) -> dict:
 
 # --- inputs and labels from two shuffled loaders ------------------------------------------------
 
+
 def test_inputs_and_labels_from_two_shuffled_loaders_is_labels_misaligned(tmp_path):
     x, y = _clusters()
     model = _mlp()
-    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(x, y, apart=True),
-                 _xent, steps=150, task="classification")
+    rep = _train(
+        tmp_path,
+        model,
+        torch.optim.Adam(model.parameters(), lr=3e-3),
+        _loaders(x, y, apart=True),
+        _xent,
+        steps=150,
+        task="classification",
+    )
     top = rep.findings[0]
     assert top.cause == "labels_misaligned"
     v = _values(top, "wiring.misaligned.at_chance")
@@ -107,8 +122,15 @@ def test_one_loader_and_heavy_label_noise_are_not_labels_misaligned(tmp_path, no
     it still goes below chance: neither is labels drawn apart from their inputs."""
     x, y = _clusters()
     model = _mlp()
-    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(x, y, noise=noise),
-                 _xent, steps=150, task="classification")
+    rep = _train(
+        tmp_path,
+        model,
+        torch.optim.Adam(model.parameters(), lr=3e-3),
+        _loaders(x, y, noise=noise),
+        _xent,
+        steps=150,
+        task="classification",
+    )
     assert "labels_misaligned" not in {f.cause for f in rep.findings}
     if noise == 0.0:
         assert rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
@@ -116,12 +138,13 @@ def test_one_loader_and_heavy_label_noise_are_not_labels_misaligned(tmp_path, no
 
 # --- sigmoid before BCEWithLogitsLoss -----------------------------------------------------------
 
+
 def _binary(seed: int = 0):
     x, y = _clusters(n=512, k=2, spread=1.2, seed=seed)
 
     def batches(step: int):
         i = (step * 32) % 512
-        return x[i:i + 32], y[i:i + 32]
+        return x[i : i + 32], y[i : i + 32]
 
     return batches
 
@@ -135,8 +158,9 @@ def test_a_sigmoid_before_bce_with_logits_is_softmax_before_loss(tmp_path, loss,
         t = b[1].float()
         return F.binary_cross_entropy_with_logits(p, t) if loss == "with_logits" else F.binary_cross_entropy(p, t)
 
-    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _binary(), fn, steps=100,
-                 task="classification")
+    rep = _train(
+        tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _binary(), fn, steps=100, task="classification"
+    )
     hits = [f for f in rep.findings if f.cause == "softmax_before_loss"]
     if not fires:
         assert not hits and rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
@@ -151,6 +175,7 @@ def test_a_sigmoid_before_bce_with_logits_is_softmax_before_loss(tmp_path, loss,
 
 # --- the wrong loss for the task ------------------------------------------------------------------
 
+
 def _mse_indices(m, b):
     return F.mse_loss(m(b[0]).squeeze(-1), b[1].float())
 
@@ -159,14 +184,20 @@ def _bce_indices(m, b):
     return F.binary_cross_entropy_with_logits(m(b[0]).squeeze(-1), b[1].float())
 
 
-@pytest.mark.parametrize("loss,task,key", [(_mse_indices, "classification", None),
-                                           (_mse_indices, None, "wiring.wrong_loss.ratio"),
-                                           (_bce_indices, "classification", "wiring.wrong_loss.negative")])
+@pytest.mark.parametrize(
+    "loss,task,key",
+    [
+        (_mse_indices, "classification", None),
+        (_mse_indices, None, "wiring.wrong_loss.ratio"),
+        (_bce_indices, "classification", "wiring.wrong_loss.negative"),
+    ],
+)
 def test_a_one_output_head_against_class_indices_is_wrong_loss(tmp_path, loss, task, key):
     x, y = _clusters(spread=0.6)
     model = _mlp(d_out=1)
-    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(x, y), loss,
-                 steps=100, task=task)
+    rep = _train(
+        tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(x, y), loss, steps=100, task=task
+    )
     top = rep.findings[0]
     assert top.cause == "wrong_loss"
     assert _values(top, "wiring.wrong_loss.head")["k"] == 10
@@ -181,20 +212,37 @@ def test_a_count_regressed_on_purpose_and_a_binary_head_are_not_wrong_loss(tmp_p
     xs = torch.randn(640, 16, generator=g)
     counts = (xs[:, :8] > 0).sum(dim=1)  # 0..8, an ordinal target
     model = _mlp(d_in=16, d_out=1)
-    rep = _train(tmp_path / "count", model, torch.optim.Adam(model.parameters(), lr=3e-3),
-                 _loaders(xs, counts), _mse_indices, steps=100, task="regression")
+    rep = _train(
+        tmp_path / "count",
+        model,
+        torch.optim.Adam(model.parameters(), lr=3e-3),
+        _loaders(xs, counts),
+        _mse_indices,
+        steps=100,
+        task="regression",
+    )
     assert rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
     model = _mlp(d_out=1)
-    rep = _train(tmp_path / "binary", model, torch.optim.Adam(model.parameters(), lr=3e-3), _binary(),
-                 _bce_indices, steps=100, task="classification")
+    rep = _train(
+        tmp_path / "binary",
+        model,
+        torch.optim.Adam(model.parameters(), lr=3e-3),
+        _binary(),
+        _bce_indices,
+        steps=100,
+        task="classification",
+    )
     assert "wrong_loss" not in {f.cause for f in rep.findings}
 
 
 # --- a param group at LR 0 ----------------------------------------------------------------------
 
+
 def _groups(model: nn.Sequential, body_lr: float, head_lr: float) -> list[dict]:
-    return [{"params": list(model[0].parameters()), "lr": body_lr},
-            {"params": list(model[2].parameters()), "lr": head_lr}]
+    return [
+        {"params": list(model[0].parameters()), "lr": body_lr},
+        {"params": list(model[2].parameters()), "lr": head_lr},
+    ]
 
 
 def test_a_param_group_at_lr_zero_is_frozen_model_with_its_share(tmp_path):
@@ -224,6 +272,7 @@ def test_discriminative_lrs_warmed_up_from_zero_read_clean(tmp_path):
 
 # --- BatchNorm over a batch of one ----------------------------------------------------------------
 
+
 class _ConvNet(nn.Module):
     def __init__(self, norm: str) -> None:
         super().__init__()
@@ -245,15 +294,20 @@ def _images(last_of_one: bool):
         k = step % 9  # 8 batches of 16 and, without drop_last, one of a single image
         if k == 8:
             return (x[-1:], y[-1:]) if last_of_one else (x[:16], y[:16])
-        return x[16 * k:16 * k + 16], y[16 * k:16 * k + 16]
+        return x[16 * k : 16 * k + 16], y[16 * k : 16 * k + 16]
 
     return batches
 
 
-@pytest.mark.parametrize("norm,last_of_one,frozen,fires", [("batch", True, False, True),
-                                                           ("group", True, False, False),
-                                                           ("batch", False, False, False),
-                                                           ("batch", True, True, False)])
+@pytest.mark.parametrize(
+    "norm,last_of_one,frozen,fires",
+    [
+        ("batch", True, False, True),
+        ("group", True, False, False),
+        ("batch", False, False, False),
+        ("batch", True, True, False),
+    ],
+)
 def test_batchnorm_over_a_batch_of_one(tmp_path, norm, last_of_one, frozen, fires):
     model = _ConvNet(norm)
     if frozen:
@@ -280,8 +334,14 @@ def test_a_sigmoid_image_decoder_on_soft_targets_is_not_softmax_before_loss(tmp_
     t = (x > 0).float()
     t[:, ::2] = 0.5  # half the pixels grey: the BCE's floor is ln 2 there
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16), nn.Sigmoid(), nn.Unflatten(1, (1, 4, 4)))
-    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=1e-2), _loaders(x, t),
-                 lambda m, b: F.binary_cross_entropy(m(b[0]), b[1].view(-1, 1, 4, 4)), steps=120)
+    rep = _train(
+        tmp_path,
+        model,
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        _loaders(x, t),
+        lambda m, b: F.binary_cross_entropy(m(b[0]), b[1].view(-1, 1, 4, 4)),
+        steps=120,
+    )
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     last = [r for r in rows if "out_min" in r][-1]
     assert last["out_min"] < 0.05 and last["out_max"] > 0.95  # saturated, as a double sigmoid's would be

@@ -38,8 +38,10 @@ def _cuts(finding, run) -> bool:
     for x in finding.fixes:
         fix = as_fix(x)
         p = fix.params
-        if fix.kind == "lr" and ((p.get("lr") is not None and p.get("lr_now") is not None and p["lr"] < p["lr_now"])
-                                 or (p.get("lr_factor") is not None and p["lr_factor"] < 1)):
+        if fix.kind == "lr" and (
+            (p.get("lr") is not None and p.get("lr_now") is not None and p["lr"] < p["lr_now"])
+            or (p.get("lr_factor") is not None and p["lr_factor"] < 1)
+        ):
             return True
         if fix.kind == "lr_range" and p.get("hi") is not None and p.get("lr_now") is not None and p["hi"] < p["lr_now"]:
             return True
@@ -173,11 +175,15 @@ def test_a_withheld_cut_is_a_warning_with_the_measurement(tmp_path):
     assert as_fix(f.fixes[0]).key == "lr.fix.measure_first"
 
 
-@pytest.mark.parametrize("loss, rising", [
-    # per-micro-batch losses of one optimizer step around a lucky low first draw, then NaN: no rise to date
-    ([0.53, 1.55, 2.33, 1.14, 1.30, 3.67, 1.13, 1.12] + [math.nan] * 7, False),
-    # a steady climb from the first updates on: the divergence began where the loss first rose
-    ([0.53, 0.56, 0.9, 1.4, 2.2, 3.5, 5.6, 9.0] + [math.nan] * 7, True)])
+@pytest.mark.parametrize(
+    "loss, rising",
+    [
+        # per-micro-batch losses of one optimizer step around a lucky low first draw, then NaN: no rise to date
+        ([0.53, 1.55, 2.33, 1.14, 1.30, 3.67, 1.13, 1.12] + [math.nan] * 7, False),
+        # a steady climb from the first updates on: the divergence began where the loss first rose
+        ([0.53, 0.56, 0.9, 1.4, 2.2, 3.5, 5.6, 9.0] + [math.nan] * 7, True),
+    ],
+)
 def test_a_nan_from_the_start_is_dated_at_a_rise_only_when_the_rise_clears_the_logs_noise(loss, rising):
     run = from_columns(range(len(loss)), {"loss": loss})
     (f,) = [f for f in diagnose_runs([run]).findings if f.symptom == "nonfinite"]

@@ -46,8 +46,9 @@ def test_lightning_hparams_name_the_optimizer_and_support_an_lr_finding(tmp_path
     f = _alarms(r)[0]
     assert f.cause == "lr_too_high", _show(r)
     high = find(f.evidence, "lr_usual.high")
-    assert (high.values["lr"], high.values["lo"], high.values["hi"]) == (1.0, "1e-3", "1e-1") \
-        and has([high], "lr_usual.for.sgd"), high.data()
+    assert (high.values["lr"], high.values["lo"], high.values["hi"]) == (1.0, "1e-3", "1e-1") and has(
+        [high], "lr_usual.for.sgd"
+    ), high.data()
     # the same log without its hparams.yaml: the finding stands on the curve alone, as sure as before
     # (the configuration is evidence, never the reason for a critical finding)
     (version / "hparams.yaml").unlink()
@@ -115,12 +116,22 @@ def _load_when_flushed(path, timeout=20.0):
 
 def test_wandb_offline_run_config_names_the_optimizer(tmp_path):
     wandb = pytest.importorskip("wandb")
-    run = wandb.init(mode="offline", project="lossdoctor-test", dir=str(tmp_path),
-                     config={"optimizer": "AdamW", "learning_rate": 3e-4, "max_grad_norm": 1.0},
-                     settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+    run = wandb.init(
+        mode="offline",
+        project="lossdoctor-test",
+        dir=str(tmp_path),
+        config={"optimizer": "AdamW", "learning_rate": 3e-4, "max_grad_norm": 1.0},
+        settings=wandb.Settings(silent=True, console="off", x_disable_stats=True),
+    )
     for i in range(30):
-        run.log({"train/loss": 3.0 * math.exp(-i / 10) + 0.5, "train/grad_norm": 1.0,
-                 "train/learning_rate": 3e-4, "train/global_step": i})
+        run.log(
+            {
+                "train/loss": 3.0 * math.exp(-i / 10) + 0.5,
+                "train/grad_norm": 1.0,
+                "train/learning_rate": 3e-4,
+                "train/global_step": i,
+            }
+        )
     run.finish()
     r = _load_when_flushed(tmp_path)
     assert r.meta["optimizer"]["class"] == "AdamW" and r.meta["config_lr"] == 3e-4, r.meta
@@ -135,28 +146,42 @@ def test_hf_trainer_output_dir_with_llamafactory_training_args(tmp_path):
     train(tmp_path, lr=2.0, optim="sgd", max_grad_norm=0.0)  # a real Trainer: the grad norm explodes
     # LLaMA-Factory writes its arguments next to the Trainer's output as training_args.yaml
     # (yaml.safe_dump of the parsed arguments); the keys are the ones it writes
-    (tmp_path / "training_args.yaml").write_text(yaml.safe_dump({
-        "stage": "sft", "finetuning_type": "full", "learning_rate": 2.0, "optim": "sgd",
-        "per_device_train_batch_size": 8, "output_dir": str(tmp_path)}))
+    (tmp_path / "training_args.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "stage": "sft",
+                "finetuning_type": "full",
+                "learning_rate": 2.0,
+                "optim": "sgd",
+                "per_device_train_batch_size": 8,
+                "output_dir": str(tmp_path),
+            }
+        )
+    )
     run = load_path(tmp_path)[0]
     assert run.meta["optimizer"]["class"] == "sgd" and run.meta["task_kind"] == "finetune", run.meta
     r = diagnose(tmp_path)
     lr_findings = [f for f in r.findings if f.cause == "lr_too_high"]
     assert r.status == "critical" and lr_findings, _show(r)
-    assert has([find(lr_findings[0].evidence, "lr_usual.high")], "lr_usual.for.sgd"), \
-        [m.data() for m in lr_findings[0].evidence]
+    assert has([find(lr_findings[0].evidence, "lr_usual.high")], "lr_usual.for.sgd"), [
+        m.data() for m in lr_findings[0].evidence
+    ]
 
 
 def test_megatron_arguments_name_the_optimizer_and_the_task(tmp_path):
-    args = ("------------------------ arguments ------------------------\n"
-            "  lr .............................................. 0.0003\n"
-            "  optimizer ....................................... adam\n"
-            "  log_interval .................................... 1\n"
-            "-------------------- end of arguments ---------------------\n")
-    lines = [f" iteration {i + 1:8d}/     100 | consumed samples: {(i + 1) * 8:10d} | learning rate: 3.000000E-04 |"
-             f" global batch size:     8 | lm loss: {6.0 * math.exp(-i / 30) + 2:.6E} | loss scale: 1.0 |"
-             " grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |"
-             for i in range(60)]
+    args = (
+        "------------------------ arguments ------------------------\n"
+        "  lr .............................................. 0.0003\n"
+        "  optimizer ....................................... adam\n"
+        "  log_interval .................................... 1\n"
+        "-------------------- end of arguments ---------------------\n"
+    )
+    lines = [
+        f" iteration {i + 1:8d}/     100 | consumed samples: {(i + 1) * 8:10d} | learning rate: 3.000000E-04 |"
+        f" global batch size:     8 | lm loss: {6.0 * math.exp(-i / 30) + 2:.6E} | loss scale: 1.0 |"
+        " grad norm: 1.000 | number of skipped iterations:   0 | number of nan iterations:   0 |"
+        for i in range(60)
+    ]
     (tmp_path / "train.log").write_text(args + "\n".join(lines) + "\n")
     run = load_path(tmp_path / "train.log")[0]
     assert run.meta["optimizer"] == {"class": "adam", "from": "Megatron arguments"}
@@ -166,8 +191,7 @@ def test_megatron_arguments_name_the_optimizer_and_the_task(tmp_path):
 
 def test_a_yaml_that_would_run_code_is_not_run(tmp_path):
     marker = tmp_path / "ran"
-    (tmp_path / "hparams.yaml").write_text(
-        f"optimizer: !!python/object/apply:os.system ['touch {marker}']\nlr: 0.1\n")
+    (tmp_path / "hparams.yaml").write_text(f"optimizer: !!python/object/apply:os.system ['touch {marker}']\nlr: 0.1\n")
     log = _flat_at_chance(tmp_path / "train.csv", lr=0.1)
     r = diagnose(log)
     assert not marker.exists()

@@ -49,11 +49,13 @@ def one_answer(report, run_dir) -> None:
     assert p.returncode in (0, 1), p.stderr
     cli = json.loads(p.stdout)
     mine = report.to_dict()
-    assert [(f["cause"], f["step"], f["fixes"]) for f in cli["findings"]] == \
-        [(f["cause"], f["step"], f["fixes"]) for f in mine["findings"]]
+    assert [(f["cause"], f["step"], f["fixes"]) for f in cli["findings"]] == [
+        (f["cause"], f["step"], f["fixes"]) for f in mine["findings"]
+    ]
     announced = {json.loads(x)["cause"] for x in (run_dir / "findings.jsonl").read_text().splitlines() if x}
-    withdrawn = {n["values"].get("cause") for n in mine["notes_data"] if n and n["key"] in
-                 ("withdrawn.live", "probe.withdrawn")}
+    withdrawn = {
+        n["values"].get("cause") for n in mine["notes_data"] if n and n["key"] in ("withdrawn.live", "probe.withdrawn")
+    }
     assert announced <= {f.cause for f in report.findings} | withdrawn
 
 
@@ -72,8 +74,9 @@ def test_ten_times_the_best_lr_is_too_high_with_a_probed_lr(best_lr, tmp_path):
     assert len(table.values["trials"]) == 3  # the current LR, x1/3 and x1/10 side by side
     # regression: under AdamW the update ratio gave "set the LR to about 5e-5", 60x below the best
     assert all(lr >= best_lr / 3 for lr in suggested_lrs(report))
-    assert not any(getattr(x, "key", "") in ("lr.fix.set_ratio", "lr.fix.raise_ratio")
-                   for f in report.findings for x in f.fixes)
+    assert not any(
+        getattr(x, "key", "") in ("lr.fix.set_ratio", "lr.fix.raise_ratio") for f in report.findings for x in f.fixes
+    )
     one_answer(report, tmp_path / "run")
     # the same record had no lower LR beaten the current one: the finding is withdrawn, said with
     # the losses, and no LR is suggested (the reader of probe records, on the record as written)
@@ -140,12 +143,31 @@ def test_hf_trainer_at_ten_times_its_lr_is_not_healthy(tmp_path):
 
     hf_logging.set_verbosity_error()
     torch.manual_seed(0)
-    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=VOCAB, n_positions=SEQ, bos_token_id=0,
-                     eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg = GPT2Config(
+        n_layer=2,
+        n_embd=32,
+        n_head=2,
+        vocab_size=VOCAB,
+        n_positions=SEQ,
+        bos_token_id=0,
+        eos_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=8, max_steps=200,
-                             learning_rate=5e-2, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-                             disable_tqdm=True, dataloader_num_workers=0)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=8,
+        max_steps=200,
+        learning_rate=5e-2,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     trainer = Trainer(model=GPT2LMHeadModel(cfg), args=args, train_dataset=MarkovRows(1600), callbacks=[cb])
     trainer.train()
     report = cb.diagnose()
@@ -193,10 +215,18 @@ def test_a_guess_at_the_nan_step_does_not_outrank_the_op_a_live_incident_saw():
     from lossdoctor.detectors.engine import arbitrate
     from lossdoctor.findings import Finding
 
-    guess = Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.3, step=40,
-                    samples=[2])
-    seen = Finding(cause="activation_overflow", symptom="nonfinite", severity="critical", confidence=0.9, step=40,
-                   layer="head", op="aten.log")
+    guess = Finding(
+        cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.3, step=40, samples=[2]
+    )
+    seen = Finding(
+        cause="activation_overflow",
+        symptom="nonfinite",
+        severity="critical",
+        confidence=0.9,
+        step=40,
+        layer="head",
+        op="aten.log",
+    )
     (top,) = arbitrate([guess, seen])
     assert (top.cause, top.op, top.layer, top.samples) == ("activation_overflow", "aten.log", "head", [2])
     # two observations: the more direct cause still wins, and keeps the other's op
@@ -210,9 +240,17 @@ def test_a_run_with_a_grad_scaler_is_not_told_to_add_one():
     from lossdoctor.messages import Msg
     from lossdoctor.triage.flow import _has_scaler
 
-    f = Finding(cause="activation_overflow", symptom="nonfinite", severity="critical", confidence=0.85, step=3,
-                fixes=[Fix("add_scaler", None, Msg("triage.backward.fix_scaler")),
-                       Fix.clip(Msg("triage.backward.fix_clip"), max_norm=1.0)])
+    f = Finding(
+        cause="activation_overflow",
+        symptom="nonfinite",
+        severity="critical",
+        confidence=0.85,
+        step=3,
+        fixes=[
+            Fix("add_scaler", None, Msg("triage.backward.fix_scaler")),
+            Fix.clip(Msg("triage.backward.fix_clip"), max_norm=1.0),
+        ],
+    )
     _has_scaler([f])  # by the fix's kind: "add a GradScaler" goes
     assert [(x.kind, x.key) for x in f.fixes] == [("clip", "triage.backward.fix_clip_scaled")]
     assert "GradScaler" not in str(f.fixes[0])

@@ -26,10 +26,12 @@ SEEDS = range(4)
 
 
 def _megatron(loss, grad, lr=3e-4, every=10) -> str:
-    return "".join(f" iteration {every * (k + 1)}/ 100000 | consumed samples: {512 * every * (k + 1)} | "
-                   f"learning rate: {lr:.6E} | global batch size: 512 | lm loss: {v:.6E} | "
-                   f"grad norm: {g:.3f} | number of skipped iterations: 0 | number of nan iterations: 0 |\n"
-                   for k, (v, g) in enumerate(zip(loss, grad)))
+    return "".join(
+        f" iteration {every * (k + 1)}/ 100000 | consumed samples: {512 * every * (k + 1)} | "
+        f"learning rate: {lr:.6E} | global batch size: 512 | lm loss: {v:.6E} | "
+        f"grad norm: {g:.3f} | number of skipped iterations: 0 | number of nan iterations: 0 |\n"
+        for k, (v, g) in enumerate(zip(loss, grad))
+    )
 
 
 def _nanogpt(loss, first=0) -> str:
@@ -128,8 +130,11 @@ def test_a_cross_entropy_above_any_vocabulary_only_counts_after_the_first_forwar
 
 
 def test_a_negative_cross_entropy_is_absurd_and_a_negative_signed_objective_is_not(tmp_path):
-    run = from_columns(range(10, 110, 10), {"loss": [1.2, 1.0, 0.8, -0.4, -0.9, -1.3, -1.5, -1.7, -1.8, -2.0]},
-                       meta={"loss_key": "lm_loss"})
+    run = from_columns(
+        range(10, 110, 10),
+        {"loss": [1.2, 1.0, 0.8, -0.4, -0.9, -1.3, -1.5, -1.7, -1.8, -2.0]},
+        meta={"loss_key": "lm_loss"},
+    )
     assert _kinds(run)["absurd"].data["negative"]
     signed = [0.02, -0.01, 0.03, -0.02, 0.01, -0.03, 0.0, 0.02, -0.01, 0.01]
     assert "absurd" not in _kinds(from_columns(range(10, 110, 10), {"loss": signed}))
@@ -161,8 +166,9 @@ def test_a_grad_norm_in_the_thousands_weighs_for_an_explosion_unless_the_run_cli
 
 def _hf_dicts(loss, lr, grad=None) -> str:
     g = "" if grad is None else f"'grad_norm': {grad}, "
-    return "".join(f"{{'loss': {v}, {g}'learning_rate': {lr}, 'epoch': {0.05 * (k + 1):.2f}}}\n"
-                   for k, v in enumerate(loss))
+    return "".join(
+        f"{{'loss': {v}, {g}'learning_rate': {lr}, 'epoch': {0.05 * (k + 1):.2f}}}\n" for k, v in enumerate(loss)
+    )
 
 
 @pytest.mark.parametrize("n", [6, 12, 30])
@@ -194,16 +200,20 @@ def _level_run(tmp_path, loss, grad_scale=1e5):
     return load_path(str(_write(tmp_path, _megatron(loss, grad, lr=6e-5))))[0]
 
 
-@pytest.mark.parametrize("loss, symptom", [
-    ([6.44, 11.42, 7.16], "spike"),  # one interval x1.77, then part of the way back
-    ([3.06, 3.11, 7.71], "spike"),  # the last interval x2.5
-    ([3.32, 3.42, 3.68, 7.27, 4.13, 7.60], "spike"),  # x1.97 in one interval, then swinging
-    ([3.0, 3.6, 4.3, 5.2, 6.2, 7.5], "divergence"),  # x1.2 per print: a climb, not a jump
-    ([3.0, 4.6, 7.0, 10.6], "divergence"),  # x1.5 per print: a climb from its first interval on
-    ([3.2, 3.1, 3.15, 3.05, 3.1], "divergence"),  # the norm alone: no loss jump to call a spike
-])
+@pytest.mark.parametrize(
+    "loss, symptom",
+    [
+        ([6.44, 11.42, 7.16], "spike"),  # one interval x1.77, then part of the way back
+        ([3.06, 3.11, 7.71], "spike"),  # the last interval x2.5
+        ([3.32, 3.42, 3.68, 7.27, 4.13, 7.60], "spike"),  # x1.97 in one interval, then swinging
+        ([3.0, 3.6, 4.3, 5.2, 6.2, 7.5], "divergence"),  # x1.2 per print: a climb, not a jump
+        ([3.0, 4.6, 7.0, 10.6], "divergence"),  # x1.5 per print: a climb from its first interval on
+        ([3.2, 3.1, 3.15, 3.05, 3.1], "divergence"),  # the norm alone: no loss jump to call a spike
+    ],
+)
 def test_a_huge_gradient_norm_with_a_one_interval_loss_jump_is_a_spike_and_a_climb_a_divergence(
-        tmp_path, loss, symptom):
+    tmp_path, loss, symptom
+):
     run = _level_run(tmp_path, loss)
     kinds = _kinds(run)
     assert ("grad_level_jump" in kinds) is (symptom == "spike"), sorted(kinds)
@@ -243,7 +253,7 @@ def test_a_per_step_zero_loss_keeps_the_empty_mask_first_and_a_loss_that_converg
     f = diagnose_runs([run]).findings[0]
     assert f.cause == "label_mask_empty" and "diff.ev.epoch_zero" not in _keys(f), f.data()
     # an epoch loss that fell to 0 at the printed digits: a converged run, no fault
-    fell = [round(0.7 * 0.4 ** k, 5) for k in range(15)]
+    fell = [round(0.7 * 0.4**k, 5) for k in range(15)]
     (run,) = load_path(str(_write(tmp_path, _epoch_pipes(fell))))
     assert not [x for x in diagnose_runs([run]).findings if x.severity in ("warning", "critical")]
 
@@ -253,20 +263,24 @@ def _periods(train, held_out, first=0):
     return from_columns(range(first, first + len(train)), {"loss": train, "eval_loss": held_out})
 
 
-@pytest.mark.parametrize("train, held_out, first, stuck", [
-    ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 0, True),  # nothing fitted from the first period on
-    ([2.31, 2.30, 2.31, 2.30, 2.30], [2.30, 2.31, 2.30, 2.30, 2.31], 1, True),
-    ([0.52, 0.31, 0.22, 0.15], [0.35, 0.33, 0.34, 0.37], 0, False),  # a fine-tune that fits, then overfits
-    ([0.30, 0.29, 0.29, 0.29], [0.45, 0.45, 0.45, 0.45], 0, False),  # fitted in its first period, below held-out
-    ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 12, False),  # an excerpt from period 12: no start shown
-])
+@pytest.mark.parametrize(
+    "train, held_out, first, stuck",
+    [
+        ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 0, True),  # nothing fitted from the first period on
+        ([2.31, 2.30, 2.31, 2.30, 2.30], [2.30, 2.31, 2.30, 2.30, 2.31], 1, True),
+        ([0.52, 0.31, 0.22, 0.15], [0.35, 0.33, 0.34, 0.37], 0, False),  # a fine-tune that fits, then overfits
+        ([0.30, 0.29, 0.29, 0.29], [0.45, 0.45, 0.45, 0.45], 0, False),  # fitted in its first period, below held-out
+        ([4.22, 4.10, 4.09, 4.08], [4.11, 4.13, 4.11, 4.11], 12, False),  # an excerpt from period 12: no start shown
+    ],
+)
 def test_train_and_held_out_losses_flat_from_the_first_period_at_one_level_are_a_plateau(train, held_out, first, stuck):
     run = _periods(train, held_out, first)
     assert ("fit_flat" in _kinds(run)) is stuck, sorted(_kinds(run))
     alarms = [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")]
     if stuck:
-        assert alarms and alarms[0].symptom == "plateau" and "diff.what.fit_flat" in _keys(alarms[0]), \
-            [f.data() for f in alarms]
+        assert alarms and alarms[0].symptom == "plateau" and "diff.what.fit_flat" in _keys(alarms[0]), [
+            f.data() for f in alarms
+        ]
     else:
         assert not alarms, [f.data() for f in alarms]
 
@@ -280,19 +294,23 @@ def _lm_excerpt(level, first=7400, fall=0.0, rel=0.001, n=10, meta=None):
     return from_columns(steps, {"loss": loss, "lr": [2.5e-4] * n}, meta=meta or {"framework": "megatron"})
 
 
-@pytest.mark.parametrize("run, stuck", [
-    (_lm_excerpt(7.42), True),  # Transformer-XL's wt103 excerpt: flat at ppl ~1700 from step 7400
-    (_lm_excerpt(7.62, first=21500, rel=0.005), True),
-    (_lm_excerpt(3.3), False),  # a trained LM's late plateau
-    (_lm_excerpt(7.4, fall=0.1), False),  # still falling through the unigram level
-    (_lm_excerpt(7.42, first=10), False),  # a run's first steps: the run-start rules judge those
-    (_lm_excerpt(7.42, meta={"framework": "text"}), False),  # no sign the loss is a token cross-entropy
-])
+@pytest.mark.parametrize(
+    "run, stuck",
+    [
+        (_lm_excerpt(7.42), True),  # Transformer-XL's wt103 excerpt: flat at ppl ~1700 from step 7400
+        (_lm_excerpt(7.62, first=21500, rel=0.005), True),
+        (_lm_excerpt(3.3), False),  # a trained LM's late plateau
+        (_lm_excerpt(7.4, fall=0.1), False),  # still falling through the unigram level
+        (_lm_excerpt(7.42, first=10), False),  # a run's first steps: the run-start rules judge those
+        (_lm_excerpt(7.42, meta={"framework": "text"}), False),  # no sign the loss is a token cross-entropy
+    ],
+)
 def test_a_language_models_loss_flat_near_the_unigram_level_long_into_a_run_is_a_plateau(run, stuck):
     assert ("lm_untrained" in _kinds(run)) is stuck, sorted(_kinds(run))
     alarms = [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")]
     if stuck:
-        assert alarms[0].symptom == "plateau" and "diff.what.lm_untrained" in _keys(alarms[0]), \
-            [f.data() for f in alarms]
+        assert alarms[0].symptom == "plateau" and "diff.what.lm_untrained" in _keys(alarms[0]), [
+            f.data() for f in alarms
+        ]
     elif run.steps[0] > 1000:
         assert not alarms, [f.data() for f in alarms]

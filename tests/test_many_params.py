@@ -57,8 +57,7 @@ def test_a_model_past_the_limit_is_hooked_on_a_subset_and_a_note_says_so(tmp_pat
         mon.step(loss)
     mon.close()
     (note,) = [n for n in mon.notes if getattr(n, "key", "") == "tracer.subset"]
-    assert note.values == {"traced": len(tracer.traced), "modules": n_modules,
-                           "every_step": sum(tracer.every_step)}
+    assert note.values == {"traced": len(tracer.traced), "modules": n_modules, "every_step": sum(tracer.every_step)}
     assert EVERY_STEP_MODULE_LIMIT // 2 <= note.values["every_step"] <= EVERY_STEP_MODULE_LIMIT + 2
     notes = mon.diagnose().notes  # written to the run directory with the monitor's other notes
     assert any(str(note) in str(n) for n in notes)
@@ -207,8 +206,7 @@ def test_vanishing_gradient_leaf_search_keeps_the_leaves_of_many_modules() -> No
     n = 4000
     names = ["<model>"] + [f"blocks.{i}" for i in range(n)] + [f"blocks.{i}.fc" for i in range(n)]
     g = np.ones((3, len(names)), dtype=np.float32)
-    layers = LayerStats(steps=np.arange(3), modules=names, types=["Linear"] * len(names),
-                        stats={"param_grad_norm": g})
+    layers = LayerStats(steps=np.arange(3), modules=names, types=["Linear"] * len(names), stats={"param_grad_norm": g})
     run = from_columns(np.arange(3), {"loss": [1.0, 1.0, 1.0]})
     run.layers = layers
     leafish, _ = _param_modules(run)
@@ -227,7 +225,9 @@ def _train_watched(model: nn.Module, tmp_path, steps: int = 3):
         loss.backward()
         expected.append(torch.stack([p.grad.double().norm() for p in model.parameters()]))
         opt.step()
-        expected_params.append(float(torch.stack([p.detach().double().norm() for p in model.parameters()]).pow(2).sum().sqrt()))
+        expected_params.append(
+            float(torch.stack([p.detach().double().norm() for p in model.parameters()]).pow(2).sum().sqrt())
+        )
         mon.step(loss)
     mon.close()
     return mon, expected, expected_params
@@ -240,8 +240,7 @@ def test_many_small_gradients_are_normed_by_shape_group_and_match_the_per_tensor
     model = _stack(60)  # 122 tensors of 4 shapes: past GroupLimits.min_tensors
     mon, expected, expected_params = _train_watched(model, tmp_path, steps=3)
     assert isinstance(mon.grads._plan, GroupedNorms) and len(mon.grads._plan.chunks) == 4
-    rows = [r for r in map(json.loads, (tmp_path / "run" / "steps.jsonl").read_text().splitlines())
-            if "grad_norm" in r]
+    rows = [r for r in map(json.loads, (tmp_path / "run" / "steps.jsonl").read_text().splitlines()) if "grad_norm" in r]
     assert len(rows) == 3
     for s in range(3):
         assert rows[s]["grad_nonfinite"] == 0
@@ -261,7 +260,9 @@ def test_a_parameter_replaced_by_another_shape_falls_back_to_per_tensor_norms(tm
     params = list(model.parameters())
     plan = plan_for(params)
     grads = [torch.randn_like(p) for p in params]
-    assert torch.equal(plan.norms(grads), torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads]))
+    assert torch.equal(
+        plan.norms(grads), torch.stack([torch.linalg.vector_norm(g, dtype=torch.float64) for g in grads])
+    )
     grads[4][0, 0], grads[7][1] = float("nan"), float("inf")  # a (8, 8) weight and an (8,) bias
     norms = plan.norms(grads)
     assert norms[4].isnan() and norms[7].isinf() and int(torch.isfinite(norms).sum()) == len(grads) - 2

@@ -32,16 +32,24 @@ def _msg_calls():
     for path in SRC.rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
-                    and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 continue
             if node.func.id == "Msg":
                 names = None if any(k.arg is None for k in node.keywords) else {k.arg for k in node.keywords}
                 yield path, node.args[0].value, names, node.lineno
             elif node.func.id == "render" and len(node.args) >= 2:
                 d = node.args[1]
-                names = {k.value for k in d.keys} if isinstance(d, ast.Dict) and all(
-                    isinstance(k, ast.Constant) for k in d.keys) else None
+                names = (
+                    {k.value for k in d.keys}
+                    if isinstance(d, ast.Dict) and all(isinstance(k, ast.Constant) for k in d.keys)
+                    else None
+                )
                 yield path, node.args[0].value, names, node.lineno
 
 
@@ -63,9 +71,13 @@ def test_keys_made_at_run_time_exist():
     from lossdoctor.vocabulary import CAUSES, SEVERITIES, SYMPTOMS
 
     table = templates()
-    wanted = ([f"live.{s}" for s in SEVERITIES] + [f"cause.{c}" for c in CAUSES]
-              + [f"symptom.{s}" for s in SYMPTOMS] + [f"ui.{s}" for s in SEVERITIES]
-              + ["ui.healthy", "ui.inconclusive"])
+    wanted = (
+        [f"live.{s}" for s in SEVERITIES]
+        + [f"cause.{c}" for c in CAUSES]
+        + [f"symptom.{s}" for s in SYMPTOMS]
+        + [f"ui.{s}" for s in SEVERITIES]
+        + ["ui.healthy", "ui.inconclusive"]
+    )
     assert [k for k in wanted if k not in table] == []
 
 
@@ -96,19 +108,30 @@ def test_chinese_templates_leave_no_english_sentence():
 
 
 def test_findings_carry_their_messages_in_the_json_and_read_back():
-    f = Finding("grad_explosion", "nonfinite", "critical", 0.9, step=431,
-                evidence=[Msg("grad.rose_then_nonfinite", start=1.3, peak=4.1e4, first=406, last=430, step=431),
-                          "a plain sentence"],
-                fixes=[Msg("grad.fix_clip", max_norm=2.0, first=100, last=400)])
+    f = Finding(
+        "grad_explosion",
+        "nonfinite",
+        "critical",
+        0.9,
+        step=431,
+        evidence=[
+            Msg("grad.rose_then_nonfinite", start=1.3, peak=4.1e4, first=406, last=430, step=431),
+            "a plain sentence",
+        ],
+        fixes=[Msg("grad.fix_clip", max_norm=2.0, first=100, last=400)],
+    )
     report = Report([f], steps=500, notes=[Msg("engine.skipped_update", step=7), "plain note"])
     d = json.loads(json.dumps(report.to_dict(), allow_nan=False))
     fd = d["findings"][0]
     # the English strings stay the contract, the data sits next to them
-    assert fd["evidence"][0] == "grad norm rose from 1.3 (early median) to 4.10e+04 over steps 406-430, then " \
-                                "became non-finite at step 431"
-    assert fd["evidence_data"][0] == {"key": "grad.rose_then_nonfinite",
-                                      "values": {"start": 1.3, "peak": 41000.0, "first": 406, "last": 430,
-                                                 "step": 431}}
+    assert (
+        fd["evidence"][0] == "grad norm rose from 1.3 (early median) to 4.10e+04 over steps 406-430, then "
+        "became non-finite at step 431"
+    )
+    assert fd["evidence_data"][0] == {
+        "key": "grad.rose_then_nonfinite",
+        "values": {"start": 1.3, "peak": 41000.0, "first": 406, "last": 430, "step": 431},
+    }
     assert fd["evidence_data"][1] is None and d["notes_data"][1] is None
     assert fd["fixes_data"][0]["values"]["max_norm"] == 2.0
     back = Report.from_dict(d)
@@ -126,8 +149,12 @@ def test_findings_carry_their_messages_in_the_json_and_read_back():
 
 def test_message_data_that_does_not_fit_keeps_the_english():
     d = Finding("loss_spike", "spike", "warning", 0.5, evidence=["the stored sentence"]).to_dict()
-    for data in ([{"key": "no.such.key", "values": {}}], [{"key": "grad.went_nonfinite", "values": {"step": 3}},
-                                                         None], ["junk"], "junk"):
+    for data in (
+        [{"key": "no.such.key", "values": {}}],
+        [{"key": "grad.went_nonfinite", "values": {"step": 3}}, None],
+        ["junk"],
+        "junk",
+    ):
         d["evidence_data"] = data
         assert Finding.from_dict(d).evidence == ["the stored sentence"]
     d["evidence_data"] = [{"key": "grad.went_nonfinite", "values": {"step": 3, "key": 1}}]
@@ -153,14 +180,15 @@ def test_a_message_is_its_english_text_and_renders_in_chinese():
 
 def test_a_message_survives_copy_pickle_and_json():
     m = Msg("word.falling")
-    for back in (copy.deepcopy(m), pickle.loads(pickle.dumps(m)),
-                 Msg.from_data(json.loads(json.dumps(m.data())))):
+    for back in (copy.deepcopy(m), pickle.loads(pickle.dumps(m)), Msg.from_data(json.loads(json.dumps(m.data())))):
         assert isinstance(back, Msg) and back.key == "word.falling" and back == m
 
 
 def test_values_round_trip_including_non_finite_numbers_and_nested_messages():
-    data = {"key": "some.key", "values": {"x": {"float": "nan"}, "w": {"key": "word.flat", "values": {}},
-                                          "xs": [1, 2.5]}}
+    data = {
+        "key": "some.key",
+        "values": {"x": {"float": "nan"}, "w": {"key": "word.flat", "values": {}}, "xs": [1, 2.5]},
+    }
     m = Msg.from_data(json.loads(json.dumps(data)))
     assert m.values["x"] != m.values["x"]
     assert isinstance(m.values["w"], Msg) and m.values["w"].render("zh") == "持平"
@@ -171,16 +199,19 @@ def test_values_round_trip_including_non_finite_numbers_and_nested_messages():
 def test_sentences_are_told_apart_by_key_and_values_not_by_their_english():
     """The evidence and notes a merge keeps once are compared as data: two messages whose English
     reads alike (0.12341 and 0.12344 both print 0.123) are two, one message rebuilt is one."""
-    a, b = Msg("grad.median_rose", start=0.12341, end=5.0, step=3, ratio=40.5), \
-        Msg("grad.median_rose", start=0.12344, end=5.0, step=3, ratio=40.5)
+    a, b = (
+        Msg("grad.median_rose", start=0.12341, end=5.0, step=3, ratio=40.5),
+        Msg("grad.median_rose", start=0.12344, end=5.0, step=3, ratio=40.5),
+    )
     assert a == b  # the English is the same string ...
     assert identity(a) != identity(b) and not_in([b], [a]) == [b] and unique([a, b]) == [a, b]  # ... the data is not
     again = Msg.from_data(json.loads(json.dumps(a.data())))
     assert identity(again) == identity(a) and unique([a, again]) == [a] and holds([a], again)
     nan = Msg("grad.median_rose", start=float("nan"), end=5.0, step=3, ratio=float("nan"))
     assert unique([nan, Msg.from_data(nan.data())]) == [nan]  # NaN values still match themselves
-    assert not_in([Fix.clip(a, max_norm=2.0), Fix.clip(again, max_norm=1.0)], [Fix.clip(a, max_norm=1.0)]) \
-        == [Fix.clip(a, max_norm=2.0)]  # a fix: its kind, numbers and sentence
+    assert not_in([Fix.clip(a, max_norm=2.0), Fix.clip(again, max_norm=1.0)], [Fix.clip(a, max_norm=1.0)]) == [
+        Fix.clip(a, max_norm=2.0)
+    ]  # a fix: its kind, numbers and sentence
     assert identity(Fix.code(a)) == identity(a)  # a code change is its sentence (a fix in the old form)
 
 

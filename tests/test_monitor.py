@@ -91,8 +91,9 @@ def test_gradient_accumulation_one_record_per_optimizer_step(tmp_path):
 
 def test_scaler_lr_and_batch_signals(tmp_path):
     model = _mlp()
-    opt = torch.optim.AdamW([{"params": model[0].parameters(), "lr": 1e-3},
-                             {"params": model[2].parameters(), "lr": 1e-2}], weight_decay=0.1)
+    opt = torch.optim.AdamW(
+        [{"params": model[0].parameters(), "lr": 1e-3}, {"params": model[2].parameters(), "lr": 1e-2}], weight_decay=0.1
+    )
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**30)
     scales, lrs = [], []
@@ -149,13 +150,15 @@ def test_update_ratio_and_eps_fraction_from_a_sample_of_a_model_over_budget(tmp_
     must still match the whole-model measurement (a few percent for a ~20x smaller sample)."""
     torch.manual_seed(0)
     # a LayerNorm (weights of 1.0 in a short tensor) skews the ratio if short tensors are over-sampled
-    model = nn.Sequential(nn.Linear(64, 256), nn.LayerNorm(256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(),
-                          nn.Linear(64, 3))
+    model = nn.Sequential(
+        nn.Linear(64, 256), nn.LayerNorm(256), nn.ReLU(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 3)
+    )
     n_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-4)
     manual, eps_manual = [], []
-    with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, layer_every=1,
-                          update_budget=n_params // 20) as mon:
+    with lossdoctor.watch(
+        model, opt, log_dir=tmp_path, alerts=False, layer_every=1, update_budget=n_params // 20
+    ) as mon:
         assert mon.opt_probe.stride >= 21 and mon.opt_probe.stride % 2 == 1
         for i in range(4):
             g = torch.Generator().manual_seed(i)
@@ -204,8 +207,11 @@ def test_watch_does_not_change_training(tmp_path):
     def train(watched):
         model = _mlp(seed=3)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-        mon = lossdoctor.watch(model, opt, log_dir=tmp_path / f"w{watched}", alerts=False,
-                               layer_every=1) if watched else None
+        mon = (
+            lossdoctor.watch(model, opt, log_dir=tmp_path / f"w{watched}", alerts=False, layer_every=1)
+            if watched
+            else None
+        )
         for i in range(12):
             x, y = _batch(i)
             opt.zero_grad()
@@ -284,7 +290,7 @@ def test_kill_9_loses_at_most_the_step_being_written(tmp_path):
         torch.manual_seed(0)
         m = nn.Linear(4, 1)
         opt = torch.optim.SGD(m.parameters(), lr=0.01)
-        mon = lossdoctor.watch(m, opt, log_dir={str(tmp_path / 'run')!r}, alerts=False)
+        mon = lossdoctor.watch(m, opt, log_dir={str(tmp_path / "run")!r}, alerts=False)
         for i in range(10**6):
             x = torch.randn(8, 4)
             loss = m(x).pow(2).mean()

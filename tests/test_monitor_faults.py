@@ -119,8 +119,16 @@ def test_close_failures_do_not_escape_and_the_log_is_closed(tmp_path, caplog, mo
         raise OSError(f"injected: {what} failed")
 
     model, opt = _setup()
-    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot="disk",
-                           snapshot_every=2, on_incident="skip")
+    mon = lossdoctor.watch(
+        model,
+        opt,
+        log_dir=tmp_path,
+        alerts=False,
+        replay_fn=mse_loss,
+        snapshot="disk",
+        snapshot_every=2,
+        on_incident="skip",
+    )
     _train(model, opt, mon, 5)
     if what == "ring.remove":
         monkeypatch.setattr(ring.SnapshotRing, "remove", boom)
@@ -177,8 +185,7 @@ def test_a_watch_that_raises_leaves_no_hook_behind(tmp_path, monkeypatch, where)
     ref_losses, ref_state = _reference()
     model, opt = _setup()
     if where == "preflight config":
-        mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss,
-                               on_incident="skip")
+        mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, on_incident="skip")
         assert mon.preflight is None
         mon.close()
     else:
@@ -237,8 +244,7 @@ def test_a_planted_snapshot_file_is_not_executed_and_triage_says_so(tmp_path, pl
     batches[5][0][2, 1] = float("nan")
     marker = tmp_path / "code-ran"
     run = tmp_path / "run"
-    mon = lossdoctor.watch(model, opt, log_dir=run, alerts=False, replay_fn=ce_loss, snapshot="disk",
-                           snapshot_every=2)
+    mon = lossdoctor.watch(model, opt, log_dir=run, alerts=False, replay_fn=ce_loss, snapshot="disk", snapshot_every=2)
     for i, (x, y) in enumerate(batches):
         if i == 5:  # every snapshot on disk is replaced before the incident is replayed
             for f in (run / "snapshots").glob("*.pt"):
@@ -252,8 +258,11 @@ def test_a_planted_snapshot_file_is_not_executed_and_triage_says_so(tmp_path, pl
     mon.close()
     assert not marker.exists()  # the file's code never ran
     [rec] = [json.loads(f.read_text()) for f in (run / "incidents").glob("*.json")]
-    assert "could not be loaded" in " ".join(rec["notes"]) if planted == "pickle" else \
-        "is not the one lossdoctor wrote" in " ".join(rec["notes"])
+    assert (
+        "could not be loaded" in " ".join(rec["notes"])
+        if planted == "pickle"
+        else "is not the one lossdoctor wrote" in " ".join(rec["notes"])
+    )
     assert rec["level"] == "live" and rec["findings"]  # the live flags still answer
 
 
@@ -272,8 +281,9 @@ def test_one_unreadable_batch_value_costs_only_its_own_checks(tmp_path, caplog):
     batches = [(x, y, _Unreadable()) for x, y in classification_batches(8)]
     batches[5][0][2, 1] = float("nan")
     with caplog.at_level(logging.WARNING, logger="lossdoctor"):
-        with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, snapshot_every=2,
-                              replay_fn=lambda m, b: ce_loss(m, b[:2])) as mon:
+        with lossdoctor.watch(
+            model, opt, log_dir=tmp_path, alerts=False, snapshot_every=2, replay_fn=lambda m, b: ce_loss(m, b[:2])
+        ) as mon:
             for b in batches:
                 opt.zero_grad()
                 loss = F.cross_entropy(model(b[0]), b[1])

@@ -59,7 +59,9 @@ def test_mon_step_without_optimizer_step_is_a_misuse_not_a_scale_collapse(tmp_pa
     expected = {"twice": list(range(1, 80, 2)), "never": list(range(40)), "per_microbatch": list(range(0, 40, 2))}
     assert idle == expected[pattern]
     note = [n for n in rep.notes if getattr(n, "key", None) == "engine.misuse_no_optimizer_step"]
-    assert len(note) == 1 and note[0].values["idle"] == len(expected[pattern]), [getattr(n, "key", n) for n in rep.notes]
+    assert len(note) == 1 and note[0].values["idle"] == len(expected[pattern]), [
+        getattr(n, "key", n) for n in rep.notes
+    ]
     warned = [r.getMessage() for r in caplog.records if "without an optimizer step" in r.getMessage()]
     assert len(warned) == 1  # said once on stderr, not per step
 

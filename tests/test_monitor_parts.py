@@ -22,11 +22,14 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"on_incident": "ignore"}, "on_incident must be one of ('report', 'raise', 'skip'), not 'ignore'"),
-    ({"snapshot": "gpu"}, "snapshot must be 'memory', 'disk' or 'off', not 'gpu'"),
-    ({"snapshot_every": 0}, "snapshot_every must be >= 1, not 0"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"on_incident": "ignore"}, "on_incident must be one of ('report', 'raise', 'skip'), not 'ignore'"),
+        ({"snapshot": "gpu"}, "snapshot must be 'memory', 'disk' or 'off', not 'gpu'"),
+        ({"snapshot_every": 0}, "snapshot_every must be >= 1, not 0"),
+    ],
+)
 def test_bad_options_are_refused_by_watch_before_anything_is_installed(tmp_path, bad, message):
     model = TinyLM()
     opt = torch.optim.AdamW(model.parameters())
@@ -88,8 +91,12 @@ def test_triage_sees_the_monitor_only_through_its_host(tmp_path):
     with lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False) as mon:
         host = mon.triage.host
         assert not hasattr(mon.triage, "mon")
-        assert (host.model, host.optimizer, host.writer, host.incidents) == (mon.model, mon.optimizer, mon.writer,
-                                                                            mon.incidents)
+        assert (host.model, host.optimizer, host.writer, host.incidents) == (
+            mon.model,
+            mon.optimizer,
+            mon.writer,
+            mon.incidents,
+        )
         mon.step_idx = 7
         assert host.step() == 7
         with host.paused():  # the tracer and the gradient capture are off inside, restored after
@@ -139,8 +146,7 @@ def test_an_add_on_probe_shares_the_built_in_interface_and_fails_alone(tmp_path,
     good, bad = CountingProbe(), CountingProbe(fail_at=3)
     mon.add_probe(good)
     mon.add_probe(bad)
-    assert [type(p).__name__ for p in mon.probes[:4]] == ["ModuleTracer", "GradProbe", "OptimizerProbe",
-                                                          "BatchProbe"]
+    assert [type(p).__name__ for p in mon.probes[:4]] == ["ModuleTracer", "GradProbe", "OptimizerProbe", "BatchProbe"]
     train(model, opt, batches, lm_loss, mon)
     mon.close()
     recs = [json.loads(x) for x in (tmp_path / "steps.jsonl").read_text().splitlines()]

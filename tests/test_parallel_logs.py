@@ -18,9 +18,11 @@ RED, GREEN, RESET = "\033[31m", "\033[32m", "\033[39m"
 
 
 def titan(rank: int, step: int, loss: float, grad_norm: float = 1.25) -> str:
-    return (f"[rank{rank}]:[titan] 2026-01-01 10:00:{step % 60:02d},123 - root - INFO - {RED}step: {step:2}  "
-            f"{GREEN}loss: {loss:7.4f}  grad_norm: {grad_norm:7.4f}  memory: 12.34GiB(15.60%)  tps: {12345:,}  "
-            f"tflops: {123.45:,.2f}  mfu: {12.50:.2f}%{RESET}")
+    return (
+        f"[rank{rank}]:[titan] 2026-01-01 10:00:{step % 60:02d},123 - root - INFO - {RED}step: {step:2}  "
+        f"{GREEN}loss: {loss:7.4f}  grad_norm: {grad_norm:7.4f}  memory: 12.34GiB(15.60%)  tps: {12345:,}  "
+        f"tflops: {123.45:,.2f}  mfu: {12.50:.2f}%{RESET}"
+    )
 
 
 def loss_at(step: int, nan_from: int | None = None) -> float:
@@ -32,10 +34,14 @@ def titan_log(path, order=(3, 2, 1, 0), steps=80, nan_from=None, header=True) ->
     lines = []
     if header:
         for r in (0, 2):
-            lines.append(f"[rank{r}]:[titan] 2026-01-01 10:00:00,000 - root - INFO - Building 2-D device mesh "
-                         f"with ['pp', 'tp'], [2, 2]")
-            lines.append(f"[rank{r}]:[titan] 2026-01-01 10:00:00,000 - root - INFO - PP rank {r // 2} is building "
-                         f"stage_idx {r // 2} with start_layer None, stop_layer layers.4")
+            lines.append(
+                f"[rank{r}]:[titan] 2026-01-01 10:00:00,000 - root - INFO - Building 2-D device mesh "
+                f"with ['pp', 'tp'], [2, 2]"
+            )
+            lines.append(
+                f"[rank{r}]:[titan] 2026-01-01 10:00:00,000 - root - INFO - PP rank {r // 2} is building "
+                f"stage_idx {r // 2} with start_layer None, stop_layer layers.4"
+            )
     for s in range(1, steps + 1):
         for r in order:
             lines.append(titan(r, s, loss_at(s, nan_from) if r >= 2 else -1.0))
@@ -49,8 +55,14 @@ def test_titan_pp_console_reads_the_last_stages_loss_whatever_the_order(tmp_path
     (run,) = load_path(log)
     assert run.steps.tolist() == list(range(1, 81))
     assert run.col("loss").tolist() == pytest.approx([loss_at(s) for s in range(1, 81)], abs=1e-4)
-    assert run.meta["distributed"] == {"kind": "pp", "mesh": {"pp": 2, "tp": 2}, "loss_ranks": [2, 3],
-                                       "read_rank": 2, "loss_stage": 1, "no_loss_ranks": [0, 1]}
+    assert run.meta["distributed"] == {
+        "kind": "pp",
+        "mesh": {"pp": 2, "tp": 2},
+        "loss_ranks": [2, 3],
+        "read_rank": 2,
+        "loss_stage": 1,
+        "no_loss_ranks": [0, 1],
+    }
     keys = [getattr(n, "key", None) for n in run.notes]
     assert "parallel_logs.read_rank_stage" in keys and "parallel_logs.placeholder" in keys
 
@@ -88,18 +100,22 @@ def test_a_one_rank_console_is_left_to_the_console_reader(tmp_path):
 
 
 def megatron_line(rank: int, it: int, loss: float) -> str:
-    return (f"[rank{rank}]: [2026-01-01 10:00:00] iteration {it:8d}/{100:8d} | consumed samples: {it * 32:12d} | "
-            f"elapsed time per iteration (ms): 123.4 | learning rate: {1e-4:.6E} | global batch size: {32:5d} | "
-            f"lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {1.5:.3f} | number of skipped iterations: "
-            f"{0:3d} | number of nan iterations: {int(math.isnan(loss)):3d} |")
+    return (
+        f"[rank{rank}]: [2026-01-01 10:00:00] iteration {it:8d}/{100:8d} | consumed samples: {it * 32:12d} | "
+        f"elapsed time per iteration (ms): 123.4 | learning rate: {1e-4:.6E} | global batch size: {32:5d} | "
+        f"lm loss: {loss:.6E} | loss scale: 1.0 | grad norm: {1.5:.3f} | number of skipped iterations: "
+        f"{0:3d} | number of nan iterations: {int(math.isnan(loss)):3d} |"
+    )
 
 
 def test_megatron_tp_pp_console_names_the_layout_and_the_last_stage(tmp_path):
-    lines = ["[rank0]: ------------------------ arguments ------------------------",
-             "[rank0]:   clip_grad ....................................... 1.0",
-             "[rank0]:   pipeline_model_parallel_size .................... 2",
-             "[rank0]:   tensor_model_parallel_size ...................... 2",
-             "[rank0]: -------------------- end of arguments ---------------------"]
+    lines = [
+        "[rank0]: ------------------------ arguments ------------------------",
+        "[rank0]:   clip_grad ....................................... 1.0",
+        "[rank0]:   pipeline_model_parallel_size .................... 2",
+        "[rank0]:   tensor_model_parallel_size ...................... 2",
+        "[rank0]: -------------------- end of arguments ---------------------",
+    ]
     for r, (t, p) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)]):
         lines.append(f"[rank{r}]:  > number of parameters on (tensor, pipeline) model parallel rank ({t}, {p}): 1234")
     lines += [megatron_line(3, it, loss_at(it)) for it in range(1, 61)]
@@ -108,6 +124,11 @@ def test_megatron_tp_pp_console_names_the_layout_and_the_last_stage(tmp_path):
     (run,) = load_path(log)
     d = run.meta["distributed"]
     assert (d["kind"], d["mesh"], d["loss_ranks"], d["read_rank"], d["loss_stage"]) == (
-        "pp", {"pp": 2, "tp": 2}, [3], 3, 1)
+        "pp",
+        {"pp": 2, "tp": 2},
+        [3],
+        3,
+        1,
+    )
     assert run.meta["max_grad_norm"] == 1.0  # rank 0's arguments are still read
     assert run.col("loss").tolist() == pytest.approx([loss_at(i) for i in range(1, 61)], rel=1e-6)

@@ -13,7 +13,7 @@ from lossdoctor.cli.main import main
 from lossdoctor.detectors.merge import merge_findings
 from lossdoctor.findings import Finding
 
-SETUP = textwrap.dedent('''
+SETUP = textwrap.dedent("""
     import torch
     from torch.optim.lr_scheduler import CosineAnnealingLR
 
@@ -35,7 +35,7 @@ SETUP = textwrap.dedent('''
 
     def typo():
         return {"model": None, "totl_steps": 3}
-''')
+""")
 
 
 def _write(tmp_path, t_max=1000):
@@ -72,12 +72,15 @@ def test_bad_config_from_a_shell_is_one_line_and_exit_2(tmp_path):
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("spec,message", [
-    ("missing.py", "lossdoctor: missing.py: no such file"),
-    ("setup.py:nothing", "lossdoctor: setup.py: defines no function nothing() returning the objects to check"),
-    ("setup.py:not_a_dict", "lossdoctor: setup.py: not_a_dict() must return a dict of check arguments"),
-    ("setup.py:typo", "lossdoctor: setup.py: typo() returned unknown argument(s) totl_steps"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("missing.py", "lossdoctor: missing.py: no such file"),
+        ("setup.py:nothing", "lossdoctor: setup.py: defines no function nothing() returning the objects to check"),
+        ("setup.py:not_a_dict", "lossdoctor: setup.py: not_a_dict() must return a dict of check arguments"),
+        ("setup.py:typo", "lossdoctor: setup.py: typo() returned unknown argument(s) totl_steps"),
+    ],
+)
 def test_bad_config_is_exit_2(tmp_path, monkeypatch, capsys, spec, message):
     _write(tmp_path)
     monkeypatch.chdir(tmp_path)
@@ -88,13 +91,34 @@ def test_bad_config_is_exit_2(tmp_path, monkeypatch, capsys, spec, message):
 
 
 def test_preflight_findings_fold_into_the_detectors_findings():
-    series = Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning", confidence=0.7,
-                     step=12, evidence=["the scale fell from 2^60 to 2^20"], fixes=["fix A"])
-    pre = [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.9,
-                   evidence=["GradScaler backoff_factor=1.0"], fixes=["fix B"]).to_dict(),
-           Finding(cause="bad_init", symptom="slow_convergence", severity="warning", confidence=0.8,
-                   layer="h.0", evidence=["gain 8"]).to_dict(),
-           {"cause": "not_a_cause", "symptom": "stall", "severity": "info", "confidence": 1}]
+    series = Finding(
+        cause="loss_scale_collapse",
+        symptom="skipped_steps",
+        severity="warning",
+        confidence=0.7,
+        step=12,
+        evidence=["the scale fell from 2^60 to 2^20"],
+        fixes=["fix A"],
+    )
+    pre = [
+        Finding(
+            cause="loss_scale_collapse",
+            symptom="skipped_steps",
+            severity="critical",
+            confidence=0.9,
+            evidence=["GradScaler backoff_factor=1.0"],
+            fixes=["fix B"],
+        ).to_dict(),
+        Finding(
+            cause="bad_init",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.8,
+            layer="h.0",
+            evidence=["gain 8"],
+        ).to_dict(),
+        {"cause": "not_a_cause", "symptom": "stall", "severity": "info", "confidence": 1},
+    ]
     notes: list[str] = []
     out = merge_findings([series], pre, rank=0, notes=notes)
     assert [f.cause for f in out] == ["loss_scale_collapse", "bad_init"]

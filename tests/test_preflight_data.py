@@ -59,7 +59,7 @@ def test_raw_pixels():
 
 def test_regression_targets_on_a_huge_scale():
     x, _ = _features()
-    y = (x[:, :1] * 5e4 + 2e5)
+    y = x[:, :1] * 5e4 + 2e5
     [f] = _findings(lossdoctor.check(batches=(x, y), task="regression"), "nonfinite_data")
     assert has(f.evidence[:1], "data.targets_scale", key="'1'"), f.evidence[0].data()
     assert f.fixes[0].key == "data.fix_standardise_targets"
@@ -82,7 +82,7 @@ def test_tokenised_text_is_decoded_for_the_check():
     tok = chat_tokenizer()
     b = sft_batch("right")
     ids = tok("cafÃ© and donâ€™t", add_special_tokens=False)["input_ids"]
-    b["input_ids"][0, 1:1 + len(ids)] = torch.tensor(ids)
+    b["input_ids"][0, 1 : 1 + len(ids)] = torch.tensor(ids)
     [f] = _findings(lossdoctor.check(batches=b, tokenizer=tok), "noisy_data")
     assert "mojibake" in " ".join(f.evidence) and f.samples == [0]
 
@@ -98,9 +98,24 @@ def test_empty_long_and_duplicate_samples():
     assert [m.key for m in f.evidence[:3]] == ["data.empty_samples", "data.long_samples", "data.duplicates"]
     empty, long, dup = (m.values for m in f.evidence[:3])
     assert (empty["n"], empty["total"], empty["batch"], empty["samples"]) == (1, 12, 0, "[3]"), empty
-    assert (long["n"], long["total"], long["factor"], long["median"], long["batch"], long["sample"], long["length"]) \
-        == (1, 12, 8, 21, 1, 1, 1999), long
-    assert (dup["n"], dup["total"], dup["pct"], dup["b1"], dup["j1"], dup["b0"], dup["j0"]) == (2, 12, "17%", 1, 4, 1, 3), dup
+    assert (
+        long["n"],
+        long["total"],
+        long["factor"],
+        long["median"],
+        long["batch"],
+        long["sample"],
+        long["length"],
+    ) == (1, 12, 8, 21, 1, 1, 1999), long
+    assert (dup["n"], dup["total"], dup["pct"], dup["b1"], dup["j1"], dup["b0"], dup["j0"]) == (
+        2,
+        12,
+        "17%",
+        1,
+        4,
+        1,
+        3,
+    ), dup
 
 
 def test_token_ids_beyond_the_embedding():

@@ -29,7 +29,9 @@ def test_gpt2_with_std_1_is_bad_init():
     assert f.layer == "transformer.h.0.attn.c_attn"
     w = model.transformer.h[0].attn.c_attn.weight
     hot = find(f.evidence, "pinit.hot_weights")
-    assert hot.values["std"] == pytest.approx(float(w.detach().std()), rel=1e-2) and hot.values["fan_in"] == 32, hot.data()
+    assert hot.values["std"] == pytest.approx(float(w.detach().std()), rel=1e-2) and hot.values["fan_in"] == 32, (
+        hot.data()
+    )
     assert has(f.evidence, "pinit.rms_grows"), [m.data() for m in f.evidence]
     # the initial loss it reports is the model's own, compared with ln(vocab)
     with torch.no_grad():
@@ -44,8 +46,13 @@ def test_gpt2_with_std_1_is_bad_init():
 
 def test_default_gpt2_init_is_silent():
     model = tiny_gpt2()
-    report = lossdoctor.check(model, torch.optim.AdamW(model.parameters(), lr=1e-3), batches=_batches(),
-                              task="sft", tokenizer=chat_tokenizer())
+    report = lossdoctor.check(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-3),
+        batches=_batches(),
+        task="sft",
+        tokenizer=chat_tokenizer(),
+    )
     assert report.findings == [], [f.to_dict() for f in report.findings]
 
 
@@ -54,8 +61,13 @@ def test_one_layer_gpt2_is_judged_by_its_block_not_inside_its_branches(std):
     """A one-block transformer: GPT-2's scaled-down projections inside the residual branch are not
     a signal vanishing through depth (its default init is silent); a std-1 init still is bad_init."""
     model = tiny_gpt2(initializer_range=std, n_layer=1)
-    report = lossdoctor.check(model, torch.optim.AdamW(model.parameters(), lr=1e-3), batches=_batches(),
-                              task="sft", tokenizer=chat_tokenizer())
+    report = lossdoctor.check(
+        model,
+        torch.optim.AdamW(model.parameters(), lr=1e-3),
+        batches=_batches(),
+        task="sft",
+        tokenizer=chat_tokenizer(),
+    )
     if std == 0.02:
         assert report.findings == [], [f.to_dict() for f in report.findings]
     else:

@@ -49,21 +49,33 @@ def test_unmasked_prompt_is_a_leak_with_the_decoded_span(tok):
     # every prompt token of both batches is supervised, and the evidence counts them: the prompt is
     # what the right mask hides, less the newline ending the assistant header (templates differ on it)
     right = _batches("right")
-    prompt_tokens = sum(int(b["attention_mask"].sum()) - int((b["labels"] != -100).sum()) - len(b["labels"])
-                        for b in right)
+    prompt_tokens = sum(
+        int(b["attention_mask"].sum()) - int((b["labels"] != -100).sum()) - len(b["labels"]) for b in right
+    )
     counted = find(f.evidence, "plabels.prompt_supervised").values
-    assert (counted["n"], counted["prompt"], counted["pct"], counted["batches"]) == (prompt_tokens, prompt_tokens,
-                                                                                   "100%", 2), counted
+    assert (counted["n"], counted["prompt"], counted["pct"], counted["batches"]) == (
+        prompt_tokens,
+        prompt_tokens,
+        "100%",
+        2,
+    ), counted
     # the decoded supervised span shows the user's turn
-    assert find(f.evidence, "plabels.supervised_text").values["text"].startswith('"<|im_start|>user\\nwhat is two plus two')
+    assert (
+        find(f.evidence, "plabels.supervised_text")
+        .values["text"]
+        .startswith('"<|im_start|>user\\nwhat is two plus two')
+    )
     assert find(f.fixes, "plabels.fix_mask_prompt").values["header"] == '"<|im_start|>assistant\\n"'
 
 
 def test_unmasked_without_template_is_still_a_leak_for_sft():
     report = lossdoctor.check(batches=_batches("none"), task="sft")
     f = _one(report, "label_mask_leak")
-    assert (f.evidence[0].key, f.evidence[0].values["n"], f.evidence[0].values["total"]) == \
-        ("plabels.all_real_supervised", 8, 8), f.evidence[0].data()
+    assert (f.evidence[0].key, f.evidence[0].values["n"], f.evidence[0].values["total"]) == (
+        "plabels.all_real_supervised",
+        8,
+        8,
+    ), f.evidence[0].data()
     # pre-training supervises every token on purpose: no leak there
     assert "label_mask_leak" not in _causes(lossdoctor.check(batches=_batches("none"), task="pretrain"))
 
@@ -123,9 +135,10 @@ def test_labels_shifted_twice(tok):
     assert has(report.notes, "plabels.already_shifted")
 
 
-@pytest.mark.parametrize("mask,cause,severity", [("right", None, None),
-                                                  ("none", "label_mask_leak", "warning"),
-                                                  ("all", "label_mask_empty", "critical")])
+@pytest.mark.parametrize(
+    "mask,cause,severity",
+    [("right", None, None), ("none", "label_mask_leak", "warning"), ("all", "label_mask_empty", "critical")],
+)
 def test_caught_live_by_watch(tmp_path, mask, cause, severity):
     model = tiny_gpt2()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)

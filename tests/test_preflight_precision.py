@@ -100,7 +100,9 @@ def test_gradscaler_init_scale_2_60(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     [f] = _only(lossdoctor.check(model, opt, batches=[batch], scaler=scaler), "loss_scale_collapse")
     huge = f.evidence[0]
-    assert (huge.key, huge.values["start"], huge.values["skipped"]) == ("pprec.init_scale_huge", "2^60", 44), huge.data()
+    assert (huge.key, huge.values["start"], huge.values["skipped"]) == ("pprec.init_scale_huge", "2^60", 44), (
+        huge.data()
+    )
     assert f.fixes[0].key in ("pprec.fix_init_scale", "pprec.fix_init_scale_default"), f.fixes[0].data()
     # what really happens: fp16 autocast on CPU, 50 steps, most of them skipped at first
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**60)
@@ -120,8 +122,11 @@ def test_fp16_autocast_without_scaler_caught_live(tmp_path):
         train(model, opt, [batch], 5, loss_fn=_loss, autocast=torch.float16, mon=mon)
     [f] = _only(mon.diagnose(), "precision_stall")
     no_scaler = f.evidence[0]
-    assert no_scaler.key == "pprec.no_scaler" and has([no_scaler], "pprec.fp16_autocast") \
-        and has([no_scaler], "pprec.scaler_absent"), no_scaler.data()
+    assert (
+        no_scaler.key == "pprec.no_scaler"
+        and has([no_scaler], "pprec.fp16_autocast")
+        and has([no_scaler], "pprec.scaler_absent")
+    ), no_scaler.data()
     # with a sane GradScaler the same run is silent
     model, batch = _classifier()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)

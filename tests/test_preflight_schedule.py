@@ -35,8 +35,13 @@ def test_cosine_period_shorter_than_the_run():
     assert f.severity == "warning"
     e = f.evidence[0]
     assert e.key == "schedule.period_too_short", e.data()
-    assert {k: e.values[k] for k in ("low", "at", "planned", "high", "by")} == \
-        {"low": 0.0, "at": 300, "planned": 1000, "high": pytest.approx(0.01), "by": 600}, e.data()
+    assert {k: e.values[k] for k in ("low", "at", "planned", "high", "by")} == {
+        "low": 0.0,
+        "at": 300,
+        "planned": 1000,
+        "high": pytest.approx(0.01),
+        "by": 600,
+    }, e.data()
     assert find(f.fixes[-1:], "schedule.fix_t_max").values["length"] == 1000
     # the user's scheduler and optimizer were not stepped
     assert sched.state_dict() == before_sched
@@ -47,12 +52,12 @@ def test_cosine_period_shorter_than_the_run():
 def test_warmup_scheduler_stepped_per_epoch():
     warmup = 100  # written in optimizer steps, stepped every 50 of them
     model, opt, sched, *_ = _setup(lambda o: LambdaLR(o, lambda t: min(1.0, (t + 1) / warmup)))
-    report = lossdoctor.check(model, opt, sched, total_steps=TOTAL, scheduler_interval="epoch",
-                              steps_per_epoch=50)
+    report = lossdoctor.check(model, opt, sched, total_steps=TOTAL, scheduler_interval="epoch", steps_per_epoch=50)
     [f] = _schedule_findings(report)
     rising = find(f.evidence[:1], "schedule.still_rising")
-    assert (rising.values["planned"], rising.values["ratio"], rising.values["base"]) == (1000, 0.2, 0.01), \
-        rising.data()  # 20 scheduler steps of a 100-step warm-up
+    assert (rising.values["planned"], rising.values["ratio"], rising.values["base"]) == (1000, 0.2, 0.01), (
+        rising.data()
+    )  # 20 scheduler steps of a 100-step warm-up
     assert has(f.evidence[:1], "schedule.per_epoch", n=50), f.evidence[0].data()
     assert f.fixes[0].key == "schedule.fix_step_every_step"  # Lightning's 'interval': 'step'
     # stepped every optimizer step, the same scheduler is fine
@@ -63,8 +68,12 @@ def test_linear_decay_shorter_than_the_run():
     model, opt, sched, *_ = _setup(lambda o: get_linear_schedule_with_warmup(o, 30, 600))
     [f] = _schedule_findings(lossdoctor.check(model, opt, sched, total_steps=TOTAL))
     e = f.evidence[0]
-    assert (e.key, e.values["idle"], e.values["planned"], e.values["frac"]) == ("schedule.ends_early", 400, 1000, 0.4), \
-        e.data()
+    assert (e.key, e.values["idle"], e.values["planned"], e.values["frac"]) == (
+        "schedule.ends_early",
+        400,
+        1000,
+        0.4,
+    ), e.data()
     assert find(f.fixes[:1], "schedule.fix_as_long_as_run").values["planned"] == 1000  # num_training_steps=1000
 
 

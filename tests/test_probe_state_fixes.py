@@ -37,10 +37,22 @@ def _loop(tmp_path, bug: str, watched: bool = True, replay: bool = True):
         model[-1].bias.requires_grad_(True)
     params = [model[-1].bias] if bug == "subset" else [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=0.05, momentum=0.9) if bug == "clip" else torch.optim.Adam(params, lr=3e-3)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / (STEPS * 32))) \
-        if bug == "warmup" else None
-    mon = lossdoctor.watch(model, opt, scheduler=sched, log_dir=tmp_path, alerts=False, task="classification",
-                           replay_fn=replay_loss if replay else None) if watched else None
+    sched = (
+        torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / (STEPS * 32))) if bug == "warmup" else None
+    )
+    mon = (
+        lossdoctor.watch(
+            model,
+            opt,
+            scheduler=sched,
+            log_dir=tmp_path,
+            alerts=False,
+            task="classification",
+            replay_fn=replay_loss if replay else None,
+        )
+        if watched
+        else None
+    )
     for _ in range(STEPS):
         y = torch.randint(0, 10, (32,), generator=g)
         x = centres[y] + torch.randn(32, 16, generator=g)
@@ -60,10 +72,12 @@ def _loop(tmp_path, bug: str, watched: bool = True, replay: bool = True):
     return model, opt, report
 
 
-CASES = [("frozen", "frozen_model", "unfreeze"),
-         ("subset", "frozen_model", "unfreeze"),
-         ("clip", "grad_clip_too_tight", "clip"),
-         ("warmup", "lr_schedule_error", "lr")]
+CASES = [
+    ("frozen", "frozen_model", "unfreeze"),
+    ("subset", "frozen_model", "unfreeze"),
+    ("clip", "grad_clip_too_tight", "clip"),
+    ("warmup", "lr_schedule_error", "lr"),
+]
 
 
 @pytest.mark.parametrize("bug,cause,kind", CASES)
@@ -82,7 +96,9 @@ def test_the_state_fix_of_a_slow_run_is_tried_and_verified(tmp_path, bug, cause,
     out = json.loads(run_cli("diagnose", tmp_path / "run", "--format", "json").stdout)
     mine = next(x for x in out["findings"] if x["cause"] == cause)
     assert (mine["fixes"], mine["fixes_data"]) == (data["fixes"], data["fixes_data"])
-    assert [(c["kind"], c["verdict"]) for c in mine["fix_checks"]] == [(c["kind"], c["verdict"]) for c in data["fix_checks"]]
+    assert [(c["kind"], c["verdict"]) for c in mine["fix_checks"]] == [
+        (c["kind"], c["verdict"]) for c in data["fix_checks"]
+    ]
     # the replay trained a scratch copy: the user's model and optimizer are the unwatched run's
     plain_model, plain_opt, _ = _loop(tmp_path / "plain", bug, watched=False)
     for (name, p), q in zip(model.named_parameters(), plain_model.parameters()):

@@ -32,10 +32,17 @@ def write_dp_run(root, ranks=RANKS, steps=STEPS, nan_rank=NAN_RANK, nan_step=NAN
         for s in range(steps):
             broken = nan_rank is not None and s > nan_step  # NaN weights on every rank
             mine = nan_rank == r and s == nan_step
-            rec = {"step": s, "loss": 2.0 * math.exp(-s / 80) + 0.3 + 0.02 * rng.standard_normal(),
-                   "lr": 1e-3, "grad_norm": float(reduced[s]), "skipped": 0, "batch_size": 8,
-                   "grad_norm_local": float(reduced[s] * (1 + 0.2 * rng.random())), "grad_nonfinite": 0,
-                   "batch_nonfinite": 0}
+            rec = {
+                "step": s,
+                "loss": 2.0 * math.exp(-s / 80) + 0.3 + 0.02 * rng.standard_normal(),
+                "lr": 1e-3,
+                "grad_norm": float(reduced[s]),
+                "skipped": 0,
+                "batch_size": 8,
+                "grad_norm_local": float(reduced[s] * (1 + 0.2 * rng.random())),
+                "grad_nonfinite": 0,
+                "batch_nonfinite": 0,
+            }
             if nan_rank is not None and s >= nan_step:
                 rec["grad_norm"] = math.nan
             if broken or mine:
@@ -53,7 +60,7 @@ def many(tmp_path_factory):
 
 
 def test_screen_onset_is_the_full_reads_local_onset(many, monkeypatch):
-    monkeypatch.setattr(rank_screen, "FULL_READ", 10 ** 6)
+    monkeypatch.setattr(rank_screen, "FULL_READ", 10**6)
     full = read_run_dir(many)
     assert len(full) == RANKS
     for run in full:
@@ -74,7 +81,7 @@ def test_many_ranks_read_only_the_story_and_answer_as_a_full_read(many, monkeypa
     assert len([g for g in report.findings if g.symptom == "nonfinite"]) == 1
     assert any(f"{RANKS} ranks: every rank's log was screened" in n for n in report.notes)
     # the same answer as reading every rank
-    monkeypatch.setattr(rank_screen, "FULL_READ", 10 ** 6)
+    monkeypatch.setattr(rank_screen, "FULL_READ", 10**6)
     full = diagnose(str(many)).primary
     assert (full.cause, full.rank, full.step, full.samples) == (f.cause, f.rank, f.step, f.samples)
     cli = run_cli("diagnose", many, "--format", "json")
@@ -105,7 +112,6 @@ def test_ranges():
     assert ranges([5, 0, 1, 2, 7, 8, 2]) == "0-2, 5, 7-8"
     assert ranges([3]) == "3" and ranges([]) == ""
     assert ranges(list(range(512))) == "0-511"
-
 
 
 def test_screen_reads_the_writers_strings_and_spaced_counts():

@@ -32,8 +32,8 @@ def _curve(n: int, seed: int = 0, spike: int | None = None, nan_at: int | None =
     if spike is not None:
         loss[spike - 1] *= 4.0
     if nan_at is not None:
-        loss[nan_at - 1:] = np.nan
-        gn[nan_at - 1:] = np.nan
+        loss[nan_at - 1 :] = np.nan
+        gn[nan_at - 1 :] = np.nan
     return s, loss, gn
 
 
@@ -43,8 +43,12 @@ def _nanogpt(path: Path, n: int, **kw) -> Path:
     s, loss, _ = _curve(n, **kw)
     rng = np.random.default_rng(1)
     dt = 100 + 50 * rng.random(n)
-    path.write_text("".join(f"iter {i}: loss {v:.4f}, time {t:.2f}ms, mfu {38 + t / 100:.2f}%\n"
-                            for i, v, t in zip(s.tolist(), loss.tolist(), dt.tolist())))
+    path.write_text(
+        "".join(
+            f"iter {i}: loss {v:.4f}, time {t:.2f}ms, mfu {38 + t / 100:.2f}%\n"
+            for i, v, t in zip(s.tolist(), loss.tolist(), dt.tolist())
+        )
+    )
     return path
 
 
@@ -57,8 +61,10 @@ def _hf_console(path: Path, n: int, **kw) -> Path:
     out = ["***** Running training *****\n", "  Num examples = 1,000\n"]
     for i, v, g in zip(s.tolist(), loss.tolist(), gn.tolist()):
         bar = tqdm.format_meter(i, n, elapsed=i / 9.0)
-        out.append(f"\r{bar}\r{' ' * len(bar)}\r{{'loss': {v:.4f}, 'grad_norm': {g:.6g}, "
-                   f"'learning_rate': {3e-4 * (1 - i / n):.4e}, 'epoch': {i / n:.2f}}}\n\r{bar}")
+        out.append(
+            f"\r{bar}\r{' ' * len(bar)}\r{{'loss': {v:.4f}, 'grad_norm': {g:.6g}, "
+            f"'learning_rate': {3e-4 * (1 - i / n):.4e}, 'epoch': {i / n:.2f}}}\n\r{bar}"
+        )
     path.write_text("".join(out) + "\n{'train_runtime': 12.5, 'train_loss': 1.5, 'epoch': 1.0}\n")
     return path
 
@@ -195,14 +201,14 @@ def test_store_thinning_is_deterministic_and_keeps_what_is_rare():
     loss = np.ones(50_000) + 0.001 * np.sin(steps)
     loss[20_000] = 50.0  # an outlier
     for a in range(0, 50_000, 3_333):  # appended in uneven batches
-        st.append_arrays(steps[a:a + 3_333], {"loss": loss[a:a + 3_333]})
+        st.append_arrays(steps[a : a + 3_333], {"loss": loss[a : a + 3_333]})
     st.append_rows([{"step": 50_000, "eval_loss": 2.0}])
-    kept = set(st.step[:st.n].astype(int).tolist())
+    kept = set(st.step[: st.n].astype(int).tolist())
     assert st.thinned > 40_000 and st.n <= rules.max_rows
     assert 20_000 in kept and 50_000 in kept and set(range(500)) <= kept and set(range(49_600, 50_001)) <= kept
     middle = [s for s in kept if 5_000 < s < 15_000]
     assert middle and all(s % st.stride == 0 for s in middle)
-    assert st.logged("eval_loss")[st.step[:st.n] == 50_000].all()
+    assert st.logged("eval_loss")[st.step[: st.n] == 50_000].all()
 
 
 class _Recorder:
@@ -231,10 +237,18 @@ def test_the_fast_path_cuts_segments_as_console_text_does(tmp_path):
 
     from lossdoctor.sources.console_text import segments
 
-    parts = [b"iter 1: loss 2.0\r\n", b"\xff\xfe bad bytes \xe2\x82\n", b"x" * (3 << 20) + b"\n",
-             "caf\u00e9 \u2588\u2588 ok\r".encode(), b"y" * 70_000 + b"\r\n", b"\r\r\n\n",
-             b"a" * ((1 << 16) - 7) + b"\r", b"\nafter a cut separator\n", "\u00e9".encode() * 40_000 + b"\n",
-             b"last line without newline"]
+    parts = [
+        b"iter 1: loss 2.0\r\n",
+        b"\xff\xfe bad bytes \xe2\x82\n",
+        b"x" * (3 << 20) + b"\n",
+        "caf\u00e9 \u2588\u2588 ok\r".encode(),
+        b"y" * 70_000 + b"\r\n",
+        b"\r\r\n\n",
+        b"a" * ((1 << 16) - 7) + b"\r",
+        b"\nafter a cut separator\n",
+        "\u00e9".encode() * 40_000 + b"\n",
+        b"last line without newline",
+    ]
     data = b"".join(parts)
     rec = _Recorder()
     console_fast.feed_stream(io.BytesIO(data), rec)
@@ -246,11 +260,11 @@ def test_bulk_numbers_are_the_floats_python_reads():
     gives, token for token, the double `float()` gives: random doubles at full precision, the printf
     formats logs use, large integers, and the spellings JSON has not (nan, inf, a leading + or zero, `1.`)."""
     rng = np.random.default_rng(7)
-    bits = rng.integers(0, 2 ** 63, 20_000, dtype=np.int64).view(np.float64)
+    bits = rng.integers(0, 2**63, 20_000, dtype=np.int64).view(np.float64)
     doubles = [repr(float(x)) for x in bits if np.isfinite(x)]
     loss = rng.random(20_000) * 10
     common = [f"{v:.4f}" for v in loss] + [f"{v:.6g}" for v in loss * 1e-4] + [f"{v:.3e}" for v in loss * 1e20]
-    ints = [str(int(v)) for v in rng.integers(0, 2 ** 62, 5_000)] + ["18446744073709551615", "0"]
+    ints = [str(int(v)) for v in rng.integers(0, 2**62, 5_000)] + ["18446744073709551615", "0"]
     for tokens in (doubles, common, ints, common[:50] + ["nan", "inf", "-inf", "+1.5", "007", "1.", "NaN"]):
         got = console_fast.numbers([t.encode() for t in tokens], len(tokens))
         want = np.array([float(t) for t in tokens])

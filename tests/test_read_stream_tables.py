@@ -57,7 +57,7 @@ def _csv_writer(d: Path, name: str, kind: str) -> Path:
         w.writerow(["step", "loss", "grad_norm", "note"])
         for i, v, g in zip(s, loss, gn):
             if kind == "quoted":
-                w.writerow([i, v, g, "a, \"b\"\nc" if i % 37 == 0 else "x"])
+                w.writerow([i, v, g, 'a, "b"\nc' if i % 37 == 0 else "x"])
             elif kind == "text":
                 w.writerow([i, "oops" if i % 97 == 0 else v, "" if i % 3 else g, ""])
             elif kind == "ragged":
@@ -78,8 +78,13 @@ def _jsonl(d: Path, name: str, kind: str) -> Path:
         elif kind == "strings":
             rows.append({"step": str(i), "loss": "NaN" if i == 0 else f"{v}", "grad_norm": None if i % 4 else g})
         else:  # mixed types: a list lr, a text loss now and then, NaN late
-            rows.append({"step": i, "loss": "n/a" if i % 300 == 7 else (v if i < 0.9 * N else math.nan),
-                         "lr": [1e-3] if i % 2 else 1e-3})
+            rows.append(
+                {
+                    "step": i,
+                    "loss": "n/a" if i % 300 == 7 else (v if i < 0.9 * N else math.nan),
+                    "lr": [1e-3] if i % 2 else 1e-3,
+                }
+            )
     p = d / name
     p.write_text("".join(json.dumps(r) + "\n" for r in rows) + ('{"step": 99' if kind != "nested" else ""))
     return p
@@ -140,11 +145,17 @@ def test_a_long_table_is_thinned_in_bounded_memory(tmp_path, monkeypatch, fmt):
     nan_at = int(0.9 * n)
     p = tmp_path / f"long.{fmt}"
     if fmt == "csv":
-        p.write_text("step,loss,grad_norm\n" + "".join(
-            f"{i},{'nan' if i >= nan_at else v},{g}\n" for i, v, g in zip(s, loss, gn)))
+        p.write_text(
+            "step,loss,grad_norm\n"
+            + "".join(f"{i},{'nan' if i >= nan_at else v},{g}\n" for i, v, g in zip(s, loss, gn))
+        )
     else:
-        p.write_text("".join(json.dumps({"step": i, "loss": math.nan if i >= nan_at else v, "grad_norm": g}) + "\n"
-                             for i, v, g in zip(s, loss, gn)))
+        p.write_text(
+            "".join(
+                json.dumps({"step": i, "loss": math.nan if i >= nan_at else v, "grad_norm": g}) + "\n"
+                for i, v, g in zip(s, loss, gn)
+            )
+        )
     monkeypatch.setattr(tabular, "CSV_CHUNK", 64 << 10)
     monkeypatch.setattr(tabular, "JSONL_CHUNK", 64 << 10)
     held: list[int] = []

@@ -39,16 +39,29 @@ OUTCOMES = {"nan", "divergence", "spike", "plateau", "healthy", "other"}
 
 
 def test_manifest_is_complete_and_uses_the_contract_vocabulary():
-    files = sorted(p.name for p in CORPUS.iterdir()
-                   if p.is_file() and p.name not in ("manifest.json", "README.md", "DEV_INDEX.md") and p.suffix != ".py")  # the scorer sits next to the logs
+    files = sorted(
+        p.name
+        for p in CORPUS.iterdir()
+        if p.is_file() and p.name not in ("manifest.json", "README.md", "DEV_INDEX.md") and p.suffix != ".py"
+    )  # the scorer sits next to the logs
     assert sorted(e["file"] for e in ENTRIES) == files, "every corpus file has one manifest entry"
     assert len(ENTRIES) >= 150  # issue 25: >= 150 logs from >= 60 repositories or sites, about a third healthy
     assert len({e["repository"] for e in ENTRIES}) >= 60
     assert sum(e["outcome"] == "healthy" for e in ENTRIES) >= len(ENTRIES) // 4
     assert len({e["file"] for e in ENTRIES}) == len(ENTRIES), "one entry per file"
     for e in ENTRIES:
-        assert set(e) >= {"file", "source", "repository", "split", "format", "outcome", "diagnosis_given_there",
-                          "expected_cause", "confidence", "expect"}
+        assert set(e) >= {
+            "file",
+            "source",
+            "repository",
+            "split",
+            "format",
+            "outcome",
+            "diagnosis_given_there",
+            "expected_cause",
+            "confidence",
+            "expect",
+        }
         assert e["source"].startswith("https://"), e["file"]
         assert e["confidence"] in ("high", "medium", "low"), e["file"]
         assert e.get("reads_today", True) in (True, False), e["file"]

@@ -13,9 +13,11 @@ from lossdoctor.records import make_run
 
 
 def _report(status, *findings):
-    return {"status": status, "findings": [dict(cause=c, symptom=s, severity=sev, step=st, fixes=list(fx))
-                                           for c, s, sev, st, fx in findings],
-            "notes": ["inconclusive: only 3 finite loss points; log grad_norm"]}
+    return {
+        "status": status,
+        "findings": [dict(cause=c, symptom=s, severity=sev, step=st, fixes=list(fx)) for c, s, sev, st, fx in findings],
+        "notes": ["inconclusive: only 3 finite loss points; log grad_norm"],
+    }
 
 
 def _entry(outcome, expected=None):
@@ -30,8 +32,16 @@ def results():
 def test_every_corpus_file_is_diagnosed_and_judged(results):
     entries = json.loads(score.MANIFEST.read_text())
     assert [r.file for r in results] == [e["file"] for e in entries]
-    valid = {score.RIGHT, score.RIGHT_TOP3, score.HONEST, score.WRONG, score.FALSE_ALARM, score.OK_HEALTHY,
-             score.NOT_SCORED, score.REFUSED}
+    valid = {
+        score.RIGHT,
+        score.RIGHT_TOP3,
+        score.HONEST,
+        score.WRONG,
+        score.FALSE_ALARM,
+        score.OK_HEALTHY,
+        score.NOT_SCORED,
+        score.REFUSED,
+    }
     for r in results:
         assert r.verdict in valid, r.file
         assert r.split in ("dev", "test"), r.file
@@ -57,8 +67,16 @@ def test_an_lr_cut_on_a_recovered_spike_is_harmful_and_elsewhere_not():
     assert score.harmful_fixes(rep, "spike", recovered=None)  # the excerpt ends at the spike
     assert not score.harmful_fixes(rep, "spike", recovered=False)  # a spike that did not recover
     assert not score.harmful_fixes(rep, "divergence", recovered=None)
-    skip = _report("warning", ("lr_too_high", "spike", "warning", 30,
-                               ["skip the data window of that step, or rewind to the last checkpoint before it"]))
+    skip = _report(
+        "warning",
+        (
+            "lr_too_high",
+            "spike",
+            "warning",
+            30,
+            ["skip the data window of that step, or rewind to the last checkpoint before it"],
+        ),
+    )
     assert not score.harmful_fixes(skip, "spike", recovered=True)
 
 
@@ -81,8 +99,9 @@ def test_inconclusive_on_a_faulty_log_is_honest_not_right():
 
 
 def test_cause_top1_top3_and_symptom_families():
-    rep = _report("critical", ("lr_too_high", "divergence", "critical", 9, []),
-                  ("grad_explosion", "spike", "warning", 9, []))
+    rep = _report(
+        "critical", ("lr_too_high", "divergence", "critical", 9, []), ("grad_explosion", "spike", "warning", 9, [])
+    )
     assert score.judge(_entry("spike", "lr_too_high"), rep)[0] == score.RIGHT
     assert score.judge(_entry("spike", "grad_explosion"), rep)[0] == score.RIGHT_TOP3
     assert score.judge(_entry("spike", "bad_init"), rep)[0] == score.WRONG
@@ -103,11 +122,19 @@ def test_a_nan_needs_a_critical_nonfinite_finding_near_the_first_bad_row():
 
 def test_spike_recovered_reads_the_loss_after_the_largest_grad_norm():
     steps = list(range(1, 7))
-    back = make_run([{"step": s, "loss": v, "grad_norm": g} for s, v, g in
-                     zip(steps, [1.4, 1.45, 1.4, 1.3, 1.27, 1.18], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])])
+    back = make_run(
+        [
+            {"step": s, "loss": v, "grad_norm": g}
+            for s, v, g in zip(steps, [1.4, 1.45, 1.4, 1.3, 1.27, 1.18], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])
+        ]
+    )
     assert score.spike_recovered(back) is True
-    stuck = make_run([{"step": s, "loss": v, "grad_norm": g} for s, v, g in
-                      zip(steps, [1.4, 1.45, 1.4, 6.0, 6.3, 6.1], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])])
+    stuck = make_run(
+        [
+            {"step": s, "loss": v, "grad_norm": g}
+            for s, v, g in zip(steps, [1.4, 1.45, 1.4, 6.0, 6.3, 6.1], [4.2, 4.2, 5e3, 1.7e8, 3.0, 2.4])
+        ]
+    )
     assert score.spike_recovered(stuck) is False
     no_before = make_run([{"step": 1, "loss": 5.0, "grad_norm": 1e6}, {"step": 2, "loss": 1.0, "grad_norm": 1.0}])
     assert score.spike_recovered(no_before) is None
@@ -137,9 +164,22 @@ def test_the_harm_rule_recognises_the_lr_cuts_lossdoctor_actually_prints():
 def test_the_threads_facts_make_advice_harmful():
     """`has_loss_scaler`, `clips_at`, `recovered_spike` from the manifest: a fix kind that
     contradicts what the thread shows counts as harmful, and only then."""
+
     def rep(key, text):
-        return {"status": "critical", "findings": [dict(cause="loss_scale_collapse", symptom="nonfinite",
-                severity="critical", step=3, fixes=[text], fixes_data=[{"key": key, "values": {}}])]}
+        return {
+            "status": "critical",
+            "findings": [
+                dict(
+                    cause="loss_scale_collapse",
+                    symptom="nonfinite",
+                    severity="critical",
+                    step=3,
+                    fixes=[text],
+                    fixes_data=[{"key": key, "values": {}}],
+                )
+            ],
+        }
+
     scaler = rep("pprec.fix_use_scaler", "use torch.amp.GradScaler")
     assert score.harmful_fixes(scaler, "nan", None, facts={"has_loss_scaler": True})
     assert not score.harmful_fixes(scaler, "nan", None, facts={})
@@ -152,8 +192,9 @@ def test_the_threads_facts_make_advice_harmful():
 
 
 def test_a_refused_log_counts_against_every_headline_figure():
-    ok = score.Judged("a", "nan", "lr_too_high", "critical", "lr_too_high", "nonfinite", 3, score.RIGHT,
-                      alarmed=True, cause_top1=True)
+    ok = score.Judged(
+        "a", "nan", "lr_too_high", "critical", "lr_too_high", "nonfinite", 3, score.RIGHT, alarmed=True, cause_top1=True
+    )
     refused = score._refused({"file": "b", "outcome": "nan", "expected_cause": "lr_too_high", "split": "test"}, "x")
     healthy = score._refused({"file": "c", "outcome": "healthy", "expected_cause": None}, "x")
     t = score.split_totals([ok, refused, healthy])

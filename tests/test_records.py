@@ -10,8 +10,15 @@ from lossdoctor.sources.rundir import read_run_dir
 
 
 def test_make_run_sorts_merges_and_remembers_logged_nan():
-    r = make_run([{"step": 2, "loss": 1.0}, {"step": 1, "loss": "nan", "lr": None},
-                  {"step": 2, "grad_norm": 3}, {"loss": 5.0}, {"step": 3, "loss": "oops"}])
+    r = make_run(
+        [
+            {"step": 2, "loss": 1.0},
+            {"step": 1, "loss": "nan", "lr": None},
+            {"step": 2, "grad_norm": 3},
+            {"loss": 5.0},
+            {"step": 3, "loss": "oops"},
+        ]
+    )
     assert list(r.steps) == [1, 2, 3]
     assert np.isnan(r.col("loss")[0]) and r.logged("loss")[0]  # a NaN loss was logged
     assert not r.logged("lr").any() and not r.has("lr")
@@ -32,8 +39,13 @@ def test_run_log_round_trip_and_torn_tail(tmp_path):
     w.write_meta({"task": "sft", "chance_loss": float("nan")})
     w.start_layers(["a", "b"], ["act_absmax", "grad_absmax"], ["Linear", "ReLU"])
     for s in range(3):
-        w.append_step({"step": s, "loss": [1.0, float("inf"), float("nan")][s],
-                       "fwd_first_nonfinite": {"layer": "a"} if s == 2 else None})
+        w.append_step(
+            {
+                "step": s,
+                "loss": [1.0, float("inf"), float("nan")][s],
+                "fwd_first_nonfinite": {"layer": "a"} if s == 2 else None,
+            }
+        )
         w.append_layers(s, np.array([[s, 1.0], [2.0, np.inf]]))
     w.append_finding({"cause": "loss_spike"})
     w.close()

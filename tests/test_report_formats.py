@@ -34,8 +34,15 @@ def test_markdown_report(explosion_log):
 
 
 def test_markdown_escapes_log_text():
-    f = Finding("loss_spike", "spike", "warning", 0.5, step=3, layer="h.0|<b>",
-                evidence=["tag **bold** <img src=x onerror=alert(1)> | pipe"])
+    f = Finding(
+        "loss_spike",
+        "spike",
+        "warning",
+        0.5,
+        step=3,
+        layer="h.0|<b>",
+        evidence=["tag **bold** <img src=x onerror=alert(1)> | pipe"],
+    )
     md = render(Report([f], steps=10, notes=["[link](http://x)"]), "md")
     assert "<img" not in md and "&lt;img" in md and "\\*\\*bold\\*\\*" in md
     assert "\\[link\\]" in md and "h.0\\|&lt;b&gt;" in md

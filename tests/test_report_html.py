@@ -37,13 +37,14 @@ def watched_run(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("watched")
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 32),
-                                torch.nn.Tanh(), torch.nn.Linear(32, 1))
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1)
+    )
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     with lossdoctor.watch(model, opt, log_dir=d, alerts=False) as mon:
         for i in range(60):
             for g in opt.param_groups:
-                g["lr"] = 0.01 * 1.13 ** i
+                g["lr"] = 0.01 * 1.13**i
             x = torch.randn(16, 8)
             loss = torch.nn.functional.mse_loss(model(x), x.sum(1, keepdim=True))
             opt.zero_grad()
@@ -73,8 +74,10 @@ def test_self_contained_and_pinned(tmp_path):
 def test_log_text_is_escaped(tmp_path):
     evil = "<script>alert('x')</script>"
     p = tmp_path / "wandb_export.csv"
-    p.write_text(f'"Step","{evil} - train/loss","other - train/loss"\n'
-                 + "".join(f"{i},{2 - 0.01 * i},{2 - 0.01 * i}\n" for i in range(50)))
+    p.write_text(
+        f'"Step","{evil} - train/loss","other - train/loss"\n'
+        + "".join(f"{i},{2 - 0.01 * i},{2 - 0.01 * i}\n" for i in range(50))
+    )
     runs = load_path(p)
     assert any(evil in n for n in runs[0].notes)  # the run name reaches a note...
     html = render(diagnose_runs(runs), "html", runs=runs)
@@ -155,8 +158,12 @@ def test_screenshot_script(tmp_path):
     log = tmp_path / "log.csv"
     write_csv(log, logfaults.scale_collapse(), CSV_NAMES)
     png = tmp_path / "shot.png"
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "screenshot_report.py"), str(log), "-o", str(png)],
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "screenshot_report.py"), str(log), "-o", str(png)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and json.loads(p.stdout.split("screenshot:")[0])["ok"]
 

@@ -24,8 +24,12 @@ from lossdoctor.sources import load_path
 from test_sources_tabular import CSV_NAMES, write_csv
 
 #: offline logs of the faults the log-fault generators make (the zoo's shapes seen from a CSV log)
-LOGS = {"grad_explosion": logfaults.grad_explosion, "scale_collapse": logfaults.scale_collapse,
-        "lr_too_high": logfaults.lr_too_high, "healthy": logfaults.healthy}
+LOGS = {
+    "grad_explosion": logfaults.grad_explosion,
+    "scale_collapse": logfaults.scale_collapse,
+    "lr_too_high": logfaults.lr_too_high,
+    "healthy": logfaults.healthy,
+}
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +100,9 @@ def test_the_checker_finds_english():
 
 def test_report_language_follows_the_locale_and_alerts_too(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES", "LANGUAGE")}
-    p = run_cli("demo", "--fault", "nan-data", "--log-dir", tmp_path / "run", env={**env, "LANG": "zh_CN.UTF-8"},
-                timeout=300)
+    p = run_cli(
+        "demo", "--fault", "nan-data", "--log-dir", tmp_path / "run", env={**env, "LANG": "zh_CN.UTF-8"}, timeout=300
+    )
     assert p.returncode == 0, p.stderr
     assert "主要诊断" in p.stdout and "primary diagnosis" not in p.stdout
     alerts = [line for line in p.stderr.splitlines() if line.startswith("lossdoctor：")]

@@ -75,6 +75,7 @@ def _classifier_loop(path, *, steps, lr, make_opt=None, lr_lambda=None, corrupt_
 
 # --- LR as evidence --------------------------------------------------------------------------------
 
+
 def test_flat_loss_at_a_tiny_lr_is_lr_too_low_not_noisy_data(tmp_path):
     r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=40, lr=1e-6))
     f = _alarms(r)[0]
@@ -91,8 +92,13 @@ def test_flat_loss_at_a_tiny_lr_in_a_long_log_is_lr_too_low(tmp_path):
 
 def test_a_runaway_lr_that_diverges_is_the_lr_not_a_spike(tmp_path):
     # an LR "warm-up" that never ends: x1.15 per step, 3000x over the run
-    path = _classifier_loop(tmp_path / "log.csv", steps=60, lr=1e-3, lr_lambda=lambda s: 1.145 ** s,
-                            make_opt=lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9))
+    path = _classifier_loop(
+        tmp_path / "log.csv",
+        steps=60,
+        lr=1e-3,
+        lr_lambda=lambda s: 1.145**s,
+        make_opt=lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9),
+    )
     r = diagnose(path)
     f = _alarms(r)[0]
     assert f.cause in ("lr_too_high", "lr_schedule_error"), [(x.cause, x.evidence) for x in r.findings]
@@ -105,6 +111,7 @@ def test_an_lr_that_rises_then_decays_is_not_a_runaway(tmp_path):
     # warm-up then cosine decay, healthy: no LR finding
     def wc(s):
         return (s + 1) / 10 if s < 10 else 0.5 * (1 + math.cos(math.pi * (s - 10) / 110))
+
     r = diagnose(_classifier_loop(tmp_path / "log.csv", steps=120, lr=3e-3, lr_lambda=wc))
     assert r.status == "healthy", [(x.cause, x.evidence) for x in r.findings]
 
@@ -131,10 +138,12 @@ def test_first_updates_make_it_worse_and_it_never_recovers_is_lr_too_high(tmp_pa
 
 # --- spikes ----------------------------------------------------------------------------------------
 
+
 def _assert_one_off_spike(r, step):
     spikes = [f for f in r.findings if f.cause == "loss_spike"]
-    assert spikes and spikes[0].step == step and spikes[0].severity == "warning", \
-        [(f.cause, f.step, f.evidence) for f in r.findings]
+    assert spikes and spikes[0].step == step and spikes[0].severity == "warning", [
+        (f.cause, f.step, f.evidence) for f in r.findings
+    ]
     assert not any(f.cause == "lr_too_high" for f in r.findings)
     fixes = [x for f in r.findings for x in f.fixes]
     assert has(fixes, "spike.fix.skip_window", step=step)  # skip or rewind past the window (PaLM, OLMo)
@@ -171,9 +180,16 @@ def test_recurring_spikes_get_qk_norm_and_a_lower_peak_lr_only_when_the_lr_is_be
 
 # --- short logs ------------------------------------------------------------------------------------
 
+
 def test_grad_norm_x4000_in_five_steps_is_an_explosion_in_a_six_line_log(tmp_path):
-    rows = [(0, 2.2, 0.24, 1e-3), (1, 2.3, 1.9, 1e-3), (2, 2.6, 15, 1e-3), (3, 3.4, 120, 1e-3),
-            (4, 4.4, 480, 1e-3), (5, 5.1, 960, 1e-3)]
+    rows = [
+        (0, 2.2, 0.24, 1e-3),
+        (1, 2.3, 1.9, 1e-3),
+        (2, 2.6, 15, 1e-3),
+        (3, 3.4, 120, 1e-3),
+        (4, 4.4, 480, 1e-3),
+        (5, 5.1, 960, 1e-3),
+    ]
     doc = json.loads(run_cli("diagnose", _write(tmp_path / "log.csv", rows), "--format", "json").stdout)
     assert doc["status"] == "critical"
     f = doc["findings"][0]
@@ -192,16 +208,25 @@ def test_an_lr_of_0_throughout_alarms_from_the_run_start_and_not_in_an_excerpt_f
     # from step 0, the scheduler never let the LR rise; an excerpt from step 19,491 on is a schedule that
     # decayed to 0 (and a fixed-decimals print of its last small LR): the run ends as planned
     start = diagnose(_write(tmp_path / "start.csv", _lr_zero_rows(0)))
-    assert any(f.cause == "lr_schedule_error" and f.severity == "critical" for f in start.findings), \
-        [f.data() for f in start.findings]
+    assert any(f.cause == "lr_schedule_error" and f.severity == "critical" for f in start.findings), [
+        f.data() for f in start.findings
+    ]
     late = diagnose(_write(tmp_path / "late.csv", _lr_zero_rows(19491)))
     assert not _alarms(late), [f.data() for f in late.findings]
 
 
 def _surge_rows(tail):
     """A short log whose gradient norm goes x4000 in five steps with the loss x2.3, then `tail`."""
-    return [(0, 2.2, 0.24, 1e-4), (1, 2.22, 0.9, 1e-4), (2, 2.6, 2.4, 1e-4), (3, 2.25, 16, 1e-4),
-            (4, 2.35, 145, 1e-4), (5, 5.1, 960, 1e-4), (6, 3.5, 350, 1e-4), (7, 3.2, 380, 1e-4)] + tail
+    return [
+        (0, 2.2, 0.24, 1e-4),
+        (1, 2.22, 0.9, 1e-4),
+        (2, 2.6, 2.4, 1e-4),
+        (3, 2.25, 16, 1e-4),
+        (4, 2.35, 145, 1e-4),
+        (5, 5.1, 960, 1e-4),
+        (6, 3.5, 350, 1e-4),
+        (7, 3.2, 380, 1e-4),
+    ] + tail
 
 
 def _lr_cuts(f):
@@ -210,17 +235,22 @@ def _lr_cuts(f):
 
 def test_a_gradient_surge_the_run_came_back_from_is_a_spike_with_no_lr_cut(tmp_path):
     # norm and loss both back near their levels before by the log's end: the run survived it
-    r = diagnose(_write(tmp_path / "log.csv", _surge_rows([(8, 2.8, 650, 1e-4), (9, 2.21, 0.27, 1e-4),
-                                                           (10, 2.23, 0.2, 1e-4)])))
+    r = diagnose(
+        _write(tmp_path / "log.csv", _surge_rows([(8, 2.8, 650, 1e-4), (9, 2.21, 0.27, 1e-4), (10, 2.23, 0.2, 1e-4)]))
+    )
     (f,) = [x for x in r.findings if x.cause == "grad_explosion"]
     assert (f.severity, f.symptom) == ("warning", "spike"), f.data()
     assert has(f.evidence, "scalars.surge.loss_came_back", best=2.2, top=5.1, back=2.23), keys(f.evidence)
     assert not _lr_cuts(f) and [x for x in f.fixes if x.kind == "clip"], [x.data() for x in f.fixes]
 
 
-@pytest.mark.parametrize("tail, cut", [
-    ([(8, 2.6, 300, 1e-4), (9, 2.4, 320, 1e-4), (10, 2.3, 310, 1e-4)], False),  # the loss trained back down
-    ([(8, 5.6, 700, 1e-4), (9, 6.3, 900, 1e-4), (10, 7.0, 1200, 1e-4)], True)])  # the loss kept climbing
+@pytest.mark.parametrize(
+    "tail, cut",
+    [
+        ([(8, 2.6, 300, 1e-4), (9, 2.4, 320, 1e-4), (10, 2.3, 310, 1e-4)], False),  # the loss trained back down
+        ([(8, 5.6, 700, 1e-4), (9, 6.3, 900, 1e-4), (10, 7.0, 1200, 1e-4)], True),
+    ],
+)  # the loss kept climbing
 def test_a_gradient_surge_still_up_cuts_the_lr_only_when_the_loss_rise_holds(tmp_path, tail, cut):
     r = diagnose(_write(tmp_path / "log.csv", _surge_rows(tail)))
     (f,) = [x for x in r.findings if x.cause == "grad_explosion"]
@@ -248,8 +278,9 @@ def test_short_real_loop_with_an_exploding_gradient(tmp_path):
         rows.append((step, loss.item(), gn.item(), 0.05))
     assert all(math.isfinite(r[1]) for r in rows) and rows[-1][2] > 100 * rows[0][2]  # the premise
     r = diagnose(_write(tmp_path / "log.csv", rows))
-    assert r.status == "critical" and r.findings[0].cause in ("grad_explosion", "lr_too_high"), \
-        [(f.cause, f.evidence) for f in r.findings]
+    assert r.status == "critical" and r.findings[0].cause in ("grad_explosion", "lr_too_high"), [
+        (f.cause, f.evidence) for f in r.findings
+    ]
 
 
 def test_loss_at_exactly_ln_100_for_every_step_learns_nothing(tmp_path):
@@ -258,8 +289,9 @@ def test_loss_at_exactly_ln_100_for_every_step_learns_nothing(tmp_path):
     f = r.findings[0]
     assert r.status == "warning" and f.symptom == "plateau"
     assert has(f.evidence, "scalars.flat.chance", name="ln(100)"), [m.data() for m in f.evidence]
-    assert f.cause == "frozen_model" and has(f.evidence, "scalars.flat.ranked") \
-        and has(f.evidence, "scalars.alt.labels")  # the differential
+    assert (
+        f.cause == "frozen_model" and has(f.evidence, "scalars.flat.ranked") and has(f.evidence, "scalars.alt.labels")
+    )  # the differential
 
 
 def test_real_frozen_model_sits_at_chance(tmp_path):
@@ -276,13 +308,17 @@ def test_at_chance_with_nothing_to_rank_says_the_causes_fit_equally(tmp_path):
     f = r.findings[0]
     assert f.severity == "warning" and f.confidence <= 0.5
     equal = find(f.evidence, "scalars.flat.equal")  # labels vs no update vs LR: each named by its key
-    assert {m.key for m in walk([equal]) if m is not equal} >= {"scalars.alt.labels", "scalars.alt.frozen",
-                                                               "scalars.alt.lr_low"}, equal.data()
+    assert {m.key for m in walk([equal]) if m is not equal} >= {
+        "scalars.alt.labels",
+        "scalars.alt.frozen",
+        "scalars.alt.lr_low",
+    }, equal.data()
 
 
 def test_too_few_points_is_inconclusive_not_healthy(tmp_path):
-    p = run_cli("diagnose", _write(tmp_path / "log.csv", [(0, 2.0, 1.0, 1e-3), (1, 1.9, 1.0, 1e-3)]),
-                "--format", "json")
+    p = run_cli(
+        "diagnose", _write(tmp_path / "log.csv", [(0, 2.0, 1.0, 1e-3), (1, 1.9, 1.0, 1e-3)]), "--format", "json"
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     jsonschema.validate(doc, SCHEMA)
@@ -297,7 +333,9 @@ def test_short_flat_log_without_evidence_is_inconclusive_and_says_what_to_log(tm
     r = diagnose(_write(tmp_path / "log.csv", rows, cols=("step", "loss")))
     assert r.status == "inconclusive", [(f.cause, f.evidence) for f in r.findings]
     note = find(r.notes, "scalars.coverage.not_fell")
-    assert find([note], "scalars.coverage.what_missing").values["n"] == 10 and has([note], "scalars.coverage.no_grad_norm")
+    assert find([note], "scalars.coverage.what_missing").values["n"] == 10 and has(
+        [note], "scalars.coverage.no_grad_norm"
+    )
     for fmt in ("text", "md", "html"):  # every format renders the new status
         assert render(r, fmt)
 
@@ -310,6 +348,7 @@ def test_short_log_that_learns_is_healthy_with_a_word(tmp_path):
 
 
 # --- empty label masks -----------------------------------------------------------------------------
+
 
 def test_loss_zero_with_nan_grad_norm_is_an_empty_label_mask(tmp_path):
     """The guarded division `where(n > 0, s / n, 0)` of a batch with no supervised token: the
@@ -339,8 +378,9 @@ def test_loss_zero_with_nan_grad_norm_is_an_empty_label_mask(tmp_path):
     assert rows[12][1] == 0.0 and math.isnan(rows[12][2])  # the premise
     r = diagnose(_write(tmp_path / "log.csv", rows))
     f = r.findings[0]
-    assert (f.cause, f.step, f.severity) == ("label_mask_empty", 12, "critical"), \
-        [(x.cause, x.step, x.evidence) for x in r.findings]
+    assert (f.cause, f.step, f.severity) == ("label_mask_empty", 12, "critical"), [
+        (x.cause, x.step, x.evidence) for x in r.findings
+    ]
     assert not any(x.cause in ("nonfinite_data", "lr_too_high") for x in r.findings)
 
 
@@ -446,8 +486,11 @@ def test_at_the_runs_own_chance_level_names_it_once(tmp_path):
 
     level = math.log(300)
     steps = np.arange(40, dtype=float)
-    run = from_columns(steps, {"loss": level + 0.001 * np.sin(steps), "grad_norm": np.full(40, 0.5),
-                               "lr": np.full(40, 1e-3)}, meta={"chance_loss": level})
+    run = from_columns(
+        steps,
+        {"loss": level + 0.001 * np.sin(steps), "grad_norm": np.full(40, 0.5), "lr": np.full(40, 1e-3)},
+        meta={"chance_loss": level},
+    )
     f = diagnose_runs([run]).findings[0]
     sentence = next(e for e in f.evidence if getattr(e, "key", "").startswith("scalars.flat.chance"))
     assert sentence.key == "scalars.flat.chance_run" and f"the run's chance level ({level:.5g})" in sentence
@@ -472,16 +515,19 @@ def test_a_loss_that_drops_to_exactly_zero_is_not_healthy(tmp_path):
     model learns that in one step (empty label masks, or NaN steps logged as 0): critical, not
     healthy. A loss that converges to 0.0000 through 0.01, 0.001... and zeros with gradients still
     flowing are not that."""
-    table = "Step\tTraining Loss\n" + "".join(f"{i}\t{v:.6f}\n" for i, v in
-                                              enumerate([2.3456, 2.1234, 1.9876, 0, 0, 0], 1))
+    table = "Step\tTraining Loss\n" + "".join(
+        f"{i}\t{v:.6f}\n" for i, v in enumerate([2.3456, 2.1234, 1.9876, 0, 0, 0], 1)
+    )
     (tmp_path / "nb.txt").write_text(table)
     r = diagnose(tmp_path / "nb.txt")
     f = r.findings[0]
     assert r.status == "critical" and (f.cause, f.symptom, f.step) == ("label_mask_empty", "zero_loss", 4)
     assert "logging_nan_inf_filter" in f.evidence[0] and "grad" in str(f.fixes[0])
     converging = [(i, v, 0.5, 1e-3) for i, v in enumerate([0.5, 0.1, 0.01, 0.001, 1e-4, 0.0, 0.0, 0.0])]
-    flowing = [(i, v, g, 1e-3) for i, (v, g) in enumerate([(2.3, 1.0), (2.1, 1.0), (1.9, 0.9), (0.0, 0.8),
-                                                          (0.0, 0.8), (0.0, 0.7)])]
+    flowing = [
+        (i, v, g, 1e-3)
+        for i, (v, g) in enumerate([(2.3, 1.0), (2.1, 1.0), (1.9, 0.9), (0.0, 0.8), (0.0, 0.8), (0.0, 0.7)])
+    ]
     for name, rows in (("converging", converging), ("flowing", flowing)):
         found = [x for x in diagnose(_write(tmp_path / f"{name}.csv", rows)).findings if x.symptom == "zero_loss"]
         assert not found, (name, [(x.cause, x.evidence) for x in found])

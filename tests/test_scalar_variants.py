@@ -27,8 +27,21 @@ def _show(report):
     return [(f.cause, f.severity, f.step, f.evidence[:2]) for f in report.findings]
 
 
-def _loop(path, *, steps, opt="adam", lr=1e-3, sched=None, nan_at=None, stale=False, task="blobs",
-          noise=1.0, batch=32, x_scale=1.0, seed=0):
+def _loop(
+    path,
+    *,
+    steps,
+    opt="adam",
+    lr=1e-3,
+    sched=None,
+    nan_at=None,
+    stale=False,
+    task="blobs",
+    noise=1.0,
+    batch=32,
+    x_scale=1.0,
+    seed=0,
+):
     """A real training loop (an MLP on Gaussian blobs, or on a noisy regression) logging step, loss,
     grad_norm (before any clipping) and lr, one row per step, as a user's own logger would.
 
@@ -41,8 +54,11 @@ def _loop(path, *, steps, opt="adam", lr=1e-3, sched=None, nan_at=None, stale=Fa
     w_true = torch.randn(d_in, 1, generator=g)
     model = nn.Sequential(nn.Linear(d_in, 64), nn.ReLU(), nn.Linear(64, k if task == "blobs" else 1))
     held = copy.deepcopy(model) if stale else model
-    o = torch.optim.SGD(held.parameters(), lr=lr, momentum=0.9) if opt == "sgd" else \
-        torch.optim.Adam(held.parameters(), lr=lr)
+    o = (
+        torch.optim.SGD(held.parameters(), lr=lr, momentum=0.9)
+        if opt == "sgd"
+        else torch.optim.Adam(held.parameters(), lr=lr)
+    )
     s = sched(o) if sched else None
     rows = []
     for step in range(steps):
@@ -69,6 +85,7 @@ def _loop(path, *, steps, opt="adam", lr=1e-3, sched=None, nan_at=None, stale=Fa
 
 # --- non-finite with no sign before it -------------------------------------------------------------
 
+
 def test_nan_after_healthy_training_with_no_sign_is_the_batch(tmp_path):
     r = diagnose(_loop(tmp_path / "log.csv", steps=90, nan_at=60))
     f = r.findings[0]
@@ -81,8 +98,9 @@ def test_nan_after_healthy_training_with_no_sign_is_the_batch(tmp_path):
 
 def test_nan_after_a_converged_run_with_noisy_tiny_grad_norms_is_still_the_batch(tmp_path):
     # a converged model's gradient norms jump x10 from batch to batch near 1e-6: not a build-up
-    rows = [(i, 2.0 * math.exp(-i / 5) + 1e-7, 1.0 * math.exp(-i / 5) * (10 if i % 7 == 0 else 1), 0.05)
-            for i in range(40)]
+    rows = [
+        (i, 2.0 * math.exp(-i / 5) + 1e-7, 1.0 * math.exp(-i / 5) * (10 if i % 7 == 0 else 1), 0.05) for i in range(40)
+    ]
     rows.append((40, float("nan"), float("nan"), 0.05))
     r = diagnose(_write(tmp_path / "log.csv", rows))
     assert (r.findings[0].cause, r.findings[0].step) == ("nonfinite_data", 40), _show(r)
@@ -92,8 +110,9 @@ def test_nan_after_a_diverging_loss_is_not_called_the_batch(tmp_path):
     # SGD far too fast: the loss and grad norm climb for steps before the NaN
     r = diagnose(_loop(tmp_path / "log.csv", steps=60, opt="sgd", lr=3.0, task="regression"))
     assert r.status == "critical", _show(r)
-    assert r.findings[0].cause != "nonfinite_data" or not has(r.findings[0].evidence, "scalars.sudden_nan.what"), \
-        _show(r)
+    assert r.findings[0].cause != "nonfinite_data" or not has(r.findings[0].evidence, "scalars.sudden_nan.what"), _show(
+        r
+    )
 
 
 def test_short_log_nan_with_a_zero_grad_norm_stays_an_empty_label_mask(tmp_path):
@@ -112,18 +131,21 @@ def test_short_log_nan_after_few_steps_is_not_judged_sudden(tmp_path):
 
 # --- gradients that add up -------------------------------------------------------------------------
 
+
 def test_optimizer_on_a_stale_copy_gradients_add_up_is_frozen_model(tmp_path):
     r = diagnose(_loop(tmp_path / "log.csv", steps=120, stale=True, task="regression", noise=0.3))
     f = _alarms(r)[0]
     assert f.cause == "frozen_model", _show(r)
-    assert has(f.evidence, "scalars.accumulating.what") and has(f.evidence, "scalars.accumulating.loss"), \
-        keys(f.evidence)
+    assert has(f.evidence, "scalars.accumulating.what") and has(f.evidence, "scalars.accumulating.loss"), keys(
+        f.evidence
+    )
     assert f.fixes[0].key == "scalars.accumulating.fix_optimizer"  # build it from the model that is trained
 
 
 def test_healthy_loops_have_no_accumulating_gradients(tmp_path):
-    for i, kw in enumerate([dict(task="regression", noise=0.3), dict(task="blobs"),
-                            dict(opt="sgd", lr=0.02, task="blobs", batch=4)]):
+    for i, kw in enumerate(
+        [dict(task="regression", noise=0.3), dict(task="blobs"), dict(opt="sgd", lr=0.02, task="blobs", batch=4)]
+    ):
         r = diagnose(_loop(tmp_path / f"log{i}.csv", steps=150, **kw))
         assert not any(f.cause == "frozen_model" for f in r.findings), (kw, _show(r))
         assert r.status == "healthy", (kw, _show(r))
@@ -136,6 +158,7 @@ def test_short_log_of_growing_gradients_is_not_judged(tmp_path):
 
 
 # --- flat within the noise, tiny SGD steps ---------------------------------------------------------
+
 
 def test_flat_noisy_regression_at_a_tiny_lr_is_lr_too_low(tmp_path):
     # batch 8, noise 1.0: the thirds' medians differ by a few % by chance; that is not a fall
@@ -154,8 +177,7 @@ def test_flat_loss_at_a_tiny_sgd_step_is_lr_too_low(tmp_path):
 
 
 def test_ordinary_sgd_on_a_noisy_task_is_not_a_tiny_step(tmp_path):
-    r = diagnose(_loop(tmp_path / "log.csv", steps=150, opt="sgd", lr=0.02, task="regression", noise=1.0,
-                       batch=8))
+    r = diagnose(_loop(tmp_path / "log.csv", steps=150, opt="sgd", lr=0.02, task="regression", noise=1.0, batch=8))
     assert not any(f.cause == "lr_too_low" for f in r.findings), _show(r)
 
 
@@ -171,29 +193,48 @@ def test_short_hand_written_log_flat_at_a_tiny_sgd_step(tmp_path):
 
 # --- an LR gone before the end ---------------------------------------------------------------------
 
+
 def test_step_lr_stepped_per_batch_is_the_schedule_even_late_in_the_run(tmp_path):
     # StepLR(step_size=20, gamma=0.1) stepped per batch: below 1e-4 of the peak at step 100 of 160
-    r = diagnose(_loop(tmp_path / "log.csv", steps=160, opt="sgd", lr=0.02, task="regression", noise=0.5,
-                       sched=lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=20, gamma=0.1)))
+    r = diagnose(
+        _loop(
+            tmp_path / "log.csv",
+            steps=160,
+            opt="sgd",
+            lr=0.02,
+            task="regression",
+            noise=0.5,
+            sched=lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=20, gamma=0.1),
+        )
+    )
     f = _alarms(r)[0]
     assert (f.cause, f.symptom) == ("lr_schedule_error", "stall"), _show(r)
     assert f.step == 100
 
 
 def test_cosine_to_zero_at_the_end_is_not_a_collapse(tmp_path):
-    r = diagnose(_loop(tmp_path / "log.csv", steps=160, opt="sgd", lr=0.02, task="regression", noise=0.5,
-                       sched=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=159)))
+    r = diagnose(
+        _loop(
+            tmp_path / "log.csv",
+            steps=160,
+            opt="sgd",
+            lr=0.02,
+            task="regression",
+            noise=0.5,
+            sched=lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=159),
+        )
+    )
     assert r.status == "healthy", _show(r)
 
 
 # --- spikes ----------------------------------------------------------------------------------------
 
+
 def _lm_like(n=220, spike_at=None, spike=4.8, seed=0, floor=2.6):
     """A loss falling 4.3 -> `floor` with batch noise of a few %, as a small LM's does."""
     g = torch.Generator().manual_seed(seed)
     noise = torch.randn(n, generator=g) * 0.04
-    rows = [(i, (floor + (4.3 - floor) * math.exp(-i / 40)) * math.exp(float(noise[i])), 0.7, 1.5e-3)
-            for i in range(n)]
+    rows = [(i, (floor + (4.3 - floor) * math.exp(-i / 40)) * math.exp(float(noise[i])), 0.7, 1.5e-3) for i in range(n)]
     if spike_at is not None:
         rows[spike_at] = (spike_at, spike, 1.1, 1.5e-3)
     return rows
@@ -232,6 +273,7 @@ def test_no_spike_in_a_run_that_never_trained_below_its_first_loss(tmp_path):
 
 
 # --- updates skipped again and again ---------------------------------------------------------------
+
 
 def _guarded(path, *, bad_steps, guard=True, steps=60):
     """The scalar-reasoning tests' guarded loop with sqrt(0) added at each of `bad_steps`."""
@@ -272,14 +314,17 @@ def test_short_log_where_every_update_was_skipped_is_a_stall(tmp_path):
 
 def test_nan_gradients_up_to_the_end_of_the_log_stay_a_nonfinite_run(tmp_path):
     # healthy rows, then the gradient norm NaN at the last two: the log may stop before its loss does
-    rows = [(i, 2.7 - 0.02 * i, 3.0, 2e-4) for i in range(4)] + [(4, 2.51, float("nan"), 2e-4),
-                                                                  (5, 2.46, float("nan"), 2e-4)]
+    rows = [(i, 2.7 - 0.02 * i, 3.0, 2e-4) for i in range(4)] + [
+        (4, 2.51, float("nan"), 2e-4),
+        (5, 2.46, float("nan"), 2e-4),
+    ]
     r = diagnose(_write(tmp_path / "log.csv", rows))
     assert r.status == "critical", _show(r)
     assert not any(f.cause == "loss_scale_collapse" for f in r.findings)
 
 
 # --- learns slowly / converged / learns nothing ----------------------------------------------------
+
 
 def test_a_loss_that_learns_slowly_at_a_tiny_lr_is_lr_too_low(tmp_path):
     r = diagnose(_loop(tmp_path / "log.csv", steps=200, lr=1e-5))

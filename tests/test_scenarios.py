@@ -100,8 +100,9 @@ def test_forward_overflow_explains_the_scale_collapse(diagnosed):
     f = r.findings[0]
     assert f.cause == "activation_overflow" and f.severity == "critical" and f.symptom == "nonfinite"
     assert f.layer == "0" and f.step == 0
-    assert has(f.evidence, "nonfinite.scaler_after_overflow") or has(f.evidence, "precision.scale_fell"), \
-        [m.data() for m in f.evidence]
+    assert has(f.evidence, "nonfinite.scaler_after_overflow") or has(f.evidence, "precision.scale_fell"), [
+        m.data() for m in f.evidence
+    ]
     assert not any(g.cause == "loss_scale_collapse" for g in r.findings)
 
 

@@ -25,9 +25,16 @@ SEEDS = (0, 1, 2)
 #: the symptoms a fault's first alarm may name (a triple at the very last point may still come back:
 #: a spike; identical values at a level the run names no K for: a stall or a plateau)
 EXPECTED = {
-    "triple": {"divergence", "spike"}, "blowup": {"divergence"}, "rise": {"divergence"},
-    "nan": {"nonfinite"}, "chance": {"plateau"}, "zero": {"zero_loss"}, "constant": {"stall", "plateau"},
-    "absurd": {"divergence"}, "epoch_flat": {"plateau"}, "epoch_flat_mid": {"plateau"},
+    "triple": {"divergence", "spike"},
+    "blowup": {"divergence"},
+    "rise": {"divergence"},
+    "nan": {"nonfinite"},
+    "chance": {"plateau"},
+    "zero": {"zero_loss"},
+    "constant": {"stall", "plateau"},
+    "absurd": {"divergence"},
+    "epoch_flat": {"plateau"},
+    "epoch_flat_mid": {"plateau"},
     "stuck": {"stall", "plateau"},
 }
 #: a finding's step may sit this many logged rows from the onset (the corpus scorer's window: a
@@ -75,13 +82,22 @@ def test_a_healthy_short_log_stays_clean(case, tmp_path):
 def test_the_generator_covers_every_fault_and_format_at_short_lengths():
     names = {c.name.split("-")[0] for c in FAULTY}
     assert names == set(EXPECTED)
-    assert {c.name.split("-")[1] for c in FAULTY} >= {"hf_dicts", "nanogpt", "pipes", "jsonl", "mnist", "keras",
-                                                     "plain_epoch", "plain_epoch_mid"}
+    assert {c.name.split("-")[1] for c in FAULTY} >= {
+        "hf_dicts",
+        "nanogpt",
+        "pipes",
+        "jsonl",
+        "mnist",
+        "keras",
+        "plain_epoch",
+        "plain_epoch_mid",
+    }
     lengths = [c.text.count("\n") for c in FAULTY if c.file == "train.log" and "keras" not in c.name]
     assert min(lengths) <= 3 and max(lengths) <= 30
 
 
 # ------------------------------------------------------------------ each mechanism's edge
+
 
 def _kinds(steps, loss, **meta):
     run = from_columns(steps, {"loss": loss}, meta=meta) if meta else from_columns(steps, {"loss": loss})
@@ -151,8 +167,27 @@ def test_a_mid_run_epoch_excerpt_needs_ten_flat_epochs(tmp_path):
 
 def test_a_signed_objective_has_no_early_jump():
     # an RL policy loss around 0: 0.0024 -> 0.0145 is no "x6 jump of the first updates"
-    loss = [0.00235, 0.014458, 0.005596, -0.01681, 0.030258, 0.014446, 0.01021, 0.020479, 0.021484,
-            -0.008373, 0.01881, -0.003181, 0.004, -0.012, 0.02, 0.001, -0.004, 0.011, 0.006]
+    loss = [
+        0.00235,
+        0.014458,
+        0.005596,
+        -0.01681,
+        0.030258,
+        0.014446,
+        0.01021,
+        0.020479,
+        0.021484,
+        -0.008373,
+        0.01881,
+        -0.003181,
+        0.004,
+        -0.012,
+        0.02,
+        0.001,
+        -0.004,
+        0.011,
+        0.006,
+    ]
     r = diagnose_runs([from_columns([640 * i for i in range(len(loss))], {"loss": loss})])
     assert not _alarms(r), _show(r)
 
@@ -169,9 +204,11 @@ def _mid_run_excerpt(rng: np.random.Generator, n: int, noise: float) -> list[flo
 def _mid_run_text(loss: list[float], first: int = 59448, every: int = 5) -> str:
     """pytorch/examples-style `Train Epoch: E [i/n (p%)]\\tLoss: X` lines with the trainer's own
     iteration printed under each (a paste from epoch 4 on, the run's start not shown)."""
-    return "".join(f"Train Epoch: 4 [{49920 + 40 * k}/141886 ({35 + k // 50}%)]\tLoss: {v:.6f}\n"
-                   f"grad_norm: {4.5 + 0.3 * (k % 3):.4f} iteration: {first + every * k}\n"
-                   for k, v in enumerate(loss))
+    return "".join(
+        f"Train Epoch: 4 [{49920 + 40 * k}/141886 ({35 + k // 50}%)]\tLoss: {v:.6f}\n"
+        f"grad_norm: {4.5 + 0.3 * (k % 3):.4f} iteration: {first + every * k}\n"
+        for k, v in enumerate(loss)
+    )
 
 
 def _rise_or_not(loss: list[float], tmp_path) -> tuple[bool, list]:
@@ -192,13 +229,14 @@ def test_a_noisy_mid_run_excerpt_is_judged_by_its_own_noise(seed, tmp_path):
     # the fault twin: the same kind of excerpt whose loss then climbs x2 per print over its last four
     # prints (a trend, far beyond its own scatter): still a divergence
     quiet = _mid_run_excerpt(rng, 6, 0.1)
-    climb = quiet + [quiet[-1] * 2.0 ** i for i in range(1, 5)]
+    climb = quiet + [quiet[-1] * 2.0**i for i in range(1, 5)]
     flagged, shown = _rise_or_not(climb, tmp_path)
     assert flagged, (climb, shown)
 
 
 def test_the_noise_bar_is_the_robust_spread_of_the_log_differences():
     from lossdoctor.detectors.symptoms import point_noise
+
     # a steady climb (every difference the same) has no spread: no noise to clear
     assert point_noise(np.array([1.0, 2.0, 4.0, 8.0, 16.0])) == pytest.approx(0.0, abs=1e-12)
     # one step up that stays is one outlier among the differences: the noise stays the small scatter's
@@ -214,6 +252,7 @@ def test_the_noise_bar_is_the_robust_spread_of_the_log_differences():
 
 
 # ------------------------------------------------------------------ a loss that stops changing
+
 
 def _keys(f) -> list:
     return [getattr(m, "key", None) for m in f.evidence]
@@ -258,8 +297,15 @@ def test_a_loss_frozen_at_ln_k_after_a_jump_is_a_chance_plateau_beside_the_diver
 
 def test_a_loss_equal_to_fp32_precision_on_every_batch_is_a_constant_loss():
     # a hinge loss printed with 17 digits: 25.600017, 25.600010 ... one number computed in fp32
-    loss = [25.600017547607422, 25.60001564025879, 25.600017547607422, 25.600017547607422,
-            25.600013732910156, 25.60000991821289, 25.600013732910156]
+    loss = [
+        25.600017547607422,
+        25.60001564025879,
+        25.600017547607422,
+        25.600017547607422,
+        25.600013732910156,
+        25.60000991821289,
+        25.600013732910156,
+    ]
     sym = _kinds(list(range(12400, 13100, 100)), loss)["constant"]
     assert sym.step == 12400 and sym.data["n"] == 7
     # a loss that moves in its 4th significant digit is no constant
@@ -294,6 +340,7 @@ def test_a_loss_at_ln_k_to_its_third_decimal_mid_run_is_a_chance_plateau_and_at_
 
 
 # ------------------------------------------------------------------ a jump judged by the log's own noise
+
 
 def test_a_jump_against_a_smooth_trend_is_a_spike_with_one_point_before_it():
     # an NMT cost averaged over 2,000 updates: falls 8-15% per print, rises 27% once, comes back

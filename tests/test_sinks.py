@@ -51,8 +51,9 @@ def _train(log_dir, steps=40, bad=True, bar=None, **options):
 
 def test_on_finding_gets_the_live_alert_then_the_final_findings(tmp_path):
     calls = []
-    mon, _ = _train(tmp_path, on_finding=lambda f, step: calls.append((f.cause, f.severity, f.step, step)),
-                    alerts=False)
+    mon, _ = _train(
+        tmp_path, on_finding=lambda f, step: calls.append((f.cause, f.severity, f.step, step)), alerts=False
+    )
     live = [c for c in calls if c[3] == BAD_FROM]
     assert live == [("nonfinite_data", "critical", BAD_FROM, BAD_FROM)], calls  # as it happened
     final = [c for c in calls if c[3] == 39]  # at close: the last recorded step
@@ -120,7 +121,7 @@ def test_tensorboard_gets_alerts_findings_and_scalars(tmp_path):
     ea = _tb_read(tmp_path / "tb")
     alerts = _tb_text(ea, "lossdoctor/alerts/text_summary")
     assert len(alerts) == 1 and alerts[0][0] == BAD_FROM and "nonfinite_data" in alerts[0][1]
-    (step, text), = _tb_text(ea, "lossdoctor/findings/text_summary")
+    ((step, text),) = _tb_text(ea, "lossdoctor/findings/text_summary")
     assert step == 39 and "nonfinite_data" in text
     sev = ea.Scalars("lossdoctor/severity/nonfinite_data")
     assert [(s.step, s.value) for s in sev] == [(BAD_FROM, 2.0), (39, 2.0)]  # the alert, the final
@@ -162,8 +163,13 @@ def test_tensorboard_healthy_run_and_off_switch(tmp_path):
     calls = []
     off = SummaryWriter(str(tmp_path / "off"))
     off.add_scalar("train/loss", 1.0, 0)  # the user's own scalars stay the only ones
-    _train(tmp_path / "run-off", tensorboard=off, sinks=False, alerts=False,
-           on_finding=lambda f, step: calls.append(f.cause))
+    _train(
+        tmp_path / "run-off",
+        tensorboard=off,
+        sinks=False,
+        alerts=False,
+        on_finding=lambda f, step: calls.append(f.cause),
+    )
     off.close()
     tags = _tb_read(tmp_path / "off").Tags()
     assert tags["scalars"] == ["train/loss"] and not tags["tensors"]
@@ -175,8 +181,13 @@ def offline_wandb(tmp_path, monkeypatch):
     """wandb in offline mode from the environment; its process-wide setup (which reads the
     environment once) is torn down before and after, so tests do not see each other's."""
     wandb = pytest.importorskip("wandb")
-    for k, v in {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true",
-                 "WANDB_CONSOLE": "off", "WANDB_PROJECT": "lossdoctor-test"}.items():
+    for k, v in {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path),
+        "WANDB_SILENT": "true",
+        "WANDB_CONSOLE": "off",
+        "WANDB_PROJECT": "lossdoctor-test",
+    }.items():
         monkeypatch.setenv(k, v)
     wandb.teardown()
     yield wandb
@@ -199,7 +210,7 @@ def _wandb_records(root):
 
     from lossdoctor.sources.wandb import iter_records
 
-    path, = root.glob("wandb/offline-run-*/run-*.wandb")
+    (path,) = root.glob("wandb/offline-run-*/run-*.wandb")
     out = []
     for payload in iter_records(path.read_bytes(), [], path.name):
         rec = pb.Record()
@@ -220,8 +231,12 @@ def _wandb_summary(records):
 
 def test_wandb_offline_run_summary_and_alert(tmp_path, offline_wandb):
     wandb = offline_wandb
-    run = wandb.init(mode="offline", project="lossdoctor-test", dir=str(tmp_path),
-                     settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+    run = wandb.init(
+        mode="offline",
+        project="lossdoctor-test",
+        dir=str(tmp_path),
+        settings=wandb.Settings(silent=True, console="off", x_disable_stats=True),
+    )
     try:
         _train(tmp_path / "run", alerts=False)
     finally:
@@ -267,7 +282,7 @@ def test_alert_under_a_tqdm_bar_is_on_its_own_line(tmp_path, capsys):
     pieces = [p for chunk in err.split("\n") for p in chunk.split("\r")]
     alert = [p for p in pieces if "CRITICAL nonfinite_data" in p]
     assert len(alert) == 1 and alert[0].startswith("lossdoctor: CRITICAL nonfinite_data"), alert
-    after = pieces[pieces.index(alert[0]) + 1:]
+    after = pieces[pieces.index(alert[0]) + 1 :]
     assert any("40/40" in p for p in after)  # the bar is drawn again below the alert and goes on
 
 
@@ -279,7 +294,7 @@ def test_no_tracker_library_is_imported(tmp_path):
         import lossdoctor
         model = nn.Linear(4, 2)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        with lossdoctor.watch(model, opt, log_dir={str(tmp_path / 'run')!r}, alerts=False) as mon:
+        with lossdoctor.watch(model, opt, log_dir={str(tmp_path / "run")!r}, alerts=False) as mon:
             for i in range(30):
                 opt.zero_grad(); loss = model(torch.randn(3, 4)).pow(2).mean(); loss.backward(); opt.step()
                 mon.step(loss)
@@ -304,14 +319,22 @@ def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatc
     monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(tmp_path / "tb"))  # HF 5's place for it
     calls = []
     cb = LossDoctorCallback(log_dir=tmp_path / "ld", on_finding=lambda f, s: calls.append((f.cause, f.severity)))
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
-                             logging_steps=1, save_strategy="no", report_to=["tensorboard"],
-                             use_cpu=True, disable_tqdm=False, dataloader_num_workers=0)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        max_steps=4,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=["tensorboard"],
+        use_cpu=True,
+        disable_tqdm=False,
+        dataloader_num_workers=0,
+    )
     Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, mask), callbacks=[cb]).train()
     err = capsys.readouterr().err
     ea = _tb_read(tmp_path / "tb")
     assert any(t.startswith("train/") for t in ea.Tags()["scalars"])  # the Trainer's own scalars, same run
-    (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")  # written after the Trainer closed it
+    ((_, text),) = _tb_text(ea, "lossdoctor/findings/text_summary")  # written after the Trainer closed it
     if mask == "prompt":  # healthy: no alert, the status 0, still in the Trainer's writer
         assert "lossdoctor/alerts/text_summary" not in ea.Tags()["tensors"]
         assert [s.value for s in ea.Scalars("lossdoctor/status")] == [0.0]
@@ -323,7 +346,7 @@ def test_hf_trainer_report_to_tensorboard_gets_the_findings(tmp_path, monkeypatc
     pieces = [p for chunk in err.split("\n") for p in chunk.split("\r")]
     alert = [p for p in pieces if "CRITICAL label_mask_empty" in p]
     assert alert and all(p.startswith("lossdoctor: CRITICAL label_mask_empty") for p in alert), alert
-    assert any("4/4" in p for p in pieces[pieces.index(alert[0]):])  # the Trainer's bar went on below it
+    assert any("4/4" in p for p in pieces[pieces.index(alert[0]) :])  # the Trainer's bar went on below it
 
 
 def _lightning_fit(tmp_path, logger):
@@ -348,11 +371,18 @@ def _lightning_fit(tmp_path, logger):
 
     torch.manual_seed(0)
     x = torch.randn(640, 8, generator=torch.Generator().manual_seed(0))
-    x[16 * BAD_FROM:, 0] = float("nan")  # every batch from step 30 on holds NaN
+    x[16 * BAD_FROM :, 0] = float("nan")  # every batch from step 30 on holds NaN
     data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, x[:, 1:2]), batch_size=16)
-    trainer = L.Trainer(max_steps=40, logger=logger, callbacks=[LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)],
-                        log_every_n_steps=1, enable_checkpointing=False, enable_progress_bar=False,
-                        enable_model_summary=False, accelerator="cpu")
+    trainer = L.Trainer(
+        max_steps=40,
+        logger=logger,
+        callbacks=[LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)],
+        log_every_n_steps=1,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+    )
     trainer.fit(Regressor(), data)
 
 
@@ -365,7 +395,7 @@ def test_lightning_tensorboard_logger_gets_the_findings(tmp_path):
     assert "train_loss" in ea.Tags()["scalars"]
     alerts = _tb_text(ea, "lossdoctor/alerts/text_summary")
     assert alerts and alerts[0][0] == BAD_FROM and "nonfinite_data" in alerts[0][1]
-    (_, text), = _tb_text(ea, "lossdoctor/findings/text_summary")
+    ((_, text),) = _tb_text(ea, "lossdoctor/findings/text_summary")
     assert "nonfinite_data" in text
 
 
@@ -381,8 +411,12 @@ def test_lightning_mlflow_and_wandb_loggers_get_the_findings(tmp_path, monkeypat
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     uri = (tmp_path / "mlruns").as_uri()
     ml = MLFlowLogger(experiment_name="ld", tracking_uri=uri)
-    wb = WandbLogger(project="lossdoctor-test", save_dir=str(tmp_path), offline=True,
-                     settings=wandb.Settings(mode="offline", silent=True, console="off", x_disable_stats=True))
+    wb = WandbLogger(
+        project="lossdoctor-test",
+        save_dir=str(tmp_path),
+        offline=True,
+        settings=wandb.Settings(mode="offline", silent=True, console="off", x_disable_stats=True),
+    )
     try:
         _lightning_fit(tmp_path, [ml, wb])
     finally:
@@ -411,9 +445,17 @@ def test_hf_trainer_report_to_mlflow_and_wandb_get_the_findings(tmp_path, monkey
         monkeypatch.setenv(k, v)
     mlflow.set_tracking_uri(uri)  # as the environment says (another library may have set it in this process)
     cb = LossDoctorCallback(log_dir=tmp_path / "ld", alerts=False)
-    args = TrainingArguments(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, max_steps=4,
-                             logging_steps=1, save_strategy="no", report_to=["mlflow", "wandb"], use_cpu=True,
-                             disable_tqdm=True, dataloader_num_workers=0)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        max_steps=4,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=["mlflow", "wandb"],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
     try:
         Trainer(model=gpt2(), args=args, train_dataset=TokenData(32, "all"), callbacks=[cb]).train()
     finally:
@@ -459,17 +501,39 @@ def test_lossdoctor_run_puts_findings_on_the_scripts_mlflow_run(tmp_path, flag):
     script.write_text(MLFLOW_SCRIPT)
     uri = (tmp_path / "mlruns").as_uri()
     env = {**cli_env(), "MLFLOW_ALLOW_FILE_STORE": "true"}
-    p = run_cli("run", "--no-alerts", "--log-dir", "runs/ml", *flag, "--", sys.executable, str(script), uri,
-                cwd=tmp_path, env=env, timeout=300)
+    p = run_cli(
+        "run",
+        "--no-alerts",
+        "--log-dir",
+        "runs/ml",
+        *flag,
+        "--",
+        sys.executable,
+        str(script),
+        uri,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import json, mlflow
         from mlflow.tracking import MlflowClient
         mlflow.set_tracking_uri({uri!r})
         c = MlflowClient()
         (run,) = c.search_runs([e.experiment_id for e in c.search_experiments()])
         print(json.dumps({{k: v for k, v in run.data.tags.items() if k.startswith("lossdoctor.")}}))
-    """)], capture_output=True, text=True, timeout=120, env=env)
+    """),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     tags = json.loads(out.stdout)
     if flag:
         assert tags == {}

@@ -22,18 +22,21 @@ def one_line_error(p) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("name,content,says", [
-    ("empty.csv", b"", "empty"),
-    ("junk.bin", bytes(range(256)) * 40, "not a log format"),
-    ("junk.csv", b"\x00\x01\x02\xff" * 100, "binary"),
-    ("trainer_state.json", b'{"global_step": 3, "log_hist', "not valid JSON"),
-    ("trainer_state.json", b'{"log_history": "nope"}', "not a Trainer state"),
-    ("x.jsonl", b"{not json\n[1, 2]\n", "no JSON objects"),
-    ("header_only.csv", b"step,loss\n", "no rows"),
-    ("metrics.csv", b"epoch,accuracy\n0,0.5\n", "no training metric"),
-    ("events.out.tfevents.123.host", b"\x10\x00\x00\x00garbage" * 3, "no scalar"),
-    ("run-x.wandb", b":W&B\xe1\xbe\x00" + struct.pack("<IHB", 0, 5000, 1) + b"x", "no logged history"),
-])
+@pytest.mark.parametrize(
+    "name,content,says",
+    [
+        ("empty.csv", b"", "empty"),
+        ("junk.bin", bytes(range(256)) * 40, "not a log format"),
+        ("junk.csv", b"\x00\x01\x02\xff" * 100, "binary"),
+        ("trainer_state.json", b'{"global_step": 3, "log_hist', "not valid JSON"),
+        ("trainer_state.json", b'{"log_history": "nope"}', "not a Trainer state"),
+        ("x.jsonl", b"{not json\n[1, 2]\n", "no JSON objects"),
+        ("header_only.csv", b"step,loss\n", "no rows"),
+        ("metrics.csv", b"epoch,accuracy\n0,0.5\n", "no training metric"),
+        ("events.out.tfevents.123.host", b"\x10\x00\x00\x00garbage" * 3, "no scalar"),
+        ("run-x.wandb", b":W&B\xe1\xbe\x00" + struct.pack("<IHB", 0, 5000, 1) + b"x", "no logged history"),
+    ],
+)
 def test_bad_files_exit_2(tmp_path, name, content, says):
     p = tmp_path / name
     p.write_bytes(content)
@@ -53,16 +56,34 @@ def test_unwritable_output(tmp_path):
     one_line_error(run_cli("diagnose", p, "--format", "html", "-o", tmp_path / "missing" / "r.html"))
 
 
-_SUFFIXES = ["log.csv", "log.jsonl", "trainer_state.json", "metrics.csv", "train.log",
-             "events.out.tfevents.1.h", "run-a.wandb", "wandb-history.jsonl"]
-_PREFIXES = [b"", b"step,loss,grad_norm\n", b'{"step": 1, "loss": 2.0}\n', b'{"log_history": [',
-             b" iteration 1/ 10 | lm loss: 2.0 | loss scale: 1.0 |\n", b":W&B\xe1\xbe\x00",
-             b"[Rank 0] step=10, skipped=0, lr=[0.1]\n"]
+_SUFFIXES = [
+    "log.csv",
+    "log.jsonl",
+    "trainer_state.json",
+    "metrics.csv",
+    "train.log",
+    "events.out.tfevents.1.h",
+    "run-a.wandb",
+    "wandb-history.jsonl",
+]
+_PREFIXES = [
+    b"",
+    b"step,loss,grad_norm\n",
+    b'{"step": 1, "loss": 2.0}\n',
+    b'{"log_history": [',
+    b" iteration 1/ 10 | lm loss: 2.0 | loss scale: 1.0 |\n",
+    b":W&B\xe1\xbe\x00",
+    b"[Rank 0] step=10, skipped=0, lr=[0.1]\n",
+]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(name=st.sampled_from(_SUFFIXES), prefix=st.sampled_from(_PREFIXES), body=st.binary(max_size=400),
-       text=st.text(max_size=200))
+@given(
+    name=st.sampled_from(_SUFFIXES),
+    prefix=st.sampled_from(_PREFIXES),
+    body=st.binary(max_size=400),
+    text=st.text(max_size=200),
+)
 def test_fuzz_readers(tmp_path_factory, name, prefix, body, text):
     d = tmp_path_factory.mktemp("fuzz")
     p = d / name
@@ -76,11 +97,23 @@ def test_fuzz_readers(tmp_path_factory, name, prefix, body, text):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(rows=st.lists(st.dictionaries(st.sampled_from(["step", "loss", "lr", "grad_norm", "scale", "x"]),
-                                     st.one_of(st.none(), st.booleans(), st.integers(-5, 10**6),
-                                               st.floats(allow_nan=True, allow_infinity=True),
-                                               st.text(max_size=5), st.lists(st.floats(), max_size=2))),
-                     min_size=1, max_size=30))
+@given(
+    rows=st.lists(
+        st.dictionaries(
+            st.sampled_from(["step", "loss", "lr", "grad_norm", "scale", "x"]),
+            st.one_of(
+                st.none(),
+                st.booleans(),
+                st.integers(-5, 10**6),
+                st.floats(allow_nan=True, allow_infinity=True),
+                st.text(max_size=5),
+                st.lists(st.floats(), max_size=2),
+            ),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_fuzz_jsonl_values_diagnose(tmp_path_factory, rows):
     """Any mix of value types reads and diagnoses without an exception escaping."""
     from lossdoctor.detectors.engine import diagnose_runs

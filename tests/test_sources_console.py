@@ -31,10 +31,14 @@ HERE = Path(__file__).resolve().parent
 
 # --- Hugging Face Trainer, the real one -------------------------------------------------------
 
+
 def read_counts(notes) -> dict[str, int]:
     """What the console reader's first note says it read: {the kind's key: how many lines}."""
-    return {m.values["kind"].key: m.values["n"] for m in walk(notes)
-            if m.key == "console.n_kind" and hasattr(m.values["kind"], "key")}
+    return {
+        m.values["kind"].key: m.values["n"]
+        for m in walk(notes)
+        if m.key == "console.n_kind" and hasattr(m.values["kind"], "key")
+    }
 
 
 def _console_log(script: str, out: Path, *args) -> Path:
@@ -46,13 +50,20 @@ def _console_log(script: str, out: Path, *args) -> Path:
     env["PYTHONUNBUFFERED"] = "1"
     env.pop("TQDM_DISABLE", None)
     with open(log, "wb") as f:
-        subprocess.run([sys.executable, str(HERE / script), str(out), *map(str, args)], stdout=f,
-                       stderr=subprocess.STDOUT, env=env, timeout=600, check=True)
+        subprocess.run(
+            [sys.executable, str(HERE / script), str(out), *map(str, args)],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            env=env,
+            timeout=600,
+            check=True,
+        )
     return log
 
 
-def _hf_console(out: Path, lr: float, optim: str, clip: float, steps: int, logging_steps: int,
-                eval_steps: int = 0) -> Path:
+def _hf_console(
+    out: Path, lr: float, optim: str, clip: float, steps: int, logging_steps: int, eval_steps: int = 0
+) -> Path:
     return _console_log("hf_console_train.py", out, lr, optim, clip, steps, logging_steps, eval_steps)
 
 
@@ -92,19 +103,22 @@ def test_hf_trainer_console_steps_match_trainer_state(hf_logs):
     artefact = ~finite & (state_loss == 0)
     assert artefact.any() and np.isnan(run.cols["loss"][artefact]).all() and run.logged("loss")[artefact].all()
     assert run.meta["framework"] == "transformers" and run.meta["log_interval"] == 2
-    assert read_counts(run.notes)["console.kind_hf"] == 15 and has(run.notes, "console.eval_dicts"), \
-        [m.data() for m in run.notes]
+    assert read_counts(run.notes)["console.kind_hf"] == 15 and has(run.notes, "console.eval_dicts"), [
+        m.data() for m in run.notes
+    ]
     assert has(run.notes, "source.hf_filtered_nan") and has(run.notes, "console.took_bar_counter")
 
 
 def test_hf_trainer_console_diagnosed_like_trainer_state(hf_logs):
     explode, _ = hf_logs
     console = json.loads(run_cli("diagnose", explode, "--format", "json").stdout)
-    state = json.loads(run_cli("diagnose", explode.parent / "checkpoint-30" / "trainer_state.json",
-                               "--format", "json").stdout)
+    state = json.loads(
+        run_cli("diagnose", explode.parent / "checkpoint-30" / "trainer_state.json", "--format", "json").stdout
+    )
     assert console["status"] == state["status"] == "critical"
-    assert [(f["cause"], f["step"]) for f in console["findings"]] == [(f["cause"], f["step"])
-                                                                      for f in state["findings"]]
+    assert [(f["cause"], f["step"]) for f in console["findings"]] == [
+        (f["cause"], f["step"]) for f in state["findings"]
+    ]
 
 
 def test_hf_trainer_console_healthy(hf_logs):
@@ -116,6 +130,7 @@ def test_hf_trainer_console_healthy(hf_logs):
 
 
 # --- TRL's SFTTrainer, the real one -----------------------------------------------------------
+
 
 @pytest.mark.slow  # a real TRL SFTTrainer trains (~7 s)
 def test_trl_sft_trainer_console_matches_trainer_state(tmp_path):
@@ -155,8 +170,9 @@ def test_trl_sft_trainer_diverging_console_diagnosed_like_trainer_state(tmp_path
     console = json.loads(run_cli("diagnose", log, "--format", "json").stdout)
     state = json.loads(run_cli("diagnose", state_path, "--format", "json").stdout)
     assert console["status"] == state["status"] == "critical"
-    assert [(f["cause"], f["step"]) for f in console["findings"]] == [(f["cause"], f["step"])
-                                                                      for f in state["findings"]]
+    assert [(f["cause"], f["step"]) for f in console["findings"]] == [
+        (f["cause"], f["step"]) for f in state["findings"]
+    ]
     assert console["findings"][0]["cause"] == "lr_too_high"
 
 
@@ -164,11 +180,13 @@ def test_hf_dict_forms_without_a_bar(tmp_path):
     """Older transformers print bare floats and `nan`; newer ones quote the values. Printed without
     a progress bar (disable_tqdm: the PrinterCallback) the dicts have no step: numbered, with a note."""
     p = tmp_path / "out.txt"
-    p.write_text("{'loss': 2.3456, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n"
-                 "{'loss': '2.101', 'grad_norm': 'inf', 'learning_rate': '4.5e-05', 'epoch': '0.2'}\n"
-                 "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4e-05, 'epoch': 0.3}\n"
-                 "{'eval_loss': 2.2, 'eval_runtime': 1.0, 'epoch': 0.3}\n"
-                 "{'train_runtime': 10.0, 'train_samples_per_second': 3.2, 'train_loss': 1.5, 'epoch': 0.3}\n")
+    p.write_text(
+        "{'loss': 2.3456, 'grad_norm': 1.5, 'learning_rate': 5e-05, 'epoch': 0.1}\n"
+        "{'loss': '2.101', 'grad_norm': 'inf', 'learning_rate': '4.5e-05', 'epoch': '0.2'}\n"
+        "{'loss': 0.0, 'grad_norm': nan, 'learning_rate': 4e-05, 'epoch': 0.3}\n"
+        "{'eval_loss': 2.2, 'eval_runtime': 1.0, 'epoch': 0.3}\n"
+        "{'train_runtime': 10.0, 'train_samples_per_second': 3.2, 'train_loss': 1.5, 'epoch': 0.3}\n"
+    )
     run = load_path(p)[0]
     assert list(run.steps) == [1, 2, 3]
     assert run.cols["loss"][0] == 2.3456 and run.cols["loss"][1] == 2.101 and np.isnan(run.cols["loss"][2])
@@ -181,9 +199,12 @@ def test_invisible_characters_in_a_paste_do_not_split_values(tmp_path):
     (U+FE0F) or a zero-width space (seen in a real paste: benchmarks/real_logs/
     hf_crystal_llm_loss_always_zero.txt): the value after it must still be read."""
     p = tmp_path / "paste.md"
-    p.write_text("{'loss':\ufe0f 0.0, 'learning_rate': 1e-05, 'epoch': 0.0}\n"
-                 "{'loss': 0.0,\u200b 'learning_rate': 2e-05, 'epoch': 0.0}\n"
-                 "\ufeff{'loss': 1.5, 'learning_rate': 3e-05, 'epoch': 0.0}\n", encoding="utf-8")
+    p.write_text(
+        "{'loss':\ufe0f 0.0, 'learning_rate': 1e-05, 'epoch': 0.0}\n"
+        "{'loss': 0.0,\u200b 'learning_rate': 2e-05, 'epoch': 0.0}\n"
+        "\ufeff{'loss': 1.5, 'learning_rate': 3e-05, 'epoch': 0.0}\n",
+        encoding="utf-8",
+    )
     run = load_path(p)[0]
     assert list(run.cols["loss"]) == [0.0, 0.0, 1.5]
     assert list(run.cols["lr"]) == [1e-05, 2e-05, 3e-05]
@@ -192,8 +213,12 @@ def test_invisible_characters_in_a_paste_do_not_split_values(tmp_path):
 def test_hf_dicts_pasted_above_the_last_bar(tmp_path):
     """Copied from a terminal: the dicts stay in the scrollback, the bar is redrawn below them."""
     p = tmp_path / "paste.txt"
-    p.write_text("".join(f"{{'loss': {2.0 - s / 100:.4f}, 'learning_rate': 1e-05, 'epoch': {s / 100}}}\n"
-                         for s in (5, 10, 15, 20)) + " 20%|##        | 20/100 [00:10<00:40,  2.00it/s]\n")
+    p.write_text(
+        "".join(
+            f"{{'loss': {2.0 - s / 100:.4f}, 'learning_rate': 1e-05, 'epoch': {s / 100}}}\n" for s in (5, 10, 15, 20)
+        )
+        + " 20%|##        | 20/100 [00:10<00:40,  2.00it/s]\n"
+    )
     run = load_path(p)[0]
     assert list(run.steps) == [5, 10, 15, 20]
     assert has(run.notes, "console.spaced", n=3), [m.data() for m in run.notes]  # the fourth took the bar's counter
@@ -206,12 +231,26 @@ def test_llama_factory_trainer_log_jsonl(tmp_path):
     lines = []
     for s in range(5, 105, 5):
         loss = 2.0 - s / 200 if s < 80 else float("nan")
-        lines.append(json.dumps({"current_steps": s, "total_steps": 100, "loss": loss, "lr": 1e-4,
-                                 "epoch": s / 100, "percentage": float(s), "elapsed_time": "0:00:10",
-                                 "remaining_time": "0:01:00"}))
+        lines.append(
+            json.dumps(
+                {
+                    "current_steps": s,
+                    "total_steps": 100,
+                    "loss": loss,
+                    "lr": 1e-4,
+                    "epoch": s / 100,
+                    "percentage": float(s),
+                    "elapsed_time": "0:00:10",
+                    "remaining_time": "0:01:00",
+                }
+            )
+        )
         if s % 50 == 0:
-            lines.append(json.dumps({"current_steps": s, "total_steps": 100, "eval_loss": 1.9,
-                                     "epoch": s / 100, "percentage": float(s)}))
+            lines.append(
+                json.dumps(
+                    {"current_steps": s, "total_steps": 100, "eval_loss": 1.9, "epoch": s / 100, "percentage": float(s)}
+                )
+            )
     p = tmp_path / "trainer_log.jsonl"
     p.write_text("\n".join(lines) + "\n")
     run = load_path(p)[0]
@@ -222,6 +261,7 @@ def test_llama_factory_trainer_log_jsonl(tmp_path):
 
 # --- tqdm, the real one -----------------------------------------------------------------------
 
+
 def test_tqdm_postfix_with_real_tqdm(tmp_path):
     from tqdm import tqdm
 
@@ -229,8 +269,7 @@ def test_tqdm_postfix_with_real_tqdm(tmp_path):
     buf = io.StringIO()
     bar = tqdm(range(len(curve["step"])), file=buf, mininterval=0, miniters=1, desc="train")
     for i in bar:
-        bar.set_postfix(loss=float(curve["loss"][i]), grad_norm=float(curve["grad_norm"][i]),
-                        lr=float(curve["lr"][i]))
+        bar.set_postfix(loss=float(curve["loss"][i]), grad_norm=float(curve["grad_norm"][i]), lr=float(curve["lr"][i]))
     bar.close()
     text = buf.getvalue()
     assert "\r" in text and "\n" not in text.rstrip("\n")  # one "line" of \r-redrawn bars
@@ -285,9 +324,11 @@ def test_tqdm_lightning_epochs_become_global_steps(tmp_path):
 def test_nemo_bar_with_its_global_step(tmp_path):
     """NeMo (Lightning's bar): the postfix carries `reduced_train_loss` and the trainer's own
     0-based `global_step` as a float, which is the step, not the bar's counter within the epoch."""
-    segs = [f"\rEpoch 1: :  {s}%|#         | {s}/200 [01:40<31:40, reduced_train_loss={3 - s / 100:.3f}, "
-            f"global_step={199 + s}.0, consumed_samples={(200 + s) * 256}.0, train_step_timing in s=1.01]"
-            for s in range(1, 51)]
+    segs = [
+        f"\rEpoch 1: :  {s}%|#         | {s}/200 [01:40<31:40, reduced_train_loss={3 - s / 100:.3f}, "
+        f"global_step={199 + s}.0, consumed_samples={(200 + s) * 256}.0, train_step_timing in s=1.01]"
+        for s in range(1, 51)
+    ]
     p = tmp_path / "nemo.log"
     p.write_text("".join(segs) + "\n")
     run = load_path(p)[0]
@@ -296,6 +337,7 @@ def test_nemo_bar_with_its_global_step(tmp_path):
 
 
 # --- trainers that do not run here: their print statements ----------------------------------
+
 
 def nanogpt_log(curve: dict) -> str:
     """nanoGPT train.py: `print(f"step {iter_num}: train loss {losses['train']:.4f}, val loss
@@ -332,8 +374,10 @@ def mlx_log(curve: dict) -> str:
     for s, loss, lr in zip(curve["step"], curve["loss"], curve["lr"]):
         if s % 100 == 0:
             out.append(f"Iter {s + 1}: Val loss {loss + 0.2:.3f}, Val took 1.234s")
-        out.append(f"Iter {s + 1}: Train loss {loss:.3f}, Learning Rate {lr:.3e}, It/sec 1.234, "
-                   f"Tokens/sec 456.789, Trained Tokens {(s + 1) * 512}, Peak mem 3.210 GB")
+        out.append(
+            f"Iter {s + 1}: Train loss {loss:.3f}, Learning Rate {lr:.3e}, It/sec 1.234, "
+            f"Tokens/sec 456.789, Trained Tokens {(s + 1) * 512}, Peak mem 3.210 GB"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -346,9 +390,11 @@ def torchtitan_log(curve: dict) -> str:
     red, green, orange, blue, reset = "\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[34m", "\x1b[39m"
     out = []
     for s, loss, gn in zip(curve["step"], curve["loss"], curve["grad_norm"]):
-        out.append(f"[rank0]:[titan] 2025-10-30 14:32:58,897 - root - INFO - {red}step: {int(s) + 1:2}  "
-                   f"{green}loss: {loss:7.4f}  {orange}grad_norm: {gn:7.4f}  {blue}memory:  2.49GiB(3.14%)  "
-                   f"tps: 177,138  tflops: 96.17  mfu: 9.72%{reset}")
+        out.append(
+            f"[rank0]:[titan] 2025-10-30 14:32:58,897 - root - INFO - {red}step: {int(s) + 1:2}  "
+            f"{green}loss: {loss:7.4f}  {orange}grad_norm: {gn:7.4f}  {blue}memory:  2.49GiB(3.14%)  "
+            f"tps: 177,138  tflops: 96.17  mfu: 9.72%{reset}"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -363,13 +409,20 @@ def composer_log(curve: dict) -> str:
     out = ["******************************", "Config:", "max_duration: 1000ba", "******************************"]
     for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"]):
         block = f"[batch={int(s)}/{n}]:"
-        for name, v in (("time/batch", int(s) - 1), ("loss/train/total", loss), ("l2_norm/grad/global", gn),
-                        ("lr-DecoupledAdamW/group0", lr)):
+        for name, v in (
+            ("time/batch", int(s) - 1),
+            ("loss/train/total", loss),
+            ("l2_norm/grad/global", gn),
+            ("lr-DecoupledAdamW/group0", lr),
+        ):
             block += f"\n\t Train {name}: {v if isinstance(v, int) else f'{v:.4f}'}"
         out.append(block)
         if s % 25 == 0:
-            out += ["[Eval batch=1/4] Eval on eval data", "[Eval batch=4/4] Eval on eval data:",
-                    f"\t Eval metrics/eval/LanguageCrossEntropy: {loss + 0.1:.4f}"]
+            out += [
+                "[Eval batch=1/4] Eval on eval data",
+                "[Eval batch=4/4] Eval on eval data:",
+                f"\t Eval metrics/eval/LanguageCrossEntropy: {loss + 0.1:.4f}",
+            ]
     return "\n".join(out) + "\n"
 
 
@@ -382,7 +435,8 @@ def mmengine_log(curve: dict) -> str:
         f"2024/05/10 15:46:31 - mmengine - INFO - Epoch(train)  [{int(s) // per + 1}][{int(s) % per:>3}/{per}]  "
         f"lr: {lr:.4e}  eta: 4:14:00  time: 0.8167  data_time: 0.0169  memory: 15943  grad_norm: {gn:.4f}  "
         f"loss: {loss:.4f}  loss_cls: {loss / 2:.4f}\n"
-        for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"]))
+        for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"])
+    )
 
 
 def timm_log(curve: dict) -> str:
@@ -391,10 +445,11 @@ def timm_log(curve: dict) -> str:
     epoch and update index from 0: the step after that update is epoch x updates + index + 1."""
     per = 100
     return "".join(
-        f"Train: {int(s) // per} [{int(s) % per:>4d}/{per} ({100. * (int(s) % per + 1) / per:>3.0f}%)]  "
+        f"Train: {int(s) // per} [{int(s) % per:>4d}/{per} ({100.0 * (int(s) % per + 1) / per:>3.0f}%)]  "
         f"Loss: {loss:#.3g} ({loss:#.3g})  Time: 0.412s,  621.12/s  (0.468s,  546.46/s)  LR: {lr:.3e}  "
         f"Data: 0.011 (0.052)\n"
-        for s, loss, lr in zip(curve["step"], curve["loss"], curve["lr"]))
+        for s, loss, lr in zip(curve["step"], curve["loss"], curve["lr"])
+    )
 
 
 def onmt_log(curve: dict) -> str:
@@ -402,10 +457,12 @@ def onmt_log(curve: dict) -> str:
     + "lr: %7.5f; %3.0f/%3.0f tok/s; %6.0f sec")` through its logger; `xent` is the cross-entropy loss."""
     n = len(curve["step"])
     return "".join(
-        "[2024-01-01 10:00:00,000 INFO] " + ("Step %2d/%5d; acc: %6.2f; ppl: %5.2f; xent: %4.2f; lr: %7.5f; "
-                                             "%3.0f/%3.0f tok/s; %6.0f sec") % (
-            int(s), n, 12.5, math.exp(min(loss, 50)) if loss == loss else loss, loss, lr, 1234, 1234, 60) + "\n"
-        for s, loss, lr in zip(curve["step"], curve["loss"], curve["lr"]))
+        "[2024-01-01 10:00:00,000 INFO] "
+        + ("Step %2d/%5d; acc: %6.2f; ppl: %5.2f; xent: %4.2f; lr: %7.5f; %3.0f/%3.0f tok/s; %6.0f sec")
+        % (int(s), n, 12.5, math.exp(min(loss, 50)) if loss == loss else loss, loss, lr, 1234, 1234, 60)
+        + "\n"
+        for s, loss, lr in zip(curve["step"], curve["loss"], curve["lr"])
+    )
 
 
 def swift_log(curve: dict) -> str:
@@ -417,7 +474,8 @@ def swift_log(curve: dict) -> str:
         f"'memory(GiB)': 65.89, 'train_speed(iter/s)': 0.025912, 'epoch': {s / n:.2f}, "
         f"'global_step/max_steps': '{int(s)}/{n}', 'percentage': '{100 * s / n:.2f}%', 'elapsed_time': '14s', "
         f"'remaining_time': '8h 17m 1s'}}\n"
-        for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"]))
+        for s, loss, gn, lr in zip(curve["step"], curve["loss"], curve["grad_norm"], curve["lr"])
+    )
 
 
 def generic_logs(curve: dict) -> dict[str, str]:
@@ -430,13 +488,36 @@ def generic_logs(curve: dict) -> dict[str, str]:
     return {"pipes": "\n".join(pipes) + "\n", "eq": "\n".join(eq) + "\n", "spaces": "\n".join(spaces) + "\n"}
 
 
-@pytest.mark.parametrize("kind", ["nanoGPT", "litgpt", "mlx-lm", "torchtitan", "composer", "swift", "mmengine",
-                                  "timm", "onmt", "pipes", "eq", "spaces"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "nanoGPT",
+        "litgpt",
+        "mlx-lm",
+        "torchtitan",
+        "composer",
+        "swift",
+        "mmengine",
+        "timm",
+        "onmt",
+        "pipes",
+        "eq",
+        "spaces",
+    ],
+)
 def test_trainer_print_formats(tmp_path, kind):
     curve = logfaults.grad_explosion()
-    text = {"nanoGPT": nanogpt_log, "litgpt": litgpt_log, "mlx-lm": mlx_log, "torchtitan": torchtitan_log,
-            "composer": composer_log, "swift": swift_log, "mmengine": mmengine_log, "timm": timm_log,
-            "onmt": onmt_log}.get(kind, lambda c: generic_logs(c)[kind])(curve)
+    text = {
+        "nanoGPT": nanogpt_log,
+        "litgpt": litgpt_log,
+        "mlx-lm": mlx_log,
+        "torchtitan": torchtitan_log,
+        "composer": composer_log,
+        "swift": swift_log,
+        "mmengine": mmengine_log,
+        "timm": timm_log,
+        "onmt": onmt_log,
+    }.get(kind, lambda c: generic_logs(c)[kind])(curve)
     p = tmp_path / "train.out"
     p.write_text(text)
     run = load_path(p)[0]
@@ -477,9 +558,13 @@ def keras_log(losses: list[float], verbose: int) -> str:
     for e, loss in enumerate(losses, 1):
         out.append(f"Epoch {e}/{len(losses)}\n")
         if verbose == 1:
-            out.append(f"\r 50/100 [==============>...............] - ETA: 1s - loss: {loss + 0.1:.4f} - accuracy: 0.5000")
-            out.append(f"\r100/100 [==============================] - 2s 15ms/step - loss: {loss:.4f} - accuracy: 0.5000 "
-                       f"- val_loss: {loss + 1:.4f} - val_accuracy: 0.4000\n")
+            out.append(
+                f"\r 50/100 [==============>...............] - ETA: 1s - loss: {loss + 0.1:.4f} - accuracy: 0.5000"
+            )
+            out.append(
+                f"\r100/100 [==============================] - 2s 15ms/step - loss: {loss:.4f} - accuracy: 0.5000 "
+                f"- val_loss: {loss + 1:.4f} - val_accuracy: 0.4000\n"
+            )
         else:
             out.append(f"100/100 - 2s - 15ms/step - accuracy: 0.5000 - loss: {loss:.4f} - val_loss: {loss + 1:.4f}\n")
     return "".join(out)
@@ -501,9 +586,11 @@ def test_keras_progress_lines(tmp_path, verbose):
 
 def test_eval_losses_are_not_training_losses(tmp_path):
     p = tmp_path / "log.txt"
-    p.write_text("step 0: train loss 4.0000, val loss 9.0000\n"
-                 "Iter 1: Val loss 9.000, Val took 1.0s\n"
-                 "step 5 | val_loss 9.0 | eval/loss 9.0 | loss 3.5\n")
+    p.write_text(
+        "step 0: train loss 4.0000, val loss 9.0000\n"
+        "Iter 1: Val loss 9.000, Val took 1.0s\n"
+        "step 5 | val_loss 9.0 | eval/loss 9.0 | loss 3.5\n"
+    )
     run = load_path(p)[0]
     lg = run.logged("loss")
     assert list(run.steps[lg]) == [0, 5] and list(run.cols["loss"][lg]) == [4.0, 3.5]
@@ -514,14 +601,18 @@ def test_eval_losses_are_not_training_losses(tmp_path):
 
 # --- Megatron lines without a loss, prefixes, DeepSpeed overflows -----------------------------
 
-def _megatron_line(it: int, total: int, loss: float | None, skipped: int = 0, nan: int = 0, gn: float | None = 1.2,
-                   scale: float = 1.0):
+
+def _megatron_line(
+    it: int, total: int, loss: float | None, skipped: int = 0, nan: int = 0, gn: float | None = 1.2, scale: float = 1.0
+):
     """Megatron-LM megatron/training/training.py training_log: `iteration {:8d}/{:8d} |` then
     `' {}: {:.6E} |'.format(key, avg)` for each loss only `if avg > 0.0`, then `loss scale`,
     `grad norm` (when not None), `number of skipped iterations: {:3d} |`, `number of nan
     iterations: {:3d} |`."""
-    s = (f" iteration {it:8d}/{total:8d} | consumed samples: {it * 512:12d} | elapsed time per iteration (ms): "
-         f"1234.5 | learning rate: 3.000000E-04 | global batch size:   512 |")
+    s = (
+        f" iteration {it:8d}/{total:8d} | consumed samples: {it * 512:12d} | elapsed time per iteration (ms): "
+        f"1234.5 | learning rate: 3.000000E-04 | global batch size:   512 |"
+    )
     if loss is not None:
         s += f" lm loss: {loss:.6E} |"
     s += f" loss scale: {scale:.1f} |"
@@ -561,13 +652,17 @@ def test_deepspeed_overflow_on_hf_steps(tmp_path):
     scale = 65536.0
     for step in range(1, 21):
         if step in (7, 8, 9):  # overflows at steps 7, 8, 9
-            out.append(f"[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! "
-                       f"Rank 0 Skipping step. Attempted loss scale: {scale:g}, reducing to {scale / 2:g}\n")
+            out.append(
+                f"[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! "
+                f"Rank 0 Skipping step. Attempted loss scale: {scale:g}, reducing to {scale / 2:g}\n"
+            )
             scale /= 2
         out.append(f"\r {step * 5:3d}%|#         | {step}/20 [00:0{step % 10}<00:10,  1.00it/s]")
         if step % 5 == 0:
-            out.append("\r                                  \r"
-                       f"{{'loss': {3.0 - step * 0.05:.4f}, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.1}}\n")
+            out.append(
+                "\r                                  \r"
+                f"{{'loss': {3.0 - step * 0.05:.4f}, 'grad_norm': 1.0, 'learning_rate': 0.0001, 'epoch': 0.1}}\n"
+            )
             out.append(f"\r {step * 5:3d}%|#         | {step}/20 [00:0{step % 10}<00:10,  1.00it/s]")
     p = tmp_path / "nohup.out"
     p.write_text("".join(out))
@@ -584,8 +679,10 @@ def test_overflow_printed_by_every_rank_counts_once(tmp_path):
     lines = ["[Rank 0] step=10, skipped=0, lr=[0.001], mom=[(0.9, 0.999)]"]
     for a, b in ((65536, 32768), (32768, 16384)):
         for rank in (1, 0, 3, 2):  # ranks print in any order
-            lines.append(f"[default{rank}]:[deepspeed] OVERFLOW! Rank {rank} Skipping step. Attempted loss scale: "
-                         f"{a}, reducing to {b}")
+            lines.append(
+                f"[default{rank}]:[deepspeed] OVERFLOW! Rank {rank} Skipping step. Attempted loss scale: "
+                f"{a}, reducing to {b}"
+            )
     p = tmp_path / "ds.log"
     p.write_text("\n".join(lines) + "\n")
     run = load_path(p)[0]
@@ -596,9 +693,13 @@ def test_overflow_printed_by_every_rank_counts_once(tmp_path):
 
 
 def test_overflow_after_megatron_iteration_lines(tmp_path):
-    lines = [_megatron_line(1, 5, 3.0), _megatron_line(2, 5, 2.9),
-             "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4096, reducing to 2048",
-             _megatron_line(3, 5, None, skipped=1, gn=None, scale=2048), _megatron_line(4, 5, 2.8, scale=2048)]
+    lines = [
+        _megatron_line(1, 5, 3.0),
+        _megatron_line(2, 5, 2.9),
+        "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 4096, reducing to 2048",
+        _megatron_line(3, 5, None, skipped=1, gn=None, scale=2048),
+        _megatron_line(4, 5, 2.8, scale=2048),
+    ]
     p = tmp_path / "mds.log"
     p.write_text("\n".join(lines) + "\n")
     run = load_path(p)[0]
@@ -611,8 +712,16 @@ def test_overflows_between_trainer_dicts_without_steps_are_steps_of_their_own(tm
     skipped step between the dicts around it (not stacked onto the dicts' own numbers)."""
     ov = "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {}, reducing to {}"
     d = "{{'loss': {}, 'grad_norm': {}, 'learning_rate': 2e-05, 'epoch': {}}}"
-    lines = [d.format(2.14, 1.3, 0.1), d.format(1.99, 1.1, 0.2), ov.format(65536, 32768), ov.format(32768, 16384),
-             d.format(1.89, 1.3, 0.3), ov.format(16384, 8192), d.format("nan", "nan", 0.4), d.format("nan", "nan", 0.5)]
+    lines = [
+        d.format(2.14, 1.3, 0.1),
+        d.format(1.99, 1.1, 0.2),
+        ov.format(65536, 32768),
+        ov.format(32768, 16384),
+        d.format(1.89, 1.3, 0.3),
+        ov.format(16384, 8192),
+        d.format("nan", "nan", 0.4),
+        d.format("nan", "nan", 0.5),
+    ]
     p = tmp_path / "hf_ds.txt"
     p.write_text("\n".join(lines) + "\n")
     run = load_path(p)[0]
@@ -660,20 +769,29 @@ def _read_text(tmp_path, text):
 
 # --- pastes, mixed logs, unknown text ---------------------------------------------------------
 
+
 def test_markdown_paste_of_three_lines(tmp_path):
     p = tmp_path / "issue.md"
-    p.write_text("My loss goes NaN after a few steps, any idea? Log:\n\n```\n"
-                 "iter 0: loss 10.9853, time 5123.42ms, mfu -100.00%\n"
-                 "iter 1: loss 9.7512, time 310.22ms, mfu -100.00%\n"
-                 "iter 2: loss nan, time 309.87ms, mfu -100.00%\n```\n\nThanks! (I use lr 6e-4.)\n")
+    p.write_text(
+        "My loss goes NaN after a few steps, any idea? Log:\n\n```\n"
+        "iter 0: loss 10.9853, time 5123.42ms, mfu -100.00%\n"
+        "iter 1: loss 9.7512, time 310.22ms, mfu -100.00%\n"
+        "iter 2: loss nan, time 309.87ms, mfu -100.00%\n```\n\nThanks! (I use lr 6e-4.)\n"
+    )
     run = load_path(p)[0]
     assert list(run.steps) == [0, 1, 2] and np.isnan(run.cols["loss"][2]) and run.logged("loss")[2]
 
 
 def test_stdin_paste(tmp_path):
     text = "".join(f"> step {s}, loss: {2.0 - s * 0.1:.3f}, lr: 1e-3\n" for s in range(5))
-    p = subprocess.run([sys.executable, "-m", "lossdoctor", "diagnose", "-", "--format", "json"], input=text,
-                       capture_output=True, text=True, env=cli_env(), timeout=120)
+    p = subprocess.run(
+        [sys.executable, "-m", "lossdoctor", "diagnose", "-", "--format", "json"],
+        input=text,
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=120,
+    )
     assert p.returncode == 0, p.stderr
     doc = json.loads(p.stdout)
     assert doc["steps"] == 5 and read_counts(from_json(doc, "notes"))["console.kind_key_value"] == 5, doc["notes_data"]
@@ -682,9 +800,12 @@ def test_stdin_paste(tmp_path):
 def test_mixed_formats_are_one_run_and_notes_say_which_lines(tmp_path):
     curve = logfaults.healthy(60)
     text = nanogpt_log({k: v[:30] for k, v in curve.items()})
-    text += "".join(f"{{'loss': {curve['loss'][s]:.4f}, 'grad_norm': {curve['grad_norm'][s]:.4f}, "
-                    f"'learning_rate': 0.0003, 'step': {s}}}\n" for s in range(30, 60))
-    text += "Traceback (most recent call last):\n  File \"train.py\", line 3\nKeyboardInterrupt\n"
+    text += "".join(
+        f"{{'loss': {curve['loss'][s]:.4f}, 'grad_norm': {curve['grad_norm'][s]:.4f}, "
+        f"'learning_rate': 0.0003, 'step': {s}}}\n"
+        for s in range(30, 60)
+    )
+    text += 'Traceback (most recent call last):\n  File "train.py", line 3\nKeyboardInterrupt\n'
     p = tmp_path / "mixed.log"
     p.write_text(text)
     doc = json.loads(run_cli("diagnose", p, "--format", "json").stdout)
@@ -694,8 +815,14 @@ def test_mixed_formats_are_one_run_and_notes_say_which_lines(tmp_path):
     assert read_counts(first)["console.kind_hf"] == 30 and "console.kind_nanogpt" in read_counts(first)
 
 
-@pytest.mark.parametrize("content", ["hello world\nthis is not a log\n", "Epoch 1 done. Accuracy 93%\n" * 5,
-                                     "```\nTraceback (most recent call last):\n  File \"x.py\"\n```\n"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "hello world\nthis is not a log\n",
+        "Epoch 1 done. Accuracy 93%\n" * 5,
+        '```\nTraceback (most recent call last):\n  File "x.py"\n```\n',
+    ],
+)
 def test_unknown_text_exits_2_saying_what_was_looked_for(tmp_path, content):
     p = tmp_path / "notes.txt"
     p.write_text(content)
@@ -726,9 +853,10 @@ def test_long_bar_line_and_huge_segment(tmp_path):
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.text(alphabet=st.sampled_from(list("{}[]|:=,'\"\r\n %/.-+eE0123456789 lossnaifterpgd_")),
-                    max_size=300),
-       prefix=st.sampled_from(["", "{'loss': 1.0}\n", " 3/10 [00:01<00:02, loss=2]\r", "iter 1: loss 2.0\n"]))
+@given(
+    text=st.text(alphabet=st.sampled_from(list("{}[]|:=,'\"\r\n %/.-+eE0123456789 lossnaifterpgd_")), max_size=300),
+    prefix=st.sampled_from(["", "{'loss': 1.0}\n", " 3/10 [00:01<00:02, loss=2]\r", "iter 1: loss 2.0\n"]),
+)
 def test_fuzz_console(tmp_path_factory, text, prefix):
     p = tmp_path_factory.mktemp("c") / "console.log"
     p.write_text(prefix + text, encoding="utf-8")
@@ -742,12 +870,16 @@ def test_fuzz_console(tmp_path_factory, text, prefix):
 
 # --- print formats met in real logs (benchmarks/real_logs) ------------------------------------
 
+
 def test_llmc_step_lines_read_norm_as_the_grad_norm(tmp_path):
     """llm.c train_gpt2.cu: `printf0("step %4d/%d | loss %7.6f (%+.2fz)| norm %6.4f (%+.2fz)| lr
     %.2e | %.2f ms | %.1f%% bf16 MFU | %.0f tok/s\\n", ...)`: the bare `norm` is the gradient norm
     (the `z` fields are its and the loss's z-scores). A `weight norm` is not."""
-    lines = [f"step {s:4d}/74 | loss {loss:7.6f} (+0.12z)| norm {gn:6.4f} (-0.40z)| lr 3.00e-04 | "
-             f"36.58 ms | 9.2% bf16 MFU | 112241 tok/s" for s, loss, gn in [(1, 11.0, 2.5), (2, 10.5, 1.75)]]
+    lines = [
+        f"step {s:4d}/74 | loss {loss:7.6f} (+0.12z)| norm {gn:6.4f} (-0.40z)| lr 3.00e-04 | "
+        f"36.58 ms | 9.2% bf16 MFU | 112241 tok/s"
+        for s, loss, gn in [(1, 11.0, 2.5), (2, 10.5, 1.75)]
+    ]
     lines += ["step   3/74 | loss     nan (+nanz)| norm    nan (+nanz)| lr 3.00e-04 | 36.58 ms | 9.2% bf16 MFU"]
     p = tmp_path / "llmc.log"
     p.write_text("\n".join(lines) + "\n")
@@ -765,8 +897,11 @@ def test_litgpt_keeps_every_micro_batch_on_the_iteration_counter(tmp_path):
     (optimizer.step)`), 4 micro-batches per optimizer step, a loss spike on the first micro-batch
     after an optimizer step: read per optimizer step (one line kept of four) the spike is gone."""
     losses = [1.70, 1.71, 1.69, 1.72, 11.46, 11.75, 11.50, 10.93, 10.55]
-    lines = [f"iter {100 + i} step {25 + (i + 1) // 4}: loss {x:.4f}, iter time: 95.12ms"
-             + (" (optimizer.step)" if (i + 1) % 4 == 0 else "") for i, x in enumerate(losses)]
+    lines = [
+        f"iter {100 + i} step {25 + (i + 1) // 4}: loss {x:.4f}, iter time: 95.12ms"
+        + (" (optimizer.step)" if (i + 1) % 4 == 0 else "")
+        for i, x in enumerate(losses)
+    ]
     p = tmp_path / "litgpt.txt"
     p.write_text("\n".join(lines) + "\n")
     run = load_path(p)[0]
@@ -779,8 +914,11 @@ def test_loguru_lines_with_bracketed_names(tmp_path):
     - {message}`, with a message of `| [Loss] x | [step] n |` fields (nv-tlabs/LION's trainer)."""
     msg = "[R0] | E{e} iter[ 14/ 15] | [Loss] {loss} | [exp] ./exp/run | [step] {s:5d} | [time] 0.4m (~5h) |"
     rows = [(5, "0.5213", 89), (6, "nan", 104), (7, "nan", 119)]
-    lines = [f"2023-01-25 00:21:{10 + e}.074 | INFO     | trainers.base_trainer:train_epochs:256 - "
-             + msg.format(e=e, loss=loss, s=s) for e, loss, s in rows]
+    lines = [
+        f"2023-01-25 00:21:{10 + e}.074 | INFO     | trainers.base_trainer:train_epochs:256 - "
+        + msg.format(e=e, loss=loss, s=s)
+        for e, loss, s in rows
+    ]
     p = tmp_path / "loguru.log"
     p.write_text("\n".join(lines) + "\n")
     run = load_path(p)[0]
@@ -808,6 +946,7 @@ def test_tqdm_bar_cut_before_its_total_keeps_its_last_step(tmp_path):
     """A real tqdm bar (Lightning's: `train_loss=` postfix) that the log stops in, far from its
     total: its last draw is a step of its own, not the extra draw tqdm makes when it closes."""
     from tqdm import tqdm
+
     buf = io.StringIO()
     bar = tqdm(total=1000, file=buf, mininterval=0, miniters=1, desc="Epoch 0")
     for _ in range(6):
@@ -824,16 +963,29 @@ def test_fairseq_valid_lines_are_not_training_steps(tmp_path):
     %(message)s`, with the logger named after the tag (fairseq_cli/train.py, progress_bar.py): the
     `valid` line at the same num_updates as the `train` epoch summary must not replace it."""
     import logging
+
     log = tmp_path / "fairseq.log"
     handler = logging.FileHandler(log)
-    handler.setFormatter(logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s",
-                                           datefmt="%Y-%m-%d %H:%M:%S"))
-    lines = [("train", "epoch 002 | loss 9.803 | nll_loss 8.89 | ppl 474.37 | wps 31194.9 | num_updates 695 | "
-                       "lr 0.00017375 | gnorm 55.005 | loss_scale 0 | train_wall 4512 | wall 9786"),
-             ("valid", "epoch 002 | valid on 'valid' subset | loss 9.393 | nll_loss 8.328 | ppl 321.26 | "
-                       "num_updates 695 | best_loss 9.393"),
-             ("train_inner", "epoch 003:      5 / 356 loss=9.44, nll_loss=8.44, ppl=347.28, wps=30690.8, "
-                             "num_updates=700, lr=0.000175, gnorm=156.036, loss_scale=0, train_wall=1281")]
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s | %(levelname)s | %(name)s | %(message)s", datefmt="%Y-%m-%d %H:%M:%S")
+    )
+    lines = [
+        (
+            "train",
+            "epoch 002 | loss 9.803 | nll_loss 8.89 | ppl 474.37 | wps 31194.9 | num_updates 695 | "
+            "lr 0.00017375 | gnorm 55.005 | loss_scale 0 | train_wall 4512 | wall 9786",
+        ),
+        (
+            "valid",
+            "epoch 002 | valid on 'valid' subset | loss 9.393 | nll_loss 8.328 | ppl 321.26 | "
+            "num_updates 695 | best_loss 9.393",
+        ),
+        (
+            "train_inner",
+            "epoch 003:      5 / 356 loss=9.44, nll_loss=8.44, ppl=347.28, wps=30690.8, "
+            "num_updates=700, lr=0.000175, gnorm=156.036, loss_scale=0, train_wall=1281",
+        ),
+    ]
     for name, message in lines:
         logger = logging.getLogger(name)
         logger.propagate = False
@@ -884,8 +1036,10 @@ def test_composer_values_too_small_for_four_decimals_are_left_out(tmp_path):
     blocks = []
     for e, lr in ((1, 2e-5), (2, 0.02)):
         for b in (1, 2):
-            blocks.append(f"[epoch={e}][batch={b}/2]:\n\t Train time/batch: {(e - 1) * 2 + b - 1}\n"
-                          f"\t Train loss/train/total: {3.0 - 0.1 * b:.4f}\n\t Train lr-AdamW/group0: {lr:.4f}")
+            blocks.append(
+                f"[epoch={e}][batch={b}/2]:\n\t Train time/batch: {(e - 1) * 2 + b - 1}\n"
+                f"\t Train loss/train/total: {3.0 - 0.1 * b:.4f}\n\t Train lr-AdamW/group0: {lr:.4f}"
+            )
     blocks.append("[token=4096/99999]:\n\t Train time/batch: 4\n\t Train loss/train/total: 2.7000")
     p = tmp_path / "composer.log"
     p.write_text("\n".join(blocks) + "\n")
@@ -901,7 +1055,9 @@ def test_a_print_glued_to_a_keras_bar_leaves_its_last_value_read(tmp_path):
     line right after its last value (`- loss: nanmf:[16]`): the value is still the loss, a NaN here."""
     bar = "{b}/984 [====================>.........] - ETA: 4:42 - loss: {v}mf:[16]\nmf:[16]\nloss: [nan][nan][9747]\n"
     p = tmp_path / "train.log"
-    p.write_text("".join(bar.format(b=b, v=v) for b, v in ((699, "718.5894"), (700, "nan"), (701, "nan"), (702, "inf"))))
+    p.write_text(
+        "".join(bar.format(b=b, v=v) for b, v in ((699, "718.5894"), (700, "nan"), (701, "nan"), (702, "inf")))
+    )
     run = load_path(p)[0]
     lg = run.logged("loss")
     got = dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))
@@ -914,7 +1070,10 @@ def test_llm_c_main_log_lines_are_read(tmp_path):
     tel:%.4f\\n"` per validation: `s` is the step, `trl` the training loss, `tel` the validation loss
     (kept apart), `norm` the gradient norm."""
     lines = ["s:%d tel:%.4f" % (0, 10.9689)]
-    lines += ["s:%d trl:%.4f lr:%.6f norm:%.2f" % (s, v, 6e-4, g) for s, v, g in ((0, 10.9656, 1.2), (1, 10.814, 1.1), (2, float("nan"), 0.9))]
+    lines += [
+        "s:%d trl:%.4f lr:%.6f norm:%.2f" % (s, v, 6e-4, g)
+        for s, v, g in ((0, 10.9656, 1.2), (1, 10.814, 1.1), (2, float("nan"), 0.9))
+    ]
     lines += ["s:%d tel:%.4f" % (3, 6.0344)]
     p = tmp_path / "main.log"
     p.write_text("\n".join(lines) + "\n")
@@ -932,12 +1091,18 @@ def test_a_deepspeed_overflow_line_marks_its_step_skipped_where_megatron_counts_
     """Megatron-DeepSpeed with DeepSpeed's ZeRO optimizer: DeepSpeed prints `OVERFLOW! Rank 0 Skipping
     step` before the iteration line of the step it skipped, and Megatron's own `number of skipped
     iterations` stays 0 (it does not see that optimizer's skips). The OVERFLOW line's skip wins."""
+
     def it(i, loss, scale):
-        return (f" iteration {i:8d}/  159576 | consumed samples: {i * 2048:12d} | learning rate: 5.948E-05 | "
-                f"global batch size:  2048 | lm loss: {loss:.6E} | loss scale: {scale:.1f} | grad norm: 4.5 | "
-                "num zeros: 0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |")
-    ov = ("[2022-01-19 13:09:13,305] [INFO] [stage_1_and_2.py:1644:step] [deepscale] OVERFLOW! Rank 0 Skipping "
-          "step. Attempted loss scale: {a:.1f}, reducing to {b:.1f}")
+        return (
+            f" iteration {i:8d}/  159576 | consumed samples: {i * 2048:12d} | learning rate: 5.948E-05 | "
+            f"global batch size:  2048 | lm loss: {loss:.6E} | loss scale: {scale:.1f} | grad norm: 4.5 | "
+            "num zeros: 0.0 | number of skipped iterations:   0 | number of nan iterations:   0 |"
+        )
+
+    ov = (
+        "[2022-01-19 13:09:13,305] [INFO] [stage_1_and_2.py:1644:step] [deepscale] OVERFLOW! Rank 0 Skipping "
+        "step. Attempted loss scale: {a:.1f}, reducing to {b:.1f}"
+    )
     lines = [it(100, 2.66, 1048576.0), it(101, 2.67, 1048576.0)]
     scale = 1048576.0
     for i in range(102, 106):
@@ -956,16 +1121,20 @@ def test_megatron_lines_wrapped_by_a_fixed_width_terminal_are_joined(tmp_path, w
     """A terminal of fixed width breaks Megatron's long iteration line anywhere, inside a field's name
     too (`... | learning` then ` rate: 4.475E-05 | ...`); each piece pasted with its trailing spaces
     trimmed. The pieces are joined back into the iteration line and read as one."""
+
     def line(i, loss, g):
-        return (f"[default7]: iteration {i:7d}/ 115311 | consumed samples: {i * 2048:11d} | consumed tokens: "
-                f"{i * 4194304:12d} | elapsed time per iteration (s): 105.16 | learning rate: 4.475E-05 | global batch "
-                f"size: 2048 | lm loss: {loss:.6E} | grad norm: {g:.3f} | num zeros: 0.0 | number of skipped "
-                "iterations:  0 | number of nan iterations:  0 | samples per second: 19.474 | TFLOPs: 149.10 |")
+        return (
+            f"[default7]: iteration {i:7d}/ 115311 | consumed samples: {i * 2048:11d} | consumed tokens: "
+            f"{i * 4194304:12d} | elapsed time per iteration (s): 105.16 | learning rate: 4.475E-05 | global batch "
+            f"size: 2048 | lm loss: {loss:.6E} | grad norm: {g:.3f} | num zeros: 0.0 | number of skipped "
+            "iterations:  0 | number of nan iterations:  0 | samples per second: 19.474 | TFLOPs: 149.10 |"
+        )
+
     rows = [(42780, 2.117073, 0.15), (42781, 2.116946, 0.14), (42782, 2.110646, 0.144)]
     pieces = []
     for i, loss, g in rows:
         text = line(i, loss, g)
-        pieces += [text[k:k + width].rstrip() for k in range(0, len(text), width)]
+        pieces += [text[k : k + width].rstrip() for k in range(0, len(text), width)]
     p = tmp_path / "train.log"
     p.write_text("\n".join(pieces) + "\n")
     run = load_path(p)[0]
@@ -978,8 +1147,10 @@ def test_the_first_deepspeed_skip_total_of_an_excerpt_is_spread_over_the_steps_b
     """DeepSpeed's `step=N, skipped=K` counts every skipped step since the run began: an excerpt that
     starts at step 320 with `skipped=21` did not skip its whole first interval (21 of 320 steps were
     skipped, when is not said); a rise later in the log is that interval's."""
-    line = ("[2023-04-05 11:28:07,877] [INFO] [logging.py:75:log_dist] [Rank 0] step={s}, skipped={k}, lr=[1e-05], "
-            "mom=[[0.9, 0.95]]\nloss:{v}, global_step:{s}\n")
+    line = (
+        "[2023-04-05 11:28:07,877] [INFO] [logging.py:75:log_dist] [Rank 0] step={s}, skipped={k}, lr=[1e-05], "
+        "mom=[[0.9, 0.95]]\nloss:{v}, global_step:{s}\n"
+    )
     rows = [(320, 21, 0.697), (330, 21, 0.455), (340, 21, 0.690), (350, 31, 0.7)]
     p = tmp_path / "train.log"
     p.write_text("".join(line.format(s=s, k=k, v=v) for s, k, v in rows))
@@ -996,7 +1167,9 @@ def test_fp16_optimizer_overflows_before_the_first_row_go_on_the_steps_before_it
     lines = [f"OVERFLOW! Skipping step. Attempted loss scale: {2.0 ** (23 - k)}" for k in range(7)]
     lines.append("Train iter       16 loss 49.316841 Grad Norm 10.800460 3.22s/it")
     lines.append("OVERFLOW! Skipping step. Attempted loss scale: 65536.0")
-    lines += [f"Train iter       {s} loss {v:.6f} Grad Norm 8.5 3.18s/it" for s, v in ((18, 40.57), (19, 23.86), (20, 13.44))]
+    lines += [
+        f"Train iter       {s} loss {v:.6f} Grad Norm 8.5 3.18s/it" for s, v in ((18, 40.57), (19, 23.86), (20, 13.44))
+    ]
     p = tmp_path / "train.log"
     p.write_text("\n".join(lines) + "\n")
     run = load_path(p)[0]

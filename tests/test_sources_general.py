@@ -47,6 +47,7 @@ def _same(a, b):
 
 # --- writers copied from the tools' sources ---------------------------------------------------
 
+
 class AverageMeter:
     """pytorch/examples imagenet/main.py `AverageMeter`: `__str__` is
     `'{name} {val' + fmt + '} ({avg' + fmt + '})'`."""
@@ -67,8 +68,9 @@ def progress_line(num_batches, meters, prefix, batch):
     [str(meter) for meter in meters])` with `batch_fmtstr = '[{:' + str(num_digits) + 'd}/' + fmt + ']'`."""
     num_digits = len(str(num_batches // 1))
     fmt = "{:" + str(num_digits) + "d}"
-    return "\t".join([prefix + ("[" + fmt + "/" + fmt.format(num_batches) + "]").format(batch)]
-                     + [str(m) for m in meters])
+    return "\t".join(
+        [prefix + ("[" + fmt + "/" + fmt.format(num_batches) + "]").format(batch)] + [str(m) for m in meters]
+    )
 
 
 def sb3_block(values):
@@ -106,11 +108,14 @@ def fastprogress_table(names, rows):
 
 # --- one test per shape ---------------------------------------------------------------------
 
+
 def test_notebook_markdown_table_keeps_train_and_validation_apart(tmp_path):
     """The Trainer's notebook table (transformers utils/notebook.py: columns `Step`, `Training Loss`,
     `Validation Loss`; `No log` before the first logged training loss) pasted as Markdown."""
-    text = ("Training in Colab:\n\n| Step | Training Loss | Validation Loss |\n|------|---------------|----------------|\n"
-            "| 50 | No log | 2.612 |\n| 100 | 2.401000 | 2.350000 |\n| 150 | 2.101000 | 2.512000 |\n| 200 | nan | nan |\n")
+    text = (
+        "Training in Colab:\n\n| Step | Training Loss | Validation Loss |\n|------|---------------|----------------|\n"
+        "| 50 | No log | 2.612 |\n| 100 | 2.401000 | 2.350000 |\n| 150 | 2.101000 | 2.512000 |\n| 200 | nan | nan |\n"
+    )
     run = _read(tmp_path, text, "notebook.md")
     assert run.meta["format"] == "training text" and run.meta["loss_key"] == "Training Loss"
     assert run.meta["loss_guessed"] is False
@@ -119,14 +124,17 @@ def test_notebook_markdown_table_keeps_train_and_validation_apart(tmp_path):
 
 
 def test_ascii_box_and_whitespace_aligned_tables(tmp_path):
-    box = ("+------+--------+--------+\n| step |  loss  |  acc   |\n+------+--------+--------+\n"
-           + "".join(f"| {s:4d} | {2.0 - s / 100:.4f} | {0.1 + s / 1000:.4f} |\n" for s in (10, 20, 30))
-           + "+------+--------+--------+\n")
+    box = (
+        "+------+--------+--------+\n| step |  loss  |  acc   |\n+------+--------+--------+\n"
+        + "".join(f"| {s:4d} | {2.0 - s / 100:.4f} | {0.1 + s / 1000:.4f} |\n" for s in (10, 20, 30))
+        + "+------+--------+--------+\n"
+    )
     run = _read(tmp_path, box, "box.txt")
     _same(_at(run, "loss"), {10: 1.9, 20: 1.8, 30: 1.7})
     rows = [[str(e), f"{1.0 - e / 10:.6f}", f"{1.1 - e / 20:.6f}", f"{0.5 + e / 20:.6f}", "00:12"] for e in range(4)]
-    run = _read(tmp_path, fastprogress_table(["epoch", "train_loss", "valid_loss", "accuracy", "time"], rows),
-                "fastai.txt")
+    run = _read(
+        tmp_path, fastprogress_table(["epoch", "train_loss", "valid_loss", "accuracy", "time"], rows), "fastai.txt"
+    )
     assert run.meta["loss_key"] == "train_loss"
     _same(_at(run, "loss"), {0: 1.0, 1: 0.9, 2: 0.8, 3: 0.7})
     _same(_at(run, "eval_loss"), {0: 1.1, 1: 1.05, 2: 1.0, 3: 0.95})
@@ -135,9 +143,18 @@ def test_ascii_box_and_whitespace_aligned_tables(tmp_path):
 def test_sb3_key_value_blocks(tmp_path):
     blocks = sb3_block({"time/fps": 1234, "time/iterations": 1, "time/total_timesteps": 2048})
     for it, (loss, value_loss) in enumerate([(0.41, 5.2), (0.39, 5.0), (float("nan"), 4.1)], start=2):
-        blocks += sb3_block({"time/fps": 900, "time/iterations": it, "time/total_timesteps": 2048 * it,
-                             "train/loss": loss, "train/value_loss": value_loss, "train/entropy_loss": -0.686,
-                             "train/learning_rate": 0.0003, "train/n_updates": 10 * (it - 1)})
+        blocks += sb3_block(
+            {
+                "time/fps": 900,
+                "time/iterations": it,
+                "time/total_timesteps": 2048 * it,
+                "train/loss": loss,
+                "train/value_loss": value_loss,
+                "train/entropy_loss": -0.686,
+                "train/learning_rate": 0.0003,
+                "train/n_updates": 10 * (it - 1),
+            }
+        )
     run = _read(tmp_path, "Using cpu device\n" + blocks)
     assert run.meta["loss_key"] == "train/loss"
     _same(_at(run, "loss"), {2: 0.41, 3: 0.39, 4: math.nan})
@@ -179,10 +196,13 @@ def test_dict_dumps_of_real_tensors_and_numpy_scalars(tmp_path):
         if it == 40:
             logits = logits * float("nan")
         loss_cls = torch.nn.functional.cross_entropy(logits, y)
-        loss_reg = (model.weight ** 2).sum() * 0.01
+        loss_reg = (model.weight**2).sum() * 0.01
         loss = loss_cls + loss_reg
-        print(f"iteration : {it}, losses : ", {"loss": loss, "loss_dict": {"loss_cls": loss_cls, "loss_reg": loss_reg}},
-              file=out)  # a detection repo's print of its loss dict: `tensor(1.1, grad_fn=<AddBackward0>)`
+        print(
+            f"iteration : {it}, losses : ",
+            {"loss": loss, "loss_dict": {"loss_cls": loss_cls, "loss_reg": loss_reg}},
+            file=out,
+        )  # a detection repo's print of its loss dict: `tensor(1.1, grad_fn=<AddBackward0>)`
         expect[it], cls[it] = float(loss), float(loss_cls)
     text = out.getvalue()
     assert "tensor(" in text and "grad_fn=<AddBackward0>" in text
@@ -198,18 +218,36 @@ def test_dict_dumps_of_real_tensors_and_numpy_scalars(tmp_path):
     assert _at(run, "lr")[20] == pytest.approx(3e-4)
 
 
-@pytest.mark.parametrize("lines, key, expect", [
-    (["epoch 1 loss = 0.91", "epoch 2 loss = 0.61", "epoch 3 loss = 0.41"], "loss", {1: 0.91, 2: 0.61, 3: 0.41}),
-    ([f"iteration : {i}, losses : {v}" for i, v in ((0, 2.31), (20, 2.2), (40, 2.1))], "losses",
-     {0: 2.31, 20: 2.2, 40: 2.1}),
-    ([f"Step: {s} || Tr.Loss: {v} || Val.Loss: 2.9 || lr: 0.0001" for s, v in ((40, 2.1), (80, 1.9), (120, 1.7))],
-     "Tr.Loss", {40: 2.1, 80: 1.9, 120: 1.7}),
-    ([f"[{e}/100] loss: {v} acc: 0.9" for e, v in ((1, 0.41), (2, 0.38), (3, 0.35))], "loss",
-     {1: 0.41, 2: 0.38, 3: 0.35}),
-    # a benchmark harness's own format (a two-word label, `=`, a unit glued to a number, no step at all)
-    ([f"[bench] run-A | tokens/s 1200.5 | train loss = {v} | mem 12.3GB" for v in (3.2, 3.1, 3.0, 2.9)],
-     "train loss", {1: 3.2, 2: 3.1, 3: 3.0, 4: 2.9}),
-])
+@pytest.mark.parametrize(
+    "lines, key, expect",
+    [
+        (["epoch 1 loss = 0.91", "epoch 2 loss = 0.61", "epoch 3 loss = 0.41"], "loss", {1: 0.91, 2: 0.61, 3: 0.41}),
+        (
+            [f"iteration : {i}, losses : {v}" for i, v in ((0, 2.31), (20, 2.2), (40, 2.1))],
+            "losses",
+            {0: 2.31, 20: 2.2, 40: 2.1},
+        ),
+        (
+            [
+                f"Step: {s} || Tr.Loss: {v} || Val.Loss: 2.9 || lr: 0.0001"
+                for s, v in ((40, 2.1), (80, 1.9), (120, 1.7))
+            ],
+            "Tr.Loss",
+            {40: 2.1, 80: 1.9, 120: 1.7},
+        ),
+        (
+            [f"[{e}/100] loss: {v} acc: 0.9" for e, v in ((1, 0.41), (2, 0.38), (3, 0.35))],
+            "loss",
+            {1: 0.41, 2: 0.38, 3: 0.35},
+        ),
+        # a benchmark harness's own format (a two-word label, `=`, a unit glued to a number, no step at all)
+        (
+            [f"[bench] run-A | tokens/s 1200.5 | train loss = {v} | mem 12.3GB" for v in (3.2, 3.1, 3.0, 2.9)],
+            "train loss",
+            {1: 3.2, 2: 3.1, 3: 3.0, 4: 2.9},
+        ),
+    ],
+)
 def test_plain_prints_of_small_projects(tmp_path, lines, key, expect):
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), expect)
@@ -220,8 +258,10 @@ def test_plain_prints_of_small_projects(tmp_path, lines, key, expect):
 def test_eval_printed_like_the_train_line_never_overwrites_it(tmp_path):
     """The same words and step for both: only the evaluation word before the loss tells them apart
     (read by the console reader, which takes these lines first)."""
-    text = ("Epoch 3, step 100, loss 2.3100\nEpoch 3, step 100, validation: loss 2.9000\n"
-            "Epoch 3, step 200, loss 2.2000\n[eval] Epoch 3, step 200, loss 2.8000\n")
+    text = (
+        "Epoch 3, step 100, loss 2.3100\nEpoch 3, step 100, validation: loss 2.9000\n"
+        "Epoch 3, step 200, loss 2.2000\n[eval] Epoch 3, step 200, loss 2.8000\n"
+    )
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {100: 2.31, 200: 2.2})
     _same(_at(run, "eval_loss"), {100: 2.9, 200: 2.8})
@@ -252,6 +292,7 @@ def test_two_adversaries_are_not_summed(tmp_path):
 
 # --- events ---------------------------------------------------------------------------------
 
+
 def test_events_land_at_their_step_in_the_general_reader(tmp_path):
     """apex's overflow line (`Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to
     32768.0`, apex/amp/scaler.py), TRL's completion-only collator warning (`This instance will be
@@ -263,16 +304,22 @@ def test_events_land_at_their_step_in_the_general_reader(tmp_path):
         if e == 2:
             lines.append("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 32768.0")
         if e == 3:
-            lines.append("UserWarning: Could not find response key `### Answer:` in the following instance: "
-                         "abc. This instance will be ignored in loss calculation. Note, if this happens often, "
-                         "consider increasing the `max_seq_length`.")
-            lines.append("Token indices sequence length is longer than the specified maximum sequence length for "
-                         "this model (1200 > 1024). Running this sequence through the model will result in "
-                         "indexing errors")
+            lines.append(
+                "UserWarning: Could not find response key `### Answer:` in the following instance: "
+                "abc. This instance will be ignored in loss calculation. Note, if this happens often, "
+                "consider increasing the `max_seq_length`."
+            )
+            lines.append(
+                "Token indices sequence length is longer than the specified maximum sequence length for "
+                "this model (1200 > 1024). Running this sequence through the model will result in "
+                "indexing errors"
+            )
         if e == 4:
             lines.append("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB.")
-            lines.append("[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: "
-                         "WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out.")
+            lines.append(
+                "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum=5, OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out."
+            )
         if e == 5:
             lines.append("  Continuing training from checkpoint, will skip to saved global_step")
     run = _read(tmp_path, "\n".join(lines) + "\n")
@@ -298,8 +345,10 @@ def test_deepspeed_counters_and_hysteresis_overflows_become_events(tmp_path):
         skipped = max(0, (s - 30) // 10)
         lines.append(f"[Rank 0] step={s}, skipped={skipped}, lr=[0.0001], mom=[(0.9, 0.999)]")
         if s >= 40:
-            lines.append("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. "
-                         "Reducing hysteresis to 1")
+            lines.append(
+                "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. "
+                "Reducing hysteresis to 1"
+            )
     run = _read(tmp_path, "\n".join(lines) + "\n")
     ev = run.events["text_events"]
     overflow_steps = sorted(s for s, v in ev.items() for e in v if e["kind"] == "overflow")
@@ -309,8 +358,10 @@ def test_deepspeed_counters_and_hysteresis_overflows_become_events(tmp_path):
 
 
 def test_nan_warning_in_a_console_log(tmp_path):
-    text = ("iter 1: loss 2.3000, time 10.0ms\niter 2: loss 2.2000, time 10.0ms\n"
-            "Warning: NaN or Inf found in input tensor.\niter 3: loss nan, time 10.0ms\n--fp16 was set\n")
+    text = (
+        "iter 1: loss 2.3000, time 10.0ms\niter 2: loss 2.2000, time 10.0ms\n"
+        "Warning: NaN or Inf found in input tensor.\niter 3: loss nan, time 10.0ms\n--fp16 was set\n"
+    )
     run = _read(tmp_path, text)
     assert [e["kind"] for e in run.events["text_events"][2]] == ["nonfinite_warning"]
     assert run.meta["precision"] == "fp16"
@@ -318,8 +369,11 @@ def test_nan_warning_in_a_console_log(tmp_path):
 
 # --- refusals and fuzz ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("content", ["hello world\nno numbers here\n", "version 1.2.3 released on 2024-01-02\n",
-                                     "Epoch 1 done. Accuracy 93%\n" * 4])
+
+@pytest.mark.parametrize(
+    "content",
+    ["hello world\nno numbers here\n", "version 1.2.3 released on 2024-01-02\n", "Epoch 1 done. Accuracy 93%\n" * 4],
+)
 def test_text_with_no_series_exits_2_saying_what_was_looked_for(tmp_path, content):
     p = tmp_path / "notes.txt"
     p.write_text(content)
@@ -328,9 +382,44 @@ def test_text_with_no_series_exits_2_saying_what_was_looked_for(tmp_path, conten
     assert "looked for" in r.stderr and "line template" in r.stderr and "Traceback" not in r.stderr
 
 
-_TOKENS = st.sampled_from(["loss", "Loss", "val", "| ", " |", "epoch", "step", ":", "=", "(", ")", "[", "]", "/",
-                           "tensor(", "nan", "inf", "-", "---", "\t", "  ", "\n", "\r", "1", "2.5", "1e400", "'",
-                           "{", "}", "OVERFLOW!", "loss scale: ", "9" * 40, "é", "\x1b[31m"])
+_TOKENS = st.sampled_from(
+    [
+        "loss",
+        "Loss",
+        "val",
+        "| ",
+        " |",
+        "epoch",
+        "step",
+        ":",
+        "=",
+        "(",
+        ")",
+        "[",
+        "]",
+        "/",
+        "tensor(",
+        "nan",
+        "inf",
+        "-",
+        "---",
+        "\t",
+        "  ",
+        "\n",
+        "\r",
+        "1",
+        "2.5",
+        "1e400",
+        "'",
+        "{",
+        "}",
+        "OVERFLOW!",
+        "loss scale: ",
+        "9" * 40,
+        "é",
+        "\x1b[31m",
+    ]
+)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -347,8 +436,10 @@ def test_the_general_reader_never_raises_on_arbitrary_text(parts):
 def test_component_losses_in_key_value_lines_are_kept_apart(tmp_path):
     """A MoE trainer's line: the total `loss` with its router `aux_loss` and `z_loss` beside it
     (console reader)."""
-    text = "".join(f"epoch 1 | step {s} | loss {2.4 - s / 100:.2f} | aux_loss {0.01 * s / 10:.3f} | z_loss 0.001\n"
-                   for s in (10, 20, 30))
+    text = "".join(
+        f"epoch 1 | step {s} | loss {2.4 - s / 100:.2f} | aux_loss {0.01 * s / 10:.3f} | z_loss 0.001\n"
+        for s in (10, 20, 30)
+    )
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {10: 2.3, 20: 2.2, 30: 2.1})
     assert run.events["loss_components"][20] == {"aux_loss": pytest.approx(0.02), "z_loss": pytest.approx(0.001)}
@@ -371,14 +462,19 @@ def test_a_real_tensor_printed_in_a_line_is_its_number(tmp_path):
     assert "text_events" not in run.events
 
 
-@pytest.mark.parametrize("config_line, meta", [
-    ("TrainingArguments(bf16=True, fp16=False, learning_rate=2e-05)", {"precision": "bf16"}),
-    ('{"fp16": {"enabled": true, "loss_scale": 0}}', {"precision": "fp16"}),
-    ("not using fp16 because the GPU has no tensor cores", {}),
-    ("model = AutoModelForSequenceClassification.from_pretrained(name, num_labels=10)",
-     {"task_hint": "classification", "n_classes": 10}),
-    ("GPTConfig(n_layer=12, vocab_size=50304, block_size=1024)", {"vocab_size": 50304}),
-])
+@pytest.mark.parametrize(
+    "config_line, meta",
+    [
+        ("TrainingArguments(bf16=True, fp16=False, learning_rate=2e-05)", {"precision": "bf16"}),
+        ('{"fp16": {"enabled": true, "loss_scale": 0}}', {"precision": "fp16"}),
+        ("not using fp16 because the GPU has no tensor cores", {}),
+        (
+            "model = AutoModelForSequenceClassification.from_pretrained(name, num_labels=10)",
+            {"task_hint": "classification", "n_classes": 10},
+        ),
+        ("GPTConfig(n_layer=12, vocab_size=50304, block_size=1024)", {"vocab_size": 50304}),
+    ],
+)
 def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
     text = config_line + "\n" + "".join(f"[{e}/100] loss: {1.0 - e / 20:.2f} acc: 0.5\n" for e in range(1, 5))
     run = _read(tmp_path, text)
@@ -386,27 +482,51 @@ def test_the_text_says_precision_task_and_size(tmp_path, config_line, meta):
     assert got == meta
 
 
-@pytest.mark.parametrize("lines, expect", [
-    # the PyTorch tutorials' `print(f'Epoch [{epoch+1}/{num_epochs}], Step [{i+1}/{total_step}], Loss: {loss.item():.4f}')`
-    ([f"Epoch [{e}/10], Step [{s}/600], Loss: {v}" for e, s, v in ((1, 100, 1.9), (1, 200, 1.8), (2, 100, 1.7), (2, 200, 1.6))],
-     {100: 1.9, 200: 1.8, 700: 1.7, 800: 1.6}),
-    # pytorch/examples mnist/main.py: `'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'` (samples within the epoch;
-    # `for epoch in range(1, args.epochs + 1)`: a bare epoch number counts from 1)
-    ([f"Train Epoch: {e} [{n}/60000 ({100 * n / 60000:.0f}%)]\tLoss: {v:.6f}" for e, n, v in
-      ((1, 0, 2.3), (1, 640, 2.2), (2, 0, 2.1), (2, 640, 2.0))], {0: 2.3, 640: 2.2, 60000: 2.1, 60640: 2.0}),
-    # the ImageNet example's `Epoch: [{}]` (`for epoch in range(args.start_epoch, args.epochs)`: from 0)
-    ([f"Epoch: [{e}][{i:4d}/5005]\tLoss {v:.4e} ({v:.4e})" for e, i, v in ((0, 10, 6.9), (0, 20, 6.8), (1, 10, 6.7))],
-     {10: 6.9, 20: 6.8, 5015: 6.7}),
-    # PaddleSeg's `[TRAIN] epoch: {}, iter: {}/{}`: the iteration counts on across epochs and is the step
-    ([f"[TRAIN] epoch: {e}, iter: {i}/1000, loss: {v:.4f}" for e, i, v in ((1, 10, 2.3), (1, 20, 2.2), (2, 30, 2.1))],
-     {10: 2.3, 20: 2.2, 30: 2.1}),
-])
+@pytest.mark.parametrize(
+    "lines, expect",
+    [
+        # the PyTorch tutorials' `print(f'Epoch [{epoch+1}/{num_epochs}], Step [{i+1}/{total_step}], Loss: {loss.item():.4f}')`
+        (
+            [
+                f"Epoch [{e}/10], Step [{s}/600], Loss: {v}"
+                for e, s, v in ((1, 100, 1.9), (1, 200, 1.8), (2, 100, 1.7), (2, 200, 1.6))
+            ],
+            {100: 1.9, 200: 1.8, 700: 1.7, 800: 1.6},
+        ),
+        # pytorch/examples mnist/main.py: `'Train Epoch: {} [{}/{} ({:.0f}%)]\tLoss: {:.6f}'` (samples within the epoch;
+        # `for epoch in range(1, args.epochs + 1)`: a bare epoch number counts from 1)
+        (
+            [
+                f"Train Epoch: {e} [{n}/60000 ({100 * n / 60000:.0f}%)]\tLoss: {v:.6f}"
+                for e, n, v in ((1, 0, 2.3), (1, 640, 2.2), (2, 0, 2.1), (2, 640, 2.0))
+            ],
+            {0: 2.3, 640: 2.2, 60000: 2.1, 60640: 2.0},
+        ),
+        # the ImageNet example's `Epoch: [{}]` (`for epoch in range(args.start_epoch, args.epochs)`: from 0)
+        (
+            [
+                f"Epoch: [{e}][{i:4d}/5005]\tLoss {v:.4e} ({v:.4e})"
+                for e, i, v in ((0, 10, 6.9), (0, 20, 6.8), (1, 10, 6.7))
+            ],
+            {10: 6.9, 20: 6.8, 5015: 6.7},
+        ),
+        # PaddleSeg's `[TRAIN] epoch: {}, iter: {}/{}`: the iteration counts on across epochs and is the step
+        (
+            [
+                f"[TRAIN] epoch: {e}, iter: {i}/1000, loss: {v:.4f}"
+                for e, i, v in ((1, 10, 2.3), (1, 20, 2.2), (2, 30, 2.1))
+            ],
+            {10: 2.3, 20: 2.2, 30: 2.1},
+        ),
+    ],
+)
 def test_a_counter_within_the_epoch_counts_on_from_the_epochs_before(tmp_path, lines, expect):
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), expect)
 
 
 # --- logs that print their loss once, records one pair a line, tables of other tools ----------
+
 
 def _components_at(run):
     return run.events.get("loss_components", {})
@@ -436,8 +556,18 @@ def test_pretty_printed_dicts_are_one_row_each_at_their_iter(tmp_path):
 
     text = ""
     for it, loss in ((119980, 0.571), (120000, 0.562384)):
-        stats = {"accuracy_cls": 0.92, "eta": "1 day, 13:30:44", "iter": it, "loss": loss, "loss_bbox": 0.107,
-                 "loss_cls": 0.243, "lr": 0.01, "mb_qsize": 64, "mem": 6407, "time": 0.56}
+        stats = {
+            "accuracy_cls": 0.92,
+            "eta": "1 day, 13:30:44",
+            "iter": it,
+            "loss": loss,
+            "loss_bbox": 0.107,
+            "loss_cls": 0.243,
+            "lr": 0.01,
+            "mb_qsize": 64,
+            "mem": 6407,
+            "time": 0.56,
+        }
         text += pprint.pformat(stats, width=40) + "\n"
     assert text.count("\n") > 10
     run = _read(tmp_path, text)
@@ -451,18 +581,25 @@ def _rsl_rl_block(it, total, value_loss, surrogate):
     centred, then `f"{'Value function loss:':>{pad}} {mean_value_loss:.4f}"` lines (pad 35)."""
     pad, width = 35, 80
     head = f" \033[1m Learning iteration {it}/{total} \033[0m "
-    lines = ["#" * width, head.center(width, " "), "",
-             f"{'Computation:':>{pad}} 14963 steps/s (collection: 6.407s, learning 0.163s)",
-             f"{'Value function loss:':>{pad}} {value_loss:.4f}", f"{'Surrogate loss:':>{pad}} {surrogate:.4f}",
-             f"{'Mean action noise std:':>{pad}} {0.56:.2f}", f"{'Mean reward:':>{pad}} {25.66:.2f}",
-             f"{'Mean episode length:':>{pad}} {1000.0:.2f}", "-" * width,
-             f"{'Total timesteps:':>{pad}} {it * 4096}", f"{'Iteration time:':>{pad}} 6.57s"]
+    lines = [
+        "#" * width,
+        head.center(width, " "),
+        "",
+        f"{'Computation:':>{pad}} 14963 steps/s (collection: 6.407s, learning 0.163s)",
+        f"{'Value function loss:':>{pad}} {value_loss:.4f}",
+        f"{'Surrogate loss:':>{pad}} {surrogate:.4f}",
+        f"{'Mean action noise std:':>{pad}} {0.56:.2f}",
+        f"{'Mean reward:':>{pad}} {25.66:.2f}",
+        f"{'Mean episode length:':>{pad}} {1000.0:.2f}",
+        "-" * width,
+        f"{'Total timesteps:':>{pad}} {it * 4096}",
+        f"{'Iteration time:':>{pad}} 6.57s",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
-    text = "".join(_rsl_rl_block(it, 10000, v, -0.01) for it, v in ((8389, 0.31), (8390, 0.42),
-                                                                    (8391, float("inf"))))
+    text = "".join(_rsl_rl_block(it, 10000, v, -0.01) for it, v in ((8389, 0.31), (8390, 0.42), (8391, float("inf"))))
     run = _read(tmp_path, text)
     comp = _components_at(run)
     assert set(comp) == {8389, 8390, 8391}
@@ -475,8 +612,13 @@ def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
 def test_llama_recipes_key_value_summary_is_one_row(tmp_path):
     """llama_recipes/finetuning.py: `[print(f'Key: {k}, Value: {v}') for k, v in results.items()]`,
     results from train_utils.py `train` (avg_train_prep, avg_train_loss, avg_eval_prep, avg_eval_loss)."""
-    results = {"avg_train_prep": float("nan"), "avg_train_loss": float("nan"), "avg_eval_prep": float("nan"),
-               "avg_eval_loss": float("inf"), "avg_epoch_time": 812.5}
+    results = {
+        "avg_train_prep": float("nan"),
+        "avg_train_loss": float("nan"),
+        "avg_eval_prep": float("nan"),
+        "avg_eval_loss": float("inf"),
+        "avg_epoch_time": 812.5,
+    }
     text = "".join(f"Key: {k}, Value: {v}\n" for k, v in results.items())
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "avg_train_loss" and run.meta["eval_loss_key"] == "avg_eval_loss"
@@ -540,7 +682,7 @@ def _write(tmp_path, text, name="numbers.log"):
 def test_apex_overflow_lines_alone_are_rows_with_their_scale(tmp_path):
     """apex/amp/scaler.py `update_scale`: `maybe_print(("Gradient overflow.  Skipping step, loss scaler
     {} reducing loss scale to {}").format(self._scaler_id, self._loss_scale))`, halving each time."""
-    scales = [32768.0 / 2 ** k for k in range(17)]
+    scales = [32768.0 / 2**k for k in range(17)]
     text = "".join(f"Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to {s}\n" for s in scales)
     run = _read(tmp_path, text)
     _same(_at(run, "scale"), {k + 1: s for k, s in enumerate(scales)})
@@ -587,8 +729,13 @@ class _SmoothedValue:
 
     def __str__(self):
         v = self.values
-        return self.fmt.format(median=float(np.median(v[-20:])), avg=float(np.mean(v[-20:])),
-                               global_avg=sum(v) / len(v), max=max(v), value=v[-1])
+        return self.fmt.format(
+            median=float(np.median(v[-20:])),
+            avg=float(np.mean(v[-20:])),
+            global_avg=sum(v) / len(v),
+            max=max(v),
+            value=v[-1],
+        )
 
 
 def _metric_logger_line(header, i, n, meters):
@@ -596,10 +743,26 @@ def _metric_logger_line(header, i, n, meters):
     {eta}", "{meters}", "time: {time}", "data: {data}", "max mem: {memory:.0f}"])`, meters joined
     by `"  "` as `f"{name}: {meter}"`."""
     space_fmt = ":" + str(len(str(n))) + "d"
-    msg = "  ".join([header, "[{0" + space_fmt + "}/{1}]", "eta: {eta}", "{meters}", "time: {time}", "data: {data}",
-                     "max mem: {memory:.0f}"])
-    return msg.format(i, n, eta="2 days, 11:26:42", meters="  ".join(f"{k}: {m}" for k, m in meters.items()),
-                      time="0.5012 (0.5210)", data="0.0002 (0.0101)", memory=26869.0)
+    msg = "  ".join(
+        [
+            header,
+            "[{0" + space_fmt + "}/{1}]",
+            "eta: {eta}",
+            "{meters}",
+            "time: {time}",
+            "data: {data}",
+            "max mem: {memory:.0f}",
+        ]
+    )
+    return msg.format(
+        i,
+        n,
+        eta="2 days, 11:26:42",
+        meters="  ".join(f"{k}: {m}" for k, m in meters.items()),
+        time="0.5012 (0.5210)",
+        data="0.0002 (0.0101)",
+        memory=26869.0,
+    )
 
 
 @pytest.mark.parametrize("header", ["Epoch: [1]", ""])
@@ -640,11 +803,15 @@ def test_tf_estimator_evaluation_dict_is_not_the_training_loss(tmp_path):
     (', '.join(stats), elapsed)`."""
     lines = []
     for step, train, ev in ((1000, 0.05528491, 3.3700151), (2000, 0.041, 3.1)):
-        lines.append("INFO:tensorflow:" + "%s (%.3f sec)" % (", ".join(["global_steps = %s" % step,
-                                                                     "loss = %s" % train]), 1202.815))
+        lines.append(
+            "INFO:tensorflow:"
+            + "%s (%.3f sec)" % (", ".join(["global_steps = %s" % step, "loss = %s" % train]), 1202.815)
+        )
         d = {"eval_loss": ev / 600, "global_step": step, "loss": ev}
-        lines.append("INFO:tensorflow:Saving dict for global step %d: %s" % (
-            step, ", ".join("%s = %s" % (k, v) for k, v in sorted(d.items()))))
+        lines.append(
+            "INFO:tensorflow:Saving dict for global step %d: %s"
+            % (step, ", ".join("%s = %s" % (k, v) for k, v in sorted(d.items())))
+        )
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), {1000: 0.05528491, 2000: 0.041})
 
@@ -653,8 +820,10 @@ def test_neural_monkey_train_xent_is_the_loss(tmp_path):
     """Neural Monkey's training log: `%Y-%m-%d %H:%M:%S: ` then `name: value` per evaluator joined
     by four spaces (`target/runtime_xent`, `target/train_xent`, `target/BLEU-4`)."""
     vals = [7.31, 7.15, 7.17, 6.97]
-    text = "".join(f"2016-12-02 02:0{i}:49: target/runtime_xent: {v:.4g}    target/train_xent: {v:.4g}    "
-                   f"target/BLEU-4: 0.08\n" for i, v in enumerate(vals))
+    text = "".join(
+        f"2016-12-02 02:0{i}:49: target/runtime_xent: {v:.4g}    target/train_xent: {v:.4g}    target/BLEU-4: 0.08\n"
+        for i, v in enumerate(vals)
+    )
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "target/train_xent"
     assert list(_at(run, "loss").values()) == pytest.approx(vals)
@@ -666,8 +835,11 @@ def test_a_partial_loss_dict_nan_is_a_nonfinite_event_at_its_iteration():
     NaN component is a `nonfinite_warning` event at the iteration the error names. The dict is
     detectron2's `FloatingPointError` (train_loop.py) of real tensors; the lines before it are the
     general reader's (detectron2's own printer is the console reader's), fed to it directly."""
-    lines = [f"it {it} | total_loss {1.2 - it / 100:.3f} | loss_cls 0.500 | loss_box_reg {0.7 - it / 100:.3f} | "
-             f"loss_rpn_cls 0.100" for it in (19, 20)]
+    lines = [
+        f"it {it} | total_loss {1.2 - it / 100:.3f} | loss_cls 0.500 | loss_box_reg {0.7 - it / 100:.3f} | "
+        f"loss_rpn_cls 0.100"
+        for it in (19, 20)
+    ]
     w = torch.ones(1, requires_grad=True)
     loss_dict = {"loss_cls": (w * float("nan")).sum(), "loss_box_reg": (w * 0.2576).sum()}
     lines += f"FloatingPointError: Loss became infinite or NaN at iteration=27!\nloss_dict = {loss_dict}".splitlines()
@@ -706,8 +878,10 @@ def test_a_number_that_sums_the_named_numbers_beside_it_is_the_total(tmp_path):
     """No name says loss: the number equal to the sum of the named numbers before it on every row
     (within their rounding) is the total, they its components (the note says so)."""
     parts = [(0.512, 0.331, 1.204), (0.498, 0.329, 1.187), (0.471, 0.318, 1.166)]
-    text = "".join(f"it {i} | B: {b:.3f} | C: {c:.3f} | M: {m:.3f} | T: {b + c + m:.3f} | timer: 0.31\n"
-                   for i, (b, c, m) in zip((10, 20, 30), parts))
+    text = "".join(
+        f"it {i} | B: {b:.3f} | C: {c:.3f} | M: {m:.3f} | T: {b + c + m:.3f} | timer: 0.31\n"
+        for i, (b, c, m) in zip((10, 20, 30), parts)
+    )
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {10: round(sum(parts[0]), 3), 20: round(sum(parts[1]), 3), 30: round(sum(parts[2]), 3)})
     assert run.events["loss_components"][10] == {"b": 0.512, "c": 0.331, "m": 1.204}
@@ -719,8 +893,10 @@ def test_a_count_beside_the_parts_is_no_total(tmp_path):
     however the rounding is counted; the actor's loss is the training loss (the critic is another
     model: its loss is kept apart, `test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component`)."""
     rows = [(0.0253, 0.2144), (0.1915, 0.3261), (-0.1837, 0.2259)]
-    text = "".join(f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: {a}|cri_loss: {c}|unsuper_loss: 0.0\n"
-                   for s, (a, c) in zip((259, 260, 261), rows))
+    text = "".join(
+        f"epoch: 0|step: {s}|ppo_ep: 1|act_loss: {a}|cri_loss: {c}|unsuper_loss: 0.0\n"
+        for s, (a, c) in zip((259, 260, 261), rows)
+    )
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "act_loss"
     _same(_at(run, "loss"), {s: a for s, (a, _) in zip((259, 260, 261), rows)})
@@ -730,8 +906,10 @@ def test_the_one_metric_left_is_taken_only_when_it_is_one_and_it_moves(tmp_path)
     """VSE++'s `Eit 12400  lr 0.0002  Le 25.6000`: `Le` is what is left once counters, the LR and
     timings are known, so it is the loss (a guess, noted). Two unknown metrics, or one that never
     changes (a setting such as a momentum), leave the loss unread."""
-    one = "".join(f"Epoch: [5][{i}/2266]\tEit {11330 + i}  lr 0.0002  Le {v}\tTime 0.9 (0.9)\n"
-                  for i, v in zip((1069, 1169, 1269), (25.61, 25.58, 25.62)))
+    one = "".join(
+        f"Epoch: [5][{i}/2266]\tEit {11330 + i}  lr 0.0002  Le {v}\tTime 0.9 (0.9)\n"
+        for i, v in zip((1069, 1169, 1269), (25.61, 25.58, 25.62))
+    )
     run = _read(tmp_path, one)
     assert run.meta["loss_key"] == "Le" and run.meta["loss_guessed"]
     _same(_at(run, "loss"), {12399: 25.61, 12499: 25.58, 12599: 25.62})
@@ -749,8 +927,10 @@ def test_a_metric_word_names_a_loss_only_as_a_sets_metric(tmp_path):
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {1: 0.61, 2: 0.54})
     _same(_at(run, "eval_loss"), {1: 0.62, 2: 0.56})
-    block = ("Learning iteration 10/100\nValue function loss: 0.51\nSurrogate loss: 0.01\n"
-             "Episode_Reward/lin_vel_z_l2: -0.0483\nEpisode_Reward/dof_acc_l2: -0.18\n")
+    block = (
+        "Learning iteration 10/100\nValue function loss: 0.51\nSurrogate loss: 0.01\n"
+        "Episode_Reward/lin_vel_z_l2: -0.0483\nEpisode_Reward/dof_acc_l2: -0.18\n"
+    )
     run = _read(tmp_path, block)
     assert "l2" not in run.meta.get("loss_key", "")
 
@@ -782,8 +962,10 @@ def test_an_rl_reward_is_read_beside_the_loss_and_a_reward_term_is_not(tmp_path)
 
     assert column_for("reward")[0] == column_for("critic/rewards/mean")[0] == column_for("rewards/mean")[0] == "reward"
     assert column_for("rewards/format_reward") is None and column_for("reward_std") is None
-    dicts = "".join(f"{{'loss': {v}, 'rewards/format_reward': 1.0, 'reward': {r}, 'reward_std': 0.4, 'epoch': 0.{k}}}\n"
-                    for k, (v, r) in enumerate(((0.0, 0.61), (-0.02, 0.66), (0.01, 0.7)), 1))
+    dicts = "".join(
+        f"{{'loss': {v}, 'rewards/format_reward': 1.0, 'reward': {r}, 'reward_std': 0.4, 'epoch': 0.{k}}}\n"
+        for k, (v, r) in enumerate(((0.0, 0.61), (-0.02, 0.66), (0.01, 0.7)), 1)
+    )
     run = _read(tmp_path, dicts)
     assert list(run.cols["reward"][run.logged("reward")]) == [0.61, 0.66, 0.7]
     assert list(run.cols["loss"][run.logged("loss")]) == [0.0, -0.02, 0.01]
@@ -792,8 +974,14 @@ def test_an_rl_reward_is_read_beside_the_loss_and_a_reward_term_is_not(tmp_path)
     assert not run.has("loss") and _at(run, "reward") == {10: 0.5, 20: 0.7, 30: 0.9}
 
 
-@pytest.mark.parametrize("line", ["Epoch: 1/1, Iteration: {s}/5000, Training Loss: {v}",
-                                  "[rank{r}] step {s} | loss {v:.4f}", "it={s} objective {v} (rank {r})"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Epoch: 1/1, Iteration: {s}/5000, Training Loss: {v}",
+        "[rank{r}] step {s} | loss {v:.4f}",
+        "it={s} objective {v} (rank {r})",
+    ],
+)
 def test_a_steps_late_copy_from_another_rank_is_no_restart(tmp_path, line):
     """Every rank prints each step; one rank's copy of step 1 arrives after another's step 2. The
     counter did not start again: the steps stay 1, 2, 3 (a counter back at its beginning that then
@@ -818,8 +1006,14 @@ def test_two_records_glued_after_a_value_are_read_apart(tmp_path, glue):
     _same(_at(run, "loss"), {1: 2.5, 2: math.nan, 3: 2.1, 4: 2.0})
 
 
-@pytest.mark.parametrize("fmt", ["iter: {s:>9,}, lr: 0.0002, loss: {v}", "step={s:,} tokens={t:,} loss={v}",
-                                 "[step: {s:,}] loss: {v} | seen: {t:,}"])
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        "iter: {s:>9,}, lr: 0.0002, loss: {v}",
+        "step={s:,} tokens={t:,} loss={v}",
+        "[step: {s:,}] loss: {v} | seen: {t:,}",
+    ],
+)
 def test_a_number_with_thousands_separators_is_one_number(tmp_path, fmt):
     """`25,390` after a name's `:` or `=` is twenty-five thousand (BasicSR's `iter:  25,390,`, OLMo's
     `total_tokens=1,048,576`); a comma list (`1,200,0.5`) is not one number."""
@@ -848,11 +1042,17 @@ def test_a_loss_named_by_its_criterion_class_is_the_loss(tmp_path, names):
 
 _HEADED_RECORDS = [
     # OLMo-like: a logger's header naming the step, then indented name=value lines
-    ("2024-08-06 10:00:0{k}.5 host-77:0  trainer.loop:412  INFO    [step={s}/5000,epoch=0]\n"
-     "    optim/total_grad_norm={g}\n    train/CrossEntropyLoss={v}\n    train/Perplexity={p}\n", "train/CrossEntropyLoss"),
+    (
+        "2024-08-06 10:00:0{k}.5 host-77:0  trainer.loop:412  INFO    [step={s}/5000,epoch=0]\n"
+        "    optim/total_grad_norm={g}\n    train/CrossEntropyLoss={v}\n    train/Perplexity={p}\n",
+        "train/CrossEntropyLoss",
+    ),
     # Coqui-like: a header with the time and two counters, then `| > name: value  (average)` lines
-    (" --> TIME: 2024-03-18 13:3{k}:18 -- STEP: {s}/496 -- GLOBAL_STEP: {s}\n     | > loss: {v}  (2.9)\n"
-     "     | > grad_norm: {g}  (1.1)\n     | > current_lr: 0.0001 \n", "loss"),
+    (
+        " --> TIME: 2024-03-18 13:3{k}:18 -- STEP: {s}/496 -- GLOBAL_STEP: {s}\n     | > loss: {v}  (2.9)\n"
+        "     | > grad_norm: {g}  (1.1)\n     | > current_lr: 0.0001 \n",
+        "loss",
+    ),
     # another trainer's: `==> step N (when)` then `  * name = value`
     ("==> step {s} (2024-01-01 10:0{k}:00)\n  * objective = {v}\n  * grad norm = {g}\n", "objective"),
 ]
@@ -874,8 +1074,11 @@ def test_records_under_a_header_that_names_the_step_take_that_step(tmp_path, blo
 
 _RL_LINES = [
     # verl's console logger: `step:N - key:value - ...`, the actor's and the critic's metrics by section
-    ("step:{s} - actor/pg_loss:{p} - actor/kl_loss:0.001 - actor/entropy_loss:0.{k}3 - critic/vf_loss:{c} - "
-     "critic/score/mean:0.4{k} - response_length/mean:212.{k}", "actor/pg_loss"),
+    (
+        "step:{s} - actor/pg_loss:{p} - actor/kl_loss:0.001 - actor/entropy_loss:0.{k}3 - critic/vf_loss:{c} - "
+        "critic/score/mean:0.4{k} - response_length/mean:212.{k}",
+        "actor/pg_loss",
+    ),
     # OpenRLHF-style postfix of a PPO trainer's bar: the policy's and the critic's losses, the reward, the KL
     ("Train step {s}: policy_loss={p}, critic_loss={c}, reward=0.4{k}, kl=0.00{k}, lr=1e-06", "policy_loss"),
     # DeepSpeed-Chat's step-3 print: `act_loss`, `cri_loss` and the unsupervised loss
@@ -897,12 +1100,15 @@ def test_an_rl_policy_loss_is_the_loss_and_its_critic_a_component(tmp_path, line
     assert has(run.notes, "text.policy_loss", key=key)
 
 
-@pytest.mark.parametrize("line", [
-    # PaddleOCR's tools/program.py: `'{}: {:x<6f}'.format(k, v)` for each metric, joined with `, `
-    "epoch: [3/1000], global_step: {s}, lr: 0.000010, acc: 0.72, loss: {v}, avg_reader_cost: 0.01 s",
-    # the same fill in a line the general reader takes apart
-    "[train] it {s} | objective {v} | seen 1280 samples",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        # PaddleOCR's tools/program.py: `'{}: {:x<6f}'.format(k, v)` for each metric, joined with `, `
+        "epoch: [3/1000], global_step: {s}, lr: 0.000010, acc: 0.72, loss: {v}, avg_reader_cost: 0.01 s",
+        # the same fill in a line the general reader takes apart
+        "[train] it {s} | objective {v} | seen 1280 samples",
+    ],
+)
 def test_a_nan_padded_by_a_fill_character_is_a_nan(tmp_path, line):
     """Python's format with a fill character (`{:x<6f}`) pads a value shorter than its width: NaN
     prints `nanxxx`, -inf `-infxx` (a finite value has six decimals and is never padded). Both are
@@ -918,8 +1124,10 @@ def test_a_clocks_seconds_are_not_named_by_the_word_after_them(tmp_path):
     """semseg-style trainers print the time left as a clock (`Remain 80:39:57 Loss 1.0328`): its
     minutes and seconds have no name in front of them, and the `Loss` after them names the loss,
     never the clock's seconds (hours past 23 included)."""
-    line = ("INFO train.py line 249] Epoch: [1/100][{s}/2976] Data 0.001 (0.004) Batch 0.935 (0.982) "
-            "Remain {h}:{m:02d}:{sec:02d} Loss {v} Main Loss {v} Accuracy 0.5974.\n")
+    line = (
+        "INFO train.py line 249] Epoch: [1/100][{s}/2976] Data 0.001 (0.004) Batch 0.935 (0.982) "
+        "Remain {h}:{m:02d}:{sec:02d} Loss {v} Main Loss {v} Accuracy 0.5974.\n"
+    )
     vals = [1.0328, 0.9971, float("nan")]
     text = "".join(line.format(s=100 * (i + 1), h=80 - i, m=39 - i, sec=57 - 7 * i, v=v) for i, v in enumerate(vals))
     run = _read(tmp_path, text)
@@ -947,8 +1155,10 @@ def test_a_loss_whose_name_the_other_losses_extend_is_their_head(tmp_path):
     """PSENet's train.py logs `batch_loss` beside `batch_loss_c` and `batch_loss_s` (its text and kernel
     parts): no total's name is printed, but the name the others extend is the loss the script
     computed, read as printed and never summed with its own parts."""
-    line = ("2019-07-19 02:41:13 INFO      train.py: [0/600], [{s}/2174], step: {s}, 4.418 samples/sec, "
-            "batch_loss: {a:.4f}, batch_loss_c: {b:.4f}, batch_loss_s: {c:.4f}, time:9.0540, lr:0.0001\n")
+    line = (
+        "2019-07-19 02:41:13 INFO      train.py: [0/600], [{s}/2174], step: {s}, 4.418 samples/sec, "
+        "batch_loss: {a:.4f}, batch_loss_c: {b:.4f}, batch_loss_s: {c:.4f}, time:9.0540, lr:0.0001\n"
+    )
     rows = [(10, 0.95, 0.7, 0.25), (20, 0.91, 0.66, 0.25), (30, 0.88, 0.64, 0.24)]
     run = _read(tmp_path, "".join(line.format(s=s, a=a, b=b, c=c) for s, a, b, c in rows))
     assert run.meta["loss_key"] == "batch_loss" and not run.meta["loss_guessed"]
@@ -962,7 +1172,9 @@ def test_a_word_between_two_numbers_names_the_one_after_it_and_cv_is_an_evaluati
     train = "Epoch {e} [TRAIN] progress {s}/2754 loss {v} polyphone_loss 0.45 polyphone_acc 0.89 prosody_loss {v} prosody_acc 0.74\n"
     cv = "Epoch {e} [CV] progress {s}/341 loss {v} polyphone_loss 1.02 polyphone_acc 0.71 prosody_loss {v} prosody_acc 0.70\n"
     text = "".join(cv.format(e=0, s=s, v=v) for s, v in ((290, "nan"), (300, "0.93"), (310, "0.91")))
-    text += "Epoch 1/10...\n" + "".join(train.format(e=1, s=s, v=v) for s, v in ((0, "0.610886"), (10, "0.666556"), (20, "nan")))
+    text += "Epoch 1/10...\n" + "".join(
+        train.format(e=1, s=s, v=v) for s, v in ((0, "0.610886"), (10, "0.666556"), (20, "nan"))
+    )
     run = _read(tmp_path, text)
     assert run.meta["loss_key"] == "loss" and run.meta["eval_loss_key"] == "loss"
     _same(_at(run, "loss"), {0: 0.610886, 10: 0.666556, 20: math.nan})
@@ -998,7 +1210,12 @@ def test_a_step_timing_is_no_loss_and_its_nan_with_a_unit_is_read(tmp_path):
     whose first line has no average yet (`step_avg:nanms`): that line is a row like the others, and a
     step's timing is never taken for the training loss."""
     line = "step:{s}/1480 val_loss:{v:.4f} train_time:{t:.0f}ms step_avg:{a:.2f}ms\n"
-    rows = [(0, 7.7109, 0, float("nan")), (125, 4.3719, 29736, 258.57), (250, 3.9992, 62563, 260.68), (375, 3.8241, 96107, 263.31)]
+    rows = [
+        (0, 7.7109, 0, float("nan")),
+        (125, 4.3719, 29736, 258.57),
+        (250, 3.9992, 62563, 260.68),
+        (375, 3.8241, 96107, 263.31),
+    ]
     run = _read(tmp_path, "".join(line.format(s=s, v=v, t=t, a=a) for s, v, t, a in rows))
     assert "nanms" in (tmp_path / "train.log").read_text()
     assert "loss" not in run.cols and run.meta["eval_loss_key"] == "val_loss"
@@ -1035,7 +1252,7 @@ def _terminal(stream: str) -> str:
     for line in stream.split("\n"):
         screen = ""
         for part in line.split("\r"):
-            screen = part + screen[len(part):]
+            screen = part + screen[len(part) :]
         shown.append(screen)
     return "\n".join(shown)
 

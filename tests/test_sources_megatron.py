@@ -38,17 +38,24 @@ def megatron_log(curve: dict, *, neox: bool = False) -> str:
     for i in range(n):
         it = int(curve["step"][i]) + 1
         skipped = int(curve.get("skipped", np.zeros(n))[i])
-        fields = [f" [2024-05-01 10:00:{i % 60:02d}] iteration {it:8d}/{n:8d}",
-                  f" consumed samples: {it * 512:12d}", " elapsed time per iteration (ms): 1234.5",
-                  f" learning rate: {_e(float(curve.get('lr', np.full(n, 3e-4))[i]))}",
-                  " global batch size:   512",
-                  f" {'lm_loss' if neox else 'lm loss'}: {_e(float(curve['loss'][i]))}",
-                  f" loss scale: {float(curve.get('scale', np.full(n, 1.0))[i]):.1f}"]
+        fields = [
+            f" [2024-05-01 10:00:{i % 60:02d}] iteration {it:8d}/{n:8d}",
+            f" consumed samples: {it * 512:12d}",
+            " elapsed time per iteration (ms): 1234.5",
+            f" learning rate: {_e(float(curve.get('lr', np.full(n, 3e-4))[i]))}",
+            " global batch size:   512",
+            f" {'lm_loss' if neox else 'lm loss'}: {_e(float(curve['loss'][i]))}",
+            f" loss scale: {float(curve.get('scale', np.full(n, 1.0))[i]):.1f}",
+        ]
         g = float(curve["grad_norm"][i])
         if not skipped and math.isfinite(g):  # Megatron prints no grad norm on a skipped iteration
             fields.append(f" grad norm: {g:.3f}")
-        fields += [" num zeros: 0.0", f" number of skipped iterations: {skipped:3d}",
-                   f" number of nan iterations: {int(math.isnan(float(curve['loss'][i]))):3d}", ""]
+        fields += [
+            " num zeros: 0.0",
+            f" number of skipped iterations: {skipped:3d}",
+            f" number of nan iterations: {int(math.isnan(float(curve['loss'][i]))):3d}",
+            "",
+        ]
         out.append(" |".join(fields))
     return "\n".join(out) + "\n"
 
@@ -63,13 +70,17 @@ def deepspeed_log(curve: dict, steps_per_print: int = 10) -> str:
         if curve["skipped"][i]:
             total_skipped += 1
             new = float(curve["scale"][i])
-            out.append(f"[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] "
-                       f"OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {prev_scale:g}, reducing to {new:g}")
+            out.append(
+                f"[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] "
+                f"OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {prev_scale:g}, reducing to {new:g}"
+            )
             prev_scale = new
         if s % steps_per_print == 0:
             lr = 3e-4
-            out.append(f"[2024-05-01 10:00:02,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, "
-                       f"skipped={total_skipped}, lr=[{lr}, {lr}], mom=[(0.9, 0.999), (0.9, 0.999)]")
+            out.append(
+                f"[2024-05-01 10:00:02,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={s}, "
+                f"skipped={total_skipped}, lr=[{lr}, {lr}], mom=[(0.9, 0.999), (0.9, 0.999)]"
+            )
     return "\n".join(out) + "\n"
 
 
@@ -101,8 +112,9 @@ def test_megatron_log_interval_averages(tmp_path):
     sub = {k: v[idx] for k, v in curve.items()}
     sk = curve["skipped"].reshape(-1, 10).sum(axis=1)
     sub["skipped"] = sk
-    text = megatron_log(sub).replace("log_interval .................................... 1",
-                                     "log_interval .................................... 10")
+    text = megatron_log(sub).replace(
+        "log_interval .................................... 1", "log_interval .................................... 10"
+    )
     p = tmp_path / "train.log"
     p.write_text(text)
     run = load_path(p)[0]
@@ -137,15 +149,27 @@ def test_megatron_deepspeed_mixed(tmp_path):
     logfaults.check(diagnose_runs([run]), "scale_collapse")
 
 
-@pytest.mark.parametrize("line,expected", [
-    ("[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
-     "Skipping step. Attempted loss scale: 65536, reducing to 32768", (65536.0, 32768.0)),
-    ("[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: 4294967296, "
-     "reducing to 2147483648", (4294967296.0, 2147483648.0)),
-    ("[INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank 3 Skipping step. Attempted loss "
-     "scale: 1.0, reducing to 1.0", (1.0, 1.0)),
-    ("iteration 10 | loss 2.3", None),
-])
+@pytest.mark.parametrize(
+    "line,expected",
+    [
+        (
+            "[2024-05-01 10:00:01,000] [INFO] [loss_scaler.py:183:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+            "Skipping step. Attempted loss scale: 65536, reducing to 32768",
+            (65536.0, 32768.0),
+        ),
+        (
+            "[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: 4294967296, "
+            "reducing to 2147483648",
+            (4294967296.0, 2147483648.0),
+        ),
+        (
+            "[INFO] [stage_1_and_2.py:1769:step] [deepspeed] OVERFLOW! Rank 3 Skipping step. Attempted loss "
+            "scale: 1.0, reducing to 1.0",
+            (1.0, 1.0),
+        ),
+        ("iteration 10 | loss 2.3", None),
+    ],
+)
 def test_deepspeed_overflow_line_variants(line, expected):
     from lossdoctor.sources.deepspeed import parse_overflow
 

@@ -47,7 +47,7 @@ def tracking(monkeypatch, empty_db):
 
     def use(uri: str) -> None:
         if uri.startswith("sqlite:///"):
-            db = Path(uri[len("sqlite:///"):])
+            db = Path(uri[len("sqlite:///") :])
             if not db.exists():
                 shutil.copyfile(empty_db, db)
         mlflow.set_tracking_uri(uri)
@@ -163,14 +163,23 @@ def test_fault_curves_through_log_batch(tmp_path, tracking, name):
 
     tracking(f"sqlite:///{tmp_path}/mlflow.db")
     curve = logfaults.CURVES[name]()
-    names = {"loss": "training_loss", "grad_norm": "grad_norm", "lr": "learning_rate",
-             "scale": "loss_scale", "skipped": "skipped"}
+    names = {
+        "loss": "training_loss",
+        "grad_norm": "grad_norm",
+        "lr": "learning_rate",
+        "scale": "loss_scale",
+        "skipped": "skipped",
+    }
     with mlflow.start_run() as active:
-        metrics = [Metric(names[c], float(curve[c][i]), 1000 + i, int(s))
-                   for i, s in enumerate(curve["step"]) for c in names if c in curve]
+        metrics = [
+            Metric(names[c], float(curve[c][i]), 1000 + i, int(s))
+            for i, s in enumerate(curve["step"])
+            for c in names
+            if c in curve
+        ]
         client = mlflow.MlflowClient()
         for k in range(0, len(metrics), 1000):  # MLflow's batch limit
-            client.log_batch(active.info.run_id, metrics=metrics[k:k + 1000])
+            client.log_batch(active.info.run_id, metrics=metrics[k : k + 1000])
     tracking(f"file:{tmp_path}/mlruns")  # a file store beside it (an older run): named in a note
     _file_run(tmp_path / "mlruns", "older", [1.0, 0.9, 0.8])
     run = load_path(tmp_path)[0]  # the folder holding mlflow.db
@@ -181,8 +190,9 @@ def test_fault_curves_through_log_batch(tmp_path, tracking, name):
 
 
 def _hf_train(out, *, lr: float, optim: str, max_grad_norm: float) -> list[dict]:
-    return train(out, lr=lr, optim=optim, max_grad_norm=max_grad_norm, report_to=("mlflow",),
-                 save=False).state.log_history
+    return train(
+        out, lr=lr, optim=optim, max_grad_norm=max_grad_norm, report_to=("mlflow",), save=False
+    ).state.log_history
 
 
 @pytest.mark.parametrize("explode", [False, True], ids=["healthy", "explode"])
@@ -336,9 +346,28 @@ def test_malformed_metric_line_reads_up_to_the_damage(tmp_path, tracking):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(["1700000000000 2.5 3", "1 nan 4", "1 inf 5", "1 -inf 7",
-                                           "1 2.0", "1 1e400 2", "1 2 1e300", "1 2 1.5", "", "x y z"]),
-                          st.text(max_size=30)), max_size=20))
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(
+                [
+                    "1700000000000 2.5 3",
+                    "1 nan 4",
+                    "1 inf 5",
+                    "1 -inf 7",
+                    "1 2.0",
+                    "1 1e400 2",
+                    "1 2 1e300",
+                    "1 2 1.5",
+                    "",
+                    "x y z",
+                ]
+            ),
+            st.text(max_size=30),
+        ),
+        max_size=20,
+    )
+)
 def test_metric_lines_fuzz(lines):
     """Whatever the lines, a metric file reads to aligned (steps, values) or stops with a note."""
     from lossdoctor.sources.mlflow_store import parse_metric_file
@@ -371,9 +400,11 @@ def test_reading_imports_neither_mlflow_nor_torch(tmp_path, tracking):
         mlflow.log_metric("loss", 1.0, step=0)
         mlflow.log_metric("loss", 0.9, step=1)
     for target in (tmp_path / "mlruns", tmp_path / "mlflow.db"):
-        code = ("import sys; from lossdoctor.cli.main import main; "
-                f"rc = main(['diagnose', {str(target)!r}, '--format', 'json']); "
-                "assert 'torch' not in sys.modules and 'mlflow' not in sys.modules, 'imported'; sys.exit(rc)")
+        code = (
+            "import sys; from lossdoctor.cli.main import main; "
+            f"rc = main(['diagnose', {str(target)!r}, '--format', 'json']); "
+            "assert 'torch' not in sys.modules and 'mlflow' not in sys.modules, 'imported'; sys.exit(rc)"
+        )
         p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=cli_env())
         assert p.returncode == 0, p.stderr
 
@@ -403,8 +434,14 @@ def test_lightning_mlflow_logger(tmp_path, tracking):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     tracking(uri)
     seen: list[float] = []
-    lightning_kit.fit(MLFlowLogger(experiment_name="pl", tracking_uri=uri), lr=0.01, save_hparams=True,
-                      hparams={"gradient_clip_val": 0.5}, on_epoch=True, seen=seen)
+    lightning_kit.fit(
+        MLFlowLogger(experiment_name="pl", tracking_uri=uri),
+        lr=0.01,
+        save_hparams=True,
+        hparams={"gradient_clip_val": 0.5},
+        on_epoch=True,
+        seen=seen,
+    )
     run = load_path(tmp_path / "mlflow.db")[0]
     assert run.meta["columns"]["loss"] == "train_loss_step" and run.meta["columns"]["lr"] == "lr-SGD"
     np.testing.assert_allclose(run.cols["loss"][run.logged("loss")], seen, rtol=1e-6)

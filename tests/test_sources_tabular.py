@@ -30,14 +30,30 @@ def write_jsonl(path, curve: dict, names: dict[str, str]) -> None:
     with open(path, "w") as f:
         for i in range(len(curve["step"])):
             # Python's json writes NaN/Infinity literals, as most training scripts' loggers do
-            f.write(json.dumps({names[k]: (int(v[i]) if k == "step" else float(v[i]))
-                                for k, v in curve.items() if k in names}) + "\n")
+            f.write(
+                json.dumps(
+                    {names[k]: (int(v[i]) if k == "step" else float(v[i])) for k, v in curve.items() if k in names}
+                )
+                + "\n"
+            )
 
 
-CSV_NAMES = {"step": "iteration", "loss": "train_loss", "grad_norm": "grad_norm", "lr": "learning_rate",
-             "scale": "loss_scale", "skipped": "skipped"}
-JSONL_NAMES = {"step": "global_step", "loss": "loss", "grad_norm": "gradient_norm", "lr": "lr",
-               "scale": "scale", "skipped": "overflow"}
+CSV_NAMES = {
+    "step": "iteration",
+    "loss": "train_loss",
+    "grad_norm": "grad_norm",
+    "lr": "learning_rate",
+    "scale": "loss_scale",
+    "skipped": "skipped",
+}
+JSONL_NAMES = {
+    "step": "global_step",
+    "loss": "loss",
+    "grad_norm": "gradient_norm",
+    "lr": "lr",
+    "scale": "scale",
+    "skipped": "overflow",
+}
 
 
 @pytest.mark.parametrize("name", list(logfaults.CURVES))
@@ -77,9 +93,9 @@ def test_column_names():
 def test_nan_strings_and_mixed_types_are_a_partial_read(tmp_path):
     p = tmp_path / "log.csv"
     rows = ["step,loss,lr"] + [f"{i},{2.0 - 0.01 * i},0.001" for i in range(40)]
-    rows[11] = "10,oops,0.001"          # text in a numeric column: ignored, with a note
-    rows[21] = "20,NaN,0.001"           # a logged NaN: kept as the failure it is
-    rows.append("40,1.5")               # a short row
+    rows[11] = "10,oops,0.001"  # text in a numeric column: ignored, with a note
+    rows[21] = "20,NaN,0.001"  # a logged NaN: kept as the failure it is
+    rows.append("40,1.5")  # a short row
     p.write_text("\n".join(rows) + "\n")
     run = load_path(p)[0]
     i10, i20 = list(run.steps).index(10), list(run.steps).index(20)

@@ -17,10 +17,20 @@ from lossdoctor.sources import load_path
 from msgs import find, has
 
 #: how HF's TensorBoard callback names the scalars (Megatron's names in the second test)
-HF_TAGS = {"loss": "train/loss", "grad_norm": "train/grad_norm", "lr": "train/learning_rate",
-           "scale": "train/loss_scale", "skipped": "train/skipped"}
-MEGATRON_TAGS = {"loss": "lm loss", "grad_norm": "grad-norm", "lr": "learning-rate", "scale": "loss-scale",
-                 "skipped": "skipped-train-iterations"}
+HF_TAGS = {
+    "loss": "train/loss",
+    "grad_norm": "train/grad_norm",
+    "lr": "train/learning_rate",
+    "scale": "train/loss_scale",
+    "skipped": "train/skipped",
+}
+MEGATRON_TAGS = {
+    "loss": "lm loss",
+    "grad_norm": "grad-norm",
+    "lr": "learning-rate",
+    "scale": "loss-scale",
+    "skipped": "skipped-train-iterations",
+}
 
 
 def write_tb(d, curve: dict, tags: dict[str, str]) -> None:

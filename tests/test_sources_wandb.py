@@ -18,12 +18,22 @@ from msgs import has
 
 def _offline_run(root, curve: dict) -> None:
     wandb = pytest.importorskip("wandb")
-    run = wandb.init(mode="offline", project="lossdoctor-test", dir=str(root),
-                     config={"max_grad_norm": 1.0, "logging_steps": 1},
-                     settings=wandb.Settings(silent=True, console="off", x_disable_stats=True))
+    run = wandb.init(
+        mode="offline",
+        project="lossdoctor-test",
+        dir=str(root),
+        config={"max_grad_norm": 1.0, "logging_steps": 1},
+        settings=wandb.Settings(silent=True, console="off", x_disable_stats=True),
+    )
     for i, step in enumerate(curve["step"]):
-        run.log({"train/loss": float(curve["loss"][i]), "train/grad_norm": float(curve["grad_norm"][i]),
-                 "train/learning_rate": float(curve["lr"][i]), "train/global_step": int(step)})
+        run.log(
+            {
+                "train/loss": float(curve["loss"][i]),
+                "train/grad_norm": float(curve["grad_norm"][i]),
+                "train/learning_rate": float(curve["lr"][i]),
+                "train/global_step": int(step),
+            }
+        )
     run.finish()
 
 
@@ -55,7 +65,9 @@ def test_torn_wandb_file_is_a_partial_read(wandb_runs, tmp_path):
     torn.write_bytes(data[: len(data) * 2 // 3])
     run = load_path(torn)[0]
     assert 0 < len(run) < 300
-    assert has(run.notes, "source.wandb_torn") or has(run.notes, "source.wandb_bad_checksum"), [getattr(m, "key", m) for m in run.notes]
+    assert has(run.notes, "source.wandb_torn") or has(run.notes, "source.wandb_bad_checksum"), [
+        getattr(m, "key", m) for m in run.notes
+    ]
     p = run_cli("diagnose", torn)
     assert p.returncode == 0 and "warning" in p.stderr
 
@@ -64,8 +76,14 @@ def _export_csv(path, curve: dict, runs=("run-a", "run-b")) -> None:
     """The panel export: Step, then `<run> - <metric>` with __MIN/__MAX envelopes per run."""
     cols = ["Step"]
     for r in runs:
-        cols += [f"{r} - train/loss_scale", f"{r} - train/loss_scale__MIN", f"{r} - train/loss_scale__MAX",
-                 f"{r} - train/loss", f"{r} - train/loss__MIN", f"{r} - train/loss__MAX"]
+        cols += [
+            f"{r} - train/loss_scale",
+            f"{r} - train/loss_scale__MIN",
+            f"{r} - train/loss_scale__MAX",
+            f"{r} - train/loss",
+            f"{r} - train/loss__MIN",
+            f"{r} - train/loss__MAX",
+        ]
     lines = [",".join(f'"{c}"' for c in cols)]
     for i, s in enumerate(curve["step"]):
         row = [str(int(s))]
@@ -92,8 +110,12 @@ def test_legacy_history_jsonl(tmp_path):
     d.mkdir(parents=True)
     with open(d / "wandb-history.jsonl", "w") as f:
         for i, s in enumerate(curve["step"]):
-            f.write(json.dumps({"_step": int(s), "_runtime": i * 0.1, "loss": float(curve["loss"][i]),
-                                "lr": float(curve["lr"][i])}) + "\n")
+            f.write(
+                json.dumps(
+                    {"_step": int(s), "_runtime": i * 0.1, "loss": float(curve["loss"][i]), "lr": float(curve["lr"][i])}
+                )
+                + "\n"
+            )
     p = run_cli("diagnose", tmp_path, "--format", "json")
     assert p.returncode == 0, p.stderr
     logfaults.check(json.loads(p.stdout), "lr_too_high")

@@ -59,6 +59,7 @@ def _symptom_finding(report, what):
 
 # ------------------------------------------------------------------ exactly constant
 
+
 @pytest.mark.parametrize("n,level,start", [(3, 1.0, 172), (40, 0.8731, 0)])
 def test_identical_losses_are_a_stall_at_their_first_step(n, level, start):
     steps = [start + 9 * i for i in range(n)]
@@ -96,6 +97,7 @@ def test_a_loss_that_starts_at_chance_and_falls_is_no_plateau():
 
 # ------------------------------------------------------------------ losses that recur exactly
 
+
 def test_an_epoch_whose_losses_repeat_the_last_ones_is_a_frozen_model_short():
     epoch = [0.9741, 1.3742, 1.239, 0.967, 1.0386, 1.1681, 1.224, 0.961]
     r = _diagnose(range(14), {"loss": epoch + epoch[:6]})
@@ -120,6 +122,7 @@ def test_a_resumed_run_printing_its_steps_again_is_no_repeat():
 
 
 # ------------------------------------------------------------------ a loss that never leaves its start
+
 
 @pytest.mark.parametrize("n", [11, 60])
 def test_a_loss_that_never_falls_below_its_first_value_is_a_plateau(n):
@@ -151,11 +154,15 @@ def _numbered_note(n):
 
 # ------------------------------------------------------------------ non-finite the log only reports
 
+
 def test_a_nan_line_after_the_last_logged_loss_is_critical_at_its_step(tmp_path):
     p = tmp_path / "train.log"
-    p.write_text("[11:41:33.534863] Epoch: [8]  [ 200/2293]  eta: 1:52:52  lr: 0.000004  loss: 0.2606 (0.2654)  "
-                 "time: 3.0808  data: 0.0002  max mem: 32637\n"
-                 "[11:41:59.064379] Loss is nan, stopping training\n", encoding="utf-8")
+    p.write_text(
+        "[11:41:33.534863] Epoch: [8]  [ 200/2293]  eta: 1:52:52  lr: 0.000004  loss: 0.2606 (0.2654)  "
+        "time: 3.0808  data: 0.0002  max mem: 32637\n"
+        "[11:41:59.064379] Loss is nan, stopping training\n",
+        encoding="utf-8",
+    )
     r = diagnose_runs(load_path(p))
     f = next((f for f in _alarms(r) if f.symptom == "nonfinite"), None)
     assert f is not None and f.severity == "critical", _show(r)
@@ -166,8 +173,9 @@ def test_a_nan_line_after_the_last_logged_loss_is_critical_at_its_step(tmp_path)
 
 
 def test_a_component_loss_printed_as_inf_is_critical():
-    run = from_columns([8391], {"loss": [0.0123]},
-                       events={"loss_components": {8391: {"value_function_loss": float("inf")}}})
+    run = from_columns(
+        [8391], {"loss": [0.0123]}, events={"loss_components": {8391: {"value_function_loss": float("inf")}}}
+    )
     r = diagnose_runs([run])
     f = next((f for f in _alarms(r) if f.symptom == "nonfinite"), None)
     assert f is not None and f.severity == "critical" and f.step == 8391, _show(r)
@@ -177,9 +185,30 @@ def test_a_component_loss_printed_as_inf_is_critical():
 
 # ------------------------------------------------------------------ the differential of a NaN
 
+
 def test_nans_between_finite_losses_at_the_old_level_rank_a_forward_overflow_above_the_lr():
-    loss = [5.6332, 5.3049, 5.9116, 5.7517, 5.6231, float("nan"), 5.0968, float("nan"), 5.8938, 6.1305,
-            5.9105, 5.4063, 5.2371, float("nan"), float("nan"), 5.4602, float("nan"), 5.5166, 5.0093, float("nan")]
+    loss = [
+        5.6332,
+        5.3049,
+        5.9116,
+        5.7517,
+        5.6231,
+        float("nan"),
+        5.0968,
+        float("nan"),
+        5.8938,
+        6.1305,
+        5.9105,
+        5.4063,
+        5.2371,
+        float("nan"),
+        float("nan"),
+        5.4602,
+        float("nan"),
+        5.5166,
+        5.0093,
+        float("nan"),
+    ]
     r = _diagnose(range(1, 21), {"loss": loss, "lr": [2e-4] * 20})
     f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
     assert f.cause in ("activation_overflow", "nonfinite_data"), _show(r)
@@ -222,6 +251,7 @@ def test_an_absurd_loss_after_sane_ones_is_no_bad_init():
 
 
 # ------------------------------------------------------------------ healthy runs stay quiet
+
 
 def _train(steps, *, batch=64, lr=0.05, seed=0):
     """A real 4-class classifier on separable data under SGD; the columns a user's logger keeps."""
@@ -266,18 +296,29 @@ def test_a_healthy_plateau_at_the_end_of_training_has_no_symptom(tail):
 
 def test_a_late_progress_bar_redrawing_its_value_is_no_frozen_model(tmp_path):
     p = tmp_path / "bar.txt"
-    p.write_text("".join(f"Epoch 0:  97% {s}/1702 [13:00<00:24,  2.11it/s, loss=0.158, v_num=0, train_loss=0.149]\n"
-                         for s in range(1651, 1665)), encoding="utf-8")
+    p.write_text(
+        "".join(
+            f"Epoch 0:  97% {s}/1702 [13:00<00:24,  2.11it/s, loss=0.158, v_num=0, train_loss=0.149]\n"
+            for s in range(1651, 1665)
+        ),
+        encoding="utf-8",
+    )
     r = diagnose_runs(load_path(p))
     assert not _alarms(r), _show(r)
     # the same bar at the run's start: the first updates move the loss, identical values are no redraw
-    p.write_text("".join(f"Epoch 0:   0%|          | {s}/1793507 [00:02<611:40:05,  0.81it/s, v_num=12, "
-                         f"train_loss=10.90]\n" for s in range(1, 7)), encoding="utf-8")
+    p.write_text(
+        "".join(
+            f"Epoch 0:   0%|          | {s}/1793507 [00:02<611:40:05,  0.81it/s, v_num=12, train_loss=10.90]\n"
+            for s in range(1, 7)
+        ),
+        encoding="utf-8",
+    )
     r = diagnose_runs(load_path(p))
     assert any(f.symptom in ("stall", "plateau") for f in _alarms(r)), _show(r)
 
 
 # ------------------------------------------------------------------ a climb over two intervals
+
 
 def test_a_loss_tripling_over_two_logged_intervals_is_a_divergence_from_its_first_raised_point():
     r = _diagnose([0, 10, 20, 30, 40, 50], {"loss": [1.2, 1.1, 1.05, 1.0, 2.0, 3.1]})
@@ -304,8 +345,14 @@ def test_identical_losses_off_the_configured_chance_level_are_still_constant():
 def test_a_nan_from_the_very_first_update_of_a_calm_start_ranks_the_optimizers_arithmetic():
     # Adam on fp16 weights: eps is 0 in fp16, the first update is 0/0 (the zoo's mlp_fp16_adam_eps, scalars only)
     n = 11
-    r = _diagnose(range(n), {"loss": [0.2589] + [float("nan")] * (n - 1),
-                             "grad_norm": [0.3776] + [float("nan")] * (n - 1), "lr": [1e-3] * n})
+    r = _diagnose(
+        range(n),
+        {
+            "loss": [0.2589] + [float("nan")] * (n - 1),
+            "grad_norm": [0.3776] + [float("nan")] * (n - 1),
+            "lr": [1e-3] * n,
+        },
+    )
     f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
     assert f.severity == "critical" and f.step == 1, _show(r)
     assert f.cause == "precision_stall" and "diff.ev.first_update" in _keys(f), _show(r)
@@ -317,7 +364,13 @@ def test_a_nan_from_the_very_first_update_of_a_calm_start_ranks_the_optimizers_a
 
 def test_a_nan_after_a_first_step_that_had_already_exploded_is_no_optimizer_arithmetic():
     # unnormalised regression features (the zoo's mlp_unnormalised_features): step 0 already at 1.7e6
-    r = _diagnose(range(4), {"loss": [64075.9, 2.6e32, float("inf"), float("nan")],
-                             "grad_norm": [1.66e6, 1.36e29, float("nan"), float("nan")], "lr": [0.05] * 4})
+    r = _diagnose(
+        range(4),
+        {
+            "loss": [64075.9, 2.6e32, float("inf"), float("nan")],
+            "grad_norm": [1.66e6, 1.36e29, float("nan"), float("nan")],
+            "lr": [0.05] * 4,
+        },
+    )
     f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
     assert f.cause != "precision_stall" and "diff.ev.first_update" not in _keys(f), _show(r)

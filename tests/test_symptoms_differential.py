@@ -47,6 +47,7 @@ def _noisy(n, level, rel=0.02, seed=0, fall=0.0):
 
 # ------------------------------------------------------------------ the failures seen, flagged
 
+
 def test_loss_tripling_in_two_intervals_while_the_fp16_scale_falls_16x_is_the_scale():
     n = 24
     loss = _noisy(20, 2.0) + [3.1, 6.2, 6.0, 6.3]
@@ -100,6 +101,7 @@ def test_a_three_point_jump_is_enough_when_it_is_large():
 
 # ------------------------------------------------------------------ the differential ranks by evidence
 
+
 def _nan_after(calm, **extra):
     n = calm + 1
     loss = _noisy(calm, 1.5, fall=0.2) + [float("nan")]
@@ -110,7 +112,7 @@ def _nan_after(calm, **extra):
 
 def test_a_nan_after_the_fp16_scale_collapsed_is_not_a_data_nan():
     def scale(n):  # seven back-offs, then it holds at 512 until the loss goes NaN
-        return [65536.0] * (n - 11) + [65536.0 / 2 ** k for k in range(1, 8)] + [512.0] * 4
+        return [65536.0] * (n - 11) + [65536.0 / 2**k for k in range(1, 8)] + [512.0] * 4
 
     r = _nan_after(30, cols={"scale": scale})
     f = next(f for f in r.findings if f.symptom == "nonfinite" and f.severity == "critical")
@@ -191,13 +193,17 @@ def test_the_tables_are_data_every_row_names_known_evidence_and_causes():
 
 # ------------------------------------------------------------------ healthy runs stay quiet
 
+
 def _train(steps, *, batch=64, lr=0.05, opt="sgd", sched=None, seed=0, eval_every=0):
     """A real classifier on separable data; returns the columns a user's logger keeps."""
     torch.manual_seed(seed)
     w = torch.randn(16, 4)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-    o = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9) if opt == "sgd" else \
-        torch.optim.AdamW(model.parameters(), lr=lr)
+    o = (
+        torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+        if opt == "sgd"
+        else torch.optim.AdamW(model.parameters(), lr=lr)
+    )
     s = sched(o) if sched else None
     cols = {"loss": [], "grad_norm": [], "lr": [], "eval_loss": []}
     xv = torch.randn(256, 16)
@@ -225,10 +231,15 @@ def _train(steps, *, batch=64, lr=0.05, opt="sgd", sched=None, seed=0, eval_ever
 
 HEALTHY = {
     "noisy_sgd_batch4": dict(steps=200, batch=4, lr=0.05),
-    "warmup_bump": dict(steps=150, opt="adam", lr=3e-3,
-                        sched=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / 30))),
-    "warm_restarts": dict(steps=200, lr=0.1,
-                          sched=lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=40)),
+    "warmup_bump": dict(
+        steps=150,
+        opt="adam",
+        lr=3e-3,
+        sched=lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda s: min(1.0, (s + 1) / 30)),
+    ),
+    "warm_restarts": dict(
+        steps=200, lr=0.1, sched=lambda o: torch.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=40)
+    ),
     "eval_spikes": dict(steps=120, eval_every=10),
 }
 
@@ -251,13 +262,13 @@ def test_a_healthy_5_point_log_has_no_symptom():
 
 
 def test_a_loss_that_converged_to_exactly_0_is_no_zero_loss_symptom():
-    loss = [1.0 * 0.7 ** i for i in range(30)] + [0.0] * 40
+    loss = [1.0 * 0.7**i for i in range(30)] + [0.0] * 40
     run = from_columns(range(70), {"loss": [round(v, 4) for v in loss]})
     assert "zero" not in [s.kind for s in symptoms_of(Quantities(run))]
 
 
 def test_an_fp16_scalers_first_search_is_no_collapse():
-    scale = [2.0 ** 32 / 2 ** k for k in range(8)] + [2.0 ** 24] * 40
+    scale = [2.0**32 / 2**k for k in range(8)] + [2.0**24] * 40
     loss = _noisy(48, 2.0, fall=0.3)
     run = from_columns(range(48), {"loss": loss, "scale": scale, "skipped": [1.0] * 8 + [0.0] * 40})
     kinds = [s.kind for s in symptoms_of(Quantities(run))]
@@ -266,9 +277,11 @@ def test_an_fp16_scalers_first_search_is_no_collapse():
 
 # ------------------------------------------------------------------ the reader's records: text events, meta
 
+
 def _overflow_events(steps):
-    return {"text_events": {s: [{"kind": "overflow", "line": 10 + s, "text": "OVERFLOW! Skipping step."}]
-                            for s in steps}}
+    return {
+        "text_events": {s: [{"kind": "overflow", "line": 10 + s, "text": "OVERFLOW! Skipping step."}] for s in steps}
+    }
 
 
 def test_overflow_lines_before_a_nan_rank_the_scaler_above_the_data():
@@ -287,8 +300,12 @@ def test_overflow_lines_on_most_steps_are_skipped_steps():
 
 
 def test_labels_dropped_lines_make_a_zero_loss_an_empty_mask_even_at_lr_0():
-    events = {"text_events": {s: [{"kind": "labels_ignored", "line": s,
-                                   "text": "This instance will be ignored in loss calculation."}] for s in range(3)}}
+    events = {
+        "text_events": {
+            s: [{"kind": "labels_ignored", "line": s, "text": "This instance will be ignored in loss calculation."}]
+            for s in range(3)
+        }
+    }
     run = from_columns(range(16), {"loss": [0.0] * 16, "lr": [0.0] * 16}, events=events)
     q = Quantities(run)
     f = finding_for(run, q, next(s for s in symptoms_of(q) if s.kind == "zero"))
@@ -356,12 +373,23 @@ def test_a_cause_the_lr_probe_withdrew_is_not_brought_back_by_the_differential()
 
     plain = diagnose_runs([run([])])
     assert "lr_too_high" in {f.cause for f in plain.findings}  # the curve alone names it
-    probe = {"level": "probe", "cause": "lr_too_high", "step": 100,
-             "probe": {"status": "checked", "from_step": 90, "to_step": 130,
-                       "control": {"lr": 1e-2, "loss": 2.0},
-                       "trials": [{"kind": "lr", "lr": 3.3e-3, "loss": 2.4, "verdict": "did_not_help"},
-                                  {"kind": "lr", "lr": 1e-3, "loss": 2.9, "verdict": "did_not_help"}]}}
+    probe = {
+        "level": "probe",
+        "cause": "lr_too_high",
+        "step": 100,
+        "probe": {
+            "status": "checked",
+            "from_step": 90,
+            "to_step": 130,
+            "control": {"lr": 1e-2, "loss": 2.0},
+            "trials": [
+                {"kind": "lr", "lr": 3.3e-3, "loss": 2.4, "verdict": "did_not_help"},
+                {"kind": "lr", "lr": 1e-3, "loss": 2.9, "verdict": "did_not_help"},
+            ],
+        },
+    }
     report = diagnose_runs([run([probe])]).to_dict()
     assert "lr_too_high" not in {f["cause"] for f in report["findings"]}
-    assert [n["values"]["cause"] for n in report["notes_data"] if n and n["key"] == "probe.withdrawn"] \
-        == ["lr_too_high"]
+    assert [n["values"]["cause"] for n in report["notes_data"] if n and n["key"] == "probe.withdrawn"] == [
+        "lr_too_high"
+    ]

@@ -31,7 +31,9 @@ def _read(tmp_path, text, name="train.log"):
 
 
 def _events(run, kind):
-    return sorted(((s, e) for s, v in run.event("text_events").items() for e in v if e["kind"] == kind), key=lambda se: se[0])
+    return sorted(
+        ((s, e) for s, v in run.event("text_events").items() for e in v if e["kind"] == kind), key=lambda se: se[0]
+    )
 
 
 def _keys(msgs):
@@ -44,8 +46,12 @@ def _alarms(report):
 
 def _hf(step, loss, **extra):
     """transformers Trainer's console dict (trainer.py `self.log`, printed by ProgressCallback)."""
-    d = {"loss": loss, "grad_norm": extra.pop("grad_norm", 1.1), "learning_rate": extra.pop("lr", 2e-5),
-         "epoch": round(step / 1000, 3)}
+    d = {
+        "loss": loss,
+        "grad_norm": extra.pop("grad_norm", 1.1),
+        "learning_rate": extra.pop("lr", 2e-5),
+        "epoch": round(step / 1000, 3),
+    }
     return repr(d) + "\n"
 
 
@@ -54,48 +60,87 @@ def _hf(step, loss, **extra):
 LINES = [
     # (line, kind, values the record carries) -- the source of each line in the comment beside it
     # deepspeed/runtime/fp16/loss_scaler.py DynamicLossScaler.update_scale
-    ("[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping "
-     "step. Attempted loss scale: 65536, reducing to 32768", "overflow", {"scale": 32768.0, "attempted": 65536.0}),
-    ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. Reducing "
-     "hysteresis to 1", "overflow", {"scale": 1.0}),
+    (
+        "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping "
+        "step. Attempted loss scale: 65536, reducing to 32768",
+        "overflow",
+        {"scale": 32768.0, "attempted": 65536.0},
+    ),
+    (
+        "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. Reducing "
+        "hysteresis to 1",
+        "overflow",
+        {"scale": 1.0},
+    ),
     # apex/amp/scaler.py LossScaler.update_scale
     ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.5", "overflow", {"scale": 0.5}),
     # fairseq/trainer.py train_step (OverflowError from fairseq/optim/dynamic_loss_scaler.py)
-    ("2024-02-29 07:58:54 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, "
-     "setting loss scale to: 64.0", "overflow", {"scale": 64.0}),
+    (
+        "2024-02-29 07:58:54 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, "
+        "setting loss scale to: 64.0",
+        "overflow",
+        {"scale": 64.0},
+    ),
     ("| WARNING: overflow detected, setting loss scale to: 0.25", "overflow", {"scale": 0.25}),
     # deepspeed/runtime/fp16/fused_optimizer.py (older releases): names its iteration
     ("Grad overflow on iteration 1234", "overflow", {"step": 1234}),
     # fairseq/optim/dynamic_loss_scaler.py check_overflow
-    ("FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. Try lowering the "
-     "learning rate, using gradient clipping or increasing the batch size.", "loss_scale_min", {"scale": 0.0001}),
+    (
+        "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. Try lowering the "
+        "learning rate, using gradient clipping or increasing the batch size.",
+        "loss_scale_min",
+        {"scale": 0.0001},
+    ),
     # deepspeed/runtime/fp16/loss_scaler.py
-    ("Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
-     "loss_scale_min", {}),
+    (
+        "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+        "loss_scale_min",
+        {},
+    ),
     # Megatron-LM megatron/training/training.py training_log (a wrapped line)
     ("number of skipped iterations:   2 | number of nan iterations:   0", "skip_count", {"count": 2}),
     ("number of skipped iterations:   0 | number of nan iterations:   3", "nonfinite_loss", {"count": 3}),
     # torch/csrc/autograd/engine.cpp (anomaly mode): the message torch raises, see the test below
-    ("RuntimeError: Function 'SoftmaxBackward0' returned nan values in its 0th output.", "anomaly_op",
-     {"op": "SoftmaxBackward0", "value": "nan", "output": 0}),
+    (
+        "RuntimeError: Function 'SoftmaxBackward0' returned nan values in its 0th output.",
+        "anomaly_op",
+        {"op": "SoftmaxBackward0", "value": "nan", "output": 0},
+    ),
     # TRL trl/trainer/utils.py DataCollatorForCompletionOnlyLM.torch_call
-    ("UserWarning: Could not find response key `### Answer:` in the following instance: Q: hi. This instance "
-     "will be ignored in loss calculation. Note, if this happens often, consider increasing the `max_seq_length`.",
-     "labels_ignored", {}),
+    (
+        "UserWarning: Could not find response key `### Answer:` in the following instance: Q: hi. This instance "
+        "will be ignored in loss calculation. Note, if this happens often, consider increasing the `max_seq_length`.",
+        "labels_ignored",
+        {},
+    ),
     # unsloth_zoo/training_utils.py (train_on_responses_only's check)
-    ("ZeroDivisionError: Unsloth: All labels in your dataset are -100. Training losses will be all 0.",
-     "labels_ignored", {}),
+    (
+        "ZeroDivisionError: Unsloth: All labels in your dataset are -100. Training losses will be all 0.",
+        "labels_ignored",
+        {},
+    ),
     # FastChat fastchat/train/train.py preprocess: the sample's targets are all set to IGNORE_TOKEN_ID
     ("WARNING: tokenization mismatch: 12 vs. 45. #turn = 1. (ignored)", "labels_ignored", {}),
     # transformers tokenization_utils_base.py _eventual_warn_about_too_long_sequence
-    ("Token indices sequence length is longer than the specified maximum sequence length for this model "
-     "(1200 > 1024). Running this sequence through the model will result in indexing errors", "truncation", {}),
+    (
+        "Token indices sequence length is longer than the specified maximum sequence length for this model "
+        "(1200 > 1024). Running this sequence through the model will result in indexing errors",
+        "truncation",
+        {},
+    ),
     # torch c10/cuda/CUDACachingAllocator.cpp
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.15 GiB total capacity)",
-     "oom", {}),
+    (
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 79.15 GiB total capacity)",
+        "oom",
+        {},
+    ),
     # torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp
-    ("[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
-     "OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out.", "nccl_error", {}),
+    (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+        "OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out.",
+        "nccl_error",
+        {},
+    ),
     # transformers trainer.py _inner_training_loop / _load_from_checkpoint
     ("  Continuing training from checkpoint, will skip to saved global_step", "resume", {}),
     ("Loading model from out/checkpoint-500.", "resume", {"from_step": 500}),
@@ -122,11 +167,14 @@ def test_each_real_line_is_its_kind_with_its_values(line, kind, values):
         assert got[1].get(k) == v, (k, got[1])
 
 
-@pytest.mark.parametrize("line", [
-    "| epoch 001 | loss 9.000 | nll_loss 8.000 | oom 0.000 | loss_scale 128 | wall 100",  # fairseq's oom counter
-    "number of skipped iterations:   0 | number of nan iterations:   0",  # Megatron: nothing happened
-    "iteration 100: loss 2.31",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "| epoch 001 | loss 9.000 | nll_loss 8.000 | oom 0.000 | loss_scale 128 | wall 100",  # fairseq's oom counter
+        "number of skipped iterations:   0 | number of nan iterations:   0",  # Megatron: nothing happened
+        "iteration 100: loss 2.31",
+    ],
+)
 def test_lines_that_say_nothing_happened_are_no_event(line):
     got = read(line)
     assert got is None or got[0] not in ("oom", "skip_count", "nonfinite_loss"), got
@@ -154,28 +202,36 @@ def test_a_value_past_the_cut_text_is_kept():
     """DeepSpeed's overflow line with its timestamp is longer than the 120 characters kept: the scale
     at its end is read from the whole line."""
     ev = Events()
-    line = ("[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
-            "Skipping step. Attempted loss scale: 64, reducing to 32")
+    line = (
+        "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 "
+        "Skipping step. Attempted loss scale: 64, reducing to 32"
+    )
     assert len(line) > 120
     ev.scan(5, line, 2)
     rec = ev.place([10, 20])[20][0]
     assert rec["kind"] == "overflow" and rec["scale"] == 32.0 and rec["attempted"] == 64.0 and len(rec["text"]) <= 120
 
 
-@pytest.mark.parametrize("line,precision", [
-    ("Using 16bit Automatic Mixed Precision (AMP)", "fp16"),  # lightning/pytorch/trainer/connectors
-    ("Using bfloat16 Automatic Mixed Precision (AMP)", "bf16"),
-    ("Selected optimization level O1:  Insert automatic casts around Pytorch functions and Tensor methods.", "fp16"),
-    ("Mixed precision type: fp16", "fp16"),  # accelerate state.py AcceleratorState.__repr__
-    ("Mixed precision type: bf16", "bf16"),
-    ("python train.py --fp16 --lr 1e-4", "fp16"),
-    ("model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float16)", "fp16"),
-    ("accelerate launch --mixed_precision=fp16 train.py", "fp16"),
-    ("TrainingArguments(bf16=True, fp16=False, fp16_opt_level=O1, half_precision_backend=auto)", "bf16"),
-    ("Namespace(amp=True, batch_size=64, lr=0.1)", "fp16"),  # timm/ultralytics args: torch.cuda.amp + GradScaler
-    ("from torch.cuda.amp import autocast", None),  # code is no setting
-    ("TrainingArguments(fp16=False, fp16_opt_level=O1)", None),  # HF's default opt level says nothing
-])
+@pytest.mark.parametrize(
+    "line,precision",
+    [
+        ("Using 16bit Automatic Mixed Precision (AMP)", "fp16"),  # lightning/pytorch/trainer/connectors
+        ("Using bfloat16 Automatic Mixed Precision (AMP)", "bf16"),
+        (
+            "Selected optimization level O1:  Insert automatic casts around Pytorch functions and Tensor methods.",
+            "fp16",
+        ),
+        ("Mixed precision type: fp16", "fp16"),  # accelerate state.py AcceleratorState.__repr__
+        ("Mixed precision type: bf16", "bf16"),
+        ("python train.py --fp16 --lr 1e-4", "fp16"),
+        ("model = AutoModelForCausalLM.from_pretrained(path, torch_dtype=torch.float16)", "fp16"),
+        ("accelerate launch --mixed_precision=fp16 train.py", "fp16"),
+        ("TrainingArguments(bf16=True, fp16=False, fp16_opt_level=O1, half_precision_backend=auto)", "bf16"),
+        ("Namespace(amp=True, batch_size=64, lr=0.1)", "fp16"),  # timm/ultralytics args: torch.cuda.amp + GradScaler
+        ("from torch.cuda.amp import autocast", None),  # code is no setting
+        ("TrainingArguments(fp16=False, fp16_opt_level=O1)", None),  # HF's default opt level says nothing
+    ],
+)
 def test_precision_said_in_the_text_is_the_runs(tmp_path, line, precision):
     text = line + "\n" + "".join(f"step {i}: loss {2.0 - i / 50:.4f}\n" for i in range(10))
     assert _read(tmp_path, text).meta.get("precision") == precision
@@ -183,30 +239,35 @@ def test_precision_said_in_the_text_is_the_runs(tmp_path, line, precision):
 
 # ------------------------------------------------------------------ whole logs: the record and the finding
 
+
 def _ds_pipe(step, loss):
     """DeepSpeed's PipelineEngine.train_batch line and its engine's steps_per_print line (runtime/pipe/
     engine.py, runtime/engine.py `_report_progress`)."""
-    return (f"steps: {step} loss: {loss} iter time (s): 3.181 samples/sec: 0.314\n"
-            f"[2026-07-30 09:16:29,681] [INFO] [logging.py:123:log_dist] [Rank 0] step={step + 1}, skipped=0, "
-            f"lr=[1e-06], mom=[0.0]\n")
+    return (
+        f"steps: {step} loss: {loss} iter time (s): 3.181 samples/sec: 0.314\n"
+        f"[2026-07-30 09:16:29,681] [INFO] [logging.py:123:log_dist] [Rank 0] step={step + 1}, skipped=0, "
+        f"lr=[1e-06], mom=[0.0]\n"
+    )
 
 
 def test_overflows_and_a_collapsing_scale_before_a_nan_rank_the_scaler_over_the_data(tmp_path):
     """fp16 seen (the config line, the OVERFLOW lines, the scale they set) and the scale collapsing
     before the NaN: the NaN is the scaler's or an overflow's, not the data's."""
     text = "[2026-07-30 09:00:00,000] [INFO] [config.py:1000:print] fp16 ... {'enabled': True}\n--fp16\n"
-    scale = 2.0 ** 16
+    scale = 2.0**16
     for s in range(1, 41):
         loss = 2.0 - s / 100 + 0.01 * (s % 3)
         if s >= 30:
-            text += (f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale:g}, "
-                     f"reducing to {scale / 4:g}\n")
+            text += (
+                f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale:g}, "
+                f"reducing to {scale / 4:g}\n"
+            )
             scale /= 4
         text += _ds_pipe(s, "nan" if s == 40 else f"{loss:.4f}")
     run = _read(tmp_path, text)
     assert run.meta["precision"] == "fp16"
     ov = _events(run, "overflow")
-    assert ov and all("scale" in e for _, e in ov) and ov[0][1]["scale"] == 2.0 ** 14
+    assert ov and all("scale" in e for _, e in ov) and ov[0][1]["scale"] == 2.0**14
     report = diagnose_runs([run])
     nan = next(f for f in report.findings if f.symptom == "nonfinite" and f.severity == "critical")
     assert nan.cause in ("loss_scale_collapse", "activation_overflow") and nan.step == 40, (nan.cause, nan.step)
@@ -220,15 +281,21 @@ def test_fairseq_minimum_loss_scale_is_a_loss_scale_collapse_at_its_step(tmp_pat
     FloatingPointError it stops with (fairseq/trainer.py, fairseq/optim/dynamic_loss_scaler.py)."""
     text, scale = "", 128.0
     for k in range(1, 13):
-        text += (f"2021-03-08 12:3{k % 10}:12 | INFO | train_inner | epoch 001:    {k * 10} / 2000 loss={9 - k / 10:.3f}, "
-                 f"nll_loss=8.1, ppl=275.3, wps=1000, ups=1, wpb=4000, bsz=128, num_updates={k * 10}, lr=0.0005, "
-                 f"gnorm=1.2, train_wall=57\n")
+        text += (
+            f"2021-03-08 12:3{k % 10}:12 | INFO | train_inner | epoch 001:    {k * 10} / 2000 loss={9 - k / 10:.3f}, "
+            f"nll_loss=8.1, ppl=275.3, wps=1000, ups=1, wpb=4000, bsz=128, num_updates={k * 10}, lr=0.0005, "
+            f"gnorm=1.2, train_wall=57\n"
+        )
         if k >= 6:
             scale /= 4
-            text += ("2021-03-08 12:33:12 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring "
-                     f"gradient, setting loss scale to: {scale}\n")
-    text += ("FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. Try "
-             "lowering the learning rate, using gradient clipping or increasing the batch size.\n")
+            text += (
+                "2021-03-08 12:33:12 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring "
+                f"gradient, setting loss scale to: {scale}\n"
+            )
+    text += (
+        "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. Try "
+        "lowering the learning rate, using gradient clipping or increasing the batch size.\n"
+    )
     run = _read(tmp_path, text)
     floor = _events(run, "loss_scale_min")
     assert floor and floor[0][0] == 120 and floor[0][1]["scale"] == 0.0001
@@ -266,7 +333,7 @@ def test_anomaly_mode_names_the_op_on_the_nan_finding(tmp_path):
     message = str(err.value).splitlines()[0]
     assert "SoftmaxBackward0" in message
     run = _read(tmp_path, "".join(lines) + f"RuntimeError: {message}\n")
-    (step, rec), = _events(run, "anomaly_op")
+    ((step, rec),) = _events(run, "anomaly_op")
     assert step == 30 and rec["op"] == "SoftmaxBackward0"
     report = diagnose_runs([run])
     f = next(f for f in report.findings if f.symptom == "nonfinite")
@@ -279,11 +346,13 @@ def test_a_nan_only_the_text_tells_is_a_finding_at_its_step_naming_the_candidate
     """A MetricLogger line then `Loss is nan, stopping training` (MAE's engine_pretrain.py): the log
     holds nothing that separates the causes, so the finding names the symptom at its step and the
     ranked candidates, at a modest confidence."""
-    text = "".join(f"[11:41:33.534863] Epoch: [8]  [{i * 20:4d}/2293]  eta: 1:52:52  lr: 0.000004  "
-                   f"loss: {0.30 - i / 1000:.4f} (0.2654)  time: 3.0808  data: 0.0002  max mem: 32637\n"
-                   for i in range(8))
+    text = "".join(
+        f"[11:41:33.534863] Epoch: [8]  [{i * 20:4d}/2293]  eta: 1:52:52  lr: 0.000004  "
+        f"loss: {0.30 - i / 1000:.4f} (0.2654)  time: 3.0808  data: 0.0002  max mem: 32637\n"
+        for i in range(8)
+    )
     run = _read(tmp_path, text + "[11:41:59.064379] Loss is nan, stopping training\n")
-    (step, rec), = _events(run, "nonfinite_loss")
+    ((step, rec),) = _events(run, "nonfinite_loss")
     last = int(run.steps[-1])
     assert step == last and rec["value"] == "nan"
     report = diagnose_runs([run])
@@ -302,9 +371,11 @@ def test_labels_dropped_warnings_are_label_mask_empty(tmp_path):
     for s in range(10, 110, 10):
         text += _hf(s, round(1.5 - s / 500, 4))
         if s % 20 == 0:
-            text += ("UserWarning: Could not find response key `### Answer:` in the following instance: "
-                     "### Question: 2+2 ... This instance will be ignored in loss calculation. Note, if this happens "
-                     "often, consider increasing the `max_seq_length`.\n")
+            text += (
+                "UserWarning: Could not find response key `### Answer:` in the following instance: "
+                "### Question: 2+2 ... This instance will be ignored in loss calculation. Note, if this happens "
+                "often, consider increasing the `max_seq_length`.\n"
+            )
     run = _read(tmp_path, text)
     ev = _events(run, "labels_ignored")
     assert len(ev) == 5 and ev[0][0] == 2  # the dicts carry no step: numbered in order
@@ -315,8 +386,10 @@ def test_labels_dropped_warnings_are_label_mask_empty(tmp_path):
 
 
 def test_a_zero_loss_with_labels_dropped_lines_is_an_empty_mask(tmp_path):
-    text = ("ZeroDivisionError: Unsloth: All labels in your dataset are -100. Training losses will be all 0.\n"
-            + "".join(_hf(s, 0.0, grad_norm=0.0) for s in range(10, 110, 10)))
+    text = (
+        "ZeroDivisionError: Unsloth: All labels in your dataset are -100. Training losses will be all 0.\n"
+        + "".join(_hf(s, 0.0, grad_norm=0.0) for s in range(10, 110, 10))
+    )
     report = diagnose_runs([_read(tmp_path, text)])
     a = _alarms(report)
     assert a and a[0].cause == "label_mask_empty", [(f.cause, f.symptom) for f in a]
@@ -340,8 +413,10 @@ def test_a_skip_rate_from_deepspeed_counters_is_a_finding_with_its_step(tmp_path
 def test_oom_and_nccl_errors_are_notes_not_loss_causes(tmp_path):
     text = "".join(_hf(s, round(2.0 - s / 1000, 4)) for s in range(10, 210, 10))
     text += "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity)\n"
-    text += ("[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
-             "OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out.\n")
+    text += (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+        "OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out.\n"
+    )
     run = _read(tmp_path, text)
     report = diagnose_runs([run])
     notes = {getattr(n, "key", None): n for n in report.notes}
@@ -377,19 +452,24 @@ def test_a_jump_where_the_log_resumes_is_no_spike(tmp_path):
 def test_a_healthy_fp16_log_with_benign_warnings_stays_clean(tmp_path):
     """DeepSpeed's scaler halving its initial 2^32 on the first steps (normal for fp16), a tokenizer's
     truncation warning and one dropped instance: no warning or critical finding."""
-    text = "--fp16\nToken indices sequence length is longer than the specified maximum sequence length for this " \
-           "model (1200 > 1024). Running this sequence through the model will result in indexing errors\n"
-    scale = 2.0 ** 32
+    text = (
+        "--fp16\nToken indices sequence length is longer than the specified maximum sequence length for this "
+        "model (1200 > 1024). Running this sequence through the model will result in indexing errors\n"
+    )
+    scale = 2.0**32
     for _ in range(1, 4):
-        text += (f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale:g}, reducing to "
-                 f"{scale / 2:g}\n")
+        text += (
+            f"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: {scale:g}, reducing to {scale / 2:g}\n"
+        )
         scale /= 2
     for s in range(10, 410, 10):
         text += _hf(s, round(2.0 * math.exp(-s / 300) + 0.5 + 0.02 * math.sin(s), 4))
         text += f"[Rank 0] step={s}, skipped={3}, lr=[2e-05], mom=[(0.9, 0.999)]\n"
         if s == 200:
-            text += ("UserWarning: Could not find response key `### Answer:` in the following instance: x. This "
-                     "instance will be ignored in loss calculation.\n")
+            text += (
+                "UserWarning: Could not find response key `### Answer:` in the following instance: x. This "
+                "instance will be ignored in loss calculation.\n"
+            )
     run = _read(tmp_path, text)
     assert run.meta["precision"] == "fp16" and _events(run, "overflow") and _events(run, "truncation")
     report = diagnose_runs([run])
@@ -400,8 +480,10 @@ def test_a_healthy_fp16_log_with_benign_warnings_stays_clean(tmp_path):
 def test_a_skipped_counter_in_a_key_value_line_is_the_skipped_series_and_its_events(tmp_path):
     """A running count of skipped steps printed beside the loss (`steps: N loss: ... skipped: K`, the
     total DeepSpeed's engine keeps): the steps skipped in each interval, an event where it rose."""
-    text = "".join(f"steps: {s} loss: {2.0 - s / 1000:.4f} lr: 0.0001 skipped: {max(0, (s - 200) // 10)}\n"
-                   for s in range(10, 310, 10))
+    text = "".join(
+        f"steps: {s} loss: {2.0 - s / 1000:.4f} lr: 0.0001 skipped: {max(0, (s - 200) // 10)}\n"
+        for s in range(10, 310, 10)
+    )
     run = _read(tmp_path, text)
     sk = dict(zip(run.steps.tolist(), run.col("skipped").tolist()))
     assert sk[200] == 0.0 and sk[210] == pytest.approx(0.1) and sk[300] == pytest.approx(0.1)
@@ -413,16 +495,30 @@ def _nan_run(op):
     from lossdoctor.records import from_columns
 
     loss = [2.0 - s / 40 + 0.02 * math.sin(s) for s in range(40)] + [float("nan")]
-    events = {"text_events": {40: [{"kind": "anomaly_op", "line": 99, "op": op, "value": "nan",
-                                    "text": f"RuntimeError: Function '{op}' returned nan values in its 0th output."}]}}
+    events = {
+        "text_events": {
+            40: [
+                {
+                    "kind": "anomaly_op",
+                    "line": 99,
+                    "op": op,
+                    "value": "nan",
+                    "text": f"RuntimeError: Function '{op}' returned nan values in its 0th output.",
+                }
+            ]
+        }
+    }
     return from_columns(range(41), {"loss": loss, "lr": [1e-4] * 41}, events=events)
 
 
-@pytest.mark.parametrize("op,cause,key", [
-    ("SoftmaxBackward0", "attention_overflow", "events.ev.op_attention"),
-    # the curve rule named the batch already (a NaN out of a calm run): the op joins its finding
-    ("LogBackward0", "nonfinite_data", "events.ev.anomaly_op"),
-])
+@pytest.mark.parametrize(
+    "op,cause,key",
+    [
+        ("SoftmaxBackward0", "attention_overflow", "events.ev.op_attention"),
+        # the curve rule named the batch already (a NaN out of a calm run): the op joins its finding
+        ("LogBackward0", "nonfinite_data", "events.ev.anomaly_op"),
+    ],
+)
 def test_the_op_anomaly_mode_names_weighs_its_family_on_a_nan_in_the_loss(op, cause, key):
     """A NaN in the loss column after a calm run, and the anomaly line at its step: the op goes on
     the finding, and its family moves the differential (a softmax's backward: the attention; a log

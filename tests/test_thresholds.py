@@ -55,8 +55,7 @@ def _literal(node: ast.AST) -> float | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = _literal(node.operand)
         return None if inner is None else -inner
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
-            and not isinstance(node.value, bool):
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return float(node.value)
     return None
 
@@ -99,7 +98,9 @@ def _collect(node: ast.AST, kept: set[tuple[int, int]]) -> None:
 
 def test_no_module_grows_inline_thresholds() -> None:
     over = {m: (n, INLINE_BUDGET.get(m, 0)) for m, n in counts().items() if n > INLINE_BUDGET.get(m, 0)}
-    assert not over, f"inline thresholds above budget (count, budget): {over}; name them in the family's limits dataclass"
+    assert not over, (
+        f"inline thresholds above budget (count, budget): {over}; name them in the family's limits dataclass"
+    )
 
 
 def test_budgets_name_real_modules_and_are_tight() -> None:

@@ -71,8 +71,12 @@ def _run(tmp_path, loss_fn, *, steps=7, layer_every=10, fault_step=None, backwar
             loss.backward(inputs=backward_inputs(model) if backward_inputs else None)
             opt.step()
             tr = mon.tracer
-            kinds.append(([k for m, k in zip(tr.ev_module, tr.ev_kind) if m == head],
-                          [k for m, k in zip(tr.bw_module, tr.bw_kind) if m == head]))
+            kinds.append(
+                (
+                    [k for m, k in zip(tr.ev_module, tr.ev_kind) if m == head],
+                    [k for m, k in zip(tr.bw_module, tr.bw_kind) if m == head],
+                )
+            )
             mon.step(loss, batch=ids)
     return _steps(tmp_path), kinds, model
 
@@ -97,9 +101,9 @@ def test_head_is_vouched_between_sampled_steps_and_measured_on_them(tmp_path):
 @pytest.mark.parametrize("layer_every", [1, 10])  # scanned on every step / vouched for at step 6
 def test_nonfinite_gradient_at_the_head_output_is_found(tmp_path, layer_every):
     """sqrt(0) has an infinite derivative: the loss is finite, the logits' gradient is not."""
+
     def loss_fn(logits, ids):
-        return F.cross_entropy(logits.reshape(-1, VOCAB), ids.reshape(-1)) \
-            + torch.sqrt(logits - logits.detach()).sum()
+        return F.cross_entropy(logits.reshape(-1, VOCAB), ids.reshape(-1)) + torch.sqrt(logits - logits.detach()).sum()
 
     steps, kinds, _ = _run(tmp_path, loss_fn, fault_step=6, layer_every=layer_every)
     r = steps[6]
@@ -112,8 +116,9 @@ def test_nonfinite_gradient_at_the_head_output_is_found(tmp_path, layer_every):
 def test_nonfinite_gradient_made_by_the_head_backward_is_attributed_to_it(tmp_path, layer_every):
     """The logits' gradient is finite (1e38) but grad @ W overflows: the gradient first goes bad
     at the head's input, after the head."""
-    steps, kinds, _ = _run(tmp_path, lambda logits, ids: Amplify.apply(logits, 1e38).sum(),
-                           fault_step=6, layer_every=layer_every)
+    steps, kinds, _ = _run(
+        tmp_path, lambda logits, ids: Amplify.apply(logits, 1e38).sum(), fault_step=6, layer_every=layer_every
+    )
     bad = steps[6]["bwd_first_nonfinite"]
     assert bad["layer"] == "ln" and bad["after"] == "head"
     assert kinds[6][1] == [OUTPUT]  # scanned (its input's gradient went bad): finite
@@ -157,6 +162,7 @@ def test_head_output_that_overflows_is_scanned_and_flagged(tmp_path):
 def test_gradient_that_never_reaches_the_input_is_checked_at_the_end_of_the_step(tmp_path):
     """backward(inputs=[head.weight]) computes the logits' gradient but not the head input's: the
     deferred check falls back to a scan when the step is collected."""
+
     def loss_fn(logits, ids):
         return torch.sqrt(logits - logits.detach()).sum()
 
@@ -168,6 +174,7 @@ def test_gradient_that_never_reaches_the_input_is_checked_at_the_end_of_the_step
 def test_a_leaf_input_collects_no_hooks(tmp_path):
     """A head fed a parameter directly (a learned query) is scanned in backward as usual, so no
     gradient hook piles up on the persistent tensor step after step."""
+
     class Query(nn.Module):
         def __init__(self):
             super().__init__()
@@ -201,6 +208,7 @@ def test_a_gradient_scanned_just_before_does_not_vouch_for_another(tmp_path):
     """The deferred check reuses the stats of the gradient scanned just before only when it is the
     same tensor: here a side branch's (finite) gradient is scanned between the head's output
     gradient (infinite, from sqrt at 0) and its input's, which is a functional op's output."""
+
     class Branched(TinyLM):
         def __init__(self):
             super().__init__()
@@ -236,6 +244,7 @@ def test_the_bound_uses_the_head_input_not_the_tensor_scanned_before_it(tmp_path
     hands the head an input 1000x larger than the LayerNorm output scanned before it: the bound
     must be taken on the head's own input, which puts it past the range, so the logits (which do
     overflow) are scanned and flagged at every step."""
+
     class ScaleActivation(nn.Module):  # an "...Activation" leaf: treated as element-wise
         def forward(self, x):
             return x * 1000.0

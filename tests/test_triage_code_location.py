@@ -99,8 +99,9 @@ def test_a_finding_without_a_traced_op_has_no_code_key():
     f = lossdoctor.Finding(cause="lr_too_high", symptom="divergence", severity="warning", confidence=0.5)
     assert "code" not in f.to_dict()
     with pytest.raises(ValueError):
-        lossdoctor.Finding(cause="lr_too_high", symptom="divergence", severity="warning", confidence=0.5,
-                           code={"line": 3})
+        lossdoctor.Finding(
+            cause="lr_too_high", symptom="divergence", severity="warning", confidence=0.5, code={"line": 3}
+        )
 
 
 class PairDist(nn.Module):

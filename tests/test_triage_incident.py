@@ -58,8 +58,13 @@ def test_all_padding_sequence_is_replayed_localised_and_merged_into_the_diagnosi
     assert any(s.get("clip_factor") for s in rec["replay"]["losses"])
     assert rec["batch_vs_state"]["verdict"] == "batch"
     f = rec["findings"][0]
-    assert (f["cause"], f["op"], f["layer"], f["samples"], f["step"]) == \
-        ("attention_overflow", "aten._softmax", "attn", [3], 6)
+    assert (f["cause"], f["op"], f["layer"], f["samples"], f["step"]) == (
+        "attention_overflow",
+        "aten._softmax",
+        "attn",
+        [3],
+        6,
+    )
     assert rec["localization"]["trace"]["forward"]["module_type"] == "SelfAttention"
 
     report = mon.diagnose()
@@ -143,8 +148,9 @@ def test_fp16_autocast_overflow_with_grad_scaler_names_the_op_and_layer(tmp_path
         with torch.autocast("cpu", dtype=torch.float16):
             return ce_loss(m, b)
 
-    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=replay,
-                           snapshot_every=4)
+    mon = lossdoctor.watch(
+        model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=replay, snapshot_every=4
+    )
     train(model, opt, batches, ce_loss, mon, scaler=scaler, autocast=torch.float16)
     mon.close()
     [rec] = _incidents(tmp_path)  # the scaler's own overflow skips before step 5 are not incidents
@@ -173,8 +179,11 @@ def _padding_training(mon_kw, tmp_path, fault=True):
     batches = lm_batches(9)
     if fault:
         batches[5]["attention_mask"][1] = 0
-    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, snapshot_every=3, **mon_kw) \
-        if mon_kw is not None else None
+    mon = (
+        lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, snapshot_every=3, **mon_kw)
+        if mon_kw is not None
+        else None
+    )
     train(model, opt, batches, lm_loss, mon, clip=1.0)
     if mon is not None:
         mon.close()
@@ -202,8 +211,9 @@ def test_raise_policy_raises_after_recording(tmp_path):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     batches = lm_batches(8)
     batches[4]["attention_mask"][2] = 0
-    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=lm_loss, snapshot_every=4,
-                           on_incident="raise")
+    mon = lossdoctor.watch(
+        model, opt, log_dir=tmp_path, alerts=False, replay_fn=lm_loss, snapshot_every=4, on_incident="raise"
+    )
     with pytest.raises(lossdoctor.TrainingIncident) as exc:
         train(model, opt, batches, lm_loss, mon)
     assert mon.step_idx == 5 and "attention_overflow" in str(exc.value) and "aten._softmax" in str(exc.value)
@@ -218,8 +228,19 @@ def _skip_run(log_dir, batches, make_opt, loss_fn, *, bad: int, snapshot_every: 
     torch.manual_seed(0)
     model = MLP()
     opt = make_opt(model)
-    mon = lossdoctor.watch(model, opt, log_dir=log_dir, alerts=False, replay_fn=loss_fn,
-                           snapshot_every=snapshot_every, on_incident="skip") if watch else None
+    mon = (
+        lossdoctor.watch(
+            model,
+            opt,
+            log_dir=log_dir,
+            alerts=False,
+            replay_fn=loss_fn,
+            snapshot_every=snapshot_every,
+            on_incident="skip",
+        )
+        if watch
+        else None
+    )
     for i, b in enumerate(batches):
         opt.zero_grad()
         loss = loss_fn(model, b)
@@ -241,8 +262,15 @@ def test_skip_policy_skips_the_nonfinite_step_exactly(tmp_path):
     batches[5][0][3, 0] = float("nan")
 
     def run(watch: bool):
-        return _skip_run(tmp_path / str(watch), batches, lambda m: torch.optim.AdamW(m.parameters(), lr=1e-2),
-                         ce_loss, bad=5, snapshot_every=4, watch=watch)[:2]
+        return _skip_run(
+            tmp_path / str(watch),
+            batches,
+            lambda m: torch.optim.AdamW(m.parameters(), lr=1e-2),
+            ce_loss,
+            bad=5,
+            snapshot_every=4,
+            watch=watch,
+        )[:2]
 
     model, opt = run(True)
     ref_model, ref_opt = run(False)
@@ -264,8 +292,15 @@ def test_loss_spike_is_replayed_to_its_sample_and_skip_rolls_it_back(tmp_path):
     batches[50][1][3] = 300.0
 
     def run(watch: bool):
-        return _skip_run(tmp_path / str(watch), batches, lambda m: torch.optim.Adam(m.parameters(), lr=3e-3),
-                         mse_loss, bad=50, snapshot_every=8, watch=watch)
+        return _skip_run(
+            tmp_path / str(watch),
+            batches,
+            lambda m: torch.optim.Adam(m.parameters(), lr=3e-3),
+            mse_loss,
+            bad=50,
+            snapshot_every=8,
+            watch=watch,
+        )
 
     model, opt, mon = run(True)
     [rec] = _incidents(tmp_path / "True")
@@ -311,7 +346,7 @@ def _contrastive(m, b):
     x, y = b
     d = m(x).float()
     same = (y[:, None] == y[None, :]).float()
-    return (same * d ** 2 + (1 - same) * torch.relu(1.0 - d) ** 2).mean()
+    return (same * d**2 + (1 - same) * torch.relu(1.0 - d) ** 2).mean()
 
 
 @pytest.mark.parametrize("fault", [True, False])

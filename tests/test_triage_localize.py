@@ -30,8 +30,10 @@ def _seed():
 
 
 def _param_bytes(model: nn.Module) -> list[bytes]:
-    return [p.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-            for p in list(model.parameters()) + list(model.buffers())]
+    return [
+        p.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+        for p in list(model.parameters()) + list(model.buffers())
+    ]
 
 
 def test_all_padding_sequence_is_attention_softmax_and_the_model_is_untouched():
@@ -67,8 +69,8 @@ def test_softmax_without_max_subtraction_overflows_in_exp():
     model = TinyLM(manual_softmax=True)
     with torch.no_grad():
         model.emb.weight[VOCAB_HOT].mul_(60.0)  # one token with a huge embedding: logits ~1e4
-        model.attn.qkv.weight[DIM:2 * DIM] = model.attn.qkv.weight[:DIM]  # k = q: q.k = |q|^2 > 0
-        model.attn.qkv.bias[DIM:2 * DIM] = model.attn.qkv.bias[:DIM]
+        model.attn.qkv.weight[DIM : 2 * DIM] = model.attn.qkv.weight[:DIM]  # k = q: q.k = |q|^2 > 0
+        model.attn.qkv.bias[DIM : 2 * DIM] = model.attn.qkv.bias[:DIM]
     batch = lm_batches(1)[0]
     for b in range(batch["input_ids"].shape[0]):  # only sample 2 uses that token
         batch["input_ids"][b][batch["input_ids"][b] == VOCAB_HOT] = 0

@@ -29,8 +29,9 @@ def test_budget_is_enforced_and_old_batches_fall_back_to_fingerprints(tmp_path):
     batches = lm_batches(8)
     batches[7]["attention_mask"][4] = 0
     budget = state_nbytes(model, opt) + 3 * nbytes(batches[0]) + 100  # one snapshot and three batches
-    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=lm_loss, snapshot_every=8,
-                           snapshot_budget=budget)
+    mon = lossdoctor.watch(
+        model, opt, log_dir=tmp_path, alerts=False, replay_fn=lm_loss, snapshot_every=8, snapshot_budget=budget
+    )
     ring = mon.triage.ring
     held = []
 

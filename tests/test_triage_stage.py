@@ -56,8 +56,13 @@ def micro_batches(step: int, bad: tuple[int, int, int] | None = None) -> list[tu
     return out
 
 
-def train_stage(model: nn.Module, opt: torch.optim.Optimizer, ring: SnapshotRing, steps: int,
-                bad: tuple[int, int, int] | None = None) -> None:
+def train_stage(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    ring: SnapshotRing,
+    steps: int,
+    bad: tuple[int, int, int] | None = None,
+) -> None:
     """The schedule's way: per micro-batch a forward and a backward from the output gradient (the
     next stage's, made up: a fixed function of the step), then the gradients / MICRO, one step."""
     for step in range(steps):
@@ -125,7 +130,9 @@ def test_stage_replayed_from_the_snapshot_names_the_micro_batch_layer_and_op():
     assert (loc.layer, loc.op) == ("temper", "aten.div")
     assert (at.micro, at.first, at.local, at.samples) == (2, 2 * SIZE, [1], [2 * SIZE + 1])
     # the user's stage untouched, bit for bit (NaN since the failing step's update)
-    assert all(torch.equal(p.view(torch.int32), q.detach().view(torch.int32)) for p, q in zip(before, model.parameters()))
+    assert all(
+        torch.equal(p.view(torch.int32), q.detach().view(torch.int32)) for p, q in zip(before, model.parameters())
+    )
 
 
 def stage_flow(ring: SnapshotRing, model: nn.Module, opt: torch.optim.Optimizer, index: int = 1, n: int = 2):
@@ -145,8 +152,9 @@ def test_a_step_whose_tape_was_dropped_makes_the_replay_an_approximation():
     train_stage(model, opt, ring, 5, bad=(4, 2, 1))
     ring.entries[2].stage = None  # as the bound does to the oldest steps
     rec = record(4)
-    [f] = stage_flow(ring, model, opt).run(4, {"kind": "nonfinite_loss"}, {"fwd_first_nonfinite": {"layer": "temper"}},
-                                            rec)
+    [f] = stage_flow(ring, model, opt).run(
+        4, {"kind": "nonfinite_loss"}, {"fwd_first_nonfinite": {"layer": "temper"}}, rec
+    )
     assert rec.replay["stopped_at"] == 2 and not rec.replay["reached"]
     assert has(rec.notes, "triage.stage.approximated", step=4, at=2)
     assert (f.layer, f.op, f.samples) == ("temper", "aten.div", [2 * SIZE + 1])
@@ -155,9 +163,14 @@ def test_a_step_whose_tape_was_dropped_makes_the_replay_an_approximation():
     assert has(f.evidence, "triage.stage.isolated") and not has(f.evidence, "triage.samples.isolated")
 
 
-@pytest.mark.parametrize("index, spoil, key", [(0, True, "triage.stage.bwd_from_next"),
-                                               (1, True, "triage.stage.bwd_from_loss"),
-                                               (0, False, "triage.stage.bwd_own")])
+@pytest.mark.parametrize(
+    "index, spoil, key",
+    [
+        (0, True, "triage.stage.bwd_from_next"),
+        (1, True, "triage.stage.bwd_from_loss"),
+        (0, False, "triage.stage.bwd_own"),
+    ],
+)
 def test_a_fault_that_came_in_the_backward_is_not_replayed_and_says_where(index, spoil, key):
     torch.manual_seed(0)
     model = Stage()
@@ -234,8 +247,14 @@ def test_a_stage_sharded_by_tensor_parallel_keeps_the_refusal():
     from conftest import cli_env
     from dist_workers import free_port
 
-    env = {**cli_env(), "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port())}
+    env = {
+        **cli_env(),
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+        "LOCAL_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
     p = subprocess.run([sys.executable, "-c", SHARDED_STAGE], capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])

@@ -69,13 +69,17 @@ def test_grad_explosion_clipping_is_verified_and_dropping_a_random_sample_does_n
     assert said.key == "verify.did_not_help" and has([said], "verify.fix.drop", step=16), said.data()
     # verified first; a code change is said to be one, with the reason
     verdicts = [c["verdict"] for c in r["checks"]]
-    assert verdicts[0] == "verified" and verdicts == sorted(verdicts, key=["verified", "did_not_help",
-                                                                         "not_checked", "not_verifiable"].index)
+    assert verdicts[0] == "verified" and verdicts == sorted(
+        verdicts, key=["verified", "did_not_help", "not_checked", "not_verifiable"].index
+    )
     code = [c for c in r["checks"] if c["verdict"] == "not_verifiable"]
     assert code and all(sentence_of(c).key == "verify.not_verifiable" for c in code)
     # the cost is recorded: one replay per distinct fix (one suggested twice is replayed once)
-    distinct = {(c["kind"], c.get("max_norm"), c.get("lr"), tuple(c.get("samples") or ())) for c in r["checks"]
-                if c["kind"] != "code"}
+    distinct = {
+        (c["kind"], c.get("max_norm"), c.get("lr"), tuple(c.get("samples") or ()))
+        for c in r["checks"]
+        if c["kind"] != "code"
+    }
     assert r["cost"]["steps_replayed"] == 27 * (1 + len(distinct))
     assert r["cost"]["seconds"] > 0 and r["cost"]["peak_rss_growth_mib"] >= 0 and r["cost"]["workspace_mib"] > 0
     # ... and written into the incident record, the record's own findings carrying their checks
@@ -116,8 +120,9 @@ def test_nan_in_the_data_dropping_the_offending_sample_is_verified(tmp_path):
     found = [c for c in r["checks"] if c["cause"] == "nonfinite_data" and c["kind"] == "drop_samples"]
     assert found and found[0]["samples"] == [3] and found[0]["verdict"] == "verified"
     said = sentence_of(found[0])
-    assert (said.key, said.values["step"]) == ("verify.verified", 14) and has([said], "verify.fix.drop", step=14), \
+    assert (said.key, said.values["step"]) == ("verify.verified", 14) and has([said], "verify.fix.drop", step=14), (
         said.data()
+    )
     assert find([said], "verify.outcome.nonfinite").values["step"] == 14  # unfixed: NaN at 14
     wrong = [c for c in r["checks"] if c["cause"] is None]
     assert wrong[0]["verdict"] == "did_not_help"
@@ -192,8 +197,10 @@ def test_verification_leaves_the_users_model_optimizer_and_rng_bit_identical(tmp
     [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0), Fix("lr", lr=0.001)))
     assert r["status"] == "checked"
     assert state_bytes(model, opt) == before
-    assert all((a is None and p.grad is None) or torch.equal(a.nan_to_num(), p.grad.nan_to_num())
-               for a, p in zip(grads, model.parameters()))
+    assert all(
+        (a is None and p.grad is None) or torch.equal(a.nan_to_num(), p.grad.nan_to_num())
+        for a, p in zip(grads, model.parameters())
+    )
     assert torch.equal(torch.get_rng_state(), rng[0]) and random.getstate() == rng[1]
     assert all(np.array_equal(a, b) for a, b in zip(np.random.get_state()[1:3], rng[2][1:3]))
     assert [g["lr"] for g in opt.param_groups] == lr
@@ -223,8 +230,7 @@ def test_the_budget_in_steps_bounds_the_replays(tmp_path):
     assert r["status"] == "over_budget" and "more than the budget of 10" in r["note"]
     mon.close()
     with pytest.raises(ValueError, match="verify_budget"):
-        lossdoctor.watch(MLP(), torch.optim.SGD(MLP().parameters(), lr=0.1), log_dir=tmp_path / "bad",
-                         verify_budget=0)
+        lossdoctor.watch(MLP(), torch.optim.SGD(MLP().parameters(), lr=0.1), log_dir=tmp_path / "bad", verify_budget=0)
 
 
 def test_fix_checks_are_in_the_json_report_and_render_in_chinese(tmp_path):
@@ -255,8 +261,9 @@ def test_a_one_off_spike_skipping_the_batch_is_verified_and_clipping_does_not_he
     batches = regression_batches(90)
     x, y = batches[60]
     batches[60] = (x, -4 * y)
-    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=50,
-                           verify=False)
+    mon = lossdoctor.watch(
+        model, opt, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=50, verify=False
+    )
     losses = train(model, opt, batches, mse_loss, mon)
     assert losses[60] > 50 * np.median(losses[40:60])
     [r] = mon.verify_fixes(fixes=(Fix("clip", max_norm=1.0),))
@@ -264,8 +271,9 @@ def test_a_one_off_spike_skipping_the_batch_is_verified_and_clipping_does_not_he
     [skip] = [c for c in r["checks"] if c["kind"] == "skip_batch"]
     assert skip["cause"] == "loss_spike" and skip["verdict"] == "verified" and skip["first_bad"] is None
     said = sentence_of(skip)
-    assert (said.key, said.values["step"]) == ("verify.verified", 60) and has([said], "verify.fix.skip", step=60), \
+    assert (said.key, said.values["step"]) == ("verify.verified", 60) and has([said], "verify.fix.skip", step=60), (
         said.data()
+    )
     assert has([said], "verify.outcome.bad", step=60) and skip["unfixed_first_bad"] == 60  # the loss spikes
     [clip] = [c for c in r["checks"] if c["kind"] == "clip"]
     assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 60
@@ -281,8 +289,9 @@ def test_with_a_grad_scaler_the_fixes_are_checked_before_the_next_snapshot_drops
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
     batches = regression_batches(40)
     batches[14][0][3, 2] = float("nan")
-    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=mse_loss,
-                           snapshot_every=5)
+    mon = lossdoctor.watch(
+        model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=mse_loss, snapshot_every=5
+    )
     losses = train(model, opt, batches, mse_loss, mon, scaler=scaler)
     assert not np.isfinite(losses[14]) and np.isfinite(losses[15:]).all()
     mon.close()

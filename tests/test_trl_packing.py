@@ -66,8 +66,12 @@ def test_all_masked_example_inside_a_packed_row_is_named_by_its_example(tmp_path
     assert {(e["start"], e["end"]) for e in f.examples} >= {(e["start"], e["end"]) for e in ev0["at"]}
     first = f.examples[0]
     ends = find(f.evidence, "plabels.packed_example_ends_with").values
-    assert {k: ends[k] for k in ("row", "example", "start", "end")} == \
-        {"row": 0, "example": first["example"], "start": first["start"], "end": first["end"]}, ends
+    assert {k: ends[k] for k in ("row", "example", "start", "end")} == {
+        "row": 0,
+        "example": first["example"],
+        "start": first["start"],
+        "end": first["end"],
+    }, ends
     assert has(f.evidence, "plabels.truncated_response_packed", max_length=64), [m.data() for m in f.evidence]
     assert has(f.fixes, "plabels.fix_truncate_and_drop_packed") or has(f.fixes, "labels.fix_packed_unsupervised")
     zh = " ".join(e.render("zh") for e in f.evidence if hasattr(e, "render"))
@@ -177,8 +181,9 @@ def test_localize_bisects_the_examples_of_a_packed_row():
     assert loc.sample_search.examples == [{"row": 0, "example": 2, "start": 22, "end": 31}]
     f = loc.finding(step=0)
     assert f.examples == [{"row": 0, "example": 2, "start": 22, "end": 31}]
-    assert has(f.evidence, "triage.samples.row_example", row=0, example=2, start=22, end=31), \
-        [m.data() for m in f.evidence]
+    assert has(f.evidence, "triage.samples.row_example", row=0, example=2, start=22, end=31), [
+        m.data() for m in f.evidence
+    ]
 
 
 def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
@@ -202,14 +207,17 @@ def test_nan_inside_a_packed_row_is_named_by_its_example(tmp_path, capfd):
     (run,) = read_run_dir(tmp_path / "ld")
     assert run.col("packed_examples").tolist() == [5.0] * 4
     assert run.event("batch_nonfinite_examples")[2] == [
-        {"key": "inputs_embeds", "row": 0, "example": 3, "start": 31, "end": 45}]
+        {"key": "inputs_embeds", "row": 0, "example": 3, "start": 31, "end": 45}
+    ]
     (f,) = [f for f in mon.diagnose().findings if f.cause == "nonfinite_data"]
     assert f.step == 2 and f.samples == [0]
     assert {"row": 0, "example": 3, "start": 31, "end": 45} in [
-        {k: e[k] for k in ("row", "example", "start", "end")} for e in f.examples]
+        {k: e[k] for k in ("row", "example", "start", "end")} for e in f.examples
+    ]
     bisection = find(f.evidence, "triage.samples.packed_examples")  # a bisection over the packed examples
-    assert bisection.values["n"] == 1 and has([bisection], "triage.samples.row_example", row=0, example=3, start=31,
-                                              end=45), bisection.data()
+    assert bisection.values["n"] == 1 and has(
+        [bisection], "triage.samples.row_example", row=0, example=3, start=31, end=45
+    ), bisection.data()
     (alert,) = [x for x in capfd.readouterr().err.splitlines() if "nonfinite_data" in x]
     assert "packed row 0 example 3 (tokens 31-45)" in alert
     # the reports' "where" line names the example too (text, Markdown and HTML share it)

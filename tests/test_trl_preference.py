@@ -86,6 +86,7 @@ def _logged(trainer, key):
 
 # --- an LR far too high: both rewards fall (likelihood displacement) ------------------------------------
 
+
 @pytest.fixture(scope="module")
 def lr_too_high(tmp_path_factory):
     return _train(tmp_path_factory, "dpo_lr", steps=30, lr=5e-2, lr_scheduler_type="constant")
@@ -101,9 +102,14 @@ def test_dpo_records_what_trl_logs(lr_too_high):
     assert len(run) == 30
     np.testing.assert_allclose(run.col("loss"), _logged(trainer, "loss"), rtol=1e-6)
     assert run.col("loss")[0] == pytest.approx(math.log(2), abs=1e-4)  # policy == reference at step 0
-    for col, key in (("rewards_chosen", "rewards/chosen"), ("rewards_rejected", "rewards/rejected"),
-                     ("rewards_margins", "rewards/margins"), ("rewards_accuracies", "rewards/accuracies"),
-                     ("logps_chosen", "logps/chosen"), ("logps_rejected", "logps/rejected")):
+    for col, key in (
+        ("rewards_chosen", "rewards/chosen"),
+        ("rewards_rejected", "rewards/rejected"),
+        ("rewards_margins", "rewards/margins"),
+        ("rewards_accuracies", "rewards/accuracies"),
+        ("logps_chosen", "logps/chosen"),
+        ("logps_rejected", "logps/rejected"),
+    ):
         np.testing.assert_allclose(run.col(col), _logged(trainer, key), rtol=1e-6, err_msg=col)
 
 
@@ -111,7 +117,9 @@ def test_lr_too_high_both_rewards_fall_named_live(lr_too_high):
     f = _one(lr_too_high.cb.diagnose(), "likelihood_displacement")
     assert f.severity == "warning" and f.symptom == "divergence"
     fall = f.evidence[0].values
-    assert fall["c1"] < fall["c0"] - 2 and fall["r1"] < fall["r0"] - 2 and -(fall["c1"] - fall["c0"]) > 2 * fall["gained"]
+    assert (
+        fall["c1"] < fall["c0"] - 2 and fall["r1"] < fall["r0"] - 2 and -(fall["c1"] - fall["c0"]) > 2 * fall["gained"]
+    )
     assert "pref.chosen_logps_fall" in _keys(f.evidence)
     # the fix in the words of the TRL that ran: options DPOConfig has, none it lacks
     fields = {x.name for x in dataclasses.fields(trl.DPOConfig)}
@@ -119,8 +127,9 @@ def test_lr_too_high_both_rewards_fall_named_live(lr_too_high):
     assert nll.key == "pref.fix_nll_loss_type" and f"TRL {trl.__version__}" in nll
     assert 'loss_type=["sigmoid", "sft"]' in nll and {"loss_type", "loss_weights"} <= fields
     assert "rpo_alpha" not in " ".join(map(str, f.fixes)) and "rpo_alpha" not in fields
-    assert trl.DPOConfig(output_dir="x", use_cpu=True, report_to=[], loss_type=["sigmoid", "sft"],
-                         loss_weights=[1.0, 1.0]).loss_type == ["sigmoid", "sft"]
+    assert trl.DPOConfig(
+        output_dir="x", use_cpu=True, report_to=[], loss_type=["sigmoid", "sft"], loss_weights=[1.0, 1.0]
+    ).loss_type == ["sigmoid", "sft"]
     assert (f.fixes[1].key, f.fixes[1].values["lr"], f.fixes[1].values["new"]) == ("pref.fix_lower_lr", 0.05, 0.005)
     assert "把 learning_rate 从 0.05 降到 0.005" in f.fixes[1].render("zh")
     assert not [g for g in lr_too_high.cb.diagnose().findings if g.cause == "reward_overoptimization"]
@@ -139,6 +148,7 @@ def test_lr_too_high_offline_is_the_same_diagnosis(lr_too_high, what):
 
 
 # --- beta too large for the LR: margins run away with the accuracy at 1.0 ------------------------------
+
 
 @pytest.fixture(scope="module")
 def margins_run_away(tmp_path_factory):
@@ -164,6 +174,7 @@ def test_margins_running_away_named_live_and_offline(margins_run_away):
 
 # --- an LR of 0: the DPO loss never leaves ln 2 -----------------------------------------------------------
 
+
 def test_lr_zero_keeps_the_dpo_loss_at_ln2(tmp_path_factory):
     t = _train(tmp_path_factory, "dpo_lr0", steps=10, lr=0.0)
     assert np.all(np.abs(_logged(t.trainer, "loss") - math.log(2)) < 1e-6)
@@ -175,6 +186,7 @@ def test_lr_zero_keeps_the_dpo_loss_at_ln2(tmp_path_factory):
 
 
 # --- prompts that fill max_length: empty answers, NaN log-probs -----------------------------------------
+
 
 def test_answers_truncated_away_give_nan_logps_named_label_mask_empty(tmp_path_factory):
     """ORPO (TRL 1.x: trl.experimental) keeps the prompt and truncates the answer: a 32-word prompt
@@ -197,6 +209,7 @@ def test_answers_truncated_away_give_nan_logps_named_label_mask_empty(tmp_path_f
 
 # --- healthy runs stay clean ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind,kw", [("dpo", dict(steps=24, lr=5e-3)), ("orpo", dict(steps=8)), ("kto", dict(steps=8))])
 def test_healthy_preference_runs_are_clean(tmp_path_factory, kind, kw):
     t = _train(tmp_path_factory, f"healthy_{kind}", kind=kind, **kw)
@@ -209,12 +222,17 @@ def test_healthy_preference_runs_are_clean(tmp_path_factory, kind, kw):
 
 # --- each rule stays silent where its cause is not the explanation ----------------------------------------
 
+
 def _run(n=24, **cols):
     """A run as a Trainer log gives it: every column logged at every step (NaN included)."""
     steps = np.arange(1, n + 1)
-    return from_columns(steps, {k: np.asarray(v, dtype=float) for k, v in cols.items()},
-                        meta={"framework": {"name": "transformers"}}, source="hf_trainer",
-                        logged={k: np.ones(n, dtype=bool) for k in cols})
+    return from_columns(
+        steps,
+        {k: np.asarray(v, dtype=float) for k, v in cols.items()},
+        meta={"framework": {"name": "transformers"}},
+        source="hf_trainer",
+        logged={k: np.ones(n, dtype=bool) for k in cols},
+    )
 
 
 def test_nan_logps_after_the_gradient_blew_up_is_not_an_empty_answer():
@@ -233,13 +251,32 @@ def test_nan_logps_after_the_gradient_blew_up_is_not_an_empty_answer():
 def test_large_but_settled_margins_and_a_tiny_lr_at_ln2():
     n = 24
     settled = np.r_[np.linspace(0, 6, 8), np.full(16, 6.0)]
-    report = diagnose_runs([_run(n, loss=np.exp(-settled) + 0.01, rewards_margins=settled,
-                                 rewards_accuracies=np.ones(n), rewards_chosen=settled / 2,
-                                 rewards_rejected=-settled / 2)])
+    report = diagnose_runs(
+        [
+            _run(
+                n,
+                loss=np.exp(-settled) + 0.01,
+                rewards_margins=settled,
+                rewards_accuracies=np.ones(n),
+                rewards_chosen=settled / 2,
+                rewards_rejected=-settled / 2,
+            )
+        ]
+    )
     assert not [f for f in report.findings if f.cause in PREFERENCE_CAUSES]
     # a tiny LR: the rewards move, but by 1e-4: lr_too_low with a 10x LR in the fix
     tiny = np.linspace(0, 1e-4, n)
-    report = diagnose_runs([_run(n, loss=np.full(n, math.log(2)) - tiny, lr=np.full(n, 1e-8), rewards_margins=tiny,
-                                 rewards_chosen=tiny, rewards_rejected=np.zeros(n))])
+    report = diagnose_runs(
+        [
+            _run(
+                n,
+                loss=np.full(n, math.log(2)) - tiny,
+                lr=np.full(n, 1e-8),
+                rewards_margins=tiny,
+                rewards_chosen=tiny,
+                rewards_rejected=np.zeros(n),
+            )
+        ]
+    )
     (f,) = [f for f in report.findings if "pref.loss_at_ln2" in _keys(f.evidence)]
     assert f.cause == "lr_too_low" and f.fixes[0].values == {"lr": 1e-8, "new": 1e-7}

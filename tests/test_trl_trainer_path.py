@@ -24,13 +24,30 @@ def _sft(out_dir, *, trainer_cls=None, callback=None, steps=4, lr=1e-3, warmup_s
     torch.set_num_threads(1)
     convs = trl_kit.conversations(n)
     tok = trl_kit.tokenizer([m["content"] for c in convs for m in c])
-    args = SFTConfig(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=4, learning_rate=lr,
-                     warmup_steps=warmup_steps, logging_steps=1, max_length=64, save_strategy="no",
-                     report_to=[], use_cpu=True, disable_tqdm=True, dataloader_num_workers=0, seed=0,
-                     assistant_only_loss=True, **config)
-    trainer = (trainer_cls or SFTTrainer)(model=trl_kit.gpt2(tok, 64), args=args,
-                                          train_dataset=Dataset.from_dict({"messages": convs}),
-                                          processing_class=tok, callbacks=[callback] if callback else None)
+    args = SFTConfig(
+        output_dir=str(out_dir),
+        max_steps=steps,
+        per_device_train_batch_size=4,
+        learning_rate=lr,
+        warmup_steps=warmup_steps,
+        logging_steps=1,
+        max_length=64,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
+        assistant_only_loss=True,
+        **config,
+    )
+    trainer = (trainer_cls or SFTTrainer)(
+        model=trl_kit.gpt2(tok, 64),
+        args=args,
+        train_dataset=Dataset.from_dict({"messages": convs}),
+        processing_class=tok,
+        callbacks=[callback] if callback else None,
+    )
     trainer.train()
     return trainer
 
@@ -57,6 +74,7 @@ def _ignores_num_items():
 
 # --- 1. the loss the Trainer backpropagates -------------------------------------------------------
 
+
 def test_sft_trainer_accumulation_is_measured_on_the_loss_it_backpropagates(tmp_path):
     cb, trainer, run = _sft_watched(tmp_path, steps=4, gradient_accumulation_steps=2)
     assert run.col("accum_steps").tolist() == [2.0] * 4
@@ -72,8 +90,7 @@ def test_sft_trainer_accumulation_is_measured_on_the_loss_it_backpropagates(tmp_
 
 
 def test_compute_loss_that_ignores_num_items_is_a_normalisation_fault(tmp_path):
-    cb, trainer, run = _sft_watched(tmp_path, trainer_cls=_ignores_num_items(), steps=4,
-                                    gradient_accumulation_steps=2)
+    cb, trainer, run = _sft_watched(tmp_path, trainer_cls=_ignores_num_items(), steps=4, gradient_accumulation_steps=2)
     w = run.col("loss_weight")
     assert w.tolist() == pytest.approx([2.0] * 4, rel=0.1)  # two micro-batch means summed
     (f,) = [f for f in cb.diagnose().findings if f.cause == "grad_accum_normalization"]
@@ -91,8 +108,9 @@ def test_without_accumulation_the_check_is_quiet_for_the_same_subclass(tmp_path)
 
 def test_callback_leaves_sft_training_bit_identical(tmp_path):
     plain = _sft(tmp_path / "a", steps=3, gradient_accumulation_steps=2)
-    watched = _sft(tmp_path / "b", steps=3, gradient_accumulation_steps=2,
-                   callback=LossDoctorCallback(log_dir=tmp_path / "ld"))
+    watched = _sft(
+        tmp_path / "b", steps=3, gradient_accumulation_steps=2, callback=LossDoctorCallback(log_dir=tmp_path / "ld")
+    )
     a, b = plain.model.state_dict(), watched.model.state_dict()
     assert a.keys() == b.keys()
     for k in a:
@@ -123,6 +141,7 @@ def test_trainer_whose_loss_never_reaches_backward_keeps_the_note(tmp_path):
 
 
 # --- 2. the LR each step used, and the fixes of a run that already clips ----------------------------
+
 
 @pytest.fixture(scope="module")
 def lr_one(tmp_path_factory):
@@ -155,16 +174,21 @@ def test_lr_finding_names_the_peak_lr_and_the_step_the_climb_began(lr_one):
     cb, trainer, run, _ = lr_one
     f = _lr_finding(cb.diagnose())
     loss, first = run.col("loss"), run.col("loss")[0]
-    onset = next(i for i in range(1, len(loss)) if all(loss[i:i + 2] >= 1.5 * first))
+    onset = next(i for i in range(1, len(loss)) if all(loss[i : i + 2] >= 1.5 * first))
     assert f.step == onset, (f.step, loss[:6].tolist())
     assert has(f.evidence, "lr.high.peak_at", lr=1.0, s=5), [m.data() for m in f.evidence]
-    assert [x for x in f.fixes if x.kind in ("lr", "lr_range") and x.params.get("lr_now") == 1.0], \
-        [x.data() for x in f.fixes]  # the LR it names is the peak, now 1
+    assert [x for x in f.fixes if x.kind in ("lr", "lr_range") and x.params.get("lr_now") == 1.0], [
+        x.data() for x in f.fixes
+    ]  # the LR it names is the peak, now 1
     # the Trainer clips at 1.0: no fix tells the run to clip at 1.0 again
     assert run.meta["max_grad_norm"] == 1.0
     assert not [x for x in f.fixes if x.kind == "clip" or x.key == "lr.fix.warmup_clip"], [x.data() for x in f.fixes]
-    assert [x for x in f.fixes if x.key in ("grad.fix_already_clipped", "grad.fix_clip_tighter", "lr.fix_warmup_already_clipped") and 1.0 in (x.values.get("clip"), x.values.get("max_norm"))], \
-        [x.data() for x in f.fixes]
+    assert [
+        x
+        for x in f.fixes
+        if x.key in ("grad.fix_already_clipped", "grad.fix_clip_tighter", "lr.fix_warmup_already_clipped")
+        and 1.0 in (x.values.get("clip"), x.values.get("max_norm"))
+    ], [x.data() for x in f.fixes]
 
 
 def test_offline_trainer_state_names_the_same_lr_at_the_trainers_own_step(lr_one):
@@ -178,8 +202,9 @@ def test_offline_trainer_state_names_the_same_lr_at_the_trainers_own_step(lr_one
     (f,) = [f for f in diagnose_runs(load_path(state)).findings if f.cause == "lr_too_high"]
     assert f.step == live.step + 1
     assert has(f.evidence, "lr.high.peak_at", lr=1.0, s=6), [m.data() for m in f.evidence]
-    assert [x for x in f.fixes if x.kind in ("lr", "lr_range") and x.params.get("lr_now") == 1.0], \
-        [x.data() for x in f.fixes]  # the LR it names is the peak, now 1
+    assert [x for x in f.fixes if x.kind in ("lr", "lr_range") and x.params.get("lr_now") == 1.0], [
+        x.data() for x in f.fixes
+    ]  # the LR it names is the peak, now 1
 
 
 @pytest.mark.parametrize("clip", [None, 1.0, 100.0])
@@ -200,10 +225,16 @@ def test_gradient_clipping_fixes_know_the_run_already_clips(clip):
         assert [x for x in f.fixes if x.kind == "clip"], data  # clip gradients: clip_grad_norm_(..., max_norm=...)
     else:
         assert not [x for x in f.fixes if x.kind == "clip"], data
-        assert [x for x in f.fixes if x.key in ("grad.fix_already_clipped", "grad.fix_clip_tighter", "lr.fix_warmup_already_clipped") and x.values.get("clip") == clip], data
+        assert [
+            x
+            for x in f.fixes
+            if x.key in ("grad.fix_already_clipped", "grad.fix_clip_tighter", "lr.fix_warmup_already_clipped")
+            and x.values.get("clip") == clip
+        ], data
 
 
 # --- 3. Trainer(torch_compile=True) ------------------------------------------------------------------
+
 
 def _compiled_trainer(out_dir, callback=None):
     """A plain Trainer on a causal LM with `torch_compile=True`. The backend is aot_eager: dynamo
@@ -221,14 +252,27 @@ def _compiled_trainer(out_dir, callback=None):
     texts = [" ".join(m["content"] for m in c) for c in trl_kit.conversations(32)]
     tok = trl_kit.tokenizer(texts)
     enc = tok(texts, truncation=True, max_length=16, padding="max_length")
-    ds = Dataset.from_dict({"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"],
-                            "labels": enc["input_ids"]})
-    args = TrainingArguments(output_dir=str(out_dir), max_steps=4, per_device_train_batch_size=4,
-                             gradient_accumulation_steps=2, learning_rate=1e-3, logging_steps=1, save_strategy="no",
-                             report_to=[], use_cpu=True, disable_tqdm=True, seed=0, torch_compile=True,
-                             torch_compile_backend="aot_eager")
-    trainer = Trainer(model=trl_kit.gpt2(tok, 16), args=args, train_dataset=ds,
-                      callbacks=[callback] if callback is not None else None)
+    ds = Dataset.from_dict(
+        {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "labels": enc["input_ids"]}
+    )
+    args = TrainingArguments(
+        output_dir=str(out_dir),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        seed=0,
+        torch_compile=True,
+        torch_compile_backend="aot_eager",
+    )
+    trainer = Trainer(
+        model=trl_kit.gpt2(tok, 16), args=args, train_dataset=ds, callbacks=[callback] if callback is not None else None
+    )
     with torch._dynamo.config.patch(error_on_recompile=True):  # the callback must not cause one
         trainer.train()
     return trainer, counters["stats"]["unique_graphs"]
@@ -253,6 +297,7 @@ def test_torch_compile_trainer_with_the_callback_trains_identically(tmp_path):
 
 # --- 4. the Trainer subclasses LLaMA-Factory and Axolotl train with -----------------------------------
 
+
 def _llamafactory_sft(out_dir, *, callback, train_on_prompt=False, steps=8):
     """LLaMA-Factory's SFT stage, built here: its `CustomSeq2SeqTrainer` is a `Seq2SeqTrainer`
     subclass whose `compute_loss` calls the parent's, defined in `llamafactory.train.sft.trainer`;
@@ -275,17 +320,33 @@ def _llamafactory_sft(out_dir, *, callback, train_on_prompt=False, steps=8):
         prompt = tok.apply_chat_template(c[:1], tokenize=True, add_generation_prompt=True, return_dict=False)
         full = tok.apply_chat_template(c, tokenize=True, return_dict=False)
         ids = list(full)[:64]
-        labels = list(ids) if train_on_prompt else [-100] * len(prompt) + ids[len(prompt):]
+        labels = list(ids) if train_on_prompt else [-100] * len(prompt) + ids[len(prompt) :]
         rows["input_ids"].append(ids)
         rows["attention_mask"].append([1] * len(ids))
         rows["labels"].append(labels[:64])
-    args = Seq2SeqTrainingArguments(output_dir=str(out_dir), max_steps=steps, per_device_train_batch_size=4,
-                                    gradient_accumulation_steps=2, learning_rate=1e-3, warmup_steps=1,
-                                    logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-                                    disable_tqdm=True, dataloader_num_workers=0, seed=0)
-    trainer = CustomSeq2SeqTrainer(model=trl_kit.gpt2(tok, 64), args=args, train_dataset=Dataset.from_dict(rows),
-                                   data_collator=DataCollatorForSeq2Seq(tok, label_pad_token_id=-100),
-                                   processing_class=tok, callbacks=[callback])
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(out_dir),
+        max_steps=steps,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        learning_rate=1e-3,
+        warmup_steps=1,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    trainer = CustomSeq2SeqTrainer(
+        model=trl_kit.gpt2(tok, 64),
+        args=args,
+        train_dataset=Dataset.from_dict(rows),
+        data_collator=DataCollatorForSeq2Seq(tok, label_pad_token_id=-100),
+        processing_class=tok,
+        callbacks=[callback],
+    )
     trainer.train()
     return trainer
 

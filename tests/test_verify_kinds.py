@@ -54,6 +54,7 @@ def _assert_checks_point_at_their_fix(f: Finding) -> None:
 
 # --- loss-scale collapse: GradScaler(init_scale=...) ---------------------------------------------------
 
+
 def amp_loss(model, batch):
     """The loop's loss under fp16 autocast on CPU (what the replay must run too)."""
     with torch.autocast("cpu", dtype=torch.float16):
@@ -67,8 +68,9 @@ def test_loss_scale_collapse_the_suggested_init_scale_is_verified_and_clipping_d
     model = MLP()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**40)
-    mon = lossdoctor.watch(model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=amp_loss,
-                           snapshot_every=50)
+    mon = lossdoctor.watch(
+        model, opt, scaler=scaler, log_dir=tmp_path, alerts=False, replay_fn=amp_loss, snapshot_every=50
+    )
     train(model, opt, regression_batches(40), mse_loss, mon, scaler=scaler, autocast=torch.float16)
     rec = _record(tmp_path, 11)  # 12 skips in a row: steps 0-11
     assert (rec["trigger"], rec["level"], rec["scale"]["streak"]) == ("scale_collapse", "replay", 12)
@@ -76,7 +78,9 @@ def test_loss_scale_collapse_the_suggested_init_scale_is_verified_and_clipping_d
     assert f.cause == "loss_scale_collapse" and f.fixes[0].key == "triage.scale.fix_init_scale"
     assert f.fixes[0].values["init_scale"] == 2.0**16
     # checked once the window was recorded (with the live engine's findings' fixes): verified
-    [check] = [c for c in rec["verification"]["checks"] if c["cause"] == "loss_scale_collapse" and c["kind"] == "scaler"]
+    [check] = [
+        c for c in rec["verification"]["checks"] if c["cause"] == "loss_scale_collapse" and c["kind"] == "scaler"
+    ]
     assert (check["kind"], check["verdict"], check["init_scale"]) == ("scaler", "verified", 2.0**16)
     assert check["unfixed_first_bad"] == 11 and check["first_bad"] is None
     assert has([sentence_of(check)], "verify.outcome.skips", n=12, step=11), check["sentence_data"]
@@ -86,8 +90,11 @@ def test_loss_scale_collapse_the_suggested_init_scale_is_verified_and_clipping_d
     [clip] = [c for c in r["checks"] if c["cause"] is None]
     assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 11
     said = sentence_of(clip)
-    assert said.key == "verify.did_not_help" and has([said], "verify.fix.clip", max_norm=1.0) \
-        and has([said], "verify.outcome.skips", n=12), said.data()
+    assert (
+        said.key == "verify.did_not_help"
+        and has([said], "verify.fix.clip", max_norm=1.0)
+        and has([said], "verify.outcome.skips", n=12)
+    ), said.data()
     assert scaler.get_scale() == scale, "the user's scaler is left alone"
     mon.close()
     top = mon.diagnose().findings[0]
@@ -97,6 +104,7 @@ def test_loss_scale_collapse_the_suggested_init_scale_is_verified_and_clipping_d
 
 
 # --- a module run in fp32 -------------------------------------------------------------------------------
+
 
 class UpNormNet(nn.Module):
     """A wide projection, then LayerNorm: under fp16 autocast the projection of large inputs
@@ -130,8 +138,9 @@ def test_an_fp16_overflow_running_that_module_in_fp32_is_verified_and_clipping_d
     [check] = [c for c in r["checks"] if c["kind"] == "fp32_module"]
     assert check["verdict"] == "verified" and check["module"] == "up" and check["first_bad"] is None
     said = sentence_of(check)
-    assert (said.key, said.values["step"]) == ("verify.verified", 14) and has([said], "verify.fix.fp32", module="up"), \
+    assert (said.key, said.values["step"]) == ("verify.verified", 14) and has([said], "verify.fix.fp32", module="up"), (
         said.data()
+    )
     assert has([said], "verify.outcome.nonfinite", step=14) and check["loss_after"] < 3  # unfixed: NaN at 14
     [clip] = [c for c in r["checks"] if c["cause"] is None]
     assert clip["verdict"] == "did_not_help" and clip["first_bad"] == 14
@@ -147,6 +156,7 @@ def test_an_fp16_overflow_running_that_module_in_fp32_is_verified_and_clipping_d
 
 
 # --- the optimizer's eps --------------------------------------------------------------------------------
+
 
 def half_loss(model, batch):
     x, y = batch
@@ -180,6 +190,7 @@ def test_adam_in_fp16_raising_eps_is_verified_clipping_and_a_lower_lr_do_not_hel
 
 
 # --- verdicts survive the merge ---------------------------------------------------------------------------
+
 
 def _explosion_run(tmp_path, **meta):
     """SGD on a regression; the batch of step 14 is 300x larger: its update throws the weights far
@@ -244,9 +255,17 @@ def test_lr_too_high_its_own_set_the_lr_sentence_is_verified_and_the_verdict_rea
 
 # --- what a sentence asks for, and the order ---------------------------------------------------------------
 
+
 def _finding(fixes, checks=None):
-    return Finding(cause="grad_explosion", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
-                   fixes=fixes, fix_checks=checks)
+    return Finding(
+        cause="grad_explosion",
+        symptom="nonfinite",
+        severity="critical",
+        confidence=0.9,
+        step=5,
+        fixes=fixes,
+        fix_checks=checks,
+    )
 
 
 def test_a_fix_replays_what_its_kind_and_numbers_say_not_its_sentence():
@@ -267,8 +286,9 @@ def test_a_fix_replays_what_its_kind_and_numbers_say_not_its_sentence():
     # a drop fix without its own samples drops the finding's; none named: nothing to replay
     drop = Fix.drop(Msg("triage.data.fix", keys=["'x'"]))
     assert candidate(drop, 0, _finding([])).kind == "code"
-    with_rows = Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
-                        samples=[3, 1])
+    with_rows = Finding(
+        cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.9, step=5, samples=[3, 1]
+    )
     assert (candidate(drop, 0, with_rows).kind, candidate(drop, 0, with_rows).samples) == ("drop_samples", [3, 1])
     with pytest.raises(ValueError):
         Fix("rewrite", None, said)  # the kinds are a closed vocabulary
@@ -291,7 +311,9 @@ def test_the_detectors_lr_fixes_carry_the_lr_they_suggest_and_the_one_they_start
     assert f.cause == "lr_too_high" and all(x.rule for x in found)
     fix = next(x for x in f.fixes if x.kind == "lr")
     assert fix.key == "scalars.runaway.fix_cap"
-    assert fix.params["lr"] == pytest.approx(fix.values["to"]) and fix.params["lr_now"] == pytest.approx(fix.values["lr"])
+    assert fix.params["lr"] == pytest.approx(fix.values["to"]) and fix.params["lr_now"] == pytest.approx(
+        fix.values["lr"]
+    )
 
 
 def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sentence():
@@ -299,10 +321,14 @@ def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sente
     lr = Fix.lr(Msg("grad.fix_lower_lr", lr=0.05, to=0.017), to=0.017, now=0.05)
     clip = Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)
     skip = Fix.skip(Msg("triage.spike.fix_skip"))
-    f = _finding([lr, code, skip, clip], [
-        {"fix": 0, "kind": "lr", "verdict": "did_not_help", "lr": 0.017},
-        {"fix": 1, "kind": "code", "verdict": "not_verifiable"},
-        {"fix": 3, "kind": "clip", "verdict": "verified", "max_norm": 1.0}])
+    f = _finding(
+        [lr, code, skip, clip],
+        [
+            {"fix": 0, "kind": "lr", "verdict": "did_not_help", "lr": 0.017},
+            {"fix": 1, "kind": "code", "verdict": "not_verifiable"},
+            {"fix": 3, "kind": "clip", "verdict": "verified", "max_norm": 1.0},
+        ],
+    )
     order_by_verdict(f)
     assert f.fixes == [clip, code, skip, lr]
     assert {c["kind"]: c["fix"] for c in f.fix_checks} == {"clip": 0, "code": 1, "lr": 3}
@@ -310,8 +336,12 @@ def test_fixes_are_reordered_by_verdict_and_each_check_still_points_at_its_sente
     # the JSON has the fixes, their data and the indices in the same order
     d = f.to_dict()
     assert [x["key"] for x in d["fixes_data"]] == [m.key for m in f.fixes]
-    assert [(x["fix_kind"], x["params"]) for x in d["fixes_data"]] == \
-        [("clip", {"max_norm": 1.0}), ("code", {}), ("skip_batch", {}), ("lr", {"lr": 0.017, "lr_now": 0.05})]
+    assert [(x["fix_kind"], x["params"]) for x in d["fixes_data"]] == [
+        ("clip", {"max_norm": 1.0}),
+        ("code", {}),
+        ("skip_batch", {}),
+        ("lr", {"lr": 0.017, "lr_now": 0.05}),
+    ]
     back = Finding.from_dict(json.loads(json.dumps(d)))
     assert back.fixes == f.fixes and back.fix_checks == f.fix_checks
     assert [(x.kind, x.params) for x in back.fixes] == [(x.kind, x.params) for x in f.fixes]
@@ -352,23 +382,44 @@ def test_a_run_that_already_clips_at_1_is_not_told_to_clip_at_1(tmp_path):
 
 # --- fixes and findings as data: the kind and the rule decide, never the sentence -------------------------
 
+
 def test_a_report_round_trips_through_json_with_its_fixes_kinds_params_and_rules():
     nan_lr = Fix.lr(Msg("lr.fix.set", lr=float("nan"), now=0.3), to=float("nan"), now=0.3)
-    fixes = [Fix.clip(Msg("grad.fix_clip", max_norm=2.5, first=3, last=40), max_norm=2.5),
-             Fix.lr_range(Msg("lr.fix.range", lo=1e-4, hi=3e-4, now=1e-3), lo=1e-4, hi=3e-4, now=1e-3),
-             Fix.scaler(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), init_scale=2.0**16),
-             Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer="blocks.3.mlp"), module="blocks.3.mlp"),
-             Fix.drop(Msg("triage.data.fix", keys=["'x'"])), nan_lr,
-             Fix("rerun", None, Msg("diff.fix.rerun", step=3, onset=9)),
-             Msg("grad.fix_log_every_step"),  # the old form: a code change
-             "check the data loader"]  # plain text: a code change
-    f = Finding(cause="grad_explosion", symptom="nonfinite", severity="critical", confidence=0.9, step=5,
-                samples=[2], fixes=fixes, rule="gradients.grad_explosion")
+    fixes = [
+        Fix.clip(Msg("grad.fix_clip", max_norm=2.5, first=3, last=40), max_norm=2.5),
+        Fix.lr_range(Msg("lr.fix.range", lo=1e-4, hi=3e-4, now=1e-3), lo=1e-4, hi=3e-4, now=1e-3),
+        Fix.scaler(Msg("precision.fix_init_scale", init_scale=2.0**16, configured=2.0**40), init_scale=2.0**16),
+        Fix.fp32(Msg("nonfinite.fix_layer_out_of_fp16", layer="blocks.3.mlp"), module="blocks.3.mlp"),
+        Fix.drop(Msg("triage.data.fix", keys=["'x'"])),
+        nan_lr,
+        Fix("rerun", None, Msg("diff.fix.rerun", step=3, onset=9)),
+        Msg("grad.fix_log_every_step"),  # the old form: a code change
+        "check the data loader",
+    ]  # plain text: a code change
+    f = Finding(
+        cause="grad_explosion",
+        symptom="nonfinite",
+        severity="critical",
+        confidence=0.9,
+        step=5,
+        samples=[2],
+        fixes=fixes,
+        rule="gradients.grad_explosion",
+    )
     d = Report(findings=[f], steps=50).to_dict()
     jsonschema.validate(d, SCHEMA)
     data = d["findings"][0]["fixes_data"]
-    assert [x and x["fix_kind"] for x in data] == ["clip", "lr_range", "scaler", "fp32_module", "drop_samples", "lr",
-                                                    "rerun", "code", None]
+    assert [x and x["fix_kind"] for x in data] == [
+        "clip",
+        "lr_range",
+        "scaler",
+        "fp32_module",
+        "drop_samples",
+        "lr",
+        "rerun",
+        "code",
+        None,
+    ]
     assert data[0]["params"] == {"max_norm": 2.5} and data[3]["params"] == {"module": "blocks.3.mlp"}
     assert data[5]["params"] == {"lr": {"float": "nan"}, "lr_now": 0.3}
     assert d["findings"][0]["rule"] == "gradients.grad_explosion"
@@ -411,10 +462,23 @@ def test_arbitration_reads_the_rule_not_the_evidence():
     said = [Msg("scalars.runaway.rose", x=100.0, lr0=1e-3, s0=0, lr1=0.1, s1=80)]
 
     def findings(rule):
-        lr = Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8, step=40,
-                     evidence=list(said), rule=rule)
-        spike = Finding(cause="loss_spike", symptom="spike", severity="warning", confidence=0.7, step=60,
-                        rule="loss_shape.loss_spike")
+        lr = Finding(
+            cause="lr_too_high",
+            symptom="divergence",
+            severity="critical",
+            confidence=0.8,
+            step=40,
+            evidence=list(said),
+            rule=rule,
+        )
+        spike = Finding(
+            cause="loss_spike",
+            symptom="spike",
+            severity="warning",
+            confidence=0.7,
+            step=60,
+            rule="loss_shape.loss_spike",
+        )
         return arbitrate([lr, spike])
 
     assert [f.cause for f in findings(RUNAWAY_LR)] == ["lr_too_high"]

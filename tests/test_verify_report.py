@@ -41,8 +41,9 @@ def diverged_run(tmp_path_factory):
     batches = regression_batches(40)
     x, y = batches[14]
     batches[14] = (x * 300.0, y * 300.0)
-    mon = lossdoctor.watch(model, opt, log_dir=d, alerts=False, snapshot_every=5,
-                           replay_fn=lambda m, b: 1.5 * mse_loss(m, b))
+    mon = lossdoctor.watch(
+        model, opt, log_dir=d, alerts=False, snapshot_every=5, replay_fn=lambda m, b: 1.5 * mse_loss(m, b)
+    )
     train(model, opt, batches, mse_loss, mon)
     mon.close()
     runs = load_path(d)
@@ -61,14 +62,19 @@ def test_markdown_shows_the_verdict_under_its_fix_and_the_cost(nan_run):
     top = report.findings[0]
     assert top.cause == "nonfinite_data" and top.fix_checks[0]["verdict"] == "verified"
     md = render(report, "md", runs=runs, lang="en")
-    _fix_then_verdict(md, "- drop or repair those samples",
-                      "  - ✅ verified: with sample(s) 3 dropped from the batch of step 14 the replay passes step 14 "
-                      "and the loss is")
+    _fix_then_verdict(
+        md,
+        "- drop or repair those samples",
+        "  - ✅ verified: with sample(s) 3 dropped from the batch of step 14 the replay passes step 14 and the loss is",
+    )
     assert "20 steps later (unfixed: NaN at 14)" in md
-    section = md[md.index("### Verification of the fixes"):]
-    line = re.search(r"- incident at step 14: fixes replayed from step (\d+) to (\d+): 1 verified, (\d+) did not help, "
-                     r"\d+ not checked or not verifiable; cost: ([0-9.e+-]+) s, (\d+) replayed steps \(budget 400\), "
-                     r"peak memory \+([0-9.e+-]+) MiB", section)
+    section = md[md.index("### Verification of the fixes") :]
+    line = re.search(
+        r"- incident at step 14: fixes replayed from step (\d+) to (\d+): 1 verified, (\d+) did not help, "
+        r"\d+ not checked or not verifiable; cost: ([0-9.e+-]+) s, (\d+) replayed steps \(budget 400\), "
+        r"peak memory \+([0-9.e+-]+) MiB",
+        section,
+    )
     assert line, section
     rec = runs[0].incidents[0]["verification"]
     assert int(line[1]) == rec["from_step"] and int(line[2]) == rec["to_step"]
@@ -78,7 +84,9 @@ def test_markdown_shows_the_verdict_under_its_fix_and_the_cost(nan_run):
 def test_markdown_in_chinese_has_the_verdict_and_no_english(nan_run):
     _, runs, report = nan_run
     md = render(report, "md", runs=runs, lang="zh")
-    _fix_then_verdict(md, "- 丢弃或修复这些样本", "  - ✅ 已验证：采用「从第 14 步的 batch 中去掉样本 3」后重放能越过第 14 步")
+    _fix_then_verdict(
+        md, "- 丢弃或修复这些样本", "  - ✅ 已验证：采用「从第 14 步的 batch 中去掉样本 3」后重放能越过第 14 步"
+    )
     assert "### 修复验证" in md and "- 第 14 步的事故：从第" in md and "1 个修复已验证" in md
     assert document_english(md) == [], document_english(md)
 
@@ -87,13 +95,16 @@ def test_markdown_in_chinese_has_the_verdict_and_no_english(nan_run):
 def test_html_shows_the_verdict_under_its_fix_and_the_cost(nan_run, lang):
     _, runs, report = nan_run
     page = render(report, "html", runs=runs, lang=lang)
-    fixes = page[page.index('<ul class="fixes">'):]
-    fixes = fixes[:fixes.index("</ul>")]
-    m = re.search(r'<li>([^<]*)<div class="verdict verified" data-verdict="verified"><span class="vbadge" '
-                  r'title="([^"]*)">✅</span> ([^<]*)</div></li>', fixes)
+    fixes = page[page.index('<ul class="fixes">') :]
+    fixes = fixes[: fixes.index("</ul>")]
+    m = re.search(
+        r'<li>([^<]*)<div class="verdict verified" data-verdict="verified"><span class="vbadge" '
+        r'title="([^"]*)">✅</span> ([^<]*)</div></li>',
+        fixes,
+    )
     assert m, fixes
-    section = page[page.index('<section class="verification">'):]
-    section = section[:section.index("</section>")]
+    section = page[page.index('<section class="verification">') :]
+    section = section[: section.index("</section>")]
     if lang == "en":
         assert m[1].startswith("drop or repair those samples") and m[2] == "verified"
         assert m[3].startswith("verified: with sample(s) 3 dropped from the batch of step 14")
@@ -132,11 +143,16 @@ def test_the_cli_reports_carry_the_verdicts(nan_run, tmp_path):
 
 def test_a_record_this_version_cannot_render_shows_its_stored_text():
     """A verdict written by a newer version (a message key unknown here) falls back to its text."""
-    check = {"fix": 0, "verdict": "verified", "sentence": "verified: stored text",
-             "sentence_data": {"key": "verify.from_the_future", "values": {}}}
+    check = {
+        "fix": 0,
+        "verdict": "verified",
+        "sentence": "verified: stored text",
+        "sentence_data": {"key": "verify.from_the_future", "values": {}},
+    }
     assert sentence(check, "zh") == "verified: stored text"
-    line = incident_line({"step": 3, "verification": {"status": "checked", "checks": "garbage", "cost": 5,
-                                                      "from_step": {"x": 1}}})
+    line = incident_line(
+        {"step": 3, "verification": {"status": "checked", "checks": "garbage", "cost": 5, "from_step": {"x": 1}}}
+    )
     assert line is not None and line.startswith("incident at step 3: fixes replayed from step ? to ?")
     assert incident_line({"step": 3}) is None
 
@@ -161,8 +177,11 @@ def test_the_verdicts_show_in_chromium(nan_run, tmp_path, lang):
     assert p.returncode == 0, p.stderr
     r = check_report(out, tmp_path / f"verdicts-{lang}.png")
     assert r["ready"] and r["console_errors"] == [], r
-    want = ("verified: with sample(s) 3 dropped", "Verification of the fixes") if lang == "en" else \
-        ("已验证：采用", "修复验证")
+    want = (
+        ("verified: with sample(s) 3 dropped", "Verification of the fixes")
+        if lang == "en"
+        else ("已验证：采用", "修复验证")
+    )
     assert all(w in r["text"] for w in want), r["text"][:2000]
     if lang == "zh":
         assert document_english(r["text"]) == [], r["text"]

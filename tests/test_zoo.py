@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 # Seed 0 on the detectors of the day this floor was set: top-1 35/35, top-3 35/35 (full log),
 # top-1 16/35 from the scalars alone. The floors leave two scenarios of slack for float differences
 # between machines (a few scenarios are chaotic).
-TOP1_FLOOR = 0.94   # faulty runs whose primary diagnosis is an acceptable cause
-TOP3_FLOOR = 0.94   # ... whose acceptable cause is among the first three alarms
+TOP1_FLOOR = 0.94  # faulty runs whose primary diagnosis is an acceptable cause
+TOP3_FLOOR = 0.94  # ... whose acceptable cause is among the first three alarms
 SCALARS_TOP1_FLOOR = 0.4  # the same runs through their scalars.csv (loss, grad_norm, lr, scale)
 
 #: Known false alarms, each a bug to fix; strict: the test fails once it is fixed, to be removed here.
@@ -66,9 +66,15 @@ def test_healthy_control_raises_no_alarm(zoo, name):
     assert not s.full.false_alarm, f"false alarm on {name}: {s.full.findings}"
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_SCALARS_FALSE_ALARMS[n], strict=True))
-    if n in KNOWN_SCALARS_FALSE_ALARMS else n for n in HEALTHY])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN_SCALARS_FALSE_ALARMS[n], strict=True))
+        if n in KNOWN_SCALARS_FALSE_ALARMS
+        else n
+        for n in HEALTHY
+    ],
+)
 def test_healthy_control_scalars_only_raises_no_alarm(zoo, name):
     s = zoo[name]
     assert not s.scalars.false_alarm, f"false alarm on {name} (scalars only): {s.scalars.findings}"
@@ -103,21 +109,33 @@ def test_every_fault_actually_happened(zoo):
 
 # --- the scorer itself -------------------------------------------------------------------------
 
+
 def _finding(cause, severity="critical", step=None, layer=None, op=None, samples=None):
-    return {"cause": cause, "symptom": "nonfinite", "severity": severity, "confidence": 0.9,
-            "step": step, "layer": layer, "op": op, "samples": samples}
+    return {
+        "cause": cause,
+        "symptom": "nonfinite",
+        "severity": severity,
+        "confidence": 0.9,
+        "step": step,
+        "layer": layer,
+        "op": op,
+        "samples": samples,
+    }
 
 
-TRUTH = {"causes": ["attention_overflow"], "layers": ["blocks.0.attn"], "ops": ["softmax"],
-         "samples": [5]}
+TRUTH = {"causes": ["attention_overflow"], "layers": ["blocks.0.attn"], "ops": ["softmax"], "samples": [5]}
 
 
 def test_judge_top1_top3_and_localisation():
-    rep = {"status": "critical", "findings": [
-        _finding("loss_scale_collapse", step=30),
-        _finding("attention_overflow", step=31, layer="blocks.0.attn.proj", op="aten._softmax.default",
-                 samples=[5]),
-    ]}
+    rep = {
+        "status": "critical",
+        "findings": [
+            _finding("loss_scale_collapse", step=30),
+            _finding(
+                "attention_overflow", step=31, layer="blocks.0.attn.proj", op="aten._softmax.default", samples=[5]
+            ),
+        ],
+    }
     ps = judge(rep, TRUTH, 30, localise=True)
     assert (ps.top1, ps.top3, ps.onset_hit) == (False, True, True)
     assert (ps.layer_hit, ps.op_hit, ps.sample_hit) == (True, True, True)
@@ -127,14 +145,14 @@ def test_judge_ignores_info_findings_and_counts_false_alarms():
     rep = {"status": "healthy", "findings": [_finding("attention_overflow", severity="info", step=30)]}
     ps = judge(rep, TRUTH, 30, localise=True)
     assert ps.top1 is False and ps.top3 is False and ps.onset_hit is False
-    healthy = judge({"findings": [_finding("loss_spike", severity="warning")]}, {"causes": []}, None,
-                    localise=True)
+    healthy = judge({"findings": [_finding("loss_spike", severity="warning")]}, {"causes": []}, None, localise=True)
     assert healthy.false_alarm is True
 
 
 def test_judge_onset_tolerance_and_wrong_place():
-    rep = {"findings": [_finding("attention_overflow", step=33, layer="blocks.1.attn", op="aten.exp",
-                                 samples=[5, 6, 7])]}
+    rep = {
+        "findings": [_finding("attention_overflow", step=33, layer="blocks.1.attn", op="aten.exp", samples=[5, 6, 7])]
+    }
     ps = judge(rep, TRUTH, 30, localise=True)
     assert ps.top1 and not ps.onset_hit
     assert (ps.layer_hit, ps.op_hit, ps.sample_hit) == (False, False, False)

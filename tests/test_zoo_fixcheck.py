@@ -16,8 +16,13 @@ def scores(tmp_path_factory):
     scns = load_scenarios()
     n = torch.get_num_threads()
     try:
-        replayed = run_all([scns["mlp_nan_in_features"], scns["mlp_sgd_lr_x100"]], 1,
-                           tmp_path_factory.mktemp("zoo_replay"), progress=False, replay_all=True)
+        replayed = run_all(
+            [scns["mlp_nan_in_features"], scns["mlp_sgd_lr_x100"]],
+            1,
+            tmp_path_factory.mktemp("zoo_replay"),
+            progress=False,
+            replay_all=True,
+        )
         plain = run_all([scns["mlp_sgd_lr_x100"]], 1, tmp_path_factory.mktemp("zoo_plain"), progress=False)
     finally:
         torch.set_num_threads(n)
@@ -58,8 +63,12 @@ def test_without_a_replay_fn_there_is_no_verification_to_count(scores):
 
 def test_top_fix_verdict_reads_the_first_alarm_and_its_first_fix():
     checks = [{"fix": 1, "verdict": "did_not_help"}, {"fix": 0, "verdict": "verified"}]
-    report = {"findings": [{"cause": "lr_too_low", "severity": "info"},
-                           {"cause": "grad_explosion", "severity": "critical", "fix_checks": checks}]}
+    report = {
+        "findings": [
+            {"cause": "lr_too_low", "severity": "info"},
+            {"cause": "grad_explosion", "severity": "critical", "fix_checks": checks},
+        ]
+    }
     assert top_fix_verdict(report) == ("grad_explosion", "verified")
     assert top_fix_verdict({"findings": [{"cause": "noisy_data", "severity": "warning"}]}) == ("noisy_data", None)
     assert top_fix_verdict({"findings": []}) == (None, None)

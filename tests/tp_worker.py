@@ -53,9 +53,12 @@ def build(world: int, dp: int) -> tuple[nn.Module, int]:
     model = parallelize_module(MLP(), tp, {"up": ColwiseParallel(), "down": RowwiseParallel()})
     # the head replicated as DTensors (as torchtitan replicates its norms), so that every
     # parameter is a DTensor and clip_grad_norm_ computes the mesh's total
-    distribute_module(model.head, tp,
-                      input_fn=lambda mod, args, m: tuple(DTensor.from_local(a, m, [Replicate()]) for a in args),
-                      output_fn=lambda mod, out, m: out.to_local())
+    distribute_module(
+        model.head,
+        tp,
+        input_fn=lambda mod, args, m: tuple(DTensor.from_local(a, m, [Replicate()]) for a in args),
+        output_fn=lambda mod, out, m: out.to_local(),
+    )
     if dp == 1:
         return model, 0
     from torch.distributed.fsdp import fully_shard
@@ -74,6 +77,7 @@ def count_collectives() -> dict[str, int]:
         def call(*args, **kwargs):
             calls[name] += 1
             return fn(*args, **kwargs)
+
         return call
 
     dist.all_reduce = counted("all_reduce", dist.all_reduce)
@@ -117,8 +121,9 @@ def main() -> None:
     stats = {s["layer"]: s["rms"] for s in weight_stats(model)}  # preflight's init check, on the shards
     calls = count_collectives()
     # a replay_fn, refused (a one-rank replay would wait in the forward's collectives)
-    mon = lossdoctor.watch(model, opt, log_dir=out / "ld", alerts=False,
-                           replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"]))
+    mon = lossdoctor.watch(
+        model, opt, log_dir=out / "ld", alerts=False, replay_fn=lambda m, b: nn.functional.mse_loss(m(b["x"]), b["y"])
+    )
     ref = []
     for step in range(STEPS):
         state["step"] = step
@@ -133,8 +138,9 @@ def main() -> None:
         opt.zero_grad()
         mon.step(loss, batch={"x": x, "y": y})
     mon.close()
-    (out / f"rank{rank}.json").write_text(json.dumps({"ref": ref, "warnings": warnings, "weight_rms": stats,
-                                                      "calls": calls}))
+    (out / f"rank{rank}.json").write_text(
+        json.dumps({"ref": ref, "warnings": warnings, "weight_rms": stats, "calls": calls})
+    )
     dist.destroy_process_group()
 
 

@@ -64,8 +64,13 @@ def lm_batches(n: int, size: int = 6, seed: int = 1) -> list[dict[str, torch.Ten
     out = []
     for _ in range(n):
         ids = torch.randint(0, VOCAB, (size, SEQ), generator=g)
-        out.append({"input_ids": ids, "attention_mask": torch.ones(size, SEQ, dtype=torch.long),
-                    "labels": ids.roll(-1, dims=1)})
+        out.append(
+            {
+                "input_ids": ids,
+                "attention_mask": torch.ones(size, SEQ, dtype=torch.long),
+                "labels": ids.roll(-1, dims=1),
+            }
+        )
     return out
 
 
@@ -112,8 +117,9 @@ def ce_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tensor]) -> torch
     return F.cross_entropy(model(x), y)
 
 
-def regression_batches(n: int, size: int = 8, d_in: int = 6, d_out: int = 3, seed: int = 2
-                       ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def regression_batches(
+    n: int, size: int = 8, d_in: int = 6, d_out: int = 3, seed: int = 2
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(seed)
     w = torch.randn(d_in, d_out, generator=g)
     out = []
@@ -123,8 +129,9 @@ def regression_batches(n: int, size: int = 8, d_in: int = 6, d_out: int = 3, see
     return out
 
 
-def classification_batches(n: int, size: int = 8, d_in: int = 6, classes: int = 3, seed: int = 3
-                           ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def classification_batches(
+    n: int, size: int = 8, d_in: int = 6, classes: int = 3, seed: int = 3
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(seed)
     centers = 2 * torch.randn(classes, d_in, generator=g)
     out = []
@@ -134,10 +141,18 @@ def classification_batches(n: int, size: int = 8, d_in: int = 6, classes: int = 
     return out
 
 
-def train(model: nn.Module, opt: torch.optim.Optimizer, batches: list[Any],
-          loss_fn: Callable[[nn.Module, Any], torch.Tensor], mon: Any = None, *, clip: float | None = None,
-          before_step: Callable[[int], None] | None = None, scaler: Any = None,
-          autocast: torch.dtype | None = None) -> list[float]:
+def train(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    batches: list[Any],
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    mon: Any = None,
+    *,
+    clip: float | None = None,
+    before_step: Callable[[int], None] | None = None,
+    scaler: Any = None,
+    autocast: torch.dtype | None = None,
+) -> list[float]:
     """A plain training loop: forward, backward, (clip), step, `mon.step(loss, batch=batch)`."""
     losses = []
     for i, b in enumerate(batches):
@@ -169,8 +184,10 @@ def train(model: nn.Module, opt: torch.optim.Optimizer, batches: list[Any],
 
 def state_bytes(model: nn.Module, opt: torch.optim.Optimizer) -> list[bytes]:
     """Every parameter, buffer and optimizer-state tensor as raw bytes (bit-identity checks)."""
-    out = [t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-           for t in list(model.parameters()) + list(model.buffers())]
+    out = [
+        t.detach().contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+        for t in list(model.parameters()) + list(model.buffers())
+    ]
     for st in opt.state.values():
         for k in sorted(st):
             v = st[k]

@@ -36,15 +36,39 @@ def main(out: str, lr: float, optim: str, max_grad_norm: float, max_steps: int, 
     words = "the cat dog sat ran on a mat log red big small fast slow".split()
     texts = [" ".join(rng.choice(words) for _ in range(rng.randint(6, 14))) for _ in range(96)]
     tokenizer = _tokenizer(texts)
-    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(tokenizer), n_positions=32,
-                                       pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                                       bos_token_id=tokenizer.eos_token_id))
-    args = SFTConfig(output_dir=out, max_steps=max_steps, per_device_train_batch_size=8, learning_rate=lr,
-                     optim=optim, max_grad_norm=max_grad_norm, lr_scheduler_type="constant", logging_steps=logging_steps, max_length=32,
-                     save_strategy="steps", save_steps=max_steps, report_to=[], use_cpu=True, disable_tqdm=False,
-                     dataloader_num_workers=0, seed=0)
-    SFTTrainer(model=model, args=args, train_dataset=Dataset.from_dict({"text": texts}),
-               processing_class=tokenizer).train()
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            n_layer=1,
+            n_embd=32,
+            n_head=2,
+            vocab_size=len(tokenizer),
+            n_positions=32,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=tokenizer.eos_token_id,
+        )
+    )
+    args = SFTConfig(
+        output_dir=out,
+        max_steps=max_steps,
+        per_device_train_batch_size=8,
+        learning_rate=lr,
+        optim=optim,
+        max_grad_norm=max_grad_norm,
+        lr_scheduler_type="constant",
+        logging_steps=logging_steps,
+        max_length=32,
+        save_strategy="steps",
+        save_steps=max_steps,
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=False,
+        dataloader_num_workers=0,
+        seed=0,
+    )
+    SFTTrainer(
+        model=model, args=args, train_dataset=Dataset.from_dict({"text": texts}), processing_class=tokenizer
+    ).train()
 
 
 if __name__ == "__main__":

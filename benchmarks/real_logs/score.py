@@ -48,15 +48,29 @@ FAULTY = ("nan", "divergence", "spike", "plateau")
 
 # verdicts
 RIGHT, RIGHT_TOP3, HONEST, WRONG, FALSE_ALARM, OK_HEALTHY, NOT_SCORED, REFUSED = (
-    "right", "right (top-3)", "honest-inconclusive", "wrong", "false alarm", "right (healthy)",
-    "not scored", "refused")
+    "right",
+    "right (top-3)",
+    "honest-inconclusive",
+    "wrong",
+    "false alarm",
+    "right (healthy)",
+    "not scored",
+    "refused",
+)
 
 # how the reader did (`read` needs every manifest fact to hold)
 READ, MISREAD, NOT_READ = "read", "misread", "refused"
 
 #: fix keys (`fixes_data[].key`) that cut the learning rate, whatever their wording
-LR_CUT_KEYS = frozenset({"grad.fix_lower_lr", "lr.fix.lower_by", "pref.fix_lower_lr", "pref.fix_lower_lr_unknown",
-                         "scalars.fix.lower_lr_warmup"})
+LR_CUT_KEYS = frozenset(
+    {
+        "grad.fix_lower_lr",
+        "lr.fix.lower_by",
+        "pref.fix_lower_lr",
+        "pref.fix_lower_lr_unknown",
+        "scalars.fix.lower_lr_warmup",
+    }
+)
 #: fix keys that tell the user to add a loss scaler (harmful to a run that has one: `has_loss_scaler`)
 ADD_SCALER_KEYS = frozenset({"pprec.fix_use_scaler", "pprec.fix_default_scaler", "verify.fix.scaler"})
 #: fix keys that tell the user to start clipping (harmful to a run that clips: `clips_at`)
@@ -85,6 +99,7 @@ class Judged:
 
 # ---------------------------------------------------------------- facts read off the log itself
 
+
 def first_nonfinite(run) -> tuple[int | None, int | None]:
     """(step, row in step order) of the first logged NaN/Inf loss or grad norm, or skipped step."""
     bad = np.zeros(len(run), dtype=bool)
@@ -112,7 +127,7 @@ def spike_recovered(run) -> bool | None:
         return None
     peak = int(np.nanargmax(np.where(np.isfinite(key), key, -np.inf)))
     before = loss[:peak][np.isfinite(loss[:peak])]
-    after = loss[peak + 1:][~np.isnan(loss[peak + 1:])]
+    after = loss[peak + 1 :][~np.isnan(loss[peak + 1 :])]
     if before.size == 0 or after.size == 0:
         return None
     last = after[-1]
@@ -139,8 +154,11 @@ def lr_at(run, step: int | None) -> float | None:
 _LR = r"(?:learning[ -]rate|\blr\b|peak lr)"
 _CUT_WORDS = re.compile(r"\b(?:lower|reduce|cut|decrease|halve|divide|drop|cap)\b[^.;|]{0,40}" + _LR, re.I)
 _LR_THEN_CUT = re.compile(_LR + r"[^.;|]{0,20}\b(?:by|down)\b[^.;|]{0,10}\d+\s*x", re.I)
-_SET_LR = re.compile(r"set the " + _LR + r" to (?:about |around |~)?([0-9.]+e?[-+]?\d*)"
-                     r"(?:\s*\(now ([0-9.]+e?[-+]?\d*)\))?", re.I)
+_SET_LR = re.compile(
+    r"set the " + _LR + r" to (?:about |around |~)?([0-9.]+e?[-+]?\d*)"
+    r"(?:\s*\(now ([0-9.]+e?[-+]?\d*)\))?",
+    re.I,
+)
 
 
 def _num(text: str | None) -> float | None:
@@ -170,8 +188,13 @@ def cuts_lr(fix: str, current_lr: float | None) -> bool:
 SLOWED_BY_A_CUT = ("lr_too_low", "grad_clip_too_tight")
 
 
-def harmful_fixes(report: dict[str, Any], outcome: str, recovered: bool | None,
-                  lr_of_step=lambda step: None, facts: dict[str, Any] | None = None) -> list[str]:
+def harmful_fixes(
+    report: dict[str, Any],
+    outcome: str,
+    recovered: bool | None,
+    lr_of_step=lambda step: None,
+    facts: dict[str, Any] | None = None,
+) -> list[str]:
     """Advice that would make this run worse, over every fix of every finding:
 
     - an LR cut (wording: `cuts_lr`; or a fix key in LR_CUT_KEYS) when the log is healthy, or when
@@ -189,8 +212,11 @@ def harmful_fixes(report: dict[str, Any], outcome: str, recovered: bool | None,
     if facts.get("recovered_spike") is not None:
         recovered = bool(facts["recovered_spike"])
     # an LR cut also harms a run whose thread names a too-low LR or a too-tight clip: it slows it more
-    cut_harms = outcome == "healthy" or (outcome == "spike" and recovered is not False) \
+    cut_harms = (
+        outcome == "healthy"
+        or (outcome == "spike" and recovered is not False)
         or facts.get("expected_cause") in SLOWED_BY_A_CUT
+    )
     out = []
     for f in report.get("findings", []):
         keys = [d.get("key") if isinstance(d, dict) else None for d in (f.get("fixes_data") or [])]
@@ -210,8 +236,14 @@ def harmful_fixes(report: dict[str, Any], outcome: str, recovered: bool | None,
 
 # ---------------------------------------------------------------- verdict
 
-def judge(entry: dict[str, Any], report: dict[str, Any], *, first_bad_row: int | None = None,
-          finding_rows: dict[int, int] | None = None) -> tuple[str, str]:
+
+def judge(
+    entry: dict[str, Any],
+    report: dict[str, Any],
+    *,
+    first_bad_row: int | None = None,
+    finding_rows: dict[int, int] | None = None,
+) -> tuple[str, str]:
     """(verdict, one line of why) for one manifest entry and its report (the contract's dict).
 
     - healthy outcome: right when the status is healthy or inconclusive (no warning/critical
@@ -258,9 +290,11 @@ def judge(entry: dict[str, Any], report: dict[str, Any], *, first_bad_row: int |
         f = findings[0]
         row = (finding_rows or {}).get(f.get("step"))
         at = "?" if row is None else row + 1
-        return WRONG, (f"no critical nonfinite finding within {NAN_NEAR_ROWS:d} logged rows of the first NaN/Inf "
-                       f"(logged row {first_bad_row + 1:d}); "
-                       f"the first finding, {f['cause']}/{f['symptom']}, is dated step {f.get('step')} (logged row {at})")
+        return WRONG, (
+            f"no critical nonfinite finding within {NAN_NEAR_ROWS:d} logged rows of the first NaN/Inf "
+            f"(logged row {first_bad_row + 1:d}); "
+            f"the first finding, {f['cause']}/{f['symptom']}, is dated step {f.get('step')} (logged row {at})"
+        )
     family = FAMILIES[outcome]
     for i, f in enumerate(alarms):
         if f["symptom"] in family:
@@ -274,7 +308,7 @@ def _first_missing_note(report: dict[str, Any]) -> str:
     """The report's own note on why it could not judge (the one starting 'inconclusive:')."""
     notes = [n for n in report.get("notes", []) if n.startswith("inconclusive:")]
     text = (notes or report.get("notes") or ["no note"])[0]
-    text = text[len("inconclusive:"):].strip() if text.startswith("inconclusive:") else text
+    text = text[len("inconclusive:") :].strip() if text.startswith("inconclusive:") else text
     head = text.split(":")[0]  # "only N finite loss points"
     if "cheapest way to a verdict:" in text:
         text = head + "; cheapest way to a verdict:" + text.split("cheapest way to a verdict:", 1)[1]
@@ -283,11 +317,24 @@ def _first_missing_note(report: dict[str, Any]) -> str:
 
 # ---------------------------------------------------------------- the run over the corpus
 
+
 def _refused(entry: dict[str, Any], why: str) -> Judged:
     """A log the reader would not read: the user got an error, so no finding, nothing clean."""
-    return Judged(entry["file"], entry["outcome"], entry.get("expected_cause") or "-", "refused", "-", "-", None,
-                  REFUSED, why, split=entry.get("split", "dev"), read=NOT_READ, read_why=why,
-                  cause_top1=False if entry.get("expected_cause") else None)
+    return Judged(
+        entry["file"],
+        entry["outcome"],
+        entry.get("expected_cause") or "-",
+        "refused",
+        "-",
+        "-",
+        None,
+        REFUSED,
+        why,
+        split=entry.get("split", "dev"),
+        read=NOT_READ,
+        read_why=why,
+        cause_top1=False if entry.get("expected_cause") else None,
+    )
 
 
 def score_entry(entry: dict[str, Any]) -> Judged:
@@ -312,12 +359,24 @@ def score_entry(entry: dict[str, Any]) -> Judged:
     harm = harmful_fixes(report, entry["outcome"], recovered, lambda s: lr_at(run, s), facts=entry)
     first = report["findings"][0] if report["findings"] else {}
     expected = entry.get("expected_cause")
-    return Judged(entry["file"], entry["outcome"], expected or "-", report["status"],
-                  first.get("cause", "-"), first.get("symptom", "-"), first.get("step"), verdict, why, harm,
-                  recovered, split=entry.get("split", "dev"), read=MISREAD if wrong else READ,
-                  read_why="; ".join(wrong)[:200],
-                  alarmed=any(f["severity"] in ALARM for f in report["findings"]),
-                  cause_top1=(first.get("cause") == expected) if expected else None)
+    return Judged(
+        entry["file"],
+        entry["outcome"],
+        expected or "-",
+        report["status"],
+        first.get("cause", "-"),
+        first.get("symptom", "-"),
+        first.get("step"),
+        verdict,
+        why,
+        harm,
+        recovered,
+        split=entry.get("split", "dev"),
+        read=MISREAD if wrong else READ,
+        read_why="; ".join(wrong)[:200],
+        alarmed=any(f["severity"] in ALARM for f in report["findings"]),
+        cause_top1=(first.get("cause") == expected) if expected else None,
+    )
 
 
 def score_corpus(split: str | None = None) -> list[Judged]:
@@ -350,11 +409,16 @@ def split_totals(results: list[Judged]) -> dict[str, int]:
     caused = [r for r in results if r.cause_top1 is not None]
     healthy = [r for r in results if r.outcome == "healthy"]
     return {
-        "logs": len(results), "read": sum(r.read == READ for r in results),
-        "refused": sum(r.read == NOT_READ for r in results), "misread": sum(r.read == MISREAD for r in results),
-        "faulty": len(faulty), "flagged": sum(r.alarmed for r in faulty),
-        "with_cause": len(caused), "cause_top1": sum(bool(r.cause_top1) for r in caused),
-        "healthy": len(healthy), "clean": sum(r.verdict == OK_HEALTHY for r in healthy),
+        "logs": len(results),
+        "read": sum(r.read == READ for r in results),
+        "refused": sum(r.read == NOT_READ for r in results),
+        "misread": sum(r.read == MISREAD for r in results),
+        "faulty": len(faulty),
+        "flagged": sum(r.alarmed for r in faulty),
+        "with_cause": len(caused),
+        "cause_top1": sum(bool(r.cause_top1) for r in caused),
+        "healthy": len(healthy),
+        "clean": sum(r.verdict == OK_HEALTHY for r in healthy),
         "harmful": sum(bool(r.harmful) for r in results),
     }
 
@@ -371,14 +435,16 @@ def headline(by_split: dict[str, dict[str, int]]) -> str:
     """The split table: one column per split (dev in-sample, test held out)."""
     names = {"dev": "dev (in-sample: tuned on)", "test": "test (held out)"}
     cols = [k for k in ("dev", "test") if k in by_split]
-    rows = [("logs", lambda t: str(t["logs"])),
-            ("read with the source's values", lambda t: _frac(t["read"], t["logs"])),
-            ("refused (reader raised)", lambda t: str(t["refused"])),
-            ("misread (loaded, a manifest fact wrong)", lambda t: str(t["misread"])),
-            ("warning/critical finding on faulty logs", lambda t: _frac(t["flagged"], t["faulty"])),
-            ("right cause at rank 1 (logs with an expected cause)", lambda t: _frac(t["cause_top1"], t["with_cause"])),
-            ("healthy logs clean", lambda t: _frac(t["clean"], t["healthy"])),
-            ("logs given harmful advice", lambda t: str(t["harmful"]))]
+    rows = [
+        ("logs", lambda t: str(t["logs"])),
+        ("read with the source's values", lambda t: _frac(t["read"], t["logs"])),
+        ("refused (reader raised)", lambda t: str(t["refused"])),
+        ("misread (loaded, a manifest fact wrong)", lambda t: str(t["misread"])),
+        ("warning/critical finding on faulty logs", lambda t: _frac(t["flagged"], t["faulty"])),
+        ("right cause at rank 1 (logs with an expected cause)", lambda t: _frac(t["cause_top1"], t["with_cause"])),
+        ("healthy logs clean", lambda t: _frac(t["clean"], t["healthy"])),
+        ("logs given harmful advice", lambda t: str(t["harmful"])),
+    ]
     out = ["| figure | " + " | ".join(names[c] for c in cols) + " |", "|---|" + "---|" * len(cols)]
     for label, fn in rows:
         out.append(f"| {label} | " + " | ".join(fn(by_split[c]) for c in cols) + " |")
@@ -386,23 +452,29 @@ def headline(by_split: dict[str, dict[str, int]]) -> str:
 
 
 def table(results: list[Judged]) -> str:
-    head = ("| file | outcome | expected cause | read | status | cause | symptom | step | verdict |\n"
-            "|---|---|---|---|---|---|---|---|---|")
+    head = (
+        "| file | outcome | expected cause | read | status | cause | symptom | step | verdict |\n"
+        "|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [head]
     for r in results:
         v = r.verdict + (" + HARMFUL ADVICE" if r.harmful else "")
-        lines.append(f"| `{r.file}` | {r.outcome} | {r.expected} | {r.read} | {r.status} | {r.cause} | {r.symptom} "
-                     f"| {'-' if r.step is None else r.step} | {v} |")
+        lines.append(
+            f"| `{r.file}` | {r.outcome} | {r.expected} | {r.read} | {r.status} | {r.cause} | {r.symptom} "
+            f"| {'-' if r.step is None else r.step} | {v} |"
+        )
     return "\n".join(lines)
 
 
 def summary(t: dict[str, int]) -> str:
-    return (f"Faulty logs (nan, divergence, spike, plateau): {t['faulty']}. Symptom named: {t['right']} "
-            f"({_pct(t['right'], t['faulty'])}; {t['right_top1']} as the first finding). "
-            f"Inconclusive on a visible fault (a miss): {t['honest']}. Wrong: {t['wrong']}. "
-            f"Refused: {t['refused_faulty']}. "
-            f"Healthy logs flagged: {t['false_alarms']}/{t['healthy']}. Harmful advice: {t['harmful']}. "
-            f"Outcome 'other' (reported, not scored): {t['other']}.")
+    return (
+        f"Faulty logs (nan, divergence, spike, plateau): {t['faulty']}. Symptom named: {t['right']} "
+        f"({_pct(t['right'], t['faulty'])}; {t['right_top1']} as the first finding). "
+        f"Inconclusive on a visible fault (a miss): {t['honest']}. Wrong: {t['wrong']}. "
+        f"Refused: {t['refused_faulty']}. "
+        f"Healthy logs flagged: {t['false_alarms']}/{t['healthy']}. Harmful advice: {t['harmful']}. "
+        f"Outcome 'other' (reported, not scored): {t['other']}."
+    )
 
 
 def misses(results: list[Judged]) -> list[str]:
@@ -468,10 +540,12 @@ def _small_n_note(heads: dict[str, dict[str, int]]) -> str:
     t = heads.get("test")
     if not t:
         return ""
-    return (f"How much the test figures rest on: {t['faulty']} faulty logs (the flagged figure), "
-            f"{t['with_cause']} with an expected cause (the cause figure: most threads never confirm a "
-            f"cause), {t['healthy']} healthy logs; a log the reader refuses counts against each figure "
-            f"it is in.")
+    return (
+        f"How much the test figures rest on: {t['faulty']} faulty logs (the flagged figure), "
+        f"{t['with_cause']} with an expected cause (the cause figure: most threads never confirm a "
+        f"cause), {t['healthy']} healthy logs; a log the reader refuses counts against each figure "
+        f"it is in."
+    )
 
 
 def docs_body(results: list[Judged], command: str) -> str:
@@ -499,11 +573,16 @@ def docs_body(results: list[Judged], command: str) -> str:
         spikes = [f"`{r.file}`: {r.recovered}" for r in by[k] if r.outcome == "spike"]
         parts += [f"### {label}", "**" + summary(totals(by[k])) + "**"]
         if spikes:
-            parts.append("Did each spike's loss recover, as the excerpt shows it (None: the excerpt ends at the "
-                         "spike, counted as recovered for the harm rule): " + "; ".join(spikes) + ".")
-        parts += [table(by[k]), f"Every {k}-split miss (refused, misread, wrong, false alarm, harmful advice, "
-                  "a wrong cause at rank 1), and the honest-inconclusive and top-3 ones, with why:",
-                  "\n".join(misses(by[k]) or ["- none"])]
+            parts.append(
+                "Did each spike's loss recover, as the excerpt shows it (None: the excerpt ends at the "
+                "spike, counted as recovered for the harm rule): " + "; ".join(spikes) + "."
+            )
+        parts += [
+            table(by[k]),
+            f"Every {k}-split miss (refused, misread, wrong, false alarm, harmful advice, "
+            "a wrong cause at rank 1), and the honest-inconclusive and top-3 ones, with why:",
+            "\n".join(misses(by[k]) or ["- none"]),
+        ]
     return "\n\n".join(parts)
 
 
@@ -520,16 +599,24 @@ def dev_index() -> str:
     test-split file is named."""
     entries = [e for e in json.loads(MANIFEST.read_text(encoding="utf-8")) if e["split"] == "dev"]
     n_test = sum(e["split"] == "test" for e in json.loads(MANIFEST.read_text(encoding="utf-8")))
-    lines = ["# Dev split of the real-log corpus", "",
-             f"The {len(entries)} files of the **dev** split (`split.py`): the logs lossdoctor may be tuned on. "
-             f"The {n_test} test-split files are held out and not listed here: do not open them, tune on them "
-             "or copy them. `reads today` says whether the current reader gets every `expect` fact of the "
-             "manifest right (no: the entry is xfailed in `tests/test_real_logs.py`, with the reason).", "",
-             "Written by `python -m benchmarks.real_logs.score` (with the docs section).", "",
-             "| file | format | outcome | expected cause | reads today |", "|---|---|---|---|---|"]
+    lines = [
+        "# Dev split of the real-log corpus",
+        "",
+        f"The {len(entries)} files of the **dev** split (`split.py`): the logs lossdoctor may be tuned on. "
+        f"The {n_test} test-split files are held out and not listed here: do not open them, tune on them "
+        "or copy them. `reads today` says whether the current reader gets every `expect` fact of the "
+        "manifest right (no: the entry is xfailed in `tests/test_real_logs.py`, with the reason).",
+        "",
+        "Written by `python -m benchmarks.real_logs.score` (with the docs section).",
+        "",
+        "| file | format | outcome | expected cause | reads today |",
+        "|---|---|---|---|---|",
+    ]
     for e in sorted(entries, key=lambda e: e["file"]):
-        lines.append(f"| `{e['file']}` | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
-                     f"| {'yes' if e.get('reads_today', True) else 'no'} |")
+        lines.append(
+            f"| `{e['file']}` | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
+            f"| {'yes' if e.get('reads_today', True) else 'no'} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -547,18 +634,24 @@ def files_section() -> str:
     caused = sum(bool(e.get("expected_cause")) for e in entries)
     splits = Counter(e["split"] for e in entries)
     reads = sum(e.get("reads_today", True) for e in entries)
-    lines = [FILES_HEADING, "",
-             f"Written by `python -m benchmarks.real_logs.score`. {len(entries)} files from "
-             f"{len({e['repository'] for e in entries})} repositories or sites; split: dev {splits['dev']}, "
-             f"test {splits['test']}; read today with every `expect` fact right: {reads}. By outcome: "
-             + ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
-             + f". {diag} threads state a diagnosis; {caused} support a lossdoctor cause.", "",
-             "| file | split | format | outcome | expected cause | confidence | reads today | source |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        FILES_HEADING,
+        "",
+        f"Written by `python -m benchmarks.real_logs.score`. {len(entries)} files from "
+        f"{len({e['repository'] for e in entries})} repositories or sites; split: dev {splits['dev']}, "
+        f"test {splits['test']}; read today with every `expect` fact right: {reads}. By outcome: "
+        + ", ".join(f"{k} {v}" for k, v in outcomes.most_common())
+        + f". {diag} threads state a diagnosis; {caused} support a lossdoctor cause.",
+        "",
+        "| file | split | format | outcome | expected cause | confidence | reads today | source |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for e in entries:
-        lines.append(f"| `{e['file']}` | {e['split']} | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
-                     f"| {e['confidence']} | {'yes' if e.get('reads_today', True) else 'no'} "
-                     f"| [{e['repository']}]({e['source']}) |")
+        lines.append(
+            f"| `{e['file']}` | {e['split']} | {_cell(e['format'])} | {e['outcome']} | {e.get('expected_cause') or '-'} "
+            f"| {e['confidence']} | {'yes' if e.get('reads_today', True) else 'no'} "
+            f"| [{e['repository']}]({e['source']}) |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -572,8 +665,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-docs", action="store_true", help="print only; leave docs/benchmarks.md alone")
     ap.add_argument("--split", choices=("dev", "test"), help="score one split only (implies --no-docs)")
-    ap.add_argument("--dev-index", action="store_true",
-                    help="only rewrite DEV_INDEX.md and the README's file table (no scoring)")
+    ap.add_argument(
+        "--dev-index", action="store_true", help="only rewrite DEV_INDEX.md and the README's file table (no scoring)"
+    )
     args = ap.parse_args(argv)
     if args.dev_index:
         DEV_INDEX.write_text(dev_index(), encoding="utf-8")

@@ -25,17 +25,42 @@ import hashlib
 from urllib.parse import urlparse
 
 #: the repositories with a log in the corpus on 2026-12-01 20:05 UTC (tuned on by earlier work): dev
-PINNED_DEV = frozenset({
-    "answerdotai/modernbert", "butspeechfit/eend", "eleutherai/gpt-neox", "internlm/xtuner",
-    "jiaquanye/tablemaster-mmocr", "lightning-ai/litgpt", "nvidia-nemo/megatron-bridge", "sy-xuan/pink",
-    "time-moe/time-moe", "windylee0822/process_q_model", "anthonix/llm.c",
-    "bigscience-workshop/megatron-deepspeed", "deepspeedai/megatron-deepspeed", "epfllm/megatron-llm",
-    "facebookresearch/crystal-text-llm", "facebookresearch/dino", "facebookresearch/fairseq",
-    "hiyouga/llamafactory", "huggingface/nanotron", "huggingface/transformers", "karpathy/nanogpt",
-    "ml-explore/mlx-examples", "ml-explore/mlx-lm", "modal-labs/llm-finetuning", "nv-tlabs/lion",
-    "open-mmlab/mmdetection", "pytorch/torchtitan", "unslothai/unsloth", "vpetren/gradnorm_tf",
-    "ymcui/chinese-llama-alpaca", "yuanhuanghuang/quality", "zai-org/glm-4",
-})
+PINNED_DEV = frozenset(
+    {
+        "answerdotai/modernbert",
+        "butspeechfit/eend",
+        "eleutherai/gpt-neox",
+        "internlm/xtuner",
+        "jiaquanye/tablemaster-mmocr",
+        "lightning-ai/litgpt",
+        "nvidia-nemo/megatron-bridge",
+        "sy-xuan/pink",
+        "time-moe/time-moe",
+        "windylee0822/process_q_model",
+        "anthonix/llm.c",
+        "bigscience-workshop/megatron-deepspeed",
+        "deepspeedai/megatron-deepspeed",
+        "epfllm/megatron-llm",
+        "facebookresearch/crystal-text-llm",
+        "facebookresearch/dino",
+        "facebookresearch/fairseq",
+        "hiyouga/llamafactory",
+        "huggingface/nanotron",
+        "huggingface/transformers",
+        "karpathy/nanogpt",
+        "ml-explore/mlx-examples",
+        "ml-explore/mlx-lm",
+        "modal-labs/llm-finetuning",
+        "nv-tlabs/lion",
+        "open-mmlab/mmdetection",
+        "pytorch/torchtitan",
+        "unslothai/unsloth",
+        "vpetren/gradnorm_tf",
+        "ymcui/chinese-llama-alpaca",
+        "yuanhuanghuang/quality",
+        "zai-org/glm-4",
+    }
+)
 
 TEST_RESIDUE = 0  # sha256(name) % 3 == TEST_RESIDUE -> test
 MODULUS = 3
@@ -47,7 +72,7 @@ def normalise(repository: str) -> str:
     if name.endswith(".git"):
         name = name[: -len(".git")]
     if name.startswith("www."):
-        name = name[len("www."):]
+        name = name[len("www.") :]
     return name
 
 
@@ -56,7 +81,7 @@ def repository_of(source: str) -> str:
     url = urlparse(source.strip())
     host = url.netloc.lower()
     if host.startswith("www."):
-        host = host[len("www."):]
+        host = host[len("www.") :]
     parts = [p for p in url.path.split("/") if p]
     if host == "github.com":
         if len(parts) < 2:
@@ -70,7 +95,7 @@ def repository_of(source: str) -> str:
 
 
 def split_of(repository: str) -> str:
-    """"dev" or "test" for a repository (`owner/name`) or site (`host/part`)."""
+    """ "dev" or "test" for a repository (`owner/name`) or site (`host/part`)."""
     name = normalise(repository)
     if name in PINNED_DEV:
         return "dev"

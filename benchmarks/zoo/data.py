@@ -83,7 +83,7 @@ class Squares:
         for i in range(n):
             r, c = divmod(int(y[i]), 2)
             r0, c0 = 6 * r + int(oy[i]), 6 * c + int(ox[i])
-            x[i, 0, r0:r0 + 3, c0:c0 + 3] += 2.0
+            x[i, 0, r0 : r0 + 3, c0 : c0 + 3] += 2.0
         return x, y
 
 
@@ -169,13 +169,14 @@ class SFT:
             ids[i, : len(seq)] = torch.tensor(seq)
             mask[i, : len(seq)] = 1
             start = 0 if not self.mask_prompt else min(n_prompt, len(seq))
-            labels[i, start: len(seq)] = ids[i, start: len(seq)]
+            labels[i, start : len(seq)] = ids[i, start : len(seq)]
             if not self.mask_padding:
-                labels[i, len(seq):] = PAD
+                labels[i, len(seq) :] = PAD
         return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
-    def batch(self, step: int, batch_size: int | None = None,
-              prompt_len: tuple[int, int] | None = None) -> dict[str, torch.Tensor]:
+    def batch(
+        self, step: int, batch_size: int | None = None, prompt_len: tuple[int, int] | None = None
+    ) -> dict[str, torch.Tensor]:
         g = gen(self.seed, step)
         lo, hi = prompt_len or self.prompt_len
         n = batch_size or self.batch_size
@@ -185,8 +186,9 @@ class SFT:
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Next-token cross-entropy with the HF convention: shift by one, ignore -100."""
-    return torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                                             labels[:, 1:].reshape(-1), ignore_index=-100)
+    return torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), labels[:, 1:].reshape(-1), ignore_index=-100
+    )
 
 
 def clone_batch(batch: Any) -> Any:

@@ -52,16 +52,23 @@ def run_verification(run_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(v, dict):
             continue
         statuses.append(str(v.get("status")))
-        any_verified = any_verified or any(isinstance(c, dict) and c.get("verdict") == "verified"
-                                           for c in v.get("checks") or [])
+        any_verified = any_verified or any(
+            isinstance(c, dict) and c.get("verdict") == "verified" for c in v.get("checks") or []
+        )
         cost = v.get("cost") if isinstance(v.get("cost"), dict) else {}
         seconds += float(cost.get("seconds") or 0.0)
         steps += int(cost.get("steps_replayed") or 0)
         rss = max(rss, float(cost.get("peak_rss_growth_mib") or 0.0))
     cause, verdict = top_fix_verdict(report)
-    return {"statuses": statuses, "top_cause": cause, "top_fix_verdict": verdict, "any_verified": any_verified,
-            "seconds": round(seconds, 4) if statuses else None, "steps_replayed": steps if statuses else None,
-            "peak_rss_growth_mib": round(rss, 2) if statuses else None}
+    return {
+        "statuses": statuses,
+        "top_cause": cause,
+        "top_fix_verdict": verdict,
+        "any_verified": any_verified,
+        "seconds": round(seconds, 4) if statuses else None,
+        "steps_replayed": steps if statuses else None,
+        "peak_rss_growth_mib": round(rss, 2) if statuses else None,
+    }
 
 
 def family(causes: list[str]) -> str:
@@ -91,14 +98,18 @@ def _row(fam: str, runs: list[Any]) -> dict[str, Any]:
     vs = [s.verify for s in runs if s.verify and s.verify.get("statuses")]
     verdicts = [v["top_fix_verdict"] for v in vs]
     return {
-        "family": fam, "runs": len(runs), "verified_runs": len(vs),
+        "family": fam,
+        "runs": len(runs),
+        "verified_runs": len(vs),
         "verified": sum(1 for x in verdicts if x == "verified"),
         "any_verified": sum(1 for v in vs if v.get("any_verified")),
         "did_not_help": sum(1 for x in verdicts if x == "did_not_help"),
-        "unchecked": sum(1 for v in vs if "checked" in v["statuses"]
-                         and v["top_fix_verdict"] not in ("verified", "did_not_help")),
+        "unchecked": sum(
+            1 for v in vs if "checked" in v["statuses"] and v["top_fix_verdict"] not in ("verified", "did_not_help")
+        ),
         "no_verdict": sum(1 for v in vs if "checked" not in v["statuses"]),
-        "seconds": [v["seconds"] for v in vs], "steps": [v["steps_replayed"] for v in vs],
+        "seconds": [v["seconds"] for v in vs],
+        "steps": [v["steps_replayed"] for v in vs],
         "rss": [v["peak_rss_growth_mib"] for v in vs],
     }
 
@@ -109,12 +120,34 @@ def per_family(scores: list[Any]) -> str:
     for r in family_rows(scores):
         n = r["verified_runs"]
         share = f"{100.0 * r['verified'] / n:.0f}% ({r['verified']}/{n})" if n else "–"
-        out.append([r["family"], str(r["runs"]), str(n), share, f"{r['any_verified']}/{n}" if n else "–",
-                    str(r["did_not_help"]) if n else "–",
-                    str(r["unchecked"]) if n else "–", str(r["no_verdict"]) if n else "–",
-                    _median(r["seconds"], ".2f"), _median(r["steps"], ".0f"),
-                    (f"{_median(r['rss'], '.1f')} (max {max(r['rss']):.1f})" if r["rss"] else "–")])
-    return table(["fault family (acceptable causes)", "runs", "runs with a verification",
-                  "top fix verified", "some fix verified", "top fix did not help", "top fix not checked / not verifiable",
-                  "no verdict (replay diverged, not reproduced, budget)", "seconds (median)",
-                  "replayed steps (median)", "peak RSS growth, MiB (median)"], out)
+        out.append(
+            [
+                r["family"],
+                str(r["runs"]),
+                str(n),
+                share,
+                f"{r['any_verified']}/{n}" if n else "–",
+                str(r["did_not_help"]) if n else "–",
+                str(r["unchecked"]) if n else "–",
+                str(r["no_verdict"]) if n else "–",
+                _median(r["seconds"], ".2f"),
+                _median(r["steps"], ".0f"),
+                (f"{_median(r['rss'], '.1f')} (max {max(r['rss']):.1f})" if r["rss"] else "–"),
+            ]
+        )
+    return table(
+        [
+            "fault family (acceptable causes)",
+            "runs",
+            "runs with a verification",
+            "top fix verified",
+            "some fix verified",
+            "top fix did not help",
+            "top fix not checked / not verifiable",
+            "no verdict (replay diverged, not reproduced, budget)",
+            "seconds (median)",
+            "replayed steps (median)",
+            "peak RSS growth, MiB (median)",
+        ],
+        out,
+    )

@@ -49,17 +49,18 @@ def split_of(variant_id: str) -> str:
 
 # --- the base run a fault is injected into ---------------------------------------------------------
 
+
 @dataclass
 class Base:
     """A healthy training set-up: data, a fresh model (via `make_model`), a loss, a sane LR per
     optimizer family. Faults are injected by changing one thing about it."""
 
-    kind: str                       # regression, classification, image, sequence, lm
+    kind: str  # regression, classification, image, sequence, lm
     data: Any
     make_model: Callable[[], nn.Module]
     loss_fn: Callable[[nn.Module, Any], torch.Tensor]
-    task: str                       # watch's task: regression, classification, pretrain
-    family: str                     # mlp, cnn, lstm, attention
+    task: str  # watch's task: regression, classification, pretrain
+    family: str  # mlp, cnn, lstm, attention
     batch_size: int
     describe: str
 
@@ -70,28 +71,68 @@ def make_base(rng: random.Random, seed: int, kinds: tuple[str, ...] = ()) -> Bas
         d_in, bs = rng.choice((8, 16, 32)), rng.choice((16, 32, 64))
         hidden, depth = rng.choice((32, 64, 128)), rng.choice((2, 3))
         data = Regression(seed, d_in=d_in, batch_size=bs, noise=rng.choice((0.05, 0.1, 0.3)))
-        return Base(kind, data, lambda: MLP(d_in, 1, hidden=hidden, depth=depth), mse, "regression", "mlp", bs,
-                    f"MLP {d_in}-{hidden}x{depth}-1 regression, batch {bs}")
+        return Base(
+            kind,
+            data,
+            lambda: MLP(d_in, 1, hidden=hidden, depth=depth),
+            mse,
+            "regression",
+            "mlp",
+            bs,
+            f"MLP {d_in}-{hidden}x{depth}-1 regression, batch {bs}",
+        )
     if kind == "classification":
         d_in, k, bs = rng.choice((16, 32)), rng.choice((4, 10, 20)), rng.choice((16, 32, 64))
         hidden, depth = rng.choice((32, 64, 128)), rng.choice((2, 3))
         data = Blobs(seed, d_in=d_in, n_classes=k, batch_size=bs, spread=rng.choice((1.0, 1.5, 2.0)))
-        return Base(kind, data, lambda: MLP(d_in, k, hidden=hidden, depth=depth), xent, "classification", "mlp",
-                    bs, f"MLP {d_in}-{hidden}x{depth}-{k} classification, batch {bs}")
+        return Base(
+            kind,
+            data,
+            lambda: MLP(d_in, k, hidden=hidden, depth=depth),
+            xent,
+            "classification",
+            "mlp",
+            bs,
+            f"MLP {d_in}-{hidden}x{depth}-{k} classification, batch {bs}",
+        )
     if kind == "image":
         ch, bs = rng.choice((4, 8, 16)), rng.choice((16, 32))
         data = Squares(seed, batch_size=bs, noise=rng.choice((0.3, 0.5, 0.8)))
-        return Base(kind, data, lambda: CNN(channels=ch), xent, "classification", "cnn", bs,
-                    f"CNN {ch} channels, 4 classes, batch {bs}")
+        return Base(
+            kind,
+            data,
+            lambda: CNN(channels=ch),
+            xent,
+            "classification",
+            "cnn",
+            bs,
+            f"CNN {ch} channels, 4 classes, batch {bs}",
+        )
     if kind == "sequence":
         hidden, bs, length = rng.choice((16, 32)), rng.choice((16, 32)), rng.choice((10, 20))
         data = Sequences(seed, length=length, batch_size=bs)
-        return Base(kind, data, lambda: SeqClassifier(4, 4, hidden=hidden), xent, "classification", "lstm", bs,
-                    f"LSTM {hidden} over {length} steps, batch {bs}")
+        return Base(
+            kind,
+            data,
+            lambda: SeqClassifier(4, 4, hidden=hidden),
+            xent,
+            "classification",
+            "lstm",
+            bs,
+            f"LSTM {hidden} over {length} steps, batch {bs}",
+        )
     d, n_layer, bs = rng.choice((32, 48)), rng.choice((1, 2)), rng.choice((4, 8))
     data = MarkovLM(seed, batch_size=bs)
-    return Base("lm", data, lambda: TinyTransformer(d=d, n_layer=n_layer), lm, "pretrain", "attention", bs,
-                f"decoder LM d={d} x{n_layer} layers, batch {bs}")
+    return Base(
+        "lm",
+        data,
+        lambda: TinyTransformer(d=d, n_layer=n_layer),
+        lm,
+        "pretrain",
+        "attention",
+        bs,
+        f"decoder LM d={d} x{n_layer} layers, batch {bs}",
+    )
 
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW")
@@ -118,10 +159,11 @@ def make_opt(name: str, params: Any, lr: float) -> torch.optim.Optimizer:
 
 # --- variants ------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Variant:
     id: str
-    fault_family: str               # the family it was drawn from ("healthy" for controls)
+    fault_family: str  # the family it was drawn from ("healthy" for controls)
     seed: int
     scenario: Scenario
 
@@ -142,10 +184,27 @@ def family(name: str) -> Callable[[Callable[[random.Random, int, str], Scenario]
     return register
 
 
-def _scenario(vid: str, base: Base, opt: str, build: Callable[[int], Setup], causes: set[str], fault: str,
-              onset: int | str | None = None, precision: str = "fp32") -> Scenario:
-    return Scenario(name=vid, build=build, family=base.family, optimizer=opt, precision=precision,
-                    task=base.task, causes=frozenset(causes), fault=f"{fault} [{base.describe}]", onset=onset)
+def _scenario(
+    vid: str,
+    base: Base,
+    opt: str,
+    build: Callable[[int], Setup],
+    causes: set[str],
+    fault: str,
+    onset: int | str | None = None,
+    precision: str = "fp32",
+) -> Scenario:
+    return Scenario(
+        name=vid,
+        build=build,
+        family=base.family,
+        optimizer=opt,
+        precision=precision,
+        task=base.task,
+        causes=frozenset(causes),
+        fault=f"{fault} [{base.describe}]",
+        onset=onset,
+    )
 
 
 @family("lr_too_high")
@@ -206,10 +265,12 @@ def _lr_schedule_error(rng: random.Random, seed: int, vid: str) -> Scenario:
             every = epoch
         return Setup(m, o, base.data.batch, base.loss_fn, steps=steps, scheduler=sched, sched_every=every)
 
-    fault = {"step_per_batch": f"StepLR(step_size={step_size}, gamma={gamma}) meant per epoch, stepped per batch",
-             "exp_per_batch": f"ExponentialLR(gamma={exp_gamma:.2f}) meant per epoch, stepped per batch",
-             "cosine_short": f"CosineAnnealingLR(T_max={t_max}) on a {steps}-step run",
-             "warmup_per_epoch": f"a {warm}-step warm-up stepped once every {epoch} batches"}[how]
+    fault = {
+        "step_per_batch": f"StepLR(step_size={step_size}, gamma={gamma}) meant per epoch, stepped per batch",
+        "exp_per_batch": f"ExponentialLR(gamma={exp_gamma:.2f}) meant per epoch, stepped per batch",
+        "cosine_short": f"CosineAnnealingLR(T_max={t_max}) on a {steps}-step run",
+        "warmup_per_epoch": f"a {warm}-step warm-up stepped once every {epoch} batches",
+    }[how]
     causes = {"lr_schedule_error"} | ({"lr_too_low"} if how != "cosine_short" else set())
     return _scenario(vid, base, opt, build, causes, f"{opt} LR {lr:.3g}: {fault}")
 
@@ -238,8 +299,9 @@ def _nonfinite_data(rng: random.Random, seed: int, vid: str) -> Scenario:
         return Setup(m, make_opt(opt, m.parameters(), lr), batches, base.loss_fn, steps=steps)
 
     where = "target" if in_target else "input"
-    return _scenario(vid, base, opt, build, {"nonfinite_data"}, f"a {value} in the {where} of batch {at}, sample {row}",
-                     onset=at)
+    return _scenario(
+        vid, base, opt, build, {"nonfinite_data"}, f"a {value} in the {where} of batch {at}, sample {row}", onset=at
+    )
 
 
 def rng_index(seed: int, n: int) -> int:
@@ -276,7 +338,10 @@ def _loss_spike(rng: random.Random, seed: int, vid: str) -> Scenario:
     if base.kind == "lm":
         causes, fault = {"loss_spike", "noisy_data"}, f"batch {at} is random tokens (a binary file in the corpus)"
     else:
-        causes, fault = {"loss_spike", "nonfinite_data"}, f"{len(rows)} rows of batch {at} are garbage of scale {mult:.0f}"
+        causes, fault = (
+            {"loss_spike", "nonfinite_data"},
+            f"{len(rows)} rows of batch {at} are garbage of scale {mult:.0f}",
+        )
     return _scenario(vid, base, opt, build, causes, fault, onset=at)
 
 
@@ -288,8 +353,16 @@ def _grad_explosion(rng: random.Random, seed: int, vid: str) -> Scenario:
         length, hidden, gain = rng.choice((30, 40, 50)), rng.choice((32, 64)), rng.uniform(1.15, 1.35)
         lr = rng.uniform(0.05, 0.2)
         data = Sequences(seed, length=length)
-        base = Base("sequence", data, lambda: None, xent, "classification", "rnn", 32,  # type: ignore[arg-type]
-                    f"ReLU RNN {hidden} over {length} steps")
+        base = Base(
+            "sequence",
+            data,
+            lambda: None,
+            xent,
+            "classification",
+            "rnn",
+            32,  # type: ignore[arg-type]
+            f"ReLU RNN {hidden} over {length} steps",
+        )
 
         def build(s: int) -> Setup:
             m = SeqClassifier(4, 4, hidden=hidden, cell="rnn", nonlinearity="relu")
@@ -297,8 +370,15 @@ def _grad_explosion(rng: random.Random, seed: int, vid: str) -> Scenario:
                 nn.init.orthogonal_(m.rnn.weight_hh_l0, gain=gain)
             return Setup(m, make_opt("SGD", m.parameters(), lr), data.batch, xent, steps=steps)
 
-        return _scenario(vid, base, "SGD", build, {"grad_explosion", "bad_init"},
-                         f"recurrent matrix with gain {gain:.2f}, SGD LR {lr:.3g}, no clipping", onset=FIRST_NONFINITE)
+        return _scenario(
+            vid,
+            base,
+            "SGD",
+            build,
+            {"grad_explosion", "bad_init"},
+            f"recurrent matrix with gain {gain:.2f}, SGD LR {lr:.3g}, no clipping",
+            onset=FIRST_NONFINITE,
+        )
     base = make_base(rng, seed, ("regression",))
     cols, mult = rng.choice((1, 2, 3)), 10 ** rng.uniform(2.5, 3.5)
     lr = sane_lr(rng, "SGD", base.kind)
@@ -312,8 +392,15 @@ def _grad_explosion(rng: random.Random, seed: int, vid: str) -> Scenario:
         m = base.make_model()
         return Setup(m, make_opt("SGD", m.parameters(), lr), batches, base.loss_fn, steps=steps)
 
-    return _scenario(vid, base, "SGD", build2, {"grad_explosion", "lr_too_high", "nonfinite_data"},
-                     f"{cols} feature column(s) left in raw units (x{mult:.0f}), SGD LR {lr:.3g}", onset=1)
+    return _scenario(
+        vid,
+        base,
+        "SGD",
+        build2,
+        {"grad_explosion", "lr_too_high", "nonfinite_data"},
+        f"{cols} feature column(s) left in raw units (x{mult:.0f}), SGD LR {lr:.3g}",
+        onset=1,
+    )
 
 
 @family("label_mask_empty")
@@ -335,8 +422,11 @@ def _label_mask_empty(rng: random.Random, seed: int, vid: str) -> Scenario:
         m = base.make_model()
         return Setup(m, make_opt(opt, m.parameters(), lr), batches, base.loss_fn, steps=steps)
 
-    fault = "every label is -100 (the collator masks the response too)" if every else \
-        f"batch {at} has no supervised token (every label -100)"
+    fault = (
+        "every label is -100 (the collator masks the response too)"
+        if every
+        else f"batch {at} has no supervised token (every label -100)"
+    )
     base.task = "sft"
     return _scenario(vid, base, opt, build, {"label_mask_empty"}, fault, onset=0 if every else at)
 
@@ -348,8 +438,16 @@ def _loss_scale_collapse(rng: random.Random, seed: int, vid: str) -> Scenario:
     opt = rng.choice(("Adam", "AdamW"))
     lr = sane_lr(rng, opt, "regression")
     data = Regression(seed, batch_size=bs)
-    base = Base("regression", data, lambda: None, mse, "regression", "mlp", bs,  # type: ignore[arg-type]
-                f"MLP 16-{hidden}-1, batch {bs}, fp16 autocast + GradScaler")
+    base = Base(
+        "regression",
+        data,
+        lambda: None,
+        mse,
+        "regression",
+        "mlp",
+        bs,  # type: ignore[arg-type]
+        f"MLP 16-{hidden}-1, batch {bs}, fp16 autocast + GradScaler",
+    )
 
     def loss(model: nn.Module, batch: Any) -> torch.Tensor:
         x, y = batch
@@ -357,12 +455,25 @@ def _loss_scale_collapse(rng: random.Random, seed: int, vid: str) -> Scenario:
 
     def build(s: int) -> Setup:
         m = MLP(16, 1, hidden=hidden)
-        return Setup(m, make_opt(opt, m.parameters(), lr), data.batch, loss, steps=steps,
-                     autocast=torch.float16, scaler=torch.amp.GradScaler("cpu"))
+        return Setup(
+            m,
+            make_opt(opt, m.parameters(), lr),
+            data.batch,
+            loss,
+            steps=steps,
+            autocast=torch.float16,
+            scaler=torch.amp.GradScaler("cpu"),
+        )
 
-    return _scenario(vid, base, opt, build, {"loss_scale_collapse"},
-                     f"MSE reduction='sum' x {weight:.0f} under fp16: the GradScaler backs off below 1",
-                     precision="fp16-amp")
+    return _scenario(
+        vid,
+        base,
+        opt,
+        build,
+        {"loss_scale_collapse"},
+        f"MSE reduction='sum' x {weight:.0f} under fp16: the GradScaler backs off below 1",
+        precision="fp16-amp",
+    )
 
 
 @family("frozen_model")
@@ -377,8 +488,14 @@ def _frozen_model(rng: random.Random, seed: int, vid: str) -> Scenario:
         stale = copy.deepcopy(model)  # e.g. the optimizer was built before a checkpoint reload
         return Setup(model, make_opt(opt, stale.parameters(), lr), base.data.batch, base.loss_fn, steps=steps)
 
-    return _scenario(vid, base, opt, build, {"frozen_model"},
-                     "the optimizer holds a copy's parameters: the trained model never changes")
+    return _scenario(
+        vid,
+        base,
+        opt,
+        build,
+        {"frozen_model"},
+        "the optimizer holds a copy's parameters: the trained model never changes",
+    )
 
 
 @family("noisy_data")
@@ -403,8 +520,11 @@ def _noisy_data(rng: random.Random, seed: int, vid: str) -> Scenario:
         m = base.make_model()
         return Setup(m, make_opt(opt, m.parameters(), lr), batches, base.loss_fn, steps=steps)
 
-    fault = f"{p:.0%} of labels replaced at random" if how == "noise" else \
-        "labels taken from the next batch (an off-by-one in a zipped loader)"
+    fault = (
+        f"{p:.0%} of labels replaced at random"
+        if how == "noise"
+        else "labels taken from the next batch (an off-by-one in a zipped loader)"
+    )
     return _scenario(vid, base, opt, build, {"noisy_data"}, fault)
 
 
@@ -444,8 +564,11 @@ def fault_visible(v: Variant, steps: list[dict[str, Any]]) -> bool:
         return True
     at = v.scenario.onset
     loss = {int(r["step"]): r.get("loss") for r in steps if "step" in r}
-    before = [float(loss[k]) for k in range(at - 10, at) if isinstance(loss.get(k), (int, float))
-              and math.isfinite(float(loss[k]))]
+    before = [
+        float(loss[k])
+        for k in range(at - 10, at)
+        if isinstance(loss.get(k), (int, float)) and math.isfinite(float(loss[k]))
+    ]
     hit = loss.get(at)
     if not before or not isinstance(hit, (int, float)):
         return True

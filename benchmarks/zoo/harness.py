@@ -36,35 +36,35 @@ FIRST_NONFINITE = "first_nonfinite"
 class Setup:
     model: nn.Module
     optimizer: torch.optim.Optimizer
-    batches: Callable[[int], Any]                 # step -> batch (a pure function of the step)
+    batches: Callable[[int], Any]  # step -> batch (a pure function of the step)
     loss_fn: Callable[[nn.Module, Any], torch.Tensor]
     steps: int
     scheduler: Any = None
-    sched_every: int = 1                          # >1: stepped once per "epoch" of this many steps
+    sched_every: int = 1  # >1: stepped once per "epoch" of this many steps
     scaler: Any = None
     autocast: torch.dtype | None = None
     clip: float | None = None
-    accum: int = 1                                # micro-batches per step: batches(step) is a list
-    replay: bool = False                          # pass a replay_fn to watch (op/sample localisation)
-    stop_after_nonfinite: int = 10                # a user stops a run that stays NaN
-    zero_grad: bool = True                        # False: the loop never calls zero_grad (a bug)
+    accum: int = 1  # micro-batches per step: batches(step) is a list
+    replay: bool = False  # pass a replay_fn to watch (op/sample localisation)
+    stop_after_nonfinite: int = 10  # a user stops a run that stays NaN
+    zero_grad: bool = True  # False: the loop never calls zero_grad (a bug)
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
     build: Callable[[int], Setup]
-    family: str                # mlp, cnn, lstm, rnn, gpt2, attention
+    family: str  # mlp, cnn, lstm, rnn, gpt2, attention
     optimizer: str
-    precision: str             # fp32, bf16, fp16-amp, fp16
-    task: str                  # regression, classification, pretrain, sft
-    causes: frozenset[str]     # acceptable causes; empty for a healthy control
-    fault: str                 # how the fault was injected, in a sentence
+    precision: str  # fp32, bf16, fp16-amp, fp16
+    task: str  # regression, classification, pretrain, sft
+    causes: frozenset[str]  # acceptable causes; empty for a healthy control
+    fault: str  # how the fault was injected, in a sentence
     onset: int | str | None = None
     layers: tuple[str, ...] = ()
     ops: tuple[str, ...] = ()
     samples: tuple[int, ...] = ()
-    ci: bool = False           # part of the reduced zoo that runs in the test suite
+    ci: bool = False  # part of the reduced zoo that runs in the test suite
 
     @property
     def healthy(self) -> bool:
@@ -74,17 +74,39 @@ class Scenario:
 SCENARIOS: dict[str, Scenario] = {}
 
 
-def scenario(name: str, *, family: str, optimizer: str, precision: str, task: str,
-             causes: set[str] | tuple[str, ...] = (), fault: str, onset: int | str | None = None,
-             layers: tuple[str, ...] = (), ops: tuple[str, ...] = (), samples: tuple[int, ...] = (),
-             ci: bool = False) -> Callable[[Callable[[int], Setup]], Callable[[int], Setup]]:
+def scenario(
+    name: str,
+    *,
+    family: str,
+    optimizer: str,
+    precision: str,
+    task: str,
+    causes: set[str] | tuple[str, ...] = (),
+    fault: str,
+    onset: int | str | None = None,
+    layers: tuple[str, ...] = (),
+    ops: tuple[str, ...] = (),
+    samples: tuple[int, ...] = (),
+    ci: bool = False,
+) -> Callable[[Callable[[int], Setup]], Callable[[int], Setup]]:
     def register(fn: Callable[[int], Setup]) -> Callable[[int], Setup]:
         if name in SCENARIOS:
             raise ValueError(f"duplicate scenario {name}")
-        SCENARIOS[name] = Scenario(name=name, build=fn, family=family, optimizer=optimizer,
-                                   precision=precision, task=task, causes=frozenset(causes),
-                                   fault=fault, onset=onset, layers=tuple(layers), ops=tuple(ops),
-                                   samples=tuple(samples), ci=ci)
+        SCENARIOS[name] = Scenario(
+            name=name,
+            build=fn,
+            family=family,
+            optimizer=optimizer,
+            precision=precision,
+            task=task,
+            causes=frozenset(causes),
+            fault=fault,
+            onset=onset,
+            layers=tuple(layers),
+            ops=tuple(ops),
+            samples=tuple(samples),
+            ci=ci,
+        )
         return fn
 
     return register
@@ -125,14 +147,23 @@ def train(scn: Scenario, seed: int, run_dir: Path, replay: bool = False) -> Outc
     findings_file = run_dir / "findings.jsonl"
     replay_fn = None
     if s.replay or replay:
+
         def replay_fn(model: nn.Module, batch: Any) -> torch.Tensor:
             with _autocast(s.autocast):  # accumulation: the loop's backward of each micro-batch, summed
                 return sum(s.loss_fn(model, mb) for mb in batch) if s.accum > 1 else s.loss_fn(model, batch)
 
     out = Outcome()
     t0 = time.perf_counter()
-    mon = lossdoctor.watch(s.model, s.optimizer, scaler=s.scaler, scheduler=s.scheduler,
-                           log_dir=run_dir, task=scn.task, replay_fn=replay_fn, alerts=False)
+    mon = lossdoctor.watch(
+        s.model,
+        s.optimizer,
+        scaler=s.scaler,
+        scheduler=s.scheduler,
+        log_dir=run_dir,
+        task=scn.task,
+        replay_fn=replay_fn,
+        alerts=False,
+    )
     seen_bytes = 0
     bad_streak = 0
     try:
@@ -183,8 +214,7 @@ def train(scn: Scenario, seed: int, run_dir: Path, replay: bool = False) -> Outc
     out.wall_s = time.perf_counter() - t0
     truth = {k: v for k, v in asdict(scn).items() if k != "build"}
     truth["causes"] = sorted(scn.causes)
-    (run_dir / "zoo.json").write_text(json.dumps({"scenario": truth, "seed": seed,
-                                                  "outcome": asdict(out)}, indent=1))
+    (run_dir / "zoo.json").write_text(json.dumps({"scenario": truth, "seed": seed, "outcome": asdict(out)}, indent=1))
     return out
 
 
@@ -200,6 +230,5 @@ def _read_live(path: Path, seen: int, step: int, into: list[dict[str, Any]]) -> 
             d = json.loads(line)
         except json.JSONDecodeError:
             continue
-        into.append({"raised_at": step, "cause": d.get("cause"), "severity": d.get("severity"),
-                     "step": d.get("step")})
+        into.append({"raised_at": step, "cause": d.get("cause"), "severity": d.get("severity"), "step": d.get("step")})
     return seen + len(new)

@@ -48,10 +48,16 @@ def run_split(vs: list[Variant], out: Path, *, jobs: int, rescore: bool = False)
     results: list[RunScore] = []
 
     def note(rs: RunScore) -> None:
-        verdict = ("alarm!" if rs.scalars.false_alarm else "quiet") if rs.healthy else \
-            ("top-1" if rs.scalars.top1 else "miss")
-        print(f"  {rs.scenario}: scalars {rs.scalars.got} [{verdict}], full {rs.full.got} {rs.wall_s:.1f}s",
-              file=sys.stderr, flush=True)
+        verdict = (
+            ("alarm!" if rs.scalars.false_alarm else "quiet")
+            if rs.healthy
+            else ("top-1" if rs.scalars.top1 else "miss")
+        )
+        print(
+            f"  {rs.scenario}: scalars {rs.scalars.got} [{verdict}], full {rs.full.got} {rs.wall_s:.1f}s",
+            file=sys.stderr,
+            flush=True,
+        )
 
     if jobs <= 1:
         for vid in ids:
@@ -74,11 +80,23 @@ def per_family(scores: list[RunScore], fam: dict[str, str]) -> str:
     rows = []
     for name, ss in by.items():
         if name == "healthy":
-            rows.append([name, str(len(ss)), f"alarms {report.fmt_frac(s.scalars.false_alarm for s in ss)}",
-                         f"alarms {report.fmt_frac(s.full.false_alarm for s in ss)}"])
+            rows.append(
+                [
+                    name,
+                    str(len(ss)),
+                    f"alarms {report.fmt_frac(s.scalars.false_alarm for s in ss)}",
+                    f"alarms {report.fmt_frac(s.full.false_alarm for s in ss)}",
+                ]
+            )
         else:
-            rows.append([name, str(len(ss)), report.fmt_frac(s.scalars.top1 for s in ss),
-                         report.fmt_frac(s.full.top1 for s in ss)])
+            rows.append(
+                [
+                    name,
+                    str(len(ss)),
+                    report.fmt_frac(s.scalars.top1 for s in ss),
+                    report.fmt_frac(s.full.top1 for s in ss),
+                ]
+            )
     return report.table(["fault family", "variants", "scalars-only top-1", "full log top-1"], rows)
 
 
@@ -90,8 +108,14 @@ def misses(scores: list[RunScore], vs: dict[str, Variant]) -> str:
             continue
         got = "; ".join(f"{f['cause']} ({f['severity']})" for f in s.scalars.findings[:2]) or "no alarm"
         got += f" [{s.scalars.status}]" if s.scalars.status == "inconclusive" else ""
-        rows.append([s.scenario, "healthy" if s.healthy else ", ".join(s.causes), got + (s.scalars.error or ""),
-                     vs[s.scenario].scenario.fault])
+        rows.append(
+            [
+                s.scenario,
+                "healthy" if s.healthy else ", ".join(s.causes),
+                got + (s.scalars.error or ""),
+                vs[s.scenario].scenario.fault,
+            ]
+        )
     return report.table(["variant", "acceptable", "got (scalars only)", "variant as drawn"], rows) if rows else "(none)"
 
 
@@ -105,18 +129,25 @@ def render(split: str, scores: list[RunScore], vs: dict[str, Variant], *, wall: 
     gone = void(scores, vs)
     scores = [s for s in scores if s.scenario not in gone]
     n_faulty = sum(1 for s in scores if not s.healthy)
-    role = ("**dev**: the split the detectors' thresholds were tuned on, so in-sample for the tuning (the rules "
-            "added while looking at it are tested in `tests/test_scalar_variants.py`; one generator recipe was "
-            "corrected on it too: corrupted rows scaled x20-60 kept their class direction and often did not move "
-            "the loss, so they became rows of garbage, and a corrupted batch the loop's own loss did not show is "
-            "not scored)" if split == "dev"
-            else "**test**: run to report, never to tune: no threshold or recipe was changed after looking at it"
-            if split == "test" else "both splits together (dev was tuned on, test was not)")
+    role = (
+        "**dev**: the split the detectors' thresholds were tuned on, so in-sample for the tuning (the rules "
+        "added while looking at it are tested in `tests/test_scalar_variants.py`; one generator recipe was "
+        "corrected on it too: corrupted rows scaled x20-60 kept their class direction and often did not move "
+        "the loss, so they became rows of garbage, and a corrupted batch the loop's own loss did not show is "
+        "not scored)"
+        if split == "dev"
+        else "**test**: run to report, never to tune: no threshold or recipe was changed after looking at it"
+        if split == "test"
+        else "both splits together (dev was tuned on, test was not)"
+    )
     parts = [
         f"## Generated variants: {split}",
-        docs.provenance(command) + (f" Diagnosis and scoring of the run directories a training run wrote "
-                                     f"before took {wall:.0f} s in all." if "--rescore" in command else
-                                     f" Training, diagnosis and scoring took {wall:.0f} s in all."),
+        docs.provenance(command)
+        + (
+            f" Diagnosis and scoring of the run directories a training run wrote before took {wall:.0f} s in all."
+            if "--rescore" in command
+            else f" Training, diagnosis and scoring took {wall:.0f} s in all."
+        ),
         f"Split: {role}. The variants (`benchmarks/zoo/generated.py`) are drawn at random per fault "
         f"family ({PER_FAMILY} per family, {HEALTHY} healthy controls) over model size, optimizer, "
         "learning rate, batch size, data task, schedule, where and how hard the fault hits, and seed; a "
@@ -126,18 +157,27 @@ def render(split: str, scores: list[RunScore], vs: dict[str, Variant], *, wall: 
         "frozen model, noisy labels); the in-activation faults are measured by the hand-written zoo. "
         "Scoring as in the zoo: top-1 = the first alarm's cause is in the variant's acceptable set.",
         f"{n_faulty} faulty variants and {len(scores) - n_faulty} healthy controls scored in this split"
-        + (f"; {len(gone)} spike variant(s) not scored because the corrupted batch did not move the loop's "
-           f"own loss (< {SPIKE_VISIBLE}x the median of the 10 losses before it: the model absorbed it, "
-           f"there was no spike to see): {', '.join(gone)}" if gone else "") + ".",
-        "### Summary", report.summary(scores),
-        "### Per fault family", per_family(scores, fam),
-        "### Scalars-only misses and false alarms", misses(scores, vs),
+        + (
+            f"; {len(gone)} spike variant(s) not scored because the corrupted batch did not move the loop's "
+            f"own loss (< {SPIKE_VISIBLE}x the median of the 10 losses before it: the model absorbed it, "
+            f"there was no spike to see): {', '.join(gone)}"
+            if gone
+            else ""
+        )
+        + ".",
+        "### Summary",
+        report.summary(scores),
+        "### Per fault family",
+        per_family(scores, fam),
+        "### Scalars-only misses and false alarms",
+        misses(scores, vs),
     ]
     return "\n\n".join(parts)
 
 
-def main(split: str, *, jobs: int, out: Path, only: str | None, rescore: bool, docs_path: Path | None,
-         write_docs: bool) -> int:
+def main(
+    split: str, *, jobs: int, out: Path, only: str | None, rescore: bool, docs_path: Path | None, write_docs: bool
+) -> int:
     vs = select(split, only)
     if not vs:
         print("no variant matches", file=sys.stderr)

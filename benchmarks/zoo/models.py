@@ -20,8 +20,7 @@ from lossdoctor.demo.scenarios import mlp
 class MLP(nn.Module):
     """Plain feed-forward net: `net.0` is the first Linear, activations in between."""
 
-    def __init__(self, d_in: int, d_out: int, hidden: int = 64, depth: int = 2,
-                 act: type[nn.Module] = nn.ReLU) -> None:
+    def __init__(self, d_in: int, d_out: int, hidden: int = 64, depth: int = 2, act: type[nn.Module] = nn.ReLU) -> None:
         super().__init__()
         self.net = mlp(d_in, hidden, d_out, depth, act)  # the demo's builder: same layer names
 
@@ -45,8 +44,7 @@ class ResMLP(nn.Module):
     """Deep residual MLP without normalisation: whether the residual stream stays bounded
     depends entirely on the branch scaling (GPT-2 scales the output projection by 1/sqrt(2N))."""
 
-    def __init__(self, d_in: int, d_out: int, d: int = 64, n_blocks: int = 16,
-                 residual_scaling: bool = True) -> None:
+    def __init__(self, d_in: int, d_out: int, d: int = 64, n_blocks: int = 16, residual_scaling: bool = True) -> None:
         super().__init__()
         self.inp = nn.Linear(d_in, d)
         scale = 1.0 / math.sqrt(n_blocks) if residual_scaling else 1.0
@@ -78,8 +76,9 @@ class CNN(nn.Module):
 class SeqClassifier(nn.Module):
     """LSTM or plain RNN over a sequence, classify from the last hidden state."""
 
-    def __init__(self, d_in: int, n_classes: int, hidden: int = 32, cell: str = "lstm",
-                 nonlinearity: str = "tanh") -> None:
+    def __init__(
+        self, d_in: int, n_classes: int, hidden: int = 32, cell: str = "lstm", nonlinearity: str = "tanh"
+    ) -> None:
         super().__init__()
         if cell == "lstm":
             self.rnn: nn.Module = nn.LSTM(d_in, hidden, batch_first=True)
@@ -145,8 +144,17 @@ class Block(nn.Module):
 class TinyTransformer(nn.Module):
     """Decoder-only LM written by hand (the attention code users write themselves)."""
 
-    def __init__(self, vocab: int = 64, d: int = 32, heads: int = 2, n_layer: int = 2,
-                 max_len: int = 32, *, pre_ln: bool = True, **attn_kw: bool) -> None:
+    def __init__(
+        self,
+        vocab: int = 64,
+        d: int = 32,
+        heads: int = 2,
+        n_layer: int = 2,
+        max_len: int = 32,
+        *,
+        pre_ln: bool = True,
+        **attn_kw: bool,
+    ) -> None:
         super().__init__()
         self.tok = nn.Embedding(vocab, d)
         self.pos = nn.Embedding(max_len, d)
@@ -162,16 +170,28 @@ class TinyTransformer(nn.Module):
         return self.head(self.ln_f(h))
 
 
-def gpt2(vocab: int = 64, n_embd: int = 32, n_layer: int = 2, n_head: int = 2, n_positions: int = 32,
-         **config_kw: float) -> nn.Module:
+def gpt2(
+    vocab: int = 64, n_embd: int = 32, n_layer: int = 2, n_head: int = 2, n_positions: int = 32, **config_kw: float
+) -> nn.Module:
     """A transformers GPT-2 built from a config (no download), eager attention."""
     from transformers import GPT2Config, GPT2LMHeadModel
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()  # a benchmark's output is its tables
-    cfg = GPT2Config(vocab_size=vocab, n_embd=n_embd, n_layer=n_layer, n_head=n_head,
-                     n_positions=n_positions, bos_token_id=1, eos_token_id=3, pad_token_id=0,
-                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **config_kw)
+    cfg = GPT2Config(
+        vocab_size=vocab,
+        n_embd=n_embd,
+        n_layer=n_layer,
+        n_head=n_head,
+        n_positions=n_positions,
+        bos_token_id=1,
+        eos_token_id=3,
+        pad_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        **config_kw,
+    )
     cfg._attn_implementation = "eager"
     return GPT2LMHeadModel(cfg)
 

@@ -72,16 +72,35 @@ def per_scenario(scores: list[RunScore], scenarios: dict[str, Scenario]) -> str:
             rows.append([name, kind, expected, _got(ss, "full"), res, "–", "–", "–", _got(ss, "scalars"), res_s])
             continue
         expected = ", ".join(sorted(scn.causes))
-        rows.append([
-            name, kind, expected, _got(ss, "full"),
-            f"{fmt_frac(s.full.top1 for s in ss)} / {fmt_frac(s.full.top3 for s in ss)}",
-            fmt_frac(s.full.onset_hit for s in ss), _loc(ss), _delay(ss),
-            _got(ss, "scalars"),
-            f"{fmt_frac(s.scalars.top1 for s in ss)} / {fmt_frac(s.scalars.top3 for s in ss)}",
-        ])
-    return table(["scenario", "model/optimizer/precision/task", "acceptable causes", "got (full log)",
-                  "top-1 / top-3", "onset ±2", "where", "live delay", "got (scalars only)",
-                  "scalars top-1 / top-3"], rows)
+        rows.append(
+            [
+                name,
+                kind,
+                expected,
+                _got(ss, "full"),
+                f"{fmt_frac(s.full.top1 for s in ss)} / {fmt_frac(s.full.top3 for s in ss)}",
+                fmt_frac(s.full.onset_hit for s in ss),
+                _loc(ss),
+                _delay(ss),
+                _got(ss, "scalars"),
+                f"{fmt_frac(s.scalars.top1 for s in ss)} / {fmt_frac(s.scalars.top3 for s in ss)}",
+            ]
+        )
+    return table(
+        [
+            "scenario",
+            "model/optimizer/precision/task",
+            "acceptable causes",
+            "got (full log)",
+            "top-1 / top-3",
+            "onset ±2",
+            "where",
+            "live delay",
+            "got (scalars only)",
+            "scalars top-1 / top-3",
+        ],
+        rows,
+    )
 
 
 def summary(scores: list[RunScore]) -> str:
@@ -92,18 +111,35 @@ def summary(scores: list[RunScore]) -> str:
         ps = [getattr(s, path) for s in faulty]
         hs = [getattr(s, path) for s in healthy]
         delays = [s.live_delay for s in faulty if s.live_delay is not None] if path == "full" else []
-        rows.append([
-            label, pct(p.top1 for p in ps), pct(p.top3 for p in ps), pct(p.onset_hit for p in ps),
-            pct(p.layer_hit for p in ps) if path == "full" else "–",
-            pct(p.op_hit for p in ps) if path == "full" else "–",
-            pct(p.sample_hit for p in ps) if path == "full" else "–",
-            pct(h.false_alarm for h in hs),
-            (f"{statistics.median(delays):.0f} (max {max(delays)})" if delays else "–"),
-            str(sum(1 for p in ps + hs if p.error or p.detector_errors)),
-        ])
-    return table(["path", "top-1", "top-3", "onset ±2", "layer", "op", "samples",
-                  "false alarms (healthy)", "live delay, steps (median)",
-                  "runs where a detector crashed"], rows)
+        rows.append(
+            [
+                label,
+                pct(p.top1 for p in ps),
+                pct(p.top3 for p in ps),
+                pct(p.onset_hit for p in ps),
+                pct(p.layer_hit for p in ps) if path == "full" else "–",
+                pct(p.op_hit for p in ps) if path == "full" else "–",
+                pct(p.sample_hit for p in ps) if path == "full" else "–",
+                pct(h.false_alarm for h in hs),
+                (f"{statistics.median(delays):.0f} (max {max(delays)})" if delays else "–"),
+                str(sum(1 for p in ps + hs if p.error or p.detector_errors)),
+            ]
+        )
+    return table(
+        [
+            "path",
+            "top-1",
+            "top-3",
+            "onset ±2",
+            "layer",
+            "op",
+            "samples",
+            "false alarms (healthy)",
+            "live delay, steps (median)",
+            "runs where a detector crashed",
+        ],
+        rows,
+    )
 
 
 def per_cause(scores: list[RunScore], causes: Iterable[str]) -> str:
@@ -114,8 +150,15 @@ def per_cause(scores: list[RunScore], causes: Iterable[str]) -> str:
             rows.append([c, "0", "–", "–", "–"])
             continue
         names = sorted({s.scenario for s in ss})
-        rows.append([c, str(len(names)), pct(s.full.top1 for s in ss), pct(s.full.top3 for s in ss),
-                     pct(s.scalars.top3 for s in ss)])
+        rows.append(
+            [
+                c,
+                str(len(names)),
+                pct(s.full.top1 for s in ss),
+                pct(s.full.top3 for s in ss),
+                pct(s.scalars.top3 for s in ss),
+            ]
+        )
     return table(["cause", "scenarios accepting it", "top-1", "top-3", "scalars-only top-3"], rows)
 
 
@@ -131,10 +174,17 @@ def misses(scores: list[RunScore], evidence_of: Any) -> str:
             continue
         head = f"### {s.scenario} (seed {s.seed})"
         want = "healthy" if s.healthy else " | ".join(s.causes)
-        got = "; ".join(f"{f['cause']}({f['severity']}, step {f['step']}, layer {f['layer']})"
-                        for f in s.full.findings[:3]) or "no alarm"
-        lines = [head, f"- expected: {want}" + (f", onset {s.onset}" if s.onset is not None else ""),
-                 f"- got: {got}" + (f" [engine error: {s.full.error}]" if s.full.error else "")]
+        got = (
+            "; ".join(
+                f"{f['cause']}({f['severity']}, step {f['step']}, layer {f['layer']})" for f in s.full.findings[:3]
+            )
+            or "no alarm"
+        )
+        lines = [
+            head,
+            f"- expected: {want}" + (f", onset {s.onset}" if s.onset is not None else ""),
+            f"- got: {got}" + (f" [engine error: {s.full.error}]" if s.full.error else ""),
+        ]
         lines += [f"- detector crashed: {n}" for n in s.full.detector_errors]
         lines += [f"- detector crashed (scalars only): {n}" for n in s.scalars.detector_errors]
         try:

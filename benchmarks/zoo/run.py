@@ -1,13 +1,13 @@
 """`python -m benchmarks.zoo`: train every scenario under `watch`, diagnose, score, print, publish.
 
-    python -m benchmarks.zoo                      # the whole zoo, 3 seeds, writes docs/benchmarks.md
-    python -m benchmarks.zoo --seeds 1            # one seed (what the test suite runs)
-    python -m benchmarks.zoo --only attn_,mlp_nan # scenarios whose name starts with these
-    python -m benchmarks.zoo --rescore            # re-diagnose the existing run dirs (after a detector change)
-    python -m benchmarks.zoo --misses             # also print the step-record evidence of every miss
-    python -m benchmarks.zoo --seeds 1 --replay-all  # verified fixes: every scenario replays, per family
-    python -m benchmarks.zoo --generated --split dev --jobs 2   # randomised variants, the split tuned on
-    python -m benchmarks.zoo --generated --split test --jobs 2  # the held-out split (report, never tune)
+python -m benchmarks.zoo                      # the whole zoo, 3 seeds, writes docs/benchmarks.md
+python -m benchmarks.zoo --seeds 1            # one seed (what the test suite runs)
+python -m benchmarks.zoo --only attn_,mlp_nan # scenarios whose name starts with these
+python -m benchmarks.zoo --rescore            # re-diagnose the existing run dirs (after a detector change)
+python -m benchmarks.zoo --misses             # also print the step-record evidence of every miss
+python -m benchmarks.zoo --seeds 1 --replay-all  # verified fixes: every scenario replays, per family
+python -m benchmarks.zoo --generated --split dev --jobs 2   # randomised variants, the split tuned on
+python -m benchmarks.zoo --generated --split test --jobs 2  # the held-out split (report, never tune)
 """
 
 from __future__ import annotations
@@ -60,8 +60,16 @@ def run_one(name: str, seed: int, out: Path, train_it: bool = True, replay_all: 
     return score_run(d)
 
 
-def run_all(scns: list[Scenario], seeds: int, out: Path, *, jobs: int = 1, rescore: bool = False,
-            progress: bool = True, replay_all: bool = False) -> list[RunScore]:
+def run_all(
+    scns: list[Scenario],
+    seeds: int,
+    out: Path,
+    *,
+    jobs: int = 1,
+    rescore: bool = False,
+    progress: bool = True,
+    replay_all: bool = False,
+) -> list[RunScore]:
     work = [(s.name, k) for s in scns for k in range(seeds)]
     if rescore:
         work = [(n, k) for n, k in work if (run_dir(out, n, k) / "zoo.json").exists()]
@@ -69,10 +77,16 @@ def run_all(scns: list[Scenario], seeds: int, out: Path, *, jobs: int = 1, resco
 
     def note(rs: RunScore) -> None:
         if progress:
-            verdict = ("alarm!" if rs.full.false_alarm else "quiet") if rs.healthy else \
-                ("top-1" if rs.full.top1 else "top-3" if rs.full.top3 else "miss")
-            print(f"  {rs.scenario} seed {rs.seed}: {rs.full.got} [{verdict}] {rs.wall_s:.1f}s",
-                  file=sys.stderr, flush=True)
+            verdict = (
+                ("alarm!" if rs.full.false_alarm else "quiet")
+                if rs.healthy
+                else ("top-1" if rs.full.top1 else "top-3" if rs.full.top3 else "miss")
+            )
+            print(
+                f"  {rs.scenario} seed {rs.seed}: {rs.full.got} [{verdict}] {rs.wall_s:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
 
     if jobs <= 1:
         for n, k in work:
@@ -91,17 +105,27 @@ def run_all(scns: list[Scenario], seeds: int, out: Path, *, jobs: int = 1, resco
     return results
 
 
-def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wall: float, command: str,
-           include_catalogue: bool = True) -> str:
+def render(
+    scores: list[RunScore],
+    scns: dict[str, Scenario],
+    *,
+    seeds: int,
+    wall: float,
+    command: str,
+    include_catalogue: bool = True,
+) -> str:
     from lossdoctor.vocabulary import CAUSES
 
     faulty = sorted({s.scenario for s in scores if not s.healthy})
     healthy = sorted({s.scenario for s in scores if s.healthy})
     parts = [
         "## Fault zoo",
-        docs.provenance(command) + (f" Diagnosis and scoring of the run directories a training run wrote "
-                                     f"before took {wall:.0f} s in all." if "--rescore" in command else
-                                     f" Training, diagnosis and scoring took {wall:.0f} s in all."),
+        docs.provenance(command)
+        + (
+            f" Diagnosis and scoring of the run directories a training run wrote before took {wall:.0f} s in all."
+            if "--rescore" in command
+            else f" Training, diagnosis and scoring took {wall:.0f} s in all."
+        ),
         f"{len(faulty)} faulty scenarios and {len(healthy)} healthy controls, {seeds} seed(s) each "
         f"({len(scores)} runs). Each run is a real training loop watched by `lossdoctor.watch`; the "
         "*full log* column is `lossdoctor diagnose RUN_DIR` on the run directory it wrote, the "
@@ -118,23 +142,46 @@ def render(scores: list[RunScore], scns: dict[str, Scenario], *, seeds: int, wal
         "what they claim on real training runs and that the healthy controls stay quiet; it is not a "
         "held-out estimate of accuracy on the faults of the world. The held-out figure is the generated "
         "variants' test split (its own section below: `python -m benchmarks.zoo --generated --split test`).",
-        "### Summary", report.summary(scores),
-        "### Per cause", report.per_cause(scores, CAUSES),
-        "### Per scenario", report.per_scenario(scores, scns),
+        "### Summary",
+        report.summary(scores),
+        "### Per cause",
+        report.per_cause(scores, CAUSES),
+        "### Per scenario",
+        report.per_scenario(scores, scns),
     ]
     vias = {s.scalars.via.split(" (")[0] for s in scores if s.scalars.via}
     if "make_run" in vias:
-        parts.append("Note: this checkout has no reader for a generic CSV log yet, so the scalars-only "
-                     "column was diagnosed by building the same step records from the CSV with "
-                     "`lossdoctor.records.make_run` (the engine and detectors are the real ones).")
+        parts.append(
+            "Note: this checkout has no reader for a generic CSV log yet, so the scalars-only "
+            "column was diagnosed by building the same step records from the CSV with "
+            "`lossdoctor.records.make_run` (the engine and detectors are the real ones)."
+        )
     if include_catalogue:
-        rows = [[s.name, "healthy" if s.healthy else ", ".join(sorted(s.causes)),
-                 str(s.onset if s.onset is not None else "–"),
-                 ", ".join(filter(None, [" ".join(s.layers), " ".join(s.ops),
-                                         ("samples " + " ".join(map(str, s.samples))) if s.samples else ""]))
-                 or "–", s.fault] for s in scns.values() if s.name in set(faulty) | set(healthy)]
-        parts += ["### Scenarios", report.table(["scenario", "acceptable causes", "onset", "where",
-                                                  "fault as injected"], rows)]
+        rows = [
+            [
+                s.name,
+                "healthy" if s.healthy else ", ".join(sorted(s.causes)),
+                str(s.onset if s.onset is not None else "–"),
+                ", ".join(
+                    filter(
+                        None,
+                        [
+                            " ".join(s.layers),
+                            " ".join(s.ops),
+                            ("samples " + " ".join(map(str, s.samples))) if s.samples else "",
+                        ],
+                    )
+                )
+                or "–",
+                s.fault,
+            ]
+            for s in scns.values()
+            if s.name in set(faulty) | set(healthy)
+        ]
+        parts += [
+            "### Scenarios",
+            report.table(["scenario", "acceptable causes", "onset", "where", "fault as injected"], rows),
+        ]
     return "\n\n".join(parts)
 
 
@@ -142,53 +189,73 @@ def render_verified(scores: list[RunScore], *, seeds: int, command: str, replay_
     """The verified-fixes section: per fault family, how often the top fix was verified, and the cost."""
     from .fixcheck import per_family
 
-    return "\n\n".join([
-        "## Verified fixes in the zoo",
-        docs.provenance(command),
-        f"{len({s.scenario for s in scores if not s.healthy})} faulty scenarios, {seeds} seed(s) each. "
-        "`watch` replays each fix of a replayed incident from the last good snapshot through the "
-        "incident step and 20 steps after it, and compares with the unfixed replay (verification is "
-        "on by default). " + ("With `--replay-all` every scenario passes a `replay_fn` (the loss of "
-                               "its own loop), so every incident `watch` replays gets its fixes checked; "
-                               "a family with no verification had no replayed incident (–). "
-                               if replay_all else
-                               "Only the scenarios that pass a `replay_fn` replay incidents, so the "
-                               "other families have no verification (–). ")
-        + "*Top fix* = the first fix of the first alarm of "
-        "`lossdoctor diagnose RUN_DIR`; cost = wall seconds, replayed steps and growth of the "
-        "process's peak resident memory, summed over a run's incidents (definitions: "
-        "`benchmarks/zoo/fixcheck.py`). A top fix that is a change of code (normalise an input, mask "
-        "with `finfo.min`, change the init) is *not verifiable* by replay; *no verdict* is an incident "
-        "whose unfixed replay did not fail again (what a transient fault does) or left the log, so "
-        "no fix can be judged on it.",
-        "Read these numbers as in-sample: the zoo is the set of runs the detectors and the candidate "
-        "fixes were developed on.",
-        per_family(scores),
-    ])
+    return "\n\n".join(
+        [
+            "## Verified fixes in the zoo",
+            docs.provenance(command),
+            f"{len({s.scenario for s in scores if not s.healthy})} faulty scenarios, {seeds} seed(s) each. "
+            "`watch` replays each fix of a replayed incident from the last good snapshot through the "
+            "incident step and 20 steps after it, and compares with the unfixed replay (verification is "
+            "on by default). "
+            + (
+                "With `--replay-all` every scenario passes a `replay_fn` (the loss of "
+                "its own loop), so every incident `watch` replays gets its fixes checked; "
+                "a family with no verification had no replayed incident (–). "
+                if replay_all
+                else "Only the scenarios that pass a `replay_fn` replay incidents, so the "
+                "other families have no verification (–). "
+            )
+            + "*Top fix* = the first fix of the first alarm of "
+            "`lossdoctor diagnose RUN_DIR`; cost = wall seconds, replayed steps and growth of the "
+            "process's peak resident memory, summed over a run's incidents (definitions: "
+            "`benchmarks/zoo/fixcheck.py`). A top fix that is a change of code (normalise an input, mask "
+            "with `finfo.min`, change the init) is *not verifiable* by replay; *no verdict* is an incident "
+            "whose unfixed replay did not fail again (what a transient fault does) or left the log, so "
+            "no fix can be judged on it.",
+            "Read these numbers as in-sample: the zoo is the set of runs the detectors and the candidate "
+            "fixes were developed on.",
+            per_family(scores),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.zoo", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.zoo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seeds", type=int, default=3, help="seeds per scenario (default 3)")
     ap.add_argument("--only", metavar="NAMES", help="comma-separated scenario names or name prefixes")
     ap.add_argument("--ci", action="store_true", help="only the scenarios marked for the test suite")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"run directories (default {DEFAULT_OUT})")
     ap.add_argument("--jobs", type=int, default=1, help="training processes in parallel (default 1)")
     ap.add_argument("--rescore", action="store_true", help="diagnose existing run dirs again, no training")
-    ap.add_argument("--docs", type=Path, default=None,
-                    help="write the zoo section of this markdown file (default: docs/benchmarks.md "
-                         "when the whole zoo ran with 3 seeds)")
+    ap.add_argument(
+        "--docs",
+        type=Path,
+        default=None,
+        help="write the zoo section of this markdown file (default: docs/benchmarks.md "
+        "when the whole zoo ran with 3 seeds)",
+    )
     ap.add_argument("--no-docs", action="store_true", help="never write the docs")
     ap.add_argument("--misses", action="store_true", help="print the step-record evidence of each miss")
     ap.add_argument("--list", action="store_true", help="list the scenarios and exit")
-    ap.add_argument("--replay-all", action="store_true",
-                    help="the verified-fixes pass: pass a replay_fn to every scenario (verification replays "
-                         "from the snapshot, so it needs one); writes only the verified-fixes section of the docs")
-    ap.add_argument("--generated", action="store_true",
-                    help="the randomised variants of each fault family (benchmarks/zoo/generated.py)")
-    ap.add_argument("--split", choices=("dev", "test", "all"), default="dev",
-                    help="with --generated: dev (tuned on), test (held out) or all (default dev)")
+    ap.add_argument(
+        "--replay-all",
+        action="store_true",
+        help="the verified-fixes pass: pass a replay_fn to every scenario (verification replays "
+        "from the snapshot, so it needs one); writes only the verified-fixes section of the docs",
+    )
+    ap.add_argument(
+        "--generated",
+        action="store_true",
+        help="the randomised variants of each fault family (benchmarks/zoo/generated.py)",
+    )
+    ap.add_argument(
+        "--split",
+        choices=("dev", "test", "all"),
+        default="dev",
+        help="with --generated: dev (tuned on), test (held out) or all (default dev)",
+    )
     args = ap.parse_args(argv)
 
     if args.generated:
@@ -197,11 +264,20 @@ def main(argv: list[str] | None = None) -> int:
         out = args.out if args.out != DEFAULT_OUT else DEFAULT_OUT.parent / "generated"
         if args.list:
             for v in heldout.select(args.split, args.only):
-                print(f"{v.id:28s} {v.split:5s} {', '.join(sorted(v.scenario.causes)) or 'healthy':40s} "
-                      f"{v.scenario.fault}")
+                print(
+                    f"{v.id:28s} {v.split:5s} {', '.join(sorted(v.scenario.causes)) or 'healthy':40s} "
+                    f"{v.scenario.fault}"
+                )
             return 0
-        return heldout.main(args.split, jobs=args.jobs, out=out, only=args.only, rescore=args.rescore,
-                            docs_path=args.docs, write_docs=not args.no_docs)
+        return heldout.main(
+            args.split,
+            jobs=args.jobs,
+            out=out,
+            only=args.only,
+            rescore=args.rescore,
+            docs_path=args.docs,
+            write_docs=not args.no_docs,
+        )
 
     scns = select(args.only, args.ci)
     if args.list:

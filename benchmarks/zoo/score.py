@@ -96,15 +96,17 @@ def samples_match(found: list[int] | None, expected: list[int] | tuple[int, ...]
 
 
 def compact(f: dict[str, Any]) -> dict[str, Any]:
-    return {k: f.get(k) for k in ("cause", "symptom", "severity", "confidence", "step", "layer", "op",
-                                  "samples")}
+    return {k: f.get(k) for k in ("cause", "symptom", "severity", "confidence", "step", "layer", "op", "samples")}
 
 
 def judge(report: dict[str, Any], truth: dict[str, Any], onset: int | None, *, localise: bool) -> PathScore:
     """Compare one report (the JSON contract) with the ground truth."""
     alarms = [compact(f) for f in report.get("findings", []) if f.get("severity") in ALARM]
-    ps = PathScore(status=report.get("status", "?"), findings=alarms,
-                   detector_errors=[n for n in report.get("notes", []) if "internal error" in n])
+    ps = PathScore(
+        status=report.get("status", "?"),
+        findings=alarms,
+        detector_errors=[n for n in report.get("notes", []) if "internal error" in n],
+    )
     ok = set(truth["causes"])
     if not ok:  # healthy control
         ps.false_alarm = bool(alarms)
@@ -113,8 +115,9 @@ def judge(report: dict[str, Any], truth: dict[str, Any], onset: int | None, *, l
     ps.top3 = any(f["cause"] in ok for f in alarms[:3])
     match = next((f for f in alarms if f["cause"] in ok), None)
     if onset is not None:
-        ps.onset_hit = match is not None and match["step"] is not None and \
-            abs(int(match["step"]) - onset) <= ONSET_TOLERANCE
+        ps.onset_hit = (
+            match is not None and match["step"] is not None and abs(int(match["step"]) - onset) <= ONSET_TOLERANCE
+        )
     if localise:
         if truth.get("layers"):
             ps.layer_hit = match is not None and layer_matches(match["layer"], truth["layers"])
@@ -195,16 +198,27 @@ def score_run(run_dir: Path) -> RunScore:
         except Exception as e:  # a crash of the engine is a result too: reported, not hidden
             ps = PathScore(error=f"{type(e).__name__}: {e}")
         scores.append(ps)
-    rs = RunScore(scenario=truth["name"], seed=info["seed"], healthy=not truth["causes"],
-                  causes=truth["causes"], onset=onset, full=scores[0], scalars=scores[1],
-                  steps_run=outcome.get("steps_run", 0), wall_s=outcome.get("wall_s", 0.0),
-                  run_dir=str(run_dir), harness_error=outcome.get("error"))
+    rs = RunScore(
+        scenario=truth["name"],
+        seed=info["seed"],
+        healthy=not truth["causes"],
+        causes=truth["causes"],
+        onset=onset,
+        full=scores[0],
+        scalars=scores[1],
+        steps_run=outcome.get("steps_run", 0),
+        wall_s=outcome.get("wall_s", 0.0),
+        run_dir=str(run_dir),
+        harness_error=outcome.get("error"),
+    )
     from .fixcheck import run_verification  # imported here: fixcheck's tables import this module
 
     rs.verify = run_verification(run_dir, full)
     ok = set(truth["causes"])
-    first = next((x for x in outcome.get("live", []) if x.get("severity") in ALARM
-                  and (x.get("cause") in ok if ok else True)), None)
+    first = next(
+        (x for x in outcome.get("live", []) if x.get("severity") in ALARM and (x.get("cause") in ok if ok else True)),
+        None,
+    )
     if first is not None:
         rs.live_raised_at = first["raised_at"]
         if onset is not None and ok:
@@ -242,9 +256,15 @@ def evidence(run_dir: Path) -> dict[str, Any]:
         ev["loss"] = f"first {g(f[0])} min {g(f.min())} last {g(f[-1])}"
     if bad.size:
         ev["first_nonfinite_loss"] = int(rows[bad[0]]["step"])
-    for name, q in (("grad_norm", (50, 99)), ("update_ratio", (50,)), ("frozen_frac", (50,)),
-                    ("eps_dominated", (50,)), ("act_absmax", (50, 100)), ("input_absmax", (100,)),
-                    ("label_ignored_frac", (50,))):
+    for name, q in (
+        ("grad_norm", (50, 99)),
+        ("update_ratio", (50,)),
+        ("frozen_frac", (50,)),
+        ("eps_dominated", (50,)),
+        ("act_absmax", (50, 100)),
+        ("input_absmax", (100,)),
+        ("label_ignored_frac", (50,)),
+    ):
         x = fin(col(name))
         if x.size:
             ev[name] = " ".join(f"p{p} {g(np.percentile(x, p))}" for p in q)
@@ -260,8 +280,13 @@ def evidence(run_dir: Path) -> dict[str, Any]:
     sk = fin(col("skipped"))
     if sk.size and sk.sum():
         ev["skipped"] = f"{int(sk.sum())}/{sk.size}"
-    for key in ("fwd_first_nonfinite", "bwd_first_nonfinite", "batch_nonfinite_detail",
-                "label_empty_sample_ids", "mask_empty_sample_ids"):
+    for key in (
+        "fwd_first_nonfinite",
+        "bwd_first_nonfinite",
+        "batch_nonfinite_detail",
+        "label_empty_sample_ids",
+        "mask_empty_sample_ids",
+    ):
         hit = next((r for r in rows if r.get(key)), None)
         if hit is not None:
             v = hit[key]

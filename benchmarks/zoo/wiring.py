@@ -25,10 +25,19 @@ from .scenarios import xent
 
 # --- inputs and labels in different orders ------------------------------------------------------
 
-@scenario("mlp_inputs_shuffled_apart_from_labels", family="mlp", optimizer="Adam", precision="fp32",
-          task="classification", causes={"labels_misaligned", "noisy_data"}, onset=1, ci=True,
-          fault="the inputs of each batch are indexed by a shuffled permutation and the labels are not "
-                "(x = x[perm]; y stays): labels unrelated to their inputs, the loss sits at chance")
+
+@scenario(
+    "mlp_inputs_shuffled_apart_from_labels",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    causes={"labels_misaligned", "noisy_data"},
+    onset=1,
+    ci=True,
+    fault="the inputs of each batch are indexed by a shuffled permutation and the labels are not "
+    "(x = x[perm]; y stays): labels unrelated to their inputs, the loss sits at chance",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed)
     model = MLP(32, 10)
@@ -41,10 +50,16 @@ def _(seed: int) -> Setup:
     return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), batches, xent, steps=160)
 
 
-@scenario("healthy_mlp_overlapping_classes", family="mlp", optimizer="Adam", precision="fp32",
-          task="classification", ci=True,
-          fault="none: ten heavily overlapping classes (centres 0.3 apart in units of the noise): the loss "
-                "falls only a little below chance, and it does fall")
+@scenario(
+    "healthy_mlp_overlapping_classes",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    ci=True,
+    fault="none: ten heavily overlapping classes (centres 0.3 apart in units of the noise): the loss "
+    "falls only a little below chance, and it does fall",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed, spread=0.3)
     model = MLP(32, 10)
@@ -52,6 +67,7 @@ def _(seed: int) -> Setup:
 
 
 # --- sigmoid before BCEWithLogitsLoss -----------------------------------------------------------
+
 
 def _binary_model() -> nn.Module:
     return nn.Sequential(MLP(32, 1), nn.Sigmoid())
@@ -67,21 +83,34 @@ def _bce_of_probs(model: nn.Module, batch: Any) -> torch.Tensor:
     return F.binary_cross_entropy(model(x).squeeze(-1), y.float())
 
 
-@scenario("mlp_sigmoid_before_bce_with_logits", family="mlp", optimizer="Adam", precision="fp32",
-          task="classification", causes={"softmax_before_loss"}, onset=1, ci=True,
-          fault="the binary classifier ends in nn.Sigmoid and its probability goes to "
-                "BCEWithLogitsLoss, which applies its own sigmoid: the loss cannot go below 0.313")
+@scenario(
+    "mlp_sigmoid_before_bce_with_logits",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    causes={"softmax_before_loss"},
+    onset=1,
+    ci=True,
+    fault="the binary classifier ends in nn.Sigmoid and its probability goes to "
+    "BCEWithLogitsLoss, which applies its own sigmoid: the loss cannot go below 0.313",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed, n_classes=2, spread=1.5)
     model = _binary_model()
-    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, _bce_logits_of_probs,
-                 steps=120)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), data.batch, _bce_logits_of_probs, steps=120)
 
 
-@scenario("healthy_mlp_sigmoid_output_bce", family="mlp", optimizer="Adam", precision="fp32",
-          task="classification", ci=True,
-          fault="none: the binary classifier ends in nn.Sigmoid on purpose and the loss is "
-                "F.binary_cross_entropy of the probability")
+@scenario(
+    "healthy_mlp_sigmoid_output_bce",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    ci=True,
+    fault="none: the binary classifier ends in nn.Sigmoid on purpose and the loss is "
+    "F.binary_cross_entropy of the probability",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed, n_classes=2, spread=1.5)
     model = _binary_model()
@@ -90,15 +119,24 @@ def _(seed: int) -> Setup:
 
 # --- the wrong loss for the task -----------------------------------------------------------------
 
+
 def _mse_on_indices(model: nn.Module, batch: Any) -> torch.Tensor:
     x, y = batch
     return F.mse_loss(model(x).squeeze(-1), y.float())
 
 
-@scenario("mlp_mse_on_class_indices", family="mlp", optimizer="Adam", precision="fp32",
-          task="classification", causes={"wrong_loss"}, onset=1, ci=True,
-          fault="a 10-class problem trained as a regression: a one-output head and F.mse_loss against the "
-                "class index (y.float()), as if class 7 were 'more' than class 3")
+@scenario(
+    "mlp_mse_on_class_indices",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    causes={"wrong_loss"},
+    onset=1,
+    ci=True,
+    fault="a 10-class problem trained as a regression: a one-output head and F.mse_loss against the "
+    "class index (y.float()), as if class 7 were 'more' than class 3",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed)
     model = MLP(32, 1)
@@ -117,17 +155,23 @@ class Counts:
         return x, (x[:, :9] > 0).sum(dim=1)
 
 
-@scenario("healthy_mlp_mse_on_counts", family="mlp", optimizer="Adam", precision="fp32",
-          task="regression", ci=True,
-          fault="none: an integer count (0-9) predicted by a one-output head with MSE on purpose: an ordinal "
-                "target, which the regression learns")
+@scenario(
+    "healthy_mlp_mse_on_counts",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="regression",
+    ci=True,
+    fault="none: an integer count (0-9) predicted by a one-output head with MSE on purpose: an ordinal "
+    "target, which the regression learns",
+)
 def _(seed: int) -> Setup:
     model = MLP(16, 1)
-    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), Counts(seed).batch, _mse_on_indices,
-                 steps=160)
+    return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), Counts(seed).batch, _mse_on_indices, steps=160)
 
 
 # --- a param group at LR 0 ----------------------------------------------------------------------
+
 
 def _split_groups(model: MLP, body_lr: float, head_lr: float) -> list[dict[str, Any]]:
     head = list(model.net[-1].parameters())
@@ -135,20 +179,33 @@ def _split_groups(model: MLP, body_lr: float, head_lr: float) -> list[dict[str, 
     return [{"params": body, "lr": body_lr}, {"params": head, "lr": head_lr}]
 
 
-@scenario("mlp_param_group_lr_zero", family="mlp", optimizer="Adam", precision="fp32",
-          task="classification", causes={"frozen_model"}, onset=1, ci=True,
-          fault="discriminative LRs with backbone_lr left at its default 0: the optimizer's first param "
-                "group (6,272 of 6,922 parameters) never moves, only the output layer learns")
+@scenario(
+    "mlp_param_group_lr_zero",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    causes={"frozen_model"},
+    onset=1,
+    ci=True,
+    fault="discriminative LRs with backbone_lr left at its default 0: the optimizer's first param "
+    "group (6,272 of 6,922 parameters) never moves, only the output layer learns",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed, spread=0.5)
     model = MLP(32, 10)
     return Setup(model, torch.optim.Adam(_split_groups(model, 0.0, 3e-3)), data.batch, xent, steps=160)
 
 
-@scenario("healthy_mlp_discriminative_lr_warmup", family="mlp", optimizer="Adam", precision="fp32",
-          task="classification", ci=True,
-          fault="none: discriminative LRs on purpose (backbone 3e-4, head 3e-3), both warmed up from LR 0 "
-                "over 20 steps")
+@scenario(
+    "healthy_mlp_discriminative_lr_warmup",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    ci=True,
+    fault="none: discriminative LRs on purpose (backbone 3e-4, head 3e-3), both warmed up from LR 0 over 20 steps",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed, spread=0.5)
     model = MLP(32, 10)
@@ -159,15 +216,26 @@ def _(seed: int) -> Setup:
 
 # --- BatchNorm over a batch of one ---------------------------------------------------------------
 
+
 class BNCNN(nn.Module):
     """The zoo's CNN with BatchNorm after each convolution (or GroupNorm, which has no batch statistics)."""
 
     def __init__(self, norm: str = "batch") -> None:
         super().__init__()
+
         def nrm(c: int) -> nn.Module:
             return nn.BatchNorm2d(c) if norm == "batch" else nn.GroupNorm(4, c)
-        self.features = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nrm(8), nn.ReLU(), nn.MaxPool2d(2),
-                                      nn.Conv2d(8, 16, 3, padding=1), nrm(16), nn.ReLU(), nn.MaxPool2d(2))
+
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1),
+            nrm(8),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(8, 16, 3, padding=1),
+            nrm(16),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.head = nn.Linear(16 * 3 * 3, 4)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -177,6 +245,7 @@ class BNCNN(nn.Module):
 def _epochs_with_a_last_batch_of_one(data: Squares, per_epoch: int):
     """A dataset of (per_epoch - 1) x 16 + 1 images in batches of 16 without drop_last: every epoch
     ends with a batch of one image."""
+
     def batches(step: int):
         if step % per_epoch == per_epoch - 1:
             return data.batch(step, batch_size=1)
@@ -185,10 +254,18 @@ def _epochs_with_a_last_batch_of_one(data: Squares, per_epoch: int):
     return batches
 
 
-@scenario("cnn_batchnorm_last_batch_of_one", family="cnn", optimizer="SGD", precision="fp32",
-          task="classification", causes={"batchnorm_batch_of_one"}, onset=9, ci=True,
-          fault="a dataset of 145 images in batches of 16 without drop_last: every 10th batch holds one image, "
-                "and BatchNorm normalises it with that one image's statistics")
+@scenario(
+    "cnn_batchnorm_last_batch_of_one",
+    family="cnn",
+    optimizer="SGD",
+    precision="fp32",
+    task="classification",
+    causes={"batchnorm_batch_of_one"},
+    onset=9,
+    ci=True,
+    fault="a dataset of 145 images in batches of 16 without drop_last: every 10th batch holds one image, "
+    "and BatchNorm normalises it with that one image's statistics",
+)
 def _(seed: int) -> Setup:
     data = Squares(seed, noise=1.5)
     model = BNCNN("batch")
@@ -196,10 +273,16 @@ def _(seed: int) -> Setup:
     return Setup(model, opt, _epochs_with_a_last_batch_of_one(data, 10), xent, steps=120)
 
 
-@scenario("healthy_cnn_groupnorm_last_batch_of_one", family="cnn", optimizer="SGD", precision="fp32",
-          task="classification", ci=True,
-          fault="none: the same data and loader (a last batch of one image each epoch), normalised with "
-                "GroupNorm, which has no batch statistics")
+@scenario(
+    "healthy_cnn_groupnorm_last_batch_of_one",
+    family="cnn",
+    optimizer="SGD",
+    precision="fp32",
+    task="classification",
+    ci=True,
+    fault="none: the same data and loader (a last batch of one image each epoch), normalised with "
+    "GroupNorm, which has no batch statistics",
+)
 def _(seed: int) -> Setup:
     data = Squares(seed, noise=1.5)
     model = BNCNN("group")
@@ -209,11 +292,20 @@ def _(seed: int) -> Setup:
 
 # --- gradient accumulation that never zeroes ----------------------------------------------------
 
-@scenario("mlp_grad_accum_never_zeroed", family="mlp", optimizer="SGD", precision="fp32",
-          task="classification", causes={"grad_not_zeroed"}, onset=1, ci=True,
-          fault="4 micro-batches accumulated into each step (loss / 4), and optimizer.zero_grad() never called: "
-                "every step adds its accumulated gradient to all the previous steps' (the look-alike is "
-                "healthy_mlp_grad_accum_on_purpose)")
+
+@scenario(
+    "mlp_grad_accum_never_zeroed",
+    family="mlp",
+    optimizer="SGD",
+    precision="fp32",
+    task="classification",
+    causes={"grad_not_zeroed"},
+    onset=1,
+    ci=True,
+    fault="4 micro-batches accumulated into each step (loss / 4), and optimizer.zero_grad() never called: "
+    "every step adds its accumulated gradient to all the previous steps' (the look-alike is "
+    "healthy_mlp_grad_accum_on_purpose)",
+)
 def _(seed: int) -> Setup:
     data = Blobs(seed)
     model = MLP(32, 10)
@@ -221,5 +313,12 @@ def _(seed: int) -> Setup:
     def micro(step: int) -> list:
         return [data.batch(step * 4 + i, batch_size=8) for i in range(4)]
 
-    return Setup(model, torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9), micro,
-                 lambda m, b: xent(m, b) / 4, steps=100, accum=4, zero_grad=False)
+    return Setup(
+        model,
+        torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9),
+        micro,
+        lambda m, b: xent(m, b) / 4,
+        steps=100,
+        accum=4,
+        zero_grad=False,
+    )

@@ -56,5 +56,16 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lossdoctor' has no attribute {name!r}")
 
 
-__all__ = ["watch", "Monitor", "diagnose", "check", "localize", "Localization", "TrainingIncident", "Finding",
-           "Fix", "Report", "__version__"]
+__all__ = [
+    "watch",
+    "Monitor",
+    "diagnose",
+    "check",
+    "localize",
+    "Localization",
+    "TrainingIncident",
+    "Finding",
+    "Fix",
+    "Report",
+    "__version__",
+]

@@ -33,14 +33,38 @@ from .vocabulary import CAUSES, SCHEMA, SEVERITY_RANK, SYMPTOMS
 #: code, the data pipeline or the configuration), `measure` (log a signal that tells causes apart),
 #: `rerun` (run again with the monitor on), `add_scaler` (train with a GradScaler: never said to a
 #: run that has one)
-FIX_KINDS = ("clip", "lr", "lr_range", "scaler", "adam_eps", "fp32_module", "drop_samples", "skip_batch",
-             "code", "measure", "rerun", "add_scaler", "unfreeze")
+FIX_KINDS = (
+    "clip",
+    "lr",
+    "lr_range",
+    "scaler",
+    "adam_eps",
+    "fp32_module",
+    "drop_samples",
+    "skip_batch",
+    "code",
+    "measure",
+    "rerun",
+    "add_scaler",
+    "unfreeze",
+)
 #: the numbers a fix may carry: `max_norm` (clip); `lr` (the LR to set), `lr_now` (the LR the
 #: suggestion starts from), `lr_factor` (or: the LR times this); `lo`/`hi` (an LR range);
 #: `samples` (the batch rows to drop; absent: the finding's samples); `init_scale`,
 #: `growth_interval` (GradScaler); `eps` (the optimizer's); `module` (the module run in fp32)
-FIX_PARAMS = ("max_norm", "lr", "lr_now", "lr_factor", "lo", "hi", "samples", "init_scale", "growth_interval",
-              "eps", "module")
+FIX_PARAMS = (
+    "max_norm",
+    "lr",
+    "lr_now",
+    "lr_factor",
+    "lo",
+    "hi",
+    "samples",
+    "init_scale",
+    "growth_interval",
+    "eps",
+    "module",
+)
 
 
 def _number(v: Any) -> float | None:
@@ -58,8 +82,9 @@ class Fix:
     params: dict[str, Any]
     text: str
 
-    def __init__(self, kind: str, params: dict[str, Any] | None = None, text: str | None = None,
-                 /, **more: Any) -> None:
+    def __init__(
+        self, kind: str, params: dict[str, Any] | None = None, text: str | None = None, /, **more: Any
+    ) -> None:
         if kind not in FIX_KINDS:
             raise ValueError(f"unknown fix kind {kind!r}")
         p = {**(params or {}), **more}
@@ -97,8 +122,9 @@ class Fix:
     @classmethod
     def scaler(cls, text: str, init_scale: Any = None, growth_interval: Any = None) -> Fix:
         gi = _number(growth_interval)
-        return cls("scaler", {"init_scale": _number(init_scale), "growth_interval": None if gi is None else int(gi)},
-                   text)
+        return cls(
+            "scaler", {"init_scale": _number(init_scale), "growth_interval": None if gi is None else int(gi)}, text
+        )
 
     @classmethod
     def adam_eps(cls, text: str, eps: float) -> Fix:
@@ -107,8 +133,11 @@ class Fix:
     @classmethod
     def fp32(cls, text: str, module: str | None) -> Fix:
         """Keep `module` out of fp16/bf16; a code change when no module is named."""
-        return cls("fp32_module", {"module": module}, text) if isinstance(module, str) and module \
+        return (
+            cls("fp32_module", {"module": module}, text)
+            if isinstance(module, str) and module
             else cls("code", None, text)
+        )
 
     @classmethod
     def unfreeze(cls, text: str) -> Fix:
@@ -133,8 +162,12 @@ class Fix:
         and values; a code change with no numbers is its sentence (as a fix in the old form is)."""
         if self.kind == "code" and not self.params:
             return identity(self.text)
-        return ("fix", self.kind, repr(sorted((k, repr(_to_json(v))) for k, v in self.params.items())),
-                identity(self.text))
+        return (
+            "fix",
+            self.kind,
+            repr(sorted((k, repr(_to_json(v))) for k, v in self.params.items())),
+            identity(self.text),
+        )
 
     # --- the sentence ---------------------------------------------------------------------------
     @property
@@ -156,8 +189,11 @@ class Fix:
         """Two fixes are equal when kind, numbers and sentence are; a fix equals a sentence (a
         fix in the old form, a `Msg`) that is its own English text."""
         if isinstance(other, Fix):
-            return (self.kind, self.params, str.__str__(self.text)) == (other.kind, other.params,
-                                                                         str.__str__(other.text))
+            return (self.kind, self.params, str.__str__(self.text)) == (
+                other.kind,
+                other.params,
+                str.__str__(other.text),
+            )
         if isinstance(other, str):
             return str.__str__(self.text) == str.__str__(other)
         return NotImplemented
@@ -303,8 +339,7 @@ class Finding:
             raise ValueError(f"unknown severity {self.severity!r}")
         if isinstance(self.confidence, bool) or not isinstance(self.confidence, numbers.Real):
             raise ValueError(f"confidence must be a number, not {type(self.confidence).__name__}")
-        self.confidence = 0.0 if self.confidence != self.confidence else float(
-            min(1.0, max(0.0, self.confidence)))
+        self.confidence = 0.0 if self.confidence != self.confidence else float(min(1.0, max(0.0, self.confidence)))
         # findings are also read back from files (preflight.jsonl, incidents/): every field gets
         # its type checked here, so no report format ever receives a string as a step
         self.step = _int_or_none("step", self.step)
@@ -321,16 +356,16 @@ class Finding:
             raise ValueError("fixes must be a list of fixes or strings")
         self.fixes = [as_fix(x) for x in self.fixes]
         self.rule = _str_or_none("rule", self.rule)
-        if self.fix_checks is not None and not (isinstance(self.fix_checks, list)
-                                                and all(isinstance(c, dict) for c in self.fix_checks)):
+        if self.fix_checks is not None and not (
+            isinstance(self.fix_checks, list) and all(isinstance(c, dict) for c in self.fix_checks)
+        ):
             raise ValueError("fix_checks must be a list of objects or null")
         if self.fix_checks is not None and too_deep(self.fix_checks):  # read back from a file
             raise ValueError("fix_checks nest too deeply")
         if self.examples is not None:
             if not isinstance(self.examples, (list, tuple)) or not all(isinstance(e, dict) for e in self.examples):
                 raise ValueError("examples must be a list of objects or null")
-            self.examples = [{k: v if k == "key" else _int_or_none(k, v) for k, v in e.items()}
-                             for e in self.examples]
+            self.examples = [{k: v if k == "key" else _int_or_none(k, v) for k, v in e.items()} for e in self.examples]
         self.code = _code_or_none(self.code)
 
     def to_dict(self) -> dict[str, Any]:
@@ -409,8 +444,11 @@ def _code_or_none(v: Any) -> dict[str, Any] | None:
     if not isinstance(v, dict) or not isinstance(v.get("file"), str):
         raise ValueError("code must be an object with file, line and function, or null")
     fn = v.get("function")
-    return {"file": v["file"], "line": _int_or_none("line", v.get("line")),
-            "function": fn if isinstance(fn, str) else "?"}
+    return {
+        "file": v["file"],
+        "line": _int_or_none("line", v.get("line")),
+        "function": fn if isinstance(fn, str) else "?",
+    }
 
 
 def _str_list(name: str, v: Any) -> list[str]:
@@ -511,4 +549,3 @@ class Report:
             source=d.get("source"),
             inconclusive=d.get("status") == "inconclusive",
         )
-

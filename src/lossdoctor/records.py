@@ -26,13 +26,13 @@ COLUMNS: dict[str, str] = {
     "scale": "GradScaler / loss scale after the step",
     "skipped": "1 if the optimizer step was skipped (overflow), else 0",
     "no_optimizer_step": "1 when mon.step was called without an optimizer step since the previous call "
-                         "and no GradScaler skip explains it (a misuse: twice per step, per micro-batch)",
+    "and no GradScaler skip explains it (a misuse: twice per step, per micro-batch)",
     "update_ratio": "||dW|| / ||W|| over all parameters for this step (sampled)",
     "frozen_frac": "fraction of bf16/fp16 parameter entries with a non-zero gradient that did not change (sampled)",
     "eps_dominated": "fraction of Adam second-moment entries with sqrt(v_hat) < 10*eps (sampled)",
     "act_absmax": "largest |activation| of any module output measured in the forward pass (between "
-                  "sampled steps a wide linear layer on CPU is vouched for by a bound, not measured: "
-                  "its outputs are then below a quarter of their dtype's range)",
+    "sampled steps a wide linear layer on CPU is vouched for by a bound, not measured: "
+    "its outputs are then below a quarter of their dtype's range)",
     "act_range_frac": "largest measured |activation| / largest finite value of its dtype (>= 1 is overflow)",
     "grad_nonfinite": "number of parameters whose gradient holds NaN/Inf",
     "input_absmax": "largest |value| of any floating tensor in the batch",
@@ -41,23 +41,23 @@ COLUMNS: dict[str, str] = {
     "label_empty_samples": "number of samples in the batch with every label ignored",
     "label_tokens": "number of supervised label positions in the batch",
     "packed_examples": "number of examples (of two tokens or more) in the batch's packed rows, whose "
-                       "position_ids restart at 0 inside a row; absent when nothing is packed",
+    "position_ids restart at 0 inside a row; absent when nothing is packed",
     "batch_size": "size of the batch's first dimension",
     "out_min": "smallest value of the model's output (its logits) at the step's first forward (sampled)",
     "out_max": "largest value of the model's output at the step's first forward (sampled)",
     "out_rowsum_dev": "largest |sum over the last dimension - 1| of the model's output (0: every row is a "
-                      "probability distribution; sampled)",
+    "probability distribution; sampled)",
     "out_classes": "size of the last dimension of the model's output (classes or vocabulary; sampled)",
     "batch_one_class": "1 when every class label of the batch (a 1-D integer tensor of 4+) is the same class, else 0",
     "batch_class": "the class of a single-class batch (absent otherwise)",
     "class_max": "largest class label of the batch (the same 1-D integer tensor of 4+ as batch_one_class)",
     "class_var": "variance of those class labels taken as numbers (what an MSE on class indices starts from)",
     "bn_train": "number of BatchNorm layers in train mode at the step's first forward with gradients "
-                "(recorded for models with BatchNorm only)",
+    "(recorded for models with BatchNorm only)",
     "out_copy_frac": "share of positions where the model's argmax is its own input token (a (B, T, V) output "
-                     "of a forward given input_ids (B, T); sampled): near 1 for a model taught to copy",
+    "of a forward given input_ids (B, T); sampled): near 1 for a model taught to copy",
     "train_mode": "1 when the model was in train mode at the step's first forward with gradients, 0 in eval "
-                  "mode (recorded for models with dropout or BatchNorm only)",
+    "mode (recorded for models with dropout or BatchNorm only)",
     "out_rank": "number of dimensions of the model's output (sampled)",
     "out_last_dim": "size of the last dimension of the model's output (sampled; 1 for a (B, 1) regression head)",
     "target_var": "variance of the batch's first 1-D floating tensor of 4+ values (a (B,) target)",
@@ -65,24 +65,24 @@ COLUMNS: dict[str, str] = {
     "pad_supervised": "of those, the positions whose label is not -100: padding the loss is trained on",
     "batch_tokens_mean": "mean tokens per sample of the batch, from its attention_mask (the samples' lengths)",
     "mse_elementwise": "mean squared error of a (B, 1) output against the batch's (B,) floating target, "
-                       "sample by sample (what the loss is when the prediction is squeezed; sampled)",
+    "sample by sample (what the loss is when the prediction is squeezed; sampled)",
     "mse_broadcast": "the same MSE over the (B, B) broadcast of the two shapes, every prediction against "
-                     "every target (what F.mse_loss((B, 1), (B,)) computes; sampled)",
+    "every target (what F.mse_loss((B, 1), (B,)) computes; sampled)",
     "grad_norm_applied": "total L2 norm of the gradients at the optimizer's step, after any clipping (sampled)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
-                  "never zeroed), 0 when .grad was None or zero; absent when not measured",
+    "never zeroed), 0 when .grad was None or zero; absent when not measured",
     "eval_loss": "a validation/evaluation loss printed at that step (read from a log; never written into loss)",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",
     "accum_steps": "backward passes (micro-batches) accumulated into this optimizer step",
     "loss_weight": "sum over micro-batches of the weight each one's loss got in the backward, as a "
-                   "share of the step (1 = the step optimises the mean; k = the sum of k micro-batches)",
+    "share of the step (1 = the step optimises the mean; k = the sum of k micro-batches)",
     "grad_norm_local": "this rank's gradient norm before the data-parallel reduction (DDP, DeepSpeed, "
-                       "FSDP1) or of its shard (FSDP2); grad_norm is then the reduced/total one",
+    "FSDP1) or of its shard (FSDP2); grad_norm is then the reduced/total one",
     # RL fine-tuning (PPO, GRPO, RLOO through TRL, OpenRLHF, LLaMA-Factory, verl): its policy loss can sit
     # near 0 or below it by design, so the reward says whether the run learns
     "reward": "RL training: mean reward of the policy's samples over the logging interval (the reward "
-              "model's or the reward functions' score)",
+    "model's or the reward functions' score)",
     # preference training (DPO, ORPO, KTO, CPO through TRL): the scalars the trainer logs, mean over
     # the logging interval (TRL's `rewards/chosen`, `logps/chosen`...); rewards are beta x the
     # policy/reference log-ratio (ORPO: beta x the policy's own log-probs)
@@ -99,30 +99,45 @@ EVENTS: dict[str, str] = {
     "batch_nonfinite_detail": "{batch key: [sample indices]} of non-finite values in the batch",
     "fwd_first_nonfinite": "{'layer', 'where': 'output'|'input', 'index'} first non-finite forward value",
     "bwd_first_nonfinite": "{'layer', 'after'} first module whose output gradient was non-finite (backward "
-                           "order), and the module before it whose output gradient was still finite",
+    "order), and the module before it whose output gradient was still finite",
     "nonfinite_params": "names of (up to 8) parameters whose gradient was non-finite",
     "act_absmax_layer": "module whose output held the step's largest |activation|",
     "lr_groups": "learning rate of every parameter group, when there is more than one",
     "label_empty_sample_ids": "indices of samples whose labels are all ignored",
     "mask_empty_sample_ids": "indices of samples whose attention_mask is all zeros (all padding)",
     "label_empty_examples": "packed rows: {'n', 'of', 'at': [{'row', 'example', 'start', 'end'}]} the examples "
-                            "inside packed rows whose labels are all ignored (tokens [start, end) of the row)",
+    "inside packed rows whose labels are all ignored (tokens [start, end) of the row)",
     "batch_nonfinite_examples": "packed rows: [{'key', 'row', 'example', 'start', 'end'}] examples holding "
-                                "NaN/Inf in a floating batch tensor",
+    "NaN/Inf in a floating batch tensor",
     "loss_components": "{name: value} of the component losses a log printed at the step (loss_cls, aux, "
-                       "z_loss...), kept apart from the total in `loss`",
+    "z_loss...), kept apart from the total in `loss`",
     "text_events": "[{'kind', 'line', 'text'}] lines of a log that say what happened at the step (filed under "
-                   "the step of the row read before them); kind is one of TEXT_EVENT_KINDS, line the line's "
-                   "number in the text (a progress bar's `\\r` redraws count as lines), text at most 120 characters; "
-                   "the values the line carries beside them (sources/text_events.RULES): 'scale' (the loss scale "
-                   "it sets), 'attempted', 'count', 'op' (an autograd function), 'value' (nan/inf), 'step' (the "
-                   "step the line names, where it was filed), 'from_step' (a resumed checkpoint's step)",
+    "the step of the row read before them); kind is one of TEXT_EVENT_KINDS, line the line's "
+    "number in the text (a progress bar's `\\r` redraws count as lines), text at most 120 characters; "
+    "the values the line carries beside them (sources/text_events.RULES): 'scale' (the loss scale "
+    "it sets), 'attempted', 'count', 'op' (an autograd function), 'value' (nan/inf), 'step' (the "
+    "step the line names, where it was filed), 'from_step' (a resumed checkpoint's step)",
 }
 
 #: kinds of `text_events` (what a line of a training log said happened at a step)
-TEXT_EVENT_KINDS = ("overflow", "loss_scale", "nonfinite_warning", "labels_ignored", "truncation", "empty_target",
-                    "oom", "nccl_error", "restart", "resume",
-                    "loss_scale_min", "anomaly_op", "skip_count", "nonfinite_loss", "nonfinite_grad", "nonfinite_input")
+TEXT_EVENT_KINDS = (
+    "overflow",
+    "loss_scale",
+    "nonfinite_warning",
+    "labels_ignored",
+    "truncation",
+    "empty_target",
+    "oom",
+    "nccl_error",
+    "restart",
+    "resume",
+    "loss_scale_min",
+    "anomaly_op",
+    "skip_count",
+    "nonfinite_loss",
+    "nonfinite_grad",
+    "nonfinite_input",
+)
 
 
 @dataclass
@@ -187,8 +202,13 @@ class Run:
         return self.events.get(name, {})
 
 
-def make_run(rows: list[dict[str, Any]], *, meta: dict[str, Any] | None = None,
-             source: str = "lossdoctor", rank: int | None = None) -> Run:
+def make_run(
+    rows: list[dict[str, Any]],
+    *,
+    meta: dict[str, Any] | None = None,
+    source: str = "lossdoctor",
+    rank: int | None = None,
+) -> Run:
     """Build a Run from per-step dicts (`{"step": 3, "loss": 2.1, ...}`), the readers' common path.
 
     Values under a COLUMNS name become numeric columns; values under an EVENTS name become sparse
@@ -207,12 +227,19 @@ def make_run(rows: list[dict[str, Any]], *, meta: dict[str, Any] | None = None,
 def _is_step(v: Any) -> bool:
     """A step number a record can be filed under (finite, within int64); else the row is dropped."""
     f = to_float(v)
-    return bool(np.isfinite(f)) and abs(f) < 2.0 ** 62
+    return bool(np.isfinite(f)) and abs(f) < 2.0**62
 
 
-def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int, Any]] | None = None,
-                 meta: dict[str, Any] | None = None, source: str = "lossdoctor",
-                 rank: int | None = None, logged: dict[str, np.ndarray] | None = None) -> Run:
+def from_columns(
+    steps: Any,
+    cols: dict[str, Any],
+    *,
+    events: dict[str, dict[int, Any]] | None = None,
+    meta: dict[str, Any] | None = None,
+    source: str = "lossdoctor",
+    rank: int | None = None,
+    logged: dict[str, np.ndarray] | None = None,
+) -> Run:
     """Build a Run from column arrays aligned with `steps` (None/NaN where not logged).
 
     `logged[name]`, when given, is the mask of rows where column `name` was logged; it lets a
@@ -222,9 +249,10 @@ def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int
     Lightning's CSV), each column keeps its last logged value at that step. Vectorised so a
     million-step log loads in well under a second.
     """
-    steps_arr = np.asarray([to_float(s) for s in steps] if not isinstance(steps, np.ndarray) else steps,
-                           dtype=np.float64)
-    keep = np.isfinite(steps_arr) & (np.abs(steps_arr) < 2.0 ** 62)  # a step that is no integer is dropped
+    steps_arr = np.asarray(
+        [to_float(s) for s in steps] if not isinstance(steps, np.ndarray) else steps, dtype=np.float64
+    )
+    keep = np.isfinite(steps_arr) & (np.abs(steps_arr) < 2.0**62)  # a step that is no integer is dropped
     steps_i = steps_arr[keep].astype(np.int64)
     uniq, inverse = np.unique(steps_i, return_inverse=True)
     n = len(uniq)
@@ -242,8 +270,15 @@ def from_columns(steps: Any, cols: dict[str, Any], *, events: dict[str, dict[int
         lg[inverse[idx]] = True
         out_cols[k] = col
         logged_out[k] = lg
-    return Run(steps=uniq, cols=out_cols, events=dict(events or {}), meta=dict(meta or {}),
-               logged_mask=logged_out, source=source, rank=rank)
+    return Run(
+        steps=uniq,
+        cols=out_cols,
+        events=dict(events or {}),
+        meta=dict(meta or {}),
+        logged_mask=logged_out,
+        source=source,
+        rank=rank,
+    )
 
 
 def _as_float_column(values: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -259,8 +294,7 @@ def _as_float_column(values: Any) -> tuple[np.ndarray, np.ndarray]:
         return v, mask
     except (TypeError, ValueError, OverflowError):
         v = np.array([to_float(x) for x in values], dtype=np.float64)
-        mask = np.array([x is not None and (not np.isnan(f) or _says_nan(x)) for x, f in zip(values, v)],
-                        dtype=bool)
+        mask = np.array([x is not None and (not np.isnan(f) or _says_nan(x)) for x, f in zip(values, v)], dtype=bool)
         return v, mask
 
 
@@ -303,13 +337,18 @@ def text_number(s: str) -> float:
     try:
         return float(s)
     except ValueError:
-        if re.fullmatch(MSVC_NONFINITE, s, re.IGNORECASE) and "#INF" in s.upper() \
-                or re.fullmatch(FILLED_NONFINITE, s, re.IGNORECASE) and "inf" in s.lower():
+        if (
+            re.fullmatch(MSVC_NONFINITE, s, re.IGNORECASE)
+            and "#INF" in s.upper()
+            or re.fullmatch(FILLED_NONFINITE, s, re.IGNORECASE)
+            and "inf" in s.lower()
+        ):
             return -np.inf if s.startswith("-") else np.inf
         return np.nan  # `-1.#IND`, `1.#QNAN`, or no number at all
 
 
 # --- a log read in order, as growable columns ---------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Thinning:
@@ -365,8 +404,7 @@ class StepColumns:
     a reader stores its columns under the log's own names (a CSV or JSONL table); by default a
     signal's series has its name."""
 
-    def __init__(self, names: tuple[str, ...], rules: Thinning = THINNING,
-                 roles: dict[str, str] | None = None) -> None:
+    def __init__(self, names: tuple[str, ...], rules: Thinning = THINNING, roles: dict[str, str] | None = None) -> None:
         self.names = tuple(names)
         self.rules = rules
         self.roles = dict(roles or {})
@@ -417,15 +455,21 @@ class StepColumns:
             self.vals[name], self.have[name] = np.full(self.cap, np.nan), np.zeros(self.cap, dtype=bool)
 
     def nbytes(self) -> int:
-        return int(self.step.nbytes + self.ordinal.nbytes + self.how.nbytes + self.flags.nbytes
-                   + sum(v.nbytes for v in self.vals.values()) + sum(h.nbytes for h in self.have.values()))
+        return int(
+            self.step.nbytes
+            + self.ordinal.nbytes
+            + self.how.nbytes
+            + self.flags.nbytes
+            + sum(v.nbytes for v in self.vals.values())
+            + sum(h.nbytes for h in self.have.values())
+        )
 
     def _reserve(self, m: int) -> int:
         if self.n + m > self.cap:  # doubling, but not far past what thinning lets the store hold
             self._alloc(max(self.n + m, min(self.cap * 2, self.rules.max_rows + (1 << 16))))
         start = self.n
         self.n += m
-        self.ordinal[start:self.n] = np.arange(self.total, self.total + m)
+        self.ordinal[start : self.n] = np.arange(self.total, self.total + m)
         self.total += m
         return start
 
@@ -457,24 +501,31 @@ class StepColumns:
                     self.extra[int(self.ordinal[start + i])] = {"_components": r["_components"]}
         self._after_append(start)
 
-    def append_arrays(self, steps: np.ndarray, cols: dict[str, np.ndarray], *, how: str | None = None,
-                      flags: np.ndarray | None = None, logged: dict[str, np.ndarray] | None = None) -> None:
+    def append_arrays(
+        self,
+        steps: np.ndarray,
+        cols: dict[str, np.ndarray],
+        *,
+        how: str | None = None,
+        flags: np.ndarray | None = None,
+        logged: dict[str, np.ndarray] | None = None,
+    ) -> None:
         """Append rows given as arrays (a named series logged on every row unless `logged[name]` says
         where; `how` the rows' step was found, `flags` per row)."""
         m = len(steps)
         if not m:
             return
         start = self._reserve(m)
-        self.step[start:start + m] = steps
+        self.step[start : start + m] = steps
         if how is not None:
-            self.how[start:start + m] = HOW[how]
+            self.how[start : start + m] = HOW[how]
             self.how_counts[HOW[how]] += m
         if flags is not None:
-            self.flags[start:start + m] = flags
+            self.flags[start : start + m] = flags
         for name, v in cols.items():
             self._series(name)
-            self.vals[name][start:start + m] = v
-            self.have[name][start:start + m] = True if logged is None or name not in logged else logged[name]
+            self.vals[name][start : start + m] = v
+            self.have[name][start : start + m] = True if logged is None or name not in logged else logged[name]
         self._after_append(start)
 
     def _role(self, signal: str) -> str:
@@ -484,8 +535,8 @@ class StepColumns:
     def _after_append(self, start: int) -> None:
         for name in map(self._role, ("loss", "grad_norm")):
             if name in self.vals:
-                v = self.vals[name][start:self.n]
-                self.nonfinite_seen += int((self.have[name][start:self.n] & ~np.isfinite(v)).sum())
+                v = self.vals[name][start : self.n]
+                self.nonfinite_seen += int((self.have[name][start : self.n] & ~np.isfinite(v)).sum())
         if self.n > self.rules.max_rows:
             self._thin()
 
@@ -507,7 +558,7 @@ class StepColumns:
         near = np.zeros(n - a, dtype=bool) if self.near_dropped else _dilate(outlying, r.context) & ~new
         self.flags[a:n] |= (np.where(new, FLAG_KEEP, 0) | np.where(near, FLAG_NEAR, 0)).astype(np.uint8)
         must = (self.ordinal[:n] < r.head) | ((self.flags[:n] & ~np.uint8(FLAG_NEAR)) != 0)
-        must[max(0, n - r.tail):] = True
+        must[max(0, n - r.tail) :] = True
         if not self.near_dropped and (must | (self.flags[:n] == FLAG_NEAR)).sum() > r.max_rows // 2:
             self.near_dropped = True
             self.flags[:n] &= ~np.uint8(FLAG_NEAR)
@@ -521,14 +572,14 @@ class StepColumns:
         self.thinned += n - idx.size
         for k in ("step", "ordinal", "how", "flags"):
             a = getattr(self, k)
-            a[:idx.size] = a[idx]
+            a[: idx.size] = a[idx]
         for name in self.vals:
-            self.vals[name][:idx.size] = self.vals[name][idx]
-            self.have[name][:idx.size] = self.have[name][idx]
-            self.vals[name][idx.size:n] = np.nan  # the freed rows read as never logged again
-            self.have[name][idx.size:n] = False
-        self.how[idx.size:n] = 0
-        self.flags[idx.size:n] = 0
+            self.vals[name][: idx.size] = self.vals[name][idx]
+            self.have[name][: idx.size] = self.have[name][idx]
+            self.vals[name][idx.size : n] = np.nan  # the freed rows read as never logged again
+            self.have[name][idx.size : n] = False
+        self.how[idx.size : n] = 0
+        self.flags[idx.size : n] = 0
         self.n = self._judged = idx.size
 
     def _rare(self, a: int, n: int) -> np.ndarray:
@@ -543,7 +594,7 @@ class StepColumns:
             if signal == "eval_loss":
                 out |= h
             elif signal == "scale":
-                prev = np.concatenate([self.vals[name][max(a - 1, 0):max(a, 1)], v[:-1]])[:v.size]
+                prev = np.concatenate([self.vals[name][max(a - 1, 0) : max(a, 1)], v[:-1]])[: v.size]
                 out |= h & ~((v == prev) | (np.isnan(v) & np.isnan(prev)))
             else:
                 out |= h & (v != 0)
@@ -574,10 +625,10 @@ class StepColumns:
 
     def view(self, name: str) -> np.ndarray:
         """The series' values of the rows held (NaN where not logged)."""
-        return self.vals[name][:self.n] if name in self.vals else np.full(self.n, np.nan)
+        return self.vals[name][: self.n] if name in self.vals else np.full(self.n, np.nan)
 
     def logged(self, name: str) -> np.ndarray:
-        return self.have[name][:self.n] if name in self.have else np.zeros(self.n, dtype=bool)
+        return self.have[name][: self.n] if name in self.have else np.zeros(self.n, dtype=bool)
 
 
 def _outliers(v: np.ndarray, window: int, k: float) -> np.ndarray:

@@ -30,34 +30,34 @@ CAUSES: dict[str, str] = {
     "nondeterministic_fault": "the failure does not reproduce on replay: hardware or a race",
     "activation_overflow": "forward activations beyond the dtype's range (fp16 max 65504)",
     "grad_accum_normalization": "gradient accumulation scales the loss wrong: each step optimises k "
-                                "times (or 1/k of) the mean loss of its micro-batches",
+    "times (or 1/k of) the mean loss of its micro-batches",
     "frozen_model": "the weights do not change: parameters frozen or detached from the loss, or an "
-                    "optimizer that never steps",
+    "optimizer that never steps",
     "grad_not_zeroed": "gradients are never zeroed between optimizer steps: each update is the sum of "
-                       "every gradient so far",
+    "every gradient so far",
     "softmax_before_loss": "the model outputs probabilities (softmax already applied) to a loss that applies "
-                           "its own softmax (CrossEntropyLoss): the loss saturates far above zero",
+    "its own softmax (CrossEntropyLoss): the loss saturates far above zero",
     "unshuffled_data": "the data is ordered (by class) instead of shuffled: stretches of batches hold one "
-                       "class each, and the loss jumps where the class changes",
+    "class each, and the loss jumps where the class changes",
     "labels_not_shifted": "the labels are the inputs at the same position (no shift): the model learns to "
-                          "copy its input and the loss falls far below what next-token prediction allows",
+    "copy its input and the loss falls far below what next-token prediction allows",
     "eval_mode_training": "the model trains in eval mode (model.eval() left on): dropout is off and BatchNorm "
-                          "normalises with its running statistics",
+    "normalises with its running statistics",
     "loss_broadcast": "the loss compares tensors whose shapes broadcast ((B, 1) predictions against (B,) "
-                      "targets): every prediction is scored against every target, so only the mean is learned",
+    "targets): every prediction is scored against every target, so only the mean is learned",
     "grad_clip_too_tight": "gradient clipping at a max_norm far below the gradient norm: every update is "
-                           "scaled down by the same large factor",
+    "scaled down by the same large factor",
     "labels_misaligned": "inputs and labels are drawn in different orders (two shuffled loaders, a permutation "
-                         "applied to one of them): the labels say nothing about the inputs and the loss never "
-                         "goes below chance",
+    "applied to one of them): the labels say nothing about the inputs and the loss never "
+    "goes below chance",
     "wrong_loss": "the loss does not fit the task: a regression loss (MSE) or a binary loss on class indices, "
-                  "a single output where a cross-entropy needs one per class",
+    "a single output where a cross-entropy needs one per class",
     "batchnorm_batch_of_one": "BatchNorm in train mode on a batch of one sample (a last, incomplete batch "
-                              "without drop_last): the batch statistics are one sample's",
+    "without drop_last): the batch statistics are one sample's",
     "likelihood_displacement": "preference training lowers the chosen answers' likelihood along with the "
-                               "rejected ones: both rewards fall, the margin grows only a little",
+    "rejected ones: both rewards fall, the margin grows only a little",
     "reward_overoptimization": "preference training over-optimises: reward margins grow without bound and "
-                               "the accuracy saturates at 1.0 (LR too high or beta too small)",
+    "the accuracy saturates at 1.0 (LR too high or beta too small)",
 }
 
 SYMPTOMS: dict[str, str] = {

@@ -32,8 +32,20 @@ from ..messages import Msg
 from .output import examples
 
 DEFAULT_FUNCTIONS = ("lossdoctor_setup", "setup")
-ARGUMENTS = ("model", "optimizer", "scheduler", "batches", "total_steps", "task", "tokenizer", "scaler",
-             "scheduler_interval", "steps_per_epoch", "max_batches", "forward")
+ARGUMENTS = (
+    "model",
+    "optimizer",
+    "scheduler",
+    "batches",
+    "total_steps",
+    "task",
+    "tokenizer",
+    "scaler",
+    "scheduler_interval",
+    "steps_per_epoch",
+    "max_batches",
+    "forward",
+)
 
 
 class SetupError(Exception):
@@ -41,22 +53,36 @@ class SetupError(Exception):
 
 
 def add_parser(sub: Any, formats: tuple[str, ...]) -> None:
-    c = sub.add_parser("check", help="check a training setup before the first step (needs torch)",
-                       description="Run the preflight checks on the objects a config file builds.",
-                       epilog=examples("check"), formatter_class=argparse.RawDescriptionHelpFormatter)
-    c.add_argument("--config", required=True, metavar="FILE[:FUNCTION]",
-                   help="Python file whose function (default: lossdoctor_setup or setup) returns a dict of "
-                        "lossdoctor.check arguments: model, optimizer, scheduler, batches, total_steps, "
-                        "task, tokenizer, scaler, ...")
+    c = sub.add_parser(
+        "check",
+        help="check a training setup before the first step (needs torch)",
+        description="Run the preflight checks on the objects a config file builds.",
+        epilog=examples("check"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument(
+        "--config",
+        required=True,
+        metavar="FILE[:FUNCTION]",
+        help="Python file whose function (default: lossdoctor_setup or setup) returns a dict of "
+        "lossdoctor.check arguments: model, optimizer, scheduler, batches, total_steps, "
+        "task, tokenizer, scaler, ...",
+    )
     c.add_argument("--total-steps", type=int, metavar="N", help="planned optimizer steps (overrides the config)")
-    c.add_argument("--task", choices=("sft", "pretrain", "classification", "regression"),
-                   help="task hint (overrides the config)")
+    c.add_argument(
+        "--task", choices=("sft", "pretrain", "classification", "regression"), help="task hint (overrides the config)"
+    )
     c.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
     c.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    c.add_argument("--lang", choices=("en", "zh"), default=None,
-                   help="language of the text, md and html reports (default: the locale's)")
-    c.add_argument("--fail-on", choices=("warning", "critical"),
-                   help="exit 1 when a finding has this severity or worse")
+    c.add_argument(
+        "--lang",
+        choices=("en", "zh"),
+        default=None,
+        help="language of the text, md and html reports (default: the locale's)",
+    )
+    c.add_argument(
+        "--fail-on", choices=("warning", "critical"), help="exit 1 when a finding has this severity or worse"
+    )
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -127,15 +153,30 @@ def load_setup(spec: str) -> dict[str, Any]:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:
-        raise SetupError(Msg("cli.setup_raised", path=str(path), fn=fn.__name__,
-                             error=_one_line(f"{type(e).__name__}: {e}"))) from None
+        raise SetupError(
+            Msg("cli.setup_raised", path=str(path), fn=fn.__name__, error=_one_line(f"{type(e).__name__}: {e}"))
+        ) from None
     if not isinstance(result, dict):
-        raise SetupError(Msg("cli.setup_not_dict", path=str(path), fn=fn.__name__, args=", ".join(ARGUMENTS[:7]),
-                             type=type(result).__name__))
+        raise SetupError(
+            Msg(
+                "cli.setup_not_dict",
+                path=str(path),
+                fn=fn.__name__,
+                args=", ".join(ARGUMENTS[:7]),
+                type=type(result).__name__,
+            )
+        )
     unknown = sorted(set(map(str, result)) - set(ARGUMENTS))
     if unknown:
-        raise SetupError(Msg("cli.setup_unknown_args", path=str(path), fn=fn.__name__, unknown=", ".join(unknown),
-                             known=", ".join(ARGUMENTS)))
+        raise SetupError(
+            Msg(
+                "cli.setup_unknown_args",
+                path=str(path),
+                fn=fn.__name__,
+                unknown=", ".join(unknown),
+                known=", ".join(ARGUMENTS),
+            )
+        )
     return dict(result)
 
 
@@ -152,8 +193,9 @@ def _import(path: Path) -> Any:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as e:
-        raise SetupError(Msg("cli.setup_failed_to_load", path=str(path),
-                             error=_one_line(f"{type(e).__name__}: {e}"))) from None
+        raise SetupError(
+            Msg("cli.setup_failed_to_load", path=str(path), error=_one_line(f"{type(e).__name__}: {e}"))
+        ) from None
     return module
 
 

@@ -48,8 +48,9 @@ def folder_runs(folder: Path) -> list[str]:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
         return [str(folder)]
-    return [e.path for e in entries if not e.name.startswith(".") and not e.is_symlink()
-            and (e.is_dir() or e.is_file())][:64]
+    return [
+        e.path for e in entries if not e.name.startswith(".") and not e.is_symlink() and (e.is_dir() or e.is_file())
+    ][:64]
 
 
 def labels(paths: list[str]) -> list[str]:
@@ -90,7 +91,9 @@ def cmd_compare(args: argparse.Namespace, paths: list[str], from_folder: str | N
             continue  # a folder's file or sub-folder that is no run: not compared
         loaded.append((path, runs, report))
     if len(loaded) < 2:
-        error_line(f"lossdoctor: {say_arg(Exception(Msg('cli.compare.too_few', path=from_folder or paths[0], n=len(loaded))), lang)}")
+        error_line(
+            f"lossdoctor: {say_arg(Exception(Msg('cli.compare.too_few', path=from_folder or paths[0], n=len(loaded))), lang)}"
+        )
         return EXIT_BAD_INPUT
     names = labels([p for p, _, _ in loaded])
     comparison = compare([(name, p, runs[0], rep) for name, (p, runs, rep) in zip(names, loaded)])

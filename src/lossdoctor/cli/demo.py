@@ -49,8 +49,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     set_alert_language(lang)
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
-    log_dir = Path(args.log_dir) if args.log_dir else \
-        Path("lossdoctor_runs") / f"demo-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    log_dir = (
+        Path(args.log_dir)
+        if args.log_dir
+        else Path("lossdoctor_runs") / f"demo-{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    )
     sc = SCENARIOS[name]
     error_line(render("cli.demo_start", {"name": name, "description": description(name, sc.description, lang)}, lang))
     t0 = time.perf_counter()

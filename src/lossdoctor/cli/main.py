@@ -43,8 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .._version import __version__
     from ..report import FORMATS, LANGS
 
-    p = _Parser(prog="lossdoctor",
-                description="Why does my training loss not go down, or go NaN?")
+    p = _Parser(prog="lossdoctor", description="Why does my training loss not go down, or go NaN?")
     p.add_argument("--version", action="version", version=f"lossdoctor {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
@@ -58,8 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_parser(sub)
     add_check_parser(sub, FORMATS)
     add_verify_parser(sub)
-    c = sub.add_parser("completion", help="print a shell completion script (bash or zsh)",
-                       epilog=examples("completion"), formatter_class=argparse.RawDescriptionHelpFormatter)
+    c = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        epilog=examples("completion"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     c.add_argument("shell", choices=("bash", "zsh"))
     return p
 
@@ -67,28 +70,50 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_diagnose_parser(sub: Any, formats: Sequence[str], langs: Sequence[str]) -> None:
     """The `diagnose` subcommand's options, apart from build_parser so that each stays short
     enough to read whole (the option list is long: one entry per way of pointing at a run)."""
-    d = sub.add_parser("diagnose", help="diagnose a run directory or a training log; several: compare them",
-                       epilog=examples("diagnose"), formatter_class=argparse.RawDescriptionHelpFormatter)
-    d.add_argument("path", metavar="PATH", nargs="+",
-                   help="run directory written by watch, or a supported log ('-' reads the log from stdin); "
-                        "two or more (or a folder holding several runs) are compared side by side")
-    d.add_argument("--compare", action="store_true",
-                   help="compare the runs one folder holds (version_N/ or one folder per run) instead of "
-                        "reading the newest")
-    d.add_argument("--format-in", metavar="NAME", default=None,
-                   help="read PATH as this format instead of detecting it (console, tensorboard, csv, "
-                        "jsonl, trainer-state...)")
-    d.add_argument("--run", metavar="ID", default=None,
-                   help="in an MLflow store holding several runs, read this one (its id, a prefix of "
-                        "it, or its name) instead of the newest; in a run directory used by several runs, "
-                        "version_N (or N; version_0 is the first)")
+    d = sub.add_parser(
+        "diagnose",
+        help="diagnose a run directory or a training log; several: compare them",
+        epilog=examples("diagnose"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    d.add_argument(
+        "path",
+        metavar="PATH",
+        nargs="+",
+        help="run directory written by watch, or a supported log ('-' reads the log from stdin); "
+        "two or more (or a folder holding several runs) are compared side by side",
+    )
+    d.add_argument(
+        "--compare",
+        action="store_true",
+        help="compare the runs one folder holds (version_N/ or one folder per run) instead of reading the newest",
+    )
+    d.add_argument(
+        "--format-in",
+        metavar="NAME",
+        default=None,
+        help="read PATH as this format instead of detecting it (console, tensorboard, csv, jsonl, trainer-state...)",
+    )
+    d.add_argument(
+        "--run",
+        metavar="ID",
+        default=None,
+        help="in an MLflow store holding several runs, read this one (its id, a prefix of "
+        "it, or its name) instead of the newest; in a run directory used by several runs, "
+        "version_N (or N; version_0 is the first)",
+    )
     d.add_argument("--format", choices=formats, default="text", help="output format (default: text)")
     d.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    d.add_argument("--lang", choices=langs, default=None,
-                   help="language of the text, md and html reports (default: the locale's, zh for "
-                        "LANG=zh_CN.UTF-8, else en; JSON is always English)")
-    d.add_argument("--fail-on", choices=("warning", "critical"),
-                   help="exit 1 when a finding has this severity or worse")
+    d.add_argument(
+        "--lang",
+        choices=langs,
+        default=None,
+        help="language of the text, md and html reports (default: the locale's, zh for "
+        "LANG=zh_CN.UTF-8, else en; JSON is always English)",
+    )
+    d.add_argument(
+        "--fail-on", choices=("warning", "critical"), help="exit 1 when a finding has this severity or worse"
+    )
 
 
 def _add_demo_parser(sub: Any, formats: Sequence[str], langs: Sequence[str]) -> None:
@@ -98,8 +123,9 @@ def _add_demo_parser(sub: Any, formats: Sequence[str], langs: Sequence[str]) -> 
     m.add_argument("--log-dir", metavar="DIR", help="where to leave the run directory")
     m.add_argument("--format", choices=formats, default="text")
     m.add_argument("-o", "--output", metavar="OUT", help="write the report to this file")
-    m.add_argument("--lang", choices=langs, default=None,
-                   help="language of the report and the live alerts (default: the locale's)")
+    m.add_argument(
+        "--lang", choices=langs, default=None, help="language of the report and the live alerts (default: the locale's)"
+    )
     m.add_argument("--seed", type=int, default=0)
 
 
@@ -304,12 +330,23 @@ def stdin_to_file():
 
 
 #: the readers' notes that say part of the input could not be read (by message key)
-PARTIAL_READ = frozenset({
-    "source.hf_truncated", "source.json_truncated", "source.mlflow_stopped", "source.not_numbers",
-    "source.ragged_rows", "source.unreadable_lines", "source.tb_torn", "source.tb_damaged",
-    "source.tb_bad_record", "source.tb_bad_length", "cli.stdin_cut",
-    "source.wandb_torn", "source.wandb_bad_checksum",
-})
+PARTIAL_READ = frozenset(
+    {
+        "source.hf_truncated",
+        "source.json_truncated",
+        "source.mlflow_stopped",
+        "source.not_numbers",
+        "source.ragged_rows",
+        "source.unreadable_lines",
+        "source.tb_torn",
+        "source.tb_damaged",
+        "source.tb_bad_record",
+        "source.tb_bad_length",
+        "cli.stdin_cut",
+        "source.wandb_torn",
+        "source.wandb_bad_checksum",
+    }
+)
 
 
 def warn_partial(runs, lang: str = "en") -> None:

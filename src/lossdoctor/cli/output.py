@@ -31,8 +31,13 @@ def write_report(report, args: argparse.Namespace, runs=None, inputs: Sequence[s
         refuse_input_as_output(out, inputs)  # before rendering: a refused -o costs nothing
     color = out is None and sys.stdout.isatty() and args.format == "text" and not no_color()
     # report.render escaped it already (safe_output) and the output was checked above
-    write_text(render(report, args.format, color=color, runs=runs, lang=chosen_lang(args), width=text_width()),
-               out, fmt=args.format, color=color, escaped=True)
+    write_text(
+        render(report, args.format, color=color, runs=runs, lang=chosen_lang(args), width=text_width()),
+        out,
+        fmt=args.format,
+        color=color,
+        escaped=True,
+    )
 
 
 def no_color() -> bool:
@@ -109,8 +114,15 @@ class progress:
             status.stop()
 
 
-def write_text(text: str, out: str | None, inputs: Sequence[str] = (), *, fmt: str = "text",
-               color: bool = False, escaped: bool = False) -> None:
+def write_text(
+    text: str,
+    out: str | None,
+    inputs: Sequence[str] = (),
+    *,
+    fmt: str = "text",
+    color: bool = False,
+    escaped: bool = False,
+) -> None:
     """`text` to the file `out` (atomically: never a half-written file, never an input replaced),
     or to standard output; WriteError (one line) when it cannot be.
 

@@ -42,21 +42,40 @@ is the script's, 2 for bad usage."""
 def add_parser(sub: Any) -> None:
     from ..report import LANGS
 
-    r = sub.add_parser("run", help="run an unmodified training script under watch: lossdoctor run -- python train.py",
-                       description="Run COMMAND (a training script) under lossdoctor.watch without editing it, "
-                                   "then print the diagnosis.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r = sub.add_parser(
+        "run",
+        help="run an unmodified training script under watch: lossdoctor run -- python train.py",
+        description="Run COMMAND (a training script) under lossdoctor.watch without editing it, "
+        "then print the diagnosis.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     r.add_argument("--log-dir", metavar="DIR", help="the run directory (default: lossdoctor_runs/run-<time>)")
-    r.add_argument("--task", choices=("sft", "pretrain", "classification", "regression"), default=None,
-                   help="what is trained (a hint for the checks, as watch(task=...))")
-    r.add_argument("--layer-every", type=int, metavar="N", default=None,
-                   help="per-layer statistics every N steps (watch's layer_every; default 10)")
+    r.add_argument(
+        "--task",
+        choices=("sft", "pretrain", "classification", "regression"),
+        default=None,
+        help="what is trained (a hint for the checks, as watch(task=...))",
+    )
+    r.add_argument(
+        "--layer-every",
+        type=int,
+        metavar="N",
+        default=None,
+        help="per-layer statistics every N steps (watch's layer_every; default 10)",
+    )
     r.add_argument("--no-alerts", action="store_true", help="no live alert lines while training")
-    r.add_argument("--no-sinks", action="store_true",
-                   help="do not write findings to the run's TensorBoard / W&B / MLflow (watch's sinks=False)")
+    r.add_argument(
+        "--no-sinks",
+        action="store_true",
+        help="do not write findings to the run's TensorBoard / W&B / MLflow (watch's sinks=False)",
+    )
     r.add_argument("--lang", choices=LANGS, default=None, help="language of the diagnosis (default: the locale's)")
-    r.add_argument("--print-bootstrap", action="store_true",
-                   help="print the directory to put first on PYTHONPATH (with LOSSDOCTOR_ATTACH=1) and exit")
+    r.add_argument(
+        "--print-bootstrap",
+        action="store_true",
+        help="print the directory to put first on PYTHONPATH (with LOSSDOCTOR_ATTACH=1) and exit",
+    )
     r.add_argument("cmdline", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the training command")
 
 
@@ -65,7 +84,7 @@ def split_command(argv: Sequence[str]) -> tuple[list[str], list[str] | None]:
     argv = list(argv)
     if argv[:1] == ["run"] and "--" in argv:
         i = argv.index("--")
-        return argv[:i], argv[i + 1:]
+        return argv[:i], argv[i + 1 :]
     return argv, None
 
 
@@ -122,8 +141,11 @@ def cmd_run(args: argparse.Namespace, command: list[str] | None) -> int:
         print(bootstrap_dir())
         return 0
     command = command_of(args, command)
-    log_dir = Path(args.log_dir) if args.log_dir else \
-        Path("lossdoctor_runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
+    log_dir = (
+        Path(args.log_dir)
+        if args.log_dir
+        else Path("lossdoctor_runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S-%f')}"
+    )
     rc = run_child(command, child_env(log_dir, args), log_dir, args)
     report_run(log_dir, args)
     return rc if rc >= 0 else 128 - rc  # killed by signal N: 128 + N, as a shell says
@@ -187,11 +209,13 @@ def report_run(log_dir: Path, args: argparse.Namespace) -> None:
     except SourceError as e:
         error_line(render("cli.run.unreadable", {"log_dir": str(log_dir), "error": str(e)}, lang))
         return
-    text = render_report(report, "text", color=sys.stderr.isatty() and not no_color(), runs=runs, lang=lang,
-                         width=text_width())
+    text = render_report(
+        report, "text", color=sys.stderr.isatty() and not no_color(), runs=runs, lang=lang, width=text_width()
+    )
     print(text.rstrip("\n"), file=sys.stderr)
     if hooked:
         error_line(render("cli.run.where", {"log_dir": str(log_dir)}, lang))
     else:
-        error_line(render("cli.run.where_console", {"log_dir": str(log_dir),
-                                                    "console": str(log_dir / CONSOLE_FILE)}, lang))
+        error_line(
+            render("cli.run.where_console", {"log_dir": str(log_dir), "console": str(log_dir / CONSOLE_FILE)}, lang)
+        )

@@ -29,9 +29,11 @@ from ..messages import Msg
 from .output import examples
 
 FORMATS = ("text", "json", "md")
-EPILOG = ("The verdicts are those watch(..., replay_fn=...) recorded during training (verify=True, the default). "
-          "Re-running the replays needs the snapshots and the recorded batches, which the run directory "
-          "does not keep: call mon.verify_fixes() before mon.close() to check fixes of your own.")
+EPILOG = (
+    "The verdicts are those watch(..., replay_fn=...) recorded during training (verify=True, the default). "
+    "Re-running the replays needs the snapshots and the recorded batches, which the run directory "
+    "does not keep: call mon.verify_fixes() before mon.close() to check fixes of your own."
+)
 
 
 class VerifyInputError(Exception):
@@ -43,18 +45,24 @@ class NoIncidents(VerifyInputError):
 
 
 def add_parser(sub: Any) -> None:
-    v = sub.add_parser("verify", help="show the verified fixes of a run directory, per incident",
-                       description="Show, per incident of a run directory written by lossdoctor.watch, each "
-                                   "fix with its verdict (replayed from the snapshot) and what verification cost.",
-                       epilog=EPILOG + "\n\n" + examples("verify"),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    v = sub.add_parser(
+        "verify",
+        help="show the verified fixes of a run directory, per incident",
+        description="Show, per incident of a run directory written by lossdoctor.watch, each "
+        "fix with its verdict (replayed from the snapshot) and what verification cost.",
+        epilog=EPILOG + "\n\n" + examples("verify"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     v.add_argument("path", metavar="RUN_DIR", help="run directory written by lossdoctor.watch")
     v.add_argument("--format", choices=FORMATS + ("markdown",), default="text", help="output format (default: text)")
     v.add_argument("-o", "--output", metavar="OUT", help="write the output to this file")
-    v.add_argument("--lang", choices=("en", "zh"), default=None,
-                   help="language of the text and md output (default: the locale's; JSON is always English)")
-    v.add_argument("--fail-on", choices=("unverified",),
-                   help="exit 1 when an incident has no verified fix")
+    v.add_argument(
+        "--lang",
+        choices=("en", "zh"),
+        default=None,
+        help="language of the text and md output (default: the locale's; JSON is always English)",
+    )
+    v.add_argument("--fail-on", choices=("unverified",), help="exit 1 when an incident has no verified fix")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -79,6 +87,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 # --- reading ----------------------------------------------------------------------------------
 
+
 def read_incidents(path: Path) -> list[dict[str, Any]]:
     """The incidents of a run directory that verification ran for, each as `incident_view` makes it."""
     from ..sources.rundir import INCIDENTS, load_incidents, run_versions
@@ -94,8 +103,9 @@ def read_incidents(path: Path) -> list[dict[str, Any]]:
     try:
         records = load_incidents(path, unreadable)
     except (OSError, ValueError) as e:
-        raise VerifyInputError(Msg("cli.verify.unreadable", path=str(path / INCIDENTS),
-                                   error=f"{type(e).__name__}: {e}")) from e
+        raise VerifyInputError(
+            Msg("cli.verify.unreadable", path=str(path / INCIDENTS), error=f"{type(e).__name__}: {e}")
+        ) from e
     if not records and unreadable:
         raise VerifyInputError(Msg("cli.verify.unreadable", path=str(path / INCIDENTS), error=unreadable[0]))
     if not records:
@@ -121,13 +131,20 @@ def incident_view(record: dict[str, Any]) -> dict[str, Any]:
             fixes.append({"fix_text": None, **c})
     step = record.get("step")
     trigger = record.get("trigger")
-    return {"step": step if isinstance(step, int) else None,
-            "trigger": trigger if isinstance(trigger, str) else None,
-            "status": _str(v.get("status")), "from_step": _int(v.get("from_step")), "to_step": _int(v.get("to_step")),
-            "note": v.get("note"), "note_data": v.get("note_data"), "error": v.get("error"),
-            "cost": v.get("cost") if isinstance(v.get("cost"), dict) else None,
-            "summary": summary(v), "fixes": fixes,
-            "verified": any(x.get("verdict") == "verified" for x in fixes)}
+    return {
+        "step": step if isinstance(step, int) else None,
+        "trigger": trigger if isinstance(trigger, str) else None,
+        "status": _str(v.get("status")),
+        "from_step": _int(v.get("from_step")),
+        "to_step": _int(v.get("to_step")),
+        "note": v.get("note"),
+        "note_data": v.get("note_data"),
+        "error": v.get("error"),
+        "cost": v.get("cost") if isinstance(v.get("cost"), dict) else None,
+        "summary": summary(v),
+        "fixes": fixes,
+        "verified": any(x.get("verdict") == "verified" for x in fixes),
+    }
 
 
 def _findings(record: dict[str, Any]) -> list[Any]:
@@ -150,18 +167,32 @@ def _list(x: Any) -> list[Any]:
 
 # --- output -----------------------------------------------------------------------------------
 
+
 def render(incidents: list[dict[str, Any]], fmt: str, lang: str, path: str) -> str:
     if fmt == "json":
-        return json.dumps({"run_dir": path, "incidents": [_json(i) for i in incidents]},
-                          ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+        return (
+            json.dumps(
+                {"run_dir": path, "incidents": [_json(i) for i in incidents]},
+                ensure_ascii=False,
+                indent=1,
+                allow_nan=False,
+            )
+            + "\n"
+        )
     return render_lines(incidents, lang, path, md=fmt == "md")
 
 
 def _json(incident: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in incident.items() if k != "summary"}
     out["summary"], out["summary_data"] = str(incident["summary"]), incident["summary"].data()
-    out["fixes"] = [{**{k: v for k, v in f.items() if k != "sentence"}, "fix_text": _str(f.get("fix_text")),
-                     "sentence": _str(f.get("sentence"))} for f in incident["fixes"]]
+    out["fixes"] = [
+        {
+            **{k: v for k, v in f.items() if k != "sentence"},
+            "fix_text": _str(f.get("fix_text")),
+            "sentence": _str(f.get("sentence")),
+        }
+        for f in incident["fixes"]
+    ]
     out["note"] = _str(incident.get("note"))
     return _plain(out)
 
@@ -197,8 +228,9 @@ def render_lines(incidents: list[dict[str, Any]], lang: str, path: str, md: bool
     colon = ui(lang)["colon"]
     out = [("## " if md else "") + say(Msg("cli.verify.head", path=esc(path), n=len(incidents)), lang), ""]
     for inc in incidents:
-        head = Msg("cli.verify.incident", step=inc["step"] if inc["step"] is not None else "?",
-                   trigger=inc["trigger"] or "?")
+        head = Msg(
+            "cli.verify.incident", step=inc["step"] if inc["step"] is not None else "?", trigger=inc["trigger"] or "?"
+        )
         out.append(("### " if md else "") + esc(say(head, lang)))
         if md:
             out.append("")
@@ -207,8 +239,11 @@ def render_lines(incidents: list[dict[str, Any]], lang: str, path: str, md: bool
             if f.get("fix_text") is not None:
                 out.append(f"- {what}{esc(say(f['fix_text'], lang))}")
             mark = ICON.get(f.get("verdict"), "-")
-            out.append(f"  - {mark} {esc(sentence(f, lang))}" if f.get("fix_text") is not None
-                       else f"- {mark} {esc(sentence(f, lang))}")
+            out.append(
+                f"  - {mark} {esc(sentence(f, lang))}"
+                if f.get("fix_text") is not None
+                else f"- {mark} {esc(sentence(f, lang))}"
+            )
         if not inc["fixes"]:
             out.append("- " + esc(say(Msg("cli.verify.no_fix_checked"), lang)))
         out.append("- " + esc(say(inc["summary"], lang)))

@@ -43,8 +43,7 @@ def scenario(name: str, description: str, expect: tuple[str, ...] = ()) -> Calla
 _OPTIONS: dict[str, Any] = {}  # watch options for the scenario being run (set by run_scenario)
 
 
-def run_scenario(name: str, log_dir: str | Path, seed: int = 0, alerts: bool = False,
-                 replay: bool = False) -> Path:
+def run_scenario(name: str, log_dir: str | Path, seed: int = 0, alerts: bool = False, replay: bool = False) -> Path:
     """Train scenario `name` into `log_dir`. With `replay`, the loops hand `watch` a `replay_fn`,
     so an incident is replayed and localised down to the operation and the sample."""
     if name not in SCENARIOS:
@@ -137,8 +136,7 @@ class SelfAttention(nn.Module):
         return self.proj((att @ v).transpose(1, 2).reshape(b, t, d))
 
 
-def token_batch(g: torch.Generator, n: int, t: int, vocab: int, classes: int = 4
-                ) -> dict[str, torch.Tensor]:
+def token_batch(g: torch.Generator, n: int, t: int, vocab: int, classes: int = 4) -> dict[str, torch.Tensor]:
     """Sequences whose class is decided by which token dominates; random padding at the end."""
     y = torch.randint(0, classes, (n,), generator=g)
     ids = torch.randint(classes, vocab, (n, t), generator=g)
@@ -156,8 +154,18 @@ def gpt2(n_layer: int = 2, n_embd: int = 64, vocab: int = 256, std: float | None
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
-    cfg = GPT2Config(n_layer=n_layer, n_embd=n_embd, n_head=4, vocab_size=vocab, n_positions=64,
-                     bos_token_id=0, eos_token_id=0, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    cfg = GPT2Config(
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=4,
+        vocab_size=vocab,
+        n_positions=64,
+        bos_token_id=0,
+        eos_token_id=0,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     if std is not None:
         cfg.initializer_range = std
     return GPT2LMHeadModel(cfg)
@@ -171,10 +179,22 @@ def lm_batch(g: torch.Generator, n: int, t: int, vocab: int) -> dict[str, torch.
     return {"input_ids": ids, "labels": ids.clone()}
 
 
-def _loop(model: nn.Module, opt: torch.optim.Optimizer, steps: int, batch_fn: Callable[[int], Any],
-          loss_fn: Callable[[nn.Module, Any], torch.Tensor], log_dir: Path, alerts: bool, *,
-          scheduler: Any = None, scaler: Any = None, task: str | None = None,
-          autocast: torch.dtype | None = None, clip: float | None = None, **watch_opts: Any) -> None:
+def _loop(
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    steps: int,
+    batch_fn: Callable[[int], Any],
+    loss_fn: Callable[[nn.Module, Any], torch.Tensor],
+    log_dir: Path,
+    alerts: bool,
+    *,
+    scheduler: Any = None,
+    scaler: Any = None,
+    task: str | None = None,
+    autocast: torch.dtype | None = None,
+    clip: float | None = None,
+    **watch_opts: Any,
+) -> None:
     """The plain training loop every scenario shares: forward, backward, step, mon.step."""
 
     def replay_fn(m: nn.Module, b: Any) -> torch.Tensor:
@@ -183,8 +203,9 @@ def _loop(model: nn.Module, opt: torch.optim.Optimizer, steps: int, batch_fn: Ca
 
     if _OPTIONS.get("replay"):
         watch_opts.setdefault("replay_fn", replay_fn)
-    with watch(model, opt, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
-               alerts=alerts, **watch_opts) as mon:
+    with watch(
+        model, opt, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task, alerts=alerts, **watch_opts
+    ) as mon:
         for i in range(steps):
             batch = batch_fn(i)
             opt.zero_grad(set_to_none=True)
@@ -240,8 +261,7 @@ def healthy_classifier(log_dir: Path, seed: int, alerts: bool) -> None:
     model = mlp(16, 64, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=150, gamma=0.1)
-    _loop(model, opt, 250, lambda i: data.batch(16), _ce, log_dir, alerts, scheduler=sched,
-          task="classification")
+    _loop(model, opt, 250, lambda i: data.batch(16), _ce, log_dir, alerts, scheduler=sched, task="classification")
 
 
 @scenario("healthy-gpt2", "GPT-2 (2 layers) from config, AdamW with warm-up + cosine over the run")
@@ -250,10 +270,10 @@ def healthy_gpt2(log_dir: Path, seed: int, alerts: bool) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
     steps, warm = 80, 8
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps)))
+        opt, lambda s: min(1.0, (s + 1) / warm) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
+    )
     g = torch.Generator().manual_seed(seed)
-    _loop(model, opt, steps, lambda i: lm_batch(g, 8, 32, 256), _lm, log_dir, alerts, scheduler=sched,
-          task="pretrain")
+    _loop(model, opt, steps, lambda i: lm_batch(g, 8, 32, 256), _lm, log_dir, alerts, scheduler=sched, task="pretrain")
 
 
 @scenario("healthy-fp16", "MLP classifier under fp16 autocast with GradScaler (normal back-offs at start)")
@@ -262,8 +282,18 @@ def healthy_fp16(log_dir: Path, seed: int, alerts: bool) -> None:
     model = mlp(16, 64, 4)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**24, growth_interval=50)
-    _loop(model, opt, 150, lambda i: data.batch(16), _ce, log_dir, alerts, scaler=scaler,
-          autocast=torch.float16, task="classification")
+    _loop(
+        model,
+        opt,
+        150,
+        lambda i: data.batch(16),
+        _ce,
+        log_dir,
+        alerts,
+        scaler=scaler,
+        autocast=torch.float16,
+        task="classification",
+    )
 
 
 @scenario("healthy-attention", "hand-written attention classifier with padding, Adam 3e-3")
@@ -271,8 +301,7 @@ def healthy_attention(log_dir: Path, seed: int, alerts: bool) -> None:
     model = TinyAttentionClassifier()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
     g = torch.Generator().manual_seed(seed)
-    _loop(model, opt, 120, lambda i: token_batch(g, 16, 12, 64), _attn_ce, log_dir, alerts,
-          task="classification")
+    _loop(model, opt, 120, lambda i: token_batch(g, 16, 12, 64), _attn_ce, log_dir, alerts, task="classification")
 
 
 # --- faults ----------------------------------------------------------------------------------------
@@ -291,15 +320,17 @@ def nan_data(log_dir: Path, seed: int, alerts: bool) -> None:
     _loop(model, opt, 80, batch, _mse, log_dir, alerts, task="regression")
 
 
-@scenario("grad-explosion", "LR warm-up that keeps rising to 3.0 (SGD, no clipping): grads blow up",
-          ("grad_explosion", "lr_too_high"))
+@scenario(
+    "grad-explosion",
+    "LR warm-up that keeps rising to 3.0 (SGD, no clipping): grads blow up",
+    ("grad_explosion", "lr_too_high"),
+)
 def grad_explosion(log_dir: Path, seed: int, alerts: bool) -> None:
     data = RegressionData(seed=seed)
     model = mlp(16, 64, 1)
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.05 ** s)
-    _loop(model, opt, 200, lambda i: data.batch(16), _mse, log_dir, alerts, scheduler=sched,
-          task="regression")
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.05**s)
+    _loop(model, opt, 200, lambda i: data.batch(16), _mse, log_dir, alerts, scheduler=sched, task="regression")
 
 
 @scenario("lr-too-high", "GPT-2 with AdamW at lr 0.5 (meant 5e-4): the loss jumps at once", ("lr_too_high",))
@@ -318,8 +349,11 @@ def lr_too_low(log_dir: Path, seed: int, alerts: bool) -> None:
     _loop(model, opt, 120, lambda i: data.batch(16), _ce, log_dir, alerts, task="classification")
 
 
-@scenario("fp16-overflow", "fp16 autocast + GradScaler on unnormalised features (x1e5): every step "
-          "overflows and the loss scale collapses", ("loss_scale_collapse", "activation_overflow"))
+@scenario(
+    "fp16-overflow",
+    "fp16 autocast + GradScaler on unnormalised features (x1e5): every step overflows and the loss scale collapses",
+    ("loss_scale_collapse", "activation_overflow"),
+)
 def fp16_overflow(log_dir: Path, seed: int, alerts: bool) -> None:
     data = BlobData(seed=seed)
     model = mlp(16, 64, 4)
@@ -330,8 +364,7 @@ def fp16_overflow(log_dir: Path, seed: int, alerts: bool) -> None:
         x, y = data.batch(16)
         return x * 1e5, y
 
-    _loop(model, opt, 60, batch, _ce, log_dir, alerts, scaler=scaler, autocast=torch.float16,
-          task="classification")
+    _loop(model, opt, 60, batch, _ce, log_dir, alerts, scaler=scaler, autocast=torch.float16, task="classification")
 
 
 class SquaredReLU(nn.Module):
@@ -341,12 +374,14 @@ class SquaredReLU(nn.Module):
         return F.relu(x).square()
 
 
-@scenario("fp16-activation-overflow", "fp16 autocast, MLP with squared-ReLU activations on features of "
-          "scale 8: a hidden layer passes fp16's 65504", ("activation_overflow", "bad_init"))
+@scenario(
+    "fp16-activation-overflow",
+    "fp16 autocast, MLP with squared-ReLU activations on features of scale 8: a hidden layer passes fp16's 65504",
+    ("activation_overflow", "bad_init"),
+)
 def fp16_activation_overflow(log_dir: Path, seed: int, alerts: bool) -> None:
     data = BlobData(seed=seed)
-    model = nn.Sequential(nn.Linear(16, 64), SquaredReLU(), nn.Linear(64, 64), SquaredReLU(),
-                          nn.Linear(64, 4))
+    model = nn.Sequential(nn.Linear(16, 64), SquaredReLU(), nn.Linear(64, 64), SquaredReLU(), nn.Linear(64, 4))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
     def batch(i: int) -> Any:
@@ -369,8 +404,7 @@ def bf16_stall(log_dir: Path, seed: int, alerts: bool) -> None:
     _loop(model, opt, 60, batch, _ce, log_dir, alerts, task="classification")
 
 
-@scenario("labels-all-masked", "GPT-2 SFT batches whose labels are all -100 (collator bug)",
-          ("label_mask_empty",))
+@scenario("labels-all-masked", "GPT-2 SFT batches whose labels are all -100 (collator bug)", ("label_mask_empty",))
 def labels_all_masked(log_dir: Path, seed: int, alerts: bool) -> None:
     model = gpt2()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -384,8 +418,11 @@ def labels_all_masked(log_dir: Path, seed: int, alerts: bool) -> None:
     _loop(model, opt, 20, batch, _lm, log_dir, alerts, task="sft")
 
 
-@scenario("attention-padding", "attention classifier; at step 50 one sequence is all padding "
-          "(masked_fill -inf, softmax of a fully masked row)", ("attention_overflow",))
+@scenario(
+    "attention-padding",
+    "attention classifier; at step 50 one sequence is all padding (masked_fill -inf, softmax of a fully masked row)",
+    ("attention_overflow",),
+)
 def attention_padding(log_dir: Path, seed: int, alerts: bool) -> None:
     model = TinyAttentionClassifier()
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -409,8 +446,7 @@ def bad_init(log_dir: Path, seed: int, alerts: bool) -> None:
     _loop(model, opt, 20, lambda i: lm_batch(g, 8, 32, 256), _lm, log_dir, alerts, task="pretrain")
 
 
-@scenario("vanishing", "12-layer sigmoid MLP without residuals or normalisation, SGD",
-          ("vanishing_gradient",))
+@scenario("vanishing", "12-layer sigmoid MLP without residuals or normalisation, SGD", ("vanishing_gradient",))
 def vanishing(log_dir: Path, seed: int, alerts: bool) -> None:
     data = BlobData(seed=seed)
     model = mlp(16, 32, 4, depth=12, act=nn.Sigmoid)
@@ -418,8 +454,11 @@ def vanishing(log_dir: Path, seed: int, alerts: bool) -> None:
     _loop(model, opt, 120, lambda i: data.batch(16), _ce, log_dir, alerts, task="classification")
 
 
-@scenario("loss-spike", "classifier trains well; at step 300 a corrupted batch (shuffled labels, "
-          "features x20) arrives", ("loss_spike", "nonfinite_data"))
+@scenario(
+    "loss-spike",
+    "classifier trains well; at step 300 a corrupted batch (shuffled labels, features x20) arrives",
+    ("loss_spike", "nonfinite_data"),
+)
 def loss_spike(log_dir: Path, seed: int, alerts: bool) -> None:
     data = BlobData(seed=seed)
     model = mlp(16, 64, 4)
@@ -434,19 +473,22 @@ def loss_spike(log_dir: Path, seed: int, alerts: bool) -> None:
     _loop(model, opt, 340, batch, _ce, log_dir, alerts, task="classification")
 
 
-@scenario("cosine-too-short", "CosineAnnealingLR(T_max=50) on a 200-step run: the LR climbs back up",
-          ("lr_schedule_error",))
+@scenario(
+    "cosine-too-short", "CosineAnnealingLR(T_max=50) on a 200-step run: the LR climbs back up", ("lr_schedule_error",)
+)
 def cosine_too_short(log_dir: Path, seed: int, alerts: bool) -> None:
     data = BlobData(seed=seed, spread=1.5)
     model = mlp(16, 64, 4)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=50)
-    _loop(model, opt, 200, lambda i: data.batch(16), _ce, log_dir, alerts, scheduler=sched,
-          task="classification")
+    _loop(model, opt, 200, lambda i: data.batch(16), _ce, log_dir, alerts, scheduler=sched, task="classification")
 
 
-@scenario("warmup-per-epoch", "linear warm-up LambdaLR stepped once per 25-step epoch instead of per step",
-          ("lr_schedule_error",))
+@scenario(
+    "warmup-per-epoch",
+    "linear warm-up LambdaLR stepped once per 25-step epoch instead of per step",
+    ("lr_schedule_error",),
+)
 def warmup_per_epoch(log_dir: Path, seed: int, alerts: bool) -> None:
     data = BlobData(seed=seed, spread=1.5)
     model = mlp(16, 64, 4)

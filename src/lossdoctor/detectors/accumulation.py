@@ -56,8 +56,7 @@ LIMITS = AccumulationLimits()
 LOW, HIGH = 1 / LIMITS.weight_band, LIMITS.weight_band
 
 
-@detector("accumulation_normalization", needs_any=("loss_weight", "accum_steps"),
-          hint=Msg("hint.accumulation"))
+@detector("accumulation_normalization", needs_any=("loss_weight", "accum_steps"), hint=Msg("hint.accumulation"))
 def accumulation_normalization(run: Run, q: Quantities) -> list[Finding]:
     if run.has("loss_weight"):
         return _from_weights(run)
@@ -92,9 +91,17 @@ def _from_weights(run: Run) -> list[Finding]:
         elif abs(med * k - 1) < LIMITS.k_match:
             evidence.append(Msg("accum.divided_twice", k=k))
     fixes = _fixes(med, k)
-    return [Finding(cause="grad_accum_normalization", symptom=_symptom(med), severity="warning",
-                    confidence=0.85 if frac > LIMITS.mostly_off else 0.6, step=int(run.steps[first]),
-                    evidence=evidence, fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="grad_accum_normalization",
+            symptom=_symptom(med),
+            severity="warning",
+            confidence=0.85 if frac > LIMITS.mostly_off else 0.6,
+            step=int(run.steps[first]),
+            evidence=evidence,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
@@ -108,9 +115,17 @@ def _from_chance_level(run: Run, q: Quantities) -> list[Finding]:
     if ratio < LIMITS.min_chance_ratio or abs(ratio / k - 1) > LIMITS.k_tolerance:
         return []
     evidence: list[str] = [Msg("accum.starts_at_k_chance", start=start, ratio=ratio, chance=float(chance), k=k)]
-    return [Finding(cause="grad_accum_normalization", symptom=_symptom(float(k)), severity="warning",
-                    confidence=0.55, step=int(run.steps[first]), evidence=evidence,
-                    fixes=as_fixes(_fixes(float(k), k)))]
+    return [
+        Finding(
+            cause="grad_accum_normalization",
+            symptom=_symptom(float(k)),
+            severity="warning",
+            confidence=0.55,
+            step=int(run.steps[first]),
+            evidence=evidence,
+            fixes=as_fixes(_fixes(float(k), k)),
+        )
+    ]
 
 
 def _symptom(weight: float) -> str:

@@ -64,10 +64,18 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
     growth = _residual_growth(run)
     if growth is not None and not out:
         first, last, r, s = growth
-        out.append(Finding(
-            cause="bad_init", symptom="divergence", severity="warning", confidence=0.6, step=s, layer=last,
-            evidence=[Msg("init.residual_growth", step=s, ratio=r, first=first, last=last)],
-            fixes=as_fixes([Msg("init.fix_residual_scaling")])))
+        out.append(
+            Finding(
+                cause="bad_init",
+                symptom="divergence",
+                severity="warning",
+                confidence=0.6,
+                step=s,
+                layer=last,
+                evidence=[Msg("init.residual_growth", step=s, ratio=r, first=first, last=last)],
+                fixes=as_fixes([Msg("init.fix_residual_scaling")]),
+            )
+        )
     return out
 
 
@@ -86,8 +94,15 @@ def _loss_over_chance(run: Run, q: Quantities) -> Finding | None:
     fixes: list[FixLike] = [Msg("init.fix_small_std")]
     if init_range is not None:
         ev.append(Msg("init.initializer_range", value=str(init_range)))
-    return Finding(cause="bad_init", symptom="divergence", severity="critical", confidence=0.85,
-                   step=int(q.steps[lf[0]]), evidence=ev, fixes=as_fixes(fixes))
+    return Finding(
+        cause="bad_init",
+        symptom="divergence",
+        severity="critical",
+        confidence=0.85,
+        step=int(q.steps[lf[0]]),
+        evidence=ev,
+        fixes=as_fixes(fixes),
+    )
 
 
 def _step0_activation(run: Run, q: Quantities) -> Finding | None:
@@ -102,10 +117,15 @@ def _step0_activation(run: Run, q: Quantities) -> Finding | None:
         return None
     layer = run.event("act_absmax_layer").get(int(q.steps[0]))
     return Finding(
-        cause="bad_init", symptom="divergence", severity="warning", confidence=0.7,
-        step=int(q.steps[0]), layer=layer if isinstance(layer, str) else None,
+        cause="bad_init",
+        symptom="divergence",
+        severity="warning",
+        confidence=0.7,
+        step=int(q.steps[0]),
+        layer=layer if isinstance(layer, str) else None,
         evidence=[Msg("init.activation_at_step0", layer=str(layer), act=float(act[0]), input=float(src))],
-        fixes=as_fixes([Msg("init.fix_fan_in")]))
+        fixes=as_fixes([Msg("init.fix_fan_in")]),
+    )
 
 
 def _residual_growth(run: Run) -> tuple[str, str, float, int] | None:
@@ -116,8 +136,11 @@ def _residual_growth(run: Run) -> tuple[str, str, float, int] | None:
     rms = L.stats["act_rms"][0].astype(np.float64)
     import re
 
-    blocks = [(int(m.group(2)), i) for i, n in enumerate(L.modules)
-              if (m := re.fullmatch(r"(.*\.)?(\d+)", n)) is not None and np.isfinite(rms[i])]
+    blocks = [
+        (int(m.group(2)), i)
+        for i, n in enumerate(L.modules)
+        if (m := re.fullmatch(r"(.*\.)?(\d+)", n)) is not None and np.isfinite(rms[i])
+    ]
     if len(blocks) < LIMITS.min_blocks:
         return None
     # keep the largest family of numbered siblings (the residual stack)

@@ -45,8 +45,9 @@ def _has(run: Run, signal: str) -> bool:
 REGISTRY: list[Detector] = []
 
 
-def detector(name: str, *, needs: tuple[str, ...] = (), needs_any: tuple[str, ...] = (),
-             hint: str = "") -> Callable[[DetectorFn], DetectorFn]:
+def detector(
+    name: str, *, needs: tuple[str, ...] = (), needs_any: tuple[str, ...] = (), hint: str = ""
+) -> Callable[[DetectorFn], DetectorFn]:
     def register(fn: DetectorFn) -> DetectorFn:
         REGISTRY.append(Detector(name=name, fn=fn, needs=needs, needs_any=needs_any, hint=hint))
         return fn

@@ -46,18 +46,46 @@ class PartingRule:
 PARTING = PartingRule()
 
 #: the settings compared, in the order the report lists them
-SETTINGS = ("lr", "optimizer", "batch_size", "precision", "scheduler", "seed", "momentum", "betas",
-            "weight_decay", "eps", "max_grad_norm", "warmup", "max_steps")
+SETTINGS = (
+    "lr",
+    "optimizer",
+    "batch_size",
+    "precision",
+    "scheduler",
+    "seed",
+    "momentum",
+    "betas",
+    "weight_decay",
+    "eps",
+    "max_grad_norm",
+    "warmup",
+    "max_steps",
+)
 
 #: keys of a run's configuration (hparams.yaml, W&B config, MLflow params...) -> the setting's name
-_CONFIG_KEYS = {"learning_rate": "lr", "lr": "lr", "optimizer": "optimizer", "optim": "optimizer",
-                "batch_size": "batch_size", "train_batch_size": "batch_size",
-                "per_device_train_batch_size": "batch_size", "precision": "precision",
-                "lr_scheduler_type": "scheduler", "scheduler": "scheduler", "lr_scheduler": "scheduler",
-                "seed": "seed", "momentum": "momentum", "weight_decay": "weight_decay",
-                "adam_epsilon": "eps", "eps": "eps", "max_grad_norm": "max_grad_norm",
-                "gradient_clip_val": "max_grad_norm", "warmup_steps": "warmup", "warmup_ratio": "warmup",
-                "max_steps": "max_steps"}
+_CONFIG_KEYS = {
+    "learning_rate": "lr",
+    "lr": "lr",
+    "optimizer": "optimizer",
+    "optim": "optimizer",
+    "batch_size": "batch_size",
+    "train_batch_size": "batch_size",
+    "per_device_train_batch_size": "batch_size",
+    "precision": "precision",
+    "lr_scheduler_type": "scheduler",
+    "scheduler": "scheduler",
+    "lr_scheduler": "scheduler",
+    "seed": "seed",
+    "momentum": "momentum",
+    "weight_decay": "weight_decay",
+    "adam_epsilon": "eps",
+    "eps": "eps",
+    "max_grad_norm": "max_grad_norm",
+    "gradient_clip_val": "max_grad_norm",
+    "warmup_steps": "warmup",
+    "warmup_ratio": "warmup",
+    "max_steps": "max_steps",
+}
 
 
 def _plain(v: Any) -> Any:
@@ -115,9 +143,14 @@ def settings(run: Run) -> dict[str, Any]:
             v = v["value"]
         if name not in out and _plain(v) is not None:
             out[name] = _plain(v)
-    for key, name in (("config_lr", "lr"), ("train_batch_size", "batch_size"), ("seed", "seed"),
-                      ("max_grad_norm", "max_grad_norm"), ("max_steps", "max_steps"),
-                      ("precision", "precision")):
+    for key, name in (
+        ("config_lr", "lr"),
+        ("train_batch_size", "batch_size"),
+        ("seed", "seed"),
+        ("max_grad_norm", "max_grad_norm"),
+        ("max_steps", "max_steps"),
+        ("precision", "precision"),
+    ):
         if name not in out and _plain(meta.get(key)) is not None:
             out[name] = _plain(meta[key])
     if isinstance(meta.get("optimizer"), dict) and meta.get("format") != "lossdoctor.run/1":
@@ -181,9 +214,14 @@ def parting(a: Run, b: Run, rule: PartingRule = PARTING) -> dict[str, Any]:
     sa, ya = loss_curve(a)
     sb, yb = loss_curve(b)
     common, ia, ib = np.intersect1d(sa, sb, return_indices=True)
-    out: dict[str, Any] = {"step": None, "aligned": int(common.size), "noise": None, "threshold": None,
-                           "difference": None, "rule": {"k": rule.k, "consecutive": rule.consecutive,
-                                                        "window": rule.window, "rel_floor": rule.rel_floor}}
+    out: dict[str, Any] = {
+        "step": None,
+        "aligned": int(common.size),
+        "noise": None,
+        "threshold": None,
+        "difference": None,
+        "rule": {"k": rule.k, "consecutive": rule.consecutive, "window": rule.window, "rel_floor": rule.rel_floor},
+    }
     if common.size < rule.min_points:
         out["verdict"] = "too_short"
         return out
@@ -212,23 +250,34 @@ def outcome(run: Run, report: Any) -> dict[str, Any]:
     raw = run.cols["loss"][run.logged("loss")] if run.has("loss") else np.zeros(0)
     bad = np.flatnonzero(~np.isfinite(raw))
     first_bad = int(run.steps[run.logged("loss")][bad[0]]) if bad.size else None
-    return {"steps": int(report.steps), "status": report.status,
-            # the last logged loss (null when it is NaN/Inf: `first_nonfinite` says from where)
-            "final_loss": _plain(float(raw[-1])) if raw.size else None,
-            "min_loss": _plain(float(y.min())) if y.size else None,
-            "first_nonfinite": first_bad,
-            "top": None if top is None else {"cause": top.cause, "symptom": top.symptom,
-                                             "severity": top.severity,
-                                             "step": None if top.step is None else int(top.step)}}
+    return {
+        "steps": int(report.steps),
+        "status": report.status,
+        # the last logged loss (null when it is NaN/Inf: `first_nonfinite` says from where)
+        "final_loss": _plain(float(raw[-1])) if raw.size else None,
+        "min_loss": _plain(float(y.min())) if y.size else None,
+        "first_nonfinite": first_bad,
+        "top": None
+        if top is None
+        else {
+            "cause": top.cause,
+            "symptom": top.symptom,
+            "severity": top.severity,
+            "step": None if top.step is None else int(top.step),
+        },
+    }
 
 
 def compare(entries: Sequence[tuple[str, str, Run, Any]], rule: PartingRule = PARTING) -> dict[str, Any]:
     """The `comparison` object of the JSON report for (label, path, run, report) entries, the first
     being the baseline every other run's parting step is measured against."""
     sets = [settings(run) for _, _, run, _ in entries]
-    runs = [{"label": label, "path": path, **outcome(run, rep), "settings": s}
-            for (label, path, run, rep), s in zip(entries, sets)]
+    runs = [
+        {"label": label, "path": path, **outcome(run, rep), "settings": s}
+        for (label, path, run, rep), s in zip(entries, sets)
+    ]
     base = entries[0][2]
-    partings = [{"baseline": 0, "run": i, **parting(base, run, rule)}
-                for i, (_, _, run, _) in enumerate(entries) if i > 0]
+    partings = [
+        {"baseline": 0, "run": i, **parting(base, run, rule)} for i, (_, _, run, _) in enumerate(entries) if i > 0
+    ]
     return {"runs": runs, "differing": differing(sets), "parting": partings}

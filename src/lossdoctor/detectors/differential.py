@@ -98,12 +98,20 @@ ALWAYS = "always"
 #: LR or fp32 both removed the NaN; yanmtt: fp16 needs a smaller LR) and unconfirmed suggestions
 #: (caffe's "lower the LR", a maintainer's "check the data") are left out
 DEV_NAN_CAUSES: dict[str, tuple[str, ...]] = {
-    "activation_overflow": ("metriclogger_mar_loss_is_nan_stopping.log", "gemma_sft_dicts_intermittent_nan_fp16_weights.txt",
-                            "musubi_tuner_avr_loss_nan_fp16.txt", "mmdet_bevdet_fp16_dynamic_scale_nan.log",
-                            "guided_diffusion_logger_block_nan_lg_loss_scale.txt"),
-    "lr_too_high": ("detectron2_loss_dict_tensor_nan_lr.txt", "sequence_tagging_train_loss_nan_high_lr.log",
-                    "hf_vicuna_lora_loss_huge_inf_nan.txt", "cpm_pose_step_loss_nan_lr_lowered.log",
-                    "tf_faster_rcnn_iter_blocks_total_loss_nan_lr001.txt"),
+    "activation_overflow": (
+        "metriclogger_mar_loss_is_nan_stopping.log",
+        "gemma_sft_dicts_intermittent_nan_fp16_weights.txt",
+        "musubi_tuner_avr_loss_nan_fp16.txt",
+        "mmdet_bevdet_fp16_dynamic_scale_nan.log",
+        "guided_diffusion_logger_block_nan_lg_loss_scale.txt",
+    ),
+    "lr_too_high": (
+        "detectron2_loss_dict_tensor_nan_lr.txt",
+        "sequence_tagging_train_loss_nan_high_lr.log",
+        "hf_vicuna_lora_loss_huge_inf_nan.txt",
+        "cpm_pose_step_loss_nan_lr_lowered.log",
+        "tf_faster_rcnn_iter_blocks_total_loss_nan_lr001.txt",
+    ),
     "nonfinite_data": ("bmn_training_loss_components_then_nan.log",),
     "grad_explosion": (),
 }
@@ -111,17 +119,42 @@ DEV_NAN_CAUSES: dict[str, tuple[str, ...]] = {
 _NAN_ROWS = (
     # on a tie the cause listed first leads: the fp16 overflow, whose check (a re-run in bf16/fp32) needs no
     # change of the optimizer; the step size and the batch follow on what the log shows (early, late, calm)
-    Row(ALWAYS, "activation_overflow", 0.4, "one of the two causes the dev split's NaN threads name most (fp16 "
+    Row(
+        ALWAYS,
+        "activation_overflow",
+        0.4,
+        "one of the two causes the dev split's NaN threads name most (fp16 "
         "autocast or half-precision weights: 5 of 11), most of them in logs that do not print their precision",
-        DEV_BASE_RATE),
-    Row(ALWAYS, "lr_too_high", 0.4, "the other (5 of 11: a too-large step blows the weights up; a lower LR fixed "
-        "it)", DEV_BASE_RATE),
-    Row(ALWAYS, "nonfinite_data", 0.3, "a bad batch breaks one step of an otherwise sound run (1 of 11 dev "
-        "threads; the zoo's commonest NaN)", DEV_BASE_RATE),
-    Row(ALWAYS, "grad_explosion", 0.2, "named by no dev NaN thread alone: its own evidence (a rising gradient norm) "
-        "is what names it", DEV_BASE_RATE),
-    Row("fp16", "activation_overflow", 0.5, "fp16's range ends at 65504: activations overflow where bf16's do not",
-        DOCUMENTED),
+        DEV_BASE_RATE,
+    ),
+    Row(
+        ALWAYS,
+        "lr_too_high",
+        0.4,
+        "the other (5 of 11: a too-large step blows the weights up; a lower LR fixed it)",
+        DEV_BASE_RATE,
+    ),
+    Row(
+        ALWAYS,
+        "nonfinite_data",
+        0.3,
+        "a bad batch breaks one step of an otherwise sound run (1 of 11 dev threads; the zoo's commonest NaN)",
+        DEV_BASE_RATE,
+    ),
+    Row(
+        ALWAYS,
+        "grad_explosion",
+        0.2,
+        "named by no dev NaN thread alone: its own evidence (a rising gradient norm) is what names it",
+        DEV_BASE_RATE,
+    ),
+    Row(
+        "fp16",
+        "activation_overflow",
+        0.5,
+        "fp16's range ends at 65504: activations overflow where bf16's do not",
+        DOCUMENTED,
+    ),
     Row("fp16", "loss_scale_collapse", 0.3, "a dynamic loss scale is fp16's; its collapse makes NaN steps"),
     Row("scale_steady", "loss_scale_collapse", -1.0, "the scale held: the scaler was not backing off"),
     Row("scale_fell", "loss_scale_collapse", 2.0, "the scaler backed off again and again before the NaN"),
@@ -132,41 +165,86 @@ _NAN_ROWS = (
     Row("fp16_model", "activation_overflow", 1.5, "the model is known to overflow in fp16"),
     Row("wide_dtype", "loss_scale_collapse", -2.0, "bf16/fp32 need no loss scale", DOCUMENTED),
     Row("wide_dtype", "activation_overflow", -0.8, "bf16/fp32 have fp32's range", DOCUMENTED),
-    Row("fp32_default", "activation_overflow", -0.6, "the framework trains in fp32 unless a mixed-precision policy "
-        "is set, and the log shows none: fp32's range is overflowed only by values that already blew up", DOCUMENTED),
+    Row(
+        "fp32_default",
+        "activation_overflow",
+        -0.6,
+        "the framework trains in fp32 unless a mixed-precision policy "
+        "is set, and the log shows none: fp32's range is overflowed only by values that already blew up",
+        DOCUMENTED,
+    ),
     Row("fp32_default", "loss_scale_collapse", -1.0, "no fp16 policy, no loss scaler", DOCUMENTED),
     Row("grad_rose", "grad_explosion", 2.0, "the gradient norm built up before the NaN"),
     Row("grad_rose", "nonfinite_data", -1.0, "a bad batch breaks a step without a build-up"),
-    Row("loss_rose", "lr_too_high", 1.5, "the loss diverged before it went NaN",
-        DEV + "sequence_tagging_train_loss_nan_high_lr.log"),
+    Row(
+        "loss_rose",
+        "lr_too_high",
+        1.5,
+        "the loss diverged before it went NaN",
+        DEV + "sequence_tagging_train_loss_nan_high_lr.log",
+    ),
     Row("loss_rose", "nonfinite_data", -0.5, "a bad batch breaks a calm run"),
     Row("lr_high", "lr_too_high", 1.0, "the LR is far above what is usual for the optimizer"),
     Row("lr_high", "nonfinite_data", -0.3, "with an LR that large the step size explains the NaN before a batch does"),
     Row("lr_usual", "lr_too_high", -0.4, "the LR is in the usual range for the optimizer"),
-    Row("warmup_end", "lr_too_high", 0.8, "it went NaN as the LR reached its peak after a warm-up: the first steps "
-        "at the full LR"),
-    Row("grad_rose_at_peak", "lr_too_high", 1.6, "the gradient norm was calm through the warm-up and built up only "
-        "once the LR reached its peak: the explosion is the LR's doing"),
+    Row(
+        "warmup_end",
+        "lr_too_high",
+        0.8,
+        "it went NaN as the LR reached its peak after a warm-up: the first steps at the full LR",
+    ),
+    Row(
+        "grad_rose_at_peak",
+        "lr_too_high",
+        1.6,
+        "the gradient norm was calm through the warm-up and built up only "
+        "once the LR reached its peak: the explosion is the LR's doing",
+    ),
     Row("grad_rose_at_peak", "grad_explosion", -0.6, "the same gradients were sane at the smaller warm-up LR"),
     # weak: a too-large LR also breaks the classification term first, its logits overflowing while a box
     # regression term is still finite (detectron2_loss_dict_tensor_nan_lr.txt), so no row against the LR
-    Row("one_term", "nonfinite_data", 0.4, "one term of the loss went NaN while the others stayed finite: that "
+    Row(
+        "one_term",
+        "nonfinite_data",
+        0.4,
+        "one term of the loss went NaN while the others stayed finite: that "
         "term's arithmetic on this batch (a ratio over zero positives, a log of 0)",
-        DEV + "bmn_training_loss_components_then_nan.log"),
+        DEV + "bmn_training_loss_components_then_nan.log",
+    ),
     Row("one_term", "activation_overflow", -0.3, "an overflow in the shared layers makes every term NaN"),
-    Row("term_stays", "nonfinite_data", 0.6, "the same term stays NaN print after print while the others stay "
+    Row(
+        "term_stays",
+        "nonfinite_data",
+        0.6,
+        "the same term stays NaN print after print while the others stay "
         "finite: the shared weights are finite, so that term's own input (its targets: a box of zero or negative "
-        "size, a log of 0) makes the NaN, batch after batch"),
+        "size, a log of 0) makes the NaN, batch after batch",
+    ),
     Row("term_stays", "lr_too_high", -1.0, "weights a too-large step blew up make every term NaN, not one"),
     Row("term_stays", "grad_explosion", -0.8, "an explosion that reached the weights makes every term NaN"),
-    Row("blew_up", "lr_too_high", 0.8, "the loss was already huge and finite just before: the weights were blown "
-        "up over steps, as a too-large LR does", DEV + "hf_vicuna_lora_loss_huge_inf_nan.txt"),
+    Row(
+        "blew_up",
+        "lr_too_high",
+        0.8,
+        "the loss was already huge and finite just before: the weights were blown "
+        "up over steps, as a too-large LR does",
+        DEV + "hf_vicuna_lora_loss_huge_inf_nan.txt",
+    ),
     Row("blew_up", "grad_explosion", 0.6, "... or gradients that grew without bound"),
-    Row("blew_up", "activation_overflow", -0.3, "an op past fp16's range goes non-finite at once, not through a "
-        "huge finite loss"),
+    Row(
+        "blew_up",
+        "activation_overflow",
+        -0.3,
+        "an op past fp16's range goes non-finite at once, not through a huge finite loss",
+    ),
     Row("blew_up", "nonfinite_data", -0.3, "a bad batch breaks one step, it does not grow the loss first"),
-    Row("late", "lr_too_high", -0.5, "a too-large LR blows a run up within its first updates after the warm-up, "
-        "not after thousands of calm ones", DEV + "metriclogger_mar_loss_is_nan_stopping.log"),
+    Row(
+        "late",
+        "lr_too_high",
+        -0.5,
+        "a too-large LR blows a run up within its first updates after the warm-up, not after thousands of calm ones",
+        DEV + "metriclogger_mar_loss_is_nan_stopping.log",
+    ),
     Row("calm", "nonfinite_data", 1.0, ">= 20 calm steps, then NaN in one step: the batch of that step"),
     Row("at_start", "nonfinite_data", 0.8, "NaN before any update: the data or the model's first forward"),
     Row("at_start", "grad_explosion", -0.3, "no updates yet to explode"),
@@ -175,11 +253,19 @@ _NAN_ROWS = (
     Row("scale_floor", "loss_scale_collapse", 2.5, "the scaler hit its minimum scale: every step overflowed"),
     Row("scale_floor", "activation_overflow", 0.8, "overflowing even at the minimum scale: values past fp16's range"),
     Row("scale_floor", "nonfinite_data", -1.0, "a bad batch breaks one step; it does not walk the scale to its floor"),
-    Row("op_attention", "attention_overflow", 2.0, "anomaly mode names a softmax/attention backward: a fully "
-                                                  "masked row (all -inf) or overflowing logits"),
+    Row(
+        "op_attention",
+        "attention_overflow",
+        2.0,
+        "anomaly mode names a softmax/attention backward: a fully masked row (all -inf) or overflowing logits",
+    ),
     Row("op_attention", "nonfinite_data", -0.3, "the op named is the attention's, not the input's"),
-    Row("op_domain", "nonfinite_data", 0.8, "anomaly mode names an op at an edge of its domain (log 0, x/0, "
-                                            "sqrt at 0): a value the batch brought there"),
+    Row(
+        "op_domain",
+        "nonfinite_data",
+        0.8,
+        "anomaly mode names an op at an edge of its domain (log 0, x/0, sqrt at 0): a value the batch brought there",
+    ),
     Row("op_overflow", "activation_overflow", 0.6, "anomaly mode names a product/exponential that overflowed"),
     Row("op_overflow", "grad_explosion", 0.4, "... or a gradient grown past the dtype's range through it"),
     Row("grad_text", "grad_explosion", 0.4, "the log says the gradient went non-finite"),
@@ -188,20 +274,33 @@ _NAN_ROWS = (
     Row("loss_finite", "grad_explosion", 0.3, "the gradient overflowed while the loss was still finite"),
     # (0.5 with the LR's prior at 0.4: the step alone leaves the LR under a clear lead, so its fix waits for
     # the measurement)
-    Row("early", "lr_too_high", 0.5, "a too-large LR blows up in a run's first hundred steps; a bad batch comes at any "
-        "step"),
+    Row(
+        "early",
+        "lr_too_high",
+        0.5,
+        "a too-large LR blows up in a run's first hundred steps; a bad batch comes at any step",
+    ),
     Row("early", "grad_explosion", 0.2, "an explosion that grows from the first updates"),
-    Row("intermittent", "activation_overflow", 1.0,
-        "finite losses at the old level between the NaNs: the weights survived, some batches overflow in the forward"),
+    Row(
+        "intermittent",
+        "activation_overflow",
+        1.0,
+        "finite losses at the old level between the NaNs: the weights survived, some batches overflow in the forward",
+    ),
     Row("intermittent", "nonfinite_data", 0.6, "NaN on some batches only, the weights intact: those batches"),
     Row("intermittent", "lr_too_high", -1.0, "weights a too-large step blew up stay NaN; these came back"),
     Row("intermittent", "grad_explosion", -0.8, "an explosion that reached the weights does not come back"),
     Row("unsteady", "lr_too_high", 1.0, "the loss swung >= 20% from point to point before the NaN: steps too large"),
     Row("unsteady", "grad_explosion", 0.3, "unstable steps before the blow-up"),
     Row("lr_small", "lr_too_high", -0.8, "an LR of at most 1e-5 does not blow the weights up"),
-    Row("first_update", "precision_stall", 0.8,
+    Row(
+        "first_update",
+        "precision_stall",
+        0.8,
         "NaN from the very first update of a finite loss and gradient: the optimizer's own arithmetic "
-        "(Adam's eps is 0 in fp16: 0/0); set on the zoo's mlp_fp16_adam_eps (in-sample)", ZOO),
+        "(Adam's eps is 0 in fp16: 0/0); set on the zoo's mlp_fp16_adam_eps (in-sample)",
+        ZOO,
+    ),
     Row("first_update", "grad_explosion", -0.5, "one update: nothing had time to grow"),
     Row("first_update", "lr_too_high", -0.3, "a too-large step most often raises the loss for a few steps first"),
 )
@@ -230,8 +329,13 @@ _DIVERGE_ROWS = (
     Row("lr_high", "lr_too_high", 1.0, "the LR is far above what is usual for the optimizer"),
     Row("lr_usual", "lr_too_high", -0.4, "the LR is in the usual range"),
     Row("warmup_end", "lr_too_high", 0.8, "it diverged as the LR reached its peak"),
-    Row("grad_rose_at_peak", "lr_too_high", 1.2, "the gradient norm was calm through the warm-up and built up only "
-        "once the LR reached its peak: the explosion is the LR's doing"),
+    Row(
+        "grad_rose_at_peak",
+        "lr_too_high",
+        1.2,
+        "the gradient norm was calm through the warm-up and built up only "
+        "once the LR reached its peak: the explosion is the LR's doing",
+    ),
     Row("grad_rose_at_peak", "grad_explosion", -0.6, "the same gradients were sane at the smaller warm-up LR"),
     Row("warming", "lr_too_high", 0.5, "it diverged while the LR was still climbing"),
     Row("sudden", "loss_spike", 0.8, "one interval from calm to high: an event, not a drift"),
@@ -239,25 +343,52 @@ _DIVERGE_ROWS = (
     Row("overflow_lines", "loss_scale_collapse", 1.0, "overflow lines with it"),
     Row("fp16_model", "activation_overflow", 1.2, "the model is known to overflow in fp16"),
     Row("to_chance", "lr_too_high", 0.3, "back at chance: the weights were wrecked, as a too-large step does"),
-    Row("resumed", "lr_too_high", -0.5, "the level changed where the log resumed: the resumed state, not the step size"),
+    Row(
+        "resumed", "lr_too_high", -0.5, "the level changed where the log resumed: the resumed state, not the step size"
+    ),
     Row("resumed", "loss_spike", 0.5, "a resume that did not restore the state is an event, not a drift"),
-    Row("first_updates", "lr_too_high", 1.0, "it diverged within the run's first logged updates: steps too large "
+    Row(
+        "first_updates",
+        "lr_too_high",
+        1.0,
+        "it diverged within the run's first logged updates: steps too large "
         "from the start (a bad batch or a corrupted state kicks a run that had trained first)",
-        DEV + "fastai_docs_gradientclip_fp16_lr_too_high_table.md"),
+        DEV + "fastai_docs_gradientclip_fp16_lr_too_high_table.md",
+    ),
     Row("first_updates", "loss_spike", -0.8, "a spike is a jump after training well; this run had not trained yet"),
-    Row("kept_rising", "lr_too_high", 0.6, "the loss rose again at every logged point to the end: a drift the "
-        "updates drive, not one event the run absorbed"),
-    Row("lr_small", "lr_too_high", -2.0, "an LR of at most 1e-5 up to that step does not blow the weights up: "
-        "something else wrecked them", DEV + "neox_llama_bf16_loss_jump.log"),
-    Row("kept_rising", "loss_spike", -0.4, "after a bad batch the loss stays at its new level or comes back; it "
-        "does not go on rising"),
+    Row(
+        "kept_rising",
+        "lr_too_high",
+        0.6,
+        "the loss rose again at every logged point to the end: a drift the "
+        "updates drive, not one event the run absorbed",
+    ),
+    Row(
+        "lr_small",
+        "lr_too_high",
+        -2.0,
+        "an LR of at most 1e-5 up to that step does not blow the weights up: something else wrecked them",
+        DEV + "neox_llama_bf16_loss_jump.log",
+    ),
+    Row(
+        "kept_rising",
+        "loss_spike",
+        -0.4,
+        "after a bad batch the loss stays at its new level or comes back; it does not go on rising",
+    ),
     # a V traced point by point: what a too-large step makes, and what gradients summed over steps make
     # (each update adds all the earlier ones: the loss falls fast, overshoots, climbs at every step);
     # a loss alone does not tell them apart, so the weight makes the two as likely (the LR's prior and
     # its kept_rising row) and the finding says that nothing separates them
-    Row("v_turn", "grad_not_zeroed", 1.2, "the loss fell at every point, then rose at every point from its best, "
+    Row(
+        "v_turn",
+        "grad_not_zeroed",
+        1.2,
+        "the loss fell at every point, then rose at every point from its best, "
         "smoothly: gradients never zeroed sum every step's gradient into the next update, which makes this V as "
-        "a step too large does", DEV + "aihwkit_loss_error_lines_no_zero_grad_rises.log"),
+        "a step too large does",
+        DEV + "aihwkit_loss_error_lines_no_zero_grad_rises.log",
+    ),
 )
 
 _ABSURD_ROWS = (
@@ -267,8 +398,13 @@ _ABSURD_ROWS = (
     Row("at_start", "bad_init", 1.0, "absurd from the first step: before any update, the init or the data"),
     Row("at_start", "grad_explosion", -1.0, "no updates yet"),
     Row("grad_big", "grad_explosion", 1.0, "the gradient norm is in the thousands"),
-    Row("grad_big_unclipped", "grad_explosion", 0.5, "a language model's gradient norm in the thousands with no "
-        "clipping configured: every update is taken at that size and blows the weights up"),
+    Row(
+        "grad_big_unclipped",
+        "grad_explosion",
+        0.5,
+        "a language model's gradient norm in the thousands with no "
+        "clipping configured: every update is taken at that size and blows the weights up",
+    ),
     Row("loss_rose", "lr_too_high", 1.2, "it was sane, then rose to this"),
     Row("negative", "nonfinite_data", 1.0, "a cross-entropy below 0 means the targets are not probabilities"),
     Row("after_sane", "bad_init", -1.0, "the loss was in range before: the init was sane"),
@@ -285,11 +421,21 @@ _ZERO_ROWS = (
     # schedule explains the stall (the LR finding says so) but not the zero, so it is no candidate
     # here; one cause that makes both (every step skipped: NaN losses logged as 0, the scheduler left
     # unstepped at 0) is likelier than two faults at once, yet the LR does not rule a mask out
-    Row("lr_zero_all", "label_mask_empty", -0.3, "one cause for both a zero loss and a zero LR (every step "
-        "skipped) is likelier than an empty mask beside a schedule that never started"),
+    Row(
+        "lr_zero_all",
+        "label_mask_empty",
+        -0.3,
+        "one cause for both a zero loss and a zero LR (every step "
+        "skipped) is likelier than an empty mask beside a schedule that never started",
+    ),
     Row("lr_zero_all", "loss_scale_collapse", 0.6, "every step skipped leaves the scheduler unstepped at 0"),
-    Row("lr_zero_all", "nonfinite_data", 0.4, "every step NaN and skipped: the loss logged as 0 (a NaN filter's "
-        "mean over no finite loss), the scheduler never stepped"),
+    Row(
+        "lr_zero_all",
+        "nonfinite_data",
+        0.4,
+        "every step NaN and skipped: the loss logged as 0 (a NaN filter's "
+        "mean over no finite loss), the scheduler never stepped",
+    ),
     Row("grad_nonfinite", "nonfinite_data", 1.0, "NaN gradients: the steps went NaN and were logged as 0"),
     Row("grad_nonfinite", "label_mask_empty", -0.3, "an empty mask gives zero gradients, not NaN"),
     Row("fp16", "loss_scale_collapse", 0.8, "fp16 skips overflowing steps"),
@@ -298,8 +444,13 @@ _ZERO_ROWS = (
     # an epoch's loss is a sum or mean over its batches, started at 0: with no batch in the epoch it
     # prints that start, and no step is taken (tabnet: a dataset smaller than the batch size with
     # drop_last); an empty mask gives 0 only where the framework's mean over no token is 0, NaN elsewhere
-    Row("epoch_zero", "frozen_model", 0.8, "exactly 0 at every epoch: the start value of an epoch's running loss "
-        "when no batch ran (a loader that drops its only, incomplete batch), and then nothing updates"),
+    Row(
+        "epoch_zero",
+        "frozen_model",
+        0.8,
+        "exactly 0 at every epoch: the start value of an epoch's running loss "
+        "when no batch ran (a loader that drops its only, incomplete batch), and then nothing updates",
+    ),
 )
 
 _FLAT_ROWS = (
@@ -315,25 +466,52 @@ _FLAT_ROWS = (
     Row("repeats", "frozen_model", 1.5, "the same batches gave the same losses again: the weights did not change"),
     Row("repeats", "noisy_data", -0.5, "unrelated labels still change the weights, and so the next pass's losses"),
     # the loss moved, then froze to the last digit: the weights did update, then the outputs went constant
-    Row("froze_after_moving", "lr_too_high", 0.8, "the loss moved and then froze at one value: a step large enough "
+    Row(
+        "froze_after_moving",
+        "lr_too_high",
+        0.8,
+        "the loss moved and then froze at one value: a step large enough "
         "to push the units into saturation (dead ReLUs, a sigmoid at 0 or 1) leaves no gradient to move them back",
-        DEV + "tf_unet_minibatch_loss_collapses_to_ln2.md,keras_conv1d_adagrad_lr1_loss_identical.txt"),
-    Row("froze_after_moving", "frozen_model", -0.6, "the loss changed before it froze: the weights did update, and "
-        "weights that stop updating still give each batch its own loss"),
-    Row("negative", "wrong_loss", 1.2, "a loss that sits below 0 and does not move: a bounded loss (binary or "
+        DEV + "tf_unet_minibatch_loss_collapses_to_ln2.md,keras_conv1d_adagrad_lr1_loss_identical.txt",
+    ),
+    Row(
+        "froze_after_moving",
+        "frozen_model",
+        -0.6,
+        "the loss changed before it froze: the weights did update, and "
+        "weights that stop updating still give each batch its own loss",
+    ),
+    Row(
+        "negative",
+        "wrong_loss",
+        1.2,
+        "a loss that sits below 0 and does not move: a bounded loss (binary or "
         "categorical cross-entropy) fed targets outside [0, 1] saturates at a negative value",
-        DEV + "keras_mnist_sigmoid_bce_negative_loss_constant.txt"),
+        DEV + "keras_mnist_sigmoid_bce_negative_loss_constant.txt",
+    ),
     Row("negative", "frozen_model", -0.3, "weights that never change give the loss the init gives, not one below 0"),
-    Row("bce_base_rate", "wrong_loss", 1.5, "the loss sits at the binary cross-entropy of a 1/K base rate: a "
+    Row(
+        "bce_base_rate",
+        "wrong_loss",
+        1.5,
+        "the loss sits at the binary cross-entropy of a 1/K base rate: a "
         "binary cross-entropy over K one-hot columns (a multi-class target compiled with binary_crossentropy) whose "
         "outputs learnt the prior and nothing else",
-        DEV + "keras_lstm_newsgroups_dense1_sigmoid_bce_loss_acc_frozen.txt"),
-    Row("bce_base_rate", "frozen_model", -0.8, "weights that never changed give their init's loss (ln 2 per column for "
-        "sigmoids at 0.5), not the class prior's binary entropy to four digits: they were trained to it"),
+        DEV + "keras_lstm_newsgroups_dense1_sigmoid_bce_loss_acc_frozen.txt",
+    ),
+    Row(
+        "bce_base_rate",
+        "frozen_model",
+        -0.8,
+        "weights that never changed give their init's loss (ln 2 per column for "
+        "sigmoids at 0.5), not the class prior's binary entropy to four digits: they were trained to it",
+    ),
 )
 
 _STUCK_ROWS = (
-    Row(ALWAYS, "lr_too_low", 0.4, "updates too small to move the loss: the commonest reason it never leaves its start"),
+    Row(
+        ALWAYS, "lr_too_low", 0.4, "updates too small to move the loss: the commonest reason it never leaves its start"
+    ),
     Row(ALWAYS, "noisy_data", 0.3, "labels unrelated to the inputs leave nothing to learn"),
     Row(ALWAYS, "frozen_model", 0.3, "updates that do not reach the weights"),
     Row(ALWAYS, "lr_too_high", 0.2, "steps too large bounce around the start instead of descending"),
@@ -354,10 +532,20 @@ _GRAD_ROWS = (
     Row("lr_high", "lr_too_high", 1.2, "the LR is far above what is usual for the optimizer"),
     Row("warmup_end", "lr_too_high", 0.6, "the gradient norm jumped as the LR reached its peak after a warm-up"),
     Row("scale_fell", "loss_scale_collapse", 1.2, "the fp16 scale fell with it"),
-    Row("grad_big_unclipped", "grad_explosion", 0.6, "a language model's gradient norm in the thousands with no "
-        "clipping configured (healthy LLM runs print pre-clip norms of 0.1-10): every update is that large"),
-    Row("clips", "grad_explosion", -0.3, "the run clips at max_grad_norm: the printed norm is before clipping, "
-        "the update is bounded", DOCUMENTED),
+    Row(
+        "grad_big_unclipped",
+        "grad_explosion",
+        0.6,
+        "a language model's gradient norm in the thousands with no "
+        "clipping configured (healthy LLM runs print pre-clip norms of 0.1-10): every update is that large",
+    ),
+    Row(
+        "clips",
+        "grad_explosion",
+        -0.3,
+        "the run clips at max_grad_norm: the printed norm is before clipping, the update is bounded",
+        DOCUMENTED,
+    ),
 )
 
 _SCALE_ROWS = (
@@ -383,9 +571,17 @@ _LR_TINY_ROWS = (
 )
 
 TABLES: dict[str, tuple[Row, ...]] = {
-    "nonfinite": _NAN_ROWS, "spike": _SPIKE_ROWS, "divergence": _DIVERGE_ROWS, "absurd": _ABSURD_ROWS,
-    "zero": _ZERO_ROWS, "flat": _FLAT_ROWS, "stuck": _STUCK_ROWS, "grad": _GRAD_ROWS, "scale": _SCALE_ROWS,
-    "lr_zero": _LR_ZERO_ROWS, "lr_tiny": _LR_TINY_ROWS,
+    "nonfinite": _NAN_ROWS,
+    "spike": _SPIKE_ROWS,
+    "divergence": _DIVERGE_ROWS,
+    "absurd": _ABSURD_ROWS,
+    "zero": _ZERO_ROWS,
+    "flat": _FLAT_ROWS,
+    "stuck": _STUCK_ROWS,
+    "grad": _GRAD_ROWS,
+    "scale": _SCALE_ROWS,
+    "lr_zero": _LR_ZERO_ROWS,
+    "lr_tiny": _LR_TINY_ROWS,
 }
 
 #: symptom kind -> (table, the finding's symptom, its severity)
@@ -497,6 +693,7 @@ Evidence = Callable[[Run, Quantities, Symptom], "Msg | None"]
 
 # ------------------------------------------------------------------ evidence: facts of the log
 
+
 def _prev_rows(q: Quantities, sym: Symptom) -> np.ndarray:
     """The finite losses before the symptom (a NaN the text reports after the last logged row has
     that row before it too)."""
@@ -549,16 +746,16 @@ def _ev_grad_rose_at_peak(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     if c is None or _ev_grad_rose(run, q, sym) is None:
         return None
     peak_row = c[0]
-    gn = q.grad_norm[:sym.row + 1]
-    upto, after = gn[:peak_row + 1], gn[peak_row + 1:]
+    gn = q.grad_norm[: sym.row + 1]
+    upto, after = gn[: peak_row + 1], gn[peak_row + 1 :]
     upto, after = upto[np.isfinite(upto)], after[np.isfinite(after)]
     if upto.size < 2 or after.size == 0:
         return None
-    base = float(np.median(upto[:max(2, upto.size // 2)]))
+    base = float(np.median(upto[: max(2, upto.size // 2)]))
     if base <= 0 or float(np.max(upto)) > 3 * base or float(np.max(after)) < 10 * base:
         return None
     # ... and it began within one warm-up's length after the peak ("right after the warm-up")
-    gn_after = gn[peak_row + 1:]
+    gn_after = gn[peak_row + 1 :]
     onset = peak_row + 1 + int(np.flatnonzero(np.nan_to_num(gn_after, nan=0.0) >= 3 * base)[0])
     warmup = int(q.steps[peak_row]) - int(q.steps[0])
     if int(q.steps[onset]) - int(q.steps[peak_row]) > max(warmup, 1):
@@ -728,12 +925,12 @@ def _ev_fp16_model(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _ev_grad_rose(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    gn = q.grad_norm[:sym.row + 1]
+    gn = q.grad_norm[: sym.row + 1]
     fin = np.flatnonzero(np.isfinite(gn))
     if fin.size < 3:
         return None
     g = gn[fin]
-    base = float(np.median(g[:max(2, g.size // 2)]))
+    base = float(np.median(g[: max(2, g.size // 2)]))
     top = float(np.max(g[-3:]))
     if base > 0 and top >= 10 * base and top >= 1.0:
         return Msg("diff.ev.grad_rose", base=base, top=top, ratio=top / base)
@@ -751,8 +948,12 @@ def _ev_grad_big_unclipped(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     no clipping in the run's configuration: every update is taken at that size (healthy LLM runs
     print pre-clip norms of 0.1-10; one that clips at max_grad_norm bounds the step whatever it prints)."""
     g = q.grad_norm[np.isfinite(q.grad_norm)]
-    if g.size < 2 or float(np.median(g)) < SYMPTOM_LIMITS.grad_level or not is_ce(run) \
-            or clip_in_place(run) is not None:
+    if (
+        g.size < 2
+        or float(np.median(g)) < SYMPTOM_LIMITS.grad_level
+        or not is_ce(run)
+        or clip_in_place(run) is not None
+    ):
         return None
     return Msg("diff.ev.grad_big_unclipped", g=float(np.median(g)))
 
@@ -775,7 +976,7 @@ def _ev_loss_rose(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
         return None
     x = q.loss[lf]
     base = float(np.median(x))
-    tail = x[-max(2, min(10, x.size // 4)):]
+    tail = x[-max(2, min(10, x.size // 4)) :]
     progress = max(float(np.median(x[:3])) - base, 0.0)
     # and gave back >= 20% of the progress made (a converged loss near 0 that doubles is noise)
     if base > 0 and float(np.max(tail)) >= max(1.5 * base, base + 0.2 * progress):
@@ -792,8 +993,11 @@ def _ev_calm(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 def _ev_at_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     """Nothing finite before it, at the run's first steps (a first row at step 27 had 27 updates)."""
     first_epoch = run.meta.get("first_epoch")
-    if _prev_rows(q, sym).size or (steps_known(run) and sym.step > START_STEPS) or (
-            isinstance(first_epoch, (int, float)) and first_epoch >= 1):
+    if (
+        _prev_rows(q, sym).size
+        or (steps_known(run) and sym.step > START_STEPS)
+        or (isinstance(first_epoch, (int, float)) and first_epoch >= 1)
+    ):
         return None  # (a log that starts in its second epoch shows no run's start, whatever its steps)
     return Msg("diff.ev.at_start")
 
@@ -803,7 +1007,7 @@ START_STEPS = 5
 
 
 def _lr_at(q: Quantities, row: int) -> float | None:
-    lr = q.lr[:row + 1]
+    lr = q.lr[: row + 1]
     fin = lr[np.isfinite(lr)]
     return float(fin.max()) if fin.size and float(fin.max()) > 0 else None
 
@@ -812,12 +1016,13 @@ def _ev_lr_judged(verdict: str) -> Evidence:
     def ev(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
         judged = judge_lr(run, q, _lr_at(q, sym.row))
         return judged[1] if judged and judged[0] == verdict else None
+
     return ev
 
 
 def _lr_climb(q: Quantities, row: int) -> tuple[int, float, float] | None:
     """(row of the LR's peak up to `row`, the first LR, the peak) when it climbed >= 3x to it."""
-    lr = q.lr[:row + 1]
+    lr = q.lr[: row + 1]
     rows = np.flatnonzero(np.isfinite(lr) & (lr > 0))
     if rows.size < 2:
         return None
@@ -841,7 +1046,7 @@ def _ev_warming(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _last_lr_row(q: Quantities, row: int) -> int:
-    rows = np.flatnonzero(np.isfinite(q.lr[:row + 1]))
+    rows = np.flatnonzero(np.isfinite(q.lr[: row + 1]))
     return int(rows[-1]) if rows.size else -1
 
 
@@ -849,11 +1054,12 @@ def _ev_text(kinds: tuple[str, ...], key: str) -> Evidence:
     def ev(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
         steps = sorted(s for k in kinds for s in text_events(run, k, sym.step + 1))
         return Msg(key, n=len(steps), first=steps[0]) if steps else None
+
     return ev
 
 
 def _ev_grad_zero(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    g = q.grad_norm[sym.row:sym.row + 3]
+    g = q.grad_norm[sym.row : sym.row + 3]
     return Msg("diff.ev.grad_zero") if run.has("grad_norm") and (np.isfinite(g) & (g == 0)).any() else None
 
 
@@ -881,6 +1087,7 @@ def _ev_grad_nonfinite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 def _has(kind: str) -> Callable[[Quantities], Symptom | None]:
     def get(q: Quantities) -> Symptom | None:
         return next((s for s in symptoms_of(q) if s.kind == kind), None)
+
     return get
 
 
@@ -925,7 +1132,11 @@ def _ev_froze_after_moving(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     if not (sym.kind == "stuck" or sym.data.get("tail")):
         return None
     before = q.loss[q.finite_loss[q.finite_loss < sym.row]]
-    return Msg("diff.ev.froze_after_moving", n=int(before.size), level=f"{sym.data['level']:.10g}") if before.size else None
+    return (
+        Msg("diff.ev.froze_after_moving", n=int(before.size), level=f"{sym.data['level']:.10g}")
+        if before.size
+        else None
+    )
 
 
 def _ev_negative_level(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -990,7 +1201,7 @@ def _ev_v_turn(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     if sym.kind not in ("rise", "jump_stayed") or x.size <= V_SIDE + V_SIDE:
         return None
     b = int(np.argmin(x))
-    down, up = np.diff(x[:b + 1]), np.diff(x[b:])
+    down, up = np.diff(x[: b + 1]), np.diff(x[b:])
     if down.size < V_SIDE or up.size < V_SIDE or (down >= 0).any() or (up <= 0).any():
         return None
     if float(np.max(up)) > V_STEP_SHARE * float(x[-1] - x[b]):
@@ -1004,7 +1215,7 @@ def _ev_kept_rising(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     intervals (a climb that goes on, not a step up that levels off)."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     k = int(np.searchsorted(lf, sym.row))
-    x = q.loss[lf[max(0, k - 1):]]
+    x = q.loss[lf[max(0, k - 1) :]]
     if k > 0 and x.size > 1 and x[1] < x[0]:
         x = x[1:]
     if k == 0 or x.size <= KEPT_RISING_AFTER or not bool((np.diff(x) > 0).all()):
@@ -1020,30 +1231,71 @@ def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 EVIDENCE: dict[str, Evidence] = {
-    "fp16": _ev_fp16, "wide_dtype": _ev_wide, "fp32_default": _ev_fp32_default, "scale_fell": _ev_scale_fell,
-    "overflow_lines": _ev_overflow_lines, "fp16_model": _ev_fp16_model, "grad_rose": _ev_grad_rose,
-    "grad_big": _ev_grad_big, "grad_big_unclipped": _ev_grad_big_unclipped, "clips": _ev_clips,
-    "grad_jump_here": _ev_grad_jump_here, "loss_rose": _ev_loss_rose,
-    "calm": _ev_calm, "at_start": _ev_at_start, "lr_high": _ev_lr_judged("high"),
-    "lr_usual": _ev_lr_judged("usual"), "warmup_end": _ev_warmup_end, "warming": _ev_warming,
+    "fp16": _ev_fp16,
+    "wide_dtype": _ev_wide,
+    "fp32_default": _ev_fp32_default,
+    "scale_fell": _ev_scale_fell,
+    "overflow_lines": _ev_overflow_lines,
+    "fp16_model": _ev_fp16_model,
+    "grad_rose": _ev_grad_rose,
+    "grad_big": _ev_grad_big,
+    "grad_big_unclipped": _ev_grad_big_unclipped,
+    "clips": _ev_clips,
+    "grad_jump_here": _ev_grad_jump_here,
+    "loss_rose": _ev_loss_rose,
+    "calm": _ev_calm,
+    "at_start": _ev_at_start,
+    "lr_high": _ev_lr_judged("high"),
+    "lr_usual": _ev_lr_judged("usual"),
+    "warmup_end": _ev_warmup_end,
+    "warming": _ev_warming,
     "nonfinite_text": _ev_text(("nonfinite_warning",), "diff.ev.nonfinite_text"),
     "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
-    "grad_zero": _ev_grad_zero, "grad_nonfinite": _ev_grad_nonfinite, "epoch_zero": _ev_epoch_zero, "lr_zero_all": _ev_lr_zero_all,
-    "lr_tiny": _ev_lr_tiny, "recovered": _ev_recovered, "sudden": _ev_sudden, "to_chance": _ev_to_chance,
-    "negative": _ev_negative_level, "constant_loss": _ev_constant, "bce_base_rate": _ev_bce_base_rate, "froze_after_moving": _ev_froze_after_moving, "scale_below_one": _ev_scale_below_one,
-    "loss_moving": _ev_loss_moving, "loss_finite": _ev_loss_finite, "scale_steady": _ev_scale_steady,
+    "grad_zero": _ev_grad_zero,
+    "grad_nonfinite": _ev_grad_nonfinite,
+    "epoch_zero": _ev_epoch_zero,
+    "lr_zero_all": _ev_lr_zero_all,
+    "lr_tiny": _ev_lr_tiny,
+    "recovered": _ev_recovered,
+    "sudden": _ev_sudden,
+    "to_chance": _ev_to_chance,
+    "negative": _ev_negative_level,
+    "constant_loss": _ev_constant,
+    "bce_base_rate": _ev_bce_base_rate,
+    "froze_after_moving": _ev_froze_after_moving,
+    "scale_below_one": _ev_scale_below_one,
+    "loss_moving": _ev_loss_moving,
+    "loss_finite": _ev_loss_finite,
+    "scale_steady": _ev_scale_steady,
     # the text's events (detectors/log_events.py)
-    "nan_input": ev_nan_input, "scale_floor": ev_scale_floor, "op_attention": ev_op_attention,
-    "op_domain": ev_op_domain, "op_overflow": ev_op_overflow, "grad_text": ev_grad_text,
+    "nan_input": ev_nan_input,
+    "scale_floor": ev_scale_floor,
+    "op_attention": ev_op_attention,
+    "op_domain": ev_op_domain,
+    "op_overflow": ev_op_overflow,
+    "grad_text": ev_grad_text,
     "resumed": ev_resumed_here,
-    "first_updates": _ev_first_updates, "kept_rising": _ev_kept_rising, "v_turn": _ev_v_turn, "early": _ev_early, "intermittent": _ev_intermittent,
-    "unsteady": _ev_unsteady, "lr_small": _ev_lr_small, "after_sane": _ev_after_sane, "repeats": _ev_repeats,
-    "rising": _ev_rising, "first_update": _ev_first_update, "late": _ev_late,
-    "grad_rose_at_peak": _ev_grad_rose_at_peak, "one_term": _ev_one_term, "term_stays": _ev_term_stays, "blew_up": _ev_blew_up,
+    "first_updates": _ev_first_updates,
+    "kept_rising": _ev_kept_rising,
+    "v_turn": _ev_v_turn,
+    "early": _ev_early,
+    "intermittent": _ev_intermittent,
+    "unsteady": _ev_unsteady,
+    "lr_small": _ev_lr_small,
+    "after_sane": _ev_after_sane,
+    "repeats": _ev_repeats,
+    "rising": _ev_rising,
+    "first_update": _ev_first_update,
+    "late": _ev_late,
+    "grad_rose_at_peak": _ev_grad_rose_at_peak,
+    "one_term": _ev_one_term,
+    "term_stays": _ev_term_stays,
+    "blew_up": _ev_blew_up,
 }
 
 
 # ------------------------------------------------------------------ ranking
+
 
 @dataclass
 class Ranked:
@@ -1061,8 +1313,11 @@ class Ranked:
 
     def said(self, cause: str, sign: int) -> list[str]:
         """The present evidence whose rows point for (sign 1) or against (-1) `cause`."""
-        names = [r.evidence for r in self.table if r.cause == cause and r.evidence != ALWAYS
-                 and r.evidence in self.present and (r.weight > 0) == (sign > 0)]
+        names = [
+            r.evidence
+            for r in self.table
+            if r.cause == cause and r.evidence != ALWAYS and r.evidence in self.present and (r.weight > 0) == (sign > 0)
+        ]
         return [self.present[n] for n in dict.fromkeys(names)]
 
 
@@ -1089,12 +1344,18 @@ def rank(run: Run, q: Quantities, sym: Symptom, table: str) -> Ranked:
 
 # ------------------------------------------------------------------ findings
 
+
 def what(sym: Symptom) -> Msg:
     """The symptom as a sentence, with its numbers."""
     d = dict(sym.data, step=sym.step)
     if sym.kind == "absurd":
-        why = "diff.absurd.negative" if d["negative"] else "diff.absurd.huge" if abs(d["loss"]) >= 1e6 \
+        why = (
+            "diff.absurd.negative"
+            if d["negative"]
+            else "diff.absurd.huge"
+            if abs(d["loss"]) >= 1e6
             else "diff.absurd.ce_high"
+        )
         return Msg("diff.what.absurd", loss=d["loss"], step=sym.step, why=Msg(why))
     if sym.kind == "jump_stayed" and d.get("climb"):
         return Msg("diff.what.climb", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"])
@@ -1104,20 +1365,31 @@ def what(sym: Symptom) -> Msg:
         return Msg("diff.what.nonfinite_text", step=sym.step)
     if sym.kind == "nonfinite" and d.get("source") == "grad":
         return Msg("diff.what.nonfinite_grad", n=d["n"], step=sym.step)
-    keys = {"nonfinite": ("step",), "spike": ("loss", "step", "ratio", "base", "before"),
-            "jump_stayed": ("loss", "step", "ratio", "base", "before"),
-            "rise": ("best", "best_step", "end", "ratio", "step"), "zero": ("n", "step"),
-            "constant": ("level", "n"), "chance": ("level", "n", "k", "chance"), "stuck": ("level", "n", "step", "before"),
-            "grad_jump": ("g", "step", "ratio", "base"), "grad_level": ("median", "top"),
-            "grad_level_jump": ("median", "top", "base", "loss", "ratio", "step"),
-            "scale_collapse": ("top", "low", "low_step"), "skips": ("k", "n", "step"),
-            "lr_zero": ("n",), "lr_tiny": ("lr", "first", "last"), "repeat": ("first", "again", "n", "step"),
-            "no_fall": ("first", "low", "last", "n", "step", "end_step"),
-            "epoch_flat": ("first", "last", "n", "step", "end_step"),
-            "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
-            "lm_untrained": ("first", "last", "n", "step", "end_step", "level"),
-            "rising_start": ("first", "last", "n", "ratio"), "creep": ("best", "best_step", "end", "ratio", "step", "n"),
-            "oscillation": ("step", "swing", "base", "n")}[sym.kind]
+    keys = {
+        "nonfinite": ("step",),
+        "spike": ("loss", "step", "ratio", "base", "before"),
+        "jump_stayed": ("loss", "step", "ratio", "base", "before"),
+        "rise": ("best", "best_step", "end", "ratio", "step"),
+        "zero": ("n", "step"),
+        "constant": ("level", "n"),
+        "chance": ("level", "n", "k", "chance"),
+        "stuck": ("level", "n", "step", "before"),
+        "grad_jump": ("g", "step", "ratio", "base"),
+        "grad_level": ("median", "top"),
+        "grad_level_jump": ("median", "top", "base", "loss", "ratio", "step"),
+        "scale_collapse": ("top", "low", "low_step"),
+        "skips": ("k", "n", "step"),
+        "lr_zero": ("n",),
+        "lr_tiny": ("lr", "first", "last"),
+        "repeat": ("first", "again", "n", "step"),
+        "no_fall": ("first", "low", "last", "n", "step", "end_step"),
+        "epoch_flat": ("first", "last", "n", "step", "end_step"),
+        "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
+        "lm_untrained": ("first", "last", "n", "step", "end_step", "level"),
+        "rising_start": ("first", "last", "n", "ratio"),
+        "creep": ("best", "best_step", "end", "ratio", "step", "n"),
+        "oscillation": ("step", "swing", "base", "n"),
+    }[sym.kind]
     if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded
         d.update({k: f"{d[k]:.10g}" for k in ("level", "before") if k in d})
     return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
@@ -1137,8 +1409,9 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
     sep = None
     if second:
         ev.append(Msg("diff.ranked", first=lead, p1=share, second=second, p2=r.causes[1][1]))
-        sep = Msg("diff.sep." + SEPARATE.get(frozenset((lead, second)), "generic"), first=lead, second=second,
-                  step=sym.step)
+        sep = Msg(
+            "diff.sep." + SEPARATE.get(frozenset((lead, second)), "generic"), first=lead, second=second, step=sym.step
+        )
         ev.append(Msg("diff.separate", how=sep))
     cut = cut_evidence(run, q, _rise_onset(q, sym), sym.kind == "nonfinite") if lead == "lr_too_high" else None
     if cut is not None:  # a too-large LR leads: its cut only on evidence that holds (`lr_advice`)
@@ -1155,8 +1428,18 @@ def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
         conf = min(conf, UNSEPARATED_CONF)  # nothing in the log separates the causes: it says so
         ev.append(Msg("diff.unseparated", first=lead, second=second))
     batch = sym.step if sym.kind in ("nonfinite", "spike", "jump_stayed") else None
-    return Finding(cause=lead, symptom=symptom, severity=severity, confidence=conf, step=sym.step,
-                   batch=batch, rank=run.rank, evidence=ev, fixes=as_fixes(fixes), rule=f"differential.{sym.kind}")
+    return Finding(
+        cause=lead,
+        symptom=symptom,
+        severity=severity,
+        confidence=conf,
+        step=sym.step,
+        batch=batch,
+        rank=run.rank,
+        evidence=ev,
+        fixes=as_fixes(fixes),
+        rule=f"differential.{sym.kind}",
+    )
 
 
 def _rise_onset(q: Quantities, sym: Symptom) -> int:
@@ -1176,15 +1459,15 @@ def _unseparated(r: Ranked) -> bool:
     return share < CLEAR_LEAD and (not r.said(r.leader, 1) or share < SEPARATED_RATIO * second)
 
 
-def _fixes(run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None,
-           cut_holds: bool = False) -> list[FixLike]:
+def _fixes(
+    run: Run, q: Quantities, sym: Symptom, lead: str, share: float, sep: Msg | None, cut_holds: bool = False
+) -> list[FixLike]:
     out: list[FixLike] = []
     if share >= CLEAR_LEAD:
         for key in FIXES.get(lead, ()):
             if key == "clip" and clip_in_place(run) is not None:
                 continue  # the run clips already: clipping again is no fix
-            if key == "lower_lr" and (sym.kind in ("spike", "grad_jump") or sym.data.get("recovered")
-                                      or not cut_holds):
+            if key == "lower_lr" and (sym.kind in ("spike", "grad_jump") or sym.data.get("recovered") or not cut_holds):
                 continue  # a one-off that came back, or a rise the log does not show held: no slower run
             if key in ("bf16_or_fp32_op",) and precision_of(run) in ("bf16", "fp32"):
                 continue
@@ -1215,8 +1498,11 @@ def fill_gaps(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]
     """Findings for the symptoms that no alarm of the specific detectors shows (one per symptom
     family), so that a visible symptom is never left without a warning or critical finding."""
     shown = {f.symptom for f in findings if f.severity in ("warning", "critical")}
-    if any(f.symptom == "skipped_steps" or f.cause == "loss_scale_collapse" for f in findings
-           if f.severity in ("warning", "critical")):
+    if any(
+        f.symptom == "skipped_steps" or f.cause == "loss_scale_collapse"
+        for f in findings
+        if f.severity in ("warning", "critical")
+    ):
         shown.add("skipped_steps")
     out: list[Finding] = []
     never = _grads_never_finite(q)
@@ -1289,8 +1575,9 @@ def _grads_never_finite(q: Quantities) -> Symptom | None:
         return None  # a flat loss is what skipped updates make: the skipped-updates finding tells it
     if any(s.kind == "nonfinite" for s in symptoms_of(q)):
         return None
-    return Symptom(kind="nonfinite", row=int(rows[0]), step=int(q.steps[rows[0]]),
-                   data={"source": "grad", "n": int(rows.size)})
+    return Symptom(
+        kind="nonfinite", row=int(rows[0]), step=int(q.steps[rows[0]]), data={"source": "grad", "n": int(rows.size)}
+    )
 
 
 def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding]:
@@ -1308,9 +1595,14 @@ def reconsider(run: Run, q: Quantities, findings: list[Finding]) -> list[Finding
             g = finding_for(run, q, sym)
             # the curve rule weighed the curve already: only evidence it cannot see (the precision,
             # the text's events, the LR) moves the cause
-            if _soft_lr_default(f) or g.cause != f.cause and (
+            if (
+                _soft_lr_default(f)
+                or g.cause != f.cause
+                and (
                     g.cause in FP16_CAUSES + TEXT_CAUSES + ("lr_schedule_error", "label_mask_empty")
-                    or f.cause == "label_mask_empty"):
+                    or f.cause == "label_mask_empty"
+                )
+            ):
                 g.step = f.step
                 f = g
         out.append(_precision_first(run, q, f))
@@ -1329,8 +1621,14 @@ def _precision_first(run: Run, q: Quantities, f: Finding) -> Finding:
     scale collapsed or overflow lines were printed at the same place: the differential of that
     symptom, when it ranks the scaler's causes first (an LR cut does not stop fp16 overflowing).
     Not for runs `watch` recorded (their direct evidence names the cause)."""
-    if f.cause in FP16_CAUSES or f.symptom not in ("divergence", "spike") or f.severity == "info" \
-            or f.step is None or run.event("fwd_first_nonfinite") or run.layers is not None:
+    if (
+        f.cause in FP16_CAUSES
+        or f.symptom not in ("divergence", "spike")
+        or f.severity == "info"
+        or f.step is None
+        or run.event("fwd_first_nonfinite")
+        or run.layers is not None
+    ):
         return f
     row = int(np.searchsorted(q.steps, f.step))
     for sym in symptoms_of(q):

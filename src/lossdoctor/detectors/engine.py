@@ -44,15 +44,30 @@ ARBITRATION = ArbitrationLimits()
 #: Causes that name a non-finite value's origin directly (an observation, not a trend), most
 #: direct first: when two findings describe the same first non-finite step, the earlier in this
 #: list is the cause and the other its consequence.
-DIRECTNESS = ("nonfinite_data", "label_mask_empty", "attention_overflow", "nondeterministic_fault",
-              "activation_overflow", "loss_scale_collapse", "bad_init", "lr_too_high", "grad_explosion",
-              "loss_spike")
+DIRECTNESS = (
+    "nonfinite_data",
+    "label_mask_empty",
+    "attention_overflow",
+    "nondeterministic_fault",
+    "activation_overflow",
+    "loss_scale_collapse",
+    "bad_init",
+    "lr_too_high",
+    "grad_explosion",
+    "loss_spike",
+)
 
 #: A finding of the key's cause (warning or critical) explains findings of these causes: they are
 #: what the key's fault looks like from another angle, so they are dropped.
 EXPLAINS: dict[str, tuple[str, ...]] = {
-    "label_mask_empty": ("vanishing_gradient", "lr_too_low", "precision_stall", "noisy_data", "loss_spike",
-                         "grad_explosion"),
+    "label_mask_empty": (
+        "vanishing_gradient",
+        "lr_too_low",
+        "precision_stall",
+        "noisy_data",
+        "loss_spike",
+        "grad_explosion",
+    ),
     "vanishing_gradient": ("lr_too_low", "noisy_data"),
     "precision_stall": ("lr_too_low", "noisy_data"),
     "loss_scale_collapse": ("lr_too_low", "noisy_data", "precision_stall"),
@@ -66,8 +81,15 @@ EXPLAINS: dict[str, tuple[str, ...]] = {
     "attention_overflow": ("loss_scale_collapse",),
     # gradients summed over every step look like an LR that keeps growing: the LR findings, the
     # explosion and the spikes are that sum seen from the loss and the gradient norm
-    "grad_not_zeroed": ("lr_too_high", "lr_too_low", "lr_schedule_error", "grad_explosion", "loss_spike",
-                        "noisy_data", "frozen_model"),
+    "grad_not_zeroed": (
+        "lr_too_high",
+        "lr_too_low",
+        "lr_schedule_error",
+        "grad_explosion",
+        "loss_spike",
+        "noisy_data",
+        "frozen_model",
+    ),
     # a loss saturated at its floor reads as a plateau: too little LR, noisy labels, a stall
     # a model that fits one class after another: the jumps at the class changes are not spikes of
     # bad data or of the LR, and the curve is not noisy labels
@@ -227,15 +249,27 @@ def _join_same_cause(findings: list[Finding], new: Finding) -> None:
     where it happened. (An undated finding, a preflight check's prediction, takes the symptom in.)"""
     from .differential import COVERS
 
-    same = next((f for f in findings if f.cause == new.cause and f.rank == new.rank
-                 and (f.step is None or f.symptom in COVERS.get(new.symptom, (new.symptom,)))), None)
+    same = next(
+        (
+            f
+            for f in findings
+            if f.cause == new.cause
+            and f.rank == new.rank
+            and (f.step is None or f.symptom in COVERS.get(new.symptom, (new.symptom,)))
+        ),
+        None,
+    )
     if same is None:
         findings.append(new)
         return
     if new.severity_rank > same.severity_rank:
         same.severity = new.severity
-    if new.symptom in COVERS.get(same.symptom, (same.symptom,)) and new.step is not None and same.step is not None \
-            and new.step < same.step:
+    if (
+        new.symptom in COVERS.get(same.symptom, (same.symptom,))
+        and new.step is not None
+        and same.step is not None
+        and new.step < same.step
+    ):
         same.step = new.step  # the same symptom seen where it began (a step up before its first big point)
     same.confidence = max(same.confidence, new.confidence)
     same.evidence.extend(not_in(new.evidence, same.evidence))
@@ -256,19 +290,31 @@ def arbitrate(findings: list[Finding]) -> list[Finding]:
     """
     keep = _first_nonfinite_only(findings)
     # an overflow explains only once it happened (a near-overflow warning explains nothing yet)
-    present = {f.cause for f in keep if f.severity != "info"
-               and not (f.cause in ("activation_overflow", "attention_overflow") and f.symptom != "nonfinite")}
+    present = {
+        f.cause
+        for f in keep
+        if f.severity != "info"
+        and not (f.cause in ("activation_overflow", "attention_overflow") and f.symptom != "nonfinite")
+    }
     explained = {c for cause in present for c in EXPLAINS.get(cause, ())}
     spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
-    keep = [f for f in keep if f.cause not in explained
-            or (f.cause == "lr_too_high" and f.symptom == "nonfinite")]
+    keep = [f for f in keep if f.cause not in explained or (f.cause == "lr_too_high" and f.symptom == "nonfinite")]
     runaway = [f.step for f in keep if is_runaway(f) and f.step is not None]
     if runaway:  # a "spike" while the LR is still climbing is the schedule's divergence, not a spike
         keep = [f for f in keep if not (f.cause == "loss_spike" and f.step is not None and f.step >= min(runaway))]
         spikes = [f.step for f in keep if f.cause == "loss_spike" and f.step is not None]
     if spikes:  # the divergence that follows a spike is the spike's aftermath
-        keep = [f for f in keep if not (f.cause == "lr_too_high" and f.symptom == "divergence" and not is_runaway(f)
-                                        and f.step is not None and f.step >= min(spikes) - ARBITRATION.spike_lead)]
+        keep = [
+            f
+            for f in keep
+            if not (
+                f.cause == "lr_too_high"
+                and f.symptom == "divergence"
+                and not is_runaway(f)
+                and f.step is not None
+                and f.step >= min(spikes) - ARBITRATION.spike_lead
+            )
+        ]
     if any(f.cause != "noisy_data" and f.severity != "info" for f in keep):
         # the curve-shape guess (low confidence) goes; direct observations of bad data stay
         keep = [f for f in keep if not (f.cause == "noisy_data" and f.confidence < ARBITRATION.guess)]
@@ -281,17 +327,22 @@ def _first_nonfinite_only(findings: list[Finding]) -> list[Finding]:
     """`arbitrate`'s rules 1 and 2: the non-finite findings after the first non-finite step go; at
     that step the most direct one (`_onset_key`) stays over the others of its rank and is lent the
     place they saw. Apart from `arbitrate` to keep it short."""
-    nonfinite = [f for f in findings if f.symptom == "nonfinite" and f.severity == "critical"
-                 and f.step is not None]
+    nonfinite = [f for f in findings if f.symptom == "nonfinite" and f.severity == "critical" and f.step is not None]
     keep = list(findings)
     if nonfinite:
         onset = min(f.step for f in nonfinite if f.step is not None)
         at_onset = [f for f in nonfinite if f.step == onset]
         winner = min(at_onset, key=_onset_key)
         _lend_place(winner, [f for f in at_onset if f is not winner and f.rank == winner.rank])
-        keep = [f for f in keep if not (f.symptom == "nonfinite" and f.step is not None
-                                        and (f.step > onset or (f.step == onset and f is not winner
-                                                                and f.rank == winner.rank)))]
+        keep = [
+            f
+            for f in keep
+            if not (
+                f.symptom == "nonfinite"
+                and f.step is not None
+                and (f.step > onset or (f.step == onset and f is not winner and f.rank == winner.rank))
+            )
+        ]
     return keep
 
 
@@ -348,8 +399,13 @@ def merge_ranks(per_rank: list[list[Finding]]) -> list[Finding]:
             by_cause.setdefault((f.cause, f.symptom), []).append(f)
     out = []
     for group in by_cause.values():
-        group.sort(key=lambda f: (f.step if f.step is not None else float("inf"), -f.confidence,
-                                  f.rank if f.rank is not None else 0))
+        group.sort(
+            key=lambda f: (
+                f.step if f.step is not None else float("inf"),
+                -f.confidence,
+                f.rank if f.rank is not None else 0,
+            )
+        )
         first = group[0]
         others = sorted({g.rank for g in group[1:] if g.rank is not None and g.rank != first.rank})
         if others:
@@ -394,6 +450,10 @@ def diagnose_runs(runs: list[Run], *, source: str | None = None) -> Report:
     steps = max((len(r) for r in runs), default=0)
     notes = unique(notes)  # same note from every rank once
     # "healthy" means the checks the log allows ran and passed: a log too short to judge says so
-    return Report(findings=findings, steps=steps, notes=notes,
-                  source=source or (runs[0].source if runs else None),
-                  inconclusive=bool(runs) and not any(judged))
+    return Report(
+        findings=findings,
+        steps=steps,
+        notes=notes,
+        source=source or (runs[0].source if runs else None),
+        inconclusive=bool(runs) and not any(judged),
+    )

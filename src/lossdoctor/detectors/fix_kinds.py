@@ -80,8 +80,17 @@ class Candidate:
         return describe_fix(self.fix, step) if self.kind != "code" else Msg("verify.fix.code")
 
     def key(self) -> tuple:
-        return (self.kind, self.max_norm, self.lr, self.lr_factor, tuple(self.samples or ()), self.init_scale,
-                self.growth_interval, self.eps, self.module)
+        return (
+            self.kind,
+            self.max_norm,
+            self.lr,
+            self.lr_factor,
+            tuple(self.samples or ()),
+            self.init_scale,
+            self.growth_interval,
+            self.eps,
+            self.module,
+        )
 
     def values(self) -> dict[str, Any]:
         """Its numbers, as a check carries them next to the verdict."""
@@ -96,8 +105,11 @@ def candidate(x: Any, index: int | None = None, finding: Finding | None = None) 
     samples drops the finding's (a code change when the finding names none)."""
     fix = as_fix(x)
     if fix.kind == "drop_samples" and not fix.params.get("samples") and finding is not None:
-        fix = Fix("drop_samples", {**fix.params, "samples": list(finding.samples)}, fix.text) if finding.samples \
+        fix = (
+            Fix("drop_samples", {**fix.params, "samples": list(finding.samples)}, fix.text)
+            if finding.samples
             else Fix("code", None, fix.text)
+        )
     return Candidate(fix, index)
 
 
@@ -142,7 +154,9 @@ def order_by_verdict(finding: Finding) -> None:
     order = sorted(range(len(finding.fixes)), key=lambda i: (_RANK.get(verdict.get(i, ""), 1), i))
     new_place = {old: new for new, old in enumerate(order)}
     finding.fixes = [finding.fixes[i] for i in order]
-    moved = [{**c, "fix": new_place[c["fix"]]} if isinstance(c.get("fix"), int) and c["fix"] in new_place
-             else dict(c) for c in checks]
+    moved = [
+        {**c, "fix": new_place[c["fix"]]} if isinstance(c.get("fix"), int) and c["fix"] in new_place else dict(c)
+        for c in checks
+    ]
     # the checks themselves, verified first as the contract has them (stable within a verdict)
     finding.fix_checks = sorted(moved, key=lambda c: _CHECK_RANK.get(c.get("verdict", ""), 4))

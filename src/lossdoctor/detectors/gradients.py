@@ -112,8 +112,9 @@ def clip_fix(q: Quantities, end: int) -> Fix | None:
     # very values that blew up
     med = float(np.median(window))
     healthy = window[window <= LIMITS.clip_healthy_over_median * med] if med > 0 else window
-    p95 = round_sig(percentile(healthy if healthy.size >= LIMITS.clip_min_points else window,
-                               LIMITS.clip_percentile), 2)
+    p95 = round_sig(
+        percentile(healthy if healthy.size >= LIMITS.clip_min_points else window, LIMITS.clip_percentile), 2
+    )
     a, b = int(q.steps[start]), int(q.steps[max(start, end - 1)])
     clip = clip_in_place(q.run)
     if clip is not None:
@@ -121,14 +122,21 @@ def clip_fix(q: Quantities, end: int) -> Fix | None:
     return Fix.clip(Msg("grad.fix_clip", max_norm=p95, first=a, last=b), max_norm=p95)
 
 
-def already_clipped_fix(clip: float, suggested: float | None = None, first: int | None = None,
-                        last: int | None = None) -> Fix:
+def already_clipped_fix(
+    clip: float, suggested: float | None = None, first: int | None = None, last: int | None = None
+) -> Fix:
     """The clipping fix for a run that already clips at `clip`: a threshold well below it from the
     run's own healthy norms when there is one, else that clipping is in place and what to do
     instead (the norms the detectors read are measured before clipping)."""
-    if suggested is not None and first is not None and last is not None and suggested < LIMITS.tighter_clip_share * clip:
-        return Fix.clip(Msg("grad.fix_clip_tighter", clip=clip, max_norm=suggested, first=first, last=last),
-                        max_norm=suggested)
+    if (
+        suggested is not None
+        and first is not None
+        and last is not None
+        and suggested < LIMITS.tighter_clip_share * clip
+    ):
+        return Fix.clip(
+            Msg("grad.fix_clip_tighter", clip=clip, max_norm=suggested, first=first, last=last), max_norm=suggested
+        )
     return Fix.code(Msg("grad.fix_already_clipped", clip=clip))
 
 
@@ -144,7 +152,7 @@ def grad_explosion(run: Run, q: Quantities) -> list[Finding]:
     (overflow there is the scaler's normal probing). The numbers are `GradientLimits`' fields.
     """
     gn = np.where(q.skipped, np.nan, q.grad_norm)
-    fin = np.flatnonzero(np.isfinite(gn[:q.healthy_end]))
+    fin = np.flatnonzero(np.isfinite(gn[: q.healthy_end]))
     if fin.size < LIMITS.explosion_min_points:
         return []
     early = gn[fin[: max(LIMITS.early_min, min(LIMITS.early_max, fin.size // 5))]]
@@ -167,17 +175,26 @@ def _explosion_before_nonfinite(run: Run, q: Quantities, gn: np.ndarray, base: f
     if peak < LIMITS.prelude_growth * base:
         return []
     s = int(q.steps[q.first_bad])  # the first non-finite step
-    ev: list[str] = [Msg("grad.rose_then_nonfinite", start=base, peak=peak, first=int(q.steps[lo]), last=s - 1,
-                         step=s)]
+    ev: list[str] = [Msg("grad.rose_then_nonfinite", start=base, peak=peak, first=int(q.steps[lo]), last=s - 1, step=s)]
     bad_params = run.event("nonfinite_params").get(s)
     if bad_params:
         ev.append(Msg("grad.first_nonfinite_params", params=[str(n) for n in bad_params[:4]]))
     fixes: list[FixLike] = [f for f in [clip_fix(q, max(1, lo)), _lower_lr_fix(q, end)] if f]
     bwd = run.event("bwd_first_nonfinite").get(s)
     layer = bwd.get("layer") if isinstance(bwd, dict) else None
-    return [Finding(cause="grad_explosion", symptom="nonfinite", severity="critical",
-                    confidence=0.6 if _never_improved(q, end) else 0.85,
-                    step=s, batch=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="grad_explosion",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.6 if _never_improved(q, end) else 0.85,
+            step=s,
+            batch=s,
+            layer=layer,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 def _lower_lr_fix(q: Quantities, end: int) -> Fix | None:
@@ -196,8 +213,11 @@ def _never_improved(q: Quantities, end: int) -> bool:
     is the learning rate (lr_too_high), so the explosion is less sure."""
     pre = q.loss[:end]
     pre = pre[np.isfinite(pre)]
-    return bool(pre.size > 0 and float(pre.min()) >= LIMITS.never_improved_share * q.loss_start
-                and end <= max(LIMITS.never_improved_steps, q.n // 10))
+    return bool(
+        pre.size > 0
+        and float(pre.min()) >= LIMITS.never_improved_share * q.loss_start
+        and end <= max(LIMITS.never_improved_steps, q.n // 10)
+    )
 
 
 def _sustained_growth(q: Quantities, gn: np.ndarray, fin: np.ndarray, base: float) -> list[Finding]:
@@ -206,7 +226,7 @@ def _sustained_growth(q: Quantities, gn: np.ndarray, fin: np.ndarray, base: floa
     n = fin.size
     if n < LIMITS.sustained_min_points:
         return []
-    late = gn[fin[-max(LIMITS.late_min, n // 5):]]
+    late = gn[fin[-max(LIMITS.late_min, n // 5) :]]
     late_med = float(np.median(late))
     if base <= 0 or late_med < LIMITS.sustained_growth * base or late_med < LIMITS.sustained_floor:
         return []
@@ -214,16 +234,23 @@ def _sustained_growth(q: Quantities, gn: np.ndarray, fin: np.ndarray, base: floa
     lf = q.finite_loss
     if lf.size >= LIMITS.loss_min_points:
         l_early = float(np.median(loss[lf[: max(3, lf.size // 5)]]))
-        l_late = float(np.median(loss[lf[-max(3, lf.size // 5):]]))
+        l_late = float(np.median(loss[lf[-max(3, lf.size // 5) :]]))
         if l_late < LIMITS.improved_share * l_early:
             return []
     i0 = fin[-max(LIMITS.late_min, n // 5)]
     s = int(q.steps[i0])
     fixes = [f for f in [clip_fix(q, int(fin[max(LIMITS.late_min, n // 5)]))] if f]
-    return [Finding(cause="grad_explosion", symptom="divergence", severity="warning", confidence=0.6,
-                    step=s, evidence=[Msg("grad.median_rose", start=base, end=late_med, step=s,
-                                          ratio=late_med / base)],
-                    fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="grad_explosion",
+            symptom="divergence",
+            severity="warning",
+            confidence=0.6,
+            step=s,
+            evidence=[Msg("grad.median_rose", start=base, end=late_med, step=s, ratio=late_med / base)],
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
@@ -235,8 +262,7 @@ def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
     if g.shape[0] == 0:
         return None
     has = np.isfinite(g).any(axis=0)
-    idx = [i for i in np.flatnonzero(has)
-           if not (L.types and ("Norm" in L.types[i] or "Embedding" in L.types[i]))]
+    idx = [i for i in np.flatnonzero(has) if not (L.types and ("Norm" in L.types[i] or "Embedding" in L.types[i]))]
     # skip containers: keep modules that are not a prefix of another parametrised module (the
     # prefixes of every name collected once: a pairwise test is quadratic, 8 s at 2,500 modules)
     names = [L.modules[i] for i in idx]
@@ -247,8 +273,7 @@ def _param_modules(run: Run) -> tuple[list[int], np.ndarray] | None:
     return leafish, g
 
 
-@detector("vanishing_gradient", needs=("layers",),
-          hint=Msg("hint.layers"))
+@detector("vanishing_gradient", needs=("layers",), hint=Msg("hint.layers"))
 def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
     """Early layers get ~nothing (AUTOTRAINER: ||g_first|| / ||g_last|| below `vanishing_ratio`
     and ||g_first|| below `vanishing_first`, medians over sampled steps; `GradientLimits`). Needs the per-layer gradient norms only `watch` records.
@@ -268,8 +293,10 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
     last = np.median(gg[:, -k:], axis=1)
     ratio = float(np.median(first / np.maximum(last, 1e-30)))
     g_first = float(np.median(first))
-    if not (ratio < LIMITS.vanishing_ratio and g_first < LIMITS.vanishing_first) \
-            or float(np.median(last)) < LIMITS.all_zero:
+    if (
+        not (ratio < LIMITS.vanishing_ratio and g_first < LIMITS.vanishing_first)
+        or float(np.median(last)) < LIMITS.all_zero
+    ):
         return []  # (all-zero gradients are a different fault: nothing to learn from, see labels)
     lf = q.finite_loss
     if lf.size >= LIMITS.loss_min_points:
@@ -280,13 +307,23 @@ def vanishing_gradient(run: Run, q: Quantities) -> list[Finding]:
     first_name = L.modules[idx[0]]
     last_name = L.modules[idx[-1]]
     s = int(L.steps[np.flatnonzero(ok_rows)[0]])
-    return [Finding(
-        cause="vanishing_gradient", symptom="plateau", severity="warning", confidence=0.8, step=s,
-        layer=first_name,
-        evidence=[Msg("grad.vanishing", first=first_name, grad=g_first, ratio=ratio, last=last_name,
-                      n=int(ok_rows.sum())),
-                  Msg("common.loss_not_improving")],
-        fixes=as_fixes([Msg("grad.fix_vanishing_architecture"), Msg("grad.fix_shallower")]))]
+    return [
+        Finding(
+            cause="vanishing_gradient",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.8,
+            step=s,
+            layer=first_name,
+            evidence=[
+                Msg(
+                    "grad.vanishing", first=first_name, grad=g_first, ratio=ratio, last=last_name, n=int(ok_rows.sum())
+                ),
+                Msg("common.loss_not_improving"),
+            ],
+            fixes=as_fixes([Msg("grad.fix_vanishing_architecture"), Msg("grad.fix_shallower")]),
+        )
+    ]
 
 
 def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
@@ -311,8 +348,19 @@ def unexplained_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     c = clip_fix(q, i)
     if c:
         fixes.insert(0, c)
-    return [Finding(cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=s,
-                    batch=s, evidence=ev, fixes=as_fixes(fixes), rule="gradients.unexplained_nonfinite")]
+    return [
+        Finding(
+            cause=cause,
+            symptom="nonfinite",
+            severity="critical",
+            confidence=conf,
+            step=s,
+            batch=s,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+            rule="gradients.unexplained_nonfinite",
+        )
+    ]
 
 
 def _likely_cause(q: Quantities, i: int) -> tuple[str, float, str]:
@@ -327,17 +375,21 @@ def _likely_cause(q: Quantities, i: int) -> tuple[str, float, str]:
     if i == 0 or fin.size == 0:
         cause, conf = "nonfinite_data", 0.3
         said = Msg("grad.before_any_update")
-    elif gfin.size >= LIMITS.net_min_points and float(np.median(gfin)) > 0 \
-            and gfin[-1] >= LIMITS.net_grad_growth * float(np.median(gfin)):
+    elif (
+        gfin.size >= LIMITS.net_min_points
+        and float(np.median(gfin)) > 0
+        and gfin[-1] >= LIMITS.net_grad_growth * float(np.median(gfin))
+    ):
         cause, conf = "grad_explosion", 0.5
         said = Msg("grad.rose_just_before", grad=float(gfin[-1]), ratio=float(gfin[-1] / np.median(gfin)))
     else:
-        tail = pre[fin[-max(2, min(10, fin.size // 4)):]]
+        tail = pre[fin[-max(2, min(10, fin.size // 4)) :]]
         base = float(np.median(pre[fin]))
         if tail.size and base > 0 and float(tail.max()) >= LIMITS.net_loss_rise * base:
             cause, conf = "lr_too_high", 0.4
-            said = Msg("grad.loss_rose_just_before", loss=float(tail.max()), ratio=float(tail.max()) / base,
-                       median=base)
+            said = Msg(
+                "grad.loss_rose_just_before", loss=float(tail.max()), ratio=float(tail.max()) / base, median=base
+            )
         elif not np.isfinite(q.loss[i]) and q.loss_logged[i]:
             # the step's own forward pass broke on weights that a healthy update had just produced:
             # explosions build up over steps, a bad batch breaks the very step that uses it

@@ -58,8 +58,13 @@ def merge_incidents(findings: list[Finding], run: Run) -> list[Finding]:
         return findings
     keep = list(findings)
     for inc, level in incidents:
-        same = [f for f in keep if f.step == inc.step and f.symptom == inc.symptom
-                and (f.rank is None or inc.rank is None or f.rank == inc.rank)]
+        same = [
+            f
+            for f in keep
+            if f.step == inc.step
+            and f.symptom == inc.symptom
+            and (f.rank is None or inc.rank is None or f.rank == inc.rank)
+        ]
         if level == "replay":
             context: list[str] = []
             for f in sorted(same, key=lambda f: f.cause != inc.cause):  # same cause first

@@ -68,8 +68,12 @@ def label_mask_empty(run: Run, q: Quantities) -> list[Finding]:
     fi = run.col("label_ignored_frac")
     if np.isfinite(fi).any():  # the batch's own label statistics outrank what the loss suggests
         return _batches_all_masked(run, q, fi) or _samples_unsupervised(run, q) or _examples_unsupervised(run, q)
-    return _nan_loss_zero_grad(run, q) or _zero_loss_nonfinite_grad(run, q) or _zero_loss_from_start(q) \
+    return (
+        _nan_loss_zero_grad(run, q)
+        or _zero_loss_nonfinite_grad(run, q)
+        or _zero_loss_from_start(q)
         or _zero_loss_drop(run, q)
+    )
 
 
 def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding]:
@@ -90,11 +94,19 @@ def _batches_all_masked(run: Run, q: Quantities, fi: np.ndarray) -> list[Finding
     gn = q.grad_norm[i]
     if np.isfinite(gn) and gn == 0:
         ev.append(Msg("labels.grad_exactly_zero"))
-    return [Finding(
-        cause="label_mask_empty", symptom="zero_loss" if np.isfinite(loss_i) else "nonfinite",
-        severity="critical" if (most or broke) else "warning", confidence=0.95, step=s, batch=s,
-        samples=_ids(run, s), evidence=ev,
-        fixes=as_fixes([Msg("labels.fix_collator_masking"), Msg("labels.fix_truncation")]))]
+    return [
+        Finding(
+            cause="label_mask_empty",
+            symptom="zero_loss" if np.isfinite(loss_i) else "nonfinite",
+            severity="critical" if (most or broke) else "warning",
+            confidence=0.95,
+            step=s,
+            batch=s,
+            samples=_ids(run, s),
+            evidence=ev,
+            fixes=as_fixes([Msg("labels.fix_collator_masking"), Msg("labels.fix_truncation")]),
+        )
+    ]
 
 
 def _samples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
@@ -109,11 +121,19 @@ def _samples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
         return []
     i = int(np.flatnonzero(ok & (es > 0))[0])
     s = int(q.steps[i])
-    return [Finding(
-        cause="label_mask_empty", symptom="slow_convergence", severity="warning", confidence=0.8,
-        step=s, batch=s, samples=_ids(run, s),
-        evidence=[Msg("labels.samples_unsupervised", pct=frac * 100)],
-        fixes=as_fixes([Msg("labels.fix_drop_unsupervised_samples")]))]
+    return [
+        Finding(
+            cause="label_mask_empty",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.8,
+            step=s,
+            batch=s,
+            samples=_ids(run, s),
+            evidence=[Msg("labels.samples_unsupervised", pct=frac * 100)],
+            fixes=as_fixes([Msg("labels.fix_drop_unsupervised_samples")]),
+        )
+    ]
 
 
 def _examples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
@@ -127,15 +147,34 @@ def _examples_unsupervised(run: Run, q: Quantities) -> list[Finding]:
     total = int(np.nansum(pe)) if np.isfinite(pe).any() else 0
     total = max(total, n, 1)
     s = min(events)
-    at = [e for e in (events[s].get("at") or []) if isinstance(e, dict)][:LIMITS.spans_kept]
+    at = [e for e in (events[s].get("at") or []) if isinstance(e, dict)][: LIMITS.spans_kept]
     frac = n / total
     ev: list[str] = [Msg("labels.examples_unsupervised", n=n, total=total, pct=frac * 100, step=s)]
-    ev += [Msg("labels.example_span", step=s, row=e.get("row"), example=e.get("example"), start=e.get("start"),
-               end=e.get("end")) for e in at[:LIMITS.spans_shown]]
-    return [Finding(
-        cause="label_mask_empty", symptom="slow_convergence", severity="warning" if frac >= LIMITS.unsupervised_examples else "info",
-        confidence=0.85, step=s, batch=s, samples=sorted({int(e["row"]) for e in at if "row" in e}) or None,
-        examples=at, evidence=ev, fixes=as_fixes([Msg("labels.fix_packed_unsupervised")]))]
+    ev += [
+        Msg(
+            "labels.example_span",
+            step=s,
+            row=e.get("row"),
+            example=e.get("example"),
+            start=e.get("start"),
+            end=e.get("end"),
+        )
+        for e in at[: LIMITS.spans_shown]
+    ]
+    return [
+        Finding(
+            cause="label_mask_empty",
+            symptom="slow_convergence",
+            severity="warning" if frac >= LIMITS.unsupervised_examples else "info",
+            confidence=0.85,
+            step=s,
+            batch=s,
+            samples=sorted({int(e["row"]) for e in at if "row" in e}) or None,
+            examples=at,
+            evidence=ev,
+            fixes=as_fixes([Msg("labels.fix_packed_unsupervised")]),
+        )
+    ]
 
 
 def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
@@ -149,11 +188,26 @@ def _nan_loss_zero_grad(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[i])
     n = int(empty.sum())
     logged = int(q.loss_logged.sum())
-    ev: list[str] = [Msg("labels.nan_loss_zero_grad", loss=float(q.loss[i]), step=s,
-                         more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "")]
-    return [Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.8,
-                    step=s, batch=s, evidence=ev,
-                    fixes=as_fixes([Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")]))]
+    ev: list[str] = [
+        Msg(
+            "labels.nan_loss_zero_grad",
+            loss=float(q.loss[i]),
+            step=s,
+            more=Msg("labels.n_of_logged_like_that", n=n, logged=logged) if n > 1 else "",
+        )
+    ]
+    return [
+        Finding(
+            cause="label_mask_empty",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.8,
+            step=s,
+            batch=s,
+            evidence=ev,
+            fixes=as_fixes([Msg("labels.fix_masking_and_truncation"), Msg("labels.fix_log_label_stats")]),
+        )
+    ]
 
 
 def _zero_loss_nonfinite_grad(run: Run, q: Quantities) -> list[Finding]:
@@ -162,17 +216,33 @@ def _zero_loss_nonfinite_grad(run: Run, q: Quantities) -> list[Finding]:
     batch makes a NaN or huge loss, never an exact 0."""
     zero_nan = q.loss_logged & (q.loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(q.grad_norm)
     others = q.loss[q.loss_logged & np.isfinite(q.loss) & (q.loss != 0.0)]
-    if not (zero_nan.any() and others.size >= LIMITS.min_other_losses and float(np.median(others)) > LIMITS.well_above_zero):
+    if not (
+        zero_nan.any() and others.size >= LIMITS.min_other_losses and float(np.median(others)) > LIMITS.well_above_zero
+    ):
         return []
     i = int(np.flatnonzero(zero_nan)[0])
     s = int(q.steps[i])
     n = int(zero_nan.sum())
-    return [Finding(
-        cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.75, step=s, batch=s,
-        evidence=[Msg("labels.zero_loss_nonfinite_grad", step=s, grad=float(q.grad_norm[i]),
-                      more=Msg("labels.n_steps_like_that", n=n) if n > 1 else "",
-                      median=float(np.median(others)))],
-        fixes=as_fixes([Msg("labels.fix_skip_unsupervised_batches"), Msg("labels.fix_masking_truncation_short")]))]
+    return [
+        Finding(
+            cause="label_mask_empty",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.75,
+            step=s,
+            batch=s,
+            evidence=[
+                Msg(
+                    "labels.zero_loss_nonfinite_grad",
+                    step=s,
+                    grad=float(q.grad_norm[i]),
+                    more=Msg("labels.n_steps_like_that", n=n) if n > 1 else "",
+                    median=float(np.median(others)),
+                )
+            ],
+            fixes=as_fixes([Msg("labels.fix_skip_unsupervised_batches"), Msg("labels.fix_masking_truncation_short")]),
+        )
+    ]
 
 
 def _zero_loss_from_start(q: Quantities) -> list[Finding]:
@@ -181,20 +251,32 @@ def _zero_loss_from_start(q: Quantities) -> list[Finding]:
     n0 = LIMITS.zeros_from_start
     if lf.size < n0:
         return []
-    head = q.loss[lf[:LIMITS.head_rows]]
+    head = q.loss[lf[: LIMITS.head_rows]]
     zeros = head == 0.0
     if not (zeros.sum() >= n0 and zeros[:n0].all()):
         return []
-    gn = q.grad_norm[lf[:LIMITS.head_rows]]
+    gn = q.grad_norm[lf[: LIMITS.head_rows]]
     gz = np.isfinite(gn) & (gn == 0)
     if np.isfinite(gn).any() and not gz.any():
         return []
-    return [Finding(
-        cause="label_mask_empty", symptom="zero_loss", severity="critical", confidence=0.6,
-        step=int(q.steps[lf[0]]),
-        evidence=[Msg("labels.zero_from_start", zeros=int(zeros.sum()), n=int(head.size),
-                      grad=Msg("labels.and_grad_zero") if gz.any() else "")],
-        fixes=as_fixes([Msg("labels.fix_some_labels_not_ignored")]))]
+    return [
+        Finding(
+            cause="label_mask_empty",
+            symptom="zero_loss",
+            severity="critical",
+            confidence=0.6,
+            step=int(q.steps[lf[0]]),
+            evidence=[
+                Msg(
+                    "labels.zero_from_start",
+                    zeros=int(zeros.sum()),
+                    n=int(head.size),
+                    grad=Msg("labels.and_grad_zero") if gz.any() else "",
+                )
+            ],
+            fixes=as_fixes([Msg("labels.fix_some_labels_not_ignored")]),
+        )
+    ]
 
 
 #: the loss just before a drop to exactly 0 is at least this (`LabelMaskLimits.zero_drop_from`)
@@ -218,11 +300,26 @@ def _zero_loss_drop(run: Run, q: Quantities) -> list[Finding]:
         return []  # gradients flow: something else logs 0
     i = int(lf[start])
     s = int(q.steps[i])
-    return [Finding(
-        cause="label_mask_empty", symptom="zero_loss", severity="critical", confidence=0.5, step=s, batch=s,
-        evidence=[Msg("labels.zero_drop", before=float(q.loss[lf[start - 1]]), s0=int(q.steps[lf[start - 1]]),
-                      step=s, n=len(zero) - start)],
-        fixes=as_fixes([Msg("labels.fix_zero_drop_log_grad"), Msg("labels.fix_some_labels_not_ignored")]))]
+    return [
+        Finding(
+            cause="label_mask_empty",
+            symptom="zero_loss",
+            severity="critical",
+            confidence=0.5,
+            step=s,
+            batch=s,
+            evidence=[
+                Msg(
+                    "labels.zero_drop",
+                    before=float(q.loss[lf[start - 1]]),
+                    s0=int(q.steps[lf[start - 1]]),
+                    step=s,
+                    n=len(zero) - start,
+                )
+            ],
+            fixes=as_fixes([Msg("labels.fix_zero_drop_log_grad"), Msg("labels.fix_some_labels_not_ignored")]),
+        )
+    ]
 
 
 def _ids(run: Run, s: int) -> list[int] | None:
@@ -242,10 +339,18 @@ def label_mask_leak(run: Run, q: Quantities) -> list[Finding]:
     if v.size < 1 or float(np.median(v)) > LIMITS.leak_ignored_share:
         return []
     i = int(np.flatnonzero(np.isfinite(fi))[0])
-    return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.7,
-                    step=int(q.steps[i]), batch=int(q.steps[i]),
-                    evidence=[Msg("labels.leak", pct=float(np.median(v)) * 100)],
-                    fixes=as_fixes([Msg("labels.fix_mask_prompt")]))]
+    return [
+        Finding(
+            cause="label_mask_leak",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.7,
+            step=int(q.steps[i]),
+            batch=int(q.steps[i]),
+            evidence=[Msg("labels.leak", pct=float(np.median(v)) * 100)],
+            fixes=as_fixes([Msg("labels.fix_mask_prompt")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -272,10 +377,20 @@ def padding_supervised(run: Run, q: Quantities) -> list[Finding]:
     if hit.size < PADDING.share * idx.size:
         return []
     s = int(q.steps[hit[0]])
-    return [Finding(cause="label_mask_leak", symptom="plateau", severity="warning", confidence=0.9, step=s, batch=s,
-                    evidence=[Msg("labels.pad_supervised", pct=float(np.median(share)) * 100, n=int(hit.size),
-                                  of=int(idx.size))],
-                    fixes=as_fixes([Msg("labels.fix_mask_padding")]))]
+    return [
+        Finding(
+            cause="label_mask_leak",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.9,
+            step=s,
+            batch=s,
+            evidence=[
+                Msg("labels.pad_supervised", pct=float(np.median(share)) * 100, n=int(hit.size), of=int(idx.size))
+            ],
+            fixes=as_fixes([Msg("labels.fix_mask_padding")]),
+        )
+    ]
 
 
 def _ignored_beyond_packing(run: Run) -> np.ndarray:

@@ -72,8 +72,9 @@ def _ratio_median(run: Run, a: int, b: int) -> float | None:
     return float(np.median(r)) if r.size else None
 
 
-def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, raise_: bool = False,
-                adam: bool = False) -> Fix:
+def _suggest_lr(
+    lr: float | None, ratio: float | None, fallback_factor: float, raise_: bool = False, adam: bool = False
+) -> Fix:
     """The LR to use: the one that brings the update ratio to ~1e-3 when it was measured, else the
     current one times `fallback_factor`; said as "raise" for a too-low LR, "set" otherwise.
     Under an Adam-family optimizer the ratio says nothing about the LR's quality (its update is
@@ -83,14 +84,20 @@ def _suggest_lr(lr: float | None, ratio: float | None, fallback_factor: float, r
     if lr is None:
         return Fix.lr(Msg("lr.fix.lower_by", x=1 / fallback_factor), factor=fallback_factor)
     if adam:
-        lo, hi = (LR_RANGE_UP if raise_ else LR_RANGE_DOWN)
+        lo, hi = LR_RANGE_UP if raise_ else LR_RANGE_DOWN
         lo, hi = round_sig(lr * lo, 2), round_sig(lr * hi, 2)
-        return Fix.lr_range(Msg("lr.fix.range_up" if raise_ else "lr.fix.range", lo=lo, hi=hi, now=lr),
-                            lo=lo, hi=hi, now=lr)
+        return Fix.lr_range(
+            Msg("lr.fix.range_up" if raise_ else "lr.fix.range", lo=lo, hi=hi, now=lr), lo=lo, hi=hi, now=lr
+        )
     if ratio:
         new = round_sig(lr * HEALTHY_RATIO / ratio, 1)
-        return Fix.lr(Msg("lr.fix.raise_ratio", lr=new, now=lr, ratio=ratio) if raise_
-                      else Msg("lr.fix.set_ratio", lr=new, now=lr, ratio=ratio), to=new, now=lr)
+        return Fix.lr(
+            Msg("lr.fix.raise_ratio", lr=new, now=lr, ratio=ratio)
+            if raise_
+            else Msg("lr.fix.set_ratio", lr=new, now=lr, ratio=ratio),
+            to=new,
+            now=lr,
+        )
     new = round_sig(lr * fallback_factor, 1)
     return Fix.lr(Msg("lr.fix.raise", lr=new, now=lr) if raise_ else Msg("lr.fix.set", lr=new, now=lr), to=new, now=lr)
 
@@ -197,8 +204,7 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     rising = rising[loss[rising] >= 1.5 * ref0]
     if rising.size and ref0 > 0 and _rose_out_of_noise(loss[lf[(lf >= rising[0]) & (lf < q.first_bad)]], ref0):
         r0 = int(rising[0])
-        ev.append(Msg("lr.high.already_rising", s=int(q.steps[r0]), loss=float(loss[r0]),
-                      x=float(loss[r0]) / ref0))
+        ev.append(Msg("lr.high.already_rising", s=int(q.steps[r0]), loss=float(loss[r0]), x=float(loss[r0]) / ref0))
         s = int(q.steps[r0])
     gn = q.grad_norm[: q.first_bad]
     gn = gn[np.isfinite(gn)]
@@ -208,10 +214,19 @@ def _nonfinite_from_start(run: Run, q: Quantities) -> list[Finding]:
     if ratio_early:
         ev.append(Msg("lr.high.ratio", r=ratio_early))
     lr, more = _lr_reached(q, max(q.first_bad, 5))
-    return [Finding(cause="lr_too_high", symptom="nonfinite", severity="critical", confidence=0.8,
-                    step=int(q.steps[0] if s is None else s), evidence=ev + more,
-                    fixes=as_fixes([_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1, adam=_adam(q)),
-                                    _warmup_fix(run, q)]))]
+    return [
+        Finding(
+            cause="lr_too_high",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.8,
+            step=int(q.steps[0] if s is None else s),
+            evidence=ev + more,
+            fixes=as_fixes(
+                [_suggest_lr(lr, _ratio_at(run, 0, min(q.n, 20), lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)]
+            ),
+        )
+    ]
 
 
 #: robust sigmas of the log's own point noise the level after a rise's first point must clear over the
@@ -270,17 +285,30 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     ev: list[str] = [Msg("lr.high.jumped", a=first_loss, b=float(loss[j]), s=s)]
     onset = _climb_onset(q, j, first_loss)
     if onset < j:
-        ev.append(Msg("lr.high.already_rising", s=int(q.steps[onset]), loss=float(loss[onset]),
-                      x=float(loss[onset]) / first_loss))
+        ev.append(
+            Msg(
+                "lr.high.already_rising",
+                s=int(q.steps[onset]),
+                loss=float(loss[onset]),
+                x=float(loss[onset]) / first_loss,
+            )
+        )
     if stays:
         ev.append(Msg("lr.high.stayed", m=float(np.median(loss[after])), n=int(after.size)))
     if ratio_j:
         ev.append(Msg("lr.high.ratio", r=ratio_j))
     lr, more = _lr_reached(q, max(j, 5))
-    return [Finding(cause="lr_too_high", symptom="divergence", severity="critical",
-                    confidence=0.8, step=int(q.steps[onset]), evidence=ev + more,
-                    fixes=as_fixes([_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1, adam=_adam(q)),
-                                    _warmup_fix(run, q)]))]
+    return [
+        Finding(
+            cause="lr_too_high",
+            symptom="divergence",
+            severity="critical",
+            confidence=0.8,
+            step=int(q.steps[onset]),
+            evidence=ev + more,
+            fixes=as_fixes([_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)]),
+        )
+    ]
 
 
 def _climb_onset(q: Quantities, j: int, first_loss: float) -> int:
@@ -319,9 +347,17 @@ def _late_divergence(run: Run, q: Quantities) -> list[Finding]:
     i = _divergence_onset(q.loss, q.finite_loss, best)
     s = int(q.steps[i])
     ratio = _ratio_median(run, max(0, i - 20), i + 1)
-    return [Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.65,
-                    step=s, evidence=[Msg("lr.high.fell_then_rose", best=best, last=last, x=last / best, s=s)],
-                    fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3, adam=_adam(q))])]
+    return [
+        Finding(
+            cause="lr_too_high",
+            symptom="divergence",
+            severity="critical",
+            confidence=0.65,
+            step=s,
+            evidence=[Msg("lr.high.fell_then_rose", best=best, last=last, x=last / best, s=s)],
+            fixes=[_suggest_lr(_lr_at(q, i), ratio, 0.3, adam=_adam(q))],
+        )
+    ]
 
 
 #: a loss fell first when its lowest block median is at most this share of its first block's
@@ -336,7 +372,7 @@ def _fell_first(x: np.ndarray) -> bool:
     nb = x.size // w
     if not nb:
         return False
-    med = np.median(x[:nb * w].reshape(nb, w), axis=1)
+    med = np.median(x[: nb * w].reshape(nb, w), axis=1)
     b = int(np.argmin(med))
     return b > 0 and float(med[b]) <= FELL_FIRST * float(med[0])
 
@@ -354,18 +390,27 @@ def _blown_update(run: Run, q: Quantities) -> list[Finding]:
         return []
     i = int(np.flatnonzero(np.isfinite(ur_all) & (ur_all >= BLOWN_RATIO))[0])
     s = int(q.steps[i])
-    ev: list[str] = [Msg("lr.high.blown", s=s, r=float(ur.max())),
-                     Msg("lr.high.not_improved_since", start=first_loss, last=last)]
+    ev: list[str] = [
+        Msg("lr.high.blown", s=s, r=float(ur.max())),
+        Msg("lr.high.not_improved_since", start=first_loss, last=last),
+    ]
     chance = run.meta.get("chance_loss")
     if isinstance(chance, (int, float)) and chance > 0 and last >= 0.9 * chance:
         ev.append(Msg("lr.high.at_chance", c=float(chance)))
     act = run.col("act_absmax")
     if np.isfinite(act[:1]).any() and np.isfinite(act).any() and float(np.nanmax(act)) > 100 * float(act[0]):
         ev.append(Msg("lr.high.activations_grew", a=float(act[0]), b=float(np.nanmax(act))))
-    return [Finding(cause="lr_too_high", symptom="plateau", severity="critical", confidence=0.8,
-                    step=s, evidence=ev,
-                    fixes=as_fixes([_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01, adam=_adam(q)),
-                                    _warmup_fix(run, q)]))]
+    return [
+        Finding(
+            cause="lr_too_high",
+            symptom="plateau",
+            severity="critical",
+            confidence=0.8,
+            step=s,
+            evidence=ev,
+            fixes=as_fixes([_suggest_lr(_lr_at(q, i), float(ur.max()), 0.01, adam=_adam(q)), _warmup_fix(run, q)]),
+        )
+    ]
 
 
 def _oscillation(run: Run, q: Quantities) -> list[Finding]:
@@ -374,11 +419,17 @@ def _oscillation(run: Run, q: Quantities) -> list[Finding]:
     ratio_all = _ratio_median(run, 0, q.n)
     if ratio_all is None or ratio_all <= 0.1 or last < 0.9 * first:
         return []
-    return [Finding(cause="lr_too_high", symptom="oscillation", severity="warning", confidence=0.6,
-                    step=int(q.steps[q.finite_loss[0]]),
-                    evidence=[Msg("lr.high.ratio_median", r=ratio_all),
-                              Msg("lr.high.not_improving", first=first, last=last)],
-                    fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1, adam=_adam(q))])]
+    return [
+        Finding(
+            cause="lr_too_high",
+            symptom="oscillation",
+            severity="warning",
+            confidence=0.6,
+            step=int(q.steps[q.finite_loss[0]]),
+            evidence=[Msg("lr.high.ratio_median", r=ratio_all), Msg("lr.high.not_improving", first=first, last=last)],
+            fixes=[_suggest_lr(_lr_at(q, q.n - 1), ratio_all, 0.1, adam=_adam(q))],
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -411,10 +462,21 @@ def _above_usual_and_growing(run: Run, q: Quantities) -> list[Finding]:
     if amax < OVERSHOOT.act_growth * a0 or not (first > 0 and last >= OVERSHOOT.loss_left * first):
         return []
     s = int(q.steps[q.finite_loss[0]])
-    return [Finding(cause="lr_too_high", symptom="slow_convergence", severity="warning", confidence=0.55,
-                    step=s, evidence=[judged[1], Msg("lr.high.activations_grew", a=a0, b=amax),
-                                      Msg("lr.high.loss_stays", first=first, last=last)],
-                    fixes=[_suggest_lr(lr, None, 0.1, adam=True)])]
+    return [
+        Finding(
+            cause="lr_too_high",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.55,
+            step=s,
+            evidence=[
+                judged[1],
+                Msg("lr.high.activations_grew", a=a0, b=amax),
+                Msg("lr.high.loss_stays", first=first, last=last),
+            ],
+            fixes=[_suggest_lr(lr, None, 0.1, adam=True)],
+        )
+    ]
 
 
 def _explained_nonfinite(run: Run, q: Quantities) -> bool:
@@ -443,7 +505,7 @@ def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
     x = loss[lf]
     w = max(5, x.size // 20)
     nb = x.size // w
-    med = np.array([np.median(x[b * w:(b + 1) * w]) for b in range(nb)])
+    med = np.array([np.median(x[b * w : (b + 1) * w]) for b in range(nb)])
     b_best = int(np.argmin(med))
     margin = max(0.5 * med[b_best], 0.1 * (med[0] - med[b_best]))
     for b in range(b_best + 1, nb):
@@ -452,7 +514,7 @@ def _divergence_onset(loss: np.ndarray, lf: np.ndarray, best: float) -> int:
             # a block is 5+ rows, and a climb that began at the fourth row of the block before (too
             # few to move that block's median) or at the third of this one began there
             past = x > med[b_best] + margin
-            i = b * w + (int(np.argmax(past[b * w:(b + 1) * w])) if past[b * w:(b + 1) * w].any() else 0)
+            i = b * w + (int(np.argmax(past[b * w : (b + 1) * w])) if past[b * w : (b + 1) * w].any() else 0)
             while i > 0 and past[i - 1] and past[i]:
                 i -= 1
             return int(lf[i])
@@ -469,8 +531,7 @@ def _warmup_fix(run: Run, q: Quantities) -> Msg:
     return Msg("lr.fix.warmup_clip")
 
 
-@detector("lr_too_low", needs=("loss", "update_ratio"),
-          hint=Msg("hint.update_ratio"))
+@detector("lr_too_low", needs=("loss", "update_ratio"), hint=Msg("hint.update_ratio"))
 @with_lr_evidence
 def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
     """Updates are tiny and the loss crawls: median update ratio < 1e-5 (DeepDiagnosis' lower
@@ -493,11 +554,17 @@ def lr_too_low(run: Run, q: Quantities) -> list[Finding]:
         return []
     lr = _lr_at(q, q.n - 1)
     new = _suggest_lr(lr, ratio, 10.0, raise_=True, adam=_adam(q))
-    return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.75,
-                    step=int(q.steps[lf[0]]),
-                    evidence=[Msg("lr.low.ratio_median", r=ratio),
-                              Msg("lr.low.crawl", first=first, last=last, n=int(lf.size))],
-                    fixes=[new])]
+    return [
+        Finding(
+            cause="lr_too_low",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.75,
+            step=int(q.steps[lf[0]]),
+            evidence=[Msg("lr.low.ratio_median", r=ratio), Msg("lr.low.crawl", first=first, last=last, n=int(lf.size))],
+            fixes=[new],
+        )
+    ]
 
 
 @detector("lr_schedule_error", needs=("lr",), hint=Msg("hint.lr"))
@@ -526,9 +593,17 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
             # trapezoidal to zero, a cosine to 0, a WSD cool-down) prints over its last steps, and
             # what a fixed-decimals print of its small final LR rounds to; no sign of a fault
             return []
-        return [Finding(cause="lr_schedule_error", symptom="stall", severity="critical", confidence=0.9,
-                        step=int(q.steps[idx[0]]), evidence=[Msg("lr.schedule.all_zero")],
-                        fixes=as_fixes([Msg("lr.schedule.fix_all_zero")]))]
+        return [
+            Finding(
+                cause="lr_schedule_error",
+                symptom="stall",
+                severity="critical",
+                confidence=0.9,
+                step=int(q.steps[idx[0]]),
+                evidence=[Msg("lr.schedule.all_zero")],
+                fixes=as_fixes([Msg("lr.schedule.fix_all_zero")]),
+            )
+        ]
     out = _staircase_warmup(q, idx, x) + _cosine_restart(run, q, idx, x)
     # an LR back at its peak in one step is what a warm restart (SGDR) or a cycle does on purpose
     cyclic = restarts_on_purpose(run) or _periodic_restarts(q, idx, x)
@@ -560,11 +635,19 @@ def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Fin
         return []
     s = int(q.steps[idx[ch[0] + 1]])
     k = int(np.median(steps_gap))
-    return [Finding(
-        cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.75, step=s,
-        evidence=[Msg("lr.schedule.staircase", n=int(ch.size), k=k, a=float(rise[ch[0]]),
-                      b=float(rise[ch[0] + 1]), s=s)],
-        fixes=as_fixes([Msg("lr.schedule.fix_staircase")]))]
+    return [
+        Finding(
+            cause="lr_schedule_error",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.75,
+            step=s,
+            evidence=[
+                Msg("lr.schedule.staircase", n=int(ch.size), k=k, a=float(rise[ch[0]]), b=float(rise[ch[0] + 1]), s=s)
+            ],
+            fixes=as_fixes([Msg("lr.schedule.fix_staircase")]),
+        )
+    ]
 
 
 def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -583,16 +666,33 @@ def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> 
     if not climb.size:
         return []
     j = d0 + int(climb[0])
-    tmin = d0 + int(np.argmin(x[d0: j + 1]))
+    tmin = d0 + int(np.argmin(x[d0 : j + 1]))
     first_peak = int(np.argmax(x[:d0])) if d0 > 0 else 0
     s_min, s = int(q.steps[idx[tmin]]), int(q.steps[idx[j]])
     period = s_min - int(q.steps[idx[first_peak]])
     total = int(q.steps[idx[-1]]) + 1
-    return [Finding(
-        cause="lr_schedule_error", symptom="divergence", severity="warning", confidence=0.8, step=s,
-        evidence=[Msg("lr.schedule.cosine_restart", peak=float(running_peak[d0]), low=float(x[tmin]),
-                      s_min=s_min, back=float(x[j]), s=s, period=period, total=total)],
-        fixes=as_fixes([Msg("lr.schedule.fix_cosine", total=total)]))]
+    return [
+        Finding(
+            cause="lr_schedule_error",
+            symptom="divergence",
+            severity="warning",
+            confidence=0.8,
+            step=s,
+            evidence=[
+                Msg(
+                    "lr.schedule.cosine_restart",
+                    peak=float(running_peak[d0]),
+                    low=float(x[tmin]),
+                    s_min=s_min,
+                    back=float(x[j]),
+                    s=s,
+                    period=period,
+                    total=total,
+                )
+            ],
+            fixes=as_fixes([Msg("lr.schedule.fix_cosine", total=total)]),
+        )
+    ]
 
 
 def _periodic_restarts(q: Quantities, idx: np.ndarray, x: np.ndarray) -> bool:
@@ -626,10 +726,17 @@ def _one_step_rise(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Findin
         return []
     j = int(big[0]) + 2
     s = int(q.steps[idx[j]])
-    return [Finding(
-        cause="lr_schedule_error", symptom="spike", severity="warning", confidence=0.7, step=s,
-        evidence=[Msg("lr.schedule.one_step_rise", x=float(r[big[0]]), a=float(x[j - 1]), b=float(x[j]), s=s)],
-        fixes=as_fixes([Msg("lr.schedule.fix_one_step_rise")]))]
+    return [
+        Finding(
+            cause="lr_schedule_error",
+            symptom="spike",
+            severity="warning",
+            confidence=0.7,
+            step=s,
+            evidence=[Msg("lr.schedule.one_step_rise", x=float(r[big[0]]), a=float(x[j - 1]), b=float(x[j]), s=s)],
+            fixes=as_fixes([Msg("lr.schedule.fix_one_step_rise")]),
+        )
+    ]
 
 
 def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
@@ -638,15 +745,23 @@ def _stuck_at_zero(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Findin
     if zero.size < 10:
         return []
     s = int(q.steps[idx[zero[0] + 1]])
-    return [Finding(
-        cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.7, step=s,
-        evidence=[Msg("lr.schedule.stuck_zero", n=int(zero.size), s=s)],
-        fixes=as_fixes([Msg("lr.schedule.fix_stuck_zero")]))]
+    return [
+        Finding(
+            cause="lr_schedule_error",
+            symptom="stall",
+            severity="warning",
+            confidence=0.7,
+            step=s,
+            evidence=[Msg("lr.schedule.stuck_zero", n=int(zero.size), s=s)],
+            fixes=as_fixes([Msg("lr.schedule.fix_stuck_zero")]),
+        )
+    ]
 
 
 def _another_group_trains(run: Run) -> bool:
     """The `lr` column is the first param group's: True when another group's LR is above 0 at some
     step (`lr_groups`), so the run as a whole is not at LR 0."""
     ev = run.events.get("lr_groups") or {}
-    return any(isinstance(v, (list, tuple)) and any(isinstance(a, (int, float)) and a > 0 for a in v[1:])
-               for v in ev.values())
+    return any(
+        isinstance(v, (list, tuple)) and any(isinstance(a, (int, float)) and a > 0 for a in v[1:]) for v in ev.values()
+    )

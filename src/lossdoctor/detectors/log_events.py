@@ -56,10 +56,22 @@ RESUMES = ("resume", "restart")
 #: - overflow: products and exponentials whose values overflowed (inf * 0 = NaN in the backward)
 OP_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("attention", re.compile(r"softmax|scaleddotproduct|attention|sdpa|flash", re.I)),
-    ("domain", re.compile(r"^(?:log|div|sqrt|rsqrt|reciprocal|acos|asin|atan2|pow|norm|linalgvectornorm|"
-                          r"cdist|std|var|xlogy|logsumexp|binarycrossentropy|nllloss)", re.I)),
-    ("overflow", re.compile(r"^(?:exp|mul|mm|bmm|addmm|addbmm|baddbmm|matmul|linear|gelu|silu|tanh|sigmoid|"
-                            r"mse|sum|mean|add|sub|convolution|cudnnconvolution|layernorm|nativelayernorm)", re.I)),
+    (
+        "domain",
+        re.compile(
+            r"^(?:log|div|sqrt|rsqrt|reciprocal|acos|asin|atan2|pow|norm|linalgvectornorm|"
+            r"cdist|std|var|xlogy|logsumexp|binarycrossentropy|nllloss)",
+            re.I,
+        ),
+    ),
+    (
+        "overflow",
+        re.compile(
+            r"^(?:exp|mul|mm|bmm|addmm|addbmm|baddbmm|matmul|linear|gelu|silu|tanh|sigmoid|"
+            r"mse|sum|mean|add|sub|convolution|cudnnconvolution|layernorm|nativelayernorm)",
+            re.I,
+        ),
+    ),
 )
 
 
@@ -89,6 +101,7 @@ def op_family(op: str) -> str | None:
 
 # ------------------------------------------------------------------ evidence (the differential's rows)
 
+
 def ev_scale_floor(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     hits = events_of(run, ("loss_scale_min",), sym.step + 1)
     if not hits:
@@ -103,6 +116,7 @@ def _ev_op(family: str):
         if hit is None or op_family(hit[1]) != family:
             return None
         return Msg(f"events.ev.op_{family}", op=hit[1], step=hit[0])
+
     return ev
 
 
@@ -137,6 +151,7 @@ def resume_before(run: Run, q: Quantities, row: int) -> int | None:
 
 # ------------------------------------------------------------------ the pass over the findings
 
+
 def apply_events(run: Run, q: Quantities, findings: list[Finding], notes: list[Any]) -> None:
     """In place: see the module's docstring. `notes` gets the resource errors and the dropped spikes.
     (A NaN only the text tells is a symptom: `symptoms._nonfinite`.)"""
@@ -160,10 +175,17 @@ def _labels_dropped(run: Run, findings: list[Finding]) -> None:
     steps = sorted({s for s, _ in hits})
     first, e = hits[0]
     sev = "warning" if len(steps) >= LIMITS.labels_steps else "info"
-    findings.append(Finding(
-        cause="label_mask_empty", symptom="slow_convergence", severity=sev, confidence=0.6, step=first,
-        evidence=[Msg("events.labels_dropped", n=len(hits), steps=len(steps), first=first, text=e.get("text", ""))],
-        fixes=as_fixes([Msg("events.fix.response_template"), Msg("diff.fix.count_labels")])))
+    findings.append(
+        Finding(
+            cause="label_mask_empty",
+            symptom="slow_convergence",
+            severity=sev,
+            confidence=0.6,
+            step=first,
+            evidence=[Msg("events.labels_dropped", n=len(hits), steps=len(steps), first=first, text=e.get("text", ""))],
+            fixes=as_fixes([Msg("events.fix.response_template"), Msg("diff.fix.count_labels")]),
+        )
+    )
 
 
 def _op_on_nonfinite(run: Run, findings: list[Finding]) -> None:
@@ -196,5 +218,3 @@ def _resume_split(run: Run, q: Quantities, findings: list[Finding], notes: list[
                 continue
         keep.append(f)
     findings[:] = keep
-
-

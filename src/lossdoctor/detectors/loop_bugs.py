@@ -132,9 +132,17 @@ def grad_not_zeroed(run: Run, q: Quantities) -> list[Finding]:
     growth = _norm_growth(run, q)
     if growth is not None:
         evidence.append(growth)
-    return [Finding(cause="grad_not_zeroed", symptom=_symptom(q), severity=severity, confidence=conf,
-                    step=first, evidence=evidence,
-                    fixes=as_fixes([Msg("bugs.stale.fix"), Msg("bugs.stale.lr_not_the_fix")]))]
+    return [
+        Finding(
+            cause="grad_not_zeroed",
+            symptom=_symptom(q),
+            severity=severity,
+            confidence=conf,
+            step=first,
+            evidence=evidence,
+            fixes=as_fixes([Msg("bugs.stale.fix"), Msg("bugs.stale.lr_not_the_fix")]),
+        )
+    ]
 
 
 def _norm_growth(run: Run, q: Quantities) -> Msg | None:
@@ -188,23 +196,43 @@ def softmax_before_loss(run: Run, q: Quantities) -> list[Finding]:
     idx = np.flatnonzero(np.isfinite(dev) & np.isfinite(lo) & np.isfinite(hi) & np.isfinite(k))
     if idx.size < SOFTMAX.min_measured or not q.finite_loss.size:
         return []
-    dist = (lo[idx] >= -SOFTMAX.prob_tol) & (hi[idx] <= 1 + SOFTMAX.prob_tol) & (dev[idx] <= SOFTMAX.rowsum_tol) \
+    dist = (
+        (lo[idx] >= -SOFTMAX.prob_tol)
+        & (hi[idx] <= 1 + SOFTMAX.prob_tol)
+        & (dev[idx] <= SOFTMAX.rowsum_tol)
         & (k[idx] >= 2)
+    )
     if dist.mean() < SOFTMAX.share:
         return []
     classes = int(np.median(k[idx][dist]))
     floor, chance = math.log(1 + (classes - 1) / math.e), math.log(classes)
     y = q.loss[q.finite_loss]
-    best, end = float(np.min(y)), float(np.median(y[-max(1, y.size // 5):]))
+    best, end = float(np.min(y)), float(np.median(y[-max(1, y.size // 5) :]))
     if best < floor - SOFTMAX.below_floor or end > floor + (1 - SOFTMAX.progress) * (chance - floor):
         return []
     evidence: list[str] = [
-        Msg("bugs.softmax.outputs", n=int(dist.sum()), of=int(idx.size), k=classes,
-            lo=float(np.min(lo[idx][dist])), hi=float(np.max(hi[idx][dist])), dev=float(np.max(dev[idx][dist]))),
-        Msg("bugs.softmax.floor", floor=floor, k=classes, chance=chance, best=best, end=end)]
-    return [Finding(cause="softmax_before_loss", symptom="plateau", severity="warning", confidence=0.9,
-                    step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("bugs.softmax.fix"), Msg("bugs.softmax.fix_nll")]))]
+        Msg(
+            "bugs.softmax.outputs",
+            n=int(dist.sum()),
+            of=int(idx.size),
+            k=classes,
+            lo=float(np.min(lo[idx][dist])),
+            hi=float(np.max(hi[idx][dist])),
+            dev=float(np.max(dev[idx][dist])),
+        ),
+        Msg("bugs.softmax.floor", floor=floor, k=classes, chance=chance, best=best, end=end),
+    ]
+    return [
+        Finding(
+            cause="softmax_before_loss",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.9,
+            step=int(run.steps[idx[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("bugs.softmax.fix"), Msg("bugs.softmax.fix_nll")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -240,8 +268,7 @@ def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
     evidence: list[str] = []
     fixes: list[FixLike] = []
     if trainable / total < FROZEN.trainable_share:
-        evidence.append(Msg("bugs.frozen.few_trainable", trainable=trainable, total=total,
-                            pct=100 * trainable / total))
+        evidence.append(Msg("bugs.frozen.few_trainable", trainable=trainable, total=total, pct=100 * trainable / total))
         fixes.append(Fix.unfreeze(Msg("bugs.frozen.fix_requires_grad")))
     if isinstance(in_opt, int) and trainable > 0 and in_opt < FROZEN.optimizer_share * trainable:
         evidence.append(Msg("bugs.frozen.optimizer_subset", n=in_opt, trainable=trainable))
@@ -252,8 +279,17 @@ def frozen_by_mistake(run: Run, q: Quantities) -> list[Finding]:
         return []
     y = q.loss[lf]
     evidence.append(Msg("bugs.frozen.loss_flat", first=float(y[0]), last=float(y[-1]), pct=100 * max(0.0, fall)))
-    return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.8,
-                    step=int(run.steps[lf[0]]), evidence=evidence, fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="frozen_model",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.8,
+            step=int(run.steps[lf[0]]),
+            evidence=evidence,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -300,9 +336,17 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     # replay from a snapshot can try; without a known peak the fix stays words
     units = Msg("bugs.warmup.fix_units")
     first = Fix.lr(units, to=peak) if peak is not None and peak > hi else units
-    return [Finding(cause="lr_schedule_error", symptom="slow_convergence", severity="warning", confidence=0.8,
-                    step=int(q.steps[idx[0]]), evidence=evidence,
-                    fixes=as_fixes([first, Msg("bugs.warmup.fix_hf")]))]
+    return [
+        Finding(
+            cause="lr_schedule_error",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.8,
+            step=int(q.steps[idx[0]]),
+            evidence=evidence,
+            fixes=as_fixes([first, Msg("bugs.warmup.fix_hf")]),
+        )
+    ]
 
 
 def _configured_warmup(run: Run) -> int:
@@ -353,15 +397,30 @@ def unshuffled_data(run: Run, q: Quantities) -> list[Finding]:
     if not change.size:
         return []
     n_classes = int(np.unique(cls[single]).size)
-    evidence: list[str] = [Msg("bugs.unshuffled.batches", n=int((one[idx] > 0.5).sum()), of=int(idx.size),
-                               k=n_classes, changes=int(change.size), first=int(run.steps[change[0]]))]
+    evidence: list[str] = [
+        Msg(
+            "bugs.unshuffled.batches",
+            n=int((one[idx] > 0.5).sum()),
+            of=int(idx.size),
+            k=n_classes,
+            changes=int(change.size),
+            first=int(run.steps[change[0]]),
+        )
+    ]
     jump = _worst_jump(q, change)
     if jump is not None:
         evidence.append(jump[1])
-    return [Finding(cause="unshuffled_data", symptom="spike" if jump is not None else "oscillation",
-                    severity="warning", confidence=0.9,
-                    step=int(run.steps[jump[0] if jump is not None else change[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("bugs.unshuffled.fix"), Msg("bugs.unshuffled.fix_hf")]))]
+    return [
+        Finding(
+            cause="unshuffled_data",
+            symptom="spike" if jump is not None else "oscillation",
+            severity="warning",
+            confidence=0.9,
+            step=int(run.steps[jump[0] if jump is not None else change[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("bugs.unshuffled.fix"), Msg("bugs.unshuffled.fix_hf")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -407,15 +466,24 @@ def unshuffled_by_length(run: Run, q: Quantities) -> list[Finding]:
     first = int(run.steps[idx[a]])
     key = "bugs.unshuffled.by_length.rises" if sign > 0 else "bugs.unshuffled.by_length.falls"
     evidence: list[str] = [Msg(key, n=int(b - a + 1), first=first, lo=lo, hi=hi)]
-    return [Finding(cause="unshuffled_data", symptom="slow_convergence", severity="warning", confidence=0.9,
-                    step=first, evidence=evidence, fixes=as_fixes([Msg("bugs.unshuffled.fix_length")]))]
+    return [
+        Finding(
+            cause="unshuffled_data",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.9,
+            step=first,
+            evidence=evidence,
+            fixes=as_fixes([Msg("bugs.unshuffled.fix_length")]),
+        )
+    ]
 
 
 def _worst_jump(q: Quantities, change: np.ndarray) -> tuple[int, Msg] | None:
     """The largest loss jump at a class change (row, sentence), when one is above UNSHUFFLED.jump."""
     best = None
     for i in change:
-        before = q.loss[max(0, i - 5):i]
+        before = q.loss[max(0, i - 5) : i]
         before = before[np.isfinite(before)]
         if not before.size or not np.isfinite(q.loss[i]) or np.median(before) <= 0:
             continue
@@ -449,21 +517,31 @@ def labels_not_shifted(run: Run, q: Quantities) -> list[Finding]:
     idx = np.flatnonzero(np.isfinite(c))
     if idx.size < COPY.min_measured or not q.finite_loss.size:
         return []
-    frac = float(np.median(c[idx[-COPY.last:]]))
+    frac = float(np.median(c[idx[-COPY.last :]]))
     chance = run.meta.get("chance_loss") if isinstance(run.meta, dict) else None
     if not isinstance(chance, (int, float)) or chance <= 0:
         k = run.col("out_classes") if run.has("out_classes") else None
         kk = k[np.isfinite(k)] if k is not None else np.array([])
         chance = math.log(float(np.median(kk))) if kk.size and np.median(kk) > 1 else None
     y = q.loss[q.finite_loss]
-    end = float(np.median(y[-max(1, y.size // 10):]))
+    end = float(np.median(y[-max(1, y.size // 10) :]))
     if frac < COPY.copy or chance is None or end > COPY.below_chance * chance:
         return []
-    evidence: list[str] = [Msg("bugs.copy.frac", pct=100 * frac, step=int(run.steps[idx[-1]])),
-                           Msg("bugs.copy.loss", end=end, chance=float(chance), pct=100 * end / chance)]
-    return [Finding(cause="labels_not_shifted", symptom="zero_loss", severity="critical", confidence=0.9,
-                    step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("bugs.copy.fix_shift"), Msg("bugs.copy.fix_hf")]))]
+    evidence: list[str] = [
+        Msg("bugs.copy.frac", pct=100 * frac, step=int(run.steps[idx[-1]])),
+        Msg("bugs.copy.loss", end=end, chance=float(chance), pct=100 * end / chance),
+    ]
+    return [
+        Finding(
+            cause="labels_not_shifted",
+            symptom="zero_loss",
+            severity="critical",
+            confidence=0.9,
+            step=int(run.steps[idx[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("bugs.copy.fix_shift"), Msg("bugs.copy.fix_hf")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -487,9 +565,17 @@ def eval_mode_training(run: Run, q: Quantities) -> list[Finding]:
     if ev.size < EVAL_MODE.share * idx.size:
         return []
     first = int(run.steps[ev[0]])
-    return [Finding(cause="eval_mode_training", symptom="slow_convergence", severity="warning", confidence=0.9,
-                    step=first, evidence=[Msg("bugs.eval.seen", n=int(ev.size), of=int(idx.size), first=first)],
-                    fixes=as_fixes([Msg("bugs.eval.fix")]))]
+    return [
+        Finding(
+            cause="eval_mode_training",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.9,
+            step=first,
+            evidence=[Msg("bugs.eval.seen", n=int(ev.size), of=int(idx.size), first=first)],
+            fixes=as_fixes([Msg("bugs.eval.fix")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -517,7 +603,7 @@ BROADCAST = BroadcastThresholds()
 
 
 def _which_mse(run: Run, q: Quantities, idx: np.ndarray) -> tuple[str, dict[str, float]] | None:
-    """"broadcast" or "elementwise": which measured MSE the reported loss is at the sampled steps
+    """ "broadcast" or "elementwise": which measured MSE the reported loss is at the sampled steps
     (their median relative distances), with the medians for the evidence; None when unmeasured or
     neither (another loss, a weighted sum)."""
     e, b = run.col("mse_elementwise")[idx], run.col("mse_broadcast")[idx]
@@ -526,8 +612,12 @@ def _which_mse(run: Run, q: Quantities, idx: np.ndarray) -> tuple[str, dict[str,
         return None
     loss = q.loss[idx][ok]
     de, db = np.median(np.abs(e[ok] - loss) / np.abs(loss)), np.median(np.abs(b[ok] - loss) / np.abs(loss))
-    medians = {"loss": float(np.median(loss)), "elementwise": float(np.median(e[ok])),
-               "broadcast": float(np.median(b[ok])), "n": int(ok.sum())}
+    medians = {
+        "loss": float(np.median(loss)),
+        "elementwise": float(np.median(e[ok])),
+        "broadcast": float(np.median(b[ok])),
+        "n": int(ok.sum()),
+    }
     for kind, near, far in (("broadcast", db, de), ("elementwise", de, db)):
         if near <= BROADCAST.same_loss and far >= BROADCAST.apart:
             return kind, medians
@@ -537,12 +627,11 @@ def _which_mse(run: Run, q: Quantities, idx: np.ndarray) -> tuple[str, dict[str,
 @detector("loss_broadcast", needs=("out_last_dim", "target_var", "loss"))
 def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
     rank, last, var = run.col("out_rank"), run.col("out_last_dim"), run.col("target_var")
-    idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(var) & (var > 0)
-                         & np.isfinite(q.loss))
+    idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(var) & (var > 0) & np.isfinite(q.loss))
     if idx.size < BROADCAST.min_steps or not np.all((rank[idx] == 2) & (last[idx] == 1)):
         return []
-    tail = idx[-max(1, idx.size // 3):]
-    measured = _which_mse(run, q, idx[-max(BROADCAST.min_steps, idx.size // 3):])
+    tail = idx[-max(1, idx.size // 3) :]
+    measured = _which_mse(run, q, idx[-max(BROADCAST.min_steps, idx.size // 3) :])
     if measured is not None and measured[0] == "elementwise":
         return []  # the loss is the sample-by-sample MSE, learning: the shapes do not broadcast in it
     r = float(np.median(q.loss[tail] / var[tail]))
@@ -551,11 +640,20 @@ def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
     evidence: list[str] = [Msg("bugs.broadcast.shapes")]
     if measured is not None:
         evidence.append(Msg("bugs.broadcast.measured", **measured[1]))
-    evidence.append(Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])), var=float(np.median(var[tail])),
-                        r=r))
-    return [Finding(cause="loss_broadcast", symptom="plateau", severity="warning",
-                    confidence=0.95 if measured is not None else 0.85,
-                    step=int(run.steps[idx[0]]), evidence=evidence, fixes=as_fixes([Msg("bugs.broadcast.fix")]))]
+    evidence.append(
+        Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])), var=float(np.median(var[tail])), r=r)
+    )
+    return [
+        Finding(
+            cause="loss_broadcast",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.95 if measured is not None else 0.85,
+            step=int(run.steps[idx[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("bugs.broadcast.fix")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -595,8 +693,24 @@ def grad_clip_too_tight(run: Run, q: Quantities) -> list[Finding]:
         return []
     max_norm = float(np.median(ap[idx][tight]))
     p95 = float(np.percentile(gn[idx], 95))
-    evidence: list[str] = [Msg("bugs.clip.tight", n=int(tight.sum()), of=int(idx.size), applied=max_norm,
-                               norm=float(np.median(gn[idx])), x=float(1 / np.median(ratio)))]
-    return [Finding(cause="grad_clip_too_tight", symptom="slow_convergence", severity="warning", confidence=0.85,
-                    step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=[Fix.clip(Msg("bugs.clip.fix", p95=p95, now=max_norm), max_norm=p95)])]
+    evidence: list[str] = [
+        Msg(
+            "bugs.clip.tight",
+            n=int(tight.sum()),
+            of=int(idx.size),
+            applied=max_norm,
+            norm=float(np.median(gn[idx])),
+            x=float(1 / np.median(ratio)),
+        )
+    ]
+    return [
+        Finding(
+            cause="grad_clip_too_tight",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.85,
+            step=int(run.steps[idx[0]]),
+            evidence=evidence,
+            fixes=[Fix.clip(Msg("bugs.clip.fix", p95=p95, now=max_norm), max_norm=p95)],
+        )
+    ]

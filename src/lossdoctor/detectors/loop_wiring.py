@@ -113,7 +113,7 @@ def labels_misaligned(run: Run, q: Quantities) -> list[Finding]:
     chance, k = ch
     y = q.loss[lf]
     lowest = float(np.min(_smoothed(y, MISALIGNED.window)))
-    end = float(np.median(y[-max(MISALIGNED.window, y.size // 5):]))
+    end = float(np.median(y[-max(MISALIGNED.window, y.size // 5) :]))
     if lowest < (1 - MISALIGNED.below) * chance or end > (1 + MISALIGNED.above) * chance:
         return []
     u = run.col("update_ratio")
@@ -122,10 +122,19 @@ def labels_misaligned(run: Run, q: Quantities) -> list[Finding]:
         return []
     evidence: list[str] = [
         Msg("wiring.misaligned.at_chance", lowest=lowest, end=end, chance=chance, k=k, n=int(y.size)),
-        Msg("wiring.misaligned.updates", u=float(np.median(u)))]
-    return [Finding(cause="labels_misaligned", symptom="plateau", severity="warning", confidence=0.75,
-                    step=int(run.steps[lf[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("wiring.misaligned.fix_one_loader"), Msg("wiring.misaligned.fix_check")]))]
+        Msg("wiring.misaligned.updates", u=float(np.median(u))),
+    ]
+    return [
+        Finding(
+            cause="labels_misaligned",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.75,
+            step=int(run.steps[lf[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("wiring.misaligned.fix_one_loader"), Msg("wiring.misaligned.fix_check")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -171,16 +180,31 @@ def sigmoid_before_bce(run: Run, q: Quantities) -> list[Finding]:
     if not (lo[last] <= SIGMOID.saturated and hi[last] >= 1 - SIGMOID.saturated):
         return []
     y = q.loss[q.finite_loss]
-    best, end = float(np.min(y)), float(np.median(y[-max(1, y.size // 5):]))
+    best, end = float(np.min(y)), float(np.median(y[-max(1, y.size // 5) :]))
     if best < SIGMOID_FLOOR - SIGMOID.below_floor or end > SIGMOID.coin_flip:
         return []
     evidence: list[str] = [
-        Msg("wiring.sigmoid.outputs", n=int(probs.sum()), of=int(idx.size), lo=float(lo[last]), hi=float(hi[last]),
-            step=int(run.steps[last])),
-        Msg("wiring.sigmoid.floor", floor=SIGMOID_FLOOR, best=best, end=end)]
-    return [Finding(cause="softmax_before_loss", symptom="plateau", severity="warning", confidence=0.85,
-                    step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("wiring.sigmoid.fix"), Msg("wiring.sigmoid.fix_bce")]))]
+        Msg(
+            "wiring.sigmoid.outputs",
+            n=int(probs.sum()),
+            of=int(idx.size),
+            lo=float(lo[last]),
+            hi=float(hi[last]),
+            step=int(run.steps[last]),
+        ),
+        Msg("wiring.sigmoid.floor", floor=SIGMOID_FLOOR, best=best, end=end),
+    ]
+    return [
+        Finding(
+            cause="softmax_before_loss",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.85,
+            step=int(run.steps[idx[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("wiring.sigmoid.fix"), Msg("wiring.sigmoid.fix_bce")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -215,7 +239,7 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
     k = int(np.max(top[idx])) + 1
     if k - 1 < WRONG_LOSS.min_class_max:
         return []
-    tail = idx[-max(1, idx.size // 5):]
+    tail = idx[-max(1, idx.size // 5) :]
     v = var[tail][np.isfinite(var[tail]) & (var[tail] > 0)]
     loss_end = float(np.median(q.loss[tail]))
     r = loss_end / float(np.median(v)) if v.size else None
@@ -229,9 +253,17 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
         evidence.append(Msg("wiring.wrong_loss.ratio", loss=loss_end, var=float(np.median(v)), r=r))
     # a loss without a lower bound falls forever (the "absurd" negative loss is this, not bad data)
     severity, conf, symptom = ("critical", 0.9, "divergence") if negative else ("warning", 0.85, "plateau")
-    return [Finding(cause="wrong_loss", symptom=symptom, severity=severity, confidence=conf,
-                    step=int(run.steps[idx[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("wiring.wrong_loss.fix", k=k), Msg("wiring.wrong_loss.fix_regression")]))]
+    return [
+        Finding(
+            cause="wrong_loss",
+            symptom=symptom,
+            severity=severity,
+            confidence=conf,
+            step=int(run.steps[idx[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("wiring.wrong_loss.fix", k=k), Msg("wiring.wrong_loss.fix_regression")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -256,10 +288,17 @@ def wrong_loss_one_class(run: Run, q: Quantities) -> list[Finding]:
     zero = q.loss[idx] == 0.0
     if not zero[0] or float(zero.mean()) < ONE_CLASS.zero_share:
         return []
-    return [Finding(cause="wrong_loss", symptom="zero_loss", severity="critical", confidence=0.9,
-                    step=int(run.steps[idx[0]]),
-                    evidence=[Msg("wiring.wrong_loss.one_class", n=int(zero.sum()), of=int(idx.size))],
-                    fixes=as_fixes([Msg("wiring.wrong_loss.fix_one_output")]))]
+    return [
+        Finding(
+            cause="wrong_loss",
+            symptom="zero_loss",
+            severity="critical",
+            confidence=0.9,
+            step=int(run.steps[idx[0]]),
+            evidence=[Msg("wiring.wrong_loss.one_class", n=int(zero.sum()), of=int(idx.size))],
+            fixes=as_fixes([Msg("wiring.wrong_loss.fix_one_output")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -301,14 +340,30 @@ def param_group_lr_zero(run: Run, q: Quantities) -> list[Finding]:
     if total and n < ZERO_LR.min_share * total:
         return []
     other_lr = float(np.median(lrs[:, others[0]]))
-    evidence: list[str] = [Msg("wiring.zero_lr.groups", groups=", ".join(str(i) for i in zero), of=int(lrs.shape[1]),
-                               steps=int(lrs.shape[0]), other=other_lr)]
+    evidence: list[str] = [
+        Msg(
+            "wiring.zero_lr.groups",
+            groups=", ".join(str(i) for i in zero),
+            of=int(lrs.shape[1]),
+            steps=int(lrs.shape[0]),
+            other=other_lr,
+        )
+    ]
     if total:
         evidence.append(Msg("wiring.zero_lr.params", n=n, total=total, pct=100 * n / total))
-    return [Finding(cause="frozen_model", symptom="stall", severity="warning", confidence=0.85,
-                    step=int(min(run.events["lr_groups"])), evidence=evidence,
-                    fixes=as_fixes([Msg("wiring.zero_lr.fix", lr=other_lr / 10, other=other_lr),
-                                    Msg("wiring.zero_lr.fix_freeze")]))]
+    return [
+        Finding(
+            cause="frozen_model",
+            symptom="stall",
+            severity="warning",
+            confidence=0.85,
+            step=int(min(run.events["lr_groups"])),
+            evidence=evidence,
+            fixes=as_fixes(
+                [Msg("wiring.zero_lr.fix", lr=other_lr / 10, other=other_lr), Msg("wiring.zero_lr.fix_freeze")]
+            ),
+        )
+    ]
 
 
 @dataclass(frozen=True)
@@ -330,8 +385,15 @@ def batchnorm_batch_of_one(run: Run, q: Quantities) -> list[Finding]:
     seen = np.flatnonzero(np.isfinite(bs) & np.isfinite(bn))
     if hit.size < BATCH_OF_ONE.min_steps:
         return []
-    evidence: list[str] = [Msg("wiring.bn1.steps", n=int(hit.size), of=int(seen.size), first=int(run.steps[hit[0]]),
-                               layers=int(np.max(bn[hit])))]
+    evidence: list[str] = [
+        Msg(
+            "wiring.bn1.steps",
+            n=int(hit.size),
+            of=int(seen.size),
+            first=int(run.steps[hit[0]]),
+            layers=int(np.max(bn[hit])),
+        )
+    ]
     rest = np.setdiff1d(q.finite_loss, hit)
     at = hit[np.isfinite(q.loss[hit])]
     if rest.size and at.size:
@@ -339,6 +401,14 @@ def batchnorm_batch_of_one(run: Run, q: Quantities) -> list[Finding]:
         if base > 0 and there >= BATCH_OF_ONE.jump * base:
             evidence.append(Msg("wiring.bn1.loss", there=there, base=base, x=there / base))
     typical = int(np.median(bs[seen])) if seen.size else 0
-    return [Finding(cause="batchnorm_batch_of_one", symptom="spike", severity="warning", confidence=0.9,
-                    step=int(run.steps[hit[0]]), evidence=evidence,
-                    fixes=as_fixes([Msg("wiring.bn1.fix_drop_last", typical=typical), Msg("wiring.bn1.fix_norm")]))]
+    return [
+        Finding(
+            cause="batchnorm_batch_of_one",
+            symptom="spike",
+            severity="warning",
+            confidence=0.9,
+            step=int(run.steps[hit[0]]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("wiring.bn1.fix_drop_last", typical=typical), Msg("wiring.bn1.fix_norm")]),
+        )
+    ]

@@ -106,9 +106,15 @@ def is_spike(z: Any, ratio: Any, base: Any, loss: Any, start: Any) -> Any:
     100x in ratio but nothing in substance. A smaller jump (`small_spike_ratio`) counts when it
     gives back `small_spike_give_back` of all the progress made (numbers: `LossShapeLimits`)."""
     L = LIMITS
-    return (z > L.spike_z) & ((ratio >= L.spike_ratio) | ((ratio >= L.small_spike_ratio)
-                                                          & ((loss - base) >= L.small_spike_give_back * (start - base)))) \
-        & (base < L.trained_share * start) & ((loss - base) >= L.give_back * (start - base))
+    return (
+        (z > L.spike_z)
+        & (
+            (ratio >= L.spike_ratio)
+            | ((ratio >= L.small_spike_ratio) & ((loss - base) >= L.small_spike_give_back * (start - base)))
+        )
+        & (base < L.trained_share * start)
+        & ((loss - base) >= L.give_back * (start - base))
+    )
 
 
 def spike_fixes(step: int, *, recovered: bool, recurring: bool, lr_high: bool = False) -> list[FixLike]:
@@ -153,7 +159,7 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     # the largest excursion so far (in the blocks before this one, skipping the first), as a ratio
     ex = np.exp(lx - np.where(np.isfinite(med), med, lx))
     nb = lx.size // w
-    block_max = np.array([np.nanmax(ex[b * w:(b + 1) * w]) for b in range(nb)] + [np.nan])
+    block_max = np.array([np.nanmax(ex[b * w : (b + 1) * w]) for b in range(nb)] + [np.nan])
     block_max[0] = np.nan
     upto = np.fmax.accumulate(np.nan_to_num(block_max, nan=-np.inf))  # max over blocks 0..b
     prior_max = np.full(lx.size, np.nan)
@@ -182,17 +188,26 @@ def loss_spike(run: Run, q: Quantities) -> list[Finding]:
     # the non-finite detectors report (with this rise as their evidence)
     if q.first_bad is not None:
         groups = [g for g in groups if not (0 <= q.first_bad - int(lf[g[0]]) <= w)]
-    return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[:LIMITS.max_incidents]]
+    return [_spike_finding(run, q, lf, x, med, z, w, g, len(groups)) for g in groups[: LIMITS.max_incidents]]
 
 
-def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: np.ndarray,
-                   z: np.ndarray, w: int, group: list[int], n_incidents: int) -> Finding:
+def _spike_finding(
+    run: Run,
+    q: Quantities,
+    lf: np.ndarray,
+    x: np.ndarray,
+    med: np.ndarray,
+    z: np.ndarray,
+    w: int,
+    group: list[int],
+    n_incidents: int,
+) -> Finding:
     j = group[0]
     i = int(lf[j])
     s = int(q.steps[i])
     base = float(np.exp(med[j]))
     peak = float(x[j])
-    after = x[j + 1: j + 1 + LIMITS.recovery_steps]
+    after = x[j + 1 : j + 1 + LIMITS.recovery_steps]
     recovered = after.size > 0 and bool((after < LIMITS.recovered_ratio * base).any())
     ev: list[str] = [Msg("spike.jumped", peak=peak, s=s, x=peak / base, base=base, w=w, z=float(z[j]))]
     ev.append(Msg("spike.came_back_50") if recovered else Msg("scalars.spike.not_back"))
@@ -208,13 +223,21 @@ def _spike_finding(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, med: 
     held = recovered or held_rise(q, i)[0] is not None
     if not held:
         ev.append(withheld(held_rise(q, i)[1]))
-    fixes += spike_fixes(s, recovered=recovered or not held, recurring=n_incidents > 1,
-                         lr_high=lr_beyond_usual(run, q) is not None)
+    fixes += spike_fixes(
+        s, recovered=recovered or not held, recurring=n_incidents > 1, lr_high=lr_beyond_usual(run, q) is not None
+    )
     if one_off:
         ev.append(Msg("scalars.spike.one_off"))
-    return Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
-                   severity="warning" if recovered or not held else "critical", confidence=0.7, step=s, batch=s,
-                   evidence=ev, fixes=as_fixes(fixes))
+    return Finding(
+        cause="loss_spike",
+        symptom="spike" if recovered else "divergence",
+        severity="warning" if recovered or not held else "critical",
+        confidence=0.7,
+        step=s,
+        batch=s,
+        evidence=ev,
+        fixes=as_fixes(fixes),
+    )
 
 
 def _spike_context(run: Run, q: Quantities, i: int, w: int, ev: list[str], clip: bool) -> list[FixLike]:
@@ -224,8 +247,8 @@ def _spike_context(run: Run, q: Quantities, i: int, w: int, ev: list[str], clip:
     s = int(q.steps[i])
     fixes: list[FixLike] = []
     ia = run.col("input_absmax")
-    if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w):i]).sum() >= LIMITS.min_prior_inputs:
-        m = float(np.nanmedian(ia[max(0, i - w):i]))
+    if np.isfinite(ia[i]) and np.isfinite(ia[max(0, i - w) : i]).sum() >= LIMITS.min_prior_inputs:
+        m = float(np.nanmedian(ia[max(0, i - w) : i]))
         if ia[i] > LIMITS.outlier_input * m:
             ev.append(Msg("spike.outlier_batch", s=s, a=float(ia[i]), m=m))
             fixes.append(Msg("spike.fix.outlier_batch", s=s))
@@ -233,8 +256,8 @@ def _spike_context(run: Run, q: Quantities, i: int, w: int, ev: list[str], clip:
     if np.isfinite(lr[i]) and i > 0 and np.isfinite(lr[i - 1]) and lr[i - 1] > 0 and lr[i] / lr[i - 1] > LIMITS.lr_jump:
         ev.append(Msg("spike.lr_changed", a=float(lr[i - 1]), b=float(lr[i])))
     gn = q.grad_norm
-    if np.isfinite(gn[max(0, i - w):i]).sum() >= LIMITS.min_prior_grads and np.isfinite(gn[i]):
-        g = gn[max(0, i - w):i]
+    if np.isfinite(gn[max(0, i - w) : i]).sum() >= LIMITS.min_prior_grads and np.isfinite(gn[i]):
+        g = gn[max(0, i - w) : i]
         g = g[np.isfinite(g)]
         gm = float(np.median(g))
         if gn[i] > LIMITS.grad_surge * gm:
@@ -264,8 +287,26 @@ def _stall_began(x: np.ndarray, end: float, k: int, share: float) -> int:
     last block whose median is above what the stall allows (`end / share`); 0 for a loss that never
     fell (a model at chance from its first step stalled there, not at the log's middle)."""
     starts = np.arange(0, x.size - k + 1, k)
-    above = [i for i in starts if float(np.median(x[i:i + k])) > end / share]
+    above = [i for i in starts if float(np.median(x[i : i + k])) > end / share]
     return int(above[-1]) + k if above else 0
+
+
+def _stall_evidence(
+    n: int, levels: tuple[float, float, float], grads: tuple[float, float], ur: np.ndarray
+) -> list[str]:
+    """What a stall's finding says first: where the loss stopped (from its `start`, `mid` and `end`
+    levels over `n` points, with the gain of its second half) and, when the gradient norm stayed at
+    its early level, that too (the model is pushed as hard as at its start and cannot fit)."""
+    start, mid, end = levels
+    g0, g1 = grads
+    gain = (1 - end / mid) * 100
+    plateau = dict(n=int(n), end=end, pct=end / start * 100, start=start)
+    ev: list[str] = [
+        Msg("noisy.plateau_gain", **plateau, gain=gain) if gain > 0 else Msg("noisy.plateau_flat", **plateau)
+    ]
+    if g1 >= LIMITS.grad_stays_share * g0:
+        ev.append(Msg("noisy.grad_stays", g=g1, x=g1 / g0))
+    return ev
 
 
 def _grad_levels(q: Quantities, lf: np.ndarray) -> tuple[float, float] | None:
@@ -305,7 +346,7 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     h = x.size // 2
     k = max(LIMITS.end_min_points, x.size // 10)
     start = q.loss_start
-    mid = float(np.median(x[h - k // 2: h + k // 2]))
+    mid = float(np.median(x[h - k // 2 : h + k // 2]))
     end = float(np.median(x[-k:]))
     chance = run.meta.get("chance_loss")
     at_chance = isinstance(chance, (int, float)) and chance > 0 and end >= LIMITS.at_chance_share * float(chance)
@@ -325,13 +366,16 @@ def noisy_data(run: Run, q: Quantities) -> list[Finding]:
     ur = ur[np.isfinite(ur)]
     if ur.size and float(np.median(ur)) < LIMITS.min_update_ratio:
         return []
-    gain = (1 - end / mid) * 100
-    plateau = dict(n=int(x.size), end=end, pct=end / start * 100, start=start)
-    ev: list[str] = [Msg("noisy.plateau_gain", **plateau, gain=gain) if gain > 0 else Msg("noisy.plateau_flat", **plateau)]
-    if g1 >= LIMITS.grad_stays_share * g0:
-        ev.append(Msg("noisy.grad_stays", g=g1, x=g1 / g0))
-    ev += _chance_evidence(chance, at_chance, end, ur)
+    ev = _stall_evidence(x.size, (start, mid, end), (g0, g1), ur) + _chance_evidence(chance, at_chance, end, ur)
     began = min(h, _stall_began(x, end, k, stalled_mid))
-    return [Finding(cause="noisy_data", symptom="plateau", severity="warning", confidence=0.45,
-                    step=int(q.steps[lf[began]]), evidence=ev,
-                    fixes=as_fixes([Msg("noisy.fix.audit"), Msg("noisy.fix.smoothing")]))]
+    return [
+        Finding(
+            cause="noisy_data",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.45,
+            step=int(q.steps[lf[began]]),
+            evidence=ev,
+            fixes=as_fixes([Msg("noisy.fix.audit"), Msg("noisy.fix.smoothing")]),
+        )
+    ]

@@ -126,7 +126,7 @@ def nan_after_climb(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tu
     x = _finite_before(q, row)
     if x.size == 0:
         return None, Msg("lr.advice.nan_first")
-    top = float(np.max(np.abs(x[-lim.nan_tail:])))
+    top = float(np.max(np.abs(x[-lim.nan_tail :])))
     if top >= lim.blown:
         return Msg("lr.advice.nan_blown", loss=top), Msg("lr.advice.nan_blown", loss=top)
     m = min(lim.nan_tail, x.size // 2)
@@ -144,16 +144,16 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
     i = int(np.searchsorted(lf, row))
-    if x.size == 0 or i >= x.size or (x[max(0, i - 1):] <= 0).any():
+    if x.size == 0 or i >= x.size or (x[max(0, i - 1) :] <= 0).any():
         return None, Msg("lr.advice.unmeasured")
-    before = x[max(0, i - lim.base_points):i] if i > 0 else x[:1]
+    before = x[max(0, i - lim.base_points) : i] if i > 0 else x[:1]
     base = float(np.median(before))
     after = x[i:]
     k = max(1, min(3, after.size // 4))
     end = float(np.median(after[-k:]))
     w = max(1, int(after.size * lim.peak_block_share))
     nb = max(1, after.size // w)
-    peak = max(float(np.max(np.median(after[:nb * w].reshape(nb, w), axis=1))), end)
+    peak = max(float(np.max(np.median(after[: nb * w].reshape(nb, w), axis=1))), end)
     rise, top = math.log(end / base), math.log(peak / base)
     noise = point_noise(after)
     data = dict(base=base, end=end, peak=peak, x=end / base, step=int(q.steps[lf[i]]))
@@ -164,7 +164,7 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
         return None, Msg("lr.advice.fell_again", **data)
     if end < lim.tiny_end:
         return None, Msg("lr.advice.tiny", **data, level=lim.tiny_end)
-    if fills_up(x[:i + 1 + int(np.argmax(after))]):
+    if fills_up(x[: i + 1 + int(np.argmax(after))]):
         return None, Msg("lr.advice.fills_up", first=float(x[0]), **data)
     if rise < math.log(lim.hold_ratio):
         return None, Msg("lr.advice.small_rise", **data, need=lim.hold_ratio)
@@ -192,7 +192,7 @@ def fills_up(x: np.ndarray, lim: LrAdviceLimits = LIMITS) -> bool:
     height = float(x[-1]) - float(x[0])
     if float(np.max(np.diff(x))) > lim.fill_step_share * height:
         return False
-    mid = float(np.median(x[(x.size - 1) // 2:(x.size + 2) // 2]))
+    mid = float(np.median(x[(x.size - 1) // 2 : (x.size + 2) // 2]))
     return mid - float(x[0]) >= lim.fill_share * height
 
 

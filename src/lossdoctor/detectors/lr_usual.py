@@ -48,8 +48,11 @@ def judge_lr(run: Run, q: Quantities, lr: float | None) -> tuple[str, Msg] | Non
     kind = task_kind(run) if fam == "adam" else None
     lo, hi, what = USUAL_LR.get((fam, kind)) or USUAL_LR[(fam, None)]
     verdict = "low" if lr < lo / SLACK else "high" if lr > hi * SLACK else "usual"
-    opt = (run.meta.get("optimizer") or {}).get("class") if isinstance(run.meta.get("optimizer"), dict) \
+    opt = (
+        (run.meta.get("optimizer") or {}).get("class")
+        if isinstance(run.meta.get("optimizer"), dict)
         else run.meta.get("optimizer")
+    )
     return verdict, Msg(f"lr_usual.{verdict}", lr=lr, lo=_short(lo), hi=_short(hi), what=Msg(what), opt=str(opt))
 
 
@@ -88,6 +91,7 @@ def with_lr_evidence(fn: Callable[[Run, Quantities], list[Finding]]) -> Callable
     """Wrap a detector: each of its lr_too_high / lr_too_low findings gets the LR-vs-usual sentence
     as evidence, for or against. Its severity, confidence and rank stay what the curve made them:
     the order of causes is the curve's (a tie at chance is broken in `flat_loss`, not here)."""
+
     @functools.wraps(fn)
     def wrapped(run: Run, q: Quantities) -> list[Finding]:
         found = fn(run, q)

@@ -18,8 +18,13 @@ from ..messages import Msg, not_in
 from ..vocabulary import SEVERITY_RANK
 
 
-def merge_findings(base: list[Finding], extra: Iterable[Finding | dict[str, Any]], *,
-                   rank: int | None = None, notes: list[str] | None = None) -> list[Finding]:
+def merge_findings(
+    base: list[Finding],
+    extra: Iterable[Finding | dict[str, Any]],
+    *,
+    rank: int | None = None,
+    notes: list[str] | None = None,
+) -> list[Finding]:
     """`base` (the detectors' findings) with `extra` (preflight findings, as objects or contract
     dicts read back from a run directory) folded in. Unreadable dicts become a note."""
     out = list(base)

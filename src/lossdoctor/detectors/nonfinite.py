@@ -80,8 +80,7 @@ def _row(q: Quantities, step: int) -> int:
     return int(np.searchsorted(q.steps, step))
 
 
-@detector("nonfinite_data", needs_any=("batch_nonfinite", "input_absmax"),
-          hint=Msg("hint.batch"))
+@detector("nonfinite_data", needs_any=("batch_nonfinite", "input_absmax"), hint=Msg("hint.batch"))
 def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
     """NaN/Inf in a batch (which key, which samples), or a batch with absurd magnitude at the step
     training broke.
@@ -93,7 +92,7 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
     out: list[Finding] = []
     detail: dict[int, Any] = run.event("batch_nonfinite_detail")
     if detail:
-        for incident in _incidents(sorted(detail), gap=LIMITS.incident_gap)[:LIMITS.max_incidents]:
+        for incident in _incidents(sorted(detail), gap=LIMITS.incident_gap)[: LIMITS.max_incidents]:
             out.append(_bad_batch_finding(run, q, detail, incident))
         return out
     # an absurd-magnitude batch at the step where training broke
@@ -106,13 +105,27 @@ def nonfinite_data(run: Run, q: Quantities) -> list[Finding]:
         med = float(np.median(prev))
         if a[i] > LIMITS.absurd_input and a[i] > LIMITS.absurd_over_median * max(med, LIMITS.median_floor):
             s = int(q.steps[i])
-            out.append(Finding(
-                cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=0.8,
-                step=s, batch=s,
-                evidence=[Msg("nonfinite.batch_absurd", step=s, absmax=float(a[i]),
-                              ratio=float(a[i] / max(med, LIMITS.median_floor)), median=med),
-                          Msg("nonfinite.broke_at_that_step")],
-                fixes=as_fixes([Msg("nonfinite.fix_inspect_batch")])))
+            out.append(
+                Finding(
+                    cause="nonfinite_data",
+                    symptom="nonfinite",
+                    severity="critical",
+                    confidence=0.8,
+                    step=s,
+                    batch=s,
+                    evidence=[
+                        Msg(
+                            "nonfinite.batch_absurd",
+                            step=s,
+                            absmax=float(a[i]),
+                            ratio=float(a[i] / max(med, LIMITS.median_floor)),
+                            median=med,
+                        ),
+                        Msg("nonfinite.broke_at_that_step"),
+                    ],
+                    fixes=as_fixes([Msg("nonfinite.fix_inspect_batch")]),
+                )
+            )
     return out
 
 
@@ -149,21 +162,45 @@ def _bad_batch_finding(run: Run, q: Quantities, detail: dict[int, Any], steps: l
     ev: list[str] = [Msg("nonfinite.batch_holds", step=s, keys=keys, samples=str(samples[:16]) if samples else "?")]
     packed = [e for e in run.event("batch_nonfinite_examples").get(s) or [] if isinstance(e, dict)][:32]
     if packed:  # the rows are packed: name the examples inside them
-        ev.append(Msg("nonfinite.packed_examples", examples=[
-            Msg("labels.example_in_row", row=e.get("row"), example=e.get("example"), start=e.get("start"),
-                end=e.get("end")) for e in packed[:4]]))
+        ev.append(
+            Msg(
+                "nonfinite.packed_examples",
+                examples=[
+                    Msg(
+                        "labels.example_in_row",
+                        row=e.get("row"),
+                        example=e.get("example"),
+                        start=e.get("start"),
+                        end=e.get("end"),
+                    )
+                    for e in packed[:4]
+                ],
+            )
+        )
     if len(steps) > 1:
-        ev.append(Msg("nonfinite.batches_in_incident", n=len(steps),
-                      steps=str(steps[:LIMITS.steps_shown]) + ("..." if len(steps) > LIMITS.steps_shown else "")))
+        ev.append(
+            Msg(
+                "nonfinite.batches_in_incident",
+                n=len(steps),
+                steps=str(steps[: LIMITS.steps_shown]) + ("..." if len(steps) > LIMITS.steps_shown else ""),
+            )
+        )
     if critical:
         ev.append(Msg("nonfinite.broke_when_used", step=q.first_bad_step if broke else s))
     else:
         ev.append(Msg("nonfinite.loss_stayed_finite"))
     return Finding(
-        cause="nonfinite_data", symptom="nonfinite", severity="critical" if critical else "warning",
-        confidence=0.95 if critical else 0.7, step=s, batch=s, samples=samples, evidence=ev,
+        cause="nonfinite_data",
+        symptom="nonfinite",
+        severity="critical" if critical else "warning",
+        confidence=0.95 if critical else 0.7,
+        step=s,
+        batch=s,
+        samples=samples,
+        evidence=ev,
         fixes=as_fixes([Msg("nonfinite.fix_drop_samples", keys=keys)]),
-        examples=[{k: e[k] for k in ("key", "row", "example", "start", "end") if k in e} for e in packed] or None)
+        examples=[{k: e[k] for k in ("key", "row", "example", "start", "end") if k in e} for e in packed] or None,
+    )
 
 
 def _first_forward_fault(run: Run, q: Quantities) -> tuple[int, dict[str, Any]] | None:
@@ -195,8 +232,16 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
     overflow = e.get("value") == "inf"
     if _updates_broke_it(run, q, i, frac, overflow):
         return []
-    ev: list[str] = [Msg("nonfinite.forward_became", step=s, layer=layer, value=_value(e),
-                         index=_int(e.get("index"), 0) + 1, of=e.get("of", "?"))]
+    ev: list[str] = [
+        Msg(
+            "nonfinite.forward_became",
+            step=s,
+            layer=layer,
+            value=_value(e),
+            index=_int(e.get("index"), 0) + 1,
+            of=e.get("of", "?"),
+        )
+    ]
     more, beyond_fp16 = _overflow_context(run, q, i, frac)
     ev += more
     overflow = overflow or beyond_fp16
@@ -206,9 +251,19 @@ def activation_overflow(run: Run, q: Quantities) -> list[Finding]:
         fixes.append(Msg("nonfinite.fix_normalise_activations"))
     else:
         fixes.append(Msg("nonfinite.fix_find_nan_op", layer=layer))
-    return [Finding(cause="activation_overflow", symptom="nonfinite", severity="critical",
-                    confidence=0.85 if overflow else 0.6, step=s, batch=s, layer=layer, evidence=ev,
-                    fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="activation_overflow",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.85 if overflow else 0.6,
+            step=s,
+            batch=s,
+            layer=layer,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 def _updates_broke_it(run: Run, q: Quantities, i: int, frac: np.ndarray, overflow: bool) -> bool:
@@ -233,12 +288,14 @@ def _overflow_context(run: Run, q: Quantities, i: int, frac: np.ndarray) -> tupl
     beyond_fp16 = False
     ia = run.col("input_absmax")
     # fp16 activations: a share of the range no fp32/bf16 model reaches, or a GradScaler (fp16's tool)
-    fp16 = bool(run.meta.get("scaler")) or (np.isfinite(frac[: i + 1]).any() and float(
-        np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > LIMITS.fp16_range_share)
+    fp16 = bool(run.meta.get("scaler")) or (
+        np.isfinite(frac[: i + 1]).any()
+        and float(np.nanmax(np.where(np.isfinite(frac[: i + 1]), frac[: i + 1], 0))) > LIMITS.fp16_range_share
+    )
     if i < q.n and np.isfinite(ia[i]) and ia[i] > FP16_MAX and fp16:
         ev.append(Msg("nonfinite.batch_beyond_fp16", absmax=float(ia[i])))
         beyond_fp16 = True
-    prior = frac[max(0, i - LIMITS.prior_rows): i]
+    prior = frac[max(0, i - LIMITS.prior_rows) : i]
     prior = prior[np.isfinite(prior)]
     if prior.size:
         ev.append(Msg("nonfinite.largest_activation", pct=float(prior.max()) * 100))
@@ -248,15 +305,22 @@ def _overflow_context(run: Run, q: Quantities, i: int, frac: np.ndarray) -> tupl
         sc = sc[np.isfinite(sc)]
         n_skip = int(q.skipped[i:].sum())
         if sc.size:
-            ev.append(Msg("nonfinite.scaler_after_overflow", skipped=n_skip, n=q.n - i, start=float(sc[0]),
-                          end=float(sc.min())))
+            ev.append(
+                Msg(
+                    "nonfinite.scaler_after_overflow",
+                    skipped=n_skip,
+                    n=q.n - i,
+                    start=float(sc[0]),
+                    end=float(sc.min()),
+                )
+            )
     return ev, beyond_fp16
 
 
 def _wide_dtype(frac: np.ndarray) -> bool:
     """The first activations used a vanishing share of their dtype's range: fp32/bf16, not fp16.
     Judged on the first recorded steps, before a blow-up pushed them towards the range."""
-    f = frac[np.isfinite(frac)][:LIMITS.dtype_rows]
+    f = frac[np.isfinite(frac)][: LIMITS.dtype_rows]
     return f.size > 0 and float(f.max()) < LIMITS.fp16_range_share
 
 
@@ -274,7 +338,7 @@ def _grew_before(q: Quantities, i: int) -> bool:
     if fin.size < LIMITS.growth_min_points:
         return False
     base = float(np.median(fin[: max(LIMITS.early_min, min(LIMITS.early_max, fin.size // 5))]))
-    return base > 0 and float(fin[-LIMITS.prelude_steps:].max()) >= LIMITS.growth * base
+    return base > 0 and float(fin[-LIMITS.prelude_steps :].max()) >= LIMITS.growth * base
 
 
 @detector("activation_range", needs=("act_range_frac",))
@@ -290,11 +354,18 @@ def activation_near_overflow(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[i])
     layer = run.event("act_absmax_layer").get(s)
     absmax = run.col("act_absmax")[i]
-    return [Finding(cause="activation_overflow", symptom="spike", severity="warning", confidence=0.6,
-                    step=s, layer=layer if isinstance(layer, str) else None,
-                    evidence=[Msg("nonfinite.activation_near_max", step=s, absmax=float(absmax),
-                                  pct=float(frac[i]) * 100)],
-                    fixes=as_fixes([Msg("nonfinite.fix_layer_fp32")]))]
+    return [
+        Finding(
+            cause="activation_overflow",
+            symptom="spike",
+            severity="warning",
+            confidence=0.6,
+            step=s,
+            layer=layer if isinstance(layer, str) else None,
+            evidence=[Msg("nonfinite.activation_near_max", step=s, absmax=float(absmax), pct=float(frac[i]) * 100)],
+            fixes=as_fixes([Msg("nonfinite.fix_layer_fp32")]),
+        )
+    ]
 
 
 @detector("attention_overflow", needs=("fwd_first_nonfinite",))
@@ -321,6 +392,17 @@ def attention_overflow(run: Run, q: Quantities) -> list[Finding]:
     else:
         fixes.append(Msg("nonfinite.fix_fully_masked_rows"))
     fixes.append(Msg("nonfinite.fix_replay"))
-    return [Finding(cause="attention_overflow", symptom="nonfinite", severity="critical",
-                    confidence=0.9 if empty else 0.8, step=s, batch=s, layer=layer,
-                    samples=[int(x) for x in empty] if empty else None, evidence=ev, fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="attention_overflow",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.9 if empty else 0.8,
+            step=s,
+            batch=s,
+            layer=layer,
+            samples=[int(x) for x in empty] if empty else None,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]

@@ -115,14 +115,35 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     ev, fixes, layer = _collapse_evidence(run, q, pattern, fin_scale, s)
     if not pattern.ongoing and not pattern.below_one:
         fixes = _ended_streak(run, pattern, fin_scale, ev) + fixes
-        return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="warning",
-                        confidence=0.7, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
-    return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical",
-                    confidence=0.9, step=s, layer=layer, evidence=ev, fixes=as_fixes(fixes))]
+        return [
+            Finding(
+                cause="loss_scale_collapse",
+                symptom="skipped_steps",
+                severity="warning",
+                confidence=0.7,
+                step=s,
+                layer=layer,
+                evidence=ev,
+                fixes=as_fixes(fixes),
+            )
+        ]
+    return [
+        Finding(
+            cause="loss_scale_collapse",
+            symptom="skipped_steps",
+            severity="critical",
+            confidence=0.9,
+            step=s,
+            layer=layer,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
-def _collapse_evidence(run: Run, q: Quantities, pattern: SkipPattern, fin_scale: np.ndarray,
-                       s: int) -> tuple[list[str], list[FixLike], str | None]:
+def _collapse_evidence(
+    run: Run, q: Quantities, pattern: SkipPattern, fin_scale: np.ndarray, s: int
+) -> tuple[list[str], list[FixLike], str | None]:
     """A loss-scale collapse's evidence and fixes: how far the scale fell, the skipped steps and
     the longest streak, what overflowed (its layer, the third value), the scaler's floor, inputs
     not normalised. Apart from `loss_scale_collapse` to keep it short."""
@@ -130,8 +151,16 @@ def _collapse_evidence(run: Run, q: Quantities, pattern: SkipPattern, fin_scale:
     if fin_scale.size:
         ev.append(Msg("precision.scale_fell", start=float(fin_scale[0]), end=float(fin_scale.min())))
     lo, hi = pattern.longest
-    ev.append(Msg("precision.skipped_steps", skipped=int(q.skipped.sum()), n=q.n, longest=pattern.longest_len,
-                  first=int(q.steps[lo]), last=int(q.steps[hi - 1])))
+    ev.append(
+        Msg(
+            "precision.skipped_steps",
+            skipped=int(q.skipped.sum()),
+            n=q.n,
+            longest=pattern.longest_len,
+            first=int(q.steps[lo]),
+            last=int(q.steps[hi - 1]),
+        )
+    )
     fixes: list[FixLike] = []
     streak_end = int(q.steps[min(q.n - 1, hi if not pattern.ongoing else q.n - 1)])
     layer = _overflow_source(run, s, streak_end, ev, fixes)
@@ -151,8 +180,7 @@ def _scale_floor(run: Run) -> tuple[int, Msg] | None:
         return None
     step, e = hits[0]
     scale = e.get("scale")
-    return step, Msg("precision.scale_floor", scale="?" if scale is None else scale, step=step,
-                     text=e.get("text", ""))
+    return step, Msg("precision.scale_floor", scale="?" if scale is None else scale, step=step, text=e.get("text", ""))
 
 
 @detector("loss_scale_floor", needs=("text_events",))
@@ -169,10 +197,22 @@ def loss_scale_floor(run: Run, q: Quantities) -> list[Finding]:
     if overflows:
         ev.append(Msg("precision.overflow_lines", n=len(overflows), first=overflows[0]))
     clip = clip_in_place(run)
-    fixes: list[FixLike] = [Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip) if clip is not None
-                        else Msg("precision.fix_gradients_overflow_fp16")]
-    return [Finding(cause="loss_scale_collapse", symptom="skipped_steps", severity="critical", confidence=0.85,
-                    step=overflows[0] if overflows else step, evidence=ev, fixes=as_fixes(fixes))]
+    fixes: list[FixLike] = [
+        Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip)
+        if clip is not None
+        else Msg("precision.fix_gradients_overflow_fp16")
+    ]
+    return [
+        Finding(
+            cause="loss_scale_collapse",
+            symptom="skipped_steps",
+            severity="critical",
+            confidence=0.85,
+            step=overflows[0] if overflows else step,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:
@@ -183,7 +223,7 @@ def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:
         return None
     streaks = _runs_of_true(skipped)
     longest = max(streaks, key=lambda r: r[1] - r[0])
-    tail = skipped[-max(LIMITS.tail_rows, q.n // 10):]
+    tail = skipped[-max(LIMITS.tail_rows, q.n // 10) :]
     tail_frac = float(tail.mean()) if q.n >= LIMITS.tail_rows else 0.0
     below_one = fin_scale.size > 0 and float(fin_scale.min()) < 1.0
     long_streak = longest[1] - longest[0] >= LIMITS.long_streak
@@ -199,8 +239,14 @@ def _skip_pattern(q: Quantities, fin_scale: np.ndarray) -> SkipPattern | None:
                 start = a
             else:
                 break
-    return SkipPattern(streaks=streaks, longest=longest, below_one=below_one, long_streak=long_streak,
-                       ongoing=ongoing, start=int(start))
+    return SkipPattern(
+        streaks=streaks,
+        longest=longest,
+        below_one=below_one,
+        long_streak=long_streak,
+        ongoing=ongoing,
+        start=int(start),
+    )
 
 
 def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: list[FixLike]) -> str | None:
@@ -228,8 +274,11 @@ def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: li
         else:
             ev.append(Msg("precision.backward_overflows_at", layer=layer))
     clip = clip_in_place(run)
-    fixes.append(Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip) if clip is not None
-                 else Msg("precision.fix_gradients_overflow_fp16"))
+    fixes.append(
+        Msg("precision.fix_gradients_overflow_fp16_clipped", clip=clip)
+        if clip is not None
+        else Msg("precision.fix_gradients_overflow_fp16")
+    )
     return layer
 
 
@@ -248,9 +297,16 @@ def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: lis
     s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
     if (init > LIMITS.absurd_init_scale or s0 > LIMITS.absurd_init_scale) and pattern.longest[0] <= 1:
         ev.append(Msg("precision.streak_ended_backing_off"))
-        return [Fix.scaler(Msg("precision.fix_init_scale", init_scale=LIMITS.default_init_scale,
-                               configured=init if init == init else s0),
-                           init_scale=LIMITS.default_init_scale)]
+        return [
+            Fix.scaler(
+                Msg(
+                    "precision.fix_init_scale",
+                    init_scale=LIMITS.default_init_scale,
+                    configured=init if init == init else s0,
+                ),
+                init_scale=LIMITS.default_init_scale,
+            )
+        ]
     ev.append(Msg("precision.streak_ended_lost_updates"))
     return []
 
@@ -289,26 +345,36 @@ def _frozen_weights(run: Run, q: Quantities) -> Finding | None:
     if lr.size:
         ev.append(Msg("precision.below_bf16_resolution", lr=float(lr[-1])))
     return Finding(
-        cause="precision_stall", symptom="stall", severity="critical" if med >= LIMITS.frozen_critical else "warning",
-        confidence=0.85, step=int(q.steps[i]), evidence=ev,
-        fixes=as_fixes([Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")]))
+        cause="precision_stall",
+        symptom="stall",
+        severity="critical" if med >= LIMITS.frozen_critical else "warning",
+        confidence=0.85,
+        step=int(q.steps[i]),
+        evidence=ev,
+        fixes=as_fixes([Msg("precision.fix_fp32_master_weights"), Msg("precision.fix_stochastic_rounding")]),
+    )
 
 
 def _eps_dominated(run: Run, q: Quantities) -> Finding | None:
     """`precision_stall`'s eps-dominated Adam with a loss that stalls."""
     ed = run.col("eps_dominated")
     edv = ed[np.isfinite(ed)]
-    if not (edv.size >= LIMITS.eps_min_samples and float(np.median(edv)) >= LIMITS.eps_dominated_share
-            and _stalled(q)):
+    if not (edv.size >= LIMITS.eps_min_samples and float(np.median(edv)) >= LIMITS.eps_dominated_share and _stalled(q)):
         return None
     i = int(np.flatnonzero(np.isfinite(ed))[0])
     eps = _adam_eps(run)
     return Finding(
-        cause="precision_stall", symptom="stall", severity="warning", confidence=0.6,
+        cause="precision_stall",
+        symptom="stall",
+        severity="warning",
+        confidence=0.6,
         step=int(q.steps[i]),
-        evidence=[Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
-                  Msg("common.loss_not_improving")],
-        fixes=[Fix.adam_eps(Msg("precision.fix_eps", eps=LIMITS.suggested_eps), eps=LIMITS.suggested_eps)])
+        evidence=[
+            Msg("precision.eps_dominated", pct=float(np.median(edv)) * 100, eps=eps if eps else None),
+            Msg("common.loss_not_improving"),
+        ],
+        fixes=[Fix.adam_eps(Msg("precision.fix_eps", eps=LIMITS.suggested_eps), eps=LIMITS.suggested_eps)],
+    )
 
 
 def _bf16_loss(q: Quantities) -> Finding | None:
@@ -319,14 +385,18 @@ def _bf16_loss(q: Quantities) -> Finding | None:
     # a bf16 loss is a plateau's cause only where the loss stalls: one that falls (a bf16 LLM
     # speedrun's 11.6 -> 4.0) trains through the coarse grid, and the grid alone is a note
     return Finding(
-        cause="precision_stall", symptom="plateau", severity="warning" if _stalled(q) else "info", confidence=0.75,
+        cause="precision_stall",
+        symptom="plateau",
+        severity="warning" if _stalled(q) else "info",
+        confidence=0.75,
         step=int(q.steps[q.finite_loss[0]]),
         evidence=[Msg("precision.bf16_loss_grid", on=grid[1], n=grid[2])],
-        fixes=as_fixes([Msg("precision.fix_loss_in_fp32")]))
+        fixes=as_fixes([Msg("precision.fix_loss_in_fp32")]),
+    )
 
 
 def _adam_eps(run: Run) -> float | None:
-    groups = ((run.meta.get("optimizer") or {}).get("groups") or [{}])
+    groups = (run.meta.get("optimizer") or {}).get("groups") or [{}]
     e = groups[0].get("eps") if groups else None
     return float(e) if isinstance(e, (int, float)) else None
 

@@ -38,8 +38,14 @@ from .quantities import Quantities
 
 LN2 = math.log(2.0)
 #: the columns TRL's preference trainers fill (`sources.columns.PREFERENCE_COLUMNS`)
-PREFERENCE = ("rewards_chosen", "rewards_rejected", "rewards_margins", "rewards_accuracies",
-              "logps_chosen", "logps_rejected")
+PREFERENCE = (
+    "rewards_chosen",
+    "rewards_rejected",
+    "rewards_margins",
+    "rewards_accuracies",
+    "logps_chosen",
+    "logps_rejected",
+)
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,7 @@ def preference(run: Run, q: Quantities) -> list[Finding]:
 
 # --- the four signatures ----------------------------------------------------------------------------
 
+
 def _nonfinite_logps(run: Run) -> Finding | None:
     """`logps/chosen` or `logps/rejected` NaN/-inf at a step where nothing else had gone wrong
     before: an empty completion (0 supervised tokens after truncation), not a divergence."""
@@ -111,13 +118,26 @@ def _nonfinite_logps(run: Run) -> Finding | None:
         return None  # a divergence reached the log-probs: the gradient detectors name it
     fw = _framework(run)
     prior = loss[:i][np.isfinite(loss[:i])]
-    ev: list[str] = [Msg("pref.logps_nonfinite", step=int(run.steps[i]), chosen=float(run.col("logps_chosen")[i]),
-                         rejected=float(run.col("logps_rejected")[i]))]
+    ev: list[str] = [
+        Msg(
+            "pref.logps_nonfinite",
+            step=int(run.steps[i]),
+            chosen=float(run.col("logps_chosen")[i]),
+            rejected=float(run.col("logps_rejected")[i]),
+        )
+    ]
     if prior.size:
         ev.append(Msg("pref.loss_was_finite", loss=float(prior[-1])))
     ev.append(Msg("pref.logps_nonfinite_why"))
-    return Finding(cause="label_mask_empty", symptom="nonfinite", severity="critical", confidence=0.75,
-                   step=int(run.steps[i]), evidence=ev, fixes=as_fixes(_truncation_fixes(fw)))
+    return Finding(
+        cause="label_mask_empty",
+        symptom="nonfinite",
+        severity="critical",
+        confidence=0.75,
+        step=int(run.steps[i]),
+        evidence=ev,
+        fixes=as_fixes(_truncation_fixes(fw)),
+    )
 
 
 def _overoptimised(run: Run) -> Finding | None:
@@ -128,7 +148,7 @@ def _overoptimised(run: Run) -> Finding | None:
         return None
     tail = max(LIMITS.tail_min, m.size // 4)
     m_end = float(np.median(m[-tail:]))
-    m_mid = float(np.median(m[m.size // 4: m.size // 2 + 1]))
+    m_mid = float(np.median(m[m.size // 4 : m.size // 2 + 1]))
     _, acc = _finite(run, "rewards_accuracies")
     saturated = acc.size >= tail and float(np.mean(acc[-tail:])) >= LIMITS.saturated_accuracy
     runaway = LIMITS.runaway_margin_saturated if saturated else LIMITS.runaway_margin
@@ -137,8 +157,9 @@ def _overoptimised(run: Run) -> Finding | None:
     if not m_end >= m_mid + max(LIMITS.growth_min, LIMITS.growth_share * abs(m_mid)):
         return None  # large but no longer growing: a margin the data allows, not a runaway
     onset = int(steps[int(np.argmax(m >= min(LIMITS.runaway_margin_saturated, m_end / 2)))])
-    ev: list[str] = [Msg("pref.margins_grow", first=int(steps[0]), last=int(steps[-1]), mid=m_mid, end=m_end,
-                         peak=float(np.max(m)))]
+    ev: list[str] = [
+        Msg("pref.margins_grow", first=int(steps[0]), last=int(steps[-1]), mid=m_mid, end=m_end, peak=float(np.max(m)))
+    ]
     if saturated:
         ev.append(Msg("pref.accuracy_saturated", n=tail, acc=float(np.mean(acc[-tail:]))))
     loss = run.col("loss")[run.logged("loss") & np.isfinite(run.col("loss"))]
@@ -147,8 +168,15 @@ def _overoptimised(run: Run) -> Finding | None:
     fw = _framework(run)
     fixes: list[FixLike] = [_lower_lr_fix(run, fw), _beta_fix(fw), Msg("pref.fix_ipo")]
     fixes.append(Msg("pref.fix_stop_early", step=onset))
-    return Finding(cause="reward_overoptimization", symptom="divergence", severity="warning", confidence=0.7,
-                   step=onset, evidence=ev, fixes=as_fixes(fixes))
+    return Finding(
+        cause="reward_overoptimization",
+        symptom="divergence",
+        severity="warning",
+        confidence=0.7,
+        step=onset,
+        evidence=ev,
+        fixes=as_fixes(fixes),
+    )
 
 
 def _displaced(run: Run) -> Finding | None:
@@ -168,16 +196,32 @@ def _displaced(run: Run) -> Finding | None:
     above = np.nonzero(c > half)[0]
     i = int(above[-1]) + 1 if above.size else 0
     step = int(steps[min(i, c.size - 1)])
-    ev: list[str] = [Msg("pref.both_rewards_fall", first=int(steps[0]), last=int(steps[-1]),
-                         c0=float(np.median(c[:k])), c1=float(np.median(c[-k:])),
-                         r0=float(np.median(r[:k])), r1=float(np.median(r[-k:])), gained=gained)]
+    ev: list[str] = [
+        Msg(
+            "pref.both_rewards_fall",
+            first=int(steps[0]),
+            last=int(steps[-1]),
+            c0=float(np.median(c[:k])),
+            c1=float(np.median(c[-k:])),
+            r0=float(np.median(r[:k])),
+            r1=float(np.median(r[-k:])),
+            gained=gained,
+        )
+    ]
     _, lc = _finite(run, "logps_chosen")
     if lc.size >= 2 * k:
         ev.append(Msg("pref.chosen_logps_fall", a=float(np.median(lc[:k])), b=float(np.median(lc[-k:]))))
     ev.append(Msg("pref.displacement_why"))
     fw = _framework(run)
-    return Finding(cause="likelihood_displacement", symptom="divergence", severity="warning", confidence=0.65,
-                   step=step, evidence=ev, fixes=as_fixes([_nll_fix(fw), _lower_lr_fix(run, fw)]))
+    return Finding(
+        cause="likelihood_displacement",
+        symptom="divergence",
+        severity="warning",
+        confidence=0.65,
+        step=step,
+        evidence=ev,
+        fixes=as_fixes([_nll_fix(fw), _lower_lr_fix(run, fw)]),
+    )
 
 
 def _stuck_at_ln2(run: Run) -> Finding | None:
@@ -195,8 +239,16 @@ def _stuck_at_ln2(run: Run) -> Finding | None:
         return None
     _, lr = _finite(run, "lr")
     lr_max = float(np.max(lr)) if lr.size else None
-    ev: list[str] = [Msg("pref.loss_at_ln2", n=int(loss.size), first=int(steps[0]), last=int(steps[-1]),
-                         lo=float(np.min(loss)), hi=float(np.max(loss)))]
+    ev: list[str] = [
+        Msg(
+            "pref.loss_at_ln2",
+            n=int(loss.size),
+            first=int(steps[0]),
+            last=int(steps[-1]),
+            lo=float(np.min(loss)),
+            hi=float(np.max(loss)),
+        )
+    ]
     zero_rewards = bool(rewards.size) and float(np.max(np.abs(rewards))) == 0.0
     frozen = zero_rewards or lr_max == 0.0
     if zero_rewards:
@@ -209,23 +261,42 @@ def _stuck_at_ln2(run: Run) -> Finding | None:
             ev.append(Msg("pref.lr_zero"))
             fixes.append(Msg("pref.fix_lr_zero"))
         fixes.append(Msg("pref.fix_frozen"))
-        return Finding(cause="frozen_model", symptom="plateau", severity="critical", confidence=0.8,
-                       step=int(steps[0]), evidence=ev, fixes=as_fixes(fixes))
-    fixes = [Msg("pref.fix_raise_lr", lr=lr_max, new=round_sig(lr_max * 10)) if lr_max
-             else Msg("pref.fix_raise_lr_unknown"), Msg("pref.fix_frozen")]
+        return Finding(
+            cause="frozen_model",
+            symptom="plateau",
+            severity="critical",
+            confidence=0.8,
+            step=int(steps[0]),
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    fixes = [
+        Msg("pref.fix_raise_lr", lr=lr_max, new=round_sig(lr_max * 10)) if lr_max else Msg("pref.fix_raise_lr_unknown"),
+        Msg("pref.fix_frozen"),
+    ]
     # DPO's loss at ln 2 with zero margins says more than a flat loss does: it wins the tie
-    return Finding(cause="lr_too_low", symptom="plateau", severity="warning", confidence=0.8,
-                   step=int(steps[0]), evidence=ev, fixes=as_fixes(fixes))
+    return Finding(
+        cause="lr_too_low",
+        symptom="plateau",
+        severity="warning",
+        confidence=0.8,
+        step=int(steps[0]),
+        evidence=ev,
+        fixes=as_fixes(fixes),
+    )
 
 
 # --- fixes in the words of the TRL that ran ------------------------------------------------------------
 
+
 def _truncation_fixes(fw: dict[str, Any]) -> list[FixLike]:
     version = _trl_version(fw)
     max_length = fw.get("max_length")
-    length = Msg("pref.fix_max_length", n=int(max_length), new=int(max_length) * 2) \
-        if isinstance(max_length, int) and not isinstance(max_length, bool) and max_length > 0 \
+    length = (
+        Msg("pref.fix_max_length", n=int(max_length), new=int(max_length) * 2)
+        if isinstance(max_length, int) and not isinstance(max_length, bool) and max_length > 0
         else Msg("pref.fix_max_length_unknown")
+    )
     fixes: list[FixLike] = [length]
     if version is not None and version < (1, 0):
         fixes.append(Msg("pref.fix_prompt_length_old"))
@@ -262,6 +333,7 @@ def _beta_fix(fw: dict[str, Any]) -> Msg:
 
 
 # --- helpers ---------------------------------------------------------------------------------------------
+
 
 def _framework(run: Run) -> dict[str, Any]:
     fw = run.meta.get("framework")

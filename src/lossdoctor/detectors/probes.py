@@ -26,8 +26,14 @@ VERIFIED_CONFIDENCE = 0.85
 
 
 def probe_records(run: Run) -> list[dict[str, Any]]:
-    return [r for r in run.incidents or [] if isinstance(r, dict) and r.get("level") == "probe"
-            and isinstance(r.get("probe"), dict) and isinstance(r.get("cause"), str)]
+    return [
+        r
+        for r in run.incidents or []
+        if isinstance(r, dict)
+        and r.get("level") == "probe"
+        and isinstance(r.get("probe"), dict)
+        and isinstance(r.get("cause"), str)
+    ]
 
 
 def apply_probes(findings: list[Finding], run: Run, notes: list[str]) -> list[Finding]:
@@ -64,15 +70,24 @@ def _num(x: Any) -> float:
 
 def _beaten(probe: dict[str, Any]) -> list[dict[str, Any]]:
     """The trials that beat the current LR (verified, with their LR and loss)."""
-    return [t for t in probe.get("trials") or [] if isinstance(t, dict) and t.get("verdict") == "verified"
-            and isinstance(t.get("lr"), (int, float)) and isinstance(t.get("loss"), (int, float))]
+    return [
+        t
+        for t in probe.get("trials") or []
+        if isinstance(t, dict)
+        and t.get("verdict") == "verified"
+        and isinstance(t.get("lr"), (int, float))
+        and isinstance(t.get("loss"), (int, float))
+    ]
 
 
 def withdrawn_causes(run: Run) -> set[str]:
     """The causes the LR probe withdrew: lr_too_high checked by replay, no lower LR beating it. Read
     from the probe records (data), so no later rule of the engine brings the cause back."""
-    return {rec["cause"] for rec in probe_records(run) if rec["cause"] == "lr_too_high"
-            and rec["probe"].get("status") == "checked" and not _beaten(rec["probe"])}
+    return {
+        rec["cause"]
+        for rec in probe_records(run)
+        if rec["cause"] == "lr_too_high" and rec["probe"].get("status") == "checked" and not _beaten(rec["probe"])
+    }
 
 
 def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any], notes: list[str]) -> list[Finding]:
@@ -105,13 +120,25 @@ def _lr_verdict(out: list[Finding], targets: list[Finding], rec: dict[str, Any],
     best = {**best, "lr": round_sig(float(best["lr"]), 2)}
     now = _num((probe.get("control") or {}).get("lr"))
     ctl = _num((probe.get("control") or {}).get("loss"))
-    fix = Fix.lr(Msg("lr.fix.probed", lr=float(best["lr"]), now=now, loss=float(best["loss"]), unfixed=ctl),
-                 to=float(best["lr"]), now=now)
-    check = {"fix": 0, "kind": "lr", "verdict": "verified", "step": start, "lr": float(best["lr"]),
-             "steps_after": (end - start) if isinstance(end, int) and isinstance(start, int) else None,
-             "loss_after": float(best["loss"]), "loss_before": ctl, "probe": True,
-             "sentence": Msg("probe.verified", lr=float(best["lr"]), loss=float(best["loss"]), now=now, unfixed=ctl,
-                             start=start, end=end)}
+    fix = Fix.lr(
+        Msg("lr.fix.probed", lr=float(best["lr"]), now=now, loss=float(best["loss"]), unfixed=ctl),
+        to=float(best["lr"]),
+        now=now,
+    )
+    check = {
+        "fix": 0,
+        "kind": "lr",
+        "verdict": "verified",
+        "step": start,
+        "lr": float(best["lr"]),
+        "steps_after": (end - start) if isinstance(end, int) and isinstance(start, int) else None,
+        "loss_after": float(best["loss"]),
+        "loss_before": ctl,
+        "probe": True,
+        "sentence": Msg(
+            "probe.verified", lr=float(best["lr"]), loss=float(best["loss"]), now=now, unfixed=ctl, start=start, end=end
+        ),
+    }
     for f in targets:
         kept = [x for x in f.fixes if as_fix(x).kind not in ("lr", "lr_range")]  # the measured LR replaces them
         f.fixes = [fix, *kept]
@@ -137,10 +164,26 @@ def _state_verdicts(f: Finding, probe: dict[str, Any]) -> None:
             continue
         if t.get("kind") != as_fix(f.fixes[i]).kind:  # a trial of another finding's fix list
             continue
-        s = Msg("probe.tried", fix=describe_fix(as_fix(f.fixes[i])), loss=_num(t.get("loss")), unfixed=ctl,
-                start=probe.get("from_step"), end=probe.get("to_step"))
-        checks.append({"fix": i, "kind": t.get("kind"), "verdict": t.get("verdict"), "sentence": s,
-                       "sentence_data": s.data(), "loss_after": t.get("loss"), "loss_before": ctl, "probe": True})
+        s = Msg(
+            "probe.tried",
+            fix=describe_fix(as_fix(f.fixes[i])),
+            loss=_num(t.get("loss")),
+            unfixed=ctl,
+            start=probe.get("from_step"),
+            end=probe.get("to_step"),
+        )
+        checks.append(
+            {
+                "fix": i,
+                "kind": t.get("kind"),
+                "verdict": t.get("verdict"),
+                "sentence": s,
+                "sentence_data": s.data(),
+                "loss_after": t.get("loss"),
+                "loss_before": ctl,
+                "probe": True,
+            }
+        )
     if checks:
         f.fix_checks = checks
         order_by_verdict(f)
@@ -148,8 +191,9 @@ def _state_verdicts(f: Finding, probe: dict[str, Any]) -> None:
         f.confidence = max(f.confidence, VERIFIED_CONFIDENCE)
 
 
-def withdrawn_notes(run: Run, findings: list[Finding], notes: list[str],
-                    explains: dict[str, tuple[str, ...]] | None = None) -> None:
+def withdrawn_notes(
+    run: Run, findings: list[Finding], notes: list[str], explains: dict[str, tuple[str, ...]] | None = None
+) -> None:
     """Each cause `watch` announced live (findings.jsonl) that the final diagnosis does not hold,
     with the reason: a probe withdrew it (its own note), another cause explains it, or the rest of
     the run no longer shows it (the loss then and at the end)."""
@@ -167,8 +211,15 @@ def withdrawn_notes(run: Run, findings: list[Finding], notes: list[str],
             why = Msg("withdrawn.explained", by=by)
         else:
             why = Msg("withdrawn.not_shown", then=_loss_at(run, step), last=_last_loss(run))
-        notes.append(Msg("withdrawn.live", cause=cause, step=step if step is not None else "?",
-                         severity=str(d.get("severity", "")), why=why))
+        notes.append(
+            Msg(
+                "withdrawn.live",
+                cause=cause,
+                step=step if step is not None else "?",
+                severity=str(d.get("severity", "")),
+                why=why,
+            )
+        )
 
 
 def _loss_at(run: Run, step: int | None) -> float:

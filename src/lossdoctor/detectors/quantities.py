@@ -77,11 +77,11 @@ class Quantities:
         if bad.size == 1:
             return none if self.survived_nonfinite_grad is None else bad
         losses = self.loss[self.loss_logged]
-        if losses.size == 0 or not np.isfinite(losses).all() or not self.loss_logged[bad[0] + 1:].any():
+        if losses.size == 0 or not np.isfinite(losses).all() or not self.loss_logged[bad[0] + 1 :].any():
             return none
         gn_logged = self.run.logged("grad_norm")
         every = bad.size == int(gn_logged.sum())  # no update at all: every step was skipped
-        recovered = bool((gn_logged[bad[-1] + 1:] & np.isfinite(self.grad_norm[bad[-1] + 1:])).any())
+        recovered = bool((gn_logged[bad[-1] + 1 :] & np.isfinite(self.grad_norm[bad[-1] + 1 :])).any())
         # non-finite norms up to the end of a log that had finite ones may be the start of a run
         # gone bad (the log stops before its loss does): not judged as skips
         return bad if every or recovered else none
@@ -103,8 +103,8 @@ class Quantities:
             return None
         i = int(bad[0])
         losses = self.loss[self.loss_logged]
-        after = self.loss_logged[i + 1:] & np.isfinite(self.loss[i + 1:])
-        later_gn = gn_logged[i + 1:] & np.isfinite(self.grad_norm[i + 1:])
+        after = self.loss_logged[i + 1 :] & np.isfinite(self.loss[i + 1 :])
+        later_gn = gn_logged[i + 1 :] & np.isfinite(self.grad_norm[i + 1 :])
         if losses.size == 0 or not np.isfinite(losses).all() or not after.any() or not later_gn.any():
             return None
         return i

@@ -62,8 +62,7 @@ def _pre_reduction_grads(run: Run) -> bool:
     return isinstance(dist, dict) and (dist.get("kind") == "ddp" or dist.get("local_grads") is True)
 
 
-def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
-                notes: list[str] | None = None) -> list[list[Finding]]:
+def drop_echoes(runs: list[Run], per_rank: list[list[Finding]], notes: list[str] | None = None) -> list[list[Finding]]:
     """Per-rank findings without the non-finite findings a rank only received from another.
 
     With one rank of a multi-rank run (the live monitor sees only its own) the findings stay (the
@@ -73,9 +72,14 @@ def drop_echoes(runs: list[Run], per_rank: list[list[Finding]],
         return [_drop_single(runs[0], per_rank[0], notes)]
     screened = runs[0].meta.get("rank_screen") if isinstance(runs[0].meta, dict) else None
     if isinstance(screened, dict) and notes is not None:
-        notes.append(Msg("distributed.screened_note", n=len(screened.get("ranks") or []),
-                         read=ranges(sorted(r.rank for r in runs if r.rank is not None)),
-                         others=len(screened.get("ranks") or []) - len(runs)))
+        notes.append(
+            Msg(
+                "distributed.screened_note",
+                n=len(screened.get("ranks") or []),
+                read=ranges(sorted(r.rank for r in runs if r.rank is not None)),
+                others=len(screened.get("ranks") or []) - len(runs),
+            )
+        )
     onsets = [local_onset(r) for r in runs]
     known = [o for o in onsets if o is not None]
     if not known:
@@ -165,8 +169,13 @@ def _echo_msg(runs: list[Run], echoed: list[int], step: int, origin: Run) -> Msg
     stages = {r.rank: _stage(r) for r in runs}
     if _stage(origin) is None or any(stages.get(r) is None for r in echoed):
         return Msg("distributed.echoed", ranks=ranges(echoed), step=step, rank=origin.rank)
-    return Msg("distributed.echoed_pp", ranks=ranges(echoed), stages=ranges([stages[r] for r in echoed]),
-               step=step, rank=origin.rank)
+    return Msg(
+        "distributed.echoed_pp",
+        ranks=ranges(echoed),
+        stages=ranges([stages[r] for r in echoed]),
+        step=step,
+        rank=origin.rank,
+    )
 
 
 def _say_stage(run: Run, findings: list[Finding], step: int) -> None:
@@ -185,12 +194,18 @@ def _say_stage(run: Run, findings: list[Finding], step: int) -> None:
             continue
         layer = f.layer or _event_layer(run, step) or "?"
         if stage is None:
-            f.evidence.append(Msg("distributed.began_on_coordinate", rank=run.rank, coordinate=coordinate,
-                                  layer=layer))
+            f.evidence.append(Msg("distributed.began_on_coordinate", rank=run.rank, coordinate=coordinate, layer=layer))
         else:
-            f.evidence.append(Msg("distributed.began_on_stage", rank=run.rank, stage=stage,
-                                  stages=dist.get("num_stages", "?") if isinstance(dist, dict) else "?",
-                                  coordinate=coordinate, layer=layer))
+            f.evidence.append(
+                Msg(
+                    "distributed.began_on_stage",
+                    rank=run.rank,
+                    stage=stage,
+                    stages=dist.get("num_stages", "?") if isinstance(dist, dict) else "?",
+                    coordinate=coordinate,
+                    layer=layer,
+                )
+            )
 
 
 def _event_layer(run: Run, step: int) -> str | None:
@@ -201,8 +216,9 @@ def _event_layer(run: Run, step: int) -> str | None:
     return None
 
 
-def _screened_ranks(runs: list[Run], out: list[list[Finding]], origins: list[int], origin_step: int,
-                    screened: dict) -> None:
+def _screened_ranks(
+    runs: list[Run], out: list[list[Finding]], origins: list[int], origin_step: int, screened: dict
+) -> None:
     """A run directory of many ranks was screened, not read in full (`sources.rank_screen`): the
     origin's finding names the ranks that were not read, in ranges."""
     read = {r.rank for r in runs}
@@ -213,8 +229,15 @@ def _screened_ranks(runs: list[Run], out: list[list[Finding]], origins: list[int
         for i in origins:
             for f in out[i]:
                 if f.symptom == "nonfinite" and f.step == origin_step:
-                    f.evidence.append(Msg("distributed.screened_later", n=len(later), ranks=ranges(later),
-                                          step=origin_step, rank=runs[i].rank))
+                    f.evidence.append(
+                        Msg(
+                            "distributed.screened_later",
+                            n=len(later),
+                            ranks=ranges(later),
+                            step=origin_step,
+                            rank=runs[i].rank,
+                        )
+                    )
 
 
 def ranges(ranks: Iterable[int | None]) -> str:
@@ -239,8 +262,7 @@ def _echo(f: Finding, own_onset: int | None, origin_step: int) -> bool:
 
 
 def _drop_single(run: Run, findings: list[Finding], notes: list[str] | None) -> list[Finding]:
-    if int(run.meta.get("world_size") or 1) <= 1 or not run.has("grad_norm_local") \
-            or not _pre_reduction_grads(run):
+    if int(run.meta.get("world_size") or 1) <= 1 or not run.has("grad_norm_local") or not _pre_reduction_grads(run):
         return findings
     own = local_onset(run)
     gn = run.col("grad_norm_local")
@@ -251,8 +273,13 @@ def _drop_single(run: Run, findings: list[Finding], notes: list[str] | None) -> 
         if f.step is None:
             return False
         i = row.get(int(f.step))
-        return (f.symptom == "nonfinite" and i is not None and bool(logged[i]) and np.isfinite(gn[i])
-                and (own is None or own > f.step))
+        return (
+            f.symptom == "nonfinite"
+            and i is not None
+            and bool(logged[i])
+            and np.isfinite(gn[i])
+            and (own is None or own > f.step)
+        )
 
     echoes = [f for f in findings if echo(f)]
     for f in echoes:  # the run did break; only the explanation belongs to another rank

@@ -30,10 +30,45 @@ from .quantities import Quantities
 SHORT_LOG = 50
 #: class counts whose ln is a common chance level (binary .. LLM vocabularies; 101, 365, 400, 600:
 #: UCF101/Food-101, Places365, Kinetics-400/600)
-COMMON_K = (2, 3, 4, 5, 6, 8, 10, 16, 20, 32, 64, 100, 101, 128, 200, 256, 365, 400, 600, 1000, 1024, 10000,
-            21128, 30522,
-            32000, 32128, 32768, 49152, 50257, 50304, 65536, 100277, 128256, 151936, 152064, 250002,
-            256000)
+COMMON_K = (
+    2,
+    3,
+    4,
+    5,
+    6,
+    8,
+    10,
+    16,
+    20,
+    32,
+    64,
+    100,
+    101,
+    128,
+    200,
+    256,
+    365,
+    400,
+    600,
+    1000,
+    1024,
+    10000,
+    21128,
+    30522,
+    32000,
+    32128,
+    32768,
+    49152,
+    50257,
+    50304,
+    65536,
+    100277,
+    128256,
+    151936,
+    152064,
+    250002,
+    256000,
+)
 #: an LR this small makes an Adam-family step ~1e-6 of a unit weight: nothing moves in a short run
 TINY_LR = 1e-5
 
@@ -52,8 +87,12 @@ def bar_redraw(run: Run, q: Quantities, n: int) -> bool:
     if lf.size == 0:
         return False
     span = int(q.steps[lf[-1]] - q.steps[lf[0]])
-    return run.meta.get("framework") == "tqdm" and span < BAR_CADENCE and span <= 2 * max(1, n - 1) \
+    return (
+        run.meta.get("framework") == "tqdm"
+        and span < BAR_CADENCE
+        and span <= 2 * max(1, n - 1)
         and int(q.steps[lf[0]]) >= BAR_CADENCE
+    )
 
 
 def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
@@ -93,6 +132,7 @@ TINY_SGD_STEP = 2e-5
 def _median_se(a: np.ndarray, b: np.ndarray) -> float:
     """Standard error of the difference of two medians (robust: from the MADs), so that a flat
     but noisy loss (small batches, regression) is not read as falling."""
+
     def one(x: np.ndarray) -> float:
         mad = float(np.median(np.abs(x - np.median(x))))
         return 1.2533 * 1.4826 * mad / math.sqrt(max(1, x.size))
@@ -159,8 +199,17 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     if judged is None:
         return []
     cause, conf, said, fixes = judged
-    return [Finding(cause=cause, symptom="plateau" if f.chance or f.constant else "slow_convergence",
-                    severity="warning", confidence=conf, step=s0, evidence=ev + said, fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause=cause,
+            symptom="plateau" if f.chance or f.constant else "slow_convergence",
+            severity="warning",
+            confidence=conf,
+            step=s0,
+            evidence=ev + said,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 @dataclass
@@ -200,13 +249,24 @@ def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat
     pn = pn[np.isfinite(pn)]
     # watch measured it: the weights never changed (an update ratio of 0, or a parameter norm that
     # is the same to the last bit at every step)
-    no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (pn.size >= 5 and float(np.ptp(pn)) == 0.0
-                                                                 and float(pn[0]) > 0)
-    return _Flat(lr=lr, warming=warming, gn=gn, step=step, verdict=verdict, tiny_lr=tiny_lr, level=level,
-                 spread=spread, constant=spread <= 1e-4 * max(level, 1e-3) and not bar_redraw(run, q, x.size),
-                 chance=chance,
-                 zero_grad=gn.size >= 3 and float(np.max(gn)) <= 1e-8, measured=int(max(ur.size, pn.size)),
-                 no_update=no_update)
+    no_update = (ur.size >= 5 and float(np.max(ur)) == 0.0) or (
+        pn.size >= 5 and float(np.ptp(pn)) == 0.0 and float(pn[0]) > 0
+    )
+    return _Flat(
+        lr=lr,
+        warming=warming,
+        gn=gn,
+        step=step,
+        verdict=verdict,
+        tiny_lr=tiny_lr,
+        level=level,
+        spread=spread,
+        constant=spread <= 1e-4 * max(level, 1e-3) and not bar_redraw(run, q, x.size),
+        chance=chance,
+        zero_grad=gn.size >= 3 and float(np.max(gn)) <= 1e-8,
+        measured=int(max(ur.size, pn.size)),
+        no_update=no_update,
+    )
 
 
 def _flat_cause(f: _Flat, n: int) -> tuple[str, float, list[str], list[str]] | None:
@@ -227,11 +287,19 @@ def _flat_update_cause(f: _Flat, n: int) -> _FlatCause | None:
         return "lr_schedule_error", 0.8, [Msg("scalars.flat.lr_zero")], [Msg("scalars.flat.fix_lr_zero")]
     if f.no_update:
         g = float(np.median(f.gn)) if f.gn.size else Msg("scalars.word.unknown")
-        return "frozen_model", 0.85, [Msg("scalars.flat.no_update", k=f.measured, g=g)], \
-            [Msg("scalars.flat.fix_rebuild_optimizer")]
+        return (
+            "frozen_model",
+            0.85,
+            [Msg("scalars.flat.no_update", k=f.measured, g=g)],
+            [Msg("scalars.flat.fix_rebuild_optimizer")],
+        )
     if f.tiny_lr and f.step is not None and not at_most_tiny:
-        return "lr_too_low", 0.6, [Msg("scalars.flat.tiny_step", step=f.step, lr=lr, g=float(np.median(f.gn)))], \
-            [Msg("scalars.flat.fix_raise_sgd", lr=lr)]
+        return (
+            "lr_too_low",
+            0.6,
+            [Msg("scalars.flat.tiny_step", step=f.step, lr=lr, g=float(np.median(f.gn)))],
+            [Msg("scalars.flat.fix_raise_sgd", lr=lr)],
+        )
     if f.tiny_lr and f.verdict == "low" and not at_most_tiny:
         # with_lr_evidence adds the sentence that says so
         return "lr_too_low", 0.6, [], [Msg("scalars.flat.fix_raise_usual", lr=lr)]
@@ -244,14 +312,20 @@ def _flat_shape_cause(f: _Flat, n: int) -> _FlatCause | None:
     """The rules that read the flat loss's shape (no gradient, a constant to the last digit, a level
     at chance): each a ranked differential, since the shape alone rarely tells the causes apart."""
     labels, frozen = Msg("scalars.alt.labels"), Msg("scalars.alt.frozen")
-    low = Msg("scalars.alt.lr_low", lr=Msg("scalars.alt.lr_value", lr=f.lr) if f.lr is not None
-              else Msg("scalars.alt.lr_unlogged"))
+    low = Msg(
+        "scalars.alt.lr_low",
+        lr=Msg("scalars.alt.lr_value", lr=f.lr) if f.lr is not None else Msg("scalars.alt.lr_unlogged"),
+    )
     tell = Msg("scalars.flat.tell")
     overfit = Msg("scalars.fix.overfit")
     watch = Msg("scalars.fix.watch_update_size")
     if f.zero_grad:
-        return "frozen_model", 0.6, [Msg("scalars.flat.zero_grad", k=int(f.gn.size))], \
-            [Msg("scalars.flat.fix_requires_grad"), overfit]
+        return (
+            "frozen_model",
+            0.6,
+            [Msg("scalars.flat.zero_grad", k=int(f.gn.size))],
+            [Msg("scalars.flat.fix_requires_grad"), overfit],
+        )
     if f.constant:
         # unrelated labels still let the model learn their frequencies: the loss would wander
         # across batches, not repeat to the last digit
@@ -259,11 +333,19 @@ def _flat_shape_cause(f: _Flat, n: int) -> _FlatCause | None:
     if f.chance and n >= 30 and not f.warming and f.verdict == "high":
         # the LR is far above what is usual for the run's optimizer: first steps that large
         # saturate a model at chance (with_lr_evidence adds the sentence that says so)
-        return "lr_too_high", 0.5, [Msg("scalars.flat.ranked_lr_high", a=labels, b=frozen)], \
-            [Msg("scalars.fix.lower_lr_warmup"), overfit]
+        return (
+            "lr_too_high",
+            0.5,
+            [Msg("scalars.flat.ranked_lr_high", a=labels, b=frozen)],
+            [Msg("scalars.fix.lower_lr_warmup"), overfit],
+        )
     if f.chance and n >= 30 and not f.warming:
-        return "noisy_data", 0.4, [Msg("scalars.flat.equal", a=labels, b=frozen, c=low, tell=tell)], \
-            [watch, overfit, Msg("scalars.fix.audit_labels")]
+        return (
+            "noisy_data",
+            0.4,
+            [Msg("scalars.flat.equal", a=labels, b=frozen, c=low, tell=tell)],
+            [watch, overfit, Msg("scalars.fix.audit_labels")],
+        )
     return None
 
 
@@ -302,8 +384,10 @@ def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
     worst = float(np.max(tail))
     if worst > max(1.5 * base, base + 0.2 * progress, float(np.max(recent))):
         return []  # the loss was rising: divergence, which the LR and explosion rules date
-    ev: list[str] = [Msg("scalars.sudden_nan.what", step=int(q.steps[i]), n=int(lf.size)),
-                     Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base)]
+    ev: list[str] = [
+        Msg("scalars.sudden_nan.what", step=int(q.steps[i]), n=int(lf.size)),
+        Msg("scalars.sudden_nan.loss_calm", loss=float(x[-1]), med=base),
+    ]
     g = gn[:i][np.isfinite(gn[:i])]
     conf = 0.45
     if g.size >= 10:
@@ -312,23 +396,36 @@ def sudden_nonfinite(run: Run, q: Quantities) -> list[Finding]:
             return []  # a gradient surge beyond anything seen before: the explosion rules' story
         ev.insert(1, Msg("scalars.sudden_nan.grad_calm", g=float(g[-1]), med=g_med))
         conf = 0.5
-    lr = q.lr[:i + 1]
+    lr = q.lr[: i + 1]
     lr_rows = np.flatnonzero(np.isfinite(lr))
     if lr_rows.size >= 2 and lr[lr_rows[-2]] > 0 and lr[lr_rows[-1]] >= 1.5 * lr[lr_rows[-2]]:
         return []  # the LR jumped at that step: the schedule's story
     s = int(q.steps[i])
     ev.append(Msg("scalars.sudden_nan.differential", step=s))
-    return [Finding(cause="nonfinite_data", symptom="nonfinite", severity="critical", confidence=conf,
-                    step=s, batch=s, evidence=ev,
-                    fixes=as_fixes([Msg("scalars.sudden_nan.fix_batch", step=s), Msg("scalars.sudden_nan.fix_watch")]))]
+    return [
+        Finding(
+            cause="nonfinite_data",
+            symptom="nonfinite",
+            severity="critical",
+            confidence=conf,
+            step=s,
+            batch=s,
+            evidence=ev,
+            fixes=as_fixes([Msg("scalars.sudden_nan.fix_batch", step=s), Msg("scalars.sudden_nan.fix_watch")]),
+        )
+    ]
 
 
 def _has_direct_evidence(run: Run) -> bool:
     """The run holds what `watch` records where a NaN enters (the batch's non-finite samples, the
     first module whose output went non-finite): the direct detectors name the cause from those,
     and an inference from the curve's calm must not outrank them."""
-    return bool(run.event("fwd_first_nonfinite") or run.event("batch_nonfinite_detail")
-                or run.event("bwd_first_nonfinite") or _has_watch_records(run))
+    return bool(
+        run.event("fwd_first_nonfinite")
+        or run.event("batch_nonfinite_detail")
+        or run.event("bwd_first_nonfinite")
+        or _has_watch_records(run)
+    )
 
 
 @detector("accumulating_grads", needs=("loss", "grad_norm"))
@@ -353,15 +450,23 @@ def accumulating_grads(run: Run, q: Quantities) -> list[Finding]:
     first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
     if corr < 0.97 or first <= 0 or not 0.75 * first <= last <= 1.33 * first:
         return []
-    return [Finding(cause="frozen_model", symptom="plateau", severity="warning", confidence=0.75,
-                    step=int(q.steps[rows[0]]),
-                    evidence=[Msg("scalars.accumulating.what", g0=sixths[0], g1=sixths[-1],
-                                  ratio=sixths[-1] / sixths[0], corr=corr),
-                              Msg("scalars.accumulating.loss", first=first, last=last),
-                              Msg("scalars.accumulating.why")],
-                    # every parameter in the optimizer: what a replay's `unfreeze` applies, so a
-                    # probe tries it from a snapshot
-                    fixes=[Fix.unfreeze(Msg("scalars.accumulating.fix_optimizer"))])]
+    return [
+        Finding(
+            cause="frozen_model",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.75,
+            step=int(q.steps[rows[0]]),
+            evidence=[
+                Msg("scalars.accumulating.what", g0=sixths[0], g1=sixths[-1], ratio=sixths[-1] / sixths[0], corr=corr),
+                Msg("scalars.accumulating.loss", first=first, last=last),
+                Msg("scalars.accumulating.why"),
+            ],
+            # every parameter in the optimizer: what a replay's `unfreeze` applies, so a
+            # probe tries it from a snapshot
+            fixes=[Fix.unfreeze(Msg("scalars.accumulating.fix_optimizer"))],
+        )
+    ]
 
 
 def progress_kind(x: np.ndarray) -> tuple[str, float, float]:
@@ -373,7 +478,7 @@ def progress_kind(x: np.ndarray) -> tuple[str, float, float]:
     bend). stalled: it fell by < 30% and then bent flat. converged: it fell by >= 30% and the last
     third no longer falls beyond its noise. Judged on thirds' medians, so >= 30 points."""
     k = x.size // 3
-    a, b, c = x[:k], x[k:2 * k], x[-k:]
+    a, b, c = x[:k], x[k : 2 * k], x[-k:]
     ma, mb, mc = float(np.median(a)), float(np.median(b)), float(np.median(c))
     if ma <= 0:
         return "learning", 0.0, 0.0
@@ -413,15 +518,30 @@ def slow_learning(run: Run, q: Quantities) -> list[Finding]:
     if not (0 < lr <= TINY_LR or step is not None or (judged and judged[0] == "low")):
         return []
     n_steps = int(q.steps[lf[-1]] - q.steps[lf[0]]) or 1
-    ev: list[str] = [Msg("scalars.slow.what" if kind == "slowly" else "scalars.slow.stalled", total=total, n=int(lf.size),
-                         steps=n_steps, bend=bend)]
+    ev: list[str] = [
+        Msg(
+            "scalars.slow.what" if kind == "slowly" else "scalars.slow.stalled",
+            total=total,
+            n=int(lf.size),
+            steps=n_steps,
+            bend=bend,
+        )
+    ]
     if step is not None:
         ev.append(Msg("scalars.flat.tiny_step", step=step, lr=lr, g=float(np.median(gn))))
     elif 0 < lr <= TINY_LR:
         ev.append(Msg("scalars.slow.tiny_lr", lr=lr))
-    return [Finding(cause="lr_too_low", symptom="slow_convergence", severity="warning", confidence=0.6,
-                    step=int(q.steps[lf[0]]), evidence=ev,
-                    fixes=as_fixes([Msg("scalars.flat.fix_raise_usual", lr=lr)]))]
+    return [
+        Finding(
+            cause="lr_too_low",
+            symptom="slow_convergence",
+            severity="warning",
+            confidence=0.6,
+            step=int(q.steps[lf[0]]),
+            evidence=ev,
+            fixes=as_fixes([Msg("scalars.flat.fix_raise_usual", lr=lr)]),
+        )
+    ]
 
 
 @detector("skipped_updates", needs=("loss", "grad_norm"))
@@ -439,8 +559,10 @@ def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
     logged = int(run.logged("grad_norm").sum())
     frac = rows.size / max(1, logged)
     s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
-    ev: list[str] = [Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
-                     Msg("scalars.skipped.why")]
+    ev: list[str] = [
+        Msg("scalars.skipped.what", k=int(rows.size), n=logged, first=s0, last=s1),
+        Msg("scalars.skipped.why"),
+    ]
     fixes: list[FixLike] = [Msg("scalars.skipped.fix_scale"), Msg("scalars.skipped.fix_find")]
     if frac >= 0.5:
         ev.append(Msg("scalars.skipped.most", frac=frac))
@@ -449,8 +571,17 @@ def skipped_updates(run: Run, q: Quantities) -> list[Finding]:
         severity, symptom, conf = "warning", "skipped_steps", 0.45
     else:
         severity, symptom, conf = "info", "skipped_steps", 0.4
-    return [Finding(cause="loss_scale_collapse", symptom=symptom, severity=severity, confidence=conf,
-                    step=s0, evidence=ev, fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="loss_scale_collapse",
+            symptom=symptom,
+            severity=severity,
+            confidence=conf,
+            step=s0,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 @detector("grad_surge", needs=("loss", "grad_norm"))
@@ -481,8 +612,7 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         tail = loss[j:]
         # the loss gave back (nearly) all progress, and the norm stayed up: one noisy batch of a
         # converged model (loss 1e-4 -> 1, norm 1e-3 -> 3 for a step) is neither
-        if best <= 0 or float(np.max(tail)) < max(1.5 * best, 0.9 * q.loss_start) \
-                or float(np.median(g[j:])) < 30 * g0:
+        if best <= 0 or float(np.max(tail)) < max(1.5 * best, 0.9 * q.loss_start) or float(np.median(g[j:])) < 30 * g0:
             if transient is None and g[j] >= TRANSIENT_SURGE * g0:
                 transient = (i0, j)
             continue
@@ -505,22 +635,35 @@ def _surge_finding(run: Run, q: Quantities, rows: np.ndarray, at: tuple[int, int
     s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
     peak_g = float(np.max(g[j:]))
     rose = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=float(g[j] / g[i0]), k=s1 - s0)
-    ev: list[str] = [Msg("scalars.surge.rose_peak", **rose, peak=peak_g) if peak_g > 1.5 * float(g[j])
-                     else Msg("scalars.surge.rose", **rose),
-                     Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail)))]
+    ev: list[str] = [
+        Msg("scalars.surge.rose_peak", **rose, peak=peak_g)
+        if peak_g > 1.5 * float(g[j])
+        else Msg("scalars.surge.rose", **rose),
+        Msg("scalars.surge.loss_rose", best=best, top=float(np.max(tail))),
+    ]
     if rows.size < SHORT_LOG:
         ev.append(Msg("scalars.surge.short_log", n=int(rows.size)))
-    healthy = g[:i0 + 1]
+    healthy = g[: i0 + 1]
     clip = float(np.max(healthy)) if healthy.size else float(g[i0])
-    fixes: list[FixLike] = [_surge_clip_fix(q, "scalars.surge.fix_clip", clip),
-                            Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3)
-                            if np.isfinite(lr[j]) else Msg("scalars.surge.fix_lr_qk")]
+    fixes: list[FixLike] = [
+        _surge_clip_fix(q, "scalars.surge.fix_clip", clip),
+        Fix.lr(Msg("scalars.surge.fix_lr", lr=float(lr[j])), factor=1 / 3)
+        if np.isfinite(lr[j])
+        else Msg("scalars.surge.fix_lr_qk"),
+    ]
     held, why = cut_evidence(run, q, int(rows[i0 + 1]))
     if held is None:  # the loss's rise does not hold (`lr_advice`): clip and measure, cut nothing
         ev.append(withheld(why))
         fixes = [fixes[0], measure_fix(s0)]
-    return Finding(cause="grad_explosion", symptom="divergence", severity="critical", confidence=0.8,
-                   step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]), evidence=ev, fixes=as_fixes(fixes))
+    return Finding(
+        cause="grad_explosion",
+        symptom="divergence",
+        severity="critical",
+        confidence=0.8,
+        step=s0 if s1 - s0 <= 1 else int(q.steps[rows[i0 + 1]]),
+        evidence=ev,
+        fixes=as_fixes(fixes),
+    )
 
 
 def _surge_clip_fix(q: Quantities, key: str, healthy_max: float) -> Fix:
@@ -545,12 +688,19 @@ def _surge_came_back(g: np.ndarray, loss: np.ndarray, i0: int) -> bool:
     """The log's last gradient norm and loss are back near their levels before the surge that began
     after row `i0`: the run survived it (BLOOM-176B's norm 0.24 -> 960 -> 0.2 with the loss 2.2 ->
     5.1 -> 2.2 went on unchanged); a surge that is still up at the end of the log has not."""
-    before = loss[:i0 + 1]
-    return bool(g[-1] <= SURGE_BACK_NORM * float(g[i0]) and float(loss[-1]) <= SURGE_BACK_LOSS * float(np.median(before)))
+    before = loss[: i0 + 1]
+    return bool(
+        g[-1] <= SURGE_BACK_NORM * float(g[i0]) and float(loss[-1]) <= SURGE_BACK_LOSS * float(np.median(before))
+    )
 
 
-def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tuple[int, int],
-                     loss_rose: tuple[float, float, float] | None = None) -> list[Finding]:
+def _transient_surge(
+    q: Quantities,
+    rows: np.ndarray,
+    g: np.ndarray,
+    where: tuple[int, int],
+    loss_rose: tuple[float, float, float] | None = None,
+) -> list[Finding]:
     """A gradient norm that jumped >= 1000x and came back while the loss did not diverge, or one
     that jumped >= 100x with the loss and both came back by the log's end (`loss_rose`: the loss's
     best before, its top and its last): a gradient explosion the run survived (a guard skipped it,
@@ -560,16 +710,31 @@ def _transient_surge(q: Quantities, rows: np.ndarray, g: np.ndarray, where: tupl
     i0, j = where
     s0, s1 = int(q.steps[rows[i0]]), int(q.steps[rows[j]])
     peak = float(np.max(g[j:]))
-    clip = float(np.max(g[:i0 + 1]))
+    clip = float(np.max(g[: i0 + 1]))
     jump = dict(g0=float(g[i0]), s0=s0, g1=float(g[j]), s1=s1, x=peak / float(g[i0]), back=float(g[-1]))
-    ev: list[str] = [Msg("scalars.surge.jumped_peak", **jump, peak=peak) if peak > 1.5 * float(g[j])
-                     else Msg("scalars.surge.jumped", **jump),
-                     Msg("scalars.surge.survived") if loss_rose is None
-                     else Msg("scalars.surge.loss_came_back", best=loss_rose[0], top=loss_rose[1], back=loss_rose[2])]
-    fixes: list[FixLike] = [_surge_clip_fix(q, "scalars.surge.fix_clip_before", clip),
-                            Msg("scalars.surge.fix_find_batch")]
-    return [Finding(cause="grad_explosion", symptom="spike", severity="warning", confidence=0.6,
-                    step=int(q.steps[rows[j]]), evidence=ev, fixes=as_fixes(fixes))]
+    ev: list[str] = [
+        Msg("scalars.surge.jumped_peak", **jump, peak=peak)
+        if peak > 1.5 * float(g[j])
+        else Msg("scalars.surge.jumped", **jump),
+        Msg("scalars.surge.survived")
+        if loss_rose is None
+        else Msg("scalars.surge.loss_came_back", best=loss_rose[0], top=loss_rose[1], back=loss_rose[2]),
+    ]
+    fixes: list[FixLike] = [
+        _surge_clip_fix(q, "scalars.surge.fix_clip_before", clip),
+        Msg("scalars.surge.fix_find_batch"),
+    ]
+    return [
+        Finding(
+            cause="grad_explosion",
+            symptom="spike",
+            severity="warning",
+            confidence=0.6,
+            step=int(q.steps[rows[j]]),
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 #: the rule of `lr_rise_divergence`'s finding: the divergence it dates explains the later "spikes"
@@ -604,8 +769,9 @@ def lr_rise_divergence(run: Run, q: Quantities) -> list[Finding]:
         return []  # it never improved as the LR climbed: a warm-up's first updates, not a range run past its best
     end = q.first_bad if q.first_bad is not None else int(lf[-1])
     after = lf[lf > lf[b]]
-    diverged = q.first_bad is not None or (after.size >= 2 and best > 0
-                                           and float(np.median(q.loss[after[-max(2, after.size // 3):]])) >= 1.5 * best)
+    diverged = q.first_bad is not None or (
+        after.size >= 2 and best > 0 and float(np.median(q.loss[after[-max(2, after.size // 3) :]])) >= 1.5 * best
+    )
     if not diverged:
         return []
     lr_rows = rows[rows <= end]
@@ -632,16 +798,35 @@ def _runaway_finding(q: Quantities, lr_rows: np.ndarray, turn: int, best: float,
     lr_best = float(lr[turn]) if np.isfinite(lr[turn]) else lr0
     s_turn = int(q.steps[turn])
     best_at = dict(best=best, s=s_turn, lr=lr_best)
-    ev: list[str] = [Msg("scalars.runaway.rose", x=lr_end / lr0, lr0=lr0, s0=int(q.steps[lr_rows[0]]), lr1=lr_end,
-                         s1=int(q.steps[lr_rows[-1]])),
-                     Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step) if q.first_bad is not None
-                     else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after])))]
+    ev: list[str] = [
+        Msg(
+            "scalars.runaway.rose",
+            x=lr_end / lr0,
+            lr0=lr0,
+            s0=int(q.steps[lr_rows[0]]),
+            lr1=lr_end,
+            s1=int(q.steps[lr_rows[-1]]),
+        ),
+        Msg("scalars.runaway.best_nan", **best_at, bad=q.first_bad_step)
+        if q.first_bad is not None
+        else Msg("scalars.runaway.best_rose", **best_at, top=float(np.max(q.loss[after]))),
+    ]
     # 0.8: below a gradient explosion seen overflowing (0.85), which the LR trajectory then backs
-    return Finding(cause="lr_too_high", symptom="divergence", severity="critical", confidence=0.8,
-                   step=s_turn, evidence=ev, rule=RUNAWAY_LR,
-                   fixes=as_fixes([Fix.lr(Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3), to=lr_best / 3,
-                                          now=lr_best),
-                                   Msg("scalars.runaway.fix_range_test")]))
+    return Finding(
+        cause="lr_too_high",
+        symptom="divergence",
+        severity="critical",
+        confidence=0.8,
+        step=s_turn,
+        evidence=ev,
+        rule=RUNAWAY_LR,
+        fixes=as_fixes(
+            [
+                Fix.lr(Msg("scalars.runaway.fix_cap", lr=lr_best, to=lr_best / 3), to=lr_best / 3, now=lr_best),
+                Msg("scalars.runaway.fix_range_test"),
+            ]
+        ),
+    )
 
 
 def _short_spike_hits(q: Quantities, x: np.ndarray) -> list[tuple[int, float]]:
@@ -650,14 +835,15 @@ def _short_spike_hits(q: Quantities, x: np.ndarray) -> list[tuple[int, float]]:
     lx = np.log(x)
     hits = []
     for j in range(4, x.size):
-        prev = lx[max(0, j - 5):j]
+        prev = lx[max(0, j - 5) : j]
         med = float(np.median(prev))
         sigma = float(robust_sigma(np.median(np.abs(prev - med))))
         z = (lx[j] - med) / sigma
         # five points say little about the noise: the spike must also clear their range (2x their
         # largest), or a small batch's heavy-tailed loss (MSE on 16 rows) reads as one
-        if lx[j] - float(np.max(prev)) >= math.log(2) and \
-                bool(is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))):
+        if lx[j] - float(np.max(prev)) >= math.log(2) and bool(
+            is_spike(z, math.exp(lx[j] - med), math.exp(med), x[j], min(q.loss_start, float(x[0])))
+        ):
             hits.append((j, math.exp(med)))
     return hits
 
@@ -685,20 +871,39 @@ def short_spike(run: Run, q: Quantities) -> list[Finding]:
             incidents.append(h)
     j, base = incidents[0]
     s = int(q.steps[lf[j]])
-    after = x[j + 1:]
+    after = x[j + 1 :]
     recovered = after.size > 0 and bool((after < 1.3 * base).any())
-    ev: list[str] = [Msg("scalars.spike.jumped", loss=float(x[j]), s=s, x=float(x[j]) / base, base=base),
-                     Msg("scalars.spike.came_back" if recovered else "scalars.spike.not_back" if after.size
-                         else "scalars.spike.last_point")]
+    ev: list[str] = [
+        Msg("scalars.spike.jumped", loss=float(x[j]), s=s, x=float(x[j]) / base, base=base),
+        Msg(
+            "scalars.spike.came_back"
+            if recovered
+            else "scalars.spike.not_back"
+            if after.size
+            else "scalars.spike.last_point"
+        ),
+    ]
     if len(incidents) > 1:
         ev.append(Msg("scalars.spike.separate", k=len(incidents), n=int(n)))
     elif recovered:
         ev.append(Msg("scalars.spike.one_off"))
     ev.append(Msg("scalars.spike.short_log", n=int(n)))
-    return [Finding(cause="loss_spike", symptom="spike" if recovered else "divergence",
-                    severity="warning" if recovered else "critical", confidence=0.6, step=s, batch=s,
-                    evidence=ev, fixes=as_fixes(spike_fixes(s, recovered=recovered, recurring=len(incidents) > 1,
-                                                            lr_high=lr_beyond_usual(run, q) is not None)))]
+    return [
+        Finding(
+            cause="loss_spike",
+            symptom="spike" if recovered else "divergence",
+            severity="warning" if recovered else "critical",
+            confidence=0.6,
+            step=s,
+            batch=s,
+            evidence=ev,
+            fixes=as_fixes(
+                spike_fixes(
+                    s, recovered=recovered, recurring=len(incidents) > 1, lr_high=lr_beyond_usual(run, q) is not None
+                )
+            ),
+        )
+    ]
 
 
 @detector("lr_collapse", needs=("loss", "lr"))
@@ -733,11 +938,29 @@ def lr_collapse(run: Run, q: Quantities) -> list[Finding]:
         return []
     s = int(q.steps[c])
     total = int(q.steps[-1]) + 1
-    return [Finding(cause="lr_schedule_error", symptom="stall", severity="warning", confidence=0.75, step=s,
-                    evidence=[Msg("scalars.lr_collapse.fell", peak=peak, lr=float(lr[c]), s=s,
-                                  x=float(lr[c]) / peak, pct=100 * s / total, total=total, end=float(x[-1])),
-                              Msg("scalars.lr_collapse.since", then=then, last=last)],
-                    fixes=as_fixes([Msg("scalars.lr_collapse.fix_cadence"), Msg("scalars.lr_collapse.fix_decay")]))]
+    return [
+        Finding(
+            cause="lr_schedule_error",
+            symptom="stall",
+            severity="warning",
+            confidence=0.75,
+            step=s,
+            evidence=[
+                Msg(
+                    "scalars.lr_collapse.fell",
+                    peak=peak,
+                    lr=float(lr[c]),
+                    s=s,
+                    x=float(lr[c]) / peak,
+                    pct=100 * s / total,
+                    total=total,
+                    end=float(x[-1]),
+                ),
+                Msg("scalars.lr_collapse.since", then=then, last=last),
+            ],
+            fixes=as_fixes([Msg("scalars.lr_collapse.fix_cadence"), Msg("scalars.lr_collapse.fix_decay")]),
+        )
+    ]
 
 
 #: robust sigmas (log space) of the later losses the first steps' mean must clear to be a jump
@@ -782,8 +1005,10 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     if (rest > 0).all() and _robust_z(float(np.mean(head)), rest) < JUMP_HEAD_Z:
         return []  # within the rest's own spread (small noisy batches, a GAN's oscillating losses)
     s = int(q.steps[lf[j]])
-    ev: list[str] = [Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
-                     Msg("scalars.jump.never_below", n=int(x.size), last=last)]
+    ev: list[str] = [
+        Msg("scalars.jump.worse", x0=x0, s0=int(q.steps[lf[0]]), xj=float(x[j]), s=s),
+        Msg("scalars.jump.never_below", n=int(x.size), last=last),
+    ]
     lr, _ = _lr_reached(q, lf)
     fixes: list[FixLike] = [Msg("scalars.jump.fix")]
     guess = lr is not None and lr >= 1e-2 and judge_lr(run, q, lr) is None
@@ -791,19 +1016,32 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
         # the optimizer unknown: say what an LR this size would mean for the common one (when the
         # run names its optimizer, `with_lr_evidence` says what is usual for that one instead)
         ev.append(Msg("scalars.jump.lr_adam_guess" if guess else "scalars.alt.lr_value", lr=lr))
-        fixes = [Fix.lr(Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10),
-                        to=lr / 10, now=lr)]
+        fixes = [
+            Fix.lr(
+                Msg("scalars.jump.fix_lr_adam_guess" if guess else "scalars.jump.fix_lr", lr=lr, to=lr / 10),
+                to=lr / 10,
+                now=lr,
+            )
+        ]
     held, why = cut_evidence(run, q, int(lf[j]))
     if held is None:  # the rise does not hold (`lr_advice`): name it, measure the LR, cut nothing
         ev.append(withheld(why))
         fixes = [measure_fix(s)]
-    return [Finding(cause="lr_too_high", symptom="plateau", severity="warning", confidence=0.6, step=s,
-                    evidence=ev, fixes=as_fixes(fixes))]
+    return [
+        Finding(
+            cause="lr_too_high",
+            symptom="plateau",
+            severity="warning",
+            confidence=0.6,
+            step=s,
+            evidence=ev,
+            fixes=as_fixes(fixes),
+        )
+    ]
 
 
 def _has_watch_records(run: Run) -> bool:
-    return (run.layers is not None and len(run.layers.steps) > 0) or run.has("update_ratio") \
-        or run.has("param_norm")
+    return (run.layers is not None and len(run.layers.steps) > 0) or run.has("update_ratio") or run.has("param_norm")
 
 
 def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, list[str]]:
@@ -837,21 +1075,38 @@ def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, li
     k = max(1, n // 3)
     fell = n >= 3 and float(np.median(x[-k:])) < 0.97 * float(np.median(x[:k]))
     if fell or measured:
-        notes.append(Msg("scalars.coverage.short_fell" if fell else "scalars.coverage.short_measured",
-                         what=what, ways=ways))
+        notes.append(
+            Msg("scalars.coverage.short_fell" if fell else "scalars.coverage.short_measured", what=what, ways=ways)
+        )
         return True, notes
-    notes.append(Msg("scalars.coverage.not_fell", what=what, first=float(np.median(x[:k])),
-                     last=float(np.median(x[-k:])), ways=ways))
+    notes.append(
+        Msg(
+            "scalars.coverage.not_fell",
+            what=what,
+            first=float(np.median(x[:k])),
+            last=float(np.median(x[-k:])),
+            ways=ways,
+        )
+    )
     return False, notes
 
 
 def _short_log_what(run: Run, n: int) -> Msg:
     """What a log of `n` finite loss points (< SHORT_LOG) let the checks do, and what it lacks."""
-    hungry = ((Msg("scalars.check.late_divergence"), 20), (Msg("scalars.check.spike"), 40),
-              (Msg("scalars.check.plateau"), 100))
+    hungry = (
+        (Msg("scalars.check.late_divergence"), 20),
+        (Msg("scalars.check.spike"), 40),
+        (Msg("scalars.check.plateau"), 100),
+    )
     skipped = [Msg("scalars.coverage.check", name=name, need=need) for name, need in hungry if n < need]
-    missing = [m for has, m in ((run.has("grad_norm"), Msg("scalars.coverage.no_grad_norm")),
-                                (run.has("lr"), Msg("scalars.coverage.no_lr"))) if not has]
+    missing = [
+        m
+        for has, m in (
+            (run.has("grad_norm"), Msg("scalars.coverage.no_grad_norm")),
+            (run.has("lr"), Msg("scalars.coverage.no_lr")),
+        )
+        if not has
+    ]
     pts = Msg("scalars.coverage.point") if n == 1 else Msg("scalars.coverage.points")
     if not missing:
         return Msg("scalars.coverage.what", n=n, pts=pts, skipped=skipped)

@@ -333,8 +333,27 @@ def symptoms_of(q: Quantities) -> list[Symptom]:
 
 def find(run: Run, q: Quantities) -> list[Symptom]:
     out: list[Symptom] = []
-    for fn in (_nonfinite, _absurd, _jumps, _divergence, _oscillation, _zero_or_constant, _chance_plateau, _stuck_tail,
-               _repeats, _no_fall, _rising_start, _creep, _epoch_flat, _fit_flat, _lm_untrained, _grad, _scale, _skips, _lr):
+    for fn in (
+        _nonfinite,
+        _absurd,
+        _jumps,
+        _divergence,
+        _oscillation,
+        _zero_or_constant,
+        _chance_plateau,
+        _stuck_tail,
+        _repeats,
+        _no_fall,
+        _rising_start,
+        _creep,
+        _epoch_flat,
+        _fit_flat,
+        _lm_untrained,
+        _grad,
+        _scale,
+        _skips,
+        _lr,
+    ):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
     return out
@@ -365,14 +384,16 @@ def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
     if dead is not None:
         return [_sym(q, "nonfinite", dead, source="scale")]
     for step, comps in sorted(run.event("loss_components").items()):
-        bad = [k for k, v in comps.items() if isinstance(v, (int, float)) and not math.isfinite(v)] \
-            if isinstance(comps, dict) else []
+        bad = (
+            [k for k, v in comps.items() if isinstance(v, (int, float)) and not math.isfinite(v)]
+            if isinstance(comps, dict)
+            else []
+        )
         if bad:
             row = min(int(np.searchsorted(q.steps, int(step))), q.n - 1)
             return [_sym(q, "nonfinite", row, source="component", name=str(bad[0]))]
     last = int(q.steps[-1])
-    told = sorted(s for kind in LATE_NAN_KINDS for s in text_events(run, kind)
-                  if kind in NAN_TEXT_KINDS or s >= last)
+    told = sorted(s for kind in LATE_NAN_KINDS for s in text_events(run, kind) if kind in NAN_TEXT_KINDS or s >= last)
     if not told:
         return []
     # the row after the last one printed at or before the line: the NaN came after that row
@@ -400,7 +421,7 @@ def _scaler_gave_up(run: Run, q: Quantities) -> int | None:
 
 def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float, float] | None:
     """(median, robust sigma, largest) of up to `history` log-losses before point j."""
-    prev = lx[max(0, j - lim.history):j]
+    prev = lx[max(0, j - lim.history) : j]
     if prev.size == 0:
         return None
     med = float(np.median(prev))
@@ -463,7 +484,7 @@ def _shift(a: np.ndarray, k: int) -> np.ndarray:
     """a moved k places later, inf where nothing came before."""
     out = np.full(a.size, np.inf)
     if k < a.size:
-        out[k:] = a[:a.size - k]
+        out[k:] = a[: a.size - k]
     return out
 
 
@@ -495,8 +516,10 @@ def _candidates(lv: np.ndarray, margin: float) -> np.ndarray:
     screen = np.flatnonzero(lv >= np.repeat(both, w)[:n] + margin)
     if screen.size == 0:
         return screen
-    exact = np.array([lv[j] >= float(np.min(lv[max(0, j - LIMITS.history):j])) + margin if j else False
-                      for j in screen[:10000]], dtype=bool)
+    exact = np.array(
+        [lv[j] >= float(np.min(lv[max(0, j - LIMITS.history) : j])) + margin if j else False for j in screen[:10000]],
+        dtype=bool,
+    )
     return screen[:10000][exact]
 
 
@@ -520,7 +543,7 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         base = float(math.exp(lx[j]) / ratio)
         if x[j] - base < LIMITS.give_back * max(start - base, 0.0):
             continue  # heavy-tailed noise around a loss that fell far: 5x of little is little
-        after = x[j + 1:]
+        after = x[j + 1 :]
         back = bool((after < LIMITS.recovered * base).any()) if after.size else None
         if back is None and _at_large_chance(run, float(x[j])):
             back = False  # the last point, at a large softmax's chance level: the weights were wrecked
@@ -535,8 +558,20 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
         on = j - 1 if climb else j  # a climb begins at its first raised point
         if kind == "jump_stayed" and shift and shift[0].row < lf[on]:
             return shift  # a step up that stayed began before its first point past the jump bar
-        return [_sym(q, kind, lf[on], loss=float(x[j]), base=base, ratio=ratio, recovered=back,
-                     before=int(min(j, LIMITS.history)), after=int(after.size), climb=climb)]
+        return [
+            _sym(
+                q,
+                kind,
+                lf[on],
+                loss=float(x[j]),
+                base=base,
+                ratio=ratio,
+                recovered=back,
+                before=int(min(j, LIMITS.history)),
+                after=int(after.size),
+                climb=climb,
+            )
+        ]
     return _climb(q, lf, x, lx, start) or shift
 
 
@@ -569,15 +604,28 @@ def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimi
     j, base, level = i * stride + w, float(pre[i]), float(post[i])
     mid = 0.5 * (base + level)
     lo = max(1, j - w)
-    up = (lx[lo:j + w] >= mid) & (lx[lo + 1:j + w + 1] >= mid)
+    up = (lx[lo : j + w] >= mid) & (lx[lo + 1 : j + w + 1] >= mid)
     on = lo + int(np.argmax(up)) if up.any() else j
-    return [_sym(q, "jump_stayed", lf[on], loss=float(math.exp(level)), base=float(math.exp(base)),
-                 ratio=float(math.exp(level - base)), recovered=False, before=w, after=int(n - on - 1),
-                 climb=False, shift=True)]
+    return [
+        _sym(
+            q,
+            "jump_stayed",
+            lf[on],
+            loss=float(math.exp(level)),
+            base=float(math.exp(base)),
+            ratio=float(math.exp(level - base)),
+            recovered=False,
+            before=w,
+            after=int(n - on - 1),
+            climb=False,
+            shift=True,
+        )
+    ]
 
 
-def _climb(q: Quantities, lf: np.ndarray, x: np.ndarray, lx: np.ndarray, start: float,
-           lim: SymptomLimits = LIMITS) -> list[Symptom]:
+def _climb(
+    q: Quantities, lf: np.ndarray, x: np.ndarray, lx: np.ndarray, start: float, lim: SymptomLimits = LIMITS
+) -> list[Symptom]:
     """The first run of >= `climb_intervals` rising intervals that multiplies the loss by >=
     `climb_ratio` and stays up: the loss climbing point after point, which no single-point rule sees
     when each step of the climb is smaller than a jump (2.1 -> 4.0 -> 7.2)."""
@@ -593,9 +641,20 @@ def _climb(q: Quantities, lf: np.ndarray, x: np.ndarray, lx: np.ndarray, start: 
         hit = _climb_end(lx, a, b, lim)
         if hit is not None and _climb_counts(x, lx, a, hit, start, lim):
             base = float(x[a])
-            return [_sym(q, "jump_stayed", lf[a + 1], loss=float(x[hit]), base=base, ratio=float(x[hit] / base),
-                         recovered=False, before=int(min(a + 1, lim.history)), after=int(x.size - hit - 1),
-                         climb=True)]
+            return [
+                _sym(
+                    q,
+                    "jump_stayed",
+                    lf[a + 1],
+                    loss=float(x[hit]),
+                    base=base,
+                    ratio=float(x[hit] / base),
+                    recovered=False,
+                    before=int(min(a + 1, lim.history)),
+                    after=int(x.size - hit - 1),
+                    climb=True,
+                )
+            ]
         a = b
     return []
 
@@ -612,7 +671,7 @@ def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, l
     """A climb from a to e stands out of the noise before it (with fewer than `climb_noise_points`
     before it, of the log's point-to-point noise from the climb's start on), gives back a share of
     the fall before it, and never comes back below `recovered` x its start."""
-    prev = lx[max(0, a + 1 - lim.history):a + 1]
+    prev = lx[max(0, a + 1 - lim.history) : a + 1]
     if prev.size >= lim.climb_noise_points:
         med = float(np.median(prev))
         sigma = max(1.4826 * float(np.median(np.abs(prev - med))), 0.02)
@@ -623,17 +682,20 @@ def _climb_counts(x: np.ndarray, lx: np.ndarray, a: int, e: int, start: float, l
         # single points (its start and its end), must not explain it (a mid-run excerpt's low first draw)
     if x[e] - x[a] < lim.give_back * max(start - float(x[a]), 0.0):
         return False  # noise around a loss that fell far
-    if float(np.max(np.diff(lx[a:e + 1]))) > lim.climb_step_share * float(lx[e] - lx[a]):
+    if float(np.max(np.diff(lx[a : e + 1]))) > lim.climb_step_share * float(lx[e] - lx[a]):
         return False  # one interval carries the rise: a jump, which the jump rules judge
-    return not bool((x[e + 1:] < lim.recovered * x[a]).any())
+    return not bool((x[e + 1 :] < lim.recovered * x[a]).any())
 
 
 def _at_large_chance(run: Run, v: float) -> bool:
     """v is within 2% of ln V for the run's vocabulary or a common one of >= 1000 tokens: an LLM's
     loss back at uniform guessing."""
     vocab = run.meta.get("vocab_size")
-    ks = [vocab] if isinstance(vocab, (int, float)) and not isinstance(vocab, bool) and vocab >= 2 else \
-        [k for k in COMMON_K if k >= 1000]
+    ks = (
+        [vocab]
+        if isinstance(vocab, (int, float)) and not isinstance(vocab, bool) and vocab >= 2
+        else [k for k in COMMON_K if k >= 1000]
+    )
     return any(abs(v - math.log(k)) <= 0.02 * math.log(k) for k in ks)
 
 
@@ -645,7 +707,7 @@ def rolling_best(x: np.ndarray) -> tuple[float, int]:
         return float(np.min(x)), int(np.argmin(x))
     if x.size > 2000:  # a long log: non-overlapping windows (O(n), a million points in milliseconds)
         nb = x.size // w
-        med = np.median(x[:nb * w].reshape(nb, w), axis=1)
+        med = np.median(x[: nb * w].reshape(nb, w), axis=1)
         b = int(np.argmin(med))
         return float(med[b]), b * w + w // 2
     win = np.lib.stride_tricks.sliding_window_view(x, w)
@@ -666,15 +728,18 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
     if b >= x.size - k:
         return []
     end = float(np.median(x[-k:]))
-    mid = float(np.median(x[b:x.size - k])) if x.size - k > b else best
+    mid = float(np.median(x[b : x.size - k])) if x.size - k > b else best
     gn = q.grad_norm[lf]
-    g_best = gn[max(0, b - 1):b + 2]
+    g_best = gn[max(0, b - 1) : b + 2]
     g_best = g_best[np.isfinite(g_best)]
     g_end = gn[-k:][np.isfinite(gn[-k:])]
-    grad_x = float(np.median(g_end) / np.median(g_best)) if g_best.size and g_end.size and \
-        float(np.median(g_best)) > 0 else None
+    grad_x = (
+        float(np.median(g_end) / np.median(g_best))
+        if g_best.size and g_end.size and float(np.median(g_best)) > 0
+        else None
+    )
     need = LIMITS.diverged_with_grad if grad_x is not None and grad_x >= LIMITS.grad_rise else LIMITS.diverged
-    start = float(np.median(x[:min(3, b + 1)]))
+    start = float(np.median(x[: min(3, b + 1)]))
     pair_down = k <= LIMITS.end_pair and float(np.min(x[-k:])) < need * best
     if best <= 0 or end < need * best or end < mid or pair_down:
         return []
@@ -698,8 +763,19 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
     back = b + int(np.flatnonzero(x[b:on] <= best)[-1]) if (x[b:on] <= best).any() else b
     abrupt = back + 1 <= on and x[back + 1] >= LIMITS.diverged * best
     on = back + 1 if abrupt else min(on, turn_of(x, best, on))
-    return [_sym(q, "rise", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
-                 grad_ratio=grad_x, n=int(x.size))]
+    return [
+        _sym(
+            q,
+            "rise",
+            lf[on],
+            best=best,
+            best_step=int(q.steps[lf[b]]),
+            end=end,
+            ratio=end / best,
+            grad_ratio=grad_x,
+            n=int(x.size),
+        )
+    ]
 
 
 def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) -> int:
@@ -714,18 +790,22 @@ def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) 
     # fit up to where it first reached the level it ends at: a loss that climbed and then stayed
     # there (x3 a print to 1e7, then flat) bends twice, and a two-line fit of it all puts its one
     # knee rows before the climb
-    end = float(np.median(x[-max(2, x.size // 5):]))
+    end = float(np.median(x[-max(2, x.size // 5) :]))
     top = upto + int(np.argmax(x[upto:] >= end)) if (x[upto:] >= end).any() else x.size - 1
-    y = np.log(x[s0:top + 1])
+    y = np.log(x[s0 : top + 1])
     blk = max(1, -(-y.size // lim.turn_points))
     m = y.size // blk
-    yb = y[:m * blk].reshape(m, blk).mean(axis=1)
+    yb = y[: m * blk].reshape(m, blk).mean(axis=1)
     t = np.arange(m, dtype=float)
     hi = min(m - 2, (upto - s0) // blk)
     cands = np.unique(np.linspace(1, max(1, hi), min(lim.turn_candidates, max(1, hi))).astype(int))
     ones = np.ones(m)
-    err = [float(np.linalg.lstsq(np.stack([ones, t, np.maximum(t - c, 0.0)], 1), yb, rcond=None)[1].sum())
-           if m >= lim.turn_min_points else np.inf for c in cands]
+    err = [
+        float(np.linalg.lstsq(np.stack([ones, t, np.maximum(t - c, 0.0)], 1), yb, rcond=None)[1].sum())
+        if m >= lim.turn_min_points
+        else np.inf
+        for c in cands
+    ]
     if not err or not np.isfinite(min(err)):
         return upto
     return s0 + int(cands[int(np.argmin(err))]) * blk + blk // 2
@@ -742,7 +822,7 @@ def _oscillation(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
     d = np.diff(np.log(x))
     w = max(lim.osc_window, d.size // lim.osc_blocks)
     nb = d.size // w
-    blocks = d[:nb * w].reshape(nb, w)
+    blocks = d[: nb * w].reshape(nb, w)
     sig = 1.4826 * np.median(np.abs(blocks - np.median(blocks, axis=1)[:, None]), axis=1)
     for b in range(2, nb):
         base = float(np.median(sig[:b]))
@@ -750,17 +830,29 @@ def _oscillation(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
             continue
         if (sig[b:] < lim.osc_persist * lim.osc_ratio * base).any():
             return []
-        if float(np.median(x[-w:])) < lim.osc_no_fall * float(np.median(x[b * w:(b + 1) * w + 1])):
+        if float(np.median(x[-w:])) < lim.osc_no_fall * float(np.median(x[b * w : (b + 1) * w + 1])):
             return []
         lo = (b - 1) * w
-        level = float(np.median(x[lo:b * w + 1]))
-        after = x[b * w:]
-        if float(np.median(after)) < lim.osc_level_up * level or float(np.percentile(after, lim.osc_low_pct)) < lim.osc_floor * level:
+        level = float(np.median(x[lo : b * w + 1]))
+        after = x[b * w :]
+        if (
+            float(np.median(after)) < lim.osc_level_up * level
+            or float(np.percentile(after, lim.osc_low_pct)) < lim.osc_floor * level
+        ):
             return []
-        big = np.flatnonzero(np.abs(d[lo:(b + 1) * w]) >= max(lim.osc_min, lim.osc_ratio * base))
+        big = np.flatnonzero(np.abs(d[lo : (b + 1) * w]) >= max(lim.osc_min, lim.osc_ratio * base))
         on = lo + int(big[0]) + 1 if big.size else b * w + 1
-        return [_sym(q, "oscillation", lf[on], swing=float(math.exp(sig[b])), base=float(math.exp(base)),
-                     noise_ratio=float(sig[b] / max(base, 1e-12)), n=int(x.size - on))]
+        return [
+            _sym(
+                q,
+                "oscillation",
+                lf[on],
+                swing=float(math.exp(sig[b])),
+                base=float(math.exp(base)),
+                noise_ratio=float(sig[b] / max(base, 1e-12)),
+                n=int(x.size - on),
+            )
+        ]
     return []
 
 
@@ -792,7 +884,7 @@ def _been_there(x: np.ndarray, on: int, half: float, end: float) -> bool:
     # before that first fall only a crest that rose over the first loss counts (noise in the run's
     # first descent does not); in a long log a crest is a stretch, not one heavy-tailed draw: the
     # points are judged by the median of their block of `crest_block_share` of the log
-    pre = (np.arange(1, on) < below[0])
+    pre = np.arange(1, on) < below[0]
     xs = block_median(x, max(1, int(x.size * LIMITS.crest_block_share)))[1:on]
     crest = (xs >= LIMITS.rise_over_first * x[0]) & (xs >= LIMITS.rise_seen * end)
     return bool((seen & ~pre).any() or (pre & crest).any())
@@ -804,8 +896,8 @@ def block_median(x: np.ndarray, w: int) -> np.ndarray:
         return x
     nb = -(-x.size // w)
     pad = np.full(nb * w, np.nan)
-    pad[:x.size] = x
-    return np.repeat(np.nanmedian(pad.reshape(nb, w), axis=1), w)[:x.size]
+    pad[: x.size] = x
+    return np.repeat(np.nanmedian(pad.reshape(nb, w), axis=1), w)[: x.size]
 
 
 def is_ce(run: Run) -> bool:
@@ -879,8 +971,18 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
         # jump rules' spike (a batch at 28 nats between prints at 3.2), not a loss of another kind
     if ce and bool((x[:j] > LIMITS.ce_max).all()):
         j = 0  # out of range from the first forward on (the grace steps included): it begins there
-    return [_sym(q, "absurd", lf[j], loss=float(x[j]), ce=ce, at_start=bool(j == 0),
-                 negative=bool(x[j] < 0), first=float(x[0]))]
+    return [
+        _sym(
+            q,
+            "absurd",
+            lf[j],
+            loss=float(x[j]),
+            ce=ce,
+            at_start=bool(j == 0),
+            negative=bool(x[j] < 0),
+            first=float(x[0]),
+        )
+    ]
 
 
 def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
@@ -985,12 +1087,23 @@ def _stuck_tail(run: Run, q: Quantities) -> list[Symptom]:
     t = int(moved[-1]) + 1 if moved.size else 0  # the first point of the equal tail
     if x.size - t < LIMITS.stuck_points or v == 0.0 or not fine_print(v) or _tail_redraw(run, q, lf[t:]):
         return []
-    if t and not _beyond_rounding(x[:t + 1], v, x.size - t):
+    if t and not _beyond_rounding(x[: t + 1], v, x.size - t):
         return []  # a running mean that settles below its print's resolution
     ch = chance_of(run, v)
     if ch is not None and abs(v - ch[0]) <= LIMITS.chance_tol * ch[0]:
-        return [_sym(q, "chance", lf[t], level=v, chance=ch[0], k=ch[1], n=int(x.size - t), tail=True,
-                     known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None)]
+        return [
+            _sym(
+                q,
+                "chance",
+                lf[t],
+                level=v,
+                chance=ch[0],
+                k=ch[1],
+                n=int(x.size - t),
+                tail=True,
+                known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None,
+            )
+        ]
     if t == 0:
         return [_sym(q, "constant", lf[0], level=v, n=int(x.size), tail=True)]
     return [_sym(q, "stuck", lf[t], level=v, n=int(x.size - t), before=float(x[t - 1]))]
@@ -1003,7 +1116,7 @@ def _beyond_rounding(x: np.ndarray, v: float, k: int) -> bool:
     (1/u)^(k-1), which must be under `stuck_chance` (a Keras bar's epoch mean late in an epoch moves by
     a unit or two between redraws and repeats itself; a loss that moved by 79 units and then printed
     the same value three times did not round to it)."""
-    recent = x[-(LIMITS.stuck_points + 1):]
+    recent = x[-(LIMITS.stuck_points + 1) :]
     # the print's last digit: the finest of these values' (1.0960 reads back as 1.096)
     res = min(_resolution(float(w)) for w in recent if w)
     units = float(np.median(np.abs(np.diff(recent)) / res))
@@ -1052,14 +1165,17 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     pairs = rows.size * (rows.size - 1) / 2
     for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
         i, j = int(rows[k]), int(start[k])
-        if not all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i:i + b]):
+        if not all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i : i + b]):
             continue
         # a coarse print (3 significant digits over a flat, noisy stretch) takes few values: a block
         # of them recurs somewhere by chance (expected recurrences: pairs of blocks x the chance that
         # one block's values come again), which is no evidence of the same batches
-        p = min(1.0, max(_resolution(float(v)) for v in x[i:i + b]) / (math.sqrt(2 * math.pi) * sigma)) \
-            if sigma > 0 else 1.0
-        if pairs * p ** b > LIMITS.stuck_chance:
+        p = (
+            min(1.0, max(_resolution(float(v)) for v in x[i : i + b]) / (math.sqrt(2 * math.pi) * sigma))
+            if sigma > 0
+            else 1.0
+        )
+        if pairs * p**b > LIMITS.stuck_chance:
             continue
         return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
     return []
@@ -1073,8 +1189,7 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
     first logged points; one that plateaus later has fallen first.)"""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size < LIMITS.no_fall_points or int(q.steps[lf[0]]) > LIMITS.start_steps or x[0] <= 0 \
-            or not steps_known(run):
+    if x.size < LIMITS.no_fall_points or int(q.steps[lf[0]]) > LIMITS.start_steps or x[0] <= 0 or not steps_known(run):
         return []
     first_epoch = run.meta.get("first_epoch")
     if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
@@ -1086,8 +1201,20 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
     tau = kendall_tau(x[:200])
     if tau < LIMITS.rise_tau and x.size < LIMITS.no_fall_long:
         return []
-    return [_sym(q, "no_fall", lf[0], first=float(x[0]), low=float(np.min(x)), last=float(x[-1]),
-                 n=int(x.size), end_step=int(q.steps[lf[-1]]), rising=bool(tau >= LIMITS.rise_tau), tau=tau)]
+    return [
+        _sym(
+            q,
+            "no_fall",
+            lf[0],
+            first=float(x[0]),
+            low=float(np.min(x)),
+            last=float(x[-1]),
+            n=int(x.size),
+            end_step=int(q.steps[lf[-1]]),
+            rising=bool(tau >= LIMITS.rise_tau),
+            tau=tau,
+        )
+    ]
 
 
 def _rising_start(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
@@ -1103,8 +1230,18 @@ def _rising_start(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
     tau = kendall_tau(x)
     if tau < lim.rise_start_tau or _warming(q, lf):
         return []
-    return [_sym(q, "rising_start", lf[1], first=float(x[0]), last=float(x[-1]), n=int(x.size), tau=tau,
-                 ratio=float(x[-1] / x[0]))]
+    return [
+        _sym(
+            q,
+            "rising_start",
+            lf[1],
+            first=float(x[0]),
+            last=float(x[-1]),
+            n=int(x.size),
+            tau=tau,
+            ratio=float(x[-1] / x[0]),
+        )
+    ]
 
 
 def _shows_start(run: Run, q: Quantities, lf: np.ndarray) -> bool:
@@ -1134,21 +1271,31 @@ def _creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom
     after = x[b:]
     k = max(2, x.size // 5)
     end = float(np.median(x[-k:]))
-    if after.size < lim.creep_points or b >= x.size - k or end < (1 + lim.creep_min) * best or end >= lim.diverged * best:
+    if (
+        after.size < lim.creep_points
+        or b >= x.size - k
+        or end < (1 + lim.creep_min) * best
+        or end >= lim.diverged * best
+    ):
         return []
     rise = math.log(end / best)
-    if kendall_tau(after) < lim.creep_tau or rise < lim.rise_z * point_noise(after) \
-            or end < float(np.percentile(x[:-k], 75)) or _warming(q, lf[b:]):
+    if (
+        kendall_tau(after) < lim.creep_tau
+        or rise < lim.rise_z * point_noise(after)
+        or end < float(np.percentile(x[:-k], 75))
+        or _warming(q, lf[b:])
+    ):
         return []  # (a loss that rises while the LR still warms up is a warm-up's first updates)
     if _shows_start(run, q, lf) and float(np.min(x[1:])) >= (1 - lim.no_fall_tol) * float(x[0]):
         return []  # it never fell from the run's first loss: `_no_fall` / `_rising_start` judge that
     half = math.sqrt(best * end)
     on = b + int(np.argmax(after >= half))
     # (`rise_seen` in log space: a creep of a few percent has been at 90% of its end level all along)
-    if (x[b + 1:on] >= best * math.exp(lim.rise_seen * rise)).any():
+    if (x[b + 1 : on] >= best * math.exp(lim.rise_seen * rise)).any():
         return []  # one more crest of an oscillation
-    return [_sym(q, "creep", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best,
-                 n=int(after.size))]
+    return [
+        _sym(q, "creep", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best, n=int(after.size))
+    ]
 
 
 def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
@@ -1170,8 +1317,19 @@ def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
     tau = kendall_tau(x[:200])
     if last < (1 - lim.epoch_fall) * first or tau <= -lim.epoch_tau:
         return []
-    return [_sym(q, "epoch_flat", lf[0], first=first, last=last, n=int(x.size),
-                 end_step=int(q.steps[lf[-1]]), from_start=from_start, tau=tau)]
+    return [
+        _sym(
+            q,
+            "epoch_flat",
+            lf[0],
+            first=first,
+            last=last,
+            n=int(x.size),
+            end_step=int(q.steps[lf[-1]]),
+            from_start=from_start,
+            tau=tau,
+        )
+    ]
 
 
 def _fit_flat(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
@@ -1187,12 +1345,24 @@ def _fit_flat(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symp
     x = q.loss[lf]
     if not np.isfinite(e).all() or (x <= 0).any() or (e <= 0).any() or identical(run, q, x):
         return []
-    fell = float(np.min(x[2:])) < (1 - lim.epoch_fall) * float(x[1]) \
-        or float(np.min(e[1:])) < (1 - lim.epoch_fall) * float(e[0])
+    fell = float(np.min(x[2:])) < (1 - lim.epoch_fall) * float(x[1]) or float(np.min(e[1:])) < (
+        1 - lim.epoch_fall
+    ) * float(e[0])
     if fell or float(x[-1]) < lim.fit_gap * float(e[-1]):
         return []
-    return [_sym(q, "fit_flat", lf[1], first=float(x[1]), last=float(x[-1]), n=int(x.size),
-                 end_step=int(q.steps[lf[-1]]), eval_first=float(e[0]), eval_last=float(e[-1]))]
+    return [
+        _sym(
+            q,
+            "fit_flat",
+            lf[1],
+            first=float(x[1]),
+            last=float(x[-1]),
+            n=int(x.size),
+            end_step=int(q.steps[lf[-1]]),
+            eval_first=float(e[0]),
+            eval_last=float(e[-1]),
+        )
+    ]
 
 
 def lm_ce(run: Run) -> bool:
@@ -1219,8 +1389,7 @@ def _lm_untrained(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
     se = point_noise(x) * math.sqrt(2 / k)
     if math.log(last / first) <= min(math.log(1 - lim.epoch_fall), -lim.rise_z * se):
         return []  # it is still falling (the fall clears `rise_z` standard errors: the rise test's bar)
-    return [_sym(q, "lm_untrained", lf[0], first=first, last=last, n=int(x.size), end_step=s1,
-                 level=lim.lm_untrained)]
+    return [_sym(q, "lm_untrained", lf[0], first=first, last=last, n=int(x.size), end_step=s1, level=lim.lm_untrained)]
 
 
 def kendall_tau(x: np.ndarray) -> float:
@@ -1279,8 +1448,18 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     third = max(1, x.size // 3)
     if float(np.median(x[-third:])) < float(np.median(x[:third])) - 0.005 * c:
         return []
-    return [_sym(q, "chance", lf[0], level=level, chance=c, k=k, n=int(x.size),
-                 known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None)]
+    return [
+        _sym(
+            q,
+            "chance",
+            lf[0],
+            level=level,
+            chance=c,
+            k=k,
+            n=int(x.size),
+            known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None,
+        )
+    ]
 
 
 def _long_enough_at(run: Run, n: int, span: int, tight: bool, first: int) -> bool:
@@ -1313,7 +1492,7 @@ def _mid_run(run: Run, first: int) -> bool:
 def _grad(run: Run, q: Quantities) -> list[Symptom]:
     """The gradient norm jumps >= grad_jump x its prior median (and >= 1), or its median over the
     log is >= grad_level (`grad_level_jump` when the loss also jumped in one interval: `sudden_jump`)."""
-    gn = q.grad_norm[:q.healthy_end]
+    gn = q.grad_norm[: q.healthy_end]
     rows = np.flatnonzero(np.isfinite(gn) & (gn >= 0))
     if rows.size == 0:
         return []
@@ -1324,20 +1503,30 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
     for j in _candidates(lg, math.log(LIMITS.grad_jump_stayed)):
         if j < 2:
             continue
-        med = float(np.median(g[max(0, j - LIMITS.history):j]))
+        med = float(np.median(g[max(0, j - LIMITS.history) : j]))
         if med <= 0 or g[j] < LIMITS.grad_jump_floor or g[j] < LIMITS.grad_jump_stayed * med:
             continue
-        back = g[j + 1:]
+        back = g[j + 1 :]
         stayed = back.size >= 2 and bool((back >= 10 * med).all())
         if stayed or g[j] >= LIMITS.grad_jump * med:
-            out.append(_sym(q, "grad_jump", rows[j], g=float(g[j]), base=med, ratio=float(g[j] / med),
-                            recovered=bool((back < 3 * med).any()) if back.size else None))
+            out.append(
+                _sym(
+                    q,
+                    "grad_jump",
+                    rows[j],
+                    g=float(g[j]),
+                    base=med,
+                    ratio=float(g[j] / med),
+                    recovered=bool((back < 3 * med).any()) if back.size else None,
+                )
+            )
             break
     if g.size >= 2 and float(np.median(g)) >= LIMITS.grad_level:
         level = dict(median=float(np.median(g)), top=float(np.max(g)))
         jump = sudden_jump(q)
-        out.append(_sym(q, "grad_level_jump", jump[0], **level, **jump[1]) if jump
-                   else _sym(q, "grad_level", rows[0], **level))
+        out.append(
+            _sym(q, "grad_level_jump", jump[0], **level, **jump[1]) if jump else _sym(q, "grad_level", rows[0], **level)
+        )
     return out
 
 
@@ -1356,9 +1545,13 @@ def sudden_jump(q: Quantities, lim: SymptomLimits = LIMITS) -> tuple[int, dict[s
     d = np.diff(np.log(x))
     j = int(np.argmax(d))
     build_up = float(np.sum(np.clip(d[:j], 0, None)))
-    later = x[j + 2:]
-    if d[j] < math.log(lim.diverged) or d[j] <= build_up or x[j + 1] <= float(np.max(x[:j + 1])) \
-            or (later.size and float(np.max(later)) >= lim.diverged * float(x[j + 1])):
+    later = x[j + 2 :]
+    if (
+        d[j] < math.log(lim.diverged)
+        or d[j] <= build_up
+        or x[j + 1] <= float(np.max(x[: j + 1]))
+        or (later.size and float(np.max(later)) >= lim.diverged * float(x[j + 1]))
+    ):
         return None
     return int(lf[j + 1]), dict(loss=float(x[j + 1]), base=float(x[j]), ratio=float(x[j + 1] / x[j]))
 
@@ -1371,7 +1564,7 @@ def scale_path(run: Run, upto: int | None = None) -> tuple[float, float, int] | 
         return None
     v = s[rows]
     j = int(np.argmin(v))
-    top = float(np.max(v[:j + 1]))
+    top = float(np.max(v[: j + 1]))
     return top, float(v[j]), int(rows[j])
 
 
@@ -1397,7 +1590,7 @@ def held_before(s: np.ndarray, row: int, top: float) -> bool:
     so the fall after it is overflow after overflow, however early in the run. A scale read from
     overflow lines is known only at their rows (16384 after the third step's overflow and again
     before the 18th's): the rows between count as held."""
-    rows = np.flatnonzero(np.isfinite(s[:row + 1]))
+    rows = np.flatnonzero(np.isfinite(s[: row + 1]))
     v = s[rows]
     at_top = np.flatnonzero(v >= top)
     if at_top.size == 0:
@@ -1425,8 +1618,12 @@ def _scale(run: Run, q: Quantities) -> list[Symptom]:
     if low >= 1 and fell is not None:
         top, low, row = fell
     s = run.col("scale")
-    if low >= 1 and int(q.steps[0]) <= LIMITS.search_steps and int(q.steps[row]) <= LIMITS.search_fall_by \
-            and not held_before(s, row, top):
+    if (
+        low >= 1
+        and int(q.steps[0]) <= LIMITS.search_steps
+        and int(q.steps[row]) <= LIMITS.search_fall_by
+        and not held_before(s, row, top)
+    ):
         return []  # a dynamic scaler searching down from its initial 2^16 / 2^32 at the run's start
     first = int(np.flatnonzero(np.isfinite(s) & (s <= max(low, top / LIMITS.scale_fall)))[0])
     return [_sym(q, "scale_collapse", first, top=top, low=low, low_step=int(q.steps[row]))]

@@ -34,7 +34,11 @@ def mark_ties(findings: list[Finding]) -> None:
     if abs(a.confidence - b.confidence) > TIES.confidence + 1e-9:
         return
     for f, other in ((a, b), (b, a)):
-        m = Msg("tie.with", other=other.cause, conf=round(other.confidence, 2),
-                step=other.step if other.step is not None else Msg("tie.no_step"))
+        m = Msg(
+            "tie.with",
+            other=other.cause,
+            conf=round(other.confidence, 2),
+            step=other.step if other.step is not None else Msg("tie.no_step"),
+        )
         if all(getattr(e, "key", None) != "tie.with" for e in f.evidence):
             f.evidence.append(m)

@@ -143,8 +143,11 @@ class Attach:
             register_optimizer_step_pre_hook,
         )
 
-        self.handles += [register_optimizer_step_pre_hook(self._pre), register_optimizer_step_post_hook(self._post),
-                         register_module_forward_pre_hook(self._called)]
+        self.handles += [
+            register_optimizer_step_pre_hook(self._pre),
+            register_optimizer_step_post_hook(self._post),
+            register_module_forward_pre_hook(self._called),
+        ]
         self._wrap_backward(torch)
         self._wrap_scaler(torch.amp.grad_scaler.GradScaler)
         self._wrap_scheduler(torch.optim.lr_scheduler.LRScheduler)
@@ -272,8 +275,11 @@ class Attach:
             import torch
 
             if torch.is_grad_enabled() and not self.framework:
-                self.batch = args[0] if len(args) == 1 and not kwargs else (dict(kwargs) if not args else
-                                                                            (*args, *kwargs.values()))
+                self.batch = (
+                    args[0]
+                    if len(args) == 1 and not kwargs
+                    else (dict(kwargs) if not args else (*args, *kwargs.values()))
+                )
         except Exception:
             pass
 
@@ -324,13 +330,17 @@ class Attach:
         ref = self.schedulers.get(id(optimizer))
         scheduler = ref() if ref is not None else None
         try:
-            self.monitor = watch(model, optimizer, scaler=self.scaler, scheduler=scheduler, log_dir=self.log_dir,
-                                 **self.options)
+            self.monitor = watch(
+                model, optimizer, scaler=self.scaler, scheduler=scheduler, log_dir=self.log_dir, **self.options
+            )
         finally:
             self.own_watch = False
-        self.monitor.meta["attached"] = {"model": type(model).__name__, "optimizer": type(optimizer).__name__,
-                                         "scaler": type(self.scaler).__name__ if self.scaler is not None else None,
-                                         "scheduler": type(scheduler).__name__ if scheduler is not None else None}
+        self.monitor.meta["attached"] = {
+            "model": type(model).__name__,
+            "optimizer": type(optimizer).__name__,
+            "scaler": type(self.scaler).__name__ if self.scaler is not None else None,
+            "scheduler": type(scheduler).__name__ if scheduler is not None else None,
+        }
         self.monitor.writer.write_meta(self.monitor.meta)
 
     def find_model(self, optimizer: Any) -> Any:
@@ -447,10 +457,18 @@ def install() -> Attach | None:
         note("integrations.attach.failed", part=ENV_OPTIONS, error=str(e))
         options = {}
     state = Attach(os.environ.get(ENV_LOG_DIR) or None, options)
-    sys.meta_path.insert(0, AfterImport({"torch": state.on_torch, "transformers.trainer": state.on_transformers,
-                                         "lightning.pytorch.trainer.trainer": state.on_lightning,
-                                         "lossdoctor.live.monitor": state.on_monitor,
-                                         ENGINE_MODULE: state.on_deepspeed}))
+    sys.meta_path.insert(
+        0,
+        AfterImport(
+            {
+                "torch": state.on_torch,
+                "transformers.trainer": state.on_transformers,
+                "lightning.pytorch.trainer.trainer": state.on_lightning,
+                "lossdoctor.live.monitor": state.on_monitor,
+                ENGINE_MODULE: state.on_deepspeed,
+            }
+        ),
+    )
     atexit.register(state.close)
     _STATE = state
     return state

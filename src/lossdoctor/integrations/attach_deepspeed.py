@@ -55,8 +55,12 @@ class EngineHooks:
         engine_cls.backward = self._around(engine_cls.backward, before=self._backward)
         engine_cls.step = self._around(engine_cls.step, after=self._stepped)
 
-    def _around(self, method: Callable[..., Any], before: Callable[..., None] | None = None,
-                after: Callable[[Any], None] | None = None) -> Callable[..., Any]:
+    def _around(
+        self,
+        method: Callable[..., Any],
+        before: Callable[..., None] | None = None,
+        after: Callable[[Any], None] | None = None,
+    ) -> Callable[..., Any]:
         """`method`, with `before(engine, args, kwargs)` and `after(engine)` outside any framework's
         run, and the global hooks idle while it runs."""
         state = self.state
@@ -93,8 +97,9 @@ class EngineHooks:
         if not torch.is_grad_enabled() or (self.engine is not None and engine is not self.engine):
             return
         self.last = weakref.ref(engine)
-        self.state.batch = args[0] if len(args) == 1 and not kwargs else (dict(kwargs) if not args else
-                                                                          (*args, *kwargs.values()))
+        self.state.batch = (
+            args[0] if len(args) == 1 and not kwargs else (dict(kwargs) if not args else (*args, *kwargs.values()))
+        )
 
     def _backward(self, engine: Any, args: Any, kwargs: Any) -> None:
         loss = args[0] if args else kwargs.get("loss")
@@ -137,9 +142,12 @@ class EngineHooks:
             state.own_watch = False
         scheduler = getattr(engine, "lr_scheduler", None)
         state.monitor.meta["attached"] = {
-            "model": type(engine.module).__name__, "optimizer": type(engine.optimizer).__name__,
-            "scaler": None, "scheduler": type(scheduler).__name__ if scheduler is not None else None,
-            "engine": type(engine).__name__}
+            "model": type(engine.module).__name__,
+            "optimizer": type(engine.optimizer).__name__,
+            "scaler": None,
+            "scheduler": type(scheduler).__name__ if scheduler is not None else None,
+            "engine": type(engine).__name__,
+        }
         state.monitor.writer.write_meta(state.monitor.meta)
 
     def _note_pipeline(self) -> None:

@@ -51,8 +51,11 @@ def _watch_target(model: torch.nn.Module, wrapped: Any) -> Any:
     from ..signals.distributed import is_fsdp1
     from .deepspeed import is_deepspeed_engine
 
-    wrapping = isinstance(wrapped, torch.nn.parallel.DistributedDataParallel) or is_deepspeed_engine(wrapped) \
+    wrapping = (
+        isinstance(wrapped, torch.nn.parallel.DistributedDataParallel)
+        or is_deepspeed_engine(wrapped)
         or (isinstance(wrapped, torch.nn.Module) and is_fsdp1(wrapped))
+    )
     return wrapped if wrapping else model
 
 
@@ -76,9 +79,13 @@ class WatchingCallback:
     monitor: Any
     probe: MicroBatchProbe | None
 
-    def _init_watching(self, log_dir: str | Path | None, task: str | None,
-                       replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None,
-                       watch_options: dict[str, Any]) -> None:
+    def _init_watching(
+        self,
+        log_dir: str | Path | None,
+        task: str | None,
+        replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None,
+        watch_options: dict[str, Any],
+    ) -> None:
         self.log_dir = log_dir
         self.task = task
         self.replay_fn = replay_fn
@@ -102,9 +109,19 @@ class WatchingCallback:
             log.warning("%s", Msg("integrations.cannot_start", error=f"{type(e).__name__}: {e}"))
             self._finish()
 
-    def _open(self, model: torch.nn.Module, wrapped: Any, optimizer: Any, scaler: Any, scheduler: Any,
-              framework: dict[str, Any], *, task: str | None = None, tokenizer: Any = None,
-              **probe_options: Any) -> Any:
+    def _open(
+        self,
+        model: torch.nn.Module,
+        wrapped: Any,
+        optimizer: Any,
+        scaler: Any,
+        scheduler: Any,
+        framework: dict[str, Any],
+        *,
+        task: str | None = None,
+        tokenizer: Any = None,
+        **probe_options: Any,
+    ) -> Any:
         """Watch the run (the DDP wrapper when there is one, so gradients are measured before and
         after the all-reduce), a run directory per training run, the micro-batch probe added.
 
@@ -123,8 +140,16 @@ class WatchingCallback:
         options = dict(self.watch_options)
         if tokenizer is not None and options.get("tokenizer") is None:
             options["tokenizer"] = tokenizer
-        mon = watch(target, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir,
-                    task=self.task if self.task is not None else task, replay_fn=self.replay_fn, **options)
+        mon = watch(
+            target,
+            optimizer,
+            scaler=scaler,
+            scheduler=scheduler,
+            log_dir=log_dir,
+            task=self.task if self.task is not None else task,
+            replay_fn=self.replay_fn,
+            **options,
+        )
         self.monitor = mon
         _record_framework(mon, framework)
         self.probe = MicroBatchProbe(mon, **probe_options)

@@ -61,8 +61,10 @@ def watch_engine(engine: Any, optimizer: Any = None, **kwargs: Any) -> Any:
 
     stage = zero_stage(engine)
     if kwargs.get("on_incident") == "skip":
-        raise ValueError("on_incident='skip' is not supported on a DeepSpeed engine: the engine steps "
-                         "the optimizer itself; use 'report' or 'raise'")
+        raise ValueError(
+            "on_incident='skip' is not supported on a DeepSpeed engine: the engine steps "
+            "the optimizer itself; use 'report' or 'raise'"
+        )
     replay_fn = kwargs.pop("replay_fn", None)
     notes: list[str] = []
     refused = Msg("distributed.replay_skipped_zero", stage=stage) if stage >= 1 else None
@@ -123,8 +125,11 @@ class DeepSpeedProbe:
         self._micro_losses: list[Any] = []
         self._micro_batches: list[Any] = []
         self._calls = 0  # mon.step calls since the last recorded step
-        self.local = LocalGradProbe([(n, p) for n, p in engine.module.named_parameters() if p.requires_grad],
-                                    scale_fn=lambda: _host_scale(engine), tag="ds_local")
+        self.local = LocalGradProbe(
+            [(n, p) for n, p in engine.module.named_parameters() if p.requires_grad],
+            scale_fn=lambda: _host_scale(engine),
+            tag="ds_local",
+        )
         if stage >= 3:
             # ZeRO-3 keeps only this rank's partition of each parameter between forwards: the
             # monitor's parameter norms would read empty tensors, and the gradients never stay on
@@ -134,9 +139,13 @@ class DeepSpeedProbe:
             monitor.grads.params = []
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "deepspeed", "zero_stage": self.stage, "local_grads": True,
-                "grad_norm": "DeepSpeed's global norm (all ranks, before clipping)",
-                "grad_norm_local": "this rank's own gradient, before DeepSpeed reduces it"}
+        return {
+            "kind": "deepspeed",
+            "zero_stage": self.stage,
+            "local_grads": True,
+            "grad_norm": "DeepSpeed's global norm (all ranks, before clipping)",
+            "grad_norm_local": "this rank's own gradient, before DeepSpeed reduces it",
+        }
 
     # --- micro-steps --------------------------------------------------------------------------
     def step_filter(self, loss: Any, batch: Any) -> tuple[Any, Any] | None:

@@ -18,9 +18,16 @@ from .deepspeed import is_deepspeed_engine, watch_engine
 from .sinks import attach_sinks, check_sink_options
 
 
-def watch(model: Any, optimizer: Any = None, scaler: Any = None, scheduler: Any = None,
-          log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
-          replay_fn: Callable[[Any, Any], Any] | None = None, **options: Any) -> Monitor:
+def watch(
+    model: Any,
+    optimizer: Any = None,
+    scaler: Any = None,
+    scheduler: Any = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    task: str | None = None,
+    replay_fn: Callable[[Any, Any], Any] | None = None,
+    **options: Any,
+) -> Monitor:
     """Start watching a training run. See `Monitor` for the options. `model` may be a DeepSpeed
     engine (`watch(engine)`): see `lossdoctor.integrations.deepspeed`.
 
@@ -33,11 +40,27 @@ def watch(model: Any, optimizer: Any = None, scaler: Any = None, scheduler: Any 
     tensorboard = options.pop("tensorboard", None)
     check_sink_options(on_finding, sinks, tensorboard)
     if is_deepspeed_engine(model):
-        mon = watch_engine(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
-                           replay_fn=replay_fn, **options)
+        mon = watch_engine(
+            model,
+            optimizer,
+            scaler=scaler,
+            scheduler=scheduler,
+            log_dir=log_dir,
+            task=task,
+            replay_fn=replay_fn,
+            **options,
+        )
     else:
-        mon = watch_model(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
-                          replay_fn=replay_fn, **options)
+        mon = watch_model(
+            model,
+            optimizer,
+            scaler=scaler,
+            scheduler=scheduler,
+            log_dir=log_dir,
+            task=task,
+            replay_fn=replay_fn,
+            **options,
+        )
     try:
         attach_sinks(mon, on_finding, sinks, tensorboard)
     except Exception as e:  # never the user's problem: the run is watched without them

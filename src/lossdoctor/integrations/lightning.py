@@ -44,9 +44,13 @@ class LossDoctorCallback(WatchingCallback, Callback):
     `fit`, `callback.monitor` is the closed monitor and `callback.diagnose()` its diagnosis.
     """
 
-    def __init__(self, log_dir: str | Path | None = None, task: str | None = None,
-                 replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
-                 **watch_options: Any) -> None:
+    def __init__(
+        self,
+        log_dir: str | Path | None = None,
+        task: str | None = None,
+        replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+        **watch_options: Any,
+    ) -> None:
         super().__init__()
         self._init_watching(log_dir, task, replay_fn, watch_options)
         self._last_global_step = 0
@@ -63,8 +67,7 @@ class LossDoctorCallback(WatchingCallback, Callback):
             self._begin_step()
             self._step_open = True
 
-    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
-                           batch_idx: int) -> None:
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.monitor is None or self.probe is None:
             return
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
@@ -92,8 +95,14 @@ class LossDoctorCallback(WatchingCallback, Callback):
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         configs = getattr(trainer, "lr_scheduler_configs", None) or []
         scheduler = configs[0].scheduler if configs else None
-        self._open(pl_module, getattr(trainer.strategy, "model", None), trainer.optimizers[0], scaler,
-                   scheduler, _describe(trainer))
+        self._open(
+            pl_module,
+            getattr(trainer.strategy, "model", None),
+            trainer.optimizers[0],
+            scaler,
+            scheduler,
+            _describe(trainer),
+        )
         add_lightning_targets(self.monitor, trainer)  # its loggers get the alerts and findings too
         self._last_global_step = trainer.global_step
         self._step_open = False
@@ -121,10 +130,13 @@ class LossDoctorCallback(WatchingCallback, Callback):
 def _describe(trainer: Any) -> dict[str, Any]:
     import lightning
 
-    info: dict[str, Any] = {"name": "lightning", "version": lightning.__version__,
-                            "accumulate_grad_batches": trainer.accumulate_grad_batches,
-                            "precision": str(getattr(trainer.precision_plugin, "precision", "")),
-                            "strategy": type(trainer.strategy).__name__}
+    info: dict[str, Any] = {
+        "name": "lightning",
+        "version": lightning.__version__,
+        "accumulate_grad_batches": trainer.accumulate_grad_batches,
+        "precision": str(getattr(trainer.precision_plugin, "precision", "")),
+        "strategy": type(trainer.strategy).__name__,
+    }
     clip = getattr(trainer, "gradient_clip_val", None)
     if isinstance(clip, (int, float)):
         info["gradient_clip_val"] = clip

@@ -137,8 +137,12 @@ class MicroBatchProbe:
         try:
             if isinstance(loss, (tuple, list)) and loss:
                 loss = loss[0]
-            if not (isinstance(loss, torch.Tensor) and loss.is_floating_point() and loss.requires_grad
-                    and torch.is_grad_enabled()):
+            if not (
+                isinstance(loss, torch.Tensor)
+                and loss.is_floating_point()
+                and loss.requires_grad
+                and torch.is_grad_enabled()
+            ):
                 return
             slot: list = [None]
             loss.register_hook(self._weight_hook(slot))
@@ -219,9 +223,14 @@ class MicroBatchProbe:
                 ctx["n_items"] = True
             if all(m.num_items is not None for m in losses):
                 if any(isinstance(m.num_items, torch.Tensor) for m in losses):
-                    packer.add("mb_num_items", [torch.as_tensor(m.num_items, dtype=torch.float32,
-                                                                device=m.loss.device).reshape(-1)[0]
-                                                for m in losses if m.loss is not None])
+                    packer.add(
+                        "mb_num_items",
+                        [
+                            torch.as_tensor(m.num_items, dtype=torch.float32, device=m.loss.device).reshape(-1)[0]
+                            for m in losses
+                            if m.loss is not None
+                        ],
+                    )
                 else:  # host numbers stay on the host: no copy to the device and back
                     ctx["num_items_host"] = [float(m.num_items) for m in losses]
                 ctx["num_items"] = True
@@ -240,11 +249,20 @@ class MicroBatchProbe:
             packer.add("mb_wloss", torch.stack([(slot[0] * v.float()).sum().to(dev) for v, slot, _ in objective]))
             packer.add("mb_obj", torch.stack([v.float().sum().to(dev) for v, _, _ in objective]))
             if all(num is not None for _, _, num in objective):
-                packer.add("mb_obj_num", torch.stack([
-                    torch.as_tensor(num, dtype=torch.float32, device=dev).reshape(-1)[0] for _, _, num in objective]))
+                packer.add(
+                    "mb_obj_num",
+                    torch.stack(
+                        [
+                            torch.as_tensor(num, dtype=torch.float32, device=dev).reshape(-1)[0]
+                            for _, _, num in objective
+                        ]
+                    ),
+                )
             return True
         if all(m.weight[0] is not None for m in losses):
-            packer.add("mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses if m.loss is not None]))
+            packer.add(
+                "mb_wloss", torch.stack([(m.weight[0] * m.loss.float()).sum() for m in losses if m.loss is not None])
+            )
             self.weighted_steps += 1
             return True
         if all(m.tracked and m.weight[0] is None for m in losses):
@@ -270,8 +288,13 @@ class MicroBatchProbe:
                 mean = float(np.mean(loss))
             rec["loss"] = mean
             if ctx.get("objective"):
-                if not objective_is_model_loss(values["mb_obj"], loss, values.get("mb_items"), self._world_size(),
-                                               num_items=values.get("mb_obj_num")):
+                if not objective_is_model_loss(
+                    values["mb_obj"],
+                    loss,
+                    values.get("mb_items"),
+                    self._world_size(),
+                    num_items=values.get("mb_obj_num"),
+                ):
                     self._backward_elsewhere()
                     return
                 self.weighted_steps += 1
@@ -293,8 +316,9 @@ class MicroBatchProbe:
         self.objective = []
 
 
-def objective_is_model_loss(obj: Any, loss: Any, n_items: Any = None, world_size: int = 1,
-                            tol: float = 0.02, num_items: Any = None) -> bool:
+def objective_is_model_loss(
+    obj: Any, loss: Any, n_items: Any = None, world_size: int = 1, tol: float = 0.02, num_items: Any = None
+) -> bool:
     """Whether each backpropagated loss is the model's loss of the same micro-batch up to a
     normalisation (itself, 1/k, or own items / the step's items, as TRL's sum over tokens divided
     by `num_items_in_batch` is, and that over k; any of them times the number of processes, which
@@ -335,8 +359,7 @@ def join_batches(batches: list[Any]) -> Any:
         return out
     if isinstance(first, (tuple, list)):
         cols = list(zip(*batches))
-        return [_cat(list(c), pad=0) if isinstance(c[0], torch.Tensor) and c[0].dim() > 0 else c[-1]
-                for c in cols]
+        return [_cat(list(c), pad=0) if isinstance(c[0], torch.Tensor) and c[0].dim() > 0 else c[-1] for c in cols]
     raise TypeError(f"cannot join batches of type {type(first).__name__}")
 
 

@@ -55,8 +55,13 @@ def _module(name: str) -> Any:
 class FindingSinks:
     """The monitor's listener (see the module docstring); `mon.sinks` holds it."""
 
-    def __init__(self, mon: Any, on_finding: Callable[..., Any] | None = None,  # (f, step[, final=])
-                 enabled: bool = True, tensorboard: Any = None) -> None:
+    def __init__(
+        self,
+        mon: Any,
+        on_finding: Callable[..., Any] | None = None,  # (f, step[, final=])
+        enabled: bool = True,
+        tensorboard: Any = None,
+    ) -> None:
         self.mon = mon
         self.on_finding = on_finding
         #: whether on_finding takes `final=` (False: a live alert, True: a final finding at close)
@@ -117,11 +122,16 @@ class FindingSinks:
         line = safe_text(alert_line(f, alert_language()), newlines=False)
         level = SEVERITY_LEVEL.get(f.severity, 0)
         at = f.step if f.step is not None else step
-        self._each_writer(lambda w: (w.add_text("lossdoctor/alerts", line, global_step=step),
-                                     w.add_scalar(f"lossdoctor/severity/{f.cause}", level, global_step=at)))
+        self._each_writer(
+            lambda w: (
+                w.add_text("lossdoctor/alerts", line, global_step=step),
+                w.add_scalar(f"lossdoctor/severity/{f.cause}", level, global_step=at),
+            )
+        )
         self._each_wandb(lambda run, wandb: _wandb_alert(run, wandb, f, line, step))
-        self._each_mlflow({"lossdoctor.alert": line, "lossdoctor.alert_step": str(step),
-                           "lossdoctor.alert_cause": f.cause})
+        self._each_mlflow(
+            {"lossdoctor.alert": line, "lossdoctor.alert_step": str(step), "lossdoctor.alert_cause": f.cause}
+        )
 
     def final(self, report: Report, step: int) -> None:
         """The final diagnosis, at close."""
@@ -145,20 +155,38 @@ class FindingSinks:
 
         self._each_writer(tb)
         primary = report.primary
-        summary = {"lossdoctor/status": status, "lossdoctor/steps": report.steps,
-                   "lossdoctor/findings": [_brief(f) for f in report.findings]}
+        summary = {
+            "lossdoctor/status": status,
+            "lossdoctor/steps": report.steps,
+            "lossdoctor/findings": [_brief(f) for f in report.findings],
+        }
         if primary is not None:
-            summary.update({"lossdoctor/cause": primary.cause, "lossdoctor/symptom": primary.symptom,
-                            "lossdoctor/severity": primary.severity, "lossdoctor/step": primary.step,
-                            "lossdoctor/layer": primary.layer, "lossdoctor/summary": lines[0]})
+            summary.update(
+                {
+                    "lossdoctor/cause": primary.cause,
+                    "lossdoctor/symptom": primary.symptom,
+                    "lossdoctor/severity": primary.severity,
+                    "lossdoctor/step": primary.step,
+                    "lossdoctor/layer": primary.layer,
+                    "lossdoctor/summary": lines[0],
+                }
+            )
         if first_bad is not None:
             summary["lossdoctor/first_bad_step"] = first_bad
         self._each_wandb(lambda run, wandb: _wandb_final(run, wandb, summary, primary, lines, self._alerted))
-        tags = {"lossdoctor.status": status, "lossdoctor.causes": ",".join(f.cause for f in report.findings),
-                "lossdoctor.findings": "\n".join(lines)}
+        tags = {
+            "lossdoctor.status": status,
+            "lossdoctor.causes": ",".join(f.cause for f in report.findings),
+            "lossdoctor.findings": "\n".join(lines),
+        }
         if primary is not None:
-            tags.update({"lossdoctor.cause": primary.cause, "lossdoctor.severity": primary.severity,
-                         "lossdoctor.step": "" if primary.step is None else str(primary.step)})
+            tags.update(
+                {
+                    "lossdoctor.cause": primary.cause,
+                    "lossdoctor.severity": primary.severity,
+                    "lossdoctor.step": "" if primary.step is None else str(primary.step),
+                }
+            )
         self._each_mlflow(tags)
 
     # --- internals --------------------------------------------------------------------------------
@@ -250,8 +278,14 @@ def _takes_final(fn: Any) -> bool:
 
 
 def _brief(f: Finding) -> dict[str, Any]:
-    return {"cause": f.cause, "symptom": f.symptom, "severity": f.severity, "step": f.step, "layer": f.layer,
-            "confidence": f.confidence}
+    return {
+        "cause": f.cause,
+        "symptom": f.symptom,
+        "severity": f.severity,
+        "step": f.step,
+        "layer": f.layer,
+        "confidence": f.confidence,
+    }
 
 
 def _wandb_alert(run: Any, wandb: Any, f: Finding, line: str, step: int) -> None:
@@ -271,8 +305,9 @@ def _send_alert(run: Any, wandb: Any, f: Finding, line: str) -> None:
         alert(title=f"lossdoctor: {f.cause} ({f.severity})", text=line, level=level)
 
 
-def _wandb_final(run: Any, wandb: Any, summary: dict[str, Any], primary: Finding | None, lines: list[str],
-                 alerted: set[str]) -> None:
+def _wandb_final(
+    run: Any, wandb: Any, summary: dict[str, Any], primary: Finding | None, lines: list[str], alerted: set[str]
+) -> None:
     for k, v in summary.items():
         run.summary[k] = v
     if primary is not None and primary.severity != "info" and primary.cause not in alerted:

@@ -70,23 +70,34 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
     training, `callback.monitor` is the closed monitor and `callback.diagnose()` its diagnosis.
     """
 
-    def __init__(self, log_dir: str | Path | None = None, task: str | None = None,
-                 replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
-                 **watch_options: Any) -> None:
+    def __init__(
+        self,
+        log_dir: str | Path | None = None,
+        task: str | None = None,
+        replay_fn: Callable[[torch.nn.Module, Any], torch.Tensor] | None = None,
+        **watch_options: Any,
+    ) -> None:
         self._init_watching(log_dir, task, replay_fn, watch_options)
         self._handles: list[Any] = []
         self._logs: TrainerLogProbe | None = None
         self._deferred = False  # a finished step waiting for the trainer's on_log
 
     # --- Trainer events ---------------------------------------------------------------------------
-    def on_train_begin(self, args: Any, state: Any, control: Any, model: Any = None, optimizer: Any = None,
-                       lr_scheduler: Any = None, **kwargs: Any) -> None:
+    def on_train_begin(
+        self,
+        args: Any,
+        state: Any,
+        control: Any,
+        model: Any = None,
+        optimizer: Any = None,
+        lr_scheduler: Any = None,
+        **kwargs: Any,
+    ) -> None:
         self._finish()
         if model is None or optimizer is None:
             log.warning("%s", Msg("integrations.no_model"))
             return
-        self._start_guarded(self._start, args, state, model, optimizer, lr_scheduler,
-                            kwargs.get("processing_class"))
+        self._start_guarded(self._start, args, state, model, optimizer, lr_scheduler, kwargs.get("processing_class"))
 
     def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._record_deferred()
@@ -115,17 +126,32 @@ class LossDoctorCallback(WatchingCallback, TrainerCallback):
         self._finish()
 
     # --- internals ----------------------------------------------------------------------------------
-    def _start(self, args: Any, state: Any, model: torch.nn.Module, optimizer: Any, lr_scheduler: Any,
-               processing_class: Any = None) -> None:
+    def _start(
+        self,
+        args: Any,
+        state: Any,
+        model: torch.nn.Module,
+        optimizer: Any,
+        lr_scheduler: Any,
+        processing_class: Any = None,
+    ) -> None:
         trainer = _calling_trainer()
         scaler = getattr(optimizer, "scaler", None)
         if scaler is None and trainer is not None:
             scaler = getattr(getattr(trainer, "accelerator", None), "scaler", None)
         if processing_class is None:
             processing_class = getattr(trainer, "processing_class", None)
-        mon = self._open(model, getattr(trainer, "model_wrapped", None), optimizer, scaler, lr_scheduler,
-                         _describe(args, trainer), task=trainer_task(trainer, args),
-                         tokenizer=_tokenizer_of(processing_class), shift_labels=_shifts_labels(model))
+        mon = self._open(
+            model,
+            getattr(trainer, "model_wrapped", None),
+            optimizer,
+            scaler,
+            lr_scheduler,
+            _describe(args, trainer),
+            task=trainer_task(trainer, args),
+            tokenizer=_tokenizer_of(processing_class),
+            shift_labels=_shifts_labels(model),
+        )
         add_hf_targets(mon, trainer)  # report_to="tensorboard": alerts and findings in its writer too
         self._handles.append(model.register_forward_hook(self._on_forward, with_kwargs=True))
         if trainer is not None:
@@ -247,16 +273,25 @@ def _shifts_labels(model: torch.nn.Module) -> bool:
 
 #: trainer classes (TRL's, and any subclass of them) and the task they train, by class name so
 #: that TRL is never imported here
-TRAINER_TASKS = {"SFTTrainer": "sft", "DPOTrainer": "preference", "ORPOTrainer": "preference",
-                 "KTOTrainer": "preference", "CPOTrainer": "preference"}
-CONFIG_TASKS = {"SFTConfig": "sft", "DPOConfig": "preference", "ORPOConfig": "preference",
-                "KTOConfig": "preference", "CPOConfig": "preference"}
+TRAINER_TASKS = {
+    "SFTTrainer": "sft",
+    "DPOTrainer": "preference",
+    "ORPOTrainer": "preference",
+    "KTOTrainer": "preference",
+    "CPOTrainer": "preference",
+}
+CONFIG_TASKS = {
+    "SFTConfig": "sft",
+    "DPOConfig": "preference",
+    "ORPOConfig": "preference",
+    "KTOConfig": "preference",
+    "CPOConfig": "preference",
+}
 #: trainers known by the module they are defined in (LLaMA-Factory's stages subclass the HF
 #: `Seq2SeqTrainer`/`Trainer` under these names; its DPO/KTO trainers subclass TRL's, found above)
 MODULE_TASKS = {"llamafactory.train.sft.": "sft", "llamafactory.train.pt.": "pretrain"}
 #: what a TRL config says about the labels and the sequences (recorded, and used by fix texts)
-TRL_KEYS = ("max_length", "packing", "padding_free", "assistant_only_loss", "completion_only_loss", "loss_type",
-            "beta")
+TRL_KEYS = ("max_length", "packing", "padding_free", "assistant_only_loss", "completion_only_loss", "loss_type", "beta")
 
 
 def trainer_task(trainer: Any, args: Any) -> str | None:
@@ -285,9 +320,20 @@ def _describe(args: Any, trainer: Any = None) -> dict[str, Any]:
     import transformers
 
     info: dict[str, Any] = {"name": "transformers", "version": transformers.__version__}
-    for key in ("gradient_accumulation_steps", "max_grad_norm", "per_device_train_batch_size",
-                "learning_rate", "lr_scheduler_type", "warmup_steps", "warmup_ratio", "weight_decay",
-                "fp16", "bf16", "average_tokens_across_devices", "world_size"):
+    for key in (
+        "gradient_accumulation_steps",
+        "max_grad_norm",
+        "per_device_train_batch_size",
+        "learning_rate",
+        "lr_scheduler_type",
+        "warmup_steps",
+        "warmup_ratio",
+        "weight_decay",
+        "fp16",
+        "bf16",
+        "average_tokens_across_devices",
+        "world_size",
+    ):
         v = getattr(args, key, None)
         if isinstance(v, (int, float, str, bool)):
             info[key] = v

@@ -41,8 +41,13 @@ def alert_language() -> str:
     return ALERT_LANG or locale_lang()
 
 
-TRIGGERS = ("batch_nonfinite_detail", "fwd_first_nonfinite", "bwd_first_nonfinite", "nonfinite_params",
-            "label_empty_sample_ids")
+TRIGGERS = (
+    "batch_nonfinite_detail",
+    "fwd_first_nonfinite",
+    "bwd_first_nonfinite",
+    "nonfinite_params",
+    "label_empty_sample_ids",
+)
 
 
 class History:
@@ -94,9 +99,16 @@ def _num(v: Any) -> float:
 
 
 class LiveDiagnoser:
-    def __init__(self, meta: dict[str, Any], *, rank: int | None = None, alerts: bool = True,
-                 rearm_after: int = 100, on_finding: Callable[[Finding], None] | None = None,
-                 layers_fn: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        meta: dict[str, Any],
+        *,
+        rank: int | None = None,
+        alerts: bool = True,
+        rearm_after: int = 100,
+        on_finding: Callable[[Finding], None] | None = None,
+        layers_fn: Callable[[], Any] | None = None,
+    ) -> None:
         self.meta = meta
         self.layers_fn = layers_fn
         self.rank = rank
@@ -186,13 +198,33 @@ def alert_line(f: Finding, lang: str = "en") -> str:
     if f.samples:
         where.append(Msg("live.samples", samples=str(f.samples[:8])))
     if f.examples:  # packed rows: the examples inside them
-        where.append(Msg("live.packed_examples", examples=[
-            Msg("labels.example_in_row", row=e.get("row"), example=e.get("example"), start=e.get("start"), end=e.get("end"))
-            for e in f.examples[:3]]))
+        where.append(
+            Msg(
+                "live.packed_examples",
+                examples=[
+                    Msg(
+                        "labels.example_in_row",
+                        row=e.get("row"),
+                        example=e.get("example"),
+                        start=e.get("start"),
+                        end=e.get("end"),
+                    )
+                    for e in f.examples[:3]
+                ],
+            )
+        )
     if f.rank is not None:
         where.append(Msg("live.rank", rank=f.rank))
-    head = render("live.alert", {"severity": Msg(f"live.{f.severity}"), "cause": f.cause, "symptom": f.symptom,
-                                 "where": where or Msg("live.run")}, lang)
+    head = render(
+        "live.alert",
+        {
+            "severity": Msg(f"live.{f.severity}"),
+            "cause": f.cause,
+            "symptom": f.symptom,
+            "where": where or Msg("live.run"),
+        },
+        lang,
+    )
     body = say(f.evidence[0], lang) if f.evidence else ""
     fix = render("live.fix", {"fix": say(f.fixes[0], lang)}, lang) if f.fixes else ""
     return f"{head}{body}{fix}"

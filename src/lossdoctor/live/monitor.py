@@ -182,9 +182,17 @@ class Monitor:
     record, which goes to the run log, to triage and to the live engine.
     """
 
-    def __init__(self, model: nn.Module, optimizer: Any, scaler: Any = None, scheduler: Any = None,
-                 log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
-                 replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: Any,
+        scaler: Any = None,
+        scheduler: Any = None,
+        log_dir: str | os.PathLike[str] | None = None,
+        task: str | None = None,
+        replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
+        **options: Any,
+    ) -> None:
         self.options = opts = WatchOptions(**options)
         #: a pipeline stage (`watch(stage, opt)` on a `PipelineStage`): its module is what is watched
         model, self.stage = split_stage(model)
@@ -261,33 +269,54 @@ class Monitor:
         self.model = model  # replay runs the bare model: a DDP forward without backward would stall DDP
         self._add_probes(model, optimizer, opts)
         self.readout = Readout()
-        self.meta = self._describe(model, self.scaler, self.scheduler, self.task,
-                                   {"rank": self.rank, "world_size": self.world_size,
-                                    "layer_every": self.layer_every, "started": time.time(),
-                                    "replay": self.replay_fn is not None})
+        self.meta = self._describe(
+            model,
+            self.scaler,
+            self.scheduler,
+            self.task,
+            {
+                "rank": self.rank,
+                "world_size": self.world_size,
+                "layer_every": self.layer_every,
+                "started": time.time(),
+                "replay": self.replay_fn is not None,
+            },
+        )
         self.writer.write_meta(self.meta)
-        self.writer.start_layers(self.tracer.names, list(LAYER_STATS),
-                                 [type(m).__name__ for m in self.tracer.modules])
+        self.writer.start_layers(self.tracer.names, list(LAYER_STATS), [type(m).__name__ for m in self.tracer.modules])
         self._layer_steps: list[int] = []
         self._layer_rows: list[np.ndarray] = []
-        self.live = LiveDiagnoser(self.meta, rank=self.rank, alerts=opts.alerts,
-                                  on_finding=self._record_finding, layers_fn=self._layer_stats)
+        self.live = LiveDiagnoser(
+            self.meta, rank=self.rank, alerts=opts.alerts, on_finding=self._record_finding, layers_fn=self._layer_stats
+        )
         self.live.incidents = self.incidents
         self._set_sampled(self._is_sampled(0))
         if self.world_size > 1 or self.stage is not None:  # (a 1-stage pipeline: its group of one)
             self._attach_distributed(wrapper)
         self.preflight = start_preflight(self)  # config now, first forward and batches later; never raises
         # incident triage (snapshot ring, replay, op-level localisation, on_incident policy)
-        self.triage = Triage(self._triage_host(), self.replay_fn, on_incident=opts.on_incident,
-                             snapshot_every=opts.snapshot_every, snapshot=opts.snapshot,
-                             snapshot_budget=opts.snapshot_budget, inplace=opts.triage_inplace,
-                             max_incidents=opts.max_incidents, verify=opts.verify,
-                             verify_window=opts.verify_window, verify_budget=opts.verify_budget)
+        self.triage = Triage(
+            self._triage_host(),
+            self.replay_fn,
+            on_incident=opts.on_incident,
+            snapshot_every=opts.snapshot_every,
+            snapshot=opts.snapshot,
+            snapshot_budget=opts.snapshot_budget,
+            inplace=opts.triage_inplace,
+            max_incidents=opts.max_incidents,
+            verify=opts.verify,
+            verify_window=opts.verify_window,
+            verify_budget=opts.verify_budget,
+        )
         self.live.probes = self.triage.probe_records  # what the LR probe measured, for the next evaluations
         if self.stage is not None and self.stage.obj is not None:
             pf, tape = self.preflight, self.triage.tape
-            self._unhook_stage = hook_stage(self.stage, [*self.probes, pf, getattr(pf, "probe", None), tape],
-                                            self._recapture, on_scale=tape.scaled if tape is not None else None)
+            self._unhook_stage = hook_stage(
+                self.stage,
+                [*self.probes, pf, getattr(pf, "probe", None), tape],
+                self._recapture,
+                on_scale=tape.scaled if tape is not None else None,
+            )
             if self.grads.should_capture is None and defers_capture(self.stage):
                 self.grads.should_capture = _never  # one capture per step, after the schedule's last backward
 
@@ -340,13 +369,25 @@ class Monitor:
         pf = self.preflight
         # every probe so far (an add-on one, such as a pipeline stage's, may hook the model too)
         hooked = [p for p in (*self.probes, pf, getattr(pf, "probe", None)) if p is not None]
-        return TriageHost(model=self.model, optimizer=self.optimizer, scaler=self.scaler,
-                          scheduler=self.scheduler, run_dir=self.run_dir, rank=self.rank, writer=self.writer,
-                          meta=self.meta, incidents=self.incidents, step=lambda: self.step_idx,
-                          paused=self.paused, mark_skipped=self.opt_probe.mark_skipped, hooked=hooked,
-                          shared=(self, self.writer, self.live), replay_refused=lambda: self.replay_refused,
-                          findings=lambda: self.findings,
-                          stage=self.stage if self.stage is not None and self.stage.n_stages > 1 else None)
+        return TriageHost(
+            model=self.model,
+            optimizer=self.optimizer,
+            scaler=self.scaler,
+            scheduler=self.scheduler,
+            run_dir=self.run_dir,
+            rank=self.rank,
+            writer=self.writer,
+            meta=self.meta,
+            incidents=self.incidents,
+            step=lambda: self.step_idx,
+            paused=self.paused,
+            mark_skipped=self.opt_probe.mark_skipped,
+            hooked=hooked,
+            shared=(self, self.writer, self.live),
+            replay_refused=lambda: self.replay_refused,
+            findings=lambda: self.findings,
+            stage=self.stage if self.stage is not None and self.stage.n_stages > 1 else None,
+        )
 
     # --- public API ---------------------------------------------------------------------------
     def step(self, loss: Any = None, batch: Any = None) -> None:
@@ -427,8 +468,7 @@ class Monitor:
     def _teardown(self) -> None:
         """Remove every hook and close every file, each on its own: one that fails does not keep
         the others (the run log above all) from being closed. Safe on a half-built monitor."""
-        steps: list[tuple[str, Callable[[], None]]] = [
-            (probe_name(p), p.remove) for p in getattr(self, "probes", [])]
+        steps: list[tuple[str, Callable[[], None]]] = [(probe_name(p), p.remove) for p in getattr(self, "probes", [])]
         pf = getattr(self, "preflight", None)
         if pf is not None:
             steps.append(("preflight", pf.probe.remove))
@@ -473,9 +513,13 @@ class Monitor:
             return diagnose_runs(load_path(self.root, select=self.version))
         except Exception as e:
             why = [Msg("monitor.parts_disabled", notes="; ".join(self.notes))] if self.notes else []
-            return Report(findings=[], steps=self.step_idx, source=str(self.log_dir), inconclusive=True,
-                          notes=[Msg("monitor.unreadable", path=str(self.log_dir), error=f"{type(e).__name__}: {e}"),
-                                 *why])
+            return Report(
+                findings=[],
+                steps=self.step_idx,
+                source=str(self.log_dir),
+                inconclusive=True,
+                notes=[Msg("monitor.unreadable", path=str(self.log_dir), error=f"{type(e).__name__}: {e}"), *why],
+            )
 
     def verify_fixes(self, fixes: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         """Check the fixes of each replayed incident by replaying them from the snapshot: the
@@ -529,8 +573,7 @@ class Monitor:
         """Device side of one step: the loss, the loss scale and every probe's tensors into one
         packer, submitted for the step's one copy to the host."""
         packer = Packer()
-        inputs = StepInputs(step=self.step_idx, time=time.perf_counter() - self._t0, sampled=self._sampled,
-                            batch=batch)
+        inputs = StepInputs(step=self.step_idx, time=time.perf_counter() - self._t0, sampled=self._sampled, batch=batch)
         host_loss = None
         if isinstance(loss, torch.Tensor):
             packer.add("loss", loss.detach().float().mean().reshape(1))
@@ -567,8 +610,9 @@ class Monitor:
                 except Exception as e:  # the log keeps being written; offline diagnose still works
                     self.disable("live diagnosis", e)
 
-    def _interpret(self, values: dict[str, np.ndarray], flushed: FlushedStep
-                   ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _interpret(
+        self, values: dict[str, np.ndarray], flushed: FlushedStep
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         """Host side of one step: the step record (None values dropped) and its per-module rows."""
         inputs = flushed.inputs
         rec = StepRecord(step=inputs.step, time=round(inputs.time, 4))
@@ -628,12 +672,16 @@ class Monitor:
         if not self._layer_rows:
             return None
         m = np.stack(self._layer_rows)
-        return LayerStats(steps=np.asarray(self._layer_steps, dtype=np.int64), modules=self.tracer.names,
-                          stats={s: m[:, i, :] for i, s in enumerate(LAYER_STATS)},
-                          types=[type(x).__name__ for x in self.tracer.modules])
+        return LayerStats(
+            steps=np.asarray(self._layer_steps, dtype=np.int64),
+            modules=self.tracer.names,
+            stats={s: m[:, i, :] for i, s in enumerate(LAYER_STATS)},
+            types=[type(x).__name__ for x in self.tracer.modules],
+        )
 
-    def _describe(self, model: nn.Module, scaler: Any, scheduler: Any, task: str | None,
-                  extra: dict[str, Any]) -> dict[str, Any]:
+    def _describe(
+        self, model: nn.Module, scaler: Any, scheduler: Any, task: str | None, extra: dict[str, Any]
+    ) -> dict[str, Any]:
         """The run's metadata; a model or optimizer that cannot be described (a property that
         raises...) costs the description, not the run."""
         try:
@@ -690,12 +738,20 @@ def _alert_lang() -> str:
 def _incident(rec: dict[str, Any]) -> bool:
     loss = rec.get("loss")
     return (isinstance(loss, float) and not math.isfinite(loss)) or bool(
-        rec.get("fwd_first_nonfinite") or rec.get("bwd_first_nonfinite") or rec.get("grad_nonfinite"))
+        rec.get("fwd_first_nonfinite") or rec.get("bwd_first_nonfinite") or rec.get("grad_nonfinite")
+    )
 
 
-def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler: Any = None,
-          log_dir: str | os.PathLike[str] | None = None, task: str | None = None,
-          replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None, **options: Any) -> Monitor:
+def watch(
+    model: nn.Module,
+    optimizer: Any = None,
+    scaler: Any = None,
+    scheduler: Any = None,
+    log_dir: str | os.PathLike[str] | None = None,
+    task: str | None = None,
+    replay_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None,
+    **options: Any,
+) -> Monitor:
     """Start watching a training run on a model and its optimizer. See `Monitor` for the options.
     (`lossdoctor.watch` also takes a DeepSpeed engine: `lossdoctor.integrations.entry.watch`.)"""
     if optimizer is None:
@@ -707,8 +763,9 @@ def watch(model: nn.Module, optimizer: Any = None, scaler: Any = None, scheduler
         replay_fn, why = refuse_tp_replay(unwrap_data_parallel(inner), replay_fn)  # and tensor parallel
     if why is None:
         replay_fn, why = refuse_pp_replay(inner, stage, replay_fn)  # and a sharded pipeline stage
-    mon = Monitor(model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task,
-                  replay_fn=replay_fn, **options)
+    mon = Monitor(
+        model, optimizer, scaler=scaler, scheduler=scheduler, log_dir=log_dir, task=task, replay_fn=replay_fn, **options
+    )
     if why:
         mon.replay_refused = why
         if given:

@@ -51,7 +51,8 @@ class WatchOptions:
         if self.tokenizer is not None and not callable(getattr(self.tokenizer, "decode", None)):
             raise ValueError(f"tokenizer must be a tokenizer (with .decode), not {type(self.tokenizer).__name__}")
         if int(self.verify_window) < 0 or int(self.verify_budget) < 1:
-            raise ValueError(f"verify_window must be >= 0 and verify_budget >= 1, not "
-                             f"{self.verify_window!r}, {self.verify_budget!r}")
+            raise ValueError(
+                f"verify_window must be >= 0 and verify_budget >= 1, not {self.verify_window!r}, {self.verify_budget!r}"
+            )
         # a per-layer sample every step at least: 0 or a negative value means "every step"
         object.__setattr__(self, "layer_every", max(1, int(self.layer_every)))

@@ -74,8 +74,13 @@ class RunLogWriter:
     symlink or hard link planted under a name the log uses is refused with a note (in `notes`, the
     monitor's), that file is not written, and the other files are."""
 
-    def __init__(self, path: str | os.PathLike[str], directory: ConfinedDir | None = None,
-                 notes: list[str] | None = None, inert: bool = False) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        directory: ConfinedDir | None = None,
+        notes: list[str] | None = None,
+        inert: bool = False,
+    ) -> None:
         self.path = Path(path)
         #: what could not be written and why (the monitor passes its own list)
         self.notes: list[str] = [] if notes is None else notes
@@ -151,8 +156,12 @@ class RunLogWriter:
         self._steps.flush()
 
     def start_layers(self, modules: list[str], stats: list[str], types: list[str] | None = None) -> None:
-        schema = {"modules": modules, "types": types or [], "stats": stats,
-                  "row": ["step"] + [f"{s}[module]" for s in stats]}
+        schema = {
+            "modules": modules,
+            "types": types or [],
+            "stats": stats,
+            "row": ["step"] + [f"{s}[module]" for s in stats],
+        }
         self._replace(self._dir, LAYERS_SCHEMA, orjson.dumps(schema), LAYERS_SCHEMA)
         self._layers = self._append_file(LAYERS)
         self._layer_width = 1 + len(stats) * len(modules)
@@ -207,8 +216,7 @@ CLAIM = ".lossdoctor-run"
 MAX_VERSIONS = 100_000
 
 
-def claim_run_dir(root: str | os.PathLike[str], launch: str | None,
-                  rank: int | None = None) -> tuple[ConfinedDir, str]:
+def claim_run_dir(root: str | os.PathLike[str], launch: str | None, rank: int | None = None) -> tuple[ConfinedDir, str]:
     """The directory this run writes: `root` when it holds no run yet, else the first
     `root/version_N/` that is free, or the one the other ranks of the same launch took. A run claims
     its directory by linking a `.lossdoctor-run` file naming `launch` into it (atomic: of two launches racing,

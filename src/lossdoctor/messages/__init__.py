@@ -286,8 +286,10 @@ def safe_text(text: str, *, newlines: bool = True, json_safe: bool = False, keep
     if keep_sgr and "\x1b" in text:
         parts = _SGR.split(text)
         seqs = _SGR.findall(text)
-        return "".join(safe_text(p, newlines=newlines, json_safe=json_safe) + (seqs[i] if i < len(seqs) else "")
-                       for i, p in enumerate(parts))
+        return "".join(
+            safe_text(p, newlines=newlines, json_safe=json_safe) + (seqs[i] if i < len(seqs) else "")
+            for i, p in enumerate(parts)
+        )
     if not pattern.search(text):
         return text
     return pattern.sub(lambda m: _escape_char(m.group(), json_safe), text)
@@ -373,7 +375,7 @@ LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG", "LANGUAGE")
 
 
 def locale_lang(environ: Mapping[str, str] | None = None) -> str:
-    """"zh" when the locale is Chinese (`zh_CN.UTF-8`, `zh_TW`, `zh`), else "en"."""
+    """ "zh" when the locale is Chinese (`zh_CN.UTF-8`, `zh_TW`, `zh`), else "en"."""
     env = os.environ if environ is None else environ
     for var in LOCALE_VARS:
         value = (env.get(var) or "").strip()
@@ -384,5 +386,4 @@ def locale_lang(environ: Mapping[str, str] | None = None) -> str:
 
 def placeholders(template: str) -> set[str]:
     """The value names a template uses (both languages of a key must use the same ones)."""
-    return {name.split(".")[0].split("[")[0]
-            for _, name, _, _ in string.Formatter().parse(template) if name}
+    return {name.split(".")[0].split("[")[0] for _, name, _, _ in string.Formatter().parse(template) if name}

@@ -1,8 +1,10 @@
 """The live monitor's one-line alerts on stderr (`live.alert_line`)."""
 
 TEMPLATES = {
-    "live.alert": ("lossdoctor: {severity} {cause} ({symptom}) at {where}: ",
-                   "lossdoctor：{severity} {cause}（{symptom}），位置：{where}："),
+    "live.alert": (
+        "lossdoctor: {severity} {cause} ({symptom}) at {where}: ",
+        "lossdoctor：{severity} {cause}（{symptom}），位置：{where}：",
+    ),
     "live.fix": (" -> fix: {fix}", " -> 修复：{fix}"),
     "live.step": ("step {step}", "第 {step} 步"),
     "live.samples": ("samples {samples}", "样本 {samples}"),

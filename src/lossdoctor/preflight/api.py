@@ -36,11 +36,21 @@ log = logging.getLogger("lossdoctor")
 TASKS = (None, "sft", "pretrain", "classification", "regression")
 
 
-def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,
-          scheduler: Any = None, batches: Any = None, total_steps: int | None = None,
-          task: str | None = None, tokenizer: Any = None, *, scaler: Any = None,
-          scheduler_interval: str = "step", steps_per_epoch: int | None = None,
-          max_batches: int = 16, forward: bool = True) -> Report:
+def check(
+    model: nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    scheduler: Any = None,
+    batches: Any = None,
+    total_steps: int | None = None,
+    task: str | None = None,
+    tokenizer: Any = None,
+    *,
+    scaler: Any = None,
+    scheduler_interval: str = "step",
+    steps_per_epoch: int | None = None,
+    max_batches: int = 16,
+    forward: bool = True,
+) -> Report:
     """Check a training setup before the first step; returns a `Report` (status, findings, notes).
 
     Every argument is optional; each check runs when what it needs is given:
@@ -55,10 +65,17 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
     - `scaler`: the GradScaler, for fp16 runs; `forward=False` skips the forward pass.
     """
     steps_per_epoch = _checked_arguments(task, total_steps, scheduler_interval, steps_per_epoch, batches)
-    ctx = Context(model=model, optimizer=optimizer, scheduler=scheduler, scaler=scaler,
-                  total_steps=None if total_steps is None else int(total_steps), task=task,
-                  tokenizer=tokenizer, scheduler_interval=scheduler_interval,
-                  steps_per_epoch=steps_per_epoch)
+    ctx = Context(
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        scaler=scaler,
+        total_steps=None if total_steps is None else int(total_steps),
+        task=task,
+        tokenizer=tokenizer,
+        scheduler_interval=scheduler_interval,
+        steps_per_epoch=steps_per_epoch,
+    )
     found: list[Finding] = []
     with preserved_state(model):
         raw = take_batches(batches, max_batches)
@@ -75,9 +92,9 @@ def check(model: nn.Module | None = None, optimizer: torch.optim.Optimizer | Non
     return Report(findings=findings, steps=0, notes=list(ctx.notes), source="preflight", inconclusive=failed)
 
 
-
-def _checked_arguments(task: str | None, total_steps: Any, scheduler_interval: str,
-                       steps_per_epoch: int | None, batches: Any) -> int | None:
+def _checked_arguments(
+    task: str | None, total_steps: Any, scheduler_interval: str, steps_per_epoch: int | None, batches: Any
+) -> int | None:
     """`check`'s arguments checked (a ValueError naming the bad one) before anything runs; returns
     the steps per epoch, taken from `batches`' length when an epoch schedule has none. Apart from
     `check` to keep it short."""
@@ -101,16 +118,25 @@ def _model_checks(ctx: Context, run: dict[str, Any], batch: int | None) -> list[
     found: list[Finding] = []
     model = ctx.model
     if model is not None:
-        found += guarded(ctx, "init check", lambda: init_findings(
-            ctx, weight_stats(unwrap_model(model)), run.get("growth"), run.get("loss"), run.get("chance")))
+        found += guarded(
+            ctx,
+            "init check",
+            lambda: init_findings(
+                ctx, weight_stats(unwrap_model(model)), run.get("growth"), run.get("loss"), run.get("chance")
+            ),
+        )
         found += guarded(ctx, "init check", _note_unread, ctx, unwrap_model(model))
     if model is not None or ctx.optimizer is not None or ctx.scaler is not None:
-        found += guarded(ctx, "precision check", lambda: config_findings(
-            ctx, autocast=run.get("autocast"), grads=run.get("grads"), peak_lr=ctx.peak_lr))
+        found += guarded(
+            ctx,
+            "precision check",
+            lambda: config_findings(ctx, autocast=run.get("autocast"), grads=run.get("grads"), peak_lr=ctx.peak_lr),
+        )
         f = loss_dtype_finding(ctx, run.get("loss_dtype"), run.get("loss"), batch=batch)
         if f is not None:
             found.append(f)
     return found
+
 
 #: notes saying a check did not run because something raised (the user's forward, or lossdoctor)
 CHECK_FAILED = frozenset({"pcheck.forward_failed", "engine.internal_error"})
@@ -156,8 +182,11 @@ def take_batches(batches: Any, limit: int) -> list[Any]:
     """One batch or an iterable of batches -> a list of at most `limit` batches."""
     if batches is None:
         return []
-    if isinstance(batches, (torch.Tensor, str, tuple)) or isinstance(batches, Mapping) or \
-            hasattr(batches, "__dataclass_fields__"):
+    if (
+        isinstance(batches, (torch.Tensor, str, tuple))
+        or isinstance(batches, Mapping)
+        or hasattr(batches, "__dataclass_fields__")
+    ):
         return [batches]
     out = []
     for b in batches:
@@ -257,8 +286,7 @@ def call_model(model: nn.Module, batch: Any) -> Any:
     batch = _to(batch, device, _float_dtype(model))
     if isinstance(batch, Mapping):
         accepted = _accepted(model)
-        kwargs = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor)
-                  and (accepted is None or k in accepted)}
+        kwargs = {k: v for k, v in batch.items() if isinstance(v, torch.Tensor) and (accepted is None or k in accepted)}
         return model(**kwargs)
     if isinstance(batch, (tuple, list)):
         inputs = batch[:-1] if len(batch) >= 2 else batch
@@ -280,8 +308,11 @@ def _float_dtype(model: nn.Module) -> torch.dtype | None:
     """bf16/fp16 when every floating parameter is: a pure low-precision model is fed inputs of its
     dtype (the loop casts them; outside autocast an fp32 input would not even multiply)."""
     dtypes = {p.dtype for p in model.parameters() if p.is_floating_point()}
-    if len(dtypes) == 1 and next(iter(dtypes)) in LOW and not torch.is_autocast_enabled(
-            next(model.parameters()).device.type):
+    if (
+        len(dtypes) == 1
+        and next(iter(dtypes)) in LOW
+        and not torch.is_autocast_enabled(next(model.parameters()).device.type)
+    ):
         return next(iter(dtypes))
     return None
 
@@ -303,8 +334,15 @@ def _loss(result: Any, view: BatchView | None, task: str | None) -> tuple[torch.
     """(initial loss, number of classes of its cross-entropy or None)."""
     logits = getattr(result, "logits", None)
     if not isinstance(logits, torch.Tensor):
-        logits = result if isinstance(result, torch.Tensor) else (
-            result[0] if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor) else None)
+        logits = (
+            result
+            if isinstance(result, torch.Tensor)
+            else (
+                result[0]
+                if isinstance(result, (tuple, list)) and result and isinstance(result[0], torch.Tensor)
+                else None
+            )
+        )
     n_classes = int(logits.shape[-1]) if isinstance(logits, torch.Tensor) and logits.dim() >= 2 else None
     loss = getattr(result, "loss", None)
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
@@ -313,13 +351,19 @@ def _loss(result: Any, view: BatchView | None, task: str | None) -> tuple[torch.
     if logits is None or view is None:
         return None, None
     labels = view.labels
-    if labels is not None and not labels.is_floating_point() and logits.dim() >= 2 \
-            and tuple(logits.shape[:-1]) == tuple(labels.shape) and task != "regression":
+    if (
+        labels is not None
+        and not labels.is_floating_point()
+        and logits.dim() >= 2
+        and tuple(logits.shape[:-1]) == tuple(labels.shape)
+        and task != "regression"
+    ):
         labels = labels.to(logits.device)
         if (labels != -100).any():
             # the user's cross-entropy on these logits, in their dtype (autocast upcasts it to fp32)
-            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(),
-                                   ignore_index=-100), n_classes
+            return F.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), labels.reshape(-1).long(), ignore_index=-100
+            ), n_classes
         return None, None
     targets = next(iter(view.float_targets.values()), None)
     if targets is not None and targets.shape == logits.shape:

@@ -50,16 +50,15 @@ class ChatSpans:
         a = full.index(_A)
         start = full.index(_Q) + len(_Q)
         # the text between the user's content and the answer, minus what closes the user turn
-        closes_user = prompt[prompt.index(_Q) + len(_Q):] if _Q in prompt else ""
+        closes_user = prompt[prompt.index(_Q) + len(_Q) :] if _Q in prompt else ""
         between = full[start:a]
-        header_text = between[len(closes_user):] if between.startswith(closes_user) else between
-        end_text = full[a + len(_A):]
+        header_text = between[len(closes_user) :] if between.startswith(closes_user) else between
+        end_text = full[a + len(_A) :]
         header = _encode(tokenizer, header_text.rstrip())
         end = _encode(tokenizer, end_text.strip())[:1]  # the end-of-turn token itself
         if not header:
             return None
-        return cls(header=header, end=end, header_text=header_text, end_text=end_text.strip(),
-                   tokenizer=tokenizer)
+        return cls(header=header, end=end, header_text=header_text, end_text=end_text.strip(), tokenizer=tokenizer)
 
     def response_mask(self, ids: np.ndarray, real: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
         """(response, neutral, found) masks over an (N, T) id matrix.

@@ -21,8 +21,7 @@ from ..signals.batch import IGNORE_INDEX, LABEL_KEYS, iter_tensors
 from ..signals.packing import Example, packed_examples
 from ..signals.safe_reads import stored_attr, unreadable
 
-__all__ = ["Context", "BatchView", "make_finding", "fmt", "round_sig", "quote", "IGNORE_INDEX",
-           "unwrap_model", "pct"]
+__all__ = ["Context", "BatchView", "make_finding", "fmt", "round_sig", "quote", "IGNORE_INDEX", "unwrap_model", "pct"]
 
 
 @dataclass
@@ -58,8 +57,11 @@ def unwrap_model(model: Any) -> Any:
     seen = 0
     while seen < 5 and model is not None:
         # stored, never a property (FSDP1's `module` property reads `_fsdp_wrapped_module`)
-        inner = stored_attr(model, "_orig_mod") or stored_attr(model, "module") \
+        inner = (
+            stored_attr(model, "_orig_mod")
+            or stored_attr(model, "module")
             or stored_attr(model, "_fsdp_wrapped_module")
+        )
         if not isinstance(inner, torch.nn.Module):
             break
         model = inner
@@ -125,8 +127,12 @@ class BatchView:
 
     def token_labels(self) -> bool:
         """Labels are per token (same shape as the ids), not one class per sample."""
-        return (self.labels is not None and self.input_ids is not None
-                and tuple(self.labels.shape) == tuple(self.input_ids.shape) and self.labels.dim() == 2)
+        return (
+            self.labels is not None
+            and self.input_ids is not None
+            and tuple(self.labels.shape) == tuple(self.input_ids.shape)
+            and self.labels.dim() == 2
+        )
 
 
 def _strings(batch: Any) -> dict[str, list[str]]:
@@ -145,24 +151,46 @@ def _strings(batch: Any) -> dict[str, list[str]]:
     return out
 
 
-def make_finding(cause: str, symptom: str, severity: str, confidence: float, evidence: list[str],
-                 fixes: Sequence[FixLike], *, ctx: Context | None = None, batch: int | None = None,
-                 layer: str | None = None, samples: list[int] | None = None,
-                 examples: list[dict[str, Any]] | None = None, rule: str | None = None) -> Finding:
+def make_finding(
+    cause: str,
+    symptom: str,
+    severity: str,
+    confidence: float,
+    evidence: list[str],
+    fixes: Sequence[FixLike],
+    *,
+    ctx: Context | None = None,
+    batch: int | None = None,
+    layer: str | None = None,
+    samples: list[int] | None = None,
+    examples: list[dict[str, Any]] | None = None,
+    rule: str | None = None,
+) -> Finding:
     """A finding; inside watch a batch finding also carries the step it was seen at (batch i is the
     i-th optimizer iteration), before training (`check`) only the batch index. Its rule:
     `preflight.<cause>` unless the check names its own."""
     step = batch if (ctx is not None and ctx.live and batch is not None) else None
-    return Finding(cause=cause, symptom=symptom, severity=severity, confidence=confidence, step=step,
-                   batch=batch, layer=layer, samples=samples, evidence=evidence, fixes=as_fixes(fixes),
-                   examples=examples, rule=rule or f"preflight.{cause}")
+    return Finding(
+        cause=cause,
+        symptom=symptom,
+        severity=severity,
+        confidence=confidence,
+        step=step,
+        batch=batch,
+        layer=layer,
+        samples=samples,
+        evidence=evidence,
+        fixes=as_fixes(fixes),
+        examples=examples,
+        rule=rule or f"preflight.{cause}",
+    )
 
 
 def quote(text: str, limit: int = 90) -> str:
     """A decoded span for an evidence sentence: JSON-quoted (newlines visible), shortened."""
     if len(text) > limit:
         head = limit * 2 // 3
-        text = text[:head] + " ... " + text[-(limit - head - 5):]
+        text = text[:head] + " ... " + text[-(limit - head - 5) :]
     return json.dumps(text, ensure_ascii=False)
 
 

@@ -141,11 +141,26 @@ class DataCheck:
         inf = int(bad_per.sum()) - nan
         what = ", ".join(x for x in (f"{nan} NaN" if nan else "", f"{inf} Inf" if inf else "") if x)
         return make_finding(
-            "nonfinite_data", "nonfinite", "critical", 0.95,
-            [Msg("data.nonfinite_samples", batch=view.index, key=repr(key), n=len(samples), total=int(flat.shape[0]),
-                 what=what, samples=str(samples[:8]))],
+            "nonfinite_data",
+            "nonfinite",
+            "critical",
+            0.95,
+            [
+                Msg(
+                    "data.nonfinite_samples",
+                    batch=view.index,
+                    key=repr(key),
+                    n=len(samples),
+                    total=int(flat.shape[0]),
+                    what=what,
+                    samples=str(samples[:8]),
+                )
+            ],
             [Msg("data.fix_drop_nonfinite")],
-            ctx=self.ctx, batch=view.index, samples=samples[:32])
+            ctx=self.ctx,
+            batch=view.index,
+            samples=samples[:32],
+        )
 
     def _id_range(self, view: BatchView) -> Finding | None:
         if view.input_ids is None or self.vocab is None or "ids" in self._reported:
@@ -158,10 +173,16 @@ class DataCheck:
         bad = ((ids < 0) | (ids >= self.vocab)).reshape(ids.shape[0], -1).any(dim=1)
         samples = [int(i) for i in torch.nonzero(bad).flatten().tolist()]
         return make_finding(
-            "nonfinite_data", "nonfinite", "critical", 0.95,
+            "nonfinite_data",
+            "nonfinite",
+            "critical",
+            0.95,
             [Msg("data.ids_out_of_range", batch=view.index, lo=lo, hi=hi, vocab=self.vocab, samples=str(samples[:8]))],
             [Msg("data.fix_tokenizer", n=max(hi + 1, self.vocab))],
-            ctx=self.ctx, batch=view.index, samples=samples[:32])
+            ctx=self.ctx,
+            batch=view.index,
+            samples=samples[:32],
+        )
 
     def _samples(self, view: BatchView) -> None:
         """Per-sample facts kept on the host: length, emptiness, hash, and the text."""
@@ -224,7 +245,7 @@ class DataCheck:
         core = text.strip().strip("\ufffd")  # a truncated multi-byte character at either end is not bad data
         if "\ufffd" in core and len(s.fffd) < LIMITS.kept_examples:
             i = core.index("\ufffd")
-            s.fffd.append((batch, sample, core[max(0, i - 30): i + 30]))
+            s.fffd.append((batch, sample, core[max(0, i - 30) : i + 30]))
         if self._ftfy is None:
             try:
                 import ftfy  # noqa: F401
@@ -285,8 +306,13 @@ class DataCheck:
             if m.layout == "channels" and 0 <= m.lo and m.hi <= LIMITS.pixel_max and m.hi > 1:
                 fix = [Msg("data.fix_pixels")]
             else:
-                fix = [Msg("data.fix_standardise_inputs", mean=float(np.abs(m.mean[used]).max()),
-                           std=float(np.sqrt(m.m2[used] / np.maximum(1, m.n[used])).max()))]
+                fix = [
+                    Msg(
+                        "data.fix_standardise_inputs",
+                        mean=float(np.abs(m.mean[used]).max()),
+                        std=float(np.sqrt(m.m2[used] / np.maximum(1, m.n[used])).max()),
+                    )
+                ]
             if spread >= LIMITS.spread:
                 ev.append(Msg("data.scale_spread", spread=spread))
         return make_finding("nonfinite_data", "divergence", "warning", 0.8, ev, fix, ctx=self.ctx, batch=0)
@@ -304,12 +330,24 @@ class DataCheck:
             ev.append(Msg("data.fffd", n=len(s.fffd), batch=b, sample=j, text=quote(snip)))
         if s.mojibake:
             b, j, text, fixed = s.mojibake[0]
-            ev.append(Msg("data.mojibake", n=len(s.mojibake), batch=b, sample=j, text=quote(text, 60),
-                          fixed=quote(fixed, 60)))
+            ev.append(
+                Msg("data.mojibake", n=len(s.mojibake), batch=b, sample=j, text=quote(text, 60), fixed=quote(fixed, 60))
+            )
         fixes: list[FixLike] = [Msg("data.fix_decode_utf8")]
         samples = [j for b, j, *_ in (s.fffd + s.mojibake) if b == (s.fffd + s.mojibake)[0][0]]
-        out.append(make_finding("noisy_data", "plateau", sev, 0.8, ev, fixes, ctx=self.ctx,
-                                batch=(s.fffd + s.mojibake)[0][0], samples=sorted(set(samples))[:32]))
+        out.append(
+            make_finding(
+                "noisy_data",
+                "plateau",
+                sev,
+                0.8,
+                ev,
+                fixes,
+                ctx=self.ctx,
+                batch=(s.fffd + s.mojibake)[0][0],
+                samples=sorted(set(samples))[:32],
+            )
+        )
         return out
 
     def _shape_findings(self) -> list[Finding]:
@@ -326,10 +364,16 @@ class DataCheck:
         b0 = s.empty[0][0]
         samples = [j for b, j in s.empty if b == b0]
         return make_finding(
-            "noisy_data", "plateau", "warning", 0.85,
+            "noisy_data",
+            "plateau",
+            "warning",
+            0.85,
             [Msg("data.empty_samples", n=len(s.empty), total=s.samples, batch=b0, samples=str(samples[:8]))],
             [Msg("data.fix_filter_empty")],
-            ctx=self.ctx, batch=b0, samples=samples[:32])
+            ctx=self.ctx,
+            batch=b0,
+            samples=samples[:32],
+        )
 
     def _long_finding(self) -> Finding | None:
         """Samples many times the median length: the longest is named."""
@@ -343,11 +387,27 @@ class DataCheck:
             return None
         long = [x for x in s.lengths if x[0] >= LIMITS.long_factor * med]
         return make_finding(
-            "noisy_data", "spike", "info", 0.6,
-            [Msg("data.long_samples", n=len(long), total=s.samples, factor=float(LIMITS.long_factor), median=med,
-                 batch=top[1], sample=top[2], length=top[0])],
+            "noisy_data",
+            "spike",
+            "info",
+            0.6,
+            [
+                Msg(
+                    "data.long_samples",
+                    n=len(long),
+                    total=s.samples,
+                    factor=float(LIMITS.long_factor),
+                    median=med,
+                    batch=top[1],
+                    sample=top[2],
+                    length=top[0],
+                )
+            ],
             [Msg("data.fix_cap_length", max_length=int(np.percentile(lengths, 99)))],
-            ctx=self.ctx, batch=top[1], samples=[top[2]])
+            ctx=self.ctx,
+            batch=top[1],
+            samples=[top[2]],
+        )
 
     def _duplicate_finding(self) -> Finding | None:
         """Repeated samples, when their share is large enough: the first repeat is named."""
@@ -359,11 +419,27 @@ class DataCheck:
             return None
         (b0, j0), (b1, j1) = s.duplicates[0]
         return make_finding(
-            "noisy_data", "plateau", "warning" if frac >= LIMITS.duplicate_warning else "info", 0.7,
-            [Msg("data.duplicates", n=len(s.duplicates), total=s.samples, pct=pct(len(s.duplicates), s.samples),
-                 b1=b1, j1=j1, b0=b0, j0=j0)],
+            "noisy_data",
+            "plateau",
+            "warning" if frac >= LIMITS.duplicate_warning else "info",
+            0.7,
+            [
+                Msg(
+                    "data.duplicates",
+                    n=len(s.duplicates),
+                    total=s.samples,
+                    pct=pct(len(s.duplicates), s.samples),
+                    b1=b1,
+                    j1=j1,
+                    b0=b0,
+                    j0=j0,
+                )
+            ],
             [Msg("data.fix_deduplicate")],
-            ctx=self.ctx, batch=b1, samples=[j1])
+            ctx=self.ctx,
+            batch=b1,
+            samples=[j1],
+        )
 
 
 def _accumulate(m: _Moments, t: torch.Tensor) -> None:
@@ -388,7 +464,7 @@ def _accumulate(m: _Moments, t: torch.Tensor) -> None:
     hi = torch.where(ok, x, torch.full((), -big, device=x.device)).max()
     packed = torch.cat([n.float(), mean, var, lo.reshape(1), hi.reshape(1)]).to("cpu").double().numpy()
     f = x.shape[1]
-    m.add(packed[:f], packed[f:2 * f], packed[2 * f:3 * f])
+    m.add(packed[:f], packed[f : 2 * f], packed[2 * f : 3 * f])
     m.lo, m.hi = min(m.lo, float(packed[-2])), max(m.hi, float(packed[-1]))
 
 

@@ -85,9 +85,13 @@ def weight_layers(model: nn.Module) -> list[tuple[str, nn.Module, torch.Tensor, 
     out = []
     for name, m in model.named_modules():
         w = stored_attr(m, "weight")
-        if not isinstance(w, torch.Tensor) or uninitialized(w) or not (w.is_floating_point() or w.is_complex()) \
-                or w.dim() < 2 \
-                or id(w) in embedded:
+        if (
+            not isinstance(w, torch.Tensor)
+            or uninitialized(w)
+            or not (w.is_floating_point() or w.is_complex())
+            or w.dim() < 2
+            or id(w) in embedded
+        ):
             continue
         if w.device.type == "meta" or not holds_data(w):  # FSDP1 frees its views' storage
             continue
@@ -264,8 +268,9 @@ class ActivationProbe:
         first, last = order[0], order[-1]
         if first not in self.rms_in:
             return None
-        vals = torch.stack([self.rms_in[first].float().to("cpu")]
-                           + [self.rms_out[i].float().to("cpu") for i in order]).tolist()
+        vals = torch.stack(
+            [self.rms_in[first].float().to("cpu")] + [self.rms_out[i].float().to("cpu") for i in order]
+        ).tolist()
         rin, outs = vals[0], vals[1:]
         if not (rin > 0 and math.isfinite(rin)):
             return None
@@ -276,10 +281,15 @@ class ActivationProbe:
         lo = min(range(n), key=lambda k: outs[k])
         prev = [rin] + outs[:-1]
         jump = next((k for k in range(n) if prev[k] > 0 and outs[k] / prev[k] >= LIMITS.per_block), 0)
-        return {"n": n, "rms_in": rin, "first": self.names[first], "last": self.names[last],
-                "jump": self.names[order[jump]],
-                "up": _span(rin, outs[hi], hi + 1, self.names[order[hi]]),
-                "down": _span(rin, outs[lo], lo + 1, self.names[order[lo]])}
+        return {
+            "n": n,
+            "rms_in": rin,
+            "first": self.names[first],
+            "last": self.names[last],
+            "jump": self.names[order[jump]],
+            "up": _span(rin, outs[hi], hi + 1, self.names[order[hi]]),
+            "down": _span(rin, outs[lo], lo + 1, self.names[order[lo]]),
+        }
 
 
 def _span(rms_in: float, rms: float, layers: int, name: str) -> dict[str, Any]:
@@ -367,17 +377,34 @@ class _Votes:
         self.layer = self.layer or layer
 
 
-def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, Any] | None,
-                  loss: float | None, chance_loss: float | None) -> list[Finding]:
+def init_findings(
+    ctx: Context,
+    stats: list[dict[str, Any]],
+    growth: dict[str, Any] | None,
+    loss: float | None,
+    chance_loss: float | None,
+) -> list[Finding]:
     """One bad_init finding from the weight, activation and initial-loss evidence, or none."""
     v = _Votes()
     hot = _hot_weights(v, stats, unwrap_model(ctx.model))
     res = residual_scaling(stats)
-    res_missing = res is not None and res["layers"] >= LIMITS.residual_min_layers \
-        and res["ratio"] >= LIMITS.residual_over_expected * res["expected"] and res["ratio"] >= LIMITS.residual_ratio_floor
+    res_missing = (
+        res is not None
+        and res["layers"] >= LIMITS.residual_min_layers
+        and res["ratio"] >= LIMITS.residual_over_expected * res["expected"]
+        and res["ratio"] >= LIMITS.residual_ratio_floor
+    )
     if res_missing and res is not None:
-        v.ev.append(Msg("pinit.residual_unscaled", names=list(RESIDUAL_NAMES[:3]), layers=res["layers"],
-                        prefix=res["prefix"], ratio=float(res["ratio"]), expected=float(res["expected"])))
+        v.ev.append(
+            Msg(
+                "pinit.residual_unscaled",
+                names=list(RESIDUAL_NAMES[:3]),
+                layers=res["layers"],
+                prefix=res["prefix"],
+                ratio=float(res["ratio"]),
+                expected=float(res["expected"]),
+            )
+        )
         v.fixes.append(Msg("pinit.fix_residual", factor=float(round_sig(res["expected"]))))
     if growth is not None and growth["n"] >= 2:
         _activation_growth(v, growth, hot=bool(hot))
@@ -388,8 +415,18 @@ def init_findings(ctx: Context, stats: list[dict[str, Any]], growth: dict[str, A
             return [make_finding("bad_init", "slow_convergence", "info", 0.5, v.ev, v.fixes, ctx=ctx)]
         return []
     conf = min(0.95, 0.6 + 0.15 * v.votes)
-    return [make_finding("bad_init", "slow_convergence" if v.severity != "critical" else "divergence", v.severity,
-                         conf, v.ev, v.fixes, ctx=ctx, layer=v.layer)]
+    return [
+        make_finding(
+            "bad_init",
+            "slow_convergence" if v.severity != "critical" else "divergence",
+            v.severity,
+            conf,
+            v.ev,
+            v.fixes,
+            ctx=ctx,
+            layer=v.layer,
+        )
+    ]
 
 
 def _hot_weights(v: _Votes, stats: list[dict[str, Any]], model: Any) -> list[dict[str, Any]]:
@@ -401,11 +438,28 @@ def _hot_weights(v: _Votes, stats: list[dict[str, Any]], model: Any) -> list[dic
     worst = max(hot, key=lambda s: s["gain"])
     first = hot[0]
     v.vote("warning", first["layer"])
-    v.ev.append(Msg("pinit.hot_weights", n=len(hot), total=len(stats), limit=float(LIMITS.gain), layer=first["layer"],
-                    std=float(first["rms"]), fan_in=first["fan_in"], gain=float(first["gain"]), worst=worst["layer"],
-                    worst_gain=float(worst["gain"])))
-    v.fixes.append(Msg("pinit.fix_std", std=float(round_sig(1 / math.sqrt(first["fan_in"]))), layer=first["layer"],
-                       how=Msg("pinit.how_hf") if _is_hf(model) else Msg("pinit.how_torch")))
+    v.ev.append(
+        Msg(
+            "pinit.hot_weights",
+            n=len(hot),
+            total=len(stats),
+            limit=float(LIMITS.gain),
+            layer=first["layer"],
+            std=float(first["rms"]),
+            fan_in=first["fan_in"],
+            gain=float(first["gain"]),
+            worst=worst["layer"],
+            worst_gain=float(worst["gain"]),
+        )
+    )
+    v.fixes.append(
+        Msg(
+            "pinit.fix_std",
+            std=float(round_sig(1 / math.sqrt(first["fan_in"]))),
+            layer=first["layer"],
+            how=Msg("pinit.how_hf") if _is_hf(model) else Msg("pinit.how_torch"),
+        )
+    )
     return hot
 
 
@@ -420,12 +474,31 @@ def _activation_growth(v: _Votes, growth: dict[str, Any], *, hot: bool) -> None:
     if not overflowed and ((g >= LIMITS.growth and up["per_layer"] >= LIMITS.per_block) or not math.isfinite(g)):
         critical = g >= LIMITS.critical_growth or not math.isfinite(g) or up["rms"] >= LIMITS.critical_rms
         v.vote("critical" if critical else "warning", growth["jump"])
-        v.ev.append(Msg("pinit.rms_grows", start=float(growth["rms_in"]), first=growth["first"], end=float(up["rms"]),
-                        last=up["name"], ratio=float(g), layers=up["layers"], per_layer=float(up["per_layer"])))
+        v.ev.append(
+            Msg(
+                "pinit.rms_grows",
+                start=float(growth["rms_in"]),
+                first=growth["first"],
+                end=float(up["rms"]),
+                last=up["name"],
+                ratio=float(g),
+                layers=up["layers"],
+                per_layer=float(up["per_layer"]),
+            )
+        )
     elif down["ratio"] <= 1 / (LIMITS.growth * LIMITS.growth) and down["per_layer"] <= 1 / LIMITS.per_block:
         v.vote("warning", growth["first"])
-        v.ev.append(Msg("pinit.rms_shrinks", start=float(growth["rms_in"]), first=growth["first"],
-                        end=float(down["rms"]), last=down["name"], ratio=float(down["ratio"]), layers=down["layers"]))
+        v.ev.append(
+            Msg(
+                "pinit.rms_shrinks",
+                start=float(growth["rms_in"]),
+                first=growth["first"],
+                end=float(down["rms"]),
+                last=down["name"],
+                ratio=float(down["ratio"]),
+                layers=down["layers"],
+            )
+        )
         v.fixes.append(Msg("pinit.fix_he_init"))
 
 
@@ -436,8 +509,15 @@ def _initial_loss(v: _Votes, loss: float, chance_loss: float) -> None:
     if not excess > max(LIMITS.loss_excess_nats, LIMITS.loss_excess_share * chance_loss):  # NaN: no vote
         return
     v.vote("critical" if loss >= LIMITS.loss_over_chance * chance_loss else "warning")
-    v.ev.append(Msg("pinit.initial_loss", loss=float(loss), ratio=float(loss / chance_loss),
-                    classes=round(math.exp(chance_loss)), chance=float(chance_loss)))
+    v.ev.append(
+        Msg(
+            "pinit.initial_loss",
+            loss=float(loss),
+            ratio=float(loss / chance_loss),
+            classes=round(math.exp(chance_loss)),
+            chance=float(chance_loss),
+        )
+    )
     if not v.fixes:
         v.fixes.append(Msg("pinit.fix_output_layer", chance=float(chance_loss)))
 
@@ -448,4 +528,8 @@ def _max_sev(a: str, b: str) -> str:
 
 
 def _is_hf(model: Any) -> bool:
-    return model is not None and stored_attr(model, "config") is not None and stored_attr(model, "init_weights") is not None
+    return (
+        model is not None
+        and stored_attr(model, "config") is not None
+        and stored_attr(model, "init_weights") is not None
+    )

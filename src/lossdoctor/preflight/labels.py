@@ -135,8 +135,10 @@ class LabelCheck:
         real = self._real(view, ids)
         self.units = [e for e in view.examples if e.length >= 2] if view.examples else None
         if self.units:  # one sample per example of the packed rows
-            ids, labels, real = (by_example(a, self.units, fill)
-                                 for a, fill in ((ids, self.pad_id or 0), (labels, IGNORE_INDEX), (real, False)))
+            ids, labels, real = (
+                by_example(a, self.units, fill)
+                for a, fill in ((ids, self.pad_id or 0), (labels, IGNORE_INDEX), (real, False))
+            )
         self._per_sample(view, ids, labels, real)
         offset = self._alignment(ids, labels)
         if offset is None:
@@ -245,9 +247,16 @@ class LabelCheck:
             if text is not None:
                 ev.append(Msg("plabels.sample0_ends_with", text=quote(text)))
         return make_finding(
-            "label_mask_empty", "nonfinite", "critical", 0.95, ev,
+            "label_mask_empty",
+            "nonfinite",
+            "critical",
+            0.95,
+            ev,
             [Msg("plabels.fix_keep_response"), Msg("plabels.fix_truncate_prompt")],
-            ctx=self.ctx, batch=view.index, samples=list(range(labels.shape[0]))[:32])
+            ctx=self.ctx,
+            batch=view.index,
+            samples=list(range(labels.shape[0]))[:32],
+        )
 
     def finish(self) -> list[Finding]:
         c = self.c
@@ -255,13 +264,30 @@ class LabelCheck:
         if c.batches == 0:
             return out
         if len(c.all_empty_batches) > 1 and not self.ctx.live:  # live, the label detector counts them
-            out.append(make_finding(
-                "label_mask_empty", "nonfinite", "critical", 0.95,
-                [Msg("plabels.batches_all_masked", n=len(c.all_empty_batches), total=c.batches,
-                     batches=str(c.all_empty_batches[:8]))], [], ctx=self.ctx, batch=c.all_empty_batches[0]))
+            out.append(
+                make_finding(
+                    "label_mask_empty",
+                    "nonfinite",
+                    "critical",
+                    0.95,
+                    [
+                        Msg(
+                            "plabels.batches_all_masked",
+                            n=len(c.all_empty_batches),
+                            total=c.batches,
+                            batches=str(c.all_empty_batches[:8]),
+                        )
+                    ],
+                    [],
+                    ctx=self.ctx,
+                    batch=c.all_empty_batches[0],
+                )
+            )
         if c.compared and c.supervised and not c.all_empty_batches:
-            if c.aligned_agree < LIMITS.aligned_below * c.compared \
-                    and c.shifted_agree >= LIMITS.copy_share * c.compared:
+            if (
+                c.aligned_agree < LIMITS.aligned_below * c.compared
+                and c.shifted_agree >= LIMITS.copy_share * c.compared
+            ):
                 if self.shifts:
                     out.append(self._shifted_twice())
                 else:
@@ -277,12 +303,22 @@ class LabelCheck:
         c = self.c
         name = type(unwrap_model(self.ctx.model)).__name__
         return make_finding(
-            "noisy_data", "plateau", "warning", 0.9,
-            [Msg("plabels.shifted", shifted=pct(c.shifted_agree, c.compared), n=c.compared,
-                 aligned=pct(c.aligned_agree, c.compared)),
-             Msg("plabels.shifted_again", model=name)],
+            "noisy_data",
+            "plateau",
+            "warning",
+            0.9,
+            [
+                Msg(
+                    "plabels.shifted",
+                    shifted=pct(c.shifted_agree, c.compared),
+                    n=c.compared,
+                    aligned=pct(c.aligned_agree, c.compared),
+                ),
+                Msg("plabels.shifted_again", model=name),
+            ],
             [Msg("plabels.fix_do_not_shift", model=name)],
-            ctx=self.ctx)
+            ctx=self.ctx,
+        )
 
     def _leaks(self) -> list[Finding]:
         """Supervised tokens that should be masked: padding (any task), the prompt (SFT only). One
@@ -297,10 +333,14 @@ class LabelCheck:
             return None
         total = max(1, c.supervised)
         return make_finding(
-            "label_mask_leak", "plateau", "warning", 0.9,
+            "label_mask_leak",
+            "plateau",
+            "warning",
+            0.9,
             [Msg("plabels.padding_supervised", n=c.pad_supervised, pct=pct(c.pad_supervised, total), total=total)],
             [Msg("plabels.fix_mask_padding", ignore=IGNORE_INDEX)],
-            ctx=self.ctx)
+            ctx=self.ctx,
+        )
 
     def _prompt_leak(self) -> Finding | None:
         """SFT: the prompt is supervised (the assistant header found), or every real token is (not
@@ -308,16 +348,32 @@ class LabelCheck:
         c = self.c
         ev: list[str] = []
         conf = 0.0
-        if c.header_found and c.prompt and c.prompt_supervised >= max(LIMITS.min_prompt_supervised,
-                                                                       LIMITS.prompt_supervised_share * c.prompt):
+        if (
+            c.header_found
+            and c.prompt
+            and c.prompt_supervised >= max(LIMITS.min_prompt_supervised, LIMITS.prompt_supervised_share * c.prompt)
+        ):
             conf = 0.95
-            ev.append(Msg("plabels.prompt_supervised", n=c.prompt_supervised, prompt=c.prompt,
-                          pct=pct(c.prompt_supervised, c.prompt), batches=c.batches, response_n=c.response_supervised,
-                          response=c.response))
-        elif not c.header_found and c.real_samples and c.all_real_supervised >= max(1, LIMITS.all_supervised_share * c.real_samples):
+            ev.append(
+                Msg(
+                    "plabels.prompt_supervised",
+                    n=c.prompt_supervised,
+                    prompt=c.prompt,
+                    pct=pct(c.prompt_supervised, c.prompt),
+                    batches=c.batches,
+                    response_n=c.response_supervised,
+                    response=c.response,
+                )
+            )
+        elif (
+            not c.header_found
+            and c.real_samples
+            and c.all_real_supervised >= max(1, LIMITS.all_supervised_share * c.real_samples)
+        ):
             conf = 0.75
-            ev.append(Msg("plabels.all_real_supervised", n=c.all_real_supervised, total=c.real_samples,
-                          ignore=IGNORE_INDEX))
+            ev.append(
+                Msg("plabels.all_real_supervised", n=c.all_real_supervised, total=c.real_samples, ignore=IGNORE_INDEX)
+            )
             if self.chat is not None:
                 ev.append(Msg("plabels.header_not_found", header=quote(self.chat.header_text)))
         if not conf:
@@ -326,9 +382,8 @@ class LabelCheck:
             ev.append(_about(b, s, "plabels.supervised_text", "plabels.packed_supervised_text", text=quote(text)))
         header = quote(self.chat.header_text) if self.chat is not None else Msg("plabels.the_assistant_header")
         return make_finding(
-            "label_mask_leak", "plateau", "warning", conf, ev,
-            [mask_prompt_fix(self.ctx.trainer, header)],
-            ctx=self.ctx)
+            "label_mask_leak", "plateau", "warning", conf, ev, [mask_prompt_fix(self.ctx.trainer, header)], ctx=self.ctx
+        )
 
     def _empty_samples(self) -> list[Finding]:
         c = self.c
@@ -340,26 +395,48 @@ class LabelCheck:
             first_batch = c.empty_packed[0][0]
             where = [e for b, e in c.empty_packed if b == first_batch][:32]
             samples = sorted({e.row for e in where})
-            ev: list[str] = [Msg("plabels.no_supervised_example", n=n, total=c.samples, batch=first_batch,
-                                 examples=[Msg("labels.example_in_row", row=e.row, example=e.index, start=e.start, end=e.end)
-                                           for e in where[:4]])]
+            ev: list[str] = [
+                Msg(
+                    "plabels.no_supervised_example",
+                    n=n,
+                    total=c.samples,
+                    batch=first_batch,
+                    examples=[
+                        Msg("labels.example_in_row", row=e.row, example=e.index, start=e.start, end=e.end)
+                        for e in where[:4]
+                    ],
+                )
+            ]
         else:
             first_batch = c.empty[0][0]
             samples = [s for b, s in c.empty if b == first_batch][:32]
-            ev = [Msg("plabels.no_supervised_token", n=n, total=c.samples, batch=first_batch,
-                      samples=str(samples[:8]))]
+            ev = [Msg("plabels.no_supervised_token", n=n, total=c.samples, batch=first_batch, samples=str(samples[:8]))]
         if c.empty_at_max_len and c.empty_packed and self.ctx.trainer.get("max_length"):
-            ev.append(Msg("plabels.truncated_response_packed", n=c.empty_at_max_len,
-                          max_length=int(self.ctx.trainer["max_length"])))
+            ev.append(
+                Msg(
+                    "plabels.truncated_response_packed",
+                    n=c.empty_at_max_len,
+                    max_length=int(self.ctx.trainer["max_length"]),
+                )
+            )
         elif c.empty_at_max_len:
             ev.append(Msg("plabels.truncated_response", n=c.empty_at_max_len))
         for b, s, text in c.empty_examples:
             ev.append(_about(b, s, "plabels.sample_ends_with", "plabels.packed_example_ends_with", text=quote(text)))
-        return [make_finding(
-            "label_mask_empty", "slow_convergence", sev, 0.85, ev,
-            [Msg("plabels.fix_truncate_and_drop_packed" if c.empty_packed else "plabels.fix_truncate_and_drop")],
-            ctx=self.ctx, batch=first_batch, samples=samples,
-            examples=[e.to_dict() for e in where] if c.empty_packed else None)]
+        return [
+            make_finding(
+                "label_mask_empty",
+                "slow_convergence",
+                sev,
+                0.85,
+                ev,
+                [Msg("plabels.fix_truncate_and_drop_packed" if c.empty_packed else "plabels.fix_truncate_and_drop")],
+                ctx=self.ctx,
+                batch=first_batch,
+                samples=samples,
+                examples=[e.to_dict() for e in where] if c.empty_packed else None,
+            )
+        ]
 
     def _eos(self) -> Finding | None:
         c = self.c
@@ -369,13 +446,14 @@ class LabelCheck:
             return None  # nothing of the response is supervised: the leak/empty findings say it
         names = ", ".join(f"{_token_text(self.tok, i)} (id {i})" for i in sorted(self.eos_ids))
         if c.eos_in_response:
-            ev: list[str] = [Msg("plabels.eos_never_supervised", names=names, n=c.eos_in_response, supervised=c.supervised)]
+            ev: list[str] = [
+                Msg("plabels.eos_never_supervised", names=names, n=c.eos_in_response, supervised=c.supervised)
+            ]
         else:
             ev = [Msg("plabels.eos_absent", names=names, supervised=c.supervised)]
         return make_finding(
-            "label_mask_empty", "plateau", "warning", 0.8, ev,
-            [Msg("plabels.fix_append_eos")],
-            ctx=self.ctx)
+            "label_mask_empty", "plateau", "warning", 0.8, ev, [Msg("plabels.fix_append_eos")], ctx=self.ctx
+        )
 
 
 def mask_prompt_fix(trainer: dict[str, Any], header: Any) -> Msg:
@@ -386,8 +464,12 @@ def mask_prompt_fix(trainer: dict[str, Any], header: Any) -> Msg:
         return Msg("plabels.fix_mask_prompt", ignore=IGNORE_INDEX, header=header)
     if _version(version) < (0, 20):  # assistant_only_loss arrived and the collator left in 0.20
         return Msg("plabels.fix_mask_prompt_trl_collator", version=version, header=header)
-    return Msg("plabels.fix_mask_prompt_trl", version=version,
-               assistant=str(trainer.get("assistant_only_loss")), completion=str(trainer.get("completion_only_loss")))
+    return Msg(
+        "plabels.fix_mask_prompt_trl",
+        version=version,
+        assistant=str(trainer.get("assistant_only_loss")),
+        completion=str(trainer.get("completion_only_loss")),
+    )
 
 
 def by_example(a: np.ndarray, examples: list[Example], fill: Any) -> np.ndarray:
@@ -396,7 +478,7 @@ def by_example(a: np.ndarray, examples: list[Example], fill: Any) -> np.ndarray:
     width = max(e.length for e in examples)
     out = np.full((len(examples), width), fill, dtype=a.dtype)
     for k, e in enumerate(examples):
-        out[k, :e.length] = a[e.row, e.start:e.end]
+        out[k, : e.length] = a[e.row, e.start : e.end]
     return out
 
 
@@ -404,8 +486,9 @@ def _about(batch: int, where: int | Example, key: str, packed_key: str, **values
     """A sentence about one sample, or about one example of a packed row (its row, its index in
     the row, its tokens)."""
     if isinstance(where, Example):
-        return Msg(packed_key, batch=batch, row=where.row, example=where.index, start=where.start, end=where.end,
-                   **values)
+        return Msg(
+            packed_key, batch=batch, row=where.row, example=where.index, start=where.start, end=where.end, **values
+        )
     return Msg(key, batch=batch, sample=where, **values)
 
 
@@ -452,4 +535,3 @@ def _config_eos(model: Any) -> int | None:
 def _token_text(tok: Any, i: int) -> str:
     text = decode(tok, [i])
     return quote(text) if text else "EOS"
-

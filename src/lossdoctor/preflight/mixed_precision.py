@@ -27,7 +27,7 @@ from ..signals.optimizer import unwrap_optimizer
 from ..signals.safe_reads import uninitialized
 from .common import Context, fmt, make_finding, pct, round_sig, unwrap_model
 
-FP16_TINY = 2.0 ** -24  # smallest fp16 subnormal
+FP16_TINY = 2.0**-24  # smallest fp16 subnormal
 LOW = (torch.bfloat16, torch.float16)
 #: explicit mantissa bits
 MANTISSA = {torch.bfloat16: 7, torch.float16: 10, torch.float32: 23}
@@ -62,8 +62,9 @@ def scaler_config(scaler: Any) -> dict[str, Any] | None:
         enabled = scaler.is_enabled()
     if enabled is False:
         return None
-    cfg = {k: getattr(scaler, "_" + k, None) for k in ("init_scale", "growth_factor", "backoff_factor",
-                                                        "growth_interval")}
+    cfg = {
+        k: getattr(scaler, "_" + k, None) for k in ("init_scale", "growth_factor", "backoff_factor", "growth_interval")
+    }
     cur = getattr(scaler, "_scale", None)
     cfg["scale"] = float(cur.item()) if isinstance(cur, torch.Tensor) and cur.device.type == "cpu" else None
     return cfg
@@ -79,9 +80,13 @@ def param_dtypes(model: Any) -> dict[torch.dtype, int]:
     return out
 
 
-def config_findings(ctx: Context, *, autocast: torch.dtype | None = None,
-                    grads: dict[torch.Tensor, torch.Tensor] | None = None,
-                    peak_lr: float | None = None) -> list[Finding]:
+def config_findings(
+    ctx: Context,
+    *,
+    autocast: torch.dtype | None = None,
+    grads: dict[torch.Tensor, torch.Tensor] | None = None,
+    peak_lr: float | None = None,
+) -> list[Finding]:
     """Findings from the model/optimizer/scaler configuration (and, when known, the autocast dtype
     of the forward and one batch's gradients)."""
     out: list[Finding] = []
@@ -103,15 +108,26 @@ def config_findings(ctx: Context, *, autocast: torch.dtype | None = None,
 
 def fp16_without_scaler(ctx: Context, autocast: torch.dtype | None) -> Finding:
     dtypes = param_dtypes(ctx.model)
-    where = (Msg("pprec.fp16_params", n=dtypes[torch.float16]) if dtypes.get(torch.float16)
-             else Msg("pprec.fp16_autocast"))
+    where = (
+        Msg("pprec.fp16_params", n=dtypes[torch.float16]) if dtypes.get(torch.float16) else Msg("pprec.fp16_autocast")
+    )
     disabled = ctx.scaler is not None
     return make_finding(
-        "precision_stall", "stall", "warning", 0.85,
-        [Msg("pprec.no_scaler", where=where,
-             scaler=Msg("pprec.scaler_disabled") if disabled else Msg("pprec.scaler_absent"), tiny=FP16_TINY)],
+        "precision_stall",
+        "stall",
+        "warning",
+        0.85,
+        [
+            Msg(
+                "pprec.no_scaler",
+                where=where,
+                scaler=Msg("pprec.scaler_disabled") if disabled else Msg("pprec.scaler_absent"),
+                tiny=FP16_TINY,
+            )
+        ],
         [Msg("pprec.fix_use_scaler")],
-        ctx=ctx)
+        ctx=ctx,
+    )
 
 
 def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
@@ -123,10 +139,14 @@ def _scaler(ctx: Context, cfg: dict[str, Any]) -> list[Finding]:
         return []
     fix_default = Msg("pprec.fix_default_scaler")
     if b >= 1 or b <= 0 or start <= 0:
-        ev = Msg("pprec.backoff_ge_1", b=str(b)) if b >= 1 else Msg("pprec.backoff_le_0", b=str(b)) if b <= 0 \
+        ev = (
+            Msg("pprec.backoff_ge_1", b=str(b))
+            if b >= 1
+            else Msg("pprec.backoff_le_0", b=str(b))
+            if b <= 0
             else Msg("pprec.scale_nonpositive", scale=float(start))
-        return [make_finding("loss_scale_collapse", "skipped_steps", "critical", 0.9,
-                             [ev], [fix_default], ctx=ctx)]
+        )
+        return [make_finding("loss_scale_collapse", "skipped_steps", "critical", 0.9, [ev], [fix_default], ctx=ctx)]
     return _scaler_start(ctx, start, b, fix_default) + _scaler_growth(ctx, g, b, interval, fix_default)
 
 
@@ -138,13 +158,29 @@ def _scaler_start(ctx: Context, start: float, b: float, fix_default: Msg) -> lis
         evs: list[str] = [Msg("pprec.init_scale_huge", start=_pow2(start), skipped=skipped, b=str(b))]
         if ctx.scheduler is not None:
             evs.append(Msg("pprec.scheduler_advances", skipped=skipped))
-        out.append(make_finding("loss_scale_collapse", "skipped_steps", "warning", 0.85, evs,
-                                [Msg("pprec.fix_init_scale_default", fix=fix_default)], ctx=ctx))
+        out.append(
+            make_finding(
+                "loss_scale_collapse",
+                "skipped_steps",
+                "warning",
+                0.85,
+                evs,
+                [Msg("pprec.fix_init_scale_default", fix=fix_default)],
+                ctx=ctx,
+            )
+        )
     elif start < 1:
-        out.append(make_finding(
-            "loss_scale_collapse", "skipped_steps", "warning", 0.8,
-            [Msg("pprec.init_scale_below_one", start=float(start), tiny=FP16_TINY)],
-            [Msg("pprec.fix_init_scale", fix=fix_default)], ctx=ctx))
+        out.append(
+            make_finding(
+                "loss_scale_collapse",
+                "skipped_steps",
+                "warning",
+                0.8,
+                [Msg("pprec.init_scale_below_one", start=float(start), tiny=FP16_TINY)],
+                [Msg("pprec.fix_init_scale", fix=fix_default)],
+                ctx=ctx,
+            )
+        )
     return out
 
 
@@ -155,15 +191,29 @@ def _scaler_growth(ctx: Context, g: float, b: float, interval: float, fix_defaul
         per = math.log(g) / math.log(1 / b)  # overflow steps needed to undo one growth
         rate = per / (interval + per)
         if rate >= LIMITS.overflow_rate:
-            out.append(make_finding(
-                "loss_scale_collapse", "skipped_steps", "warning", 0.8,
-                [Msg("pprec.growth_too_often", g=str(g), interval=str(interval), b=str(b), pct=pct(rate, 1))],
-                [Msg("pprec.fix_growth_interval")], ctx=ctx))
+            out.append(
+                make_finding(
+                    "loss_scale_collapse",
+                    "skipped_steps",
+                    "warning",
+                    0.8,
+                    [Msg("pprec.growth_too_often", g=str(g), interval=str(interval), b=str(b), pct=pct(rate, 1))],
+                    [Msg("pprec.fix_growth_interval")],
+                    ctx=ctx,
+                )
+            )
     elif g < 1:
-        out.append(make_finding(
-            "loss_scale_collapse", "skipped_steps", "warning", 0.8,
-            [Msg("pprec.growth_below_one", g=str(g), interval=str(interval))],
-            [Msg("pprec.fix_growth_factor", fix=fix_default)], ctx=ctx))
+        out.append(
+            make_finding(
+                "loss_scale_collapse",
+                "skipped_steps",
+                "warning",
+                0.8,
+                [Msg("pprec.growth_below_one", g=str(g), interval=str(interval))],
+                [Msg("pprec.fix_growth_factor", fix=fix_default)],
+                ctx=ctx,
+            )
+        )
     return out
 
 
@@ -186,16 +236,32 @@ def _adam_eps(ctx: Context, opt: torch.optim.Optimizer) -> list[Finding]:
             as_dtype = float(torch.tensor(eps, dtype=dtype))
             if as_dtype == 0:
                 name = str(dtype).replace("torch.", "")
-                return [make_finding(
-                    "precision_stall", "nonfinite", "critical", 0.9,
-                    [Msg("pprec.eps_underflows", opt=type(opt).__name__, eps=float(eps), dtype=name, group=gi,
-                         tiny=math.sqrt(FP16_TINY))],
-                    [Msg("pprec.fix_fp32_state", dtype=name)], ctx=ctx)]
+                return [
+                    make_finding(
+                        "precision_stall",
+                        "nonfinite",
+                        "critical",
+                        0.9,
+                        [
+                            Msg(
+                                "pprec.eps_underflows",
+                                opt=type(opt).__name__,
+                                eps=float(eps),
+                                dtype=name,
+                                group=gi,
+                                tiny=math.sqrt(FP16_TINY),
+                            )
+                        ],
+                        [Msg("pprec.fix_fp32_state", dtype=name)],
+                        ctx=ctx,
+                    )
+                ]
     return []
 
 
-def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tensor, torch.Tensor] | None,
-                peak_lr: float | None) -> Finding | None:
+def _resolution(
+    ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tensor, torch.Tensor] | None, peak_lr: float | None
+) -> Finding | None:
     """Share of low-precision weight entries that the first update cannot move. Runs once; the
     per-parameter results stay on the device until one copy at the end."""
     adam = "eps" in opt.defaults and "betas" in opt.defaults
@@ -230,8 +296,15 @@ def _resolution(ctx: Context, opt: torch.optim.Optimizer, grads: dict[torch.Tens
     return _round_away_finding(ctx, opt, adam, lr_used, frozen, total, needs)
 
 
-def _round_away_finding(ctx: Context, opt: torch.optim.Optimizer, adam: bool, lr_used: float, frozen: float,
-                        total: float, needs: list[float]) -> Finding:
+def _round_away_finding(
+    ctx: Context,
+    opt: torch.optim.Optimizer,
+    adam: bool,
+    lr_used: float,
+    frozen: float,
+    total: float,
+    needs: list[float],
+) -> Finding:
     """`_resolution`'s finding, from what it measured: `frozen` of `total` weight entries stuck,
     `needs` the per-parameter median half-ulps. Apart from it to keep it short."""
     share = frozen / total
@@ -241,12 +314,26 @@ def _round_away_finding(ctx: Context, opt: torch.optim.Optimizer, adam: bool, lr
     how = Msg("pprec.how_adam") if adam else Msg("pprec.how_sgd")
     need_lr = sorted(needs)[len(needs) // 2] if needs else float("nan")
     return make_finding(
-        "precision_stall", "stall", "warning" if share >= LIMITS.frozen_warning else "info",
+        "precision_stall",
+        "stall",
+        "warning" if share >= LIMITS.frozen_warning else "info",
         0.85 if share >= LIMITS.frozen_warning else 0.6,
-        [Msg("pprec.updates_round_away", lr=float(lr_used), how=how, pct=pct(frozen, total), total=int(total),
-             dtype=name, bits=bits, exp=bits + 1, need=float(need_lr))],
+        [
+            Msg(
+                "pprec.updates_round_away",
+                lr=float(lr_used),
+                how=how,
+                pct=pct(frozen, total),
+                total=int(total),
+                dtype=name,
+                bits=bits,
+                exp=bits + 1,
+                need=float(need_lr),
+            )
+        ],
         [Msg("pprec.fix_master_weights", dtype=name, lr=float(round_sig(need_lr * 2)))],
-        ctx=ctx)
+        ctx=ctx,
+    )
 
 
 def _group_lr(group: dict[str, Any], peak_lr: float | None) -> Any:
@@ -263,8 +350,9 @@ def _group_lr(group: dict[str, Any], peak_lr: float | None) -> Any:
     return lr
 
 
-def _stuck(p: torch.Tensor, lr: float, adam: bool,
-           grads: dict[torch.Tensor, torch.Tensor] | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+def _stuck(
+    p: torch.Tensor, lr: float, adam: bool, grads: dict[torch.Tensor, torch.Tensor] | None
+) -> tuple[torch.Tensor, torch.Tensor] | None:
     """One low-precision parameter (sampled) under its first update: the share of its nonzero entries
     the update cannot move (below half a unit in the last place) and their median half-ulp, both
     still on the device; None when the update's size is unknown (not Adam, no gradient). Apart
@@ -276,8 +364,9 @@ def _stuck(p: torch.Tensor, lr: float, adam: bool,
         step = float(lr) * _sample(grads[p]).float().abs()
     else:
         return None
-    half_ulp = torch.ldexp(torch.ones_like(w, dtype=torch.float32),
-                           torch.frexp(w.float()).exponent - MANTISSA[p.dtype] - 2)
+    half_ulp = torch.ldexp(
+        torch.ones_like(w, dtype=torch.float32), torch.frexp(w.float()).exponent - MANTISSA[p.dtype] - 2
+    )
     nonzero = w != 0
     return ((step < half_ulp) & nonzero).float().mean(), torch.where(nonzero, half_ulp, torch.nan).nanmedian()
 
@@ -289,8 +378,9 @@ def _sample(t: torch.Tensor) -> torch.Tensor:
     return flat[:: math.ceil(flat.numel() / SAMPLE)]
 
 
-def loss_dtype_finding(ctx: Context, dtype: torch.dtype | None, value: float | None,
-                       batch: int | None = None) -> Finding | None:
+def loss_dtype_finding(
+    ctx: Context, dtype: torch.dtype | None, value: float | None, batch: int | None = None
+) -> Finding | None:
     """The loss itself computed in bf16/fp16: it lives on a grid of 2^(floor(log2 L) - mantissa)."""
     if dtype not in LOW:
         return None
@@ -300,6 +390,5 @@ def loss_dtype_finding(ctx: Context, dtype: torch.dtype | None, value: float | N
         grid = 2.0 ** (math.floor(math.log2(value)) - MANTISSA[dtype])
         ev = Msg("pprec.loss_dtype_grid", dtype=name, value=float(value), grid=grid)
     return make_finding(
-        "precision_stall", "stall", "warning", 0.8, [ev],
-        [Msg("pprec.fix_loss_fp32")],
-        ctx=ctx, batch=batch)
+        "precision_stall", "stall", "warning", 0.8, [ev], [Msg("pprec.fix_loss_fp32")], ctx=ctx, batch=batch
+    )

@@ -75,8 +75,12 @@ class _Shadow(torch.optim.Optimizer):
 def unwrap_scheduler(s: Any) -> Any:
     """The torch scheduler inside Accelerate-style wrappers (`.scheduler`)."""
     seen = 0
-    while s is not None and not isinstance(s, torch.optim.lr_scheduler.LRScheduler) \
-            and hasattr(s, "scheduler") and seen < LIMITS.max_wrappers:
+    while (
+        s is not None
+        and not isinstance(s, torch.optim.lr_scheduler.LRScheduler)
+        and hasattr(s, "scheduler")
+        and seen < LIMITS.max_wrappers
+    ):
         s = s.scheduler
         seen += 1
     return s
@@ -88,8 +92,11 @@ def shadow_copy(scheduler: Any) -> tuple[Any, _Shadow]:
     opt = scheduler.optimizer
     groups = []
     for g in opt.param_groups:
-        d = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v))
-             for k, v in g.items() if k != "params"}
+        d = {
+            k: (v.detach().clone() if isinstance(v, torch.Tensor) else copy.deepcopy(v))
+            for k, v in g.items()
+            if k != "params"
+        }
         d["params"] = [torch.zeros(1)]
         groups.append(d)
     shadow = _Shadow(groups)
@@ -100,8 +107,9 @@ def shadow_copy(scheduler: Any) -> tuple[Any, _Shadow]:
     return copy.deepcopy(scheduler, memo), shadow
 
 
-def simulate(scheduler: Any, total_steps: int, *, interval: str = "step",
-             steps_per_epoch: int | None = None) -> tuple[np.ndarray, list[str]]:
+def simulate(
+    scheduler: Any, total_steps: int, *, interval: str = "step", steps_per_epoch: int | None = None
+) -> tuple[np.ndarray, list[str]]:
     """LR of parameter group 0 at every optimizer step 0..total_steps-1 (the LR the step uses)."""
     notes: list[str] = []
     sched, shadow = shadow_copy(scheduler)
@@ -138,8 +146,9 @@ def schedule_findings(ctx: Context) -> list[Finding]:
         ctx.note(Msg("schedule.not_a_scheduler", name=name))
         return []
     try:
-        lrs, notes = simulate(sched, int(ctx.total_steps), interval=ctx.scheduler_interval,
-                              steps_per_epoch=ctx.steps_per_epoch)
+        lrs, notes = simulate(
+            sched, int(ctx.total_steps), interval=ctx.scheduler_interval, steps_per_epoch=ctx.steps_per_epoch
+        )
     except Exception as e:
         ctx.note(Msg("schedule.not_simulated", error=f"{type(e).__name__}: {e}".splitlines()[0]))
         return []
@@ -184,39 +193,73 @@ def analyse(lrs: np.ndarray, ctx: Context, *, name: str = "the scheduler", sched
     if len(lrs) < 2:
         return []
     per_epoch = ctx.scheduler_interval == "epoch" and (ctx.steps_per_epoch or 1) > 1
-    c = _Curve(lrs, name, scheduler, desc=_describe(name, scheduler) if scheduler is not None else name,
-               planned=ctx.total_steps or len(lrs),
-               stepping=Msg("schedule.per_epoch", n=ctx.steps_per_epoch) if per_epoch else "",
-               step_fix=Msg("schedule.fix_step_every_step") if per_epoch else None)
+    c = _Curve(
+        lrs,
+        name,
+        scheduler,
+        desc=_describe(name, scheduler) if scheduler is not None else name,
+        planned=ctx.total_steps or len(lrs),
+        stepping=Msg("schedule.per_epoch", n=ctx.steps_per_epoch) if per_epoch else "",
+        step_fix=Msg("schedule.fix_step_every_step") if per_epoch else None,
+    )
     if not (float(np.max(lrs)) > 0) or not np.isfinite(lrs).all():
         return [_never_trains(c, ctx)]
     _find_warmup(c)
     ctx.peak_lr = c.peak
-    how = (Msg("schedule.warms_up_to", k=c.k) if c.reached.any() else Msg("schedule.rises_without_reaching")) \
-        if c.warm else ""
-    ctx.note(Msg("schedule.summary", planned=c.planned, start=float(lrs[0]), how=how, peak=c.peak,
-                 end=float(lrs[-1]), stepping=c.stepping))
+    how = (
+        (Msg("schedule.warms_up_to", k=c.k) if c.reached.any() else Msg("schedule.rises_without_reaching"))
+        if c.warm
+        else ""
+    )
+    ctx.note(
+        Msg(
+            "schedule.summary",
+            planned=c.planned,
+            start=float(lrs[0]),
+            how=how,
+            peak=c.peak,
+            end=float(lrs[-1]),
+            stepping=c.stepping,
+        )
+    )
     if c.warm and c.k >= LIMITS.long_warmup_share * (c.total - 1):
         return [_warmup_too_long(c, ctx)]
     out = _period_too_short(c, ctx)
     if not out:
         out = _ends_early(c, ctx)
     if not c.warm and lrs[-1] < LIMITS.no_warmup_end_share * c.peak and _adam_like(ctx.optimizer) and not out:
-        out.append(make_finding(
-            "lr_schedule_error", "slow_convergence", "info", 0.5,
-            [Msg("schedule.no_warmup", desc=c.desc, peak=c.peak)],
-            [Msg("schedule.fix_add_warmup", warm=max(1, round(LIMITS.suggested_warmup_share * c.planned)),
-                  planned=c.planned)], ctx=ctx))
+        out.append(
+            make_finding(
+                "lr_schedule_error",
+                "slow_convergence",
+                "info",
+                0.5,
+                [Msg("schedule.no_warmup", desc=c.desc, peak=c.peak)],
+                [
+                    Msg(
+                        "schedule.fix_add_warmup",
+                        warm=max(1, round(LIMITS.suggested_warmup_share * c.planned)),
+                        planned=c.planned,
+                    )
+                ],
+                ctx=ctx,
+            )
+        )
     return out
 
 
 def _never_trains(c: _Curve, ctx: Context) -> Finding:
     """An LR that is 0 (or not finite) at every step: nothing trains."""
     bad = Msg("schedule.is_zero") if float(np.max(c.lrs)) == 0 else Msg("schedule.is_not_finite")
-    return make_finding("lr_schedule_error", "stall", "critical", 0.9,
-                        [Msg("schedule.lr_bad_everywhere", desc=c.desc, bad=bad, planned=c.planned,
-                             stepping=c.stepping)],
-                        [Msg("schedule.fix_lambda")], ctx=ctx)
+    return make_finding(
+        "lr_schedule_error",
+        "stall",
+        "critical",
+        0.9,
+        [Msg("schedule.lr_bad_everywhere", desc=c.desc, bad=bad, planned=c.planned, stepping=c.stepping)],
+        [Msg("schedule.fix_lambda")],
+        ctx=ctx,
+    )
 
 
 def _find_warmup(c: _Curve) -> None:
@@ -234,22 +277,29 @@ def _warmup_too_long(c: _Curve, ctx: Context) -> Finding:
     """A warm-up that takes `long_warmup_share` of the run or more (or never ends)."""
     never = not c.reached.any() or c.k >= LIMITS.never_share * (c.total - 1)
     if not c.reached.any():
-        reach = Msg("schedule.still_rising", planned=c.planned, end=float(c.lrs[-1]),
-                    ratio=float(c.lrs[-1] / c.peak), base=c.peak)
+        reach = Msg(
+            "schedule.still_rising",
+            planned=c.planned,
+            end=float(c.lrs[-1]),
+            ratio=float(c.lrs[-1] / c.peak),
+            base=c.peak,
+        )
     else:
         reach = Msg("schedule.reaches_peak_late", peak=c.peak, k=c.k, planned=c.planned)
     ev: list[str] = [Msg("schedule.warmup_too_long", desc=c.desc, reach=reach, stepping=c.stepping)]
-    fixes = c.fixes(Msg("schedule.fix_warmup_3pct", warm=max(1, round(LIMITS.suggested_warmup_share * c.planned)),
-                        planned=c.planned))
-    return make_finding("lr_schedule_error", "slow_convergence", "warning", 0.85 if never else 0.7,
-                        ev, fixes, ctx=ctx)
+    fixes = c.fixes(
+        Msg(
+            "schedule.fix_warmup_3pct", warm=max(1, round(LIMITS.suggested_warmup_share * c.planned)), planned=c.planned
+        )
+    )
+    return make_finding("lr_schedule_error", "slow_convergence", "warning", 0.85 if never else 0.7, ev, fixes, ctx=ctx)
 
 
 def _period_too_short(c: _Curve, ctx: Context) -> list[Finding]:
     """After the warm-up the LR falls below `trough_share` of the peak, then climbs again by
     `climb_share` of it: a cosine whose period is shorter than the run (unless the scheduler
     restarts by design)."""
-    after = c.lrs[c.k:]
+    after = c.lrs[c.k :]
     run_min = np.minimum.accumulate(after)
     climb = (run_min <= LIMITS.trough_share * c.peak) & (after - run_min >= LIMITS.climb_share * c.peak)
     if not climb.any() or c.name in CYCLIC:
@@ -258,8 +308,18 @@ def _period_too_short(c: _Curve, ctx: Context) -> list[Finding]:
     t = int(np.argmax(climb))
     trough = int(np.argmin(after[: t + 1]))
     top = t + int(np.argmax(after[t:]))
-    ev: list[str] = [Msg("schedule.period_too_short", desc=c.desc, low=float(after[trough]), at=k + trough,
-                         planned=c.planned, high=float(after[top]), by=k + top, stepping=c.stepping)]
+    ev: list[str] = [
+        Msg(
+            "schedule.period_too_short",
+            desc=c.desc,
+            low=float(after[trough]),
+            at=k + trough,
+            planned=c.planned,
+            high=float(after[top]),
+            by=k + top,
+            stepping=c.stepping,
+        )
+    ]
     length = c.planned - k
     tmax = getattr(c.scheduler, "T_max", None)
     if isinstance(tmax, int):
@@ -274,18 +334,32 @@ def _ends_early(c: _Curve, ctx: Context) -> list[Finding]:
     """The LR reaches ~0 (`zero_share` of the peak) at or before `idle_after_share` of the run: the
     rest does not train."""
     floor = LIMITS.zero_share * c.peak
-    if not c.lrs[c.k:][-1] <= floor:
+    if not c.lrs[c.k :][-1] <= floor:
         return []
     above = np.flatnonzero(c.lrs > floor)
     z = int(above[-1]) + 1 if above.size else 0
     if z > LIMITS.idle_after_share * c.total:
         return []
     total = c.total
-    ev: list[str] = [Msg("schedule.ends_early", desc=c.desc, lr=float(c.lrs[z]), step=z, idle=total - z,
-                         planned=c.planned, frac=(total - z) / total, stepping=c.stepping)]
-    fixes = c.fixes(Msg("schedule.fix_as_long_as_run", planned=c.planned,
-                        tmax=Msg("schedule.t_max_hint", tmax=c.planned - c.k)
-                        if hasattr(c.scheduler, "T_max") else ""))
+    ev: list[str] = [
+        Msg(
+            "schedule.ends_early",
+            desc=c.desc,
+            lr=float(c.lrs[z]),
+            step=z,
+            idle=total - z,
+            planned=c.planned,
+            frac=(total - z) / total,
+            stepping=c.stepping,
+        )
+    ]
+    fixes = c.fixes(
+        Msg(
+            "schedule.fix_as_long_as_run",
+            planned=c.planned,
+            tmax=Msg("schedule.t_max_hint", tmax=c.planned - c.k) if hasattr(c.scheduler, "T_max") else "",
+        )
+    )
     return [make_finding("lr_schedule_error", "plateau", "warning", 0.85, ev, fixes, ctx=ctx)]
 
 

@@ -38,9 +38,15 @@ class PreflightWatch:
     def __init__(self, monitor: Any, *, max_batches: int = 8) -> None:
         self.mon = monitor
         self.max_batches = max_batches
-        self.ctx = Context(model=monitor.model, optimizer=monitor.optimizer, scheduler=monitor.scheduler,
-                           scaler=monitor.scaler, task=monitor.task, live=True,
-                           tokenizer=getattr(getattr(monitor, "options", None), "tokenizer", None))
+        self.ctx = Context(
+            model=monitor.model,
+            optimizer=monitor.optimizer,
+            scheduler=monitor.scheduler,
+            scaler=monitor.scaler,
+            task=monitor.task,
+            live=True,
+            tokenizer=getattr(getattr(monitor, "options", None), "tokenizer", None),
+        )
         self.enabled = True
         self.batches = 0
         self.finished = False
@@ -76,8 +82,7 @@ class PreflightWatch:
         except Exception as e:
             self._disable(e)
 
-    def set_total_steps(self, total_steps: int, *, interval: str = "step",
-                        steps_per_epoch: int | None = None) -> None:
+    def set_total_steps(self, total_steps: int, *, interval: str = "step", steps_per_epoch: int | None = None) -> None:
         """Simulate the LR schedule over the planned run (integrations call this when they know it)."""
         if not self.enabled:
             return
@@ -110,13 +115,17 @@ class PreflightWatch:
         self.probe.done = True
         self._emit(init_findings(self.ctx, self.stats, self.probe.growth(), None, None))
         autocast = self.probe.autocast
-        if autocast == torch.float16 and scaler_config(self.ctx.scaler) is None \
-                and not param_dtypes(self.ctx.model).get(torch.float16):
+        if (
+            autocast == torch.float16
+            and scaler_config(self.ctx.scaler) is None
+            and not param_dtypes(self.ctx.model).get(torch.float16)
+        ):
             self._emit([fp16_without_scaler(self.ctx, autocast)])
         if isinstance(loss, torch.Tensor):
             value = float(loss.detach().float().mean()) if loss.dtype in (torch.bfloat16, torch.float16) else None
-            f = loss_dtype_finding(self.ctx, loss.dtype, value if value is None or math.isfinite(value) else None,
-                                   batch=step)
+            f = loss_dtype_finding(
+                self.ctx, loss.dtype, value if value is None or math.isfinite(value) else None, batch=step
+            )
             if f is not None:
                 self._emit([f])
 

@@ -35,15 +35,21 @@ RENDERERS.update({"text": _text, "html": _html})
 LANGS = ("en", "zh")
 
 
-def render(report: Report, fmt: str = "text", *, runs: Sequence[Run] | None = None, lang: str = "en",
-           color: bool = False, **options: Any) -> str:
+def render(
+    report: Report,
+    fmt: str = "text",
+    *,
+    runs: Sequence[Run] | None = None,
+    lang: str = "en",
+    color: bool = False,
+    **options: Any,
+) -> str:
     from ..messages import safe_output
 
     return safe_output(_render(report, fmt, runs=runs, lang=lang, color=color, **options), fmt, color=color)
 
 
-def _render(report: Report, fmt: str, *, runs: Sequence[Run] | None, lang: str, color: bool,
-            **options: Any) -> str:
+def _render(report: Report, fmt: str, *, runs: Sequence[Run] | None, lang: str, color: bool, **options: Any) -> str:
     if lang not in LANGS:
         raise ValueError(f"unknown language {lang!r}; choose from {', '.join(LANGS)}")
     if fmt == "json":

@@ -40,8 +40,13 @@ def script_json(obj: Any) -> str:
     """JSON safe inside a <script> element."""
     s = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     s = safe_text(s, json_safe=True)  # control characters, bidi overrides: JSON escapes
-    return (s.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return (
+        s.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _e(s: Any) -> str:
@@ -57,24 +62,31 @@ def _finding_cards(report: Report, lang: str) -> str:
     for i, f in enumerate(report.findings, 1):
         step_attr = f' data-step="{int(f.step)}"' if f.step is not None else ""
         label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
-        parts = [f'<div class="finding {_e(f.severity)}"{step_attr} data-cause="{_e(f.cause)}">',
-                 '<div class="title">'
-                 f'<span class="num">{i}</span><code>{_e(f.cause)}</code>'
-                 f'<span class="badge {_e(f.severity)}">{_e(t[f.severity])}</span>'
-                 f'<span class="where">{_e(label)} · {_e(f.symptom)} · {_e(t["confidence"])} '
-                 f'{f.confidence:.2f}</span></div>',
-                 f'<div class="expl">{_e(cause_text(f.cause, lang))}{_e(t["lparen"])}'
-                 f'{_e(symptom_text(f.symptom, lang))}{_e(t["rparen"])}</div>']
+        parts = [
+            f'<div class="finding {_e(f.severity)}"{step_attr} data-cause="{_e(f.cause)}">',
+            '<div class="title">'
+            f'<span class="num">{i}</span><code>{_e(f.cause)}</code>'
+            f'<span class="badge {_e(f.severity)}">{_e(t[f.severity])}</span>'
+            f'<span class="where">{_e(label)} · {_e(f.symptom)} · {_e(t["confidence"])} '
+            f"{f.confidence:.2f}</span></div>",
+            f'<div class="expl">{_e(cause_text(f.cause, lang))}{_e(t["lparen"])}'
+            f"{_e(symptom_text(f.symptom, lang))}{_e(t['rparen'])}</div>",
+        ]
         w = where(f, lang)
         if w:
             parts.append(f'<div class="where">{_e(t["where"])}{_e(t["colon"])}{_e(w)}</div>')
         if f.evidence:
-            parts.append(f'<div class="label">{_e(t["evidence"])}</div><ul class="evidence">'
-                         + "".join(f"<li>{_e(say(e, lang))}</li>" for e in f.evidence) + "</ul>")
+            parts.append(
+                f'<div class="label">{_e(t["evidence"])}</div><ul class="evidence">'
+                + "".join(f"<li>{_e(say(e, lang))}</li>" for e in f.evidence)
+                + "</ul>"
+            )
         if f.fixes:
-            parts.append(f'<div class="label">{_e(t["fixes"])}</div><ul class="fixes">'
-                         + "".join(f"<li>{_e(say(x, lang))}{_verdicts(f, j, lang)}</li>"
-                                   for j, x in enumerate(f.fixes)) + "</ul>")
+            parts.append(
+                f'<div class="label">{_e(t["fixes"])}</div><ul class="fixes">'
+                + "".join(f"<li>{_e(say(x, lang))}{_verdicts(f, j, lang)}</li>" for j, x in enumerate(f.fixes))
+                + "</ul>"
+            )
         parts.append("</div>")
         out.append("".join(parts))
     return "\n".join(out)
@@ -85,9 +97,11 @@ def _verdicts(f, index: int, lang: str) -> str:
     out = []
     for c in checks_of(f, index):
         v = str(c.get("verdict", ""))
-        out.append(f'<div class="verdict {_e(v)}" data-verdict="{_e(v)}">'
-                   f'<span class="vbadge" title="{_e(verdict_label(v, lang))}">{ICON.get(v, "")}</span> '
-                   f'{_e(sentence(c, lang))}</div>')
+        out.append(
+            f'<div class="verdict {_e(v)}" data-verdict="{_e(v)}">'
+            f'<span class="vbadge" title="{_e(verdict_label(v, lang))}">{ICON.get(v, "")}</span> '
+            f"{_e(sentence(c, lang))}</div>"
+        )
     return "".join(out)
 
 
@@ -101,8 +115,7 @@ def _verification(runs: Sequence[Run], lang: str) -> str:
     return f'<section class="verification"><h2>{_e(t["verification"])}</h2><ul>{items}</ul></section>'
 
 
-def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str = "en",
-                **_: Any) -> str:
+def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str = "en", **_: Any) -> str:
     t = ui(lang)
     runs = list(runs or [])
     data = chart_data(report, runs, t)
@@ -116,9 +129,9 @@ def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str 
         if s.get("decimated"):
             downsampled = _e(render("ui.downsampled", {"n": 2000, "total": s["n"]}, lang))
             break
-    source = f' · {_e(t["from"])} {_e(report.source)}' if report.source else ""
+    source = f" · {_e(t['from'])} {_e(report.source)}" if report.source else ""
     return f"""<!doctype html>
-<html lang="{'zh-CN' if lang == 'zh' else 'en'}">
+<html lang="{"zh-CN" if lang == "zh" else "en"}">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -131,27 +144,27 @@ def render_html(report: Report, *, runs: Sequence[Run] | None = None, lang: str 
 <header>
 <h1>lossdoctor</h1>
 <span class="badge {_e(status)}">{_e(t[status])}</span>
-<span class="meta">{report.steps} {_e(t['steps'])}{source}</span>
+<span class="meta">{report.steps} {_e(t["steps"])}{source}</span>
 <span class="meta">{_e(path)}</span>
 </header>
 {compare_html(report.comparison, lang)}
 <div class="layout">
 <main class="charts" id="ld-charts">
-<h2>{_e(t['signals'])}</h2>
-<p class="hint">{_e(t['zoom_hint'])}{(' · ' + downsampled) if downsampled else ''}</p>
+<h2>{_e(t["signals"])}</h2>
+<p class="hint">{_e(t["zoom_hint"])}{(" · " + downsampled) if downsampled else ""}</p>
 </main>
 <aside class="findings" id="ld-findings">
-<h2>{_e(t['findings'])}</h2>
+<h2>{_e(t["findings"])}</h2>
 {_finding_cards(report, lang)}
 </aside>
 </div>
 {_verification(runs, lang)}
 <section class="notes">
-<details{' open' if len(report.notes) <= 6 else ''}><summary>{_e(t['notes'])}{_e(t['lparen'])}{len(report.notes)}{_e(t['rparen'])}</summary>
+<details{" open" if len(report.notes) <= 6 else ""}><summary>{_e(t["notes"])}{_e(t["lparen"])}{len(report.notes)}{_e(t["rparen"])}</summary>
 <ul>{notes}</ul>
 </details>
 </section>
-<footer>{_e(t['generated'])} {_e(__version__)} · uPlot {UPLOT_VERSION} (MIT)</footer>
+<footer>{_e(t["generated"])} {_e(__version__)} · uPlot {UPLOT_VERSION} (MIT)</footer>
 <script type="application/json" id="ld-data">{script_json(data)}</script>
 <script>{asset("uPlot.iife.min.js")}</script>
 <script>{asset("report.js")}</script>

@@ -18,8 +18,11 @@ __all__ = ["LANGS", "ui", "cause_text", "symptom_text", "say", "locale_lang"]
 
 def ui(lang: str) -> dict[str, str]:
     """The report's headings and labels in `lang` (`{"title": ..., "steps": ...}`)."""
-    return {key[3:]: render(key, {}, lang) if "{" not in row["en"] else row.get(lang) or row["en"]
-            for key, row in templates().items() if key.startswith("ui.")}
+    return {
+        key[3:]: render(key, {}, lang) if "{" not in row["en"] else row.get(lang) or row["en"]
+        for key, row in templates().items()
+        if key.startswith("ui.")
+    }
 
 
 def cause_text(cause: str, lang: str) -> str:

@@ -39,8 +39,12 @@ def compare_md(comparison: dict[str, Any], lang: str) -> list[str]:
     from .side_by_side import lines_under, table_rows
 
     head, rows = table_rows(comparison, lang)
-    out = [f"## lossdoctor{ui(lang)['colon']}{render('compare.title', {'n': len(rows)}, lang)}", "",
-           "| " + " | ".join(md_escape(h) for h in head) + " |", "|" + "---|" * len(head)]
+    out = [
+        f"## lossdoctor{ui(lang)['colon']}{render('compare.title', {'n': len(rows)}, lang)}",
+        "",
+        "| " + " | ".join(md_escape(h) for h in head) + " |",
+        "|" + "---|" * len(head),
+    ]
     out += ["| " + " | ".join(md_escape(c) for c in cells) + " |" for cells in rows]
     out.append("")
     out += [f"- {md_escape(x)}" for x in lines_under(comparison, lang)]
@@ -50,8 +54,11 @@ def compare_md(comparison: dict[str, Any], lang: str) -> list[str]:
 
 def render_md(report: Report, *, lang: str = "en", runs: Sequence[Run] | None = None, **_: Any) -> str:
     if report.comparison:
-        rest = render_md(Report(report.findings, report.steps, report.notes, report.source, report.inconclusive),
-                         lang=lang, runs=list(runs or [])[:1])
+        rest = render_md(
+            Report(report.findings, report.steps, report.notes, report.source, report.inconclusive),
+            lang=lang,
+            runs=list(runs or [])[:1],
+        )
         return "\n".join(compare_md(report.comparison, lang)) + "\n" + rest
     t = ui(lang)
     out = _headline(report, lang)
@@ -80,8 +87,11 @@ def _headline(report: Report, lang: str) -> list[str]:
     head = f"## {_ICON[report.status]} lossdoctor{t['colon']}{t[report.status]}"
     if report.primary is not None:
         p = report.primary
-        head += f" — `{p.cause}`" + (f"{t['lparen']}{render('ui.where_step', {'step': int(p.step)}, lang)}{t['rparen']}"
-                                     if p.step is not None else "")
+        head += f" — `{p.cause}`" + (
+            f"{t['lparen']}{render('ui.where_step', {'step': int(p.step)}, lang)}{t['rparen']}"
+            if p.step is not None
+            else ""
+        )
     src = f"{report.steps} {t['steps']}"
     if report.source:
         src += f" · {t['from']} {md_escape(report.source)}"
@@ -91,12 +101,15 @@ def _headline(report: Report, lang: str) -> list[str]:
 def _findings_table(findings: Sequence[Finding], lang: str) -> list[str]:
     """One row per finding: severity, cause, symptom, where, confidence."""
     t = ui(lang)
-    out = [f"| # | {t['severity']} | {t['cause']} | {t['symptom']} | {t['where']} | {t['confidence']} |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        f"| # | {t['severity']} | {t['cause']} | {t['symptom']} | {t['where']} | {t['confidence']} |",
+        "|---|---|---|---|---|---|",
+    ]
     for i, f in enumerate(findings, 1):
         sev = f"{_ICON[f.severity]} {t[f.severity]}"
-        out.append(f"| {i} | {sev} | `{f.cause}` | {f.symptom} | {md_escape(where(f, lang)) or '—'} | "
-                   f"{f.confidence:.2f} |")
+        out.append(
+            f"| {i} | {sev} | `{f.cause}` | {f.symptom} | {md_escape(where(f, lang)) or '—'} | {f.confidence:.2f} |"
+        )
     out.append("")
     return out
 
@@ -106,9 +119,12 @@ def _finding_section(i: int, f: Finding, lang: str) -> list[str]:
     checks replayed from the snapshot)."""
     t = ui(lang)
     label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
-    out = [f"### {i}. `{f.cause}` — {label}", "",
-           f"{md_escape(cause_text(f.cause, lang))}{t['lparen']}{md_escape(symptom_text(f.symptom, lang))}"
-           f"{t['rparen']}", ""]
+    out = [
+        f"### {i}. `{f.cause}` — {label}",
+        "",
+        f"{md_escape(cause_text(f.cause, lang))}{t['lparen']}{md_escape(symptom_text(f.symptom, lang))}{t['rparen']}",
+        "",
+    ]
     w = where(f, lang)
     if w:
         out += [f"**{t['where']}{t['colon'].rstrip()}** {md_escape(w)}", ""]
@@ -120,7 +136,8 @@ def _finding_section(i: int, f: Finding, lang: str) -> list[str]:
         out.append(f"**{t['fixes']}{t['colon'].rstrip()}**")
         for j, x in enumerate(f.fixes):
             out.append(f"- {md_escape(say(x, lang))}")
-            out.extend(f"  - {ICON.get(str(c.get('verdict')), '')} {md_escape(sentence(c, lang))}"
-                       for c in checks_of(f, j))  # replayed from the snapshot
+            out.extend(
+                f"  - {ICON.get(str(c.get('verdict')), '')} {md_escape(sentence(c, lang))}" for c in checks_of(f, j)
+            )  # replayed from the snapshot
         out.append("")
     return out

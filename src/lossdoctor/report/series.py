@@ -76,10 +76,14 @@ def series(run: Run, name: str) -> dict[str, Any] | None:
     ys = np.concatenate([dy, np.full(len(marks) + len(on_skip), np.nan)])
     order = np.argsort(xs, kind="stable")
     xs, ys = xs[order], ys[order]
-    return {"x": [int(v) for v in xs], "y": [_num(v) for v in ys],
-            "nonfinite": [int(v) for v in marks], "nonfinite_skipped": [int(v) for v in on_skip],
-            "n": int(lg.sum()),
-            "decimated": len(dx) < int((~bad).sum())}
+    return {
+        "x": [int(v) for v in xs],
+        "y": [_num(v) for v in ys],
+        "nonfinite": [int(v) for v in marks],
+        "nonfinite_skipped": [int(v) for v in on_skip],
+        "n": int(lg.sum()),
+        "decimated": len(dx) < int((~bad).sum()),
+    }
 
 
 def _skipped_mask(run: Run) -> np.ndarray:
@@ -124,8 +128,7 @@ def layer_heatmaps(run: Run) -> list[dict[str, Any]]:
             lg = np.where(np.isfinite(m) & (m > 0), np.log10(np.where(m > 0, m, 1)), np.nan)
         cells = [[None if not np.isfinite(v) else round(float(v), 3) for v in col] for col in lg.T]
         bad = [[int(i) for i in np.flatnonzero(np.isinf(col))] for col in m.T]
-        out.append({"stat": stat, "modules": rows, "steps": [int(s) for s in steps],
-                    "log10": cells, "nonfinite": bad})
+        out.append({"stat": stat, "modules": rows, "steps": [int(s) for s in steps], "log10": cells, "nonfinite": bad})
     return out
 
 
@@ -143,18 +146,34 @@ def chart_data(report: Report, runs: Sequence[Run], labels: dict[str, str]) -> d
     charts = _charts(shown, labels_of_runs, labels)
     clip = _run_clip(shown)
     # the clipping threshold a fix suggests (its number as data: the first clip fix)
-    suggested = next((float(x.params["max_norm"]) for f in report.findings for x in map(as_fix, f.fixes)
-                      if x.kind == "clip" and isinstance(x.params.get("max_norm"), float)
-                      and math.isfinite(x.params["max_norm"])), None)
-    findings = [{"i": i, "step": f.step, "cause": f.cause, "severity": f.severity}
-                for i, f in enumerate(report.findings, 1) if f.step is not None]
+    suggested = next(
+        (
+            float(x.params["max_norm"])
+            for f in report.findings
+            for x in map(as_fix, f.fixes)
+            if x.kind == "clip" and isinstance(x.params.get("max_norm"), float) and math.isfinite(x.params["max_norm"])
+        ),
+        None,
+    )
+    findings = [
+        {"i": i, "step": f.step, "cause": f.cause, "severity": f.severity}
+        for i, f in enumerate(report.findings, 1)
+        if f.step is not None
+    ]
     heat = []
     for r in shown:
         heat = layer_heatmaps(r)
         if heat:
             break
-    return {"charts": charts, "findings": findings, "clip": clip, "suggested_clip": suggested, "heatmaps": heat,
-            "labels": labels, "ranks": len(runs)}
+    return {
+        "charts": charts,
+        "findings": findings,
+        "clip": clip,
+        "suggested_clip": suggested,
+        "heatmaps": heat,
+        "labels": labels,
+        "ranks": len(runs),
+    }
 
 
 def _charts(shown: list[Run], labels_of_runs: list[str], labels: dict[str, str]) -> list[dict[str, Any]]:
@@ -173,10 +192,16 @@ def _charts(shown: list[Run], labels_of_runs: list[str], labels: dict[str, str])
                 per_rank.append(s)
         if not per_rank:
             continue
-        charts.append({"name": name, "label": labels.get(name, name),
-                       "log": name in LOG_SCALE or (name == "loss" and _wide(per_rank)),
-                       "main": name in MAIN, "series": per_rank,
-                       "skipped": [skipped_steps(r) for r in shown]})
+        charts.append(
+            {
+                "name": name,
+                "label": labels.get(name, name),
+                "log": name in LOG_SCALE or (name == "loss" and _wide(per_rank)),
+                "main": name in MAIN,
+                "series": per_rank,
+                "skipped": [skipped_steps(r) for r in shown],
+            }
+        )
     return charts
 
 

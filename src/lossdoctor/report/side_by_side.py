@@ -41,9 +41,14 @@ def table_rows(comparison: dict[str, Any], lang: str) -> tuple[list[str], list[l
     rows = []
     for i, r in enumerate(comparison.get("runs", [])):
         top = r.get("top")
-        cells = [str(r.get("label")), t.get(str(r.get("status")), str(r.get("status"))),
-                 "-" if top is None else f"{top['cause']} ({top['symptom']})",
-                 _final(r, lang), _value(r.get("min_loss")), str(r.get("steps"))]
+        cells = [
+            str(r.get("label")),
+            t.get(str(r.get("status")), str(r.get("status"))),
+            "-" if top is None else f"{top['cause']} ({top['symptom']})",
+            _final(r, lang),
+            _value(r.get("min_loss")),
+            str(r.get("steps")),
+        ]
         cells += [_value(values[i]) for values in differing.values()]
         rows.append(cells)
     return head, rows
@@ -59,12 +64,22 @@ def lines_under(comparison: dict[str, Any], lang: str) -> list[str]:
         out.append(render("compare.differ", {"names": names}, lang))
     else:
         read = sorted({k for r in runs for k in r.get("settings", {})})
-        out.append(render("compare.same", {"names": ", ".join(read)}, lang) if read
-                   else render("compare.no_settings", {}, lang))
+        out.append(
+            render("compare.same", {"names": ", ".join(read)}, lang)
+            if read
+            else render("compare.no_settings", {}, lang)
+        )
     for p in comparison.get("parting", []):
-        values = {"run": runs[p["run"]]["label"], "base": runs[p["baseline"]]["label"], "n": p["aligned"],
-                  "step": p["step"], "diff": p["difference"], "noise": p["noise"], "threshold": p["threshold"],
-                  **{k: p["rule"][k] for k in ("k", "consecutive")}}
+        values = {
+            "run": runs[p["run"]]["label"],
+            "base": runs[p["baseline"]]["label"],
+            "n": p["aligned"],
+            "step": p["step"],
+            "diff": p["difference"],
+            "noise": p["noise"],
+            "threshold": p["threshold"],
+            **{k: p["rule"][k] for k in ("k", "consecutive")},
+        }
         key = {"parted": "compare.parted", "together": "compare.together"}.get(p["verdict"], "compare.too_short")
         out.append(render(key, values, lang))
     return out
@@ -79,8 +94,9 @@ def render_compare_text(comparison: dict[str, Any], *, color: bool, width: int, 
         return markup_escape(safe_text(s))
 
     buf = io.StringIO()
-    con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,
-                  soft_wrap=False, emoji=False)
+    con = Console(
+        file=buf, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=False, emoji=False
+    )
     runs = comparison.get("runs", [])
     con.print(f"[bold]lossdoctor[/] - {esc(render('compare.title', {'n': len(runs)}, lang))}")
     head, rows = table_rows(comparison, lang)
@@ -112,5 +128,7 @@ def compare_html(comparison: dict[str, Any] | None, lang: str) -> str:
     body = "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in cells) + "</tr>" for cells in rows)
     items = "".join(f"<li>{e(x)}</li>" for x in lines_under(comparison, lang))
     title = e(render("compare.title", {"n": len(comparison.get("runs", []))}, lang))
-    return (f'<section class="comparison" id="ld-comparison"><h2>{title}</h2>'
-            f'<table><thead><tr>{thead}</tr></thead><tbody>{body}</tbody></table><ul>{items}</ul></section>')
+    return (
+        f'<section class="comparison" id="ld-comparison"><h2>{title}</h2>'
+        f"<table><thead><tr>{thead}</tr></thead><tbody>{body}</tbody></table><ul>{items}</ul></section>"
+    )

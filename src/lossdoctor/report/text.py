@@ -16,8 +16,7 @@ from ..records import Run
 from .i18n import cause_text, say, ui
 from .verdicts import checks_of, incident_lines, sentence
 
-_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green",
-          "inconclusive": "magenta"}
+_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan", "healthy": "green", "inconclusive": "magenta"}
 
 
 def where(f: Finding, lang: str = "en") -> str:
@@ -35,8 +34,11 @@ def where(f: Finding, lang: str = "en") -> str:
         more = "..." if len(f.samples) > 8 else ""
         parts.append(render("ui.where_samples", {"samples": ", ".join(map(str, f.samples[:8])) + more}, lang))
     if f.examples:  # packed rows: the examples inside them are what the user can act on
-        shown = [render("labels.example_in_row", {k: e.get(k) for k in ("row", "example", "start", "end")}, lang)
-                 for e in f.examples[:4] if all(isinstance(e.get(k), int) for k in ("row", "example", "start", "end"))]
+        shown = [
+            render("labels.example_in_row", {k: e.get(k) for k in ("row", "example", "start", "end")}, lang)
+            for e in f.examples[:4]
+            if all(isinstance(e.get(k), int) for k in ("row", "example", "start", "end"))
+        ]
         if shown:
             more = "..." if len(f.examples) > 4 else ""
             parts.append(render("ui.where_examples", {"examples": ui(lang)["comma"].join(shown) + more}, lang))
@@ -84,8 +86,15 @@ def sparkline(run: Run, name: str = "loss", width: int = 48) -> str | None:
     return "".join(out)
 
 
-def render_text(report: Report, *, color: bool = False, width: int = 100, lang: str = "en",
-                runs: Sequence[Run] | None = None, **_: Any) -> str:
+def render_text(
+    report: Report,
+    *,
+    color: bool = False,
+    width: int = 100,
+    lang: str = "en",
+    runs: Sequence[Run] | None = None,
+    **_: Any,
+) -> str:
     from rich.console import Console
     from rich.markup import escape as markup_escape
 
@@ -98,12 +107,15 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
         return render_compare_text(report.comparison, color=color, width=width, lang=lang)
     t = ui(lang)
     buf = io.StringIO()
-    con = Console(file=buf, force_terminal=color, no_color=not color, width=width, highlight=False,
-                  soft_wrap=False, emoji=False)
+    con = Console(
+        file=buf, force_terminal=color, no_color=not color, width=width, highlight=False, soft_wrap=False, emoji=False
+    )
     status = report.status
-    con.print(f"[bold]lossdoctor[/] - {report.steps} {t['steps']}"
-              + (f" - {t['from']} {escape(report.source)}" if report.source else "")
-              + f" - {t['status']}{t['colon']}[{_STYLE[status]}]{t[status].upper() if lang == 'en' else t[status]}[/]")
+    con.print(
+        f"[bold]lossdoctor[/] - {report.steps} {t['steps']}"
+        + (f" - {t['from']} {escape(report.source)}" if report.source else "")
+        + f" - {t['status']}{t['colon']}[{_STYLE[status]}]{t[status].upper() if lang == 'en' else t[status]}[/]"
+    )
     for run in list(runs or [])[:1]:
         line = sparkline(run)
         if line:
@@ -127,15 +139,16 @@ def render_text(report: Report, *, color: bool = False, width: int = 100, lang: 
     return buf.getvalue()
 
 
-def _print_finding(con: Any, i: int, f: Finding, t: dict[str, str], lang: str,
-                   escape: Callable[[str], str]) -> None:
+def _print_finding(con: Any, i: int, f: Finding, t: dict[str, str], lang: str, escape: Callable[[str], str]) -> None:
     """Finding `i` (1 is the primary): its headline, cause, place, evidence, fixes with their
     verdicts; `t` the report's labels in `lang`. Apart from `render_text` to keep it short."""
     con.print()
     label = t["primary"] if i == 1 else render("ui.finding_n", {"n": i}, lang)
     sev = f.severity.upper() if lang == "en" else t[f.severity]
-    con.print(f"[{_STYLE[f.severity]}]{sev}[/] {label}{t['colon']}[bold]{escape(f.cause)}[/]"
-              f"{t['lparen']}{escape(f.symptom)}{t['comma']}{t['confidence']} {f.confidence:.2f}{t['rparen']}")
+    con.print(
+        f"[{_STYLE[f.severity]}]{sev}[/] {label}{t['colon']}[bold]{escape(f.cause)}[/]"
+        f"{t['lparen']}{escape(f.symptom)}{t['comma']}{t['confidence']} {f.confidence:.2f}{t['rparen']}"
+    )
     con.print(f"  {escape(cause_text(f.cause, lang))}")
     w = where(f, lang)
     if w:

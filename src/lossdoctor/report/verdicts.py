@@ -81,13 +81,22 @@ def summary(v: dict[str, Any]) -> Msg:
     if v.get("status") == "checked":
         checks = cs if isinstance(cs := v.get("checks"), list) else []
         counts = {k: sum(1 for c in checks if isinstance(c, dict) and c.get("verdict") == k) for k in VERDICTS}
-        what = Msg("report.verification.checked", start=_step(v.get("from_step")), end=_step(v.get("to_step")),
-                   verified=counts["verified"], did_not_help=counts["did_not_help"],
-                   other=counts["not_checked"] + counts["not_verifiable"])
+        what = Msg(
+            "report.verification.checked",
+            start=_step(v.get("from_step")),
+            end=_step(v.get("to_step")),
+            verified=counts["verified"],
+            did_not_help=counts["did_not_help"],
+            other=counts["not_checked"] + counts["not_verifiable"],
+        )
     gpu = cost.get("cuda_peak_growth_mib")
-    spent = Msg("report.verification.cost", seconds=_num(cost.get("seconds")),
-                steps=int(_num(cost.get("steps_replayed"))), budget=int(_num(cost.get("budget_steps"))),
-                mib=_num(cost.get("peak_rss_growth_mib")))
+    spent = Msg(
+        "report.verification.cost",
+        seconds=_num(cost.get("seconds")),
+        steps=int(_num(cost.get("steps_replayed"))),
+        budget=int(_num(cost.get("budget_steps"))),
+        mib=_num(cost.get("peak_rss_growth_mib")),
+    )
     if isinstance(gpu, (int, float)):
         spent = Msg("report.verification.cost_gpu", cost=spent, gpu=_num(gpu))
     if v.get("status") == "error":

@@ -46,8 +46,12 @@ class AppliedGradProbe:
             if fast is not None:
                 self._norm = fast
                 return
-            grads = [local(p.grad).detach() for g in self.opt.param_groups for p in g["params"]
-                     if p.grad is not None and not p.grad.is_sparse]
+            grads = [
+                local(p.grad).detach()
+                for g in self.opt.param_groups
+                for p in g["params"]
+                if p.grad is not None and not p.grad.is_sparse
+            ]
             by_dev: dict[Any, list[torch.Tensor]] = {}
             for t in grads:
                 by_dev.setdefault((t.device, t.dtype), []).append(t)

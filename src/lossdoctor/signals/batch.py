@@ -190,8 +190,13 @@ class BatchProbe:
                     packer.add("label_ignored_per_sample", ign.sum(dim=1))
                     ctx["label_key"] = key
                     ctx["label_positions"] = int(ign.shape[1])
-                elif t.dim() == 1 and t.dtype not in (torch.bool, torch.uint8) and t.shape[0] >= 4 \
-                        and "class_key" not in ctx and _names_targets(key, last):
+                elif (
+                    t.dim() == 1
+                    and t.dtype not in (torch.bool, torch.uint8)
+                    and t.shape[0] >= 4
+                    and "class_key" not in ctx
+                    and _names_targets(key, last)
+                ):
                     # class labels (B,): is the batch a single class? (data ordered by class)
                     # and their largest value and variance: class indices fed to a one-output head
                     tf = t.detach().float()
@@ -314,8 +319,7 @@ def interpret_packed(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, A
         supervised = per_example_sum(real, values["packed_label_ignored"].reshape(shape) < 0.5)
         empty = [e for e, n in zip(real, supervised) if n == 0]
         if empty:
-            rec["label_empty_examples"] = {"n": len(empty), "of": len(real),
-                                           "at": [e.to_dict() for e in empty[:32]]}
+            rec["label_empty_examples"] = {"n": len(empty), "of": len(real), "at": [e.to_dict() for e in empty[:32]]}
     bad: list[dict[str, Any]] = []
     for key in ctx.get("packed_floats", []):
         hits = per_example_sum(examples, values[f"packed_nonfinite:{key}"].reshape(shape) > 0.5)

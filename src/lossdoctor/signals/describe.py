@@ -44,8 +44,17 @@ def describe_model(model: nn.Module) -> dict[str, Any]:
     }
     cfg = stored_attr(model, "config")  # a property is never called
     if cfg is not None:
-        for key in ("model_type", "vocab_size", "num_labels", "n_layer", "num_hidden_layers",
-                    "hidden_size", "n_embd", "initializer_range", "problem_type"):
+        for key in (
+            "model_type",
+            "vocab_size",
+            "num_labels",
+            "n_layer",
+            "num_hidden_layers",
+            "hidden_size",
+            "n_embd",
+            "initializer_range",
+            "problem_type",
+        ):
             v = getattr(cfg, key, None)
             if isinstance(v, (int, float, str)):
                 info[key] = v
@@ -94,8 +103,7 @@ def chance_loss(model_info: dict[str, Any], task: str | None) -> float | None:
     if task in ("regression",):
         return None
     n = None
-    if model_info.get("vocab_size") and task in (None, "pretrain", "sft") and model_info.get(
-            "model_type") is not None:
+    if model_info.get("vocab_size") and task in (None, "pretrain", "sft") and model_info.get("model_type") is not None:
         n = model_info["vocab_size"]
     elif model_info.get("num_labels") and task == "classification":
         n = model_info["num_labels"]
@@ -104,8 +112,14 @@ def chance_loss(model_info: dict[str, Any], task: str | None) -> float | None:
     return math.log(n) if n and n > 1 else None
 
 
-def describe_run(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: Any, scheduler: Any,
-                 task: str | None, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+def describe_run(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Any,
+    scheduler: Any,
+    task: str | None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     from .._version import __version__
 
     mi = describe_model(model)
@@ -117,8 +131,7 @@ def describe_run(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: Any
         "scheduler": describe_scheduler(scheduler),
         "scaler": describe_scaler(scaler),
         "chance_loss": chance_loss(mi, task),
-        "versions": {"lossdoctor": __version__, "torch": torch.__version__,
-                     "python": platform.python_version()},
+        "versions": {"lossdoctor": __version__, "torch": torch.__version__, "python": platform.python_version()},
         "argv": list(sys.argv[:8]),
     }
     meta.update(extra or {})

@@ -48,7 +48,9 @@ def unwrap_data_parallel(model: nn.Module) -> nn.Module:
     for _ in range(4):
         if isinstance(inner, (nn.parallel.DistributedDataParallel, nn.DataParallel)):
             inner = inner.module
-        elif type(inner).__name__ == "OptimizedModule" and isinstance(orig := getattr(inner, "_orig_mod", None), nn.Module):
+        elif type(inner).__name__ == "OptimizedModule" and isinstance(
+            orig := getattr(inner, "_orig_mod", None), nn.Module
+        ):
             inner = orig
         else:
             break
@@ -83,8 +85,9 @@ def refuse_tp_replay(model: nn.Module, replay_fn: Any) -> tuple[Any, Msg | None]
     return (None, Msg("distributed.replay_skipped_tp")) if tp else (replay_fn, None)
 
 
-def distributed_probe(wrapper: nn.Module, grads: Any, scale_fn: Callable[[], torch.Tensor | None],
-                      world_size: int) -> DDPProbe | ShardedGradProbe | FSDP1Probe | None:
+def distributed_probe(
+    wrapper: nn.Module, grads: Any, scale_fn: Callable[[], torch.Tensor | None], world_size: int
+) -> DDPProbe | ShardedGradProbe | FSDP1Probe | None:
     """The probe that fits how `wrapper` distributes gradients (None when it is not data-parallel).
     It needs only the gradient probe (FSDP2 arms and listens to its capture), the loss scale in
     effect and the number of ranks; the monitor adds it to its probes and records `describe()`."""
@@ -111,8 +114,7 @@ class DDPProbe:
 
     name = "DDPProbe"
 
-    def __init__(self, ddp: nn.parallel.DistributedDataParallel,
-                 scale_fn: Callable[[], torch.Tensor | None]) -> None:
+    def __init__(self, ddp: nn.parallel.DistributedDataParallel, scale_fn: Callable[[], torch.Tensor | None]) -> None:
         self.ddp = ddp
         self.scale_fn = scale_fn
         self.enabled = True
@@ -137,8 +139,11 @@ class DDPProbe:
         ddp.register_comm_hook = self._chain  # type: ignore[method-assign]
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "ddp", "comm_hook": self.hooked,
-                "grad_norm": "all-reduced" if self.hooked else "local (this rank, before all-reduce)"}
+        return {
+            "kind": "ddp",
+            "comm_hook": self.hooked,
+            "grad_norm": "all-reduced" if self.hooked else "local (this rank, before all-reduce)",
+        }
 
     def _chain(self, state: Any, hook: Any) -> None:
         """Stands in for `ddp.register_comm_hook` once ours is registered: the user's hook becomes
@@ -183,8 +188,11 @@ class DDPProbe:
             return None
         local, reduced, scale = self._local, self._reduced, self._scale
         self._local, self._reduced, self._scale = [], [], None
-        ctx = {"local": bool(local), "reduced": bool(reduced) and len(reduced) == len(local),
-               "scale": scale is not None}
+        ctx = {
+            "local": bool(local),
+            "reduced": bool(reduced) and len(reduced) == len(local),
+            "scale": scale is not None,
+        }
         if local:
             packer.add("ddp_local_sq", _sum_sq(local))
         if ctx["reduced"]:
@@ -268,8 +276,11 @@ class ShardedGradProbe:
         return torch.tensor([1.0 / r for r in reps], dtype=torch.float32, device=self.device)
 
     def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "grad_norm": "total over ranks (one all-reduce per step)",
-                               "grad_norm_local": "this rank's shard"}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "grad_norm": "total over ranks (one all-reduce per step)",
+            "grad_norm_local": "this rank's shard",
+        }
         if self.mesh is not None:
             out["mesh"] = self.mesh
         if self.coordinate is not None:

@@ -77,9 +77,12 @@ class FSDP1Probe:
         self.total.enabled = self.local.enabled = on
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "fsdp1", "local_grads": True,
-                "grad_norm": "total over ranks (one all-reduce per step)",
-                "grad_norm_local": "this rank's own gradient, before the reduce-scatter"}
+        return {
+            "kind": "fsdp1",
+            "local_grads": True,
+            "grad_norm": "total over ranks (one all-reduce per step)",
+            "grad_norm_local": "this rank's own gradient, before the reduce-scatter",
+        }
 
     def presync(self) -> None:
         """Every rank, every step (the total's all-reduce), even when switched off."""

@@ -41,7 +41,7 @@ HOOKED_PARAMS = 1024
 
 def hooked_subset(params: list[Any], limit: int = HOOKED_PARAMS) -> list[Any]:
     """The parameters that get the capture hook (see `HOOKED_PARAMS`)."""
-    return params if len(params) <= limit else params[::math.ceil(len(params) / limit)]
+    return params if len(params) <= limit else params[:: math.ceil(len(params) / limit)]
 
 
 def foreach_norm_fp32(grads: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -73,8 +73,7 @@ class GradProbe:
 
     name = "GradProbe"
 
-    def __init__(self, model: nn.Module, module_names: list[str],
-                 scale_fn: Callable[[], torch.Tensor | None]) -> None:
+    def __init__(self, model: nn.Module, module_names: list[str], scale_fn: Callable[[], torch.Tensor | None]) -> None:
         module_pos = {n: i for i, n in enumerate(module_names)}
         self.n_modules = len(module_names)
         self.names: list[str] = []

@@ -57,7 +57,7 @@ class GroupedNorms:
             per = max(1, limits.stack_numel // max(1, _numel(shape)))
             dims = tuple(range(1, len(shape) + 1))
             for k in range(0, len(idx), per):
-                self.chunks.append((idx[k:k + per], dims))
+                self.chunks.append((idx[k : k + per], dims))
         self.large = large
         order = [i for idx, _ in self.chunks for i in idx] + large
         self.inverse = torch.empty(self.n, dtype=torch.long)
@@ -91,8 +91,13 @@ def plan_for(tensors: list[Any], limits: GroupLimits = LIMITS) -> GroupedNorms |
     wide norm takes (fp16/bf16/fp32/fp64); else None (the per-tensor path)."""
     if len(tensors) < limits.min_tensors:
         return None
-    if not all(type(t) in (torch.Tensor, torch.nn.Parameter) and t.layout is torch.strided
-               and t.device.type == "cpu" and t.dtype in _WIDE for t in tensors):
+    if not all(
+        type(t) in (torch.Tensor, torch.nn.Parameter)
+        and t.layout is torch.strided
+        and t.device.type == "cpu"
+        and t.dtype in _WIDE
+        for t in tensors
+    ):
         return None
     return GroupedNorms(tensors, limits)
 

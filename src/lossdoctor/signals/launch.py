@@ -46,11 +46,10 @@ def process_start_time(pid: int) -> float | None:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read().decode()
         # the command name (field 2) may hold spaces and parentheses: split after its last ')'
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         ticks = int(fields[19])  # field 22 of the whole line: start time in clock ticks since boot
         with open("/proc/stat", "rb") as f:
-            btime = next(int(line.split()[1]) for line in f.read().decode().splitlines()
-                         if line.startswith("btime "))
+            btime = next(int(line.split()[1]) for line in f.read().decode().splitlines() if line.startswith("btime "))
         return btime + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, StopIteration, IndexError):
         return None

@@ -35,8 +35,12 @@ class LocalGradProbe:
 
     name = "LocalGradProbe"
 
-    def __init__(self, named: list[tuple[str, torch.Tensor]], scale_fn: Callable[[], float | None] | None = None,
-                 tag: str = "local") -> None:
+    def __init__(
+        self,
+        named: list[tuple[str, torch.Tensor]],
+        scale_fn: Callable[[], float | None] | None = None,
+        tag: str = "local",
+    ) -> None:
         self.enabled = True
         self.tag = tag
         self.names = [n for n, _ in named]

@@ -48,8 +48,11 @@ def unwrap_optimizer(opt: Any) -> torch.optim.Optimizer:
     # hooks never fire, so unwrap as long as there is an `.optimizer` inside
     for _ in range(5):
         inner = getattr(opt, "optimizer", None)
-        if inner is None or inner is opt or not (isinstance(inner, torch.optim.Optimizer)
-                                                 or hasattr(inner, "optimizer")):
+        if (
+            inner is None
+            or inner is opt
+            or not (isinstance(inner, torch.optim.Optimizer) or hasattr(inner, "optimizer"))
+        ):
             break
         opt = inner
     return opt
@@ -88,8 +91,7 @@ class OptimizerProbe:
         self._selection: list[tuple[dict[str, Any], Any]] = []
         self._selection_key: tuple[int, ...] | None = None
         self.stride = self._choose_stride()
-        self._handles = [self.opt.register_step_pre_hook(self._pre),
-                         self.opt.register_step_post_hook(self._post)]
+        self._handles = [self.opt.register_step_pre_hook(self._pre), self.opt.register_step_post_hook(self._post)]
 
     def _choose_stride(self) -> int:
         """1 (every entry) up to `budget` entries in all, else the odd stride that reads about
@@ -200,7 +202,7 @@ class OptimizerProbe:
             st = self.opt.state.get(p, {})
             v = self._sample(st.get("exp_avg_sq"))
             if v is not None and v.is_complex():  # Adam keeps a complex parameter's moments per
-                v = torch.view_as_real(v)          # real and imaginary part: read them so
+                v = torch.view_as_real(v)  # real and imaginary part: read them so
             step = st.get("step")
             if v is None or step is None or v.numel() == 0:
                 continue
@@ -234,8 +236,13 @@ class OptimizerProbe:
         wds = [_host_float(g.get("weight_decay", 0.0)) for g in groups]
         for k, v in self._stats.items():
             packer.add(k, v)
-        ctx = {"lrs": lrs, "wds": wds, "stepped": self.stepped, "opt_stats": list(self._stats),
-               "eps_total": self._eps_total}
+        ctx = {
+            "lrs": lrs,
+            "wds": wds,
+            "stepped": self.stepped,
+            "opt_stats": list(self._stats),
+            "eps_total": self._eps_total,
+        }
         self._stats = {}
         self._eps_total = 0
         self.stepped = False

@@ -63,8 +63,11 @@ class OutputProbe:
         self._mode: bool | None = None  # the root's `training` at the step's first forward
         self._shape: tuple[int, int] | None = None  # (dim, size of the last dim) of the output
         self._head: torch.Tensor | None = None  # a (B, 1) output at a sampled step, for the MSE forms
-        self.mode_modules = sum(1 for m in model.modules() if isinstance(
-            m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)))
+        self.mode_modules = sum(
+            1
+            for m in model.modules()
+            if isinstance(m, (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm))
+        )
         self._bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         self._bn_train: int | None = None  # BatchNorm layers in train mode at the step's first forward
         self._handles = [model.register_forward_hook(self._hook, with_kwargs=True)]
@@ -94,8 +97,11 @@ class OutputProbe:
                 mn, mx = torch.aminmax(d)
                 dev = (d.sum(-1, dtype=torch.float32) - 1.0).abs().amax()  # no fp32 copy of the logits
                 ids = _input_ids(args, kwargs)
-                copy = (d.argmax(-1) == ids).float().mean() if ids is not None and d.dim() == 3 \
-                    and tuple(ids.shape) == tuple(d.shape[:2]) else torch.full((), -1.0, device=d.device)
+                copy = (
+                    (d.argmax(-1) == ids).float().mean()
+                    if ids is not None and d.dim() == 3 and tuple(ids.shape) == tuple(d.shape[:2])
+                    else torch.full((), -1.0, device=d.device)
+                )
                 self._stats = torch.stack([mn.float(), mx.float(), dev, copy.to(dev.device)])
             self._classes = int(t.shape[-1])
         except Exception as e:  # never break the user's forward
@@ -148,8 +154,19 @@ def _mse_forms(head: torch.Tensor, batch: Any) -> torch.Tensor | None:
         return None
     try:
         n = int(head.shape[0])
-        y = next((t for _, t in walk_batch(batch).items if t.dim() == 1 and t.shape[0] == n and n >= 4
-                  and t.is_floating_point() and not t.is_complex() and t.device == head.device), None)
+        y = next(
+            (
+                t
+                for _, t in walk_batch(batch).items
+                if t.dim() == 1
+                and t.shape[0] == n
+                and n >= 4
+                and t.is_floating_point()
+                and not t.is_complex()
+                and t.device == head.device
+            ),
+            None,
+        )
         if y is None:
             return None
         with torch.no_grad():

@@ -98,8 +98,14 @@ def split_stage(obj: Any) -> tuple[Any, StageInfo | None]:
         if stage is None:
             return obj, None
         return obj, split_stage(stage)[1]
-    info = StageInfo(index=int(obj.stage_index), n_stages=int(obj.num_stages), group=obj.group,
-                     group_size=int(obj.group_size), group_rank=int(obj.group_rank), obj=obj)
+    info = StageInfo(
+        index=int(obj.stage_index),
+        n_stages=int(obj.num_stages),
+        group=obj.group,
+        group_size=int(obj.group_size),
+        group_rank=int(obj.group_rank),
+        obj=obj,
+    )
     return obj.submod, info
 
 
@@ -151,8 +157,9 @@ def pipeline_probe(model: nn.Module, grads: Any, stage: StageInfo) -> PipelineGr
 _PLACEHOLDER_PASSES = ("_forward_metadata_inference", "_backward_metadata_inference", "_shape_inference")
 
 
-def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], None],
-               on_scale: Callable[[Any], None] | None = None) -> Callable[[], None]:
+def hook_stage(
+    stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], None], on_scale: Callable[[Any], None] | None = None
+) -> Callable[[], None]:
     """Wrap the stage object's own methods, on that instance only, and return what undoes it:
 
     - the passes that run the stage's module on uninitialised placeholder tensors (the first
@@ -182,12 +189,14 @@ def hook_stage(stage: StageInfo, parts: Iterable[Any], recapture: Callable[[], N
     def remove() -> None:
         for name in undo:
             obj.__dict__.pop(name, None)  # the class's method again
+
     return remove
 
 
 def _quiet(fn: Callable[..., Any], parts: list[Any]) -> Callable[..., Any]:
     """`fn` (a placeholder pass) wrapped to run with `parts` switched off, their state restored and
     what they collected dropped after. Apart from `hook_stage` to keep it short."""
+
     def call(*args: Any, **kwargs: Any) -> Any:
         state = [p.enabled for p in parts]
         _switch(parts, [False] * len(parts))
@@ -195,15 +204,18 @@ def _quiet(fn: Callable[..., Any], parts: list[Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         finally:
             _switch(parts, state, reset=True)
+
     return call
 
 
-def _rescaled(fn: Callable[..., Any], inside: list[int], recapture: Callable[[], None],
-              on_scale: Callable[[Any], None] | None) -> Callable[..., Any]:
+def _rescaled(
+    fn: Callable[..., Any], inside: list[int], recapture: Callable[[], None], on_scale: Callable[[Any], None] | None
+) -> Callable[..., Any]:
     """`fn` (`perform_reduce_grad` or `scale_grads`) wrapped to tell `on_scale` the factor and
     capture the gradients after it; `inside` is the depth shared by both wrappers, so the nested
     call captures nothing and the outer one captures once. Apart from `hook_stage` to keep it
     short."""
+
     def call(*args: Any, **kwargs: Any) -> Any:
         if not inside[0] and on_scale is not None:
             _tell(on_scale, args[0] if args else kwargs.get("grad_scale_factor"))
@@ -215,6 +227,7 @@ def _rescaled(fn: Callable[..., Any], inside: list[int], recapture: Callable[[],
         if not inside[0]:
             recapture()
         return out
+
     return call
 
 

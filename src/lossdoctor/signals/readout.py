@@ -74,8 +74,9 @@ def _stack_one_device(t: list[torch.Tensor]) -> torch.Tensor | None:
     return None if s.is_complex() else s
 
 
-def _assemble(arrays: dict[torch.device, np.ndarray],
-              segments: list[tuple[torch.device, int, int, np.ndarray | None]]) -> np.ndarray:
+def _assemble(
+    arrays: dict[torch.device, np.ndarray], segments: list[tuple[torch.device, int, int, np.ndarray | None]]
+) -> np.ndarray:
     if len(segments) == 1 and segments[0][3] is None:
         dev, a, b, _ = segments[0]
         return arrays[dev][a:b]
@@ -84,7 +85,7 @@ def _assemble(arrays: dict[torch.device, np.ndarray],
     pos = 0
     for dev, a, b, positions in segments:
         if positions is None:
-            out[pos:pos + b - a] = arrays[dev][a:b]
+            out[pos : pos + b - a] = arrays[dev][a:b]
             pos += b - a
         else:
             out[positions] = arrays[dev][a:b]

@@ -98,8 +98,11 @@ def unreadable(t: torch.Tensor, *, complex_ok: bool = False) -> str | None:
     return None
 
 
-_SPARSE = tuple(getattr(torch, n) for n in ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")
-                if hasattr(torch, n))
+_SPARSE = tuple(
+    getattr(torch, n)
+    for n in ("sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc")
+    if hasattr(torch, n)
+)
 
 
 def real_view(t: torch.Tensor) -> torch.Tensor:

@@ -43,8 +43,12 @@ class StaleGradProbe:
         self.enabled = True
         self.error: BaseException | None = None
         groups = getattr(self.opt, "param_groups", None) or []
-        params = [p for g in groups for p in g.get("params", [])
-                  if isinstance(p, torch.Tensor) and p.requires_grad and not uninitialized(p)]  # lazy: no size yet
+        params = [
+            p
+            for g in groups
+            for p in g.get("params", [])
+            if isinstance(p, torch.Tensor) and p.requires_grad and not uninitialized(p)
+        ]  # lazy: no size yet
         seen: set[int] = set()
         picked = []
         for p in sorted(params, key=lambda t: t.numel()):
@@ -54,8 +58,8 @@ class StaleGradProbe:
             if len(picked) >= k:
                 break
         self._armed = [True] * len(picked)
-        self._host: list[bool] = []           # observations known on the host (grad None)
-        self._dev: list[torch.Tensor] = []    # abs().amax() of a gradient that was there
+        self._host: list[bool] = []  # observations known on the host (grad None)
+        self._dev: list[torch.Tensor] = []  # abs().amax() of a gradient that was there
         self._handles: list[Any] = []
         try:
             for i, p in enumerate(picked):

@@ -63,9 +63,25 @@ TRACE = TraceLimits()
 #: non-finite ones). Between sampled steps their outputs are not scanned: when their input is the
 #: output just checked, their output is vouched for by it. This saves a pass over the largest
 #: activations (the MLP's 4x-wide hidden layer) at no loss of attribution.
-PASSTHROUGH = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.Identity,
-               nn.ReLU, nn.ReLU6, nn.LeakyReLU, nn.GELU, nn.SiLU, nn.Tanh, nn.Sigmoid, nn.Hardtanh,
-               nn.Softsign, nn.ELU, nn.Mish)
+PASSTHROUGH = (
+    nn.Dropout,
+    nn.Dropout1d,
+    nn.Dropout2d,
+    nn.Dropout3d,
+    nn.AlphaDropout,
+    nn.Identity,
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.GELU,
+    nn.SiLU,
+    nn.Tanh,
+    nn.Sigmoid,
+    nn.Hardtanh,
+    nn.Softsign,
+    nn.ELU,
+    nn.Mish,
+)
 
 
 #: Above this many modules the per-module hooks go on an evenly spaced subset of them (the root and
@@ -98,13 +114,14 @@ def traced_subset(n_modules: int, head: int | None, limit: int = TRACE_MODULE_LI
     return sorted(keep)
 
 
-def every_step_subset(traced: list[int], n_modules: int, head: int | None,
-                      limit: int = EVERY_STEP_MODULE_LIMIT) -> list[int]:
+def every_step_subset(
+    traced: list[int], n_modules: int, head: int | None, limit: int = EVERY_STEP_MODULE_LIMIT
+) -> list[int]:
     """Of the traced modules, those that record at every step: all of them when every module is
     traced, else every k-th traced one (about `limit`), plus the root and the output head."""
     if len(traced) >= n_modules:
         return list(traced)
-    keep = set(traced[::max(1, math.ceil(len(traced) / limit))])
+    keep = set(traced[:: max(1, math.ceil(len(traced) / limit))])
     keep.add(0)
     if head is not None:
         keep.add(head)
@@ -138,8 +155,7 @@ def is_passthrough(m: nn.Module) -> bool:
 #: what a model returns that is its loss or the loss's per-token parts, not an activation: HF's
 #: `loss`/`aux_loss`, and the outputs of TRL's fused LM head (per-token log-probabilities, entropy,
 #: ...: computed from the last hidden state without calling the head as a module)
-LOSS_OUTPUTS = frozenset({"log_probs", "logps", "entropy", "label_mask", "is_top1", "mean_logits",
-                          "log_sum_sq_probs"})
+LOSS_OUTPUTS = frozenset({"log_probs", "logps", "entropy", "label_mask", "is_top1", "mean_logits", "log_sum_sq_probs"})
 
 
 def first_float_tensor(obj: Any, depth: int = 0) -> torch.Tensor | None:
@@ -179,8 +195,9 @@ _DTYPE_MAX: dict[torch.dtype, float] = {}
 def dtype_max(dtype: torch.dtype) -> float:
     v = _DTYPE_MAX.get(dtype)
     if v is None:
-        v = _DTYPE_MAX[dtype] = float(torch.finfo(dtype).max) if dtype.is_floating_point or dtype.is_complex \
-            else math.inf
+        v = _DTYPE_MAX[dtype] = (
+            float(torch.finfo(dtype).max) if dtype.is_floating_point or dtype.is_complex else math.inf
+        )
     return v
 
 
@@ -334,9 +351,15 @@ class ModuleTracer:
 
     def _make_pre(self, i: int):
         def pre(module: nn.Module, args: tuple) -> None:
-            if compiling() or not (self.every_step[i] or self.sampled) or not self.enabled or self.idle \
-                    or not args or not torch.is_grad_enabled() \
-                    or (len(self.ev_module) >= self.max_events and self._full()):
+            if (
+                compiling()
+                or not (self.every_step[i] or self.sampled)
+                or not self.enabled
+                or self.idle
+                or not args
+                or not torch.is_grad_enabled()
+                or (len(self.ev_module) >= self.max_events and self._full())
+            ):
                 return
             try:
                 t = first_float_tensor(args[0])
@@ -351,15 +374,20 @@ class ModuleTracer:
         def fwd(module: nn.Module, args: tuple, out: Any) -> None:
             # evaluation passes (no_grad) between training steps are not part of the step; between
             # sampled steps a model of many modules records on a subset (`EVERY_STEP_MODULE_LIMIT`)
-            if compiling() or not (self.every_step[i] or self.sampled) or not self.enabled or self.idle \
-                    or not torch.is_grad_enabled() or (len(self.ev_module) >= self.max_events and self._full()):
+            if (
+                compiling()
+                or not (self.every_step[i] or self.sampled)
+                or not self.enabled
+                or self.idle
+                or not torch.is_grad_enabled()
+                or (len(self.ev_module) >= self.max_events and self._full())
+            ):
                 return
             try:
                 t = first_float_tensor(out)
                 if t is None:
                     return
-                if self.passthrough[i] and not self.sampled and args \
-                        and first_float_tensor(args[0]) is self._last_out:
+                if self.passthrough[i] and not self.sampled and args and first_float_tensor(args[0]) is self._last_out:
                     self._last_out = t  # vouched for by its checked input
                     return
                 if t is self._last_out:
@@ -405,8 +433,14 @@ class ModuleTracer:
         it reads at most half the bytes a scan of y would."""
         w = stored_attr(module, "weight")  # a parametrized weight is computed on access: not read
         b = stored_attr(module, "bias")
-        if y.device.type != "cpu" or x.device.type != "cpu" or type(w) not in (nn.Parameter, torch.Tensor) \
-                or w.dim() != 2 or not w.is_floating_point() or y.numel() < 2 * (w.numel() + x.numel()):
+        if (
+            y.device.type != "cpu"
+            or x.device.type != "cpu"
+            or type(w) not in (nn.Parameter, torch.Tensor)
+            or w.dim() != 2
+            or not w.is_floating_point()
+            or y.numel() < 2 * (w.numel() + x.numel())
+        ):
             return False
         limit = dtype_max(y.dtype) / 4
         key = (w._version, w.data_ptr())
@@ -470,8 +504,12 @@ class ModuleTracer:
         for cell in self._deferred:  # an input whose gradient never came: scan the output's now
             self._scan_deferred(cell)
         ctx = {
-            "ev_module": self.ev_module, "ev_kind": self.ev_kind, "ev_dtype_max": self.ev_dtype_max,
-            "bw_module": self.bw_module, "bw_kind": self.bw_kind, "rms": bool(self.ev_rms),
+            "ev_module": self.ev_module,
+            "ev_kind": self.ev_kind,
+            "ev_dtype_max": self.ev_dtype_max,
+            "bw_module": self.bw_module,
+            "bw_kind": self.bw_kind,
+            "rms": bool(self.ev_rms),
         }
         if self.ev_min:
             self._pack(packer, "fwd", self.ev_min, self.ev_max, self.ev_slot)
@@ -484,8 +522,9 @@ class ModuleTracer:
         self.reset()
         return ctx
 
-    def _pack(self, packer: Any, prefix: str, mins: list[torch.Tensor], maxs: list[torch.Tensor],
-              slots: list[int]) -> None:
+    def _pack(
+        self, packer: Any, prefix: str, mins: list[torch.Tensor], maxs: list[torch.Tensor], slots: list[int]
+    ) -> None:
         """`<prefix>_min` / `_max` into the packer: when every statistic of the step is in one slot
         buffer, its columns in one copy (a slice; on CPU, a gather when the events are not in slot
         order: aliases, vouched-for zeros); else a stack of the 0-d views (a device op per event,
@@ -495,7 +534,7 @@ class ModuleTracer:
         if buf is None or not self._one_buf or NOT_POOLED in slots:
             both = None
         elif first >= 0 and slots == list(range(first, first + n)):
-            both = buf[:, first:first + n].clone()
+            both = buf[:, first : first + n].clone()
         elif buf.device.type == "cpu":
             idx = torch.tensor(slots, dtype=torch.long)
             both = buf.index_select(1, idx.masked_fill_(idx == ZERO_SLOT, buf.shape[1] - 1))
@@ -512,8 +551,9 @@ class ModuleTracer:
         if self.head is not None and ctx["ev_module"] and self.head not in ctx["ev_module"]:
             self._note_head_bypassed()
         if len(self.traced) < len(self.modules):
-            note = Msg("tracer.subset", traced=len(self.traced), modules=len(self.modules),
-                       every_step=sum(self.every_step))
+            note = Msg(
+                "tracer.subset", traced=len(self.traced), modules=len(self.modules), every_step=sum(self.every_step)
+            )
             if not holds(self.notes, note):
                 self.notes.append(note)
 
@@ -557,9 +597,13 @@ def parent_index(names: list[str]) -> list[int]:
     return out
 
 
-def interpret(names: list[str], parents: list[int], values: dict[str, Any],
-              ctx: dict[str, Any], passthrough: list[bool] | None = None
-              ) -> tuple[dict[str, Any], dict[str, Any]]:
+def interpret(
+    names: list[str],
+    parents: list[int],
+    values: dict[str, Any],
+    ctx: dict[str, Any],
+    passthrough: list[bool] | None = None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Host side of one step: record fields and per-module arrays (max over repeated calls).
 
     The first non-finite forward value is attributed to the module whose own code produced it: a
@@ -580,8 +624,15 @@ def _host_absmax(t: torch.Tensor, known: tuple[torch.Tensor, torch.Tensor] | Non
     return float(_absmax(float(mn), float(mx)))
 
 
-def _interpret_forward(names: list[str], parents: list[int], values: dict[str, Any], ctx: dict[str, Any],
-                       passthrough: list[bool] | None, rec: dict[str, Any], per: dict[str, Any]) -> None:
+def _interpret_forward(
+    names: list[str],
+    parents: list[int],
+    values: dict[str, Any],
+    ctx: dict[str, Any],
+    passthrough: list[bool] | None,
+    rec: dict[str, Any],
+    per: dict[str, Any],
+) -> None:
     """`interpret`'s forward half, into `rec` and `per`: the largest activation, the first
     non-finite forward value and the module that made it, the per-module maxima. Apart from
     `interpret` to keep it short."""
@@ -611,8 +662,14 @@ def _interpret_forward(names: list[str], parents: list[int], values: dict[str, A
             made_outside = where == "input" or bool(passthrough and passthrough[m])
             layer = names[parents[m]] if made_outside and parents[m] >= 0 else names[m]
             value = "nan" if (np.isnan(fmin[j]) or np.isnan(fmax[j])) else "inf"
-            rec["fwd_first_nonfinite"] = {"layer": layer, "module": names[m], "where": where,
-                                          "value": value, "index": j, "of": int(ev_module.size)}
+            rec["fwd_first_nonfinite"] = {
+                "layer": layer,
+                "module": names[m],
+                "where": where,
+                "value": value,
+                "index": j,
+                "of": int(ev_module.size),
+            }
         # per module: inf marks a non-finite output, NaN a module that did not run or was vouched
         # for (finite, not measured)
         per["act_absmax"] = _per_module_max(n_mod, ev_module[out_ev], np.where(bad, np.inf, absmax)[out_ev])
@@ -621,8 +678,9 @@ def _interpret_forward(names: list[str], parents: list[int], values: dict[str, A
             per["act_rms"] = _per_module_max(n_mod, ev_module[out_ev], np.where(np.isfinite(rms), rms, np.inf))
 
 
-def _interpret_backward(names: list[str], values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any],
-                        per: dict[str, Any]) -> None:
+def _interpret_backward(
+    names: list[str], values: dict[str, Any], ctx: dict[str, Any], rec: dict[str, Any], per: dict[str, Any]
+) -> None:
     """`interpret`'s backward half, into `rec` and `per`: the first non-finite gradient (and the
     module whose backward made it), the per-module gradient maxima. Apart from `interpret` to keep
     it short."""
@@ -635,8 +693,7 @@ def _interpret_backward(names: list[str], values: dict[str, Any], ctx: dict[str,
         bad = ~np.isfinite(bmax)
         if bad.any():
             j = int(np.argmax(bad))
-            rec["bwd_first_nonfinite"] = {"layer": names[bw_module[j]], "index": j,
-                                          "of": int(bw_module.size)}
+            rec["bwd_first_nonfinite"] = {"layer": names[bw_module[j]], "index": j, "of": int(bw_module.size)}
             if j > 0:
                 # the gradient was still finite at the output of the module before it in backward
                 # order: it went bad in that module's backward (the consumer of `layer`'s output)

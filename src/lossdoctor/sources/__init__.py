@@ -50,13 +50,27 @@ def _load_readers() -> None:
 
 #: short names for `--format-in` -> the registered reader's name
 FORMAT_NAMES = {
-    "console": "console log", "stdout": "console log", "text": "console log", "hf-console": "console log",
-    "tqdm": "console log", "megatron": "console log", "deepspeed": "console log", "nanogpt": "console log",
-    "litgpt": "console log", "mlx-lm": "console log", "torchtitan": "console log",
-    "trainer-state": "Hugging Face trainer_state.json", "tensorboard": "TensorBoard event file",
-    "csv": "CSV log", "jsonl": "JSON-lines log", "lightning": "Lightning metrics.csv", "wandb": "W&B run",
+    "console": "console log",
+    "stdout": "console log",
+    "text": "console log",
+    "hf-console": "console log",
+    "tqdm": "console log",
+    "megatron": "console log",
+    "deepspeed": "console log",
+    "nanogpt": "console log",
+    "litgpt": "console log",
+    "mlx-lm": "console log",
+    "torchtitan": "console log",
+    "trainer-state": "Hugging Face trainer_state.json",
+    "tensorboard": "TensorBoard event file",
+    "csv": "CSV log",
+    "jsonl": "JSON-lines log",
+    "lightning": "Lightning metrics.csv",
+    "wandb": "W&B run",
     "wandb-panels": "W&B panel exports",
-    "rundir": "lossdoctor run directory", "any-text": "training text", "general": "training text",
+    "rundir": "lossdoctor run directory",
+    "any-text": "training text",
+    "general": "training text",
 }
 
 
@@ -121,8 +135,7 @@ def _forced_reader(fmt: str | None) -> str | None:
     return forced
 
 
-def _read_with(name: str, read: Callable[..., list[Run]], p: Path, select: str | None, *,
-               forced: bool) -> list[Run]:
+def _read_with(name: str, read: Callable[..., list[Run]], p: Path, select: str | None, *, forced: bool) -> list[Run]:
     """Run one reader on `p`; its failures become one SourceError line. A text file a text reader
     sniffed but could not read, or read weakly, gets the general text reader's reading instead
     (not for a forced format or a file named as a table)."""
@@ -138,10 +151,8 @@ def _read_with(name: str, read: Callable[..., list[Run]], p: Path, select: str |
         raise SourceError(f"{p}: cannot read this {name} (nested too deeply)") from e
     except MemoryError as e:
         raise SourceError(f"{p}: cannot read this {name} (out of memory)") from e
-    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError,
-            OverflowError) as e:
-        raise SourceError(f"{p}: cannot read this {name} ({type(e).__name__}: {e})"
-                          .splitlines()[0][:300]) from e
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, IndexError, OverflowError) as e:
+        raise SourceError(f"{p}: cannot read this {name} ({type(e).__name__}: {e})".splitlines()[0][:300]) from e
     if text_fallback:
         from .text_choice import better_of
 
@@ -153,20 +164,26 @@ def _no_reader(p: Path) -> SourceError:
     """The error for a path no reader accepted: a directory, binary data, or text with no
     training log lines in it."""
     if p.is_dir():
-        return NoReader(f"{p}: no known training log in this directory (looked for a lossdoctor run "
-                        "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
-                        "an MLflow store, console logs, CSV or JSONL)")
+        return NoReader(
+            f"{p}: no known training log in this directory (looked for a lossdoctor run "
+            "directory, trainer_state.json, TensorBoard events, metrics.csv, a W&B run, "
+            "an MLflow store, console logs, CSV or JSONL)"
+        )
     from .files import head, looks_binary
 
     if looks_binary(head(p, 65536)):
-        return SourceError(f"{p}: binary data, not a log format lossdoctor knows (supported: "
-                           "trainer_state.json, TensorBoard events, metrics.csv, W&B runs and CSV exports, "
-                           "MLflow stores, console logs, CSV, JSONL)")
+        return SourceError(
+            f"{p}: binary data, not a log format lossdoctor knows (supported: "
+            "trainer_state.json, TensorBoard events, metrics.csv, W&B runs and CSV exports, "
+            "MLflow stores, console logs, CSV, JSONL)"
+        )
     from .stdout import LOOKED_FOR
 
-    return SourceError(f"{p}: not a log format lossdoctor knows: no training log lines in this text "
-                       f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
-                       "CSV, JSONL)")
+    return SourceError(
+        f"{p}: not a log format lossdoctor knows: no training log lines in this text "
+        f"(looked for {LOOKED_FOR}; also reads trainer_state.json, TensorBoard, W&B, MLflow, "
+        "CSV, JSONL)"
+    )
 
 
 #: readers whose refusal of a text file (not named .csv/.json...) lets the general text reader try it,
@@ -203,10 +220,10 @@ def finish(run: Run, name: str, path: Path) -> None:
     run.meta.setdefault("format", name)
     run.meta.setdefault("path", str(path))
     from .metadata import apply as config_from_files  # optimizer, peak LR, task from the run's config
+
     config_from_files(run, path)
     iv = run.meta.get("log_interval")
-    if iv is not None and not (isinstance(iv, (int, float)) and not isinstance(iv, bool)
-                               and 1 <= iv < 1 << 31):
+    if iv is not None and not (isinstance(iv, (int, float)) and not isinstance(iv, bool) and 1 <= iv < 1 << 31):
         del run.meta["log_interval"]  # a log's own setting that is no step count (inf, 0, "x")
     interval = log_interval(run)
     if interval is not None:

@@ -118,8 +118,10 @@ from .text_slots import (
     whole_numbers,
 )
 
-LOOKED_FOR = ("numbers repeated under the same words on many lines (a line template), a table with a "
-              "header row, or per-step `| key | value |` blocks")
+LOOKED_FOR = (
+    "numbers repeated under the same words on many lines (a line template), a table with a "
+    "header row, or per-step `| key | value |` blocks"
+)
 
 #: YOLOv5's epoch table (train.py: `('%10s' * 7) % ('Epoch', 'gpu_mem', 'box', 'obj', 'cls', 'labels',
 #: 'img_size')`): its bare `box`, `obj`, `cls` (and ultralytics' `dfl`) columns are loss components
@@ -193,7 +195,7 @@ class TextParser:
         text = clean(raw)
         bar = _GLUED_BAR.match(text)
         if bar is not None:  # the print glued to a bar is a line of its own (its own prefix too)
-            text = clean(text[bar.end():])
+            text = clean(text[bar.end() :])
         text = latin(text)
         if not text:
             return
@@ -242,7 +244,11 @@ class TextParser:
             return ""
         self.in_eval = False
         t = self.templates.get(_shape_key(text, [m.span() for m in NUMBER.finditer(text)])[1])
-        if t is not None and t.text not in _NOT_LINES and any(classify_slot(t, j) == "train" for j in range(len(t.names))):
+        if (
+            t is not None
+            and t.text not in _NOT_LINES
+            and any(classify_slot(t, j) == "train" for j in range(len(t.names)))
+        ):
             self.in_eval = True
             return "eval | " + text
         return text
@@ -349,14 +355,17 @@ class TextParser:
             names = slot_names(text, list(spans))
             t = Template(key, names, _eval_context(text, list(spans), names))
             t.slash = [_slash(parts, j) for j in range(len(spans))]  # `N/TOTAL` counters
-            t.in_brackets = [parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]")
-                             for j in range(len(spans))]
+            t.in_brackets = [
+                parts[j].rstrip().endswith("[") and parts[j + 1].lstrip().startswith("]") for j in range(len(spans))
+            ]
             t.bracketed = [b and not names[j] for j, b in enumerate(t.in_brackets)]  # `[100] loss=` (clu)
             t.leading = leading_slots(parts, names)
             t.losses = gan_parts(text, names)
             t.adversarial = bool(t.losses)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
-                t.bracketed[0] = True  # `120: loss 2.31`, `120 loss: 2.31`, `120 | loss`, Darknet's ` 1: 2.31`: a counter
+                t.bracketed[0] = (
+                    True  # `120: loss 2.31`, `120 loss: 2.31`, `120 | loss`, Darknet's ` 1: 2.31`: a counter
+                )
             self.templates[key] = t
         return t, spans
 
@@ -405,8 +414,12 @@ class TextParser:
         """A header of names separated by single spaces (fastai's `epoch train_loss valid_loss
         accuracy time`): only when at least three words are all names and two are metric names."""
         words = text.split()
-        if len(words) >= 3 and all(_NAME_WORD.match(w) for w in words) and _is_header(words) \
-                and sum(bool(_METRICISH.search(w)) for w in words) >= 2:
+        if (
+            len(words) >= 3
+            and all(_NAME_WORD.match(w) for w in words)
+            and _is_header(words)
+            and sum(bool(_METRICISH.search(w)) for w in words) >= 2
+        ):
             self.header, self.header_key = words, tuple(words)
             return True
         return False
@@ -537,7 +550,7 @@ def _pasted_pieces(text: str) -> list[str]:
     pieces, start = [], 0
     i = text.find(head, len(head))
     while i > 0:
-        if text[i - 1] in ")]" or text[i - 1].isdigit() or text[i - 3:i].lower() in ("nan", "inf"):
+        if text[i - 1] in ")]" or text[i - 1].isdigit() or text[i - 3 : i].lower() in ("nan", "inf"):
             pieces.append(text[start:i])
             start = i
         i = text.find(head, i + len(head))
@@ -559,8 +572,12 @@ def _shape_key(text: str, spans: Sequence[tuple[int, int]]) -> tuple[list[str], 
 def _shape(text: str) -> str:
     """A line without its numbers and spaces (`iteration 100/ 500 |` and `iteration  2000/ 500 |` alike)."""
     return _SPACES.sub("", NUMBER.sub("#", text))
+
+
 #: what follows a leading unnamed number that may be a counter (used only when it increases: `steps_of`)
 _LEADING_SLOT = re.compile(r":|\s+[A-Za-z]|\s*\|\s*[A-Za-z]")  # llama2.c's `10 | loss 2.31 |`: a column
+
+
 def _counter_back(raw: str, text: str) -> str:
     """The line with the bare `[N]` that `clean` took for a rank's prefix put back in front: right
     before the content it is the line's counter (XGBoost's `[0]\ttrain-logloss:0.61`, behind its
@@ -572,8 +589,10 @@ def _counter_back(raw: str, text: str) -> str:
     head = raw[:k].rstrip()
     if head[-1:] != "]":
         return text
-    counter = head[head.rfind("["):]
+    counter = head[head.rfind("[") :]
     return f"{counter} {text}" if counter[1:-1].isdigit() else text
+
+
 #: one `key: value` pair making up the whole line (dict braces, quotes and a trailing comma around it)
 #: (a list's marker may stand before it: Coqui's `| > loss: 3.63  (3.53)`, `* loss = 3.63`, `• loss: 3.63`; not
 #: a `-`, which a logger's ` - INFO - ` leaves)
@@ -593,8 +612,11 @@ _KEY_VALUE = re.compile(r"^Key:\s*([A-Za-z_][\w./-]*),\s*Value:\s*(\S+)$")
 #: the step an event line names (detectron2: `Loss became infinite or NaN at iteration=27!`)
 _STEP_HINT = re.compile(r"(?<![A-Za-z])(?:global[_ ]step|iteration|iter|step)\s*[=:]?\s*(\d+)(?![\d.])", re.I)
 _ZERO_DIGITS = str.maketrans("123456789", "000000000")
-_METRICISH = re.compile(r"loss|acc|step|epoch|iter|lr|learning|norm|reward|score|perplex|ppl|error|"
-                        r"f1|bleu|mse|mae|time", re.IGNORECASE)
+_METRICISH = re.compile(
+    r"loss|acc|step|epoch|iter|lr|learning|norm|reward|score|perplex|ppl|error|"
+    r"f1|bleu|mse|mae|time",
+    re.IGNORECASE,
+)
 _CLOCK = re.compile(r"^\d+:\d\d(?::\d\d)?(?:\.\d+)?$")
 _NOT_A_VALUE = {"no log", "-", "--", "none", "n/a", "null", ""}
 _BOOLEAN = {"true": 1.0, "false": 0.0}
@@ -664,8 +686,11 @@ def _cell(c: str) -> float | None:
 
 
 #: a number cell (a tensor's repr, a percentage, a size, a duration such as nolearn's `dur` `0.05s`)
-_CELL_NUMBER = re.compile(r"^(?:(?:torch\.)?tensor\(|np\.float\d+\()?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|"
-                          r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?|s|ms|sec|min|h)?$", re.IGNORECASE)
+_CELL_NUMBER = re.compile(
+    r"^(?:(?:torch\.)?tensor\(|np\.float\d+\()?\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|"
+    r"[-+]?(?:nan|inf))\s*(?:,.*\)|\))?(?:%|[KMGT]i?B?|s|ms|sec|min|h)?$",
+    re.IGNORECASE,
+)
 #: a counter cell `N/TOTAL` (YOLOv5's epoch `1/99`): its N
 _CELL_COUNTER = re.compile(r"^(\d+)/\d+$")
 
@@ -697,7 +722,9 @@ def choose(parser: TextParser) -> dict[str, Any]:
     elif train is None and cands["component"]:
         summed = _summed(cands["component"])
         total = _printed_total(*summed) if summed is not None else None
-        if total is not None and summed is not None:  # the parts' sum printed under a name of its own (YOLOv7's `total`)
+        if (
+            total is not None and summed is not None
+        ):  # the parts' sum printed under a name of its own (YOLOv7's `total`)
             train, of_parts, summed, guessed = total, [(summed[0], k) for k in summed[1]], None, False
         elif summed is None and not _rivals(cands["component"]):
             train = min(cands["component"], key=lambda c: (c[1], c[2], c[3]))  # kept among the components too
@@ -710,13 +737,23 @@ def choose(parser: TextParser) -> dict[str, Any]:
     main = train[4] if train is not None else summed[0] if summed is not None else _busiest(parser)
     if rival:  # two adversaries only: their line is the one that holds them
         main = max((c[4] for c in cands["component"]), key=lambda t: (len(t.rows), -t.order[0]))
-    return {"all": list(parser.templates.values()), "main": main, "loss": train[4:] if train else None,
-            "guessed": guessed, "summed": summed, "policy": policy is not None,
-            "siblings": _siblings(parser, train[4], train[5]) if train and train[4].text not in _NOT_BLOCKS
-            else [(t, k[0]) for t, k in _summed_siblings(list(parser.templates.values()), *summed)] if summed else [],
-            "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
-            "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
-            "components": [c[4:] for c in cands["component"]] + parts, "parts": parts or of_parts}
+    return {
+        "all": list(parser.templates.values()),
+        "main": main,
+        "loss": train[4:] if train else None,
+        "guessed": guessed,
+        "summed": summed,
+        "policy": policy is not None,
+        "siblings": _siblings(parser, train[4], train[5])
+        if train and train[4].text not in _NOT_BLOCKS
+        else [(t, k[0]) for t, k in _summed_siblings(list(parser.templates.values()), *summed)]
+        if summed
+        else [],
+        "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
+        "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
+        "components": [c[4:] for c in cands["component"]] + parts,
+        "parts": parts or of_parts,
+    }
 
 
 def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
@@ -749,7 +786,7 @@ def _named_head(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     for c in found:
         head = base_name(name_key(c[4].names[c[5]]))
         others = [base_name(name_key(c[4].names[d[5]])) for d in found if d[4] is c[4] and d is not c]
-        if others and all(o.startswith(head) and o[len(head):len(head) + 1] in ("_", " ", ".") for o in others):
+        if others and all(o.startswith(head) and o[len(head) : len(head) + 1] in ("_", " ", ".") for o in others):
             return c
     return None
 
@@ -795,8 +832,11 @@ def _unnamed_total(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Temp
         a = a[np.all(np.isfinite(a), axis=1)]
         if a.shape[0] < _MIN_ROWS:
             continue
-        cols = [j for j in range(len(t.names)) if j not in counters and not t.names[j]
-                and not np.all(a[:, j] == np.round(a[:, j]))]
+        cols = [
+            j
+            for j in range(len(t.names))
+            if j not in counters and not t.names[j] and not np.all(a[:, j] == np.round(a[:, j]))
+        ]
         for j in cols:
             k = _summing(a, j, _run_before(cols, j))
             if k:
@@ -808,8 +848,13 @@ def _unnamed_total(parser: TextParser) -> tuple[tuple[Any, ...], list[tuple[Temp
 
 def _part_like(t: Template, j: int, a: np.ndarray) -> bool:
     n = name_key(t.names[j])
-    return bool(n) and not n.startswith("(avg)") and step_rank(n) is None and not _NOT_A_PART.match(n) \
+    return (
+        bool(n)
+        and not n.startswith("(avg)")
+        and step_rank(n) is None
+        and not _NOT_A_PART.match(n)
         and not np.all(a[:, j] == np.round(a[:, j]))
+    )
 
 
 def _on_bar(t: Template) -> bool:
@@ -864,7 +909,7 @@ def _summing(a: np.ndarray, j: int, run: list[int]) -> list[int]:
         k = run[-size:] if run[-1] < j else run[:size]
         total, parts = a[:, j], a[:, k].sum(axis=1)
         # each column's rounding; a column of whole numbers is taken as exact (`unsuper_loss: 0.0`)
-        tol = sum(0.5 * 10.0 ** -d for c in (j, *k) if (d := _decimals(a[:, c])) > 0)
+        tol = sum(0.5 * 10.0**-d for c in (j, *k) if (d := _decimals(a[:, c])) > 0)
         if _decimals(total) > 0 and np.all(np.abs(total - parts) <= tol):
             return k
     return []
@@ -931,8 +976,11 @@ def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, 
             kind = classify_slot(t, j)
             # one evaluation, one NaN component is enough; a component printed by a shape of one row
             # whose name other shapes print too is a row of that series (a record cut short at the log's end)
-            once = kind == "eval" or kind == "component" and (not all(math.isfinite(r[j]) for r in t.rows)
-                                                              or family.get(name_key(t.names[j]), 0) >= min_rows)
+            once = (
+                kind == "eval"
+                or kind == "component"
+                and (not all(math.isfinite(r[j]) for r in t.rows) or family.get(name_key(t.names[j]), 0) >= min_rows)
+            )
             if kind in cands and (len(t.rows) >= min_rows or once):
                 cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
     return cands
@@ -964,9 +1012,14 @@ def _bare(parser: TextParser) -> tuple[Any, ...] | None:
     """A line that is nothing but one printed tensor (`print(loss)`: `tensor(3.2207, device='cuda:0')`),
     repeated: that number is taken for the loss (a guess, said in a note). A bare number alone on
     its lines is not: too many other things print one."""
-    found = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and t.text not in _NOT_LINES
-             and t.text.split("\x00", 1)[0].strip().lower() in ("tensor(", "torch.tensor(")
-             and not t.names[0]]
+    found = [
+        t
+        for t in parser.templates.values()
+        if len(t.rows) >= _MIN_ROWS + 1
+        and t.text not in _NOT_LINES
+        and t.text.split("\x00", 1)[0].strip().lower() in ("tensor(", "torch.tensor(")
+        and not t.names[0]
+    ]
     if found:
         t = max(found, key=lambda t: (len(t.rows), -t.order[0]))
         return (50, -len(t.rows), t.order[0], id(t), t, 0)
@@ -998,8 +1051,13 @@ def _unnamed_value(t: Template) -> int | None:
     Inf count as values), is what a training print puts there first, its loss (a guess, said in a
     note); the counter must count up, so a table of measurements is not taken for it."""
     bare = [j for j, n in enumerate(t.names) if not n]  # a percentage or a duration beside them names nothing
-    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES or not bare or len(bare) > 4 \
-            or any(n not in ("", PERCENT, "time") for n in t.names):
+    if (
+        len(t.rows) < _MIN_ROWS + 1
+        or t.text in _NOT_LINES
+        or not bare
+        or len(bare) > 4
+        or any(n not in ("", PERCENT, "time") for n in t.names)
+    ):
         return None
     _, counters, how = steps_of(t)
     if how != "counter" or not t.leading[bare[0]] or bare[0] not in counters:
@@ -1020,11 +1078,19 @@ _NOT_BLOCKS = ("table", "block", "events")
 def _busiest(parser: TextParser) -> Template | None:
     """With no loss: the busiest line of metrics; else a line with a step counter and a series the
     records know (Megatron's wrapped `iteration 5/50 | ... | grad norm: nan |`, printed once)."""
-    named = [t for t in parser.templates.values() if len(t.rows) >= _MIN_ROWS + 1 and any(
-        _METRICISH.search(n) for n in t.names) and any(r != t.rows[0] for r in t.rows)]  # not one line repeated
+    named = [
+        t
+        for t in parser.templates.values()
+        if len(t.rows) >= _MIN_ROWS + 1
+        and any(_METRICISH.search(n) for n in t.names)
+        and any(r != t.rows[0] for r in t.rows)
+    ]  # not one line repeated
     if not named:
-        named = [t for t in parser.templates.values() if t.text not in _NOT_LINES and steps_of(t)[2] in
-                 ("named", "counter", "epoch_counter") and _column_slots(t)]
+        named = [
+            t
+            for t in parser.templates.values()
+            if t.text not in _NOT_LINES and steps_of(t)[2] in ("named", "counter", "epoch_counter") and _column_slots(t)
+        ]
     return max(named, key=lambda t: (len(t.rows), -t.order[0])) if named else None
 
 
@@ -1036,8 +1102,9 @@ class Placed:
     """The training template's steps, and where every other row goes: its own counter when its
     line has one, else the step of the training row read before it."""
 
-    def __init__(self, main: Template, hints: list[tuple[int, float]] | None = None,
-                 companion: np.ndarray | None = None) -> None:
+    def __init__(
+        self, main: Template, hints: list[tuple[int, float]] | None = None, companion: np.ndarray | None = None
+    ) -> None:
         steps, _, self.how = steps_of(main)
         if companion is not None and self.how != "named":
             steps, self.how = companion, "named"
@@ -1059,8 +1126,9 @@ class Placed:
             return self.steps
         own, counters, how = steps_of(t)
         # a counter an evaluation word stands before is the evaluation's (its own batches), not the step
-        if own is not None and (how == "named" or how in ("counter", "epoch_counter")
-                                and not any(t.eval_context[k] for k in counters)):
+        if own is not None and (
+            how == "named" or how in ("counter", "epoch_counter") and not any(t.eval_context[k] for k in counters)
+        ):
             return own
         steps = self.at(np.asarray(t.order))
         return steps if not self.hints else self._hinted_rows(t.order, steps)
@@ -1122,8 +1190,9 @@ def build(parser: TextParser, what: str) -> Run:
     if main is None:
         main = _events_only(parser)
     if main is None:
-        raise SourceError(f"{what}: not a log format lossdoctor knows: no numeric series in this text "
-                          f"(looked for {_looked_for()})")
+        raise SourceError(
+            f"{what}: not a log format lossdoctor knows: no numeric series in this text (looked for {_looked_for()})"
+        )
     place = Placed(main, _hints(parser, main), _companion(parser, main))
     cols: dict[str, dict[int, float]] = {}
     meta: dict[str, Any] = {"framework": "text"}
@@ -1150,12 +1219,18 @@ def build(parser: TextParser, what: str) -> Run:
         meta["adversaries"] = list(picked["rivals"])  # two adversaries' losses: no training loss, on purpose
     run = from_columns(steps, arrays, events=events, meta=meta, source="text", logged=logged)
     if len(run) == 0:  # every step out of range (`step 99999999999999999999 OVERFLOW!`): nothing to read
-        raise SourceError(f"{what}: not a log format lossdoctor knows: no numeric series in this text "
-                          f"(looked for {_looked_for()})")
-    shape = {"named": None, "counter": None, "epoch_counter": None, "hinted": None, "epoch": "text.epoch_is_step",
-             "numbered": "text.numbered"}[place.how]
-    head_notes = [Msg("text.read", what=what, n=len(main.rows), shape=_shape_name(main),
-                      key=meta.get("loss_key", "-"))]
+        raise SourceError(
+            f"{what}: not a log format lossdoctor knows: no numeric series in this text (looked for {_looked_for()})"
+        )
+    shape = {
+        "named": None,
+        "counter": None,
+        "epoch_counter": None,
+        "hinted": None,
+        "epoch": "text.epoch_is_step",
+        "numbered": "text.numbered",
+    }[place.how]
+    head_notes = [Msg("text.read", what=what, n=len(main.rows), shape=_shape_name(main), key=meta.get("loss_key", "-"))]
     if shape:
         head_notes.append(Msg(shape, n=len(main.rows)))
     if "loss" not in cols:
@@ -1168,8 +1243,9 @@ def build(parser: TextParser, what: str) -> Run:
     return run
 
 
-def _loss_columns(picked: dict[str, Any], place: Placed, cols: dict[str, dict[int, float]],
-                  meta: dict[str, Any], notes: list[Msg]) -> None:
+def _loss_columns(
+    picked: dict[str, Any], place: Placed, cols: dict[str, dict[int, float]], meta: dict[str, Any], notes: list[Msg]
+) -> None:
     if picked["loss"] is not None:
         t, j = picked["loss"]
         for t2, j2 in picked["siblings"]:
@@ -1227,8 +1303,14 @@ def _hints(parser: TextParser, main: Template) -> list[tuple[int, float]]:
         if t is main or t.text in _NOT_LINES:
             continue
         steps, counters, how = steps_of(t)
-        if steps is not None and how in ("named", "counter", "epoch") and len(counters) == len(t.names) \
-                or how in ("named", "epoch_counter") and steps is not None and _header_only(t, counters):
+        if (
+            steps is not None
+            and how in ("named", "counter", "epoch")
+            and len(counters) == len(t.names)
+            or how in ("named", "epoch_counter")
+            and steps is not None
+            and _header_only(t, counters)
+        ):
             out.extend((o + 1, s) for o, s in zip(t.order, steps.tolist()))
     return sorted(out)
 
@@ -1266,8 +1348,9 @@ def _fill(cols: dict[str, dict[int, float]], name: str, steps: np.ndarray, value
     cols.setdefault(name, {}).update(zip(reversed(keys[: len(vals)]), reversed(vals[: len(keys)])))
 
 
-def _other_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
-                   siblings: Sequence[tuple[Template, int]] = ()) -> None:
+def _other_columns(
+    parser: TextParser, place: Placed, cols: dict[str, dict[int, float]], siblings: Sequence[tuple[Template, int]] = ()
+) -> None:
     """grad_norm, lr, scale...: each from the template that names it best; the training line's
     siblings (the same line with a field more) add their values to the training line's."""
     best: dict[str, tuple[int, int, Template, int]] = {}
@@ -1345,8 +1428,9 @@ def _alias(name: str) -> tuple[str, int] | None:
     return _ALIASES.get(name) or (("lr", 9) if _NUMBERED_LR.match(name) else None)
 
 
-def _components(found: list[tuple[Template, int]], place: Placed,
-                lines: dict[int, int] | None = None) -> dict[int, dict[str, float]]:
+def _components(
+    found: list[tuple[Template, int]], place: Placed, lines: dict[int, int] | None = None
+) -> dict[int, dict[str, float]]:
     """{step: {component: value}}; `lines[step]` gets the line each step's components came from."""
     out: dict[int, dict[str, float]] = {}
     for t, j in found:
@@ -1357,8 +1441,12 @@ def _components(found: list[tuple[Template, int]], place: Placed,
     return out
 
 
-def _nonfinite_components(components: dict[int, dict[str, float]], lines: dict[int, int],
-                          cols: dict[str, dict[int, float]], events: dict[str, dict[int, Any]]) -> None:
+def _nonfinite_components(
+    components: dict[int, dict[str, float]],
+    lines: dict[int, int],
+    cols: dict[str, dict[int, float]],
+    events: dict[str, dict[int, Any]],
+) -> None:
     """A component that went NaN/Inf at a step whose training loss is finite or not logged (a
     `loss_dict` holding only some of the components, so no sum was taken): a `nonfinite_warning`
     text event at that step, so the non-finite value is not lost."""
@@ -1368,7 +1456,8 @@ def _nonfinite_components(components: dict[int, dict[str, float]], lines: dict[i
         if bad and (step not in loss or math.isfinite(loss[step])):
             text = ", ".join(f"{k} = {comp[k]}" for k in bad)[:TEXT_MAX]
             events.setdefault("text_events", {}).setdefault(step, []).append(
-                {"kind": "nonfinite_warning", "line": lines.get(step, 0), "text": f"component loss non-finite: {text}"})
+                {"kind": "nonfinite_warning", "line": lines.get(step, 0), "text": f"component loss non-finite: {text}"}
+            )
 
 
 def _component_key(name: str) -> str:
@@ -1377,8 +1466,13 @@ def _component_key(name: str) -> str:
     return re.sub(r"\s+", "_", name.strip().lower())
 
 
-def _event_columns(parser: TextParser, place: Placed, cols: dict[str, dict[int, float]],
-                   events: dict[str, dict[int, Any]], events_only: bool = False) -> None:
+def _event_columns(
+    parser: TextParser,
+    place: Placed,
+    cols: dict[str, dict[int, float]],
+    events: dict[str, dict[int, Any]],
+    events_only: bool = False,
+) -> None:
     """Loss scales and overflows read from event lines, and the events themselves, at their step
     (in a text of event lines only, each overflow line is its own row)."""
     if parser.scale_points:
@@ -1431,14 +1525,22 @@ def _one_rank(parser: TextParser) -> int:
     ranks printed (0: no line names its rank)."""
     seen = 0
     for t in parser.templates.values():
-        j = next((j for j, n in enumerate(t.names) if name_key(n) == "rank"), None) if t.text not in _NOT_LINES else None
+        j = (
+            next((j for j, n in enumerate(t.names) if name_key(n) == "rank"), None)
+            if t.text not in _NOT_LINES
+            else None
+        )
         if j is None or len(t.rows) < 2:
             continue
         ranks = [r[j] for r in t.rows]
         counts = Counter(ranks).values()
         # every rank prints each of its lines: as many of each (a metric named `rank` is no such rota)
-        if not all(math.isfinite(v) and v == round(v) and v >= 0 for v in ranks) or len(counts) < 2 \
-                or min(counts) < 2 or max(counts) - min(counts) > 1:
+        if (
+            not all(math.isfinite(v) and v == round(v) and v >= 0 for v in ranks)
+            or len(counts) < 2
+            or min(counts) < 2
+            or max(counts) - min(counts) > 1
+        ):
             continue
         keep = [i for i, v in enumerate(ranks) if v == min(ranks)]
         t.rows, t.lines, t.order = [t.rows[i] for i in keep], [t.lines[i] for i in keep], [t.order[i] for i in keep]
@@ -1458,7 +1560,9 @@ def _sniff(p: Path) -> bool:
 #: docker compose's `trainer_1  | ` / `trainer-1  | `, a bracketed job or container name `[job-7]: `,
 #: `srun --label`'s task number `0: ` (one tag on most lines: a counter `0:` would differ line by line);
 #: inside a Markdown quote (`> 0: `) too
-_MANAGER_PREFIX = re.compile(r"^(?:>\s?)?(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?|\d{1,5}:\s)")
+_MANAGER_PREFIX = re.compile(
+    r"^(?:>\s?)?(?:\d+\|[\w.@-]+\s*\|\s?|[\w.@-]+[-_]\d+\s+\|\s?|\[[\w.@-]{1,40}\]:\s?|\d{1,5}:\s)"
+)
 #: the share of a text's first lines that must start with the same tag for it to be stripped
 _PREFIX_SHARE = 0.8
 

@@ -35,9 +35,23 @@ def _add(column: str, rank: int, *names: str) -> None:
 
 
 #: step-axis names, best first (an explicit global step beats a logger's own row counter)
-STEP_NAMES = ("global_step", "trainer/global_step", "train/global_step", "current_steps", "global_step/max_steps",
-              "step", "iteration", "iter", "it", "steps", "num_steps", "optimizer_step", "_step", "Step",
-              "global_steps")  # a TF LoggingTensorHook dict's `global_steps = 1000`
+STEP_NAMES = (
+    "global_step",
+    "trainer/global_step",
+    "train/global_step",
+    "current_steps",
+    "global_step/max_steps",
+    "step",
+    "iteration",
+    "iter",
+    "it",
+    "steps",
+    "num_steps",
+    "optimizer_step",
+    "_step",
+    "Step",
+    "global_steps",
+)  # a TF LoggingTensorHook dict's `global_steps = 1000`
 #: a step written as "done/total" (ms-swift's `'global_step/max_steps': '15/500'`)
 _STEP_OF_TOTAL = re.compile(r"\s*(\d+)\s*/\s*\d+\s*$")
 
@@ -50,10 +64,25 @@ def step_number(v: Any) -> float:
             return float(m.group(1))
     return to_float(v)
 
+
 #: words that mark a metric as evaluation, not training
-_EVAL = re.compile(r"(^|[/_ .-])(eval|evaluation|val|vali|valid|validation|test|dev)([/_ .-]|$)")  # vali: the Informer family's `Vali Loss`
-_PREFIXES = ("train/", "training/", "trainer/", "train_", "training_", "train-", "train ", "train.",
-             "optim/", "optimizer/", "samples/", "metrics/")
+_EVAL = re.compile(
+    r"(^|[/_ .-])(eval|evaluation|val|vali|valid|validation|test|dev)([/_ .-]|$)"
+)  # vali: the Informer family's `Vali Loss`
+_PREFIXES = (
+    "train/",
+    "training/",
+    "trainer/",
+    "train_",
+    "training_",
+    "train-",
+    "train ",
+    "train.",
+    "optim/",
+    "optimizer/",
+    "samples/",
+    "metrics/",
+)
 _SUFFIXES = ("_step", "/step", "-step")
 
 
@@ -79,7 +108,7 @@ def _strip(n: str) -> tuple[str, int]:
         changed = False
         for p in _PREFIXES_N:
             if n.startswith(p) and len(n) > len(p):
-                n = n[len(p):]
+                n = n[len(p) :]
                 penalty += 1
                 changed = True
     for s in _SUFFIXES_N:
@@ -90,29 +119,105 @@ def _strip(n: str) -> tuple[str, int]:
 
 
 _add("loss", 0, "loss")
-_add("loss", 1, "lm loss", "lm_loss", "total_loss", "tot_loss", "tot loss", "loss_value", "train_loss", "objective",
-     "nll", "nll_loss", "ce_loss", "cross_entropy", "mlm_loss", "xent",  # xent: OpenNMT-py's cross-entropy
-     "closs")  # closs: LLaMA2-Accessory's `metric_logger.update(closs=c_loss_value)`
-_add("grad_norm", 0, "grad_norm", "grad norm", "gradient_norm", "grad_2.0_norm_total",
-     "global_grad_norm", "total_grad_norm", "grad_norm_total", "gnorm", "grad_l2_norm",
-     "grad_norm/total", "gradient_norm/total", "total_norm", "grads_norm")
-_add("lr", 0, "lr", "learning_rate", "learning rate", "learningrate", "lr_group_0", "lr/pg0",
-     "lr_0", "learning_rate_0", "current_lr")
-_add("scale", 0, "loss_scale", "loss scale", "scale", "grad_scale", "grad_scaler_scale",
-     "amp_scale", "scaler_scale", "scaler/scale", "loss_scaler", "lossscale")
-_add("skipped", 0, "skipped", "skipped_step", "skip", "overflow", "is_skipped", "skipped_iterations",
-     "skipped_train_iterations", "number of skipped iterations", "step_skipped")
+_add(
+    "loss",
+    1,
+    "lm loss",
+    "lm_loss",
+    "total_loss",
+    "tot_loss",
+    "tot loss",
+    "loss_value",
+    "train_loss",
+    "objective",
+    "nll",
+    "nll_loss",
+    "ce_loss",
+    "cross_entropy",
+    "mlm_loss",
+    "xent",  # xent: OpenNMT-py's cross-entropy
+    "closs",
+)  # closs: LLaMA2-Accessory's `metric_logger.update(closs=c_loss_value)`
+_add(
+    "grad_norm",
+    0,
+    "grad_norm",
+    "grad norm",
+    "gradient_norm",
+    "grad_2.0_norm_total",
+    "global_grad_norm",
+    "total_grad_norm",
+    "grad_norm_total",
+    "gnorm",
+    "grad_l2_norm",
+    "grad_norm/total",
+    "gradient_norm/total",
+    "total_norm",
+    "grads_norm",
+)
+_add(
+    "lr",
+    0,
+    "lr",
+    "learning_rate",
+    "learning rate",
+    "learningrate",
+    "lr_group_0",
+    "lr/pg0",
+    "lr_0",
+    "learning_rate_0",
+    "current_lr",
+)
+_add(
+    "scale",
+    0,
+    "loss_scale",
+    "loss scale",
+    "scale",
+    "grad_scale",
+    "grad_scaler_scale",
+    "amp_scale",
+    "scaler_scale",
+    "scaler/scale",
+    "loss_scaler",
+    "lossscale",
+)
+_add(
+    "skipped",
+    0,
+    "skipped",
+    "skipped_step",
+    "skip",
+    "overflow",
+    "is_skipped",
+    "skipped_iterations",
+    "skipped_train_iterations",
+    "number of skipped iterations",
+    "step_skipped",
+)
 _add("wd", 0, "weight_decay", "wd")
-_add("update_ratio", 0, "update_ratio", "update_to_param_ratio", "update/param", "update_param_ratio",
-     "update_norm_ratio")
-_add("param_norm", 0, "param_norm", "params norm", "params_norm", "parameter_norm", "weight_norm",
-     "param_norm/total")
+_add(
+    "update_ratio",
+    0,
+    "update_ratio",
+    "update_to_param_ratio",
+    "update/param",
+    "update_param_ratio",
+    "update_norm_ratio",
+)
+_add("param_norm", 0, "param_norm", "params norm", "params_norm", "parameter_norm", "weight_norm", "param_norm/total")
 _add("batch_size", 1, "batch_size", "global_batch_size", "global batch size")
 
 #: preference training (TRL's DPO/ORPO/KTO/CPO trainers log these names; W&B and TensorBoard get
 #: them under `train/`, which `_strip` removes; `eval_rewards/chosen` is evaluation and skipped)
-PREFERENCE_COLUMNS = ("rewards_chosen", "rewards_rejected", "rewards_margins", "rewards_accuracies",
-                      "logps_chosen", "logps_rejected")
+PREFERENCE_COLUMNS = (
+    "rewards_chosen",
+    "rewards_rejected",
+    "rewards_margins",
+    "rewards_accuracies",
+    "logps_chosen",
+    "logps_rejected",
+)
 for _col in PREFERENCE_COLUMNS:
     _what, _side = _col.split("_", 1)
     _add(_col, 0, f"{_what}/{_side}")
@@ -123,10 +228,28 @@ _add("rewards_margins", 1, "rewards/margin", "reward_margin")
 #: RL fine-tuning's reward (TRL's GRPO/RLOO/PPO `reward`, `env/reward_mean`, `objective/scores`; OpenRLHF's and
 #: LLaMA-Factory's `reward`; verl's `critic/rewards/mean` and its score before the KL penalty,
 #: `critic/score/mean`); a reward function's own term (`rewards/format_reward`) or its spread (`reward_std`) is not
-_add("reward", 0, "reward", "rewards", "reward_mean", "mean_reward", "avg_reward", "reward/mean", "rewards/mean",
-     "critic/rewards/mean")
-_add("reward", 1, "env/reward_mean", "objective/scores", "critic/score/mean", "score/mean", "rlhf_reward",
-     "objective/rlhf_reward")
+_add(
+    "reward",
+    0,
+    "reward",
+    "rewards",
+    "reward_mean",
+    "mean_reward",
+    "avg_reward",
+    "reward/mean",
+    "rewards/mean",
+    "critic/rewards/mean",
+)
+_add(
+    "reward",
+    1,
+    "env/reward_mean",
+    "objective/scores",
+    "critic/score/mean",
+    "score/mean",
+    "rlhf_reward",
+    "objective/rlhf_reward",
+)
 #: what a log prints beside its loss that no divergence detector reads but the report and the RL and
 #: preference checks do: every reader keeps these too
 SIDE_COLUMNS = ("reward", *PREFERENCE_COLUMNS)
@@ -243,8 +366,9 @@ SIGNAL_NAMES = {
 }
 
 
-def aligned(series: dict[str, tuple[ArrayLike, ArrayLike]]
-            ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
+def aligned(
+    series: dict[str, tuple[ArrayLike, ArrayLike]],
+) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Scalar series logged at their own steps (TensorBoard tags, MLflow metrics), put on the union
     of their steps: (steps, columns with NaN where a series has no point, which points were logged).
     A step logged twice keeps the value logged last."""

@@ -75,8 +75,11 @@ def _kind(tok: str) -> str:
 def learn(text: str, row: dict[str, Any], fields: tuple[tuple[str, int, int, int], ...]) -> Template | None:
     """The template of a line the parser read as a plain step row (`row`, from the plan `fields`:
     (column, start, end, rank) of the numbers it used), or None when the row is not one."""
-    if len(text) > MAX_TEMPLATE_LINE or not text.isascii() or any(k not in ("step", "_dialect") and k not in METRICS
-                                                                   for k in row):
+    if (
+        len(text) > MAX_TEMPLATE_LINE
+        or not text.isascii()
+        or any(k not in ("step", "_dialect") and k not in METRICS for k in row)
+    ):
         return None
     used = {(a, b): col for col, a, b, _ in fields}
     if sum(col == "step" for col in used.values()) != 1 or row.get("step") is None:
@@ -85,7 +88,7 @@ def learn(text: str, row: dict[str, Any], fields: tuple[tuple[str, int, int, int
     cols: list[tuple[int, str]] = []
     prev = 0
     for m in _NUMBER.finditer(text):
-        parts.append(re.escape(text[prev:m.start()]))
+        parts.append(re.escape(text[prev : m.start()]))
         col = used.get((m.start(), m.end()))
         pat = _kind(m.group())
         if col is not None:
@@ -129,9 +132,14 @@ _EARLIER = ("iteration", "step=", "VERFLOW", "verflow", "[", "argument", "NeoXAr
 def learn_dict(text: str, row: dict[str, Any]) -> DictTemplate | None:
     """The template of a segment `hf_dict` read as a training row with no step (`row`), or None: every
     value it used is a plain number, no column is named twice, nothing else reads the line first."""
-    if not (text.startswith("{'") and text.endswith("}")) or len(text) > MAX_TEMPLATE_LINE or not text.isascii() \
-            or any(w in text for w in _EARLIER) or row.get("step") is not None \
-            or any(k not in METRICS and k not in ("step", "epoch") for k in row):
+    if (
+        not (text.startswith("{'") and text.endswith("}"))
+        or len(text) > MAX_TEMPLATE_LINE
+        or not text.isascii()
+        or any(w in text for w in _EARLIER)
+        or row.get("step") is not None
+        or any(k not in METRICS and k not in ("step", "epoch") for k in row)
+    ):
         return None
     parts: list[str] = []
     keys: list[str] = []
@@ -147,7 +155,7 @@ def learn_dict(text: str, row: dict[str, Any]) -> DictTemplate | None:
         col = hit[0]
         if col in keys:
             return None
-        parts.append(re.escape(text[prev:item.start(2)]))
+        parts.append(re.escape(text[prev : item.start(2)]))
         parts.append(f"({_kind(value)})")
         keys.append(col)
         prev = item.end(2)
@@ -188,8 +196,21 @@ def cycle_of(t: DictTemplate) -> Cycle:
     start = rb"\{'(?<![^\r\n]\{')" + body[3:]
     # possessive quantifiers (`*+`) where giving characters back can never lead to a match: the
     # same matches, without the backtracking
-    rx = re.compile(rb"(" + start + _SEP + rb"(?:[ \t]*+" + _SEP + rb")*[ \t]*+" + _BAR_BODY + _SEP
-                    + rb"((?:[ \t]*+(?:" + _BAR_BODY_NC + rb")?" + _SEP + rb")*))")
+    rx = re.compile(
+        rb"("
+        + start
+        + _SEP
+        + rb"(?:[ \t]*+"
+        + _SEP
+        + rb")*[ \t]*+"
+        + _BAR_BODY
+        + _SEP
+        + rb"((?:[ \t]*+(?:"
+        + _BAR_BODY_NC
+        + rb")?"
+        + _SEP
+        + rb")*))"
+    )
     return Cycle(rx, t)
 
 
@@ -224,10 +245,10 @@ def feed_stream(f: IO[bytes], parser: Any) -> None:
         if last < 0:
             carry = data
         else:
-            carry, body = data[last + 1:], data[:last + 1]
+            carry, body = data[last + 1 :], data[: last + 1]
             if skipping:  # the rest of an over-long segment, up to its separator
                 cut = _SPLIT_B.search(body)
-                body = body[cut.end():] if cut is not None else b""
+                body = body[cut.end() :] if cut is not None else b""
                 skipping = False
             _feed_bytes(body, parser)
             prev = _last_segment(body) or prev
@@ -243,7 +264,7 @@ def feed_stream(f: IO[bytes], parser: Any) -> None:
 def _last_segment(body: bytes) -> str | None:
     """The last segment of `body` (which ends with a separator), decoded; None when it is empty."""
     end = len(body.rstrip(b"\r\n"))
-    seg = body[max(body.rfind(b"\n", 0, end), body.rfind(b"\r", 0, end)) + 1:end]
+    seg = body[max(body.rfind(b"\n", 0, end), body.rfind(b"\r", 0, end)) + 1 : end]
     return _decode(seg) if seg.strip() else None
 
 
@@ -277,8 +298,9 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
                 done = _feed_slow(view, at, start, parser)
                 if done < start:
                     return pos + done
-            if not parser.bulk_cycles(t, found if found is not None else t.rx.findall(view, start, stop),
-                                      _segments_in(view, start, stop)):
+            if not parser.bulk_cycles(
+                t, found if found is not None else t.rx.findall(view, start, stop), _segments_in(view, start, stop)
+            ):
                 _feed_slow(view, start, stop, parser, early=False)
             at = stop
             continue
@@ -308,7 +330,7 @@ def _feed_slow(data: bytes, start: int, stop: int, parser: Any, early: bool = Tr
         seg = parts[i]
         feed(seg[:MAX_SEGMENT] if isinstance(seg, str) else seg.decode("utf-8", "replace")[:MAX_SEGMENT])  # str: ascii_
         if early and FAST and len(parser.templates) != known and i + 2 < last:
-            return start + sum(len(p) for p in parts[:i + 2])
+            return start + sum(len(p) for p in parts[: i + 2])
     return stop
 
 

@@ -29,8 +29,15 @@ from .text_slots import TRAIN_WORD, averaged_beside
 METRICS = ("loss", "grad_norm", "lr", "scale")
 
 #: a number, possibly with a unit glued to it (`120.50ms`, `2.47GiB`); `nan`/`inf` as whole words
-_NUMBER = re.compile(r"(?<![\w.])(?:" + MSVC_NONFINITE + r"(?![\w.])|" + FILLED_NONFINITE + r"(?![\w.])|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
-                     r"[-+]?(?:infinity|nan|inf)(?![\w.]))", re.IGNORECASE)
+_NUMBER = re.compile(
+    r"(?<![\w.])(?:"
+    + MSVC_NONFINITE
+    + r"(?![\w.])|"
+    + FILLED_NONFINITE
+    + r"(?![\w.])|[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\d.])|"
+    r"[-+]?(?:infinity|nan|inf)(?![\w.]))",
+    re.IGNORECASE,
+)
 NUMBER = _NUMBER
 #: up to three words right before a number, with only separators between them and the number
 #: (a closing bracket may follow the name: loguru-style `| [Loss] 0.52 | [step] 89 |`)
@@ -39,16 +46,29 @@ _KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*\
 _INT = re.compile(r"\+?\d+$")
 _EVAL_WORDS = {"val", "vali", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
 #: names console prints use that the tabular table does not hold
-_EXTRA = {"loss train": ("loss", 1), "train loss": ("loss", 1), "num_updates": ("step", 2),
-          "iter_num": ("step", 6), "global step": ("step", 0), "update": ("step", 8),
-          "reduced_train_loss": ("loss", 1), "tr.loss": ("loss", 1), "losses": ("loss", 2)}
+_EXTRA = {
+    "loss train": ("loss", 1),
+    "train loss": ("loss", 1),
+    "num_updates": ("step", 2),
+    "iter_num": ("step", 6),
+    "global step": ("step", 0),
+    "update": ("step", 8),
+    "reduced_train_loss": ("loss", 1),
+    "tr.loss": ("loss", 1),
+    "losses": ("loss", 2),
+}
 #: names read only when they are the whole name in front of the number: llm.c's `| norm 1.2345 |`
 #: is the gradient norm (`weight norm` is not), and `epoch: 3` is an epoch counter (used as the step
 #: only when a log has nothing finer, see `stdout`)
-_ALONE = {"norm": ("grad_norm", 2), "epoch": ("epoch", 0),
-          # llm.c's `main.log` (train_gpt2.cu's logger, kept by modded-nanogpt): `s:%d trl:%.4f lr:%.6f
-          # norm:%.2f` for a training step, `s:%d tel:%.4f` for a validation loss
-          "s": ("step", 20), "trl": ("loss", 1), "tel": ("eval_loss", 1)}
+_ALONE = {
+    "norm": ("grad_norm", 2),
+    "epoch": ("epoch", 0),
+    # llm.c's `main.log` (train_gpt2.cu's logger, kept by modded-nanogpt): `s:%d trl:%.4f lr:%.6f
+    # norm:%.2f` for a training step, `s:%d tel:%.4f` for a validation loss
+    "s": ("step", 20),
+    "trl": ("loss", 1),
+    "tel": ("eval_loss", 1),
+}
 #: the plain counters (`step`, `iteration`, `iter`, `it`): when a line prints two of them, the one
 #: with the larger value is the finer one (litgpt's `iter 1152 step 144`: micro-batches and optimizer
 #: steps; each line is one micro-batch's loss)
@@ -72,8 +92,9 @@ def classify(key: str) -> tuple[str, int] | None:
     hit = None
     for k in range(len(words), 0, -1):
         tail = words[-k:]
-        if _EVAL_WORDS.intersection(tail) or any(w.startswith(("val_", "eval_", "val/", "eval/", "test_", "val.", "valid_", "validation_"))
-                                                 for w in tail):
+        if _EVAL_WORDS.intersection(tail) or any(
+            w.startswith(("val_", "eval_", "val/", "eval/", "test_", "val.", "valid_", "validation_")) for w in tail
+        ):
             if "loss" in tail[-1] or tail[-1].endswith(("_loss", "/loss")):
                 hit = ("eval_loss", 1)  # `val loss 2.41`: kept apart, never the training loss
             break
@@ -154,10 +175,12 @@ def plan_fields(text: str) -> tuple[tuple[str, int, int, int], ...]:
 #: `Epoch [1][100/62598]` (epochs and iterations from 1); timm `Train: 0 [  50/1251 (  4%)]`
 #: (`f'Train: {epoch} [{update_idx:>4d}/{updates_per_epoch} ...]'`, both from 0); and the iteration-based
 #: runners' `Iter(train) [  50/80000]` (mmengine) and `Iter [50/80000]` (mmcv), whose counter is the step
-_EPOCH_BATCH = re.compile(r"\bEpoch(?:\(train\))?\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]"
-                          r"|^Train:\s*(\d+)\s*\[\s*(\d+)\s*/\s*(\d+)\b"
-                          r"|^(?:Epoch:\s*\[(\d+)\]\s+)?\[\s*(\d+)\s*/\s*(\d+)\]\s+eta:"
-                          r"|\bIter(?:\(train\))?\s*\[\s*(\d+)\s*/\s*\d+\s*\]")
+_EPOCH_BATCH = re.compile(
+    r"\bEpoch(?:\(train\))?\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]"
+    r"|^Train:\s*(\d+)\s*\[\s*(\d+)\s*/\s*(\d+)\b"
+    r"|^(?:Epoch:\s*\[(\d+)\]\s+)?\[\s*(\d+)\s*/\s*(\d+)\]\s+eta:"
+    r"|\bIter(?:\(train\))?\s*\[\s*(\d+)\s*/\s*\d+\s*\]"
+)
 #: torchvision's / DETR's / DeiT's `MetricLogger.log_every`: `"  ".join([header, "[{0:>N}/{1}]", "eta:
 #: {eta}", "{meters}", ...])` with the header `Epoch: [{epoch}]` (epochs and batches from 0)
 
@@ -215,8 +238,9 @@ _STEP_RANK_COUNTED = 50
 _COUNTED_GAP = re.compile(r"\s*:?\s*$")
 
 
-def _counted_value(text: str, m: re.Match[str], nxt: re.Match[str] | None,
-                   hit: tuple[str, int] | None) -> re.Match[str] | None:
+def _counted_value(
+    text: str, m: re.Match[str], nxt: re.Match[str] | None, hit: tuple[str, int] | None
+) -> re.Match[str] | None:
     """The loss's own number when a whole number stands between its name and it (NVIDIA tacotron2's
     `Train loss 120 0.512345`, `Validation loss 6312:  0.149928`), else None."""
     if nxt is None or not m.group(0).isdigit() or "." not in nxt.group(0) and nxt.group(0).isdigit():
@@ -235,7 +259,7 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
     prev = 0
     numbers = list(_NUMBER.finditer(text))
     for i, m in enumerate(numbers):
-        piece = text[prev:m.start()]
+        piece = text[prev : m.start()]
         prev = m.end()
         km = _KEY.search(piece)
         if km is None:
@@ -411,7 +435,7 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
         rank = -1 if hit[0] == "loss" and key.strip() in _BATCH_LOSS_KEYS else hit[1]
         if hit[0] not in ranks or rank < ranks[hit[0]]:
             metrics[hit[0]], ranks[hit[0]] = v, rank
-    desc = text[:m.start()]
+    desc = text[: m.start()]
     cut = desc.find("%|")
     if cut >= 0:
         desc = desc[:cut]
@@ -448,7 +472,7 @@ def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
     m = _KERAS_BAR.match(text)
     if m is None:
         return None
-    rest = _GLUED_AFTER_BAR.sub(r"\1 ", text[m.end():])
+    rest = _GLUED_AFTER_BAR.sub(r"\1 ", text[m.end() :])
     found = key_values(rest.replace(" - ", " , ")) or {}
     metrics = {c: found[c] for c in (*METRICS, "eval_loss") if c in found}  # `val_loss` at an epoch's end: kept apart
     return int(m.group(1)), int(m.group(2)), metrics

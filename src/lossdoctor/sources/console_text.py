@@ -25,6 +25,7 @@ class Readable(Protocol):
 
     def read(self, n: int, /) -> bytes: ...
 
+
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Z0-9]|\x1b[=>]")
 #: `\x1b[A` (cursor up) marks a nested progress bar (an evaluation bar drawn under the training one)
 CURSOR_UP = "\x1b[A"
@@ -44,14 +45,19 @@ _PREFIX = re.compile(
       | \|\ *(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\ *\|   # loguru: "| INFO     | mod:fn:42 - "
         (?:\s*[\w.<>-]+:[\w.<>-]+:\d+\ +-(?=\s))?
       | >(?=\s)                                                     # a Markdown quote
-    )\s*""", re.VERBOSE)
+    )\s*""",
+    re.VERBOSE,
+)
 
 
 #: a line that opens an evaluation section and holds nothing else (PaddlePaddle's `Eval begin...`, a
 #: script's `Validating...`, `***** Running Evaluation *****`): a training-shaped line right after it is
 #: the evaluation's (`step  50/157 - loss: 2.46`), not a training step
-EVAL_SECTION = re.compile(r"^[\W_]*(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|es|ing|ion)|valid|test(?:ing)?|"
-                          r"running\s+(?:validation|evaluation|eval))\b[^\d]{0,40}$", re.IGNORECASE)
+EVAL_SECTION = re.compile(
+    r"^[\W_]*(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|es|ing|ion)|valid|test(?:ing)?|"
+    r"running\s+(?:validation|evaluation|eval))\b[^\d]{0,40}$",
+    re.IGNORECASE,
+)
 
 
 #: glog's and absl's prefix (Caffe, TensorFlow's C++ side, JAX trainers: `I0812 10:00:00.123456 140123

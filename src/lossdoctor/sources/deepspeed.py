@@ -28,12 +28,17 @@ from typing import Any
 from ..messages import Msg
 
 STEP = re.compile(r"\bstep=(\d+),\s*skipped=(\d+)(?:,\s*lr=\[([^\]]*)\])?")
-OVERFLOW = re.compile(r"(?:OVERFLOW!|overflow!).*?Attempted loss scale:\s*([0-9.eE+-]+|inf|nan)"
-                      r",\s*reducing to\s*([0-9.eE+-]+)")
+OVERFLOW = re.compile(
+    r"(?:OVERFLOW!|overflow!).*?Attempted loss scale:\s*([0-9.eE+-]+|inf|nan)"
+    r",\s*reducing to\s*([0-9.eE+-]+)"
+)
 GRAD_OVERFLOW = re.compile(r"Grad overflow on iteration\s+(\d+)")
 _RANK = re.compile(r"\bRank (\d+)")
-SCALE_UP = re.compile(r"(?:No Grad overflow|increasing loss scale|Increasing dynamic loss scale)"
-                      r".*?(?:to|loss scale:)\s*([0-9.eE+-]+)", re.IGNORECASE)
+SCALE_UP = re.compile(
+    r"(?:No Grad overflow|increasing loss scale|Increasing dynamic loss scale)"
+    r".*?(?:to|loss scale:)\s*([0-9.eE+-]+)",
+    re.IGNORECASE,
+)
 
 
 def parse_step(line: str) -> dict[str, Any] | None:
@@ -53,8 +58,10 @@ def parse_step(line: str) -> dict[str, Any] | None:
 #: DeepSpeed with `hysteresis` > 1 keeps the scale on an overflow and lowers the hysteresis instead:
 #: `OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. Reducing hysteresis to 1`
 #: (the step is still skipped; the scale stays where it was)
-OVERFLOW_HYSTERESIS = re.compile(r"(?:OVERFLOW!|overflow!).*?Attempted loss scale:\s*([0-9.eE+-]+|inf|nan),?\s*"
-                                 r"but hysteresis is")
+OVERFLOW_HYSTERESIS = re.compile(
+    r"(?:OVERFLOW!|overflow!).*?Attempted loss scale:\s*([0-9.eE+-]+|inf|nan),?\s*"
+    r"but hysteresis is"
+)
 
 
 #: NVIDIA's fp16_optimizer (Tacotron 2, WaveGlow; the line DeepSpeed's comes from) prints the attempted
@@ -132,14 +139,20 @@ class DeepSpeedLines:
                 return ()
         return ov
 
-    def place_overflow(self, rows: list[dict[str, Any]], marker: int | None, since_marker: int,
-                       attempted: float, reduced: float) -> int:
+    def place_overflow(
+        self, rows: list[dict[str, Any]], marker: int | None, since_marker: int, attempted: float, reduced: float
+    ) -> int:
         """Append an overflow to `rows`: on the step a `Grad overflow on iteration N` line just named,
         else on the next step after the last one a counter said was done (`marker`), the attempted
         scale on the step before. Returns the overflows placed after `marker` so far."""
         last = rows[-1] if rows else None
-        if (last is not None and since_marker == 0 and last.get("skipped") == 1.0
-                and last["step"] == marker and "scale" not in last):
+        if (
+            last is not None
+            and since_marker == 0
+            and last.get("skipped") == 1.0
+            and last["step"] == marker
+            and "scale" not in last
+        ):
             if math.isfinite(reduced):
                 last["scale"] = reduced
             return since_marker
@@ -148,7 +161,11 @@ class DeepSpeedLines:
         self.placed_guess = True
         if since_marker == 1 and math.isfinite(attempted):
             rows.append({"step": step - 1, "scale": attempted, "_weak": True})
-        rows.append({"step": step, "scale": reduced, "skipped": 1.0} if math.isfinite(reduced) else {"step": step, "skipped": 1.0})
+        rows.append(
+            {"step": step, "scale": reduced, "skipped": 1.0}
+            if math.isfinite(reduced)
+            else {"step": step, "skipped": 1.0}
+        )
         return since_marker
 
     def rank_notes(self) -> list[Msg]:

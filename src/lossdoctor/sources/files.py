@@ -26,8 +26,7 @@ from .registry import SourceError
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages"}
 
 
-def walk(root: Path, match: Callable[[str], bool], *, max_depth: int = 4,
-         max_entries: int = 50_000) -> list[Path]:
+def walk(root: Path, match: Callable[[str], bool], *, max_depth: int = 4, max_entries: int = 50_000) -> list[Path]:
     """Files under `root` (at most `max_depth` levels down) whose name satisfies `match`, sorted.
     Bounded so pointing the CLI at a home directory fails fast instead of crawling the disk."""
     out: list[Path] = []
@@ -58,11 +57,16 @@ def check_kind(path: Path, st: os.stat_result) -> None:
     """SourceError unless `st` is a regular file or a directory."""
     if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode):
         return
-    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(st.st_mode) else
-            "a socket" if stat.S_ISSOCK(st.st_mode) else
-            "a device" if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode) else "a special file")
-    raise SourceError(f"{path}: {kind}, not a regular file: lossdoctor reads only log files and "
-                      "directories")
+    kind = (
+        "a named pipe (FIFO)"
+        if stat.S_ISFIFO(st.st_mode)
+        else "a socket"
+        if stat.S_ISSOCK(st.st_mode)
+        else "a device"
+        if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+        else "a special file"
+    )
+    raise SourceError(f"{path}: {kind}, not a regular file: lossdoctor reads only log files and directories")
 
 
 def open_regular(path: Path) -> IO[bytes]:
@@ -98,8 +102,10 @@ def read_bytes(path: Path, limit: int = MAX_WHOLE_READ) -> bytes:
         size = os.fstat(f.fileno()).st_size
         data = f.read(limit + 1) if size <= limit else b""
         if size > limit or len(data) > limit:
-            raise SourceError(f"{path}: {max(size, len(data)) / 2**20:.0f} MiB is more than the "
-                              f"{limit / 2**20:.0f} MiB lossdoctor reads of a file of this format")
+            raise SourceError(
+                f"{path}: {max(size, len(data)) / 2**20:.0f} MiB is more than the "
+                f"{limit / 2**20:.0f} MiB lossdoctor reads of a file of this format"
+            )
         return data
 
 
@@ -124,7 +130,7 @@ def line_chunks(f: IO[bytes], size: int, max_line: int, *, drop_cut_last: bool =
             continue
         cut = last + 1 if last >= 0 else len(data)
         carry = data[cut:]
-        prev = data[data.rfind(b"\n", 0, max(0, cut - 1)) + 1:cut].rstrip(b"\r\n") or prev
+        prev = data[data.rfind(b"\n", 0, max(0, cut - 1)) + 1 : cut].rstrip(b"\r\n") or prev
         yield data[:cut]
     if carry and not (drop_cut_last and cut_short(carry.decode("utf-8", "replace"), prev.decode("utf-8", "replace"))):
         yield carry

@@ -67,14 +67,14 @@ def find_state(path: Path) -> tuple[Path, list[str]]:
     if own.is_file() and latest != own and _global_step(latest) > _global_step(own):
         chosen = latest
     if len(candidates) > 1:
-        notes.append(Msg("source.hf_most_complete", file=str(chosen.relative_to(path)), n=len(candidates),
-                         name=STATE))
+        notes.append(Msg("source.hf_most_complete", file=str(chosen.relative_to(path)), n=len(candidates), name=STATE))
     return chosen, notes
 
 
 def _global_step(p: Path) -> int:
     m = re.search(rb'"global_step"\s*:\s*(\d{1,18})\b', head(p, 1 << 16)) or re.search(
-        rb'"global_step"\s*:\s*(\d{1,18})\b', tail(p, 4096))
+        rb'"global_step"\s*:\s*(\d{1,18})\b', tail(p, 4096)
+    )
     return int(m.group(1)) if m else -1
 
 
@@ -114,11 +114,13 @@ def _recover(text: str, p: Path) -> tuple[dict[str, Any], list[str]]:
 
 
 def state_to_run(state: dict[str, Any], *, what: str, notes: list[str]) -> Run:
-    entries = [e for e in state["log_history"] if isinstance(e, dict) and _is_step(e.get("step"))
-               and any(k in e for k in _KEYS) and "train_runtime" not in e]
+    entries = [
+        e
+        for e in state["log_history"]
+        if isinstance(e, dict) and _is_step(e.get("step")) and any(k in e for k in _KEYS) and "train_runtime" not in e
+    ]
     if not entries:
-        raise SourceError(f"{what}: log_history holds no training loss entries (logging_steps "
-                          "larger than the run?)")
+        raise SourceError(f"{what}: log_history holds no training loss entries (logging_steps larger than the run?)")
     steps = np.array([to_float(e.get("step")) for e in entries])
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
@@ -182,7 +184,7 @@ def restore_filtered_nan(run: Run) -> None:
 def _is_step(v: Any) -> bool:
     """A step number an entry can be filed under: a finite number within int64."""
     f = to_float(v)
-    return not isinstance(v, bool) and bool(np.isfinite(f)) and abs(f) < 2.0 ** 62
+    return not isinstance(v, bool) and bool(np.isfinite(f)) and abs(f) < 2.0**62
 
 
 def _plain_number(v: Any) -> bool:
@@ -191,7 +193,7 @@ def _plain_number(v: Any) -> bool:
         return False
     if isinstance(v, int):
         return abs(v) < 1 << 53
-    return math.isfinite(v) and abs(v) < 2.0 ** 53
+    return math.isfinite(v) and abs(v) < 2.0**53
 
 
 @reader("Hugging Face trainer_state.json", _sniff, priority=10)

@@ -42,8 +42,7 @@ def read(path: Path) -> list[Run]:
             notes.append(Msg("source.lightning_runs", n=len(found), chosen=str(f.parent.relative_to(path))))
     else:
         f = path
-    runs = read_csv(f, source="lightning_csv", what=f"{f.parent.name}/{f.name}",
-                    meta={"framework": "lightning"})
+    runs = read_csv(f, source="lightning_csv", what=f"{f.parent.name}/{f.name}", meta={"framework": "lightning"})
     for r in runs:
         r.notes.extend(notes)
         if not r.has("grad_norm"):

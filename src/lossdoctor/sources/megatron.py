@@ -32,18 +32,25 @@ from ..records import to_float
 ITERATION = re.compile(r"\biteration\s+(\d+)\s*/\s*(\d+)\s*\|")
 #: one `|`-separated field: `name: value`, or `name value` where the value is one number and nothing else (CPM-2's and other
 #: Megatron forks' `| learning rate 3e-06 | lm loss 7.72363 | loss scale 512.0 |`)
-_FIELD = re.compile(r"\s*([A-Za-z][A-Za-z0-9 _()/.\-]*?)(?:\s*:|\s+(?=[-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|\.\d+|nan|inf)\s*(?:\||$)))\s*([^|]*?)\s*(?=\||$)",
-                    re.IGNORECASE)
+_FIELD = re.compile(
+    r"\s*([A-Za-z][A-Za-z0-9 _()/.\-]*?)(?:\s*:|\s+(?=[-+]?(?:\d[\d.]*(?:e[-+]?\d+)?|\.\d+|nan|inf)\s*(?:\||$)))\s*([^|]*?)\s*(?=\||$)",
+    re.IGNORECASE,
+)
 ARG_LINE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s\.{3,}\s(.*?)(?:\.{3,}\s*(?:updated|default))?\s*$")
 ARGS_START = re.compile(r"-{3,}\s*arguments\s*-{3,}|NeoXArgs\.|^\s*arguments:\s*$")
 ARGS_END = re.compile(r"-{3,}\s*end of arguments\s*-{3,}")
 
 #: Megatron field name -> records column (or an interval count kept as its own column)
 FIELDS = {
-    "lm loss": "loss", "lm_loss": "loss", "loss": "loss", "lm-loss": "loss",
-    "learning rate": "lr", "lr": "lr",
+    "lm loss": "loss",
+    "lm_loss": "loss",
+    "loss": "loss",
+    "lm-loss": "loss",
+    "learning rate": "lr",
+    "lr": "lr",
     "loss scale": "scale",
-    "grad norm": "grad_norm", "grad_norm": "grad_norm",
+    "grad norm": "grad_norm",
+    "grad_norm": "grad_norm",
     "params norm": "param_norm",
     "number of skipped iterations": "skipped_in_interval",
     "number of nan iterations": "nan_in_interval",
@@ -51,12 +58,23 @@ FIELDS = {
 }
 
 #: arguments that detectors can use, under the names they look for in meta
-ARG_META = {"clip_grad": "max_grad_norm", "log_interval": "log_interval", "fp16": "fp16", "bf16": "bf16",
-            "lr": "config_lr", "min_lr": "min_lr", "lr_warmup_iters": "warmup_steps",
-            "lr_decay_style": "lr_decay_style", "lr_decay_iters": "lr_decay_iters",
-            "train_iters": "max_steps", "initial_loss_scale": "initial_loss_scale",
-            "loss_scale": "static_loss_scale", "global_batch_size": "global_batch_size",
-            "micro_batch_size": "micro_batch_size", "seq_length": "seq_length"}
+ARG_META = {
+    "clip_grad": "max_grad_norm",
+    "log_interval": "log_interval",
+    "fp16": "fp16",
+    "bf16": "bf16",
+    "lr": "config_lr",
+    "min_lr": "min_lr",
+    "lr_warmup_iters": "warmup_steps",
+    "lr_decay_style": "lr_decay_style",
+    "lr_decay_iters": "lr_decay_iters",
+    "train_iters": "max_steps",
+    "initial_loss_scale": "initial_loss_scale",
+    "loss_scale": "static_loss_scale",
+    "global_batch_size": "global_batch_size",
+    "micro_batch_size": "micro_batch_size",
+    "seq_length": "seq_length",
+}
 
 
 def parse_iteration(line: str) -> dict[str, Any] | None:
@@ -65,7 +83,7 @@ def parse_iteration(line: str) -> dict[str, Any] | None:
     if m is None:
         return None
     row: dict[str, Any] = {"step": int(m.group(1)), "_total": int(m.group(2))}
-    for key, value in _FIELD.findall(line[m.end():]):
+    for key, value in _FIELD.findall(line[m.end() :]):
         col = FIELDS.get(key.strip().lower())
         if col is not None:
             row[col] = to_float(value.split()[0] if value.split() else value)

@@ -30,8 +30,15 @@ MAX_BYTES = 256 << 10
 
 _LR_KEYS = ("learning_rate", "lr", "max_lr", "peak_lr", "base_lr", "init_lr")
 _OPT_KEYS = ("optim", "optimizer", "optimizer_name", "optimizer_type", "optimizer_class", "opt")
-_FINETUNE_KEYS = ("finetuning_type", "lora_r", "lora_rank", "lora_target", "peft_config", "adapter_name_or_path",
-                  "pretrained_checkpoint")
+_FINETUNE_KEYS = (
+    "finetuning_type",
+    "lora_r",
+    "lora_rank",
+    "lora_target",
+    "peft_config",
+    "adapter_name_or_path",
+    "pretrained_checkpoint",
+)
 
 
 def optimizer_family(name: Any) -> str | None:
@@ -113,8 +120,13 @@ def _side_files(path: Path) -> list[Path]:
     the folder above (a checkpoint-N/ inside the output dir), config.yaml only in a W&B run's
     files/ (elsewhere a file of that name may configure anything)."""
     d = path if path.is_dir() else path.parent
-    places = [d / "hparams.yaml", d / "training_args.yaml", d / "files" / "config.yaml",
-              d.parent / "hparams.yaml", d.parent / "training_args.yaml"]
+    places = [
+        d / "hparams.yaml",
+        d / "training_args.yaml",
+        d / "files" / "config.yaml",
+        d.parent / "hparams.yaml",
+        d.parent / "training_args.yaml",
+    ]
     out = []
     for f in places:
         try:

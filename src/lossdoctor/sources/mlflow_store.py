@@ -53,15 +53,16 @@ def uri_path(arg: str | os.PathLike[str]) -> str | os.PathLike[str]:
     `file:///abs/mlruns`, `file:./mlruns`) -> the local path; anything else unchanged."""
     s = str(arg)
     if s.startswith("sqlite:///"):
-        return s[len("sqlite:///"):]
+        return s[len("sqlite:///") :]
     if s.startswith("file://"):
-        return s[len("file://"):] or "/"
+        return s[len("file://") :] or "/"
     if s.startswith("file:"):
-        return s[len("file:"):]
+        return s[len("file:") :]
     return arg
 
 
 # --- finding runs ---------------------------------------------------------------------------
+
 
 def _is_run_dir(d: Path) -> bool:
     return (d / "meta.yaml").is_file() and (d / "metrics").is_dir()
@@ -84,8 +85,11 @@ def _run_dirs(p: Path) -> list[Path]:
     if _is_run_dir(p):
         return [p]
     metas = walk(p, lambda n: n == "meta.yaml", max_depth=3)
-    return [m.parent for m in metas if _is_run_dir(m.parent) and ".trash" not in m.parts
-            and m.parent.parent.name not in ("models", "traces")]  # MLflow 3's logged models, traces
+    return [
+        m.parent
+        for m in metas
+        if _is_run_dir(m.parent) and ".trash" not in m.parts and m.parent.parent.name not in ("models", "traces")
+    ]  # MLflow 3's logged models, traces
 
 
 def _sniff(p: Path) -> bool:
@@ -98,6 +102,7 @@ def _sniff(p: Path) -> bool:
 
 
 # --- the file store -------------------------------------------------------------------------
+
 
 def _yaml_fields(path: Path) -> dict[str, str]:
     """The flat `key: value` lines of MLflow's meta.yaml (no YAML library needed: the file is
@@ -126,7 +131,7 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
         try:
             a = np.array(text.split(), dtype=np.float64).reshape(-1, 3)
             st = a[:, 2]
-            if np.isfinite(a[:, 0]).all() and (np.abs(st) < 2.0 ** 62).all() and (st == np.round(st)).all():
+            if np.isfinite(a[:, 0]).all() and (np.abs(st) < 2.0**62).all() and (st == np.round(st)).all():
                 return st.astype(np.int64), a[:, 1]
         except ValueError:
             pass
@@ -142,14 +147,13 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
             if len(parts) == width and width in (2, 3):
                 int(parts[0])
                 step = int(parts[2]) if width == 3 else len(steps)
-                if abs(step) < 2 ** 62:
+                if abs(step) < 2**62:
                     values.append(float(parts[1]))
                     steps.append(step)
                     continue
         except ValueError:
             pass
-        notes.append(Msg("source.mlflow_stopped", name=repr(name), line=i, text=repr(line.strip()[:60]),
-                         n=len(values)))
+        notes.append(Msg("source.mlflow_stopped", name=repr(name), line=i, text=repr(line.strip()[:60]), n=len(values)))
         break
     s = np.asarray(steps, dtype=np.int64)
     if width == 2 and s.size:
@@ -177,11 +181,16 @@ def _read_text_dir(d: Path) -> dict[str, str]:
 def _file_run_info(run_dir: Path) -> dict[str, Any]:
     y = _yaml_fields(run_dir / "meta.yaml")
     tags = _read_text_dir(run_dir / "tags")
-    return {"id": y.get("run_id") or run_dir.name, "name": y.get("run_name") or tags.get("mlflow.runName"),
-            "experiment": y.get("experiment_id") or run_dir.parent.name,
-            "start": _int(y.get("start_time")), "status": _FILE_STATUS.get(y.get("status", ""), None),
-            "deleted": y.get("lifecycle_stage") == "deleted", "metrics": _metric_names(run_dir),
-            "dir": run_dir}
+    return {
+        "id": y.get("run_id") or run_dir.name,
+        "name": y.get("run_name") or tags.get("mlflow.runName"),
+        "experiment": y.get("experiment_id") or run_dir.parent.name,
+        "start": _int(y.get("start_time")),
+        "status": _FILE_STATUS.get(y.get("status", ""), None),
+        "deleted": y.get("lifecycle_stage") == "deleted",
+        "metrics": _metric_names(run_dir),
+        "dir": run_dir,
+    }
 
 
 #: MLflow's RunStatus enum as the file store writes it in meta.yaml
@@ -204,6 +213,7 @@ def _read_file_run(info: dict[str, Any], notes: list[str]) -> tuple[dict[str, tu
 
 
 # --- the SQLite store -----------------------------------------------------------------------
+
 
 class _Store:
     """A read-only view of an MLflow SQLite store that leaves nothing beside it.
@@ -256,8 +266,9 @@ def _connect(path: Path) -> _Store:
     try:
         import sqlite3
     except ImportError as e:  # a Python built without it
-        raise SourceError(f"{path}: reading an MLflow SQLite store needs Python's sqlite3 module, "
-                          "which this Python was built without") from e
+        raise SourceError(
+            f"{path}: reading an MLflow SQLite store needs Python's sqlite3 module, which this Python was built without"
+        ) from e
     try:
         return _Store(path)
     except (sqlite3.Error, OSError) as e:
@@ -283,16 +294,23 @@ def _columns(con, table: str) -> set[str]:
 
 def _db_runs(con) -> list[dict[str, Any]]:
     have = _columns(con, "runs")
-    pick = [c for c in ("run_uuid", "name", "status", "start_time", "lifecycle_stage", "experiment_id")
-            if c in have]
+    pick = [c for c in ("run_uuid", "name", "status", "start_time", "lifecycle_stage", "experiment_id") if c in have]
     rows = [dict(zip(pick, r)) for r in con.execute(f"SELECT {', '.join(pick)} FROM runs")]
     keys: dict[str, list[str]] = {}
     for run_id, key in con.execute("SELECT DISTINCT run_uuid, key FROM metrics"):
         keys.setdefault(run_id, []).append(key)
-    return [{"id": r["run_uuid"], "name": r.get("name"), "experiment": r.get("experiment_id"),
-             "start": _int(r.get("start_time")), "status": r.get("status"),
-             "deleted": r.get("lifecycle_stage") == "deleted", "metrics": sorted(keys.get(r["run_uuid"], []))}
-            for r in rows]
+    return [
+        {
+            "id": r["run_uuid"],
+            "name": r.get("name"),
+            "experiment": r.get("experiment_id"),
+            "start": _int(r.get("start_time")),
+            "status": r.get("status"),
+            "deleted": r.get("lifecycle_stage") == "deleted",
+            "metrics": sorted(keys.get(r["run_uuid"], [])),
+        }
+        for r in rows
+    ]
 
 
 def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str, str]]:
@@ -301,8 +319,11 @@ def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str,
     step_col = "step" if "step" in _columns(con, "metrics") else "-1"
     series = {}
     for name in names:
-        rows = con.execute(f"SELECT {step_col}, value, {nan_col} FROM metrics WHERE run_uuid = ? AND key = ? "
-                           "ORDER BY timestamp, rowid", (info["id"], name)).fetchall()
+        rows = con.execute(
+            f"SELECT {step_col}, value, {nan_col} FROM metrics WHERE run_uuid = ? AND key = ? "
+            "ORDER BY timestamp, rowid",
+            (info["id"], name),
+        ).fetchall()
         a = np.array(rows, dtype=np.float64).reshape(-1, 3)
         vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
         vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
@@ -312,12 +333,12 @@ def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str,
         series[name] = (steps, vals)
     params = {}
     if "params" in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-        params = {k: str(v) for k, v in con.execute("SELECT key, value FROM params WHERE run_uuid = ?",
-                                                    (info["id"],))}
+        params = {k: str(v) for k, v in con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (info["id"],))}
     return series, params
 
 
 # --- shared: choosing a run, params, building the Run ---------------------------------------
+
 
 def _wanted(names: list[str]) -> list[str]:
     """The metric names worth reading: those that map to a records column."""
@@ -326,8 +347,9 @@ def _wanted(names: list[str]) -> list[str]:
 
 def _select(runs: list[dict[str, Any]], where: str, want: str) -> dict[str, Any]:
     """The run `want` names: its id, a prefix of the id, or its name (`--run`)."""
-    hits = [r for r in runs if str(r["id"]) == want] or \
-        [r for r in runs if str(r["id"]).startswith(want) or r.get("name") == want]
+    hits = [r for r in runs if str(r["id"]) == want] or [
+        r for r in runs if str(r["id"]).startswith(want) or r.get("name") == want
+    ]
     if len(hits) == 1:
         return hits[0]
     known = ", ".join(_label(r) for r in sorted(runs, key=lambda r: -(r["start"] or 0))[:5])
@@ -341,9 +363,13 @@ def _choose(runs: list[dict[str, Any]], where: str, want: str | None = None) -> 
         return _select(runs, where, want), []
     live = [r for r in runs if not r["deleted"]]
     if not live:
-        hint = (" (only deleted ones)" if runs else
-                "; with the SQLite store the metrics are in mlflow.db, not mlruns/: point at that"
-                if Path(where).name == "mlruns" else "")
+        hint = (
+            " (only deleted ones)"
+            if runs
+            else "; with the SQLite store the metrics are in mlflow.db, not mlruns/: point at that"
+            if Path(where).name == "mlruns"
+            else ""
+        )
         raise SourceError(f"{where}: no MLflow runs here{hint}")
     with_metrics = [r for r in live if r["metrics"]]
     if not with_metrics:
@@ -381,12 +407,23 @@ def _param_value(s: str) -> Any:
 
 
 #: params (HF TrainingArguments, Lightning hparams, common scripts) the detectors and report use
-_PARAM_META = {"max_grad_norm": "max_grad_norm", "gradient_clip_val": "max_grad_norm",
-               "clip_grad": "max_grad_norm", "grad_clip": "max_grad_norm", "logging_steps": "log_interval",
-               "learning_rate": "config_lr", "lr": "config_lr", "fp16": "fp16", "bf16": "bf16"}
+_PARAM_META = {
+    "max_grad_norm": "max_grad_norm",
+    "gradient_clip_val": "max_grad_norm",
+    "clip_grad": "max_grad_norm",
+    "grad_clip": "max_grad_norm",
+    "logging_steps": "log_interval",
+    "learning_rate": "config_lr",
+    "lr": "config_lr",
+    "fp16": "fp16",
+    "bf16": "bf16",
+}
 _OPTIMIZER_KEYS = ("optimizer", "optim", "optimizer_name", "optimizer_type", "optimizer_class")
-_GROUP_KEYS = {"lr": ("learning_rate", "lr"), "eps": ("adam_epsilon", "eps", "adam_eps", "epsilon"),
-               "weight_decay": ("weight_decay", "wd")}
+_GROUP_KEYS = {
+    "lr": ("learning_rate", "lr"),
+    "eps": ("adam_epsilon", "eps", "adam_eps", "epsilon"),
+    "weight_decay": ("weight_decay", "wd"),
+}
 
 
 def _number(v: Any) -> bool:
@@ -420,8 +457,14 @@ def params_meta(raw: dict[str, str]) -> dict[str, Any]:
 _METRIC_NOTES = ("source.mlflow_stopped", "source.mlflow_no_steps", "source.mlflow_unstepped")
 
 
-def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, notes: list[str],
-               meta: dict[str, Any], logged_names: list[str]) -> Run:
+def series_run(
+    series: dict[str, tuple[np.ndarray, np.ndarray]],
+    *,
+    what: str,
+    notes: list[str],
+    meta: dict[str, Any],
+    logged_names: list[str],
+) -> Run:
     """metric name -> (steps, values) -> a Run, the best-ranked name per column (as TensorBoard tags)."""
     best: dict[str, tuple[int, str]] = {}
     for name, (s, _) in series.items():
@@ -434,14 +477,23 @@ def series_run(series: dict[str, tuple[np.ndarray, np.ndarray]], *, what: str, n
     if not trains(best):
         empty = [n for n, (st, _) in series.items() if st.size == 0]
         if empty:
-            why = next((n for n in notes if isinstance(n, Msg) and n.key in _METRIC_NOTES
-                        and n.values.get("name") == repr(empty[0])), "")
-            raise SourceError(f"{what}: the MLflow metric {empty[0]!r} holds no readable value"
-                              + (f" ({why})" if why else ""))
-        raise SourceError(f"{what}: no training metric among the MLflow metrics "
-                          f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
-                          f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
-                          "train_loss, grad_norm, learning_rate or loss_scale")
+            why = next(
+                (
+                    n
+                    for n in notes
+                    if isinstance(n, Msg) and n.key in _METRIC_NOTES and n.values.get("name") == repr(empty[0])
+                ),
+                "",
+            )
+            raise SourceError(
+                f"{what}: the MLflow metric {empty[0]!r} holds no readable value" + (f" ({why})" if why else "")
+            )
+        raise SourceError(
+            f"{what}: no training metric among the MLflow metrics "
+            f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
+            f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
+            "train_loss, grad_norm, learning_rate or loss_scale"
+        )
     all_steps, cols, logged = aligned({col: series[name] for col, (_, name) in best.items()})
     used = ", ".join(f"{col} <- {name!r}" for col, (_, name) in sorted(best.items()))
     notes.insert(0, Msg("source.mlflow_read", what=what, used=used))
@@ -481,8 +533,9 @@ def read(path: Path, select: str | None = None) -> list[Run]:
         if not {"metrics", "runs"} <= tables:
             if not tables:
                 raise SourceError(f"{db}: cannot read this SQLite database (damaged, cut short or locked)")
-            raise SourceError(f"{db}: a SQLite database without MLflow's runs and metrics tables, not an "
-                              "MLflow tracking store")
+            raise SourceError(
+                f"{db}: a SQLite database without MLflow's runs and metrics tables, not an MLflow tracking store"
+            )
         con = _connect(db)
         try:
             info, notes = _choose(_db_runs(con), str(path), select)
@@ -500,10 +553,12 @@ def read(path: Path, select: str | None = None) -> list[Run]:
         series, params = _read_file_run(info, notes)
         what = Msg("source.mlflow_run", id=str(info["id"]))
     _number_unstepped(series, notes)
-    meta = {"framework": "mlflow", **params_meta(params),
-            "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")}}
-    run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta,
-                     logged_names=info["metrics"])
+    meta = {
+        "framework": "mlflow",
+        **params_meta(params),
+        "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")},
+    }
+    run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta, logged_names=info["metrics"])
     if meta.get("framework") == "transformers":
         restore_filtered_nan(run)
     return [run]

@@ -242,18 +242,26 @@ def describe(run: Run, layout: Layout, read_rank: int | None) -> None:
     if read_rank is None:
         note = Msg("parallel_logs.no_loss_rank", ranks=_ranges(sorted(layout.ranks)))
     elif mesh and stage is not None:
-        note = Msg("parallel_logs.read_rank_stage", **said, stage=stage,
-                   mesh=", ".join(f"{k}={v}" for k, v in mesh.items()))
+        note = Msg(
+            "parallel_logs.read_rank_stage", **said, stage=stage, mesh=", ".join(f"{k}={v}" for k, v in mesh.items())
+        )
     else:
         note = Msg("parallel_logs.read_rank", **said)
     run.notes.insert(1 if run.notes else 0, note)
     if layout.placeholder_ranks():
-        run.notes.insert(2, Msg("parallel_logs.placeholder", ranks=_ranges(layout.placeholder_ranks()),
-                                value=PLACEHOLDER_LOSS))
+        run.notes.insert(
+            2, Msg("parallel_logs.placeholder", ranks=_ranges(layout.placeholder_ranks()), value=PLACEHOLDER_LOSS)
+        )
     bad = [r for r in layout.loss_ranks() if layout.ranks[r].first_bad is not None]
     if read_rank is not None and layout.ranks[read_rank].first_bad is not None:
-        run.notes.append(Msg("parallel_logs.first_nonfinite", rank=read_rank,
-                             step=layout.ranks[read_rank].first_bad, ranks=_ranges(bad)))
+        run.notes.append(
+            Msg(
+                "parallel_logs.first_nonfinite",
+                rank=read_rank,
+                step=layout.ranks[read_rank].first_bad,
+                ranks=_ranges(bad),
+            )
+        )
 
 
 def _ranges(ranks: list[int]) -> str:

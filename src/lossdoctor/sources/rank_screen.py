@@ -34,7 +34,7 @@ MAX_ORIGINS = 8
 
 # the run log writes NaN/Inf as the strings "nan"/"inf"/"-inf" (a bare NaN literal is no JSON: the
 # reader drops such a line, and so does the screen)
-_LITERALS = (b'"nan"', b'inf"', b'first_nonfinite', b'nonfinite_detail')
+_LITERALS = (b'"nan"', b'inf"', b"first_nonfinite", b"nonfinite_detail")
 _COUNT = re.compile(rb'nonfinite":\s*[1-9]')
 _EVENTS = ("batch_nonfinite_detail", "fwd_first_nonfinite", "bwd_first_nonfinite")
 
@@ -134,4 +134,3 @@ def _rank(d: Path, meta: dict[str, Any], i: int) -> int:
         return r
     tail = d.name.split("-", 1)[-1]
     return int(tail) if tail.isdigit() else i
-

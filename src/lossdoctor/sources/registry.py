@@ -26,6 +26,7 @@ _PRIORITY: dict[str, int] = {}
 def reader(name: str, sniff: Callable[[Path], bool], *, priority: int = 50) -> Callable:
     """Register a reader. Lower `priority` is tried first: specific formats (a file name or a magic
     header) before generic ones (any CSV, any JSON lines), which register with 90."""
+
     def register(fn: Callable[[Path], list[Run]]) -> Callable[[Path], list[Run]]:
         READERS.append((name, sniff, fn))
         _PRIORITY[name] = priority

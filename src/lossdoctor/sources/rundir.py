@@ -64,7 +64,7 @@ def run_versions(root: Path) -> list[tuple[str, Path]]:
     except OSError:
         return out
     for e in entries:
-        num = e.name[len(VERSION_PREFIX):]
+        num = e.name[len(VERSION_PREFIX) :]
         if e.name.startswith(VERSION_PREFIX) and num.isdigit() and int(num) > 0 and len(num) < 10:
             try:
                 if e.is_dir(follow_symlinks=False) and _is_single_run(Path(e.path)):
@@ -89,8 +89,10 @@ def is_run_dir(path: Path) -> bool:
 
 
 def rank_dirs(path: Path) -> list[Path]:
-    ranks = sorted((d for d in path.glob("rank-*") if (d / STEPS).exists()),
-                   key=lambda d: int(d.name.split("-", 1)[1]) if d.name.split("-", 1)[1].isdigit() else 0)
+    ranks = sorted(
+        (d for d in path.glob("rank-*") if (d / STEPS).exists()),
+        key=lambda d: int(d.name.split("-", 1)[1]) if d.name.split("-", 1)[1].isdigit() else 0,
+    )
     return ranks or [path]
 
 
@@ -211,17 +213,21 @@ def _read_layers(d: Path, notes: list[str]) -> LayerStats | None:
     if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
         types = []
     steps = m[:, 0]
-    if not np.isfinite(steps).all() or (np.abs(steps) >= 2.0 ** 31).any():
+    if not np.isfinite(steps).all() or (np.abs(steps) >= 2.0**31).any():
         notes.append(f"{LAYERS}: rows with a step that is not a number dropped")
-        ok = np.isfinite(steps) & (np.abs(steps) < 2.0 ** 31)
+        ok = np.isfinite(steps) & (np.abs(steps) < 2.0**31)
         m, values, steps = m[ok], values[ok], steps[ok]
-    return LayerStats(steps=steps.astype(np.int64), modules=modules,
-                      stats={s: values[:, i, :] for i, s in enumerate(stats)},
-                      types=list(types) if len(types) == len(modules) else [])
+    return LayerStats(
+        steps=steps.astype(np.int64),
+        modules=modules,
+        stats={s: values[:, i, :] for i, s in enumerate(stats)},
+        types=list(types) if len(types) == len(modules) else [],
+    )
 
 
-def load_incidents(path: str | os.PathLike[str], notes: list[str] | None = None,
-                   folder: str = INCIDENTS) -> list[dict[str, Any]]:
+def load_incidents(
+    path: str | os.PathLike[str], notes: list[str] | None = None, folder: str = INCIDENTS
+) -> list[dict[str, Any]]:
     """Incident records written by triage (or, from `probes/`, the LR probe's), oldest first
     (nesting cut as `_loads` does; the note, if any, goes to `notes`)."""
     d = Path(path) / folder
@@ -249,8 +255,11 @@ def choose_version(path: Path, select: str | None = None) -> tuple[Path, str, li
     names = [n for n, _ in versions]
     if select is None:
         name, d = versions[-1]
-        notes: list[str] = [Msg("source.rundir_versions", path=str(path), n=len(versions), names=", ".join(names),
-                                chosen=name)] if len(versions) > 1 else []
+        notes: list[str] = (
+            [Msg("source.rundir_versions", path=str(path), n=len(versions), names=", ".join(names), chosen=name)]
+            if len(versions) > 1
+            else []
+        )
         return d, name, notes
     want = select if select.startswith(VERSION_PREFIX) else f"{VERSION_PREFIX}{select}"
     for name, d in versions:

@@ -58,8 +58,10 @@ from .text_slots import counted_on, whole_numbers
 _SNIFF_BYTES = 8 << 20
 _SNIFF_CONSOLE_BYTES = 4 << 20
 _SNIFF_SEGMENTS = 20_000
-_ANY = re.compile(rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skipped=\d+|"
-                  rb"Attempted loss scale:|Grad overflow on iteration")
+_ANY = re.compile(
+    rb"\biteration\s+\d+\s*/\s*\d+\s*\|.*loss|\bstep=\d+,\s*skipped=\d+|"
+    rb"Attempted loss scale:|Grad overflow on iteration"
+)
 #: a segment worth the key-value parser: names a training metric
 _HINT = re.compile(r"loss|norm|\blr\b|learning|scale|\b(?:trl|tel):", re.IGNORECASE)  # trl, tel: llm.c's main.log
 #: a line that reports an evaluation, not a training step: it starts with an evaluation word as its own
@@ -67,9 +69,11 @@ _HINT = re.compile(r"loss|norm|\blr\b|learning|scale|\b(?:trl|tel):", re.IGNOREC
 #: or names the subset it was evaluated on (fairseq's `valid on 'valid' subset`), or opens with an
 #: evaluation's loss and what it was taken at (Megatron's ` validation loss at iteration 500 | lm loss
 #: value: 2.1 | ...`). Its `loss` is no training loss even though the name alone does not say so.
-_EVAL_LINE = re.compile(r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset|"
-                        r"\s*(?:val|valid|validation|eval|evaluation|test|dev)\s+loss\s+(?:at|after|for|on|of)\b",
-                        re.IGNORECASE)
+_EVAL_LINE = re.compile(
+    r"(?:\|\s*)?(?:val|valid|validation|eval|evaluation|test|dev)\s*[|:,\]-]|.*\bvalid on '[^']*' subset|"
+    r"\s*(?:val|valid|validation|eval|evaluation|test|dev)\s+loss\s+(?:at|after|for|on|of)\b",
+    re.IGNORECASE,
+)
 #: a tqdm bar with nothing around it, `  45%|####      | 45/100 [00:10<00:12,  4.50it/s]`: no prefix for
 #: `clean` to strip, no description or postfix for `console_lines.tqdm_bar` to read, no cursor-up; read
 #: as that function reads it (its counter and total) without the general pattern
@@ -92,9 +96,11 @@ KINDS = {
     "composer": Msg("console.kind_composer"),
     "key-value": Msg("console.kind_key_value"),
 }
-LOOKED_FOR = ("Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSpeed lines, nanoGPT/"
-              "litgpt/mlx-lm/torchtitan/Keras lines, Composer metric blocks, or lines with a step counter and a "
-              "loss, grad norm or lr")
+LOOKED_FOR = (
+    "Hugging Face Trainer dicts, tqdm bars with loss=, Megatron/DeepSpeed lines, nanoGPT/"
+    "litgpt/mlx-lm/torchtitan/Keras lines, Composer metric blocks, or lines with a step counter and a "
+    "loss, grad norm or lr"
+)
 
 
 class ConsoleParser:
@@ -197,8 +203,13 @@ class ConsoleParser:
         if text:
             self._learnable = None
             self._line(text)
-            if self._learnable is not None and raw == text and "[" not in text \
-                    and len(self.templates) < fast.MAX_TEMPLATES and self._new_shape(text):
+            if (
+                self._learnable is not None
+                and raw == text
+                and "[" not in text
+                and len(self.templates) < fast.MAX_TEMPLATES
+                and self._new_shape(text)
+            ):
                 t = fast.learn(text, *self._learnable)
                 if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.templates):
                     self.templates.append(t)
@@ -214,8 +225,13 @@ class ConsoleParser:
 
     def _idle(self) -> bool:
         """No arguments block or Composer block open that a line could belong to."""
-        return not (self.megatron.in_args or self.composer.block is not None or self.composer.in_eval
-                    or self.in_eval or self.megatron.wrapped is not None)
+        return not (
+            self.megatron.in_args
+            or self.composer.block is not None
+            or self.composer.in_eval
+            or self.in_eval
+            or self.megatron.wrapped is not None
+        )
 
     def can_bulk(self) -> bool:
         """True when a learned line would be read the same whatever came before it, and its row can go
@@ -235,8 +251,12 @@ class ConsoleParser:
         before them, and each dict's bar counter beyond the one before."""
         vals, first, rest = fast.cycle_values(c, found)
         steps = first[:, 0]
-        if self.pending is not None or not self.can_bulk() or np.any(np.diff(steps) <= 0) \
-                or (self.last_pending_step is not None and steps[0] <= self.last_pending_step):
+        if (
+            self.pending is not None
+            or not self.can_bulk()
+            or np.any(np.diff(steps) <= 0)
+            or (self.last_pending_step is not None and steps[0] <= self.last_pending_step)
+        ):
             return False
         cols = {k: vals[:, j] for j, k in enumerate(c.dict.keys) if k != "epoch"}
         if "epoch" in c.dict.keys and self.first_epoch is None:
@@ -294,8 +314,7 @@ class ConsoleParser:
                 return
         if self.megatron.argument_line(text):
             return
-        if (text[:1] == "[" or self.composer.block is not None or self.composer.in_eval) \
-                and self._composer(text):
+        if (text[:1] == "[" or self.composer.block is not None or self.composer.in_eval) and self._composer(text):
             return
         if self._keras_line(text) or self._megatron_deepspeed_line(text):
             return
@@ -350,14 +369,20 @@ class ConsoleParser:
                     self.counts["ds_overflow"] += 1
                     if self.epoch_rows and self.marker is None and self.last_counter is None:
                         pass  # rows at their epoch: the skipped step is one of thousands inside it (an event)
-                    elif self.marker is None and self.last_counter is None and not self.rows \
-                            and not self.store.n and self.pending is None:
+                    elif (
+                        self.marker is None
+                        and self.last_counter is None
+                        and not self.rows
+                        and not self.store.n
+                        and self.pending is None
+                    ):
                         self.early_overflows.append(ov)
                     elif self.marker is None and self.last_counter is None:
                         self._overflow_in_order(ov)
                     else:
-                        self.since_marker = self.deepspeed.place_overflow(self.rows, self.marker,
-                                                                          self.since_marker, *ov)
+                        self.since_marker = self.deepspeed.place_overflow(
+                            self.rows, self.marker, self.since_marker, *ov
+                        )
                     self.events.add(self.line_no, "overflow", text, self.n_rows())
                 return True
         return False
@@ -369,8 +394,7 @@ class ConsoleParser:
         if row is None:
             return False
         if row:
-            if len(self.dict_templates) < fast.MAX_TEMPLATES and self._idle() and fast.FAST \
-                    and self._new_shape(text):
+            if len(self.dict_templates) < fast.MAX_TEMPLATES and self._idle() and fast.FAST and self._new_shape(text):
                 t = fast.learn_dict(text, row)
                 if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.dict_templates):
                     self.dict_templates.append(t)
@@ -415,17 +439,24 @@ class ConsoleParser:
             self.eval_lines += 1  # only an evaluation loss (`Iter 10: Val loss 2.345`)
             self._eval(row)
             return True
-        if row is not None and (row["step"] is not None or "_epoch" in row
-                                or sum(c in row for c in cl.METRICS) >= 2):
+        if row is not None and (row["step"] is not None or "_epoch" in row or sum(c in row for c in cl.METRICS) >= 2):
             self._skip_total(text, row)
-            under = self.keras_epoch and "_epoch" not in row and row["step"] is not None \
+            under = (
+                self.keras_epoch
+                and "_epoch" not in row
+                and row["step"] is not None
                 and _LEADING_OF_TOTAL.match(text) is not None
+            )
             if under:  # its step depends on the header line before it: never read in bulk
                 row["step"] = _under_epoch_header(text, self.keras_epoch, row["step"])
             # a plain step row is a template for the fast path; not one with a running skip counter
             # (its interval count is the difference to the line before, which a bulk read skips)
-            if row["step"] is not None and "skipped" not in text and not under \
-                    and all(k[0] != "_" or k == "_dialect" for k in row):
+            if (
+                row["step"] is not None
+                and "skipped" not in text
+                and not under
+                and all(k[0] != "_" or k == "_dialect" for k in row)
+            ):
                 self._learnable = (dict(row), cl.plan_fields(text))  # a plain step row: a template for the fast path
             self.counts[row.pop("_dialect")] += 1
             if "loss" in row:
@@ -433,8 +464,7 @@ class ConsoleParser:
             epoch = row.pop("_epoch", None)
             if row.pop("_finer_counter", False):
                 self.finer_counter += 1
-            if row["step"] is None and epoch is not None and self.last_counter is None \
-                    and self.marker is None:
+            if row["step"] is None and epoch is not None and self.last_counter is None and self.marker is None:
                 row["step"], row["_how"] = epoch, "epoch"  # nothing finer than the epoch
                 self.epoch_rows += 1
                 self._add(row, marker=False)
@@ -444,7 +474,6 @@ class ConsoleParser:
                 self._add(row, marker=True)
             return True
         return False
-
 
     def _skip_total(self, text: str, row: dict[str, Any]) -> None:
         """A `skipped: K` counter in a key/value line (DeepSpeed's running total of skipped steps, as
@@ -457,8 +486,10 @@ class ConsoleParser:
         row["skipped_in_interval"] = k
         self.deepspeed.skipped_total = total
         if k:  # an event at the row this line is about to add (a waiting row, if any, comes first)
-            self.events.add(self.line_no, "skip_count", text, self.n_rows() + (self.pending is not None) + 1,
-                            {"count": k})
+            self.events.add(
+                self.line_no, "skip_count", text, self.n_rows() + (self.pending is not None) + 1, {"count": k}
+            )
+
     def _eval(self, row: dict[str, Any]) -> None:
         """An evaluation's loss, kept apart as `eval_loss`: at the step its line names, else at the last
         step a counter said was done; dropped when neither is known."""
@@ -632,8 +663,9 @@ class ConsoleParser:
         the previous such row, else one interval after the previous one, else the next number."""
         if self.pending is None:
             return
-        if self.last_counter is not None and (self.last_pending_step is None
-                                              or self.last_counter > self.last_pending_step):
+        if self.last_counter is not None and (
+            self.last_pending_step is None or self.last_counter > self.last_pending_step
+        ):
             self._place_pending(self.last_counter)
             return
         row, self.pending = self.pending, None
@@ -677,7 +709,7 @@ class ConsoleParser:
         """Lines placed at their epoch: if an epoch comes twice, the lines are finer than epochs
         (`Epoch 1, batch 200, loss ...` with no step): number them in order instead."""
         st = self.store
-        idx = np.nonzero(st.how[:st.n] == HOW["epoch"])[0]
+        idx = np.nonzero(st.how[: st.n] == HOW["epoch"])[0]
         if idx.size < 2 or np.unique(st.step[idx]).size == idx.size:
             return
         st.step[idx] = self.numbered + 1 + np.arange(idx.size)
@@ -689,18 +721,17 @@ class ConsoleParser:
         the first k-1 were numbered 1, 2...; the k-th took the bar's counter S. A Trainer logs every
         L steps from step L, so when S is a multiple of k they were at L, 2L, ... (L = S / k)."""
         st = self.store
-        how = st.how[:st.n]
+        how = st.how[: st.n]
         waiting = np.nonzero(np.isin(how, (HOW["numbered"], HOW["counter"], HOW["interval"])))[0]
         numbered = np.nonzero(how == HOW["numbered"])[0]
         if not numbered.size or numbered.size == waiting.size:
             return
         k = numbered.size + 1
         first = waiting[numbered.size]
-        if not np.array_equal(waiting[:numbered.size], numbered) or how[first] != HOW["counter"] \
-                or st.step[first] % k:
+        if not np.array_equal(waiting[: numbered.size], numbered) or how[first] != HOW["counter"] or st.step[first] % k:
             return
         every = int(st.step[first]) // k
-        later = st.step[waiting[numbered.size:]]
+        later = st.step[waiting[numbered.size :]]
         if every < 1 or np.any(np.diff(later) != every):
             return
         st.step[numbered] = every * np.arange(1, k)
@@ -713,12 +744,16 @@ class ConsoleParser:
         the first counted one (S - kL, ..., S - L). Numbered 1, 2 instead, they would put the log's
         start thousands of steps before its excerpt and make the whole reading one of line numbers."""
         st = self.store
-        how = st.how[:st.n]
+        how = st.how[: st.n]
         k = int(np.count_nonzero(how == HOW["numbered"]))
-        if not 0 < k <= _LEADING_MAX or st.n < k + _LEADING_SPACING or np.any(how[:k] != HOW["numbered"]) \
-                or np.any(how[k:] != HOW[None]):
+        if (
+            not 0 < k <= _LEADING_MAX
+            or st.n < k + _LEADING_SPACING
+            or np.any(how[:k] != HOW["numbered"])
+            or np.any(how[k:] != HOW[None])
+        ):
             return
-        gaps = np.diff(st.step[k:k + _LEADING_SPACING])
+        gaps = np.diff(st.step[k : k + _LEADING_SPACING])
         every = int(gaps[0])
         first = int(st.step[k]) - k * every
         if every < 1 or np.any(gaps != every) or first < 0:
@@ -731,7 +766,7 @@ class ConsoleParser:
 
     def final_how(self) -> np.ndarray:
         """How many kept rows got their step each way (`records.HOW`)."""
-        return np.bincount(self.store.how[:self.store.n], minlength=len(HOW))
+        return np.bincount(self.store.how[: self.store.n], minlength=len(HOW))
 
     def steps_from(self) -> str:
         """Where the rows' steps came from, as the detectors read it (`meta["steps_from"]`): "log"
@@ -749,13 +784,20 @@ class ConsoleParser:
             other.append(Msg("console.eval_lines", n=self.eval_lines))
         if self.ignored:
             other.append(Msg("console.other_lines", n=self.ignored))
-        out: list[str] = [Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True)) if other
-               else Msg("console.read", what=what, used=used)]
+        out: list[str] = [
+            Msg("console.read_ignored", what=what, used=used, ignored=_and(other, all_and=True))
+            if other
+            else Msg("console.read", what=what, used=used)
+        ]
         st = self.store
         final = self.final_how()
-        how = {"counter": st.how_counts[HOW["counter"]], "interval": st.how_counts[HOW["interval"]],
-               "numbered": int(final[HOW["numbered"]]), "epoch": int(final[HOW["epoch"]]),
-               "spaced": int(final[HOW["spaced"]])}
+        how = {
+            "counter": st.how_counts[HOW["counter"]],
+            "interval": st.how_counts[HOW["interval"]],
+            "numbered": int(final[HOW["numbered"]]),
+            "epoch": int(final[HOW["epoch"]]),
+            "spaced": int(final[HOW["spaced"]]),
+        }
         if how.get("counter"):
             out.append(Msg("console.took_bar_counter", n=how["counter"]))
         if how.get("interval"):
@@ -774,7 +816,7 @@ class ConsoleParser:
         out.extend(self.deepspeed.placement_notes())
         out.extend(self.megatron.notes())
         out.extend(self.composer.notes())
-        nan_filter = st.step[:st.n][(st.flags[:st.n] & FLAG_NAN_FILTER) != 0]
+        nan_filter = st.step[: st.n][(st.flags[: st.n] & FLAG_NAN_FILTER) != 0]
         if nan_filter.size:
             out.append(filtered_nan_note(int(nan_filter.min())))
         if st.thinned:
@@ -796,7 +838,7 @@ def _same_print(a: Any, b: Any) -> bool:
 
 
 def _and(items: list[Msg], all_and: bool = False) -> Msg:
-    """"a, b and c" (or "a and b and c") in English, "a、b、c" in Chinese."""
+    """ "a, b and c" (or "a and b and c") in English, "a、b、c" in Chinese."""
     if len(items) == 1:
         return items[0]
     if all_and:
@@ -846,8 +888,19 @@ def _framework(p: ConsoleParser) -> str:
     return "tqdm" if c["tqdm"] else "console"
 
 
-_COLUMNS = ("loss", "eval_loss", "lr", "scale", "grad_norm", "param_norm", "skipped", "batch_size",
-            "skipped_in_interval", "nan_in_interval", *SIDE_COLUMNS)
+_COLUMNS = (
+    "loss",
+    "eval_loss",
+    "lr",
+    "scale",
+    "grad_norm",
+    "param_norm",
+    "skipped",
+    "batch_size",
+    "skipped_in_interval",
+    "nan_in_interval",
+    *SIDE_COLUMNS,
+)
 
 
 #: rows kept as dicts while newer lines may still change them (a bar's closing draw, an overflow's
@@ -864,8 +917,9 @@ _LEADING_SPACING = 4
 _SKIP_TOTAL = re.compile(r"\bskipped(?:[ _]steps)?\s*[:=]\s*(\d+)\b")
 
 
-def _event_series(p: ConsoleParser, steps: np.ndarray, cols: dict[str, np.ndarray],
-                  logged: dict[str, np.ndarray]) -> None:
+def _event_series(
+    p: ConsoleParser, steps: np.ndarray, cols: dict[str, np.ndarray], logged: dict[str, np.ndarray]
+) -> None:
     """The loss scale and the skipped steps that event lines carry (apex's and fairseq's overflow
     lines, a skip counter), put on the first row of their step where no row of that step has its
     own (`steps` sorted)."""
@@ -903,10 +957,14 @@ def _count_on(st: StepColumns) -> None:
     """A line's counter that starts again from its beginning (a batch within an epoch the line does
     not number: `iter 10 ... iter 200`, then `iter 10` again) counted on, in reading order, from the
     epoch before (`text_slots.counted_on`); a resume to a middle value stays as printed."""
-    steps = st.step[:st.n]
+    steps = st.step[: st.n]
     have = np.isfinite(steps)
     if have.sum() >= 3:
         steps[have] = counted_on(steps[have])
+
+
+#: the signals a console log is read for; a note names those it lacks (each has a `signal.<name>` message)
+_CORE_SIGNALS = ("loss", "grad_norm", "scale")
 
 
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
@@ -940,14 +998,14 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         # (rows at their epoch: an epoch's steps are not known, so a count is no share of them)
         _skipped_share(steps, cols, logged, float(meta.get("log_interval", 1) or 1))
     if "loss" not in cols and "scale" not in cols and "grad_norm" not in cols:
-        raise SourceError(f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad "
-                          "norm or loss scale in them")
+        raise SourceError(
+            f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad norm or loss scale in them"
+        )
     notes = p.notes(what)
     meta["steps_from"] = p.steps_from()
     meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)
     meta["steps_collapsed"] = _collapsed(st, order)
-    absent = [n for c, n in (("loss", Msg("signal.loss")), ("grad_norm", Msg("signal.grad_norm")),
-                             ("scale", Msg("signal.scale"))) if c not in cols]
+    absent = [Msg(f"signal.{c}") for c in _CORE_SIGNALS if c not in cols]
     if absent:
         notes.insert(1, Msg("source.not_in_log", signals=absent))
     source = framework if framework in ("megatron", "deepspeed") else "console"
@@ -957,7 +1015,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     if p.events.items:
         events["text_events"] = p.events.place(_OrdinalSteps(st))
     fp16 = bool(np.any(cols.get("skipped", np.zeros(1)) > 0)) or bool(
-        np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0))
+        np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0)
+    )
     p.events.hints.apply(meta, saw_scale=fp16)
     meta.setdefault("loss_key", "loss")
     meta.setdefault("loss_guessed", False)  # the console's formats name their training loss
@@ -966,8 +1025,9 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     return run
 
 
-def _skipped_share(steps: np.ndarray, cols: dict[str, np.ndarray], logged: dict[str, np.ndarray],
-                   log_interval: float) -> None:
+def _skipped_share(
+    steps: np.ndarray, cols: dict[str, np.ndarray], logged: dict[str, np.ndarray], log_interval: float
+) -> None:
     """`skipped` from the interval counts: the share of each logged interval that was skipped. An
     OVERFLOW line's skip wins over a count of 0 at its step: Megatron-DeepSpeed's iteration line
     counts Megatron's own skips, not those of DeepSpeed's optimizer, which its OVERFLOW line reports."""
@@ -1012,8 +1072,8 @@ def _components(p: ConsoleParser, order: np.ndarray) -> dict[int, Any]:
 def _interval_before_thinning(st: StepColumns) -> int:
     """The typical gap between logged loss points of the head of the log (kept whole): the log's own
     interval, which the thinned middle's gaps would misstate."""
-    head = st.ordinal[:st.n] < st.rules.head
-    steps = np.sort(st.step[:st.n][head & st.logged("loss")]) if "loss" in st.vals else np.sort(st.step[:st.n][head])
+    head = st.ordinal[: st.n] < st.rules.head
+    steps = np.sort(st.step[: st.n][head & st.logged("loss")]) if "loss" in st.vals else np.sort(st.step[: st.n][head])
     gaps = np.diff(steps)
     gaps = gaps[gaps > 0]
     return int(max(1, np.median(gaps))) if gaps.size else 1
@@ -1031,7 +1091,7 @@ class _OrdinalSteps:
 
     def __getitem__(self, i: int) -> float:
         st = self.st
-        j = int(np.searchsorted(st.ordinal[:st.n], i, side="right")) - 1
+        j = int(np.searchsorted(st.ordinal[: st.n], i, side="right")) - 1
         return float(st.step[max(j, 0)])
 
 
@@ -1044,12 +1104,14 @@ def _sniff(p: Path) -> bool:
     start = data[:4096].lstrip()
     if start.startswith((b'{"', b"[{", b"[\n", b"[]")):
         return False  # JSON: the JSON readers take it
-    if any(m in data for m in (b"iteration", b"step=", b"Attempted loss scale", b"Grad overflow")) \
-            and _ANY.search(data) is not None:
+    if (
+        any(m in data for m in (b"iteration", b"step=", b"Attempted loss scale", b"Grad overflow"))
+        and _ANY.search(data) is not None
+    ):
         return True
     # the first 64 KiB (cut after a newline: the same first segments) usually decide; else the whole head
     cut = data.rfind(b"\n", 0, 1 << 16) + 1
-    for part in ((data[:cut], data[:_SNIFF_CONSOLE_BYTES]) if cut else (data[:_SNIFF_CONSOLE_BYTES],)):
+    for part in (data[:cut], data[:_SNIFF_CONSOLE_BYTES]) if cut else (data[:_SNIFF_CONSOLE_BYTES],):
         parser = ConsoleParser()
         for i, seg in enumerate(segments(_Bytes(part))):
             parser.feed(seg)
@@ -1067,7 +1129,7 @@ class _Bytes:
         self.data, self.pos = data, 0
 
     def read(self, n: int) -> bytes:
-        out = self.data[self.pos:self.pos + n]
+        out = self.data[self.pos : self.pos + n]
         self.pos += n
         return out
 
@@ -1125,6 +1187,13 @@ def read_dir(path: Path) -> list[Run]:
         run = read_stream(f, str(chosen.relative_to(path)))
     run.meta["path"] = str(chosen)  # the file read, not the folder it was found in
     if len(logs) > 1:
-        run.notes.insert(0, Msg("source.console_dir_newest", chosen=str(chosen.relative_to(path)),
-                                others=[str(o.relative_to(path)) for o in logs[1:4]], n=len(logs) - 1))
+        run.notes.insert(
+            0,
+            Msg(
+                "source.console_dir_newest",
+                chosen=str(chosen.relative_to(path)),
+                others=[str(o.relative_to(path)) for o in logs[1:4]],
+                n=len(logs) - 1,
+            ),
+        )
     return [run]

@@ -30,6 +30,7 @@ _STEP_SERIES = "\x00step\x00"
 
 # --- value conversions: a list of cells or JSON values -> (floats, logged mask) --------------
 
+
 def parse_str_column(values: list[str] | np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """(floats, logged mask, count of cells that are text, not numbers). Empty cells are "not
     logged"; 'nan'/'inf' are logged non-finite values (the failure we look for)."""
@@ -107,6 +108,7 @@ def column(rows: list[dict[str, Any]], key: str) -> list[Any]:
 
 # --- the store ----------------------------------------------------------------------------------
 
+
 class TableColumns:
     """A table's columns, by the log's own names, in a bounded store: `append` a chunk's float
     columns and masks; `text_cells` counts the cells that were text, not numbers, per column."""
@@ -117,8 +119,9 @@ class TableColumns:
 
     def append(self, m: int, cols: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         if m:
-            self.store.append_arrays(np.full(m, np.nan), {k: v for k, (v, _) in cols.items()},
-                                     logged={k: lg for k, (_, lg) in cols.items()})
+            self.store.append_arrays(
+                np.full(m, np.nan), {k: v for k, (v, _) in cols.items()}, logged={k: lg for k, (_, lg) in cols.items()}
+            )
 
     def count_text(self, name: str, n: int) -> None:
         if n:
@@ -131,7 +134,7 @@ class TableColumns:
 
     def rows_at(self) -> np.ndarray:
         """Each held row's index in the table (0, 1, 2... unless thinned)."""
-        return self.store.ordinal[:self.store.n].astype(np.float64)
+        return self.store.ordinal[: self.store.n].astype(np.float64)
 
     def thinned(self) -> dict[str, int] | None:
         st = self.store
@@ -212,7 +215,7 @@ class JsonColumns:
         st = self.table.store
         for k in self.mixed & set(self._unlogged_if_mixed):
             ords = np.concatenate(self._unlogged_if_mixed[k])
-            pos = np.searchsorted(st.ordinal[:st.n], ords)
+            pos = np.searchsorted(st.ordinal[: st.n], ords)
             held = pos < st.n
             pos = pos[held][st.ordinal[pos[held]] == ords[held]]
             logged[k][pos] = False

@@ -43,9 +43,20 @@ from .files import (
 from .registry import SourceError, reader
 from .table_stream import JsonColumns, TableColumns, column, flatten, json_column, parse_str_column
 
-__all__ = ["parse_str_column", "flatten", "table_run", "read_csv_table", "read_csv", "read_headerless_csv",
-           "read_jsonl", "parse_jsonl",
-           "rows_run", "wandb_export_names", "is_wandb_export", "CsvTable"]
+__all__ = [
+    "parse_str_column",
+    "flatten",
+    "table_run",
+    "read_csv_table",
+    "read_csv",
+    "read_headerless_csv",
+    "read_jsonl",
+    "parse_jsonl",
+    "rows_run",
+    "wandb_export_names",
+    "is_wandb_export",
+    "CsvTable",
+]
 
 #: columns whose absence is worth a note (the detectors say more precisely what they skip)
 _KEY_SIGNALS = ("loss", "grad_norm", "lr", "scale")
@@ -53,11 +64,21 @@ _KEY_SIGNALS = ("loss", "grad_norm", "lr", "scale")
 
 # --- shared: a parsed table -> Run ----------------------------------------------------------
 
-def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: str,
-              meta: dict[str, Any] | None = None, notes: list[str] | None = None,
-              logged: dict[str, np.ndarray] | None = None, nrows: int | None = None,
-              text_cells: dict[str, int] | None = None, rows_at: np.ndarray | None = None,
-              step_values: dict[str, np.ndarray] | None = None) -> Run:
+
+def table_run(
+    names: list[str],
+    columns: dict[str, Any],
+    *,
+    source: str,
+    what: str,
+    meta: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+    logged: dict[str, np.ndarray] | None = None,
+    nrows: int | None = None,
+    text_cells: dict[str, int] | None = None,
+    rows_at: np.ndarray | None = None,
+    step_values: dict[str, np.ndarray] | None = None,
+) -> Run:
     """Map a table's named columns onto a Run. `columns[name]` is a float array (with `logged[name]`
     its mask, and `text_cells[name]` how many of its cells were text), a list of strings (CSV cells)
     or a list of Python values (JSON). A streamed table passes `rows_at` (each row's index in the
@@ -67,8 +88,10 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
     mapping = map_names(names)
     if not trains(mapping.used):
         shown = ", ".join(repr(n) for n in names[:12]) + (" ..." if len(names) > 12 else "")
-        raise SourceError(f"{what}: no training metric found among its columns ({shown}); "
-                          "expected names like loss, grad_norm, lr or loss_scale")
+        raise SourceError(
+            f"{what}: no training metric found among its columns ({shown}); "
+            "expected names like loss, grad_norm, lr or loss_scale"
+        )
     cols, masks = _metric_columns(mapping.used, columns, notes, logged=logged, text_cells=text_cells)
     n = nrows if nrows is not None else len(next(iter(columns.values())))
     row_index = rows_at if rows_at is not None else np.arange(n, dtype=np.float64)
@@ -92,13 +115,19 @@ def table_run(names: list[str], columns: dict[str, Any], *, source: str, what: s
 
 def _is_text(v: Any) -> bool:
     """A column of strings: CSV cells, as a numpy unicode array or a list."""
-    return (isinstance(v, np.ndarray) and v.dtype.kind == "U") or (isinstance(v, list) and bool(v)
-                                                                     and isinstance(v[0], str))
+    return (isinstance(v, np.ndarray) and v.dtype.kind == "U") or (
+        isinstance(v, list) and bool(v) and isinstance(v[0], str)
+    )
 
 
-def _metric_columns(used: dict[str, str], columns: dict[str, Any], notes: list[Any], *,
-                    logged: dict[str, np.ndarray] | None,
-                    text_cells: dict[str, int] | None) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _metric_columns(
+    used: dict[str, str],
+    columns: dict[str, Any],
+    notes: list[Any],
+    *,
+    logged: dict[str, np.ndarray] | None,
+    text_cells: dict[str, int] | None,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The signals' columns (`used`: signal -> the table's name) as floats with their logged masks,
     whatever form the table holds them in; a column with text among its numbers gets a note."""
     masks: dict[str, np.ndarray] = {}
@@ -226,7 +255,7 @@ def read_csv_table(path: Path, rules: Thinning = THINNING) -> CsvTable:
             names = _dedupe_names(names)
         keep = _wanted_columns(names)
         table = TableColumns(rules, roles=_csv_roles(names))
-        body = text[first_nl + 1:] if first_nl >= 0 else ""
+        body = text[first_nl + 1 :] if first_nl >= 0 else ""
         del text
         nrows, ragged = _csv_body(itertools.chain([body], texts), path, delim, fields, names, keep, table)
     if ragged:
@@ -241,13 +270,16 @@ def _csv_texts(path: Path, chunks: Iterator[bytes]) -> Iterator[str]:
     for raw in chunks:
         if _longest_line(raw) > MAX_LINE_BYTES:
             longest = _longest_line_in(path)
-            raise SourceError(f"{path}: a line of {longest / (1 << 20):.0f} MB; not a CSV training log "
-                              f"(lines are read up to {MAX_LINE_BYTES >> 20} MB)")
+            raise SourceError(
+                f"{path}: a line of {longest / (1 << 20):.0f} MB; not a CSV training log "
+                f"(lines are read up to {MAX_LINE_BYTES >> 20} MB)"
+            )
         yield raw.decode("utf-8", errors="replace")
 
 
-def _csv_body(texts: Iterator[str], path: Path, delim: str, fields: int, names: list[str], keep: list[int],
-              table: TableColumns) -> tuple[int, int]:
+def _csv_body(
+    texts: Iterator[str], path: Path, delim: str, fields: int, names: list[str], keep: list[int], table: TableColumns
+) -> tuple[int, int]:
     """Read the rows into `table`: dense numeric chunks by `np.loadtxt`, from the first chunk that is
     not one on by the `csv` module (a quoted field may run into the next chunk). (rows, ragged rows)."""
     nrows = 0
@@ -265,8 +297,9 @@ def _csv_body(texts: Iterator[str], path: Path, delim: str, fields: int, names: 
     return nrows, 0
 
 
-def _csv_rows(texts: Iterator[str], path: Path, delim: str, fields: int, names: list[str], keep: list[int],
-              table: TableColumns) -> tuple[int, int]:
+def _csv_rows(
+    texts: Iterator[str], path: Path, delim: str, fields: int, names: list[str], keep: list[int], table: TableColumns
+) -> tuple[int, int]:
     """The `csv` module's reading of the rest, a batch of rows at a time. (rows, ragged rows)."""
     width = len(names)
     reader_ = csv.reader(itertools.chain.from_iterable(io.StringIO(t, newline="") for t in texts), delimiter=delim)
@@ -340,15 +373,19 @@ def _loadtxt(body: str, delim: str, width: int, keep: list[int]) -> np.ndarray |
     numeric (empty cells, text, rows of another width)."""
     if not body.strip() or not keep:
         return None
-    if (delim + delim in body or "\n" + delim in body or delim + "\n" in body or delim + "\r" in body
-            or body.startswith(delim)):
+    if (
+        delim + delim in body
+        or "\n" + delim in body
+        or delim + "\n" in body
+        or delim + "\r" in body
+        or body.startswith(delim)
+    ):
         return None  # empty cells: sparse table, take the general path
     lines = body.count("\n") + (0 if body.endswith("\n") else 1)
     if body.count(delim) != lines * (width - 1):
         return None  # rows of another width, blank lines or quoted delimiters: the general path
     try:
-        a = np.loadtxt(io.StringIO(body), delimiter=delim, dtype=np.float64, ndmin=2, quotechar='"',
-                       usecols=keep)
+        a = np.loadtxt(io.StringIO(body), delimiter=delim, dtype=np.float64, ndmin=2, quotechar='"', usecols=keep)
     except ValueError:
         return None
     if a.shape[1] != len(keep):
@@ -389,12 +426,12 @@ def wandb_export_names(names: list[str]) -> tuple[list[str], dict[str, str], lis
 
 def is_wandb_export(names: list[str]) -> bool:
     return any(_WANDB_RUN_COL.match(n) for n in names) and any(
-        n in ("Step", "_step") or n.lower().endswith("step") for n in names)
+        n in ("Step", "_step") or n.lower().endswith("step") for n in names
+    )
 
 
 #: a cell of a headerless table: a plain number (a header cell is a name)
-_NUMBER_CELL = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$|^\s*[-+]?(?:nan|inf)\s*$",
-                          re.IGNORECASE)
+_NUMBER_CELL = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$|^\s*[-+]?(?:nan|inf)\s*$", re.IGNORECASE)
 
 
 def _headerless_delimiter(path: Path) -> str | None:
@@ -416,8 +453,9 @@ def _cell_value(c: str) -> float:
         return float("nan")
 
 
-def read_headerless_csv(path: Path, delim: str, *, source: str = "csv", what: str | None = None,
-                        meta: dict[str, Any] | None = None) -> list[Run]:
+def read_headerless_csv(
+    path: Path, delim: str, *, source: str = "csv", what: str | None = None, meta: dict[str, Any] | None = None
+) -> list[Run]:
     """A table of numbers with no header. Nothing names its columns, so the reading follows the order
     such tables are written in (`step, loss[, more]`: Tacotron-2's `step,loss,avg_loss` lines): a first
     column of strictly increasing integers is the step, the first column after it the training loss,
@@ -432,17 +470,28 @@ def read_headerless_csv(path: Path, delim: str, *, source: str = "csv", what: st
     steps = first if is_step else np.arange(len(table), dtype=np.float64)
     j = 1 if is_step else 0
     key = f"column {j + 1}"
-    run = from_columns(steps, {"loss": table[:, j]}, meta={**(meta or {}), "loss_key": key, "loss_guessed": True},
-                       source=source)
+    run = from_columns(
+        steps, {"loss": table[:, j]}, meta={**(meta or {}), "loss_key": key, "loss_guessed": True}, source=source
+    )
     name = what or path.name
-    run.notes.extend([Msg("source.no_header", what=name, n=len(table), width=width),
-                      Msg("source.no_step_column") if not is_step else Msg("source.first_column_step"),
-                      Msg("text.loss_guessed", key=key)])
+    run.notes.extend(
+        [
+            Msg("source.no_header", what=name, n=len(table), width=width),
+            Msg("source.no_step_column") if not is_step else Msg("source.first_column_step"),
+            Msg("text.loss_guessed", key=key),
+        ]
+    )
     return [run]
 
 
-def read_csv(path: Path, *, source: str = "csv", what: str | None = None,
-             meta: dict[str, Any] | None = None, rules: Thinning = THINNING) -> list[Run]:
+def read_csv(
+    path: Path,
+    *,
+    source: str = "csv",
+    what: str | None = None,
+    meta: dict[str, Any] | None = None,
+    rules: Thinning = THINNING,
+) -> list[Run]:
     delim = _headerless_delimiter(path)
     if delim is not None:
         return read_headerless_csv(path, delim, source=source, what=what, meta=meta)
@@ -459,8 +508,18 @@ def read_csv(path: Path, *, source: str = "csv", what: str | None = None,
         names = keep
         notes.extend(more)
         source = "wandb_csv"
-    run = table_run(names, cols, source=source, what=what or path.name, meta=meta, notes=notes, logged=logged,
-                    nrows=len(t.rows_at), text_cells=text_cells, rows_at=t.rows_at)
+    run = table_run(
+        names,
+        cols,
+        source=source,
+        what=what or path.name,
+        meta=meta,
+        notes=notes,
+        logged=logged,
+        nrows=len(t.rows_at),
+        text_cells=text_cells,
+        rows_at=t.rows_at,
+    )
     thinned_note(run, t.thinned)
     return [run]
 
@@ -484,7 +543,8 @@ def _sniff_csv(p: Path) -> bool:
     if line.lstrip().startswith(("{", "[")):
         return False
     return any(line.count(d) >= 1 for d in ",\t") and trains(
-        map_names([c.strip() for c in re.split(r"[,\t]", line)]).used)
+        map_names([c.strip() for c in re.split(r"[,\t]", line)]).used
+    )
 
 
 @reader("CSV log", _sniff_csv, priority=90)
@@ -493,6 +553,7 @@ def read_csv_reader(path: Path) -> list[Run]:
 
 
 # --- JSONL / JSON ---------------------------------------------------------------------------
+
 
 def parse_jsonl(raw: bytes, name: str) -> tuple[list[dict[str, Any]], list[str]]:
     """Rows of a JSON-lines file read whole (a W&B history); unreadable lines are skipped with a note."""
@@ -565,8 +626,14 @@ def _unparsable(line: bytes) -> bool:
         return True
 
 
-def rows_run(rows: list[dict[str, Any]], *, source: str, what: str, meta: dict[str, Any] | None = None,
-             notes: list[str] | None = None) -> Run:
+def rows_run(
+    rows: list[dict[str, Any]],
+    *,
+    source: str,
+    what: str,
+    meta: dict[str, Any] | None = None,
+    notes: list[str] | None = None,
+) -> Run:
     """Rows of dicts (JSONL, W&B history) -> Run, vectorised per chosen column."""
     if rows and any(isinstance(v, dict) for v in rows[0].values()):
         rows = [flatten(r) for r in rows]
@@ -577,8 +644,7 @@ def rows_run(rows: list[dict[str, Any]], *, source: str, what: str, meta: dict[s
     cols = {n: column(rows, n) for n in name_list if n in wanted}
     if not cols:
         cols = {name_list[0]: []} if name_list else {"": []}
-    return table_run(name_list, cols, source=source, what=what, meta=meta, notes=notes,
-                     nrows=len(rows))
+    return table_run(name_list, cols, source=source, what=what, meta=meta, notes=notes, nrows=len(rows))
 
 
 def parse_json_array(raw: bytes, path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -625,9 +691,18 @@ def read_jsonl(path: Path, *, source: str = "jsonl", rules: Thinning = THINNING)
     vals, logged, steps = table.columns()
     rows_at = table.table.rows_at()
     cols: dict[str, Any] = {**steps, **vals}
-    run = table_run(list(table.names), cols, source=source, what=path.name,
-                    notes=_unreadable_note(path.name, bad, last_bad), logged=logged, nrows=len(rows_at),
-                    text_cells=table.table.text_cells, rows_at=rows_at, step_values=steps)
+    run = table_run(
+        list(table.names),
+        cols,
+        source=source,
+        what=path.name,
+        notes=_unreadable_note(path.name, bad, last_bad),
+        logged=logged,
+        nrows=len(rows_at),
+        text_cells=table.table.text_cells,
+        rows_at=rows_at,
+        step_values=steps,
+    )
     thinned_note(run, table.table.thinned())
     return [run]
 

@@ -56,8 +56,9 @@ def _event_files(p: Path) -> tuple[list[Path], list[str]]:
     newest = max(by_dir, key=lambda d: max(f.stat().st_mtime for f in by_dir[d]))
     others = sorted(str(d.relative_to(p)) for d in by_dir if d != newest)
     shown = ", ".join(others[:5]) + (" ..." if len(others) > 5 else "")
-    return sorted(by_dir[newest]), [Msg("source.tb_runs", n=len(by_dir), chosen=str(newest.relative_to(p)),
-                                        others=shown)]
+    return sorted(by_dir[newest]), [
+        Msg("source.tb_runs", n=len(by_dir), chosen=str(newest.relative_to(p)), others=shown)
+    ]
 
 
 def _masked(crc: int) -> int:
@@ -158,8 +159,9 @@ def read_scalars(files: list[Path], notes: list[str]) -> dict[str, tuple[list[in
     try:
         from tensorboard.compat.proto import event_pb2
     except ImportError as e:
-        raise SourceError("reading TensorBoard event files needs the tensorboard package "
-                          "(pip install tensorboard)") from e
+        raise SourceError(
+            "reading TensorBoard event files needs the tensorboard package (pip install tensorboard)"
+        ) from e
     out: dict[str, tuple[list[int], list[float]]] = {}
     wanted: dict[str, bool] = {}
     for f in sorted(files, key=lambda x: (x.stat().st_mtime, x.name)):
@@ -169,8 +171,13 @@ def read_scalars(files: list[Path], notes: list[str]) -> dict[str, tuple[list[in
     return out
 
 
-def _add_events(events: Iterator, out: dict[str, tuple[list[int], list[float]]], wanted: dict[str, bool],
-                notes: list[str], name: str) -> None:
+def _add_events(
+    events: Iterator,
+    out: dict[str, tuple[list[int], list[float]]],
+    wanted: dict[str, bool],
+    notes: list[str],
+    name: str,
+) -> None:
     n = 0
     for ev in events:
         if ev is None:
@@ -206,8 +213,7 @@ def _decoded(payloads: Iterator[bytes], event_pb2) -> Iterator:
             return
 
 
-def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: str,
-                   notes: list[str]) -> Run:
+def scalars_to_run(scalars: dict[str, tuple[list[int], list[float]]], *, what: str, notes: list[str]) -> Run:
     best: dict[str, tuple[int, str]] = {}
     for tag in scalars:
         hit = column_for(tag)

@@ -30,8 +30,13 @@ def weak(name: str, runs: list[Run]) -> bool:
         return False
     run = runs[0]
     # rows not at the log's steps, or lines left unread (the readers' meta says so)
-    return name in _ALWAYS or not run.has("loss") or run.meta.get("steps_from", "log") != "log" \
-        or bool(run.meta.get("lines_unread")) or bool(run.meta.get("steps_collapsed"))
+    return (
+        name in _ALWAYS
+        or not run.has("loss")
+        or run.meta.get("steps_from", "log") != "log"
+        or bool(run.meta.get("lines_unread"))
+        or bool(run.meta.get("steps_collapsed"))
+    )
 
 
 def score(run: Run) -> tuple[bool, bool, int, int]:

@@ -43,8 +43,9 @@ class EventRule:
     keep: Callable[[dict[str, Any]], bool] | None = None
 
 
-def _rule(kind: str, pattern: str, source: str, keep: Callable[[dict[str, Any]], bool] | None = None,
-          flags: int = re.I) -> EventRule:
+def _rule(
+    kind: str, pattern: str, source: str, keep: Callable[[dict[str, Any]], bool] | None = None, flags: int = re.I
+) -> EventRule:
     return EventRule(kind, re.compile(pattern, flags), source, keep)
 
 
@@ -54,91 +55,158 @@ def _positive(v: dict[str, Any]) -> bool:
 
 #: the event table, first match wins: the specific kinds before the generic ones (a NaN warning last)
 RULES: tuple[EventRule, ...] = (
-    _rule("oom", r"out of memory|OutOfMemoryError|\bOOM\b(?!\W{0,3}\d)|CUBLAS_STATUS_ALLOC_FAILED",
-          "torch c10/cuda/CUDACachingAllocator.cpp: `CUDA out of memory. Tried to allocate ...`"),
-    _rule("nccl_error", r"\bNCCL\b.*(?:error|timeout|timed out|WARN|abort)|nccl\w*Error|"
-                        r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|error)",
-          "torch ProcessGroupNCCL.cpp: `Watchdog caught collective operation timeout`"),
-    _rule("loss_scale_min", rf"Minimum loss scale reached \((?P<scale>{_NUM})\)|loss scale already at minimum|"
-                            r"loss scale (?:has )?reached (?:its |the )?minimum",
-          "fairseq optim/dynamic_loss_scaler.py: `FloatingPointError: Minimum loss scale reached (0.0001)`; "
-          "deepspeed runtime/fp16/loss_scaler.py: `Current loss scale already at minimum`"),
-    _rule("anomaly_op", r"Function '(?P<op>[A-Za-z_][\w:.]*)' returned (?P<value>nan|inf) values in its "
-                        r"(?P<output>\d+)(?:st|nd|rd|th) output",
-          "torch autograd anomaly mode (torch/csrc/autograd/python_anomaly_mode / engine): "
-          "`Function 'SoftmaxBackward0' returned nan values in its 0th output.`", flags=0),
-    _rule("overflow", rf"OVERFLOW!.*?Attempted loss scale:\s*(?P<attempted>{_NUM}),\s*reducing to\s*(?P<scale>{_NUM})|"
-                      rf"OVERFLOW!.*?Attempted loss scale:\s*(?P<scale_kept>{_NUM}),?\s*but hysteresis|"
-                      rf"overflow detected, ignoring gradient, setting loss scale to:?\s*(?P<scale_set>{_NUM})|"
-                      rf"Gradient overflow\.\s+Skipping step, loss scaler \d+ reducing loss scale to\s*(?P<scale_to>{_NUM})|"
-                      r"Grad overflow on iteration\s+(?P<step>\d+)",
-          "deepspeed runtime/fp16/loss_scaler.py (`[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss "
-          "scale: 65536, reducing to 32768`), fairseq trainer.py (`NOTE: gradient overflow detected, ignoring "
-          "gradient, setting loss scale to: 64.0`), apex amp/scaler.py (`Gradient overflow.  Skipping step, loss "
-          "scaler 0 reducing loss scale to 0.5`)"),
-    _rule("overflow", r"OVERFLOW!|\b(?:grad(?:ient)?s?|fp16|loss scale|dynamic loss scale) overflow|"
-                      r"\boverflow\b.*\bskip|overflow detected", "the same trainers' other wordings"),
-    _rule("skip_count", r"number of skipped iterations:\s*(?P<count>\d+)",
-          "Megatron-LM training.py training_log: `number of skipped iterations:   2`", keep=_positive),
-    _rule("nonfinite_loss", r"number of nan iterations:\s*(?P<count>\d+)",
-          "Megatron-LM training.py training_log: `number of nan iterations:   1`", keep=_positive),
-    _rule("loss_scale", r"(?:loss[ _]?scale|loss scaler|grad[ _]?scale)\w*.*?(?:to|:|=)\s*[-+]?\d",
-          "Megatron's `loss scale: 1.0`, guided-diffusion's `lg_loss_scale`, the scalers' `reducing ... to N`"),
-    _rule("labels_ignored", r"ignored in (?:the )?loss calculation|Could not find (?:response|instruction) key|"
-                            r"labels? (?:are|is|were) (?:all )?(?:ignored|masked|-100)|"
-                            r"all (?:the )?labels? (?:in your dataset )?(?:are|is) -100|labels in your dataset are -100|"
-                            r"tokenization mismatch: \d+ vs\. \d+",
-          "TRL DataCollatorForCompletionOnlyLM (`Could not find response key ... This instance will be ignored in "
-          "loss calculation.`), Unsloth (`All labels in your dataset are -100`), FastChat train.py "
-          "(`WARNING: tokenization mismatch: 12 vs. 45. (ignored)`: the sample's labels all set to -100)"),
-    _rule("empty_target", r"\bempty (?:targets?|labels?|responses?|answers?|completions?|sequences?)|"
-                          r"\bno (?:valid )?(?:target|label|response) tokens?|num_items_in_batch\W+0\b",
-          "trainers warning of an empty answer"),
-    _rule("truncation", r"truncat|longer than the specified maximum sequence length|"
-                        r"exceeds? (?:the )?(?:model'?s? )?max(?:imum)?[ _](?:length|seq)",
-          "transformers tokenization_utils_base.py: `Token indices sequence length is longer than the specified "
-          "maximum sequence length for this model`"),
-    _rule("nonfinite_loss", r"Loss became infinite or NaN(?: at iteration=(?P<step>\d+))?|"
-                            r"\bloss\b(?: value)? (?:is|became|was|went|=)\s*(?P<value>nan|inf|-inf)\b|"
-                            r"\bnon-?finite loss|\bloss is (?:not finite|non-?finite)|\bNaN loss\b|"
-                            r"\bloss (?:is )?NaN\b",
-          "detectron2 engine/train_loop.py (`Loss became infinite or NaN at iteration=N!`), the DETR/DeiT/MAE "
-          "engines (`Loss is nan, stopping training`), ultralytics (`non-finite loss, ending training`)"),
-    _rule("nonfinite_grad", r"\bgrad(?:ient)?[ _]?norm\b\W{0,3}(?:is|was|became|=|:)?\s*(?P<value>nan|inf)\b|"
-                            r"\b(?:found|detected|encountered)\b\W*(?:inf|nan)(?:\s*(?:/|or|and)\s*(?:inf|nan))?s?\b"
-                            r"(?: values?)? in (?:the )?grad",
-          "trainers that check the gradient: `grad norm is nan`, `found inf/nan in gradients`"),
-    _rule("nonfinite_input", r"\b(?:inputs?|batch|data|features?|targets?|images?|samples?)\b[^.]{0,30}"
-                             r"\b(?:contains?|has|have|with|includes?)\b[^.]{0,12}\b(?:nan|inf)s?\b|"
-                             r"\b(?:nan|inf)s?\b[^.]{0,25}\bin (?:the |your )?(?:input(?!\s+tensor)|batch|dataset|"
-                             r"data\b|features|targets)",
-          "data checks: `Input contains NaN`, `NaN in the batch` (not torch.utils.tensorboard's `NaN or Inf "
-          "found in input tensor`, which is about a logged value)"),
-    _rule("nonfinite_warning", r"(?:\b(?:nan|inf)\b.*\b(?:detected|found|encountered|warn\w*|error|occurred)\b|"
-                               r"\b(?:detected|found|encountered|warn\w*|returned|got|became|is)\b\W*(?:a\s+)?"
-                               r"\b(?:nan|inf)\b|non-?finite|FloatingPointError|anomaly detect)",
-          "any other NaN/Inf warning"),
-    _rule("resume", r"\bresum(?:e|ed|ing)\b|continuing training from|loading (?:model )?checkpoint|"
-                    r"loaded (?:from )?checkpoint|resume_from_checkpoint|Loading model from \S*checkpoint|"
-                    r"Restoring states from the checkpoint",
-          "transformers trainer.py (`Continuing training from checkpoint, will skip to saved global_step`, "
-          "`Loading model from out/checkpoint-500.`), Lightning (`Restoring states from the checkpoint path at`)"),
-    _rule("restart", r"\brestart(?:ing|ed)?\b|restart_count|Rendezvous'ing worker group",
-          "torch.distributed.elastic: `Rendezvous'ing worker group`, `restart_count`"),
+    _rule(
+        "oom",
+        r"out of memory|OutOfMemoryError|\bOOM\b(?!\W{0,3}\d)|CUBLAS_STATUS_ALLOC_FAILED",
+        "torch c10/cuda/CUDACachingAllocator.cpp: `CUDA out of memory. Tried to allocate ...`",
+    ),
+    _rule(
+        "nccl_error",
+        r"\bNCCL\b.*(?:error|timeout|timed out|WARN|abort)|nccl\w*Error|"
+        r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(?:timeout|error)",
+        "torch ProcessGroupNCCL.cpp: `Watchdog caught collective operation timeout`",
+    ),
+    _rule(
+        "loss_scale_min",
+        rf"Minimum loss scale reached \((?P<scale>{_NUM})\)|loss scale already at minimum|"
+        r"loss scale (?:has )?reached (?:its |the )?minimum",
+        "fairseq optim/dynamic_loss_scaler.py: `FloatingPointError: Minimum loss scale reached (0.0001)`; "
+        "deepspeed runtime/fp16/loss_scaler.py: `Current loss scale already at minimum`",
+    ),
+    _rule(
+        "anomaly_op",
+        r"Function '(?P<op>[A-Za-z_][\w:.]*)' returned (?P<value>nan|inf) values in its "
+        r"(?P<output>\d+)(?:st|nd|rd|th) output",
+        "torch autograd anomaly mode (torch/csrc/autograd/python_anomaly_mode / engine): "
+        "`Function 'SoftmaxBackward0' returned nan values in its 0th output.`",
+        flags=0,
+    ),
+    _rule(
+        "overflow",
+        rf"OVERFLOW!.*?Attempted loss scale:\s*(?P<attempted>{_NUM}),\s*reducing to\s*(?P<scale>{_NUM})|"
+        rf"OVERFLOW!.*?Attempted loss scale:\s*(?P<scale_kept>{_NUM}),?\s*but hysteresis|"
+        rf"overflow detected, ignoring gradient, setting loss scale to:?\s*(?P<scale_set>{_NUM})|"
+        rf"Gradient overflow\.\s+Skipping step, loss scaler \d+ reducing loss scale to\s*(?P<scale_to>{_NUM})|"
+        r"Grad overflow on iteration\s+(?P<step>\d+)",
+        "deepspeed runtime/fp16/loss_scaler.py (`[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss "
+        "scale: 65536, reducing to 32768`), fairseq trainer.py (`NOTE: gradient overflow detected, ignoring "
+        "gradient, setting loss scale to: 64.0`), apex amp/scaler.py (`Gradient overflow.  Skipping step, loss "
+        "scaler 0 reducing loss scale to 0.5`)",
+    ),
+    _rule(
+        "overflow",
+        r"OVERFLOW!|\b(?:grad(?:ient)?s?|fp16|loss scale|dynamic loss scale) overflow|"
+        r"\boverflow\b.*\bskip|overflow detected",
+        "the same trainers' other wordings",
+    ),
+    _rule(
+        "skip_count",
+        r"number of skipped iterations:\s*(?P<count>\d+)",
+        "Megatron-LM training.py training_log: `number of skipped iterations:   2`",
+        keep=_positive,
+    ),
+    _rule(
+        "nonfinite_loss",
+        r"number of nan iterations:\s*(?P<count>\d+)",
+        "Megatron-LM training.py training_log: `number of nan iterations:   1`",
+        keep=_positive,
+    ),
+    _rule(
+        "loss_scale",
+        r"(?:loss[ _]?scale|loss scaler|grad[ _]?scale)\w*.*?(?:to|:|=)\s*[-+]?\d",
+        "Megatron's `loss scale: 1.0`, guided-diffusion's `lg_loss_scale`, the scalers' `reducing ... to N`",
+    ),
+    _rule(
+        "labels_ignored",
+        r"ignored in (?:the )?loss calculation|Could not find (?:response|instruction) key|"
+        r"labels? (?:are|is|were) (?:all )?(?:ignored|masked|-100)|"
+        r"all (?:the )?labels? (?:in your dataset )?(?:are|is) -100|labels in your dataset are -100|"
+        r"tokenization mismatch: \d+ vs\. \d+",
+        "TRL DataCollatorForCompletionOnlyLM (`Could not find response key ... This instance will be ignored in "
+        "loss calculation.`), Unsloth (`All labels in your dataset are -100`), FastChat train.py "
+        "(`WARNING: tokenization mismatch: 12 vs. 45. (ignored)`: the sample's labels all set to -100)",
+    ),
+    _rule(
+        "empty_target",
+        r"\bempty (?:targets?|labels?|responses?|answers?|completions?|sequences?)|"
+        r"\bno (?:valid )?(?:target|label|response) tokens?|num_items_in_batch\W+0\b",
+        "trainers warning of an empty answer",
+    ),
+    _rule(
+        "truncation",
+        r"truncat|longer than the specified maximum sequence length|"
+        r"exceeds? (?:the )?(?:model'?s? )?max(?:imum)?[ _](?:length|seq)",
+        "transformers tokenization_utils_base.py: `Token indices sequence length is longer than the specified "
+        "maximum sequence length for this model`",
+    ),
+    _rule(
+        "nonfinite_loss",
+        r"Loss became infinite or NaN(?: at iteration=(?P<step>\d+))?|"
+        r"\bloss\b(?: value)? (?:is|became|was|went|=)\s*(?P<value>nan|inf|-inf)\b|"
+        r"\bnon-?finite loss|\bloss is (?:not finite|non-?finite)|\bNaN loss\b|"
+        r"\bloss (?:is )?NaN\b",
+        "detectron2 engine/train_loop.py (`Loss became infinite or NaN at iteration=N!`), the DETR/DeiT/MAE "
+        "engines (`Loss is nan, stopping training`), ultralytics (`non-finite loss, ending training`)",
+    ),
+    _rule(
+        "nonfinite_grad",
+        r"\bgrad(?:ient)?[ _]?norm\b\W{0,3}(?:is|was|became|=|:)?\s*(?P<value>nan|inf)\b|"
+        r"\b(?:found|detected|encountered)\b\W*(?:inf|nan)(?:\s*(?:/|or|and)\s*(?:inf|nan))?s?\b"
+        r"(?: values?)? in (?:the )?grad",
+        "trainers that check the gradient: `grad norm is nan`, `found inf/nan in gradients`",
+    ),
+    _rule(
+        "nonfinite_input",
+        r"\b(?:inputs?|batch|data|features?|targets?|images?|samples?)\b[^.]{0,30}"
+        r"\b(?:contains?|has|have|with|includes?)\b[^.]{0,12}\b(?:nan|inf)s?\b|"
+        r"\b(?:nan|inf)s?\b[^.]{0,25}\bin (?:the |your )?(?:input(?!\s+tensor)|batch|dataset|"
+        r"data\b|features|targets)",
+        "data checks: `Input contains NaN`, `NaN in the batch` (not torch.utils.tensorboard's `NaN or Inf "
+        "found in input tensor`, which is about a logged value)",
+    ),
+    _rule(
+        "nonfinite_warning",
+        r"(?:\b(?:nan|inf)\b.*\b(?:detected|found|encountered|warn\w*|error|occurred)\b|"
+        r"\b(?:detected|found|encountered|warn\w*|returned|got|became|is)\b\W*(?:a\s+)?"
+        r"\b(?:nan|inf)\b|non-?finite|FloatingPointError|anomaly detect)",
+        "any other NaN/Inf warning",
+    ),
+    _rule(
+        "resume",
+        r"\bresum(?:e|ed|ing)\b|continuing training from|loading (?:model )?checkpoint|"
+        r"loaded (?:from )?checkpoint|resume_from_checkpoint|Loading model from \S*checkpoint|"
+        r"Restoring states from the checkpoint",
+        "transformers trainer.py (`Continuing training from checkpoint, will skip to saved global_step`, "
+        "`Loading model from out/checkpoint-500.`), Lightning (`Restoring states from the checkpoint path at`)",
+    ),
+    _rule(
+        "restart",
+        r"\brestart(?:ing|ed)?\b|restart_count|Rendezvous'ing worker group",
+        "torch.distributed.elastic: `Rendezvous'ing worker group`, `restart_count`",
+    ),
 )
 #: a line that goes on with the warning of the line just before it (TRL prints the instance between
 #: `Could not find response key` and `This instance will be ignored`): one event, not two
-_CONTINUES = {"labels_ignored": (re.compile(r"ignored in (?:the )?loss calculation", re.I),
-                                 re.compile(r"Could not find (?:response|instruction) key", re.I))}
+_CONTINUES = {
+    "labels_ignored": (
+        re.compile(r"ignored in (?:the )?loss calculation", re.I),
+        re.compile(r"Could not find (?:response|instruction) key", re.I),
+    )
+}
 _CONTINUE_LINES = 40
 #: the cue words: a line holding none of them is no event (one cheap search rejects most lines)
-_CUE = re.compile(r"memory|OOM|NCCL|nccl|Watchdog|OVERFLOW|[Oo]verflow|[Ss]kipping|scale|label|ignored|"
-                  r"[Ee]mpty|[Nn]o (?:valid )?(?:target|label|response)|num_items|[Tt]runcat|longer than|xceed|"
-                  r"[Nn]a[Nn]|\b[Ii]nf\b|finite|FloatingPoint|[Aa]nomaly|[Rr]esum|[Rr]estart|Rendezvous|"
-                  r"[Cc]ontinuing training|checkpoint|CUBLAS|skipped|response key|instruction key|mismatch")
+_CUE = re.compile(
+    r"memory|OOM|NCCL|nccl|Watchdog|OVERFLOW|[Oo]verflow|[Ss]kipping|scale|label|ignored|"
+    r"[Ee]mpty|[Nn]o (?:valid )?(?:target|label|response)|num_items|[Tt]runcat|longer than|xceed|"
+    r"[Nn]a[Nn]|\b[Ii]nf\b|finite|FloatingPoint|[Aa]nomaly|[Rr]esum|[Rr]estart|Rendezvous|"
+    r"[Cc]ontinuing training|checkpoint|CUBLAS|skipped|response key|instruction key|mismatch"
+)
 #: a number after the words of a loss-scale line (`reducing to 32`, `loss scale: 1.0`)
-_SCALE_VALUE = re.compile(rf"(?:to|:|=)\s*({_NUM})\s*[.,;)]?\s*$|"
-                          rf"(?:reducing|increasing|lowering|raising)\s+(?:loss\s+)?(?:scale\s+)?to\s*({_NUM})", re.I)
+_SCALE_VALUE = re.compile(
+    rf"(?:to|:|=)\s*({_NUM})\s*[.,;)]?\s*$|"
+    rf"(?:reducing|increasing|lowering|raising)\s+(?:loss\s+)?(?:scale\s+)?to\s*({_NUM})",
+    re.I,
+)
 TEXT_MAX = 120
 _FLOAT_KEYS = ("scale", "attempted")
 _INT_KEYS = ("count", "step", "output", "from_step")
@@ -232,8 +300,7 @@ class Events:
         self.values: dict[int, dict[str, Any]] = {}
         self.hints = Hints()
 
-    def add(self, line_no: int, kind: str, text: str, row_index: int,
-            values: dict[str, Any] | None = None) -> None:
+    def add(self, line_no: int, kind: str, text: str, row_index: int, values: dict[str, Any] | None = None) -> None:
         """Keep one event; `values` default to what the table reads from the full line (before the
         text is cut to TEXT_MAX)."""
         if len(self.items) >= _MAX_EVENTS:
@@ -262,8 +329,12 @@ class Events:
         if pair is None or not self.items or pair[0].search(text) is None or pair[1].search(text) is not None:
             return False
         last_line, last_kind, last_text, last_row = self.items[-1]
-        return (last_kind == kind and last_row == row_index and line_no - last_line <= _CONTINUE_LINES
-                and pair[1].search(last_text) is not None)
+        return (
+            last_kind == kind
+            and last_row == row_index
+            and line_no - last_line <= _CONTINUE_LINES
+            and pair[1].search(last_text) is not None
+        )
 
     def record(self, i: int) -> dict[str, Any]:
         """Item i as it is filed under its step: {"kind", "line", "text", and its values}."""
@@ -305,26 +376,42 @@ class Events:
 _MAX_EVENTS = 20_000
 
 _PRECISION = (
-    ("fp16", re.compile(r"--fp16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bfp16\W{0,3}[:=]\s*(?:true|True|1)\b|"
-                        r"\"fp16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?float16\b|"
-                        r"\bmixed_precision\W+fp16\b|\bprecision\W+16(?:-mixed)?\b|\bamp_dtype\W+(?:torch\.)?float16\b|"
-                        # Lightning's `Using 16bit Automatic Mixed Precision (AMP)` / `Using native 16bit
-                        # precision.`, apex's `Selected optimization level O1`, `amp=True` (ultralytics,
-                        # timm's --amp: torch.cuda.amp with a GradScaler, fp16), `dtype: float16`
-                        r"Using (?:native )?16[- ]?bit|Selected optimization level O[123]\b|"
-                        r"(?:^|(?<=[\s,(]))(?:--)?(?:use_)?amp\b(?:\s*[:=]\s*(?:true|True|1)\b|(?=\s+--|\s*$))|"
-                        r"\bdtype\W{1,4}(?:torch\.)?float16\b|Mixed precision type: fp16\b")),
-    ("bf16", re.compile(r"--bf16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bbf16\W{0,3}[:=]\s*(?:true|True|1)\b|"
-                        r"\"bf16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?bfloat16\b|"
-                        r"\bmixed_precision\W+bf16\b|\bprecision\W+bf16(?:-mixed)?\b|Using bfloat16 Automatic Mixed Precision|"
-                        r"\b(?:amp_)?dtype\W{1,4}(?:torch\.)?bfloat16\b|Mixed precision type: bf16\b")),
+    (
+        "fp16",
+        re.compile(
+            r"--fp16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bfp16\W{0,3}[:=]\s*(?:true|True|1)\b|"
+            r"\"fp16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?float16\b|"
+            r"\bmixed_precision\W+fp16\b|\bprecision\W+16(?:-mixed)?\b|\bamp_dtype\W+(?:torch\.)?float16\b|"
+            # Lightning's `Using 16bit Automatic Mixed Precision (AMP)` / `Using native 16bit
+            # precision.`, apex's `Selected optimization level O1`, `amp=True` (ultralytics,
+            # timm's --amp: torch.cuda.amp with a GradScaler, fp16), `dtype: float16`
+            r"Using (?:native )?16[- ]?bit|Selected optimization level O[123]\b|"
+            r"(?:^|(?<=[\s,(]))(?:--)?(?:use_)?amp\b(?:\s*[:=]\s*(?:true|True|1)\b|(?=\s+--|\s*$))|"
+            r"\bdtype\W{1,4}(?:torch\.)?float16\b|Mixed precision type: fp16\b"
+        ),
+    ),
+    (
+        "bf16",
+        re.compile(
+            r"--bf16\b(?!\s*(?:=\s*)?(?:false|False|0)\b)|\bbf16\W{0,3}[:=]\s*(?:true|True|1)\b|"
+            r"\"bf16\":\s*\{\s*\"enabled\":\s*true|torch_dtype\W+(?:torch\.)?bfloat16\b|"
+            r"\bmixed_precision\W+bf16\b|\bprecision\W+bf16(?:-mixed)?\b|Using bfloat16 Automatic Mixed Precision|"
+            r"\b(?:amp_)?dtype\W{1,4}(?:torch\.)?bfloat16\b|Mixed precision type: bf16\b"
+        ),
+    ),
 )
-_HINT_CUE = re.compile(r"16|amp\b|AMP|optimization level|num_labels|num_classes|n_classes|vocab_size|SFT|[Ss]ft|[Pp]re-?train|[Cc]lassif")
-_SIZE = (("n_classes", re.compile(r"\b(?:num_labels|num_classes|n_classes|nb_classes)\W{1,4}(\d{1,7})\b")),
-         ("vocab_size", re.compile(r"\b(?:vocab_size|padded_vocab_size|n_vocab)\W{1,4}(\d{1,8})\b")))
-_TASK = (("sft", re.compile(r"\bSFTTrainer\b|\bsft\b|supervised fine-?tun", re.I)),
-         ("pretrain", re.compile(r"\bpre-?train(?:ing)?\b", re.I)),
-         ("classification", re.compile(r"ForSequenceClassification|ForImageClassification|\bclassification\b", re.I)))
+_HINT_CUE = re.compile(
+    r"16|amp\b|AMP|optimization level|num_labels|num_classes|n_classes|vocab_size|SFT|[Ss]ft|[Pp]re-?train|[Cc]lassif"
+)
+_SIZE = (
+    ("n_classes", re.compile(r"\b(?:num_labels|num_classes|n_classes|nb_classes)\W{1,4}(\d{1,7})\b")),
+    ("vocab_size", re.compile(r"\b(?:vocab_size|padded_vocab_size|n_vocab)\W{1,4}(\d{1,8})\b")),
+)
+_TASK = (
+    ("sft", re.compile(r"\bSFTTrainer\b|\bsft\b|supervised fine-?tun", re.I)),
+    ("pretrain", re.compile(r"\bpre-?train(?:ing)?\b", re.I)),
+    ("classification", re.compile(r"ForSequenceClassification|ForImageClassification|\bclassification\b", re.I)),
+)
 
 
 class Hints:

@@ -18,10 +18,16 @@ from ..records import FILLED_NONFINITE, MSVC_NONFINITE
 
 #: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word (MSVC's `1.#INF` too)
 #: (a sentence may end right after it: `Loss is 2.3102.`; a version `1.2.3` is no number)
-NUMBER = re.compile(r"(?<![\w.@])(?:" + MSVC_NONFINITE + "|" + FILLED_NONFINITE + r")(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
-                    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])|"
-                    # a NaN timing with its unit glued (modded-nanogpt's `step_avg:nanms` at step 0)
-                    r"(?<![\w.])nan(?=ms(?![\w.]))")
+NUMBER = re.compile(
+    r"(?<![\w.@])(?:"
+    + MSVC_NONFINITE
+    + "|"
+    + FILLED_NONFINITE
+    + r")(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
+    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])|"
+    # a NaN timing with its unit glued (modded-nanogpt's `step_avg:nanms` at step 0)
+    r"(?<![\w.])nan(?=ms(?![\w.]))"
+)
 
 
 #: a number printed with thousands separators right after its name's `:` or `=` (`iter:  25,390,`, OLMo's
@@ -45,8 +51,10 @@ _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,2})[^A
 
 
 #: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
-_WRAP = re.compile(r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
-                   r"float|np\.array)\(\s*\[*\s*['\"]?\s*$")
+_WRAP = re.compile(
+    r"(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array|Decimal|"
+    r"float|np\.array)\(\s*\[*\s*['\"]?\s*$"
+)
 
 
 #: a counter's name with its mode in parentheses (mmengine's `Epoch(train)`, `Iter(val)`)
@@ -54,48 +62,93 @@ _MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
-EVAL_ALONE = (r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
-              r"|dev"
-              r"|cv)"  # cv: WeNet's and its kin's (WeTTS, WeKWS) cross-validation pass, `Epoch 0 [CV] progress ...`
-              r"(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
-              # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
-              # quoted name says which (`'validation_epoch_loss'`)
-              r"(?!\s+metric\s+['\"])")
+EVAL_ALONE = (
+    r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
+    r"|dev"
+    r"|cv)"  # cv: WeNet's and its kin's (WeTTS, WeKWS) cross-validation pass, `Epoch 0 [CV] progress ...`
+    r"(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
+    # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
+    # quoted name says which (`'validation_epoch_loss'`)
+    r"(?!\s+metric\s+['\"])"
+)
 #: ... and not a phase's size, whose values follow: Poutyne's `Train steps: 938 Val steps: 157 ... loss:`
 #: (the template reader's; the console reader keeps `Val steps: 157` an evaluation's, out of its step counter)
-EVAL_WORD = re.compile(EVAL_ALONE + r"(?!\s+(?:steps|batches|samples|examples|iters|iterations)\s*[:=]\s*\d+\s)",
-                       re.IGNORECASE)
+EVAL_WORD = re.compile(
+    EVAL_ALONE + r"(?!\s+(?:steps|batches|samples|examples|iters|iterations)\s*[:=]\s*\d+\s)", re.IGNORECASE
+)
 
 
 TRAIN_WORD = re.compile(r"(?<![A-Za-z])(?:train|training|tr)(?![A-Za-z])", re.IGNORECASE)
 
 
 #: an evaluation word inside a series' own name (`val_loss`, `Validation Loss`, `eval/loss`)
-EVAL_NAME = re.compile(r"(?:^|[/_ .-])(?:eval|evaluation|val|vali|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE)
+EVAL_NAME = re.compile(
+    r"(?:^|[/_ .-])(?:eval|evaluation|val|vali|valid|validation|test|dev)(?:[/_ .-]|$)", re.IGNORECASE
+)
 
 
 #: step-like names, best first
-_STEP_NAMES = ("global_step", "global step", "step", "steps", "iteration", "iterations", "iter", "iters", "it",
-               "update", "updates", "n_updates", "num_updates", "batch", "batches", "total_timesteps", "timesteps",
-               "minibatch", "minibatches",
-               "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
-               "counter",  # counter: Vowpal Wabbit's `example counter` column (the examples seen)
-               "#")  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
+_STEP_NAMES = (
+    "global_step",
+    "global step",
+    "step",
+    "steps",
+    "iteration",
+    "iterations",
+    "iter",
+    "iters",
+    "it",
+    "update",
+    "updates",
+    "n_updates",
+    "num_updates",
+    "batch",
+    "batches",
+    "total_timesteps",
+    "timesteps",
+    "minibatch",
+    "minibatches",
+    "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
+    "counter",  # counter: Vowpal Wabbit's `example counter` column (the examples seen)
+    "#",
+)  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
 
 
 _EPOCH_NAMES = ("epoch", "epochs", "ep", "pass")  # pass: PaddlePaddle's (v2, fluid) epoch
 
 
 #: total-loss names, best first: anything else holding `loss` is a guess
-_TOTAL = ("loss", "train loss", "training loss", "train_loss", "tr.loss", "trloss", "total loss", "total_loss",
-          "loss_total", "tot loss", "tot_loss", "epoch_loss", "epoch loss", "losses", "lm loss", "lm_loss", "objective", "avg loss", "mean loss",
-          "xent",  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
-          "cost")  # cost: what PaddlePaddle's and TF1's tutorials call the loss (`Pass 0, Batch 100, Cost 2.31`)
+_TOTAL = (
+    "loss",
+    "train loss",
+    "training loss",
+    "train_loss",
+    "tr.loss",
+    "trloss",
+    "total loss",
+    "total_loss",
+    "loss_total",
+    "tot loss",
+    "tot_loss",
+    "epoch_loss",
+    "epoch loss",
+    "losses",
+    "lm loss",
+    "lm_loss",
+    "objective",
+    "avg loss",
+    "mean loss",
+    "xent",  # xent: OpenNMT's and Neural Monkey's cross-entropy (`target/train_xent`)
+    "cost",
+)  # cost: what PaddlePaddle's and TF1's tutorials call the loss (`Pass 0, Batch 100, Cost 2.31`)
 
 
 #: names of the parts of a loss (`surrogate`: PPO's clipped policy objective, beside its value loss)
-_COMPONENT = re.compile(r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
-                        r"value|policy|surrogate|crossentropy|cross_entropy|smoothl1|smooth_l1)", re.IGNORECASE)
+_COMPONENT = re.compile(
+    r"loss_|_loss|aux|z_loss|zloss|kl\b|(?<![a-z])(?:cls|bbox|mask|rpn|ctc|mlm|nsp|entropy|"
+    r"value|policy|surrogate|crossentropy|cross_entropy|smoothl1|smooth_l1)",
+    re.IGNORECASE,
+)
 
 
 #: MXNet's metric names that are losses (`mx.metric.CrossEntropy`, the SSD example's `SmoothL1`)
@@ -119,8 +172,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     `2.71 avg loss, 0.001 rate,`). "(avg) NAME" for a running average: a number in parentheses right
     after another (`Loss 2.34 (2.40)`), or one named `avg NAME` right after an unnamed one (`2.31,
     2.71 avg loss`); "" when no word names it."""
-    pieces = [text[(spans[i - 1][1] if i else 0):a] for i, (a, _) in enumerate(spans)]
-    pieces.append(text[spans[-1][1]:] if spans else text)
+    pieces = [text[(spans[i - 1][1] if i else 0) : a] for i, (a, _) in enumerate(spans)]
+    pieces.append(text[spans[-1][1] :] if spans else text)
     names: list[str] = []
     for i, piece in enumerate(pieces[:-1]):
         if pieces[i + 1][:1] == "%":  # a progress bar's percentage (`steps:  22%|███`): never a counter's value
@@ -130,7 +183,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
         if i and piece[:1].isalpha() and (unit := _GLUED_UNIT.match(piece)) is not None:
-            piece = piece[unit.end():]  # the unit of the number before (`13.6G   0.0485`), no name of this one
+            piece = piece[unit.end() :]  # the unit of the number before (`13.6G   0.0485`), no name of this one
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
     _tuple_names(spans, pieces, names)
@@ -146,8 +199,12 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if i and pieces[i] == ":" and _CLOCK_PART.fullmatch(text, *spans[i]):
             continue  # `Remain 80:39:57 Loss 1.03`: a clock's seconds, never named by the word after them
         after = _SUFFIX.match(pieces[i + 1])
-        if after is not None and i + 1 < len(spans) and after.end() == len(pieces[i + 1]) \
-                and name_key(names[i + 1]) == name_key(after.group(1).strip(" ./-")):
+        if (
+            after is not None
+            and i + 1 < len(spans)
+            and after.end() == len(pieces[i + 1])
+            and name_key(names[i + 1]) == name_key(after.group(1).strip(" ./-"))
+        ):
             after = None  # `progress 0/2754 loss 0.61`: the word names the number after it, not the total before
         if after is None:
             word = _SUFFIX_WORD.match(pieces[i + 1])  # `100 batches Average loss: ...`: a counter's own word
@@ -171,15 +228,20 @@ def _counted_values(text: str, spans: list[tuple[int, int]], pieces: list[str], 
     for i in range(len(names) - 1):
         if not names[i] or names[i + 1] or pieces[i + 1].strip() not in ("", ":"):
             continue
-        first, second = text[spans[i][0]:spans[i][1]], text[spans[i + 1][0]:spans[i + 1][1]]
-        if first.isdigit() and ("." in second or second.lower().lstrip("+-") in ("nan", "inf")) \
-                and _is_loss(name_key(names[i])):
+        first, second = text[spans[i][0] : spans[i][1]], text[spans[i + 1][0] : spans[i + 1][1]]
+        if (
+            first.isdigit()
+            and ("." in second or second.lower().lstrip("+-") in ("nan", "inf"))
+            and _is_loss(name_key(names[i]))
+        ):
             names[i], names[i + 1] = "step", names[i]
 
 
 #: a tuple of names right before a tuple of values (`train loss (min, avg, max): (-0.27, nan, 1152.6)`, a
 #: script's `print("loss (min, avg, max):", (lo, avg, hi))`), the subject's name in front of the names
-_NAME_TUPLE = re.compile(r"([A-Za-z_][\w ./-]*?)\s*\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*\)\s*[:=]?\s*[(\[]\s*$")
+_NAME_TUPLE = re.compile(
+    r"([A-Za-z_][\w ./-]*?)\s*\(\s*([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)+)\s*\)\s*[:=]?\s*[(\[]\s*$"
+)
 #: the names in such a tuple that say the value is the subject itself: its average over the interval
 _AVERAGE_WORDS = frozenset({"avg", "average", "mean"})
 
@@ -188,12 +250,12 @@ def _tuple_names(spans: list[tuple[int, int]], pieces: list[str], names: list[st
     """Each value of a tuple printed after a tuple of names takes its name: the average takes the
     subject's (`train loss`), the others their own word (`min`, `max`), never the subject's (an
     extreme of the interval is no loss the trainer steps on)."""
-    for i, piece in enumerate(pieces[:len(spans)]):
+    for i, piece in enumerate(pieces[: len(spans)]):
         m = _NAME_TUPLE.search(piece)
         if m is None:
             continue
         words = [w.strip() for w in m.group(2).split(",")]
-        if i + len(words) > len(spans) or any(p.strip() != "," for p in pieces[i + 1:i + len(words)]):
+        if i + len(words) > len(spans) or any(p.strip() != "," for p in pieces[i + 1 : i + len(words)]):
             continue
         subject = _prefix_name(m.group(1), "")
         for k, w in enumerate(words):
@@ -207,7 +269,7 @@ _LOSS_LABEL = re.compile(r"(?<![\w.-])(?:loss|losses)\s*:\s*[A-Za-z_][\w ]*$", r
 def _labelled_total(pieces: list[str], names: list[str]) -> None:
     """pytorch-yolo2's region loss prints `loss: x %f, y %f, w %f, h %f, conf %f, cls %f, total %f`:
     the label says the numbers after it are the loss's, so their `total` is the loss itself."""
-    label = next((i for i, p in enumerate(pieces[:len(names)]) if _LOSS_LABEL.search(p)), None)
+    label = next((i for i, p in enumerate(pieces[: len(names)]) if _LOSS_LABEL.search(p)), None)
     if label is None:
         return
     for k in range(label, len(names)):
@@ -275,8 +337,32 @@ def _prefix_name(piece: str, before: str) -> str:
 
 _NAME_CHAR = re.compile(r"[A-Za-z]")
 #: words a name abbreviates with a dot (prime-rl's `Grad. Norm`, `Avg. Loss`, `Tr. Loss`): the dot ends no sentence
-ABBREVIATIONS = frozenset({"grad", "avg", "tr", "val", "eval", "acc", "approx", "est", "tot", "iter", "ep", "no", "num",
-                           "norm", "max", "min", "std", "lr", "l", "r", "cur", "prev"})
+ABBREVIATIONS = frozenset(
+    {
+        "grad",
+        "avg",
+        "tr",
+        "val",
+        "eval",
+        "acc",
+        "approx",
+        "est",
+        "tot",
+        "iter",
+        "ep",
+        "no",
+        "num",
+        "norm",
+        "max",
+        "min",
+        "std",
+        "lr",
+        "l",
+        "r",
+        "cur",
+        "prev",
+    }
+)
 
 
 def _after_sentence(name: str) -> str:
@@ -289,6 +375,8 @@ def _after_sentence(name: str) -> str:
     while k and parts[k - 1].rsplit(" ", 1)[-1].lower() in ABBREVIATIONS:
         k -= 1
     return " ".join(parts[k:])
+
+
 #: a call printed with its value (Julia's `@show loss(x, y)`, a REPL's `accuracy(m, x) = 0.91`, `f(x): 2.3`): the
 #: function's name names the value; a wrapper around the value after the `=` (`param(`, `Float32(`) is skipped
 _CALL = re.compile(r"([A-Za-z_][\w.]*)\([^()]*\)\s*[=:]\s*(?:[A-Za-z_][\w.]*\(\s*)?$")
@@ -324,9 +412,9 @@ def _eval_context(text: str, spans: list[tuple[int, int]], names: list[str]) -> 
         if ev is None:
             out.append(False)
             continue
-        after = before[ev.end():]
+        after = before[ev.end() :]
         # a bracketed section (`[val] loss=5.9, acc=0.2 [time per itr] 1403ms [lr] 0.00003`) ends at the next one
-        closed = before[ev.start() - 1:ev.start()] == "[" and _SECTION.search(after) is not None
+        closed = before[ev.start() - 1 : ev.start()] == "[" and _SECTION.search(after) is not None
         out.append(TRAIN_WORD.search(after) is None and not closed)
     return out
 
@@ -374,8 +462,23 @@ def step_rank(name: str) -> int | None:
 
 #: words that may stand before a step counter's name and keep it the step (`loss 2.3 at step 100`,
 #: `optimizer step 12`, MaxText's `completed step: 10`); not `total`, `max`, `per`, `skipped`...
-_STEP_HEADS = frozenset({"at", "optimizer", "opt", "current", "cur", "completed", "done", "finished", "after",
-                         "on", "in", "global", "example"})
+_STEP_HEADS = frozenset(
+    {
+        "at",
+        "optimizer",
+        "opt",
+        "current",
+        "cur",
+        "completed",
+        "done",
+        "finished",
+        "after",
+        "on",
+        "in",
+        "global",
+        "example",
+    }
+)
 
 
 def _slash(parts: list[str], j: int) -> bool:
@@ -426,10 +529,16 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
 
 def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     a = np.array(t.rows, dtype=np.float64) if t.rows else np.zeros((0, len(t.names)))
-    whole = [j for j in range(a.shape[1]) if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j]))
-             and np.all(a[:, j] >= 0)]
-    of_total = [j for j in whole if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1])
-                and np.all(a[:, j] <= a[:, j + 1])]  # `06/01` (a date, day < month) is no counter
+    whole = [
+        j
+        for j in range(a.shape[1])
+        if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j])) and np.all(a[:, j] >= 0)
+    ]
+    of_total = [
+        j
+        for j in whole
+        if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1]) and np.all(a[:, j] <= a[:, j + 1])
+    ]  # `06/01` (a date, day < month) is no counter
     counters = {k for j in of_total for k in (j, j + 1)}
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
@@ -469,8 +578,7 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     per_epoch = a[0, inner + 1] if inner in of_total else np.max(steps) + 1
     # an epoch printed `E/TOTAL` or as a bare number counts from 1 (`Epoch [1/10]`, OpenNMT's `Epoch  1,
     # 12900/37527`); one in brackets as the PyTorch reference scripts' from 0 (`Epoch: [0][ 10/5005]`)
-    first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 \
-        else 0.0
+    first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 else 0.0
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
 
 
@@ -508,13 +616,28 @@ def _running_beside(t: Template, a: np.ndarray, whole: list[int], counters: set[
 #: names that are a loss by themselves, whole (Torch7's imagenet `Err 6.9076`: its criterion's value)
 #: (`error`: what a from-scratch net prints for its objective, `print("Error: ", error)`; `top-1 error`, `error rate`
 #: are other names)
-_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", "error",
-                         *_LOSS_METRICS})
+_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", "error", *_LOSS_METRICS})
 #: the last word of a name that makes it an objective's value, the metric a tool prints for its loss
 #: (XGBoost's `train-logloss`, LightGBM's `training's l2` / `valid_1's binary_logloss`, `train-rmse`):
 #: ranked after every name that says loss
-METRIC_LOSS_WORDS = frozenset({"logloss", "mlogloss", "rmse", "mse", "mae", "l1", "l2", "nll", "xent", "huber",
-                               "crossentropy", "cross_entropy", "objective", "cost"})
+METRIC_LOSS_WORDS = frozenset(
+    {
+        "logloss",
+        "mlogloss",
+        "rmse",
+        "mse",
+        "mae",
+        "l1",
+        "l2",
+        "nll",
+        "xent",
+        "huber",
+        "crossentropy",
+        "cross_entropy",
+        "objective",
+        "cost",
+    }
+)
 #: a dataset's name alone naming the value printed for it (CatBoost's `learn: 0.65  test: 0.66`): the
 #: objective on that set, a training or an evaluation loss (ranked after every other loss name)
 _SET_TRAIN = frozenset({"learn", "train", "training"})
@@ -523,8 +646,24 @@ _SET_EVAL = frozenset({"test", "valid", "validation", "eval", "val"})
 _SET_SEP = re.compile(r"[\s'-]+")
 #: words that may stand before a metric's name in one `_`-joined name (`binary_logloss`, `valid_rmse`);
 #: any other (`lin_vel_z_l2`, an RL reward term) makes it the name of something else
-_METRIC_HEADS = frozenset({"train", "training", "val", "valid", "validation", "test", "eval", "dev", "binary",
-                           "multi", "avg", "mean", "weighted", "total"})
+_METRIC_HEADS = frozenset(
+    {
+        "train",
+        "training",
+        "val",
+        "valid",
+        "validation",
+        "test",
+        "eval",
+        "dev",
+        "binary",
+        "multi",
+        "avg",
+        "mean",
+        "weighted",
+        "total",
+    }
+)
 
 
 def _metric_named(n: str) -> bool:
@@ -583,7 +722,7 @@ _TERM = re.compile(r"^l_[a-z]")
 
 
 def _set_named(t: Template, j: int, n: str) -> str | None:
-    """"train" or "eval" for a slot named by a dataset alone whose values are no counts (a loss is
+    """ "train" or "eval" for a slot named by a dataset alone whose values are no counts (a loss is
     not a whole number on every row; `train: 50000` is a set's size)."""
     kind = "train" if n in _SET_TRAIN else "eval" if n in _SET_EVAL else None
     if kind is None or not t.rows or all(float(r[j]).is_integer() for r in t.rows if math.isfinite(r[j])):
@@ -592,7 +731,7 @@ def _set_named(t: Template, j: int, n: str) -> str | None:
 
 
 def classify_slot(t: Template, j: int) -> str | None:
-    """"train", "eval", "component" for a loss-like slot; "avg" for a running average; else None."""
+    """ "train", "eval", "component" for a loss-like slot; "avg" for a running average; else None."""
     raw = name_key(t.names[j])
     if not raw or raw.startswith("(avg)"):
         return "avg" if raw else None
@@ -601,10 +740,13 @@ def classify_slot(t: Template, j: int) -> str | None:
         return "component"
     if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
         return "avg"
-    comp_name = (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n))) \
-        and total_rank(n) >= 50 \
-        and not n.startswith(("total", "train", "tr.")) \
-        or criterion_named(n) and any(criterion_named(base_name(x)) for i, x in enumerate(t.names) if i != j and x)
+    comp_name = (
+        (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n)))
+        and total_rank(n) >= 50
+        and not n.startswith(("total", "train", "tr."))
+        or criterion_named(n)
+        and any(criterion_named(base_name(x)) for i, x in enumerate(t.names) if i != j and x)
+    )
     loss_like = _is_loss(n) or (comp_name and bool(re.search(r"aux|z_?loss", n)))
     if not loss_like:
         return _set_named(t, j, n) if not EVAL_NAME.search(raw) or n in _SET_EVAL else None
@@ -621,8 +763,11 @@ def averaged_beside(name: str, others: Iterable[str]) -> bool:
     """Whether a loss named as an average (`loss_mean`) sits beside a loss that is not one: it then
     averages that loss over past steps, and is neither the loss nor a part of it. Alone, it is the
     only loss the line holds and is read as such."""
-    return bool(AVERAGE_TAIL.search(name)) and _is_loss(name) and any(
-        _is_loss(o) and not AVERAGE_TAIL.search(o) for o in others)
+    return (
+        bool(AVERAGE_TAIL.search(name))
+        and _is_loss(name)
+        and any(_is_loss(o) and not AVERAGE_TAIL.search(o) for o in others)
+    )
 
 
 #: words in front of a total's name that keep it the total (`avg_train_loss`, kohya's `avr_loss`)
@@ -638,13 +783,13 @@ def total_rank(name: str) -> float:
         r = total_rank(bare)
         return r + 0.5 if r < 50 else 50
     for prefix in ("train ", "train_", "training "):
-        if n.startswith(prefix) and n[len(prefix):] in _TOTAL:
-            return _TOTAL.index(n[len(prefix):]) + 1
+        if n.startswith(prefix) and n[len(prefix) :] in _TOTAL:
+            return _TOTAL.index(n[len(prefix) :]) + 1
     if n in _TOTAL:
         return _TOTAL.index(n)
     tail = AVERAGE_TAIL.search(n)
-    if tail is not None and n[:tail.start()] in _TOTAL:  # glample's `cost average`: the total, averaged
-        return _TOTAL.index(n[:tail.start()]) + 0.5
+    if tail is not None and n[: tail.start()] in _TOTAL:  # glample's `cost average`: the total, averaged
+        return _TOTAL.index(n[: tail.start()]) + 0.5
     if criterion_named(n):
         return _CRITERION_RANK
     if "loss" not in n and (n in _LOSS_NAMES or _metric_named(n)):
@@ -655,9 +800,31 @@ def total_rank(name: str) -> float:
 #: a loss named by its criterion's class (PyTorch's `nn.CrossEntropyLoss`, `nn.MSELoss`...: OLMo's
 #: `train/CrossEntropyLoss`, a script's `print(f"{type(criterion).__name__}: {loss}")`): the objective itself,
 #: ranked after every total's name; two such names on one line are parts of one objective
-_CRITERIA = frozenset({"crossentropy", "nll", "mse", "l1", "smoothl1", "huber", "bce", "bcewithlogits", "kldiv", "ctc",
-                       "marginranking", "hingeembedding", "cosineembedding", "tripletmargin", "poissonnll",
-                       "gaussiannll", "multilabelsoftmargin", "softmargin", "multimargin", "focal", "dice"})
+_CRITERIA = frozenset(
+    {
+        "crossentropy",
+        "nll",
+        "mse",
+        "l1",
+        "smoothl1",
+        "huber",
+        "bce",
+        "bcewithlogits",
+        "kldiv",
+        "ctc",
+        "marginranking",
+        "hingeembedding",
+        "cosineembedding",
+        "tripletmargin",
+        "poissonnll",
+        "gaussiannll",
+        "multilabelsoftmargin",
+        "softmargin",
+        "multimargin",
+        "focal",
+        "dice",
+    }
+)
 _CRITERION_RANK = 30
 
 
@@ -698,7 +865,7 @@ def adversaries(names: Iterable[str]) -> bool:
 
 
 def _side(name: str) -> str | None:
-    """"d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`)."""
+    """ "d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`)."""
     n = name_key(name)
     m = _SIDE_AFTER.match(n)
     if m:
@@ -710,18 +877,21 @@ def _side(name: str) -> str | None:
 #: a bracketed group of one adversary's losses (`[G - gan1: 6.8, rec: 0.15] [D - real: 0.4]`)
 _SIDE_GROUP = re.compile(r"\[\s*([DG])\s*[-:]\s*[A-Za-z]")
 #: names on a GAN's line that are no loss: timing, data loading, the LR, accuracies, counters
-_NOT_A_PART = re.compile(r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memory|acc|accuracy|fps|sec|secs)\b",
-                         re.IGNORECASE)
+_NOT_A_PART = re.compile(
+    r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memory|acc|accuracy|fps|sec|secs)\b", re.IGNORECASE
+)
 
 
 #: names of what a training line prints beside its loss that is no loss: scores, accuracies, rewards,
 #: throughput, sizes, regularisation settings (the LR, the norms, the scale are the records' own columns)
-_NOT_A_LOSS = re.compile(r"^(?:top-?\d|acc|prec|precision|recall|f1|auc|m?ap\b|m?iou|bleu|rouge|reward|return|score|"
-                         r"psnr|ssim|tokens?|samples?|images?|imgs?|throughput|tps|wd|weight[ _]decay|momentum|temp|"
-                         r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
-                         r"clip|warmup|"
-                         r"step)",  # step: a step's timing or rate (modded-nanogpt's `step_avg:258.57ms`)
-                         re.IGNORECASE)
+_NOT_A_LOSS = re.compile(
+    r"^(?:top-?\d|acc|prec|precision|recall|f1|auc|m?ap\b|m?iou|bleu|rouge|reward|return|score|"
+    r"psnr|ssim|tokens?|samples?|images?|imgs?|throughput|tps|wd|weight[ _]decay|momentum|temp|"
+    r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
+    r"clip|warmup|"
+    r"step)",  # step: a step's timing or rate (modded-nanogpt's `step_avg:258.57ms`)
+    re.IGNORECASE,
+)
 
 
 def lone_metric(t: Template, counters: set[int], known: Iterable[int]) -> int | None:
@@ -731,11 +901,21 @@ def lone_metric(t: Template, counters: set[int], known: Iterable[int]) -> int | 
     Time 0.900`: `Le`). What a reader takes for the loss when nothing else is left; None when two or
     more are left (which one is unknown)."""
     known = set(known)
-    left = [j for j, n in enumerate(t.names) if n and j not in counters and j not in known
-            and not t.eval_context[j] and not EVAL_NAME.search(n) and not name_key(n).startswith(("(avg)", PERCENT))
-            and not _NOT_A_PART.match(n) and not _NOT_A_LOSS.match(n) and name_key(n) not in _EPOCH_NAMES
-            and not all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows)
-            and any(r[j] != t.rows[0][j] for r in t.rows)]
+    left = [
+        j
+        for j, n in enumerate(t.names)
+        if n
+        and j not in counters
+        and j not in known
+        and not t.eval_context[j]
+        and not EVAL_NAME.search(n)
+        and not name_key(n).startswith(("(avg)", PERCENT))
+        and not _NOT_A_PART.match(n)
+        and not _NOT_A_LOSS.match(n)
+        and name_key(n) not in _EPOCH_NAMES
+        and not all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows)
+        and any(r[j] != t.rows[0][j] for r in t.rows)
+    ]
     return left[0] if len(left) == 1 else None
 
 
@@ -747,9 +927,16 @@ def gan_parts(text: str, names: list[str]) -> frozenset[str]:
     sides = {_side(n) for n in names if n} | {g.lower() for g in _SIDE_GROUP.findall(text)}
     if not {"d", "g"} <= sides:
         return frozenset()
-    return frozenset(base_name(n) for n in names if len(n) >= 2 and step_rank(n) is None
-                     and name_key(n) not in _EPOCH_NAMES and not _NOT_A_PART.match(n) and not n.startswith("(avg)")
-                     and not _SCORE_TAIL.search(n))
+    return frozenset(
+        base_name(n)
+        for n in names
+        if len(n) >= 2
+        and step_rank(n) is None
+        and name_key(n) not in _EPOCH_NAMES
+        and not _NOT_A_PART.match(n)
+        and not n.startswith("(avg)")
+        and not _SCORE_TAIL.search(n)
+    )
 
 
 #: a GAN line's measurements that are no loss: the discriminator's scores, outputs and accuracies (BasicSR's
@@ -765,11 +952,30 @@ _ZH_COUNTER = (
     (re.compile(r"第\s*(\d+)\s*(?:个\s*)?(?:轮次?|回合|周期|代|epoch)", re.IGNORECASE), r" epoch \1 "),
     (re.compile(r"第\s*(\d+)\s*(?:次迭代|步|次)"), r" step \1 "),
 )
-_ZH_WORDS = (("训练次数", "train step"), ("训练步数", "train step"), ("训练损失", "train loss"), ("验证损失", "val loss"), ("验证集损失", "val loss"), ("测试损失", "test loss"),
-             ("损失函数", "loss"), ("损失值", "loss"), ("平均损失", "avg loss"), ("总损失", "total loss"), ("损失", "loss"),
-             ("迭代次数", "iter"), ("迭代", "iter"), ("步数", "step"), ("轮次", "epoch"), ("轮数", "epoch"),
-             ("学习率", "lr"), ("梯度范数", "grad_norm"), ("准确率", "acc"), ("训练", "train"), ("验证", "val"),
-             ("测试", "test"))
+_ZH_WORDS = (
+    ("训练次数", "train step"),
+    ("训练步数", "train step"),
+    ("训练损失", "train loss"),
+    ("验证损失", "val loss"),
+    ("验证集损失", "val loss"),
+    ("测试损失", "test loss"),
+    ("损失函数", "loss"),
+    ("损失值", "loss"),
+    ("平均损失", "avg loss"),
+    ("总损失", "total loss"),
+    ("损失", "loss"),
+    ("迭代次数", "iter"),
+    ("迭代", "iter"),
+    ("步数", "step"),
+    ("轮次", "epoch"),
+    ("轮数", "epoch"),
+    ("学习率", "lr"),
+    ("梯度范数", "grad_norm"),
+    ("准确率", "acc"),
+    ("训练", "train"),
+    ("验证", "val"),
+    ("测试", "test"),
+)
 _ZH_ANY = re.compile("|".join(re.escape(w) for w, _ in _ZH_WORDS))
 _ZH_MAP = dict(_ZH_WORDS)
 

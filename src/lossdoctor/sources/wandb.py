@@ -72,7 +72,7 @@ def iter_records(data: bytes, notes: list[str], name: str) -> Iterator[bytes]:
         if kind not in (_FULL, _FIRST, _MIDDLE, _LAST) or length > room - _HEADER or end > n:
             notes.append(Msg("source.wandb_torn", name=name, pos=pos))
             return
-        payload = data[pos + _HEADER:end]
+        payload = data[pos + _HEADER : end]
         if zlib.crc32(payload, _TYPE_CRC[kind]) & 0xFFFFFFFF != crc:
             notes.append(Msg("source.wandb_bad_checksum", name=name, pos=pos))
             return
@@ -101,8 +101,7 @@ def read_wandb_file(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any], l
     try:
         from wandb.proto import wandb_internal_pb2 as pb
     except ImportError as e:
-        raise SourceError(f"{path}: reading a W&B run file needs the wandb package "
-                          "(pip install wandb)") from e
+        raise SourceError(f"{path}: reading a W&B run file needs the wandb package (pip install wandb)") from e
     notes: list[str] = []
     rows: list[dict[str, Any]] = []
     config: dict[str, Any] = {}
@@ -149,9 +148,15 @@ def _pick_run(p: Path) -> tuple[Path, list[str]]:
 
 
 #: W&B config keys (HF Trainer and common scripts put theirs there) that the detectors can use
-_CONFIG_META = {"max_grad_norm": "max_grad_norm", "gradient_clip_val": "max_grad_norm",
-                "clip_grad": "max_grad_norm", "logging_steps": "log_interval",
-                "learning_rate": "config_lr", "fp16": "fp16", "bf16": "bf16"}
+_CONFIG_META = {
+    "max_grad_norm": "max_grad_norm",
+    "gradient_clip_val": "max_grad_norm",
+    "clip_grad": "max_grad_norm",
+    "logging_steps": "log_interval",
+    "learning_rate": "config_lr",
+    "fp16": "fp16",
+    "bf16": "bf16",
+}
 
 
 @reader("W&B run", _sniff, priority=40)

@@ -64,7 +64,8 @@ def _floats(v: Any, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
 
 def _step_name(names: list[str]) -> str | None:
     return next((n for n in names if n in ("Step", "_step")), None) or next(
-        (n for n in names if n.lower().endswith("step")), None)
+        (n for n in names if n.lower().endswith("step")), None
+    )
 
 
 def _series(path: Path) -> tuple[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]], list[str]]:
@@ -104,5 +105,6 @@ def read(path: Path) -> list[Run]:
         idx = np.searchsorted(union, steps)
         col[idx], m[idx] = vals, mask
         cols[metric], masks[metric] = col, m
-    return [table_run(list(cols), cols, source="wandb_csv", what=path.name, notes=notes, logged=masks,
-                      nrows=len(union))]
+    return [
+        table_run(list(cols), cols, source="wandb_csv", what=path.name, notes=notes, logged=masks, nrows=len(union))
+    ]

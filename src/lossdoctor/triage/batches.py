@@ -58,8 +58,9 @@ def _container(batch: Any) -> tuple[str | None, list[tuple[Any, Any]]]:
     """What kind of container `batch` is and its (key, value) items; (None, []) for a leaf or for a
     value whose attributes raise when looked at."""
     try:
-        if isinstance(batch, dict) or (hasattr(batch, "items") and hasattr(batch, "__setitem__")
-                                       and callable(batch.items)):
+        if isinstance(batch, dict) or (
+            hasattr(batch, "items") and hasattr(batch, "__setitem__") and callable(batch.items)
+        ):
             return "mapping", list(batch.items())
         if isinstance(batch, tuple):
             return ("namedtuple" if hasattr(batch, "_fields") else "tuple"), list(enumerate(batch))
@@ -176,8 +177,7 @@ def fingerprint(batch: Any) -> str:
         h.update(f"{key}:{tuple(t.shape)}:{t.dtype}".encode())
         t = t.detach()
         if t.device.type == "cpu":
-            h.update(t.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
-                     if t.numel() else b"")
+            h.update(t.contiguous().view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
         else:
             s = t.double() if t.is_floating_point() else t.long().double()
             h.update(torch.stack([s.sum(), (s * s).sum()]).cpu().numpy().tobytes())

@@ -60,8 +60,13 @@ def _samples(search: Any, ev: OpEvent | None, bad_batch: dict[str, list[int]]) -
 
 def _everyone(search: Any, size: int | None) -> bool:
     """Most of the batch fails on its own: not a question of particular samples."""
-    return (search is not None and search.samples is not None and size is not None and size > 2
-            and len(search.samples) > size // 2)
+    return (
+        search is not None
+        and search.samples is not None
+        and size is not None
+        and size > 2
+        and len(search.samples) > size // 2
+    )
 
 
 def _sample_sentence(search: Any, samples: list[int] | None) -> str | None:
@@ -74,8 +79,17 @@ def _sample_sentence(search: Any, samples: list[int] | None) -> str | None:
     return Msg("triage.samples.isolated", probes=search.probes, ids=_ids(search.samples[:16]))
 
 
-def classify(fwd: OpEvent | None, bwd: OpEvent | None, near: OpEvent | None, bad_batch: dict[str, list[int]],
-             search: Any, live: dict[str, Any], *, loss: float, grads_ok: bool) -> Verdict:
+def classify(
+    fwd: OpEvent | None,
+    bwd: OpEvent | None,
+    near: OpEvent | None,
+    bad_batch: dict[str, list[int]],
+    search: Any,
+    live: dict[str, Any],
+    *,
+    loss: float,
+    grads_ok: bool,
+) -> Verdict:
     """The cause of a non-finite step: bad data in the batch first; else the first non-finite
     forward op, explained by the first op family of `FORWARD_FAMILIES` it belongs to; else the first
     non-finite backward op. `near` is the last op before it (context)."""
@@ -130,23 +144,31 @@ def _explain_backward(v: Verdict, bwd: OpEvent) -> None:
     out_dtype = bwd.outputs[0].dtype if bwd.outputs else "float32"
     half = out_dtype in ("float16", "bfloat16") and bwd.kind == "overflow"
     v.cause, v.confidence = ("activation_overflow", 0.85) if half else ("grad_explosion", 0.75)
-    v.evidence.append(Msg("triage.backward.first",
-                          beyond=Msg("triage.backward.beyond", dtype=out_dtype) if half else ""))
+    v.evidence.append(
+        Msg("triage.backward.first", beyond=Msg("triage.backward.beyond", dtype=out_dtype) if half else "")
+    )
     v.evidence.append(bwd.describe())
     if half:
         v.fixes.append(Fix("add_scaler", None, Msg("triage.backward.fix_scaler")))
         if bwd.module:
-            v.fixes.append(Fix.fp32(Msg("triage.backward.fix_module_fp32", module=bwd.module, dtype=out_dtype),
-                                  module=bwd.module))
+            v.fixes.append(
+                Fix.fp32(Msg("triage.backward.fix_module_fp32", module=bwd.module, dtype=out_dtype), module=bwd.module)
+            )
     if bwd.forward_op:
-        v.evidence.append(Msg("triage.backward.of", op=bwd.forward_op,
-                              where=Msg("triage.backward.in", module=bwd.module) if bwd.module else ""))
+        v.evidence.append(
+            Msg(
+                "triage.backward.of",
+                op=bwd.forward_op,
+                where=Msg("triage.backward.in", module=bwd.module) if bwd.module else "",
+            )
+        )
     if bwd.kind == "domain":
         v.fixes.append(Msg("triage.backward.fix_domain", op=bwd.forward_op or bwd.op))
     v.fixes.append(Fix.clip(Msg("triage.backward.fix_clip"), max_norm=1.0))  # says clip_grad_norm_(..., 1.0)
 
 
 # --- forward op families ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class ForwardOp:
@@ -161,16 +183,23 @@ class ForwardOp:
 
     @classmethod
     def of(cls, ev: OpEvent, live: dict[str, Any], samples: list[int] | None) -> ForwardOp:
-        return cls(ev=ev, name=base_name(ev.op), out_dtype=ev.outputs[0].dtype if ev.outputs else "float32",
-                   in_max=max((s.absmax for s in ev.inputs if s.absmax is not None), default=None),
-                   live=live, samples=samples)
+        return cls(
+            ev=ev,
+            name=base_name(ev.op),
+            out_dtype=ev.outputs[0].dtype if ev.outputs else "float32",
+            in_max=max((s.absmax for s in ev.inputs if s.absmax is not None), default=None),
+            live=live,
+            samples=samples,
+        )
 
     @property
     def in_attention(self) -> bool:
         """A softmax anywhere, or in an attention module: a matmul (the logits), exp, or an op that
         made NaN or left its domain."""
-        return self.name in SOFTMAX_OPS or (is_attention(self.ev) and (
-            self.name in MATMUL_OPS or self.name == "exp" or self.ev.kind in ("nan", "domain")))
+        return self.name in SOFTMAX_OPS or (
+            is_attention(self.ev)
+            and (self.name in MATMUL_OPS or self.name == "exp" or self.ev.kind in ("nan", "domain"))
+        )
 
 
 @dataclass(frozen=True)
@@ -188,9 +217,11 @@ class OpFamily:
 FORWARD_FAMILIES: list[OpFamily] = []
 
 
-def op_family(name: str, cause: str, confidence: float | Callable[[ForwardOp], float],
-              matches: Callable[[ForwardOp], bool]) -> Callable:
+def op_family(
+    name: str, cause: str, confidence: float | Callable[[ForwardOp], float], matches: Callable[[ForwardOp], bool]
+) -> Callable:
     """Register the decorated `explain(op, verdict)` as the next family in `FORWARD_FAMILIES`."""
+
     def register(explain: Callable[[ForwardOp, Verdict], None]) -> Callable[[ForwardOp, Verdict], None]:
         FORWARD_FAMILIES.append(OpFamily(name, cause, confidence, matches, explain))
         return explain
@@ -204,9 +235,12 @@ def _bad_parameter(op: ForwardOp, v: Verdict) -> None:
     v.fixes.append(Fix.clip(Msg("triage.param.fix"), max_norm=1.0))
 
 
-@op_family("softmax over fully masked rows", "attention_overflow", 0.95,
-           lambda op: op.in_attention and op.name in SOFTMAX_OPS
-           and any(s.inf for s in op.ev.inputs) and op.ev.kind == "nan")
+@op_family(
+    "softmax over fully masked rows",
+    "attention_overflow",
+    0.95,
+    lambda op: op.in_attention and op.name in SOFTMAX_OPS and any(s.inf for s in op.ev.inputs) and op.ev.kind == "nan",
+)
 def _masked_rows(op: ForwardOp, v: Verdict) -> None:
     empty = op.live.get("mask_empty_sample_ids")
     who = Msg("triage.samples", ids=_ids(op.samples[:16])) if op.samples else Msg("triage.some_rows")
@@ -217,17 +251,27 @@ def _masked_rows(op: ForwardOp, v: Verdict) -> None:
     v.fixes.append(Msg("triage.attn.mask_min_fix"))
 
 
-@op_family("exp of attention logits", "attention_overflow", 0.95,
-           lambda op: op.in_attention and op.name == "exp")
+@op_family("exp of attention logits", "attention_overflow", 0.95, lambda op: op.in_attention and op.name == "exp")
 def _attention_exp(op: ForwardOp, v: Verdict) -> None:
     top = DTYPE_MAX.get(op.out_dtype, 3.4e38)
-    v.evidence.append(Msg("triage.attn.exp", value=float(op.in_max or math.inf), dtype=op.out_dtype,
-                          top=float(top), log_top=math.log(top)))
+    v.evidence.append(
+        Msg(
+            "triage.attn.exp",
+            value=float(op.in_max or math.inf),
+            dtype=op.out_dtype,
+            top=float(top),
+            log_top=math.log(top),
+        )
+    )
     v.fixes.append(Msg("triage.attn.stable_fix"))
 
 
-@op_family("another op of a hand-written attention", "attention_overflow", 0.95,
-           lambda op: op.in_attention and op.name not in MATMUL_OPS and op.name not in SOFTMAX_OPS)
+@op_family(
+    "another op of a hand-written attention",
+    "attention_overflow",
+    0.95,
+    lambda op: op.in_attention and op.name not in MATMUL_OPS and op.name not in SOFTMAX_OPS,
+)
 def _attention_other(op: ForwardOp, v: Verdict) -> None:
     fwd = op.ev
     zero_in = any(s.min == 0 or (s.absmax is not None and s.absmax == 0) for s in fwd.inputs)
@@ -236,15 +280,18 @@ def _attention_other(op: ForwardOp, v: Verdict) -> None:
     v.fixes.append(Msg("triage.attn.stable_fix"))
 
 
-@op_family("attention logits (QK^T, or the softmax of them)", "attention_overflow", 0.95,
-           lambda op: op.in_attention)
+@op_family("attention logits (QK^T, or the softmax of them)", "attention_overflow", 0.95, lambda op: op.in_attention)
 def _attention_logits(op: ForwardOp, v: Verdict) -> None:
     v.evidence.append(Msg("triage.attn.logits", value=float(op.in_max or math.inf), dtype=op.out_dtype))
     v.fixes.append(Msg("triage.attn.logits_fix"))
 
 
-@op_family("a loss over zero supervised tokens", "label_mask_empty", 0.9,
-           lambda op: op.name in LOSS_OPS and op.live.get("label_tokens") == 0)
+@op_family(
+    "a loss over zero supervised tokens",
+    "label_mask_empty",
+    0.9,
+    lambda op: op.name in LOSS_OPS and op.live.get("label_tokens") == 0,
+)
 def _loss_without_labels(op: ForwardOp, v: Verdict) -> None:
     v.evidence.append(Msg("triage.labels.empty"))
     v.fixes.append(Fix.skip(Msg("triage.labels.fix")))
@@ -259,18 +306,31 @@ def _exp_overflow(op: ForwardOp, v: Verdict) -> None:
 @op_family("overflow beyond the dtype's range", "activation_overflow", 0.9, lambda op: op.ev.kind == "overflow")
 def _overflow(op: ForwardOp, v: Verdict) -> None:
     fwd, dtype = op.ev, op.out_dtype
-    v.evidence.append(Msg("triage.overflow", op=fwd.op, where=_where(fwd), dtype=dtype,
-                          top=float(DTYPE_MAX.get(dtype, math.inf)),
-                          value=None if op.in_max is None else float(op.in_max)))
+    v.evidence.append(
+        Msg(
+            "triage.overflow",
+            op=fwd.op,
+            where=_where(fwd),
+            dtype=dtype,
+            top=float(DTYPE_MAX.get(dtype, math.inf)),
+            value=None if op.in_max is None else float(op.in_max),
+        )
+    )
     if dtype in ("float16", "bfloat16"):
-        v.fixes.append(Fix.fp32(Msg("triage.overflow.fix_module_fp32", module=fwd.module, dtype=dtype), fwd.module)
-                       if fwd.module
-                       else Msg("triage.overflow.fix_dtype", where=_where(fwd), dtype=dtype))
+        v.fixes.append(
+            Fix.fp32(Msg("triage.overflow.fix_module_fp32", module=fwd.module, dtype=dtype), fwd.module)
+            if fwd.module
+            else Msg("triage.overflow.fix_dtype", where=_where(fwd), dtype=dtype)
+        )
     v.fixes.append(Msg("triage.overflow.fix_scale", where=_where(fwd)))
 
 
-@op_family("an input outside the op's domain", "activation_overflow",
-           lambda op: 0.9 if op.ev.kind == "domain" else 0.8, lambda op: True)
+@op_family(
+    "an input outside the op's domain",
+    "activation_overflow",
+    lambda op: 0.9 if op.ev.kind == "domain" else 0.8,
+    lambda op: True,
+)
 def _out_of_domain(op: ForwardOp, v: Verdict) -> None:
     fwd = op.ev
     v.evidence.append(Msg("triage.domain", op=fwd.op))

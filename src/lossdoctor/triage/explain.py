@@ -70,8 +70,15 @@ def _replay_sentence(step: int, rep: ReplayResult, reproduced: bool = True) -> M
     return Msg("triage.replay.approx", step=step, at=rep.stopped_at, tail=tail)
 
 
-def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Localization,
-                   bvs: dict[str, Any], exact: bool, live: dict[str, Any] | None = None) -> Finding:
+def replay_finding(
+    step: int,
+    trig: dict[str, Any],
+    rep: ReplayResult,
+    loc: Localization,
+    bvs: dict[str, Any],
+    exact: bool,
+    live: dict[str, Any] | None = None,
+) -> Finding:
     cause = loc.cause
     samples = loc.samples
     if cause == "label_mask_empty" and not samples and live and live.get("label_empty_sample_ids"):
@@ -92,37 +99,76 @@ def replay_finding(step: int, trig: dict[str, Any], rep: ReplayResult, loc: Loca
         conf *= 0.9
     search = loc.sample_search
     examples = search.examples if search is not None and samples == loc.samples else None  # packed rows
-    return Finding(rule="triage.replay",
-                   cause=cause, symptom="nonfinite", severity="critical", confidence=conf, step=step, batch=step,
-                   layer=loc.layer, op=loc.op, samples=samples, evidence=evidence, fixes=as_fixes(fixes),
-                   examples=examples, code=loc.code)
+    return Finding(
+        rule="triage.replay",
+        cause=cause,
+        symptom="nonfinite",
+        severity="critical",
+        confidence=conf,
+        step=step,
+        batch=step,
+        layer=loc.layer,
+        op=loc.op,
+        samples=samples,
+        evidence=evidence,
+        fixes=as_fixes(fixes),
+        examples=examples,
+        code=loc.code,
+    )
 
 
 def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
     p = rep.target_trial
     what = Msg("triage.what.loss") if trig["kind"] == "nonfinite_loss" else Msg("triage.what.gradients")
     n = len([s for s in rep.steps if s.step < step])
-    how = (Msg("triage.nondet.how_from", start=rep.start, step=step, n=n, close=_closeness(rep)) if n else
-           Msg("triage.nondet.how_right_before", step=step))
+    how = (
+        Msg("triage.nondet.how_from", start=rep.start, step=step, n=n, close=_closeness(rep))
+        if n
+        else Msg("triage.nondet.how_right_before", step=step)
+    )
     got = Msg("triage.nondet.finite", loss=p.loss) if p is not None else Msg("triage.nondet.no_fail")
     # the logged loss as the record holds it (nan, inf), not rounded
-    ev: list[str] = [Msg("triage.nondet.replayed", step=step, what=what, loss=str(rec.get("loss")), how=how, got=got),
-                     Msg("triage.nondet.not_data")]
+    ev: list[str] = [
+        Msg("triage.nondet.replayed", step=step, what=what, loss=str(rec.get("loss")), how=how, got=got),
+        Msg("triage.nondet.not_data"),
+    ]
     fwd = rec.get("fwd_first_nonfinite")
     layer = fwd.get("layer") if isinstance(fwd, dict) else None
     if layer:
         ev.append(Msg("triage.nondet.layer", layer=layer))
-    return Finding(rule="triage.nondeterministic",
-                   cause="nondeterministic_fault", symptom="nonfinite", severity="critical", confidence=0.85,
-                   step=step, batch=step, layer=layer, evidence=ev,
-                   fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]))
+    return Finding(
+        rule="triage.nondeterministic",
+        cause="nondeterministic_fault",
+        symptom="nonfinite",
+        severity="critical",
+        confidence=0.85,
+        step=step,
+        batch=step,
+        layer=layer,
+        evidence=ev,
+        fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]),
+    )
 
 
-def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: SampleSearch | None,
-                  bvs: dict[str, Any], rec: dict[str, Any]) -> Finding:
-    ev: list[str] = [Msg("triage.spike.jumped", loss=float(rec.get("loss", math.nan)), step=step, ratio=float(trig["ratio"]),
-                         median=float(trig["median"]), z=float(trig["z"])),
-                     _replay_sentence(step, rep, reproduced=True)]
+def spike_finding(
+    step: int,
+    trig: dict[str, Any],
+    rep: ReplayResult,
+    search: SampleSearch | None,
+    bvs: dict[str, Any],
+    rec: dict[str, Any],
+) -> Finding:
+    ev: list[str] = [
+        Msg(
+            "triage.spike.jumped",
+            loss=float(rec.get("loss", math.nan)),
+            step=step,
+            ratio=float(trig["ratio"]),
+            median=float(trig["median"]),
+            z=float(trig["z"]),
+        ),
+        _replay_sentence(step, rep, reproduced=True),
+    ]
     samples, said = _search_sentences(search)
     ev += said
     vs = verdict_sentence(step, bvs)
@@ -135,11 +181,24 @@ def spike_finding(step: int, trig: dict[str, Any], rep: ReplayResult, search: Sa
         fixes.append(Fix.clip(Msg("triage.spike.fix_state"), max_norm=1.0))  # says clip_grad_norm_(..., 1.0)
     else:
         fixes.append(Fix.skip(Msg("triage.spike.fix_skip")))
-    examples = [{k: e[k] for k in ("row", "example", "start", "end")} for e in search.examples] \
-        if samples and search is not None and search.examples else None
-    return Finding(rule="triage.spike",
-                   cause="loss_spike", symptom="spike", severity="critical", confidence=0.85, step=step,
-                   batch=step, samples=samples, evidence=ev, fixes=as_fixes(fixes), examples=examples)
+    examples = (
+        [{k: e[k] for k in ("row", "example", "start", "end")} for e in search.examples]
+        if samples and search is not None and search.examples
+        else None
+    )
+    return Finding(
+        rule="triage.spike",
+        cause="loss_spike",
+        symptom="spike",
+        severity="critical",
+        confidence=0.85,
+        step=step,
+        batch=step,
+        samples=samples,
+        evidence=ev,
+        fixes=as_fixes(fixes),
+        examples=examples,
+    )
 
 
 def _search_sentences(search: SampleSearch | None) -> tuple[list[int] | None, list[str]]:
@@ -151,13 +210,25 @@ def _search_sentences(search: SampleSearch | None) -> tuple[list[int] | None, li
     if search is not None:
         if search.samples and search.examples:  # packed rows: the examples inside them
             samples = search.samples
-            top = [Msg("triage.spike.example_loss", row=e["row"], example=e["example"], start=e["start"],
-                       end=e["end"], loss=float(e.get("loss", math.nan))) for e in search.examples[:4]]
+            top = [
+                Msg(
+                    "triage.spike.example_loss",
+                    row=e["row"],
+                    example=e["example"],
+                    start=e["start"],
+                    end=e["end"],
+                    loss=float(e.get("loss", math.nan)),
+                )
+                for e in search.examples[:4]
+            ]
             ev.append(Msg("triage.spike.per_example", top=top, median=float(search.median or math.nan)))
         elif search.samples:
             samples = search.samples
-            top = [Msg("triage.spike.sample_loss", i=i, loss=float(search.losses[i]))
-                   for i in samples[:4] if i in search.losses]
+            top = [
+                Msg("triage.spike.sample_loss", i=i, loss=float(search.losses[i]))
+                for i in samples[:4]
+                if i in search.losses
+            ]
             ev.append(Msg("triage.spike.per_sample", top=top, median=float(search.median or math.nan)))
         elif search.note:
             ev.append(search.note)
@@ -168,26 +239,56 @@ def live_findings(step: int, trig: dict[str, Any], rec: dict[str, Any], notes: l
     """The layer-level answer from the live flags, and what replay would add (`notes`: the incident
     record's, the first saying why there was no replay)."""
     why = notes[0] if notes else ""
-    add = REPLAY_HINT if getattr(why, "key", None) == "triage.note.no_replay_fn" else \
-        Msg("triage.live.why_would", why=why) if why else Msg("triage.live.would")
+    add = (
+        REPLAY_HINT
+        if getattr(why, "key", None) == "triage.note.no_replay_fn"
+        else Msg("triage.live.why_would", why=why)
+        if why
+        else Msg("triage.live.would")
+    )
     if trig["kind"] == "scale_collapse":
         return []  # the detectors read the scale's curve; without a trace there is nothing to add
     if trig["kind"] == "loss_spike":
-        jumped = Msg("triage.spike.jumped_live", loss=float(rec.get("loss", math.nan)), step=step,
-                     ratio=float(trig["ratio"]), median=float(trig["median"]))
-        return [Finding(rule="triage.live_spike",
-                        cause="loss_spike", symptom="spike", severity="critical", confidence=0.6, step=step,
-                        batch=step, evidence=[jumped, add], fixes=as_fixes([Msg("triage.spike.fix_live")]))]
+        jumped = Msg(
+            "triage.spike.jumped_live",
+            loss=float(rec.get("loss", math.nan)),
+            step=step,
+            ratio=float(trig["ratio"]),
+            median=float(trig["median"]),
+        )
+        return [
+            Finding(
+                rule="triage.live_spike",
+                cause="loss_spike",
+                symptom="spike",
+                severity="critical",
+                confidence=0.6,
+                step=step,
+                batch=step,
+                evidence=[jumped, add],
+                fixes=as_fixes([Msg("triage.spike.fix_live")]),
+            )
+        ]
     cause, layer, samples, ev = _live_nonfinite(trig, rec)
     ev.append(add)
-    return [Finding(rule="triage.live",
-                    cause=cause, symptom="nonfinite", severity="critical", confidence=0.6, step=step, batch=step,
-                    layer=layer, samples=samples, evidence=ev,
-                    fixes=as_fixes([Msg("triage.live.fix")]))]
+    return [
+        Finding(
+            rule="triage.live",
+            cause=cause,
+            symptom="nonfinite",
+            severity="critical",
+            confidence=0.6,
+            step=step,
+            batch=step,
+            layer=layer,
+            samples=samples,
+            evidence=ev,
+            fixes=as_fixes([Msg("triage.live.fix")]),
+        )
+    ]
 
 
-def _live_nonfinite(trig: dict[str, Any], rec: dict[str, Any]
-                    ) -> tuple[str, str | None, list[int] | None, list[str]]:
+def _live_nonfinite(trig: dict[str, Any], rec: dict[str, Any]) -> tuple[str, str | None, list[int] | None, list[str]]:
     """A non-finite step's cause from the live flags alone, first that holds: non-finite data, the
     forward (attention, with the samples whose mask is empty, or another layer), empty labels, the
     backward, the loss's own code, else the gradients. Returns the cause, its layer, samples and
@@ -231,6 +332,7 @@ def _live_nonfinite(trig: dict[str, Any], rec: dict[str, Any]
 
 # --- a pipeline stage replayed alone (stage_flow.py) ------------------------------------------------
 
+
 def _stage_replay_sentence(step: int, rep: Any, stage: Any) -> Msg:
     """How the stage was replayed: from a snapshot right before the step, through the steps after
     the snapshot, or up to a step whose tape was not kept (then an approximation)."""
@@ -247,8 +349,7 @@ def _micro_batch_sentence(at: Any) -> Msg:
     tracer's and the bisection's sentences count samples within the micro-batch)."""
     within = Msg("triage.stage.within", local=list(at.local), ids=list(at.samples or [])) if at.local else ""
     last = at.first + at.size - 1 if at.size else at.first
-    return Msg("triage.stage.micro_batch", micro=at.micro, n=at.micro_batches, first=at.first, last=last,
-               within=within)
+    return Msg("triage.stage.micro_batch", micro=at.micro, n=at.micro_batches, first=at.first, last=last, within=within)
 
 
 def _forward_probes(sentence: Any) -> Any:
@@ -270,23 +371,54 @@ def stage_finding(step: int, rep: Any, loc: Localization, at: Any, stage: Any) -
         cause = "activation_overflow"
         evidence.append(Msg("triage.replay.no_op"))
     conf = (loc.confidence or 0.6) * (1.0 if rep.reached else 0.9)
-    return Finding(rule="triage.stage_replay", cause=cause, symptom="nonfinite", severity="critical",
-                   confidence=conf, step=step, batch=step, layer=loc.layer, op=loc.op, samples=at.samples,
-                   evidence=evidence, fixes=as_fixes(list(loc.fixes)), code=loc.code)
+    return Finding(
+        rule="triage.stage_replay",
+        cause=cause,
+        symptom="nonfinite",
+        severity="critical",
+        confidence=conf,
+        step=step,
+        batch=step,
+        layer=loc.layer,
+        op=loc.op,
+        samples=at.samples,
+        evidence=evidence,
+        fixes=as_fixes(list(loc.fixes)),
+        code=loc.code,
+    )
 
 
-def stage_nondeterministic_finding(step: int, trig: dict[str, Any], rep: Any, rec: dict[str, Any], stage: Any,
-                                   micro: int) -> Finding:
+def stage_nondeterministic_finding(
+    step: int, trig: dict[str, Any], rep: Any, rec: dict[str, Any], stage: Any, micro: int
+) -> Finding:
     """A faithful replay of the stage whose forward of the failing step stays finite: the stage's
     weights and inputs did not make the value non-finite."""
-    ev: list[str] = [Msg("triage.stage.nondet", stage=stage.index, stages=stage.n_stages, start=rep.start,
-                         step=step, n=len(rep.steps), close=_closeness(rep), micro=micro),
-                     Msg("triage.nondet.not_data")]
+    ev: list[str] = [
+        Msg(
+            "triage.stage.nondet",
+            stage=stage.index,
+            stages=stage.n_stages,
+            start=rep.start,
+            step=step,
+            n=len(rep.steps),
+            close=_closeness(rep),
+            micro=micro,
+        ),
+        Msg("triage.nondet.not_data"),
+    ]
     fwd = rec.get("fwd_first_nonfinite")
     layer = fwd.get("layer") if isinstance(fwd, dict) else None
     if layer:
         ev.append(Msg("triage.nondet.layer", layer=layer))
-    return Finding(rule="triage.nondeterministic",
-                   cause="nondeterministic_fault", symptom="nonfinite", severity="critical", confidence=0.85,
-                   step=step, batch=step, layer=layer, evidence=ev,
-                   fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]))
+    return Finding(
+        rule="triage.nondeterministic",
+        cause="nondeterministic_fault",
+        symptom="nonfinite",
+        severity="critical",
+        confidence=0.85,
+        step=step,
+        batch=step,
+        layer=layer,
+        evidence=ev,
+        fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]),
+    )

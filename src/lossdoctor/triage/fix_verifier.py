@@ -28,8 +28,16 @@ class FixVerifier:
     """The replayed incidents whose fixes are still to be checked, and the checking of them.
     `workspace`: a context for a scratch copy of the training objects (the flow's)."""
 
-    def __init__(self, host: TriageHost, ring: SnapshotRing | None, replay_fn: Callable | None,
-                 workspace: Callable[[], Any], *, window: int, budget: int) -> None:
+    def __init__(
+        self,
+        host: TriageHost,
+        ring: SnapshotRing | None,
+        replay_fn: Callable | None,
+        workspace: Callable[[], Any],
+        *,
+        window: int,
+        budget: int,
+    ) -> None:
         self.host = host
         self.ring = ring
         self.replay_fn = replay_fn
@@ -41,8 +49,9 @@ class FixVerifier:
         """Check `record`'s fixes once the window after it is recorded (`due`)."""
         self.queued.append(record)
 
-    def verify_fixes(self, record: IncidentRecord, others: list[Finding] | None = None,
-                     extra: tuple[Any, ...] = ()) -> dict[str, Any]:
+    def verify_fixes(
+        self, record: IncidentRecord, others: list[Finding] | None = None, extra: tuple[Any, ...] = ()
+    ) -> dict[str, Any]:
         """Replay the incident of `record` unfixed and with each fix of its findings, of `others`
         (the diagnosis's) and of `extra` (`findings.Fix`, e.g. `Fix("clip", max_norm=1.0)`). The result
         goes into the record (and its file); each finding gets its `fix_checks`. Never touches the user's objects."""
@@ -66,7 +75,7 @@ class FixVerifier:
         for f in findings:
             V.order_by_verdict(f)  # verified fixes first, those that did not help last
         result = V.result_json(result)
-        result["findings"] = [f.to_dict() for f in findings[len(own):] if f.fix_checks]
+        result["findings"] = [f.to_dict() for f in findings[len(own) :] if f.fix_checks]
         record.verification = result
         record.findings = [f.to_dict() for f in own]
         self.host.writer.write_incident(f"step-{record.step:08d}", record.publish())
@@ -84,8 +93,15 @@ class FixVerifier:
         self.ring.paused = True
         try:
             with self.workspace() as ws:
-                plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, step,
-                              V.window_end(self.ring, step, self.verify_window), V.bad_rule(record.to_dict()))
+                plan = V.Plan(
+                    ws,
+                    snap,
+                    dict(self.ring.entries),
+                    self.replay_fn,
+                    step,
+                    V.window_end(self.ring, step, self.verify_window),
+                    V.bad_rule(record.to_dict()),
+                )
                 return V.verify_incident(plan, pairs, record.to_dict(), budget=self.verify_budget)
         finally:
             rng.restore()
@@ -100,8 +116,13 @@ class FixVerifier:
         for rec in list(self.queued):
             s = rec.step
             snap = choose_snapshot(self.ring, s, earliest=_state_fixes(rec))
-            evicts = ((step + 1) % self.ring.every == 0 and not episode and snap is not None
-                      and len(self.ring.snapshots) >= self.ring.keep and snap is self.ring.snapshots[0])
+            evicts = (
+                (step + 1) % self.ring.every == 0
+                and not episode
+                and snap is not None
+                and len(self.ring.snapshots) >= self.ring.keep
+                and snap is self.ring.snapshots[0]
+            )
             if step >= s + self.verify_window or evicts:
                 self.queued.remove(rec)
                 self._verify_safely(rec)

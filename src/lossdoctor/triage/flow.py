@@ -62,9 +62,23 @@ from .state import (
 log = logging.getLogger("lossdoctor")
 
 #: the step record's flags an incident record keeps (its `live`)
-LIVE_KEYS = ("loss", "grad_norm", "grad_nonfinite", "skipped", "scale", "fwd_first_nonfinite",
-             "bwd_first_nonfinite", "nonfinite_params", "batch_nonfinite_detail", "mask_empty_sample_ids",
-             "label_empty_sample_ids", "label_tokens", "act_absmax", "act_absmax_layer", "act_range_frac")
+LIVE_KEYS = (
+    "loss",
+    "grad_norm",
+    "grad_nonfinite",
+    "skipped",
+    "scale",
+    "fwd_first_nonfinite",
+    "bwd_first_nonfinite",
+    "nonfinite_params",
+    "batch_nonfinite_detail",
+    "mask_empty_sample_ids",
+    "label_empty_sample_ids",
+    "label_tokens",
+    "act_absmax",
+    "act_absmax_layer",
+    "act_range_frac",
+)
 #: GradScaler's default initial scale (2**16), what the fix for a scale set too high suggests
 DEFAULT_SCALE = 2.0**16
 
@@ -74,8 +88,18 @@ class IncidentFlow:
     workspace; the skip policy's roll-back is the one thing it does to the user's objects.
     `owner`: the triage whose hooks (the skip guard's) reach it, kept out of the workspace's copy."""
 
-    def __init__(self, host: TriageHost, replay_fn: Callable | None, ring: SnapshotRing | None, guard: Any,
-                 owner: Any, *, policy: str, inplace: bool, skipped_steps: set[int]) -> None:
+    def __init__(
+        self,
+        host: TriageHost,
+        replay_fn: Callable | None,
+        ring: SnapshotRing | None,
+        guard: Any,
+        owner: Any,
+        *,
+        policy: str,
+        inplace: bool,
+        skipped_steps: set[int],
+    ) -> None:
         self.host = host
         self.replay_fn = replay_fn
         self.ring = ring
@@ -92,8 +116,13 @@ class IncidentFlow:
         """The flow on the incident `trig` started at `step` (`rec`: its step record): the record, with
         its findings. Never raises: a failure of the flow is in the record, with the live answer."""
         t0 = time.perf_counter()
-        record = IncidentRecord(step=step, trigger=trig["kind"], rank=self.host.rank, policy=self.policy,
-                                live={k: rec[k] for k in LIVE_KEYS if k in rec})
+        record = IncidentRecord(
+            step=step,
+            trigger=trig["kind"],
+            rank=self.host.rank,
+            policy=self.policy,
+            live={k: rec[k] for k in LIVE_KEYS if k in rec},
+        )
         if trig["kind"] == "loss_spike":
             record.spike = {k: v for k, v in trig.items() if k != "kind"}
         if trig["kind"] == "scale_collapse":
@@ -154,8 +183,9 @@ class IncidentFlow:
         with self.host.paused(), InplaceGuard(self.model, self.optimizer, self.scaler) as ws:
             yield ws
 
-    def _replay_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
-                     record: IncidentRecord) -> list[Finding]:
+    def _replay_flow(
+        self, step: int, trig: dict[str, Any], rec: dict[str, Any], record: IncidentRecord
+    ) -> list[Finding]:
         """Rewind to the snapshot before `step`, replay up to it, and when the failing step fails
         again: localise it (op and module, or the samples of a spike), then batch vs state."""
         assert self.ring is not None and self.replay_fn is not None
@@ -209,8 +239,15 @@ class IncidentFlow:
             record.action = self._maybe_rollback(step, trig, bvs, saved_state, record)
         return findings
 
-    def _reproduce(self, ws: Any, step: int, rep: Any, target: StepEntry | None, bad: Callable[[BatchTrial], bool],
-                   record: IncidentRecord) -> bool | None:
+    def _reproduce(
+        self,
+        ws: Any,
+        step: int,
+        rep: Any,
+        target: StepEntry | None,
+        bad: Callable[[BatchTrial], bool],
+        record: IncidentRecord,
+    ) -> bool | None:
         """Does the failing step fail again after the replay? True, False, or None (cannot tell)."""
         assert self.ring is not None and self.replay_fn is not None
         if rep.reached:
@@ -229,8 +266,9 @@ class IncidentFlow:
         record.reproducible = reproduced
         return reproduced
 
-    def _localize(self, ws: Any, target: StepEntry, spike: bool, rec: dict[str, Any],
-                  record: IncidentRecord) -> tuple[Any, Any]:
+    def _localize(
+        self, ws: Any, target: StepEntry, spike: bool, rec: dict[str, Any], record: IncidentRecord
+    ) -> tuple[Any, Any]:
         """The failing step again, traced: the first non-finite op (a NaN/Inf), or the samples
         that make the loss spike. Returns (localization, sample search), one of them None."""
         fn = self.replay_fn
@@ -241,8 +279,11 @@ class IncidentFlow:
         t = time.perf_counter()
         with Preserve(ws.model) as keep:
             if spike:
-                search = per_sample_outliers(
-                    batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep)) if n else None
+                search = (
+                    per_sample_outliers(batch_t, n or 1, lambda sub: _loss_only(ws, sub, fn, target, keep))
+                    if n
+                    else None
+                )
                 record.samples = search.to_dict() if search else None
             else:
                 loc = localize_on(ws.model, batch_t, fn, rng=target.rng, live=rec, preserve=keep)
@@ -250,8 +291,9 @@ class IncidentFlow:
         record.time("localize_s", time.perf_counter() - t)
         return loc, search
 
-    def _scale_flow(self, step: int, trig: dict[str, Any], rec: dict[str, Any],
-                    record: IncidentRecord) -> list[Finding]:
+    def _scale_flow(
+        self, step: int, trig: dict[str, Any], rec: dict[str, Any], record: IncidentRecord
+    ) -> list[Finding]:
         """A GradScaler that skips step after step: trace this step's forward and backward without
         the loss scale. Skipped steps leave the weights as they were, so the current state is the
         state of the step; no replay is needed. If the unscaled gradients are non-finite too, the
@@ -265,8 +307,15 @@ class IncidentFlow:
         self.ring.paused = True
         t = time.perf_counter()
         with self.workspace() as ws, Preserve(ws.model) as keep:
-            loc = localize_on(ws.model, entry.device_batch(), self.replay_fn, rng=entry.rng, live=rec,
-                              find_samples=False, preserve=keep)
+            loc = localize_on(
+                ws.model,
+                entry.device_batch(),
+                self.replay_fn,
+                rng=entry.rng,
+                live=rec,
+                find_samples=False,
+                preserve=keep,
+            )
         record.localization = loc.to_dict()
         record.time("localize_s", time.perf_counter() - t)
         first, n = int(trig["first"]), int(trig["streak"])
@@ -278,10 +327,22 @@ class IncidentFlow:
         op = back.forward_op if back is not None and back.forward_op else loc.op
         ev = [Msg("triage.scale.traced", n=n, first=first, step=step), *loc.evidence]
         fixes = [f for f in loc.fixes if getattr(f, "kind", None) != "add_scaler"]  # it has a scaler
-        return [Finding(rule="triage.scale_traced", cause="loss_scale_collapse", symptom="skipped_steps",
-                        severity="critical", confidence=0.9,
-                        step=first, batch=step, layer=loc.layer, op=op, evidence=ev, fixes=as_fixes(fixes),
-                        code=loc.code)]
+        return [
+            Finding(
+                rule="triage.scale_traced",
+                cause="loss_scale_collapse",
+                symptom="skipped_steps",
+                severity="critical",
+                confidence=0.9,
+                step=first,
+                batch=step,
+                layer=loc.layer,
+                op=op,
+                evidence=ev,
+                fixes=as_fixes(fixes),
+                code=loc.code,
+            )
+        ]
 
     def _scale_finding(self, first: int, n: int, step: int) -> Finding:
         """Without the loss scale the step is finite: the scale overflows the fp16 gradients. A scale
@@ -295,12 +356,27 @@ class IncidentFlow:
         gi = max(interval, 2000)
         said = Msg("triage.scale.fix_init_scale", init_scale=DEFAULT_SCALE, growth_interval=gi, scale=scale)
         fixes = [Fix.scaler(said, init_scale=DEFAULT_SCALE, growth_interval=gi)]
-        return Finding(rule="triage.scale_collapse", cause="loss_scale_collapse", symptom="skipped_steps",
-                       severity="warning" if high else "critical", confidence=0.8 if high else 0.7,
-                       step=first, batch=step, evidence=ev, fixes=fixes)
+        return Finding(
+            rule="triage.scale_collapse",
+            cause="loss_scale_collapse",
+            symptom="skipped_steps",
+            severity="warning" if high else "critical",
+            confidence=0.8 if high else 0.7,
+            step=first,
+            batch=step,
+            evidence=ev,
+            fixes=fixes,
+        )
 
-    def _batch_vs_state(self, ws: Any, snap: Snapshot, step: int, entries: list[StepEntry | None],
-                        bad: Callable[[BatchTrial], bool], exact: bool) -> dict[str, Any]:
+    def _batch_vs_state(
+        self,
+        ws: Any,
+        snap: Snapshot,
+        step: int,
+        entries: list[StepEntry | None],
+        bad: Callable[[BatchTrial], bool],
+        exact: bool,
+    ) -> dict[str, Any]:
         fn = self.replay_fn
         target = entries[-1]
         assert target is not None and fn is not None and self.ring is not None
@@ -325,14 +401,16 @@ class IncidentFlow:
         out["verdict"] = verdict(batch_breaks, state_breaks)
         return out
 
-    def _maybe_rollback(self, step: int, trig: dict[str, Any], bvs: dict[str, Any],
-                        saved: Snapshot | None, record: IncidentRecord) -> str:
+    def _maybe_rollback(
+        self, step: int, trig: dict[str, Any], bvs: dict[str, Any], saved: Snapshot | None, record: IncidentRecord
+    ) -> str:
         """Skip policy: if the failing step's update already reached the user's weights, put the
         state before that step back (the bad batch is skipped)."""
         params = [p.detach() for p in self.model.parameters()]
         # float64: a norm past fp32's range is still a finite state, not a damaged one
-        damaged = bool(params) and not bool(torch.isfinite(torch.stack(
-            list(torch._foreach_norm(params, 2, dtype=torch.float64)))).all())
+        damaged = bool(params) and not bool(
+            torch.isfinite(torch.stack(list(torch._foreach_norm(params, 2, dtype=torch.float64)))).all()
+        )
         if trig["kind"] == "loss_spike" and bvs.get("verdict") in ("batch", "combination"):
             damaged = True
         if not damaged:
@@ -354,15 +432,22 @@ class IncidentFlow:
         return "rolled_back"
 
 
-def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], record: IncidentRecord,
-                     lr: float | None, clip: float | None = None) -> None:
+def _lead_with_state(
+    findings: list[Finding],
+    step: int,
+    bvs: dict[str, Any],
+    record: IncidentRecord,
+    lr: float | None,
+    clip: float | None = None,
+) -> None:
     """The state was already bad: the op is where it overflowed, the samples are all of them, and
     the batch-vs-state sentence comes first. The fixes of a state that went bad come first too:
     clipping (unless the run already clips at 1.0 or tighter: `clip`, its max_grad_norm), and a
     lower LR (both changes of training state a replay can check)."""
     record.level = "replay-state"
-    state_fixes: list[Fix] = [] if clip is not None and clip <= 1.0 else \
-        [Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)]
+    state_fixes: list[Fix] = (
+        [] if clip is not None and clip <= 1.0 else [Fix.clip(Msg("triage.state.fix_clip", max_norm=1.0), max_norm=1.0)]
+    )
     if lr is not None and lr > 0:
         to = float(round_sig(lr / 3, 2))
         state_fixes.append(Fix.lr(Msg("triage.state.fix_lower_lr", lr=lr, to=to), to=to, now=lr))
@@ -370,8 +455,9 @@ def _lead_with_state(findings: list[Finding], step: int, bvs: dict[str, Any], re
         f.samples = None
         f.fixes = not_in(state_fixes, f.fixes) + list(f.fixes)
         vs = verdict_sentence(step, bvs)
-        at = next((i for i, e in enumerate(f.evidence) if identity(e) == identity(vs)), None) \
-            if vs is not None else None
+        at = (
+            next((i for i, e in enumerate(f.evidence) if identity(e) == identity(vs)), None) if vs is not None else None
+        )
         if at is not None:  # the verdict is among the evidence: it goes first
             f.evidence.insert(0, f.evidence.pop(at))
 
@@ -427,8 +513,12 @@ def _has_scaler(findings: list[Finding]) -> None:
     the clipping fix is said without it."""
     for f in findings:
         fixes = [x for x in f.fixes if getattr(x, "kind", None) != "add_scaler"]
-        f.fixes = [Fix.clip(Msg("triage.backward.fix_clip_scaled"), max_norm=1.0)
-                   if getattr(x, "key", None) == "triage.backward.fix_clip" else x for x in fixes]
+        f.fixes = [
+            Fix.clip(Msg("triage.backward.fix_clip_scaled"), max_norm=1.0)
+            if getattr(x, "key", None) == "triage.backward.fix_clip"
+            else x
+            for x in fixes
+        ]
 
 
 def _why_missing(e: StepEntry | None) -> Msg:

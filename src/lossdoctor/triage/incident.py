@@ -53,10 +53,21 @@ class Triage:
     sees the monitor only through a `TriageHost` (the training objects, the run log, the step, three
     services)."""
 
-    def __init__(self, host: TriageHost, replay_fn: Callable | None, *, on_incident: str = "report",
-                 snapshot_every: int = 50, snapshot: str = "memory", snapshot_budget: int | None = None,
-                 inplace: bool = False, max_incidents: int = 3, verify: bool = True,
-                 verify_window: int = 20, verify_budget: int = 400) -> None:
+    def __init__(
+        self,
+        host: TriageHost,
+        replay_fn: Callable | None,
+        *,
+        on_incident: str = "report",
+        snapshot_every: int = 50,
+        snapshot: str = "memory",
+        snapshot_budget: int | None = None,
+        inplace: bool = False,
+        max_incidents: int = 3,
+        verify: bool = True,
+        verify_window: int = 20,
+        verify_budget: int = 400,
+    ) -> None:
         self.host = host
         self.replay_fn = replay_fn
         self.policy = on_incident
@@ -71,34 +82,61 @@ class Triage:
         self._pending: TrainingIncident | None = None
         self.verify_on = verify
         self._to_probe: list[Finding] = []  # live findings whose fixes the LR probe will try (lr_probe.py)
-        self._probed: set[str] = set()      # causes probed (or asked for) once already
+        self._probed: set[str] = set()  # causes probed (or asked for) once already
         self.probe_records: list[dict[str, Any]] = []  # the live engine reads them (monitor shares the list)
         self.ring: SnapshotRing | None = None
         #: a pipeline stage's tape (its micro-batches' inputs and output gradients), in the ring
         self.tape: StageTape | None = None
         self.guard: SkipGuard | None = None  # on_incident="skip" only
         self._install(host, replay_fn, on_incident, snapshot_every, snapshot, snapshot_budget)
-        self.flow = IncidentFlow(host, replay_fn, self.ring, self.guard, self, policy=on_incident, inplace=inplace,
-                                 skipped_steps=self.skipped_steps)
-        self.verifier = FixVerifier(host, self.ring, replay_fn, self.flow.workspace, window=verify_window,
-                                    budget=verify_budget)
+        self.flow = IncidentFlow(
+            host,
+            replay_fn,
+            self.ring,
+            self.guard,
+            self,
+            policy=on_incident,
+            inplace=inplace,
+            skipped_steps=self.skipped_steps,
+        )
+        self.verifier = FixVerifier(
+            host, self.ring, replay_fn, self.flow.workspace, window=verify_window, budget=verify_budget
+        )
         self._describe(host, replay_fn, on_incident, snapshot, snapshot_every)
 
-    def _install(self, host: TriageHost, replay_fn: Callable | None, on_incident: str, snapshot_every: int,
-                 snapshot: str, snapshot_budget: int | None) -> None:
+    def _install(
+        self,
+        host: TriageHost,
+        replay_fn: Callable | None,
+        on_incident: str,
+        snapshot_every: int,
+        snapshot: str,
+        snapshot_budget: int | None,
+    ) -> None:
         """The snapshot ring (with a replay function), a pipeline stage's tape, the skip guard; on
         any failure what was installed is removed before it is raised. Apart from `__init__` to
         keep it short."""
         try:
             if replay_fn is not None and snapshot != "off":
-                self.ring = SnapshotRing(self.model, self.optimizer, host.scaler, host.scheduler,
-                                         every=snapshot_every, mode=snapshot, budget=snapshot_budget,
-                                         directory=Path(host.run_dir) / "snapshots")
+                self.ring = SnapshotRing(
+                    self.model,
+                    self.optimizer,
+                    host.scaler,
+                    host.scheduler,
+                    every=snapshot_every,
+                    mode=snapshot,
+                    budget=snapshot_budget,
+                    directory=Path(host.run_dir) / "snapshots",
+                )
                 if host.stage is not None:  # one stage is replayed alone: no loss of its own to verify
                     ring = self.ring
                     obj = host.stage.obj  # its `has_backward` is off while `schedule.eval()` runs
-                    self.tape = ring.tape = StageTape(self.model, ring._device, paused=lambda: ring.paused,
-                                                      trains=lambda: bool(getattr(obj, "has_backward", True)))
+                    self.tape = ring.tape = StageTape(
+                        self.model,
+                        ring._device,
+                        paused=lambda: ring.paused,
+                        trains=lambda: bool(getattr(obj, "has_backward", True)),
+                    )
                     self.verify_on = False
                 self.ring.snapshot(0)
                 if self.tape is not None:
@@ -111,13 +149,18 @@ class Triage:
             _run_all(self._removals())  # the monitor cannot reach a triage it never got: its hooks go here
             raise
 
-    def _describe(self, host: TriageHost, replay_fn: Callable | None, on_incident: str, snapshot: str,
-                  snapshot_every: int) -> None:
+    def _describe(
+        self, host: TriageHost, replay_fn: Callable | None, on_incident: str, snapshot: str, snapshot_every: int
+    ) -> None:
         """The run's metadata says how incidents are triaged (policy, replay, snapshots). Apart from
         `__init__` to keep it short."""
-        host.meta["triage"] = {"policy": on_incident, "replay": replay_fn is not None,
-                              "snapshot": snapshot if self.ring else "off", "snapshot_every": snapshot_every,
-                              "budget": self.ring.budget if self.ring else None}
+        host.meta["triage"] = {
+            "policy": on_incident,
+            "replay": replay_fn is not None,
+            "snapshot": snapshot if self.ring else "off",
+            "snapshot_every": snapshot_every,
+            "budget": self.ring.budget if self.ring else None,
+        }
         if self.tape is not None:
             host.meta["triage"]["replay"] = "stage"  # this stage alone, on its recorded micro-batches
 
@@ -167,14 +210,19 @@ class Triage:
             out.append(self.guard.remove)
         return out
 
-    def verify_fixes(self, record: IncidentRecord, others: list[Finding] | None = None,
-                     extra: tuple[Any, ...] = ()) -> dict[str, Any]:
+    def verify_fixes(
+        self, record: IncidentRecord, others: list[Finding] | None = None, extra: tuple[Any, ...] = ()
+    ) -> dict[str, Any]:
         """Replay the incident of `record` unfixed and with each fix of its findings, of `others`
         (the diagnosis's) and of `extra` (`findings.Fix`, e.g. `Fix("clip", max_norm=1.0)`); see
         `FixVerifier.verify_fixes`."""
         if self.tape is not None:  # a pipeline stage: a fix is judged on the loss, which needs every stage
-            return {"step": record.step, "status": "no_replay", "checks": [],
-                    "note": Msg("triage.stage.no_verify", stage=self.host.stage.index)}
+            return {
+                "step": record.step,
+                "status": "no_replay",
+                "checks": [],
+                "note": Msg("triage.stage.no_verify", stage=self.host.stage.index),
+            }
         return self.verifier.verify_fixes(record, others, extra)
 
     # --- the LR probe (lr_probe.py) -----------------------------------------------------------------
@@ -183,17 +231,23 @@ class Triage:
         recorded (once per cause); without replay, a record says that no probe could run."""
         from . import lr_probe as P
 
-        if not self.enabled or finding.cause in self._probed or len(self._probed) >= P.SETTINGS.max_probes \
-                or not P.probe_plan(finding):
+        if (
+            not self.enabled
+            or finding.cause in self._probed
+            or len(self._probed) >= P.SETTINGS.max_probes
+            or not P.probe_plan(finding)
+        ):
             return
         self._probed.add(finding.cause)
         if self.tape is not None:  # a pipeline stage: the loss an LR is judged on needs every stage
-            self._keep_probe(finding, P.no_probe_record(finding, Msg("triage.stage.no_probe",
-                                                                     stage=self.host.stage.index)))
+            self._keep_probe(
+                finding, P.no_probe_record(finding, Msg("triage.stage.no_probe", stage=self.host.stage.index))
+            )
             return
         if self.replay_fn is None or self.ring is None:
-            why = self.host.replay_refused() or Msg("triage.note.no_replay_fn" if self.replay_fn is None
-                                                    else "triage.note.snapshots_off")
+            why = self.host.replay_refused() or Msg(
+                "triage.note.no_replay_fn" if self.replay_fn is None else "triage.note.snapshots_off"
+            )
             self._keep_probe(finding, P.no_probe_record(finding, why))
             return
         self._to_probe.append(Finding.from_dict(finding.to_dict()))
@@ -208,8 +262,12 @@ class Triage:
             snap = P.start_snapshot(self.ring)
             if snap is None:
                 continue
-            evicts = ((step + 1) % self.ring.every == 0 and not self.episode
-                      and len(self.ring.snapshots) >= self.ring.keep and snap is self.ring.snapshots[0])
+            evicts = (
+                (step + 1) % self.ring.every == 0
+                and not self.episode
+                and len(self.ring.snapshots) >= self.ring.keep
+                and snap is self.ring.snapshots[0]
+            )
             if step >= snap.step + P.SETTINGS.window or evicts:
                 self._to_probe.remove(f)
                 self._probe_safely(f)
@@ -242,15 +300,23 @@ class Triage:
         assert self.ring is not None and self.replay_fn is not None
         snap = P.start_snapshot(self.ring)
         if snap is None:
-            return P.no_probe_record(finding, Msg("triage.note.no_snapshot", step=int(finding.step or 0),
-                                                  every=self.ring.every))
+            return P.no_probe_record(
+                finding, Msg("triage.note.no_snapshot", step=int(finding.step or 0), every=self.ring.every)
+            )
         rng = RngState.capture()
         self.ring.paused = True
         try:
             with self.flow.workspace() as ws:
                 end = V.window_end(self.ring, snap.step, P.SETTINGS.window)
-                plan = V.Plan(ws, snap, dict(self.ring.entries), self.replay_fn, snap.step, end,
-                              lambda loss, finite, skips: not math.isfinite(loss) or not finite)
+                plan = V.Plan(
+                    ws,
+                    snap,
+                    dict(self.ring.entries),
+                    self.replay_fn,
+                    snap.step,
+                    end,
+                    lambda loss, finite, skips: not math.isfinite(loss) or not finite,
+                )
                 return P.probe_record(finding, P.run_probe(plan, finding, P.probe_plan(finding)))
         finally:
             rng.restore()
@@ -286,10 +352,16 @@ class Triage:
             self.verifier.queue(record)  # checked once the window after it is recorded (end_step)
         if self.policy == "raise":
             f = record.findings[0] if record.findings else None
-            what = f"{f['cause']} at step {step}" + (f", {f['layer']}" if f.get("layer") else "") \
-                + (f", {f['op']}" if f.get("op") else "") if f else f"incident at step {step}"
-            self._pending = TrainingIncident(f"lossdoctor: training incident: {what} "
-                                             f"(record: incidents/step-{step:08d}.json)", shared)
+            what = (
+                f"{f['cause']} at step {step}"
+                + (f", {f['layer']}" if f.get("layer") else "")
+                + (f", {f['op']}" if f.get("op") else "")
+                if f
+                else f"incident at step {step}"
+            )
+            self._pending = TrainingIncident(
+                f"lossdoctor: training incident: {what} (record: incidents/step-{step:08d}.json)", shared
+            )
 
     def _disable(self, e: BaseException) -> None:
         self.enabled = False

@@ -46,15 +46,24 @@ class Trace:
 
     @property
     def nonfinite(self) -> bool:
-        return not math.isfinite(self.loss) or not self.grads_finite or self.forward is not None \
+        return (
+            not math.isfinite(self.loss)
+            or not self.grads_finite
+            or self.forward is not None
             or self.backward is not None
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"loss": self.loss, "grads_finite": self.grads_finite,
-                "forward": self.forward.to_dict() if self.forward else None,
-                "backward": self.backward.to_dict() if self.backward else None,
-                "near_overflow": self.near_overflow.to_dict() if self.near_overflow else None,
-                "ops": dict(self.ops), "seconds": round(self.seconds, 4), "error": self.error}
+        return {
+            "loss": self.loss,
+            "grads_finite": self.grads_finite,
+            "forward": self.forward.to_dict() if self.forward else None,
+            "backward": self.backward.to_dict() if self.backward else None,
+            "near_overflow": self.near_overflow.to_dict() if self.near_overflow else None,
+            "ops": dict(self.ops),
+            "seconds": round(self.seconds, 4),
+            "error": self.error,
+        }
 
 
 def nonfinite_samples(batch: Any) -> dict[str, list[int]]:
@@ -117,11 +126,16 @@ def trace_once(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = None
             loss.backward()
     value = float(loss.detach().float())
     ok = grads_finite([p for p in model.parameters() if p.requires_grad])
-    return Trace(loss=value, grads_finite=ok, forward=tracer.origin["forward"],
-                 backward=tracer.origin["backward"],
-                 near_overflow=tracer.near["forward"] or tracer.near["backward"],
-                 ops=dict(tracer.ops), seconds=time.perf_counter() - t0,
-                 error=None if tracer.error is None else f"{type(tracer.error).__name__}: {tracer.error}")
+    return Trace(
+        loss=value,
+        grads_finite=ok,
+        forward=tracer.origin["forward"],
+        backward=tracer.origin["backward"],
+        near_overflow=tracer.near["forward"] or tracer.near["backward"],
+        ops=dict(tracer.ops),
+        seconds=time.perf_counter() - t0,
+        error=None if tracer.error is None else f"{type(tracer.error).__name__}: {tracer.error}",
+    )
 
 
 def probe_nonfinite(model: nn.Module, sub: Any, loss_fn: LossFn, reset: Callable[[], None]) -> bool:
@@ -163,28 +177,54 @@ class Localization:
     def finding(self, step: int | None = None, severity: str = "critical") -> Finding | None:
         if self.cause is None:
             return None
-        return Finding(rule="triage.localize", cause=self.cause, symptom="nonfinite", severity=severity,
-                       confidence=self.confidence,
-                       step=step, batch=step, layer=self.layer, op=self.op, samples=self.samples,
-                       evidence=list(self.evidence), fixes=as_fixes(self.fixes), code=self.code,
-                       examples=self.sample_search.examples if self.sample_search else None)
+        return Finding(
+            rule="triage.localize",
+            cause=self.cause,
+            symptom="nonfinite",
+            severity=severity,
+            confidence=self.confidence,
+            step=step,
+            batch=step,
+            layer=self.layer,
+            op=self.op,
+            samples=self.samples,
+            evidence=list(self.evidence),
+            fixes=as_fixes(self.fixes),
+            code=self.code,
+            examples=self.sample_search.examples if self.sample_search else None,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"cause": self.cause, "layer": self.layer, "op": self.op, "phase": self.phase,
-                "samples": self.samples, "code": self.code, "confidence": self.confidence, "evidence": self.evidence,
-                "fixes": [str(as_fix(x)) for x in self.fixes], "trace": self.trace.to_dict(),
-                "batch_nonfinite": self.batch_nonfinite,
-                "sample_search": self.sample_search.to_dict() if self.sample_search else None,
-                "seconds": round(self.seconds, 4)}
+        return {
+            "cause": self.cause,
+            "layer": self.layer,
+            "op": self.op,
+            "phase": self.phase,
+            "samples": self.samples,
+            "code": self.code,
+            "confidence": self.confidence,
+            "evidence": self.evidence,
+            "fixes": [str(as_fix(x)) for x in self.fixes],
+            "trace": self.trace.to_dict(),
+            "batch_nonfinite": self.batch_nonfinite,
+            "sample_search": self.sample_search.to_dict() if self.sample_search else None,
+            "seconds": round(self.seconds, 4),
+        }
 
     def __str__(self) -> str:
         if self.cause is None:
             return "lossdoctor.localize: forward and backward stayed finite on this batch"
         code = f"{self.code['file']}:{self.code['line']}" if self.code else None
-        where = ", ".join(x for x in (f"layer {self.layer}" if self.layer else None,
-                                      f"op {self.op}" if self.op else None,
-                                      f"at {code}" if code else None,
-                                      f"samples {self.samples}" if self.samples else None) if x)
+        where = ", ".join(
+            x
+            for x in (
+                f"layer {self.layer}" if self.layer else None,
+                f"op {self.op}" if self.op else None,
+                f"at {code}" if code else None,
+                f"samples {self.samples}" if self.samples else None,
+            )
+            if x
+        )
         return f"{self.cause} at {where}: " + "; ".join(self.evidence[:2])
 
 
@@ -197,8 +237,16 @@ def min_group(model: nn.Module) -> tuple[int, str]:
     return 1, ""
 
 
-def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = None, live: dict | None = None,
-                find_samples: bool = True, preserve: Preserve | None = None) -> Localization:
+def localize_on(
+    model: nn.Module,
+    batch: Any,
+    loss_fn: LossFn,
+    *,
+    rng: Any = None,
+    live: dict | None = None,
+    find_samples: bool = True,
+    preserve: Preserve | None = None,
+) -> Localization:
     """Trace, scan and bisect on the model's current state (shared by `localize` and triage).
     `preserve.reset` is called between probes; the caller owns restoring the model."""
     t0 = time.perf_counter()
@@ -208,6 +256,7 @@ def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = Non
     bad_batch = nonfinite_samples(batch)
     search = None
     n = batch_size(batch)
+
     def bad(sub: Any) -> bool:
         if rng is not None:
             rng.apply()
@@ -221,13 +270,33 @@ def localize_on(model: nn.Module, batch: Any, loss_fn: LossFn, *, rng: Any = Non
         search = bisect(batch, n, bad, min_group=k, why=why)
     elif find_samples and trace.nonfinite and n == 1:
         search = SampleSearch(samples=[0], method="single sample")
-    v: Verdict = classify(trace.forward, trace.backward, trace.near_overflow, bad_batch, search, live or {},
-                          loss=trace.loss, grads_ok=trace.grads_finite)
+    v: Verdict = classify(
+        trace.forward,
+        trace.backward,
+        trace.near_overflow,
+        bad_batch,
+        search,
+        live or {},
+        loss=trace.loss,
+        grads_ok=trace.grads_finite,
+    )
     if v.cause is not None and search is not None and search.examples:
         v.evidence.append(examples_named(search))
-    return Localization(cause=v.cause, layer=v.layer, op=v.op, phase=v.phase, samples=v.samples, trace=trace,
-                        batch_nonfinite=bad_batch, sample_search=search, evidence=v.evidence, fixes=v.fixes,
-                        confidence=v.confidence, seconds=time.perf_counter() - t0, code=v.code)
+    return Localization(
+        cause=v.cause,
+        layer=v.layer,
+        op=v.op,
+        phase=v.phase,
+        samples=v.samples,
+        trace=trace,
+        batch_nonfinite=bad_batch,
+        sample_search=search,
+        evidence=v.evidence,
+        fixes=v.fixes,
+        confidence=v.confidence,
+        seconds=time.perf_counter() - t0,
+        code=v.code,
+    )
 
 
 def localize(model: nn.Module, batch: Any, loss_fn: LossFn, *, find_samples: bool = True) -> Localization:

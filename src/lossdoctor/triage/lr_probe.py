@@ -78,8 +78,11 @@ def probe_plan(finding: Finding) -> list[Candidate]:
 def start_snapshot(ring: SnapshotRing) -> Any:
     """The earliest snapshot with at least `min_steps` recorded batches after it."""
     for snap in ring.snapshots:
-        if V.window_end(ring, snap.step, SETTINGS.window) - snap.step + 1 >= SETTINGS.min_steps \
-                and ring.entries.get(snap.step) is not None and ring.entries[snap.step].kept:
+        if (
+            V.window_end(ring, snap.step, SETTINGS.window) - snap.step + 1 >= SETTINGS.min_steps
+            and ring.entries.get(snap.step) is not None
+            and ring.entries[snap.step].kept
+        ):
             return snap
     return None
 
@@ -100,8 +103,12 @@ def _control_note(plan: V.Plan, unfixed: V.Trajectory) -> Msg | None:
         if s not in unfixed.losses:
             return Msg("probe.stopped", step=s)
         if e is not None and losses_agree(e.loss, unfixed.losses[s]) is False:
-            return Msg("verify.diverged", step=s, logged=float(e.loss if e.loss is not None else math.nan),
-                       replayed=unfixed.losses[s])
+            return Msg(
+                "verify.diverged",
+                step=s,
+                logged=float(e.loss if e.loss is not None else math.nan),
+                replayed=unfixed.losses[s],
+            )
     return None
 
 
@@ -132,8 +139,16 @@ def run_probe(plan: V.Plan, finding: Finding, trials: list[Candidate]) -> dict[s
         cost.steps += end - start + 1
         loss = _second_half(tr, start, end)
         beat = loss is not None and math.isfinite(loss) and loss <= SETTINGS.beat * base
-        out["trials"].append({"kind": fix.kind, "index": fix.index, **fix.values(), "lr": _lr_of(plan, fix) if fix.kind == "lr" else None,
-                              "loss": _plain(loss), "verdict": "verified" if beat else "did_not_help"})
+        out["trials"].append(
+            {
+                "kind": fix.kind,
+                "index": fix.index,
+                **fix.values(),
+                "lr": _lr_of(plan, fix) if fix.kind == "lr" else None,
+                "loss": _plain(loss),
+                "verdict": "verified" if beat else "did_not_help",
+            }
+        )
     out["status"] = "checked"
     out["cost"] = meter.finish(cost).to_dict()
     return out
@@ -145,14 +160,30 @@ def _plain(x: float | None) -> float | None:
 
 def no_probe_record(finding: Finding, reason: Msg) -> dict[str, Any]:
     """The record of a probe that could not run (no replay_fn, no snapshot...): it says why."""
-    return {"format": FORMAT, "level": "probe", "trigger": "probe", "step": finding.step, "cause": finding.cause,
-            "symptom": finding.symptom, "findings": [],
-            "probe": {"status": "no_probe", "note": reason, "note_data": reason.data(), "trials": []}}
+    return {
+        "format": FORMAT,
+        "level": "probe",
+        "trigger": "probe",
+        "step": finding.step,
+        "cause": finding.cause,
+        "symptom": finding.symptom,
+        "findings": [],
+        "probe": {"status": "no_probe", "note": reason, "note_data": reason.data(), "trials": []},
+    }
 
 
 def probe_record(finding: Finding, probe: dict[str, Any]) -> dict[str, Any]:
     note = probe.get("note")
     if isinstance(note, Msg):
         probe["note_data"] = note.data()
-    return {"format": FORMAT, "level": "probe", "trigger": "probe", "step": finding.step, "cause": finding.cause,
-            "symptom": finding.symptom, "findings": [], "probe": probe, "finding": finding.to_dict()}
+    return {
+        "format": FORMAT,
+        "level": "probe",
+        "trigger": "probe",
+        "step": finding.step,
+        "cause": finding.cause,
+        "symptom": finding.symptom,
+        "findings": [],
+        "probe": probe,
+        "finding": finding.to_dict(),
+    }

@@ -48,24 +48,81 @@ from ..signals.safe_reads import float_like, real_view
 from ..signals.tracer import dtype_max
 
 #: operations whose non-finite output from finite inputs is a domain error, not an overflow
-DOMAIN_OPS = frozenset({
-    "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "div", "pow", "acos", "asin",
-    "atanh", "acosh", "xlogy", "special_xlogy", "logit", "atan2", "fmod", "remainder", "digamma",
-    "lgamma", "polygamma", "erfinv", "nll_loss_forward", "nll_loss", "nll_loss2d_forward",
-    "binary_cross_entropy", "mse_loss_backward", "_softmax_backward_data", "norm",
-    "linalg_vector_norm", "var", "std", "var_mean", "std_mean",
-})
-SOFTMAX_OPS = frozenset({"_softmax", "softmax", "_log_softmax", "log_softmax", "_safe_softmax",
-                         "_scaled_dot_product_attention_math", "_scaled_dot_product_flash_attention",
-                         "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
-                         "_scaled_dot_product_cudnn_attention"})
-LOSS_OPS = frozenset({"nll_loss_forward", "nll_loss", "nll_loss2d_forward", "nll_loss_nd", "cross_entropy_loss",
-                      "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-                      "binary_cross_entropy_with_logits", "kl_div"})
+DOMAIN_OPS = frozenset(
+    {
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sqrt",
+        "rsqrt",
+        "reciprocal",
+        "div",
+        "pow",
+        "acos",
+        "asin",
+        "atanh",
+        "acosh",
+        "xlogy",
+        "special_xlogy",
+        "logit",
+        "atan2",
+        "fmod",
+        "remainder",
+        "digamma",
+        "lgamma",
+        "polygamma",
+        "erfinv",
+        "nll_loss_forward",
+        "nll_loss",
+        "nll_loss2d_forward",
+        "binary_cross_entropy",
+        "mse_loss_backward",
+        "_softmax_backward_data",
+        "norm",
+        "linalg_vector_norm",
+        "var",
+        "std",
+        "var_mean",
+        "std_mean",
+    }
+)
+SOFTMAX_OPS = frozenset(
+    {
+        "_softmax",
+        "softmax",
+        "_log_softmax",
+        "log_softmax",
+        "_safe_softmax",
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_cudnn_attention",
+    }
+)
+LOSS_OPS = frozenset(
+    {
+        "nll_loss_forward",
+        "nll_loss",
+        "nll_loss2d_forward",
+        "nll_loss_nd",
+        "cross_entropy_loss",
+        "mse_loss",
+        "l1_loss",
+        "smooth_l1_loss",
+        "huber_loss",
+        "binary_cross_entropy",
+        "binary_cross_entropy_with_logits",
+        "kl_div",
+    }
+)
 _SKIP = frozenset({"detach", "alias", "lift_fresh", "_to_copy_meta"})
 #: frames inside these packages are not the user's code
-_LIBRARY_DIRS = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
-                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
+_LIBRARY_DIRS = (
+    os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+)
 
 
 def user_frame(depth: int = 1) -> dict[str, Any] | None:
@@ -127,8 +184,16 @@ def tensor_stats(t: torch.Tensor, source: str | None = None) -> TensorStats:
             amax = max(abs(mn_f), abs(mx_f))
         else:
             mn_f = mx_f = amax = None
-    return TensorStats(shape=list(t.shape), dtype=str(t.dtype).replace("torch.", ""), min=mn_f, max=mx_f,
-                       absmax=amax, nan=nan, inf=inf, source=source)
+    return TensorStats(
+        shape=list(t.shape),
+        dtype=str(t.dtype).replace("torch.", ""),
+        min=mn_f,
+        max=mx_f,
+        absmax=amax,
+        nan=nan,
+        inf=inf,
+        source=source,
+    )
 
 
 def _fresh_nonfinite(args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> bool:
@@ -177,17 +242,17 @@ class OpEvent:
     """The origin op of a phase (or the first near-overflow op), with what it saw."""
 
     phase: str
-    index: int                   # position among the checked ops of its phase
-    op: str                      # aten.<name>
-    module: str | None           # qualified module name; None outside the model (loss code)
+    index: int  # position among the checked ops of its phase
+    op: str  # aten.<name>
+    module: str | None  # qualified module name; None outside the model (loss code)
     module_type: str | None
-    kind: str                    # nan | overflow | domain | data | param | near_overflow
+    kind: str  # nan | overflow | domain | data | param | near_overflow
     inputs: list[TensorStats] = field(default_factory=list)
     outputs: list[TensorStats] = field(default_factory=list)
     scalars: dict[str, Any] = field(default_factory=dict)
-    samples: list[int] | None = None   # rows (first dim = batch) of the output that went bad
-    node: str | None = None            # backward: the autograd node running it
-    forward_op: str | None = None      # backward: the forward op that node belongs to
+    samples: list[int] | None = None  # rows (first dim = batch) of the output that went bad
+    node: str | None = None  # backward: the autograd node running it
+    forward_op: str | None = None  # backward: the forward op that node belongs to
     code: dict[str, Any] | None = None  # the user's frame of the (forward) op: {"file", "line", "function"}
 
     def to_dict(self) -> dict[str, Any]:
@@ -199,13 +264,21 @@ class OpEvent:
     def describe(self) -> Msg:
         """One evidence sentence: op, where, what came in, what came out."""
         node = Msg("triage.op.node", node=self.node) if self.phase == "backward" and self.node else ""
-        where = Msg("triage.op.in", module=self.module, node=node) if self.module else \
-            Msg("triage.op.outside", node=node)
+        where = (
+            Msg("triage.op.in", module=self.module, node=node) if self.module else Msg("triage.op.outside", node=node)
+        )
         scalars = Msg("triage.op.scalars", args=str(self.scalars)) if self.scalars else ""
         phase = Msg(f"word.{self.phase}")  # forward / backward, in the report's language
-        return Msg("triage.op.describe", phase=phase, op=self.op, where=where, what=Msg(f"triage.op.{self.kind}"),
-                   ins=_joined([_fmt_stats(s) for s in self.inputs[:3]]),
-                   outs=_joined([_fmt_stats(s) for s in self.outputs[:2]]), scalars=scalars)
+        return Msg(
+            "triage.op.describe",
+            phase=phase,
+            op=self.op,
+            where=where,
+            what=Msg(f"triage.op.{self.kind}"),
+            ins=_joined([_fmt_stats(s) for s in self.inputs[:3]]),
+            outs=_joined([_fmt_stats(s) for s in self.outputs[:2]]),
+            scalars=scalars,
+        )
 
 
 def _joined(parts: list[Msg]) -> Msg | str:
@@ -219,11 +292,17 @@ def _joined(parts: list[Msg]) -> Msg | str:
 
 def _fmt_stats(s: TensorStats) -> Msg:
     rng = Msg("triage.op.no_finite") if s.absmax is None else Msg("triage.op.range", lo=s.min, hi=s.max)
-    counts = ([Msg("triage.op.nan_count", n=s.nan)] if s.nan else []) + \
-        ([Msg("triage.op.inf_count", n=s.inf)] if s.inf else [])
-    return Msg("triage.op.stats", dtype=s.dtype, shape=str(list(s.shape)),  # notation: [4, 8] in any language
-               src=f" {s.source}" if s.source else "", rng=rng,
-               bad=Msg("triage.op.counts", counts=counts) if counts else "")
+    counts = ([Msg("triage.op.nan_count", n=s.nan)] if s.nan else []) + (
+        [Msg("triage.op.inf_count", n=s.inf)] if s.inf else []
+    )
+    return Msg(
+        "triage.op.stats",
+        dtype=s.dtype,
+        shape=str(list(s.shape)),  # notation: [4, 8] in any language
+        src=f" {s.source}" if s.source else "",
+        rng=rng,
+        bad=Msg("triage.op.counts", counts=counts) if counts else "",
+    )
 
 
 class OpTracer(TorchDispatchMode):
@@ -234,8 +313,9 @@ class OpTracer(TorchDispatchMode):
     the rows of a bad output.
     """
 
-    def __init__(self, model: nn.Module | None, *, leaves: dict[int, str] | None = None,
-                 batch_size: int | None = None) -> None:
+    def __init__(
+        self, model: nn.Module | None, *, leaves: dict[int, str] | None = None, batch_size: int | None = None
+    ) -> None:
         super().__init__()
         self.model = model
         self.leaves = leaves or {}
@@ -287,7 +367,7 @@ class OpTracer(TorchDispatchMode):
             if self._stack and self._stack[-1] == name:
                 self._stack.pop()
             elif name in self._stack:
-                del self._stack[len(self._stack) - 1 - self._stack[::-1].index(name):]
+                del self._stack[len(self._stack) - 1 - self._stack[::-1].index(name) :]
 
         return post
 
@@ -318,8 +398,7 @@ class OpTracer(TorchDispatchMode):
                 if seq not in self._seq_module:
                     self._seq_module[seq] = (self._stack[-1] if self._stack else None, name, user_frame(2))
             pre = None
-            if self.origin[phase] is None and getattr(func, "_schema", None) is not None \
-                    and func._schema.is_mutable:
+            if self.origin[phase] is None and getattr(func, "_schema", None) is not None and func._schema.is_mutable:
                 pre = self._input_flags(args, kwargs)
         except Exception as e:  # tracing must never change what the model computes
             self.error = e
@@ -360,8 +439,16 @@ class OpTracer(TorchDispatchMode):
                 has_nonfinite = True
         return has_nan, has_nonfinite, bad_leaves
 
-    def _check(self, phase: str, func: Any, name: str, args: tuple, kwargs: dict, out: Any,
-               pre: tuple[bool, bool, list[str]] | None) -> None:
+    def _check(
+        self,
+        phase: str,
+        func: Any,
+        name: str,
+        args: tuple,
+        kwargs: dict,
+        out: Any,
+        pre: tuple[bool, bool, list[str]] | None,
+    ) -> None:
         outs = self._float_outputs(out)
         if not outs:
             return
@@ -391,18 +478,25 @@ class OpTracer(TorchDispatchMode):
         if kind is not None:
             self.origin[phase] = self._event(phase, kind, name, args, kwargs, outs)
 
-    def _event(self, phase: str, kind: str, name: str, args: tuple, kwargs: dict,
-               outs: list[torch.Tensor]) -> OpEvent:
+    def _event(self, phase: str, kind: str, name: str, args: tuple, kwargs: dict, outs: list[torch.Tensor]) -> OpEvent:
         module, node, fop, code = self._where(phase)
         flat, _ = tree_flatten((args, kwargs))
-        inputs = [tensor_stats(t, self._leaf(t))
-                  for t in flat if isinstance(t, torch.Tensor) and t.numel() > 0][:6]
-        scalars = {f"arg{i}": x for i, x in enumerate(flat)
-                   if isinstance(x, float) and not math.isfinite(x)}
-        ev = OpEvent(phase=phase, index=self.checked[phase] - 1, op=name, module=module,
-                     module_type=self._types.get(module) if module else None, kind=kind, inputs=inputs,
-                     outputs=[tensor_stats(t) for t in outs[:3]],
-                     scalars={k: str(v) for k, v in scalars.items()}, node=node, forward_op=fop, code=code)
+        inputs = [tensor_stats(t, self._leaf(t)) for t in flat if isinstance(t, torch.Tensor) and t.numel() > 0][:6]
+        scalars = {f"arg{i}": x for i, x in enumerate(flat) if isinstance(x, float) and not math.isfinite(x)}
+        ev = OpEvent(
+            phase=phase,
+            index=self.checked[phase] - 1,
+            op=name,
+            module=module,
+            module_type=self._types.get(module) if module else None,
+            kind=kind,
+            inputs=inputs,
+            outputs=[tensor_stats(t) for t in outs[:3]],
+            scalars={k: str(v) for k, v in scalars.items()},
+            node=node,
+            forward_op=fop,
+            code=code,
+        )
         o = outs[0]
         if kind != "near_overflow" and self.batch_size and o.dim() >= 1 and int(o.shape[0]) == self.batch_size:
             with torch.no_grad():

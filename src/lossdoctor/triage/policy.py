@@ -28,16 +28,16 @@ log = logging.getLogger("lossdoctor")
 
 
 class SkipGuard:
-    def __init__(self, optimizer: torch.optim.Optimizer, on_skip: Callable[[], None],
-                 after_skip: Callable[[], None]) -> None:
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, on_skip: Callable[[], None], after_skip: Callable[[], None]
+    ) -> None:
         self.opt = optimizer
         self.on_skip = on_skip
         self.after_skip = after_skip
         self.enabled = True
         self.skipped = 0
         self._stash: list[tuple[torch.Tensor, torch.Tensor | None]] | None = None
-        self._handles = [optimizer.register_step_pre_hook(self._pre),
-                         optimizer.register_step_post_hook(self._post)]
+        self._handles = [optimizer.register_step_pre_hook(self._pre), optimizer.register_step_post_hook(self._post)]
 
     def _pre(self, opt: Any, args: Any, kwargs: Any) -> None:
         if not self.enabled:

@@ -28,17 +28,58 @@ class _Absent(enum.Enum):
 ABSENT = _Absent.ABSENT
 
 #: the keys of the file, in the order they are written
-KEYS = ("format", "step", "trigger", "rank", "policy", "level", "live", "notes", "action", "spike", "scale",
-        "replay", "timing", "reproducible", "localization", "samples", "batch_vs_state", "error", "findings",
-        "seconds", "verification")
+KEYS = (
+    "format",
+    "step",
+    "trigger",
+    "rank",
+    "policy",
+    "level",
+    "live",
+    "notes",
+    "action",
+    "spike",
+    "scale",
+    "replay",
+    "timing",
+    "reproducible",
+    "localization",
+    "samples",
+    "batch_vs_state",
+    "error",
+    "findings",
+    "seconds",
+    "verification",
+)
 #: the scale-collapse flow traces the step without a replay, and has always written its
 #: localisation before the timing of it
-SCALE_KEYS = ("format", "step", "trigger", "rank", "policy", "level", "live", "notes", "action", "spike", "scale",
-              "replay", "reproducible", "localization", "timing", "samples", "batch_vs_state", "error",
-              "findings", "seconds", "verification")
+SCALE_KEYS = (
+    "format",
+    "step",
+    "trigger",
+    "rank",
+    "policy",
+    "level",
+    "live",
+    "notes",
+    "action",
+    "spike",
+    "scale",
+    "replay",
+    "reproducible",
+    "localization",
+    "timing",
+    "samples",
+    "batch_vs_state",
+    "error",
+    "findings",
+    "seconds",
+    "verification",
+)
 #: the keys written only when the record has them (their None means "not there")
-OPTIONAL = frozenset({"spike", "scale", "replay", "timing", "localization", "batch_vs_state", "error", "seconds",
-                      "verification"})
+OPTIONAL = frozenset(
+    {"spike", "scale", "replay", "timing", "localization", "batch_vs_state", "error", "seconds", "verification"}
+)
 
 
 @dataclass(eq=False)  # a record is one incident: compared (and found in a list) by identity

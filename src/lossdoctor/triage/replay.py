@@ -104,7 +104,7 @@ class StepReplay:
     logged: float | None
     replayed: float
     agree: bool | None
-    clip: float | None = None      # gradient scale factor the loop's clipping applied
+    clip: float | None = None  # gradient scale factor the loop's clipping applied
 
     def to_dict(self) -> dict[str, Any]:
         d = {"step": self.step, "logged": self.logged, "replayed": self.replayed, "agree": self.agree}
@@ -115,11 +115,11 @@ class StepReplay:
 
 @dataclass
 class ReplayResult:
-    start: int                         # the snapshot's step
+    start: int  # the snapshot's step
     target: int
     steps: list[StepReplay] = field(default_factory=list)
-    reached: bool = False              # the target step was replayed (state == state before it)
-    stopped_at: int | None = None      # a step whose batch was not kept
+    reached: bool = False  # the target step was replayed (state == state before it)
+    stopped_at: int | None = None  # a step whose batch was not kept
     target_trial: BatchTrial | None = None
     error: str | None = None
 
@@ -135,16 +135,26 @@ class ReplayResult:
         return self.diverged_at is None
 
     def max_rel_dev(self) -> float:
-        devs = [abs(s.replayed - s.logged) / max(abs(s.logged), 1e-12) for s in self.steps
-                if s.step < self.target and s.logged is not None and math.isfinite(s.logged)
-                and math.isfinite(s.replayed)]
+        devs = [
+            abs(s.replayed - s.logged) / max(abs(s.logged), 1e-12)
+            for s in self.steps
+            if s.step < self.target and s.logged is not None and math.isfinite(s.logged) and math.isfinite(s.replayed)
+        ]
         return max(devs) if devs else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"from_step": self.start, "to_step": self.target, "steps_replayed": len(self.steps),
-                "reached": self.reached, "stopped_at": self.stopped_at, "faithful": self.faithful,
-                "diverged_at": self.diverged_at, "max_rel_deviation": self.max_rel_dev(),
-                "losses": [s.to_dict() for s in self.steps], "error": self.error}
+        return {
+            "from_step": self.start,
+            "to_step": self.target,
+            "steps_replayed": len(self.steps),
+            "reached": self.reached,
+            "stopped_at": self.stopped_at,
+            "faithful": self.faithful,
+            "diverged_at": self.diverged_at,
+            "max_rel_deviation": self.max_rel_dev(),
+            "losses": [s.to_dict() for s in self.steps],
+            "error": self.error,
+        }
 
 
 def flat_params(opt: torch.optim.Optimizer) -> list[torch.Tensor]:
@@ -174,8 +184,9 @@ def _emulate_clipping(entry: StepEntry, params: list[torch.Tensor]) -> float | N
     return f
 
 
-def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: ReplayFn,
-           target: int, *, rtol: float = RTOL) -> ReplayResult:
+def replay(
+    ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: ReplayFn, target: int, *, rtol: float = RTOL
+) -> ReplayResult:
     """Restore `snap` and replay steps snap.step .. target (the target is run forward+backward
     but not stepped, so the workspace ends in the state the failing step started from)."""
     res = ReplayResult(start=snap.step, target=target)
@@ -189,8 +200,9 @@ def replay(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], fn: R
         batch = e.device_batch()
         if step == target:
             res.target_trial = try_batch(ws, batch, fn, rng=e.rng)
-            res.steps.append(StepReplay(step, e.loss, res.target_trial.loss,
-                                        losses_agree(e.loss, res.target_trial.loss, rtol)))
+            res.steps.append(
+                StepReplay(step, e.loss, res.target_trial.loss, losses_agree(e.loss, res.target_trial.loss, rtol))
+            )
             res.reached = True
             return res
         ws.zero_grad()

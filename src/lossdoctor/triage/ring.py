@@ -62,7 +62,7 @@ def default_budget() -> int:
 @dataclass
 class StepEntry:
     step: int
-    batch: Any = None                 # host copy, or None when only the fingerprint was kept
+    batch: Any = None  # host copy, or None when only the fingerprint was kept
     devices: list[torch.device] | None = None
     fingerprint: str | None = None
     nbytes: int = 0
@@ -72,9 +72,9 @@ class StepEntry:
     probe_idx: list[int] | None = None
     stepped: bool = False
     skipped_by_policy: bool = False
-    loss: float | None = None          # the logged loss, filled in when the record is read back
-    event: Any = None                  # CUDA event of the asynchronous copy of the batch
-    stage: StageStep | None = None     # a pipeline stage's micro-batches (the ring's `tape`)
+    loss: float | None = None  # the logged loss, filled in when the record is read back
+    event: Any = None  # CUDA event of the asynchronous copy of the batch
+    stage: StageStep | None = None  # a pipeline stage's micro-batches (the ring's `tape`)
 
     @property
     def kept(self) -> bool:
@@ -91,9 +91,18 @@ class StepEntry:
 
 
 class SnapshotRing:
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, scaler: Any, scheduler: Any, *,
-                 every: int, mode: str = "memory", budget: int | None = None,
-                 directory: Path | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scaler: Any,
+        scheduler: Any,
+        *,
+        every: int,
+        mode: str = "memory",
+        budget: int | None = None,
+        directory: Path | None = None,
+    ) -> None:
         if mode not in ("memory", "disk", "off"):
             raise ValueError(f"snapshot must be 'memory', 'disk' or 'off', not {mode!r}")
         self.model = model
@@ -106,8 +115,8 @@ class SnapshotRing:
         self.snapshots: list[Snapshot] = []
         self.entries: dict[int, StepEntry] = {}
         self.keep = 2
-        self.notes: list[str] = []       # budget decisions, said once, copied into incident records
-        self.paused = False              # triage is replaying: the hooks must not record
+        self.notes: list[str] = []  # budget decisions, said once, copied into incident records
+        self.paused = False  # triage is replaying: the hooks must not record
         self.enabled = mode != "off"
         self.error: BaseException | None = None
         self._pending = StepEntry(step=-1)
@@ -138,8 +147,9 @@ class SnapshotRing:
         try:
             e = self._pending
             e.stepped = True
-            e.hparams = [{k: g[k] for k in HPARAMS if k in g and not isinstance(g[k], torch.Tensor)}
-                         for g in opt.param_groups]
+            e.hparams = [
+                {k: g[k] for k in HPARAMS if k in g and not isinstance(g[k], torch.Tensor)} for g in opt.param_groups
+            ]
             pick = self._probe_idx
             if pick is None or any(self._params[i].grad is None for i in pick):
                 pick = self._probe_idx = self._choose_probe()
@@ -182,8 +192,14 @@ class SnapshotRing:
             room = self.budget - self.snapshot_bytes()
             if size > room:
                 e.fingerprint = B.fingerprint(batch)
-                self._note(Msg("triage.ring.batch_too_big", mib=size / 2**20, budget=self.budget / 2**20,
-                               snapshots=self.snapshot_bytes() / 2**20))
+                self._note(
+                    Msg(
+                        "triage.ring.batch_too_big",
+                        mib=size / 2**20,
+                        budget=self.budget / 2**20,
+                        snapshots=self.snapshot_bytes() / 2**20,
+                    )
+                )
             else:
                 self._make_room(room - size)
                 e.batch = B.to_host(batch)

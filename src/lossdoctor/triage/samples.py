@@ -40,12 +40,12 @@ class SampleSearch:
     samples: list[int] | None
     method: str
     probes: int = 0
-    together: bool = False         # the samples fail only as a group
+    together: bool = False  # the samples fail only as a group
     losses: dict[int, float] = field(default_factory=dict)  # spike: per-sample loss of the top ones
-    median: float | None = None    # spike: median per-sample loss
-    size: int | None = None        # samples in the batch
+    median: float | None = None  # spike: median per-sample loss
+    size: int | None = None  # samples in the batch
     note: str | None = None
-    min_group: int = 1             # fewest samples per probe (2: padded with known-good samples)
+    min_group: int = 1  # fewest samples per probe (2: padded with known-good samples)
     examples: list[dict[str, Any]] | None = None  # packed rows: the examples found inside them
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,8 +72,15 @@ class _Prober:
     """Probes sub-batches for `bisect`, padding a set smaller than `res.min_group` with samples
     known to be good (`good`, filled as halves test good)."""
 
-    def __init__(self, batch: Any, size: int, bad: Callable[[Any], bool], why: str,
-                 select: Callable[[Any, list[int], int], Any], res: SampleSearch) -> None:
+    def __init__(
+        self,
+        batch: Any,
+        size: int,
+        bad: Callable[[Any], bool],
+        why: str,
+        select: Callable[[Any, list[int], int], Any],
+        res: SampleSearch,
+    ) -> None:
         self.batch, self.size, self.bad, self.why, self.select, self.res = batch, size, bad, why, select, res
         self.good: list[int] = []
 
@@ -100,9 +107,15 @@ class _Prober:
             return self.test(idx)
 
 
-def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = MAX_PROBES,
-           min_group: int = 1, why: str = "",
-           select: Callable[[Any, list[int], int], Any] = select_samples) -> SampleSearch:
+def bisect(
+    batch: Any,
+    size: int,
+    bad: Callable[[Any], bool],
+    max_probes: int = MAX_PROBES,
+    min_group: int = 1,
+    why: str = "",
+    select: Callable[[Any, list[int], int], Any] = select_samples,
+) -> SampleSearch:
     """Smallest sets of samples that are bad on their own (`bad(sub_batch)`), by halving.
 
     With `min_group` > 1, or as soon as a probe of fewer samples raises, a sub-batch smaller than
@@ -115,8 +128,9 @@ def bisect(batch: Any, size: int, bad: Callable[[Any], bool], max_probes: int = 
     if res.min_group > 1 and res.note is None:
         res.note = padded_note(why, res.min_group)
     if together:
-        res.note = Msg("triage.samples.only_together",
-                       more=Msg("triage.samples.and", note=res.note) if res.note else "")
+        res.note = Msg(
+            "triage.samples.only_together", more=Msg("triage.samples.and", note=res.note) if res.note else ""
+        )
     return res
 
 
@@ -190,8 +204,9 @@ def _outliers(size: int, pick: Callable[[int], Any], loss_of: Callable[[Any], fl
             if i > 0:
                 raise
             # one sample alone is refused (BatchNorm in train mode): a per-sample loss does not exist
-            res.note = Msg("triage.samples.no_single",
-                           error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            res.note = Msg(
+                "triage.samples.no_single", error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            )
             return res
     x = np.asarray(losses, dtype=np.float64)
     fin = np.isfinite(x)
@@ -211,13 +226,19 @@ def _outliers(size: int, pick: Callable[[int], Any], loss_of: Callable[[Any], fl
     return res
 
 
-def bisect_examples(batch: Any, examples: list[Example], bad: Callable[[Any], bool],
-                    max_probes: int = MAX_PROBES) -> SampleSearch:
+def bisect_examples(
+    batch: Any, examples: list[Example], bad: Callable[[Any], bool], max_probes: int = MAX_PROBES
+) -> SampleSearch:
     """`bisect` over the examples of packed rows (one-token pieces, right padding, left out):
     `samples` are the rows that hold the bad examples, `examples` the examples themselves."""
     units = [e for e in examples if e.length >= 2]
-    res = bisect(batch, len(units), bad, max_probes=max_probes,
-                 select=lambda b, idx, _n: select_examples(b, [units[i] for i in idx]))
+    res = bisect(
+        batch,
+        len(units),
+        bad,
+        max_probes=max_probes,
+        select=lambda b, idx, _n: select_examples(b, [units[i] for i in idx]),
+    )
     res.method = "bisection over packed examples"
     if res.samples is not None:
         found = [units[i] for i in res.samples]
@@ -229,9 +250,15 @@ def bisect_examples(batch: Any, examples: list[Example], bad: Callable[[Any], bo
 def examples_named(search: SampleSearch) -> Msg:
     """The sentence naming the examples a bisection over packed rows found."""
     ex = search.examples or []
-    return Msg("triage.samples.packed_examples", n=len(ex), probes=search.probes, examples=[
-        Msg("triage.samples.row_example", row=e["row"], example=e["example"], start=e["start"], end=e["end"])
-        for e in ex[:4]])
+    return Msg(
+        "triage.samples.packed_examples",
+        n=len(ex),
+        probes=search.probes,
+        examples=[
+            Msg("triage.samples.row_example", row=e["row"], example=e["example"], start=e["start"], end=e["end"])
+            for e in ex[:4]
+        ],
+    )
 
 
 def select_examples(batch: Any, chosen: list[Example]) -> Any:
@@ -251,14 +278,15 @@ def select_examples(batch: Any, chosen: list[Example]) -> Any:
             rebuilt[id(t)] = torch.cat([lengths.new_zeros(1), lengths.cumsum(0)]).to(t.dtype).to(t.device)
     seq = batch.get("seq_idx")
     if isinstance(seq, torch.Tensor):
-        rebuilt[id(seq)] = torch.repeat_interleave(torch.arange(len(chosen)), lengths)[None].to(seq.dtype).to(
-            seq.device)
+        rebuilt[id(seq)] = (
+            torch.repeat_interleave(torch.arange(len(chosen)), lengths)[None].to(seq.dtype).to(seq.device)
+        )
 
     def pick(t: torch.Tensor) -> torch.Tensor:
         if id(t) in rebuilt:
             return rebuilt[id(t)]
         if t.dim() < 2 or tuple(t.shape[:2]) != shape:
             return t
-        return torch.cat([t[e.row, e.start:e.end] for e in chosen], dim=0).unsqueeze(0)
+        return torch.cat([t[e.row, e.start : e.end] for e in chosen], dim=0).unsqueeze(0)
 
     return map_tensors(batch, pick)

@@ -67,8 +67,12 @@ class StageStepReplay:
     clip: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"step": self.step, "micro_batches": self.micro, "agree": self.agree,
-                             "deviation": self.deviation}
+        d: dict[str, Any] = {
+            "step": self.step,
+            "micro_batches": self.micro,
+            "agree": self.agree,
+            "deviation": self.deviation,
+        }
         if self.clip is not None:
             d["clip_factor"] = self.clip
         return d
@@ -97,36 +101,54 @@ class StageReplay:
         return max(devs) if devs else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"from_step": self.start, "to_step": self.target, "steps_replayed": len(self.steps),
-                "reached": self.reached, "stopped_at": self.stopped_at, "faithful": self.faithful,
-                "diverged_at": self.diverged_at, "max_rel_deviation": self.max_rel_dev(),
-                "compared": "output_norm", "steps": [s.to_dict() for s in self.steps]}
+        return {
+            "from_step": self.start,
+            "to_step": self.target,
+            "steps_replayed": len(self.steps),
+            "reached": self.reached,
+            "stopped_at": self.stopped_at,
+            "faithful": self.faithful,
+            "diverged_at": self.diverged_at,
+            "max_rel_deviation": self.max_rel_dev(),
+            "compared": "output_norm",
+            "steps": [s.to_dict() for s in self.steps],
+        }
 
 
 @dataclass
 class MicroBatchAt:
     """Where in the failing step the replay found the fault."""
 
-    micro: int          # the micro-batch (in the order the schedule ran the forwards)
+    micro: int  # the micro-batch (in the order the schedule ran the forwards)
     micro_batches: int  # how many the step had
-    first: int          # its first sample in the step's batch
-    size: int | None    # its samples
-    local: list[int] | None = None    # the samples that break it, counted in the micro-batch
+    first: int  # its first sample in the step's batch
+    size: int | None  # its samples
+    local: list[int] | None = None  # the samples that break it, counted in the micro-batch
     samples: list[int] | None = None  # the same, counted in the step's batch
 
     def to_dict(self) -> dict[str, Any]:
-        return {"micro_batch": self.micro, "micro_batches": self.micro_batches, "first_sample": self.first,
-                "micro_batch_size": self.size, "micro_batch_samples": self.local, "step_samples": self.samples}
+        return {
+            "micro_batch": self.micro,
+            "micro_batches": self.micro_batches,
+            "first_sample": self.first,
+            "micro_batch_size": self.size,
+            "micro_batch_samples": self.local,
+            "step_samples": self.samples,
+        }
 
 
 # --- running one micro-batch -----------------------------------------------------------------------
+
 
 def _arg_names(model: nn.Module, n: int, taken: set[str]) -> list[str]:
     """Names for the stage's first `n` positional inputs: the forward's parameter names (what the
     evidence calls them), `input<i>` where the signature does not say."""
     try:
-        params = [p for p in inspect.signature(model.forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p
+            for p in inspect.signature(model.forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         params = []
     names = [params[i].name if i < len(params) else f"input{i}" for i in range(n)]
@@ -156,6 +178,7 @@ def _finite(out: Any) -> bool:
 def forward_only(n_pos: int) -> Callable[[nn.Module, Any], torch.Tensor]:
     """A "loss" for `localize_on` that runs the stage's forward only: 0 when every output is finite,
     NaN otherwise (made without an op the tracer would take for the origin)."""
+
     def fn(model: nn.Module, batch: Any) -> torch.Tensor:
         with torch.no_grad():
             out = call_stage(model, batch, n_pos)
@@ -177,6 +200,7 @@ def _compare(recorded: torch.Tensor | None, out: Any) -> tuple[bool | None, floa
 
 
 # --- the replay --------------------------------------------------------------------------------
+
 
 def replay_stage(ws: Workspace, snap: Snapshot, entries: list[StepEntry | None], target: int) -> StageReplay:
     """Restore `snap` and replay the stage's steps snap.step .. target-1 from their tapes, so the
@@ -249,14 +273,20 @@ def localise_step(model: nn.Module, tape: StageStep) -> tuple[Localization, Micr
         batch, n_pos = micro_batch(model, mb)
         loc = localize_on(model, batch, forward_only(n_pos), rng=mb.rng, live={}, preserve=keep)
     sizes = [m.size or 0 for m in tape.micro]
-    at = MicroBatchAt(micro=k, micro_batches=len(tape.micro), first=sum(sizes[:k]), size=mb.size,
-                      local=list(loc.samples) if loc.samples else None)
+    at = MicroBatchAt(
+        micro=k,
+        micro_batches=len(tape.micro),
+        first=sum(sizes[:k]),
+        size=mb.size,
+        local=list(loc.samples) if loc.samples else None,
+    )
     if at.local is not None:
         at.samples = [at.first + i for i in at.local]
     return loc, at
 
 
 # --- the flow ----------------------------------------------------------------------------------
+
 
 class StageFlow:
     """The incident flow of a pipeline stage (the module docstring), run by `IncidentFlow` when the
@@ -292,8 +322,15 @@ class StageFlow:
             record.time("localize_s", time.perf_counter() - t)
         return self._verdict(step, trig, rec, record, rep, found)
 
-    def _verdict(self, step: int, trig: dict[str, Any], rec: dict[str, Any], record: IncidentRecord,
-                 rep: StageReplay, found: tuple[Localization, MicroBatchAt] | None) -> list[Finding]:
+    def _verdict(
+        self,
+        step: int,
+        trig: dict[str, Any],
+        rec: dict[str, Any],
+        record: IncidentRecord,
+        rep: StageReplay,
+        found: tuple[Localization, MicroBatchAt] | None,
+    ) -> list[Finding]:
         stage = self.host.stage
         if not rep.reached:
             record.notes.append(Msg("triage.stage.approximated", step=step, at=rep.stopped_at))
@@ -325,8 +362,14 @@ class StageFlow:
         micro = self._micro(step)
         if not micro:
             return Msg("triage.stage.bwd_only", stage=stage.index, step=step)
-        bad = next((k for k, mb in enumerate(micro)
-                    if any(g is not None and not bool(torch.isfinite(g).all()) for g in mb.grads)), None)
+        bad = next(
+            (
+                k
+                for k, mb in enumerate(micro)
+                if any(g is not None and not bool(torch.isfinite(g).all()) for g in mb.grads)
+            ),
+            None,
+        )
         if bad is None:
             return Msg("triage.stage.bwd_own", stage=stage.index, step=step)
         if stage.last:

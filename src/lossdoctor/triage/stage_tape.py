@@ -108,21 +108,28 @@ class StageTape:
     """Records the stage module's micro-batches (see the module docstring); `take()` hands the
     step's record to the ring when `mon.step` closes the step."""
 
-    def __init__(self, module: nn.Module, device: torch.device | None,
-                 paused: Callable[[], bool] = lambda: False, trains: Callable[[], bool] = lambda: True) -> None:
+    def __init__(
+        self,
+        module: nn.Module,
+        device: torch.device | None,
+        paused: Callable[[], bool] = lambda: False,
+        trains: Callable[[], bool] = lambda: True,
+    ) -> None:
         self.module = module
         self.device = device
         self.enabled = True
-        self.paused = paused     # triage is replaying (on the user's model): nothing is recorded
+        self.paused = paused  # triage is replaying (on the user's model): nothing is recorded
         #: the schedule runs a training step (not `schedule.eval()`, a forward-only pass): only its
         #: micro-batches belong to the step `mon.step` records
         self.trains = trains
         self.limit: int | None = None  # bytes one step may take (set by the ring from its budget)
-        self.over = False        # a step was over the bound (the ring says so once)
+        self.over = False  # a step was over the bound (the ring says so once)
         self._step = StageStep()
         self._current: MicroBatch | None = None
-        self._handles = [module.register_forward_pre_hook(self._on_forward, with_kwargs=True),
-                         module.register_forward_hook(self._on_output)]
+        self._handles = [
+            module.register_forward_pre_hook(self._on_forward, with_kwargs=True),
+            module.register_forward_hook(self._on_output),
+        ]
 
     def _active(self) -> bool:
         return self.enabled and not self.paused() and not compiling() and torch.is_grad_enabled() and self.trains()
@@ -139,8 +146,12 @@ class StageTape:
             self.over = True  # its inputs and output gradients would not fit: the step is not kept
             self._drop_step()
             return
-        mb = MicroBatch(args=B.map_tensors(args, _copy), kwargs=B.map_tensors(kwargs, _copy),
-                        rng=StepRng.capture(self.device), nbytes=size)
+        mb = MicroBatch(
+            args=B.map_tensors(args, _copy),
+            kwargs=B.map_tensors(kwargs, _copy),
+            rng=StepRng.capture(self.device),
+            nbytes=size,
+        )
         self._step.micro.append(mb)
         self._current = mb
 
@@ -163,6 +174,7 @@ class StageTape:
             if self.enabled and not self.paused() and mb.grads[i] is None:
                 mb.grads[i] = _copy(grad)
                 mb.nbytes += grad.numel() * grad.element_size()
+
         return keep
 
     def scaled(self, factor: Any) -> None:

@@ -31,13 +31,23 @@ from ..messages import Msg
 
 log = logging.getLogger("lossdoctor")
 
-_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
-               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs",
-               "_forward_hooks_always_called", "_state_dict_hooks", "_state_dict_pre_hooks",
-               "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
+_HOOK_DICTS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_state_dict_hooks",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+)
 
 
 # --- RNG ---------------------------------------------------------------------------------------
+
 
 @dataclass
 class RngState:
@@ -84,6 +94,7 @@ class StepRng:
 
 # --- snapshots ---------------------------------------------------------------------------------
 
+
 def _flatten(obj: Any, out: list[torch.Tensor]) -> Any:
     """Replace every tensor in a nested structure by its position in `out`."""
     if isinstance(obj, torch.Tensor):
@@ -116,15 +127,15 @@ class Snapshot:
     """The training state before step `step` (taken at the end of step `step - 1`)."""
 
     step: int
-    names: list[str]                 # model parameter and buffer names, in `tensors` order
-    n_model: int                     # tensors[:n_model] are the model's, the rest the optimizer's
-    tensors: list[torch.Tensor]      # host (or pinned) copies
-    opt_struct: Any                  # optimizer.state_dict() with tensors replaced by slots
+    names: list[str]  # model parameter and buffer names, in `tensors` order
+    n_model: int  # tensors[:n_model] are the model's, the rest the optimizer's
+    tensors: list[torch.Tensor]  # host (or pinned) copies
+    opt_struct: Any  # optimizer.state_dict() with tensors replaced by slots
     scaler: dict[str, torch.Tensor] | None
     scheduler: Any
     rng: RngState
-    event: Any = None                # CUDA event of the asynchronous copy
-    path: str | None = None          # on disk instead of in memory
+    event: Any = None  # CUDA event of the asynchronous copy
+    path: str | None = None  # on disk instead of in memory
     _nbytes: int | None = field(default=None, repr=False, compare=False)
 
     def ready(self) -> None:
@@ -147,7 +158,7 @@ class Snapshot:
         device and dtype as they are (and steps them in place later), so the snapshot's own buffers
         must never be handed to it."""
         self.ready()
-        return _unflatten(self.opt_struct, [t.clone() for t in self.tensors[self.n_model:]])
+        return _unflatten(self.opt_struct, [t.clone() for t in self.tensors[self.n_model :]])
 
 
 def model_tensors(model: nn.Module) -> tuple[list[str], list[torch.Tensor]]:
@@ -201,13 +212,25 @@ class SnapshotTaker:
                 sched = copy.deepcopy(self.scheduler.state_dict())
             except Exception:  # a scheduler holding something un-copyable: not needed for replay
                 sched = None
-        return Snapshot(step=step, names=names, n_model=n_model, tensors=dst, opt_struct=opt_struct,
-                        scaler=scaler, scheduler=sched, rng=RngState.capture(), event=event)
+        return Snapshot(
+            step=step,
+            names=names,
+            n_model=n_model,
+            tensors=dst,
+            opt_struct=opt_struct,
+            scaler=scaler,
+            scheduler=sched,
+            rng=RngState.capture(),
+            event=event,
+        )
 
 
 def _buffers_like(src: list[torch.Tensor], old: list[torch.Tensor] | None) -> list[torch.Tensor]:
-    if old is not None and len(old) == len(src) and all(
-            o.shape == s.shape and o.dtype == s.dtype for o, s in zip(old, src)):
+    if (
+        old is not None
+        and len(old) == len(src)
+        and all(o.shape == s.shape and o.dtype == s.dtype for o, s in zip(old, src))
+    ):
         return old
     out = []
     for s in src:
@@ -243,9 +266,18 @@ def save_snapshot(snap: Snapshot, path: str) -> Snapshot:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     with os.fdopen(os.open(path, flags, 0o600), "wb") as f:
         torch.save({"step": snap.step, "tensors": snap.tensors}, f)
-    return Snapshot(step=snap.step, names=snap.names, n_model=snap.n_model, tensors=[],
-                    opt_struct=snap.opt_struct, scaler=snap.scaler, scheduler=snap.scheduler, rng=snap.rng,
-                    path=path, _nbytes=0)
+    return Snapshot(
+        step=snap.step,
+        names=snap.names,
+        n_model=snap.n_model,
+        tensors=[],
+        opt_struct=snap.opt_struct,
+        scaler=snap.scaler,
+        scheduler=snap.scheduler,
+        rng=snap.rng,
+        path=path,
+        _nbytes=0,
+    )
 
 
 def load_snapshot(snap: Snapshot) -> Snapshot:
@@ -256,15 +288,32 @@ def load_snapshot(snap: Snapshot) -> Snapshot:
     try:
         d = torch.load(snap.path, map_location="cpu", weights_only=True)
     except Exception as e:
-        raise SnapshotLoadError(Msg("triage.snapshot.unloadable", path=str(snap.path),
-                                    error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")) from None
+        raise SnapshotLoadError(
+            Msg(
+                "triage.snapshot.unloadable",
+                path=str(snap.path),
+                error=f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+            )
+        ) from None
     n_opt = len(_slots(snap.opt_struct))
     tensors = d.get("tensors") if isinstance(d, dict) else None
-    if not (isinstance(tensors, list) and all(isinstance(t, torch.Tensor) for t in tensors)
-            and len(tensors) == snap.n_model + n_opt and d.get("step") == snap.step):
+    if not (
+        isinstance(tensors, list)
+        and all(isinstance(t, torch.Tensor) for t in tensors)
+        and len(tensors) == snap.n_model + n_opt
+        and d.get("step") == snap.step
+    ):
         raise SnapshotLoadError(Msg("triage.snapshot.foreign", path=str(snap.path), step=snap.step))
-    return Snapshot(step=snap.step, names=snap.names, n_model=snap.n_model, tensors=tensors,
-                    opt_struct=snap.opt_struct, scaler=snap.scaler, scheduler=snap.scheduler, rng=snap.rng)
+    return Snapshot(
+        step=snap.step,
+        names=snap.names,
+        n_model=snap.n_model,
+        tensors=tensors,
+        opt_struct=snap.opt_struct,
+        scaler=snap.scaler,
+        scheduler=snap.scheduler,
+        rng=snap.rng,
+    )
 
 
 def _slots(obj: Any) -> list[_Slot]:
@@ -279,6 +328,7 @@ def _slots(obj: Any) -> list[_Slot]:
 
 
 # --- restoring and copying -------------------------------------------------------------------
+
 
 def load_model_state(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     """Copy values into the model's own tensors (same objects; bit-exact)."""
@@ -304,8 +354,10 @@ def clone_optimizer(opt: torch.optim.Optimizer, param_map: dict[int, torch.Tenso
     new.__dict__.pop("zero_grad", None)
     missing = [p for g in opt.param_groups for p in g["params"] if id(p) not in param_map]
     if missing:
-        raise ValueError(f"the optimizer holds {len(missing)} tensor(s) that are not parameters of the watched "
-                         "model: triage cannot replay its steps")
+        raise ValueError(
+            f"the optimizer holds {len(missing)} tensor(s) that are not parameters of the watched "
+            "model: triage cannot replay its steps"
+        )
     new.param_groups = [{**g, "params": [param_map[id(p)] for p in g["params"]]} for g in opt.param_groups]
     new.state = defaultdict(dict)
     new.defaults = dict(opt.defaults)
@@ -388,8 +440,9 @@ class Workspace:
         return (p for p in self.model.parameters() if p.requires_grad)
 
 
-def scratch_workspace(model: nn.Module, optimizer: torch.optim.Optimizer, scaler: Any,
-                      hook_ids: set[int], keep: tuple[Any, ...] = ()) -> Workspace:
+def scratch_workspace(
+    model: nn.Module, optimizer: torch.optim.Optimizer, scaler: Any, hook_ids: set[int], keep: tuple[Any, ...] = ()
+) -> Workspace:
     """A deep copy of the model (without the monitor's hooks), with its own optimizer and scaler.
 
     `keep` are objects the copy must not duplicate (the monitor's parts, reachable through the
@@ -407,8 +460,9 @@ def scratch_workspace(model: nn.Module, optimizer: torch.optim.Optimizer, scaler
             p.grad = g
     strip_hooks(scratch, hook_ids)
     pmap: dict[int, torch.Tensor] = {}
-    for (_, p), (_, q) in zip(model.named_parameters(remove_duplicate=False),
-                              scratch.named_parameters(remove_duplicate=False)):
+    for (_, p), (_, q) in zip(
+        model.named_parameters(remove_duplicate=False), scratch.named_parameters(remove_duplicate=False)
+    ):
         pmap[id(p)] = q
     opt = clone_optimizer(optimizer, pmap)
     return Workspace(scratch, opt, clone_scaler(scaler, None))

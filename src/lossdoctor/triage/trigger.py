@@ -35,7 +35,7 @@ class SpikeWatch:
         self.max_excursion = 1.0
 
     def _baseline(self) -> tuple[float, float]:
-        lx = np.log(np.asarray(list(self.hist)[-spike_window(self.n):]))
+        lx = np.log(np.asarray(list(self.hist)[-spike_window(self.n) :]))
         med = float(np.median(lx))
         return med, robust_sigma(float(np.median(np.abs(lx - med))))
 

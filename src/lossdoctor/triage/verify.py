@@ -71,14 +71,15 @@ TAIL = 5
 
 # --- one replay ---------------------------------------------------------------------------------
 
+
 @dataclass
 class Trajectory:
     """The losses of one replay, and where it first failed from the incident step on."""
 
     losses: dict[int, float] = field(default_factory=dict)
     first_bad: int | None = None
-    skips_at_bad: int = 0             # the scaler's skips in a row at first_bad
-    end: int | None = None            # the last step replayed
+    skips_at_bad: int = 0  # the scaler's skips in a row at first_bad
+    end: int | None = None  # the last step replayed
     error: str | None = None
 
     def tail(self, start: int) -> float | None:
@@ -94,8 +95,8 @@ class Plan:
     snap: Snapshot
     entries: dict[int, StepEntry]
     fn: ReplayFn
-    step: int                         # the incident step
-    end: int                          # the last step of the window
+    step: int  # the incident step
+    end: int  # the last step of the window
     #: (loss, gradients finite or left to a GradScaler, the scaler's skips in a row) -> the incident again
     bad: Callable[[float, bool, int], bool]
 
@@ -109,7 +110,7 @@ def _hparams(entry: StepEntry, fix: Candidate | None) -> list[dict[str, Any]] | 
         if isinstance(hp.get("lr"), (int, float)) and hp["lr"] > 0:
             if fix.lr:
                 base = fix.lr_now or entry.hparams[0].get("lr") or hp["lr"]
-                hp["lr"] = hp["lr"] * fix.lr / base   # the schedule keeps its shape, scaled
+                hp["lr"] = hp["lr"] * fix.lr / base  # the schedule keeps its shape, scaled
             else:
                 hp["lr"] = hp["lr"] * float(fix.lr_factor or 1.0)
         out.append(hp)
@@ -174,9 +175,12 @@ def fresh_scaler(ws: Workspace, fix: Candidate) -> Any:
     device = next((p.device.type for p in ws.model.parameters()), "cpu")
     kw: dict[str, Any] = {}
     if old is not None:
-        kw = {"growth_factor": old.get_growth_factor(), "backoff_factor": old.get_backoff_factor(),
-              "growth_interval": old.get_growth_interval(), "init_scale": old.get_scale() if old.is_enabled()
-              else 2.0**16}
+        kw = {
+            "growth_factor": old.get_growth_factor(),
+            "backoff_factor": old.get_backoff_factor(),
+            "growth_interval": old.get_growth_interval(),
+            "init_scale": old.get_scale() if old.is_enabled() else 2.0**16,
+        }
     if fix.init_scale is not None:
         kw["init_scale"] = fix.init_scale
     if fix.growth_interval is not None:
@@ -266,14 +270,15 @@ def _replay_steps(plan: Plan, fix: Candidate | None, scaler: Any) -> Trajectory:
     return tr
 
 
-def _step(plan: Plan, e: StepEntry, fix: Candidate | None, params: list[torch.Tensor], scaler: Any,
-          exact: bool) -> None:
+def _step(
+    plan: Plan, e: StepEntry, fix: Candidate | None, params: list[torch.Tensor], scaler: Any, exact: bool
+) -> None:
     ws = plan.ws
     hp = _hparams(e, fix)
     if hp:
         for g, h in zip(ws.optimizer.param_groups, hp):
             g.update(h)
-        for g in ws.optimizer.param_groups[len(hp):]:  # a group the `unfreeze` fix added: the first's LR
+        for g in ws.optimizer.param_groups[len(hp) :]:  # a group the `unfreeze` fix added: the first's LR
             if "lr" in hp[0]:
                 g["lr"] = hp[0]["lr"]
     if fix is not None and fix.kind == "adam_eps" and fix.eps is not None:
@@ -293,6 +298,7 @@ def _step(plan: Plan, e: StepEntry, fix: Candidate | None, params: list[torch.Te
 
 
 # --- verdicts -----------------------------------------------------------------------------------
+
 
 def _outcome(tr: Trajectory, step: int) -> Msg:
     """What a replay did from the incident step on, in a few words."""
@@ -322,18 +328,33 @@ def judge(fix: Candidate, tr: Trajectory, unfixed: Trajectory, plan: Plan, befor
         verdict, sentence = "not_checked", Msg("verify.error", fix=name, error=tr.error)
     elif tr.first_bad is None and not nonfinite and recovered:
         verdict = "verified"
-        sentence = Msg("verify.verified", fix=name, step=step, loss=float(after or 0.0), n=n,
-                       unfixed=unfixed_says) if n > 0 else \
-            Msg("verify.verified_at", fix=name, step=step, loss=float(after or 0.0), unfixed=unfixed_says)
+        sentence = (
+            Msg("verify.verified", fix=name, step=step, loss=float(after or 0.0), n=n, unfixed=unfixed_says)
+            if n > 0
+            else Msg("verify.verified_at", fix=name, step=step, loss=float(after or 0.0), unfixed=unfixed_says)
+        )
     else:
         verdict = "did_not_help"
-        what = _outcome(tr, step) if tr.first_bad is not None or nonfinite or after is None else \
-            Msg("verify.outcome.not_recovered", loss=float(after), n=n, before=float(ref or math.nan))
+        what = (
+            _outcome(tr, step)
+            if tr.first_bad is not None or nonfinite or after is None
+            else Msg("verify.outcome.not_recovered", loss=float(after), n=n, before=float(ref or math.nan))
+        )
         sentence = Msg("verify.did_not_help", fix=name, what=what, unfixed=unfixed_says)
-    return {"fix": fix.index, "kind": fix.kind, "verdict": verdict, "sentence": sentence, "step": step,
-            "steps_after": n, "loss_after": after, "loss_before": ref, "first_bad": tr.first_bad,
-            "unfixed_first_bad": unfixed.first_bad, "unfixed_loss_after": unfixed.tail(step + 1) if n > 0 else None,
-            **_fix_values(fix)}
+    return {
+        "fix": fix.index,
+        "kind": fix.kind,
+        "verdict": verdict,
+        "sentence": sentence,
+        "step": step,
+        "steps_after": n,
+        "loss_after": after,
+        "loss_before": ref,
+        "first_bad": tr.first_bad,
+        "unfixed_first_bad": unfixed.first_bad,
+        "unfixed_loss_after": unfixed.tail(step + 1) if n > 0 else None,
+        **_fix_values(fix),
+    }
 
 
 def _fix_values(fix: Candidate) -> dict[str, Any]:
@@ -343,19 +364,27 @@ def _fix_values(fix: Candidate) -> dict[str, Any]:
 def unverifiable(fix: Candidate, step: int, reason: Msg) -> dict[str, Any]:
     verdict = "not_verifiable" if fix.kind == "code" else "not_checked"
     key = "verify.not_verifiable" if fix.kind == "code" else "verify.not_checked"
-    return {"fix": fix.index, "kind": fix.kind, "verdict": verdict, "step": step,
-            "sentence": Msg(key, fix=fix.describe(step), reason=reason), **_fix_values(fix)}
+    return {
+        "fix": fix.index,
+        "kind": fix.kind,
+        "verdict": verdict,
+        "step": step,
+        "sentence": Msg(key, fix=fix.describe(step), reason=reason),
+        **_fix_values(fix),
+    }
 
 
 # --- one incident ---------------------------------------------------------------------------------
+
 
 def choose_snapshot(ring: SnapshotRing, step: int, earliest: bool = True) -> Snapshot | None:
     """With `earliest`, the earliest snapshot at or before `step` from which every batch up to it
     was kept (a state fix gets the most steps to act, as restoring an earlier checkpoint would);
     else, or failing that, the latest (a data fix acts at the incident step: fewer steps to replay)."""
     for snap in ring.snapshots if earliest else []:
-        if snap.step <= step and all(ring.entries.get(s) is not None and ring.entries[s].kept
-                                     for s in range(snap.step, step + 1)):
+        if snap.step <= step and all(
+            ring.entries.get(s) is not None and ring.entries[s].kept for s in range(snap.step, step + 1)
+        ):
             return snap
     return ring.snapshot_for(step)
 
@@ -378,11 +407,14 @@ class Cost:
     workspace_mib: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 4), "steps_replayed": self.steps, "budget_steps": self.budget,
-                "peak_rss_growth_mib": round(self.peak_rss_growth_mib, 2),
-                "cuda_peak_growth_mib": None if self.cuda_peak_growth_mib is None else
-                round(self.cuda_peak_growth_mib, 2),
-                "workspace_mib": None if self.workspace_mib is None else round(self.workspace_mib, 3)}
+        return {
+            "seconds": round(self.seconds, 4),
+            "steps_replayed": self.steps,
+            "budget_steps": self.budget,
+            "peak_rss_growth_mib": round(self.peak_rss_growth_mib, 2),
+            "cuda_peak_growth_mib": None if self.cuda_peak_growth_mib is None else round(self.cuda_peak_growth_mib, 2),
+            "workspace_mib": None if self.workspace_mib is None else round(self.workspace_mib, 3),
+        }
 
 
 class Meter:
@@ -439,8 +471,12 @@ def check_control(plan: Plan, unfixed: Trajectory) -> Msg | None:
         if s not in unfixed.losses:
             return Msg("verify.stopped", step=s, incident=plan.step)
         if e is not None and losses_agree(e.loss, unfixed.losses[s]) is False:
-            return Msg("verify.diverged", step=s, logged=float(e.loss if e.loss is not None else math.nan),
-                       replayed=unfixed.losses[s])
+            return Msg(
+                "verify.diverged",
+                step=s,
+                logged=float(e.loss if e.loss is not None else math.nan),
+                replayed=unfixed.losses[s],
+            )
     if unfixed.error:
         return Msg("verify.replay_error", error=unfixed.error)
     if unfixed.first_bad != plan.step:
@@ -448,14 +484,20 @@ def check_control(plan: Plan, unfixed: Trajectory) -> Msg | None:
     return None
 
 
-def verify_incident(plan: Plan, fixes: list[tuple[Finding | None, Candidate]], record: dict[str, Any],
-                    budget: int = BUDGET) -> dict[str, Any]:
+def verify_incident(
+    plan: Plan, fixes: list[tuple[Finding | None, Candidate]], record: dict[str, Any], budget: int = BUDGET
+) -> dict[str, Any]:
     """Replay unfixed and with each fix; the verdicts, the control's status and the cost."""
     meter = Meter()
     cost = Cost(budget=budget)
     per_run = plan.end - plan.snap.step + 1
-    out: dict[str, Any] = {"step": plan.step, "from_step": plan.snap.step, "to_step": plan.end,
-                           "window": plan.end - plan.step, "checks": []}
+    out: dict[str, Any] = {
+        "step": plan.step,
+        "from_step": plan.snap.step,
+        "to_step": plan.end,
+        "window": plan.end - plan.step,
+        "checks": [],
+    }
     if per_run > budget:
         out["status"], out["note"] = "over_budget", Msg("verify.budget_small", n=per_run, budget=budget)
         return {**out, "cost": meter.finish(cost).to_dict()}
@@ -477,8 +519,9 @@ def verify_incident(plan: Plan, fixes: list[tuple[Finding | None, Candidate]], r
     return out
 
 
-def _check_one(plan: Plan, fix: Candidate, unfixed: Trajectory, before: float | None, seen: dict[tuple, dict[str, Any]],
-               cost: Cost) -> dict[str, Any]:
+def _check_one(
+    plan: Plan, fix: Candidate, unfixed: Trajectory, before: float | None, seen: dict[tuple, dict[str, Any]], cost: Cost
+) -> dict[str, Any]:
     if fix.kind == "code":
         return unverifiable(fix, plan.step, fix.reason or Msg("verify.reason.code"))
     if fix.kind == "drop_samples" and not fix.samples:
@@ -496,8 +539,11 @@ def _check_one(plan: Plan, fix: Candidate, unfixed: Trajectory, before: float | 
 
 def _level_before(plan: Plan) -> float | None:
     """The loss level before the incident: the median of the logged losses since the snapshot."""
-    xs = sorted(e.loss for s in range(plan.snap.step, plan.step)
-                if (e := plan.entries.get(s)) is not None and e.loss is not None and math.isfinite(e.loss))
+    xs = sorted(
+        e.loss
+        for s in range(plan.snap.step, plan.step)
+        if (e := plan.entries.get(s)) is not None and e.loss is not None and math.isfinite(e.loss)
+    )
     return xs[len(xs) // 2] if xs else None
 
 
