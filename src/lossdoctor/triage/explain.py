@@ -117,21 +117,10 @@ def replay_finding(
     )
 
 
-def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
-    p = rep.target_trial
-    what = Msg("triage.what.loss") if trig["kind"] == "nonfinite_loss" else Msg("triage.what.gradients")
-    n = len([s for s in rep.steps if s.step < step])
-    how = (
-        Msg("triage.nondet.how_from", start=rep.start, step=step, n=n, close=_closeness(rep))
-        if n
-        else Msg("triage.nondet.how_right_before", step=step)
-    )
-    got = Msg("triage.nondet.finite", loss=p.loss) if p is not None else Msg("triage.nondet.no_fail")
-    # the logged loss as the record holds it (nan, inf), not rounded
-    ev: list[str] = [
-        Msg("triage.nondet.replayed", step=step, what=what, loss=str(rec.get("loss")), how=how, got=got),
-        Msg("triage.nondet.not_data"),
-    ]
+def _nondeterministic(step: int, rec: dict[str, Any], ev: list[str]) -> Finding:
+    """The finding of a faithful replay that stayed finite (whole model or one pipeline stage), with
+    the layer the live forward first went non-finite at when the record has it: the same verdict and
+    fixes whichever replay made it."""
     fwd = rec.get("fwd_first_nonfinite")
     layer = fwd.get("layer") if isinstance(fwd, dict) else None
     if layer:
@@ -148,6 +137,24 @@ def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult,
         evidence=ev,
         fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]),
     )
+
+
+def nondeterministic_finding(step: int, trig: dict[str, Any], rep: ReplayResult, rec: dict[str, Any]) -> Finding:
+    p = rep.target_trial
+    what = Msg("triage.what.loss") if trig["kind"] == "nonfinite_loss" else Msg("triage.what.gradients")
+    n = len([s for s in rep.steps if s.step < step])
+    how = (
+        Msg("triage.nondet.how_from", start=rep.start, step=step, n=n, close=_closeness(rep))
+        if n
+        else Msg("triage.nondet.how_right_before", step=step)
+    )
+    got = Msg("triage.nondet.finite", loss=p.loss) if p is not None else Msg("triage.nondet.no_fail")
+    # the logged loss as the record holds it (nan, inf), not rounded
+    ev: list[str] = [
+        Msg("triage.nondet.replayed", step=step, what=what, loss=str(rec.get("loss")), how=how, got=got),
+        Msg("triage.nondet.not_data"),
+    ]
+    return _nondeterministic(step, rec, ev)
 
 
 def spike_finding(
@@ -406,19 +413,4 @@ def stage_nondeterministic_finding(
         ),
         Msg("triage.nondet.not_data"),
     ]
-    fwd = rec.get("fwd_first_nonfinite")
-    layer = fwd.get("layer") if isinstance(fwd, dict) else None
-    if layer:
-        ev.append(Msg("triage.nondet.layer", layer=layer))
-    return Finding(
-        rule="triage.nondeterministic",
-        cause="nondeterministic_fault",
-        symptom="nonfinite",
-        severity="critical",
-        confidence=0.85,
-        step=step,
-        batch=step,
-        layer=layer,
-        evidence=ev,
-        fixes=as_fixes([Msg("triage.nondet.fix_resume"), Msg("triage.nondet.fix_recurs")]),
-    )
+    return _nondeterministic(step, rec, ev)
