@@ -211,3 +211,30 @@ def test_dev_index_names_every_dev_file_and_no_test_file():
     listed = set(re.findall(r"^\| `([^`]+)` \|", score.DEV_INDEX.read_text(encoding="utf-8"), re.M))
     assert listed == {e["file"] for e in entries if e["split"] == "dev"}
     assert score.DEV_INDEX.read_text(encoding="utf-8") == score.dev_index()
+
+
+def test_an_lr_cut_is_read_from_the_fix_kind_and_parameters_before_its_words():
+    """The harm rule reads a fix's data where it has any: an `lr` fix by 1/3 or to a value below the
+    quoted LR is a cut, one that raises the LR is not, whatever its sentence says; words decide only
+    when the data cannot (another kind, no LR to compare with)."""
+    lr = {"fix_kind": "lr", "key": "x"}
+    assert score.cut_by_kind({**lr, "params": {"lr_factor": 1 / 3}}, None) is True
+    assert score.cut_by_kind({**lr, "params": {"lr_factor": 3.0}}, None) is False
+    assert score.cut_by_kind({**lr, "params": {"lr": 1e-4, "lr_now": 1e-3}}, None) is True
+    assert score.cut_by_kind({**lr, "params": {"lr": 1e-2, "lr_now": None}}, 1e-3) is False
+    assert score.cut_by_kind({**lr, "params": {"lr": 1e-2, "lr_now": None}}, None) is None
+    assert score.cut_by_kind({"fix_kind": "lr_range", "params": {"lo": 1e-5, "hi": 1e-4, "lr_now": 1e-3}}, None)
+    assert score.cut_by_kind({"fix_kind": "clip", "params": {"max_norm": 1.0}}, 1e-3) is None
+    report = {
+        "findings": [
+            {
+                "cause": "lr_too_high",
+                "step": 5,
+                "fixes": ["lower the learning rate"],
+                "fixes_data": [{"key": "x", "fix_kind": "lr", "params": {"lr_factor": 3.0}}],
+            }
+        ]
+    }
+    assert score.harmful_fixes(report, "healthy", None) == []
+    report["findings"][0]["fixes_data"][0]["params"]["lr_factor"] = 0.1
+    assert len(score.harmful_fixes(report, "healthy", None)) == 1

@@ -185,6 +185,32 @@ def cuts_lr(fix: str, current_lr: float | None) -> bool:
     return False
 
 
+def cut_by_kind(data: dict[str, Any], current_lr: float | None) -> bool | None:
+    """Whether a fix's data (its kind and parameters, as the report's `fixes_data` holds them) makes
+    the learning rate smaller: an `lr` fix by a factor below 1 or to a value below the LR it quotes
+    (or the log's, `current_lr`), an `lr_range` whose top is below it. None when the data cannot
+    say (another kind, or no LR to compare with): the fix's words decide then."""
+    p = data.get("params") or {}
+    now = p.get("lr_now") if p.get("lr_now") is not None else current_lr
+    if data.get("fix_kind") == "lr":
+        if p.get("lr_factor") is not None:
+            return float(p["lr_factor"]) < 1
+        if p.get("lr") is not None and now is not None:
+            return float(p["lr"]) < now
+    if data.get("fix_kind") == "lr_range" and p.get("hi") is not None and now is not None:
+        return float(p["hi"]) < now
+    return None
+
+
+def _is_lr_cut(fix: str, data: dict[str, Any], current_lr: float | None) -> bool:
+    """An LR cut by the fix's kind and parameters where they say; by its key or words otherwise
+    (reports written before fixes carried data, and code-change fixes that name a smaller LR)."""
+    by_kind = cut_by_kind(data, current_lr)
+    if by_kind is not None:
+        return by_kind
+    return data.get("key") in LR_CUT_KEYS or cuts_lr(fix, current_lr)
+
+
 SLOWED_BY_A_CUT = ("lr_too_low", "grad_clip_too_tight")
 
 
@@ -219,11 +245,12 @@ def harmful_fixes(
     )
     out = []
     for f in report.get("findings", []):
-        keys = [d.get("key") if isinstance(d, dict) else None for d in (f.get("fixes_data") or [])]
+        data = [d if isinstance(d, dict) else {} for d in (f.get("fixes_data") or [])]
         for i, fix in enumerate(f.get("fixes", [])):
-            key = keys[i] if i < len(keys) else None
+            d = data[i] if i < len(data) else {}
+            key = d.get("key")
             why = None
-            if cut_harms and (key in LR_CUT_KEYS or cuts_lr(fix, lr_of_step(f.get("step")))):
+            if cut_harms and _is_lr_cut(fix, d, lr_of_step(f.get("step"))):
                 why = "cuts the LR"
             elif facts.get("has_loss_scaler") and key in ADD_SCALER_KEYS:
                 why = "adds a loss scaler to a run that has one"
