@@ -96,6 +96,15 @@ def parse_grad_overflow(line: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def skipped_row(step: float, reduced: float) -> dict[str, Any]:
+    """The row of a step an overflow skipped: skipped, with the scale it was reduced to when the
+    line says (an NVIDIA fp16_optimizer line names only the attempted scale)."""
+    row: dict[str, Any] = {"step": step, "skipped": 1.0}
+    if math.isfinite(reduced):
+        row["scale"] = reduced
+    return row
+
+
 class DeepSpeedLines:
     """The state a console reader keeps for DeepSpeed's lines: the running count of skipped steps
     (a `step=` line gives the total since the start), the rank whose OVERFLOW lines are read (every
@@ -161,11 +170,7 @@ class DeepSpeedLines:
         self.placed_guess = True
         if since_marker == 1 and math.isfinite(attempted):
             rows.append({"step": step - 1, "scale": attempted, "_weak": True})
-        rows.append(
-            {"step": step, "scale": reduced, "skipped": 1.0}
-            if math.isfinite(reduced)
-            else {"step": step, "skipped": 1.0}
-        )
+        rows.append(skipped_row(step, reduced))
         return since_marker
 
     def rank_notes(self) -> list[Msg]:

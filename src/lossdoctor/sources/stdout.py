@@ -31,7 +31,6 @@ iterations that were skipped (0/1 on a per-step log, the same meaning), and the 
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -627,10 +626,7 @@ class ConsoleParser:
             return
         self.deepspeed.placed_before += len(early)
         for k, (_, reduced) in enumerate(early):
-            row: dict[str, Any] = {"step": step - len(early) + k, "skipped": 1.0}
-            if math.isfinite(reduced):
-                row["scale"] = reduced
-            self.rows.append(row)
+            self.rows.append(ds.skipped_row(step - len(early) + k, reduced))
 
     def _overflow_in_order(self, ov: tuple[float, float]) -> None:
         """An OVERFLOW line in a log with no counter at all, whose rows are numbered in reading order:
