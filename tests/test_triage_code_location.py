@@ -123,3 +123,22 @@ def test_a_backward_op_names_the_line_of_its_forward_op():
     loc = lossdoctor.localize(PairDist(), (x, None), lambda m, b: m(b[0]).mean())
     assert loc.phase == "backward"
     assert loc.code == {"file": HERE, "line": _line_of("# the backward op's forward"), "function": "forward"}
+
+
+def test_a_console_script_launcher_is_not_the_users_code():
+    """A frame in the environment's scripts folder (pip's generated `lossdoctor`/`torchrun`
+    launchers) is skipped like torch's own: with only a launcher outside the libraries there is no
+    user frame, and a user's frame under a launcher is still found."""
+    import os
+    import sysconfig
+
+    from lossdoctor.triage.optrace import user_frame
+
+    launcher = os.path.join(sysconfig.get_path("scripts"), "some-launcher")
+    scope: dict = {"user_frame": user_frame}
+    exec(compile("def call(f):\n    return f()\n", launcher, "exec"), scope)
+    assert scope["call"](lambda: user_frame(1))["file"] == HERE  # the lambda here is the user's frame
+    inner: dict = {"user_frame": user_frame}
+    exec(compile("def probe():\n    return user_frame(1)\n", launcher, "exec"), inner)
+    got = scope["call"](inner["probe"])
+    assert got is None or got["file"] != launcher, got

@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import sysconfig
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -118,10 +119,13 @@ LOSS_OPS = frozenset(
     }
 )
 _SKIP = frozenset({"detach", "alias", "lift_fresh", "_to_copy_meta"})
-#: frames inside these packages are not the user's code
+#: frames inside these folders are not the user's code: torch, lossdoctor, and the environment's
+#: console scripts (the launchers pip writes for `lossdoctor`, `torchrun`...: a model built inside
+#: lossdoctor, as `lossdoctor demo`'s, would else be located at the launcher's `<module>` line)
 _LIBRARY_DIRS = (
     os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    os.path.abspath(sysconfig.get_path("scripts")) + os.sep,
 )
 
 
