@@ -916,8 +916,8 @@ def ce_named(run: Run) -> bool:
     meta = run.meta
     if _not_ce(run):
         return False
-    if meta.get("vocab_size") or meta.get("n_classes"):
-        return True
+    if meta.get("vocab_size") or meta.get("n_classes") or meta.get("ce_from"):
+        return True  # `ce_from`: a perplexity or bpc printed beside the loss (sources.loss_kind)
     if (meta.get("task_hint") or meta.get("task")) in ("sft", "pretrain", "classification"):
         return True
     return bool(_CE_KEY.search(str(meta.get("loss_key") or "").lower()))

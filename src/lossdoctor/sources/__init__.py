@@ -86,6 +86,7 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
     """Read `path` with the first reader whose sniff accepts it, or with the reader `fmt` names
     (a key of FORMAT_NAMES or a registered reader's name), sniff skipped. `select` names one run
     of a store that holds several (its id or name)."""
+    from .loss_kind import read_evidence
     from .mlflow_store import uri_path
 
     p = Path(uri_path(path))  # MLflow's tracking URIs (sqlite:///mlflow.db, file:./mlruns) as paths
@@ -107,8 +108,11 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
             runs = _read_with(name, read, p, select, forced=forced is not None)
             if not runs or all(len(r) == 0 for r in runs):
                 raise SourceError(f"{p}: the {name} holds no training steps")
+            ce_from = read_evidence(p)
             for run in runs:
                 finish(run, name, p)
+                if ce_from is not None:
+                    run.meta.setdefault("ce_from", ce_from)
             return runs
     raise _no_reader(p)
 
