@@ -228,3 +228,35 @@ def test_a_smooth_v_names_gradients_never_zeroed_beside_the_lr_and_says_nothing_
     assert {ranked.values["first"], ranked.values["second"]} == {"lr_too_high", "grad_not_zeroed"}
     assert has(div[0].evidence, "diff.unseparated")
     assert has(div[0].evidence, "diff.separate")
+
+
+def _basicsr(it0: int, g_pix, d) -> str:
+    return "".join(
+        f"2022-09-26 16:29:11,822 INFO: [train..][epoch:  0, iter:  {it0 + 10 * i:,}, lr:(2.000e-04,)] "
+        f"[eta: 6 days, 20:45:25, time (data): 0.676 (0.005)] l_g_pix: {g:.4f} l_p_8: 22.9456 "
+        f"l_p_256: 3470.1577 l_g_gan: {g / 3:.4f} l_d: {x:.4f} real_score: 5.5069 fake_score: -1.2\n"
+        for i, (g, x) in enumerate(zip(g_pix, d))
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_gan_term_at_an_absurd_size_is_a_divergence_where_no_training_loss_is_read(tmp_path, seed):
+    """Two adversaries' losses: no training loss is read, yet a generator term at 1e24 and beyond
+    is a blow-up (no term of a sane loss prints a million), and one thousands of iterations into
+    the run is no bad init."""
+    rng = np.random.default_rng(seed)
+    g = 10.0 ** (24 + np.cumsum(rng.uniform(0.5, 2.0, 3)))
+    runs, report = _diagnose(tmp_path, _basicsr(25390, g, rng.uniform(0.001, 0.01, 3)))
+    assert not runs[0].has("loss") and runs[0].meta.get("adversaries")
+    first = _alarms(report)[0]
+    assert (first.severity, first.symptom, first.step) == ("critical", "divergence", 25390)
+    assert first.cause != "bad_init"
+    assert not has(first.evidence, "diff.ranked", second="bad_init")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gan_terms_in_their_hundreds_are_no_finding(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    g = rng.uniform(50, 400, 8)
+    _, report = _diagnose(tmp_path, _basicsr(25390, g, rng.uniform(0.1, 0.7, 8)))
+    assert not _alarms(report), _show(report)

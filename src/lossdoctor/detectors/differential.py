@@ -408,6 +408,12 @@ _ABSURD_ROWS = (
     Row("loss_rose", "lr_too_high", 1.2, "it was sane, then rose to this"),
     Row("negative", "nonfinite_data", 1.0, "a cross-entropy below 0 means the targets are not probabilities"),
     Row("after_sane", "bad_init", -1.0, "the loss was in range before: the init was sane"),
+    Row(
+        "trained_long",
+        "bad_init",
+        -1.0,
+        "thousands of updates came before it: an init never sane does not train that long",
+    ),
     Row("after_sane", "lr_too_high", 0.8, "sane, then absurd: the weights were blown up by an update"),
     Row("after_sane", "grad_explosion", 0.6, "sane, then absurd: an exploding gradient reached the weights"),
     Row("lr_small", "lr_too_high", -0.8, "an LR of at most 1e-5 does not blow the weights up"),
@@ -737,6 +743,15 @@ def _ev_late(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
         return None
     x = q.loss[prev]
     return Msg("diff.ev.late", step=sym.step) if float(x[-1]) <= 1.2 * float(np.median(x)) else None
+
+
+def _ev_trained_long(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The symptom came at step >= LATE_STEPS of a log whose steps are the trainer's, whatever the
+    log shows before it: the model trained that long, so its init was sane (an excerpt that starts
+    late shows no earlier point, yet the run had them)."""
+    if not steps_known(run) or sym.step < LATE_STEPS:
+        return None
+    return Msg("diff.ev.trained_long", step=sym.step)
 
 
 def _ev_grad_rose_at_peak(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -1287,6 +1302,7 @@ EVIDENCE: dict[str, Evidence] = {
     "rising": _ev_rising,
     "first_update": _ev_first_update,
     "late": _ev_late,
+    "trained_long": _ev_trained_long,
     "grad_rose_at_peak": _ev_grad_rose_at_peak,
     "one_term": _ev_one_term,
     "term_stays": _ev_term_stays,

@@ -952,7 +952,7 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     lf = q.finite_loss
     x = q.loss[lf]
     if x.size == 0:
-        return []
+        return _absurd_component(run, q)
     ce = is_ce(run)
     bad = np.abs(x) >= LIMITS.absurd
     if ce:
@@ -983,6 +983,31 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
             first=float(x[0]),
         )
     ]
+
+
+def _absurd_component(run: Run, q: Quantities) -> list[Symptom]:
+    """Where the log holds no training loss (a GAN's two adversaries, whose sum is none), a
+    component loss it printed at `absurd` or beyond: no term of a sane loss reaches it (BasicSR's
+    l_g_pix at 1e27 while its perceptual terms print in the hundreds)."""
+    if q.n == 0:
+        return []
+    for step, comps in sorted(run.event("loss_components").items()):
+        huge = (
+            [k for k, v in comps.items() if _is_number(v) and abs(v) >= LIMITS.absurd]
+            if isinstance(comps, dict)
+            else []
+        )
+        if huge:
+            row = min(int(np.searchsorted(q.steps, int(step))), q.n - 1)
+            v = float(comps[huge[0]])
+            return [
+                _sym(q, "absurd", row, loss=v, ce=False, at_start=row == 0, negative=v < 0, first=v, name=str(huge[0]))
+            ]
+    return []
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:

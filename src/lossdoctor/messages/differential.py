@@ -311,6 +311,10 @@ TEMPLATES = {
         "the last finite loss before it was {loss}: it had blown up before it went non-finite",
         "在此之前最后一个有限的 loss 为 {loss}：它在变成 NaN/Inf 之前已经爆炸",
     ),
+    "diff.ev.trained_long": (
+        "it came at step {step}: the run had trained that long, so its initial weights were sane",
+        "它出现在 step {step}：此前已训练这么久，说明初始权重是正常的",
+    ),
     "diff.ev.late": (
         "it came at step {step}, after thousands of updates of a run whose loss was still at its level",
         "它出现在 step {step}，此前已更新数千次，且 loss 仍处于正常水平",
