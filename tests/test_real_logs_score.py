@@ -35,7 +35,7 @@ def test_every_corpus_file_is_diagnosed_and_judged(results):
     valid = {
         score.RIGHT,
         score.RIGHT_TOP3,
-        score.HONEST,
+        score.INCONCLUSIVE,
         score.WRONG,
         score.FALSE_ALARM,
         score.OK_HEALTHY,
@@ -51,9 +51,9 @@ def test_every_corpus_file_is_diagnosed_and_judged(results):
         assert r.status in ("healthy", "inconclusive", "warning", "critical"), r.file
         assert (r.verdict == score.NOT_SCORED) == (r.outcome == "other"), r.file
     t = score.totals(results)
-    assert t["right"] + t["honest"] + t["wrong"] + t["refused_faulty"] == t["faulty"]
-    # measured when the scorer was written: 25 of 27 faulty logs right or honest, 0 harmful fixes
-    assert t["right"] + t["honest"] >= 20
+    assert t["right"] + t["inconclusive"] + t["wrong"] + t["refused_faulty"] == t["faulty"]
+    # measured when the scorer was written: 25 of 27 faulty logs right or inconclusive, 0 harmful fixes
+    assert t["right"] + t["inconclusive"] >= 20
     # no harmful fix on the split the rules are tuned on; the test split is measured, never tuned on,
     # so its count is a regression guard at what was measured (1: a healthy log given an LR cut)
     assert score.totals([r for r in results if r.split == "dev"])["harmful"] == 0
@@ -89,9 +89,9 @@ def test_set_the_lr_is_a_cut_only_below_the_current_lr():
     assert not score.cuts_lr("clip gradients: clip_grad_norm_(model.parameters(), max_norm=1.0)", None)
 
 
-def test_inconclusive_on_a_faulty_log_is_honest_not_right():
+def test_inconclusive_on_a_faulty_log_is_a_miss_not_right():
     verdict, why = score.judge(_entry("plateau"), _report("inconclusive"))
-    assert verdict == score.HONEST and why.startswith("cannot tell") and "log grad_norm" in why
+    assert verdict == score.INCONCLUSIVE and why.startswith("cannot tell") and "log grad_norm" in why
     assert score.judge(_entry("plateau"), _report("healthy"))[0] == score.WRONG
     assert score.judge(_entry("healthy"), _report("inconclusive"))[0] == score.OK_HEALTHY
     flagged = _report("warning", ("noisy_data", "plateau", "warning", 4, []))

@@ -47,10 +47,10 @@ RECOVERED_FACTOR = 1.25  # the last loss at most this times the pre-spike median
 FAULTY = ("nan", "divergence", "spike", "plateau")
 
 # verdicts
-RIGHT, RIGHT_TOP3, HONEST, WRONG, FALSE_ALARM, OK_HEALTHY, NOT_SCORED, REFUSED = (
+RIGHT, RIGHT_TOP3, INCONCLUSIVE, WRONG, FALSE_ALARM, OK_HEALTHY, NOT_SCORED, REFUSED = (
     "right",
     "right (top-3)",
-    "honest-inconclusive",
+    "inconclusive (a miss)",
     "wrong",
     "false alarm",
     "right (healthy)",
@@ -276,12 +276,12 @@ def judge(
     - healthy outcome: right when the status is healthy or inconclusive (no warning/critical
       finding); any alarm is a false alarm.
     - faulty with an expected cause: right when findings[0].cause is it, right (top-3) when one of
-      the first three findings has it; inconclusive is honest; anything else wrong.
+      the first three findings has it; inconclusive is a miss of its own kind; anything else wrong.
     - faulty without one, by symptom: nan is right when the status is critical with a nonfinite
       finding dated within NAN_NEAR_ROWS logged rows of the first non-finite row; divergence, spike
       and plateau are right when one of the first three findings is an alarm whose symptom is in
-      FAMILIES[outcome] (right (top-3) when it is not the first). Inconclusive is honest (not
-      right); healthy, or alarms of another symptom, are wrong.
+      FAMILIES[outcome] (right (top-3) when it is not the first). Inconclusive is a miss (not
+      right: issue 25, a visible fault called inconclusive); healthy, or alarms of another symptom, are wrong.
     - outcome "other": reported, never scored.
     `finding_rows` maps a finding step to its row in step order (for the NaN distance)."""
     outcome, expected = entry["outcome"], entry.get("expected_cause")
@@ -296,7 +296,7 @@ def judge(
     if outcome == "other":
         return NOT_SCORED, ""
     if status == "inconclusive":
-        return HONEST, "cannot tell: " + _first_missing_note(report)
+        return INCONCLUSIVE, "cannot tell: " + _first_missing_note(report)
     if status == "healthy":
         return WRONG, f"called healthy; the thread shows {outcome}"
     if expected:
@@ -418,7 +418,7 @@ def totals(results: list[Judged]) -> dict[str, int]:
         "faulty": len(faulty),
         "right": sum(r.verdict in (RIGHT, RIGHT_TOP3) for r in faulty),
         "right_top1": sum(r.verdict == RIGHT for r in faulty),
-        "honest": sum(r.verdict == HONEST for r in faulty),
+        "inconclusive": sum(r.verdict == INCONCLUSIVE for r in faulty),
         "wrong": sum(r.verdict == WRONG for r in faulty),
         "refused": sum(r.read == NOT_READ for r in results),
         "refused_faulty": sum(r.verdict == REFUSED for r in faulty),
@@ -497,7 +497,7 @@ def summary(t: dict[str, int]) -> str:
     return (
         f"Faulty logs (nan, divergence, spike, plateau): {t['faulty']}. Symptom named: {t['right']} "
         f"({_pct(t['right'], t['faulty'])}; {t['right_top1']} as the first finding). "
-        f"Inconclusive on a visible fault (a miss): {t['honest']}. Wrong: {t['wrong']}. "
+        f"Inconclusive on a visible fault (a miss): {t['inconclusive']}. Wrong: {t['wrong']}. "
         f"Refused: {t['refused_faulty']}. "
         f"Healthy logs flagged: {t['false_alarms']}/{t['healthy']}. Harmful advice: {t['harmful']}. "
         f"Outcome 'other' (reported, not scored): {t['other']}."
@@ -507,7 +507,7 @@ def summary(t: dict[str, int]) -> str:
 def misses(results: list[Judged]) -> list[str]:
     out = []
     for r in results:
-        if r.verdict in (WRONG, FALSE_ALARM, HONEST, RIGHT_TOP3, REFUSED):
+        if r.verdict in (WRONG, FALSE_ALARM, INCONCLUSIVE, RIGHT_TOP3, REFUSED):
             out.append(f"- `{r.file}` ({r.outcome}) — {r.verdict}: {r.why}")
         elif r.read == MISREAD:
             out.append(f"- `{r.file}` ({r.outcome}) — misread: {r.read_why}")
@@ -555,8 +555,8 @@ expected cause is right when the first finding names it (top-3 also counts, mark
 without one is judged by its symptom: `nan` needs a critical `nonfinite` finding within 2 logged rows
 of the first NaN; `divergence` needs a divergence/nonfinite/oscillation alarm, `spike` a spike
 alarm, `plateau` a plateau/slow_convergence/stall alarm, among the first three findings.
-`inconclusive` on a faulty log is an honest "cannot tell" (the notes say what to log), counted apart
-from right. A log the reader raises on is `refused` (counted against every figure it is in).
+`inconclusive` on a faulty log is a miss (the fault is visible to the thread's readers), counted
+apart from wrong answers because the notes say what to log. A log the reader raises on is `refused` (counted against every figure it is in).
 Harmful advice: a fix that cuts the learning rate on a healthy log or on a spike the loss recovered
 from (the thread's `recovered_spike` where the manifest has it), "add a loss scaler" to a run the
 thread shows has one (`has_loss_scaler`), "start clipping" to a run that clips (`clips_at`)."""
@@ -607,7 +607,7 @@ def docs_body(results: list[Judged], command: str) -> str:
         parts += [
             table(by[k]),
             f"Every {k}-split miss (refused, misread, wrong, false alarm, harmful advice, "
-            "a wrong cause at rank 1), and the honest-inconclusive and top-3 ones, with why:",
+            "a wrong cause at rank 1), and the inconclusive ones (misses: a visible fault not called) and top-3 ones, with why:",
             "\n".join(misses(by[k]) or ["- none"]),
         ]
     return "\n\n".join(parts)
