@@ -1054,7 +1054,9 @@ def coverage(run: Run, q: Quantities, findings: list[Finding]) -> tuple[bool, li
     cannot tell which. A run recorded by `watch` (update sizes, per-layer statistics) is judged
     on those records at any length."""
     if not run.has("loss"):
-        return True, []
+        # no training loss read (a GAN's two adversaries, a metric the reader could not name): the
+        # loss checks did not run, so nothing found is no "healthy" unless watch measured the run
+        return _has_watch_records(run), []
     n = int(q.finite_loss.size)
     alarms = any(f.severity in ("warning", "critical") for f in findings)
     notes: list[str] = []
