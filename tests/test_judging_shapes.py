@@ -260,3 +260,33 @@ def test_gan_terms_in_their_hundreds_are_no_finding(tmp_path, seed):
     g = rng.uniform(50, 400, 8)
     _, report = _diagnose(tmp_path, _basicsr(25390, g, rng.uniform(0.1, 0.7, 8)))
     assert not _alarms(report), _show(report)
+
+
+def _iters(loss, it0: int, every: int = 100, epoch: int = 1) -> str:
+    return "".join(
+        f"[INFO: 2021-08-03 09:40:15,669] Epoch: {epoch}/300, Iter: {it0 + i * every}/8007, loss: {x:.4f}, lr: [0.0001]\n"
+        for i, x in enumerate(loss)
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_start_flat_a_little_above_ln_k_is_chance(tmp_path, seed):
+    """A model at its init prints ln K plus half its logits' variance: ImageNet's first iterations
+    at 6.95-6.97 (ln 1000 = 6.908), flat, are a model that has learnt nothing yet."""
+    rng = np.random.default_rng(seed)
+    loss = math.log(1000) * 1.007 + rng.normal(0, 0.004, 9)
+    _, report = _diagnose(tmp_path, _iters(loss, 100))
+    first = _alarms(report)[0]
+    assert (first.severity, first.symptom, first.step) == ("warning", "plateau", 100)
+    assert has(first.evidence, "diff.what.chance", k=1000)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_level_above_ln_k_mid_run_or_a_falling_start_is_no_chance(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    mid = math.log(1000) * 1.007 + rng.normal(0, 0.004, 9)
+    _, report = _diagnose(tmp_path, _iters(mid, 4000, epoch=12))
+    assert not _alarms(report), _show(report)
+    falling = 6.97 - 0.04 * np.arange(9) + rng.normal(0, 0.004, 9)
+    _, report = _diagnose(tmp_path, _iters(falling, 100))
+    assert not _alarms(report), _show(report)

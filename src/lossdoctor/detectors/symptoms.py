@@ -201,6 +201,11 @@ class SymptomLimits:
     #: on at least `constant_points` points over >= span_steps steps or epochs (a healthy start
     #: sits at ln K for its first few steps only), or on `chance_points` when the steps are line numbers
     chance_tight: float = 0.005
+    #: a model at its init guesses uniformly but not exactly: logits of variance s^2 give a mean
+    #: cross-entropy of about ln K + s^2 / 2, so a run that never left its start sits at ln K or a
+    #: little above it (ImageNet's 6.95-6.97 for ln 1000 = 6.908), never below; this share of ln K
+    #: above it is still chance in a log that shows the run's start
+    chance_above: float = 0.012
     #: a rise whose loss had already been at >= this share of its end level after it first fell below
     #: half-way (in log space, between the best and the end) is one more crest of an oscillation (a
     #: GAN's losses by design), not a loss that rose and stayed
@@ -1436,16 +1441,16 @@ def _resolution(v: float) -> float:
     return 10.0 ** -(len(s.split(".")[1]) if "." in s else 0)
 
 
-def chance_of(run: Run, level: float) -> tuple[float, int] | None:
+def chance_of(run: Run, level: float, above: float = 0.0) -> tuple[float, int] | None:
     """(ln K, K) of the class count or vocabulary the run's configuration names, or else of the
-    common K whose ln the level is within 0.2% of."""
+    common K whose ln the level is within 0.2% of (or above it by up to `above`, a share of ln K)."""
     for key in ("n_classes", "vocab_size"):
         k = run.meta.get(key)
         if isinstance(k, (int, float)) and not isinstance(k, bool) and k >= 2:
             return math.log(k), int(k)
     for k in COMMON_K:
         c = math.log(k)
-        if abs(level - c) <= 0.002 * c + 1e-4:
+        if -(0.002 * c + 1e-4) <= level - c <= max(0.002 * c + 1e-4, above * c):
             return c, k
     return None
 
@@ -1460,7 +1465,7 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
     if x.size < LIMITS.constant_points:
         return []
     level = float(np.median(x))
-    ch = chance_of(run, level)
+    ch = chance_of(run, level, 0.0 if _mid_run(run, int(q.steps[lf[0]])) else LIMITS.chance_above)
     if ch is None or level <= 0:
         return []
     c, k = ch
