@@ -1460,10 +1460,16 @@ def _nonfinite_components(
             )
 
 
+#: an average's word in front of a part's name: every printed loss is averaged over its interval, so the
+#: word tells nothing (RSL-RL 2.x prints `Mean value_function loss` where 1.x printed `Value function loss`)
+_AVERAGED_PART = re.compile(r"^(?:mean|avg|average)[\s_]+(?=\S*.*loss)", re.IGNORECASE)
+
+
 def _component_key(name: str) -> str:
-    """A component's name in lower snake case (RSL-RL's `Value function loss` ->
-    `value_function_loss`, CycleGAN's `D_A` -> `d_a`): the same part printed by two tools has one key."""
-    return re.sub(r"\s+", "_", name.strip().lower())
+    """A component's name in lower snake case, an average's word dropped (RSL-RL's `Value function loss`
+    and `Mean value_function loss` -> `value_function_loss`, CycleGAN's `D_A` -> `d_a`): the same part
+    printed by two tools has one key."""
+    return re.sub(r"\s+", "_", _AVERAGED_PART.sub("", name.strip()).lower())
 
 
 def _event_columns(

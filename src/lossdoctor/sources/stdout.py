@@ -148,6 +148,9 @@ class ConsoleParser:
         self.last_train_line: str | None = None  # the last `name: number` line read as a training row
         self.pending_epoch: Any = None  # the epoch of the waiting log dict
         self.twice = 0  # log dicts printed a second time by another logger, merged into the first
+        self.indented = False  # the segment being read began with a space or tab
+        self.under: tuple[dict[str, Any], str] | None = None  # the last step row and its line, while only indented lines follow
+        self.term_shapes: set[tuple[str, ...]] = set()  # per-term lines whose terms summed to their step's loss
 
     def n_rows(self) -> int:
         """Rows read so far (the next row's ordinal)."""
@@ -201,6 +204,9 @@ class ConsoleParser:
                 return
         if text:
             self._learnable = None
+            self.indented = raw[:1] in " \t"
+            if not self.indented:
+                self.under = None
             self._line(text)
             if (
                 self._learnable is not None
@@ -320,6 +326,8 @@ class ConsoleParser:
         if "{" in text and self._dict_line(text):
             return
         if _HINT.search(text) and self._key_value(text):
+            return
+        if self.indented and self.under is not None and self._terms_under(text, *self.under):
             return
         # a row waiting for its counter (an HF dict before its bar) is read already: the event is after it
         self.events.scan(self.line_no, text, self.n_rows() + (self.pending is not None))
@@ -471,8 +479,27 @@ class ConsoleParser:
                 self._wait_for_step(row)
             else:
                 self._add(row, marker=True)
+                self.under = (row, text)
             return True
         return False
+
+    def _terms_under(self, text: str, row: dict[str, Any], line: str) -> bool:
+        """An indented line of named numbers under a step line: the step's loss terms, once a line of
+        these names has summed to its step's loss (a line of other numbers, `fg/bg=(2/126)`, never
+        does). True when read. The step line's learned shape is dropped: its rows must stay open to
+        their term lines, which a bulk read would not wait for."""
+        terms = cl.term_line(text)
+        if terms is None:
+            return False
+        names = tuple(terms)
+        if names not in self.term_shapes:
+            if not cl.sums_to(terms, float(row.get("loss", float("nan")))):
+                return False
+            self.term_shapes.add(names)
+            self.templates = [t for t in self.templates if t.rx.fullmatch(line) is None]
+        row.setdefault("_components", {}).update(terms)
+        self.component_rows += 1
+        return True
 
     def _skip_total(self, text: str, row: dict[str, Any]) -> None:
         """A `skipped: K` counter in a key/value line (DeepSpeed's running total of skipped steps, as

@@ -218,7 +218,24 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         elif names[i].lower() in _AVG_ALONE and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
             names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
     _range_ends(pieces, names)
+    _changes(pieces, names)
     return names
+
+
+#: the word that opens a change's old value (`Val loss decrease from 2.79 to 2.78`, Keras's `val_acc
+#: improved from 0.70 to 0.76`): the sentence reports a comparison, it is no row of the series it names
+_CHANGE_FROM = re.compile(r"(?:^|\s)from\s*$", re.IGNORECASE)
+_CHANGE_TO = re.compile(r"^\s*to\s*$", re.IGNORECASE)
+
+
+def _changes(pieces: list[str], names: list[str]) -> None:
+    """`<name> decreased from A to B`: A and B are named `from` and `to`, never the name's values (a
+    checkpoint callback's message repeats the best value, it is not a new measurement)."""
+    for i in range(len(names)):
+        if _CHANGE_FROM.search(pieces[i]) and names[i]:
+            names[i] = "from"
+            if i + 1 < len(names) and _CHANGE_TO.match(pieces[i + 1]):
+                names[i + 1] = "to"
 
 
 def _counted_values(text: str, spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
