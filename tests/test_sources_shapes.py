@@ -109,7 +109,12 @@ def _faster_rcnn_log(iters: int, nan_from: int) -> tuple[str, list[dict[str, flo
     `print("\\t\\t\\trpn_cls: %.4f, rpn_box: %.4f, rcnn_cls: %.4f, rcnn_box %.4f" % ...)`."""
     lines, terms = ["Loading pretrained weights from data/pretrained_model/resnet101_caffe.pth"], []
     for k, it in enumerate(range(0, iters, 100)):
-        t = {"rpn_cls": 0.7 / (1 + k), "rpn_box": 0.3 + 0.01 * (k % 3), "rcnn_cls": 1.2 / (1 + 0.5 * k), "rcnn_box": 0.05}
+        t = {
+            "rpn_cls": 0.7 / (1 + k),
+            "rpn_box": 0.3 + 0.01 * (k % 3),
+            "rcnn_cls": 1.2 / (1 + 0.5 * k),
+            "rcnn_box": 0.05,
+        }
         t = {n: round(v, 4) for n, v in t.items()}
         if it >= nan_from:
             t["rpn_box"] = math.nan
@@ -173,7 +178,60 @@ def test_a_part_printed_as_mean_x_loss_keeps_the_parts_own_name(tmp_path):
     run = _read(tmp_path, text)
     comps = run.events["loss_components"]
     assert sorted(comps) == list(range(100, 106))
-    assert [comps[s]["value_function_loss"] for s in range(100, 106)] == [
-        round(0.5 / k, 4) for k in range(1, 5)
-    ] + [math.inf, math.inf]
+    assert [comps[s]["value_function_loss"] for s in range(100, 106)] == [round(0.5 / k, 4) for k in range(1, 5)] + [
+        math.inf,
+        math.inf,
+    ]
     assert all(set(c) == {"value_function_loss", "surrogate_loss", "entropy_loss"} for c in comps.values())
+
+
+def test_a_loss_written_l_and_its_sets_short_name_is_that_sets_loss(tmp_path):
+    """DeepMind graph_nets' demos print `"# {:05d}, T {:.1f}, Ltr {:.4f}, Lge {:.4f}, Ctr {:.4f}, Str {:.4f},
+    Cge {:.4f}, Sge {:.4f}"`: `Ltr` is the training loss, `Lge` the generalisation (held-out) loss."""
+    fmt = "# {:05d}, T {:.1f}, Ltr {:.4f}, Lge {:.4f}, Ctr {:.4f}, Str {:.4f}, Cge {:.4f}, Sge {:.4f}"
+    train = [round(1.2 / (1 + k), 4) for k in range(8)]
+    held = [round(1.4 / (1 + k), 4) for k in range(8)]
+    text = "".join(
+        fmt.format(it, 20.0 * k, train[k], held[k], 0.5 + 0.01 * k, 0.0, 0.52, 0.0) + "\n"
+        for k, it in enumerate(range(1000, 9000, 1000))
+    )
+    run = _read(tmp_path, text)
+    assert _at(run, "loss") == dict(zip(range(1000, 9000, 1000), train))
+    assert list(_at(run, "eval_loss").values()) == held
+
+
+def test_a_name_glued_to_its_value_by_an_underscore_keeps_the_values_sign(tmp_path):
+    """`print("step_{}:\\tloss_{:.9f}".format(it, loss))` (a flow model's negative log-likelihood): the step is
+    the printed one and a negative loss keeps its sign; `model_epoch_10.pth` names no epoch."""
+    losses = [-4.065555573, -4.490265846, -4.454271317, 4191.68359375, -2.408614397, -2.908127546]
+    text = "saving model_epoch_10.pth\n" + "".join(
+        f"step_{78540 + 20 * k}:\tloss_{v:.9f}\n" for k, v in enumerate(losses)
+    )
+    run = _read(tmp_path, text)
+    assert _at(run, "loss") == {78540 + 20 * k: v for k, v in enumerate(losses)}
+
+
+def test_term_lines_under_plain_step_lines_are_read_on_every_step_of_a_long_log(tmp_path):
+    """A step line with no brackets is a shape the console reader learns and reads in bulk; once its term
+    line has summed to its loss, every later step line waits for its own term line."""
+    lines, want = [], {}
+    for it in range(0, 5000, 10):
+        ce, aux = round(2.5 - it / 4000, 4), round(0.1 + (it % 30) / 1000, 4)
+        if it >= 4000:
+            aux = math.nan
+        want[it] = (ce, aux)
+        lines.append(f"iter {it}: loss {ce + aux:.4f}, time 12.31ms")
+        lines.append(f"    ce: {ce:.4f}, aux: {aux:.4f}")
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    comps = run.events["loss_components"]
+    assert sorted(comps) == sorted(want)
+    assert all(comps[s]["ce"] == ce for s, (ce, _) in want.items())
+    assert all(math.isnan(comps[s]["aux"]) == (s >= 4000) for s in want)
+
+
+def test_a_single_pasted_line_takes_its_step_from_the_whole_number_opening_it(tmp_path):
+    """One line pasted from such a print (`# 22253, T 14594.9, Ltr nan, Lge nan`): the whole number that
+    opens it, the only number no word names, is its step; with more rows it must count up as well."""
+    fmt = "> {:05d}, T {:.1f}, Ltr {:.4f}, Lge {:.4f},\n> Ctr {:.4f}, Str {:.4f}, Cge {:.4f}, Sge {:.4f}\n"
+    run = _read(tmp_path, fmt.format(22253, 14594.9, math.nan, math.nan, 0.5287, 0.0, 0.5397, 0.0), "paste.md")
+    assert list(_at(run, "loss")) == [22253] and math.isnan(_at(run, "loss")[22253])

@@ -471,6 +471,8 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
         rank = -1 if hit[0] == "loss" and key.strip() in _BATCH_LOSS_KEYS else hit[1]
         if hit[0] not in ranks or rank < ranks[hit[0]]:
             metrics[hit[0]], ranks[hit[0]] = v, rank
+            if hit[0] == "loss":
+                metrics["_loss_key"] = key.strip()  # the name the bar prints its loss under (`avr_loss`)
     desc = text[: m.start()]
     cut = desc.find("%|")
     if cut >= 0:
