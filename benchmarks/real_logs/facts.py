@@ -4,8 +4,8 @@
 The facts of an entry (`expect` in manifest.json; the corpus README says what each means):
 `n_steps_at_least`, `points` ([step, column, value]), `rows` ([k, column, value], k-th logged value
 in step order), `first_nonfinite_step`, `n_skipped_at_least`. A column that is no `Run` column is
-looked up in `events["loss_components"]` (component losses kept apart from the total). A value
-"nan" must come back as a logged NaN, any other value within 1e-6 relative.
+looked up in `events["loss_components"]` (component losses kept apart from the total); `val_loss` is
+`eval_loss`. A value "nan" must come back as a logged NaN, any other value within 1e-6 relative.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ def first_nonfinite_step(run) -> int | None:
     return hits[0] if hits else None
 
 
+#: names a fact may give a column by, for the `Run` column that holds it: Keras's and most scripts' `val_loss`
+#: is the contract's `eval_loss` (the evaluation loss, kept apart from the training loss)
+_COLUMN_OF = {"val_loss": "eval_loss"}
+
+
 def _components(run) -> dict:
     return run.events.get("loss_components", {}) or {}
 
@@ -45,6 +50,7 @@ def _value_error(got: float, want, where: str) -> str | None:
 
 
 def _point_error(run, step: int, name: str, want) -> str | None:
+    name = _COLUMN_OF.get(name, name)
     comp = _components(run)
     if name not in run.cols and name in comp.get(step, {}):
         return _value_error(float(comp[step][name]), want, f"{name} at step {step}")
@@ -58,6 +64,7 @@ def _point_error(run, step: int, name: str, want) -> str | None:
 
 
 def _row_error(run, k: int, name: str, want) -> str | None:
+    name = _COLUMN_OF.get(name, name)
     comp = _components(run)
     if name not in run.cols and any(name in c for c in comp.values()):
         values = np.array([float(comp[s][name]) for s in sorted(comp) if name in comp[s]])

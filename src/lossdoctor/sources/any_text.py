@@ -115,6 +115,7 @@ from .text_slots import (
     step_rank,
     steps_of,
     total_rank,
+    unglued,
     whole_numbers,
 )
 
@@ -201,6 +202,8 @@ class TextParser:
             return
         if "," in text:
             text = whole_numbers(text)
+        if "_" in text:
+            text = unglued(text)
         if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?
             text = _counter_back(raw, text)
         if self.in_eval:
@@ -1460,10 +1463,17 @@ def _nonfinite_components(
             )
 
 
+#: an average's word in front of a part's name: every printed loss is averaged over its interval, so the
+#: word tells nothing (RSL-RL 2.x prints `Mean value_function loss` where 1.x printed `Value function loss`);
+#: a name that only starts with it (ChainerRL's `average_loss_value_func`) keeps it
+_AVERAGED_PART = re.compile(r"^(?:mean|avg|average)[\s_]+(?=\S.*[\s_]loss$)", re.IGNORECASE)
+
+
 def _component_key(name: str) -> str:
-    """A component's name in lower snake case (RSL-RL's `Value function loss` ->
-    `value_function_loss`, CycleGAN's `D_A` -> `d_a`): the same part printed by two tools has one key."""
-    return re.sub(r"\s+", "_", name.strip().lower())
+    """A component's name in lower snake case, an average's word dropped (RSL-RL's `Value function loss`
+    and `Mean value_function loss` -> `value_function_loss`, CycleGAN's `D_A` -> `d_a`): the same part
+    printed by two tools has one key."""
+    return re.sub(r"\s+", "_", _AVERAGED_PART.sub("", name.strip()).lower())
 
 
 def _event_columns(

@@ -138,6 +138,10 @@ _add(
     "xent",  # xent: OpenNMT-py's cross-entropy
     "closs",
 )  # closs: LLaMA2-Accessory's `metric_logger.update(closs=c_loss_value)`
+#: the loss averaged over the steps since the last print, under the names trainers give it when it is the
+#: only loss they print (kohya's sd-scripts and musubi-tuner's bar `avr_loss=`, `running_loss`, `avg_loss`):
+#: below a printed loss or total, so a line that prints both keeps the step's own loss
+_add("loss", 2, "avr_loss", "avg_loss", "average_loss", "ave_loss", "mean_loss", "running_loss", "loss_avg")
 _add(
     "grad_norm",
     0,

@@ -308,7 +308,7 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
             done = _feed_slow(view, at, start, parser)
             if done < start:
                 return pos + done
-        if parser.can_bulk():
+        if parser.can_bulk() and any(t is k for k in parser.templates):  # a shape dropped since: line by line
             parser.bulk(t, _floats(t, found if found is not None else t.rx.findall(view, start, stop)))
         else:
             _feed_slow(view, start, stop, parser, early=False)

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -43,6 +44,10 @@ NUMBER = _NUMBER
 #: (a closing bracket may follow the name: loguru-style `| [Loss] 0.52 | [step] 89 |`)
 #: (or a call's parenthesis or an arrow: `grad_norm(1.23)`, `loss -> 2.31`)
 _KEY = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*\]?[\s'\"]*(?:[:=(]|->)?[\s'\"]*$")
+#: the same name with a list opened before the number: `lr: [0.0001]` (a scheduler's `get_last_lr()`,
+#: one value per parameter group, printed as is); the first group's value is read, and only for a metric
+#: (a counter in brackets, `Epoch: [3]`, is the epoch-batch patterns' to read)
+_KEY_LISTED = re.compile(r"([A-Za-z_][\w./-]*(?:[ \t]+[A-Za-z_][\w./-]*){0,2})[\s'\"]*(?:[:=]|->)[\s'\"]*\[[\s'\"]*$")
 _INT = re.compile(r"\+?\d+$")
 _EVAL_WORDS = {"val", "vali", "valid", "validation", "eval", "evaluation", "test", "dev", "predict"}
 #: names console prints use that the tabular table does not hold
@@ -263,7 +268,9 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
         prev = m.end()
         km = _KEY.search(piece)
         if km is None:
-            continue
+            km = _KEY_LISTED.search(piece)
+            if km is None or (classify(km.group(1)) or ("step",))[0] in ("step", "epoch"):
+                continue
         hit = classify(km.group(1))
         counted = _counted_value(text, m, numbers[i + 1] if i + 1 < len(numbers) else None, hit)
         if counted is not None:  # tacotron2's `Validation loss 6312:  0.149928`: the step, then the value
@@ -289,6 +296,35 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
     if not any(c in best for c in METRICS) and "eval_loss" not in best:
         return (), ""
     return tuple(steps) + tuple((col, a, b, r) for col, (r, a, b) in best.items()), dialect(text)
+
+
+#: a line of `name: number` pairs and nothing else (separators aside): `rpn_cls: 0.5280, rpn_box: nan, rcnn_box 0.0000`
+_TERM = re.compile(r"([A-Za-z_][\w./-]*)\s*[:=]?\s*([-+]?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf))(?![\w.])", re.I)
+_TERM_GAPS = re.compile(r"[\s,;|]*")
+
+
+def term_line(text: str) -> dict[str, float] | None:
+    """{name: value} of a line made only of named numbers (two or more), else None: the per-term line
+    some trainers print indented under their step line (jwyang's faster-rcnn.pytorch: `[session 1][epoch
+    1][iter 100] loss: nan, lr: 1.00e-03`, then `\t\t\trpn_cls: 0.5280, rpn_box: nan, rcnn_cls: ...`)."""
+    terms: dict[str, float] = {}
+    pos = 0
+    for m in _TERM.finditer(text):
+        if _TERM_GAPS.fullmatch(text, pos, m.start()) is None:
+            return None
+        terms[m.group(1)] = to_float(m.group(2))
+        pos = m.end()
+    if len(terms) < 2 or _TERM_GAPS.fullmatch(text, pos) is None:
+        return None
+    return terms
+
+
+def sums_to(terms: dict[str, float], total: float) -> bool:
+    """The terms add up to the printed total, within what the prints' rounding allows."""
+    values = list(terms.values())
+    if not all(math.isfinite(v) for v in values) or not math.isfinite(total):
+        return False
+    return abs(sum(values) - total) <= max(1e-3 * abs(total), 1e-4 * len(values))
 
 
 # --- Hugging Face Trainer dicts ---------------------------------------------------------------
@@ -435,6 +471,8 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
         rank = -1 if hit[0] == "loss" and key.strip() in _BATCH_LOSS_KEYS else hit[1]
         if hit[0] not in ranks or rank < ranks[hit[0]]:
             metrics[hit[0]], ranks[hit[0]] = v, rank
+            if hit[0] == "loss":
+                metrics["_loss_key"] = key.strip()  # the name the bar prints its loss under (`avr_loss`)
     desc = text[: m.start()]
     cut = desc.find("%|")
     if cut >= 0:

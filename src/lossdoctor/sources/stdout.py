@@ -148,6 +148,11 @@ class ConsoleParser:
         self.last_train_line: str | None = None  # the last `name: number` line read as a training row
         self.pending_epoch: Any = None  # the epoch of the waiting log dict
         self.twice = 0  # log dicts printed a second time by another logger, merged into the first
+        self.indented = False  # the segment being read began with a space or tab
+        #: the last step row and its line, while only indented lines follow it
+        self.under: tuple[dict[str, Any], str] | None = None
+        self.bar_loss_keys: Counter[str] = Counter()  # the names progress bars print their loss under
+        self.term_shapes: set[tuple[str, ...]] = set()  # per-term lines whose terms summed to their step's loss
 
     def n_rows(self) -> int:
         """Rows read so far (the next row's ordinal)."""
@@ -201,6 +206,9 @@ class ConsoleParser:
                 return
         if text:
             self._learnable = None
+            self.indented = raw[:1] in " \t"
+            if not self.indented:
+                self.under = None
             self._line(text)
             if (
                 self._learnable is not None
@@ -267,6 +275,7 @@ class ConsoleParser:
                 cols["loss"] = np.where(filtered, np.nan, cols["loss"])
                 flags = np.where(filtered, FLAG_NAN_FILTER, 0).astype(np.uint8)
         self._spill(final=True)
+        self.under = None
         self.store.append_arrays(steps, cols, how="counter", flags=flags)
         self.counts["hf"] += len(steps)
         if self.last_pending_step is not None or len(steps) > 1:
@@ -289,6 +298,7 @@ class ConsoleParser:
         m = values.shape[0]
         if not m:
             return
+        self.under = None  # rows read in bulk are no dicts a term line could go to
         self._flush_pending()
         self._spill(final=True)
         si = t.cols.index("step")
@@ -320,6 +330,8 @@ class ConsoleParser:
         if "{" in text and self._dict_line(text):
             return
         if _HINT.search(text) and self._key_value(text):
+            return
+        if self.indented and self.under is not None and self._terms_under(text, *self.under):
             return
         # a row waiting for its counter (an HF dict before its bar) is read already: the event is after it
         self.events.scan(self.line_no, text, self.n_rows() + (self.pending is not None))
@@ -471,8 +483,28 @@ class ConsoleParser:
                 self._wait_for_step(row)
             else:
                 self._add(row, marker=True)
+                self.under = (row, text)
             return True
         return False
+
+    def _terms_under(self, text: str, row: dict[str, Any], line: str) -> bool:
+        """An indented line of named numbers under a step line: the step's loss terms, once a line of
+        these names has summed to its step's loss (a line of other numbers, `fg/bg=(2/126)`, never
+        does). True when read. The step line's learned shape is dropped (and never learned again): its rows
+        must stay open to their term lines, which a bulk read would not wait for."""
+        terms = cl.term_line(text)
+        if terms is None:
+            return False
+        names = tuple(terms)
+        if names not in self.term_shapes:
+            if not cl.sums_to(terms, float(row.get("loss", float("nan")))):
+                return False
+            self.term_shapes.add(names)
+        if self.templates:
+            self.templates = [t for t in self.templates if t.rx.match(line.encode() + b"\n") is None]
+        row.setdefault("_components", {}).update(terms)
+        self.component_rows += 1
+        return True
 
     def _skip_total(self, text: str, row: dict[str, Any]) -> None:
         """A `skipped: K` counter in a key/value line (DeepSpeed's running total of skipped steps, as
@@ -576,6 +608,9 @@ class ConsoleParser:
         if nested:
             return  # an evaluation bar drawn under the training one
         self.bar_done = total is None or n >= total
+        named = metrics.pop("_loss_key", None)
+        if named is not None:
+            self.bar_loss_keys[named] += 1
         epoch = metrics.pop("_epoch", None)
         own = metrics.pop("_step", None)
         step = own if own is not None else n + epoch * total if epoch is not None and total else n
@@ -933,6 +968,14 @@ def _event_series(
             cols[col][lo], logged[col][lo] = v, True
 
 
+def _loss_key(p: ConsoleParser) -> str:
+    """The name the log prints its training loss under: a bar's postfix name when only bars printed a
+    loss (kohya's `avr_loss`), else `loss` (the console formats' own names are plain)."""
+    if len(p.bar_loss_keys) == 1 and all(k == "tqdm" for k, n in p.counts.items() if n):
+        return next(iter(p.bar_loss_keys))
+    return "loss"
+
+
 def _kept_rows(p: ConsoleParser) -> np.ndarray:
     """Indices (into the store) of the rows a Run is built from, sorted by step (stable: at a repeated
     step the last row read wins): not the closing draw of a bar, and not a scale guessed from
@@ -1014,7 +1057,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         np.any(np.nan_to_num(cols.get("scale", np.ones(1)), nan=1.0) != 1.0)
     )
     p.events.hints.apply(meta, saw_scale=fp16)
-    meta.setdefault("loss_key", "loss")
+    meta.setdefault("loss_key", _loss_key(p))
     meta.setdefault("loss_guessed", False)  # the console's formats name their training loss
     run = from_columns(steps, cols, meta=meta, source=source, logged=logged, events=events)
     run.notes.extend(notes)

@@ -45,6 +45,21 @@ def whole_numbers(text: str) -> str:
     return THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
 
 
+#: a counter's or a loss's name glued to its value by an underscore, alone between separators (`step_78540:`,
+#: `loss_-4.0655`: a script's `print("step_{}:\tloss_{:.9f}".format(...))`); a name inside a longer word
+#: (`model_epoch_10.pth`, `conv_1`) is not one
+_GLUED_NAME = re.compile(
+    r"(?<![\w.-])(step|iter|iteration|epoch|loss|lr)_([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
+    r"(?=[\s:,;|]|$)",
+    re.IGNORECASE,
+)
+
+
+def unglued(text: str) -> str:
+    """The line with `name_value` written `name value` (called on lines holding an underscore)."""
+    return _GLUED_NAME.sub(r"\1 \2", text) if _GLUED_NAME.search(text) else text
+
+
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
 #: (a possessive joins a set to its metric: LightGBM's `valid_1's binary_logloss: 0.55`)
 _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
@@ -218,7 +233,33 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         elif names[i].lower() in _AVG_ALONE and i and not names[i - 1] and pieces[i].strip(" ,;") == "":
             names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
     _range_ends(pieces, names)
+    _changes(pieces, names)
+    for i, name in enumerate(names):
+        if (m := _SET_LOSS.match(name)) is not None:
+            names[i] = ("train" if m.group(1) in _TRAIN_SETS else "test") + " loss"
     return names
+
+
+#: a loss written as `L` and its set's short name, the way a paper writes L_tr (DeepMind graph_nets' demos:
+#: `# 22253, T 14594.9, Ltr 0.0123, Lge 0.0456, Ctr ...`, training and generalisation losses)
+_SET_LOSS = re.compile(r"^L(tr|trn|train|te|tst|test|ge|gen|va|val|dev)$")
+_TRAIN_SETS = frozenset({"tr", "trn", "train"})
+
+
+#: the word that opens a change's old value (`Val loss decrease from 2.79 to 2.78`, Keras's `val_acc
+#: improved from 0.70 to 0.76`): the sentence reports a comparison, it is no row of the series it names
+_CHANGE_FROM = re.compile(r"(?:^|\s)from\s*$", re.IGNORECASE)
+_CHANGE_TO = re.compile(r"^\s*to\s*$", re.IGNORECASE)
+
+
+def _changes(pieces: list[str], names: list[str]) -> None:
+    """`<name> decreased from A to B`: A and B are named `from` and `to`, never the name's values (a
+    checkpoint callback's message repeats the best value, it is not a new measurement)."""
+    for i in range(len(names)):
+        if _CHANGE_FROM.search(pieces[i]) and names[i]:
+            names[i] = "from"
+            if i + 1 < len(names) and _CHANGE_TO.match(pieces[i + 1]):
+                names[i + 1] = "to"
 
 
 def _counted_values(text: str, spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
@@ -560,6 +601,10 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
             # the first number of the line, named by nothing, counting up: its step (`76930 2.6496`,
             # `0: inf nan`, glample's `50, cost average: 110.2`, YOLACT's `[  1]    1440 || B: ...`)
             inner = next((j for j in whole if t.leading[j] and np.all(np.diff(a[:, j]) > 0)), None)
+        elif inner is None and a.shape[0] == 1 and sum(not n for n in t.names) == 1:
+            # one row, every number named but a whole number opening the line: what a print puts first
+            # when it names no counter (graph_nets' `# 22253, T 14594.9, Ltr nan, Lge nan`)
+            inner = next((j for j in whole if t.leading[j] and not t.names[j]), None)
         if inner is not None:
             counters.add(inner)
     if inner is None:
