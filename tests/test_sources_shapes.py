@@ -235,3 +235,25 @@ def test_a_single_pasted_line_takes_its_step_from_the_whole_number_opening_it(tm
     fmt = "> {:05d}, T {:.1f}, Ltr {:.4f}, Lge {:.4f},\n> Ctr {:.4f}, Str {:.4f}, Cge {:.4f}, Sge {:.4f}\n"
     run = _read(tmp_path, fmt.format(22253, 14594.9, math.nan, math.nan, 0.5287, 0.0, 0.5397, 0.0), "paste.md")
     assert list(_at(run, "loss")) == [22253] and math.isnan(_at(run, "loss")[22253])
+
+
+def test_a_value_dated_by_its_counter_takes_the_subject_before_the_counter(tmp_path):
+    """`Cost after iteration 100: 0.58` (the deep-learning course's gradient-descent loop),
+    `Training loss for epoch 3 = 0.41`: only a separator stands between the counter and the value,
+    whose name is the subject in front of the counter."""
+    x = torch.linspace(-1, 1, 64).unsqueeze(1)
+    y = (x > 0).float()
+    model = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = {}
+    for it in range(0, 1000, 100):
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses[it] = round(loss.item(), 6)
+    for shape in ("Cost after iteration {i}: {v:f}", "Training loss for epoch {i} = {v:f}"):
+        run = _read(tmp_path, "".join(shape.format(i=i, v=v) + "\n" for i, v in losses.items()))
+        assert _at(run, "loss") == losses, shape
+    run = _read(tmp_path, "".join(f"epoch {i}: {v:f}\n" for i, v in losses.items()))
+    assert not run.has("loss")  # no word names the value: nothing to take it for

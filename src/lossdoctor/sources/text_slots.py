@@ -333,6 +333,8 @@ def _range_ends(pieces: list[str], names: list[str]) -> None:
 _COPULA = frozenset({"is", "was", "are", "were", "becomes", "became", "now", "reached", "equals"})
 #: a name's subject before the counter it is dated by (`loss at epoch 3 is 0.41`, `loss for step 5: 2.3`)
 _SUBJECT = re.compile(r"^(.+?)\s+(?:at|for|in|after|on|of)\s+\S+$")
+#: nothing but a separator between a counter and the number after it (`iteration 100: 0.58`)
+_BARE_SEP = re.compile(r"\s*[:=]\s*$")
 #: the words right after a number that has none in front of it, up to a separator: its name (`64 images,`)
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
 #: (a word followed by its own separator names the number after it, not the one before: `2:03:04  iter: 19`)
@@ -363,17 +365,22 @@ def _prefix_name(piece: str, before: str) -> str:
         return call.group(1)  # Julia's `@show loss(x, y)`: `loss(x, y) = param(0.0913)`
     piece = _MODE.sub(r"\2 \1", _WRAP.sub("", piece))  # mmengine's `Iter(train)`, `Epoch(val)`
     m = _NAME.search(piece)
-    if not m:
-        return ""
+    if not m:  # `Cost after iteration 100: 0.58`: only a separator between the counter and its value
+        return _subject(before) if _BARE_SEP.match(piece) else ""
     name = _after_sentence(m.group(1).strip(" ./-"))  # a sentence before it is not its name
     words = name.split()
     while words and words[-1].lower() in _COPULA:
         words.pop()
     if not words and name:  # `loss at epoch 3 is 0.41`: the subject before the counter
-        bm = _NAME.search(before)
-        sm = _SUBJECT.match(bm.group(1)) if bm else None
-        return sm.group(1).strip() if sm else ""
+        return _subject(before)
     return " ".join(words)
+
+
+def _subject(before: str) -> str:
+    """The subject a counter dates (`loss at epoch 3`, `Cost after iteration 100`), or ""."""
+    bm = _NAME.search(before)
+    sm = _SUBJECT.match(bm.group(1)) if bm else None
+    return sm.group(1).strip() if sm else ""
 
 
 _NAME_CHAR = re.compile(r"[A-Za-z]")
