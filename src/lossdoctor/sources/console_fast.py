@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import codecs
 import itertools
-import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -176,13 +175,14 @@ _BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*+\| *+(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d
 _BAR_BODY_NC = _BAR_BODY.replace(rb"(\d+)", rb"\d+")
 #: a bar's counter and total, in whole segments known to be blanks or bars (starts on a literal)
 _BARS = re.compile(rb"\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d")
+_BAR_COUNTERS = re.compile(rb"\| *(\d+)/\d+ \[(?:\d+:)?\d+:\d\d")
 
 
 @dataclass
 class Cycle:
     """The Trainer's console cycle with its progress bar on: a log dict of a learned shape, then the
     bar redrawn (blank segments where `tqdm.write` cleared it). `rx` matches one cycle: groups are
-    the whole cycle, the dict's values, the first bar's counter and total, and the rest of the bars."""
+    the dict's values, the first bar's counter and total, and the rest of the bars."""
 
     rx: re.Pattern[bytes]
     dict: DictTemplate
@@ -197,8 +197,7 @@ def cycle_of(t: DictTemplate) -> Cycle:
     # possessive quantifiers (`*+`) where giving characters back can never lead to a match: the
     # same matches, without the backtracking
     rx = re.compile(
-        rb"("
-        + start
+        start
         + _SEP
         + rb"(?:[ \t]*+"
         + _SEP
@@ -209,21 +208,34 @@ def cycle_of(t: DictTemplate) -> Cycle:
         + _BAR_BODY_NC
         + rb")?"
         + _SEP
-        + rb")*))"
+        + rb")*)"
     )
     return Cycle(rx, t)
 
 
-def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the other bars' (counter,
-    total) in order (bars, 2)) of matched cycles. The matches' groups are transposed in C (`zip`) and
-    each group's numbers parsed in one call: no Python step per cycle."""
+def cycle_values(c: Cycle, groups: list[bytes]) -> tuple[np.ndarray, np.ndarray, float | None, np.ndarray | None]:
+    """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the largest counter of the
+    other bars (None: no other bar), the last other bar's (counter, total) (None: no other bar)) of
+    matched cycles, from their groups one after the other (`groups`, consumed). Every number of the
+    dicts and first bars is parsed in one call: no Python step per cycle. Of the other bars (the
+    redraws after the first) only what the parser keeps is read: the top counter and the last bar."""
+    g = c.rx.groups
+    n = len(groups) // g
+    rest = groups[g - 1 :: g]
+    del groups[g - 1 :: g]
+    vals = numbers(groups, n * (g - 1)).reshape(n, g - 1)
     k = len(c.dict.keys)
-    groups = list(zip(*found))
-    vals = np.column_stack([numbers(groups[j], len(found)) for j in range(1, k + 3)])
-    rest = _BARS.findall(b"".join(groups[-1]))
-    bars = numbers(itertools.chain.from_iterable(rest), 2 * len(rest)).reshape(-1, 2)
-    return vals[:, :k], vals[:, k:], bars
+    joined = b"".join(rest)
+    counters = _BAR_COUNTERS.findall(joined)
+    if not counters:
+        return vals[:, :k], vals[:, k:], None, None
+    last = next(found[-1] for seg in reversed(rest) if (found := _BARS.findall(seg)))
+    return vals[:, :k], vals[:, k:], float(numbers(counters, len(counters)).max()), numbers(last, 2)
+
+
+def _tokens(found: list) -> list:
+    """The captured numbers of `findall`'s matches, one after the other (a match's tuple flattened)."""
+    return list(itertools.chain.from_iterable(found)) if found and isinstance(found[0], tuple) else found
 
 
 def feed_stream(f: IO[bytes], parser: Any) -> None:
@@ -298,9 +310,8 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
                 done = _feed_slow(view, at, start, parser)
                 if done < start:
                     return pos + done
-            if not parser.bulk_cycles(
-                t, found if found is not None else t.rx.findall(view, start, stop), _segments_in(view, start, stop)
-            ):
+            groups = found if found is not None else _tokens(t.rx.findall(view, start, stop))
+            if not parser.bulk_cycles(t, groups, _segments_in(view, start, stop)):
                 _feed_slow(view, start, stop, parser, early=False)
             at = stop
             continue
@@ -309,7 +320,7 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
             if done < start:
                 return pos + done
         if parser.can_bulk():
-            parser.bulk(t, _floats(t, found if found is not None else t.rx.findall(view, start, stop)))
+            parser.bulk(t, _floats(t, found if found is not None else _tokens(t.rx.findall(view, start, stop))))
         else:
             _feed_slow(view, start, stop, parser, early=False)
         at = stop
@@ -335,18 +346,22 @@ def _feed_slow(data: bytes, start: int, stop: int, parser: Any, early: bool = Tr
 
 
 def _runs(templates: list[Template], text: bytes) -> list[tuple[int, int, Template, list | None]]:
-    """(start, stop, template, its matches or None) of the runs of consecutive lines of `text` that
-    one template matches, in order. The common case, every line one template's, costs one findall."""
+    """(start, stop, template, its captured numbers one after the other, or None) of the runs of
+    consecutive lines of `text` that one template matches, in order. The common case, every line one
+    template's, costs one `split` (no tuple per line: the numbers come as one flat list)."""
     lines = text.count(b"\n")
     partial: list[tuple[Template, int]] = []
     for i, t in enumerate(templates):
-        found = t.rx.findall(text)
-        if len(found) == lines and lines:
+        parts = t.rx.split(text)
+        step = t.rx.groups + 1  # parts: text before, the numbers, text between, the numbers, ..., text after
+        found = len(parts) // step
+        if found == lines and lines:
             if i:  # the shape of this part of the log: tried first from now on
                 templates.insert(0, templates.pop(i))
-            return [(0, text.rfind(b"\n") + 1, t, found)]
+            del parts[::step]
+            return [(0, text.rfind(b"\n") + 1, t, parts)]
         if found:
-            partial.append((t, len(found)))
+            partial.append((t, found))
     spans = sorted((m.start(), m.end(), i) for i, (t, _) in enumerate(partial) for m in t.rx.finditer(text))
     runs: list[tuple[int, int, Template, list | None]] = []
     for a, b, i in spans:
@@ -358,22 +373,22 @@ def _runs(templates: list[Template], text: bytes) -> list[tuple[int, int, Templa
 
 
 def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, list | None]]:
-    """Runs of consecutive cycles of one shape: one findall when they tile the data from the first
-    one to the end of the last, else their spans."""
+    """Runs of consecutive cycles of one shape: one `split` when they tile the data from the first
+    one to the end of the last (their groups then come as one flat list), else their spans."""
     out: list[tuple[int, int, Any, list | None]] = []
     for i, c in enumerate(cycles):
-        found = c.rx.findall(data)
-        if not found:
+        parts = c.rx.split(data)
+        if len(parts) == 1:
             continue
         if i:  # the shape of this part of the log: tried first from now on
             cycles.insert(0, cycles.pop(i))
-        first = c.rx.search(data)
-        assert first is not None
-        covered = sum(map(len, map(operator.itemgetter(0), found)))
-        if data.startswith(found[-1][0], first.start() + covered - len(found[-1][0])):
-            return [(first.start(), first.start() + covered, c, found)]
-        spans = [(m.start(), m.end()) for m in c.rx.finditer(data)]
-        for a, b in spans:
+        step = c.rx.groups + 1  # parts: text before, the groups, text between, the groups, ..., text after
+        if not any(parts[step:-1:step]):  # nothing between two cycles
+            start, stop = len(parts[0]), len(data) - len(parts[-1])
+            del parts[::step]
+            return [(start, stop, c, parts)]
+        for m in c.rx.finditer(data):
+            a, b = m.span()
             if out and out[-1][1] == a and out[-1][2] is c:
                 out[-1] = (out[-1][0], b, c, None)
             else:
@@ -387,11 +402,10 @@ def _segments_in(data: bytes, start: int, stop: int) -> int:
     return data.count(b"\r", start, stop) + data.count(b"\n", start, stop) - data.count(b"\r\n", start, stop)
 
 
-def _floats(t: Template, found: list) -> np.ndarray:
-    """(lines, len(cols)) floats of the captured numbers: joined and parsed by numpy's C parser in
-    one call (the template admits only numbers and nan/inf words), else one by one."""
-    k = len(t.cols)
-    return numbers(itertools.chain.from_iterable(found) if k > 1 else found, len(found) * k).reshape(len(found), k)
+def _floats(t: Template, tokens: list) -> np.ndarray:
+    """(lines, len(cols)) floats of the captured numbers (`tokens`: a line's numbers, then the next
+    line's), parsed in one call (`numbers`)."""
+    return numbers(tokens, len(tokens)).reshape(-1, len(t.cols))
 
 
 def numbers(tokens: Iterable[bytes], count: int) -> np.ndarray:

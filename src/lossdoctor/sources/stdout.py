@@ -243,12 +243,12 @@ class ConsoleParser:
             self._cycles = [fast.cycle_of(t) for t in self.dict_templates]
         return self._cycles
 
-    def bulk_cycles(self, c: fast.Cycle, found: list, segments: int) -> bool:
+    def bulk_cycles(self, c: fast.Cycle, groups: list, segments: int) -> bool:
         """Cycles of log dict + bar redraws (`console_fast.Cycle`), read as `feed` would read their
         segments: each dict waits for a step and the bar drawn next gives it (`_place_pending`); the
         bars move the counter. False (nothing read) unless that reading is certain: no row waiting
         before them, and each dict's bar counter beyond the one before."""
-        vals, first, rest = fast.cycle_values(c, found)
+        vals, first, rest_top, rest_last = fast.cycle_values(c, groups)
         steps = first[:, 0]
         if (
             self.pending is not None
@@ -273,11 +273,10 @@ class ConsoleParser:
             prev = steps[-2] if len(steps) > 1 else self.last_pending_step
             self.pending_interval = max(1, int(steps[-1] - prev))
         self.last_pending_step = int(steps[-1])
-        bars = np.concatenate([first, rest])
-        last = rest[-1] if len(rest) else first[-1]
+        last = rest_last if rest_last is not None else first[-1]
         self.bar_done = bool(last[0] >= last[1])
         self.last_counter = int(last[0])
-        top = int(bars[:, 0].max())
+        top = int(max(first[:, 0].max(), rest_top if rest_top is not None else -np.inf))
         if self.marker is None or top > self.marker:
             self.marker, self.since_marker = top, 0
         self.line_no += segments
