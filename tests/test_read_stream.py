@@ -270,3 +270,16 @@ def test_bulk_numbers_are_the_floats_python_reads():
         want = np.array([float(t) for t in tokens])
         np.testing.assert_array_equal(got, want)
         assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_segment_count_counts_crlf_once():
+    """`console_fast._segments_in` (the line count a bulk read adds: `\\r`, `\\n` and `\\r\\n` one
+    separator each, `\\r\\n` pairs found at the line feeds) gives the count of three `bytes.count`s, on
+    random mixes of separators, over any span (a pair cut by the span's start or end is no pair)."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        data = bytes(rng.choice(np.frombuffer(b"a\r\n", np.uint8), int(rng.integers(0, 200))).tolist())
+        a = int(rng.integers(0, len(data) + 1))
+        b = int(rng.integers(a, len(data) + 1))
+        want = data.count(b"\r", a, b) + data.count(b"\n", a, b) - data.count(b"\r\n", a, b)
+        assert console_fast._segments_in(data, a, b) == want, (data, a, b)

@@ -213,24 +213,36 @@ def cycle_of(t: DictTemplate) -> Cycle:
     return Cycle(rx, t)
 
 
-def cycle_values(c: Cycle, groups: list[bytes]) -> tuple[np.ndarray, np.ndarray, float | None, np.ndarray | None]:
-    """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the largest counter of the
-    other bars (None: no other bar), the last other bar's (counter, total) (None: no other bar)) of
-    matched cycles, from their groups one after the other (`groups`, consumed). Every number of the
-    dicts and first bars is parsed in one call: no Python step per cycle. Of the other bars (the
-    redraws after the first) only what the parser keeps is read: the top counter and the last bar."""
+@dataclass
+class CycleValues:
+    """What the parser keeps of a run of matched cycles (`cycle_values`)."""
+
+    cols: dict[str, np.ndarray]  # the dict's columns, "epoch" apart
+    epoch: float | None  # the first cycle's epoch (None: the dict has no epoch)
+    steps: np.ndarray  # each cycle's first bar's counter
+    top: float  # the largest counter of all the bars
+    last: tuple[float, float]  # the last bar's counter and total
+
+
+def cycle_values(c: Cycle, groups: list[bytes]) -> CycleValues:
+    """What the parser keeps of matched cycles, from their groups one after the other (`groups`: the
+    dict's values, the first bar's counter and total, the rest of the bars). Each kept column's
+    numbers are parsed in one call (no Python step per cycle); what is not kept is not parsed: the
+    epochs but the first, the totals but the last, of the redraws only the top counter and the last
+    bar."""
     g = c.rx.groups
-    n = len(groups) // g
-    rest = groups[g - 1 :: g]
-    del groups[g - 1 :: g]
-    vals = numbers(groups, n * (g - 1)).reshape(n, g - 1)
     k = len(c.dict.keys)
-    joined = b"".join(rest)
-    counters = _BAR_COUNTERS.findall(joined)
+    cols = {key: numbers(groups[j::g], len(groups) // g) for j, key in enumerate(c.dict.keys) if key != "epoch"}
+    epoch = float(numbers([groups[c.dict.keys.index("epoch")]], 1)[0]) if "epoch" in c.dict.keys else None
+    steps = numbers(groups[k::g], len(groups) // g)
+    rest = groups[g - 1 :: g]
+    counters = _BAR_COUNTERS.findall(b"".join(rest))
     if not counters:
-        return vals[:, :k], vals[:, k:], None, None
-    last = next(found[-1] for seg in reversed(rest) if (found := _BARS.findall(seg)))
-    return vals[:, :k], vals[:, k:], float(numbers(counters, len(counters)).max()), numbers(last, 2)
+        last = (float(steps[-1]), float(numbers([groups[-2]], 1)[0]))
+        return CycleValues(cols, epoch, steps, float(steps.max()), last)
+    bar = next(found[-1] for seg in reversed(rest) if (found := _BARS.findall(seg)))
+    last = (float(numbers([bar[0]], 1)[0]), float(numbers([bar[1]], 1)[0]))
+    return CycleValues(cols, epoch, steps, max(float(steps.max()), float(numbers(counters, len(counters)).max())), last)
 
 
 def _tokens(found: list) -> list:
@@ -398,8 +410,14 @@ def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, l
 
 
 def _segments_in(data: bytes, start: int, stop: int) -> int:
-    """How many segments `data[start:stop]` holds (it ends with a separator; `\r\n` is one)."""
-    return data.count(b"\r", start, stop) + data.count(b"\n", start, stop) - data.count(b"\r\n", start, stop)
+    """How many segments `data[start:stop]` holds (it ends with a separator; `\r\n` is one). The
+    `\r\n` pairs are counted at the line feeds (a two-byte count costs three one-byte ones)."""
+    lf, cr = data.count(b"\n", start, stop), data.count(b"\r", start, stop)
+    if not lf or not cr:
+        return lf + cr
+    u8 = np.frombuffer(data, np.uint8, stop - start, start)
+    before_lf = np.flatnonzero(u8[1:] == 10)  # index of the byte before each line feed (but a first one)
+    return lf + cr - int(np.count_nonzero(u8[before_lf] == 13))
 
 
 def _floats(t: Template, tokens: list) -> np.ndarray:
