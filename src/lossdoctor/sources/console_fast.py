@@ -167,11 +167,17 @@ def learn_dict(text: str, row: dict[str, Any]) -> DictTemplate | None:
         return None
 
 
-_SEP = rb"(?:\r\n|[\r\n])"
+#: a separator (`\r\n`, `\r`, `\n`). Its `\n` after a `\r` is possessive: in a cycle a blank segment may
+#: stand after every separator, so giving that `\n` back (a `\r`, then an empty segment) could lead
+#: to no other match; without the backtracking point the cycle's match is about a sixth cheaper
+_SEP = rb"(?:\r\n?+|\n)"
+#: a run of blanks, `[ \t]*+`: its spaces first taken by a one-character loop (the cheapest there is),
+#: then any tabs and what follows them; the same characters taken
+_BLANKS = rb" *+[ \t]*+"
 #: `stdout._PLAIN_BAR` over bytes after its leading blanks (a segment: no separator inside), its
 #: counter and total captured. A segment of a cycle is `[ \t]*` and then this or nothing: blanks and
 #: bars share their leading blanks, so no run of spaces is tried twice
-_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*+\| *+(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*+\][ \t]*+"
+_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*+\| *+(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*+\]" + _BLANKS
 _BAR_BODY_NC = _BAR_BODY.replace(rb"(\d+)", rb"\d+")
 #: a bar's counter and total, in whole segments known to be blanks or bars (starts on a literal)
 _BARS = re.compile(rb"\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d")
@@ -182,7 +188,8 @@ _BAR_COUNTERS = re.compile(rb"\| *(\d+)/\d+ \[(?:\d+:)?\d+:\d\d")
 class Cycle:
     """The Trainer's console cycle with its progress bar on: a log dict of a learned shape, then the
     bar redrawn (blank segments where `tqdm.write` cleared it). `rx` matches one cycle: groups are
-    the dict's values, the first bar's counter and total, and the rest of the bars."""
+    the dict's values, the first bar's counter and total, the next bar's counter and total (None when
+    the first is followed by no bar before another kind of segment), and the rest of the bars."""
 
     rx: re.Pattern[bytes]
     dict: DictTemplate
@@ -194,17 +201,30 @@ def cycle_of(t: DictTemplate) -> Cycle:
     # opening `{'` so the search runs on that literal (a look-behind first would cost at every byte)
     assert body.startswith(rb"\{'")
     start = rb"\{'(?<![^\r\n]\{')" + body[3:]
+    blank = _BLANKS + _SEP
     # possessive quantifiers (`*+`) where giving characters back can never lead to a match: the
-    # same matches, without the backtracking
+    # same matches, without the backtracking. After the first bar: blank segments, a bar (its numbers
+    # captured: the parser's bar redrawn for the next step, so that its counter needs no search),
+    # then any blank or bar segments; greedy and with nothing after, they take what `(blank | bar)*`
+    # takes
     rx = re.compile(
         start
         + _SEP
-        + rb"(?:[ \t]*+"
-        + _SEP
-        + rb")*[ \t]*+"
+        + rb"(?:"
+        + blank
+        + rb")*"
+        + _BLANKS
         + _BAR_BODY
         + _SEP
-        + rb"((?:[ \t]*+(?:"
+        + rb"(?:"
+        + blank
+        + rb")*(?:"
+        + _BLANKS
+        + _BAR_BODY
+        + _SEP
+        + rb")?((?:"
+        + _BLANKS
+        + rb"(?:"
         + _BAR_BODY_NC
         + rb")?"
         + _SEP
@@ -224,25 +244,43 @@ class CycleValues:
     last: tuple[float, float]  # the last bar's counter and total
 
 
-def cycle_values(c: Cycle, groups: list[bytes]) -> CycleValues:
-    """What the parser keeps of matched cycles, from their groups one after the other (`groups`: the
-    dict's values, the first bar's counter and total, the rest of the bars). Each kept column's
-    numbers are parsed in one call (no Python step per cycle); what is not kept is not parsed: the
-    epochs but the first, the totals but the last, of the redraws only the top counter and the last
-    bar."""
+def cycle_values(c: Cycle, groups: list[Any]) -> CycleValues:
+    """What the parser keeps of matched cycles, from their groups one after the other (`groups`, as
+    `Cycle.rx` captures them). Each kept column's numbers are parsed in one call (no Python step per
+    cycle); what is not kept is not parsed: the epochs but the first, the totals but the last, of the
+    redraws only the counters."""
     g = c.rx.groups
     k = len(c.dict.keys)
-    cols = {key: numbers(groups[j::g], len(groups) // g) for j, key in enumerate(c.dict.keys) if key != "epoch"}
+    n = len(groups) // g
+    cols = {key: numbers(groups[j::g], n) for j, key in enumerate(c.dict.keys) if key != "epoch"}
     epoch = float(numbers([groups[c.dict.keys.index("epoch")]], 1)[0]) if "epoch" in c.dict.keys else None
-    steps = numbers(groups[k::g], len(groups) // g)
+    steps = numbers(groups[k::g], n)
+    redrawn = groups[k + 2 :: g]
     rest = groups[g - 1 :: g]
     counters = _BAR_COUNTERS.findall(b"".join(rest))
-    if not counters:
-        last = (float(steps[-1]), float(numbers([groups[-2]], 1)[0]))
-        return CycleValues(cols, epoch, steps, float(steps.max()), last)
-    bar = next(found[-1] for seg in reversed(rest) if (found := _BARS.findall(seg)))
-    last = (float(numbers([bar[0]], 1)[0]), float(numbers([bar[1]], 1)[0]))
-    return CycleValues(cols, epoch, steps, max(float(steps.max()), float(numbers(counters, len(counters)).max())), last)
+    absent = redrawn.count(None)
+    if not counters and absent == n:
+        return CycleValues(cols, epoch, steps, float(steps.max()), (float(steps[-1]), _number(groups[k + 1 - g])))
+    counters += redrawn if not absent else [x for x in redrawn if x is not None]
+    top = max(float(steps.max()), float(numbers(counters, len(counters)).max()))
+    return CycleValues(cols, epoch, steps, top, _last_bar(groups, g, k))
+
+
+def _last_bar(groups: list, g: int, k: int) -> tuple[float, float]:
+    """The (counter, total) of the last bar after a first one, looked for from the last cycle back
+    (there is one)."""
+    for i in range(len(groups) - g, -1, -g):
+        found = _BARS.findall(groups[i + g - 1])
+        if found:
+            return _number(found[-1][0]), _number(found[-1][1])
+        if groups[i + k + 2] is not None:
+            return _number(groups[i + k + 2]), _number(groups[i + k + 3])
+    raise AssertionError("no bar after a first one")
+
+
+def _number(token: bytes) -> float:
+    """One captured number, parsed as `numbers` parses it."""
+    return float(numbers([token], 1)[0])
 
 
 def _tokens(found: list) -> list:
