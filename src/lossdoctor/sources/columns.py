@@ -379,7 +379,12 @@ def aligned(
     """Scalar series logged at their own steps (TensorBoard tags, MLflow metrics), put on the union
     of their steps: (steps, columns with NaN where a series has no point, which points were logged).
     A step logged twice keeps the value logged last."""
-    steps = distinct_sorted(np.concatenate([np.asarray(s, dtype=np.int64) for s, _ in series.values()]))
+    arrays = [np.asarray(s, dtype=np.int64) for s, _ in series.values()]
+    first = arrays[0] if arrays else np.zeros(0, dtype=np.int64)
+    if first.size and np.all(first[1:] > first[:-1]) and all(np.array_equal(a, first) for a in arrays[1:]):
+        steps = first.copy()  # the common case: every series at the same increasing steps, their union
+    else:
+        steps = distinct_sorted(np.concatenate(arrays))
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for col, (s, v) in series.items():

@@ -180,7 +180,9 @@ def _block(block: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     negative_zero = b"-0 " in block or b"-0\n" in block or block.endswith(b"-0")
     if block and not negative_zero and _JSONISH.fullmatch(block):
         try:
-            parsed = orjson.loads(b"[" + b",".join(block.split()).replace(b"nan", b"null") + b"]")
+            # the tokens one space or one line feed apart (`_JSONISH`): those become the commas
+            body = block.rstrip(b"\n").replace(b" ", b",").replace(b"\n", b",").replace(b"nan", b"null")
+            parsed = orjson.loads(b"[" + body + b"]")
             a = np.array(parsed, dtype=np.float64)
         except (orjson.JSONDecodeError, TypeError, ValueError, OverflowError):
             a = None
