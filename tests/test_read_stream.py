@@ -270,3 +270,48 @@ def test_bulk_numbers_are_the_floats_python_reads():
         want = np.array([float(t) for t in tokens])
         np.testing.assert_array_equal(got, want)
         assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_segment_count_counts_crlf_once():
+    """`console_fast._segments_in` (the line count a bulk read adds: `\\r`, `\\n` and `\\r\\n` one
+    separator each, `\\r\\n` pairs found at the line feeds) gives the count of three `bytes.count`s, on
+    random mixes of separators, over any span (a pair cut by the span's start or end is no pair)."""
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        data = bytes(rng.choice(np.frombuffer(b"a\r\n", np.uint8), int(rng.integers(0, 200))).tolist())
+        a = int(rng.integers(0, len(data) + 1))
+        b = int(rng.integers(a, len(data) + 1))
+        want = data.count(b"\r", a, b) + data.count(b"\n", a, b) - data.count(b"\r\n", a, b)
+        assert console_fast._segments_in(data, a, b) == want, (data, a, b)
+
+
+def test_fast_path_reads_trainer_cycles_of_every_redraw_shape(tmp_path, monkeypatch):
+    """The Trainer's log dicts with the bar redrawn in every way a cycle admits (no bar after the first,
+    blank segments before or after the next bar, several redraws, a counter that moves back, tabs,
+    CRLF and lone CR separators), over several read chunks, with stretches that have no redraw at
+    all: the same Run as the line parser alone."""
+    from tqdm import tqdm
+
+    rng = np.random.default_rng(5)
+    n = 20_000
+    s, loss, gn = _curve(n, nan_at=19_500)
+    blank = " " * 60
+    out = ["***** Running training *****\n"]
+    for i, v, g in zip(s.tolist(), loss.tolist(), gn.tolist()):
+        sep = "\r\n" if rng.random() < 0.1 else "\n"
+        out.append(f"{{'loss': {v:.4f}, 'grad_norm': {g:.6g}, 'learning_rate': 3.0e-04, 'epoch': {i / n:.2f}}}{sep}")
+        if rng.random() < 0.2:
+            out.append(blank + "\r")
+        out.append(tqdm.format_meter(i, n, elapsed=i / 9.0) + "\r")
+        quiet = 1_000 <= i < 17_000  # no redraw (more than a read chunk): each cycle's only bar is its first
+        for _ in range(0 if quiet else int(rng.integers(0, 4))):
+            pick = rng.random()
+            if pick < 0.4:
+                out.append(tqdm.format_meter(i + 1, n, elapsed=i / 9.0) + "\r")
+            elif pick < 0.5:
+                out.append("\t" + tqdm.format_meter(max(1, i - 1), n, elapsed=i / 9.0) + " \r")
+            else:
+                out.append(blank + ("\r\n" if pick > 0.95 else "\r"))
+    (tmp_path / "hf.out").write_text("".join(out) + "\n")
+    run = _both(tmp_path / "hf.out", monkeypatch)[0]
+    assert len(run) == n and int(run.steps[-1]) == n

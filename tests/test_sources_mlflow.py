@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import lightning_kit
@@ -378,6 +378,49 @@ def test_metric_lines_fuzz(lines):
     assert len(notes) <= 2
     if lines and all(len(x.split()) == 3 and x == " ".join(x.split()) for x in lines):
         assert steps.size == len(lines) or notes  # every line read, or a note says where it stopped
+
+
+_PLAIN_TOKENS = ["0", "1", "17", "1700000000100", "2.5", "-0.0", "1e-05", "1E5", "3.3050000000000002", "nan", "-3"]
+_ODD_TOKENS = ["-0", "inf", "-inf", "-nan", "+1", "1.", ".5", "1e400", "18446744073709551617", "1_0", "null", "0x10"]
+_ODD_TOKENS += ["\u00e9", "\x1c", "1\r", "2.5\u00a0", "1e-0", "-00"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.one_of(
+            st.lists(st.sampled_from(_PLAIN_TOKENS), min_size=3, max_size=3),
+            st.lists(st.sampled_from(_PLAIN_TOKENS + _ODD_TOKENS), min_size=2, max_size=4),
+        ).map(" ".join),
+        max_size=40,
+    ),
+    st.booleans(),
+    st.integers(8, 300),
+)
+@example(["1 -0 1", "2 2.5 2"], True, 300)  # JSON reads -0 as the integer 0; float() as -0.0
+@example(["1700000000100 2.5 170000000000000 5 6"], True, 16)  # a line cut by a block, each part 3 numbers
+def test_a_metric_file_read_by_blocks_is_read_as_whole(tmp_path, lines, newline_at_end, block):
+    """A metric file read block by block (the blocks parsed by JSON where their tokens are spelled as
+    JSON numbers) gives what the whole file's parse gives: the same steps, values (NaN, the sign of a
+    zero, infinities), notes, for plain, odd and damaged lines and any cut of the blocks."""
+    from lossdoctor.sources import mlflow_store
+
+    path = tmp_path / "loss"
+    data = "\n".join(lines).encode() + (b"\n" if newline_at_end and lines else b"")
+    path.write_bytes(data)
+    whole_notes: list[str] = []
+    want = mlflow_store.parse_metric_file(data, "loss", whole_notes)
+    saved = mlflow_store._BLOCK
+    mlflow_store._BLOCK = block
+    try:
+        notes: list[str] = []
+        got = mlflow_store.read_metric_file(path, "loss", notes)
+    finally:
+        mlflow_store._BLOCK = saved
+    assert got[0].dtype == want[0].dtype and np.array_equal(got[0], want[0])
+    assert np.array_equal(got[1], want[1], equal_nan=True)
+    assert np.array_equal(np.signbit(got[1]), np.signbit(want[1]))
+    assert list(map(repr, notes)) == list(map(repr, whole_notes))
 
 
 def test_misaligned_lines_are_not_regrouped():

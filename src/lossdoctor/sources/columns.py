@@ -370,13 +370,25 @@ SIGNAL_NAMES = {
 }
 
 
+def distinct_sorted(a: np.ndarray) -> np.ndarray:
+    """`np.unique(a)` of an integer array, by a sort: numpy 2's hash-based unique of integers took
+    about 7x a sort (1.3 s against 0.18 s on three metrics' million steps each)."""
+    s = np.sort(a)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if s.size else s
+
+
 def aligned(
     series: dict[str, tuple[ArrayLike, ArrayLike]],
 ) -> tuple[np.ndarray, dict[str, np.ndarray], dict[str, np.ndarray]]:
     """Scalar series logged at their own steps (TensorBoard tags, MLflow metrics), put on the union
     of their steps: (steps, columns with NaN where a series has no point, which points were logged).
     A step logged twice keeps the value logged last."""
-    steps = np.unique(np.concatenate([np.asarray(s, dtype=np.int64) for s, _ in series.values()]))
+    arrays = [np.asarray(s, dtype=np.int64) for s, _ in series.values()]
+    first = arrays[0] if arrays else np.zeros(0, dtype=np.int64)
+    if first.size and np.all(first[1:] > first[:-1]) and all(np.array_equal(a, first) for a in arrays[1:]):
+        steps = first.copy()  # the common case: every series at the same increasing steps, their union
+    else:
+        steps = distinct_sorted(np.concatenate(arrays))
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for col, (s, v) in series.items():

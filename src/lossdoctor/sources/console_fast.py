@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import codecs
 import itertools
-import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -168,21 +167,29 @@ def learn_dict(text: str, row: dict[str, Any]) -> DictTemplate | None:
         return None
 
 
-_SEP = rb"(?:\r\n|[\r\n])"
+#: a separator (`\r\n`, `\r`, `\n`). Its `\n` after a `\r` is possessive: in a cycle a blank segment may
+#: stand after every separator, so giving that `\n` back (a `\r`, then an empty segment) could lead
+#: to no other match; without the backtracking point the cycle's match is about a sixth cheaper
+_SEP = rb"(?:\r\n?+|\n)"
+#: a run of blanks, `[ \t]*+`: its spaces first taken by a one-character loop (the cheapest there is),
+#: then any tabs and what follows them; the same characters taken
+_BLANKS = rb" *+[ \t]*+"
 #: `stdout._PLAIN_BAR` over bytes after its leading blanks (a segment: no separator inside), its
 #: counter and total captured. A segment of a cycle is `[ \t]*` and then this or nothing: blanks and
 #: bars share their leading blanks, so no run of spaces is tried twice
-_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*+\| *+(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*+\][ \t]*+"
+_BAR_BODY = rb"\d{1,3}%\|[^\[\]|=\x1b\r\n]*+\| *+(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d[^\]=\x1b\r\n]*+\]" + _BLANKS
 _BAR_BODY_NC = _BAR_BODY.replace(rb"(\d+)", rb"\d+")
 #: a bar's counter and total, in whole segments known to be blanks or bars (starts on a literal)
 _BARS = re.compile(rb"\| *(\d+)/(\d+) \[(?:\d+:)?\d+:\d\d")
+_BAR_COUNTERS = re.compile(rb"\| *(\d+)/\d+ \[(?:\d+:)?\d+:\d\d")
 
 
 @dataclass
 class Cycle:
     """The Trainer's console cycle with its progress bar on: a log dict of a learned shape, then the
     bar redrawn (blank segments where `tqdm.write` cleared it). `rx` matches one cycle: groups are
-    the whole cycle, the dict's values, the first bar's counter and total, and the rest of the bars."""
+    the dict's values, the first bar's counter and total, the next bar's counter and total (None when
+    the first is followed by no bar before another kind of segment), and the rest of the bars."""
 
     rx: re.Pattern[bytes]
     dict: DictTemplate
@@ -194,36 +201,91 @@ def cycle_of(t: DictTemplate) -> Cycle:
     # opening `{'` so the search runs on that literal (a look-behind first would cost at every byte)
     assert body.startswith(rb"\{'")
     start = rb"\{'(?<![^\r\n]\{')" + body[3:]
+    blank = _BLANKS + _SEP
     # possessive quantifiers (`*+`) where giving characters back can never lead to a match: the
-    # same matches, without the backtracking
+    # same matches, without the backtracking. After the first bar: blank segments, a bar (its numbers
+    # captured: the parser's bar redrawn for the next step, so that its counter needs no search),
+    # then any blank or bar segments; greedy and with nothing after, they take what `(blank | bar)*`
+    # takes
     rx = re.compile(
-        rb"("
-        + start
+        start
         + _SEP
-        + rb"(?:[ \t]*+"
-        + _SEP
-        + rb")*[ \t]*+"
+        + rb"(?:"
+        + blank
+        + rb")*"
+        + _BLANKS
         + _BAR_BODY
         + _SEP
-        + rb"((?:[ \t]*+(?:"
+        + rb"(?:"
+        + blank
+        + rb")*(?:"
+        + _BLANKS
+        + _BAR_BODY
+        + _SEP
+        + rb")?((?:"
+        + _BLANKS
+        + rb"(?:"
         + _BAR_BODY_NC
         + rb")?"
         + _SEP
-        + rb")*))"
+        + rb")*)"
     )
     return Cycle(rx, t)
 
 
-def cycle_values(c: Cycle, found: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(dict values (cycles, keys), first bars' (counter, total) (cycles, 2), the other bars' (counter,
-    total) in order (bars, 2)) of matched cycles. The matches' groups are transposed in C (`zip`) and
-    each group's numbers parsed in one call: no Python step per cycle."""
+@dataclass
+class CycleValues:
+    """What the parser keeps of a run of matched cycles (`cycle_values`)."""
+
+    cols: dict[str, np.ndarray]  # the dict's columns, "epoch" apart
+    epoch: float | None  # the first cycle's epoch (None: the dict has no epoch)
+    steps: np.ndarray  # each cycle's first bar's counter
+    top: float  # the largest counter of all the bars
+    last: tuple[float, float]  # the last bar's counter and total
+
+
+def cycle_values(c: Cycle, groups: list[Any]) -> CycleValues:
+    """What the parser keeps of matched cycles, from their groups one after the other (`groups`, as
+    `Cycle.rx` captures them). Each kept column's numbers are parsed in one call (no Python step per
+    cycle); what is not kept is not parsed: the epochs but the first, the totals but the last, of the
+    redraws only the counters."""
+    g = c.rx.groups
     k = len(c.dict.keys)
-    groups = list(zip(*found))
-    vals = np.column_stack([numbers(groups[j], len(found)) for j in range(1, k + 3)])
-    rest = _BARS.findall(b"".join(groups[-1]))
-    bars = numbers(itertools.chain.from_iterable(rest), 2 * len(rest)).reshape(-1, 2)
-    return vals[:, :k], vals[:, k:], bars
+    n = len(groups) // g
+    cols = {key: numbers(groups[j::g], n) for j, key in enumerate(c.dict.keys) if key != "epoch"}
+    epoch = float(numbers([groups[c.dict.keys.index("epoch")]], 1)[0]) if "epoch" in c.dict.keys else None
+    steps = numbers(groups[k::g], n)
+    redrawn = groups[k + 2 :: g]
+    rest = groups[g - 1 :: g]
+    counters = _BAR_COUNTERS.findall(b"".join(rest))
+    absent = redrawn.count(None)
+    if not counters and absent == n:
+        return CycleValues(cols, epoch, steps, float(steps.max()), (float(steps[-1]), _number(groups[k + 1 - g])))
+    counters += redrawn if not absent else [x for x in redrawn if x is not None]
+    top = max(float(steps.max()), float(numbers(counters, len(counters)).max()))
+    return CycleValues(cols, epoch, steps, top, _last_bar(groups, g, k))
+
+
+def _last_bar(groups: list, g: int, k: int) -> tuple[float, float]:
+    """The (counter, total) of the last bar after a first one, looked for from the last cycle back
+    (there is one)."""
+    for i in range(len(groups) - g, -1, -g):
+        found = _BARS.findall(groups[i + g - 1])
+        if found:
+            return _number(found[-1][0]), _number(found[-1][1])
+        if groups[i + k + 2] is not None:
+            return _number(groups[i + k + 2]), _number(groups[i + k + 3])
+    raise AssertionError("no bar after a first one")
+
+
+def _number(token: bytes) -> float:
+    """One captured number, parsed as `numbers` parses it."""
+    return float(numbers([token], 1)[0])
+
+
+def _tokens(found: list) -> list:
+    """The captured numbers of `findall`'s matches, one after the other (a match's tuple flattened)."""
+    return list(itertools.chain.from_iterable(found)) if found and isinstance(found[0], tuple) else found
 
 
 def feed_stream(f: IO[bytes], parser: Any) -> None:
@@ -298,9 +360,8 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
                 done = _feed_slow(view, at, start, parser)
                 if done < start:
                     return pos + done
-            if not parser.bulk_cycles(
-                t, found if found is not None else t.rx.findall(view, start, stop), _segments_in(view, start, stop)
-            ):
+            groups = found if found is not None else _tokens(t.rx.findall(view, start, stop))
+            if not parser.bulk_cycles(t, groups, _segments_in(view, start, stop)):
                 _feed_slow(view, start, stop, parser, early=False)
             at = stop
             continue
@@ -309,7 +370,7 @@ def _feed_from(data: bytes, pos: int, parser: Any) -> int:
             if done < start:
                 return pos + done
         if parser.can_bulk() and any(t is k for k in parser.templates):  # a shape dropped since: line by line
-            parser.bulk(t, _floats(t, found if found is not None else t.rx.findall(view, start, stop)))
+            parser.bulk(t, _floats(t, found if found is not None else _tokens(t.rx.findall(view, start, stop))))
         else:
             _feed_slow(view, start, stop, parser, early=False)
         at = stop
@@ -335,18 +396,22 @@ def _feed_slow(data: bytes, start: int, stop: int, parser: Any, early: bool = Tr
 
 
 def _runs(templates: list[Template], text: bytes) -> list[tuple[int, int, Template, list | None]]:
-    """(start, stop, template, its matches or None) of the runs of consecutive lines of `text` that
-    one template matches, in order. The common case, every line one template's, costs one findall."""
+    """(start, stop, template, its captured numbers one after the other, or None) of the runs of
+    consecutive lines of `text` that one template matches, in order. The common case, every line one
+    template's, costs one `split` (no tuple per line: the numbers come as one flat list)."""
     lines = text.count(b"\n")
     partial: list[tuple[Template, int]] = []
     for i, t in enumerate(templates):
-        found = t.rx.findall(text)
-        if len(found) == lines and lines:
+        parts = t.rx.split(text)
+        step = t.rx.groups + 1  # parts: text before, the numbers, text between, the numbers, ..., text after
+        found = len(parts) // step
+        if found == lines and lines:
             if i:  # the shape of this part of the log: tried first from now on
                 templates.insert(0, templates.pop(i))
-            return [(0, text.rfind(b"\n") + 1, t, found)]
+            del parts[::step]
+            return [(0, text.rfind(b"\n") + 1, t, parts)]
         if found:
-            partial.append((t, len(found)))
+            partial.append((t, found))
     spans = sorted((m.start(), m.end(), i) for i, (t, _) in enumerate(partial) for m in t.rx.finditer(text))
     runs: list[tuple[int, int, Template, list | None]] = []
     for a, b, i in spans:
@@ -358,22 +423,22 @@ def _runs(templates: list[Template], text: bytes) -> list[tuple[int, int, Templa
 
 
 def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, list | None]]:
-    """Runs of consecutive cycles of one shape: one findall when they tile the data from the first
-    one to the end of the last, else their spans."""
+    """Runs of consecutive cycles of one shape: one `split` when they tile the data from the first
+    one to the end of the last (their groups then come as one flat list), else their spans."""
     out: list[tuple[int, int, Any, list | None]] = []
     for i, c in enumerate(cycles):
-        found = c.rx.findall(data)
-        if not found:
+        parts = c.rx.split(data)
+        if len(parts) == 1:
             continue
         if i:  # the shape of this part of the log: tried first from now on
             cycles.insert(0, cycles.pop(i))
-        first = c.rx.search(data)
-        assert first is not None
-        covered = sum(map(len, map(operator.itemgetter(0), found)))
-        if data.startswith(found[-1][0], first.start() + covered - len(found[-1][0])):
-            return [(first.start(), first.start() + covered, c, found)]
-        spans = [(m.start(), m.end()) for m in c.rx.finditer(data)]
-        for a, b in spans:
+        step = c.rx.groups + 1  # parts: text before, the groups, text between, the groups, ..., text after
+        if not any(parts[step:-1:step]):  # nothing between two cycles
+            start, stop = len(parts[0]), len(data) - len(parts[-1])
+            del parts[::step]
+            return [(start, stop, c, parts)]
+        for m in c.rx.finditer(data):
+            a, b = m.span()
             if out and out[-1][1] == a and out[-1][2] is c:
                 out[-1] = (out[-1][0], b, c, None)
             else:
@@ -383,15 +448,20 @@ def _cycle_runs(cycles: list[Cycle], data: bytes) -> list[tuple[int, int, Any, l
 
 
 def _segments_in(data: bytes, start: int, stop: int) -> int:
-    """How many segments `data[start:stop]` holds (it ends with a separator; `\r\n` is one)."""
-    return data.count(b"\r", start, stop) + data.count(b"\n", start, stop) - data.count(b"\r\n", start, stop)
+    """How many segments `data[start:stop]` holds (it ends with a separator; `\r\n` is one). The
+    `\r\n` pairs are counted at the line feeds (a two-byte count costs three one-byte ones)."""
+    lf, cr = data.count(b"\n", start, stop), data.count(b"\r", start, stop)
+    if not lf or not cr:
+        return lf + cr
+    u8 = np.frombuffer(data, np.uint8, stop - start, start)
+    before_lf = np.flatnonzero(u8[1:] == 10)  # index of the byte before each line feed (but a first one)
+    return lf + cr - int(np.count_nonzero(u8[before_lf] == 13))
 
 
-def _floats(t: Template, found: list) -> np.ndarray:
-    """(lines, len(cols)) floats of the captured numbers: joined and parsed by numpy's C parser in
-    one call (the template admits only numbers and nan/inf words), else one by one."""
-    k = len(t.cols)
-    return numbers(itertools.chain.from_iterable(found) if k > 1 else found, len(found) * k).reshape(len(found), k)
+def _floats(t: Template, tokens: list) -> np.ndarray:
+    """(lines, len(cols)) floats of the captured numbers (`tokens`: a line's numbers, then the next
+    line's), parsed in one call (`numbers`)."""
+    return numbers(tokens, len(tokens)).reshape(-1, len(t.cols))
 
 
 def numbers(tokens: Iterable[bytes], count: int) -> np.ndarray:

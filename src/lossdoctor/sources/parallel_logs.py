@@ -53,6 +53,10 @@ PLACEHOLDER_LOSS = -1.0
 _MESH = re.compile(r"Building \d+-D device mesh with \[([^\]]*)\],\s*\[([^\]]*)\]")
 _TITAN_STAGE = re.compile(r"PP rank (\d+) is building stage_idx (\d+)")
 _MEGATRON_SIZE = re.compile(r"^\s*(tensor|pipeline)_model_parallel_size\s\.{3,}\s*(\d+)")
+# a line that starts with a rank number (`3: ...`): at the text's start, or after a line feed (the
+# search runs on the line feed, where `^` under re.M would be tried at every character)
+_NUMBERED = re.compile(r"\d{1,6}: ")
+_NUMBERED_LINE = re.compile(r"\n\d{1,6}: ")
 _MEGATRON_RANK = re.compile(r"\(tensor, pipeline\) model parallel rank \((\d+)\s*,\s*(\d+)\)")
 _SNIFF_CHARS = 4 << 20
 
@@ -187,7 +191,7 @@ def _sniff(p: Path) -> bool:
     text = text_head(p, _SNIFF_CHARS)
     if not text:
         return False
-    if "[rank" not in text and "[default" not in text and not re.search(r"^\d{1,6}: ", text, re.M):
+    if "[rank" not in text and "[default" not in text and not (_NUMBERED.match(text) or _NUMBERED_LINE.search(text)):
         return False
     return parallel(scan(iter(text.splitlines())))
 

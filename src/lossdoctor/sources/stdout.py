@@ -251,13 +251,13 @@ class ConsoleParser:
             self._cycles = [fast.cycle_of(t) for t in self.dict_templates]
         return self._cycles
 
-    def bulk_cycles(self, c: fast.Cycle, found: list, segments: int) -> bool:
+    def bulk_cycles(self, c: fast.Cycle, groups: list, segments: int) -> bool:
         """Cycles of log dict + bar redraws (`console_fast.Cycle`), read as `feed` would read their
         segments: each dict waits for a step and the bar drawn next gives it (`_place_pending`); the
         bars move the counter. False (nothing read) unless that reading is certain: no row waiting
         before them, and each dict's bar counter beyond the one before."""
-        vals, first, rest = fast.cycle_values(c, found)
-        steps = first[:, 0]
+        v = fast.cycle_values(c, groups)
+        steps = v.steps
         if (
             self.pending is not None
             or not self.can_bulk()
@@ -265,9 +265,9 @@ class ConsoleParser:
             or (self.last_pending_step is not None and steps[0] <= self.last_pending_step)
         ):
             return False
-        cols = {k: vals[:, j] for j, k in enumerate(c.dict.keys) if k != "epoch"}
-        if "epoch" in c.dict.keys and self.first_epoch is None:
-            self.first_epoch = float(vals[0, c.dict.keys.index("epoch")])
+        cols = v.cols
+        if v.epoch is not None and self.first_epoch is None:
+            self.first_epoch = v.epoch
         flags = None
         if "loss" in cols and "grad_norm" in cols:  # `is_filtered_nan`: an all-NaN interval logged as 0.0
             filtered = (cols["loss"] == 0.0) & ~np.isfinite(cols["grad_norm"])
@@ -282,11 +282,9 @@ class ConsoleParser:
             prev = steps[-2] if len(steps) > 1 else self.last_pending_step
             self.pending_interval = max(1, int(steps[-1] - prev))
         self.last_pending_step = int(steps[-1])
-        bars = np.concatenate([first, rest])
-        last = rest[-1] if len(rest) else first[-1]
-        self.bar_done = bool(last[0] >= last[1])
-        self.last_counter = int(last[0])
-        top = int(bars[:, 0].max())
+        self.bar_done = bool(v.last[0] >= v.last[1])
+        self.last_counter = int(v.last[0])
+        top = int(v.top)
         if self.marker is None or top > self.marker:
             self.marker, self.since_marker = top, 0
         self.line_no += segments

@@ -384,6 +384,8 @@ def _loadtxt(body: str, delim: str, width: int, keep: list[int]) -> np.ndarray |
     lines = body.count("\n") + (0 if body.endswith("\n") else 1)
     if body.count(delim) != lines * (width - 1):
         return None  # rows of another width, blank lines or quoted delimiters: the general path
+    if delim == "," and (whole := _json_rows(body, width, lines)) is not None:
+        return whole[:, keep]
     try:
         a = np.loadtxt(io.StringIO(body), delimiter=delim, dtype=np.float64, ndmin=2, quotechar='"', usecols=keep)
     except ValueError:
@@ -391,6 +393,39 @@ def _loadtxt(body: str, delim: str, width: int, keep: list[int]) -> np.ndarray |
     if a.shape[1] != len(keep):
         return None
     return a
+
+
+#: a cell spelled with the characters of JSON numbers and `nan` (after `nan` -> `null`, what JSON reads
+#: of it is a number or that null)
+_JSON_CELL = r"[-+.0-9eEan]++"
+#: characters of a table parsed by one orjson call
+_JSON_PIECE = 1 << 20
+
+
+def _json_rows(body: str, width: int, lines: int) -> np.ndarray | None:
+    """(lines, width) floats of a comma table whose every row has `width` cells of JSON-spelled numbers,
+    parsed by orjson (a piece of about `_JSON_PIECE` characters a call, so the Python floats it makes
+    stay few): correctly rounded, the doubles `np.loadtxt` reads, in about two thirds of its time.
+    None for any other body (and one with a `-0` cell: JSON reads the integer 0, where `np.loadtxt`
+    reads -0.0), which `np.loadtxt` then reads."""
+    row = _JSON_CELL + rf"(?:,{_JSON_CELL}){{{width - 1}}}"
+    if "-0," in body or "-0\n" in body or body.endswith("-0"):
+        return None
+    if not re.fullmatch(rf"(?:{row}\n)*+(?:{row})?", body):
+        return None
+    parts = []
+    start = 0
+    while start < len(body):
+        end = body.find("\n", start + _JSON_PIECE)
+        end = len(body) if end < 0 else end + 1
+        piece = body[start:end].rstrip("\n").replace("\n", ",").replace("nan", "null")
+        try:
+            parts.append(np.array(orjson.loads("[" + piece + "]"), np.float64))
+        except (orjson.JSONDecodeError, TypeError, ValueError, OverflowError):
+            return None
+        start = end
+    a = np.concatenate(parts) if parts else np.zeros(0)
+    return a.reshape(lines, width) if a.ndim == 1 and a.size == lines * width else None
 
 
 def _dedupe_names(names: list[str]) -> list[str]:
