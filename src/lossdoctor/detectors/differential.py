@@ -1373,6 +1373,21 @@ def what(sym: Symptom) -> Msg:
             else "diff.absurd.ce_high"
         )
         return Msg("diff.what.absurd", loss=d["loss"], step=sym.step, why=Msg(why))
+    if sym.kind == "spike" and d.get("opening"):
+        return Msg(
+            "diff.what.spike_opening", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"], after=d["after"]
+        )
+    if sym.kind in ("spike", "jump_stayed") and d.get("signed"):
+        after = Msg("diff.what.signed_after", level=d["level_after"]) if d["level_after"] is not None else ""
+        return Msg(
+            "diff.what.signed_jump",
+            loss=d["loss"],
+            step=sym.step,
+            sigmas=d["sigmas"],
+            base=d["base"],
+            before=d["before"],
+            after=after,
+        )
     if sym.kind == "jump_stayed" and d.get("climb"):
         return Msg("diff.what.climb", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"])
     if sym.kind == "nonfinite" and d.get("source") == "component":
