@@ -4,6 +4,10 @@ trainers print them and read by the real readers, against look-alikes that must 
 
 - an excerpt that opens on a loss of 1e14 and is back in range at the next prints shows a spike the
   run came back from, not weights that were never sane;
+- a loss at or below 0 (a negative log-likelihood) jumps in its own units, not in ratios;
+- a loss that fell far and climbs back at every print to the end diverged, however short the log;
+- a gradient norm non-finite at every logged step past the loss scaler's search, under a flat finite
+  loss, is a run whose every update was thrown away: critical, and no bad batch.
 """
 
 from __future__ import annotations
@@ -155,3 +159,45 @@ def test_a_fall_that_flattens_or_a_small_late_rise_is_no_divergence(tmp_path, se
     steps = [1 + 55 * k for k in range(down + 4)]
     _, report = _diagnose(tmp_path, _eq(steps, np.concatenate([fall, flat]), rng.uniform(5, 20, down + 4)))
     assert not [f for f in _alarms(report) if f.symptom == "divergence"], _show(report)
+
+
+# ------------------------------------------------------------------ every update thrown away
+
+
+def _hf_nan(loss, epoch0: float, per: float) -> str:
+    """transformers' printed log dicts with a NaN gradient norm on every line (no step)."""
+    return "".join(
+        repr(
+            {
+                "loss": round(float(v), 4),
+                "grad_norm": float("nan"),
+                "learning_rate": 1e-4,
+                "epoch": round(epoch0 + per * k, 2),
+            }
+        )
+        + "\n"
+        for k, v in enumerate(loss)
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_nan_gradient_at_every_step_past_the_scalers_search_under_a_flat_loss_is_critical(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 12))
+    loss = float(rng.uniform(0.6, 8.0)) * np.exp(rng.normal(0, 0.015, n))
+    _, report = _diagnose(tmp_path, _hf_nan(loss, float(rng.uniform(0.03, 2.5)), 0.003))
+    first = _alarms(report)[0]
+    assert (first.severity, first.symptom, first.step) == ("critical", "nonfinite", 1), _show(report)
+    assert first.cause in ("loss_scale_collapse", "activation_overflow")
+    assert has(first.evidence, "diff.ev.all_skipped", n=n)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_nan_gradients_over_the_first_steps_of_an_fp16_run_are_the_scalers_search(tmp_path, seed):
+    """The scaler halves its scale from 2^16 at each overflowing step: the first few logged steps of
+    a run logged every step may all be NaN; that is no dead run (the skipped-steps warning tells it)."""
+    rng = np.random.default_rng(20 + seed)
+    n = int(rng.integers(2, 8))
+    loss = float(rng.uniform(0.6, 8.0)) * np.exp(rng.normal(0, 0.015, n))
+    _, report = _diagnose(tmp_path, _hf_nan(loss, 0.0, 0.001))
+    assert not [f for f in report.findings if f.severity == "critical"], _show(report)

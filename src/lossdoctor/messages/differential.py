@@ -340,6 +340,11 @@ TEMPLATES = {
         "warm-up 期间 grad norm 保持在 {base} 附近，直到 LR 在 step {step} 达到峰值 {lr} 之后才升到 {top}",
     ),
     "diff.ev.loss_finite": ("the loss was still finite at that step", "该 step 的 loss 仍是有限值"),
+    "diff.ev.all_skipped": (
+        "the loss stayed flat and finite over all {n} steps with a non-finite gradient: every update was "
+        "thrown away, so nothing trained",
+        "在全部 {n} 个 grad 为 NaN/Inf 的 step 中 loss 一直平稳且有限：每次更新都被丢弃，模型什么也没学到",
+    ),
     # the measurement that separates the leader from the runner-up
     "diff.sep.generic": (
         "log the gradient norm, the LR and the loss scale every step and look at step {step}",
