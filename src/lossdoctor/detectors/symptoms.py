@@ -556,10 +556,10 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
     below `recovered` x the baseline or it is the last point, `jump_stayed` when it did not."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size >= 2 and (x <= 0).any():
+    if x.size < 2 or (x == 0).any():
+        return []  # exact zeros (a masked or by-design zero objective) have no level to jump from
+    if (x < 0).any():
         return _signed_jump(q, lf, x)
-    if x.size < 2:
-        return []
     lx = np.log(x)
     start = float(np.median(x[:3]))
     shift = _level_shift(q, lf, lx)
@@ -606,10 +606,12 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
 
 
 def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
-    """For a loss that goes to or below 0 (a flow's or a density's negative log-likelihood), where
+    """For a loss that goes below 0 (a flow's or a density's negative log-likelihood), where
     ratios mean nothing: the first point >= `signed_before` points in whose rise over the median of
     the points before it clears `spike_z` of their robust sigmas and `huge_jump` x their own size
-    (the larger of |median| and that sigma): a jump from -5.4 to 40490 under 0.1 of noise. A `spike`
+    (the largest of |median|, that sigma and their widest swing from the median: a heavy-tailed
+    objective that crosses 0, an RL policy loss, has swung that far before): a jump from -5.4 to
+    40490 under 0.1 of noise. A `spike`
     when the next point falls back by >= 1 - `signed_back` of the rise (one point out; `recovered`
     says whether the loss then came back within `rise_z` sigmas of the level before, or None at the
     log's end), `jump_stayed` when it stays up."""
@@ -618,7 +620,8 @@ def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimit
         med = float(np.median(prev))
         sigma = max(1.4826 * float(np.median(np.abs(prev - med))), lim.signed_floor * max(abs(med), 1e-12))
         rise = float(x[j]) - med
-        if rise < lim.spike_z * sigma or rise < lim.huge_jump * max(abs(med), sigma):
+        size = max(abs(med), sigma, float(np.max(np.abs(prev - med))))
+        if rise < lim.spike_z * sigma or rise < lim.huge_jump * size:
             continue
         after = x[j + 1 :]
         one_point = bool(after.size == 0 or after[0] - med <= lim.signed_back * rise)
@@ -630,7 +633,7 @@ def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimit
                 lf[j],
                 loss=float(x[j]),
                 base=med,
-                ratio=rise / max(abs(med), sigma),
+                ratio=rise / size,
                 recovered=back,
                 before=int(prev.size),
                 after=int(after.size),
