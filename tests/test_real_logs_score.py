@@ -154,8 +154,10 @@ def test_the_harm_rule_recognises_the_lr_cuts_lossdoctor_actually_prints():
         run = max(runs, key=len)
         for f in diagnose_runs(runs).to_dict()["findings"]:
             keys = [d["key"] for d in f.get("fixes_data") or [] if d]
-            # a differential finding too uncertain for its cause's own fixes advises measuring first
-            if f["cause"] == "lr_too_high" and not all(k.startswith("diff.") for k in keys):
+            # a differential finding too uncertain for its cause's own fixes advises measuring first, and
+            # so does an LR finding whose cut the log does not support (`lr_advice.measure_fix`)
+            measures = all(k.startswith("diff.") or k == "lr.fix.measure_first" for k in keys)
+            if f["cause"] == "lr_too_high" and not measures:
                 seen += 1
                 assert any(score.cuts_lr(x, score.lr_at(run, f["step"])) for x in f["fixes"]), (e["file"], f["fixes"])
     assert seen >= 1
