@@ -58,7 +58,8 @@ def test_an_excerpt_opening_on_an_absurd_loss_that_came_back_is_a_spike(tmp_path
         report
     )
     assert has(first.evidence, "diff.what.spike_opening", step=360, after=after.size)
-    assert "lr" not in {x.kind for x in first.fixes}  # no LR cut for a spike the run came back from
+    assert not {"lr"} & {x.kind for x in first.fixes}  # no LR cut for a spike the run came back from
+    assert not [x for x in first.fixes if "lower_lr" in str(getattr(x.text, "key", ""))]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -95,7 +96,7 @@ def test_a_negative_loss_that_jumps_far_beyond_its_noise_is_a_spike(tmp_path, se
     first = _alarms(report)[0]
     assert (first.severity, first.symptom, first.step) == ("warning", "spike", 1000 + before), _show(report)
     assert has(first.evidence, "diff.what.signed_jump", step=1000 + before, before=min(before, 20))
-    assert "lr" not in {x.kind for x in first.fixes}
+    assert not [x for x in first.fixes if x.kind == "lr" or "lower_lr" in str(getattr(x.text, "key", ""))]
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -142,7 +143,9 @@ def test_a_loss_that_fell_far_and_climbs_back_at_every_print_is_a_divergence(tmp
     gn = rng.uniform(5, 20, loss.size)
     _, report = _diagnose(tmp_path, _eq(steps, loss, gn))
     first = _alarms(report)[0]
-    assert (first.symptom, first.cause) == ("divergence", "lr_too_high"), _show(report)
+    assert (first.severity, first.symptom, first.cause) == ("critical", "divergence", "lr_too_high"), _show(report)
+    # the rise is measured from where the descent ended, not from the median of the descent
+    assert "diff.fix.lower_lr" in {getattr(x.text, "key", None) for x in first.fixes}
     assert first.step in steps[down : down + 2]  # where the climb began (the smoother rule dates its knee)
     assert has(first.evidence, "diff.what.rise")
 
