@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -248,6 +249,29 @@ _NAN_ROWS = (
     Row("calm", "nonfinite_data", 1.0, ">= 20 calm steps, then NaN in one step: the batch of that step"),
     Row("at_start", "nonfinite_data", 0.8, "NaN before any update: the data or the model's first forward"),
     Row("at_start", "grad_explosion", -0.3, "no updates yet to explode"),
+    # every logged gradient non-finite under finite, flat losses: each update thrown away (`_grads_never_finite`)
+    Row(
+        "all_skipped",
+        "nonfinite_data",
+        -1.5,
+        "a bad batch breaks its own step; finite losses with a non-finite gradient at every logged step "
+        "are every batch's backward",
+    ),
+    Row(
+        "all_skipped",
+        "loss_scale_collapse",
+        1.5,
+        "finite losses whose updates were all skipped for non-finite gradients: the fp16 loss "
+        "scaler throwing every step away",
+        MECHANISM,
+    ),
+    Row(
+        "all_skipped",
+        "activation_overflow",
+        0.8,
+        "a backward that overflows fp16 at every batch overflows at any loss scale",
+        MECHANISM,
+    ),
     # the text's events (sources/text_events.RULES; a bare "loss is nan" line is the symptom, not evidence)
     Row("nan_input", "nonfinite_data", 1.2, "the framework says the inputs themselves hold NaN/Inf"),
     Row("scale_floor", "loss_scale_collapse", 2.5, "the scaler hit its minimum scale: every step overflowed"),
@@ -1238,6 +1262,10 @@ def _ev_kept_rising(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.kept_rising", n=int(x.size - 1), last=float(x[-1]))
 
 
+def _ev_all_skipped(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    return Msg("diff.ev.all_skipped", n=sym.data["n"]) if sym.data.get("all_skipped") else None
+
+
 def _ev_loss_finite(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     i = sym.row
     if sym.data.get("from_text") or sym.data.get("source") in ("text", "component"):
@@ -1281,6 +1309,7 @@ EVIDENCE: dict[str, Evidence] = {
     "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving,
     "loss_finite": _ev_loss_finite,
+    "all_skipped": _ev_all_skipped,
     "scale_steady": _ev_scale_steady,
     # the text's events (detectors/log_events.py)
     "nan_input": ev_nan_input,
@@ -1373,6 +1402,21 @@ def what(sym: Symptom) -> Msg:
             else "diff.absurd.ce_high"
         )
         return Msg("diff.what.absurd", loss=d["loss"], step=sym.step, why=Msg(why))
+    if sym.kind == "spike" and d.get("opening"):
+        return Msg(
+            "diff.what.spike_opening", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"], after=d["after"]
+        )
+    if sym.kind in ("spike", "jump_stayed") and d.get("signed"):
+        after = Msg("diff.what.signed_after", level=d["level_after"]) if d["level_after"] is not None else ""
+        return Msg(
+            "diff.what.signed_jump",
+            loss=d["loss"],
+            step=sym.step,
+            sigmas=d["sigmas"],
+            base=d["base"],
+            before=d["before"],
+            after=after,
+        )
     if sym.kind == "jump_stayed" and d.get("climb"):
         return Msg("diff.what.climb", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"])
     if sym.kind == "nonfinite" and d.get("source") == "component":
@@ -1576,23 +1620,47 @@ def _date_back(q: Quantities, sym: Symptom, findings: list[Finding]) -> None:
 
 #: the loss moved at least this share of its first value between the first and the last logged point
 GRAD_NAN_LOSS_MOVED = 0.1
+#: with a flat loss, this many logged rows with a non-finite gradient norm and no finite one, past
+#: the scaler's search for its scale, are a run whose every update was skipped: nothing trains
+GRAD_NAN_FLAT_ROWS = 4
+#: the search: a dynamic loss scale starts at 2^16 (torch) or 2^32 (DeepSpeed) and halves once per
+#: overflowing step, ~16 steps at most; rows past it, or a first row this far into the first epoch
+#: (2% of an epoch of >= 800 updates), are past the search
+GRAD_NAN_SEARCH_STEPS = 20
+GRAD_NAN_SEARCH_EPOCH = 0.02
 
 
 def _grads_never_finite(q: Quantities) -> Symptom | None:
     """Every logged gradient norm (>= 2) non-finite while every loss is finite and the loss moved
     (>= GRAD_NAN_LOSS_MOVED): `Quantities` files those rows as skipped updates
     (`survived_nonfinite_grads`), but a loss that moves says the weights did change, under gradients
-    whose norm is NaN. No update the log shows was sound: as critical as a NaN loss."""
+    whose norm is NaN. No update the log shows was sound: as critical as a NaN loss. A flat loss
+    under them is what skipped updates make: critical too once the rows are past the scaler's
+    search (`_past_search`): every update the log shows was thrown away."""
     rows = q.survived_nonfinite_grads
     if rows.size < 2 or rows.size != int(q.run.logged("grad_norm").sum()):
         return None
     x = q.loss[q.loss_logged & np.isfinite(q.loss)]  # (`finite_loss` leaves skipped rows out: all of them here)
-    if x.size < 2 or abs(float(x[-1]) - float(x[0])) < GRAD_NAN_LOSS_MOVED * abs(float(x[0])):
-        return None  # a flat loss is what skipped updates make: the skipped-updates finding tells it
+    if x.size < 2:
+        return None
+    flat = abs(float(x[-1]) - float(x[0])) < GRAD_NAN_LOSS_MOVED * abs(float(x[0]))
+    if flat and not (rows.size >= GRAD_NAN_FLAT_ROWS and _past_search(q, rows)):
+        return None  # the scaler finding its scale, or too few rows: the skipped-updates finding tells it
     if any(s.kind == "nonfinite" for s in symptoms_of(q)):
         return None
-    return Symptom(
-        kind="nonfinite", row=int(rows[0]), step=int(q.steps[rows[0]]), data={"source": "grad", "n": int(rows.size)}
+    data: dict[str, Any] = {"source": "grad", "n": int(rows.size), "all_skipped": flat}
+    return Symptom(kind="nonfinite", row=int(rows[0]), step=int(q.steps[rows[0]]), data=data)
+
+
+def _past_search(q: Quantities, rows: np.ndarray) -> bool:
+    """The rows lie past a dynamic loss scale's search: more of them than the search takes steps,
+    the last one past it at the trainer's own steps, or a first logged epoch past its share."""
+    run = q.run
+    epoch = run.meta.get("first_epoch")
+    return bool(
+        rows.size > GRAD_NAN_SEARCH_STEPS
+        or (steps_known(run) and int(q.steps[rows[-1]]) > GRAD_NAN_SEARCH_STEPS)
+        or (isinstance(epoch, (int, float)) and epoch >= GRAD_NAN_SEARCH_EPOCH)
     )
 
 

@@ -59,6 +59,9 @@ class LrAdviceLimits:
     tiny_end: float = 0.05
     #: points before the onset whose median is the level the rise is measured from
     base_points: int = 5
+    #: ... unless the last this many of them fall at every print (a trend, not noise): then the last
+    #: one is that level (the median of a descent of 15 -> 1.4 sits far above where the rise began)
+    descent_points: int = 3
     #: point-to-point differences needed to measure the noise (`SymptomLimits.noise_diffs`)
     noise_diffs: int = 3
     #: a NaN/Inf ends a climb when the highest of the last finite losses before it (up to
@@ -148,6 +151,8 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
         return None, Msg("lr.advice.unmeasured")
     before = x[max(0, i - lim.base_points) : i] if i > 0 else x[:1]
     base = float(np.median(before))
+    if _descent_len(before) >= lim.descent_points:
+        base = float(before[-1])  # a descent, not a level: the rise began where it ended (15 -> 1.4, then up)
     after = x[i:]
     k = max(1, min(3, after.size // 4))
     end = float(np.median(after[-k:]))
@@ -172,6 +177,13 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
     if rise < lim.hold_z * se:
         return None, Msg("lr.advice.in_noise", **data, z=rise / se)
     return Msg("lr.advice.held", **data), Msg("lr.advice.held", **data)
+
+
+def _descent_len(x: np.ndarray) -> int:
+    """How many of the last points of x fall at every print (the last one counted; 0 for none)."""
+    d = np.diff(x)
+    up = np.flatnonzero(d >= 0)
+    return int(x.size - (up[-1] + 1)) if up.size else int(x.size)
 
 
 def point_noise(x: np.ndarray, lim: LrAdviceLimits = LIMITS) -> float:

@@ -64,6 +64,13 @@ class SymptomLimits:
     huge_jump: float = 10.0
     #: points of history a point is judged against (the median/MAD of the 20 before it)
     history: int = 20
+    #: a loss that reaches 0 or below is judged in its own units (`_signed_jump`): a point needs this
+    #: many before it (with `huge_jump` x the loss's own size to clear, three measure its level) ...
+    signed_before: int = 3
+    #: ... their spread is taken as at least this share of their level (a printed constant has none)
+    signed_floor: float = 0.01
+    #: ... and the next point falling back under this share of the rise makes it one point out: a spike
+    signed_back: float = 0.1
     #: a later point below this times the pre-jump median: the run came back (the corpus scorer's 1.25, rounded up)
     recovered: float = 1.3
     #: the end of the log sits this many times above the best (rolling median of 3): it diverged
@@ -104,6 +111,12 @@ class SymptomLimits:
     ce_grace_steps: int = 2
     #: any loss this large is not a loss a healthy run prints (fp32 sums of squares included)
     absurd: float = 1e6
+    #: an excerpt that opens on at most this many absurd points and then has >= `absurd_back_after`
+    #: points in range, all `huge_jump` x below them, shows a spike it came back from (the points
+    #: after it are its baseline), not a loss that was never sane: a mid-run excerpt's 3e14, 3.6e14,
+    #: then 0.43 and falling
+    absurd_back_points: int = 3
+    absurd_back_after: int = 3
     #: a gradient norm jump this many times its prior median (and >= 1 in absolute terms: a
     #: converged model's norms near 1e-6 jump x10 from one batch to the next); 1000x when it came
     #: back (scalars.TRANSIENT_SURGE: small batches of a converged model jump x100 and recover),
@@ -189,6 +202,15 @@ class SymptomLimits:
     #: `climb_ratio` and never come back below `recovered` x where they began (issue 25: "x3 over two
     #: logged intervals"; a single interval is `jump_at`'s); with >= 4 points before it the rise must
     #: also clear `spike_z` robust sigmas of their noise (15%-noisy small batches rise x3 in no two steps)
+    #: a loss that fell >= `rebound_fall` x (from the median of its first three points to its lowest)
+    #: and then rose at each of the >= `rebound_points` logged points from its lowest to the end, to
+    #: >= `diverged` x its lowest and giving back >= `rebound_share` of the fall (in log space), rose:
+    #: the fall is the run's learning, larger than any noise the log shows, and a rise at every print
+    #: is a trend (15.5 -> 1.43 in five prints, then 5.8, 7.1, 10.0). Any length: three rising
+    #: points after a fall that large need no noise estimate
+    rebound_fall: float = 3.0
+    rebound_points: int = 3
+    rebound_share: float = 0.5
     climb_intervals: int = 2
     climb_ratio: float = 3.0
     #: points before a climb from which their noise is measured (fewer: the climb alone must be large)
@@ -343,6 +365,7 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
         _absurd,
         _jumps,
         _divergence,
+        _rebound,
         _oscillation,
         _zero_or_constant,
         _chance_plateau,
@@ -533,8 +556,10 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
     below `recovered` x the baseline or it is the last point, `jump_stayed` when it did not."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size < 2 or (x <= 0).any():
-        return []
+    if x.size < 2 or (x == 0).any():
+        return []  # exact zeros (a masked or by-design zero objective) have no level to jump from
+    if (x < 0).any():
+        return _signed_jump(q, lf, x)
     lx = np.log(x)
     start = float(np.median(x[:3]))
     shift = _level_shift(q, lf, lx)
@@ -578,6 +603,47 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
             )
         ]
     return _climb(q, lf, x, lx, start) or shift
+
+
+def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """For a loss that goes below 0 (a flow's or a density's negative log-likelihood), where
+    ratios mean nothing: the first point >= `signed_before` points in whose rise over the median of
+    the points before it clears `spike_z` of their robust sigmas and `huge_jump` x their own size
+    (the largest of |median|, that sigma and their widest swing from the median: a heavy-tailed
+    objective that crosses 0, an RL policy loss, has swung that far before): a jump from -5.4 to
+    40490 under 0.1 of noise. A `spike`
+    when the next point falls back by >= 1 - `signed_back` of the rise (one point out; `recovered`
+    says whether the loss then came back within `rise_z` sigmas of the level before, or None at the
+    log's end), `jump_stayed` when it stays up."""
+    for j in range(lim.signed_before, x.size):
+        prev = x[max(0, j - lim.history) : j]
+        med = float(np.median(prev))
+        sigma = max(1.4826 * float(np.median(np.abs(prev - med))), lim.signed_floor * max(abs(med), 1e-12))
+        rise = float(x[j]) - med
+        size = max(abs(med), sigma, float(np.max(np.abs(prev - med))))
+        if rise < lim.spike_z * sigma or rise < lim.huge_jump * size:
+            continue
+        after = x[j + 1 :]
+        one_point = bool(after.size == 0 or after[0] - med <= lim.signed_back * rise)
+        back = None if after.size == 0 else bool((after - med <= lim.rise_z * sigma).any())
+        return [
+            _sym(
+                q,
+                "spike" if one_point else "jump_stayed",
+                lf[j],
+                loss=float(x[j]),
+                base=med,
+                ratio=rise / size,
+                recovered=back,
+                before=int(prev.size),
+                after=int(after.size),
+                climb=False,
+                signed=True,
+                sigmas=rise / sigma,
+                level_after=float(np.median(after)) if after.size else None,
+            )
+        ]
+    return []
 
 
 def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
@@ -783,6 +849,45 @@ def _divergence(run: Run, q: Quantities) -> list[Symptom]:
     ]
 
 
+def _rebound(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A loss that fell far and then climbed back at every logged point to the end (`rebound_fall`,
+    `rebound_points`, `rebound_share`): a divergence however short the log, dated at the first point
+    of the climb. The `_divergence` rule measures the end against the log's spread and noise, both
+    of which a fall of 10x inflates; this one needs neither."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.rebound_points + 2 or (x <= 0).any():
+        return []
+    b = int(np.argmin(x))
+    best, end = float(x[b]), float(x[-1])
+    start = float(np.median(x[: min(3, b)])) if b else best
+    if x.size - 1 - b < lim.rebound_points or not bool((np.diff(x[b:]) > 0).all()):
+        return []
+    fall = math.log(start / best)
+    if (
+        fall < math.log(lim.rebound_fall)
+        or end < lim.diverged * best
+        or math.log(end / best) < lim.rebound_share * fall
+    ):
+        return []
+    gn = q.grad_norm[lf]
+    g0, g1 = gn[b], gn[-1]
+    grad_x = float(g1 / g0) if np.isfinite(g0) and np.isfinite(g1) and g0 > 0 else None
+    return [
+        _sym(
+            q,
+            "rise",
+            lf[b + 1],
+            best=best,
+            best_step=int(q.steps[lf[b]]),
+            end=end,
+            ratio=end / best,
+            grad_ratio=grad_x,
+            n=int(x.size),
+        )
+    ]
+
+
 def turn_of(x: np.ndarray, best: float, upto: int, lim: SymptomLimits = LIMITS) -> int:
     """The index where a rise began: the knee of a continuous two-line least-squares fit of ln x
     (a line, then a line with another slope) over the stretch from the loss's first point within
@@ -976,6 +1081,9 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
         # jump rules' spike (a batch at 28 nats between prints at 3.2), not a loss of another kind
     if ce and bool((x[:j] > LIMITS.ce_max).all()):
         j = 0  # out of range from the first forward on (the grace steps included): it begins there
+    came_back = _absurd_came_back(q, lf, x, bad, j)
+    if came_back is not None:
+        return came_back
     return [
         _sym(
             q,
@@ -986,6 +1094,41 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
             at_start=bool(j == 0),
             negative=bool(x[j] < 0),
             first=float(x[0]),
+        )
+    ]
+
+
+def _absurd_came_back(q: Quantities, lf: np.ndarray, x: np.ndarray, bad: np.ndarray, j: int) -> list[Symptom] | None:
+    """An absurd stretch the log opens with that the loss left for good: at most `absurd_back_points`
+    points out of range, then >= `absurd_back_after` points in range, all of them `huge_jump` x
+    below the stretch. With no point before it, the points after it are its baseline: a mid-run
+    excerpt whose first prints are 3e14 and whose next ones are 0.4 shows a spike the run came back
+    from, not weights that were never sane (a stretch after in-range points is the jump rules' to
+    judge). None when it is not one."""
+    lim = LIMITS
+    if j != 0:
+        return None
+    e = int(np.argmin(bad)) if not bad.all() else x.size  # the first point back in range
+    after = x[e:]
+    if e > lim.absurd_back_points or after.size < lim.absurd_back_after or bad[e:].any() or (after <= 0).any():
+        return None
+    base = float(np.median(after))
+    peak = float(np.max(np.abs(x[:e])))
+    if peak < lim.huge_jump * float(np.max(after)):
+        return None
+    return [
+        _sym(
+            q,
+            "spike",
+            lf[0],
+            loss=float(x[0]),
+            base=base,
+            ratio=float(x[0]) / base,
+            recovered=True,
+            before=0,
+            after=int(after.size),
+            climb=False,
+            opening=True,
         )
     ]
 

@@ -45,6 +45,21 @@ TEMPLATES = {
         "it, beyond their own noise",
         "loss 在 step {step} 跳到 {loss}，是之前 {before} 个点中位数 {base} 的 {ratio} 倍，超出了它们自身的噪声",
     ),
+    "diff.what.spike_opening": (
+        "the log opens on a loss of {loss} (step {step}), {ratio}x the median {base} of the {after} points "
+        "after it, which are back in range: a spike the run came back from",
+        "日志开头的 loss 是 {loss}（step {step}），是之后 {after} 个点中位数 {base} 的 {ratio} 倍，"
+        "之后的点已回到正常范围：训练从这次尖峰中恢复了",
+    ),
+    "diff.what.signed_jump": (
+        "the loss jumped to {loss} at step {step}, {sigmas} robust sigmas above the median {base} of the "
+        "{before} points before it{after}",
+        "loss 在 step {step} 跳到 {loss}，比之前 {before} 个点的中位数 {base} 高出 {sigmas} 个稳健标准差{after}",
+    ),
+    "diff.what.signed_after": (
+        "; after it the loss sat at {level} (median)",
+        "；之后 loss 停在 {level}（中位数）",
+    ),
     "diff.what.jump_stayed": (
         "the loss jumped to {loss} at step {step}, {ratio}x the median {base} of the {before} points before "
         "it, and did not come back",
@@ -325,6 +340,11 @@ TEMPLATES = {
         "warm-up 期间 grad norm 保持在 {base} 附近，直到 LR 在 step {step} 达到峰值 {lr} 之后才升到 {top}",
     ),
     "diff.ev.loss_finite": ("the loss was still finite at that step", "该 step 的 loss 仍是有限值"),
+    "diff.ev.all_skipped": (
+        "the loss stayed flat and finite over all {n} steps with a non-finite gradient: every update was "
+        "thrown away, so nothing trained",
+        "在全部 {n} 个 grad 为 NaN/Inf 的 step 中 loss 一直平稳且有限：每次更新都被丢弃，模型什么也没学到",
+    ),
     # the measurement that separates the leader from the runner-up
     "diff.sep.generic": (
         "log the gradient norm, the LR and the loss scale every step and look at step {step}",
