@@ -157,6 +157,16 @@ class SymptomLimits:
     #: a block of this many consecutive, distinct values recurring exactly later in the log: the same
     #: batches give the same loss, so the weights did not change between the two passes
     repeat_block: int = 4
+    #: single losses coming back exactly (not on the next print, which a duplicated line explains):
+    #: at least this many such returns in a log of at least `recur_points` points, and more than the
+    #: log's own spread and print resolution make likely (a Poisson tail under `stuck_chance`). A
+    #: weight update changes every later loss in its 4th-5th digit; the same value again and again
+    #: is the same few batches through unchanged weights
+    recur_min: int = 3
+    #: two identical losses at ln K (`_chance_pair`) must be printed to this relative step or finer
+    #: (five significant digits: 11.0666): two coarse prints agree by chance
+    pair_resolution: float = 1e-4
+    recur_points: int = 8
     #: a log of the run's start whose loss never fell: at least this many points, the start shown
     #: (first logged step at most `start_steps`), no point below (1 - no_fall_tol) x the first, and
     #: rising (Kendall's tau of loss against step >= rise_tau: P < 0.05 for 8 points of pure noise)
@@ -346,8 +356,10 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
         _oscillation,
         _zero_or_constant,
         _chance_plateau,
+        _chance_pair,
         _stuck_tail,
         _repeats,
+        _recurring,
         _no_fall,
         _rising_start,
         _creep,
@@ -1211,6 +1223,63 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     return []
 
 
+def _recurring(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """Single losses that come back exactly at later, non-adjacent prints (`_returns`) at least
+    `recur_min` times, beyond what chance makes of the log's spread and print (`_returns_by_chance`):
+    a handful of values cycling is the same batches through weights that do not change (a model
+    whose updates never land: DDP ranks out of step, an optimizer stepping other tensors). A block
+    of them recurring in order is `_repeats`'s."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.recur_points or x.size > 100000 or float(np.ptp(x)) == 0.0 or (x == 0).any():
+        return []
+    # printed fine enough (the finest print's step: 3.7000 reads back as 3.7)
+    if min(_resolution(float(v)) for v in x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(run, q):
+        return []
+    hits = _returns(x, q.steps[lf])
+    if len(hits) < lim.recur_min or _returns_by_chance(x, len(hits)) > lim.stuck_chance:
+        return []
+    j, i = hits[0]
+    return [
+        _sym(q, "recur", lf[i], first=int(q.steps[lf[j]]), again=int(q.steps[lf[i]]), n=len(hits), level=float(x[i]))
+    ]
+
+
+def _returns(x: np.ndarray, st: np.ndarray) -> list[tuple[int, int]]:
+    """(earlier row, row) for each loss equal to one printed before, neither on the print just before
+    it (a line logged twice) nor at the same step (ranks printing one all-reduced value)."""
+    last: dict[float, int] = {}
+    out = []
+    for i, v in enumerate(x.tolist()):
+        j = last.get(v)
+        if j is not None and i - j >= 2 and st[i] > st[j]:
+            out.append((j, i))
+        last[v] = i
+    return out
+
+
+def _returns_by_chance(x: np.ndarray, k: int) -> float:
+    """P(>= k exact returns) if each pair of non-adjacent prints agreed by chance: a Poisson tail with
+    mean pairs x p, p the chance that two draws of the log's own spread print alike (the print's
+    finest step over 2 sqrt(pi) sigma; sigma the smaller of the point-to-point and the overall robust
+    spread, so that a drifting loss is judged on its local noise)."""
+    res = min(_resolution(float(v)) for v in x)
+    sig = min(diff_noise_abs(x), 1.4826 * float(np.median(np.abs(x - np.median(x)))))
+    if sig <= 0:
+        return 1.0
+    n = x.size
+    lam = (n * (n - 1) / 2 - (n - 1)) * min(1.0, res / (2 * math.sqrt(math.pi) * sig))
+    if k <= lam:
+        return 1.0
+    terms = [-lam + i * math.log(lam) - math.lgamma(i + 1) for i in range(k, k + 200)] if lam > 0 else [-math.inf]
+    return float(sum(math.exp(t) for t in terms))
+
+
+def diff_noise_abs(x: np.ndarray) -> float:
+    """The robust sigma of one print from the point-to-point differences (absolute units)."""
+    return 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2)
+
+
 def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
     """A log that shows the run's start (first step <= start_steps, the steps the trainer's) with
     >= no_fall_points losses none of which fell below (1 - no_fall_tol) x the first, rising or
@@ -1490,6 +1559,25 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
             known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None,
         )
     ]
+
+
+def _chance_pair(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A log of only two losses (fewer than `constant_points`), identical to the last of >= 5
+    significant digits (`fine_print`), within `chance_tight` of ln K, `span_steps` or more apart: the
+    run is at uniform guessing to the digit after that many updates (a model that learnt anything
+    moves its loss in the 4th digit within a few steps)."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size != 2 or float(np.ptp(x)) != 0.0 or x[0] <= 0 or not steps_known(run):
+        return []
+    v = float(x[0])
+    ch = chance_of(run, v)
+    if ch is None or abs(v - ch[0]) > lim.chance_tight * ch[0] or _resolution(v) / v > lim.pair_resolution:
+        return []
+    if int(q.steps[lf[1]] - q.steps[lf[0]]) < lim.span_steps:
+        return []
+    known = run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None
+    return [_sym(q, "chance", lf[0], level=v, chance=ch[0], k=ch[1], n=2, known=known)]
 
 
 def _long_enough_at(run: Run, n: int, span: int, tight: bool, first: int) -> bool:
