@@ -166,3 +166,32 @@ def test_an_excerpt_from_deep_in_a_run_has_no_first_updates_to_blame(tmp_path, s
     text = "```\n" + "".join(f"epoch: {e0 + k}; loss: {v:.8f}\n" for k, v in enumerate(loss)) + "```\n"
     _, report = _diagnose(tmp_path, text, "notes.md")
     assert not [f for f in report.findings if f.rule == "scalars.jump_then_stuck"], _show(report)
+
+
+# ------------------------------------------------------------------ one step from a sane loss to 0
+
+
+def _steps_gn(steps, loss, gn) -> str:
+    return "".join(f"step {s} | loss {v!r} | grad_norm {g!r}\n" for s, v, g in zip(steps, loss, gn))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_one_step_from_a_sane_loss_to_about_zero_then_zero_is_a_zero_loss(tmp_path, seed):
+    rng = np.random.default_rng(400 + seed)
+    head = [
+        float(v) for v in np.geomspace(float(rng.uniform(3, 12)), float(rng.uniform(0.5, 2.5)), int(rng.integers(1, 5)))
+    ]
+    tiny = [float(rng.uniform(1e-8, 1e-5)) for _ in range(int(rng.integers(0, 3)))]
+    loss = [round(v, 4) for v in head] + tiny + [0.0] * int(rng.integers(1, 3))
+    gn = [float(rng.uniform(1, 200)) for _ in head] + [float(rng.uniform(1e-8, 1e-6)) for _ in loss[len(head) :]]
+    steps = list(range(1, len(loss) + 1))
+    _, report = _diagnose(tmp_path, _steps_gn(steps, loss, gn))
+    zero = [f for f in _alarms(report) if f.symptom == "zero_loss"]
+    assert zero and zero[0].severity == "critical" and zero[0].step == len(head) + 1, _show(report)
+
+
+@pytest.mark.parametrize("every", [50, 100])
+def test_a_fall_to_about_zero_over_many_steps_is_no_one_step_collapse(tmp_path, every):
+    loss, gn = [2.0, 1e-6, 0.0], [3.0, 1e-5, 1e-7]
+    _, report = _diagnose(tmp_path, _steps_gn([every, 2 * every, 3 * every], loss, gn))
+    assert not [f for f in report.findings if f.symptom == "zero_loss"], _show(report)

@@ -318,6 +318,11 @@ class SymptomLimits:
     #: ... and at most this on every zero row: no gradient flows, so one zero print after a sane loss
     #: is the symptom already (a Qwen2 SFT: 1.73, then 0.0 with grad norm 3.9e-6)
     zero_grad_dead: float = 1e-4
+    #: a loss that falls from >= zero_drop_from to at most this share of itself in one optimizer step
+    #: (`collapse_steps` apart) and ends on an exact 0: no update cuts a sane loss 10,000-fold; the
+    #: loss lost its targets (or the model sees them): the zero's symptom with a near-zero print first
+    collapse_rel: float = 1e-4
+    collapse_steps: int = 1
 
 
 LIMITS = SymptomLimits()
@@ -1040,6 +1045,8 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     if _zero_at_start(run, q, x):
         return [_sym(q, "zero", lf[0], n=int(x.size))]
     tail = _zero_tail(q, lf, x)
+    if tail is None:
+        tail = _zero_collapse(run, q, lf, x)
     if tail is not None:
         return [_sym(q, "zero", lf[tail], n=int(x.size - tail))]
     if x.size < 3:
@@ -1073,6 +1080,25 @@ def _zero_tail(q: Quantities, lf: np.ndarray, x: np.ndarray) -> int | None:
     g = q.grad_norm[lf[t:]]
     dead = bool(np.isfinite(g).all()) and float(np.max(g)) <= LIMITS.zero_grad_dead
     return t if dead else None
+
+
+def _zero_collapse(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> int | None:
+    """The first row of a tail that ends on an exact 0, each of whose losses is >= 0 and at most
+    `collapse_rel` of the loss just before it, that loss >= zero_drop_from and at most
+    `collapse_steps` steps earlier (the trainer's steps): one update took a sane loss to ~0 and it
+    stayed there (12.18, then 1.8e-6, then 0.0): no gradient step learns that much; the loss lost
+    what it is measured on."""
+    if x.size < 2 or x[-1] != 0.0:
+        return None
+    nz = np.flatnonzero(x >= lim.zero_drop_from)
+    if not nz.size:
+        return None
+    t = int(nz[-1]) + 1  # the first print of the tail below zero_drop_from
+    if t >= x.size or bool((x[t:] < 0).any()) or float(np.max(x[t:])) > lim.collapse_rel * float(x[t - 1]):
+        return None
+    if not steps_known(run) or int(q.steps[lf[t]] - q.steps[lf[t - 1]]) > lim.collapse_steps:
+        return None
+    return t
 
 
 def _zero_at_start(run: Run, q: Quantities, x: np.ndarray) -> bool:
