@@ -138,13 +138,15 @@ def _dpo(loss, logps, epoch0: float) -> str:
     )
 
 
-@pytest.mark.parametrize("n", [1, 2, 5])
+@pytest.mark.parametrize("n", [1, 2, 5, 12])
 def test_dpo_logps_of_exactly_zero_at_ln2_are_a_sum_over_no_supervised_token(tmp_path, n):
     text = _dpo([0.6931] * n, [(0.0, 0.0)] * n, epoch0=0.3)
     _, report = _diagnose(tmp_path, text)
     alarms = _alarms(report)
     assert alarms and alarms[0].cause == "label_mask_empty" and alarms[0].symptom == "plateau", _show(report)
     assert find(alarms[0].evidence, "pref.logps_exactly_zero").values["n"] == n
+    # the weights are no suspect: any weights give a sum over no token of 0
+    assert not [f for f in report.findings if f.rule == "preference.preference" and f.cause == "frozen_model"]
 
 
 def test_dpo_logps_of_real_completions_are_no_empty_mask(tmp_path):

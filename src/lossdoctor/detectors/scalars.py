@@ -983,10 +983,8 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     """The first updates make the loss worse (>= 1.4x the first loss within 3 steps, the 3 steps'
     mean >= 1.3x both the first loss and the later median, above the later p95) and the run
     never gets below where it started (last third's median >= 0.95x the first loss, >= 20 points):
-    the steps are too large from the start. The LR's size is weighed against what is usual for the
-    optimizer families when the log has it. Only on a log that shows the run's start
-    (`shows_run_start`): an excerpt from epoch 95 on has no "first updates", and one high point early
-    in it is a noisy converged loss, not steps too large from the start."""
+    the steps are too large from the start (on a log that shows the run's start: `shows_run_start`).
+    The LR's size is weighed against what is usual for the optimizer families when the log has it."""
     lf = q.finite_loss
     if lf.size < 20 or q.first_bad is not None or not shows_run_start(run, q):
         return []
