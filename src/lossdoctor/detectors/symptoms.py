@@ -163,6 +163,10 @@ class SymptomLimits:
     #: weight update changes every later loss in its 4th-5th digit; the same value again and again
     #: is the same few batches through unchanged weights
     recur_min: int = 3
+    #: ... and the returns are at least this share of the prints: weights that do not change give most
+    #: of the prints again once the data has cycled; a few ties in a long log are a noise's point masses
+    #: (a clipped tail, a loss floor) or prints that happen to agree
+    recur_returns_share: float = 0.2
     #: two identical losses at ln K (`_chance_pair`) must be printed to this relative step or finer
     #: (five significant digits: 11.0666): two coarse prints agree by chance
     pair_resolution: float = 1e-4
@@ -1263,7 +1267,10 @@ def _recurring(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Sym
     if min(_resolution(float(v)) for v in x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(run, q):
         return []
     hits = _returns(x, q.steps[lf])
-    if len(hits) < lim.recur_min or _returns_by_chance(x, len(hits)) > lim.stuck_chance:
+    if (
+        len(hits) < max(lim.recur_min, lim.recur_returns_share * x.size)
+        or _returns_by_chance(x, len(hits)) > lim.stuck_chance
+    ):
         return []
     j, i = hits[0]
     return [
@@ -1287,9 +1294,9 @@ def _returns(x: np.ndarray, st: np.ndarray) -> list[tuple[int, int]]:
 def _returns_by_chance(x: np.ndarray, k: int) -> float:
     """P(>= k exact returns) if each pair of non-adjacent prints agreed by chance: a Poisson tail with
     mean pairs x p, p the chance that two draws of the log's own spread print alike (the print's
-    finest step over 2 sqrt(pi) sigma; sigma the smaller of the point-to-point and the overall robust
+    usual step over 2 sqrt(pi) sigma; sigma the smaller of the point-to-point and the overall robust
     spread, so that a drifting loss is judged on its local noise)."""
-    res = min(_resolution(float(v)) for v in x)
+    res = float(np.median([_resolution(float(v)) for v in x]))  # the usual print's step (7 digits: 1e-6 at 1.x)
     sig = min(diff_noise_abs(x), 1.4826 * float(np.median(np.abs(x - np.median(x)))))
     if sig <= 0:
         return 1.0
