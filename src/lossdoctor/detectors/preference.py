@@ -91,7 +91,7 @@ MIN_POINTS = LIMITS.min_points
 @detector("preference", needs_any=PREFERENCE)
 def preference(run: Run, q: Quantities) -> list[Finding]:
     """Every preference-training signature the run's scalars show (see the module docstring)."""
-    out = []
+    out: list[Finding] = []
     for rule in (_nonfinite_logps, _logps_zero, _overoptimised, _displaced, _stuck_at_ln2):
         if rule is _stuck_at_ln2 and any(f.cause == "label_mask_empty" for f in out):
             continue  # log-probs of exactly 0: no supervised token, which keeps any weights at ln 2

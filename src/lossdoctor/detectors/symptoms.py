@@ -170,7 +170,10 @@ class SymptomLimits:
     #: two identical losses at ln K (`_chance_pair`) must be printed to this relative step or finer
     #: (five significant digits: 11.0666): two coarse prints agree by chance
     pair_resolution: float = 1e-4
+    pair_points: int = 2
+    #: `_recurring` judges logs of `recur_points` to this many points (a dict of every print beyond it)
     recur_points: int = 8
+    recur_max_points: int = 100000
     #: a log of the run's start whose loss never fell: at least this many points, the start shown
     #: (first logged step at most `start_steps`), no point below (1 - no_fall_tol) x the first, and
     #: rising (Kendall's tau of loss against step >= rise_tau: P < 0.05 for 8 points of pure noise)
@@ -1053,7 +1056,7 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
         tail = _zero_collapse(run, q, lf, x)
     if tail is not None:
         return [_sym(q, "zero", lf[tail], n=int(x.size - tail))]
-    if x.size < 3:
+    if x.size < LIMITS.constant_points:
         return []
     z = int(np.argmax(x == 0.0))
     # from the start, or straight down from a loss no four-decimal log rounds to 0 (a loss that
@@ -1092,7 +1095,7 @@ def _zero_collapse(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, lim: 
     `collapse_steps` steps earlier (the trainer's steps): one update took a sane loss to ~0 and it
     stayed there (12.18, then 1.8e-6, then 0.0): no gradient step learns that much; the loss lost
     what it is measured on."""
-    if x.size < 2 or x[-1] != 0.0:
+    if x.size <= 1 or x[-1] != 0.0:
         return None
     nz = np.flatnonzero(x >= lim.zero_drop_from)
     if not nz.size:
@@ -1226,8 +1229,8 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     st = q.steps[lf]
     w = np.lib.stride_tricks.sliding_window_view(x, b)
     rows = np.flatnonzero(np.all(np.diff(np.sort(w, axis=1), axis=1) != 0, axis=1))
-    if rows.size < 2:
-        return []
+    if rows.size <= 1:
+        return []  # no second block to recur
     blocks = np.ascontiguousarray(w[rows], dtype=np.float64).view(np.dtype((np.void, 8 * b))).ravel()
     _, first, inv = np.unique(blocks, return_index=True, return_inverse=True)
     start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
@@ -1261,7 +1264,7 @@ def _recurring(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Sym
     of them recurring in order is `_repeats`'s."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size < lim.recur_points or x.size > 100000 or float(np.ptp(x)) == 0.0 or (x == 0).any():
+    if not lim.recur_points <= x.size <= lim.recur_max_points or float(np.ptp(x)) == 0.0 or (x == 0).any():
         return []
     # printed fine enough (the finest print's step: 3.7000 reads back as 3.7)
     if min(_resolution(float(v)) for v in x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(run, q):
@@ -1285,7 +1288,7 @@ def _returns(x: np.ndarray, st: np.ndarray) -> list[tuple[int, int]]:
     out = []
     for i, v in enumerate(x.tolist()):
         j = last.get(v)
-        if j is not None and i - j >= 2 and st[i] > st[j]:
+        if j is not None and i - j > 1 and st[i] > st[j]:
             out.append((j, i))
         last[v] = i
     return out
@@ -1601,7 +1604,7 @@ def _chance_pair(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
     moves its loss in the 4th digit within a few steps)."""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size != 2 or float(np.ptp(x)) != 0.0 or x[0] <= 0 or not steps_known(run):
+    if x.size != lim.pair_points or float(np.ptp(x)) != 0.0 or x[0] <= 0 or not steps_known(run):
         return []
     v = float(x[0])
     ch = chance_of(run, v)
