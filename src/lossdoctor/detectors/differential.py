@@ -626,6 +626,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "stuck": ("flat", "stall", "warning"),
     "chance": ("flat", "plateau", "warning"),
     "repeat": ("flat", "stall", "warning"),
+    "recur": ("flat", "stall", "warning"),
     "no_fall": ("stuck", "plateau", "warning"),
     "epoch_flat": ("stuck", "plateau", "warning"),
     "fit_flat": ("stuck", "plateau", "warning"),
@@ -904,7 +905,11 @@ def _ev_after_sane(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 
 def _ev_repeats(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-    return Msg("diff.ev.repeats", first=sym.data["first"], again=sym.data["again"]) if sym.kind == "repeat" else None
+    return (
+        Msg("diff.ev.repeats", first=sym.data["first"], again=sym.data["again"])
+        if sym.kind in ("repeat", "recur")
+        else None
+    )
 
 
 def _ev_rising(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -1442,6 +1447,7 @@ def what(sym: Symptom) -> Msg:
         "lr_zero": ("n",),
         "lr_tiny": ("lr", "first", "last"),
         "repeat": ("first", "again", "n", "step"),
+        "recur": ("first", "again", "n", "step", "level"),
         "no_fall": ("first", "low", "last", "n", "step", "end_step"),
         "epoch_flat": ("first", "last", "n", "step", "end_step"),
         "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),

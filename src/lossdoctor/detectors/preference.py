@@ -91,8 +91,10 @@ MIN_POINTS = LIMITS.min_points
 @detector("preference", needs_any=PREFERENCE)
 def preference(run: Run, q: Quantities) -> list[Finding]:
     """Every preference-training signature the run's scalars show (see the module docstring)."""
-    out = []
-    for rule in (_nonfinite_logps, _overoptimised, _displaced, _stuck_at_ln2):
+    out: list[Finding] = []
+    for rule in (_nonfinite_logps, _logps_zero, _overoptimised, _displaced, _stuck_at_ln2):
+        if rule is _stuck_at_ln2 and any(f.cause == "label_mask_empty" for f in out):
+            continue  # log-probs of exactly 0: no supervised token, which keeps any weights at ln 2
         f = rule(run)
         if f is not None:
             out.append(f)
@@ -137,6 +139,42 @@ def _nonfinite_logps(run: Run) -> Finding | None:
         step=int(run.steps[i]),
         evidence=ev,
         fixes=as_fixes(_truncation_fixes(fw)),
+    )
+
+
+def _logps_zero(run: Run) -> Finding | None:
+    """`logps/chosen` and `logps/rejected` exactly 0.0 at every logged step, with the loss at ln 2
+    (within `ln2_tolerance`), at any length: a summed log-prob of exactly 0 is a completion of
+    probability 1, which no real completion has; it is a sum over no token at all (every label
+    masked: the prompt fills max_length, or the collator masks the answers). Policy and reference then
+    agree by construction, the rewards are 0 and the loss sits at ln 2 whatever the weights do."""
+    steps, loss = _finite(run, "loss")
+    _, lc = _finite(run, "logps_chosen")
+    _, lr_ = _finite(run, "logps_rejected")
+    if not (loss.size and lc.size and lr_.size) or float(np.max(np.abs(loss - LN2))) >= LIMITS.ln2_tolerance:
+        return None
+    if float(np.max(np.abs(lc))) != 0.0 or float(np.max(np.abs(lr_))) != 0.0:
+        return None
+    ev: list[str] = [
+        Msg("pref.logps_exactly_zero", n=int(min(lc.size, lr_.size)), first=int(steps[0]), last=int(steps[-1])),
+        Msg(
+            "pref.loss_at_ln2",
+            n=int(loss.size),
+            first=int(steps[0]),
+            last=int(steps[-1]),
+            lo=float(np.min(loss)),
+            hi=float(np.max(loss)),
+        ),
+        Msg("pref.logps_zero_why"),
+    ]
+    return Finding(
+        cause="label_mask_empty",
+        symptom="plateau",
+        severity="critical",
+        confidence=0.75,
+        step=int(steps[0]),
+        evidence=ev,
+        fixes=as_fixes(_truncation_fixes(_framework(run))),
     )
 
 

@@ -61,6 +61,7 @@ COMMON_K = (
     49152,
     50257,
     50304,
+    65024,  # Falcon
     65536,
     100277,
     128256,
@@ -982,10 +983,10 @@ def jump_then_stuck(run: Run, q: Quantities) -> list[Finding]:
     """The first updates make the loss worse (>= 1.4x the first loss within 3 steps, the 3 steps'
     mean >= 1.3x both the first loss and the later median, above the later p95) and the run
     never gets below where it started (last third's median >= 0.95x the first loss, >= 20 points):
-    the steps are too large from the start. The LR's size is weighed against what is usual for the
-    optimizer families when the log has it."""
+    the steps are too large from the start (on a log that shows the run's start: `shows_run_start`).
+    The LR's size is weighed against what is usual for the optimizer families when the log has it."""
     lf = q.finite_loss
-    if lf.size < 20 or q.first_bad is not None:
+    if lf.size < 20 or q.first_bad is not None or not shows_run_start(run, q):
         return []
     x = q.loss[lf]
     x0 = float(x[0])

@@ -170,6 +170,23 @@ class SymptomLimits:
     #: a block of this many consecutive, distinct values recurring exactly later in the log: the same
     #: batches give the same loss, so the weights did not change between the two passes
     repeat_block: int = 4
+    #: single losses coming back exactly (not on the next print, which a duplicated line explains):
+    #: at least this many such returns in a log of at least `recur_points` points, and more than the
+    #: log's own spread and print resolution make likely (a Poisson tail under `stuck_chance`). A
+    #: weight update changes every later loss in its 4th-5th digit; the same value again and again
+    #: is the same few batches through unchanged weights
+    recur_min: int = 3
+    #: ... and the returns are at least this share of the prints: weights that do not change give most
+    #: of the prints again once the data has cycled; a few ties in a long log are a noise's point masses
+    #: (a clipped tail, a loss floor) or prints that happen to agree
+    recur_returns_share: float = 0.2
+    #: two identical losses at ln K (`_chance_pair`) must be printed to this relative step or finer
+    #: (five significant digits: 11.0666): two coarse prints agree by chance
+    pair_resolution: float = 1e-4
+    pair_points: int = 2
+    #: `_recurring` judges logs of `recur_points` to this many points (a dict of every print beyond it)
+    recur_points: int = 8
+    recur_max_points: int = 100000
     #: a log of the run's start whose loss never fell: at least this many points, the start shown
     #: (first logged step at most `start_steps`), no point below (1 - no_fall_tol) x the first, and
     #: rising (Kendall's tau of loss against step >= rise_tau: P < 0.05 for 8 points of pure noise)
@@ -330,6 +347,11 @@ class SymptomLimits:
     #: ... and at most this on every zero row: no gradient flows, so one zero print after a sane loss
     #: is the symptom already (a Qwen2 SFT: 1.73, then 0.0 with grad norm 3.9e-6)
     zero_grad_dead: float = 1e-4
+    #: a loss that falls from >= zero_drop_from to at most this share of itself in one optimizer step
+    #: (`collapse_steps` apart) and ends on an exact 0: no update cuts a sane loss 10,000-fold; the
+    #: loss lost its targets (or the model sees them): the zero's symptom with a near-zero print first
+    collapse_rel: float = 1e-4
+    collapse_steps: int = 1
 
 
 LIMITS = SymptomLimits()
@@ -369,8 +391,10 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
         _oscillation,
         _zero_or_constant,
         _chance_plateau,
+        _chance_pair,
         _stuck_tail,
         _repeats,
+        _recurring,
         _no_fall,
         _rising_start,
         _creep,
@@ -1171,9 +1195,11 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     if _zero_at_start(run, q, x):
         return [_sym(q, "zero", lf[0], n=int(x.size))]
     tail = _zero_tail(q, lf, x)
+    if tail is None:
+        tail = _zero_collapse(run, q, lf, x)
     if tail is not None:
         return [_sym(q, "zero", lf[tail], n=int(x.size - tail))]
-    if x.size < 3:
+    if x.size < LIMITS.constant_points:
         return []
     z = int(np.argmax(x == 0.0))
     # from the start, or straight down from a loss no four-decimal log rounds to 0 (a loss that
@@ -1204,6 +1230,25 @@ def _zero_tail(q: Quantities, lf: np.ndarray, x: np.ndarray) -> int | None:
     g = q.grad_norm[lf[t:]]
     dead = bool(np.isfinite(g).all()) and float(np.max(g)) <= LIMITS.zero_grad_dead
     return t if dead else None
+
+
+def _zero_collapse(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> int | None:
+    """The first row of a tail that ends on an exact 0, each of whose losses is >= 0 and at most
+    `collapse_rel` of the loss just before it, that loss >= zero_drop_from and at most
+    `collapse_steps` steps earlier (the trainer's steps): one update took a sane loss to ~0 and it
+    stayed there (12.18, then 1.8e-6, then 0.0): no gradient step learns that much; the loss lost
+    what it is measured on."""
+    if x.size <= 1 or x[-1] != 0.0:
+        return None
+    nz = np.flatnonzero(x >= lim.zero_drop_from)
+    if not nz.size:
+        return None
+    t = int(nz[-1]) + 1  # the first print of the tail below zero_drop_from
+    if t >= x.size or bool((x[t:] < 0).any()) or float(np.max(x[t:])) > lim.collapse_rel * float(x[t - 1]):
+        return None
+    if not steps_known(run) or int(q.steps[lf[t]] - q.steps[lf[t - 1]]) > lim.collapse_steps:
+        return None
+    return t
 
 
 def _zero_at_start(run: Run, q: Quantities, x: np.ndarray) -> bool:
@@ -1327,8 +1372,8 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     st = q.steps[lf]
     w = np.lib.stride_tricks.sliding_window_view(x, b)
     rows = np.flatnonzero(np.all(np.diff(np.sort(w, axis=1), axis=1) != 0, axis=1))
-    if rows.size < 2:
-        return []
+    if rows.size <= 1:
+        return []  # no second block to recur
     blocks = np.ascontiguousarray(w[rows], dtype=np.float64).view(np.dtype((np.void, 8 * b))).ravel()
     _, first, inv = np.unique(blocks, return_index=True, return_inverse=True)
     start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
@@ -1352,6 +1397,66 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
             continue
         return [_sym(q, "repeat", lf[i], first=int(st[j]), again=int(st[i]), n=b)]
     return []
+
+
+def _recurring(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """Single losses that come back exactly at later, non-adjacent prints (`_returns`) at least
+    `recur_min` times, beyond what chance makes of the log's spread and print (`_returns_by_chance`):
+    a handful of values cycling is the same batches through weights that do not change (a model
+    whose updates never land: DDP ranks out of step, an optimizer stepping other tensors). A block
+    of them recurring in order is `_repeats`'s."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if not lim.recur_points <= x.size <= lim.recur_max_points or float(np.ptp(x)) == 0.0 or (x == 0).any():
+        return []
+    # printed fine enough (the finest print's step: 3.7000 reads back as 3.7)
+    if min(_resolution(float(v)) for v in x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(run, q):
+        return []
+    hits = _returns(x, q.steps[lf])
+    if (
+        len(hits) < max(lim.recur_min, lim.recur_returns_share * x.size)
+        or _returns_by_chance(x, len(hits)) > lim.stuck_chance
+    ):
+        return []
+    j, i = hits[0]
+    return [
+        _sym(q, "recur", lf[i], first=int(q.steps[lf[j]]), again=int(q.steps[lf[i]]), n=len(hits), level=float(x[i]))
+    ]
+
+
+def _returns(x: np.ndarray, st: np.ndarray) -> list[tuple[int, int]]:
+    """(earlier row, row) for each loss equal to one printed before, neither on the print just before
+    it (a line logged twice) nor at the same step (ranks printing one all-reduced value)."""
+    last: dict[float, int] = {}
+    out = []
+    for i, v in enumerate(x.tolist()):
+        j = last.get(v)
+        if j is not None and i - j > 1 and st[i] > st[j]:
+            out.append((j, i))
+        last[v] = i
+    return out
+
+
+def _returns_by_chance(x: np.ndarray, k: int) -> float:
+    """P(>= k exact returns) if each pair of non-adjacent prints agreed by chance: a Poisson tail with
+    mean pairs x p, p the chance that two draws of the log's own spread print alike (the print's
+    usual step over 2 sqrt(pi) sigma; sigma the smaller of the point-to-point and the overall robust
+    spread, so that a drifting loss is judged on its local noise)."""
+    res = float(np.median([_resolution(float(v)) for v in x]))  # the usual print's step (7 digits: 1e-6 at 1.x)
+    sig = min(diff_noise_abs(x), 1.4826 * float(np.median(np.abs(x - np.median(x)))))
+    if sig <= 0:
+        return 1.0
+    n = x.size
+    lam = (n * (n - 1) / 2 - (n - 1)) * min(1.0, res / (2 * math.sqrt(math.pi) * sig))
+    if k <= lam:
+        return 1.0
+    terms = [-lam + i * math.log(lam) - math.lgamma(i + 1) for i in range(k, k + 200)] if lam > 0 else [-math.inf]
+    return float(sum(math.exp(t) for t in terms))
+
+
+def diff_noise_abs(x: np.ndarray) -> float:
+    """The robust sigma of one print from the point-to-point differences (absolute units)."""
+    return 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2)
 
 
 def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
@@ -1633,6 +1738,25 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
             known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None,
         )
     ]
+
+
+def _chance_pair(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A log of only two losses (fewer than `constant_points`), identical to the last of >= 5
+    significant digits (`fine_print`), within `chance_tight` of ln K, `span_steps` or more apart: the
+    run is at uniform guessing to the digit after that many updates (a model that learnt anything
+    moves its loss in the 4th digit within a few steps)."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size != lim.pair_points or float(np.ptp(x)) != 0.0 or x[0] <= 0 or not steps_known(run):
+        return []
+    v = float(x[0])
+    ch = chance_of(run, v)
+    if ch is None or abs(v - ch[0]) > lim.chance_tight * ch[0] or _resolution(v) / v > lim.pair_resolution:
+        return []
+    if int(q.steps[lf[1]] - q.steps[lf[0]]) < lim.span_steps:
+        return []
+    known = run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None
+    return [_sym(q, "chance", lf[0], level=v, chance=ch[0], k=ch[1], n=2, known=known)]
 
 
 def _long_enough_at(run: Run, n: int, span: int, tight: bool, first: int) -> bool:

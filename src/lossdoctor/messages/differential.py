@@ -35,6 +35,12 @@ TEMPLATES = {
         "gave the same losses",
         "从 step {first} 起连续 {n} 个 loss 在 step {step}（{again}）处完全重复：同样的 batch 给出了同样的 loss",
     ),
+    "diff.what.recur": (
+        "{n} losses recur exactly at later steps (step {first}'s {level} again at step {again}), far more often than "
+        "the log's own spread and print allow: the same batches gave the same losses, so the weights did not change",
+        "有 {n} 个 loss 在之后的 step 完全重复（step {first} 的 {level} 在 step {again} 再次出现），远超日志自身波动和"
+        "打印精度所能解释：同样的 batch 给出了同样的 loss，权重没有改变",
+    ),
     "diff.what.no_fall": (
         "the loss never fell below its first value {first} over {n} points from step {step} to {end_step} "
         "(lowest {low}, last {last})",

@@ -109,6 +109,18 @@ TEMPLATES = {
         "DPO 的 loss 在全部 {n} 个记录点（step {first}-{last}）都停在 ln 2 = 0.693（在 {lo} 和 {hi} 之间）："
         "策略模型对样本对的排序和 reference 完全一样",
     ),
+    "pref.logps_exactly_zero": (
+        "logps/chosen and logps/rejected are exactly 0 at every one of {n} logged steps ({first}-{last})",
+        "{n} 个记录点（step {first}-{last}）的 logps/chosen 和 logps/rejected 全部恰好为 0",
+    ),
+    "pref.logps_zero_why": (
+        "a summed log-prob of exactly 0 means probability 1, which no real completion has: it is a sum over no "
+        "supervised token (every label masked, or the answer truncated away by max_length), so policy and reference "
+        "agree by construction and the loss stays at ln 2 whatever the weights do",
+        "求和后的 log-prob 恰好为 0 意味着概率为 1，真实的 completion 不会如此：这是对零个监督 token 求和"
+        "（所有 label 都被 mask，或回答被 max_length 截断掉了），所以策略模型和 reference 必然一致，"
+        "无论权重如何变化 loss 都停在 ln 2",
+    ),
     "pref.rewards_exactly_zero": (
         "rewards/chosen and rewards/rejected are exactly 0 at every one of {n} logged steps: the policy's "
         "log-probs equal the reference's, so its weights never changed",
