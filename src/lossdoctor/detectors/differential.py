@@ -1398,6 +1398,18 @@ def rank(run: Run, q: Quantities, sym: Symptom, table: str) -> Ranked:
 def what(sym: Symptom) -> Msg:
     """The symptom as a sentence, with its numbers."""
     d = dict(sym.data, step=sym.step)
+    special = _what_special(sym, d)
+    if special is not None:
+        return special
+    keys = _WHAT_KEYS[sym.kind]
+    if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded
+        d.update({k: f"{d[k]:.10g}" for k in ("level", "before") if k in d})
+    return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
+
+
+def _what_special(sym: Symptom, d: dict[str, Any]) -> Msg | None:
+    """The sentence of a symptom whose variant (its source, a signed or opening jump) says more than
+    its kind's numbers; None for the plain ones."""
     if sym.kind == "absurd":
         why = (
             "diff.absurd.negative"
@@ -1430,35 +1442,36 @@ def what(sym: Symptom) -> Msg:
         return Msg("diff.what.nonfinite_text", step=sym.step)
     if sym.kind == "nonfinite" and d.get("source") == "grad":
         return Msg("diff.what.nonfinite_grad", n=d["n"], step=sym.step)
-    keys = {
-        "nonfinite": ("step",),
-        "spike": ("loss", "step", "ratio", "base", "before"),
-        "jump_stayed": ("loss", "step", "ratio", "base", "before"),
-        "rise": ("best", "best_step", "end", "ratio", "step"),
-        "zero": ("n", "step"),
-        "constant": ("level", "n"),
-        "chance": ("level", "n", "k", "chance"),
-        "stuck": ("level", "n", "step", "before"),
-        "grad_jump": ("g", "step", "ratio", "base"),
-        "grad_level": ("median", "top"),
-        "grad_level_jump": ("median", "top", "base", "loss", "ratio", "step"),
-        "scale_collapse": ("top", "low", "low_step"),
-        "skips": ("k", "n", "step"),
-        "lr_zero": ("n",),
-        "lr_tiny": ("lr", "first", "last"),
-        "repeat": ("first", "again", "n", "step"),
-        "recur": ("first", "again", "n", "step", "level"),
-        "no_fall": ("first", "low", "last", "n", "step", "end_step"),
-        "epoch_flat": ("first", "last", "n", "step", "end_step"),
-        "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
-        "lm_untrained": ("first", "last", "n", "step", "end_step", "level"),
-        "rising_start": ("first", "last", "n", "ratio"),
-        "creep": ("best", "best_step", "end", "ratio", "step", "n"),
-        "oscillation": ("step", "swing", "base", "n"),
-    }[sym.kind]
-    if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded
-        d.update({k: f"{d[k]:.10g}" for k in ("level", "before") if k in d})
-    return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
+    return None
+
+
+#: the numbers each plain symptom's sentence quotes (`diff.what.<kind>`)
+_WHAT_KEYS: dict[str, tuple[str, ...]] = {
+    "nonfinite": ("step",),
+    "spike": ("loss", "step", "ratio", "base", "before"),
+    "jump_stayed": ("loss", "step", "ratio", "base", "before"),
+    "rise": ("best", "best_step", "end", "ratio", "step"),
+    "zero": ("n", "step"),
+    "constant": ("level", "n"),
+    "chance": ("level", "n", "k", "chance"),
+    "stuck": ("level", "n", "step", "before"),
+    "grad_jump": ("g", "step", "ratio", "base"),
+    "grad_level": ("median", "top"),
+    "grad_level_jump": ("median", "top", "base", "loss", "ratio", "step"),
+    "scale_collapse": ("top", "low", "low_step"),
+    "skips": ("k", "n", "step"),
+    "lr_zero": ("n",),
+    "lr_tiny": ("lr", "first", "last"),
+    "repeat": ("first", "again", "n", "step"),
+    "recur": ("first", "again", "n", "step", "level"),
+    "no_fall": ("first", "low", "last", "n", "step", "end_step"),
+    "epoch_flat": ("first", "last", "n", "step", "end_step"),
+    "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
+    "lm_untrained": ("first", "last", "n", "step", "end_step", "level"),
+    "rising_start": ("first", "last", "n", "ratio"),
+    "creep": ("best", "best_step", "end", "ratio", "step", "n"),
+    "oscillation": ("step", "swing", "base", "n"),
+}
 
 
 def finding_for(run: Run, q: Quantities, sym: Symptom) -> Finding:
