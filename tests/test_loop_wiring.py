@@ -385,19 +385,23 @@ def test_a_squeezed_binary_head_on_float_targets_is_no_loss_broadcast(tmp_path, 
 # --- labels drawn apart from their inputs under Lightning -----------------------------------------
 
 
-def _lightning_fit(tmp_path, labels: torch.Tensor, x: torch.Tensor) -> Any:
-    """A Lightning classifier whose `training_step` calls its layers (never the module's forward,
-    so the output's shape is not recorded), with the lossdoctor callback."""
+def _lightning_fit(
+    tmp_path, labels: torch.Tensor, x: torch.Tensor, net: nn.Module | None = None, criterion: nn.Module | None = None
+) -> Any:
+    """A Lightning classifier whose `training_step` calls its layers and its loss module (never the
+    module's own forward), with the lossdoctor callback."""
     L = pytest.importorskip("lightning")
     from lossdoctor.integrations.lightning import LossDoctorCallback
 
     class Lit(L.LightningModule):
         def __init__(self):
             super().__init__()
-            self.net = _mlp()
+            self.net = net if net is not None else _mlp()
+            self.criterion = criterion if criterion is not None else nn.CrossEntropyLoss()
 
         def training_step(self, batch, i):
-            return F.cross_entropy(self.net(batch[0]), batch[1])
+            out = self.net(batch[0])
+            return self.criterion(out.squeeze(-1) if out.shape[-1] == 1 else out, batch[1])
 
         def configure_optimizers(self):
             return torch.optim.Adam(self.parameters(), lr=3e-3)
@@ -419,15 +423,14 @@ def _lightning_fit(tmp_path, labels: torch.Tensor, x: torch.Tensor) -> Any:
 
 @pytest.mark.parametrize("shuffled", [True, False])
 def test_labels_shuffled_apart_from_their_inputs_under_lightning(tmp_path, shuffled):
-    """The label array permuted on its own (the images left in place): the loss sits at chance,
-    ln K with K read from the labels when the model's output was never seen; the same data with its
-    labels in place trains clean. (4096 samples: 150 steps see each about once, as a real data set's
+    """The label array permuted on its own (the inputs left in place): the loss sits at chance,
+    ln K; the same data with its labels in place trains clean. (4096 samples: 150 steps see each about once, as a real data set's
     first epoch does; a few hundred seen eight times are memorised, labels or not.)"""
     x, y = _clusters(n=4096)
     labels = y[torch.randperm(y.numel(), generator=torch.Generator().manual_seed(5))] if shuffled else y
     rep = _lightning_fit(tmp_path, labels, x)
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
-    assert not any("out_classes" in r for r in rows) and any("class_max" in r for r in rows)
+    assert any("class_max" in r for r in rows)
     causes = [f.cause for f in rep.findings]
     if not shuffled:
         assert "labels_misaligned" not in causes and rep.status == "healthy", causes
@@ -436,3 +439,39 @@ def test_labels_shuffled_apart_from_their_inputs_under_lightning(tmp_path, shuff
     assert top.cause == "labels_misaligned", causes
     v = _values(top, "wiring.misaligned.at_chance")
     assert v["k"] == 10 and v["chance"] == pytest.approx(math.log(10))
+
+
+def test_chance_from_the_labels_when_the_output_was_not_seen(tmp_path):
+    """Without the output's classes (a record of a run whose forward was not hooked), chance is ln K
+    with K the labels' largest class plus one."""
+    from lossdoctor.detectors.loop_wiring import _chance
+    from lossdoctor.records import from_columns
+
+    top = [9.0 if i % 3 else 8.0 for i in range(20)]
+    assert _chance(from_columns(range(20), {"loss": [2.3] * 20, "class_max": top})) == (
+        pytest.approx(math.log(10)),
+        10,
+    )
+    both = {"loss": [2.3] * 20, "class_max": top, "out_classes": [12.0] * 20}
+    assert _chance(from_columns(range(20), both)) == (pytest.approx(math.log(12)), 12)
+    assert _chance(from_columns(range(20), {"loss": [2.3] * 20, "class_max": [0.0] * 20})) is None
+
+
+@pytest.mark.parametrize("sigmoid", [True, False])
+def test_a_lightning_step_that_calls_its_layers_has_its_output_measured(tmp_path, sigmoid):
+    """The root's forward never runs; the probe measures the last child the step called with a
+    floating output (the network, not the loss module): a Sigmoid before BCEWithLogitsLoss is found
+    under Lightning as in a plain loop, and the same run on logits is clean."""
+    x, y = _clusters(n=4096, k=2, spread=1.2)
+    net = _mlp(d_out=1, tail=nn.Sigmoid() if sigmoid else None)
+    rep = _lightning_fit(tmp_path, y.float(), x, net=net, criterion=nn.BCEWithLogitsLoss())
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    measured = [r["step"] for r in rows if "out_classes" in r]
+    assert measured and measured[0] == 2  # a step without the root's forward, a step to find the network
+    assert {r["out_classes"] for r in rows if "out_classes" in r} == {1}
+    causes = [f.cause for f in rep.findings]
+    if not sigmoid:
+        assert rep.status == "healthy", causes
+        return
+    assert causes[0] == "softmax_before_loss", causes
+    assert _keys(rep.findings[0])[0] == "wiring.sigmoid.outputs"
