@@ -326,6 +326,8 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     n = int(q.steps[idx[-1]]) + 1
     if n <= _configured_warmup(run):  # a warm-up still running as configured (seen live, or a log cut early)
         return []
+    if _planned_longer_live(run, n):
+        return []
     evidence: list[str] = [Msg("bugs.warmup.never_ends", a=lo, b=hi, n=n)]
     peak = _initial_lr(run)
     slope = (hi - lo) / max(1, int(q.steps[idx[-1]] - q.steps[idx[0]]))
@@ -347,6 +349,19 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
             fixes=as_fixes([first, Msg("bugs.warmup.fix_hf")]),
         )
     ]
+
+
+def _planned_longer_live(run: Run, n: int) -> bool:
+    """Live (the run not closed yet), a scheduler with a planned length longer than the steps seen
+    (OneCycleLR's `total_steps`): its warm-up, a share of that plan, may still be running as
+    configured. Once the run is closed, its own length judges: an LR still rising at its last step
+    is a warm-up that never ended, whatever the plan said."""
+    meta = run.meta if isinstance(run.meta, dict) else {}
+    sched = meta.get("scheduler")
+    total = sched.get("total_steps") if isinstance(sched, dict) else None
+    if meta.get("closed") or not isinstance(total, (int, float)) or isinstance(total, bool):
+        return False
+    return n < total
 
 
 def _configured_warmup(run: Run) -> int:
