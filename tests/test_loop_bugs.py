@@ -711,3 +711,46 @@ def test_masked_padding_or_no_padding_reads_clean(tmp_path, pad_labels):
     assert all(f.cause != "label_mask_leak" for f in mon.diagnose().findings)
     rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
     assert all(not r.get("pad_supervised") for r in rows)
+
+
+def _live_causes(tmp_path) -> set[str]:
+    """The causes `watch` announced while the run went on (the run log's live findings)."""
+    path = tmp_path / "findings.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return {json.loads(line).get("cause") for line in lines}
+
+
+@pytest.mark.parametrize("total", [240, 4 * 120])
+def test_a_one_cycle_warming_up_live_is_no_schedule_error_until_the_run_ends_rising(tmp_path, total):
+    """OneCycleLR rises for its first 30%: live, before its plan (`total_steps`) is over, that is
+    the configured warm-up, not one that never ends. A one-cycle planned for 4x the run's steps is
+    still rising when the run closes: then the run's own length judges, and it is the bug."""
+    steps = 240 if total == 240 else 120
+    mon = _scheduled(
+        tmp_path, lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=total), steps=steps
+    )
+    assert "lr_schedule_error" not in _live_causes(tmp_path)
+    final = [f for f in mon.diagnose().findings if f.cause == "lr_schedule_error"]
+    if total == 240:
+        assert not final and mon.diagnose().status == "healthy"
+        return
+    keys = [d["key"] for d in final[0].to_dict()["evidence_data"]]
+    assert keys[0] == "bugs.warmup.never_ends"
+
+
+def test_a_planned_length_is_read_only_live():
+    import numpy as np
+
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import from_columns
+
+    steps = np.arange(100)
+    cols = {"loss": 3.0 - 0.002 * steps, "lr": 3e-4 * (steps + 1) / 100}
+    one_cycle = {"class": "OneCycleLR", "total_steps": 1000}
+
+    def causes(meta):
+        return {f.cause for f in diagnose_runs([from_columns(steps, cols, meta=meta)]).findings}
+
+    assert "lr_schedule_error" not in causes({"scheduler": one_cycle})
+    assert "lr_schedule_error" in causes({"scheduler": one_cycle, "closed": True})
+    assert "lr_schedule_error" in causes({"scheduler": {"class": "OneCycleLR", "total_steps": 50}})

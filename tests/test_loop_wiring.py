@@ -347,3 +347,131 @@ def test_a_sigmoid_image_decoder_on_soft_targets_is_not_softmax_before_loss(tmp_
     assert last["out_min"] < 0.05 and last["out_max"] > 0.95  # saturated, as a double sigmoid's would be
     assert 0.3 < rows[-1]["loss"] < math.log(2)
     assert "softmax_before_loss" not in {f.cause for f in rep.findings}
+
+
+# --- a (B, 1) binary head squeezed in the loop: no broadcast --------------------------------------
+
+
+@pytest.mark.parametrize("tail", ["sigmoid", "logits"])
+def test_a_squeezed_binary_head_on_float_targets_is_no_loss_broadcast(tmp_path, tail):
+    """A (B, 1) head against float 0/1 targets of shape (B,), squeezed in the loss and no task hint:
+    the loss is a BCE, not an MSE, so its level against the targets' variance says nothing; the
+    measured MSEs show the predictions following their own targets, which a broadcast loss never
+    does. With a Sigmoid before BCEWithLogitsLoss the answer is the double sigmoid; without it the
+    run is clean."""
+    x, y = _clusters(n=512, k=2, spread=1.2)
+    yf = y.float()
+
+    def batches(step: int):
+        i = (step * 32) % 512
+        return x[i : i + 32], yf[i : i + 32]
+
+    model = _mlp(d_out=1, tail=nn.Sigmoid() if tail == "sigmoid" else None)
+
+    def fn(m, b):
+        return F.binary_cross_entropy_with_logits(m(b[0]).squeeze(-1), b[1])
+
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=3e-3), batches, fn, steps=150)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert any("target_var" in r and "mse_broadcast" in r for r in rows)  # the broadcast rule had its signals
+    assert "loss_broadcast" not in {f.cause for f in rep.findings}
+    if tail == "logits":
+        assert rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
+        return
+    top = rep.findings[0]
+    assert top.cause == "softmax_before_loss" and _keys(top)[0] == "wiring.sigmoid.outputs"
+
+
+# --- labels drawn apart from their inputs under Lightning -----------------------------------------
+
+
+def _lightning_fit(
+    tmp_path, labels: torch.Tensor, x: torch.Tensor, net: nn.Module | None = None, criterion: nn.Module | None = None
+) -> Any:
+    """A Lightning classifier whose `training_step` calls its layers and its loss module (never the
+    module's own forward), with the lossdoctor callback."""
+    L = pytest.importorskip("lightning")
+    from lossdoctor.integrations.lightning import LossDoctorCallback
+
+    class Lit(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net = net if net is not None else _mlp()
+            self.criterion = criterion if criterion is not None else nn.CrossEntropyLoss()
+
+        def training_step(self, batch, i):
+            out = self.net(batch[0])
+            return self.criterion(out.squeeze(-1) if out.shape[-1] == 1 else out, batch[1])
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=3e-3)
+
+    cb = LossDoctorCallback(log_dir=tmp_path, alerts=False)
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, labels), batch_size=32, shuffle=True)
+    trainer = L.Trainer(
+        max_steps=150,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        callbacks=[cb],
+    )
+    trainer.fit(Lit(), data)
+    return lossdoctor.diagnose(tmp_path)
+
+
+@pytest.mark.parametrize("shuffled", [True, False])
+def test_labels_shuffled_apart_from_their_inputs_under_lightning(tmp_path, shuffled):
+    """The label array permuted on its own (the inputs left in place): the loss sits at chance,
+    ln K; the same data with its labels in place trains clean. (4096 samples: 150 steps see each about once, as a real data set's
+    first epoch does; a few hundred seen eight times are memorised, labels or not.)"""
+    x, y = _clusters(n=4096)
+    labels = y[torch.randperm(y.numel(), generator=torch.Generator().manual_seed(5))] if shuffled else y
+    rep = _lightning_fit(tmp_path, labels, x)
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert any("class_max" in r for r in rows)
+    causes = [f.cause for f in rep.findings]
+    if not shuffled:
+        assert "labels_misaligned" not in causes and rep.status == "healthy", causes
+        return
+    top = rep.findings[0]
+    assert top.cause == "labels_misaligned", causes
+    v = _values(top, "wiring.misaligned.at_chance")
+    assert v["k"] == 10 and v["chance"] == pytest.approx(math.log(10))
+
+
+def test_chance_from_the_labels_when_the_output_was_not_seen(tmp_path):
+    """Without the output's classes (a record of a run whose forward was not hooked), chance is ln K
+    with K the labels' largest class plus one."""
+    from lossdoctor.detectors.loop_wiring import _chance
+    from lossdoctor.records import from_columns
+
+    top = [9.0 if i % 3 else 8.0 for i in range(20)]
+    assert _chance(from_columns(range(20), {"loss": [2.3] * 20, "class_max": top})) == (
+        pytest.approx(math.log(10)),
+        10,
+    )
+    both = {"loss": [2.3] * 20, "class_max": top, "out_classes": [12.0] * 20}
+    assert _chance(from_columns(range(20), both)) == (pytest.approx(math.log(12)), 12)
+    assert _chance(from_columns(range(20), {"loss": [2.3] * 20, "class_max": [0.0] * 20})) is None
+
+
+@pytest.mark.parametrize("sigmoid", [True, False])
+def test_a_lightning_step_that_calls_its_layers_has_its_output_measured(tmp_path, sigmoid):
+    """The root's forward never runs; the probe measures the last child the step called with a
+    floating output (the network, not the loss module): a Sigmoid before BCEWithLogitsLoss is found
+    under Lightning as in a plain loop, and the same run on logits is clean."""
+    x, y = _clusters(n=4096, k=2, spread=1.2)
+    net = _mlp(d_out=1, tail=nn.Sigmoid() if sigmoid else None)
+    rep = _lightning_fit(tmp_path, y.float(), x, net=net, criterion=nn.BCEWithLogitsLoss())
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    measured = [r["step"] for r in rows if "out_classes" in r]
+    assert measured and measured[0] == 2  # a step without the root's forward, a step to find the network
+    assert {r["out_classes"] for r in rows if "out_classes" in r} == {1}
+    causes = [f.cause for f in rep.findings]
+    if not sigmoid:
+        assert rep.status == "healthy", causes
+        return
+    assert causes[0] == "softmax_before_loss", causes
+    assert _keys(rep.findings[0])[0] == "wiring.sigmoid.outputs"

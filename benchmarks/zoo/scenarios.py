@@ -1210,6 +1210,38 @@ def _(seed: int) -> Setup:
     )
 
 
+def _overlapping_binary(seed: int):
+    """Two overlapping clusters (the best BCE is ~0.4, as most real binary tasks), the label a (B,)
+    float 0/1 target, as a Dataset of scalars yields it for BCEWithLogitsLoss."""
+    data = Blobs(seed, n_classes=2, spread=0.25)
+
+    def batches(step: int):
+        x, y = data.batch(step)
+        return x, y.float()
+
+    return batches
+
+
+@scenario(
+    "healthy_mlp_bce_overlapping_squeezed",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    fault="none: a (B, 1) logit squeezed into BCEWithLogitsLoss against a (B,) float target on overlapping "
+    "classes: the loss stays near 0.4, above the targets' variance, as a broadcast MSE's does",
+)
+def _(seed: int) -> Setup:
+    model = MLP(32, 1)
+    return Setup(
+        model,
+        torch.optim.Adam(model.parameters(), lr=3e-3),
+        _overlapping_binary(seed),
+        lambda m, b: F.binary_cross_entropy_with_logits(m(b[0]).squeeze(-1), b[1]),
+        steps=80,
+    )
+
+
 def _regression_1d_unscaled(seed: int):
     """The (B,) target in raw units (x4, +20: a price or a count nobody standardised): a model is
     still learning its mean after 150 steps, its loss at or above the targets' variance, as a

@@ -613,8 +613,14 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
 def restarts_on_purpose(run: Run) -> bool:
     """The run's scheduler (meta.json) restarts or cycles the LR by design
     (CosineAnnealingWarmRestarts, CyclicLR, OneCycleLR)."""
-    sched = str((run.meta.get("scheduler") or {}).get("class") or "").lower()
-    return any(k in sched for k in ("restart", "cyclic", "onecycle", "cycle"))
+    return cycles_by_design(str((run.meta.get("scheduler") or {}).get("class") or ""))
+
+
+def cycles_by_design(scheduler_class: str) -> bool:
+    """A scheduler class whose LR restarts or cycles on purpose, by its name (the live trigger
+    reads it from the scheduler object, the detectors from meta.json)."""
+    name = scheduler_class.lower()
+    return any(k in name for k in ("restart", "cyclic", "onecycle", "cycle"))
 
 
 def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:

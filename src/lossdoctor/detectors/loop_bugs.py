@@ -326,6 +326,8 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     n = int(q.steps[idx[-1]]) + 1
     if n <= _configured_warmup(run):  # a warm-up still running as configured (seen live, or a log cut early)
         return []
+    if _planned_longer_live(run, n):
+        return []
     evidence: list[str] = [Msg("bugs.warmup.never_ends", a=lo, b=hi, n=n)]
     peak = _initial_lr(run)
     slope = (hi - lo) / max(1, int(q.steps[idx[-1]] - q.steps[idx[0]]))
@@ -347,6 +349,19 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
             fixes=as_fixes([first, Msg("bugs.warmup.fix_hf")]),
         )
     ]
+
+
+def _planned_longer_live(run: Run, n: int) -> bool:
+    """Live (the run not closed yet), a scheduler with a planned length longer than the steps seen
+    (OneCycleLR's `total_steps`): its warm-up, a share of that plan, may still be running as
+    configured. Once the run is closed, its own length judges: an LR still rising at its last step
+    is a warm-up that never ended, whatever the plan said."""
+    meta = run.meta if isinstance(run.meta, dict) else {}
+    sched = meta.get("scheduler")
+    total = sched.get("total_steps") if isinstance(sched, dict) else None
+    if meta.get("closed") or not isinstance(total, (int, float)) or isinstance(total, bool):
+        return False
+    return n < total
 
 
 def _configured_warmup(run: Run) -> int:
@@ -597,9 +612,26 @@ class BroadcastThresholds:
     #: cannot mistake one for the other (only the loss's own MSE agrees with it to float precision);
     #: a larger one only leaves more runs to the level rule
     apart: float = 3e-4
+    #: the elementwise MSE over the broadcast one below which the predictions follow their own
+    #: targets: the two differ by 2 Cov(prediction, target), which a broadcast loss's gradient never
+    #: builds (the bug keeps them within `apart`), so a model whose output tracks its targets this
+    #: well learned through a loss that pairs them, whatever that loss is (a BCE on a (B, 1) head
+    #: squeezed in the loop: 0.2-0.35 by the end; the zoo's broadcast runs stay at ~1.0)
+    learned: float = 0.8
 
 
 BROADCAST = BroadcastThresholds()
+
+
+def _tracks_targets(run: Run, idx: np.ndarray) -> bool:
+    """The predictions follow their own targets at the sampled steps: the median elementwise MSE is
+    `learned` times the broadcast one or less (a loss that is neither MSE can still be told apart
+    this way, since only a loss that pairs prediction and target builds the covariance)."""
+    e, b = run.col("mse_elementwise")[idx], run.col("mse_broadcast")[idx]
+    ok = np.isfinite(e) & np.isfinite(b) & (b > 0)
+    if int(ok.sum()) < BROADCAST.min_steps:
+        return False
+    return bool(np.median(e[ok]) <= BROADCAST.learned * np.median(b[ok]))
 
 
 def _which_mse(run: Run, q: Quantities, idx: np.ndarray) -> tuple[str, dict[str, float]] | None:
@@ -634,6 +666,8 @@ def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
     measured = _which_mse(run, q, idx[-max(BROADCAST.min_steps, idx.size // 3) :])
     if measured is not None and measured[0] == "elementwise":
         return []  # the loss is the sample-by-sample MSE, learning: the shapes do not broadcast in it
+    if measured is None and _tracks_targets(run, idx[-max(BROADCAST.min_steps, idx.size // 3) :]):
+        return []  # another loss (a BCE, a weighted sum) that pairs each prediction with its target
     r = float(np.median(q.loss[tail] / var[tail]))
     if measured is None and r < BROADCAST.ratio:
         return []

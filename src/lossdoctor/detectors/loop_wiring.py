@@ -96,15 +96,22 @@ MISALIGNED = MisalignedThresholds()
 
 
 def _chance(run: Run) -> tuple[float, int] | None:
+    """ln K and K: K the output's classes, or, where the model's output was not seen (a Lightning
+    `training_step` calls the layers, never the module's own forward), the labels' largest class
+    plus one: the loss of a model that learned only the class prior is the labels' entropy, ln K
+    for balanced labels over the classes the data holds."""
     k = run.col("out_classes")
     kk = k[np.isfinite(k)]
-    if not kk.size or np.median(kk) < 2:
-        return None
-    classes = int(np.median(kk))
-    return math.log(classes), classes
+    if kk.size:
+        classes = int(np.median(kk))
+    else:
+        top = run.col("class_max")
+        top = top[np.isfinite(top)]
+        classes = int(np.max(top)) + 1 if top.size else 0
+    return (math.log(classes), classes) if classes >= 2 else None
 
 
-@detector("labels_misaligned", needs=("loss", "class_max", "out_classes", "update_ratio"))
+@detector("labels_misaligned", needs=("loss", "class_max", "update_ratio"))
 def labels_misaligned(run: Run, q: Quantities) -> list[Finding]:
     ch = _chance(run)
     lf = q.finite_loss

@@ -35,6 +35,13 @@ tensor of B values, on the output's device), the MSE two ways: sample by sample
 (`mse_broadcast`, from centred moments: mean((o - mean y)^2) + the targets' variance). The loss the user
 passed is one of the two, or neither (another loss): the detector reads which, instead of guessing
 from the loss level, which a slowly learning regression shares with a broadcast one.
+
+A model whose own forward never runs (a Lightning `training_step` that calls `self.net(x)`, a
+wrapper that holds the network as an attribute) gives the root's hook nothing. After a step in
+which the root's forward did not run, the probe watches the root's direct children for one step,
+and then measures the output of the last one called whose output is a floating tensor (a loss
+module's scalar and a child called with gradients off are passed over): the head, or the one network
+the step called. A plain loop, whose root always runs, gets no hook on its children.
 """
 
 from __future__ import annotations
@@ -70,9 +77,16 @@ class OutputProbe:
         )
         self._bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
         self._bn_train: int | None = None  # BatchNorm layers in train mode at the step's first forward
+        self._root = model
+        self._ran = False  # a watched forward (the root's, or its stand-in's) ran in this step
+        self._scouting: list[Any] = []  # hooks on the root's children while the stand-in is looked for
+        self._last_child: nn.Module | None = None  # the last child called with a floating output
+        self.stand_in: nn.Module | None = None  # the child measured in the root's place
         self._handles = [model.register_forward_hook(self._hook, with_kwargs=True)]
 
     def _hook(self, module: nn.Module, args: Any, kwargs: Any, out: Any) -> None:
+        if torch.is_grad_enabled():
+            self._ran = True  # inside a compiled forward too (dynamo replays the store): no scouting then
         if compiling() or not self.enabled or not torch.is_grad_enabled():
             return
         if self._mode is None:
@@ -111,9 +125,37 @@ class OutputProbe:
         self._stats, self._classes, self._mode, self._shape = None, None, None, None
         self._bn_train, self._head = None, None
 
+    def _scout(self, module: nn.Module, args: Any, out: Any) -> None:
+        """While looking for the stand-in: remember the last child called with a floating output."""
+        if compiling() or not self.enabled or not torch.is_grad_enabled():
+            return
+        t = first_float_tensor(out)
+        if t is not None and t.dim() >= 1 and not isinstance(module, nn.modules.loss._Loss):
+            self._last_child = module
+
+    def _find_stand_in(self) -> None:
+        """At a step's end: when the root's forward did not run, watch its children for a step;
+        after that step, measure the last child it called (module docstring)."""
+        if self.stand_in is not None or not self.enabled:
+            return
+        if self._scouting:
+            for h in self._scouting:
+                h.remove()
+            self._handles = [h for h in self._handles if h not in self._scouting]
+            self._scouting = []
+            if self._last_child is not None and not self._ran:
+                self.stand_in = self._last_child
+                self._handles.append(self.stand_in.register_forward_hook(self._hook, with_kwargs=True))
+            return
+        if not self._ran:
+            self._scouting = [c.register_forward_hook(self._scout) for c in self._root.children()]
+            self._handles.extend(self._scouting)
+
     def flush(self, packer: Any, step: Any = None) -> dict[str, Any] | None:
         stats, k, mode, shape, bn = self._stats, self._classes, self._mode, self._shape, self._bn_train
         head = self._head
+        self._find_stand_in()
+        self._ran = False
         self.reset()
         if not self.enabled:
             return None

@@ -76,7 +76,7 @@ class Triage:
         self.optimizer = host.optimizer
         self.records: list[IncidentRecord] = []
         self.episode = False
-        self.trigger = IncidentTrigger(has_scaler=host.scaler is not None)
+        self.trigger = IncidentTrigger(has_scaler=host.scaler is not None, scheduler=host.scheduler)
         self.skipped_steps: set[int] = set()
         self.enabled = True
         self._pending: TrainingIncident | None = None
