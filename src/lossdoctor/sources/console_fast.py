@@ -258,10 +258,11 @@ def cycle_values(c: Cycle, groups: list[Any]) -> CycleValues:
     redrawn = groups[k + 2 :: g]
     rest = groups[g - 1 :: g]
     counters = _BAR_COUNTERS.findall(b"".join(rest))
-    absent = redrawn.count(None)
-    if not counters and absent == n:
+    # a redraw the cycle did not hold: None from a split, b"" from a findall (both paths feed this)
+    drawn = [x for x in redrawn if x]
+    if not counters and not drawn:
         return CycleValues(cols, epoch, steps, float(steps.max()), (float(steps[-1]), _number(groups[k + 1 - g])))
-    counters += redrawn if not absent else [x for x in redrawn if x is not None]
+    counters += drawn
     top = max(float(steps.max()), float(numbers(counters, len(counters)).max()))
     return CycleValues(cols, epoch, steps, top, _last_bar(groups, g, k))
 
