@@ -15,24 +15,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lossdoctor.detectors.engine import diagnose_runs
-from lossdoctor.sources import load_path
 from msgs import has
+from text_judging import alarms, diagnose_text, show
 
-
-def _diagnose(tmp_path, text: str, name: str = "train.log"):
-    path = tmp_path / name
-    path.write_text(text)
-    runs = load_path(str(path))
-    return runs, diagnose_runs(runs)
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "critical")]
-
-
-def _show(report):
-    return [(f.rule, f.cause, f.symptom, f.severity, f.step) for f in report.findings]
+_diagnose, _alarms, _show = diagnose_text, alarms, show
 
 
 def _slim(step0: int, loss) -> str:

@@ -21,9 +21,8 @@ import numpy as np
 import pytest
 
 from lossdoctor.detectors.differential import BCE_KS
-from lossdoctor.detectors.engine import diagnose_runs
-from lossdoctor.sources import load_path
 from msgs import find, has
+from text_judging import alarms, diagnose_text, show
 
 SEEDS = range(12)
 
@@ -33,19 +32,7 @@ def _h(k: int) -> float:
     return -(1 / k) * math.log(1 / k) - (1 - 1 / k) * math.log(1 - 1 / k)
 
 
-def _diagnose(tmp_path, text: str, name: str = "train.log"):
-    path = tmp_path / name
-    path.write_text(text)
-    runs = load_path(str(path))
-    return runs, diagnose_runs(runs)
-
-
-def _alarms(report):
-    return [f for f in report.findings if f.severity in ("warning", "critical")]
-
-
-def _show(report):
-    return [(f.rule, f.cause, f.symptom, f.severity, f.step) for f in report.findings]
+_diagnose, _alarms, _show = diagnose_text, alarms, show
 
 
 def _hf(loss, gn, lr, epoch0: float = 0.0, per: float = 0.02) -> str:
