@@ -245,6 +245,10 @@ class SymptomLimits:
     #: little above it (ImageNet's 6.95-6.97 for ln 1000 = 6.908), never below; this share of ln K
     #: above it is still chance in a log that shows the run's start
     chance_above: float = 0.012
+    #: a level is a common K's chance level when within this share of ln K (plus `chance_match_abs`
+    #: for a level printed to four decimals): a uniform guess prints ln K to its third digit
+    chance_match: float = 0.002
+    chance_match_abs: float = 1e-4
     #: a rise whose loss had already been at >= this share of its end level after it first fell below
     #: half-way (in log space, between the best and the end) is one more crest of an oscillation (a
     #: GAN's losses by design), not a loss that rose and stayed
@@ -1698,7 +1702,8 @@ def chance_of(run: Run, level: float, above: float = 0.0) -> tuple[float, int] |
             return math.log(k), int(k)
     for k in COMMON_K:
         c = math.log(k)
-        if -(0.002 * c + 1e-4) <= level - c <= max(0.002 * c + 1e-4, above * c):
+        near = LIMITS.chance_match * c + LIMITS.chance_match_abs
+        if -near <= level - c <= max(near, above * c):
             return c, k
     return None
 
