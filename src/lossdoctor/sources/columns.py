@@ -322,11 +322,15 @@ def _eval_loss(n: str) -> tuple[str, int] | None:
 
 #: a column an evaluation fills: read and kept apart, but a log of nothing else has no training metric
 EVAL_COLUMNS = frozenset({"eval_loss"})
+#: what a log printed beside its loss about the labels: read, but a log of only these has no training
+#: metric either (an accuracy alone says nothing of the loss lossdoctor judges)
+_NOT_ALONE = EVAL_COLUMNS | frozenset(LABEL_COLUMNS)
 
 
 def trains(columns: Iterable[str]) -> bool:
-    """Whether any of these records columns is a training metric (not only an evaluation's)."""
-    return any(c not in EVAL_COLUMNS for c in columns)
+    """Whether any of these records columns is a training metric (not only an evaluation's or a
+    label metric's)."""
+    return any(c not in _NOT_ALONE for c in columns)
 
 
 def step_rank(name: str) -> int | None:
