@@ -92,6 +92,12 @@ COLUMNS: dict[str, str] = {
     "rewards_accuracies": "preference training: fraction of pairs whose chosen reward beats the rejected one",
     "logps_chosen": "preference training: mean log-probability (summed over tokens) of the chosen completions",
     "logps_rejected": "preference training: mean log-probability (summed over tokens) of the rejected completions",
+    # what a log prints beside its loss about the labels: a loss flat while the accuracy sits at chance
+    # (or an error rate at 1) is a model that learnt nothing about them
+    "accuracy": "training accuracy printed beside the loss (`acc`, `accuracy`, `Acc@1`), as printed: a "
+    "fraction, or a percentage when a value is above 1; never a validation accuracy",
+    "error_rate": "an error rate printed beside the loss (`wer`, `cer`, `error_rate`), as printed: 1 (or "
+    "100 as a percentage) is every output wrong",
 }
 
 #: Sparse per-step facts: events[name][step] = value.

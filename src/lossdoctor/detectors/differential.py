@@ -631,6 +631,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "epoch_flat": ("stuck", "plateau", "warning"),
     "fit_flat": ("stuck", "plateau", "warning"),
     "lm_untrained": ("stuck", "plateau", "warning"),
+    "metric_worst": ("stuck", "plateau", "warning"),
     "grad_jump": ("grad", "spike", "warning"),
     "grad_level": ("grad", "divergence", "warning"),
     # the same, with the loss jumping in one logged interval: what the threads call a spike
@@ -1468,6 +1469,7 @@ _WHAT_KEYS: dict[str, tuple[str, ...]] = {
     "epoch_flat": ("first", "last", "n", "step", "end_step"),
     "fit_flat": ("first", "last", "n", "step", "end_step", "eval_first", "eval_last"),
     "lm_untrained": ("first", "last", "n", "step", "end_step", "level"),
+    "metric_worst": ("metric", "first", "last", "n", "step", "end_step", "loss_first", "loss_last"),
     "rising_start": ("first", "last", "n", "ratio"),
     "creep": ("best", "best_step", "end", "ratio", "step", "n"),
     "oscillation": ("step", "swing", "base", "n"),

@@ -356,6 +356,24 @@ class SymptomLimits:
     #: loss lost its targets (or the model sees them): the zero's symptom with a near-zero print first
     collapse_rel: float = 1e-4
     collapse_steps: int = 1
+    #: a label metric at its worst (`_metric_worst`): on at least this many points, printed at no fewer
+    #: than `metric_cover` of the loss's points (it spans the log, not one evaluation)
+    metric_points: int = 3
+    metric_cover: float = 0.5
+    #: an accuracy this close above 1/K (a share of 1) is still chance: batch noise and a majority
+    #: class a little above 1/K (MNIST's commonest digit is 11% of it)
+    acc_margin: float = 0.02
+    #: an error rate (WER, CER) at or above this on every point: every output wrong
+    error_worst: float = 0.99
+    #: with no K named and no ln K fit, an accuracy at 0.5 is binary chance only when the loss sits
+    #: between these shares of ln 2 (a binary cross-entropy at its start); a 10-class model at 50%
+    #: prints a loss near 1.5
+    binary_low: float = 0.95
+    binary_high: float = 1.15
+    #: two classes: the smallest class count a configuration can name, and the binary task's K
+    binary_k: int = 2
+    #: a label metric above 1 is printed as a percentage, of this whole; above it, it is no accuracy
+    percent_whole: float = 100.0
 
 
 LIMITS = SymptomLimits()
@@ -405,6 +423,7 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
         _epoch_flat,
         _fit_flat,
         _lm_untrained,
+        _metric_worst,
         _grad,
         _scale,
         _skips,
@@ -1674,6 +1693,104 @@ def _lm_untrained(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
     return [_sym(q, "lm_untrained", lf[0], first=first, last=last, n=int(x.size), end_step=s1, level=lim.lm_untrained)]
 
 
+def _metric_worst(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """The label metric printed beside the loss at its worst on every point while the loss does not
+    fall (`_not_falling`): an accuracy at chance (`_acc_chance`) or an error rate at 1: a model that
+    learnt nothing about its labels, visible in three points where the loss alone is only flat. The
+    points must show more than the run's first moments (`_long_enough_at`, as for a loss at ln K): a
+    healthy run starts at chance too."""
+    if _not_ce(run):
+        return []  # a regression's accuracy means nothing; a preference pair's starts at 0.5 with the loss at ln 2
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    for col in LABEL_METRICS:
+        m = run.col(col)[lf] if run.has(col) else np.zeros(0)
+        ok = np.isfinite(m)
+        if (
+            ok.sum() < max(lim.metric_points, lim.metric_cover * x.size)
+            or (m[ok] < 0).any()
+            or (m[ok] > lim.percent_whole).any()
+        ):
+            continue
+        v = m[ok] / lim.percent_whole if (m[ok] > 1).any() else m[ok]  # a value above 1: printed as a percentage
+        if col == "error_rate":
+            worst, chance, k = bool((v >= lim.error_worst).all()), 1.0, None
+        else:
+            hit = _acc_chance(run, v, x, int(q.steps[lf[0]]), lim)
+            worst, chance, k = hit is not None, *(hit or (0.0, None))
+        rows = lf[ok]
+        s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
+        if worst and _not_falling(run, x, lim) and _long_enough_at(run, int(v.size), s1 - s0, True, s0):
+            return [
+                _sym(
+                    q,
+                    "metric_worst",
+                    rows[0],
+                    metric=col,
+                    first=float(v[0]),
+                    last=float(v[-1]),
+                    chance=chance,
+                    k=k,
+                    n=int(v.size),
+                    end_step=s1,
+                    loss_first=float(x[0]),
+                    loss_last=float(x[-1]),
+                )
+            ]
+    return []
+
+
+#: the columns that say how a model does on its labels, and what each is at its worst
+LABEL_METRICS = ("accuracy", "error_rate")
+
+
+def _acc_chance(
+    run: Run, v: np.ndarray, x: np.ndarray, first: int, lim: SymptomLimits
+) -> tuple[float, int | None] | None:
+    """(chance accuracy, K) when every accuracy is at or below chance: at or below 1/K + `acc_margin`
+    for the K the configuration names, or the K whose ln the loss fell to from above (`_fell_to`); or
+    within `acc_margin` of 0.5 with the loss at a binary cross-entropy's start (`binary_low/high`).
+    An accuracy of exactly 0 with no K is no evidence: Keras prints `accuracy` for regressions too,
+    where it stays 0 while they learn; a loss flat at ln K is `_chance_plateau`'s to judge."""
+    k = named_count(run, "n_classes")
+    if k is None:
+        k = _fell_to(run, x, first)
+    if k is not None:
+        return (1 / k, k) if (v <= 1 / k + lim.acc_margin).all() else None
+    half = 1 / lim.binary_k
+    level = float(np.median(x)) / math.log(lim.binary_k) if x.size else 0.0
+    if (np.abs(v - half) <= lim.acc_margin).all() and lim.binary_low <= level <= lim.binary_high:
+        return half, lim.binary_k
+    return None
+
+
+def _fell_to(run: Run, x: np.ndarray, first: int) -> int | None:
+    """The K whose ln the loss's last third sits at after a first third above it by more than
+    `chance_tol`, in an excerpt past the run's start (`_mid_run`): a loss that came down from an
+    absurd level only as far as uniform guessing (a run's first steps fall to ln K on their way)."""
+    third = max(1, x.size // 3)
+    last = float(np.median(x[-third:])) if x.size else 0.0
+    ch = chance_of(run, last, LIMITS.chance_above) if last > 0 else None
+    if ch is None or float(np.median(x[:third])) <= ch[0] * (1 + LIMITS.chance_tol) or not _mid_run(run, first):
+        return None
+    return ch[1]
+
+
+def _not_falling(run: Run, x: np.ndarray, lim: SymptomLimits) -> bool:
+    """The loss's last third is not below its first third by `epoch_fall` and `rise_z` standard
+    errors of its own point noise, or it ends at a chance level ln K (a fall from an absurd start to
+    uniform guessing is no learning)."""
+    if (x <= 0).any():
+        return False
+    k = max(1, x.size // 3)
+    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
+    ch = chance_of(run, last, LIMITS.chance_above)
+    if ch is not None and last >= ch[0] * (1 - LIMITS.chance_tol):
+        return True
+    se = point_noise(x) * math.sqrt(2 / k) if x.size >= lim.metric_points else 0.0
+    return math.log(last / first) > min(math.log(1 - lim.epoch_fall), -lim.rise_z * se)
+
+
 def kendall_tau(x: np.ndarray) -> float:
     """Kendall's tau of x against its index: +1 rising at every pair, -1 falling, ~0 noise."""
     n = x.size
@@ -1693,13 +1810,22 @@ def _resolution(v: float) -> float:
     return 10.0 ** -(len(s.split(".")[1]) if "." in s else 0)
 
 
+def named_count(run: Run, key: str) -> int | None:
+    """The class count or vocabulary size the run's configuration names (`meta[key]`), when it is
+    one: a number of two or more."""
+    k = run.meta.get(key)
+    if isinstance(k, (int, float)) and not isinstance(k, bool) and k >= LIMITS.binary_k:
+        return int(k)
+    return None
+
+
 def chance_of(run: Run, level: float, above: float = 0.0) -> tuple[float, int] | None:
     """(ln K, K) of the class count or vocabulary the run's configuration names, or else of the
     common K whose ln the level is within 0.2% of (or above it by up to `above`, a share of ln K)."""
     for key in ("n_classes", "vocab_size"):
-        k = run.meta.get(key)
-        if isinstance(k, (int, float)) and not isinstance(k, bool) and k >= 2:
-            return math.log(k), int(k)
+        k = named_count(run, key)
+        if k is not None:
+            return math.log(k), k
     for k in COMMON_K:
         c = math.log(k)
         near = LIMITS.chance_match * c + LIMITS.chance_match_abs

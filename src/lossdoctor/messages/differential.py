@@ -78,6 +78,13 @@ TEMPLATES = {
         "语言模型的 loss 在 step {step} 到 {end_step} 的 {n} 次打印中停在 {first} -> {last}，高于 {level} nats："
         "接近 token 频率的熵（unigram 模型），正常学习的模型在最初几百步内就会离开这个水平；训练好的模型在 1.5-4.5",
     ),
+    "diff.what.metric_worst": (
+        "the {metric} printed beside the loss stayed at its worst ({first} -> {last}) over {n} prints from step "
+        "{step} to {end_step} while the loss did not fall ({loss_first} -> {loss_last}): the model has learnt "
+        "nothing about its labels",
+        "loss 旁打印的 {metric} 在 step {step} 到 {end_step} 的 {n} 次打印中一直处于最差水平（{first} -> {last}），"
+        "而 loss 没有下降（{loss_first} -> {loss_last}）：模型没有学到任何关于标签的东西",
+    ),
     "diff.what.fit_flat": (
         "over the first {n} evaluation periods (to step {end_step}) neither loss fell after the first: the "
         "training loss went {first} -> {last} from step {step}, the held-out loss {eval_first} -> {eval_last}, "

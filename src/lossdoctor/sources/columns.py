@@ -228,6 +228,9 @@ for _col in PREFERENCE_COLUMNS:
     _add(_col, 1, f"{_what}_{_side}")
 _add("rewards_accuracies", 1, "rewards/accuracy", "reward_accuracy")
 _add("rewards_margins", 1, "rewards/margin", "reward_margin")
+#: mlx-lm's preference trainers print `Chosen reward -0.21, Rejected reward -0.23` (and their pairs' `Accuracy`)
+_add("rewards_chosen", 2, "chosen_reward")
+_add("rewards_rejected", 2, "rejected_reward")
 
 #: RL fine-tuning's reward (TRL's GRPO/RLOO/PPO `reward`, `env/reward_mean`, `objective/scores`; OpenRLHF's and
 #: LLaMA-Factory's `reward`; verl's `critic/rewards/mean` and its score before the KL penalty,
@@ -254,9 +257,30 @@ _add(
     "rlhf_reward",
     "objective/rlhf_reward",
 )
-#: what a log prints beside its loss that no divergence detector reads but the report and the RL and
-#: preference checks do: every reader keeps these too
-SIDE_COLUMNS = ("reward", *PREFERENCE_COLUMNS)
+#: a training accuracy (Keras's `acc`/`accuracy`, timm's `Acc@1`, `train_acc`; `val_acc` is evaluation
+#: and skipped) and an error rate (speech recognition's WER/CER): what says a flat loss learnt nothing
+_add("accuracy", 0, "accuracy", "acc")
+_add(
+    "accuracy",
+    1,
+    "acc@1",
+    "acc1",
+    "top1",
+    "top1_acc",
+    "top_1_accuracy",
+    "top1_accuracy",
+    "categorical_accuracy",
+    "sparse_categorical_accuracy",
+    "binary_accuracy",
+)
+_add("error_rate", 0, "error_rate", "wer", "cer")
+_add("error_rate", 1, "err_rate", "word_error_rate", "character_error_rate")
+#: the label metrics: read beside the loss, never taken for it
+LABEL_COLUMNS = ("accuracy", "error_rate")
+
+#: what a log prints beside its loss that no divergence detector reads but the report, the RL and
+#: preference checks and the label-metric check do: every reader keeps these too
+SIDE_COLUMNS = ("reward", *PREFERENCE_COLUMNS, *LABEL_COLUMNS)
 
 
 @lru_cache(maxsize=1 << 14)
@@ -298,11 +322,15 @@ def _eval_loss(n: str) -> tuple[str, int] | None:
 
 #: a column an evaluation fills: read and kept apart, but a log of nothing else has no training metric
 EVAL_COLUMNS = frozenset({"eval_loss"})
+#: what a log printed beside its loss about the labels: read, but a log of only these has no training
+#: metric either (an accuracy alone says nothing of the loss lossdoctor judges)
+_NOT_ALONE = EVAL_COLUMNS | frozenset(LABEL_COLUMNS)
 
 
 def trains(columns: Iterable[str]) -> bool:
-    """Whether any of these records columns is a training metric (not only an evaluation's)."""
-    return any(c not in EVAL_COLUMNS for c in columns)
+    """Whether any of these records columns is a training metric (not only an evaluation's or a
+    label metric's)."""
+    return any(c not in _NOT_ALONE for c in columns)
 
 
 def step_rank(name: str) -> int | None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..records import FILLED_NONFINITE, MSVC_NONFINITE, text_number, to_float
 from . import text_slots
-from .columns import SIDE_COLUMNS, column_for, normalise, step_number, step_rank
+from .columns import LABEL_COLUMNS, SIDE_COLUMNS, column_for, normalise, step_number, step_rank
 from .text_slots import TRAIN_WORD, averaged_beside
 
 #: the columns a console line can fill
@@ -86,6 +86,17 @@ _cache: dict[str, tuple[str, int] | None] = {}
 _QUALIFIED = 2
 
 
+#: words that say an accuracy is the training batch's or interval's own (`Iter acc`, `Train acc`, `Batch
+#: acc`); an evaluation word rejects the number before this is asked
+_TRAIN_QUALIFIERS = frozenset({"iter", "batch", "train", "training", "step", "epoch", "avg", "mean", "running"})
+
+
+def _side_named(col: str, qualifier: list[str]) -> bool:
+    """Whether a side column's name stands alone (`reward 0.4`), or an accuracy's or error rate's is
+    qualified by training words only (`Iter acc 0.0`)."""
+    return not qualifier or col in LABEL_COLUMNS and _TRAIN_QUALIFIERS.issuperset(qualifier)
+
+
 def classify(key: str) -> tuple[str, int] | None:
     """(column or "step", rank) for the words in front of a number; None for anything else,
     including evaluation metrics. The longest known tail of the words wins (`Train loss` -> loss,
@@ -115,7 +126,7 @@ def classify(key: str) -> tuple[str, int] | None:
             hit = ("step", r)
             break
         col = column_for(name)
-        if col is not None and (col[0] in METRICS or col[0] in SIDE_COLUMNS and k == len(words)):
+        if col is not None and (col[0] in METRICS or col[0] in SIDE_COLUMNS and _side_named(col[0], words[:-k])):
             # a loss named by a qualifier the table does not know (`Loc Loss`, `Cls Loss`) is a part
             # of the loss more often than the total: it ranks below a named total (`Tot Loss`)
             hit = (col[0], col[1] + _QUALIFIED) if col[0] == "loss" and k < len(words) else col
@@ -512,7 +523,8 @@ def keras_bar(text: str) -> tuple[int, int, dict[str, Any]] | None:
         return None
     rest = _GLUED_AFTER_BAR.sub(r"\1 ", text[m.end() :])
     found = key_values(rest.replace(" - ", " , ")) or {}
-    metrics = {c: found[c] for c in (*METRICS, "eval_loss") if c in found}  # `val_loss` at an epoch's end: kept apart
+    # `val_loss` at an epoch's end: kept apart; `- accuracy: 0.5000` is the epoch's running accuracy
+    metrics = {c: found[c] for c in (*METRICS, "eval_loss", *LABEL_COLUMNS) if c in found}
     return int(m.group(1)), int(m.group(2)), metrics
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..records import FILLED_NONFINITE, MSVC_NONFINITE
+from .columns import LABEL_COLUMNS, column_for
 
 #: a number (a unit may be glued after it: `120.50ms`), or nan/inf as a whole word (MSVC's `1.#INF` too)
 #: (a sentence may end right after it: `Loss is 2.3102.`; a version `1.2.3` is no number)
@@ -181,6 +182,13 @@ def names_a_loss(text: str) -> bool:
     return any(_is_loss(name_key(n)) for n in slot_names(text, spans) if n)
 
 
+def _labels_metric(name: str) -> bool:
+    """Whether a name is an accuracy or an error rate (`columns.LABEL_COLUMNS`): printed as a
+    percentage, it is still that metric, read as printed (a value above 1 says it is a percentage)."""
+    hit = column_for(base_name(name)) if name else None
+    return hit is not None and hit[0] in LABEL_COLUMNS
+
+
 def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     """The name of each number of a line: the words in front of it (a copula dropped: `Loss is
     2.3` is `Loss`); for a number with none, the words right after it up to a separator (Darknet's
@@ -192,7 +200,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     names: list[str] = []
     for i, piece in enumerate(pieces[:-1]):
         if pieces[i + 1][:1] == "%":  # a progress bar's percentage (`steps:  22%|███`): never a counter's value
-            names.append(PERCENT)
+            named = _prefix_name(piece, pieces[i - 1] if i else "")
+            names.append(named if _labels_metric(named) else PERCENT)  # `Accuracy: 49.44%` keeps its name
             continue
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
