@@ -11,7 +11,7 @@ without it a plain print is an unknown objective and they stay silent.
 Only the relation counts, never the key alone: fairseq prints `ppl = 2 ** loss` (its loss is in
 bits, so the nat levels would be wrong), and a `ppl` column beside a loss it does not follow
 (a sum, a regularised total) says nothing about that loss. Cost: one pattern over the first
-`HEAD_BYTES` of the file.
+`LossKindLimits.head_bytes` of the file.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from .files import text_head
 
 _NUM = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 _LOSS = re.compile(r"\bloss\b[\s:=|]{0,4}" + _NUM, re.I)
@@ -79,8 +81,5 @@ def read_evidence(path: Path, lim: LossKindLimits = LIMITS) -> str | None:
     """`perplexity_evidence` over the head of a text file; None for a directory or a binary file."""
     if not path.is_file():
         return None
-    with open(path, "rb") as f:
-        head = f.read(lim.head_bytes)
-    if b"\0" in head:
-        return None
-    return perplexity_evidence(head.decode("utf-8", errors="replace"))
+    text = text_head(path, lim.head_bytes)
+    return None if text is None else perplexity_evidence(text, lim)
