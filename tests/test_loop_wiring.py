@@ -475,3 +475,25 @@ def test_a_lightning_step_that_calls_its_layers_has_its_output_measured(tmp_path
         return
     assert causes[0] == "softmax_before_loss", causes
     assert _keys(rep.findings[0])[0] == "wiring.sigmoid.outputs"
+
+
+def test_a_plain_loop_measures_the_root_and_scouts_no_child(tmp_path):
+    """The stand-in search is for a root whose forward never runs: in a plain loop the root's output
+    is measured from step 0 and no child is ever hooked in its place."""
+    x, y = _clusters()
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False)
+    batches = _loaders(x, y)
+    for step in range(6):
+        batch = batches(step)
+        opt.zero_grad()
+        loss = _xent(model, batch)
+        loss.backward()
+        opt.step()
+        mon.step(loss, batch=batch)
+        assert mon.outputs.stand_in is None and not mon.outputs._scouting
+    mon.close()
+    rows = [json.loads(line) for line in (tmp_path / "steps.jsonl").read_text().splitlines()]
+    assert [r["out_classes"] for r in rows if "out_classes" in r][:1] == [10]
+    assert rows[0]["step"] == 0 and "out_classes" in rows[0]

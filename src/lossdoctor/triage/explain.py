@@ -99,8 +99,24 @@ def replay_finding(
         conf *= 0.9
     search = loc.sample_search
     examples = search.examples if search is not None and samples == loc.samples else None  # packed rows
+    return _op_finding("triage.replay", step, loc, cause, conf, samples, evidence, fixes, examples)
+
+
+def _op_finding(
+    rule: str,
+    step: int,
+    loc: Localization,
+    cause: str,
+    conf: float,
+    samples: Any,
+    evidence: list[Any],
+    fixes: list[FixLike],
+    examples: list[dict[str, Any]] | None = None,
+) -> Finding:
+    """The critical non-finite finding a replay that located the op makes (whole model or one
+    pipeline stage): the layer, op and code come from the localization, the rest from the caller."""
     return Finding(
-        rule="triage.replay",
+        rule=rule,
         cause=cause,
         symptom="nonfinite",
         severity="critical",
@@ -378,21 +394,7 @@ def stage_finding(step: int, rep: Any, loc: Localization, at: Any, stage: Any) -
         cause = "activation_overflow"
         evidence.append(Msg("triage.replay.no_op"))
     conf = (loc.confidence or 0.6) * (1.0 if rep.reached else 0.9)
-    return Finding(
-        rule="triage.stage_replay",
-        cause=cause,
-        symptom="nonfinite",
-        severity="critical",
-        confidence=conf,
-        step=step,
-        batch=step,
-        layer=loc.layer,
-        op=loc.op,
-        samples=at.samples,
-        evidence=evidence,
-        fixes=as_fixes(list(loc.fixes)),
-        code=loc.code,
-    )
+    return _op_finding("triage.stage_replay", step, loc, cause, conf, at.samples, evidence, list(loc.fixes))
 
 
 def stage_nondeterministic_finding(
