@@ -1402,7 +1402,7 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
     # the chance that a printed value comes again: its print's resolution over the spread of the
     # loss from one print to the next (at most the density at the mode of that spread)
-    sigma = 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2)
+    sigma = diff_noise_abs(x)
     pairs = rows.size * (rows.size - 1) / 2
     for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
         i, j = int(rows[k]), int(start[k])
