@@ -133,6 +133,15 @@ def test_a_rise_inside_the_logs_own_noise_or_below_any_init_level_is_no_evidence
     assert LIMITS.tiny_end < math.log(2)
 
 
+def test_a_rise_after_a_descent_is_weighed_against_the_noise_of_the_one_point_it_is_measured_from():
+    # a descent 15 -> 1.4, then x2.5 in noise of ~0.2 per point (log space): the level before is one
+    # point, which carries a whole point's noise; with the five points' 1/5 the rise stood 4.4 sigmas out
+    after = [3.612, 3.386, 4.108, 3.593, 3.061, 3.831, 4.849, 4.435, 2.935, 2.551, 2.995, 3.536]
+    held, why = held_rise(_q([15.0, 8.0, 4.0, 2.2, 1.4] + after), 5)
+    assert held is None and why.key == "lr.advice.in_noise", why
+    assert why.values["base"] == 1.4 and why.values["z"] < LIMITS.hold_z
+
+
 def test_an_average_filling_up_from_zero_is_no_blow_up_and_fastais_table_is():
     beta, avg, ema = 0.95, 0.0, []
     for v in [2.3] * 60:

@@ -150,9 +150,10 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
     if x.size == 0 or i >= x.size or (x[max(0, i - 1) :] <= 0).any():
         return None, Msg("lr.advice.unmeasured")
     before = x[max(0, i - lim.base_points) : i] if i > 0 else x[:1]
-    base = float(np.median(before))
+    base, base_n = float(np.median(before)), before.size
     if _descent_len(before) >= lim.descent_points:
-        base = float(before[-1])  # a descent, not a level: the rise began where it ended (15 -> 1.4, then up)
+        # a descent, not a level: the rise began where it ended (15 -> 1.4, then up), one point
+        base, base_n = float(before[-1]), 1
     after = x[i:]
     k = max(1, min(3, after.size // 4))
     end = float(np.median(after[-k:]))
@@ -173,7 +174,7 @@ def held_rise(q: Quantities, row: int, lim: LrAdviceLimits = LIMITS) -> tuple[Ms
         return None, Msg("lr.advice.fills_up", first=float(x[0]), **data)
     if rise < math.log(lim.hold_ratio):
         return None, Msg("lr.advice.small_rise", **data, need=lim.hold_ratio)
-    se = noise * math.sqrt(1 / before.size + 1 / k)  # the level before and the end are medians of few points
+    se = noise * math.sqrt(1 / base_n + 1 / k)  # the level before and the end are medians of few points (or one)
     if rise < lim.hold_z * se:
         return None, Msg("lr.advice.in_noise", **data, z=rise / se)
     return Msg("lr.advice.held", **data), Msg("lr.advice.held", **data)

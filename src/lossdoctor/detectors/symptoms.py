@@ -1342,7 +1342,7 @@ def _stuck_tail(run: Run, q: Quantities) -> list[Symptom]:
                 k=ch[1],
                 n=int(x.size - t),
                 tail=True,
-                known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None,
+                known=count_named(run),
             )
         ]
     if t == 0:
@@ -1402,7 +1402,7 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     start = rows[first[inv.reshape(-1)]]  # each block's first occurrence
     # the chance that a printed value comes again: its print's resolution over the spread of the
     # loss from one print to the next (at most the density at the mode of that spread)
-    sigma = 1.4826 * float(np.median(np.abs(np.diff(x)))) / math.sqrt(2)
+    sigma = diff_noise_abs(x)
     pairs = rows.size * (rows.size - 1) / 2
     for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
         i, j = int(rows[k]), int(start[k])
@@ -1819,6 +1819,12 @@ def named_count(run: Run, key: str) -> int | None:
     return None
 
 
+def count_named(run: Run) -> bool:
+    """Whether the run's configuration names its class count or vocabulary size (the chance level
+    is then the run's own, not a guess from a common K)."""
+    return run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None
+
+
 def chance_of(run: Run, level: float, above: float = 0.0) -> tuple[float, int] | None:
     """(ln K, K) of the class count or vocabulary the run's configuration names, or else of the
     common K whose ln the level is within 0.2% of (or above it by up to `above`, a share of ln K)."""
@@ -1866,7 +1872,7 @@ def _chance_plateau(run: Run, q: Quantities) -> list[Symptom]:
             chance=c,
             k=k,
             n=int(x.size),
-            known=run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None,
+            known=count_named(run),
         )
     ]
 
@@ -1886,7 +1892,7 @@ def _chance_pair(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
         return []
     if int(q.steps[lf[1]] - q.steps[lf[0]]) < lim.span_steps:
         return []
-    known = run.meta.get("n_classes") is not None or run.meta.get("vocab_size") is not None
+    known = count_named(run)
     return [_sym(q, "chance", lf[0], level=v, chance=ch[0], k=ch[1], n=2, known=known)]
 
 
