@@ -213,6 +213,9 @@ class SymptomLimits:
     creep_points: int = 5
     creep_log: int = 8
     creep_tau: float = 0.6
+    #: a log shorter than `creep_log` rises when noise orders its points that way this rarely
+    #: (`rise_p_value`; 1%: five points all rising, p = 1/120, or six with one pair out of order)
+    short_rise_p: float = 0.01
     #: a log of this many steps or more shows more than a warm-up's first moments
     span_steps: int = 100
     #: a climb: consecutive rising intervals (at least this many) that multiply the loss by at least
@@ -431,7 +434,14 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
     ):
         with np.errstate(all="ignore"):
             out.extend(fn(run, q))
+    if not any(s.kind in RISE_KINDS for s in out):
+        with np.errstate(all="ignore"):
+            out.extend(_short_creep(run, q))  # the last word on a rise: only where no rule above saw one
     return out
+
+
+#: symptoms of a loss that went up and stayed up (`_short_creep` adds one only where none of these is found)
+RISE_KINDS = ("jump_stayed", "rise", "rebound", "rising_start", "creep", "no_fall")
 
 
 def _sym(q: Quantities, kind: str, row: int, **data: Any) -> Symptom:
@@ -522,10 +532,12 @@ def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = F
             # its noise: the step into it is judged against the log's other steps instead
             z = trend_break(lx, j, lim)
             ok = z is not None and z >= lim.spike_z
-    elif trend and (z := trend_break(lx, j, lim)) is not None:
-        ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     else:
+        # with 1-3 points before it, a jump large against them needs no trend; in a mid-run excerpt
+        # the log's trend may also admit a smaller one (a trend never vetoes a x46 jump: 8.5, 5.3, 322)
         ok = ratio >= lim.few_ratio + (1.0 if k == 1 else 0.0) and lx[j] - top >= math.log(lim.few_over_max)
+        if not ok and trend and (z := trend_break(lx, j, lim)) is not None:
+            ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     return ratio if ok else None
 
 
@@ -1128,6 +1140,8 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
         # jump rules' spike (a batch at 28 nats between prints at 3.2), not a loss of another kind
     if ce and bool((x[:j] > LIMITS.ce_max).all()):
         j = 0  # out of range from the first forward on (the grace steps included): it begins there
+    if _absurd_between(x, bad, j):
+        return []  # the jump rules' spike: 0.2586, 3.2e14, 0.2525
     came_back = _absurd_came_back(q, lf, x, bad, j)
     if came_back is not None:
         return came_back
@@ -1143,6 +1157,21 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
             first=float(x[0]),
         )
     ]
+
+
+def _absurd_between(x: np.ndarray, bad: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> bool:
+    """An absurd stretch of at most `absurd_back_points` points after in-range ones, followed only by
+    in-range points back under `recovered` x the median of those before it: one bad interval the
+    run came back from, a spike however large (a detector's loss at 3.2e14 for one print, then 0.25
+    again), which the jump rules date and name; the stretch says nothing the spike does not."""
+    if j == 0:
+        return False
+    e = j + int(np.argmin(bad[j:])) if not bad[j:].all() else x.size  # the first point back in range
+    if e - j > lim.absurd_back_points or e == x.size or bad[e:].any():
+        return False
+    before = x[max(0, j - lim.history) : j]
+    base = float(np.median(before))
+    return base > 0 and bool((x[e:] > 0).all()) and float(np.median(x[e:])) < lim.recovered * base
 
 
 def _absurd_came_back(q: Quantities, lf: np.ndarray, x: np.ndarray, bad: np.ndarray, j: int) -> list[Symptom] | None:
@@ -1599,6 +1628,26 @@ def _creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom
     ]
 
 
+def _short_creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A log too short for `_creep` (`creep_points` to `creep_log` points) whose loss rises across
+    the whole of it, more orderly than noise allows (`rise_p_value` <= `short_rise_p`) and by at
+    least `creep_min`: a pasted excerpt of five epochs, 32.0 -> 33.9 -> 35.8 -> 37.6 -> 39.5, shows a
+    rise however few its points. The run's first updates rising are `_rising_start`'s to judge, and
+    a warm-up that still climbs is too early to judge."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if not lim.creep_points <= x.size < lim.creep_log or (x <= 0).any() or _shows_start(run, q, lf):
+        return []
+    first, end = float(np.median(x[:2])), float(np.median(x[-2:]))
+    if end < (1 + lim.creep_min) * first or rise_p_value(x) > lim.short_rise_p or _warming(q, lf):
+        return []
+    kind = "creep" if end < lim.diverged * first else "rise"
+    data: dict[str, Any] = dict(best=first, best_step=int(q.steps[lf[0]]), end=end, ratio=end / first, n=int(x.size))
+    if kind == "rise":
+        data["grad_ratio"] = None
+    return [_sym(q, kind, lf[1], **data)]
+
+
 def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
     """An epoch-level log (one point per pass over the data) whose loss does not fall: >=
     epoch_points epochs from the run's first (or epoch_long anywhere), the last third's median
@@ -1798,6 +1847,21 @@ def kendall_tau(x: np.ndarray) -> float:
         return 0.0
     d = np.sign(x[None, :] - x[:, None])
     return float(np.triu(d, 1).sum()) / (n * (n - 1) / 2)
+
+
+def rise_p_value(x: np.ndarray) -> float:
+    """The chance that exchangeable noise orders n points at least as rising as x: the exact tail
+    of Kendall's statistic (the inversion count of a random permutation, Mahonian numbers), ties
+    counted against the rise. Exact at any length, so five points all rising (p = 1/120) are a
+    trend where a normal approximation or a fixed tau bar would not say so."""
+    n = int(x.size)
+    if n < 2:
+        return 1.0
+    inversions = int(np.triu(x[None, :] <= x[:, None], 1).sum())  # pairs i < j with x[j] <= x[i]
+    counts = np.ones(1)
+    for m in range(2, n + 1):  # permutations of m items by inversion count
+        counts = np.convolve(counts, np.ones(m))
+    return float(counts[: inversions + 1].sum() / counts.sum())
 
 
 def _resolution(v: float) -> float:
