@@ -142,3 +142,21 @@ def test_nan_loss_is_never_healthy(tmp_path, every, cols):
     report = diagnose_runs(load_path(p))
     assert report.status == "critical"
     assert report.primary.step == (200 if every == 50 else 190)
+
+
+@pytest.mark.parametrize("valid_first", [False, True])
+def test_jsonl_rows_without_the_quoted_loss_log_no_nan(tmp_path, valid_first):
+    """fairseq's JSON lines: train rows print numbers quoted ("loss": "3.097"), valid rows have no
+    "loss" key at all; a valid row's missing loss is not logged, while a printed "nan" is."""
+    rows = []
+    for epoch, loss in ((25, "3.097"), (26, "3.095"), (27, "3.092")):
+        train = {"epoch": epoch, "loss": loss, "lr": 0.00019, "gnorm": "0.19", "loss_scale": "4"}
+        valid = {"epoch": epoch, "valid_loss": 3.1, "valid_ppl": "2.50"}
+        rows += [valid, train] if valid_first else [train, valid]
+    rows.append({"epoch": 28, "loss": "nan", "lr": 0.00018, "gnorm": "0.19", "loss_scale": "4"})
+    path = tmp_path / "fairseq.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = load_path(path)[0]
+    loss, logged = run.col("loss"), run.logged("loss")
+    assert logged.sum() == 4 and logged[-1] and np.isnan(loss[-1])  # the printed "nan" is a logged NaN
+    assert sorted(loss[logged][:3].tolist()) == [3.092, 3.095, 3.097]

@@ -172,7 +172,7 @@ class JsonColumns:
         cols: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for k in self.metric_keys:
             if k in seen or k in self._first_strings:  # else not logged in this chunk
-                cols[k] = self._metric(k, column(rows, k))
+                cols[k] = self._metric(k, column(rows, k), rows)
         for k in self.step_keys:
             v = column(rows, k)
             vals = parse_str_column(v)[0] if k in self._first_strings else step_values(v)
@@ -191,10 +191,13 @@ class JsonColumns:
         self._first_strings = {k for k in self.metric_keys + self.step_keys if isinstance(first.get(k), str)}
         self.table.store.roles = dict(map_names(self.metric_keys).used)  # what thinning judges
 
-    def _metric(self, k: str, v: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    def _metric(self, k: str, v: list[Any], rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
         if k in self._first_strings:  # read as CSV text cells (None as "None": a logged NaN)
             vals, mask, bad = parse_str_column(v)
             self.table.count_text(k, bad)
+            if None in v:  # a row without the key logged nothing (fairseq's valid rows beside its
+                # train rows of quoted numbers), where a null it printed is a logged NaN
+                mask &= np.fromiter((k in r for r in rows), dtype=bool, count=len(rows))
             return vals, mask
         fast = json_column(v)
         if fast is None:
