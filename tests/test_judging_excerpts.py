@@ -7,7 +7,9 @@ must stay quiet.
   (the exact Kendall tail, p <= 1%), rose;
 - a jump of x40 over two or three prints is a jump whatever the rest of a mid-run excerpt swings;
 - one absurd print (1e14) between in-range ones, back at the level before it, is a spike, not a
-  divergence.
+  divergence;
+- a component printed NaN on every row while another falls never reached the weights: it is left
+  out of the summed loss, with a note, and raises no alarm.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 import pytest
 
 from lossdoctor.detectors.symptoms import COMMON_K, rise_p_value
+from msgs import has
 from text_judging import alarms, diagnose_text, show
 
 
@@ -109,3 +112,37 @@ def test_one_absurd_print_between_sane_ones_is_a_spike(tmp_path, seed):
 def test_an_absurd_print_the_loss_does_not_come_back_from_is_no_spike(tmp_path):
     _, report = diagnose_text(tmp_path, _steps(59668, 51, [0.26, 3e14, 5.0, 6.0]))
     assert alarms(report)[0].symptom == "divergence", show(report)
+
+
+# ------------------------------------------------------------------ a term outside the optimised sum
+
+
+def _mmseg(seg, dist) -> str:
+    """mmseg's iteration lines with the meters on a second, wrapped line and no total printed."""
+    out = []
+    for i, (a, b) in enumerate(zip(seg, dist)):
+        out.append(f"2022-02-19 08:15:52,120 - mmseg - INFO - Iter [{50 * (i + 1)}/40000]  lr: 1.958e-06, time: 2.4,\n")
+        out.append(
+            f" decode.loss_seg: {a:.4f}, decode.acc_seg: 40.1, src.loss_feat_dist: {b}, mix.loss_seg: {a / 2:.4f}\n"
+        )
+    return "".join(out)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_term_nan_on_every_row_while_the_others_fall_is_outside_the_sum(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(3, 9))
+    seg = np.geomspace(2.7, float(rng.uniform(0.8, 1.6)), n)
+    runs, report = diagnose_text(tmp_path, _mmseg(seg, ["nan"] * n))
+    assert not alarms(report), show(report)
+    assert has(runs[0].notes, "text.term_outside_sum", keys=["src.loss_feat_dist"], n=n)
+    assert runs[0].col("loss")[-1] == pytest.approx(seg[-1] * 1.5, abs=1e-3)
+
+
+def test_a_term_nan_while_nothing_falls_or_from_a_later_row_is_an_alarm(tmp_path):
+    flat = np.full(5, 2.7)  # a scaler skipping every step keeps the weights finite: nothing trains
+    _, report = diagnose_text(tmp_path, _mmseg(flat, ["nan"] * 5))
+    assert alarms(report)[0].symptom == "nonfinite", show(report)
+    seg = np.geomspace(2.7, 1.2, 6)
+    _, report = diagnose_text(tmp_path, _mmseg(seg, ["0.31", "0.30", "nan", "nan", "nan", "nan"]))
+    assert alarms(report)[0].symptom == "nonfinite", show(report)

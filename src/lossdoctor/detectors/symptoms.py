@@ -468,9 +468,10 @@ def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
     dead = _scaler_gave_up(run, q)
     if dead is not None:
         return [_sym(q, "nonfinite", dead, source="scale")]
+    outside = run.meta.get("outside_sum") or ()  # terms the reader proved never reached the weights
     for step, comps in sorted(run.event("loss_components").items()):
         bad = (
-            [k for k, v in comps.items() if isinstance(v, (int, float)) and not math.isfinite(v)]
+            [k for k, v in comps.items() if isinstance(v, (int, float)) and not math.isfinite(v) and k not in outside]
             if isinstance(comps, dict)
             else []
         )

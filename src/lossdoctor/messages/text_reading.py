@@ -19,6 +19,14 @@ TEMPLATES = {
         "({n} row(s); a NaN in any of them makes the sum NaN)",
         "日志没有打印总 loss：训练 loss 取各分项 {keys} 之和（{n} 行；任一分项为 NaN 则和为 NaN）",
     ),
+    "text.term_outside_sum": (
+        "{keys} is NaN or Inf on all {n} rows while another term falls: it cannot have reached the weights "
+        "(a non-finite gradient would have made every term non-finite at the next update), so it is left out "
+        "of the summed training loss; a term meant to be trained on is not (it is detached, masked or "
+        "computed after the backward pass)",
+        "{keys} 在全部 {n} 行都是 NaN 或 Inf，而其他分项在下降：它不可能进入了权重的梯度（否则下一次更新后所有分项都会变成非有限值），"
+        "因此不计入训练 loss 之和；若它本应参与训练，则它没有参与（被 detach、被 mask，或在 backward 之后才计算）",
+    ),
     "text.total_of_parts": (
         "no series is named as the loss: `{key}` is the sum of {keys} on every row, so it was taken for the "
         "total training loss and they for its components",

@@ -1212,7 +1212,7 @@ def build(parser: TextParser, what: str) -> Run:
         events["loss_components"] = components
         notes.append(Msg("text.components", names=sorted({k for v in components.values() for k in v})[:8]))
     _event_columns(parser, place, cols, events, events_only=main is not picked["main"])
-    _nonfinite_components(components, comp_lines, cols, events)
+    _nonfinite_components(components, comp_lines, cols, events, outside=meta.get("outside_sum", ()))
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
     arrays = {k: np.array([c.get(s, np.nan) for s in steps.tolist()]) for k, c in cols.items()}
@@ -1264,6 +1264,10 @@ def _loss_columns(
             notes.append(Msg("text.total_of_parts", key=t.names[j], keys=[u.names[k] for u, k in picked["parts"]]))
     elif picked["summed"] is not None:
         t, slots = picked["summed"]
+        slots, outside = _outside_the_sum(t, slots)
+        if outside:
+            notes.append(Msg("text.term_outside_sum", keys=outside, n=len(t.rows)))
+            meta["outside_sum"] = [_component_key(k) for k in outside]
         for t2, slots2 in _summed_siblings(picked["all"], t, slots):  # (their lr... come with `siblings`)
             _fill(cols, "loss", place.of(t2), [float(sum(r[j] for j in slots2)) for r in t2.rows])
         _fill(cols, "loss", place.of(t), [float(sum(r[j] for j in slots)) for r in t.rows])
@@ -1275,6 +1279,33 @@ def _loss_columns(
         _fill(cols, "eval_loss", place.of(t), [r[j] for r in t.rows])
         meta["eval_loss_key"] = t.names[j]
         notes.append(Msg("text.eval_kept", key=t.names[j], n=len(t.rows)))
+
+
+#: a component whose every printed value is non-finite while another falls to this share of its
+#: first value or less over the same rows
+_TRAINS_TO = 0.9
+
+
+def _outside_the_sum(t: Template, slots: list[int]) -> tuple[list[int], list[str]]:
+    """The components that can be in the optimised sum, and the names of those that cannot: a term
+    NaN or Inf on every row while another term stays finite and falls (to `_TRAINS_TO` of where it
+    began) never reached the weights, or its first backward pass would have made every term
+    non-finite from the next update on (DAFormer's `src.loss_imnet_feat_dist: nan` on every line of a
+    run whose `decode.loss_seg` falls 2.68 -> 1.61: a term logged but not trained on). A scaler
+    skipping the steps would keep the weights finite too, but then no term would fall."""
+    if len(t.rows) < _MIN_ROWS:
+        return slots, []
+    dead = [j for j in slots if not any(math.isfinite(r[j]) for r in t.rows)]
+    trains = [
+        j
+        for j in slots
+        if j not in dead
+        and all(math.isfinite(r[j]) for r in t.rows)
+        and 0 < t.rows[-1][j] <= _TRAINS_TO * t.rows[0][j]
+    ]
+    if not dead or not trains:
+        return slots, []
+    return [j for j in slots if j not in dead], [t.names[j] for j in dead]
 
 
 def _events_only(parser: TextParser) -> Template | None:
@@ -1449,13 +1480,15 @@ def _nonfinite_components(
     lines: dict[int, int],
     cols: dict[str, dict[int, float]],
     events: dict[str, dict[int, Any]],
+    outside: Iterable[str] = (),
 ) -> None:
     """A component that went NaN/Inf at a step whose training loss is finite or not logged (a
     `loss_dict` holding only some of the components, so no sum was taken): a `nonfinite_warning`
-    text event at that step, so the non-finite value is not lost."""
+    text event at that step, so the non-finite value is not lost. Not for a term `outside` the sum
+    (`_outside_the_sum`: non-finite on every row while the others train, it never reached the weights)."""
     loss = cols.get("loss", {})
     for step, comp in sorted(components.items()):
-        bad = sorted(k for k, v in comp.items() if not math.isfinite(v))
+        bad = sorted(k for k, v in comp.items() if not math.isfinite(v) and k not in outside)
         if bad and (step not in loss or math.isfinite(loss[step])):
             text = ", ".join(f"{k} = {comp[k]}" for k in bad)[:TEXT_MAX]
             events.setdefault("text_events", {}).setdefault(step, []).append(
