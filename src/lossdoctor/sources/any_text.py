@@ -1299,9 +1299,7 @@ def _outside_the_sum(t: Template, slots: list[int]) -> tuple[list[int], list[str
     trains = [
         j
         for j in slots
-        if j not in dead
-        and all(math.isfinite(r[j]) for r in t.rows)
-        and 0 < t.rows[-1][j] <= _TRAINS_TO * t.rows[0][j]
+        if j not in dead and all(math.isfinite(r[j]) for r in t.rows) and 0 < t.rows[-1][j] <= _TRAINS_TO * t.rows[0][j]
     ]
     if not dead or not trains:
         return slots, []
