@@ -241,3 +241,35 @@ def test_an_lr_cut_is_read_from_the_fix_kind_and_parameters_before_its_words():
     assert score.harmful_fixes(report, "healthy", None) == []
     report["findings"][0]["fixes_data"][0]["params"]["lr_factor"] = 0.1
     assert len(score.harmful_fixes(report, "healthy", None)) == 1
+
+
+def test_excerpts_find_the_first_printed_nan_value_not_a_name():
+    from benchmarks.real_logs.excerpts import NAN_WORD
+
+    assert NAN_WORD.search("iter 40 | loss: nan | lr 0.1")
+    assert NAN_WORD.search("tensor(inf, device='cuda:0')")
+    assert not NAN_WORD.search("number of nan iterations:   0 | financial: 3")
+
+
+def test_excerpts_of_a_healthy_log_and_of_a_nan_log_are_judged(tmp_path, monkeypatch):
+    from benchmarks.real_logs import excerpts
+
+    healthy = "".join(f"step {s} | loss {2.5 * 0.99**s:.4f}\n" for s in range(0, 400, 10))
+    nan = "".join(f"step {s} | loss {2.5 * 0.99**s:.4f}\n" for s in range(0, 300, 10)) + "step 300 | loss nan\n"
+    (tmp_path / "h.log").write_text(healthy)
+    (tmp_path / "n.log").write_text(nan + "step 310 | loss nan\n")
+    entries = [
+        {"file": "h.log", "outcome": "healthy", "split": "dev"},
+        {"file": "n.log", "outcome": "nan", "split": "dev"},
+    ]
+    (tmp_path / "manifest.json").write_text(json.dumps(entries))
+    monkeypatch.setattr(excerpts, "CORPUS", tmp_path)
+    monkeypatch.setattr(excerpts, "MANIFEST", tmp_path / "manifest.json")
+    cuts = excerpts.cut_corpus("dev")
+    assert {(c.kind, c.cut) for c in cuts} == {
+        *(("healthy", k) for k in excerpts.HEALTHY_CUTS),
+        *(("faulty", k) for k in excerpts.FAULTY_CUTS),
+        ("nan", "up to the first NaN line"),
+        ("nan", "around it"),
+    }
+    assert all(c.ok for c in cuts), [(c.kind, c.cut, c.got) for c in cuts if not c.ok]
