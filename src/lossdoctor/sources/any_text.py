@@ -1026,12 +1026,30 @@ def _bare(parser: TextParser) -> tuple[Any, ...] | None:
     if found:
         t = max(found, key=lambda t: (len(t.rows), -t.order[0]))
         return (50, -len(t.rows), t.order[0], id(t), t, 0)
+    alone = _numbers_only(parser)
+    if alone is not None:
+        return (50, -len(alone.rows), alone.order[0], id(alone), alone, 0)
     columns = [(t, j) for t in parser.templates.values() if (j := _unnamed_value(t)) is not None]
     if not columns:
         return None
     t, j = max(columns, key=lambda c: (len(c[0].rows), -c[0].order[0]))
     t.names[j] = f"column {j + 1 - sum(t.slash[:j])}"  # named by its place, as printed, for the notes
     return (50, -len(t.rows), t.order[0], id(t), t, j)
+
+
+#: a text whose lines are bare numbers at least this share of its lines is a printed series
+_NUMBERS_ONLY_SHARE = 0.8
+
+
+def _numbers_only(parser: TextParser) -> Template | None:
+    """The lines of a text that is nothing but one number per line (`print(loss.item())` each epoch,
+    pasted alone): that series is the loss (a guess, said in a note). Among other lines a bare
+    number is anything (a count, a size, a seed), so the text must be almost only these lines."""
+    t = next((t for t in parser.templates.values() if t.text == "\x00" and not t.names[0]), None)
+    if t is None or len(t.rows) < _MIN_ROWS + 1 or len(t.rows) < _NUMBERS_ONLY_SHARE * parser.line_no:
+        return None
+    t.names[0] = "number per line"
+    return t
 
 
 def _lone(parser: TextParser) -> tuple[Any, ...] | None:
