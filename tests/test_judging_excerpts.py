@@ -146,3 +146,26 @@ def test_a_term_nan_while_nothing_falls_or_from_a_later_row_is_an_alarm(tmp_path
     seg = np.geomspace(2.7, 1.2, 6)
     _, report = diagnose_text(tmp_path, _mmseg(seg, ["0.31", "0.30", "nan", "nan", "nan", "nan"]))
     assert alarms(report)[0].symptom == "nonfinite", show(report)
+
+
+# ------------------------------------------------------------------ a paste of bare numbers
+
+
+def test_a_text_of_one_number_per_line_is_read_as_the_loss_with_a_note(tmp_path):
+    values = [2.3286, 2.0444, 1.9303, 1.9836, 1.6704, 1.4758, 1.3922, 1.3101]
+    runs, report = diagnose_text(tmp_path, "".join(f"{v}\n" for v in values))
+    assert runs[0].col("loss").tolist() == values
+    assert has(runs[0].notes, "text.loss_guessed", key="number per line")
+    assert not alarms(report), show(report)
+    spiked = values[:4] + [1934.05] + values[4:]
+    _, report = diagnose_text(tmp_path, "".join(f"{v}\n" for v in spiked))
+    assert alarms(report)[0].symptom == "spike", show(report)
+
+
+def test_bare_numbers_among_other_lines_are_no_loss(tmp_path):
+    text = "".join(f"Downloading shard {i}\nsaved checkpoint to ckpt_{i}.pt\n{1000 + 7 * i}\n" for i in range(6))
+    (tmp_path / "train.log").write_text(text)
+    from lossdoctor.sources import SourceError, load_path
+
+    with pytest.raises(SourceError):
+        load_path(tmp_path / "train.log")

@@ -657,8 +657,9 @@ def test_mxnet_speedometer_tab_separated_metrics(tmp_path):
 
 
 def test_printed_tensors_alone_are_a_guessed_loss_numbered_in_order(tmp_path):
-    """A training loop's `print(loss.detach().float())`: the real tensor printed, one a line (a
-    column of bare numbers is not taken for a loss)."""
+    """A training loop's `print(loss.detach().float())`: the real tensor printed, one a line; the same
+    values printed as bare numbers, a text of nothing else, are a guessed loss too (issue 25: refuse
+    only text that holds no numeric series)."""
     values = [3.2207, float("nan"), float("nan"), 2.9]
     buf = io.StringIO()
     for v in values:
@@ -669,8 +670,9 @@ def test_printed_tensors_alone_are_a_guessed_loss_numbered_in_order(tmp_path):
     _same(_at(run, "loss"), {i + 1: float(torch.tensor(v)) for i, v in enumerate(values)})
     keys = {getattr(n, "key", "") for n in run.notes}
     assert {"text.loss_guessed", "text.numbered"} <= keys
-    with pytest.raises(SourceError):
-        load_path(_write(tmp_path, "".join(f"{v}\n" for v in values)))
+    bare = load_path(_write(tmp_path, "".join(f"{v}\n" for v in values)))[0]
+    _same(_at(bare, "loss"), {i + 1: v for i, v in enumerate(values)})
+    assert "text.loss_guessed" in {getattr(n, "key", "") for n in bare.notes}
 
 
 def _write(tmp_path, text, name="numbers.log"):
