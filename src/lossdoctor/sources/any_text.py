@@ -85,6 +85,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns, text_number
+from . import line_prefix
 from .columns import SIDE_COLUMNS, column_for, normalise
 from .console_text import EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
@@ -1601,10 +1602,14 @@ def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
     # lines as a terminal starts them (a `\r` redraw of a bar is no new line: a launcher's tag is not on it)
-    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").split("\n"))
+    learned = line_prefix.learned(path)  # the prefix the text's own lines repeat (a logging format, a host)
+    sample = head(path, 65536)
+    prefix = shared_prefix(
+        (sample if learned is None else learned.sub(b"", sample)).decode("utf-8", "replace").split("\n")
+    )
     run, refused, free = None, None, False
     with open_regular(path) as f:
-        lines = segments(f)
+        lines = segments(f if learned is None else line_prefix.Stripped(f, learned))
         parser = parse(_without(prefix, lines) if prefix else lines)
         free = free_tails(parser)
         try:
@@ -1613,7 +1618,7 @@ def read(path: Path) -> list[Run]:
             refused = e
     if free and (run is None or not run.meta.get("adversaries")):
         with open_regular(path) as f:  # read again with the free text after each line's last number left out
-            lines = segments(f)
+            lines = segments(f if learned is None else line_prefix.Stripped(f, learned))
             try:
                 loose = build(parse(_without(prefix, lines) if prefix else lines, loose=True), path.name)
             except SourceError:

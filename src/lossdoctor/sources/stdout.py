@@ -45,6 +45,7 @@ from . import composer as co
 from . import console_fast as fast
 from . import console_lines as cl
 from . import deepspeed as ds
+from . import line_prefix
 from . import megatron as mg
 from .columns import SIDE_COLUMNS
 from .console_text import CURSOR_UP, EVAL_SECTION, clean, segments
@@ -1138,6 +1139,7 @@ def _sniff(p: Path) -> bool:
     data = head(p, _SNIFF_BYTES)
     if looks_binary(data[:65536]):
         return False
+    data = line_prefix.strip_bytes(data)  # a prefix the text puts before each line (`node12: `)
     start = data[:4096].lstrip()
     if start.startswith((b'{"', b"[{", b"[\n", b"[]")):
         return False  # JSON: the JSON readers take it
@@ -1212,7 +1214,7 @@ def read(path: Path) -> list[Run]:
     if path.is_dir():
         return read_dir(path)
     with open_regular(path) as f:  # streamed, a segment at a time: no whole-file read
-        return [read_stream(f, path.name)]
+        return [read_stream(line_prefix.opened(f, path), path.name)]
 
 
 def read_dir(path: Path) -> list[Run]:
