@@ -13,7 +13,8 @@ again. A variant is
 - **same**: the same series (an excerpt: every point of the variant is the original's, the variant's
   steps a contiguous window of the original's, shifted by one constant where the steps were counted
   from the text's start; values equal to the printed precision),
-- **changed**: read, but another series (`loss col`: the loss now comes from another column),
+- **changed**: read, but another series (`loss col`: the loss now differs and comes from a column of
+  another name),
 - **refused**: the reader raised,
 - not counted (`n/a`) when the transform does not apply to the log (an excerpt of a log too short to
   cut, numbers to rewrite where there are none).
@@ -255,9 +256,15 @@ def _window_offset(orig: list, var: list, rtol: float) -> int | None:
 def compare(base: dict[str, Any], got: dict[str, Any], transform: str) -> str | None:
     """None when `got` reads as `base` did; else what differs, in a few words."""
     rtol = ROUNDED.get(transform, 1e-9)
-    if "loss" in base and "loss" in got and got.get("loss_key") != base.get("loss_key"):
-        return f"loss col {base.get('loss_key')!r} -> {got.get('loss_key')!r}"
-    if set(base) != set(got):
+    diff = _series_diff(base, got, transform, rtol)
+    if diff is not None and "loss" in base and "loss" in got and got.get("loss_key") != base.get("loss_key"):
+        return f"loss col {base.get('loss_key')!r} -> {got.get('loss_key')!r} ({diff})"
+    return diff
+
+
+def _series_diff(base: dict[str, Any], got: dict[str, Any], transform: str, rtol: float) -> str | None:
+    """What differs between two readings' series (None: the same; the loss's name is not compared)."""
+    if set(base) - {"loss_key"} != set(got) - {"loss_key"}:
         return f"columns {sorted(set(base) - {'loss_key'})} -> {sorted(set(got) - {'loss_key'})}"
     offset = 0
     if transform in EXCERPTS and "loss" in base:

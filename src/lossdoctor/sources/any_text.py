@@ -205,7 +205,9 @@ class TextParser:
             text = whole_numbers(text)
         if "_" in text:
             text = unglued(text)
-        if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?
+        if raw[:1] != text[:1] != "[" and (
+            "] [" in raw or "]\t" in raw or raw[:1] == "["
+        ):  # a prefix was cut: a `[N]`?
             text = _counter_back(raw, text)
         if self.in_eval:
             text = self._section(text)

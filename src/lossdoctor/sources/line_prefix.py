@@ -35,23 +35,25 @@ from .files import head
 SAMPLE_LINES = 300
 #: the share of the sampled non-blank lines that must carry the prefix
 SHARE = 0.8
-#: fewer non-blank lines than this: too few to tell a prefix from a line's own start
-MIN_LINES = 4
+#: fewer non-blank lines than this: no prefix learned (under five lines, SHARE means every line)
+MIN_LINES = 2
 #: the prefix ends within this many characters of the line's start
 MAX_LEN = 80
 
 #: where a prefix may end: after a separator (`:`, `|`, `>`, a dash between spaces) and its spaces, or a
-#: bracket and a space; never inside a number (`12:00:01`, `train.py:88`)
-_BOUNDARY = re.compile(r"(?:[:|>\u2502]|\s-)(?:[ \t]+|(?!\d))|\][ \t]+")
+#: bracket and a space; never between two digits (`12:00:01`); before one (`<stdout>:50000/50000`) yes
+_BOUNDARY = re.compile(r"(?:(?<!\d)[:|>\u2502]|[:|>\u2502](?=[ \t])|\s-)[ \t]*|\][ \t]+")
 _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"[ \t]+")
 #: the varying numbers a prefix may hold, each a slot of its shape: a date, glog's level and date
-#: (`I1203`), a time of day, a source line (`train.py:88`, `trainer:42]`, `line 88`)
+#: (`I1203`), a time of day, a source line (`train.py:88`, `trainer:42]`, `line 88`), a level
+_LEVELS = r"(?:TRACE|DEBUG|INFO|SUCCESS|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)"
 _SLOTS = (
     ("\x01", r"\d{2,4}[-/]\d\d[-/]\d{2,4}", r"\d{2,4}[-/]\d\d[-/]\d{2,4}"),
     ("\x02", r"\b[IWEF]\d{4}\b", r"[IWEF]\d{4}"),
     ("\x03", r"\d{1,2}:\d\d(?::\d\d)?(?:[.,]\d+)?", r"\d{1,2}:\d\d(?::\d\d)?(?:[.,]\d+)?"),
     ("\x04", r"(?<=[A-Za-z_]:)\d+(?=[\]\s:])|(?<=\bline )\d+", r"\d+"),
+    ("\x06", rf"\b{_LEVELS}\b", _LEVELS),  # a logging level: it changes line by line (INFO, SUCCESS)
 )
 _LINE_SLOT = ("\x05", r"\d+")
 _SLOT_RX = [(mark, re.compile(rx)) for mark, rx, _ in _SLOTS]
@@ -66,8 +68,11 @@ _CONTENT_WORDS = re.compile(
 #: a value spelt as a word
 _VALUE_WORD = re.compile(r"\b(?:nan|inf|infinity|none|true|false)\b", re.IGNORECASE)
 #: a data set's name: content where it starts the prefix, ends it as a key or is bracketed (`Train:`,
-#: `[TRAIN]`), not as a logger's name between a logging format's dashes (`- INFO - train - `)
-_SET_WORD = re.compile(r"^(?:train(?:ing)?|test(?:ing)?|val(?:id(?:ation)?)?|eval(?:uation)?|dev)$", re.IGNORECASE)
+#: `[TRAIN]`), not as a logger's name (`- INFO - train - `, `bert_sentiment.train:train:86`)
+_SETS = r"(?:train(?:ing)?|test(?:ing)?|val(?:id(?:ation)?)?|eval(?:uation)?|dev)"
+_SET_KEY = re.compile(rf"^[^\w\x01-\x06]*{_SETS}\b|\[\s*{_SETS}\s*\]|(?<![\w.:]){_SETS}\s*:\s*$", re.IGNORECASE)
+#: a bar right after another separator: a table's first cell border behind a tag (`node12: | 0 | 38.2 |`)
+_AFTER_TAG = re.compile(r"[:|>\]-]\s*[|\u2502]$")
 _LEVEL = re.compile(r"^(?:TRACE|DEBUG|INFO|SUCCESS|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL|STDOUT|STDERR)$")
 #: two plain words in a row: prose (`Train net output`, `number of examples`), a line's content
 _PROSE = re.compile(r"(?<![\w.])([A-Za-z]+) ([A-Za-z]+)(?![\w.])")
@@ -107,12 +112,12 @@ def _acceptable(shape: str) -> bool:
         return False  # a table's row (`| mse | nan |`), a value
     if any(not (_LEVEL.match(a) or _LEVEL.match(b)) for a, b in _PROSE.findall(shape)):
         return False
-    if any(_SET_WORD.match(w) and f"- {w} -" not in shape for w in re.findall(r"[\w.\x01-\x05-]+", shape)):
+    if _SET_KEY.search(shape) or _AFTER_TAG.search(shape):
         return False
-    last = re.search(r"([\w.\x01-\x04\]>)-]+):\s*$", shape)
+    last = re.search(r"([\w.\x01-\x06\]>)-]+):\s*$", shape)
     if last is not None:  # `word:` at the end: a key (`eta:`, `Progress:`) unless a level, a tag or a logger
         w = last.group(1)
-        if not (_LEVEL.match(w) or re.search(r"[\d.\]>)\x01-\x04]", w) or shape[: last.start()].endswith(":")):
+        if not (_LEVEL.match(w) or re.search(r"[\d.\]>)\x01-\x06]", w) or shape[: last.start()].endswith(":")):
             return False
     return True
 
@@ -174,7 +179,7 @@ def _pattern(shape: str) -> re.Pattern[bytes]:
     """A pattern for the prefix at a line's start: its words and separators as they are, any run of
     spaces as any spaces, a slot (a clock's, a line counter's) as what fills it."""
     parts = [r"[ \t]*"]
-    for tok in re.split(r"( |[\x01-\x05]|\d+)", shape):
+    for tok in re.split(r"( |[\x01-\x06]|\d+)", shape):
         if not tok:
             continue
         if tok == " ":
