@@ -604,8 +604,8 @@ class ConsoleParser:
         return True
 
     def _bar(self, n: int, total: int | None, metrics: dict[str, Any], nested: bool) -> None:
-        if nested:
-            return  # an evaluation bar drawn under the training one
+        if nested or metrics.pop("_other", False):
+            return  # an evaluation bar drawn under the training one; a bar of other work (`Map: 100%`)
         self.bar_done = total is None or n >= total
         named = metrics.pop("_loss_key", None)
         if named is not None:
