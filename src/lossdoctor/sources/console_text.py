@@ -159,6 +159,6 @@ def clean(segment: str) -> str:
             break
         pos = m.end()
     rest = segment[pos:].strip()
-    if rest[:1] == "`":  # a paste's inline-code ticks behind a prefix (`> \`40245, 4.021: 6.90 ...`)
-        return rest.strip("`").strip()
+    if rest[:1] == "`" or rest[-1:] == "`" and rest.count("`") == 1:
+        return rest.strip("`").strip()  # a paste's inline-code ticks behind a prefix (`> \`40245, 4.021: ...`)
     return rest
