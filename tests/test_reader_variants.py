@@ -235,3 +235,12 @@ def test_stripped_stream_removes_the_prefix_at_every_line_start_across_reads():
     while chunk := f.read(7):
         out += chunk
     assert out.decode().splitlines() == [f"iter {s}: loss {v:.4f}" for s, v in zip(STEPS, LOSSES)]
+
+
+@pytest.mark.parametrize("cut", [1, 3])
+def test_a_keras_excerpt_cut_inside_an_epoch_dates_its_first_bar_by_the_next_header(tmp_path, cut):
+    """An excerpt that starts at the progress line of epoch 1 or 2 (its `Epoch N/4` header cut off): that
+    line is the epoch before the first header left, not epoch 1."""
+    lines = _keras_lines()[cut:]
+    first = (cut + 1) // 2  # the epoch whose header was cut
+    assert _loss(_write(tmp_path, "excerpt.txt", lines)) == (KERAS_STEPS[first - 1 :], KERAS_LOSSES[first - 1 :])

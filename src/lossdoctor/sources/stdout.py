@@ -135,6 +135,8 @@ class ConsoleParser:
         self.keras_epoch = 0  # the last "Epoch N/M" line
         self.keras_restarts = 0  # bars begun again since that line with no header of their own (Keras 1)
         self.keras_last: tuple[int, int] | None = None  # (batch, total) of the last bar read
+        #: rows of bars read before any `Epoch N/M` line (an excerpt cut inside an epoch): None once dated
+        self.keras_orphans: list[dict[str, Any]] | None = []
         self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
         self.events = Events()  # overflow, NaN-warning, OOM... lines at the row read before them
         self.eval_rows = 0  # rows holding only an evaluation's loss
@@ -346,6 +348,9 @@ class ConsoleParser:
         if text.startswith("Epoch "):
             e = cl.KERAS_EPOCH.match(text)
             if e is not None:
+                if self.keras_orphans:
+                    self._date_orphans(int(e.group(1)))
+                self.keras_orphans = None
                 self.keras_epoch, self.keras_restarts, self.keras_last = int(e.group(1)), 0, None
                 return True
         return False
@@ -560,7 +565,25 @@ class ConsoleParser:
         step = (max(self.keras_epoch, 1) - 1 + self.keras_restarts) * per_epoch + batch
         if metrics:
             self.counts["keras"] += 1
-            self._add({"step": step, **metrics}, marker=True)
+            row = {"step": step, **metrics}
+            self._add(row, marker=True)
+            if self.keras_orphans is not None and self.keras_epoch == 0:
+                self.keras_orphans.append(row)
+                if len(self.keras_orphans) > _KEEP_RECENT:
+                    self.keras_orphans = None  # too many to hold: left as counted from epoch 1
+
+    def _date_orphans(self, epoch: int) -> None:
+        """Bars printed before the first `Epoch N/M` line are the epoch before it (an excerpt that starts
+        inside epoch N-1, its header cut off), not epoch 1: their steps move on by the epochs between."""
+        assert self.keras_orphans is not None
+        per_epoch = self.keras_last[1] if self.keras_last is not None else 0
+        shift = (epoch - 2 - self.keras_restarts) * per_epoch
+        held = {id(r) for r in self.rows}
+        if shift <= 0 or not all(id(r) in held for r in self.keras_orphans):
+            return
+        for row in self.keras_orphans:
+            row["step"] += shift
+        self.marker = max(r["step"] for r in self.keras_orphans)
 
     def _hf(self, row: dict[str, Any]) -> None:
         epoch = row.pop("epoch", None)
