@@ -85,6 +85,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns, text_number
+from . import line_prefix
 from .columns import SIDE_COLUMNS, column_for, normalise
 from .console_text import EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
@@ -204,7 +205,9 @@ class TextParser:
             text = whole_numbers(text)
         if "_" in text:
             text = unglued(text)
-        if raw[:1] != text[:1] != "[" and ("] [" in raw or "]\t" in raw):  # a prefix was cut: with a `[N]`?
+        if raw[:1] != text[:1] != "[" and (
+            "] [" in raw or "]\t" in raw or raw[:1] == "["
+        ):  # a prefix was cut: a `[N]`?
             text = _counter_back(raw, text)
         if self.in_eval:
             text = self._section(text)
@@ -1650,10 +1653,14 @@ def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
     # lines as a terminal starts them (a `\r` redraw of a bar is no new line: a launcher's tag is not on it)
-    prefix = shared_prefix(head(path, 65536).decode("utf-8", "replace").split("\n"))
+    learned = line_prefix.learned(path)  # the prefix the text's own lines repeat (a logging format, a host)
+    sample = head(path, 65536)
+    prefix = shared_prefix(
+        (sample if learned is None else learned.sub(b"", sample)).decode("utf-8", "replace").split("\n")
+    )
     run, refused, free = None, None, False
     with open_regular(path) as f:
-        lines = segments(f)
+        lines = segments(f if learned is None else line_prefix.Stripped(f, learned))
         parser = parse(_without(prefix, lines) if prefix else lines)
         free = free_tails(parser)
         try:
@@ -1662,7 +1669,7 @@ def read(path: Path) -> list[Run]:
             refused = e
     if free and (run is None or not run.meta.get("adversaries")):
         with open_regular(path) as f:  # read again with the free text after each line's last number left out
-            lines = segments(f)
+            lines = segments(f if learned is None else line_prefix.Stripped(f, learned))
             try:
                 loose = build(parse(_without(prefix, lines) if prefix else lines, loose=True), path.name)
             except SourceError:

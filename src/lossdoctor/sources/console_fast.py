@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 
 from .console_lines import _HF_ITEM, _NUMBER, METRICS, _dict_key
-from .console_text import MAX_SEGMENT, cut_short
+from .console_text import MAX_SEGMENT, Readable, cut_short
 
 #: the fast path on (the tests read the same logs with it off and compare)
 FAST = True
@@ -289,7 +289,7 @@ def _tokens(found: list) -> list:
     return list(itertools.chain.from_iterable(found)) if found and isinstance(found[0], tuple) else found
 
 
-def feed_stream(f: IO[bytes], parser: Any) -> None:
+def feed_stream(f: IO[bytes] | Readable, parser: Any) -> None:
     """Feed a binary stream to `parser` (its `feed(segment)` for single segments, `bulk(template,
     values)` for runs of learned lines), every segment cut as `console_text.segments` cuts it (split
     at `\r`, `\n` and `\r\n`, decoded leniently, its first MAX_SEGMENT characters). A chunk is cut

@@ -501,7 +501,22 @@ def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:
         e = _EPOCH.search(desc)
         if e and total:
             metrics["_epoch"] = int(e.group(1))
+        if not metrics and other_work(desc):
+            metrics["_other"] = True
     return n, total, metrics, m.end()
+
+
+#: words of a bar's description that say it counts training steps (Lightning's `Epoch 3`, a script's
+#: `Training`, `steps`, `iter`): a bar described otherwise counts something else
+_TRAINING_BAR = re.compile(r"epoch|train|step|iter|batch|\bit\b|fit|optim|updat|loss|global|rank|gpu", re.IGNORECASE)
+
+
+def other_work(desc: str) -> bool:
+    """Whether a bar's description names other work than training (`Map`, `Downloading data`, `Loading
+    checkpoint shards`, `Tokenizing`): its counter is not the training step. A bar with no words in
+    front of it (the Hugging Face Trainer's) or with a training word counts the steps."""
+    words = re.findall(r"[A-Za-z]{2,}", desc)
+    return bool(words) and not any(_TRAINING_BAR.search(w) for w in words)
 
 
 # --- Keras ---------------------------------------------------------------------------------

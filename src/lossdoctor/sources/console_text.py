@@ -158,4 +158,7 @@ def clean(segment: str) -> str:
         if m is None or m.end() == pos:
             break
         pos = m.end()
-    return segment[pos:].strip()
+    rest = segment[pos:].strip()
+    if rest[:1] == "`" or rest[-1:] == "`" and rest.count("`") == 1:
+        return rest.strip("`").strip()  # a paste's inline-code ticks behind a prefix (`> \`40245, 4.021: ...`)
+    return rest

@@ -149,13 +149,19 @@ def tail(path: Path, n: int = 4096) -> bytes:
         return f.read(n)
 
 
+#: control bytes a terminal's text holds: tab, line feed, carriage return, ESC, backspace, form feed
+_TERMINAL = frozenset((9, 10, 13, 27, 8, 12))
+
+
 def looks_binary(data: bytes) -> bool:
-    """NUL bytes or mostly non-text bytes in the head: not a text log."""
+    """NUL bytes or mostly non-text bytes in the head: not a text log. A terminal's control bytes
+    (ESC of a colour code, backspace, form feed) are text: a coloured log is mostly ESC-led codes
+    around its numbers."""
     if not data:
         return False
     if b"\x00" in data:
         return True
-    text = sum(1 for b in data[:4096] if 32 <= b < 127 or b in (9, 10, 13) or b >= 128)
+    text = sum(1 for b in data[:4096] if 32 <= b < 127 or b in _TERMINAL or b >= 128)
     return text < 0.9 * min(len(data), 4096)
 
 

@@ -45,6 +45,7 @@ from . import composer as co
 from . import console_fast as fast
 from . import console_lines as cl
 from . import deepspeed as ds
+from . import line_prefix
 from . import megatron as mg
 from .columns import SIDE_COLUMNS
 from .console_text import CURSOR_UP, EVAL_SECTION, clean, segments
@@ -134,6 +135,8 @@ class ConsoleParser:
         self.keras_epoch = 0  # the last "Epoch N/M" line
         self.keras_restarts = 0  # bars begun again since that line with no header of their own (Keras 1)
         self.keras_last: tuple[int, int] | None = None  # (batch, total) of the last bar read
+        #: rows of bars read before any `Epoch N/M` line (an excerpt cut inside an epoch): None once dated
+        self.keras_orphans: list[dict[str, Any]] | None = []
         self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
         self.events = Events()  # overflow, NaN-warning, OOM... lines at the row read before them
         self.eval_rows = 0  # rows holding only an evaluation's loss
@@ -345,6 +348,9 @@ class ConsoleParser:
         if text.startswith("Epoch "):
             e = cl.KERAS_EPOCH.match(text)
             if e is not None:
+                if self.keras_orphans:
+                    self._date_orphans(int(e.group(1)))
+                self.keras_orphans = None
                 self.keras_epoch, self.keras_restarts, self.keras_last = int(e.group(1)), 0, None
                 return True
         return False
@@ -559,7 +565,25 @@ class ConsoleParser:
         step = (max(self.keras_epoch, 1) - 1 + self.keras_restarts) * per_epoch + batch
         if metrics:
             self.counts["keras"] += 1
-            self._add({"step": step, **metrics}, marker=True)
+            row = {"step": step, **metrics}
+            self._add(row, marker=True)
+            if self.keras_orphans is not None and self.keras_epoch == 0:
+                self.keras_orphans.append(row)
+                if len(self.keras_orphans) > _KEEP_RECENT:
+                    self.keras_orphans = None  # too many to hold: left as counted from epoch 1
+
+    def _date_orphans(self, epoch: int) -> None:
+        """Bars printed before the first `Epoch N/M` line are the epoch before it (an excerpt that starts
+        inside epoch N-1, its header cut off), not epoch 1: their steps move on by the epochs between."""
+        assert self.keras_orphans is not None
+        per_epoch = self.keras_last[1] if self.keras_last is not None else 0
+        shift = (epoch - 2 - self.keras_restarts) * per_epoch
+        held = {id(r) for r in self.rows}
+        if shift <= 0 or not all(id(r) in held for r in self.keras_orphans):
+            return
+        for row in self.keras_orphans:
+            row["step"] += shift
+        self.marker = max(r["step"] for r in self.keras_orphans)
 
     def _hf(self, row: dict[str, Any]) -> None:
         epoch = row.pop("epoch", None)
@@ -603,8 +627,8 @@ class ConsoleParser:
         return True
 
     def _bar(self, n: int, total: int | None, metrics: dict[str, Any], nested: bool) -> None:
-        if nested:
-            return  # an evaluation bar drawn under the training one
+        if nested or metrics.pop("_other", False):
+            return  # an evaluation bar drawn under the training one; a bar of other work (`Map: 100%`)
         self.bar_done = total is None or n >= total
         named = metrics.pop("_loss_key", None)
         if named is not None:
@@ -1138,6 +1162,7 @@ def _sniff(p: Path) -> bool:
     data = head(p, _SNIFF_BYTES)
     if looks_binary(data[:65536]):
         return False
+    data = line_prefix.strip_bytes(data)  # a prefix the text puts before each line (`node12: `)
     start = data[:4096].lstrip()
     if start.startswith((b'{"', b"[{", b"[\n", b"[]")):
         return False  # JSON: the JSON readers take it
@@ -1212,7 +1237,7 @@ def read(path: Path) -> list[Run]:
     if path.is_dir():
         return read_dir(path)
     with open_regular(path) as f:  # streamed, a segment at a time: no whole-file read
-        return [read_stream(f, path.name)]
+        return [read_stream(line_prefix.opened(f, path), path.name)]
 
 
 def read_dir(path: Path) -> list[Run]:
