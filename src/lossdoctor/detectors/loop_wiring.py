@@ -304,7 +304,7 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
     elif unfit:
         evidence.append(Msg("wiring.wrong_loss.ratio", loss=loss_end, var=float(np.median(v)), r=r))
     if spread is not None and not negative:
-        evidence.append(Msg("wiring.wrong_loss.ids", k=k, share=spread, floor=WRONG_LOSS.ids_spread))
+        evidence.append(Msg("wiring.wrong_loss.ids", k=k, top=k - 1, share=spread, floor=WRONG_LOSS.ids_spread))
     # a loss without a lower bound falls forever (the "absurd" negative loss is this, not bad data)
     severity, conf, symptom = ("critical", 0.9, "divergence") if negative else ("warning", 0.85, "plateau")
     if task != "classification" and not negative and not unfit:  # the labels' spread alone says it

@@ -62,11 +62,11 @@ TEMPLATES = {
         "loss 停在 {loss}，是标签（当成数值）方差 {var} 的 {r} 倍：对类别下标做回归拟合不了它们",
     ),
     "wiring.wrong_loss.ids": (
-        "the labels are integers 0 to {k}-1 spread like {k} balanced classes (their variance {share} of a "
-        "uniform draw over 0..{k}-1, at least {floor}; a count or a score is narrower): an MSE, L1 or Huber "
+        "the labels are integers 0 to {top} spread like {k} balanced classes (their variance is {share} of a "
+        "uniform draw's over 0..{top}, at least {floor}; a count or a score is narrower): an MSE, L1 or Huber "
         "loss on them fits a number between two classes, and rounding it does not give the class back",
-        "标签是 0 到 {k}-1 的整数，分布得像 {k} 个均衡的类别（方差是 0..{k}-1 上均匀分布的 {share}，不低于 {floor}；"
-        "计数或评分的分布更窄）：对它们用 MSE、L1 或 Huber loss，拟合出来的是两个类别之间的一个数，四舍五入也还原不了类别",
+        "标签是 0 到 {top} 的整数，分布得像 {k} 个均衡的类别（方差是 0..{top} 上均匀分布的 {share} 倍，不低于 {floor}；"
+        "计数或评分的分布更窄）：对它们用 MSE、L1 或 Huber 做回归，拟合出来的是两个类别之间的一个数，四舍五入也还原不了类别",
     ),
     "wiring.wrong_loss.negative": (
         "the loss goes negative (down to {low}): a binary cross-entropy against targets above 1 has no lower bound",
