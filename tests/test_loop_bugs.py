@@ -197,7 +197,9 @@ def test_a_frozen_backbone_with_a_trained_head_reads_clean(tmp_path):
     assert mon.diagnose().status == "healthy", [(f.cause, f.evidence) for f in mon.diagnose().findings]
 
 
-def _scheduled(tmp_path, make_sched, steps: int = 120, lr: float = 3e-3):
+def _scheduled(tmp_path, make_sched, steps: int = 120, lr: float = 3e-3, seen_live: set | None = None):
+    """A run with the scheduler `make_sched(opt)` stepped per optimizer step; `seen_live` receives
+    the causes `watch` announced before `close`."""
     g = torch.Generator().manual_seed(3)
     centres = 2.0 * torch.randn(10, 16, generator=g)
     model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
@@ -213,6 +215,8 @@ def _scheduled(tmp_path, make_sched, steps: int = 120, lr: float = 3e-3):
         opt.step()
         sched.step()
         mon.step(loss, batch=(x, y))
+    if seen_live is not None:
+        seen_live.update(_live_causes(tmp_path))
     mon.close()
     return mon
 
@@ -726,16 +730,22 @@ def test_a_one_cycle_warming_up_live_is_no_schedule_error_until_the_run_ends_ris
     the configured warm-up, not one that never ends. A one-cycle planned for 4x the run's steps is
     still rising when the run closes: then the run's own length judges, and it is the bug."""
     steps = 240 if total == 240 else 120
+    during: set[str] = set()
     mon = _scheduled(
-        tmp_path, lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=total), steps=steps
+        tmp_path,
+        lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=total),
+        steps=steps,
+        seen_live=during,
     )
-    assert "lr_schedule_error" not in _live_causes(tmp_path)
+    assert "lr_schedule_error" not in during
     final = [f for f in mon.diagnose().findings if f.cause == "lr_schedule_error"]
     if total == 240:
         assert not final and mon.diagnose().status == "healthy"
+        assert "lr_schedule_error" not in _live_causes(tmp_path)
         return
     keys = [d["key"] for d in final[0].to_dict()["evidence_data"]]
     assert keys[0] == "bugs.warmup.never_ends"
+    assert "lr_schedule_error" in _live_causes(tmp_path)  # announced when the run closed: one answer
 
 
 def test_a_planned_length_is_read_only_live():
@@ -754,3 +764,78 @@ def test_a_planned_length_is_read_only_live():
     assert "lr_schedule_error" not in causes({"scheduler": one_cycle})
     assert "lr_schedule_error" in causes({"scheduler": one_cycle, "closed": True})
     assert "lr_schedule_error" in causes({"scheduler": {"class": "OneCycleLR", "total_steps": 50}})
+
+
+@pytest.mark.parametrize("kind", ["one_cycle", "cosine"])
+def test_a_schedule_planned_50x_longer_than_the_run_is_lr_schedule_error_at_its_end(tmp_path, kind):
+    """OneCycleLR(total_steps=...) or CosineAnnealingLR(T_max=...) counted in samples: over the run
+    the one-cycle never leaves its warm-up (the LR rises 1.3x, not the 3x the endless-warm-up rule
+    needs) and the cosine never decays. Live the run's length is unknown; at close it is judged
+    from meta.json (class, planned length, times stepped), announced, and the directory says the same."""
+
+    def make(o):
+        if kind == "one_cycle":
+            return torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=50 * 120)
+        return torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=50 * 120)
+
+    during: set[str] = set()
+    mon = _scheduled(tmp_path, make, seen_live=during)
+    assert "lr_schedule_error" not in during
+    assert "lr_schedule_error" in _live_causes(tmp_path)
+    top = mon.diagnose().findings[0]
+    assert (top.cause, top.severity) == ("lr_schedule_error", "warning")
+    data = top.to_dict()
+    length = data["evidence_data"][0]
+    cls, arg = ("OneCycleLR", "total_steps") if kind == "one_cycle" else ("CosineAnnealingLR", "T_max")
+    assert length["key"] == "bugs.planned.length"
+    assert {k: length["values"][k] for k in ("cls", "arg", "planned", "n")} == {
+        "cls": cls,
+        "arg": arg,
+        "planned": 6000,
+        "n": 120,
+    }
+    lr = data["evidence_data"][1]
+    assert lr["key"] == ("bugs.planned.warmup" if kind == "one_cycle" else "bugs.planned.no_decay")
+    assert lr["values"]["b"] == pytest.approx(lr["values"]["a"], rel=0.5)  # the LR barely moved
+    assert data["fixes_data"][0]["key"] == "bugs.planned.fix_units" and data["fixes_data"][0]["values"]["n"] == 120
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["scheduler"]["stepped"] == 120
+    out = run_cli("diagnose", tmp_path, "--format", "json")
+    assert json.loads(out.stdout)["findings"][0]["cause"] == "lr_schedule_error"
+
+
+@pytest.mark.parametrize("kind", ["one_cycle", "cosine"])
+def test_a_schedule_sized_to_the_run_is_not_planned_too_long(tmp_path, kind):
+    def make(o):
+        if kind == "one_cycle":
+            return torch.optim.lr_scheduler.OneCycleLR(o, max_lr=3e-3, total_steps=120)
+        return torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=120)
+
+    mon = _scheduled(tmp_path, make)
+    rep = mon.diagnose()
+    assert rep.status == "healthy", [(f.cause, f.evidence) for f in rep.findings]
+    assert "lr_schedule_error" not in _live_causes(tmp_path)
+
+
+def test_a_planned_length_is_set_against_the_times_the_scheduler_was_stepped():
+    """A cosine planned in epochs and stepped per epoch (T_max=20, stepped 20 times over 1000
+    optimizer steps) is sized right; one planned for 5000 and stepped 100 times is not; live (not
+    closed) nothing is judged; a short smoke test is not judged."""
+    import numpy as np
+
+    from lossdoctor.detectors.engine import diagnose_runs
+    from lossdoctor.records import from_columns
+
+    steps = np.arange(100)
+    cols = {"loss": 2.0 - 0.005 * steps, "lr": np.full(100, 1e-3)}
+
+    def planned(sched, **meta):
+        run = from_columns(steps, cols, meta={"scheduler": {"class": "CosineAnnealingLR", **sched}, **meta})
+        return [f for f in diagnose_runs([run]).findings if f.cause == "lr_schedule_error"]
+
+    assert not planned({"T_max": 20, "stepped": 20}, closed=True, steps=1000)
+    assert not planned({"T_max": 20}, closed=True, steps=1000)
+    assert not planned({"T_max": 5000, "stepped": 100})  # live
+    assert not planned({"T_max": 5000, "stepped": 30}, closed=True)  # a smoke test
+    found = planned({"T_max": 5000, "stepped": 100}, closed=True, steps=100)
+    assert found and found[0].to_dict()["evidence_data"][0]["values"]["planned"] == 5000

@@ -235,6 +235,76 @@ def test_a_count_regressed_on_purpose_and_a_binary_head_are_not_wrong_loss(tmp_p
     assert "wrong_loss" not in {f.cause for f in rep.findings}
 
 
+class _SqueezedHead(nn.Module):
+    """A one-output head squeezed inside the forward: the model returns (B,)."""
+
+    def __init__(self, d_in: int = 24) -> None:
+        super().__init__()
+        self.net = _mlp(d_in=d_in, d_out=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x).squeeze(-1)
+
+
+def _mse_module(m, b):
+    return nn.MSELoss()(m(b[0]).squeeze(), b[1].float())
+
+
+def _l1(m, b):
+    return F.l1_loss(m(b[0]), b[1].float())
+
+
+@pytest.mark.parametrize("head,loss", [("column", _mse_module), ("squeezed", _l1)])
+def test_class_ids_regressed_without_a_task_hint_are_wrong_loss_while_the_loss_falls(tmp_path, head, loss):
+    """What a user writes: nn.MSELoss()(model(x).squeeze(), y.float()) (or an L1 on a head squeezed
+    inside the forward), and no task= given. The loss falls far below the labels' variance (the old
+    ratio rule withdrew its live alert at the end), but the labels are 0..9 spread like ten balanced
+    classes, which a count or a score is not."""
+    x, y = _clusters(n=2048, spread=1.5)
+    model = _mlp(d_out=1) if head == "column" else _SqueezedHead()
+    rep = _train(tmp_path, model, torch.optim.Adam(model.parameters(), lr=1e-3), _loaders(x, y), loss, steps=200)
+    assert rep.findings and rep.findings[0].cause == "wrong_loss", [f.cause for f in rep.findings]
+    top = rep.findings[0]
+    head_v = _values(top, "wiring.wrong_loss.head")
+    assert head_v["k"] == 10 and head_v["shape"] == ("(B, 1)" if head == "column" else "(B,)")
+    ids = _values(top, "wiring.wrong_loss.ids")
+    assert (ids["k"], ids["top"], ids["floor"]) == (10, 9, 0.7) and 0.85 <= ids["share"] <= 1.15
+    assert top.severity == "warning" and top.confidence >= 0.75
+    assert [fx["key"] for fx in top.to_dict()["fixes_data"]][:2] == [
+        "wiring.wrong_loss.fix",
+        "wiring.wrong_loss.fix_regression",
+    ]
+
+
+def _regress(m, b):
+    return F.mse_loss(m(b[0]).squeeze(-1), b[1].float())
+
+
+def test_integer_and_float_regressions_and_a_distillation_mse_without_a_hint_are_not_wrong_loss(tmp_path):
+    """Done on purpose, no task= given: a binomial count 0..8 (narrower than nine classes), a count
+    with more than 20 distinct values, a real-valued ordinal target, an MSE between the logits of a
+    student and a teacher: none is wrong_loss."""
+    g = torch.Generator().manual_seed(3)
+    xs = torch.randn(640, 32, generator=g)
+    teacher = _mlp(d_in=32, d_out=10)
+    with torch.no_grad():
+        soft = teacher(xs)
+    cases = {
+        "count": (_mlp(d_in=32, d_out=1), (xs[:, :8] > 0).sum(dim=1), _regress),
+        "wide": (_mlp(d_in=32, d_out=1), (xs[:, :30] > -0.5).sum(dim=1), _regress),
+        "ordinal": (_mlp(d_in=32, d_out=1), xs[:, :4].sum(dim=1) * 1.5 + 5.0, _regress),
+        "distill": (_mlp(d_in=32, d_out=10), soft, lambda m, b: F.mse_loss(m(b[0]), b[1])),
+    }
+    for name, (model, target, loss) in cases.items():
+        rep = _train(
+            tmp_path / name, model, torch.optim.Adam(model.parameters(), lr=3e-3), _loaders(xs, target), loss, steps=100
+        )
+        rows = [json.loads(line) for line in (tmp_path / name / "steps.jsonl").read_text().splitlines()]
+        if name in ("count", "wide"):  # integer labels: read as classes, and judged
+            assert any("class_min" in r for r in rows)
+        assert "wrong_loss" not in {f.cause for f in rep.findings}, (name, [f.cause for f in rep.findings])
+
+
 # --- a param group at LR 0 ----------------------------------------------------------------------
 
 

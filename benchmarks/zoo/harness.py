@@ -48,6 +48,7 @@ class Setup:
     replay: bool = False  # pass a replay_fn to watch (op/sample localisation)
     stop_after_nonfinite: int = 10  # a user stops a run that stays NaN
     zero_grad: bool = True  # False: the loop never calls zero_grad (a bug)
+    task_hint: bool = True  # False: watch is not told the task (a user's script without task=)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def train(scn: Scenario, seed: int, run_dir: Path, replay: bool = False) -> Outc
         scaler=s.scaler,
         scheduler=s.scheduler,
         log_dir=run_dir,
-        task=scn.task,
+        task=scn.task if s.task_hint else None,
         replay_fn=replay_fn,
         alerts=False,
     )

@@ -1044,6 +1044,62 @@ def _(seed: int) -> Setup:
 
 
 @scenario(
+    "mlp_one_cycle_planned_50x",
+    family="mlp",
+    optimizer="AdamW",
+    precision="fp32",
+    task="classification",
+    causes={"lr_schedule_error", "lr_too_low"},
+    onset=1,
+    ci=True,
+    fault="OneCycleLR(total_steps=6000) on a 120-step run (the plan counted in samples, not optimizer "
+    "steps): the LR stays in the one-cycle's warm-up, near max_lr / 25, for the whole run",
+)
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = adamw(model, 3e-3)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=3e-3, total_steps=50 * 120)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=sched)
+
+
+@scenario(
+    "mlp_cosine_planned_50x",
+    family="mlp",
+    optimizer="SGD",
+    precision="fp32",
+    task="classification",
+    causes={"lr_schedule_error"},
+    onset=1,
+    ci=True,
+    fault="CosineAnnealingLR(T_max=8000) on a 160-step run (T_max counted in samples): the LR never decays",
+)
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = sgd(model, 0.05)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=50 * 160)
+    return Setup(model, opt, data.batch, xent, steps=160, scheduler=sched)
+
+
+@scenario(
+    "healthy_mlp_cosine_sized_right",
+    family="mlp",
+    optimizer="SGD",
+    precision="fp32",
+    task="classification",
+    ci=True,
+    fault="none: CosineAnnealingLR(T_max=160) over the 160-step run: the LR decays to 0 at the last step",
+)
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = sgd(model, 0.05)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=160)
+    return Setup(model, opt, data.batch, xent, steps=160, scheduler=sched)
+
+
+@scenario(
     "healthy_mlp_sgdr_restarts",
     family="mlp",
     optimizer="SGD",

@@ -4,7 +4,8 @@ and each has a healthy look-alike: the same set-up done on purpose.
 
 - inputs and labels drawn in different orders (a shuffled index applied to the inputs only);
 - a sigmoid before `BCEWithLogitsLoss` (the binary twin of softmax before `CrossEntropyLoss`);
-- the wrong loss for the task: an MSE (or BCE) of a one-output head against class indices;
+- the wrong loss for the task: an MSE (or BCE) of a one-output head against class indices, with and
+  without the task hint;
 - a param group at LR 0 (a `backbone_lr` left at its default of 0);
 - BatchNorm trained on the last, one-sample batch of every epoch;
 - gradient accumulation whose loop never zeroes the gradients.
@@ -168,6 +169,76 @@ class Counts:
 def _(seed: int) -> Setup:
     model = MLP(16, 1)
     return Setup(model, torch.optim.Adam(model.parameters(), lr=3e-3), Counts(seed).batch, _mse_on_indices, steps=160)
+
+
+def _mse_module_on_ids(model: nn.Module, batch: Any) -> torch.Tensor:
+    x, y = batch
+    return nn.MSELoss()(model(x).squeeze(), y.float())
+
+
+@scenario(
+    "mlp_mse_on_class_ids_no_task_hint",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="classification",
+    causes={"wrong_loss"},
+    onset=1,
+    ci=True,
+    fault="a 10-class problem trained as a regression, as a user writes it: nn.MSELoss()(model(x).squeeze(), "
+    "y.float()) on a one-output head, and watch is not told the task; the loss falls well below the labels' "
+    "variance, rounded predictions stay wrong for about half the samples",
+)
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    return Setup(model, opt, data.batch, _mse_module_on_ids, steps=200, task_hint=False)
+
+
+@scenario(
+    "healthy_mlp_mse_on_counts_no_task_hint",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="regression",
+    ci=True,
+    fault="none: the integer count 0-9 regressed with MSE on purpose, and watch is not told the task: a "
+    "binomial-like count, narrower than ten balanced classes, which the regression learns",
+)
+def _(seed: int) -> Setup:
+    model = MLP(16, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup(model, opt, Counts(seed).batch, _mse_module_on_ids, steps=160, task_hint=False)
+
+
+class WideCounts:
+    """A count with more than 20 distinct values (how many of 30 noisy features are positive), an
+    integer target regressed on purpose; the features carry it only partly, so the fit stays loose."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        g = gen(self.seed, step)
+        z = torch.randn(32, 30, generator=g)
+        return z + 0.7 * torch.randn(32, 30, generator=g), (z > 0).sum(dim=1)
+
+
+@scenario(
+    "healthy_mlp_mse_on_wide_counts_no_task_hint",
+    family="mlp",
+    optimizer="Adam",
+    precision="fp32",
+    task="regression",
+    ci=True,
+    fault="none: an integer count with more than 20 distinct values regressed with MSE on purpose from noisy "
+    "features, and watch is not told the task",
+)
+def _(seed: int) -> Setup:
+    model = MLP(30, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+    return Setup(model, opt, WideCounts(seed).batch, _mse_module_on_ids, steps=160, task_hint=False)
 
 
 # --- a param group at LR 0 ----------------------------------------------------------------------

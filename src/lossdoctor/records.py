@@ -52,6 +52,7 @@ COLUMNS: dict[str, str] = {
     "batch_class": "the class of a single-class batch (absent otherwise)",
     "class_max": "largest class label of the batch (the same 1-D integer tensor of 4+ as batch_one_class)",
     "class_var": "variance of those class labels taken as numbers (what an MSE on class indices starts from)",
+    "class_min": "smallest class label of the batch (class indices start at 0; a 1-5 rating does not)",
     "bn_train": "number of BatchNorm layers in train mode at the step's first forward with gradients "
     "(recorded for models with BatchNorm only)",
     "out_copy_frac": "share of positions where the model's argmax is its own input token (a (B, T, V) output "

@@ -32,7 +32,11 @@ A schedule in the wrong units (`lr_schedule_error`): a warm-up sized in tokens, 
 micro-batches while the scheduler is stepped per optimizer step never ends: the LR rises at every
 step of the run and is still rising at the last one. With the peak LR the optimizer was built with
 (`initial_lr`, which torch schedulers record), the warm-up's length at that rate is estimated and
-set against the run's. One-cycle and warm restarts fall again and are left alone.
+set against the run's. One-cycle and warm restarts fall again and are left alone. A schedule planned
+far longer than the run (`OneCycleLR(total_steps=...)` or `CosineAnnealingLR(T_max=...)` counted in
+samples or micro-batches, 10x the run or more) is judged at the run's end from meta.json: the class,
+its planned length and how many times it was stepped (a one-cycle's LR never leaves its warm-up,
+a cosine never decays; live, the run's length is not known yet).
 
 Data not shuffled (`unshuffled_data`), ordered by length too (`batch_tokens_mean`, the batch's
 mean tokens per sample from its attention mask: a sorted dataset read in order makes it rise at
@@ -384,6 +388,77 @@ def _initial_lr(run: Run) -> float | None:
         return None
     v = groups[0].get("initial_lr")
     return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+@dataclass(frozen=True)
+class PlannedTooLongThresholds:
+    #: scheduler steps the run must have taken (a smoke test of a few steps is not judged)
+    min_steps: int = 50
+    #: the planned length over the steps the scheduler took, from which the plan was counted in
+    #: other units (samples, tokens, micro-batches: a batch of 32 or 8 accumulated micro-batches
+    #: give 32x or 8x): at a tenth of its plan, a one-cycle has not left its warm-up (30% of the
+    #: plan) and a cosine has decayed by 2.5% of its range (chosen, not tuned)
+    ratio: float = 10.0
+
+
+PLANNED = PlannedTooLongThresholds()
+
+#: the schedulers whose state records the length they were planned for, and under which name
+PLANNED_LENGTH = {
+    "OneCycleLR": "total_steps",
+    "CosineAnnealingLR": "T_max",
+    "LinearLR": "total_iters",
+    "PolynomialLR": "total_iters",
+}
+
+
+def _planned_length(run: Run) -> tuple[str, str, int, int] | None:
+    """At the run's end: (class, argument, planned length, times stepped) of a scheduler planned
+    for `PLANNED.ratio` times the steps it took or more; None otherwise (live, unknown class)."""
+    meta = run.meta if isinstance(run.meta, dict) else {}
+    sched = meta.get("scheduler")
+    if not meta.get("closed") or not isinstance(sched, dict):
+        return None
+    cls = str(sched.get("class") or "")
+    arg = PLANNED_LENGTH.get(cls)
+    planned = _count(sched.get(arg)) if arg else None
+    n = _count(sched.get("stepped", meta.get("steps")))
+    if planned is None or n is None or n < PLANNED.min_steps or planned < PLANNED.ratio * n:
+        return None
+    return cls, str(arg), planned, n
+
+
+def _count(v: object) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+@detector("schedule_planned_too_long", needs=("loss",))
+def schedule_planned_too_long(run: Run, q: Quantities) -> list[Finding]:
+    """A OneCycleLR or a cosine sized in samples, tokens or micro-batches, judged at the run's end
+    (meta.json: the class, its planned length, how many times it was stepped): a one-cycle's LR
+    never leaves its warm-up, a cosine never decays. Live, the run's length is not known yet."""
+    got = _planned_length(run)
+    if got is None:
+        return []
+    cls, arg, planned, n = got
+    evidence: list[str] = [Msg("bugs.planned.length", cls=cls, arg=arg, planned=planned, n=n, pct=100 * n / planned)]
+    idx = np.flatnonzero(np.isfinite(q.lr))
+    if idx.size >= 2:
+        key = "bugs.planned.warmup" if cls == "OneCycleLR" else "bugs.planned.no_decay"
+        evidence.append(Msg(key, a=float(q.lr[idx[0]]), b=float(q.lr[idx[-1]])))
+    # a one-cycle held in its warm-up trains at a 25th of its peak; a cosine that never decays stops
+    # improving at the noise floor of its peak LR
+    return [
+        Finding(
+            cause="lr_schedule_error",
+            symptom="slow_convergence" if cls == "OneCycleLR" else "plateau",
+            severity="warning",
+            confidence=0.8,
+            step=int(q.steps[idx[0]]) if idx.size else int(run.steps[0]),
+            evidence=evidence,
+            fixes=as_fixes([Msg("bugs.planned.fix_units", arg=arg, n=n), Msg("bugs.planned.fix_early")]),
+        )
+    ]
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,12 @@ The wrong loss for the task (`wrong_loss`). Signals: `out_rank`/`out_last_dim` (
 `class_max`/`class_var` (the batch's labels are integer classes, three or more), the task hint.
 An MSE (or a BCE) of one output against class indices treats class 7 as "more" than class 3; a
 cross-entropy over K classes needs K outputs. Fired when the run says it is a classification, or,
-without a hint, when the loss does not get below half the labels' variance; an integer target
-regressed on purpose (a count, a rating: task="regression") is left alone. A cross-entropy over
+without a hint, when the labels look like class ids: 4 to 20 values from 0, spread like balanced
+classes (variance near a uniform draw's over 0..K-1; a count is binomial-like and narrower), whether
+or not the loss falls (a regression of 10 blob classes gets to a tenth of their variance while half
+its rounded predictions are wrong). A (B,) output of a head squeezed inside the forward counts as one
+output. An integer target regressed on purpose (a count, a rating 1-5, one of more than 20 values,
+or task="regression") is left alone. A cross-entropy over
 one output is the other wrong loss: log-softmax of a single logit is 0, so the loss is exactly 0 at
 every step whatever the target (`F.cross_entropy` of a (B, 1) regression head against soft or
 one-column targets): a loss exactly 0 from the first step with a (B, 1) output is this, not an
@@ -221,17 +225,52 @@ class WrongLossThresholds:
     #: largest class label from which the labels are multi-class (0, 1, 2: three classes; a binary
     #: 0/1 target against one output is what BCEWithLogitsLoss wants)
     min_class_max: int = 2
-    #: without a task hint: the loss at the end, over the labels' variance, at or above which the
-    #: regression of class indices has not fit them (predicting their mean gives 1; measured default)
+    #: the loss at the end, over the labels' variance, at or above which the regression of class
+    #: indices has not fit them (predicting their mean gives 1; measured default): evidence, and a
+    #: higher confidence
     ratio: float = 0.5
+    #: without a task hint, labels read as class ids by their spread alone: at least this many
+    #: values 0..K-1 (0..2 is as often a 3-point score or a small count as 3 classes; chosen)
+    ids_min_classes: int = 4
+    #: ... and at most this many: an integer target with more distinct values is a quantity (a count,
+    #: an age) more often than a class id (chosen, not tuned)
+    ids_max_classes: int = 20
+    #: ... spread like balanced classes: their variance at least this share of a uniform draw over
+    #: 0..K-1, (K^2 - 1) / 12. A count is binomial-like, at most 3 / (K + 1) of it (0.6 at K = 4,
+    #: 0.27 at K = 10); balanced classes read ~1 (user-style scripts of 4, 5 and 10 blob classes:
+    #: 0.97-1.01; chosen between the two)
+    ids_spread: float = 0.7
 
 
 WRONG_LOSS = WrongLossThresholds()
 
 
-def _one_output_column(rank: np.ndarray, last: np.ndarray) -> bool:
-    """Every measured step's model output was (B, 1): one number per sample, a regression head."""
-    return bool(np.all((rank == 2) & (last == 1)))
+def _one_output_column(rank: np.ndarray, last: np.ndarray, batch: np.ndarray | None = None) -> bool:
+    """Every measured step's model output was (B, 1), one number per sample: a regression head.
+    With the batch sizes, a (B,) output (the head squeezed inside the model's forward) is one too."""
+    one = (rank == 2) & (last == 1)
+    if batch is not None:
+        one |= (rank == 1) & (last == batch) & (batch > 1)
+    return bool(np.all(one))
+
+
+def _few_ids(run: Run, idx: np.ndarray, k: int) -> bool:
+    """Without a task hint, labels that can be class ids: at most `ids_max_classes` values, from 0
+    (a count of more values, a 1-5 rating, is a quantity)."""
+    low = run.col("class_min")[idx]
+    low = low[np.isfinite(low)]
+    return k <= WRONG_LOSS.ids_max_classes and (not low.size or float(np.min(low)) == 0.0)
+
+
+def _ids_spread(run: Run, idx: np.ndarray, k: int) -> float | None:
+    """The labels' median variance over a uniform draw's over 0..K-1, when it is that of balanced
+    classes (a count is narrower); None otherwise."""
+    var = run.col("class_var")[idx]
+    var = var[np.isfinite(var)]
+    if not var.size or k < WRONG_LOSS.ids_min_classes:
+        return None
+    share = float(np.median(var)) / ((k * k - 1) / 12.0)
+    return share if share >= WRONG_LOSS.ids_spread else None
 
 
 @detector("wrong_loss", needs=("out_last_dim", "class_max", "loss"))
@@ -241,7 +280,8 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
         return []
     rank, last, top, var = (run.col(c) for c in ("out_rank", "out_last_dim", "class_max", "class_var"))
     idx = np.flatnonzero(np.isfinite(rank) & np.isfinite(last) & np.isfinite(top) & np.isfinite(q.loss))
-    if idx.size < WRONG_LOSS.min_steps or not _one_output_column(rank[idx], last[idx]):
+    bs = run.col("batch_size")[idx] if run.has("batch_size") else None
+    if idx.size < WRONG_LOSS.min_steps or not _one_output_column(rank[idx], last[idx], bs):
         return []
     k = int(np.max(top[idx])) + 1
     if k - 1 < WRONG_LOSS.min_class_max:
@@ -251,15 +291,24 @@ def wrong_loss(run: Run, q: Quantities) -> list[Finding]:
     loss_end = float(np.median(q.loss[tail]))
     r = loss_end / float(np.median(v)) if v.size else None
     negative = bool(np.nanmin(q.loss[idx]) < 0)
-    if task != "classification" and not negative and (r is None or r < WRONG_LOSS.ratio):
+    unfit = r is not None and r >= WRONG_LOSS.ratio
+    # without a hint, labels spread like balanced class ids (a count regressed on purpose that has
+    # not fit yet is narrower); a negative loss needs no hint
+    spread = _ids_spread(run, idx, k) if task != "classification" and _few_ids(run, idx, k) else None
+    if task != "classification" and not negative and spread is None:
         return []
-    evidence: list[str] = [Msg("wiring.wrong_loss.head", k=k, top=k - 1)]
+    shape = "(B,)" if int(rank[idx[0]]) == 1 else "(B, 1)"
+    evidence: list[str] = [Msg("wiring.wrong_loss.head", k=k, top=k - 1, shape=shape)]
     if negative:
         evidence.append(Msg("wiring.wrong_loss.negative", low=float(np.nanmin(q.loss[idx]))))
-    elif r is not None and r >= WRONG_LOSS.ratio:
+    elif unfit:
         evidence.append(Msg("wiring.wrong_loss.ratio", loss=loss_end, var=float(np.median(v)), r=r))
+    if spread is not None and not negative:
+        evidence.append(Msg("wiring.wrong_loss.ids", k=k, top=k - 1, share=spread, floor=WRONG_LOSS.ids_spread))
     # a loss without a lower bound falls forever (the "absurd" negative loss is this, not bad data)
     severity, conf, symptom = ("critical", 0.9, "divergence") if negative else ("warning", 0.85, "plateau")
+    if task != "classification" and not negative and not unfit:  # the labels' spread alone says it
+        conf = 0.75
     return [
         Finding(
             cause="wrong_loss",

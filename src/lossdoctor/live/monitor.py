@@ -31,6 +31,7 @@ from torch import nn
 
 from ..findings import Finding, Report, messages_data
 from ..messages import Msg
+from ..preflight.schedule import unwrap_scheduler
 from ..preflight.watch import start_preflight
 from ..records import LayerStats
 from ..signals.accelerate import sync_gradients_flag
@@ -453,10 +454,13 @@ class Monitor:
             if self.preflight is not None:
                 self.preflight.close()
             self._drain(wait=True)
+            # closed before the last evaluation: the rules judged at the run's end (a schedule
+            # planned far longer than the run) speak live too, as `diagnose` of the directory will
+            self.meta.update({"closed": True, "steps": self.step_idx, "finished": time.time()})
+            self._note_scheduler_steps()
             if "live diagnosis" not in self._warned:
                 self.live.evaluate()
             self._tell_sinks("final", self.live.report)
-            self.meta.update({"closed": True, "steps": self.step_idx, "finished": time.time()})
             self.writer.write_meta(self.meta)
         except Exception as e:
             self.disable("close", e)
@@ -464,6 +468,15 @@ class Monitor:
             self._teardown()
             self.closed = True
             _OPEN_MONITORS.discard(self)
+
+    def _note_scheduler_steps(self) -> None:
+        """How many times the scheduler was stepped (`last_epoch`), into meta.json at close: the
+        length the schedule was planned for is set against it, not against the optimizer steps
+        (a scheduler stepped per epoch is planned in epochs)."""
+        sched = self.meta.get("scheduler")
+        n = getattr(unwrap_scheduler(self.scheduler), "last_epoch", None)
+        if isinstance(sched, dict) and isinstance(n, int) and not isinstance(n, bool):
+            sched["stepped"] = n
 
     def _teardown(self) -> None:
         """Remove every hook and close every file, each on its own: one that fails does not keep

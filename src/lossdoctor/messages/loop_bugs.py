@@ -93,6 +93,33 @@ TEMPLATES = {
         "用优化器 step 来设定 warmup 和衰减的长度：warmup_steps = warmup_tokens /（每个优化器 step 的 token 数），"
         "并且每个优化器 step 调用一次 scheduler.step()",
     ),
+    "bugs.planned.length": (
+        "{cls} was planned for {planned} steps ({arg}={planned}) and the run stepped it {n} times, {pct}% of "
+        "its plan: the schedule is counted in other units (samples, tokens or micro-batches) than the scheduler "
+        "is stepped in",
+        "{cls} 按 {planned} 步规划（{arg}={planned}），而训练只调用了它 {n} 次，是规划的 {pct}%："
+        "schedule 的长度是按别的单位（样本、token 或 micro-batch）算的，而 scheduler 是按另一种单位 step 的",
+    ),
+    "bugs.planned.warmup": (
+        "the LR went from {a} to {b}: the one-cycle never left its warm-up (30% of its plan), so the run "
+        "trained near max_lr / div_factor and never reached its peak nor annealed",
+        "LR 从 {a} 变到 {b}：one-cycle 一直没走出它的 warmup 阶段（规划的 30%），所以整个训练都在 "
+        "max_lr / div_factor 附近，既没到峰值也没有退火",
+    ),
+    "bugs.planned.no_decay": (
+        "the LR went from {a} to {b}: the schedule barely moved over the run, the decay it was meant for never came",
+        "LR 从 {a} 变到 {b}：整个训练中 schedule 几乎没动，本该有的衰减始终没有到来",
+    ),
+    "bugs.planned.fix_units": (
+        "size the schedule in the steps it is stepped in: {arg} = epochs * len(loader) // accumulation_steps "
+        "(optimizer steps, not samples or tokens); for a run as long as this one, {arg}={n}",
+        "按 scheduler 实际 step 的单位设定长度：{arg} = epochs * len(loader) // accumulation_steps"
+        "（优化器 step 数，不是样本数或 token 数）；像这次这么长的训练，{arg}={n}",
+    ),
+    "bugs.planned.fix_early": (
+        "if the run was stopped early on purpose (a smoke test of a longer plan), the schedule is as meant",
+        "如果训练是有意提前停下的（对更长计划的冒烟测试），那么 schedule 本身没有问题",
+    ),
     "bugs.warmup.fix_hf": (
         "with gradient accumulation, divide a length counted in micro-batches by gradient_accumulation_steps "
         "(the HF Trainer's warmup_steps are optimizer steps)",

@@ -51,15 +51,22 @@ TEMPLATES = {
         "或者，如果模型必须输出概率：对概率使用 F.binary_cross_entropy（在 fp16 下不如 logits 版本稳定）",
     ),
     "wiring.wrong_loss.head": (
-        "the model has one output ((B, 1)) and the batch's labels are class indices 0 to {top}; "
+        "the model has one output per sample ({shape}) and the batch's labels are class indices 0 to {top}; "
         "{k} classes: the loss scores class indices as numbers (an MSE or BCE of one output), not as classes",
-        "模型只有一个输出（(B, 1)），而 batch 的标签是类别下标 0 到 {top}，共 {k} 类："
+        "模型每个样本只有一个输出（{shape}），而 batch 的标签是类别下标 0 到 {top}，共 {k} 类："
         "loss 把类别下标当成数值来比较（对单个输出做 MSE 或 BCE），而不是当成类别",
     ),
     "wiring.wrong_loss.ratio": (
         "the loss stays at {loss}, {r}x the variance of the labels as numbers ({var}): the regression "
         "of class indices does not fit them",
         "loss 停在 {loss}，是标签（当成数值）方差 {var} 的 {r} 倍：对类别下标做回归拟合不了它们",
+    ),
+    "wiring.wrong_loss.ids": (
+        "the labels are integers 0 to {top} spread like {k} balanced classes (their variance is {share} of a "
+        "uniform draw's over 0..{top}, at least {floor}; a count or a score is narrower): an MSE, L1 or Huber "
+        "loss on them fits a number between two classes, and rounding it does not give the class back",
+        "标签是 0 到 {top} 的整数，分布得像 {k} 个均衡的类别（方差是 0..{top} 上均匀分布的 {share} 倍，不低于 {floor}；"
+        "计数或评分的分布更窄）：对它们用 MSE、L1 或 Huber 做回归，拟合出来的是两个类别之间的一个数，四舍五入也还原不了类别",
     ),
     "wiring.wrong_loss.negative": (
         "the loss goes negative (down to {low}): a binary cross-entropy against targets above 1 has no lower bound",

@@ -198,9 +198,10 @@ class BatchProbe:
                     and _names_targets(key, last)
                 ):
                     # class labels (B,): is the batch a single class? (data ordered by class)
-                    # and their largest value and variance: class indices fed to a one-output head
+                    # and their range and variance: class indices fed to a one-output head
                     tf = t.detach().float()
-                    packer.add("class_single", torch.stack([(t == t[0]).all().float(), tf[0], tf.max(), tf.var()]))
+                    same = (t == t[0]).all().float()
+                    packer.add("class_single", torch.stack([same, tf[0], tf.max(), tf.var(), tf.min()]))
                     ctx["class_key"] = key
                 elif last == "attention_mask" and ctx["mask_key"] is None:
                     packer.add("mask_tokens_per_sample", t.detach().reshape(t.shape[0], -1).sum(dim=1))
@@ -295,9 +296,9 @@ def interpret(values: dict[str, Any], ctx: dict[str, Any]) -> dict[str, Any]:
     if ctx.get("target_key") and "target_var" in values:
         rec["target_var"] = float(values["target_var"][0])
     if ctx.get("class_key") and "class_single" in values:
-        single, first, top, var = values["class_single"][:4]
+        single, first, top, var, low = values["class_single"][:5]
         rec["batch_one_class"] = int(single > 0.5)
-        rec["class_max"], rec["class_var"] = int(top), float(var)
+        rec["class_max"], rec["class_var"], rec["class_min"] = int(top), float(var), int(low)
         if single > 0.5:
             rec["batch_class"] = int(first)
     if ctx.get("packed_shape"):
