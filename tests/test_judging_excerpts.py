@@ -169,3 +169,31 @@ def test_bare_numbers_among_other_lines_are_no_loss(tmp_path):
 
     with pytest.raises(SourceError):
         load_path(tmp_path / "train.log")
+
+
+# ------------------------------------------------------------------ a NaN the running average shows
+
+
+def _metric_logger(rows) -> str:
+    """maskrcnn-benchmark's MetricLogger lines: each meter's window median, then its global average."""
+    return "".join(
+        f"2020-12-28 12:37:42,998 fcos_core.trainer INFO: eta: 7 days, 6:12:21  iter: {it}  loss: {v:.4f} ({a})  "
+        f"loss_cls: {v * 0.9:.4f} ({a})  time: 3.3760 (3.4849)  lr: 0.003333  max mem: 9314\n"
+        for it, v, a in rows
+    )
+
+
+def test_a_nan_running_average_beside_a_finite_loss_is_a_nan_at_that_step(tmp_path):
+    rows = [(20, 13.86, "14.0002"), (40, 23.37, "nan")]
+    runs, report = diagnose_text(tmp_path, _metric_logger(rows))
+    first = alarms(report)[0]
+    assert (first.severity, first.symptom, first.step) == ("critical", "nonfinite", 40), show(report)
+    rows += [(60, float("nan"), "nan"), (80, float("nan"), "nan")]
+    _, report = diagnose_text(tmp_path, _metric_logger(rows))
+    assert (alarms(report)[0].symptom, alarms(report)[0].step) == ("nonfinite", 40), show(report)
+
+
+def test_finite_running_averages_raise_nothing(tmp_path):
+    rows = [(20 * i, 14.0 * 0.97**i, f"{14.2 * 0.975**i:.4f}") for i in range(1, 9)]
+    _, report = diagnose_text(tmp_path, _metric_logger(rows))
+    assert not alarms(report), show(report)

@@ -462,6 +462,12 @@ def _nonfinite(run: Run, q: Quantities) -> list[Symptom]:
     it: `Loss is nan, stopping training`)."""
     i = q.first_bad
     if i is not None:
+        told = text_events(run, "nonfinite_loss", int(q.steps[i]) - 1)
+        if told and told[0] >= int(q.steps[0]):  # the text says a loss went non-finite before a NaN was printed
+            row = min(int(np.searchsorted(q.steps, told[0])), i)
+            sym = _sym(q, "nonfinite", row, told=True)
+            sym.step = int(told[0])
+            return [sym]
         return [_sym(q, "nonfinite", i)]
     if q.n == 0:
         return []

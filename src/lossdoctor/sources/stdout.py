@@ -31,6 +31,7 @@ iterations that were skipped (0/1 on a per-step log, the same meaning), and the 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -111,6 +112,7 @@ class ConsoleParser:
         self.store = StepColumns(_COLUMNS, thinning)
         self.megatron = mg.MegatronLines()  # the arguments block, dropped losses
         self.deepspeed = ds.DeepSpeedLines()  # skipped-step counts, which rank's overflows are read
+        self.nan_average_seen = False  # a loss line whose running average was non-finite was read
         self.composer = co.ComposerLines()  # the metric block being read
         self.counts: Counter[str] = Counter()
         self.ignored = 0  # segments with text that no pattern used
@@ -456,6 +458,7 @@ class ConsoleParser:
             return True
         if row is not None and (row["step"] is not None or "_epoch" in row or sum(c in row for c in cl.METRICS) >= 2):
             self._skip_total(text, row)
+            self._nan_in_average(text, row)
             under = (
                 self.keras_epoch
                 and "_epoch" not in row
@@ -524,6 +527,21 @@ class ConsoleParser:
             self.events.add(
                 self.line_no, "skip_count", text, self.n_rows() + (self.pending is not None) + 1, {"count": k}
             )
+
+    def _nan_in_average(self, text: str, row: dict[str, Any]) -> None:
+        """The loss's running average printed beside it non-finite while the loss is finite
+        (`loss: 23.3687 (nan)`, maskrcnn-benchmark's MetricLogger: a window's median beside its global
+        average): a NaN/Inf loss entered the meter since the run began, which the print hides. A
+        `nonfinite_loss` event at the row this line adds, once (the first such line dates it)."""
+        if self.nan_average_seen or not isinstance(row.get("loss"), float) or not math.isfinite(row["loss"]):
+            return
+        if "(" not in text or _NAN_AVERAGE.search(text) is None:
+            return
+        self.nan_average_seen = True
+        at = self.n_rows() + (self.pending is not None) + 1
+        self.events.add(
+            self.line_no, "nonfinite_loss", text, at, {"step": row["step"]} if row["step"] is not None else {}
+        )
 
     def _eval(self, row: dict[str, Any]) -> None:
         """An evaluation's loss, kept apart as `eval_loss`: at the step its line names, else at the last
@@ -968,6 +986,10 @@ _LEADING_SPACING = 4
 
 #: a running count of skipped steps in a key/value line (`steps: 100 loss: 2.1 ... skipped: 3`)
 _SKIP_TOTAL = re.compile(r"\bskipped(?:[ _]steps)?\s*[:=]\s*(\d+)\b")
+#: a loss's value followed by its running average in parentheses, the average NaN or Inf
+_NAN_AVERAGE = re.compile(
+    r"\bloss\s*[:=]?\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*\(\s*[-+]?(?:nan|inf)\s*\)", re.IGNORECASE
+)
 
 
 def _event_series(
