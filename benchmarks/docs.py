@@ -23,6 +23,7 @@ ORDER = (
     "peers",
     "real-logs",
     "real-log-excerpts",
+    "real-log-variants",
     "text-reader",
     "format-gallery",
     "read-speed",
@@ -53,6 +54,7 @@ its own section.
 | [Peers on the same logs](#peers-on-the-same-logs) | `python -m benchmarks.zoo.peers` (needs a separate venv, see the section) |
 | [Real logs](#real-logs) | `python -m benchmarks.real_logs.score` |
 | [Real logs, cut into excerpts](#real-logs-cut-into-excerpts) | `python -m benchmarks.real_logs.excerpts --split both` |
+| [Real logs, rewritten the ways pastes differ](#real-logs-rewritten-the-ways-pastes-differ) | `python -m benchmarks.real_logs.variants --docs` |
 | [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 1c5b225 --docs` |
 | [Format gallery](#format-gallery) | `python benchmarks/format_gallery.py --baseline 1c5b225 --docs` |
 | [Read speed](#read-speed) | `python benchmarks/read_speed.py --reference --sizes 10MB,100MB,1GB:console+csv+jsonl --before 1c5b225 --repeat 2 --docs` (default: 10MB of each format, a quick run) |

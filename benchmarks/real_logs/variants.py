@@ -364,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--transforms", help=f"comma-separated, of: {', '.join(TRANSFORMS)}")
     ap.add_argument("--show", type=int, default=0, help="print up to N failing files per transform")
     ap.add_argument("--json", help="also write the table to this file")
+    ap.add_argument("--docs", action="store_true", help="also rewrite this tool's section of docs/benchmarks.md")
     args = ap.parse_args(argv)
     names = args.transforms.split(",") if args.transforms else list(TRANSFORMS)
     unknown = [n for n in names if n not in TRANSFORMS]
@@ -374,7 +375,42 @@ def main(argv: list[str] | None = None) -> int:
     print_table(table, len(files))
     if args.json:
         Path(args.json).write_text(json.dumps(table, indent=1), encoding="utf-8")
+    if args.docs:
+        from benchmarks.docs import command_line, write_section
+
+        print(f"wrote {write_section('real-log-variants', docs_body(table, len(files), command_line()))}")
     return 0
+
+
+def docs_body(table: dict[str, dict[str, int]], n_files: int, command: str) -> str:
+    """The section of docs/benchmarks.md: the table, with what the columns mean."""
+    from benchmarks.docs import provenance
+
+    cols = ["same", "changed", "loss col", "refused", "n/a"]
+    rows = ["| transform | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    total = dict.fromkeys(cols, 0)
+    for name, row in table.items():
+        rows.append(f"| {name} | " + " | ".join(str(row[c]) for c in cols) + " |")
+        for c in cols:
+            total[c] += row[c]
+    rows.append("| **all** | " + " | ".join(f"**{total[c]}**" for c in cols) + " |")
+    return "\n".join(
+        [
+            "## Real logs, rewritten the ways pastes differ",
+            "",
+            provenance(command),
+            "",
+            f"The {n_files} dev-split text logs of the corpus (in-sample: the reader was changed while looking at "
+            "these variants; the test split is never opened), each rewritten by every transform of "
+            "`benchmarks/real_logs/variants.py` (a logger's or launcher's prefix, a Markdown fence or quote, colours, "
+            "CRLF, other number notations, an excerpt, noise lines between the lines) and read again. **same**: the "
+            "same loss, grad_norm and lr series (an excerpt: a contiguous window of them); **changed**: read, other "
+            "series (**loss col**: the loss now comes from another column); **refused**: the reader raised; "
+            "**n/a**: the transform does not apply to the log.",
+            "",
+            *rows,
+        ]
+    )
 
 
 if __name__ == "__main__":
