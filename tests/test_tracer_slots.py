@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 from torch import nn
 
@@ -112,3 +113,42 @@ def test_the_step_statistics_leave_the_slots_in_one_gather_equal_to_the_per_even
     for k in names:
         assert got[k].tolist() == expected[k].tolist()
     tracer.remove()
+
+
+def _rms_row(tracer, model, x):
+    """One sampled step through the tracer and the real packer: the per-module `act_rms` row."""
+    from lossdoctor.signals.probe import StepRecord
+    from lossdoctor.signals.readout import Packer
+
+    tracer.sampled = True
+    model(x).sum().backward()
+    packer = Packer()
+    ctx = tracer.flush(packer)
+    flat = packer.pack()[torch.device("cpu")].numpy()
+    values = {name: flat[a:b] for name, [(_, a, b, _)] in packer.layout.items()}
+    rec = StepRecord(step=0)
+    tracer.interpret(values, ctx, rec)
+    return rec.layers["act_rms"]
+
+
+def test_sampled_rms_from_the_norm_slots_is_each_output_rms():
+    """The sampled step's RMS is written as a norm into a slot reused every step and divided by
+    sqrt(numel) on the host: it equals each module's output RMS, in fp32, bf16 and float64 (the
+    latter without a slot), step after step."""
+    from lossdoctor.signals.tracer import ModuleTracer
+
+    for dtype in (torch.float32, torch.bfloat16, torch.float64):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(dtype)
+        tracer = ModuleTracer(model)
+        for scale in (1.0, 3.0):
+            x = torch.randn(5, 8, dtype=dtype) * scale
+            with torch.no_grad():
+                h = model[0](x)
+                outs = [model(x), h, model[1](h), model(x)]  # <model>, 0, 1, 2 (root: its last child's)
+            want = [float(torch.linalg.vector_norm(o.float()) / o.numel() ** 0.5) for o in outs]
+            got = _rms_row(tracer, model, x)
+            assert got.tolist() == pytest.approx(want, rel=1e-5), dtype
+        slots = tracer._rms_slots.get(torch.device("cpu"))
+        assert (slots is None) == (dtype == torch.float64)
+        tracer.remove()

@@ -39,6 +39,8 @@ from ..messages import Msg, holds
 from .safe_reads import norm_fp32, real_view, stored_attr
 from .sharding import local
 
+#: dtypes whose L2 norm accumulates into an fp32 slot (`ModuleTracer._norm`)
+_SLOT_NORM = (torch.float32, torch.float16, torch.bfloat16)
 OUTPUT, INPUT, VOUCHED = 0, 1, 2  # VOUCHED: finite by a bound, not scanned (no max |x| known)
 #: an event's slot (`ModuleTracer.ev_slot`): its statistics are zeros (vouched for), or not in a slot
 ZERO_SLOT, NOT_POOLED = -1, -2
@@ -240,6 +242,8 @@ class ModuleTracer:
         self._zero = torch.zeros(())  # stats of a vouched-for event: finite, not measured
         #: (device, dtype) -> [(min, max) slot views of one buffer, slots used this step]
         self._slots: dict[tuple[torch.device, torch.dtype], list[Any]] = {}
+        #: device -> [fp32 0-d slot views of one buffer, slots used this step]: the sampled steps' RMS
+        self._rms_slots: dict[torch.device, list[Any]] = {}
         self.reset()
         #: one gradient hook per traced module, made once: a forward call only attaches it to its output
         self._bwd_hooks: dict[int, Any] = {i: self._make_bwd(i) for i in self.traced}
@@ -257,6 +261,8 @@ class ModuleTracer:
         self.ev_min: list[torch.Tensor] = []
         self.ev_max: list[torch.Tensor] = []
         self.ev_rms: list[torch.Tensor] = []
+        #: sqrt(numel) of each `ev_rms` entry: the norm is divided by it on the host
+        self.ev_rms_root: list[float] = []
         #: each event's column in the step's slot buffer (`ZERO_SLOT`, `NOT_POOLED`), so that `flush`
         #: reads them with one slice or gather; `_buf`: that buffer, `_one_buf`: no other was used
         self.ev_slot: list[int] = []
@@ -306,6 +312,21 @@ class ModuleTracer:
         self._slot = k
         return torch.aminmax(d, out=pool[0][k])
 
+    def _norm(self, d: torch.Tensor) -> torch.Tensor:
+        """L2 norm of `d` in fp32, written into the next free fp32 slot of its device (as `_aminmax`:
+        a sampled step keeps no new tensor per module alive until the flush); float64 and complex
+        tensors, whose norm is not fp32, get a tensor of their own."""
+        if d.dtype not in _SLOT_NORM:
+            return norm_fp32(d)
+        pool = self._rms_slots.get(d.device)
+        if pool is None or pool[1] == len(pool[0]):
+            cap = 2 * len(pool[0]) if pool else 256  # (re)made twice as large, as `_aminmax`'s
+            buf = torch.empty(cap, dtype=torch.float32, device=d.device)
+            pool = self._rms_slots[d.device] = [[buf[k] for k in range(cap)], 0]
+        k = pool[1]
+        pool[1] += 1
+        return torch.linalg.vector_norm(d, dtype=torch.float32, out=pool[0][k])
+
     def _event(self, i: int, kind: int, dmax: float, mn: torch.Tensor, mx: torch.Tensor, slot: int) -> None:
         self.ev_slot.append(slot)
         self.ev_module.append(i)
@@ -328,13 +349,15 @@ class ModuleTracer:
         self._event(i, kind, dtype_max(d.dtype), mn, mx, self._slot)
         self._last_rec = (t, mn, mx)
         if self.sampled and kind == OUTPUT:
-            self.ev_rms.append(norm_fp32(d) / math.sqrt(d.numel()))
+            self.ev_rms.append(self._norm(d))
+            self.ev_rms_root.append(math.sqrt(d.numel()))
 
     def _alias(self, i: int) -> None:
         k, r = self._last_out_ev
         self._event(i, self.ev_kind[k], self.ev_dtype_max[k], self.ev_min[k], self.ev_max[k], self.ev_slot[k])
         if self.sampled and r >= 0:
             self.ev_rms.append(self.ev_rms[r])
+            self.ev_rms_root.append(self.ev_rms_root[r])
 
     def _full(self) -> bool:
         """The step's trace holds `max_events`: said once, nothing more recorded until the flush
@@ -510,6 +533,7 @@ class ModuleTracer:
             "bw_module": self.bw_module,
             "bw_kind": self.bw_kind,
             "rms": bool(self.ev_rms),
+            "rms_root": self.ev_rms_root,
         }
         if self.ev_min:
             self._pack(packer, "fwd", self.ev_min, self.ev_max, self.ev_slot)
@@ -517,7 +541,7 @@ class ModuleTracer:
             packer.add("fwd_rms", self.ev_rms)
         if self.bw_max:
             self._pack(packer, "bwd", self.bw_min, self.bw_max, self.bw_slot)
-        for pool in self._slots.values():  # the packer has copied the slots: free for the next step
+        for pool in (*self._slots.values(), *self._rms_slots.values()):  # copied by the packer: free again
             pool[1] = 0
         self.reset()
         return ctx
@@ -675,6 +699,8 @@ def _interpret_forward(
         per["act_absmax"] = _per_module_max(n_mod, ev_module[out_ev], np.where(bad, np.inf, absmax)[out_ev])
         if ctx.get("rms") and "fwd_rms" in values:
             rms = values["fwd_rms"].astype(np.float64)
+            if ctx.get("rms_root") is not None:  # the norms, divided into RMS here
+                rms = rms / np.asarray(ctx["rms_root"], dtype=np.float64)
             per["act_rms"] = _per_module_max(n_mod, ev_module[out_ev], np.where(np.isfinite(rms), rms, np.inf))
 
 
