@@ -443,7 +443,7 @@ def schedule_planned_too_long(run: Run, q: Quantities) -> list[Finding]:
     cls, arg, planned, n = got
     evidence: list[str] = [Msg("bugs.planned.length", cls=cls, arg=arg, planned=planned, n=n, pct=100 * n / planned)]
     idx = np.flatnonzero(np.isfinite(q.lr))
-    if idx.size >= 2:
+    if idx.size > 1:  # a first and a last LR to quote
         key = "bugs.planned.warmup" if cls == "OneCycleLR" else "bugs.planned.no_decay"
         evidence.append(Msg(key, a=float(q.lr[idx[0]]), b=float(q.lr[idx[-1]])))
     # a one-cycle held in its warm-up trains at a 25th of its peak; a cosine that never decays stops

@@ -1862,7 +1862,7 @@ def rise_p_value(x: np.ndarray) -> float:
     counted against the rise. Exact at any length, so five points all rising (p = 1/120) are a
     trend where a normal approximation or a fixed tau bar would not say so."""
     n = int(x.size)
-    if n < 2:
+    if n <= 1:
         return 1.0
     inversions = int(np.triu(x[None, :] <= x[:, None], 1).sum())  # pairs i < j with x[j] <= x[i]
     counts = np.ones(1)
