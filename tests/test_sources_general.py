@@ -290,6 +290,46 @@ def test_two_adversaries_are_not_summed(tmp_path):
     assert sorted(comps) == [1, 2, 3, 4, 5] and comps[5]["g_loss"] == pytest.approx(1.3)
 
 
+MUSIKA_BAR = (
+    "Epoch {e}/250: 100%|████████| 9375/9375 [07:11<00:00, 21.73it/s, DR={dr}, DF={df}, G={g}, GP={gp}, "
+    "LR=0.0001, TIME=0.0615]\n"
+)
+TUNIT_LINE = "Epoch: [{e}/200] [500/1000] MODE[ONLYCLS] Avg Loss: D[{d:.2f}] G[{g:.2f}] C[{c:.2f}]\n"
+
+
+def test_adversaries_named_by_their_letters_are_a_gan_line(tmp_path):
+    """A GAN script printing its networks by capital letters in a tqdm postfix (musika's `DR=`, `DF=`:
+    the discriminator on real and fake, `G=`, `GP=` its penalty): the letters name the two sides, every
+    value is a component, none is summed into a loss; a NaN component stays NaN."""
+    rows = [(713.0, 2.5, 1.25, 21600.0), (690.0, 2.25, 1.5, 20100.0), (701.0, math.nan, math.nan, 19800.0)]
+    text = "".join(MUSIKA_BAR.format(e=e, dr=dr, df=df, g=g, gp=gp) for e, (dr, df, g, gp) in enumerate(rows, 39))
+    run = _read(tmp_path, text)
+    assert not run.has("loss")
+    note = next(n for n in run.notes if getattr(n, "key", "") == "text.adversaries")
+    assert sorted(note.values["keys"]) == ["DF", "DR", "G", "GP"]
+    comps = [c for _, c in sorted(_components_at(run).items())]
+    assert [c["dr"] for c in comps] == [713.0, 690.0, 701.0] and comps[1]["gp"] == 20100.0
+    assert math.isnan(comps[2]["g"]) and math.isnan(comps[2]["df"]) and comps[0]["g"] == 1.25
+
+
+def test_a_third_network_letter_beside_d_and_g_is_one_more_component(tmp_path):
+    """TUNIT's `D[x] G[x] C[x]` (C: its guiding network): all three kept apart, no loss made of them."""
+    vals = [(0.71, 1.95, 2.61), (0.66, 2.05, 2.4), (0.62, 2.1, 2.2)]
+    text = "".join(TUNIT_LINE.format(e=e, d=d, g=g, c=c) for e, (d, g, c) in enumerate(vals, 10))
+    run = _read(tmp_path, text)
+    assert not run.has("loss")
+    comps = [c for _, c in sorted(_components_at(run).items())]
+    assert [(c["d"], c["g"], c["c"]) for c in comps] == vals
+
+
+def test_lower_case_letter_names_are_no_adversaries(tmp_path):
+    """`dr` and `g` written as words (a drop rate, a gain) say nothing of a GAN: the line's loss is read."""
+    text = "".join(f"step {s} loss {2.0 - s / 10:.2f} dr {0.1:.2f} g {s / 3:.3f}\n" for s in range(1, 6))
+    run = _read(tmp_path, text)
+    assert "adversaries" not in run.meta
+    _same(_at(run, "loss"), {s: round(2.0 - s / 10, 2) for s in range(1, 6)})
+
+
 # --- events ---------------------------------------------------------------------------------
 
 

@@ -922,11 +922,27 @@ _SIDE_AFTER = re.compile(r"^(?:loss|err|error|l)[_ ]?(d|g)\d*(?:$|_)", re.IGNORE
 def adversaries(names: Iterable[str]) -> bool:
     """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`,
     `Loss_D` and `Loss_G`)."""
-    return any(_ADVERSARIES.match(name_key(n)) or _SIDE_AFTER.match(name_key(n)) for n in names)
+    return any(
+        _ADVERSARIES.match(name_key(n)) or _SIDE_AFTER.match(name_key(n)) or _SIDE_LETTER.match(n.strip())
+        for n in names
+    )
+
+
+#: an adversary named by its network's capital letter alone, as GAN scripts print them in a bar's postfix or
+#: brackets (TUNIT's `D[0.00] G[0.00] C[2.61]`, musika's `DR=713, DF=nan, G=nan, GP=2.16e+4`): `D`, `G`, the
+#: side glued to what it was scored on (`DR`/`DF`: real, fake; `DA`/`GB`: a direction of CycleGAN's) or to its
+#: index (`D1`, `G2`). Upper case as printed: `dr`, `df` as words are something else
+_SIDE_LETTER = re.compile(r"^([DG])(?:[RFAB]|\d)?$")
+#: a network's capital letter beside the adversaries' (TUNIT's `C`, the guiding network; InfoGAN's `Q`; an
+#: encoder's `E`): the loss printed for that network, one more part on a line that names both sides
+_NET_LETTER = re.compile(r"^[A-Z]$")
 
 
 def _side(name: str) -> str | None:
-    """ "d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`)."""
+    """ "d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`, `DR`)."""
+    letter = _SIDE_LETTER.match(name.strip())
+    if letter:
+        return letter.group(1).lower()
     n = name_key(name)
     m = _SIDE_AFTER.match(n)
     if m:
@@ -991,11 +1007,11 @@ def gan_parts(text: str, names: list[str]) -> frozenset[str]:
     return frozenset(
         base_name(n)
         for n in names
-        if len(n) >= 2
+        if (len(n) >= 2 or _NET_LETTER.match(n))
         and step_rank(n) is None
         and name_key(n) not in _EPOCH_NAMES
         and not _NOT_A_PART.match(n)
-        and not n.startswith("(avg)")
+        and not n.startswith(("(avg)", PERCENT))
         and not _SCORE_TAIL.search(n)
     )
 
