@@ -330,6 +330,36 @@ def test_lower_case_letter_names_are_no_adversaries(tmp_path):
     _same(_at(run, "loss"), {s: round(2.0 - s / 10, 2) for s in range(1, 6)})
 
 
+def _tabular_dump(blocks, clock=True):
+    """rlpyt's `logger.dump_tabular` (rllab's tabular logger): one `key    value` per line between rules,
+    each line after the logger's clock and a bar."""
+    out = []
+    for k, (it, loss, score) in enumerate(blocks):
+        stamp = f"2020-12-08 21:{40 + k:02d}:50.{116393 + k:06d}  | " if clock else ""
+        rows = [("Iteration", f"{it}"), ("CumTime (s)", f"{12.5 * (k + 1):.1f}"), ("GameScore/Average", f"{score}")]
+        rows += [("loss/Average", f"{loss}"), ("loss/Std", "0.05"), ("loss/Min", "0.01"), ("loss/Max", "0.9")]
+        out.append(stamp + "-" * 29 + "  " + "-" * 10)
+        out += [f"{stamp}{key:<32}{v}" for key, v in rows]
+        out.append(stamp + "-" * 29 + "  " + "-" * 10)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("clock", [True, False])
+def test_a_tabular_key_value_dump_is_one_record_per_block(tmp_path, clock):
+    """Keys and values set apart by spaces, one pair a line: each block one row at its `Iteration`; the
+    loss is `loss/Average` (the interval's mean), never its `Std`, `Min` or `Max`; a NaN is read."""
+    blocks = [(1000, 0.3125, -5.3), (2000, 0.25, -4.5), (3000, "nan", -4.0)]
+    run = _read(tmp_path, _tabular_dump(blocks, clock))
+    _same(_at(run, "loss"), {1000: 0.3125, 2000: 0.25, 3000: math.nan})
+
+
+def test_an_aligned_line_alone_is_no_record(tmp_path):
+    """One `key    value` line between others is a line of its own shape, as before."""
+    text = "".join(f"step {s}  loss {3.0 - s / 10:.2f}\nthroughput     {100 + s}\n" for s in range(1, 6))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {s: round(3.0 - s / 10, 2) for s in range(1, 6)})
+
+
 # --- events ---------------------------------------------------------------------------------
 
 

@@ -280,7 +280,7 @@ class TextParser:
         if hit is not None and self.header is None and self.block is None and not self.pending:
             self._values(text, *hit)
             return
-        if ("=" in text or ":" in text) and self._pair_line(text):
+        if ("=" in text or ":" in text or "  " in text or "\t" in text) and self._pair_line(text):
             return
         if self.pending:
             self._flush_record()
@@ -496,6 +496,8 @@ class TextParser:
         it starts the next record. A pair with a text value (`"eta": "1 day, 13:30:44"`) is skipped
         inside a record."""
         m = _KEY_VALUE.match(text) or _PAIR.match(text)
+        if m is None and self.header is None:  # under a table's header, an aligned line is its row
+            m = _ALIGNED_PAIR.match(text)
         if m is None or _DIGIT_WORD.search(m.group(1)):
             return False
         key, raw = m.group(1).strip(), m.group(2).strip()
@@ -603,6 +605,13 @@ def _counter_back(raw: str, text: str) -> str:
 #: (a list's marker may stand before it: Coqui's `| > loss: 3.63  (3.53)`, `* loss = 3.63`, `• loss: 3.63`; not
 #: a `-`, which a logger's ` - INFO - ` leaves)
 _PAIR = re.compile(r"^(?:[{\s'\"]|[|>*•](?=[\s|>]))*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
+#: one key and its number set apart by a run of spaces or a tab, the whole line (a tabular logger's dump, one
+#: key per line: rlpyt's and rllab's `loss/Average    0.31`, `CumTime (s)    12.5`, after the clock its logger
+#: prints in front): the key's words are set apart by single spaces, the value by more
+_ALIGNED_PAIR = re.compile(
+    r"^([A-Za-z_](?:[\w./@()-]| (?! )){0,80}?)(?:[ ]{2,}|\t+)([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))\s*$",
+    re.IGNORECASE,
+)
 #: a value followed by its running average in parentheses (`3.6332  (3.5348)`): the value
 _WITH_AVERAGE = re.compile(r"^(\S+)\s+\(\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*\)$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")

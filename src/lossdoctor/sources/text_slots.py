@@ -488,12 +488,16 @@ def base_name(name: str) -> str:
     if "/" not in n.rstrip("/"):
         return n
     head, last = n.rsplit("/", 1)
-    if last in _SPLITS and head:
+    if (last in _SPLITS or last in _INTERVAL_MEAN) and head:
         return head.rsplit("/", 1)[-1]
     return last
 
 
 _SPLITS = frozenset({"train", "training", "val", "valid", "validation", "eval", "test", "dev"})
+#: a tag ending in its mean over the logging interval names the metric (a tabular logger's per-key statistics,
+#: rlpyt's and rllab's `loss/Average` beside `loss/Std`, `loss/Min`, `loss/Max`: the average is the metric, the
+#: others are statistics of it and keep their own names)
+_INTERVAL_MEAN = frozenset({"average", "mean", "avg"})
 
 
 #: what a variable holding a counter adds to its name (Pax's `step_i`, `batch_idx`, `iter_num`, `step_nr`)
