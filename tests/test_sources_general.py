@@ -360,6 +360,30 @@ def test_an_aligned_line_alone_is_no_record(tmp_path):
     _same(_at(run, "loss"), {s: round(3.0 - s / 10, 2) for s in range(1, 6)})
 
 
+def test_names_under_a_losses_heading_are_components_summed_into_the_loss(tmp_path):
+    """Hopenet's `Losses: Yaw #, Pitch #, Roll #` (no total printed; its backward runs on all three):
+    the names after the heading are the loss's parts, their sum the loss, each kept; a bare print of
+    one of them between the lines changes nothing."""
+    vals = [(161.4367, 180.8725, 41.3196), (124.8338, 489.4776, 246.7312), (147.8351, 60.821, 62.392)]
+    text = "".join(
+        f"Epoch [1/25], Iter [{100 * (i + 1)}/1912] Losses: Yaw {y:.4f}, Pitch {p:.4f}, Roll {r:.4f}\n{y:.9f}\n"
+        for i, (y, p, r) in enumerate(vals)
+    )
+    run = _read(tmp_path, text)
+    assert any(getattr(n, "key", "") == "text.loss_summed" for n in run.notes)
+    _same(_at(run, "loss"), {100 * (i + 1): sum(v) for i, v in enumerate(vals)})
+    comps = _components_at(run)
+    assert [(c["yaw"], c["pitch"], c["roll"]) for _, c in sorted(comps.items())] == vals
+
+
+def test_a_loss_printed_after_its_colon_is_no_heading(tmp_path):
+    """`loss: 2.31, acc 0.5, lr 0.001`: the value follows the colon; nothing after it is a part."""
+    text = "".join(f"iter {s} loss: {3.0 - s / 10:.2f}, acc {s / 10:.2f}, lr 0.001\n" for s in range(1, 6))
+    run = _read(tmp_path, text)
+    assert not run.events.get("loss_components")
+    _same(_at(run, "loss"), {s: round(3.0 - s / 10, 2) for s in range(1, 6)})
+
+
 # --- events ---------------------------------------------------------------------------------
 
 

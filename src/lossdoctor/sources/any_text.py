@@ -106,6 +106,7 @@ from .text_slots import (
     classify_slot,
     counted_on,
     gan_parts,
+    headed_parts,
     latin,
     leading_slots,
     lone_metric,
@@ -368,6 +369,7 @@ class TextParser:
             t.leading = leading_slots(parts, names)
             t.losses = gan_parts(text, names)
             t.adversarial = bool(t.losses)
+            t.losses = t.losses or headed_parts(text, spans, names)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
                 t.bracketed[0] = (
                     True  # `120: loss 2.31`, `120 loss: 2.31`, `120 | loss`, Darknet's ` 1: 2.31`: a counter

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -1018,6 +1018,33 @@ def gan_parts(text: str, names: list[str]) -> frozenset[str]:
         and not n.startswith(("(avg)", PERCENT))
         and not _SCORE_TAIL.search(n)
     )
+
+
+#: a label over the losses printed after it (Hopenet's `Losses: Yaw 161.4, Pitch 180.9, Roll 41.3`, `Loss: cls 0.3
+#: reg 0.2`): a loss word and its colon followed by a name, not by the value (`loss: 2.3`, `loss: nan`)
+_PARTS_HEADING = re.compile(r"\b(?:loss|losses|loss terms|loss components)\s*:\s*(?=(?!(?:nan|inf)\b)[A-Za-z])", re.I)
+
+
+def headed_parts(text: str, spans: Sequence[tuple[int, int]], names: list[str]) -> frozenset[str]:
+    """The loss components a heading names (`Losses: Yaw #, Pitch #, Roll #`): every named number after
+    the label but counters, timings, the LR and names that say loss themselves; two at least, a heading
+    over one name is that loss's own name. The line prints no total: their sum is read as the loss."""
+    m = _PARTS_HEADING.search(text)
+    if m is None:
+        return frozenset()
+    parts = frozenset(
+        base_name(n)
+        for (a, _), n in zip(spans, names)
+        if a >= m.end()
+        and n
+        and step_rank(n) is None
+        and name_key(n) not in _EPOCH_NAMES
+        and not _NOT_A_PART.match(n)
+        and not _NOT_A_LOSS.match(n)
+        and not n.startswith(("(avg)", PERCENT))
+        and not _is_loss(name_key(n))
+    )
+    return parts if len(parts) >= 2 else frozenset()
 
 
 #: a GAN line's measurements that are no loss: the discriminator's scores, outputs and accuracies (BasicSR's
