@@ -703,6 +703,31 @@ def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
     assert _at(run, "loss")[8390] == pytest.approx(0.41) and math.isinf(_at(run, "loss")[8391])
 
 
+def _rsl_rl5_block(it, total, value_loss, surrogate, reward=None, header=True):
+    """rsl_rl 5.x's `log`: the same centred header, then `Mean value loss:`, `Mean surrogate loss:`,
+    `Mean entropy loss:` lines; `Mean reward:` and `Mean episode length:` only once an episode ended."""
+    pad, width = 40, 80
+    lines = ["#" * width, f"Learning iteration {it}/{total}".center(width), ""] if header else []
+    lines += [f"{'Collection time:':>{pad}} 0.102s", f"{'Mean value loss:':>{pad}} {value_loss:.4f}"]
+    lines += [f"{'Mean surrogate loss:':>{pad}} {surrogate:.4f}", f"{'Mean entropy loss:':>{pad}} {1.3:.4f}"]
+    if reward is not None:
+        lines += [f"{'Mean reward:':>{pad}} {reward:.2f}", f"{'Mean episode length:':>{pad}} {22.67:.2f}"]
+    lines += [f"{'Mean action std:':>{pad}} 0.88", "-" * width, f"{'Iteration time:':>{pad}} 0.16s"]
+    return "\n".join(lines) + "\n"
+
+
+def test_rsl_rl_records_with_a_key_more_and_a_block_cut_before_its_header(tmp_path):
+    """A paste that starts inside iteration 0's block (no header above it), then blocks that print
+    `Mean reward` once episodes end: one series, the cut block one step before the first header, and
+    every block's loss the sum of its terms."""
+    text = _rsl_rl5_block(0, 10, 19.741, -0.0013, header=False)
+    text += "".join(_rsl_rl5_block(it, 10, v, -0.0076, reward=-4.08) for it, v in ((1, 19.6685), (2, 18.5)))
+    run = _read(tmp_path, text)
+    comp = _components_at(run)
+    assert sorted(comp) == [0, 1, 2] and comp[1]["value_loss"] == pytest.approx(19.6685)
+    _same(_at(run, "loss"), {0: 19.741 - 0.0013 + 1.3, 1: 19.6685 - 0.0076 + 1.3, 2: 18.5 - 0.0076 + 1.3})
+
+
 def test_llama_recipes_key_value_summary_is_one_row(tmp_path):
     """llama_recipes/finetuning.py: `[print(f'Key: {k}, Value: {v}') for k, v in results.items()]`,
     results from train_utils.py `train` (avg_train_prep, avg_train_loss, avg_eval_prep, avg_eval_loss)."""
