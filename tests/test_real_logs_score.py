@@ -120,6 +120,18 @@ def test_a_nan_needs_a_critical_nonfinite_finding_near_the_first_bad_row():
     assert score.judge(_entry("nan"), warn, first_bad_row=9, finding_rows=rows)[0] == score.WRONG
 
 
+def test_a_nan_component_is_the_logs_nan_only_when_no_total_loss_is_printed():
+    """Two adversaries' losses kept as components (no total read): their NaN is the log's. Beside a
+    printed total, a component's NaN is not (the total says whether the step broke)."""
+    nan = float("nan")
+    gan = make_run([{"step": s, "lr": 1e-4} for s in (10, 20, 30)])
+    gan.events["loss_components"] = {10: {"d": 0.7, "g": 1.2}, 20: {"d": nan, "g": 1.1}, 30: {"d": nan, "g": nan}}
+    assert score.first_nonfinite(gan) == (20, 1)
+    summed = make_run([{"step": s, "loss": 2.0} for s in (10, 20, 30)])
+    summed.events["loss_components"] = {20: {"aux": nan}}
+    assert score.first_nonfinite(summed) == (None, None)
+
+
 def test_spike_recovered_reads_the_loss_after_the_largest_grad_norm():
     steps = list(range(1, 7))
     back = make_run(

@@ -290,6 +290,100 @@ def test_two_adversaries_are_not_summed(tmp_path):
     assert sorted(comps) == [1, 2, 3, 4, 5] and comps[5]["g_loss"] == pytest.approx(1.3)
 
 
+MUSIKA_BAR = (
+    "Epoch {e}/250: 100%|████████| 9375/9375 [07:11<00:00, 21.73it/s, DR={dr}, DF={df}, G={g}, GP={gp}, "
+    "LR=0.0001, TIME=0.0615]\n"
+)
+TUNIT_LINE = "Epoch: [{e}/200] [500/1000] MODE[ONLYCLS] Avg Loss: D[{d:.2f}] G[{g:.2f}] C[{c:.2f}]\n"
+
+
+def test_adversaries_named_by_their_letters_are_a_gan_line(tmp_path):
+    """A GAN script printing its networks by capital letters in a tqdm postfix (musika's `DR=`, `DF=`:
+    the discriminator on real and fake, `G=`, `GP=` its penalty): the letters name the two sides, every
+    value is a component, none is summed into a loss; a NaN component stays NaN."""
+    rows = [(713.0, 2.5, 1.25, 21600.0), (690.0, 2.25, 1.5, 20100.0), (701.0, math.nan, math.nan, 19800.0)]
+    text = "".join(MUSIKA_BAR.format(e=e, dr=dr, df=df, g=g, gp=gp) for e, (dr, df, g, gp) in enumerate(rows, 39))
+    run = _read(tmp_path, text)
+    assert not run.has("loss")
+    note = next(n for n in run.notes if getattr(n, "key", "") == "text.adversaries")
+    assert sorted(note.values["keys"]) == ["DF", "DR", "G", "GP"]
+    comps = [c for _, c in sorted(_components_at(run).items())]
+    assert [c["dr"] for c in comps] == [713.0, 690.0, 701.0] and comps[1]["gp"] == 20100.0
+    assert math.isnan(comps[2]["g"]) and math.isnan(comps[2]["df"]) and comps[0]["g"] == 1.25
+
+
+def test_a_third_network_letter_beside_d_and_g_is_one_more_component(tmp_path):
+    """TUNIT's `D[x] G[x] C[x]` (C: its guiding network): all three kept apart, no loss made of them."""
+    vals = [(0.71, 1.95, 2.61), (0.66, 2.05, 2.4), (0.62, 2.1, 2.2)]
+    text = "".join(TUNIT_LINE.format(e=e, d=d, g=g, c=c) for e, (d, g, c) in enumerate(vals, 10))
+    run = _read(tmp_path, text)
+    assert not run.has("loss")
+    comps = [c for _, c in sorted(_components_at(run).items())]
+    assert [(c["d"], c["g"], c["c"]) for c in comps] == vals
+
+
+def test_lower_case_letter_names_are_no_adversaries(tmp_path):
+    """`dr` and `g` written as words (a drop rate, a gain) say nothing of a GAN: the line's loss is read."""
+    text = "".join(f"step {s} loss {2.0 - s / 10:.2f} dr {0.1:.2f} g {s / 3:.3f}\n" for s in range(1, 6))
+    run = _read(tmp_path, text)
+    assert "adversaries" not in run.meta
+    _same(_at(run, "loss"), {s: round(2.0 - s / 10, 2) for s in range(1, 6)})
+
+
+def _tabular_dump(blocks, clock=True):
+    """rlpyt's `logger.dump_tabular` (rllab's tabular logger): one `key    value` per line between rules,
+    each line after the logger's clock and a bar."""
+    out = []
+    for k, (it, loss, score) in enumerate(blocks):
+        stamp = f"2020-12-08 21:{40 + k:02d}:50.{116393 + k:06d}  | " if clock else ""
+        rows = [("Iteration", f"{it}"), ("CumTime (s)", f"{12.5 * (k + 1):.1f}"), ("GameScore/Average", f"{score}")]
+        rows += [("loss/Average", f"{loss}"), ("loss/Std", "0.05"), ("loss/Min", "0.01"), ("loss/Max", "0.9")]
+        out.append(stamp + "-" * 29 + "  " + "-" * 10)
+        out += [f"{stamp}{key:<32}{v}" for key, v in rows]
+        out.append(stamp + "-" * 29 + "  " + "-" * 10)
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("clock", [True, False])
+def test_a_tabular_key_value_dump_is_one_record_per_block(tmp_path, clock):
+    """Keys and values set apart by spaces, one pair a line: each block one row at its `Iteration`; the
+    loss is `loss/Average` (the interval's mean), never its `Std`, `Min` or `Max`; a NaN is read."""
+    blocks = [(1000, 0.3125, -5.3), (2000, 0.25, -4.5), (3000, "nan", -4.0)]
+    run = _read(tmp_path, _tabular_dump(blocks, clock))
+    _same(_at(run, "loss"), {1000: 0.3125, 2000: 0.25, 3000: math.nan})
+
+
+def test_an_aligned_line_alone_is_no_record(tmp_path):
+    """One `key    value` line between others is a line of its own shape, as before."""
+    text = "".join(f"step {s}  loss {3.0 - s / 10:.2f}\nthroughput     {100 + s}\n" for s in range(1, 6))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {s: round(3.0 - s / 10, 2) for s in range(1, 6)})
+
+
+def test_names_under_a_losses_heading_are_components_summed_into_the_loss(tmp_path):
+    """Hopenet's `Losses: Yaw #, Pitch #, Roll #` (no total printed; its backward runs on all three):
+    the names after the heading are the loss's parts, their sum the loss, each kept; a bare print of
+    one of them between the lines changes nothing."""
+    vals = [(161.4367, 180.8725, 41.3196), (124.8338, 489.4776, 246.7312), (147.8351, 60.821, 62.392)]
+    text = "".join(
+        f"Epoch [1/25], Iter [{100 * (i + 1)}/1912] Losses: Yaw {y:.4f}, Pitch {p:.4f}, Roll {r:.4f}\n{y:.9f}\n"
+        for i, (y, p, r) in enumerate(vals)
+    )
+    run = _read(tmp_path, text)
+    assert any(getattr(n, "key", "") == "text.loss_summed" for n in run.notes)
+    _same(_at(run, "loss"), {100 * (i + 1): sum(v) for i, v in enumerate(vals)})
+    comps = _components_at(run)
+    assert [(c["yaw"], c["pitch"], c["roll"]) for _, c in sorted(comps.items())] == vals
+
+
+def test_a_loss_printed_after_its_colon_is_no_heading(tmp_path):
+    """`loss: 2.31, acc 0.5, lr 0.001`: the value follows the colon; nothing after it is a part."""
+    text = "".join(f"iter {s} loss: {3.0 - s / 10:.2f}, acc {s / 10:.2f}, lr 0.001\n" for s in range(1, 6))
+    run = _read(tmp_path, text)
+    assert not run.events.get("loss_components")
+    _same(_at(run, "loss"), {s: round(3.0 - s / 10, 2) for s in range(1, 6)})
+
+
 # --- events ---------------------------------------------------------------------------------
 
 
@@ -607,6 +701,31 @@ def test_rsl_rl_blocks_are_rows_at_their_learning_iteration(tmp_path):
     # no total is printed: PPO's loss is made of its value and surrogate terms, their sum is the loss read
     assert run.meta["loss_key"] == "Value function loss + Surrogate loss"
     assert _at(run, "loss")[8390] == pytest.approx(0.41) and math.isinf(_at(run, "loss")[8391])
+
+
+def _rsl_rl5_block(it, total, value_loss, surrogate, reward=None, header=True):
+    """rsl_rl 5.x's `log`: the same centred header, then `Mean value loss:`, `Mean surrogate loss:`,
+    `Mean entropy loss:` lines; `Mean reward:` and `Mean episode length:` only once an episode ended."""
+    pad, width = 40, 80
+    lines = ["#" * width, f"Learning iteration {it}/{total}".center(width), ""] if header else []
+    lines += [f"{'Collection time:':>{pad}} 0.102s", f"{'Mean value loss:':>{pad}} {value_loss:.4f}"]
+    lines += [f"{'Mean surrogate loss:':>{pad}} {surrogate:.4f}", f"{'Mean entropy loss:':>{pad}} {1.3:.4f}"]
+    if reward is not None:
+        lines += [f"{'Mean reward:':>{pad}} {reward:.2f}", f"{'Mean episode length:':>{pad}} {22.67:.2f}"]
+    lines += [f"{'Mean action std:':>{pad}} 0.88", "-" * width, f"{'Iteration time:':>{pad}} 0.16s"]
+    return "\n".join(lines) + "\n"
+
+
+def test_rsl_rl_records_with_a_key_more_and_a_block_cut_before_its_header(tmp_path):
+    """A paste that starts inside iteration 0's block (no header above it), then blocks that print
+    `Mean reward` once episodes end: one series, the cut block one step before the first header, and
+    every block's loss the sum of its terms."""
+    text = _rsl_rl5_block(0, 10, 19.741, -0.0013, header=False)
+    text += "".join(_rsl_rl5_block(it, 10, v, -0.0076, reward=-4.08) for it, v in ((1, 19.6685), (2, 18.5)))
+    run = _read(tmp_path, text)
+    comp = _components_at(run)
+    assert sorted(comp) == [0, 1, 2] and comp[1]["value_loss"] == pytest.approx(19.6685)
+    _same(_at(run, "loss"), {0: 19.741 - 0.0013 + 1.3, 1: 19.6685 - 0.0076 + 1.3, 2: 18.5 - 0.0076 + 1.3})
 
 
 def test_llama_recipes_key_value_summary_is_one_row(tmp_path):

@@ -69,3 +69,55 @@ def test_a_language_model_that_learns_is_no_finding(tmp_path, seed):
     path.write_text(_lines(loss, TXL))
     report = diagnose_runs(load_path(str(path)))
     assert not [f for f in report.findings if f.severity in ("warning", "critical")]
+
+
+# logs that print no loss at all, only a perplexity: the loss is ln(ppl), derived with a note
+ONMT_LUA = (
+    "Epoch  {epoch},   {i}/  725; acc:   0.00; ppl:  {ppl:.2f}; 5187 src tok/s; 5634 tgt tok/s;     {i} s elapsed"
+)
+SEQ2SEQ_LUA = "Epoch {epoch} ; Iter {i}/213 ; LR 1.0000 ; Target tokens/s 1265 ; PPL {ppl:.2f} ;"
+SOCKEYE = "[INFO:sockeye.training] Epoch[{epoch}] Batch [{i}]\tSpeed: 412.3 samples/sec\tperplexity={ppl:.6f}"
+
+
+def _ppl_log(fmt: str, ppl: list[float], per_epoch: int = 4) -> str:
+    return "".join(
+        fmt.format(epoch=1 + k // per_epoch, i=50 * (1 + k % per_epoch), ppl=p) + "\n" for k, p in enumerate(ppl)
+    )
+
+
+@pytest.mark.parametrize("fmt", [ONMT_LUA, SEQ2SEQ_LUA, SOCKEYE])
+def test_a_log_printing_only_a_perplexity_is_read_with_its_log_as_the_loss(tmp_path, fmt):
+    ppl = [8226.52, 3359.02, 2249.66, 1623.21, 311.73, 197.73, 149.43, 118.44]
+    path = tmp_path / "train.log"
+    path.write_text(_ppl_log(fmt, ppl))
+    (run,) = load_path(path)
+    read_ppl = run.col("ppl")[run.logged("ppl")]
+    assert read_ppl.tolist() == pytest.approx(ppl)
+    assert run.col("loss")[run.logged("loss")].tolist() == pytest.approx([math.log(p) for p in ppl])
+    keys = [getattr(n, "key", None) for n in run.notes]
+    assert "text.loss_from_ppl" in keys and "text.loss_guessed" not in keys
+    assert run.meta["loss_from"] == "perplexity" and run.meta["ce_from"] == "perplexity"
+
+
+def test_a_nan_perplexity_is_a_nan_loss(tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text(_ppl_log(ONMT_LUA, [40.1, 30.2, 25.3, 21.0]) + _ppl_log(ONMT_LUA, [float("nan")] * 2))
+    (run,) = load_path(path)
+    loss = run.col("loss")[run.logged("loss")]
+    assert np.isnan(loss[-1]) and loss[0] == pytest.approx(math.log(40.1))
+
+
+def test_a_loss_beside_a_perplexity_stays_the_printed_loss(tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text(_lines([7.42, 7.1, 6.8, 6.5, 6.2], TXL))
+    (run,) = load_path(path)
+    assert run.col("loss")[run.logged("loss")].tolist() == pytest.approx([7.42, 7.1, 6.8, 6.5, 6.2])
+    assert "ppl" not in run.cols and run.meta.get("loss_from") is None
+
+
+def test_a_series_named_ppl_below_one_is_no_perplexity(tmp_path):
+    path = tmp_path / "train.log"
+    path.write_text(_ppl_log(SEQ2SEQ_LUA, [0.9, 0.7, 0.5, 0.4, 0.3]))
+    (run,) = load_path(path)
+    assert "ppl" not in run.cols
+    assert run.col("loss")[run.logged("loss")].tolist() == pytest.approx([0.9, 0.7, 0.5, 0.4, 0.3])

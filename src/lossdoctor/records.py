@@ -72,6 +72,8 @@ COLUMNS: dict[str, str] = {
     "grad_norm_applied": "total L2 norm of the gradients at the optimizer's step, after any clipping (sampled)",
     "grad_stale": "1 when the step's first backward found a non-zero .grad left from before (gradients "
     "never zeroed), 0 when .grad was None or zero; absent when not measured",
+    "ppl": "a perplexity a log printed in place of its loss (read from a log: `loss` is then ln(ppl), the "
+    "token cross-entropy in nats)",
     "eval_loss": "a validation/evaluation loss printed at that step (read from a log; never written into loss)",
     "param_norm": "total L2 norm of the parameters (sampled)",
     "time": "wall-clock seconds since the monitor started",

@@ -10,6 +10,12 @@ TEMPLATES = {
         "no series is named as the total training loss: `{key}` was taken for it (a guess)",
         "没有名字表明是总训练 loss 的序列：把 `{key}` 当作训练 loss（推测）",
     ),
+    "text.loss_from_ppl": (
+        "no loss is printed, only a perplexity (`{key}`): the training loss is ln({key}), the token "
+        "cross-entropy in nats; the printed values are kept as `ppl`",
+        "日志没有打印 loss，只有困惑度（`{key}`）：训练 loss 取 ln({key})，即以 nat 为单位的 token 交叉熵；"
+        "打印的值保存为 `ppl`",
+    ),
     "text.eval_kept": (
         "{n} evaluation loss value(s) (`{key}`) kept apart from the training loss",
         "{n} 个评估 loss 值（`{key}`）与训练 loss 分开保存",

@@ -86,7 +86,7 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
     """Read `path` with the first reader whose sniff accepts it, or with the reader `fmt` names
     (a key of FORMAT_NAMES or a registered reader's name), sniff skipped. `select` names one run
     of a store that holds several (its id or name)."""
-    from .loss_kind import read_evidence
+    from .loss_kind import loss_from_perplexity, read_evidence
     from .mlflow_store import uri_path
 
     p = Path(uri_path(path))  # MLflow's tracking URIs (sqlite:///mlflow.db, file:./mlruns) as paths
@@ -110,6 +110,7 @@ def load_path(path: str | os.PathLike[str], fmt: str | None = None, select: str 
                 raise SourceError(f"{p}: the {name} holds no training steps")
             ce_from = read_evidence(p)
             for run in runs:
+                loss_from_perplexity(run)
                 finish(run, name, p)
                 if ce_from is not None:
                     run.meta.setdefault("ce_from", ce_from)

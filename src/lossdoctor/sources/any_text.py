@@ -106,6 +106,7 @@ from .text_slots import (
     classify_slot,
     counted_on,
     gan_parts,
+    headed_parts,
     latin,
     leading_slots,
     lone_metric,
@@ -280,7 +281,7 @@ class TextParser:
         if hit is not None and self.header is None and self.block is None and not self.pending:
             self._values(text, *hit)
             return
-        if ("=" in text or ":" in text) and self._pair_line(text):
+        if ("=" in text or ":" in text or "  " in text or "\t" in text) and self._pair_line(text):
             return
         if self.pending:
             self._flush_record()
@@ -368,6 +369,7 @@ class TextParser:
             t.leading = leading_slots(parts, names)
             t.losses = gan_parts(text, names)
             t.adversarial = bool(t.losses)
+            t.losses = t.losses or headed_parts(text, spans, names)
             if not names[0] and parts[0].strip() == "" and _LEADING_SLOT.match(parts[1]):
                 t.bracketed[0] = (
                     True  # `120: loss 2.31`, `120 loss: 2.31`, `120 | loss`, Darknet's ` 1: 2.31`: a counter
@@ -496,6 +498,8 @@ class TextParser:
         it starts the next record. A pair with a text value (`"eta": "1 day, 13:30:44"`) is skipped
         inside a record."""
         m = _KEY_VALUE.match(text) or _PAIR.match(text)
+        if m is None and self.header is None:  # under a table's header, an aligned line is its row
+            m = _ALIGNED_PAIR.match(text)
         if m is None or _DIGIT_WORD.search(m.group(1)):
             return False
         key, raw = m.group(1).strip(), m.group(2).strip()
@@ -603,6 +607,13 @@ def _counter_back(raw: str, text: str) -> str:
 #: (a list's marker may stand before it: Coqui's `| > loss: 3.63  (3.53)`, `* loss = 3.63`, `• loss: 3.63`; not
 #: a `-`, which a logger's ` - INFO - ` leaves)
 _PAIR = re.compile(r"^(?:[{\s'\"]|[|>*•](?=[\s|>]))*([A-Za-z_][\w ./@()-]{0,80}?)['\"]?\s*[:=]\s*(\S.{0,60}?)\s*[,}]*$")
+#: one key and its number set apart by a run of spaces or a tab, the whole line (a tabular logger's dump, one
+#: key per line: rlpyt's and rllab's `loss/Average    0.31`, `CumTime (s)    12.5`, after the clock its logger
+#: prints in front): the key's words are set apart by single spaces, the value by more
+_ALIGNED_PAIR = re.compile(
+    r"^([A-Za-z_](?:[\w./@()-]| (?! )){0,80}?)(?:[ ]{2,}|\t+)([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf))\s*$",
+    re.IGNORECASE,
+)
 #: a value followed by its running average in parentheses (`3.6332  (3.5348)`): the value
 _WITH_AVERAGE = re.compile(r"^(\S+)\s+\(\s*[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\s*\)$")
 _DIGIT_WORD = re.compile(r"(?<![\w.])\d")
@@ -951,13 +962,14 @@ def _siblings(parser: TextParser, main: Template, j: int) -> list[tuple[Template
 def _summed_siblings(templates: list[Template], main: Template, slots: list[int]) -> list[tuple[Template, list[int]]]:
     """The other line shapes holding every component the loss is summed from, under the same step
     counters (the same training line with a field reshaped: mmengine's `eta: 1 day, 0:29:42` becoming
-    `eta: 23:54:54`): their rows are sums of the same parts."""
+    `eta: 23:54:54`; a record printed one pair a line with a key more or less, RSL-RL's block once its
+    `Mean reward` is printed): their rows are sums of the same parts."""
     names = [name_key(main.names[j]) for j in slots]
     _, counters, how = steps_of(main)
     steps_named = sorted(name_key(main.names[k]) for k in counters)
     out = []
     for t in templates:
-        if t is main or t.text in _NOT_LINES:
+        if t is main or t.text in _NOT_BLOCKS or (t.text == "record") != (main.text == "record"):
             continue
         keys = [name_key(n) for n in t.names]
         if not all(n in keys for n in names):
@@ -1138,7 +1150,7 @@ class Placed:
             # a counter that goes back and forth, or stays (Keras' `60000/60000` at each epoch's end)
             steps, self.how = None, "numbered"
         if steps is None and hints:
-            steps = _hinted(main.order, hints)
+            steps = _hinted(main.order, hints, count_back=main.text == "record")
             self.how = "numbered" if steps is None else "hinted"
         self.steps = steps if steps is not None else np.arange(1, len(main.rows) + 1, dtype=np.float64)
         self.order = np.asarray(main.order)
@@ -1155,7 +1167,21 @@ class Placed:
         ):
             return own
         steps = self.at(np.asarray(t.order))
-        return steps if not self.hints else self._hinted_rows(t.order, steps)
+        steps = steps if not self.hints else self._hinted_rows(t.order, steps)
+        return self._counted_back(t, steps) if self.how == "hinted" and self.main.text == "record" else steps
+
+    def _counted_back(self, t: Template, steps: np.ndarray) -> np.ndarray:
+        """Records printed before the first header and the first training record (a paste cut inside
+        the block before it: RSL-RL's, with a key fewer): one step a record before the first one, as
+        `_hinted` counts the training records themselves, when that stays >= 0."""
+        first = min(self.order[0], self.hints[0][0])
+        lead = [k for k, o in enumerate(t.order) if o < first]
+        if t.text != "record" or not lead or self.steps[0] - len(lead) < 0:
+            return steps
+        out = steps.copy()
+        for i, k in enumerate(lead):
+            out[k] = self.steps[0] - (len(lead) - i)
+        return out
 
     def _hinted_rows(self, order: list[int], steps: np.ndarray) -> np.ndarray:
         """A row with a step said on the line before it (and after the last training row): that step
@@ -1194,12 +1220,19 @@ def _companion(parser: TextParser, main: Template) -> np.ndarray | None:
     return None
 
 
-def _hinted(order: list[int], hints: list[tuple[int, float]]) -> np.ndarray | None:
-    """The step of each row from the hint read since the row before it, when every row has one."""
+def _hinted(order: list[int], hints: list[tuple[int, float]], count_back: bool = False) -> np.ndarray | None:
+    """The step of each row from the hint read since the row before it, when every row has one. With
+    `count_back` (records printed one pair a line, each under its header), records printed before the
+    first header (a paste cut inside the block before it: RSL-RL's block before `Learning iteration
+    1/10`) count back from it, one step a record, when that stays >= 0."""
     at = [p for p, _ in hints]
+    lead = sum(o < at[0] for o in order) if at and count_back else 0
     out, prev = [], -1
-    for o in order:
+    for i, o in enumerate(order):
         k = int(np.searchsorted(at, o, side="right")) - 1
+        if k < 0 and i < lead and hints[0][1] - (lead - i) >= 0:
+            out.append(hints[0][1] - (lead - i))
+            continue
         if k < 0 or at[k] <= prev:
             return None
         out.append(hints[k][1])

@@ -21,10 +21,17 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from ..messages import Msg
+from ..records import Run
 from .files import text_head
 
 _NUM = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)"
 _LOSS = re.compile(r"\bloss\b[\s:=|]{0,4}" + _NUM, re.I)
+#: names a log gives a perplexity by (the name's last word, any case: `PPL`, `Train perplexity`)
+PPL_NAMES = frozenset({"ppl", "pplx", "perplexity"})
+_WORDS = re.compile(r"[\s_/.-]+")
 _PPL = re.compile(r"\b(ppl|pplx|perplexity|bpc)\b[\s:=|]{0,4}" + _NUM, re.I)
 
 
@@ -41,6 +48,9 @@ class LossKindLimits:
     #: decimals is off by up to 0.005, a perplexity rounded to its digits by less
     abs_tol: float = 0.006
     rel_tol: float = 0.002
+    #: a perplexity is exp of a cross-entropy, never below 1: a series under a perplexity's name with a
+    #: finite value below this is something else, and no loss is derived from it
+    min_perplexity: float = 1.0
 
 
 LIMITS = LossKindLimits()
@@ -83,3 +93,36 @@ def read_evidence(path: Path, lim: LossKindLimits = LIMITS) -> str | None:
         return None
     text = text_head(path, lim.head_bytes)
     return None if text is None else perplexity_evidence(text, lim)
+
+
+def perplexity_name(key: object) -> bool:
+    """Whether a series' name says it is a perplexity (its last word is one of `PPL_NAMES`)."""
+    words = _WORDS.split(str(key).strip().lower())
+    return bool(words) and words[-1] in PPL_NAMES
+
+
+def loss_from_perplexity(run: Run, lim: LossKindLimits = LIMITS) -> bool:
+    """A log that prints no loss, only a perplexity (OpenNMT-lua's `ppl: 11.85`, Sockeye's
+    `perplexity=`, a seq2seq script's `PPL 8226.52`), had its perplexity taken for the loss: the levels
+    every detector judges (ln K, ln V, a cross-entropy's start) are those of the loss, so the loss
+    is ln(ppl), the token cross-entropy in nats, and the printed values stay in the `ppl` column.
+    Said in a note; True when the run was changed."""
+    key = run.meta.get("loss_key")
+    if not perplexity_name(key) or "loss" not in run.cols or "ppl" in run.cols:
+        return False
+    ppl = np.asarray(run.cols["loss"], dtype=float)
+    finite = ppl[np.isfinite(ppl)]
+    if finite.size == 0 or finite.min() < lim.min_perplexity:
+        return False
+    mask = run.logged("loss").copy()
+    run.cols["ppl"] = ppl
+    run.logged_mask["ppl"] = mask
+    with np.errstate(invalid="ignore", divide="ignore"):
+        run.cols["loss"] = np.log(ppl)
+    run.logged_mask["loss"] = mask
+    run.meta["loss_from"] = "perplexity"
+    run.meta["loss_guessed"] = False  # a perplexity is a cross-entropy's, said below, not a guess
+    run.meta.setdefault("ce_from", "perplexity")
+    run.notes[:] = [n for n in run.notes if getattr(n, "key", None) != "text.loss_guessed"]
+    run.notes.append(Msg("text.loss_from_ppl", key=str(key)))
+    return True

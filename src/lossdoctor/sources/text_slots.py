@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -488,12 +488,16 @@ def base_name(name: str) -> str:
     if "/" not in n.rstrip("/"):
         return n
     head, last = n.rsplit("/", 1)
-    if last in _SPLITS and head:
+    if (last in _SPLITS or last in _INTERVAL_MEAN) and head:
         return head.rsplit("/", 1)[-1]
     return last
 
 
 _SPLITS = frozenset({"train", "training", "val", "valid", "validation", "eval", "test", "dev"})
+#: a tag ending in its mean over the logging interval names the metric (a tabular logger's per-key statistics,
+#: rlpyt's and rllab's `loss/Average` beside `loss/Std`, `loss/Min`, `loss/Max`: the average is the metric, the
+#: others are statistics of it and keep their own names)
+_INTERVAL_MEAN = frozenset({"average", "mean", "avg"})
 
 
 #: what a variable holding a counter adds to its name (Pax's `step_i`, `batch_idx`, `iter_num`, `step_nr`)
@@ -922,11 +926,27 @@ _SIDE_AFTER = re.compile(r"^(?:loss|err|error|l)[_ ]?(d|g)\d*(?:$|_)", re.IGNORE
 def adversaries(names: Iterable[str]) -> bool:
     """Whether loss names are two adversaries' (`d_loss` and `g_loss`, `D loss` and `G loss`,
     `Loss_D` and `Loss_G`)."""
-    return any(_ADVERSARIES.match(name_key(n)) or _SIDE_AFTER.match(name_key(n)) for n in names)
+    return any(
+        _ADVERSARIES.match(name_key(n)) or _SIDE_AFTER.match(name_key(n)) or _SIDE_LETTER.match(n.strip())
+        for n in names
+    )
+
+
+#: an adversary named by its network's capital letter alone, as GAN scripts print them in a bar's postfix or
+#: brackets (TUNIT's `D[0.00] G[0.00] C[2.61]`, musika's `DR=713, DF=nan, G=nan, GP=2.16e+4`): `D`, `G`, the
+#: side glued to what it was scored on (`DR`/`DF`: real, fake; `DA`/`GB`: a direction of CycleGAN's) or to its
+#: index (`D1`, `G2`). Upper case as printed: `dr`, `df` as words are something else
+_SIDE_LETTER = re.compile(r"^([DG])(?:[RFAB]|\d)?$")
+#: a network's capital letter beside the adversaries' (TUNIT's `C`, the guiding network; InfoGAN's `Q`; an
+#: encoder's `E`): the loss printed for that network, one more part on a line that names both sides
+_NET_LETTER = re.compile(r"^[A-Z]$")
 
 
 def _side(name: str) -> str | None:
-    """ "d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`)."""
+    """ "d" or "g" for a name that says which adversary it belongs to (`D_A`, `G_GAN`, `Loss_D`, `DR`)."""
+    letter = _SIDE_LETTER.match(name.strip())
+    if letter:
+        return letter.group(1).lower()
     n = name_key(name)
     m = _SIDE_AFTER.match(n)
     if m:
@@ -991,13 +1011,40 @@ def gan_parts(text: str, names: list[str]) -> frozenset[str]:
     return frozenset(
         base_name(n)
         for n in names
-        if len(n) >= 2
+        if (len(n) >= 2 or _NET_LETTER.match(n))
         and step_rank(n) is None
         and name_key(n) not in _EPOCH_NAMES
         and not _NOT_A_PART.match(n)
-        and not n.startswith("(avg)")
+        and not n.startswith(("(avg)", PERCENT))
         and not _SCORE_TAIL.search(n)
     )
+
+
+#: a label over the losses printed after it (Hopenet's `Losses: Yaw 161.4, Pitch 180.9, Roll 41.3`, `Loss: cls 0.3
+#: reg 0.2`): a loss word and its colon followed by a name, not by the value (`loss: 2.3`, `loss: nan`)
+_PARTS_HEADING = re.compile(r"\b(?:loss|losses|loss terms|loss components)\s*:\s*(?=(?!(?:nan|inf)\b)[A-Za-z])", re.I)
+
+
+def headed_parts(text: str, spans: Sequence[tuple[int, int]], names: list[str]) -> frozenset[str]:
+    """The loss components a heading names (`Losses: Yaw #, Pitch #, Roll #`): every named number after
+    the label but counters, timings, the LR and names that say loss themselves; two at least, a heading
+    over one name is that loss's own name. The line prints no total: their sum is read as the loss."""
+    m = _PARTS_HEADING.search(text)
+    if m is None:
+        return frozenset()
+    parts = frozenset(
+        base_name(n)
+        for (a, _), n in zip(spans, names)
+        if a >= m.end()
+        and n
+        and step_rank(n) is None
+        and name_key(n) not in _EPOCH_NAMES
+        and not _NOT_A_PART.match(n)
+        and not _NOT_A_LOSS.match(n)
+        and not n.startswith(("(avg)", PERCENT))
+        and not _is_loss(name_key(n))
+    )
+    return parts if len(parts) >= 2 else frozenset()
 
 
 #: a GAN line's measurements that are no loss: the discriminator's scores, outputs and accuracies (BasicSR's
