@@ -614,7 +614,11 @@ def grad_surge(run: Run, q: Quantities) -> list[Finding]:
         # the loss gave back (nearly) all progress, and the norm stayed up: one noisy batch of a
         # converged model (loss 1e-4 -> 1, norm 1e-3 -> 3 for a step) is neither
         if best <= 0 or float(np.max(tail)) < max(1.5 * best, 0.9 * q.loss_start) or float(np.median(g[j:])) < 30 * g0:
-            if transient is None and g[j] >= TRANSIENT_SURGE * g0:
+            if (
+                transient is None
+                and g[j] >= TRANSIENT_SURGE * g0
+                and g[j] >= TRANSIENT_OVER_LEVEL * float(np.median(g[lo:j]))
+            ):
                 transient = (i0, j)
             continue
         lr = q.lr[rows]
@@ -678,6 +682,12 @@ def _surge_clip_fix(q: Quantities, key: str, healthy_max: float) -> Fix:
 
 #: a gradient norm this many times its recent minimum is an explosion even when the run recovered
 TRANSIENT_SURGE = 1000.0
+#: ... and this many times its recent median: the minimum alone can be one step's outlier low (a
+#: last batch of one sample that the model already fits: norm 0.002 among 1-3), and a norm back at
+#: the run's usual level is no surge; the long-log rule (`grad_explosion`, from 40 points on) reads
+#: sustained medians and never names such a step, so `watch` judging a 25-step log must not either
+#: (a real spike leaves its level far behind: BLOOM-176B's 0.24 -> 960)
+TRANSIENT_OVER_LEVEL = 30.0
 #: a surge is over when the log's last norm is back within this factor of its level before (an order
 #: of magnitude: `GradientLimits.prelude_growth`'s growth the other way) ...
 SURGE_BACK_NORM = 10.0

@@ -1,0 +1,48 @@
+"""One answer from start to end: what `watch` announces live on a healthy look-alike is what the end
+holds, so nothing is announced there; the fault the look-alike imitates is still announced live.
+Real training loops (the zoo's scenarios, trained under `watch` by its harness), read from the
+live announcements the run directory's findings.jsonl received while the loop ran."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.zoo.harness import train
+from benchmarks.zoo.run import load_scenarios
+
+ALARM = ("warning", "critical")
+
+
+def _live(name: str, seed: int, tmp_path) -> list[tuple[str, int]]:
+    """The live alarms of scenario `name` trained with `seed`: (cause, step at which it was raised)."""
+    out = train(load_scenarios()[name], seed, tmp_path / f"{name}-{seed}")
+    assert out.error is None
+    return [(x["cause"], x["raised_at"]) for x in out.live if x["severity"] in ALARM]
+
+
+def test_a_last_batch_of_one_under_groupnorm_is_no_live_gradient_surge(tmp_path):
+    """GroupNorm with a last batch of one image each epoch: that one image is fitted, its gradient
+    norm is 0.002 among 1-3, and the next ordinary batch is 1000x it. The short-log surge rule read
+    that as a gradient explosion at step 25; the full log's rule never did. It is the run's usual
+    level, not a surge: not announced."""
+    live = _live("healthy_cnn_groupnorm_last_batch_of_one", 1, tmp_path)
+    assert "grad_explosion" not in {c for c, _ in live}
+
+
+def test_an_exploding_relu_rnn_is_still_announced_live_by_step_25(tmp_path):
+    live = _live("rnn_relu_exploding", 0, tmp_path)
+    assert any(c == "grad_explosion" and at <= 25 for c, at in live), live
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_squeezed_regression_on_an_unscaled_target_is_never_announced_as_broadcast(tmp_path, seed):
+    """The zoo's slow start (target mean 20, the (B, 1) head squeezed): at step 25 the two MSEs are
+    still too close to tell apart and the loss is 40-100x the targets' variance, the mean not learned
+    yet. The end reads the elementwise MSE and withdraws loss_broadcast; `watch` must not announce it."""
+    live = _live("healthy_mlp_mse_squeezed_slow_start", seed, tmp_path)
+    assert "loss_broadcast" not in {c for c, _ in live}
+
+
+def test_the_broadcast_mse_is_still_announced_live_at_step_25(tmp_path):
+    live = _live("mlp_mse_shapes_broadcast", 0, tmp_path)
+    assert any(c == "loss_broadcast" and at <= 25 for c, at in live), live
