@@ -47,9 +47,17 @@ def test_an_exploding_relu_rnn_is_still_announced_live_by_step_25(tmp_path):
 def test_a_squeezed_regression_on_an_unscaled_target_is_never_announced_as_broadcast(tmp_path, seed):
     """The zoo's slow start (target mean 20, the (B, 1) head squeezed): at step 25 the two MSEs are
     still too close to tell apart and the loss is 40-100x the targets' variance, the mean not learned
-    yet. The end reads the elementwise MSE and withdraws loss_broadcast; `watch` must not announce it."""
+    yet. The end reads the elementwise MSE and withdraws loss_broadcast; `watch` must not announce it.
+    Nor frozen_model: the gradient norm grows with the step while the loss falls 22% by step 50,
+    inside the accumulating-gradients rule's [0.75, 1.33] band but 6.8 standard errors of its own
+    scatter: a loss that moved. Nothing at all is announced."""
     live = _live("healthy_mlp_mse_squeezed_slow_start", seed, tmp_path)
-    assert "loss_broadcast" not in {c for c, _ in live}
+    assert live == []
+
+
+def test_an_optimizer_on_a_stale_copy_is_still_announced_live_as_frozen(tmp_path):
+    live = _live("mlp_optimizer_on_stale_model", 0, tmp_path)
+    assert any(c == "frozen_model" and at <= 50 for c, at in live), live
 
 
 def test_the_broadcast_mse_is_still_announced_live_at_step_25(tmp_path):
