@@ -10,6 +10,8 @@ import pytest
 from benchmarks.zoo.harness import train
 from benchmarks.zoo.run import load_scenarios
 
+pytestmark = pytest.mark.slow  # eight zoo runs, 80-240 steps each (~40 s)
+
 ALARM = ("warning", "critical")
 
 
