@@ -411,12 +411,27 @@ def test_a_loop_that_switches_back_to_train_reads_clean(tmp_path, freeze_bn):
     assert all(f.cause != "eval_mode_training" for f in mon.diagnose().findings)
 
 
-def _regress(tmp_path, squeeze: bool, steps: int = 40, lr: float = 1e-2, offset: float = 0.0):
+class _Heard:
+    """A listener on the monitor's announcements: what `watch` told the user, and at which step."""
+
+    def __init__(self) -> None:
+        self.alerts: list[tuple[str, str, int]] = []
+
+    def alert(self, f, step: int) -> None:
+        self.alerts.append((f.cause, f.severity, step))
+
+    def final(self, report, step: int) -> None:
+        pass
+
+
+def _regress(tmp_path, squeeze: bool, steps: int = 40, lr: float = 1e-2, offset: float = 0.0, heard=None):
     g = torch.Generator().manual_seed(7)
     w = torch.randn(8, generator=g)
     model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     mon = lossdoctor.watch(model, opt, log_dir=tmp_path, alerts=False, task="regression")
+    if heard is not None:
+        mon.sinks.append(heard)
     for _ in range(steps):
         x = torch.randn(32, 8, generator=g)
         y = x @ w + offset  # (B,)
@@ -470,12 +485,27 @@ def test_both_mses_are_measured_and_the_loss_is_the_one_the_loop_computed(tmp_pa
 def test_a_squeezed_regression_still_at_its_targets_variance_reads_clean(tmp_path):
     """An unscaled target (mean 20) at a modest LR: after 60 steps the loss is still above the
     targets' variance, the level a broadcast MSE keeps; the measured MSEs say it is the elementwise
-    one, and the predictions already follow the targets, so it is no broadcast."""
-    mon = _regress(tmp_path, squeeze=True, steps=60, lr=3e-3, offset=20.0)
+    one, and the predictions already follow the targets, so it is no broadcast. Nor was it ever
+    announced live: at step 25 the two MSEs could not be told apart yet and the loss was 40x the
+    targets' variance (the mean not learned), which the rule reads as no sign either way."""
+    heard = _Heard()
+    mon = _regress(tmp_path, squeeze=True, steps=60, lr=3e-3, offset=20.0, heard=heard)
     rows = [r for r in _steps(tmp_path) if "target_var" in r]
     tail = rows[-len(rows) // 3 :]
     assert sorted(r["loss"] / r["target_var"] for r in tail)[len(tail) // 2] >= 0.8  # the level rule alone fires
     assert all(f.cause != "loss_broadcast" for f in mon.diagnose().findings)
+    assert "loss_broadcast" not in {c for c, _, _ in heard.alerts}
+
+
+def test_the_broadcast_bug_on_an_unscaled_target_is_still_announced_live(tmp_path):
+    """The same unscaled target, the (B, 1) prediction not squeezed: the loss is the broadcast MSE
+    to float precision from the first steps, which is the bug whatever the model learned: `watch`
+    announces it at its first evaluation with enough steps, and the end holds it."""
+    heard = _Heard()
+    mon = _regress(tmp_path, squeeze=False, steps=60, lr=3e-3, offset=20.0, heard=heard)
+    live = [(c, step) for c, sev, step in heard.alerts if c == "loss_broadcast" and sev != "info"]
+    assert live and live[0][1] <= 25
+    assert mon.diagnose().findings[0].cause == "loss_broadcast"
 
 
 def _ce_one_output(tmp_path, steps: int = 30):

@@ -167,6 +167,8 @@ def render(split: str, scores: list[RunScore], vs: dict[str, Variant], *, wall: 
         + ".",
         "### Summary",
         report.summary(scores),
+        "### Live alerts withdrawn",
+        report.withdrawn(scores),
         "### Per fault family",
         per_family(scores, fam),
         "### Scalars-only misses and false alarms",

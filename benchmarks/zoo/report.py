@@ -123,6 +123,7 @@ def summary(scores: list[RunScore]) -> str:
                 pct(h.false_alarm for h in hs),
                 (f"{statistics.median(delays):.0f} (max {max(delays)})" if delays else "–"),
                 str(sum(1 for p in ps + hs if p.error or p.detector_errors)),
+                _withdrawn(healthy, faulty) if path == "full" else "–",
             ]
         )
     return table(
@@ -137,9 +138,31 @@ def summary(scores: list[RunScore]) -> str:
             "false alarms (healthy)",
             "live delay, steps (median)",
             "runs where a detector crashed",
+            "live alerts withdrawn (healthy; faulty)",
         ],
         rows,
     )
+
+
+def _withdrawn(healthy: list[RunScore], faulty: list[RunScore]) -> str:
+    """Runs on which `watch` announced an alarm the end did not hold: healthy controls with any live
+    alarm, faulty runs with a withdrawn cause other than the final top-1 (score.withdrawn_live)."""
+    h = sum(1 for s in healthy if s.live_withdrawn)
+    f = sum(1 for s in faulty if s.live_withdrawn)
+    return f"{h}/{len(healthy)}; {f}/{len(faulty)}"
+
+
+def withdrawn(scores: list[RunScore]) -> str:
+    """Which live alarms were withdrawn, per scenario: the seeds and `cause@step raised` of each."""
+    by: dict[str, list[str]] = defaultdict(list)
+    for s in scores:
+        if s.live_withdrawn:
+            by[s.scenario].append(f"seed {s.seed}: " + ", ".join(s.live_withdrawn))
+    rows = [
+        [name, "healthy" if any(s.healthy for s in scores if s.scenario == name) else "faulty", "; ".join(v)]
+        for name, v in sorted(by.items())
+    ]
+    return table(["scenario", "kind", "live alarms withdrawn (cause@step raised)"], rows) if rows else "(none)"
 
 
 def per_cause(scores: list[RunScore], causes: Iterable[str]) -> str:

@@ -144,6 +144,11 @@ def render(
         "variants' test split (its own section below: `python -m benchmarks.zoo --generated --split test`).",
         "### Summary",
         report.summary(scores),
+        "### Live alerts withdrawn",
+        "An alarm `watch` announced while the run trained that the final report does not hold: on a "
+        "healthy control every live alarm (to the user watching it was a false alarm), on a faulty run "
+        "a cause other than the final top-1 that the end dropped.",
+        report.withdrawn(scores),
         "### Per cause",
         report.per_cause(scores, CAUSES),
         "### Per scenario",

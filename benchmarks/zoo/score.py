@@ -12,7 +12,11 @@ Definitions (every number in the tables means exactly this):
   faulty (recall 1, precision >= 0.5);
 - false alarm: a healthy control with any alarm;
 - live detection delay: the step at which `watch` wrote the first acceptable alarm to
-  findings.jsonl, minus the onset.
+  findings.jsonl, minus the onset;
+- live alert withdrawn: an alarm `watch` wrote to findings.jsonl (what a user watching saw) whose
+  cause the final report does not hold (no finding of it at any severity). On a healthy control
+  every live alarm counts (to the user it was a false alarm, whatever the end said); on a faulty run,
+  those of a cause other than the final top-1 that the final report dropped.
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ class RunScore:
     scalars: PathScore
     live_delay: int | None = None
     live_raised_at: int | None = None
+    #: live alarms the end did not hold (see the module's definitions): `cause@step` each
+    live_withdrawn: list[str] = field(default_factory=list)
     steps_run: int = 0
     wall_s: float = 0.0
     run_dir: str = ""
@@ -215,6 +221,7 @@ def score_run(run_dir: Path) -> RunScore:
 
     rs.verify = run_verification(run_dir, full)
     ok = set(truth["causes"])
+    rs.live_withdrawn = withdrawn_live(outcome.get("live", []), full, healthy=not ok)
     first = next(
         (x for x in outcome.get("live", []) if x.get("severity") in ALARM and (x.get("cause") in ok if ok else True)),
         None,
@@ -224,6 +231,23 @@ def score_run(run_dir: Path) -> RunScore:
         if onset is not None and ok:
             rs.live_delay = int(first["raised_at"]) - onset
     return rs
+
+
+def withdrawn_live(live: list[dict[str, Any]], report: dict[str, Any], *, healthy: bool) -> list[str]:
+    """The live alarms a user watching saw and the final report does not stand by, `cause@step`
+    once per cause: on a healthy control every live alarm; on a faulty run, a cause other than the
+    final top-1 with no finding of it in the final report."""
+    held = {f.get("cause") for f in report.get("findings", [])}
+    alarms = [f for f in report.get("findings", []) if f.get("severity") in ALARM]
+    top1 = alarms[0].get("cause") if alarms else None
+    out: dict[str, str] = {}
+    for x in live:
+        cause = x.get("cause")
+        if x.get("severity") not in ALARM or not isinstance(cause, str) or cause in out:
+            continue
+        if healthy or (cause != top1 and cause not in held):
+            out[cause] = f"{cause}@{x.get('raised_at')}"
+    return list(out.values())
 
 
 def evidence(run_dir: Path) -> dict[str, Any]:

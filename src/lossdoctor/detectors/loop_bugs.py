@@ -67,7 +67,11 @@ model whose loss squeezes the output learns below it and is left alone. Where th
 both MSEs (`mse_elementwise`, `mse_broadcast`: signals/output_probs.py), the loss is compared with
 each instead: the broadcast one is the bug, measured; the elementwise one is a model that is slow to
 learn (its loss sits at the targets' variance too, for a while), left alone; neither (another loss)
-falls back to the level rule.
+falls back to the level rule. What the model learned (the level, the covariance) is read only from
+steps past the densely sampled start, so `watch` at step 25 does not judge "the end" from the
+first steps and announce what the end withdraws: until there are enough such steps the rule waits;
+and where the loss is an MSE the two cannot yet be told apart, a loss far above the targets'
+variance (a mean not yet learned, which any model has at first) is no sign either way.
 
 Clipping at a tiny max_norm (`grad_clip_too_tight`). Signals: `grad_norm` (end of backward) and
 `grad_norm_applied` (at the optimizer's step, after clipping; sampled steps). When the gradient the
@@ -693,26 +697,46 @@ class BroadcastThresholds:
     #: well learned through a loss that pairs them, whatever that loss is (a BCE on a (B, 1) head
     #: squeezed in the loop: 0.2-0.35 by the end; the zoo's broadcast runs stay at ~1.0)
     learned: float = 0.8
+    #: the first step whose sampled MSEs and loss level are read as what the model learned: the
+    #: monitor samples steps 0-4 densely, before any model has learned anything, so a run judged
+    #: at step 25 would read "the end" from its first steps (the zoo's squeezed heads: elementwise
+    #: over broadcast MSE 0.93 over steps 2-20, 0.45-0.77 over steps 10-50; an unscaled target's
+    #: loss 100x its variance, the mean not yet learned). What the loss *is* (one MSE to float
+    #: precision) is a fact of its shapes at any step and is read from every sample
+    settled: int = 10
+    #: where the loss is one of the two MSEs but they are too close to say which (a model that has
+    #: learned nothing yet, or the bug), the loss over the targets' variance above which the level
+    #: rule waits: a broadcast MSE is Var(y) + Var(pred) + (mean error)^2 and its gradient learns
+    #: the mean first, the one thing it can (the zoo's broadcast runs: 0.97-1.2 from step 0); far
+    #: above, the loss is an unlearned mean, which every model carries at first (an unscaled target
+    #: squeezed in the loop: 20-100x for 50 steps while the MSEs cannot yet be told apart)
+    undecided_ceiling: float = 4.0
 
 
 BROADCAST = BroadcastThresholds()
 
 
-def _tracks_targets(run: Run, idx: np.ndarray) -> bool:
+def _tracks_targets(run: Run, idx: np.ndarray) -> bool | None:
     """The predictions follow their own targets at the sampled steps: the median elementwise MSE is
     `learned` times the broadcast one or less (a loss that is neither MSE can still be told apart
-    this way, since only a loss that pairs prediction and target builds the covariance)."""
+    this way, since only a loss that pairs prediction and target builds the covariance). None: the
+    MSEs were measured, but on too few steps past the start to say yet (the covariance is learned);
+    False also where they were never measured (the level rule alone decides then)."""
     e, b = run.col("mse_elementwise")[idx], run.col("mse_broadcast")[idx]
     ok = np.isfinite(e) & np.isfinite(b) & (b > 0)
-    if int(ok.sum()) < BROADCAST.min_steps:
+    if not ok.any():
         return False
+    ok &= run.steps[idx] >= BROADCAST.settled
+    if int(ok.sum()) < BROADCAST.min_steps:
+        return None
     return bool(np.median(e[ok]) <= BROADCAST.learned * np.median(b[ok]))
 
 
 def _which_mse(run: Run, q: Quantities, idx: np.ndarray) -> tuple[str, dict[str, float]] | None:
     """ "broadcast" or "elementwise": which measured MSE the reported loss is at the sampled steps
-    (their median relative distances), with the medians for the evidence; None when unmeasured or
-    neither (another loss, a weighted sum)."""
+    (their median relative distances), with the medians for the evidence; "undecided" when the loss
+    is one of them but the other is too close to say which (no covariance either way yet); None
+    when unmeasured or neither (another loss, a weighted sum)."""
     e, b = run.col("mse_elementwise")[idx], run.col("mse_broadcast")[idx]
     ok = np.isfinite(e) & np.isfinite(b) & (np.abs(q.loss[idx]) > 0)
     if int(ok.sum()) < BROADCAST.min_steps:
@@ -728,6 +752,8 @@ def _which_mse(run: Run, q: Quantities, idx: np.ndarray) -> tuple[str, dict[str,
     for kind, near, far in (("broadcast", db, de), ("elementwise", de, db)):
         if near <= BROADCAST.same_loss and far >= BROADCAST.apart:
             return kind, medians
+    if min(de, db) <= BROADCAST.same_loss:
+        return "undecided", medians  # the loss is one of them, the other too close to say which
     return None
 
 
@@ -741,13 +767,17 @@ def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
     measured = _which_mse(run, q, idx[-max(BROADCAST.min_steps, idx.size // 3) :])
     if measured is not None and measured[0] == "elementwise":
         return []  # the loss is the sample-by-sample MSE, learning: the shapes do not broadcast in it
-    if measured is None and _tracks_targets(run, idx[-max(BROADCAST.min_steps, idx.size // 3) :]):
-        return []  # another loss (a BCE, a weighted sum) that pairs each prediction with its target
+    decided = measured is not None and measured[0] == "broadcast"
+    if not decided:
+        settled = idx[run.steps[idx] >= BROADCAST.settled]
+        tracks = _tracks_targets(run, settled[-max(BROADCAST.min_steps, settled.size // 3) :])
+        if tracks is None or tracks:  # not yet known (held: the end may show it learned), or it does
+            return []  # another loss (a BCE, a weighted sum) that pairs each prediction with its target
     r = float(np.median(q.loss[tail] / var[tail]))
-    if measured is None and r < BROADCAST.ratio:
-        return []
+    if not decided and (r < BROADCAST.ratio or (measured is not None and r > BROADCAST.undecided_ceiling)):
+        return []  # below the floor; or an MSE far above it, the mean not learned yet: no sign either way
     evidence: list[str] = [Msg("bugs.broadcast.shapes")]
-    if measured is not None:
+    if decided and measured is not None:
         evidence.append(Msg("bugs.broadcast.measured", **measured[1]))
     evidence.append(
         Msg("bugs.broadcast.floor", loss=float(np.median(q.loss[tail])), var=float(np.median(var[tail])), r=r)
@@ -757,7 +787,7 @@ def loss_broadcast(run: Run, q: Quantities) -> list[Finding]:
             cause="loss_broadcast",
             symptom="plateau",
             severity="warning",
-            confidence=0.95 if measured is not None else 0.85,
+            confidence=0.95 if decided else 0.85,
             step=int(run.steps[idx[0]]),
             evidence=evidence,
             fixes=as_fixes([Msg("bugs.broadcast.fix")]),

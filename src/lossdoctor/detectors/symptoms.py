@@ -124,6 +124,11 @@ class SymptomLimits:
     grad_jump: float = 1000.0
     grad_jump_stayed: float = 50.0
     grad_jump_floor: float = 1.0
+    #: "stayed up" must be a chance the log's own scatter gives at most this often: the points after
+    #: the jump must be that many that the history's share of points >= 10x its median, raised to
+    #: their number, is below it (a batch-of-4 run whose norms scatter 0.001-9 has a third of its
+    #: points that high: two in a row are no evidence, five are; a quiet history needs only two)
+    grad_stayed_chance: float = 0.01
     #: a median gradient norm above this, sustained over the log, is no healthy unclipped run's
     #: (pre-clip norms of healthy LLM runs are O(0.1-10); fp16 runs log them unscaled)
     grad_level: float = 1e3
@@ -1994,6 +1999,19 @@ def _mid_run(run: Run, first: int) -> bool:
     return steps_known(run) and first > LIMITS.trend_after
 
 
+def _stayed_points(history: np.ndarray, med: float) -> int:
+    """How many points after a gradient-norm jump, all >= 10x the median before it, show the norm
+    stayed up rather than scattered there by chance: 2 for a quiet history, more for one whose own
+    points reach 10x its median (`grad_stayed_chance`). `watch` judging a log that ends two points
+    after a jump would otherwise call the noise of small batches a surge the full log never shows."""
+    p = float(np.mean(history >= 10 * med)) if history.size else 0.0
+    if p <= 0:
+        return 2
+    if p >= 1:
+        return 10**9
+    return max(2, math.ceil(math.log(LIMITS.grad_stayed_chance) / math.log(p)))
+
+
 def _grad(run: Run, q: Quantities) -> list[Symptom]:
     """The gradient norm jumps >= grad_jump x its prior median (and >= 1), or its median over the
     log is >= grad_level (`grad_level_jump` when the loss also jumped in one interval: `sudden_jump`)."""
@@ -2012,7 +2030,7 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
         if med <= 0 or g[j] < LIMITS.grad_jump_floor or g[j] < LIMITS.grad_jump_stayed * med:
             continue
         back = g[j + 1 :]
-        stayed = back.size >= 2 and bool((back >= 10 * med).all())
+        stayed = back.size >= _stayed_points(g[max(0, j - LIMITS.history) : j], med) and bool((back >= 10 * med).all())
         if stayed or g[j] >= LIMITS.grad_jump * med:
             out.append(
                 _sym(
