@@ -440,14 +440,15 @@ def _fell_beyond_noise(x: np.ndarray, k: int) -> bool:
     """The loss's last third (median) fell from its first by more than `ACCUMULATING_STILL_Z`
     standard errors of its point-to-point scatter in log space (the robust sigma of the
     differences, over the k points each median stands on)."""
-    if (x <= 0).any() or k < 2:
+    if (x <= 0).any() or k <= 1:
         return False
     d = np.diff(np.log(x))
     sigma = 1.4826 * float(np.median(np.abs(d - np.median(d))))
     if sigma <= 0:
         return False
     drop = math.log(float(np.median(x[:k])) / float(np.median(x[-k:])))
-    return drop > ACCUMULATING_STILL_Z * sigma * math.sqrt(2.0 / k)
+    se = sigma * math.sqrt(2.0 / k)  # of the difference of two medians of k points each
+    return drop > ACCUMULATING_STILL_Z * se
 
 
 @detector("accumulating_grads", needs=("loss", "grad_norm"))
