@@ -869,3 +869,78 @@ def test_a_planned_length_is_set_against_the_times_the_scheduler_was_stepped():
     assert not planned({"T_max": 5000, "stepped": 30}, closed=True)  # a smoke test
     found = planned({"T_max": 5000, "stepped": 100}, closed=True, steps=100)
     assert found and found[0].to_dict()["evidence_data"][0]["values"]["planned"] == 5000
+
+
+def _hf_schedule(kind: str, total: int):
+    from transformers import (
+        get_constant_schedule_with_warmup,
+        get_cosine_schedule_with_warmup,
+        get_linear_schedule_with_warmup,
+    )
+
+    if kind == "linear":
+        return lambda o: get_linear_schedule_with_warmup(o, 10, total)
+    if kind == "cosine":
+        return lambda o: get_cosine_schedule_with_warmup(o, 10, total)
+    return lambda o: get_constant_schedule_with_warmup(o, 10)
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine"])
+def test_an_hf_lambda_schedule_planned_in_samples_is_lr_schedule_error_at_its_end(tmp_path, kind):
+    """HF's get_linear/cosine_schedule_with_warmup are LambdaLRs: their num_training_steps sits in a
+    closure, not in the state. Counted in samples (32 x 120 for a 120-step run), the decay never
+    comes; at close the monitor probes the lambda and the run's end judges it."""
+    mon = _scheduled(tmp_path, _hf_schedule(kind, 32 * 120))
+    top = mon.diagnose().findings[0]
+    assert (top.cause, top.severity) == ("lr_schedule_error", "warning")
+    data = top.to_dict()
+    length = data["evidence_data"][0]
+    assert length["key"] == "bugs.planned.lambda"
+    assert length["values"]["n"] == 120
+    # the factor falls to a tenth of its peak at ~90% (linear) or ~80% (cosine) of the 3,840-step plan
+    assert length["values"]["planned"] == pytest.approx(3457 if kind == "linear" else 3056, rel=0.01)
+    assert length["values"]["at_end"] >= 90
+    fix = data["fixes_data"][0]
+    assert (fix["key"], fix["values"]["arg"], fix["values"]["n"]) == (
+        "bugs.planned.fix_units",
+        "num_training_steps",
+        120,
+    )
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert meta["scheduler"]["class"] == "LambdaLR" and meta["scheduler"]["decays_by"] == length["values"]["planned"]
+    assert "lr_schedule_error" in _live_causes(tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["linear", "cosine", "constant"])
+def test_an_hf_lambda_schedule_sized_to_the_run_or_without_decay_is_not_planned_too_long(tmp_path, kind):
+    mon = _scheduled(tmp_path, _hf_schedule(kind, 120))
+    assert all(f.cause != "lr_schedule_error" for f in mon.diagnose().findings)
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert "decays_by" not in meta["scheduler"]
+
+
+def test_lambda_plan_reads_the_closure_and_leaves_the_scheduler_alone():
+    from transformers import get_linear_schedule_with_warmup
+
+    from lossdoctor.preflight.schedule import lambda_plan
+
+    opt = torch.optim.AdamW(torch.nn.Linear(2, 2).parameters(), lr=1e-3)
+    sched = get_linear_schedule_with_warmup(opt, 100, 100_000)
+    for _ in range(200):
+        opt.step()
+        sched.step()
+    before = (sched.last_epoch, opt.param_groups[0]["lr"])
+    plan = lambda_plan(sched, sched.last_epoch)
+    # (100000 - k) / 99900 <= 0.1 from k = 90010 on (the peak is probed, so within 1%)
+    assert plan is not None and plan["decays_by"] == pytest.approx(90_010, rel=0.01)
+    assert plan["at_end"] == pytest.approx(1.0, abs=0.01)
+    assert (sched.last_epoch, opt.param_groups[0]["lr"]) == before
+    assert lambda_plan(torch.optim.lr_scheduler.StepLR(opt, 10), 200) is None  # its plan is in its state
+    assert lambda_plan(torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0), 200) is None  # no decay planned
+
+    def fails_later(step):  # the user's function raising is no crash of the monitor: no plan
+        if step > 1000:
+            raise ValueError("user code")
+        return 1.0
+
+    assert lambda_plan(torch.optim.lr_scheduler.LambdaLR(opt, fails_later), 200) is None

@@ -1082,6 +1082,49 @@ def _(seed: int) -> Setup:
     return Setup(model, opt, data.batch, xent, steps=160, scheduler=sched)
 
 
+def warmup_linear(opt: torch.optim.Optimizer, warmup: int, total: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """HF's get_linear_schedule_with_warmup, written out: its length lives in the lambda's closure."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: s / warmup if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
+    )
+
+
+@scenario(
+    "mlp_hf_linear_planned_in_samples",
+    family="mlp",
+    optimizer="AdamW",
+    precision="fp32",
+    task="classification",
+    causes={"lr_schedule_error"},
+    onset=1,
+    ci=True,
+    fault="an HF-style linear warm-up/decay LambdaLR with num_training_steps counted in samples (32 x 120) "
+    "on a 120-step run: past its 10-step warm-up the LR never decays (97% of its peak at the end)",
+)
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = adamw(model, 3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=warmup_linear(opt, 10, 32 * 120))
+
+
+@scenario(
+    "healthy_mlp_hf_linear_sized_right",
+    family="mlp",
+    optimizer="AdamW",
+    precision="fp32",
+    task="classification",
+    ci=True,
+    fault="none: the same HF-style linear warm-up/decay LambdaLR with num_training_steps=120 over the "
+    "120-step run: the LR decays to 0 at the last step",
+)
+def _(seed: int) -> Setup:
+    data = Blobs(seed)
+    model = MLP(32, 10)
+    opt = adamw(model, 3e-3)
+    return Setup(model, opt, data.batch, xent, steps=120, scheduler=warmup_linear(opt, 10, 120))
+
+
 @scenario(
     "healthy_mlp_cosine_sized_right",
     family="mlp",

@@ -413,7 +413,13 @@ PLANNED_LENGTH = {
     "CosineAnnealingLR": "T_max",
     "LinearLR": "total_iters",
     "PolynomialLR": "total_iters",
+    # a LambdaLR's plan is in its closure: the monitor probed it at close for the step where its
+    # factor first falls to a tenth of its peak (`preflight.schedule.lambda_plan`)
+    "LambdaLR": "decays_by",
 }
+#: the argument the fix names for each class, where it differs from the state's key (HF's
+#: get_*_schedule_with_warmup build the LambdaLRs people use)
+FIX_ARG = {"LambdaLR": "num_training_steps"}
 
 
 def _planned_length(run: Run) -> tuple[str, str, int, int] | None:
@@ -445,7 +451,11 @@ def schedule_planned_too_long(run: Run, q: Quantities) -> list[Finding]:
     if got is None:
         return []
     cls, arg, planned, n = got
-    evidence: list[str] = [Msg("bugs.planned.length", cls=cls, arg=arg, planned=planned, n=n, pct=100 * n / planned)]
+    length = Msg("bugs.planned.length", cls=cls, arg=arg, planned=planned, n=n, pct=100 * n / planned)
+    if arg == "decays_by":
+        at_end = float((run.meta.get("scheduler") or {}).get("at_end", 1.0))
+        length = Msg("bugs.planned.lambda", planned=planned, n=n, ratio=planned / n, at_end=100 * at_end)
+    evidence: list[str] = [length]
     idx = np.flatnonzero(np.isfinite(q.lr))
     if idx.size > 1:  # a first and a last LR to quote
         key = "bugs.planned.warmup" if cls == "OneCycleLR" else "bugs.planned.no_decay"
@@ -460,7 +470,9 @@ def schedule_planned_too_long(run: Run, q: Quantities) -> list[Finding]:
             confidence=0.8,
             step=int(q.steps[idx[0]]) if idx.size else int(run.steps[0]),
             evidence=evidence,
-            fixes=as_fixes([Msg("bugs.planned.fix_units", arg=arg, n=n), Msg("bugs.planned.fix_early")]),
+            fixes=as_fixes(
+                [Msg("bugs.planned.fix_units", arg=FIX_ARG.get(cls, arg), n=n), Msg("bugs.planned.fix_early")]
+            ),
         )
     ]
 

@@ -31,7 +31,7 @@ from torch import nn
 
 from ..findings import Finding, Report, messages_data
 from ..messages import Msg
-from ..preflight.schedule import unwrap_scheduler
+from ..preflight.schedule import lambda_plan, unwrap_scheduler
 from ..preflight.watch import start_preflight
 from ..records import LayerStats
 from ..signals.accelerate import sync_gradients_flag
@@ -477,6 +477,9 @@ class Monitor:
         n = getattr(unwrap_scheduler(self.scheduler), "last_epoch", None)
         if isinstance(sched, dict) and isinstance(n, int) and not isinstance(n, bool):
             sched["stepped"] = n
+            plan = lambda_plan(self.scheduler, n)  # a LambdaLR's length hides in its closure
+            if plan is not None:
+                sched.update(plan)
 
     def _teardown(self) -> None:
         """Remove every hook and close every file, each on its own: one that fails does not keep

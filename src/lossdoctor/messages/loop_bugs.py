@@ -100,6 +100,13 @@ TEMPLATES = {
         "{cls} 按 {planned} 步规划（{arg}={planned}），而训练只调用了它 {n} 次，是规划的 {pct}%："
         "schedule 的长度是按别的单位（样本、token 或 micro-batch）算的，而 scheduler 是按另一种单位 step 的",
     ),
+    "bugs.planned.lambda": (
+        "the LambdaLR still gave {at_end}% of its peak LR at the run's last step ({n}); its lr_lambda falls to a "
+        "tenth of the peak only by step ~{planned}, {ratio}x the run: the schedule is counted in other units "
+        "(samples, tokens or micro-batches) than the scheduler is stepped in",
+        "LambdaLR 在训练最后一步（{n}）仍给出峰值 LR 的 {at_end}%；它的 lr_lambda 要到第 ~{planned} 步才降到峰值的十分之一，"
+        "是整个训练的 {ratio} 倍：schedule 的计数单位（样本、token 或 micro-batch）和 scheduler 实际 step 的单位不一致",
+    ),
     "bugs.planned.warmup": (
         "the LR went from {a} to {b}: the one-cycle never left its warm-up (30% of its plan), so the run "
         "trained near max_lr / div_factor and never reached its peak nor annealed",

@@ -86,6 +86,62 @@ def unwrap_scheduler(s: Any) -> Any:
     return s
 
 
+@dataclass(frozen=True)
+class LambdaPlanLimits:
+    #: probes of an `lr_lambda` start at the run's last step and grow by this factor (1.25: one of
+    #: them lands within 10% of any point, so a cosine's trough is not stepped over)
+    growth: float = 1.25
+    #: ... up to this step (a plan in tokens of a trillion-token run is ~1e9 optimizer steps x 1e3)
+    horizon: float = 1e12
+    #: the LR at the run's end is near its peak (this share or more): the decay had not begun
+    near_peak: float = 0.9
+    #: the plan's decay is where the factor first falls to this share of its peak
+    decayed: float = 0.1
+
+
+LAMBDA_PLAN = LambdaPlanLimits()
+
+
+def lambda_plan(scheduler: Any, stepped: int) -> dict[str, float] | None:
+    """Where a LambdaLR's decay was planned to happen, seen from the run's end: when, after `stepped`
+    scheduler steps, its first `lr_lambda` still gives >= `near_peak` of its peak factor and first
+    falls to `decayed` of it at a later probed step, {"decays_by": that step, "at_end": the share of the
+    peak at the end}. None for another class, a schedule without decay (constant, warm-up only), one
+    already decaying, or an `lr_lambda` that fails. (The planned length of a LambdaLR, HF's linear
+    and cosine schedules above all, lives in a closure: only calling it tells it. The lambda is the
+    user's own function, called at most ~150 times at the run's close, on numbers only.)"""
+    s = unwrap_scheduler(scheduler)
+    fns = getattr(s, "lr_lambdas", None)
+    if not isinstance(s, torch.optim.lr_scheduler.LambdaLR) or not fns or stepped < 1:
+        return None
+    try:
+        steps = [stepped]
+        while steps[-1] * LAMBDA_PLAN.growth <= LAMBDA_PLAN.horizon:
+            steps.append(math.ceil(steps[-1] * LAMBDA_PLAN.growth))
+        f = [float(fns[0](k)) for k in steps]
+        before, k = [], stepped  # and back to the start, for the peak a warm-up reached before the end
+        while k > 1:
+            k = int(k / LAMBDA_PLAN.growth)
+            before.append(float(fns[0](k)))
+    except Exception:
+        return None
+    peak = max(f + before)
+    if not (peak > 0 and math.isfinite(peak)) or f[0] < LAMBDA_PLAN.near_peak * peak:
+        return None
+    bar = LAMBDA_PLAN.decayed * peak
+    j = next((j for j, v in enumerate(f) if v <= bar), None)
+    if j is None:
+        return None
+    lo, hi = steps[max(0, j - 1)], steps[j]  # above the bar at lo, at or below it at hi: bisect
+    try:
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if float(fns[0](mid)) <= bar else (mid, hi)
+    except Exception:
+        return None
+    return {"decays_by": float(hi), "at_end": f[0] / peak}
+
+
 def shadow_copy(scheduler: Any) -> tuple[Any, _Shadow]:
     """A deep copy of `scheduler` bound to a shadow of its optimizer (the `memo` maps the real
     optimizer, and every parameter, to the shadow's, so nothing large is copied)."""
