@@ -1405,3 +1405,45 @@ def test_wenet_batch_lines_of_several_ranks_read_rank_zero_at_its_batch(tmp_path
     run = _read(tmp_path, "\n".join(out) + "\n")
     _same(_at(run, "loss"), {b: 12.0 + b / 1e5 for b in (203700, 203800, 203900)})
     assert has(run.notes, "text.one_rank", n=3)
+
+
+def test_a_loss_named_like_a_part_that_sums_the_others_is_the_total_not_summed_again(tmp_path):
+    """ICSRec prints `rec_avg_loss`, `icl_avg_loss` and their sum `joint_avg_loss` as string values in
+    a dict: the joint one is the loss the script steps on; adding it to its parts would double it."""
+    rows = []
+    for epoch, (rec, icl) in enumerate([(7.7207, 2.6909), (7.6877, 2.6886), (7.6589, 2.6870)], start=22):
+        d = {"epoch": epoch, "rec_avg_loss": f"{rec:.4f}", "icl_avg_loss": f"{icl:.4f}"}
+        d["joint_avg_loss"] = f"{rec + icl:.4f}"
+        rows.append(str(d))
+        rows.append(str({"Epoch": epoch, "HIT@5": "0.0428", "NDCG@5": "0.0300"}))
+    run = _read(tmp_path, "\n".join(rows) + "\n")
+    _same(_at(run, "loss"), {22: 10.4116, 23: 10.3763, 24: 10.3459})
+    assert run.meta["loss_key"] == "joint_avg_loss"
+
+
+def test_a_bare_loss_beside_a_train_loss_is_the_other_loss(tmp_path):
+    """DeepICF prints its test loss bare and its training loss named (`loss = 0.2525 [54.1s] train_loss =
+    0.3235`): the named one is the training loss, the bare one is kept as the evaluation's."""
+    text = "".join(
+        f"Epoch {e} [153.6s + 600.3s]: HR = 0.5296, NDCG = 0.2971, loss = {t:.4f} [54.1s] train_loss = {tr:.4f} [184.5s]\n"
+        for e, (t, tr) in enumerate([(0.2525, 0.3235), (0.2550, 0.2908), (0.2763, 0.2734), (0.2468, 0.2640)])
+    )
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {0: 0.3235, 1: 0.2908, 2: 0.2734, 3: 0.2640})
+    _same(_at(run, "eval_loss"), {0: 0.2525, 1: 0.2550, 2: 0.2763, 3: 0.2468})
+
+
+def test_a_total_step_that_grows_every_line_is_the_step_and_a_planned_total_is_not(tmp_path):
+    """InsightFace-TF's `epoch 0, total_step 90180, total loss is 15.06 , ...`: a `total` step count that
+    grows on every line is the steps taken so far; `total_steps 1000` printed alike on every line is the plan."""
+    losses = [15.06, 15.34, 14.04, 17.67, float("nan")]
+    text = "".join(
+        f"epoch 0, total_step {90180 + 20 * i}, total loss is {v:.2f} , inference loss is {v - 6.77:.2f}, "
+        f"weight deacy loss is 6.77, training accuracy is 0.312500, time 124.800 samples/sec\n"
+        for i, v in enumerate(losses)
+    )
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {90180 + 20 * i: v for i, v in enumerate(losses)})
+    planned = "".join(f"iter {i + 1}, total_steps 1000, loss {2.0 - 0.1 * i:.2f}\n" for i in range(5))
+    run = _read(tmp_path, planned, name="planned.log")
+    assert sorted(_at(run, "loss")) == [1, 2, 3, 4, 5]

@@ -739,6 +739,8 @@ def choose(parser: TextParser) -> dict[str, Any]:
     elif train is None and cands["component"]:
         summed = _summed(cands["component"])
         total = _printed_total(*summed) if summed is not None else None
+        if total is None and summed is not None and (inner := _total_among(*summed)) is not None:
+            total, summed = inner, (summed[0], [k for k in summed[1] if k != inner[5]])
         if (
             total is not None and summed is not None
         ):  # the parts' sum printed under a name of its own (YOLOv7's `total`)
@@ -901,6 +903,22 @@ def _printed_total(t: Template, slots: list[int]) -> tuple[Any, ...] | None:
         if j in slots or j in counters or not t.names[j] or name_key(t.names[j]).startswith("(avg)"):
             continue
         if _summing(a, j, list(slots)) == list(slots):
+            return (50, -len(t.rows), t.order[0], id(t), t, j)
+    return None
+
+
+def _total_among(t: Template, slots: list[int]) -> tuple[Any, ...] | None:
+    """One of the loss-named slots that is the sum of all the others on every row (ICSRec's
+    `rec_avg_loss`, `icl_avg_loss` and their `joint_avg_loss`): the total the script printed, named
+    like a part; summing it with its parts would double the loss."""
+    rows = [r for r in t.rows if all(math.isfinite(r[k]) for k in slots)]
+    if len(slots) < 3 or not rows:
+        return None
+    a = np.array([[r[k] for k in range(len(t.names))] for r in rows], dtype=np.float64)
+    for j in slots:
+        rest = [k for k in slots if k != j]
+        tol = sum(0.5 * 10.0**-d for c in (j, *rest) if (d := _decimals(a[:, c])) > 0)
+        if _decimals(a[:, j]) > 0 and np.all(np.abs(a[:, j] - a[:, rest].sum(axis=1)) <= tol):
             return (50, -len(t.rows), t.order[0], id(t), t, j)
     return None
 

@@ -272,6 +272,7 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
     value); for any other column the best-ranked name."""
     best: dict[str, tuple[int, int, int]] = {}
     steps: list[tuple[str, int, int, int]] = []
+    trained: tuple[int, int, int] | None = None  # a loss the line names the training one (`train_loss`)
     prev = 0
     numbers = list(_NUMBER.finditer(text))
     for i, m in enumerate(numbers):
@@ -293,6 +294,8 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
                 best.setdefault("_c:" + name, (0, m.start(), m.end()))
             continue
         col, rank = hit
+        if col == "loss" and _TRAIN_NAMED.match(km.group(1)):
+            trained = (rank, m.start(), m.end())
         if col == "step":
             steps.append(("step", m.start(), m.end(), rank))
         elif col not in best or rank < best[col][0]:
@@ -301,12 +304,21 @@ def _plan(text: str) -> tuple[tuple[tuple[str, int, int, int], ...], str]:
     for name in parts:  # OpenRLHF's `gpt_loss=2.31, loss_mean=2.41`: the mean is no part of the loss
         if averaged_beside(name, [p for p in parts if p != name]):
             del best["_c:" + name]
+    if trained is not None and "loss" in best and best["loss"] != trained:
+        # a bare `loss` beside a `train_loss` is the other one: DeepICF's `loss = 0.25 [54.1s] train_loss
+        # = 0.32` prints its test loss bare (the training one is named so because another is not)
+        best.setdefault("eval_loss", best["loss"])
+        best["loss"] = trained
     if "loss" in best and eval_before(text, best["loss"][1]):
         loss = best.pop("loss")  # `Epoch 3, validation: loss 2.40`: an evaluation's loss, no training loss
         best.setdefault("eval_loss", loss)
     if not any(c in best for c in METRICS) and "eval_loss" not in best:
         return (), ""
     return tuple(steps) + tuple((col, a, b, r) for col, (r, a, b) in best.items()), dialect(text)
+
+
+#: a loss name that says it is the training one
+_TRAIN_NAMED = re.compile(r"(?:train|training|tr)[\s_.-]*loss\b", re.IGNORECASE)
 
 
 #: a line of `name: number` pairs and nothing else (separators aside): `rpn_cls: 0.5280, rpn_box: nan, rcnn_box 0.0000`

@@ -604,6 +604,8 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
     named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
+    if not named:
+        named = _running_total(t, a, whole, {epoch, *totals})
     if epoch is None and (swap := _epoch_then_count(t, a, named, whole)) is not None:
         epoch, named = swap, [(named[0][0], swap + 1)]  # WeNet's `Batch {epoch}/{batch_idx}`
     counters.update(j for _, j in named)
@@ -645,6 +647,26 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     # 12900/37527`); one in brackets as the PyTorch reference scripts' from 0 (`Epoch: [0][ 10/5005]`)
     first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 else 0.0
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
+
+
+#: the counts of optimizer updates a `total` may head (not `timesteps`: an RL run's environment steps, nor
+#: `batches`/`examples`: the data seen)
+_UPDATE_COUNTS = frozenset({"step", "steps", "iter", "iters", "iteration", "iterations", "update", "updates"})
+
+
+def _running_total(t: Template, a: np.ndarray, whole: list[int], not_these: set[int | None]) -> list[tuple[int, int]]:
+    """A `total` step count that grows on every line (InsightFace-TF's `epoch 0, total_step 90180, ...`):
+    the steps taken so far, the step. (A planned total, `total_steps: 1000`, prints the same number on
+    every line, which is why `total` is no step head otherwise.)"""
+    if a.shape[0] < 2:
+        return []
+    out = []
+    for j in whole:
+        words = name_key(t.names[j]).replace("_", " ").split()
+        if len(words) == 2 and words[0] == "total" and words[1] in _UPDATE_COUNTS and j not in not_these:
+            if np.all(np.diff(a[:, j]) > 0):
+                out.append((_STEP_NAMES.index(words[1]), j))  # ranked as the bare name
+    return out
 
 
 def _epoch_then_count(t: Template, a: np.ndarray, named: list[tuple[int, int]], whole: list[int]) -> int | None:
