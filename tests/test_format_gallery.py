@@ -2311,7 +2311,6 @@ case(
         for k, (i, v) in enumerate(((10, "2.3102"), (20, "2.2531"), (30, "Infinity"), (40, "NaN")))
     ),
     {10: 2.3102, 20: 2.2531, 30: math.inf, 40: NAN},
-    xfail="`Score` is no loss name (it names a metric in other tools): nothing read",
 )
 # Keras once the loss is NaN: `loss: nan` and an accuracy shown `nan` beside it
 case(

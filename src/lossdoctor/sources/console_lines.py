@@ -137,6 +137,12 @@ def classify(key: str) -> tuple[str, int] | None:
     return hit
 
 
+#: deeplearning4j's ScoreIterationListener, `log.info("Score at iteration {} is {}", iteration, score)`: its
+#: score is the network's loss (Java spells the non-finite ones `NaN` and `Infinity`); `score` alone names a
+#: metric in other tools, so only this sentence is read as a loss
+_DL4J_SCORE = re.compile(r"\bScore at iteration (\d+) is (-?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|NaN|Infinity))\b")
+
+
 def key_values(text: str) -> dict[str, Any] | None:
     """{'step': N or None, 'loss': ..., '_dialect': ...} for a line with at least one training
     metric, else None. The best-ranked name wins when two fields map to the same column (`step`
@@ -146,6 +152,9 @@ def key_values(text: str) -> dict[str, Any] | None:
     their numbers at the same places (the number pattern sees a digit only as a digit), so the
     line with its digits zeroed keys a cached plan: which characters hold which column. Only a new
     shape is read word by word."""
+    dl4j = _DL4J_SCORE.search(text) if "Score at iteration" in text else None
+    if dl4j is not None:
+        return {"step": int(dl4j.group(1)), "loss": text_number(dl4j.group(2)), "_dialect": "deeplearning4j"}
     plan = _plans.get(text.translate(_ZERO_DIGITS))
     if plan is None:
         plan = _plan(text)

@@ -64,7 +64,8 @@ _ANY = re.compile(
     rb"Attempted loss scale:|Grad overflow on iteration"
 )
 #: a segment worth the key-value parser: names a training metric
-_HINT = re.compile(r"loss|norm|\blr\b|learning|scale|\b(?:trl|tel):", re.IGNORECASE)  # trl, tel: llm.c's main.log
+#: (trl, tel: llm.c's main.log; `Score at iteration`: deeplearning4j's ScoreIterationListener)
+_HINT = re.compile(r"loss|norm|\blr\b|learning|scale|\b(?:trl|tel):|Score at iteration", re.IGNORECASE)
 #: a line that reports an evaluation, not a training step: it starts with an evaluation word as its own
 #: field (fairseq's `valid | epoch 002 | valid on 'valid' subset | loss 9.393 | ...`, `eval: loss ...`),
 #: or names the subset it was evaluated on (fairseq's `valid on 'valid' subset`), or opens with an
