@@ -1447,3 +1447,26 @@ def test_a_total_step_that_grows_every_line_is_the_step_and_a_planned_total_is_n
     planned = "".join(f"iter {i + 1}, total_steps 1000, loss {2.0 - 0.1 * i:.2f}\n" for i in range(5))
     run = _read(tmp_path, planned, name="planned.log")
     assert sorted(_at(run, "loss")) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("stays_nan", [False, True])
+def test_nan_cells_of_a_table_that_alternates_train_and_valid_rows_are_empty_cells(tmp_path, stays_nan):
+    """casanovo's `_log_history` table prints a validation row with `nan` under `Train loss` and a
+    training row with `nan` under `Valid loss`: each `nan` sits where the other column has a value, and
+    both are finite again later. Those are empty cells; a training loss that goes NaN and stays NaN is
+    the run's, whatever the other column."""
+    prefix = "2024-08-19 13:28:48,101 INFO [casanovo/MainProcess] model._log_history : "
+    rows = [(20000, "nan", "1.594399"), (33440, "1.816622", "nan"), (40000, "nan", "1.010075")]
+    rows += [(66880, "nan" if stays_nan else "0.945725", "nan"), (80000, "nan", "0.643513")]
+    rows += [(100320, "nan" if stays_nan else "0.712074", "nan")]
+    text = prefix + "Step\tTrain loss\tValid loss\t\n" + "".join(f"{prefix}{s}\t{a}\t{b}\n" for s, a, b in rows)
+    run = _read(tmp_path, text)
+    if stays_nan:
+        assert math.isnan(_at(run, "loss")[66880]) and math.isnan(_at(run, "loss")[100320])
+        return
+    _same(_at(run, "loss"), {33440: 1.816622, 66880: 0.945725, 100320: 0.712074})
+    _same(_at(run, "eval_loss"), {20000: 1.594399, 40000: 1.010075, 80000: 0.643513})
+    out = run_cli("diagnose", tmp_path / "train.log", "--format", "json")
+    report = json.loads(out.stdout)
+    assert report["status"] != "critical"
+    assert any(n["key"] == "text.nan_placeholders" for n in report.get("notes_data", [])), report.get("notes_data")

@@ -48,6 +48,11 @@ TEMPLATES = {
         "what comes before it",
         "每行在最后一个数字之后还有自由文本（样本、预测）：按其之前的部分归并行格式",
     ),
+    "text.nan_placeholders": (
+        "the training and the evaluation loss print `nan` in turn, each where the other has a value: read as "
+        "empty cells (nothing logged), not as non-finite losses",
+        "训练 loss 和验证 loss 轮流打印 `nan`，恰好在对方有值的那一行：按空单元格（未记录）读取，而不是当作非有限的 loss",
+    ),
     "text.components": (
         "component losses kept apart from the total: {names}",
         "与总 loss 分开保存的分项 loss：{names}",

@@ -1259,6 +1259,27 @@ def _hinted(order: list[int], hints: list[tuple[int, float]], count_back: bool =
     return steps if np.all(np.diff(steps) > 0) else None
 
 
+def _nan_placeholders(cols: dict[str, dict[int, float]]) -> bool:
+    """A training and an evaluation loss printed in one table, each `nan` exactly where the other has a
+    value (casanovo's `_log_history`: `Step  Train loss  Valid loss`, a validation row's train cell
+    `nan`, a training row's valid cell `nan`), both finite again after their NaNs: the `nan` is the
+    table's word for a cell with nothing in it, not a loss that overflowed. Those cells are dropped
+    (not logged); True when they were."""
+    train, ev = cols.get("loss"), cols.get("eval_loss")
+    if not train or not ev:
+        return False
+    both = sorted(set(train) | set(ev))
+    gaps = [s for s in both if math.isnan(train.get(s, math.nan))]
+    if not gaps or any(math.isnan(ev.get(s, math.nan)) == math.isnan(train.get(s, math.nan)) for s in both):
+        return False  # a row with both (or neither) filled: not one table's two alternating kinds of row
+    if not any(math.isfinite(train[s]) for s in train if s > gaps[0]):
+        return False  # the loss never came back: a NaN that stayed is the run's, whatever the other column
+    for col in (train, ev):
+        for s in [s for s, v in col.items() if math.isnan(v)]:
+            del col[s]
+    return True
+
+
 def build(parser: TextParser, what: str) -> Run:
     picked = choose(parser)
     main = picked["main"]
@@ -1286,6 +1307,8 @@ def build(parser: TextParser, what: str) -> Run:
     _event_columns(parser, place, cols, events, events_only=main is not picked["main"])
     _nonfinite_components(components, comp_lines, cols, events, outside=meta.get("outside_sum", ()))
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
+    if _nan_placeholders(cols):
+        notes.append(Msg("text.nan_placeholders"))
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
     arrays = {k: np.array([c.get(s, np.nan) for s in steps.tolist()]) for k, c in cols.items()}
     logged = {k: np.array([s in c for s in steps.tolist()]) for k, c in cols.items()}
