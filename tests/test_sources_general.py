@@ -1470,3 +1470,39 @@ def test_nan_cells_of_a_table_that_alternates_train_and_valid_rows_are_empty_cel
     report = json.loads(out.stdout)
     assert report["status"] != "critical"
     assert any(n["key"] == "text.nan_placeholders" for n in report.get("notes_data", [])), report.get("notes_data")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Epoch {e}. Current Loss: {v}.",  # MXNet Gluon tutorials: a sentence ends right after the number
+        "Epoch: {e}/3... Step: {s}... Loss: {v}... Val Loss: {v}",  # Udacity's notebooks
+        "For batch {s}, loss is {v:>7}.",  # a Keras callback's print, right-aligned
+    ],
+)
+def test_a_nan_that_ends_a_sentence_is_read_where_its_number_was(tmp_path, line):
+    values = ["2.3102", "2.2531", "2.1044", "nan", "nan"]
+    text = "".join(line.format(e=i + 1, s=10 * (i + 1), v=v) + "\n" for i, v in enumerate(values))
+    run = _read(tmp_path, text)
+    got = [v for _, v in sorted(_at(run, "loss").items())]
+    assert got[:3] == [2.3102, 2.2531, 2.1044] and all(math.isnan(v) for v in got[3:]) and len(got) == 5
+
+
+def test_a_meters_current_value_is_the_loss_not_its_average(tmp_path):
+    """Speech-Transformer: `Epoch 1 | Iter 10 | Average Loss 2.326 | Current Loss 2.326479 | 0.2 ms/batch`."""
+    pairs = [(2.326, 2.326479), (2.257, 2.187191), (2.201, 2.089553)]
+    text = "".join(
+        f"Epoch 1 | Iter {10 * (i + 1)} | Average Loss {a:.3f} | Current Loss {c:.6f} | 0.2 ms/batch\n"
+        for i, (a, c) in enumerate(pairs)
+    )
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {10 * (i + 1): c for i, (_, c) in enumerate(pairs)})
+
+
+def test_the_keras_guides_custom_loop_print_names_its_value_by_the_words_before_at_step(tmp_path):
+    """keras.io's "Writing a training loop from scratch": `print("Training loss (for one batch) at step
+    %d: %.4f" % (step, float(loss_value)))`."""
+    values = [2.3612, 2.2541, 2.1007, float("nan")]
+    text = "".join("Training loss (for one batch) at step %d: %.4f\n" % (200 * i, v) for i, v in enumerate(values))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {200 * i: v for i, v in enumerate(values)})

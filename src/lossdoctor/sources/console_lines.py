@@ -82,8 +82,10 @@ _PLAIN_COUNTERS = (_PLAIN_RANKS[0], max(_PLAIN_RANKS))
 _cache: dict[str, tuple[str, int] | None] = {}
 
 
-#: how much a loss name read by its tail only (`Loc Loss` as `loss`) ranks below the bare name
+#: how much a loss name read by its tail only (`Loc Loss` as `loss`) ranks below the bare name; a
+#: `current` one less (it ranks before an average's `avg loss`, which ranks as `_QUALIFIED`)
 _QUALIFIED = 2
+_CURRENT = 1
 
 
 #: words that say an accuracy is the training batch's or interval's own (`Iter acc`, `Train acc`, `Batch
@@ -129,7 +131,11 @@ def classify(key: str) -> tuple[str, int] | None:
         if col is not None and (col[0] in METRICS or col[0] in SIDE_COLUMNS and _side_named(col[0], words[:-k])):
             # a loss named by a qualifier the table does not know (`Loc Loss`, `Cls Loss`) is a part
             # of the loss more often than the total: it ranks below a named total (`Tot Loss`)
-            hit = (col[0], col[1] + _QUALIFIED) if col[0] == "loss" and k < len(words) else col
+            # (`Current Loss` beside `Average Loss`, Speech-Transformer's: the step's value before a mean)
+            if col[0] == "loss" and k < len(words):
+                hit = (col[0], col[1] + (_CURRENT if words[-k - 1] in ("cur", "current") else _QUALIFIED))
+            else:
+                hit = col
             break
     if len(_cache) > 4096:
         _cache.clear()

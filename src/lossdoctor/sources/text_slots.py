@@ -25,7 +25,8 @@ NUMBER = re.compile(
     + "|"
     + FILLED_NONFINITE
     + r")(?![\w.])|(?<![\w.@])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\d|\.\d|\.[A-Za-z_])|"
-    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?![\w.])|"
+    # (and as a number, it may end a sentence: `Current Loss: nan.`, `Loss: nan... Val Loss: nan`)
+    r"(?<![\w.])[-+]?(?:Infinity|infinity|nan|inf|NaN|Inf|NAN|INF)(?!\w|\.\w)|"
     # a NaN timing with its unit glued (modded-nanogpt's `step_avg:nanms` at step 0)
     r"(?<![\w.])nan(?=ms(?![\w.]))"
 )
@@ -243,10 +244,27 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             names[i - 1], names[i] = UNNAMED_AVERAGED, "(avg) " + UNNAMED_AVERAGED  # `2.31, 2.71 avg,`
     _range_ends(pieces, names)
     _changes(pieces, names)
+    _named_before_counter(pieces, names)
     for i, name in enumerate(names):
         if (m := _SET_LOSS.match(name)) is not None:
             names[i] = ("train" if m.group(1) in _TRAIN_SETS else "test") + " loss"
     return names
+
+
+#: a name, maybe a parenthesised remark, then `at step` (or another counter's name) right before a counter
+_AT_COUNTER = re.compile(r"([A-Za-z][\w ]*?)\s*(?:\([^)]*\))?\s+at\s+(?:step|iteration|iter|epoch|batch)\s*$", re.I)
+
+
+def _named_before_counter(pieces: list[str], names: list[str]) -> None:
+    """A value printed right after a counter, named by the words before `at step` (the Keras guide's
+    custom training loop: `Training loss (for one batch) at step 10: 2.3612`): the counter is named by
+    `step`, the value by nothing after it, so it takes the name in front of the counter."""
+    for i in range(1, len(names)):
+        if names[i] or pieces[i].strip() not in (":", "=", "is", "-"):
+            continue
+        m = _AT_COUNTER.search(pieces[i - 1])
+        if m is not None and step_rank(names[i - 1]) is not None:
+            names[i] = m.group(1).strip()
 
 
 #: a loss written as `L` and its set's short name, the way a paper writes L_tr (DeepMind graph_nets' demos:
@@ -868,7 +886,9 @@ def total_rank(name: str) -> float:
     bare = _TOTAL_PREFIX.sub("", n)
     if bare != n:
         r = total_rank(bare)
-        return r + 0.5 if r < 50 else 50
+        # the step's own value before a running average of it (Speech-Transformer's `Average Loss 2.326
+        # | Current Loss 2.326479`): a meter's value, not its average
+        return (r + (0.25 if n.startswith("cur") else 0.5)) if r < 50 else 50
     for prefix in ("train ", "train_", "training "):
         if n.startswith(prefix) and n[len(prefix) :] in _TOTAL:
             return _TOTAL.index(n[len(prefix) :]) + 1
