@@ -26,6 +26,7 @@ ORDER = (
     "real-log-variants",
     "text-reader",
     "format-gallery",
+    "print-shapes",
     "read-speed",
     "overhead",
     "overhead-spread",
@@ -57,6 +58,7 @@ its own section.
 | [Real logs, rewritten the ways pastes differ](#real-logs-rewritten-the-ways-pastes-differ) | `python -m benchmarks.real_logs.variants --docs` |
 | [General text reader](#general-text-reader) | `PYTHONPATH=<a folder with drain3> python benchmarks/text_templates.py --baseline 1c5b225 --docs` |
 | [Format gallery](#format-gallery) | `python benchmarks/format_gallery.py --baseline 1c5b225 --docs` |
+| [Print statements from training scripts](#print-statements-from-training-scripts) | `python -m benchmarks.print_shapes.score --baseline c278d4a --docs` |
 | [Read speed](#read-speed) | `python benchmarks/read_speed.py --reference --sizes 10MB,100MB,1GB:console+csv+jsonl --before 1c5b225 --repeat 2 --docs` (default: 10MB of each format, a quick run) |
 | [Overhead](#overhead) | `python benchmarks/overhead.py` |
 | [Overhead, part by part](#overhead-part-by-part) | `python benchmarks/overhead.py --ablate --sizes 10m` |
