@@ -27,12 +27,18 @@ def test_every_statement_renders_and_names_its_source():
 
 
 def test_a_rendered_statement_prints_the_truth_it_is_judged_against():
-    entry = {"repo": "a/b", "template": "Epoch [{epoch}/{epochs}] step {step} loss {loss:.4f} lr {lr:.1e}", "per": "step"}
+    entry = {
+        "repo": "a/b",
+        "template": "Epoch [{epoch}/{epochs}] step {step} loss {loss:.4f} lr {lr:.1e}",
+        "per": "step",
+    }
     text, truth = score.render(entry, nan=True, seed=0)
     lines = text.splitlines()
     assert len(lines) == score.LINES == len(truth)
     assert lines[0].startswith("Epoch [1/3] step 10 loss ") and float(lines[0].split()[5]) == truth[0]
-    assert all(math.isnan(v) for v in truth[score.NAN_FROM :]) and all(math.isfinite(v) for v in truth[: score.NAN_FROM])
+    assert all(math.isnan(v) for v in truth[score.NAN_FROM :]) and all(
+        math.isfinite(v) for v in truth[: score.NAN_FROM]
+    )
     assert lines[score.NAN_FROM].split()[5] == "nan"
 
 
