@@ -37,6 +37,7 @@ def ddp_run(tmp_path_factory):
     return spawn(dist_workers.ddp_worker, out)
 
 
+@pytest.mark.slow  # spawns two ranks
 def test_ddp_ranks_share_the_default_run_dir(ddp_run):
     dirs = {r["log_dir"] for r in ddp_run}
     assert len(dirs) == 1
@@ -45,6 +46,7 @@ def test_ddp_ranks_share_the_default_run_dir(ddp_run):
     assert sorted(d.name for d in root.iterdir()) == ["rank-0", "rank-1"]
 
 
+@pytest.mark.slow  # spawns two ranks
 def test_ddp_records_reduced_and_local_gradient_norms(ddp_run):
     runs = read_run_dir(ddp_run[0]["log_dir"])
     assert [r.rank for r in runs] == [0, 1]
@@ -64,6 +66,7 @@ def test_ddp_records_reduced_and_local_gradient_norms(ddp_run):
     assert runs[0].col("batch_nonfinite")[NAN_STEP] == 0
 
 
+@pytest.mark.slow  # spawns two ranks
 def test_ddp_nan_on_rank_1_is_nonfinite_data_rank_1(ddp_run):
     report = diagnose(ddp_run[0]["log_dir"])
     f = report.primary
@@ -82,6 +85,7 @@ def test_ddp_nan_on_rank_1_is_nonfinite_data_rank_1(ddp_run):
     assert live0 and all(g["evidence_data"][0]["key"] == "ranks.own_gradient_finite" for g in live0), live0
 
 
+@pytest.mark.slow  # spawns two ranks
 @pytest.mark.timeout(300)
 def test_fsdp2_shard_norms_combine_into_the_total(tmp_path):
     ref = spawn(dist_workers.fsdp_worker, tmp_path)
@@ -126,6 +130,7 @@ def test_process_start_time_is_when_the_process_began():
     assert time.time() - 3600 < t <= time.time() + 1
 
 
+@pytest.mark.slow  # spawns two ranks
 def test_hf_trainer_under_ddp_measures_the_all_reduced_gradient(tmp_path):
     pytest.importorskip("transformers")
     ref = spawn(dist_workers.hf_ddp_worker, tmp_path)

@@ -64,6 +64,7 @@ def _check_all_formats(runs, report) -> None:
     assert document_english(page) == [], page
 
 
+@pytest.mark.slow  # trains every demo scenario under watch (~35 s)
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_demo_report_in_chinese_has_no_english_sentence(demo_runs, name):
     runs, report = demo_runs[name]

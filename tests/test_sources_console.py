@@ -84,6 +84,7 @@ def _state(log: Path, steps: int = 30) -> list[dict]:
     return [e for e in state["log_history"] if "loss" in e]
 
 
+@pytest.mark.slow  # trains a real HF Trainer (~25 s)
 def test_hf_trainer_console_steps_match_trainer_state(hf_logs):
     explode, _ = hf_logs
     raw = explode.read_bytes()
@@ -109,6 +110,7 @@ def test_hf_trainer_console_steps_match_trainer_state(hf_logs):
     assert has(run.notes, "source.hf_filtered_nan") and has(run.notes, "console.took_bar_counter")
 
 
+@pytest.mark.slow  # trains a real HF Trainer (~25 s, shared fixture)
 def test_hf_trainer_console_diagnosed_like_trainer_state(hf_logs):
     explode, _ = hf_logs
     console = json.loads(run_cli("diagnose", explode, "--format", "json").stdout)
@@ -121,6 +123,7 @@ def test_hf_trainer_console_diagnosed_like_trainer_state(hf_logs):
     ]
 
 
+@pytest.mark.slow  # trains a real HF Trainer (~25 s, shared fixture)
 def test_hf_trainer_console_healthy(hf_logs):
     _, healthy = hf_logs
     run = load_path(healthy)[0]
@@ -1001,6 +1004,7 @@ def test_fairseq_valid_lines_are_not_training_steps(tmp_path):
     assert has(run.notes, "console.eval_lines", n=1), [m.data() for m in run.notes]
 
 
+@pytest.mark.slow  # trains a real HF Trainer (~25 s, shared fixture)
 def test_folder_holding_only_console_logs_reads_the_newest(hf_logs, tmp_path):
     """`diagnose runs/` where the run left only `nohup.out` / `slurm-*.out`: the newest console log
     is read (a folder of slurm files is a history of attempts) and the note names the others."""
