@@ -393,3 +393,31 @@ def test_a_cause_the_lr_probe_withdrew_is_not_brought_back_by_the_differential()
     assert [n["values"]["cause"] for n in report["notes_data"] if n and n["key"] == "probe.withdrawn"] == [
         "lr_too_high"
     ]
+
+
+@pytest.mark.parametrize(
+    ("head", "lr", "high"),
+    [
+        ("ignite/examples# python3 mnist.py --lr=100000", 1e5, True),  # pytorch-ignite's #2012 demonstration
+        ("Namespace(batch_size=64, epochs=10, lr=50.0, momentum=0.5, seed=1)", 50.0, True),
+        ("python train.py --lr 3e-4 --batch-size 64", 3e-4, False),
+    ],
+)
+def test_a_configured_lr_on_the_command_line_ranks_a_nan_run(tmp_path, head, lr, high):
+    """A log that prints no LR per step but shows the run's command line (or its argparse namespace):
+    the configured LR is read, and one above every optimizer family's usual peak ranks lr_too_high
+    first for the NaN, with the sentence that says so; an ordinary one adds nothing."""
+    from conftest import run_cli
+    from lossdoctor.sources import load_path
+
+    rows = "".join(
+        f"Epoch[1] Iteration[{10 * i}/938] Loss: {v}\n" for i, v in enumerate(["2.3012", "nan", "nan", "nan"], 1)
+    )
+    p = tmp_path / "train.log"
+    p.write_text(head + "\n" + rows)
+    assert load_path(p)[0].meta["config_lr"] == lr
+    report = __import__("json").loads(run_cli("diagnose", p, "--format", "json").stdout)
+    top = report["findings"][0]
+    keys = [e["key"] for e in top["evidence_data"]]
+    assert top["severity"] == "critical"
+    assert (top["cause"] == "lr_too_high" and "lr_usual.high_any" in keys) == high, (top["cause"], keys)

@@ -45,7 +45,7 @@ from .log_events import (
     ev_scale_floor,
 )
 from .lr_advice import cut_evidence, withheld
-from .lr_usual import judge_lr
+from .lr_usual import above_every_family, judge_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
 from .symptoms import (
@@ -1051,6 +1051,11 @@ def _ev_at_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 START_STEPS = 5
 
 
+def _config_lr(run: Run) -> float | None:
+    v = run.meta.get("config_lr")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
+
+
 def _lr_at(q: Quantities, row: int) -> float | None:
     lr = q.lr[: row + 1]
     fin = lr[np.isfinite(lr)]
@@ -1058,8 +1063,17 @@ def _lr_at(q: Quantities, row: int) -> float | None:
 
 
 def _ev_lr_judged(verdict: str) -> Evidence:
+    """The LR logged up to the symptom (else the configured one: a command line's `--lr`) against what
+    is usual for the run's optimizer; with no optimizer named, an LR above every family's usual peak
+    is high all the same (an LR of 1e5 needs no optimizer to judge)."""
+
     def ev(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
-        judged = judge_lr(run, q, _lr_at(q, sym.row))
+        lr = _lr_at(q, sym.row)
+        if lr is None:
+            lr = _config_lr(run)
+        judged = judge_lr(run, q, lr)
+        if judged is None and verdict == "high":
+            return above_every_family(lr)
         return judged[1] if judged and judged[0] == verdict else None
 
     return ev

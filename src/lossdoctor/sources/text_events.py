@@ -402,6 +402,15 @@ _PRECISION = (
 )
 _HINT_CUE = re.compile(
     r"16|amp\b|AMP|optimization level|num_labels|num_classes|n_classes|vocab_size|SFT|[Ss]ft|[Pp]re-?train|[Cc]lassif"
+    r"|--lr|--learning|Namespace\("
+)
+_NUM = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
+#: the LR a run was started with, as its command line or its printed argparse namespace says it
+#: (`python3 mnist.py --lr=100000`, `Namespace(batch_size=64, lr=0.01, ...)`): the configured LR, read
+#: only where no LR is logged per step
+_CONFIG_LR = (
+    re.compile(r"(?:^|\s)--(?:lr|learning[-_]rate)(?:=|\s+)" + _NUM + r"(?![\w.])"),
+    re.compile(r"\bNamespace\(.*?\b(?:lr|learning_rate)=" + _NUM + r"(?![\w.])"),
 )
 _SIZE = (
     ("n_classes", re.compile(r"\b(?:num_labels|num_classes|n_classes|nb_classes)\W{1,4}(\d{1,7})\b")),
@@ -433,6 +442,12 @@ class Hints:
                 m = pattern.search(text)
                 if m is not None and int(m.group(1)) >= 2:
                     self.meta[key] = int(m.group(1))
+        if "config_lr" not in self.meta:
+            for pattern in _CONFIG_LR:
+                m = pattern.search(text)
+                if m is not None and float(m.group(1)) > 0:
+                    self.meta["config_lr"] = float(m.group(1))
+                    break
         if "task_hint" not in self.meta:
             for name, pattern in _TASK:
                 if pattern.search(text):
