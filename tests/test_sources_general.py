@@ -1506,3 +1506,23 @@ def test_the_keras_guides_custom_loop_print_names_its_value_by_the_words_before_
     text = "".join("Training loss (for one batch) at step %d: %.4f\n" % (200 * i, v) for i, v in enumerate(values))
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {200 * i: v for i, v in enumerate(values)})
+
+
+def test_the_steps_losses_are_the_series_and_an_epochs_average_of_them_is_not(tmp_path):
+    """MONAI's tutorials print each step's `train_loss` (`1/16, train_loss: 0.1162 step time: 0.94`) and,
+    after the epoch, `epoch 14 average loss: 0.2148`: the steps' values are the training loss, the
+    average a summary (a name that says average only wins over as many lines)."""
+    rng = np.random.default_rng(0)
+    lines, want, step = [], {}, 0
+    for epoch in (14, 15):
+        lines.append(f"epoch {epoch}/300")
+        vals = [float(f"{v:.4f}") for v in 0.2 + 0.05 * rng.standard_normal(16)]
+        for i, v in enumerate(vals, 1):
+            lines.append(f"{i}/16, train_loss: {v:.4f} step time: 0.9368")
+            step += 1
+            want[step] = v
+        lines.append(f"epoch {epoch} average loss: {sum(vals) / 16:.4f}")
+        lines.append("current epoch: 14 current mean dice: 0.7842 best mean dice: 0.9092 at epoch: 12")
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    got = [v for _, v in sorted(_at(run, "loss").items())]
+    assert got == [want[k] for k in sorted(want)]

@@ -727,6 +727,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
     if not cands["train"] and not any(len(c[4].rows) >= _MIN_ROWS for c in cands["component"]):
         cands = _candidates(parser, 1)
     train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
+    train = _value_over_average(cands["train"], train) if train is not None else None
     guessed = train is None or train[0] >= 50
     if train is not None and guessed and (total := _total_part(cands["component"])) is not None:
         train, guessed = total, False
@@ -879,6 +880,27 @@ def _part_like(t: Template, j: int, a: np.ndarray) -> bool:
 def _on_bar(t: Template) -> bool:
     """Whether the template is a progress bar's line (tqdm's `100%|...| 2785/2785 [00:53<00:00, 52.28it/s]`)."""
     return PERCENT in t.names and ("it/s" in t.text or "s/it" in t.text)
+
+
+#: a loss name that says it is an average of the steps' values (not `current`: that is the value)
+_AVERAGED = re.compile(r"^(?:avg|avr|average|mean|running|smoothed)[_ ]", re.IGNORECASE)
+
+
+def _value_over_average(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A loss named as an average (`epoch 14 average loss: 0.2148`, MONAI's tutorials) beside a plain
+    training loss printed on more lines (`1/16, train_loss: 0.1162 step time: 0.94` each step): the
+    steps' own values are the series, the average is a summary of them (a meter's value, not its
+    mean). A plain one on as few lines is no finer record: the average's better name keeps it."""
+    if not _AVERAGED.match(base_name(name_key(best[4].names[best[5]]))):
+        return best
+    finer = [
+        c
+        for c in found
+        if c[0] < 50
+        and len(c[4].rows) > len(best[4].rows)
+        and not _AVERAGED.match(base_name(name_key(c[4].names[c[5]])))
+    ]
+    return min(finer, key=lambda c: c[:4]) if finer else best
 
 
 def _off_bar(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> tuple[Any, ...]:
