@@ -281,7 +281,16 @@ def _baseline(commit: str) -> dict[str, dict[str, int]]:
         with tarfile.open(fileobj=BytesIO(blob)) as t:
             t.extractall(d, filter="data")
         p = subprocess.run(
-            [sys.executable, "-m", "benchmarks.print_shapes.score", "--json", "--src", str(Path(d) / "src")],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.print_shapes.score",
+                "--json",
+                "--src",
+                str(Path(d) / "src"),
+                "--statements",
+                str(STATEMENTS),
+            ],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -330,8 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--docs", action="store_true", help="write the section of docs/benchmarks.md")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--src", default=str(ROOT / "src"), help=argparse.SUPPRESS)
+    ap.add_argument("--statements", help="another statements file of the same shape (a new batch, measured alone)")
     args = ap.parse_args(argv)
     sys.path[:0] = [args.src, str(ROOT)]
+    if args.statements:
+        global STATEMENTS
+        STATEMENTS = Path(args.statements).resolve()
     rs = run_all(args.split)
     res = by_split(rs)
     if args.json:
