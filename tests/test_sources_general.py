@@ -1526,3 +1526,29 @@ def test_the_steps_losses_are_the_series_and_an_epochs_average_of_them_is_not(tm
     run = _read(tmp_path, "\n".join(lines) + "\n")
     got = [v for _, v in sorted(_at(run, "loss").items())]
     assert got == [want[k] for k in sorted(want)]
+
+
+def test_a_counter_repeated_over_records_is_no_step_and_each_record_is_read(tmp_path):
+    """pytorch-beginner prints `[epoch/epochs] Loss: ..., Acc: ...` every 300 batches: the epoch repeats
+    on lines whose numbers differ, so each line is a record, read in order (not one per epoch)."""
+    rng = np.random.default_rng(1)
+    vals = [round(float(v), 6) for v in 2.3 - 0.02 * np.arange(12) + 0.01 * rng.standard_normal(12)]
+    text = "".join(f"[{1 + i // 4}/3] Loss: {v:.6f}, Acc: {0.1 + 0.01 * i:.6f}\n" for i, v in enumerate(vals))
+    run = _read(tmp_path, text)
+    assert [v for _, v in sorted(_at(run, "loss").items())] == vals
+
+
+def test_a_value_with_a_unit_glued_to_it_is_no_unnamed_loss(tmp_path):
+    """YOLOv5's classifier bar description `      1/3    0.946G        2.31`: GPU memory, then the loss."""
+    vals = [2.31, 2.26, 2.2, 2.15, 2.09, 2.01]
+    text = "".join(f"{1 + i // 2:>7}/3{0.9 + 0.01 * i:>9.3g}G{v:>12.3g}\n" for i, v in enumerate(vals))
+    run = _read(tmp_path, text)
+    assert [v for _, v in sorted(_at(run, "loss").items())] == vals
+
+
+def test_a_value_named_before_its_counters_with_in_epoch(tmp_path):
+    """SASRec: `print("loss in epoch {} iteration {}: {}".format(epoch, step, loss.item()))`."""
+    vals = [2.315075128868984, 2.1963016366446575, 2.0912, float("nan")]
+    text = "".join(f"loss in epoch 1 iteration {10 * (i + 1)}: {v}\n" for i, v in enumerate(vals))
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {10 * (i + 1): v for i, v in enumerate(vals)})

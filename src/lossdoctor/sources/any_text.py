@@ -96,6 +96,7 @@ from .text_events import TEXT_MAX, Events, classify, scale_in
 from .text_slots import (
     _NOT_A_PART,
     EVAL_NAME,
+    GLUED_UNIT,
     NUMBER,
     PERCENT,
     Template,
@@ -1136,12 +1137,21 @@ def _unnamed_value(t: Template) -> int | None:
     ):
         return None
     _, counters, how = steps_of(t)
-    if how != "counter" or not t.leading[bare[0]] or bare[0] not in counters:
+    # (numbered: the counter repeats over rows that each hold a record, `1/3  0.946G  2.31`)
+    if how not in ("counter", "numbered") or not t.leading[bare[0]] or bare[0] not in counters:
         return None
-    j = next((j for j in bare[1:] if j not in counters), None)
+    pieces = t.text.split("\x00")
+    # (a number with a unit glued to it, YOLOv5's `0.946G` of GPU memory, is a measurement, no loss)
+    j = next((j for j in bare[1:] if j not in counters and not _unit_after(pieces, j)), None)
     if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
         return None
     return j
+
+
+def _unit_after(pieces: list[str], j: int) -> bool:
+    """Whether the text right after slot j is a unit glued to its number (`0.946G`, `13.6GB`)."""
+    after = pieces[j + 1] if j + 1 < len(pieces) else ""
+    return after[:1].isalpha() and GLUED_UNIT.match(after) is not None
 
 
 _NOT_LINES = ("table", "block", "record", "events")

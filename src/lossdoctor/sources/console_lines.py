@@ -146,7 +146,7 @@ def classify(key: str) -> tuple[str, int] | None:
 #: deeplearning4j's ScoreIterationListener, `log.info("Score at iteration {} is {}", iteration, score)`: its
 #: score is the network's loss (Java spells the non-finite ones `NaN` and `Infinity`); `score` alone names a
 #: metric in other tools, so only this sentence is read as a loss
-_DL4J_SCORE = re.compile(r"\bScore at iteration (\d+) is (-?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|NaN|Infinity))\b")
+_DL4J_SCORE = re.compile(r"\bScore at iteration (\d+) is (-?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|NaN|Infinity|nan|inf))\b")
 
 
 def key_values(text: str) -> dict[str, Any] | None:

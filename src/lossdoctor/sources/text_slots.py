@@ -207,7 +207,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         if i and piece.strip() in ("(", "[", "( ", "(avg", "(avg:") and names:
             names.append("(avg) " + names[-1].removeprefix("(avg) "))
             continue
-        if i and piece[:1].isalpha() and (unit := _GLUED_UNIT.match(piece)) is not None:
+        if i and piece[:1].isalpha() and (unit := GLUED_UNIT.match(piece)) is not None:
             piece = piece[unit.end() :]  # the unit of the number before (`13.6G   0.0485`), no name of this one
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
@@ -251,19 +251,27 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     return names
 
 
-#: a name, maybe a parenthesised remark, then `at step` (or another counter's name) right before a counter
-_AT_COUNTER = re.compile(r"([A-Za-z][\w ]*?)\s*(?:\([^)]*\))?\s+at\s+(?:step|iteration|iter|epoch|batch)\s*$", re.I)
+#: a name, maybe a parenthesised remark, then `at`/`in`/`for` and only counters (`#` for their numbers) up
+#: to the value: `Training loss (for one batch) at step #`, `loss in epoch # iteration #`
+_AT_COUNTER = re.compile(
+    r"^\W*([A-Za-z][\w ]*?)\s*(?:\([^)]*\))?\s+(?:at|in|for)\s+(?:(?:step|iteration|iter|epoch|batch)\s*#\s*,?\s*)+$",
+    re.IGNORECASE,
+)
 
 
 def _named_before_counter(pieces: list[str], names: list[str]) -> None:
-    """A value printed right after a counter, named by the words before `at step` (the Keras guide's
-    custom training loop: `Training loss (for one batch) at step 10: 2.3612`): the counter is named by
-    `step`, the value by nothing after it, so it takes the name in front of the counter."""
+    """A value printed right after its counters, named by the words before them (the Keras guide's
+    custom training loop: `Training loss (for one batch) at step 10: 2.3612`; SASRec's `loss in epoch
+    1 iteration 10: 2.3150`): the counters are named by their words, the value by nothing after it,
+    so it takes the name in front of the counters."""
     for i in range(1, len(names)):
         if names[i] or pieces[i].strip() not in (":", "=", "is", "-"):
             continue
-        m = _AT_COUNTER.search(pieces[i - 1])
-        if m is not None and step_rank(names[i - 1]) is not None:
+        last = [n.split()[-1].lower() if n.split() else "" for n in names[:i]]  # `loss in epoch`: epoch
+        if not all(step_rank(w) is not None or w in _EPOCH_NAMES for w in last):
+            continue
+        m = _AT_COUNTER.search("#".join(pieces[:i]) + "#")
+        if m is not None:
             names[i] = m.group(1).strip()
 
 
@@ -368,7 +376,7 @@ _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:
 _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
 #: letters glued to a number, then a space or a separator: its unit (`13.6G`, `4011M`, `0.82s,`), never the
 #: name of the number after it
-_GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
+GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
 #: a time unit glued to a number with no name (`(0m 12s)`, `1h 2m`): a duration, not a value
 _TIME_UNIT = re.compile(r"(?:ms|us|s|sec|secs|min|m|h|hr)(?![A-Za-z/])")
 #: the minutes or seconds of a clock (`80:39:57`), joined to the number before by a bare `:`
@@ -652,6 +660,8 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
             return a[:, epoch], counters, "epoch"
         return None, counters, "numbered"
     steps = a[:, inner]
+    if epoch is None and _several_per_count(a, inner, counters):
+        return None, counters, "numbered"
     if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or np.any(np.diff(a[:, epoch]) != 0)):
         # no epoch, a counter that is not `N/TOTAL` within one epoch, or one that goes on across epochs
         # (PaddleSeg's `epoch: 2, iter: 30/1000`): the counter as printed
@@ -670,6 +680,22 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
 #: the counts of optimizer updates a `total` may head (not `timesteps`: an RL run's environment steps, nor
 #: `batches`/`examples`: the data seen)
 _UPDATE_COUNTS = frozenset({"step", "steps", "iter", "iters", "iteration", "iterations", "update", "updates"})
+
+
+def _several_per_count(a: np.ndarray, j: int, counters: set[int]) -> bool:
+    """The counter j repeats on consecutive rows whose other numbers differ, on most of its repeats:
+    several records per value of it (an epoch printed with each of its progress prints, PyTorch
+    beginner scripts' `[1/3] Loss: 2.309949, Acc: 0.076020` every 300 batches, YOLOv5's classifier bar
+    `1/3  0.946G  2.31`), so it is no step and the rows are taken in order. A line printed twice (two
+    loggers, two ranks) repeats its numbers too: it stays one record per value."""
+    if a.shape[0] < 3:
+        return False
+    same = np.diff(a[:, j]) == 0
+    others = [k for k in range(a.shape[1]) if k not in counters and k != j]
+    if not same.any() or not others:
+        return False
+    moved = np.any(np.abs(np.diff(a[:, others], axis=0)) > 0, axis=1)
+    return int(np.sum(same & moved)) * 2 > int(same.sum()) and int(same.sum()) * 2 >= a.shape[0] - 1
 
 
 def _running_total(t: Template, a: np.ndarray, whole: list[int], not_these: set[int | None]) -> list[tuple[int, int]]:
