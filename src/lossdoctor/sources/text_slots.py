@@ -660,7 +660,7 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
             return a[:, epoch], counters, "epoch"
         return None, counters, "numbered"
     steps = a[:, inner]
-    if epoch is None and _several_per_count(a, inner, counters):
+    if epoch is None and inner in of_total and _several_per_count(a, inner, counters):
         return None, counters, "numbered"
     if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or np.any(np.diff(a[:, epoch]) != 0)):
         # no epoch, a counter that is not `N/TOTAL` within one epoch, or one that goes on across epochs
@@ -687,7 +687,9 @@ def _several_per_count(a: np.ndarray, j: int, counters: set[int]) -> bool:
     several records per value of it (an epoch printed with each of its progress prints, PyTorch
     beginner scripts' `[1/3] Loss: 2.309949, Acc: 0.076020` every 300 batches, YOLOv5's classifier bar
     `1/3  0.946G  2.31`), so it is no step and the rows are taken in order. A line printed twice (two
-    loggers, two ranks) repeats its numbers too: it stays one record per value."""
+    loggers, two ranks) repeats its numbers too: it stays one record per value. Asked only of an
+    `N/TOTAL` counter (an epoch out of epochs): a named step repeated with other numbers is more
+    often every rank printing its own loss at that step than records within it."""
     if a.shape[0] < 3:
         return False
     same = np.diff(a[:, j]) == 0
