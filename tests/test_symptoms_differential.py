@@ -421,3 +421,30 @@ def test_a_configured_lr_on_the_command_line_ranks_a_nan_run(tmp_path, head, lr,
     keys = [e["key"] for e in top["evidence_data"]]
     assert top["severity"] == "critical"
     assert (top["cause"] == "lr_too_high" and "lr_usual.high_any" in keys) == high, (top["cause"], keys)
+
+
+@pytest.mark.parametrize("ceiling", [87.3365, 16.1181])
+def test_a_loss_that_jumps_to_a_clamps_ceiling_says_so_and_ranks_the_step_size(ceiling):
+    """Caffe prints 87.3365 (-ln FLT_MIN) and Keras 16.1181 (-ln 1e-7) when the true class's probability
+    reached 0: the loss is the clamp's, the outputs overflowed. The alarm on a jump there says so, with
+    the ceiling and how many points sit at it, whichever rule raised it; a jump to another value does not."""
+    steps = np.arange(0, 1600, 20)
+    rng = np.random.default_rng(0)
+    base = list(0.9 * np.exp(-steps[:60] / 300) * np.exp(0.05 * rng.standard_normal(60)))
+    for top, named in ((ceiling, True), (ceiling * 1.3, False)):
+        loss = np.array(base + [top] * 20)
+        report = _diagnose(steps, {"loss": loss})
+        f = _alarms(report)[0]
+        keys = _keys(f)
+        assert ("diff.ev.clamped" in keys) == named, keys
+        if named:
+            ev = next(m for m in f.evidence if getattr(m, "key", None) == "diff.ev.clamped")
+            assert ev.values["loss"] == pytest.approx(ceiling, abs=1e-4) and ev.values["n"] == 20
+            assert f.step == 1200
+
+
+def test_a_loss_stuck_at_caffes_ceiling_from_the_start_is_no_frozen_model():
+    steps = np.arange(0, 2000, 100)
+    report = _diagnose(steps, {"loss": np.r_[21.4, np.full(19, 87.3365)]})
+    f = _alarms(report)[0]
+    assert "diff.ev.clamped" in _keys(f) and f.cause == "lr_too_high", (f.cause, _keys(f))

@@ -368,6 +368,14 @@ _DIVERGE_ROWS = (
     Row("fp16_model", "activation_overflow", 1.2, "the model is known to overflow in fp16"),
     Row("to_chance", "lr_too_high", 0.3, "back at chance: the weights were wrecked, as a too-large step does"),
     Row(
+        "clamped",
+        "lr_too_high",
+        0.6,
+        "the loss sits at a clamp's ceiling (Caffe's 87.3365, Keras's 16.1181): outputs that overflowed, "
+        "as steps too large leave them",
+    ),
+    Row("clamped", "nonfinite_data", 0.3, "or a label outside the output's range: its probability is 0 too"),
+    Row(
         "resumed", "lr_too_high", -0.5, "the level changed where the log resumed: the resumed state, not the step size"
     ),
     Row("resumed", "loss_spike", 0.5, "a resume that did not restore the state is an event, not a drift"),
@@ -493,6 +501,15 @@ _FLAT_ROWS = (
     Row("constant_loss", "noisy_data", -0.3, "unrelated labels still let the loss wander across batches"),
     Row("lr_high", "lr_too_high", 1.2, "an LR far above usual saturates a model at chance"),
     Row("grad_zero", "frozen_model", 1.0, "a zero gradient: nothing reaches the weights"),
+    Row(
+        "clamped",
+        "lr_too_high",
+        1.0,
+        "stuck at a clamp's ceiling (Caffe's 87.3365, Keras's 16.1181): the outputs overflowed and "
+        "saturated, as steps too large leave them, so no gradient moves them back",
+    ),
+    Row("clamped", "nonfinite_data", 0.4, "or a label outside the output's range: its probability is 0 at any weights"),
+    Row("clamped", "frozen_model", -0.5, "weights at their init give a finite loss, not a clamp's ceiling"),
     Row("repeats", "frozen_model", 1.5, "the same batches gave the same losses again: the weights did not change"),
     Row("repeats", "noisy_data", -0.5, "unrelated labels still change the weights, and so the next pass's losses"),
     # the loss moved, then froze to the last digit: the weights did update, then the outputs went constant
@@ -1177,6 +1194,34 @@ def _ev_to_chance(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.to_chance", loss=float(v), k=k) if k >= 1000 and abs(math.log(k) - v) <= 0.02 * v else None
 
 
+#: losses that are a clamp's ceiling, not a measurement: the true class's probability reached 0 and the
+#: framework's log clamped it (Caffe's SoftmaxWithLoss at FLT_MIN, Keras's cross-entropy clip at 1e-7)
+CLAMP_CEILINGS = ((-math.log(1.1754943508222875e-38), "caffe_flt_min"), (-math.log(1e-7), "keras_epsilon"))
+#: within the printed digits (Caffe prints 87.3365, Keras 16.1181)
+CLAMP_TOL = 1e-5
+
+
+def clamped(q: Quantities, from_row: int = 0) -> tuple[int, Msg] | None:
+    """(the first row, the sentence) where the loss sits at a clamp's ceiling from `from_row` on: the
+    network's output for the true class underflowed (outputs overflowing, most often a step too
+    large; or a label outside the output's range), whatever the curve looks like around it."""
+    x = q.loss[from_row:]
+    ok = np.isfinite(x)
+    for ceiling, name in CLAMP_CEILINGS:
+        at = ok & (np.abs(np.where(ok, x, 0.0) - ceiling) <= CLAMP_TOL * ceiling)
+        if at.any():
+            n = int(at.sum())
+            return from_row + int(np.argmax(at)), Msg(
+                "diff.ev.clamped", loss=round(ceiling, 4), n=n, what=Msg(f"diff.clamp.{name}")
+            )
+    return None
+
+
+def _ev_clamped(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    hit = clamped(q, sym.row)
+    return hit[1] if hit else None
+
+
 def _ev_negative(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.negative") if sym.data.get("negative") else None
 
@@ -1322,6 +1367,7 @@ EVIDENCE: dict[str, Evidence] = {
     "recovered": _ev_recovered,
     "sudden": _ev_sudden,
     "to_chance": _ev_to_chance,
+    "clamped": _ev_clamped,
     "negative": _ev_negative_level,
     "constant_loss": _ev_constant,
     "bce_base_rate": _ev_bce_base_rate,

@@ -148,7 +148,24 @@ def detect(run: Run, q: Quantities | None = None) -> tuple[list[Finding], list[s
     findings = apply_probes(findings, run, notes)  # what the LR probe measured: confirms or withdraws
     findings = merge_incidents(findings, run)
     _differential(run, q, findings, notes)  # after the preflight's and the incidents' findings joined
+    _say_clamped(q, findings)
     return _nonfinite_explained(run, q, findings), notes
+
+
+def _say_clamped(q: Quantities, findings: list[Finding]) -> None:
+    """A loss at a clamp's ceiling (Caffe's 87.3365) is said on every alarm it belongs to (dated at or
+    before it), whichever rule made the alarm: the printed number is the clamp's, not a measurement."""
+    from .differential import clamped
+
+    hit = clamped(q)
+    if hit is None:
+        return
+    row, msg = hit
+    step = int(q.steps[row])
+    for f in findings:
+        keys = [getattr(m, "key", None) for m in f.evidence]
+        if f.severity in ("warning", "critical") and (f.step is None or f.step <= step) and msg.key not in keys:
+            f.evidence.append(msg)
 
 
 def _run_detectors(run: Run, q: Quantities, notes: list[str]) -> list[Finding]:

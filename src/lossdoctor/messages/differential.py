@@ -263,6 +263,20 @@ TEMPLATES = {
     "diff.ev.lr_tiny": ("the LR is at most {lr}", "LR 至多为 {lr}"),
     "diff.ev.recovered": ("the loss came back afterwards", "之后 loss 回落了"),
     "diff.ev.sudden": ("it happened in one logged interval ({ratio}x)", "它发生在一个记录间隔内（{ratio} 倍）"),
+    "diff.ev.clamped": (
+        "the loss is {loss} at {n} point(s): {what}; the true class's probability reached 0 (outputs overflowed, "
+        "or a label outside the output's range), and the printed loss is the clamp's, not a measurement",
+        "loss 在 {n} 个点上等于 {loss}：{what}；真实类别的概率已经变成 0（输出溢出，或标签超出输出范围），"
+        "打印出的 loss 是截断值，而不是实际测量值",
+    ),
+    "diff.clamp.caffe_flt_min": (
+        "-ln(FLT_MIN), where Caffe's SoftmaxWithLoss clamps a zero probability",
+        "-ln(FLT_MIN)，Caffe 的 SoftmaxWithLoss 把为 0 的概率截断到这里",
+    ),
+    "diff.clamp.keras_epsilon": (
+        "-ln(1e-7), where Keras's cross-entropy clips a zero probability (its epsilon)",
+        "-ln(1e-7)，Keras 的交叉熵把为 0 的概率截断到这里（epsilon）",
+    ),
     "diff.ev.to_chance": (
         "it jumped to {loss}, the chance level of a {k}-way softmax: the weights were wrecked",
         "它跳到 {loss}，即 {k} 类 softmax 的随机水平：权重已被破坏",
