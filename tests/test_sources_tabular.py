@@ -160,3 +160,31 @@ def test_jsonl_rows_without_the_quoted_loss_log_no_nan(tmp_path, valid_first):
     loss, logged = run.col("loss"), run.logged("loss")
     assert logged.sum() == 4 and logged[-1] and np.isnan(loss[-1])  # the printed "nan" is a logged NaN
     assert sorted(loss[logged][:3].tolist()) == [3.092, 3.095, 3.097]
+
+
+@pytest.mark.parametrize("array", [False, True])
+def test_mmcv_log_json_leaves_val_rows_out_and_counts_iterations_on_across_epochs(tmp_path, array):
+    """mmcv/mmengine's `*.log.json`: `{"mode": "train", "epoch": 21, "iter": 90, ..., "loss": ...}` per
+    logging interval, `{"mode": "val", "epoch": 21, "iter": 19, ...}` after each evaluation (its loss is
+    the evaluation's), the iteration counted within its epoch."""
+    rows = [{"mode": "train", "epoch": 21, "iter": i, "lr": 0.00045, "loss": 0.4 - 0.001 * i} for i in (90, 100, 110)]
+    rows.append({"mode": "val", "epoch": 21, "iter": 19, "lr": 0.00045, "accuracy_top-1": 87.7})
+    rows.append({"mode": "val", "epoch": 21, "iter": 19, "lr": 0.00045, "loss": 0.47507})
+    rows += [{"mode": "train", "epoch": 22, "iter": i, "lr": 0.00045, "loss": 0.3 - 0.001 * i} for i in (10, 20)]
+    p = tmp_path / ("log.json" if array else "20240101.log.json")
+    p.write_text(json.dumps(rows) if array else "".join(json.dumps(r) + "\n" for r in rows))
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    got = dict(zip(run.steps[lg].tolist(), run.col("loss")[lg].tolist()))
+    assert list(got) == sorted(got) and len(got) == 5 and 0.47507 not in got.values()
+    assert [round(v, 5) for v in got.values()] == [0.31, 0.3, 0.29, 0.29, 0.28]
+    assert list(got)[3] > 110  # epoch 22's iteration 10 comes after epoch 21's 110
+    assert any(getattr(n, "key", None) == "source.eval_rows" and n.values["n"] == 2 for n in run.notes)
+
+
+def test_a_step_column_that_goes_back_within_an_epoch_is_left_as_printed(tmp_path):
+    rows = [{"epoch": 1, "step": s, "loss": 1.0 / (s + 1)} for s in (10, 20, 30, 5, 15)]  # a resume mid-epoch
+    p = tmp_path / "m.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = load_path(p)[0]
+    assert sorted(run.steps.tolist()) == [5, 10, 15, 20, 30]

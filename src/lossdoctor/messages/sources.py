@@ -138,6 +138,14 @@ SOURCES = {
         "column {column} holds no step numbers; rows numbered from 0",
         "列 {column} 中没有 step 数值；按行从 0 开始编号",
     ),
+    "source.eval_rows": (
+        "{n} rows an evaluation wrote (`mode: val`) were left out of the training series",
+        "{n} 行由验证阶段写入（`mode: val`），没有计入训练序列",
+    ),
+    "source.counted_on_epochs": (
+        "{column} starts again with each epoch ({epoch}): counted on from the epochs before",
+        "{column} 在每个 epoch（{epoch}）重新计数：按之前的 epoch 累加",
+    ),
     "source.no_step_column": (
         "no step column (looked for step, global_step, iteration, _step); rows numbered from 0",
         "没有 step 列（找过 step、global_step、iteration、_step）；按行从 0 开始编号",

@@ -141,6 +141,21 @@ class TableColumns:
         return {"rows": st.total, "kept": st.n, "stride": st.stride} if st.thinned else None
 
 
+#: the keys that say which phase wrote a row (mmcv/mmengine's `log.json`: `"mode": "train"` or `"val"`)
+_MODE_KEYS = ("mode", "phase", "split")
+_EVAL_MODES = frozenset({"val", "valid", "validation", "eval", "evaluation", "test"})
+
+
+def evaluation_row(r: dict[str, Any]) -> bool:
+    """A row an evaluation wrote (its phase key says so): its `loss` is the evaluation's, its `iter`
+    the evaluation's batches; not a training step."""
+    for k in _MODE_KEYS:
+        v = r.get(k)
+        if isinstance(v, str) and v.strip().lower() in _EVAL_MODES:
+            return True
+    return False
+
+
 class JsonColumns:
     """JSON rows (dicts), a chunk at a time, into a `TableColumns`: the columns a records column or
     the step axis may be read from (the mapping is chosen when every name is known), each converted
@@ -157,8 +172,13 @@ class JsonColumns:
         self._first_strings: set[str] = set()  # the columns whose first value is a string
         self.mixed: set[str] = set()  # columns with a value of no number type somewhere
         self._unlogged_if_mixed: dict[str, list[np.ndarray]] = {}
+        self.eval_rows = 0  # rows an evaluation wrote (`"mode": "val"`), left out
 
     def add(self, rows: list[dict[str, Any]]) -> None:
+        if rows and any(k in rows[0] or k in rows[-1] for k in _MODE_KEYS):
+            kept = [r for r in rows if not evaluation_row(r)]
+            self.eval_rows += len(rows) - len(kept)
+            rows = kept
         if not rows:
             return
         if self._flatten is None:  # decided by the table's first row, as the whole-file reading did

@@ -41,7 +41,7 @@ from .files import (
     text_head,
 )
 from .registry import SourceError, reader
-from .table_stream import JsonColumns, TableColumns, column, flatten, json_column, parse_str_column
+from .table_stream import JsonColumns, TableColumns, column, evaluation_row, flatten, json_column, parse_str_column
 
 __all__ = [
     "parse_str_column",
@@ -98,6 +98,7 @@ def table_run(
     if mapping.step is not None:
         sv = step_values[mapping.step] if step_values and mapping.step in step_values else columns[mapping.step]
         steps = _step_axis(mapping.step, _step_numbers(sv), row_index, notes)
+        steps = _counted_on_epochs(mapping.step, steps, columns, step_values, notes)
     else:
         steps = row_index
         notes.append(Msg("source.no_step_column"))
@@ -186,6 +187,29 @@ def _step_axis(name: str, steps: np.ndarray, row_index: np.ndarray, notes: list[
         # a row without a step number (e.g. a Lightning epoch-end row) belongs to the step before
         return _fill_forward(steps)
     return steps
+
+
+def _counted_on_epochs(
+    name: str, steps: np.ndarray, columns: dict[str, Any], step_values: dict[str, np.ndarray] | None, notes: list[Any]
+) -> np.ndarray:
+    """A step column that starts again where an epoch column moves on (mmcv's `log.json`: `"epoch": 22,
+    "iter": 10` after `"epoch": 21, "iter": 150`: the iteration within its epoch) counted on from the
+    epochs before, as the text readers do. Only when every restart is an epoch's start: a counter that
+    goes back within an epoch (a second run appended, a resume) is left as printed."""
+    if is_epoch_axis(name):
+        return steps
+    epoch_name = next((n for n in (step_values or columns) if is_epoch_axis(n) and n != name), None)
+    if epoch_name is None:
+        return steps
+    ev = step_values[epoch_name] if step_values and epoch_name in step_values else columns[epoch_name]
+    epochs = _step_numbers(ev)
+    back = np.flatnonzero(np.diff(steps) < 0) + 1
+    if not back.size or len(epochs) != len(steps) or not np.all(epochs[back] > epochs[back - 1]):
+        return steps
+    from .text_slots import counted_on
+
+    notes.append(Msg("source.counted_on_epochs", column=repr(name), epoch=repr(epoch_name)))
+    return counted_on(steps)
 
 
 def _fill_forward(steps: np.ndarray) -> np.ndarray:
@@ -669,13 +693,19 @@ def rows_run(
     meta: dict[str, Any] | None = None,
     notes: list[str] | None = None,
 ) -> Run:
-    """Rows of dicts (JSONL, W&B history) -> Run, vectorised per chosen column."""
+    """Rows of dicts (JSONL, W&B history) -> Run, vectorised per chosen column; rows an evaluation
+    wrote (`"mode": "val"`) are left out, as the streamed JSON-lines reading leaves them."""
+    kept = [r for r in rows if not evaluation_row(r)]
+    if len(kept) < len(rows):
+        notes = [*(notes or []), Msg("source.eval_rows", n=len(rows) - len(kept))]
+        rows = kept or rows
     if rows and any(isinstance(v, dict) for v in rows[0].values()):
         rows = [flatten(r) for r in rows]
     names = dict.fromkeys(itertools.chain.from_iterable(rows))  # every key, first-seen order, in C
     name_list = [str(n) for n in names]
     mapping = map_names(name_list)
     wanted = set(mapping.used.values()) | ({mapping.step} if mapping.step else set())
+    wanted |= {n for n in name_list if is_epoch_axis(n)}  # an iteration within its epoch is counted on
     cols = {n: column(rows, n) for n in name_list if n in wanted}
     if not cols:
         cols = {name_list[0]: []} if name_list else {"": []}
@@ -731,7 +761,8 @@ def read_jsonl(path: Path, *, source: str = "jsonl", rules: Thinning = THINNING)
         cols,
         source=source,
         what=path.name,
-        notes=_unreadable_note(path.name, bad, last_bad),
+        notes=_unreadable_note(path.name, bad, last_bad)
+        + ([Msg("source.eval_rows", n=table.eval_rows)] if table.eval_rows else []),
         logged=logged,
         nrows=len(rows_at),
         text_cells=table.table.text_cells,
