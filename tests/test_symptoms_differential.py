@@ -448,3 +448,16 @@ def test_a_loss_stuck_at_caffes_ceiling_from_the_start_is_no_frozen_model():
     report = _diagnose(steps, {"loss": np.r_[21.4, np.full(19, 87.3365)]})
     f = _alarms(report)[0]
     assert "diff.ev.clamped" in _keys(f) and f.cause == "lr_too_high", (f.cause, _keys(f))
+
+
+def test_a_loss_that_rises_3x_after_the_runs_first_point_and_stays_is_a_divergence():
+    """RecBole's WideDeep by epoch: train loss 5.8079, 22.2083, 19.6216. One point before the jump is
+    no baseline alone, but at the run's start the next point staying as high makes it two against one;
+    the same three numbers mid-run (single-batch losses of a long run: Caffe's 0.18, 0.61, 0.57) are noise."""
+    report = _diagnose(np.arange(3), {"loss": np.array([5.8079, 22.2083, 19.6216])})
+    f = _alarms(report)[0]
+    assert (f.severity, f.symptom, f.step) == ("critical", "divergence", 1)
+    came_back = _diagnose(np.arange(3), {"loss": np.array([5.8079, 22.2083, 5.1])})
+    assert all(f.symptom != "divergence" for f in _alarms(came_back))
+    mid_run = _diagnose(np.array([1851300, 1851400, 1851500]), {"loss": np.array([0.183091, 0.606006, 0.571156])})
+    assert _alarms(mid_run) == []

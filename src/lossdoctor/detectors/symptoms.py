@@ -547,7 +547,12 @@ def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = F
     else:
         # with 1-3 points before it, a jump large against them needs no trend; in a mid-run excerpt
         # the log's trend may also admit a smaller one (a trend never vetoes a x46 jump: 8.5, 5.3, 322)
-        ok = ratio >= lim.few_ratio + (1.0 if k == 1 else 0.0) and lx[j] - top >= math.log(lim.few_over_max)
+        # one point before it is no baseline, unless it is the run's first and the next point stays as
+        # high too (RecBole's train loss by epoch, 5.8 -> 22.2 -> 19.6: a loss rises from its start only
+        # when training goes wrong); mid-run, two high single-batch losses after one low are its noise
+        stays = not trend and j + 1 < lx.size and lx[j + 1] - med >= math.log(lim.few_ratio)
+        extra = 1.0 if k == 1 and not stays else 0.0
+        ok = ratio >= lim.few_ratio + extra and lx[j] - top >= math.log(lim.few_over_max)
         if not ok and trend and (z := trend_break(lx, j, lim)) is not None:
             ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     return ratio if ok else None
