@@ -1552,3 +1552,23 @@ def test_a_value_named_before_its_counters_with_in_epoch(tmp_path):
     text = "".join(f"loss in epoch 1 iteration {10 * (i + 1)}: {v}\n" for i, v in enumerate(vals))
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {10 * (i + 1): v for i, v in enumerate(vals)})
+
+
+@pytest.mark.parametrize("warmup", [86135, 0])
+def test_an_lr_printed_0_within_the_warm_up_the_text_names_is_no_schedule_error(tmp_path, warmup):
+    """VideoMAE prints `Set warmup steps = 86135`, then MetricLogger lines with `lr: 0.000000` (a
+    warm-up from 0 with six decimals): its first steps are no LR stuck at 0. With no warm-up named, an
+    LR of 0 on every row from the run's start is still the schedule that never started."""
+    head = f"Set warmup steps = {warmup}\n" if warmup else ""
+    text = head + "".join(
+        f"Epoch: [0]  [{s:>5}/17227]  eta: 14:30:57  lr: 0.000000  min_lr: 0.000000  loss: {v:.4f} ({v:.4f})  "
+        f"grad_norm: 3.1 (3.1)  time: 0.98  data: 0.01  max mem: 9000\n"
+        for s, v in ((0, 5.9916), (10, 5.9916), (20, 5.9916), (30, 5.9916))
+    )
+    p = tmp_path / "log.txt"
+    p.write_text(text)
+    run = load_path(p)[0]
+    assert run.meta.get("warmup_steps") == (warmup or None)
+    report = json.loads(run_cli("diagnose", p, "--format", "json").stdout)
+    causes = [f["cause"] for f in report["findings"] if f["severity"] in ("warning", "critical")]
+    assert ("lr_schedule_error" in causes) == (not warmup), causes

@@ -2196,8 +2196,11 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
         return []
     v = lr[rows]
     if float(np.max(np.abs(v))) == 0.0:
-        # in an excerpt from past the run's start, a schedule's end (`learning_rate.lr_schedule_error`)
-        return [_sym(q, "lr_zero", rows[0], n=int(rows.size))] if shows_run_start(run, q) else []
+        # in an excerpt from past the run's start, a schedule's end (`learning_rate.lr_schedule_error`);
+        # within the warm-up the text names, its start from 0 (printed `lr: 0.000000` while it is 1e-9)
+        if not shows_run_start(run, q) or _in_warmup(run, float(q.steps[rows[-1]])):
+            return []
+        return [_sym(q, "lr_zero", rows[0], n=int(rows.size))]
     lf = q.finite_loss
     x = q.loss[lf]
     # a decay's tail (the LR falling to ~0 at the end of a schedule) is a run finishing: there the
@@ -2206,6 +2209,13 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
     if float(np.max(v)) <= LIMITS.lr_tiny and x.size >= 3 and float(x[-1]) >= rise * float(x[0]):
         return [_sym(q, "lr_tiny", rows[0], lr=float(np.max(v)), first=float(x[0]), last=float(x[-1]))]
     return []
+
+
+def _in_warmup(run: Run, last_step: float) -> bool:
+    """The log ends within the warm-up the text names (`Set warmup steps = 86135`, `warmup_steps:
+    500`): a warm-up from 0 printed with a few decimals shows 0 for its first steps."""
+    w = run.meta.get("warmup_steps")
+    return isinstance(w, (int, float)) and not isinstance(w, bool) and last_step < w
 
 
 def precision_of(run: Run) -> str | None:

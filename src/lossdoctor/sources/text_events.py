@@ -402,7 +402,7 @@ _PRECISION = (
 )
 _HINT_CUE = re.compile(
     r"16|amp\b|AMP|optimization level|num_labels|num_classes|n_classes|vocab_size|SFT|[Ss]ft|[Pp]re-?train|[Cc]lassif"
-    r"|--lr|--learning|Namespace\("
+    r"|--lr|--learning|Namespace\(|[Ww]arm"
 )
 _NUM = r"(\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?)"
 #: the LR a run was started with, as its command line or its printed argparse namespace says it
@@ -415,12 +415,18 @@ _CONFIG_LR = (
 _SIZE = (
     ("n_classes", re.compile(r"\b(?:num_labels|num_classes|n_classes|nb_classes)\W{1,4}(\d{1,7})\b")),
     ("vocab_size", re.compile(r"\b(?:vocab_size|padded_vocab_size|n_vocab)\W{1,4}(\d{1,8})\b")),
+    # the LR's warm-up, in steps (VideoMAE's `Set warmup steps = 86135`, HF's `warmup_steps=500`)
+    ("warmup_steps", re.compile(r"\bwarm[-_ ]?up[-_ ]steps\W{1,4}(\d{1,9})\b", re.IGNORECASE)),
 )
 _TASK = (
     ("sft", re.compile(r"\bSFTTrainer\b|\bsft\b|supervised fine-?tun", re.I)),
     ("pretrain", re.compile(r"\bpre-?train(?:ing)?\b", re.I)),
     ("classification", re.compile(r"ForSequenceClassification|ForImageClassification|\bclassification\b", re.I)),
 )
+
+
+#: the keys `Hints` can fill: once all are found, no more lines are scanned
+_HINT_KEYS = 2 + len(_SIZE) + 2  # precision, task_hint, the sizes, config_lr (and one to spare)
 
 
 class Hints:
@@ -430,7 +436,7 @@ class Hints:
         self.meta: dict[str, Any] = {}
 
     def scan(self, text: str) -> None:
-        if _HINT_CUE.search(text) is None or len(self.meta) >= 4:
+        if _HINT_CUE.search(text) is None or len(self.meta) >= _HINT_KEYS:
             return
         if "precision" not in self.meta:
             for name, pattern in _PRECISION:
