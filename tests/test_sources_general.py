@@ -1572,3 +1572,15 @@ def test_an_lr_printed_0_within_the_warm_up_the_text_names_is_no_schedule_error(
     report = json.loads(run_cli("diagnose", p, "--format", "json").stdout)
     causes = [f["cause"] for f in report["findings"] if f["severity"] in ("warning", "critical")]
     assert ("lr_schedule_error" in causes) == (not warmup), causes
+
+
+@pytest.mark.parametrize("heading", ["Round {r}", ">> ROUND {r}"])
+def test_a_federated_round_heading_dates_the_metric_lines_under_it(tmp_path, heading):
+    """TensorFlow Federated's tutorials print `Round 0`, then `Train metrics: loss=nan, accuracy=0.347`;
+    FL client-selection code `>> ROUND 0` then its client lines: the round is the step, from 0."""
+    text = "".join(
+        heading.format(r=r) + f"\n\tTrain metrics: loss={v}, accuracy=0.347\n"
+        for r, v in enumerate(["nan", "0.947", "0.946", "0.946"])
+    )
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {0: float("nan"), 1: 0.947, 2: 0.946, 3: 0.946})
