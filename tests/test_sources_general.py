@@ -1584,3 +1584,26 @@ def test_a_federated_round_heading_dates_the_metric_lines_under_it(tmp_path, hea
     )
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), {0: float("nan"), 1: 0.947, 2: 0.946, 3: 0.946})
+
+
+def test_a_total_loss_written_as_one_word_beats_its_criterion_part(tmp_path):
+    """An OCR trainer's `[0/100][step:2050]  Totalloss:51.620 CTCloss: 51.392 L2loss: 0.228 lr: ...`."""
+    rows = [(2050, 51.620, 51.392), (2100, 51.156, 50.930), (2150, float("nan"), float("nan"))]
+    text = "".join(
+        f"[0/100][step:{s}]  Totalloss:{t:.3f} CTCloss: {c:.3f} L2loss: 0.228 lr: 0.000600 batchTime: 0.59 s\n"
+        for s, t, c in rows
+    )
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {s: t for s, t, _ in rows})
+
+
+def test_a_logging_level_before_a_message_is_no_part_of_its_name(tmp_path):
+    """FuxiCTR logs `2022-01-24 13:22:26,561 P834 INFO Train loss: 0.461620` once an epoch, after its
+    validation `[Metrics] AUC: 0.804410 - logloss: 0.447085`: the training loss is the one named so."""
+    text = ""
+    for e, (val, tr) in enumerate([(0.447085, 0.461620), (0.444616, 0.456468), (0.444031, 0.455156)], 1):
+        text += f"2022-01-24 13:22:26,208 P834 INFO [Metrics] AUC: 0.80{e} - logloss: {val:.6f}\n"
+        text += f"2022-01-24 13:22:26,561 P834 INFO Train loss: {tr:.6f}\n"
+        text += f"2022-01-24 13:22:26,561 P834 INFO ************ Epoch={e} end ************\n"
+    run = _read(tmp_path, text)
+    assert [v for _, v in sorted(_at(run, "loss").items())] == [0.461620, 0.456468, 0.455156]

@@ -407,9 +407,15 @@ def _prefix_name(piece: str, before: str) -> str:
     words = name.split()
     while words and words[-1].lower() in _COPULA:
         words.pop()
+    if len(words) > 1 and words[0] in _LOG_LEVELS:
+        words = words[1:]  # a logging prefix's level before the name (`P834 INFO Train loss: 0.46`)
     if not words and name:  # `loss at epoch 3 is 0.41`: the subject before the counter
         return _subject(before)
     return " ".join(words)
+
+
+#: a logging call's level, printed right before a message whose first words name a number
+_LOG_LEVELS = frozenset({"INFO", "DEBUG", "WARNING", "WARN", "ERROR", "CRITICAL", "TRACE", "NOTICE"})
 
 
 def _subject(before: str) -> str:
@@ -908,10 +914,14 @@ def averaged_beside(name: str, others: Iterable[str]) -> bool:
 _TOTAL_PREFIX = re.compile(r"^(?:avg|avr|average|mean|running|smoothed|cur|current)[_ ]", re.IGNORECASE)
 
 
+#: a total's or a training loss's name written as one word (an OCR trainer's `Totalloss:51.620 CTCloss: 51.392`)
+_GLUED_TOTAL = re.compile(r"^(total|tot|train|training)loss$")
+
+
 def total_rank(name: str) -> float:
     """The rank of a total-loss name (lower is better; 50: not a total). A prefixed total
     (`avg_train_loss`) ranks right after the bare one."""
-    n = base_name(name)
+    n = _GLUED_TOTAL.sub(r"\1 loss", base_name(name))  # `Totalloss:51.62` as `total loss`
     bare = _TOTAL_PREFIX.sub("", n)
     if bare != n:
         r = total_rank(bare)
