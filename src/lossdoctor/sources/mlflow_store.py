@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,14 @@ import numpy as np
 import orjson
 
 from ..messages import Msg
-from ..records import Run, from_columns
+from ..records import THINNING, Run, StepColumns, Thinning, from_columns
 from .columns import SIGNAL_NAMES, aligned, column_for, trains
 from .files import MAX_WHOLE_READ, head, line_chunks, open_regular, read_bytes, walk
 from .hf_trainer import restore_filtered_nan
+from .mlflow_stream import Chunk, NotStreamable, db_chunks, merge
 from .registry import SourceError, reader
+from .stdout import _interval_before_thinning
+from .tabular import thinned_note
 
 #: the most read of a file store's small files (meta.yaml, a param or a tag: MLflow caps a param's
 #: value at 6,000 characters)
@@ -171,6 +175,20 @@ def read_metric_file(path: Path, name: str, notes: list[str]) -> tuple[np.ndarra
     return parse_metric_file(read_bytes(path), name, notes)
 
 
+def metric_file_chunks(path: Path) -> Iterator[Chunk]:
+    """A metric file's (steps, values), block by block (`_block`), whatever the file's size; a block
+    of another shape (a damaged line, a line longer than a block) is `NotStreamable`: the whole read
+    (`read_metric_file`) says where the damage is."""
+    with open_regular(path) as f:
+        open_line = False
+        for block in line_chunks(f, _BLOCK, _BLOCK):
+            parsed = None if open_line else _block(block)
+            if parsed is None:
+                raise NotStreamable
+            open_line = not block.endswith(b"\n")  # only the last block may end inside a line
+            yield parsed
+
+
 def _block(block: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     """`_common` of a block of a metric file. A block of JSON-spelled numbers (`_JSONISH`) is parsed by
     orjson in one call (correctly rounded: the doubles `float()` and numpy's parse of the text read,
@@ -287,12 +305,23 @@ def _int(s: Any) -> int | None:
         return None
 
 
-def _read_file_run(info: dict[str, Any], notes: list[str]) -> tuple[dict[str, tuple], dict[str, str]]:
+def _read_file_series(info: dict[str, Any], notes: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     root = info["dir"] / "metrics"
-    series = {}
+    return {name: read_metric_file(root / name, name, notes) for name in _wanted(info["metrics"])}
+
+
+def _file_sources(info: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """(metric name -> a function giving its chunks, the names whose file holds something)."""
+    root = info["dir"] / "metrics"
+    sources, filled = {}, set()
     for name in _wanted(info["metrics"]):
-        series[name] = read_metric_file(root / name, name, notes)
-    return series, _read_text_dir(info["dir"] / "params")
+        sources[name] = lambda p=root / name: metric_file_chunks(p)
+        try:
+            if (root / name).stat().st_size:
+                filled.add(name)
+        except OSError:
+            pass
+    return sources, filled
 
 
 # --- the SQLite store -----------------------------------------------------------------------
@@ -396,28 +425,46 @@ def _db_runs(con) -> list[dict[str, Any]]:
     ]
 
 
-def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str, str]]:
-    names = _wanted(info["metrics"])
-    nan_col = "is_nan" if "is_nan" in _columns(con, "metrics") else "0"
-    step_col = "step" if "step" in _columns(con, "metrics") else "-1"
+#: a metric's rows in the order MLflow logged them (`{step}`, `{nan}`: the columns, or constants
+#: for an older schema without them)
+_DB_QUERY = "SELECT {step}, value, {nan} FROM metrics WHERE run_uuid = ? AND key = ? ORDER BY timestamp, rowid"
+
+
+def _db_query(con) -> str:
+    have = _columns(con, "metrics")
+    return _DB_QUERY.format(step="step" if "step" in have else "-1", nan="is_nan" if "is_nan" in have else "0")
+
+
+def _db_rows(rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of (step, value, is_nan) rows: a NaN and +/-Inf turned back (module docstring)."""
+    a = np.array(rows, dtype=np.float64).reshape(-1, 3)
+    vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
+    vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
+    return a[:, 0].astype(np.int64), vals
+
+
+def _read_db_series(con, info: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    query = _db_query(con)
     series = {}
-    for name in names:
-        rows = con.execute(
-            f"SELECT {step_col}, value, {nan_col} FROM metrics WHERE run_uuid = ? AND key = ? "
-            "ORDER BY timestamp, rowid",
-            (info["id"], name),
-        ).fetchall()
-        a = np.array(rows, dtype=np.float64).reshape(-1, 3)
-        vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
-        vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
-        steps = a[:, 0].astype(np.int64)
+    for name in _wanted(info["metrics"]):
+        steps, vals = _db_rows(con.execute(query, (info["id"], name)).fetchall())
         if steps.size and (steps < 0).all():
             steps = np.arange(steps.size, dtype=np.int64)
         series[name] = (steps, vals)
-    params = {}
-    if "params" in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-        params = {k: str(v) for k, v in con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (info["id"],))}
-    return series, params
+    return series
+
+
+def _db_sources(con, info: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
+    """(metric name -> a function giving its chunks, the names with rows: every key listed has)."""
+    query = _db_query(con)
+    names = _wanted(info["metrics"])
+    return {n: lambda n=n: db_chunks(con, query, (info["id"], n), _db_rows) for n in names}, set(names)
+
+
+def _db_params(con, info: dict[str, Any]) -> dict[str, str]:
+    if "params" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+        return {}
+    return {k: str(v) for k, v in con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (info["id"],))}
 
 
 # --- shared: choosing a run, params, building the Run ---------------------------------------
@@ -540,6 +587,19 @@ def params_meta(raw: dict[str, str]) -> dict[str, Any]:
 _METRIC_NOTES = ("source.mlflow_stopped", "source.mlflow_no_steps", "source.mlflow_unstepped")
 
 
+def _best(counts: dict[str, int]) -> dict[str, str]:
+    """records column -> the best-ranked metric name with points for it (as TensorBoard tags)."""
+    best: dict[str, tuple[int, str]] = {}
+    for name, n in counts.items():
+        hit = column_for(name)
+        if hit is None or not n:
+            continue
+        col, rank = hit
+        if col not in best or (rank, name) < best[col]:
+            best[col] = (rank, name)
+    return {col: name for col, (_, name) in best.items()}
+
+
 def series_run(
     series: dict[str, tuple[np.ndarray, np.ndarray]],
     *,
@@ -548,44 +608,87 @@ def series_run(
     meta: dict[str, Any],
     logged_names: list[str],
 ) -> Run:
-    """metric name -> (steps, values) -> a Run, the best-ranked name per column (as TensorBoard tags)."""
-    best: dict[str, tuple[int, str]] = {}
-    for name, (s, _) in series.items():
-        hit = column_for(name)
-        if hit is None or s.size == 0:
-            continue
-        col, rank = hit
-        if col not in best or (rank, name) < best[col]:
-            best[col] = (rank, name)
+    """metric name -> (steps, values) -> a Run, the best-ranked name per column."""
+    best = _best({name: s.size for name, (s, _) in series.items()})
     if not trains(best):
-        empty = [n for n, (st, _) in series.items() if st.size == 0]
-        if empty:
-            why = next(
-                (
-                    n
-                    for n in notes
-                    if isinstance(n, Msg) and n.key in _METRIC_NOTES and n.values.get("name") == repr(empty[0])
-                ),
-                "",
-            )
-            raise SourceError(
-                f"{what}: the MLflow metric {empty[0]!r} holds no readable value" + (f" ({why})" if why else "")
-            )
-        raise SourceError(
-            f"{what}: no training metric among the MLflow metrics "
-            f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
-            f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
-            "train_loss, grad_norm, learning_rate or loss_scale"
+        _no_training_metric(series, what, notes, logged_names)
+    all_steps, cols, logged = aligned({col: series[name] for col, name in best.items()})
+    return _columns_run(all_steps, cols, logged, best, what=what, notes=notes, meta=meta)
+
+
+def _no_training_metric(series: dict[str, tuple], what: str, notes: list[str], logged_names: list[str]) -> None:
+    """Raise the error that says why no training metric was read: an empty one, or none by name."""
+    empty = [n for n, (st, _) in series.items() if st.size == 0]
+    if empty:
+        why = next(
+            (
+                n
+                for n in notes
+                if isinstance(n, Msg) and n.key in _METRIC_NOTES and n.values.get("name") == repr(empty[0])
+            ),
+            "",
         )
-    all_steps, cols, logged = aligned({col: series[name] for col, (_, name) in best.items()})
-    used = ", ".join(f"{col} <- {name!r}" for col, (_, name) in sorted(best.items()))
+        raise SourceError(
+            f"{what}: the MLflow metric {empty[0]!r} holds no readable value" + (f" ({why})" if why else "")
+        )
+    raise SourceError(
+        f"{what}: no training metric among the MLflow metrics "
+        f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
+        f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
+        "train_loss, grad_norm, learning_rate or loss_scale"
+    )
+
+
+def _columns_run(
+    steps: np.ndarray,
+    cols: dict[str, np.ndarray],
+    logged: dict[str, np.ndarray],
+    best: dict[str, str],
+    *,
+    what: str,
+    notes: list[str],
+    meta: dict[str, Any],
+) -> Run:
+    used = ", ".join(f"{col} <- {name!r}" for col, name in sorted(best.items()))
     notes.insert(0, Msg("source.mlflow_read", what=what, used=used))
     absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
     if absent:
         notes.insert(1, Msg("source.not_in_log", signals=absent))
-    meta = {**meta, "columns": {col: name for col, (_, name) in best.items()}}
-    run = from_columns(all_steps, cols, meta=meta, source="mlflow", logged=logged)
+    meta = {**meta, "columns": dict(best)}
+    run = from_columns(steps, cols, meta=meta, source="mlflow", logged=logged)
     run.notes.extend(notes)
+    return run
+
+
+#: what a streamed read gives: the store of the chosen columns and column -> metric name
+Streamed = tuple[StepColumns, dict[str, str]]
+
+
+def _streamed(sources: tuple[dict[str, Any], set[str]], rules: Thinning) -> Streamed | None:
+    """The chosen metrics merged as they are read (`mlflow_stream.merge`), or None where the run
+    must be read whole (`NotStreamable`; no training metric, an empty one: the whole read's error)."""
+    chunks_of, filled = sources
+    best = _best({name: int(name in filled) for name in chunks_of})
+    if not trains(best):
+        return None
+    try:
+        store, counts = merge({col: chunks_of[name]() for col, name in best.items()}, rules)
+    except NotStreamable:
+        return None
+    if not all(counts.values()):
+        return None
+    return store, best
+
+
+def store_run(got: Streamed, *, what: str, notes: list[str], meta: dict[str, Any]) -> Run:
+    """The Run of a streamed read, with the note that it was thinned (as the tables say it)."""
+    st, best = got
+    cols = {col: st.view(col).copy() for col in best}
+    logged = {col: st.logged(col).copy() for col in best}
+    run = _columns_run(st.step[: st.n].copy(), cols, logged, best, what=what, notes=notes, meta=meta)
+    if st.thinned:
+        run.meta.setdefault("log_interval", _interval_before_thinning(st))  # not the thinned gaps
+        thinned_note(run, {"rows": st.total, "kept": st.n, "stride": st.stride})
     return run
 
 
@@ -607,41 +710,69 @@ def _status_note(info: dict[str, Any]) -> list[str]:
     return []
 
 
+#: a run's metrics as read: merged into a store (`Streamed`), or metric name -> (steps, values)
+Metrics = Streamed | dict[str, tuple[np.ndarray, np.ndarray]]
+#: (run info, notes, params, what, its metrics) of the run chosen in a store
+Read = tuple[dict[str, Any], list[str], dict[str, str], Any, Metrics]
+
+
+def _read_db(db: Path, path: Path, select: str | None, rules: Thinning) -> Read:
+    """`Read` of the chosen run of a SQLite store."""
+    import sqlite3
+
+    tables = _sqlite_tables(db)
+    if not {"metrics", "runs"} <= tables:
+        if not tables:
+            raise SourceError(f"{db}: cannot read this SQLite database (damaged, cut short or locked)")
+        raise SourceError(
+            f"{db}: a SQLite database without MLflow's runs and metrics tables, not an MLflow tracking store"
+        )
+    con = _connect(db)
+    try:
+        info, notes = _choose(_db_runs(con), str(path), select)
+        params = _db_params(con, info)
+        got: Metrics | None = _streamed(_db_sources(con, info), rules)
+        if got is None:
+            got = _read_db_series(con, info)
+    except sqlite3.Error as e:
+        raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
+    finally:
+        con.close()
+    what = Msg("source.mlflow_db_run", db=db.name, id=str(info["id"]))
+    if path.is_dir() and _run_dirs(path):
+        notes.append(Msg("source.mlflow_also_file_store", db=db.name))
+    return info, notes, params, what, got
+
+
+def _read_files(path: Path, select: str | None, rules: Thinning) -> Read:
+    """`Read` of the chosen run of a file store."""
+    info, notes = _choose([_file_run_info(d) for d in _run_dirs(path)], str(path), select)
+    params = _read_text_dir(info["dir"] / "params")
+    got: Metrics | None = _streamed(_file_sources(info), rules)
+    if got is None:
+        got = _read_file_series(info, notes)
+    return info, notes, params, Msg("source.mlflow_run", id=str(info["id"])), got
+
+
 @reader("MLflow tracking store", _sniff, priority=35)
-def read(path: Path, select: str | None = None) -> list[Run]:
-    """`select`: the id (or a prefix of it) or the name of the run to read, else the newest."""
+def read(path: Path, select: str | None = None, rules: Thinning = THINNING) -> list[Run]:
+    """`select`: the id (or a prefix of it) or the name of the run to read, else the newest. The
+    metrics are merged as they are read and thinned past `rules.max_rows` steps (`mlflow_stream`);
+    a run that cannot be is read whole."""
     db = path if path.is_file() else _db_in(path)
-    if db is not None:
-        tables = _sqlite_tables(db)
-        if not {"metrics", "runs"} <= tables:
-            if not tables:
-                raise SourceError(f"{db}: cannot read this SQLite database (damaged, cut short or locked)")
-            raise SourceError(
-                f"{db}: a SQLite database without MLflow's runs and metrics tables, not an MLflow tracking store"
-            )
-        con = _connect(db)
-        try:
-            info, notes = _choose(_db_runs(con), str(path), select)
-            series, params = _read_db_run(con, info)
-        except __import__("sqlite3").Error as e:
-            raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
-        finally:
-            con.close()
-        what = Msg("source.mlflow_db_run", db=db.name, id=str(info["id"]))
-        if path.is_dir() and _run_dirs(path):
-            notes.append(Msg("source.mlflow_also_file_store", db=db.name))
-    else:
-        runs = [_file_run_info(d) for d in _run_dirs(path)]
-        info, notes = _choose(runs, str(path), select)
-        series, params = _read_file_run(info, notes)
-        what = Msg("source.mlflow_run", id=str(info["id"]))
-    _number_unstepped(series, notes)
+    info, notes, params, what, got = (
+        _read_db(db, path, select, rules) if db is not None else _read_files(path, select, rules)
+    )
     meta = {
         "framework": "mlflow",
         **params_meta(params),
         "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")},
     }
-    run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta, logged_names=info["metrics"])
+    if isinstance(got, dict):
+        _number_unstepped(got, notes)
+        run = series_run(got, what=what, notes=notes + _status_note(info), meta=meta, logged_names=info["metrics"])
+    else:
+        run = store_run(got, what=what, notes=notes + _status_note(info), meta=meta)
     if meta.get("framework") == "transformers":
         restore_filtered_nan(run)
     return [run]
