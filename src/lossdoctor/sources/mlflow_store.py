@@ -149,6 +149,9 @@ _JSONISH = re.compile(
 #: a metric file is read in blocks of about this many bytes, each cut after a line: what a read
 #: holds is the parsed arrays and one block's text, not the whole file's text and its split
 _BLOCK = 4 << 20
+#: the block of a metric file merged with the others' (`metric_file_chunks`): each metric being
+#: merged holds one, and parsing one takes ~15x its size for a moment
+STREAM_BLOCK = 1 << 20
 
 
 def read_metric_file(path: Path, name: str, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -181,7 +184,7 @@ def metric_file_chunks(path: Path) -> Iterator[Chunk]:
     (`read_metric_file`) says where the damage is."""
     with open_regular(path) as f:
         open_line = False
-        for block in line_chunks(f, _BLOCK, _BLOCK):
+        for block in line_chunks(f, STREAM_BLOCK, STREAM_BLOCK):
             parsed = None if open_line else _block(block)
             if parsed is None:
                 raise NotStreamable
