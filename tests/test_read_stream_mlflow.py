@@ -17,13 +17,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from lossdoctor.detectors.engine import diagnose_runs
 from lossdoctor.records import StepColumns, Thinning
 from lossdoctor.sources import load_path, mlflow_store, mlflow_stream
 from msgs import has
 from test_read_stream import same_run
-from test_sources_mlflow import empty_db, tracking  # noqa: F401  (fixtures)
+from test_sources_mlflow import _ODD_TOKENS, _PLAIN_TOKENS, empty_db, tracking  # noqa: F401  (fixtures)
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -101,6 +103,34 @@ def test_a_short_run_streamed_in_small_chunks_is_the_whole_read(tmp_path, tracki
     }
     assert np.isinf(streamed.cols["grad_norm"][200]) and np.isnan(streamed.cols["loss"][350])
     assert streamed.logged("eval_loss").sum() == 16 and streamed.logged("lr").sum() == 134
+
+
+@pytest.mark.parametrize("store", ["file", "sqlite"])
+def test_damage_and_unstepped_notes_are_the_whole_reads(tmp_path, tracking, monkeypatch, store):  # noqa: F811
+    """The whole read read every metric and said so of each: a torn last line of a merged metric
+    (read up to it, in its last block), a damaged line of a metric not merged, one logged without a
+    step. The streamed read says the same, and reads the torn metric without a whole read."""
+    pts = _log(400, nan_at=400)
+    pts += [("train_loss", 2.0 - 0.1 * i, 1_700_000_000_000 + i, 0) for i in range(5)]  # no step=: all at 0
+    pts += [("train_lr", 1e-3, 1_700_000_000_000 + i, i) for i in range(6)]
+    path = _write(tmp_path, tracking, store, pts)
+    if store == "file":
+        metrics = next(path.glob("*/*/metrics"))
+        with open(metrics / "train/grad_norm", "a") as f:
+            f.write("1700000099999 0.5")  # torn mid-write
+        text = (metrics / "train_lr").read_text().splitlines(keepends=True)
+        (metrics / "train_lr").write_text("".join(text[:3]) + "garbage\n" + "".join(text[3:]))
+    monkeypatch.setattr(mlflow_store, "STREAM_BLOCK", 300)
+    whole = _whole(monkeypatch, path)
+    with monkeypatch.context() as m:
+        _streamed_only(m)
+        streamed = load_path(path)[0]
+    same_run(streamed, whole)
+    assert streamed.meta["columns"]["loss"] == "train/loss"
+    assert has(streamed.notes, "source.mlflow_unstepped", name="'train_loss'", step=0)
+    if store == "file":
+        assert has(streamed.notes, "source.mlflow_stopped", name="'train/grad_norm'", line=401, n=400)
+        assert has(streamed.notes, "source.mlflow_stopped", name="'train_lr'", line=4, n=3)
 
 
 def test_a_step_logged_twice_is_read_whole(tmp_path, tracking, monkeypatch):  # noqa: F811
@@ -182,3 +212,43 @@ def test_a_long_metric_is_thinned_in_bounded_memory(tmp_path, tracking, monkeypa
     assert thin.logged("lr")[thin.steps == nan_at][0]  # every column at the kept steps
     first_thin, first_whole = diagnose_runs([thin]).findings[0], diagnose_runs([whole]).findings[0]
     assert (first_thin.cause, first_thin.step) == (first_whole.cause, first_whole.step)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.one_of(
+            st.lists(st.sampled_from(_PLAIN_TOKENS), min_size=3, max_size=3),
+            st.lists(st.sampled_from(_PLAIN_TOKENS + _ODD_TOKENS), min_size=2, max_size=4),
+        ).map(" ".join),
+        max_size=40,
+    ),
+    st.booleans(),
+    st.integers(8, 300),
+)
+@example(["1 2.5 0", "2 2.0 1", "3 1.5 2", "4 1.5"], False, 16)  # torn last line in a later block
+@example(["1 2.5 0", "2 2.0 1.0", "3 1.5 2", "4 1.5"], False, 16)  # a step `int` does not read, then damage
+def test_a_metric_file_streamed_by_blocks_is_read_as_whole(tmp_path, lines, newline_at_end, block):
+    """A metric file's chunks (`metric_file_chunks`, damage in a later block read line by line) are,
+    put together, what the whole file's parse gives: the same steps, values (NaN, the sign of a
+    zero), notes; where they cannot be (`NotStreamable`), the file is read whole."""
+    path = tmp_path / "loss"
+    data = "\n".join(lines).encode() + (b"\n" if newline_at_end and lines else b"")
+    path.write_bytes(data)
+    whole_notes: list[str] = []
+    want = mlflow_store.parse_metric_file(data, "loss", whole_notes)
+    saved = mlflow_store.STREAM_BLOCK
+    mlflow_store.STREAM_BLOCK = block
+    try:
+        notes: list[str] = []
+        parts = list(mlflow_store.metric_file_chunks(path, "loss", notes))
+    except mlflow_stream.NotStreamable:
+        return
+    finally:
+        mlflow_store.STREAM_BLOCK = saved
+    got = [np.concatenate([p[i] for p in parts] or [np.zeros(0)]) for i in (0, 1)]
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)
+    assert np.array_equal(np.signbit(got[1]), np.signbit(want[1]))
+    assert list(map(repr, notes)) == list(map(repr, whole_notes))
+    if lines[:3] == ["1 2.5 0", "2 2.0 1", "3 1.5 2"] and lines[3:] == ["4 1.5"]:
+        assert len(parts) > 1 and notes  # the torn line read in its block, not the file whole

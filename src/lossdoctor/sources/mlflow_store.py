@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,18 +178,45 @@ def read_metric_file(path: Path, name: str, notes: list[str]) -> tuple[np.ndarra
     return parse_metric_file(read_bytes(path), name, notes)
 
 
-def metric_file_chunks(path: Path) -> Iterator[Chunk]:
-    """A metric file's (steps, values), block by block (`_block`), whatever the file's size; a block
-    of another shape (a damaged line, a line longer than a block) is `NotStreamable`: the whole read
-    (`read_metric_file`) says where the damage is."""
+def metric_file_chunks(path: Path, name: str, notes: list[str]) -> Iterator[Chunk]:
+    """A metric file's (steps, values), block by block (`_block`), whatever the file's size. A later
+    block with a damaged line (a run killed mid-write) is read up to it by the whole read's line by
+    line parse, with its note, where every line before is spelled as that parse reads it
+    (`_int_spelled`); any other block of another shape (the first, a line longer than a block) is
+    `NotStreamable`: the whole read reads the file."""
     with open_regular(path) as f:
+        lines = points = offset = 0
         open_line = False
         for block in line_chunks(f, STREAM_BLOCK, STREAM_BLOCK):
             parsed = None if open_line else _block(block)
             if parsed is None:
-                raise NotStreamable
+                if open_line or not lines or not _int_spelled(path, offset):
+                    raise NotStreamable
+                yield _parse_lines(block.decode("utf-8", "replace"), name, notes, width=3, line0=lines, n0=points)
+                return
+            lines += block.count(b"\n")
+            points += parsed[0].size
+            offset += len(block)
             open_line = not block.endswith(b"\n")  # only the last block may end inside a line
             yield parsed
+
+
+#: lines whose timestamp and step are whole numbers spelled as `int` reads them
+_INT_LINES = re.compile(rb"(?:[-+]?[0-9]+ [^ \n]+ [-+]?[0-9]+\n)*")
+
+
+def _int_spelled(path: Path, size: int) -> bool:
+    """Whether the first `size` bytes of a metric file (whole lines) are lines the whole read's line
+    by line parse reads as `_block` read them (it reads a timestamp or a step such as `5.0` as
+    damage), read again block by block."""
+    with open_regular(path) as f:
+        for block in line_chunks(f, STREAM_BLOCK, STREAM_BLOCK):
+            if size <= 0:
+                break
+            if not _INT_LINES.fullmatch(block[:size]):
+                return False
+            size -= len(block)
+    return True
 
 
 def _block(block: bytes) -> tuple[np.ndarray, np.ndarray] | None:
@@ -239,10 +266,18 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
     common = _common(text)  # the common case, vectorised
     if common is not None:
         return common
+    return _parse_lines(text, name, notes)
+
+
+def _parse_lines(
+    text: str, name: str, notes: list[str], *, width: int = 0, line0: int = 0, n0: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """`parse_metric_file`'s line by line read, of a whole file or (`metric_file_chunks`) of a block
+    after `line0` lines and `n0` points of one with `width` fields a line."""
     steps: list[int] = []
     values: list[float] = []
-    width = 0  # fields per line, fixed by the first line: 3, or 2 in MLflow 0.x files (no step)
-    for i, line in enumerate(text.splitlines(), 1):
+    # fields per line, fixed by the first line: 3, or 2 in MLflow 0.x files (no step)
+    for i, line in enumerate(text.splitlines(), line0 + 1):
         parts = line.split()
         if not parts:
             continue
@@ -257,7 +292,9 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
                     continue
         except ValueError:
             pass
-        notes.append(Msg("source.mlflow_stopped", name=repr(name), line=i, text=repr(line.strip()[:60]), n=len(values)))
+        notes.append(
+            Msg("source.mlflow_stopped", name=repr(name), line=i, text=repr(line.strip()[:60]), n=n0 + len(values))
+        )
         break
     s = np.asarray(steps, dtype=np.int64)
     if width == 2 and s.size:
@@ -313,18 +350,44 @@ def _read_file_series(info: dict[str, Any], notes: list[str]) -> dict[str, tuple
     return {name: read_metric_file(root / name, name, notes) for name in _wanted(info["metrics"])}
 
 
-def _file_sources(info: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    """(metric name -> a function giving its chunks, the names whose file holds something)."""
+def _stream_files(info: dict[str, Any], notes: list[str], rules: Thinning) -> Streamed | None:
+    """`_streamed` of a file store's run: each metric file read by blocks."""
     root = info["dir"] / "metrics"
-    sources, filled = {}, set()
-    for name in _wanted(info["metrics"]):
-        sources[name] = lambda p=root / name: metric_file_chunks(p)
+    names = _wanted(info["metrics"])
+    filled = set()
+    for name in names:
         try:
             if (root / name).stat().st_size:
                 filled.add(name)
         except OSError:
             pass
-    return sources, filled
+
+    def others(name: str, mine: list[str]) -> list[str]:
+        return _scan_metric_file(root / name, name, mine)
+
+    return _streamed(
+        names, filled, lambda name, mine: metric_file_chunks(root / name, name, mine), others, notes, rules
+    )
+
+
+def _scan_metric_file(path: Path, name: str, notes: list[str]) -> list[str]:
+    """A metric not merged read through for what the whole read said of it (it read every metric):
+    its damage notes into `notes`, and returned, its note that it was logged without a step."""
+    mine: list[str] = []
+    first, same, n = None, True, 0
+    try:
+        for s, _ in metric_file_chunks(path, name, mine):
+            if s.size:
+                first = int(s[0]) if first is None else first
+                same = same and bool((s == first).all())
+                n += s.size
+    except NotStreamable:  # the whole read of this one metric (a damaged first line...)
+        mine = []
+        s, _ = read_metric_file(path, name, mine)
+        first, n = (int(s[0]) if s.size else None), s.size
+        same = bool((s == first).all()) if s.size else True
+    notes.extend(mine)
+    return [Msg("source.mlflow_unstepped", name=repr(name), step=first)] if n > 1 and same else []
 
 
 # --- the SQLite store -----------------------------------------------------------------------
@@ -457,11 +520,24 @@ def _read_db_series(con, info: dict[str, Any]) -> dict[str, tuple[np.ndarray, np
     return series
 
 
-def _db_sources(con, info: dict[str, Any]) -> tuple[dict[str, Any], set[str]]:
-    """(metric name -> a function giving its chunks, the names with rows: every key listed has)."""
+def _stream_db(con, info: dict[str, Any], notes: list[str], rules: Thinning) -> Streamed | None:
+    """`_streamed` of a SQLite store's run: each metric's rows fetched a chunk at a time."""
     query = _db_query(con)
+    step = "step" if "step" in _columns(con, "metrics") else "-1"
+
+    def chunks(name: str, mine: list[str]) -> Iterator[Chunk]:
+        return db_chunks(con, query, (info["id"], name), _db_rows)
+
+    def others(name: str, mine: list[str]) -> list[str]:
+        n, lo, hi = con.execute(
+            f"SELECT COUNT(*), MIN({step}), MAX({step}) FROM metrics WHERE run_uuid = ? AND key = ?", (info["id"], name)
+        ).fetchone()
+        if n > 1 and lo == hi and hi >= 0:  # all negative: numbered in order by the whole read
+            return [Msg("source.mlflow_unstepped", name=repr(name), step=int(lo))]
+        return []
+
     names = _wanted(info["metrics"])
-    return {n: lambda n=n: db_chunks(con, query, (info["id"], n), _db_rows) for n in names}, set(names)
+    return _streamed(names, set(names), chunks, others, notes, rules)
 
 
 def _db_params(con, info: dict[str, Any]) -> dict[str, str]:
@@ -667,19 +743,33 @@ def _columns_run(
 Streamed = tuple[StepColumns, dict[str, str]]
 
 
-def _streamed(sources: tuple[dict[str, Any], set[str]], rules: Thinning) -> Streamed | None:
-    """The chosen metrics merged as they are read (`mlflow_stream.merge`), or None where the run
-    must be read whole (`NotStreamable`; no training metric, an empty one: the whole read's error)."""
-    chunks_of, filled = sources
-    best = _best({name: int(name in filled) for name in chunks_of})
+def _streamed(
+    names: list[str],
+    filled: set[str],
+    chunks: Callable[[str, list[str]], Iterator[Chunk]],
+    others: Callable[[str, list[str]], list[str]],
+    notes: list[str],
+    rules: Thinning,
+) -> Streamed | None:
+    """The chosen metrics (of `names`, those in `filled` hold points) merged as they are read
+    (`chunks(name, its notes)`, `mlflow_stream.merge`), or None where the run must be read whole
+    (`NotStreamable`; no training metric, an empty one: the whole read's error). The notes are the
+    whole read's: of every metric in name order (`others`: those of a metric not merged, its damage
+    into the list given, its unstepped note returned), then the unstepped ones."""
+    best = _best({name: int(name in filled) for name in names})
     if not trains(best):
         return None
+    mine: dict[str, list[str]] = {name: [] for name in names}
     try:
-        store, counts = merge({col: chunks_of[name]() for col, name in best.items()}, rules)
+        store, counts = merge({col: chunks(name, mine[name]) for col, name in best.items()}, rules)
     except NotStreamable:
         return None
     if not all(counts.values()):
         return None
+    merged = set(best.values())
+    unstepped = [m for name in names if name not in merged for m in others(name, mine[name])]
+    notes.extend(m for name in names for m in mine[name])
+    notes.extend(unstepped)
     return store, best
 
 
@@ -734,7 +824,7 @@ def _read_db(db: Path, path: Path, select: str | None, rules: Thinning) -> Read:
     try:
         info, notes = _choose(_db_runs(con), str(path), select)
         params = _db_params(con, info)
-        got: Metrics | None = _streamed(_db_sources(con, info), rules)
+        got: Metrics | None = _stream_db(con, info, notes, rules)
         if got is None:
             got = _read_db_series(con, info)
     except sqlite3.Error as e:
@@ -751,7 +841,7 @@ def _read_files(path: Path, select: str | None, rules: Thinning) -> Read:
     """`Read` of the chosen run of a file store."""
     info, notes = _choose([_file_run_info(d) for d in _run_dirs(path)], str(path), select)
     params = _read_text_dir(info["dir"] / "params")
-    got: Metrics | None = _streamed(_file_sources(info), rules)
+    got: Metrics | None = _stream_files(info, notes, rules)
     if got is None:
         got = _read_file_series(info, notes)
     return info, notes, params, Msg("source.mlflow_run", id=str(info["id"])), got
