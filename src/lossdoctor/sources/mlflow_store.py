@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +34,14 @@ import numpy as np
 import orjson
 
 from ..messages import Msg
-from ..records import Run, from_columns
+from ..records import THINNING, Run, StepColumns, Thinning, from_columns
 from .columns import SIGNAL_NAMES, aligned, column_for, trains
 from .files import MAX_WHOLE_READ, head, line_chunks, open_regular, read_bytes, walk
 from .hf_trainer import restore_filtered_nan
+from .mlflow_stream import Chunk, NotStreamable, db_chunks, merge
 from .registry import SourceError, reader
+from .stdout import _interval_before_thinning
+from .tabular import thinned_note
 
 #: the most read of a file store's small files (meta.yaml, a param or a tag: MLflow caps a param's
 #: value at 6,000 characters)
@@ -145,6 +149,9 @@ _JSONISH = re.compile(
 #: a metric file is read in blocks of about this many bytes, each cut after a line: what a read
 #: holds is the parsed arrays and one block's text, not the whole file's text and its split
 _BLOCK = 4 << 20
+#: the block of a metric file merged with the others' (`metric_file_chunks`): each metric being
+#: merged holds one, and parsing one takes ~15x its size for a moment
+STREAM_BLOCK = 1 << 20
 
 
 def read_metric_file(path: Path, name: str, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -169,6 +176,47 @@ def read_metric_file(path: Path, name: str, notes: list[str]) -> tuple[np.ndarra
                 if steps:
                     return np.concatenate(steps), np.concatenate(values)
     return parse_metric_file(read_bytes(path), name, notes)
+
+
+def metric_file_chunks(path: Path, name: str, notes: list[str]) -> Iterator[Chunk]:
+    """A metric file's (steps, values), block by block (`_block`), whatever the file's size. A later
+    block with a damaged line (a run killed mid-write) is read up to it by the whole read's line by
+    line parse, with its note, where every line before is spelled as that parse reads it
+    (`_int_spelled`); any other block of another shape (the first, a line longer than a block) is
+    `NotStreamable`: the whole read reads the file."""
+    with open_regular(path) as f:
+        lines = points = offset = 0
+        open_line = False
+        for block in line_chunks(f, STREAM_BLOCK, STREAM_BLOCK):
+            parsed = None if open_line else _block(block)
+            if parsed is None:
+                if open_line or not lines or not _int_spelled(path, offset):
+                    raise NotStreamable
+                yield _parse_lines(block.decode("utf-8", "replace"), name, notes, width=3, line0=lines, n0=points)
+                return
+            lines += block.count(b"\n")
+            points += parsed[0].size
+            offset += len(block)
+            open_line = not block.endswith(b"\n")  # only the last block may end inside a line
+            yield parsed
+
+
+#: lines whose timestamp and step are whole numbers spelled as `int` reads them
+_INT_LINES = re.compile(rb"(?:[-+]?[0-9]+ [^ \n]+ [-+]?[0-9]+\n)*")
+
+
+def _int_spelled(path: Path, size: int) -> bool:
+    """Whether the first `size` bytes of a metric file (whole lines) are lines the whole read's line
+    by line parse reads as `_block` read them (it reads a timestamp or a step such as `5.0` as
+    damage), read again block by block."""
+    with open_regular(path) as f:
+        for block in line_chunks(f, STREAM_BLOCK, STREAM_BLOCK):
+            if size <= 0:
+                break
+            if not _INT_LINES.fullmatch(block[:size]):
+                return False
+            size -= len(block)
+    return True
 
 
 def _block(block: bytes) -> tuple[np.ndarray, np.ndarray] | None:
@@ -218,10 +266,18 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
     common = _common(text)  # the common case, vectorised
     if common is not None:
         return common
+    return _parse_lines(text, name, notes)
+
+
+def _parse_lines(
+    text: str, name: str, notes: list[str], *, width: int = 0, line0: int = 0, n0: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """`parse_metric_file`'s line by line read, of a whole file or (`metric_file_chunks`) of a block
+    after `line0` lines and `n0` points of one with `width` fields a line."""
     steps: list[int] = []
     values: list[float] = []
-    width = 0  # fields per line, fixed by the first line: 3, or 2 in MLflow 0.x files (no step)
-    for i, line in enumerate(text.splitlines(), 1):
+    # fields per line, fixed by the first line: 3, or 2 in MLflow 0.x files (no step)
+    for i, line in enumerate(text.splitlines(), line0 + 1):
         parts = line.split()
         if not parts:
             continue
@@ -236,7 +292,9 @@ def parse_metric_file(data: bytes, name: str, notes: list[str]) -> tuple[np.ndar
                     continue
         except ValueError:
             pass
-        notes.append(Msg("source.mlflow_stopped", name=repr(name), line=i, text=repr(line.strip()[:60]), n=len(values)))
+        notes.append(
+            Msg("source.mlflow_stopped", name=repr(name), line=i, text=repr(line.strip()[:60]), n=n0 + len(values))
+        )
         break
     s = np.asarray(steps, dtype=np.int64)
     if width == 2 and s.size:
@@ -287,12 +345,49 @@ def _int(s: Any) -> int | None:
         return None
 
 
-def _read_file_run(info: dict[str, Any], notes: list[str]) -> tuple[dict[str, tuple], dict[str, str]]:
+def _read_file_series(info: dict[str, Any], notes: list[str]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     root = info["dir"] / "metrics"
-    series = {}
-    for name in _wanted(info["metrics"]):
-        series[name] = read_metric_file(root / name, name, notes)
-    return series, _read_text_dir(info["dir"] / "params")
+    return {name: read_metric_file(root / name, name, notes) for name in _wanted(info["metrics"])}
+
+
+def _stream_files(info: dict[str, Any], notes: list[str], rules: Thinning) -> Streamed | None:
+    """`_streamed` of a file store's run: each metric file read by blocks."""
+    root = info["dir"] / "metrics"
+    names = _wanted(info["metrics"])
+    filled = set()
+    for name in names:
+        try:
+            if (root / name).stat().st_size:
+                filled.add(name)
+        except OSError:
+            pass
+
+    def others(name: str, mine: list[str]) -> list[str]:
+        return _scan_metric_file(root / name, name, mine)
+
+    return _streamed(
+        names, filled, lambda name, mine: metric_file_chunks(root / name, name, mine), others, notes, rules
+    )
+
+
+def _scan_metric_file(path: Path, name: str, notes: list[str]) -> list[str]:
+    """A metric not merged read through for what the whole read said of it (it read every metric):
+    its damage notes into `notes`, and returned, its note that it was logged without a step."""
+    mine: list[str] = []
+    first, same, n = None, True, 0
+    try:
+        for s, _ in metric_file_chunks(path, name, mine):
+            if s.size:
+                first = int(s[0]) if first is None else first
+                same = same and bool((s == first).all())
+                n += s.size
+    except NotStreamable:  # the whole read of this one metric (a damaged first line...)
+        mine = []
+        s, _ = read_metric_file(path, name, mine)
+        first, n = (int(s[0]) if s.size else None), s.size
+        same = bool((s == first).all()) if s.size else True
+    notes.extend(mine)
+    return [Msg("source.mlflow_unstepped", name=repr(name), step=first)] if n > 1 and same else []
 
 
 # --- the SQLite store -----------------------------------------------------------------------
@@ -396,28 +491,59 @@ def _db_runs(con) -> list[dict[str, Any]]:
     ]
 
 
-def _read_db_run(con, info: dict[str, Any]) -> tuple[dict[str, tuple], dict[str, str]]:
-    names = _wanted(info["metrics"])
-    nan_col = "is_nan" if "is_nan" in _columns(con, "metrics") else "0"
-    step_col = "step" if "step" in _columns(con, "metrics") else "-1"
+#: a metric's rows in the order MLflow logged them (`{step}`, `{nan}`: the columns, or constants
+#: for an older schema without them)
+_DB_QUERY = "SELECT {step}, value, {nan} FROM metrics WHERE run_uuid = ? AND key = ? ORDER BY timestamp, rowid"
+
+
+def _db_query(con) -> str:
+    have = _columns(con, "metrics")
+    return _DB_QUERY.format(step="step" if "step" in have else "-1", nan="is_nan" if "is_nan" in have else "0")
+
+
+def _db_rows(rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    """(steps, values) of (step, value, is_nan) rows: a NaN and +/-Inf turned back (module docstring)."""
+    a = np.array(rows, dtype=np.float64).reshape(-1, 3)
+    vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
+    vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
+    return a[:, 0].astype(np.int64), vals
+
+
+def _read_db_series(con, info: dict[str, Any]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    query = _db_query(con)
     series = {}
-    for name in names:
-        rows = con.execute(
-            f"SELECT {step_col}, value, {nan_col} FROM metrics WHERE run_uuid = ? AND key = ? "
-            "ORDER BY timestamp, rowid",
-            (info["id"], name),
-        ).fetchall()
-        a = np.array(rows, dtype=np.float64).reshape(-1, 3)
-        vals = np.where(a[:, 2] > 0, np.nan, a[:, 1])
-        vals = np.where(np.abs(vals) >= _DBL_MAX, np.copysign(np.inf, vals), vals)
-        steps = a[:, 0].astype(np.int64)
+    for name in _wanted(info["metrics"]):
+        steps, vals = _db_rows(con.execute(query, (info["id"], name)).fetchall())
         if steps.size and (steps < 0).all():
             steps = np.arange(steps.size, dtype=np.int64)
         series[name] = (steps, vals)
-    params = {}
-    if "params" in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-        params = {k: str(v) for k, v in con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (info["id"],))}
-    return series, params
+    return series
+
+
+def _stream_db(con, info: dict[str, Any], notes: list[str], rules: Thinning) -> Streamed | None:
+    """`_streamed` of a SQLite store's run: each metric's rows fetched a chunk at a time."""
+    query = _db_query(con)
+    step = "step" if "step" in _columns(con, "metrics") else "-1"
+
+    def chunks(name: str, mine: list[str]) -> Iterator[Chunk]:
+        return db_chunks(con, query, (info["id"], name), _db_rows)
+
+    def others(name: str, mine: list[str]) -> list[str]:
+        n, lo, hi = con.execute(
+            f"SELECT COUNT(*), MIN({step}), MAX({step}) FROM metrics WHERE run_uuid = ? AND key = ?", (info["id"], name)
+        ).fetchone()
+        if n > 1 and lo == hi and hi >= 0:  # all negative: numbered in order by the whole read
+            return [Msg("source.mlflow_unstepped", name=repr(name), step=int(lo))]
+        return []
+
+    names = _wanted(info["metrics"])
+    return _streamed(names, set(names), chunks, others, notes, rules)
+
+
+def _db_params(con, info: dict[str, Any]) -> dict[str, str]:
+    if "params" not in {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+        return {}
+    return {k: str(v) for k, v in con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (info["id"],))}
 
 
 # --- shared: choosing a run, params, building the Run ---------------------------------------
@@ -540,6 +666,19 @@ def params_meta(raw: dict[str, str]) -> dict[str, Any]:
 _METRIC_NOTES = ("source.mlflow_stopped", "source.mlflow_no_steps", "source.mlflow_unstepped")
 
 
+def _best(counts: dict[str, int]) -> dict[str, str]:
+    """records column -> the best-ranked metric name with points for it (as TensorBoard tags)."""
+    best: dict[str, tuple[int, str]] = {}
+    for name, n in counts.items():
+        hit = column_for(name)
+        if hit is None or not n:
+            continue
+        col, rank = hit
+        if col not in best or (rank, name) < best[col]:
+            best[col] = (rank, name)
+    return {col: name for col, (_, name) in best.items()}
+
+
 def series_run(
     series: dict[str, tuple[np.ndarray, np.ndarray]],
     *,
@@ -548,44 +687,101 @@ def series_run(
     meta: dict[str, Any],
     logged_names: list[str],
 ) -> Run:
-    """metric name -> (steps, values) -> a Run, the best-ranked name per column (as TensorBoard tags)."""
-    best: dict[str, tuple[int, str]] = {}
-    for name, (s, _) in series.items():
-        hit = column_for(name)
-        if hit is None or s.size == 0:
-            continue
-        col, rank = hit
-        if col not in best or (rank, name) < best[col]:
-            best[col] = (rank, name)
+    """metric name -> (steps, values) -> a Run, the best-ranked name per column."""
+    best = _best({name: s.size for name, (s, _) in series.items()})
     if not trains(best):
-        empty = [n for n, (st, _) in series.items() if st.size == 0]
-        if empty:
-            why = next(
-                (
-                    n
-                    for n in notes
-                    if isinstance(n, Msg) and n.key in _METRIC_NOTES and n.values.get("name") == repr(empty[0])
-                ),
-                "",
-            )
-            raise SourceError(
-                f"{what}: the MLflow metric {empty[0]!r} holds no readable value" + (f" ({why})" if why else "")
-            )
-        raise SourceError(
-            f"{what}: no training metric among the MLflow metrics "
-            f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
-            f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
-            "train_loss, grad_norm, learning_rate or loss_scale"
+        _no_training_metric(series, what, notes, logged_names)
+    all_steps, cols, logged = aligned({col: series[name] for col, name in best.items()})
+    return _columns_run(all_steps, cols, logged, best, what=what, notes=notes, meta=meta)
+
+
+def _no_training_metric(series: dict[str, tuple], what: str, notes: list[str], logged_names: list[str]) -> None:
+    """Raise the error that says why no training metric was read: an empty one, or none by name."""
+    empty = [n for n, (st, _) in series.items() if st.size == 0]
+    if empty:
+        why = next(
+            (
+                n
+                for n in notes
+                if isinstance(n, Msg) and n.key in _METRIC_NOTES and n.values.get("name") == repr(empty[0])
+            ),
+            "",
         )
-    all_steps, cols, logged = aligned({col: series[name] for col, (_, name) in best.items()})
-    used = ", ".join(f"{col} <- {name!r}" for col, (_, name) in sorted(best.items()))
+        raise SourceError(
+            f"{what}: the MLflow metric {empty[0]!r} holds no readable value" + (f" ({why})" if why else "")
+        )
+    raise SourceError(
+        f"{what}: no training metric among the MLflow metrics "
+        f"({', '.join(repr(n) for n in logged_names[:12]) or 'none'}"
+        f"{' ...' if len(logged_names) > 12 else ''}); expected names like loss, "
+        "train_loss, grad_norm, learning_rate or loss_scale"
+    )
+
+
+def _columns_run(
+    steps: np.ndarray,
+    cols: dict[str, np.ndarray],
+    logged: dict[str, np.ndarray],
+    best: dict[str, str],
+    *,
+    what: str,
+    notes: list[str],
+    meta: dict[str, Any],
+) -> Run:
+    used = ", ".join(f"{col} <- {name!r}" for col, name in sorted(best.items()))
     notes.insert(0, Msg("source.mlflow_read", what=what, used=used))
     absent = [SIGNAL_NAMES[c] for c in ("loss", "grad_norm", "lr", "scale") if c not in best]
     if absent:
         notes.insert(1, Msg("source.not_in_log", signals=absent))
-    meta = {**meta, "columns": {col: name for col, (_, name) in best.items()}}
-    run = from_columns(all_steps, cols, meta=meta, source="mlflow", logged=logged)
+    meta = {**meta, "columns": dict(best)}
+    run = from_columns(steps, cols, meta=meta, source="mlflow", logged=logged)
     run.notes.extend(notes)
+    return run
+
+
+#: what a streamed read gives: the store of the chosen columns and column -> metric name
+Streamed = tuple[StepColumns, dict[str, str]]
+
+
+def _streamed(
+    names: list[str],
+    filled: set[str],
+    chunks: Callable[[str, list[str]], Iterator[Chunk]],
+    others: Callable[[str, list[str]], list[str]],
+    notes: list[str],
+    rules: Thinning,
+) -> Streamed | None:
+    """The chosen metrics (of `names`, those in `filled` hold points) merged as they are read
+    (`chunks(name, its notes)`, `mlflow_stream.merge`), or None where the run must be read whole
+    (`NotStreamable`; no training metric, an empty one: the whole read's error). The notes are the
+    whole read's: of every metric in name order (`others`: those of a metric not merged, its damage
+    into the list given, its unstepped note returned), then the unstepped ones."""
+    best = _best({name: int(name in filled) for name in names})
+    if not trains(best):
+        return None
+    mine: dict[str, list[str]] = {name: [] for name in names}
+    try:
+        store, counts = merge({col: chunks(name, mine[name]) for col, name in best.items()}, rules)
+    except NotStreamable:
+        return None
+    if not all(counts.values()):
+        return None
+    merged = set(best.values())
+    unstepped = [m for name in names if name not in merged for m in others(name, mine[name])]
+    notes.extend(m for name in names for m in mine[name])
+    notes.extend(unstepped)
+    return store, best
+
+
+def store_run(got: Streamed, *, what: str, notes: list[str], meta: dict[str, Any]) -> Run:
+    """The Run of a streamed read, with the note that it was thinned (as the tables say it)."""
+    st, best = got
+    cols = {col: st.view(col).copy() for col in best}
+    logged = {col: st.logged(col).copy() for col in best}
+    run = _columns_run(st.step[: st.n].copy(), cols, logged, best, what=what, notes=notes, meta=meta)
+    if st.thinned:
+        run.meta.setdefault("log_interval", _interval_before_thinning(st))  # not the thinned gaps
+        thinned_note(run, {"rows": st.total, "kept": st.n, "stride": st.stride})
     return run
 
 
@@ -607,41 +803,69 @@ def _status_note(info: dict[str, Any]) -> list[str]:
     return []
 
 
+#: a run's metrics as read: merged into a store (`Streamed`), or metric name -> (steps, values)
+Metrics = Streamed | dict[str, tuple[np.ndarray, np.ndarray]]
+#: (run info, notes, params, what, its metrics) of the run chosen in a store
+Read = tuple[dict[str, Any], list[str], dict[str, str], Any, Metrics]
+
+
+def _read_db(db: Path, path: Path, select: str | None, rules: Thinning) -> Read:
+    """`Read` of the chosen run of a SQLite store."""
+    import sqlite3
+
+    tables = _sqlite_tables(db)
+    if not {"metrics", "runs"} <= tables:
+        if not tables:
+            raise SourceError(f"{db}: cannot read this SQLite database (damaged, cut short or locked)")
+        raise SourceError(
+            f"{db}: a SQLite database without MLflow's runs and metrics tables, not an MLflow tracking store"
+        )
+    con = _connect(db)
+    try:
+        info, notes = _choose(_db_runs(con), str(path), select)
+        params = _db_params(con, info)
+        got: Metrics | None = _stream_db(con, info, notes, rules)
+        if got is None:
+            got = _read_db_series(con, info)
+    except sqlite3.Error as e:
+        raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
+    finally:
+        con.close()
+    what = Msg("source.mlflow_db_run", db=db.name, id=str(info["id"]))
+    if path.is_dir() and _run_dirs(path):
+        notes.append(Msg("source.mlflow_also_file_store", db=db.name))
+    return info, notes, params, what, got
+
+
+def _read_files(path: Path, select: str | None, rules: Thinning) -> Read:
+    """`Read` of the chosen run of a file store."""
+    info, notes = _choose([_file_run_info(d) for d in _run_dirs(path)], str(path), select)
+    params = _read_text_dir(info["dir"] / "params")
+    got: Metrics | None = _stream_files(info, notes, rules)
+    if got is None:
+        got = _read_file_series(info, notes)
+    return info, notes, params, Msg("source.mlflow_run", id=str(info["id"])), got
+
+
 @reader("MLflow tracking store", _sniff, priority=35)
-def read(path: Path, select: str | None = None) -> list[Run]:
-    """`select`: the id (or a prefix of it) or the name of the run to read, else the newest."""
+def read(path: Path, select: str | None = None, rules: Thinning = THINNING) -> list[Run]:
+    """`select`: the id (or a prefix of it) or the name of the run to read, else the newest. The
+    metrics are merged as they are read and thinned past `rules.max_rows` steps (`mlflow_stream`);
+    a run that cannot be is read whole."""
     db = path if path.is_file() else _db_in(path)
-    if db is not None:
-        tables = _sqlite_tables(db)
-        if not {"metrics", "runs"} <= tables:
-            if not tables:
-                raise SourceError(f"{db}: cannot read this SQLite database (damaged, cut short or locked)")
-            raise SourceError(
-                f"{db}: a SQLite database without MLflow's runs and metrics tables, not an MLflow tracking store"
-            )
-        con = _connect(db)
-        try:
-            info, notes = _choose(_db_runs(con), str(path), select)
-            series, params = _read_db_run(con, info)
-        except __import__("sqlite3").Error as e:
-            raise SourceError(f"{db}: not a readable MLflow database ({e})".splitlines()[0]) from e
-        finally:
-            con.close()
-        what = Msg("source.mlflow_db_run", db=db.name, id=str(info["id"]))
-        if path.is_dir() and _run_dirs(path):
-            notes.append(Msg("source.mlflow_also_file_store", db=db.name))
-    else:
-        runs = [_file_run_info(d) for d in _run_dirs(path)]
-        info, notes = _choose(runs, str(path), select)
-        series, params = _read_file_run(info, notes)
-        what = Msg("source.mlflow_run", id=str(info["id"]))
-    _number_unstepped(series, notes)
+    info, notes, params, what, got = (
+        _read_db(db, path, select, rules) if db is not None else _read_files(path, select, rules)
+    )
     meta = {
         "framework": "mlflow",
         **params_meta(params),
         "mlflow": {k: info.get(k) for k in ("id", "name", "experiment", "status")},
     }
-    run = series_run(series, what=what, notes=notes + _status_note(info), meta=meta, logged_names=info["metrics"])
+    if isinstance(got, dict):
+        _number_unstepped(got, notes)
+        run = series_run(got, what=what, notes=notes + _status_note(info), meta=meta, logged_names=info["metrics"])
+    else:
+        run = store_run(got, what=what, notes=notes + _status_note(info), meta=meta)
     if meta.get("framework") == "transformers":
         restore_filtered_nan(run)
     return [run]
