@@ -40,7 +40,7 @@ from .files import MAX_WHOLE_READ, head, line_chunks, open_regular, read_bytes, 
 from .hf_trainer import restore_filtered_nan
 from .mlflow_stream import Chunk, NotStreamable, db_chunks, merge
 from .registry import SourceError, reader
-from .stdout import _interval_before_thinning
+from .stdout import interval_before_thinning
 from .tabular import thinned_note
 
 #: the most read of a file store's small files (meta.yaml, a param or a tag: MLflow caps a param's
@@ -780,7 +780,7 @@ def store_run(got: Streamed, *, what: str, notes: list[str], meta: dict[str, Any
     logged = {col: st.logged(col).copy() for col in best}
     run = _columns_run(st.step[: st.n].copy(), cols, logged, best, what=what, notes=notes, meta=meta)
     if st.thinned:
-        run.meta.setdefault("log_interval", _interval_before_thinning(st))  # not the thinned gaps
+        run.meta.setdefault("log_interval", interval_before_thinning(st))  # not the thinned gaps
         thinned_note(run, {"rows": st.total, "kept": st.n, "stride": st.stride})
     return run
 

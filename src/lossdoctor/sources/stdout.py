@@ -1067,7 +1067,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         meta["loss_is_interval_mean"] = True
     if st.thinned:
         meta["thinned"] = {"rows": st.total, "kept": st.n, "stride": st.stride}
-        meta.setdefault("log_interval", _interval_before_thinning(st))
+        meta.setdefault("log_interval", interval_before_thinning(st))
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:
@@ -1153,7 +1153,7 @@ def _components(p: ConsoleParser, order: np.ndarray) -> dict[int, Any]:
     return out
 
 
-def _interval_before_thinning(st: StepColumns) -> int:
+def interval_before_thinning(st: StepColumns) -> int:
     """The typical gap between logged loss points of the head of the log (kept whole): the log's own
     interval, which the thinned middle's gaps would misstate."""
     head = st.ordinal[: st.n] < st.rules.head
