@@ -203,6 +203,40 @@ def dtype_max(dtype: torch.dtype) -> float:
     return v
 
 
+class SlotPool:
+    """Preallocated 0-d views of one buffer per row (of one device and dtype), handed out one a
+    call and all free again once the packer has copied them (`release`). Why: a statistic written
+    into a view made once keeps no new tensor alive from the forward pass to the step's flush, so
+    the hooks leave nothing of their own between the activations (heap fragmentation) nor among the
+    garbage collector's young objects. When a step needs more, the pool is remade twice as large;
+    the views already handed out this step keep the old buffer alive until the flush. The last
+    column of the buffer holds zeros (`ZERO_SLOT`). The views are kept per row, not as one tuple per
+    slot: every object the pool holds is traversed by each full collection of the user's process."""
+
+    __slots__ = ("buf", "rows", "used")
+
+    def __init__(self) -> None:
+        self.buf: torch.Tensor | None = None
+        self.rows: tuple[list[torch.Tensor], ...] = ()
+        self.used = 0
+
+    def take(self, n_rows: int, dtype: torch.dtype, device: torch.device) -> int:
+        """The index of a free slot (in every row), growing the buffer when all are taken."""
+        cap = len(self.rows[0]) if self.rows else 0
+        if self.used == cap:
+            cap = 2 * cap if cap else 256
+            buf = torch.empty(n_rows, cap + 1, dtype=dtype, device=device)
+            buf[:, cap] = 0
+            self.buf = buf
+            self.rows = tuple([row[k] for k in range(cap)] for row in buf)
+        k = self.used
+        self.used += 1
+        return k
+
+    def release(self) -> None:
+        self.used = 0
+
+
 class ModuleTracer:
     """The built-in probe of module outputs and output gradients (see `signals.probe`)."""
 
@@ -240,10 +274,10 @@ class ModuleTracer:
         #: per module: ((version, data_ptr) of its weight, max |W|): once per optimizer step
         self._weight_absmax: list[tuple[tuple[int, int], float] | None] = [None] * len(self.modules)
         self._zero = torch.zeros(())  # stats of a vouched-for event: finite, not measured
-        #: (device, dtype) -> [(min, max) slot views of one buffer, slots used this step]
-        self._slots: dict[tuple[torch.device, torch.dtype], list[Any]] = {}
-        #: device -> [fp32 0-d slot views of one buffer, slots used this step]: the sampled steps' RMS
-        self._rms_slots: dict[torch.device, list[Any]] = {}
+        #: (device, dtype) -> the (min, max) slots (two rows)
+        self._slots: dict[tuple[torch.device, torch.dtype], SlotPool] = {}
+        #: device -> the fp32 slots of the sampled steps' norms (one row)
+        self._rms_slots: dict[torch.device, SlotPool] = {}
         self.reset()
         #: one gradient hook per traced module, made once: a forward call only attaches it to its output
         self._bwd_hooks: dict[int, Any] = {i: self._make_bwd(i) for i in self.traced}
@@ -254,6 +288,27 @@ class ModuleTracer:
                 self._handles.append(m.register_forward_pre_hook(self._make_pre(i)))
 
     def reset(self) -> None:
+        """Forget the step's events. The lists are made once and emptied here, not made anew every
+        step: `flush` hands their contents on as arrays, so nothing of a step's bookkeeping
+        outlives it as new container objects: every container alive across steps is traversed by each
+        full collection of the user's process."""
+        if not hasattr(self, "ev_module"):
+            self._new_lists()
+        for events in self._lists:
+            events.clear()
+        self._buf: torch.Tensor | None = None
+        self._one_buf = True
+        self._slot = NOT_POOLED  # the slot the last `_aminmax` wrote
+        self._last_out: torch.Tensor | None = None
+        self._last_out_ev = (-1, -1)  # (event index, rms index) of the last recorded output
+        #: the last scanned tensor and gradient with their slots, so that the bound and the deferred
+        #: check read a tensor another event has just scanned instead of scanning it again (the
+        #: gradient weakly: it must not outlive its use in backward)
+        self._last_rec: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+        self._last_grad: tuple[Any, torch.Tensor, torch.Tensor] | None = None
+
+    def _new_lists(self) -> None:
+        """The per-step event lists, made once (`reset` empties them)."""
         #: forward events in order: module index, kind (OUTPUT/INPUT), dtype max
         self.ev_module: list[int] = []
         self.ev_kind: list[int] = []
@@ -267,9 +322,6 @@ class ModuleTracer:
         #: reads them with one slice or gather; `_buf`: that buffer, `_one_buf`: no other was used
         self.ev_slot: list[int] = []
         self.bw_slot: list[int] = []
-        self._buf: torch.Tensor | None = None
-        self._one_buf = True
-        self._slot = NOT_POOLED  # the slot the last `_aminmax` wrote
         #: backward events in the order gradients arrived
         self.bw_module: list[int] = []
         self.bw_kind: list[int] = []
@@ -278,13 +330,22 @@ class ModuleTracer:
         #: output gradients of vouched-for linear layers awaiting their input's gradient:
         #: [gradient or None, its backward event index]
         self._deferred: list[list[Any]] = []
-        self._last_out: torch.Tensor | None = None
-        self._last_out_ev = (-1, -1)  # (event index, rms index) of the last recorded output
-        #: the last scanned tensor and gradient with their slots, so that the bound and the deferred
-        #: check read a tensor another event has just scanned instead of scanning it again (the
-        #: gradient weakly: it must not outlive its use in backward)
-        self._last_rec: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
-        self._last_grad: tuple[Any, torch.Tensor, torch.Tensor] | None = None
+        self._lists: tuple[list[Any], ...] = (
+            self.ev_module,
+            self.ev_kind,
+            self.ev_dtype_max,
+            self.ev_min,
+            self.ev_max,
+            self.ev_rms,
+            self.ev_rms_root,
+            self.ev_slot,
+            self.bw_slot,
+            self.bw_module,
+            self.bw_kind,
+            self.bw_min,
+            self.bw_max,
+            self._deferred,
+        )
 
     # --- hooks (hot path: no host sync and no allocation; the CPU-only bound reads host numbers) --
     def _aminmax(self, d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -294,23 +355,16 @@ class ModuleTracer:
         if type(d) is not torch.Tensor:  # another tensor subclass: its own result type
             self._slot = NOT_POOLED
             return torch.aminmax(d)
-        key = (d.device, d.dtype)
-        pool = self._slots.get(key)
-        if pool is None or pool[1] == len(pool[0]):
-            # (re)made twice as large; slots already used this step keep their old buffer alive
-            # until the packer has copied them. The last column holds zeros (`ZERO_SLOT`).
-            cap = 2 * len(pool[0]) if pool else 256
-            buf = torch.empty(2, cap + 1, dtype=d.dtype, device=d.device)
-            buf[:, cap] = 0
-            pool = self._slots[key] = [[(buf[0, k], buf[1, k]) for k in range(cap)], 0, buf]
-        k = pool[1]
-        pool[1] += 1
+        pool = self._slots.get((d.device, d.dtype))
+        if pool is None:
+            pool = self._slots[(d.device, d.dtype)] = SlotPool()
+        k = pool.take(2, d.dtype, d.device)
         if self._buf is None:
-            self._buf = pool[2]
-        elif self._buf is not pool[2]:
+            self._buf = pool.buf
+        elif self._buf is not pool.buf:
             self._one_buf = False
         self._slot = k
-        return torch.aminmax(d, out=pool[0][k])
+        return torch.aminmax(d, out=(pool.rows[0][k], pool.rows[1][k]))
 
     def _norm(self, d: torch.Tensor) -> torch.Tensor:
         """L2 norm of `d` in fp32, written into the next free fp32 slot of its device (as `_aminmax`:
@@ -319,13 +373,10 @@ class ModuleTracer:
         if d.dtype not in _SLOT_NORM:
             return norm_fp32(d)
         pool = self._rms_slots.get(d.device)
-        if pool is None or pool[1] == len(pool[0]):
-            cap = 2 * len(pool[0]) if pool else 256  # (re)made twice as large, as `_aminmax`'s
-            buf = torch.empty(cap, dtype=torch.float32, device=d.device)
-            pool = self._rms_slots[d.device] = [[buf[k] for k in range(cap)], 0]
-        k = pool[1]
-        pool[1] += 1
-        return torch.linalg.vector_norm(d, dtype=torch.float32, out=pool[0][k])
+        if pool is None:
+            pool = self._rms_slots[d.device] = SlotPool()
+        k = pool.take(1, torch.float32, d.device)
+        return torch.linalg.vector_norm(d, dtype=torch.float32, out=pool.rows[0][k])
 
     def _event(self, i: int, kind: int, dmax: float, mn: torch.Tensor, mx: torch.Tensor, slot: int) -> None:
         self.ev_slot.append(slot)
@@ -526,14 +577,16 @@ class ModuleTracer:
         """Hand this step's tensors to the packer; return the host-side layout for `interpret`."""
         for cell in self._deferred:  # an input whose gradient never came: scan the output's now
             self._scan_deferred(cell)
-        ctx = {
-            "ev_module": self.ev_module,
-            "ev_kind": self.ev_kind,
-            "ev_dtype_max": self.ev_dtype_max,
-            "bw_module": self.bw_module,
-            "bw_kind": self.bw_kind,
+        import numpy as np
+
+        ctx = {  # copies: the lists are emptied and refilled by the next step
+            "ev_module": np.array(self.ev_module, dtype=np.int64),
+            "ev_kind": np.array(self.ev_kind, dtype=np.int8),
+            "ev_dtype_max": np.array(self.ev_dtype_max, dtype=np.float64),
+            "bw_module": np.array(self.bw_module, dtype=np.int64),
+            "bw_kind": np.array(self.bw_kind, dtype=np.int8),
             "rms": bool(self.ev_rms),
-            "rms_root": self.ev_rms_root,
+            "rms_root": np.array(self.ev_rms_root, dtype=np.float64),
         }
         if self.ev_min:
             self._pack(packer, "fwd", self.ev_min, self.ev_max, self.ev_slot)
@@ -542,7 +595,7 @@ class ModuleTracer:
         if self.bw_max:
             self._pack(packer, "bwd", self.bw_min, self.bw_max, self.bw_slot)
         for pool in (*self._slots.values(), *self._rms_slots.values()):  # copied by the packer: free again
-            pool[1] = 0
+            pool.release()
         self.reset()
         return ctx
 
@@ -572,7 +625,10 @@ class ModuleTracer:
         fields, per = interpret(self.names, self.parents, values, ctx, self.passthrough)
         rec.update(fields)
         rec.layers.update(per)
-        if self.head is not None and ctx["ev_module"] and self.head not in ctx["ev_module"]:
+        import numpy as np
+
+        ev_module = np.asarray(ctx["ev_module"])
+        if self.head is not None and ev_module.size and not (ev_module == self.head).any():
             self._note_head_bypassed()
         if len(self.traced) < len(self.modules):
             note = Msg(
