@@ -25,7 +25,7 @@ from lossdoctor.records import StepColumns, Thinning
 from lossdoctor.sources import load_path, mlflow_store, mlflow_stream
 from msgs import has
 from test_read_stream import same_run
-from test_sources_mlflow import _ODD_TOKENS, _PLAIN_TOKENS, empty_db, tracking  # noqa: F401  (fixtures)
+from test_sources_mlflow import METRIC_LINES, empty_db, tracking  # noqa: F401  (fixtures)
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -216,18 +216,14 @@ def test_a_long_metric_is_thinned_in_bounded_memory(tmp_path, tracking, monkeypa
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    st.lists(
-        st.one_of(
-            st.lists(st.sampled_from(_PLAIN_TOKENS), min_size=3, max_size=3),
-            st.lists(st.sampled_from(_PLAIN_TOKENS + _ODD_TOKENS), min_size=2, max_size=4),
-        ).map(" ".join),
-        max_size=40,
-    ),
+    METRIC_LINES,
     st.booleans(),
     st.integers(8, 300),
 )
 @example(["1 2.5 0", "2 2.0 1", "3 1.5 2", "4 1.5"], False, 16)  # torn last line in a later block
 @example(["1 2.5 0", "2 2.0 1.0", "3 1.5 2", "4 1.5"], False, 16)  # a step `int` does not read, then damage
+@example(["0 0 0", "0 1700000000100 0"], False, 8)  # a last line longer than a block, cut by it
+@example(["0 0 0", "0 1700000000100"], False, 8)  # ... and damaged
 def test_a_metric_file_streamed_by_blocks_is_read_as_whole(tmp_path, lines, newline_at_end, block):
     """A metric file's chunks (`metric_file_chunks`, damage in a later block read line by line) are,
     put together, what the whole file's parse gives: the same steps, values (NaN, the sign of a

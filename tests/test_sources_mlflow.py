@@ -383,17 +383,19 @@ def test_metric_lines_fuzz(lines):
 _PLAIN_TOKENS = ["0", "1", "17", "1700000000100", "2.5", "-0.0", "1e-05", "1E5", "3.3050000000000002", "nan", "-3"]
 _ODD_TOKENS = ["-0", "inf", "-inf", "-nan", "+1", "1.", ".5", "1e400", "18446744073709551617", "1_0", "null", "0x10"]
 _ODD_TOKENS += ["\u00e9", "\x1c", "1\r", "2.5\u00a0", "1e-0", "-00"]
+#: a metric file's lines: mostly three plain tokens (`timestamp value step`), some of odd ones
+METRIC_LINES = st.lists(
+    st.one_of(
+        st.lists(st.sampled_from(_PLAIN_TOKENS), min_size=3, max_size=3),
+        st.lists(st.sampled_from(_PLAIN_TOKENS + _ODD_TOKENS), min_size=2, max_size=4),
+    ).map(" ".join),
+    max_size=40,
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    st.lists(
-        st.one_of(
-            st.lists(st.sampled_from(_PLAIN_TOKENS), min_size=3, max_size=3),
-            st.lists(st.sampled_from(_PLAIN_TOKENS + _ODD_TOKENS), min_size=2, max_size=4),
-        ).map(" ".join),
-        max_size=40,
-    ),
+    METRIC_LINES,
     st.booleans(),
     st.integers(8, 300),
 )

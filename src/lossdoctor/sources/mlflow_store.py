@@ -186,19 +186,23 @@ def metric_file_chunks(path: Path, name: str, notes: list[str]) -> Iterator[Chun
     `NotStreamable`: the whole read reads the file."""
     with open_regular(path) as f:
         lines = points = offset = 0
-        open_line = False
-        for block in line_chunks(f, STREAM_BLOCK, STREAM_BLOCK):
-            parsed = None if open_line else _block(block)
+        blocks = line_chunks(f, STREAM_BLOCK, STREAM_BLOCK)
+        block = next(blocks, None)
+        while block is not None:
+            following = next(blocks, None)
+            if following is not None and not block.endswith(b"\n"):
+                raise NotStreamable  # a line longer than a block, cut: the whole read reads it
+            parsed = _block(block)
             if parsed is None:
-                if open_line or not lines or not _int_spelled(path, offset):
+                if not lines or not _int_spelled(path, offset):
                     raise NotStreamable
                 yield _parse_lines(block.decode("utf-8", "replace"), name, notes, width=3, line0=lines, n0=points)
                 return
             lines += block.count(b"\n")
             points += parsed[0].size
             offset += len(block)
-            open_line = not block.endswith(b"\n")  # only the last block may end inside a line
             yield parsed
+            block = following
 
 
 #: lines whose timestamp and step are whole numbers spelled as `int` reads them
