@@ -637,8 +637,7 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
     named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
-    if not named:
-        named = _running_total(t, a, whole, {epoch, *totals})
+    named = named or _running_total(t, a, whole, {epoch, *totals})
     if epoch is None and (swap := _epoch_then_count(t, a, named, whole)) is not None:
         epoch, named = swap, [(named[0][0], swap + 1)]  # WeNet's `Batch {epoch}/{batch_idx}`
     counters.update(j for _, j in named)
