@@ -935,15 +935,40 @@ def _total_among(t: Template, slots: list[int]) -> tuple[Any, ...] | None:
     `rec_avg_loss`, `icl_avg_loss` and their `joint_avg_loss`): the total the script printed, named
     like a part; summing it with its parts would double the loss."""
     rows = [r for r in t.rows if all(math.isfinite(r[k]) for k in slots)]
-    if len(slots) < 3 or not rows:
+    if len(slots) < 3 or len(rows) < _SUM_ROWS:
         return None
     a = np.array([[r[k] for k in range(len(t.names))] for r in rows], dtype=np.float64)
     for j in slots:
         rest = [k for k in slots if k != j]
         tol = sum(0.5 * 10.0**-d for c in (j, *rest) if (d := _decimals(a[:, c])) > 0)
-        if _decimals(a[:, j]) > 0 and np.all(np.abs(a[:, j] - a[:, rest].sum(axis=1)) <= tol):
+        if (
+            _decimals(a[:, j]) > 0
+            and np.all(np.abs(a[:, j] - a[:, rest].sum(axis=1)) <= tol)
+            and _shares_move(a, j, rest)
+        ):
             return (50, -len(t.rows), t.order[0], id(t), t, j)
     return None
+
+
+#: rows a sum must hold on before a part is taken for the total of the others
+_SUM_ROWS = 3
+#: ... while the parts' shares of it move by more than this many times what the printed digits'
+#: rounding can move them: parts in fixed proportions (a weighted objective whose terms fall together)
+#: make one equal to the sum of the others by their weights alone, on every row
+_SHARE_MOVES = 3.0
+
+
+def _shares_move(a: np.ndarray, j: int, rest: list[int]) -> bool:
+    """Whether the shares of the parts `rest` in slot j's value change across the rows beyond rounding."""
+    if not np.all(a[:, [j, *rest]] > 0):
+        return False
+    half = {c: 0.5 * 10.0 ** -_decimals(a[:, c]) for c in (j, *rest)}
+    for k in rest:
+        share = a[:, k] / a[:, j]
+        rounding = float(np.max(share * (half[k] / a[:, k] + half[j] / a[:, j])))
+        if float(np.ptp(share)) > _SHARE_MOVES * 2 * rounding:
+            return True
+    return False
 
 
 def _run_before(named: list[int], j: int) -> list[int]:
