@@ -45,7 +45,7 @@ from .log_events import (
     ev_scale_floor,
 )
 from .lr_advice import cut_evidence, withheld
-from .lr_usual import above_every_family, judge_lr
+from .lr_usual import above_every_family, judge_lr, peak_lr
 from .quantities import Quantities
 from .scalars import COMMON_K
 from .symptoms import (
@@ -1068,11 +1068,6 @@ def _ev_at_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 START_STEPS = 5
 
 
-def _config_lr(run: Run) -> float | None:
-    v = run.meta.get("config_lr")
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else None
-
-
 def _lr_at(q: Quantities, row: int) -> float | None:
     lr = q.lr[: row + 1]
     fin = lr[np.isfinite(lr)]
@@ -1087,7 +1082,7 @@ def _ev_lr_judged(verdict: str) -> Evidence:
     def ev(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
         lr = _lr_at(q, sym.row)
         if lr is None:
-            lr = _config_lr(run)
+            lr = peak_lr(run, q)  # no LR logged up to the symptom: what the log shows later, or configured
         judged = judge_lr(run, q, lr)
         if judged is None and verdict == "high":
             return above_every_family(lr)

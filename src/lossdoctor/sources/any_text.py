@@ -95,6 +95,7 @@ from .text_events import TEXT_MAX, Events, classify, scale_in
 # NUMBER, Template, slot_names and _eval_context are also read from here (benchmarks, tests)
 from .text_slots import (
     _NOT_A_PART,
+    AVERAGE_PREFIX,
     EVAL_NAME,
     GLUED_UNIT,
     NUMBER,
@@ -883,23 +884,19 @@ def _on_bar(t: Template) -> bool:
     return PERCENT in t.names and ("it/s" in t.text or "s/it" in t.text)
 
 
-#: a loss name that says it is an average of the steps' values (not `current`: that is the value)
-_AVERAGED = re.compile(r"^(?:avg|avr|average|mean|running|smoothed)[_ ]", re.IGNORECASE)
-
-
 def _value_over_average(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> tuple[Any, ...]:
     """A loss named as an average (`epoch 14 average loss: 0.2148`, MONAI's tutorials) beside a plain
     training loss printed on more lines (`1/16, train_loss: 0.1162 step time: 0.94` each step): the
     steps' own values are the series, the average is a summary of them (a meter's value, not its
     mean). A plain one on as few lines is no finer record: the average's better name keeps it."""
-    if not _AVERAGED.match(base_name(name_key(best[4].names[best[5]]))):
+    if not AVERAGE_PREFIX.match(base_name(name_key(best[4].names[best[5]]))):
         return best
     finer = [
         c
         for c in found
         if c[0] < 50
         and len(c[4].rows) > len(best[4].rows)
-        and not _AVERAGED.match(base_name(name_key(c[4].names[c[5]])))
+        and not AVERAGE_PREFIX.match(base_name(name_key(c[4].names[c[5]])))
     ]
     return min(finer, key=lambda c: c[:4]) if finer else best
 
@@ -940,12 +937,7 @@ def _total_among(t: Template, slots: list[int]) -> tuple[Any, ...] | None:
     a = np.array([[r[k] for k in range(len(t.names))] for r in rows], dtype=np.float64)
     for j in slots:
         rest = [k for k in slots if k != j]
-        tol = sum(0.5 * 10.0**-d for c in (j, *rest) if (d := _decimals(a[:, c])) > 0)
-        if (
-            _decimals(a[:, j]) > 0
-            and np.all(np.abs(a[:, j] - a[:, rest].sum(axis=1)) <= tol)
-            and _shares_move(a, j, rest)
-        ):
+        if _summing(a, j, rest) == rest and _shares_move(a, j, rest):  # the sum, within the digits printed
             return (50, -len(t.rows), t.order[0], id(t), t, j)
     return None
 

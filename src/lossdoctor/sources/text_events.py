@@ -426,7 +426,7 @@ _TASK = (
 
 
 #: the keys `Hints` can fill: once all are found, no more lines are scanned
-_HINT_KEYS = 2 + len(_SIZE) + 2  # precision, task_hint, the sizes, config_lr (and one to spare)
+_HINT_KEYS = 2 + len(_SIZE) + 1  # precision, task_hint, the sizes, config_lr
 
 
 class Hints:

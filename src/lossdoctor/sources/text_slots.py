@@ -909,8 +909,10 @@ def averaged_beside(name: str, others: Iterable[str]) -> bool:
     )
 
 
-#: words in front of a total's name that keep it the total (`avg_train_loss`, kohya's `avr_loss`)
-_TOTAL_PREFIX = re.compile(r"^(?:avg|avr|average|mean|running|smoothed|cur|current)[_ ]", re.IGNORECASE)
+#: words in front of a total's name that say it is an average of the steps' values (`avg_train_loss`,
+#: kohya's `avr_loss`), and those that say it is the step's own (`Current Loss`): both keep it the total
+AVERAGE_PREFIX = re.compile(r"^(?:avg|avr|average|mean|running|smoothed)[_ ]", re.IGNORECASE)
+_CURRENT_PREFIX = re.compile(r"^(?:cur|current)[_ ]", re.IGNORECASE)
 
 
 #: a total's or a training loss's name written as one word (an OCR trainer's `Totalloss:51.620 CTCloss: 51.392`)
@@ -921,12 +923,13 @@ def total_rank(name: str) -> float:
     """The rank of a total-loss name (lower is better; 50: not a total). A prefixed total
     (`avg_train_loss`) ranks right after the bare one."""
     n = _GLUED_TOTAL.sub(r"\1 loss", base_name(name))  # `Totalloss:51.62` as `total loss`
-    bare = _TOTAL_PREFIX.sub("", n)
-    if bare != n:
-        r = total_rank(bare)
+    for head, after in ((_CURRENT_PREFIX, 0.25), (AVERAGE_PREFIX, 0.5)):
         # the step's own value before a running average of it (Speech-Transformer's `Average Loss 2.326
         # | Current Loss 2.326479`): a meter's value, not its average
-        return (r + (0.25 if n.startswith("cur") else 0.5)) if r < 50 else 50
+        bare = head.sub("", n)
+        if bare != n:
+            r = total_rank(bare)
+            return r + after if r < 50 else 50
     for prefix in ("train ", "train_", "training "):
         if n.startswith(prefix) and n[len(prefix) :] in _TOTAL:
             return _TOTAL.index(n[len(prefix) :]) + 1
