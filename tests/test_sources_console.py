@@ -573,6 +573,38 @@ def keras_log(losses: list[float], verbose: int) -> str:
     return "".join(out)
 
 
+def keras3_log(losses: list[float]) -> str:
+    """Keras 3's keras/src/utils/progbar.py: the counter in bold, the bar as `"━" * width` in two
+    colours (done and to do), the ETA while running or the time and `{time_per_unit}/step` at the end,
+    then `f" - {k}: {v:.4f}"` per metric (accuracy before loss, the order `fit` logs them)."""
+    bold, green, grey, off = "\x1b[1m", "\x1b[32m", "\x1b[37m", "\x1b[0m"
+    out = []
+    for e, loss in enumerate(losses, 1):
+        out.append(f"Epoch {e}/{len(losses)}\n")
+        out.append(
+            f"\r{bold} 50/100{off} {green}{'━' * 10}{off}{grey}{'━' * 10}{off} {bold}1s{off} 15ms/step - "
+            f"accuracy: 0.5000 - loss: {loss + 0.1:.4f}"
+        )
+        out.append(
+            f"\r{bold}100/100{off} {green}{'━' * 20}{off} 2s 15ms/step - accuracy: 0.5000 - loss: {loss:.4f} "
+            f"- val_accuracy: 0.4000 - val_loss: {loss + 1:.4f}\n"
+        )
+    return "".join(out)
+
+
+def test_keras3_progress_bars_of_heavy_lines(tmp_path):
+    losses = [0.6931, 0.5123, 0.4011, float("nan")]
+    p = tmp_path / "fit.log"
+    p.write_text(keras3_log(losses))
+    run = load_path(p)[0]
+    ends = [100, 200, 300, 400]
+    assert [int(s) for s in run.steps if s in ends] == ends and run.meta["framework"] == "keras"
+    got = [run.cols["loss"][list(run.steps).index(s)] for s in ends]
+    np.testing.assert_allclose(got, losses, equal_nan=True)
+    assert run.cols["loss"][list(run.steps).index(50)] == pytest.approx(0.7931)
+    assert run.cols["eval_loss"][list(run.steps).index(100)] == pytest.approx(1.6931)
+
+
 @pytest.mark.parametrize("verbose", [1, 2])
 def test_keras_progress_lines(tmp_path, verbose):
     losses = [0.6931, 0.5123, 0.4011, float("nan")]

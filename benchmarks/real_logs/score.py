@@ -117,7 +117,29 @@ def first_nonfinite(run) -> tuple[int | None, int | None]:
     for row, i in enumerate(order):
         if bad[i]:
             return int(run.steps[i]), row
-    return None, None
+    return _told_nonfinite(run, order)
+
+
+#: text events that say the loss itself went non-finite (`total loss = nan` in an epoch summary,
+#: `Loss is nan, stopping training`, anomaly mode's op): the log shows a NaN even where no column
+#: holds one (lossdoctor.detectors.symptoms.NAN_TEXT_KINDS)
+TOLD_NAN_KINDS = ("nonfinite_loss", "anomaly_op")
+
+
+def _told_nonfinite(run, order: np.ndarray) -> tuple[int | None, int | None]:
+    """(step, row) of the first line that says the loss went NaN/Inf, when no logged value is: an
+    event is filed under the step of the row read before it, so its row is that row's."""
+    told = [
+        int(s)
+        for s, items in (run.events.get("text_events") or {}).items()
+        if any(isinstance(e, dict) and e.get("kind") in TOLD_NAN_KINDS for e in items)
+    ]
+    if not told or not len(order):
+        return None, None
+    step = min(told)
+    ordered = run.steps[order]
+    row = min(max(int(np.searchsorted(ordered, step, side="right")) - 1, 0), len(ordered) - 1)
+    return step, row
 
 
 def spike_recovered(run) -> bool | None:

@@ -53,3 +53,14 @@ def detector(
         return fn
 
     return register
+
+
+def print_resolution(v: float) -> float:
+    """The step of the last printed digit of v (0.1 for 10.9, 1e-4 for 2.3457, 1e-6 for 1e-06): how
+    far apart two prints of a value can be told, whatever moved in between."""
+    s = f"{v:.10g}"
+    if "e" in s:
+        mant, exp = s.split("e")
+        dec = len(mant.split(".")[1]) if "." in mant else 0
+        return 10.0 ** (int(exp) - dec)
+    return 10.0 ** -(len(s.split(".")[1]) if "." in s else 0)

@@ -16,7 +16,7 @@ from ..findings import Finding, Fix, as_fixes
 from ..messages import Msg
 from ..records import Run
 from ..sources.metadata import optimizer_family
-from .base import detector, round_sig
+from .base import detector, print_resolution, round_sig
 from .gradients import clip_in_place
 from .lr_advice import cut_evidence, measure_fix, point_noise, withheld
 from .lr_usual import judge_lr, peak_lr, with_lr_evidence
@@ -604,7 +604,7 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
                 fixes=as_fixes([Msg("lr.schedule.fix_all_zero")]),
             )
         ]
-    out = _staircase_warmup(q, idx, x) + _cosine_restart(run, q, idx, x)
+    out = _staircase_warmup(run, q, idx, x) + _cosine_restart(run, q, idx, x)
     # an LR back at its peak in one step is what a warm restart (SGDR) or a cycle does on purpose
     cyclic = restarts_on_purpose(run) or _periodic_restarts(q, idx, x)
     return out or ([] if cyclic else _one_step_rise(q, idx, x)) or _stuck_at_zero(q, idx, x)
@@ -623,7 +623,7 @@ def cycles_by_design(scheduler_class: str) -> bool:
     return any(k in name for k in ("restart", "cyclic", "onecycle", "cycle"))
 
 
-def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
+def _staircase_warmup(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:
     """Within the initial rising phase (up to the first real decrease), >= 3 rises with flat
     stretches of >= 3 logged rows and >= 5 steps between them: a warm-up stepped per epoch. (A log
     every N steps of a per-step warm-up changes at every logged row, which is not a staircase.)"""
@@ -637,7 +637,7 @@ def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Fin
         return []
     gaps = np.diff(ch)
     steps_gap = np.diff(q.steps[idx][ch])
-    if gaps.size < 2 or np.median(gaps) < 3 or np.median(steps_gap) < 5:
+    if gaps.size < 2 or np.median(gaps) < 3 or np.median(steps_gap) < 5 or _rounding_steps(run, rise, ch):
         return []
     s = int(q.steps[idx[ch[0] + 1]])
     k = int(np.median(steps_gap))
@@ -654,6 +654,26 @@ def _staircase_warmup(q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Fin
             fixes=as_fixes([Msg("lr.schedule.fix_staircase")]),
         )
     ]
+
+
+def _rounding_steps(run: Run, rise: np.ndarray, ch: np.ndarray) -> bool:
+    """Every rise of the staircase is one unit of the prints' last digit (`lr=1e-06`, `2e-06`, ...
+    from a log that rounds the LR to 6 decimals): a per-step ramp printed that coarsely shows the
+    same flat stretches, so the stairs may be the print's, not the scheduler's. The unit is the
+    finest print's (a round value such as 5e-05 prints shorter than the rounding). Only printed text
+    rounds: the values watch, TensorBoard or a JSON state recorded are the scheduler's own."""
+    if run.source not in PRINTED_SOURCES:
+        return False
+    unit = min(print_resolution(float(v)) for v in rise if v > 0) if (rise > 0).any() else 0.0
+    jumps = np.diff(rise)[ch]
+    return unit > 0 and bool((jumps <= STAIR_ROUNDING * unit).all())
+
+
+#: a rise up to this many units of the print's last digit is within what rounding a ramp shows
+STAIR_ROUNDING = 1.01
+#: the sources whose values were read from a console's printed text (sources/stdout.py names a
+#: console by its framework where that is Megatron or DeepSpeed; sources/any_text.py)
+PRINTED_SOURCES = ("console", "text", "megatron", "deepspeed")
 
 
 def _cosine_restart(run: Run, q: Quantities, idx: np.ndarray, x: np.ndarray) -> list[Finding]:

@@ -213,6 +213,17 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     ]
 
 
+def _tiny_at_its_peak(run: Run, q: Quantities, lr: float | None) -> bool:
+    """The largest LR logged is at most TINY_LR, in a log that shows the run's start or whose
+    configured LR is that small too. An excerpt from late in a run (epoch 148 at LR 1e-5) shows a
+    schedule's tail: its peak came before the excerpt, and a flat loss there is what decay does."""
+    if lr is None or not 0 < lr <= TINY_LR:
+        return False
+    configured = run.meta.get("config_lr")
+    tiny_config = isinstance(configured, (int, float)) and 0 < configured <= TINY_LR
+    return shows_run_start(run, q) or bool(tiny_config)
+
+
 @dataclass
 class _Flat:
     """What a flat loss's log says about why it is flat (see `flat_loss`)."""
@@ -240,7 +251,7 @@ def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat
     step = _tiny_sgd_step(run, q, lf, lr, gn)
     judged = judge_lr(run, q, lr)
     verdict = judged[0] if judged else None
-    tiny_lr = (lr is not None and 0 < lr <= TINY_LR) or step is not None or verdict == "low"
+    tiny_lr = _tiny_at_its_peak(run, q, lr) or step is not None or verdict == "low"
     level = float(np.median(x))
     spread = float(np.max(x) - np.min(x))
     chance = chance_level(run, level) if float(np.max(np.abs(x - level))) <= 0.02 * level else None

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Run
+from .base import print_resolution
 from .learning_rate import shows_run_start
 from .quantities import Quantities
 from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
@@ -1352,7 +1353,7 @@ def identical(run: Run, q: Quantities, x: np.ndarray) -> bool:
     redraw (`scalars.bar_redraw`)."""
     if x.size < LIMITS.constant_points or float(np.ptp(x)) != 0.0 or x[0] == 0:
         return False
-    if _resolution(float(x[0])) / abs(float(x[0])) > LIMITS.constant_resolution and float(x[0]) != 1.0:
+    if print_resolution(float(x[0])) / abs(float(x[0])) > LIMITS.constant_resolution and float(x[0]) != 1.0:
         return False
     return not bar_redraw(run, q, x.size)
 
@@ -1405,7 +1406,7 @@ def _beyond_rounding(x: np.ndarray, v: float, k: int) -> bool:
     the same value three times did not round to it)."""
     recent = x[-(LIMITS.stuck_points + 1) :]
     # the print's last digit: the finest of these values' (1.0960 reads back as 1.096)
-    res = min(_resolution(float(w)) for w in recent if w)
+    res = min(print_resolution(float(w)) for w in recent if w)
     units = float(np.median(np.abs(np.diff(recent)) / res))
     return units > 1 and (k - 1) * math.log(1.0 / units) <= math.log(LIMITS.stuck_chance)
 
@@ -1413,7 +1414,7 @@ def _beyond_rounding(x: np.ndarray, v: float, k: int) -> bool:
 def fine_print(v: float) -> bool:
     """v is printed fine enough to show a change of `constant_resolution` (or is exactly 1, the ceiling
     of a bounded loss such as 1 - dice)."""
-    return _resolution(v) / abs(v) <= LIMITS.constant_resolution or v == 1.0
+    return print_resolution(v) / abs(v) <= LIMITS.constant_resolution or v == 1.0
 
 
 def _tail_redraw(run: Run, q: Quantities, rows: np.ndarray) -> bool:
@@ -1452,13 +1453,15 @@ def _repeats(run: Run, q: Quantities) -> list[Symptom]:
     pairs = rows.size * (rows.size - 1) / 2
     for k in np.flatnonzero((rows >= start + b) & (st[rows] > st[start + b - 1]))[:100]:
         i, j = int(rows[k]), int(start[k])
-        if not all(v and _resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i : i + b]):
+        if not all(
+            v and print_resolution(float(v)) / abs(float(v)) <= LIMITS.constant_resolution for v in x[i : i + b]
+        ):
             continue
         # a coarse print (3 significant digits over a flat, noisy stretch) takes few values: a block
         # of them recurs somewhere by chance (expected recurrences: pairs of blocks x the chance that
         # one block's values come again), which is no evidence of the same batches
         p = (
-            min(1.0, max(_resolution(float(v)) for v in x[i : i + b]) / (math.sqrt(2 * math.pi) * sigma))
+            min(1.0, max(print_resolution(float(v)) for v in x[i : i + b]) / (math.sqrt(2 * math.pi) * sigma))
             if sigma > 0
             else 1.0
         )
@@ -1479,7 +1482,9 @@ def _recurring(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Sym
     if not lim.recur_points <= x.size <= lim.recur_max_points or float(np.ptp(x)) == 0.0 or (x == 0).any():
         return []
     # printed fine enough (the finest print's step: 3.7000 reads back as 3.7)
-    if min(_resolution(float(v)) for v in x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(run, q):
+    if min(print_resolution(float(v)) for v in x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(
+        run, q
+    ):
         return []
     hits = _returns(x, q.steps[lf])
     if (
@@ -1511,7 +1516,7 @@ def _returns_by_chance(x: np.ndarray, k: int) -> float:
     mean pairs x p, p the chance that two draws of the log's own spread print alike (the print's
     usual step over 2 sqrt(pi) sigma; sigma the smaller of the point-to-point and the overall robust
     spread, so that a drifting loss is judged on its local noise)."""
-    res = float(np.median([_resolution(float(v)) for v in x]))  # the usual print's step (7 digits: 1e-6 at 1.x)
+    res = float(np.median([print_resolution(float(v)) for v in x]))  # the usual print's step (7 digits: 1e-6 at 1.x)
     sig = min(diff_noise_abs(x), 1.4826 * float(np.median(np.abs(x - np.median(x)))))
     if sig <= 0:
         return 1.0
@@ -1881,16 +1886,6 @@ def rise_p_value(x: np.ndarray) -> float:
     return float(counts[: inversions + 1].sum() / counts.sum())
 
 
-def _resolution(v: float) -> float:
-    """The step of the last printed digit of v (0.1 for 10.9, 1e-4 for 2.3457)."""
-    s = f"{v:.10g}"
-    if "e" in s:
-        mant, exp = s.split("e")
-        dec = len(mant.split(".")[1]) if "." in mant else 0
-        return 10.0 ** (int(exp) - dec)
-    return 10.0 ** -(len(s.split(".")[1]) if "." in s else 0)
-
-
 def named_count(run: Run, key: str) -> int | None:
     """The class count or vocabulary size the run's configuration names (`meta[key]`), when it is
     one: a number of two or more."""
@@ -1969,7 +1964,7 @@ def _chance_pair(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
         return []
     v = float(x[0])
     ch = chance_of(run, v)
-    if ch is None or abs(v - ch[0]) > lim.chance_tight * ch[0] or _resolution(v) / v > lim.pair_resolution:
+    if ch is None or abs(v - ch[0]) > lim.chance_tight * ch[0] or print_resolution(v) / v > lim.pair_resolution:
         return []
     if int(q.steps[lf[1]] - q.steps[lf[0]]) < lim.span_steps:
         return []

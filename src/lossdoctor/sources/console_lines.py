@@ -549,9 +549,11 @@ def other_work(desc: str) -> bool:
 # --- Keras ---------------------------------------------------------------------------------
 
 #: `Epoch 3/10` and its progress line `100/100 [==============================] - 2s 15ms/step - loss: 0.6931`
-#: (verbose=1) or `100/100 - 2s - 15ms/step - loss: 0.6931` (verbose=2)
+#: (verbose=1) or `100/100 - 2s - 15ms/step - loss: 0.6931` (verbose=2); Keras 3 draws the bar with
+#: heavy lines and puts the time before the first ` - `: `391/391 ━━━━━━━━━━━━━━━━━━━━ 9s 22ms/step -
+#: accuracy: 0.7792 - loss: 0.4457`
 KERAS_EPOCH = re.compile(r"Epoch (\d+)/(\d+)\s*$")
-_KERAS_BAR = re.compile(r"(\d+)/(\d+)(?: \[[=>.]*\])? - ")
+_KERAS_BAR = re.compile(r"(\d+)/(\d+)(?:(?: \[[=>.]*\])? - | \u2501+ )")
 #: Keras draws its bar with no newline, so a script's print lands right after the bar's last value
 #: (`- loss: nanmf:[16]`): a value Keras prints (`%.4f`, `%.4e`, nan, inf) with letters glued after it
 _GLUED_AFTER_BAR = re.compile(r"(?<![\w.])((?:\d+\.\d{4}(?:e[-+]\d+)?|nan|inf))(?=[A-Za-z_][\w]*\s*[:=])")

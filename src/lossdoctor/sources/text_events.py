@@ -142,7 +142,7 @@ RULES: tuple[EventRule, ...] = (
     _rule(
         "nonfinite_loss",
         r"Loss became infinite or NaN(?: at iteration=(?P<step>\d+))?|"
-        r"\bloss\b(?: value)? (?:is|became|was|went|=)\s*(?P<value>nan|inf|-inf)\b|"
+        r"\bloss\b(?: value)?(?: (?:is|became|was|went)|\s?[=:])\s*(?P<value>nan|inf|-inf)\b|"
         r"\bnon-?finite loss|\bloss is (?:not finite|non-?finite)|\bNaN loss\b|"
         r"\bloss (?:is )?NaN\b",
         "detectron2 engine/train_loop.py (`Loss became infinite or NaN at iteration=N!`), the DETR/DeiT/MAE "

@@ -1,0 +1,88 @@
+"""Rules from the ninth batch of fresh real logs (issue 25), checked on generated logs printed the
+way trainers print them and read by the real readers, beside look-alikes that must still fire:
+
+- a warm-up whose printed LR rises one unit of its last digit at a time (`lr=1e-06`, `2e-06`: a log
+  that rounds the LR) may be a per-step ramp: no staircase; the same stairs printed exactly are one;
+- a flat loss at LR 1e-5 in an excerpt from late in a run (epoch 148) is a schedule's tail, not an LR
+  too low; the same flat loss at that LR from the run's first step is one;
+- an epoch summary that says the loss is NaN (`Mean Training loss : nan`) beside a progress bar
+  whose running loss stays finite is the run's NaN.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from text_judging import alarms, diagnose_text, show
+
+WARMUP_STEPS, RUN_STEPS, EVERY = 400, 600, 2
+
+
+def _lr_lines(lr_of, fmt_lr) -> str:
+    lines = []
+    for step in range(EVERY, RUN_STEPS + 1, EVERY):
+        loss = 8.0 / (1 + step / 50) + 0.4 + 0.01 * ((step * 7919) % 13)
+        lines.append(
+            f"[TRAIN] Epoch=1/9, Step={step}/{RUN_STEPS}, loss={loss:.6f}, lr={fmt_lr(lr_of(step))}, time=0.6s"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("peak", [2e-5, 6e-5, 3e-4])
+def test_a_per_step_warm_up_printed_rounded_is_no_staircase(tmp_path, peak):
+    text = _lr_lines(lambda s: peak * min(1.0, s / WARMUP_STEPS), lambda v: repr(round(v, 6)))
+    _, report = diagnose_text(tmp_path, text)
+    assert not [f for f in report.findings if f.cause == "lr_schedule_error"], show(report)
+
+
+def test_a_warm_up_stepped_every_50_steps_printed_exactly_is_a_staircase(tmp_path):
+    text = _lr_lines(lambda s: 1e-4 * min(1.0, (s // 50 + 1) * 50 / WARMUP_STEPS), repr)
+    _, report = diagnose_text(tmp_path, text)
+    stairs = [f for f in report.findings if f.cause == "lr_schedule_error"]
+    assert stairs and stairs[0].evidence[0].key == "lr.schedule.staircase", show(report)
+    assert stairs[0].evidence[0].values["k"] == 50
+
+
+def _bar_epochs(nan_from: int | None) -> str:
+    out = []
+    for epoch in range(1, 7):
+        running = 2.0 / epoch + 0.05
+        out.append(f"Epoch {epoch}: 100%|##########| 266/266 [00:42<00:00,  6.22it/s, loss={running:.3g}]")
+        out.append(f"Training time for one epoch: {42.1 + epoch / 10} seconds")
+        mean = "nan" if nan_from is not None and epoch >= nan_from else f"{running * 1.1:.6f}"
+        out.append(f"Mean Training loss : {mean}")
+    return "\n".join(out) + "\n"
+
+
+def test_an_epoch_summary_that_says_the_loss_is_nan_is_the_runs_nan(tmp_path):
+    _, report = diagnose_text(tmp_path, _bar_epochs(nan_from=4))
+    top = alarms(report)
+    assert top and top[0].symptom == "nonfinite" and top[0].severity == "critical", show(report)
+
+
+def test_the_same_summaries_finite_are_no_nan(tmp_path):
+    _, report = diagnose_text(tmp_path, _bar_epochs(nan_from=None))
+    assert not [f for f in report.findings if f.symptom == "nonfinite"], show(report)
+
+
+def _flat_at(epoch: int, lr: float) -> str:
+    lines = []
+    for i in range(16):
+        step = 20 * i
+        loss = 4.59 + 0.04 * (((i * 7) % 5) - 2)
+        lines.append(
+            f"[05/11 09:{10 + i}:00] ppdet.engine INFO: Epoch: [{epoch}] [{step}/800] learning_rate: {lr:.6f} "
+            f"loss_xy: 0.81 loss_wh: 0.52 loss: {loss:.6f} eta: 0:10:{10 + i}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_a_flat_loss_at_a_small_lr_late_in_a_run_is_a_schedules_tail(tmp_path):
+    _, report = diagnose_text(tmp_path, _flat_at(148, 1e-5))
+    assert not [f for f in report.findings if f.cause == "lr_too_low"], show(report)
+
+
+def test_the_same_flat_loss_from_the_runs_first_step_is_an_lr_too_low(tmp_path):
+    _, report = diagnose_text(tmp_path, _flat_at(0, 1e-5))
+    low = [f for f in alarms(report) if f.cause == "lr_too_low"]
+    assert low, show(report)
