@@ -471,7 +471,7 @@ def test_check_and_demo_with_names_that_are_not_utf8(tmp_path):
     env = LOCALES["strict"]
     p = _run_bytes(["check", "--config", setup], env, timeout=300)
     _ok(p)
-    assert b"\\xff\\xfe" in p.stdout
+    assert b"\\xff\\xfe" in p.stdout.replace(b"\n", b"")  # a long temporary path wraps the header line
     out = os.path.join(d, b"check\xff.json")
     _ok(_run_bytes(["check", "--config", setup, "--format", "json", "-o", out], env, timeout=300))
     assert json.loads(Path(os.fsdecode(out)).read_bytes())["schema"] == "lossdoctor.report/1"
