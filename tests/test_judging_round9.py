@@ -5,6 +5,9 @@ way trainers print them and read by the real readers, beside look-alikes that mu
   that rounds the LR) may be a per-step ramp: no staircase; the same stairs printed exactly are one;
 - a flat loss at LR 1e-5 in an excerpt from late in a run (epoch 148) is a schedule's tail, not an LR
   too low; the same flat loss at that LR from the run's first step is one;
+- a character error rate that got better and then went back to 1.000 (every output wrong) on the
+  last half of the log, the loss flat there, is a collapse at any length; one that starts at 1.000
+  and falls, or touches 1.000 only at the end, is not;
 - an epoch summary that says the loss is NaN (`Mean Training loss : nan`) beside a progress bar
   whose running loss stays finite is the run's NaN.
 """
@@ -86,3 +89,32 @@ def test_the_same_flat_loss_from_the_runs_first_step_is_an_lr_too_low(tmp_path):
     _, report = diagnose_text(tmp_path, _flat_at(0, 1e-5))
     low = [f for f in alarms(report) if f.cause == "lr_too_low"]
     assert low, show(report)
+
+
+def _asr(cers: list[float], losses: list[float]) -> str:
+    return "".join(
+        f"Step: {i:03d} || Tr.Loss: {loss:.6f}  Val.Loss: {loss + 0.02:.6f} || Tr.CER: {c:.3f}  Val.CER: {c:.3f}\n"
+        for i, (c, loss) in enumerate(zip(cers, losses))
+    )
+
+
+def test_an_error_rate_back_at_its_worst_after_it_got_better_is_a_collapse(tmp_path):
+    text = _asr([0.977, 0.928, 0.917, 1.0, 1.0, 1.0, 1.0, 1.0], [3.13, 2.91, 2.95, 3.327, 3.323, 3.324, 3.325, 3.321])
+    _, report = diagnose_text(tmp_path, text)
+    top = alarms(report)
+    assert top and top[0].symptom == "plateau" and top[0].step == 3, show(report)
+    assert any(e.key == "diff.ev.collapsed" and e.values["best"] == 0.917 for e in top[0].evidence), show(report)
+
+
+@pytest.mark.parametrize(
+    "cers",
+    [
+        [1.0, 1.0, 1.0, 0.98, 0.95, 0.91, 0.86, 0.80],  # a run's start: at its worst, then better
+        [0.977, 0.928, 0.917, 0.91, 0.90, 0.93, 1.0, 1.0],  # back at 1.000 on two prints only
+    ],
+)
+def test_an_error_rate_that_starts_at_its_worst_or_touches_it_at_the_end_is_no_collapse(tmp_path, cers):
+    losses = [3.13, 2.91, 2.95, 2.90, 2.88, 2.86, 2.87, 2.85]
+    _, report = diagnose_text(tmp_path, _asr(cers, losses))
+    assert not [f for f in report.findings if any(e.key == "diff.ev.collapsed" for e in f.evidence)], show(report)
+    assert not [f for f in alarms(report) if f.symptom == "plateau" and f.step in (3, 6)], show(report)

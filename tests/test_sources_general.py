@@ -1607,3 +1607,18 @@ def test_a_logging_level_before_a_message_is_no_part_of_its_name(tmp_path):
         text += f"2022-01-24 13:22:26,561 P834 INFO ************ Epoch={e} end ************\n"
     run = _read(tmp_path, text)
     assert [v for _, v in sorted(_at(run, "loss").items())] == [0.461620, 0.456468, 0.455156]
+
+
+def test_tr_is_train_in_a_metric_name():
+    """`Tr.Loss`, `tr_acc`, `Tr.CER` (speech and seq2seq scripts abbreviate train to tr): the train
+    loss, accuracy and error rate; `Val.CER` stays an evaluation's."""
+    from lossdoctor.sources.columns import column_for
+
+    assert [column_for(n)[0] for n in ("Tr.Loss", "tr_loss", "tr_acc", "Tr.CER", "Tr.WER")] == [
+        "loss",
+        "loss",
+        "accuracy",
+        "error_rate",
+        "error_rate",
+    ]
+    assert column_for("Val.CER") is None and column_for("trace") is None

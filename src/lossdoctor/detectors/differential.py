@@ -563,6 +563,10 @@ _STUCK_ROWS = (
     Row(ALWAYS, "frozen_model", 0.3, "updates that do not reach the weights"),
     Row(ALWAYS, "lr_too_high", 0.2, "steps too large bounce around the start instead of descending"),
     Row("rising", "lr_too_high", 0.6, "the loss rose from its start: steps that overshoot"),
+    Row(
+        "collapsed", "lr_too_high", 0.6, "the label metric got better, then went back to its worst: it was knocked off"
+    ),
+    Row("collapsed", "lr_too_low", -0.4, "it learnt, then lost it: the updates were large enough to move it"),
     Row("lr_high", "lr_too_high", 1.2, "the LR is far above what is usual for the optimizer"),
     Row("lr_usual", "lr_too_low", -0.3, "the LR is in the usual range"),
     Row("lr_usual", "lr_too_high", -0.3, "the LR is in the usual range"),
@@ -932,6 +936,11 @@ def _ev_repeats(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 def _ev_rising(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.rising", first=sym.data["first"], last=sym.data["last"]) if sym.data.get("rising") else None
+
+
+def _ev_collapsed(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    best = sym.data.get("best_before")
+    return Msg("diff.ev.collapsed", metric=sym.data["metric"], best=best) if best is not None else None
 
 
 def _ev_fp16(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
@@ -1390,6 +1399,7 @@ EVIDENCE: dict[str, Evidence] = {
     "after_sane": _ev_after_sane,
     "repeats": _ev_repeats,
     "rising": _ev_rising,
+    "collapsed": _ev_collapsed,
     "first_update": _ev_first_update,
     "late": _ev_late,
     "trained_long": _ev_trained_long,

@@ -1784,14 +1784,20 @@ def _metric_worst(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
         ):
             continue
         v = m[ok] / lim.percent_whole if (m[ok] > 1).any() else m[ok]  # a value above 1: printed as a percentage
+        rows = lf[ok]
         if col == "error_rate":
             worst, chance, k = bool((v >= lim.error_worst).all()), 1.0, None
+            fell = _collapsed_to_worst(v, x.size, lim)
+            best = float(np.min(v)) if fell else None
+            if not worst and fell:
+                v, rows = v[-fell:], rows[-fell:]
+                x, worst = q.loss[rows], True
         else:
             hit = _acc_chance(run, v, x, int(q.steps[lf[0]]), lim)
-            worst, chance, k = hit is not None, *(hit or (0.0, None))
-        rows = lf[ok]
+            worst, chance, k, fell, best = hit is not None, *(hit or (0.0, None)), 0, None
         s0, s1 = int(q.steps[rows[0]]), int(q.steps[rows[-1]])
-        if worst and _not_falling(run, x, lim) and _long_enough_at(run, int(v.size), s1 - s0, True, s0):
+        long_enough = fell or _long_enough_at(run, int(v.size), s1 - s0, True, s0)
+        if worst and _not_falling(run, x, lim) and long_enough:
             return [
                 _sym(
                     q,
@@ -1806,6 +1812,7 @@ def _metric_worst(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
                     end_step=s1,
                     loss_first=float(x[0]),
                     loss_last=float(x[-1]),
+                    best_before=best,
                 )
             ]
     return []
@@ -1813,6 +1820,19 @@ def _metric_worst(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
 
 #: the columns that say how a model does on its labels, and what each is at its worst
 LABEL_METRICS = ("accuracy", "error_rate")
+
+
+def _collapsed_to_worst(v: np.ndarray, n_loss: int, lim: SymptomLimits) -> int:
+    """How many of the last error rates sit at their worst (>= `error_worst`: every output wrong)
+    after an earlier one was better, when they are >= `metric_points` and >= `metric_cover` of the
+    loss's points; else 0. A run starts at its worst and gets better; one that got better and then
+    went back to every output wrong collapsed (a CTC model that emits only blanks), at any step."""
+    worst = v >= lim.error_worst
+    tail = int(np.argmin(worst[::-1])) if not worst.all() else 0
+    better_before = tail < v.size and bool((~worst[: v.size - tail]).any())
+    if better_before and tail >= max(lim.metric_points, lim.metric_cover * n_loss):
+        return tail
+    return 0
 
 
 def _acc_chance(

@@ -340,6 +340,10 @@ TEMPLATES = {
         "从 step {first} 起的 loss 在 step {again} 起完全重复",
     ),
     "diff.ev.rising": ("the loss rose from {first} to {last}", "loss 从 {first} 升到 {last}"),
+    "diff.ev.collapsed": (
+        "the {metric} had been better ({best}) before it went back to its worst",
+        "{metric} 之前曾更好（{best}），之后又回到最差",
+    ),
     "diff.ev.term_stays": (
         "{terms} stayed NaN/Inf on {n} prints from there on while the other terms stayed finite: the weights did "
         "not go NaN",

@@ -78,6 +78,8 @@ _PREFIXES = (
     "train-",
     "train ",
     "train.",
+    "tr.",
+    "tr_",
     "optim/",
     "optimizer/",
     "samples/",
