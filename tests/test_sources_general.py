@@ -1622,3 +1622,20 @@ def test_tr_is_train_in_a_metric_name():
         "error_rate",
     ]
     assert column_for("Val.CER") is None and column_for("trace") is None
+
+
+def test_a_counter_glued_to_its_number_is_the_step(tmp_path):
+    """`print(f"Epoch{e} Iter{i} --- total_loss: ...")` behind a tqdm bar: `Iter3` is the counter 3,
+    so every line is one row at its step; a file name's `epoch10` is no counter."""
+    bars = ["  0%|          | 0/8 [00:00<?, ?it/s]"] + [
+        f" {12 * i}%|#         | {i}/8 [00:0{i}<00:14,  2.01s/it]" for i in range(1, 8)
+    ]
+    text = "".join(
+        f"{bar}Epoch0 Iter{i} --- total_loss: {1.5 - 0.1 * i:.4f}, cls_loss: 0.5, reg_loss: {0.6 + i:.4f}\n"
+        for i, bar in enumerate(bars)
+    )
+    p = tmp_path / "train.log"
+    p.write_text(text + "100%|##########| 8/8 [00:10<00:00,  1.25s/it]Saving model_epoch10.pth\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(8))
+    np.testing.assert_allclose(run.col("loss"), [1.5 - 0.1 * i for i in range(8)])

@@ -97,6 +97,7 @@ from .text_slots import (
     _NOT_A_PART,
     AVERAGE_PREFIX,
     EVAL_NAME,
+    GLUED_COUNTER,
     GLUED_UNIT,
     NUMBER,
     PERCENT,
@@ -107,6 +108,7 @@ from .text_slots import (
     base_name,
     classify_slot,
     counted_on,
+    counters_apart,
     gan_parts,
     headed_parts,
     latin,
@@ -208,6 +210,8 @@ class TextParser:
             text = whole_numbers(text)
         if "_" in text:
             text = unglued(text)
+        if GLUED_COUNTER.search(text):
+            text = counters_apart(text)
         if raw[:1] != text[:1] != "[" and (
             "] [" in raw or "]\t" in raw or raw[:1] == "["
         ):  # a prefix was cut: a `[N]`?

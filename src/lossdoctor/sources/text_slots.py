@@ -62,6 +62,17 @@ def unglued(text: str) -> str:
     return _GLUED_NAME.sub(r"\1 \2", text) if _GLUED_NAME.search(text) else text
 
 
+#: a counter's name with its number glued on (`Epoch0 Iter3 --- total_loss: nan`: a script's
+#: `print(f"Epoch{e} Iter{i} --- ...")`), alone between separators; inside a longer word or a file
+#: name (`model_epoch10.pth`, `conv2`) it is not one
+GLUED_COUNTER = re.compile(r"(?<![\w.-])(epoch|iter|iteration|step|batch)(\d+)(?=[\s:,;|/]|$)", re.IGNORECASE)
+
+
+def counters_apart(text: str) -> str:
+    """The line with `Iter3` written `Iter 3`, so the counter's number is a slot like any other."""
+    return GLUED_COUNTER.sub(r"\1 \2", text)
+
+
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
 #: (a possessive joins a set to its metric: LightGBM's `valid_1's binary_logloss: 0.55`)
 _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
