@@ -1639,3 +1639,21 @@ def test_a_counter_glued_to_its_number_is_the_step(tmp_path):
     run = load_path(p)[0]
     assert list(run.steps) == list(range(8))
     np.testing.assert_allclose(run.col("loss"), [1.5 - 0.1 * i for i in range(8)])
+
+
+def test_a_sentence_that_ends_with_loss_names_the_loss(tmp_path):
+    """KotlinDL's `Training batch 28 ends with loss NaN.`: the number is the loss at batch 28, taken
+    over a stepless `Batch stat: { lossValue: ... }` line printed beside it."""
+    lines = []
+    for b in range(5):
+        v = 2.5 - 0.1 * b if b < 3 else float("nan")
+        lines += [
+            f"Training batch {b + 28} begins.",
+            f"21:49:4{b}.436 [main] DEBUG api.keras.Sequential - Batch stat: {{ lossValue: {v} metricValue: 0.09 }}",
+            f"Training batch {b + 28} ends with loss {'NaN' if v != v else v}.",
+        ]
+    p = tmp_path / "kotlin.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(28, 33)) and run.meta["loss_key"] == "loss"
+    np.testing.assert_allclose(run.col("loss"), [2.5, 2.4, 2.3, np.nan, np.nan])

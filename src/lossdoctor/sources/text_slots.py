@@ -418,12 +418,19 @@ def _prefix_name(piece: str, before: str) -> str:
     words = name.split()
     while words and words[-1].lower() in _COPULA:
         words.pop()
+    joint = [i for i, w in enumerate(words[:-1]) if w.lower() in _ENDS_WITH]
+    if joint:  # `Training batch 28 ends with loss NaN`: the name is what comes after `with`
+        words = words[joint[-1] + 1 :]
     if len(words) > 1 and words[0] in _LOG_LEVELS:
         words = words[1:]  # a logging prefix's level before the name (`P834 INFO Train loss: 0.46`)
     if not words and name:  # `loss at epoch 3 is 0.41`: the subject before the counter
         return _subject(before)
     return " ".join(words)
 
+
+#: a word that joins a sentence to the name of the number after it (`ends with loss`, `finished with
+#: loss`): the words before it are the sentence, not the name
+_ENDS_WITH = frozenset({"with"})
 
 #: a logging call's level, printed right before a message whose first words name a number
 _LOG_LEVELS = frozenset({"INFO", "DEBUG", "WARNING", "WARN", "ERROR", "CRITICAL", "TRACE", "NOTICE"})
