@@ -1215,3 +1215,31 @@ def test_fp16_optimizer_overflows_before_the_first_row_go_on_the_steps_before_it
     assert has(run.notes, "console.overflow_placed_before", n=7)
     lg = run.logged("loss")
     assert dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist()))[16] == 49.316841
+
+
+def test_an_evaluation_section_opened_in_words_keeps_its_losses_apart(tmp_path):
+    """athena's absl lines: `start evaluate in epoch 16`, prose and a warning, stepless `loss:` lines
+    and the evaluation's epoch summary, then training again: only the training lines are the loss."""
+    train = [(11743 + 10 * i, 7.6 - 0.01 * i) for i in range(4)]
+    later = [(11783 + 10 * i, 7.5 - 0.01 * i) for i in range(3)]
+    lines = [f"INFO:absl:global_steps: {s}   learning_rate: 5.7e-04   loss: {v:.4f}   Accuracy: 0.91" for s, v in train]
+    lines += [
+        "INFO:absl:>>>>> start evaluate in epoch 16",
+        "INFO:absl:please be patient, enable tf.function, it takes time ...",
+        "WARNING:absl:the length of logits is shorter than that of labels",
+        "INFO:absl:loss: 19.1721 Accuracy: 0.8155        CTCAccuracy: 0.7443",
+        "INFO:absl:loss: 30.9493 Accuracy: 0.8029        CTCAccuracy: 0.7711",
+        "INFO:absl:epoch: 16     loss: 31.2108   Accuracy: 0.7918        CTCAccuracy: 0.7697",
+    ]
+    lines += [
+        f"INFO:absl:global_steps: {s}   learning_rate: 5.7e-04   loss: {v:.4f}   Accuracy: 0.91" for s, v in later
+    ]
+    p = tmp_path / "athena.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    assert [int(s) for s in run.steps[lg]] == [s for s, _ in train + later]
+    np.testing.assert_allclose(run.col("loss")[lg], [v for _, v in train + later], rtol=1e-6)
+    ev = run.logged("eval_loss")
+    # kept at the last training step before the section: one value a step, the summary's coming last
+    assert run.col("eval_loss")[ev].tolist() == [31.2108] and int(run.steps[ev][0]) == train[-1][0]

@@ -54,8 +54,9 @@ _PREFIX = re.compile(
 #: script's `Validating...`, `***** Running Evaluation *****`): a training-shaped line right after it is
 #: the evaluation's (`step  50/157 - loss: 2.46`), not a training step
 EVAL_SECTION = re.compile(
-    r"^[\W_]*(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|es|ing|ion)|valid|test(?:ing)?|"
-    r"running\s+(?:validation|evaluation|eval))\b[^\d]{0,40}$",
+    r"^[\W_]*(?:(?:start(?:ing)?|begin(?:ning)?|running)\s+(?:to\s+)?)?"
+    r"(?:eval(?:uat(?:e|es|ing|ion))?|validat(?:e|es|ing|ion)|valid|test(?:ing)?)\b"
+    r"(?:[^\d]{0,40}|\s+(?:in|at|for|after)\s+(?:epoch|step|iter(?:ation)?)\s*\d+\W*)$",
     re.IGNORECASE,
 )
 

@@ -423,18 +423,26 @@ class ConsoleParser:
         return True
 
     def _section(self, text: str) -> bool:
-        """A line of an evaluation section: its opening line, or a line shaped like the last training
-        row, whose loss is the evaluation's (kept as `eval_loss` at the last training step). True when
-        used; the section ends at the first line of another shape."""
+        """A line of an evaluation section: its opening line, a line of prose inside it (`please be
+        patient`, a warning), or a line with a loss and no step counter of its own (athena's
+        `loss: 19.17 Accuracy: 0.81` under `start evaluate in epoch 16`, its epoch summary), or one
+        shaped like the last training row, whose loss is the evaluation's (kept as `eval_loss` at the
+        last training step). True when used; the section ends at a line of another shape or at a
+        training-shaped line whose step is past the last training step (training again)."""
         if EVAL_SECTION.match(text):
             self.in_eval = True
             return True
-        self.in_eval = False
-        if self.last_train_line is None or _shape(text) != _shape(self.last_train_line):
-            return False
+        if self.in_eval and not any(c.isdigit() for c in text):
+            return True  # prose between the evaluation's lines
+        was, self.in_eval = self.in_eval, False
         row = cl.key_values(text)
-        if row is None or "loss" not in row:
+        if self.last_train_line is None or row is None or "loss" not in row:
             return False
+        if _shape(text) != _shape(self.last_train_line):
+            if not (was and row["step"] is None):
+                return False
+        elif row["step"] is not None and self.rows and row["step"] > self.rows[-1]["step"]:
+            return False  # the training line again, at a step past the last: the section is over
         self.in_eval = True
         self.eval_lines += 1
         self._eval({"step": None, "eval_loss": row["loss"]})
