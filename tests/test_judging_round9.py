@@ -118,3 +118,16 @@ def test_an_error_rate_that_starts_at_its_worst_or_touches_it_at_the_end_is_no_c
     _, report = diagnose_text(tmp_path, _asr(cers, losses))
     assert not [f for f in report.findings if any(e.key == "diff.ev.collapsed" for e in f.evidence)], show(report)
     assert not [f for f in alarms(report) if f.symptom == "plateau" and f.step in (3, 6)], show(report)
+
+
+def test_a_results_table_s_no_log_cells_are_not_a_nan_loss(tmp_path):
+    """The HF Trainer's model-card table prints `No log` in the training-loss column until its first
+    logging step: nothing was logged there, not a NaN; the losses it does print are read."""
+    rows = [("No log", 1.0, 12, 1.2625), ("No log", 2.0, 24, 1.0992), ("0.9312", 3.0, 36, 1.0656)]
+    text = "| Training Loss | Epoch | Step | Validation Loss |\n|:-------------:|:-----:|:----:|:---------------:|\n"
+    text += "".join(f"| {a:<13} | {e} | {s} | {v} |\n" for a, e, s, v in rows)
+    runs, report = diagnose_text(tmp_path, text, name="README.md")
+    run = runs[0]
+    assert run.logged("loss").sum() == 1 and run.col("loss")[run.logged("loss")].tolist() == [0.9312]
+    assert run.logged("eval_loss").sum() == 3
+    assert not [f for f in report.findings if f.symptom == "nonfinite"], show(report)

@@ -76,6 +76,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -642,6 +643,18 @@ _METRICISH = re.compile(
 )
 _CLOCK = re.compile(r"^\d+:\d\d(?::\d\d)?(?:\.\d+)?$")
 _NOT_A_VALUE = {"no log", "-", "--", "none", "n/a", "null", ""}
+#: what a cell that says nothing was logged (`No log`: the HF Trainer's results table before its first
+#: logging step) is read as: a NaN with a payload of its own, so a row keeps its shape as numbers and
+#: `build` drops these cells (not logged) instead of reading a NaN loss
+NOT_LOGGED = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0B1D))[0]
+_NOT_LOGGED_BITS = struct.pack("<d", NOT_LOGGED)
+
+
+def not_logged(v: float) -> bool:
+    """Whether v is a cell that said nothing was logged (`NOT_LOGGED`), not a NaN the run printed."""
+    return v != v and struct.pack("<d", v) == _NOT_LOGGED_BITS
+
+
 _BOOLEAN = {"true": 1.0, "false": 0.0}
 #: a column whose True/False says a row is a training (True) or an evaluation (False) row
 _PHASE_NAMES = {"train", "training", "is_train"}
@@ -697,8 +710,10 @@ def _cell(c: str) -> float | None:
     s = c.strip().strip("'\"")
     if s.lower() in _BOOLEAN:
         return _BOOLEAN[s.lower()]
-    if s.lower() in _NOT_A_VALUE or _CLOCK.match(s):
-        return float("nan")  # nothing logged, or a duration column (fastai's `00:12`)
+    if s.lower() in _NOT_A_VALUE:
+        return NOT_LOGGED
+    if _CLOCK.match(s):
+        return float("nan")  # a duration column (fastai's `00:12`)
     m = _CELL_NUMBER.match(s) or _CELL_COUNTER.match(s)
     if m is None:
         return None
@@ -1312,6 +1327,13 @@ def _hinted(order: list[int], hints: list[tuple[int, float]], count_back: bool =
     return steps if np.all(np.diff(steps) > 0) else None
 
 
+def _drop_not_logged(cols: dict[str, dict[int, float]]) -> None:
+    """Remove the cells that said nothing was logged (`No log`: `NOT_LOGGED`) from every column."""
+    for col in cols.values():
+        for s in [s for s, v in col.items() if not_logged(v)]:
+            del col[s]
+
+
 def _nan_placeholders(cols: dict[str, dict[int, float]]) -> bool:
     """A training and an evaluation loss printed in one table, each `nan` exactly where the other has a
     value (casanovo's `_log_history`: `Step  Train loss  Valid loss`, a validation row's train cell
@@ -1360,6 +1382,7 @@ def build(parser: TextParser, what: str) -> Run:
     _event_columns(parser, place, cols, events, events_only=main is not picked["main"])
     _nonfinite_components(components, comp_lines, cols, events, outside=meta.get("outside_sum", ()))
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
+    _drop_not_logged(cols)
     if _nan_placeholders(cols):
         notes.append(Msg("text.nan_placeholders"))
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
