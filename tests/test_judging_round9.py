@@ -131,3 +131,16 @@ def test_a_results_table_s_no_log_cells_are_not_a_nan_loss(tmp_path):
     assert run.logged("loss").sum() == 1 and run.col("loss")[run.logged("loss")].tolist() == [0.9312]
     assert run.logged("eval_loss").sum() == 3
     assert not [f for f in report.findings if f.symptom == "nonfinite"], show(report)
+
+
+@pytest.mark.parametrize("falls", [True, False])
+def test_an_lr_printed_as_zero_beside_a_loss_that_learns_is_a_rounded_lr(tmp_path, falls):
+    """`lr: 0.000` on every line from the run's start: with the loss falling 2.0 -> 1.2 the weights
+    moved, so the LR is a small one the print rounded, not 0; with the loss flat it is an LR of 0."""
+    lines = []
+    for step in range(1, 9):
+        loss = 2.0 / (1 + 0.1 * step) if falls else 2.0 + 0.001 * (step % 2)
+        lines.append(f"step {step} lr: 0.000 loss: {loss:.4f}")
+    _, report = diagnose_text(tmp_path, "\n".join(lines) + "\n")
+    zero = [f for f in report.findings if f.cause == "lr_schedule_error"]
+    assert bool(zero) is not falls, show(report)

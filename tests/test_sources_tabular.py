@@ -188,3 +188,33 @@ def test_a_step_column_that_goes_back_within_an_epoch_is_left_as_printed(tmp_pat
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = load_path(p)[0]
     assert sorted(run.steps.tolist()) == [5, 10, 15, 20, 30]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_a_table_of_loss_parts_and_no_total_is_read_as_their_sum(tmp_path, kind):
+    """ALBEF/BLIP/TCL write `log.txt` as JSON lines of `train_loss_ita`, `train_loss_itm`,
+    `train_loss_mlm` (strings of 3 decimals) and no total: the training loss is their sum, said in a
+    note; a validation part is not one of them."""
+    rows = [
+        {
+            "train_lr": "0.000",
+            "train_loss_mlm": f"{2.0 - 0.1 * e:.3f}",
+            "train_loss_ita": f"{2.3 - 0.05 * e:.3f}",
+            "train_loss_itm": f"{0.45 - 0.01 * e:.3f}",
+            "val_loss_itm": "0.500",
+            "epoch": e,
+        }
+        for e in range(6)
+    ]
+    if kind == "jsonl":
+        p = tmp_path / "log.txt.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        p = tmp_path / "log.csv"
+        keys = list(rows[0])
+        p.write_text(",".join(keys) + "\n" + "".join(",".join(str(r[k]) for k in keys) + "\n" for r in rows))
+    run = load_path(p)[0]
+    want = [float(r["train_loss_mlm"]) + float(r["train_loss_ita"]) + float(r["train_loss_itm"]) for r in rows]
+    np.testing.assert_allclose(run.col("loss"), want, rtol=1e-9)
+    assert run.meta["loss_key"] == "train_loss_mlm + train_loss_ita + train_loss_itm"
+    assert any(getattr(n, "key", None) == "text.loss_summed" for n in run.notes)

@@ -153,6 +153,12 @@ class SymptomLimits:
     skip_min: int = 3
     #: an LR at most this at its largest over the log moves nothing in the steps shown
     lr_tiny: float = 1e-6
+    #: an LR printed as 0 on every row while the loss's last third is at most this share of its first
+    #: third is a small LR rounded by the print (`"train_lr": "0.000"` beside losses falling 2.0 -> 1.2):
+    #: at an LR of 0 nothing moves, so a loss that learns says the LR is not 0
+    lr_zero_learns: float = 0.9
+    #: ... judged on at least this many finite loss points (a first, a middle and a last third)
+    lr_zero_points: int = 3
     #: ... and at the tail of a decay, the loss rose at least this much over the log
     tail_rise: float = 1.1
     #: a plateau at chance: every point within this share of ln K, and at least this many points
@@ -2202,6 +2208,16 @@ def _skips(run: Run, q: Quantities) -> list[Symptom]:
     return [_sym(q, "skips", min(first, len(run) - 1), k=k, n=n, frac=k / n)]
 
 
+def learns(q: Quantities, lim: SymptomLimits = LIMITS) -> bool:
+    """The finite loss's last third is at most `lr_zero_learns` of its first third (>= 3 positive
+    points): the weights moved, whatever the LR column prints."""
+    x = q.loss[q.finite_loss]
+    if x.size < lim.lr_zero_points or (x <= 0).any():
+        return False
+    k = max(1, x.size // lim.lr_zero_points)
+    return float(np.median(x[-k:])) <= lim.lr_zero_learns * float(np.median(x[:k]))
+
+
 def _lr(run: Run, q: Quantities) -> list[Symptom]:
     """The LR exactly 0 on every logged row (>= 3), or at most lr_tiny on all while the loss does
     not fall."""
@@ -2213,7 +2229,7 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
     if float(np.max(np.abs(v))) == 0.0:
         # in an excerpt from past the run's start, a schedule's end (`learning_rate.lr_schedule_error`);
         # within the warm-up the text names, its start from 0 (printed `lr: 0.000000` while it is 1e-9)
-        if not shows_run_start(run, q) or _in_warmup(run, float(q.steps[rows[-1]])):
+        if not shows_run_start(run, q) or _in_warmup(run, float(q.steps[rows[-1]])) or learns(q):
             return []
         return [_sym(q, "lr_zero", rows[0], n=int(rows.size))]
     lf = q.finite_loss

@@ -322,6 +322,16 @@ def _eval_loss(n: str) -> tuple[str, int] | None:
     return ("eval_loss", hit[1]) if hit is not None and hit[0] == "loss" else None
 
 
+#: a training loss's part by its name (`train_loss_itc`, `loss_mlm`, `box_loss`); an evaluation's is not
+_PART = re.compile(r"(?:^|[_/ ])loss_[a-z0-9]+$|^(?:train_)?[a-z0-9]+_loss$", re.IGNORECASE)
+
+
+def is_loss_part(name: str) -> bool:
+    """Whether a column is a part of a training loss (a table reader sums the parts when no column is
+    the total): named `loss_<part>` or `<part>_loss`, no evaluation's, and no metric of its own."""
+    return bool(_PART.search(name)) and not _EVAL.search(normalise(name)) and column_for(name) is None
+
+
 #: a column an evaluation fills: read and kept apart, but a log of nothing else has no training metric
 EVAL_COLUMNS = frozenset({"eval_loss"})
 #: what a log printed beside its loss about the labels: read, but a log of only these has no training

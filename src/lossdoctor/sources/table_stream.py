@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..records import THINNING, StepColumns, Thinning, to_float
-from .columns import column_for, is_epoch_axis, map_names, step_number, step_rank
+from .columns import column_for, is_epoch_axis, is_loss_part, map_names, step_number, step_rank
 
 #: the series a step-axis candidate's values are kept under (its name may also be a metric's)
 _STEP_SERIES = "\x00step\x00"
@@ -205,7 +205,7 @@ class JsonColumns:
         if not new:
             return
         self.names.update(dict.fromkeys(new))
-        self.metric_keys += [n for n in new if column_for(n) is not None]
+        self.metric_keys += [n for n in new if column_for(n) is not None or is_loss_part(n)]
         self.step_keys += [n for n in new if step_rank(n) is not None or is_epoch_axis(n)]
         first = self._first or {}
         self._first_strings = {k for k in self.metric_keys + self.step_keys if isinstance(first.get(k), str)}

@@ -29,7 +29,17 @@ import orjson
 
 from ..messages import Msg
 from ..records import THINNING, Run, Thinning, from_columns
-from .columns import SIGNAL_NAMES, column_for, epoch_steps, is_epoch_axis, map_names, step_number, step_rank, trains
+from .columns import (
+    SIGNAL_NAMES,
+    column_for,
+    epoch_steps,
+    is_epoch_axis,
+    is_loss_part,
+    map_names,
+    step_number,
+    step_rank,
+    trains,
+)
 from .files import (
     MAX_WHOLE_READ,
     head,
@@ -86,13 +96,17 @@ def table_run(
     read as steps, where the same name also feeds a metric)."""
     notes = list(notes or [])
     mapping = map_names(names)
-    if not trains(mapping.used):
+    parts = loss_parts(names) if "loss" not in mapping.used else []
+    if not trains(mapping.used) and not parts:
         shown = ", ".join(repr(n) for n in names[:12]) + (" ..." if len(names) > 12 else "")
         raise SourceError(
             f"{what}: no training metric found among its columns ({shown}); "
             "expected names like loss, grad_norm, lr or loss_scale"
         )
     cols, masks = _metric_columns(mapping.used, columns, notes, logged=logged, text_cells=text_cells)
+    if parts and _sum_parts(parts, columns, cols, masks, logged=logged, text_cells=text_cells):
+        meta = {**(meta or {}), "loss_key": " + ".join(parts), "loss_guessed": False}
+        notes.append(Msg("text.loss_summed", keys=parts, n=int(masks["loss"].sum())))
     n = nrows if nrows is not None else len(next(iter(columns.values())))
     row_index = rows_at if rows_at is not None else np.arange(n, dtype=np.float64)
     if mapping.step is not None:
@@ -112,6 +126,41 @@ def table_run(
     run.meta.setdefault("columns", dict(mapping.used))
     run.notes.extend(notes)
     return run
+
+
+#: most columns a total is summed over (a detection loss has 3 to 6 parts)
+MAX_PARTS = 8
+
+
+def loss_parts(names: list[str]) -> list[str]:
+    """The columns that are parts of a training loss no column totals (ALBEF/BLIP/TCL's `log.txt`:
+    `train_loss_mlm`, `train_loss_ita`, `train_loss_itm`, no `train_loss`): two to `MAX_PARTS` of them."""
+    parts = [n for n in names if is_loss_part(n)]
+    return parts if 2 <= len(parts) <= MAX_PARTS else []
+
+
+def _sum_parts(
+    parts: list[str],
+    columns: dict[str, Any],
+    cols: dict[str, Any],
+    masks: dict[str, np.ndarray],
+    *,
+    logged: dict[str, np.ndarray] | None,
+    text_cells: dict[str, int] | None,
+) -> bool:
+    """Put the parts' sum, on the rows where every part is logged, in `cols["loss"]` (as the text
+    reader sums a detector's loss terms); False when a part is not a column of numbers."""
+    if any(p not in columns for p in parts):  # a reader that kept only its signals' columns
+        return False
+    got, got_masks = _metric_columns({p: p for p in parts}, columns, [], logged=logged, text_cells=text_cells)
+    if not all(isinstance(got[p], np.ndarray) and got[p].dtype.kind == "f" for p in parts):
+        return False
+    arrays = [np.asarray(got[p], dtype=np.float64) for p in parts]
+    mask = np.logical_and.reduce([got_masks.get(p, np.ones(a.shape, dtype=bool)) for p, a in zip(parts, arrays)])
+    if not mask.any():
+        return False
+    cols["loss"], masks["loss"] = np.where(mask, np.sum(arrays, axis=0), np.nan), mask
+    return True
 
 
 def _is_text(v: Any) -> bool:
@@ -387,7 +436,13 @@ def _wanted_columns(names: list[str]) -> list[int]:
     out = []
     for i, n in enumerate(names):
         m = _WANDB_RUN_COL.match(n)
-        if column_for(n) or step_rank(n) is not None or is_epoch_axis(n) or (m and column_for(m["metric"])):
+        if (
+            column_for(n)
+            or is_loss_part(n)
+            or step_rank(n) is not None
+            or is_epoch_axis(n)
+            or (m and column_for(m["metric"]))
+        ):
             out.append(i)
     return out
 
