@@ -144,3 +144,30 @@ def test_an_lr_printed_as_zero_beside_a_loss_that_learns_is_a_rounded_lr(tmp_pat
     _, report = diagnose_text(tmp_path, "\n".join(lines) + "\n")
     zero = [f for f in report.findings if f.cause == "lr_schedule_error"]
     assert bool(zero) is not falls, show(report)
+
+
+def _epochs(train: list[float], val: list[float]) -> str:
+    out = []
+    for e, (t, v) in enumerate(zip(train, val)):
+        out += [f"Epoch {e}", "Current learning rate: 0.01", f"train_loss {t:.4f}", f"val_loss {v:.4f}"]
+    return "\n".join(out) + "\n"
+
+
+def test_a_jump_the_validation_loss_makes_too_is_a_divergence_in_three_epochs(tmp_path):
+    """nnU-Net's epoch blocks: train 0.36, 0.12, 0.60 while validation went 0.33, 0.48, 3.64: one
+    event measured twice, at the log's last point: no sign of a way back."""
+    _, report = diagnose_text(tmp_path, _epochs([0.3602, 0.1213, 0.5986], [0.3339, 0.4789, 3.6355]))
+    top = alarms(report)
+    assert top and top[0].symptom == "divergence" and top[0].step == 2, show(report)
+
+
+@pytest.mark.parametrize(
+    "train,val",
+    [
+        ([0.3602, 0.1213, 0.5986], [0.3339, 0.3289, 0.3155]),  # the training loss alone: one noisy epoch
+        ([0.3602, 0.2213, 0.1986], [0.3339, 0.4789, 3.6355]),  # the validation loss alone: no training jump
+    ],
+)
+def test_a_jump_of_one_loss_alone_in_three_epochs_is_not(tmp_path, train, val):
+    _, report = diagnose_text(tmp_path, _epochs(train, val))
+    assert not [f for f in alarms(report) if f.symptom in ("divergence", "spike")], show(report)

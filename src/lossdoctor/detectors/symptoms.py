@@ -533,11 +533,14 @@ def _baseline(lx: np.ndarray, j: int, lim: SymptomLimits) -> tuple[float, float,
     return med, max(sigma, 0.02), float(np.max(prev))
 
 
-def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = False) -> float | None:
+def jump_at(
+    lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = False, seconded: bool = False
+) -> float | None:
     """The ratio of point j over the median of the points before it when it stands out of their
     noise (>= spike_z robust sigmas and >= spike_ratio x with >= 4 points before it, or, above all of
     them, a step into it >= spike_z robust sigmas of the log's other steps: `trend_break`; >=
-    few_ratio x the median and >= few_over_max x their largest with 1-3); None when it does not."""
+    few_ratio x the median and >= few_over_max x their largest with 1-3, or >= spike_ratio x the median
+    when the evaluation loss jumped at the same point too: `seconded`); None when it does not."""
     b = _baseline(lx, j, lim)
     if b is None:
         return None
@@ -560,6 +563,10 @@ def jump_at(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS, trend: bool = F
         stays = not trend and j + 1 < lx.size and lx[j + 1] - med >= math.log(lim.few_ratio)
         extra = 1.0 if k == 1 and not stays else 0.0
         ok = ratio >= lim.few_ratio + extra and lx[j] - top >= math.log(lim.few_over_max)
+        # the evaluation's loss jumping at the same point is a second measurement of one event: with
+        # it, a jump of the usual size is no draw of the training loss's noise (nnU-Net's epoch means:
+        # train 0.12 -> 0.60 while validation went 0.48 -> 3.64)
+        ok = ok or (seconded and ratio >= lim.spike_ratio and lx[j] > top)
         if not ok and trend and (z := trend_break(lx, j, lim)) is not None:
             ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     return ratio if ok else None
@@ -649,8 +656,9 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
     # a mid-run excerpt: with 1-3 points before it the rest of the log's trend judges a jump (`trend_ratio`)
     trend = steps_known(run) and int(q.steps[lf[0]]) > LIMITS.trend_after
     few = np.arange(1, min(4, x.size)) if trend else np.arange(0)
+    seconded = _eval_jumped(run, lf)
     for j in np.union1d(few, _candidates(lx, math.log(LIMITS.spike_ratio))):
-        ratio = jump_at(lx, int(j), trend=trend)
+        ratio = jump_at(lx, int(j), trend=trend, seconded=bool(seconded[j]))
         if ratio is None:
             continue
         base = float(math.exp(lx[j]) / ratio)
@@ -658,8 +666,10 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
             continue  # heavy-tailed noise around a loss that fell far: 5x of little is little
         after = x[j + 1 :]
         back = bool((after < LIMITS.recovered * base).any()) if after.size else None
-        if back is None and _at_large_chance(run, float(x[j])):
-            back = False  # the last point, at a large softmax's chance level: the weights were wrecked
+        if back is None and (_at_large_chance(run, float(x[j])) or seconded[j]):
+            # the last point, at a large softmax's chance level (the weights were wrecked), or with the
+            # evaluation's loss up as far at the same point (two measurements: no sign of a way back)
+            back = False
         climb = back is None and j >= 2 and bool(x[j - 1] >= LIMITS.diverged * base)
         if climb:
             back = False  # the last point, the second of two rising intervals (x1.5, then beyond): a climb
@@ -686,6 +696,21 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
             )
         ]
     return _climb(q, lf, x, lx, start) or shift
+
+
+def _eval_jumped(run: Run, lf: np.ndarray, lim: SymptomLimits = LIMITS) -> np.ndarray:
+    """For each of the rows `lf`: the evaluation loss logged there is >= `few_ratio` x the one logged
+    before it (both finite and positive)."""
+    out = np.zeros(lf.size, dtype=bool)
+    if not run.has("eval_loss"):
+        return out
+    ev, got = run.col("eval_loss"), run.logged("eval_loss") & np.isfinite(run.col("eval_loss"))
+    rows = np.flatnonzero(got)
+    for i, r in enumerate(lf):
+        k = int(np.searchsorted(rows, r))
+        if k < rows.size and rows[k] == r and k > 0 and ev[rows[k - 1]] > 0:
+            out[i] = ev[r] >= lim.few_ratio * ev[rows[k - 1]]
+    return out
 
 
 def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
