@@ -171,3 +171,24 @@ def test_a_jump_the_validation_loss_makes_too_is_a_divergence_in_three_epochs(tm
 def test_a_jump_of_one_loss_alone_in_three_epochs_is_not(tmp_path, train, val):
     _, report = diagnose_text(tmp_path, _epochs(train, val))
     assert not [f for f in alarms(report) if f.symptom in ("divergence", "spike")], show(report)
+
+
+def test_one_bump_near_the_end_of_a_flat_log_is_no_creep(tmp_path):
+    """GLM-4's dicts: a flat loss with one bump of +30% two points from the end (a gradient spike it
+    came back from): the rise a median of two sees is that one point, not a creep of the log."""
+    losses = [0.094, 0.1019, 0.0922, 0.0894, 0.0928, 0.0949, 0.0946, 0.1045, 0.1246, 0.0988]
+    text = "".join(
+        f"{{'loss': {v}, 'grad_norm': {3.5 if i != 7 else 237.6}, 'learning_rate': 0.0005, 'epoch': 0.03}}\n"
+        for i, v in enumerate(losses)
+    )
+    _, report = diagnose_text(tmp_path, text)
+    assert not [f for f in alarms(report) if f.symptom == "divergence"], show(report)
+
+
+def test_a_creep_over_the_whole_excerpt_still_is_one(tmp_path):
+    losses = [0.0922 * (1 + 0.02 * i) + 0.001 * (i % 2) for i in range(12)]
+    text = "".join(
+        f"{{'loss': {v:.4f}, 'learning_rate': 0.0005, 'epoch': {1 + i / 100:.2f}}}\n" for i, v in enumerate(losses)
+    )
+    _, report = diagnose_text(tmp_path, text)
+    assert [f for f in alarms(report) if f.symptom == "divergence"], show(report)

@@ -1650,25 +1650,15 @@ def _creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom
     x = q.loss[lf]
     if x.size < lim.creep_log or (x <= 0).any():
         return []
-    best, b = rolling_best(x)
-    after = x[b:]
-    k = max(2, x.size // 5)
-    end = float(np.median(x[-k:]))
-    if (
-        after.size < lim.creep_points
-        or b >= x.size - k
-        or end < (1 + lim.creep_min) * best
-        or end >= lim.diverged * best
-    ):
+    found = _creeps(x, lim)
+    # and without its largest point: one excursion (a gradient spike's bump that came back) is no creep
+    if found is None or _creeps(np.delete(x, int(np.argmax(x))), lim) is None:
         return []
+    b, best, end = found
+    after = x[b:]
     rise = math.log(end / best)
-    if (
-        kendall_tau(after) < lim.creep_tau
-        or rise < lim.rise_z * point_noise(after)
-        or end < float(np.percentile(x[:-k], 75))
-        or _warming(q, lf[b:])
-    ):
-        return []  # (a loss that rises while the LR still warms up is a warm-up's first updates)
+    if _warming(q, lf[b:]):
+        return []  # a loss that rises while the LR still warms up is a warm-up's first updates
     if _shows_start(run, q, lf) and float(np.min(x[1:])) >= (1 - lim.no_fall_tol) * float(x[0]):
         return []  # it never fell from the run's first loss: `_no_fall` / `_rising_start` judge that
     half = math.sqrt(best * end)
@@ -1679,6 +1669,30 @@ def _creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom
     return [
         _sym(q, "creep", lf[on], best=best, best_step=int(q.steps[lf[b]]), end=end, ratio=end / best, n=int(after.size))
     ]
+
+
+def _creeps(x: np.ndarray, lim: SymptomLimits) -> tuple[int, float, float] | None:
+    """(row of the best, the best, the end level) when the points after the log's best rise to its
+    end by `creep_min` to `diverged` x, orderly (`creep_tau`), beyond their noise (`rise_z`) and
+    above three quarters of the points before the end; else None."""
+    best, b = rolling_best(x)
+    after = x[b:]
+    k = max(2, x.size // 5)
+    end = float(np.median(x[-k:]))
+    if (
+        after.size < lim.creep_points
+        or b >= x.size - k
+        or end < (1 + lim.creep_min) * best
+        or end >= lim.diverged * best
+    ):
+        return None
+    if (
+        kendall_tau(after) < lim.creep_tau
+        or math.log(end / best) < lim.rise_z * point_noise(after)
+        or end < float(np.percentile(x[:-k], 75))
+    ):
+        return None
+    return b, best, end
 
 
 def _short_creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
@@ -1692,13 +1706,24 @@ def _short_creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
     if not lim.creep_points <= x.size < lim.creep_log or (x <= 0).any() or _shows_start(run, q, lf):
         return []
     first, end = float(np.median(x[:2])), float(np.median(x[-2:]))
-    if end < (1 + lim.creep_min) * first or rise_p_value(x) > lim.short_rise_p or _warming(q, lf):
+    if not _rises_short(x, lim) or _warming(q, lf):
+        return []
+    # without its largest point the log must still rise: one excursion near the end (a gradient
+    # spike's bump that came back) moves a median of two, a creep of the whole excerpt does not
+    if not _rises_short(np.delete(x, int(np.argmax(x))), lim):
         return []
     kind = "creep" if end < lim.diverged * first else "rise"
     data: dict[str, Any] = dict(best=first, best_step=int(q.steps[lf[0]]), end=end, ratio=end / first, n=int(x.size))
     if kind == "rise":
         data["grad_ratio"] = None
     return [_sym(q, kind, lf[1], **data)]
+
+
+def _rises_short(x: np.ndarray, lim: SymptomLimits) -> bool:
+    """The median of the last two points >= (1 + `creep_min`) x that of the first two, and the
+    points' order rises more than noise allows (`rise_p_value` <= `short_rise_p`)."""
+    first, end = float(np.median(x[:2])), float(np.median(x[-2:]))
+    return end >= (1 + lim.creep_min) * first and rise_p_value(x) <= lim.short_rise_p
 
 
 def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
