@@ -1658,3 +1658,16 @@ def test_a_sentence_that_ends_with_loss_names_the_loss(tmp_path):
     run = load_path(p)[0]
     assert list(run.steps) == list(range(28, 33)) and run.meta["loss_key"] == "loss"
     np.testing.assert_allclose(run.col("loss"), [2.5, 2.4, 2.3, np.nan, np.nan])
+
+
+def test_a_whitespace_table_row_whose_last_cell_is_blank_is_still_a_row(tmp_path):
+    """scikit-learn's boosting `verbose=1` table stops printing `Remaining Time` once the loss is
+    too wide for its column: those rows keep their step and loss (the time is not logged there)."""
+    head = "      Iter       Train Loss   Remaining Time \n"
+    rows = [f"{i:10d} {5000.0 * 3**i:16.4f} {22.5 - i:11.2f}s\n" for i in range(1, 11)]
+    rows += [f"{i:10d} {1.0710570621852775e60:.4f}            \n" for i in range(11, 14)]
+    p = tmp_path / "gbc.txt"
+    p.write_text(head + "".join(rows))
+    run = load_path(p)[0]
+    assert list(run.steps) == list(range(1, 14))
+    assert run.col("loss")[-1] == pytest.approx(1.0710570621852775e60)

@@ -679,6 +679,10 @@ def _spaced_row(text: str, cells: list[str], width: int) -> tuple[list[str], boo
         return words, None
     if len(words) == width + 1 and words[-1] in _ROW_MARKS:
         return words[:-1], _ROW_MARKS[words[-1]]
+    if "|" not in text and len(words) == width - 1 and len(words) >= 2:
+        # its last column left blank (scikit-learn's verbose boosting table prints no `Remaining Time`
+        # once its loss overflows the column: `13 1071...104.0000`): that cell logged nothing
+        return [*words, "-"], None
     return cells, None
 
 
