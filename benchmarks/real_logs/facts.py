@@ -21,12 +21,23 @@ def main_run(runs: list) -> Any:
     return max(runs, key=len)
 
 
-def first_nonfinite_step(run) -> int | None:
+def nonfinite_rows(run) -> np.ndarray:
+    """The rows whose logged loss or grad norm is NaN/Inf, or that were skipped; in a log that prints
+    no total loss (a GAN's two adversaries, kept as components), the rows where a component is."""
     bad = np.zeros(len(run), dtype=bool)
     for name in ("loss", "grad_norm"):
         bad |= run.logged(name) & ~np.isfinite(run.col(name))
+    if not run.has("loss"):
+        comps = _components(run)
+        broken = {s for s, c in comps.items() if any(not math.isfinite(float(v)) for v in c.values())}
+        bad |= np.isin(run.steps, list(broken))
     if "skipped" in run.cols:
         bad |= run.col("skipped") == 1
+    return bad
+
+
+def first_nonfinite_step(run) -> int | None:
+    bad = nonfinite_rows(run)
     order = np.argsort(run.steps, kind="stable")
     hits = [int(run.steps[i]) for i in order if bad[i]]
     return hits[0] if hits else None

@@ -104,15 +104,9 @@ def first_nonfinite(run) -> tuple[int | None, int | None]:
     """(step, row in step order) of the first logged NaN/Inf loss or grad norm, or skipped step; in a
     log that prints no total loss (a GAN's two adversaries, kept as components), a NaN/Inf component
     is the NaN the log shows."""
-    bad = np.zeros(len(run), dtype=bool)
-    for name in ("loss", "grad_norm"):
-        bad |= run.logged(name) & ~np.isfinite(run.col(name))
-    if not run.has("loss"):
-        comps = run.events.get("loss_components") or {}
-        broken = {s for s, c in comps.items() if any(not np.isfinite(float(v)) for v in c.values())}
-        bad |= np.isin(run.steps, list(broken))
-    if "skipped" in run.cols:
-        bad |= run.col("skipped") == 1
+    from benchmarks.real_logs.facts import nonfinite_rows
+
+    bad = nonfinite_rows(run)
     order = np.argsort(run.steps, kind="stable")
     for row, i in enumerate(order):
         if bad[i]:
