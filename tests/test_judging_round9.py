@@ -192,3 +192,14 @@ def test_a_creep_over_the_whole_excerpt_still_is_one(tmp_path):
     )
     _, report = diagnose_text(tmp_path, text)
     assert [f for f in alarms(report) if f.symptom == "divergence"], show(report)
+
+
+def test_an_lr_printed_as_zero_on_a_long_log_that_learns_is_no_schedule_error(tmp_path):
+    """The same judgement on the detector's long form (>= 10 rows: `learning_rate.lr_schedule_error`)
+    as on the short one: a loss that falls says the LR is not 0."""
+    lines = [f"step {s} lr: 0.000 loss: {2.0 / (1 + 0.1 * s):.4f}" for s in range(1, 15)]
+    _, report = diagnose_text(tmp_path, "\n".join(lines) + "\n")
+    assert not [f for f in report.findings if f.cause == "lr_schedule_error"], show(report)
+    flat = [f"step {s} lr: 0.000 loss: {2.0 + 0.001 * (s % 2):.4f}" for s in range(1, 15)]
+    _, report = diagnose_text(tmp_path, "\n".join(flat) + "\n", name="flat.log")
+    assert [f for f in alarms(report) if f.cause == "lr_schedule_error"], show(report)

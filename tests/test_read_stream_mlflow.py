@@ -25,7 +25,14 @@ from lossdoctor.records import StepColumns, Thinning
 from lossdoctor.sources import load_path, mlflow_store, mlflow_stream
 from msgs import has
 from test_read_stream import same_run
-from test_sources_mlflow import METRIC_LINES, empty_db, tracking  # noqa: F401  (fixtures)
+from test_sources_mlflow import (  # noqa: F401  (fixtures)
+    METRIC_LINES,
+    assert_same_parse,
+    block_size,
+    empty_db,
+    tracking,
+    whole_metric_file,
+)
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -228,23 +235,14 @@ def test_a_metric_file_streamed_by_blocks_is_read_as_whole(tmp_path, lines, newl
     """A metric file's chunks (`metric_file_chunks`, damage in a later block read line by line) are,
     put together, what the whole file's parse gives: the same steps, values (NaN, the sign of a
     zero), notes; where they cannot be (`NotStreamable`), the file is read whole."""
-    path = tmp_path / "loss"
-    data = "\n".join(lines).encode() + (b"\n" if newline_at_end and lines else b"")
-    path.write_bytes(data)
-    whole_notes: list[str] = []
-    want = mlflow_store.parse_metric_file(data, "loss", whole_notes)
-    saved = mlflow_store.STREAM_BLOCK
-    mlflow_store.STREAM_BLOCK = block
+    path, want, whole_notes = whole_metric_file(tmp_path, lines, newline_at_end)
+    notes: list[str] = []
     try:
-        notes: list[str] = []
-        parts = list(mlflow_store.metric_file_chunks(path, "loss", notes))
+        with block_size("STREAM_BLOCK", block):
+            parts = list(mlflow_store.metric_file_chunks(path, "loss", notes))
     except mlflow_stream.NotStreamable:
         return
-    finally:
-        mlflow_store.STREAM_BLOCK = saved
     got = [np.concatenate([p[i] for p in parts] or [np.zeros(0)]) for i in (0, 1)]
-    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)
-    assert np.array_equal(np.signbit(got[1]), np.signbit(want[1]))
-    assert list(map(repr, notes)) == list(map(repr, whole_notes))
+    assert_same_parse(got, want, notes, whole_notes)
     if lines[:3] == ["1 2.5 0", "2 2.0 1", "3 1.5 2"] and lines[3:] == ["4 1.5"]:
         assert len(parts) > 1 and notes  # the torn line read in its block, not the file whole

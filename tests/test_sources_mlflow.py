@@ -5,6 +5,7 @@ SGD step is far too large so the loss overflows to inf and NaN), from HF Trainer
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -407,20 +408,43 @@ def test_a_metric_file_read_by_blocks_is_read_as_whole(tmp_path, lines, newline_
     zero, infinities), notes, for plain, odd and damaged lines and any cut of the blocks."""
     from lossdoctor.sources import mlflow_store
 
+    path, want, whole_notes = whole_metric_file(tmp_path, lines, newline_at_end)
+    notes: list[str] = []
+    with block_size("_BLOCK", block):
+        got = mlflow_store.read_metric_file(path, "loss", notes)
+    assert got[0].dtype == want[0].dtype
+    assert_same_parse(got, want, notes, whole_notes)
+
+
+def whole_metric_file(tmp_path, lines: list[str], newline_at_end: bool):
+    """The MLflow metric file of `lines` written under tmp_path, with the whole file's parse and its
+    notes: what any block-wise read of it must give."""
+    from lossdoctor.sources import mlflow_store
+
     path = tmp_path / "loss"
     data = "\n".join(lines).encode() + (b"\n" if newline_at_end and lines else b"")
     path.write_bytes(data)
     whole_notes: list[str] = []
-    want = mlflow_store.parse_metric_file(data, "loss", whole_notes)
-    saved = mlflow_store._BLOCK
-    mlflow_store._BLOCK = block
+    return path, mlflow_store.parse_metric_file(data, "loss", whole_notes), whole_notes
+
+
+@contextlib.contextmanager
+def block_size(name: str, block: int):
+    """`mlflow_store.<name>` (a block size in bytes) set to `block` inside the block (hypothesis runs
+    the test many times in one function scope: no monkeypatch fixture)."""
+    from lossdoctor.sources import mlflow_store
+
+    saved = getattr(mlflow_store, name)
+    setattr(mlflow_store, name, block)
     try:
-        notes: list[str] = []
-        got = mlflow_store.read_metric_file(path, "loss", notes)
+        yield
     finally:
-        mlflow_store._BLOCK = saved
-    assert got[0].dtype == want[0].dtype and np.array_equal(got[0], want[0])
-    assert np.array_equal(got[1], want[1], equal_nan=True)
+        setattr(mlflow_store, name, saved)
+
+
+def assert_same_parse(got, want, notes: list[str], whole_notes: list[str]) -> None:
+    """The same steps, values (NaN, the sign of a zero) and notes as the whole file's parse."""
+    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1], equal_nan=True)
     assert np.array_equal(np.signbit(got[1]), np.signbit(want[1]))
     assert list(map(repr, notes)) == list(map(repr, whole_notes))
 

@@ -588,10 +588,7 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
     if float(x.max()) <= 0:
         if _another_group_trains(run):  # the first group at LR 0 only: loop_wiring.param_group_lr_zero
             return []
-        if not shows_run_start(run, q):
-            # an excerpt from past the run's start: what a schedule decaying to 0 (linear or
-            # trapezoidal to zero, a cosine to 0, a WSD cool-down) prints over its last steps, and
-            # what a fixed-decimals print of its small final LR rounds to; no sign of a fault
+        if zero_lr_explained(run, q, float(q.steps[idx[-1]])):
             return []
         return [
             Finding(
@@ -608,6 +605,40 @@ def lr_schedule_error(run: Run, q: Quantities) -> list[Finding]:
     # an LR back at its peak in one step is what a warm restart (SGDR) or a cycle does on purpose
     cyclic = restarts_on_purpose(run) or _periodic_restarts(q, idx, x)
     return out or ([] if cyclic else _one_step_rise(q, idx, x)) or _stuck_at_zero(q, idx, x)
+
+
+#: an LR printed as 0 on every row while the loss's last third is at most this share of its first
+#: third is a small LR rounded by the print (`"train_lr": "0.000"` beside losses falling 2.0 -> 1.2):
+#: at an LR of 0 nothing moves, so a loss that learns says the LR is not 0
+LR_ZERO_LEARNS = 0.9
+#: ... judged on at least this many finite loss points (a first, a middle and a last third)
+LR_ZERO_POINTS = 3
+
+
+def zero_lr_explained(run: Run, q: Quantities, last_step: float) -> bool:
+    """An LR of 0 on every logged row that is no fault, for the detector and the symptom alike:
+    - an excerpt from past the run's start: what a schedule decaying to 0 (linear or trapezoidal to
+      zero, a cosine to 0, a WSD cool-down) prints over its last steps, and what a fixed-decimals
+      print of its small final LR rounds to;
+    - a log that ends within the warm-up the text names (`Set warmup steps = 86135`): a warm-up from 0
+      printed with a few decimals shows 0 for its first steps;
+    - a loss that learns (`loss_learns`): the weights moved, so the LR is a small one the print rounded."""
+    return not shows_run_start(run, q) or _in_warmup(run, last_step) or loss_learns(q)
+
+
+def _in_warmup(run: Run, last_step: float) -> bool:
+    w = run.meta.get("warmup_steps")
+    return isinstance(w, (int, float)) and not isinstance(w, bool) and last_step < w
+
+
+def loss_learns(q: Quantities) -> bool:
+    """The finite loss's last third is at most `LR_ZERO_LEARNS` of its first third (>= `LR_ZERO_POINTS`
+    positive points)."""
+    x = q.loss[q.finite_loss]
+    if x.size < LR_ZERO_POINTS or (x <= 0).any():
+        return False
+    k = max(1, x.size // LR_ZERO_POINTS)
+    return float(np.median(x[-k:])) <= LR_ZERO_LEARNS * float(np.median(x[:k]))
 
 
 def restarts_on_purpose(run: Run) -> bool:

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..records import Run
 from .base import print_resolution
-from .learning_rate import shows_run_start
+from .learning_rate import zero_lr_explained
 from .quantities import Quantities
 from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
 
@@ -153,12 +153,6 @@ class SymptomLimits:
     skip_min: int = 3
     #: an LR at most this at its largest over the log moves nothing in the steps shown
     lr_tiny: float = 1e-6
-    #: an LR printed as 0 on every row while the loss's last third is at most this share of its first
-    #: third is a small LR rounded by the print (`"train_lr": "0.000"` beside losses falling 2.0 -> 1.2):
-    #: at an LR of 0 nothing moves, so a loss that learns says the LR is not 0
-    lr_zero_learns: float = 0.9
-    #: ... judged on at least this many finite loss points (a first, a middle and a last third)
-    lr_zero_points: int = 3
     #: ... and at the tail of a decay, the loss rose at least this much over the log
     tail_rise: float = 1.1
     #: a plateau at chance: every point within this share of ln K, and at least this many points
@@ -701,16 +695,12 @@ def _jumps(run: Run, q: Quantities) -> list[Symptom]:
 def _eval_jumped(run: Run, lf: np.ndarray, lim: SymptomLimits = LIMITS) -> np.ndarray:
     """For each of the rows `lf`: the evaluation loss logged there is >= `few_ratio` x the one logged
     before it (both finite and positive)."""
-    out = np.zeros(lf.size, dtype=bool)
     if not run.has("eval_loss"):
-        return out
-    ev, got = run.col("eval_loss"), run.logged("eval_loss") & np.isfinite(run.col("eval_loss"))
-    rows = np.flatnonzero(got)
-    for i, r in enumerate(lf):
-        k = int(np.searchsorted(rows, r))
-        if k < rows.size and rows[k] == r and k > 0 and ev[rows[k - 1]] > 0:
-            out[i] = ev[r] >= lim.few_ratio * ev[rows[k - 1]]
-    return out
+        return np.zeros(lf.size, dtype=bool)
+    ev = run.col("eval_loss")
+    rows = np.flatnonzero(run.logged("eval_loss") & np.isfinite(ev))
+    before, at = ev[rows[:-1]], ev[rows[1:]]
+    return np.isin(lf, rows[1:][(before > 0) & (at >= lim.few_ratio * before)])
 
 
 def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
@@ -2258,16 +2248,6 @@ def _skips(run: Run, q: Quantities) -> list[Symptom]:
     return [_sym(q, "skips", min(first, len(run) - 1), k=k, n=n, frac=k / n)]
 
 
-def learns(q: Quantities, lim: SymptomLimits = LIMITS) -> bool:
-    """The finite loss's last third is at most `lr_zero_learns` of its first third (>= 3 positive
-    points): the weights moved, whatever the LR column prints."""
-    x = q.loss[q.finite_loss]
-    if x.size < lim.lr_zero_points or (x <= 0).any():
-        return False
-    k = max(1, x.size // lim.lr_zero_points)
-    return float(np.median(x[-k:])) <= lim.lr_zero_learns * float(np.median(x[:k]))
-
-
 def _lr(run: Run, q: Quantities) -> list[Symptom]:
     """The LR exactly 0 on every logged row (>= 3), or at most lr_tiny on all while the loss does
     not fall."""
@@ -2277,9 +2257,7 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
         return []
     v = lr[rows]
     if float(np.max(np.abs(v))) == 0.0:
-        # in an excerpt from past the run's start, a schedule's end (`learning_rate.lr_schedule_error`);
-        # within the warm-up the text names, its start from 0 (printed `lr: 0.000000` while it is 1e-9)
-        if not shows_run_start(run, q) or _in_warmup(run, float(q.steps[rows[-1]])) or learns(q):
+        if zero_lr_explained(run, q, float(q.steps[rows[-1]])):
             return []
         return [_sym(q, "lr_zero", rows[0], n=int(rows.size))]
     lf = q.finite_loss
@@ -2290,13 +2268,6 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
     if float(np.max(v)) <= LIMITS.lr_tiny and x.size >= 3 and float(x[-1]) >= rise * float(x[0]):
         return [_sym(q, "lr_tiny", rows[0], lr=float(np.max(v)), first=float(x[0]), last=float(x[-1]))]
     return []
-
-
-def _in_warmup(run: Run, last_step: float) -> bool:
-    """The log ends within the warm-up the text names (`Set warmup steps = 86135`, `warmup_steps:
-    500`): a warm-up from 0 printed with a few decimals shows 0 for its first steps."""
-    w = run.meta.get("warmup_steps")
-    return isinstance(w, (int, float)) and not isinstance(w, bool) and last_step < w
 
 
 def precision_of(run: Run) -> str | None:
