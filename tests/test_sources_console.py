@@ -1243,3 +1243,49 @@ def test_an_evaluation_section_opened_in_words_keeps_its_losses_apart(tmp_path):
     ev = run.logged("eval_loss")
     # kept at the last training step before the section: one value a step, the summary's coming last
     assert run.col("eval_loss")[ev].tolist() == [31.2108] and int(run.steps[ev][0]) == train[-1][0]
+
+
+#: a Keras 1 thread's epoch losses, "the loss creeps up"
+KERAS_CREEP = [0.176, 0.184, 0.1816, 0.1915, 0.1928, 0.1964, 0.1948, 0.1971, 0.1899, 0.1957]
+KERAS_CREEP += [0.1923, 0.191, 0.2104, 0.1976, 0.1979, 0.2036, 0.2019, 0.1978, 0.1954]
+
+
+def _keras_final_bars(losses: list[float]) -> str:
+    """What a notebook shows of verbose=1: each epoch's bar as last drawn (the `\r` redraws gone)."""
+    bar = "100/100 [==============================] - 2s 15ms/step - loss: {v:.4f} - accuracy: 0.5000\n"
+    return "".join(f"Epoch {e}/{len(losses)}\n" + bar.format(v=v) for e, v in enumerate(losses, 1))
+
+
+@pytest.mark.parametrize("shape", ["final_bars", "verbose_2"])
+def test_keras_bars_at_their_epochs_end_are_the_epoch_means_from_epoch_1(tmp_path, shape):
+    """Keras prints one bar (or verbose=2 line) per epoch ending at `100/100`: each row is its epoch's
+    mean and the first is epoch 1's, so a loss that never falls below it over 19 epochs shows the run's
+    start, as the same epoch numbers printed alone would (a Keras 1 thread's 0.176 -> 0.195)."""
+    p = tmp_path / "train.log"
+    p.write_text(_keras_final_bars(KERAS_CREEP) if shape == "final_bars" else keras_log(KERAS_CREEP, 2))
+    run = load_path(p)[0]
+    assert run.meta["epoch_rows_from"] == 1
+    report = diagnose_runs([run])
+    alarm = next(f for f in report.findings if f.severity in ("warning", "critical"))
+    assert alarm.symptom == "divergence" and alarm.evidence[0].key == "diff.what.creep"
+    assert alarm.evidence[0].values["best"] == 0.176
+
+
+def test_keras_bars_inside_an_epoch_or_from_a_later_one_are_no_run_start(tmp_path):
+    """Bars cut inside a later epoch (`30/100`) are running means of part of it, and a paste that starts
+    at `Epoch 7/20` is not the run's start: neither is read as epoch means from the first epoch."""
+    inside = "Epoch 3/5\n" + "".join(
+        f"{b}/100 [=====>........................] - ETA: 3s - loss: {v:.4f}\n"
+        for b, v in zip(range(5, 100, 5), KERAS_CREEP)
+    )
+    later = "".join(
+        f"Epoch {e}/20\n100/100 [==============================] - 2s 15ms/step - loss: {v:.4f}\n"
+        for e, v in enumerate(KERAS_CREEP, 7)
+    )
+    for name, text in (("inside.log", inside), ("later.log", later)):
+        p = tmp_path / name
+        p.write_text(text)
+        run = load_path(p)[0]
+        assert run.meta.get("epoch_rows_from") in (None, 7), name
+        report = diagnose_runs([run])
+        assert not any(f.evidence and f.evidence[0].key == "diff.what.creep" for f in report.findings), name

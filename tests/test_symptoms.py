@@ -124,10 +124,18 @@ def test_a_resumed_run_printing_its_steps_again_is_no_repeat():
 # ------------------------------------------------------------------ a loss that never leaves its start
 
 
-@pytest.mark.parametrize("n", [11, 60])
-def test_a_loss_that_never_falls_below_its_first_value_is_a_plateau(n):
+def _hump(n):
     g = np.random.default_rng(n)
-    loss = [round(0.46 + 0.008 * i * 11 / n + 0.01 * abs(g.standard_normal()), 2) for i in range(n)]
+    return [round(0.46 + 0.09 * math.sin(math.pi * i / n) + 0.01 * abs(g.standard_normal()), 2) for i in range(n)]
+
+
+#: a thread's "the loss starts low and hardly changes" (rising, then back down: no creep to the end)
+THREAD_NO_FALL = [0.46, 0.47, 0.48, 0.48, 0.5, 0.5, 0.54, 0.53, 0.55, 0.52, 0.49]
+
+
+@pytest.mark.parametrize("loss", [THREAD_NO_FALL, _hump(60)], ids=["thread_11", "hump_60"])
+def test_a_loss_that_never_falls_below_its_first_value_is_a_plateau(loss):
+    n = len(loss)
     r = _diagnose([5 * i for i in range(n)], {"loss": loss})
     f = _symptom_finding(r, "diff.what.no_fall")
     assert f is not None and f.symptom == "plateau" and f.severity == "warning" and f.step == 0, _show(r)
@@ -136,14 +144,28 @@ def test_a_loss_that_never_falls_below_its_first_value_is_a_plateau(n):
     assert f.confidence <= 0.6
 
 
+@pytest.mark.parametrize("n", [11, 40])
+def test_a_loss_that_rises_from_its_first_value_to_its_end_is_a_creep_from_the_start(n):
+    """Never below its first point and rising, orderly, to the end (0.176 -> 0.198 over 19 epochs): the
+    loss goes the wrong way from the run's start, a divergence dated at the first point above it."""
+    g = np.random.default_rng(n)
+    loss = [0.176] + [0.176 * (1 + 0.12 * i / n) * (1 + 0.015 * abs(g.standard_normal())) for i in range(1, n)]
+    r = _diagnose(list(range(n)), {"loss": loss})
+    f = _symptom_finding(r, "diff.what.creep")
+    assert f is not None and f.symptom == "divergence" and f.severity == "warning" and f.step == 1, _show(r)
+    assert f.evidence[0].values["best"] == 0.176 and f.evidence[0].values["ratio"] >= 1.08
+    assert "no_fall" not in _kinds(from_columns(list(range(n)), {"loss": loss}))
+
+
 def test_an_excerpt_from_mid_run_that_does_not_fall_is_no_stuck_start():
     # lines of epochs 25-27 of an LM printed without a step: the reader numbers the lines
     loss = [4.02, 4.05, 4.09, 4.03, 4.10, 4.12, 4.08, 4.15, 4.13, 4.18]
     run = from_columns(range(1, 11), {"loss": loss})
-    assert "no_fall" in _kinds(run)  # as if line 1 were the run's first step...
+    assert "creep" in _kinds(run)  # as if line 1 were the run's first step: a creep from it...
     run.notes.append(_numbered_note(len(loss)))  # what the console reader says, in words
     run.meta["steps_from"] = "numbered"  # and as data, which the detectors read
-    assert "no_fall" not in _kinds(run)  # ...but the reader says the steps are line numbers
+    kinds = _kinds(run)
+    assert "no_fall" not in kinds and "creep" not in kinds  # ...but the reader says the steps are line numbers
 
 
 def _numbered_note(n):

@@ -461,3 +461,30 @@ def test_a_loss_that_rises_3x_after_the_runs_first_point_and_stays_is_a_divergen
     assert all(f.symptom != "divergence" for f in _alarms(came_back))
     mid_run = _diagnose(np.array([1851300, 1851400, 1851500]), {"loss": np.array([0.183091, 0.606006, 0.571156])})
     assert _alarms(mid_run) == []
+
+
+def _grad_norms(n, level, spread, seed):
+    g = np.random.default_rng(seed)
+    return [level * math.exp(spread * g.standard_normal()) for _ in range(n)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_gradient_jump_out_of_a_calm_history_is_a_spike_though_it_came_back(seed):
+    """A fine-tune's norms of 2.4-5.7, then 237 for one logged interval and back (GLM-4 thread): x77
+    is under the x1000 bar for a jump that came back, but ~15 of its history's own noise sigmas."""
+    gn = _grad_norms(10, 3.5, 0.25, seed) + [237.6, 4.9, 5.7]
+    loss = _noisy(10, 0.095, seed=seed) + [0.12, 0.1, 0.099]
+    r = diagnose_runs([from_columns(range(13), {"loss": loss, "grad_norm": gn})])
+    alarm = next(f for f in r.findings if f.severity in ("warning", "critical"))
+    assert alarm.symptom == "spike" and alarm.step == 10 and _keys(alarm)[0] == "diff.what.grad_jump"
+    assert alarm.evidence[0].values["g"] == 237.6
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_x100_gradient_jump_in_a_scattered_small_batch_log_that_came_back_is_no_symptom(seed):
+    """Small batches of a converged model scatter their norms over decades (sigma ~1.5 in ln g): a
+    x100 point that comes back is within a few of their sigmas, no jump."""
+    gn = _grad_norms(20, 0.05, 1.5, seed)
+    gn[15] = 100 * float(np.median(gn[:15]))
+    run = from_columns(range(20), {"loss": _noisy(20, 0.3, rel=0.2, seed=seed), "grad_norm": gn})
+    assert not any(s.kind == "grad_jump" for s in symptoms_of(Quantities(run)))

@@ -125,6 +125,12 @@ class SymptomLimits:
     grad_jump: float = 1000.0
     grad_jump_stayed: float = 50.0
     grad_jump_floor: float = 1.0
+    #: a jump of `grad_jump_stayed` x or more that came back is still a jump when the points before it
+    #: are calm: at least `grad_calm_points` of them, and the jump this many of their own noise
+    #: sigmas (1.4826 x the MAD of ln g) out of them: a fine-tune's norms of 2.4-5.7 then 237 for one
+    #: interval (z ~ 15) stands out of its log where a small-batch run's 0.001-9 scatter hides x100
+    grad_calm_z: float = 10.0
+    grad_calm_points: int = 5
     #: "stayed up" must be a chance the log's own scatter gives at most this often: the points after
     #: the jump must be that many that the history's share of points >= 10x its median, raised to
     #: their number, is below it (a batch-of-4 run whose norms scatter 0.001-9 has a third of its
@@ -1562,11 +1568,8 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
     first logged points; one that plateaus later has fallen first.)"""
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if x.size < LIMITS.no_fall_points or int(q.steps[lf[0]]) > LIMITS.start_steps or x[0] <= 0 or not steps_known(run):
+    if x.size < LIMITS.no_fall_points or x[0] <= 0 or not _shows_start(run, q, lf):
         return []
-    first_epoch = run.meta.get("first_epoch")
-    if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
-        return []  # an HF console paste from epoch 1 on: not the run's start
     if float(np.min(x[1:])) < (1 - LIMITS.no_fall_tol) * float(x[0]) or identical(run, q, x):
         return []
     if _warming(q, lf):
@@ -1574,6 +1577,21 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
     tau = kendall_tau(x[:200])
     if tau < LIMITS.rise_tau and x.size < LIMITS.no_fall_long:
         return []
+    k = max(2, x.size // 5)
+    end = float(np.median(x[-k:]))
+    if (
+        tau >= LIMITS.rise_tau
+        and end >= (1 + LIMITS.creep_min) * float(x[0])
+        and end >= float(np.percentile(x[:-k], 75))
+    ):
+        # it rose, orderly, from the run's first point and ends near its top (as `_creeps` asks):
+        # a creep from the start, not a plateau
+        first = float(x[0])
+        return [
+            _sym(
+                q, "creep", lf[1], best=first, best_step=int(q.steps[lf[0]]), end=end, ratio=end / first, n=int(x.size)
+            )
+        ]
     return [
         _sym(
             q,
@@ -1623,7 +1641,15 @@ def _shows_start(run: Run, q: Quantities, lf: np.ndarray) -> bool:
     first_epoch = run.meta.get("first_epoch")
     if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
         return False
+    if run.meta.get("epoch_rows_from") == 1:
+        return True  # the means of every epoch from the first: the first point is the run's first epoch
     return steps_known(run) and int(q.steps[lf[0]]) <= LIMITS.start_steps
+
+
+def _epoch_rows(run: Run) -> bool:
+    """One row per epoch: its step is the epoch's number, or it is the mean a Keras bar prints at
+    its epoch's end (`epoch_rows_from`)."""
+    return run.meta.get("steps_from") == "epoch" or run.meta.get("epoch_rows_from") is not None
 
 
 def _warming(q: Quantities, lf: np.ndarray) -> bool:
@@ -1725,9 +1751,9 @@ def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
     lim = LIMITS
     lf = q.finite_loss[q.finite_loss < q.healthy_end]
     x = q.loss[lf]
-    if run.meta.get("steps_from") != "epoch" or x.size < lim.epoch_points or (x <= 0).any():
+    if not _epoch_rows(run) or x.size < lim.epoch_points or (x <= 0).any():
         return []
-    from_start = int(q.steps[lf[0]]) <= 1
+    from_start = int(q.steps[lf[0]]) <= 1 or run.meta.get("epoch_rows_from") == 1
     if x.size < (lim.epoch_points if from_start else lim.epoch_long) or identical(run, q, x):
         return []
     k = max(1, x.size // 3)
@@ -2097,7 +2123,7 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
             continue
         back = g[j + 1 :]
         stayed = back.size >= _stayed_points(g[max(0, j - LIMITS.history) : j], med) and bool((back >= 10 * med).all())
-        if stayed or g[j] >= LIMITS.grad_jump * med:
+        if stayed or g[j] >= LIMITS.grad_jump * med or _out_of_calm(g[max(0, j - LIMITS.history) : j], g[j]):
             out.append(
                 _sym(
                     q,
@@ -2117,6 +2143,16 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
             _sym(q, "grad_level_jump", jump[0], **level, **jump[1]) if jump else _sym(q, "grad_level", rows[0], **level)
         )
     return out
+
+
+def _out_of_calm(history: np.ndarray, g: float, lim: SymptomLimits = LIMITS) -> bool:
+    """The gradient norm `g` stands `grad_calm_z` noise sigmas out of a calm `history` (see
+    `grad_calm_z`): the log's own scatter, not a fixed ratio, says it is no ordinary batch."""
+    if history.size < lim.grad_calm_points or (history <= 0).any():
+        return False
+    lh = np.log(history)
+    sigma = max(1.4826 * float(np.median(np.abs(lh - np.median(lh)))), 0.05)
+    return (math.log(g) - float(np.median(lh))) / sigma >= lim.grad_calm_z
 
 
 def sudden_jump(q: Quantities, lim: SymptomLimits = LIMITS) -> tuple[int, dict[str, float]] | None:

@@ -140,6 +140,9 @@ class ConsoleParser:
         self.keras_last: tuple[int, int] | None = None  # (batch, total) of the last bar read
         #: rows of bars read before any `Epoch N/M` line (an excerpt cut inside an epoch): None once dated
         self.keras_orphans: list[dict[str, Any]] | None = []
+        self.keras_ends = 0  # bar rows at their epoch's last batch: each the mean over its epoch
+        self.keras_inside = 0  # bar rows inside an epoch
+        self.keras_first: int | None = None  # the numbered epoch of the first bar row (None: not numbered)
         self.first_epoch: float | None = None  # the first HF dict's epoch (>= 1: the paste starts mid-run)
         self.events = Events()  # overflow, NaN-warning, OOM... lines at the row read before them
         self.eval_rows = 0  # rows holding only an evaluation's loss
@@ -592,12 +595,31 @@ class ConsoleParser:
         step = (max(self.keras_epoch, 1) - 1 + self.keras_restarts) * per_epoch + batch
         if metrics:
             self.counts["keras"] += 1
+            self._count_keras_row(batch >= per_epoch)
             row = {"step": step, **metrics}
             self._add(row, marker=True)
             if self.keras_orphans is not None and self.keras_epoch == 0:
                 self.keras_orphans.append(row)
                 if len(self.keras_orphans) > _KEEP_RECENT:
                     self.keras_orphans = None  # too many to hold: left as counted from epoch 1
+
+    def _count_keras_row(self, at_end: bool) -> None:
+        """Count a bar row at its epoch's end or inside it, and note the first row's epoch when an
+        `Epoch N/M` line numbers it: a log of end-of-epoch bars only is a log of epoch means
+        (`keras_epoch_rows`), as Keras's `verbose=2` lines are."""
+        if self.keras_ends + self.keras_inside == 0 and self.keras_epoch > 0:
+            self.keras_first = self.keras_epoch + self.keras_restarts
+        if at_end:
+            self.keras_ends += 1
+        else:
+            self.keras_inside += 1
+
+    def keras_epoch_rows(self) -> int | None:
+        """The epoch of the first row when every row read is a Keras bar at its epoch's end (two or
+        more: one mean per epoch), 0 when that epoch is not numbered; None for any other log."""
+        if self.keras_ends < 2 or self.keras_inside or sum(self.counts.values()) != self.counts["keras"]:
+            return None
+        return self.keras_first or 0
 
     def _date_orphans(self, epoch: int) -> None:
         """Bars printed before the first `Epoch N/M` line are the epoch before it (an excerpt that starts
@@ -1095,6 +1117,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         )
     notes = p.notes(what)
     meta["steps_from"] = p.steps_from()
+    if (first := p.keras_epoch_rows()) is not None:
+        meta["epoch_rows_from"] = first
     meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)
     meta["steps_collapsed"] = _collapsed(st, order)
     absent = [Msg(f"signal.{c}") for c in _CORE_SIGNALS if c not in cols]
