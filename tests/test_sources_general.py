@@ -1671,3 +1671,18 @@ def test_a_whitespace_table_row_whose_last_cell_is_blank_is_still_a_row(tmp_path
     run = load_path(p)[0]
     assert list(run.steps) == list(range(1, 14))
     assert run.col("loss")[-1] == pytest.approx(1.0710570621852775e60)
+
+
+def test_a_decimal_comma_after_a_name_is_a_decimal_point(tmp_path):
+    """A .NET program in a European locale prints `Error:0,403222760807917` (Encog's XOR example): the
+    comma is the decimal point, so the error falls 0.403 -> 0.0005 and is never 0; a thousands group
+    after a name (`iter: 25,390`) stays one whole number."""
+    errors = ["0,403222760807917", "0,326979855722731", "0,00152763617214056", "0,000498892283437333"]
+    text = "".join(f"Epoch #{e} Error:{v}\n" for e, v in zip((1, 2, 42, 43), errors))
+    run = _read(tmp_path, text)
+    _same(
+        _at(run, "loss"),
+        {1: 0.403222760807917, 2: 0.326979855722731, 42: 0.00152763617214056, 43: 0.000498892283437333},
+    )
+    grouped = "".join(f"iter: {s}, loss: {v}\n" for s, v in (("25,390", 2.5), ("25,400", 2.4), ("25,410", 2.3)))
+    _same(_at(_read(tmp_path, grouped, "grouped.log"), "loss"), {25390: 2.5, 25400: 2.4, 25410: 2.3})

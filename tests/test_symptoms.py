@@ -76,6 +76,18 @@ def test_coarsely_printed_identical_losses_are_no_symptom():
     assert "constant" not in _kinds(run)
 
 
+def test_a_short_print_after_fine_ones_of_its_column_is_an_exact_value():
+    """R's deepboost prints `error: 0.321375`, then `error: 0.5` nine times: a printer that shows six
+    digits drops an exact 0.5's zeros, so the tail is stuck to the last digit; a fixed four decimals
+    (HF's 1.1406, then 0.0001 five times) shows no finer digit than the tail's own: no symptom."""
+    stuck = from_columns(range(1, 11), {"loss": [0.321375] + [0.5] * 9})
+    assert [(s.kind, s.step, s.data["level"]) for s in symptoms_of(Quantities(stuck)) if s.kind == "stuck"] == [
+        ("stuck", 2, 0.5)
+    ]
+    rounded = from_columns([50, 100, 150, 200, 250, 300], {"loss": [1.1406, 0.0003] + [0.0001] * 4})
+    assert "stuck" not in _kinds(rounded)
+
+
 @pytest.mark.parametrize("n", [4, 30])
 def test_identical_losses_at_ln_k_are_a_chance_plateau_naming_k(n):
     r = _diagnose([10 * i for i in range(n)], {"loss": [2.3026] * n})

@@ -47,7 +47,7 @@ from .log_events import (
 from .lr_advice import cut_evidence, withheld
 from .lr_usual import above_every_family, judge_lr, peak_lr
 from .quantities import Quantities
-from .scalars import COMMON_K
+from .scalars import COMMON_K, clamped_share
 from .symptoms import (
     LIMITS as SYMPTOM_LIMITS,
 )
@@ -553,6 +553,19 @@ _FLAT_ROWS = (
         "weights that never changed give their init's loss (ln 2 per column for "
         "sigmoids at 0.5), not the class prior's binary entropy to four digits: they were trained to it",
     ),
+)
+
+_FLAT_ROWS += (
+    Row(
+        "clamped_share",
+        "wrong_loss",
+        2.0,
+        "the loss is the share of the other class times a binary cross-entropy's clamp: every output "
+        "sits at exactly 1 (or 0), as a softmax over a single output unit always gives; its gradient is 0 "
+        "and nothing trains",
+        DEV + "keras1_epoch_bars_loss_4p4380_acc_0p7247_identical_every_epoch.txt",
+    ),
+    Row("clamped_share", "frozen_model", -0.8, "weights at their init give finite outputs, not every one at 1"),
 )
 
 _STUCK_ROWS = (
@@ -1276,6 +1289,11 @@ def _ev_bce_base_rate(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return None
 
 
+def _ev_clamped_share(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    level = sym.data.get("level")
+    return clamped_share(run, q, float(level)) if isinstance(level, (int, float)) else None
+
+
 def _ev_scale_below_one(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return Msg("diff.ev.scale_below_one", low=sym.data["low"]) if sym.data.get("low", 2.0) < 1 else None
 
@@ -1377,6 +1395,7 @@ EVIDENCE: dict[str, Evidence] = {
     "negative": _ev_negative_level,
     "constant_loss": _ev_constant,
     "bce_base_rate": _ev_bce_base_rate,
+    "clamped_share": _ev_clamped_share,
     "froze_after_moving": _ev_froze_after_moving,
     "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving,

@@ -110,6 +110,34 @@ def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
     return None
 
 
+#: a binary cross-entropy clamps log(p) at these floors: Keras's clip at epsilon 1e-7 (-ln 1e-7 =
+#: 16.1181) and torch's BCELoss at -100
+BCE_CLAMPS = (-math.log(1e-7), 100.0)
+#: the level matches (1 - accuracy) x a clamp within this share: both are printed to 4 digits
+CLAMP_SHARE_TOL = 2e-3
+#: logged points of one accuracy the identity needs (one could be a coincidence of digits)
+CLAMP_SHARE_POINTS = 2
+
+
+def clamped_share(run: Run, q: Quantities, level: float) -> Msg | None:
+    """The flat `level` is (1 - accuracy) x a binary cross-entropy's clamp (Keras's 16.1181, torch
+    BCELoss's 100) at a constant accuracy: every sample's output sits at exactly 1 (or 0), so each
+    sample of the other class pays the clamp and the rest nothing. A softmax over one output unit
+    (always 1) gives it from the first step: 4.4380 = 0.2753 x 16.1181 beside accuracy 0.7247."""
+    if not level > 0 or not run.has("accuracy"):
+        return None
+    acc = run.col("accuracy")[q.finite_loss]
+    acc = acc[np.isfinite(acc)]
+    if acc.size < CLAMP_SHARE_POINTS or float(np.ptp(acc)) != 0.0 or not 0 < float(acc[0]) < 1:
+        return None
+    share = 1.0 - float(acc[0])
+    for clamp in BCE_CLAMPS:
+        if abs(level - share * clamp) <= CLAMP_SHARE_TOL * level:
+            # (as printed: the identity shows in the digits, 4.438 = 0.2753 x 16.1181)
+            return Msg("diff.ev.clamped_share", level=f"{level:.6g}", share=f"{share:.6g}", clamp=f"{clamp:.6g}")
+    return None
+
+
 def _at_chance(level: float, chance: float, name: str | Msg) -> Msg:
     if getattr(name, "key", None) == "scalars.flat.run_chance":  # the run's own: no formula to name
         return Msg("scalars.flat.chance_run", level=level, chance=chance)
@@ -238,6 +266,7 @@ class _Flat:
     spread: float
     constant: bool  # exactly the same loss at every step
     chance: tuple[float, str | Msg] | None  # the chance level the loss sits at, and its name
+    clamped_share: Msg | None  # the level is (1 - accuracy) x a cross-entropy clamp (`clamped_share`)
     zero_grad: bool
     measured: int  # steps where watch measured the update size or the parameter norm
     no_update: bool  # and the weights never changed
@@ -275,6 +304,7 @@ def _flat_facts(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> _Flat
         spread=spread,
         constant=spread <= 1e-4 * max(level, 1e-3) and not bar_redraw(run, q, x.size),
         chance=chance,
+        clamped_share=clamped_share(run, q, level) if spread == 0 else None,
         zero_grad=gn.size >= 3 and float(np.max(gn)) <= 1e-8,
         measured=int(max(ur.size, pn.size)),
         no_update=no_update,
@@ -337,6 +367,16 @@ def _flat_shape_cause(f: _Flat, n: int) -> _FlatCause | None:
             0.6,
             [Msg("scalars.flat.zero_grad", k=int(f.gn.size))],
             [Msg("scalars.flat.fix_requires_grad"), overfit],
+        )
+    if f.clamped_share is not None:
+        return (
+            "wrong_loss",
+            0.6,
+            [
+                f.clamped_share,
+                Msg("scalars.flat.ranked", a=Msg("scalars.alt.saturated"), b=frozen, c=labels, tell=tell),
+            ],
+            [Msg("scalars.flat.fix_binary_output"), overfit],
         )
     if f.constant:
         # unrelated labels still let the model learn their frequencies: the loss would wander

@@ -131,6 +131,8 @@ class SymptomLimits:
     #: interval (z ~ 15) stands out of its log where a small-batch run's 0.001-9 scatter hides x100
     grad_calm_z: float = 10.0
     grad_calm_points: int = 5
+    #: the least noise sigma (in ln g) a history is given: identical norms make no infinite z
+    grad_calm_sigma_floor: float = 0.05
     #: "stayed up" must be a chance the log's own scatter gives at most this often: the points after
     #: the jump must be that many that the history's share of points >= 10x its median, raised to
     #: their number, is below it (a batch-of-4 run whose norms scatter 0.001-9 has a third of its
@@ -1400,7 +1402,7 @@ def _stuck_tail(run: Run, q: Quantities) -> list[Symptom]:
     v = float(x[-1])
     moved = np.flatnonzero(np.abs(x - v) > LIMITS.f32_rel * abs(v))
     t = int(moved[-1]) + 1 if moved.size else 0  # the first point of the equal tail
-    if x.size - t < LIMITS.stuck_points or v == 0.0 or not fine_print(v) or _tail_redraw(run, q, lf[t:]):
+    if x.size - t < LIMITS.stuck_points or v == 0.0 or not _fine_in(v, x) or _tail_redraw(run, q, lf[t:]):
         return []
     if t and not _beyond_rounding(x[: t + 1], v, x.size - t):
         return []  # a running mean that settles below its print's resolution
@@ -1442,6 +1444,17 @@ def fine_print(v: float) -> bool:
     """v is printed fine enough to show a change of `constant_resolution` (or is exactly 1, the ceiling
     of a bounded loss such as 1 - dice)."""
     return print_resolution(v) / abs(v) <= LIMITS.constant_resolution or v == 1.0
+
+
+def _fine_in(v: float, x: np.ndarray) -> bool:
+    """v is printed fine enough (`fine_print`), or the finest digit its column shows elsewhere is:
+    a printer that shows 0.321375 prints an exact 0.5 as `0.5` (`%g` and Python's shortest repr drop
+    the zeros), so the short print is no coarse one; a fixed number of decimals (HF's 4: 1.1406, then
+    0.0001) shows no finer digit than v's own."""
+    if fine_print(v):
+        return True
+    finest = min((print_resolution(float(u)) for u in x[: LIMITS.history] if u != 0), default=math.inf)
+    return finest / abs(v) <= LIMITS.constant_resolution
 
 
 def _tail_redraw(run: Run, q: Quantities, rows: np.ndarray) -> bool:
@@ -1579,11 +1592,7 @@ def _no_fall(run: Run, q: Quantities) -> list[Symptom]:
         return []
     k = max(2, x.size // 5)
     end = float(np.median(x[-k:]))
-    if (
-        tau >= LIMITS.rise_tau
-        and end >= (1 + LIMITS.creep_min) * float(x[0])
-        and end >= float(np.percentile(x[:-k], 75))
-    ):
+    if tau >= LIMITS.rise_tau and end >= (1 + LIMITS.creep_min) * float(x[0]) and _ends_on_top(x, k, end):
         # it rose, orderly, from the run's first point and ends near its top (as `_creeps` asks):
         # a creep from the start, not a plateau
         first = float(x[0])
@@ -1705,10 +1714,16 @@ def _creeps(x: np.ndarray, lim: SymptomLimits) -> tuple[int, float, float] | Non
     if (
         kendall_tau(after) < lim.creep_tau
         or math.log(end / best) < lim.rise_z * point_noise(after)
-        or end < float(np.percentile(x[:-k], 75))
+        or not _ends_on_top(x, k, end)
     ):
         return None
     return b, best, end
+
+
+def _ends_on_top(x: np.ndarray, k: int, end: float) -> bool:
+    """The end level (the last `k` points' median) is at or above three quarters of the points before
+    them: a rise that holds at the end, not one more crest the log came back from."""
+    return end >= float(np.percentile(x[:-k], 75))
 
 
 def _short_creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
@@ -2151,7 +2166,7 @@ def _out_of_calm(history: np.ndarray, g: float, lim: SymptomLimits = LIMITS) -> 
     if history.size < lim.grad_calm_points or (history <= 0).any():
         return False
     lh = np.log(history)
-    sigma = max(1.4826 * float(np.median(np.abs(lh - np.median(lh)))), 0.05)
+    sigma = max(1.4826 * float(np.median(np.abs(lh - np.median(lh)))), lim.grad_calm_sigma_floor)
     return (math.log(g) - float(np.median(lh))) / sigma >= lim.grad_calm_z
 
 

@@ -296,6 +296,12 @@ TEMPLATES = {
         "loss 停在 {level}，正好是 K = {k} 个 one-hot 列都预测为基础比例 1/{k} 时的二元交叉熵（{h}）："
         "在二元 loss 下输出只学到了类别先验",
     ),
+    "diff.ev.clamped_share": (
+        "the loss {level} is the share {share} of samples of the other class times a binary cross-entropy's clamp "
+        "{clamp}: every output sits at exactly 1 (or 0), as a softmax over one output unit always gives",
+        "loss {level} 正好是另一类样本的比例 {share} 乘以二元交叉熵的截断值 {clamp}：每个输出都恰好为 1（或 0），"
+        "单个输出单元上的 softmax 总是如此",
+    ),
     "diff.ev.constant": ("the loss repeats to the last digit across batches", "不同 batch 的 loss 完全相同"),
     "diff.ev.scale_below_one": ("the scale is {low}, below 1", "scale 为 {low}，低于 1"),
     "diff.ev.loss_moving": ("the loss moves from step to step", "loss 在各 step 之间有变化"),

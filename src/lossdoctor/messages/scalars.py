@@ -251,6 +251,19 @@ TEMPLATES = {
         "never steps (or holds other parameters)",
         "权重没有变化：参数被冻结、loss 和模型断开了（detach），或者 optimizer 从没 step（或者持有的是别的参数）",
     ),
+    "scalars.alt.saturated": (
+        "an output layer that cannot fit the loss: a softmax over a single unit (always 1), or a sigmoid "
+        "saturated at 0 or 1, so the binary cross-entropy pays its clamp on every sample of the other class and "
+        "passes no gradient",
+        "输出层和 loss 不匹配：单个单元上的 softmax（恒为 1），或饱和在 0 或 1 的 sigmoid，于是另一类的每个样本"
+        "都付出二元交叉熵的截断值，且没有梯度传回",
+    ),
+    "scalars.flat.fix_binary_output": (
+        "for two classes use one sigmoid output with binary cross-entropy (or two softmax outputs with "
+        "categorical cross-entropy and one-hot labels); never a softmax over one unit",
+        "二分类用一个 sigmoid 输出加二元交叉熵（binary_crossentropy），或两个 softmax 输出加多类交叉熵"
+        "（categorical_crossentropy）和 one-hot 标签；不要在单个单元上用 softmax",
+    ),
     "scalars.alt.lr_low": ("a learning rate too low for this model ({lr})", "对这个模型来说 LR 太小（{lr}）"),
     "scalars.alt.lr_value": ("LR {lr}", "LR {lr}"),
     "scalars.alt.lr_unlogged": ("the LR (not logged)", "LR 没有记录"),

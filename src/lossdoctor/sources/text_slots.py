@@ -39,12 +39,25 @@ THOUSANDS = re.compile(r"(?<=[=:])(\s*)(\d{1,3}(?:,\d{3})+)(?![\d.]|,\d)")
 _GROUP = re.compile(r",\d\d\d")  # what the pattern needs, found ten times faster (most lines have none)
 
 
+#: a number printed with a decimal comma right after its name's `:` or `=` (a .NET or Delphi program
+#: in a European locale: Encog's `Epoch #1 Error:0,403222760807917`): an integer part of 0 or a
+#: fraction that is not a thousands group of three digits, and no further comma or point after it
+DECIMAL_COMMA = re.compile(r"(?<=[=:])(\s*)(\d+),(\d+)(?![\d,.])")
+
+
+def _decimal_point(m: re.Match[str]) -> str:
+    whole, frac = m.group(2), m.group(3)
+    if len(frac) == 3 and not whole.startswith("0"):
+        return m.group(0)  # `1,234`: a thousands group, as `THOUSANDS` reads one
+    return f"{m.group(1)}{whole}.{frac}"
+
+
 def whole_numbers(text: str) -> str:
-    """The line with its thousands-separated numbers written without the separators (called on lines
-    holding a comma)."""
-    if _GROUP.search(text) is None or THOUSANDS.search(text) is None:
-        return text
-    return THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
+    """The line with its thousands-separated numbers written without the separators, and its
+    decimal commas after a name as points (called on lines holding a comma)."""
+    if _GROUP.search(text) is not None and THOUSANDS.search(text) is not None:
+        text = THOUSANDS.sub(lambda m: m.group(1) + m.group(2).replace(",", ""), text)
+    return DECIMAL_COMMA.sub(_decimal_point, text) if "," in text else text
 
 
 #: a counter's or a loss's name glued to its value by an underscore, alone between separators (`step_78540:`,
