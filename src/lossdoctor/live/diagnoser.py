@@ -6,7 +6,8 @@ early, every ~2% of the run later: linear total cost) and immediately when somet
 wrong (a non-finite value, a skipped step, bad data), at most once every few steps.
 
 Alerts go to stderr (through `tqdm.write` while a tqdm bar is shown) once per incident: a finding is announced when its (cause, layer) has not been
-announced yet, or when it begins again more than `rearm_after` steps after the last announcement.
+announced yet, when it begins again more than `rearm_after` steps after the last announcement, or
+when it grew graver (a gradient surge announced as a warning that then went NaN: critical).
 They speak the user's language: the locale's (LANG=zh_CN.UTF-8 -> Chinese) unless a program sets
 one with `set_alert_language` (`lossdoctor demo --lang` does).
 """
@@ -122,7 +123,8 @@ class LiveDiagnoser:
         self.report: Report | None = None
         self._next_check = 0
         self._last_trigger = -(10**9)
-        self._announced: dict[tuple[str, str | None], int] = {}
+        #: (cause, layer) -> (the step and the severity rank last announced)
+        self._announced: dict[tuple[str, str | None], tuple[int, int]] = {}
 
     def observe(self, rec: dict[str, Any]) -> None:
         self.history.append(rec)
@@ -153,9 +155,9 @@ class LiveDiagnoser:
         key = (f.cause, f.layer)
         last = self._announced.get(key)
         step = f.step if f.step is not None else -1
-        if last is not None and (step <= last + self.rearm_after):
+        if last is not None and step <= last[0] + self.rearm_after and f.severity_rank <= last[1]:
             return
-        self._announced[key] = step
+        self._announced[key] = (step, f.severity_rank)
         if self.on_finding is not None:
             self.on_finding(f)
         if self.alerts:

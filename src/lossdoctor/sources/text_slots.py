@@ -40,16 +40,14 @@ _GROUP = re.compile(r",\d\d\d")  # what the pattern needs, found ten times faste
 
 
 #: a number printed with a decimal comma right after its name's `:` or `=` (a .NET or Delphi program
-#: in a European locale: Encog's `Epoch #1 Error:0,403222760807917`): an integer part of 0 or a
-#: fraction that is not a thousands group of three digits, and no further comma or point after it
-DECIMAL_COMMA = re.compile(r"(?<=[=:])(\s*)(\d+),(\d+)(?![\d,.])")
+#: in a European locale: Encog's `Epoch #1 Error:0,403222760807917`): four or more digits after the
+#: comma (no thousands group has them), or an integer part of 0 and two or more (`0,25`), and no
+#: further comma or point after it; `a: 1,2` and `x=1,200` stay lists and thousands
+DECIMAL_COMMA = re.compile(r"(?<=[=:])(\s*)(\d+),(\d{4,}|(?<=[=:\s]0,)\d{2,})(?![\d,.])")
 
 
 def _decimal_point(m: re.Match[str]) -> str:
-    whole, frac = m.group(2), m.group(3)
-    if len(frac) == 3 and not whole.startswith("0"):
-        return m.group(0)  # `1,234`: a thousands group, as `THOUSANDS` reads one
-    return f"{m.group(1)}{whole}.{frac}"
+    return f"{m.group(1)}{m.group(2)}.{m.group(3)}"
 
 
 def whole_numbers(text: str) -> str:
