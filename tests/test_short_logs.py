@@ -374,3 +374,30 @@ def test_a_climb_whose_rise_is_one_interval_is_left_to_the_jump_rules():
     assert "jump_stayed" not in _kinds(list(range(1, 9)), loss)
     # a climb step after step stays one: 2.1 -> 4.0 -> 7.2
     assert _kinds([100, 200, 300, 400], [2.0, 2.1, 4.0, 7.2])["jump_stayed"].data["climb"] is True
+
+
+def _meter_excerpt(values, first_step):
+    text = "".join(
+        f"Epoch: [0][{first_step + i}/8448]\tTime 1.323 (23.411)\tLoss {v:.4f} ({0.75 - 0.01 * i:.4f})\n"
+        for i, v in enumerate(values)
+    )
+    return text
+
+
+@pytest.mark.parametrize("first_step", [6, 120])
+def test_a_low_first_batch_after_the_start_is_no_start_to_have_jumped_from(tmp_path, first_step):
+    """An ImageNet-example meter log cut at step 6 (or 120): one low batch, 0.169, then 0.49-0.84, the
+    running average falling: the first point is not the loss before any update, and with fewer than
+    three points before the x5 batch no baseline says it jumped: no alarm. From step 0 the first
+    point is the init's loss, and the same values are a jump over it."""
+    values = [0.1689, 0.4874, 0.8373, 0.5244, 0.5639, 0.5341]
+    p = tmp_path / "train.log"
+    p.write_text(_meter_excerpt(values, first_step))
+    report = diagnose_runs(load_path(p))
+    assert not [f for f in report.findings if f.severity in ("warning", "critical")], [
+        (f.cause, f.step) for f in report.findings
+    ]
+    p.write_text(_meter_excerpt(values, 0))
+    started = diagnose_runs(load_path(p))
+    alarm = next(f for f in started.findings if f.severity in ("warning", "critical"))
+    assert alarm.cause == "lr_too_high" and alarm.evidence[0].key == "lr.high.jumped"

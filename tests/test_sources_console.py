@@ -1289,3 +1289,18 @@ def test_keras_bars_inside_an_epoch_or_from_a_later_one_are_no_run_start(tmp_pat
         assert run.meta.get("epoch_rows_from") in (None, 7), name
         report = diagnose_runs([run])
         assert not any(f.evidence and f.evidence[0].key == "diff.what.creep" for f in report.findings), name
+
+
+def test_a_dict_value_in_markdown_bold_is_its_number_and_text_is_no_nan(tmp_path):
+    """A thread pastes `{'loss': **0.8759**, ...}` to point at the loss: the bold is the paste's, the
+    value 0.8759; a value that spells no number (`'loss': 'n/a'`) is not read, never a NaN loss."""
+    p = tmp_path / "train.log"
+    p.write_text(
+        "{'loss': **0.8759**, 'grad_norm': 0.3293, 'learning_rate': 9.9e-05, 'epoch': 0.1}\n"
+        "{'loss': 'n/a', 'grad_norm': 0.31, 'learning_rate': 9.8e-05, 'epoch': 0.2}\n"
+        "{'loss': `0.8412`, 'grad_norm': 0.30, 'learning_rate': 9.7e-05, 'epoch': 0.3}\n"
+    )
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    assert run.cols["loss"][lg].tolist() == [0.8759, 0.8412]
+    assert diagnose_runs([run]).status != "critical"

@@ -70,6 +70,14 @@ def test_identical_losses_are_a_stall_at_their_first_step(n, level, start):
     assert r.status != "inconclusive"
 
 
+def test_two_prints_at_caffes_clamp_are_a_constant_loss():
+    """Caffe prints 87.3365 (-ln FLT_MIN) when the true class's probability underflowed: two prints
+    of it are a loss pinned at a clamp, where two prints of any other equal value are too few."""
+    pinned = from_columns([55900, 56000], {"loss": [87.3365, 87.3365]})
+    assert [(s.kind, s.step) for s in symptoms_of(Quantities(pinned)) if s.kind == "constant"] == [("constant", 55900)]
+    assert "constant" not in _kinds(from_columns([55900, 56000], {"loss": [2.3466, 2.3466]}))
+
+
 def test_coarsely_printed_identical_losses_are_no_symptom():
     # "loss 0.12" three times: two significant digits cannot show a 1% fall
     run = from_columns([100, 110, 120], {"loss": [0.12, 0.12, 0.12]})
@@ -408,3 +416,142 @@ def test_a_nan_after_a_first_step_that_had_already_exploded_is_no_optimizer_arit
     )
     f = next(f for f in _alarms(r) if f.symptom == "nonfinite")
     assert f.cause != "precision_stall" and "diff.ev.first_update" not in _keys(f), _show(r)
+
+
+#: the zoo's healthy_mlp_sgd_batch4_noisy (seed 1), its per-step losses from step 140 to 239, as
+#: `watch` recorded them (3 digits): converged batches of 4 scatter over five decades
+BATCH4_CONVERGED = [
+    0.000591,
+    0.00138,
+    0.00215,
+    0.00028,
+    0.224,
+    0.147,
+    0.00121,
+    0.191,
+    0.103,
+    0.00173,
+    0.000472,
+    0.0257,
+    0.00234,
+    0.000782,
+    7.39e-05,
+    0.056,
+    0.00124,
+    0.000461,
+    0.187,
+    0.0763,
+    0.000816,
+    6.74e-05,
+    0.00797,
+    0.204,
+    0.000976,
+    0.253,
+    0.00342,
+    0.0662,
+    0.000188,
+    0.000786,
+    0.533,
+    0.00373,
+    8.49e-06,
+    1.11,
+    0.111,
+    0.246,
+    0.00663,
+    0.00106,
+    0.000152,
+    0.0101,
+    0.00131,
+    5.11e-05,
+    0.0165,
+    0.000255,
+    0.00296,
+    0.00198,
+    0.00231,
+    0.0105,
+    0.0348,
+    0.249,
+    0.00437,
+    0.00883,
+    0.0331,
+    0.55,
+    0.000291,
+    0.216,
+    0.000162,
+    0.000428,
+    4.25e-05,
+    0.114,
+    0.974,
+    0.000196,
+    0.13,
+    0.00243,
+    0.089,
+    0.604,
+    0.00679,
+    0.014,
+    0.00595,
+    9.38e-05,
+    0.128,
+    5.87e-05,
+    0.0141,
+    4.83e-05,
+    0.0313,
+    0.0143,
+    0.0557,
+    0.0383,
+    0.044,
+    0.000248,
+    0.415,
+    0.000563,
+    0.053,
+    4.62e-05,
+    1.68,
+    0.0216,
+    0.00304,
+    0.00994,
+    0.000233,
+    0.00495,
+    1.42,
+    0.000686,
+    0.000188,
+    0.0012,
+    0.000946,
+    0.000879,
+    0.0126,
+    0.000441,
+    1.26,
+    2.64e-05,
+]
+
+
+def test_windows_of_a_heavy_tailed_converged_loss_are_no_level_shift():
+    """Two 5-point windows of that run differ by x400 by chance (steps 209-213 against 214-218:
+    their own MADs say ~0.9 in ln), but not by five standard errors of a window-median difference
+    under the points' noise around them: no step up at any length of the history (the live engine
+    judges every prefix; it announced one at step 214, which the final report withdrew)."""
+    start = [2.3 * math.exp(-i / 30) for i in range(140)]
+    loss = start + BATCH4_CONVERGED
+    for end in range(150, len(loss) + 1, 2):
+        run = from_columns(range(end), {"loss": loss[:end]})
+        assert not [s for s in symptoms_of(Quantities(run)) if s.data.get("shift")], end
+
+
+def test_a_step_up_of_a_calm_long_log_is_still_a_level_shift():
+    """The same rule keeps a calm log's step up: 1% noise about 0.50, then about 1.0 from step 300."""
+    g = np.random.default_rng(0)
+    loss = [0.5 * math.exp(0.01 * g.standard_normal()) for _ in range(300)]
+    loss += [1.0 * math.exp(0.01 * g.standard_normal()) for _ in range(200)]
+    syms = [s for s in symptoms_of(Quantities(from_columns(range(500), {"loss": loss}))) if s.kind == "jump_stayed"]
+    assert syms and abs(syms[0].step - 300) <= 2, [(s.kind, s.step, s.data) for s in syms]
+
+
+def test_a_rise_over_four_noisy_batches_is_no_jump_by_their_mad_alone():
+    """MONAI's per-batch segmentation loss, 0.116, 0.122, 0.108, 0.212, then 0.338: 11 sigmas of its
+    four by their MAD, but not twice their largest, and the step into it (x1.6) is like the log's
+    other steps: no jump. The same four points before a x3 jump over their largest still jump."""
+    noisy = [0.1162, 0.1221, 0.1084, 0.2122, 0.3382, 0.3024, 0.1587, 0.2373]
+    run = from_columns(range(1, 9), {"loss": noisy})
+    assert not [s for s in symptoms_of(Quantities(run)) if s.kind in ("spike", "jump_stayed")]
+    jumped = noisy[:4] + [0.64, 0.66, 0.63, 0.65]
+    syms = [s for s in symptoms_of(Quantities(from_columns(range(1, 9), {"loss": jumped})))]
+    assert [(s.kind, s.step) for s in syms if s.kind in ("spike", "jump_stayed")] == [("jump_stayed", 5)]

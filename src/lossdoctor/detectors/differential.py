@@ -49,9 +49,8 @@ from .lr_usual import above_every_family, judge_lr, peak_lr
 from .quantities import Quantities
 from .scalars import COMMON_K, clamped_share
 from .symptoms import (
-    LIMITS as SYMPTOM_LIMITS,
-)
-from .symptoms import (
+    CLAMP_CEILINGS,
+    CLAMP_TOL,
     Symptom,
     fast_fall,
     fp16_prone_model,
@@ -63,6 +62,9 @@ from .symptoms import (
     symptoms_of,
     text_events,
     unit_scale,
+)
+from .symptoms import (
+    LIMITS as SYMPTOM_LIMITS,
 )
 
 #: where a row's weight comes from (`Row.source`): a source below, or "dev:" + the dev-split logs
@@ -553,9 +555,6 @@ _FLAT_ROWS = (
         "weights that never changed give their init's loss (ln 2 per column for "
         "sigmoids at 0.5), not the class prior's binary entropy to four digits: they were trained to it",
     ),
-)
-
-_FLAT_ROWS += (
     Row(
         "clamped_share",
         "wrong_loss",
@@ -1211,13 +1210,6 @@ def _ev_to_chance(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
         return None
     k = min(COMMON_K, key=lambda k: abs(math.log(k) - float(v)))
     return Msg("diff.ev.to_chance", loss=float(v), k=k) if k >= 1000 and abs(math.log(k) - v) <= 0.02 * v else None
-
-
-#: losses that are a clamp's ceiling, not a measurement: the true class's probability reached 0 and the
-#: framework's log clamped it (Caffe's SoftmaxWithLoss at FLT_MIN, Keras's cross-entropy clip at 1e-7)
-CLAMP_CEILINGS = ((-math.log(1.1754943508222875e-38), "caffe_flt_min"), (-math.log(1e-7), "keras_epsilon"))
-#: within the printed digits (Caffe prints 87.3365, Keras 16.1181)
-CLAMP_TOL = 1e-5
 
 
 def clamped(q: Quantities, from_row: int = 0) -> tuple[int, Msg] | None:

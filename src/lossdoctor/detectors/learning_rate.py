@@ -278,6 +278,8 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
     stays = after.size >= 3 and float(np.median(loss[after])) >= 1.5 * max(first_loss, before)
     if not shows_run_start(run, q) and not (after.size >= 3 and float(loss[after].min()) >= 3 * first_loss):
         return []
+    if int(q.steps[lf[0]]) > 1 and int(np.sum(lf < j)) < FIRST_JUMP_BASE and _stays_below(loss[after], first_loss):
+        return []  # (see FIRST_JUMP_BASE)
     ratio_j = _ratio_median(run, 0, j + 2)
     if not (stays or (ratio_j is not None and ratio_j > 0.03) or (q.first_bad is not None and q.first_bad <= j + 20)):
         return []
@@ -309,6 +311,21 @@ def _early_jump(run: Run, q: Quantities) -> list[Finding]:
             fixes=as_fixes([_suggest_lr(lr, _ratio_at(run, 0, j + 2, lr), 0.1, adam=_adam(q)), _warmup_fix(run, q)]),
         )
     ]
+
+
+#: logged points before the jump that make a baseline when the log starts after step 1: there its
+#: first point is one batch among others, not the loss before any update, and a low draw (a depth
+#: net's 0.169, then 0.49-0.84 at steps 6-11) is no start to have jumped 3x from; the jump and climb
+#: symptoms judge such a log against its own noise
+FIRST_JUMP_BASE = 3
+#: ... unless the loss after the jump stays this many times above that first point: no low draw
+#: explains a fine-tune's 1.70 followed by 10-12 (a blown-up LM at its vocabulary's chance level)
+FIRST_JUMP_FAR = 5.0
+
+
+def _stays_below(after: np.ndarray, first: float) -> bool:
+    """The loss after the jump (its median) is under FIRST_JUMP_FAR x the first point."""
+    return after.size == 0 or float(np.median(after)) < FIRST_JUMP_FAR * first
 
 
 def _climb_onset(q: Quantities, j: int, first_loss: float) -> int:

@@ -203,3 +203,19 @@ def trailing_baseline(x: np.ndarray, w: int) -> tuple[np.ndarray, np.ndarray]:
 def percentile(x: np.ndarray, q: float) -> float:
     x = x[np.isfinite(x)]
     return float(np.percentile(x, q)) if x.size else float("nan")
+
+
+#: point-to-point differences a log's noise needs (`diff_noise`: fewer measure nothing)
+NOISE_DIFFS = 3
+
+
+def diff_noise(x: np.ndarray) -> float:
+    """The noise of one point-to-point difference of ln x: the robust sigma (1.4826 MAD) of those
+    differences about their median. A trend (a steady rise, one step up that stays) shifts their
+    median or adds one outlier, so the spread it leaves is the noise's, not the trend's; a V (a
+    descent, then a rise) would not, so callers pass the stretch from the turn on. Fewer than
+    `NOISE_DIFFS` differences measure nothing: 0."""
+    d = np.diff(np.log(x))
+    if d.size < NOISE_DIFFS:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d))))

@@ -21,7 +21,7 @@ import numpy as np
 from ..records import Run
 from .base import print_resolution
 from .learning_rate import zero_lr_explained
-from .quantities import Quantities
+from .quantities import NOISE_DIFFS, Quantities, diff_noise
 from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
 
 
@@ -43,6 +43,11 @@ class SymptomLimits:
     #: rises 27% once is a spike; single-batch losses that swing x4 later in the log are noise)
     trend_diffs: int = 4
     trend_ratio: float = 1.2
+    #: with 4 to `few_history` - 1 points before it, their MAD is no measure of the noise (one noisy
+    #: batch of four sets it), so the jump must also clear their largest by `few_over_max`, or its
+    #: step clear the rest of the log's steps (`trend_break`): a per-batch segmentation loss of
+    #: 0.116, 0.122, 0.108, 0.212, then 0.338 is 11 sigmas of its four by MAD and no event
+    few_history: int = 8
     #: ... in a log whose first logged step is past this one (the trainer's steps): a run's first
     #: steps rise and fall with its warm-up (a DINO loss climbs 7.7 -> 9.6 in its first epoch, then
     #: falls), with no trend yet to break
@@ -99,7 +104,7 @@ class SymptomLimits:
     #: LLM log from ~10 down to 1.7, then slowly back up to 3: under a quarter of its fall)
     rise_clear_z: float = 8.0
     #: point-to-point differences needed to measure that noise (fewer: no bar, as before)
-    noise_diffs: int = 3
+    noise_diffs: int = NOISE_DIFFS
     #: and it gave back at least this share of the fall before its best (a converged loss near 0
     #: that triples is noise around nothing, not a divergence); the same for a jump (the long-log
     #: spike rule's 20%, loss_shape.is_spike, rounded up)
@@ -320,6 +325,12 @@ class SymptomLimits:
     #: log, within [shift_min_window, shift_max_window]; logs under `shift_min_windows` windows or over
     #: `shift_max_points` are not scanned (the jump and rise rules judge those)
     shift_z: float = 6.0
+    #: and >= this many standard errors of the difference of two window medians under the log's own
+    #: point noise (`point_noise`: 1.77 sigma / sqrt(w)): two 5-point windows of a batch-4 run whose
+    #: losses scatter over decades (ln sigma ~3) differ by x400 by chance, where their own MADs say 0.9
+    shift_se_z: float = 5.0
+    #: windows before a step whose points give that noise (with the window after it)
+    shift_noise_windows: int = 8
     shift_min_window: int = 5
     shift_max_window: int = 25
     shift_windows: int = 40
@@ -551,6 +562,9 @@ def jump_at(
     k = min(j, lim.history)
     if k >= 4:
         ok = (lx[j] - med) / sigma >= lim.spike_z and ratio >= lim.spike_ratio
+        if ok and k < lim.few_history and lx[j] - top < math.log(lim.few_over_max):
+            z = trend_break(lx, j, lim)
+            ok = z is None or z >= lim.spike_z  # (no other steps to judge by: the jump as the MAD says)
         if not ok and ratio >= lim.spike_ratio and lx[j] > top:
             # the spread of the points before it is the loss's own fall (a fast first descent), not
             # its noise: the step into it is judged against the log's other steps instead
@@ -774,14 +788,15 @@ def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimi
     # no later window comes back near the level before
     later_low = np.minimum.accumulate(med[::-1])[::-1][k:]
     ok &= later_low >= pre + math.log(lim.recovered)
-    hit = np.flatnonzero(ok)
-    if hit.size == 0:
+    hit = [i for i in map(int, np.flatnonzero(ok)) if _beyond_local_noise(lx, i * stride + w, w, float(rise[i]), lim)]
+    if not hit:
         return []
-    i = int(hit[0])
+    i = hit[0]
     j, base, level = i * stride + w, float(pre[i]), float(post[i])
     mid = 0.5 * (base + level)
     lo = max(1, j - w)
-    up = (lx[lo : j + w] >= mid) & (lx[lo + 1 : j + w + 1] >= mid)
+    above = lx[lo : j + w + 1] >= mid  # (the window after may end with the log: one point fewer)
+    up = above[:-1] & above[1:]
     on = lo + int(np.argmax(up)) if up.any() else j
     return [
         _sym(
@@ -798,6 +813,26 @@ def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimi
             shift=True,
         )
     ]
+
+
+#: the standard error of the difference of two medians of w points, in point sigmas x sqrt(w):
+#: sqrt(2) x 1.2533 (a median's efficiency against a mean under normal noise)
+_MEDIAN_DIFF_SE = math.sqrt(2) * 1.2533
+
+
+def _beyond_local_noise(lx: np.ndarray, j: int, w: int, rise: float, lim: SymptomLimits = LIMITS) -> bool:
+    """The step up at point j (two window medians `rise` apart, in ln) is `shift_se_z` standard
+    errors of such a difference under the point noise of the `shift_noise_windows` windows around it."""
+    around = lx[max(0, j - lim.shift_noise_windows * w) : j + w]
+    return rise >= lim.shift_se_z * _MEDIAN_DIFF_SE * _ln_point_noise(around) / math.sqrt(w)
+
+
+def _ln_point_noise(lx: np.ndarray) -> float:
+    """`point_noise` of a series already in log space."""
+    d = np.diff(lx)
+    if d.size < LIMITS.noise_diffs:
+        return 0.0
+    return float(1.4826 * np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
 
 
 def _climb(
@@ -1072,18 +1107,6 @@ def _oscillation(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
     return []
 
 
-def diff_noise(x: np.ndarray) -> float:
-    """The noise of one point-to-point difference of ln x: the robust sigma (1.4826 MAD) of those
-    differences about their median. A trend (a steady rise, one step up that stays) shifts their
-    median or adds one outlier, so the spread it leaves is the noise's, not the trend's; a V (a
-    descent, then a rise) would not, so callers pass the stretch from the turn on. Fewer than
-    `noise_diffs` differences measure nothing: 0."""
-    d = np.diff(np.log(x))
-    if d.size < LIMITS.noise_diffs:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(d - np.median(d))))
-
-
 def point_noise(x: np.ndarray) -> float:
     """The log's own noise per point, in log space: `diff_noise` over sqrt 2 (a difference carries
     two points' noise)."""
@@ -1281,6 +1304,21 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+#: losses that are a clamp's ceiling, not a measurement: the true class's probability reached 0 and the
+#: framework's log clamped it (Caffe's SoftmaxWithLoss at FLT_MIN, Keras's cross-entropy clip at 1e-7)
+CLAMP_CEILINGS = ((-math.log(1.1754943508222875e-38), "caffe_flt_min"), (-math.log(1e-7), "keras_epsilon"))
+#: within the printed digits (Caffe prints 87.3365, Keras 16.1181)
+CLAMP_TOL = 1e-5
+#: points at one clamp's ceiling that make a constant loss: two prints of a value no measurement gives
+#: (three for any other value: `constant_points`)
+CLAMP_CONSTANT_POINTS = 2
+
+
+def _at_clamp(x: np.ndarray) -> bool:
+    """Every point of `x` sits at the same clamp's ceiling (`CLAMP_CEILINGS`)."""
+    return any(bool((np.abs(x - c) <= CLAMP_TOL * c).all()) for c, _ in CLAMP_CEILINGS)
+
+
 def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     """Every loss point exactly 0 (>= 3 points), or exactly equal (`identical`) and not at a chance
     level (`_chance_plateau` names those with their K). Zeros while gradients flow (`zero_grad_live`)
@@ -1299,7 +1337,9 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     if tail is not None:
         return [_sym(q, "zero", lf[tail], n=int(x.size - tail))]
     if x.size < LIMITS.constant_points:
-        return []
+        # two prints at a clamp's ceiling (Caffe's 87.3365 at iterations 0 and 100) are no measurement
+        clamp = x.size >= CLAMP_CONSTANT_POINTS and _at_clamp(x)
+        return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))] if clamp else []
     z = int(np.argmax(x == 0.0))
     # from the start, or straight down from a loss no four-decimal log rounds to 0 (a loss that
     # converged towards 0 and printed 0.0 is the run done, not broken)

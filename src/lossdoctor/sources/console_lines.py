@@ -395,15 +395,15 @@ def hf_dict(text: str) -> dict[str, Any] | None:
         hit = _dict_key(key)
         if hit is None and not _COMPONENT_KEY.search(key):
             continue
-        value = raw.strip()
+        value = raw.strip().strip(_EMPHASIS)  # a paste's Markdown bold around the value: `'loss': **4.7581**`
         if value[:1] in "'\"":
             value = value[1:-1]
         elif value[:1].isalpha():
             value = _WRAPPED.sub("", value)  # `tensor(2.31, device=...)`, `np.float32(2.3)`: the number inside
+        said = _said_number(value)
         if hit is None:  # `'loss_dict': {'loss_cls': tensor(0.3)...}`: a component, kept apart from the total
-            v = to_float(value)
-            if v == v or value.lower().lstrip("+-") in ("nan", "inf"):
-                row.setdefault("_components", {})[key] = v
+            if said is not None:
+                row.setdefault("_components", {})[key] = said
             continue
         col, rank = hit
         if col == "step":
@@ -414,8 +414,8 @@ def hf_dict(text: str) -> dict[str, Any] | None:
         if col == "epoch":
             row["epoch"] = to_float(value)
             continue
-        if col not in ranks or rank < ranks[col]:
-            row[col], ranks[col] = to_float(value), rank
+        if said is not None and (col not in ranks or rank < ranks[col]):
+            row[col], ranks[col] = said, rank  # (a value that is no number is no NaN: not read)
     if not any(c in row for c in METRICS):
         return {}
     if "step" not in row:
@@ -438,6 +438,16 @@ _COMPONENT_KEY = re.compile(r"^(?:loss_\w+|\w+_loss|aux\w*|z_?loss\w*)$")
 
 #: a value printed through a wrapper: `tensor(2.31`, `np.float32(2.3`, `array(0.5` (the item pattern
 #: stops at the comma after the number)
+#: Markdown emphasis a paste puts around a dict's value
+_EMPHASIS = "*`"
+
+
+def _said_number(value: str) -> float | None:
+    """The number a dict's value spells (NaN/Inf only when it says so), None for any other text."""
+    v = to_float(value)
+    return v if v == v or value.lower().lstrip("+-") in ("nan", "inf") else None
+
+
 _WRAPPED = re.compile(r"^(?:(?:torch\.)?tensor|(?:np\.|numpy\.)?(?:float|int)(?:16|32|64)|array)\(\s*|\)+$")
 #: a step counter printed in front of a dict
 _STEP_BEFORE = re.compile(r"\b(?:global[_ ]step|step|steps|iteration|iter|it)\s*[:=]?\s*(\d+)\b", re.IGNORECASE)
