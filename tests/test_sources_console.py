@@ -339,6 +339,26 @@ def test_nemo_bar_with_its_global_step(tmp_path):
     assert run.cols["loss"][0] == pytest.approx(2.99)
 
 
+def test_nemo_bar_reads_reduced_train_loss_not_the_running_mean(tmp_path):
+    """NeMo 1.x on Lightning 1.x: the bar prints Lightning's `loss=` (the running mean of the last
+    batches, at its own 3 significant digits) before `reduced_train_loss=` (the step's loss averaged
+    over ranks): the step's loss is the loss."""
+    steps = range(100, 130)
+    own = [3.0 + 0.4 * ((s * 7) % 5 - 2) / 2 for s in steps]
+    segs = []
+    for i, s in enumerate(steps):
+        mean = sum(own[max(0, i - 19) : i + 1]) / len(own[max(0, i - 19) : i + 1])
+        segs.append(
+            f"\rEpoch 0:   1%|          | {s + 1}/77225 [9:07:58<878:01:48, 41.36s/it, loss={mean:.3g}, v_num=, "
+            f"reduced_train_loss={own[i]:.3f}, global_step={s}.0, consumed_samples={(s + 1) * 2048:.3g}]"
+        )
+    p = tmp_path / "nemo_megatron.log"
+    p.write_text("".join(segs) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(steps)
+    assert run.cols["loss"].tolist() == pytest.approx([round(v, 3) for v in own])
+
+
 # --- trainers that do not run here: their print statements ----------------------------------
 
 

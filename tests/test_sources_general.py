@@ -1686,3 +1686,32 @@ def test_a_decimal_comma_after_a_name_is_a_decimal_point(tmp_path):
     )
     grouped = "".join(f"iter: {s}, loss: {v}\n" for s, v in (("25,390", 2.5), ("25,400", 2.4), ("25,410", 2.3)))
     _same(_at(_read(tmp_path, grouped, "grouped.log"), "loss"), {25390: 2.5, 25400: 2.4, 25410: 2.3})
+
+
+def _lcurve(steps, val: bool, quoted: bool) -> str:
+    """DeePMD-kit's `lcurve.out`, as its trainer writes it: a `#` comment header of names (`print_header`:
+    `"# %5s" % "step"`, then `"%11s"` per metric, `rmse_val` before `rmse_trn` when a validation set
+    is given) and right-aligned rows (`"%7d"` for the step, `"%11.2e"` per metric, `"%8.1e"` for lr)."""
+    names = ["rmse_val", "rmse_trn", "rmse_e_val", "rmse_e_trn"] if val else ["rmse_trn", "rmse_e_trn"]
+    out = ["# %5s   " % "step" + "".join("%11s " % n for n in names) + "  %8s   " % "lr"]
+    for i, s in enumerate(steps):
+        trn, ev = 30.0 / (1 + i), 0.6 / (1 + i)
+        cells = [trn * 1.1, trn, ev * 1.2, ev] if val else [trn, ev]
+        out.append("%7d   " % s + "".join("%11.2e " % c for c in cells) + "  %8.1e" % 1e-3)
+    text = "\n".join(out)
+    return f'" {text}"\n' if quoted else text + "\n"
+
+
+@pytest.mark.parametrize("val,quoted", [(True, False), (False, False), (False, True)])
+def test_a_comment_header_names_the_step_column(tmp_path, val, quoted):
+    """A table whose header is a `#` comment line (DeePMD-kit's `lcurve.out`, maybe pasted in quotes):
+    its first name, `step`, is the rows' first cell, so the steps are that column's (0, 100, ...),
+    not row numbers; the training set's metric (`rmse_trn`, set named after the metric) is the loss,
+    the validation set's (`rmse_val`) an evaluation loss, the energy part (`rmse_e_trn`) neither."""
+    steps = list(range(0, 1000, 100))
+    run = _read(tmp_path, _lcurve(steps, val, quoted), "lcurve.out")
+    assert list(run.steps) == steps
+    _same(_at(run, "loss"), {s: float("%.2e" % (30.0 / (1 + i))) for i, s in enumerate(steps)})
+    assert run.meta["loss_key"] == "rmse_trn"
+    if val:
+        _same(_at(run, "eval_loss"), {s: float("%.2e" % (33.0 / (1 + i))) for i, s in enumerate(steps)})

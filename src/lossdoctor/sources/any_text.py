@@ -418,7 +418,7 @@ class TextParser:
         self.header = None  # the table ended
         names_before, self.name_line = self.name_line, None
         if _is_header(cells):
-            cells = _stacked(names_before, self.line_no, text) or cells
+            cells = _stacked(names_before, self.line_no, text) or _uncommented(text, cells)
             self.header, self.header_key = cells, tuple(cells)
             return True
         if _NAMES_ONLY.match(text):
@@ -694,6 +694,21 @@ def _stacked(before: tuple[int, list[str]] | None, line_no: int, text: str) -> l
     if before is None or before[0] != line_no - 1 or len(before[1]) != len(words):
         return None
     return [f"{a} {b}" for a, b in zip(before[1], words)]
+
+
+#: a header written as a comment line (DeePMD-kit's `lcurve.out`: `#  step  rmse_val  rmse_trn ...`, numpy's
+#: `savetxt(header=...)`), maybe inside a paste's quotes: the `#` marks the comment, it names no column
+_COMMENT_MARK = re.compile(r"^[\"']?\s*#+\s*(?=[A-Za-z_])")
+
+
+def _uncommented(text: str, cells: list[str]) -> list[str]:
+    """A header's cells without the comment mark in front of its first name (the rows under it print
+    no `#`: their first cell is the first name's, the step in `lcurve.out`)."""
+    m = _COMMENT_MARK.match(text)
+    if m is None or "|" in text:
+        return cells
+    rest = split_cells(text[m.end() :])
+    return rest if _is_header(rest) else cells
 
 
 def _is_header(cells: list[str]) -> bool:

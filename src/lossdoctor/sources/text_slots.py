@@ -812,6 +812,9 @@ METRIC_LOSS_WORDS = frozenset(
 #: objective on that set, a training or an evaluation loss (ranked after every other loss name)
 _SET_TRAIN = frozenset({"learn", "train", "training"})
 _SET_EVAL = frozenset({"test", "valid", "validation", "eval", "val"})
+#: a set's name written after its metric's, `_`-joined (DeePMD-kit's `lcurve.out`: `rmse_trn`, `rmse_val`;
+#: an evaluation one is told apart by `EVAL_NAME`)
+_SET_TAILS = frozenset({"trn", "train", "training", "val", "valid", "validation", "test", "tst", "eval", "dev"})
 #: what separates a set's name from its metric's (`train-rmse`, `training's l2`, `valid_1 l2`)
 _SET_SEP = re.compile(r"[\s'-]+")
 #: words that may stand before a metric's name in one `_`-joined name (`binary_logloss`, `valid_rmse`);
@@ -841,6 +844,8 @@ def _metric_named(n: str) -> bool:
     binary_logloss`, `rmse`), not a name that merely ends like one (`Episode_Reward/lin_vel_z_l2`)."""
     last = _SET_SEP.split(n)[-1]
     words = last.split("_")
+    if len(words) > 1 and words[-1] in _SET_TAILS:
+        words = words[:-1]  # the set named after its metric (DeePMD-kit's `rmse_trn` / `rmse_val`)
     return words[-1] in METRIC_LOSS_WORDS and all(w in _METRIC_HEADS for w in words[:-1])
 
 
