@@ -1715,3 +1715,44 @@ def test_a_comment_header_names_the_step_column(tmp_path, val, quoted):
     assert run.meta["loss_key"] == "rmse_trn"
     if val:
         _same(_at(run, "eval_loss"), {s: float("%.2e" % (33.0 / (1 + i))) for i, s in enumerate(steps)})
+
+
+def _mmcv_iter_line(it: int, vals: dict[str, float]) -> str:
+    """mmcv 2.x TextLoggerHook._log_info for an IterBasedRunner: `Iter [i/max]\\tlr: ..., eta: ..., time: ...,
+    data_time: ..., memory: ..., ` then the model's log_vars as `name: %.4f`, behind the logging prefix."""
+    head = f"2024-09-10 10:11:04,258 - mmdet - INFO - Iter [{it}/15000]\tlr: 4.653e-05, eta: 2:21:23, "
+    head += "time: 0.569, data_time: 0.015, memory: 10185, "
+    return head + ", ".join(f"{k}: {v:.4f}" for k, v in vals.items()) + "\n"
+
+
+def test_a_total_printed_after_named_losses_is_the_loss(tmp_path):
+    """A model whose loss dict names its parts `cls`, `reg`, `d0.cls`, ..., `trans_loss` and their sum
+    `total` (a map-detection head on mmdet 2.x): `total` is the loss, not `trans_loss`, the only part
+    whose name says loss."""
+    want = {}
+    lines = []
+    for i, it in enumerate(range(100, 1100, 100)):
+        parts = {"cls": 2.0 - 0.1 * i, "reg": 8.0 - 0.5 * i, "d0.cls": 1.7, "d0.reg": 5.4, "trans_loss": 0.37 / (1 + i)}
+        total = round(sum(parts.values()), 4)
+        want[it] = total
+        lines.append(_mmcv_iter_line(it, {**parts, "total": total, "grad_norm": 100.0 - i}))
+    run = _read(tmp_path, "".join(lines))
+    _same(_at(run, "loss"), want)
+    assert _at(run, "grad_norm")[100] == pytest.approx(100.0)
+
+
+def test_a_named_training_loss_printed_once_in_a_cut_record_is_the_loss(tmp_path):
+    """CornerNet's train.py prints each displayed iteration as `training loss at iteration {}: {}` then
+    `focal loss at iteration {}:    {}`, `pull loss ...`, `push loss ...`, `regr loss ...` (and
+    `validation loss at iteration {}: {}` every val_iter). A paste that starts inside one record shows
+    the training loss once less than its parts: the loss is still the training loss, at its iteration,
+    never the focal loss (a part) nor the validation loss."""
+    parts = ("focal", "pull", "push", "regr")
+    out = [f"{p} loss at iteration 30995:    {0.3 + k:.16g}\n" for k, p in enumerate(parts)]
+    out.append("training loss at iteration 31000: 7.482662200927734\n")
+    out += [f"{p} loss at iteration 31000:    {0.2 + k:.16g}\n" for k, p in enumerate(parts)]
+    out.append("validation loss at iteration 31000: 8.355660438537598\n")
+    run = _read(tmp_path, "".join(out))
+    _same(_at(run, "loss"), {31000: 7.482662200927734})
+    _same(_at(run, "eval_loss"), {31000: 8.355660438537598})
+    assert run.meta["loss_key"] == "training loss"

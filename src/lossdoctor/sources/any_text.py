@@ -771,6 +771,8 @@ def choose(parser: TextParser) -> dict[str, Any]:
     guessed = train is None or train[0] >= 50
     if train is not None and guessed and (total := _total_part(cands["component"])) is not None:
         train, guessed = total, False
+    if train is not None and guessed and (once := _named_once(parser, train)) is not None:
+        train, guessed = once, False
     summed, of_parts = None, []
     policy = _policy(cands["component"]) if train is None else None
     if policy is not None:  # an RL run's policy loss: the loss, its value/KL/entropy terms kept beside it
@@ -826,6 +828,26 @@ def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
 
 
 _TOTAL_WORD = re.compile(r"(?:^|[ _])total(?:$|[ _])", re.IGNORECASE)
+
+
+def _named_once(parser: TextParser, guess: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A loss named as the training loss (`training loss at iteration 31000: 7.48`) printed fewer than two
+    times, beside a guessed loss printed more (`focal loss at iteration ...`, one of its parts): a paste cut
+    inside the record that prints them all, every step it was printed at also a step of the guess. That
+    name is the loss, not the part that happened to be printed once more."""
+    guess_steps, _, how = steps_of(guess[4])
+    if guess_steps is None or how == "numbered":
+        return None
+    once = [
+        c
+        for c in _candidates(parser, 1)["train"]
+        if c[0] < 50 and len(c[4].rows) < _MIN_ROWS and not EVAL_NAME.search(c[4].names[c[5]])
+    ]
+    for c in sorted(once, key=lambda c: c[:4]):
+        steps, _, how2 = steps_of(c[4])
+        if steps is not None and how2 == how and set(steps.tolist()) <= set(guess_steps.tolist()):
+            return c
+    return None
 
 
 def _total_part(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:

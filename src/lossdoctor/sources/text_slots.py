@@ -369,10 +369,16 @@ _LOSS_LABEL = re.compile(r"(?<![\w.-])(?:loss|losses)\s*:\s*[A-Za-z_][\w ]*$", r
 
 def _labelled_total(pieces: list[str], names: list[str]) -> None:
     """pytorch-yolo2's region loss prints `loss: x %f, y %f, w %f, h %f, conf %f, cls %f, total %f`:
-    the label says the numbers after it are the loss's, so their `total` is the loss itself."""
+    the label says the numbers after it are the loss's, so their `total` is the loss itself; so does a
+    loss's name before a `total`."""
     label = next((i for i, p in enumerate(pieces[: len(names)]) if _LOSS_LABEL.search(p)), None)
     if label is None:
-        return
+        # a `total` printed after losses named as such (a mmdet head's `..., trans_loss: 0.37, total: 51.77,
+        # grad_norm: ...`, the log_vars of a model that names its sum `total`): their sum, the loss
+        named = (i + 1 for i, n in enumerate(names) if "loss" in n.lower() and not EVAL_NAME.search(n))
+        label = next(named, None)
+        if label is None:
+            return
     for k in range(label, len(names)):
         if names[k].lower() == "total":
             names[k] = "total loss"
@@ -449,9 +455,14 @@ _ENDS_WITH = frozenset({"with"})
 _LOG_LEVELS = frozenset({"INFO", "DEBUG", "WARNING", "WARN", "ERROR", "CRITICAL", "TRACE", "NOTICE"})
 
 
+#: a name before the counter that dates it: up to three words of subject, the preposition and the counter's
+#: name (CornerNet's `focal loss at iteration 100: 7.34`, `training loss at iteration 100: 7.48`)
+_DATED_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,4})[^A-Za-z0-9_]*$")
+
+
 def _subject(before: str) -> str:
     """The subject a counter dates (`loss at epoch 3`, `Cost after iteration 100`), or ""."""
-    bm = _NAME.search(before)
+    bm = _DATED_NAME.search(before)
     sm = _SUBJECT.match(bm.group(1)) if bm else None
     return sm.group(1).strip() if sm else ""
 
