@@ -1756,3 +1756,22 @@ def test_a_named_training_loss_printed_once_in_a_cut_record_is_the_loss(tmp_path
     _same(_at(run, "loss"), {31000: 7.482662200927734})
     _same(_at(run, "eval_loss"), {31000: 8.355660438537598})
     assert run.meta["loss_key"] == "training loss"
+
+
+@pytest.mark.parametrize("sep", ["\t", " "])
+def test_a_rate_unit_is_no_part_of_the_next_metric_name(tmp_path, sep):
+    """MXNet 0.x's Speedometer: `logging.info('Epoch[%d] Batch [%d]\\tSpeed: %.2f samples/sec\\tTrain-%s=%f', ...)`
+    per metric, then the epoch's `Epoch[%d] Train-%s=%f` (an auto-reset metric, NaN at the epoch's end);
+    pasted with the tabs as spaces too. `samples/sec` is the speed's unit: the batch rows' metric is
+    `Train-CrossEntropy`, their value the loss at each batch."""
+    out = []
+    want = {}
+    for b in range(20, 220, 20):
+        ce, l1 = 1.0 / (1 + b / 20), 2.0 / (1 + b / 20)
+        want[b] = round(ce, 6)
+        for name, v in (("CrossEntropy", ce), ("SmoothL1", l1)):
+            out.append(f"Epoch[0] Batch [{b}]{sep}Speed: 6.44 samples/sec{sep}Train-{name}={v:f}\n")
+    out += ["Epoch[0] Train-CrossEntropy=nan\n", "Epoch[0] Train-SmoothL1=nan\n"]
+    run = _read(tmp_path, "".join(out))
+    assert run.meta["loss_key"] == "Train-CrossEntropy"
+    _same({s: v for s, v in _at(run, "loss").items() if s in want}, want)

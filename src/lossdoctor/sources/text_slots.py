@@ -234,6 +234,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             continue
         if i and piece[:1].isalpha() and (unit := GLUED_UNIT.match(piece)) is not None:
             piece = piece[unit.end() :]  # the unit of the number before (`13.6G   0.0485`), no name of this one
+        elif i and (rate := RATE_UNIT.match(piece)) is not None:
+            piece = piece[rate.end() :]  # MXNet's `Speed: 6.44 samples/sec Train-CrossEntropy=0.59`: a unit
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
     _tuple_names(spans, pieces, names)
@@ -408,6 +410,10 @@ _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
 #: letters glued to a number, then a space or a separator: its unit (`13.6G`, `4011M`, `0.82s,`), never the
 #: name of the number after it
 GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
+#: a rate's unit after its number, a space between (`6.44 samples/sec`, `1200 tokens/s`, `3.1 it/s`): the unit of
+#: the number before, never the first word of the next number's name (a rate named in front of its own number,
+#: `tokens/sec: 5000`, is a name: a separator follows it, not a word)
+RATE_UNIT = re.compile(r" +[A-Za-z]+/(?:s|sec|second|ms|min|step|iter|it|batch)(?=[ \t]+[A-Za-z_])")
 #: a time unit glued to a number with no name (`(0m 12s)`, `1h 2m`): a duration, not a value
 _TIME_UNIT = re.compile(r"(?:ms|us|s|sec|secs|min|m|h|hr)(?![A-Za-z/])")
 #: the minutes or seconds of a clock (`80:39:57`), joined to the number before by a bare `:`
