@@ -1775,3 +1775,25 @@ def test_a_rate_unit_is_no_part_of_the_next_metric_name(tmp_path, sep):
     run = _read(tmp_path, "".join(out))
     assert run.meta["loss_key"] == "Train-CrossEntropy"
     _same({s: v for s, v in _at(run, "loss").items() if s in want}, want)
+
+
+def test_camelcase_loss_parts_are_summed_into_the_loss(tmp_path):
+    """GluonCV's train_yolo3.py: `logger.info('[Epoch {}][Batch {}], LR: {:.2E}, Speed: {:.3f} samples/sec,
+    {}={:.3f}, {}={:.3f}, {}={:.3f}, {}={:.3f}'.format(..., *name1, *loss1, ...))` with the metrics
+    `ObjLoss`, `BoxCenterLoss`, `BoxScaleLoss`, `ClassLoss`, the four losses it steps on and no total: each
+    is a part (kept as a component), the loss is their sum; a `TotalLoss` beside parts stays the loss."""
+    names = ("ObjLoss", "BoxCenterLoss", "BoxScaleLoss", "ClassLoss")
+    lines, want = [], {}
+    for b in range(99, 1099, 100):
+        vals = [33.0 - b / 1000, 15.6 - b / 2000, 7.6 - b / 4000, 21.5 - b / 1000]
+        want[b] = sum(round(v, 3) for v in vals)
+        cells = ", ".join(f"{n}={v:.3f}" for n, v in zip(names, vals))
+        lines.append(f"INFO:root:[Epoch 3][Batch {b}], LR: 2.80E-04, Speed: 28.997 samples/sec, {cells}\n")
+    run = _read(tmp_path, "".join(lines))
+    _same(_at(run, "loss"), want)
+    assert run.events["loss_components"][99]["objloss"] == pytest.approx(32.901)
+    total = "".join(
+        f"[Batch {b}] TotalLoss={3.0 - b / 1000:.3f}, ObjLoss={1.0:.3f}, ClassLoss={2.0 - b / 1000:.3f}\n"
+        for b in range(0, 1000, 100)
+    )
+    _same(_at(_read(tmp_path, total, "total.log"), "loss"), {b: round(3.0 - b / 1000, 3) for b in range(0, 1000, 100)})

@@ -901,9 +901,14 @@ def _late_copies(steps: np.ndarray, back: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the fp16 loss scaler's value by its name (`loss scale`, `loss_scale`, `lossscale`, `grad_scale`, `scale`): a name
+#: that only holds the word inside a part's (GluonCV's `BoxScaleLoss`, a box's size term) is a loss
+_SCALER = re.compile(r"loss[ _/.-]?scale|scale(?:r|[ _]factor)?$")
+
+
 def _is_loss(n: str) -> bool:
     n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
-    if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
+    if "scale" in n and _SCALER.search(n):  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
     return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n) or bool(_TERM.match(n))
 
@@ -933,7 +938,7 @@ def classify_slot(t: Template, j: int) -> str | None:
     if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
         return "avg"
     comp_name = (
-        (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n)))
+        (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n)) or camel_part(t.names[j]))
         and total_rank(n) >= 50
         and not n.startswith(("total", "train", "tr."))
         or criterion_named(n)
@@ -945,6 +950,22 @@ def classify_slot(t: Template, j: int) -> str | None:
     if EVAL_NAME.search(raw) or (t.eval_context[j] and not TRAIN_WORD.search(raw)):
         return "eval"
     return "component" if comp_name else "train"
+
+
+#: a loss's part named in CamelCase, its qualifier glued to `Loss` (GluonCV's YOLOv3 `ObjLoss=`, `BoxCenterLoss=`,
+#: `BoxScaleLoss=`, `ClassLoss=`, the four terms it steps on): a part, as `obj_loss` would be
+_CAMEL_PART = re.compile(r"^((?:[A-Z][a-z0-9]+)+)Loss$")
+#: qualifiers that make a CamelCase loss the total or a set's (`TotalLoss`, `TrainLoss`, `ValLoss`), not a part
+_CAMEL_WHOLE = frozenset({"total", "tot", "train", "training", "avg", "average", "mean", "running", "batch", "epoch"})
+
+
+def camel_part(name: str) -> bool:
+    """Whether a name is a CamelCase loss part (`ObjLoss`), not a total's or a criterion's (`CrossEntropyLoss`)."""
+    m = _CAMEL_PART.match(name.strip())
+    if m is None:
+        return False
+    q = m.group(1).lower()
+    return q not in _CAMEL_WHOLE and q not in _CRITERIA and not EVAL_NAME.search(m.group(1) + "_")
 
 
 #: a loss name that says it is a running average by its tail (OpenRLHF's `gpt_loss=2.31, loss_mean=2.41`)
