@@ -1797,3 +1797,14 @@ def test_camelcase_loss_parts_are_summed_into_the_loss(tmp_path):
         for b in range(0, 1000, 100)
     )
     _same(_at(_read(tmp_path, total, "total.log"), "loss"), {b: round(3.0 - b / 1000, 3) for b in range(0, 1000, 100)})
+
+
+def test_fann_current_error_is_the_loss(tmp_path):
+    """FANN's fann_train_on_data prints `printf("Max epochs %8d. Desired error: %.10f.\\n", ...)`, then every
+    epochs_between_reports `printf("Epochs     %8d. Current error: %.10f. Bit fail %d.\\n", i, MSE, bit_fail)`:
+    the current error (the epoch's MSE) is the loss at that epoch; the desired error is no row of it."""
+    errors = {1: 0.3613613844, 10: 0.2489670813, 20: 0.170314014, 30: 0.09267658, 40: 0.0035322148, 69: 1.738e-07}
+    text = "Max epochs %8d. Desired error: %.10f.\n" % (500000, 0.001)
+    text += "".join("Epochs     %8d. Current error: %.10f. Bit fail %d.\n" % (e, v, 4) for e, v in errors.items())
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), errors)

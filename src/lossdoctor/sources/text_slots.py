@@ -908,6 +908,7 @@ _SCALER = re.compile(r"loss[ _/.-]?scale|scale(?:r|[ _]factor)?$")
 
 def _is_loss(n: str) -> bool:
     n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
+    n = _CURRENT_PREFIX.sub("", n)  # FANN's `Current error: 0.36`: the error (its MSE) at this epoch
     if "scale" in n and _SCALER.search(n):  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
     return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n) or bool(_TERM.match(n))
