@@ -1808,3 +1808,20 @@ def test_fann_current_error_is_the_loss(tmp_path):
     text += "".join("Epochs     %8d. Current error: %.10f. Bit fail %d.\n" % (e, v, 4) for e, v in errors.items())
     run = _read(tmp_path, text)
     _same(_at(run, "loss"), errors)
+
+
+@pytest.mark.parametrize("sep", ["\t", "  "])
+def test_spacy_v2_itn_column_is_the_step_from_0(tmp_path, sep):
+    """spaCy v2's `spacy train` prints `Itn.\\tDep Loss\\tNER Loss\\tUAS\\tNER P.\\tNER R.\\tNER F.\\tTag %\\tToken %\\t
+    CPU WPS\\tGPU WPS` (v2.0, tabs; later aligned with spaces), then one row per iteration, `itn` from 0:
+    `Itn.` names the step column, so the steps are 0, 1, ... as printed, not the rows' order from 1."""
+    head = sep.join(["Itn.", "Dep Loss", "NER Loss", "UAS", "NER P.", "NER R.", "NER F.", "Tag %", "Token %"])
+    rows = [
+        sep.join([str(i), f"{9.0 / (i + 1):.3f}", f"{30.0 / (i + 1):.3f}", "0.000", "5.882", "40.000", "10.256"])
+        + sep
+        + sep.join(["100.000", "100.000"])
+        for i in range(5)
+    ]
+    run = _read(tmp_path, "\n".join([head, *rows]) + "\n")
+    assert list(run.steps) == [0, 1, 2, 3, 4]
+    assert run.logged("loss").sum() == 5

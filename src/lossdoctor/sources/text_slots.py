@@ -152,6 +152,8 @@ _STEP_NAMES = (
     "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
     "counter",  # counter: Vowpal Wabbit's `example counter` column (the examples seen)
     "round",  # round: a federated run's communication round (`Round 3`, `>> ROUND 3`), a boosting round
+    "itn",  # itn: spaCy v2's `spacy train` table (`Itn.  Dep Loss  NER Loss  UAS ...`), from 0
+    "itn.",
     "#",
 )  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
 
