@@ -1825,3 +1825,27 @@ def test_spacy_v2_itn_column_is_the_step_from_0(tmp_path, sep):
     run = _read(tmp_path, "\n".join([head, *rows]) + "\n")
     assert list(run.steps) == [0, 1, 2, 3, 4]
     assert run.logged("loss").sum() == 5
+
+
+def test_the_source_line_a_python_warning_echoes_is_no_record(tmp_path):
+    """Python's `warnings` module prints `run.py:198: UserWarning: ...` and, indented under it, the warned
+    source line (`  t_loss += loss.data[0]`, PyTorch 0.4's 0-dim indexing): code, not a value named
+    `loss.data`; the script's own `[epoch, iter] RMSE: X` prints are the loss."""
+    import warnings
+
+    out = []
+    for i, v in enumerate([8.0848995, 4.1, 2.5, float("nan"), float("nan")]):
+        out.append(
+            warnings.formatwarning(
+                "invalid index of a 0-dim tensor. This will be an error in PyTorch 0.5.",
+                UserWarning,
+                "run.py",
+                198,
+                "    t_loss += loss.data[0]\n",
+            )
+        )
+        out.append(f"[0, {i * 1000:5d}] RMSE: {v}\n")
+    run = _read(tmp_path, "".join(out))
+    assert run.meta["loss_key"] == "RMSE"
+    got = run.col("loss")[run.logged("loss")].tolist()
+    assert got[:3] == [8.0848995, 4.1, 2.5] and all(math.isnan(v) for v in got[3:]) and len(got) == 5

@@ -143,6 +143,9 @@ _BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")
 #: the two together are the record)
 _GLUED_BAR = re.compile(r"^\s*(?:[^|\[\]=]{0,60}:\s*)?\d{1,3}%\|[^|]*\|\s*\d+/\d+\s*\[[^\]=]*\](?=\S)")
 _MIN_ROWS = 2
+#: the first line of a warning printed by Python's `warnings` module (`run.py:198: UserWarning: message`); the
+#: module prints the warned line of source under it, indented (`  t_loss += loss.data[0]`)
+_PY_WARNING = re.compile(r"^\s*\S+\.py:\d+: [A-Z]\w*(?:Warning|Error)\b")
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
 _RULE = re.compile(r"^[\s|+:=*~_-]*-{3,}[\s|+:=*~_-]*$|^[\s|+:]*={3,}[\s|+:=]*$")
@@ -190,6 +193,7 @@ class TextParser:
         self.header_key: tuple[str, ...] | None = None
         self.name_line: tuple[int, list[str]] | None = None  # (line number, words) of a line of names only
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
+        self.warned_at = -1  # the line of the last Python warning (`run.py:198: UserWarning: ...`)
         self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
         self.record_keys: set[str] = set()  # the keys of the records of several pairs read so far
@@ -200,6 +204,10 @@ class TextParser:
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
+        if _PY_WARNING.match(raw):
+            self.warned_at = self.line_no
+        elif self.warned_at == self.line_no - 1 and raw[:1] in (" ", "\t"):
+            return  # the source line a Python warning echoes (`  t_loss += loss.data[0]`): code, no record
         text = clean(raw)
         bar = _GLUED_BAR.match(text)
         if bar is not None:  # the print glued to a bar is a line of its own (its own prefix too)
