@@ -359,6 +359,20 @@ def test_nemo_bar_reads_reduced_train_loss_not_the_running_mean(tmp_path):
     assert run.cols["loss"].tolist() == pytest.approx([round(v, 3) for v in own])
 
 
+def test_a_counter_restarting_each_epoch_keeps_the_finite_loss_before_the_nans(tmp_path):
+    """A script printing `print(f"Epoch {epoch}, Iter {i}: Loss:{loss:.4f} S-loss:{s_loss:.4f}")` at `i == 0`
+    only: every line says `Iter 0`, the epoch moves on. Kept at one step, the first epoch's finite loss
+    would be lost under the NaNs after it; each line is its own row, the NaN from the second one."""
+    losses = [1.0637, float("nan"), float("nan"), float("nan"), float("nan")]
+    text = "".join(f"Epoch {e}, Iter 0: Loss:{v:.4f} S-loss:{v * 0.9:.4f}\n" for e, v in enumerate(losses))
+    p = tmp_path / "train.log"
+    p.write_text(text)
+    run = load_path(p)[0]
+    got = run.col("loss")[run.logged("loss")].tolist()
+    assert len(got) == 5 and got[0] == pytest.approx(1.0637) and all(math.isnan(v) for v in got[1:])
+    assert list(run.steps) == sorted(run.steps) and len(set(run.steps.tolist())) == 5
+
+
 # --- trainers that do not run here: their print statements ----------------------------------
 
 
