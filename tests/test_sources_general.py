@@ -1849,3 +1849,23 @@ def test_the_source_line_a_python_warning_echoes_is_no_record(tmp_path):
     assert run.meta["loss_key"] == "RMSE"
     got = run.col("loss")[run.logged("loss")].tolist()
     assert got[:3] == [8.0848995, 4.1, 2.5] and all(math.isnan(v) for v in got[3:]) and len(got) == 5
+
+
+def test_a_counter_one_past_its_printed_total_is_still_the_counter(tmp_path):
+    """MONAI's tutorials print `print(f"{step}/{len(train_ds) // train_loader.batch_size}, train_loss:
+    {loss.item():.4f}")`: with a partial last batch the last step is one past the printed total (979
+    images in batches of 4: `245/244`). The batches' losses are the loss, step by step across epochs,
+    not the `epoch N average loss` lines."""
+    n_ds, bs, epochs = 979, 4, 2
+    out, want = [], []
+    for e in range(epochs):
+        out += ["-" * 10 + "\n", f"epoch {e + 1}/{epochs}\n"]
+        for step in range(1, -(-n_ds // bs) + 1):
+            v = round(1.0 - 0.001 * (e * 245 + step), 4)
+            want.append(v)
+            out.append(f"{step}/{n_ds // bs}, train_loss: {v:.4f}\n")
+        out.append(f"epoch {e + 1} average loss: {sum(want[-245:]) / 245:.4f}\n")
+    run = _read(tmp_path, "".join(out))
+    lg = run.logged("loss")
+    assert run.col("loss")[lg].tolist() == pytest.approx(want)
+    assert np.all(np.diff(run.steps[lg]) > 0) and run.meta.get("steps_from") != "numbered"

@@ -681,8 +681,9 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     of_total = [
         j
         for j in whole
-        if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1]) and np.all(a[:, j] <= a[:, j + 1])
-    ]  # `06/01` (a date, day < month) is no counter
+        if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1]) and np.all(a[:, j] <= a[:, j + 1] + 1)
+    ]  # `06/01` (a date, day < month) is no counter; one past the total is (MONAI's tutorials print
+    # `{step}/{len(train_ds) // batch_size}`, whose last batch, a partial one, is `244/243`)
     counters = {k for j in of_total for k in (j, j + 1)}
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
