@@ -1869,3 +1869,21 @@ def test_a_counter_one_past_its_printed_total_is_still_the_counter(tmp_path):
     lg = run.logged("loss")
     assert run.col("loss")[lg].tolist() == pytest.approx(want)
     assert np.all(np.diff(run.steps[lg]) > 0) and run.meta.get("steps_from") != "numbered"
+
+
+def test_a_markdown_table_row_with_a_bold_cell_and_an_emoji_is_still_a_row(tmp_path):
+    """A results table typed in Markdown marks the best validation accuracy so far in bold and puts a
+    pictograph after it (`| 80 | 1.9254 | 72.19% | 1.1072 | **74.04%** ✅ |`): the row is a row like the
+    others, its losses read."""
+    head = "| Epoch | Train Loss | Train Acc | Val Loss | Val Acc |\n|-------|-----------|-----------|----------|---------|\n"
+    marks = ["", "", " ✅", " 🎯", " ⭐", " 🏆\ufe0f"]
+    rows, want, want_val = [], {}, {}
+    for e in range(1, 13):
+        loss, val = round(6.0 - 0.3 * e, 4), round(5.0 - 0.25 * e, 4)
+        want[e], want_val[e] = loss, val
+        mark = marks[e % len(marks)]
+        acc = f"**{10 + e:.2f}%**{mark}" if mark else f"{10 + e:.2f}%"
+        rows.append(f"| {e} | {loss:.4f} | {5 + e:.2f}% | {val:.4f} | {acc} |\n")
+    run = _read(tmp_path, head + "".join(rows), "results.md")
+    _same(_at(run, "loss"), want)
+    _same(_at(run, "eval_loss"), want_val)

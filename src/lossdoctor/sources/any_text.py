@@ -77,6 +77,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -735,6 +736,10 @@ def _cell(c: str) -> float | None:
     """A table cell as a number (NaN for a cell that says nothing was logged; 1/0 for True/False),
     else None."""
     s = c.strip().strip("'\"")
+    if not s.isascii():
+        s = _marks_off(s)
+    if s[:2] in ("**", "__") and s[-2:] == s[:2]:
+        s = s[2:-2].strip()  # a Markdown table's bold cell (`**74.04%**`: the best value so far)
     if s.lower() in _BOOLEAN:
         return _BOOLEAN[s.lower()]
     if s.lower() in _NOT_A_VALUE:
@@ -748,6 +753,15 @@ def _cell(c: str) -> float | None:
         return float(m.group(1))
     except ValueError:
         return None
+
+
+def _marks_off(s: str) -> str:
+    """A cell without the pictographs typed after its value (`**74.04%** ✅`, `77.45% 🏆`): symbols, emoji
+    joiners and variation selectors at its end."""
+    end = len(s)
+    while end and (unicodedata.category(s[end - 1])[0] == "S" or s[end - 1] in "\u200d\ufe0f \t"):
+        end -= 1
+    return s[:end]
 
 
 #: a number cell (a tensor's repr, a percentage, a size, a duration such as nolearn's `dur` `0.05s`)
