@@ -118,3 +118,26 @@ def _param(e: dict):
 def test_real_log_is_read_with_the_values_of_its_source(entry):
     failures = fact_failures(entry, load_path(CORPUS / entry["file"]))
     assert not failures, failures
+
+
+def test_a_fact_names_a_component_as_printed_the_reader_keys_it_in_lower_case(tmp_path):
+    """GluonCV's `CrossEntropy=19.147, SmoothL1=3.899` (no total printed) come back as the components
+    `crossentropy`, `smoothl1`: a fact naming them as printed is checked against those values, and a
+    wrong value or a name no reader key matches still fails."""
+    p = tmp_path / "train.log"
+    p.write_text(
+        "".join(
+            f"INFO:root:[Epoch 0][Batch {b}], Speed: 24.210 samples/sec, CrossEntropy={19.147 - b:.3f}, "
+            f"SmoothL1={3.899 - b / 10:.3f}\n"
+            for b in range(4)
+        )
+    )
+    runs = load_path(p)
+
+    def entry(*rows):
+        return {"expect": {"n_steps_at_least": 4, "rows": [list(r) for r in rows]}}
+
+    assert fact_failures(entry((0, "CrossEntropy", 19.147), (-1, "SmoothL1", 3.599)), runs) == []
+    assert fact_failures(entry((0, "crossentropy", 19.147)), runs) == []
+    assert fact_failures(entry((0, "CrossEntropy", 19.0)), runs)
+    assert fact_failures(entry((0, "Cross Entropy", 19.147)), runs)

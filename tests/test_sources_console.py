@@ -339,6 +339,40 @@ def test_nemo_bar_with_its_global_step(tmp_path):
     assert run.cols["loss"][0] == pytest.approx(2.99)
 
 
+def test_nemo_bar_reads_reduced_train_loss_not_the_running_mean(tmp_path):
+    """NeMo 1.x on Lightning 1.x: the bar prints Lightning's `loss=` (the running mean of the last
+    batches, at its own 3 significant digits) before `reduced_train_loss=` (the step's loss averaged
+    over ranks): the step's loss is the loss."""
+    steps = range(100, 130)
+    own = [3.0 + 0.4 * ((s * 7) % 5 - 2) / 2 for s in steps]
+    segs = []
+    for i, s in enumerate(steps):
+        mean = sum(own[max(0, i - 19) : i + 1]) / len(own[max(0, i - 19) : i + 1])
+        segs.append(
+            f"\rEpoch 0:   1%|          | {s + 1}/77225 [9:07:58<878:01:48, 41.36s/it, loss={mean:.3g}, v_num=, "
+            f"reduced_train_loss={own[i]:.3f}, global_step={s}.0, consumed_samples={(s + 1) * 2048:.3g}]"
+        )
+    p = tmp_path / "nemo_megatron.log"
+    p.write_text("".join(segs) + "\n")
+    run = load_path(p)[0]
+    assert list(run.steps) == list(steps)
+    assert run.cols["loss"].tolist() == pytest.approx([round(v, 3) for v in own])
+
+
+def test_a_counter_restarting_each_epoch_keeps_the_finite_loss_before_the_nans(tmp_path):
+    """A script printing `print(f"Epoch {epoch}, Iter {i}: Loss:{loss:.4f} S-loss:{s_loss:.4f}")` at `i == 0`
+    only: every line says `Iter 0`, the epoch moves on. Kept at one step, the first epoch's finite loss
+    would be lost under the NaNs after it; each line is its own row, the NaN from the second one."""
+    losses = [1.0637, float("nan"), float("nan"), float("nan"), float("nan")]
+    text = "".join(f"Epoch {e}, Iter 0: Loss:{v:.4f} S-loss:{v * 0.9:.4f}\n" for e, v in enumerate(losses))
+    p = tmp_path / "train.log"
+    p.write_text(text)
+    run = load_path(p)[0]
+    got = run.col("loss")[run.logged("loss")].tolist()
+    assert len(got) == 5 and got[0] == pytest.approx(1.0637) and all(math.isnan(v) for v in got[1:])
+    assert list(run.steps) == sorted(run.steps) and len(set(run.steps.tolist())) == 5
+
+
 # --- trainers that do not run here: their print statements ----------------------------------
 
 

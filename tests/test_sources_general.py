@@ -1686,3 +1686,204 @@ def test_a_decimal_comma_after_a_name_is_a_decimal_point(tmp_path):
     )
     grouped = "".join(f"iter: {s}, loss: {v}\n" for s, v in (("25,390", 2.5), ("25,400", 2.4), ("25,410", 2.3)))
     _same(_at(_read(tmp_path, grouped, "grouped.log"), "loss"), {25390: 2.5, 25400: 2.4, 25410: 2.3})
+
+
+def _lcurve(steps, val: bool, quoted: bool) -> str:
+    """DeePMD-kit's `lcurve.out`, as its trainer writes it: a `#` comment header of names (`print_header`:
+    `"# %5s" % "step"`, then `"%11s"` per metric, `rmse_val` before `rmse_trn` when a validation set
+    is given) and right-aligned rows (`"%7d"` for the step, `"%11.2e"` per metric, `"%8.1e"` for lr)."""
+    names = ["rmse_val", "rmse_trn", "rmse_e_val", "rmse_e_trn"] if val else ["rmse_trn", "rmse_e_trn"]
+    out = ["# %5s   " % "step" + "".join("%11s " % n for n in names) + "  %8s   " % "lr"]
+    for i, s in enumerate(steps):
+        trn, ev = 30.0 / (1 + i), 0.6 / (1 + i)
+        cells = [trn * 1.1, trn, ev * 1.2, ev] if val else [trn, ev]
+        out.append("%7d   " % s + "".join("%11.2e " % c for c in cells) + "  %8.1e" % 1e-3)
+    text = "\n".join(out)
+    return f'" {text}"\n' if quoted else text + "\n"
+
+
+@pytest.mark.parametrize("val,quoted", [(True, False), (False, False), (False, True)])
+def test_a_comment_header_names_the_step_column(tmp_path, val, quoted):
+    """A table whose header is a `#` comment line (DeePMD-kit's `lcurve.out`, maybe pasted in quotes):
+    its first name, `step`, is the rows' first cell, so the steps are that column's (0, 100, ...),
+    not row numbers; the training set's metric (`rmse_trn`, set named after the metric) is the loss,
+    the validation set's (`rmse_val`) an evaluation loss, the energy part (`rmse_e_trn`) neither."""
+    steps = list(range(0, 1000, 100))
+    run = _read(tmp_path, _lcurve(steps, val, quoted), "lcurve.out")
+    assert list(run.steps) == steps
+    _same(_at(run, "loss"), {s: float("%.2e" % (30.0 / (1 + i))) for i, s in enumerate(steps)})
+    assert run.meta["loss_key"] == "rmse_trn"
+    if val:
+        _same(_at(run, "eval_loss"), {s: float("%.2e" % (33.0 / (1 + i))) for i, s in enumerate(steps)})
+
+
+def _mmcv_iter_line(it: int, vals: dict[str, float]) -> str:
+    """mmcv 2.x TextLoggerHook._log_info for an IterBasedRunner: `Iter [i/max]\\tlr: ..., eta: ..., time: ...,
+    data_time: ..., memory: ..., ` then the model's log_vars as `name: %.4f`, behind the logging prefix."""
+    head = f"2024-09-10 10:11:04,258 - mmdet - INFO - Iter [{it}/15000]\tlr: 4.653e-05, eta: 2:21:23, "
+    head += "time: 0.569, data_time: 0.015, memory: 10185, "
+    return head + ", ".join(f"{k}: {v:.4f}" for k, v in vals.items()) + "\n"
+
+
+def test_a_total_printed_after_named_losses_is_the_loss(tmp_path):
+    """A model whose loss dict names its parts `cls`, `reg`, `d0.cls`, ..., `trans_loss` and their sum
+    `total` (a map-detection head on mmdet 2.x): `total` is the loss, not `trans_loss`, the only part
+    whose name says loss."""
+    want = {}
+    lines = []
+    for i, it in enumerate(range(100, 1100, 100)):
+        parts = {"cls": 2.0 - 0.1 * i, "reg": 8.0 - 0.5 * i, "d0.cls": 1.7, "d0.reg": 5.4, "trans_loss": 0.37 / (1 + i)}
+        total = round(sum(parts.values()), 4)
+        want[it] = total
+        lines.append(_mmcv_iter_line(it, {**parts, "total": total, "grad_norm": 100.0 - i}))
+    run = _read(tmp_path, "".join(lines))
+    _same(_at(run, "loss"), want)
+    assert _at(run, "grad_norm")[100] == pytest.approx(100.0)
+
+
+def test_a_named_training_loss_printed_once_in_a_cut_record_is_the_loss(tmp_path):
+    """CornerNet's train.py prints each displayed iteration as `training loss at iteration {}: {}` then
+    `focal loss at iteration {}:    {}`, `pull loss ...`, `push loss ...`, `regr loss ...` (and
+    `validation loss at iteration {}: {}` every val_iter). A paste that starts inside one record shows
+    the training loss once less than its parts: the loss is still the training loss, at its iteration,
+    never the focal loss (a part) nor the validation loss."""
+    parts = ("focal", "pull", "push", "regr")
+    out = [f"{p} loss at iteration 30995:    {0.3 + k:.16g}\n" for k, p in enumerate(parts)]
+    out.append("training loss at iteration 31000: 7.482662200927734\n")
+    out += [f"{p} loss at iteration 31000:    {0.2 + k:.16g}\n" for k, p in enumerate(parts)]
+    out.append("validation loss at iteration 31000: 8.355660438537598\n")
+    run = _read(tmp_path, "".join(out))
+    _same(_at(run, "loss"), {31000: 7.482662200927734})
+    _same(_at(run, "eval_loss"), {31000: 8.355660438537598})
+    assert run.meta["loss_key"] == "training loss"
+
+
+@pytest.mark.parametrize("sep", ["\t", " "])
+def test_a_rate_unit_is_no_part_of_the_next_metric_name(tmp_path, sep):
+    """MXNet 0.x's Speedometer: `logging.info('Epoch[%d] Batch [%d]\\tSpeed: %.2f samples/sec\\tTrain-%s=%f', ...)`
+    per metric, then the epoch's `Epoch[%d] Train-%s=%f` (an auto-reset metric, NaN at the epoch's end);
+    pasted with the tabs as spaces too. `samples/sec` is the speed's unit: the batch rows' metric is
+    `Train-CrossEntropy`, their value the loss at each batch."""
+    out = []
+    want = {}
+    for b in range(20, 220, 20):
+        ce, l1 = 1.0 / (1 + b / 20), 2.0 / (1 + b / 20)
+        want[b] = round(ce, 6)
+        for name, v in (("CrossEntropy", ce), ("SmoothL1", l1)):
+            out.append(f"Epoch[0] Batch [{b}]{sep}Speed: 6.44 samples/sec{sep}Train-{name}={v:f}\n")
+    out += ["Epoch[0] Train-CrossEntropy=nan\n", "Epoch[0] Train-SmoothL1=nan\n"]
+    run = _read(tmp_path, "".join(out))
+    assert run.meta["loss_key"] == "Train-CrossEntropy"
+    _same({s: v for s, v in _at(run, "loss").items() if s in want}, want)
+
+
+def test_camelcase_loss_parts_are_summed_into_the_loss(tmp_path):
+    """GluonCV's train_yolo3.py: `logger.info('[Epoch {}][Batch {}], LR: {:.2E}, Speed: {:.3f} samples/sec,
+    {}={:.3f}, {}={:.3f}, {}={:.3f}, {}={:.3f}'.format(..., *name1, *loss1, ...))` with the metrics
+    `ObjLoss`, `BoxCenterLoss`, `BoxScaleLoss`, `ClassLoss`, the four losses it steps on and no total: each
+    is a part (kept as a component), the loss is their sum; a `TotalLoss` beside parts stays the loss."""
+    names = ("ObjLoss", "BoxCenterLoss", "BoxScaleLoss", "ClassLoss")
+    lines, want = [], {}
+    for b in range(99, 1099, 100):
+        vals = [33.0 - b / 1000, 15.6 - b / 2000, 7.6 - b / 4000, 21.5 - b / 1000]
+        want[b] = sum(round(v, 3) for v in vals)
+        cells = ", ".join(f"{n}={v:.3f}" for n, v in zip(names, vals))
+        lines.append(f"INFO:root:[Epoch 3][Batch {b}], LR: 2.80E-04, Speed: 28.997 samples/sec, {cells}\n")
+    run = _read(tmp_path, "".join(lines))
+    _same(_at(run, "loss"), want)
+    assert run.events["loss_components"][99]["objloss"] == pytest.approx(32.901)
+    total = "".join(
+        f"[Batch {b}] TotalLoss={3.0 - b / 1000:.3f}, ObjLoss={1.0:.3f}, ClassLoss={2.0 - b / 1000:.3f}\n"
+        for b in range(0, 1000, 100)
+    )
+    _same(_at(_read(tmp_path, total, "total.log"), "loss"), {b: round(3.0 - b / 1000, 3) for b in range(0, 1000, 100)})
+
+
+def test_fann_current_error_is_the_loss(tmp_path):
+    """FANN's fann_train_on_data prints `printf("Max epochs %8d. Desired error: %.10f.\\n", ...)`, then every
+    epochs_between_reports `printf("Epochs     %8d. Current error: %.10f. Bit fail %d.\\n", i, MSE, bit_fail)`:
+    the current error (the epoch's MSE) is the loss at that epoch; the desired error is no row of it."""
+    errors = {1: 0.3613613844, 10: 0.2489670813, 20: 0.170314014, 30: 0.09267658, 40: 0.0035322148, 69: 1.738e-07}
+    text = "Max epochs %8d. Desired error: %.10f.\n" % (500000, 0.001)
+    text += "".join("Epochs     %8d. Current error: %.10f. Bit fail %d.\n" % (e, v, 4) for e, v in errors.items())
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), errors)
+
+
+@pytest.mark.parametrize("sep", ["\t", "  "])
+def test_spacy_v2_itn_column_is_the_step_from_0(tmp_path, sep):
+    """spaCy v2's `spacy train` prints `Itn.\\tDep Loss\\tNER Loss\\tUAS\\tNER P.\\tNER R.\\tNER F.\\tTag %\\tToken %\\t
+    CPU WPS\\tGPU WPS` (v2.0, tabs; later aligned with spaces), then one row per iteration, `itn` from 0:
+    `Itn.` names the step column, so the steps are 0, 1, ... as printed, not the rows' order from 1."""
+    head = sep.join(["Itn.", "Dep Loss", "NER Loss", "UAS", "NER P.", "NER R.", "NER F.", "Tag %", "Token %"])
+    rows = [
+        sep.join([str(i), f"{9.0 / (i + 1):.3f}", f"{30.0 / (i + 1):.3f}", "0.000", "5.882", "40.000", "10.256"])
+        + sep
+        + sep.join(["100.000", "100.000"])
+        for i in range(5)
+    ]
+    run = _read(tmp_path, "\n".join([head, *rows]) + "\n")
+    assert list(run.steps) == [0, 1, 2, 3, 4]
+    assert run.logged("loss").sum() == 5
+
+
+def test_the_source_line_a_python_warning_echoes_is_no_record(tmp_path):
+    """Python's `warnings` module prints `run.py:198: UserWarning: ...` and, indented under it, the warned
+    source line (`  t_loss += loss.data[0]`, PyTorch 0.4's 0-dim indexing): code, not a value named
+    `loss.data`; the script's own `[epoch, iter] RMSE: X` prints are the loss."""
+    import warnings
+
+    out = []
+    for i, v in enumerate([8.0848995, 4.1, 2.5, float("nan"), float("nan")]):
+        out.append(
+            warnings.formatwarning(
+                "invalid index of a 0-dim tensor. This will be an error in PyTorch 0.5.",
+                UserWarning,
+                "run.py",
+                198,
+                "    t_loss += loss.data[0]\n",
+            )
+        )
+        out.append(f"[0, {i * 1000:5d}] RMSE: {v}\n")
+    run = _read(tmp_path, "".join(out))
+    assert run.meta["loss_key"] == "RMSE"
+    got = run.col("loss")[run.logged("loss")].tolist()
+    assert got[:3] == [8.0848995, 4.1, 2.5] and all(math.isnan(v) for v in got[3:]) and len(got) == 5
+
+
+def test_a_counter_one_past_its_printed_total_is_still_the_counter(tmp_path):
+    """MONAI's tutorials print `print(f"{step}/{len(train_ds) // train_loader.batch_size}, train_loss:
+    {loss.item():.4f}")`: with a partial last batch the last step is one past the printed total (979
+    images in batches of 4: `245/244`). The batches' losses are the loss, step by step across epochs,
+    not the `epoch N average loss` lines."""
+    n_ds, bs, epochs = 979, 4, 2
+    out, want = [], []
+    for e in range(epochs):
+        out += ["-" * 10 + "\n", f"epoch {e + 1}/{epochs}\n"]
+        for step in range(1, -(-n_ds // bs) + 1):
+            v = round(1.0 - 0.001 * (e * 245 + step), 4)
+            want.append(v)
+            out.append(f"{step}/{n_ds // bs}, train_loss: {v:.4f}\n")
+        out.append(f"epoch {e + 1} average loss: {sum(want[-245:]) / 245:.4f}\n")
+    run = _read(tmp_path, "".join(out))
+    lg = run.logged("loss")
+    assert run.col("loss")[lg].tolist() == pytest.approx(want)
+    assert np.all(np.diff(run.steps[lg]) > 0) and run.meta.get("steps_from") != "numbered"
+
+
+def test_a_markdown_table_row_with_a_bold_cell_and_an_emoji_is_still_a_row(tmp_path):
+    """A results table typed in Markdown marks the best validation accuracy so far in bold and puts a
+    pictograph after it (`| 80 | 1.9254 | 72.19% | 1.1072 | **74.04%** ✅ |`): the row is a row like the
+    others, its losses read."""
+    head = "| Epoch | Train Loss | Train Acc | Val Loss | Val Acc |\n|-------|-----------|-----------|----------|---------|\n"
+    marks = ["", "", " ✅", " 🎯", " ⭐", " 🏆\ufe0f"]
+    rows, want, want_val = [], {}, {}
+    for e in range(1, 13):
+        loss, val = round(6.0 - 0.3 * e, 4), round(5.0 - 0.25 * e, 4)
+        want[e], want_val[e] = loss, val
+        mark = marks[e % len(marks)]
+        acc = f"**{10 + e:.2f}%**{mark}" if mark else f"{10 + e:.2f}%"
+        rows.append(f"| {e} | {loss:.4f} | {5 + e:.2f}% | {val:.4f} | {acc} |\n")
+    run = _read(tmp_path, head + "".join(rows), "results.md")
+    _same(_at(run, "loss"), want)
+    _same(_at(run, "eval_loss"), want_val)

@@ -218,3 +218,7 @@ def test_a_table_of_loss_parts_and_no_total_is_read_as_their_sum(tmp_path, kind)
     np.testing.assert_allclose(run.col("loss"), want, rtol=1e-9)
     assert run.meta["loss_key"] == "train_loss_mlm + train_loss_ita + train_loss_itm"
     assert any(getattr(n, "key", None) == "text.loss_summed" for n in run.notes)
+    # each part is kept at its epoch, as the text reader keeps a line's loss terms
+    comps = run.events["loss_components"]
+    assert sorted(comps) == list(range(6))
+    assert comps[5] == {"train_loss_mlm": 1.5, "train_loss_ita": 2.05, "train_loss_itm": 0.4}

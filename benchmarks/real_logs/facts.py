@@ -52,6 +52,15 @@ def _components(run) -> dict:
     return run.events.get("loss_components", {}) or {}
 
 
+def _component_name(comp: dict, name: str) -> str:
+    """The key the reader keeps a printed component under: the readers key components by the name in lower
+    case (`CrossEntropy=` is `crossentropy`), while the facts give the name as the source prints it."""
+    if any(name in c for c in comp.values()):
+        return name
+    key = " ".join(name.lower().split())
+    return key if any(key in c for c in comp.values()) else name
+
+
 def _value_error(got: float, want, where: str) -> str | None:
     if want == "nan":
         return None if math.isnan(got) else f"{where}: expected NaN, got {got}"
@@ -63,6 +72,8 @@ def _value_error(got: float, want, where: str) -> str | None:
 def _point_error(run, step: int, name: str, want) -> str | None:
     name = _COLUMN_OF.get(name, name)
     comp = _components(run)
+    if name not in run.cols:
+        name = _component_name(comp, name)
     if name not in run.cols and name in comp.get(step, {}):
         return _value_error(float(comp[step][name]), want, f"{name} at step {step}")
     steps = [int(s) for s in run.steps]
@@ -77,6 +88,8 @@ def _point_error(run, step: int, name: str, want) -> str | None:
 def _row_error(run, k: int, name: str, want) -> str | None:
     name = _COLUMN_OF.get(name, name)
     comp = _components(run)
+    if name not in run.cols:
+        name = _component_name(comp, name)
     if name not in run.cols and any(name in c for c in comp.values()):
         values = np.array([float(comp[s][name]) for s in sorted(comp) if name in comp[s]])
     else:

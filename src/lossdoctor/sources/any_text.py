@@ -77,6 +77,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -143,6 +144,9 @@ _BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")
 #: the two together are the record)
 _GLUED_BAR = re.compile(r"^\s*(?:[^|\[\]=]{0,60}:\s*)?\d{1,3}%\|[^|]*\|\s*\d+/\d+\s*\[[^\]=]*\](?=\S)")
 _MIN_ROWS = 2
+#: the first line of a warning printed by Python's `warnings` module (`run.py:198: UserWarning: message`); the
+#: module prints the warned line of source under it, indented (`  t_loss += loss.data[0]`)
+_PY_WARNING = re.compile(r"^\s*\S+\.py:\d+: [A-Z]\w*(?:Warning|Error)\b")
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
 _RULE = re.compile(r"^[\s|+:=*~_-]*-{3,}[\s|+:=*~_-]*$|^[\s|+:]*={3,}[\s|+:=]*$")
@@ -190,6 +194,7 @@ class TextParser:
         self.header_key: tuple[str, ...] | None = None
         self.name_line: tuple[int, list[str]] | None = None  # (line number, words) of a line of names only
         self.in_eval = False  # inside an evaluation section (`Eval begin...`)
+        self.warned_at = -1  # the line of the last Python warning (`run.py:198: UserWarning: ...`)
         self.last_table: tuple[list[str], tuple[str, ...] | None] | None = None  # the last header that had rows
         self.block: dict[str, float] | None = None
         self.record_keys: set[str] = set()  # the keys of the records of several pairs read so far
@@ -200,6 +205,10 @@ class TextParser:
 
     def feed(self, raw: str) -> None:
         self.line_no += 1
+        if _PY_WARNING.match(raw):
+            self.warned_at = self.line_no
+        elif self.warned_at == self.line_no - 1 and raw[:1] in (" ", "\t"):
+            return  # the source line a Python warning echoes (`  t_loss += loss.data[0]`): code, no record
         text = clean(raw)
         bar = _GLUED_BAR.match(text)
         if bar is not None:  # the print glued to a bar is a line of its own (its own prefix too)
@@ -418,7 +427,7 @@ class TextParser:
         self.header = None  # the table ended
         names_before, self.name_line = self.name_line, None
         if _is_header(cells):
-            cells = _stacked(names_before, self.line_no, text) or cells
+            cells = _stacked(names_before, self.line_no, text) or _uncommented(text, cells)
             self.header, self.header_key = cells, tuple(cells)
             return True
         if _NAMES_ONLY.match(text):
@@ -696,6 +705,21 @@ def _stacked(before: tuple[int, list[str]] | None, line_no: int, text: str) -> l
     return [f"{a} {b}" for a, b in zip(before[1], words)]
 
 
+#: a header written as a comment line (DeePMD-kit's `lcurve.out`: `#  step  rmse_val  rmse_trn ...`, numpy's
+#: `savetxt(header=...)`), maybe inside a paste's quotes: the `#` marks the comment, it names no column
+_COMMENT_MARK = re.compile(r"^[\"']?\s*#+\s*(?=[A-Za-z_])")
+
+
+def _uncommented(text: str, cells: list[str]) -> list[str]:
+    """A header's cells without the comment mark in front of its first name (the rows under it print
+    no `#`: their first cell is the first name's, the step in `lcurve.out`)."""
+    m = _COMMENT_MARK.match(text)
+    if m is None or "|" in text:
+        return cells
+    rest = split_cells(text[m.end() :])
+    return rest if _is_header(rest) else cells
+
+
 def _is_header(cells: list[str]) -> bool:
     return all(len(c) <= 40 and NUMBER.search(c) is None for c in cells) and any(_METRICISH.search(c) for c in cells)
 
@@ -712,6 +736,10 @@ def _cell(c: str) -> float | None:
     """A table cell as a number (NaN for a cell that says nothing was logged; 1/0 for True/False),
     else None."""
     s = c.strip().strip("'\"")
+    if not s.isascii():
+        s = _marks_off(s)
+    if s[:2] in ("**", "__") and s[-2:] == s[:2]:
+        s = s[2:-2].strip()  # a Markdown table's bold cell (`**74.04%**`: the best value so far)
     if s.lower() in _BOOLEAN:
         return _BOOLEAN[s.lower()]
     if s.lower() in _NOT_A_VALUE:
@@ -725,6 +753,15 @@ def _cell(c: str) -> float | None:
         return float(m.group(1))
     except ValueError:
         return None
+
+
+def _marks_off(s: str) -> str:
+    """A cell without the pictographs typed after its value (`**74.04%** ✅`, `77.45% 🏆`): symbols, emoji
+    joiners and variation selectors at its end."""
+    end = len(s)
+    while end and (unicodedata.category(s[end - 1])[0] == "S" or s[end - 1] in "\u200d\ufe0f \t"):
+        end -= 1
+    return s[:end]
 
 
 #: a number cell (a tensor's repr, a percentage, a size, a duration such as nolearn's `dur` `0.05s`)
@@ -756,6 +793,8 @@ def choose(parser: TextParser) -> dict[str, Any]:
     guessed = train is None or train[0] >= 50
     if train is not None and guessed and (total := _total_part(cands["component"])) is not None:
         train, guessed = total, False
+    if train is not None and guessed and (once := _named_once(parser, train)) is not None:
+        train, guessed = once, False
     summed, of_parts = None, []
     policy = _policy(cands["component"]) if train is None else None
     if policy is not None:  # an RL run's policy loss: the loss, its value/KL/entropy terms kept beside it
@@ -811,6 +850,26 @@ def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
 
 
 _TOTAL_WORD = re.compile(r"(?:^|[ _])total(?:$|[ _])", re.IGNORECASE)
+
+
+def _named_once(parser: TextParser, guess: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """A loss named as the training loss (`training loss at iteration 31000: 7.48`) printed fewer than two
+    times, beside a guessed loss printed more (`focal loss at iteration ...`, one of its parts): a paste cut
+    inside the record that prints them all, every step it was printed at also a step of the guess. That
+    name is the loss, not the part that happened to be printed once more."""
+    guess_steps, _, how = steps_of(guess[4])
+    if guess_steps is None or how == "numbered":
+        return None
+    once = [
+        c
+        for c in _candidates(parser, 1)["train"]
+        if c[0] < 50 and len(c[4].rows) < _MIN_ROWS and not EVAL_NAME.search(c[4].names[c[5]])
+    ]
+    for c in sorted(once, key=lambda c: c[:4]):
+        steps, _, how2 = steps_of(c[4])
+        if steps is not None and how2 == how and set(steps.tolist()) <= set(guess_steps.tolist()):
+            return c
+    return None
 
 
 def _total_part(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:

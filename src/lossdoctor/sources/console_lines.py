@@ -491,7 +491,8 @@ _DESC_COUNTERS = re.compile(r"(?<![\w.|])(\d+)\|(\d+)\|\s*[A-Za-z]")
 
 #: the batch's own loss in a Lightning bar, beside `loss=` (Lightning 1.x's progress bar adds `loss`,
 #: the running mean of the last 20 batches, `fit_loop.running_loss.mean()`): the value, not the mean
-_BATCH_LOSS_KEYS = frozenset({"train_loss", "train_loss_step"})
+#: (NeMo's Megatron models log theirs as `reduced_train_loss`, the step's loss averaged over ranks)
+_BATCH_LOSS_KEYS = frozenset({"train_loss", "train_loss_step", "reduced_train_loss"})
 
 
 def tqdm_bar(text: str) -> tuple[int, int | None, dict[str, Any], int] | None:

@@ -1171,8 +1171,21 @@ def _collapsed(st: StepColumns, order: np.ndarray) -> bool:
     shared = np.concatenate(([False], again)) | np.concatenate((again, [False]))
     steps, loss = steps[shared], loss[shared]
     ok = np.isfinite(loss)
+    if _finite_then_not(steps, ok):
+        return True
     pairs = np.unique(np.stack([steps[ok], loss[ok]]), axis=1) if ok.any() else np.zeros((2, 0))
     return bool(pairs.shape[1]) and int(np.unique(pairs[0], return_counts=True)[1].max()) >= 3
+
+
+def _finite_then_not(steps: np.ndarray, ok: np.ndarray) -> bool:
+    """Whether three or more rows share one step, a finite loss among them and a NaN/Inf after it (`Epoch
+    1, Iter 0: Loss:1.0637` then `Epoch 2, Iter 0: Loss:nan`...: the counter restarts each epoch): kept
+    as one row, the finite loss is lost and the NaN's onset too, so the reading is weak."""
+    for s in np.unique(steps).tolist():
+        at = ok[steps == s]
+        if at.size >= 3 and at.any() and not at.all() and not at[np.argmax(at) :].all():
+            return True
+    return False
 
 
 def _components(p: ConsoleParser, order: np.ndarray) -> dict[int, Any]:

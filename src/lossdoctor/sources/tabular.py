@@ -104,7 +104,8 @@ def table_run(
             "expected names like loss, grad_norm, lr or loss_scale"
         )
     cols, masks = _metric_columns(mapping.used, columns, notes, logged=logged, text_cells=text_cells)
-    if parts and _sum_parts(parts, columns, cols, masks, logged=logged, text_cells=text_cells):
+    summed = _sum_parts(parts, columns, cols, masks, logged=logged, text_cells=text_cells) if parts else None
+    if summed is not None:
         meta = {**(meta or {}), "loss_key": " + ".join(parts), "loss_guessed": False}
         notes.append(Msg("text.loss_summed", keys=parts, n=int(masks["loss"].sum())))
     n = nrows if nrows is not None else len(next(iter(columns.values())))
@@ -125,7 +126,22 @@ def table_run(
     run = from_columns(steps, cols, meta=meta, source=source, logged=masks)
     run.meta.setdefault("columns", dict(mapping.used))
     run.notes.extend(notes)
+    if summed is not None:
+        run.events["loss_components"] = _parts_at(steps, parts, summed)
     return run
+
+
+def _parts_at(
+    steps: np.ndarray, parts: list[str], arrays: list[tuple[np.ndarray, np.ndarray]]
+) -> dict[Any, dict[str, float]]:
+    """{step: {part: value}} of the parts a summed loss was added from, kept as the text reader keeps a
+    line's loss terms (the name in lower case): which term went NaN or grew is read from them."""
+    out: dict[Any, dict[str, float]] = {}
+    for i, s in enumerate(steps.tolist()):
+        row = {p.lower(): float(a[i]) for p, (a, shown) in zip(parts, arrays) if shown[i]}
+        if row:
+            out[int(s) if float(s).is_integer() else s] = row
+    return out
 
 
 #: most columns a total is summed over (a detection loss has 3 to 6 parts)
@@ -147,20 +163,22 @@ def _sum_parts(
     *,
     logged: dict[str, np.ndarray] | None,
     text_cells: dict[str, int] | None,
-) -> bool:
+) -> list[tuple[np.ndarray, np.ndarray]] | None:
     """Put the parts' sum, on the rows where every part is logged, in `cols["loss"]` (as the text
-    reader sums a detector's loss terms); False when a part is not a column of numbers."""
+    reader sums a detector's loss terms) and return each part's values and where it was logged; None when
+    a part is not a column of numbers."""
     if any(p not in columns for p in parts):  # a reader that kept only its signals' columns
-        return False
+        return None
     got, got_masks = _metric_columns({p: p for p in parts}, columns, [], logged=logged, text_cells=text_cells)
     if not all(isinstance(got[p], np.ndarray) and got[p].dtype.kind == "f" for p in parts):
-        return False
+        return None
     arrays = [np.asarray(got[p], dtype=np.float64) for p in parts]
-    mask = np.logical_and.reduce([got_masks.get(p, np.ones(a.shape, dtype=bool)) for p, a in zip(parts, arrays)])
+    shown = [got_masks.get(p, np.ones(a.shape, dtype=bool)) for p, a in zip(parts, arrays)]
+    mask = np.logical_and.reduce(shown)
     if not mask.any():
-        return False
+        return None
     cols["loss"], masks["loss"] = np.where(mask, np.sum(arrays, axis=0), np.nan), mask
-    return True
+    return list(zip(arrays, shown))
 
 
 def _is_text(v: Any) -> bool:

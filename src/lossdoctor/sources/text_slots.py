@@ -150,6 +150,8 @@ _STEP_NAMES = (
     "up",  # up: Marian's `Ep. 1 : Up. 1000 : ... : Cost 6.5` (the update counter, bare only)
     "counter",  # counter: Vowpal Wabbit's `example counter` column (the examples seen)
     "round",  # round: a federated run's communication round (`Round 3`, `>> ROUND 3`), a boosting round
+    "itn",  # itn: spaCy v2's `spacy train` table (`Itn.  Dep Loss  NER Loss  UAS ...`), from 0
+    "itn.",
     "#",
 )  # #: a table's counter column (spaCy's `E  #  LOSS NER  ENTS_F`); a line's names never hold `#`
 
@@ -232,6 +234,8 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
             continue
         if i and piece[:1].isalpha() and (unit := GLUED_UNIT.match(piece)) is not None:
             piece = piece[unit.end() :]  # the unit of the number before (`13.6G   0.0485`), no name of this one
+        elif i and (rate := RATE_UNIT.match(piece)) is not None:
+            piece = piece[rate.end() :]  # MXNet's `Speed: 6.44 samples/sec Train-CrossEntropy=0.59`: a unit
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
     _counted_values(text, spans, pieces, names)
     _tuple_names(spans, pieces, names)
@@ -367,10 +371,16 @@ _LOSS_LABEL = re.compile(r"(?<![\w.-])(?:loss|losses)\s*:\s*[A-Za-z_][\w ]*$", r
 
 def _labelled_total(pieces: list[str], names: list[str]) -> None:
     """pytorch-yolo2's region loss prints `loss: x %f, y %f, w %f, h %f, conf %f, cls %f, total %f`:
-    the label says the numbers after it are the loss's, so their `total` is the loss itself."""
+    the label says the numbers after it are the loss's, so their `total` is the loss itself; so does a
+    loss's name before a `total`."""
     label = next((i for i, p in enumerate(pieces[: len(names)]) if _LOSS_LABEL.search(p)), None)
     if label is None:
-        return
+        # a `total` printed after losses named as such (a mmdet head's `..., trans_loss: 0.37, total: 51.77,
+        # grad_norm: ...`, the log_vars of a model that names its sum `total`): their sum, the loss
+        named = (i + 1 for i, n in enumerate(names) if "loss" in n.lower() and not EVAL_NAME.search(n))
+        label = next(named, None)
+        if label is None:
+            return
     for k in range(label, len(names)):
         if names[k].lower() == "total":
             names[k] = "total loss"
@@ -400,6 +410,10 @@ _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
 #: letters glued to a number, then a space or a separator: its unit (`13.6G`, `4011M`, `0.82s,`), never the
 #: name of the number after it
 GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
+#: a rate's unit after its number, a space between (`6.44 samples/sec`, `1200 tokens/s`, `3.1 it/s`): the unit of
+#: the number before, never the first word of the next number's name (a rate named in front of its own number,
+#: `tokens/sec: 5000`, is a name: a separator follows it, not a word)
+RATE_UNIT = re.compile(r" +[A-Za-z]+/(?:s|sec|second|ms|min|step|iter|it|batch)(?=[ \t]+[A-Za-z_])")
 #: a time unit glued to a number with no name (`(0m 12s)`, `1h 2m`): a duration, not a value
 _TIME_UNIT = re.compile(r"(?:ms|us|s|sec|secs|min|m|h|hr)(?![A-Za-z/])")
 #: the minutes or seconds of a clock (`80:39:57`), joined to the number before by a bare `:`
@@ -447,9 +461,14 @@ _ENDS_WITH = frozenset({"with"})
 _LOG_LEVELS = frozenset({"INFO", "DEBUG", "WARNING", "WARN", "ERROR", "CRITICAL", "TRACE", "NOTICE"})
 
 
+#: a name before the counter that dates it: up to three words of subject, the preposition and the counter's
+#: name (CornerNet's `focal loss at iteration 100: 7.34`, `training loss at iteration 100: 7.48`)
+_DATED_NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,4})[^A-Za-z0-9_]*$")
+
+
 def _subject(before: str) -> str:
     """The subject a counter dates (`loss at epoch 3`, `Cost after iteration 100`), or ""."""
-    bm = _NAME.search(before)
+    bm = _DATED_NAME.search(before)
     sm = _SUBJECT.match(bm.group(1)) if bm else None
     return sm.group(1).strip() if sm else ""
 
@@ -660,8 +679,9 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     of_total = [
         j
         for j in whole
-        if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1]) and np.all(a[:, j] <= a[:, j + 1])
-    ]  # `06/01` (a date, day < month) is no counter
+        if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1]) and np.all(a[:, j] <= a[:, j + 1] + 1)
+    ]  # `06/01` (a date, day < month) is no counter; one past the total is (MONAI's tutorials print
+    # `{step}/{len(train_ds) // batch_size}`, whose last batch, a partial one, is `244/243`)
     counters = {k for j in of_total for k in (j, j + 1)}
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
@@ -810,6 +830,9 @@ METRIC_LOSS_WORDS = frozenset(
 #: objective on that set, a training or an evaluation loss (ranked after every other loss name)
 _SET_TRAIN = frozenset({"learn", "train", "training"})
 _SET_EVAL = frozenset({"test", "valid", "validation", "eval", "val"})
+#: a set's name written after its metric's, `_`-joined (DeePMD-kit's `lcurve.out`: `rmse_trn`, `rmse_val`;
+#: an evaluation one is told apart by `EVAL_NAME`)
+_SET_TAILS = frozenset({"trn", "train", "training", "val", "valid", "validation", "test", "tst", "eval", "dev"})
 #: what separates a set's name from its metric's (`train-rmse`, `training's l2`, `valid_1 l2`)
 _SET_SEP = re.compile(r"[\s'-]+")
 #: words that may stand before a metric's name in one `_`-joined name (`binary_logloss`, `valid_rmse`);
@@ -839,6 +862,8 @@ def _metric_named(n: str) -> bool:
     binary_logloss`, `rmse`), not a name that merely ends like one (`Episode_Reward/lin_vel_z_l2`)."""
     last = _SET_SEP.split(n)[-1]
     words = last.split("_")
+    if len(words) > 1 and words[-1] in _SET_TAILS:
+        words = words[:-1]  # the set named after its metric (DeePMD-kit's `rmse_trn` / `rmse_val`)
     return words[-1] in METRIC_LOSS_WORDS and all(w in _METRIC_HEADS for w in words[:-1])
 
 
@@ -877,9 +902,15 @@ def _late_copies(steps: np.ndarray, back: np.ndarray) -> np.ndarray:
     return out
 
 
+#: the fp16 loss scaler's value by its name (`loss scale`, `loss_scale`, `lossscale`, `grad_scale`, `scale`): a name
+#: that only holds the word inside a part's (GluonCV's `BoxScaleLoss`, a box's size term) is a loss
+_SCALER = re.compile(r"loss[ _/.-]?scale|scale(?:r|[ _]factor)?$")
+
+
 def _is_loss(n: str) -> bool:
     n = AVERAGE_TAIL.sub("", n.removeprefix("train_").removeprefix("training_"))  # `cost average`: a cost
-    if "scale" in n:  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
+    n = _CURRENT_PREFIX.sub("", n)  # FANN's `Current error: 0.36`: the error (its MSE) at this epoch
+    if "scale" in n and _SCALER.search(n):  # `loss scale`, `loss_scale`: the fp16 scaler's, never a loss
         return False
     return "loss" in n or n in _LOSS_NAMES or n.endswith("loss") or _metric_named(n) or bool(_TERM.match(n))
 
@@ -909,7 +940,7 @@ def classify_slot(t: Template, j: int) -> str | None:
     if averaged_beside(n, [base_name(name_key(x)) for i, x in enumerate(t.names) if i != j and x]):
         return "avg"
     comp_name = (
-        (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n)))
+        (bool(_COMPONENT.search(n)) or bool(_ADVERSARIES.match(n)) or bool(_TERM.match(n)) or camel_part(t.names[j]))
         and total_rank(n) >= 50
         and not n.startswith(("total", "train", "tr."))
         or criterion_named(n)
@@ -921,6 +952,22 @@ def classify_slot(t: Template, j: int) -> str | None:
     if EVAL_NAME.search(raw) or (t.eval_context[j] and not TRAIN_WORD.search(raw)):
         return "eval"
     return "component" if comp_name else "train"
+
+
+#: a loss's part named in CamelCase, its qualifier glued to `Loss` (GluonCV's YOLOv3 `ObjLoss=`, `BoxCenterLoss=`,
+#: `BoxScaleLoss=`, `ClassLoss=`, the four terms it steps on): a part, as `obj_loss` would be
+_CAMEL_PART = re.compile(r"^((?:[A-Z][a-z0-9]+)+)Loss$")
+#: qualifiers that make a CamelCase loss the total or a set's (`TotalLoss`, `TrainLoss`, `ValLoss`), not a part
+_CAMEL_WHOLE = frozenset({"total", "tot", "train", "training", "avg", "average", "mean", "running", "batch", "epoch"})
+
+
+def camel_part(name: str) -> bool:
+    """Whether a name is a CamelCase loss part (`ObjLoss`), not a total's or a criterion's (`CrossEntropyLoss`)."""
+    m = _CAMEL_PART.match(name.strip())
+    if m is None:
+        return False
+    q = m.group(1).lower()
+    return q not in _CAMEL_WHOLE and q not in _CRITERIA and not EVAL_NAME.search(m.group(1) + "_")
 
 
 #: a loss name that says it is a running average by its tail (OpenRLHF's `gpt_loss=2.31, loss_mean=2.41`)
