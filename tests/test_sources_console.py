@@ -1338,3 +1338,21 @@ def test_a_dict_value_in_markdown_bold_is_its_number_and_text_is_no_nan(tmp_path
     lg = run.logged("loss")
     assert run.cols["loss"][lg].tolist() == [0.8759, 0.8412]
     assert diagnose_runs([run]).status != "critical"
+
+
+def test_each_nodes_copy_of_a_log_dict_is_one_record(tmp_path):
+    """A multi-node run prints every record once per node, behind the host (`10.96.202.17: {...}`):
+    four identical dicts under four prefixes are one step, so a loss that falls 1.87 -> 0.56 over
+    two records is two points, not eight, and its last record's copies are no constant loss. The
+    same dict printed twice under one prefix is two steps (a frozen loss)."""
+    hosts = ["10.96.202.43", "10.96.202.17", "10.96.202.16", "10.96.202.40"]
+    records = [("1.8673", "4.9999999999876634e-05"), ("0.5621", "4.9999999998026084e-05")]
+    text = "".join(f"{h}: {{'loss': {v}, 'learning_rate': {lr}, 'epoch': 0.0}}\n" for v, lr in records for h in hosts)
+    p = tmp_path / "train.log"
+    p.write_text(text)
+    run = load_path(p)[0]
+    lg = run.logged("loss")
+    assert run.cols["loss"][lg].tolist() == [1.8673, 0.5621] and run.meta["node_copies"] == 6
+    p.write_text("".join(f"{hosts[0]}: {{'loss': 0.5621, 'learning_rate': 5e-05, 'epoch': 0.0}}\n" for _ in range(4)))
+    again = load_path(p)[0]
+    assert int(again.logged("loss").sum()) == 4 and "node_copies" not in again.meta

@@ -246,6 +246,11 @@ CONSOLE = {
     "console.other_lines": ("{n} other lines", "{n} 条其他行"),
     "console.read": ("{what}: read {used}", "{what}：读取了 {used}"),
     "console.read_ignored": ("{what}: read {used}; {ignored} ignored", "{what}：读取了 {used}；忽略了 {ignored}"),
+    "console.node_copies": (
+        "{n} log dict(s) printed again, value for value, under another host or rank prefix: each node's copy "
+        "of the record before it, read once",
+        "{n} 条日志字典在另一个主机或 rank 前缀下被原样再次输出：是前一条记录在各节点上的副本，只读取一次",
+    ),
     "console.printed_twice": (
         "{n} log dict(s) printed a second time by another logger (rounded, or with a field more) read as the "
         "record they repeat",

@@ -157,6 +157,8 @@ class ConsoleParser:
         self.last_train_line: str | None = None  # the last `name: number` line read as a training row
         self.pending_epoch: Any = None  # the epoch of the waiting log dict
         self.twice = 0  # log dicts printed a second time by another logger, merged into the first
+        self.node_copies = 0  # log dicts printed again, the same, by another node (another line prefix)
+        self.pending_prefix = ""  # the text before the waiting log dict on its line (a host, a rank)
         self.indented = False  # the segment being read began with a space or tab
         #: the last step row and its line, while only indented lines follow it
         self.under: tuple[dict[str, Any], str] | None = None
@@ -419,7 +421,7 @@ class ConsoleParser:
                 t = fast.learn_dict(text, row)
                 if t is not None and all(t.rx.pattern != o.rx.pattern for o in self.dict_templates):
                     self.dict_templates.append(t)
-            self._hf(row)
+            self._hf(row, text[: text.find("{")])
         else:
             self.eval_dicts += 1
             self._eval({"step": None, "eval_loss": cl.hf_eval_loss(text)})
@@ -634,8 +636,10 @@ class ConsoleParser:
             row["step"] += shift
         self.marker = max(r["step"] for r in self.keras_orphans)
 
-    def _hf(self, row: dict[str, Any]) -> None:
+    def _hf(self, row: dict[str, Any], prefix: str = "") -> None:
         epoch = row.pop("epoch", None)
+        if row["step"] is None and self._from_another_node(row, epoch, prefix):
+            return
         if row["step"] is None and self._printed_twice(row, epoch):
             row = self.pending  # type: ignore[assignment]
         else:
@@ -649,9 +653,25 @@ class ConsoleParser:
             return
         if row["step"] is None:
             self._wait_for_step(row)
-            self.pending_epoch = epoch
+            self.pending_epoch, self.pending_prefix = epoch, prefix
         else:
             self._add(row, marker=False)
+
+    def _from_another_node(self, row: dict[str, Any], epoch: Any, prefix: str) -> bool:
+        """The waiting log dict printed again, every value the same, under another line prefix (a
+        host or a rank: `10.96.202.16: {'loss': 0.5621, ...}` after `10.96.202.17: {...}`): each node's
+        main process prints the same record (the HF Trainer's `log_on_each_node`), one record and not
+        another step. True when it was such a copy (then dropped)."""
+        held = self.pending
+        if held is None or held["step"] is not None or epoch != self.pending_epoch:
+            return False
+        if not prefix.strip() or prefix == self.pending_prefix:
+            return False  # no prefix, or the same one: the same process printing again is another step
+        keys = {k for k in row if k[0] != "_" and k != "step"} | {k for k in held if k[0] != "_" and k != "step"}
+        if not all(k in row and k in held and row[k] == held[k] for k in keys):
+            return False
+        self.node_copies += 1
+        return True
 
     def _printed_twice(self, row: dict[str, Any], epoch: Any) -> bool:
         """One log record printed by two loggers (LLaMA-Factory's callback logs the Trainer's record,
@@ -908,6 +928,8 @@ class ConsoleParser:
             out.append(Msg("console.two_counters", n=self.finer_counter))
         if self.twice:
             out.append(Msg("console.printed_twice", n=self.twice))
+        if self.node_copies:
+            out.append(Msg("console.node_copies", n=self.node_copies))
         if how.get("epoch"):
             out.append(Msg("console.epoch_is_step", n=how["epoch"]))
         if how.get("numbered"):
@@ -1117,6 +1139,8 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
         )
     notes = p.notes(what)
     meta["steps_from"] = p.steps_from()
+    if p.node_copies:
+        meta["node_copies"] = p.node_copies  # (the general reader would count each copy as a step)
     if (first := p.keras_epoch_rows()) is not None:
         meta["epoch_rows_from"] = first
     meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)

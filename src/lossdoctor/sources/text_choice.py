@@ -47,8 +47,8 @@ def score(run: Run) -> tuple[bool, bool, int, int]:
 
 def better_of(name: str, path: Path, runs: list[Run]) -> list[Run]:
     """`runs` as the named reader `name` read them, or the general reader's reading when it is better."""
-    if not weak(name, runs) or path.stat().st_size > MAX_COMPARED_BYTES:
-        return runs
+    if not weak(name, runs) or path.stat().st_size > MAX_COMPARED_BYTES or runs[0].meta.get("node_copies"):
+        return runs  # (a reading that found each node's copy of a record knows more than a count of lines)
     from . import any_text
 
     try:

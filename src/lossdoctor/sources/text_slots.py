@@ -215,14 +215,9 @@ def _labels_metric(name: str) -> bool:
     return hit is not None and hit[0] in LABEL_COLUMNS
 
 
-def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
-    """The name of each number of a line: the words in front of it (a copula dropped: `Loss is
-    2.3` is `Loss`); for a number with none, the words right after it up to a separator (Darknet's
-    `2.71 avg loss, 0.001 rate,`). "(avg) NAME" for a running average: a number in parentheses right
-    after another (`Loss 2.34 (2.40)`), or one named `avg NAME` right after an unnamed one (`2.31,
-    2.71 avg loss`); "" when no word names it."""
-    pieces = [text[(spans[i - 1][1] if i else 0) : a] for i, (a, _) in enumerate(spans)]
-    pieces.append(text[spans[-1][1] :] if spans else text)
+def _names_in_front(pieces: list[str]) -> list[str]:
+    """Each number's name from the text in front of it (`pieces[i]`, between the number before and
+    it): a percentage's, a running average's in parentheses, past a unit of the number before."""
     names: list[str] = []
     for i, piece in enumerate(pieces[:-1]):
         if pieces[i + 1][:1] == "%":  # a progress bar's percentage (`steps:  22%|███`): never a counter's value
@@ -237,6 +232,18 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
         elif i and (rate := RATE_UNIT.match(piece)) is not None:
             piece = piece[rate.end() :]  # MXNet's `Speed: 6.44 samples/sec Train-CrossEntropy=0.59`: a unit
         names.append(_prefix_name(piece, pieces[i - 1] if i else ""))
+    return names
+
+
+def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
+    """The name of each number of a line: the words in front of it (a copula dropped: `Loss is
+    2.3` is `Loss`); for a number with none, the words right after it up to a separator (Darknet's
+    `2.71 avg loss, 0.001 rate,`). "(avg) NAME" for a running average: a number in parentheses right
+    after another (`Loss 2.34 (2.40)`), or one named `avg NAME` right after an unnamed one (`2.31,
+    2.71 avg loss`); "" when no word names it."""
+    pieces = [text[(spans[i - 1][1] if i else 0) : a] for i, (a, _) in enumerate(spans)]
+    pieces.append(text[spans[-1][1] :] if spans else text)
+    names = _names_in_front(pieces)
     _counted_values(text, spans, pieces, names)
     _tuple_names(spans, pieces, names)
     _labelled_total(pieces, names)
@@ -669,6 +676,17 @@ def steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     return out
 
 
+def _of_total(t: Template, a: np.ndarray, whole: list[int]) -> list[int]:
+    """The slots printed `N/TOTAL` as a counter of a fixed total: `06/01` (a date, day < month) is no
+    counter; one past the total is (MONAI's tutorials print `{step}/{len(train_ds) // batch_size}`,
+    whose last batch, a partial one, is `244/243`)."""
+    return [
+        j
+        for j in whole
+        if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1]) and np.all(a[:, j] <= a[:, j + 1] + 1)
+    ]
+
+
 def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     a = np.array(t.rows, dtype=np.float64) if t.rows else np.zeros((0, len(t.names)))
     whole = [
@@ -676,12 +694,7 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
         for j in range(a.shape[1])
         if np.all(np.isfinite(a[:, j])) and np.all(a[:, j] == np.round(a[:, j])) and np.all(a[:, j] >= 0)
     ]
-    of_total = [
-        j
-        for j in whole
-        if t.slash[j] and j + 1 in whole and np.all(a[:, j + 1] == a[0, j + 1]) and np.all(a[:, j] <= a[:, j + 1] + 1)
-    ]  # `06/01` (a date, day < month) is no counter; one past the total is (MONAI's tutorials print
-    # `{step}/{len(train_ds) // batch_size}`, whose last batch, a partial one, is `244/243`)
+    of_total = _of_total(t, a, whole)
     counters = {k for j in of_total for k in (j, j + 1)}
     epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
