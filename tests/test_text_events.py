@@ -141,6 +141,9 @@ LINES = [
         "nccl_error",
         {},
     ),
+    # the CUDA runtime's and the NVIDIA driver's hardware faults
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "hardware_error", {}),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, GPU has fallen off the bus.", "hardware_error", {}),
     # transformers trainer.py _inner_training_loop / _load_from_checkpoint
     ("  Continuing training from checkpoint, will skip to saved global_step", "resume", {}),
     ("Loading model from out/checkpoint-500.", "resume", {"from_step": 500}),
@@ -417,10 +420,12 @@ def test_oom_and_nccl_errors_are_notes_not_loss_causes(tmp_path):
         "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
         "OpType=ALLREDUCE) ran for 1800000 milliseconds before timing out.\n"
     )
+    text += "terminate called after throwing an instance of 'c10::Error'\n  what():  CUDA error: uncorrectable ECC error encountered\n"
     run = _read(tmp_path, text)
     report = diagnose_runs([run])
     notes = {getattr(n, "key", None): n for n in report.notes}
     assert notes["events.oom"].values["step"] == int(run.steps[-1]) and notes["events.nccl"].values["n"] == 1
+    assert notes["events.hardware"].values["n"] == 1
     assert not _alarms(report), [(f.cause, f.symptom) for f in _alarms(report)]
 
 

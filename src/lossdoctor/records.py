@@ -138,6 +138,7 @@ TEXT_EVENT_KINDS = (
     "empty_target",
     "oom",
     "nccl_error",
+    "hardware_error",
     "restart",
     "resume",
     "loss_scale_min",

@@ -3,7 +3,8 @@ reasoning uses: the evidence functions of the differential's event rows, the op 
 anomaly mode names, and one pass over the findings (`apply_events`) that
 
 - puts the op anomaly mode named on the non-finite finding;
-- says out-of-memory and NCCL errors as notes (they end a run; they are no cause of its loss);
+- says out-of-memory, NCCL and GPU hardware errors (ECC, Xid) as notes (they end a run; they are no
+  cause of its loss);
 - drops a spike dated where the log resumes from a checkpoint (two runs' curves meet there);
 - names the framework's own warnings that samples' labels are dropped (`This instance will be
   ignored in loss calculation`) as `label_mask_empty`, when no finding names it already.
@@ -45,7 +46,7 @@ LIMITS = EventLimits()
 #: the kinds that say samples' labels were dropped from the loss
 LABELS = ("labels_ignored", "empty_target")
 #: the kinds that end a run for want of resources: notes, never a cause of the loss curve
-RESOURCE = {"oom": "events.oom", "nccl_error": "events.nccl"}
+RESOURCE = {"oom": "events.oom", "nccl_error": "events.nccl", "hardware_error": "events.hardware"}
 RESUMES = ("resume", "restart")
 
 #: autograd function names (anomaly mode's `Function 'XBackward0'`) by what their NaN points to:

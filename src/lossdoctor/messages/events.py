@@ -51,6 +51,13 @@ TEMPLATES = {
         "日志 {n} 次出现 NCCL 错误或超时，第一次在 step {step}（\u201c{text}\u201d）：这是 rank 之间的通信故障，"
         "不是 loss 曲线的原因",
     ),
+    "events.hardware": (
+        "the log shows a GPU hardware error {n} time(s), the first at step {step} (\u201c{text}\u201d): a "
+        "fault of the device (an uncorrectable memory error, the GPU lost from the bus), no cause of the loss "
+        "curve; resume from the last checkpoint on other hardware",
+        "日志 {n} 次出现 GPU 硬件错误，第一次在 step {step}（\u201c{text}\u201d）：这是设备故障（不可纠正的显存错误、"
+        "GPU 从总线上掉线），不是 loss 曲线的原因；请换一台机器从最近的 checkpoint 恢复训练",
+    ),
     "events.resume_split": (
         "the jump at step {step} ({cause}) is not reported as a spike: the log resumes from a checkpoint at "
         "step {resume}, where two runs' curves meet",

@@ -67,6 +67,13 @@ RULES: tuple[EventRule, ...] = (
         "torch ProcessGroupNCCL.cpp: `Watchdog caught collective operation timeout`",
     ),
     _rule(
+        "hardware_error",
+        r"uncorrectable ECC|ECC error|cudaErrorECCUncorrectable|\bXid\b.{0,40}\d|fallen off the bus|"
+        r"NVLink\b.{0,40}(?:error|fail)",
+        "the CUDA runtime (`CUDA error: uncorrectable ECC error encountered`), the NVIDIA driver's Xid "
+        "messages (`NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus`)",
+    ),
+    _rule(
         "loss_scale_min",
         rf"Minimum loss scale reached \((?P<scale>{_NUM})\)|loss scale already at minimum|"
         r"loss scale (?:has )?reached (?:its |the )?minimum",
@@ -196,7 +203,7 @@ _CONTINUES = {
 _CONTINUE_LINES = 40
 #: the cue words: a line holding none of them is no event (one cheap search rejects most lines)
 _CUE = re.compile(
-    r"memory|OOM|NCCL|nccl|Watchdog|OVERFLOW|[Oo]verflow|[Ss]kipping|scale|label|ignored|"
+    r"memory|OOM|NCCL|nccl|Watchdog|ECC|Xid|fallen off|NVLink|OVERFLOW|[Oo]verflow|[Ss]kipping|scale|label|ignored|"
     r"[Ee]mpty|[Nn]o (?:valid )?(?:target|label|response)|num_items|[Tt]runcat|longer than|xceed|"
     r"[Nn]a[Nn]|\b[Ii]nf\b|finite|FloatingPoint|[Aa]nomaly|[Rr]esum|[Rr]estart|Rendezvous|"
     r"[Cc]ontinuing training|checkpoint|CUBLAS|skipped|response key|instruction key|mismatch"
