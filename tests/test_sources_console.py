@@ -1356,3 +1356,20 @@ def test_each_nodes_copy_of_a_log_dict_is_one_record(tmp_path):
     p.write_text("".join(f"{hosts[0]}: {{'loss': 0.5621, 'learning_rate': 5e-05, 'epoch': 0.0}}\n" for _ in range(4)))
     again = load_path(p)[0]
     assert int(again.logged("loss").sum()) == 4 and "node_copies" not in again.meta
+
+
+def test_a_bare_step_loss_print_is_no_torchtitan_and_no_cross_entropy(tmp_path):
+    """Paddle's gradient-clipping guide prints `step:  58     loss:  [2526.2734]` for a regression that
+    converges to 0.55: torchtitan's own line goes on with its memory, throughput and MFU fields, a bare
+    `step: loss:` print is any script's, so 2526 is no cross-entropy out of any vocabulary's range."""
+    losses = [2526.2734, 868.17065, 1267.7072, 946.5017, 724.8644, 303.8, 140.8, 38.56, 10.07, 1.68, 0.5535]
+    p = tmp_path / "train.log"
+    p.write_text("".join(f"  step:  {58 + i}     loss:  [{v}]\n" for i, v in enumerate(losses)))
+    run = load_path(p)[0]
+    assert run.meta["framework"] != "torchtitan"
+    assert diagnose_runs([run]).status == "healthy"
+    titan = tmp_path / "titan.log"
+    titan.write_text(
+        torchtitan_log({"step": np.arange(10), "loss": np.linspace(10.9, 8.1, 10), "grad_norm": np.ones(10)})
+    )
+    assert load_path(titan)[0].meta["framework"] == "torchtitan"

@@ -589,7 +589,8 @@ DIALECTS = (
     ("nanoGPT", re.compile(r"(?:iter \d+: loss \S+, time |step \d+: train loss )")),
     ("litgpt", re.compile(r"(?:Epoch \d+ \| )?iter \d+ step \d+\b")),
     ("mlx-lm", re.compile(r"Iter \d+: (?:Train|Val) loss ")),
-    ("torchtitan", re.compile(r"step:\s*\d+\s+loss:")),
+    # (torchtitan's fields after the loss: a bare `step: 58  loss: [2526.27]` is any script's print)
+    ("torchtitan", re.compile(r"step:\s*\d+\s+loss:\s*\S+\s+(?:grad_norm|memory|wps|tps|tflops|mfu)\b")),
 )
 
 
