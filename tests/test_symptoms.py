@@ -555,3 +555,18 @@ def test_a_rise_over_four_noisy_batches_is_no_jump_by_their_mad_alone():
     jumped = noisy[:4] + [0.64, 0.66, 0.63, 0.65]
     syms = [s for s in symptoms_of(Quantities(from_columns(range(1, 9), {"loss": jumped})))]
     assert [(s.kind, s.step) for s in syms if s.kind in ("spike", "jump_stayed")] == [("jump_stayed", 5)]
+
+
+def test_a_step_up_after_the_first_point_that_holds_beyond_its_noise_is_a_jump():
+    """GoogLeNet's pass 1: 3.836 at batch 72, then 6.540, 6.484 ... 6.369 within 1%: x1.7 over the first
+    point, under every jump bar for one point before it, but 50 of the later points' own noise
+    sigmas: the loss stepped up and stayed. The same shape in noisy batches (0.169, then 0.49-0.84)
+    and a tail stuck to the last digit (deepboost's 0.5s: a stuck loss) are not this step."""
+    steady = [3.83627, 6.53986, 6.48425, 6.45244, 6.45208, 6.40190, 6.41929, 6.36903]
+    syms = symptoms_of(Quantities(from_columns(range(1, 9), {"loss": steady})))
+    assert [(s.kind, s.step) for s in syms if s.kind == "jump_stayed"] == [("jump_stayed", 2)]
+    noisy = [0.1689, 0.4874, 0.8373, 0.5244, 0.5639, 0.5341]
+    stuck = [0.321375] + [0.5] * 9
+    for loss in (noisy, stuck):
+        run = from_columns(range(1, len(loss) + 1), {"loss": loss})
+        assert "jump_stayed" not in _kinds(run), loss

@@ -1298,7 +1298,8 @@ def _ev_loss_moving(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 def _ev_first_updates(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     """The jump came within the first 3 logged points of a log that shows the run's start."""
     lf = q.finite_loss
-    if lf.size == 0 or int(q.steps[lf[0]]) > 5 or _prev_rows(q, sym).size > 3:
+    numbered = run.meta.get("steps_from") == "numbered"  # line numbers from 1 say nothing of the run's start
+    if lf.size == 0 or int(q.steps[lf[0]]) > 5 or _prev_rows(q, sym).size > 3 or numbered:
         return None
     return Msg("diff.ev.first_updates", n=int(_prev_rows(q, sym).size))
 

@@ -223,6 +223,10 @@ class SymptomLimits:
     #: still climbs is too early to judge, as for `no_fall`
     rise_start_points: int = 5
     rise_start_tau: float = 0.6
+    #: a start that steps up and stays (`_start_step_up`): the step in ln loss over the later points'
+    #: own noise, and the least noise they are given (a loss printed to 4 digits, steady to the last)
+    start_up_z: float = 8.0
+    start_up_noise_floor: float = 0.01
     #: a creep: a loss that rises steadily from its best to the end of the log, by less than `diverged`
     #: but at least `creep_min`, over >= `creep_points` points from its best (>= `creep_log` in the log),
     #: rising at most pairs (Kendall's tau >= `creep_tau`) and `rise_z` point-noise sigmas out of its own
@@ -447,6 +451,7 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
         _recurring,
         _no_fall,
         _rising_start,
+        _start_step_up,
         _creep,
         _epoch_flat,
         _fit_flat,
@@ -1682,6 +1687,27 @@ def _rising_start(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[
             ratio=float(x[-1] / x[0]),
         )
     ]
+
+
+def _start_step_up(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """A log (>= `rise_start_points` points) whose loss stepped up after its first point to a level it
+    keeps: every later point >= `diverged` x the first, and the step >= `start_up_z` of the later
+    points' own noise (GoogLeNet's 3.84 at batch 72, then 6.54, 6.48 ... 6.37 within 1% while its
+    accuracy fell 0.30 -> 0.07: the run broke there and nothing since moved it back; a low first draw
+    among noisy batches is within their noise). Not while the LR warms up."""
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    x = q.loss[lf]
+    if x.size < lim.rise_start_points or x[0] <= 0 or _warming(q, lf):
+        return []
+    after = x[1:]
+    if float(np.min(after)) < lim.diverged * float(x[0]) or float(np.ptp(after)) == 0.0:
+        return []  # (a tail equal to the last digit is a stuck loss: `_stuck_tail` names it, at chance too)
+    level = float(np.median(after))
+    noise = max(_ln_point_noise(np.log(after)), lim.start_up_noise_floor)
+    if math.log(level / float(x[0])) < lim.start_up_z * noise:
+        return []
+    data = dict(loss=float(x[1]), base=float(x[0]), ratio=level / float(x[0]), recovered=False)
+    return [_sym(q, "jump_stayed", lf[1], **data, before=1, after=int(x.size - 2), climb=False)]
 
 
 def _shows_start(run: Run, q: Quantities, lf: np.ndarray) -> bool:
