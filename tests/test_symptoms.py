@@ -570,3 +570,34 @@ def test_a_step_up_after_the_first_point_that_holds_beyond_its_noise_is_a_jump()
     for loss in (noisy, stuck):
         run = from_columns(range(1, len(loss) + 1), {"loss": loss})
         assert "jump_stayed" not in _kinds(run), loss
+
+
+def _keras_epochs(train, val, lr=None):
+    rows = []
+    for e, (t, v) in enumerate(zip(train, val), 1):
+        extra = f" - learning_rate: {lr[e - 1]:.4e}" if lr else ""
+        rows.append(
+            f"Epoch {e}/{len(train)}\n1539/1539 [==============================] - 3s - loss: {t:.4f} - val_loss: {v:.4f}{extra}\n"
+        )
+    return "".join(rows)
+
+
+def test_an_evaluation_loss_frozen_to_the_digit_while_training_moves_is_a_plateau(tmp_path):
+    """facenet's triplet net: val_loss 0.2000 (its margin) at every epoch while the training loss goes
+    0.1927 -> 0.1775: the outputs on held-out data no longer change. Not when the value is a repeated
+    display of the last validation (NeMo's `val_loss: 4.106` on each iteration line), nor when the LR
+    was cut to a hundredth of its peak (ReduceLROnPlateau's tail)."""
+    train = [0.1927, 0.1902, 0.1872, 0.1844, 0.1820, 0.1794, 0.1777, 0.1775]
+    p = tmp_path / "train.log"
+    p.write_text(_keras_epochs(train, [0.2] * 8))
+    run = load_path(p)[0]
+    syms = [(s.kind, s.data["level"], s.data["n"]) for s in symptoms_of(Quantities(run)) if s.kind == "eval_constant"]
+    assert syms == [("eval_constant", 0.2, 8)]
+    f = next(f for f in diagnose_runs([run]).findings if f.severity == "warning")
+    assert f.symptom == "plateau" and _keys(f)[0] == "diff.what.eval_constant" and f.cause != "frozen_model"
+    settled = [0.30, 0.25, 0.21] + [0.2] * 5
+    p.write_text(_keras_epochs(train, settled, lr=[1e-3, 1e-3, 1e-3, 1e-5, 1e-6, 5e-7, 2.4e-7, 2.4e-7]))
+    assert "eval_constant" not in _kinds(load_path(p)[0])
+    line = "Training epoch 0, iteration {i}/149 | lr: 3e-05 | global_step: {i} | reduced_train_loss: {t} | val_loss: 4.106\n"
+    p.write_text("".join(line.format(i=120 + k, t=t) for k, t in enumerate([1.233, 1.288, 1.333, 1.245, 1.375, 1.34])))
+    assert "eval_constant" not in _kinds(load_path(p)[0])

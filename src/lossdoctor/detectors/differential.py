@@ -565,6 +565,14 @@ _FLAT_ROWS = (
         DEV + "keras1_epoch_bars_loss_4p4380_acc_0p7247_identical_every_epoch.txt",
     ),
     Row("clamped_share", "frozen_model", -0.8, "weights at their init give finite outputs, not every one at 1"),
+    Row("train_moves", "frozen_model", -1.0, "the training loss moves from step to step: the weights do change"),
+    Row(
+        "train_moves",
+        "lr_too_high",
+        0.6,
+        "outputs on held-out data that no longer respond to their inputs while training goes on: units "
+        "saturated (or embeddings collapsed to one point) by steps too large",
+    ),
 )
 
 _STUCK_ROWS = (
@@ -656,6 +664,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "absurd": ("absurd", "divergence", "critical"),
     "zero": ("zero", "zero_loss", "critical"),
     "constant": ("flat", "stall", "warning"),
+    "eval_constant": ("flat", "plateau", "warning"),
     "stuck": ("flat", "stall", "warning"),
     "chance": ("flat", "plateau", "warning"),
     "repeat": ("flat", "stall", "warning"),
@@ -1281,6 +1290,11 @@ def _ev_bce_base_rate(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     return None
 
 
+def _ev_train_moves(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The held-out loss froze while the training loss moved (`eval_constant`)."""
+    return Msg("diff.ev.train_moves") if sym.kind == "eval_constant" else None
+
+
 def _ev_clamped_share(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     level = sym.data.get("level")
     return clamped_share(run, q, float(level)) if isinstance(level, (int, float)) else None
@@ -1389,6 +1403,7 @@ EVIDENCE: dict[str, Evidence] = {
     "constant_loss": _ev_constant,
     "bce_base_rate": _ev_bce_base_rate,
     "clamped_share": _ev_clamped_share,
+    "train_moves": _ev_train_moves,
     "froze_after_moving": _ev_froze_after_moving,
     "scale_below_one": _ev_scale_below_one,
     "loss_moving": _ev_loss_moving,
@@ -1482,7 +1497,7 @@ def what(sym: Symptom) -> Msg:
     if special is not None:
         return special
     keys = _WHAT_KEYS[sym.kind]
-    if sym.kind in ("stuck", "constant"):  # "exactly" that value: as printed, not rounded
+    if sym.kind in ("stuck", "constant", "eval_constant"):  # "exactly" that value: as printed, not rounded
         d.update({k: f"{d[k]:.10g}" for k in ("level", "before") if k in d})
     return Msg(f"diff.what.{sym.kind}", **{k: d[k] for k in keys})
 
@@ -1533,6 +1548,7 @@ _WHAT_KEYS: dict[str, tuple[str, ...]] = {
     "rise": ("best", "best_step", "end", "ratio", "step"),
     "zero": ("n", "step"),
     "constant": ("level", "n"),
+    "eval_constant": ("level", "n"),
     "chance": ("level", "n", "k", "chance"),
     "stuck": ("level", "n", "step", "before"),
     "grad_jump": ("g", "step", "ratio", "base"),

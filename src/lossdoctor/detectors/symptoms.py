@@ -226,6 +226,13 @@ class SymptomLimits:
     #: a start that steps up and stays (`_start_step_up`): the step in ln loss over the later points'
     #: own noise, and the least noise they are given (a loss printed to 4 digits, steady to the last)
     start_up_z: float = 8.0
+    #: evaluations in a row at exactly one evaluation loss (`_eval_frozen`)
+    eval_frozen_points: int = 3
+    #: ... unless the evaluation loss is on at least this share of the training rows (a repeated
+    #: display of the last validation: `_sticky_eval`), or the LR there is at most `frozen_lr_share`
+    #: of the log's largest (`_lr_decayed`)
+    sticky_eval_share: float = 0.8
+    frozen_lr_share: float = 0.01
     start_up_noise_floor: float = 0.01
     #: a creep: a loss that rises steadily from its best to the end of the log, by less than `diverged`
     #: but at least `creep_min`, over >= `creep_points` points from its best (>= `creep_log` in the log),
@@ -444,6 +451,7 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
         _rebound,
         _oscillation,
         _zero_or_constant,
+        _eval_frozen,
         _chance_plateau,
         _chance_pair,
         _stuck_tail,
@@ -467,7 +475,13 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
     if not any(s.kind in RISE_KINDS for s in out):
         with np.errstate(all="ignore"):
             out.extend(_short_creep(run, q))  # the last word on a rise: only where no rule above saw one
+    if any(s.kind in FLAT_TRAIN_KINDS for s in out):
+        out = [s for s in out if s.kind != "eval_constant"]  # the training loss's own flat symptom says more
     return out
+
+
+#: symptoms of a training loss that stopped moving (an `eval_constant` beside one of them adds nothing)
+FLAT_TRAIN_KINDS = ("constant", "stuck", "chance", "zero", "repeat", "recur")
 
 
 #: symptoms of a loss that went up and stayed up (`_short_creep` adds one only where none of these is found)
@@ -1322,6 +1336,56 @@ CLAMP_CONSTANT_POINTS = 2
 def _at_clamp(x: np.ndarray) -> bool:
     """Every point of `x` sits at the same clamp's ceiling (`CLAMP_CEILINGS`)."""
     return any(bool((np.abs(x - c) <= CLAMP_TOL * c).all()) for c, _ in CLAMP_CEILINGS)
+
+
+def _eval_frozen(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """The evaluation loss exactly the same, not 0, at the last >= `eval_frozen_points` evaluations,
+    printed fine enough to show a 1% change (the finest digit the evaluation and training losses
+    show: one printer prints both), while the training loss still moved between them: the model's
+    outputs on held-out data no longer change, saturated or collapsed (facenet's triplet val_loss
+    0.2000, its margin, at every epoch; a Keras MLP's val_loss 6.9442 three epochs running). Dated at
+    the first of them."""
+    if not run.has("eval_loss"):
+        return []
+    ev = run.col("eval_loss")
+    rows = np.flatnonzero(run.logged("eval_loss") & np.isfinite(ev))
+    v = ev[rows]
+    if v.size < lim.eval_frozen_points or float(v[-1]) == 0.0:
+        return []
+    last = float(v[-1])
+    k = int(np.argmax(v[::-1] != last)) if bool((v != last).any()) else int(v.size)
+    if k < lim.eval_frozen_points:
+        return []
+    train = q.loss[q.finite_loss[(q.finite_loss >= rows[-k]) & (q.finite_loss <= rows[-1])]]
+    if train.size < 2 or float(np.ptp(train)) == 0.0:
+        return []  # the training loss froze too: the whole-run rules judge it
+    if _sticky_eval(run, q, rows) or _lr_decayed(q, rows[-k:]):
+        return []
+    seen = np.concatenate([v[: lim.history], q.loss[q.finite_loss[: lim.history]]])
+    finest = min((print_resolution(float(u)) for u in seen if u != 0), default=math.inf)
+    if finest / abs(last) > lim.constant_resolution:
+        return []
+    return [_sym(q, "eval_constant", int(rows[-k]), level=last, n=k)]
+
+
+def _sticky_eval(run: Run, q: Quantities, rows: np.ndarray) -> bool:
+    """The evaluation loss is printed on (nearly) every training row of a log whose rows are not
+    epochs (nor Keras bars, which print it at an epoch's end only): a progress bar or logger repeating
+    the last validation's value until the next one (NeMo's `val_loss: 4.106` on every iteration
+    line), so equal values are one evaluation, not many."""
+    per_epoch = run.meta.get("steps_from") == "epoch" or run.meta.get("epoch_rows_from") is not None
+    keras = run.meta.get("framework") == "keras"  # Keras prints `val_loss` on an epoch's last bar only
+    return not (per_epoch or keras) and rows.size >= LIMITS.sticky_eval_share * q.finite_loss.size
+
+
+def _lr_decayed(q: Quantities, rows: np.ndarray) -> bool:
+    """The LR logged on `rows` is at most `frozen_lr_share` of the log's largest (a plateau scheduler
+    or a decay's tail: Keras's ReduceLROnPlateau at 2.4e-7 after 1e-3): a held-out loss that no longer
+    moves then is the schedule's end, not outputs that stopped responding."""
+    lr = q.lr[np.isfinite(q.lr)]
+    here = q.lr[rows]
+    here = here[np.isfinite(here)]
+    return bool(lr.size and here.size and float(np.max(here)) <= LIMITS.frozen_lr_share * float(np.max(lr)))
 
 
 def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:

@@ -128,6 +128,11 @@ TEMPLATES = {
         "the loss is exactly {level} on all {n} logged steps",
         "全部 {n} 个记录的 step 上 loss 都恰好是 {level}",
     ),
+    "diff.what.eval_constant": (
+        "the evaluation loss is exactly {level} at each of the last {n} evaluations while the training loss "
+        "still moves: the model's outputs on held-out data no longer change",
+        "最后 {n} 次评估的 loss 都恰好是 {level}，而训练 loss 仍在变化：模型在验证集上的输出已不再改变",
+    ),
     "diff.what.stuck": (
         "the loss is exactly {level} on the last {n} logged steps, from step {step} (it was {before} "
         "before): it stopped changing",
@@ -301,6 +306,10 @@ TEMPLATES = {
         "{clamp}: every output sits at exactly 1 (or 0), as a softmax over one output unit always gives",
         "loss {level} 正好是另一类样本的比例 {share} 乘以二元交叉熵的截断值 {clamp}：每个输出都恰好为 1（或 0），"
         "单个输出单元上的 softmax 总是如此",
+    ),
+    "diff.ev.train_moves": (
+        "the training loss still moves between those evaluations",
+        "这几次评估之间训练 loss 仍在变化",
     ),
     "diff.ev.constant": ("the loss repeats to the last digit across batches", "不同 batch 的 loss 完全相同"),
     "diff.ev.scale_below_one": ("the scale is {low}, below 1", "scale 为 {low}，低于 1"),
