@@ -1357,7 +1357,7 @@ def _eval_frozen(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
     if k < lim.eval_frozen_points:
         return []
     train = q.loss[q.finite_loss[(q.finite_loss >= rows[-k]) & (q.finite_loss <= rows[-1])]]
-    if train.size < 2 or float(np.ptp(train)) == 0.0:
+    if train.size <= 1 or float(np.ptp(train)) == 0.0:
         return []  # the training loss froze too: the whole-run rules judge it
     if _sticky_eval(run, q, rows) or _lr_decayed(q, rows[-k:]):
         return []
