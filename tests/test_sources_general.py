@@ -1887,3 +1887,34 @@ def test_a_markdown_table_row_with_a_bold_cell_and_an_emoji_is_still_a_row(tmp_p
     run = _read(tmp_path, head + "".join(rows), "results.md")
     _same(_at(run, "loss"), want)
     _same(_at(run, "eval_loss"), want_val)
+
+
+def _yolox_lines(losses, iters, blank_first=False, width=120):
+    """YOLOX's trainer lines through loguru (`{time} | INFO     | yolox.core.trainer:253 - epoch: e/300, iter:
+    i/N, ..., total_loss: X, ..., cls_loss: C, lr: ..., size: ..., ETA: ...`), each wrapped by a terminal of
+    `width` columns after its last name that fits (`cls_loss:` on the line, its value on the next)."""
+    out = []
+    for k, ((epoch, it), loss) in enumerate(losses.items()):
+        head = f"2023-08-10 08:54:{10 + k:02d} | INFO     | yolox.core.trainer:253 - "
+        if k == 0 and blank_first:
+            head = " " * (len(head) - 2) + "- "  # the front of the line blanked by a redraw
+        body = (
+            f"epoch: {epoch}/300, iter: {it}/{iters}, mem: 2956Mb, iter_time: 0.771s, data_time: 0.001s, "
+            f"total_loss: {loss}, iou_loss: 2.4, l1_loss: 0.0, conf_loss: 2.0, cls_loss: 1.1, lr: 4.340e-04, "
+            "size: 640, ETA: 0:46:06"
+        )
+        cut = body.index("cls_loss:") + len("cls_loss:")
+        out += [head + body[:cut], body[cut + 1 :]]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("blank_first", [False, True])
+def test_a_line_a_terminal_wrapped_after_a_name_is_read_whole(tmp_path, blank_first):
+    """A record's line wrapped by the terminal right after a name (YOLOX's `..., conf_loss: 2.0, cls_loss:`
+    then `1.1, lr: 4.340e-04, ...`): the two pieces are one line, so each epoch's line is a row (the
+    first one too where a redraw blanked its logger's prefix)."""
+    losses = {(1, 10): 5.5, (2, 10): 4.8, (3, 10): 5.0, (4, 10): 4.4}
+    run = _read(tmp_path, _yolox_lines(losses, 12, blank_first))
+    assert list(run.cols["loss"][run.logged("loss")]) == list(losses.values())
+    assert list(run.cols["lr"][run.logged("lr")]) == [4.34e-4] * 4
+    assert list(run.steps) == [10, 22, 34, 46]  # iteration 10 of each epoch of 12

@@ -149,6 +149,11 @@ _MIN_ROWS = 2
 _PY_WARNING = re.compile(r"^\s*\S+\.py:\d+: [A-Z]\w*(?:Warning|Error)\b")
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
+#: a record's line a terminal wrapped right after a name (YOLOX's `..., conf_loss: 2.0, cls_loss:` then
+#: `1.1, lr: 4.340e-04, ...` on the next line): a number before it, the line ending with `name:` or `name=`
+_NAME_LAST = re.compile(r"\d[^\d]*[,;|\s][A-Za-z_][\w./-]*\s*[:=]$")
+#: the rest of such a line: starting with the value (a bar's `100%|` is no value)
+_VALUE_FIRST = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:[,;\s]|$)|^(?:nan|inf)\b", re.IGNORECASE)
 _RULE = re.compile(r"^[\s|+:=*~_-]*-{3,}[\s|+:=*~_-]*$|^[\s|+:]*={3,}[\s|+:=]*$")
 _KV_LINE = re.compile(r"^\|\s*([^|]*?)\s*\|\s*([^|]*?)\s*\|$")
 
@@ -230,7 +235,7 @@ class TextParser:
             text = self._section(text)
             if not text:
                 return
-        if self.wrapped is not None or text[-1] == "|" and text[0] != "|":
+        if self.wrapped is not None or text[-1] == "|" and text[0] != "|" or _NAME_LAST.search(text):
             joined = self._unwrap(text)
             if joined is None:
                 return
@@ -282,11 +287,11 @@ class TextParser:
         shape as the held one (the next record, unwrapped) is not joined: the held one is read alone."""
         held, self.wrapped = self.wrapped, None
         if held is not None:
-            if _shape(held) == _shape(text) or len(held) > 4000:
+            if _shape(held) == _shape(text) or len(held) > 4000 or held[-1] != "|" and not _VALUE_FIRST.match(text):
                 self._feed_text(held)
             else:
                 text = held + " " + text
-        if text[-1] == "|" and text[0] != "|":
+        if text[-1] == "|" and text[0] != "|" or _NAME_LAST.search(text):
             self.wrapped = text
             return None
         return text

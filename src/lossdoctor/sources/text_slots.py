@@ -704,8 +704,10 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
         epoch, named = swap, [(named[0][0], swap + 1)]  # WeNet's `Batch {epoch}/{batch_idx}`
     counters.update(j for _, j in named)
     if epoch is not None and a.shape[0] >= 2 and np.all(np.diff(a[:, epoch]) > 0):
-        # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step
-        named = [(k, j) for k, j in named if np.any(a[:, j] != a[0, j])]
+        # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step; one
+        # printed `N/TOTAL` is the iteration within each epoch, logged at the same one each epoch (YOLOX's
+        # `epoch: 2/300, iter: 10/12` where an epoch has 12)
+        named = [(k, j) for k, j in named if np.any(a[:, j] != a[0, j]) or j in of_total]
     if epoch is None and len(of_total) > 1:
         epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
     if epoch is not None:
@@ -730,7 +732,7 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     steps = a[:, inner]
     if epoch is None and inner in of_total and _several_per_count(a, inner, counters):
         return None, counters, "numbered"
-    if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or np.any(np.diff(a[:, epoch]) != 0)):
+    if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or _goes_on(a[:, epoch], steps)):
         # no epoch, a counter that is not `N/TOTAL` within one epoch, or one that goes on across epochs
         # (PaddleSeg's `epoch: 2, iter: 30/1000`): the counter as printed
         return steps, counters, "named" if named else "counter"
@@ -743,6 +745,14 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     # 12900/37527`); one in brackets as the PyTorch reference scripts' from 0 (`Epoch: [0][ 10/5005]`)
     first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 else 0.0
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
+
+
+def _goes_on(epochs: np.ndarray, steps: np.ndarray) -> bool:
+    """Whether an `N/TOTAL` counter goes on across the epochs (PaddleSeg's `epoch: 2, iter: 30/1000`):
+    the epoch changes somewhere and the counter moves up wherever it does (one that stays put there,
+    YOLOX's `iter: 10/12` each epoch, counts within the epoch)."""
+    turn = np.diff(epochs) != 0
+    return bool(turn.any()) and bool(np.all(np.diff(steps)[turn] > 0))
 
 
 #: the counts of optimizer updates a `total` may head (not `timesteps`: an RL run's environment steps, nor
