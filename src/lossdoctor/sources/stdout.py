@@ -133,6 +133,7 @@ class ConsoleParser:
         self.numbered = 0  # rows numbered in order, for want of any counter
         #: (attempted, reduced) scale of the OVERFLOW lines read before any row: placed once the first row says its step
         self.early_overflows: list[tuple[float, float]] = []
+        self.early_evals: list[float] = []  # evaluation losses read before any step (see `_eval`)
         self.epoch_rows = 0  # rows placed at their epoch, for want of anything finer
         self.leading_spaced = 0  # rows with no step before the first counted one, placed an interval apart
         self.keras_epoch = 0  # the last "Epoch N/M" line
@@ -570,6 +571,12 @@ class ConsoleParser:
             return
         if step is None and self.rows:
             step = self.rows[-1]["step"]
+        if v is not None and step is None and self.store.total == 0:
+            # an excerpt cut after the training line of the step this evaluation ran at (OpenSeq2Seq's
+            # `Validation loss: 250.1655` above the first `Epoch 10, global step 21: Train loss`): kept
+            # for the step right before the first one read, as the OVERFLOW lines read before any row
+            self.early_evals.append(v)
+            return
         if v is None or step is None:
             return
         self.rows.append({"step": step, "eval_loss": v})
@@ -745,6 +752,9 @@ class ConsoleParser:
         """The OVERFLOW lines read before any row (NVIDIA's fp16_optimizer skips the first steps while
         its scale falls from 2**23, printing no step): on the steps right before the first row's step,
         one each; with no step to count back from, numbered in order as a log without counters is."""
+        if step is not None and self.early_evals and step - len(self.early_evals) >= 0:
+            evals, self.early_evals = self.early_evals, []
+            self.rows.extend({"step": step - len(evals) + k, "eval_loss": v} for k, v in enumerate(evals))
         early, self.early_overflows = self.early_overflows, []
         if step is None or step - len(early) < 0:
             for ov in early:
