@@ -1918,3 +1918,18 @@ def test_a_line_a_terminal_wrapped_after_a_name_is_read_whole(tmp_path, blank_fi
     assert list(run.cols["loss"][run.logged("loss")]) == list(losses.values())
     assert list(run.cols["lr"][run.logged("lr")]) == [4.34e-4] * 4
     assert list(run.steps) == [10, 22, 34, 46]  # iteration 10 of each epoch of 12
+
+
+@pytest.mark.parametrize("lost", [3, 6])
+def test_the_first_line_cut_at_its_start_is_read_with_the_lines_after_it(tmp_path, lost):
+    """An excerpt whose first line lost its start (ctrNet's `print("  epoch %d step %d lr %g logloss %g
+    gN %.2f, %s" % ...)`, pasted from `poch 0 step 100 ...`): that line's loss is read at its step, as
+    the first row of the lines of its shape."""
+    losses = {100 * (k + 1): round(0.365111 / (k + 1) ** 0.5, 6) for k in range(8)}
+    lines = [
+        "  epoch %d step %d lr %g logloss %g gN %.2f, %s" % (0, s, 0.001, v, 0.56 / (k + 1), "Wed Jul  3 17:12:50 2019")
+        for k, (s, v) in enumerate(losses.items())
+    ]
+    lines[0] = lines[0][lost:]
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    assert _at(run, "loss") == losses

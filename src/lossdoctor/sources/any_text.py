@@ -510,6 +510,7 @@ class TextParser:
         if self.pending:
             self._flush_record()
         self._end_block()
+        _cut_first_line(self.templates)
 
     # --- records printed one `key: value` per line -----------------------------------------
 
@@ -556,6 +557,30 @@ class TextParser:
         line_no, self.line_no = self.line_no, pending[0][0]
         self._row(t, [v for _, _, _, v in pending])  # type: ignore[misc]
         self.line_no = line_no
+
+
+def _cut_first_line(templates: dict[Any, Template]) -> None:
+    """The first line of an excerpt cut at its start (ctrNet's `poch 0 step 100 lr 0.001 logloss 0.365`
+    over `  epoch 0 step 200 ...`): its shape is a later shape's with the start of the first word lost.
+    Its row joins that shape's rows (as their first), instead of being a shape of its own, one row
+    that is no series."""
+    cut = next((t for t in templates.values() if t.order[:1] == [0] and len(t.rows) == 1), None)
+    key = next((k for k, t in templates.items() if t is cut), None)
+    if cut is None or not isinstance(key, str) or "\x00" not in key:
+        return
+    head, rest = key.split("\x00", 1)
+    for k, whole in templates.items():
+        if isinstance(k, str) and k != key and k.endswith("\x00" + rest) and k[: -len(rest) - 1].endswith(head):
+            if len(whole.names) != len(cut.names) or not whole.rows:
+                continue
+            whole.rows.insert(0, cut.rows[0])
+            whole.lines.insert(0, cut.lines[0])
+            whole.order.insert(0, 0)
+            whole.steps_memo = None
+            break
+    else:
+        return
+    del templates[key]
 
 
 _SPACES = re.compile(r"\s+")
