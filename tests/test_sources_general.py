@@ -1933,3 +1933,25 @@ def test_the_first_line_cut_at_its_start_is_read_with_the_lines_after_it(tmp_pat
     lines[0] = lines[0][lost:]
     run = _read(tmp_path, "\n".join(lines) + "\n")
     assert _at(run, "loss") == losses
+
+
+def test_a_line_wrapped_between_its_fields_is_one_row(tmp_path):
+    """arcface_torch's `logging.info("Speed %.2f samples/sec   Loss %.4f   LearningRate %.6f   Epoch: %d   Global
+    Step: %d   Fp16 Grad Scale: %2.f   Required: %1.f hours")` behind `Training: <time>-`, its first line wrapped
+    by the paste after `LearningRate 0.001000   `: the two pieces are that step's row in the general reader's
+    reading (the one kept for the corpus's all-NaN log of this shape)."""
+    losses = {20: 45.1, 30: 44.3, 40: float("nan"), 50: float("nan")}
+    lines = []
+    for k, (s, v) in enumerate(losses.items()):
+        head = "Training: 2023-03-14 09:08:%02d,293-Speed %.2f samples/sec   Loss %.4f   LearningRate %.6f   " % (
+            40 + k,
+            2178.4 + k,
+            v,
+            0.001,
+        )
+        tail = "Epoch: %d   Global Step: %d   Fp16 Grad Scale: %2.f   Required: %1.f hours" % (0, s, 0, 194 - k)
+        lines += [head, tail] if k == 0 else [head + tail]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    (run,) = any_text.read(p)
+    _same(_at(run, "loss"), losses)

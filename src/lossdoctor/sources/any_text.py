@@ -74,6 +74,7 @@ as accurate and faster, see docs/benchmarks.md ("General text reader").
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import struct
@@ -511,6 +512,7 @@ class TextParser:
             self._flush_record()
         self._end_block()
         _cut_first_line(self.templates)
+        _wrapped_lines(self.templates)
 
     # --- records printed one `key: value` per line -----------------------------------------
 
@@ -581,6 +583,28 @@ def _cut_first_line(templates: dict[Any, Template]) -> None:
     else:
         return
     del templates[key]
+
+
+def _wrapped_lines(templates: dict[Any, Template]) -> None:
+    """A line wrapped in two by a terminal or a paste between its fields (arcface_torch's `Training:
+    ... LearningRate 0.001000   ` then `Epoch: 0   Global Step: 20 ...` on the next line), each piece a
+    shape read once: where the two shapes, one after the other, make a shape read on other lines,
+    their numbers are one row of it (at its place in reading order) instead of two rows of shapes
+    that are no series."""
+    once = {t.order[0]: (k, t) for k, t in templates.items() if isinstance(k, str) and len(t.rows) == 1}
+    for o, (ka, a) in sorted(once.items()):
+        kb, b = once.get(o + 1, (None, None))
+        if kb is None or b is None or b.lines[0] != a.lines[0] + 1 or ka not in templates or kb not in templates:
+            continue
+        whole = templates.get(ka + kb)
+        if whole is None or not whole.rows or len(whole.names) != len(a.names) + len(b.names):
+            continue
+        at = bisect.bisect(whole.order, o)
+        whole.rows.insert(at, a.rows[0] + b.rows[0])
+        whole.lines.insert(at, a.lines[0])
+        whole.order.insert(at, o)
+        whole.steps_memo = None
+        del templates[ka], templates[kb]
 
 
 _SPACES = re.compile(r"\s+")
