@@ -1955,3 +1955,20 @@ def test_a_line_wrapped_between_its_fields_is_one_row(tmp_path):
     p.write_text("\n".join(lines) + "\n")
     (run,) = any_text.read(p)
     _same(_at(run, "loss"), losses)
+
+
+def test_the_batch_value_beside_a_global_average_is_the_loss(tmp_path):
+    """Kaldi's PyTorch chain recipe logs `Process %d/%d(%f%%) global average objf: %f over %f frames, current
+    batch average objf: %f over %d frames, epoch %d`: no name says loss, and of the two objectives the
+    current batch's is the step's own value, the global one its average over the run so far."""
+    batch = {0: -1.19589, 100: -0.457086, 200: -0.338968, 300: -0.261345, 400: -0.242083, 500: -0.22}
+    lines, total, frames = [], 0.0, 0.0
+    for s, v in batch.items():
+        total, frames = total + v * 6400, frames + 6400
+        lines.append(
+            "2020-01-31 16:17:23,536 INFO [train.py:102] Process %d/3161(%f%%) global average objf: %f over %.1f "
+            "frames, current batch average objf: %f over %d frames, epoch 0"
+            % (s, 100 * s / 3161, total / frames, frames, v, 6400)
+        )
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    assert _at(run, "loss") == batch

@@ -1150,7 +1150,7 @@ _NOT_A_PART = re.compile(
 _NOT_A_LOSS = re.compile(
     r"^(?:top-?\d|acc|prec|precision|recall|f1|auc|m?ap\b|m?iou|bleu|rouge|reward|return|score|"
     r"psnr|ssim|tokens?|samples?|images?|imgs?|throughput|tps|wd|weight[ _]decay|momentum|temp|"
-    r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
+    r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch(?![ _](?:average|avg|mean)[ _])|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
     r"clip|warmup|"
     r"step)",  # step: a step's timing or rate (modded-nanogpt's `step_avg:258.57ms`)
     re.IGNORECASE,
@@ -1179,7 +1179,14 @@ def lone_metric(t: Template, counters: set[int], known: Iterable[int]) -> int | 
         and not all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows)
         and any(r[j] != t.rows[0][j] for r in t.rows)
     ]
+    if len(left) > 1:  # the step's own value beside a figure over the run so far (Kaldi's `global average objf:
+        # -0.687 over 573696.0 frames, current batch average objf: -0.457`): the step's
+        left = [j for j in left if not _OVER_THE_RUN.match(t.names[j])] or left
     return left[0] if len(left) == 1 else None
+
+
+#: words that open the name of a figure over the whole run so far, not the step's own value
+_OVER_THE_RUN = re.compile(r"^(?:global|overall|cumulative|running|total)[ _]+(?:average|avg|mean)\b", re.IGNORECASE)
 
 
 def gan_parts(text: str, names: list[str]) -> frozenset[str]:
