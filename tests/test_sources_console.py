@@ -1408,3 +1408,14 @@ def test_an_evaluation_above_the_first_training_line_is_kept_before_it(tmp_path)
     }
     lg = run.logged("loss")
     assert dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist())) == {21: 148.8157, 24: 328.64, 27: 206.5612}
+
+
+def test_a_counter_that_never_moves_is_no_step(tmp_path):
+    """DL4J's ScoreIterationListener logs `Score at iteration {} is {}` with the model's iteration count,
+    which some setups never update: every line says iteration 0 while the score changes. The counter is
+    no step: the lines are the rows, in order, not one row at step 0."""
+    scores = [4088.198263888889, 5207.152777777777, 5499.83125, 4602.516319444445, 3966.8118055555556, 3960.5694]
+    text = "".join(f"o.d.o.l.ScoreIterationListener - Score at iteration 0 is {v}\n" for v in scores)
+    run = _read_text(tmp_path, text)
+    assert list(run.cols["loss"][run.logged("loss")]) == scores
+    assert run.meta["steps_from"] == "numbered"

@@ -834,6 +834,7 @@ class ConsoleParser:
         self._release_early(None)
         self._spill(final=True)
         self._number_repeated_epochs()
+        self._number_stuck_counter()
         self._space_numbered()
         self._space_leading()
 
@@ -847,6 +848,23 @@ class ConsoleParser:
         st.step[idx] = self.numbered + 1 + np.arange(idx.size)
         st.how[idx] = HOW["numbered"]
         self.numbered += idx.size
+
+    def _number_stuck_counter(self) -> None:
+        """Every row at step 0, each with a loss of its own (DL4J's ScoreIterationListener printing
+        `Score at iteration 0 is X` on every line of a run whose iteration count is never updated):
+        the counter never left its start, no step; the rows are numbered in order instead of kept as
+        one. (Rows at one later step are each device's or rank's line at that step: torch_xla's
+        `Device=xla:0/k Step=55`.)"""
+        st = self.store
+        n = st.n
+        if n < _STUCK_ROWS or st.thinned or not st.logged("loss").all() or np.any(st.step[:n] != 0):
+            return
+        loss = st.view("loss")
+        if np.unique(loss[np.isfinite(loss)]).size < _STUCK_ROWS:
+            return
+        st.step[:n] = self.numbered + 1 + np.arange(n)
+        st.how[:n] = HOW["numbered"]
+        self.numbered += n
 
     def _space_numbered(self) -> None:
         """Dicts copied from a terminal's scrollback, with only the last progress bar below them:
@@ -1107,6 +1125,10 @@ def _count_on(st: StepColumns) -> None:
     have = np.isfinite(steps)
     if have.sum() >= 3:
         steps[have] = counted_on(steps[have])
+
+
+#: the fewest rows, and different losses among them, at one step that make its counter a stuck one
+_STUCK_ROWS = 3
 
 
 #: the signals a console log is read for; a note names those it lacks (each has a `signal.<name>` message)
