@@ -1972,3 +1972,17 @@ def test_the_batch_value_beside_a_global_average_is_the_loss(tmp_path):
         )
     run = _read(tmp_path, "\n".join(lines) + "\n")
     assert _at(run, "loss") == batch
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Losses: " + " ".join(f"{v:g}" for v in (161.9, 160.99, 160.988, 160.076, 159.159, 157.314)),
+        "losses: " + str([161.9, 160.99, 160.988, 160.076, 159.159, 157.314]),
+    ],
+)
+def test_every_steps_loss_printed_on_one_line_is_a_row_each(tmp_path, line):
+    """cu2rec's CUDA test prints `Losses:` and every iteration's loss after it on one line (`printf("%g ",
+    losses[i])`); a script's `print("losses:", losses)` prints a list: one loss per step, in order."""
+    run = _read(tmp_path, "Testing training loop...\n" + line + "\n")
+    assert list(run.cols["loss"][run.logged("loss")]) == [161.9, 160.99, 160.988, 160.076, 159.159, 157.314]

@@ -150,6 +150,13 @@ _MIN_ROWS = 2
 _PY_WARNING = re.compile(r"^\s*\S+\.py:\d+: [A-Z]\w*(?:Warning|Error)\b")
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
+#: the losses of every step printed on one line after a plural name (cu2rec's `Losses: 161.9 160.99 ...`, a
+#: script's `print("losses:", losses)` of a list): three or more numbers and nothing else after it
+_LOSS_LIST = re.compile(
+    r"^((?:train(?:ing)?[ _])?loss(?:es| values| history))\s*[:=]?\s*\[?((?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|nan|inf)(?:(?:,\s*|\s+)(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)){2,})\]?$",
+    re.IGNORECASE,
+)
 #: a record's line a terminal wrapped right after a name (YOLOX's `..., conf_loss: 2.0, cls_loss:` then
 #: `1.1, lr: 4.340e-04, ...` on the next line): a number before it, the line ending with `name:` or `name=`
 _NAME_LAST = re.compile(r"\d[^\d]*[,;|\s][A-Za-z_][\w./-]*\s*[:=]$")
@@ -236,6 +243,10 @@ class TextParser:
             text = self._section(text)
             if not text:
                 return
+        if (many := _LOSS_LIST.match(text)) is not None:
+            for v in NUMBER.findall(many.group(2)):  # a loss per step, in order: a row each
+                self._feed_text(f"{many.group(1)}: {v}")
+            return
         if self.wrapped is not None or text[-1] == "|" and text[0] != "|" or _NAME_LAST.search(text):
             joined = self._unwrap(text)
             if joined is None:
