@@ -1986,3 +1986,20 @@ def test_every_steps_loss_printed_on_one_line_is_a_row_each(tmp_path, line):
     losses[i])`); a script's `print("losses:", losses)` prints a list: one loss per step, in order."""
     run = _read(tmp_path, "Testing training loop...\n" + line + "\n")
     assert list(run.cols["loss"][run.logged("loss")]) == [161.9, 160.99, 160.988, 160.076, 159.159, 157.314]
+
+
+def test_a_number_written_as_words_is_not_logged_on_that_row(tmp_path):
+    """VideoChat2's MetricLogger prints `image-loss: No data` on a step with no image batch, a number
+    elsewhere: that line is a row of the others' shape with image-loss not logged there, so its step and
+    its video loss are read, and the loss logged on every row is the one taken (no name says which)."""
+    video = {0: 3.1493, 10: 2.9, 20: 2.7, 30: float("nan"), 40: float("nan")}
+    lines = []
+    for s, v in video.items():
+        image = "No data" if s == 0 else f"{2.5 - s / 100:.4f}"
+        lines.append(
+            f"2024-06-05T14:28:35 | utils.basic_utils: Train Epoch: [0]  [{s:>6}/153075]  eta: 3 days, 5:05:00  "
+            f"lr: 0.000003  image-loss: {image}  video-loss: {v:.4f}  time: 1.8130  data: 0.0076  max mem: 66172 "
+            "res mem: 75440"
+        )
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), video)

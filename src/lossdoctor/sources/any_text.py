@@ -524,6 +524,7 @@ class TextParser:
         self._end_block()
         _cut_first_line(self.templates)
         _wrapped_lines(self.templates)
+        _worded_values(self.templates)
 
     # --- records printed one `key: value` per line -----------------------------------------
 
@@ -616,6 +617,41 @@ def _wrapped_lines(templates: dict[Any, Template]) -> None:
         whole.order.insert(at, o)
         whole.steps_memo = None
         del templates[ka], templates[kb]
+
+
+#: what a logger prints in a number's place when it has none (VideoChat2's MetricLogger `image-loss: No data`
+#: on a step without images, the HF Trainer's `No log`), spaces dropped as in a shape's key
+_NO_VALUE_WORDS = ("Nodata", "Nolog", "N/A", "None", "none", "-")
+
+
+def _worded_values(templates: dict[Any, Template]) -> None:
+    """A line read once whose shape is a repeated shape with one number written as words (`image-loss: No
+    data  video-loss: 3.1493` among lines of `image-loss: nan  video-loss: nan`): a row of that shape,
+    that number not logged, instead of a shape of its own (the first step of the log lost)."""
+    for key, t in list(templates.items()):
+        if not isinstance(key, str) or len(t.rows) != 1:
+            continue
+        for k, whole in templates.items():
+            j = _worded_slot(key, k) if isinstance(k, str) and whole.rows and k != key else None
+            if j is None or len(whole.names) != len(t.names) + 1:
+                continue
+            at = bisect.bisect(whole.order, t.order[0])
+            whole.rows.insert(at, [*t.rows[0][:j], NOT_LOGGED, *t.rows[0][j:]])
+            whole.lines.insert(at, t.lines[0])
+            whole.order.insert(at, t.order[0])
+            whole.steps_memo = None
+            del templates[key]
+            break
+
+
+def _worded_slot(key: str, whole: str) -> int | None:
+    """The slot of shape `whole` that `key` writes as words (`_NO_VALUE_WORDS`), or None."""
+    parts = whole.split("\x00")
+    for j in range(len(parts) - 1):
+        for w in _NO_VALUE_WORDS:
+            if "\x00".join([*parts[:j], parts[j] + w + parts[j + 1], *parts[j + 2 :]]) == key:
+                return j
+    return None
 
 
 _SPACES = re.compile(r"\s+")
@@ -1205,7 +1241,9 @@ def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, 
                 and (not all(math.isfinite(r[j]) for r in t.rows) or family.get(name_key(t.names[j]), 0) >= min_rows)
             )
             if kind in cands and (len(t.rows) >= min_rows or once):
-                cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
+                # (rows that logged it: a slot a line wrote as words, `No data`, is no series there)
+                logged = sum(1 for r in t.rows if not not_logged(r[j]))
+                cands[kind].append((total_rank(t.names[j]), -logged, t.order[0], id(t), t, j))
     return cands
 
 
