@@ -1373,3 +1373,49 @@ def test_a_bare_step_loss_print_is_no_torchtitan_and_no_cross_entropy(tmp_path):
         torchtitan_log({"step": np.arange(10), "loss": np.linspace(10.9, 8.1, 10), "grad_norm": np.ones(10)})
     )
     assert load_path(titan)[0].meta["framework"] == "torchtitan"
+
+
+def _openseq2seq_block(epoch: int, step: int, train: float, val: float) -> list[str]:
+    """What OpenSeq2Seq's hooks print at a step that logs and evaluates: `deco_print` lines (`*** ` in
+    front), the train loss with a trailing space, the samples, then the evaluation on the validation set."""
+    return [
+        f"*** Epoch {epoch}, global step {step}: ***     Train loss: {train:.4f} ",
+        "time per step = 0:00:0.230",
+        "***     Sample WER: 1.0000",
+        "***     Sample target:     there was no autopsy period",
+        "***     Sample prediction: i  s t i",
+        "*** Running evaluation on a validation set:",
+        f"***     Validation loss: {val:.4f} ",
+        "***     Validation WER:  1.0000",
+    ]
+
+
+def test_an_evaluation_above_the_first_training_line_is_kept_before_it(tmp_path):
+    """An excerpt cut after the training line of a step that evaluated (its samples and `Validation loss`
+    first, the next step's `Train loss` after them): that evaluation's loss is kept, at the step right
+    before the first one read, not dropped for want of a step; the others stay at their steps."""
+    blocks = [(10, 21, 148.8157, 276.5779), (12, 24, 328.64, 282.3839), (13, 27, 206.5612, 272.6924)]
+    lines = _openseq2seq_block(9, 18, 150.0, 250.1655)[2:]  # the excerpt starts at the samples
+    for b in blocks:
+        lines += _openseq2seq_block(*b)
+    run = _read_text(tmp_path, "\n".join(lines) + "\n")
+    lg = run.logged("eval_loss")
+    assert dict(zip(run.steps[lg].tolist(), run.cols["eval_loss"][lg].tolist())) == {
+        20: 250.1655,
+        21: 276.5779,
+        24: 282.3839,
+        27: 272.6924,
+    }
+    lg = run.logged("loss")
+    assert dict(zip(run.steps[lg].tolist(), run.cols["loss"][lg].tolist())) == {21: 148.8157, 24: 328.64, 27: 206.5612}
+
+
+def test_a_counter_that_never_moves_is_no_step(tmp_path):
+    """DL4J's ScoreIterationListener logs `Score at iteration {} is {}` with the model's iteration count,
+    which some setups never update: every line says iteration 0 while the score changes. The counter is
+    no step: the lines are the rows, in order, not one row at step 0."""
+    scores = [4088.198263888889, 5207.152777777777, 5499.83125, 4602.516319444445, 3966.8118055555556, 3960.5694]
+    text = "".join(f"o.d.o.l.ScoreIterationListener - Score at iteration 0 is {v}\n" for v in scores)
+    run = _read_text(tmp_path, text)
+    assert list(run.cols["loss"][run.logged("loss")]) == scores
+    assert run.meta["steps_from"] == "numbered"

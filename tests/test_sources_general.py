@@ -1887,3 +1887,119 @@ def test_a_markdown_table_row_with_a_bold_cell_and_an_emoji_is_still_a_row(tmp_p
     run = _read(tmp_path, head + "".join(rows), "results.md")
     _same(_at(run, "loss"), want)
     _same(_at(run, "eval_loss"), want_val)
+
+
+def _yolox_lines(losses, iters, blank_first=False, width=120):
+    """YOLOX's trainer lines through loguru (`{time} | INFO     | yolox.core.trainer:253 - epoch: e/300, iter:
+    i/N, ..., total_loss: X, ..., cls_loss: C, lr: ..., size: ..., ETA: ...`), each wrapped by a terminal of
+    `width` columns after its last name that fits (`cls_loss:` on the line, its value on the next)."""
+    out = []
+    for k, ((epoch, it), loss) in enumerate(losses.items()):
+        head = f"2023-08-10 08:54:{10 + k:02d} | INFO     | yolox.core.trainer:253 - "
+        if k == 0 and blank_first:
+            head = " " * (len(head) - 2) + "- "  # the front of the line blanked by a redraw
+        body = (
+            f"epoch: {epoch}/300, iter: {it}/{iters}, mem: 2956Mb, iter_time: 0.771s, data_time: 0.001s, "
+            f"total_loss: {loss}, iou_loss: 2.4, l1_loss: 0.0, conf_loss: 2.0, cls_loss: 1.1, lr: 4.340e-04, "
+            "size: 640, ETA: 0:46:06"
+        )
+        cut = body.index("cls_loss:") + len("cls_loss:")
+        out += [head + body[:cut], body[cut + 1 :]]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("blank_first", [False, True])
+def test_a_line_a_terminal_wrapped_after_a_name_is_read_whole(tmp_path, blank_first):
+    """A record's line wrapped by the terminal right after a name (YOLOX's `..., conf_loss: 2.0, cls_loss:`
+    then `1.1, lr: 4.340e-04, ...`): the two pieces are one line, so each epoch's line is a row (the
+    first one too where a redraw blanked its logger's prefix)."""
+    losses = {(1, 10): 5.5, (2, 10): 4.8, (3, 10): 5.0, (4, 10): 4.4}
+    run = _read(tmp_path, _yolox_lines(losses, 12, blank_first))
+    assert list(run.cols["loss"][run.logged("loss")]) == list(losses.values())
+    assert list(run.cols["lr"][run.logged("lr")]) == [4.34e-4] * 4
+    assert list(run.steps) == [10, 22, 34, 46]  # iteration 10 of each epoch of 12
+
+
+@pytest.mark.parametrize("lost", [3, 6])
+def test_the_first_line_cut_at_its_start_is_read_with_the_lines_after_it(tmp_path, lost):
+    """An excerpt whose first line lost its start (ctrNet's `print("  epoch %d step %d lr %g logloss %g
+    gN %.2f, %s" % ...)`, pasted from `poch 0 step 100 ...`): that line's loss is read at its step, as
+    the first row of the lines of its shape."""
+    losses = {100 * (k + 1): round(0.365111 / (k + 1) ** 0.5, 6) for k in range(8)}
+    lines = [
+        "  epoch %d step %d lr %g logloss %g gN %.2f, %s" % (0, s, 0.001, v, 0.56 / (k + 1), "Wed Jul  3 17:12:50 2019")
+        for k, (s, v) in enumerate(losses.items())
+    ]
+    lines[0] = lines[0][lost:]
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    assert _at(run, "loss") == losses
+
+
+def test_a_line_wrapped_between_its_fields_is_one_row(tmp_path):
+    """arcface_torch's `logging.info("Speed %.2f samples/sec   Loss %.4f   LearningRate %.6f   Epoch: %d   Global
+    Step: %d   Fp16 Grad Scale: %2.f   Required: %1.f hours")` behind `Training: <time>-`, its first line wrapped
+    by the paste after `LearningRate 0.001000   `: the two pieces are that step's row in the general reader's
+    reading (the one kept for the corpus's all-NaN log of this shape)."""
+    losses = {20: 45.1, 30: 44.3, 40: float("nan"), 50: float("nan")}
+    lines = []
+    for k, (s, v) in enumerate(losses.items()):
+        head = "Training: 2023-03-14 09:08:%02d,293-Speed %.2f samples/sec   Loss %.4f   LearningRate %.6f   " % (
+            40 + k,
+            2178.4 + k,
+            v,
+            0.001,
+        )
+        tail = "Epoch: %d   Global Step: %d   Fp16 Grad Scale: %2.f   Required: %1.f hours" % (0, s, 0, 194 - k)
+        lines += [head, tail] if k == 0 else [head + tail]
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n")
+    (run,) = any_text.read(p)
+    _same(_at(run, "loss"), losses)
+
+
+def test_the_batch_value_beside_a_global_average_is_the_loss(tmp_path):
+    """Kaldi's PyTorch chain recipe logs `Process %d/%d(%f%%) global average objf: %f over %f frames, current
+    batch average objf: %f over %d frames, epoch %d`: no name says loss, and of the two objectives the
+    current batch's is the step's own value, the global one its average over the run so far."""
+    batch = {0: -1.19589, 100: -0.457086, 200: -0.338968, 300: -0.261345, 400: -0.242083, 500: -0.22}
+    lines, total, frames = [], 0.0, 0.0
+    for s, v in batch.items():
+        total, frames = total + v * 6400, frames + 6400
+        lines.append(
+            "2020-01-31 16:17:23,536 INFO [train.py:102] Process %d/3161(%f%%) global average objf: %f over %.1f "
+            "frames, current batch average objf: %f over %d frames, epoch 0"
+            % (s, 100 * s / 3161, total / frames, frames, v, 6400)
+        )
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    assert _at(run, "loss") == batch
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Losses: " + " ".join(f"{v:g}" for v in (161.9, 160.99, 160.988, 160.076, 159.159, 157.314)),
+        "losses: " + str([161.9, 160.99, 160.988, 160.076, 159.159, 157.314]),
+    ],
+)
+def test_every_steps_loss_printed_on_one_line_is_a_row_each(tmp_path, line):
+    """cu2rec's CUDA test prints `Losses:` and every iteration's loss after it on one line (`printf("%g ",
+    losses[i])`); a script's `print("losses:", losses)` prints a list: one loss per step, in order."""
+    run = _read(tmp_path, "Testing training loop...\n" + line + "\n")
+    assert list(run.cols["loss"][run.logged("loss")]) == [161.9, 160.99, 160.988, 160.076, 159.159, 157.314]
+
+
+def test_a_number_written_as_words_is_not_logged_on_that_row(tmp_path):
+    """VideoChat2's MetricLogger prints `image-loss: No data` on a step with no image batch, a number
+    elsewhere: that line is a row of the others' shape with image-loss not logged there, so its step and
+    its video loss are read, and the loss logged on every row is the one taken (no name says which)."""
+    video = {0: 3.1493, 10: 2.9, 20: 2.7, 30: float("nan"), 40: float("nan")}
+    lines = []
+    for s, v in video.items():
+        image = "No data" if s == 0 else f"{2.5 - s / 100:.4f}"
+        lines.append(
+            f"2024-06-05T14:28:35 | utils.basic_utils: Train Epoch: [0]  [{s:>6}/153075]  eta: 3 days, 5:05:00  "
+            f"lr: 0.000003  image-loss: {image}  video-loss: {v:.4f}  time: 1.8130  data: 0.0076  max mem: 66172 "
+            "res mem: 75440"
+        )
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), video)

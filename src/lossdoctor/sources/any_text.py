@@ -74,6 +74,7 @@ as accurate and faster, see docs/benchmarks.md ("General text reader").
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import struct
@@ -149,6 +150,18 @@ _MIN_ROWS = 2
 _PY_WARNING = re.compile(r"^\s*\S+\.py:\d+: [A-Z]\w*(?:Warning|Error)\b")
 _MAX_TEMPLATES = 2000
 _HEADER_SPLIT = re.compile(r"\s*\|\s*|\t+|\s{2,}")
+#: the losses of every step printed on one line after a plural name (cu2rec's `Losses: 161.9 160.99 ...`, a
+#: script's `print("losses:", losses)` of a list): three or more numbers and nothing else after it
+_LOSS_LIST = re.compile(
+    r"^((?:train(?:ing)?[ _])?loss(?:es| values| history))\s*[:=]?\s*\[?((?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|nan|inf)(?:(?:,\s*|\s+)(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)){2,})\]?$",
+    re.IGNORECASE,
+)
+#: a record's line a terminal wrapped right after a name (YOLOX's `..., conf_loss: 2.0, cls_loss:` then
+#: `1.1, lr: 4.340e-04, ...` on the next line): a number before it, the line ending with `name:` or `name=`
+_NAME_LAST = re.compile(r"\d[^\d]*[,;|\s][A-Za-z_][\w./-]*\s*[:=]$")
+#: the rest of such a line: starting with the value (a bar's `100%|` is no value)
+_VALUE_FIRST = re.compile(r"^[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?:[,;\s]|$)|^(?:nan|inf)\b", re.IGNORECASE)
 _RULE = re.compile(r"^[\s|+:=*~_-]*-{3,}[\s|+:=*~_-]*$|^[\s|+:]*={3,}[\s|+:=]*$")
 _KV_LINE = re.compile(r"^\|\s*([^|]*?)\s*\|\s*([^|]*?)\s*\|$")
 
@@ -230,7 +243,11 @@ class TextParser:
             text = self._section(text)
             if not text:
                 return
-        if self.wrapped is not None or text[-1] == "|" and text[0] != "|":
+        if (many := _LOSS_LIST.match(text)) is not None:
+            for v in NUMBER.findall(many.group(2)):  # a loss per step, in order: a row each
+                self._feed_text(f"{many.group(1)}: {v}")
+            return
+        if self.wrapped is not None or text[-1] == "|" and text[0] != "|" or _NAME_LAST.search(text):
             joined = self._unwrap(text)
             if joined is None:
                 return
@@ -282,11 +299,11 @@ class TextParser:
         shape as the held one (the next record, unwrapped) is not joined: the held one is read alone."""
         held, self.wrapped = self.wrapped, None
         if held is not None:
-            if _shape(held) == _shape(text) or len(held) > 4000:
+            if _shape(held) == _shape(text) or len(held) > 4000 or held[-1] != "|" and not _VALUE_FIRST.match(text):
                 self._feed_text(held)
             else:
                 text = held + " " + text
-        if text[-1] == "|" and text[0] != "|":
+        if text[-1] == "|" and text[0] != "|" or _NAME_LAST.search(text):
             self.wrapped = text
             return None
         return text
@@ -505,6 +522,9 @@ class TextParser:
         if self.pending:
             self._flush_record()
         self._end_block()
+        _cut_first_line(self.templates)
+        _wrapped_lines(self.templates)
+        _worded_values(self.templates)
 
     # --- records printed one `key: value` per line -----------------------------------------
 
@@ -551,6 +571,87 @@ class TextParser:
         line_no, self.line_no = self.line_no, pending[0][0]
         self._row(t, [v for _, _, _, v in pending])  # type: ignore[misc]
         self.line_no = line_no
+
+
+def _cut_first_line(templates: dict[Any, Template]) -> None:
+    """The first line of an excerpt cut at its start (ctrNet's `poch 0 step 100 lr 0.001 logloss 0.365`
+    over `  epoch 0 step 200 ...`): its shape is a later shape's with the start of the first word lost.
+    Its row joins that shape's rows (as their first), instead of being a shape of its own, one row
+    that is no series."""
+    cut = next((t for t in templates.values() if t.order[:1] == [0] and len(t.rows) == 1), None)
+    key = next((k for k, t in templates.items() if t is cut), None)
+    if cut is None or not isinstance(key, str) or "\x00" not in key:
+        return
+    head, rest = key.split("\x00", 1)
+    for k, whole in templates.items():
+        if isinstance(k, str) and k != key and k.endswith("\x00" + rest) and k[: -len(rest) - 1].endswith(head):
+            if len(whole.names) != len(cut.names) or not whole.rows:
+                continue
+            whole.rows.insert(0, cut.rows[0])
+            whole.lines.insert(0, cut.lines[0])
+            whole.order.insert(0, 0)
+            whole.steps_memo = None
+            break
+    else:
+        return
+    del templates[key]
+
+
+def _wrapped_lines(templates: dict[Any, Template]) -> None:
+    """A line wrapped in two by a terminal or a paste between its fields (arcface_torch's `Training:
+    ... LearningRate 0.001000   ` then `Epoch: 0   Global Step: 20 ...` on the next line), each piece a
+    shape read once: where the two shapes, one after the other, make a shape read on other lines,
+    their numbers are one row of it (at its place in reading order) instead of two rows of shapes
+    that are no series."""
+    once = {t.order[0]: (k, t) for k, t in templates.items() if isinstance(k, str) and len(t.rows) == 1}
+    for o, (ka, a) in sorted(once.items()):
+        kb, b = once.get(o + 1, (None, None))
+        if kb is None or b is None or b.lines[0] != a.lines[0] + 1 or ka not in templates or kb not in templates:
+            continue
+        whole = templates.get(ka + kb)
+        if whole is None or not whole.rows or len(whole.names) != len(a.names) + len(b.names):
+            continue
+        at = bisect.bisect(whole.order, o)
+        whole.rows.insert(at, a.rows[0] + b.rows[0])
+        whole.lines.insert(at, a.lines[0])
+        whole.order.insert(at, o)
+        whole.steps_memo = None
+        del templates[ka], templates[kb]
+
+
+#: what a logger prints in a number's place when it has none (VideoChat2's MetricLogger `image-loss: No data`
+#: on a step without images, the HF Trainer's `No log`), spaces dropped as in a shape's key
+_NO_VALUE_WORDS = ("Nodata", "Nolog", "N/A", "None", "none", "-")
+
+
+def _worded_values(templates: dict[Any, Template]) -> None:
+    """A line read once whose shape is a repeated shape with one number written as words (`image-loss: No
+    data  video-loss: 3.1493` among lines of `image-loss: nan  video-loss: nan`): a row of that shape,
+    that number not logged, instead of a shape of its own (the first step of the log lost)."""
+    for key, t in list(templates.items()):
+        if not isinstance(key, str) or len(t.rows) != 1:
+            continue
+        for k, whole in templates.items():
+            j = _worded_slot(key, k) if isinstance(k, str) and whole.rows and k != key else None
+            if j is None or len(whole.names) != len(t.names) + 1:
+                continue
+            at = bisect.bisect(whole.order, t.order[0])
+            whole.rows.insert(at, [*t.rows[0][:j], NOT_LOGGED, *t.rows[0][j:]])
+            whole.lines.insert(at, t.lines[0])
+            whole.order.insert(at, t.order[0])
+            whole.steps_memo = None
+            del templates[key]
+            break
+
+
+def _worded_slot(key: str, whole: str) -> int | None:
+    """The slot of shape `whole` that `key` writes as words (`_NO_VALUE_WORDS`), or None."""
+    parts = whole.split("\x00")
+    for j in range(len(parts) - 1):
+        for w in _NO_VALUE_WORDS:
+            if "\x00".join([*parts[:j], parts[j] + w + parts[j + 1], *parts[j + 2 :]]) == key:
+                return j
+    return None
 
 
 _SPACES = re.compile(r"\s+")
@@ -1140,7 +1241,9 @@ def _candidates(parser: TextParser, min_rows: int) -> dict[str, list[tuple[Any, 
                 and (not all(math.isfinite(r[j]) for r in t.rows) or family.get(name_key(t.names[j]), 0) >= min_rows)
             )
             if kind in cands and (len(t.rows) >= min_rows or once):
-                cands[kind].append((total_rank(t.names[j]), -len(t.rows), t.order[0], id(t), t, j))
+                # (rows that logged it: a slot a line wrote as words, `No data`, is no series there)
+                logged = sum(1 for r in t.rows if not not_logged(r[j]))
+                cands[kind].append((total_rank(t.names[j]), -logged, t.order[0], id(t), t, j))
     return cands
 
 

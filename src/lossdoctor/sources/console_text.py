@@ -43,7 +43,8 @@ _PREFIX = re.compile(
       | -\ [\w.]+\ -\ (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -      # " - root - INFO - "
       | (?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\ -                    # "INFO - "
       | \|\ *(?:TRACE|DEBUG|INFO|SUCCESS|WARNING|ERROR|CRITICAL)\ *\|   # loguru: "| INFO     | mod:fn:42 - "
-        (?:\s*[\w.<>-]+:[\w.<>-]+:\d+\ +-(?=\s))?
+        (?:\s*[\w.<>-]+(?::[\w.<>-]+)?:\d+\ +-(?=\s))?              # (YOLOX's "mod:42 - ")
+      | (?<=\ {8})-\ (?=[A-Za-z])                                   # the same with its front blanked by a terminal
       | >(?=\s)                                                     # a Markdown quote
     )\s*""",
     re.VERBOSE,

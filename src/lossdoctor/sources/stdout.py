@@ -133,6 +133,7 @@ class ConsoleParser:
         self.numbered = 0  # rows numbered in order, for want of any counter
         #: (attempted, reduced) scale of the OVERFLOW lines read before any row: placed once the first row says its step
         self.early_overflows: list[tuple[float, float]] = []
+        self.early_evals: list[float] = []  # evaluation losses read before any step (see `_eval`)
         self.epoch_rows = 0  # rows placed at their epoch, for want of anything finer
         self.leading_spaced = 0  # rows with no step before the first counted one, placed an interval apart
         self.keras_epoch = 0  # the last "Epoch N/M" line
@@ -570,6 +571,12 @@ class ConsoleParser:
             return
         if step is None and self.rows:
             step = self.rows[-1]["step"]
+        if v is not None and step is None and self.store.total == 0:
+            # an excerpt cut after the training line of the step this evaluation ran at (OpenSeq2Seq's
+            # `Validation loss: 250.1655` above the first `Epoch 10, global step 21: Train loss`): kept
+            # for the step right before the first one read, as the OVERFLOW lines read before any row
+            self.early_evals.append(v)
+            return
         if v is None or step is None:
             return
         self.rows.append({"step": step, "eval_loss": v})
@@ -745,6 +752,9 @@ class ConsoleParser:
         """The OVERFLOW lines read before any row (NVIDIA's fp16_optimizer skips the first steps while
         its scale falls from 2**23, printing no step): on the steps right before the first row's step,
         one each; with no step to count back from, numbered in order as a log without counters is."""
+        if step is not None and self.early_evals and step - len(self.early_evals) >= 0:
+            evals, self.early_evals = self.early_evals, []
+            self.rows.extend({"step": step - len(evals) + k, "eval_loss": v} for k, v in enumerate(evals))
         early, self.early_overflows = self.early_overflows, []
         if step is None or step - len(early) < 0:
             for ov in early:
@@ -824,6 +834,7 @@ class ConsoleParser:
         self._release_early(None)
         self._spill(final=True)
         self._number_repeated_epochs()
+        self._number_stuck_counter()
         self._space_numbered()
         self._space_leading()
 
@@ -837,6 +848,23 @@ class ConsoleParser:
         st.step[idx] = self.numbered + 1 + np.arange(idx.size)
         st.how[idx] = HOW["numbered"]
         self.numbered += idx.size
+
+    def _number_stuck_counter(self) -> None:
+        """Every row at step 0, each with a loss of its own (DL4J's ScoreIterationListener printing
+        `Score at iteration 0 is X` on every line of a run whose iteration count is never updated):
+        the counter never left its start, no step; the rows are numbered in order instead of kept as
+        one. (Rows at one later step are each device's or rank's line at that step: torch_xla's
+        `Device=xla:0/k Step=55`.)"""
+        st = self.store
+        n = st.n
+        if n < _STUCK_ROWS or st.thinned or not st.logged("loss").all() or np.any(st.step[:n] != 0):
+            return
+        loss = st.view("loss")
+        if np.unique(loss[np.isfinite(loss)]).size < _STUCK_ROWS:
+            return
+        st.step[:n] = self.numbered + 1 + np.arange(n)
+        st.how[:n] = HOW["numbered"]
+        self.numbered += n
 
     def _space_numbered(self) -> None:
         """Dicts copied from a terminal's scrollback, with only the last progress bar below them:
@@ -1097,6 +1125,10 @@ def _count_on(st: StepColumns) -> None:
     have = np.isfinite(steps)
     if have.sum() >= 3:
         steps[have] = counted_on(steps[have])
+
+
+#: the fewest rows, and different losses among them, at one step that make its counter a stuck one
+_STUCK_ROWS = 3
 
 
 #: the signals a console log is read for; a note names those it lacks (each has a `signal.<name>` message)

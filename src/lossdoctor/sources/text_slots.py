@@ -704,8 +704,10 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
         epoch, named = swap, [(named[0][0], swap + 1)]  # WeNet's `Batch {epoch}/{batch_idx}`
     counters.update(j for _, j in named)
     if epoch is not None and a.shape[0] >= 2 and np.all(np.diff(a[:, epoch]) > 0):
-        # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step
-        named = [(k, j) for k, j in named if np.any(a[:, j] != a[0, j])]
+        # the same `Steps: 9` each epoch (the Informer family's steps per epoch): a count, not a step; one
+        # printed `N/TOTAL` is the iteration within each epoch, logged at the same one each epoch (YOLOX's
+        # `epoch: 2/300, iter: 10/12` where an epoch has 12)
+        named = [(k, j) for k, j in named if np.any(a[:, j] != a[0, j]) or j in of_total]
     if epoch is None and len(of_total) > 1:
         epoch = of_total[0]  # `[0][ 10/5005]`: the outer of two counters is the epoch
     if epoch is not None:
@@ -730,7 +732,7 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     steps = a[:, inner]
     if epoch is None and inner in of_total and _several_per_count(a, inner, counters):
         return None, counters, "numbered"
-    if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or np.any(np.diff(a[:, epoch]) != 0)):
+    if epoch is None or np.all(np.diff(steps) >= 0) and (inner not in of_total or _goes_on(a[:, epoch], steps)):
         # no epoch, a counter that is not `N/TOTAL` within one epoch, or one that goes on across epochs
         # (PaddleSeg's `epoch: 2, iter: 30/1000`): the counter as printed
         return steps, counters, "named" if named else "counter"
@@ -743,6 +745,14 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     # 12900/37527`); one in brackets as the PyTorch reference scripts' from 0 (`Epoch: [0][ 10/5005]`)
     first = 1.0 if (epoch in of_total or not t.in_brackets[epoch]) and a.shape[0] and np.min(a[:, epoch]) >= 1 else 0.0
     return (a[:, epoch] - first) * per_epoch + steps, counters, "epoch_counter"
+
+
+def _goes_on(epochs: np.ndarray, steps: np.ndarray) -> bool:
+    """Whether an `N/TOTAL` counter goes on across the epochs (PaddleSeg's `epoch: 2, iter: 30/1000`):
+    the epoch changes somewhere and the counter moves up wherever it does (one that stays put there,
+    YOLOX's `iter: 10/12` each epoch, counts within the epoch)."""
+    turn = np.diff(epochs) != 0
+    return bool(turn.any()) and bool(np.all(np.diff(steps)[turn] > 0))
 
 
 #: the counts of optimizer updates a `total` may head (not `timesteps`: an RL run's environment steps, nor
@@ -1140,7 +1150,7 @@ _NOT_A_PART = re.compile(
 _NOT_A_LOSS = re.compile(
     r"^(?:top-?\d|acc|prec|precision|recall|f1|auc|m?ap\b|m?iou|bleu|rouge|reward|return|score|"
     r"psnr|ssim|tokens?|samples?|images?|imgs?|throughput|tps|wd|weight[ _]decay|momentum|temp|"
-    r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
+    r"beta|alpha|eps|ratio|grad|norm|param|scale|best|batch(?![ _](?:average|avg|mean)[ _])|bs|size|len|seq|gpu|cuda|rank|mom|dropout|decay|"
     r"clip|warmup|"
     r"step)",  # step: a step's timing or rate (modded-nanogpt's `step_avg:258.57ms`)
     re.IGNORECASE,
@@ -1169,7 +1179,14 @@ def lone_metric(t: Template, counters: set[int], known: Iterable[int]) -> int | 
         and not all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows)
         and any(r[j] != t.rows[0][j] for r in t.rows)
     ]
+    if len(left) > 1:  # the step's own value beside a figure over the run so far (Kaldi's `global average objf:
+        # -0.687 over 573696.0 frames, current batch average objf: -0.457`): the step's
+        left = [j for j in left if not _OVER_THE_RUN.match(t.names[j])] or left
     return left[0] if len(left) == 1 else None
+
+
+#: words that open the name of a figure over the whole run so far, not the step's own value
+_OVER_THE_RUN = re.compile(r"^(?:global|overall|cumulative|running|total)[ _]+(?:average|avg|mean)\b", re.IGNORECASE)
 
 
 def gan_parts(text: str, names: list[str]) -> frozenset[str]:
