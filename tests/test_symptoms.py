@@ -601,3 +601,26 @@ def test_an_evaluation_loss_frozen_to_the_digit_while_training_moves_is_a_platea
     line = "Training epoch 0, iteration {i}/149 | lr: 3e-05 | global_step: {i} | reduced_train_loss: {t} | val_loss: 4.106\n"
     p.write_text("".join(line.format(i=120 + k, t=t) for k, t in enumerate([1.233, 1.288, 1.333, 1.245, 1.375, 1.34])))
     assert "eval_constant" not in _kinds(load_path(p)[0])
+
+
+def test_a_frozen_evaluation_loss_while_a_scheduler_cuts_the_lr_is_its_tail(tmp_path):
+    """Keras's ReduceLROnPlateau halving the LR 7.8e-6 -> 2.4e-7 while val_loss sits at 0.1523: the
+    scheduler reacting to a converged run, not outputs that stopped responding."""
+    train = [0.1555, 0.1567, 0.1554, 0.1549, 0.1551, 0.1548, 0.1552, 0.1550]
+    p = tmp_path / "train.log"
+    lr = [3.125e-05, 1.5625e-05, 7.8125e-06, 3.9063e-06, 1.9531e-06, 9.7656e-07, 4.8828e-07, 2.4414e-07]
+    p.write_text(_keras_epochs(train, [0.1525, 0.1524] + [0.1523] * 6, lr=lr))
+    assert "eval_constant" not in _kinds(load_path(p)[0])
+
+
+def test_an_lr_printed_as_zero_in_an_excerpt_from_epoch_4_is_no_schedule_error(tmp_path):
+    """ALBEF/TCL's log.txt rows at their epoch, `"train_lr": "0.000"` (three decimals of a small LR) from
+    epoch 4 on, the summed loss falling 3.38 -> 3.26: an excerpt from past the run's start, not a
+    schedule that never started."""
+    row = '{{"train_lr": "0.000", "train_loss_mlm": "{a}", "train_loss_ita": "{b}", "train_loss_itm": "0.28", "epoch": {e}}}\n'
+    parts = [(1.236, 1.857), (1.214, 1.825), (1.193, 1.797), (1.181, 1.779)]
+    p = tmp_path / "log.jsonl"
+    p.write_text("".join(row.format(a=a, b=b, e=e) for e, (a, b) in enumerate(parts, 4)))
+    run = load_path(p)[0]
+    assert run.meta["steps_from"] == "epoch"
+    assert not [f for f in diagnose_runs([run]).findings if f.cause == "lr_schedule_error"]

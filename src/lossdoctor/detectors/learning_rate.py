@@ -177,9 +177,11 @@ def shows_run_start(run: Run, q: Quantities) -> bool:
     first_epoch = run.meta.get("first_epoch")
     if isinstance(first_epoch, (int, float)) and first_epoch >= 1:
         return False
+    s0 = float(q.steps[0]) if q.n else 0.0
+    if run.meta.get("steps_from") == "epoch":
+        return s0 <= 1  # rows at their epoch: from epoch 0 or 1, or from later on
     iv = run.meta.get("log_interval")
     iv = iv if isinstance(iv, (int, float)) and iv >= 1 else 1
-    s0 = float(q.steps[0]) if q.n else 0.0
     return not (s0 > 50 and s0 > 2 * iv)
 
 

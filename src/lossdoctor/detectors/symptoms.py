@@ -233,6 +233,7 @@ class SymptomLimits:
     #: of the log's largest (`_lr_decayed`)
     sticky_eval_share: float = 0.8
     frozen_lr_share: float = 0.01
+    frozen_lr_fall: float = 10.0
     start_up_noise_floor: float = 0.01
     #: a creep: a loss that rises steadily from its best to the end of the log, by less than `diverged`
     #: but at least `creep_min`, over >= `creep_points` points from its best (>= `creep_log` in the log),
@@ -1379,13 +1380,18 @@ def _sticky_eval(run: Run, q: Quantities, rows: np.ndarray) -> bool:
 
 
 def _lr_decayed(q: Quantities, rows: np.ndarray) -> bool:
-    """The LR logged on `rows` is at most `frozen_lr_share` of the log's largest (a plateau scheduler
-    or a decay's tail: Keras's ReduceLROnPlateau at 2.4e-7 after 1e-3): a held-out loss that no longer
-    moves then is the schedule's end, not outputs that stopped responding."""
+    """The LR logged on `rows` is at most `frozen_lr_share` of the log's largest, or at most `lr_tiny`,
+    or falls by `frozen_lr_fall` x over them (a plateau scheduler or a decay's tail: Keras's
+    ReduceLROnPlateau halving 7.8e-6 down to 2.4e-7): a held-out loss that no longer moves then is the
+    schedule's end, not outputs that stopped responding."""
     lr = q.lr[np.isfinite(q.lr)]
     here = q.lr[rows]
     here = here[np.isfinite(here)]
-    return bool(lr.size and here.size and float(np.max(here)) <= LIMITS.frozen_lr_share * float(np.max(lr)))
+    if not (lr.size and here.size):
+        return False
+    top = float(np.max(here))  # (an excerpt of the tail alone shows no peak: an LR this small is one)
+    fell = float(here[0]) >= LIMITS.frozen_lr_fall * float(here[-1])  # a scheduler cutting it meanwhile
+    return top <= LIMITS.frozen_lr_share * float(np.max(lr)) or top <= LIMITS.lr_tiny or fell
 
 
 def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:

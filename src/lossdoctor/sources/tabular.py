@@ -123,6 +123,8 @@ def table_run(
         notes.insert(1, Msg("source.not_in_log", signals=absent))
     if steps is row_index:  # the rows' steps are their order, as the console reader's numbered rows are
         meta = {**(meta or {}), "steps_from": "numbered"}
+    elif mapping.step is not None and is_epoch_axis(mapping.step):
+        meta = {**(meta or {}), "steps_from": "epoch"}  # an epoch number is the step, as the text readers say
     run = from_columns(steps, cols, meta=meta, source=source, logged=masks)
     run.meta.setdefault("columns", dict(mapping.used))
     run.notes.extend(notes)
