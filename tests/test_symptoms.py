@@ -624,3 +624,20 @@ def test_an_lr_printed_as_zero_in_an_excerpt_from_epoch_4_is_no_schedule_error(t
     run = load_path(p)[0]
     assert run.meta["steps_from"] == "epoch"
     assert not [f for f in diagnose_runs([run]).findings if f.cause == "lr_schedule_error"]
+
+
+@pytest.mark.parametrize("acc,clamp", [(0.7247, 16.1181), (0.9, 100.0)])
+def test_a_constant_loss_at_the_other_class_share_of_a_bce_clamp_is_a_wrong_loss(acc, clamp):
+    """Keras's `loss: 4.4380 - acc: 0.7247` every epoch: 4.4380 = 0.2753 x 16.1181 (-ln 1e-7), every
+    output at exactly 1 (a softmax over one unit); torch's BCELoss clamps at 100 the same way."""
+    level = round((1 - acc) * clamp, 4)
+    r = _diagnose(range(1, 14), {"loss": [level] * 13, "accuracy": [acc] * 13})
+    f = next(f for f in _alarms(r))
+    assert f.cause == "wrong_loss" and "diff.ev.clamped_share" in _keys(f), _show(r)
+
+
+def test_a_constant_loss_beside_an_accuracy_that_does_not_make_the_identity_is_no_wrong_loss():
+    """The same constant 4.4380 beside accuracy 0.70 (0.30 x 16.1181 = 4.835): no clamp identity, so no
+    wrong_loss from it (the constant loss is still a stall, ranked as before)."""
+    r = _diagnose(range(1, 14), {"loss": [4.438] * 13, "accuracy": [0.70] * 13})
+    assert all(f.cause != "wrong_loss" and "diff.ev.clamped_share" not in _keys(f) for f in r.findings), _show(r)

@@ -7,8 +7,10 @@ foreign log with only a loss column still gets every check that a loss column al
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..findings import Finding
 from ..messages import fmt, round_sig  # noqa: F401  (re-exported: detectors format numbers with them)
@@ -53,6 +55,13 @@ def detector(
         return fn
 
     return register
+
+
+def finest_print(values: Any) -> float:
+    """The finest last-digit step among the nonzero `values` (`print_resolution`): one printer's
+    resolution, judged by the digits it shows anywhere (0.5 beside 0.321375 is an exact 0.5); inf
+    when none is nonzero."""
+    return min((print_resolution(float(v)) for v in values if v != 0), default=math.inf)
 
 
 def print_resolution(v: float) -> float:

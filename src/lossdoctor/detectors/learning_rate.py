@@ -16,7 +16,7 @@ from ..findings import Finding, Fix, as_fixes
 from ..messages import Msg
 from ..records import Run
 from ..sources.metadata import optimizer_family
-from .base import detector, print_resolution, round_sig
+from .base import detector, finest_print, round_sig
 from .gradients import clip_in_place
 from .lr_advice import cut_evidence, measure_fix, point_noise, withheld
 from .lr_usual import judge_lr, peak_lr, with_lr_evidence
@@ -714,7 +714,8 @@ def _rounding_steps(run: Run, rise: np.ndarray, ch: np.ndarray) -> bool:
     rounds: the values watch, TensorBoard or a JSON state recorded are the scheduler's own."""
     if run.source not in PRINTED_SOURCES:
         return False
-    unit = min(print_resolution(float(v)) for v in rise if v > 0) if (rise > 0).any() else 0.0
+    up = rise[rise > 0]
+    unit = finest_print(up) if up.size else 0.0
     jumps = np.diff(rise)[ch]
     return unit > 0 and bool((jumps <= STAIR_ROUNDING * unit).all())
 

@@ -215,7 +215,12 @@ def diff_noise(x: np.ndarray) -> float:
     median or adds one outlier, so the spread it leaves is the noise's, not the trend's; a V (a
     descent, then a rise) would not, so callers pass the stretch from the turn on. Fewer than
     `NOISE_DIFFS` differences measure nothing: 0."""
-    d = np.diff(np.log(x))
+    return log_diff_noise(np.log(x))
+
+
+def log_diff_noise(lx: np.ndarray) -> float:
+    """`diff_noise` of a series already in log space."""
+    d = np.diff(lx)
     if d.size < NOISE_DIFFS:
         return 0.0
     return float(1.4826 * np.median(np.abs(d - np.median(d))))

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..records import Run
-from .base import print_resolution
+from .base import finest_print, print_resolution
 from .learning_rate import zero_lr_explained
-from .quantities import NOISE_DIFFS, Quantities, diff_noise
+from .quantities import NOISE_DIFFS, Quantities, diff_noise, log_diff_noise
 from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
 
 
@@ -849,10 +849,7 @@ def _beyond_local_noise(lx: np.ndarray, j: int, w: int, rise: float, lim: Sympto
 
 def _ln_point_noise(lx: np.ndarray) -> float:
     """`point_noise` of a series already in log space."""
-    d = np.diff(lx)
-    if d.size < LIMITS.noise_diffs:
-        return 0.0
-    return float(1.4826 * np.median(np.abs(d - np.median(d)))) / math.sqrt(2)
+    return log_diff_noise(lx) / math.sqrt(2)
 
 
 def _climb(
@@ -1363,20 +1360,21 @@ def _eval_frozen(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
     if _sticky_eval(run, q, rows) or _lr_decayed(q, rows[-k:]):
         return []
     seen = np.concatenate([v[: lim.history], q.loss[q.finite_loss[: lim.history]]])
-    finest = min((print_resolution(float(u)) for u in seen if u != 0), default=math.inf)
-    if finest / abs(last) > lim.constant_resolution:
+    if finest_print(seen) / abs(last) > lim.constant_resolution:
         return []
     return [_sym(q, "eval_constant", int(rows[-k]), level=last, n=k)]
 
 
 def _sticky_eval(run: Run, q: Quantities, rows: np.ndarray) -> bool:
     """The evaluation loss is printed on (nearly) every training row of a log whose rows are not
-    epochs (nor Keras bars, which print it at an epoch's end only): a progress bar or logger repeating
-    the last validation's value until the next one (NeMo's `val_loss: 4.106` on every iteration
-    line), so equal values are one evaluation, not many."""
-    per_epoch = run.meta.get("steps_from") == "epoch" or run.meta.get("epoch_rows_from") is not None
-    keras = run.meta.get("framework") == "keras"  # Keras prints `val_loss` on an epoch's last bar only
-    return not (per_epoch or keras) and rows.size >= LIMITS.sticky_eval_share * q.finite_loss.size
+    epochs (nor rows the reader knows carry one evaluation each: `eval_at_epoch_end`, Keras's last
+    bar of an epoch): a progress bar or logger repeating the last validation's value until the next
+    one (NeMo's `val_loss: 4.106` on every iteration line), so equal values are one evaluation, not
+    many."""
+    meta = run.meta
+    per_epoch = meta.get("steps_from") == "epoch" or meta.get("epoch_rows_from") is not None
+    each_once = per_epoch or bool(meta.get("eval_at_epoch_end"))
+    return not each_once and rows.size >= LIMITS.sticky_eval_share * q.finite_loss.size
 
 
 def _lr_decayed(q: Quantities, rows: np.ndarray) -> bool:
@@ -1550,7 +1548,7 @@ def _beyond_rounding(x: np.ndarray, v: float, k: int) -> bool:
     the same value three times did not round to it)."""
     recent = x[-(LIMITS.stuck_points + 1) :]
     # the print's last digit: the finest of these values' (1.0960 reads back as 1.096)
-    res = min(print_resolution(float(w)) for w in recent if w)
+    res = finest_print(recent)
     units = float(np.median(np.abs(np.diff(recent)) / res))
     return units > 1 and (k - 1) * math.log(1.0 / units) <= math.log(LIMITS.stuck_chance)
 
@@ -1568,8 +1566,7 @@ def _fine_in(v: float, x: np.ndarray) -> bool:
     0.0001) shows no finer digit than v's own."""
     if fine_print(v):
         return True
-    finest = min((print_resolution(float(u)) for u in x[: LIMITS.history] if u != 0), default=math.inf)
-    return finest / abs(v) <= LIMITS.constant_resolution
+    return finest_print(x[: LIMITS.history]) / abs(v) <= LIMITS.constant_resolution
 
 
 def _tail_redraw(run: Run, q: Quantities, rows: np.ndarray) -> bool:
@@ -1637,9 +1634,7 @@ def _recurring(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Sym
     if not lim.recur_points <= x.size <= lim.recur_max_points or float(np.ptp(x)) == 0.0 or (x == 0).any():
         return []
     # printed fine enough (the finest print's step: 3.7000 reads back as 3.7)
-    if min(print_resolution(float(v)) for v in x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(
-        run, q
-    ):
+    if finest_print(x) > lim.constant_resolution * float(np.min(np.abs(x))) or _repeats(run, q):
         return []
     hits = _returns(x, q.steps[lf])
     if (
@@ -2274,7 +2269,7 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
             continue
         back = g[j + 1 :]
         stayed = back.size >= _stayed_points(g[max(0, j - LIMITS.history) : j], med) and bool((back >= 10 * med).all())
-        if stayed or g[j] >= LIMITS.grad_jump * med or _out_of_calm(g[max(0, j - LIMITS.history) : j], g[j]):
+        if stayed or g[j] >= LIMITS.grad_jump * med or _out_of_calm(lg, j):
             out.append(
                 _sym(
                     q,
@@ -2296,14 +2291,15 @@ def _grad(run: Run, q: Quantities) -> list[Symptom]:
     return out
 
 
-def _out_of_calm(history: np.ndarray, g: float, lim: SymptomLimits = LIMITS) -> bool:
-    """The gradient norm `g` stands `grad_calm_z` noise sigmas out of a calm `history` (see
-    `grad_calm_z`): the log's own scatter, not a fixed ratio, says it is no ordinary batch."""
-    if history.size < lim.grad_calm_points or (history <= 0).any():
+def _out_of_calm(lg: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> bool:
+    """The gradient norm at point j (ln `lg`) stands `grad_calm_z` noise sigmas out of a calm history
+    (`_baseline`, as the loss's jumps are judged; see `grad_calm_z`): the log's own scatter, not a
+    fixed ratio, says it is no ordinary batch."""
+    b = _baseline(lg, j, lim)
+    if b is None or min(j, lim.history) < lim.grad_calm_points:
         return False
-    lh = np.log(history)
-    sigma = max(1.4826 * float(np.median(np.abs(lh - np.median(lh)))), lim.grad_calm_sigma_floor)
-    return (math.log(g) - float(np.median(lh))) / sigma >= lim.grad_calm_z
+    med, sigma, _ = b
+    return (float(lg[j]) - med) / max(sigma, lim.grad_calm_sigma_floor) >= lim.grad_calm_z
 
 
 def sudden_jump(q: Quantities, lim: SymptomLimits = LIMITS) -> tuple[int, dict[str, float]] | None:

@@ -1135,6 +1135,20 @@ _STUCK_ROWS = 3
 _CORE_SIGNALS = ("loss", "grad_norm", "scale")
 
 
+def _rows_meta(p: ConsoleParser) -> dict[str, Any]:
+    """What the parser learnt about its rows, as the detectors read it: where their steps came from,
+    copies of one record dropped, epoch means, evaluations printed once an epoch, lines left unread."""
+    meta: dict[str, Any] = {"steps_from": p.steps_from()}
+    if p.node_copies:
+        meta["node_copies"] = p.node_copies  # (the general reader would count each copy as a step)
+    if (first := p.keras_epoch_rows()) is not None:
+        meta["epoch_rows_from"] = first
+    if p.counts["keras"]:
+        meta["eval_at_epoch_end"] = True  # Keras prints val_* on an epoch's last bar only: each is one evaluation
+    meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)
+    return meta
+
+
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
     st = p.store
     _count_on(st)
@@ -1170,12 +1184,7 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
             f"{what}: found {sum(p.counts.values())} training log line(s) but no loss, grad norm or loss scale in them"
         )
     notes = p.notes(what)
-    meta["steps_from"] = p.steps_from()
-    if p.node_copies:
-        meta["node_copies"] = p.node_copies  # (the general reader would count each copy as a step)
-    if (first := p.keras_epoch_rows()) is not None:
-        meta["epoch_rows_from"] = first
-    meta["lines_unread"] = bool(p.eval_dicts or p.eval_lines or p.ignored)
+    meta.update(_rows_meta(p))
     meta["steps_collapsed"] = _collapsed(st, order)
     absent = [Msg(f"signal.{c}") for c in _CORE_SIGNALS if c not in cols]
     if absent:
