@@ -1067,6 +1067,26 @@ def test_unnamed_numbers_are_read_only_behind_a_counter_that_counts_up(tmp_path)
         _read(tmp_path, "".join(f"{x} {y}\n" for x, y in ((3, 0.5), (1, 0.7), (2, 0.2), (5, 0.9))))
 
 
+def test_an_epoch_column_before_the_counter_leaves_the_loss_first_after_it(tmp_path):
+    """Chainer's PrintReport rows pasted without their header (`epoch iteration main/loss accuracy lr`):
+    the epoch's whole numbers before the iteration counter are no value, the first number after the
+    counter is the guessed loss; a print with more unnamed values than a training line's few stays unread."""
+    rows = (
+        (1, 3100, 5.86994, 0.0215, 9.7e-05),
+        (2, 3200, 5.84037, 0.0232, 9.8e-05),
+        (2, 3300, 5.83626, 0.0228, 9.8e-05),
+    )
+    run = _read(tmp_path, "".join(f"{e:<12}{i:<12}{v:<12}{a:<12}{lr}\n" for e, i, v, a, lr in rows))
+    _same(_at(run, "loss"), {3100: 5.86994, 3200: 5.84037, 3300: 5.83626})
+    assert run.meta["loss_guessed"]
+    wide = "".join(f"{i} {i * 100} {v} 0.5 0.6 0.7 0.8\n" for i, v in ((1, 2.5), (2, 2.4), (3, 2.3)))
+    with pytest.raises(SourceError):
+        _read(tmp_path, wide)
+    back = "".join(f"{e} {i} {v}\n" for e, i, v in ((2, 100, 2.5), (1, 200, 2.4), (3, 300, 2.3)))
+    with pytest.raises(SourceError):
+        _read(tmp_path, back)  # a first column that goes down is no epoch
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -1334,20 +1334,39 @@ def _unnamed_value(t: Template) -> int | None:
         len(t.rows) < _MIN_ROWS + 1
         or t.text in _NOT_LINES
         or not bare
-        or len(bare) > 4
         or any(n not in ("", PERCENT, "time") for n in t.names)
     ):
         return None
     _, counters, how = steps_of(t)
     # (numbered: the counter repeats over rows that each hold a record, `1/3  0.946G  2.31`)
-    if how not in ("counter", "numbered") or not t.leading[bare[0]] or bare[0] not in counters:
+    if how not in ("counter", "numbered") or not t.leading[bare[0]] or not _counted_from(t, bare, counters):
         return None
+    if len([j for j in bare if j > max(counters, default=bare[0])]) > _MAX_UNNAMED:
+        return None  # more values than a training print's few: a table of measurements
     pieces = t.text.split("\x00")
     # (a number with a unit glued to it, YOLOv5's `0.946G` of GPU memory, is a measurement, no loss)
     j = next((j for j in bare[1:] if j not in counters and not _unit_after(pieces, j)), None)
     if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
         return None
     return j
+
+
+#: most unnamed values after the counter a training print is taken for (loss, accuracy, LR)
+_MAX_UNNAMED = 3
+
+
+def _counted_from(t: Template, bare: list[int], counters: set[int]) -> bool:
+    """Whether the line's first number is its counter, or an epoch before it: whole numbers that never
+    go down, then the counter (Chainer's PrintReport rows without their header, `1  3100  5.86994 ...`:
+    epoch, iteration, main/loss)."""
+    if bare[0] in counters:
+        return True
+    first = next((j for j in bare if j in counters), None)
+    if first is None:
+        return False
+    before = np.array([[r[j] for j in bare if j < first] for r in t.rows], dtype=float)
+    finite = np.isfinite(before).all()
+    return bool(finite and (before == np.round(before)).all() and (np.diff(before, axis=0) >= 0).all())
 
 
 def _unit_after(pieces: list[str], j: int) -> bool:
