@@ -257,6 +257,18 @@ def test_a_loss_scale_at_zero_with_the_loss_nan_is_a_critical_nan_not_a_skipped_
     assert not any(g.symptom == "nonfinite" for g in diagnose_runs([ok]).findings)
 
 
+def test_a_loss_scale_below_one_from_its_first_print_is_not_said_to_have_fallen():
+    """A log whose every print has the scale at 0.062 shows no fall: the finding says the scale is
+    below 1 from its first print (its own key), not that it "fell from 0.062 to 0.062"; a scale that
+    did fall in the log keeps the fall's sentence."""
+    keys = lambda run: {getattr(e, "key", None) for f in diagnose_runs([run]).findings for e in f.evidence}  # noqa: E731
+    low = from_columns([190, 290, 389], {"loss": [14.35, 13.69, 13.14], "scale": [0.0625, 0.0625, 0.0625]})
+    assert "diff.what.scale_low" in keys(low)
+    assert "diff.what.scale_collapse" not in keys(low)
+    fell = from_columns([190, 290, 389], {"loss": [14.35, 13.69, 13.14], "scale": [0.5, 0.0625, 0.0625]})
+    assert "diff.what.scale_collapse" in keys(fell)
+
+
 # ------------------------------------------------------------------ a divergence from the first updates
 
 

@@ -1514,6 +1514,8 @@ def _what_special(sym: Symptom, d: dict[str, Any]) -> Msg | None:
             else "diff.absurd.ce_high"
         )
         return Msg("diff.what.absurd", loss=d["loss"], step=sym.step, why=Msg(why))
+    if sym.kind == "scale_collapse" and d["top"] == d["low"]:  # below 1 from its first print: it did not fall here
+        return Msg("diff.what.scale_low", low=d["low"], step=sym.step)
     if sym.kind == "spike" and d.get("opening"):
         return Msg(
             "diff.what.spike_opening", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"], after=d["after"]

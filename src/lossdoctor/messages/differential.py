@@ -161,6 +161,11 @@ TEMPLATES = {
         "the loss scale fell from {top} to {low} (step {low_step})",
         "loss scale 从 {top} 降到 {low}（step {low_step}）",
     ),
+    "diff.what.scale_low": (
+        "the loss scale is {low} from its first print (step {step}): below 1, the scaler has backed off past "
+        "every overflow a healthy fp16 run has",
+        "loss scale 从第一次打印（step {step}）起就是 {low}：低于 1，缩放器的回退已超过健康 fp16 训练会有的任何溢出",
+    ),
     "diff.what.skips": (
         "{k} of {n} logged steps were skipped for overflow, from step {step}",
         "{n} 个记录的 step 中有 {k} 个因溢出被跳过，自 step {step} 起",
