@@ -401,3 +401,31 @@ def test_a_low_first_batch_after_the_start_is_no_start_to_have_jumped_from(tmp_p
     started = diagnose_runs(load_path(p))
     alarm = next(f for f in started.findings if f.severity in ("warning", "critical"))
     assert alarm.cause == "lr_too_high" and alarm.evidence[0].key == "lr.high.jumped"
+
+
+def _kinds(steps, cols, meta=None) -> set[str]:
+    return {s.kind for s in symptoms_of(Quantities(from_columns(steps, cols, meta=meta or {})))}
+
+
+def test_a_five_epoch_climb_whose_top_is_its_last_point_is_a_creep_when_the_accuracy_falls_with_it():
+    """Five epoch means rising at every epoch (1.104 -> 1.237) with the training accuracy falling at
+    every one: without the top point (the last) four points still rise in order and the accuracy says
+    the same, so it is a creep; the same climb with an accuracy that does not fall stays at the 1% bar
+    the five points alone cannot pass without their top."""
+    steps = [250_000, 300_000, 350_000, 400_000, 450_000]  # an excerpt from epoch 5 on, 50,000 samples an epoch
+    loss = [1.1043, 1.1402, 1.1855, 1.2136, 1.2371]
+    falling = [0.6293, 0.6204, 0.6111, 0.6026, 0.5952]
+    assert "creep" in _kinds(steps, {"loss": loss, "accuracy": falling})
+    assert "creep" not in _kinds(steps, {"loss": loss, "accuracy": [0.62, 0.63, 0.61, 0.64, 0.62]})
+    assert "creep" not in _kinds(steps, {"loss": loss})
+
+
+def test_a_tiny_lr_that_climbs_at_every_row_of_a_short_log_is_a_warm_up_not_a_too_low_lr():
+    """An HF run's first eight logged steps at a linear warm-up from 2.5e-8: tiny by design; the same
+    loss at a constant 1e-7, or a climb over more than `span_steps` steps, is a too-low LR."""
+    loss = [0.2065, 0.2161, 0.2513, 0.2632, 0.2231, 0.2124, 0.2633, 0.2363]
+    steps = list(range(1, 9))
+    assert "lr_tiny" not in _kinds(steps, {"loss": loss, "lr": [2.5e-8 * k for k in steps]})
+    assert "lr_tiny" in _kinds(steps, {"loss": loss, "lr": [1e-7] * 8})
+    long = [s * LIMITS.span_steps for s in steps]
+    assert "lr_tiny" in _kinds(long, {"loss": loss, "lr": [2.5e-8 * k for k in steps]})

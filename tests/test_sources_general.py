@@ -1087,6 +1087,22 @@ def test_an_epoch_column_before_the_counter_leaves_the_loss_first_after_it(tmp_p
         _read(tmp_path, back)  # a first column that goes down is no epoch
 
 
+def test_a_loss_on_another_line_than_the_chosen_one_is_kept_as_a_component(tmp_path):
+    """A GAN script prints the discriminator's `DLoss` on its counter line and the generator's
+    `L_total` on the next: the total is the training loss, and `DLoss` is kept apart as a component
+    (never overwriting it), so its NaN at the first iteration is a non-finite event there."""
+    block = "Epoch: 00 Iteration: {i:08d}/00100000 DLoss:{d} Reg:{d}\nL_total:{t}, L_gan:12.0000, Lx:8.2094\n"
+    rows = ((1, "nan", 61.4591), (2, "6.0000", 62.4823), (3, "6.0000", 61.8670))
+    run = _read(tmp_path, "".join(block.format(i=i, d=d, t=t) for i, d, t in rows))
+    assert run.meta["loss_key"] == "L_total"
+    comps = run.events["loss_components"]
+    dloss = [comps[s]["dloss"] for s in sorted(comps) if "dloss" in comps[s]]
+    assert math.isnan(dloss[0]) and dloss[1:] == [6.0, 6.0]
+    assert np.isfinite(run.col("loss")).all()
+    kinds = [e["kind"] for items in run.events["text_events"].values() for e in items]
+    assert "nonfinite_warning" in kinds
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -247,6 +247,13 @@ class SymptomLimits:
     #: a log shorter than `creep_log` rises when noise orders its points that way this rarely
     #: (`rise_p_value`; 1%: five points all rising, p = 1/120, or six with one pair out of order)
     short_rise_p: float = 0.01
+    #: ... and without its largest point (one excursion near the end is no rise) the rest must still rise
+    #: at `short_rise_p`, or at this p when the training accuracy falls with it (`short_rise_p`): a
+    #: five-epoch climb whose top is its last (1.104 -> 1.140 -> 1.186 -> 1.214 -> 1.237, accuracy 0.629
+    #: -> 0.595) keeps four points all rising (p = 1/24), which the 1% bar alone refused
+    short_rise_p_rest: float = 0.05
+    #: an LR this many times its first logged value by its last, rising at every row: a warm-up under way
+    warm_lr_climb: float = 1.5
     #: a log of this many steps or more shows more than a warm-up's first moments
     span_steps: int = 100
     #: a climb: consecutive rising intervals (at least this many) that multiply the loss by at least
@@ -1872,7 +1879,10 @@ def _short_creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
         return []
     # without its largest point the log must still rise: one excursion near the end (a gradient
     # spike's bump that came back) moves a median of two, a creep of the whole excerpt does not
-    if not _rises_short(np.delete(x, int(np.argmax(x))), lim):
+    rest = np.delete(x, int(np.argmax(x)))
+    if not (
+        _rises_short(rest, lim) or (_rises_short(rest, lim, lim.short_rise_p_rest) and _accuracy_falls(run, lf, lim))
+    ):
         return []
     kind = "creep" if end < lim.diverged * first else "rise"
     data: dict[str, Any] = dict(best=first, best_step=int(q.steps[lf[0]]), end=end, ratio=end / first, n=int(x.size))
@@ -1881,11 +1891,20 @@ def _short_creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[S
     return [_sym(q, kind, lf[1], **data)]
 
 
-def _rises_short(x: np.ndarray, lim: SymptomLimits) -> bool:
+def _accuracy_falls(run: Run, rows: np.ndarray, lim: SymptomLimits) -> bool:
+    """The training accuracy logged on every one of `rows` falls across them in an order noise makes
+    this rarely (`short_rise_p`): a second series that says the same as a rising loss."""
+    if not run.has("accuracy"):
+        return False
+    acc = run.col("accuracy")[rows]
+    return bool(np.isfinite(acc).all()) and rise_p_value(-acc) <= lim.short_rise_p
+
+
+def _rises_short(x: np.ndarray, lim: SymptomLimits, p: float | None = None) -> bool:
     """The median of the last two points >= (1 + `creep_min`) x that of the first two, and the
-    points' order rises more than noise allows (`rise_p_value` <= `short_rise_p`)."""
+    points' order rises more than noise allows (`rise_p_value` <= `p`, `short_rise_p` by default)."""
     first, end = float(np.median(x[:2])), float(np.median(x[-2:]))
-    return end >= (1 + lim.creep_min) * first and rise_p_value(x) <= lim.short_rise_p
+    return end >= (1 + lim.creep_min) * first and rise_p_value(x) <= (lim.short_rise_p if p is None else p)
 
 
 def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:
@@ -2449,8 +2468,18 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
     # loss must also rise clearly (>= 10%) to be a symptom, not merely fail to fall
     rise = LIMITS.tail_rise if float(v[-1]) < float(v[0]) else 1.0
     if float(np.max(v)) <= LIMITS.lr_tiny and x.size >= 3 and float(x[-1]) >= rise * float(x[0]):
+        if _warm_up_start(q, rows, v):
+            return []
         return [_sym(q, "lr_tiny", rows[0], lr=float(np.max(v)), first=float(x[0]), last=float(x[-1]))]
     return []
+
+
+def _warm_up_start(q: Quantities, rows: np.ndarray, v: np.ndarray) -> bool:
+    """An LR that climbs at every logged row (a warm-up under way: 2.5e-8, 5e-8, 7.5e-8, ...) over
+    fewer than `span_steps` steps: its first updates are tiny by design, too early to call it too low
+    (a warm-up that never ends shows over a longer log)."""
+    climbs = bool((np.diff(v) > 0).all()) and float(v[-1]) >= LIMITS.warm_lr_climb * float(v[0])
+    return climbs and int(q.steps[rows[-1]] - q.steps[rows[0]]) < LIMITS.span_steps
 
 
 def precision_of(run: Run) -> str | None:

@@ -936,9 +936,24 @@ def choose(parser: TextParser) -> dict[str, Any]:
         else [],
         "rivals": sorted({c[4].names[c[5]] for c in cands["component"]}) if rival else [],
         "eval": min(cands["eval"], key=lambda c: c[:4])[4:] if cands["eval"] else None,
-        "components": [c[4:] for c in cands["component"]] + parts,
+        "components": [c[4:] for c in cands["component"]] + parts + _other_losses(cands["train"], train),
         "parts": parts or of_parts,
     }
+
+
+def _other_losses(found: list[tuple[Any, ...]], train: tuple[Any, ...] | None) -> list[tuple[Template, int]]:
+    """The training losses of other lines than the chosen one, under names of their own (a GAN
+    script's `DLoss:nan` on its counter line beside the generator's `L_total:` line): kept apart as
+    components, so a NaN there is seen, never in the training loss. Not the chosen line's other slots
+    (its running average) nor a line printing the chosen name (a sibling of the same series)."""
+    if train is None:
+        return []
+    chosen = name_key(train[4].names[train[5]])
+    return [
+        (c[4], c[5])
+        for c in found
+        if c[4] is not train[4] and name_key(c[4].names[c[5]]) != chosen and c[4].text not in _NOT_LINES
+    ]
 
 
 def _policy(found: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
