@@ -1103,6 +1103,19 @@ def test_a_loss_on_another_line_than_the_chosen_one_is_kept_as_a_component(tmp_p
     assert "nonfinite_warning" in kinds
 
 
+def test_a_metric_class_named_for_a_cross_entropy_is_the_loss_even_on_one_line(tmp_path):
+    """Composer prints its training metric by class (`metrics/train/LanguageCrossEntropy: nan`): a
+    one-word name ending in CrossEntropy is the objective, so a paste cut at its first NaN line is read
+    with that NaN beside the other metric line, not refused; a name that merely holds it is not."""
+    text = "[metric][batch=0]: time/epoch: 2365 \n[metric][batch=0]: metrics/train/LanguageCrossEntropy: nan \n"
+    run = _read(tmp_path, text)
+    assert run.meta["loss_key"].endswith("LanguageCrossEntropy")
+    assert np.isnan(run.col("loss")).all()
+    from lossdoctor.sources.text_slots import _metric_named
+
+    assert _metric_named("tokencrossentropy") and not _metric_named("crossentropy_weight_decay")
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -880,10 +880,17 @@ _METRIC_HEADS = frozenset(
 )
 
 
+#: a one-word CamelCase metric class, lower-cased, that is a cross-entropy of some kind (`languagecrossentropy`,
+#: `tokencrossentropy`, `maskedcrossentropy`): the objective it scores
+_NAMED_CROSS_ENTROPY = re.compile(r"[a-z]+crossentropy")
+
+
 def _metric_named(n: str) -> bool:
     """Whether a name is an objective's metric (`train-logloss`, `training's l2`, `valid_1's
     binary_logloss`, `rmse`), not a name that merely ends like one (`Episode_Reward/lin_vel_z_l2`)."""
     last = _SET_SEP.split(n)[-1]
+    if _NAMED_CROSS_ENTROPY.fullmatch(last):
+        return True  # a metric class named for what it scores (Composer's `LanguageCrossEntropy`)
     words = last.split("_")
     if len(words) > 1 and words[-1] in _SET_TAILS:
         words = words[:-1]  # the set named after its metric (DeePMD-kit's `rmse_trn` / `rmse_val`)
