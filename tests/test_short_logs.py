@@ -429,3 +429,16 @@ def test_a_tiny_lr_that_climbs_at_every_row_of_a_short_log_is_a_warm_up_not_a_to
     assert "lr_tiny" in _kinds(steps, {"loss": loss, "lr": [1e-7] * 8})
     long = [s * LIMITS.span_steps for s in steps]
     assert "lr_tiny" in _kinds(long, {"loss": loss, "lr": [2.5e-8 * k for k in steps]})
+
+
+def test_one_print_at_caffes_clamp_ceiling_is_a_cross_entropy_out_of_range():
+    """Caffe's SoftmaxWithLoss prints 87.3365 (-ln FLT_MIN) when the true class's probability
+    underflowed: one such print names the loss a cross-entropy, above any vocabulary's range, so a
+    paste cut to its last line is an alarm whose evidence names the clamp; 87.1 from a loss of another
+    kind is no symptom."""
+    kinds = _kinds([20480, 20500], {"loss": [math.nan, 87.3365], "lr": [1e-4, 1e-4]})
+    assert "absurd" in kinds
+    r = diagnose_runs([from_columns([20480, 20500], {"loss": [math.nan, 87.3365], "lr": [1e-4, 1e-4]})])
+    assert r.findings and r.findings[0].severity in ("warning", "critical")
+    assert any(getattr(e, "key", "") == "diff.ev.clamped" for f in r.findings for e in f.evidence)
+    assert "absurd" not in _kinds([20480, 20500], {"loss": [math.nan, 87.1], "lr": [1e-4, 1e-4]})

@@ -451,6 +451,14 @@ _ABSURD_ROWS = (
     Row("after_sane", "lr_too_high", 0.8, "sane, then absurd: the weights were blown up by an update"),
     Row("after_sane", "grad_explosion", 0.6, "sane, then absurd: an exploding gradient reached the weights"),
     Row("lr_small", "lr_too_high", -0.8, "an LR of at most 1e-5 does not blow the weights up"),
+    Row(
+        "clamped",
+        "lr_too_high",
+        0.8,
+        "the loss is a clamp's ceiling (Caffe's 87.3365): the true class's probability underflowed "
+        "to 0, outputs that overflowed, as steps too large leave them",
+    ),
+    Row("clamped", "nonfinite_data", 0.4, "or a label outside the output's range: its probability is 0 at any weights"),
 )
 
 _ZERO_ROWS = (

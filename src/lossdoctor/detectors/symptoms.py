@@ -1216,7 +1216,8 @@ def _absurd(run: Run, q: Quantities) -> list[Symptom]:
     x = q.loss[lf]
     if x.size == 0:
         return _absurd_component(run, q)
-    ce = is_ce(run)
+    # a print at a cross-entropy's clamp ceiling (Caffe's 87.3365) says the loss is a cross-entropy
+    ce = is_ce(run) or _at_a_clamp(x).any()
     bad = np.abs(x) >= LIMITS.absurd
     if ce:
         # above any vocabulary's range after the first forward passes (before them an init's large
@@ -1336,6 +1337,11 @@ CLAMP_TOL = 1e-5
 #: points at one clamp's ceiling that make a constant loss: two prints of a value no measurement gives
 #: (three for any other value: `constant_points`)
 CLAMP_CONSTANT_POINTS = 2
+
+
+def _at_a_clamp(x: np.ndarray) -> np.ndarray:
+    """Which points of `x` sit at a clamp's ceiling (`CLAMP_CEILINGS`): only a cross-entropy prints one."""
+    return np.logical_or.reduce([np.abs(x - c) <= CLAMP_TOL * c for c, _ in CLAMP_CEILINGS])
 
 
 def _at_clamp(x: np.ndarray) -> bool:
