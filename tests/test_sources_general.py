@@ -1116,6 +1116,49 @@ def test_a_metric_class_named_for_a_cross_entropy_is_the_loss_even_on_one_line(t
     assert _metric_named("tokencrossentropy") and not _metric_named("crossentropy_weight_decay")
 
 
+def test_a_step_0_print_of_the_first_batch_over_the_whole_interval_is_no_loss(tmp_path):
+    """`cur_loss = total_loss / log_interval` printed at batch 0 (sentiment-discovery's `loss 5.54E-02 |
+    ppl 1.06` before `loss 4.13E+00` at batch 100, falling from there): kept as printed, judged as no
+    loss, so the run is no 'jump at step 100'; a first value the next is as many times above but that
+    the loss never comes back under (Graph WaveNet's 11.5 -> 377 and up) is a real jump."""
+    from lossdoctor.detectors.engine import diagnose_runs
+
+    line = "| epoch   1 | {b:5d}/ 1930 batches | lr 5.00E-04 | loss {v} | ppl 1.00\n"
+    vals = ("5.54E-02", "4.13E+00", "2.85E+00", "2.66E+00", "2.54E+00", "2.46E+00", "2.39E+00")
+    run = _read(tmp_path, "".join(line.format(b=100 * i, v=v) for i, v in enumerate(vals)))
+    assert run.meta["partial_interval_steps"] == [0]
+    assert _at(run, "loss")[0] == pytest.approx(0.0554)  # the row is the print, as the source shows it
+    assert not [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")]
+    up = ("11.5344", "377.55", "352.2685", "376.2829", "415.7277", "427.45", "403.1333")
+    jumped = _read(tmp_path, "".join(line.format(b=50 * i, v=v) for i, v in enumerate(up)))
+    assert "partial_interval_steps" not in jumped.meta
+    assert any(f.severity in ("warning", "critical") for f in diagnose_runs([jumped]).findings)
+
+
+def test_the_number_after_a_slash_is_never_the_epoch_the_word_after_it_names(tmp_path):
+    """tensorpack's end-of-epoch bar `|####| 100.00%, 109326/0 sec. train epoch 1, iter 10000/10000, loss
+    0.089837`: the `0` after the slash is a total the words after it seem to name; the epoch is the 1
+    after `epoch`, so the four epochs' losses sit at 10000, 20000, 30000, 40000, not all at 10000."""
+    line = "|####################| 100.00%, {s}/0 sec. train epoch {e}, iter 10000/10000, loss {v}, 0.09 batches/sec.\n"
+    rows = ((109326, 1, 0.089837), (108851, 2, 0.030459), (108510, 3, 0.030714), (108276, 4, 0.038624))
+    run = _read(tmp_path, "".join(line.format(s=s, e=e, v=v) for s, e, v in rows))
+    _same(_at(run, "loss"), {10000: 0.089837, 20000: 0.030459, 30000: 0.030714, 40000: 0.038624})
+
+
+def test_a_progress_bar_of_any_fill_is_one_line_shape(tmp_path):
+    """MonoCon's `| Progress [###   ][18.10%] | LR 0.000499 | Loss   6.9193 (  6.7222) |`: the bar's fill
+    grows with the progress, and each length is still the same line, so the nine prints are nine
+    losses (their values, not the running averages), not nine shapes of one print each."""
+    fills = (1, 3, 5, 7, 10, 12, 14, 16, 18)
+    vals = (6.0029, 6.9193, 7.5817, 6.245, 6.1504, 6.37, 6.2909, 6.9409, 5.5986)
+    text = "==== Epoch  20 / 200 ====\n" + "".join(
+        f"| Progress [{'#' * k}{' ' * (20 - k)}][{5.4 * k:5.2f}%] | LR 0.0005 | Loss   {v:.4f} (  6.7000) |\n"
+        for k, v in zip(fills, vals)
+    )
+    run = _read(tmp_path, text)
+    assert [round(float(v), 4) for v in run.col("loss")[run.logged("loss")]] == list(vals)
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -30,7 +30,13 @@ class Quantities:
 
     @cached_property
     def loss_logged(self) -> np.ndarray:
-        return self.run.logged("loss")
+        """Rows whose loss was logged, less the steps the reader found print no loss (a partial
+        logging interval's sum divided by the whole interval, `meta["partial_interval_steps"]`)."""
+        logged = self.run.logged("loss")
+        partial = self.run.meta.get("partial_interval_steps")
+        if partial:
+            logged = logged & ~np.isin(self.run.steps, np.asarray(partial, dtype=float))
+        return logged
 
     @cached_property
     def grad_norm(self) -> np.ndarray:

@@ -48,6 +48,12 @@ TEMPLATES = {
         "what comes before it",
         "每行在最后一个数字之后还有自由文本（样本、预测）：按其之前的部分归并行格式",
     ),
+    "text.partial_first": (
+        "the print at step 0 ({first}) is about {every} times below the next ({next}), one interval of {every} "
+        "steps on: a sum over the first batch divided by the whole interval, not a loss; it is not judged",
+        "step 0 的打印值（{first}）约为下一次（{next}，相隔 {every} 步）的 1/{every}：这是第一个 batch 的累计值除以整个"
+        "间隔，不是 loss，不参与判断",
+    ),
     "text.nan_placeholders": (
         "the training and the evaluation loss print `nan` in turn, each where the other has a value: read as "
         "empty cells (nothing logged), not as non-finite losses",

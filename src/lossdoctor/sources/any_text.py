@@ -693,7 +693,12 @@ def _shape_key(text: str, spans: Sequence[tuple[int, int]]) -> tuple[list[str], 
         parts.append(text[prev:a])
         prev = b
     parts.append(text[prev:])
-    return parts, "\x00".join(_SPACES.sub("", part) for part in parts)
+    return parts, "\x00".join(_SPACES.sub("", _BAR_FILL.sub("[]", part)) for part in parts)
+
+
+#: a progress bar's fill between brackets (`[#####               ]`, `[=====>....]`): its length changes
+#: with the progress, so one line printed at 7% and at 50% would otherwise be two shapes
+_BAR_FILL = re.compile(r"\[[#=>.*█▏▎▍▌▋▊▉░▒▓-]+ *\]|\[ +\]")
 
 
 def _shape(text: str) -> str:
@@ -1527,6 +1532,38 @@ def _hinted(order: list[int], hints: list[tuple[int, float]], count_back: bool =
     return steps if np.all(np.diff(steps) > 0) else None
 
 
+#: the next print over a step-0 print, as a share of the logging interval, that makes the step-0 print a
+#: partial interval's average (the first batch's loss divided by the interval: at least a quarter of it,
+#: at most twice, for a first batch above or somewhat below the next interval's mean)
+_PARTIAL_SHARE = (0.25, 2.0)
+#: intervals shorter than this leave a partial first print too close to a loss to tell apart
+_PARTIAL_MIN_EVERY = 10
+
+
+def _partial_first_interval(loss: dict[int, float]) -> tuple[float, float, int] | None:
+    """(first, next, interval) when the print at step 0 is a sum over the interval's first batch divided
+    by the whole interval (`cur_loss = total_loss / log_interval` printed at batch 0: `loss 5.54E-02 | ppl
+    1.06` before `loss 4.13E+00` at batch 100): the next print, one regular interval on, is about the
+    interval times it, and every print after the next is below the next (the run learns from there, as
+    one from its init does); that first value is no loss and would read as a jump to the second."""
+    steps = sorted(loss)
+    if len(steps) < 3 or steps[0] != 0:
+        return None
+    every = steps[1]
+    if every < _PARTIAL_MIN_EVERY or steps[2] - steps[1] != every:
+        return None
+    first, nxt = loss[0], loss[every]
+    if not (math.isfinite(first) and math.isfinite(nxt)) or first <= 0 or nxt <= 0:
+        return None
+    lo, hi = _PARTIAL_SHARE
+    if not lo * every <= nxt / first <= hi * every:
+        return None
+    # and the run learns from the second print on, as one from its init does: a loss that jumped from a
+    # real first value and stayed up (a divergence) does not fall below its second print
+    rest = [loss[s] for s in steps[2:]]
+    return (first, nxt, every) if all(math.isfinite(v) and v < nxt for v in rest) else None
+
+
 def _drop_not_logged(cols: dict[str, dict[int, float]]) -> None:
     """Remove the cells that said nothing was logged (`No log`: `NOT_LOGGED`) from every column."""
     for col in cols.values():
@@ -1583,6 +1620,10 @@ def build(parser: TextParser, what: str) -> Run:
     _nonfinite_components(components, comp_lines, cols, events, outside=meta.get("outside_sum", ()))
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
     _drop_not_logged(cols)
+    partial = _partial_first_interval(cols.get("loss", {}))
+    if partial is not None:  # kept as printed (a row of the log), judged as no loss (`partial_interval_steps`)
+        meta["partial_interval_steps"] = [0]
+        notes.append(Msg("text.partial_first", first=partial[0], next=partial[1], every=partial[2]))
     if _nan_placeholders(cols):
         notes.append(Msg("text.nan_placeholders"))
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)

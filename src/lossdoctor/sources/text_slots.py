@@ -696,7 +696,8 @@ def _steps_of(t: Template) -> tuple[np.ndarray | None, set[int], str]:
     ]
     of_total = _of_total(t, a, whole)
     counters = {k for j in of_total for k in (j, j + 1)}
-    epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES), None)
+    # (never the number after a slash: `109326/0 sec. train epoch 1` names the 1, the 0 is a total)
+    epoch = next((j for j in whole if _word(t.names[j]) in _EPOCH_NAMES and not (j and t.slash[j - 1])), None)
     totals = {j + 1 for j in of_total}  # `200/ 2983 batches`: the word after a total names the counter, not it
     named = [(k, j) for j in whole if (k := step_rank(t.names[j])) is not None and j != epoch and j not in totals]
     named = named or _running_total(t, a, whole, {epoch, *totals})
