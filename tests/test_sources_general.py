@@ -1159,6 +1159,18 @@ def test_a_progress_bar_of_any_fill_is_one_line_shape(tmp_path):
     assert [round(float(v), 4) for v in run.col("loss")[run.logged("loss")]] == list(vals)
 
 
+def test_a_csv_of_numbers_under_a_header_is_read_as_csv_whatever_its_suffix(tmp_path):
+    """A Lightning `metrics.csv` committed as `.txt`, its columns a GAN's two losses (no training name
+    alone): a header of names over comma-separated numbers is a CSV, read as one (the NaNs from step 0
+    kept), where the text readers found no series; a comma-separated sentence is no table."""
+    text = "step,epoch,train_disc_loss,train_gen_loss\n0,0,1.6e+24,nan\n1,0,nan,nan\n2,0,nan,nan\n"
+    run = _read(tmp_path, text, name="metrics.txt")
+    assert run.meta["format"] == "CSV log"
+    from lossdoctor.sources.tabular import _numeric_rows_under
+
+    assert not _numeric_rows_under(["loss went up, then down", "1,2", "3,4"])
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -673,12 +673,41 @@ def _sniff_csv(p: Path) -> bool:
     t = text_head(p, 8192)
     if t is None:
         return False
-    line = t.lstrip("\ufeff").split("\n", 1)[0]
+    lines = t.lstrip("\ufeff").split("\n")
+    line = lines[0]
     if line.lstrip().startswith(("{", "[")):
         return False
-    return any(line.count(d) >= 1 for d in ",\t") and trains(
-        map_names([c.strip() for c in re.split(r"[,\t]", line)]).used
-    )
+    if not any(line.count(d) >= 1 for d in ",\t"):
+        return False
+    return trains(map_names([c.strip() for c in re.split(r"[,\t]", line)]).used) or _numeric_rows_under(lines)
+
+
+#: rows under a header of names that make a text a table of numbers, whatever the file's name says
+_NUMERIC_ROWS = 2
+_NAME = re.compile(r"[A-Za-z_][\w./-]*")
+
+
+def _numeric_rows_under(lines: list[str]) -> bool:
+    """A header of names and, under it, rows of numbers with as many comma-separated fields (a Lightning `metrics.csv`
+    saved as `.txt` whose columns, `train_disc_loss` and `train_gen_loss`, name no training column
+    alone): a CSV whatever the file's suffix."""
+    # (commas only: a tab- or space-aligned table of numbers under its header is the general text
+    # reader's, which keeps the columns no training name maps as components)
+    names = [c.strip() for c in lines[0].split(",")]
+    if len(names) < 2 or not all(_NAME.fullmatch(n) for n in names):
+        return False
+    rows = [r for r in lines[1 : 1 + 2 * _NUMERIC_ROWS] if r.strip()][:_NUMERIC_ROWS]
+    return len(rows) == _NUMERIC_ROWS and all(_numbers(r.split(","), len(names)) for r in rows)
+
+
+def _numbers(cells: list[str], width: int) -> bool:
+    if len(cells) != width:
+        return False
+    try:
+        [float(c) for c in cells if c.strip()]
+    except ValueError:
+        return False
+    return any(c.strip() for c in cells)
 
 
 @reader("CSV log", _sniff_csv, priority=90)
