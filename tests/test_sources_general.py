@@ -1171,6 +1171,17 @@ def test_a_csv_of_numbers_under_a_header_is_read_as_csv_whatever_its_suffix(tmp_
     assert not _numeric_rows_under(["loss went up, then down", "1,2", "3,4"])
 
 
+def test_openpcdets_accumulated_iteration_is_the_step(tmp_path):
+    """OpenPCDet prints `epoch: 4/120, acc_iter=1100, cur_iter=15/271`: `acc_iter` counts the iterations
+    over every epoch, the global step (the epoch and the within-epoch counter are not)."""
+    line = "2022-10-23 03:18:58,579   INFO  epoch: {e}/120, acc_iter={a}, cur_iter={c}/271, batch_size=4, loss={v}, lr=0.00035\n"
+    rows = ((3, 1084, 270, 5.0307), (4, 1085, 0, 4.1177), (4, 1100, 15, 4.7449), (4, 1150, 65, 4.2571))
+    bars = "epochs:   3%|▎         | 4/120 [09:51<4:40:33, 145.12s/it]\ntrain:   0%|          | 0/271 [00:00<?, ?it/s]"
+    text = line.format(e=3, a=1084, c=270, v=5.0307) + bars  # the next epoch's bar glued to its first line
+    run = _read(tmp_path, text + "".join(line.format(e=e, a=a, c=c, v=v) for e, a, c, v in rows[1:]))
+    _same(_at(run, "loss"), {1084: 5.0307, 1085: 4.1177, 1100: 4.7449, 1150: 4.2571})
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -40,6 +40,8 @@ STEP_NAMES = (
     "trainer/global_step",
     "train/global_step",
     "current_steps",
+    "acc_iter",  # OpenPCDet's `acc_iter=1100` beside `cur_iter=15/271`: the iterations accumulated over epochs
+    "accumulated_iter",
     "global_step/max_steps",
     "step",
     "iteration",
