@@ -1182,6 +1182,18 @@ def test_openpcdets_accumulated_iteration_is_the_step(tmp_path):
     _same(_at(run, "loss"), {1084: 5.0307, 1085: 4.1177, 1100: 4.7449, 1150: 4.2571})
 
 
+def test_a_copula_takes_none_of_the_three_words_of_a_name(tmp_path):
+    """PaddleVideo's PredNet prints `avg loss so far is 0.1097`: the `is` joins the name to its value, so
+    the name's three words are `loss so far` (a loss), not `so far`; a name the three words already make
+    known stays as it is (`Current learning rate is 0.01` is the LR)."""
+    line = "Epoch 0, Step {s}, total used time {t} (s), avg loss so far is {v}. Current learning rate is 0.01\n"
+    rows = ((25, 0.1097), (50, 0.0823), (75, 0.0705), (100, 0.0648))
+    evaluation = "Epoch 0, val loss is 0.0477195605635643, val mse is 0.024224352091550827.\n"
+    run = _read(tmp_path, "".join(line.format(s=s, t=0.28 * s, v=v) for s, v in rows) + evaluation)
+    _same(_at(run, "loss"), dict(rows))  # (named `so far`, no loss: the time was taken for it)
+    _same(_at(run, "lr"), {s: 0.01 for s, _ in rows})
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -87,6 +87,8 @@ def counters_apart(text: str) -> str:
 #: the last one to three words before a slot (a name may hold `.`, `/`, `@`, `-`: `Tr.Loss`, `Acc@1`)
 #: (a possessive joins a set to its metric: LightGBM's `valid_1's binary_logloss: 0.55`)
 _NAME = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,2})[^A-Za-z0-9_]*$")  # a tab ends a name
+#: ... and a fourth when the last is a copula (`avg loss so far is 0.11`: the three words are `loss so far`)
+_NAME_OR_COPULA = re.compile(r"([A-Za-z_][\w./@-]*(?:'s)?(?: +[A-Za-z_][\w./@-]*){0,3})[^A-Za-z0-9_]*$")
 
 
 #: wrappers between a name and its number: `tensor(`, `np.float32(`, `array([`, quotes and `{`
@@ -448,8 +450,13 @@ def _prefix_name(piece: str, before: str) -> str:
         return _subject(before) if _BARE_SEP.match(piece) else ""
     name = _after_sentence(m.group(1).strip(" ./-"))  # a sentence before it is not its name
     words = name.split()
+    copula = bool(words) and words[-1].lower() in _COPULA
     while words and words[-1].lower() in _COPULA:
         words.pop()
+    if copula and not _known_name(words) and (longer := _NAME_OR_COPULA.search(piece)) is not None:
+        # the copula took one of the three words: `avg loss so far is 0.11` names `loss so far`
+        more = [w for w in _after_sentence(longer.group(1).strip(" ./-")).split() if w.lower() not in _COPULA]
+        words = more[-3:] if _known_name(more[-3:]) else words
     joint = [i for i, w in enumerate(words[:-1]) if w.lower() in _ENDS_WITH]
     if joint:  # `Training batch 28 ends with loss NaN`: the name is what comes after `with`
         words = words[joint[-1] + 1 :]
@@ -458,6 +465,12 @@ def _prefix_name(piece: str, before: str) -> str:
     if not words and name:  # `loss at epoch 3 is 0.41`: the subject before the counter
         return _subject(before)
     return " ".join(words)
+
+
+def _known_name(words: list[str]) -> bool:
+    """Whether words name a loss or a known column (`learning rate`), so no longer name is looked for."""
+    name = " ".join(words)
+    return bool(name) and ("loss" in name.lower() or column_for(name) is not None)
 
 
 #: a word that joins a sentence to the name of the number after it (`ends with loss`, `finished with
