@@ -1194,6 +1194,18 @@ def test_a_copula_takes_none_of_the_three_words_of_a_name(tmp_path):
     _same(_at(run, "lr"), {s: 0.01 for s, _ in rows})
 
 
+def test_a_learned_prefix_is_stripped_after_a_markdown_quote_on_the_first_line(tmp_path):
+    """A paste quoted on its first line only (`> 21-08-10 11:12:37.463 - INFO: <epoch:193, iter: 505,000,
+    ...> l_pix: 7.5744e-03`, GitHub's lazy continuation quotes the rest): the logging prefix the lines
+    repeat is stripped behind the `> ` too, so the first line is a row like the others."""
+    line = "21-08-10 11:{m:02d}:37.463 - INFO: <epoch:193, iter: {i}, lr:5.000e-05, , time:51.837> l_pix: {v}\n"
+    values = ("7.5744e-03", "7.7541e-03", "8.7734e-03", "7.4574e-03", "7.7654e-03", "9.4102e-03")
+    rows = tuple((505000 + 100 * k, v) for k, v in enumerate(values))  # (enough lines to learn the prefix from)
+    text = "".join(line.format(m=k, i=f"{i:,}", v=v) for k, (i, v) in enumerate(rows))
+    run = _read(tmp_path, "> " + text)
+    _same(_at(run, "loss"), {i: float(v) for i, v in rows})
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -188,7 +188,8 @@ def _pattern(shape: str) -> re.Pattern[bytes]:
             parts.append(_SLOT_PATTERN[tok])
         else:
             parts.append(re.escape(tok))
-    return re.compile(("(?m)^" + "".join(parts) + r"[ \t]?").encode())
+    # (after a Markdown quote's `> ` too: a paste quoted on its first line only, GitHub's lazy continuation)
+    return re.compile(("(?m)^(?:>[ \t]?)?" + "".join(parts) + r"[ \t]?").encode())
 
 
 class Stripped:
