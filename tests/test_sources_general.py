@@ -1206,6 +1206,26 @@ def test_a_learned_prefix_is_stripped_after_a_markdown_quote_on_the_first_line(t
     _same(_at(run, "loss"), {i: float(v) for i, v in rows})
 
 
+def test_nan_placeholders_in_a_table_read_without_its_header_are_empty_cells(tmp_path):
+    """An excerpt of casanovo's `_log_history` table cut below its header: `120000  nan  0.512935`,
+    `133760  0.596518  nan`: the guessed loss is `nan` exactly where the other unnamed column has a
+    value, so those cells are empty, not a NaN loss; a loss that stays `nan` is one."""
+    from lossdoctor.detectors.engine import diagnose_runs
+
+    rows = (
+        (120000, "nan", "0.512935"),
+        (133760, "0.596518", "nan"),
+        (140000, "nan", "0.459005"),
+        (160000, "0.55", "nan"),
+    )
+    run = _read(tmp_path, "".join(f"{s}\t{a}\t{b}\t\n" for s, a, b in rows))
+    _same(_at(run, "loss"), {133760: 0.596518, 160000: 0.55})
+    assert not [f for f in diagnose_runs([run]).findings if f.symptom == "nonfinite"]
+    stays = ((120000, "0.6", "0.51"), (133760, "0.59", "nan"), (140000, "nan", "0.45"), (160000, "nan", "nan"))
+    kept = _read(tmp_path, "".join(f"{s}\t{a}\t{b}\t\n" for s, a, b in stays))
+    assert math.isnan(_at(kept, "loss")[160000])
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -54,6 +54,11 @@ TEMPLATES = {
         "step 0 的打印值（{first}）约为下一次（{next}，相隔 {every} 步）的 1/{every}：这是第一个 batch 的累计值除以整个"
         "间隔，不是 loss，不参与判断",
     ),
+    "text.nan_placeholders_unnamed": (
+        "the guessed loss and another unnamed column print `nan` in turn, each where the other has a value: "
+        "read as empty cells (nothing logged), not as non-finite losses",
+        "猜测的 loss 列和另一个无名列轮流打印 `nan`，恰好在对方有值的那一行：按空单元格（未记录）读取，而不是当作非有限的 loss",
+    ),
     "text.nan_placeholders": (
         "the training and the evaluation loss print `nan` in turn, each where the other has a value: read as "
         "empty cells (nothing logged), not as non-finite losses",

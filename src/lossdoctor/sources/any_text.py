@@ -1578,18 +1578,41 @@ def _nan_placeholders(cols: dict[str, dict[int, float]]) -> bool:
     table's word for a cell with nothing in it, not a loss that overflowed. Those cells are dropped
     (not logged); True when they were."""
     train, ev = cols.get("loss"), cols.get("eval_loss")
-    if not train or not ev:
+    if not train or not ev or not _alternating(train, ev):
         return False
-    both = sorted(set(train) | set(ev))
-    gaps = [s for s in both if math.isnan(train.get(s, math.nan))]
-    if not gaps or any(math.isnan(ev.get(s, math.nan)) == math.isnan(train.get(s, math.nan)) for s in both):
-        return False  # a row with both (or neither) filled: not one table's two alternating kinds of row
-    if not any(math.isfinite(train[s]) for s in train if s > gaps[0]):
-        return False  # the loss never came back: a NaN that stayed is the run's, whatever the other column
     for col in (train, ev):
         for s in [s for s, v in col.items() if math.isnan(v)]:
             del col[s]
     return True
+
+
+def _alternating(train: dict[int, float], other: dict[int, float]) -> bool:
+    """Whether two columns of one table are each `nan` exactly where the other has a value, and the
+    training one finite again after its first `nan` (`_nan_placeholders`)."""
+    both = sorted(set(train) | set(other))
+    gaps = [s for s in both if math.isnan(train.get(s, math.nan))]
+    if not gaps or any(math.isnan(other.get(s, math.nan)) == math.isnan(train.get(s, math.nan)) for s in both):
+        return False  # a row with both (or neither) filled: not one table's two alternating kinds of row
+    # (the loss never came back: a NaN that stayed is the run's, whatever the other column)
+    return any(math.isfinite(train[s]) for s in train if s > gaps[0])
+
+
+def _unnamed_placeholders(picked: dict[str, Any], place: Placed, cols: dict[str, dict[int, float]]) -> bool:
+    """The same alternation in a table read without its header (an excerpt of casanovo's `_log_history`
+    cut below it: `120000  nan  0.512935`, `133760  0.596518  nan`): the guessed loss's `nan` cells, where
+    another unnamed value of its line is filled, are empty cells, dropped; True when they were."""
+    loss = cols.get("loss")
+    if not picked["guessed"] or picked["loss"] is None or not loss:
+        return False
+    t, j = picked["loss"]
+    steps = place.of(t).tolist()
+    for k in (k for k, n in enumerate(t.names) if not n and k != j):
+        other = {int(s): float(r[k]) for s, r in zip(steps, t.rows)}
+        if _alternating(loss, other):
+            for s in [s for s, v in loss.items() if math.isnan(v)]:
+                del loss[s]
+            return True
+    return False
 
 
 def build(parser: TextParser, what: str) -> Run:
@@ -1626,6 +1649,8 @@ def build(parser: TextParser, what: str) -> Run:
         notes.append(Msg("text.partial_first", first=partial[0], next=partial[1], every=partial[2]))
     if _nan_placeholders(cols):
         notes.append(Msg("text.nan_placeholders"))
+    elif _unnamed_placeholders(picked, place, cols):
+        notes.append(Msg("text.nan_placeholders_unnamed"))
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
     arrays = {k: np.array([c.get(s, np.nan) for s in steps.tolist()]) for k, c in cols.items()}
     logged = {k: np.array([s in c for s in steps.tolist()]) for k, c in cols.items()}
