@@ -1586,6 +1586,22 @@ def _nan_placeholders(cols: dict[str, dict[int, float]]) -> bool:
     return True
 
 
+def _no_loss_cells(
+    picked: dict[str, Any], place: Placed, cols: dict[str, dict[int, float]], meta: dict[str, Any], notes: list[Msg]
+) -> None:
+    """Cells that print no value: `No log` words, `nan` placeholders of a table's alternating rows
+    (dropped), a step-0 print of a partial interval (kept as printed, judged as no loss)."""
+    _drop_not_logged(cols)
+    partial = _partial_first_interval(cols.get("loss", {}))
+    if partial is not None:  # kept as printed (a row of the log), judged as no loss (`partial_interval_steps`)
+        meta["partial_interval_steps"] = [0]
+        notes.append(Msg("text.partial_first", first=partial[0], next=partial[1], every=partial[2]))
+    if _nan_placeholders(cols):
+        notes.append(Msg("text.nan_placeholders"))
+    elif _unnamed_placeholders(picked, place, cols):
+        notes.append(Msg("text.nan_placeholders_unnamed"))
+
+
 def _alternating(train: dict[int, float], other: dict[int, float]) -> bool:
     """Whether two columns of one table are each `nan` exactly where the other has a value, and the
     training one finite again after its first `nan` (`_nan_placeholders`)."""
@@ -1642,15 +1658,7 @@ def build(parser: TextParser, what: str) -> Run:
     _event_columns(parser, place, cols, events, events_only=main is not picked["main"])
     _nonfinite_components(components, comp_lines, cols, events, outside=meta.get("outside_sum", ()))
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
-    _drop_not_logged(cols)
-    partial = _partial_first_interval(cols.get("loss", {}))
-    if partial is not None:  # kept as printed (a row of the log), judged as no loss (`partial_interval_steps`)
-        meta["partial_interval_steps"] = [0]
-        notes.append(Msg("text.partial_first", first=partial[0], next=partial[1], every=partial[2]))
-    if _nan_placeholders(cols):
-        notes.append(Msg("text.nan_placeholders"))
-    elif _unnamed_placeholders(picked, place, cols):
-        notes.append(Msg("text.nan_placeholders_unnamed"))
+    _no_loss_cells(picked, place, cols, meta, notes)
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
     arrays = {k: np.array([c.get(s, np.nan) for s in steps.tolist()]) for k, c in cols.items()}
     logged = {k: np.array([s in c for s in steps.tolist()]) for k, c in cols.items()}
