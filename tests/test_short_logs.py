@@ -442,3 +442,14 @@ def test_one_print_at_caffes_clamp_ceiling_is_a_cross_entropy_out_of_range():
     assert r.findings and r.findings[0].severity in ("warning", "critical")
     assert any(getattr(e, "key", "") == "diff.ev.clamped" for f in r.findings for e in f.evidence)
     assert "absurd" not in _kinds([20480, 20500], {"loss": [math.nan, 87.1], "lr": [1e-4, 1e-4]})
+
+
+def test_one_signed_point_out_of_all_the_others_is_a_spike_with_no_history_before_it():
+    """WaveGlow's negative log-likelihood cut to four prints, -4.32, 4191.68, -2.41, -2.91: one point
+    before the jump is no history, but the other three, before and after it, are its level; 4191 is a
+    spike the run came back from (its own sentence); the same point opening the log is a run coming down."""
+    r = diagnose_runs([from_columns([78600, 78620, 78640, 78660], {"loss": [-4.3225, 4191.6836, -2.4086, -2.9081]})])
+    f = r.findings[0]
+    assert (f.symptom, f.step, f.severity) == ("spike", 78620, "warning")
+    assert any(getattr(e, "key", "") == "diff.what.signed_one_out" for e in f.evidence)
+    assert "spike" not in _kinds([78600, 78620, 78640, 78660], {"loss": [4191.6836, -4.3225, -2.4086, -2.9081]})

@@ -1528,6 +1528,10 @@ def _what_special(sym: Symptom, d: dict[str, Any]) -> Msg | None:
         return Msg(
             "diff.what.spike_opening", loss=d["loss"], step=sym.step, ratio=d["ratio"], base=d["base"], after=d["after"]
         )
+    if sym.kind == "spike" and d.get("one_out"):
+        return Msg(
+            "diff.what.signed_one_out", loss=d["loss"], step=sym.step, sigmas=d["sigmas"], base=d["base"], n=d["n"]
+        )
     if sym.kind in ("spike", "jump_stayed") and d.get("signed"):
         after = Msg("diff.what.signed_after", level=d["level_after"]) if d["level_after"] is not None else ""
         return Msg(

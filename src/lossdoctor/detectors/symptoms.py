@@ -790,7 +790,44 @@ def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimit
                 level_after=float(np.median(after)) if after.size else None,
             )
         ]
-    return []
+    return _signed_one_out(q, lf, x, lim)
+
+
+def _signed_one_out(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """With fewer than `signed_before` points before it, one point inside the log out of all the others
+    (>= `signed_before` of them, before and after it) by the same bars: an excerpt of WaveGlow's negative
+    log-likelihood, -4.32, 4191.68, -2.41, -2.91, shows a spike the run came back from with no history
+    before it. Not the first point (a start above the rest is a run coming down) nor the last."""
+    j = int(np.argmax(x))
+    others = np.delete(x, j)
+    if not 0 < j < x.size - 1 or others.size < lim.signed_before:
+        return []
+    med = float(np.median(others))
+    sigma = max(1.4826 * float(np.median(np.abs(others - med))), lim.signed_floor * max(abs(med), 1e-12))
+    rise = float(x[j]) - med
+    size = max(abs(med), sigma, float(np.max(np.abs(others - med))))
+    if rise < lim.spike_z * sigma or rise < lim.huge_jump * size:
+        return []
+    after = x[j + 1 :]
+    return [
+        _sym(
+            q,
+            "spike",
+            lf[j],
+            loss=float(x[j]),
+            base=med,
+            ratio=rise / size,
+            recovered=bool((after - med <= lim.rise_z * sigma).any()),
+            before=int(j),
+            after=int(after.size),
+            climb=False,
+            signed=True,
+            sigmas=rise / sigma,
+            level_after=float(np.median(after)),
+            one_out=True,
+            n=int(others.size),
+        )
+    ]
 
 
 def _level_shift(q: Quantities, lf: np.ndarray, lx: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:

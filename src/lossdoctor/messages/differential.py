@@ -62,6 +62,12 @@ TEMPLATES = {
         "{before} points before it{after}",
         "loss 在 step {step} 跳到 {loss}，比之前 {before} 个点的中位数 {base} 高出 {sigmas} 个稳健标准差{after}",
     ),
+    "diff.what.signed_one_out": (
+        "the loss jumped to {loss} at step {step}, {sigmas} robust sigmas above the median {base} of the {n} "
+        "other points of the log, before and after it, which stay in range: a spike the run came back from",
+        "loss 在 step {step} 跳到 {loss}，比日志中其前后另外 {n} 个点的中位数 {base} 高出 {sigmas} 个稳健标准差，"
+        "这些点都在正常范围内：训练从这次尖峰中恢复了",
+    ),
     "diff.what.signed_after": (
         "; after it the loss sat at {level} (median)",
         "；之后 loss 停在 {level}（中位数）",
