@@ -403,7 +403,7 @@ def test_a_low_first_batch_after_the_start_is_no_start_to_have_jumped_from(tmp_p
     assert alarm.cause == "lr_too_high" and alarm.evidence[0].key == "lr.high.jumped"
 
 
-def _kinds(steps, cols, meta=None) -> set[str]:
+def _sym_kinds(steps, cols, meta=None) -> set[str]:
     return {s.kind for s in symptoms_of(Quantities(from_columns(steps, cols, meta=meta or {})))}
 
 
@@ -415,9 +415,9 @@ def test_a_five_epoch_climb_whose_top_is_its_last_point_is_a_creep_when_the_accu
     steps = [250_000, 300_000, 350_000, 400_000, 450_000]  # an excerpt from epoch 5 on, 50,000 samples an epoch
     loss = [1.1043, 1.1402, 1.1855, 1.2136, 1.2371]
     falling = [0.6293, 0.6204, 0.6111, 0.6026, 0.5952]
-    assert "creep" in _kinds(steps, {"loss": loss, "accuracy": falling})
-    assert "creep" not in _kinds(steps, {"loss": loss, "accuracy": [0.62, 0.63, 0.61, 0.64, 0.62]})
-    assert "creep" not in _kinds(steps, {"loss": loss})
+    assert "creep" in _sym_kinds(steps, {"loss": loss, "accuracy": falling})
+    assert "creep" not in _sym_kinds(steps, {"loss": loss, "accuracy": [0.62, 0.63, 0.61, 0.64, 0.62]})
+    assert "creep" not in _sym_kinds(steps, {"loss": loss})
 
 
 def test_a_tiny_lr_that_climbs_at_every_row_of_a_short_log_is_a_warm_up_not_a_too_low_lr():
@@ -425,10 +425,10 @@ def test_a_tiny_lr_that_climbs_at_every_row_of_a_short_log_is_a_warm_up_not_a_to
     loss at a constant 1e-7, or a climb over more than `span_steps` steps, is a too-low LR."""
     loss = [0.2065, 0.2161, 0.2513, 0.2632, 0.2231, 0.2124, 0.2633, 0.2363]
     steps = list(range(1, 9))
-    assert "lr_tiny" not in _kinds(steps, {"loss": loss, "lr": [2.5e-8 * k for k in steps]})
-    assert "lr_tiny" in _kinds(steps, {"loss": loss, "lr": [1e-7] * 8})
+    assert "lr_tiny" not in _sym_kinds(steps, {"loss": loss, "lr": [2.5e-8 * k for k in steps]})
+    assert "lr_tiny" in _sym_kinds(steps, {"loss": loss, "lr": [1e-7] * 8})
     long = [s * LIMITS.span_steps for s in steps]
-    assert "lr_tiny" in _kinds(long, {"loss": loss, "lr": [2.5e-8 * k for k in steps]})
+    assert "lr_tiny" in _sym_kinds(long, {"loss": loss, "lr": [2.5e-8 * k for k in steps]})
 
 
 def test_one_print_at_caffes_clamp_ceiling_is_a_cross_entropy_out_of_range():
@@ -436,12 +436,12 @@ def test_one_print_at_caffes_clamp_ceiling_is_a_cross_entropy_out_of_range():
     underflowed: one such print names the loss a cross-entropy, above any vocabulary's range, so a
     paste cut to its last line is an alarm whose evidence names the clamp; 87.1 from a loss of another
     kind is no symptom."""
-    kinds = _kinds([20480, 20500], {"loss": [math.nan, 87.3365], "lr": [1e-4, 1e-4]})
+    kinds = _sym_kinds([20480, 20500], {"loss": [math.nan, 87.3365], "lr": [1e-4, 1e-4]})
     assert "absurd" in kinds
     r = diagnose_runs([from_columns([20480, 20500], {"loss": [math.nan, 87.3365], "lr": [1e-4, 1e-4]})])
     assert r.findings and r.findings[0].severity in ("warning", "critical")
     assert any(getattr(e, "key", "") == "diff.ev.clamped" for f in r.findings for e in f.evidence)
-    assert "absurd" not in _kinds([20480, 20500], {"loss": [math.nan, 87.1], "lr": [1e-4, 1e-4]})
+    assert "absurd" not in _sym_kinds([20480, 20500], {"loss": [math.nan, 87.1], "lr": [1e-4, 1e-4]})
 
 
 def test_one_signed_point_out_of_all_the_others_is_a_spike_with_no_history_before_it():
@@ -452,4 +452,4 @@ def test_one_signed_point_out_of_all_the_others_is_a_spike_with_no_history_befor
     f = r.findings[0]
     assert (f.symptom, f.step, f.severity) == ("spike", 78620, "warning")
     assert any(getattr(e, "key", "") == "diff.what.signed_one_out" for e in f.evidence)
-    assert "spike" not in _kinds([78600, 78620, 78640, 78660], {"loss": [4191.6836, -4.3225, -2.4086, -2.9081]})
+    assert "spike" not in _sym_kinds([78600, 78620, 78640, 78660], {"loss": [4191.6836, -4.3225, -2.4086, -2.9081]})
