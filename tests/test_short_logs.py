@@ -453,3 +453,42 @@ def test_one_signed_point_out_of_all_the_others_is_a_spike_with_no_history_befor
     assert (f.symptom, f.step, f.severity) == ("spike", 78620, "warning")
     assert any(getattr(e, "key", "") == "diff.what.signed_one_out" for e in f.evidence)
     assert "spike" not in _sym_kinds([78600, 78620, 78640, 78660], {"loss": [4191.6836, -4.3225, -2.4086, -2.9081]})
+
+
+def test_a_flat_loss_print_while_the_accuracy_climbs_is_no_too_low_lr(tmp_path):
+    """fairseq prints its loss to three decimals (0.264 -> 0.261 over ten prints) at an LR below 2e-6
+    while its accuracy climbs 27.4 -> 36.4: the model learns, so no flat-loss finding; the same prints
+    with the accuracy flat are the too-low LR."""
+    head = "[2022-06-06 09:18:01,393][fairseq.trainer][INFO] - begin training epoch 1\n"
+    line = (
+        '[2022-06-06 09:18:44,886][train_inner][INFO] - {{"epoch": 1, "loss": "{x}", "accuracy": "{a}", '
+        '"num_updates": "{s}", "lr": "{lr:.3e}", "gnorm": "{g}"}}\n'
+    )
+    loss = (0.264, 0.264, 0.263, 0.262, 0.262, 0.261, 0.262, 0.261, 0.261, 0.261)
+    gn = (0.149, 0.14, 0.138, 0.14, 0.139, 0.137, 0.134, 0.133, 0.135, 0.131)
+    lrs = [1.099e-6 + 1e-7 * k for k in range(10)]
+
+    def causes(acc, name):
+        rows = zip(range(200, 2001, 200), loss, acc, lrs, gn)
+        p = tmp_path / name
+        p.write_text(head + "".join(line.format(s=s, x=x, a=a, lr=lr, g=g) for s, x, a, lr, g in rows))
+        return {f.cause for f in diagnose_runs(load_path(p)).findings if f.severity != "info"}
+
+    assert "lr_too_low" not in causes((27.4, 27.8, 29.0, 29.6, 31.1, 32.5, 32.8, 34.7, 36.6, 36.4), "climbs.log")
+    assert "lr_too_low" in causes((27.4, 27.1, 27.5, 27.3, 27.4, 27.2, 27.6, 27.3, 27.4, 27.5), "flat.log")
+
+
+def test_an_lr_still_climbing_into_the_usual_range_at_a_pastes_end_is_a_warm_up_under_way(tmp_path):
+    """OpenNMT's Noam schedule printed to step 5000 of an 8000-step warm-up: the LR rises at every print
+    to 6.2e-4, which is where warm-ups go; a pasted excerpt need not end with its run, so that is no
+    warm-up that never ends. One that stays below every usual peak (1e-7 -> 5e-6) still is."""
+    line = "[2020-06-01 10:00:00,000 INFO] Step {s}/100000; acc:  {a:.2f}; ppl: 99.0; xent: {x:.2f}; lr: {lr:.8f}\n"
+
+    def text(top):
+        return "".join(line.format(s=100 * k, a=4 + 0.6 * k, x=7.4 - 0.08 * k, lr=top * k / 50) for k in range(1, 51))
+
+    for name, top, expect in (("noam.log", 6.2e-4, False), ("tiny.log", 5e-6, True)):
+        p = tmp_path / name
+        p.write_text(text(top))
+        found = {f.cause for f in diagnose_runs(load_path(p)).findings}
+        assert ("lr_schedule_error" in found) == expect, (name, found)

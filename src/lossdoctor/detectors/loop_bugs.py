@@ -93,6 +93,7 @@ from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
 from .base import detector
+from .learning_rate import PRINTED_SOURCES
 from .quantities import Quantities
 from .scalars import progress_kind
 
@@ -312,6 +313,10 @@ class EndlessWarmupThresholds:
     #: a step down by more than this share of the last LR is a fall (float noise of a logged LR
     #: is far below it): a schedule that ends its warm-up
     fall_tol: float = 1e-9
+    #: in printed text (an excerpt, whose end need not be the run's), an LR that has climbed to this is a
+    #: warm-up on its way to an ordinary peak (OpenNMT's Noam schedule at 6.2e-4 by step 5000 of 8000), not
+    #: one that never ends: the lowest usual peak of the Adam family (`lr_usual.USUAL_LR`)
+    usual_peak: float = 1e-5
 
 
 WARMUP = EndlessWarmupThresholds()
@@ -334,6 +339,8 @@ def endless_warmup(run: Run, q: Quantities) -> list[Finding]:
     n = int(q.steps[idx[-1]]) + 1
     if n <= _configured_warmup(run):  # a warm-up still running as configured (seen live, or a log cut early)
         return []
+    if run.source in PRINTED_SOURCES and hi >= WARMUP.usual_peak:
+        return []  # a pasted excerpt need not end with its run: an LR climbing into the usual range is a warm-up
     if _planned_longer_live(run, n):
         return []
     evidence: list[str] = [Msg("bugs.warmup.never_ends", a=lo, b=hi, n=n)]

@@ -184,6 +184,28 @@ def _tiny_sgd_step(run: Run, q: Quantities, lf: np.ndarray, lr: float | None, gn
     return step if 0 < step <= TINY_SGD_STEP else None  # a zero gradient is another story
 
 
+#: a training accuracy whose last third's median is at least this much above its first third's (relative),
+#: and by more than 3 standard errors of the two medians, climbs: the model learns (fairseq's accuracy
+#: 27.4 -> 36.4 over ten prints while its loss printed 0.264 -> 0.261)
+ACC_CLIMB = 0.1
+#: ... over at least this many accuracy points, and by this many standard errors of the two medians
+ACC_POINTS = 10
+ACC_SE = 3.0
+
+
+def _accuracy_climbs(run: Run, rows: np.ndarray) -> bool:
+    """The training accuracy logged on `rows` climbs over them (`ACC_CLIMB`)."""
+    if not run.has("accuracy"):
+        return False
+    a = run.col("accuracy")[rows]
+    a = a[np.isfinite(a)]
+    if a.size < ACC_POINTS:
+        return False
+    k = max(2, a.size // 3)
+    first, last = float(np.median(a[:k])), float(np.median(a[-k:]))
+    return first > 0 and last >= (1 + ACC_CLIMB) * first and last - first > ACC_SE * _median_se(a[:k], a[-k:])
+
+
 @detector("flat_loss", needs=("loss",))
 @with_lr_evidence
 def flat_loss(run: Run, q: Quantities) -> list[Finding]:
@@ -211,6 +233,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     se = _median_se(x[:k], x[-k:]) if n >= 30 else 0.0
     if first <= 0 or (last < 0.97 * first and first - last > 3 * se) or last <= 0.05 * q.loss_start:
         return []  # it fell, or it converged (to <= 5% of its start) within the first third
+    if _accuracy_climbs(run, lf):
+        return []  # the model gets better at its task while the loss's print hardly moves: it learns
     f = _flat_facts(run, q, lf, x)
     if f.lr == 0 and not shows_run_start(run, q):
         return []  # a schedule's end: its LR reached 0, nothing moves by design (`learning_rate.lr_schedule_error`)

@@ -605,7 +605,10 @@ def jump_at(
         # when training goes wrong); mid-run, two high single-batch losses after one low are its noise
         stays = not trend and j + 1 < lx.size and lx[j + 1] - med >= math.log(lim.few_ratio)
         extra = 1.0 if k == 1 and not stays else 0.0
-        ok = ratio >= lim.few_ratio + extra and lx[j] - top >= math.log(lim.few_over_max)
+        # (and above their largest by more than they spread among themselves: two single-batch losses of
+        # 0.007 and 3.7e-5 before 0.019 show a log that swings x190 between prints, no jump)
+        spread = top - float(np.min(lx[max(0, j - lim.history) : j]))
+        ok = ratio >= lim.few_ratio + extra and lx[j] - top >= max(math.log(lim.few_over_max), spread)
         # the evaluation's loss jumping at the same point is a second measurement of one event: with
         # it, a jump of the usual size is no draw of the training loss's noise (nnU-Net's epoch means:
         # train 0.12 -> 0.60 while validation went 0.48 -> 3.64)
