@@ -492,3 +492,12 @@ def test_an_lr_still_climbing_into_the_usual_range_at_a_pastes_end_is_a_warm_up_
         p.write_text(text(top))
         found = {f.cause for f in diagnose_runs(load_path(p)).findings}
         assert ("lr_schedule_error" in found) == expect, (name, found)
+
+
+def test_a_jump_over_two_points_must_clear_their_own_spread():
+    """C3D's single-batch Caffe losses 0.00697, 3.7e-5, then 0.0189: the two before it already differ
+    x190, so 0.0189 (x2.7 over the larger) is the log's noise, not a jump; 8.5, 5.3, then 322 still is."""
+    c3d = [0.00696523, 3.70235e-05, 0.0188635, 0.0098978, 0.039086, 0.0021823, 0.0851032, 0.00216, 0.00296]
+    steps = list(range(20020, 20020 + 20 * len(c3d), 20))
+    assert not {"jump_stayed", "spike"} & _sym_kinds(steps, {"loss": c3d})
+    assert {"jump_stayed", "spike"} & _sym_kinds([1000, 1100, 1200, 1300], {"loss": [8.5, 5.3, 322.0, 310.0]})
