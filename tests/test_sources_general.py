@@ -1226,6 +1226,17 @@ def test_nan_placeholders_in_a_table_read_without_its_header_are_empty_cells(tmp
     assert math.isnan(_at(kept, "loss")[160000])
 
 
+def test_a_count_and_its_unit_between_a_name_and_its_value_name_the_count_only():
+    """CTR-GCN's `Mean test loss of 8 batches: 0.567`: the 8 counts batches, the 0.567 is the test loss
+    (it was read as an evaluation loss of 8)."""
+    from lossdoctor.sources.text_slots import NUMBER, slot_names
+
+    text = "Mean test loss of 8 batches: 0.5670568151399493."
+    assert slot_names(text, [m.span() for m in NUMBER.finditer(text)]) == ["batches", "test loss"]
+    plain = "loss of the model: 0.5"  # no count between: nothing moves
+    assert slot_names(plain, [m.span() for m in NUMBER.finditer(plain)]) == ["of the model"]
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

@@ -237,6 +237,20 @@ def _names_in_front(pieces: list[str]) -> list[str]:
     return names
 
 
+#: `NAME of N UNITS:` (CTR-GCN's `Mean test loss of 8 batches: 0.567`): a count with its unit, then the value
+_OF_COUNT = re.compile(r"^(.*\S)\s+of\s*$", re.IGNORECASE)
+_COUNT_UNIT = re.compile(r"^\s+[A-Za-z]+s\s*[:=]\s*$")
+
+
+def _counted_over(pieces: list[str], names: list[str]) -> None:
+    """A name ending in `of` before a count and its plural unit and a separator (`Mean test loss of 8
+    batches: 0.567`): the count is the unit's (`batches`), the name is the value's after the separator."""
+    for i in range(len(names) - 1):
+        m = _OF_COUNT.match(names[i])
+        if m is not None and _COUNT_UNIT.match(pieces[i + 1]):
+            names[i], names[i + 1] = pieces[i + 1].strip(" :=\t"), m.group(1)
+
+
 def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     """The name of each number of a line: the words in front of it (a copula dropped: `Loss is
     2.3` is `Loss`); for a number with none, the words right after it up to a separator (Darknet's
@@ -246,6 +260,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     pieces = [text[(spans[i - 1][1] if i else 0) : a] for i, (a, _) in enumerate(spans)]
     pieces.append(text[spans[-1][1] :] if spans else text)
     names = _names_in_front(pieces)
+    _counted_over(pieces, names)
     _counted_values(text, spans, pieces, names)
     _tuple_names(spans, pieces, names)
     _labelled_total(pieces, names)
