@@ -767,12 +767,10 @@ def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimit
     log's end), `jump_stayed` when it stays up."""
     for j in range(lim.signed_before, x.size):
         prev = x[max(0, j - lim.history) : j]
-        med = float(np.median(prev))
-        sigma = max(1.4826 * float(np.median(np.abs(prev - med))), lim.signed_floor * max(abs(med), 1e-12))
-        rise = float(x[j]) - med
-        size = max(abs(med), sigma, float(np.max(np.abs(prev - med))))
-        if rise < lim.spike_z * sigma or rise < lim.huge_jump * size:
+        bar = _signed_out(float(x[j]), prev, lim)
+        if bar is None:
             continue
+        med, sigma, rise, size = bar
         after = x[j + 1 :]
         one_point = bool(after.size == 0 or after[0] - med <= lim.signed_back * rise)
         back = None if after.size == 0 else bool((after - med <= lim.rise_z * sigma).any())
@@ -796,6 +794,16 @@ def _signed_jump(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimit
     return _signed_one_out(q, lf, x, lim)
 
 
+def _signed_out(v: float, ref: np.ndarray, lim: SymptomLimits) -> tuple[float, float, float, float] | None:
+    """(median, robust sigma, rise, size) of a signed point `v` over the points `ref` it is judged against,
+    when its rise clears `spike_z` sigmas and `huge_jump` x their own size (`_signed_jump`); else None."""
+    med = float(np.median(ref))
+    sigma = max(1.4826 * float(np.median(np.abs(ref - med))), lim.signed_floor * max(abs(med), 1e-12))
+    rise = v - med
+    size = max(abs(med), sigma, float(np.max(np.abs(ref - med))))
+    return None if rise < lim.spike_z * sigma or rise < lim.huge_jump * size else (med, sigma, rise, size)
+
+
 def _signed_one_out(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLimits = LIMITS) -> list[Symptom]:
     """With fewer than `signed_before` points before it, one point inside the log out of all the others
     (>= `signed_before` of them, before and after it) by the same bars: an excerpt of WaveGlow's negative
@@ -805,12 +813,10 @@ def _signed_one_out(q: Quantities, lf: np.ndarray, x: np.ndarray, lim: SymptomLi
     others = np.delete(x, j)
     if not 0 < j < x.size - 1 or others.size < lim.signed_before:
         return []
-    med = float(np.median(others))
-    sigma = max(1.4826 * float(np.median(np.abs(others - med))), lim.signed_floor * max(abs(med), 1e-12))
-    rise = float(x[j]) - med
-    size = max(abs(med), sigma, float(np.max(np.abs(others - med))))
-    if rise < lim.spike_z * sigma or rise < lim.huge_jump * size:
+    bar = _signed_out(float(x[j]), others, lim)
+    if bar is None:
         return []
+    med, sigma, rise, size = bar
     after = x[j + 1 :]
     return [
         _sym(
