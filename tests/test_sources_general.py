@@ -1237,6 +1237,21 @@ def test_a_count_and_its_unit_between_a_name_and_its_value_name_the_count_only()
     assert slot_names(plain, [m.span() for m in NUMBER.finditer(plain)]) == ["of the model"]
 
 
+def test_a_table_cell_holding_a_list_of_numbers_is_their_sum(tmp_path):
+    """DeepXDE prints one loss per term of its objective in brackets under a header of names pasted
+    with an opening backtick: `0   [5.47e+03]   [6.44e+03]   [1.00e+00]`; a cell's list is the total
+    (its sum), and the `[nan]` rows are the run's NaN from step 2000."""
+    text = (
+        "`Step      Train loss              Test loss               Test metric\n"
+        "0         [5.00e+03, 4.70e+02]    [6.44e+03, 1.00e+00]    [1.00e+00]\n"
+        "1000      [5.47e+03, 1.00e+00]    [6.44e+03, 2.00e+00]    [1.00e+00]\n"
+        "2000      [nan, nan]              [nan, nan]              [nan]\n"
+        "3000      [nan, nan]              [nan, nan]              [nan]\n"
+    )
+    run = _read(tmp_path, text, name="train.md")
+    _same(_at(run, "loss"), {0: 5470.0, 1000: 5471.0, 2000: math.nan, 3000: math.nan})
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

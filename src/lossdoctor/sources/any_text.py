@@ -852,6 +852,8 @@ def _cell(c: str) -> float | None:
         return NOT_LOGGED
     if _CLOCK.match(s):
         return float("nan")  # a duration column (fastai's `00:12`)
+    if s[:1] == "[" and s[-1:] == "]":
+        return _listed(s[1:-1])
     m = _CELL_NUMBER.match(s) or _CELL_COUNTER.match(s)
     if m is None:
         return None
@@ -859,6 +861,17 @@ def _cell(c: str) -> float | None:
         return float(m.group(1))
     except ValueError:
         return None
+
+
+def _listed(inner: str) -> float | None:
+    """A cell holding a list of numbers (DeepXDE's `[5.47e+03]`, `[1.2e-01, 3.4e-02]`: one loss per
+    term of the objective): their sum, the total (NaN when one is); None when an item is no number."""
+    items = [x for x in re.split(r"[,\s]+", inner.strip()) if x]
+    try:
+        values = [float(x) for x in items]
+    except ValueError:
+        return None
+    return float(sum(values)) if values else None
 
 
 def _marks_off(s: str) -> str:
