@@ -1252,6 +1252,18 @@ def test_a_table_cell_holding_a_list_of_numbers_is_their_sum(tmp_path):
     _same(_at(run, "loss"), {0: 5470.0, 1000: 5471.0, 2000: math.nan, 3000: math.nan})
 
 
+def test_all_loss_beside_its_parts_is_the_total(tmp_path):
+    """MTCNN prints `det loss: 0.68, bbox loss: 0.045, all_loss: 0.70`: `all_loss` is the weighted sum,
+    the training loss, in the console reader and the general reader alike."""
+    from lossdoctor.sources.text_slots import total_rank
+
+    line = "2022-11-21 19:27:39.088521 : Epoch: 1, Step: {s}, accuracy: 0.8, det loss: {d}, bbox loss: 0.04, all_loss: {a}, lr:0.01\n"
+    rows = ((0, 0.6803, 0.7027), (200, 0.2714, 0.2827), (400, 0.2250, 0.2366))
+    run = _read(tmp_path, "".join(line.format(s=s, d=d, a=a) for s, d, a in rows))
+    _same(_at(run, "loss"), {s: a for s, _, a in rows})
+    assert total_rank("all_loss") < total_rank("det loss")
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

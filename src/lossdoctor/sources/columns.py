@@ -131,6 +131,9 @@ _add(
     "total_loss",
     "tot_loss",
     "tot loss",
+    "all_loss",  # MTCNN's `det loss: ..., bbox loss: ..., all_loss: ...`: the weighted sum of the parts
+    "loss_all",
+    "overall_loss",
     "loss_value",
     "train_loss",
     "objective",

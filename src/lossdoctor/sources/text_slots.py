@@ -174,6 +174,11 @@ _TOTAL = (
     "loss_total",
     "tot loss",
     "tot_loss",
+    "all_loss",  # MTCNN's `det loss: 0.68, bbox loss: 0.045, all_loss: 0.70`: the weighted sum of the parts
+    "all loss",
+    "loss_all",
+    "overall loss",
+    "overall_loss",
     "epoch_loss",
     "epoch loss",
     "losses",
