@@ -1264,6 +1264,20 @@ def test_all_loss_beside_its_parts_is_the_total(tmp_path):
     assert total_rank("all_loss") < total_rank("det loss")
 
 
+def test_a_loss_printed_once_after_each_run_of_finer_prints_is_their_summary(tmp_path):
+    """A GCN script prints `iter:0020 loss_train: 2.1153` every 20 iterations and, after each epoch,
+    `this epoch:` / `loss= 1.5874 accuracy= 0.5614`: the plain name `loss` ranks first, but its rows close
+    each run of the finer ones, so those are the training loss (it was read as five epoch means)."""
+    text = ""
+    for epoch in range(3):
+        for k in range(1, 5):
+            text += f"[2022-06-26 21:43:42,483]iter:{20 * k:04d} loss_train: {2.0 - 0.3 * epoch - 0.05 * k:.4f} acc_train: 0.5 time: 0.1659s\n"
+        text += f"[2022-06-26 21:44:04,145]this epoch:\nloss= {1.9 - 0.3 * epoch:.4f} accuracy= 0.56\n"
+    run = _read(tmp_path, text)
+    assert run.logged("loss").sum() == 12
+    assert run.meta["loss_key"] == "loss_train"
+
+
 def test_a_batch_counter_that_starts_again_is_counted_on_and_a_resume_is_not(tmp_path):
     """A counter back at its beginning (a new epoch nobody numbered) goes on from the last step;
     one that goes back to a middle value (a resume from a checkpoint) is left as printed."""

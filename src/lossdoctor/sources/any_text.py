@@ -909,6 +909,7 @@ def choose(parser: TextParser) -> dict[str, Any]:
         cands = _candidates(parser, 1)
     train = _off_bar(cands["train"], min(cands["train"], key=lambda c: c[:4])) if cands["train"] else None
     train = _value_over_average(cands["train"], train) if train is not None else None
+    train = _finer_than_summary(cands["train"], train) if train is not None else None
     guessed = train is None or train[0] >= 50
     if train is not None and guessed and (total := _total_part(cands["component"])) is not None:
         train, guessed = total, False
@@ -1115,6 +1116,25 @@ def _value_over_average(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> 
         and not AVERAGE_PREFIX.match(base_name(name_key(c[4].names[c[5]])))
     ]
     return min(finer, key=lambda c: c[:4]) if finer else best
+
+
+#: a summary's rows are at most this share of the finer series' rows it closes
+_SUMMARY_SHARE = 0.34
+
+
+def _finer_than_summary(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A training loss printed once after each run of another training loss's lines (a GCN script's
+    `this epoch:` / `loss= 1.5874` after its `iter:0020 loss_train: 2.1153` lines), on at most a third as
+    many rows: the summary of those steps, not the finer record the run printed; that one is taken."""
+    mine = best[4].order
+    for c in sorted(found, key=lambda c: c[:4]):
+        if c[0] >= 50 or c[4] is best[4] or len(mine) > _SUMMARY_SHARE * len(c[4].order):
+            continue
+        theirs = np.asarray(c[4].order)
+        before = np.searchsorted(theirs, np.asarray(mine))  # the finer rows read before each summary row
+        if before[0] >= 2 and bool(np.all(np.diff(before) >= 2)):
+            return c
+    return best
 
 
 def _off_bar(found: list[tuple[Any, ...]], best: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -167,6 +167,7 @@ _TOTAL = (
     "train loss",
     "training loss",
     "train_loss",
+    "loss_train",  # the same name written the other way (`iter:0020 loss_train: 2.1153 acc_train: 0.3594`)
     "tr.loss",
     "trloss",
     "total loss",
