@@ -501,3 +501,17 @@ def test_a_jump_over_two_points_must_clear_their_own_spread():
     steps = list(range(20020, 20020 + 20 * len(c3d), 20))
     assert not {"jump_stayed", "spike"} & _sym_kinds(steps, {"loss": c3d})
     assert {"jump_stayed", "spike"} & _sym_kinds([1000, 1100, 1200, 1300], {"loss": [8.5, 5.3, 322.0, 310.0]})
+
+
+def test_a_healthy_signed_loss_has_no_one_point_spike():
+    """A flow's NLL falling from -2.1 to -4.6 with its batch noise, and one with a point out by a few
+    times the others' spread (-4.0 among -2.5 ... -3.1): no point is out of all the others by the signed
+    bars, so no spike: the one-point rule stays silent on a healthy run."""
+    g = np.random.default_rng(0)
+    falling = [-2.1 - 0.1 * k + 0.05 * g.standard_normal() for k in range(25)]
+    assert not {"spike", "jump_stayed"} & _sym_kinds(list(range(0, 2500, 100)), {"loss": falling})
+    mild = [-2.5, -2.7, -4.0, -2.9, -3.1]
+    assert not {"spike", "jump_stayed"} & _sym_kinds([100, 200, 300, 400, 500], {"loss": mild})
+    assert not {"spike", "jump_stayed"} & _sym_kinds(
+        [100, 200, 300, 400, 500], {"loss": [-2.5, -2.7, -1.9, -2.9, -3.1]}
+    )

@@ -201,9 +201,15 @@ def _accuracy_climbs(run: Run, rows: np.ndarray) -> bool:
     a = a[np.isfinite(a)]
     if a.size < ACC_POINTS:
         return False
-    k = max(2, a.size // 3)
-    first, last = float(np.median(a[:k])), float(np.median(a[-k:]))
-    return first > 0 and last >= (1 + ACC_CLIMB) * first and last - first > ACC_SE * _median_se(a[:k], a[-k:])
+    first, last, se = _thirds(a)
+    return first > 0 and last >= (1 + ACC_CLIMB) * first and last - first > ACC_SE * se
+
+
+def _thirds(x: np.ndarray) -> tuple[float, float, float]:
+    """(median of the first third, of the last third, standard error of their difference: `_median_se`),
+    thirds of at least two points: how a flat loss and a climbing accuracy are told from their noise."""
+    k = max(2, x.size // 3)
+    return float(np.median(x[:k])), float(np.median(x[-k:])), _median_se(x[:k], x[-k:])
 
 
 @detector("flat_loss", needs=("loss",))
@@ -228,9 +234,8 @@ def flat_loss(run: Run, q: Quantities) -> list[Finding]:
     if n < 10 or q.first_bad is not None:
         return []
     x = q.loss[lf]
-    k = max(2, n // 3)
-    first, last = float(np.median(x[:k])), float(np.median(x[-k:]))
-    se = _median_se(x[:k], x[-k:]) if n >= 30 else 0.0
+    first, last, se = _thirds(x)
+    se = se if n >= 30 else 0.0
     if first <= 0 or (last < 0.97 * first and first - last > 3 * se) or last <= 0.05 * q.loss_start:
         return []  # it fell, or it converged (to <= 5% of its start) within the first third
     if _accuracy_climbs(run, lf):

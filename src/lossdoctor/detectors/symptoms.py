@@ -252,7 +252,7 @@ class SymptomLimits:
     #: five-epoch climb whose top is its last (1.104 -> 1.140 -> 1.186 -> 1.214 -> 1.237, accuracy 0.629
     #: -> 0.595) keeps four points all rising (p = 1/24), which the 1% bar alone refused
     short_rise_p_rest: float = 0.05
-    #: an LR this many times its first logged value by its last, rising at every row: a warm-up under way
+    #: an LR this many times its first logged value by its last: a warm-up under way (`_warming`)
     warm_lr_climb: float = 1.5
     #: a log of this many steps or more shows more than a warm-up's first moments
     span_steps: int = 100
@@ -1852,10 +1852,10 @@ def _epoch_rows(run: Run) -> bool:
 
 
 def _warming(q: Quantities, lf: np.ndarray) -> bool:
-    """The logged LR is still climbing over the rows (a warm-up: last >= 1.5x first)."""
+    """The logged LR is still climbing over the rows (a warm-up: last >= `warm_lr_climb` x first)."""
     lr = q.lr[lf]
     lr = lr[np.isfinite(lr)]
-    return bool(lr.size >= 2 and lr[-1] >= 1.5 * lr[0] and lr[-1] > 0)
+    return bool(lr.size >= 2 and lr[-1] >= LIMITS.warm_lr_climb * lr[0] and lr[-1] > 0)
 
 
 def _creep(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
@@ -2520,18 +2520,10 @@ def _lr(run: Run, q: Quantities) -> list[Symptom]:
     # loss must also rise clearly (>= 10%) to be a symptom, not merely fail to fall
     rise = LIMITS.tail_rise if float(v[-1]) < float(v[0]) else 1.0
     if float(np.max(v)) <= LIMITS.lr_tiny and x.size >= 3 and float(x[-1]) >= rise * float(x[0]):
-        if _warm_up_start(q, rows, v):
-            return []
+        if _warming(q, rows) and int(q.steps[rows[-1]] - q.steps[rows[0]]) < LIMITS.span_steps:
+            return []  # a warm-up's first steps (2.5e-8, 5e-8, ...): tiny by design; one that never ends shows longer
         return [_sym(q, "lr_tiny", rows[0], lr=float(np.max(v)), first=float(x[0]), last=float(x[-1]))]
     return []
-
-
-def _warm_up_start(q: Quantities, rows: np.ndarray, v: np.ndarray) -> bool:
-    """An LR that climbs at every logged row (a warm-up under way: 2.5e-8, 5e-8, 7.5e-8, ...) over
-    fewer than `span_steps` steps: its first updates are tiny by design, too early to call it too low
-    (a warm-up that never ends shows over a longer log)."""
-    climbs = bool((np.diff(v) > 0).all()) and float(v[-1]) >= LIMITS.warm_lr_climb * float(v[0])
-    return climbs and int(q.steps[rows[-1]] - q.steps[rows[0]]) < LIMITS.span_steps
 
 
 def precision_of(run: Run) -> str | None:

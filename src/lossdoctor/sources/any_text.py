@@ -619,11 +619,6 @@ def _wrapped_lines(templates: dict[Any, Template]) -> None:
         del templates[ka], templates[kb]
 
 
-#: what a logger prints in a number's place when it has none (VideoChat2's MetricLogger `image-loss: No data`
-#: on a step without images, the HF Trainer's `No log`), spaces dropped as in a shape's key
-_NO_VALUE_WORDS = ("Nodata", "Nolog", "N/A", "None", "none", "-")
-
-
 def _worded_values(templates: dict[Any, Template]) -> None:
     """A line read once whose shape is a repeated shape with one number written as words (`image-loss: No
     data  video-loss: 3.1493` among lines of `image-loss: nan  video-loss: nan`): a row of that shape,
@@ -647,9 +642,10 @@ def _worded_values(templates: dict[Any, Template]) -> None:
 def _worded_slot(key: str, whole: str) -> int | None:
     """The slot of shape `whole` that `key` writes as words (`_NO_VALUE_WORDS`), or None."""
     parts = whole.split("\x00")
+    low = key.lower()
     for j in range(len(parts) - 1):
         for w in _NO_VALUE_WORDS:
-            if "\x00".join([*parts[:j], parts[j] + w + parts[j + 1], *parts[j + 2 :]]) == key:
+            if "\x00".join([*parts[:j], parts[j] + w + parts[j + 1], *parts[j + 2 :]]).lower() == low:
                 return j
     return None
 
@@ -757,7 +753,11 @@ _METRICISH = re.compile(
     re.IGNORECASE,
 )
 _CLOCK = re.compile(r"^\d+:\d\d(?::\d\d)?(?:\.\d+)?$")
-_NOT_A_VALUE = {"no log", "-", "--", "none", "n/a", "null", ""}
+_NOT_A_VALUE = {"no log", "no data", "-", "--", "none", "n/a", "null", ""}
+#: what a logger prints in a number's place when it has none (VideoChat2's MetricLogger `image-loss: No data`
+#: on a step without images, the HF Trainer's `No log`): a table cell's words (`_NOT_A_VALUE`), spaces dropped
+#: as in a shape's key, compared without case
+_NO_VALUE_WORDS = tuple(sorted({w.replace(" ", "") for w in _NOT_A_VALUE if w}))
 #: what a cell that says nothing was logged (`No log`: the HF Trainer's results table before its first
 #: logging step) is read as: a NaN with a payload of its own, so a row keeps its shape as numbers and
 #: `build` drops these cells (not logged) instead of reading a NaN loss
@@ -1613,10 +1613,15 @@ def _nan_placeholders(cols: dict[str, dict[int, float]]) -> bool:
     train, ev = cols.get("loss"), cols.get("eval_loss")
     if not train or not ev or not _alternating(train, ev):
         return False
-    for col in (train, ev):
-        for s in [s for s, v in col.items() if math.isnan(v)]:
-            del col[s]
+    _drop_nan(train)
+    _drop_nan(ev)
     return True
+
+
+def _drop_nan(col: dict[int, float]) -> None:
+    """Remove a column's `nan` cells (placeholders: nothing was logged there)."""
+    for s in [s for s, v in col.items() if math.isnan(v)]:
+        del col[s]
 
 
 def _no_loss_cells(
@@ -1658,8 +1663,7 @@ def _unnamed_placeholders(picked: dict[str, Any], place: Placed, cols: dict[str,
     for k in (k for k, n in enumerate(t.names) if not n and k != j):
         other = {int(s): float(r[k]) for s, r in zip(steps, t.rows)}
         if _alternating(loss, other):
-            for s in [s for s, v in loss.items() if math.isnan(v)]:
-                del loss[s]
+            _drop_nan(loss)
             return True
     return False
 

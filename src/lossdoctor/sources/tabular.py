@@ -701,13 +701,9 @@ def _numeric_rows_under(lines: list[str]) -> bool:
 
 
 def _numbers(cells: list[str], width: int) -> bool:
-    if len(cells) != width:
-        return False
-    try:
-        [float(c) for c in cells if c.strip()]
-    except ValueError:
-        return False
-    return any(c.strip() for c in cells)
+    """`width` cells, each a number (`_NUMBER_CELL`) or empty (a sparse row), not all empty."""
+    filled = [c for c in cells if c.strip()]
+    return len(cells) == width and bool(filled) and all(_NUMBER_CELL.match(c) for c in filled)
 
 
 @reader("CSV log", _sniff_csv, priority=90)
