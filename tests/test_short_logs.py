@@ -515,3 +515,23 @@ def test_a_healthy_signed_loss_has_no_one_point_spike():
     assert not {"spike", "jump_stayed"} & _sym_kinds(
         [100, 200, 300, 400, 500], {"loss": [-2.5, -2.7, -1.9, -2.9, -3.1]}
     )
+
+
+def test_a_huge_jump_over_a_few_noisy_points_is_out_of_them():
+    """PaddleDetection's YOLOv3 per-batch losses 5438, 12576, 6576, 2886, then 149794: four points
+    swinging x4 give a MAD too wide for the z bar, but x25 their median and x12 their largest (more
+    than their own x4 range) is out of them; the same four then 20000 (x1.6 their largest) is not."""
+    steps = [194, 195, 196, 197, 198]
+    noisy = [5438.83, 12576.75, 6576.63, 2886.73]
+    assert {"jump_stayed", "spike"} & _sym_kinds(steps, {"loss": noisy + [149794.53]})
+    assert not {"jump_stayed", "spike"} & _sym_kinds(steps, {"loss": noisy + [20000.0]})
+
+
+def test_a_loss_moving_only_in_its_sixth_digit_over_hundreds_of_steps_is_constant():
+    """PaddleNLP's 1535.61987, 1535.61963, 1535.63367 over 100 steps: equal to five significant digits
+    where a loss that learns moves its 4th-5th, so a constant loss; the same values with the 4th digit
+    moving (1535.62, 1534.91, 1536.30) are not, nor the first ones over 20 steps."""
+    steps = [700, 750, 800]
+    assert "constant" in _sym_kinds(steps, {"loss": [1535.61987, 1535.61963, 1535.63367]})
+    assert "constant" not in _sym_kinds(steps, {"loss": [1535.62, 1534.91, 1536.30]})
+    assert "constant" not in _sym_kinds([700, 710, 720], {"loss": [1535.61987, 1535.61963, 1535.63367]})

@@ -1720,6 +1720,45 @@ def test_the_keras_guides_custom_loop_print_names_its_value_by_the_words_before_
     _same(_at(run, "loss"), {200 * i: v for i, v in enumerate(values)})
 
 
+def test_a_count_inside_the_remark_before_at_step_is_no_counter(tmp_path):
+    """The same guide in its torch backend prints `Training loss (for 1 batch) at step 100: 8.9801`: the
+    1 inside the parenthesised remark is part of the remark, so the value still takes the name in
+    front of the counters and the step is the step's."""
+    values = [59.2206, 8.9801, 5.2990, 3.6978]
+    text = "".join(
+        "Training loss (for 1 batch) at step %d: %.4f\nSeen so far: %d samples\n" % (100 * i, v, 32 + 3200 * i)
+        for i, v in enumerate(values)
+    )
+    run = _read(tmp_path, text)
+    _same(_at(run, "loss"), {100 * i: v for i, v in enumerate(values)})
+
+
+def test_a_tf_print_of_a_cross_entropy_abbreviation_is_the_loss(tmp_path):
+    """TF1's `tf.Print(ce, [ce], "CrossE")` through glog: `I tensorflow/core/kernels/logging_ops.cc:64]
+    CrossE[472.02966]`, one line per step and no step number: `CrossE` is a cross-entropy's name."""
+    values = [472.02966, 475.11697, 1418.6655, 1546.3833, float("nan")]
+    text = "".join(
+        f"I tensorflow/core/kernels/logging_ops.cc:64] CrossE[{'nan' if math.isnan(v) else v}]\n" for v in values
+    )
+    run = _read(tmp_path, text)
+    got = run.col("loss")[np.argsort(run.steps)]
+    assert got[:4].tolist() == values[:4] and math.isnan(got[4])
+
+
+def test_up_to_batch_is_the_step_counter_of_the_keras_guides_callback(tmp_path):
+    """keras.io's callbacks guide: `Up to batch 3, the average loss is  250.62.`, the batch counting from
+    0 again each epoch: `batch` after `to` is the step, continued across the epochs."""
+    epochs = ([29.25, 485.36, 330.94, 250.62], [5.10, 4.80, 4.96, 4.96])
+    text = "".join(
+        "".join(f"Up to batch {b}, the average loss is {v:7.2f}.\n" for b, v in enumerate(vals))
+        + f"The average loss for epoch {e} is {vals[-1]:7.2f} and mean absolute error is    6.01.\n"
+        for e, vals in enumerate(epochs)
+    )
+    run = _read(tmp_path, text)
+    assert run.meta["steps_from"] == "log"
+    _same(_at(run, "loss"), {i: v for i, v in enumerate(epochs[0] + epochs[1])})
+
+
 def test_the_steps_losses_are_the_series_and_an_epochs_average_of_them_is_not(tmp_path):
     """MONAI's tutorials print each step's `train_loss` (`1/16, train_loss: 0.1162 step time: 0.94`) and,
     after the epoch, `epoch 14 average loss: 0.2148`: the steps' values are the training loss, the

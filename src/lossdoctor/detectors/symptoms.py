@@ -186,6 +186,13 @@ class SymptomLimits:
     #: values within this relative distance are one number computed in fp32 (~8 ulps of float32's
     #: 1.2e-7): a log printing 17 digits shows a collapsed loss as 25.600017, 25.600010, 25.600014
     f32_rel: float = 1e-6
+    #: >= `constant_points` losses over >= `span_steps` trainer steps all within this share of their
+    #: median move only in the 6th significant digit: a loss that learns, or even sees other batches,
+    #: moves its 4th-5th (PaddleNLP's 1535.61987, 1535.61963, 1535.63367 over 100 steps)
+    still_rel: float = 1e-5
+    #: ... printed with a last digit at most this share of that band (coarser prints that agree are
+    #: `identical`'s to judge)
+    still_print: float = 0.1
     #: a block of this many consecutive, distinct values recurring exactly later in the log: the same
     #: batches give the same loss, so the weights did not change between the two passes
     repeat_block: int = 4
@@ -597,6 +604,10 @@ def jump_at(
             # its noise: the step into it is judged against the log's other steps instead
             z = trend_break(lx, j, lim)
             ok = z is not None and z >= lim.spike_z
+        if not ok and k < lim.few_history and ratio >= lim.huge_jump:
+            # a few noisy points (YOLO's per-batch 5438, 12576, 2886, 6576, then 149794): a jump of
+            # `huge_jump` x their median that clears their largest by more than they spread is out of them
+            ok = lx[j] - top >= max(math.log(lim.few_over_max), _spread_before(lx, j, lim))
     else:
         # with 1-3 points before it, a jump large against them needs no trend; in a mid-run excerpt
         # the log's trend may also admit a smaller one (a trend never vetoes a x46 jump: 8.5, 5.3, 322)
@@ -607,7 +618,7 @@ def jump_at(
         extra = 1.0 if k == 1 and not stays else 0.0
         # (and above their largest by more than they spread among themselves: two single-batch losses of
         # 0.007 and 3.7e-5 before 0.019 show a log that swings x190 between prints, no jump)
-        spread = top - float(np.min(lx[max(0, j - lim.history) : j]))
+        spread = _spread_before(lx, j, lim)
         ok = ratio >= lim.few_ratio + extra and lx[j] - top >= max(math.log(lim.few_over_max), spread)
         # the evaluation's loss jumping at the same point is a second measurement of one event: with
         # it, a jump of the usual size is no draw of the training loss's noise (nnU-Net's epoch means:
@@ -616,6 +627,12 @@ def jump_at(
         if not ok and trend and (z := trend_break(lx, j, lim)) is not None:
             ok = z >= lim.spike_z and ratio >= lim.trend_ratio and lx[j] > top
     return ratio if ok else None
+
+
+def _spread_before(lx: np.ndarray, j: int, lim: SymptomLimits) -> float:
+    """The range of ln loss over the up to `history` points before point j."""
+    prev = lx[max(0, j - lim.history) : j]
+    return float(np.max(prev) - np.min(prev))
 
 
 def _recurs(lx: np.ndarray, j: int, lim: SymptomLimits = LIMITS) -> bool:
@@ -1478,9 +1495,24 @@ def _zero_or_constant(run: Run, q: Quantities) -> list[Symptom]:
     if x[z] == 0.0 and _zero_from(q, lf, x, z) and (z == 0 or float(x[z - 1]) >= LIMITS.zero_drop_from):
         return [_sym(q, "zero", lf[z], n=int((x == 0.0).sum()))]
     ch = chance_of(run, float(x[0]))
-    if not identical(run, q, x) or (ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]):
+    if not (identical(run, q, x) or _still(run, q, lf, x)):
+        return []
+    if ch is not None and abs(float(x[0]) - ch[0]) <= LIMITS.chance_tol * ch[0]:
         return []  # at ln K: `_chance_plateau` names it with its K
     return [_sym(q, "constant", lf[0], level=float(x[0]), n=int(x.size))]
+
+
+def _still(run: Run, q: Quantities, lf: np.ndarray, x: np.ndarray) -> bool:
+    """The whole log within `still_rel` of its median (not 0) over >= `span_steps` trainer steps,
+    printed with digits finer than that band (`still_print` of it): equal to five significant digits where
+    learning changes the 4th-5th. Coarser prints that agree are `identical`'s to judge."""
+    med = float(np.median(x))
+    if x.size < LIMITS.constant_points or med <= 0 or not steps_known(run) or bar_redraw(run, q, x.size):
+        return False
+    if finest_print(x) > LIMITS.still_print * LIMITS.still_rel * med:
+        return False
+    span = int(q.steps[lf[-1]] - q.steps[lf[0]])
+    return span >= LIMITS.span_steps and float(np.max(np.abs(x - med))) <= LIMITS.still_rel * med
 
 
 def _grad_at(q: Quantities, rows: np.ndarray, how=np.median) -> float:

@@ -320,16 +320,27 @@ def _named_before_counter(pieces: list[str], names: list[str]) -> None:
     """A value printed right after its counters, named by the words before them (the Keras guide's
     custom training loop: `Training loss (for one batch) at step 10: 2.3612`; SASRec's `loss in epoch
     1 iteration 10: 2.3150`): the counters are named by their words, the value by nothing after it,
-    so it takes the name in front of the counters."""
+    so it takes the name in front of the counters. A count inside the remark (`(for 1 batch)`) is
+    part of the remark, no counter."""
     for i in range(1, len(names)):
         if names[i] or pieces[i].strip() not in (":", "=", "is", "-"):
             continue
-        last = [n.split()[-1].lower() if n.split() else "" for n in names[:i]]  # `loss in epoch`: epoch
+        inside = _in_parentheses(pieces[:i])
+        last = [n.split()[-1].lower() if n.split() else "" for n, p in zip(names[:i], inside) if not p]
         if not all(step_rank(w) is not None or w in _EPOCH_NAMES for w in last):
             continue
         m = _AT_COUNTER.search("#".join(pieces[:i]) + "#")
         if m is not None:
             names[i] = m.group(1).strip()
+
+
+def _in_parentheses(pieces: list[str]) -> list[bool]:
+    """For each slot after pieces[j]: whether it sits inside an open parenthesis."""
+    depth, out = 0, []
+    for piece in pieces:
+        depth = max(0, depth + piece.count("(") - piece.count(")"))
+        out.append(depth > 0)
+    return out
 
 
 #: a loss written as `L` and its set's short name, the way a paper writes L_tr (DeepMind graph_nets' demos:
@@ -644,10 +655,12 @@ def step_rank(name: str) -> int | None:
 
 
 #: words that may stand before a step counter's name and keep it the step (`loss 2.3 at step 100`,
-#: `optimizer step 12`, MaxText's `completed step: 10`); not `total`, `max`, `per`, `skipped`...
+#: `optimizer step 12`, MaxText's `completed step: 10`, the Keras guide's callback `Up to batch 7, the average
+#: loss is 4.53`); not `total`, `max`, `per`, `skipped`...
 _STEP_HEADS = frozenset(
     {
         "at",
+        "to",
         "optimizer",
         "opt",
         "current",
@@ -862,7 +875,23 @@ def _running_beside(t: Template, a: np.ndarray, whole: list[int], counters: set[
 #: names that are a loss by themselves, whole (Torch7's imagenet `Err 6.9076`: its criterion's value)
 #: (`error`: what a from-scratch net prints for its objective, `print("Error: ", error)`; `top-1 error`, `error rate`
 #: are other names)
-_LOSS_NAMES = frozenset({"nll", "xent", "objective", "ce", "perplexity", "ppl", "cost", "err", "error", *_LOSS_METRICS})
+#: (`crosse`, `crossent`: a cross-entropy's abbreviations, TF1's `tf.Print(ce, [ce], "CrossE")`)
+_LOSS_NAMES = frozenset(
+    {
+        "nll",
+        "xent",
+        "crosse",
+        "crossent",
+        "objective",
+        "ce",
+        "perplexity",
+        "ppl",
+        "cost",
+        "err",
+        "error",
+        *_LOSS_METRICS,
+    }
+)
 #: the last word of a name that makes it an objective's value, the metric a tool prints for its loss
 #: (XGBoost's `train-logloss`, LightGBM's `training's l2` / `valid_1's binary_logloss`, `train-rmse`):
 #: ranked after every name that says loss
