@@ -206,6 +206,9 @@ def test_inline_code_ticks_behind_a_prefix_keep_the_first_line(tmp_path, prefix)
         ],
         # a set's name as a key
         [f"Train: iter {s} loss {v:.4f}" for s, v in zip(STEPS, LOSSES)],
+        # a bracketed step, and a set's name in brackets
+        [f"[{s}] loss {v:.4f}" for s, v in zip(STEPS, LOSSES)],
+        [f"[TRAIN] iter {s} loss {v:.4f}" for s, v in zip(STEPS, LOSSES)],
     ],
 )
 def test_a_lines_own_start_is_never_learned_as_a_prefix(lines):
@@ -221,6 +224,24 @@ def test_a_counter_behind_a_constant_tag_stays(tmp_path):
         f"[{s}] | loss {v:.4f}" for s, v in zip(STEPS, LOSSES)
     ]
     assert _loss(_write(tmp_path, "tagged.log", lines)) == (STEPS, LOSSES)
+
+
+def test_a_bracketed_progress_meter_and_fixed_width_tags_are_a_prefix(tmp_path):
+    """xLearn prints its epoch table behind `[   10%      ]` (its header behind `[------------]`),
+    between `[ ACTION     ]` lines: the meter and the tags are stripped and the table reads by epoch."""
+    lines = [
+        "[ ACTION     ] Start to train ...",
+        "[------------] Epoch      Train log_loss       Test log_loss            Test AUC     Time cost (sec)",
+        *(
+            f"[   {10 * e:>3}%     ]     {e}            {v:.6f}            {v + 0.02:.6f}            0.700000    11.07"
+            for e, v in zip(range(1, 8), LOSSES)
+        ),
+        "[ ACTION     ] Finish training",
+    ]
+    runs = load_path(_write(tmp_path, "xlearn.log", lines))
+    run = max(runs, key=len)
+    assert run.steps.tolist() == list(range(1, 8))
+    assert run.col("loss").tolist() == [float(f"{v:.6f}") for v in LOSSES[:7]]
 
 
 def test_stripped_stream_removes_the_prefix_at_every_line_start_across_reads():

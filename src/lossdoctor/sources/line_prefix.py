@@ -47,6 +47,7 @@ _DIGITS = re.compile(r"\d+")
 _SPACES = re.compile(r"[ \t]+")
 #: the varying numbers a prefix may hold, each a slot of its shape: a date, glog's level and date
 #: (`I1203`), a time of day, a source line (`train.py:88`, `trainer:42]`, `line 88`), a level
+_METER = r"^\[(?:(?=[^\]]*(?:%|-{3}|={3}|#{3}))[ \d.%=#>-]*| [A-Z]+ {2,})\]"
 _LEVELS = r"(?:TRACE|DEBUG|INFO|SUCCESS|NOTICE|WARN|WARNING|ERROR|CRITICAL|FATAL)"
 _SLOTS = (
     ("\x01", r"\d{2,4}[-/]\d\d[-/]\d{2,4}", r"\d{2,4}[-/]\d\d[-/]\d{2,4}"),
@@ -54,6 +55,10 @@ _SLOTS = (
     ("\x03", r"\d{1,2}:\d\d(?::\d\d)?(?:[.,]\d+)?", r"\d{1,2}:\d\d(?::\d\d)?(?:[.,]\d+)?"),
     ("\x04", r"(?<=[A-Za-z_]:)\d+(?=[\]\s:])|(?<=\bline )\d+", r"\d+"),
     ("\x06", rf"\b{_LEVELS}\b", _LEVELS),  # a logging level: it changes line by line (INFO, SUCCESS)
+    # a progress meter in brackets opening the line, a percentage or a bar's fill, never a bare number,
+    # or a fixed-width tag (xLearn's `[   10%      ]` rows under a `[------------]` header, between
+    # `[ ACTION     ]` lines; `[100] loss` keeps its step, `[TRAIN]` its set)
+    ("\x07", _METER, _METER),
 )
 _LINE_SLOT = ("\x05", r"\d+")
 _SLOT_RX = [(mark, re.compile(rx)) for mark, rx, _ in _SLOTS]
