@@ -1759,6 +1759,23 @@ def test_up_to_batch_is_the_step_counter_of_the_keras_guides_callback(tmp_path):
     _same(_at(run, "loss"), {i: v for i, v in enumerate(epochs[0] + epochs[1])})
 
 
+def test_a_yolov5_results_txt_without_header_reads_its_total_loss_by_epoch(tmp_path):
+    """YOLOv5 writes results.txt with no header: `epoch/last`, GPU memory, box, obj, cls, total, labels,
+    image size, P, R, mAP@.5, mAP@.5:.95, val box, obj, cls. The printed total is the loss, by epoch."""
+    rows = [
+        (0, 0.09854, 0.09318, 0.1917, 0.09176),
+        (1, 0.09296, 0.1009, 0.1939, 0.0922),
+        (2, 0.0913, 0.1026, 0.1939, 0.0968),
+    ]
+    text = "".join(
+        f"{f'{e}/29':>10}{'1.93G':>10}{b:>10.4g}{o:>10.4g}{0:>10}{t:>10.4g}{37:>10}{416:>10}"
+        f"{0.048:>10.4g}{0.015:>10.4g}{0.0076:>10.4g}{0.0014:>10.4g}{v:>10.4g}{0.055:>10.4g}{0:>10}\n"
+        for e, b, o, t, v in rows
+    )
+    run = _read(tmp_path, text, name="results.txt")
+    _same(_at(run, "loss"), {e: t for e, _, _, t, _ in rows})
+
+
 def test_the_steps_losses_are_the_series_and_an_epochs_average_of_them_is_not(tmp_path):
     """MONAI's tutorials print each step's `train_loss` (`1/16, train_loss: 0.1162 step time: 0.94`) and,
     after the epoch, `epoch 14 average loss: 0.2148`: the steps' values are the training loss, the

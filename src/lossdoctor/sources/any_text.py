@@ -137,6 +137,28 @@ LOOKED_FOR = (
 #: 'img_size')`): its bare `box`, `obj`, `cls` (and ultralytics' `dfl`) columns are loss components
 _YOLO_HEADER = re.compile(r"^gpu_mem$", re.IGNORECASE)
 _YOLO_LOSSES = frozenset({"box", "obj", "cls", "dfl", "seg"})
+#: YOLOv5's (and ultralytics/yolov3's) results.txt, written without a header: `epoch/last`, the GPU memory
+#: (`1.86G`), the mean box, obj, cls and total losses, the labels and image size of the last batch, then
+#: P, R, mAP@.5, mAP@.5:.95 and the validation box, obj, cls losses (train.py's `'%10s' * 2 + '%10.4g' * 6`
+#: and `'%10.4g' * 7 % results`)
+_YOLO_RESULTS_ROW = re.compile(r"^\s*\d+/\d+\s+[\d.]+G(?:\s+\S+){13}\s*$")
+_YOLO_RESULTS_HEADER = (
+    "Epoch",
+    "gpu_mem",
+    "box",
+    "obj",
+    "cls",
+    "total_loss",
+    "labels",
+    "img_size",
+    "P",
+    "R",
+    "mAP@.5",
+    "mAP@.5:.95",
+    "val_box_loss",
+    "val_obj_loss",
+    "val_cls_loss",
+)
 #: a tqdm bar after a table row (YOLOv5: `  416: 100%|####| 7/7 [00:15<00:00,  2.27s/it]`)
 _BAR_TAIL = re.compile(r":?\s+\d{1,3}%\|.*$")
 #: a tqdm bar at the start of a line with another print glued right after it (the bar on stderr had no
@@ -423,6 +445,8 @@ class TextParser:
         header, key = self.header, self.header_key
         if header is None and self.last_table is not None:
             header, key = self.last_table  # a table resumed after another's lines (YOLOv5's val rows between epochs)
+        if header is None and _YOLO_RESULTS_ROW.match(text):
+            header, key = list(_YOLO_RESULTS_HEADER), _YOLO_RESULTS_HEADER  # its results.txt: no header written
         mark = None
         if header is not None and len(cells) != len(header):
             cells, mark = _spaced_row(text, cells, len(header))
