@@ -488,3 +488,39 @@ def test_a_x100_gradient_jump_in_a_scattered_small_batch_log_that_came_back_is_n
     gn[15] = 100 * float(np.median(gn[:15]))
     run = from_columns(range(20), {"loss": _noisy(20, 0.3, rel=0.2, seed=seed), "grad_norm": gn})
     assert not any(s.kind == "grad_jump" for s in symptoms_of(Quantities(run)))
+
+
+def _zero_finding(report):
+    return next(f for f in report.findings if f.symptom == "zero_loss")
+
+
+def test_a_zero_loss_after_a_start_far_above_chance_is_a_saturated_init_not_an_empty_mask():
+    """An MLP initialised with std 1 starts at a loss of 1.5e4 against ln 10 = 2.3: its softmax is
+    saturated, and a batch whose one-hot outputs are all right has a loss and gradient of exactly 0
+    (the zoo's mlp_init_std_1, raised live as label_mask_empty before): bad_init leads the zero loss.
+    The same zeros after a start at chance stay an empty label mask."""
+    loss = [15300.0, 900.0, 40.0, 3.0, 0.9] + [0.0] * 6
+    grad = [800.0, 300.0, 20.0, 2.0, 0.5] + [0.0] * 6
+    meta = {"chance_loss": math.log(10)}
+    saturated = _zero_finding(_diagnose(range(11), {"loss": loss, "grad_norm": grad}, meta=meta))
+    assert saturated.cause == "bad_init", _keys(saturated)
+    assert "diff.ev.saturated_start" in _keys(saturated)
+    calm = [2.31, 2.2, 2.0, 1.7, 1.2] + [0.0] * 6
+    masked = _zero_finding(_diagnose(range(11), {"loss": calm, "grad_norm": grad}, meta=meta))
+    assert masked.cause == "label_mask_empty", _keys(masked)
+
+
+def test_a_zero_loss_between_swings_at_an_lr_far_above_usual_is_the_lr():
+    """Adam at LR 0.128 swings a CNN's batch losses between 24 and exactly 0 (the zoo's
+    cnn_adam_lr_scaled_for_big_batch, its first 51 steps, raised live as label_mask_empty before): the
+    saturating step size leads the zero loss the log ends on, not a mask."""
+    loss = [1.326, 24.3184, 2.3986, 1.4092, 1.2972, 0.961, 0.9468, 0.6328, 0.1647, 0.2487, 0.2529, 0.0035]
+    loss += [1.9593, 0.0, 0.0138, 0.0, 0.6131, 0.8324, 0.0545, 0.6791, 0.1107, 0.5148, 0.2723, 0.0479, 0.498]
+    loss += [0.0816, 0.0, 0.0, 0.0, 0.0098, 0.0, 0.8902, 0.0, 0.0, 0.3706, 0.0002, 0.0003, 0.3064, 0.1735]
+    loss += [0.0936, 0.0017, 0.0004, 0.5494, 0.0093, 0.2476, 0.0543, 0.0009, 0.0004, 0.0, 1.3464, 0.0]
+    grad = [2.0 if v > 0 else 1e-14 for v in loss]  # (the run logged 1e-14, not an exact 0)
+    cols = {"loss": loss, "grad_norm": grad, "lr": [0.128] * len(loss)}
+    f = _zero_finding(_diagnose(range(len(loss)), cols, meta={"optimizer": "Adam"}))
+    assert f.cause == "lr_too_high", _keys(f)
+    cols["lr"] = [1e-3] * len(loss)
+    assert _zero_finding(_diagnose(range(len(loss)), cols, meta={"optimizer": "Adam"})).cause != "lr_too_high"

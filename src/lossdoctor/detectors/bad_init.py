@@ -79,9 +79,9 @@ def bad_init(run: Run, q: Quantities) -> list[Finding]:
     return out
 
 
-def _loss_over_chance(run: Run, q: Quantities) -> Finding | None:
-    """The first loss far above the chance-level loss (logits too large at init). Apart from
-    `bad_init` to keep it short."""
+def start_over_chance(run: Run, q: Quantities) -> tuple[float, float] | None:
+    """(first loss, chance) when the run's first logged loss is `loss_over_chance` x the chance-level
+    cross-entropy its configuration names and `nats_over_chance` above it: logits too large at init."""
     lf = q.finite_loss
     chance = run.meta.get("chance_loss")
     if not (lf.size and isinstance(chance, (int, float)) and chance > 0 and int(lf[0]) <= LIMITS.first_row_max):
@@ -89,6 +89,17 @@ def _loss_over_chance(run: Run, q: Quantities) -> Finding | None:
     l0 = float(q.loss[lf[0]])
     if not (l0 >= LIMITS.loss_over_chance * chance and l0 >= chance + LIMITS.nats_over_chance):
         return None
+    return l0, float(chance)
+
+
+def _loss_over_chance(run: Run, q: Quantities) -> Finding | None:
+    """The first loss far above the chance-level loss (logits too large at init). Apart from
+    `bad_init` to keep it short."""
+    start = start_over_chance(run, q)
+    if start is None:
+        return None
+    lf = q.finite_loss
+    l0, chance = start
     ev: list[str] = [Msg("init.loss_above_chance", loss=l0, chance=float(chance), ratio=l0 / chance)]
     init_range = (run.meta.get("model") or {}).get("initializer_range")
     fixes: list[FixLike] = [Msg("init.fix_small_std")]

@@ -34,6 +34,7 @@ import numpy as np
 from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
 from ..records import Run
+from .bad_init import start_over_chance
 from .gradients import clip_in_place
 from .log_events import (
     ev_grad_text,
@@ -489,6 +490,23 @@ _ZERO_ROWS = (
     Row("fp16", "loss_scale_collapse", 0.8, "fp16 skips overflowing steps"),
     Row("grad_zero", "label_mask_empty", 1.0, "a zero gradient with a zero loss: nothing supervised"),
     Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
+    Row(
+        "saturated_start",
+        "bad_init",
+        2.0,
+        "the run started far above chance: logits that large saturate the softmax, and a one-hot output's "
+        "cross-entropy and gradient underflow to exactly 0 (set on the zoo's mlp_init_std_1, in-sample)",
+        ZOO,
+    ),
+    Row("saturated_start", "label_mask_empty", -0.5, "an empty mask does not start the loss far above chance"),
+    Row(
+        "lr_high",
+        "lr_too_high",
+        1.0,
+        "an LR far above usual saturates the outputs: a batch whose one-hot predictions are all right has a "
+        "cross-entropy that underflows to 0 (set on the zoo's cnn_adam_lr_scaled_for_big_batch, in-sample)",
+        ZOO,
+    ),
     # an epoch's loss is a sum or mean over its batches, started at 0: with no batch in the epoch it
     # prints that start, and no step is taken (tabnet: a dataset smaller than the batch size with
     # drop_last); an empty mask gives 0 only where the framework's mean over no token is 0, NaN elsewhere
@@ -1169,6 +1187,14 @@ def _ev_text(kinds: tuple[str, ...], key: str) -> Evidence:
     return ev
 
 
+def _ev_saturated_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The run's first loss was far above chance (`bad_init.start_over_chance`): logits that large
+    saturate the softmax, and once it is one-hot on every sample its cross-entropy and gradient
+    underflow to exactly 0 in fp32."""
+    start = start_over_chance(run, q)
+    return None if start is None else Msg("diff.ev.saturated_start", loss=start[0], chance=start[1])
+
+
 def _ev_grad_zero(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     g = q.grad_norm[sym.row : sym.row + 3]
     return Msg("diff.ev.grad_zero") if run.has("grad_norm") and (np.isfinite(g) & (g == 0)).any() else None
@@ -1399,6 +1425,7 @@ EVIDENCE: dict[str, Evidence] = {
     "nonfinite_text": _ev_text(("nonfinite_warning",), "diff.ev.nonfinite_text"),
     "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
     "grad_zero": _ev_grad_zero,
+    "saturated_start": _ev_saturated_start,
     "grad_nonfinite": _ev_grad_nonfinite,
     "epoch_zero": _ev_epoch_zero,
     "lr_zero_all": _ev_lr_zero_all,

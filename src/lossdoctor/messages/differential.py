@@ -267,6 +267,10 @@ TEMPLATES = {
         "日志 {n} 次提示标签被忽略或截断，第一次在 step {first}",
     ),
     "diff.ev.grad_zero": ("the gradient norm is exactly 0 there", "那里的 grad norm 恰好为 0"),
+    "diff.ev.saturated_start": (
+        "the run started at loss {loss:.3g}, far above chance ({chance:.3g}): a saturated softmax underflows to 0",
+        "训练起点的 loss 为 {loss:.3g}，远高于随机猜测水平（{chance:.3g}）：饱和的 softmax 会下溢为 0",
+    ),
     "diff.ev.epoch_zero": (
         "the log prints one loss per epoch, and it is exactly 0 at all {n} of them",
         "日志每个 epoch 打印一个 loss，{n} 个 epoch 全都恰好为 0",
