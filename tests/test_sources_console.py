@@ -776,6 +776,25 @@ def test_overflow_after_megatron_iteration_lines(tmp_path):
     assert run.cols["skipped"][i3] == 1.0 and run.cols["scale"][i3] == 2048
 
 
+def test_an_overflow_before_a_first_print_at_step_0_is_that_steps_skip(tmp_path):
+    """A script printing `step:0, loss:5.45` after DeepSpeed's OVERFLOW line for iteration 0, then ten
+    OVERFLOW lines before `step:10`: the first skip is step 0's own (there is no step before it), so the
+    printed steps keep their numbers and the skips are steps 0-10."""
+    ov = "[2021-10-27 23:25:40,395] [INFO] [stage3.py:2736:_overflow_clean_up] [deepscale] OVERFLOW! Rank 0 "
+    ov += "Skipping step. Attempted loss scale: {}, reducing to {}"
+    scales = [2.0**32 / 2**k for k in range(12)]
+    lines = [ov.format(int(scales[0]), int(scales[0])), "step:0, loss:5.453125"]
+    lines += [ov.format(int(scales[k]), int(scales[k + 1])) for k in range(10)]
+    lines += ["step:10, loss:3.6484375", "step:20, loss:3.546875", "step:30, loss:3.76953125"]
+    p = tmp_path / "ds_notebook.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = load_path(p)[0]
+    steps = list(run.steps)
+    logged = {steps[i]: float(run.cols["loss"][i]) for i in np.flatnonzero(run.logged("loss"))}
+    assert logged == {0: 5.453125, 10: 3.6484375, 20: 3.546875, 30: 3.76953125}
+    assert [steps[i] for i in np.flatnonzero(run.cols["skipped"] == 1.0)] == list(range(11))
+
+
 def test_overflows_between_trainer_dicts_without_steps_are_steps_of_their_own(tmp_path):
     """No counter anywhere: the dicts are numbered in reading order and each OVERFLOW line is a
     skipped step between the dicts around it (not stacked onto the dicts' own numbers)."""

@@ -1776,6 +1776,19 @@ def test_a_yolov5_results_txt_without_header_reads_its_total_loss_by_epoch(tmp_p
     _same(_at(run, "loss"), {e: t for e, _, _, t, _ in rows})
 
 
+def test_a_loggers_channel_glued_by_a_hyphen_says_evaluation(tmp_path):
+    """FastEstimator prints `FastEstimator-Train: step: 1400; ce: 0.15;` and, after each epoch,
+    `FastEstimator-Eval: step: 1875; epoch: 1; accuracy: 0.98; ce: 0.042;`: the `-Eval:` channel makes
+    its `ce` the evaluation loss, kept apart from the training loss."""
+    train = [(1400, 0.1516164), (1500, 0.066313066), (1600, 0.1330988), (1700, 0.0854), (1800, 0.0245)]
+    lines = [f"FastEstimator-Train: step: {s}; ce: {v}; steps/sec: 73.41;" for s, v in train]
+    lines.insert(3, "FastEstimator-Eval: step: 1600; epoch: 1; accuracy: 0.9874; ce: 0.042314235; since_best: 0;")
+    lines.append("FastEstimator-Eval: step: 1800; epoch: 2; accuracy: 0.9896; ce: 0.0345; since_best: 0;")
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    _same(_at(run, "loss"), dict(train))
+    _same(_at(run, "eval_loss"), {1600: 0.042314235, 1800: 0.0345})
+
+
 def test_the_steps_losses_are_the_series_and_an_epochs_average_of_them_is_not(tmp_path):
     """MONAI's tutorials print each step's `train_loss` (`1/16, train_loss: 0.1162 step time: 0.94`) and,
     after the epoch, `epoch 14 average loss: 0.2148`: the steps' values are the training loss, the

@@ -756,13 +756,16 @@ class ConsoleParser:
             evals, self.early_evals = self.early_evals, []
             self.rows.extend({"step": step - len(evals) + k, "eval_loss": v} for k, v in enumerate(evals))
         early, self.early_overflows = self.early_overflows, []
-        if step is None or step - len(early) < 0:
+        # (one more than the steps before it: the first row's own step was skipped and printed after its
+        # overflow line, a script's `step:0, loss:...` after DeepSpeed's OVERFLOW for iteration 0)
+        first = None if step is None else step - len(early) + (step - len(early) == -1)
+        if first is None or first < 0:
             for ov in early:
                 self._overflow_in_order(ov)
             return
         self.deepspeed.placed_before += len(early)
         for k, (_, reduced) in enumerate(early):
-            self.rows.append(ds.skipped_row(step - len(early) + k, reduced))
+            self.rows.append(ds.skipped_row(first + k, reduced))
 
     def _overflow_in_order(self, ov: tuple[float, float]) -> None:
         """An OVERFLOW line in a log with no counter at all, whose rows are numbered in reading order:
