@@ -1787,6 +1787,10 @@ def test_a_loggers_channel_glued_by_a_hyphen_says_evaluation(tmp_path):
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), dict(train))
     _same(_at(run, "eval_loss"), {1600: 0.042314235, 1800: 0.0345})
+    # a run named `mi-test` in a logger's name is no evaluation channel: its losses are the training's
+    named = [f"INFO:mi-test:loss_disc={v:.3f}, loss_gen={v + 0.3:.3f}, loss_mel={24 - v:.3f}" for _, v in train]
+    run = _read(tmp_path, "\n".join(named) + "\n", name="rvc.log")
+    assert not run.has("eval_loss") and run.has("loss")
 
 
 def test_the_steps_losses_are_the_series_and_an_epochs_average_of_them_is_not(tmp_path):

@@ -111,8 +111,9 @@ EVAL_ALONE = (
     # GluonTS's trainer: `Evaluation metric 'epoch_loss'=0.35` is any metric's phrase, the
     # quoted name says which (`'validation_epoch_loss'`)
     r"(?!\s+metric\s+['\"])"
-    # a logger's channel glued to its name by a hyphen, then a colon (FastEstimator's `FastEstimator-Eval:`)
-    r"|(?<=[A-Za-z]-)(?:eval|test|validation)(?=:)"
+    # a logger's channel glued to its name by a hyphen, capitalised, then a colon (FastEstimator's
+    # `FastEstimator-Eval:`; a run named `mi-test:` is no channel)
+    r"|(?<=[A-Za-z]-)(?-i:Eval|Test|Validation)(?=:)"
 )
 #: ... and not a phase's size, whose values follow: Poutyne's `Train steps: 938 Val steps: 157 ... loss:`
 #: (the template reader's; the console reader keeps `Val steps: 157` an evaluation's, out of its step counter)
