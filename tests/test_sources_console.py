@@ -1438,3 +1438,23 @@ def test_a_counter_that_never_moves_is_no_step(tmp_path):
     run = _read_text(tmp_path, text)
     assert list(run.cols["loss"][run.logged("loss")]) == scores
     assert run.meta["steps_from"] == "numbered"
+
+
+def test_deepspeeds_initial_scale_search_is_its_config_not_the_gradients(tmp_path):
+    """DeepSpeed started at its old default 2^32 halves 22 times in the first steps, then trains: the
+    warning names the config's `initial_scale_power` (2^16), and no step-size or clipping fix for
+    gradients that never overflowed at a working scale (a healthy notebook run was told to cut its LR)."""
+    ov = "[2021-10-27 23:25:40,395] [INFO] [stage3.py:2736:_overflow_clean_up] [deepscale] OVERFLOW! Rank 0 "
+    ov += "Skipping step. Attempted loss scale: {}, reducing to {}"
+    lines = [ov.format(2**32, 2**32), "step:0, loss:5.453125"]
+    for k in range(22):
+        lines.append(ov.format(2 ** (32 - k), 2 ** (31 - k)))
+        if (k + 1) % 10 == 0:
+            lines.append(f"step:{k + 1}, loss:{5.4 - 0.1 * k:.4f}")
+    lines += [f"step:{s}, loss:{3.6 - 0.002 * s:.4f}" for s in range(30, 300, 10)]
+    p = tmp_path / "ds_search.log"
+    p.write_text("\n".join(lines) + "\n")
+    [f] = [f for f in diagnose_runs(load_path(p)).findings if f.cause == "loss_scale_collapse"]
+    keys = [x.key for x in f.fixes]
+    assert keys[0] == "precision.fix_initial_scale_power" and f.fixes[0].values["started"] == "2^32", keys
+    assert not {"precision.fix_gradients_overflow_fp16", "precision.fix_gradients_overflow_fp16_clipped"} & set(keys)

@@ -3,6 +3,7 @@ an eps-dominated Adam, a loss computed in bf16."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -114,7 +115,10 @@ def loss_scale_collapse(run: Run, q: Quantities) -> list[Finding]:
     s = int(q.steps[pattern.start])
     ev, fixes, layer = _collapse_evidence(run, q, pattern, fin_scale, s)
     if not pattern.ongoing and not pattern.below_one:
-        fixes = _ended_streak(run, pattern, fin_scale, ev) + fixes
+        backing_off = _ended_streak(run, pattern, fin_scale, ev)
+        if backing_off:  # the scale was absurd, not the gradients: no step-size fix for an overflow they never made
+            fixes = [f for f in fixes if getattr(f, "key", None) not in _GRADIENT_OVERFLOW_FIXES]
+        fixes = backing_off + fixes
         return [
             Finding(
                 cause="loss_scale_collapse",
@@ -282,6 +286,24 @@ def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: li
     return layer
 
 
+def _power_of_2(x: float) -> str:
+    """`2^32` for 4294967296.0, else the number as `%g` prints it."""
+    p = math.log2(x) if x > 0 else math.nan
+    return f"2^{int(p)}" if p == p and p == int(p) else f"{x:g}"
+
+
+def _deepspeed_overflows(run: Run) -> bool:
+    """The log's overflow lines are DeepSpeed's (`[deepspeed] OVERFLOW!`, ZeRO-3's `[deepscale] OVERFLOW!`)."""
+    return any(
+        "deepspeed" in str(e.get("text", "")).lower() or "deepscale" in str(e.get("text", "")).lower()
+        for _, e in events_of(run, ("overflow",))
+    )
+
+
+#: the fixes for gradients that overflow fp16 at a working scale (a lower LR, clipping, bf16)
+_GRADIENT_OVERFLOW_FIXES = ("precision.fix_gradients_overflow_fp16", "precision.fix_gradients_overflow_fp16_clipped")
+
+
 def _unnormalised_inputs(run: Run, ev: list[str], fixes: list[FixLike]) -> None:
     """Inputs far beyond unit scale overflow fp16 in the first layer: said first among the fixes."""
     ia = run.col("input_absmax")
@@ -297,16 +319,13 @@ def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: lis
     s0 = float(fin_scale[0]) if fin_scale.size else float("nan")
     if (init > LIMITS.absurd_init_scale or s0 > LIMITS.absurd_init_scale) and pattern.longest[0] <= 1:
         ev.append(Msg("precision.streak_ended_backing_off"))
-        return [
-            Fix.scaler(
-                Msg(
-                    "precision.fix_init_scale",
-                    init_scale=LIMITS.default_init_scale,
-                    configured=init if init == init else s0,
-                ),
-                init_scale=LIMITS.default_init_scale,
-            )
-        ]
+        configured = init if init == init else s0
+        # DeepSpeed's scaler is set in its config (`initial_scale_power`, 2^32 in its older defaults)
+        key = "precision.fix_initial_scale_power" if _deepspeed_overflows(run) else "precision.fix_init_scale"
+        said = Msg(
+            key, init_scale=LIMITS.default_init_scale, power=16, configured=configured, started=_power_of_2(configured)
+        )
+        return [Fix.scaler(said, init_scale=LIMITS.default_init_scale)]
     ev.append(Msg("precision.streak_ended_lost_updates"))
     return []
 

@@ -204,8 +204,14 @@ PRECISION = {
         "在送入模型之前对输入特征做归一化（例如 (x - mean) / std）",
     ),
     "precision.streak_ended_backing_off": (
-        "the streak ended: GradScaler spent those steps backing off from its initial scale",
-        "连续跳过已经结束：这些步是 GradScaler 在从过大的初始 scale 往下退",
+        "the streak ended: the loss scaler spent those steps backing off from its initial scale",
+        "连续跳过已经结束：这些步是 loss scaler 在从过大的初始 scale 往下退",
+    ),
+    "precision.fix_initial_scale_power": (
+        "start DeepSpeed's loss scaler at a sane scale: \"initial_scale_power\": {power} in the config's fp16 "
+        "section (2^{power} = {init_scale:g}; it started at {started})",
+        'DeepSpeed 的 loss scaler 用合理的初始 scale：在配置的 fp16 部分设 "initial_scale_power": {power}'
+        "（2^{power} = {init_scale:g}；当前从 {started} 开始）",
     ),
     "precision.fix_init_scale": (
         "start GradScaler at a sane scale: GradScaler(init_scale={init_scale:g}) (configured: {configured})",
