@@ -524,3 +524,18 @@ def test_a_zero_loss_between_swings_at_an_lr_far_above_usual_is_the_lr():
     assert f.cause == "lr_too_high", _keys(f)
     cols["lr"] = [1e-3] * len(loss)
     assert _zero_finding(_diagnose(range(len(loss)), cols, meta={"optimizer": "Adam"})).cause != "lr_too_high"
+
+
+def test_a_loss_logged_as_0_beside_a_nan_grad_norm_is_an_empty_label_mask(tmp_path):
+    """TRL's SFT with every label -100 logs `{'loss': 0.0, 'grad_norm': nan, ...}` (the HF Trainer's NaN
+    filter prints the 0/0 mean as 0.0): the reader reads it back as NaN and says where, and the NaN's
+    leading cause is the empty mask; the same lines printing `'loss': nan` carry no such evidence."""
+    from lossdoctor.sources import load_path
+
+    line = "{{'loss': {}, 'grad_norm': nan, 'learning_rate': 2e-05, 'mean_token_accuracy': 0.0, 'epoch': {}}}\n"
+    for loss, want in (("0.0", True), ("nan", False)):
+        p = tmp_path / f"trl_{loss}.txt"
+        p.write_text("".join(line.format(loss, round(0.1 * k, 1)) for k in range(1, 5)))
+        [f] = [f for f in diagnose_runs(load_path(p)).findings if f.symptom == "nonfinite"]
+        assert ("diff.ev.zero_beside_nan_grad" in _keys(f)) == want, _keys(f)
+        assert (f.cause == "label_mask_empty") == want, (loss, f.cause)

@@ -394,6 +394,9 @@ HOW = {None: 0, "counter": 1, "interval": 2, "numbered": 3, "epoch": 4, "spaced"
 HOW_NAMES = {v: k for k, v in HOW.items()}
 #: per-row flags (`StepColumns.flags`)
 FLAG_DROP, FLAG_WEAK, FLAG_NAN_FILTER = 1, 2, 4
+#: meta key: the first step whose logged 0.0 beside a non-finite grad norm a reader read back as NaN (the HF
+#: Trainer's `logging_nan_inf_filter` logs an interval of NaN losses as 0.0)
+NAN_FILTER_META = "nan_filter_first_step"
 #: set by a thinning pass on a row it must keep (rare, non-finite, outlying, or next to a non-finite one)
 FLAG_KEEP = 8
 #: set by a thinning pass on a row next to an outlier: kept while the store has room for every such

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..findings import Finding, Fix, FixLike, as_fixes
 from ..messages import Msg
-from ..records import Run
+from ..records import NAN_FILTER_META, Run
 from .bad_init import start_over_chance
 from .gradients import clip_in_place
 from .log_events import (
@@ -297,6 +297,16 @@ _NAN_ROWS = (
     Row("op_overflow", "grad_explosion", 0.4, "... or a gradient grown past the dtype's range through it"),
     Row("grad_text", "grad_explosion", 0.4, "the log says the gradient went non-finite"),
     Row("grad_zero", "label_mask_empty", 2.0, "only a mean over zero supervised tokens is NaN with a zero gradient"),
+    Row(
+        "zero_beside_nan_grad",
+        "label_mask_empty",
+        1.5,
+        "a loss logged as exactly 0 beside a NaN gradient norm: the mean over zero supervised tokens (0/0) "
+        "that the HF Trainer's NaN filter prints as 0 (TRL SFT with every label -100)",
+    ),
+    Row(
+        "zero_beside_nan_grad", "nonfinite_data", -0.3, "a NaN batch's loss is printed NaN or averaged, not an exact 0"
+    ),
     Row("labels_ignored", "label_mask_empty", 1.5, "the framework says labels were dropped"),
     Row("loss_finite", "grad_explosion", 0.3, "the gradient overflowed while the loss was still finite"),
     # (0.5 with the LR's prior at 0.4: the step alone leaves the LR under a clear lead, so its fix waits for
@@ -1187,6 +1197,15 @@ def _ev_text(kinds: tuple[str, ...], key: str) -> Evidence:
     return ev
 
 
+def _ev_zero_beside_nan_grad(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
+    """The reader read a loss logged as exactly 0 beside a NaN/Inf gradient norm back as NaN (the
+    HF Trainer's NaN filter, `records.NAN_FILTER_META`) at or before the symptom."""
+    first = run.meta.get(NAN_FILTER_META)
+    return (
+        Msg("diff.ev.zero_beside_nan_grad", step=int(first)) if isinstance(first, int) and first <= sym.step else None
+    )
+
+
 def _ev_saturated_start(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     """The run's first loss was far above chance (`bad_init.start_over_chance`): logits that large
     saturate the softmax, and once it is one-hot on every sample its cross-entropy and gradient
@@ -1426,6 +1445,7 @@ EVIDENCE: dict[str, Evidence] = {
     "labels_ignored": _ev_text(("labels_ignored", "empty_target", "truncation"), "diff.ev.labels_ignored"),
     "grad_zero": _ev_grad_zero,
     "saturated_start": _ev_saturated_start,
+    "zero_beside_nan_grad": _ev_zero_beside_nan_grad,
     "grad_nonfinite": _ev_grad_nonfinite,
     "epoch_zero": _ev_epoch_zero,
     "lr_zero_all": _ev_lr_zero_all,

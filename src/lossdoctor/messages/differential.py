@@ -267,6 +267,10 @@ TEMPLATES = {
         "日志 {n} 次提示标签被忽略或截断，第一次在 step {first}",
     ),
     "diff.ev.grad_zero": ("the gradient norm is exactly 0 there", "那里的 grad norm 恰好为 0"),
+    "diff.ev.zero_beside_nan_grad": (
+        "at step {step} the loss is logged as exactly 0 beside a NaN gradient norm: a mean over no supervised token",
+        "第 {step} 步 loss 记为恰好 0，而 grad norm 为 NaN：这是对零个受监督 token 取平均",
+    ),
     "diff.ev.saturated_start": (
         "the run started at loss {loss:.3g}, far above chance ({chance:.3g}): a saturated softmax underflows to 0",
         "训练起点的 loss 为 {loss:.3g}，远高于随机猜测水平（{chance:.3g}）：饱和的 softmax 会下溢为 0",

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..messages import Msg
-from ..records import Run, from_columns, to_float
+from ..records import NAN_FILTER_META, Run, from_columns, to_float
 from .columns import SIDE_COLUMNS, column_for
 from .files import head, json_array_prefix, looks_binary, numbered, read_bytes, tail, walk
 from .registry import SourceError, reader
@@ -178,7 +178,9 @@ def restore_filtered_nan(run: Run) -> None:
     artefact = run.logged("loss") & (loss == 0.0) & run.logged("grad_norm") & ~np.isfinite(gn)
     if artefact.any():
         run.cols["loss"] = np.where(artefact, np.nan, loss)
-        run.notes.append(filtered_nan_note(int(run.steps[np.flatnonzero(artefact)[0]])))
+        first = int(run.steps[np.flatnonzero(artefact)[0]])
+        run.meta[NAN_FILTER_META] = first
+        run.notes.append(filtered_nan_note(first))
 
 
 def _is_step(v: Any) -> bool:

@@ -41,7 +41,18 @@ from typing import Any
 import numpy as np
 
 from ..messages import Msg
-from ..records import FLAG_DROP, FLAG_NAN_FILTER, FLAG_WEAK, HOW, THINNING, Run, StepColumns, Thinning, from_columns
+from ..records import (
+    FLAG_DROP,
+    FLAG_NAN_FILTER,
+    FLAG_WEAK,
+    HOW,
+    NAN_FILTER_META,
+    THINNING,
+    Run,
+    StepColumns,
+    Thinning,
+    from_columns,
+)
 from . import composer as co
 from . import console_fast as fast
 from . import console_lines as cl
@@ -1169,6 +1180,9 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     if st.thinned:
         meta["thinned"] = {"rows": st.total, "kept": st.n, "stride": st.stride}
         meta.setdefault("log_interval", interval_before_thinning(st))
+    nan_filter = st.step[: st.n][(st.flags[: st.n] & FLAG_NAN_FILTER) != 0]
+    if nan_filter.size:  # a 0.0 beside a NaN grad norm read back as NaN: where, for the detectors
+        meta[NAN_FILTER_META] = int(nan_filter.min())
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:
