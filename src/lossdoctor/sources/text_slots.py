@@ -104,7 +104,7 @@ _MODE = re.compile(r"([A-Za-z]+)\((train|val|test|eval)\)", re.IGNORECASE)
 
 #: an evaluation word standing alone (not inside a name such as `val_loss`, not itself naming a field: `val loss`)
 EVAL_ALONE = (
-    r"(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
+    r"(?:(?<![\w/.-])(?:val|valid|validation|validating|eval|evaluation|evaluating|test|testing"
     r"|dev"
     r"|cv)"  # cv: WeNet's and its kin's (WeTTS, WeKWS) cross-validation pass, `Epoch 0 [CV] progress ...`
     r"(?![\w/-])(?!\s*(?:loss|acc|ppl|perplexity))"
@@ -113,7 +113,7 @@ EVAL_ALONE = (
     r"(?!\s+metric\s+['\"])"
     # a logger's channel glued to its name by a hyphen, capitalised, then a colon (FastEstimator's
     # `FastEstimator-Eval:`; a run named `mi-test:` is no channel)
-    r"|(?<=[A-Za-z]-)(?-i:Eval|Test|Validation)(?=:)"
+    r"|(?<=[A-Za-z]-)(?-i:Eval|Test|Validation)(?=:))"  # (one group: what callers append binds to both)
 )
 #: ... and not a phase's size, whose values follow: Poutyne's `Train steps: 938 Val steps: 157 ... loss:`
 #: (the template reader's; the console reader keeps `Val steps: 157` an evaluation's, out of its step counter)
