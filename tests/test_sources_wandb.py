@@ -58,17 +58,48 @@ def test_offline_run(wandb_runs, name):
     logfaults.check(diagnose_runs(runs), name)
 
 
+def _record_starts(data: bytes) -> list[int]:
+    """Where each record header of a W&B transaction log starts (LevelDB's log: 32 KiB blocks, a 7-byte
+    header `crc u32, length u16, type u8` before each fragment, a block's last < 7 bytes zero padding)."""
+    block, header, pos, out = 32768, 7, 7, []
+    while pos + header <= len(data):
+        room = block - pos % block
+        if room < header:
+            pos += room
+            continue
+        length, kind = int.from_bytes(data[pos + 4 : pos + 6], "little"), data[pos + 6]
+        if kind == 0 and length == 0:
+            pos += room
+            continue
+        out.append(pos)
+        pos += header + length
+    return out
+
+
 def test_torn_wandb_file_is_a_partial_read(wandb_runs, tmp_path):
+    """A file cut inside a record (its payload, its header, or between the fragments of a record that
+    spans two blocks) reads up to there and says it is torn; cut where one record ends and the next
+    begins it is a whole shorter log, which no reader can tell from one, so the cuts are chosen inside."""
     src = next((wandb_runs / "healthy" / "wandb").glob("offline-run-*/run-*.wandb"))
     data = src.read_bytes()
-    torn = tmp_path / "run-torn.wandb"
-    torn.write_bytes(data[: len(data) * 2 // 3])
-    run = load_path(torn)[0]
-    assert 0 < len(run) < 300
-    assert has(run.notes, "source.wandb_torn") or has(run.notes, "source.wandb_bad_checksum"), [
-        getattr(m, "key", m) for m in run.notes
-    ]
-    p = run_cli("diagnose", torn)
+    starts = _record_starts(data)
+    at = next(i for i, p in enumerate(starts) if p >= len(data) * 2 // 3)
+    spans = next(
+        (p for p in starts if p // 32768 != (p + 7 + int.from_bytes(data[p + 4 : p + 6], "little")) // 32768), None
+    )
+    cuts = {"payload": (starts[at] + starts[at + 1]) // 2, "header": starts[at] + 3}
+    if spans is not None:  # a record whose fragments straddle a block boundary: cut after its first one
+        cuts["fragments"] = 32768 * (spans // 32768 + 1) + 7
+    for how, cut in cuts.items():
+        torn = tmp_path / f"run-torn-{how}.wandb"
+        torn.write_bytes(data[:cut])
+        run = load_path(torn)[0]
+        assert 0 < len(run) < 300, how
+        assert has(run.notes, "source.wandb_torn") or has(run.notes, "source.wandb_bad_checksum"), (
+            how,
+            [getattr(m, "key", m) for m in run.notes],
+        )
+    p = run_cli("diagnose", tmp_path / "run-torn-payload.wandb")
     assert p.returncode == 0 and "warning" in p.stderr
 
 

@@ -87,6 +87,9 @@ def iter_records(data: bytes, notes: list[str], name: str) -> Iterator[bytes]:
             if kind == _LAST:
                 yield bytes(pending)
                 pending = None
+    if pending is not None or (pos < n and any(data[pos:])):
+        # the file ends inside a record: a chain of fragments with no last one, or part of a header
+        notes.append(Msg("source.wandb_torn", name=name, pos=pos))
 
 
 def _json_value(s: str) -> Any:
