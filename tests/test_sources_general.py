@@ -2287,3 +2287,28 @@ def test_a_number_written_as_words_is_not_logged_on_that_row(tmp_path):
         )
     run = _read(tmp_path, "\n".join(lines) + "\n")
     _same(_at(run, "loss"), video)
+
+
+def test_a_meters_running_average_turning_nan_beside_a_finite_value_dates_the_nan(tmp_path):
+    """maskrcnn-benchmark prints a window's median and the global average of each term: `loss: 5.6908
+    (nan)` at iter 20 says a step since the last print went NaN, before `loss: nan (nan)` at iter 40.
+    The dev corpus's paste of it (its lines wrapped mid-word, read by the general text reader) dates
+    the NaN at 20; the same paste with that average finite dates it at 40."""
+    from pathlib import Path
+
+    from lossdoctor.detectors.engine import diagnose_runs
+
+    real = (
+        Path(__file__).parent.parent
+        / "benchmarks/real_logs/maskrcnn_benchmark_trainer_median_avg_nan_unfrozen_backbone_lr.log"
+    )
+    text = real.read_text(encoding="utf-8")
+
+    def nan_step(t):
+        p = tmp_path / "mrcnn.log"
+        p.write_text(t, encoding="utf-8")
+        [f] = [f for f in diagnose_runs(load_path(p)).findings if f.symptom == "nonfinite"]
+        return f.step
+
+    assert nan_step(text) == 20
+    assert nan_step(text.replace("loss: 5.6908 (nan)", "loss: 5.6908 (5.8965)", 1)) == 40

@@ -1718,6 +1718,7 @@ def build(parser: TextParser, what: str) -> Run:
         notes.append(Msg("text.components", names=sorted({k for v in components.values() for k in v})[:8]))
     _event_columns(parser, place, cols, events, events_only=main is not picked["main"])
     _nonfinite_components(components, comp_lines, cols, events, outside=meta.get("outside_sum", ()))
+    _nonfinite_average(picked, place, events)
     parser.events.hints.apply(meta, saw_scale="scale" in cols)
     _no_loss_cells(picked, place, cols, meta, notes)
     steps = np.array(sorted({s for c in cols.values() for s in c} | set(place.steps.tolist())), dtype=np.float64)
@@ -1998,6 +1999,26 @@ def _nonfinite_components(
             events.setdefault("text_events", {}).setdefault(step, []).append(
                 {"kind": "nonfinite_warning", "line": lines.get(step, 0), "text": f"component loss non-finite: {text}"}
             )
+
+
+def _nonfinite_average(picked: dict[str, Any], place: Placed, events: dict[str, dict[int, Any]]) -> None:
+    """A meter line's running average of the loss turned NaN/Inf while the value printed beside it is
+    finite (maskrcnn-benchmark's `loss: 5.6908 (nan)`: a window's median beside the global average):
+    some step since the last print went non-finite; a `nonfinite_loss` text event at this print (the
+    text saying a loss went non-finite before a NaN is printed dates the symptom there)."""
+    if picked["loss"] is None:
+        return
+    hits: list[tuple[int, str]] = []
+    for t, j in [picked["loss"], *picked["siblings"]]:  # (a line wrapped in the paste is a shape of its own)
+        avg = [k for k, n in enumerate(t.names) if name_key(n) == "(avg) " + name_key(t.names[j])]
+        for r, step in zip(t.rows, place.of(t)) if avg else ():
+            if math.isfinite(r[j]) and not math.isfinite(r[avg[0]]):
+                hits.append((int(step), f"running average of {t.names[j]} non-finite: {r[avg[0]]} beside {r[j]}"))
+    if hits:  # the first such print dates it; later ones carry the same average
+        step, text = min(hits)
+        events.setdefault("text_events", {}).setdefault(step, []).append(
+            {"kind": "nonfinite_loss", "line": 0, "text": text[:TEXT_MAX], "value": "nan"}
+        )
 
 
 #: an average's word in front of a part's name: every printed loss is averaged over its interval, so the
