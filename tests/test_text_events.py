@@ -64,16 +64,20 @@ LINES = [
         "[2023-06-07 22:16:00,018] [INFO] [loss_scaler.py:181:update_scale] [deepspeed] OVERFLOW! Rank 0 Skipping "
         "step. Attempted loss scale: 65536, reducing to 32768",
         "overflow",
-        {"scale": 32768.0, "attempted": 65536.0},
+        {"scale": 32768.0, "attempted": 65536.0, "scaler": "deepspeed"},
     ),
     (
         "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, but hysteresis is 2. Reducing "
         "hysteresis to 1",
         "overflow",
-        {"scale": 1.0},
+        {"scale": 1.0, "scaler": "deepspeed"},
     ),
     # apex/amp/scaler.py LossScaler.update_scale
-    ("Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.5", "overflow", {"scale": 0.5}),
+    (
+        "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.5",
+        "overflow",
+        {"scale": 0.5, "scaler": None},
+    ),
     # fairseq/trainer.py train_step (OverflowError from fairseq/optim/dynamic_loss_scaler.py)
     (
         "2024-02-29 07:58:54 | INFO | fairseq.trainer | NOTE: gradient overflow detected, ignoring gradient, "

@@ -303,6 +303,7 @@ _NAN_ROWS = (
         1.5,
         "a loss logged as exactly 0 beside a NaN gradient norm: the mean over zero supervised tokens (0/0) "
         "that the HF Trainer's NaN filter prints as 0 (TRL SFT with every label -100)",
+        DEV + "trl_sft_hf_dict_loss0_gradnorm_nan_all_labels_masked.log",
     ),
     Row(
         "zero_beside_nan_grad", "nonfinite_data", -0.3, "a NaN batch's loss is printed NaN or averaged, not an exact 0"

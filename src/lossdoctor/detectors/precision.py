@@ -288,16 +288,12 @@ def _overflow_source(run: Run, s: int, streak_end: int, ev: list[str], fixes: li
 
 def _power_of_2(x: float) -> str:
     """`2^32` for 4294967296.0, else the number as `%g` prints it."""
-    p = math.log2(x) if x > 0 else math.nan
-    return f"2^{int(p)}" if p == p and p == int(p) else f"{x:g}"
+    return f"2^{int(math.log2(x))}" if x > 0 and math.log2(x).is_integer() else f"{x:g}"
 
 
 def _deepspeed_overflows(run: Run) -> bool:
-    """The log's overflow lines are DeepSpeed's (`[deepspeed] OVERFLOW!`, ZeRO-3's `[deepscale] OVERFLOW!`)."""
-    return any(
-        "deepspeed" in str(e.get("text", "")).lower() or "deepscale" in str(e.get("text", "")).lower()
-        for _, e in events_of(run, ("overflow",))
-    )
+    """The log's overflow lines are DeepSpeed's loss scaler's (the reader's `scaler` of the event)."""
+    return any(e.get("scaler") == "deepspeed" for _, e in events_of(run, ("overflow",)))
 
 
 #: the fixes for gradients that overflow fp16 at a working scale (a lower LR, clipping, bf16)
@@ -322,8 +318,13 @@ def _ended_streak(run: Run, pattern: SkipPattern, fin_scale: np.ndarray, ev: lis
         configured = init if init == init else s0
         # DeepSpeed's scaler is set in its config (`initial_scale_power`, 2^32 in its older defaults)
         key = "precision.fix_initial_scale_power" if _deepspeed_overflows(run) else "precision.fix_init_scale"
+        power = int(math.log2(LIMITS.default_init_scale))
         said = Msg(
-            key, init_scale=LIMITS.default_init_scale, power=16, configured=configured, started=_power_of_2(configured)
+            key,
+            init_scale=LIMITS.default_init_scale,
+            power=power,
+            configured=configured,
+            started=_power_of_2(configured),
         )
         return [Fix.scaler(said, init_scale=LIMITS.default_init_scale)]
     ev.append(Msg("precision.streak_ended_lost_updates"))

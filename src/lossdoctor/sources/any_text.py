@@ -2008,16 +2008,16 @@ def _nonfinite_average(picked: dict[str, Any], place: Placed, events: dict[str, 
     text saying a loss went non-finite before a NaN is printed dates the symptom there)."""
     if picked["loss"] is None:
         return
-    hits: list[tuple[int, str]] = []
+    hits: list[tuple[int, int, str]] = []
     for t, j in [picked["loss"], *picked["siblings"]]:  # (a line wrapped in the paste is a shape of its own)
         avg = [k for k, n in enumerate(t.names) if name_key(n) == "(avg) " + name_key(t.names[j])]
-        for r, step in zip(t.rows, place.of(t)) if avg else ():
+        for r, step, line in zip(t.rows, place.of(t), t.lines) if avg else ():
             if math.isfinite(r[j]) and not math.isfinite(r[avg[0]]):
-                hits.append((int(step), f"running average of {t.names[j]} non-finite: {r[avg[0]]} beside {r[j]}"))
+                hits.append((int(step), line, f"running average of {t.names[j]} non-finite: {r[avg[0]]} beside {r[j]}"))
     if hits:  # the first such print dates it; later ones carry the same average
-        step, text = min(hits)
+        step, line, text = min(hits)
         events.setdefault("text_events", {}).setdefault(step, []).append(
-            {"kind": "nonfinite_loss", "line": 0, "text": text[:TEXT_MAX], "value": "nan"}
+            {"kind": "nonfinite_loss", "line": line, "text": text[:TEXT_MAX], "value": "nan"}
         )
 
 

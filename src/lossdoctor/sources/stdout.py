@@ -767,9 +767,9 @@ class ConsoleParser:
             evals, self.early_evals = self.early_evals, []
             self.rows.extend({"step": step - len(evals) + k, "eval_loss": v} for k, v in enumerate(evals))
         early, self.early_overflows = self.early_overflows, []
-        # (one more than the steps before it: the first row's own step was skipped and printed after its
-        # overflow line, a script's `step:0, loss:...` after DeepSpeed's OVERFLOW for iteration 0)
-        first = None if step is None else step - len(early) + (step - len(early) == -1)
+        first = None if step is None else step - len(early)
+        if first == -1:  # one too many to fit before it: the last is the first row's own skipped step, its
+            first = 0  # print after its overflow line (a script's `step:0, loss:...` after DeepSpeed's OVERFLOW)
         if first is None or first < 0:
             for ov in early:
                 self._overflow_in_order(ov)
@@ -982,9 +982,9 @@ class ConsoleParser:
         out.extend(self.deepspeed.placement_notes())
         out.extend(self.megatron.notes())
         out.extend(self.composer.notes())
-        nan_filter = st.step[: st.n][(st.flags[: st.n] & FLAG_NAN_FILTER) != 0]
-        if nan_filter.size:
-            out.append(filtered_nan_note(int(nan_filter.min())))
+        first_filtered = _nan_filter_first(st)
+        if first_filtered is not None:
+            out.append(filtered_nan_note(first_filtered))
         if st.thinned:
             out.append(Msg("source.thinned", n=st.total, kept=st.n, stride=st.stride))
         return out
@@ -1163,6 +1163,12 @@ def _rows_meta(p: ConsoleParser) -> dict[str, Any]:
     return meta
 
 
+def _nan_filter_first(st: StepColumns) -> int | None:
+    """The first step whose 0.0 beside a non-finite grad norm was read back as NaN (`FLAG_NAN_FILTER`)."""
+    hit = st.step[: st.n][(st.flags[: st.n] & FLAG_NAN_FILTER) != 0]
+    return int(hit.min()) if hit.size else None
+
+
 def rows_to_run(p: ConsoleParser, what: str) -> Run:
     st = p.store
     _count_on(st)
@@ -1180,9 +1186,9 @@ def rows_to_run(p: ConsoleParser, what: str) -> Run:
     if st.thinned:
         meta["thinned"] = {"rows": st.total, "kept": st.n, "stride": st.stride}
         meta.setdefault("log_interval", interval_before_thinning(st))
-    nan_filter = st.step[: st.n][(st.flags[: st.n] & FLAG_NAN_FILTER) != 0]
-    if nan_filter.size:  # a 0.0 beside a NaN grad norm read back as NaN: where, for the detectors
-        meta[NAN_FILTER_META] = int(nan_filter.min())
+    first_filtered = _nan_filter_first(st)
+    if first_filtered is not None:  # a 0.0 beside a NaN grad norm read back as NaN: where, for the detectors
+        meta[NAN_FILTER_META] = first_filtered
     cols: dict[str, np.ndarray] = {}
     logged: dict[str, np.ndarray] = {}
     for name in _COLUMNS:

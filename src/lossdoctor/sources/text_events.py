@@ -33,7 +33,9 @@ _NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 class EventRule:
     """One kind of event line: `pattern`'s named groups are the values it carries (`scale`: the loss
     scale it sets, `attempted`: the scale that overflowed, `count`, `op`: the autograd function,
-    `value`: nan/inf, `step`: the step the line itself names, `from_step`: the checkpoint's step);
+    `value`: nan/inf, `step`: the step the line itself names, `from_step`: the checkpoint's step, and
+    `scaler`: whose loss scaler printed it, where only one prints that wording (a group named for it:
+    DeepSpeed's `OVERFLOW!`));
     `source` is whose line it is (the file that prints it), `keep` drops a line whose values say
     nothing happened (a counter of 0)."""
 
@@ -90,8 +92,8 @@ RULES: tuple[EventRule, ...] = (
     ),
     _rule(
         "overflow",
-        rf"OVERFLOW!.*?Attempted loss scale:\s*(?P<attempted>{_NUM}),\s*reducing to\s*(?P<scale>{_NUM})|"
-        rf"OVERFLOW!.*?Attempted loss scale:\s*(?P<scale_kept>{_NUM}),?\s*but hysteresis|"
+        rf"(?P<deepspeed>OVERFLOW!)(?:.*?Attempted loss scale:\s*(?P<attempted>{_NUM}),\s*reducing to\s*"
+        rf"(?P<scale>{_NUM})|.*?Attempted loss scale:\s*(?P<scale_kept>{_NUM}),?\s*but hysteresis)|"
         rf"overflow detected, ignoring gradient, setting loss scale to:?\s*(?P<scale_set>{_NUM})|"
         rf"Gradient overflow\.\s+Skipping step, loss scaler \d+ reducing loss scale to\s*(?P<scale_to>{_NUM})|"
         r"Grad overflow on iteration\s+(?P<step>\d+)",
@@ -102,7 +104,7 @@ RULES: tuple[EventRule, ...] = (
     ),
     _rule(
         "overflow",
-        r"OVERFLOW!|\b(?:grad(?:ient)?s?|fp16|loss scale|dynamic loss scale) overflow|"
+        r"(?P<deepspeed>OVERFLOW!)|\b(?:grad(?:ient)?s?|fp16|loss scale|dynamic loss scale) overflow|"
         r"\boverflow\b.*\bskip|overflow detected",
         "the same trainers' other wordings",
     ),
@@ -219,6 +221,8 @@ _FLOAT_KEYS = ("scale", "attempted")
 _INT_KEYS = ("count", "step", "output", "from_step")
 #: the groups that say a scale under another name (`scale_kept`: hysteresis keeps the attempted scale)
 _SCALE_ALIASES = ("scale_kept", "scale_set", "scale_to")
+#: the groups that name the loss scaler whose wording matched (`scaler`)
+_SCALERS = ("deepspeed",)
 _FROM_STEP = re.compile(r"checkpoint[-_ ](\d+)\b|global_step[-_ ]?(\d+)\b", re.I)
 
 
@@ -249,6 +253,9 @@ def _values(m: re.Match[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in m.groupdict().items():
         if v is None:
+            continue
+        if k in _SCALERS:
+            out["scaler"] = k
             continue
         if k in _SCALE_ALIASES:
             k = "scale"
