@@ -2312,3 +2312,59 @@ def test_a_meters_running_average_turning_nan_beside_a_finite_value_dates_the_na
 
     assert nan_step(text) == 20
     assert nan_step(text.replace("loss: 5.6908 (nan)", "loss: 5.6908 (5.8965)", 1)) == 40
+
+
+def test_a_quoted_name_with_digits_is_no_part_of_the_records_shape(tmp_path):
+    """Demucs's summary dicts name the best EMA copy (`'Bname': 'ema_epoch_0'`, then `'ema_batch_1'`): a
+    quoted name is no metric and no word of the line's shape, so every epoch is one record; a quoted
+    number stays a value and a quoted word without digits (`'phase': 'valid'`) still keeps its lines apart."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    out, expect = io.StringIO(), {}
+    for epoch in range(1, 7):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        best = f"ema_{'epoch' if epoch == 1 else 'batch'}_{epoch % 2}"
+        row = {"Epoch": epoch, "Loss": round(float(loss), 4), "Bname": best, "lr": "5e-2", "phase": "train"}
+        print(row, file=out)
+        print({**row, "Loss": round(float(loss) * 1.1, 4), "phase": "valid"}, file=out)
+        expect[epoch] = round(float(loss), 4)
+    run = _read(tmp_path, out.getvalue())
+    _same(_at(run, "loss"), expect)
+    assert _at(run, "lr")[3] == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize(
+    "form, digits, steps_from",
+    [
+        ("Epoch {e}: {v:.5f}, Time is {t:.2f}s", 5, "epoch"),  # ner_with_dependency's print of its epoch loss
+        ("Iteration {s}: {v:.4f}", 4, "log"),
+        ("Epoch {e}/10 - {v:.4f}", 4, "epoch"),
+    ],
+)
+def test_an_unnamed_value_after_a_named_counter_is_the_loss_guessed(tmp_path, form, digits, steps_from):
+    """A counter named by its word and one unnamed number after it: a small script's loss, read with a
+    note that it was guessed; beside a named metric (`acc 0.9`) or as a whole count it is not."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    lines, expect = [], {}
+    for e in range(1, 9):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lines.append(form.format(e=e, s=e * 100, v=float(loss), t=370 + e * 1.3))
+        expect[e if steps_from == "epoch" else e * 100] = round(float(loss), digits)
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    assert run.meta["steps_from"] == steps_from
+    _same(_at(run, "loss"), expect)
+    assert "text.loss_guessed" in [getattr(n, "key", None) for n in run.notes]
+    named = _read(tmp_path, "".join(f"Epoch {e}: {2.5 - e / 10:.4f} acc 0.9{e}\n" for e in range(1, 9)), "named.log")
+    counts = _read(tmp_path, "".join(f"Epoch {e}: {1200 + e} samples\n" for e in range(1, 9)), "counts.log")
+    assert not named.has("loss") and not counts.has("loss")

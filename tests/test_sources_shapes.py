@@ -256,4 +256,5 @@ def test_a_value_dated_by_its_counter_takes_the_subject_before_the_counter(tmp_p
         run = _read(tmp_path, "".join(shape.format(i=i, v=v) + "\n" for i, v in losses.items()))
         assert _at(run, "loss") == losses, shape
     run = _read(tmp_path, "".join(f"epoch {i}: {v:f}\n" for i, v in losses.items()))
-    assert not run.has("loss")  # no word names the value: nothing to take it for
+    # no word names the value: it is taken for the loss as a bare counter's first value is, said as a guess
+    assert _at(run, "loss") == losses and "text.loss_guessed" in [getattr(n, "key", None) for n in run.notes]

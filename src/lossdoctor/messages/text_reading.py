@@ -82,6 +82,10 @@ TEMPLATES = {
         "{n} row(s) carry an epoch and no finer counter: the epoch is the step, so a finding's step is an epoch number",
         "{n} 行只有 epoch，没有更细的计数：把 epoch 当作步数，所以诊断中的步数是 epoch 数",
     ),
+    "text.named_arrays": (
+        "{what}: read {n} row(s) from arrays named {names}: each array is a series, its positions the rows",
+        "{what}：从名为 {names} 的数组读取了 {n} 行：每个数组是一条序列，其位置即行",
+    ),
     "text.numbered": (
         "{n} row(s) carry no step counter: numbered 1, 2, 3... in order, so a finding's step is a row number, "
         "not the trainer's step",

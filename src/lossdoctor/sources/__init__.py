@@ -32,7 +32,7 @@ def _load_readers() -> None:
     if _loaded:
         return
     from . import (
-        any_text,  # noqa: F401  (the general reader of training text: tried last)
+        any_text,  # noqa: F401  (the general reader of training text: tried last; and named arrays)
         hf_trainer,  # noqa: F401
         lightning_csv,  # noqa: F401
         mlflow_store,  # noqa: F401

@@ -88,7 +88,7 @@ import numpy as np
 
 from ..messages import Msg
 from ..records import Run, from_columns, text_number
-from . import line_prefix
+from . import line_prefix, named_arrays
 from .columns import SIDE_COLUMNS, column_for, normalise
 from .console_text import EVAL_SECTION, clean, segments
 from .files import head, looks_binary, open_regular
@@ -188,6 +188,29 @@ _RULE = re.compile(r"^[\s|+:=*~_-]*-{3,}[\s|+:=*~_-]*$|^[\s|+:]*={3,}[\s|+:=]*$"
 _KV_LINE = re.compile(r"^\|\s*([^|]*?)\s*\|\s*([^|]*?)\s*\|$")
 
 
+#: a quoted value that names something (a checkpoint, a run, an EMA copy: Demucs's `'Bname': 'ema_batch_1'`):
+#: letters and digits inside quotes after a key; its digits are no metric and its words no part of the
+#: line's shape (`'ema_epoch_0'` and `'ema_batch_1'` are the same record). A quoted number (`'lr': '3e-4'`)
+#: stays a value, and a quoted word without digits (`'phase': 'train'`) stays part of the shape
+_QUOTED_NAME = re.compile(r"""([:=]\s*)(['"])([^'"(\n]{0,80}?[A-Za-z][^'"(\n]{0,80}?)\2""")
+_NAME_HOLDER = "name"
+
+
+def _name_placeholder(m: re.Match[str]) -> str:
+    inner = m.group(3)
+    if not any(c.isdigit() for c in inner) or _is_number(inner):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{_NAME_HOLDER}{m.group(2)}"
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
 def split_cells(text: str) -> list[str]:
     cells = _HEADER_SPLIT.split(text.strip().strip("|+").strip())
     return [c for c in cells if c != ""]
@@ -251,6 +274,8 @@ class TextParser:
         text = latin(text)
         if not text:
             return
+        if "'" in text or '"' in text:
+            text = _QUOTED_NAME.sub(_name_placeholder, text)
         if "," in text:
             text = whole_numbers(text)
         if "_" in text:
@@ -1364,7 +1389,11 @@ def _bare(parser: TextParser) -> tuple[Any, ...] | None:
     alone = _numbers_only(parser)
     if alone is not None:
         return (50, -len(alone.rows), alone.order[0], id(alone), alone, 0)
-    columns = [(t, j) for t in parser.templates.values() if (j := _unnamed_value(t)) is not None]
+    columns = [
+        (t, j)
+        for t in parser.templates.values()
+        if (j := _unnamed_value(t)) is not None or (j := _after_word(t)) is not None
+    ]
     if not columns:
         return None
     t, j = max(columns, key=lambda c: (len(c[0].rows), -c[0].order[0]))
@@ -1430,6 +1459,27 @@ def _unnamed_value(t: Template) -> int | None:
 
 #: most unnamed values after the counter a training print is taken for (loss, accuracy, LR)
 _MAX_UNNAMED = 3
+
+
+def _after_word(t: Template) -> int | None:
+    """A counter named by its word, then numbers with no name (`Epoch 11: 54602.61407, Time is 374.20s`,
+    `Iteration 100: 2.31`, `Epoch 3/10 - 0.41`): a small script's print of its loss, the first such value
+    that is no whole number on some row (a guess, said in a note). Any other named number on the line
+    (`acc 0.91`) says the script names what it prints, so an unnamed one is something else."""
+    if len(t.rows) < _MIN_ROWS + 1 or t.text in _NOT_LINES:
+        return None
+    _, counters, how = steps_of(t)
+    if how not in ("named", "epoch") or not counters:
+        return None
+    others = [j for j in range(len(t.names)) if j not in counters]
+    bare = [j for j in others if not t.names[j] and j > max(counters)]
+    if not bare or len(bare) > _MAX_UNNAMED or any(t.names[j].lower() not in ("", PERCENT, "time") for j in others):
+        return None
+    pieces = t.text.split("\x00")
+    j = next((j for j in bare if not _unit_after(pieces, j)), None)
+    if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
+        return None
+    return j
 
 
 def _counted_from(t: Template, bare: list[int], counters: set[int]) -> bool:
@@ -2158,33 +2208,94 @@ def _without(prefix: str, lines: Iterable[str]) -> Iterator[str]:
 
 @reader("training text", _sniff, priority=95)
 def read(path: Path) -> list[Run]:
-    # lines as a terminal starts them (a `\r` redraw of a bar is no new line: a launcher's tag is not on it)
-    learned = line_prefix.learned(path)  # the prefix the text's own lines repeat (a logging format, a host)
-    sample = head(path, 65536)
-    prefix = shared_prefix(
-        (sample if learned is None else learned.sub(b"", sample)).decode("utf-8", "replace").split("\n")
-    )
-    run, refused, free = None, None, False
-    with open_regular(path) as f:
-        lines = segments(f if learned is None else line_prefix.Stripped(f, learned))
-        parser = parse(_without(prefix, lines) if prefix else lines)
-        free = free_tails(parser)
-        try:
-            run = build(parser, path.name)
-        except SourceError as e:
-            refused = e
+    lines = _Lines(path)
+    run, refused = None, None
+    parser = parse(lines())
+    free = free_tails(parser)
+    try:
+        run = build(parser, path.name)
+    except SourceError as e:
+        refused = e
     if free and (run is None or not run.meta.get("adversaries")):
-        with open_regular(path) as f:  # read again with the free text after each line's last number left out
-            lines = segments(f if learned is None else line_prefix.Stripped(f, learned))
-            try:
-                loose = build(parse(_without(prefix, lines) if prefix else lines, loose=True), path.name)
-            except SourceError:
-                loose = None
+        try:  # read again with the free text after each line's last number left out
+            loose = build(parse(lines(), loose=True), path.name)
+        except SourceError:
+            loose = None
         if loose is not None and loose.has("loss") and _loss_points(loose) > _loss_points(run):
             loose.notes.insert(1, Msg("text.free_tails"))
             run = loose
+    if _loss_points(run) < named_arrays.MIN_VALUES:  # the losses kept in a list and printed once
+        listed = _from_arrays(lines.text(), path.name)
+        if listed is not None and _loss_points(listed) > _loss_points(run):
+            run = listed
     if run is None:
         raise refused or SourceError(f"{path.name}: not a log format lossdoctor knows")
+    return [run]
+
+
+class _Lines:
+    """A text's lines as a terminal starts them (a `\r` redraw of a bar is no new line: a launcher's tag
+    is not on it), less the prefix its own lines repeat (a logging format, a host, a process manager's
+    tag): each call streams them again; `text()` is the first MAX_BYTES of them joined (for arrays that
+    span lines: `named_arrays`)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.learned = line_prefix.learned(path)
+        sample = head(path, 65536)
+        self.prefix = shared_prefix(
+            (sample if self.learned is None else self.learned.sub(b"", sample)).decode("utf-8", "replace").split("\n")
+        )
+
+    def __call__(self) -> Iterator[str]:
+        with open_regular(self.path) as f:
+            lines = segments(f if self.learned is None else line_prefix.Stripped(f, self.learned))
+            yield from _without(self.prefix, lines) if self.prefix else lines
+
+    def text(self) -> str:
+        out, size = [], 0
+        for line in self():
+            out.append(line)
+            size += len(line) + 1
+            if size >= named_arrays.MAX_BYTES:
+                break
+        return "\n".join(out)
+
+
+def _from_arrays(text: str, what: str) -> Run | None:
+    """The run the text's named arrays hold (`print(history.history)` among other lines), or None."""
+    try:
+        return arrays_run(text, what)
+    except SourceError:
+        return None
+
+
+def _whole_text(path: Path) -> str:
+    with open_regular(path) as f:
+        return f.read(named_arrays.MAX_BYTES).decode("utf-8", "replace")
+
+
+def arrays_run(text: str, what: str) -> Run | None:
+    """The run the named arrays in `text` hold (None: no loss-named array of MIN_VALUES numbers), read
+    as the lines `named_arrays.lines` makes of them; its note says so, not the made lines' shape."""
+    arrays = named_arrays.find(text)
+    if not any(named_arrays.LOSS_NAME.search(k) for k in arrays):
+        return None
+    rows = named_arrays.lines(arrays)
+    run = build(parse(rows), what)
+    used = sorted(k for k, v in arrays.items() if len(v) == len(rows))
+    run.notes[:] = [Msg("text.named_arrays", what=what, n=len(rows), names=used[:8])] + [
+        m for m in run.notes if getattr(m, "key", None) != "text.read"
+    ]
+    return run
+
+
+@reader("named arrays", named_arrays.is_dump, priority=78)
+def read_arrays(path: Path) -> list[Run]:
+    """A file that is a dump of named arrays (a Keras history dict, its `history.json`)."""
+    run = arrays_run(_whole_text(path), path.name)
+    if run is None:
+        raise SourceError(f"{path.name}: no array named as a loss with {named_arrays.MIN_VALUES} or more numbers")
     return [run]
 
 
