@@ -2368,3 +2368,64 @@ def test_an_unnamed_value_after_a_named_counter_is_the_loss_guessed(tmp_path, fo
     named = _read(tmp_path, "".join(f"Epoch {e}: {2.5 - e / 10:.4f} acc 0.9{e}\n" for e in range(1, 9)), "named.log")
     counts = _read(tmp_path, "".join(f"Epoch {e}: {1200 + e} samples\n" for e in range(1, 9)), "counts.log")
     assert not named.has("loss") and not counts.has("loss")
+
+
+def test_a_rate_unit_glued_to_a_number_is_no_part_of_the_next_name(tmp_path):
+    """Hand4Whole's `speed: 0.72(0.65s r0.07)s/itr 0.70h/epoch loss_smpl_pose: 0.3386`: `h/epoch` is the
+    unit of 0.70, so the component after it is `loss_smpl_pose`, summed into the loss with its siblings."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x, y = torch.randn(64, 4), torch.randn(64, 2)
+    lines, pose = [], {}
+    for it in range(26, 32):
+        out = model(x)
+        l_pose, l_shape = ((out[:, 0] - y[:, 0]) ** 2).mean(), ((out[:, 1] - y[:, 1]) ** 2).mean()
+        opt.zero_grad()
+        (l_pose + l_shape).backward()
+        opt.step()
+        lines.append(
+            f"09-24 22:50:{it:02d} Epoch 0/7 itr {it}/3489: lr: 0.0001 speed: 0.72(0.65s r0.07)s/itr "
+            f"0.70h/epoch loss_smpl_pose: {float(l_pose):.4f} loss_smpl_shape: {float(l_shape):.4f}"
+        )
+        pose[it] = round(float(l_pose), 4)
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    comps = run.events["loss_components"]
+    assert {s: c["loss_smpl_pose"] for s, c in comps.items()} == pose
+
+
+def _gan_losses(steps):
+    """(generator, discriminator) losses of a real tiny GAN's first steps."""
+    torch.manual_seed(0)
+    g, d = torch.nn.Linear(2, 2), torch.nn.Sequential(torch.nn.Linear(2, 1))
+    og, od = torch.optim.Adam(g.parameters(), 1e-2), torch.optim.Adam(d.parameters(), 1e-2)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits
+    out = []
+    for _ in range(steps):
+        real, fake = torch.randn(16, 2) + 3, g(torch.randn(16, 2))
+        ld = bce(d(real), torch.ones(16, 1)) + bce(d(fake.detach()), torch.zeros(16, 1))
+        od.zero_grad()
+        ld.backward()
+        od.step()
+        lg = bce(d(fake), torch.ones(16, 1))
+        og.zero_grad()
+        lg.backward()
+        og.step()
+        out.append((float(lg), float(ld)))
+    return out
+
+
+def test_names_listed_before_their_values_name_each_value(tmp_path):
+    """A DCGAN script's `generator loss | discriminator loss : 3.7583103 | 0.9910032 - batch took 2.1 s.`:
+    each value takes the name in its place, the two adversaries are kept as components, and the batch's
+    timing is none of their parts."""
+    losses = _gan_losses(4)
+    text = "".join(
+        f"     Batch {i + 1}/170 generator loss | discriminator loss : {lg:.7f} | {ld:.8f} - batch took 2.{i}1966 s.\n"
+        for i, (lg, ld) in enumerate(losses)
+    )
+    run = _read(tmp_path, text)
+    comps = run.events["loss_components"]
+    assert [c["generator_loss"] for c in comps.values()] == [round(lg, 7) for lg, _ in losses]
+    assert [c["discriminator_loss"] for c in comps.values()] == [round(ld, 8) for _, ld in losses]
+    assert not any("batch_took" in c for c in comps.values())

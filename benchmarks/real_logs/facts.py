@@ -54,11 +54,14 @@ def _components(run) -> dict:
 
 def _component_name(comp: dict, name: str) -> str:
     """The key the reader keeps a printed component under: the readers key components by the name in lower
-    case (`CrossEntropy=` is `crossentropy`), while the facts give the name as the source prints it."""
+    case (`CrossEntropy=` is `crossentropy`), the general text reader with its spaces as underscores
+    (`generator loss` is `generator_loss`), while the facts give the name as the source prints it."""
     if any(name in c for c in comp.values()):
         return name
-    key = " ".join(name.lower().split())
-    return key if any(key in c for c in comp.values()) else name
+    for key in (" ".join(name.lower().split()), "_".join(name.lower().split())):
+        if any(key in c for c in comp.values()):
+            return key
+    return name
 
 
 def _value_error(got: float, want, where: str) -> str | None:

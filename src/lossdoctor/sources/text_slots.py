@@ -272,6 +272,7 @@ def slot_names(text: str, spans: list[tuple[int, int]]) -> list[str]:
     _counted_over(pieces, names)
     _counted_values(text, spans, pieces, names)
     _tuple_names(spans, pieces, names)
+    _listed_names(spans, pieces, names)
     _labelled_total(pieces, names)
     for i, name in enumerate(names):
         if not name and ")" in pieces[i] and (call := _CALL.search(text, 0, spans[i][0])) is not None:
@@ -409,6 +410,28 @@ def _tuple_names(spans: list[tuple[int, int]], pieces: list[str], names: list[st
             names[i + k] = subject if w.lower() in _AVERAGE_WORDS and subject else w
 
 
+#: names listed with a separator, then the values listed with the same one (a DCGAN script's `generator loss |
+#: discriminator loss : 3.7583103 | 0.9910032`, `D/G loss: 0.51/1.23`)
+_NAME_LIST = re.compile(r"([A-Za-z_][\w .-]*?(?:\s*([|/,])\s*[A-Za-z_][\w .-]*?)+)\s*[:=]\s*$")
+
+
+def _listed_names(spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
+    """Each value of a list printed after a list of names, in the same separator, takes its name."""
+    for i, piece in enumerate(pieces[: len(spans)]):
+        m = _NAME_LIST.search(piece)
+        if m is None:
+            continue
+        sep = m.group(2)
+        words = [w.strip() for w in m.group(1).split(sep)]
+        if i + len(words) > len(spans) or any(p.strip() != sep for p in pieces[i + 1 : i + len(words)]):
+            continue
+        noun = words[-1].split(" ", 1)
+        if len(noun) == 2 and all(" " not in w for w in words[:-1]):
+            words = [f"{w} {noun[1]}" for w in words[:-1]] + [words[-1]]  # `D/G loss`: each keeps the noun
+        for k, w in enumerate(words):
+            names[i + k] = w
+
+
 #: a loss's label with no number of its own, its parts listed after it (`loss: x 27.0, y 28.6, ... total 17.1`)
 _LOSS_LABEL = re.compile(r"(?<![\w.-])(?:loss|losses)\s*:\s*[A-Za-z_][\w ]*$", re.IGNORECASE)
 
@@ -451,9 +474,9 @@ _BARE_SEP = re.compile(r"\s*[:=]\s*$")
 _SUFFIX = re.compile(r"^ +([A-Za-z_][\w./@-]*(?: [A-Za-z_][\w./@-]*){0,2})\s*(?:[,;|]|$)")
 #: (a word followed by its own separator names the number after it, not the one before: `2:03:04  iter: 19`)
 _SUFFIX_WORD = re.compile(r"^ +([A-Za-z_]+)\b(?!\s*[:=])")
-#: letters glued to a number, then a space or a separator: its unit (`13.6G`, `4011M`, `0.82s,`), never the
-#: name of the number after it
-GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?=[\s),;|\]]|$)")
+#: letters glued to a number, then a space or a separator: its unit (`13.6G`, `4011M`, `0.82s,`, a rate's
+#: `0.70h/epoch`), never the name of the number after it
+GLUED_UNIT = re.compile(r"[A-Za-z]{1,4}(?:/[A-Za-z]{1,6})?(?=[\s),;|\]]|$)")
 #: a rate's unit after its number, a space between (`6.44 samples/sec`, `1200 tokens/s`, `3.1 it/s`): the unit of
 #: the number before, never the first word of the next number's name (a rate named in front of its own number,
 #: `tokens/sec: 5000`, is a name: a separator follows it, not a word)
@@ -1215,7 +1238,9 @@ def _side(name: str) -> str | None:
 _SIDE_GROUP = re.compile(r"\[\s*([DG])\s*[-:]\s*[A-Za-z]")
 #: names on a GAN's line that are no loss: timing, data loading, the LR, accuracies, counters
 _NOT_A_PART = re.compile(
-    r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memory|acc|accuracy|fps|sec|secs)\b", re.IGNORECASE
+    r"^(?:time|data|eta|speed|lr|learning[ _]rate|mem|memory|acc|accuracy|fps|sec|secs)\b"
+    r"|^.*[ _](?:took|time|elapsed|duration|speed)$",  # a phase's timing: `batch took 2.1 s`, `iter time`
+    re.IGNORECASE,
 )
 
 
