@@ -120,3 +120,19 @@ def test_nan_in_a_history_is_the_loss_going_nan(tmp_path):
     (run,) = load_path(p)
     v = _values(run, "loss")
     assert math.isnan(v[3]) and not math.isnan(v[2])
+
+
+def test_nested_and_unclosed_arrays_are_no_series(tmp_path):
+    """A matrix (`'weights': [[...], [...]]`) is skipped, an array that never closes ends the search, and a
+    text of many openings with one closing at its end is read in one pass (no answer, a one-line refusal)."""
+    from lossdoctor.sources.named_arrays import find
+
+    assert find("{'loss': [0.7, 0.6, 0.5], 'm': [[1, 2], [3, 4]], 'val_loss': [0.8, nan, 0.6]}") == {
+        "loss": [0.7, 0.6, 0.5],
+        "val_loss": [0.8, pytest.approx(float("nan"), nan_ok=True), 0.6],
+    }
+    assert find("loss: [0.7, 0.6, 0.5") == {}
+    p = tmp_path / "hostile.txt"
+    p.write_text("loss: [" * 100000 + "]\n")
+    done = run_cli("diagnose", p)
+    assert done.returncode == 2 and "Traceback" not in done.stderr

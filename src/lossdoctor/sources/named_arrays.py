@@ -12,6 +12,7 @@ validation per epoch); otherwise the rows are numbered, as for any log without a
 
 from __future__ import annotations
 
+import bisect
 import re
 from pathlib import Path
 
@@ -38,20 +39,25 @@ LOSS_NAME = re.compile(r"loss|cost|error|objective|nll|perplexity|ppl", re.IGNOR
 
 def find(text: str) -> dict[str, list[float]]:
     """Every named array of >= MIN_VALUES numbers in `text`, by name, first occurrence kept (an LR sweep
-    printing `costs` once per rate: the first run is read, not the sweep spliced into one series)."""
+    printing `costs` once per rate: the first run is read, not the sweep spliced into one series).
+    Each array runs from its `[` to the next `]`; one with another `[` before that is nested (a matrix)
+    and skipped. The brackets are found once, so a text of many openings and no closing stays linear."""
     out: dict[str, list[float]] = {}
     text = _QUOTE_MARK.sub("", text)  # an array pasted into a Markdown quote: `> ` opens each of its lines
+    opens = [m.start() for m in re.finditer(r"\[", text)]
+    closes = [m.start() for m in re.finditer(r"\]", text)]
     for m in _OPEN.finditer(text):
         name = m.group(1)
         if name in out:
             continue
-        end = text.find("]", m.end())
-        if end < 0:
-            break
-        inner = text[m.end() : end]
-        if "[" in inner:
+        k = bisect.bisect_left(closes, m.end())
+        if k == len(closes):
+            break  # no array closes after this one: none that follows can either
+        end = closes[k]
+        j = bisect.bisect_left(opens, m.end())
+        if j < len(opens) and opens[j] < end:
             continue  # nested arrays: a matrix, not a series
-        values = _numbers(inner)
+        values = _numbers(text[m.end() : end])
         if values is not None and len(values) >= MIN_VALUES:
             out[name] = values
     return out
