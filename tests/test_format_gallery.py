@@ -2676,6 +2676,24 @@ case(
     (ORDERED, [round(v, 3) for v in L[:4]]),
 )
 
+# keras/src/callbacks/history.py History: `self.history.setdefault(k, []).append(v)` per epoch, so
+# `print(history.history)` is a dict of lists (`val_` twins from validation_data); `json.dump(history.history, f)`
+# writes the same as JSON. One row per epoch, counted from 1 as Keras's `Epoch 1/5` does
+case(
+    "keras_history_dict_printed",
+    str({"loss": L[:3], "accuracy": [0.41, 0.52, 0.55], "val_loss": V, "val_accuracy": [0.4, 0.5, 0.53]}) + "\n",
+    {1: L[0], 2: L[1], 3: L[2]},
+    file="out.txt",
+    eval_loss={1: V[0], 2: V[1], 3: V[2]},
+)
+case(
+    "keras_history_json",
+    json.dumps({"loss": L[:3], "val_loss": V}),
+    {1: L[0], 2: L[1], 3: L[2]},
+    file="history.json",
+    eval_loss={1: V[0], 2: V[1], 3: V[2]},
+)
+
 
 # --- the test ----------------------------------------------------------------------------------
 
