@@ -163,6 +163,32 @@ LINES = [
     ("ValueError: Input contains NaN, infinity or a value too large for dtype('float32').", "nonfinite_input", {}),
     # torch/utils/tensorboard/summary.py: about a logged value, not the data
     ("Warning: NaN or Inf found in input tensor.", "nonfinite_warning", {}),
+    # keras/src/backend/tensorflow/nn.py categorical_crossentropy (and the sparse and binary ones, `Sigmoid`)
+    (
+        'UserWarning: "`categorical_crossentropy` received `from_logits=True`, but the `output` argument was '
+        'produced by a Softmax activation and thus does not represent logits. Was this intended?"',
+        "bug_warning",
+        {"cause": "softmax_before_loss"},
+    ),
+    # tensorflow/python/keras/optimizer_v2/utils.py filter_empty_gradients
+    (
+        "WARNING:tensorflow:Gradients do not exist for variables ['dense_1/kernel:0', 'dense_1/bias:0'] when "
+        "minimizing the loss. If you're using `model.compile()`, did you forget to provide a `loss` argument?",
+        "bug_warning",
+        {"cause": "frozen_model"},
+    ),
+    # torch/utils/checkpoint.py CheckpointFunction (reentrant checkpointing of a block whose inputs need no grad)
+    (
+        "UserWarning: None of the inputs have requires_grad=True. Gradients will be None",
+        "bug_warning",
+        {"cause": "frozen_model"},
+    ),
+    # peft/peft_model.py print_trainable_parameters
+    (
+        "trainable params: 0 || all params: 6,742,609,920 || trainable%: 0.0000",
+        "bug_warning",
+        {"cause": "frozen_model"},
+    ),
 ]
 
 
@@ -180,6 +206,7 @@ def test_each_real_line_is_its_kind_with_its_values(line, kind, values):
         "| epoch 001 | loss 9.000 | nll_loss 8.000 | oom 0.000 | loss_scale 128 | wall 100",  # fairseq's oom counter
         "number of skipped iterations:   0 | number of nan iterations:   0",  # Megatron: nothing happened
         "iteration 100: loss 2.31",
+        "trainable params: 4,194,304 || all params: 6,742,609,920 || trainable%: 0.0622",  # PEFT: LoRA trains
     ],
 )
 def test_lines_that_say_nothing_happened_are_no_event(line):
@@ -535,3 +562,46 @@ def test_the_op_anomaly_mode_names_weighs_its_family_on_a_nan_in_the_loss(op, ca
     report = diagnose_runs([_nan_run(op)])
     f = next(f for f in report.findings if f.symptom == "nonfinite" and f.severity == "critical")
     assert f.op == op and f.cause == cause and key in _keys(f.evidence), (f.cause, _keys(f.evidence))
+
+
+def _broadcast_warning_line(pred, target):
+    """The line torch's own `mse_loss` warns with, formatted as Python prints a warning to stderr."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.nn.functional.mse_loss(pred, target)
+    (w,) = [w for w in caught if "target size" in str(w.message)]
+    return warnings.formatwarning(w.message, w.category, "torch/nn/functional.py", w.lineno).splitlines()[0]
+
+
+def test_a_framework_warning_of_a_loop_bug_names_that_bug(tmp_path):
+    """A regression on (B, 1) predictions against (B,) targets: torch warns once, the loss falls to the
+    targets' variance and stays. The log with torch's own warning line is `loss_broadcast` first, at the
+    warning's step, with its fix; the same log without the line names no such bug."""
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(256, 3)
+    y = x @ torch.tensor([1.5, -2.0, 0.7]) + 0.1 * torch.randn(256)
+    lines = []
+    for step in range(1, 41):
+        pred = model(x)
+        if step == 1:
+            lines.append(_broadcast_warning_line(pred, y))
+        with __import__("warnings").catch_warnings():
+            __import__("warnings").simplefilter("ignore")
+            loss = torch.nn.functional.mse_loss(pred, y)  # broadcasts to (256, 256)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        lines.append(f"step {step} loss {float(loss):.4f}")
+    assert "Using a target size (torch.Size([256])) that is different to the input size" in lines[0]
+    run = _read(tmp_path, "\n".join(lines) + "\n")
+    assert [e["cause"] for _, e in _events(run, "bug_warning")] == ["loss_broadcast"]
+    report = diagnose_runs([run])
+    first = _alarms(report)[0]
+    assert first.cause == "loss_broadcast" and first.step == 1
+    assert "events.bug_warning" in _keys(first.evidence) and "bugs.broadcast.fix" in _keys(first.fixes)
+    quiet = diagnose_runs([_read(tmp_path, "\n".join(lines[1:]) + "\n", "quiet.log")])
+    assert all(f.cause != "loss_broadcast" for f in quiet.findings)

@@ -125,7 +125,8 @@ EVENTS: dict[str, str] = {
     "number in the text (a progress bar's `\\r` redraws count as lines), text at most 120 characters; "
     "the values the line carries beside them (sources/text_events.RULES): 'scale' (the loss scale "
     "it sets), 'attempted', 'count', 'op' (an autograd function), 'value' (nan/inf), 'step' (the "
-    "step the line names, where it was filed), 'from_step' (a resumed checkpoint's step)",
+    "step the line names, where it was filed), 'from_step' (a resumed checkpoint's step), 'cause' (the bug "
+    "a framework's warning names: loss_broadcast, softmax_before_loss, frozen_model)",
 }
 
 #: kinds of `text_events` (what a line of a training log said happened at a step)
@@ -147,6 +148,7 @@ TEXT_EVENT_KINDS = (
     "nonfinite_loss",
     "nonfinite_grad",
     "nonfinite_input",
+    "bug_warning",
 )
 
 

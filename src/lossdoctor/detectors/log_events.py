@@ -7,7 +7,9 @@ anomaly mode names, and one pass over the findings (`apply_events`) that
   cause of its loss);
 - drops a spike dated where the log resumes from a checkpoint (two runs' curves meet there);
 - names the framework's own warnings that samples' labels are dropped (`This instance will be
-  ignored in loss calculation`) as `label_mask_empty`, when no finding names it already.
+  ignored in loss calculation`) as `label_mask_empty`, when no finding names it already;
+- names the bug a framework's warning names (`bug_warning`: a loss whose shapes broadcast, a softmax's
+  output given to a loss that expects logits, variables the loss does not reach) as its cause.
 
 A NaN only the text tells (`Loss is nan, stopping training`, anomaly mode's op) is a symptom of
 `symptoms._nonfinite`, ranked by the differential like any other NaN; a differential finding whose
@@ -39,6 +41,9 @@ class EventLimits:
     #: distinct steps with a labels-dropped warning from which it is the data's pattern, not one odd
     #: instance (TRL warns once per instance; one or two is an outlier, said as info)
     labels_steps: int = 3
+    #: confidence of a bug a framework's warning names: the code that ran has it (the line says so), so it
+    #: leads the curve rules' guesses of a cause (0.5-0.75) unless one measured more
+    bug_confidence: float = 0.8
 
 
 LIMITS = EventLimits()
@@ -161,6 +166,7 @@ def apply_events(run: Run, q: Quantities, findings: list[Finding], notes: list[A
     _op_on_nonfinite(run, findings)
     _resume_split(run, q, findings, notes)
     _labels_dropped(run, findings)
+    _bug_warnings(run, findings)
     for kind, key in RESOURCE.items():
         hits = events_of(run, (kind,))
         if hits:
@@ -187,6 +193,42 @@ def _labels_dropped(run: Run, findings: list[Finding]) -> None:
             fixes=as_fixes([Msg("events.fix.response_template"), Msg("diff.fix.count_labels")]),
         )
     )
+
+
+#: the fixes of the bug a framework's warning names (the same fixes the live detectors give it)
+BUG_FIXES: dict[str, tuple[str, ...]] = {
+    "loss_broadcast": ("bugs.broadcast.fix",),
+    "softmax_before_loss": ("events.fix.from_logits", "bugs.softmax.fix"),
+    "frozen_model": ("bugs.frozen.fix_requires_grad", "bugs.frozen.fix_optimizer"),
+}
+#: curve symptoms a bug of the loop shows as (the finding takes the first alarm's, else a slow loss)
+_LOOP_SYMPTOMS = ("plateau", "slow_convergence", "stall", "oscillation", "divergence", "zero_loss")
+
+
+def _bug_warnings(run: Run, findings: list[Finding]) -> None:
+    """The framework printed the warning of a bug in the loop (torch's `Using a target size ... different
+    to the input size`, Keras's `from_logits=True` on a softmax's output, TF's `Gradients do not exist for
+    variables`): the bug is in the code that ran, whatever the curve shows, so it is a warning of its own
+    at the first such line, above the curve's guesses (`bug_confidence`), unless a finding names it."""
+    for cause in dict.fromkeys(e.get("cause") for _, e in events_of(run, ("bug_warning",))):
+        if cause not in BUG_FIXES or any(f.cause == cause for f in findings):
+            continue
+        hits = [(s, e) for s, e in events_of(run, ("bug_warning",)) if e.get("cause") == cause]
+        first, e = hits[0]
+        curve = next(
+            (f for f in findings if f.severity in ("warning", "critical") and f.symptom in _LOOP_SYMPTOMS), None
+        )
+        findings.append(
+            Finding(
+                cause=cause,
+                symptom=curve.symptom if curve is not None else "slow_convergence",
+                severity="warning",
+                confidence=LIMITS.bug_confidence,
+                step=first,
+                evidence=[Msg("events.bug_warning", n=len(hits), first=first, text=e.get("text", ""))],
+                fixes=as_fixes([Msg(k) for k in BUG_FIXES[cause]]),
+            )
+        )
 
 
 def _op_on_nonfinite(run: Run, findings: list[Finding]) -> None:

@@ -63,6 +63,18 @@ TEMPLATES = {
         "step {resume}, where two runs' curves meet",
         "step {step} 的跳变（{cause}）不作为尖峰报告：日志在 step {resume} 从 checkpoint 恢复训练，两段曲线在此相接",
     ),
+    "events.bug_warning": (
+        "the log prints the framework's warning of this bug {n} time(s), first at step {first} "
+        "(\u201c{text}\u201d): the code that ran has it",
+        "日志中框架对这个 bug 的警告出现了 {n} 次，第一次在 step {first}（\u201c{text}\u201d）："
+        "运行的代码里确实有这个问题",
+    ),
+    "events.fix.from_logits": (
+        "give the loss the logits: drop the final softmax/sigmoid activation (keep from_logits=True), or keep "
+        "the activation and set from_logits=False, never both",
+        "把 logits 交给 loss：去掉最后的 softmax/sigmoid 激活（保留 from_logits=True），或者保留激活并设置 "
+        "from_logits=False，两者不要同时用",
+    ),
     "events.labels_dropped": (
         "the log says {n} time(s), on {steps} step(s) from step {first}, that a sample's labels were dropped "
         "from the loss (\u201c{text}\u201d): those samples train nothing",

@@ -126,6 +126,22 @@ RULES: tuple[EventRule, ...] = (
         "Megatron's `loss scale: 1.0`, guided-diffusion's `lg_loss_scale`, the scalers' `reducing ... to N`",
     ),
     _rule(
+        "bug_warning",
+        r"(?P<loss_broadcast>Using a target size .{0,80}? that is different to the input size)|"
+        r"(?P<softmax_before_loss>received .?from_logits=True.?,? but the .?output.? argument was produced by "
+        r"an? (?:softmax|sigmoid) activation)|"
+        r"(?P<frozen_model>Gradients do not exist for variables .{0,400}when minimizing the loss|"
+        r"None of the inputs have requires_grad=True\. Gradients will be None|"
+        r"trainable params:\s*0\s*\|\|)",
+        "a framework naming a bug of the loop: torch/nn/functional.py mse_loss (`Using a target size "
+        "(torch.Size([32])) that is different to the input size (torch.Size([32, 1])). This will likely lead to "
+        "incorrect results due to broadcasting.`), Keras's losses (`\"`categorical_crossentropy` received "
+        "`from_logits=True`, but the `output` argument was produced by a Softmax activation and thus does not "
+        "represent logits\"`), TF's optimizer (`Gradients do not exist for variables [...] when minimizing the "
+        "loss.`), torch/utils/checkpoint.py (`None of the inputs have requires_grad=True. Gradients will be "
+        "None`), PEFT's `print_trainable_parameters` (`trainable params: 0 || all params: ...`)",
+    ),
+    _rule(
         "labels_ignored",
         r"ignored in (?:the )?loss calculation|Could not find (?:response|instruction) key|"
         r"labels? (?:are|is|were) (?:all )?(?:ignored|masked|-100)|"
@@ -208,7 +224,8 @@ _CUE = re.compile(
     r"memory|OOM|NCCL|nccl|Watchdog|ECC|Xid|fallen off|NVLink|OVERFLOW|[Oo]verflow|[Ss]kipping|scale|label|ignored|"
     r"[Ee]mpty|[Nn]o (?:valid )?(?:target|label|response)|num_items|[Tt]runcat|longer than|xceed|"
     r"[Nn]a[Nn]|\b[Ii]nf\b|finite|FloatingPoint|[Aa]nomaly|[Rr]esum|[Rr]estart|Rendezvous|"
-    r"[Cc]ontinuing training|checkpoint|CUBLAS|skipped|response key|instruction key|mismatch"
+    r"[Cc]ontinuing training|checkpoint|CUBLAS|skipped|response key|instruction key|mismatch|"
+    r"target size|from_logits|Gradients (?:do not exist|will be None)|trainable params"
 )
 #: a number after the words of a loss-scale line (`reducing to 32`, `loss scale: 1.0`)
 _SCALE_VALUE = re.compile(
@@ -223,6 +240,8 @@ _INT_KEYS = ("count", "step", "output", "from_step")
 _SCALE_ALIASES = ("scale_kept", "scale_set", "scale_to")
 #: the groups that name the loss scaler whose wording matched (`scaler`)
 _SCALERS = ("deepspeed",)
+#: the causes a `bug_warning` line names (a group named for each): the event's `cause`
+BUG_CAUSES = ("loss_broadcast", "softmax_before_loss", "frozen_model")
 _FROM_STEP = re.compile(r"checkpoint[-_ ](\d+)\b|global_step[-_ ]?(\d+)\b", re.I)
 
 
@@ -256,6 +275,9 @@ def _values(m: re.Match[str]) -> dict[str, Any]:
             continue
         if k in _SCALERS:
             out["scaler"] = k
+            continue
+        if k in BUG_CAUSES:
+            out["cause"] = k
             continue
         if k in _SCALE_ALIASES:
             k = "scale"
