@@ -189,6 +189,12 @@ LINES = [
         "bug_warning",
         {"cause": "frozen_model"},
     ),
+    # lightning/pytorch/loops/optimization/automatic.py (a training_step that forgot `return loss`)
+    (
+        "UserWarning: `training_step` returned `None`. If this was on purpose, ignore this warning...",
+        "bug_warning",
+        {"cause": "frozen_model"},
+    ),
 ]
 
 
@@ -605,3 +611,52 @@ def test_a_framework_warning_of_a_loop_bug_names_that_bug(tmp_path):
     assert "events.bug_warning" in _keys(first.evidence) and "bugs.broadcast.fix" in _keys(first.fixes)
     quiet = diagnose_runs([_read(tmp_path, "\n".join(lines[1:]) + "\n", "quiet.log")])
     assert all(f.cause != "loss_broadcast" for f in quiet.findings)
+
+
+def _lightning_losses(return_loss: bool):
+    """A real Lightning run's per-step losses and the warnings it raised; `return_loss=False` is the bug of
+    a training_step that logs its loss and forgets to return it (Lightning skips the optimizer step)."""
+    import warnings
+
+    import lightning.pytorch as pl
+
+    torch.manual_seed(0)
+    x, y = torch.randn(256, 4), torch.randint(0, 2, (256,))
+    y = (x[:, 0] > 0).long()
+
+    class Module(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.net, self.losses = nn.Linear(4, 2), []
+
+        def training_step(self, batch, _):
+            loss = nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+            self.losses.append(float(loss))
+            return loss if return_loss else None
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.5)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
+    module = Module()
+    trainer = pl.Trainer(
+        max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(module, data)
+    said = [warnings.formatwarning(w.message, w.category, "automatic.py", w.lineno).splitlines()[0] for w in caught]
+    return module.losses, [s for s in said if "returned `None`" in s]
+
+
+def test_a_training_step_that_returns_none_is_a_frozen_model_unless_the_loss_fell(tmp_path):
+    losses, said = _lightning_losses(return_loss=False)
+    assert said and losses[:8] == losses[8:16]  # Lightning warned, and no step was taken: each epoch the same
+    text = said[0] + "\n" + "".join(f"step {i + 1} train_loss {v:.4f}\n" for i, v in enumerate(losses))
+    report = diagnose_runs([_read(tmp_path, text)])
+    hit = [f for f in report.findings if f.cause == "frozen_model"]
+    assert hit and hit[0].severity in ("warning", "critical") and "events.bug_warning" in _keys(hit[0].evidence)
+    trained, _ = _lightning_losses(return_loss=True)
+    text = said[0] + "\n" + "".join(f"step {i + 1} train_loss {v:.4f}\n" for i, v in enumerate(trained))
+    report = diagnose_runs([_read(tmp_path, text, "fell.log")])
+    assert all(f.severity == "info" for f in report.findings if f.cause == "frozen_model")

@@ -44,6 +44,9 @@ class EventLimits:
     #: confidence of a bug a framework's warning names: the code that ran has it (the line says so), so it
     #: leads the curve rules' guesses of a cause (0.5-0.75) unless one measured more
     bug_confidence: float = 0.8
+    #: a loss whose last third's median is below this share of its first third's fell: the model trains,
+    #: so a warning that some parameters get no gradient is about a part frozen on purpose (info)
+    frozen_fell: float = 0.9
 
 
 LIMITS = EventLimits()
@@ -166,7 +169,7 @@ def apply_events(run: Run, q: Quantities, findings: list[Finding], notes: list[A
     _op_on_nonfinite(run, findings)
     _resume_split(run, q, findings, notes)
     _labels_dropped(run, findings)
-    _bug_warnings(run, findings)
+    _bug_warnings(run, q, findings)
     for kind, key in RESOURCE.items():
         hits = events_of(run, (kind,))
         if hits:
@@ -205,30 +208,46 @@ BUG_FIXES: dict[str, tuple[str, ...]] = {
 _LOOP_SYMPTOMS = ("plateau", "slow_convergence", "stall", "oscillation", "divergence", "zero_loss")
 
 
-def _bug_warnings(run: Run, findings: list[Finding]) -> None:
+def _bug_warnings(run: Run, q: Quantities, findings: list[Finding]) -> None:
     """The framework printed the warning of a bug in the loop (torch's `Using a target size ... different
     to the input size`, Keras's `from_logits=True` on a softmax's output, TF's `Gradients do not exist for
     variables`): the bug is in the code that ran, whatever the curve shows, so it is a warning of its own
-    at the first such line, above the curve's guesses (`bug_confidence`), unless a finding names it."""
+    at the first such line, above the curve's guesses (`bug_confidence`); a finding that names it already
+    takes the line as evidence. The warnings of parameters that get no gradient can be on purpose (a
+    frozen part, a step skipped by returning None): with a loss that fell they are said as info."""
     for cause in dict.fromkeys(e.get("cause") for _, e in events_of(run, ("bug_warning",))):
-        if cause not in BUG_FIXES or any(f.cause == cause for f in findings):
+        if cause not in BUG_FIXES:
             continue
         hits = [(s, e) for s, e in events_of(run, ("bug_warning",)) if e.get("cause") == cause]
         first, e = hits[0]
+        said = Msg("events.bug_warning", n=len(hits), first=first, text=e.get("text", ""))
+        named = next((f for f in findings if f.cause == cause), None)
+        if named is not None:
+            named.evidence.append(said)
+            named.confidence = max(named.confidence, LIMITS.bug_confidence)
+            continue
         curve = next(
             (f for f in findings if f.severity in ("warning", "critical") and f.symptom in _LOOP_SYMPTOMS), None
         )
+        on_purpose = cause == "frozen_model" and curve is None and _loss_fell(q)
         findings.append(
             Finding(
                 cause=cause,
                 symptom=curve.symptom if curve is not None else "slow_convergence",
-                severity="warning",
+                severity="info" if on_purpose else "warning",
                 confidence=LIMITS.bug_confidence,
                 step=first,
-                evidence=[Msg("events.bug_warning", n=len(hits), first=first, text=e.get("text", ""))],
+                evidence=[said],
                 fixes=as_fixes([Msg(k) for k in BUG_FIXES[cause]]),
             )
         )
+
+
+def _loss_fell(q: Quantities) -> bool:
+    """The median of the loss's last third is below `frozen_fell` x its first third's."""
+    x = q.loss[q.finite_loss]
+    k = x.size // 3
+    return k >= 1 and float(np.median(x[-k:])) < LIMITS.frozen_fell * float(np.median(x[:k]))
 
 
 def _op_on_nonfinite(run: Run, findings: list[Finding]) -> None:

@@ -132,14 +132,15 @@ RULES: tuple[EventRule, ...] = (
         r"an? (?:softmax|sigmoid) activation)|"
         r"(?P<frozen_model>Gradients do not exist for variables .{0,400}when minimizing the loss|"
         r"None of the inputs have requires_grad=True\. Gradients will be None|"
-        r"trainable params:\s*0\s*\|\|)",
+        r"trainable params:\s*0\s*\|\||.?training_step.? returned .?None.?\. If this was on purpose)",
         "a framework naming a bug of the loop: torch/nn/functional.py mse_loss (`Using a target size "
         "(torch.Size([32])) that is different to the input size (torch.Size([32, 1])). This will likely lead to "
         "incorrect results due to broadcasting.`), Keras's losses (`\"`categorical_crossentropy` received "
         "`from_logits=True`, but the `output` argument was produced by a Softmax activation and thus does not "
         "represent logits\"`), TF's optimizer (`Gradients do not exist for variables [...] when minimizing the "
         "loss.`), torch/utils/checkpoint.py (`None of the inputs have requires_grad=True. Gradients will be "
-        "None`), PEFT's `print_trainable_parameters` (`trainable params: 0 || all params: ...`)",
+        "None`), PEFT's `print_trainable_parameters` (`trainable params: 0 || all params: ...`), Lightning's loops "
+        "(`` `training_step` returned `None`. If this was on purpose, ignore this warning... ``: no optimizer step)",
     ),
     _rule(
         "labels_ignored",
@@ -225,7 +226,7 @@ _CUE = re.compile(
     r"[Ee]mpty|[Nn]o (?:valid )?(?:target|label|response)|num_items|[Tt]runcat|longer than|xceed|"
     r"[Nn]a[Nn]|\b[Ii]nf\b|finite|FloatingPoint|[Aa]nomaly|[Rr]esum|[Rr]estart|Rendezvous|"
     r"[Cc]ontinuing training|checkpoint|CUBLAS|skipped|response key|instruction key|mismatch|"
-    r"target size|from_logits|Gradients (?:do not exist|will be None)|trainable params"
+    r"target size|from_logits|Gradients (?:do not exist|will be None)|trainable params|returned .?None"
 )
 #: a number after the words of a loss-scale line (`reducing to 32`, `loss scale: 1.0`)
 _SCALE_VALUE = re.compile(
