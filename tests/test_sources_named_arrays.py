@@ -47,6 +47,8 @@ def _values(run, col):
 def test_a_history_dict_reads_as_epochs_with_validation_apart(tmp_path, dump):
     hist = _history()
     p = tmp_path / ("history.json" if dump == "json" else "out.txt")
+    if dump == "json":  # a dict written with the validation first: the training loss is still the loss
+        hist = {"val_loss": hist["val_loss"], "val_accuracy": hist["val_accuracy"], **hist}
     p.write_text(json.dumps(hist) if dump == "json" else f"{hist}\n")  # print(history.history)
     (run,) = load_path(p)
     assert _values(run, "loss") == pytest.approx(hist["loss"])

@@ -2234,7 +2234,7 @@ def read(path: Path) -> list[Run]:
 
 
 class _Lines:
-    """A text's lines as a terminal starts them (a `\r` redraw of a bar is no new line: a launcher's tag
+    """A text's lines as a terminal starts them (a `\\r` redraw of a bar is no new line: a launcher's tag
     is not on it), less the prefix its own lines repeat (a logging format, a host, a process manager's
     tag): each call streams them again; `text()` is the first MAX_BYTES of them joined (for arrays that
     span lines: `named_arrays`)."""

@@ -35,6 +35,7 @@ _VALUE = re.compile(rf"^(?:{_NUMBER})$", re.IGNORECASE)
 _ANY_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _QUOTE_MARK = re.compile(r"^[ \t]*>[ \t]?", re.MULTILINE)
 LOSS_NAME = re.compile(r"loss|cost|error|objective|nll|perplexity|ppl", re.IGNORECASE)
+_EVAL_FIRST = re.compile(r"(?:val|valid|validation|eval|test|dev)[ _]", re.IGNORECASE)
 
 
 def find(text: str) -> dict[str, list[float]]:
@@ -84,8 +85,9 @@ _PLURALS = (("sses", "ss"), ("ies", "y"), ("ss", "ss"), ("s", ""))
 
 
 def lines(arrays: dict[str, list[float]]) -> list[str]:
-    """One line per position of the longest loss-named array, holding every array of that length."""
-    main = max(arrays, key=lambda k: (bool(LOSS_NAME.search(k)), len(arrays[k])))
+    """One line per position of the longest loss-named array (a training one before `val_loss`, whichever
+    the dict prints first), holding every array of that length."""
+    main = max(arrays, key=lambda k: (bool(LOSS_NAME.search(k)), not _EVAL_FIRST.match(k), len(arrays[k])))
     n = len(arrays[main])
     names = [k for k, v in arrays.items() if len(v) == n]
     by_epoch = any(k.lower() in (f"val_{main.lower()}", f"val {main.lower()}") for k in names)
