@@ -641,3 +641,41 @@ def test_a_constant_loss_beside_an_accuracy_that_does_not_make_the_identity_is_n
     wrong_loss from it (the constant loss is still a stall, ranked as before)."""
     r = _diagnose(range(1, 14), {"loss": [4.438] * 13, "accuracy": [0.70] * 13})
     assert all(f.cause != "wrong_loss" and "diff.ev.clamped_share" not in _keys(f) for f in r.findings), _show(r)
+
+
+def _bce_bar(saturate: bool, batches: int = 8):
+    """A Keras-style bar's rows (running mean loss, running mean accuracy after each batch) of a real
+    binary classifier; `saturate`: a ReLU output clipped to [1e-7, 1 - 1e-7] as Keras clips it before
+    its cross-entropy (large logits: every output at a clip), else a sigmoid with sane logits."""
+    torch.manual_seed(0)
+    model = nn.Linear(8, 1)
+    rows, total, right, seen = [], 0.0, 0.0, 0
+    for _ in range(batches):
+        x = torch.randn(64, 8)
+        y = ((x[:, 0] + 0.5 * torch.randn(64)) > 0).float()
+        z = model(x).squeeze(-1)
+        p = torch.clamp(F.relu(z * 1e3), 1e-7, 1 - 1e-7) if saturate else torch.sigmoid(z)
+        loss = F.binary_cross_entropy(p, y)
+        total, right, seen = total + float(loss) * 64, right + float(((p > 0.5).float() == y).sum()), seen + 64
+        rows.append((total / seen, right / seen))
+    return rows
+
+
+def test_a_loss_that_is_each_rows_error_rate_times_the_clamp_is_saturated_outputs(tmp_path):
+    """Saturated outputs pay the clip (15.9424 or 16.1181) on every wrong sample and nothing on the right
+    ones: each printed loss is (1 - accuracy) x about 16 while both move over the bar's batches. A plateau
+    of wrong_loss first; the same classifier with sane sigmoid outputs gets no such symptom."""
+    rows = _bce_bar(saturate=True)
+    # each wrong sample costs -ln 2^-23 = 15.9424 (a 1 for a 0: float32's 1 - 1e-7) or -ln 1e-7 = 16.1181
+    assert len({round(a, 4) for _, a in rows}) > 2 and all(15.94 <= v / (1 - a) <= 16.12 for v, a in rows)
+    line = "{k}/8 [==============================] - loss: {v:.4f} - accuracy: {a:.4f}\n"
+    p = tmp_path / "train.log"
+    p.write_text("".join(line.format(k=k + 1, v=v, a=a) for k, (v, a) in enumerate(rows)))
+    (run,) = load_path(p)
+    assert "saturated" in [s.kind for s in symptoms_of(Quantities(run))]
+    first = [f for f in diagnose_runs([run]).findings if f.severity in ("warning", "critical")][0]
+    assert first.cause == "wrong_loss" and first.symptom == "plateau"
+    sane = tmp_path / "sane.log"
+    sane.write_text("".join(line.format(k=k + 1, v=v, a=a) for k, (v, a) in enumerate(_bce_bar(saturate=False))))
+    (run,) = load_path(sane)
+    assert "saturated" not in [s.kind for s in symptoms_of(Quantities(run))]

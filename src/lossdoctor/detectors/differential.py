@@ -704,6 +704,7 @@ KINDS: dict[str, tuple[str, str, str]] = {
     "eval_constant": ("flat", "plateau", "warning"),
     "stuck": ("flat", "stall", "warning"),
     "chance": ("flat", "plateau", "warning"),
+    "saturated": ("flat", "plateau", "warning"),
     "repeat": ("flat", "stall", "warning"),
     "recur": ("flat", "stall", "warning"),
     "no_fall": ("stuck", "plateau", "warning"),
@@ -1351,6 +1352,11 @@ def _ev_train_moves(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 
 def _ev_clamped_share(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     level = sym.data.get("level")
+    if sym.kind == "saturated":  # the identity held row by row: the symptom measured it
+        d = sym.data
+        return Msg(
+            "diff.ev.clamped_share", level=f"{d['level']:.6g}", share=f"{d['share']:.6g}", clamp=f"{d['clamp']:.6g}"
+        )
     return clamped_share(run, q, float(level)) if isinstance(level, (int, float)) else None
 
 
@@ -1612,6 +1618,7 @@ _WHAT_KEYS: dict[str, tuple[str, ...]] = {
     "constant": ("level", "n"),
     "eval_constant": ("level", "n"),
     "chance": ("level", "n", "k", "chance"),
+    "saturated": ("level", "share", "clamp", "n", "of", "step"),
     "stuck": ("level", "n", "step", "before"),
     "grad_jump": ("g", "step", "ratio", "base"),
     "grad_level": ("median", "top"),

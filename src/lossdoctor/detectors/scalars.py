@@ -113,6 +113,10 @@ def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
 #: a binary cross-entropy clamps log(p) at these floors: Keras's clip at epsilon 1e-7 (-ln 1e-7 =
 #: 16.1181) and torch's BCELoss at -100
 BCE_CLAMPS = (-math.log(1e-7), 100.0)
+#: what one saturated sample costs, as a range: Keras clips p to [1e-7, 1 - 1e-7] in float32, where
+#: 1 - 1e-7 rounds to 1 - 2^-23 (a 1 predicted for a 0 costs -ln 2^-23 = 15.9424, a 0 predicted for a 1
+#: costs 16.1181: the classic `loss: 15.9424`); torch's BCELoss clamps log p at -100 on either side
+SATURATED_COSTS = ((-math.log(2.0**-23), -math.log(1e-7)), (100.0, 100.0))
 #: the level matches (1 - accuracy) x a clamp within this share: both are printed to 4 digits
 CLAMP_SHARE_TOL = 2e-3
 #: logged points of one accuracy the identity needs (one could be a coincidence of digits)

@@ -22,7 +22,7 @@ from ..records import Run
 from .base import finest_print, print_resolution
 from .learning_rate import zero_lr_explained
 from .quantities import NOISE_DIFFS, Quantities, diff_noise, log_diff_noise
-from .scalars import BAR_CADENCE, COMMON_K, bar_redraw
+from .scalars import BAR_CADENCE, CLAMP_SHARE_TOL, COMMON_K, SATURATED_COSTS, bar_redraw
 
 
 @dataclass(frozen=True)
@@ -213,6 +213,11 @@ class SymptomLimits:
     #: `_recurring` judges logs of `recur_points` to this many points (a dict of every print beyond it)
     recur_points: int = 8
     recur_max_points: int = 100000
+    #: rows whose loss is their error rate x a clamp (`_saturated`): at least this many, and this share of
+    #: the rows with an accuracy strictly between 0 and 1 (both printed to 4 digits: the identity shows in
+    #: the digits, 7.4283 = 0.4609 x 16.1181; two rows could agree by chance)
+    saturated_rows: int = 3
+    saturated_share: float = 0.8
     #: a log of the run's start whose loss never fell: at least this many points, the start shown
     #: (first logged step at most `start_steps`), no point below (1 - no_fall_tol) x the first, and
     #: rising (Kendall's tau of loss against step >= rise_tau: P < 0.05 for 8 points of pure noise)
@@ -477,6 +482,7 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
         _start_step_up,
         _creep,
         _epoch_flat,
+        _saturated,
         _fit_flat,
         _lm_untrained,
         _metric_worst,
@@ -496,7 +502,7 @@ def find(run: Run, q: Quantities) -> list[Symptom]:
 
 
 #: symptoms of a training loss that stopped moving (an `eval_constant` beside one of them adds nothing)
-FLAT_TRAIN_KINDS = ("constant", "stuck", "chance", "zero", "repeat", "recur")
+FLAT_TRAIN_KINDS = ("constant", "stuck", "chance", "zero", "repeat", "recur", "saturated")
 
 
 #: symptoms of a loss that went up and stayed up (`_short_creep` adds one only where none of these is found)
@@ -1989,6 +1995,42 @@ def _rises_short(x: np.ndarray, lim: SymptomLimits, p: float | None = None) -> b
     points' order rises more than noise allows (`rise_p_value` <= `p`, `short_rise_p` by default)."""
     first, end = float(np.median(x[:2])), float(np.median(x[-2:]))
     return end >= (1 + lim.creep_min) * first and rise_p_value(x) <= (lim.short_rise_p if p is None else p)
+
+
+def _saturated(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Symptom]:
+    """Every printed loss is its row's error rate times what a saturated sample costs (`SATURATED_COSTS`:
+    Keras's clip, 15.9424 to 16.1181; torch's BCELoss clamp, 100): `loss: 7.4283 - accuracy: 0.5391` is
+    0.4609 x 16.1181. Each output sits at exactly 0 or 1, so a right sample costs nothing and a wrong
+    one the clamp, and no gradient flows through a clipped output: the outputs are saturated (an
+    activation that does not squash, a softmax over one unit), whatever the curve's shape. On at least
+    `saturated_rows` rows and `saturated_share` of those with an accuracy strictly between 0 and 1."""
+    if not run.has("accuracy"):
+        return []
+    lf = q.finite_loss[q.finite_loss < q.healthy_end]
+    acc = run.col("accuracy")[lf]
+    ok = np.isfinite(acc) & (acc > 0) & (acc < 1) & (q.loss[lf] > 0)
+    rows, acc = lf[ok], acc[ok]
+    if rows.size < lim.saturated_rows:
+        return []
+    x = q.loss[rows]
+    cost = x / (1.0 - acc)  # what each wrong sample cost, if the right ones cost nothing
+    for lo, hi in SATURATED_COSTS:
+        fits = (cost >= lo * (1 - CLAMP_SHARE_TOL)) & (cost <= hi * (1 + CLAMP_SHARE_TOL))
+        if int(fits.sum()) >= lim.saturated_rows and float(fits.mean()) >= lim.saturated_share:
+            k = int(np.argmax(fits))
+            return [
+                _sym(
+                    q,
+                    "saturated",
+                    int(rows[k]),
+                    level=float(x[k]),
+                    share=float(1.0 - acc[k]),
+                    clamp=float(cost[k]),
+                    n=int(fits.sum()),
+                    of=int(rows.size),
+                )
+            ]
+    return []
 
 
 def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:

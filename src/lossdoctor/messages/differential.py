@@ -144,6 +144,13 @@ TEMPLATES = {
         "before): it stopped changing",
         "从 step {step} 起最后 {n} 个记录的 step 上 loss 都恰好是 {level}（此前为 {before}）：它不再变化",
     ),
+    "diff.what.saturated": (
+        "from step {step} the loss is each row's error rate times a cross-entropy's clamp ({level} = {share} x "
+        "{clamp}) on {n} of {of} rows: every output sits at exactly 0 or 1 (saturated), so no gradient flows "
+        "through it",
+        "从 step {step} 起，loss 等于每行的错误率乘以交叉熵的截断值（{level} = {share} x {clamp}），共 {of} 行中的 "
+        "{n} 行如此：每个输出都恰好是 0 或 1（饱和），梯度无法通过",
+    ),
     "diff.what.chance": (
         "the loss sits at {level} on {n} points: the chance level ln({k}) = {chance}, a model that has learnt "
         "nothing about its labels",

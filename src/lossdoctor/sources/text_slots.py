@@ -411,18 +411,27 @@ def _tuple_names(spans: list[tuple[int, int]], pieces: list[str], names: list[st
 
 
 #: names listed with a separator, then the values listed with the same one (a DCGAN script's `generator loss |
-#: discriminator loss : 3.7583103 | 0.9910032`, `D/G loss: 0.51/1.23`)
-_NAME_LIST = re.compile(r"([A-Za-z_][\w .-]*?(?:\s*([|/,])\s*[A-Za-z_][\w .-]*?)+)\s*[:=]\s*$")
+#: discriminator loss : 3.7583103 | 0.9910032`, `D/G loss: 0.51/1.23`): the separators tried, and the shape of
+#: one name (split by plain string operations: a pattern with the list's repetition in it backtracks
+#: exponentially on a long line of names that ends without a colon)
+_LIST_SEPARATORS = "|/,"
+_LIST_TAIL = re.compile(r"[:=]\s*$")
+_LIST_WORD = re.compile(r"[A-Za-z_][\w .-]*")
+_NOT_NAME_CHAR = re.compile(r"[^\w .-]")
 
 
 def _listed_names(spans: list[tuple[int, int]], pieces: list[str], names: list[str]) -> None:
     """Each value of a list printed after a list of names, in the same separator, takes its name."""
     for i, piece in enumerate(pieces[: len(spans)]):
-        m = _NAME_LIST.search(piece)
-        if m is None:
+        tail = _LIST_TAIL.search(piece)
+        sep = next((c for c in _LIST_SEPARATORS if tail is not None and c in piece[: tail.start()]), None)
+        if tail is None or sep is None:
             continue
-        sep = m.group(2)
-        words = [w.strip() for w in m.group(1).split(sep)]
+        words = [w.strip() for w in piece[: tail.start()].split(sep)]
+        words[0] = _NOT_NAME_CHAR.split(words[0])[-1].strip()  # the list starts after the text before it
+        words = words[1:] if not words[0] and len(words) > 2 else words  # `step 5, loss_D, loss_G = ...`
+        if not all(_LIST_WORD.fullmatch(w) for w in words):
+            continue
         if i + len(words) > len(spans) or any(p.strip() != sep for p in pieces[i + 1 : i + len(words)]):
             continue
         noun = words[-1].split(" ", 1)
