@@ -857,7 +857,8 @@ def _several_per_count(a: np.ndarray, j: int, counters: set[int]) -> bool:
     others = [k for k in range(a.shape[1]) if k not in counters and k != j]
     if not same.any() or not others:
         return False
-    moved = np.any(np.abs(np.diff(a[:, others], axis=0)) > 0, axis=1)
+    with np.errstate(invalid="ignore"):  # inf - inf between two rows that printed inf: NaN, no move
+        moved = np.any(np.abs(np.diff(a[:, others], axis=0)) > 0, axis=1)
     return int(np.sum(same & moved)) * 2 > int(same.sum()) and int(same.sum()) * 2 >= a.shape[0] - 1
 
 
