@@ -2314,14 +2314,18 @@ def test_a_meters_running_average_turning_nan_beside_a_finite_value_dates_the_na
     assert nan_step(text.replace("loss: 5.6908 (nan)", "loss: 5.6908 (5.8965)", 1)) == 40
 
 
+def _linear_sgd(outputs: int):
+    """A seeded linear regressor, its SGD and a batch: the real loop behind the print shapes below."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, outputs)
+    return model, torch.optim.SGD(model.parameters(), lr=0.05), torch.randn(64, 4), torch.randn(64, outputs)
+
+
 def test_a_quoted_name_with_digits_is_no_part_of_the_records_shape(tmp_path):
     """Demucs's summary dicts name the best EMA copy (`'Bname': 'ema_epoch_0'`, then `'ema_batch_1'`): a
     quoted name is no metric and no word of the line's shape, so every epoch is one record; a quoted
     number stays a value and a quoted word without digits (`'phase': 'valid'`) still keeps its lines apart."""
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    model, opt, x, y = _linear_sgd(1)
     out, expect = io.StringIO(), {}
     for epoch in range(1, 7):
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -2349,10 +2353,7 @@ def test_a_quoted_name_with_digits_is_no_part_of_the_records_shape(tmp_path):
 def test_an_unnamed_value_after_a_named_counter_is_the_loss_guessed(tmp_path, form, digits, steps_from):
     """A counter named by its word and one unnamed number after it: a small script's loss, read with a
     note that it was guessed; beside a named metric (`acc 0.9`) or as a whole count it is not."""
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    model, opt, x, y = _linear_sgd(1)
     lines, expect = [], {}
     for e in range(1, 9):
         loss = torch.nn.functional.mse_loss(model(x), y)
@@ -2373,10 +2374,7 @@ def test_an_unnamed_value_after_a_named_counter_is_the_loss_guessed(tmp_path, fo
 def test_a_rate_unit_glued_to_a_number_is_no_part_of_the_next_name(tmp_path):
     """Hand4Whole's `speed: 0.72(0.65s r0.07)s/itr 0.70h/epoch loss_smpl_pose: 0.3386`: `h/epoch` is the
     unit of 0.70, so the component after it is `loss_smpl_pose`, summed into the loss with its siblings."""
-    torch.manual_seed(0)
-    model = torch.nn.Linear(4, 2)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x, y = torch.randn(64, 4), torch.randn(64, 2)
+    model, opt, x, y = _linear_sgd(2)
     lines, pose = [], {}
     for it in range(26, 32):
         out = model(x)
