@@ -138,3 +138,18 @@ def test_nested_and_unclosed_arrays_are_no_series(tmp_path):
     p.write_text("loss: [" * 100000 + "]\n")
     done = run_cli("diagnose", p)
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_a_history_of_two_epochs_reads_by_its_twins_and_a_pair_of_settings_does_not(tmp_path):
+    """Two values are a series only as one of a history's twins (`loss` beside `val_loss` of its length,
+    Keras after two epochs: here both NaN); Adam's betas beside a short loss are no series."""
+    hist = _history(epochs=2)
+    hist["loss"] = [float("nan"), float("nan")]
+    p = tmp_path / "out.txt"
+    p.write_text(f"{hist}\n")
+    (run,) = load_path(p)
+    assert run.steps.tolist() == [1.0, 2.0] and all(math.isnan(v) for v in _values(run, "loss"))
+    assert _values(run, "accuracy") == pytest.approx(hist["accuracy"])
+    from lossdoctor.sources.named_arrays import find
+
+    assert find("{'betas': [0.9, 0.999], 'loss': [0.5, 0.4]}") == {}

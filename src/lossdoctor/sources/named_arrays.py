@@ -18,8 +18,11 @@ from pathlib import Path
 
 from .files import head, looks_binary
 
-#: an array needs this many numbers to be a series (two are a pair of settings: Adam's betas)
+#: an array needs this many numbers to be a series (two are a pair of settings: Adam's betas) ...
 MIN_VALUES = 3
+#: ... or this many when it is one of a history's twins (`loss` and `val_loss` of the same length: two
+#: epochs of Keras's history)
+PAIRED_VALUES = 2
 #: a file is a dump of arrays (its own reader) when at least this share of its first numbers sit
 #: inside named arrays: a log that prints one list among its step lines is the general reader's
 DUMP_SHARE = 0.8
@@ -59,9 +62,16 @@ def find(text: str) -> dict[str, list[float]]:
         if j < len(opens) and opens[j] < end:
             continue  # nested arrays: a matrix, not a series
         values = _numbers(text[m.end() : end])
-        if values is not None and len(values) >= MIN_VALUES:
+        if values is not None and len(values) >= PAIRED_VALUES:
             out[name] = values
-    return out
+    histories = _history_lengths(out)
+    return {k: v for k, v in out.items() if len(v) >= MIN_VALUES or len(v) in histories}
+
+
+def _history_lengths(arrays: dict[str, list[float]]) -> set[int]:
+    """The lengths at which a loss-named array and its `val_` twin are both printed: a history's epochs
+    (Keras's after two epochs), whose other arrays of that length are its metrics."""
+    return {len(v) for k, v in arrays.items() if LOSS_NAME.search(k) and len(arrays.get(f"val_{k}", ())) == len(v)}
 
 
 def _numbers(inner: str) -> list[float] | None:
