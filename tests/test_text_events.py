@@ -660,3 +660,19 @@ def test_a_training_step_that_returns_none_is_a_frozen_model_unless_the_loss_fel
     text = said[0] + "\n" + "".join(f"step {i + 1} train_loss {v:.4f}\n" for i, v in enumerate(trained))
     report = diagnose_runs([_read(tmp_path, text, "fell.log")])
     assert all(f.severity == "info" for f in report.findings if f.cause == "frozen_model")
+
+
+def test_a_warning_about_a_part_of_the_model_is_no_frozen_model_alarm(tmp_path):
+    """TF's "Gradients do not exist for variables [...]" names some variables (often a pooler or head left
+    unused on purpose): beside a loss that does not fall it is said as info, below the curve's own cause,
+    never a frozen_model warning that would send the user to unfreeze layers."""
+    line = (
+        "WARNING:tensorflow:Gradients do not exist for variables ['tf_bert_model/bert/pooler/dense/kernel:0', "
+        "'tf_bert_model/bert/pooler/dense/bias:0'] when minimizing the loss."
+    )
+    losses = [0.6931, 0.6935, 0.6929, 0.6933, 0.6930, 0.6934, 0.6932, 0.6931, 0.6933, 0.6930]
+    text = line + "\n" + "".join(f"step {10 * (i + 1)} loss {v}\n" for i, v in enumerate(losses))
+    run = _read(tmp_path, text)
+    assert [e.get("partial") for _, e in _events(run, "bug_warning")] == [True]
+    frozen = [f for f in diagnose_runs([run]).findings if f.cause == "frozen_model"]
+    assert frozen and all(f.severity == "info" for f in frozen)

@@ -126,7 +126,8 @@ EVENTS: dict[str, str] = {
     "the values the line carries beside them (sources/text_events.RULES): 'scale' (the loss scale "
     "it sets), 'attempted', 'count', 'op' (an autograd function), 'value' (nan/inf), 'step' (the "
     "step the line names, where it was filed), 'from_step' (a resumed checkpoint's step), 'cause' (the bug "
-    "a framework's warning names: loss_broadcast, softmax_before_loss, frozen_model)",
+    "a framework's warning names: loss_broadcast, softmax_before_loss, frozen_model), 'partial' (the "
+    "warning is about a part of the model only)",
 }
 
 #: kinds of `text_events` (what a line of a training log said happened at a step)

@@ -48,7 +48,7 @@ from .log_events import (
 from .lr_advice import cut_evidence, withheld
 from .lr_usual import above_every_family, judge_lr, peak_lr
 from .quantities import Quantities
-from .scalars import COMMON_K, clamped_share
+from .scalars import COMMON_K, clamped_share, clamped_share_msg
 from .symptoms import (
     CLAMP_CEILINGS,
     CLAMP_TOL,
@@ -1353,10 +1353,7 @@ def _ev_train_moves(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
 def _ev_clamped_share(run: Run, q: Quantities, sym: Symptom) -> Msg | None:
     level = sym.data.get("level")
     if sym.kind == "saturated":  # the identity held row by row: the symptom measured it
-        d = sym.data
-        return Msg(
-            "diff.ev.clamped_share", level=f"{d['level']:.6g}", share=f"{d['share']:.6g}", clamp=f"{d['clamp']:.6g}"
-        )
+        return clamped_share_msg(sym.data["level"], sym.data["share"], sym.data["clamp"])
     return clamped_share(run, q, float(level)) if isinstance(level, (int, float)) else None
 
 

@@ -47,6 +47,9 @@ class EventLimits:
     #: a loss whose last third's median is below this share of its first third's fell: the model trains,
     #: so a warning that some parameters get no gradient is about a part frozen on purpose (info)
     frozen_fell: float = 0.9
+    #: confidence of a cause a warning about a part of the model names (info: the part may be unused on
+    #: purpose; below every curve rule's guess)
+    part_confidence: float = 0.3
 
 
 LIMITS = EventLimits()
@@ -210,32 +213,37 @@ _LOOP_SYMPTOMS = ("plateau", "slow_convergence", "stall", "oscillation", "diverg
 
 def _bug_warnings(run: Run, q: Quantities, findings: list[Finding]) -> None:
     """The framework printed the warning of a bug in the loop (torch's `Using a target size ... different
-    to the input size`, Keras's `from_logits=True` on a softmax's output, TF's `Gradients do not exist for
-    variables`): the bug is in the code that ran, whatever the curve shows, so it is a warning of its own
-    at the first such line, above the curve's guesses (`bug_confidence`); a finding that names it already
-    takes the line as evidence. The warnings of parameters that get no gradient can be on purpose (a
-    frozen part, a step skipped by returning None): with a loss that fell they are said as info."""
-    for cause in dict.fromkeys(e.get("cause") for _, e in events_of(run, ("bug_warning",))):
-        if cause not in BUG_FIXES:
-            continue
-        hits = [(s, e) for s, e in events_of(run, ("bug_warning",)) if e.get("cause") == cause]
+    to the input size`, Keras's `from_logits=True` on a softmax's output, PEFT's `trainable params: 0`):
+    the bug is in the code that ran, whatever the curve shows, so it is a warning of its own at the first
+    such line, above the curve's guesses (`bug_confidence`); a finding that names it already takes the line
+    as evidence. A warning about a part of the model only (`partial`: TF's "Gradients do not exist for
+    variables", often a pooler or head unused on purpose) is evidence for a finding that names the cause,
+    else info; so is a warning that parameters get no gradient beside a loss that fell (a part frozen on
+    purpose, a step skipped by returning None)."""
+    by_cause: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    for s, e in events_of(run, ("bug_warning",)):
+        if e.get("cause") in BUG_FIXES:
+            by_cause.setdefault(e["cause"], []).append((s, e))
+    for cause, hits in by_cause.items():
         first, e = hits[0]
         said = Msg("events.bug_warning", n=len(hits), first=first, text=e.get("text", ""))
         named = next((f for f in findings if f.cause == cause), None)
+        whole = any(not h.get("partial") for _, h in hits)
         if named is not None:
             named.evidence.append(said)
-            named.confidence = max(named.confidence, LIMITS.bug_confidence)
+            if whole:
+                named.confidence = max(named.confidence, LIMITS.bug_confidence)
             continue
         curve = next(
             (f for f in findings if f.severity in ("warning", "critical") and f.symptom in _LOOP_SYMPTOMS), None
         )
-        on_purpose = cause == "frozen_model" and curve is None and _loss_fell(q)
+        on_purpose = not whole or (cause == "frozen_model" and curve is None and _loss_fell(q))
         findings.append(
             Finding(
                 cause=cause,
                 symptom=curve.symptom if curve is not None else "slow_convergence",
                 severity="info" if on_purpose else "warning",
-                confidence=LIMITS.bug_confidence,
+                confidence=LIMITS.bug_confidence if whole else LIMITS.part_confidence,
                 step=first,
                 evidence=[said],
                 fixes=as_fixes([Msg(k) for k in BUG_FIXES[cause]]),

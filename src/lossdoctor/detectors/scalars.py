@@ -110,12 +110,10 @@ def chance_level(run: Run, level: float) -> tuple[float, str | Msg] | None:
     return None
 
 
-#: a binary cross-entropy clamps log(p) at these floors: Keras's clip at epsilon 1e-7 (-ln 1e-7 =
-#: 16.1181) and torch's BCELoss at -100
-BCE_CLAMPS = (-math.log(1e-7), 100.0)
-#: what one saturated sample costs, as a range: Keras clips p to [1e-7, 1 - 1e-7] in float32, where
-#: 1 - 1e-7 rounds to 1 - 2^-23 (a 1 predicted for a 0 costs -ln 2^-23 = 15.9424, a 0 predicted for a 1
-#: costs 16.1181: the classic `loss: 15.9424`); torch's BCELoss clamps log p at -100 on either side
+#: what one saturated sample costs, as a range: a binary cross-entropy clamps log(p). Keras clips p to
+#: [1e-7, 1 - 1e-7] in float32, where 1 - 1e-7 rounds to 1 - 2^-23 (a 1 predicted for a 0 costs -ln 2^-23 =
+#: 15.9424, a 0 predicted for a 1 costs -ln 1e-7 = 16.1181: the classic `loss: 15.9424`); torch's BCELoss
+#: clamps log p at -100 on either side
 SATURATED_COSTS = ((-math.log(2.0**-23), -math.log(1e-7)), (100.0, 100.0))
 #: the level matches (1 - accuracy) x a clamp within this share: both are printed to 4 digits
 CLAMP_SHARE_TOL = 2e-3
@@ -124,10 +122,10 @@ CLAMP_SHARE_POINTS = 2
 
 
 def clamped_share(run: Run, q: Quantities, level: float) -> Msg | None:
-    """The flat `level` is (1 - accuracy) x a binary cross-entropy's clamp (Keras's 16.1181, torch
-    BCELoss's 100) at a constant accuracy: every sample's output sits at exactly 1 (or 0), so each
-    sample of the other class pays the clamp and the rest nothing. A softmax over one output unit
-    (always 1) gives it from the first step: 4.4380 = 0.2753 x 16.1181 beside accuracy 0.7247."""
+    """The flat `level` is (1 - accuracy) x what a saturated sample costs (`SATURATED_COSTS`) at a constant
+    accuracy: every sample's output sits at exactly 1 (or 0), so each sample of the other class pays the
+    clamp and the rest nothing. A softmax over one output unit (always 1) gives it from the first step:
+    4.4380 = 0.2753 x 16.1181 beside accuracy 0.7247."""
     if not level > 0 or not run.has("accuracy"):
         return None
     acc = run.col("accuracy")[q.finite_loss]
@@ -135,11 +133,21 @@ def clamped_share(run: Run, q: Quantities, level: float) -> Msg | None:
     if acc.size < CLAMP_SHARE_POINTS or float(np.ptp(acc)) != 0.0 or not 0 < float(acc[0]) < 1:
         return None
     share = 1.0 - float(acc[0])
-    for clamp in BCE_CLAMPS:
-        if abs(level - share * clamp) <= CLAMP_SHARE_TOL * level:
-            # (as printed: the identity shows in the digits, 4.438 = 0.2753 x 16.1181)
-            return Msg("diff.ev.clamped_share", level=f"{level:.6g}", share=f"{share:.6g}", clamp=f"{clamp:.6g}")
-    return None
+    cost = level / share
+    return clamped_share_msg(level, share, cost) if saturated_cost(np.array([cost])).all() else None
+
+
+def saturated_cost(cost: np.ndarray) -> np.ndarray:
+    """Which of `cost` (a loss over its error rate: what each wrong sample cost) is one saturated sample's
+    cost (`SATURATED_COSTS`), within `CLAMP_SHARE_TOL` (both numbers are printed to 4 digits)."""
+    return np.logical_or.reduce(
+        [(cost >= lo * (1 - CLAMP_SHARE_TOL)) & (cost <= hi * (1 + CLAMP_SHARE_TOL)) for lo, hi in SATURATED_COSTS]
+    )
+
+
+def clamped_share_msg(level: float, share: float, cost: float) -> Msg:
+    """The identity as printed: the digits show it (4.438 = 0.2753 x 16.1181)."""
+    return Msg("diff.ev.clamped_share", level=f"{level:.6g}", share=f"{share:.6g}", clamp=f"{cost:.6g}")
 
 
 def _at_chance(level: float, chance: float, name: str | Msg) -> Msg:

@@ -22,7 +22,7 @@ from ..records import Run
 from .base import finest_print, print_resolution
 from .learning_rate import zero_lr_explained
 from .quantities import NOISE_DIFFS, Quantities, diff_noise, log_diff_noise
-from .scalars import BAR_CADENCE, CLAMP_SHARE_TOL, COMMON_K, SATURATED_COSTS, bar_redraw
+from .scalars import BAR_CADENCE, COMMON_K, bar_redraw, saturated_cost
 
 
 @dataclass(frozen=True)
@@ -2013,24 +2013,23 @@ def _saturated(run: Run, q: Quantities, lim: SymptomLimits = LIMITS) -> list[Sym
     if rows.size < lim.saturated_rows:
         return []
     x = q.loss[rows]
-    cost = x / (1.0 - acc)  # what each wrong sample cost, if the right ones cost nothing
-    for lo, hi in SATURATED_COSTS:
-        fits = (cost >= lo * (1 - CLAMP_SHARE_TOL)) & (cost <= hi * (1 + CLAMP_SHARE_TOL))
-        if int(fits.sum()) >= lim.saturated_rows and float(fits.mean()) >= lim.saturated_share:
-            k = int(np.argmax(fits))
-            return [
-                _sym(
-                    q,
-                    "saturated",
-                    int(rows[k]),
-                    level=float(x[k]),
-                    share=float(1.0 - acc[k]),
-                    clamp=float(cost[k]),
-                    n=int(fits.sum()),
-                    of=int(rows.size),
-                )
-            ]
-    return []
+    fits = saturated_cost(x / (1.0 - acc))  # what each wrong sample cost, if the right ones cost nothing
+    if int(fits.sum()) < lim.saturated_rows or float(fits.mean()) < lim.saturated_share:
+        return []
+    k = int(np.argmax(fits))
+    share = float(1.0 - acc[k])
+    return [
+        _sym(
+            q,
+            "saturated",
+            int(rows[k]),
+            level=float(x[k]),
+            share=share,
+            clamp=float(x[k]) / share,
+            n=int(fits.sum()),
+            of=int(rows.size),
+        )
+    ]
 
 
 def _epoch_flat(run: Run, q: Quantities) -> list[Symptom]:

@@ -1449,9 +1449,14 @@ def _unnamed_value(t: Template) -> int | None:
         return None
     if len([j for j in bare if j > max(counters, default=bare[0])]) > _MAX_UNNAMED:
         return None  # more values than a training print's few: a table of measurements
+    return _first_fraction(t, [j for j in bare[1:] if j not in counters])
+
+
+def _first_fraction(t: Template, slots: list[int]) -> int | None:
+    """The first of `slots` with no unit glued to it (a number with a unit, YOLOv5's `0.946G` of GPU
+    memory, is a measurement, no loss), or None when it is a whole number on every row (a count)."""
     pieces = t.text.split("\x00")
-    # (a number with a unit glued to it, YOLOv5's `0.946G` of GPU memory, is a measurement, no loss)
-    j = next((j for j in bare[1:] if j not in counters and not _unit_after(pieces, j)), None)
+    j = next((j for j in slots if not _unit_after(pieces, j)), None)
     if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
         return None
     return j
@@ -1475,11 +1480,7 @@ def _after_word(t: Template) -> int | None:
     bare = [j for j in others if not t.names[j] and j > max(counters)]
     if not bare or len(bare) > _MAX_UNNAMED or any(t.names[j].lower() not in ("", PERCENT, "time") for j in others):
         return None
-    pieces = t.text.split("\x00")
-    j = next((j for j in bare if not _unit_after(pieces, j)), None)
-    if j is None or all(math.isfinite(r[j]) and float(r[j]).is_integer() for r in t.rows):
-        return None
-    return j
+    return _first_fraction(t, bare)
 
 
 def _counted_from(t: Template, bare: list[int], counters: set[int]) -> bool:
@@ -2270,11 +2271,6 @@ def _from_arrays(text: str, what: str) -> Run | None:
         return None
 
 
-def _whole_text(path: Path) -> str:
-    with open_regular(path) as f:
-        return f.read(named_arrays.MAX_BYTES).decode("utf-8", "replace")
-
-
 def arrays_run(text: str, what: str) -> Run | None:
     """The run the named arrays in `text` hold (None: no loss-named array of MIN_VALUES numbers), read
     as the lines `named_arrays.lines` makes of them; its note says so, not the made lines' shape."""
@@ -2293,7 +2289,7 @@ def arrays_run(text: str, what: str) -> Run | None:
 @reader("named arrays", named_arrays.is_dump, priority=78)
 def read_arrays(path: Path) -> list[Run]:
     """A file that is a dump of named arrays (a Keras history dict, its `history.json`)."""
-    run = arrays_run(_whole_text(path), path.name)
+    run = arrays_run(_Lines(path).text(), path.name)
     if run is None:
         raise SourceError(f"{path.name}: no array named as a loss with {named_arrays.MIN_VALUES} or more numbers")
     return [run]

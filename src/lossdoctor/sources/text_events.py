@@ -130,9 +130,9 @@ RULES: tuple[EventRule, ...] = (
         r"(?P<loss_broadcast>Using a target size .{0,80}? that is different to the input size)|"
         r"(?P<softmax_before_loss>received .?from_logits=True.?,? but the .?output.? argument was produced by "
         r"an? (?:softmax|sigmoid) activation)|"
-        r"(?P<frozen_model>Gradients do not exist for variables .{0,400}when minimizing the loss|"
-        r"None of the inputs have requires_grad=True\. Gradients will be None|"
-        r"trainable params:\s*0\s*\|\||.?training_step.? returned .?None.?\. If this was on purpose)",
+        r"(?P<frozen_model>trainable params:\s*0\s*\|\||.?training_step.? returned .?None.?\. If this was on purpose)|"
+        r"(?P<frozen_part>Gradients do not exist for variables .{0,400}when minimizing the loss|"
+        r"None of the inputs have requires_grad=True\. Gradients will be None)",
         "a framework naming a bug of the loop: torch/nn/functional.py mse_loss (`Using a target size "
         "(torch.Size([32])) that is different to the input size (torch.Size([32, 1])). This will likely lead to "
         "incorrect results due to broadcasting.`), Keras's losses (`\"`categorical_crossentropy` received "
@@ -241,8 +241,15 @@ _INT_KEYS = ("count", "step", "output", "from_step")
 _SCALE_ALIASES = ("scale_kept", "scale_set", "scale_to")
 #: the groups that name the loss scaler whose wording matched (`scaler`)
 _SCALERS = ("deepspeed",)
-#: the causes a `bug_warning` line names (a group named for each): the event's `cause`
-BUG_CAUSES = ("loss_broadcast", "softmax_before_loss", "frozen_model")
+#: the groups of a `bug_warning` line: the cause it names (the event's `cause`), and whether it says so of
+#: a part only (`partial`: TF's "Gradients do not exist for variables [...]" names some variables, often a
+#: head or pooler left out on purpose; checkpointing's warning is about one block's inputs)
+BUG_GROUPS = {
+    "loss_broadcast": ("loss_broadcast", False),
+    "softmax_before_loss": ("softmax_before_loss", False),
+    "frozen_model": ("frozen_model", False),
+    "frozen_part": ("frozen_model", True),
+}
 _FROM_STEP = re.compile(r"checkpoint[-_ ](\d+)\b|global_step[-_ ]?(\d+)\b", re.I)
 
 
@@ -277,8 +284,10 @@ def _values(m: re.Match[str]) -> dict[str, Any]:
         if k in _SCALERS:
             out["scaler"] = k
             continue
-        if k in BUG_CAUSES:
-            out["cause"] = k
+        if k in BUG_GROUPS:
+            out["cause"], partial = BUG_GROUPS[k]
+            if partial:
+                out["partial"] = True
             continue
         if k in _SCALE_ALIASES:
             k = "scale"
